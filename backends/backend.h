@@ -1,0 +1,185 @@
+/* backend.h - the storage interface: one table of functions per engine, as
+ * redis's engine table. sqlite.c and postgres.c each export only their
+ * jr_backend_ops; backend.c picks one from a URL and holds what both share
+ * (name and payload checks, the job allocation). All calls are blocking; the
+ * master never calls them from its event loop directly (see db.c). */
+#ifndef JR_BACKEND_H
+#define JR_BACKEND_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "err.h"
+
+typedef struct jr_backend jr_backend;   /* opaque; each engine defines it */
+
+/* A job as a runner receives it. Visible: the master queues these and the
+ * frame codec reads them. Header and strings share one allocation
+ * (jr_job_new), freed with free(). */
+typedef struct jr_job {
+    int64_t     id;
+    int         attempt;        /* attempts so far, this one included */
+    int         max_retries;    /* -1: not set on the job */
+    int         priority;       /* lower runs first */
+    double      run_at;         /* epoch seconds it became due */
+    double      created_at;     /* epoch seconds */
+    const char *name;
+    const char *queue;
+    const char *payload;        /* JSON text, NUL-terminated */
+    size_t      payload_len;
+} jr_job;
+
+/* A job to insert. Strings are borrowed. */
+typedef struct jr_push {
+    const char *name;
+    const char *payload;        /* JSON text; NULL means "{}" */
+    const char *queue;          /* NULL means "default" */
+    int         priority;       /* 0 by default; lower runs first */
+    int         max_retries;    /* -1: take the handler's or the default */
+    double      run_at;         /* epoch seconds; 0: use run_in */
+    double      run_in;         /* seconds from the database's now */
+} jr_push;
+
+enum {
+    JR_DONE = 1,                /* success: delete, insert pushes */
+    JR_RETRY,                   /* failure with retries left: queued later */
+    JR_DEAD,                    /* no retries left, or discarded */
+    JR_SNOOZE,                  /* queued later, attempt not counted */
+    JR_RELEASE                  /* never started: queued, attempt not counted */
+};
+
+/* What became of one claimed job. Strings and pushes are borrowed. */
+typedef struct jr_result {
+    int64_t        id;
+    int            kind;        /* JR_DONE ... JR_RELEASE */
+    double         delay;       /* RETRY, SNOOZE: seconds from now */
+    const char    *error;       /* RETRY, DEAD: the reason; else NULL */
+    const char    *generation;  /* handler generation that ran it, or NULL */
+    const jr_push *pushes;      /* DONE: follow-up jobs, inserted atomically */
+    int            npushes;
+} jr_result;
+
+/* One row of stats: counts for one job name. */
+typedef struct jr_stat_row {
+    const char *name;
+    long        ready;          /* queued and due */
+    long        scheduled;      /* queued, run_at in the future */
+    long        running;
+    long        dead;
+} jr_stat_row;
+
+/* One dead job. Strings valid during the callback only. */
+typedef struct jr_dead_row {
+    int64_t     id;
+    const char *name;
+    const char *queue;
+    int         attempts;
+    const char *last_error;
+    const char *generation;     /* may be NULL */
+    double      died_at;
+    double      created_at;
+} jr_dead_row;
+
+typedef int (*jr_stat_cb)(const jr_stat_row *row, void *arg);
+typedef int (*jr_dead_cb)(const jr_dead_row *row, void *arg);
+
+typedef struct jr_backend_opts {
+    int         sync_normal;    /* SQLite: synchronous=NORMAL instead of FULL */
+    double      busy_timeout;   /* SQLite: seconds to wait for a lock */
+    const char *schema;         /* PostgreSQL: schema name, NULL "jobrunner" */
+    size_t      max_payload;    /* bytes; 0: no limit */
+} jr_backend_opts;
+
+/* Every function returns -1 with err set on failure unless said otherwise.
+ * Times are judged by the database's clock. */
+typedef struct jr_backend_ops {
+    const char *name;           /* "sqlite" or "postgres" */
+    /* Opens a connection. url is what followed the scheme check in
+     * backend.c (whole URL for postgres, the path for sqlite). Does not
+     * create tables: call migrate. NULL with err set on failure. */
+    jr_backend *(*open)(const char *url, const jr_backend_opts *o,
+                        jr_err *err);
+    /* Creates or upgrades the schema; safe to run from many processes at
+     * once. Returns 0. */
+    int  (*migrate)(jr_backend *b, jr_err *err);
+    /* Inserts n jobs in one transaction; all or none. ids (may be NULL)
+     * receives their ids. Returns 0. */
+    int  (*push)(jr_backend *b, const jr_push *p, int n, int64_t *ids,
+                 jr_err *err);
+    /* Claims up to max ready jobs (state queued, run_at <= now) whose name
+     * is one of names[0..nnames), ordered by priority, run_at, id: marks them
+     * running under token until now + lease seconds and counts the attempt.
+     * Fills out[] with new jobs (caller frees each). Returns how many, or -1
+     * and then nothing was claimed. */
+    int  (*claim)(jr_backend *b, const char *token, double lease,
+                  const char *const *names, int nnames, int max,
+                  jr_job **out, jr_err *err);
+    /* Records n results in one transaction, each fenced: a row changes only
+     * if it is still running under token. Returns how many were applied. */
+    int  (*complete)(jr_backend *b, const char *token, const jr_result *r,
+                     int n, jr_err *err);
+    /* Extends to now + lease every lease held by token. Returns count. */
+    int  (*renew)(jr_backend *b, const char *token, double lease,
+                  jr_err *err);
+    /* Requeues running jobs whose lease expired (any runner's); those whose
+     * attempts exceed max_retries (the job's, else default_max_retries) go
+     * dead. Returns how many rows it changed. */
+    int  (*rescue)(jr_backend *b, int default_max_retries, jr_err *err);
+    /* Calls cb for each job name with any job, ordered by name. */
+    int  (*stats)(jr_backend *b, jr_stat_cb cb, void *arg, jr_err *err);
+    /* Calls cb for up to limit dead jobs, newest death first. */
+    int  (*dead_list)(jr_backend *b, int limit, jr_dead_cb cb, void *arg,
+                      jr_err *err);
+    /* Requeues dead jobs ids[0..n) (n < 0: all dead jobs) with attempts 0.
+     * Returns how many. */
+    int  (*dead_retry)(jr_backend *b, const int64_t *ids, int n,
+                       jr_err *err);
+    /* Deletes dead jobs that died more than older_than seconds ago
+     * (0: all). Returns how many. */
+    int  (*dead_purge)(jr_backend *b, double older_than, jr_err *err);
+    /* A descriptor that becomes readable when another process may have
+     * added work (PostgreSQL's LISTEN socket, SQLite's inotify on the WAL),
+     * or -1 if there is none. Valid until the next call on b. */
+    int  (*wake_fd)(jr_backend *b);
+    /* Consumes pending wake-ups; returns 1 if the database changed since
+     * the last call, 0 if not, -1 on error (e.g. connection lost). */
+    int  (*changed)(jr_backend *b, jr_err *err);
+    /* Closes the connection; NULL is a no-op. */
+    void (*close)(jr_backend *b);
+} jr_backend_ops;
+
+/* A backend connection as the rest of the runtime holds it. */
+typedef struct jr_db {
+    const jr_backend_ops *ops;
+    jr_backend           *b;
+} jr_db;
+
+/* Opens the backend named by url: "sqlite:PATH", a path ending in .db, or
+ * "postgres://..." / "postgresql://..." / a libpq conninfo "host=...".
+ * Returns 0 and fills db, or -1 with err set. */
+int  jr_db_open(jr_db *db, const char *url, const jr_backend_opts *o,
+                jr_err *err);
+void jr_db_close(jr_db *db);    /* zeroed or closed db is a no-op */
+
+/* Writes url into out with any password replaced by "****". */
+void jr_url_mask(const char *url, char *out, size_t size);
+
+/* Checks a job or queue name: [A-Za-z0-9_.:-]{1,128}. what names the field
+ * in the message ("job name", "queue name"). */
+int  jr_name_check(const char *name, const char *what, jr_err *err);
+
+/* Checks a push before it reaches the database (names, payload size). */
+int  jr_push_check(const jr_push *p, size_t max_payload, jr_err *err);
+
+/* Returns a new job whose strings are copied into the same allocation, or
+ * NULL when out of memory. Free with free(). */
+jr_job *jr_job_new(int64_t id, const char *name, const char *queue,
+                   const char *payload, size_t payload_len);
+
+/* Seconds since the epoch, from the wall clock. */
+double jr_now(void);
+
+extern const jr_backend_ops jr_sqlite_ops;
+extern const jr_backend_ops jr_postgres_ops;
+
+#endif

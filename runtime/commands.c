@@ -1,0 +1,577 @@
+/* commands.c - the subcommands: each parses its own arguments, loads the
+ * config, opens the backend when it needs one, and says what went wrong in
+ * one line on stderr. */
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <lauxlib.h>
+#include <lua.h>
+
+#include "backend.h"
+#include "commands.h"
+#include "config.h"
+#include "jrlib.h"
+#include "log.h"
+#include "master.h"
+#include "script.h"
+#include "util.h"
+#include "worker.h"
+
+#define DEFAULT_BACKEND "sqlite:jobrunner.db"
+#define DEFAULT_SCRIPTS "scripts"
+
+static int
+die(int status, const char *msg)
+{
+    fprintf(stderr, "jobrunner: %s\n", msg);
+    return status;
+}
+
+static int usage_error(const char *fmt, ...)
+    __attribute__((format(printf, 1, 2)));
+
+static int
+usage_error(const char *fmt, ...)
+{
+    va_list ap;
+
+    fprintf(stderr, "jobrunner: ");
+    va_start(ap, fmt);
+    vfprintf(stderr, fmt, ap);
+    va_end(ap);
+    fprintf(stderr, " (try 'jobrunner --help')\n");
+    return JR_EXIT_USAGE;
+}
+
+/* Defaults, then the config file, then the command line. */
+static int
+load_config(jr_cli *cli, jr_config *c)
+{
+    jr_err err;
+
+    jr_config_defaults(c);
+    if (jr_config_load(c, cli->config, NULL, &err) < 0)
+        return die(JR_EXIT_CONFIG, err.msg);
+    if ((cli->backend && jr_config_set(&c->backend, cli->backend, &err) < 0) ||
+        (!c->backend && jr_config_set(&c->backend, DEFAULT_BACKEND, &err) < 0) ||
+        (cli->scripts && jr_config_set(&c->scripts, cli->scripts, &err) < 0) ||
+        (!c->scripts && jr_config_set(&c->scripts, DEFAULT_SCRIPTS, &err) < 0))
+        return die(JR_EXIT_FAIL, err.msg);
+    jr_log_setup(c->log_level, c->log_json, "master");
+    return 0;
+}
+
+static int
+open_db(jr_config *c, jr_db *db, int migrate)
+{
+    jr_backend_opts o = {0};
+    jr_err err;
+
+    o.sync_normal = c->sync_normal;
+    o.busy_timeout = c->busy_timeout;
+    o.schema = c->schema;
+    o.max_payload = c->max_payload;
+    if (jr_db_open(db, c->backend, &o, &err) < 0 ||
+        (migrate && db->ops->migrate(db->b, &err) < 0)) {
+        jr_db_close(db);
+        return die(err.code == JR_EUSAGE ? JR_EXIT_USAGE : JR_EXIT_FAIL,
+                   err.msg);
+    }
+    return 0;
+}
+
+/* Common prologue: config and an open, migrated database. */
+static int
+setup(jr_cli *cli, jr_config *c, jr_db *db)
+{
+    int rc = load_config(cli, c);
+
+    if (rc == 0 && (rc = open_db(c, db, 1)) != 0)
+        jr_config_free(c);
+    return rc;
+}
+
+static int
+finish(jr_config *c, jr_db *db, int rc)
+{
+    jr_db_close(db);
+    jr_config_free(c);
+    return rc;
+}
+
+int
+jr_cmd_run(jr_cli *cli)
+{
+    jr_config c;
+    int rc;
+
+    if (cli->argc > 0)
+        return usage_error("run takes no arguments, got '%s'", cli->argv[0]);
+    if ((rc = load_config(cli, &c)) != 0)
+        return rc;
+    rc = jr_master_run(&c, cli->self);
+    jr_config_free(&c);
+    return rc;
+}
+
+int
+jr_cmd_worker(jr_cli *cli)
+{
+    jr_config c;
+    int fd;
+
+    if (cli->argc != 3)
+        return die(JR_EXIT_USAGE, "__worker is started by the runner");
+    jr_config_defaults(&c);
+    fd = atoi(cli->argv[0]);
+    {
+        jr_err err;
+        if (jr_config_load(&c, *cli->argv[2] ? cli->argv[2] : NULL, NULL,
+                           &err) == 0) {
+            char who[32];
+            snprintf(who, sizeof who, "worker %d", (int)getpid());
+            jr_log_setup(c.log_level, c.log_json, who);
+        }
+        jr_config_free(&c);
+    }
+    return jr_worker_main(fd, cli->argv[1],
+                          *cli->argv[2] ? cli->argv[2] : NULL);
+}
+
+/* Uses cjson to say precisely what is wrong with a JSON text. Returns 0 if
+ * it is valid, else writes the reason into why. */
+static int
+json_check(const char *text, char *why, size_t size)
+{
+    jr_err err;
+    lua_State *L = jr_script_state(NULL, &err);
+    int rc = 0;
+
+    if (L == NULL)
+        return 0;               /* the database will still refuse it */
+    lua_getglobal(L, "require");                     /* require */
+    lua_pushliteral(L, "cjson");                     /* require "cjson" */
+    if (jr_script_pcall(L, 1, 1, &err) == 0) {       /* cjson */
+        lua_getfield(L, -1, "decode");               /* cjson decode */
+        lua_pushstring(L, text);                     /* cjson decode text */
+        if (lua_pcall(L, 1, 1, 0) != LUA_OK) {       /* cjson msg */
+            snprintf(why, size, "%s", lua_tostring(L, -1));
+            rc = -1;
+        }
+    }
+    lua_close(L);
+    return rc;
+}
+
+int
+jr_cmd_push(jr_cli *cli)
+{
+    jr_push p = {.max_retries = -1};
+    jr_config c;
+    jr_db db;
+    jr_err err;
+    int64_t id;
+    char why[256];
+    long v;
+    int i, rc;
+
+    for (i = 0; i < cli->argc; i++) {
+        const char *a = cli->argv[i], *val = i + 1 < cli->argc ?
+                        cli->argv[i + 1] : NULL;
+        int takes = strcmp(a, "--in") == 0 || strcmp(a, "--at") == 0 ||
+                    strcmp(a, "--priority") == 0 || strcmp(a, "--queue") == 0
+                    || strcmp(a, "--max-retries") == 0;
+        if (takes && val == NULL)
+            return usage_error("push: option '%s' needs a value", a);
+        if (strcmp(a, "--in") == 0)
+            rc = jr_parse_duration(val, "--in", &p.run_in, &err);
+        else if (strcmp(a, "--at") == 0)
+            rc = jr_parse_time(val, "--at", &p.run_at, &err);
+        else if (strcmp(a, "--priority") == 0)
+            rc = jr_parse_int(val, "--priority", -1000000, 1000000, &v, &err),
+            p.priority = (int)v;
+        else if (strcmp(a, "--max-retries") == 0)
+            rc = jr_parse_int(val, "--max-retries", 0, 1000000, &v, &err),
+            p.max_retries = (int)v;
+        else if (strcmp(a, "--queue") == 0)
+            rc = 0, p.queue = val;
+        else if (a[0] == '-' && a[1] == '-')
+            return usage_error("push: unknown option '%s'", a);
+        else if (p.name == NULL)
+            rc = 0, p.name = a;
+        else if (p.payload == NULL)
+            rc = 0, p.payload = a;
+        else
+            return usage_error("push: unexpected argument '%s'", a);
+        if (rc < 0)
+            return die(JR_EXIT_USAGE, err.msg);
+        i += takes;
+    }
+    if (p.name == NULL)
+        return usage_error("push: missing the job %s", "NAME");
+    if ((rc = load_config(cli, &c)) != 0)
+        return rc;
+    if (jr_push_check(&p, c.max_payload, &err) < 0) {
+        jr_config_free(&c);
+        return die(JR_EXIT_USAGE, err.msg);
+    }
+    if (p.payload && json_check(p.payload, why, sizeof why) < 0) {
+        jr_config_free(&c);
+        fprintf(stderr, "jobrunner: job '%s': invalid JSON payload: %s\n",
+                p.name, why);
+        return JR_EXIT_USAGE;
+    }
+    if ((rc = open_db(&c, &db, 1)) != 0) {
+        jr_config_free(&c);
+        return rc;
+    }
+    if (db.ops->push(db.b, &p, 1, &id, &err) < 0)
+        return finish(&c, &db, die(err.code == JR_EINPUT ? JR_EXIT_USAGE :
+                                   JR_EXIT_FAIL, err.msg));
+    printf("%lld\n", (long long)id);
+    return finish(&c, &db, JR_EXIT_OK);
+}
+
+/* --- stats ------------------------------------------------------------ */
+
+typedef struct stat_acc {
+    jr_stat_row *rows;
+    int          n, cap;
+    long         ready, scheduled, running, dead;
+} stat_acc;
+
+static int
+stat_collect(const jr_stat_row *row, void *arg)
+{
+    stat_acc *a = arg;
+
+    if (a->n == a->cap) {
+        int cap = a->cap ? a->cap * 2 : 16;
+        jr_stat_row *v = realloc(a->rows, (size_t)cap * sizeof *v);
+        if (v == NULL)
+            return 1;
+        a->rows = v;
+        a->cap = cap;
+    }
+    a->rows[a->n] = *row;
+    if ((a->rows[a->n].name = strdup(row->name)) == NULL)
+        return 1;
+    a->n++;
+    a->ready += row->ready;
+    a->scheduled += row->scheduled;
+    a->running += row->running;
+    a->dead += row->dead;
+    return 0;
+}
+
+/* Whether scripts/a/b.lua exists for job a.b. */
+static int
+has_handler(const char *scripts, const char *name)
+{
+    char path[4096];
+    struct stat st;
+    size_t n;
+    char *p;
+
+    n = (size_t)snprintf(path, sizeof path, "%s/%s.lua", scripts, name);
+    if (n >= sizeof path)
+        return 0;
+    for (p = path + strlen(scripts) + 1; p < path + n - 4; p++)
+        if (*p == '.')
+            *p = '/';
+    return stat(path, &st) == 0;
+}
+
+static void
+stats_json(const stat_acc *a, const char *scripts)
+{
+    int i, first = 1;
+
+    printf("{\"queued\":%ld,\"ready\":%ld,\"scheduled\":%ld,\"running\":%ld,"
+           "\"dead\":%ld,\"names\":{", a->ready + a->scheduled, a->ready,
+           a->scheduled, a->running, a->dead);
+    for (i = 0; i < a->n; i++) {
+        const jr_stat_row *r = &a->rows[i];
+        printf("%s", i ? "," : "");
+        jr_json_str(stdout, r->name);
+        printf(":{\"ready\":%ld,\"scheduled\":%ld,\"running\":%ld,\"dead\":"
+               "%ld,\"handler\":%s}", r->ready, r->scheduled, r->running,
+               r->dead, has_handler(scripts, r->name) ? "true" : "false");
+    }
+    printf("},\"unhandled\":[");
+    for (i = 0; i < a->n; i++)
+        if (!has_handler(scripts, a->rows[i].name)) {
+            printf("%s", first ? "" : ",");
+            jr_json_str(stdout, a->rows[i].name);
+            first = 0;
+        }
+    printf("]}\n");
+}
+
+static void
+stats_text(const stat_acc *a, const char *scripts)
+{
+    int i;
+
+    printf("queued %ld (ready %ld, scheduled %ld), running %ld, dead %ld\n",
+           a->ready + a->scheduled, a->ready, a->scheduled, a->running,
+           a->dead);
+    if (a->n == 0)
+        return;
+    printf("\n%-32s %9s %9s %9s %9s\n", "NAME", "READY", "SCHEDULED",
+           "RUNNING", "DEAD");
+    for (i = 0; i < a->n; i++) {
+        const jr_stat_row *r = &a->rows[i];
+        printf("%-32s %9ld %9ld %9ld %9ld%s\n", r->name, r->ready,
+               r->scheduled, r->running, r->dead,
+               has_handler(scripts, r->name) ? "" : "  (no handler in " 
+               "scripts dir)");
+    }
+}
+
+int
+jr_cmd_stats(jr_cli *cli)
+{
+    stat_acc a = {0};
+    jr_config c;
+    jr_db db;
+    jr_err err;
+    int json = 0, i, rc;
+
+    for (i = 0; i < cli->argc; i++) {
+        if (strcmp(cli->argv[i], "--json") == 0)
+            json = 1;
+        else
+            return usage_error("stats: unexpected argument '%s'",
+                               cli->argv[i]);
+    }
+    if ((rc = setup(cli, &c, &db)) != 0)
+        return rc;
+    if (db.ops->stats(db.b, stat_collect, &a, &err) < 0)
+        rc = die(JR_EXIT_FAIL, err.msg);
+    else if (json)
+        stats_json(&a, c.scripts);
+    else
+        stats_text(&a, c.scripts);
+    for (i = 0; i < a.n; i++)
+        free((char *)a.rows[i].name);
+    free(a.rows);
+    return finish(&c, &db, rc);
+}
+
+/* --- dead ------------------------------------------------------------- */
+
+typedef struct dead_out {
+    int json;
+    int n;
+} dead_out;
+
+static int
+dead_print(const jr_dead_row *r, void *arg)
+{
+    dead_out *o = arg;
+    char died[40], created[40], first[120];
+    const char *err = r->last_error ? r->last_error : "";
+    size_t len = strcspn(err, "\n");
+
+    jr_time_iso(r->died_at, died, sizeof died);
+    jr_time_iso(r->created_at, created, sizeof created);
+    if (o->json) {
+        printf("%s{\"id\":%lld,\"name\":", o->n ? "," : "", (long long)r->id);
+        jr_json_str(stdout, r->name);
+        printf(",\"queue\":");
+        jr_json_str(stdout, r->queue);
+        printf(",\"attempts\":%d,\"last_error\":", r->attempts);
+        jr_json_str(stdout, r->last_error);
+        printf(",\"generation\":");
+        jr_json_str(stdout, r->generation);
+        printf(",\"died_at\":\"%s\",\"created_at\":\"%s\"}", died, created);
+    } else {
+        if (o->n == 0)
+            printf("%-10s %-24s %8s  %-24s %s\n", "ID", "NAME", "ATTEMPTS",
+                   "DIED AT", "LAST ERROR");
+        snprintf(first, sizeof first, "%.*s", (int)len, err);
+        printf("%-10lld %-24s %8d  %-24s %s\n", (long long)r->id, r->name,
+               r->attempts, died, first);
+    }
+    o->n++;
+    return 0;
+}
+
+static int
+dead_list(jr_db *db, int argc, char **argv)
+{
+    dead_out o = {0};
+    jr_err err;
+    long limit = 100;
+    int i;
+
+    for (i = 0; i < argc; i++) {
+        if (strcmp(argv[i], "--json") == 0)
+            o.json = 1;
+        else if (strcmp(argv[i], "--limit") == 0 && i + 1 < argc) {
+            if (jr_parse_int(argv[++i], "--limit", 1, 1000000000, &limit,
+                             &err) < 0)
+                return die(JR_EXIT_USAGE, err.msg);
+        } else
+            return usage_error("dead list: unexpected argument '%s'",
+                               argv[i]);
+    }
+    if (o.json)
+        printf("[");
+    if (db->ops->dead_list(db->b, (int)limit, dead_print, &o, &err) < 0)
+        return die(JR_EXIT_FAIL, err.msg);
+    if (o.json)
+        printf("]\n");
+    else if (o.n == 0)
+        printf("no dead jobs\n");
+    return JR_EXIT_OK;
+}
+
+static int
+dead_retry(jr_db *db, int argc, char **argv)
+{
+    int64_t *ids;
+    jr_err err;
+    long v;
+    int i, n;
+
+    if (argc == 0)
+        return usage_error("dead retry: give job ids or %s", "--all");
+    if (argc == 1 && strcmp(argv[0], "--all") == 0) {
+        if ((n = db->ops->dead_retry(db->b, NULL, -1, &err)) < 0)
+            return die(JR_EXIT_FAIL, err.msg);
+        printf("requeued %d dead job%s\n", n, n == 1 ? "" : "s");
+        return JR_EXIT_OK;
+    }
+    if ((ids = calloc((size_t)argc, sizeof *ids)) == NULL)
+        return die(JR_EXIT_FAIL, "out of memory");
+    for (i = 0; i < argc; i++) {
+        if (jr_parse_int(argv[i], "job id", 1, 0x7fffffffffffffffL, &v,
+                         &err) < 0) {
+            free(ids);
+            return die(JR_EXIT_USAGE, err.msg);
+        }
+        ids[i] = v;
+    }
+    n = db->ops->dead_retry(db->b, ids, argc, &err);
+    free(ids);
+    if (n < 0)
+        return die(JR_EXIT_FAIL, err.msg);
+    printf("requeued %d dead job%s\n", n, n == 1 ? "" : "s");
+    if (n < argc) {
+        fprintf(stderr, "jobrunner: %d of the ids given are not dead jobs\n",
+                argc - n);
+        return JR_EXIT_FAIL;
+    }
+    return JR_EXIT_OK;
+}
+
+static int
+dead_purge(jr_db *db, int argc, char **argv)
+{
+    double older = 0;
+    jr_err err;
+    int n;
+
+    if (argc == 2 && strcmp(argv[0], "--older-than") == 0) {
+        if (jr_parse_duration(argv[1], "--older-than", &older, &err) < 0)
+            return die(JR_EXIT_USAGE, err.msg);
+    } else if (argc != 0) {
+        return usage_error("dead purge: unexpected argument '%s'", argv[0]);
+    }
+    if ((n = db->ops->dead_purge(db->b, older, &err)) < 0)
+        return die(JR_EXIT_FAIL, err.msg);
+    printf("purged %d dead job%s\n", n, n == 1 ? "" : "s");
+    return JR_EXIT_OK;
+}
+
+int
+jr_cmd_dead(jr_cli *cli)
+{
+    static const struct {
+        const char *name;
+        int (*fn)(jr_db *db, int argc, char **argv);
+    } subs[] = {{"list", dead_list}, {"retry", dead_retry},
+                {"purge", dead_purge}};
+    jr_config c;
+    jr_db db;
+    int argc = cli->argc, rc;
+    char **argv = cli->argv;
+    size_t i, which = 0;
+
+    if (argc > 0 && argv[0][0] != '-') {
+        for (which = 0; which < 3; which++)
+            if (strcmp(subs[which].name, argv[0]) == 0)
+                break;
+        if (which == 3)
+            return usage_error("dead: unknown subcommand '%s' (list, retry, "
+                               "purge)", argv[0]);
+        argc--;
+        argv++;
+    }
+    if ((rc = setup(cli, &c, &db)) != 0)
+        return rc;
+    i = which;
+    return finish(&c, &db, subs[i].fn(&db, argc, argv));
+}
+
+int
+jr_cmd_migrate(jr_cli *cli)
+{
+    jr_config c;
+    jr_db db;
+    char url[512];
+    int rc;
+
+    if (cli->argc > 0)
+        return usage_error("migrate takes no arguments, got '%s'",
+                           cli->argv[0]);
+    if ((rc = setup(cli, &c, &db)) != 0)
+        return rc;
+    jr_url_mask(c.backend, url, sizeof url);
+    printf("schema of %s is up to date\n", url);
+    return finish(&c, &db, JR_EXIT_OK);
+}
+
+int
+jr_cmd_check(jr_cli *cli)
+{
+    jr_scripts s;
+    jr_jobctx ctx = {0};
+    jr_config c;
+    jr_err err;
+    lua_State *L;
+    int rc, i;
+
+    if (cli->argc > 0)
+        return usage_error("check takes no arguments, got '%s'",
+                           cli->argv[0]);
+    if ((rc = load_config(cli, &c)) != 0)
+        return rc;
+    if ((L = jr_script_state(c.scripts, &err)) == NULL ||
+        jr_jrlib_open(L, &ctx, &err) < 0 ||
+        jr_scripts_load(L, c.scripts, &s, &err) < 0) {
+        if (L)
+            lua_close(L);
+        jr_config_free(&c);
+        return die(JR_EXIT_CONFIG, err.msg);
+    }
+    for (i = 0; i < s.nerrors; i++)
+        fprintf(stderr, "%s\n", s.errors[i]);
+    printf("%s: %d handler%s loaded", c.scripts, s.n, s.n == 1 ? "" : "s");
+    for (i = 0; i < s.n; i++)
+        printf("%s%s", i ? ", " : ": ", s.h[i].name);
+    printf("\n");
+    if (s.nerrors > 0)
+        printf("%d error%s\n", s.nerrors, s.nerrors == 1 ? "" : "s");
+    rc = s.nerrors > 0 ? JR_EXIT_CONFIG : JR_EXIT_OK;
+    jr_scripts_free(&s);
+    lua_close(L);
+    jr_config_free(&c);
+    return rc;
+}

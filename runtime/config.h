@@ -1,0 +1,46 @@
+/* config.h - the runner's settings: defaults, then jobrunner.lua, then the
+ * command line. Owns the config file's Lua state (hooks and backoff live
+ * there). Uses script.h for protected calls. */
+#ifndef JR_CONFIG_H
+#define JR_CONFIG_H
+
+#include <stddef.h>
+
+#include "err.h"
+
+typedef struct lua_State lua_State;
+
+typedef struct jr_config {
+    char      *file;            /* config file read, or NULL */
+    char      *backend;         /* backend URL */
+    char      *scripts;         /* handler directory */
+    int        conc_min;        /* workers at least */
+    int        conc_max;        /* workers at most */
+    int        max_retries;     /* defaults.max_retries */
+    double     timeout;         /* defaults.timeout, seconds */
+    double     lease;           /* seconds a claim holds without renewal */
+    double     poll_interval;   /* seconds between fallback polls */
+    double     shutdown_timeout;/* seconds running jobs get on SIGTERM */
+    int        log_level;       /* JR_LOG_* */
+    int        log_json;        /* log.format == "json" */
+    int        sync_normal;     /* synchronous = "normal" */
+    double     busy_timeout;    /* SQLite lock wait, seconds */
+    char      *schema;          /* PostgreSQL schema */
+    size_t     max_payload;     /* bytes */
+    lua_State *L;               /* the config's state; holds the table */
+    int        ref;             /* registry ref of the returned table */
+    int        owns_L;          /* L is closed by jr_config_free */
+} jr_config;
+
+/* Fills c with the defaults. */
+void jr_config_defaults(jr_config *c);
+/* Loads file (NULL: ./jobrunner.lua if it exists, else defaults only) over
+ * the defaults, in L (borrowed; NULL: a new state c owns). Errors name
+ * file:line and the key. Returns 0 or -1. */
+int  jr_config_load(jr_config *c, const char *file, lua_State *L,
+                    jr_err *err);
+/* Replaces a string setting (takes a copy). */
+int  jr_config_set(char **slot, const char *value, jr_err *err);
+void jr_config_free(jr_config *c);   /* frees members; c itself is the
+                                        caller's */
+#endif

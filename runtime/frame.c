@@ -1,0 +1,337 @@
+/* frame.c - the codec of frames between master and workers. Every decoder
+ * is bounds-checked: a frame comes from another process and is fuzzed. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "frame.h"
+
+#define NULL_LEN 0xffffffffu    /* string length that encodes NULL */
+
+void
+jr_buf_free(jr_buf *b)
+{
+    free(b->p);
+    memset(b, 0, sizeof *b);
+}
+
+void
+jr_buf_reset(jr_buf *b)
+{
+    b->len = 0;
+    b->oom = 0;
+}
+
+static int
+reserve(jr_buf *b, size_t more)
+{
+    size_t cap;
+    char *p;
+
+    if (b->oom)
+        return -1;
+    if (b->len + more <= b->cap)
+        return 0;
+    cap = b->cap ? b->cap : 256;
+    while (cap < b->len + more)
+        cap *= 2;
+    if ((p = realloc(b->p, cap)) == NULL) {
+        b->oom = 1;
+        return -1;
+    }
+    b->p = p;
+    b->cap = cap;
+    return 0;
+}
+
+static void
+put(jr_buf *b, const void *v, size_t n)
+{
+    if (reserve(b, n) < 0)
+        return;
+    memcpy(b->p + b->len, v, n);
+    b->len += n;
+}
+
+static void
+put_le(jr_buf *b, uint64_t v, int bytes)
+{
+    unsigned char tmp[8];
+    int i;
+
+    for (i = 0; i < bytes; i++)
+        tmp[i] = (unsigned char)(v >> (8 * i));
+    put(b, tmp, (size_t)bytes);
+}
+
+void jr_put_u8(jr_buf *b, unsigned v)  { put_le(b, v, 1); }
+void jr_put_i32(jr_buf *b, int32_t v)  { put_le(b, (uint32_t)v, 4); }
+void jr_put_i64(jr_buf *b, int64_t v)  { put_le(b, (uint64_t)v, 8); }
+
+void
+jr_put_f64(jr_buf *b, double v)
+{
+    uint64_t u;
+    memcpy(&u, &v, sizeof u);
+    put_le(b, u, 8);
+}
+
+void
+jr_put_strn(jr_buf *b, const char *s, size_t n)
+{
+    if (s == NULL) {
+        put_le(b, NULL_LEN, 4);
+        return;
+    }
+    put_le(b, (uint32_t)n, 4);
+    put(b, s, n);
+}
+
+void
+jr_put_str(jr_buf *b, const char *s)
+{
+    jr_put_strn(b, s, s ? strlen(s) : 0);
+}
+
+size_t
+jr_frame_begin(jr_buf *b, int type)
+{
+    size_t start = b->len;
+    put_le(b, 0, 4);
+    jr_put_u8(b, (unsigned)type);
+    return start;
+}
+
+void
+jr_frame_end(jr_buf *b, size_t start)
+{
+    uint32_t n = (uint32_t)(b->len - start - 4);
+    int i;
+
+    if (b->oom)
+        return;
+    for (i = 0; i < 4; i++)
+        b->p[start + (size_t)i] = (char)(n >> (8 * i));
+}
+
+static uint64_t
+get_le(jr_reader *r, int bytes)
+{
+    const unsigned char *p = (const unsigned char *)r->p;
+    uint64_t v = 0;
+    int i;
+
+    if (r->bad || r->n < (size_t)bytes) {
+        r->bad = 1;
+        return 0;
+    }
+    for (i = 0; i < bytes; i++)
+        v |= (uint64_t)p[i] << (8 * i);
+    r->p += bytes;
+    r->n -= (size_t)bytes;
+    return v;
+}
+
+unsigned jr_get_u8(jr_reader *r)   { return (unsigned)get_le(r, 1); }
+int32_t  jr_get_i32(jr_reader *r)  { return (int32_t)(uint32_t)get_le(r, 4); }
+int64_t  jr_get_i64(jr_reader *r)  { return (int64_t)get_le(r, 8); }
+
+double
+jr_get_f64(jr_reader *r)
+{
+    uint64_t u = get_le(r, 8);
+    double v;
+    memcpy(&v, &u, sizeof v);
+    return v;
+}
+
+const char *
+jr_get_str(jr_reader *r, size_t *len)
+{
+    uint32_t n = (uint32_t)get_le(r, 4);
+    const char *s;
+
+    *len = 0;
+    if (r->bad || n == NULL_LEN)
+        return NULL;
+    if (r->n < n) {
+        r->bad = 1;
+        return NULL;
+    }
+    s = r->p;
+    r->p += n;
+    r->n -= n;
+    *len = n;
+    return s;
+}
+
+long
+jr_frame_complete(const char *data, size_t n, jr_err *err)
+{
+    const unsigned char *p = (const unsigned char *)data;
+    uint32_t len;
+
+    if (n < 4)
+        return 0;
+    len = (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 |
+          (uint32_t)p[3] << 24;
+    if (len < 1 || len > JR_FRAME_MAX)
+        return jr_fail(err, JR_EPROTO, "frame of %lu bytes (at most %u)",
+                       (unsigned long)len, JR_FRAME_MAX);
+    return n - 4 >= len ? (long)len + 4 : 0;
+}
+
+int
+jr_frame_open(jr_reader *r, const char *data)
+{
+    const unsigned char *p = (const unsigned char *)data;
+    uint32_t len = (uint32_t)p[0] | (uint32_t)p[1] << 8 |
+                   (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
+
+    r->p = data + 5;
+    r->n = len - 1;
+    r->bad = 0;
+    return p[4];
+}
+
+void
+jr_frame_put_job(jr_buf *b, const jr_job *j)
+{
+    size_t start = jr_frame_begin(b, JR_F_JOB);
+
+    jr_put_i64(b, j->id);
+    jr_put_i32(b, j->attempt);
+    jr_put_i32(b, j->max_retries);
+    jr_put_i32(b, j->priority);
+    jr_put_f64(b, j->run_at);
+    jr_put_f64(b, j->created_at);
+    jr_put_str(b, j->name);
+    jr_put_str(b, j->queue);
+    jr_put_strn(b, j->payload, j->payload_len);
+    jr_frame_end(b, start);
+}
+
+/* Copies a string of the body into the arena, NUL-terminated. */
+static const char *
+arena_str(jr_reader *r, char **arena)
+{
+    size_t n;
+    const char *s = jr_get_str(r, &n);
+    char *d = *arena;
+
+    if (s == NULL)
+        return NULL;
+    memcpy(d, s, n);
+    d[n] = '\0';
+    *arena += n + 1;
+    return d;
+}
+
+static int
+has_nul(const char *s, size_t n)
+{
+    return s != NULL && memchr(s, '\0', n) != NULL;
+}
+
+jr_job *
+jr_frame_get_job(jr_reader *r, jr_err *err)
+{
+    int64_t id = jr_get_i64(r);
+    int32_t attempt = jr_get_i32(r), max_retries = jr_get_i32(r);
+    int32_t priority = jr_get_i32(r);
+    double run_at = jr_get_f64(r), created_at = jr_get_f64(r);
+    size_t ln, lq, lp;
+    const char *name = jr_get_str(r, &ln), *queue = jr_get_str(r, &lq);
+    const char *payload = jr_get_str(r, &lp);
+    char nbuf[129], qbuf[129];
+    jr_job *j;
+
+    if (r->bad || name == NULL || queue == NULL || payload == NULL ||
+        ln > 128 || lq > 128 || has_nul(name, ln) || has_nul(queue, lq)) {
+        jr_fail(err, JR_EPROTO, "malformed job frame");
+        return NULL;
+    }
+    memcpy(nbuf, name, ln);
+    nbuf[ln] = '\0';
+    memcpy(qbuf, queue, lq);
+    qbuf[lq] = '\0';
+    if ((j = jr_job_new(id, nbuf, qbuf, payload, lp)) == NULL) {
+        jr_fail(err, JR_ENOMEM, "out of memory decoding a job");
+        return NULL;
+    }
+    j->attempt = attempt;
+    j->max_retries = max_retries;
+    j->priority = priority;
+    j->run_at = run_at;
+    j->created_at = created_at;
+    return j;
+}
+
+void
+jr_frame_put_result(jr_buf *b, const jr_result *res)
+{
+    size_t start = jr_frame_begin(b, JR_F_RESULT);
+    int i;
+
+    jr_put_i64(b, res->id);
+    jr_put_u8(b, (unsigned)res->kind);
+    jr_put_f64(b, res->delay);
+    jr_put_str(b, res->error);
+    jr_put_str(b, res->generation);
+    jr_put_i32(b, res->npushes);
+    for (i = 0; i < res->npushes; i++) {
+        const jr_push *p = &res->pushes[i];
+        jr_put_str(b, p->name);
+        jr_put_str(b, p->payload);
+        jr_put_str(b, p->queue);
+        jr_put_i32(b, p->priority);
+        jr_put_i32(b, p->max_retries);
+        jr_put_f64(b, p->run_at);
+        jr_put_f64(b, p->run_in);
+    }
+    jr_frame_end(b, start);
+}
+
+/* Smallest encoding of one push: three string lengths, two i32, two f64. */
+#define PUSH_MIN_BYTES (3 * 4 + 2 * 4 + 2 * 8)
+
+int
+jr_frame_get_result(jr_reader *r, jr_result *res, void **mem, jr_err *err)
+{
+    size_t body = r->n, maxpush = body / PUSH_MIN_BYTES + 1;
+    jr_push *pushes;
+    char *arena;
+    int32_t n;
+    int i;
+
+    memset(res, 0, sizeof *res);
+    *mem = malloc(maxpush * sizeof *pushes + body + 16);
+    if (*mem == NULL)
+        return jr_fail(err, JR_ENOMEM, "out of memory decoding a result");
+    pushes = *mem;
+    arena = (char *)(pushes + maxpush);
+    res->id = jr_get_i64(r);
+    res->kind = (int)jr_get_u8(r);
+    res->delay = jr_get_f64(r);
+    res->error = arena_str(r, &arena);
+    res->generation = arena_str(r, &arena);
+    n = jr_get_i32(r);
+    if (r->bad || n < 0 || (size_t)n > maxpush || res->kind < JR_DONE ||
+        res->kind > JR_RELEASE)
+        return jr_fail(err, JR_EPROTO, "malformed result frame");
+    for (i = 0; i < n && !r->bad; i++) {
+        pushes[i].name = arena_str(r, &arena);
+        pushes[i].payload = arena_str(r, &arena);
+        pushes[i].queue = arena_str(r, &arena);
+        pushes[i].priority = jr_get_i32(r);
+        pushes[i].max_retries = jr_get_i32(r);
+        pushes[i].run_at = jr_get_f64(r);
+        pushes[i].run_in = jr_get_f64(r);
+        if (pushes[i].name == NULL)
+            r->bad = 1;
+    }
+    if (r->bad)
+        return jr_fail(err, JR_EPROTO, "malformed result frame");
+    res->pushes = pushes;
+    res->npushes = n;
+    return 0;
+}

@@ -1,0 +1,81 @@
+/* frame.h - the messages between the master and its workers: a 4-byte
+ * little-endian length, a type byte, then typed fields (integers little
+ * endian, strings as a length and bytes). Owns the codec only; reading and
+ * writing descriptors is the caller's. Uses backend.h for jobs and results. */
+#ifndef JR_FRAME_H
+#define JR_FRAME_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "backend.h"
+#include "err.h"
+
+#define JR_FRAME_MAX (64u << 20)    /* largest frame accepted, bytes */
+
+enum {
+    JR_F_HELLO = 1,     /* worker -> master: loaded handlers and errors */
+    JR_F_JOB,           /* master -> worker: run this job */
+    JR_F_RESULT,        /* worker -> master: what became of it */
+    JR_F_STOP           /* master -> worker: exit when idle */
+};
+
+/* A growable byte buffer. Zero-initialise; free with jr_buf_free(). */
+typedef struct jr_buf {
+    char   *p;
+    size_t  len;
+    size_t  cap;
+    int     oom;        /* set when a growth failed; the frame is unusable */
+} jr_buf;
+
+void jr_buf_free(jr_buf *b);
+void jr_buf_reset(jr_buf *b);
+
+/* Writing: jr_frame_begin, then puts, then jr_frame_end fills the length. */
+size_t jr_frame_begin(jr_buf *b, int type);    /* returns the frame start */
+void   jr_frame_end(jr_buf *b, size_t start);
+void   jr_put_u8(jr_buf *b, unsigned v);
+void   jr_put_i32(jr_buf *b, int32_t v);
+void   jr_put_i64(jr_buf *b, int64_t v);
+void   jr_put_f64(jr_buf *b, double v);
+void   jr_put_str(jr_buf *b, const char *s);   /* NULL is kept as NULL */
+void   jr_put_strn(jr_buf *b, const char *s, size_t n);
+
+/* Reading one frame body. Every get returns a zero value once the body is
+ * overrun and sets bad; check bad once at the end. */
+typedef struct jr_reader {
+    const char *p;
+    size_t      n;
+    int         bad;
+} jr_reader;
+
+unsigned    jr_get_u8(jr_reader *r);
+int32_t     jr_get_i32(jr_reader *r);
+int64_t     jr_get_i64(jr_reader *r);
+double      jr_get_f64(jr_reader *r);
+/* Returns a pointer into the body, NUL-terminated in place is not possible,
+ * so the length is returned through len; NULL for a NULL string. */
+const char *jr_get_str(jr_reader *r, size_t *len);
+
+/* Looks at data[0..n): returns the whole frame's length (header included)
+ * when a complete frame is there, 0 when more bytes are needed, -1 with err
+ * set when the length is impossible. */
+long jr_frame_complete(const char *data, size_t n, jr_err *err);
+
+/* Sets up r on the body of the complete frame at data and returns its
+ * type. */
+int  jr_frame_open(jr_reader *r, const char *data);
+
+/* Jobs and results. */
+void jr_frame_put_job(jr_buf *b, const jr_job *j);
+/* Returns a new job from a JR_F_JOB body, or NULL with err set. */
+jr_job *jr_frame_get_job(jr_reader *r, jr_err *err);
+
+void jr_frame_put_result(jr_buf *b, const jr_result *res);
+/* Decodes a JR_F_RESULT body into res. Strings are copied into one new
+ * allocation returned through *mem (free it when done with res, also on
+ * failure); res->pushes points into it. Returns 0 or -1 with err set. */
+int  jr_frame_get_result(jr_reader *r, jr_result *res, void **mem,
+                         jr_err *err);
+
+#endif

@@ -1,0 +1,231 @@
+/* jrlib.c - the "jobrunner" module inside handlers. push() keeps follow-up
+ * jobs in the job's context; the worker sends them with the result and the
+ * master inserts them in the same transaction that deletes the finished
+ * job, so they exist only if it succeeded. snooze() and discard() unwind
+ * the handler by raising a jobrunner.signal userdata that the traceback
+ * handler lets through untouched. */
+#include <stdlib.h>
+#include <stdio.h>
+#include <string.h>
+
+#include <lauxlib.h>
+#include <lua.h>
+
+#include "jrlib.h"
+#include "log.h"
+#include "script.h"
+
+#define CTX_KEY "jobrunner.ctx"         /* registry: lightuserdata ctx */
+
+static jr_jobctx *
+get_ctx(lua_State *L)
+{
+    jr_jobctx *ctx;
+
+    lua_getfield(L, LUA_REGISTRYINDEX, CTX_KEY);     /* ctx */
+    ctx = lua_touserdata(L, -1);
+    lua_pop(L, 1);                                   /* (nothing) */
+    return ctx;
+}
+
+/* The job running now, or raises naming the function misused. */
+static jr_jobctx *
+job_ctx(lua_State *L, const char *fn)
+{
+    jr_jobctx *ctx = get_ctx(L);
+
+    if (ctx == NULL || ctx->job == NULL)
+        luaL_error(L, "jobrunner.%s: called outside a running job", fn);
+    return ctx;
+}
+
+void
+jr_jobctx_clear(jr_jobctx *ctx)
+{
+    int i;
+
+    for (i = 0; i < ctx->npushes; i++) {
+        free((char *)ctx->pushes[i].name);
+        free((char *)ctx->pushes[i].payload);
+        free((char *)ctx->pushes[i].queue);
+    }
+    ctx->npushes = 0;
+}
+
+/* Reads the options table at idx into p; unknown keys raise.
+ * [-0, +0, v] */
+static void
+push_opts(lua_State *L, int idx, jr_push *p)
+{
+    lua_pushnil(L);                                  /* nil */
+    while (lua_next(L, idx)) {                       /* k v */
+        const char *k = lua_type(L, -2) == LUA_TSTRING ?
+                        lua_tostring(L, -2) : "?";
+        if (strcmp(k, "run_in") == 0) {
+            p->run_in = luaL_checknumber(L, -1);
+        } else if (strcmp(k, "run_at") == 0) {
+            p->run_at = luaL_checknumber(L, -1);
+        } else if (strcmp(k, "priority") == 0) {
+            p->priority = (int)luaL_checkinteger(L, -1);
+        } else if (strcmp(k, "max_retries") == 0) {
+            p->max_retries = (int)luaL_checkinteger(L, -1);
+        } else if (strcmp(k, "queue") == 0) {
+            p->queue = luaL_checkstring(L, -1);
+        } else {
+            luaL_error(L, "jobrunner.push: unknown option '%s' (valid: "
+                       "run_in, run_at, priority, queue, max_retries)", k);
+        }
+        lua_pop(L, 1);                               /* k */
+    }                                                /* (nothing) */
+}
+
+/* jobrunner.push(name, payload?, opts?): queued with this job's success. */
+static int
+jrlib_push(lua_State *L)                             /* name payload opts */
+{
+    jr_jobctx *ctx;
+    jr_push p = {.max_retries = -1}, *slot;
+    const char *name = luaL_checkstring(L, 1);
+    const char *json = "{}";
+    jr_err err;
+
+    if (!lua_isnoneornil(L, 3)) {
+        luaL_checktype(L, 3, LUA_TTABLE);
+        push_opts(L, 3, &p);
+    }
+    ctx = job_ctx(L, "push");
+    p.name = name;
+    if (jr_push_check(&p, 0, &err) < 0)
+        return luaL_error(L, "jobrunner.push: %s", err.msg);
+    if (!lua_isnoneornil(L, 2)) {
+        luaL_checktype(L, 2, LUA_TTABLE);
+        lua_rawgeti(L, LUA_REGISTRYINDEX, ctx->encode_ref);  /* .. enc */
+        lua_pushvalue(L, 2);                         /* .. enc payload */
+        if (lua_pcall(L, 1, 1, 0) != LUA_OK)         /* .. json|msg */
+            return luaL_error(L, "jobrunner.push: payload of '%s': %s", name,
+                              lua_tostring(L, -1));
+        json = lua_tostring(L, -1);
+    }
+    if (ctx->max_payload && strlen(json) > ctx->max_payload)
+        return luaL_error(L, "jobrunner.push: payload of '%s' is %d bytes, "
+                          "over max_payload (%d)", name, (int)strlen(json),
+                          (int)ctx->max_payload);
+    if (ctx->npushes == ctx->cap) {
+        int cap = ctx->cap ? ctx->cap * 2 : 4;
+        jr_push *v = realloc(ctx->pushes, (size_t)cap * sizeof *v);
+        if (v == NULL)
+            return luaL_error(L, "jobrunner.push: out of memory");
+        ctx->pushes = v;
+        ctx->cap = cap;
+    }
+    slot = &ctx->pushes[ctx->npushes];
+    *slot = p;
+    slot->name = strdup(name);
+    slot->payload = strdup(json);
+    slot->queue = p.queue ? strdup(p.queue) : NULL;
+    if (slot->name == NULL || slot->payload == NULL ||
+        (p.queue && slot->queue == NULL))
+        return luaL_error(L, "jobrunner.push: out of memory");
+    ctx->npushes++;
+    return 0;
+}
+
+static int
+raise_signal(lua_State *L, int kind, double delay, const char *reason)
+{
+    jr_signal *s = lua_newuserdatauv(L, sizeof *s, 0);   /* .. s */
+
+    memset(s, 0, sizeof *s);
+    s->kind = kind;
+    s->delay = delay;
+    snprintf(s->reason, sizeof s->reason, "%s", reason ? reason : "");
+    luaL_setmetatable(L, JR_SIGNAL_MT);
+    return lua_error(L);
+}
+
+/* jobrunner.snooze(seconds): run again later; the attempt is not counted. */
+static int
+jrlib_snooze(lua_State *L)
+{
+    double s = luaL_optnumber(L, 1, 0);
+
+    luaL_argcheck(L, s >= 0, 1, "seconds must be >= 0");
+    job_ctx(L, "snooze");
+    return raise_signal(L, JR_SNOOZE, s, NULL);
+}
+
+/* jobrunner.discard(reason): straight to the dead queue. */
+static int
+jrlib_discard(lua_State *L)
+{
+    const char *reason = luaL_optstring(L, 1, "discarded by handler");
+
+    job_ctx(L, "discard");
+    return raise_signal(L, JR_DEAD, 0, reason);
+}
+
+/* jobrunner.log(level, ...): one log line tagged with the job. */
+static int
+jrlib_log(lua_State *L)
+{
+    static const char *const levels[] = {"debug", "info", "warn", "error",
+                                         NULL};
+    int level = luaL_checkoption(L, 1, NULL, levels), i, n = lua_gettop(L);
+    jr_jobctx *ctx = get_ctx(L);
+    luaL_Buffer b;
+
+    luaL_buffinit(L, &b);
+    for (i = 2; i <= n; i++) {
+        if (i > 2)
+            luaL_addchar(&b, ' ');
+        luaL_tolstring(L, i, NULL);
+        luaL_addvalue(&b);
+    }
+    luaL_pushresult(&b);                             /* .. msg */
+    if (ctx != NULL && ctx->job != NULL)
+        jr_log(level, "job %lld (%s): %s", (long long)ctx->job->id,
+               ctx->job->name, lua_tostring(L, -1));
+    else
+        jr_log(level, "%s", lua_tostring(L, -1));
+    return 0;
+}
+
+static const luaL_Reg jrlib_funcs[] = {
+    {"push", jrlib_push},
+    {"snooze", jrlib_snooze},
+    {"discard", jrlib_discard},
+    {"log", jrlib_log},
+    {NULL, NULL}
+};
+
+static int
+open_module(lua_State *L)                            /* ctx */
+{
+    lua_setfield(L, LUA_REGISTRYINDEX, CTX_KEY);     /* (nothing) */
+    lua_getglobal(L, "require");                     /* require */
+    lua_pushliteral(L, "cjson");                     /* require "cjson" */
+    lua_call(L, 1, 1);                               /* cjson */
+    lua_getfield(L, -1, "encode");                   /* cjson encode */
+    get_ctx(L)->encode_ref = luaL_ref(L, LUA_REGISTRYINDEX); /* cjson */
+    lua_pop(L, 1);                                   /* (nothing) */
+    lua_getglobal(L, "package");                     /* package */
+    lua_getfield(L, -1, "loaded");                   /* package loaded */
+    luaL_newlib(L, jrlib_funcs);                     /* package loaded M */
+    lua_setfield(L, -2, "jobrunner");                /* package loaded */
+    lua_pop(L, 2);                                   /* (nothing) */
+    return 0;
+}
+
+int
+jr_jrlib_open(lua_State *L, jr_jobctx *ctx, jr_err *err)
+{
+    lua_pushcfunction(L, open_module);               /* f */
+    lua_pushlightuserdata(L, ctx);                   /* f ctx */
+    return jr_script_pcall(L, 1, 0, err);
+}
+
+const jr_signal *
+jr_jrlib_signal(lua_State *L, int idx)
+{
+    return luaL_testudata(L, idx, JR_SIGNAL_MT);
+}

@@ -1,0 +1,36 @@
+/* jrlib.h - the "jobrunner" Lua module as handlers see it: push (kept until
+ * the job succeeds), snooze, discard, log. Owns the pushes of the job that
+ * runs. Uses backend.h for jr_push, script.h for the signal metatable. */
+#ifndef JR_JRLIB_H
+#define JR_JRLIB_H
+
+#include "backend.h"
+
+typedef struct lua_State lua_State;
+
+/* The job a worker runs now. Visible: worker.c fills and drains it. */
+typedef struct jr_jobctx {
+    const jr_job *job;          /* NULL between jobs */
+    jr_push      *pushes;       /* strings owned, freed by jr_jobctx_clear */
+    int           npushes;
+    int           cap;
+    int           encode_ref;   /* cjson.encode, in the registry */
+    size_t        max_payload;  /* bytes, 0: no limit */
+} jr_jobctx;
+
+/* What a handler's jobrunner.snooze/discard raised. */
+typedef struct jr_signal {
+    int    kind;                /* JR_SNOOZE or JR_DEAD */
+    double delay;               /* snooze seconds */
+    char   reason[512];         /* discard reason */
+} jr_signal;
+
+/* Installs package.loaded.jobrunner for handlers, bound to ctx (borrowed,
+ * must outlive L). Returns 0 or -1 with the Lua error in err. */
+int  jr_jrlib_open(lua_State *L, jr_jobctx *ctx, jr_err *err);
+/* Frees the pushes of the last job. */
+void jr_jobctx_clear(jr_jobctx *ctx);
+/* Returns the signal at idx, or NULL if the value is not one. */
+const jr_signal *jr_jrlib_signal(lua_State *L, int idx);
+
+#endif

@@ -1,0 +1,84 @@
+/* log.c - log lines on stderr. One write per line so lines of several
+ * processes sharing the descriptor do not interleave. */
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "backend.h"
+#include "log.h"
+#include "util.h"
+
+static int  log_level = JR_LOG_INFO;
+static int  log_json;
+static char log_who[32] = "jobrunner";
+
+static const char *const level_names[] = {"debug", "info", "warn", "error"};
+
+void
+jr_log_setup(int level, int json, const char *who)
+{
+    log_level = level;
+    log_json = json;
+    snprintf(log_who, sizeof log_who, "%s", who);
+}
+
+int
+jr_log_level(const char *name)
+{
+    int i;
+
+    for (i = 0; i <= JR_LOG_ERROR; i++)
+        if (strcmp(name, level_names[i]) == 0)
+            return i;
+    return -1;
+}
+
+/* Appends s to buf as the inside of a JSON string. */
+static size_t
+json_escape(char *buf, size_t size, size_t n, const char *s)
+{
+    for (; *s && n + 7 < size; s++) {
+        unsigned char c = (unsigned char)*s;
+        if (c == '"' || c == '\\') {
+            buf[n++] = '\\';
+            buf[n++] = (char)c;
+        } else if (c < 0x20) {
+            n += (size_t)snprintf(buf + n, size - n, "\\u%04x", c);
+        } else {
+            buf[n++] = (char)c;
+        }
+    }
+    buf[n] = '\0';
+    return n;
+}
+
+void
+jr_log(int level, const char *fmt, ...)
+{
+    char msg[2048], line[4600], ts[40];
+    va_list ap;
+    size_t n;
+
+    if (level < log_level)
+        return;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    jr_time_iso(jr_now(), ts, sizeof ts);
+    if (log_json) {
+        n = (size_t)snprintf(line, sizeof line, "{\"time\":\"%s\",\"level\":"
+                             "\"%s\",\"process\":\"%s\",\"pid\":%d,\"msg\":\"",
+                             ts, level_names[level], log_who, (int)getpid());
+        n = json_escape(line, sizeof line, n, msg);
+        n += (size_t)snprintf(line + n, sizeof line - n, "\"}\n");
+    } else {
+        n = (size_t)snprintf(line, sizeof line, "%s %-5s [%s] %s\n", ts,
+                             level_names[level], log_who, msg);
+    }
+    if (n >= sizeof line)
+        n = sizeof line - 1;
+    if (write(STDERR_FILENO, line, n) < 0) {
+        /* nowhere left to report it */
+    }
+}

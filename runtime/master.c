@@ -1,0 +1,996 @@
+/* master.c - the runner's master process. One libevent loop owns the only
+ * backend connection. Claimed jobs wait in a small local queue and go to
+ * idle workers; results are collected and written in one fenced transaction
+ * per loop pass, followed by a claim sized to the free capacity. Timers
+ * renew leases, rescue expired ones, poll as a fallback and kill workers
+ * that overrun their timeout. Workers that die are replaced and their job
+ * fails with the reason. */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <event2/buffer.h>
+#include <event2/bufferevent.h>
+#include <event2/event.h>
+
+#include "backend.h"
+#include "commands.h"
+#include "frame.h"
+#include "log.h"
+#include "master.h"
+#include "script.h"
+#include "util.h"
+
+#define SLOTS_MAX     8         /* jobs outstanding per worker at most */
+#define SHORT_JOB     0.005     /* seconds: below this a worker gets more */
+#define CLAIM_MAX     512       /* jobs per claim statement */
+#define KILL_GRACE    5.0       /* seconds past a timeout before SIGKILL */
+#define DB_RETRY_MAX  5.0       /* seconds between retries when it fails */
+
+typedef struct master master;
+
+typedef struct wk {             /* one worker process */
+    master             *m;
+    pid_t               pid;
+    int                 id;             /* 1, 2, ... for log lines */
+    struct bufferevent *bev;            /* NULL once the socket closed */
+    int                 ready;          /* its hello arrived */
+    jr_job             *jobs[SLOTS_MAX];/* outstanding, oldest first */
+    int                 njobs;
+    double              started;        /* mono time jobs[0] started */
+    double              avg;            /* moving average job seconds */
+    const char         *kill_reason;    /* why we killed it, or NULL */
+    double              spawned;        /* mono time of spawn */
+    struct wk          *next;
+} wk;
+
+typedef struct pending {        /* a result waiting for the next flush */
+    jr_result  r;
+    void      *mem;             /* what r's strings live in */
+} pending;
+
+struct master {
+    jr_config          *cfg;
+    const char         *self;
+    jr_db               db;
+    struct event_base  *base;
+    char                token[96];
+    char                url[512];       /* masked, for messages */
+    wk                 *workers;
+    int                 nworkers;
+    int                 next_id;
+    jr_handler         *handlers;       /* from the first hello */
+    int                 nhandlers;
+    const char        **names;          /* handler names, for claims */
+    char                generation[17];
+    jr_job            **queue;          /* claimed, not yet handed out */
+    size_t              qhead, qlen, qcap;
+    pending            *res;
+    int                 nres, capres;
+    jr_buf              out;
+    struct event       *ev_work, *ev_poll, *ev_renew, *ev_rescue, *ev_tick;
+    struct event       *ev_wake, *ev_spawn;
+    struct event       *ev_sig[3];
+    int                 want_claim;     /* jobs may be waiting */
+    int                 stopping;       /* 1 graceful, 2 at once */
+    double              stop_deadline;
+    double              db_retry_at;    /* mono; 0 when the database is fine */
+    double              db_backoff;
+    double              spawn_delay;    /* grows while workers die at once */
+    long                done, failed, dead;
+};
+
+static void spawn_worker(master *m);
+static void kick(master *m);
+
+/* --- the local queue ------------------------------------------------- */
+
+static int
+queue_push(master *m, jr_job *j, int front)
+{
+    if (m->qlen == m->qcap) {
+        size_t cap = m->qcap ? m->qcap * 2 : 64, i;
+        jr_job **q = malloc(cap * sizeof *q);
+        if (q == NULL)
+            return -1;
+        for (i = 0; i < m->qlen; i++)
+            q[i] = m->queue[(m->qhead + i) % m->qcap];
+        free(m->queue);
+        m->queue = q;
+        m->qcap = cap;
+        m->qhead = 0;
+    }
+    if (front) {
+        m->qhead = (m->qhead + m->qcap - 1) % m->qcap;
+        m->queue[m->qhead] = j;
+    } else {
+        m->queue[(m->qhead + m->qlen) % m->qcap] = j;
+    }
+    m->qlen++;
+    return 0;
+}
+
+static jr_job *
+queue_pop(master *m)
+{
+    jr_job *j;
+
+    if (m->qlen == 0)
+        return NULL;
+    j = m->queue[m->qhead];
+    m->qhead = (m->qhead + 1) % m->qcap;
+    m->qlen--;
+    return j;
+}
+
+/* --- results --------------------------------------------------------- */
+
+/* Queues a result for the next flush; takes mem. */
+static void
+add_result(master *m, const jr_result *r, void *mem)
+{
+    if (m->nres == m->capres) {
+        int cap = m->capres ? m->capres * 2 : 64;
+        pending *p = realloc(m->res, (size_t)cap * sizeof *p);
+        if (p == NULL) {
+            /* the lease will bring the job back */
+            jr_log(JR_LOG_ERROR, "job %lld: out of memory keeping its "
+                   "result; its lease will requeue it", (long long)r->id);
+            free(mem);
+            return;
+        }
+        m->res = p;
+        m->capres = cap;
+    }
+    m->res[m->nres].r = *r;
+    m->res[m->nres].mem = mem;
+    m->nres++;
+}
+
+static const jr_handler *
+handler_info(master *m, const char *name)
+{
+    int i;
+
+    for (i = 0; i < m->nhandlers; i++)
+        if (strcmp(m->handlers[i].name, name) == 0)
+            return &m->handlers[i];
+    return NULL;
+}
+
+/* A failure the master itself decides (worker died, killed): retry with
+ * the default backoff, or dead when no retries are left. */
+static void
+fail_job(master *m, const jr_job *j, const char *reason)
+{
+    const jr_handler *h = handler_info(m, j->name);
+    int max = j->max_retries >= 0 ? j->max_retries :
+              h && h->max_retries >= 0 ? h->max_retries : m->cfg->max_retries;
+    jr_result r = {.id = j->id, .generation = NULL};
+    char *msg = strdup(reason);
+
+    r.error = msg ? msg : "worker failed";
+    r.generation = m->generation[0] ? m->generation : NULL;
+    if (j->attempt > max) {
+        r.kind = JR_DEAD;
+        jr_log(JR_LOG_WARN, "job %lld (%s) dead after %d attempts: %s",
+               (long long)j->id, j->name, j->attempt, reason);
+        m->dead++;
+    } else {
+        r.kind = JR_RETRY;
+        r.delay = jr_backoff_default(j->attempt);
+        jr_log(JR_LOG_WARN, "job %lld (%s) failed (attempt %d of %d), "
+               "retry in %.0fs: %s", (long long)j->id, j->name, j->attempt,
+               max + 1, r.delay, reason);
+        m->failed++;
+    }
+    add_result(m, &r, msg);
+}
+
+static void
+release_job(master *m, jr_job *j)
+{
+    jr_result r = {.id = j->id, .kind = JR_RELEASE};
+
+    add_result(m, &r, NULL);
+    free(j);
+}
+
+/* Writes every pending result in one transaction. On failure they stay
+ * pending and the database is retried with backoff. */
+static int
+flush_results(master *m)
+{
+    jr_result *batch;
+    jr_err err;
+    int i, n = m->nres, applied;
+
+    if (n == 0)
+        return 0;
+    batch = malloc((size_t)n * sizeof *batch);
+    if (batch == NULL)
+        return -1;
+    for (i = 0; i < n; i++)
+        batch[i] = m->res[i].r;
+    applied = m->db.ops->complete(m->db.b, m->token, batch, n, &err);
+    free(batch);
+    if (applied < 0) {
+        if (m->db_backoff == 0)     /* once per outage, not per retry */
+            jr_log(JR_LOG_ERROR, "recording %d results failed, kept for "
+                   "retry: %s", n, err.msg);
+        return -1;
+    }
+    if (applied < n)
+        jr_log(JR_LOG_WARN, "%d of %d results not recorded: the job was no "
+               "longer held by this runner (its lease expired and it was "
+               "requeued)", n - applied, n);
+    for (i = 0; i < n; i++) {
+        /* our own commits wake no one: look again after ones that may
+         * have made a job ready (follow-ups, releases, short delays) */
+        if (m->res[i].r.npushes > 0 || m->res[i].r.kind == JR_RELEASE ||
+            (m->res[i].r.kind != JR_DONE && m->res[i].r.kind != JR_DEAD &&
+             m->res[i].r.delay < m->cfg->poll_interval))
+            m->want_claim = 1;
+        free(m->res[i].mem);
+    }
+    m->nres = 0;
+    return 0;
+}
+
+/* --- workers ---------------------------------------------------------- */
+
+static int
+slots(const wk *w)
+{
+    if (!w->ready || w->bev == NULL || w->kill_reason != NULL)
+        return 0;
+    return (w->avg < SHORT_JOB && w->avg > 0 ? SLOTS_MAX : 1) - w->njobs;
+}
+
+static int
+capacity(master *m)
+{
+    int free_slots = 0;
+    wk *w;
+
+    for (w = m->workers; w; w = w->next)
+        free_slots += slots(w) > 0 ? slots(w) : 0;
+    return free_slots - (int)m->qlen;
+}
+
+static void
+send_job(master *m, wk *w, jr_job *j)
+{
+    jr_buf_reset(&m->out);
+    jr_frame_put_job(&m->out, j);
+    if (w->njobs == 0)
+        w->started = jr_mono();
+    w->jobs[w->njobs++] = j;
+    if (m->out.oom || bufferevent_write(w->bev, m->out.p, m->out.len) < 0)
+        jr_log(JR_LOG_ERROR, "worker %d: cannot send job %lld", w->id,
+               (long long)j->id);
+    jr_log(JR_LOG_DEBUG, "job %lld (%s) to worker %d, attempt %d",
+           (long long)j->id, j->name, w->id, j->attempt);
+}
+
+/* Hands queued jobs out: idle workers first, then spare slots of workers
+ * that run short jobs. */
+static void
+dispatch(master *m)
+{
+    int pass;
+    wk *w;
+
+    for (pass = 0; pass < 2 && m->qlen > 0; pass++)
+        for (w = m->workers; w && m->qlen > 0; w = w->next)
+            while (m->qlen > 0 && slots(w) > 0 && (pass || w->njobs == 0))
+                send_job(m, w, queue_pop(m));
+}
+
+static void
+claim(master *m)
+{
+    jr_job *jobs[CLAIM_MAX];
+    jr_err err;
+    int want = capacity(m), n, i;
+
+    if (m->stopping || m->nhandlers == 0 || want <= 0 || !m->want_claim)
+        return;
+    if (want > CLAIM_MAX)
+        want = CLAIM_MAX;
+    n = m->db.ops->claim(m->db.b, m->token, m->cfg->lease, m->names,
+                         m->nhandlers, want, jobs, &err);
+    if (n < 0) {
+        jr_log(JR_LOG_ERROR, "claiming jobs failed: %s", err.msg);
+        m->db_retry_at = -1;
+        return;
+    }
+    for (i = 0; i < n; i++)
+        if (queue_push(m, jobs[i], 0) < 0)
+            release_job(m, jobs[i]);
+    m->want_claim = n == want;  /* a full batch: there may be more */
+    if (n > 0)
+        jr_log(JR_LOG_DEBUG, "claimed %d jobs", n);
+}
+
+static void
+db_trouble(master *m)
+{
+    struct timeval tv;
+
+    m->db_backoff = m->db_backoff ? m->db_backoff * 2 : 0.1;
+    if (m->db_backoff > DB_RETRY_MAX)
+        m->db_backoff = DB_RETRY_MAX;
+    m->db_retry_at = jr_mono() + m->db_backoff;
+    tv.tv_sec = (long)m->db_backoff;
+    tv.tv_usec = (long)((m->db_backoff - (double)tv.tv_sec) * 1e6);
+    event_add(m->ev_work, &tv);
+}
+
+/* The loop's one pass of work: record results, claim, hand out. */
+static void
+on_work(evutil_socket_t fd, short what, void *arg)
+{
+    master *m = arg;
+
+    (void)fd;
+    (void)what;
+    if (m->db_retry_at > 0 && jr_mono() < m->db_retry_at)
+        return;                 /* a retry timer is armed */
+    m->db_retry_at = 0;
+    if (flush_results(m) < 0) {
+        db_trouble(m);
+        return;
+    }
+    dispatch(m);
+    claim(m);
+    if (m->db_retry_at < 0) {
+        db_trouble(m);
+        return;
+    }
+    m->db_backoff = 0;
+    dispatch(m);
+    if (m->want_claim && capacity(m) > 0 && !m->stopping)
+        kick(m);
+}
+
+static void
+kick(master *m)
+{
+    event_active(m->ev_work, EV_WRITE, 0);
+}
+
+static void
+on_hello(master *m, wk *w, jr_reader *r)
+{
+    size_t len;
+    const char *gen = jr_get_str(r, &len);
+    int n = jr_get_i32(r), i, nerr;
+
+    if (r->bad || gen == NULL || n < 0 || len >= sizeof m->generation) {
+        jr_log(JR_LOG_ERROR, "worker %d: malformed hello", w->id);
+        return;
+    }
+    w->ready = 1;
+    if (m->handlers != NULL) {
+        if (strncmp(m->generation, gen, len) != 0)
+            jr_log(JR_LOG_WARN, "worker %d loaded different scripts "
+                   "(generation %.*s, running %s)", w->id, (int)len, gen,
+                   m->generation);
+        return;
+    }
+    memcpy(m->generation, gen, len);
+    m->generation[len] = '\0';
+    m->handlers = calloc((size_t)n + 1, sizeof *m->handlers);
+    m->names = calloc((size_t)n + 1, sizeof *m->names);
+    if (m->handlers == NULL || m->names == NULL)
+        return;
+    for (i = 0; i < n && !r->bad; i++) {
+        const char *s = jr_get_str(r, &len);
+        m->handlers[i].max_retries = jr_get_i32(r);
+        m->handlers[i].timeout = jr_get_f64(r);
+        if (s == NULL || r->bad)
+            break;
+        m->handlers[i].name = strndup(s, len);
+        m->names[i] = m->handlers[i].name;
+    }
+    m->nhandlers = i;
+    nerr = jr_get_i32(r);
+    for (i = 0; i < nerr && !r->bad; i++) {
+        const char *e = jr_get_str(r, &len);
+        if (e != NULL)
+            jr_log(JR_LOG_ERROR, "%.*s (handler not loaded)", (int)len, e);
+    }
+    jr_log(JR_LOG_INFO, "loaded %d handler%s from %s (generation %s)",
+           m->nhandlers, m->nhandlers == 1 ? "" : "s", m->cfg->scripts,
+           m->generation);
+    if (m->nhandlers == 0)
+        jr_log(JR_LOG_WARN, "no handlers loaded: no job will be claimed; "
+               "add scripts/NAME.lua returning a function");
+    m->want_claim = 1;
+}
+
+static void
+log_result(master *m, const jr_job *j, const jr_result *r, double secs)
+{
+    char first[300];
+    const char *nl;
+
+    if (r->error != NULL) {
+        nl = strchr(r->error, '\n');
+        snprintf(first, sizeof first, "%.*s", nl ? (int)(nl - r->error) :
+                 (int)strlen(r->error), r->error);
+    }
+    switch (r->kind) {
+    case JR_DONE:
+        m->done++;
+        jr_log(JR_LOG_DEBUG, "job %lld (%s) done in %.1fms", (long long)j->id,
+               j->name, secs * 1000);
+        break;
+    case JR_RETRY:
+        m->failed++;
+        jr_log(JR_LOG_WARN, "job %lld (%s) failed (attempt %d), retry in "
+               "%.0fs: %s", (long long)j->id, j->name, j->attempt, r->delay,
+               first);
+        break;
+    case JR_DEAD:
+        m->dead++;
+        jr_log(JR_LOG_WARN, "job %lld (%s) dead after %d attempt%s: %s",
+               (long long)j->id, j->name, j->attempt,
+               j->attempt == 1 ? "" : "s", first);
+        break;
+    case JR_SNOOZE:
+        jr_log(JR_LOG_INFO, "job %lld (%s) snoozed for %.1fs",
+               (long long)j->id, j->name, r->delay);
+        break;
+    }
+}
+
+static void
+on_result(master *m, wk *w, jr_reader *r)
+{
+    jr_result res;
+    jr_err err;
+    void *mem;
+    jr_job *j;
+    double now = jr_mono(), secs;
+
+    if (jr_frame_get_result(r, &res, &mem, &err) < 0 || w->njobs == 0 ||
+        w->jobs[0]->id != res.id) {
+        jr_log(JR_LOG_ERROR, "worker %d: %s", w->id, w->njobs == 0 ?
+               "result for a job it does not hold" : "malformed result");
+        free(mem);
+        kill(w->pid, SIGKILL);
+        return;
+    }
+    j = w->jobs[0];
+    memmove(w->jobs, w->jobs + 1, (size_t)--w->njobs * sizeof *w->jobs);
+    secs = now - w->started;
+    w->avg = w->avg > 0 ? 0.8 * w->avg + 0.2 * secs : secs;
+    w->started = now;
+    log_result(m, j, &res, secs);
+    add_result(m, &res, mem);
+    free(j);
+    kick(m);
+}
+
+static void
+on_read(struct bufferevent *bev, void *arg)
+{
+    wk *w = arg;
+    master *m = w->m;
+    struct evbuffer *in = bufferevent_get_input(bev);
+    jr_reader r;
+    jr_err err;
+    long len;
+
+    for (;;) {
+        size_t have = evbuffer_get_length(in);
+        const char *head = (const char *)evbuffer_pullup(in, have < 4 ?
+                                                         (ssize_t)have : 4);
+        if (head == NULL || (len = jr_frame_complete(head, have, &err)) == 0)
+            return;
+        if (len < 0) {
+            jr_log(JR_LOG_ERROR, "worker %d: %s", w->id, err.msg);
+            kill(w->pid, SIGKILL);
+            return;
+        }
+        head = (const char *)evbuffer_pullup(in, len);
+        switch (jr_frame_open(&r, head)) {
+        case JR_F_HELLO:
+            on_hello(m, w, &r);
+            kick(m);
+            break;
+        case JR_F_RESULT:
+            on_result(m, w, &r);
+            break;
+        default:
+            jr_log(JR_LOG_ERROR, "worker %d: unexpected frame", w->id);
+            kill(w->pid, SIGKILL);
+        }
+        evbuffer_drain(in, (size_t)len);
+    }
+}
+
+static void
+on_event(struct bufferevent *bev, short what, void *arg)
+{
+    wk *w = arg;
+
+    (void)bev;
+    if (what & (BEV_EVENT_EOF | BEV_EVENT_ERROR)) {
+        /* the process is going; SIGCHLD tells how. Make sure it goes. */
+        bufferevent_free(w->bev);
+        w->bev = NULL;
+        kill(w->pid, SIGKILL);
+    }
+}
+
+static void
+spawn_worker(master *m)
+{
+    char fdarg[16];
+    const char *argv[10];
+    int sv[2], argc = 0;
+    wk *w;
+    pid_t pid;
+
+    if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) < 0) {
+        jr_log(JR_LOG_ERROR, "cannot start a worker: socketpair: %s",
+               strerror(errno));
+        return;
+    }
+    snprintf(fdarg, sizeof fdarg, "%d", 3);
+    argv[argc++] = "jobrunner";
+    argv[argc++] = "__worker";
+    argv[argc++] = fdarg;
+    argv[argc++] = m->cfg->scripts;
+    argv[argc++] = m->cfg->file ? m->cfg->file : "";
+    argv[argc] = NULL;
+    pid = fork();
+    if (pid < 0) {
+        jr_log(JR_LOG_ERROR, "cannot start a worker: fork: %s",
+               strerror(errno));
+        close(sv[0]);
+        close(sv[1]);
+        return;
+    }
+    if (pid == 0) {
+        /* only async-signal-safe calls until exec */
+        if (dup2(sv[1], 3) < 0)
+            _exit(127);
+        execv(m->self, (char *const *)argv);
+        _exit(127);
+    }
+    close(sv[1]);
+    w = calloc(1, sizeof *w);
+    if (w == NULL) {
+        close(sv[0]);
+        kill(pid, SIGKILL);
+        return;
+    }
+    evutil_make_socket_nonblocking(sv[0]);
+    w->m = m;
+    w->pid = pid;
+    w->id = ++m->next_id;
+    w->spawned = jr_mono();
+    w->bev = bufferevent_socket_new(m->base, sv[0], BEV_OPT_CLOSE_ON_FREE);
+    bufferevent_setcb(w->bev, on_read, NULL, on_event, w);
+    bufferevent_enable(w->bev, EV_READ | EV_WRITE);
+    w->next = m->workers;
+    m->workers = w;
+    m->nworkers++;
+    jr_log(JR_LOG_DEBUG, "worker %d started (pid %d)", w->id, (int)pid);
+}
+
+static void
+on_spawn(evutil_socket_t fd, short what, void *arg)
+{
+    master *m = arg;
+
+    (void)fd;
+    (void)what;
+    while (!m->stopping && m->nworkers < m->cfg->conc_min)
+        spawn_worker(m);
+}
+
+/* Fails or requeues what a worker held when it went away. */
+static void
+worker_gone(master *m, wk *w, int status)
+{
+    char reason[128];
+    int i;
+
+    if (w->kill_reason != NULL)
+        snprintf(reason, sizeof reason, "%s", w->kill_reason);
+    else if (WIFSIGNALED(status))
+        snprintf(reason, sizeof reason, "worker died (signal %d)",
+                 WTERMSIG(status));
+    else
+        snprintf(reason, sizeof reason, "worker died (exit %d)",
+                 WEXITSTATUS(status));
+    if (w->njobs > 0 || !m->stopping)
+        jr_log(w->njobs > 0 ? JR_LOG_WARN : JR_LOG_INFO, "worker %d (pid %d):"
+               " %s%s", w->id, (int)w->pid, reason,
+               w->njobs > 0 ? "" : " while idle");
+    if (w->njobs > 0) {
+        if (m->stopping && w->kill_reason == NULL)
+            release_job(m, w->jobs[0]);
+        else {
+            fail_job(m, w->jobs[0], reason);
+            free(w->jobs[0]);
+        }
+    }
+    for (i = w->njobs - 1; i >= 1; i--)      /* never started: back in line */
+        if (m->stopping || queue_push(m, w->jobs[i], 1) < 0)
+            release_job(m, w->jobs[i]);
+    w->njobs = 0;
+    if (w->bev != NULL)
+        bufferevent_free(w->bev);
+    if (!m->stopping && m->nworkers - 1 < m->cfg->conc_min) {
+        struct timeval tv = {0, 0};
+        /* workers that die right away (a crashing module) back off */
+        m->spawn_delay = jr_mono() - w->spawned < 1 ?
+            (m->spawn_delay ? m->spawn_delay * 2 : 0.1) : 0;
+        if (m->spawn_delay > 10)
+            m->spawn_delay = 10;
+        tv.tv_sec = (long)m->spawn_delay;
+        tv.tv_usec = (long)((m->spawn_delay - (double)tv.tv_sec) * 1e6);
+        event_add(m->ev_spawn, &tv);
+    }
+    free(w);
+}
+
+static void
+reap(master *m)
+{
+    int status;
+    pid_t pid;
+    wk **pw, *w;
+
+    while ((pid = waitpid(-1, &status, WNOHANG)) > 0) {
+        for (pw = &m->workers; (w = *pw) != NULL; pw = &w->next)
+            if (w->pid == pid)
+                break;
+        if (w == NULL)
+            continue;
+        *pw = w->next;
+        m->nworkers--;
+        worker_gone(m, w, status);
+    }
+    kick(m);
+}
+
+/* --- timers and signals --------------------------------------------- */
+
+static void
+on_poll(evutil_socket_t fd, short what, void *arg)
+{
+    master *m = arg;
+
+    (void)fd;
+    (void)what;
+    m->want_claim = 1;
+    kick(m);
+}
+
+static void
+on_wake(evutil_socket_t fd, short what, void *arg)
+{
+    master *m = arg;
+    jr_err err;
+    int rc;
+
+    (void)fd;
+    (void)what;
+    rc = m->db.ops->changed(m->db.b, &err);
+    if (rc != 0) {              /* changed, or an error: look anyway */
+        m->want_claim = 1;
+        kick(m);
+    }
+}
+
+static void
+on_renew(evutil_socket_t fd, short what, void *arg)
+{
+    master *m = arg;
+    jr_err err;
+
+    (void)fd;
+    (void)what;
+    if (m->db.ops->renew(m->db.b, m->token, m->cfg->lease, &err) < 0)
+        jr_log(JR_LOG_ERROR, "renewing leases failed: %s", err.msg);
+}
+
+static void
+on_rescue(evutil_socket_t fd, short what, void *arg)
+{
+    master *m = arg;
+    jr_err err;
+    int n;
+
+    (void)fd;
+    (void)what;
+    n = m->db.ops->rescue(m->db.b, m->cfg->max_retries, &err);
+    if (n < 0)
+        jr_log(JR_LOG_ERROR, "requeueing expired leases failed: %s", err.msg);
+    else if (n > 0) {
+        jr_log(JR_LOG_WARN, "requeued %d job%s whose runner's lease expired",
+               n, n == 1 ? "" : "s");
+        m->want_claim = 1;
+        kick(m);
+    }
+}
+
+static int
+busy_workers(master *m)
+{
+    int n = 0;
+    wk *w;
+
+    for (w = m->workers; w; w = w->next)
+        n += w->njobs > 0;
+    return n;
+}
+
+/* Kills workers whose job overran its timeout, and ends a shutdown. */
+static void
+on_tick(evutil_socket_t fd, short what, void *arg)
+{
+    master *m = arg;
+    double now = jr_mono();
+    wk *w;
+
+    (void)fd;
+    (void)what;
+    for (w = m->workers; w; w = w->next) {
+        const jr_handler *h;
+        double limit;
+        if (w->njobs == 0 || w->kill_reason != NULL)
+            continue;
+        h = handler_info(m, w->jobs[0]->name);
+        limit = h && h->timeout > 0 ? h->timeout : m->cfg->timeout;
+        if (now - w->started > limit + KILL_GRACE) {
+            static char reason[64];
+            snprintf(reason, sizeof reason, "timed out after %gs (worker "
+                     "killed)", limit);
+            w->kill_reason = reason;
+            jr_log(JR_LOG_WARN, "job %lld (%s): still running %gs past its "
+                   "%gs timeout; killing worker %d", (long long)w->jobs[0]->id,
+                   w->jobs[0]->name, KILL_GRACE, limit, w->id);
+            kill(w->pid, SIGKILL);
+        }
+    }
+    if (m->stopping && (busy_workers(m) == 0 || now > m->stop_deadline))
+        event_base_loopbreak(m->base);
+}
+
+static void
+begin_stop(master *m)
+{
+    jr_job *j;
+    wk *w;
+
+    m->stopping = 1;
+    m->stop_deadline = jr_mono() + m->cfg->shutdown_timeout;
+    while ((j = queue_pop(m)) != NULL)
+        release_job(m, j);
+    jr_log(JR_LOG_INFO, "shutting down: waiting up to %gs for %d running "
+           "job%s", m->cfg->shutdown_timeout, busy_workers(m),
+           busy_workers(m) == 1 ? "" : "s");
+    for (w = m->workers; w; w = w->next)
+        if (w->njobs == 0 && w->bev != NULL) {
+            jr_buf_reset(&m->out);
+            jr_frame_end(&m->out, jr_frame_begin(&m->out, JR_F_STOP));
+            bufferevent_write(w->bev, m->out.p, m->out.len);
+        }
+    kick(m);
+    on_tick(-1, 0, m);
+}
+
+static void
+on_signal(evutil_socket_t sig, short what, void *arg)
+{
+    master *m = arg;
+
+    (void)what;
+    if (sig == SIGCHLD) {
+        reap(m);
+        if (m->stopping)
+            on_tick(-1, 0, m);
+        return;
+    }
+    if (m->stopping) {
+        jr_log(JR_LOG_WARN, "second signal: stopping now; running jobs come "
+               "back when their lease expires");
+        m->stopping = 2;
+        event_base_loopbreak(m->base);
+        return;
+    }
+    begin_stop(m);
+}
+
+/* --- start and stop ------------------------------------------------- */
+
+static struct event *
+add_timer(master *m, double secs, event_callback_fn fn)
+{
+    struct event *ev = event_new(m->base, -1, EV_PERSIST, fn, m);
+    struct timeval tv;
+
+    tv.tv_sec = (long)secs;
+    tv.tv_usec = (long)((secs - (double)tv.tv_sec) * 1e6);
+    if (ev != NULL)
+        event_add(ev, &tv);
+    return ev;
+}
+
+static void
+make_token(master *m)
+{
+    char host[64] = "host";
+    unsigned char rnd[6] = {0};
+    int fd = open("/dev/urandom", O_RDONLY | O_CLOEXEC);
+
+    if (fd >= 0) {
+        if (read(fd, rnd, sizeof rnd) < 0)
+            memset(rnd, 0, sizeof rnd);
+        close(fd);
+    }
+    gethostname(host, sizeof host - 1);
+    snprintf(m->token, sizeof m->token, "%s:%d:%02x%02x%02x%02x%02x%02x",
+             host, (int)getpid(), rnd[0], rnd[1], rnd[2], rnd[3], rnd[4],
+             rnd[5]);
+}
+
+static int
+start(master *m, jr_err *err)
+{
+    static const int sigs[3] = {SIGTERM, SIGINT, SIGCHLD};
+    jr_backend_opts o = {0};
+    int i, fd;
+
+    o.sync_normal = m->cfg->sync_normal;
+    o.busy_timeout = m->cfg->busy_timeout;
+    o.schema = m->cfg->schema;
+    o.max_payload = m->cfg->max_payload;
+    jr_url_mask(m->cfg->backend, m->url, sizeof m->url);
+    if (jr_db_open(&m->db, m->cfg->backend, &o, err) < 0 ||
+        m->db.ops->migrate(m->db.b, err) < 0)
+        return -1;
+    make_token(m);
+    if ((m->base = event_base_new()) == NULL)
+        return jr_fail(err, JR_ESYS, "cannot create the event loop");
+    signal(SIGPIPE, SIG_IGN);
+    for (i = 0; i < 3; i++) {
+        m->ev_sig[i] = evsignal_new(m->base, sigs[i], on_signal, m);
+        event_add(m->ev_sig[i], NULL);
+    }
+    m->ev_work = event_new(m->base, -1, 0, on_work, m);
+    m->ev_spawn = event_new(m->base, -1, 0, on_spawn, m);
+    m->ev_poll = add_timer(m, m->cfg->poll_interval, on_poll);
+    m->ev_renew = add_timer(m, m->cfg->lease / 3, on_renew);
+    m->ev_rescue = add_timer(m, m->cfg->lease / 2, on_rescue);
+    m->ev_tick = add_timer(m, 0.25, on_tick);
+    if ((fd = m->db.ops->wake_fd(m->db.b)) >= 0) {
+        m->ev_wake = event_new(m->base, fd, EV_READ | EV_PERSIST, on_wake, m);
+        event_add(m->ev_wake, NULL);
+    }
+    on_rescue(-1, 0, m);
+    jr_log(JR_LOG_INFO, "jobrunner %s started: backend %s, scripts %s, "
+           "%d worker%s", JR_VERSION, m->url, m->cfg->scripts,
+           m->cfg->conc_min, m->cfg->conc_min == 1 ? "" : "s");
+    for (i = 0; i < m->cfg->conc_min; i++)
+        spawn_worker(m);
+    return 0;
+}
+
+/* After the loop: stop workers, record what is known, close. */
+static void
+finish(master *m)
+{
+    wk *w;
+    jr_job *j;
+    double until = jr_mono() + 2;
+
+    for (w = m->workers; w; w = w->next) {
+        int i;
+        if (m->stopping == 1 && w->njobs > 0) {
+            jr_log(JR_LOG_WARN, "job %lld (%s) still running at the end of "
+                   "the shutdown timeout; returned to the queue",
+                   (long long)w->jobs[0]->id, w->jobs[0]->name);
+            for (i = 0; i < w->njobs; i++)
+                release_job(m, w->jobs[i]);
+            w->njobs = 0;
+        }
+        kill(w->pid, m->stopping == 1 && w->njobs == 0 ? SIGTERM : SIGKILL);
+    }
+    while ((j = queue_pop(m)) != NULL)
+        release_job(m, j);
+    if (m->nres > 0 && flush_results(m) < 0)
+        jr_log(JR_LOG_ERROR, "%d results could not be recorded; their "
+               "leases will requeue the jobs", m->nres);
+    while (m->workers != NULL && jr_mono() < until) {
+        int status;
+        pid_t pid = waitpid(-1, &status, 0);
+        wk **pw;
+        if (pid < 0)
+            break;
+        for (pw = &m->workers; *pw; pw = &(*pw)->next)
+            if ((*pw)->pid == pid) {
+                w = *pw;
+                *pw = w->next;
+                for (int i = 0; i < w->njobs; i++)
+                    free(w->jobs[i]);
+                if (w->bev)
+                    bufferevent_free(w->bev);
+                free(w);
+                break;
+            }
+    }
+    jr_log(JR_LOG_INFO, "stopped: %ld done, %ld failed, %ld dead", m->done,
+           m->failed, m->dead);
+}
+
+static void
+cleanup(master *m)
+{
+    struct event *evs[] = {m->ev_work, m->ev_poll, m->ev_renew, m->ev_rescue,
+                           m->ev_tick, m->ev_wake, m->ev_spawn, m->ev_sig[0],
+                           m->ev_sig[1], m->ev_sig[2]};
+    size_t i;
+    int k;
+    wk *w;
+
+    while ((w = m->workers) != NULL) {
+        m->workers = w->next;
+        for (k = 0; k < w->njobs; k++)
+            free(w->jobs[k]);
+        if (w->bev)
+            bufferevent_free(w->bev);
+        free(w);
+    }
+    for (i = 0; i < sizeof evs / sizeof evs[0]; i++)
+        if (evs[i] != NULL)
+            event_free(evs[i]);
+    for (k = 0; k < m->nres; k++)
+        free(m->res[k].mem);
+    free(m->res);
+    for (k = 0; k < m->nhandlers; k++)
+        free(m->handlers[k].name);
+    free(m->handlers);
+    free(m->names);
+    free(m->queue);
+    jr_buf_free(&m->out);
+    if (m->base)
+        event_base_free(m->base);
+    jr_db_close(&m->db);
+}
+
+int
+jr_master_run(jr_config *cfg, const char *self)
+{
+    master m;
+    jr_err err;
+    int rc = 0;
+
+    memset(&m, 0, sizeof m);
+    m.cfg = cfg;
+    m.self = self;
+    if (start(&m, &err) < 0) {
+        jr_log(JR_LOG_ERROR, "%s", err.msg);
+        cleanup(&m);
+        return 1;
+    }
+    event_base_dispatch(m.base);
+    finish(&m);
+    cleanup(&m);
+    return rc;
+}

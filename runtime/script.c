@@ -1,0 +1,429 @@
+/* script.c - Lua states for the config and the workers: creation, every
+ * entry into Lua as a protected call with a traceback, and loading the
+ * scripts directory. Each handler file runs in its own _ENV whose __index
+ * is the shared globals, so one file's globals do not leak into another. */
+#define _GNU_SOURCE
+#include <dirent.h>
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include <lauxlib.h>
+#include <lua.h>
+#include <lualib.h>
+
+#include "backend.h"
+#include "script.h"
+
+
+const char *
+jr_script_errstr(lua_State *L)                   /* [-1, +1, m] */
+{
+    if (lua_type(L, -1) == LUA_TSTRING)
+        return lua_tostring(L, -1);
+    if (luaL_callmeta(L, -1, "__tostring") &&    /* e s */
+        lua_type(L, -1) == LUA_TSTRING) {
+        lua_remove(L, -2);                       /* s */
+        return lua_tostring(L, -1);
+    }
+    lua_pushfstring(L, "error object is a %s value",
+                    luaL_typename(L, -1));       /* e s */
+    lua_remove(L, -2);                           /* s */
+    return lua_tostring(L, -1);
+}
+
+/* Message handler: adds a traceback; jobrunner signals pass unchanged. */
+static int
+add_traceback(lua_State *L)                      /* e */
+{
+    if (luaL_testudata(L, 1, JR_SIGNAL_MT) != NULL)
+        return 1;
+    jr_script_errstr(L);                         /* s */
+    luaL_traceback(L, L, lua_tostring(L, -1), 1);/* s tb */
+    return 1;
+}
+
+int
+jr_script_xpcall(lua_State *L, int nargs, int nres)
+{
+    int fn = lua_gettop(L) - nargs;              /* f a1..an */
+    int rc;
+
+    lua_pushcfunction(L, add_traceback);         /* f a1..an h */
+    lua_insert(L, fn);                           /* h f a1..an */
+    rc = lua_pcall(L, nargs, nres, fn);          /* h r1..rn | h e */
+    lua_remove(L, fn);                           /* r1..rn | e */
+    return rc;
+}
+
+int
+jr_script_pcall(lua_State *L, int nargs, int nres, jr_err *err)
+{
+    if (jr_script_xpcall(L, nargs, nres) == LUA_OK)
+        return 0;
+    if (lua_type(L, -1) == LUA_TSTRING)
+        jr_fail(err, JR_ELUA, "%s", lua_tostring(L, -1));
+    else
+        jr_fail(err, JR_ELUA, "(signal)");
+    lua_pop(L, 1);                               /* (nothing) */
+    return -1;
+}
+
+static int
+pmain_open(lua_State *L)                         /* dir */
+{
+    const char *dir = lua_tostring(L, 1);
+
+    luaL_openlibs(L);
+    if (dir != NULL) {
+        lua_getglobal(L, "package");             /* dir package */
+        lua_getfield(L, -1, "path");             /* dir package path */
+        lua_pushfstring(L, "%s/?.lua;%s/?/init.lua;%s", dir, dir,
+                        lua_tostring(L, -1));    /* dir package path new */
+        lua_setfield(L, -3, "path");             /* dir package path */
+        lua_pop(L, 2);                           /* dir */
+    }
+    luaL_newmetatable(L, JR_SIGNAL_MT);             /* dir mt */
+    lua_pop(L, 1);                               /* dir */
+    return 0;
+}
+
+lua_State *
+jr_script_state(const char *scripts_dir, jr_err *err)
+{
+    lua_State *L = luaL_newstate();
+
+    if (L == NULL) {
+        jr_fail(err, JR_ENOMEM, "cannot create a Lua state: out of memory");
+        return NULL;
+    }
+    lua_pushcfunction(L, pmain_open);            /* f */
+    if (scripts_dir)
+        lua_pushstring(L, scripts_dir);          /* f dir */
+    else
+        lua_pushnil(L);                          /* f nil */
+    if (jr_script_pcall(L, 1, 0, err) < 0) {
+        lua_close(L);
+        return NULL;
+    }
+    return L;
+}
+
+/* --- loading a scripts directory ------------------------------------ */
+
+typedef struct loader {
+    lua_State  *L;
+    jr_scripts *s;
+    const char *root;
+    int         cap_h, cap_e;
+    uint64_t    hash;           /* FNV-1a over paths and contents */
+} loader;
+
+static void
+hash_bytes(loader *ld, const void *p, size_t n)
+{
+    const unsigned char *c = p;
+    size_t i;
+
+    for (i = 0; i < n; i++) {
+        ld->hash ^= c[i];
+        ld->hash *= 1099511628211ull;
+    }
+}
+
+static void
+hash_file(loader *ld, const char *path, const char *rel)
+{
+    char buf[8192];
+    FILE *f = fopen(path, "rb");
+    size_t n;
+
+    hash_bytes(ld, rel, strlen(rel) + 1);
+    if (f == NULL)
+        return;
+    while ((n = fread(buf, 1, sizeof buf, f)) > 0)
+        hash_bytes(ld, buf, n);
+    fclose(f);
+}
+
+static void add_error(loader *ld, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+
+static void
+add_error(loader *ld, const char *fmt, ...)
+{
+    char msg[1024];
+    char **e;
+    va_list ap;
+
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    if (ld->s->nerrors == ld->cap_e) {
+        ld->cap_e = ld->cap_e ? ld->cap_e * 2 : 8;
+        e = realloc(ld->s->errors, (size_t)ld->cap_e * sizeof *e);
+        if (e == NULL)
+            return;
+        ld->s->errors = e;
+    }
+    if ((ld->s->errors[ld->s->nerrors] = strdup(msg)) != NULL)
+        ld->s->nerrors++;
+}
+
+static int
+add_handler(loader *ld, const char *name, int max_retries, double timeout)
+{
+    jr_handler *h;
+
+    if (ld->s->n == ld->cap_h) {
+        ld->cap_h = ld->cap_h ? ld->cap_h * 2 : 16;
+        h = realloc(ld->s->h, (size_t)ld->cap_h * sizeof *h);
+        if (h == NULL)
+            return -1;
+        ld->s->h = h;
+    }
+    h = &ld->s->h[ld->s->n];
+    if ((h->name = strdup(name)) == NULL)
+        return -1;
+    h->max_retries = max_retries;
+    h->timeout = timeout;
+    ld->s->n++;
+    return 0;
+}
+
+/* Checks the handler table at the top: handle, and options of the right
+ * type. Returns NULL or a message (static). [-0, +0, -] */
+static const char *
+check_table(lua_State *L, int *max_retries, double *timeout)
+{
+    static char msg[256];
+    static const char *const known[] = {"handle", "max_retries", "timeout",
+                                        "backoff", NULL};
+    int i;
+
+    lua_pushnil(L);                              /* t nil */
+    while (lua_next(L, -2)) {                    /* t k v */
+        const char *k = lua_type(L, -2) == LUA_TSTRING ?
+                        lua_tostring(L, -2) : "?";
+        for (i = 0; known[i] && strcmp(known[i], k) != 0; i++)
+            ;
+        lua_pop(L, 1);                           /* t k */
+        if (known[i] == NULL) {
+            lua_pop(L, 1);                       /* t */
+            snprintf(msg, sizeof msg, "unknown handler option '%.64s' "
+                     "(valid: handle, max_retries, timeout, backoff)", k);
+            return msg;
+        }
+    }                                            /* t */
+    if (lua_getfield(L, -1, "handle") != LUA_TFUNCTION) {
+        lua_pop(L, 1);
+        return "handler table has no 'handle' function";
+    }
+    lua_pop(L, 1);
+    if (lua_getfield(L, -1, "max_retries") != LUA_TNIL) {
+        if (!lua_isinteger(L, -1) || lua_tointeger(L, -1) < 0) {
+            lua_pop(L, 1);
+            return "'max_retries' must be a whole number >= 0";
+        }
+        *max_retries = (int)lua_tointeger(L, -1);
+    }
+    lua_pop(L, 1);
+    if (lua_getfield(L, -1, "timeout") != LUA_TNIL) {
+        if (lua_type(L, -1) != LUA_TNUMBER || lua_tonumber(L, -1) <= 0) {
+            lua_pop(L, 1);
+            return "'timeout' must be a positive number of seconds";
+        }
+        *timeout = lua_tonumber(L, -1);
+    }
+    lua_pop(L, 1);
+    i = lua_getfield(L, -1, "backoff");
+    lua_pop(L, 1);
+    if (i != LUA_TNIL && i != LUA_TNUMBER && i != LUA_TFUNCTION)
+        return "'backoff' must be a number of seconds or a function";
+    return NULL;
+}
+
+/* Runs one handler file in its own _ENV and records its table under name
+ * in the handlers table at the top. [-0, +0, -] */
+static void
+load_one(loader *ld, const char *path, const char *name)
+{
+    lua_State *L = ld->L;
+    const char *bad;
+    int max_retries = -1;
+    double timeout = 0;
+    jr_err err;
+
+    if (luaL_loadfilex(L, path, "t") != LUA_OK) {    /* H msg */
+        add_error(ld, "%s", lua_tostring(L, -1));
+        lua_pop(L, 1);
+        return;
+    }                                                /* H chunk */
+    lua_newtable(L);                                 /* H chunk env */
+    lua_newtable(L);                                 /* H chunk env mt */
+    lua_pushglobaltable(L);                          /* H chunk env mt G */
+    lua_setfield(L, -2, "__index");                  /* H chunk env mt */
+    lua_setmetatable(L, -2);                         /* H chunk env */
+    lua_setupvalue(L, -2, 1);                        /* H chunk */
+    if (jr_script_pcall(L, 0, 1, &err) < 0) {        /* H */
+        char *tb = strstr(err.msg, "\nstack traceback:");
+        if (tb != NULL)
+            *tb = '\0';
+        add_error(ld, "%s", err.msg);
+        return;
+    }                                                /* H r */
+    if (lua_isfunction(L, -1)) {
+        lua_newtable(L);                             /* H f t */
+        lua_insert(L, -2);                           /* H t f */
+        lua_setfield(L, -2, "handle");               /* H t */
+    } else if (!lua_istable(L, -1)) {
+        add_error(ld, "%s: must return a function or a table with 'handle',"
+                  " returned %s", path, luaL_typename(L, -1));
+        lua_pop(L, 1);                               /* H */
+        return;
+    }                                                /* H t */
+    if ((bad = check_table(L, &max_retries, &timeout)) != NULL) {
+        add_error(ld, "%s: %s", path, bad);
+        lua_pop(L, 1);                               /* H */
+        return;
+    }
+    if (add_handler(ld, name, max_retries, timeout) < 0) {
+        add_error(ld, "%s: %s", path, "out of memory");
+        lua_pop(L, 1);
+        return;
+    }
+    lua_setfield(L, -2, name);                       /* H */
+}
+
+static int
+by_name(const void *a, const void *b)
+{
+    return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+/* Lists dir sorted, so loading and hashing do not depend on readdir. */
+static char **
+list_dir(const char *dir, int *n)
+{
+    DIR *d = opendir(dir);
+    struct dirent *e;
+    char **v = NULL, **t;
+    int cap = 0;
+
+    *n = 0;
+    if (d == NULL)
+        return NULL;
+    while ((e = readdir(d)) != NULL) {
+        if (e->d_name[0] == '.')
+            continue;
+        if (*n == cap) {
+            cap = cap ? cap * 2 : 32;
+            if ((t = realloc(v, (size_t)cap * sizeof *v)) == NULL)
+                break;
+            v = t;
+        }
+        if ((v[*n] = strdup(e->d_name)) != NULL)
+            (*n)++;
+    }
+    closedir(d);
+    if (v != NULL)
+        qsort(v, (size_t)*n, sizeof *v, by_name);
+    return v;
+}
+
+static int
+valid_name(const char *name)
+{
+    return jr_name_check(name, "job name", NULL) == 0;
+}
+
+/* Walks dir (rel is its path below the root, "" at the top). */
+static void
+walk(loader *ld, const char *dir, const char *rel)
+{
+    char path[4096], sub[4096], name[4096];
+    struct stat st;
+    char **v;
+    int n, i;
+    size_t len;
+
+    v = list_dir(dir, &n);
+    for (i = 0; i < n; i++) {
+        snprintf(path, sizeof path, "%s/%s", dir, v[i]);
+        snprintf(sub, sizeof sub, "%s%s%s", rel, *rel ? "/" : "", v[i]);
+        len = strlen(v[i]);
+        if (stat(path, &st) < 0)
+            continue;
+        if (S_ISDIR(st.st_mode)) {
+            if (v[i][0] != '_')
+                walk(ld, path, sub);
+            continue;
+        }
+        if (len < 5 || strcmp(v[i] + len - 4, ".lua") != 0)
+            continue;
+        hash_file(ld, path, sub);
+        if (v[i][0] == '_')
+            continue;                   /* a helper for require */
+        snprintf(name, sizeof name, "%.*s", (int)(strlen(sub) - 4), sub);
+        for (char *p = name; *p; p++)
+            if (*p == '/')
+                *p = '.';
+        if (!valid_name(name))
+            add_error(ld, "%s: '%s' is not a valid job name (use "
+                      "[A-Za-z0-9_.:-], at most 128)", path, name);
+        else
+            load_one(ld, path, name);
+    }
+    for (i = 0; i < n; i++)
+        free(v[i]);
+    free(v);
+}
+
+int
+jr_scripts_load(lua_State *L, const char *dir, jr_scripts *s, jr_err *err)
+{
+    struct stat st;
+    loader ld;
+
+    memset(s, 0, sizeof *s);
+    s->ref = LUA_NOREF;
+    if (stat(dir, &st) < 0 || !S_ISDIR(st.st_mode))
+        return jr_fail_errno(err, JR_ENOTFOUND, errno ? errno : ENOTDIR,
+                             "scripts directory '%s'", dir);
+    memset(&ld, 0, sizeof ld);
+    ld.L = L;
+    ld.s = s;
+    ld.root = dir;
+    ld.hash = 14695981039346656037ull;
+    lua_newtable(L);                                 /* H */
+    walk(&ld, dir, "");
+    s->ref = luaL_ref(L, LUA_REGISTRYINDEX);         /* (nothing) */
+    snprintf(s->generation, sizeof s->generation, "%016llx",
+             (unsigned long long)ld.hash);
+    return 0;
+}
+
+void
+jr_scripts_push(lua_State *L, const jr_scripts *s, const char *name)
+{
+    lua_rawgeti(L, LUA_REGISTRYINDEX, s->ref);       /* H */
+    lua_getfield(L, -1, name);                       /* H t|nil */
+    lua_remove(L, -2);                               /* t|nil */
+}
+
+void
+jr_scripts_free(jr_scripts *s)
+{
+    int i;
+
+    for (i = 0; i < s->n; i++)
+        free(s->h[i].name);
+    for (i = 0; i < s->nerrors; i++)
+        free(s->errors[i]);
+    free(s->h);
+    free(s->errors);
+    memset(s, 0, sizeof *s);
+}

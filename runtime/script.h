@@ -1,0 +1,59 @@
+/* script.h - Lua states: creation, protected calls with a traceback, and
+ * loading a scripts directory into handlers. Owns the handler table of one
+ * state. Uses err.h. */
+#ifndef JR_SCRIPT_H
+#define JR_SCRIPT_H
+
+#include "err.h"
+
+typedef struct lua_State lua_State;
+
+#define JR_SIGNAL_MT "jobrunner.signal" /* snooze/discard unwind as these */
+
+/* One loaded handler. Visible: the worker reports these to the master. */
+typedef struct jr_handler {
+    char   *name;               /* job name, "a.b" for scripts/a/b.lua */
+    int     max_retries;        /* -1: not set */
+    double  timeout;            /* seconds; 0: not set */
+} jr_handler;
+
+/* What loading a scripts directory gave. */
+typedef struct jr_scripts {
+    jr_handler *h;              /* sorted by name */
+    int         n;
+    char      **errors;         /* "file:line: message" per failed file */
+    int         nerrors;
+    char        generation[17]; /* hex content hash of every .lua file */
+    int         ref;            /* registry: name -> handler table */
+} jr_scripts;
+
+/* Returns a new state with the standard libraries, package.path pointing at
+ * scripts_dir (may be NULL) first, or NULL with err set. Close with
+ * lua_close(). */
+lua_State *jr_script_state(const char *scripts_dir, jr_err *err);
+
+/* Calls the function below the top nargs values. Success leaves nres
+ * results; failure fills err with message and traceback.
+ * [-(nargs+1), +(nres|0), -] */
+int jr_script_pcall(lua_State *L, int nargs, int nres, jr_err *err);
+
+/* Like jr_script_pcall but returns lua_pcall's status and leaves the error
+ * value on top (a string with traceback, or a jobrunner signal).
+ * [-(nargs+1), +(nres|1), -] */
+int jr_script_xpcall(lua_State *L, int nargs, int nres);
+
+/* Loads every handler under dir into L. A file that fails is recorded in
+ * s->errors and skipped; -1 only when dir cannot be read. Free with
+ * jr_scripts_free(). */
+int  jr_scripts_load(lua_State *L, const char *dir, jr_scripts *s,
+                     jr_err *err);
+void jr_scripts_free(jr_scripts *s);
+
+/* Pushes the handler table of name, or nil. [-0, +1, -] */
+void jr_scripts_push(lua_State *L, const jr_scripts *s, const char *name);
+
+/* Turns the error value at the top into a readable string in place
+ * (tables, nil, userdata get a description). [-1, +1, m] */
+const char *jr_script_errstr(lua_State *L);
+
+#endif

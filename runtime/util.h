@@ -1,0 +1,30 @@
+/* util.h - small parsers and writers the CLI, config and master share:
+ * durations, times, JSON string quoting. Uses err.h. */
+#ifndef JR_UTIL_H
+#define JR_UTIL_H
+
+#include <stdio.h>
+
+#include "err.h"
+
+/* Parses "30", "30s", "250ms", "5m", "2h", "7d" into seconds. what names
+ * the argument in the message. */
+int  jr_parse_duration(const char *s, const char *what, double *out,
+                       jr_err *err);
+/* Parses "2026-11-22T10:00:00Z", "2026-11-22 10:00:00" (UTC), or "@EPOCH"
+ * into epoch seconds. */
+int  jr_parse_time(const char *s, const char *what, double *out, jr_err *err);
+/* Parses a whole decimal int in [lo, hi]. */
+int  jr_parse_int(const char *s, const char *what, long lo, long hi,
+                  long *out, jr_err *err);
+/* Writes s as a JSON string literal, quotes included (NULL as null). */
+void jr_json_str(FILE *f, const char *s);
+/* Formats epoch seconds as "2026-11-22T10:00:00.123Z" into buf. */
+const char *jr_time_iso(double t, char *buf, size_t size);
+/* The default retry delay after attempt (1, 2, ...): attempt^4 + 15 s plus
+ * up to 10 * (attempt + 1) s of jitter, as Sidekiq; capped at 7 days. */
+double jr_backoff_default(int attempt);
+/* Seconds from a monotonic clock. */
+double jr_mono(void);
+
+#endif

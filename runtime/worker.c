@@ -1,0 +1,429 @@
+/* worker.c - the worker process. Reads job frames from the master on a
+ * blocking descriptor, runs each handler in a protected call under a
+ * deadline, decides retry or death from the job's, the handler's or the
+ * config's max_retries and backoff, and writes one result frame per job.
+ * It exits when the master closes the socket or dies. */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <math.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#ifdef __linux__
+#include <sys/prctl.h>
+#endif
+
+#include <lauxlib.h>
+#include <lua.h>
+
+#include "config.h"
+#include "frame.h"
+#include "jrlib.h"
+#include "log.h"
+#include "script.h"
+#include "util.h"
+#include "worker.h"
+
+#define HOOK_COUNT 10000        /* instructions between deadline checks */
+#define BACKOFF_CAP (7 * 86400.0)
+
+typedef struct worker {
+    int         fd;
+    lua_State  *L;
+    jr_config   cfg;
+    jr_scripts  scripts;
+    jr_jobctx   ctx;
+    int         decode_ref;     /* cjson.decode */
+    jr_buf      out;            /* frames to write */
+    char        err[2048];      /* last failure message */
+} worker;
+
+static double deadline;         /* jr_mono() seconds; 0: none */
+static double deadline_secs;    /* the timeout, for the message */
+
+static int
+write_all(int fd, const char *p, size_t n)
+{
+    while (n > 0) {
+        ssize_t w = write(fd, p, n);
+        if (w < 0 && errno == EINTR)
+            continue;
+        if (w <= 0)
+            return -1;
+        p += w;
+        n -= (size_t)w;
+    }
+    return 0;
+}
+
+static int
+flush(worker *w)
+{
+    int rc = w->out.oom ? -1 : write_all(w->fd, w->out.p, w->out.len);
+    jr_buf_reset(&w->out);
+    return rc;
+}
+
+/* Raises in the handler once its deadline has passed, and again at every
+ * check after, so a pcall inside the handler cannot swallow it for good. */
+static void
+deadline_hook(lua_State *L, lua_Debug *ar)
+{
+    (void)ar;
+    if (deadline > 0 && jr_mono() > deadline)
+        luaL_error(L, "timed out after %gs", deadline_secs);
+}
+
+static int
+send_hello(worker *w)
+{
+    size_t start = jr_frame_begin(&w->out, JR_F_HELLO);
+    int i;
+
+    jr_put_str(&w->out, w->scripts.generation);
+    jr_put_i32(&w->out, w->scripts.n);
+    for (i = 0; i < w->scripts.n; i++) {
+        jr_put_str(&w->out, w->scripts.h[i].name);
+        jr_put_i32(&w->out, w->scripts.h[i].max_retries);
+        jr_put_f64(&w->out, w->scripts.h[i].timeout);
+    }
+    jr_put_i32(&w->out, w->scripts.nerrors);
+    for (i = 0; i < w->scripts.nerrors; i++)
+        jr_put_str(&w->out, w->scripts.errors[i]);
+    jr_frame_end(&w->out, start);
+    return flush(w);
+}
+
+/* Pushes the job table. [-0, +1, m] */
+static void
+push_job(worker *w, const jr_job *j, int max_retries)
+{
+    lua_State *L = w->L;
+
+    lua_createtable(L, 0, 9);                        /* job */
+    lua_pushinteger(L, j->id);
+    lua_setfield(L, -2, "id");
+    lua_pushstring(L, j->name);
+    lua_setfield(L, -2, "name");
+    lua_pushstring(L, j->queue);
+    lua_setfield(L, -2, "queue");
+    lua_pushinteger(L, j->attempt);
+    lua_setfield(L, -2, "attempt");
+    lua_pushinteger(L, max_retries);
+    lua_setfield(L, -2, "max_retries");
+    lua_pushinteger(L, j->priority);
+    lua_setfield(L, -2, "priority");
+    lua_pushnumber(L, j->run_at);
+    lua_setfield(L, -2, "run_at");
+    lua_pushnumber(L, j->created_at);
+    lua_setfield(L, -2, "created_at");
+}
+
+/* Decodes the payload into job.payload; on failure leaves a message in
+ * w->err and returns -1. [-0, +0, -] */
+static int
+set_payload(worker *w, const jr_job *j)
+{
+    lua_State *L = w->L;                             /* job */
+
+    lua_rawgeti(L, LUA_REGISTRYINDEX, w->decode_ref);/* job dec */
+    lua_pushlstring(L, j->payload, j->payload_len);  /* job dec s */
+    if (lua_pcall(L, 1, 1, 0) != LUA_OK) {           /* job msg */
+        snprintf(w->err, sizeof w->err, "payload cannot be decoded: %s",
+                 lua_tostring(L, -1));
+        lua_pop(L, 1);                               /* job */
+        return -1;
+    }                                                /* job payload */
+    lua_setfield(L, -2, "payload");                  /* job */
+    return 0;
+}
+
+/* The delay before the next attempt: the handler's backoff, else the
+ * config's defaults.backoff, else attempt^4 + 15 s plus jitter. The handler
+ * table is at index h. */
+static double
+backoff(worker *w, int h, const jr_job *j, const char *error)
+{
+    lua_State *L = w->L;
+    double d = -1;
+    int t;
+
+    t = lua_getfield(L, h, "backoff");               /* b */
+    if (t == LUA_TNIL && w->cfg.ref != LUA_NOREF) {
+        lua_pop(L, 1);
+        lua_rawgeti(L, LUA_REGISTRYINDEX, w->cfg.ref);   /* cfg */
+        if (lua_getfield(L, -1, "defaults") == LUA_TTABLE) { /* cfg d */
+            lua_getfield(L, -1, "backoff");          /* cfg d b */
+            lua_remove(L, -2);                       /* cfg b */
+        }
+        lua_remove(L, -2);                           /* b */
+        t = lua_type(L, -1);
+    }
+    if (t == LUA_TNUMBER) {
+        d = lua_tonumber(L, -1);
+        lua_pop(L, 1);
+    } else if (t == LUA_TFUNCTION) {
+        jr_err err;
+        lua_pushinteger(L, j->attempt);              /* b attempt */
+        lua_pushstring(L, error);                    /* b attempt error */
+        if (jr_script_pcall(L, 2, 1, &err) < 0) {    /* (nothing) */
+            jr_log(JR_LOG_WARN, "job %lld (%s): backoff function failed, "
+                   "using the default: %s", (long long)j->id, j->name,
+                   err.msg);
+        } else {                                     /* d */
+            if (lua_type(L, -1) == LUA_TNUMBER && lua_tonumber(L, -1) >= 0)
+                d = lua_tonumber(L, -1);
+            else
+                jr_log(JR_LOG_WARN, "job %lld (%s): backoff returned %s, "
+                       "not a number >= 0; using the default",
+                       (long long)j->id, j->name, luaL_typename(L, -1));
+            lua_pop(L, 1);
+        }
+    } else {
+        lua_pop(L, 1);
+    }
+    if (d < 0)
+        d = jr_backoff_default(j->attempt);
+    return d > BACKOFF_CAP ? BACKOFF_CAP : d;
+}
+
+/* Fills res after a failure whose message is in w->err. */
+static void
+failed(worker *w, int h, const jr_job *j, int max_retries, jr_result *res)
+{
+    res->error = w->err;
+    if (j->attempt > max_retries) {
+        res->kind = JR_DEAD;
+    } else {
+        res->kind = JR_RETRY;
+        res->delay = backoff(w, h, j, w->err);
+    }
+}
+
+/* Turns the error value on top into w->err, or fills res from a signal.
+ * Returns 1 if it was a signal. [-1, +0, -] */
+static int
+take_error(worker *w, jr_result *res)
+{
+    const jr_signal *s = jr_jrlib_signal(w->L, -1);
+
+    if (s != NULL) {
+        res->kind = s->kind;
+        res->delay = s->delay;
+        snprintf(w->err, sizeof w->err, "%s", s->reason);
+        res->error = s->kind == JR_DEAD ? w->err : NULL;
+        lua_pop(w->L, 1);
+        return 1;
+    }
+    snprintf(w->err, sizeof w->err, "%s", jr_script_errstr(w->L));
+    lua_pop(w->L, 1);
+    return 0;
+}
+
+/* Runs job j and fills res (strings borrowed from w until the next job). */
+static void
+run_job(worker *w, const jr_job *j, jr_result *res)
+{
+    lua_State *L = w->L;
+    int top = lua_gettop(L), h, max_retries, rc;
+    double timeout;
+    const jr_handler *info = NULL;
+    int i;
+
+    memset(res, 0, sizeof *res);
+    res->id = j->id;
+    res->generation = w->scripts.generation;
+    for (i = 0; i < w->scripts.n; i++)
+        if (strcmp(w->scripts.h[i].name, j->name) == 0)
+            info = &w->scripts.h[i];
+    jr_scripts_push(L, &w->scripts, j->name);        /* t */
+    h = lua_gettop(L);
+    if (info == NULL || !lua_istable(L, h)) {
+        snprintf(w->err, sizeof w->err, "no handler for '%s' in this "
+                 "worker", j->name);
+        res->kind = JR_RETRY;
+        res->error = w->err;
+        res->delay = 1;
+        lua_settop(L, top);
+        return;
+    }
+    max_retries = j->max_retries >= 0 ? j->max_retries :
+                  info->max_retries >= 0 ? info->max_retries :
+                  w->cfg.max_retries;
+    timeout = info->timeout > 0 ? info->timeout : w->cfg.timeout;
+    lua_getfield(L, h, "handle");                    /* t f */
+    push_job(w, j, max_retries);                     /* t f job */
+    if (set_payload(w, j) < 0) {
+        res->kind = JR_DEAD;                         /* retrying won't help */
+        res->error = w->err;
+        lua_settop(L, top);
+        return;
+    }
+    w->ctx.job = j;
+    deadline_secs = timeout;
+    deadline = jr_mono() + timeout;
+    lua_sethook(L, deadline_hook, LUA_MASKCOUNT, HOOK_COUNT);
+    rc = jr_script_xpcall(L, 1, 0);                  /* t | t e */
+    lua_sethook(L, NULL, 0, 0);
+    w->ctx.job = NULL;
+    if (rc == LUA_OK && jr_mono() > deadline) {
+        snprintf(w->err, sizeof w->err, "timed out after %gs", timeout);
+        failed(w, h, j, max_retries, res);
+    } else if (rc == LUA_OK) {
+        res->kind = JR_DONE;
+        res->pushes = w->ctx.pushes;
+        res->npushes = w->ctx.npushes;
+    } else if (!take_error(w, res)) {
+        failed(w, h, j, max_retries, res);
+    }
+    deadline = 0;
+    lua_settop(L, top);
+}
+
+static int
+handle_frame(worker *w, const char *data)
+{
+    jr_reader r;
+    jr_result res;
+    jr_job *j;
+    jr_err err;
+    int type = jr_frame_open(&r, data);
+
+    if (type == JR_F_STOP)
+        return 1;
+    if (type != JR_F_JOB) {
+        jr_log(JR_LOG_ERROR, "unexpected frame type %d from master", type);
+        return -1;
+    }
+    if ((j = jr_frame_get_job(&r, &err)) == NULL) {
+        jr_log(JR_LOG_ERROR, "%s", err.msg);
+        return -1;
+    }
+    run_job(w, j, &res);
+    jr_frame_put_result(&w->out, &res);
+    jr_jobctx_clear(&w->ctx);
+    free(j);
+    return flush(w) < 0 ? -1 : 0;
+}
+
+/* Reads frames until the master closes the socket or says stop. */
+static int
+serve(worker *w)
+{
+    jr_buf in = {0};
+    size_t used = 0;
+    int rc = 0;
+
+    for (;;) {
+        long len;
+        ssize_t n;
+        jr_err err;
+
+        while ((len = jr_frame_complete(in.p + used, in.len - used,
+                                        &err)) > 0) {
+            if ((rc = handle_frame(w, in.p + used)) != 0)
+                goto out;
+            used += (size_t)len;
+        }
+        if (len < 0) {
+            jr_log(JR_LOG_ERROR, "from master: %s", err.msg);
+            rc = -1;
+            goto out;
+        }
+        memmove(in.p, in.p + used, in.len - used);
+        in.len -= used;
+        used = 0;
+        if (in.cap - in.len < 65536) {
+            size_t cap = in.cap ? in.cap * 2 : 65536;
+            char *p = realloc(in.p, cap);
+            if (p == NULL) {
+                rc = -1;
+                goto out;
+            }
+            in.p = p;
+            in.cap = cap;
+        }
+        n = read(w->fd, in.p + in.len, in.cap - in.len);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0)
+            break;              /* master gone: exit */
+        in.len += (size_t)n;
+    }
+out:
+    jr_buf_free(&in);
+    return rc < 0 ? 1 : 0;
+}
+
+/* os.exit would take the worker down with the job; make it a failure. */
+static int
+no_exit(lua_State *L)
+{
+    return luaL_error(L, "os.exit(%s) called by the handler; the job fails "
+                      "and the worker keeps running",
+                      luaL_tolstring(L, 1, NULL));
+}
+
+static int
+setup(worker *w, const char *scripts, const char *config, jr_err *err)
+{
+    lua_State *L;
+
+    jr_config_defaults(&w->cfg);
+    if ((L = w->L = jr_script_state(scripts, err)) == NULL)
+        return -1;
+    if (jr_config_load(&w->cfg, config, L, err) < 0)
+        return -1;
+    w->ctx.max_payload = w->cfg.max_payload;
+    if (jr_jrlib_open(L, &w->ctx, err) < 0)
+        return -1;
+    lua_getglobal(L, "os");                          /* os */
+    lua_pushcfunction(L, no_exit);                   /* os f */
+    lua_setfield(L, -2, "exit");                     /* os */
+    lua_pop(L, 1);                                   /* (nothing) */
+    lua_getglobal(L, "require");                     /* require */
+    lua_pushliteral(L, "cjson");                     /* require "cjson" */
+    if (jr_script_pcall(L, 1, 1, err) < 0)           /* cjson */
+        return -1;
+    lua_getfield(L, -1, "decode");                   /* cjson decode */
+    w->decode_ref = luaL_ref(L, LUA_REGISTRYINDEX);  /* cjson */
+    lua_pop(L, 1);                                   /* (nothing) */
+    return jr_scripts_load(L, scripts, &w->scripts, err);
+}
+
+int
+jr_worker_main(int fd, const char *scripts, const char *config)
+{
+    worker w;
+    jr_err err;
+    int rc;
+
+    memset(&w, 0, sizeof w);
+    w.fd = fd;
+#ifdef __linux__
+    prctl(PR_SET_PDEATHSIG, SIGKILL);   /* never outlive the master */
+#endif
+    if (getppid() == 1)
+        return 1;
+    signal(SIGINT, SIG_IGN);            /* the master decides on Ctrl-C */
+    signal(SIGPIPE, SIG_IGN);
+    setvbuf(stdout, NULL, _IOLBF, 0);
+    srand((unsigned)getpid() ^ (unsigned)(jr_mono() * 1e6));
+    if (setup(&w, scripts, config, &err) < 0) {
+        jr_log(JR_LOG_ERROR, "%s", err.msg);
+        w.scripts.nerrors = 0;
+        /* still say hello so the master hears why: no handlers */
+        w.scripts.n = 0;
+    }
+    rc = send_hello(&w) < 0 ? 1 : serve(&w);
+    jr_jobctx_clear(&w.ctx);
+    free(w.ctx.pushes);
+    jr_scripts_free(&w.scripts);
+    jr_buf_free(&w.out);
+    jr_config_free(&w.cfg);
+    if (w.L != NULL)
+        lua_close(w.L);
+    return rc;
+}

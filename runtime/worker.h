@@ -1,0 +1,11 @@
+/* worker.h - a worker process: loads every handler into its own Lua state,
+ * tells the master which it has, then runs the jobs the master sends, one at
+ * a time, and answers each with a result. Uses script.h, frame.h. */
+#ifndef JR_WORKER_H
+#define JR_WORKER_H
+
+/* Runs a worker on descriptor fd (a socketpair end); returns the process's
+ * exit status. config may be NULL. */
+int jr_worker_main(int fd, const char *scripts, const char *config);
+
+#endif
