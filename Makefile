@@ -34,6 +34,9 @@ BACKENDS = backend sqlite postgres
 OBJS     = $(RUNTIME:%=$(BUILD)/runtime/%.o) $(BACKENDS:%=$(BUILD)/backends/%.o) \
            $(BUILD)/sqlite_sql.o $(BUILD)/postgres_sql.o
 
+LIBOBJS  = $(filter-out $(BUILD)/runtime/main.o,$(OBJS))
+CTESTS   = $(patsubst spec/c/%.c,$(BUILD)/spec/c/%,$(wildcard spec/c/test_*.c))
+
 .PHONY: all run test asan bench install uninstall clean deps check-deps
 
 all: check-deps jobrunner
@@ -85,11 +88,17 @@ $(BUILD)/%_sql.o: $(BUILD)/%_sql.c
 	$(Q)$(CC) $(CPPFLAGS) $(CFLAGS) -Wno-missing-variable-declarations \
 	    -c -o $@ $<
 
+# C tests: each spec/c/test_*.c is a program printing "N passed, N failed".
+$(BUILD)/spec/c/%: spec/c/%.c $(LIBOBJS)
+	@mkdir -p $(dir $@)
+	@echo "CC $<"
+	$(Q)$(CC) $(CPPFLAGS) $(CFLAGS) $(LDFLAGS) -o $@ $< $(LIBOBJS) $(LDLIBS)
+
 run: deps all
 	./jobrunner run
 
-test: deps all
-	$(Q)LUA=$(LUA) ./spec/run
+test: deps all $(CTESTS)
+	$(Q)LUA=$(LUA) BUILD=$(BUILD) JOBRUNNER_BIN=$(CURDIR)/$(BUILD)/jobrunner ./spec/run
 
 asan:
 	$(MAKE) SANITIZE=address,undefined test

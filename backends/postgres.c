@@ -1,0 +1,1303 @@
+/* postgres.c - the PostgreSQL engine: jr_postgres_ops over libpq. Owns one
+ * connection for queries (statements prepared lazily, once per connection)
+ * and, opened on demand, a second one that LISTENs for wake-ups. Objects live
+ * in their own schema, made by the migrations of postgres.sql (compiled in
+ * as build/postgres_sql.c).
+ * Batches travel as array parameters expanded with unnest. Uses backend.c. */
+#include <ctype.h>
+#include <errno.h>
+#include <math.h>
+#include <poll.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <libpq-fe.h>
+
+#include "backend.h"
+
+extern const char jr_postgres_sql[];    /* postgres.sql, made by the Makefile */
+
+#define MAX_MIGRATIONS 64
+
+struct jr_backend {
+    PGconn     *conn;           /* queries; never NULL once open */
+    PGconn     *listen;         /* LISTEN connection, NULL until needed */
+    char       *url;            /* as given, to open the LISTEN connection */
+    char        masked[512];    /* url with the password hidden, for messages */
+    char        schema[64];     /* validated schema name */
+    char        qschema[68];    /* the same, double-quoted for SQL */
+    char        channel[72];    /* NOTIFY channel: schema_jobs, cut to 63 */
+    size_t      max_payload;    /* bytes; 0: no limit */
+    unsigned    prepared;       /* bit per stmts[] entry prepared on conn */
+    char        sqlstate[6];    /* SQLSTATE of the last failed statement */
+    int         insert_failed;  /* the last insert_jobs failed in the db */
+    char        pgmsg[400];     /* its message and detail */
+};
+
+/* Statements, prepared on first use. {{schema}} becomes the quoted schema. */
+enum {
+    S_CLAIM, S_UNCLAIM, S_DONE, S_FINISH, S_PUSH, S_PAYLOAD_ERROR, S_RENEW,
+    S_RESCUE, S_STATS, S_DEAD_LIST, S_DEAD_RETRY_IDS, S_DEAD_RETRY_ALL,
+    S_DEAD_PURGE, S_COUNT
+};
+
+static const struct stmt {
+    const char *name;
+    int         nparams;
+    const char *sql;
+} stmts[S_COUNT] = {
+    [S_CLAIM] = {"jr_claim", 4,
+        "UPDATE {{schema}}.jobs j SET state = 'running',"
+        " attempts = j.attempts + 1, locked_by = $1::text,"
+        " locked_until = now() + $2::float8 * interval '1 second',"
+        " updated_at = now()"
+        " WHERE j.id IN (SELECT id FROM {{schema}}.jobs"
+        "  WHERE state = 'queued' AND run_at <= now()"
+        "  AND name = ANY($3::text[])"
+        "  ORDER BY priority, run_at, id LIMIT $4::int"
+        "  FOR UPDATE SKIP LOCKED)"
+        " RETURNING j.id, j.name, j.queue, j.payload::text, j.attempts,"
+        " coalesce(j.max_retries, -1), j.priority,"
+        " extract(epoch FROM j.run_at)::float8,"
+        " extract(epoch FROM j.created_at)::float8"},
+    /* Undoes a claim the caller could not take (out of memory). */
+    [S_UNCLAIM] = {"jr_unclaim", 2,
+        "UPDATE {{schema}}.jobs SET state = 'queued',"
+        " attempts = attempts - 1, locked_by = NULL, locked_until = NULL,"
+        " updated_at = now()"
+        " WHERE id = ANY($2::bigint[]) AND state = 'running'"
+        " AND locked_by = $1::text"},
+    [S_DONE] = {"jr_done", 2,
+        "DELETE FROM {{schema}}.jobs WHERE id = ANY($2::bigint[])"
+        " AND state = 'running' AND locked_by = $1::text RETURNING id"},
+    /* RETRY, DEAD, SNOOZE and RELEASE in one statement; kinds are the
+     * JR_ values of backend.h (2 retry, 3 dead, 4 snooze, 5 release). */
+    [S_FINISH] = {"jr_finish", 6,
+        "UPDATE {{schema}}.jobs j SET"
+        " state = CASE WHEN u.kind = 3 THEN 'dead' ELSE 'queued' END,"
+        " run_at = CASE WHEN u.kind IN (2, 4)"
+        "  THEN now() + u.delay * interval '1 second' ELSE j.run_at END,"
+        " attempts = CASE WHEN u.kind IN (4, 5)"
+        "  THEN j.attempts - 1 ELSE j.attempts END,"
+        " last_error = CASE WHEN u.kind IN (2, 3)"
+        "  THEN u.err ELSE j.last_error END,"
+        " generation = CASE WHEN u.kind = 5"
+        "  THEN j.generation ELSE coalesce(u.gen, j.generation) END,"
+        " died_at = CASE WHEN u.kind = 3 THEN now() END,"
+        " locked_by = NULL, locked_until = NULL, updated_at = now()"
+        " FROM unnest($2::bigint[], $3::int[], $4::float8[], $5::text[],"
+        "  $6::text[]) AS u(id, kind, delay, err, gen)"
+        " WHERE j.id = u.id AND j.state = 'running'"
+        " AND j.locked_by = $1::text"},
+    [S_PUSH] = {"jr_push", 7,
+        "INSERT INTO {{schema}}.jobs"
+        " (name, payload, queue, priority, max_retries, run_at)"
+        " SELECT u.name, u.payload::jsonb, u.queue, u.priority,"
+        "  u.max_retries, coalesce(to_timestamp(u.run_at),"
+        "  now() + u.run_in * interval '1 second')"
+        " FROM unnest($1::text[], $2::text[], $3::text[], $4::int[],"
+        "  $5::int[], $6::float8[], $7::float8[]) WITH ORDINALITY"
+        "  AS u(name, payload, queue, priority, max_retries, run_at,"
+        "  run_in, ord)"
+        " ORDER BY u.ord RETURNING id"},
+    [S_PAYLOAD_ERROR] = {"jr_payload_error", 1,
+        "SELECT u.ord FROM unnest($1::text[]) WITH ORDINALITY AS u(p, ord)"
+        " WHERE {{schema}}.payload_error(u.p) IS NOT NULL"
+        " ORDER BY u.ord LIMIT 1"},
+    [S_RENEW] = {"jr_renew", 2,
+        "UPDATE {{schema}}.jobs"
+        " SET locked_until = now() + $2::float8 * interval '1 second'"
+        " WHERE state = 'running' AND locked_by = $1::text"},
+    [S_RESCUE] = {"jr_rescue", 1,
+        "UPDATE {{schema}}.jobs SET"
+        " state = CASE WHEN attempts > coalesce(max_retries, $1::int)"
+        "  THEN 'dead' ELSE 'queued' END,"
+        " died_at = CASE WHEN attempts > coalesce(max_retries, $1::int)"
+        "  THEN now() END,"
+        " last_error = 'lease expired: runner lost',"
+        " locked_by = NULL, locked_until = NULL, updated_at = now()"
+        " WHERE state = 'running' AND locked_until < now()"},
+    [S_STATS] = {"jr_stats", 0,
+        "SELECT name,"
+        " count(*) FILTER (WHERE state = 'queued' AND run_at <= now()),"
+        " count(*) FILTER (WHERE state = 'queued' AND run_at > now()),"
+        " count(*) FILTER (WHERE state = 'running'),"
+        " count(*) FILTER (WHERE state = 'dead')"
+        " FROM {{schema}}.jobs GROUP BY name ORDER BY name COLLATE \"C\""},
+    [S_DEAD_LIST] = {"jr_dead_list", 1,
+        "SELECT id, name, queue, attempts, coalesce(last_error, ''),"
+        " generation, extract(epoch FROM died_at)::float8,"
+        " extract(epoch FROM created_at)::float8"
+        " FROM {{schema}}.jobs WHERE state = 'dead'"
+        " ORDER BY died_at DESC, id DESC LIMIT $1::bigint"},
+    [S_DEAD_RETRY_IDS] = {"jr_dead_retry_ids", 1,
+        "UPDATE {{schema}}.jobs SET state = 'queued', attempts = 0,"
+        " run_at = now(), died_at = NULL, updated_at = now()"
+        " WHERE state = 'dead' AND id = ANY($1::bigint[])"},
+    [S_DEAD_RETRY_ALL] = {"jr_dead_retry_all", 0,
+        "UPDATE {{schema}}.jobs SET state = 'queued', attempts = 0,"
+        " run_at = now(), died_at = NULL, updated_at = now()"
+        " WHERE state = 'dead'"},
+    [S_DEAD_PURGE] = {"jr_dead_purge", 1,
+        "DELETE FROM {{schema}}.jobs WHERE state = 'dead'"
+        " AND ($1::float8 <= 0"
+        "  OR died_at < now() - $1::float8 * interval '1 second')"},
+};
+
+/* A growing string; oom is set once an allocation failed. */
+typedef struct sbuf {
+    char   *p;
+    size_t  len;
+    size_t  cap;
+    int     oom;
+} sbuf;
+
+static void
+sb_add(sbuf *s, const char *x, size_t n)
+{
+    if (s->oom)
+        return;
+    if (s->len + n + 1 > s->cap) {
+        size_t cap = s->cap ? s->cap : 256;
+        char *p;
+        while (cap < s->len + n + 1)
+            cap *= 2;
+        if ((p = realloc(s->p, cap)) == NULL) {
+            s->oom = 1;
+            return;
+        }
+        s->p = p;
+        s->cap = cap;
+    }
+    memcpy(s->p + s->len, x, n);
+    s->len += n;
+    s->p[s->len] = '\0';
+}
+
+static void
+sb_adds(sbuf *s, const char *x)
+{
+    sb_add(s, x, strlen(x));
+}
+
+static void sb_addf(sbuf *s, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+
+static void
+sb_addf(sbuf *s, const char *fmt, ...)
+{
+    char buf[64];
+    va_list ap;
+    int n;
+
+    va_start(ap, fmt);
+    n = vsnprintf(buf, sizeof buf, fmt, ap);
+    va_end(ap);
+    sb_add(s, buf, n < 0 ? 0 : (size_t)n);
+}
+
+/* Appends one element to an array literal being built: "{" on the first,
+ * "," before the others; str NULL is an SQL NULL, else it is quoted. */
+static void
+sb_elem(sbuf *s, const char *str)
+{
+    const char *run;
+
+    sb_add(s, s->len == 0 ? "{" : ",", 1);
+    if (str == NULL) {
+        sb_adds(s, "NULL");
+        return;
+    }
+    sb_add(s, "\"", 1);
+    for (run = str; *str; str++) {
+        if (*str == '"' || *str == '\\') {
+            sb_add(s, run, (size_t)(str - run));
+            sb_add(s, "\\", 1);
+            run = str;
+        }
+    }
+    sb_add(s, run, (size_t)(str - run));
+    sb_add(s, "\"", 1);
+}
+
+/* Appends an unquoted element (a number or NULL). */
+static void
+sb_num(sbuf *s, const char *num)
+{
+    sb_add(s, s->len == 0 ? "{" : ",", 1);
+    sb_adds(s, num);
+}
+
+/* Closes an array literal; an empty one is "{}". */
+static const char *
+sb_array(sbuf *s)
+{
+    sb_adds(s, s->len == 0 ? "{}" : "}");
+    return s->p;
+}
+
+static void
+quiet(void *arg, const char *message)
+{
+    (void)arg;
+    (void)message;              /* notices ("already exists, skipping") */
+}
+
+/* Copies src into dst on one line: runs of white space (libpq's messages
+ * span lines) become one space; no trailing space. */
+static void
+oneline(char *dst, size_t size, const char *src)
+{
+    size_t n = 0;
+
+    if (size == 0)
+        return;
+    for (; src != NULL && *src && n + 1 < size; src++) {
+        if (isspace((unsigned char)*src)) {
+            if (n > 0 && dst[n - 1] != ' ')
+                dst[n++] = ' ';
+        } else {
+            dst[n++] = *src;
+        }
+    }
+    while (n > 0 && dst[n - 1] == ' ')
+        n--;
+    dst[n] = '\0';
+}
+
+/* Returns a new string: tmpl[0..len) with every {{schema}} replaced by the
+ * quoted schema; NULL when out of memory. */
+static char *
+expand_n(const jr_backend *b, const char *tmpl, size_t len)
+{
+    static const char mark[] = "{{schema}}";
+    const char *end = tmpl + len, *p;
+    sbuf s = {0};
+
+    while ((p = strstr(tmpl, mark)) != NULL && p < end) {
+        sb_add(&s, tmpl, (size_t)(p - tmpl));
+        sb_adds(&s, b->qschema);
+        tmpl = p + strlen(mark);
+    }
+    sb_add(&s, tmpl, (size_t)(end - tmpl));
+    if (s.oom) {
+        free(s.p);
+        return NULL;
+    }
+    return s.p;
+}
+
+static char *
+expand(const jr_backend *b, const char *tmpl)
+{
+    return expand_n(b, tmpl, strlen(tmpl));
+}
+
+/* Fills err for a failed statement (res may be NULL): what failed, then
+ * "connection lost" if so, then the server's message and detail. */
+static int
+db_fail(jr_backend *b, const PGresult *res, const char *what, jr_err *err)
+{
+    const char *primary = NULL, *detail = NULL, *state = NULL;
+    char msg[400], det[300];
+
+    if (res != NULL) {
+        primary = PQresultErrorField(res, PG_DIAG_MESSAGE_PRIMARY);
+        detail = PQresultErrorField(res, PG_DIAG_MESSAGE_DETAIL);
+        state = PQresultErrorField(res, PG_DIAG_SQLSTATE);
+    }
+    snprintf(b->sqlstate, sizeof b->sqlstate, "%s", state ? state : "");
+    oneline(msg, sizeof msg, primary ? primary : PQerrorMessage(b->conn));
+    oneline(det, sizeof det, detail);
+    snprintf(b->pgmsg, sizeof b->pgmsg, "%.250s%s%.140s%s", msg,
+             *det ? " (" : "", det, *det ? ")" : "");
+    if (PQstatus(b->conn) != CONNECTION_OK)
+        return jr_fail(err, JR_EDB, "postgres: %s: connection to '%s' lost "
+                       "(%s); will reconnect on the next call", what,
+                       b->masked, b->pgmsg);
+    return jr_fail(err, JR_EDB, "postgres: %s: %s", what, b->pgmsg);
+}
+
+/* Runs sql (no parameters) and checks it worked. */
+static int
+run_plain(jr_backend *b, const char *sql, const char *what, jr_err *err)
+{
+    PGresult *res = PQexec(b->conn, sql);
+    ExecStatusType st = PQresultStatus(res);
+    int rc = 0;
+
+    if (st != PGRES_COMMAND_OK && st != PGRES_TUPLES_OK)
+        rc = db_fail(b, res, what, err);
+    PQclear(res);
+    return rc;
+}
+
+static void
+rollback(jr_backend *b)
+{
+    if (PQstatus(b->conn) == CONNECTION_OK &&
+        PQtransactionStatus(b->conn) != PQTRANS_IDLE)
+        PQclear(PQexec(b->conn, "ROLLBACK"));
+}
+
+/* Called first by every op: reconnects once if the connection went bad,
+ * and ends any transaction a failure left open. */
+static int
+ready(jr_backend *b, jr_err *err)
+{
+    if (PQstatus(b->conn) != CONNECTION_OK) {
+        PQreset(b->conn);
+        b->prepared = 0;
+        if (PQstatus(b->conn) != CONNECTION_OK) {
+            char msg[300];
+            oneline(msg, sizeof msg, PQerrorMessage(b->conn));
+            return jr_fail(err, JR_EDB, "postgres: connection to '%s' lost "
+                           "and reconnecting failed: %s", b->masked, msg);
+        }
+    }
+    rollback(b);
+    return 0;
+}
+
+/* Runs statement s with params, preparing it first if this connection has
+ * not. Returns its result (caller PQclears) or NULL with err set. */
+static PGresult *
+run(jr_backend *b, int s, const char *const *params, const char *what,
+    jr_err *err)
+{
+    PGresult *res;
+    ExecStatusType st;
+
+    if (!(b->prepared & (1u << s))) {
+        char *sql = expand(b, stmts[s].sql);
+        if (sql == NULL) {
+            jr_fail(err, JR_ENOMEM, "postgres: %s: out of memory", what);
+            return NULL;
+        }
+        res = PQprepare(b->conn, stmts[s].name, sql, stmts[s].nparams,
+                        NULL);
+        free(sql);
+        if (PQresultStatus(res) != PGRES_COMMAND_OK) {
+            db_fail(b, res, what, err);
+            PQclear(res);
+            return NULL;
+        }
+        PQclear(res);
+        b->prepared |= 1u << s;
+    }
+    res = PQexecPrepared(b->conn, stmts[s].name, stmts[s].nparams, params,
+                         NULL, NULL, 0);
+    st = PQresultStatus(res);
+    if (st != PGRES_COMMAND_OK && st != PGRES_TUPLES_OK) {
+        db_fail(b, res, what, err);
+        PQclear(res);
+        return NULL;
+    }
+    return res;
+}
+
+/* Runs a statement for its row count; -1 with err set on failure. */
+static int
+run_count(jr_backend *b, int s, const char *const *params, const char *what,
+          jr_err *err)
+{
+    PGresult *res = run(b, s, params, what, err);
+    int n;
+
+    if (res == NULL)
+        return -1;
+    n = atoi(PQcmdTuples(res));
+    PQclear(res);
+    return n;
+}
+
+static int
+schema_check(const char *s, jr_err *err)
+{
+    size_t n;
+
+    for (n = 0; s[n]; n++) {
+        unsigned char c = (unsigned char)s[n];
+        if (!(c == '_' || (c >= 'a' && c <= 'z') ||
+              (n > 0 && c >= '0' && c <= '9')))
+            break;
+    }
+    if (n == 0 || s[n] != '\0' || n > 63)
+        return jr_fail(err, JR_EINPUT, "invalid PostgreSQL schema name "
+                       "'%.80s': must match ^[a-z_][a-z0-9_]{0,62}$", s);
+    if (strncmp(s, "pg_", 3) == 0)
+        return jr_fail(err, JR_EINPUT, "invalid PostgreSQL schema name "
+                       "'%s': the prefix pg_ is reserved for system "
+                       "schemas", s);
+    return 0;
+}
+
+/* Opens a connection to b->url; NULL with err set on failure. */
+static PGconn *
+connect_db(jr_backend *b, jr_err *err)
+{
+    static const char *const keys[] = {"dbname", "fallback_application_name",
+                                       NULL};
+    const char *vals[] = {b->url, "jobrunner", NULL};
+    PGconn *conn = PQconnectdbParams(keys, vals, 1);
+    char msg[300];
+
+    if (conn == NULL) {
+        jr_fail(err, JR_ENOMEM, "cannot connect to PostgreSQL at '%s': out "
+                "of memory", b->masked);
+        return NULL;
+    }
+    PQsetNoticeProcessor(conn, quiet, NULL);
+    if (PQstatus(conn) != CONNECTION_OK) {
+        oneline(msg, sizeof msg, PQerrorMessage(conn));
+        jr_fail(err, JR_EDB, "cannot connect to PostgreSQL at '%s': %s",
+                b->masked, msg);
+        PQfinish(conn);
+        return NULL;
+    }
+    return conn;
+}
+
+static void
+pg_close(jr_backend *b)
+{
+    if (b == NULL)
+        return;
+    PQfinish(b->listen);
+    PQfinish(b->conn);
+    free(b->url);
+    free(b);
+}
+
+static jr_backend *
+pg_open(const char *url, const jr_backend_opts *o, jr_err *err)
+{
+    const char *schema = o && o->schema ? o->schema : "jobrunner";
+    jr_backend *b;
+
+    if (schema_check(schema, err) < 0)
+        return NULL;
+    if ((b = calloc(1, sizeof *b)) == NULL ||
+        (b->url = strdup(url)) == NULL) {
+        free(b);
+        jr_fail(err, JR_ENOMEM, "cannot open PostgreSQL: out of memory");
+        return NULL;
+    }
+    jr_url_mask(url, b->masked, sizeof b->masked);
+    snprintf(b->schema, sizeof b->schema, "%s", schema);
+    snprintf(b->qschema, sizeof b->qschema, "\"%s\"", schema);
+    snprintf(b->channel, sizeof b->channel, "%s_jobs", schema);
+    b->channel[63] = '\0';     /* left(schema || '_jobs', 63) in SQL */
+    b->max_payload = o ? o->max_payload : 0;
+    if ((b->conn = connect_db(b, err)) == NULL) {
+        pg_close(b);
+        return NULL;
+    }
+    return b;
+}
+
+/* ---- migrations ---- */
+
+typedef struct block {
+    int         version;
+    const char *sql;            /* into jr_postgres_sql, not terminated */
+    size_t      len;
+} block;
+
+/* Splits jr_postgres_sql at its "-- migration N" lines. Returns how many
+ * blocks, or -1 if they are not numbered 1, 2, ... (a bug). */
+static int
+split_migrations(block *out, int max, jr_err *err)
+{
+    static const char mark[] = "-- migration ";
+    const char *p = jr_postgres_sql;
+    int n = 0;
+
+    while (*p) {
+        const char *eol = strchr(p, '\n');
+        const char *next = eol ? eol + 1 : p + strlen(p);
+        if (strncmp(p, mark, strlen(mark)) == 0) {
+            if (n == max || atoi(p + strlen(mark)) != n + 1)
+                return jr_fail(err, JR_EDB, "postgres.sql: migration "
+                               "'%.20s' is out of sequence (expected %d)",
+                               p + strlen(mark), n + 1);
+            out[n].version = n + 1;
+            out[n].sql = next;
+            n++;
+        } else if (n > 0) {
+            out[n - 1].len = (size_t)(next - out[n - 1].sql);
+        }
+        p = next;
+    }
+    return n;
+}
+
+/* The version recorded in the schema, 0 if it has no migrations table,
+ * or -1 with err set. */
+static int
+schema_version(jr_backend *b, jr_err *err)
+{
+    char table[96], *sql;
+    const char *params[1] = {table};
+    PGresult *res;
+    int v = 0;
+
+    snprintf(table, sizeof table, "%s.migrations", b->qschema);
+    res = PQexecParams(b->conn, "SELECT to_regclass($1::text) IS NOT NULL",
+                       1, NULL, params, NULL, NULL, 0);
+    if (PQresultStatus(res) != PGRES_TUPLES_OK) {
+        db_fail(b, res, "reading the schema version", err);
+        PQclear(res);
+        return -1;
+    }
+    if (strcmp(PQgetvalue(res, 0, 0), "t") != 0) {
+        PQclear(res);
+        return 0;
+    }
+    PQclear(res);
+    sql = expand(b, "SELECT coalesce(max(version), 0) FROM "
+                 "{{schema}}.migrations");
+    if (sql == NULL)
+        return jr_fail(err, JR_ENOMEM, "postgres: migrate: out of memory");
+    res = PQexec(b->conn, sql);
+    free(sql);
+    if (PQresultStatus(res) != PGRES_TUPLES_OK)
+        v = db_fail(b, res, "reading the schema version", err);
+    else
+        v = atoi(PQgetvalue(res, 0, 0));
+    PQclear(res);
+    return v;
+}
+
+/* Runs migration blk and records it; inside the migrate transaction. */
+static int
+apply(jr_backend *b, const block *blk, jr_err *err)
+{
+    char what[112], ver[16], *sql;
+    const char *params[1] = {ver};
+    PGresult *res;
+    int rc;
+
+    snprintf(what, sizeof what, "schema '%s' migration %d", b->schema,
+             blk->version);
+    if ((sql = expand_n(b, blk->sql, blk->len)) == NULL)
+        return jr_fail(err, JR_ENOMEM, "postgres: %s: out of memory", what);
+    rc = run_plain(b, sql, what, err);
+    free(sql);
+    if (rc < 0)
+        return -1;
+    if ((sql = expand(b, "INSERT INTO {{schema}}.migrations (version) "
+                      "VALUES ($1::int)")) == NULL)
+        return jr_fail(err, JR_ENOMEM, "postgres: %s: out of memory", what);
+    snprintf(ver, sizeof ver, "%d", blk->version);
+    res = PQexecParams(b->conn, sql, 1, NULL, params, NULL, NULL, 0);
+    free(sql);
+    rc = PQresultStatus(res) == PGRES_COMMAND_OK ? 0
+         : db_fail(b, res, what, err);
+    PQclear(res);
+    return rc;
+}
+
+/* Under the advisory lock: creates the schema and migrations table, then
+ * applies what is missing. */
+static int
+migrate_locked(jr_backend *b, const block *blk, int nblk, jr_err *err)
+{
+    char key[96], *sql;
+    const char *params[1] = {key};
+    PGresult *res;
+    int v, i, rc;
+
+    snprintf(key, sizeof key, "jobrunner.migrate.%s", b->schema);
+    res = PQexecParams(b->conn, "SELECT pg_advisory_xact_lock("
+                       "hashtext($1::text))", 1, NULL, params, NULL, NULL, 0);
+    rc = PQresultStatus(res) == PGRES_TUPLES_OK ? 0
+         : db_fail(b, res, "migrate: taking the migration lock", err);
+    PQclear(res);
+    if (rc < 0)
+        return -1;
+    sql = expand(b, "CREATE SCHEMA IF NOT EXISTS {{schema}}; "
+                 "CREATE TABLE IF NOT EXISTS {{schema}}.migrations ("
+                 "version int PRIMARY KEY, "
+                 "applied_at timestamptz NOT NULL DEFAULT now())");
+    if (sql == NULL)
+        return jr_fail(err, JR_ENOMEM, "postgres: migrate: out of memory");
+    rc = run_plain(b, sql, "migrate: creating the schema", err);
+    free(sql);
+    if (rc < 0 || (v = schema_version(b, err)) < 0)
+        return -1;
+    for (i = v; i < nblk; i++)
+        if (apply(b, &blk[i], err) < 0)
+            return -1;
+    return 0;
+}
+
+static int
+pg_migrate(jr_backend *b, jr_err *err)
+{
+    block blk[MAX_MIGRATIONS];
+    int nblk, v;
+
+    if ((nblk = split_migrations(blk, MAX_MIGRATIONS, err)) < 0 ||
+        ready(b, err) < 0 || (v = schema_version(b, err)) < 0)
+        return -1;
+    if (v > nblk)
+        return jr_fail(err, JR_EDB, "postgres: schema '%s' is at version %d "
+                       "but this jobrunner knows only %d: upgrade jobrunner",
+                       b->schema, v, nblk);
+    if (v == nblk)              /* up to date: no lock, no CREATE needed */
+        return 0;
+    if (run_plain(b, "BEGIN", "migrate", err) < 0)
+        return -1;
+    if (migrate_locked(b, blk, nblk, err) < 0 ||
+        run_plain(b, "COMMIT", "migrate: commit", err) < 0) {
+        rollback(b);
+        return -1;
+    }
+    return 0;
+}
+
+/* ---- push ---- */
+
+static int
+cmp_id(const void *a, const void *b)
+{
+    int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
+    return (x > y) - (x < y);
+}
+
+/* Checks pp[0..n) and builds the seven array parameters of S_PUSH into
+ * a[]; -1 with err set on bad input or no memory. */
+static int
+push_arrays(jr_backend *b, const jr_push *const *pp, int n, sbuf *a,
+            jr_err *err)
+{
+    char num[32];
+    int i;
+
+    for (i = 0; i < n; i++) {
+        const jr_push *p = pp[i];
+        if (jr_push_check(p, b->max_payload, err) < 0)
+            return -1;
+        if (!isfinite(p->run_at) || !isfinite(p->run_in))
+            return jr_fail(err, JR_EINPUT, "job '%s': run_at and run_in "
+                           "must be finite numbers", p->name);
+        sb_elem(&a[0], p->name);
+        sb_elem(&a[1], p->payload ? p->payload : "{}");
+        sb_elem(&a[2], p->queue ? p->queue : "default");
+        sb_addf(&a[3], "%s%d", a[3].len ? "," : "{", p->priority);
+        if (p->max_retries < 0) {
+            sb_num(&a[4], "NULL");
+        } else {
+            snprintf(num, sizeof num, "%d", p->max_retries);
+            sb_num(&a[4], num);
+        }
+        if (p->run_at != 0) {
+            snprintf(num, sizeof num, "%.17g", p->run_at);
+            sb_num(&a[5], num);
+        } else {
+            sb_num(&a[5], "NULL");
+        }
+        snprintf(num, sizeof num, "%.17g", p->run_in);
+        sb_num(&a[6], num);
+    }
+    for (i = 0; i < 7; i++)
+        if (sb_array(&a[i]), a[i].oom)
+            return jr_fail(err, JR_ENOMEM, "postgres: pushing %d jobs: out "
+                           "of memory", n);
+    return 0;
+}
+
+/* Inserts pp[0..n) with one statement; ids (may be NULL) gets their ids in
+ * order. On a database error, b->sqlstate and b->pgmsg say why. */
+static int
+insert_jobs(jr_backend *b, const jr_push *const *pp, int n, int64_t *ids,
+            jr_err *err)
+{
+    sbuf a[7];
+    const char *params[7];
+    PGresult *res = NULL;
+    char what[64];
+    int i, rc = -1;
+
+    memset(a, 0, sizeof a);
+    b->insert_failed = 0;
+    if (push_arrays(b, pp, n, a, err) < 0)
+        goto out;
+    for (i = 0; i < 7; i++)
+        params[i] = a[i].p;
+    snprintf(what, sizeof what, "pushing %d job%s", n, n == 1 ? "" : "s");
+    if ((res = run(b, S_PUSH, params, what, err)) == NULL) {
+        b->insert_failed = 1;
+        goto out;
+    }
+    if (PQntuples(res) != n) {
+        jr_fail(err, JR_EDB, "postgres: %s: %d ids came back", what,
+                PQntuples(res));
+        goto out;
+    }
+    if (ids != NULL) {
+        /* ids are increasing in insertion order, which is pp's order */
+        for (i = 0; i < n; i++)
+            ids[i] = strtoll(PQgetvalue(res, i, 0), NULL, 10);
+        qsort(ids, (size_t)n, sizeof *ids, cmp_id);
+    }
+    rc = 0;
+out:
+    PQclear(res);
+    for (i = 0; i < 7; i++)
+        free(a[i].p);
+    return rc;
+}
+
+/* After insert_jobs failed with a data error and the transaction ended:
+ * finds the first job whose payload the database refuses and names it. */
+static void
+explain_push_error(jr_backend *b, const jr_push *const *pp, int n,
+                   jr_err *err)
+{
+    char pgmsg[sizeof b->pgmsg];
+    const char *params[1];
+    sbuf s = {0};
+    PGresult *res;
+    jr_err ignored;
+    int i;
+
+    if (!b->insert_failed || strncmp(b->sqlstate, "22", 2) != 0 ||
+        PQstatus(b->conn) != CONNECTION_OK)
+        return;
+    memcpy(pgmsg, b->pgmsg, sizeof pgmsg);
+    for (i = 0; i < n; i++)
+        sb_elem(&s, pp[i]->payload ? pp[i]->payload : "{}");
+    params[0] = sb_array(&s);
+    if (s.oom) {
+        free(s.p);
+        return;
+    }
+    res = run(b, S_PAYLOAD_ERROR, params, "checking payloads", &ignored);
+    free(s.p);
+    if (res != NULL && PQntuples(res) == 1) {
+        i = atoi(PQgetvalue(res, 0, 0)) - 1;
+        if (i >= 0 && i < n)
+            jr_fail(err, JR_EINPUT, "job '%s': invalid JSON payload: %s",
+                    pp[i]->name, pgmsg);
+    } else if (n == 1) {
+        jr_fail(err, JR_EINPUT, "job '%s': %s", pp[0]->name, pgmsg);
+    }
+    PQclear(res);
+}
+
+static int
+pg_push(jr_backend *b, const jr_push *p, int n, int64_t *ids, jr_err *err)
+{
+    const jr_push **pp;
+    int i, rc;
+
+    if (n <= 0)
+        return 0;
+    if ((pp = malloc((size_t)n * sizeof *pp)) == NULL)
+        return jr_fail(err, JR_ENOMEM, "postgres: pushing %d jobs: out of "
+                       "memory", n);
+    for (i = 0; i < n; i++)
+        pp[i] = &p[i];
+    /* one statement: atomic without BEGIN/COMMIT round trips */
+    rc = ready(b, err);
+    if (rc == 0 && (rc = insert_jobs(b, pp, n, ids, err)) < 0)
+        explain_push_error(b, pp, n, err);
+    free(pp);
+    return rc;
+}
+
+/* ---- claim ---- */
+
+static int
+cmp_job(const void *a, const void *b)
+{
+    const jr_job *x = *(jr_job *const *)a, *y = *(jr_job *const *)b;
+
+    if (x->priority != y->priority)
+        return x->priority < y->priority ? -1 : 1;
+    if (x->run_at != y->run_at)
+        return x->run_at < y->run_at ? -1 : 1;
+    return (x->id > y->id) - (x->id < y->id);
+}
+
+static jr_job *
+row_job(const PGresult *res, int r)
+{
+    jr_job *j = jr_job_new(strtoll(PQgetvalue(res, r, 0), NULL, 10),
+                           PQgetvalue(res, r, 1), PQgetvalue(res, r, 2),
+                           PQgetvalue(res, r, 3),
+                           (size_t)PQgetlength(res, r, 3));
+
+    if (j == NULL)
+        return NULL;
+    j->attempt = atoi(PQgetvalue(res, r, 4));
+    j->max_retries = atoi(PQgetvalue(res, r, 5));
+    j->priority = atoi(PQgetvalue(res, r, 6));
+    j->run_at = strtod(PQgetvalue(res, r, 7), NULL);
+    j->created_at = strtod(PQgetvalue(res, r, 8), NULL);
+    return j;
+}
+
+/* Out of memory after a claim: gives the jobs back (best effort; if this
+ * fails too, their leases expire and rescue requeues them). */
+static void
+unclaim(jr_backend *b, const char *token, const PGresult *res)
+{
+    const char *params[2];
+    sbuf s = {0};
+    int r;
+
+    for (r = 0; r < PQntuples(res); r++)
+        sb_num(&s, PQgetvalue(res, r, 0));
+    params[0] = token;
+    params[1] = sb_array(&s);
+    if (!s.oom)
+        PQclear(run(b, S_UNCLAIM, params, "unclaim", NULL));
+    free(s.p);
+}
+
+static int
+pg_claim(jr_backend *b, const char *token, double lease,
+         const char *const *names, int nnames, int max, jr_job **out,
+         jr_err *err)
+{
+    char slease[32], smax[16];
+    const char *params[4];
+    sbuf s = {0};
+    PGresult *res;
+    int i, n;
+
+    if (nnames <= 0 || max <= 0)
+        return 0;
+    if (ready(b, err) < 0)
+        return -1;
+    for (i = 0; i < nnames; i++)
+        sb_elem(&s, names[i]);
+    snprintf(slease, sizeof slease, "%.17g", lease);
+    snprintf(smax, sizeof smax, "%d", max);
+    params[0] = token;
+    params[1] = slease;
+    params[2] = sb_array(&s);
+    params[3] = smax;
+    if (s.oom) {
+        free(s.p);
+        return jr_fail(err, JR_ENOMEM, "postgres: claiming jobs: out of "
+                       "memory");
+    }
+    res = run(b, S_CLAIM, params, "claiming jobs", err);
+    free(s.p);
+    if (res == NULL)
+        return -1;
+    n = PQntuples(res);
+    for (i = 0; i < n; i++) {
+        if ((out[i] = row_job(res, i)) == NULL) {
+            while (i-- > 0)
+                free(out[i]);
+            unclaim(b, token, res);
+            PQclear(res);
+            return jr_fail(err, JR_ENOMEM, "postgres: claiming %d jobs: "
+                           "out of memory", n);
+        }
+    }
+    PQclear(res);
+    qsort(out, (size_t)n, sizeof *out, cmp_job);
+    return n;
+}
+
+/* ---- complete ---- */
+
+/* Deletes the DONE jobs of r[0..n); ids of those it deleted go to
+ * done[0..return), sorted. */
+static int
+finish_done(jr_backend *b, const char *token, const jr_result *r, int n,
+            int64_t *done, jr_err *err)
+{
+    const char *params[2];
+    char num[24];
+    sbuf s = {0};
+    PGresult *res;
+    int i, m;
+
+    for (i = 0; i < n; i++) {
+        if (r[i].kind != JR_DONE)
+            continue;
+        snprintf(num, sizeof num, "%lld", (long long)r[i].id);
+        sb_num(&s, num);
+    }
+    if (s.len == 0)
+        return 0;
+    params[0] = token;
+    params[1] = sb_array(&s);
+    if (s.oom) {
+        free(s.p);
+        return jr_fail(err, JR_ENOMEM, "postgres: completing jobs: out of "
+                       "memory");
+    }
+    res = run(b, S_DONE, params, "completing jobs", err);
+    free(s.p);
+    if (res == NULL)
+        return -1;
+    m = PQntuples(res);
+    for (i = 0; i < m; i++)
+        done[i] = strtoll(PQgetvalue(res, i, 0), NULL, 10);
+    PQclear(res);
+    qsort(done, (size_t)m, sizeof *done, cmp_id);
+    return m;
+}
+
+/* Applies the RETRY, DEAD, SNOOZE and RELEASE results of r[0..n). */
+static int
+finish_others(jr_backend *b, const char *token, const jr_result *r, int n,
+              jr_err *err)
+{
+    const char *params[6];
+    char num[32];
+    sbuf a[5];
+    int i, k, rc;
+
+    memset(a, 0, sizeof a);
+    for (i = 0; i < n; i++) {
+        if (r[i].kind == JR_DONE)
+            continue;
+        snprintf(num, sizeof num, "%lld", (long long)r[i].id);
+        sb_num(&a[0], num);
+        snprintf(num, sizeof num, "%d", r[i].kind);
+        sb_num(&a[1], num);
+        snprintf(num, sizeof num, "%.17g",
+                 isfinite(r[i].delay) ? r[i].delay : 0.0);
+        sb_num(&a[2], num);
+        sb_elem(&a[3], r[i].error);
+        sb_elem(&a[4], r[i].generation);
+    }
+    if (a[0].len == 0)
+        return 0;
+    params[0] = token;
+    for (k = 0; k < 5; k++)
+        params[k + 1] = sb_array(&a[k]);
+    rc = a[0].oom || a[1].oom || a[2].oom || a[3].oom || a[4].oom
+         ? jr_fail(err, JR_ENOMEM, "postgres: completing jobs: out of memory")
+         : run_count(b, S_FINISH, params, "completing jobs", err);
+    for (k = 0; k < 5; k++)
+        free(a[k].p);
+    return rc;
+}
+
+/* The follow-up jobs of the DONE results whose delete matched (ids in
+ * done[0..ndone), sorted), into a new array; *np gets how many. */
+static const jr_push **
+followups(const jr_result *r, int n, const int64_t *done, int ndone,
+          int *np)
+{
+    const jr_push **pp;
+    int i, k, total = 0;
+
+    for (i = 0; i < n; i++)
+        if (r[i].kind == JR_DONE && r[i].npushes > 0)
+            total += r[i].npushes;
+    *np = 0;
+    if ((pp = malloc(((size_t)total + 1) * sizeof *pp)) == NULL)
+        return NULL;
+    for (i = 0; i < n; i++) {
+        if (r[i].kind != JR_DONE || r[i].npushes <= 0 ||
+            !bsearch(&r[i].id, done, (size_t)ndone, sizeof *done, cmp_id))
+            continue;
+        for (k = 0; k < r[i].npushes; k++)
+            pp[(*np)++] = &r[i].pushes[k];
+    }
+    return pp;
+}
+
+/* Checks every follow-up push before the transaction starts. */
+static int
+check_followups(const jr_backend *b, const jr_result *r, int n, jr_err *err)
+{
+    char msg[sizeof err->msg];
+    int i, k;
+
+    for (i = 0; i < n; i++) {
+        if (r[i].kind < JR_DONE || r[i].kind > JR_RELEASE)
+            return jr_fail(err, JR_EINPUT, "job %lld: unknown result kind "
+                           "%d", (long long)r[i].id, r[i].kind);
+        for (k = 0; r[i].kind == JR_DONE && k < r[i].npushes; k++) {
+            if (jr_push_check(&r[i].pushes[k], b->max_payload, err) < 0) {
+                memcpy(msg, err->msg, sizeof msg);
+                return jr_fail(err, err->code, "job %lld: follow-up %s",
+                               (long long)r[i].id, msg);
+            }
+        }
+    }
+    return 0;
+}
+
+/* The body of the complete transaction. */
+static int
+complete_tx(jr_backend *b, const char *token, const jr_result *r, int n,
+            int64_t *done, const jr_push ***pp, int *np, jr_err *err)
+{
+    int ndone, nother;
+
+    if ((ndone = finish_done(b, token, r, n, done, err)) < 0 ||
+        (nother = finish_others(b, token, r, n, err)) < 0)
+        return -1;
+    if ((*pp = followups(r, n, done, ndone, np)) == NULL)
+        return jr_fail(err, JR_ENOMEM, "postgres: completing jobs: out of "
+                       "memory");
+    if (*np > 0 && insert_jobs(b, *pp, *np, NULL, err) < 0)
+        return -1;
+    return ndone + nother;
+}
+
+static int
+pg_complete(jr_backend *b, const char *token, const jr_result *r, int n,
+            jr_err *err)
+{
+    const jr_push **pp = NULL;
+    int64_t *done;
+    int np = 0, rc;
+
+    if (n <= 0)
+        return 0;
+    if (check_followups(b, r, n, err) < 0 || ready(b, err) < 0)
+        return -1;
+    if ((done = malloc((size_t)n * sizeof *done)) == NULL)
+        return jr_fail(err, JR_ENOMEM, "postgres: completing %d jobs: out "
+                       "of memory", n);
+    b->insert_failed = 0;
+    if ((rc = run_plain(b, "BEGIN", "completing jobs", err)) == 0) {
+        rc = complete_tx(b, token, r, n, done, &pp, &np, err);
+        if (rc >= 0 && run_plain(b, "COMMIT", "completing jobs", err) < 0)
+            rc = -1;
+        if (rc < 0) {
+            rollback(b);
+            if (np > 0)
+                explain_push_error(b, pp, np, err);
+        }
+    }
+    free(pp);
+    free(done);
+    return rc;
+}
+
+/* ---- leases, stats, dead jobs ---- */
+
+static int
+pg_renew(jr_backend *b, const char *token, double lease, jr_err *err)
+{
+    char slease[32];
+    const char *params[2] = {token, slease};
+
+    snprintf(slease, sizeof slease, "%.17g", lease);
+    if (ready(b, err) < 0)
+        return -1;
+    return run_count(b, S_RENEW, params, "renewing leases", err);
+}
+
+static int
+pg_rescue(jr_backend *b, int default_max_retries, jr_err *err)
+{
+    char smax[16];
+    const char *params[1] = {smax};
+
+    snprintf(smax, sizeof smax, "%d", default_max_retries);
+    if (ready(b, err) < 0)
+        return -1;
+    return run_count(b, S_RESCUE, params, "rescuing expired leases", err);
+}
+
+static int
+pg_stats(jr_backend *b, jr_stat_cb cb, void *arg, jr_err *err)
+{
+    PGresult *res;
+    jr_stat_row row;
+    int i;
+
+    if (ready(b, err) < 0 ||
+        (res = run(b, S_STATS, NULL, "reading stats", err)) == NULL)
+        return -1;
+    for (i = 0; i < PQntuples(res); i++) {
+        row.name = PQgetvalue(res, i, 0);
+        row.ready = atol(PQgetvalue(res, i, 1));
+        row.scheduled = atol(PQgetvalue(res, i, 2));
+        row.running = atol(PQgetvalue(res, i, 3));
+        row.dead = atol(PQgetvalue(res, i, 4));
+        if (cb(&row, arg) != 0)
+            break;
+    }
+    PQclear(res);
+    return 0;
+}
+
+static int
+pg_dead_list(jr_backend *b, int limit, jr_dead_cb cb, void *arg,
+             jr_err *err)
+{
+    char slimit[16];
+    const char *params[1] = {NULL};     /* NULL: no limit */
+    PGresult *res;
+    jr_dead_row row;
+    int i;
+
+    if (limit > 0) {
+        snprintf(slimit, sizeof slimit, "%d", limit);
+        params[0] = slimit;
+    }
+    if (ready(b, err) < 0 ||
+        (res = run(b, S_DEAD_LIST, params, "listing dead jobs", err)) == NULL)
+        return -1;
+    for (i = 0; i < PQntuples(res); i++) {
+        row.id = strtoll(PQgetvalue(res, i, 0), NULL, 10);
+        row.name = PQgetvalue(res, i, 1);
+        row.queue = PQgetvalue(res, i, 2);
+        row.attempts = atoi(PQgetvalue(res, i, 3));
+        row.last_error = PQgetvalue(res, i, 4);
+        row.generation = PQgetisnull(res, i, 5) ? NULL
+                         : PQgetvalue(res, i, 5);
+        row.died_at = strtod(PQgetvalue(res, i, 6), NULL);
+        row.created_at = strtod(PQgetvalue(res, i, 7), NULL);
+        if (cb(&row, arg) != 0)
+            break;
+    }
+    PQclear(res);
+    return 0;
+}
+
+static int
+pg_dead_retry(jr_backend *b, const int64_t *ids, int n, jr_err *err)
+{
+    const char *params[1];
+    char num[24];
+    sbuf s = {0};
+    int i, rc;
+
+    if (n == 0)
+        return 0;
+    if (ready(b, err) < 0)
+        return -1;
+    if (n < 0)
+        return run_count(b, S_DEAD_RETRY_ALL, NULL, "retrying dead jobs",
+                         err);
+    for (i = 0; i < n; i++) {
+        snprintf(num, sizeof num, "%lld", (long long)ids[i]);
+        sb_num(&s, num);
+    }
+    params[0] = sb_array(&s);
+    rc = s.oom ? jr_fail(err, JR_ENOMEM, "postgres: retrying dead jobs: "
+                         "out of memory")
+         : run_count(b, S_DEAD_RETRY_IDS, params, "retrying dead jobs", err);
+    free(s.p);
+    return rc;
+}
+
+static int
+pg_dead_purge(jr_backend *b, double older_than, jr_err *err)
+{
+    char sage[32];
+    const char *params[1] = {sage};
+
+    snprintf(sage, sizeof sage, "%.17g", isfinite(older_than) ? older_than
+             : 0.0);
+    if (ready(b, err) < 0)
+        return -1;
+    return run_count(b, S_DEAD_PURGE, params, "purging dead jobs", err);
+}
+
+/* ---- wake-ups ---- */
+
+/* Opens the LISTEN connection if there is none. */
+static int
+listen_open(jr_backend *b, jr_err *err)
+{
+    char sql[112], msg[300];
+    PGresult *res;
+
+    if (b->listen != NULL)
+        return 0;
+    if ((b->listen = connect_db(b, err)) == NULL)
+        return -1;
+    snprintf(sql, sizeof sql, "LISTEN \"%s\"", b->channel);
+    res = PQexec(b->listen, sql);
+    if (PQresultStatus(res) != PGRES_COMMAND_OK) {
+        oneline(msg, sizeof msg, PQresultErrorMessage(res));
+        PQclear(res);
+        PQfinish(b->listen);
+        b->listen = NULL;
+        return jr_fail(err, JR_EDB, "postgres: LISTEN on '%s' failed: %s",
+                       b->channel, msg);
+    }
+    PQclear(res);
+    return 0;
+}
+
+static int
+pg_wake_fd(jr_backend *b)
+{
+    if (b->listen == NULL && listen_open(b, NULL) < 0)
+        return -1;
+    return PQsocket(b->listen);
+}
+
+/* Reads what the server sent. A server that ends the session sends an
+ * error and then closes; libpq sees the close only on a further read, so
+ * read until the socket is drained. Returns 0, or -1 if the connection died. */
+static int
+listen_read(PGconn *c)
+{
+    struct pollfd p = {.fd = PQsocket(c), .events = POLLIN};
+    int i;
+
+    for (i = 0; i < 16; i++) {
+        if (!PQconsumeInput(c) || PQstatus(c) != CONNECTION_OK)
+            return -1;
+        if (poll(&p, 1, 0) != 1)
+            break;
+    }
+    return 0;
+}
+
+static int
+pg_changed(jr_backend *b, jr_err *err)
+{
+    PGnotify *note;
+    char msg[300];
+    int any = 0;
+
+    if (b->listen == NULL) {
+        /* first call, or after a loss: wake-ups may have been missed */
+        return listen_open(b, err) < 0 ? -1 : 1;
+    }
+    if (listen_read(b->listen) < 0) {
+        oneline(msg, sizeof msg, PQerrorMessage(b->listen));
+        PQfinish(b->listen);
+        b->listen = NULL;
+        return jr_fail(err, JR_EDB, "postgres: LISTEN connection to '%s' "
+                       "lost (%s); will reconnect on the next call",
+                       b->masked, msg);
+    }
+    while ((note = PQnotifies(b->listen)) != NULL) {
+        any = 1;
+        PQfreemem(note);
+    }
+    return any;
+}
+
+const jr_backend_ops jr_postgres_ops = {
+    .name = "postgres",
+    .open = pg_open,
+    .migrate = pg_migrate,
+    .push = pg_push,
+    .claim = pg_claim,
+    .complete = pg_complete,
+    .renew = pg_renew,
+    .rescue = pg_rescue,
+    .stats = pg_stats,
+    .dead_list = pg_dead_list,
+    .dead_retry = pg_dead_retry,
+    .dead_purge = pg_dead_purge,
+    .wake_fd = pg_wake_fd,
+    .changed = pg_changed,
+    .close = pg_close,
+};

@@ -1,0 +1,301 @@
+-- jr.lua - drives the real jobrunner binary from specs. Each env is a temp
+-- directory with its own scripts/, config file and database (a SQLite file,
+-- or its own schema in the throwaway PostgreSQL cluster spec/run started),
+-- so specs are isolated and pass in any order.
+--
+--   local jr = require "jr"
+--   for _, backend in ipairs(jr.backends()) do
+--     describe(backend .. ":", function()
+--       local env
+--       before_each(function() env = jr.env(backend) end)
+--       after_each(function() env:cleanup() end)
+--       it("runs a job", function()
+--         env:script("hello", "return function(job) end")
+--         env:start()
+--         local id = env:push("hello", '{"a":1}')
+--         env:wait_for(function() return env:count() == 0 end)
+--       end)
+--     end)
+--   end
+local cjson = require "cjson"
+
+local M = {}
+
+M.root = os.getenv("JR_ROOT") or io.popen("pwd"):read("l")
+M.bin = os.getenv("JOBRUNNER_BIN") or (M.root .. "/jobrunner")
+M.pg_url = os.getenv("JR_PG_URL")
+
+local function q(s)
+  return "'" .. tostring(s):gsub("'", "'\\''") .. "'"
+end
+M.quote = q
+
+local function read_file(path)
+  local f = io.open(path, "rb")
+  if not f then return nil end
+  local s = f:read("a")
+  f:close()
+  return s
+end
+M.read_file = read_file
+
+local function write_file(path, text)
+  local f = assert(io.open(path, "wb"))
+  f:write(text)
+  f:close()
+end
+M.write_file = write_file
+
+-- Runs a shell command; returns stdout, stderr, exit status.
+function M.sh(cmd)
+  local errf = os.tmpname()
+  local p = assert(io.popen(cmd .. " 2>" .. q(errf)))
+  local out = p:read("a")
+  local _, _, code = p:close()
+  local err = read_file(errf) or ""
+  os.remove(errf)
+  return out, err, code
+end
+
+function M.sleep(s)
+  os.execute("sleep " .. s)
+end
+
+function M.now()
+  local p = io.popen("date +%s.%N")
+  local t = tonumber(p:read("l"))
+  p:close()
+  return t
+end
+
+-- The backends specs run on: sqlite always, postgres when spec/run started
+-- a cluster (JR_PG_URL). JR_BACKENDS=sqlite limits them.
+function M.backends()
+  local only = os.getenv("JR_BACKENDS")
+  local list = {}
+  for _, b in ipairs({ "sqlite", "postgres" }) do
+    if (b ~= "postgres" or M.pg_url) and (not only or only:find(b, 1, true)) then
+      list[#list + 1] = b
+    end
+  end
+  return list
+end
+
+-- Polls fn until it returns a true value or the deadline passes (never a
+-- fixed sleep). Returns fn's value or raises with msg.
+function M.wait_for(fn, timeout, msg)
+  local deadline = M.now() + (timeout or 20)
+  while true do
+    local v = fn()
+    if v then return v end
+    if M.now() > deadline then
+      error((msg or "condition not met") .. " within " .. (timeout or 20) .. "s", 2)
+    end
+    M.sleep(0.05)
+  end
+end
+
+local Env = {}
+Env.__index = Env
+
+local counter = 0
+
+function M.env(backend, opts)
+  opts = opts or {}
+  counter = counter + 1
+  local dir = M.sh("mktemp -d /tmp/jrspec.XXXXXX"):gsub("%s+$", "")
+  local env = setmetatable({ backend = backend, dir = dir, procs = {} }, Env)
+  os.execute("mkdir -p " .. q(dir .. "/scripts"))
+  if backend == "postgres" then
+    env.schema = ("t_%d_%d"):format(os.time() % 100000, math.random(1, 1e9))
+    env.url = M.pg_url
+  else
+    env.url = "sqlite:" .. dir .. "/jobs.db"
+  end
+  env:config(opts.config or "")
+  return env
+end
+
+-- Writes jobrunner.lua: backend (and schema) plus the extra fields given
+-- as Lua source, e.g. "concurrency = 2, lease = 1".
+function Env:config(extra)
+  local lines = { "return {", ("  backend = %q,"):format(self.url) }
+  if self.schema then
+    lines[#lines + 1] = ("  schema = %q,"):format(self.schema)
+  end
+  lines[#lines + 1] = ("  scripts = %q,"):format(self.dir .. "/scripts")
+  if extra and extra ~= "" then
+    lines[#lines + 1] = "  " .. extra .. ","
+  end
+  lines[#lines + 1] = "}"
+  self.config_file = self.dir .. "/jobrunner.lua"
+  write_file(self.config_file, table.concat(lines, "\n") .. "\n")
+end
+
+-- Writes scripts/NAME.lua (a.b goes to scripts/a/b.lua).
+function Env:script(name, source)
+  local path = self.dir .. "/scripts/" .. name:gsub("%.", "/") .. ".lua"
+  os.execute("mkdir -p " .. q(path:match("^(.*)/")))
+  write_file(path, source)
+  return path
+end
+
+function Env:remove_script(name)
+  os.remove(self.dir .. "/scripts/" .. name:gsub("%.", "/") .. ".lua")
+end
+
+-- Runs the CLI with -c config; returns stdout, stderr, status.
+function Env:cli(...)
+  local args = { "cd", q(self.dir), "&&", q(M.bin), "-c", q(self.config_file) }
+  for _, a in ipairs({ ... }) do
+    args[#args + 1] = q(a)
+  end
+  return M.sh(table.concat(args, " "))
+end
+
+-- Pushes a job through the CLI; returns its id. Extra args are options.
+function Env:push(name, json, ...)
+  local args = { "push", name }
+  if json then args[#args + 1] = json end
+  for _, a in ipairs({ ... }) do args[#args + 1] = a end
+  local out, err, code = self:cli(table.unpack(args))
+  assert(code == 0, ("push %s failed (%s): %s"):format(name, tostring(code), err))
+  return assert(tonumber(out:match("%d+")), "no id printed: " .. out)
+end
+
+-- Starts `jobrunner run` in the background. Returns a process handle with
+-- pid, out and err files.
+function Env:start(extra_env)
+  local n = #self.procs + 1
+  local p = {
+    pidfile = ("%s/runner%d.pid"):format(self.dir, n),
+    statusfile = ("%s/runner%d.status"):format(self.dir, n),
+    out = ("%s/runner%d.out"):format(self.dir, n),
+    err = ("%s/runner%d.err"):format(self.dir, n),
+  }
+  local cmd = ("cd %s && %s %s -c %s run >%s 2>%s"):format(q(self.dir),
+    extra_env or "", q(M.bin), q(self.config_file), q(p.out), q(p.err))
+  os.execute(("sh -c %s >/dev/null 2>&1 &"):format(q(
+    cmd .. " & echo $! > " .. q(p.pidfile) .. "; wait $!; echo $? > " .. q(p.statusfile))))
+  p.pid = M.wait_for(function()
+    local s = read_file(p.pidfile)
+    return s and tonumber(s:match("%d+"))
+  end, 5, "runner pid")
+  self.procs[n] = p
+  self.proc = p
+  M.wait_for(function()
+    return (read_file(p.err) or ""):find("loaded %d+ handler") or
+           not self:alive(p)
+  end, 20, "runner start")
+  return p
+end
+
+function Env:alive(p)
+  p = p or self.proc
+  local stat = read_file("/proc/" .. p.pid .. "/stat")
+  return stat ~= nil and not stat:match("^%d+ %b() [ZX]")
+end
+
+function Env:signal(sig, p)
+  p = p or self.proc
+  os.execute(("kill -%s %d 2>/dev/null"):format(sig, p.pid))
+end
+
+-- Sends sig (default TERM) and waits for the runner to exit; returns its
+-- exit status.
+function Env:stop(sig, p, timeout)
+  p = p or self.proc
+  self:signal(sig or "TERM", p)
+  M.wait_for(function() return not self:alive(p) end, timeout or 40, "runner exit")
+  local s = M.wait_for(function() return read_file(p.statusfile) end, 5, "status")
+  return tonumber(s:match("%d+"))
+end
+
+function Env:log(p)
+  return read_file((p or self.proc).err) or ""
+end
+
+function Env:output(p)
+  return read_file((p or self.proc).out) or ""
+end
+
+-- Runs SQL and returns rows as tables. Column names as selected.
+function Env:query(sql)
+  local out, err, code
+  if self.backend == "postgres" then
+    local wrapped = ("SET search_path TO %s; SELECT coalesce(json_agg(t), '[]') FROM (%s) t"):format(self.schema, sql)
+    out, err, code = M.sh(("psql -X -q -A -t -v ON_ERROR_STOP=1 %s -c %s"):format(
+      q(M.pg_url), q(wrapped)))
+  else
+    out, err, code = M.sh(("sqlite3 -json %s %s"):format(q(self.dir .. "/jobs.db"), q(sql)))
+    if out == "" then out = "[]" end
+  end
+  assert(code == 0, "query failed: " .. sql .. ": " .. err)
+  return cjson.decode(out)
+end
+
+-- Runs SQL for its effect.
+function Env:exec(sql)
+  local err, code, _
+  if self.backend == "postgres" then
+    _, err, code = M.sh(("psql -X -q -v ON_ERROR_STOP=1 %s -c %s"):format(
+      q(M.pg_url), q(("SET search_path TO %s; %s"):format(self.schema, sql))))
+  else
+    _, err, code = M.sh(("sqlite3 %s %s"):format(q(self.dir .. "/jobs.db"), q(sql)))
+  end
+  assert(code == 0, "exec failed: " .. sql .. ": " .. err)
+end
+
+-- All job rows, with times as epoch seconds, ordered by id.
+function Env:jobs(where)
+  local cols
+  if self.backend == "postgres" then
+    cols = "id, name, payload::text AS payload, queue, priority, state, attempts, " ..
+      "max_retries, last_error, generation, locked_by, " ..
+      "extract(epoch from run_at)::float8 AS run_at, " ..
+      "extract(epoch from died_at)::float8 AS died_at, " ..
+      "extract(epoch from now())::float8 AS db_now"
+  else
+    cols = "id, name, payload, queue, priority, state, attempts, max_retries, " ..
+      "last_error, generation, locked_by, run_at, died_at, " ..
+      "(julianday('now') - 2440587.5) * 86400.0 AS db_now"
+  end
+  return self:query(("SELECT %s FROM jobs %s ORDER BY id"):format(cols,
+    where and ("WHERE " .. where) or ""))
+end
+
+function Env:job(id)
+  return self:jobs("id = " .. math.tointeger(id))[1]
+end
+
+-- Number of rows, optionally in one state.
+function Env:count(state)
+  local rows = self:query("SELECT count(*) AS n FROM jobs" ..
+    (state and (" WHERE state = '" .. state .. "'") or ""))
+  return rows[1].n
+end
+
+-- jobrunner stats --json, decoded.
+function Env:stats()
+  local out, err, code = self:cli("stats", "--json")
+  assert(code == 0, "stats failed: " .. err)
+  return cjson.decode(out)
+end
+
+function Env:cleanup()
+  for _, p in ipairs(self.procs) do
+    if self:alive(p) then
+      self:signal("KILL", p)
+      M.wait_for(function() return not self:alive(p) end, 10, "runner kill")
+    end
+  end
+  if self.backend == "postgres" and self.schema then
+    M.sh(("psql -X -q %s -c %s"):format(q(M.pg_url),
+      q("DROP SCHEMA IF EXISTS " .. self.schema .. " CASCADE")))
+  end
+  if not os.getenv("JR_KEEP") then
+    os.execute("rm -rf " .. q(self.dir))
+  end
+end
+
+return M
