@@ -22,6 +22,7 @@
 
 #include "backend.h"
 #include "commands.h"
+#include "dbthread.h"
 #include "frame.h"
 #include "log.h"
 #include "master.h"
@@ -72,8 +73,15 @@ struct master {
     char                generation[17];
     jr_job            **queue;          /* claimed, not yet handed out */
     size_t              qhead, qlen, qcap;
-    pending            *res;
+    pending            *res;            /* waiting for the next cycle */
     int                 nres, capres;
+    pending            *inflight;       /* being recorded by the cycle */
+    int                 ninflight, capinflight;
+    jr_dbthread        *dbt;
+    jr_cycle            cycle;
+    jr_job             *claimed[CLAIM_MAX];
+    int                 wake_fd;
+    int                 renew_due, rescue_due, wake_due;
     jr_buf              out;
     struct event       *ev_work, *ev_poll, *ev_renew, *ev_rescue, *ev_tick;
     struct event       *ev_wake, *ev_spawn;
@@ -203,8 +211,48 @@ release_job(master *m, jr_job *j)
     free(j);
 }
 
-/* Writes every pending result in one transaction. On failure they stay
- * pending and the database is retried with backoff. */
+/* After results were recorded: look again for jobs if some may have
+ * become ready (our own commits wake no one), free them. */
+static void
+results_recorded(master *m, pending *p, int n, int applied)
+{
+    int i;
+
+    if (applied < n)
+        jr_log(JR_LOG_WARN, "%d of %d results not recorded: the job was no "
+               "longer held by this runner (its lease expired and it was "
+               "requeued)", n - applied, n);
+    for (i = 0; i < n; i++) {
+        if (p[i].r.npushes > 0 || p[i].r.kind == JR_RELEASE ||
+            (p[i].r.kind != JR_DONE && p[i].r.kind != JR_DEAD &&
+             p[i].r.delay < m->cfg->poll_interval))
+            m->want_claim = 1;
+        free(p[i].mem);
+    }
+}
+
+/* Puts the in-flight results back in front of the pending ones, for the
+ * next try. */
+static void
+results_back(master *m)
+{
+    pending *all;
+    int n = m->ninflight + m->nres;
+
+    if (m->ninflight == 0)
+        return;
+    all = malloc((size_t)n * sizeof *all);
+    if (all == NULL)
+        return;                 /* kept in flight; tried again as they are */
+    memcpy(all, m->inflight, (size_t)m->ninflight * sizeof *all);
+    memcpy(all + m->ninflight, m->res, (size_t)m->nres * sizeof *all);
+    free(m->res);
+    m->res = all;
+    m->nres = m->capres = n;
+    m->ninflight = 0;
+}
+
+/* Records pending results synchronously (shutdown, with the thread gone). */
 static int
 flush_results(master *m)
 {
@@ -214,32 +262,17 @@ flush_results(master *m)
 
     if (n == 0)
         return 0;
-    batch = malloc((size_t)n * sizeof *batch);
-    if (batch == NULL)
+    if ((batch = malloc((size_t)n * sizeof *batch)) == NULL)
         return -1;
     for (i = 0; i < n; i++)
         batch[i] = m->res[i].r;
     applied = m->db.ops->complete(m->db.b, m->token, batch, n, &err);
     free(batch);
     if (applied < 0) {
-        if (m->db_backoff == 0)     /* once per outage, not per retry */
-            jr_log(JR_LOG_ERROR, "recording %d results failed, kept for "
-                   "retry: %s", n, err.msg);
+        jr_log(JR_LOG_ERROR, "recording %d results failed: %s", n, err.msg);
         return -1;
     }
-    if (applied < n)
-        jr_log(JR_LOG_WARN, "%d of %d results not recorded: the job was no "
-               "longer held by this runner (its lease expired and it was "
-               "requeued)", n - applied, n);
-    for (i = 0; i < n; i++) {
-        /* our own commits wake no one: look again after ones that may
-         * have made a job ready (follow-ups, releases, short delays) */
-        if (m->res[i].r.npushes > 0 || m->res[i].r.kind == JR_RELEASE ||
-            (m->res[i].r.kind != JR_DONE && m->res[i].r.kind != JR_DEAD &&
-             m->res[i].r.delay < m->cfg->poll_interval))
-            m->want_claim = 1;
-        free(m->res[i].mem);
-    }
+    results_recorded(m, m->res, n, applied);
     m->nres = 0;
     return 0;
 }
@@ -295,36 +328,13 @@ dispatch(master *m)
 }
 
 static void
-claim(master *m)
-{
-    jr_job *jobs[CLAIM_MAX];
-    jr_err err;
-    int want = capacity(m), n, i;
-
-    if (m->stopping || m->nhandlers == 0 || want <= 0 || !m->want_claim)
-        return;
-    if (want > CLAIM_MAX)
-        want = CLAIM_MAX;
-    n = m->db.ops->claim(m->db.b, m->token, m->cfg->lease, m->names,
-                         m->nhandlers, want, jobs, &err);
-    if (n < 0) {
-        jr_log(JR_LOG_ERROR, "claiming jobs failed: %s", err.msg);
-        m->db_retry_at = -1;
-        return;
-    }
-    for (i = 0; i < n; i++)
-        if (queue_push(m, jobs[i], 0) < 0)
-            release_job(m, jobs[i]);
-    m->want_claim = n == want;  /* a full batch: there may be more */
-    if (n > 0)
-        jr_log(JR_LOG_DEBUG, "claimed %d jobs", n);
-}
-
-static void
-db_trouble(master *m)
+db_trouble(master *m, const char *what)
 {
     struct timeval tv;
 
+    if (m->db_backoff == 0)     /* once per outage, not per retry */
+        jr_log(JR_LOG_ERROR, "database: %s; results are kept and the "
+               "database is retried with backoff", what);
     m->db_backoff = m->db_backoff ? m->db_backoff * 2 : 0.1;
     if (m->db_backoff > DB_RETRY_MAX)
         m->db_backoff = DB_RETRY_MAX;
@@ -334,31 +344,124 @@ db_trouble(master *m)
     event_add(m->ev_work, &tv);
 }
 
-/* The loop's one pass of work: record results, claim, hand out. */
+static void on_wake(evutil_socket_t fd, short what, void *arg);
+
+/* Watches the backend's wake descriptor, which may change when it
+ * reconnects. */
+static void
+watch_wake(master *m, int fd)
+{
+    if (fd != m->wake_fd && m->ev_wake != NULL) {
+        event_free(m->ev_wake);
+        m->ev_wake = NULL;
+    }
+    m->wake_fd = fd;
+    if (fd < 0)
+        return;
+    if (m->ev_wake == NULL)
+        m->ev_wake = event_new(m->base, fd, EV_READ, on_wake, m);
+    if (m->ev_wake != NULL && !event_pending(m->ev_wake, EV_READ, NULL))
+        event_add(m->ev_wake, NULL);
+}
+
+static void
+on_cycle_done(jr_cycle *c, void *arg)
+{
+    master *m = arg;
+    int i;
+
+    free((void *)c->results);
+    c->results = NULL;
+    if (c->applied < 0) {
+        results_back(m);
+    } else {
+        results_recorded(m, m->inflight, m->ninflight, c->applied);
+        m->ninflight = 0;
+    }
+    for (i = 0; i < c->nclaimed; i++)
+        if (m->stopping || queue_push(m, c->claimed[i], 0) < 0)
+            release_job(m, c->claimed[i]);
+    if (c->want > 0 && c->nclaimed >= 0)
+        m->want_claim = c->nclaimed == c->want;
+    if (c->nclaimed > 0)
+        jr_log(JR_LOG_DEBUG, "claimed %d jobs", c->nclaimed);
+    if (c->rescued > 0) {
+        jr_log(JR_LOG_WARN, "requeued %d job%s whose runner's lease expired",
+               c->rescued, c->rescued == 1 ? "" : "s");
+        m->want_claim = 1;
+    }
+    watch_wake(m, c->wake_fd);
+    if (c->err.code != 0) {
+        m->want_claim = 1;      /* look again once it is back */
+        db_trouble(m, c->err.msg);
+    } else if (m->db_backoff > 0) {
+        jr_log(JR_LOG_INFO, "database: back after an outage");
+        m->db_backoff = 0;
+        m->db_retry_at = 0;
+    }
+    dispatch(m);
+    kick(m);
+}
+
+/* The loop's one pass of work: hand out what is queued, and start a
+ * database cycle if one is needed and none is running. */
 static void
 on_work(evutil_socket_t fd, short what, void *arg)
 {
     master *m = arg;
+    jr_cycle *c = &m->cycle;
+    pending *swap;
+    int want, cap;
 
     (void)fd;
     (void)what;
+    dispatch(m);
+    if (m->dbt == NULL || jr_dbthread_busy(m->dbt) || m->stopping == 2)
+        return;                 /* on_cycle_done kicks again */
     if (m->db_retry_at > 0 && jr_mono() < m->db_retry_at)
         return;                 /* a retry timer is armed */
-    m->db_retry_at = 0;
-    if (flush_results(m) < 0) {
-        db_trouble(m);
+    want = capacity(m);
+    if (want > CLAIM_MAX)
+        want = CLAIM_MAX;
+    if (m->stopping || m->nhandlers == 0 || !(m->want_claim || m->wake_due))
+        want = 0;
+    if (m->nres == 0 && want <= 0 && !m->renew_due && !m->rescue_due &&
+        !m->wake_due)
         return;
+    memset(c, 0, sizeof *c);
+    swap = m->inflight;             /* pending results go in flight */
+    cap = m->capinflight;
+    m->inflight = m->res;
+    m->capinflight = m->capres;
+    m->ninflight = m->nres;
+    m->res = swap;
+    m->capres = cap;
+    m->nres = 0;
+    c->results = NULL;
+    if (m->ninflight > 0) {
+        jr_result *r = malloc((size_t)m->ninflight * sizeof *r);
+        int i;
+        if (r == NULL) {
+            results_back(m);
+            return;
+        }
+        for (i = 0; i < m->ninflight; i++)
+            r[i] = m->inflight[i].r;
+        c->results = r;
+        c->nresults = m->ninflight;
     }
-    dispatch(m);
-    claim(m);
-    if (m->db_retry_at < 0) {
-        db_trouble(m);
-        return;
-    }
-    m->db_backoff = 0;
-    dispatch(m);
-    if (m->want_claim && capacity(m) > 0 && !m->stopping)
-        kick(m);
+    c->want = want > 0 ? want : 0;
+    c->consume_wake = m->wake_due;
+    c->claim_always = m->want_claim;
+    c->names = m->names;
+    c->nnames = m->nhandlers;
+    c->renew = m->renew_due;
+    c->rescue = m->rescue_due;
+    c->max_retries = m->cfg->max_retries;
+    c->claimed = m->claimed;
+    m->wake_due = m->renew_due = m->rescue_due = 0;
+    if (jr_dbthread_submit(m->dbt, c) < 0)
+        jr_log(JR_LOG_ERROR, "internal: database thread busy");
 }
 
 static void
@@ -617,7 +720,7 @@ worker_gone(master *m, wk *w, int status)
         snprintf(reason, sizeof reason, "worker died (exit %d)",
                  WEXITSTATUS(status));
     if (w->njobs > 0 || !m->stopping)
-        jr_log(w->njobs > 0 ? JR_LOG_WARN : JR_LOG_INFO, "worker %d (pid %d):"
+        jr_log(JR_LOG_WARN, "worker %d (pid %d):"
                " %s%s", w->id, (int)w->pid, reason,
                w->njobs > 0 ? "" : " while idle");
     if (w->njobs > 0) {
@@ -681,52 +784,39 @@ on_poll(evutil_socket_t fd, short what, void *arg)
     kick(m);
 }
 
+/* The wake descriptor is readable: let the next cycle consume it (on the
+ * database thread) and claim. Re-armed when that cycle is done. */
 static void
 on_wake(evutil_socket_t fd, short what, void *arg)
 {
     master *m = arg;
-    jr_err err;
-    int rc;
 
     (void)fd;
     (void)what;
-    rc = m->db.ops->changed(m->db.b, &err);
-    if (rc != 0) {              /* changed, or an error: look anyway */
-        m->want_claim = 1;
-        kick(m);
-    }
+    m->wake_due = 1;
+    kick(m);
 }
 
 static void
 on_renew(evutil_socket_t fd, short what, void *arg)
 {
     master *m = arg;
-    jr_err err;
 
     (void)fd;
     (void)what;
-    if (m->db.ops->renew(m->db.b, m->token, m->cfg->lease, &err) < 0)
-        jr_log(JR_LOG_ERROR, "renewing leases failed: %s", err.msg);
+    m->renew_due = 1;
+    kick(m);
 }
 
 static void
 on_rescue(evutil_socket_t fd, short what, void *arg)
 {
     master *m = arg;
-    jr_err err;
-    int n;
 
     (void)fd;
     (void)what;
-    n = m->db.ops->rescue(m->db.b, m->cfg->max_retries, &err);
-    if (n < 0)
-        jr_log(JR_LOG_ERROR, "requeueing expired leases failed: %s", err.msg);
-    else if (n > 0) {
-        jr_log(JR_LOG_WARN, "requeued %d job%s whose runner's lease expired",
-               n, n == 1 ? "" : "s");
-        m->want_claim = 1;
-        kick(m);
-    }
+    m->rescue_due = 1;
+    kick(m);
 }
 
 static int
@@ -879,11 +969,17 @@ start(master *m, jr_err *err)
     m->ev_renew = add_timer(m, m->cfg->lease / 3, on_renew);
     m->ev_rescue = add_timer(m, m->cfg->lease / 2, on_rescue);
     m->ev_tick = add_timer(m, 0.25, on_tick);
-    if ((fd = m->db.ops->wake_fd(m->db.b)) >= 0) {
-        m->ev_wake = event_new(m->base, fd, EV_READ | EV_PERSIST, on_wake, m);
-        event_add(m->ev_wake, NULL);
-    }
-    on_rescue(-1, 0, m);
+    m->wake_fd = -1;
+    if ((fd = m->db.ops->wake_fd(m->db.b)) >= 0)
+        m->db.ops->changed(m->db.b, err);   /* start from now */
+    watch_wake(m, fd);
+    if ((i = m->db.ops->rescue(m->db.b, m->cfg->max_retries, err)) > 0)
+        jr_log(JR_LOG_WARN, "requeued %d job%s whose runner's lease expired",
+               i, i == 1 ? "" : "s");
+    m->dbt = jr_dbthread_new(&m->db, m->token, m->cfg->lease, m->base,
+                             on_cycle_done, m, err);
+    if (m->dbt == NULL)
+        return -1;
     jr_log(JR_LOG_INFO, "jobrunner %s started: backend %s, scripts %s, "
            "%d worker%s", JR_VERSION, m->url, m->cfg->scripts,
            m->cfg->conc_min, m->cfg->conc_min == 1 ? "" : "s");
@@ -898,7 +994,22 @@ finish(master *m)
 {
     wk *w;
     jr_job *j;
+    jr_cycle *c;
     double until = jr_mono() + 2;
+
+    if ((c = jr_dbthread_wait(m->dbt)) != NULL) {
+        free((void *)c->results);
+        c->results = NULL;
+        if (c->applied < 0)
+            results_back(m);
+        else
+            results_recorded(m, m->inflight, m->ninflight, c->applied);
+        m->ninflight = 0;
+        for (int i = 0; i < c->nclaimed; i++)
+            release_job(m, c->claimed[i]);
+    }
+    jr_dbthread_free(m->dbt);
+    m->dbt = NULL;
 
     for (w = m->workers; w; w = w->next) {
         int i;
@@ -960,9 +1071,13 @@ cleanup(master *m)
     for (i = 0; i < sizeof evs / sizeof evs[0]; i++)
         if (evs[i] != NULL)
             event_free(evs[i]);
+    jr_dbthread_free(m->dbt);
     for (k = 0; k < m->nres; k++)
         free(m->res[k].mem);
     free(m->res);
+    for (k = 0; k < m->ninflight; k++)
+        free(m->inflight[k].mem);
+    free(m->inflight);
     for (k = 0; k < m->nhandlers; k++)
         free(m->handlers[k].name);
     free(m->handlers);

@@ -332,9 +332,11 @@ serve(worker *w)
             rc = -1;
             goto out;
         }
-        memmove(in.p, in.p + used, in.len - used);
-        in.len -= used;
-        used = 0;
+        if (used > 0) {
+            memmove(in.p, in.p + used, in.len - used);
+            in.len -= used;
+            used = 0;
+        }
         if (in.cap - in.len < 65536) {
             size_t cap = in.cap ? in.cap * 2 : 65536;
             char *p = realloc(in.p, cap);

@@ -1,0 +1,216 @@
+/* dbthread.c - runs cycles against the backend on a thread of its own. A
+ * cycle is handed over under a mutex; completion comes back as one byte on
+ * a pipe that the event loop watches, so the done callback runs on the
+ * loop's thread and nothing else is shared. */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <event2/event.h>
+
+#include "dbthread.h"
+
+struct jr_dbthread {
+    jr_db           *db;
+    char             token[96];
+    double           lease;
+    pthread_t        thread;
+    pthread_mutex_t  mu;
+    pthread_cond_t   cv;
+    jr_cycle        *next;          /* handed over, not yet taken */
+    int              busy;          /* a cycle is submitted and not done */
+    int              quit;
+    int              pipe[2];       /* thread writes, loop reads */
+    struct event    *ev;
+    jr_cycle        *done_cycle;    /* finished, for the loop */
+    jr_cycle_done    done;
+    void            *arg;
+};
+
+static void
+keep_err(jr_cycle *c, const jr_err *e)
+{
+    if (c->err.code == 0)
+        c->err = *e;
+}
+
+static void
+run_cycle(jr_dbthread *t, jr_cycle *c)
+{
+    const jr_backend_ops *ops = t->db->ops;
+    jr_backend *b = t->db->b;
+    jr_err e;
+    int changed = 1;
+
+    memset(&c->err, 0, sizeof c->err);
+    c->applied = c->nclaimed = c->rescued = c->renewed = 0;
+    if (c->nresults > 0 &&
+        (c->applied = ops->complete(b, t->token, c->results, c->nresults,
+                                    &e)) < 0) {
+        keep_err(c, &e);
+        c->want = 0;            /* the database is in trouble: stop here */
+        c->renew = c->rescue = 0;
+    }
+    if (c->consume_wake && (changed = ops->changed(b, &e)) < 0)
+        keep_err(c, &e);
+    if (c->want > 0 && (changed != 0 || c->claim_always) &&
+        (c->nclaimed = ops->claim(b, t->token, t->lease, c->names, c->nnames,
+                                  c->want, c->claimed, &e)) < 0)
+        keep_err(c, &e);
+    if (c->renew && (c->renewed = ops->renew(b, t->token, t->lease, &e)) < 0)
+        keep_err(c, &e);
+    if (c->rescue &&
+        (c->rescued = ops->rescue(b, c->max_retries, &e)) < 0)
+        keep_err(c, &e);
+    c->wake_fd = ops->wake_fd(b);
+}
+
+static void *
+thread_main(void *arg)
+{
+    jr_dbthread *t = arg;
+    jr_cycle *c;
+    char one = 1;
+
+    pthread_mutex_lock(&t->mu);
+    for (;;) {
+        while (t->next == NULL && !t->quit)
+            pthread_cond_wait(&t->cv, &t->mu);
+        if (t->next == NULL)
+            break;
+        c = t->next;
+        t->next = NULL;
+        pthread_mutex_unlock(&t->mu);
+        run_cycle(t, c);
+        pthread_mutex_lock(&t->mu);
+        t->done_cycle = c;
+        pthread_cond_broadcast(&t->cv);
+        while (write(t->pipe[1], &one, 1) < 0 && errno == EINTR)
+            ;
+    }
+    pthread_mutex_unlock(&t->mu);
+    return NULL;
+}
+
+static void
+on_pipe(evutil_socket_t fd, short what, void *arg)
+{
+    jr_dbthread *t = arg;
+    jr_cycle *c;
+    char buf[64];
+
+    (void)what;
+    while (read(fd, buf, sizeof buf) > 0)
+        ;
+    pthread_mutex_lock(&t->mu);
+    c = t->done_cycle;
+    t->done_cycle = NULL;
+    if (c != NULL)
+        t->busy = 0;
+    pthread_mutex_unlock(&t->mu);
+    if (c != NULL)
+        t->done(c, t->arg);
+}
+
+jr_dbthread *
+jr_dbthread_new(jr_db *db, const char *token, double lease,
+                struct event_base *base, jr_cycle_done done, void *arg,
+                jr_err *err)
+{
+    jr_dbthread *t = calloc(1, sizeof *t);
+    sigset_t all, old;
+    int rc;
+
+    if (t == NULL) {
+        jr_fail(err, JR_ENOMEM, "out of memory");
+        return NULL;
+    }
+    t->db = db;
+    snprintf(t->token, sizeof t->token, "%s", token);
+    t->lease = lease;
+    t->done = done;
+    t->arg = arg;
+    if (pipe2(t->pipe, O_CLOEXEC | O_NONBLOCK) < 0) {
+        jr_fail_errno(err, JR_ESYS, errno, "database thread: pipe");
+        free(t);
+        return NULL;
+    }
+    pthread_mutex_init(&t->mu, NULL);
+    pthread_cond_init(&t->cv, NULL);
+    t->ev = event_new(base, t->pipe[0], EV_READ | EV_PERSIST, on_pipe, t);
+    event_add(t->ev, NULL);
+    /* signals belong to the loop's thread */
+    sigfillset(&all);
+    pthread_sigmask(SIG_BLOCK, &all, &old);
+    rc = pthread_create(&t->thread, NULL, thread_main, t);
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    if (rc != 0) {
+        jr_fail_errno(err, JR_ESYS, rc, "database thread: cannot start");
+        event_free(t->ev);
+        close(t->pipe[0]);
+        close(t->pipe[1]);
+        free(t);
+        return NULL;
+    }
+    return t;
+}
+
+int
+jr_dbthread_submit(jr_dbthread *t, jr_cycle *c)
+{
+    pthread_mutex_lock(&t->mu);
+    if (t->busy) {
+        pthread_mutex_unlock(&t->mu);
+        return -1;
+    }
+    t->busy = 1;
+    t->next = c;
+    pthread_cond_signal(&t->cv);
+    pthread_mutex_unlock(&t->mu);
+    return 0;
+}
+
+jr_cycle *
+jr_dbthread_wait(jr_dbthread *t)
+{
+    jr_cycle *c;
+
+    pthread_mutex_lock(&t->mu);
+    while (t->busy && t->done_cycle == NULL)
+        pthread_cond_wait(&t->cv, &t->mu);
+    c = t->done_cycle;
+    t->done_cycle = NULL;
+    t->busy = 0;
+    pthread_mutex_unlock(&t->mu);
+    return c;
+}
+
+int
+jr_dbthread_busy(const jr_dbthread *t)
+{
+    return t->busy;
+}
+
+void
+jr_dbthread_free(jr_dbthread *t)
+{
+    if (t == NULL)
+        return;
+    pthread_mutex_lock(&t->mu);
+    t->quit = 1;
+    pthread_cond_broadcast(&t->cv);
+    pthread_mutex_unlock(&t->mu);
+    pthread_join(t->thread, NULL);
+    event_free(t->ev);
+    close(t->pipe[0]);
+    close(t->pipe[1]);
+    pthread_mutex_destroy(&t->mu);
+    pthread_cond_destroy(&t->cv);
+    free(t);
+}

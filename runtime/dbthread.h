@@ -1,0 +1,56 @@
+/* dbthread.h - the master's database thread. The event loop never waits on
+ * the database: it hands one cycle at a time (record results, claim, renew,
+ * rescue) to this thread, which alone uses the backend connection while the
+ * loop runs, and is told through a pipe when the cycle is done. Uses
+ * backend.h; libevent for the pipe. */
+#ifndef JR_DBTHREAD_H
+#define JR_DBTHREAD_H
+
+#include "backend.h"
+
+struct event_base;
+
+/* One unit of work. The master fills the inputs, must not touch the cycle
+ * while it runs, and reads the outputs in its done callback. */
+typedef struct jr_cycle {
+    /* inputs */
+    const jr_result    *results;        /* borrowed; recorded first */
+    int                 nresults;
+    int                 want;           /* claim up to this many; 0: none */
+    int                 consume_wake;   /* call changed() first */
+    int                 claim_always;   /* claim even if changed() says 0 */
+    const char *const  *names;          /* borrowed handler names */
+    int                 nnames;
+    int                 renew;          /* renew this runner's leases */
+    int                 rescue;         /* requeue expired leases */
+    int                 max_retries;    /* for rescue */
+    /* outputs */
+    int                 applied;        /* results recorded, or -1 */
+    jr_job            **claimed;        /* want slots, filled; caller owns */
+    int                 nclaimed;       /* or -1 */
+    int                 rescued;        /* or -1 */
+    int                 renewed;        /* or -1 */
+    int                 wake_fd;        /* the backend's wake descriptor */
+    jr_err              err;            /* the first error, if any */
+} jr_cycle;
+
+typedef struct jr_dbthread jr_dbthread;
+typedef void (*jr_cycle_done)(jr_cycle *c, void *arg);
+
+/* Starts the thread over db (borrowed: the thread alone uses it until
+ * jr_dbthread_free). done runs in the loop of base after each cycle.
+ * Returns NULL with err set on failure. */
+jr_dbthread *jr_dbthread_new(jr_db *db, const char *token, double lease,
+                             struct event_base *base, jr_cycle_done done,
+                             void *arg, jr_err *err);
+/* Starts c; returns -1 if a cycle is still running. */
+int  jr_dbthread_submit(jr_dbthread *t, jr_cycle *c);
+int  jr_dbthread_busy(const jr_dbthread *t);
+/* Waits for the running cycle, if any, and returns it (its done callback
+ * will not run), or NULL when none was running. */
+jr_cycle *jr_dbthread_wait(jr_dbthread *t);
+/* Stops the thread after the running cycle (whose done callback will not
+ * run: call jr_dbthread_wait first). NULL is a no-op. */
+void jr_dbthread_free(jr_dbthread *t);
+
+#endif
