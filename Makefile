@@ -65,8 +65,9 @@ check-deps:
 	         "liblua5.4-dev libsqlite3-dev libpq-dev libevent-dev)"; \
 	    exit 1; }; done
 
+# replaced by rename, so a running runner keeps its binary
 jobrunner: $(BUILD)/jobrunner
-	$(Q)cp $< $@
+	$(Q)cp $< $@.tmp && mv -f $@.tmp $@
 
 $(BUILD)/jobrunner: $(OBJS)
 	@echo "LD $@"

@@ -124,16 +124,15 @@ get_number(cfg_ctx *x, lua_State *L, const char *key, int zero_ok,
 }
 
 static int
-get_int(cfg_ctx *x, lua_State *L, const char *key, int lo, int *out)
+get_int(cfg_ctx *x, lua_State *L, const char *key, int lo, int hi, int *out)
 {
     if (!lua_isinteger(L, -1) && !(lua_type(L, -1) == LUA_TNUMBER &&
         lua_tonumber(L, -1) == (double)(long long)lua_tonumber(L, -1)))
         return key_fail(x, key, "must be a whole number, got %s",
                         lua_type(L, -1) == LUA_TNUMBER ? "a fraction" :
                         luaL_typename(L, -1));
-    if (lua_tonumber(L, -1) < lo || lua_tonumber(L, -1) > 1e6)
-        return key_fail(x, key, "is out of range (%s)", lo ? "1 to 1000000" :
-                        "0 to 1000000");
+    if (lua_tonumber(L, -1) < lo || lua_tonumber(L, -1) > hi)
+        return key_fail(x, key, "is out of range (%d to %d)", lo, hi);
     *out = (int)lua_tonumber(L, -1);
     return 0;
 }
@@ -234,7 +233,7 @@ k_max_payload(cfg_ctx *x, lua_State *L, const char *key)
 {
     int v;
 
-    if (get_int(x, L, key, 1, &v) < 0)
+    if (get_int(x, L, key, 1, 1 << 30, &v) < 0)
         return -1;
     x->c->max_payload = (size_t)v;
     return 0;
@@ -259,7 +258,7 @@ k_concurrency(cfg_ctx *x, lua_State *L, const char *key)
     int lo, hi;
 
     if (lua_type(L, -1) == LUA_TNUMBER) {
-        if (get_int(x, L, key, 1, &lo) < 0)
+        if (get_int(x, L, key, 1, 4096, &lo) < 0)
             return -1;
         x->c->conc_min = x->c->conc_max = lo;
         return 0;
@@ -270,12 +269,12 @@ k_concurrency(cfg_ctx *x, lua_State *L, const char *key)
     lua_getfield(L, -1, "min");                      /* t min */
     snprintf(sub, sizeof sub, "%s.min", key);
     lo = 1;
-    if (!lua_isnil(L, -1) && get_int(x, L, sub, 1, &lo) < 0)
+    if (!lua_isnil(L, -1) && get_int(x, L, sub, 1, 4096, &lo) < 0)
         return lua_pop(L, 1), -1;
     lua_getfield(L, -2, "max");                      /* t min max */
     snprintf(sub, sizeof sub, "%s.max", key);
     hi = lo > x->c->conc_max ? lo : x->c->conc_max;
-    if (!lua_isnil(L, -1) && get_int(x, L, sub, 1, &hi) < 0)
+    if (!lua_isnil(L, -1) && get_int(x, L, sub, 1, 4096, &hi) < 0)
         return lua_pop(L, 2), -1;
     lua_pop(L, 2);                                   /* t */
     if (hi < lo)
@@ -288,7 +287,7 @@ k_concurrency(cfg_ctx *x, lua_State *L, const char *key)
 static int
 k_max_retries(cfg_ctx *x, lua_State *L, const char *key)
 {
-    return get_int(x, L, key, 0, &x->c->max_retries);
+    return get_int(x, L, key, 0, 1000000, &x->c->max_retries);
 }
 
 static int

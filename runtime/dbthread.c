@@ -40,6 +40,35 @@ keep_err(jr_cycle *c, const jr_err *e)
         c->err = *e;
 }
 
+/* A batch the database refused for its input (a follow-up push it will not
+ * take) would be refused forever: record the results one by one, and turn
+ * each refused success into a death that says why. Returns how many were
+ * applied, or -1 with err set when the failure is not about input. */
+static int
+complete_each(jr_dbthread *t, const jr_cycle *c, jr_err *err)
+{
+    const jr_backend_ops *ops = t->db->ops;
+    int applied = 0, i, rc;
+
+    for (i = 0; i < c->nresults; i++) {
+        jr_result r = c->results[i];
+        char msg[sizeof err->msg + 32];
+        if ((rc = ops->complete(t->db->b, t->token, &r, 1, err)) < 0 &&
+            err->code == JR_EINPUT && r.kind == JR_DONE) {
+            snprintf(msg, sizeof msg, "follow-up push refused: %s", err->msg);
+            r.kind = JR_DEAD;
+            r.error = msg;
+            r.pushes = NULL;
+            r.npushes = 0;
+            rc = ops->complete(t->db->b, t->token, &r, 1, err);
+        }
+        if (rc < 0)
+            return -1;
+        applied += rc;
+    }
+    return applied;
+}
+
 static void
 run_cycle(jr_dbthread *t, jr_cycle *c)
 {
@@ -52,7 +81,9 @@ run_cycle(jr_dbthread *t, jr_cycle *c)
     c->applied = c->nclaimed = c->rescued = c->renewed = 0;
     if (c->nresults > 0 &&
         (c->applied = ops->complete(b, t->token, c->results, c->nresults,
-                                    &e)) < 0) {
+                                    &e)) < 0 && e.code == JR_EINPUT)
+        c->applied = complete_each(t, c, &e);
+    if (c->applied < 0) {
         keep_err(c, &e);
         c->want = 0;            /* the database is in trouble: stop here */
         c->renew = c->rescue = 0;
