@@ -190,7 +190,16 @@ jrlib_log(lua_State *L)
     return 0;
 }
 
+/* jobrunner.now(): epoch seconds with sub-millisecond precision. */
+static int
+jrlib_now(lua_State *L)
+{
+    lua_pushnumber(L, jr_now());
+    return 1;
+}
+
 static const luaL_Reg jrlib_funcs[] = {
+    {"now", jrlib_now},
     {"push", jrlib_push},
     {"snooze", jrlib_snooze},
     {"discard", jrlib_discard},

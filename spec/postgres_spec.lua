@@ -1,0 +1,154 @@
+-- postgres_spec.lua - what only PostgreSQL does: many runners on one queue,
+-- a server restart in the middle of a drain, enqueueing from SQL inside the
+-- application's transaction, LISTEN/NOTIFY wake-ups.
+local jr = require "jr"
+
+if not jr.pg_url or (os.getenv("JR_BACKENDS") or "postgres"):find("postgres") == nil then
+  return
+end
+
+local RECORD = [[
+  return function(job)
+    local f = assert(io.open(os.getenv("JR_LEDGER"), "a"))
+    f:write(job.id, "\n")
+    f:close()
+  end]]
+
+local function ledger_counts(path)
+  local counts, total = {}, 0
+  for line in io.lines(path) do
+    local id = tonumber(line)
+    counts[id] = (counts[id] or 0) + 1
+    total = total + 1
+  end
+  return counts, total
+end
+
+local function psql(env, sql)
+  local out, err, code = jr.sh(("psql -X -q -A -t -v ON_ERROR_STOP=1 %s -c %s"):format(
+    jr.quote(jr.pg_url), jr.quote(sql)))
+  assert(code == 0, "psql failed: " .. err)
+  return out
+end
+
+describe("postgres:", function()
+  local env
+  before_each(function() env = jr.env("postgres", { config = "concurrency = 2" }) end)
+  after_each(function() env:cleanup() end)
+
+  it("three runners drain 20,000 jobs, each recorded exactly once", function()
+    env:script("rec", RECORD)
+    env:cli("migrate")
+    env:exec("INSERT INTO jobs (name, payload) SELECT 'rec', '{}' FROM generate_series(1, 20000)")
+    local ledger = env.dir .. "/ledger"
+    local extra = "JR_LEDGER=" .. jr.quote(ledger)
+    local runners = { env:start(extra), env:start(extra), env:start(extra) }
+    jr.wait_for(function() return env:count() == 0 end, 120, "drain")
+    for _, p in ipairs(runners) do assert.equal(0, env:stop("TERM", p)) end
+    local counts, total = ledger_counts(ledger)
+    assert.equal(20000, total)
+    local ids = env:query("SELECT min(id) AS lo FROM (SELECT 1 AS id) t")
+    assert.is_table(ids)
+    local distinct = 0
+    for _, n in pairs(counts) do
+      assert.equal(1, n)
+      distinct = distinct + 1
+    end
+    assert.equal(20000, distinct)
+  end)
+
+  it("keeps running through a server restart mid-drain and completes every job", function()
+    assert.is_string(os.getenv("JR_PG_DIR"), "spec/run exports JR_PG_DIR")
+    env:script("rec", [[
+      local busy = require "_busy"
+      return function(job)
+        busy(0.0005)
+        local f = assert(io.open(os.getenv("JR_LEDGER"), "a"))
+        f:write(job.id, "\n")
+        f:close()
+      end]])
+    env:script("_busy", [[
+      local jobrunner = require "jobrunner"
+      return function(s)
+        local t = jobrunner.now() + s
+        while jobrunner.now() < t do end
+      end]])
+    env:cli("migrate")
+    env:exec("INSERT INTO jobs (name, payload) SELECT 'rec', '{}' FROM generate_series(1, 5000)")
+    local ledger = env.dir .. "/ledger"
+    local p = env:start("JR_LEDGER=" .. jr.quote(ledger))
+    jr.wait_for(function()
+      local f = io.open(ledger)
+      if not f then return false end
+      local n = select(2, f:read("a"):gsub("\n", ""))
+      f:close()
+      return n >= 500
+    end, 60, "first 500 jobs")
+    local _, err, code = jr.sh("spec/helpers/pgcluster.sh restart " .. jr.quote(os.getenv("JR_PG_DIR")))
+    assert.equal(0, code, err)
+    jr.wait_for(function() return env:count() == 0 end, 120, "drain after restart")
+    assert.is_true(env:alive(p), "runner exited")
+    assert.matches("database", env:log(p))
+    assert.equal(0, env:stop("TERM", p))
+    local counts, total = ledger_counts(ledger)
+    local distinct = 0
+    for _ in pairs(counts) do distinct = distinct + 1 end
+    assert.equal(5000, distinct)          -- none lost
+    assert.is_true(total >= 5000)        -- at-least-once
+  end)
+
+  it("runs a job pushed by SQL only if its transaction commits, within 50 ms", function()
+    env:script("fromsql", [[
+      local jobrunner = require "jobrunner"
+      return function(job)
+        local f = assert(io.open(os.getenv("PWD") .. "/ran." .. job.payload.tag, "w"))
+        f:write(jobrunner.now() - job.created_at)
+        f:close()
+      end]])
+    env:start()
+    local schema = env.schema
+    psql(env, ("BEGIN; SELECT %s.push('fromsql', '{\"tag\":\"rolled\"}'); ROLLBACK;"):format(schema))
+    -- idle runner: wait for the runner to be surely idle, then commit one
+    psql(env, ("BEGIN; SELECT %s.push('fromsql', '{\"tag\":\"committed\"}'); COMMIT;"):format(schema))
+    local delay = jr.wait_for(function() return jr.read_file(env.dir .. "/ran.committed") end, 10)
+    assert.is_true(tonumber(delay) < 0.05, "took " .. delay .. " s")
+    jr.wait_for(function() return env:count() == 0 end)
+    assert.is_nil(jr.read_file(env.dir .. "/ran.rolled"))
+    -- the push function's defaults and arguments
+    local id = tonumber(psql(env, ("SELECT %s.push('other', '{\"a\":1}', now() + interval '1 hour', 7, 'q9', 4)"):format(schema)))
+    local row = env:job(id)
+    assert.equal("other", row.name)
+    assert.equal(7, row.priority)
+    assert.equal("q9", row.queue)
+    assert.equal(4, row.max_retries)
+    assert.is_true(row.run_at - row.db_now > 3000)
+  end)
+
+  it("refuses invalid JSON and bad names in the database itself", function()
+    env:cli("migrate")
+    local _, err, code = jr.sh(("psql -X -q -v ON_ERROR_STOP=1 %s -c %s"):format(
+      jr.quote(jr.pg_url), jr.quote(("SELECT %s.push('x', '{bad')"):format(env.schema))))
+    assert.is_not.equal(0, code)
+    assert.matches("json", err)
+    _, err, code = jr.sh(("psql -X -q -v ON_ERROR_STOP=1 %s -c %s"):format(
+      jr.quote(jr.pg_url), jr.quote(("SELECT %s.push('bad name', '{}')"):format(env.schema))))
+    assert.is_not.equal(0, code)
+    assert.matches("check", err:lower())
+    assert.equal(0, env:count())
+  end)
+
+  it("creates everything in its own schema", function()
+    env:cli("migrate")
+    local out = psql(env, ("SELECT string_agg(table_name, ',' ORDER BY table_name) FROM information_schema.tables WHERE table_schema = '%s'"):format(env.schema))
+    assert.matches("jobs", out)
+    out = psql(env, "SELECT count(*) FROM information_schema.tables WHERE table_schema = 'public' AND table_name = 'jobs'")
+    assert.equal("0", out:match("%d+"))
+  end)
+
+  it("refuses a schema name that is not a plain identifier", function()
+    env:config('schema = "x; DROP TABLE y"')
+    local _, err, code = env:cli("migrate")
+    assert.is_not.equal(0, code)
+    assert.matches("schema", err)
+  end)
+end)
