@@ -28,7 +28,7 @@ else
 Q = @
 endif
 
-RUNTIME  = main commands master dbthread worker frame config script jrlib log err \
+RUNTIME  = main commands master dbthread worker frame config script jrlib hooks reload log err \
            util
 BACKENDS = backend sqlite postgres
 OBJS     = $(RUNTIME:%=$(BUILD)/runtime/%.o) $(BACKENDS:%=$(BUILD)/backends/%.o) \
@@ -118,3 +118,132 @@ clean:
 	rm -rf build jobrunner
 
 -include $(OBJS:.o=.d)
+
+# --- libjobrunner, the Lua module, install (issue 5) -----------------------
+# The producer library (runtime/jobrunner.h) is client.c over the backends,
+# compiled again as PIC under $(BUILD)/pic. It needs sqlite3, libpq and
+# liblua (to read config files), never libevent. Only jr_client_* is
+# exported: a version script for the .so, objcopy for the .a. The Lua
+# module is the same objects plus luaclient.c, without liblua.
+OBJCOPY      ?= objcopy
+SONAME        = libjobrunner.so.0
+LIB_SRCS      = runtime/client.c runtime/config.c runtime/hooks.c \
+                runtime/script.c \
+                runtime/log.c runtime/util.c runtime/err.c \
+                backends/backend.c backends/sqlite.c backends/postgres.c
+LIB_PIC       = $(LIB_SRCS:%.c=$(BUILD)/pic/%.o) \
+                $(BUILD)/pic/sqlite_sql.o $(BUILD)/pic/postgres_sql.o
+LIB_LDLIBS    = $(shell $(PKG_CONFIG) --libs sqlite3 libpq 2>/dev/null) -lm
+LIB_LUALIBS   = $(shell $(PKG_CONFIG) --libs $(LUA_PC) 2>/dev/null)
+LIB_PRIVATE   = $(LIB_LDLIBS) $(LIB_LUALIBS)
+
+.PHONY: lib luamod spec-luamod
+
+all: lib luamod
+
+lib: $(BUILD)/libjobrunner.a $(BUILD)/libjobrunner.so $(BUILD)/jobrunner.pc
+
+luamod: $(BUILD)/jobrunner.so
+
+$(BUILD)/pic/%.o: %.c
+	@mkdir -p $(dir $@)
+	@echo "CC $< (PIC)"
+	$(Q)$(CC) $(CPPFLAGS) $(CFLAGS) -fPIC -c -o $@ $<
+
+$(BUILD)/pic/%_sql.o: $(BUILD)/%_sql.c
+	@mkdir -p $(dir $@)
+	$(Q)$(CC) $(CPPFLAGS) $(CFLAGS) -fPIC -Wno-missing-variable-declarations \
+	    -c -o $@ $<
+
+# One relocatable object whose internal symbols are made local, so that a
+# program linking the archive only sees jr_client_*.
+$(BUILD)/libjobrunner.a: $(LIB_PIC)
+	@echo "AR $@"
+	$(Q)$(CC) -r -nostdlib -o $(BUILD)/pic/libjobrunner.o $(LIB_PIC)
+	$(Q)$(OBJCOPY) --wildcard --keep-global-symbol='jr_client_*' \
+	    $(BUILD)/pic/libjobrunner.o
+	$(Q)rm -f $@ && $(AR) rcs $@ $(BUILD)/pic/libjobrunner.o
+
+$(BUILD)/libjobrunner.map:
+	@mkdir -p $(dir $@)
+	$(Q)echo 'JOBRUNNER_0 { global: jr_client_*; local: *; };' > $@
+
+$(BUILD)/luaclient.map:
+	@mkdir -p $(dir $@)
+	$(Q)echo '{ global: luaopen_jobrunner; local: *; };' > $@
+
+$(BUILD)/$(SONAME): $(LIB_PIC) $(BUILD)/libjobrunner.map
+	@echo "LD $@"
+	$(Q)$(CC) $(LDFLAGS) -shared -Wl,-soname,$(SONAME) \
+	    -Wl,--version-script=$(BUILD)/libjobrunner.map -Wl,--no-undefined \
+	    -o $@ $(LIB_PIC) $(LIB_PRIVATE)
+
+$(BUILD)/libjobrunner.so: $(BUILD)/$(SONAME)
+	$(Q)ln -sf $(SONAME) $@
+
+# The interpreter provides liblua's symbols: not linked against it.
+$(BUILD)/jobrunner.so: $(LIB_PIC) $(BUILD)/pic/runtime/luaclient.o \
+                       $(BUILD)/luaclient.map
+	@echo "LD $@"
+	$(Q)$(CC) $(LDFLAGS) -shared \
+	    -Wl,--version-script=$(BUILD)/luaclient.map -o $@ \
+	    $(LIB_PIC) $(BUILD)/pic/runtime/luaclient.o $(LIB_LDLIBS)
+
+# jobrunner.pc for the build tree's PREFIX (install writes its own).
+PC_SED = -e 's|@PREFIX@|$(PREFIX)|g' -e 's|@LIBDIR@|$(LIBDIR)|g' \
+         -e 's|@INCLUDEDIR@|$(INCLUDEDIR)|g' -e 's|@VERSION@|$(VERSION)|g' \
+         -e 's|@LIBS_PRIVATE@|$(strip $(LIB_PRIVATE))|g'
+
+$(BUILD)/jobrunner.pc: jobrunner.pc.in Makefile
+	@mkdir -p $(dir $@)
+	$(Q)sed $(PC_SED) jobrunner.pc.in > $@
+
+# The specs load build/jobrunner.so (.busted's cpath) into lua5.4, which has
+# no sanitizer runtime: other build dirs get a plain one built there too.
+ifeq ($(BUILD),build)
+test: build/jobrunner.so
+else
+test: spec-luamod
+endif
+spec-luamod:
+	$(Q)$(MAKE) SANITIZE= BUILD=build build/jobrunner.so
+
+-include $(LIB_PIC:.o=.d) $(BUILD)/pic/runtime/luaclient.d
+
+# --- install ----------------------------------------------------------------
+# make install PREFIX=/usr/local DESTDIR=/tmp/stage. The Lua module goes
+# where this Lua looks: Debian's lua5.4 searches $(PREFIX)/lib/lua/5.4 for
+# /usr/local, and its INSTALL_CMOD (/usr/lib/x86_64-linux-gnu/lua/5.4) for
+# /usr. Override with LUA_CMOD=DIR.
+BINDIR       ?= $(PREFIX)/bin
+LIBDIR       ?= $(PREFIX)/lib
+INCLUDEDIR   ?= $(PREFIX)/include
+PKGCONFIGDIR ?= $(LIBDIR)/pkgconfig
+MANDIR       ?= $(PREFIX)/share/man
+LUA_CMOD_PC   = $(shell $(PKG_CONFIG) --variable=INSTALL_CMOD $(LUA_PC) \
+                  2>/dev/null)
+LUA_CMOD_USR  = $(and $(filter /usr,$(PREFIX)),$(strip $(LUA_CMOD_PC)))
+LUA_CMOD     ?= $(or $(LUA_CMOD_USR),$(PREFIX)/lib/lua/5.4)
+INSTALL      ?= install
+
+install: all
+	$(INSTALL) -d $(DESTDIR)$(BINDIR) $(DESTDIR)$(LIBDIR) \
+	    $(DESTDIR)$(INCLUDEDIR) $(DESTDIR)$(PKGCONFIGDIR) \
+	    $(DESTDIR)$(MANDIR)/man1 $(DESTDIR)$(LUA_CMOD)
+	$(INSTALL) -m 755 jobrunner $(DESTDIR)$(BINDIR)/jobrunner
+	$(INSTALL) -m 644 $(BUILD)/libjobrunner.a $(DESTDIR)$(LIBDIR)/
+	$(INSTALL) -m 755 $(BUILD)/$(SONAME) $(DESTDIR)$(LIBDIR)/
+	ln -sf $(SONAME) $(DESTDIR)$(LIBDIR)/libjobrunner.so
+	$(INSTALL) -m 644 runtime/jobrunner.h $(DESTDIR)$(INCLUDEDIR)/
+	sed $(PC_SED) jobrunner.pc.in > $(DESTDIR)$(PKGCONFIGDIR)/jobrunner.pc
+	$(INSTALL) -m 755 $(BUILD)/jobrunner.so $(DESTDIR)$(LUA_CMOD)/
+	$(INSTALL) -m 644 jobrunner.1 $(DESTDIR)$(MANDIR)/man1/
+
+uninstall:
+	rm -f $(DESTDIR)$(BINDIR)/jobrunner \
+	    $(DESTDIR)$(LIBDIR)/libjobrunner.a \
+	    $(DESTDIR)$(LIBDIR)/$(SONAME) $(DESTDIR)$(LIBDIR)/libjobrunner.so \
+	    $(DESTDIR)$(INCLUDEDIR)/jobrunner.h \
+	    $(DESTDIR)$(PKGCONFIGDIR)/jobrunner.pc \
+	    $(DESTDIR)$(LUA_CMOD)/jobrunner.so \
+	    $(DESTDIR)$(MANDIR)/man1/jobrunner.1

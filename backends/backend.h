@@ -109,7 +109,7 @@ typedef struct jr_backend_ops {
     /* Claims up to max ready jobs (state queued, run_at <= now) whose name
      * is one of names[0..nnames), ordered by priority, run_at, id: marks them
      * running under token until now + lease seconds and counts the attempt.
-     * Fills out[] with new jobs (caller frees each). Returns how many, or -1
+     * Fills out[] (max slots) with new jobs (caller frees each). Returns how many, or -1
      * and then nothing was claimed. */
     int  (*claim)(jr_backend *b, const char *token, double lease,
                   const char *const *names, int nnames, int max,
@@ -125,9 +125,15 @@ typedef struct jr_backend_ops {
      * attempts exceed max_retries (the job's, else default_max_retries) go
      * dead. Returns how many rows it changed. */
     int  (*rescue)(jr_backend *b, int default_max_retries, jr_err *err);
-    /* Calls cb for each job name with any job, ordered by name. */
+    /* Counts ready jobs (queued, due) whose name is in names[0..nnames),
+     * stopping at limit. Returns the count. */
+    long (*count_ready)(jr_backend *b, const char *const *names, int nnames,
+                        long limit, jr_err *err);
+    /* Calls cb for each job name with any job, ordered by name. A non-zero
+     * return from cb stops the walk (still a success). */
     int  (*stats)(jr_backend *b, jr_stat_cb cb, void *arg, jr_err *err);
-    /* Calls cb for up to limit dead jobs, newest death first. */
+    /* Calls cb for up to limit dead jobs, newest death first; a non-zero
+     * return from cb stops the walk. */
     int  (*dead_list)(jr_backend *b, int limit, jr_dead_cb cb, void *arg,
                       jr_err *err);
     /* Requeues dead jobs ids[0..n) (n < 0: all dead jobs) with attempts 0.

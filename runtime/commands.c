@@ -1,6 +1,7 @@
 /* commands.c - the subcommands: each parses its own arguments, loads the
  * config, opens the backend when it needs one, and says what went wrong in
  * one line on stderr. */
+#include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -17,6 +18,7 @@
 #include "jrlib.h"
 #include "log.h"
 #include "master.h"
+#include "reload.h"
 #include "script.h"
 #include "util.h"
 #include "worker.h"
@@ -518,6 +520,31 @@ jr_cmd_dead(jr_cli *cli)
         return rc;
     i = which;
     return finish(&c, &db, subs[i].fn(&db, argc, argv));
+}
+
+int
+jr_cmd_reload(jr_cli *cli)
+{
+    char path[4096];
+    jr_config c;
+    jr_err err;
+    long pid;
+    int rc;
+
+    if (cli->argc > 0)
+        return usage_error("reload takes no arguments, got '%s'",
+                           cli->argv[0]);
+    if ((rc = load_config(cli, &c)) != 0)
+        return rc;
+    jr_pidfile_path(&c, path, sizeof path);
+    jr_config_free(&c);
+    if ((pid = jr_pidfile_read(path, &err)) < 0)
+        return die(JR_EXIT_FAIL, err.msg);
+    if (kill((pid_t)pid, SIGHUP) < 0)
+        return die(JR_EXIT_FAIL, "cannot signal the runner");
+    printf("asked runner %ld to reload its handlers (its log says how it "
+           "went)\n", pid);
+    return JR_EXIT_OK;
 }
 
 int

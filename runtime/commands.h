@@ -30,6 +30,7 @@ int jr_cmd_stats(jr_cli *cli);
 int jr_cmd_dead(jr_cli *cli);
 int jr_cmd_check(jr_cli *cli);
 int jr_cmd_migrate(jr_cli *cli);
+int jr_cmd_reload(jr_cli *cli);
 int jr_cmd_worker(jr_cli *cli);
 
 #endif

@@ -13,6 +13,7 @@
 #include <lualib.h>
 
 #include "config.h"
+#include "hooks.h"
 #include "log.h"
 #include "script.h"
 
@@ -47,6 +48,9 @@ jr_config_defaults(jr_config *c)
     c->log_level = JR_LOG_INFO;
     c->busy_timeout = 5;
     c->max_payload = 1 << 20;
+    c->tick_interval = 5;
+    c->idle_timeout = 30;
+    c->watch = 1;
     c->ref = LUA_NOREF;
 }
 
@@ -356,6 +360,52 @@ k_log(cfg_ctx *x, lua_State *L, const char *key)
     return walk(x, L, rows, "log.");
 }
 
+static int
+k_tick(cfg_ctx *x, lua_State *L, const char *key)
+{
+    return get_number(x, L, key, 0, &x->c->tick_interval);
+}
+
+static int
+k_idle(cfg_ctx *x, lua_State *L, const char *key)
+{
+    return get_number(x, L, key, 0, &x->c->idle_timeout);
+}
+
+static int
+k_pid_file(cfg_ctx *x, lua_State *L, const char *key)
+{
+    return get_string(x, L, key, &x->c->pid_file);
+}
+
+static int
+k_watch(cfg_ctx *x, lua_State *L, const char *key)
+{
+    if (lua_type(L, -1) != LUA_TBOOLEAN)
+        return key_fail(x, key, "must be true or false, got %s",
+                        luaL_typename(L, -1));
+    x->c->watch = lua_toboolean(L, -1);
+    return 0;
+}
+
+static int
+k_hooks(cfg_ctx *x, lua_State *L, const char *key)
+{
+    if (lua_type(L, -1) != LUA_TTABLE)
+        return key_fail(x, key, "must be a table of functions, got %s",
+                        luaL_typename(L, -1));
+    return jr_hooks_check(L, x->file, x->err);
+}
+
+static int
+k_top_backoff(cfg_ctx *x, lua_State *L, const char *key)
+{
+    if (lua_type(L, -1) != LUA_TFUNCTION)
+        return key_fail(x, key, "must be a function(job, attempt, err), "
+                        "got %s", luaL_typename(L, -1));
+    return 0;
+}
+
 static const key_row top_rows[] = {
     {"backend", k_backend},
     {"scripts", k_scripts},
@@ -369,6 +419,12 @@ static const key_row top_rows[] = {
     {"busy_timeout", k_busy},
     {"schema", k_schema},
     {"max_payload", k_max_payload},
+    {"hooks", k_hooks},
+    {"backoff", k_top_backoff},
+    {"tick_interval", k_tick},
+    {"idle_timeout", k_idle},
+    {"pid_file", k_pid_file},
+    {"watch", k_watch},
     {NULL, NULL}
 };
 
@@ -459,5 +515,6 @@ jr_config_free(jr_config *c)
     free(c->backend);
     free(c->scripts);
     free(c->schema);
+    free(c->pid_file);
     memset(c, 0, sizeof *c);
 }

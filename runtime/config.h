@@ -27,6 +27,10 @@ typedef struct jr_config {
     double     busy_timeout;    /* SQLite lock wait, seconds */
     char      *schema;          /* PostgreSQL schema */
     size_t     max_payload;     /* bytes */
+    double     tick_interval;   /* seconds between on_tick hooks */
+    double     idle_timeout;    /* seconds before an idle worker retires */
+    char      *pid_file;        /* for `jobrunner reload`; NULL: derived */
+    int        watch;           /* reload when scripts change */
     lua_State *L;               /* the config's state; holds the table */
     int        ref;             /* registry ref of the returned table */
     int        owns_L;          /* L is closed by jr_config_free */

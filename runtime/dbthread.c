@@ -99,6 +99,10 @@ run_cycle(jr_dbthread *t, jr_cycle *c)
     if (c->rescue &&
         (c->rescued = ops->rescue(b, c->max_retries, &e)) < 0)
         keep_err(c, &e);
+    c->ready = -1;
+    if (c->count_ready && c->err.code == 0 &&
+        (c->ready = ops->count_ready(b, c->names, c->nnames, 1000000, &e)) < 0)
+        keep_err(c, &e);
     c->wake_fd = ops->wake_fd(b);
 }
 

@@ -24,12 +24,14 @@ typedef struct jr_cycle {
     int                 renew;          /* renew this runner's leases */
     int                 rescue;         /* requeue expired leases */
     int                 max_retries;    /* for rescue */
+    int                 count_ready;    /* count ready jobs (up to 1e6) */
     /* outputs */
     int                 applied;        /* results recorded, or -1 */
     jr_job            **claimed;        /* want slots, filled; caller owns */
     int                 nclaimed;       /* or -1 */
     int                 rescued;        /* or -1 */
     int                 renewed;        /* or -1 */
+    long                ready;          /* ready jobs, or -1 */
     int                 wake_fd;        /* the backend's wake descriptor */
     jr_err              err;            /* the first error, if any */
 } jr_cycle;

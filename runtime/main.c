@@ -22,6 +22,7 @@ static const struct command {
      "                           the dead queue"},
     {"check", jr_cmd_check, "check                    load config and every handler, report errors"},
     {"migrate", jr_cmd_migrate, "migrate                  create or upgrade the database schema"},
+    {"reload", jr_cmd_reload, "reload                   make the running runner reload its handlers (SIGHUP)"},
     {"__worker", jr_cmd_worker, NULL},
     {NULL, NULL, NULL}
 };

@@ -23,6 +23,8 @@
 #include "backend.h"
 #include "commands.h"
 #include "dbthread.h"
+#include "hooks.h"
+#include "reload.h"
 #include "frame.h"
 #include "log.h"
 #include "master.h"
@@ -37,17 +39,31 @@
 
 typedef struct master master;
 
+typedef struct gen {            /* one generation of handler code */
+    int          id;            /* 1, 2, ... */
+    char         hash[17];      /* content hash of the scripts */
+    jr_handler  *h;
+    int          n;
+    const char **names;         /* h[i].name, for claims */
+    int          refs;          /* the master, workers, a running cycle */
+} gen;
+
 typedef struct wk {             /* one worker process */
     master             *m;
     pid_t               pid;
     int                 id;             /* 1, 2, ... for log lines */
     struct bufferevent *bev;            /* NULL once the socket closed */
     int                 ready;          /* its hello arrived */
+    gen                *gen;            /* code it loaded, once ready */
+    int                 probe;          /* started to try a reload */
+    int                 retiring;       /* exits after its current job */
+    int                 stopping;       /* told to exit */
+    double              idle_since;     /* mono time it last went idle */
     jr_job             *jobs[SLOTS_MAX];/* outstanding, oldest first */
     int                 njobs;
     double              started;        /* mono time jobs[0] started */
     double              avg;            /* moving average job seconds */
-    const char         *kill_reason;    /* why we killed it, or NULL */
+    char                kill_reason[64];/* why we killed it, or "" */
     double              spawned;        /* mono time of spawn */
     struct wk          *next;
 } wk;
@@ -67,10 +83,20 @@ struct master {
     wk                 *workers;
     int                 nworkers;
     int                 next_id;
-    jr_handler         *handlers;       /* from the first hello */
-    int                 nhandlers;
-    const char        **names;          /* handler names, for claims */
-    char                generation[17];
+    gen                *gen;            /* current code; NULL before hello */
+    gen                *cycle_gen;      /* whose names a cycle borrows */
+    int                 ngens;
+    wk                 *probe;          /* loading a new generation */
+    int                 reload_again;   /* a reload asked for meanwhile */
+    int                 target;         /* workers wanted, min..max */
+    jr_hooks           *hooks;
+    jr_watch           *watch;
+    char                pidfile[4096];
+    long                tick_done, tick_failed; /* counters at last tick */
+    double              tick_at;
+    double              lat[256];       /* start latencies since last tick */
+    int                 nlat;
+    int                 count_due;      /* a tick wants the ready count */
     jr_job            **queue;          /* claimed, not yet handed out */
     size_t              qhead, qlen, qcap;
     pending            *res;            /* waiting for the next cycle */
@@ -85,8 +111,10 @@ struct master {
     jr_buf              out;
     struct event       *ev_work, *ev_poll, *ev_renew, *ev_rescue, *ev_tick;
     struct event       *ev_wake, *ev_spawn;
-    struct event       *ev_sig[3];
+    struct event       *ev_sig[6];
+    struct event       *ev_hooktick;
     int                 want_claim;     /* jobs may be waiting */
+    int                 full_batch;     /* the last claim got all it asked */
     int                 stopping;       /* 1 graceful, 2 at once */
     double              stop_deadline;
     double              db_retry_at;    /* mono; 0 when the database is fine */
@@ -95,8 +123,11 @@ struct master {
     long                done, failed, dead;
 };
 
-static void spawn_worker(master *m);
+static struct wk *spawn_worker(master *m);
 static void kick(master *m);
+static int  active_workers(master *m);
+static void set_target(master *m, int target, const char *reason);
+static void scale_up(master *m);
 
 /* --- the local queue ------------------------------------------------- */
 
@@ -163,29 +194,61 @@ add_result(master *m, const jr_result *r, void *mem)
 }
 
 static const jr_handler *
-handler_info(master *m, const char *name)
+handler_info(const gen *g, const char *name)
 {
     int i;
 
-    for (i = 0; i < m->nhandlers; i++)
-        if (strcmp(m->handlers[i].name, name) == 0)
-            return &m->handlers[i];
+    for (i = 0; g != NULL && i < g->n; i++)
+        if (strcmp(g->h[i].name, name) == 0)
+            return &g->h[i];
     return NULL;
+}
+
+static gen *
+gen_ref(gen *g)
+{
+    if (g != NULL)
+        g->refs++;
+    return g;
+}
+
+static void
+gen_unref(gen *g)
+{
+    int i;
+
+    if (g == NULL || --g->refs > 0)
+        return;
+    for (i = 0; i < g->n; i++)
+        free(g->h[i].name);
+    free(g->h);
+    free(g->names);
+    free(g);
 }
 
 /* A failure the master itself decides (worker died, killed): retry with
  * the default backoff, or dead when no retries are left. */
+static void job_event(master *m, const jr_job *j, const jr_result *r,
+                      double secs);
+
 static void
-fail_job(master *m, const jr_job *j, const char *reason)
+fail_job(master *m, const gen *g, const jr_job *j, const char *reason)
 {
-    const jr_handler *h = handler_info(m, j->name);
+    const jr_handler *h = handler_info(g, j->name);
     int max = j->max_retries >= 0 ? j->max_retries :
               h && h->max_retries >= 0 ? h->max_retries : m->cfg->max_retries;
-    jr_result r = {.id = j->id, .generation = NULL};
-    char *msg = strdup(reason);
+    jr_result r = {.id = j->id};
+    size_t len = strlen(reason) + 1;
+    char *mem = malloc(len + 17);   /* the error, then the generation */
 
-    r.error = msg ? msg : "worker failed";
-    r.generation = m->generation[0] ? m->generation : NULL;
+    if (mem != NULL) {
+        memcpy(mem, reason, len);
+        snprintf(mem + len, 17, "%s", g ? g->hash : "");
+        r.error = mem;
+        r.generation = g ? mem + len : NULL;
+    } else {
+        r.error = "worker failed";
+    }
     if (j->attempt > max) {
         r.kind = JR_DEAD;
         jr_log(JR_LOG_WARN, "job %lld (%s) dead after %d attempts: %s",
@@ -199,7 +262,8 @@ fail_job(master *m, const jr_job *j, const char *reason)
                max + 1, r.delay, reason);
         m->failed++;
     }
-    add_result(m, &r, msg);
+    job_event(m, j, &r, 0);
+    add_result(m, &r, mem);
 }
 
 static void
@@ -282,7 +346,8 @@ flush_results(master *m)
 static int
 slots(const wk *w)
 {
-    if (!w->ready || w->bev == NULL || w->kill_reason != NULL)
+    if (!w->ready || w->bev == NULL || w->kill_reason[0] ||
+        w->retiring || w->stopping || w->gen != w->m->gen)
         return 0;
     return (w->avg < SHORT_JOB && w->avg > 0 ? SLOTS_MAX : 1) - w->njobs;
 }
@@ -298,14 +363,36 @@ capacity(master *m)
     return free_slots - (int)m->qlen;
 }
 
+/* jobs[0] of w starts now. */
+static void
+job_started(master *m, wk *w)
+{
+    const jr_job *j = w->jobs[0];
+
+    w->started = jr_mono();
+    if (m->nlat < (int)(sizeof m->lat / sizeof m->lat[0]) &&
+        jr_hooks_has(m->hooks, JR_HOOK_TICK))
+        m->lat[m->nlat++] = jr_now() - j->run_at;
+    if (jr_hook_begin(m->hooks, JR_HOOK_JOB_START)) {
+        jr_hook_int(m->hooks, "id", j->id);
+        jr_hook_str(m->hooks, "name", j->name);
+        jr_hook_int(m->hooks, "attempt", j->attempt);
+        jr_hook_str(m->hooks, "queue", j->queue);
+        jr_hook_int(m->hooks, "priority", j->priority);
+        jr_hook_int(m->hooks, "worker", w->id);
+        jr_hook_num(m->hooks, "waited", jr_now() - j->run_at);
+        jr_hook_fire(m->hooks, NULL);
+    }
+}
+
 static void
 send_job(master *m, wk *w, jr_job *j)
 {
     jr_buf_reset(&m->out);
     jr_frame_put_job(&m->out, j);
-    if (w->njobs == 0)
-        w->started = jr_mono();
     w->jobs[w->njobs++] = j;
+    if (w->njobs == 1)
+        job_started(m, w);
     if (m->out.oom || bufferevent_write(w->bev, m->out.p, m->out.len) < 0)
         jr_log(JR_LOG_ERROR, "worker %d: cannot send job %lld", w->id,
                (long long)j->id);
@@ -364,6 +451,84 @@ watch_wake(master *m, int fd)
         event_add(m->ev_wake, NULL);
 }
 
+static int
+by_value(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+static int busy_workers(master *m);
+
+/* The on_tick hook, with the figures of the interval since the last one;
+ * a number it returns becomes the target concurrency. */
+static void
+tick_event(master *m, long ready)
+{
+    double now = jr_mono(), secs = now - m->tick_at, target;
+    long done = m->done - m->tick_done, failed = m->failed + m->dead -
+                m->tick_failed;
+    int busy = busy_workers(m), total = active_workers(m);
+
+    if (!jr_hook_begin(m->hooks, JR_HOOK_TICK))
+        return;
+    qsort(m->lat, (size_t)m->nlat, sizeof m->lat[0], by_value);
+    jr_hook_open(m->hooks, "workers");
+    jr_hook_int(m->hooks, "busy", busy);
+    jr_hook_int(m->hooks, "idle", total - busy > 0 ? total - busy : 0);
+    jr_hook_int(m->hooks, "total", total);
+    jr_hook_int(m->hooks, "target", m->target);
+    jr_hook_int(m->hooks, "min", m->cfg->conc_min);
+    jr_hook_int(m->hooks, "max", m->cfg->conc_max);
+    jr_hook_close(m->hooks);
+    jr_hook_int(m->hooks, "backlog", ready + (long)m->qlen);
+    jr_hook_num(m->hooks, "jobs_per_s", secs > 0 ? (double)done / secs : 0);
+    jr_hook_num(m->hooks, "failure_rate", done + failed > 0 ?
+                (double)failed / (double)(done + failed) : 0);
+    jr_hook_open(m->hooks, "latency");
+    if (m->nlat > 0) {
+        jr_hook_num(m->hooks, "p50", m->lat[m->nlat / 2]);
+        jr_hook_num(m->hooks, "p99", m->lat[m->nlat * 99 / 100]);
+        jr_hook_num(m->hooks, "max", m->lat[m->nlat - 1]);
+    }
+    jr_hook_close(m->hooks);
+    jr_hook_int(m->hooks, "done", m->done);
+    jr_hook_int(m->hooks, "failed", m->failed);
+    jr_hook_int(m->hooks, "dead", m->dead);
+    jr_hook_num(m->hooks, "interval", secs);
+    m->tick_at = now;
+    m->tick_done = m->done;
+    m->tick_failed = m->failed + m->dead;
+    m->nlat = 0;
+    if (jr_hook_fire(m->hooks, &target) == 1 && target == target)
+        set_target(m, (int)(target + 0.5), "tick");
+}
+
+/* The job hooks for one result. */
+static void
+job_event(master *m, const jr_job *j, const jr_result *r, double secs)
+{
+    static const int which[] = {[JR_DONE] = JR_HOOK_JOB_SUCCESS,
+        [JR_RETRY] = JR_HOOK_JOB_RETRY, [JR_DEAD] = JR_HOOK_JOB_DEAD,
+        [JR_SNOOZE] = -1, [JR_RELEASE] = -1};
+    jr_hooks *h = m->hooks;
+
+    if (h == NULL || which[r->kind] < 0 || !jr_hook_begin(h, which[r->kind]))
+        return;
+    jr_hook_int(h, "id", j->id);
+    jr_hook_str(h, "name", j->name);
+    jr_hook_int(h, "attempt", j->attempt);
+    jr_hook_str(h, "queue", j->queue);
+    if (r->kind == JR_DONE)
+        jr_hook_num(h, "duration", secs);
+    if (r->kind == JR_RETRY) {
+        jr_hook_num(h, "run_at", jr_now() + r->delay);
+        jr_hook_num(h, "delay", r->delay);
+    }
+    jr_hook_str(h, "error", r->error);
+    jr_hook_fire(h, NULL);
+}
+
 static void
 on_cycle_done(jr_cycle *c, void *arg)
 {
@@ -372,6 +537,10 @@ on_cycle_done(jr_cycle *c, void *arg)
 
     free((void *)c->results);
     c->results = NULL;
+    gen_unref(m->cycle_gen);
+    m->cycle_gen = NULL;
+    if (c->count_ready)
+        tick_event(m, c->ready);
     if (c->applied < 0) {
         results_back(m);
     } else {
@@ -382,7 +551,7 @@ on_cycle_done(jr_cycle *c, void *arg)
         if (m->stopping || queue_push(m, c->claimed[i], 0) < 0)
             release_job(m, c->claimed[i]);
     if (c->want > 0 && c->nclaimed >= 0)
-        m->want_claim = c->nclaimed == c->want;
+        m->want_claim = m->full_batch = c->nclaimed == c->want;
     if (c->nclaimed > 0)
         jr_log(JR_LOG_DEBUG, "claimed %d jobs", c->nclaimed);
     if (c->rescued > 0) {
@@ -416,6 +585,7 @@ on_work(evutil_socket_t fd, short what, void *arg)
     (void)fd;
     (void)what;
     dispatch(m);
+    scale_up(m);
     if (m->dbt == NULL || jr_dbthread_busy(m->dbt) || m->stopping == 2)
         return;                 /* on_cycle_done kicks again */
     if (m->db_retry_at > 0 && jr_mono() < m->db_retry_at)
@@ -423,10 +593,11 @@ on_work(evutil_socket_t fd, short what, void *arg)
     want = capacity(m);
     if (want > CLAIM_MAX)
         want = CLAIM_MAX;
-    if (m->stopping || m->nhandlers == 0 || !(m->want_claim || m->wake_due))
+    if (m->stopping || m->gen == NULL || m->gen->n == 0 ||
+        !(m->want_claim || m->wake_due))
         want = 0;
     if (m->nres == 0 && want <= 0 && !m->renew_due && !m->rescue_due &&
-        !m->wake_due)
+        !m->wake_due && !m->count_due)
         return;
     memset(c, 0, sizeof *c);
     swap = m->inflight;             /* pending results go in flight */
@@ -453,13 +624,17 @@ on_work(evutil_socket_t fd, short what, void *arg)
     c->want = want > 0 ? want : 0;
     c->consume_wake = m->wake_due;
     c->claim_always = m->want_claim;
-    c->names = m->names;
-    c->nnames = m->nhandlers;
+    if (m->gen != NULL) {
+        m->cycle_gen = gen_ref(m->gen);
+        c->names = m->gen->names;
+        c->nnames = m->gen->n;
+    }
+    c->count_ready = m->count_due;
     c->renew = m->renew_due;
     c->rescue = m->rescue_due;
     c->max_retries = m->cfg->max_retries;
     c->claimed = m->claimed;
-    m->wake_due = m->renew_due = m->rescue_due = 0;
+    m->wake_due = m->renew_due = m->rescue_due = m->count_due = 0;
     if (jr_dbthread_submit(m->dbt, c) < 0)
         jr_log(JR_LOG_ERROR, "internal: database thread busy");
 }
@@ -470,54 +645,258 @@ kick(master *m)
     event_active(m->ev_work, EV_WRITE, 0);
 }
 
+/* Reads a hello into a new generation; logs its load errors when asked
+ * and counts them. Returns NULL for a malformed frame. */
+static gen *
+gen_read(master *m, jr_reader *r, int log_errors, int *nerr, char *first,
+         size_t size)
+{
+    size_t len;
+    const char *hash = jr_get_str(r, &len);
+    int n = jr_get_i32(r), i;
+    gen *g;
+
+    if (r->bad || hash == NULL || n < 0 || len >= sizeof g->hash ||
+        (g = calloc(1, sizeof *g)) == NULL)
+        return NULL;
+    memcpy(g->hash, hash, len);
+    g->h = calloc((size_t)n + 1, sizeof *g->h);
+    g->names = calloc((size_t)n + 1, sizeof *g->names);
+    for (i = 0; i < n && g->h && g->names && !r->bad; i++) {
+        const char *name = jr_get_str(r, &len);
+        g->h[i].max_retries = jr_get_i32(r);
+        g->h[i].timeout = jr_get_f64(r);
+        if (name == NULL || r->bad ||
+            (g->h[i].name = strndup(name, len)) == NULL)
+            break;
+        g->names[i] = g->h[i].name;
+        g->n++;
+    }
+    *nerr = jr_get_i32(r);
+    first[0] = '\0';
+    for (i = 0; i < *nerr && !r->bad; i++) {
+        const char *e = jr_get_str(r, &len);
+        if (e == NULL)
+            continue;
+        if (i == 0)
+            snprintf(first, size, "%.*s", (int)len, e);
+        if (log_errors)
+            jr_log(JR_LOG_ERROR, "%.*s (handler not loaded)", (int)len, e);
+    }
+    g->id = ++m->ngens;
+    g->refs = 0;
+    return g;
+}
+
+static void
+stop_worker(master *m, wk *w)
+{
+    if (w->stopping)
+        return;
+    w->stopping = 1;
+    if (w->bev == NULL)
+        return;
+    jr_buf_reset(&m->out);
+    jr_frame_end(&m->out, jr_frame_begin(&m->out, JR_F_STOP));
+    bufferevent_write(w->bev, m->out.p, m->out.len);
+}
+
+/* Workers that count toward the target: not leaving, not a probe. */
+static int
+active_workers(master *m)
+{
+    int n = 0;
+    wk *w;
+
+    for (w = m->workers; w; w = w->next)
+        n += !w->stopping && !w->retiring && !w->probe;
+    return n;
+}
+
+static void
+scale_event(master *m, int from, int to, const char *reason)
+{
+    jr_log(JR_LOG_INFO, "concurrency %d -> %d (%s)", from, to, reason);
+    if (jr_hook_begin(m->hooks, JR_HOOK_SCALE)) {
+        jr_hook_int(m->hooks, "from", from);
+        jr_hook_int(m->hooks, "to", to);
+        jr_hook_str(m->hooks, "reason", reason);
+        jr_hook_fire(m->hooks, NULL);
+    }
+}
+
+/* Starts or stops workers until the active ones match the target: idle
+ * ones stop now, busy ones after their job. */
+static void
+fit_target(master *m)
+{
+    wk *w;
+    int n = active_workers(m);
+
+    if (m->stopping)
+        return;
+    for (; n < m->target; n++)
+        spawn_worker(m);
+    for (w = m->workers; w && n > m->target; w = w->next)
+        if (!w->stopping && !w->retiring && !w->probe && w->njobs == 0) {
+            stop_worker(m, w);
+            n--;
+        }
+    for (w = m->workers; w && n > m->target; w = w->next)
+        if (!w->stopping && !w->retiring && !w->probe) {
+            w->retiring = 1;
+            n--;
+        }
+}
+
+/* Sets the target, clamped to min..max, and acts on it. */
+static void
+set_target(master *m, int target, const char *reason)
+{
+    int from = m->target;
+
+    if (target < m->cfg->conc_min)
+        target = m->cfg->conc_min;
+    if (target > m->cfg->conc_max)
+        target = m->cfg->conc_max;
+    if (target == from)
+        return;
+    m->target = target;
+    scale_event(m, from, target, reason);
+    fit_target(m);
+}
+
+static void
+reload_event(master *m, int ok, const char *error)
+{
+    if (jr_hook_begin(m->hooks, JR_HOOK_RELOAD)) {
+        jr_hook_bool(m->hooks, "ok", ok);
+        jr_hook_str(m->hooks, "generation", m->gen ? m->gen->hash : NULL);
+        jr_hook_str(m->hooks, "error", error);
+        jr_hook_fire(m->hooks, NULL);
+    }
+}
+
+/* Makes g the current generation: claims use its names, its workers get
+ * the jobs; workers of the old one finish what they hold and exit. */
+static void
+switch_gen(master *m, gen *g)
+{
+    gen *old = m->gen;
+    size_t i, n = m->qlen;
+    wk *w;
+
+    m->gen = gen_ref(g);
+    for (w = m->workers; w; w = w->next)
+        if (w->gen == old && !w->probe) {
+            w->retiring = 1;
+            if (w->njobs == 0)
+                stop_worker(m, w);
+        }
+    for (i = 0; i < n; i++) {       /* names it no longer has go back */
+        jr_job *j = queue_pop(m);
+        if (handler_info(g, j->name) != NULL)
+            queue_push(m, j, 0);
+        else
+            release_job(m, j);
+    }
+    gen_unref(old);
+    m->want_claim = 1;
+}
+
+static void
+reload(master *m)
+{
+    if (m->stopping || m->gen == NULL)
+        return;
+    if (m->probe != NULL) {
+        m->reload_again = 1;
+        return;
+    }
+    jr_log(JR_LOG_INFO, "reloading handlers from %s", m->cfg->scripts);
+    if ((m->probe = spawn_worker(m)) != NULL)
+        m->probe->probe = 1;
+}
+
+static void
+on_watch(void *arg)
+{
+    reload(arg);
+}
+
+/* A probe's hello: the new code loaded cleanly, or the old code stays. */
+static void
+probe_hello(master *m, wk *w, gen *g, int nerr, const char *first)
+{
+    m->probe = NULL;
+    w->probe = 0;
+    if (nerr > 0) {
+        jr_log(JR_LOG_ERROR, "reload failed, generation %s keeps running: %s",
+               m->gen->hash, first);
+        reload_event(m, 0, first);
+        gen_unref(gen_ref(g));
+        stop_worker(m, w);
+    } else if (strcmp(g->hash, m->gen->hash) == 0) {
+        jr_log(JR_LOG_INFO, "reload: handlers unchanged (generation %s)",
+               g->hash);
+        gen_unref(gen_ref(g));
+        w->gen = gen_ref(m->gen);
+        reload_event(m, 1, NULL);
+    } else {
+        jr_log(JR_LOG_INFO, "reloaded: generation %s with %d handler%s "
+               "(was %s)", g->hash, g->n, g->n == 1 ? "" : "s",
+               m->gen->hash);
+        w->gen = gen_ref(g);
+        switch_gen(m, g);
+        reload_event(m, 1, NULL);
+    }
+    w->ready = 1;
+    w->idle_since = jr_mono();
+    fit_target(m);
+    if (m->reload_again) {
+        m->reload_again = 0;
+        reload(m);
+    }
+}
+
 static void
 on_hello(master *m, wk *w, jr_reader *r)
 {
-    size_t len;
-    const char *gen = jr_get_str(r, &len);
-    int n = jr_get_i32(r), i, nerr;
+    char first[512];
+    int nerr = 0;
+    gen *g = gen_read(m, r, m->gen == NULL, &nerr, first, sizeof first);
 
-    if (r->bad || gen == NULL || n < 0 || len >= sizeof m->generation) {
+    if (g == NULL) {
         jr_log(JR_LOG_ERROR, "worker %d: malformed hello", w->id);
+        kill(w->pid, SIGKILL);
         return;
     }
+    if (w->probe) {
+        probe_hello(m, w, g, nerr, first);
+        return;
+    }
+    if (m->gen == NULL) {           /* the first worker: start-up code */
+        m->gen = gen_ref(g);
+        jr_log(JR_LOG_INFO, "loaded %d handler%s from %s (generation %s)",
+               g->n, g->n == 1 ? "" : "s", m->cfg->scripts, g->hash);
+        if (g->n == 0)
+            jr_log(JR_LOG_WARN, "no handlers loaded: no job will be claimed;"
+                   " add scripts/NAME.lua returning a function");
+        m->want_claim = 1;
+    } else if (strcmp(g->hash, m->gen->hash) != 0) {
+        /* the scripts changed since the current generation loaded */
+        jr_log(JR_LOG_INFO, "worker %d loaded other handler code than "
+               "generation %s: reloading", w->id, m->gen->hash);
+        gen_unref(gen_ref(g));
+        stop_worker(m, w);
+        reload(m);
+        return;
+    } else {
+        gen_unref(gen_ref(g));
+    }
+    w->gen = gen_ref(m->gen);
     w->ready = 1;
-    if (m->handlers != NULL) {
-        if (strncmp(m->generation, gen, len) != 0)
-            jr_log(JR_LOG_WARN, "worker %d loaded different scripts "
-                   "(generation %.*s, running %s)", w->id, (int)len, gen,
-                   m->generation);
-        return;
-    }
-    memcpy(m->generation, gen, len);
-    m->generation[len] = '\0';
-    m->handlers = calloc((size_t)n + 1, sizeof *m->handlers);
-    m->names = calloc((size_t)n + 1, sizeof *m->names);
-    if (m->handlers == NULL || m->names == NULL)
-        return;
-    for (i = 0; i < n && !r->bad; i++) {
-        const char *s = jr_get_str(r, &len);
-        m->handlers[i].max_retries = jr_get_i32(r);
-        m->handlers[i].timeout = jr_get_f64(r);
-        if (s == NULL || r->bad)
-            break;
-        m->handlers[i].name = strndup(s, len);
-        m->names[i] = m->handlers[i].name;
-    }
-    m->nhandlers = i;
-    nerr = jr_get_i32(r);
-    for (i = 0; i < nerr && !r->bad; i++) {
-        const char *e = jr_get_str(r, &len);
-        if (e != NULL)
-            jr_log(JR_LOG_ERROR, "%.*s (handler not loaded)", (int)len, e);
-    }
-    jr_log(JR_LOG_INFO, "loaded %d handler%s from %s (generation %s)",
-           m->nhandlers, m->nhandlers == 1 ? "" : "s", m->cfg->scripts,
-           m->generation);
-    if (m->nhandlers == 0)
-        jr_log(JR_LOG_WARN, "no handlers loaded: no job will be claimed; "
-               "add scripts/NAME.lua returning a function");
-    m->want_claim = 1;
+    w->idle_since = jr_mono();
 }
 
 static void
@@ -577,10 +956,17 @@ on_result(master *m, wk *w, jr_reader *r)
     memmove(w->jobs, w->jobs + 1, (size_t)--w->njobs * sizeof *w->jobs);
     secs = now - w->started;
     w->avg = w->avg > 0 ? 0.8 * w->avg + 0.2 * secs : secs;
-    w->started = now;
     log_result(m, j, &res, secs);
+    job_event(m, j, &res, secs);
     add_result(m, &res, mem);
     free(j);
+    if (w->njobs > 0)
+        job_started(m, w);
+    else {
+        w->idle_since = now;
+        if (w->retiring)
+            stop_worker(m, w);
+    }
     kick(m);
 }
 
@@ -636,7 +1022,7 @@ on_event(struct bufferevent *bev, short what, void *arg)
     }
 }
 
-static void
+static wk *
 spawn_worker(master *m)
 {
     char fdarg[16];
@@ -648,7 +1034,7 @@ spawn_worker(master *m)
     if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) < 0) {
         jr_log(JR_LOG_ERROR, "cannot start a worker: socketpair: %s",
                strerror(errno));
-        return;
+        return NULL;
     }
     snprintf(fdarg, sizeof fdarg, "%d", 3);
     argv[argc++] = "jobrunner";
@@ -663,7 +1049,7 @@ spawn_worker(master *m)
                strerror(errno));
         close(sv[0]);
         close(sv[1]);
-        return;
+        return NULL;
     }
     if (pid == 0) {
         /* only async-signal-safe calls until exec */
@@ -677,7 +1063,7 @@ spawn_worker(master *m)
     if (w == NULL) {
         close(sv[0]);
         kill(pid, SIGKILL);
-        return;
+        return NULL;
     }
     evutil_make_socket_nonblocking(sv[0]);
     w->m = m;
@@ -691,6 +1077,7 @@ spawn_worker(master *m)
     m->workers = w;
     m->nworkers++;
     jr_log(JR_LOG_DEBUG, "worker %d started (pid %d)", w->id, (int)pid);
+    return w;
 }
 
 static void
@@ -700,8 +1087,7 @@ on_spawn(evutil_socket_t fd, short what, void *arg)
 
     (void)fd;
     (void)what;
-    while (!m->stopping && m->nworkers < m->cfg->conc_min)
-        spawn_worker(m);
+    fit_target(m);
 }
 
 /* Fails or requeues what a worker held when it went away. */
@@ -711,7 +1097,7 @@ worker_gone(master *m, wk *w, int status)
     char reason[128];
     int i;
 
-    if (w->kill_reason != NULL)
+    if (w->kill_reason[0])
         snprintf(reason, sizeof reason, "%s", w->kill_reason);
     else if (WIFSIGNALED(status))
         snprintf(reason, sizeof reason, "worker died (signal %d)",
@@ -719,15 +1105,25 @@ worker_gone(master *m, wk *w, int status)
     else
         snprintf(reason, sizeof reason, "worker died (exit %d)",
                  WEXITSTATUS(status));
-    if (w->njobs > 0 || !m->stopping)
-        jr_log(JR_LOG_WARN, "worker %d (pid %d):"
-               " %s%s", w->id, (int)w->pid, reason,
-               w->njobs > 0 ? "" : " while idle");
+    if (w->stopping && w->njobs == 0 && WIFEXITED(status) &&
+        WEXITSTATUS(status) == 0)
+        jr_log(JR_LOG_DEBUG, "worker %d (pid %d) stopped", w->id,
+               (int)w->pid);
+    else if (w->njobs > 0 || !m->stopping)
+        jr_log(JR_LOG_WARN, "worker %d (pid %d): %s%s", w->id, (int)w->pid,
+               reason, w->njobs > 0 ? "" : " while idle");
+    if (w == m->probe) {
+        m->probe = NULL;
+        jr_log(JR_LOG_ERROR, "reload failed, generation %s keeps running: "
+               "the new worker exited before loading (%s)", m->gen->hash,
+               reason);
+        reload_event(m, 0, reason);
+    }
     if (w->njobs > 0) {
-        if (m->stopping && w->kill_reason == NULL)
+        if (m->stopping && !w->kill_reason[0])
             release_job(m, w->jobs[0]);
         else {
-            fail_job(m, w->jobs[0], reason);
+            fail_job(m, w->gen, w->jobs[0], reason);
             free(w->jobs[0]);
         }
     }
@@ -737,7 +1133,8 @@ worker_gone(master *m, wk *w, int status)
     w->njobs = 0;
     if (w->bev != NULL)
         bufferevent_free(w->bev);
-    if (!m->stopping && m->nworkers - 1 < m->cfg->conc_min) {
+    gen_unref(w->gen);
+    if (!m->stopping && !w->stopping) {
         struct timeval tv = {0, 0};
         /* workers that die right away (a crashing module) back off */
         m->spawn_delay = jr_mono() - w->spawned < 1 ?
@@ -843,15 +1240,13 @@ on_tick(evutil_socket_t fd, short what, void *arg)
     for (w = m->workers; w; w = w->next) {
         const jr_handler *h;
         double limit;
-        if (w->njobs == 0 || w->kill_reason != NULL)
+        if (w->njobs == 0 || w->kill_reason[0])
             continue;
-        h = handler_info(m, w->jobs[0]->name);
+        h = handler_info(w->gen, w->jobs[0]->name);
         limit = h && h->timeout > 0 ? h->timeout : m->cfg->timeout;
         if (now - w->started > limit + KILL_GRACE) {
-            static char reason[64];
-            snprintf(reason, sizeof reason, "timed out after %gs (worker "
-                     "killed)", limit);
-            w->kill_reason = reason;
+            snprintf(w->kill_reason, sizeof w->kill_reason, "timed out "
+                     "after %gs (worker killed)", limit);
             jr_log(JR_LOG_WARN, "job %lld (%s): still running %gs past its "
                    "%gs timeout; killing worker %d", (long long)w->jobs[0]->id,
                    w->jobs[0]->name, KILL_GRACE, limit, w->id);
@@ -860,6 +1255,40 @@ on_tick(evutil_socket_t fd, short what, void *arg)
     }
     if (m->stopping && (busy_workers(m) == 0 || now > m->stop_deadline))
         event_base_loopbreak(m->base);
+    if (!m->stopping && m->target > m->cfg->conc_min)
+        for (w = m->workers; w; w = w->next)
+            if (w->ready && !w->stopping && !w->retiring && !w->probe &&
+                w->njobs == 0 && now - w->idle_since > m->cfg->idle_timeout) {
+                set_target(m, m->target - 1, "idle");
+                break;
+            }
+}
+
+/* Adds a worker when every worker is busy and jobs are waiting. */
+static void
+scale_up(master *m)
+{
+    wk *w;
+
+    if (m->stopping || m->target >= m->cfg->conc_max || m->gen == NULL ||
+        !(m->qlen > 0 || m->full_batch))
+        return;
+    for (w = m->workers; w; w = w->next)
+        if (!w->stopping && !w->retiring && !w->probe &&
+            (!w->ready || w->njobs == 0))
+            return;         /* one is idle or still starting */
+    set_target(m, m->target + 1, "backlog");
+}
+
+static void
+on_hooktick(evutil_socket_t fd, short what, void *arg)
+{
+    master *m = arg;
+
+    (void)fd;
+    (void)what;
+    m->count_due = 1;       /* the cycle counts the backlog, then fires */
+    kick(m);
 }
 
 static void
@@ -891,10 +1320,20 @@ on_signal(evutil_socket_t sig, short what, void *arg)
     master *m = arg;
 
     (void)what;
-    if (sig == SIGCHLD) {
+    switch (sig) {
+    case SIGCHLD:
         reap(m);
         if (m->stopping)
             on_tick(-1, 0, m);
+        return;
+    case SIGHUP:
+        reload(m);
+        return;
+    case SIGTTIN:
+        set_target(m, m->target + 1, "signal");
+        return;
+    case SIGTTOU:
+        set_target(m, m->target - 1, "signal");
         return;
     }
     if (m->stopping) {
@@ -943,7 +1382,8 @@ make_token(master *m)
 static int
 start(master *m, jr_err *err)
 {
-    static const int sigs[3] = {SIGTERM, SIGINT, SIGCHLD};
+    static const int sigs[6] = {SIGTERM, SIGINT, SIGCHLD, SIGHUP, SIGTTIN,
+                                SIGTTOU};
     jr_backend_opts o = {0};
     int i, fd;
 
@@ -959,7 +1399,7 @@ start(master *m, jr_err *err)
     if ((m->base = event_base_new()) == NULL)
         return jr_fail(err, JR_ESYS, "cannot create the event loop");
     signal(SIGPIPE, SIG_IGN);
-    for (i = 0; i < 3; i++) {
+    for (i = 0; i < 6; i++) {
         m->ev_sig[i] = evsignal_new(m->base, sigs[i], on_signal, m);
         event_add(m->ev_sig[i], NULL);
     }
@@ -980,11 +1420,35 @@ start(master *m, jr_err *err)
                              on_cycle_done, m, err);
     if (m->dbt == NULL)
         return -1;
+    m->hooks = jr_hooks_new(m->cfg->L, m->cfg->ref);
+    if (jr_hooks_has(m->hooks, JR_HOOK_TICK))
+        m->ev_hooktick = add_timer(m, m->cfg->tick_interval, on_hooktick);
+    m->tick_at = jr_mono();
+    if (m->cfg->watch &&
+        (m->watch = jr_watch_new(m->base, m->cfg->scripts, 0.2, on_watch, m,
+                                 err)) == NULL)
+        jr_log(JR_LOG_WARN, "%s; reload with SIGHUP or 'jobrunner reload'",
+               err->msg);
+    jr_pidfile_path(m->cfg, m->pidfile, sizeof m->pidfile);
+    if (jr_pidfile_write(m->pidfile, err) < 0) {
+        jr_log(JR_LOG_WARN, "%s; 'jobrunner reload' will not find this "
+               "runner", err->msg);
+        m->pidfile[0] = '\0';
+    }
     jr_log(JR_LOG_INFO, "jobrunner %s started: backend %s, scripts %s, "
-           "%d worker%s", JR_VERSION, m->url, m->cfg->scripts,
-           m->cfg->conc_min, m->cfg->conc_min == 1 ? "" : "s");
-    for (i = 0; i < m->cfg->conc_min; i++)
-        spawn_worker(m);
+           "%d worker%s (max %d), pid %d", JR_VERSION, m->url,
+           m->cfg->scripts, m->cfg->conc_min, m->cfg->conc_min == 1 ? "" : "s",
+           m->cfg->conc_max, (int)getpid());
+    if (jr_hook_begin(m->hooks, JR_HOOK_START)) {
+        jr_hook_int(m->hooks, "pid", getpid());
+        jr_hook_str(m->hooks, "backend", m->url);
+        jr_hook_str(m->hooks, "scripts", m->cfg->scripts);
+        jr_hook_int(m->hooks, "min", m->cfg->conc_min);
+        jr_hook_int(m->hooks, "max", m->cfg->conc_max);
+        jr_hook_fire(m->hooks, NULL);
+    }
+    m->target = m->cfg->conc_min;
+    fit_target(m);
     return 0;
 }
 
@@ -1046,6 +1510,14 @@ finish(master *m)
                 break;
             }
     }
+    if (m->pidfile[0])
+        jr_pidfile_remove(m->pidfile);
+    if (jr_hook_begin(m->hooks, JR_HOOK_STOP)) {
+        jr_hook_int(m->hooks, "done", m->done);
+        jr_hook_int(m->hooks, "failed", m->failed);
+        jr_hook_int(m->hooks, "dead", m->dead);
+        jr_hook_fire(m->hooks, NULL);
+    }
     jr_log(JR_LOG_INFO, "stopped: %ld done, %ld failed, %ld dead", m->done,
            m->failed, m->dead);
 }
@@ -1055,7 +1527,8 @@ cleanup(master *m)
 {
     struct event *evs[] = {m->ev_work, m->ev_poll, m->ev_renew, m->ev_rescue,
                            m->ev_tick, m->ev_wake, m->ev_spawn, m->ev_sig[0],
-                           m->ev_sig[1], m->ev_sig[2]};
+                           m->ev_sig[1], m->ev_sig[2], m->ev_sig[3],
+                           m->ev_sig[4], m->ev_sig[5], m->ev_hooktick};
     size_t i;
     int k;
     wk *w;
@@ -1066,8 +1539,10 @@ cleanup(master *m)
             free(w->jobs[k]);
         if (w->bev)
             bufferevent_free(w->bev);
+        gen_unref(w->gen);
         free(w);
     }
+    jr_watch_free(m->watch);
     for (i = 0; i < sizeof evs / sizeof evs[0]; i++)
         if (evs[i] != NULL)
             event_free(evs[i]);
@@ -1078,10 +1553,9 @@ cleanup(master *m)
     for (k = 0; k < m->ninflight; k++)
         free(m->inflight[k].mem);
     free(m->inflight);
-    for (k = 0; k < m->nhandlers; k++)
-        free(m->handlers[k].name);
-    free(m->handlers);
-    free(m->names);
+    gen_unref(m->cycle_gen);
+    gen_unref(m->gen);
+    jr_hooks_free(m->hooks);
     free(m->queue);
     jr_buf_free(&m->out);
     if (m->base)

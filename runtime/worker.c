@@ -152,6 +152,31 @@ backoff(worker *w, int h, const jr_job *j, const char *error)
 
     t = lua_getfield(L, h, "backoff");               /* b */
     if (t == LUA_TNIL && w->cfg.ref != LUA_NOREF) {
+        /* the config's backoff(job, attempt, err) for every handler */
+        lua_pop(L, 1);
+        lua_rawgeti(L, LUA_REGISTRYINDEX, w->cfg.ref);   /* cfg */
+        t = lua_getfield(L, -1, "backoff");          /* cfg b */
+        lua_remove(L, -2);                           /* b */
+        if (t == LUA_TFUNCTION) {
+            jr_err err;
+            push_job(w, j, j->max_retries);          /* b job */
+            lua_pushinteger(L, j->attempt);          /* b job attempt */
+            lua_pushstring(L, error);                /* b job attempt err */
+            if (jr_script_pcall(L, 3, 1, &err) < 0) {
+                jr_log(JR_LOG_WARN, "job %lld (%s): config backoff failed, "
+                       "using the default: %s", (long long)j->id, j->name,
+                       err.msg);
+                lua_pushnil(L);                      /* nil */
+            }                                        /* d */
+            t = lua_type(L, -1);
+            if (t != LUA_TNUMBER || lua_tonumber(L, -1) < 0) {
+                lua_pop(L, 1);
+                lua_pushnil(L);
+                t = LUA_TNIL;
+            }
+        }
+    }
+    if (t == LUA_TNIL && w->cfg.ref != LUA_NOREF) {
         lua_pop(L, 1);
         lua_rawgeti(L, LUA_REGISTRYINDEX, w->cfg.ref);   /* cfg */
         if (lua_getfield(L, -1, "defaults") == LUA_TTABLE) { /* cfg d */

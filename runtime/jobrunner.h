@@ -1,0 +1,162 @@
+/* jobrunner.h - the producer library (libjobrunner): push jobs into a
+ * jobrunner queue from C, and read its counts. Installed as <jobrunner.h>;
+ * link with `pkg-config --cflags --libs jobrunner`.
+ *
+ *     jr_client *c;
+ *     int64_t id;
+ *     if (jr_client_open(&c, "sqlite:jobs.db", NULL) != JR_CLIENT_OK ||
+ *         jr_client_push(c, "send_email", "{\"to\":\"a@b\"}", NULL, &id)
+ *             != JR_CLIENT_OK)
+ *         fprintf(stderr, "%s\n", jr_client_errmsg(c));
+ *     jr_client_close(c);
+ *
+ * Every call returns a status, JR_CLIENT_OK (0) or one of JR_CLIENT_E*, and
+ * leaves one sentence saying what failed and why in the handle
+ * (jr_client_errmsg). No call aborts, exits or prints.
+ *
+ * Threads: a handle is not thread-safe; use one handle per thread (handles
+ * share nothing, so any number may be open at once in one process). A handle
+ * must not be used across fork(): open a new one in the child. */
+#ifndef JOBRUNNER_H
+#define JOBRUNNER_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define JR_CLIENT_VERSION "0.1.0"
+
+typedef struct jr_client jr_client;    /* opaque; one database connection */
+
+/* Statuses. The numbers are stable. */
+enum {
+    JR_CLIENT_OK = 0,
+    JR_CLIENT_EUSAGE = 1,       /* bad argument: NULL handle, bad URL */
+    JR_CLIENT_ECONFIG = 2,      /* the config file could not be used */
+    JR_CLIENT_EINPUT = 3,       /* bad job: name, queue, payload, option */
+    JR_CLIENT_EDB = 4,          /* the database failed or is unreachable */
+    JR_CLIENT_ENOMEM = 7        /* out of memory */
+};
+
+/* Connection settings; NULL or a zeroed struct means the defaults. With a
+ * config file, a non-zero field here overrides the file. */
+typedef struct jr_client_config {
+    const char *schema;         /* PostgreSQL schema; NULL: "jobrunner" */
+    double      busy_timeout;   /* SQLite: seconds to wait for the write
+                                   lock; 0: 5 */
+    size_t      max_payload;    /* bytes a payload may have; 0: 1 MiB */
+} jr_client_config;
+
+/* Per-job options. Start from JR_CLIENT_OPTS_INIT (not from zero: a zero
+ * max_retries means "never retry"); NULL means all defaults. */
+typedef struct jr_client_opts {
+    double      run_at;         /* epoch seconds it becomes due; 0: not set */
+    double      run_in;         /* seconds from now it becomes due; 0: now */
+    int         priority;       /* lower runs first; default 0 */
+    const char *queue;          /* [A-Za-z0-9_.:-]{1,128}; NULL: "default" */
+    int         max_retries;    /* retries after the first failure;
+                                   JR_CLIENT_UNSET: the handler's, else the
+                                   runner's default */
+} jr_client_opts;
+
+#define JR_CLIENT_UNSET (-1)
+#define JR_CLIENT_OPTS_INIT { 0, 0, 0, NULL, JR_CLIENT_UNSET }
+
+/* One job of a jr_client_push_many batch. Strings are borrowed. */
+typedef struct jr_client_job {
+    const char    *name;        /* handler name: [A-Za-z0-9_.:-]{1,128} */
+    const char    *payload;     /* JSON text; NULL: {} */
+    jr_client_opts opts;
+} jr_client_job;
+
+/* Counts of jobs, all names together or for one name. */
+typedef struct jr_client_counts {
+    long queued;                /* ready + scheduled */
+    long ready;                 /* queued and due now */
+    long scheduled;             /* queued, due later (run_at, retry backoff) */
+    long running;
+    long dead;
+} jr_client_counts;
+
+/* Called once per job name with its counts, in name order. name is valid
+ * during the call only. Return 0 to go on, non-zero to stop. */
+typedef int (*jr_client_stats_fn)(const char *name,
+                                  const jr_client_counts *counts, void *arg);
+
+/* Opens a handle on target and creates or upgrades the schema if needed.
+ * target is a backend URL, "sqlite:PATH" or "postgresql://..." (also
+ * "postgres://...", a libpq "host=... dbname=..." string, or a path ending
+ * in .db), or a jobrunner config file whose name ends in ".lua" (its
+ * backend, schema, busy_timeout and max_payload are used), or NULL for what
+ * the jobrunner command uses without options: ./jobrunner.lua if it exists,
+ * else sqlite:jobrunner.db. cfg may be NULL.
+ * *cp always receives a handle, even on failure (as sqlite3_open does), to
+ * read the message from and to close; it is NULL only when out of memory.
+ * Returns JR_CLIENT_OK or an error status. */
+int jr_client_open(jr_client **cp, const char *target,
+                   const jr_client_config *cfg);
+
+/* Queues one job. payload is JSON text (NULL: {}); the database refuses
+ * invalid JSON and the message names the job. opts may be NULL. id (may be
+ * NULL) receives the job's id. The job is committed when this returns OK. */
+int jr_client_push(jr_client *c, const char *name, const char *payload,
+                   const jr_client_opts *opts, int64_t *id);
+
+/* Queues n jobs in one transaction: all or none. ids (may be NULL) receives
+ * n ids in order. n == 0 is a no-op. */
+int jr_client_push_many(jr_client *c, const jr_client_job *jobs, size_t n,
+                        int64_t *ids);
+
+/* Fills total (may be NULL) with the counts over all names, and calls fn
+ * (may be NULL) for each job name that has jobs. */
+int jr_client_stats(jr_client *c, jr_client_counts *total,
+                     jr_client_stats_fn fn, void *arg);
+
+/* A dead job, as jr_client_dead_list gives it. Strings are valid during
+ * the callback only; generation and last_error may be NULL. */
+typedef struct jr_client_dead {
+    int64_t     id;
+    const char *name;
+    const char *queue;
+    int         attempts;
+    const char *last_error;     /* why it died */
+    const char *generation;     /* hash of the handler code that ran it */
+    double      died_at;        /* epoch seconds */
+    double      created_at;     /* epoch seconds */
+} jr_client_dead;
+
+/* Called once per dead job. Return 0 to go on, non-zero to stop. */
+typedef int (*jr_client_dead_fn)(const jr_client_dead *job, void *arg);
+
+/* Calls fn for up to limit dead jobs, newest death first. */
+int jr_client_dead_list(jr_client *c, int limit, jr_client_dead_fn fn,
+                        void *arg);
+
+/* Queues dead jobs ids[0..n) again with their attempts reset; ids NULL
+ * means every dead job. count (may be NULL) receives how many were
+ * requeued: fewer than n when some ids are not dead jobs. */
+int jr_client_dead_retry(jr_client *c, const int64_t *ids, size_t n,
+                         long *count);
+
+/* Deletes dead jobs that died more than older_than seconds ago (0: all).
+ * count (may be NULL) receives how many. */
+int jr_client_dead_purge(jr_client *c, double older_than, long *count);
+
+/* The status of the last call on c (JR_CLIENT_OK after a success). */
+int jr_client_errcode(const jr_client *c);
+
+/* The message of the last failed call on c ("" after a success; "out of
+ * memory" when c is NULL). Valid until the next call on c. */
+const char *jr_client_errmsg(const jr_client *c);
+
+/* Closes the connection and frees c. NULL is a no-op. */
+void jr_client_close(jr_client *c);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

@@ -1,0 +1,200 @@
+/* reload.c - reload triggers: an inotify watch over the scripts tree that
+ * fires once writes have settled, and the pid file. */
+#define _GNU_SOURCE
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#ifdef __linux__
+#include <sys/inotify.h>
+#endif
+
+#include <event2/event.h>
+
+#include "reload.h"
+
+struct jr_watch {
+    int           fd;           /* inotify descriptor */
+    struct event *ev;           /* readable */
+    struct event *timer;        /* debounce */
+    double        debounce;
+    void        (*fn)(void *);
+    void         *arg;
+    char         *dir;
+};
+
+#ifdef __linux__
+#define WATCH_MASK (IN_CREATE | IN_DELETE | IN_MODIFY | IN_CLOSE_WRITE | \
+                    IN_MOVED_FROM | IN_MOVED_TO | IN_DELETE_SELF)
+
+/* Adds a watch on dir and its subdirectories (new ones are added when
+ * they appear, by walking again). */
+static void
+add_tree(int fd, const char *dir)
+{
+    char path[4096];
+    struct dirent *e;
+    struct stat st;
+    DIR *d;
+
+    if (inotify_add_watch(fd, dir, WATCH_MASK) < 0 || (d = opendir(dir)) == NULL)
+        return;
+    while ((e = readdir(d)) != NULL) {
+        if (e->d_name[0] == '.')
+            continue;
+        snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
+        if (stat(path, &st) == 0 && S_ISDIR(st.st_mode))
+            add_tree(fd, path);
+    }
+    closedir(d);
+}
+
+static void
+on_settled(evutil_socket_t fd, short what, void *arg)
+{
+    jr_watch *w = arg;
+
+    (void)fd;
+    (void)what;
+    add_tree(w->fd, w->dir);    /* new subdirectories */
+    w->fn(w->arg);
+}
+
+static void
+on_change(evutil_socket_t fd, short what, void *arg)
+{
+    jr_watch *w = arg;
+    char buf[8192];
+    struct timeval tv;
+    int changed = 0;
+    ssize_t n;
+
+    (void)what;
+    while ((n = read(fd, buf, sizeof buf)) > 0) {
+        char *p = buf;
+        while (p < buf + n) {
+            struct inotify_event *ev = (struct inotify_event *)p;
+            /* editors' swap and backup files are not scripts */
+            if (ev->len == 0 || (ev->name[0] != '.' &&
+                                 ev->name[strlen(ev->name) - 1] != '~'))
+                changed = 1;
+            p += sizeof *ev + ev->len;
+        }
+    }
+    if (!changed)
+        return;
+    tv.tv_sec = (long)w->debounce;
+    tv.tv_usec = (long)((w->debounce - (double)tv.tv_sec) * 1e6);
+    event_add(w->timer, &tv);   /* re-arming pushes the deadline back */
+}
+#endif
+
+jr_watch *
+jr_watch_new(struct event_base *base, const char *dir, double debounce,
+             void (*fn)(void *), void *arg, jr_err *err)
+{
+#ifdef __linux__
+    jr_watch *w = calloc(1, sizeof *w);
+
+    if (w == NULL || (w->dir = strdup(dir)) == NULL) {
+        free(w);
+        jr_fail(err, JR_ENOMEM, "out of memory");
+        return NULL;
+    }
+    w->fn = fn;
+    w->arg = arg;
+    w->debounce = debounce;
+    if ((w->fd = inotify_init1(IN_NONBLOCK | IN_CLOEXEC)) < 0) {
+        jr_fail_errno(err, JR_ESYS, errno, "watching '%s'", dir);
+        free(w->dir);
+        free(w);
+        return NULL;
+    }
+    add_tree(w->fd, dir);
+    w->ev = event_new(base, w->fd, EV_READ | EV_PERSIST, on_change, w);
+    w->timer = event_new(base, -1, 0, on_settled, w);
+    event_add(w->ev, NULL);
+    return w;
+#else
+    (void)base; (void)debounce; (void)fn; (void)arg;
+    jr_fail(err, JR_ESYS, "watching '%s': no inotify on this system; use "
+            "SIGHUP or 'jobrunner reload'", dir);
+    return NULL;
+#endif
+}
+
+void
+jr_watch_free(jr_watch *w)
+{
+    if (w == NULL)
+        return;
+    event_free(w->ev);
+    event_free(w->timer);
+    close(w->fd);
+    free(w->dir);
+    free(w);
+}
+
+void
+jr_pidfile_path(const jr_config *cfg, char *out, size_t size)
+{
+    const char *b = cfg->backend ? cfg->backend : "";
+
+    if (cfg->pid_file != NULL)
+        snprintf(out, size, "%s", cfg->pid_file);
+    else if (strncmp(b, "sqlite:", 7) == 0)
+        snprintf(out, size, "%s.pid", b + 7);
+    else
+        snprintf(out, size, "jobrunner.pid");
+}
+
+int
+jr_pidfile_write(const char *path, jr_err *err)
+{
+    char buf[32];
+    int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    int n = snprintf(buf, sizeof buf, "%d\n", (int)getpid());
+
+    if (fd < 0 || write(fd, buf, (size_t)n) != n) {
+        int e = errno;
+        if (fd >= 0)
+            close(fd);
+        return jr_fail_errno(err, JR_ESYS, e, "writing pid file '%s'", path);
+    }
+    close(fd);
+    return 0;
+}
+
+long
+jr_pidfile_read(const char *path, jr_err *err)
+{
+    FILE *f = fopen(path, "r");
+    long pid = -1;
+
+    if (f == NULL)
+        return jr_fail_errno(err, JR_ENOTFOUND, errno, "no runner: cannot "
+                             "read pid file '%s'", path);
+    if (fscanf(f, "%ld", &pid) != 1)
+        pid = -1;
+    fclose(f);
+    if (pid <= 0)
+        return jr_fail(err, JR_ENOTFOUND, "pid file '%s' holds no pid", path);
+    if (kill((pid_t)pid, 0) < 0)
+        return jr_fail(err, JR_ENOTFOUND, "no runner: process %ld from '%s' "
+                       "is gone", pid, path);
+    return pid;
+}
+
+void
+jr_pidfile_remove(const char *path)
+{
+    jr_err err;
+
+    if (jr_pidfile_read(path, &err) == (long)getpid())
+        unlink(path);
+}
