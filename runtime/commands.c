@@ -189,6 +189,9 @@ jr_cmd_push(jr_cli *cli)
                     || strcmp(a, "--max-retries") == 0;
         if (takes && val == NULL)
             return usage_error("push: option '%s' needs a value", a);
+        if ((strcmp(a, "--in") == 0 && p.run_at > 0) ||
+            (strcmp(a, "--at") == 0 && p.run_in > 0))
+            return usage_error("push: give --in or --at, not both");
         if (strcmp(a, "--in") == 0)
             rc = jr_parse_duration(val, "--in", &p.run_in, &err);
         else if (strcmp(a, "--at") == 0)
@@ -270,26 +273,39 @@ stat_collect(const jr_stat_row *row, void *arg)
     return 0;
 }
 
-/* Whether scripts/a/b.lua exists for job a.b. */
+/* The handlers that load from the scripts directory, as the runner would
+ * load them (a file with an error is not a handler). */
 static int
-has_handler(const char *scripts, const char *name)
+load_handlers(const char *scripts, lua_State **L, jr_scripts *s,
+              jr_jobctx *ctx)
 {
-    char path[4096];
-    struct stat st;
-    size_t n;
-    char *p;
+    jr_err err;
 
-    n = (size_t)snprintf(path, sizeof path, "%s/%s.lua", scripts, name);
-    if (n >= sizeof path)
-        return 0;
-    for (p = path + strlen(scripts) + 1; p < path + n - 4; p++)
-        if (*p == '.')
-            *p = '/';
-    return stat(path, &st) == 0;
+    memset(s, 0, sizeof *s);
+    if ((*L = jr_script_state(scripts, &err)) == NULL)
+        return -1;
+    if (jr_jrlib_open(*L, ctx, &err) < 0 ||
+        jr_scripts_load(*L, scripts, s, &err) < 0) {
+        lua_close(*L);
+        *L = NULL;
+        return -1;
+    }
+    return 0;
+}
+
+static int
+has_handler(const jr_scripts *s, const char *name)
+{
+    int i;
+
+    for (i = 0; i < s->n; i++)
+        if (strcmp(s->h[i].name, name) == 0)
+            return 1;
+    return 0;
 }
 
 static void
-stats_json(const stat_acc *a, const char *scripts)
+stats_json(const stat_acc *a, const jr_scripts *scripts)
 {
     int i, first = 1;
 
@@ -315,7 +331,7 @@ stats_json(const stat_acc *a, const char *scripts)
 }
 
 static void
-stats_text(const stat_acc *a, const char *scripts)
+stats_text(const stat_acc *a, const jr_scripts *scripts)
 {
     int i;
 
@@ -330,8 +346,7 @@ stats_text(const stat_acc *a, const char *scripts)
         const jr_stat_row *r = &a->rows[i];
         printf("%-32s %9ld %9ld %9ld %9ld%s\n", r->name, r->ready,
                r->scheduled, r->running, r->dead,
-               has_handler(scripts, r->name) ? "" : "  (no handler in " 
-               "scripts dir)");
+               has_handler(scripts, r->name) ? "" : "  (no handler loads)");
     }
 }
 
@@ -339,6 +354,9 @@ int
 jr_cmd_stats(jr_cli *cli)
 {
     stat_acc a = {0};
+    jr_jobctx ctx = {0};
+    jr_scripts s;
+    lua_State *L = NULL;
     jr_config c;
     jr_db db;
     jr_err err;
@@ -353,12 +371,17 @@ jr_cmd_stats(jr_cli *cli)
     }
     if ((rc = setup(cli, &c, &db)) != 0)
         return rc;
+    if (load_handlers(c.scripts, &L, &s, &ctx) < 0)
+        memset(&s, 0, sizeof s);    /* no scripts dir: nothing handled */
     if (db.ops->stats(db.b, stat_collect, &a, &err) < 0)
         rc = die(JR_EXIT_FAIL, err.msg);
     else if (json)
-        stats_json(&a, c.scripts);
+        stats_json(&a, &s);
     else
-        stats_text(&a, c.scripts);
+        stats_text(&a, &s);
+    jr_scripts_free(&s);
+    if (L != NULL)
+        lua_close(L);
     for (i = 0; i < a.n; i++)
         free((char *)a.rows[i].name);
     free(a.rows);
@@ -460,17 +483,20 @@ dead_retry(jr_db *db, int argc, char **argv)
         }
         ids[i] = v;
     }
-    n = db->ops->dead_retry(db->b, ids, argc, &err);
-    free(ids);
-    if (n < 0)
-        return die(JR_EXIT_FAIL, err.msg);
-    printf("requeued %d dead job%s\n", n, n == 1 ? "" : "s");
-    if (n < argc) {
-        fprintf(stderr, "jobrunner: %d of the ids given are not dead jobs\n",
-                argc - n);
-        return JR_EXIT_FAIL;
+    for (i = 0, n = 0; i < argc; i++) {
+        int rc = db->ops->dead_retry(db->b, &ids[i], 1, &err);
+        if (rc < 0) {
+            free(ids);
+            return die(JR_EXIT_FAIL, err.msg);
+        }
+        if (rc == 0)
+            fprintf(stderr, "jobrunner: job %lld is not in the dead queue "
+                    "(no such job, or not dead)\n", (long long)ids[i]);
+        n += rc;
     }
-    return JR_EXIT_OK;
+    free(ids);
+    printf("requeued %d dead job%s\n", n, n == 1 ? "" : "s");
+    return n < argc ? JR_EXIT_FAIL : JR_EXIT_OK;
 }
 
 static int
@@ -571,7 +597,6 @@ jr_cmd_check(jr_cli *cli)
     jr_scripts s;
     jr_jobctx ctx = {0};
     jr_config c;
-    jr_err err;
     lua_State *L;
     int rc, i;
 
@@ -580,13 +605,11 @@ jr_cmd_check(jr_cli *cli)
                            cli->argv[0]);
     if ((rc = load_config(cli, &c)) != 0)
         return rc;
-    if ((L = jr_script_state(c.scripts, &err)) == NULL ||
-        jr_jrlib_open(L, &ctx, &err) < 0 ||
-        jr_scripts_load(L, c.scripts, &s, &err) < 0) {
-        if (L)
-            lua_close(L);
+    if (load_handlers(c.scripts, &L, &s, &ctx) < 0) {
         jr_config_free(&c);
-        return die(JR_EXIT_CONFIG, err.msg);
+        fprintf(stderr, "jobrunner: cannot load handlers from '%s' (is it a "
+                "directory?)\n", c.scripts);
+        return JR_EXIT_CONFIG;
     }
     for (i = 0; i < s.nerrors; i++)
         fprintf(stderr, "%s\n", s.errors[i]);

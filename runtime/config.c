@@ -13,6 +13,7 @@
 #include <lualib.h>
 
 #include "config.h"
+#include "backend.h"
 #include "hooks.h"
 #include "log.h"
 #include "script.h"
@@ -504,6 +505,72 @@ jr_config_load(jr_config *c, const char *file, lua_State *L, jr_err *err)
     free(text);
     c->ref = luaL_ref(L, LUA_REGISTRYINDEX);         /* (nothing) */
     return rc;
+}
+
+/* Calls the function at the top with nargs arguments above it, expecting
+ * seconds. [-(nargs+1), +0, -] */
+static double
+backoff_call(lua_State *L, int nargs, const jr_job *j)
+{
+    jr_err err;
+    double d = -1;
+
+    if (jr_script_pcall(L, nargs, 1, &err) < 0) {    /* (nothing) */
+        jr_log(JR_LOG_WARN, "job %lld (%s): config backoff failed, using "
+               "the default: %s", (long long)j->id, j->name, err.msg);
+        return -1;
+    }                                                /* d */
+    if (lua_type(L, -1) == LUA_TNUMBER && lua_tonumber(L, -1) >= 0)
+        d = lua_tonumber(L, -1);
+    else
+        jr_log(JR_LOG_WARN, "job %lld (%s): config backoff returned %s, "
+               "not a number >= 0; using the default", (long long)j->id,
+               j->name, luaL_typename(L, -1));
+    lua_pop(L, 1);                                   /* (nothing) */
+    return d;
+}
+
+double
+jr_config_backoff(const jr_config *c, const jr_job *j, const char *error)
+{
+    lua_State *L = c->L;
+    int top, t;
+    double d = -1;
+
+    if (L == NULL || c->ref == LUA_NOREF)
+        return -1;
+    top = lua_gettop(L);
+    lua_rawgeti(L, LUA_REGISTRYINDEX, c->ref);       /* cfg */
+    if (lua_getfield(L, -1, "backoff") == LUA_TFUNCTION) {  /* cfg f */
+        lua_createtable(L, 0, 6);                    /* cfg f job */
+        lua_pushinteger(L, j->id);
+        lua_setfield(L, -2, "id");
+        lua_pushstring(L, j->name);
+        lua_setfield(L, -2, "name");
+        lua_pushstring(L, j->queue);
+        lua_setfield(L, -2, "queue");
+        lua_pushinteger(L, j->attempt);
+        lua_setfield(L, -2, "attempt");
+        lua_pushinteger(L, j->priority);
+        lua_setfield(L, -2, "priority");
+        lua_pushinteger(L, j->attempt);              /* cfg f job attempt */
+        lua_pushstring(L, error);                    /* cfg f job a err */
+        d = backoff_call(L, 3, j);                   /* cfg */
+    } else {                                         /* cfg v */
+        lua_pop(L, 1);                               /* cfg */
+        if (lua_getfield(L, -1, "defaults") == LUA_TTABLE) {  /* cfg d */
+            t = lua_getfield(L, -1, "backoff");      /* cfg d b */
+            if (t == LUA_TNUMBER) {
+                d = lua_tonumber(L, -1);
+            } else if (t == LUA_TFUNCTION) {
+                lua_pushinteger(L, j->attempt);      /* cfg d b attempt */
+                lua_pushstring(L, error);            /* cfg d b a err */
+                d = backoff_call(L, 2, j);           /* cfg d */
+            }
+        }
+    }
+    lua_settop(L, top);
+    return d;
 }
 
 void

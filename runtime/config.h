@@ -45,6 +45,13 @@ int  jr_config_load(jr_config *c, const char *file, lua_State *L,
                     jr_err *err);
 /* Replaces a string setting (takes a copy). */
 int  jr_config_set(char **slot, const char *value, jr_err *err);
+/* The config's retry delay for job j after error: its backoff(job,
+ * attempt, err) function, else defaults.backoff (seconds, or a function of
+ * attempt and err). Returns -1 when the config sets none or it fails
+ * (logged). */
+struct jr_job;
+double jr_config_backoff(const jr_config *c, const struct jr_job *j,
+                         const char *error);
 void jr_config_free(jr_config *c);   /* frees members; c itself is the
                                         caller's */
 #endif

@@ -256,7 +256,10 @@ fail_job(master *m, const gen *g, const jr_job *j, const char *reason)
         m->dead++;
     } else {
         r.kind = JR_RETRY;
-        r.delay = jr_backoff_default(j->attempt);
+        r.delay = h && h->backoff >= 0 ? h->backoff :
+                  jr_config_backoff(m->cfg, j, reason);
+        if (r.delay < 0)
+            r.delay = jr_backoff_default(j->attempt);
         jr_log(JR_LOG_WARN, "job %lld (%s) failed (attempt %d of %d), "
                "retry in %.0fs: %s", (long long)j->id, j->name, j->attempt,
                max + 1, r.delay, reason);
@@ -666,6 +669,7 @@ gen_read(master *m, jr_reader *r, int log_errors, int *nerr, char *first,
         const char *name = jr_get_str(r, &len);
         g->h[i].max_retries = jr_get_i32(r);
         g->h[i].timeout = jr_get_f64(r);
+        g->h[i].backoff = jr_get_f64(r);
         if (name == NULL || r->bad ||
             (g->h[i].name = strndup(name, len)) == NULL)
             break;

@@ -174,7 +174,8 @@ add_error(loader *ld, const char *fmt, ...)
 }
 
 static int
-add_handler(loader *ld, const char *name, int max_retries, double timeout)
+add_handler(loader *ld, const char *name, int max_retries, double timeout,
+            double backoff)
 {
     jr_handler *h;
 
@@ -190,6 +191,7 @@ add_handler(loader *ld, const char *name, int max_retries, double timeout)
         return -1;
     h->max_retries = max_retries;
     h->timeout = timeout;
+    h->backoff = backoff;
     ld->s->n++;
     return 0;
 }
@@ -197,7 +199,7 @@ add_handler(loader *ld, const char *name, int max_retries, double timeout)
 /* Checks the handler table at the top: handle, and options of the right
  * type. Returns NULL or a message (static). [-0, +0, -] */
 static const char *
-check_table(lua_State *L, int *max_retries, double *timeout)
+check_table(lua_State *L, int *max_retries, double *timeout, double *backoff)
 {
     static char msg[256];
     static const char *const known[] = {"handle", "max_retries", "timeout",
@@ -240,6 +242,8 @@ check_table(lua_State *L, int *max_retries, double *timeout)
     }
     lua_pop(L, 1);
     i = lua_getfield(L, -1, "backoff");
+    if (i == LUA_TNUMBER)
+        *backoff = lua_tonumber(L, -1);
     lua_pop(L, 1);
     if (i != LUA_TNIL && i != LUA_TNUMBER && i != LUA_TFUNCTION)
         return "'backoff' must be a number of seconds or a function";
@@ -254,7 +258,7 @@ load_one(loader *ld, const char *path, const char *name)
     lua_State *L = ld->L;
     const char *bad;
     int max_retries = -1;
-    double timeout = 0;
+    double timeout = 0, backoff = -1;
     jr_err err;
 
     if (luaL_loadfilex(L, path, "t") != LUA_OK) {    /* H msg */
@@ -285,12 +289,12 @@ load_one(loader *ld, const char *path, const char *name)
         lua_pop(L, 1);                               /* H */
         return;
     }                                                /* H t */
-    if ((bad = check_table(L, &max_retries, &timeout)) != NULL) {
+    if ((bad = check_table(L, &max_retries, &timeout, &backoff)) != NULL) {
         add_error(ld, "%s: %s", path, bad);
         lua_pop(L, 1);                               /* H */
         return;
     }
-    if (add_handler(ld, name, max_retries, timeout) < 0) {
+    if (add_handler(ld, name, max_retries, timeout, backoff) < 0) {
         add_error(ld, "%s: %s", path, "out of memory");
         lua_pop(L, 1);
         return;

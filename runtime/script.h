@@ -15,6 +15,7 @@ typedef struct jr_handler {
     char   *name;               /* job name, "a.b" for scripts/a/b.lua */
     int     max_retries;        /* -1: not set */
     double  timeout;            /* seconds; 0: not set */
+    double  backoff;            /* seconds; -1: not set or a function */
 } jr_handler;
 
 /* What loading a scripts directory gave. */

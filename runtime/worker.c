@@ -72,8 +72,12 @@ static void
 deadline_hook(lua_State *L, lua_Debug *ar)
 {
     (void)ar;
-    if (deadline > 0 && jr_mono() > deadline)
-        luaL_error(L, "timed out after %gs", deadline_secs);
+    char msg[64];
+
+    if (deadline > 0 && jr_mono() > deadline) {
+        snprintf(msg, sizeof msg, "timed out after %gs", deadline_secs);
+        luaL_error(L, "%s", msg);
+    }
 }
 
 static int
@@ -88,6 +92,7 @@ send_hello(worker *w)
         jr_put_str(&w->out, w->scripts.h[i].name);
         jr_put_i32(&w->out, w->scripts.h[i].max_retries);
         jr_put_f64(&w->out, w->scripts.h[i].timeout);
+        jr_put_f64(&w->out, w->scripts.h[i].backoff);
     }
     jr_put_i32(&w->out, w->scripts.nerrors);
     for (i = 0; i < w->scripts.nerrors; i++)
@@ -121,6 +126,31 @@ push_job(worker *w, const jr_job *j, int max_retries)
     lua_setfield(L, -2, "created_at");
 }
 
+/* lua-cjson decodes every JSON number as a float: turn whole ones back
+ * into integers (exact up to 2^53) in the value on top, so 3 is 3 and not
+ * 3.0. [-0, +0, -] */
+static void
+integers(lua_State *L, int depth)
+{
+    if (!lua_istable(L, -1) || depth > 100 || !lua_checkstack(L, 4))
+        return;
+    lua_pushnil(L);                                  /* t k */
+    while (lua_next(L, -2)) {                        /* t k v */
+        if (lua_type(L, -1) == LUA_TNUMBER && !lua_isinteger(L, -1)) {
+            lua_Integer i;
+            if (lua_numbertointeger(lua_tonumber(L, -1), &i) &&
+                (double)i == lua_tonumber(L, -1)) {
+                lua_pushvalue(L, -2);                /* t k v k */
+                lua_pushinteger(L, i);               /* t k v k i */
+                lua_rawset(L, -5);                   /* t k v */
+            }
+        } else if (lua_istable(L, -1)) {
+            integers(L, depth + 1);
+        }
+        lua_pop(L, 1);                               /* t k */
+    }                                                /* t */
+}
+
 /* Decodes the payload into job.payload; on failure leaves a message in
  * w->err and returns -1. [-0, +0, -] */
 static int
@@ -136,6 +166,7 @@ set_payload(worker *w, const jr_job *j)
         lua_pop(L, 1);                               /* job */
         return -1;
     }                                                /* job payload */
+    integers(L, 0);
     lua_setfield(L, -2, "payload");                  /* job */
     return 0;
 }
@@ -143,71 +174,52 @@ set_payload(worker *w, const jr_job *j)
 /* The delay before the next attempt: the handler's backoff, else the
  * config's defaults.backoff, else attempt^4 + 15 s plus jitter. The handler
  * table is at index h. */
+/* Calls the backoff function below (attempt, error) on top. Returns the
+ * delay, or -1 (logged) when it fails or returns no number >= 0.
+ * [-1, +0, -] */
+static double
+call_backoff(lua_State *L, const jr_job *j, const char *error)
+{
+    jr_err err;
+    double d = -1;
+
+    lua_pushinteger(L, j->attempt);                  /* b attempt */
+    lua_pushstring(L, error);                        /* b attempt error */
+    if (jr_script_pcall(L, 2, 1, &err) < 0) {        /* (nothing) */
+        jr_log(JR_LOG_WARN, "job %lld (%s): backoff function failed, using "
+               "the default: %s", (long long)j->id, j->name, err.msg);
+        return -1;
+    }                                                /* d */
+    if (lua_type(L, -1) == LUA_TNUMBER && lua_tonumber(L, -1) >= 0)
+        d = lua_tonumber(L, -1);
+    else
+        jr_log(JR_LOG_WARN, "job %lld (%s): backoff returned %s, not a "
+               "number >= 0; using the default", (long long)j->id, j->name,
+               luaL_typename(L, -1));
+    lua_pop(L, 1);                                   /* (nothing) */
+    return d;
+}
+
+/* The delay before the next attempt: the handler's backoff, else the
+ * config's (jr_config_backoff), else attempt^4 + 15 s plus jitter. The
+ * handler table is at index h. */
 static double
 backoff(worker *w, int h, const jr_job *j, const char *error)
 {
     lua_State *L = w->L;
     double d = -1;
-    int t;
 
-    t = lua_getfield(L, h, "backoff");               /* b */
-    if (t == LUA_TNIL && w->cfg.ref != LUA_NOREF) {
-        /* the config's backoff(job, attempt, err) for every handler */
-        lua_pop(L, 1);
-        lua_rawgeti(L, LUA_REGISTRYINDEX, w->cfg.ref);   /* cfg */
-        t = lua_getfield(L, -1, "backoff");          /* cfg b */
-        lua_remove(L, -2);                           /* b */
-        if (t == LUA_TFUNCTION) {
-            jr_err err;
-            push_job(w, j, j->max_retries);          /* b job */
-            lua_pushinteger(L, j->attempt);          /* b job attempt */
-            lua_pushstring(L, error);                /* b job attempt err */
-            if (jr_script_pcall(L, 3, 1, &err) < 0) {
-                jr_log(JR_LOG_WARN, "job %lld (%s): config backoff failed, "
-                       "using the default: %s", (long long)j->id, j->name,
-                       err.msg);
-                lua_pushnil(L);                      /* nil */
-            }                                        /* d */
-            t = lua_type(L, -1);
-            if (t != LUA_TNUMBER || lua_tonumber(L, -1) < 0) {
-                lua_pop(L, 1);
-                lua_pushnil(L);
-                t = LUA_TNIL;
-            }
-        }
-    }
-    if (t == LUA_TNIL && w->cfg.ref != LUA_NOREF) {
-        lua_pop(L, 1);
-        lua_rawgeti(L, LUA_REGISTRYINDEX, w->cfg.ref);   /* cfg */
-        if (lua_getfield(L, -1, "defaults") == LUA_TTABLE) { /* cfg d */
-            lua_getfield(L, -1, "backoff");          /* cfg d b */
-            lua_remove(L, -2);                       /* cfg b */
-        }
-        lua_remove(L, -2);                           /* b */
-        t = lua_type(L, -1);
-    }
-    if (t == LUA_TNUMBER) {
+    switch (lua_getfield(L, h, "backoff")) {         /* b */
+    case LUA_TNUMBER:
         d = lua_tonumber(L, -1);
-        lua_pop(L, 1);
-    } else if (t == LUA_TFUNCTION) {
-        jr_err err;
-        lua_pushinteger(L, j->attempt);              /* b attempt */
-        lua_pushstring(L, error);                    /* b attempt error */
-        if (jr_script_pcall(L, 2, 1, &err) < 0) {    /* (nothing) */
-            jr_log(JR_LOG_WARN, "job %lld (%s): backoff function failed, "
-                   "using the default: %s", (long long)j->id, j->name,
-                   err.msg);
-        } else {                                     /* d */
-            if (lua_type(L, -1) == LUA_TNUMBER && lua_tonumber(L, -1) >= 0)
-                d = lua_tonumber(L, -1);
-            else
-                jr_log(JR_LOG_WARN, "job %lld (%s): backoff returned %s, "
-                       "not a number >= 0; using the default",
-                       (long long)j->id, j->name, luaL_typename(L, -1));
-            lua_pop(L, 1);
-        }
-    } else {
-        lua_pop(L, 1);
+        lua_pop(L, 1);                               /* (nothing) */
+        break;
+    case LUA_TFUNCTION:
+        d = call_backoff(L, j, error);               /* (nothing) */
+        break;
+    default:
+        lua_pop(L, 1);                               /* (nothing) */
+        d = jr_config_backoff(&w->cfg, j, error);
     }
     if (d < 0)
         d = jr_backoff_default(j->attempt);

@@ -1,0 +1,459 @@
+-- badinput_spec.lua - every bad input of issue 2 on each backend: bad
+-- pushes, config typos, broken handlers, handlers that raise odd errors,
+-- exit, loop or kill their worker. Each asserts the message a user sees
+-- (file:line, key, job id) and that no job is lost.
+local jr = require "jr"
+local cjson = require "cjson"
+
+-- Reads the id of the runner's worker from inside a handler: the first
+-- field of /proc/self/stat is the pid of the process running the Lua.
+local SELF_PID = [[
+  local function self_pid()
+    local f = assert(io.open("/proc/self/stat"))
+    local pid = f:read("a"):match("^(%d+)")
+    f:close()
+    return pid
+  end
+]]
+
+-- Appends a line to a file in the env dir (the runner's cwd), from a handler.
+local RECORD = [[
+  local function record(file, line)
+    local f = assert(io.open(os.getenv("PWD") .. "/" .. file, "a"))
+    f:write(line, "\n")
+    f:close()
+  end
+]]
+
+local function lines(path)
+  local t = {}
+  for l in (jr.read_file(path) or ""):gmatch("[^\n]+") do t[#t + 1] = l end
+  return t
+end
+
+-- Waits until the job is in state and returns its row.
+local function wait_state(env, id, state, timeout)
+  return jr.wait_for(function()
+    local r = env:job(id)
+    return r and r.state == state and r
+  end, timeout, ("job %d %s"):format(id, state))
+end
+
+for _, backend in ipairs(jr.backends()) do
+  describe(backend .. " bad input:", function()
+    local env
+    before_each(function() env = jr.env(backend, { config = "concurrency = 2" }) end)
+    after_each(function() env:cleanup() end)
+
+    -- Schema exists, so "nothing inserted" can be checked with a count.
+    local function migrated()
+      local _, err, code = env:cli("migrate")
+      assert.equal(0, code, err)
+    end
+
+    describe("push", function()
+      it("refuses invalid JSON with exit status 2, naming the problem, inserting nothing", function()
+        migrated()
+        for _, bad in ipairs({ "{bad", '{"a":1', "[1,2", "nope", '{"a":1}x' }) do
+          local out, err, code = env:cli("push", "hello", bad)
+          assert.equal(2, code, bad)
+          assert.matches("invalid JSON", err, 1, true)
+          assert.matches("hello", err, 1, true)
+          assert.equal("", out)
+        end
+        assert.equal(0, env:count())
+      end)
+
+      it("refuses job names outside [A-Za-z0-9_.:-]{1,128}", function()
+        migrated()
+        local bad = {
+          ("a"):rep(129), "a b", "it's", 'say"hi"', "", "a/b", "naïve",
+          "'); DROP TABLE jobs; --",
+        }
+        for _, name in ipairs(bad) do
+          local out, err, code = env:cli("push", name, "{}")
+          assert.equal(2, code, name)
+          assert.matches(name == "" and "empty job name" or "invalid job name", err, 1, true)
+          assert.equal("", out)
+        end
+        local _, err = env:cli("push", ("a"):rep(129), "{}")
+        assert.matches("129 characters, at most 128", err, 1, true)
+        _, err = env:cli("push", "a b", "{}")
+        assert.matches("'a b'", err, 1, true)
+        assert.matches("[A-Za-z0-9_.:-]", err, 1, true)
+        assert.equal(0, env:count())
+        -- the longest valid name and every allowed character are accepted
+        local id = env:push(("b"):rep(128))
+        assert.equal(("b"):rep(128), env:job(id).name)
+        id = env:push("Az09_.:-")
+        assert.equal("Az09_.:-", env:job(id).name)
+      end)
+
+      it("stores a payload full of quotes and SQL verbatim", function()
+        local payload = {
+          sql = "'); DROP TABLE jobs; --",
+          q = [["double" 'single' `back` \ \\ $x %s ?]],
+          nested = { "';--", { k = "\"'\"" } },
+          uni = "zürich ☃ 日本",
+        }
+        local json = cjson.encode(payload)
+        local id = env:push("quotes", json, "--queue", "q:1")
+        local row = env:job(id)
+        assert.equal("quotes", row.name)
+        assert.same(payload, cjson.decode(row.payload))
+        assert.equal(1, env:count())
+        -- and the handler sees the same table
+        env:script("quotes", RECORD .. [[
+          local cjson = require "cjson"
+          return function(job) record("seen", cjson.encode(job.payload)) end]])
+        env:start()
+        jr.wait_for(function() return env:count() == 0 end)
+        assert.same(payload, cjson.decode(lines(env.dir .. "/seen")[1]))
+      end)
+
+      it("refuses bad --in, --at, --priority, --max-retries values with exit status 2", function()
+        migrated()
+        local cases = {
+          { "--in", "foo", "invalid --in 'foo'" },
+          { "--in", "-5s", "invalid --in '-5s'" },
+          { "--in", "", "invalid --in" },
+          { "--at", "yesterday", "invalid --at 'yesterday'" },
+          { "--at", "2026-13-45T99:00:00Z", "invalid --at" },
+          { "--priority", "abc", "invalid --priority 'abc'" },
+          { "--priority", "1.5", "invalid --priority '1.5'" },
+          { "--priority", "99999999999999999999", "invalid --priority" },
+          { "--max-retries", "-1", "invalid --max-retries '-1'" },
+          { "--max-retries", "x", "invalid --max-retries 'x'" },
+        }
+        for _, c in ipairs(cases) do
+          local out, err, code = env:cli("push", "x", "{}", c[1], c[2])
+          assert.equal(2, code, c[1] .. " " .. c[2])
+          assert.matches(c[3], err, 1, true)
+          assert.equal("", out)
+        end
+        -- the error says what is expected
+        local _, err = env:cli("push", "x", "{}", "--in", "foo")
+        assert.matches("30s", err, 1, true)
+        -- --in and --at together are refused
+        local _, _, code = env:cli("push", "x", "{}", "--in", "1s", "--at", "@2000000000")
+        assert.equal(2, code)
+        -- an option without its value
+        _, err, code = env:cli("push", "x", "{}", "--priority")
+        assert.equal(2, code)
+        assert.matches("--priority", err, 1, true)
+        assert.equal(0, env:count())
+      end)
+
+      it("refuses an unknown option with exit status 2", function()
+        migrated()
+        local out, err, code = env:cli("push", "x", "{}", "--bogus")
+        assert.equal(2, code)
+        assert.matches("unknown option '--bogus'", err, 1, true)
+        assert.matches("--help", err, 1, true)
+        assert.equal("", out)
+        assert.equal(0, env:count())
+      end)
+    end)
+
+    describe("config", function()
+      local function write(text)
+        jr.write_file(env.config_file, text)
+      end
+      local head
+      before_each(function()
+        head = ("return {\n  backend = %q,\n%s  scripts = %q,\n"):format(env.url,
+          env.schema and ("  schema = %q,\n"):format(env.schema) or "",
+          env.dir .. "/scripts")
+        env:script("ok", "return function() end")
+      end)
+      -- line number of the line after head
+      local function next_line()
+        local _, n = head:gsub("\n", "")
+        return n + 1
+      end
+
+      local function refused(expect_plain)
+        for _, cmd in ipairs({ { "check" }, { "push", "ok", "{}" }, { "stats" } }) do
+          local out, err, code = env:cli(table.unpack(cmd))
+          assert.equal(3, code, cmd[1] .. ": " .. out .. err)
+          for _, s in ipairs(expect_plain) do
+            assert.matches(s, err, 1, true)
+          end
+        end
+        -- the runner refuses to start, with the same message
+        local p = env:start()
+        jr.wait_for(function() return not env:alive(p) end, 10, "runner exit")
+        assert.equal(3, env:stop("TERM", p))
+        for _, s in ipairs(expect_plain) do
+          assert.matches(s, env:log(p), 1, true)
+        end
+      end
+
+      it("names an unknown top-level key, its file:line and the valid keys", function()
+        write(head .. "  concurency = 2,\n}\n")
+        refused({
+          ("%s:%d:"):format(env.config_file, next_line()),
+          "unknown key 'concurency'",
+          "valid keys", "backend", "scripts", "concurrency", "defaults", "lease",
+        })
+      end)
+
+      it("names an unknown nested key with its path and file:line", function()
+        write(head .. "  defaults = {\n    retries = 3,\n  },\n}\n")
+        refused({
+          ("%s:%d:"):format(env.config_file, next_line() + 1),
+          "defaults.retries", "max_retries", "timeout", "backoff",
+        })
+      end)
+
+      it("names a key of the wrong type", function()
+        write(head .. '  lease = "x",\n}\n')
+        refused({ env.config_file .. ":", "'lease'", "number", "string" })
+      end)
+
+      it("refuses concurrency = 0", function()
+        write(head .. "  concurrency = 0,\n}\n")
+        refused({ env.config_file .. ":", "'concurrency'" })
+      end)
+
+      it("refuses an unknown log level", function()
+        write(head .. '  log = { level = "loud" },\n}\n')
+        refused({ env.config_file .. ":", "log.level", "debug", "info", "warn", "error" })
+      end)
+
+      it("reports a syntax error with file:line", function()
+        write(head .. "  lease = = 3,\n}\n")
+        refused({ ("%s:%d:"):format(env.config_file, next_line()), "near '='" })
+      end)
+
+      it("refuses a config that returns a non-table", function()
+        write("return 42\n")
+        refused({ env.config_file, "must return a table", "number" })
+      end)
+    end)
+
+    describe("handlers", function()
+      it("check reports a syntax error with file:line and exits 3", function()
+        env:script("good", "return function() end")
+        local path = env:script("syn", "return function(job)\n  local x = = 1\nend\n")
+        local out, err, code = env:cli("check")
+        assert.equal(3, code)
+        assert.matches(path .. ":2:", out .. err, 1, true)
+      end)
+
+      it("the runner logs a broken handler with file:line and runs the others", function()
+        env:script("good", RECORD .. "return function(job) record('good', job.id) end")
+        local syn = env:script("syn", "return function(job)\n  local x = = 1\nend\n")
+        local num = env:script("num", "return 42\n")
+        local noh = env:script("noh", "return { max_retries = 2 }\n")
+        local opt = env:script("opt", "return { handle = function() end, retires = 3 }\n")
+        env:start()
+        local log = env:log()
+        assert.matches(syn .. ":2:", log, 1, true)
+        assert.matches(num .. ":", log, 1, true)
+        assert.matches("returned number", log, 1, true)
+        assert.matches(noh .. ":", log, 1, true)
+        assert.matches("'handle'", log, 1, true)
+        assert.matches(opt .. ":", log, 1, true)
+        assert.matches("'retires'", log, 1, true)
+        local id = env:push("good")
+        local bad = env:push("syn")
+        jr.wait_for(function() return jr.read_file(env.dir .. "/good") end)
+        assert.same({ tostring(id) }, lines(env.dir .. "/good"))
+        jr.wait_for(function() return env:count() == 1 end)
+        -- the job whose handler did not load is kept, unclaimed, and shown
+        local row = env:job(bad)
+        assert.equal("queued", row.state)
+        assert.equal(0, row.attempts)
+        assert.same({ "syn" }, env:stats().unhandled)
+        assert.equal(0, env:stop())
+      end)
+
+      it("check names a file returning neither function nor table", function()
+        local path = env:script("num", "return 42\n")
+        local out, err, code = env:cli("check")
+        assert.equal(3, code)
+        assert.matches(path, out .. err, 1, true)
+        assert.matches("returned number", out .. err, 1, true)
+      end)
+
+      it("check names a table without handle", function()
+        local path = env:script("noh", "return { max_retries = 2 }\n")
+        local out, err, code = env:cli("check")
+        assert.equal(3, code)
+        assert.matches(path, out .. err, 1, true)
+        assert.matches("'handle'", out .. err, 1, true)
+      end)
+
+      it("check names an unknown handler option and the valid ones", function()
+        local path = env:script("opt", "return { handle = function() end, retires = 3 }\n")
+        local out, err, code = env:cli("check")
+        assert.equal(3, code)
+        assert.matches(path, out .. err, 1, true)
+        assert.matches("unknown handler option 'retires'", out .. err, 1, true)
+        assert.matches("max_retries", out .. err, 1, true)
+      end)
+
+      it("check names a handler with a bad option value", function()
+        local path = env:script("opt", "return { handle = function() end, timeout = 'soon' }\n")
+        local out, err, code = env:cli("check")
+        assert.equal(3, code)
+        assert.matches(path, out .. err, 1, true)
+        assert.matches("timeout", out .. err, 1, true)
+      end)
+
+      it("check names an invalid file name", function()
+        local path = env.dir .. "/scripts/bad name.lua"
+        jr.write_file(path, "return function() end\n")
+        local out, err, code = env:cli("check")
+        assert.equal(3, code)
+        assert.matches(path, out .. err, 1, true)
+        assert.matches("'bad name'", out .. err, 1, true)
+      end)
+
+      it("check passes a clean scripts dir", function()
+        env:script("a", "return function() end")
+        env:script("b.c", "return { max_retries = 1, handle = function() end }")
+        env:script("_helper", "return {}")
+        local out, err, code = env:cli("check")
+        assert.equal(0, code, err)
+        assert.matches("2 handlers loaded", out .. err, 1, true)
+      end)
+
+      it("fails a job whose handler raises a table or nil, with a readable last_error", function()
+        env:script("tab", [[
+          return { max_retries = 0, handle = function() error({ code = 42 }) end }]])
+        env:script("nilerr", [[
+          return { max_retries = 0, handle = function() error(nil) end }]])
+        env:script("obj", [[
+          local mt = { __tostring = function() return "custom error object" end }
+          return { max_retries = 0,
+                   handle = function() error(setmetatable({}, mt)) end }]])
+        env:start()
+        local t = env:push("tab")
+        local n = env:push("nilerr")
+        local o = env:push("obj")
+        for _, id in ipairs({ t, n, o }) do
+          local row = wait_state(env, id, "dead")
+          assert.is_string(row.last_error)
+          assert.is_true(#row.last_error > 0, "empty last_error")
+          assert.not_matches("^table: 0x", row.last_error)
+          assert.not_matches("^nil$", row.last_error)
+        end
+        assert.matches("table", env:job(t).last_error)
+        assert.matches("nil", env:job(n).last_error)
+        assert.matches("custom error object", env:job(o).last_error, 1, true)
+        assert.equal(0, env:stop())
+      end)
+
+      it("counts a handler returning garbage as success", function()
+        env:script("garbage", [[
+          return function() return function() end, coroutine.create(print), 1 / 0, nil, {} end]])
+        env:script("err", "return function() return false, 'oops' end")
+        env:start()
+        env:push("garbage")
+        env:push("err")
+        jr.wait_for(function() return env:count() == 0 end)
+        assert.equal(0, env:stats().dead)
+        assert.equal(0, env:stop())
+      end)
+
+      it("fails a job whose handler calls os.exit, and keeps running the next ones", function()
+        env:config("concurrency = 1")
+        env:script("quit", "return { max_retries = 0, handle = function() os.exit(3) end }")
+        env:script("ok", RECORD .. "return function(job) record('ok', job.id) end")
+        env:start()
+        local q = env:push("quit")
+        local row = wait_state(env, q, "dead")
+        assert.equal(1, row.attempts)
+        assert.matches("exit", row.last_error)
+        assert.matches("3", row.last_error, 1, true)
+        local a = env:push("ok")
+        local b = env:push("ok")
+        jr.wait_for(function() return env:count() == 1 end)
+        assert.same({ tostring(a), tostring(b) }, lines(env.dir .. "/ok"))
+        assert.is_true(env:alive())
+        assert.equal(0, env:stop())
+      end)
+
+      it("times out a handler stuck in a pure Lua loop", function()
+        env:script("spin", "return { timeout = 1, max_retries = 0, handle = function() while true do end end }")
+        env:script("ok", "return function() end")
+        env:start()
+        local id = env:push("spin")
+        local row = wait_state(env, id, "dead", 30)
+        assert.equal(1, row.attempts)
+        assert.matches("timed out after 1s", row.last_error, 1, true)
+        env:push("ok")
+        jr.wait_for(function() return env:count() == 1 end)
+        assert.equal(0, env:stats().running)
+        assert.equal(0, env:stop())
+      end)
+
+      it("never writes payloads to the runner's log", function()
+        env:config("concurrency = 2, log = { level = \"debug\" }")
+        env:script("fail", [[
+          local jobrunner = require "jobrunner"
+          return { max_retries = 0, handle = function(job)
+            jobrunner.log("info", "handling " .. job.id)
+            error("failing on purpose")
+          end }]])
+        env:script("ok", "return function() end")
+        env:start()
+        local f = env:push("fail", '{"secret":"CANARY-8c1f3e"}')
+        env:push("ok", '{"secret":"CANARY-8c1f3e"}')
+        env:push("ok", '{"secret":"CANARY-8c1f3e"}', "--in", "100ms")
+        wait_state(env, f, "dead")
+        jr.wait_for(function() return env:count() == 1 end)
+        assert.equal(0, env:stop())
+        assert.matches("failing on purpose", env:log(), 1, true)
+        assert.not_matches("CANARY", env:log(), 1, true)
+        assert.not_matches("CANARY", env:output(), 1, true)
+      end)
+    end)
+
+    describe("a killed worker", function()
+      it("fails the job with the signal, counts the attempt, keeps the runner going", function()
+        env:script("kill9", SELF_PID .. [[
+          return { max_retries = 0, handle = function()
+            os.execute("kill -9 " .. self_pid())
+          end }]])
+        env:script("ok", RECORD .. "return function(job) record('ok', job.id) end")
+        env:start()
+        local id = env:push("kill9")
+        local row = wait_state(env, id, "dead")
+        assert.equal(1, row.attempts)
+        assert.matches("worker died (signal 9)", row.last_error, 1, true)
+        local a = env:push("ok")
+        jr.wait_for(function() return env:count() == 1 end)
+        assert.same({ tostring(a) }, lines(env.dir .. "/ok"))
+        assert.matches("signal 9", env:log(), 1, true)
+        assert.equal(0, env:stop())
+      end)
+
+      it("sends a poison pill to the dead queue after its retries, other jobs still run", function()
+        env:script("pill", SELF_PID .. RECORD .. [[
+          return { max_retries = 1, backoff = 0, handle = function(job)
+            record("pill", job.attempt)
+            os.execute("kill -9 " .. self_pid())
+          end }]])
+        env:script("ok", RECORD .. "return function(job) record('ok', job.id) end")
+        env:start()
+        local id = env:push("pill")
+        local ids = {}
+        for i = 1, 5 do ids[i] = tostring(env:push("ok")) end
+        local row = wait_state(env, id, "dead")
+        assert.equal(2, row.attempts)
+        assert.matches("worker died (signal 9)", row.last_error, 1, true)
+        assert.same({ "1", "2" }, lines(env.dir .. "/pill"))
+        jr.wait_for(function() return env:count() == 1 end)
+        local seen = lines(env.dir .. "/ok")
+        table.sort(seen)
+        table.sort(ids)
+        assert.same(ids, seen)
+        assert.is_true(env:alive())
+        assert.equal(0, env:stop())
+      end)
+    end)
+  end)
+end
