@@ -247,3 +247,120 @@ uninstall:
 	    $(DESTDIR)$(PKGCONFIGDIR)/jobrunner.pc \
 	    $(DESTDIR)$(LUA_CMOD)/jobrunner.so \
 	    $(DESTDIR)$(MANDIR)/man1/jobrunner.1
+
+# --- bench (issue 7) --------------------------------------------------------
+# make bench: bench/run measures push, drain, latency, idle cost, RSS and
+# backlog scaling on SQLite and a throwaway PostgreSQL, prints one table and
+# writes bench/results.json. BENCH_N=... scales it (see bench/run).
+# bench/profile: the top functions of the master and of a worker.
+BENCH_LIBS = $(shell $(PKG_CONFIG) --libs sqlite3 libpq $(LUA_PC) 2>/dev/null) \
+             -lm -lpthread
+
+.PHONY: bench-tools profile
+
+bench: check-deps jobrunner bench-tools
+	$(Q)BUILD=$(BUILD) LUA=$(LUA) JOBRUNNER_BIN=$(CURDIR)/jobrunner ./bench/run
+
+profile: check-deps jobrunner bench-tools
+	$(Q)BUILD=$(BUILD) JOBRUNNER_BIN=$(CURDIR)/jobrunner ./bench/profile
+
+bench-tools: $(BUILD)/bench/jrbench $(BUILD)/bench/benchsleep.so
+
+$(BUILD)/bench/jrbench: bench/jrbench.c $(BUILD)/libjobrunner.a
+	@mkdir -p $(dir $@)
+	@echo "CC $<"
+	$(Q)$(CC) $(CPPFLAGS) $(CFLAGS) $(LDFLAGS) -o $@ $< \
+	    $(BUILD)/libjobrunner.a $(BENCH_LIBS)
+
+$(BUILD)/bench/benchsleep.so: bench/benchsleep.c
+	@mkdir -p $(dir $@)
+	@echo "CC $<"
+	$(Q)$(CC) $(CPPFLAGS) $(CFLAGS) -fPIC -shared -o $@ $<
+
+# --- chaos and fuzzing (issue 6) --------------------------------------------
+# make chaos: bench/chaos kills -9 the runner CHAOS_KILLS times per backend
+# while it drains CHAOS_JOBS jobs, and prints per backend
+# "backend=B jobs=N kills=K lost=L duplicated=D stuck=S" (fails if lost or
+# stuck, an orphan worker, or duplicates above its bound). The long run:
+# make chaos CHAOS_JOBS=100000 CHAOS_KILLS=200. spec/chaos_spec.lua runs
+# the short one in make test.
+CHAOS_JOBS  ?= 5000
+CHAOS_KILLS ?= 12
+
+.PHONY: chaos fuzz fuzz-build
+
+chaos: all
+	$(Q)CHAOS_JOBS=$(CHAOS_JOBS) CHAOS_KILLS=$(CHAOS_KILLS) \
+	    JOBRUNNER_BIN=$(CURDIR)/jobrunner $(LUA) bench/chaos
+
+# Fuzz targets spec/fuzz/fuzz_*.c (frame codec, config loader, job
+# decoding). make fuzz builds them with clang's libFuzzer, ASan and UBSan
+# under build/fuzz (Debian: clang, libclang-rt-14-dev) and runs each for
+# its share of FUZZ_SECONDS on its committed corpus; new inputs go to
+# build/fuzz/new/TARGET, crashes to build/fuzz/TARGET-crash-* (replay one:
+# build/fuzz/TARGET FILE). make test replays the corpora
+# spec/fuzz/corpus/TARGET/ through the same targets built with $(CC) and
+# spec/fuzz/replay.c: C tests build/spec/c/test_fuzz_*, one per file.
+FUZZ_CC      ?= clang
+FUZZ_SECONDS ?= 60
+FUZZ_TARGETS  = fuzz_frame fuzz_config fuzz_job
+FUZZ_DIR      = build/fuzz
+FUZZ_SAN      = -fsanitize=address,undefined -fno-sanitize-recover=undefined
+FUZZ_CFLAGS   = -std=c11 -g -O1 -fno-omit-frame-pointer $(FUZZ_SAN)
+FUZZ_CPPFLAGS = $(filter-out -MMD -MP,$(CPPFLAGS)) -Ispec/fuzz
+FUZZ_SRCS     = $(patsubst $(BUILD)/%.o,%.c,$(filter $(BUILD)/runtime/% \
+                  $(BUILD)/backends/%,$(LIBOBJS)))
+FUZZ_OBJS     = $(FUZZ_SRCS:%.c=$(FUZZ_DIR)/obj/%.o) \
+                $(FUZZ_DIR)/obj/sqlite_sql.o $(FUZZ_DIR)/obj/postgres_sql.o
+FUZZ_BINS     = $(FUZZ_TARGETS:%=$(FUZZ_DIR)/%)
+FUZZ_REPLAYS  = $(FUZZ_TARGETS:fuzz_%=$(BUILD)/spec/c/test_fuzz_%)
+
+test: $(FUZZ_REPLAYS)
+
+fuzz: fuzz-build
+	$(Q)per=$$(( $(FUZZ_SECONDS) / 3 )); [ $$per -ge 1 ] || per=1; \
+	failed=; \
+	for t in $(FUZZ_TARGETS); do \
+	    mkdir -p $(FUZZ_DIR)/new/$$t; \
+	    echo "FUZZ $$t for $$per s"; \
+	    $(FUZZ_DIR)/$$t -max_total_time=$$per -timeout=10 \
+	        -rss_limit_mb=2048 -max_len=8192 -print_final_stats=1 \
+	        -artifact_prefix=$(FUZZ_DIR)/$$t- \
+	        $(FUZZ_DIR)/new/$$t spec/fuzz/corpus/$$t \
+	        >$(FUZZ_DIR)/$$t.log 2>&1 || failed="$$failed $$t"; \
+	    grep -E '^(stat::number_of_executed_units|#[0-9]+ +DONE)' \
+	        $(FUZZ_DIR)/$$t.log | tail -n 2; \
+	done; \
+	if [ -n "$$failed" ]; then \
+	    echo "fuzz: failed:$$failed (see $(FUZZ_DIR)/TARGET.log and" \
+	         "$(FUZZ_DIR)/TARGET-crash-*)"; exit 1; \
+	fi; echo "fuzz: no crash in $(FUZZ_TARGETS)"
+
+fuzz-build: check-deps $(FUZZ_BINS)
+
+# built by pattern rules only: keep them, they are not intermediate
+.SECONDARY: $(FUZZ_OBJS)
+
+$(FUZZ_DIR)/obj/%_sql.o: $(BUILD)/%_sql.c
+	@mkdir -p $(dir $@)
+	$(Q)$(FUZZ_CC) $(FUZZ_CPPFLAGS) $(FUZZ_CFLAGS) \
+	    -fsanitize=fuzzer-no-link -c -o $@ $<
+
+$(FUZZ_DIR)/obj/%.o: %.c
+	@mkdir -p $(dir $@)
+	@echo "CC $< (fuzz)"
+	$(Q)$(FUZZ_CC) $(FUZZ_CPPFLAGS) $(FUZZ_CFLAGS) \
+	    -fsanitize=fuzzer-no-link -c -o $@ $<
+
+$(FUZZ_DIR)/fuzz_%: spec/fuzz/fuzz_%.c spec/fuzz/fuzz.h $(FUZZ_OBJS)
+	@echo "LD $@ (libFuzzer)"
+	$(Q)$(FUZZ_CC) $(FUZZ_CPPFLAGS) $(FUZZ_CFLAGS) -fsanitize=fuzzer \
+	    -o $@ $< $(FUZZ_OBJS) $(LDLIBS)
+
+$(BUILD)/spec/c/test_fuzz_%: spec/fuzz/fuzz_%.c spec/fuzz/replay.c \
+                             spec/fuzz/fuzz.h $(LIBOBJS)
+	@mkdir -p $(dir $@)
+	@echo "CC $< (corpus replay)"
+	$(Q)$(CC) $(FUZZ_CPPFLAGS) $(CFLAGS) $(LDFLAGS) \
+	    -DCORPUS_DIR='"spec/fuzz/corpus/fuzz_$*"' -o $@ \
+	    $< spec/fuzz/replay.c $(LIBOBJS) $(LDLIBS)

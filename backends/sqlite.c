@@ -108,6 +108,10 @@ struct jr_backend {
     int           inotify_fd;   /* -1 until wake_fd is asked for */
     int           wal_watch;    /* inotify watch of the -wal file, or -1 */
     sqlite3_int64 data_version; /* last seen PRAGMA data_version */
+    dev_t         dev;          /* identity of the file we opened */
+    ino_t         ino;          /* 0: not a file */
+    int           sync_normal;
+    int           busy_ms;
 };
 
 static int
@@ -154,9 +158,13 @@ simple(jr_backend *b, int which, jr_err *err, const char *what)
     return s == NULL ? -1 : run(b, s, err, what);
 }
 
+static int file_check(jr_backend *b, jr_err *err);
+
 static int
 begin(jr_backend *b, jr_err *err)
 {
+    if (file_check(b, err) < 0)
+        return -1;
     return simple(b, S_BEGIN, err, "beginning a transaction") < 0 ? -1 : 0;
 }
 
@@ -199,12 +207,79 @@ create_private(const char *path, jr_err *err)
     return 0;
 }
 
+/* Opens the connection of b: WAL, busy timeout, synchronous. */
+static int
+connect_db(jr_backend *b, jr_err *err)
+{
+    char pragmas[160];
+    struct stat st;
+
+    if (sqlite3_open_v2(b->path, &b->db, SQLITE_OPEN_READWRITE |
+                        SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX,
+                        NULL) != SQLITE_OK)
+        return db_fail(b, err, "cannot open");
+    sqlite3_extended_result_codes(b->db, 1);
+    sqlite3_busy_timeout(b->db, b->busy_ms);
+    snprintf(pragmas, sizeof pragmas, "PRAGMA journal_mode = WAL; "
+             "PRAGMA synchronous = %s;", b->sync_normal ? "NORMAL" : "FULL");
+    if (sqlite3_exec(b->db, pragmas, NULL, NULL, NULL) != SQLITE_OK)
+        return db_fail(b, err, "setting WAL mode");
+    if (stat(b->path, &st) == 0) {
+        b->dev = st.st_dev;
+        b->ino = st.st_ino;
+    }
+    return 0;
+}
+
+static void
+disconnect_db(jr_backend *b)
+{
+    int i;
+
+    for (i = 0; i < S_COUNT; i++) {
+        sqlite3_finalize(b->st[i]);
+        b->st[i] = NULL;
+    }
+    sqlite3_close(b->db);
+    b->db = NULL;
+}
+
+static int sqlite_migrate(jr_backend *b, jr_err *err);
+
+/* A connection keeps writing to a file that was deleted (or replaced) under
+ * it, where no one will ever see the jobs: check, before each write, that
+ * the path still leads to our file. A file put back at the path (restored)
+ * is reopened; a missing one is an error until it is back. */
+static int
+file_check(jr_backend *b, jr_err *err)
+{
+    struct stat st;
+
+    if (b->ino == 0)
+        return 0;               /* :memory: */
+    if (stat(b->path, &st) < 0)
+        return jr_fail_errno(err, JR_EDB, errno, "sqlite '%s': the database "
+                             "file is gone (deleted, or its directory)",
+                             b->path);
+    if (st.st_dev == b->dev && st.st_ino == b->ino)
+        return 0;
+    disconnect_db(b);
+#ifdef __linux__
+    if (b->wal_watch >= 0) {
+        inotify_rm_watch(b->inotify_fd, b->wal_watch);
+        b->wal_watch = -1;
+    }
+#endif
+    b->ino = 0;
+    if (connect_db(b, err) < 0)
+        return -1;
+    return sqlite_migrate(b, err);
+}
+
 static jr_backend *
 sqlite_open(const char *path, const jr_backend_opts *o, jr_err *err)
 {
     jr_backend *b;
-    char pragmas[160];
-    int ms = o->busy_timeout > 0 ? (int)(o->busy_timeout * 1000) : 5000;
 
     if (*path == '\0') {
         jr_fail(err, JR_EUSAGE, "sqlite: empty database path");
@@ -221,38 +296,23 @@ sqlite_open(const char *path, const jr_backend_opts *o, jr_err *err)
     b->inotify_fd = -1;
     b->wal_watch = -1;
     b->data_version = -1;
-    if (sqlite3_open_v2(path, &b->db, SQLITE_OPEN_READWRITE |
-                        SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX,
-                        NULL) != SQLITE_OK) {
-        db_fail(b, err, "cannot open");
-        goto fail;
-    }
-    sqlite3_extended_result_codes(b->db, 1);
-    sqlite3_busy_timeout(b->db, ms);
-    snprintf(pragmas, sizeof pragmas, "PRAGMA journal_mode = WAL; "
-             "PRAGMA synchronous = %s;", o->sync_normal ? "NORMAL" : "FULL");
-    if (sqlite3_exec(b->db, pragmas, NULL, NULL, NULL) != SQLITE_OK) {
-        db_fail(b, err, "setting WAL mode");
-        goto fail;
+    b->sync_normal = o->sync_normal;
+    b->busy_ms = o->busy_timeout > 0 ? (int)(o->busy_timeout * 1000) : 5000;
+    if (connect_db(b, err) < 0) {
+        disconnect_db(b);
+        free(b->path);
+        free(b);
+        return NULL;
     }
     return b;
-fail:
-    sqlite3_close(b->db);
-    free(b->path);
-    free(b);
-    return NULL;
 }
 
 static void
 sqlite_close(jr_backend *b)
 {
-    int i;
-
     if (b == NULL)
         return;
-    for (i = 0; i < S_COUNT; i++)
-        sqlite3_finalize(b->st[i]);
-    sqlite3_close(b->db);
+    disconnect_db(b);
     if (b->inotify_fd >= 0)
         close(b->inotify_fd);
     free(b->path);
@@ -456,7 +516,13 @@ sqlite_claim(jr_backend *b, const char *token, double lease,
         return 0;
     if ((json = names_json(names, nnames)) == NULL)
         return jr_fail(err, JR_ENOMEM, "sqlite: out of memory");
-    if ((s = stmt(b, S_CLAIM, err)) == NULL || begin(b, err) < 0) {
+    /* begin first: it may reopen the file, which remakes statements */
+    if (begin(b, err) < 0) {
+        free(json);
+        return -1;
+    }
+    if ((s = stmt(b, S_CLAIM, err)) == NULL) {
+        rollback(b);
         free(json);
         return -1;
     }
@@ -551,9 +617,9 @@ sqlite_complete(jr_backend *b, const char *token, const jr_result *r, int n,
 static int
 sqlite_renew(jr_backend *b, const char *token, double lease, jr_err *err)
 {
-    sqlite3_stmt *s = stmt(b, S_RENEW, err);
+    sqlite3_stmt *s;
 
-    if (s == NULL)
+    if (file_check(b, err) < 0 || (s = stmt(b, S_RENEW, err)) == NULL)
         return -1;
     bind_text(s, 1, token);
     sqlite3_bind_double(s, 2, jr_now() + lease);
@@ -563,9 +629,9 @@ sqlite_renew(jr_backend *b, const char *token, double lease, jr_err *err)
 static int
 sqlite_rescue(jr_backend *b, int default_max_retries, jr_err *err)
 {
-    sqlite3_stmt *s = stmt(b, S_RESCUE, err);
+    sqlite3_stmt *s;
 
-    if (s == NULL)
+    if (file_check(b, err) < 0 || (s = stmt(b, S_RESCUE, err)) == NULL)
         return -1;
     sqlite3_bind_double(s, 1, jr_now());
     sqlite3_bind_int(s, 2, default_max_retries);
@@ -685,9 +751,9 @@ fail:
 static int
 sqlite_dead_purge(jr_backend *b, double older_than, jr_err *err)
 {
-    sqlite3_stmt *s = stmt(b, S_DEAD_PURGE, err);
+    sqlite3_stmt *s;
 
-    if (s == NULL)
+    if (file_check(b, err) < 0 || (s = stmt(b, S_DEAD_PURGE, err)) == NULL)
         return -1;
     sqlite3_bind_double(s, 1, jr_now() - older_than);
     return run(b, s, err, "purging dead jobs");

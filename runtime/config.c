@@ -52,6 +52,8 @@ jr_config_defaults(jr_config *c)
     c->tick_interval = 5;
     c->idle_timeout = 30;
     c->watch = 1;
+    c->memory_limit = (size_t)256 << 20;
+    c->wait_for_db = -1;
     c->ref = LUA_NOREF;
 }
 
@@ -407,6 +409,41 @@ k_top_backoff(cfg_ctx *x, lua_State *L, const char *key)
     return 0;
 }
 
+static int
+k_memory(cfg_ctx *x, lua_State *L, const char *key)
+{
+    int mib;
+
+    if (get_int(x, L, key, 0, 1 << 20, &mib) < 0)
+        return -1;
+    x->c->memory_limit = (size_t)mib << 20;
+    return 0;
+}
+
+static int
+k_max_jobs(cfg_ctx *x, lua_State *L, const char *key)
+{
+    int n;
+
+    if (get_int(x, L, key, 0, 1 << 30, &n) < 0)
+        return -1;
+    x->c->max_jobs_per_worker = n;
+    return 0;
+}
+
+static int
+k_wait_for_db(cfg_ctx *x, lua_State *L, const char *key)
+{
+    if (lua_type(L, -1) == LUA_TBOOLEAN) {
+        x->c->wait_for_db = lua_toboolean(L, -1) ? -1 : 0;
+        return 0;
+    }
+    if (lua_type(L, -1) != LUA_TNUMBER)
+        return key_fail(x, key, "must be true, false or seconds, got %s",
+                        luaL_typename(L, -1));
+    return get_number(x, L, key, 1, &x->c->wait_for_db);
+}
+
 static const key_row top_rows[] = {
     {"backend", k_backend},
     {"scripts", k_scripts},
@@ -426,6 +463,9 @@ static const key_row top_rows[] = {
     {"idle_timeout", k_idle},
     {"pid_file", k_pid_file},
     {"watch", k_watch},
+    {"memory_limit", k_memory},
+    {"max_jobs_per_worker", k_max_jobs},
+    {"wait_for_db", k_wait_for_db},
     {NULL, NULL}
 };
 

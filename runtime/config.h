@@ -31,6 +31,9 @@ typedef struct jr_config {
     double     idle_timeout;    /* seconds before an idle worker retires */
     char      *pid_file;        /* for `jobrunner reload`; NULL: derived */
     int        watch;           /* reload when scripts change */
+    size_t     memory_limit;    /* bytes a worker's Lua may hold; 0: none */
+    long       max_jobs_per_worker; /* recycle after this many; 0: never */
+    double     wait_for_db;     /* seconds to retry at start; <0: forever */
     lua_State *L;               /* the config's state; holds the table */
     int        ref;             /* registry ref of the returned table */
     int        owns_L;          /* L is closed by jr_config_free */

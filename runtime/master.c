@@ -30,6 +30,7 @@
 #include "master.h"
 #include "script.h"
 #include "util.h"
+#include "worker.h"
 
 #define SLOTS_MAX     8         /* jobs outstanding per worker at most */
 #define SHORT_JOB     0.005     /* seconds: below this a worker gets more */
@@ -59,6 +60,7 @@ typedef struct wk {             /* one worker process */
     int                 retiring;       /* exits after its current job */
     int                 stopping;       /* told to exit */
     double              idle_since;     /* mono time it last went idle */
+    long                jobs_run;       /* results received */
     jr_job             *jobs[SLOTS_MAX];/* outstanding, oldest first */
     int                 njobs;
     double              started;        /* mono time jobs[0] started */
@@ -964,6 +966,11 @@ on_result(master *m, wk *w, jr_reader *r)
     job_event(m, j, &res, secs);
     add_result(m, &res, mem);
     free(j);
+    if (m->cfg->max_jobs_per_worker > 0 &&
+        ++w->jobs_run >= m->cfg->max_jobs_per_worker && !w->retiring) {
+        w->retiring = 1;            /* recycled: bounds slow leaks */
+        fit_target(m);
+    }
     if (w->njobs > 0)
         job_started(m, w);
     else {
@@ -1094,6 +1101,23 @@ on_spawn(evutil_socket_t fd, short what, void *arg)
     fit_target(m);
 }
 
+/* Reads what a dead worker wrote before it died: its last results count,
+ * not the way it died. */
+static void
+drain_worker(wk *w)
+{
+    struct evbuffer *in;
+    int fd;
+
+    if (w->bev == NULL)
+        return;
+    in = bufferevent_get_input(w->bev);
+    fd = bufferevent_getfd(w->bev);
+    while (evbuffer_read(in, fd, 65536) > 0)
+        ;
+    on_read(w->bev, w);
+}
+
 /* Fails or requeues what a worker held when it went away. */
 static void
 worker_gone(master *m, wk *w, int status)
@@ -1101,15 +1125,23 @@ worker_gone(master *m, wk *w, int status)
     char reason[128];
     int i;
 
+    drain_worker(w);
     if (w->kill_reason[0])
         snprintf(reason, sizeof reason, "%s", w->kill_reason);
+    else if (WIFEXITED(status) && WEXITSTATUS(status) == JR_WORKER_RECYCLE)
+        snprintf(reason, sizeof reason, "recycled: a handler hit the "
+                 "memory limit");
     else if (WIFSIGNALED(status))
         snprintf(reason, sizeof reason, "worker died (signal %d)",
                  WTERMSIG(status));
     else
         snprintf(reason, sizeof reason, "worker died (exit %d)",
                  WEXITSTATUS(status));
-    if (w->stopping && w->njobs == 0 && WIFEXITED(status) &&
+    if (WIFEXITED(status) && WEXITSTATUS(status) == JR_WORKER_RECYCLE &&
+        w->njobs == 0)
+        jr_log(JR_LOG_INFO, "worker %d (pid %d) %s", w->id, (int)w->pid,
+               reason);
+    else if (w->stopping && w->njobs == 0 && WIFEXITED(status) &&
         WEXITSTATUS(status) == 0)
         jr_log(JR_LOG_DEBUG, "worker %d (pid %d) stopped", w->id,
                (int)w->pid);
@@ -1383,6 +1415,32 @@ make_token(master *m)
              rnd[5]);
 }
 
+/* Opens and migrates the database, retrying a database that cannot be
+ * reached (not a bad URL) for wait_for_db seconds (< 0: forever). */
+static int
+open_db(master *m, const jr_backend_opts *o, jr_err *err)
+{
+    double waited = 0, delay = 0.2, limit = m->cfg->wait_for_db;
+
+    for (;;) {
+        if (jr_db_open(&m->db, m->cfg->backend, o, err) == 0 &&
+            m->db.ops->migrate(m->db.b, err) == 0)
+            break;
+        jr_db_close(&m->db);
+        if (err->code != JR_EDB || (limit >= 0 && waited >= limit))
+            return -1;
+        if (waited == 0)
+            jr_log(JR_LOG_ERROR, "%s; retrying %s (wait_for_db)", err->msg,
+                   limit < 0 ? "until it answers" : "for a while");
+        usleep((useconds_t)(delay * 1e6));
+        waited += delay;
+        delay = delay * 2 > DB_RETRY_MAX ? DB_RETRY_MAX : delay * 2;
+    }
+    if (waited > 0)
+        jr_log(JR_LOG_INFO, "database: reached after %.1fs", waited);
+    return 0;
+}
+
 static int
 start(master *m, jr_err *err)
 {
@@ -1396,8 +1454,7 @@ start(master *m, jr_err *err)
     o.schema = m->cfg->schema;
     o.max_payload = m->cfg->max_payload;
     jr_url_mask(m->cfg->backend, m->url, sizeof m->url);
-    if (jr_db_open(&m->db, m->cfg->backend, &o, err) < 0 ||
-        m->db.ops->migrate(m->db.b, err) < 0)
+    if (open_db(m, &o, err) < 0)
         return -1;
     make_token(m);
     if ((m->base = event_base_new()) == NULL)

@@ -91,11 +91,62 @@ pmain_open(lua_State *L)                         /* dir */
     return 0;
 }
 
+/* The allocator of limited states: counts, and refuses growth past the
+ * limit while a handler runs (outside, our own C code must not fail). */
+static void *
+limited_alloc(void *ud, void *ptr, size_t osize, size_t nsize)
+{
+    jr_memlimit *ml = ud;
+    size_t old = ptr ? osize : 0;
+    void *p;
+
+    if (nsize == 0) {
+        free(ptr);
+        ml->used -= old;
+        return NULL;
+    }
+    if (ml->enforce && ml->limit && nsize > old &&
+        ml->used + (nsize - old) > ml->limit) {
+        ml->hit = 1;
+        return NULL;
+    }
+    if ((p = realloc(ptr, nsize)) != NULL)
+        ml->used = ml->used - old + nsize;
+    return p;
+}
+
+static lua_State *
+new_state(lua_State *L, const char *scripts_dir, jr_err *err);
+
+lua_State *
+jr_script_state_limited(const char *scripts_dir, jr_memlimit *ml,
+                        jr_err *err)
+{
+    return new_state(lua_newstate(limited_alloc, ml), scripts_dir, err);
+}
+
 lua_State *
 jr_script_state(const char *scripts_dir, jr_err *err)
 {
-    lua_State *L = luaL_newstate();
+    return new_state(luaL_newstate(), scripts_dir, err);
+}
 
+/* An error outside any protected call: a bug. Say it before aborting. */
+static int
+panic(lua_State *L)
+{
+    const char *msg = lua_tostring(L, -1);
+
+    fprintf(stderr, "jobrunner: unprotected Lua error: %s\n",
+            msg ? msg : "(not a string)");
+    return 0;                   /* Lua aborts */
+}
+
+static lua_State *
+new_state(lua_State *L, const char *scripts_dir, jr_err *err)
+{
+    if (L != NULL)
+        lua_atpanic(L, panic);
     if (L == NULL) {
         jr_fail(err, JR_ENOMEM, "cannot create a Lua state: out of memory");
         return NULL;

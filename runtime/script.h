@@ -33,6 +33,19 @@ typedef struct jr_scripts {
  * lua_close(). */
 lua_State *jr_script_state(const char *scripts_dir, jr_err *err);
 
+/* The allocation limit of states made by jr_script_state_limited. */
+typedef struct jr_memlimit {
+    size_t used;                /* bytes held by the state */
+    size_t limit;               /* refuse beyond this while enforced */
+    int    enforce;             /* only while a handler runs */
+    int    hit;                 /* a refusal happened */
+} jr_memlimit;
+
+/* Like jr_script_state, with allocations counted in ml (borrowed, must
+ * outlive the state) and refused past ml->limit while ml->enforce is set. */
+lua_State *jr_script_state_limited(const char *scripts_dir, jr_memlimit *ml,
+                                   jr_err *err);
+
 /* Calls the function below the top nargs values. Success leaves nres
  * results; failure fills err with message and traceback.
  * [-(nargs+1), +(nres|0), -] */

@@ -37,6 +37,8 @@ typedef struct worker {
     jr_jobctx   ctx;
     int         decode_ref;     /* cjson.decode */
     jr_buf      out;            /* frames to write */
+    jr_memlimit mem;            /* the Lua state's allocations */
+    int         recycle;        /* exit after this job's result */
     char        err[2048];      /* last failure message */
 } worker;
 
@@ -302,10 +304,22 @@ run_job(worker *w, const jr_job *j, jr_result *res)
     deadline_secs = timeout;
     deadline = jr_mono() + timeout;
     lua_sethook(L, deadline_hook, LUA_MASKCOUNT, HOOK_COUNT);
+    w->mem.hit = 0;
+    w->mem.enforce = 1;
     rc = jr_script_xpcall(L, 1, 0);                  /* t | t e */
+    w->mem.enforce = 0;
     lua_sethook(L, NULL, 0, 0);
     w->ctx.job = NULL;
-    if (rc == LUA_OK && jr_mono() > deadline) {
+    if (w->mem.hit) {
+        /* a refused allocation may have left the handler's state half
+         * made: fail the job and give the worker's place to a fresh one */
+        if (rc != LUA_OK)
+            lua_pop(L, 1);
+        snprintf(w->err, sizeof w->err, "memory limit of %zu MiB exceeded",
+                 w->cfg.memory_limit >> 20);
+        failed(w, h, j, max_retries, res);
+        w->recycle = 1;
+    } else if (rc == LUA_OK && jr_mono() > deadline) {
         snprintf(w->err, sizeof w->err, "timed out after %gs", timeout);
         failed(w, h, j, max_retries, res);
     } else if (rc == LUA_OK) {
@@ -342,7 +356,9 @@ handle_frame(worker *w, const char *data)
     jr_frame_put_result(&w->out, &res);
     jr_jobctx_clear(&w->ctx);
     free(j);
-    return flush(w) < 0 ? -1 : 0;
+    if (flush(w) < 0)
+        return -1;
+    return w->recycle ? 2 : 0;
 }
 
 /* Reads frames until the master closes the socket or says stop. */
@@ -361,7 +377,7 @@ serve(worker *w)
         while ((len = jr_frame_complete(in.p + used, in.len - used,
                                         &err)) > 0) {
             if ((rc = handle_frame(w, in.p + used)) != 0)
-                goto out;
+                goto out;       /* 1: stop, 2: recycle, -1: error */
             used += (size_t)len;
         }
         if (len < 0) {
@@ -393,7 +409,7 @@ serve(worker *w)
     }
 out:
     jr_buf_free(&in);
-    return rc < 0 ? 1 : 0;
+    return rc < 0 ? 1 : rc == 2 ? JR_WORKER_RECYCLE : 0;
 }
 
 /* os.exit would take the worker down with the job; make it a failure. */
@@ -411,10 +427,11 @@ setup(worker *w, const char *scripts, const char *config, jr_err *err)
     lua_State *L;
 
     jr_config_defaults(&w->cfg);
-    if ((L = w->L = jr_script_state(scripts, err)) == NULL)
+    if ((L = w->L = jr_script_state_limited(scripts, &w->mem, err)) == NULL)
         return -1;
     if (jr_config_load(&w->cfg, config, L, err) < 0)
         return -1;
+    w->mem.limit = w->cfg.memory_limit;
     w->ctx.max_payload = w->cfg.max_payload;
     if (jr_jrlib_open(L, &w->ctx, err) < 0)
         return -1;

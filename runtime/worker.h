@@ -8,4 +8,8 @@
  * exit status. config may be NULL. */
 int jr_worker_main(int fd, const char *scripts, const char *config);
 
+/* The exit status of a worker that stopped to be replaced because a
+ * handler hit the memory limit. */
+#define JR_WORKER_RECYCLE 3
+
 #endif
