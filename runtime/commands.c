@@ -15,6 +15,7 @@
 #include "backend.h"
 #include "commands.h"
 #include "config.h"
+#include "jobrunner.h"
 #include "jrlib.h"
 #include "log.h"
 #include "master.h"
@@ -84,6 +85,33 @@ open_db(jr_config *c, jr_db *db, int migrate)
                    err.msg);
     }
     return 0;
+}
+
+/* The producer library on the config's backend: the CLI's push, stats and
+ * dead go through it, so producers have one code path. */
+static int
+open_client(jr_config *c, jr_client **client)
+{
+    jr_client_config cc = {c->schema, c->busy_timeout, c->max_payload};
+    int rc = jr_client_open(client, c->backend, &cc);
+
+    if (rc == JR_CLIENT_OK)
+        return 0;
+    fprintf(stderr, "jobrunner: %s\n", *client ? jr_client_errmsg(*client) :
+            "out of memory");
+    jr_client_close(*client);
+    *client = NULL;
+    return rc == JR_CLIENT_EUSAGE ? JR_EXIT_USAGE : JR_EXIT_FAIL;
+}
+
+static int
+client_fail(jr_client *client)
+{
+    int code = jr_client_errcode(client);
+
+    fprintf(stderr, "jobrunner: %s\n", jr_client_errmsg(client));
+    return code == JR_CLIENT_EINPUT || code == JR_CLIENT_EUSAGE ?
+           JR_EXIT_USAGE : JR_EXIT_FAIL;
 }
 
 /* Common prologue: config and an open, migrated database. */
@@ -173,8 +201,9 @@ int
 jr_cmd_push(jr_cli *cli)
 {
     jr_push p = {.max_retries = -1};
+    jr_client_opts opts = JR_CLIENT_OPTS_INIT;
+    jr_client *client;
     jr_config c;
-    jr_db db;
     jr_err err;
     int64_t id;
     char why[256];
@@ -230,15 +259,22 @@ jr_cmd_push(jr_cli *cli)
                 p.name, why);
         return JR_EXIT_USAGE;
     }
-    if ((rc = open_db(&c, &db, 1)) != 0) {
+    if ((rc = open_client(&c, &client)) != 0) {
         jr_config_free(&c);
         return rc;
     }
-    if (db.ops->push(db.b, &p, 1, &id, &err) < 0)
-        return finish(&c, &db, die(err.code == JR_EINPUT ? JR_EXIT_USAGE :
-                                   JR_EXIT_FAIL, err.msg));
-    printf("%lld\n", (long long)id);
-    return finish(&c, &db, JR_EXIT_OK);
+    opts.run_at = p.run_at;
+    opts.run_in = p.run_in;
+    opts.priority = p.priority;
+    opts.queue = p.queue;
+    opts.max_retries = p.max_retries;
+    if (jr_client_push(client, p.name, p.payload, &opts, &id) != JR_CLIENT_OK)
+        rc = client_fail(client);
+    else
+        printf("%lld\n", (long long)id);
+    jr_client_close(client);
+    jr_config_free(&c);
+    return rc;
 }
 
 /* --- stats ------------------------------------------------------------ */
@@ -250,9 +286,11 @@ typedef struct stat_acc {
 } stat_acc;
 
 static int
-stat_collect(const jr_stat_row *row, void *arg)
+stat_collect(const char *name, const jr_client_counts *n, void *arg)
 {
     stat_acc *a = arg;
+    jr_stat_row row_ = {name, n->ready, n->scheduled, n->running, n->dead};
+    const jr_stat_row *row = &row_;
 
     if (a->n == a->cap) {
         int cap = a->cap ? a->cap * 2 : 16;
@@ -357,9 +395,9 @@ jr_cmd_stats(jr_cli *cli)
     jr_jobctx ctx = {0};
     jr_scripts s;
     lua_State *L = NULL;
+    jr_client *client;
+    jr_client_counts total;
     jr_config c;
-    jr_db db;
-    jr_err err;
     int json = 0, i, rc;
 
     for (i = 0; i < cli->argc; i++) {
@@ -369,12 +407,16 @@ jr_cmd_stats(jr_cli *cli)
             return usage_error("stats: unexpected argument '%s'",
                                cli->argv[i]);
     }
-    if ((rc = setup(cli, &c, &db)) != 0)
+    if ((rc = load_config(cli, &c)) != 0)
         return rc;
+    if ((rc = open_client(&c, &client)) != 0) {
+        jr_config_free(&c);
+        return rc;
+    }
     if (load_handlers(c.scripts, &L, &s, &ctx) < 0)
         memset(&s, 0, sizeof s);    /* no scripts dir: nothing handled */
-    if (db.ops->stats(db.b, stat_collect, &a, &err) < 0)
-        rc = die(JR_EXIT_FAIL, err.msg);
+    if (jr_client_stats(client, &total, stat_collect, &a) != JR_CLIENT_OK)
+        rc = client_fail(client);
     else if (json)
         stats_json(&a, &s);
     else
@@ -385,7 +427,9 @@ jr_cmd_stats(jr_cli *cli)
     for (i = 0; i < a.n; i++)
         free((char *)a.rows[i].name);
     free(a.rows);
-    return finish(&c, &db, rc);
+    jr_client_close(client);
+    jr_config_free(&c);
+    return rc;
 }
 
 /* --- dead ------------------------------------------------------------- */
@@ -396,7 +440,7 @@ typedef struct dead_out {
 } dead_out;
 
 static int
-dead_print(const jr_dead_row *r, void *arg)
+dead_print(const jr_client_dead *r, void *arg)
 {
     dead_out *o = arg;
     char died[40], created[40], first[120];
@@ -428,7 +472,7 @@ dead_print(const jr_dead_row *r, void *arg)
 }
 
 static int
-dead_list(jr_db *db, int argc, char **argv)
+dead_list(jr_client *db, int argc, char **argv)
 {
     dead_out o = {0};
     jr_err err;
@@ -448,8 +492,8 @@ dead_list(jr_db *db, int argc, char **argv)
     }
     if (o.json)
         printf("[");
-    if (db->ops->dead_list(db->b, (int)limit, dead_print, &o, &err) < 0)
-        return die(JR_EXIT_FAIL, err.msg);
+    if (jr_client_dead_list(db, (int)limit, dead_print, &o) != JR_CLIENT_OK)
+        return client_fail(db);
     if (o.json)
         printf("]\n");
     else if (o.n == 0)
@@ -458,19 +502,19 @@ dead_list(jr_db *db, int argc, char **argv)
 }
 
 static int
-dead_retry(jr_db *db, int argc, char **argv)
+dead_retry(jr_client *db, int argc, char **argv)
 {
     int64_t *ids;
     jr_err err;
-    long v;
-    int i, n;
+    long v, n, one;
+    int i;
 
     if (argc == 0)
         return usage_error("dead retry: give job ids or %s", "--all");
     if (argc == 1 && strcmp(argv[0], "--all") == 0) {
-        if ((n = db->ops->dead_retry(db->b, NULL, -1, &err)) < 0)
-            return die(JR_EXIT_FAIL, err.msg);
-        printf("requeued %d dead job%s\n", n, n == 1 ? "" : "s");
+        if (jr_client_dead_retry(db, NULL, 0, &n) != JR_CLIENT_OK)
+            return client_fail(db);
+        printf("requeued %ld dead job%s\n", n, n == 1 ? "" : "s");
         return JR_EXIT_OK;
     }
     if ((ids = calloc((size_t)argc, sizeof *ids)) == NULL)
@@ -484,27 +528,26 @@ dead_retry(jr_db *db, int argc, char **argv)
         ids[i] = v;
     }
     for (i = 0, n = 0; i < argc; i++) {
-        int rc = db->ops->dead_retry(db->b, &ids[i], 1, &err);
-        if (rc < 0) {
+        if (jr_client_dead_retry(db, &ids[i], 1, &one) != JR_CLIENT_OK) {
             free(ids);
-            return die(JR_EXIT_FAIL, err.msg);
+            return client_fail(db);
         }
-        if (rc == 0)
+        if (one == 0)
             fprintf(stderr, "jobrunner: job %lld is not in the dead queue "
                     "(no such job, or not dead)\n", (long long)ids[i]);
-        n += rc;
+        n += one;
     }
     free(ids);
-    printf("requeued %d dead job%s\n", n, n == 1 ? "" : "s");
+    printf("requeued %ld dead job%s\n", n, n == 1 ? "" : "s");
     return n < argc ? JR_EXIT_FAIL : JR_EXIT_OK;
 }
 
 static int
-dead_purge(jr_db *db, int argc, char **argv)
+dead_purge(jr_client *db, int argc, char **argv)
 {
     double older = 0;
     jr_err err;
-    int n;
+    long n;
 
     if (argc == 2 && strcmp(argv[0], "--older-than") == 0) {
         if (jr_parse_duration(argv[1], "--older-than", &older, &err) < 0)
@@ -512,9 +555,9 @@ dead_purge(jr_db *db, int argc, char **argv)
     } else if (argc != 0) {
         return usage_error("dead purge: unexpected argument '%s'", argv[0]);
     }
-    if ((n = db->ops->dead_purge(db->b, older, &err)) < 0)
-        return die(JR_EXIT_FAIL, err.msg);
-    printf("purged %d dead job%s\n", n, n == 1 ? "" : "s");
+    if (jr_client_dead_purge(db, older, &n) != JR_CLIENT_OK)
+        return client_fail(db);
+    printf("purged %ld dead job%s\n", n, n == 1 ? "" : "s");
     return JR_EXIT_OK;
 }
 
@@ -523,14 +566,14 @@ jr_cmd_dead(jr_cli *cli)
 {
     static const struct {
         const char *name;
-        int (*fn)(jr_db *db, int argc, char **argv);
+        int (*fn)(jr_client *db, int argc, char **argv);
     } subs[] = {{"list", dead_list}, {"retry", dead_retry},
                 {"purge", dead_purge}};
     jr_config c;
-    jr_db db;
+    jr_client *client;
     int argc = cli->argc, rc;
     char **argv = cli->argv;
-    size_t i, which = 0;
+    size_t which = 0;
 
     if (argc > 0 && argv[0][0] != '-') {
         for (which = 0; which < 3; which++)
@@ -542,10 +585,14 @@ jr_cmd_dead(jr_cli *cli)
         argc--;
         argv++;
     }
-    if ((rc = setup(cli, &c, &db)) != 0)
+    if ((rc = load_config(cli, &c)) != 0)
         return rc;
-    i = which;
-    return finish(&c, &db, subs[i].fn(&db, argc, argv));
+    if ((rc = open_client(&c, &client)) == 0) {
+        rc = subs[which].fn(client, argc, argv);
+        jr_client_close(client);
+    }
+    jr_config_free(&c);
+    return rc;
 }
 
 int
