@@ -1,7 +1,9 @@
 /* jrlib.c - the "jobrunner" module inside handlers. push() keeps follow-up
  * jobs in the job's context; the worker sends them with the result and the
  * master inserts them in the same transaction that deletes the finished
- * job, so they exist only if it succeeded. snooze() and discard() unwind
+ * job, so they exist only if it succeeded; their payloads are encoded by
+ * json.c, whose null and array() markers the module also carries, as the
+ * producers' module does. snooze() and discard() unwind
  * the handler by raising a jobrunner.signal userdata that the traceback
  * handler lets through untouched. */
 #include <stdlib.h>
@@ -12,6 +14,7 @@
 #include <lua.h>
 
 #include "jrlib.h"
+#include "json.h"
 #include "log.h"
 #include "script.h"
 
@@ -79,16 +82,21 @@ push_opts(lua_State *L, int idx, jr_push *p)
     }                                                /* (nothing) */
 }
 
-/* jobrunner.push(name, payload?, opts?): queued with this job's success. */
+/* jobrunner.push(name, payload?, opts?): queued with this job's success.
+ * The payload is encoded now, by json.c, so that a value JSON cannot hold
+ * fails this job and names the key.  [-0, +0, v] */
 static int
 jrlib_push(lua_State *L)                             /* name payload opts */
 {
     jr_jobctx *ctx;
     jr_push p = {.max_retries = -1}, *slot;
     const char *name = luaL_checkstring(L, 1);
-    const char *json = "{}";
+    jr_json_buf *b;
+    char why[400];
     jr_err err;
 
+    if (!lua_isnoneornil(L, 2))
+        luaL_checktype(L, 2, LUA_TTABLE);
     if (!lua_isnoneornil(L, 3)) {
         luaL_checktype(L, 3, LUA_TTABLE);
         push_opts(L, 3, &p);
@@ -97,18 +105,14 @@ jrlib_push(lua_State *L)                             /* name payload opts */
     p.name = name;
     if (jr_push_check(&p, 0, &err) < 0)
         return luaL_error(L, "jobrunner.push: %s", err.msg);
-    if (!lua_isnoneornil(L, 2)) {
-        luaL_checktype(L, 2, LUA_TTABLE);
-        lua_rawgeti(L, LUA_REGISTRYINDEX, ctx->encode_ref);  /* .. enc */
-        lua_pushvalue(L, 2);                         /* .. enc payload */
-        if (lua_pcall(L, 1, 1, 0) != LUA_OK)         /* .. json|msg */
-            return luaL_error(L, "jobrunner.push: payload of '%s': %s", name,
-                              lua_tostring(L, -1));
-        json = lua_tostring(L, -1);
-    }
-    if (ctx->max_payload && strlen(json) > ctx->max_payload)
+    lua_settop(L, 3);                                /* name payload opts */
+    b = jr_json_buf_new(L);                          /* .. b */
+    if (jr_json_encode(L, 2, b, why, sizeof why) < 0)
+        return luaL_error(L, "jobrunner.push: payload of '%s': %s", name,
+                          why);
+    if (ctx->max_payload && b->n - 1 > ctx->max_payload)
         return luaL_error(L, "jobrunner.push: payload of '%s' is %d bytes, "
-                          "over max_payload (%d)", name, (int)strlen(json),
+                          "over max_payload (%d)", name, (int)(b->n - 1),
                           (int)ctx->max_payload);
     if (ctx->npushes == ctx->cap) {
         int cap = ctx->cap ? ctx->cap * 2 : 4;
@@ -121,7 +125,7 @@ jrlib_push(lua_State *L)                             /* name payload opts */
     slot = &ctx->pushes[ctx->npushes];
     *slot = p;
     slot->name = strdup(name);
-    slot->payload = strdup(json);
+    slot->payload = strdup(b->p);                    /* b is on the stack */
     slot->queue = p.queue ? strdup(p.queue) : NULL;
     if (slot->name == NULL || slot->payload == NULL ||
         (p.queue && slot->queue == NULL))
@@ -211,15 +215,10 @@ static int
 open_module(lua_State *L)                            /* ctx */
 {
     lua_setfield(L, LUA_REGISTRYINDEX, CTX_KEY);     /* (nothing) */
-    lua_getglobal(L, "require");                     /* require */
-    lua_pushliteral(L, "cjson");                     /* require "cjson" */
-    lua_call(L, 1, 1);                               /* cjson */
-    lua_getfield(L, -1, "encode");                   /* cjson encode */
-    get_ctx(L)->encode_ref = luaL_ref(L, LUA_REGISTRYINDEX); /* cjson */
-    lua_pop(L, 1);                                   /* (nothing) */
     lua_getglobal(L, "package");                     /* package */
     lua_getfield(L, -1, "loaded");                   /* package loaded */
     luaL_newlib(L, jrlib_funcs);                     /* package loaded M */
+    jr_json_set_markers(L);                          /* package loaded M */
     lua_setfield(L, -2, "jobrunner");                /* package loaded */
     lua_pop(L, 2);                                   /* (nothing) */
     return 0;

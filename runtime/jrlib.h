@@ -1,6 +1,7 @@
 /* jrlib.h - the "jobrunner" Lua module as handlers see it: push (kept until
- * the job succeeds), snooze, discard, log. Owns the pushes of the job that
- * runs. Uses backend.h for jr_push, script.h for the signal metatable. */
+ * the job succeeds), snooze, discard, log, null, array. Owns the pushes of
+ * the job that runs. Uses backend.h for jr_push, script.h for the signal
+ * metatable, json.h to encode payloads. */
 #ifndef JR_JRLIB_H
 #define JR_JRLIB_H
 
@@ -14,7 +15,6 @@ typedef struct jr_jobctx {
     jr_push      *pushes;       /* strings owned, freed by jr_jobctx_clear */
     int           npushes;
     int           cap;
-    int           encode_ref;   /* cjson.encode, in the registry */
     size_t        max_payload;  /* bytes, 0: no limit */
 } jr_jobctx;
 

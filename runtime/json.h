@@ -1,0 +1,42 @@
+/* json.h - payload tables to JSON text, with lua-cjson's conventions and
+ * exact integers, for both "jobrunner" modules: the producers' (luaclient.c)
+ * and the handlers' (jrlib.c). Owns the jobrunner.array marker and the
+ * GC-freed byte buffers it writes into. Uses nothing but Lua. */
+#ifndef JR_JSON_H
+#define JR_JSON_H
+
+#include <stddef.h>
+
+typedef struct lua_State lua_State;
+
+#define JR_JSON_ARRAY_MT "jobrunner.array"  /* marks a table as an array */
+#define JR_JSON_BUF_MT   "jobrunner.buffer" /* a jr_json_buf the GC frees */
+
+/* Growable bytes in a userdata whose __gc frees them, so that an error
+ * raised while one is on the stack leaks nothing. Visible: callers read p
+ * and n. p is valid until the next put on the buffer. */
+typedef struct jr_json_buf {
+    char   *p;                  /* malloc'd, or NULL */
+    size_t  n;                  /* bytes used */
+    size_t  cap;                /* bytes allocated */
+} jr_json_buf;
+
+/* Pushes a new empty buffer, owned by the Lua GC: keep it on the stack
+ * while p is used.  [-0, +1, m] */
+jr_json_buf *jr_json_buf_new(lua_State *L);
+/* Appends n bytes of s (borrowed); -1 when out of memory. Never raises. */
+int jr_json_buf_put(jr_json_buf *b, const void *s, size_t n);
+
+/* Appends the payload at idx to b as JSON text and a NUL: nil is {}, else
+ * it must be a table. Returns 0, or -1 with "payload.path: what is wrong"
+ * in msg (msgsize bytes, borrowed) and b's new bytes unspecified. Tables
+ * are read raw.  [-0, +0, m] */
+int jr_json_encode(lua_State *L, int idx, jr_json_buf *b, char *msg,
+                   size_t msgsize);
+
+/* Sets null (the light userdata NULL, as cjson.null) and array (the
+ * jobrunner.array() marker function) in the module table on top.
+ * [-0, +0, m] */
+void jr_json_set_markers(lua_State *L);
+
+#endif
