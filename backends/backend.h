@@ -118,6 +118,13 @@ typedef struct jr_backend_ops {
      * if it is still running under token. Returns how many were applied. */
     int  (*complete)(jr_backend *b, const char *token, const jr_result *r,
                      int n, jr_err *err);
+    /* Optional (NULL: complete, then claim): both in one transaction.
+     * Returns what claim returns and sets *applied as complete would; on
+     * -1 nothing was recorded nor claimed. */
+    int  (*complete_claim)(jr_backend *b, const char *token,
+                           const jr_result *r, int nr, int *applied,
+                           double lease, const char *const *names,
+                           int nnames, int max, jr_job **out, jr_err *err);
     /* Extends to now + lease every lease held by token. Returns count. */
     int  (*renew)(jr_backend *b, const char *token, double lease,
                   jr_err *err);

@@ -502,27 +502,22 @@ job_order(const void *pa, const void *pb)
     return a->id < b->id ? -1 : a->id > b->id;
 }
 
+/* Runs the claim statement inside the open transaction. Returns how many
+ * jobs it filled out[] with, or -1 (the caller rolls back). */
 static int
-sqlite_claim(jr_backend *b, const char *token, double lease,
-             const char *const *names, int nnames, int max, jr_job **out,
-             jr_err *err)
+claim_rows(jr_backend *b, const char *token, double lease,
+           const char *const *names, int nnames, int max, jr_job **out,
+           double now, jr_err *err)
 {
     sqlite3_stmt *s;
     char *json;
-    double now = jr_now();
-    int n = 0, rc, i;
+    int n = 0, rc;
 
     if (nnames == 0 || max <= 0)
         return 0;
     if ((json = names_json(names, nnames)) == NULL)
         return jr_fail(err, JR_ENOMEM, "sqlite: out of memory");
-    /* begin first: it may reopen the file, which remakes statements */
-    if (begin(b, err) < 0) {
-        free(json);
-        return -1;
-    }
     if ((s = stmt(b, S_CLAIM, err)) == NULL) {
-        rollback(b);
         free(json);
         return -1;
     }
@@ -531,23 +526,56 @@ sqlite_claim(jr_backend *b, const char *token, double lease,
     sqlite3_bind_double(s, 3, now);
     bind_text(s, 4, json);
     sqlite3_bind_int(s, 5, max);
-    while ((rc = sqlite3_step(s)) == SQLITE_ROW && n < max) {
-        if ((out[n] = row_job(s)) == NULL)
+    while (n < max && (rc = sqlite3_step(s)) == SQLITE_ROW) {
+        if ((out[n] = row_job(s)) == NULL) {
+            rc = SQLITE_NOMEM;
             break;
+        }
         n++;
     }
+    if (n == max)
+        rc = SQLITE_DONE;
     sqlite3_reset(s);
     free(json);
-    if ((rc != SQLITE_DONE && rc != SQLITE_ROW) || commit(b, err) < 0) {
-        if (rc != SQLITE_DONE && rc != SQLITE_ROW)
-            db_fail(b, err, "claiming jobs");
-        rollback(b);
-        for (i = 0; i < n; i++)
-            free(out[i]);
+    if (rc != SQLITE_DONE) {
+        db_fail(b, err, "claiming jobs");
+        while (n > 0)
+            free(out[--n]);
         return -1;
     }
     qsort(out, (size_t)n, sizeof *out, job_order);
     return n;
+}
+
+/* Commits a transaction that claimed out[0..n); on failure frees them. */
+static int
+commit_claimed(jr_backend *b, jr_job **out, int n, jr_err *err)
+{
+    if (commit(b, err) == 0)
+        return n;
+    while (n > 0)
+        free(out[--n]);
+    return -1;
+}
+
+static int
+sqlite_claim(jr_backend *b, const char *token, double lease,
+             const char *const *names, int nnames, int max, jr_job **out,
+             jr_err *err)
+{
+    int n;
+
+    if (nnames == 0 || max <= 0)
+        return 0;
+    /* begin first: it may reopen the file, which remakes statements */
+    if (begin(b, err) < 0)
+        return -1;
+    if ((n = claim_rows(b, token, lease, names, nnames, max, out, jr_now(),
+                        err)) < 0) {
+        rollback(b);
+        return -1;
+    }
+    return commit_claimed(b, out, n, err);
 }
 
 static int
@@ -612,6 +640,35 @@ sqlite_complete(jr_backend *b, const char *token, const jr_result *r, int n,
         applied += rc;
     }
     return commit(b, err) < 0 ? -1 : applied;
+}
+
+/* Records the results and claims, in one transaction: one fsync a round
+ * instead of two. */
+static int
+sqlite_complete_claim(jr_backend *b, const char *token, const jr_result *r,
+                      int nr, int *applied, double lease,
+                      const char *const *names, int nnames, int max,
+                      jr_job **out, jr_err *err)
+{
+    double now = jr_now();
+    int i, rc, n;
+
+    *applied = 0;
+    if (begin(b, err) < 0)
+        return -1;
+    for (i = 0; i < nr; i++) {
+        if ((rc = complete_one(b, token, &r[i], now, err)) < 0) {
+            rollback(b);
+            return -1;
+        }
+        *applied += rc;
+    }
+    if ((n = claim_rows(b, token, lease, names, nnames, max, out, now,
+                        err)) < 0) {
+        rollback(b);
+        return -1;
+    }
+    return commit_claimed(b, out, n, err);
 }
 
 static int
@@ -810,6 +867,7 @@ const jr_backend_ops jr_sqlite_ops = {
     .push = sqlite_push,
     .claim = sqlite_claim,
     .complete = sqlite_complete,
+    .complete_claim = sqlite_complete_claim,
     .renew = sqlite_renew,
     .rescue = sqlite_rescue,
     .count_ready = sqlite_count_ready,

@@ -75,24 +75,35 @@ run_cycle(jr_dbthread *t, jr_cycle *c)
     const jr_backend_ops *ops = t->db->ops;
     jr_backend *b = t->db->b;
     jr_err e;
-    int changed = 1;
+    int changed = 1, want, nres;
 
     memset(&c->err, 0, sizeof c->err);
     c->applied = c->nclaimed = c->rescued = c->renewed = 0;
-    if (c->nresults > 0 &&
-        (c->applied = ops->complete(b, t->token, c->results, c->nresults,
+    if (c->consume_wake && (changed = ops->changed(b, &e)) < 0)
+        keep_err(c, &e);
+    c->unchanged = c->consume_wake && changed == 0;
+    want = changed == 0 && !c->claim_always ? 0 : c->want;
+    nres = c->nresults;
+    if (nres > 0 && want > 0 && ops->complete_claim != NULL &&
+        (c->nclaimed = ops->complete_claim(b, t->token, c->results, nres,
+                                           &c->applied, t->lease, c->names,
+                                           c->nnames, want, c->claimed,
+                                           &e)) >= 0)
+        nres = want = 0;        /* both done in one transaction */
+    else
+        c->nclaimed = 0;
+    if (nres > 0 &&
+        (c->applied = ops->complete(b, t->token, c->results, nres,
                                     &e)) < 0 && e.code == JR_EINPUT)
         c->applied = complete_each(t, c, &e);
     if (c->applied < 0) {
         keep_err(c, &e);
-        c->want = 0;            /* the database is in trouble: stop here */
+        want = 0;               /* the database is in trouble: stop here */
         c->renew = c->rescue = 0;
     }
-    if (c->consume_wake && (changed = ops->changed(b, &e)) < 0)
-        keep_err(c, &e);
-    if (c->want > 0 && (changed != 0 || c->claim_always) &&
+    if (want > 0 &&
         (c->nclaimed = ops->claim(b, t->token, t->lease, c->names, c->nnames,
-                                  c->want, c->claimed, &e)) < 0)
+                                  want, c->claimed, &e)) < 0)
         keep_err(c, &e);
     if (c->renew && (c->renewed = ops->renew(b, t->token, t->lease, &e)) < 0)
         keep_err(c, &e);

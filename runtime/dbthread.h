@@ -32,6 +32,7 @@ typedef struct jr_cycle {
     int                 rescued;        /* or -1 */
     int                 renewed;        /* or -1 */
     long                ready;          /* ready jobs, or -1 */
+    int                 unchanged;      /* woken, but nothing new yet */
     int                 wake_fd;        /* the backend's wake descriptor */
     jr_err              err;            /* the first error, if any */
 } jr_cycle;

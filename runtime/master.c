@@ -32,7 +32,8 @@
 #include "util.h"
 #include "worker.h"
 
-#define SLOTS_MAX     8         /* jobs outstanding per worker at most */
+#define SLOTS_MAX     32        /* jobs outstanding per worker at most */
+#define LOCAL_QUEUE   512       /* claimed ahead while jobs are short */
 #define SHORT_JOB     0.005     /* seconds: below this a worker gets more */
 #define CLAIM_MAX     512       /* jobs per claim statement */
 #define KILL_GRACE    5.0       /* seconds past a timeout before SIGKILL */
@@ -123,6 +124,9 @@ struct master {
     double              db_backoff;
     double              spawn_delay;    /* grows while workers die at once */
     long                done, failed, dead;
+    double              avg;            /* moving average job seconds */
+    int                 rechecks;       /* wake-ups that saw nothing yet */
+    struct event       *ev_recheck;
 };
 
 static struct wk *spawn_worker(master *m);
@@ -357,6 +361,10 @@ slots(const wk *w)
     return (w->avg < SHORT_JOB && w->avg > 0 ? SLOTS_MAX : 1) - w->njobs;
 }
 
+/* How many jobs to claim: the free slots of the workers, and while jobs
+ * are short a local queue of them too (graphile-worker's local queue), so
+ * each database round feeds many jobs. Long jobs are not claimed ahead:
+ * they would wait behind others while another runner could run them. */
 static int
 capacity(master *m)
 {
@@ -365,6 +373,8 @@ capacity(master *m)
 
     for (w = m->workers; w; w = w->next)
         free_slots += slots(w) > 0 ? slots(w) : 0;
+    if (m->avg > 0 && m->avg < SHORT_JOB && free_slots > 0)
+        free_slots += LOCAL_QUEUE;
     return free_slots - (int)m->qlen;
 }
 
@@ -565,6 +575,15 @@ on_cycle_done(jr_cycle *c, void *arg)
         m->want_claim = 1;
     }
     watch_wake(m, c->wake_fd);
+    if (c->unchanged && m->rechecks < 2) {
+        /* a producer's WAL write wakes us a moment before its commit is
+         * visible: look again shortly instead of at the next poll */
+        struct timeval tv = {0, m->rechecks ? 4000 : 1000};
+        m->rechecks++;
+        event_add(m->ev_recheck, &tv);
+    } else if (!c->unchanged) {
+        m->rechecks = 0;
+    }
     if (c->err.code != 0) {
         m->want_claim = 1;      /* look again once it is back */
         db_trouble(m, c->err.msg);
@@ -962,6 +981,7 @@ on_result(master *m, wk *w, jr_reader *r)
     memmove(w->jobs, w->jobs + 1, (size_t)--w->njobs * sizeof *w->jobs);
     secs = now - w->started;
     w->avg = w->avg > 0 ? 0.8 * w->avg + 0.2 * secs : secs;
+    m->avg = m->avg > 0 ? 0.95 * m->avg + 0.05 * secs : secs;
     log_result(m, j, &res, secs);
     job_event(m, j, &res, secs);
     add_result(m, &res, mem);
@@ -1224,8 +1244,9 @@ on_wake(evutil_socket_t fd, short what, void *arg)
 {
     master *m = arg;
 
-    (void)fd;
     (void)what;
+    if (fd >= 0)
+        m->rechecks = 0;        /* a fresh write, not our re-check timer */
     m->wake_due = 1;
     kick(m);
 }
@@ -1466,6 +1487,7 @@ start(master *m, jr_err *err)
     }
     m->ev_work = event_new(m->base, -1, 0, on_work, m);
     m->ev_spawn = event_new(m->base, -1, 0, on_spawn, m);
+    m->ev_recheck = event_new(m->base, -1, 0, on_wake, m);
     m->ev_poll = add_timer(m, m->cfg->poll_interval, on_poll);
     m->ev_renew = add_timer(m, m->cfg->lease / 3, on_renew);
     m->ev_rescue = add_timer(m, m->cfg->lease / 2, on_rescue);
@@ -1589,7 +1611,8 @@ cleanup(master *m)
     struct event *evs[] = {m->ev_work, m->ev_poll, m->ev_renew, m->ev_rescue,
                            m->ev_tick, m->ev_wake, m->ev_spawn, m->ev_sig[0],
                            m->ev_sig[1], m->ev_sig[2], m->ev_sig[3],
-                           m->ev_sig[4], m->ev_sig[5], m->ev_hooktick};
+                           m->ev_sig[4], m->ev_sig[5], m->ev_hooktick,
+                           m->ev_recheck};
     size_t i;
     int k;
     wk *w;
