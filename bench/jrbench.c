@@ -1,0 +1,434 @@
+/* jrbench.c - the measuring half of `make bench` (bench/run drives it).
+ * Pushes through libjobrunner (jobrunner.h), starts the runner and watches
+ * it drain, samples CPU time and RSS from /proc. Prints one line of
+ * "key=value" pairs per command, for bench/report.lua.
+ *
+ *   jrbench push URL N BATCH          jobs/s; BATCH 0: one push per call
+ *   jrbench fill URL N NAME           queue N jobs NAME (batches of 5000)
+ *   jrbench latency URL N MS NAME     N single pushes MS milliseconds apart
+ *   jrbench drain URL BIN CONFIG LOG  start BIN -c CONFIG run, time until
+ *                                     the jobs table is empty, then stop it
+ *   jrbench idle BIN CONFIG LOG SECS  CPU% of the runner and its workers
+ *   jrbench empty URL                 wait (30 s at most) for an empty table
+ */
+#define _GNU_SOURCE
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <libpq-fe.h>
+#include <sqlite3.h>
+
+#include "jobrunner.h"
+
+#define FILL_BATCH 5000
+#define MAX_KIDS   256
+
+static double
+mono(void)
+{
+    struct timespec ts;
+
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+static void
+sleep_s(double s)
+{
+    struct timespec ts = {(time_t)s, (long)((s - (double)(time_t)s) * 1e9)};
+
+    while (nanosleep(&ts, &ts) < 0 && errno == EINTR)
+        ;
+}
+
+static void
+die(const char *what, const char *msg)
+{
+    fprintf(stderr, "jrbench: %s: %s\n", what, msg);
+    exit(1);
+}
+
+static jr_client *
+open_client(const char *url)
+{
+    jr_client *c;
+
+    if (jr_client_open(&c, url, NULL) != JR_CLIENT_OK)
+        die(url, jr_client_errmsg(c));
+    return c;
+}
+
+/* --- push ----------------------------------------------------------- */
+
+static void
+push_n(jr_client *c, long n, long batch, const char *name)
+{
+    static const jr_client_opts init = JR_CLIENT_OPTS_INIT;
+    jr_client_job *jobs;
+    long i, k;
+
+    if (batch == 0) {
+        for (i = 0; i < n; i++)
+            if (jr_client_push(c, name, "{\"n\":1}", NULL, NULL) !=
+                JR_CLIENT_OK)
+                die("push", jr_client_errmsg(c));
+        return;
+    }
+    if ((jobs = calloc((size_t)batch, sizeof *jobs)) == NULL)
+        die("push", "out of memory");
+    for (k = 0; k < batch; k++) {
+        jobs[k].name = name;
+        jobs[k].payload = "{\"n\":1}";
+        jobs[k].opts = init;
+    }
+    for (i = 0; i < n; i += batch) {
+        k = n - i < batch ? n - i : batch;
+        if (jr_client_push_many(c, jobs, (size_t)k, NULL) != JR_CLIENT_OK)
+            die("push_many", jr_client_errmsg(c));
+    }
+    free(jobs);
+}
+
+static int
+cmd_push(char **argv)
+{
+    jr_client *c = open_client(argv[0]);
+    long n = atol(argv[1]), batch = atol(argv[2]);
+    double t0 = mono(), secs;
+
+    push_n(c, n, batch, "noop");
+    secs = mono() - t0;
+    jr_client_close(c);
+    printf("jobs=%ld secs=%.6f rate=%.1f\n", n, secs, (double)n / secs);
+    return 0;
+}
+
+static int
+cmd_fill(char **argv)
+{
+    jr_client *c = open_client(argv[0]);
+
+    push_n(c, atol(argv[1]), FILL_BATCH, argv[2]);
+    jr_client_close(c);
+    return 0;
+}
+
+static int
+cmd_latency(char **argv)
+{
+    jr_client *c = open_client(argv[0]);
+    long n = atol(argv[1]), i;
+    double gap = atof(argv[2]) / 1000, next = mono();
+
+    for (i = 0; i < n; i++) {
+        double now = mono();
+        if (next > now)
+            sleep_s(next - now);
+        next += gap;
+        if (jr_client_push(c, argv[3], "{}", NULL, NULL) != JR_CLIENT_OK)
+            die("push", jr_client_errmsg(c));
+    }
+    jr_client_close(c);
+    return 0;
+}
+
+/* --- is the queue empty? ---------------------------------------------- */
+
+typedef struct watcher {
+    sqlite3 *db;
+    PGconn  *pg;
+} watcher;
+
+static void
+watch_open(watcher *w, const char *url)
+{
+    memset(w, 0, sizeof *w);
+    if (strncmp(url, "sqlite:", 7) == 0) {
+        if (sqlite3_open_v2(url + 7, &w->db, SQLITE_OPEN_READONLY, NULL) !=
+            SQLITE_OK)
+            die(url, sqlite3_errmsg(w->db));
+        sqlite3_busy_timeout(w->db, 5000);
+    } else {
+        w->pg = PQconnectdb(url);
+        if (PQstatus(w->pg) != CONNECTION_OK)
+            die(url, PQerrorMessage(w->pg));
+    }
+}
+
+/* 1 if no job is left (queued or running), 0 if some are. */
+static int
+watch_empty(watcher *w)
+{
+    int empty = 0;
+
+    if (w->db != NULL) {
+        sqlite3_stmt *s;
+        if (sqlite3_prepare_v2(w->db, "SELECT EXISTS (SELECT 1 FROM jobs "
+                               "WHERE state <> 'dead')", -1, &s,
+                               NULL) != SQLITE_OK)
+            die("poll", sqlite3_errmsg(w->db));
+        if (sqlite3_step(s) == SQLITE_ROW)
+            empty = sqlite3_column_int(s, 0) == 0;
+        sqlite3_finalize(s);
+    } else {
+        PGresult *r = PQexec(w->pg, "SELECT EXISTS (SELECT 1 FROM "
+                             "jobrunner.jobs WHERE state <> 'dead')");
+        if (PQresultStatus(r) != PGRES_TUPLES_OK)
+            die("poll", PQerrorMessage(w->pg));
+        empty = strcmp(PQgetvalue(r, 0, 0), "f") == 0;
+        PQclear(r);
+    }
+    return empty;
+}
+
+static void
+watch_close(watcher *w)
+{
+    if (w->db)
+        sqlite3_close(w->db);
+    if (w->pg)
+        PQfinish(w->pg);
+}
+
+/* --- /proc ---------------------------------------------------------- */
+
+static int
+children(pid_t pid, pid_t *kids, int max)
+{
+    char path[64], buf[4096];
+    DIR *d;
+    struct dirent *e;
+    int n = 0;
+
+    snprintf(path, sizeof path, "/proc/%d/task", (int)pid);
+    if ((d = opendir(path)) == NULL)
+        return 0;
+    while ((e = readdir(d)) != NULL && n < max) {
+        FILE *f;
+        char *p, *end;
+        if (e->d_name[0] == '.')
+            continue;
+        snprintf(buf, sizeof buf, "/proc/%d/task/%s/children", (int)pid,
+                 e->d_name);
+        if ((f = fopen(buf, "r")) == NULL)
+            continue;
+        if (fgets(buf, sizeof buf, f) != NULL)
+            for (p = buf; n < max; p = end) {
+                long k = strtol(p, &end, 10);
+                if (end == p)
+                    break;
+                kids[n++] = (pid_t)k;
+            }
+        fclose(f);
+    }
+    closedir(d);
+    return n;
+}
+
+/* utime+stime (+cutime+cstime when with_c) in clock ticks; -1 if gone */
+static long
+cpu_ticks(pid_t pid, int with_c)
+{
+    char path[64], buf[1024], *p;
+    unsigned long ut, st;
+    long cut, cst;
+    FILE *f;
+    int ok;
+
+    snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
+    if ((f = fopen(path, "r")) == NULL)
+        return -1;
+    p = fgets(buf, sizeof buf, f);
+    fclose(f);
+    if (p == NULL || (p = strrchr(buf, ')')) == NULL)
+        return -1;
+    /* after ") ": state ppid pgrp session tty tpgid flags minflt cminflt
+     * majflt cmajflt utime stime cutime cstime */
+    ok = sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %lu %lu "
+                "%ld %ld", &ut, &st, &cut, &cst);
+    if (ok != 4)
+        return -1;
+    return (long)(ut + st) + (with_c ? cut + cst : 0);
+}
+
+static long
+rss_kib(pid_t pid)
+{
+    char path[64], line[256];
+    long kib = -1;
+    FILE *f;
+
+    snprintf(path, sizeof path, "/proc/%d/status", (int)pid);
+    if ((f = fopen(path, "r")) == NULL)
+        return -1;
+    while (fgets(line, sizeof line, f) != NULL)
+        if (sscanf(line, "VmRSS: %ld", &kib) == 1)
+            break;
+    fclose(f);
+    return kib;
+}
+
+/* runner (master + workers): total ticks, and the largest RSS of each */
+static long
+sample(pid_t master, long *mrss, long *wrss)
+{
+    pid_t kids[MAX_KIDS];
+    int n = children(master, kids, MAX_KIDS), i;
+    long t = cpu_ticks(master, 1), r;
+
+    if ((r = rss_kib(master)) > *mrss)
+        *mrss = r;
+    for (i = 0; i < n; i++) {
+        long k = cpu_ticks(kids[i], 0);
+        if (k > 0)
+            t += k;
+        if ((r = rss_kib(kids[i])) > *wrss)
+            *wrss = r;
+    }
+    return t;
+}
+
+/* --- the runner ----------------------------------------------------- */
+
+static pid_t
+start_runner(const char *bin, const char *config, const char *log)
+{
+    pid_t pid = fork();
+
+    if (pid < 0)
+        die("fork", strerror(errno));
+    if (pid == 0) {
+        int fd = open(log, O_WRONLY | O_CREAT | O_APPEND, 0644);
+        if (fd >= 0) {
+            dup2(fd, 1);
+            dup2(fd, 2);
+        }
+        execl(bin, bin, "-c", config, "run", (char *)NULL);
+        _exit(127);
+    }
+    return pid;
+}
+
+static int
+stop_runner(pid_t pid)
+{
+    int status = 0;
+    double until = mono() + 30;
+
+    kill(pid, SIGTERM);
+    while (waitpid(pid, &status, WNOHANG) == 0) {
+        if (mono() > until) {
+            kill(pid, SIGKILL);
+            waitpid(pid, &status, 0);
+            return -1;
+        }
+        sleep_s(0.005);
+    }
+    return WIFEXITED(status) ? WEXITSTATUS(status) : 128;
+}
+
+static int
+cmd_drain(char **argv)
+{
+    watcher w;
+    long mrss = 0, wrss = 0;
+    double poll = strncmp(argv[0], "sqlite:", 7) == 0 ? 0.002 : 0.004;
+    double t0, t, last_sample = 0, secs;
+    pid_t pid;
+    int status;
+
+    watch_open(&w, argv[0]);
+    t0 = mono();
+    pid = start_runner(argv[1], argv[2], argv[3]);
+    for (;;) {
+        sleep_s(poll);
+        t = mono();
+        if (watch_empty(&w))
+            break;
+        if (t - last_sample > 0.05) {
+            sample(pid, &mrss, &wrss);
+            last_sample = t;
+        }
+        if (waitpid(pid, &status, WNOHANG) == pid)
+            die("drain", "the runner exited early (see its log)");
+        if (t - t0 > 600) {
+            stop_runner(pid);
+            die("drain", "not drained after 600 s");
+        }
+    }
+    secs = t - t0;
+    sample(pid, &mrss, &wrss);
+    stop_runner(pid);
+    watch_close(&w);
+    printf("secs=%.6f master_rss_kib=%ld worker_rss_kib=%ld\n", secs, mrss,
+           wrss);
+    return 0;
+}
+
+static int
+cmd_idle(char **argv)
+{
+    long mrss = 0, wrss = 0, t1, t2;
+    double secs = atof(argv[3]), a, b;
+    pid_t pid = start_runner(argv[0], argv[1], argv[2]);
+
+    sleep_s(1.5);               /* start-up: spawning and loading workers */
+    a = mono();
+    t1 = sample(pid, &mrss, &wrss);
+    sleep_s(secs);
+    t2 = sample(pid, &mrss, &wrss);
+    b = mono();
+    stop_runner(pid);
+    printf("cpu_pct=%.3f master_rss_kib=%ld worker_rss_kib=%ld\n",
+           100.0 * (double)(t2 - t1) / (double)sysconf(_SC_CLK_TCK) / (b - a),
+           mrss, wrss);
+    return 0;
+}
+
+static int
+cmd_empty(char **argv)
+{
+    watcher w;
+    double until = mono() + 30;
+
+    watch_open(&w, argv[0]);
+    while (!watch_empty(&w)) {
+        if (mono() > until)
+            die("empty", "jobs still queued after 30 s");
+        sleep_s(0.01);
+    }
+    watch_close(&w);
+    return 0;
+}
+
+int
+main(int argc, char **argv)
+{
+    static const struct {
+        const char *name;
+        int         nargs;
+        int       (*fn)(char **);
+    } cmds[] = {
+        {"push", 3, cmd_push}, {"fill", 3, cmd_fill},
+        {"latency", 4, cmd_latency}, {"drain", 4, cmd_drain},
+        {"idle", 4, cmd_idle}, {"empty", 1, cmd_empty},
+    };
+    size_t i;
+
+    setvbuf(stdout, NULL, _IOLBF, 0);
+    for (i = 0; argc >= 2 && i < sizeof cmds / sizeof cmds[0]; i++)
+        if (strcmp(argv[1], cmds[i].name) == 0 && argc == 2 + cmds[i].nargs)
+            return cmds[i].fn(argv + 2);
+    fprintf(stderr, "usage: jrbench push|fill|latency|drain|idle|empty ... "
+            "(see bench/jrbench.c)\n");
+    return 2;
+}

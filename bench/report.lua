@@ -1,0 +1,159 @@
+-- report.lua RAW JSON - turns bench/run's raw lines ("backend metric value")
+-- into one table on stdout and the JSON file: per backend, each metric's
+-- median with min, max and the number of runs.
+local raw_path, json_path = arg[1], arg[2]
+
+local data, machine, order = {}, {}, {}
+for line in io.lines(raw_path) do
+  local b, k, v = line:match("^(%S+) (%S+) ?(.*)$")
+  if b == "machine" then
+    machine[k] = tonumber(v) or v
+    order[#order + 1] = k
+  elseif b then
+    data[b] = data[b] or {}
+    data[b][k] = data[b][k] or {}
+    table.insert(data[b][k], tonumber(v))
+  end
+end
+
+local function stat(t)
+  if not t or #t == 0 then return nil end
+  table.sort(t)
+  local n = #t
+  local med = n % 2 == 1 and t[(n + 1) // 2] or (t[n // 2] + t[n // 2 + 1]) / 2
+  return { median = med, min = t[1], max = t[n], runs = n }
+end
+
+local cores = machine.cores or 2
+local backends = {}
+for _, b in ipairs({ "sqlite", "postgres" }) do
+  if data[b] then backends[#backends + 1] = b end
+end
+
+-- per backend: every metric, plus drain_jobs_s (default concurrency = the
+-- number of cores) and the best concurrency
+local results = {}
+for _, b in ipairs(backends) do
+  local r = {}
+  for k, v in pairs(data[b]) do r[k] = stat(v) end
+  r.drain_jobs_s = r["drain_c" .. cores .. "_jobs_s"]
+  local best, bestc
+  for k, v in pairs(r) do
+    local c = k:match("^drain_c(%d+)_jobs_s$")
+    if c and (not best or v.median > best.median) then best, bestc = v, tonumber(c) end
+  end
+  r.drain_best_jobs_s, r.drain_best_concurrency = best, bestc
+  if r.mix_c16_jobs_s and r.mix_c1_jobs_s then
+    r.mix_speedup = r.mix_c16_jobs_s.median / r.mix_c1_jobs_s.median
+  end
+  results[b] = r
+end
+
+-- the table
+local rows = {
+  { "push_batch_jobs_s", "push, batch of 1000 (jobs/s)", ">= 300k / 100k", "%.0f" },
+  { "push_single_jobs_s", "push, one per transaction (jobs/s)", "", "%.0f" },
+  { "drain_jobs_s", ("drain, default concurrency %d (jobs/s)"):format(cores), ">= 100k / 40k", "%.0f" },
+  { "drain_c1_jobs_s", "drain, concurrency 1 (jobs/s)", "", "%.0f" },
+  { "drain_c2_jobs_s", "drain, concurrency 2 (jobs/s)", "", "%.0f" },
+  { "drain_c4_jobs_s", "drain, concurrency 4 (jobs/s)", "", "%.0f" },
+  { "latency_p50_ms", "latency push->start p50 (ms)", "<= 1", "%.2f" },
+  { "latency_p99_ms", "latency push->start p99 (ms)", "<= 3", "%.2f" },
+  { "latency_max_ms", "latency push->start max (ms)", "", "%.2f" },
+  { "idle_cpu_pct", "idle CPU, runner + workers (% of a core)", "< 0.5", "%.2f" },
+  { "idle_master_rss_mib", "master RSS, idle (MiB)", "", "%.1f" },
+  { "master_rss_mib", "master RSS, draining the big backlog (MiB)", "<= 16", "%.1f" },
+  { "worker_rss_mib", "worker RSS, largest (MiB)", "<= 4 + handlers", "%.1f" },
+  { "backlog_small_jobs_s", "drain with the small backlog (jobs/s)", "", "%.0f" },
+  { "backlog_big_jobs_s", "drain with the big backlog (jobs/s)", "", "%.0f" },
+  { "backlog_ratio", "backlog ratio big/small", ">= 0.9", "%.2f" },
+  { "mix_c1_jobs_s", "1 ms handlers, concurrency 1 (jobs/s)", "", "%.0f" },
+  { "mix_c16_jobs_s", "1 ms handlers, concurrency 16 (jobs/s)", "", "%.0f" },
+}
+
+local function cell(s, fmt)
+  if not s then return "-" end
+  if s.runs == 1 then return fmt:format(s.median) .. " (1 run)" end
+  return (fmt .. " (%s-%s)"):format(s.median, fmt:format(s.min), fmt:format(s.max))
+end
+
+local lines = {}
+local w1, wc = 44, 26
+local head = ("%-" .. w1 .. "s"):format("metric (median of runs, min-max)")
+for _, b in ipairs(backends) do head = head .. ("  %-" .. wc .. "s"):format(b) end
+head = head .. "  target (sqlite / pg)"
+lines[1] = head
+lines[2] = ("-"):rep(#head)
+for _, row in ipairs(rows) do
+  local key, label, target, fmt = row[1], row[2], row[3], row[4]
+  local any = false
+  local l = ("%-" .. w1 .. "s"):format(label)
+  for _, b in ipairs(backends) do
+    any = any or results[b][key] ~= nil
+    l = l .. ("  %-" .. wc .. "s"):format(cell(results[b][key], fmt))
+  end
+  if any then lines[#lines + 1] = l .. "  " .. target end
+end
+local extra = {}
+for _, b in ipairs(backends) do
+  local r = results[b]
+  if r.drain_best_jobs_s then
+    extra[#extra + 1] = ("%s: best drain %.0f jobs/s at concurrency %d"):format(
+      b, r.drain_best_jobs_s.median, r.drain_best_concurrency)
+  end
+  if r.mix_speedup then
+    extra[#extra + 1] = ("%s: 1 ms handlers, concurrency 16 is %.1fx concurrency 1"):format(
+      b, r.mix_speedup)
+  end
+end
+print(table.concat(lines, "\n"))
+print()
+for _, e in ipairs(extra) do print(e) end
+local m = {}
+for _, k in ipairs(order) do m[#m + 1] = ("%s: %s"):format(k, machine[k]) end
+print(table.concat(m, "; "))
+print(("written: %s"):format(json_path))
+
+-- the JSON
+local function enc(v, ind)
+  ind = ind or ""
+  local t = type(v)
+  if t == "number" then
+    if v ~= v or v == math.huge or v == -math.huge then return "null" end
+    if math.type(v) == "integer" then return tostring(v) end
+    return (("%.4f"):format(v):gsub("%.?0+$", ""))
+  elseif t == "string" then
+    return '"' .. v:gsub('[%c"\\]', function(c)
+      return ({ ['"'] = '\\"', ["\\"] = "\\\\", ["\n"] = "\\n", ["\t"] = "\\t" })[c]
+        or ("\\u%04x"):format(c:byte())
+    end) .. '"'
+  elseif t == "table" then
+    local keys = {}
+    for k in pairs(v) do keys[#keys + 1] = k end
+    table.sort(keys)
+    local parts, ni = {}, ind .. "  "
+    for _, k in ipairs(keys) do
+      parts[#parts + 1] = ni .. enc(k) .. ": " .. enc(v[k], ni)
+    end
+    return "{\n" .. table.concat(parts, ",\n") .. "\n" .. ind .. "}"
+  end
+  return "null"
+end
+
+-- flat keys per backend hold the median; "<key>_stat" median, min, max, runs
+local out = { machine = machine }
+for _, b in ipairs(backends) do
+  local o = {}
+  for k, v in pairs(results[b]) do
+    if type(v) == "table" then
+      o[k] = v.median
+      o[k .. "_stat"] = v
+    else
+      o[k] = v
+    end
+  end
+  out[b] = o
+end
+local f = assert(io.open(json_path, "w"))
+f:write(enc(out), "\n")
+f:close()
