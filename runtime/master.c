@@ -34,7 +34,10 @@
 
 #define SLOTS_MAX     32        /* jobs outstanding per worker at most */
 #define LOCAL_QUEUE   512       /* claimed ahead while jobs are short */
-#define SHORT_JOB     0.005     /* seconds: below this a worker gets more */
+#define SHORT_JOB     0.005     /* seconds: below this, claim ahead */
+#define PREFETCH_TIME 0.002     /* seconds of work a worker may have queued */
+#define RECHECKS      40        /* re-looks after a wake-up, RECHECK_US apart */
+#define RECHECK_US    500
 #define CLAIM_MAX     512       /* jobs per claim statement */
 #define KILL_GRACE    5.0       /* seconds past a timeout before SIGKILL */
 #define DB_RETRY_MAX  5.0       /* seconds between retries when it fails */
@@ -355,10 +358,16 @@ flush_results(master *m)
 static int
 slots(const wk *w)
 {
+    int n;
+
     if (!w->ready || w->bev == NULL || w->kill_reason[0] ||
         w->retiring || w->stopping || w->gen != w->m->gen)
         return 0;
-    return (w->avg < SHORT_JOB && w->avg > 0 ? SLOTS_MAX : 1) - w->njobs;
+    /* about PREFETCH_TIME of work queued in a worker: many no-op jobs,
+     * one or two 1 ms jobs, one long one */
+    n = w->avg > 0 ? (int)(PREFETCH_TIME / w->avg) : 1;
+    n = n < 1 ? 1 : n > SLOTS_MAX ? SLOTS_MAX : n;
+    return n - w->njobs;
 }
 
 /* How many jobs to claim: the free slots of the workers, and while jobs
@@ -575,10 +584,10 @@ on_cycle_done(jr_cycle *c, void *arg)
         m->want_claim = 1;
     }
     watch_wake(m, c->wake_fd);
-    if (c->unchanged && m->rechecks < 2) {
-        /* a producer's WAL write wakes us a moment before its commit is
+    if (c->unchanged && m->rechecks < RECHECKS) {
+        /* a producer's WAL write wakes us an fsync before its commit is
          * visible: look again shortly instead of at the next poll */
-        struct timeval tv = {0, m->rechecks ? 4000 : 1000};
+        struct timeval tv = {0, RECHECK_US};
         m->rechecks++;
         event_add(m->ev_recheck, &tv);
     } else if (!c->unchanged) {
@@ -1465,12 +1474,17 @@ open_db(master *m, const jr_backend_opts *o, jr_err *err)
 static int
 start(master *m, jr_err *err)
 {
+    struct event_config *ecfg;
     static const int sigs[6] = {SIGTERM, SIGINT, SIGCHLD, SIGHUP, SIGTTIN,
                                 SIGTTOU};
     jr_backend_opts o = {0};
     int i, fd;
 
-    o.sync_normal = m->cfg->sync_normal;
+    /* The runner's own writes (claims, results, rescues) need no fsync of
+     * their own: power loss can only undo some of them, and an undone
+     * claim or result makes its job run again, which at-least-once allows;
+     * never a lost job. Pushes by producers keep `synchronous` (FULL). */
+    o.sync_normal = 1;
     o.busy_timeout = m->cfg->busy_timeout;
     o.schema = m->cfg->schema;
     o.max_payload = m->cfg->max_payload;
@@ -1478,8 +1492,15 @@ start(master *m, jr_err *err)
     if (open_db(m, &o, err) < 0)
         return -1;
     make_token(m);
-    if ((m->base = event_base_new()) == NULL)
+    /* precise timers: the default coarse clock ticks in 4 ms steps, too
+     * slow for wake-up re-checks and sub-millisecond dispatch */
+    if ((ecfg = event_config_new()) == NULL ||
+        event_config_set_flag(ecfg, EVENT_BASE_FLAG_PRECISE_TIMER) < 0 ||
+        (m->base = event_base_new_with_config(ecfg)) == NULL) {
+        event_config_free(ecfg);
         return jr_fail(err, JR_ESYS, "cannot create the event loop");
+    }
+    event_config_free(ecfg);
     signal(SIGPIPE, SIG_IGN);
     for (i = 0; i < 6; i++) {
         m->ev_sig[i] = evsignal_new(m->base, sigs[i], on_signal, m);
