@@ -864,8 +864,9 @@ unclaim(jr_backend *b, const char *token, const PGresult *res)
     free(s.p);
 }
 
+/* The claim statement, in whatever transaction is open. */
 static int
-pg_claim(jr_backend *b, const char *token, double lease,
+claim_stmt(jr_backend *b, const char *token, double lease,
          const char *const *names, int nnames, int max, jr_job **out,
          jr_err *err)
 {
@@ -877,8 +878,6 @@ pg_claim(jr_backend *b, const char *token, double lease,
 
     if (nnames <= 0 || max <= 0)
         return 0;
-    if (ready(b, err) < 0)
-        return -1;
     for (i = 0; i < nnames; i++)
         sb_elem(&s, names[i]);
     snprintf(slease, sizeof slease, "%.17g", lease);
@@ -910,6 +909,18 @@ pg_claim(jr_backend *b, const char *token, double lease,
     PQclear(res);
     qsort(out, (size_t)n, sizeof *out, cmp_job);
     return n;
+}
+
+static int
+pg_claim(jr_backend *b, const char *token, double lease,
+         const char *const *names, int nnames, int max, jr_job **out,
+         jr_err *err)
+{
+    if (nnames <= 0 || max <= 0)
+        return 0;
+    if (ready(b, err) < 0)
+        return -1;
+    return claim_stmt(b, token, lease, names, nnames, max, out, err);
 }
 
 /* ---- complete ---- */
@@ -1084,6 +1095,48 @@ pg_complete(jr_backend *b, const char *token, const jr_result *r, int n,
     free(pp);
     free(done);
     return rc;
+}
+
+/* Records results and claims in one transaction: one commit (one WAL
+ * flush) a round instead of two. */
+static int
+pg_complete_claim(jr_backend *b, const char *token, const jr_result *r,
+                  int nr, int *applied, double lease,
+                  const char *const *names, int nnames, int max,
+                  jr_job **out, jr_err *err)
+{
+    const jr_push **pp = NULL;
+    int64_t *done;
+    int np = 0, rc = -1, n = -1;
+
+    *applied = 0;
+    if (check_followups(b, r, nr, err) < 0 || ready(b, err) < 0)
+        return -1;
+    if ((done = malloc((size_t)(nr > 0 ? nr : 1) * sizeof *done)) == NULL)
+        return jr_fail(err, JR_ENOMEM, "postgres: completing %d jobs: out "
+                       "of memory", nr);
+    b->insert_failed = 0;
+    if (run_plain(b, "BEGIN", "completing jobs", err) == 0) {
+        rc = nr > 0 ? complete_tx(b, token, r, nr, done, &pp, &np, err) : 0;
+        if (rc >= 0)
+            n = nnames > 0 && max > 0 ?
+                claim_stmt(b, token, lease, names, nnames, max, out, err) : 0;
+        if (n >= 0 && run_plain(b, "COMMIT", "claiming jobs", err) < 0) {
+            while (n > 0)
+                free(out[--n]);
+            n = -1;
+        }
+        if (n < 0) {
+            rollback(b);
+            if (rc < 0 && np > 0)
+                explain_push_error(b, pp, np, err);
+        } else {
+            *applied = rc;
+        }
+    }
+    free(pp);
+    free(done);
+    return n;
 }
 
 /* ---- leases, stats, dead jobs ---- */
@@ -1328,6 +1381,7 @@ const jr_backend_ops jr_postgres_ops = {
     .push = pg_push,
     .claim = pg_claim,
     .complete = pg_complete,
+    .complete_claim = pg_complete_claim,
     .renew = pg_renew,
     .rescue = pg_rescue,
     .count_ready = pg_count_ready,
