@@ -1,0 +1,146 @@
+-- limits_spec.lua - hard limits on handlers and workers: memory, a timeout
+-- for a handler stuck in C, recycling after N jobs, workers that never
+-- outlive their master, and a database that is not there yet at start.
+local jr = require "jr"
+
+local function children(pid)
+  local out = jr.sh(("pgrep -P %d"):format(pid))
+  local t = {}
+  for p in out:gmatch("%d+") do t[#t + 1] = tonumber(p) end
+  return t
+end
+
+local function alive(pid)
+  local stat = jr.read_file("/proc/" .. pid .. "/stat")
+  return stat ~= nil and not stat:match("^%d+ %b() [ZX]")
+end
+
+for _, backend in ipairs(jr.backends()) do
+  describe(backend .. " limits:", function()
+    local env
+    before_each(function() env = jr.env(backend) end)
+    after_each(function() env:cleanup() end)
+
+    it("fails a job over the memory limit and recycles its worker", function()
+      env:config("memory_limit = 32, concurrency = 1")
+      env:script("hog", [[return { max_retries = 0, handle = function()
+        local t = {}
+        for i = 1, 1e8 do t[i] = ("x"):rep(64) .. i end
+      end }]])
+      env:script("ok", [[return function(job)
+        local f = assert(io.open(os.getenv("PWD") .. "/ok." .. job.id, "w"))
+        f:close() end]])
+      env:start()
+      local id = env:push("hog")
+      local row = jr.wait_for(function()
+        local r = env:job(id)
+        return r and r.state == "dead" and r
+      end, 60)
+      assert.equal("memory limit of 32 MiB exceeded", row.last_error)
+      jr.wait_for(function() return env:log():find("recycled: a handler hit the memory limit") end)
+      local ok = env:push("ok")
+      jr.wait_for(function() return jr.read_file(("%s/ok.%d"):format(env.dir, ok)) end)
+    end)
+
+    it("kills a worker stuck in C past its timeout and fails the job", function()
+      env:config("concurrency = 1")
+      env:script("stuck", [[return { timeout = 1, max_retries = 0,
+        handle = function() os.execute("sleep 30") end }]])
+      env:start()
+      local id = env:push("stuck")
+      local row = jr.wait_for(function()
+        local r = env:job(id)
+        return r and r.state == "dead" and r
+      end, 30)
+      assert.equal("timed out after 1s (worker killed)", row.last_error)
+      assert.matches("killing worker", env:log())
+      assert.is_true(env:alive())
+    end)
+
+    it("recycles a worker after max_jobs_per_worker jobs", function()
+      env:config("concurrency = 1, max_jobs_per_worker = 3")
+      env:script("pid", [[return function()
+        local f = assert(io.open("/proc/self/stat"))
+        local pid = f:read("a"):match("^%d+")
+        f:close()
+        f = assert(io.open(os.getenv("PWD") .. "/pids", "a"))
+        f:write(pid, "\n")
+        f:close()
+      end]])
+      env:start()
+      for _ = 1, 7 do env:push("pid") end
+      jr.wait_for(function() return env:count() == 0 end)
+      local seen, order = {}, {}
+      for l in io.lines(env.dir .. "/pids") do
+        if not seen[l] then order[#order + 1] = l end
+        seen[l] = (seen[l] or 0) + 1
+      end
+      assert.equal(3, #order)           -- 3 + 3 + 1 jobs
+      assert.equal(3, seen[order[1]])
+      assert.equal(3, seen[order[2]])
+    end)
+
+    it("leaves no worker behind when the runner is killed with SIGKILL", function()
+      env:config("concurrency = 2")
+      env:script("x", "return function() end")
+      env:start()
+      local kids = jr.wait_for(function()
+        local k = children(env.proc.pid)
+        return #k == 2 and k
+      end)
+      env:stop("KILL")
+      jr.wait_for(function()
+        for _, k in ipairs(kids) do
+          if alive(k) then return false end
+        end
+        return true
+      end, 10, "workers exit with their master")
+    end)
+
+    it("waits for a database that is not there yet, then runs", function()
+      local later, url
+      if backend == "postgres" then
+        later = jr.sh("mktemp -d /tmp/jrpglater.XXXXXX"):gsub("%s+$", "")
+        url = ("postgresql:///postgres?host=%s&user=postgres"):format(later)
+      else
+        later = env.dir .. "/not-yet"
+        url = "sqlite:" .. later .. "/jobs.db"
+      end
+      env.url = url
+      env:config("")
+      env:script("x", "return function() end")
+      local p = { pid = nil }
+      local cmd = ("cd %s && %s -c %s run >%s/late.out 2>%s/late.err & echo $!"):format(
+        jr.quote(env.dir), jr.quote(jr.bin), jr.quote(env.config_file), env.dir, env.dir)
+      p.pid = tonumber(jr.sh(cmd):match("%d+"))
+      local function log() return jr.read_file(env.dir .. "/late.err") or "" end
+      jr.wait_for(function() return log():find("retrying until it answers") end)
+      assert.is_true(alive(p.pid))
+      if backend == "postgres" then
+        local _, err, code = jr.sh("spec/helpers/pgcluster.sh start " .. jr.quote(later))
+        assert.equal(0, code, err)
+      else
+        os.execute("mkdir -p " .. jr.quote(later))
+      end
+      jr.wait_for(function() return log():find("database: reached after") end, 30)
+      jr.wait_for(function() return log():find("loaded 1 handler") end)
+      os.execute("kill -TERM " .. p.pid)
+      jr.wait_for(function() return not alive(p.pid) end, 30)
+      if backend == "postgres" then
+        jr.sh("spec/helpers/pgcluster.sh stop " .. jr.quote(later))
+      end
+    end)
+
+    it("exits with a clear message when told not to wait for the database", function()
+      if backend == "postgres" then
+        env.url = "postgresql:///postgres?host=/nonexistent-jr&user=postgres"
+      else
+        env.url = "sqlite:" .. env.dir .. "/missing/dir/jobs.db"
+      end
+      env:config("wait_for_db = false")
+      local _, err, code = env:cli("run")
+      assert.equal(1, code)
+      assert.matches(backend == "postgres" and "cannot connect" or "missing/dir", err)
+    end)
+  end)
+end
