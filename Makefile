@@ -45,7 +45,7 @@ all: check-deps jobrunner
 # sqlite3 and a PostgreSQL 15 server.
 DEB_PKGS = pkg-config gcc make liblua5.4-dev lua5.4 libsqlite3-dev sqlite3 \
            libpq-dev libevent-dev lua-cjson lua-busted postgresql-15 \
-           postgresql-client-15
+           postgresql-client-15 clang libclang-rt-14-dev
 deps:
 	@missing=$$(for p in $(DEB_PKGS); do \
 	    dpkg-query -W -f='$${Status}\n' $$p 2>/dev/null | \

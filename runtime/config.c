@@ -133,14 +133,22 @@ get_number(cfg_ctx *x, lua_State *L, const char *key, int zero_ok,
 static int
 get_int(cfg_ctx *x, lua_State *L, const char *key, int lo, int hi, int *out)
 {
-    if (!lua_isinteger(L, -1) && !(lua_type(L, -1) == LUA_TNUMBER &&
-        lua_tonumber(L, -1) == (double)(long long)lua_tonumber(L, -1)))
+    lua_Integer v;
+    double d;
+
+    if (lua_type(L, -1) != LUA_TNUMBER)
         return key_fail(x, key, "must be a whole number, got %s",
-                        lua_type(L, -1) == LUA_TNUMBER ? "a fraction" :
                         luaL_typename(L, -1));
-    if (lua_tonumber(L, -1) < lo || lua_tonumber(L, -1) > hi)
+    d = lua_tonumber(L, -1);
+    /* range first: casting an out-of-range double is undefined */
+    if (!(d >= lo && d <= hi))
         return key_fail(x, key, "is out of range (%d to %d)", lo, hi);
-    *out = (int)lua_tonumber(L, -1);
+    if (!lua_isinteger(L, -1) && !lua_numbertointeger(d, &v))
+        return key_fail(x, key, "must be a whole number, got %s", "NaN");
+    if (!lua_isinteger(L, -1) && (double)(v = (lua_Integer)d) != d)
+        return key_fail(x, key, "must be a whole number, got %s",
+                        "a fraction");
+    *out = (int)d;
     return 0;
 }
 
@@ -488,15 +496,34 @@ slurp(const char *file)
 }
 
 /* Runs the file; leaves its table on the stack. */
+/* A config that loops forever would hang every command; stop it. */
+static long config_budget;
+
+static void
+config_hook(lua_State *L, lua_Debug *ar)
+{
+    (void)ar;
+    if ((config_budget -= 100000) <= 0)
+        luaL_error(L, "config ran more than 100 million instructions "
+                   "(an endless loop?)");
+}
+
 static int
 run_file(jr_config *c, lua_State *L, jr_err *err)
 {
-    if (luaL_loadfile(L, c->file) != LUA_OK) {       /* msg */
+    int rc;
+
+    /* text only: Lua does not verify bytecode */
+    if (luaL_loadfilex(L, c->file, "t") != LUA_OK) { /* msg */
         jr_fail(err, JR_ECONFIG, "%s", lua_tostring(L, -1));
         lua_pop(L, 1);
         return -1;
     }                                                /* chunk */
-    if (jr_script_pcall(L, 0, 1, err) < 0) {         /* (nothing) */
+    config_budget = 100000000;
+    lua_sethook(L, config_hook, LUA_MASKCOUNT, 100000);
+    rc = jr_script_pcall(L, 0, 1, err);              /* t | (nothing) */
+    lua_sethook(L, NULL, 0, 0);
+    if (rc < 0) {
         err->code = JR_ECONFIG;
         return -1;
     }                                                /* t */
@@ -547,25 +574,23 @@ jr_config_load(jr_config *c, const char *file, lua_State *L, jr_err *err)
     return rc;
 }
 
-/* Calls the function at the top with nargs arguments above it, expecting
- * seconds. [-(nargs+1), +0, -] */
-static double
-backoff_call(lua_State *L, int nargs, const jr_job *j)
+double
+jr_config_backoff_call(lua_State *L, int nargs, const jr_job *j)
 {
     jr_err err;
     double d = -1;
 
     if (jr_script_pcall(L, nargs, 1, &err) < 0) {    /* (nothing) */
-        jr_log(JR_LOG_WARN, "job %lld (%s): config backoff failed, using "
-               "the default: %s", (long long)j->id, j->name, err.msg);
+        jr_log(JR_LOG_WARN, "job %lld (%s): backoff failed, using the "
+               "default: %s", (long long)j->id, j->name, err.msg);
         return -1;
     }                                                /* d */
     if (lua_type(L, -1) == LUA_TNUMBER && lua_tonumber(L, -1) >= 0)
         d = lua_tonumber(L, -1);
     else
-        jr_log(JR_LOG_WARN, "job %lld (%s): config backoff returned %s, "
-               "not a number >= 0; using the default", (long long)j->id,
-               j->name, luaL_typename(L, -1));
+        jr_log(JR_LOG_WARN, "job %lld (%s): backoff returned %s, not a "
+               "number >= 0; using the default", (long long)j->id, j->name,
+               luaL_typename(L, -1));
     lua_pop(L, 1);                                   /* (nothing) */
     return d;
 }
@@ -595,7 +620,7 @@ jr_config_backoff(const jr_config *c, const jr_job *j, const char *error)
         lua_setfield(L, -2, "priority");
         lua_pushinteger(L, j->attempt);              /* cfg f job attempt */
         lua_pushstring(L, error);                    /* cfg f job a err */
-        d = backoff_call(L, 3, j);                   /* cfg */
+        d = jr_config_backoff_call(L, 3, j);                   /* cfg */
     } else {                                         /* cfg v */
         lua_pop(L, 1);                               /* cfg */
         if (lua_getfield(L, -1, "defaults") == LUA_TTABLE) {  /* cfg d */
@@ -605,7 +630,7 @@ jr_config_backoff(const jr_config *c, const jr_job *j, const char *error)
             } else if (t == LUA_TFUNCTION) {
                 lua_pushinteger(L, j->attempt);      /* cfg d b attempt */
                 lua_pushstring(L, error);            /* cfg d b a err */
-                d = backoff_call(L, 2, j);           /* cfg d */
+                d = jr_config_backoff_call(L, 2, j);           /* cfg d */
             }
         }
     }

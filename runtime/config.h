@@ -55,6 +55,11 @@ int  jr_config_set(char **slot, const char *value, jr_err *err);
 struct jr_job;
 double jr_config_backoff(const jr_config *c, const struct jr_job *j,
                          const char *error);
+/* Calls the backoff function below nargs arguments on top of L for job j,
+ * expecting seconds >= 0; returns them, or -1 (logged) when it fails or
+ * returns something else. [-(nargs+1), +0, -] */
+double jr_config_backoff_call(lua_State *L, int nargs,
+                              const struct jr_job *j);
 void jr_config_free(jr_config *c);   /* frees members; c itself is the
                                         caller's */
 #endif

@@ -176,35 +176,6 @@ set_payload(worker *w, const jr_job *j)
 }
 
 /* The delay before the next attempt: the handler's backoff, else the
- * config's defaults.backoff, else attempt^4 + 15 s plus jitter. The handler
- * table is at index h. */
-/* Calls the backoff function below (attempt, error) on top. Returns the
- * delay, or -1 (logged) when it fails or returns no number >= 0.
- * [-1, +0, -] */
-static double
-call_backoff(lua_State *L, const jr_job *j, const char *error)
-{
-    jr_err err;
-    double d = -1;
-
-    lua_pushinteger(L, j->attempt);                  /* b attempt */
-    lua_pushstring(L, error);                        /* b attempt error */
-    if (jr_script_pcall(L, 2, 1, &err) < 0) {        /* (nothing) */
-        jr_log(JR_LOG_WARN, "job %lld (%s): backoff function failed, using "
-               "the default: %s", (long long)j->id, j->name, err.msg);
-        return -1;
-    }                                                /* d */
-    if (lua_type(L, -1) == LUA_TNUMBER && lua_tonumber(L, -1) >= 0)
-        d = lua_tonumber(L, -1);
-    else
-        jr_log(JR_LOG_WARN, "job %lld (%s): backoff returned %s, not a "
-               "number >= 0; using the default", (long long)j->id, j->name,
-               luaL_typename(L, -1));
-    lua_pop(L, 1);                                   /* (nothing) */
-    return d;
-}
-
-/* The delay before the next attempt: the handler's backoff, else the
  * config's (jr_config_backoff), else attempt^4 + 15 s plus jitter. The
  * handler table is at index h. */
 static double
@@ -219,7 +190,9 @@ backoff(worker *w, int h, const jr_job *j, const char *error)
         lua_pop(L, 1);                               /* (nothing) */
         break;
     case LUA_TFUNCTION:
-        d = call_backoff(L, j, error);               /* (nothing) */
+        lua_pushinteger(L, j->attempt);              /* b attempt */
+        lua_pushstring(L, error);                    /* b attempt error */
+        d = jr_config_backoff_call(L, 2, j);         /* (nothing) */
         break;
     default:
         lua_pop(L, 1);                               /* (nothing) */

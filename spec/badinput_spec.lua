@@ -16,28 +16,11 @@ local SELF_PID = [[
   end
 ]]
 
--- Appends a line to a file in the env dir (the runner's cwd), from a handler.
-local RECORD = [[
-  local function record(file, line)
-    local f = assert(io.open(os.getenv("PWD") .. "/" .. file, "a"))
-    f:write(line, "\n")
-    f:close()
-  end
-]]
+local RECORD = jr.RECORD
 
-local function lines(path)
-  local t = {}
-  for l in (jr.read_file(path) or ""):gmatch("[^\n]+") do t[#t + 1] = l end
-  return t
-end
+local lines = jr.lines
 
--- Waits until the job is in state and returns its row.
-local function wait_state(env, id, state, timeout)
-  return jr.wait_for(function()
-    local r = env:job(id)
-    return r and r.state == state and r
-  end, timeout, ("job %d %s"):format(id, state))
-end
+local function wait_state(env, ...) return env:wait_state(...) end
 
 for _, backend in ipairs(jr.backends()) do
   describe(backend .. " bad input:", function()

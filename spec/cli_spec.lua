@@ -13,12 +13,7 @@ local function bare(dir, ...)
   return jr.sh(table.concat(args, " "))
 end
 
-local function wait_state(env, id, state, timeout)
-  return jr.wait_for(function()
-    local r = env:job(id)
-    return r and r.state == state and r
-  end, timeout, ("job %d %s"):format(id, state))
-end
+local function wait_state(env, ...) return env:wait_state(...) end
 
 local function is_null(v) return v == nil or v == cjson.null end
 

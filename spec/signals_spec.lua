@@ -3,20 +3,9 @@
 -- lease, and a large backlog or a batch of failing jobs ends as it should.
 local jr = require "jr"
 
--- Appends a line to a file in the env dir (the runner's cwd), from a handler.
-local RECORD = [[
-  local function record(file, line)
-    local f = assert(io.open(os.getenv("PWD") .. "/" .. file, "a"))
-    f:write(line, "\n")
-    f:close()
-  end
-]]
+local RECORD = jr.RECORD
 
-local function lines(path)
-  local t = {}
-  for l in (jr.read_file(path) or ""):gmatch("[^\n]+") do t[#t + 1] = l end
-  return t
-end
+local lines = jr.lines
 
 local function counts(list)
   local c = {}

@@ -95,8 +95,33 @@ function M.wait_for(fn, timeout, msg)
   end
 end
 
+-- Lines of a file (none if it does not exist).
+function M.lines(path)
+  local t = {}
+  for l in (read_file(path) or ""):gmatch("[^\n]+") do t[#t + 1] = l end
+  return t
+end
+
+-- Handler source defining record(file, line): appends a line to a file in
+-- the runner's working directory (the env dir).
+M.RECORD = [[
+  local function record(file, line)
+    local f = assert(io.open(os.getenv("PWD") .. "/" .. file, "a"))
+    f:write(line, "\n")
+    f:close()
+  end
+]]
+
 local Env = {}
 Env.__index = Env
+
+-- Waits until job id is in state; returns its row.
+function Env:wait_state(id, state, timeout)
+  return M.wait_for(function()
+    local r = self:job(id)
+    return r and r.state == state and r
+  end, timeout, ("job %d %s"):format(id, state))
+end
 
 local counter = 0
 

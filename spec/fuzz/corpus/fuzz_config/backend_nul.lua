@@ -1,0 +1,1 @@
+return { backend = "sqlite:\0nul" }

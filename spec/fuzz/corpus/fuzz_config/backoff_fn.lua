@@ -1,0 +1,1 @@
+return { defaults = { backoff = function(attempt, err) return attempt * 2 end } }

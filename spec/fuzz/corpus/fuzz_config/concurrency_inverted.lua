@@ -1,0 +1,1 @@
+return { concurrency = { min = 2, max = 1 } }

@@ -1,0 +1,1 @@
+return { concurrency = { min = 0, max = 0 } }

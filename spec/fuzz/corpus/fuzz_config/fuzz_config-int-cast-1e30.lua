@@ -1,0 +1,1 @@
+return { max_payload = 1e30 }

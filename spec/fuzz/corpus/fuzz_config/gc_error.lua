@@ -1,0 +1,1 @@
+local t = setmetatable({}, {__gc = function() error("gc") end}) return {}

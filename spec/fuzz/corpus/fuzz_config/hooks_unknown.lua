@@ -1,0 +1,1 @@
+return { hooks = { on_tick = function(t) return 3 end, nope = 1 } }

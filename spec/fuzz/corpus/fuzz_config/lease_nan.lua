@@ -1,0 +1,1 @@
+return { lease = 0/0 }

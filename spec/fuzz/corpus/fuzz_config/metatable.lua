@@ -1,0 +1,1 @@
+return setmetatable({}, { __index = function() error("meta") end, __pairs = function() error("pairs") end })

@@ -1,0 +1,1 @@
+return { backend = "sqlite:jobs.db", scripts = "scripts" }

@@ -1,0 +1,1 @@
+return { schema = "a;DROP TABLE jobs", backend = "postgresql://u:secret@h/db" }

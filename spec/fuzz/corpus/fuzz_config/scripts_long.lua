@@ -1,0 +1,1 @@
+return { scripts = string.rep("a", 5000) }

@@ -1,0 +1,1 @@
+return { synchronous = "normal", busy_timeout = 0 }

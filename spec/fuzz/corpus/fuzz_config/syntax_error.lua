@@ -1,0 +1,3 @@
+return {
+  backend = "sqlite:x.db",,
+}

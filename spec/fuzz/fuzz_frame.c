@@ -1,0 +1,225 @@
+/* fuzz_frame.c - the frame codec between master and workers (frame.c).
+ * Input byte 0 picks the mode:
+ *   even: the rest is a byte stream from a peer: split into frames with
+ *         jr_frame_complete, open each and decode it as a job, a result and
+ *         a hello, whatever its type (a decoder must refuse, not overrun);
+ *   odd:  the rest describes a job or a result, which is encoded, decoded
+ *         and compared field by field (abort on any difference). */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "fuzz.h"
+#include "frame.h"
+
+#define CHECK(c) do { if (!(c)) { \
+    fprintf(stderr, "fuzz_frame: check failed: %s (line %d)\n", #c, \
+            __LINE__); abort(); } } while (0)
+
+static int
+same_f64(double a, double b)
+{
+    return memcmp(&a, &b, sizeof a) == 0;
+}
+
+static int
+same_str(const char *a, const char *b)
+{
+    return (a == NULL && b == NULL) ||
+           (a != NULL && b != NULL && strcmp(a, b) == 0);
+}
+
+/* Reads a hello as the master does: generation hash, handler count, then
+ * per handler a name and an error (strings). */
+static void
+read_hello(jr_reader r)
+{
+    size_t len;
+    int32_t n, i;
+
+    (void)jr_get_str(&r, &len);
+    n = jr_get_i32(&r);
+    for (i = 0; i < n && !r.bad; i++) {
+        (void)jr_get_str(&r, &len);
+        (void)jr_get_str(&r, &len);
+    }
+}
+
+static void
+stream(const uint8_t *data, size_t size)
+{
+    size_t off = 0;
+
+    while (off < size) {
+        jr_err err;
+        jr_reader r, r2;
+        jr_result res;
+        jr_job *j;
+        void *mem;
+        long len = jr_frame_complete((const char *)data + off, size - off,
+                                     &err);
+        int type, i;
+
+        if (len <= 0)
+            break;
+        CHECK((size_t)len >= 5 && (size_t)len <= size - off);
+        type = jr_frame_open(&r, (const char *)data + off);
+        CHECK(type == data[off + 4]);
+        CHECK(r.n == (size_t)len - 5);
+        r2 = r;
+        if ((j = jr_frame_get_job(&r2, &err)) != NULL) {
+            CHECK(strlen(j->name) <= 128 && strlen(j->queue) <= 128);
+            CHECK(j->payload[j->payload_len] == '\0');
+            free(j);
+        } else {
+            CHECK(err.code == JR_EPROTO || err.code == JR_ENOMEM);
+        }
+        r2 = r;
+        if (jr_frame_get_result(&r2, &res, &mem, &err) == 0) {
+            CHECK(res.kind >= JR_DONE && res.kind <= JR_RELEASE);
+            CHECK(res.npushes >= 0);
+            if (res.error)
+                (void)strlen(res.error);
+            if (res.generation)
+                (void)strlen(res.generation);
+            for (i = 0; i < res.npushes; i++) {
+                CHECK(res.pushes[i].name != NULL);
+                (void)strlen(res.pushes[i].name);
+                if (res.pushes[i].payload)
+                    (void)strlen(res.pushes[i].payload);
+                if (res.pushes[i].queue)
+                    (void)strlen(res.pushes[i].queue);
+            }
+        }
+        free(mem);
+        read_hello(r);
+        off += (size_t)len;
+    }
+}
+
+static void
+job_round_trip(fz *f)
+{
+    char name[256], queue[256], payload[256];
+    int64_t id = (int64_t)fz_int(f, 8);
+    int32_t attempt = (int32_t)fz_int(f, 4), max_retries = (int32_t)fz_int(f, 4);
+    int32_t priority = (int32_t)fz_int(f, 4);
+    double run_at = fz_double(f), created_at = fz_double(f);
+    size_t ln = fz_str(f, name, 1), lq = fz_str(f, queue, 1);
+    size_t lp = fz_str(f, payload, 0);
+    jr_buf b = {0};
+    jr_job *j = jr_job_new(id, name, queue, payload, lp), *d;
+    jr_reader r;
+    jr_err err;
+
+    CHECK(j != NULL);
+    j->attempt = attempt;
+    j->max_retries = max_retries;
+    j->priority = priority;
+    j->run_at = run_at;
+    j->created_at = created_at;
+    jr_frame_put_job(&b, j);
+    CHECK(!b.oom);
+    CHECK(jr_frame_complete(b.p, b.len, &err) == (long)b.len);
+    CHECK(jr_frame_complete(b.p, b.len - 1, &err) == 0);
+    CHECK(jr_frame_open(&r, b.p) == JR_F_JOB);
+    d = jr_frame_get_job(&r, &err);
+    if (ln > 128 || lq > 128) {
+        CHECK(d == NULL && err.code == JR_EPROTO);
+    } else {
+        CHECK(d != NULL);
+        CHECK(r.n == 0 && !r.bad);
+        CHECK(d->id == id && d->attempt == attempt &&
+              d->max_retries == max_retries && d->priority == priority);
+        CHECK(same_f64(d->run_at, run_at) &&
+              same_f64(d->created_at, created_at));
+        CHECK(strcmp(d->name, name) == 0 && strcmp(d->queue, queue) == 0);
+        CHECK(d->payload_len == lp && memcmp(d->payload, payload, lp) == 0);
+        CHECK(d->payload[lp] == '\0');
+    }
+    free(d);
+    free(j);
+    jr_buf_free(&b);
+}
+
+#define MAXPUSH 5
+
+static void
+result_round_trip(fz *f)
+{
+    char err_s[256], gen_s[256];
+    char names[MAXPUSH][256], payloads[MAXPUSH][256], queues[MAXPUSH][256];
+    jr_push pushes[MAXPUSH];
+    jr_result res, d;
+    unsigned flags;
+    jr_buf b = {0};
+    jr_reader r;
+    jr_err err;
+    void *mem;
+    int i;
+
+    memset(&res, 0, sizeof res);
+    memset(pushes, 0, sizeof pushes);
+    res.id = (int64_t)fz_int(f, 8);
+    res.kind = JR_DONE + (int)(fz_int(f, 1) % 5);
+    res.delay = fz_double(f);
+    flags = (unsigned)fz_int(f, 1);
+    fz_str(f, err_s, 1);
+    fz_str(f, gen_s, 1);
+    res.error = flags & 1 ? err_s : NULL;
+    res.generation = flags & 2 ? gen_s : NULL;
+    res.npushes = (int)(fz_int(f, 1) % (MAXPUSH + 1));
+    for (i = 0; i < res.npushes; i++) {
+        unsigned pf = (unsigned)fz_int(f, 1);
+        fz_str(f, names[i], 1);
+        fz_str(f, payloads[i], 1);
+        fz_str(f, queues[i], 1);
+        pushes[i].name = names[i];
+        pushes[i].payload = pf & 1 ? payloads[i] : NULL;
+        pushes[i].queue = pf & 2 ? queues[i] : NULL;
+        pushes[i].priority = (int)(int32_t)fz_int(f, 4);
+        pushes[i].max_retries = (int)(int32_t)fz_int(f, 4);
+        pushes[i].run_at = fz_double(f);
+        pushes[i].run_in = fz_double(f);
+    }
+    res.pushes = pushes;
+    jr_frame_put_result(&b, &res);
+    CHECK(!b.oom);
+    CHECK(jr_frame_complete(b.p, b.len, &err) == (long)b.len);
+    CHECK(jr_frame_open(&r, b.p) == JR_F_RESULT);
+    CHECK(jr_frame_get_result(&r, &d, &mem, &err) == 0);
+    CHECK(r.n == 0 && !r.bad);
+    CHECK(d.id == res.id && d.kind == res.kind && same_f64(d.delay, res.delay));
+    CHECK(same_str(d.error, res.error) &&
+          same_str(d.generation, res.generation));
+    CHECK(d.npushes == res.npushes);
+    for (i = 0; i < res.npushes; i++) {
+        const jr_push *p = &d.pushes[i], *q = &pushes[i];
+        CHECK(same_str(p->name, q->name) && same_str(p->payload, q->payload) &&
+              same_str(p->queue, q->queue));
+        CHECK(p->priority == q->priority && p->max_retries == q->max_retries);
+        CHECK(same_f64(p->run_at, q->run_at) && same_f64(p->run_in, q->run_in));
+    }
+    free(mem);
+    jr_buf_free(&b);
+}
+
+int
+LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+    fz f;
+
+    if (size == 0)
+        return 0;
+    if ((data[0] & 1) == 0) {
+        stream(data + 1, size - 1);
+        return 0;
+    }
+    f.p = data + 1;
+    f.n = size - 1;
+    if (data[0] & 2)
+        result_round_trip(&f);
+    else
+        job_round_trip(&f);
+    return 0;
+}
