@@ -260,10 +260,13 @@ cpu_ticks(pid_t pid, int with_c)
     return (long)(ut + st) + (with_c ? cut + cst : 0);
 }
 
+/* VmRSS counts the shared library pages every process of the runner
+ * maps; RssAnon is what one process costs on its own. */
 static long
-rss_kib(pid_t pid)
+status_kib(pid_t pid, const char *field)
 {
     char path[64], line[256];
+    size_t n = strlen(field);
     long kib = -1;
     FILE *f;
 
@@ -271,11 +274,20 @@ rss_kib(pid_t pid)
     if ((f = fopen(path, "r")) == NULL)
         return -1;
     while (fgets(line, sizeof line, f) != NULL)
-        if (sscanf(line, "VmRSS: %ld", &kib) == 1)
+        if (strncmp(line, field, n) == 0 && line[n] == ':' &&
+            sscanf(line + n + 1, "%ld", &kib) == 1)
             break;
     fclose(f);
     return kib;
 }
+
+static long
+rss_kib(pid_t pid)
+{
+    return status_kib(pid, "VmRSS");
+}
+
+static long worker_anon_kib;    /* largest RssAnon of a worker seen */
 
 /* runner (master + workers): total ticks, and the largest RSS of each */
 static long
@@ -293,6 +305,8 @@ sample(pid_t master, long *mrss, long *wrss)
             t += k;
         if ((r = rss_kib(kids[i])) > *wrss)
             *wrss = r;
+        if ((r = status_kib(kids[i], "RssAnon")) > worker_anon_kib)
+            worker_anon_kib = r;
     }
     return t;
 }
@@ -369,8 +383,8 @@ cmd_drain(char **argv)
     sample(pid, &mrss, &wrss);
     stop_runner(pid);
     watch_close(&w);
-    printf("secs=%.6f master_rss_kib=%ld worker_rss_kib=%ld\n", secs, mrss,
-           wrss);
+    printf("secs=%.6f master_rss_kib=%ld worker_rss_kib=%ld "
+           "worker_anon_kib=%ld\n", secs, mrss, wrss, worker_anon_kib);
     return 0;
 }
 
