@@ -244,6 +244,11 @@ function Env:output(p)
   return read_file((p or self.proc).out) or ""
 end
 
+-- The SQLite file of this env (its backend URL without "sqlite:").
+function Env:sqlite_path()
+  return (self.url:gsub("^sqlite:", ""))
+end
+
 -- Runs SQL and returns rows as tables. Column names as selected.
 function Env:query(sql)
   local out, err, code
@@ -252,7 +257,7 @@ function Env:query(sql)
     out, err, code = M.sh(("psql -X -q -A -t -v ON_ERROR_STOP=1 %s -c %s"):format(
       q(M.pg_url), q(wrapped)))
   else
-    out, err, code = M.sh(("sqlite3 -json %s %s"):format(q(self.dir .. "/jobs.db"), q(sql)))
+    out, err, code = M.sh(("sqlite3 -json %s %s"):format(q(self:sqlite_path()), q(sql)))
     if out == "" then out = "[]" end
   end
   assert(code == 0, "query failed: " .. sql .. ": " .. err)
@@ -266,7 +271,7 @@ function Env:exec(sql)
     _, err, code = M.sh(("psql -X -q -v ON_ERROR_STOP=1 %s -c %s"):format(
       q(M.pg_url), q(("SET search_path TO %s; %s"):format(self.schema, sql))))
   else
-    _, err, code = M.sh(("sqlite3 %s %s"):format(q(self.dir .. "/jobs.db"), q(sql)))
+    _, err, code = M.sh(("sqlite3 %s %s"):format(q(self:sqlite_path()), q(sql)))
   end
   assert(code == 0, "exec failed: " .. sql .. ": " .. err)
 end
