@@ -96,7 +96,7 @@ open_config(jr_client *c, const char *file, const jr_client_config *cfg)
         jr_config_free(&conf);
         return -1;
     }
-    o.sync_normal = conf.sync_normal;
+    o.sync_normal = conf.sync_normal || cfg->sync_normal;
     o.busy_timeout = cfg->busy_timeout > 0 ? cfg->busy_timeout :
                      conf.busy_timeout;
     o.schema = cfg->schema ? cfg->schema : conf.schema;
@@ -130,6 +130,7 @@ jr_client_open(jr_client **cp, const char *target,
                      DEFAULT_BUSY_TIMEOUT;
     o.schema = cfg->schema;
     o.max_payload = c->max_payload;
+    o.sync_normal = cfg->sync_normal;
     rc = connect_db(c, target, &o);
     return finish(c, rc);
 }

@@ -92,7 +92,8 @@ open_db(jr_config *c, jr_db *db, int migrate)
 static int
 open_client(jr_config *c, jr_client **client)
 {
-    jr_client_config cc = {c->schema, c->busy_timeout, c->max_payload};
+    jr_client_config cc = {c->schema, c->busy_timeout, c->max_payload,
+                           c->sync_normal};
     int rc = jr_client_open(client, c->backend, &cc);
 
     if (rc == JR_CLIENT_OK)

@@ -48,6 +48,9 @@ typedef struct jr_client_config {
     double      busy_timeout;   /* SQLite: seconds to wait for the write
                                    lock; 0: 5 */
     size_t      max_payload;    /* bytes a payload may have; 0: 1 MiB */
+    int         sync_normal;    /* SQLite: 1 for synchronous = NORMAL (a
+                                   push may be lost on power loss); 0 for
+                                   FULL, the default */
 } jr_client_config;
 
 /* Per-job options. Start from JR_CLIENT_OPTS_INIT (not from zero: a zero
