@@ -607,17 +607,7 @@ jr_config_backoff(const jr_config *c, const jr_job *j, const char *error)
     top = lua_gettop(L);
     lua_rawgeti(L, LUA_REGISTRYINDEX, c->ref);       /* cfg */
     if (lua_getfield(L, -1, "backoff") == LUA_TFUNCTION) {  /* cfg f */
-        lua_createtable(L, 0, 6);                    /* cfg f job */
-        lua_pushinteger(L, j->id);
-        lua_setfield(L, -2, "id");
-        lua_pushstring(L, j->name);
-        lua_setfield(L, -2, "name");
-        lua_pushstring(L, j->queue);
-        lua_setfield(L, -2, "queue");
-        lua_pushinteger(L, j->attempt);
-        lua_setfield(L, -2, "attempt");
-        lua_pushinteger(L, j->priority);
-        lua_setfield(L, -2, "priority");
+        jr_script_push_job(L, j, j->max_retries);    /* cfg f job */
         lua_pushinteger(L, j->attempt);              /* cfg f job attempt */
         lua_pushstring(L, error);                    /* cfg f job a err */
         d = jr_config_backoff_call(L, 3, j);                   /* cfg */

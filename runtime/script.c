@@ -163,6 +163,28 @@ new_state(lua_State *L, const char *scripts_dir, jr_err *err)
     return L;
 }
 
+void
+jr_script_push_job(lua_State *L, const jr_job *j, int max_retries)
+{
+    lua_createtable(L, 0, 9);                        /* job */
+    lua_pushinteger(L, j->id);
+    lua_setfield(L, -2, "id");
+    lua_pushstring(L, j->name);
+    lua_setfield(L, -2, "name");
+    lua_pushstring(L, j->queue);
+    lua_setfield(L, -2, "queue");
+    lua_pushinteger(L, j->attempt);
+    lua_setfield(L, -2, "attempt");
+    lua_pushinteger(L, max_retries);
+    lua_setfield(L, -2, "max_retries");
+    lua_pushinteger(L, j->priority);
+    lua_setfield(L, -2, "priority");
+    lua_pushnumber(L, j->run_at);
+    lua_setfield(L, -2, "run_at");
+    lua_pushnumber(L, j->created_at);
+    lua_setfield(L, -2, "created_at");
+}
+
 /* --- loading a scripts directory ------------------------------------ */
 
 typedef struct loader {

@@ -66,6 +66,13 @@ void jr_scripts_free(jr_scripts *s);
 /* Pushes the handler table of name, or nil. [-0, +1, -] */
 void jr_scripts_push(lua_State *L, const jr_scripts *s, const char *name);
 
+/* Pushes the plain table a handler sees for job j: id, name, queue,
+ * attempt, max_retries (the one in force), priority, run_at, created_at;
+ * not the payload. [-0, +1, m] */
+struct jr_job;
+void jr_script_push_job(lua_State *L, const struct jr_job *j,
+                        int max_retries);
+
 /* Turns the error value at the top into a readable string in place
  * (tables, nil, userdata get a description). [-1, +1, m] */
 const char *jr_script_errstr(lua_State *L);

@@ -105,31 +105,6 @@ send_hello(worker *w)
     return flush(w);
 }
 
-/* Pushes the job table. [-0, +1, m] */
-static void
-push_job(worker *w, const jr_job *j, int max_retries)
-{
-    lua_State *L = w->L;
-
-    lua_createtable(L, 0, 9);                        /* job */
-    lua_pushinteger(L, j->id);
-    lua_setfield(L, -2, "id");
-    lua_pushstring(L, j->name);
-    lua_setfield(L, -2, "name");
-    lua_pushstring(L, j->queue);
-    lua_setfield(L, -2, "queue");
-    lua_pushinteger(L, j->attempt);
-    lua_setfield(L, -2, "attempt");
-    lua_pushinteger(L, max_retries);
-    lua_setfield(L, -2, "max_retries");
-    lua_pushinteger(L, j->priority);
-    lua_setfield(L, -2, "priority");
-    lua_pushnumber(L, j->run_at);
-    lua_setfield(L, -2, "run_at");
-    lua_pushnumber(L, j->created_at);
-    lua_setfield(L, -2, "created_at");
-}
-
 /* lua-cjson decodes every JSON number as a float: turn whole ones back
  * into integers (exact up to 2^53) in the value on top, so 3 is 3 and not
  * 3.0. [-0, +0, -] */
@@ -268,7 +243,7 @@ run_job(worker *w, const jr_job *j, jr_result *res)
                   w->cfg.max_retries;
     timeout = info->timeout > 0 ? info->timeout : w->cfg.timeout;
     lua_getfield(L, h, "handle");                    /* t f */
-    push_job(w, j, max_retries);                     /* t f job */
+    jr_script_push_job(w->L, j, max_retries);                     /* t f job */
     if (set_payload(w, j) < 0) {
         res->kind = JR_DEAD;                         /* retrying won't help */
         res->error = w->err;
