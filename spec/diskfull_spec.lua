@@ -1,6 +1,8 @@
 -- diskfull_spec.lua - SQLite on a full disk: the runner says so once, keeps
 -- the results its workers finished, does not spin, and records them all
 -- when space is back. A small tmpfs makes the disk (needs root, as CI is).
+-- The held results carry 60 KB follow-ups each, more than the WAL pages
+-- SQLite has already allocated, so recording them must need new space.
 local jr = require "jr"
 
 local function has_sqlite()
@@ -34,7 +36,7 @@ describe("sqlite disk full:", function()
   end)
 
   it("keeps finished results until space is back, then records each once", function()
-    local _, err, code = jr.sh("mount -t tmpfs -o size=3m tmpfs " .. jr.quote(mnt))
+    local _, err, code = jr.sh("mount -t tmpfs -o size=16m tmpfs " .. jr.quote(mnt))
     if code ~= 0 then
       pending("cannot mount a tmpfs here (needs root): " .. err)
       return
@@ -48,7 +50,7 @@ describe("sqlite disk full:", function()
           local t = jobrunner.now() + 0.01
           while jobrunner.now() < t do end
         end
-        jobrunner.push("follow", { pad = ("x"):rep(2000), from = job.id })
+        jobrunner.push("follow", { pad = ("x"):rep(60000), from = job.id })
         local f = assert(io.open(os.getenv("PWD") .. "/ledger", "a"))
         f:write(job.id, "\n")
         f:close()
