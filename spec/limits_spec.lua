@@ -109,11 +109,8 @@ for _, backend in ipairs(jr.backends()) do
       env.url = url
       env:config("")
       env:script("x", "return function() end")
-      local p = { pid = nil }
-      local cmd = ("cd %s && %s -c %s run >%s/late.out 2>%s/late.err & echo $!"):format(
-        jr.quote(env.dir), jr.quote(jr.bin), jr.quote(env.config_file), env.dir, env.dir)
-      p.pid = tonumber(jr.sh(cmd):match("%d+"))
-      local function log() return jr.read_file(env.dir .. "/late.err") or "" end
+      local p = env:start("", { wait = false })
+      local function log() return env:log(p) end
       jr.wait_for(function() return log():find("retrying until it answers") end)
       assert.is_true(alive(p.pid))
       if backend == "postgres" then
@@ -124,8 +121,7 @@ for _, backend in ipairs(jr.backends()) do
       end
       jr.wait_for(function() return log():find("database: reached after") end, 30)
       jr.wait_for(function() return log():find("loaded 1 handler") end)
-      os.execute("kill -TERM " .. p.pid)
-      jr.wait_for(function() return not alive(p.pid) end, 30)
+      assert.equal(0, env:stop("TERM", p))
       if backend == "postgres" then
         jr.sh("spec/helpers/pgcluster.sh stop " .. jr.quote(later))
       end

@@ -142,28 +142,10 @@ describe("sqlite: database trouble #sqlite", function()
     return tonumber(out:match("%d+"))
   end
 
-  -- Starts the runner as nobody without waiting for its handlers to load
-  -- (it may be waiting for the database); registered for env:cleanup.
+  -- The runner as nobody, not waiting for its handlers to load (it may be
+  -- waiting for the database).
   local function start()
-    local n = #env.procs + 1
-    local p = {
-      pidfile = ("%s/runner%d.pid"):format(env.dir, n),
-      statusfile = ("%s/runner%d.status"):format(env.dir, n),
-      out = ("%s/runner%d.out"):format(env.dir, n),
-      err = ("%s/runner%d.err"):format(env.dir, n),
-    }
-    local cmd = ("cd %s && %s %s -c %s run >%s 2>%s"):format(q(env.dir),
-      as_nobody, q(jr.bin), q(env.config_file), q(p.out), q(p.err))
-    os.execute(("sh -c %s >/dev/null 2>&1 &"):format(q(
-      cmd .. " & echo $! > " .. q(p.pidfile) .. "; wait $!; echo $? > " ..
-      q(p.statusfile))))
-    p.pid = jr.wait_for(function()
-      local s = jr.read_file(p.pidfile)
-      return s and tonumber(s:match("%d+"))
-    end, 5, "runner pid")
-    env.procs[n] = p
-    env.proc = p
-    return p
+    return env:start(as_nobody, { wait = false })
   end
 
   local function push_as_nobody(tag)

@@ -188,9 +188,11 @@ function Env:push(name, json, ...)
   return assert(tonumber(out:match("%d+")), "no id printed: " .. out)
 end
 
--- Starts `jobrunner run` in the background. Returns a process handle with
--- pid, out and err files.
-function Env:start(extra_env)
+-- Starts `jobrunner run` in the background, prefixed by extra_env (e.g.
+-- "VAR=x" or a command such as setpriv). Waits for its handlers to load
+-- unless opts.wait is false (it may be waiting for the database). Returns
+-- a process handle with pid, out and err files.
+function Env:start(extra_env, opts)
   local n = #self.procs + 1
   local p = {
     pidfile = ("%s/runner%d.pid"):format(self.dir, n),
@@ -208,6 +210,9 @@ function Env:start(extra_env)
   end, 5, "runner pid")
   self.procs[n] = p
   self.proc = p
+  if opts and opts.wait == false then
+    return p
+  end
   M.wait_for(function()
     return (read_file(p.err) or ""):find("loaded %d+ handler") or
            not self:alive(p)
