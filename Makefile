@@ -39,7 +39,8 @@ CTESTS   = $(patsubst spec/c/%.c,$(BUILD)/spec/c/%,$(wildcard spec/c/test_*.c))
 
 .PHONY: all run test asan bench install uninstall clean deps check-deps
 
-all: check-deps jobrunner
+# all: and test: are defined once, at the end, after every part's variables.
+.DEFAULT_GOAL := all
 
 # Debian packages: the build needs the -dev ones, the tests busted, cjson,
 # sqlite3 and a PostgreSQL 15 server.
@@ -104,8 +105,6 @@ else
 TEST_BIN = jobrunner
 endif
 
-test: deps check-deps $(TEST_BIN) $(CTESTS)
-	$(Q)LUA=$(LUA) BUILD=$(BUILD) JOBRUNNER_BIN=$(CURDIR)/$(BUILD)/jobrunner ./spec/run
 
 # Workers and the master exit through paths LeakSanitizer cannot see as
 # clean (exec, _exit); leaks are checked by the C tests instead.
@@ -119,7 +118,7 @@ clean:
 
 -include $(OBJS:.o=.d)
 
-# --- libjobrunner, the Lua module, install (issue 5) -----------------------
+# --- libjobrunner, the Lua module ------------------------------------------
 # The producer library (runtime/jobrunner.h) is client.c over the backends,
 # compiled again as PIC under $(BUILD)/pic. It needs sqlite3, libpq and
 # liblua (to read config files), never libevent. Only jr_client_* is
@@ -138,8 +137,6 @@ LIB_LUALIBS   = $(shell $(PKG_CONFIG) --libs $(LUA_PC) 2>/dev/null)
 LIB_PRIVATE   = $(LIB_LDLIBS) $(LIB_LUALIBS)
 
 .PHONY: lib luamod spec-luamod
-
-all: lib luamod
 
 lib: $(BUILD)/libjobrunner.a $(BUILD)/libjobrunner.so $(BUILD)/jobrunner.pc
 
@@ -201,9 +198,9 @@ $(BUILD)/jobrunner.pc: jobrunner.pc.in Makefile
 # The specs load build/jobrunner.so (.busted's cpath) into lua5.4, which has
 # no sanitizer runtime: other build dirs get a plain one built there too.
 ifeq ($(BUILD),build)
-test: build/jobrunner.so
+SPEC_LUAMOD = build/jobrunner.so
 else
-test: spec-luamod
+SPEC_LUAMOD = spec-luamod
 endif
 spec-luamod:
 	$(Q)$(MAKE) SANITIZE= BUILD=build build/jobrunner.so
@@ -248,7 +245,7 @@ uninstall:
 	    $(DESTDIR)$(LUA_CMOD)/jobrunner.so \
 	    $(DESTDIR)$(MANDIR)/man1/jobrunner.1
 
-# --- bench (issue 7) --------------------------------------------------------
+# --- bench -------------------------------------------------------------------
 # make bench: bench/run measures push, drain, latency, idle cost, RSS and
 # backlog scaling on SQLite and a throwaway PostgreSQL, prints one table and
 # writes bench/results.json. BENCH_N=... scales it (see bench/run).
@@ -277,7 +274,7 @@ $(BUILD)/bench/benchsleep.so: bench/benchsleep.c
 	@echo "CC $<"
 	$(Q)$(CC) $(CPPFLAGS) $(CFLAGS) -fPIC -shared -o $@ $<
 
-# --- chaos and fuzzing (issue 6) --------------------------------------------
+# --- chaos and fuzzing -------------------------------------------------------
 # make chaos: bench/chaos kills -9 the runner CHAOS_KILLS times per backend
 # while it drains CHAOS_JOBS jobs, and prints per backend
 # "backend=B jobs=N kills=K lost=L duplicated=D stuck=S" (fails if lost or
@@ -314,8 +311,6 @@ FUZZ_OBJS     = $(FUZZ_SRCS:%.c=$(FUZZ_DIR)/obj/%.o) \
                 $(FUZZ_DIR)/obj/sqlite_sql.o $(FUZZ_DIR)/obj/postgres_sql.o
 FUZZ_BINS     = $(FUZZ_TARGETS:%=$(FUZZ_DIR)/%)
 FUZZ_REPLAYS  = $(FUZZ_TARGETS:fuzz_%=$(BUILD)/spec/c/test_fuzz_%)
-
-test: $(FUZZ_REPLAYS)
 
 fuzz: fuzz-build
 	$(Q)per=$$(( $(FUZZ_SECONDS) / 3 )); [ $$per -ge 1 ] || per=1; \
@@ -364,3 +359,15 @@ $(BUILD)/spec/c/test_fuzz_%: spec/fuzz/fuzz_%.c spec/fuzz/replay.c \
 	$(Q)$(CC) $(FUZZ_CPPFLAGS) $(CFLAGS) $(LDFLAGS) \
 	    -DCORPUS_DIR='"spec/fuzz/corpus/fuzz_$*"' -o $@ \
 	    $< spec/fuzz/replay.c $(LIBOBJS) $(LDLIBS)
+
+# --- the two entry points ----------------------------------------------------
+# make: the runner, the library and the Lua module. make test: the same plus
+# the C tests and fuzz replays, then spec/run (both backends). deps installs
+# only what dpkg says is missing: with everything there it runs no apt-get.
+all: check-deps jobrunner lib luamod
+
+test: deps check-deps $(TEST_BIN) $(CTESTS) $(FUZZ_REPLAYS) $(SPEC_LUAMOD)
+	$(Q)LUA=$(LUA) BUILD=$(BUILD) JOBRUNNER_BIN=$(CURDIR)/$(BUILD)/jobrunner ./spec/run
+
+# generated schema sources are kept, not rebuilt on every make
+.SECONDARY: $(BUILD)/sqlite_sql.c $(BUILD)/postgres_sql.c

@@ -109,7 +109,10 @@ for _, backend in ipairs(jr.backends()) do
         return n >= 2
       end)
       local late = env:push("added")
-      jr.sleep(1.5)
+      -- a job pushed after it, with a handler, runs: claims take ready jobs
+      -- in id order, so had "added" been claimable it would have gone first
+      local after = env:push("base")
+      jr.wait_for(function() return env:job(after) == nil end)
       local row = env:job(late)
       assert.equal("queued", row.state)
       assert.equal(0, row.attempts)
