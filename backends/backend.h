@@ -181,8 +181,27 @@ void jr_url_mask(const char *url, char *out, size_t size);
  * in the message ("job name", "queue name"). */
 int  jr_name_check(const char *name, const char *what, jr_err *err);
 
-/* Checks a push before it reaches the database (names, payload size). */
+/* The same check for a name of len bytes that may hold NUL bytes (a Lua
+ * string): a NUL is an invalid character like any other. */
+int  jr_name_check_len(const char *name, size_t len, const char *what,
+                       jr_err *err);
+
+#define JR_TIME_MAX  253402300799.0     /* 9999-12-31T23:59:59Z */
+#define JR_DELAY_MAX 3155760000.0       /* 100 years of seconds */
+
+/* Checks a push before it reaches the database: the one set of rules of
+ * every producer (CLI, C library, Lua module, handler pushes) and of the
+ * backends themselves. Names and queue as jr_name_check; payload at most
+ * max_payload bytes (0: no limit); max_retries -1 (not set) or >= 0;
+ * run_at 0 (not set) or epoch seconds up to JR_TIME_MAX; run_in finite,
+ * at most JR_DELAY_MAX either way; not both run_at and run_in. Returns 0,
+ * or -1 with err set (JR_EINPUT) naming the job and the option. */
 int  jr_push_check(const jr_push *p, size_t max_payload, jr_err *err);
+
+/* The max_retries in force for job j: the job's, else the handler's
+ * (handler: -1 when not set or unknown), else the config's default. The
+ * one rule of the worker, the master and the lease rescue. */
+int  jr_max_retries(const jr_job *j, int handler, int dflt);
 
 /* Returns a new job whose strings are copied into the same allocation, or
  * NULL when out of memory. Free with free(). */

@@ -321,7 +321,12 @@ db_fail(jr_backend *b, const PGresult *res, const char *what, jr_err *err)
         return jr_fail(err, JR_EDB, "postgres: %s: connection to '%s' lost "
                        "(%s); will reconnect on the next call", what,
                        b->masked, b->pgmsg);
-    return jr_fail(err, JR_EDB, "postgres: %s: %s", what, b->pgmsg);
+    /* class 22 (data exception) and 23 (integrity constraint): the rows
+     * were refused and would be again; the rest (08 connection, 53
+     * resources, 57 operator intervention...) is the database's trouble */
+    return jr_fail(err, strncmp(b->sqlstate, "22", 2) == 0 ||
+                   strncmp(b->sqlstate, "23", 2) == 0 ? JR_EINPUT : JR_EDB,
+                   "postgres: %s: %s", what, b->pgmsg);
 }
 
 /* Runs sql (no parameters) and checks it worked. */
@@ -685,9 +690,6 @@ push_arrays(jr_backend *b, const jr_push *const *pp, int n, sbuf *a,
         const jr_push *p = pp[i];
         if (jr_push_check(p, b->max_payload, err) < 0)
             return -1;
-        if (!isfinite(p->run_at) || !isfinite(p->run_in))
-            return jr_fail(err, JR_EINPUT, "job '%s': run_at and run_in "
-                           "must be finite numbers", p->name);
         sb_elem(&a[0], p->name);
         sb_elem(&a[1], p->payload ? p->payload : "{}");
         sb_elem(&a[2], p->queue ? p->queue : "default");

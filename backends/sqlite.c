@@ -114,10 +114,28 @@ struct jr_backend {
     int           busy_ms;
 };
 
+/* JR_EINPUT when SQLite refused the row itself (a constraint, a value
+ * of the wrong type or too big): the same row would be refused again.
+ * JR_EDB for the rest (busy, I/O error, disk full, cannot open...): the
+ * database is in trouble and a retry may succeed. */
+static int
+error_class(int rc)
+{
+    switch (rc & 0xff) {
+    case SQLITE_CONSTRAINT:
+    case SQLITE_MISMATCH:
+    case SQLITE_TOOBIG:
+        return JR_EINPUT;
+    default:
+        return JR_EDB;
+    }
+}
+
 static int
 db_fail(jr_backend *b, jr_err *err, const char *what)
 {
-    return jr_fail(err, JR_EDB, "sqlite '%s': %s: %s", b->path, what,
+    return jr_fail(err, error_class(sqlite3_extended_errcode(b->db)),
+                   "sqlite '%s': %s: %s", b->path, what,
                    sqlite3_errmsg(b->db));
 }
 
@@ -411,20 +429,24 @@ insert_one(jr_backend *b, const jr_push *p, double now, int64_t *id,
         return jr_fail(err, JR_EINPUT, "job '%s': invalid JSON payload "
                        "(refused by the database)", p->name);
     if (rc != SQLITE_DONE)
-        return jr_fail(err, rc == SQLITE_CONSTRAINT_CHECK ? JR_EINPUT :
-                       JR_EDB, "job '%s': insert failed: %s", p->name,
-                       sqlite3_errmsg(b->db));
+        return jr_fail(err, error_class(rc), "job '%s': insert %s: %s",
+                       p->name, error_class(rc) == JR_EINPUT ? "refused" :
+                       "failed", sqlite3_errmsg(b->db));
     if (id != NULL)
         *id = sqlite3_last_insert_rowid(b->db);
     return 0;
 }
 
+/* Checks p[0..n) and inserts them, in the open transaction. */
 static int
 insert_all(jr_backend *b, const jr_push *p, int n, int64_t *ids, double now,
            jr_err *err)
 {
     int i;
 
+    for (i = 0; i < n; i++)
+        if (jr_push_check(&p[i], 0, err) < 0)
+            return -1;
     for (i = 0; i < n; i++)
         if (insert_one(b, &p[i], now, ids ? &ids[i] : NULL, err) < 0)
             return -1;
