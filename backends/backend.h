@@ -45,7 +45,11 @@ enum {
     JR_RETRY,                   /* failure with retries left: queued later */
     JR_DEAD,                    /* no retries left, or discarded */
     JR_SNOOZE,                  /* queued later, attempt not counted */
-    JR_RELEASE                  /* never started: queued, attempt not counted */
+    JR_RELEASE,                 /* never started: queued, attempt not counted */
+    JR_EXPIRED                  /* never started because its retries were
+                                   used up (the last attempt was lost with
+                                   its runner's lease): dead, this claim not
+                                   counted, last_error kept unless given */
 };
 
 /* What became of one claimed job. Strings and pushes are borrowed. */
@@ -128,10 +132,13 @@ typedef struct jr_backend_ops {
     /* Extends to now + lease every lease held by token. Returns count. */
     int  (*renew)(jr_backend *b, const char *token, double lease,
                   jr_err *err);
-    /* Requeues running jobs whose lease expired (any runner's); those whose
-     * attempts exceed max_retries (the job's, else default_max_retries) go
-     * dead. Returns how many rows it changed. */
-    int  (*rescue)(jr_backend *b, int default_max_retries, jr_err *err);
+    /* Requeues running jobs whose lease expired (any runner's), with
+     * last_error 'lease expired: runner lost' and the lost attempt counted
+     * (it was counted at claim). It never decides death: the runner that
+     * claims the job next knows its handler's max_retries and records a
+     * job out of retries as JR_EXPIRED without running it. Returns how
+     * many rows it changed. */
+    int  (*rescue)(jr_backend *b, jr_err *err);
     /* Counts ready jobs (queued, due) whose name is in names[0..nnames),
      * stopping at limit. Returns the count. */
     long (*count_ready)(jr_backend *b, const char *const *names, int nnames,
@@ -139,8 +146,8 @@ typedef struct jr_backend_ops {
     /* Calls cb for each job name with any job, ordered by name. A non-zero
      * return from cb stops the walk (still a success). */
     int  (*stats)(jr_backend *b, jr_stat_cb cb, void *arg, jr_err *err);
-    /* Calls cb for up to limit dead jobs, newest death first; a non-zero
-     * return from cb stops the walk. */
+    /* Calls cb for up to limit dead jobs (limit 0: all of them), newest
+     * death first; a non-zero return from cb stops the walk. */
     int  (*dead_list)(jr_backend *b, int limit, jr_dead_cb cb, void *arg,
                       jr_err *err);
     /* Requeues dead jobs ids[0..n) (n < 0: all dead jobs) with attempts 0.

@@ -134,7 +134,7 @@ run_cycle(jr_dbthread *t, jr_cycle *c)
     if (c->renew && (c->renewed = ops->renew(b, t->token, t->lease, &e)) < 0)
         keep_err(c, &e);
     if (c->rescue &&
-        (c->rescued = ops->rescue(b, c->max_retries, &e)) < 0)
+        (c->rescued = ops->rescue(b, &e)) < 0)
         keep_err(c, &e);
     c->ready = -1;
     if (c->count_ready && c->err.code == 0 &&

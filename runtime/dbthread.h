@@ -23,7 +23,6 @@ typedef struct jr_cycle {
     int                 nnames;
     int                 renew;          /* renew this runner's leases */
     int                 rescue;         /* requeue expired leases */
-    int                 max_retries;    /* for rescue */
     int                 count_ready;    /* count ready jobs (up to 1e6) */
     /* outputs */
     int                 applied;        /* results recorded, or -1 */
