@@ -218,5 +218,63 @@ for _, backend in ipairs(h.backends()) do
         assert.equal(0, env:stop())
       end)
     end)
+
+    describe("plain SQL", function()
+      it("refuses an infinite run_at like every producer", function()
+        env:push("x")       -- creates the schema
+        local _, err, code
+        if backend == "sqlite" then
+          _, err, code = h.sh(("sqlite3 %s %s"):format(h.quote(env:sqlite_path()),
+            h.quote("INSERT INTO jobs (name, run_at) VALUES ('never', 1e999)")))
+        else
+          _, err, code = h.sh(("psql -X -q -v ON_ERROR_STOP=1 %s -c %s"):format(
+            h.quote(h.pg_url), h.quote(("SELECT %s.push('never', run_at => 'infinity')")
+              :format(env.schema))))
+        end
+        assert.is_not.equal(0, code)
+        assert.matches("run_at", err, 1, true)
+        assert.equal(1, env:count())
+      end)
+
+      it("an upgrade from schema 1 keeps the jobs and runs them", function()
+        -- a database made by the previous schema, with jobs in it
+        local text = h.read_file(h.root .. "/backends/" .. backend .. ".sql")
+        local v1 = assert(text:match("%-%- migration 1\n(.-)%-%- migration 2\n"))
+        if backend == "sqlite" then
+          env:exec(v1 .. "\nPRAGMA user_version = 1;" ..
+            "INSERT INTO jobs (name, payload) VALUES ('old', '{\"n\":1}');" ..
+            "INSERT INTO jobs (name, payload, max_retries) VALUES ('old', '{\"n\":2}', 3);")
+        else
+          local s = '"' .. env.schema .. '"'
+          h.sh(("psql -X -q -v ON_ERROR_STOP=1 %s -c %s"):format(h.quote(h.pg_url),
+            h.quote("CREATE SCHEMA " .. s .. "; CREATE TABLE " .. s ..
+              ".migrations (version int PRIMARY KEY, applied_at timestamptz " ..
+              "NOT NULL DEFAULT now()); " .. v1:gsub("{{schema}}", s) ..
+              "; INSERT INTO " .. s .. ".migrations (version) VALUES (1);" ..
+              "SELECT " .. s .. ".push('old', '{\"n\":1}');" ..
+              "SELECT " .. s .. ".push('old', '{\"n\":2}', max_retries => 3);")))
+        end
+        assert.equal(2, env:count())
+        local _, err, code = env:cli("migrate")
+        assert.equal(0, code, err)
+        if backend == "sqlite" then
+          assert.equal(2, env:query("PRAGMA user_version")[1].user_version)
+        else
+          assert.equal(2, env:query("SELECT max(version) AS v FROM migrations")[1].v)
+        end
+        local rows = env:jobs()
+        assert.equal(2, #rows)
+        assert.equal("old", rows[1].name)
+        assert.equal(3, rows[2].max_retries)
+        env:script("old", h.RECORD .. [[
+          return function(job) record("ran", job.payload.n) end]])
+        env:start()
+        h.wait_for(function() return env:count() == 0 end)
+        local ran = h.lines(env.dir .. "/ran")
+        table.sort(ran)
+        assert.same({ "1", "2" }, ran)
+        assert.equal(0, env:stop())
+      end)
+    end)
   end)
 end

@@ -174,7 +174,7 @@ test_migrate(void)
         return;
     CHECK_OK(ops->migrate(b, &e), e);
     CHECK_OK(ops->migrate(b, &e), e);
-    CHECK(qn("SELECT count(*) FROM jrmig.migrations") == 1);
+    CHECK(qn("SELECT count(*) FROM jrmig.migrations") == 2);
     CHECK(qn("SELECT count(*) FROM information_schema.tables "
              "WHERE table_schema = 'jrmig'") == 2);
     ops->close(b);
@@ -209,7 +209,7 @@ test_migrate_race(void)
             WEXITSTATUS(status) == 0)
             ok++;
     CHECK(ok == 6);
-    CHECK(qn("SELECT count(*) FROM jrrace.migrations") == 1);
+    CHECK(qn("SELECT count(*) FROM jrrace.migrations") == 2);
     q("DROP SCHEMA jrrace CASCADE");
 }
 
@@ -751,6 +751,10 @@ test_sql_push(void)
     res = PQexec(sql, "INSERT INTO jrtest.jobs (name, payload) "
                  "VALUES ('n', '[1,')");
     CHECK(PQresultStatus(res) == PGRES_FATAL_ERROR);
+    PQclear(res);
+    res = PQexec(sql, "SELECT jrtest.push('never', run_at => 'infinity')");
+    CHECK(PQresultStatus(res) == PGRES_FATAL_ERROR &&
+          strstr(PQresultErrorMessage(res), "not a finite time") != NULL);
     PQclear(res);
     ops->close(b);
 }
