@@ -48,14 +48,15 @@ keep_err(jr_cycle *c, const jr_err *e)
  * err set when the failure is not about this row (the database is in
  * trouble). */
 static int
-complete_one(jr_dbthread *t, const jr_result *res, jr_err *err)
+complete_one(jr_db *db, const char *token, const jr_result *res,
+             jr_err *err)
 {
-    const jr_backend_ops *ops = t->db->ops;
+    const jr_backend_ops *ops = db->ops;
     jr_result r = *res;
     char msg[sizeof err->msg + 48];
     int rc;
 
-    if ((rc = ops->complete(t->db->b, t->token, &r, 1, err)) >= 0 ||
+    if ((rc = ops->complete(db->b, token, &r, 1, err)) >= 0 ||
         err->code != JR_EINPUT)
         return rc;
     snprintf(msg, sizeof msg, "%s refused by the database: %s",
@@ -66,12 +67,12 @@ complete_one(jr_dbthread *t, const jr_result *res, jr_err *err)
     r.error = msg;
     r.pushes = NULL;
     r.npushes = 0;
-    if ((rc = ops->complete(t->db->b, t->token, &r, 1, err)) >= 0 ||
+    if ((rc = ops->complete(db->b, token, &r, 1, err)) >= 0 ||
         err->code != JR_EINPUT)
         return rc;
     r.error = "its result was refused by the database (see the log)";
     r.generation = NULL;
-    if ((rc = ops->complete(t->db->b, t->token, &r, 1, err)) >= 0 ||
+    if ((rc = ops->complete(db->b, token, &r, 1, err)) >= 0 ||
         err->code != JR_EINPUT)
         return rc;
     jr_log(JR_LOG_ERROR, "job %lld: cannot record its death either (%s); "
@@ -79,16 +80,19 @@ complete_one(jr_dbthread *t, const jr_result *res, jr_err *err)
     return 0;
 }
 
-/* A batch the database refused for the input of some result: records the
- * results one by one, so that only the refused ones fail. Returns how many
- * were applied, or -1 with err set when the failure is not about input. */
-static int
-complete_each(jr_dbthread *t, const jr_cycle *c, jr_err *err)
+int
+jr_dbthread_complete(jr_db *db, const char *token, const jr_result *r, int n,
+                     jr_err *err)
 {
-    int applied = 0, i, rc;
+    int applied, i, rc;
 
-    for (i = 0; i < c->nresults; i++) {
-        if ((rc = complete_one(t, &c->results[i], err)) < 0)
+    if ((applied = db->ops->complete(db->b, token, r, n, err)) >= 0 ||
+        err->code != JR_EINPUT)
+        return applied;
+    /* refused for the input of some result: one by one, so that only the
+     * refused ones fail */
+    for (applied = i = 0; i < n; i++) {
+        if ((rc = complete_one(db, token, &r[i], err)) < 0)
             return -1;
         applied += rc;
     }
@@ -118,10 +122,9 @@ run_cycle(jr_dbthread *t, jr_cycle *c)
         nres = want = 0;        /* both done in one transaction */
     else
         c->nclaimed = 0;
-    if (nres > 0 &&
-        (c->applied = ops->complete(b, t->token, c->results, nres,
-                                    &e)) < 0 && e.code == JR_EINPUT)
-        c->applied = complete_each(t, c, &e);
+    if (nres > 0)
+        c->applied = jr_dbthread_complete(t->db, t->token, c->results, nres,
+                                          &e);
     if (c->applied < 0) {
         keep_err(c, &e);
         want = 0;               /* the database is in trouble: stop here */

@@ -370,7 +370,7 @@ flush_results(master *m)
         return -1;
     for (i = 0; i < n; i++)
         batch[i] = m->res[i].r;
-    applied = m->db.ops->complete(m->db.b, m->token, batch, n, &err);
+    applied = jr_dbthread_complete(&m->db, m->token, batch, n, &err);
     free(batch);
     if (applied < 0) {
         jr_log(JR_LOG_ERROR, "recording %d results failed: %s", n, err.msg);
