@@ -459,11 +459,6 @@ static int
 sqlite_push(jr_backend *b, const jr_push *p, int n, int64_t *ids,
             jr_err *err)
 {
-    int i;
-
-    for (i = 0; i < n; i++)
-        if (jr_push_check(&p[i], 0, err) < 0)
-            return -1;
     if (begin(b, err) < 0)
         return -1;
     if (insert_all(b, p, n, ids, jr_now(), err) < 0) {

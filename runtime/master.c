@@ -289,6 +289,7 @@ expire_job(master *m, jr_job *j)
     const jr_handler *h = handler_info(m->gen, j->name);
     int max = jr_max_retries(j, h ? h->max_retries : -1, m->cfg->max_retries);
     jr_result r = {.id = j->id, .kind = JR_EXPIRED}, seen;
+    jr_job last;                /* as the hooks see it: the lost attempt */
 
     if (j->attempt <= max + 1)
         return 0;
@@ -299,7 +300,9 @@ expire_job(master *m, jr_job *j)
     m->dead++;
     seen = r;                   /* the row keeps its last_error */
     seen.error = "no retries left (lease expired: runner lost)";
-    job_event(m, j, &seen, 0);
+    last = *j;                  /* strings stay in j until it is freed */
+    last.attempt--;
+    job_event(m, &last, &seen, 0);
     add_result(m, &r, NULL);
     free(j);
     return 1;
