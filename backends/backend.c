@@ -1,5 +1,6 @@
 /* backend.c - what both engines share: choosing one from a URL, masking
  * passwords, name and payload checks, the job allocation. */
+#include <math.h>
 #include <stdlib.h>
 #include <stdio.h>
 #include <string.h>
@@ -100,11 +101,18 @@ jr_url_mask(const char *url, char *out, size_t size)
 int
 jr_name_check(const char *name, const char *what, jr_err *err)
 {
+    return jr_name_check_len(name, name ? strlen(name) : 0, what, err);
+}
+
+int
+jr_name_check_len(const char *name, size_t len, const char *what,
+                  jr_err *err)
+{
     size_t n;
 
-    if (name == NULL || *name == '\0')
+    if (name == NULL || len == 0)
         return jr_fail(err, JR_EINPUT, "empty %s", what);
-    for (n = 0; name[n]; n++) {
+    for (n = 0; n < len; n++) {
         unsigned char c = (unsigned char)name[n];
         if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
               (c >= '0' && c <= '9') || c == '_' || c == '.' || c == ':' ||
@@ -119,6 +127,9 @@ jr_name_check(const char *name, const char *what, jr_err *err)
     return 0;
 }
 
+/* The rules every push follows, whichever way it comes (CLI, C library,
+ * Lua module, handler push, backend): checked here, once, before anything
+ * reaches a database. */
 int
 jr_push_check(const jr_push *p, size_t max_payload, jr_err *err)
 {
@@ -133,6 +144,17 @@ jr_push_check(const jr_push *p, size_t max_payload, jr_err *err)
     if (p->max_retries < -1)
         return jr_fail(err, JR_EINPUT, "job '%s': max_retries %d is "
                        "negative", p->name, p->max_retries);
+    if (!isfinite(p->run_at) || p->run_at < 0 || p->run_at > JR_TIME_MAX)
+        return jr_fail(err, JR_EINPUT, "job '%s': run_at %g is not a time "
+                       "(epoch seconds from 0 to %.0f, 9999-12-31)", p->name,
+                       p->run_at, JR_TIME_MAX);
+    if (!isfinite(p->run_in) || fabs(p->run_in) > JR_DELAY_MAX)
+        return jr_fail(err, JR_EINPUT, "job '%s': run_in %g is not a delay "
+                       "(seconds, finite, at most %.0f either way: 100 "
+                       "years)", p->name, p->run_in, JR_DELAY_MAX);
+    if (p->run_at != 0 && p->run_in != 0)
+        return jr_fail(err, JR_EINPUT, "job '%s': give run_at or run_in, "
+                       "not both", p->name);
     return 0;
 }
 
@@ -159,6 +181,13 @@ jr_job_new(int64_t id, const char *name, const char *queue,
     j->payload = p;
     j->payload_len = payload_len;
     return j;
+}
+
+int
+jr_max_retries(const jr_job *j, int handler, int dflt)
+{
+    return j->max_retries >= 0 ? j->max_retries : handler >= 0 ? handler :
+           dflt;
 }
 
 double

@@ -45,7 +45,11 @@ enum {
     JR_RETRY,                   /* failure with retries left: queued later */
     JR_DEAD,                    /* no retries left, or discarded */
     JR_SNOOZE,                  /* queued later, attempt not counted */
-    JR_RELEASE                  /* never started: queued, attempt not counted */
+    JR_RELEASE,                 /* never started: queued, attempt not counted */
+    JR_EXPIRED                  /* never started because its retries were
+                                   used up (the last attempt was lost with
+                                   its runner's lease): dead, this claim not
+                                   counted, last_error kept unless given */
 };
 
 /* What became of one claimed job. Strings and pushes are borrowed. */
@@ -128,10 +132,13 @@ typedef struct jr_backend_ops {
     /* Extends to now + lease every lease held by token. Returns count. */
     int  (*renew)(jr_backend *b, const char *token, double lease,
                   jr_err *err);
-    /* Requeues running jobs whose lease expired (any runner's); those whose
-     * attempts exceed max_retries (the job's, else default_max_retries) go
-     * dead. Returns how many rows it changed. */
-    int  (*rescue)(jr_backend *b, int default_max_retries, jr_err *err);
+    /* Requeues running jobs whose lease expired (any runner's), with
+     * last_error 'lease expired: runner lost' and the lost attempt counted
+     * (it was counted at claim). It never decides death: the runner that
+     * claims the job next knows its handler's max_retries and records a
+     * job out of retries as JR_EXPIRED without running it. Returns how
+     * many rows it changed. */
+    int  (*rescue)(jr_backend *b, jr_err *err);
     /* Counts ready jobs (queued, due) whose name is in names[0..nnames),
      * stopping at limit. Returns the count. */
     long (*count_ready)(jr_backend *b, const char *const *names, int nnames,
@@ -139,8 +146,8 @@ typedef struct jr_backend_ops {
     /* Calls cb for each job name with any job, ordered by name. A non-zero
      * return from cb stops the walk (still a success). */
     int  (*stats)(jr_backend *b, jr_stat_cb cb, void *arg, jr_err *err);
-    /* Calls cb for up to limit dead jobs, newest death first; a non-zero
-     * return from cb stops the walk. */
+    /* Calls cb for up to limit dead jobs (limit 0: all of them), newest
+     * death first; a non-zero return from cb stops the walk. */
     int  (*dead_list)(jr_backend *b, int limit, jr_dead_cb cb, void *arg,
                       jr_err *err);
     /* Requeues dead jobs ids[0..n) (n < 0: all dead jobs) with attempts 0.
@@ -181,8 +188,27 @@ void jr_url_mask(const char *url, char *out, size_t size);
  * in the message ("job name", "queue name"). */
 int  jr_name_check(const char *name, const char *what, jr_err *err);
 
-/* Checks a push before it reaches the database (names, payload size). */
+/* The same check for a name of len bytes that may hold NUL bytes (a Lua
+ * string): a NUL is an invalid character like any other. */
+int  jr_name_check_len(const char *name, size_t len, const char *what,
+                       jr_err *err);
+
+#define JR_TIME_MAX  253402300799.0     /* 9999-12-31T23:59:59Z */
+#define JR_DELAY_MAX 3155760000.0       /* 100 years of seconds */
+
+/* Checks a push before it reaches the database: the one set of rules of
+ * every producer (CLI, C library, Lua module, handler pushes) and of the
+ * backends themselves. Names and queue as jr_name_check; payload at most
+ * max_payload bytes (0: no limit); max_retries -1 (not set) or >= 0;
+ * run_at 0 (not set) or epoch seconds up to JR_TIME_MAX; run_in finite,
+ * at most JR_DELAY_MAX either way; not both run_at and run_in. Returns 0,
+ * or -1 with err set (JR_EINPUT) naming the job and the option. */
 int  jr_push_check(const jr_push *p, size_t max_payload, jr_err *err);
+
+/* The max_retries in force for job j: the job's, else the handler's
+ * (handler: -1 when not set or unknown), else the config's default. The
+ * one rule of the worker, the master and the lease rescue. */
+int  jr_max_retries(const jr_job *j, int handler, int dflt);
 
 /* Returns a new job whose strings are copied into the same allocation, or
  * NULL when out of memory. Free with free(). */

@@ -72,20 +72,22 @@ static const struct stmt {
     [S_DONE] = {"jr_done", 2,
         "DELETE FROM {{schema}}.jobs WHERE id = ANY($2::bigint[])"
         " AND state = 'running' AND locked_by = $1::text RETURNING id"},
-    /* RETRY, DEAD, SNOOZE and RELEASE in one statement; kinds are the
-     * JR_ values of backend.h (2 retry, 3 dead, 4 snooze, 5 release). */
+    /* RETRY, DEAD, SNOOZE, RELEASE and EXPIRED in one statement; kinds
+     * are the JR_ values of backend.h (2 retry, 3 dead, 4 snooze, 5
+     * release, 6 expired). */
     [S_FINISH] = {"jr_finish", 6,
         "UPDATE {{schema}}.jobs j SET"
-        " state = CASE WHEN u.kind = 3 THEN 'dead' ELSE 'queued' END,"
+        " state = CASE WHEN u.kind IN (3, 6) THEN 'dead' ELSE 'queued' END,"
         " run_at = CASE WHEN u.kind IN (2, 4)"
         "  THEN now() + u.delay * interval '1 second' ELSE j.run_at END,"
-        " attempts = CASE WHEN u.kind IN (4, 5)"
+        " attempts = CASE WHEN u.kind IN (4, 5, 6)"
         "  THEN j.attempts - 1 ELSE j.attempts END,"
         " last_error = CASE WHEN u.kind IN (2, 3)"
-        "  THEN u.err ELSE j.last_error END,"
-        " generation = CASE WHEN u.kind = 5"
+        "  THEN u.err ELSE coalesce(CASE WHEN u.kind = 6 THEN u.err END,"
+        "  j.last_error) END,"
+        " generation = CASE WHEN u.kind IN (5, 6)"
         "  THEN j.generation ELSE coalesce(u.gen, j.generation) END,"
-        " died_at = CASE WHEN u.kind = 3 THEN now() END,"
+        " died_at = CASE WHEN u.kind IN (3, 6) THEN now() END,"
         " locked_by = NULL, locked_until = NULL, updated_at = now()"
         " FROM unnest($2::bigint[], $3::int[], $4::float8[], $5::text[],"
         "  $6::text[]) AS u(id, kind, delay, err, gen)"
@@ -114,12 +116,8 @@ static const struct stmt {
         "UPDATE {{schema}}.jobs"
         " SET locked_until = now() + $2::float8 * interval '1 second'"
         " WHERE state = 'running' AND locked_by = $1::text"},
-    [S_RESCUE] = {"jr_rescue", 1,
-        "UPDATE {{schema}}.jobs SET"
-        " state = CASE WHEN attempts > coalesce(max_retries, $1::int)"
-        "  THEN 'dead' ELSE 'queued' END,"
-        " died_at = CASE WHEN attempts > coalesce(max_retries, $1::int)"
-        "  THEN now() END,"
+    [S_RESCUE] = {"jr_rescue", 0,
+        "UPDATE {{schema}}.jobs SET state = 'queued',"
         " last_error = 'lease expired: runner lost',"
         " locked_by = NULL, locked_until = NULL, updated_at = now()"
         " WHERE state = 'running' AND locked_until < now()"},
@@ -321,7 +319,12 @@ db_fail(jr_backend *b, const PGresult *res, const char *what, jr_err *err)
         return jr_fail(err, JR_EDB, "postgres: %s: connection to '%s' lost "
                        "(%s); will reconnect on the next call", what,
                        b->masked, b->pgmsg);
-    return jr_fail(err, JR_EDB, "postgres: %s: %s", what, b->pgmsg);
+    /* class 22 (data exception) and 23 (integrity constraint): the rows
+     * were refused and would be again; the rest (08 connection, 53
+     * resources, 57 operator intervention...) is the database's trouble */
+    return jr_fail(err, strncmp(b->sqlstate, "22", 2) == 0 ||
+                   strncmp(b->sqlstate, "23", 2) == 0 ? JR_EINPUT : JR_EDB,
+                   "postgres: %s: %s", what, b->pgmsg);
 }
 
 /* Runs sql (no parameters) and checks it worked. */
@@ -685,9 +688,6 @@ push_arrays(jr_backend *b, const jr_push *const *pp, int n, sbuf *a,
         const jr_push *p = pp[i];
         if (jr_push_check(p, b->max_payload, err) < 0)
             return -1;
-        if (!isfinite(p->run_at) || !isfinite(p->run_in))
-            return jr_fail(err, JR_EINPUT, "job '%s': run_at and run_in "
-                           "must be finite numbers", p->name);
         sb_elem(&a[0], p->name);
         sb_elem(&a[1], p->payload ? p->payload : "{}");
         sb_elem(&a[2], p->queue ? p->queue : "default");
@@ -1034,7 +1034,7 @@ check_followups(const jr_backend *b, const jr_result *r, int n, jr_err *err)
     int i, k;
 
     for (i = 0; i < n; i++) {
-        if (r[i].kind < JR_DONE || r[i].kind > JR_RELEASE)
+        if (r[i].kind < JR_DONE || r[i].kind > JR_EXPIRED)
             return jr_fail(err, JR_EINPUT, "job %lld: unknown result kind "
                            "%d", (long long)r[i].id, r[i].kind);
         for (k = 0; r[i].kind == JR_DONE && k < r[i].npushes; k++) {
@@ -1187,15 +1187,11 @@ pg_count_ready(jr_backend *b, const char *const *names, int nnames,
 }
 
 static int
-pg_rescue(jr_backend *b, int default_max_retries, jr_err *err)
+pg_rescue(jr_backend *b, jr_err *err)
 {
-    char smax[16];
-    const char *params[1] = {smax};
-
-    snprintf(smax, sizeof smax, "%d", default_max_retries);
     if (ready(b, err) < 0)
         return -1;
-    return run_count(b, S_RESCUE, params, "rescuing expired leases", err);
+    return run_count(b, S_RESCUE, NULL, "rescuing expired leases", err);
 }
 
 static int

@@ -91,3 +91,31 @@ EXCEPTION WHEN others THEN
     RETURN SQLERRM;
 END
 $$;
+-- migration 2
+-- The push rules of the runtime (jr_push_check, README "Push rules") for
+-- the SQL function too: run_at must be a finite time before the year
+-- 10000 ('infinity' would never run). Names, queue, payload and
+-- max_retries are checked by the table itself.
+CREATE OR REPLACE FUNCTION {{schema}}.push(name text, payload jsonb DEFAULT '{}',
+                                           run_at timestamptz DEFAULT now(),
+                                           priority int DEFAULT 0,
+                                           queue text DEFAULT 'default',
+                                           max_retries int DEFAULT NULL)
+RETURNS bigint LANGUAGE plpgsql AS $$
+DECLARE
+    new_id bigint;
+BEGIN
+    IF push.run_at IS NOT NULL AND (NOT isfinite(push.run_at)
+       OR push.run_at >= timestamptz '10000-01-01 00:00:00+00') THEN
+        RAISE EXCEPTION 'jobrunner.push: run_at % is not a finite time before the year 10000',
+            push.run_at USING ERRCODE = 'datetime_field_overflow';
+    END IF;
+    INSERT INTO {{schema}}.jobs (name, payload, run_at, priority, queue,
+                                 max_retries)
+    VALUES (push.name, coalesce(push.payload, '{}'),
+            coalesce(push.run_at, now()), coalesce(push.priority, 0),
+            coalesce(push.queue, 'default'), push.max_retries)
+    RETURNING id INTO new_id;
+    RETURN new_id;
+END
+$$;

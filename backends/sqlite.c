@@ -22,7 +22,8 @@
 extern const char jr_sqlite_sql[];      /* build/sqlite_sql.c */
 
 enum {
-    S_CLAIM, S_DONE, S_RETRY, S_DEAD, S_SNOOZE, S_RELEASE, S_INSERT,
+    S_CLAIM, S_DONE, S_RETRY, S_DEAD, S_SNOOZE, S_RELEASE, S_EXPIRED,
+    S_INSERT,
     S_RENEW, S_RESCUE, S_STATS, S_DEAD_LIST, S_DEAD_RETRY, S_DEAD_RETRY_ALL,
     S_DEAD_PURGE, S_DATA_VERSION, S_BEGIN, S_COMMIT, S_ROLLBACK, S_READY,
     S_COUNT
@@ -59,6 +60,11 @@ static const char *const sql_text[S_COUNT] = {
         "UPDATE jobs SET state = 'queued', attempts = attempts - 1,"
         " locked_by = NULL, locked_until = NULL, updated_at = ?3"
         " WHERE id = ?1 AND state = 'running' AND locked_by = ?2",
+    [S_EXPIRED] =
+        "UPDATE jobs SET state = 'dead', died_at = ?3, attempts = attempts - 1,"
+        " last_error = coalesce(?5, last_error), locked_by = NULL,"
+        " locked_until = NULL, updated_at = ?3"
+        " WHERE id = ?1 AND state = 'running' AND locked_by = ?2",
     [S_INSERT] =
         "INSERT INTO jobs (name, payload, queue, priority, max_retries,"
         " run_at, created_at, updated_at)"
@@ -67,11 +73,7 @@ static const char *const sql_text[S_COUNT] = {
         "UPDATE jobs SET locked_until = ?2"
         " WHERE state = 'running' AND locked_by = ?1",
     [S_RESCUE] =
-        "UPDATE jobs SET"
-        " state = CASE WHEN attempts > coalesce(max_retries, ?2)"
-        "  THEN 'dead' ELSE 'queued' END,"
-        " died_at = CASE WHEN attempts > coalesce(max_retries, ?2)"
-        "  THEN ?1 END,"
+        "UPDATE jobs SET state = 'queued',"
         " last_error = 'lease expired: runner lost',"
         " locked_by = NULL, locked_until = NULL, updated_at = ?1"
         " WHERE state = 'running' AND locked_until < ?1",
@@ -114,10 +116,28 @@ struct jr_backend {
     int           busy_ms;
 };
 
+/* JR_EINPUT when SQLite refused the row itself (a constraint, a value
+ * of the wrong type or too big): the same row would be refused again.
+ * JR_EDB for the rest (busy, I/O error, disk full, cannot open...): the
+ * database is in trouble and a retry may succeed. */
+static int
+error_class(int rc)
+{
+    switch (rc & 0xff) {
+    case SQLITE_CONSTRAINT:
+    case SQLITE_MISMATCH:
+    case SQLITE_TOOBIG:
+        return JR_EINPUT;
+    default:
+        return JR_EDB;
+    }
+}
+
 static int
 db_fail(jr_backend *b, jr_err *err, const char *what)
 {
-    return jr_fail(err, JR_EDB, "sqlite '%s': %s: %s", b->path, what,
+    return jr_fail(err, error_class(sqlite3_extended_errcode(b->db)),
+                   "sqlite '%s': %s: %s", b->path, what,
                    sqlite3_errmsg(b->db));
 }
 
@@ -411,20 +431,24 @@ insert_one(jr_backend *b, const jr_push *p, double now, int64_t *id,
         return jr_fail(err, JR_EINPUT, "job '%s': invalid JSON payload "
                        "(refused by the database)", p->name);
     if (rc != SQLITE_DONE)
-        return jr_fail(err, rc == SQLITE_CONSTRAINT_CHECK ? JR_EINPUT :
-                       JR_EDB, "job '%s': insert failed: %s", p->name,
-                       sqlite3_errmsg(b->db));
+        return jr_fail(err, error_class(rc), "job '%s': insert %s: %s",
+                       p->name, error_class(rc) == JR_EINPUT ? "refused" :
+                       "failed", sqlite3_errmsg(b->db));
     if (id != NULL)
         *id = sqlite3_last_insert_rowid(b->db);
     return 0;
 }
 
+/* Checks p[0..n) and inserts them, in the open transaction. */
 static int
 insert_all(jr_backend *b, const jr_push *p, int n, int64_t *ids, double now,
            jr_err *err)
 {
     int i;
 
+    for (i = 0; i < n; i++)
+        if (jr_push_check(&p[i], 0, err) < 0)
+            return -1;
     for (i = 0; i < n; i++)
         if (insert_one(b, &p[i], now, ids ? &ids[i] : NULL, err) < 0)
             return -1;
@@ -435,11 +459,6 @@ static int
 sqlite_push(jr_backend *b, const jr_push *p, int n, int64_t *ids,
             jr_err *err)
 {
-    int i;
-
-    for (i = 0; i < n; i++)
-        if (jr_push_check(&p[i], 0, err) < 0)
-            return -1;
     if (begin(b, err) < 0)
         return -1;
     if (insert_all(b, p, n, ids, jr_now(), err) < 0) {
@@ -587,6 +606,7 @@ result_stmt_index(int kind)
     case JR_DEAD:    return S_DEAD;
     case JR_SNOOZE:  return S_SNOOZE;
     case JR_RELEASE: return S_RELEASE;
+    case JR_EXPIRED: return S_EXPIRED;
     default:         return -1;
     }
 }
@@ -684,14 +704,13 @@ sqlite_renew(jr_backend *b, const char *token, double lease, jr_err *err)
 }
 
 static int
-sqlite_rescue(jr_backend *b, int default_max_retries, jr_err *err)
+sqlite_rescue(jr_backend *b, jr_err *err)
 {
     sqlite3_stmt *s;
 
     if (file_check(b, err) < 0 || (s = stmt(b, S_RESCUE, err)) == NULL)
         return -1;
     sqlite3_bind_double(s, 1, jr_now());
-    sqlite3_bind_int(s, 2, default_max_retries);
     return run(b, s, err, "requeueing expired leases");
 }
 
@@ -756,7 +775,7 @@ sqlite_dead_list(jr_backend *b, int limit, jr_dead_cb cb, void *arg,
 
     if (s == NULL)
         return -1;
-    sqlite3_bind_int(s, 1, limit);
+    sqlite3_bind_int(s, 1, limit > 0 ? limit : -1);     /* -1: no limit */
     while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
         row.id = sqlite3_column_int64(s, 0);
         row.name = (const char *)sqlite3_column_text(s, 1);

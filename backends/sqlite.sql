@@ -29,3 +29,13 @@ CREATE INDEX jobs_claim ON jobs (priority, run_at, id) WHERE state = 'queued';
 CREATE INDEX jobs_lease ON jobs (locked_until) WHERE state = 'running';
 CREATE INDEX jobs_locked_by ON jobs (locked_by) WHERE state = 'running';
 CREATE INDEX jobs_dead ON jobs (died_at) WHERE state = 'dead';
+-- migration 2
+-- The push rules of the runtime (jr_push_check, README "Push rules") for
+-- plain-SQL producers too: run_at must be a finite number of epoch seconds
+-- (an infinite one would never run, NaN arrives as NULL).
+CREATE TRIGGER jobs_run_at_check BEFORE INSERT ON jobs
+WHEN typeof(NEW.run_at) NOT IN ('real', 'integer')
+     OR abs(NEW.run_at) > 253402300799
+BEGIN
+    SELECT RAISE(ABORT, 'run_at must be finite epoch seconds, at most 253402300799 (9999-12-31)');
+END;

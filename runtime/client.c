@@ -142,7 +142,6 @@ make_push(jr_client *c, const char *name, const char *payload,
           const jr_client_opts *o, jr_push *p)
 {
     static const jr_client_opts defaults = JR_CLIENT_OPTS_INIT;
-    const char *shown = name ? name : "(null)";
 
     if (o == NULL)
         o = &defaults;
@@ -154,15 +153,6 @@ make_push(jr_client *c, const char *name, const char *payload,
     p->max_retries = o->max_retries;
     p->run_at = o->run_at;
     p->run_in = o->run_in;
-    if (!isfinite(o->run_at) || o->run_at < 0)
-        return jr_fail(&c->err, JR_EINPUT, "job '%.128s': run_at %g is not "
-                       "a time (epoch seconds)", shown, o->run_at);
-    if (!isfinite(o->run_in))
-        return jr_fail(&c->err, JR_EINPUT, "job '%.128s': run_in %g is not "
-                       "a number of seconds", shown, o->run_in);
-    if (o->run_at != 0 && o->run_in != 0)
-        return jr_fail(&c->err, JR_EINPUT, "job '%.128s': give run_at or "
-                       "run_in, not both", shown);
     return jr_push_check(p, c->max_payload, &c->err);
 }
 

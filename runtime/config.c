@@ -596,7 +596,8 @@ jr_config_backoff_call(lua_State *L, int nargs, const jr_job *j)
 }
 
 double
-jr_config_backoff(const jr_config *c, const jr_job *j, const char *error)
+jr_config_backoff(const jr_config *c, const jr_job *j, int max_retries,
+                  const char *error)
 {
     lua_State *L = c->L;
     int top, t;
@@ -607,7 +608,7 @@ jr_config_backoff(const jr_config *c, const jr_job *j, const char *error)
     top = lua_gettop(L);
     lua_rawgeti(L, LUA_REGISTRYINDEX, c->ref);       /* cfg */
     if (lua_getfield(L, -1, "backoff") == LUA_TFUNCTION) {  /* cfg f */
-        jr_script_push_job(L, j, j->max_retries);    /* cfg f job */
+        jr_script_push_job(L, j, max_retries);       /* cfg f job */
         lua_pushinteger(L, j->attempt);              /* cfg f job attempt */
         lua_pushstring(L, error);                    /* cfg f job a err */
         d = jr_config_backoff_call(L, 3, j);                   /* cfg */

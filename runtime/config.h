@@ -50,11 +50,12 @@ int  jr_config_load(jr_config *c, const char *file, lua_State *L,
 int  jr_config_set(char **slot, const char *value, jr_err *err);
 /* The config's retry delay for job j after error: its backoff(job,
  * attempt, err) function, else defaults.backoff (seconds, or a function of
- * attempt and err). Returns -1 when the config sets none or it fails
- * (logged). */
+ * attempt and err). job.max_retries is max_retries, the one in force
+ * (jr_max_retries), as handlers see it. Returns -1 when the config sets
+ * none or it fails (logged). */
 struct jr_job;
 double jr_config_backoff(const jr_config *c, const struct jr_job *j,
-                         const char *error);
+                         int max_retries, const char *error);
 /* Calls the backoff function below nargs arguments on top of L for job j,
  * expecting seconds >= 0; returns them, or -1 (logged) when it fails or
  * returns something else. [-(nargs+1), +0, -] */

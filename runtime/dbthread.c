@@ -15,6 +15,7 @@
 #include <event2/event.h>
 
 #include "dbthread.h"
+#include "log.h"
 
 struct jr_dbthread {
     jr_db           *db;
@@ -40,29 +41,58 @@ keep_err(jr_cycle *c, const jr_err *e)
         c->err = *e;
 }
 
-/* A batch the database refused for its input (a follow-up push it will not
- * take) would be refused forever: record the results one by one, and turn
- * each refused success into a death that says why. Returns how many were
- * applied, or -1 with err set when the failure is not about input. */
+/* Records result r alone. A result the database refuses for its input (a
+ * follow-up push it will not take, an error text too big) would be refused
+ * forever: it becomes a death that says why, and if even that is refused,
+ * a death with a short reason. Returns 1 or 0 as complete does, or -1 with
+ * err set when the failure is not about this row (the database is in
+ * trouble). */
 static int
-complete_each(jr_dbthread *t, const jr_cycle *c, jr_err *err)
+complete_one(jr_db *db, const char *token, const jr_result *res,
+             jr_err *err)
 {
-    const jr_backend_ops *ops = t->db->ops;
-    int applied = 0, i, rc;
+    const jr_backend_ops *ops = db->ops;
+    jr_result r = *res;
+    char msg[sizeof err->msg + 48];
+    int rc;
 
-    for (i = 0; i < c->nresults; i++) {
-        jr_result r = c->results[i];
-        char msg[sizeof err->msg + 32];
-        if ((rc = ops->complete(t->db->b, t->token, &r, 1, err)) < 0 &&
-            err->code == JR_EINPUT && r.kind == JR_DONE) {
-            snprintf(msg, sizeof msg, "follow-up push refused: %s", err->msg);
-            r.kind = JR_DEAD;
-            r.error = msg;
-            r.pushes = NULL;
-            r.npushes = 0;
-            rc = ops->complete(t->db->b, t->token, &r, 1, err);
-        }
-        if (rc < 0)
+    if ((rc = ops->complete(db->b, token, &r, 1, err)) >= 0 ||
+        err->code != JR_EINPUT)
+        return rc;
+    snprintf(msg, sizeof msg, "%s refused by the database: %s",
+             r.kind == JR_DONE ? "follow-up push" : "result", err->msg);
+    jr_log(JR_LOG_ERROR, "job %lld: %s; the job is dead", (long long)r.id,
+           msg);
+    r.kind = JR_DEAD;
+    r.error = msg;
+    r.pushes = NULL;
+    r.npushes = 0;
+    if ((rc = ops->complete(db->b, token, &r, 1, err)) >= 0 ||
+        err->code != JR_EINPUT)
+        return rc;
+    r.error = "its result was refused by the database (see the log)";
+    r.generation = NULL;
+    if ((rc = ops->complete(db->b, token, &r, 1, err)) >= 0 ||
+        err->code != JR_EINPUT)
+        return rc;
+    jr_log(JR_LOG_ERROR, "job %lld: cannot record its death either (%s); "
+           "its lease will requeue it", (long long)r.id, err->msg);
+    return 0;
+}
+
+int
+jr_dbthread_complete(jr_db *db, const char *token, const jr_result *r, int n,
+                     jr_err *err)
+{
+    int applied, i, rc;
+
+    if ((applied = db->ops->complete(db->b, token, r, n, err)) >= 0 ||
+        err->code != JR_EINPUT)
+        return applied;
+    /* refused for the input of some result: one by one, so that only the
+     * refused ones fail */
+    for (applied = i = 0; i < n; i++) {
+        if ((rc = complete_one(db, token, &r[i], err)) < 0)
             return -1;
         applied += rc;
     }
@@ -92,10 +122,9 @@ run_cycle(jr_dbthread *t, jr_cycle *c)
         nres = want = 0;        /* both done in one transaction */
     else
         c->nclaimed = 0;
-    if (nres > 0 &&
-        (c->applied = ops->complete(b, t->token, c->results, nres,
-                                    &e)) < 0 && e.code == JR_EINPUT)
-        c->applied = complete_each(t, c, &e);
+    if (nres > 0)
+        c->applied = jr_dbthread_complete(t->db, t->token, c->results, nres,
+                                          &e);
     if (c->applied < 0) {
         keep_err(c, &e);
         want = 0;               /* the database is in trouble: stop here */
@@ -108,7 +137,7 @@ run_cycle(jr_dbthread *t, jr_cycle *c)
     if (c->renew && (c->renewed = ops->renew(b, t->token, t->lease, &e)) < 0)
         keep_err(c, &e);
     if (c->rescue &&
-        (c->rescued = ops->rescue(b, c->max_retries, &e)) < 0)
+        (c->rescued = ops->rescue(b, &e)) < 0)
         keep_err(c, &e);
     c->ready = -1;
     if (c->count_ready && c->err.code == 0 &&

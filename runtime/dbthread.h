@@ -23,7 +23,6 @@ typedef struct jr_cycle {
     int                 nnames;
     int                 renew;          /* renew this runner's leases */
     int                 rescue;         /* requeue expired leases */
-    int                 max_retries;    /* for rescue */
     int                 count_ready;    /* count ready jobs (up to 1e6) */
     /* outputs */
     int                 applied;        /* results recorded, or -1 */
@@ -46,6 +45,14 @@ typedef void (*jr_cycle_done)(jr_cycle *c, void *arg);
 jr_dbthread *jr_dbthread_new(jr_db *db, const char *token, double lease,
                              struct event_base *base, jr_cycle_done done,
                              void *arg, jr_err *err);
+/* Records r[0..n) as db's complete does. When the database refuses the
+ * batch for the input of some result (JR_EINPUT: a follow-up push it will
+ * not take), records them one by one so that only the refused ones fail:
+ * each becomes a death saying why. Returns how many were applied, or -1
+ * with err set when the database itself is in trouble (retry later). For
+ * the thread, and for the master once the thread is gone. */
+int  jr_dbthread_complete(jr_db *db, const char *token, const jr_result *r,
+                          int n, jr_err *err);
 /* Starts c; returns -1 if a cycle is still running. */
 int  jr_dbthread_submit(jr_dbthread *t, jr_cycle *c);
 int  jr_dbthread_busy(const jr_dbthread *t);

@@ -54,7 +54,11 @@ typedef struct jr_client_config {
 } jr_client_config;
 
 /* Per-job options. Start from JR_CLIENT_OPTS_INIT (not from zero: a zero
- * max_retries means "never retry"); NULL means all defaults. */
+ * max_retries means "never retry"); NULL means all defaults. The same
+ * rules as every producer's (README, "Push rules"): run_at 0 or epoch
+ * seconds up to 253402300799 (9999-12-31), run_in finite and at most 100
+ * years either way, not both; NaN and infinities are refused with
+ * JR_CLIENT_EINPUT. */
 typedef struct jr_client_opts {
     double      run_at;         /* epoch seconds it becomes due; 0: not set */
     double      run_in;         /* seconds from now it becomes due; 0: now */
@@ -134,7 +138,8 @@ typedef struct jr_client_dead {
 /* Called once per dead job. Return 0 to go on, non-zero to stop. */
 typedef int (*jr_client_dead_fn)(const jr_client_dead *job, void *arg);
 
-/* Calls fn for up to limit dead jobs, newest death first. */
+/* Calls fn for up to limit dead jobs (0: all of them), newest death
+ * first. */
 int jr_client_dead_list(jr_client *c, int limit, jr_client_dead_fn fn,
                         void *arg);
 

@@ -19,6 +19,7 @@
 #include <lauxlib.h>
 #include <lua.h>
 
+#include "backend.h"
 #include "jobrunner.h"
 #include "json.h"
 
@@ -52,20 +53,25 @@ opt_int(lua_State *L, const char *fn, const char *key, lua_Integer lo,
                    luaL_typename(L, -1));
     v = lua_tointeger(L, -1);
     if (v < lo || v > hi)
-        luaL_error(L, "%s: option '%s' is out of range: " LUA_INTEGER_FMT,
-                   fn, key, v);
+        luaL_error(L, "%s: option '%s' is out of range: %I (from %I to %I)",
+                   fn, key, v, lo, hi);
     return v;
 }
 
 /* Reads the job options table at idx (none or nil: defaults) into o;
  * unknown keys and wrong types raise. Strings stay anchored by the table.
- * [-0, +0, v] */
+ * A queue name with a NUL byte, which C would cut, is an invalid name:
+ * bad gets the message (its code stays 0 otherwise).  [-0, +0, v] */
 static void
-read_push_opts(lua_State *L, int idx, const char *fn, jr_client_opts *o)
+read_push_opts(lua_State *L, int idx, const char *fn, jr_client_opts *o,
+               jr_err *bad)
 {
+    size_t len;
+
     static const jr_client_opts defaults = JR_CLIENT_OPTS_INIT;
 
     *o = defaults;
+    jr_err_clear(bad);
     if (lua_isnoneornil(L, idx))
         return;
     luaL_checktype(L, idx, LUA_TTABLE);
@@ -85,7 +91,8 @@ read_push_opts(lua_State *L, int idx, const char *fn, jr_client_opts *o)
             if (lua_type(L, -1) != LUA_TSTRING)
                 luaL_error(L, "%s: option 'queue' must be a string, got %s",
                            fn, luaL_typename(L, -1));
-            o->queue = lua_tostring(L, -1);
+            o->queue = lua_tolstring(L, -1, &len);
+            jr_name_check_len(o->queue, len, "queue name", bad);
         } else
             luaL_error(L, "%s: unknown option '%s' (valid: run_in, run_at, "
                        "priority, queue, max_retries)", fn, k);
@@ -124,13 +131,19 @@ static int
 client_push(lua_State *L)                            /* q name payload opts */
 {
     jr_client *c = check_client(L);
-    const char *name = luaL_checkstring(L, 2);
+    size_t len;
+    const char *name = luaL_checklstring(L, 2, &len);
     jr_client_opts o;
     char msg[400];
     int64_t id;
     jr_json_buf *b;
+    jr_err bad;
 
-    read_push_opts(L, 4, "push", &o);
+    read_push_opts(L, 4, "push", &o, &bad);
+    if (bad.code == 0)
+        jr_name_check_len(name, len, "job name", &bad);
+    if (bad.code != 0)      /* a NUL byte: C would see a shorter name */
+        return fail(L, bad.msg);
     lua_settop(L, 4);                                /* q name payload opts */
     b = jr_json_buf_new(L);                          /* .. b */
     if (jr_json_encode(L, 3, b, msg, sizeof msg) < 0)
@@ -150,6 +163,8 @@ read_job(lua_State *L, lua_Integer i, jr_json_buf *b, size_t *off,
 {
     char why[400];
     int item;
+    size_t len;
+    jr_err bad;
 
     if (lua_rawgeti(L, 2, i) != LUA_TTABLE)          /* .. item */
         luaL_error(L, "push_many: item %d must be a table {name, payload, "
@@ -159,9 +174,17 @@ read_job(lua_State *L, lua_Integer i, jr_json_buf *b, size_t *off,
     if (lua_type(L, -1) != LUA_TSTRING)
         luaL_error(L, "push_many: item %d: name (item[1]) must be a string, "
                    "got %s", (int)i, luaL_typename(L, -1));
-    j->name = lua_tostring(L, -1);                   /* anchored by item */
+    j->name = lua_tolstring(L, -1, &len);            /* anchored by item */
     lua_rawgeti(L, item, 3);                         /* .. item name opts */
-    read_push_opts(L, lua_gettop(L), "push_many", &j->opts);
+    read_push_opts(L, lua_gettop(L), "push_many", &j->opts, &bad);
+    if (bad.code == 0)
+        jr_name_check_len(j->name, len, "job name", &bad);
+    if (bad.code != 0) {        /* a NUL byte: C would see a shorter name */
+        snprintf(msg, 400, "job %d of %d: %.370s", (int)i,
+                 (int)lua_rawlen(L, 2), bad.msg);
+        lua_pop(L, 3);                               /* .. */
+        return -1;
+    }
     lua_rawgeti(L, item, 2);                         /* .. item name opts p */
     *off = b->n;
     if (jr_json_encode(L, lua_gettop(L), b, why, sizeof why) < 0) {

@@ -244,8 +244,7 @@ static void
 fail_job(master *m, const gen *g, const jr_job *j, const char *reason)
 {
     const jr_handler *h = handler_info(g, j->name);
-    int max = j->max_retries >= 0 ? j->max_retries :
-              h && h->max_retries >= 0 ? h->max_retries : m->cfg->max_retries;
+    int max = jr_max_retries(j, h ? h->max_retries : -1, m->cfg->max_retries);
     jr_result r = {.id = j->id};
     size_t len = strlen(reason) + 1;
     char *mem = malloc(len + 17);   /* the error, then the generation */
@@ -266,7 +265,7 @@ fail_job(master *m, const gen *g, const jr_job *j, const char *reason)
     } else {
         r.kind = JR_RETRY;
         r.delay = h && h->backoff >= 0 ? h->backoff :
-                  jr_config_backoff(m->cfg, j, reason);
+                  jr_config_backoff(m->cfg, j, max, reason);
         if (r.delay < 0)
             r.delay = jr_backoff_default(j->attempt);
         jr_log(JR_LOG_WARN, "job %lld (%s) failed (attempt %d of %d), "
@@ -276,6 +275,37 @@ fail_job(master *m, const gen *g, const jr_job *j, const char *reason)
     }
     job_event(m, j, &r, 0);
     add_result(m, &r, mem);
+}
+
+/* A claimed job whose retries are used up before it starts: its last
+ * attempt was lost with its runner's lease (the rescue requeues it with
+ * that attempt counted) or the handler now allows fewer. The runner that
+ * claims it knows the handler, so it decides here, with the same rule as
+ * a failure (jr_max_retries): dead, not run, this claim not counted.
+ * Returns 1 and takes j if so. */
+static int
+expire_job(master *m, jr_job *j)
+{
+    const jr_handler *h = handler_info(m->gen, j->name);
+    int max = jr_max_retries(j, h ? h->max_retries : -1, m->cfg->max_retries);
+    jr_result r = {.id = j->id, .kind = JR_EXPIRED}, seen;
+    jr_job last;                /* as the hooks see it: the lost attempt */
+
+    if (j->attempt <= max + 1)
+        return 0;
+    jr_log(JR_LOG_WARN, "job %lld (%s) dead: no retries left after %d "
+           "attempt%s (max_retries %d); the last one was lost (its "
+           "runner's lease expired)", (long long)j->id, j->name,
+           j->attempt - 1, j->attempt == 2 ? "" : "s", max);
+    m->dead++;
+    seen = r;                   /* the row keeps its last_error */
+    seen.error = "no retries left (lease expired: runner lost)";
+    last = *j;                  /* strings stay in j until it is freed */
+    last.attempt--;
+    job_event(m, &last, &seen, 0);
+    add_result(m, &r, NULL);
+    free(j);
+    return 1;
 }
 
 static void
@@ -301,6 +331,7 @@ results_recorded(master *m, pending *p, int n, int applied)
     for (i = 0; i < n; i++) {
         if (p[i].r.npushes > 0 || p[i].r.kind == JR_RELEASE ||
             (p[i].r.kind != JR_DONE && p[i].r.kind != JR_DEAD &&
+             p[i].r.kind != JR_EXPIRED &&
              p[i].r.delay < m->cfg->poll_interval))
             m->want_claim = 1;
         free(p[i].mem);
@@ -342,7 +373,7 @@ flush_results(master *m)
         return -1;
     for (i = 0; i < n; i++)
         batch[i] = m->res[i].r;
-    applied = m->db.ops->complete(m->db.b, m->token, batch, n, &err);
+    applied = jr_dbthread_complete(&m->db, m->token, batch, n, &err);
     free(batch);
     if (applied < 0) {
         jr_log(JR_LOG_ERROR, "recording %d results failed: %s", n, err.msg);
@@ -534,7 +565,8 @@ job_event(master *m, const jr_job *j, const jr_result *r, double secs)
 {
     static const int which[] = {[JR_DONE] = JR_HOOK_JOB_SUCCESS,
         [JR_RETRY] = JR_HOOK_JOB_RETRY, [JR_DEAD] = JR_HOOK_JOB_DEAD,
-        [JR_SNOOZE] = -1, [JR_RELEASE] = -1};
+        [JR_SNOOZE] = -1, [JR_RELEASE] = -1,
+        [JR_EXPIRED] = JR_HOOK_JOB_DEAD};
     jr_hooks *h = m->hooks;
 
     if (h == NULL || which[r->kind] < 0 || !jr_hook_begin(h, which[r->kind]))
@@ -572,7 +604,8 @@ on_cycle_done(jr_cycle *c, void *arg)
         m->ninflight = 0;
     }
     for (i = 0; i < c->nclaimed; i++)
-        if (m->stopping || queue_push(m, c->claimed[i], 0) < 0)
+        if (m->stopping || (!expire_job(m, c->claimed[i]) &&
+                            queue_push(m, c->claimed[i], 0) < 0))
             release_job(m, c->claimed[i]);
     if (c->want > 0 && c->nclaimed >= 0)
         m->want_claim = m->full_batch = c->nclaimed == c->want;
@@ -665,7 +698,6 @@ on_work(evutil_socket_t fd, short what, void *arg)
     c->count_ready = m->count_due;
     c->renew = m->renew_due;
     c->rescue = m->rescue_due;
-    c->max_retries = m->cfg->max_retries;
     c->claimed = m->claimed;
     m->wake_due = m->renew_due = m->rescue_due = m->count_due = 0;
     if (jr_dbthread_submit(m->dbt, c) < 0)
@@ -1517,7 +1549,7 @@ start(master *m, jr_err *err)
     if ((fd = m->db.ops->wake_fd(m->db.b)) >= 0)
         m->db.ops->changed(m->db.b, err);   /* start from now */
     watch_wake(m, fd);
-    if ((i = m->db.ops->rescue(m->db.b, m->cfg->max_retries, err)) > 0)
+    if ((i = m->db.ops->rescue(m->db.b, err)) > 0)
         jr_log(JR_LOG_WARN, "requeued %d job%s whose runner's lease expired",
                i, i == 1 ? "" : "s");
     m->dbt = jr_dbthread_new(&m->db, m->token, m->cfg->lease, m->base,

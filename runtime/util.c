@@ -35,14 +35,15 @@ bad:
 int
 jr_parse_time(const char *s, const char *what, double *out, jr_err *err)
 {
-    struct tm tm;
+    struct tm tm, want;
     const char *end;
     char *frac;
     double sub = 0;
+    time_t t;
 
     if (s[0] == '@') {
         *out = strtod(s + 1, &frac);
-        if (frac != s + 1 && *frac == '\0')
+        if (frac != s + 1 && *frac == '\0' && isfinite(*out) && *out >= 0)
             return 0;
         goto bad;
     }
@@ -63,7 +64,17 @@ jr_parse_time(const char *s, const char *what, double *out, jr_err *err)
         end++;
     if (*end != '\0')
         goto bad;
-    *out = (double)timegm(&tm) + sub;
+    want = tm;
+    t = timegm(&tm);
+    /* timegm carries 2026-02-30 into March: a date that does not come
+     * back the same does not exist */
+    if (t == (time_t)-1 || gmtime_r(&t, &tm) == NULL ||
+        tm.tm_year != want.tm_year || tm.tm_mon != want.tm_mon ||
+        tm.tm_mday != want.tm_mday || tm.tm_hour != want.tm_hour ||
+        tm.tm_min != want.tm_min || tm.tm_sec != want.tm_sec)
+        return jr_fail(err, JR_EUSAGE, "invalid %s '%s': no such date or "
+                       "time", what, s);
+    *out = (double)t + sub;
     return 0;
 bad:
     return jr_fail(err, JR_EUSAGE, "invalid %s '%s': expected a UTC time "

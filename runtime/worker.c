@@ -154,7 +154,8 @@ set_payload(worker *w, const jr_job *j)
  * config's (jr_config_backoff), else attempt^4 + 15 s plus jitter. The
  * handler table is at index h. */
 static double
-backoff(worker *w, int h, const jr_job *j, const char *error)
+backoff(worker *w, int h, const jr_job *j, int max_retries,
+        const char *error)
 {
     lua_State *L = w->L;
     double d = -1;
@@ -171,7 +172,7 @@ backoff(worker *w, int h, const jr_job *j, const char *error)
         break;
     default:
         lua_pop(L, 1);                               /* (nothing) */
-        d = jr_config_backoff(&w->cfg, j, error);
+        d = jr_config_backoff(&w->cfg, j, max_retries, error);
     }
     if (d < 0)
         d = jr_backoff_default(j->attempt);
@@ -187,7 +188,7 @@ failed(worker *w, int h, const jr_job *j, int max_retries, jr_result *res)
         res->kind = JR_DEAD;
     } else {
         res->kind = JR_RETRY;
-        res->delay = backoff(w, h, j, w->err);
+        res->delay = backoff(w, h, j, max_retries, w->err);
     }
 }
 
@@ -238,9 +239,7 @@ run_job(worker *w, const jr_job *j, jr_result *res)
         lua_settop(L, top);
         return;
     }
-    max_retries = j->max_retries >= 0 ? j->max_retries :
-                  info->max_retries >= 0 ? info->max_retries :
-                  w->cfg.max_retries;
+    max_retries = jr_max_retries(j, info->max_retries, w->cfg.max_retries);
     timeout = info->timeout > 0 ? info->timeout : w->cfg.timeout;
     lua_getfield(L, h, "handle");                    /* t f */
     jr_script_push_job(w->L, j, max_retries);                     /* t f job */
