@@ -495,19 +495,8 @@ slurp(const char *file)
     return s;
 }
 
-/* Runs the file; leaves its table on the stack. */
-/* A config that loops forever would hang every command; stop it. */
-static long config_budget;
-
-static void
-config_hook(lua_State *L, lua_Debug *ar)
-{
-    (void)ar;
-    if ((config_budget -= 100000) <= 0)
-        luaL_error(L, "config ran more than 100 million instructions "
-                   "(an endless loop?)");
-}
-
+/* Runs the file under the Lua budget (a config that loops forever would
+ * hang every command); leaves its table on the stack. */
 static int
 run_file(jr_config *c, lua_State *L, jr_err *err)
 {
@@ -519,10 +508,7 @@ run_file(jr_config *c, lua_State *L, jr_err *err)
         lua_pop(L, 1);
         return -1;
     }                                                /* chunk */
-    config_budget = 100000000;
-    lua_sethook(L, config_hook, LUA_MASKCOUNT, 100000);
-    rc = jr_script_pcall(L, 0, 1, err);              /* t | (nothing) */
-    lua_sethook(L, NULL, 0, 0);
+    rc = jr_script_run(L, 0, 1, JR_LUA_BUDGET, err); /* t | (nothing) */
     if (rc < 0) {
         err->code = JR_ECONFIG;
         return -1;
@@ -580,7 +566,7 @@ jr_config_backoff_call(lua_State *L, int nargs, const jr_job *j)
     jr_err err;
     double d = -1;
 
-    if (jr_script_pcall(L, nargs, 1, &err) < 0) {    /* (nothing) */
+    if (jr_script_run(L, nargs, 1, JR_LUA_BUDGET, &err) < 0) { /* (nothing) */
         jr_log(JR_LOG_WARN, "job %lld (%s): backoff failed, using the "
                "default: %s", (long long)j->id, j->name, err.msg);
         return -1;

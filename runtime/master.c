@@ -133,6 +133,8 @@ struct master {
 };
 
 static struct wk *spawn_worker(master *m);
+static void on_hello_gen(master *m, wk *w, gen *g, int nerr,
+                         const char *first);
 static void kick(master *m);
 static int  active_workers(master *m);
 static void set_target(master *m, int target, const char *reason);
@@ -678,47 +680,29 @@ kick(master *m)
     event_active(m->ev_work, EV_WRITE, 0);
 }
 
-/* Reads a hello into a new generation; logs its load errors when asked
- * and counts them. Returns NULL for a malformed frame. */
+/* Returns a new generation made of hello's handlers (taken: hello keeps
+ * none), logging its load errors when asked; NULL when out of memory. */
 static gen *
-gen_read(master *m, jr_reader *r, int log_errors, int *nerr, char *first,
-         size_t size)
+gen_new(master *m, jr_hello *hello, int log_errors)
 {
-    size_t len;
-    const char *hash = jr_get_str(r, &len);
-    int n = jr_get_i32(r), i;
-    gen *g;
+    gen *g = calloc(1, sizeof *g);
+    int i;
 
-    if (r->bad || hash == NULL || n < 0 || len >= sizeof g->hash ||
-        (g = calloc(1, sizeof *g)) == NULL)
+    if (g == NULL ||
+        (g->names = calloc((size_t)hello->n + 1, sizeof *g->names)) == NULL) {
+        free(g);
         return NULL;
-    memcpy(g->hash, hash, len);
-    g->h = calloc((size_t)n + 1, sizeof *g->h);
-    g->names = calloc((size_t)n + 1, sizeof *g->names);
-    for (i = 0; i < n && g->h && g->names && !r->bad; i++) {
-        const char *name = jr_get_str(r, &len);
-        g->h[i].max_retries = jr_get_i32(r);
-        g->h[i].timeout = jr_get_f64(r);
-        g->h[i].backoff = jr_get_f64(r);
-        if (name == NULL || r->bad ||
-            (g->h[i].name = strndup(name, len)) == NULL)
-            break;
+    }
+    memcpy(g->hash, hello->generation, sizeof g->hash);
+    g->h = hello->h;
+    g->n = hello->n;
+    hello->h = NULL;
+    hello->n = 0;
+    for (i = 0; i < g->n; i++)
         g->names[i] = g->h[i].name;
-        g->n++;
-    }
-    *nerr = jr_get_i32(r);
-    first[0] = '\0';
-    for (i = 0; i < *nerr && !r->bad; i++) {
-        const char *e = jr_get_str(r, &len);
-        if (e == NULL)
-            continue;
-        if (i == 0)
-            snprintf(first, size, "%.*s", (int)len, e);
-        if (log_errors)
-            jr_log(JR_LOG_ERROR, "%.*s (handler not loaded)", (int)len, e);
-    }
+    for (i = 0; log_errors && i < hello->nerrors; i++)
+        jr_log(JR_LOG_ERROR, "%s (handler not loaded)", hello->errors[i]);
     g->id = ++m->ngens;
-    g->refs = 0;
     return g;
 }
 
@@ -893,18 +877,68 @@ probe_hello(master *m, wk *w, gen *g, int nerr, const char *first)
     }
 }
 
+/* A worker whose set-up failed (config, libraries) before it could load
+ * any handler: its empty hello is no generation. A probe's reload fails
+ * and the current generation keeps running; any other worker exits and is
+ * replaced, with the spawn backoff. */
+static void
+setup_failed(master *m, wk *w, const char *why)
+{
+    if (!w->probe) {
+        jr_log(JR_LOG_ERROR, "worker %d could not start, %s: %s", w->id,
+               m->gen ? "the running generation goes on" :
+               "no handlers until one starts", why);
+        return;
+    }
+    m->probe = NULL;
+    w->probe = 0;
+    jr_log(JR_LOG_ERROR, "reload failed, generation %s keeps running: %s",
+           m->gen->hash, why);
+    reload_event(m, 0, why);
+    stop_worker(m, w);
+    if (m->reload_again) {
+        m->reload_again = 0;
+        reload(m);
+    }
+}
+
 static void
 on_hello(master *m, wk *w, jr_reader *r)
 {
-    char first[512];
-    int nerr = 0;
-    gen *g = gen_read(m, r, m->gen == NULL, &nerr, first, sizeof first);
+    const char *first;
+    jr_hello hello;
+    jr_err err;
+    int nerr;
+    gen *g;
 
-    if (g == NULL) {
-        jr_log(JR_LOG_ERROR, "worker %d: malformed hello", w->id);
+    if (jr_frame_get_hello(r, &hello, &err) < 0) {
+        jr_log(JR_LOG_ERROR, "worker %d: %s", w->id, err.msg);
+        jr_hello_free(&hello);
         kill(w->pid, SIGKILL);
         return;
     }
+    if (hello.setup_error != NULL) {
+        setup_failed(m, w, hello.setup_error);
+        jr_hello_free(&hello);
+        return;
+    }
+    if ((g = gen_new(m, &hello, m->gen == NULL)) == NULL) {
+        jr_log(JR_LOG_ERROR, "worker %d: hello: out of memory", w->id);
+        jr_hello_free(&hello);
+        kill(w->pid, SIGKILL);
+        return;
+    }
+    nerr = hello.nerrors;
+    first = nerr > 0 ? hello.errors[0] : "";
+    on_hello_gen(m, w, g, nerr, first);
+    jr_hello_free(&hello);
+}
+
+/* A hello that carried handlers: a probe's new generation, the first one,
+ * or one more worker of the current one. */
+static void
+on_hello_gen(master *m, wk *w, gen *g, int nerr, const char *first)
+{
     if (w->probe) {
         probe_hello(m, w, g, nerr, first);
         return;

@@ -17,20 +17,31 @@
 
 #include "backend.h"
 #include "script.h"
+#include "util.h"
 
 
 const char *
 jr_script_errstr(lua_State *L)                   /* [-1, +1, m] */
 {
+    const char *what = NULL;
+
     if (lua_type(L, -1) == LUA_TSTRING)
         return lua_tostring(L, -1);
-    if (luaL_callmeta(L, -1, "__tostring") &&    /* e s */
-        lua_type(L, -1) == LUA_TSTRING) {
-        lua_remove(L, -2);                       /* s */
-        return lua_tostring(L, -1);
+    if (luaL_callmeta(L, -1, "__tostring")) {    /* e s */
+        if (lua_type(L, -1) == LUA_TSTRING) {
+            lua_remove(L, -2);                   /* s */
+            return lua_tostring(L, -1);
+        }
+        what = luaL_typename(L, -1);             /* a literal: stays valid */
+        lua_pop(L, 1);                           /* e */
     }
-    lua_pushfstring(L, "error object is a %s value",
-                    luaL_typename(L, -1));       /* e s */
+    if (what != NULL)
+        lua_pushfstring(L, "error object is a %s value whose __tostring "
+                        "returned a %s, not a string", luaL_typename(L, -1),
+                        what);                   /* e s */
+    else
+        lua_pushfstring(L, "error object is a %s value",
+                        luaL_typename(L, -1));   /* e s */
     lua_remove(L, -2);                           /* s */
     return lua_tostring(L, -1);
 }
@@ -57,6 +68,103 @@ jr_script_xpcall(lua_State *L, int nargs, int nres)
     rc = lua_pcall(L, nargs, nres, fn);          /* h r1..rn | h e */
     lua_remove(L, fn);                           /* r1..rn | e */
     return rc;
+}
+
+/* --- budgets: one count hook for every entry into Lua ---------------- */
+
+#define BUDGET_STEP 10000       /* instructions between hook calls */
+
+/* What the running call may still use. One per jr_script_run level; the
+ * state's extra space points at the innermost, so nested runs restore the
+ * outer one when they return. */
+typedef struct limit {
+    long    left;               /* instructions; <= 0 once exceeded */
+    long    budget;             /* as given, for the message; 0: none */
+    double  deadline;           /* jr_mono() seconds; 0: none */
+    double  secs;               /* the timeout, for the message */
+} limit;
+
+/* "1s", "0.5s": the way %g prints, which lua_pushfstring lacks. */
+static const char *
+secs_str(double secs)
+{
+    static char buf[32];
+
+    snprintf(buf, sizeof buf, "%gs", secs);
+    return buf;
+}
+
+static limit **
+limit_slot(lua_State *L)
+{
+    return (limit **)lua_getextraspace(L);
+}
+
+/* Raises "file:line: <what>" at the Lua line that was running, and again
+ * at every later check: a pcall inside the code cannot swallow it for good
+ * because the next instructions it runs raise once more. */
+static void
+limit_hook(lua_State *L, lua_Debug *ar)
+{
+    limit *lim = *limit_slot(L);
+    char where[256] = "";
+
+    if (lim == NULL)
+        return;
+    if (lim->budget > 0)
+        lim->left -= BUDGET_STEP;
+    if ((lim->budget <= 0 || lim->left > 0) &&
+        (lim->deadline <= 0 || jr_mono() <= lim->deadline))
+        return;
+    if (lua_getinfo(L, "Sl", ar) && ar->currentline > 0)
+        snprintf(where, sizeof where, "%s:%d: ", ar->short_src,
+                 ar->currentline);
+    if (lim->budget > 0 && lim->left <= 0)
+        lua_pushfstring(L, "%sinterrupted: ran more than %d instructions (an "
+                        "endless loop?)", where, (int)lim->budget);
+    else
+        lua_pushfstring(L, "%stimed out after %s", where,
+                        secs_str(lim->secs));
+    lua_error(L);               /* not luaL_error: we placed it ourselves */
+}
+
+int
+jr_script_xrun(lua_State *L, int nargs, int nres, long budget,
+               double timeout)
+{
+    limit lim = {budget, budget, 0, timeout}, *outer = *limit_slot(L);
+    lua_Hook oldhook = lua_gethook(L);
+    int oldmask = lua_gethookmask(L), oldcount = lua_gethookcount(L);
+    int rc;
+
+    if (timeout > 0)
+        lim.deadline = jr_mono() + timeout;
+    *limit_slot(L) = &lim;
+    if (budget > 0 || timeout > 0)
+        lua_sethook(L, limit_hook, LUA_MASKCOUNT, BUDGET_STEP);
+    else
+        lua_sethook(L, NULL, 0, 0);
+    rc = jr_script_xpcall(L, nargs, nres);      /* r1..rn | e */
+    lua_sethook(L, oldhook, oldmask, oldcount);
+    *limit_slot(L) = outer;
+    if (rc == LUA_OK && timeout > 0 && jr_mono() > lim.deadline)
+        rc = JR_SCRIPT_LATE;    /* finished, but past its deadline */
+    return rc;
+}
+
+int
+jr_script_run(lua_State *L, int nargs, int nres, long budget, jr_err *err)
+{
+    int rc = jr_script_xrun(L, nargs, nres, budget, 0);
+
+    if (rc == LUA_OK)
+        return 0;
+    if (lua_type(L, -1) == LUA_TSTRING)
+        jr_fail(err, JR_ELUA, "%s", lua_tostring(L, -1));
+    else
+        jr_fail(err, JR_ELUA, "%s", jr_script_errstr(L));
+    lua_pop(L, 1);                               /* (nothing) */
+    return -1;
 }
 
 int
@@ -345,7 +453,8 @@ load_one(loader *ld, const char *path, const char *name)
     lua_setfield(L, -2, "__index");                  /* H chunk env mt */
     lua_setmetatable(L, -2);                         /* H chunk env */
     lua_setupvalue(L, -2, 1);                        /* H chunk */
-    if (jr_script_pcall(L, 0, 1, &err) < 0) {        /* H */
+    /* under a budget: a file that loops while loading is its own error */
+    if (jr_script_run(L, 0, 1, JR_LUA_BUDGET, &err) < 0) {  /* H */
         char *tb = strstr(err.msg, "\nstack traceback:");
         if (tb != NULL)
             *tb = '\0';

@@ -56,6 +56,29 @@ int jr_script_pcall(lua_State *L, int nargs, int nres, jr_err *err);
  * [-(nargs+1), +(nres|1), -] */
 int jr_script_xpcall(lua_State *L, int nargs, int nres);
 
+/* Instructions one call into config or loading Lua may run: a config file,
+ * a handler file's top level, a hook, a backoff function. Past it the call
+ * fails with "file:line: interrupted: ran more than N instructions". */
+#define JR_LUA_BUDGET 50000000L
+
+/* jr_script_xrun's status for a call that returned after its timeout. */
+#define JR_SCRIPT_LATE (-100)
+
+/* The one bridge into Lua: calls the function below the top nargs values
+ * with a traceback, under a budget of instructions (0: none). Once the
+ * budget is spent every later check raises again, so a pcall inside cannot
+ * swallow it. Success leaves nres results; failure fills err with
+ * "file:line: message" and the traceback. [-(nargs+1), +(nres|0), -] */
+int jr_script_run(lua_State *L, int nargs, int nres, long budget,
+                  jr_err *err);
+
+/* Like jr_script_run with a wall-clock timeout in seconds as well (0:
+ * none), returning lua_pcall's status (JR_SCRIPT_LATE when it returned
+ * past the timeout) and leaving the error value on top (a string with
+ * traceback, or a jobrunner signal). [-(nargs+1), +(nres|1), -] */
+int jr_script_xrun(lua_State *L, int nargs, int nres, long budget,
+                   double timeout);
+
 /* Loads every handler under dir into L. A file that fails is recorded in
  * s->errors and skipped; -1 only when dir cannot be read. Free with
  * jr_scripts_free(). */

@@ -2,7 +2,8 @@
  * Input byte 0 picks the mode:
  *   even: the rest is a byte stream from a peer: split into frames with
  *         jr_frame_complete, open each and decode it as a job, a result and
- *         a hello, whatever its type (a decoder must refuse, not overrun);
+ *         a hello (the master's real decoders), whatever its type (a
+ *         decoder must refuse, not overrun, and never half-build);
  *   odd:  the rest describes a job or a result, which is encoded, decoded
  *         and compared field by field (abort on any difference). */
 #include <stdio.h>
@@ -29,20 +30,34 @@ same_str(const char *a, const char *b)
            (a != NULL && b != NULL && strcmp(a, b) == 0);
 }
 
-/* Reads a hello as the master does: generation hash, handler count, then
- * per handler a name and an error (strings). */
+/* Decodes a hello with the master's decoder (frame.c): it must refuse a
+ * malformed body with JR_EPROTO (or JR_ENOMEM), never half-build one. */
 static void
 read_hello(jr_reader r)
 {
-    size_t len;
-    int32_t n, i;
+    jr_hello h;
+    jr_err err;
+    int i;
 
-    (void)jr_get_str(&r, &len);
-    n = jr_get_i32(&r);
-    for (i = 0; i < n && !r.bad; i++) {
-        (void)jr_get_str(&r, &len);
-        (void)jr_get_str(&r, &len);
+    if (jr_frame_get_hello(&r, &h, &err) == 0) {
+        CHECK(r.n == 0 && !r.bad);
+        CHECK(h.n >= 0 && h.nerrors >= 0);
+        CHECK(strlen(h.generation) < sizeof h.generation);
+        CHECK(h.setup_error != NULL || h.generation[0] != '\0');
+        for (i = 0; i < h.n; i++) {
+            CHECK(h.h[i].name != NULL);
+            CHECK(jr_name_check(h.h[i].name, "job name", NULL) == 0);
+            CHECK(h.h[i].max_retries >= -1 && h.h[i].timeout >= 0 &&
+                  h.h[i].backoff >= -1);
+        }
+        for (i = 0; i < h.nerrors; i++)
+            (void)strlen(h.errors[i]);
+        if (h.setup_error)
+            (void)strlen(h.setup_error);
+    } else {
+        CHECK(err.code == JR_EPROTO || err.code == JR_ENOMEM);
     }
+    jr_hello_free(&h);
 }
 
 static void
