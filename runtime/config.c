@@ -51,6 +51,8 @@ jr_config_defaults(jr_config *c)
     c->max_payload = 1 << 20;
     c->tick_interval = 5;
     c->idle_timeout = 30;
+    c->load_timeout = 60;
+    c->max_snoozes = 100;
     c->watch = 1;
     c->memory_limit = (size_t)256 << 20;
     c->wait_for_db = -1;
@@ -384,6 +386,18 @@ k_idle(cfg_ctx *x, lua_State *L, const char *key)
 }
 
 static int
+k_load_timeout(cfg_ctx *x, lua_State *L, const char *key)
+{
+    return get_number(x, L, key, 0, &x->c->load_timeout);
+}
+
+static int
+k_max_snoozes(cfg_ctx *x, lua_State *L, const char *key)
+{
+    return get_int(x, L, key, 0, 1 << 30, &x->c->max_snoozes);
+}
+
+static int
 k_pid_file(cfg_ctx *x, lua_State *L, const char *key)
 {
     return get_string(x, L, key, &x->c->pid_file);
@@ -469,6 +483,8 @@ static const key_row top_rows[] = {
     {"backoff", k_top_backoff},
     {"tick_interval", k_tick},
     {"idle_timeout", k_idle},
+    {"load_timeout", k_load_timeout},
+    {"max_snoozes", k_max_snoozes},
     {"pid_file", k_pid_file},
     {"watch", k_watch},
     {"memory_limit", k_memory},

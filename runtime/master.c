@@ -1327,6 +1327,22 @@ busy_workers(master *m)
     return n;
 }
 
+/* Kills a worker that has not said hello load_timeout seconds after it
+ * started: its loading is stuck where no instruction budget reaches (a
+ * handler file blocked in C). A probe's reload then fails (worker_gone). */
+static void
+hello_deadline(master *m, wk *w, double now)
+{
+    if (w->ready || w->stopping || w->kill_reason[0] ||
+        now - w->spawned <= m->cfg->load_timeout)
+        return;
+    snprintf(w->kill_reason, sizeof w->kill_reason, "did not finish "
+             "loading handlers within %gs", m->cfg->load_timeout);
+    jr_log(JR_LOG_WARN, "worker %d (pid %d) %s (a handler file stuck "
+           "outside Lua?): killing it", w->id, (int)w->pid, w->kill_reason);
+    kill(w->pid, SIGKILL);
+}
+
 /* Kills workers whose job overran its timeout, and ends a shutdown. */
 static void
 on_tick(evutil_socket_t fd, short what, void *arg)
@@ -1337,6 +1353,8 @@ on_tick(evutil_socket_t fd, short what, void *arg)
 
     (void)fd;
     (void)what;
+    for (w = m->workers; w; w = w->next)
+        hello_deadline(m, w, now);
     for (w = m->workers; w; w = w->next) {
         const jr_handler *h;
         double limit;

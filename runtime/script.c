@@ -301,6 +301,7 @@ typedef struct loader {
     const char *root;
     int         cap_h, cap_e;
     uint64_t    hash;           /* FNV-1a over paths and contents */
+    int         compile_only;   /* jr_scripts_names: run no handler code */
 } loader;
 
 static void
@@ -484,6 +485,21 @@ load_one(loader *ld, const char *path, const char *name)
     lua_setfield(L, -2, name);                       /* H */
 }
 
+/* Compiles one handler file without running it: a name with a file that
+ * parses. [-0, +0, -] */
+static void
+compile_one(loader *ld, const char *path, const char *name)
+{
+    if (luaL_loadfilex(ld->L, path, "t") != LUA_OK) {    /* msg */
+        add_error(ld, "%s", lua_tostring(ld->L, -1));
+        lua_pop(ld->L, 1);
+        return;
+    }                                                    /* chunk */
+    lua_pop(ld->L, 1);                                   /* (nothing) */
+    if (add_handler(ld, name, -1, 0, -1) < 0)
+        add_error(ld, "%s: %s", path, "out of memory");
+}
+
 static int
 by_name(const void *a, const void *b)
 {
@@ -560,6 +576,8 @@ walk(loader *ld, const char *dir, const char *rel)
         if (!valid_name(name))
             add_error(ld, "%s: '%s' is not a valid job name (use "
                       "[A-Za-z0-9_.:-], at most 128)", path, name);
+        else if (ld->compile_only)
+            compile_one(ld, path, name);
         else
             load_one(ld, path, name);
     }
@@ -587,6 +605,33 @@ jr_scripts_load(lua_State *L, const char *dir, jr_scripts *s, jr_err *err)
     lua_newtable(L);                                 /* H */
     walk(&ld, dir, "");
     s->ref = luaL_ref(L, LUA_REGISTRYINDEX);         /* (nothing) */
+    snprintf(s->generation, sizeof s->generation, "%016llx",
+             (unsigned long long)ld.hash);
+    return 0;
+}
+
+int
+jr_scripts_names(const char *dir, jr_scripts *s, jr_err *err)
+{
+    struct stat st;
+    loader ld;
+
+    memset(s, 0, sizeof *s);
+    s->ref = LUA_NOREF;
+    if (stat(dir, &st) < 0 || !S_ISDIR(st.st_mode))
+        return jr_fail_errno(err, JR_ENOTFOUND, errno ? errno : ENOTDIR,
+                             "scripts directory '%s'", dir);
+    memset(&ld, 0, sizeof ld);
+    /* a bare state to compile in: no library, nothing of the files runs */
+    if ((ld.L = luaL_newstate()) == NULL)
+        return jr_fail(err, JR_ENOMEM, "cannot create a Lua state: out of "
+                       "memory");
+    ld.s = s;
+    ld.root = dir;
+    ld.hash = 14695981039346656037ull;
+    ld.compile_only = 1;
+    walk(&ld, dir, "");
+    lua_close(ld.L);
     snprintf(s->generation, sizeof s->generation, "%016llx",
              (unsigned long long)ld.hash);
     return 0;

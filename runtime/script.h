@@ -86,6 +86,12 @@ int  jr_scripts_load(lua_State *L, const char *dir, jr_scripts *s,
                      jr_err *err);
 void jr_scripts_free(jr_scripts *s);
 
+/* Lists the handler names under dir without running any of their code:
+ * a name is listed when its file compiles (syntax errors go to s->errors).
+ * Options are unset (-1, 0, -1) and s->ref is LUA_NOREF. -1 only when dir
+ * cannot be read. Free with jr_scripts_free(). */
+int  jr_scripts_names(const char *dir, jr_scripts *s, jr_err *err);
+
 /* Pushes the handler table of name, or nil. [-0, +1, -] */
 void jr_scripts_push(lua_State *L, const jr_scripts *s, const char *name);
 

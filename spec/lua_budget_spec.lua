@@ -67,6 +67,37 @@ for _, backend in ipairs(jr.backends()) do
       assert.equal(0, status, err)
     end)
 
+    it("stats runs no handler code", function()
+      env:script("marker", [[
+        local f = assert(io.open(os.getenv("PWD") .. "/ran", "w"))
+        f:close()
+        return function() end]])
+      env:script("syn", "return function(\n")
+      local _, _, code = env:cli("migrate")
+      assert.equal(0, code)
+      env:exec("INSERT INTO jobs (name) VALUES ('marker')")
+      env:exec("INSERT INTO jobs (name) VALUES ('syn')")
+      local s = env:stats()
+      assert.is_nil(io.open(env.dir .. "/ran"), "stats ran a handler file")
+      assert.is_true(s.names.marker.handler)
+      assert.same({ "syn" }, s.unhandled)
+    end)
+
+    it("a reload whose worker is stuck outside Lua while loading fails after load_timeout", function()
+      env:config("load_timeout = 1")
+      env:script("ok", "return function() end")
+      env:start()
+      os.execute("mkfifo " .. q(env.dir .. "/fifo"))
+      -- opening a FIFO nobody writes blocks in C, where no budget reaches
+      env:script("stuck", "io.open(os.getenv('PWD') .. '/fifo')\nreturn function() end")
+      env:signal("HUP")
+      jr.wait_for(function() return env:log():find("reload failed") end, 30,
+                  "failed reload")
+      assert.matches("did not finish loading", env:log():match("reload failed[^\n]*"))
+      local id = env:push("ok")
+      jr.wait_for(function() return env:job(id) == nil end, 20, "ok job done")
+    end)
+
     it("a failed reload of a broken config keeps the old generation running", function()
       env:script("ok", "return function() end")
       env:start()
