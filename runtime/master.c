@@ -79,6 +79,13 @@ typedef struct pending {        /* a result waiting for the next flush */
     void      *mem;             /* what r's strings live in */
 } pending;
 
+typedef struct snoozed {        /* a job that snoozed under this runner */
+    int64_t     id;
+    int         n;              /* snoozes in a row */
+} snoozed;
+
+#define SNOOZES_MAX 65536       /* jobs remembered; the oldest go first */
+
 struct master {
     jr_config          *cfg;
     const char         *self;
@@ -130,6 +137,8 @@ struct master {
     double              avg;            /* moving average job seconds */
     int                 rechecks;       /* wake-ups that saw nothing yet */
     struct event       *ev_recheck;
+    snoozed            *snoozes;        /* jobs snoozed here, unordered */
+    size_t              nsnoozes, capsnoozes;
 };
 
 static struct wk *spawn_worker(master *m);
@@ -1003,6 +1012,65 @@ log_result(master *m, const jr_job *j, const jr_result *r, double secs)
     }
 }
 
+/* Counts a snooze of job id and returns how many in a row, or forgets the
+ * job (forget set: it ended some other way). The count lives in this
+ * runner only: a restart, or another runner, starts it again. */
+static int
+snooze_count(master *m, int64_t id, int forget)
+{
+    size_t i;
+
+    for (i = 0; i < m->nsnoozes && m->snoozes[i].id != id; i++)
+        ;
+    if (forget) {
+        if (i < m->nsnoozes)
+            m->snoozes[i] = m->snoozes[--m->nsnoozes];
+        return 0;
+    }
+    if (i < m->nsnoozes)
+        return ++m->snoozes[i].n;
+    if (m->nsnoozes == SNOOZES_MAX) {
+        memmove(m->snoozes, m->snoozes + 1, --m->nsnoozes *
+                sizeof *m->snoozes);
+        i = m->nsnoozes;
+    }
+    if (m->nsnoozes == m->capsnoozes) {
+        size_t cap = m->capsnoozes ? m->capsnoozes * 2 : 64;
+        snoozed *p = realloc(m->snoozes, cap * sizeof *p);
+        if (p == NULL)
+            return 1;           /* uncounted: the limit is best effort */
+        m->snoozes = p;
+        m->capsnoozes = cap;
+    }
+    m->snoozes[m->nsnoozes].id = id;
+    m->snoozes[m->nsnoozes].n = 1;
+    m->nsnoozes++;
+    return 1;
+}
+
+/* A snooze past max_snoozes: the job fails instead, as a failure counts.
+ * Returns 1 when it did (res and mem are done with). */
+static int
+snooze_limit(master *m, wk *w, const jr_job *j, const jr_result *res,
+             void *mem)
+{
+    char reason[128];
+    int n;
+
+    if (res->kind != JR_SNOOZE || m->cfg->max_snoozes <= 0) {
+        snooze_count(m, j->id, 1);
+        return 0;
+    }
+    if ((n = snooze_count(m, j->id, 0)) <= m->cfg->max_snoozes)
+        return 0;
+    snooze_count(m, j->id, 1);
+    snprintf(reason, sizeof reason, "snoozed more than %d times in a row "
+             "(max_snoozes)", m->cfg->max_snoozes);
+    free(mem);
+    fail_job(m, w->gen, j, reason);
+    return 1;
+}
+
 static void
 on_result(master *m, wk *w, jr_reader *r)
 {
@@ -1025,9 +1093,11 @@ on_result(master *m, wk *w, jr_reader *r)
     secs = now - w->started;
     w->avg = w->avg > 0 ? 0.8 * w->avg + 0.2 * secs : secs;
     m->avg = m->avg > 0 ? 0.95 * m->avg + 0.05 * secs : secs;
-    log_result(m, j, &res, secs);
-    job_event(m, j, &res, secs);
-    add_result(m, &res, mem);
+    if (!snooze_limit(m, w, j, &res, mem)) {
+        log_result(m, j, &res, secs);
+        job_event(m, j, &res, secs);
+        add_result(m, &res, mem);
+    }
     free(j);
     if (m->cfg->max_jobs_per_worker > 0 &&
         ++w->jobs_run >= m->cfg->max_jobs_per_worker && !w->retiring) {
@@ -1710,6 +1780,7 @@ cleanup(master *m)
     for (k = 0; k < m->ninflight; k++)
         free(m->inflight[k].mem);
     free(m->inflight);
+    free(m->snoozes);
     gen_unref(m->cycle_gen);
     gen_unref(m->gen);
     jr_hooks_free(m->hooks);

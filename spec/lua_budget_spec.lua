@@ -176,6 +176,17 @@ for _, backend in ipairs(jr.backends()) do
       assert.is_true(row.run_at - row.db_now > 0.5, "snoozed for less than the minimum")
     end)
 
+    it("a job that snoozes every time fails past max_snoozes", function()
+      env:config("max_snoozes = 2")
+      env:script("s", [[
+        local jobrunner = require "jobrunner"
+        return { max_retries = 0, handle = function() jobrunner.snooze(0) end }]])
+      env:start()
+      local id = env:push("s")
+      local row = env:wait_state(id, "dead", 30)
+      assert.matches("snoozed more than 2 times", row.last_error)
+    end)
+
     it("an error object whose __tostring returns a number is described as the table it is", function()
       env:script("e", [[
         return { max_retries = 0, handle = function()
