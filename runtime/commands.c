@@ -652,7 +652,10 @@ jr_cmd_check(jr_cli *cli)
                            cli->argv[0]);
     if ((rc = load_config(cli, &c)) != 0)
         return rc;
-    if (load_handlers(c.scripts, &L, &s, &ctx) < 0) {
+    jr_scripts_watchdog(c.load_timeout, JR_EXIT_CONFIG); /* blocked in C */
+    rc = load_handlers(c.scripts, &L, &s, &ctx);
+    jr_scripts_watchdog(0, 0);
+    if (rc < 0) {
         jr_config_free(&c);
         fprintf(stderr, "jobrunner: cannot load handlers from '%s' (is it a "
                 "directory?)\n", c.scripts);

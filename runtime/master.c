@@ -40,6 +40,7 @@
 #define RECHECK_US    500
 #define CLAIM_MAX     512       /* jobs per claim statement */
 #define KILL_GRACE    5.0       /* seconds past a timeout before SIGKILL */
+#define HELLO_GRACE   2.0       /* seconds past load_timeout before SIGKILL */
 #define DB_RETRY_MAX  5.0       /* seconds between retries when it fails */
 
 typedef struct master master;
@@ -1261,6 +1262,10 @@ worker_gone(master *m, wk *w, int status)
     drain_worker(w);
     if (w->kill_reason[0])
         snprintf(reason, sizeof reason, "%s", w->kill_reason);
+    else if (!w->ready && WIFEXITED(status) &&
+             WEXITSTATUS(status) == JR_WORKER_LOAD_STUCK)
+        snprintf(reason, sizeof reason, "did not finish loading handlers "
+                 "within %gs (see the line above)", m->cfg->load_timeout);
     else if (WIFEXITED(status) && WEXITSTATUS(status) == JR_WORKER_RECYCLE)
         snprintf(reason, sizeof reason, "recycled: a handler hit the "
                  "memory limit");
@@ -1403,8 +1408,9 @@ busy_workers(master *m)
 static void
 hello_deadline(master *m, wk *w, double now)
 {
+    /* the worker's own watchdog fires first and names the file */
     if (w->ready || w->stopping || w->kill_reason[0] ||
-        now - w->spawned <= m->cfg->load_timeout)
+        now - w->spawned <= m->cfg->load_timeout + HELLO_GRACE)
         return;
     snprintf(w->kill_reason, sizeof w->kill_reason, "did not finish "
              "loading handlers within %gs", m->cfg->load_timeout);

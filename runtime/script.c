@@ -9,7 +9,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <signal.h>
 #include <sys/stat.h>
+#include <sys/time.h>
+#include <unistd.h>
 
 #include <lauxlib.h>
 #include <lua.h>
@@ -295,6 +298,52 @@ jr_script_push_job(lua_State *L, const jr_job *j, int max_retries)
 
 /* --- loading a scripts directory ------------------------------------ */
 
+static char loading[4096];      /* the handler file running its top level */
+static char watchdog_secs[32];  /* "60", formatted when armed */
+static int  watchdog_status;    /* exit status when it fires */
+
+static void
+say(const char *s)
+{
+    ssize_t rc = write(2, s, strlen(s));
+    (void)rc;
+}
+
+/* SIGALRM while loading: the file's top level is blocked outside Lua, where
+ * no instruction budget reaches. Only async-signal-safe calls. */
+static void
+on_watchdog(int sig)
+{
+    (void)sig;
+    say("jobrunner: ");
+    say(loading[0] ? loading : "handlers");
+    say(": did not finish loading within ");
+    say(watchdog_secs);
+    say("s (blocked outside Lua?)\n");
+    _exit(watchdog_status);
+}
+
+void
+jr_scripts_watchdog(double secs, int status)
+{
+    struct itimerval it;
+
+    memset(&it, 0, sizeof it);
+    watchdog_status = status;
+    if (secs > 0) {
+        snprintf(watchdog_secs, sizeof watchdog_secs, "%g", secs);
+        signal(SIGALRM, on_watchdog);
+        it.it_value.tv_sec = (time_t)secs;
+        it.it_value.tv_usec = (suseconds_t)((secs - (double)(time_t)secs) *
+                                            1e6);
+        if (it.it_value.tv_sec == 0 && it.it_value.tv_usec == 0)
+            it.it_value.tv_usec = 1;
+    }
+    setitimer(ITIMER_REAL, &it, NULL);
+    if (secs <= 0)
+        signal(SIGALRM, SIG_DFL);
+}
+
 typedef struct loader {
     lua_State  *L;
     jr_scripts *s;
@@ -442,6 +491,7 @@ load_one(loader *ld, const char *path, const char *name)
     int max_retries = -1;
     double timeout = 0, backoff = -1;
     jr_err err;
+    int rc;
 
     if (luaL_loadfilex(L, path, "t") != LUA_OK) {    /* H msg */
         add_error(ld, "%s", lua_tostring(L, -1));
@@ -455,7 +505,10 @@ load_one(loader *ld, const char *path, const char *name)
     lua_setmetatable(L, -2);                         /* H chunk env */
     lua_setupvalue(L, -2, 1);                        /* H chunk */
     /* under a budget: a file that loops while loading is its own error */
-    if (jr_script_run(L, 0, 1, JR_LUA_BUDGET, &err) < 0) {  /* H */
+    snprintf(loading, sizeof loading, "%s", path);
+    rc = jr_script_run(L, 0, 1, JR_LUA_BUDGET, &err);
+    loading[0] = '\0';
+    if (rc < 0) {                                    /* H */
         char *tb = strstr(err.msg, "\nstack traceback:");
         if (tb != NULL)
             *tb = '\0';

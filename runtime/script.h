@@ -86,6 +86,13 @@ int  jr_scripts_load(lua_State *L, const char *dir, jr_scripts *s,
                      jr_err *err);
 void jr_scripts_free(jr_scripts *s);
 
+/* Arms (secs > 0) or disarms (0) a wall-clock limit on loading handlers in
+ * this process, for a file whose top level blocks outside Lua: when it
+ * fires, "jobrunner: FILE: did not finish loading within Ns" goes to
+ * stderr and the process exits with status. Uses SIGALRM and
+ * ITIMER_REAL. */
+void jr_scripts_watchdog(double secs, int status);
+
 /* Lists the handler names under dir without running any of their code:
  * a name is listed when its file compiles (syntax errors go to s->errors).
  * Options are unset (-1, 0, -1) and s->ref is LUA_NOREF. -1 only when dir

@@ -374,6 +374,7 @@ static int
 setup(worker *w, const char *scripts, const char *config, jr_err *err)
 {
     lua_State *L;
+    int rc;
 
     jr_config_defaults(&w->cfg);
     if ((L = w->L = jr_script_state_limited(scripts, &w->mem, err)) == NULL)
@@ -395,7 +396,12 @@ setup(worker *w, const char *scripts, const char *config, jr_err *err)
     lua_getfield(L, -1, "decode");                   /* cjson decode */
     w->decode_ref = luaL_ref(L, LUA_REGISTRYINDEX);  /* cjson */
     lua_pop(L, 1);                                   /* (nothing) */
-    return jr_scripts_load(L, scripts, &w->scripts, err);
+    /* a file blocked outside Lua: exit naming it (the master's hello
+     * deadline, a little later, is the backstop) */
+    jr_scripts_watchdog(w->cfg.load_timeout, JR_WORKER_LOAD_STUCK);
+    rc = jr_scripts_load(L, scripts, &w->scripts, err);
+    jr_scripts_watchdog(0, 0);
+    return rc;
 }
 
 int

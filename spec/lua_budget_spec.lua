@@ -94,8 +94,19 @@ for _, backend in ipairs(jr.backends()) do
       jr.wait_for(function() return env:log():find("reload failed") end, 30,
                   "failed reload")
       assert.matches("did not finish loading", env:log():match("reload failed[^\n]*"))
+      assert.matches("stuck.lua: did not finish loading within 1s", env:log(), 1, true)
       local id = env:push("ok")
       jr.wait_for(function() return env:job(id) == nil end, 20, "ok job done")
+    end)
+
+    it("check names a handler file stuck outside Lua after load_timeout", function()
+      env:config("load_timeout = 1")
+      os.execute("mkfifo " .. q(env.dir .. "/fifo"))
+      env:script("stuck", "io.open(os.getenv('PWD') .. '/fifo')\nreturn function() end")
+      local out, err, status = cli_guarded(env, 60, "check")
+      assert.are_not.equal(124, status, "check hung")
+      assert.equal(3, status)
+      assert.matches("stuck.lua: did not finish loading within 1s", out .. err, 1, true)
     end)
 
     it("a failed reload of a broken config keeps the old generation running", function()
@@ -125,7 +136,8 @@ for _, backend in ipairs(jr.backends()) do
       end, 30, "retry recorded")
       assert.matches("worker died", row.last_error)
       assert.matches("backoff failed[^\n]*instructions", env:log())
-      assert.equal(0, env:stop("TERM", nil, 30))
+      local st = env:stop("TERM", nil, 30)
+      assert.equal(0, st, env:log())
     end)
 
     it("a config backoff that loops is interrupted in the worker too", function()
