@@ -385,7 +385,7 @@ stats_text(const stat_acc *a, const jr_scripts *scripts)
         const jr_stat_row *r = &a->rows[i];
         printf("%-32s %9ld %9ld %9ld %9ld%s\n", r->name, r->ready,
                r->scheduled, r->running, r->dead,
-               has_handler(scripts, r->name) ? "" : "  (no handler loads)");
+               has_handler(scripts, r->name) ? "" : "  (no handler file)");
     }
 }
 
@@ -393,9 +393,8 @@ int
 jr_cmd_stats(jr_cli *cli)
 {
     stat_acc a = {0};
-    jr_jobctx ctx = {0};
     jr_scripts s;
-    lua_State *L = NULL;
+    jr_err err;
     jr_client *client;
     jr_client_counts total;
     jr_config c;
@@ -414,7 +413,9 @@ jr_cmd_stats(jr_cli *cli)
         jr_config_free(&c);
         return rc;
     }
-    if (load_handlers(c.scripts, &L, &s, &ctx) < 0)
+    /* names with a handler file that compiles: stats runs no handler
+     * code, which could loop or block */
+    if (jr_scripts_names(c.scripts, &s, &err) < 0)
         memset(&s, 0, sizeof s);    /* no scripts dir: nothing handled */
     if (jr_client_stats(client, &total, stat_collect, &a) != JR_CLIENT_OK)
         rc = client_fail(client);
@@ -423,8 +424,6 @@ jr_cmd_stats(jr_cli *cli)
     else
         stats_text(&a, &s);
     jr_scripts_free(&s);
-    if (L != NULL)
-        lua_close(L);
     for (i = 0; i < a.n; i++)
         free((char *)a.rows[i].name);
     free(a.rows);
@@ -653,7 +652,10 @@ jr_cmd_check(jr_cli *cli)
                            cli->argv[0]);
     if ((rc = load_config(cli, &c)) != 0)
         return rc;
-    if (load_handlers(c.scripts, &L, &s, &ctx) < 0) {
+    jr_scripts_watchdog(c.load_timeout, JR_EXIT_CONFIG); /* blocked in C */
+    rc = load_handlers(c.scripts, &L, &s, &ctx);
+    jr_scripts_watchdog(0, 0);
+    if (rc < 0) {
         jr_config_free(&c);
         fprintf(stderr, "jobrunner: cannot load handlers from '%s' (is it a "
                 "directory?)\n", c.scripts);

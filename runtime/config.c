@@ -51,6 +51,8 @@ jr_config_defaults(jr_config *c)
     c->max_payload = 1 << 20;
     c->tick_interval = 5;
     c->idle_timeout = 30;
+    c->load_timeout = 60;
+    c->max_snoozes = 100;
     c->watch = 1;
     c->memory_limit = (size_t)256 << 20;
     c->wait_for_db = -1;
@@ -384,6 +386,18 @@ k_idle(cfg_ctx *x, lua_State *L, const char *key)
 }
 
 static int
+k_load_timeout(cfg_ctx *x, lua_State *L, const char *key)
+{
+    return get_number(x, L, key, 0, &x->c->load_timeout);
+}
+
+static int
+k_max_snoozes(cfg_ctx *x, lua_State *L, const char *key)
+{
+    return get_int(x, L, key, 0, 1 << 30, &x->c->max_snoozes);
+}
+
+static int
 k_pid_file(cfg_ctx *x, lua_State *L, const char *key)
 {
     return get_string(x, L, key, &x->c->pid_file);
@@ -469,6 +483,8 @@ static const key_row top_rows[] = {
     {"backoff", k_top_backoff},
     {"tick_interval", k_tick},
     {"idle_timeout", k_idle},
+    {"load_timeout", k_load_timeout},
+    {"max_snoozes", k_max_snoozes},
     {"pid_file", k_pid_file},
     {"watch", k_watch},
     {"memory_limit", k_memory},
@@ -495,19 +511,8 @@ slurp(const char *file)
     return s;
 }
 
-/* Runs the file; leaves its table on the stack. */
-/* A config that loops forever would hang every command; stop it. */
-static long config_budget;
-
-static void
-config_hook(lua_State *L, lua_Debug *ar)
-{
-    (void)ar;
-    if ((config_budget -= 100000) <= 0)
-        luaL_error(L, "config ran more than 100 million instructions "
-                   "(an endless loop?)");
-}
-
+/* Runs the file under the Lua budget (a config that loops forever would
+ * hang every command); leaves its table on the stack. */
 static int
 run_file(jr_config *c, lua_State *L, jr_err *err)
 {
@@ -519,10 +524,7 @@ run_file(jr_config *c, lua_State *L, jr_err *err)
         lua_pop(L, 1);
         return -1;
     }                                                /* chunk */
-    config_budget = 100000000;
-    lua_sethook(L, config_hook, LUA_MASKCOUNT, 100000);
-    rc = jr_script_pcall(L, 0, 1, err);              /* t | (nothing) */
-    lua_sethook(L, NULL, 0, 0);
+    rc = jr_script_run(L, 0, 1, JR_LUA_BUDGET, err); /* t | (nothing) */
     if (rc < 0) {
         err->code = JR_ECONFIG;
         return -1;
@@ -580,7 +582,7 @@ jr_config_backoff_call(lua_State *L, int nargs, const jr_job *j)
     jr_err err;
     double d = -1;
 
-    if (jr_script_pcall(L, nargs, 1, &err) < 0) {    /* (nothing) */
+    if (jr_script_run(L, nargs, 1, JR_LUA_BUDGET, &err) < 0) { /* (nothing) */
         jr_log(JR_LOG_WARN, "job %lld (%s): backoff failed, using the "
                "default: %s", (long long)j->id, j->name, err.msg);
         return -1;

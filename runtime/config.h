@@ -29,6 +29,8 @@ typedef struct jr_config {
     size_t     max_payload;     /* bytes */
     double     tick_interval;   /* seconds between on_tick hooks */
     double     idle_timeout;    /* seconds before an idle worker retires */
+    double     load_timeout;    /* seconds a new worker has to say hello */
+    int        max_snoozes;     /* snoozes of one job before it fails; 0: no limit */
     char      *pid_file;        /* for `jobrunner reload`; NULL: derived */
     int        watch;           /* reload when scripts change */
     size_t     memory_limit;    /* bytes a worker's Lua may hold; 0: none */

@@ -1,5 +1,6 @@
 /* frame.c - the codec of frames between master and workers. Every decoder
  * is bounds-checked: a frame comes from another process and is fuzzed. */
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -333,5 +334,137 @@ jr_frame_get_result(jr_reader *r, jr_result *res, void **mem, jr_err *err)
         return jr_fail(err, JR_EPROTO, "malformed result frame");
     res->pushes = pushes;
     res->npushes = n;
+    return 0;
+}
+
+/* --- hello ---------------------------------------------------------- */
+
+void
+jr_frame_put_hello(jr_buf *b, const jr_scripts *s, const char *setup_error)
+{
+    size_t start = jr_frame_begin(b, JR_F_HELLO);
+    int i;
+
+    jr_put_str(b, s->generation);
+    jr_put_i32(b, s->n);
+    for (i = 0; i < s->n; i++) {
+        jr_put_str(b, s->h[i].name);
+        jr_put_i32(b, s->h[i].max_retries);
+        jr_put_f64(b, s->h[i].timeout);
+        jr_put_f64(b, s->h[i].backoff);
+    }
+    jr_put_i32(b, s->nerrors);
+    for (i = 0; i < s->nerrors; i++)
+        jr_put_str(b, s->errors[i]);
+    jr_put_str(b, setup_error);
+    jr_frame_end(b, start);
+}
+
+void
+jr_hello_free(jr_hello *h)
+{
+    int i;
+
+    if (h == NULL)
+        return;
+    for (i = 0; i < h->n; i++)
+        free(h->h[i].name);
+    for (i = 0; i < h->nerrors; i++)
+        free(h->errors[i]);
+    free(h->h);
+    free(h->errors);
+    free(h->setup_error);
+    memset(h, 0, sizeof *h);
+}
+
+/* Reads one handler into h (name owned); NULL or a message. */
+static const char *
+get_handler(jr_reader *r, jr_handler *h)
+{
+    size_t len;
+    const char *name = jr_get_str(r, &len);
+
+    h->max_retries = jr_get_i32(r);
+    h->timeout = jr_get_f64(r);
+    h->backoff = jr_get_f64(r);
+    if (r->bad)
+        return "truncated in a handler";
+    if (name == NULL || len == 0 || len > 128 || memchr(name, 0, len))
+        return "a handler without a valid name";
+    if ((h->name = strndup(name, len)) == NULL)
+        return "out of memory";
+    if (jr_name_check(h->name, "job name", NULL) < 0)
+        return "a handler without a valid name";
+    if (h->max_retries < -1 || !isfinite(h->timeout) || h->timeout < 0 ||
+        !isfinite(h->backoff) || h->backoff < -1)
+        return "a handler with options out of range";
+    return NULL;
+}
+
+/* Copies a string of the body, NUL-terminated; NULL for NULL or on
+ * failure (*bad set unless it was a NULL). */
+static char *
+dup_str(jr_reader *r, int *bad)
+{
+    size_t len;
+    const char *s = jr_get_str(r, &len);
+    char *d;
+
+    if (s == NULL)
+        return NULL;
+    if ((d = strndup(s, len)) == NULL)
+        *bad = 1;
+    return d;
+}
+
+int
+jr_frame_get_hello(jr_reader *r, jr_hello *out, jr_err *err)
+{
+    size_t len;
+    const char *gen = jr_get_str(r, &len);
+    const char *bad = NULL;
+    int32_t n = jr_get_i32(r), i;
+    int oom = 0;
+
+    memset(out, 0, sizeof *out);
+    /* a handler takes 24 bytes at least, an error 4: counts beyond what
+     * the body can hold are lies, refused before any allocation */
+    if (r->bad || gen == NULL || len >= sizeof out->generation ||
+        memchr(gen, 0, len) || n < 0 || (size_t)n > r->n / 24)
+        return jr_fail(err, JR_EPROTO, "malformed hello: bad generation or "
+                       "handler count");
+    memcpy(out->generation, gen, len);
+    if ((out->h = calloc((size_t)n + 1, sizeof *out->h)) == NULL)
+        return jr_fail(err, JR_ENOMEM, "hello: out of memory");
+    for (i = 0; i < n && bad == NULL; i++) {
+        bad = get_handler(r, &out->h[i]);
+        if (out->h[i].name != NULL)
+            out->n++;
+    }
+    if (bad != NULL)
+        return jr_fail(err, strcmp(bad, "out of memory") == 0 ? JR_ENOMEM :
+                       JR_EPROTO, "malformed hello: %s", bad);
+    n = jr_get_i32(r);
+    if (r->bad || n < 0 || (size_t)n > r->n / 4)
+        return jr_fail(err, JR_EPROTO, "malformed hello: bad error count");
+    if ((out->errors = calloc((size_t)n + 1, sizeof *out->errors)) == NULL)
+        return jr_fail(err, JR_ENOMEM, "hello: out of memory");
+    for (i = 0; i < n && !r->bad && !oom; i++) {
+        if ((out->errors[i] = dup_str(r, &oom)) == NULL)
+            break;
+        out->nerrors++;
+    }
+    if (oom)
+        return jr_fail(err, JR_ENOMEM, "hello: out of memory");
+    if (r->bad || out->nerrors < n)
+        return jr_fail(err, JR_EPROTO, "malformed hello: bad load error");
+    out->setup_error = dup_str(r, &oom);
+    if (oom)
+        return jr_fail(err, JR_ENOMEM, "hello: out of memory");
+    if (r->bad || r->n != 0)
+        return jr_fail(err, JR_EPROTO, "malformed hello: %s", r->bad ?
+                       "truncated" : "trailing bytes");
+    if (out->setup_error == NULL && out->generation[0] == '\0')
+        return jr_fail(err, JR_EPROTO, "malformed hello: no generation");
     return 0;
 }

@@ -10,6 +10,7 @@
 
 #include "backend.h"
 #include "err.h"
+#include "script.h"
 
 #define JR_FRAME_MAX (64u << 20)    /* largest frame accepted, bytes */
 
@@ -77,5 +78,26 @@ void jr_frame_put_result(jr_buf *b, const jr_result *res);
  * failure); res->pushes points into it. Returns 0 or -1 with err set. */
 int  jr_frame_get_result(jr_reader *r, jr_result *res, void **mem,
                          jr_err *err);
+
+/* A worker's hello: what it loaded, what failed, and whether its set-up
+ * (config, libraries) failed before any handler could load. */
+typedef struct jr_hello {
+    char        generation[17]; /* hex content hash of the scripts */
+    jr_handler *h;              /* n handlers, names owned */
+    int         n;
+    char      **errors;         /* nerrors "file:line: message", owned */
+    int         nerrors;
+    char       *setup_error;    /* owned; NULL when set-up went fine */
+} jr_hello;
+
+/* Encodes a hello. s borrowed; setup_error NULL when there is none. */
+void jr_frame_put_hello(jr_buf *b, const jr_scripts *s,
+                        const char *setup_error);
+/* Decodes a JR_F_HELLO body into a new hello (free with jr_hello_free,
+ * also after a failure). Returns 0, or -1 with err set for any malformed
+ * body: bad counts, a NULL or invalid name, out-of-range options, trailing
+ * bytes. */
+int  jr_frame_get_hello(jr_reader *r, jr_hello *out, jr_err *err);
+void jr_hello_free(jr_hello *h);    /* NULL is a no-op */
 
 #endif

@@ -1,8 +1,7 @@
 /* hooks.c - lifecycle hooks. Each defined hook is a registry ref taken once
  * at start; firing pushes the function, builds the event table in place,
- * and calls it under a count hook that interrupts it after HOOK_BUDGET
- * instructions. A failure is logged with its traceback and never reaches
- * the runner. */
+ * and calls it through jr_script_run under JR_LUA_BUDGET instructions.
+ * A failure is logged with its traceback and never reaches the runner. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -12,9 +11,6 @@
 #include "hooks.h"
 #include "log.h"
 #include "script.h"
-
-#define HOOK_BUDGET 50000000    /* instructions one call may run */
-#define HOOK_STEP   100000      /* instructions between checks */
 
 static const char *const hook_names[JR_HOOK_COUNT] = {
     "on_start", "on_stop", "on_reload", "on_job_start", "on_job_success",
@@ -26,8 +22,6 @@ struct jr_hooks {
     int        which;               /* hook being built */
     int        top;                 /* stack top before begin */
 };
-
-static long budget_left;            /* instructions left for this call */
 
 static int
 hook_index(const char *name)
@@ -165,17 +159,6 @@ jr_hook_close(jr_hooks *h)
     lua_settable(h->L, -3);                          /* .. t */
 }
 
-/* Interrupts a hook that has used up its budget. */
-static void
-budget_hook(lua_State *L, lua_Debug *ar)
-{
-    (void)ar;
-    budget_left -= HOOK_STEP;
-    if (budget_left <= 0)
-        luaL_error(L, "interrupted: ran more than %d instructions",
-                   HOOK_BUDGET);
-}
-
 int
 jr_hook_fire(jr_hooks *h, double *result)
 {
@@ -183,16 +166,12 @@ jr_hook_fire(jr_hooks *h, double *result)
     jr_err err;
     int rc = 0;
 
-    budget_left = HOOK_BUDGET;
-    lua_sethook(L, budget_hook, LUA_MASKCOUNT, HOOK_STEP);
-    if (jr_script_pcall(L, 1, 1, &err) < 0) {        /* (nothing) */
-        lua_sethook(L, NULL, 0, 0);
+    if (jr_script_run(L, 1, 1, JR_LUA_BUDGET, &err) < 0) { /* (nothing) */
         jr_log(JR_LOG_ERROR, "hook %s failed (jobs go on): %s",
                hook_names[h->which], err.msg);
         lua_settop(L, h->top);
         return -1;
     }                                                /* r */
-    lua_sethook(L, NULL, 0, 0);
     if (result != NULL && lua_type(L, -1) == LUA_TNUMBER) {
         *result = lua_tonumber(L, -1);
         rc = 1;

@@ -54,6 +54,7 @@ jr_jobctx_clear(jr_jobctx *ctx)
         free((char *)ctx->pushes[i].queue);
     }
     ctx->npushes = 0;
+    ctx->decided = 0;
 }
 
 /* The integer option on top, in [lo, hi], or raises naming it.
@@ -161,8 +162,11 @@ jrlib_push(lua_State *L)                             /* name payload opts */
     return 0;
 }
 
+/* Records the decision in the job's context (the first one stands), then
+ * unwinds the handler with a jobrunner.signal. */
 static int
-raise_signal(lua_State *L, int kind, double delay, const char *reason)
+raise_signal(lua_State *L, jr_jobctx *ctx, int kind, double delay,
+             const char *reason)
 {
     jr_signal *s = lua_newuserdatauv(L, sizeof *s, 0);   /* .. s */
 
@@ -171,18 +175,25 @@ raise_signal(lua_State *L, int kind, double delay, const char *reason)
     s->delay = delay;
     snprintf(s->reason, sizeof s->reason, "%s", reason ? reason : "");
     luaL_setmetatable(L, JR_SIGNAL_MT);
+    if (!ctx->decided) {
+        ctx->decision = *s;
+        ctx->decided = 1;
+    }
     return lua_error(L);
 }
 
-/* jobrunner.snooze(seconds): run again later; the attempt is not counted. */
+/* jobrunner.snooze(seconds): run again later, after JR_SNOOZE_MIN seconds
+ * at least; the attempt is not counted. */
 static int
 jrlib_snooze(lua_State *L)
 {
     double s = luaL_optnumber(L, 1, 0);
+    jr_jobctx *ctx;
 
     luaL_argcheck(L, s >= 0, 1, "seconds must be >= 0");
-    job_ctx(L, "snooze");
-    return raise_signal(L, JR_SNOOZE, s, NULL);
+    ctx = job_ctx(L, "snooze");
+    return raise_signal(L, ctx, JR_SNOOZE, s < JR_SNOOZE_MIN ?
+                        JR_SNOOZE_MIN : s, NULL);
 }
 
 /* jobrunner.discard(reason): straight to the dead queue. */
@@ -190,9 +201,22 @@ static int
 jrlib_discard(lua_State *L)
 {
     const char *reason = luaL_optstring(L, 1, "discarded by handler");
+    jr_jobctx *ctx = job_ctx(L, "discard");
 
-    job_ctx(L, "discard");
-    return raise_signal(L, JR_DEAD, 0, reason);
+    return raise_signal(L, ctx, JR_DEAD, 0, reason);
+}
+
+/* tostring(signal): "jobrunner.snooze(5)", "jobrunner.discard(reason)". */
+static int
+signal_tostring(lua_State *L)
+{
+    const jr_signal *s = luaL_checkudata(L, 1, JR_SIGNAL_MT);
+
+    if (s->kind == JR_SNOOZE)
+        lua_pushfstring(L, "jobrunner.snooze(%f)", s->delay);
+    else
+        lua_pushfstring(L, "jobrunner.discard(%s)", s->reason);
+    return 1;
 }
 
 /* jobrunner.log(level, ...): one log line tagged with the job. */
@@ -248,6 +272,10 @@ open_module(lua_State *L)                            /* ctx */
     jr_json_set_markers(L);                          /* package loaded M */
     lua_setfield(L, -2, "jobrunner");                /* package loaded */
     lua_pop(L, 2);                                   /* (nothing) */
+    luaL_newmetatable(L, JR_SIGNAL_MT);              /* mt */
+    lua_pushcfunction(L, signal_tostring);           /* mt f */
+    lua_setfield(L, -2, "__tostring");               /* mt */
+    lua_pop(L, 1);                                   /* (nothing) */
     return 0;
 }
 

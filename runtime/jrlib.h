@@ -9,14 +9,9 @@
 
 typedef struct lua_State lua_State;
 
-/* The job a worker runs now. Visible: worker.c fills and drains it. */
-typedef struct jr_jobctx {
-    const jr_job *job;          /* NULL between jobs */
-    jr_push      *pushes;       /* strings owned, freed by jr_jobctx_clear */
-    int           npushes;
-    int           cap;
-    size_t        max_payload;  /* bytes, 0: no limit */
-} jr_jobctx;
+/* snooze() waits at least this many seconds: snooze() or snooze(0) on a
+ * job that snoozes every time must not requeue it in a tight loop. */
+#define JR_SNOOZE_MIN 1.0
 
 /* What a handler's jobrunner.snooze/discard raised. */
 typedef struct jr_signal {
@@ -25,10 +20,21 @@ typedef struct jr_signal {
     char   reason[512];         /* discard reason */
 } jr_signal;
 
+/* The job a worker runs now. Visible: worker.c fills and drains it. */
+typedef struct jr_jobctx {
+    const jr_job *job;          /* NULL between jobs */
+    jr_push      *pushes;       /* strings owned, freed by jr_jobctx_clear */
+    int           npushes;
+    int           cap;
+    size_t        max_payload;  /* bytes, 0: no limit */
+    int           decided;      /* snooze or discard was called */
+    jr_signal     decision;     /* the first of them: a pcall can't undo it */
+} jr_jobctx;
+
 /* Installs package.loaded.jobrunner for handlers, bound to ctx (borrowed,
  * must outlive L). Returns 0 or -1 with the Lua error in err. */
 int  jr_jrlib_open(lua_State *L, jr_jobctx *ctx, jr_err *err);
-/* Frees the pushes of the last job. */
+/* Frees the pushes of the last job and forgets its decision. */
 void jr_jobctx_clear(jr_jobctx *ctx);
 /* Returns the signal at idx, or NULL if the value is not one. */
 const jr_signal *jr_jrlib_signal(lua_State *L, int idx);

@@ -40,6 +40,7 @@
 #define RECHECK_US    500
 #define CLAIM_MAX     512       /* jobs per claim statement */
 #define KILL_GRACE    5.0       /* seconds past a timeout before SIGKILL */
+#define HELLO_GRACE   2.0       /* seconds past load_timeout before SIGKILL */
 #define DB_RETRY_MAX  5.0       /* seconds between retries when it fails */
 
 typedef struct master master;
@@ -78,6 +79,13 @@ typedef struct pending {        /* a result waiting for the next flush */
     jr_result  r;
     void      *mem;             /* what r's strings live in */
 } pending;
+
+typedef struct snoozed {        /* a job that snoozed under this runner */
+    int64_t     id;
+    int         n;              /* snoozes in a row */
+} snoozed;
+
+#define SNOOZES_MAX 65536       /* jobs remembered; the oldest go first */
 
 struct master {
     jr_config          *cfg;
@@ -130,9 +138,13 @@ struct master {
     double              avg;            /* moving average job seconds */
     int                 rechecks;       /* wake-ups that saw nothing yet */
     struct event       *ev_recheck;
+    snoozed            *snoozes;        /* jobs snoozed here, unordered */
+    size_t              nsnoozes, capsnoozes;
 };
 
 static struct wk *spawn_worker(master *m);
+static void on_hello_gen(master *m, wk *w, gen *g, int nerr,
+                         const char *first);
 static void kick(master *m);
 static int  active_workers(master *m);
 static void set_target(master *m, int target, const char *reason);
@@ -710,47 +722,29 @@ kick(master *m)
     event_active(m->ev_work, EV_WRITE, 0);
 }
 
-/* Reads a hello into a new generation; logs its load errors when asked
- * and counts them. Returns NULL for a malformed frame. */
+/* Returns a new generation made of hello's handlers (taken: hello keeps
+ * none), logging its load errors when asked; NULL when out of memory. */
 static gen *
-gen_read(master *m, jr_reader *r, int log_errors, int *nerr, char *first,
-         size_t size)
+gen_new(master *m, jr_hello *hello, int log_errors)
 {
-    size_t len;
-    const char *hash = jr_get_str(r, &len);
-    int n = jr_get_i32(r), i;
-    gen *g;
+    gen *g = calloc(1, sizeof *g);
+    int i;
 
-    if (r->bad || hash == NULL || n < 0 || len >= sizeof g->hash ||
-        (g = calloc(1, sizeof *g)) == NULL)
+    if (g == NULL ||
+        (g->names = calloc((size_t)hello->n + 1, sizeof *g->names)) == NULL) {
+        free(g);
         return NULL;
-    memcpy(g->hash, hash, len);
-    g->h = calloc((size_t)n + 1, sizeof *g->h);
-    g->names = calloc((size_t)n + 1, sizeof *g->names);
-    for (i = 0; i < n && g->h && g->names && !r->bad; i++) {
-        const char *name = jr_get_str(r, &len);
-        g->h[i].max_retries = jr_get_i32(r);
-        g->h[i].timeout = jr_get_f64(r);
-        g->h[i].backoff = jr_get_f64(r);
-        if (name == NULL || r->bad ||
-            (g->h[i].name = strndup(name, len)) == NULL)
-            break;
+    }
+    memcpy(g->hash, hello->generation, sizeof g->hash);
+    g->h = hello->h;
+    g->n = hello->n;
+    hello->h = NULL;
+    hello->n = 0;
+    for (i = 0; i < g->n; i++)
         g->names[i] = g->h[i].name;
-        g->n++;
-    }
-    *nerr = jr_get_i32(r);
-    first[0] = '\0';
-    for (i = 0; i < *nerr && !r->bad; i++) {
-        const char *e = jr_get_str(r, &len);
-        if (e == NULL)
-            continue;
-        if (i == 0)
-            snprintf(first, size, "%.*s", (int)len, e);
-        if (log_errors)
-            jr_log(JR_LOG_ERROR, "%.*s (handler not loaded)", (int)len, e);
-    }
+    for (i = 0; log_errors && i < hello->nerrors; i++)
+        jr_log(JR_LOG_ERROR, "%s (handler not loaded)", hello->errors[i]);
     g->id = ++m->ngens;
-    g->refs = 0;
     return g;
 }
 
@@ -925,18 +919,68 @@ probe_hello(master *m, wk *w, gen *g, int nerr, const char *first)
     }
 }
 
+/* A worker whose set-up failed (config, libraries) before it could load
+ * any handler: its empty hello is no generation. A probe's reload fails
+ * and the current generation keeps running; any other worker exits and is
+ * replaced, with the spawn backoff. */
+static void
+setup_failed(master *m, wk *w, const char *why)
+{
+    if (!w->probe) {
+        jr_log(JR_LOG_ERROR, "worker %d could not start, %s: %s", w->id,
+               m->gen ? "the running generation goes on" :
+               "no handlers until one starts", why);
+        return;
+    }
+    m->probe = NULL;
+    w->probe = 0;
+    jr_log(JR_LOG_ERROR, "reload failed, generation %s keeps running: %s",
+           m->gen->hash, why);
+    reload_event(m, 0, why);
+    stop_worker(m, w);
+    if (m->reload_again) {
+        m->reload_again = 0;
+        reload(m);
+    }
+}
+
 static void
 on_hello(master *m, wk *w, jr_reader *r)
 {
-    char first[512];
-    int nerr = 0;
-    gen *g = gen_read(m, r, m->gen == NULL, &nerr, first, sizeof first);
+    const char *first;
+    jr_hello hello;
+    jr_err err;
+    int nerr;
+    gen *g;
 
-    if (g == NULL) {
-        jr_log(JR_LOG_ERROR, "worker %d: malformed hello", w->id);
+    if (jr_frame_get_hello(r, &hello, &err) < 0) {
+        jr_log(JR_LOG_ERROR, "worker %d: %s", w->id, err.msg);
+        jr_hello_free(&hello);
         kill(w->pid, SIGKILL);
         return;
     }
+    if (hello.setup_error != NULL) {
+        setup_failed(m, w, hello.setup_error);
+        jr_hello_free(&hello);
+        return;
+    }
+    if ((g = gen_new(m, &hello, m->gen == NULL)) == NULL) {
+        jr_log(JR_LOG_ERROR, "worker %d: hello: out of memory", w->id);
+        jr_hello_free(&hello);
+        kill(w->pid, SIGKILL);
+        return;
+    }
+    nerr = hello.nerrors;
+    first = nerr > 0 ? hello.errors[0] : "";
+    on_hello_gen(m, w, g, nerr, first);
+    jr_hello_free(&hello);
+}
+
+/* A hello that carried handlers: a probe's new generation, the first one,
+ * or one more worker of the current one. */
+static void
+on_hello_gen(master *m, wk *w, gen *g, int nerr, const char *first)
+{
     if (w->probe) {
         probe_hello(m, w, g, nerr, first);
         return;
@@ -1001,6 +1045,65 @@ log_result(master *m, const jr_job *j, const jr_result *r, double secs)
     }
 }
 
+/* Counts a snooze of job id and returns how many in a row, or forgets the
+ * job (forget set: it ended some other way). The count lives in this
+ * runner only: a restart, or another runner, starts it again. */
+static int
+snooze_count(master *m, int64_t id, int forget)
+{
+    size_t i;
+
+    for (i = 0; i < m->nsnoozes && m->snoozes[i].id != id; i++)
+        ;
+    if (forget) {
+        if (i < m->nsnoozes)
+            m->snoozes[i] = m->snoozes[--m->nsnoozes];
+        return 0;
+    }
+    if (i < m->nsnoozes)
+        return ++m->snoozes[i].n;
+    if (m->nsnoozes == SNOOZES_MAX) {
+        memmove(m->snoozes, m->snoozes + 1, --m->nsnoozes *
+                sizeof *m->snoozes);
+        i = m->nsnoozes;
+    }
+    if (m->nsnoozes == m->capsnoozes) {
+        size_t cap = m->capsnoozes ? m->capsnoozes * 2 : 64;
+        snoozed *p = realloc(m->snoozes, cap * sizeof *p);
+        if (p == NULL)
+            return 1;           /* uncounted: the limit is best effort */
+        m->snoozes = p;
+        m->capsnoozes = cap;
+    }
+    m->snoozes[m->nsnoozes].id = id;
+    m->snoozes[m->nsnoozes].n = 1;
+    m->nsnoozes++;
+    return 1;
+}
+
+/* A snooze past max_snoozes: the job fails instead, as a failure counts.
+ * Returns 1 when it did (res and mem are done with). */
+static int
+snooze_limit(master *m, wk *w, const jr_job *j, const jr_result *res,
+             void *mem)
+{
+    char reason[128];
+    int n;
+
+    if (res->kind != JR_SNOOZE || m->cfg->max_snoozes <= 0) {
+        snooze_count(m, j->id, 1);
+        return 0;
+    }
+    if ((n = snooze_count(m, j->id, 0)) <= m->cfg->max_snoozes)
+        return 0;
+    snooze_count(m, j->id, 1);
+    snprintf(reason, sizeof reason, "snoozed more than %d times in a row "
+             "(max_snoozes)", m->cfg->max_snoozes);
+    free(mem);
+    fail_job(m, w->gen, j, reason);
+    return 1;
+}
+
 static void
 on_result(master *m, wk *w, jr_reader *r)
 {
@@ -1023,9 +1126,11 @@ on_result(master *m, wk *w, jr_reader *r)
     secs = now - w->started;
     w->avg = w->avg > 0 ? 0.8 * w->avg + 0.2 * secs : secs;
     m->avg = m->avg > 0 ? 0.95 * m->avg + 0.05 * secs : secs;
-    log_result(m, j, &res, secs);
-    job_event(m, j, &res, secs);
-    add_result(m, &res, mem);
+    if (!snooze_limit(m, w, j, &res, mem)) {
+        log_result(m, j, &res, secs);
+        job_event(m, j, &res, secs);
+        add_result(m, &res, mem);
+    }
     free(j);
     if (m->cfg->max_jobs_per_worker > 0 &&
         ++w->jobs_run >= m->cfg->max_jobs_per_worker && !w->retiring) {
@@ -1189,6 +1294,10 @@ worker_gone(master *m, wk *w, int status)
     drain_worker(w);
     if (w->kill_reason[0])
         snprintf(reason, sizeof reason, "%s", w->kill_reason);
+    else if (!w->ready && WIFEXITED(status) &&
+             WEXITSTATUS(status) == JR_WORKER_LOAD_STUCK)
+        snprintf(reason, sizeof reason, "did not finish loading handlers "
+                 "within %gs (see the line above)", m->cfg->load_timeout);
     else if (WIFEXITED(status) && WEXITSTATUS(status) == JR_WORKER_RECYCLE)
         snprintf(reason, sizeof reason, "recycled: a handler hit the "
                  "memory limit");
@@ -1325,6 +1434,23 @@ busy_workers(master *m)
     return n;
 }
 
+/* Kills a worker that has not said hello load_timeout seconds after it
+ * started: its loading is stuck where no instruction budget reaches (a
+ * handler file blocked in C). A probe's reload then fails (worker_gone). */
+static void
+hello_deadline(master *m, wk *w, double now)
+{
+    /* the worker's own watchdog fires first and names the file */
+    if (w->ready || w->stopping || w->kill_reason[0] ||
+        now - w->spawned <= m->cfg->load_timeout + HELLO_GRACE)
+        return;
+    snprintf(w->kill_reason, sizeof w->kill_reason, "did not finish "
+             "loading handlers within %gs", m->cfg->load_timeout);
+    jr_log(JR_LOG_WARN, "worker %d (pid %d) %s (a handler file stuck "
+           "outside Lua?): killing it", w->id, (int)w->pid, w->kill_reason);
+    kill(w->pid, SIGKILL);
+}
+
 /* Kills workers whose job overran its timeout, and ends a shutdown. */
 static void
 on_tick(evutil_socket_t fd, short what, void *arg)
@@ -1335,6 +1461,8 @@ on_tick(evutil_socket_t fd, short what, void *arg)
 
     (void)fd;
     (void)what;
+    for (w = m->workers; w; w = w->next)
+        hello_deadline(m, w, now);
     for (w = m->workers; w; w = w->next) {
         const jr_handler *h;
         double limit;
@@ -1690,6 +1818,7 @@ cleanup(master *m)
     for (k = 0; k < m->ninflight; k++)
         free(m->inflight[k].mem);
     free(m->inflight);
+    free(m->snoozes);
     gen_unref(m->cycle_gen);
     gen_unref(m->gen);
     jr_hooks_free(m->hooks);

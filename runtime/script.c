@@ -9,7 +9,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <signal.h>
 #include <sys/stat.h>
+#include <sys/time.h>
+#include <unistd.h>
 
 #include <lauxlib.h>
 #include <lua.h>
@@ -17,20 +20,31 @@
 
 #include "backend.h"
 #include "script.h"
+#include "util.h"
 
 
 const char *
 jr_script_errstr(lua_State *L)                   /* [-1, +1, m] */
 {
+    const char *what = NULL;
+
     if (lua_type(L, -1) == LUA_TSTRING)
         return lua_tostring(L, -1);
-    if (luaL_callmeta(L, -1, "__tostring") &&    /* e s */
-        lua_type(L, -1) == LUA_TSTRING) {
-        lua_remove(L, -2);                       /* s */
-        return lua_tostring(L, -1);
+    if (luaL_callmeta(L, -1, "__tostring")) {    /* e s */
+        if (lua_type(L, -1) == LUA_TSTRING) {
+            lua_remove(L, -2);                   /* s */
+            return lua_tostring(L, -1);
+        }
+        what = luaL_typename(L, -1);             /* a literal: stays valid */
+        lua_pop(L, 1);                           /* e */
     }
-    lua_pushfstring(L, "error object is a %s value",
-                    luaL_typename(L, -1));       /* e s */
+    if (what != NULL)
+        lua_pushfstring(L, "error object is a %s value whose __tostring "
+                        "returned a %s, not a string", luaL_typename(L, -1),
+                        what);                   /* e s */
+    else
+        lua_pushfstring(L, "error object is a %s value",
+                        luaL_typename(L, -1));   /* e s */
     lua_remove(L, -2);                           /* s */
     return lua_tostring(L, -1);
 }
@@ -57,6 +71,103 @@ jr_script_xpcall(lua_State *L, int nargs, int nres)
     rc = lua_pcall(L, nargs, nres, fn);          /* h r1..rn | h e */
     lua_remove(L, fn);                           /* r1..rn | e */
     return rc;
+}
+
+/* --- budgets: one count hook for every entry into Lua ---------------- */
+
+#define BUDGET_STEP 10000       /* instructions between hook calls */
+
+/* What the running call may still use. One per jr_script_run level; the
+ * state's extra space points at the innermost, so nested runs restore the
+ * outer one when they return. */
+typedef struct limit {
+    long    left;               /* instructions; <= 0 once exceeded */
+    long    budget;             /* as given, for the message; 0: none */
+    double  deadline;           /* jr_mono() seconds; 0: none */
+    double  secs;               /* the timeout, for the message */
+} limit;
+
+/* "1s", "0.5s": the way %g prints, which lua_pushfstring lacks. */
+static const char *
+secs_str(double secs)
+{
+    static char buf[32];
+
+    snprintf(buf, sizeof buf, "%gs", secs);
+    return buf;
+}
+
+static limit **
+limit_slot(lua_State *L)
+{
+    return (limit **)lua_getextraspace(L);
+}
+
+/* Raises "file:line: <what>" at the Lua line that was running, and again
+ * at every later check: a pcall inside the code cannot swallow it for good
+ * because the next instructions it runs raise once more. */
+static void
+limit_hook(lua_State *L, lua_Debug *ar)
+{
+    limit *lim = *limit_slot(L);
+    char where[256] = "";
+
+    if (lim == NULL)
+        return;
+    if (lim->budget > 0)
+        lim->left -= BUDGET_STEP;
+    if ((lim->budget <= 0 || lim->left > 0) &&
+        (lim->deadline <= 0 || jr_mono() <= lim->deadline))
+        return;
+    if (lua_getinfo(L, "Sl", ar) && ar->currentline > 0)
+        snprintf(where, sizeof where, "%s:%d: ", ar->short_src,
+                 ar->currentline);
+    if (lim->budget > 0 && lim->left <= 0)
+        lua_pushfstring(L, "%sinterrupted: ran more than %d instructions (an "
+                        "endless loop?)", where, (int)lim->budget);
+    else
+        lua_pushfstring(L, "%stimed out after %s", where,
+                        secs_str(lim->secs));
+    lua_error(L);               /* not luaL_error: we placed it ourselves */
+}
+
+int
+jr_script_xrun(lua_State *L, int nargs, int nres, long budget,
+               double timeout)
+{
+    limit lim = {budget, budget, 0, timeout}, *outer = *limit_slot(L);
+    lua_Hook oldhook = lua_gethook(L);
+    int oldmask = lua_gethookmask(L), oldcount = lua_gethookcount(L);
+    int rc;
+
+    if (timeout > 0)
+        lim.deadline = jr_mono() + timeout;
+    *limit_slot(L) = &lim;
+    if (budget > 0 || timeout > 0)
+        lua_sethook(L, limit_hook, LUA_MASKCOUNT, BUDGET_STEP);
+    else
+        lua_sethook(L, NULL, 0, 0);
+    rc = jr_script_xpcall(L, nargs, nres);      /* r1..rn | e */
+    lua_sethook(L, oldhook, oldmask, oldcount);
+    *limit_slot(L) = outer;
+    if (rc == LUA_OK && timeout > 0 && jr_mono() > lim.deadline)
+        rc = JR_SCRIPT_LATE;    /* finished, but past its deadline */
+    return rc;
+}
+
+int
+jr_script_run(lua_State *L, int nargs, int nres, long budget, jr_err *err)
+{
+    int rc = jr_script_xrun(L, nargs, nres, budget, 0);
+
+    if (rc == LUA_OK)
+        return 0;
+    if (lua_type(L, -1) == LUA_TSTRING)
+        jr_fail(err, JR_ELUA, "%s", lua_tostring(L, -1));
+    else
+        jr_fail(err, JR_ELUA, "%s", jr_script_errstr(L));
+    lua_pop(L, 1);                               /* (nothing) */
+    return -1;
 }
 
 int
@@ -187,12 +298,59 @@ jr_script_push_job(lua_State *L, const jr_job *j, int max_retries)
 
 /* --- loading a scripts directory ------------------------------------ */
 
+static char loading[4096];      /* the handler file running its top level */
+static char watchdog_secs[32];  /* "60", formatted when armed */
+static int  watchdog_status;    /* exit status when it fires */
+
+static void
+say(const char *s)
+{
+    ssize_t rc = write(2, s, strlen(s));
+    (void)rc;
+}
+
+/* SIGALRM while loading: the file's top level is blocked outside Lua, where
+ * no instruction budget reaches. Only async-signal-safe calls. */
+static void
+on_watchdog(int sig)
+{
+    (void)sig;
+    say("jobrunner: ");
+    say(loading[0] ? loading : "handlers");
+    say(": did not finish loading within ");
+    say(watchdog_secs);
+    say("s (blocked outside Lua?)\n");
+    _exit(watchdog_status);
+}
+
+void
+jr_scripts_watchdog(double secs, int status)
+{
+    struct itimerval it;
+
+    memset(&it, 0, sizeof it);
+    watchdog_status = status;
+    if (secs > 0) {
+        snprintf(watchdog_secs, sizeof watchdog_secs, "%g", secs);
+        signal(SIGALRM, on_watchdog);
+        it.it_value.tv_sec = (time_t)secs;
+        it.it_value.tv_usec = (suseconds_t)((secs - (double)(time_t)secs) *
+                                            1e6);
+        if (it.it_value.tv_sec == 0 && it.it_value.tv_usec == 0)
+            it.it_value.tv_usec = 1;
+    }
+    setitimer(ITIMER_REAL, &it, NULL);
+    if (secs <= 0)
+        signal(SIGALRM, SIG_DFL);
+}
+
 typedef struct loader {
     lua_State  *L;
     jr_scripts *s;
     const char *root;
     int         cap_h, cap_e;
     uint64_t    hash;           /* FNV-1a over paths and contents */
+    int         compile_only;   /* jr_scripts_names: run no handler code */
 } loader;
 
 static void
@@ -333,6 +491,7 @@ load_one(loader *ld, const char *path, const char *name)
     int max_retries = -1;
     double timeout = 0, backoff = -1;
     jr_err err;
+    int rc;
 
     if (luaL_loadfilex(L, path, "t") != LUA_OK) {    /* H msg */
         add_error(ld, "%s", lua_tostring(L, -1));
@@ -345,7 +504,11 @@ load_one(loader *ld, const char *path, const char *name)
     lua_setfield(L, -2, "__index");                  /* H chunk env mt */
     lua_setmetatable(L, -2);                         /* H chunk env */
     lua_setupvalue(L, -2, 1);                        /* H chunk */
-    if (jr_script_pcall(L, 0, 1, &err) < 0) {        /* H */
+    /* under a budget: a file that loops while loading is its own error */
+    snprintf(loading, sizeof loading, "%s", path);
+    rc = jr_script_run(L, 0, 1, JR_LUA_BUDGET, &err);
+    loading[0] = '\0';
+    if (rc < 0) {                                    /* H */
         char *tb = strstr(err.msg, "\nstack traceback:");
         if (tb != NULL)
             *tb = '\0';
@@ -373,6 +536,21 @@ load_one(loader *ld, const char *path, const char *name)
         return;
     }
     lua_setfield(L, -2, name);                       /* H */
+}
+
+/* Compiles one handler file without running it: a name with a file that
+ * parses. [-0, +0, -] */
+static void
+compile_one(loader *ld, const char *path, const char *name)
+{
+    if (luaL_loadfilex(ld->L, path, "t") != LUA_OK) {    /* msg */
+        add_error(ld, "%s", lua_tostring(ld->L, -1));
+        lua_pop(ld->L, 1);
+        return;
+    }                                                    /* chunk */
+    lua_pop(ld->L, 1);                                   /* (nothing) */
+    if (add_handler(ld, name, -1, 0, -1) < 0)
+        add_error(ld, "%s: %s", path, "out of memory");
 }
 
 static int
@@ -451,6 +629,8 @@ walk(loader *ld, const char *dir, const char *rel)
         if (!valid_name(name))
             add_error(ld, "%s: '%s' is not a valid job name (use "
                       "[A-Za-z0-9_.:-], at most 128)", path, name);
+        else if (ld->compile_only)
+            compile_one(ld, path, name);
         else
             load_one(ld, path, name);
     }
@@ -478,6 +658,33 @@ jr_scripts_load(lua_State *L, const char *dir, jr_scripts *s, jr_err *err)
     lua_newtable(L);                                 /* H */
     walk(&ld, dir, "");
     s->ref = luaL_ref(L, LUA_REGISTRYINDEX);         /* (nothing) */
+    snprintf(s->generation, sizeof s->generation, "%016llx",
+             (unsigned long long)ld.hash);
+    return 0;
+}
+
+int
+jr_scripts_names(const char *dir, jr_scripts *s, jr_err *err)
+{
+    struct stat st;
+    loader ld;
+
+    memset(s, 0, sizeof *s);
+    s->ref = LUA_NOREF;
+    if (stat(dir, &st) < 0 || !S_ISDIR(st.st_mode))
+        return jr_fail_errno(err, JR_ENOTFOUND, errno ? errno : ENOTDIR,
+                             "scripts directory '%s'", dir);
+    memset(&ld, 0, sizeof ld);
+    /* a bare state to compile in: no library, nothing of the files runs */
+    if ((ld.L = luaL_newstate()) == NULL)
+        return jr_fail(err, JR_ENOMEM, "cannot create a Lua state: out of "
+                       "memory");
+    ld.s = s;
+    ld.root = dir;
+    ld.hash = 14695981039346656037ull;
+    ld.compile_only = 1;
+    walk(&ld, dir, "");
+    lua_close(ld.L);
     snprintf(s->generation, sizeof s->generation, "%016llx",
              (unsigned long long)ld.hash);
     return 0;

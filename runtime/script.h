@@ -56,12 +56,48 @@ int jr_script_pcall(lua_State *L, int nargs, int nres, jr_err *err);
  * [-(nargs+1), +(nres|1), -] */
 int jr_script_xpcall(lua_State *L, int nargs, int nres);
 
+/* Instructions one call into config or loading Lua may run: a config file,
+ * a handler file's top level, a hook, a backoff function. Past it the call
+ * fails with "file:line: interrupted: ran more than N instructions". */
+#define JR_LUA_BUDGET 50000000L
+
+/* jr_script_xrun's status for a call that returned after its timeout. */
+#define JR_SCRIPT_LATE (-100)
+
+/* The one bridge into Lua: calls the function below the top nargs values
+ * with a traceback, under a budget of instructions (0: none). Once the
+ * budget is spent every later check raises again, so a pcall inside cannot
+ * swallow it. Success leaves nres results; failure fills err with
+ * "file:line: message" and the traceback. [-(nargs+1), +(nres|0), -] */
+int jr_script_run(lua_State *L, int nargs, int nres, long budget,
+                  jr_err *err);
+
+/* Like jr_script_run with a wall-clock timeout in seconds as well (0:
+ * none), returning lua_pcall's status (JR_SCRIPT_LATE when it returned
+ * past the timeout) and leaving the error value on top (a string with
+ * traceback, or a jobrunner signal). [-(nargs+1), +(nres|1), -] */
+int jr_script_xrun(lua_State *L, int nargs, int nres, long budget,
+                   double timeout);
+
 /* Loads every handler under dir into L. A file that fails is recorded in
  * s->errors and skipped; -1 only when dir cannot be read. Free with
  * jr_scripts_free(). */
 int  jr_scripts_load(lua_State *L, const char *dir, jr_scripts *s,
                      jr_err *err);
 void jr_scripts_free(jr_scripts *s);
+
+/* Arms (secs > 0) or disarms (0) a wall-clock limit on loading handlers in
+ * this process, for a file whose top level blocks outside Lua: when it
+ * fires, "jobrunner: FILE: did not finish loading within Ns" goes to
+ * stderr and the process exits with status. Uses SIGALRM and
+ * ITIMER_REAL. */
+void jr_scripts_watchdog(double secs, int status);
+
+/* Lists the handler names under dir without running any of their code:
+ * a name is listed when its file compiles (syntax errors go to s->errors).
+ * Options are unset (-1, 0, -1) and s->ref is LUA_NOREF. -1 only when dir
+ * cannot be read. Free with jr_scripts_free(). */
+int  jr_scripts_names(const char *dir, jr_scripts *s, jr_err *err);
 
 /* Pushes the handler table of name, or nil. [-0, +1, -] */
 void jr_scripts_push(lua_State *L, const jr_scripts *s, const char *name);

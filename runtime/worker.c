@@ -26,7 +26,6 @@
 #include "util.h"
 #include "worker.h"
 
-#define HOOK_COUNT 10000        /* instructions between deadline checks */
 #define BACKOFF_CAP (7 * 86400.0)
 #define FLUSH_DELAY 0.002       /* seconds a result may wait for company */
 
@@ -43,9 +42,6 @@ typedef struct worker {
     double      unflushed_since;/* mono time of the oldest unsent result */
     char        err[2048];      /* last failure message */
 } worker;
-
-static double deadline;         /* jr_mono() seconds; 0: none */
-static double deadline_secs;    /* the timeout, for the message */
 
 static int
 write_all(int fd, const char *p, size_t n)
@@ -70,38 +66,13 @@ flush(worker *w)
     return rc;
 }
 
-/* Raises in the handler once its deadline has passed, and again at every
- * check after, so a pcall inside the handler cannot swallow it for good. */
-static void
-deadline_hook(lua_State *L, lua_Debug *ar)
-{
-    (void)ar;
-    char msg[64];
-
-    if (deadline > 0 && jr_mono() > deadline) {
-        snprintf(msg, sizeof msg, "timed out after %gs", deadline_secs);
-        luaL_error(L, "%s", msg);
-    }
-}
-
+/* Says what loaded; setup_error (may be NULL) tells the master that the
+ * worker could not even start loading, so it must not take the empty
+ * handler list for a generation. */
 static int
-send_hello(worker *w)
+send_hello(worker *w, const char *setup_error)
 {
-    size_t start = jr_frame_begin(&w->out, JR_F_HELLO);
-    int i;
-
-    jr_put_str(&w->out, w->scripts.generation);
-    jr_put_i32(&w->out, w->scripts.n);
-    for (i = 0; i < w->scripts.n; i++) {
-        jr_put_str(&w->out, w->scripts.h[i].name);
-        jr_put_i32(&w->out, w->scripts.h[i].max_retries);
-        jr_put_f64(&w->out, w->scripts.h[i].timeout);
-        jr_put_f64(&w->out, w->scripts.h[i].backoff);
-    }
-    jr_put_i32(&w->out, w->scripts.nerrors);
-    for (i = 0; i < w->scripts.nerrors; i++)
-        jr_put_str(&w->out, w->scripts.errors[i]);
-    jr_frame_end(&w->out, start);
+    jr_frame_put_hello(&w->out, &w->scripts, setup_error);
     return flush(w);
 }
 
@@ -192,6 +163,18 @@ failed(worker *w, int h, const jr_job *j, int max_retries, jr_result *res)
     }
 }
 
+/* Fills res from the snooze or discard the handler called. */
+static void
+decided(worker *w, jr_result *res)
+{
+    const jr_signal *s = &w->ctx.decision;
+
+    res->kind = s->kind;
+    res->delay = s->delay;
+    snprintf(w->err, sizeof w->err, "%s", s->reason);
+    res->error = s->kind == JR_DEAD ? w->err : NULL;
+}
+
 /* Turns the error value on top into w->err, or fills res from a signal.
  * Returns 1 if it was a signal. [-1, +0, -] */
 static int
@@ -250,16 +233,21 @@ run_job(worker *w, const jr_job *j, jr_result *res)
         return;
     }
     w->ctx.job = j;
-    deadline_secs = timeout;
-    deadline = jr_mono() + timeout;
-    lua_sethook(L, deadline_hook, LUA_MASKCOUNT, HOOK_COUNT);
     w->mem.hit = 0;
     w->mem.enforce = 1;
-    rc = jr_script_xpcall(L, 1, 0);                  /* t | t e */
+    /* no instruction budget: the timeout is the handler's limit */
+    rc = jr_script_xrun(L, 1, 0, 0, timeout);        /* t | t e */
     w->mem.enforce = 0;
-    lua_sethook(L, NULL, 0, 0);
     w->ctx.job = NULL;
-    if (w->mem.hit) {
+    if (w->ctx.decided) {
+        /* snooze or discard was called: it stands, even if a pcall in the
+         * handler caught its signal and the handler went on */
+        if (rc != LUA_OK && rc != JR_SCRIPT_LATE)
+            lua_pop(L, 1);
+        decided(w, res);
+        if (w->mem.hit)
+            w->recycle = 1;
+    } else if (w->mem.hit) {
         /* a refused allocation may have left the handler's state half
          * made: fail the job and give the worker's place to a fresh one */
         if (rc != LUA_OK)
@@ -268,7 +256,7 @@ run_job(worker *w, const jr_job *j, jr_result *res)
                  w->cfg.memory_limit >> 20);
         failed(w, h, j, max_retries, res);
         w->recycle = 1;
-    } else if (rc == LUA_OK && jr_mono() > deadline) {
+    } else if (rc == JR_SCRIPT_LATE) {
         snprintf(w->err, sizeof w->err, "timed out after %gs", timeout);
         failed(w, h, j, max_retries, res);
     } else if (rc == LUA_OK) {
@@ -278,7 +266,6 @@ run_job(worker *w, const jr_job *j, jr_result *res)
     } else if (!take_error(w, res)) {
         failed(w, h, j, max_retries, res);
     }
-    deadline = 0;
     lua_settop(L, top);
 }
 
@@ -386,6 +373,7 @@ static int
 setup(worker *w, const char *scripts, const char *config, jr_err *err)
 {
     lua_State *L;
+    int rc;
 
     jr_config_defaults(&w->cfg);
     if ((L = w->L = jr_script_state_limited(scripts, &w->mem, err)) == NULL)
@@ -407,7 +395,12 @@ setup(worker *w, const char *scripts, const char *config, jr_err *err)
     lua_getfield(L, -1, "decode");                   /* cjson decode */
     w->decode_ref = luaL_ref(L, LUA_REGISTRYINDEX);  /* cjson */
     lua_pop(L, 1);                                   /* (nothing) */
-    return jr_scripts_load(L, scripts, &w->scripts, err);
+    /* a file blocked outside Lua: exit naming it (the master's hello
+     * deadline, a little later, is the backstop) */
+    jr_scripts_watchdog(w->cfg.load_timeout, JR_WORKER_LOAD_STUCK);
+    rc = jr_scripts_load(L, scripts, &w->scripts, err);
+    jr_scripts_watchdog(0, 0);
+    return rc;
 }
 
 int
@@ -429,12 +422,16 @@ jr_worker_main(int fd, const char *scripts, const char *config)
     setvbuf(stdout, NULL, _IOLBF, 0);
     srand((unsigned)getpid() ^ (unsigned)(jr_mono() * 1e6));
     if (setup(&w, scripts, config, &err) < 0) {
-        jr_log(JR_LOG_ERROR, "%s", err.msg);
-        w.scripts.nerrors = 0;
-        /* still say hello so the master hears why: no handlers */
-        w.scripts.n = 0;
+        /* still say hello so the master hears why; it keeps what runs */
+        jr_scripts_free(&w.scripts);
+        rc = send_hello(&w, err.msg[0] ? err.msg : "worker set-up failed");
+        jr_buf_free(&w.out);
+        jr_config_free(&w.cfg);
+        if (w.L != NULL)
+            lua_close(w.L);
+        return rc < 0 ? 1 : 0;
     }
-    rc = send_hello(&w) < 0 ? 1 : serve(&w);
+    rc = send_hello(&w, NULL) < 0 ? 1 : serve(&w);
     jr_jobctx_clear(&w.ctx);
     free(w.ctx.pushes);
     jr_scripts_free(&w.scripts);

@@ -11,5 +11,6 @@ int jr_worker_main(int fd, const char *scripts, const char *config);
 /* The exit status of a worker that stopped to be replaced because a
  * handler hit the memory limit. */
 #define JR_WORKER_RECYCLE 3
+#define JR_WORKER_LOAD_STUCK 4  /* exit: handler loading took too long */
 
 #endif

@@ -2,9 +2,11 @@
  * Input byte 0 picks the mode:
  *   even: the rest is a byte stream from a peer: split into frames with
  *         jr_frame_complete, open each and decode it as a job, a result and
- *         a hello, whatever its type (a decoder must refuse, not overrun);
- *   odd:  the rest describes a job or a result, which is encoded, decoded
- *         and compared field by field (abort on any difference). */
+ *         a hello (the master's real decoders), whatever its type (a
+ *         decoder must refuse, not overrun, and never half-build);
+ *   odd:  the rest describes a job, a result (bit 1) or a hello (bit 2),
+ *         which is encoded, decoded and compared field by field (abort on
+ *         any difference). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -29,20 +31,34 @@ same_str(const char *a, const char *b)
            (a != NULL && b != NULL && strcmp(a, b) == 0);
 }
 
-/* Reads a hello as the master does: generation hash, handler count, then
- * per handler a name and an error (strings). */
+/* Decodes a hello with the master's decoder (frame.c): it must refuse a
+ * malformed body with JR_EPROTO (or JR_ENOMEM), never half-build one. */
 static void
 read_hello(jr_reader r)
 {
-    size_t len;
-    int32_t n, i;
+    jr_hello h;
+    jr_err err;
+    int i;
 
-    (void)jr_get_str(&r, &len);
-    n = jr_get_i32(&r);
-    for (i = 0; i < n && !r.bad; i++) {
-        (void)jr_get_str(&r, &len);
-        (void)jr_get_str(&r, &len);
+    if (jr_frame_get_hello(&r, &h, &err) == 0) {
+        CHECK(r.n == 0 && !r.bad);
+        CHECK(h.n >= 0 && h.nerrors >= 0);
+        CHECK(strlen(h.generation) < sizeof h.generation);
+        CHECK(h.setup_error != NULL || h.generation[0] != '\0');
+        for (i = 0; i < h.n; i++) {
+            CHECK(h.h[i].name != NULL);
+            CHECK(jr_name_check(h.h[i].name, "job name", NULL) == 0);
+            CHECK(h.h[i].max_retries >= -1 && h.h[i].timeout >= 0 &&
+                  h.h[i].backoff >= -1);
+        }
+        for (i = 0; i < h.nerrors; i++)
+            (void)strlen(h.errors[i]);
+        if (h.setup_error)
+            (void)strlen(h.setup_error);
+    } else {
+        CHECK(err.code == JR_EPROTO || err.code == JR_ENOMEM);
     }
+    jr_hello_free(&h);
 }
 
 static void
@@ -204,6 +220,70 @@ result_round_trip(fz *f)
     jr_buf_free(&b);
 }
 
+#define MAXH 4
+
+/* A hello of valid handlers, an error and maybe a set-up error, encoded by
+ * the worker's encoder and decoded by the master's: the same values. */
+static void
+hello_round_trip(fz *f)
+{
+    char names[MAXH][256], errs[MAXH][256], setup[256];
+    char *errp[MAXH];
+    jr_handler h[MAXH];
+    jr_scripts s;
+    jr_hello d;
+    jr_buf b = {0};
+    jr_reader r;
+    jr_err err;
+    unsigned flags = (unsigned)fz_int(f, 1);
+    int i, n = 0;
+
+    memset(&s, 0, sizeof s);
+    snprintf(s.generation, sizeof s.generation, "%016llx",
+             (unsigned long long)fz_int(f, 8));
+    for (i = 0; i < (int)(flags % (MAXH + 1)); i++) {
+        size_t k;
+        fz_str(f, names[n], 1);
+        for (k = 0; names[n][k]; k++)   /* keep it a valid job name */
+            names[n][k] = "abcdefghij.-_:0123456789"[(unsigned char)
+                                                    names[n][k] % 24];
+        if (k == 0 || k > 128)
+            continue;
+        h[n].name = names[n];
+        h[n].max_retries = (int)(fz_int(f, 1) % 50) - 1;
+        h[n].timeout = (double)fz_int(f, 2);
+        h[n].backoff = (double)fz_int(f, 2) - 1;
+        n++;
+    }
+    s.h = h;
+    s.n = n;
+    for (i = 0; i < (int)((flags >> 3) % (MAXH + 1)); i++) {
+        fz_str(f, errs[i], 1);
+        errp[i] = errs[i];
+    }
+    s.errors = errp;
+    s.nerrors = i;
+    fz_str(f, setup, 1);
+    jr_frame_put_hello(&b, &s, flags & 0x80 ? setup : NULL);
+    CHECK(!b.oom);
+    CHECK(jr_frame_complete(b.p, b.len, &err) == (long)b.len);
+    CHECK(jr_frame_open(&r, b.p) == JR_F_HELLO);
+    CHECK(jr_frame_get_hello(&r, &d, &err) == 0);
+    CHECK(strcmp(d.generation, s.generation) == 0);
+    CHECK(d.n == s.n && d.nerrors == s.nerrors);
+    for (i = 0; i < d.n; i++) {
+        CHECK(strcmp(d.h[i].name, h[i].name) == 0);
+        CHECK(d.h[i].max_retries == h[i].max_retries);
+        CHECK(same_f64(d.h[i].timeout, h[i].timeout) &&
+              same_f64(d.h[i].backoff, h[i].backoff));
+    }
+    for (i = 0; i < d.nerrors; i++)
+        CHECK(strcmp(d.errors[i], errs[i]) == 0);
+    CHECK(same_str(d.setup_error, flags & 0x80 ? setup : NULL));
+    jr_hello_free(&d);
+    jr_buf_free(&b);
+}
+
 int
 LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
@@ -217,7 +297,9 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     }
     f.p = data + 1;
     f.n = size - 1;
-    if (data[0] & 2)
+    if (data[0] & 4)
+        hello_round_trip(&f);
+    else if (data[0] & 2)
         result_round_trip(&f);
     else
         job_round_trip(&f);
