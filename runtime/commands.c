@@ -316,15 +316,13 @@ stat_collect(const char *name, const jr_client_counts *n, void *arg)
  * load them (a file with an error is not a handler). */
 static int
 load_handlers(const char *scripts, lua_State **L, jr_scripts *s,
-              jr_jobctx *ctx)
+              jr_jobctx *ctx, jr_err *err)
 {
-    jr_err err;
-
     memset(s, 0, sizeof *s);
-    if ((*L = jr_script_state(scripts, &err)) == NULL)
+    if ((*L = jr_script_state(scripts, err)) == NULL)
         return -1;
-    if (jr_jrlib_open(*L, ctx, &err) < 0 ||
-        jr_scripts_load(*L, scripts, s, &err) < 0) {
+    if (jr_jrlib_open(*L, ctx, err) < 0 ||
+        jr_scripts_load(*L, scripts, s, err) < 0) {
         lua_close(*L);
         *L = NULL;
         return -1;
@@ -414,7 +412,7 @@ jr_cmd_stats(jr_cli *cli)
         jr_config_free(&c);
         return rc;
     }
-    if (load_handlers(c.scripts, &L, &s, &ctx) < 0)
+    if (load_handlers(c.scripts, &L, &s, &ctx, NULL) < 0)
         memset(&s, 0, sizeof s);    /* no scripts dir: nothing handled */
     if (jr_client_stats(client, &total, stat_collect, &a) != JR_CLIENT_OK)
         rc = client_fail(client);
@@ -645,6 +643,7 @@ jr_cmd_check(jr_cli *cli)
     jr_scripts s;
     jr_jobctx ctx = {0};
     jr_config c;
+    jr_err err;
     lua_State *L;
     int rc, i;
 
@@ -653,10 +652,9 @@ jr_cmd_check(jr_cli *cli)
                            cli->argv[0]);
     if ((rc = load_config(cli, &c)) != 0)
         return rc;
-    if (load_handlers(c.scripts, &L, &s, &ctx) < 0) {
+    if (load_handlers(c.scripts, &L, &s, &ctx, &err) < 0) {
+        fprintf(stderr, "jobrunner: cannot load handlers: %s\n", err.msg);
         jr_config_free(&c);
-        fprintf(stderr, "jobrunner: cannot load handlers from '%s' (is it a "
-                "directory?)\n", c.scripts);
         return JR_EXIT_CONFIG;
     }
     for (i = 0; i < s.nerrors; i++)

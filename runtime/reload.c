@@ -16,7 +16,9 @@
 
 #include <event2/event.h>
 
+#include "log.h"
 #include "reload.h"
+#include "util.h"
 
 struct jr_watch {
     int           fd;           /* inotify descriptor */
@@ -33,11 +35,13 @@ struct jr_watch {
                     IN_MOVED_FROM | IN_MOVED_TO | IN_DELETE_SELF)
 
 /* Adds a watch on dir and its subdirectories (new ones are added when
- * they appear, by walking again). */
+ * they appear, by walking again). Follows a symlink to a directory only
+ * inside the tree and only to a directory not watched yet, as the loader
+ * does (script.c, which warns about the ones it skips). */
 static void
-add_tree(int fd, const char *dir)
+add_dir(int fd, jr_dirset *seen, const char *dir)
 {
-    char path[4096];
+    char path[4096], why[4352];
     struct dirent *e;
     struct stat st;
     DIR *d;
@@ -48,10 +52,26 @@ add_tree(int fd, const char *dir)
         if (e->d_name[0] == '.')
             continue;
         snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
-        if (stat(path, &st) == 0 && S_ISDIR(st.st_mode))
-            add_tree(fd, path);
+        if (stat(path, &st) < 0 || !S_ISDIR(st.st_mode))
+            continue;
+        if (jr_dirset_enter(seen, path, why, sizeof why))
+            add_dir(fd, seen, path);
+        else
+            jr_log(JR_LOG_DEBUG, "%s: not watched: %s", path, why);
     }
     closedir(d);
+}
+
+static void
+add_tree(int fd, const char *dir)
+{
+    jr_dirset seen;
+    jr_err err;
+
+    if (jr_dirset_init(&seen, dir, &err) < 0)
+        return;
+    add_dir(fd, &seen, dir);
+    jr_dirset_free(&seen);
 }
 
 static void
