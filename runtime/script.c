@@ -543,9 +543,12 @@ jr_scripts_load(lua_State *L, const char *dir, jr_scripts *s, jr_err *err)
 
     memset(s, 0, sizeof *s);
     s->ref = LUA_NOREF;
-    if (stat(dir, &st) < 0 || !S_ISDIR(st.st_mode))
-        return jr_fail_errno(err, JR_ENOTFOUND, S_ISDIR(st.st_mode) ? errno :
-                             ENOTDIR, "scripts directory '%s'", dir);
+    if (stat(dir, &st) < 0)
+        return jr_fail_errno(err, JR_ENOTFOUND, errno, "scripts directory "
+                             "'%s'", dir);
+    if (!S_ISDIR(st.st_mode))
+        return jr_fail_errno(err, JR_ENOTFOUND, ENOTDIR, "scripts directory "
+                             "'%s'", dir);
     memset(&ld, 0, sizeof ld);
     ld.L = L;
     ld.s = s;
