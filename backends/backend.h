@@ -88,6 +88,9 @@ typedef struct jr_backend_opts {
     double      busy_timeout;   /* SQLite: seconds to wait for a lock */
     const char *schema;         /* PostgreSQL: schema name, NULL "jobrunner" */
     size_t      max_payload;    /* bytes; 0: no limit */
+    int         must_exist;     /* readers: open an existing database only;
+                                   SQLite creates no file, migrate creates
+                                   no schema (JR_ENOTFOUND instead) */
 } jr_backend_opts;
 
 /* Every function returns -1 with err set on failure unless said otherwise.

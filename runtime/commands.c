@@ -93,7 +93,7 @@ static int
 open_client(jr_config *c, jr_client **client)
 {
     jr_client_config cc = {c->schema, c->busy_timeout, c->max_payload,
-                           c->sync_normal};
+                           c->sync_normal, 0};
     int rc = jr_client_open(client, c->backend, &cc);
 
     if (rc == JR_CLIENT_OK)
@@ -103,6 +103,25 @@ open_client(jr_config *c, jr_client **client)
     jr_client_close(*client);
     *client = NULL;
     return rc == JR_CLIENT_EUSAGE ? JR_EXIT_USAGE : JR_EXIT_FAIL;
+}
+
+/* The same for a reader (stats, dead list): an existing database only,
+ * nothing created; JR_EXIT_NODB when there is none. */
+static int
+open_reader(jr_config *c, jr_client **client)
+{
+    jr_client_config cc = {c->schema, c->busy_timeout, c->max_payload,
+                           c->sync_normal, 1};
+    int rc = jr_client_open(client, c->backend, &cc);
+
+    if (rc == JR_CLIENT_OK)
+        return 0;
+    fprintf(stderr, "jobrunner: %s\n", *client ? jr_client_errmsg(*client) :
+            "out of memory");
+    jr_client_close(*client);
+    *client = NULL;
+    return rc == JR_CLIENT_ENODB ? JR_EXIT_NODB :
+           rc == JR_CLIENT_EUSAGE ? JR_EXIT_USAGE : JR_EXIT_FAIL;
 }
 
 static int
@@ -408,7 +427,7 @@ jr_cmd_stats(jr_cli *cli)
     }
     if ((rc = load_config(cli, &c)) != 0)
         return rc;
-    if ((rc = open_client(&c, &client)) != 0) {
+    if ((rc = open_reader(&c, &client)) != 0) {
         jr_config_free(&c);
         return rc;
     }
@@ -586,7 +605,8 @@ jr_cmd_dead(jr_cli *cli)
     }
     if ((rc = load_config(cli, &c)) != 0)
         return rc;
-    if ((rc = open_client(&c, &client)) == 0) {
+    if ((rc = which == 0 ? open_reader(&c, &client) :
+               open_client(&c, &client)) == 0) {
         rc = subs[which].fn(client, argc, argv);
         jr_client_close(client);
     }

@@ -1478,16 +1478,24 @@ start(master *m, jr_err *err)
     static const int sigs[6] = {SIGTERM, SIGINT, SIGCHLD, SIGHUP, SIGTTIN,
                                 SIGTTOU};
     jr_backend_opts o = {0};
-    int i, fd;
+    const char *arg;
+    int i, fd, rc;
 
-    /* first: a second runner on the same pid file stops here */
+    /* first: a second runner on the same pid file stops here, except on
+     * PostgreSQL's shared default, as many runners may share its queue */
     jr_pidfile_path(m->cfg, m->pidfile, sizeof m->pidfile);
-    if (jr_pidfile_write(m->pidfile, err) < 0) {
+    if ((rc = jr_pidfile_write(m->pidfile, err)) < 0) {
         m->pidfile[0] = '\0';
-        if (err->code == JR_ECONFIG)
+        if (rc == -2 && m->cfg->pid_file == NULL &&
+            jr_url_parse(m->cfg->backend, &arg, NULL) == &jr_postgres_ops)
+            jr_log(JR_LOG_WARN, "%s; going on without a pid file (set "
+                   "pid_file per runner to reach each with 'jobrunner "
+                   "reload')", err->msg);
+        else if (err->code == JR_ECONFIG)
             return -1;
-        jr_log(JR_LOG_WARN, "%s; 'jobrunner reload' will not find this "
-               "runner", err->msg);
+        else
+            jr_log(JR_LOG_WARN, "%s; 'jobrunner reload' will not find this "
+                   "runner", err->msg);
     }
     /* The runner's own writes (claims, results, rescues) need no fsync of
      * their own: power loss can only undo some of them, and an undone

@@ -232,11 +232,12 @@ jr_pidfile_write(const char *path, jr_err *err)
         got = pread(fd, buf, sizeof buf - 1, 0);
         buf[got > 0 ? got : 0] = '\0';
         close(fd);
-        if (e == EWOULDBLOCK)
-            return jr_fail(err, JR_ECONFIG, "a runner is already running "
-                           "with pid file '%s' (pid %ld): stop it first, or "
-                           "give this one its own database and pid_file",
-                           path, pid_of(buf));
+        if (e == EWOULDBLOCK) {
+            jr_fail(err, JR_ECONFIG, "a runner is already running with pid "
+                    "file '%s' (pid %ld): stop it first, or give this one its "
+                    "own database or pid_file", path, pid_of(buf));
+            return -2;
+        }
         return jr_fail_errno(err, JR_ESYS, e, "locking pid file '%s'", path);
     }
     got = pread(fd, buf, sizeof buf - 1, 0);

@@ -28,7 +28,8 @@ void jr_pidfile_path(const jr_config *cfg, char *out, size_t size);
 /* Creates the pid file without following a symlink, or takes over the pid
  * file of a process that is gone, writes our pid and holds a lock on it
  * while we run. Refuses (JR_ECONFIG) a symlink, a file that is not a pid
- * file, one locked by a running runner, one naming a live process. */
+ * file, one naming a live process, and one locked by a running runner
+ * (then -2 instead of -1). */
 int  jr_pidfile_write(const char *path, jr_err *err);
 /* Removes the pid file only if it is still the one we wrote (same inode),
  * and drops the lock. */
