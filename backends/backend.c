@@ -21,34 +21,46 @@ ends_with(const char *s, const char *suffix)
     return n >= m && strcmp(s + n - m, suffix) == 0;
 }
 
+const jr_backend_ops *
+jr_url_parse(const char *url, const char **arg, jr_err *err)
+{
+    *arg = url;
+    if (url == NULL || *url == '\0') {
+        jr_fail(err, JR_EUSAGE, "empty backend URL");
+        return NULL;
+    }
+    if (has_prefix(url, "postgres://") || has_prefix(url, "postgresql://") ||
+        strchr(url, '=') != NULL)
+        return &jr_postgres_ops;
+    if (has_prefix(url, "sqlite:")) {
+        *arg = url + strlen("sqlite:");
+        if (has_prefix(*arg, "//"))
+            *arg += 2;
+        return &jr_sqlite_ops;
+    }
+    if (ends_with(url, ".db") || ends_with(url, ".sqlite") ||
+        ends_with(url, ".sqlite3"))
+        return &jr_sqlite_ops;
+    if (err != NULL) {
+        char masked[512];
+        jr_url_mask(url, masked, sizeof masked);
+        jr_fail(err, JR_EUSAGE, "unknown backend URL '%s' (expected "
+                "sqlite:PATH or postgresql://...)", masked);
+    }
+    return NULL;
+}
+
 int
 jr_db_open(jr_db *db, const char *url, const jr_backend_opts *o, jr_err *err)
 {
     static const jr_backend_opts none;
-    const char *arg = url;
+    const char *arg;
 
     memset(db, 0, sizeof *db);
     if (o == NULL)
         o = &none;
-    if (url == NULL || *url == '\0')
-        return jr_fail(err, JR_EUSAGE, "empty backend URL");
-    if (has_prefix(url, "postgres://") || has_prefix(url, "postgresql://") ||
-        strchr(url, '=') != NULL) {
-        db->ops = &jr_postgres_ops;
-    } else if (has_prefix(url, "sqlite:")) {
-        db->ops = &jr_sqlite_ops;
-        arg = url + strlen("sqlite:");
-        if (has_prefix(arg, "//"))
-            arg += 2;
-    } else if (ends_with(url, ".db") || ends_with(url, ".sqlite") ||
-               ends_with(url, ".sqlite3")) {
-        db->ops = &jr_sqlite_ops;
-    } else {
-        char masked[512];
-        jr_url_mask(url, masked, sizeof masked);
-        return jr_fail(err, JR_EUSAGE, "unknown backend URL '%s' (expected "
-                       "sqlite:PATH or postgresql://...)", masked);
-    }
+    if ((db->ops = jr_url_parse(url, &arg, err)) == NULL)
+        return -1;
     db->b = db->ops->open(arg, o, err);
     return db->b == NULL ? -1 : 0;
 }

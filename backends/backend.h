@@ -92,6 +92,9 @@ typedef struct jr_backend_opts {
     double      busy_timeout;   /* SQLite: seconds to wait for a lock */
     const char *schema;         /* PostgreSQL: schema name, NULL "jobrunner" */
     size_t      max_payload;    /* bytes; 0: no limit */
+    int         must_exist;     /* readers: open an existing database only;
+                                   SQLite creates no file, migrate creates
+                                   no schema (JR_ENOTFOUND instead) */
 } jr_backend_opts;
 
 /* Every function returns -1 with err set on failure unless said otherwise.
@@ -181,6 +184,13 @@ int  jr_db_open(jr_db *db, const char *url, const jr_backend_opts *o,
                 jr_err *err);
 void jr_db_close(jr_db *db);    /* zeroed or closed db is a no-op */
 
+/* The one URL parser: which engine url names ("sqlite:PATH",
+ * "sqlite://PATH", a path ending in .db, .sqlite or .sqlite3, or a
+ * PostgreSQL URL or conninfo) and in *arg what its open takes (the file
+ * path for SQLite, the whole URL for PostgreSQL). NULL with err set (err
+ * may be NULL) when it names none. */
+const jr_backend_ops *jr_url_parse(const char *url, const char **arg,
+                                   jr_err *err);
 /* Writes url into out with any password replaced by "****". */
 void jr_url_mask(const char *url, char *out, size_t size);
 

@@ -34,6 +34,7 @@ struct jr_backend {
     char        sqlstate[6];    /* SQLSTATE of the last failed statement */
     int         insert_failed;  /* the last insert_jobs failed in the db */
     char        pgmsg[400];     /* its message and detail */
+    int         must_exist;     /* migrate creates no schema */
 };
 
 /* Statements, prepared on first use. {{schema}} becomes the quoted schema. */
@@ -498,6 +499,7 @@ pg_open(const char *url, const jr_backend_opts *o, jr_err *err)
     snprintf(b->channel, sizeof b->channel, "%s_jobs", schema);
     b->channel[63] = '\0';     /* left(schema || '_jobs', 63) in SQL */
     b->max_payload = o ? o->max_payload : 0;
+    b->must_exist = o ? o->must_exist : 0;
     if ((b->conn = connect_db(b, err)) == NULL) {
         pg_close(b);
         return NULL;
@@ -656,6 +658,10 @@ pg_migrate(jr_backend *b, jr_err *err)
                        b->schema, v, nblk);
     if (v == nblk)              /* up to date: no lock, no CREATE needed */
         return 0;
+    if (v == 0 && b->must_exist)
+        return jr_fail(err, JR_ENOTFOUND, "postgres: the database does not "
+                       "exist (schema '%s' has no jobrunner tables; 'jobrunner "
+                       "migrate' creates them)", b->schema);
     if (run_plain(b, "BEGIN", "migrate", err) < 0)
         return -1;
     if (migrate_locked(b, blk, nblk, err) < 0 ||

@@ -114,6 +114,7 @@ struct jr_backend {
     ino_t         ino;          /* 0: not a file */
     int           sync_normal;
     int           busy_ms;
+    int           must_exist;   /* never create the file or the tables */
 };
 
 /* JR_EINPUT when SQLite refused the row itself (a constraint, a value
@@ -235,8 +236,8 @@ connect_db(jr_backend *b, jr_err *err)
     struct stat st;
 
     if (sqlite3_open_v2(b->path, &b->db, SQLITE_OPEN_READWRITE |
-                        SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX,
-                        NULL) != SQLITE_OK)
+                        (b->must_exist ? 0 : SQLITE_OPEN_CREATE) |
+                        SQLITE_OPEN_NOMUTEX, NULL) != SQLITE_OK)
         return db_fail(b, err, "cannot open");
     sqlite3_extended_result_codes(b->db, 1);
     sqlite3_busy_timeout(b->db, b->busy_ms);
@@ -305,7 +306,15 @@ sqlite_open(const char *path, const jr_backend_opts *o, jr_err *err)
         jr_fail(err, JR_EUSAGE, "sqlite: empty database path");
         return NULL;
     }
-    if (strcmp(path, ":memory:") != 0 && create_private(path, err) < 0)
+    if (o->must_exist && strcmp(path, ":memory:") != 0 &&
+        access(path, F_OK) < 0) {
+        jr_fail_errno(err, JR_ENOTFOUND, errno, "sqlite '%s': the database "
+                      "does not exist (a push or 'jobrunner migrate' "
+                      "creates it)", path);
+        return NULL;
+    }
+    if (!o->must_exist && strcmp(path, ":memory:") != 0 &&
+        create_private(path, err) < 0)
         return NULL;
     b = calloc(1, sizeof *b);
     if (b == NULL || (b->path = strdup(path)) == NULL) {
@@ -317,6 +326,7 @@ sqlite_open(const char *path, const jr_backend_opts *o, jr_err *err)
     b->wal_watch = -1;
     b->data_version = -1;
     b->sync_normal = o->sync_normal;
+    b->must_exist = o->must_exist;
     b->busy_ms = o->busy_timeout > 0 ? (int)(o->busy_timeout * 1000) : 5000;
     if (connect_db(b, err) < 0) {
         disconnect_db(b);
@@ -388,6 +398,12 @@ sqlite_migrate(jr_backend *b, jr_err *err)
         return -1;
     if (user_version(b, &current, err) < 0)
         goto fail;
+    if (current == 0 && b->must_exist) {
+        jr_fail(err, JR_ENOTFOUND, "sqlite '%s': the database does not "
+                "exist (the file has no jobrunner tables; 'jobrunner "
+                "migrate' creates them)", b->path);
+        goto fail;
+    }
     while (p != NULL) {
         int version = atoi(p + strlen(marker));
         const char *body = strchr(p, '\n');

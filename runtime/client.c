@@ -33,6 +33,7 @@ status_of(int code)
     case JR_ELUA:    return JR_CLIENT_ECONFIG;
     case JR_EINPUT:  return JR_CLIENT_EINPUT;
     case JR_ENOMEM:  return JR_CLIENT_ENOMEM;
+    case JR_ENOTFOUND: return JR_CLIENT_ENODB;
     default:         return JR_CLIENT_EDB;
     }
 }
@@ -102,6 +103,7 @@ open_config(jr_client *c, const char *file, const jr_client_config *cfg)
     o.schema = cfg->schema ? cfg->schema : conf.schema;
     c->max_payload = cfg->max_payload ? cfg->max_payload : conf.max_payload;
     o.max_payload = c->max_payload;
+    o.must_exist = cfg->must_exist;
     rc = connect_db(c, conf.backend ? conf.backend : DEFAULT_BACKEND, &o);
     jr_config_free(&conf);
     return rc;
@@ -131,6 +133,7 @@ jr_client_open(jr_client **cp, const char *target,
     o.schema = cfg->schema;
     o.max_payload = c->max_payload;
     o.sync_normal = cfg->sync_normal;
+    o.must_exist = cfg->must_exist;
     rc = connect_db(c, target, &o);
     return finish(c, rc);
 }

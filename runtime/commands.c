@@ -93,7 +93,7 @@ static int
 open_client(jr_config *c, jr_client **client)
 {
     jr_client_config cc = {c->schema, c->busy_timeout, c->max_payload,
-                           c->sync_normal};
+                           c->sync_normal, 0};
     int rc = jr_client_open(client, c->backend, &cc);
 
     if (rc == JR_CLIENT_OK)
@@ -103,6 +103,25 @@ open_client(jr_config *c, jr_client **client)
     jr_client_close(*client);
     *client = NULL;
     return rc == JR_CLIENT_EUSAGE ? JR_EXIT_USAGE : JR_EXIT_FAIL;
+}
+
+/* The same for a reader (stats, dead list): an existing database only,
+ * nothing created; JR_EXIT_NODB when there is none. */
+static int
+open_reader(jr_config *c, jr_client **client)
+{
+    jr_client_config cc = {c->schema, c->busy_timeout, c->max_payload,
+                           c->sync_normal, 1};
+    int rc = jr_client_open(client, c->backend, &cc);
+
+    if (rc == JR_CLIENT_OK)
+        return 0;
+    fprintf(stderr, "jobrunner: %s\n", *client ? jr_client_errmsg(*client) :
+            "out of memory");
+    jr_client_close(*client);
+    *client = NULL;
+    return rc == JR_CLIENT_ENODB ? JR_EXIT_NODB :
+           rc == JR_CLIENT_EUSAGE ? JR_EXIT_USAGE : JR_EXIT_FAIL;
 }
 
 static int
@@ -316,15 +335,13 @@ stat_collect(const char *name, const jr_client_counts *n, void *arg)
  * load them (a file with an error is not a handler). */
 static int
 load_handlers(const char *scripts, lua_State **L, jr_scripts *s,
-              jr_jobctx *ctx)
+              jr_jobctx *ctx, jr_err *err)
 {
-    jr_err err;
-
     memset(s, 0, sizeof *s);
-    if ((*L = jr_script_state(scripts, &err)) == NULL)
+    if ((*L = jr_script_state(scripts, err)) == NULL)
         return -1;
-    if (jr_jrlib_open(*L, ctx, &err) < 0 ||
-        jr_scripts_load(*L, scripts, s, &err) < 0) {
+    if (jr_jrlib_open(*L, ctx, err) < 0 ||
+        jr_scripts_load(*L, scripts, s, err) < 0) {
         lua_close(*L);
         *L = NULL;
         return -1;
@@ -409,7 +426,7 @@ jr_cmd_stats(jr_cli *cli)
     }
     if ((rc = load_config(cli, &c)) != 0)
         return rc;
-    if ((rc = open_client(&c, &client)) != 0) {
+    if ((rc = open_reader(&c, &client)) != 0) {
         jr_config_free(&c);
         return rc;
     }
@@ -587,7 +604,8 @@ jr_cmd_dead(jr_cli *cli)
     }
     if ((rc = load_config(cli, &c)) != 0)
         return rc;
-    if ((rc = open_client(&c, &client)) == 0) {
+    if ((rc = which == 0 ? open_reader(&c, &client) :
+               open_client(&c, &client)) == 0) {
         rc = subs[which].fn(client, argc, argv);
         jr_client_close(client);
     }
@@ -644,6 +662,7 @@ jr_cmd_check(jr_cli *cli)
     jr_scripts s;
     jr_jobctx ctx = {0};
     jr_config c;
+    jr_err err;
     lua_State *L;
     int rc, i;
 
@@ -653,12 +672,11 @@ jr_cmd_check(jr_cli *cli)
     if ((rc = load_config(cli, &c)) != 0)
         return rc;
     jr_scripts_watchdog(c.load_timeout, JR_EXIT_CONFIG); /* blocked in C */
-    rc = load_handlers(c.scripts, &L, &s, &ctx);
+    rc = load_handlers(c.scripts, &L, &s, &ctx, &err);
     jr_scripts_watchdog(0, 0);
     if (rc < 0) {
+        fprintf(stderr, "jobrunner: cannot load handlers: %s\n", err.msg);
         jr_config_free(&c);
-        fprintf(stderr, "jobrunner: cannot load handlers from '%s' (is it a "
-                "directory?)\n", c.scripts);
         return JR_EXIT_CONFIG;
     }
     for (i = 0; i < s.nerrors; i++)

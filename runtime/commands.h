@@ -10,7 +10,8 @@ enum {
     JR_EXIT_OK = 0,
     JR_EXIT_FAIL = 1,           /* runtime or database failure */
     JR_EXIT_USAGE = 2,          /* bad command line or bad input */
-    JR_EXIT_CONFIG = 3          /* config or handler errors */
+    JR_EXIT_CONFIG = 3,         /* config or handler errors */
+    JR_EXIT_NODB = 4            /* a reader found no database */
 };
 
 typedef struct jr_cli {

@@ -114,9 +114,9 @@ key_fail(cfg_ctx *x, const char *key, const char *fmt, ...)
                             key), key, what);
 }
 
-/* Value at the top of L as a number > 0 (or >= 0 when zero_ok). */
+/* Value at the top of L as a number of seconds in [lo, hi]. */
 static int
-get_number(cfg_ctx *x, lua_State *L, const char *key, int zero_ok,
+get_number(cfg_ctx *x, lua_State *L, const char *key, double lo, double hi,
            double *out)
 {
     double v;
@@ -125,9 +125,9 @@ get_number(cfg_ctx *x, lua_State *L, const char *key, int zero_ok,
         return key_fail(x, key, "must be a number, got %s",
                         luaL_typename(L, -1));
     v = lua_tonumber(L, -1);
-    if (v < 0 || (!zero_ok && v == 0) || v != v)
-        return key_fail(x, key, "must be a %s number", zero_ok ?
-                        "non-negative" : "positive");
+    if (!(v >= lo && v <= hi))          /* NaN too */
+        return key_fail(x, key, "is out of range (%g to %g seconds), got %g",
+                        lo, hi, v);
     *out = v;
     return 0;
 }
@@ -224,25 +224,28 @@ k_schema(cfg_ctx *x, lua_State *L, const char *key)
 static int
 k_lease(cfg_ctx *x, lua_State *L, const char *key)
 {
-    return get_number(x, L, key, 0, &x->c->lease);
+    return get_number(x, L, key, JR_RANGE_LEASE_MIN,
+                      JR_RANGE_LEASE_MAX, &x->c->lease);
 }
 
 static int
 k_poll(cfg_ctx *x, lua_State *L, const char *key)
 {
-    return get_number(x, L, key, 0, &x->c->poll_interval);
+    return get_number(x, L, key, JR_RANGE_POLL_MIN, JR_RANGE_POLL_MAX,
+                      &x->c->poll_interval);
 }
 
 static int
 k_shutdown(cfg_ctx *x, lua_State *L, const char *key)
 {
-    return get_number(x, L, key, 1, &x->c->shutdown_timeout);
+    return get_number(x, L, key, 0, JR_RANGE_DAY, &x->c->shutdown_timeout);
 }
 
 static int
 k_busy(cfg_ctx *x, lua_State *L, const char *key)
 {
-    return get_number(x, L, key, 1, &x->c->busy_timeout);
+    return get_number(x, L, key, 0, JR_RANGE_BUSY_MAX,
+                      &x->c->busy_timeout);
 }
 
 static int
@@ -304,13 +307,14 @@ k_concurrency(cfg_ctx *x, lua_State *L, const char *key)
 static int
 k_max_retries(cfg_ctx *x, lua_State *L, const char *key)
 {
-    return get_int(x, L, key, 0, 1000000, &x->c->max_retries);
+    return get_int(x, L, key, 0, JR_RANGE_RETRIES_MAX, &x->c->max_retries);
 }
 
 static int
 k_timeout(cfg_ctx *x, lua_State *L, const char *key)
 {
-    return get_number(x, L, key, 0, &x->c->timeout);
+    return get_number(x, L, key, JR_RANGE_TIMEOUT_MIN,
+                      JR_RANGE_TIMEOUT_MAX, &x->c->timeout);
 }
 
 static int
@@ -320,7 +324,7 @@ k_backoff(cfg_ctx *x, lua_State *L, const char *key)
 
     if (lua_type(L, -1) == LUA_TFUNCTION)
         return 0;               /* the worker calls it from the table */
-    return get_number(x, L, key, 1, &v);
+    return get_number(x, L, key, 0, JR_RANGE_BACKOFF_MAX, &v);
 }
 
 static int
@@ -376,19 +380,22 @@ k_log(cfg_ctx *x, lua_State *L, const char *key)
 static int
 k_tick(cfg_ctx *x, lua_State *L, const char *key)
 {
-    return get_number(x, L, key, 0, &x->c->tick_interval);
+    return get_number(x, L, key, JR_RANGE_TICK_MIN, JR_RANGE_DAY,
+                      &x->c->tick_interval);
 }
 
 static int
 k_idle(cfg_ctx *x, lua_State *L, const char *key)
 {
-    return get_number(x, L, key, 0, &x->c->idle_timeout);
+    return get_number(x, L, key, JR_RANGE_TICK_MIN, JR_RANGE_DAY,
+                      &x->c->idle_timeout);
 }
 
 static int
 k_load_timeout(cfg_ctx *x, lua_State *L, const char *key)
 {
-    return get_number(x, L, key, 0, &x->c->load_timeout);
+    return get_number(x, L, key, JR_RANGE_LOAD_MIN, JR_RANGE_LOAD_MAX,
+                      &x->c->load_timeout);
 }
 
 static int
@@ -463,7 +470,7 @@ k_wait_for_db(cfg_ctx *x, lua_State *L, const char *key)
     if (lua_type(L, -1) != LUA_TNUMBER)
         return key_fail(x, key, "must be true, false or seconds, got %s",
                         luaL_typename(L, -1));
-    return get_number(x, L, key, 1, &x->c->wait_for_db);
+    return get_number(x, L, key, 0, JR_RANGE_DAY, &x->c->wait_for_db);
 }
 
 static const key_row top_rows[] = {

@@ -10,6 +10,23 @@
 
 typedef struct lua_State lua_State;
 
+/* The ranges of the durations (seconds) and counts a config or a handler
+ * file may set; outside them is an error naming the key and the range.
+ * Documented in jobrunner.lua.example, the README and jobrunner(1). */
+#define JR_RANGE_TIMEOUT_MIN   0.001    /* defaults.timeout, handler timeout */
+#define JR_RANGE_TIMEOUT_MAX   604800.0 /* 7 days */
+#define JR_RANGE_BACKOFF_MAX   604800.0 /* defaults.backoff, handler backoff */
+#define JR_RANGE_RETRIES_MAX   1000000  /* defaults.max_retries, handler's */
+#define JR_RANGE_LEASE_MIN     1.0
+#define JR_RANGE_LEASE_MAX     86400.0
+#define JR_RANGE_POLL_MIN      0.01
+#define JR_RANGE_POLL_MAX      3600.0
+#define JR_RANGE_DAY           86400.0  /* shutdown, tick, idle, wait_for_db */
+#define JR_RANGE_TICK_MIN      0.01     /* tick_interval, idle_timeout */
+#define JR_RANGE_BUSY_MAX      3600.0
+#define JR_RANGE_LOAD_MIN      0.1      /* load_timeout */
+#define JR_RANGE_LOAD_MAX      3600.0
+
 typedef struct jr_config {
     char      *file;            /* config file read, or NULL */
     char      *backend;         /* backend URL */

@@ -38,7 +38,8 @@ enum {
     JR_CLIENT_ECONFIG = 2,      /* the config file could not be used */
     JR_CLIENT_EINPUT = 3,       /* bad job: name, queue, payload, option */
     JR_CLIENT_EDB = 4,          /* the database failed or is unreachable */
-    JR_CLIENT_ENOMEM = 7        /* out of memory */
+    JR_CLIENT_ENOMEM = 7,       /* out of memory */
+    JR_CLIENT_ENODB = 8         /* must_exist and there is no database */
 };
 
 /* Connection settings; NULL or a zeroed struct means the defaults. With a
@@ -51,6 +52,10 @@ typedef struct jr_client_config {
     int         sync_normal;    /* SQLite: 1 for synchronous = NORMAL (a
                                    push may be lost on power loss); 0 for
                                    FULL, the default */
+    int         must_exist;     /* 1 for a reader (stats, dead list): open
+                                   an existing database only, creating no
+                                   file or schema; JR_CLIENT_ENODB if there
+                                   is none */
 } jr_client_config;
 
 /* Per-job options. Start from JR_CLIENT_OPTS_INIT (not from zero: a zero

@@ -49,7 +49,8 @@ usage(FILE *f)
             "  0  success\n"
             "  1  runtime or database failure\n"
             "  2  bad command line or bad input (name, JSON, duration)\n"
-            "  3  errors in the config file or in handlers (check)\n");
+            "  3  errors in the config file or in handlers (check)\n"
+            "  4  no database (stats, dead list: they create none)\n");
 }
 
 /* Takes the common options out of argv wherever they stand; the rest stay

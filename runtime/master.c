@@ -1638,8 +1638,25 @@ start(master *m, jr_err *err)
     static const int sigs[6] = {SIGTERM, SIGINT, SIGCHLD, SIGHUP, SIGTTIN,
                                 SIGTTOU};
     jr_backend_opts o = {0};
-    int i, fd;
+    const char *arg;
+    int i, fd, rc;
 
+    /* first: a second runner on the same pid file stops here, except on
+     * PostgreSQL's shared default, as many runners may share its queue */
+    jr_pidfile_path(m->cfg, m->pidfile, sizeof m->pidfile);
+    if ((rc = jr_pidfile_write(m->pidfile, err)) < 0) {
+        m->pidfile[0] = '\0';
+        if (rc == -2 && m->cfg->pid_file == NULL &&
+            jr_url_parse(m->cfg->backend, &arg, NULL) == &jr_postgres_ops)
+            jr_log(JR_LOG_WARN, "%s; going on without a pid file (set "
+                   "pid_file per runner to reach each with 'jobrunner "
+                   "reload')", err->msg);
+        else if (err->code == JR_ECONFIG)
+            return -1;
+        else
+            jr_log(JR_LOG_WARN, "%s; 'jobrunner reload' will not find this "
+                   "runner", err->msg);
+    }
     /* The runner's own writes (claims, results, rescues) need no fsync of
      * their own: power loss can only undo some of them, and an undone
      * claim or result makes its job run again, which at-least-once allows;
@@ -1693,12 +1710,6 @@ start(master *m, jr_err *err)
                                  err)) == NULL)
         jr_log(JR_LOG_WARN, "%s; reload with SIGHUP or 'jobrunner reload'",
                err->msg);
-    jr_pidfile_path(m->cfg, m->pidfile, sizeof m->pidfile);
-    if (jr_pidfile_write(m->pidfile, err) < 0) {
-        jr_log(JR_LOG_WARN, "%s; 'jobrunner reload' will not find this "
-               "runner", err->msg);
-        m->pidfile[0] = '\0';
-    }
     jr_log(JR_LOG_INFO, "jobrunner %s started: backend %s, scripts %s, "
            "%d worker%s (max %d), pid %d", JR_VERSION, m->url,
            m->cfg->scripts, m->cfg->conc_min, m->cfg->conc_min == 1 ? "" : "s",
@@ -1841,6 +1852,8 @@ jr_master_run(jr_config *cfg, const char *self)
     m.self = self;
     if (start(&m, &err) < 0) {
         jr_log(JR_LOG_ERROR, "%s", err.msg);
+        if (m.pidfile[0])
+            jr_pidfile_remove(m.pidfile);
         cleanup(&m);
         return 1;
     }

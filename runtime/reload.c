@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 #ifdef __linux__
@@ -16,7 +17,10 @@
 
 #include <event2/event.h>
 
+#include "backend.h"
+#include "log.h"
 #include "reload.h"
+#include "util.h"
 
 struct jr_watch {
     int           fd;           /* inotify descriptor */
@@ -33,11 +37,13 @@ struct jr_watch {
                     IN_MOVED_FROM | IN_MOVED_TO | IN_DELETE_SELF)
 
 /* Adds a watch on dir and its subdirectories (new ones are added when
- * they appear, by walking again). */
+ * they appear, by walking again). Follows a symlink to a directory only
+ * inside the tree and only to a directory not watched yet, as the loader
+ * does (script.c, which warns about the ones it skips). */
 static void
-add_tree(int fd, const char *dir)
+add_dir(int fd, jr_dirset *seen, const char *dir)
 {
-    char path[4096];
+    char path[4096], why[4352];
     struct dirent *e;
     struct stat st;
     DIR *d;
@@ -48,10 +54,26 @@ add_tree(int fd, const char *dir)
         if (e->d_name[0] == '.')
             continue;
         snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
-        if (stat(path, &st) == 0 && S_ISDIR(st.st_mode))
-            add_tree(fd, path);
+        if (stat(path, &st) < 0 || !S_ISDIR(st.st_mode))
+            continue;
+        if (jr_dirset_enter(seen, path, why, sizeof why))
+            add_dir(fd, seen, path);
+        else
+            jr_log(JR_LOG_DEBUG, "%s: not watched: %s", path, why);
     }
     closedir(d);
+}
+
+static void
+add_tree(int fd, const char *dir)
+{
+    jr_dirset seen;
+    jr_err err;
+
+    if (jr_dirset_init(&seen, dir, &err) < 0)
+        return;
+    add_dir(fd, &seen, dir);
+    jr_dirset_free(&seen);
 }
 
 static void
@@ -143,30 +165,106 @@ jr_watch_free(jr_watch *w)
 void
 jr_pidfile_path(const jr_config *cfg, char *out, size_t size)
 {
-    const char *b = cfg->backend ? cfg->backend : "";
+    const jr_backend_ops *ops;
+    const char *arg;
 
     if (cfg->pid_file != NULL)
         snprintf(out, size, "%s", cfg->pid_file);
-    else if (strncmp(b, "sqlite:", 7) == 0)
-        snprintf(out, size, "%s.pid", b + 7);
+    else if ((ops = jr_url_parse(cfg->backend, &arg, NULL)) == &jr_sqlite_ops
+             && *arg != '\0' && strcmp(arg, ":memory:") != 0)
+        snprintf(out, size, "%s.pid", arg);
     else
         snprintf(out, size, "jobrunner.pid");
+}
+
+/* The pid file this process wrote and holds locked, to remove only that. */
+static struct {
+    int   fd;                   /* -1: none */
+    dev_t dev;
+    ino_t ino;
+} own = {-1, 0, 0};
+
+/* The pid in a pid file's text ("1234\n"), or 0 when the text is not
+ * that. */
+static long
+pid_of(const char *text)
+{
+    char *end;
+    long pid;
+
+    if (*text < '1' || *text > '9')
+        return 0;
+    errno = 0;
+    pid = strtol(text, &end, 10);
+    if (errno != 0 || pid <= 0 || pid > 0x7fffffff ||
+        (*end != '\0' && strcmp(end, "\n") != 0))
+        return 0;
+    return pid;
 }
 
 int
 jr_pidfile_write(const char *path, jr_err *err)
 {
-    char buf[32];
-    int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-    int n = snprintf(buf, sizeof buf, "%d\n", (int)getpid());
+    char buf[64];
+    struct stat st;
+    ssize_t got;
+    long pid = 0;
+    int fd, n, e;
 
-    if (fd < 0 || write(fd, buf, (size_t)n) != n) {
-        int e = errno;
-        if (fd >= 0)
-            close(fd);
+    /* no symlink is followed, no FIFO blocks us, no existing file is
+     * truncated before it is known to be a stale pid file */
+    fd = open(path, O_RDWR | O_CREAT | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC,
+              0644);
+    if (fd < 0 && errno == ELOOP)
+        return jr_fail(err, JR_ECONFIG, "pid file '%s' is a symlink: "
+                       "refusing to write through it (remove it, or set "
+                       "pid_file)", path);
+    if (fd < 0)
+        return jr_fail_errno(err, JR_ESYS, errno, "writing pid file '%s'",
+                             path);
+    if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode)) {
+        close(fd);
+        return jr_fail(err, JR_ECONFIG, "pid file '%s' is not a regular "
+                       "file: refusing to use it", path);
+    }
+    if (flock(fd, LOCK_EX | LOCK_NB) < 0) {
+        e = errno;
+        got = pread(fd, buf, sizeof buf - 1, 0);
+        buf[got > 0 ? got : 0] = '\0';
+        close(fd);
+        if (e == EWOULDBLOCK) {
+            jr_fail(err, JR_ECONFIG, "a runner is already running with pid "
+                    "file '%s' (pid %ld): stop it first, or give this one its "
+                    "own database or pid_file", path, pid_of(buf));
+            return -2;
+        }
+        return jr_fail_errno(err, JR_ESYS, e, "locking pid file '%s'", path);
+    }
+    got = pread(fd, buf, sizeof buf - 1, 0);
+    buf[got > 0 ? got : 0] = '\0';
+    if (st.st_size > 0 && (st.st_size >= (off_t)sizeof buf - 1 ||
+                           (pid = pid_of(buf)) == 0)) {
+        close(fd);
+        return jr_fail(err, JR_ECONFIG, "'%s' is not a jobrunner pid file "
+                       "(it holds something else): refusing to overwrite it; "
+                       "set pid_file to another path", path);
+    }
+    if (st.st_size > 0 && pid != (long)getpid() &&
+        (kill((pid_t)pid, 0) == 0 || errno == EPERM)) {
+        close(fd);
+        return jr_fail(err, JR_ECONFIG, "pid file '%s' names process %ld, "
+                       "which is alive: if it is not a runner, remove the "
+                       "file", path, pid);
+    }
+    n = snprintf(buf, sizeof buf, "%d\n", (int)getpid());
+    if (ftruncate(fd, 0) < 0 || pwrite(fd, buf, (size_t)n, 0) != n) {
+        e = errno;
+        close(fd);
         return jr_fail_errno(err, JR_ESYS, e, "writing pid file '%s'", path);
     }
-    close(fd);
+    own.fd = fd;                /* open while we run: it holds the lock */
+    own.dev = st.st_dev;
+    own.ino = st.st_ino;
     return 0;
 }
 
@@ -193,8 +291,14 @@ jr_pidfile_read(const char *path, jr_err *err)
 void
 jr_pidfile_remove(const char *path)
 {
-    jr_err err;
+    struct stat st;
 
-    if (jr_pidfile_read(path, &err) == (long)getpid())
+    if (own.fd < 0)
+        return;
+    /* still the file we wrote, not one put at the path since */
+    if (lstat(path, &st) == 0 && S_ISREG(st.st_mode) &&
+        st.st_dev == own.dev && st.st_ino == own.ino)
         unlink(path);
+    close(own.fd);
+    own.fd = -1;
 }

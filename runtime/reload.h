@@ -22,10 +22,18 @@ jr_watch *jr_watch_new(struct event_base *base, const char *dir,
 void      jr_watch_free(jr_watch *w);       /* NULL is a no-op */
 
 /* The pid file of the runner for cfg: pid_file, else next to the SQLite
- * database ("jobrunner.db.pid"), else "jobrunner.pid". */
+ * database (the path parsed from its URL, plus ".pid"), else
+ * "jobrunner.pid". */
 void jr_pidfile_path(const jr_config *cfg, char *out, size_t size);
+/* Creates the pid file without following a symlink, or takes over the pid
+ * file of a process that is gone, writes our pid and holds a lock on it
+ * while we run. Refuses (JR_ECONFIG) a symlink, a file that is not a pid
+ * file, one naming a live process, and one locked by a running runner
+ * (then -2 instead of -1). */
 int  jr_pidfile_write(const char *path, jr_err *err);
-void jr_pidfile_remove(const char *path);   /* only if it holds our pid */
+/* Removes the pid file only if it is still the one we wrote (same inode),
+ * and drops the lock. */
+void jr_pidfile_remove(const char *path);
 /* Returns the pid in the file if that process is alive, or -1 with err
  * set. */
 long jr_pidfile_read(const char *path, jr_err *err);

@@ -19,8 +19,13 @@
 #include <lualib.h>
 
 #include "backend.h"
+#include "config.h"
+#include "log.h"
 #include "script.h"
 #include "util.h"
+
+#define JR_STR_(x) #x
+#define JR_STR(x) JR_STR_(x)
 
 
 const char *
@@ -351,6 +356,9 @@ typedef struct loader {
     int         cap_h, cap_e;
     uint64_t    hash;           /* FNV-1a over paths and contents */
     int         compile_only;   /* jr_scripts_names: run no handler code */
+    jr_dirset   dirs;           /* directories entered */
+    char      **later;          /* symlinked dirs: path, rel, path, ... */
+    int         nlater, cap_later;
 } loader;
 
 static void
@@ -457,24 +465,36 @@ check_table(lua_State *L, int *max_retries, double *timeout, double *backoff)
     }
     lua_pop(L, 1);
     if (lua_getfield(L, -1, "max_retries") != LUA_TNIL) {
-        if (!lua_isinteger(L, -1) || lua_tointeger(L, -1) < 0) {
+        if (!lua_isinteger(L, -1) || lua_tointeger(L, -1) < 0 ||
+            lua_tointeger(L, -1) > JR_RANGE_RETRIES_MAX) {
             lua_pop(L, 1);
-            return "'max_retries' must be a whole number >= 0";
+            return "'max_retries' must be a whole number in range (0 to "
+                   JR_STR(JR_RANGE_RETRIES_MAX) ")";
         }
         *max_retries = (int)lua_tointeger(L, -1);
     }
     lua_pop(L, 1);
     if (lua_getfield(L, -1, "timeout") != LUA_TNIL) {
-        if (lua_type(L, -1) != LUA_TNUMBER || lua_tonumber(L, -1) <= 0) {
+        double t = lua_tonumber(L, -1);
+        if (lua_type(L, -1) != LUA_TNUMBER ||
+            !(t >= JR_RANGE_TIMEOUT_MIN && t <= JR_RANGE_TIMEOUT_MAX)) {
             lua_pop(L, 1);
-            return "'timeout' must be a positive number of seconds";
+            return "'timeout' must be a number of seconds in range (0.001 "
+                   "to 604800)";
         }
-        *timeout = lua_tonumber(L, -1);
+        *timeout = t;
     }
     lua_pop(L, 1);
     i = lua_getfield(L, -1, "backoff");
-    if (i == LUA_TNUMBER)
-        *backoff = lua_tonumber(L, -1);
+    if (i == LUA_TNUMBER) {
+        double b = lua_tonumber(L, -1);
+        if (!(b >= 0 && b <= JR_RANGE_BACKOFF_MAX)) {
+            lua_pop(L, 1);
+            return "'backoff' must be a number of seconds in range (0 to "
+                   "604800) or a function";
+        }
+        *backoff = b;
+    }
     lua_pop(L, 1);
     if (i != LUA_TNIL && i != LUA_TNUMBER && i != LUA_TFUNCTION)
         return "'backoff' must be a number of seconds or a function";
@@ -595,12 +615,38 @@ valid_name(const char *name)
     return jr_name_check(name, "job name", NULL) == 0;
 }
 
-/* Walks dir (rel is its path below the root, "" at the top). */
+/* Keeps a symlinked directory for after the real tree, so that the real
+ * directory, not a second name for it, gives its handlers their names. */
+static void
+defer(loader *ld, const char *path, const char *rel)
+{
+    char **t;
+
+    if (ld->nlater + 2 > ld->cap_later) {
+        int cap = ld->cap_later ? ld->cap_later * 2 : 16;
+        if ((t = realloc(ld->later, (size_t)cap * sizeof *t)) == NULL)
+            return;
+        ld->later = t;
+        ld->cap_later = cap;
+    }
+    if ((ld->later[ld->nlater] = strdup(path)) == NULL)
+        return;
+    if ((ld->later[ld->nlater + 1] = strdup(rel)) == NULL) {
+        free(ld->later[ld->nlater]);
+        return;
+    }
+    ld->nlater += 2;
+}
+
+/* Walks dir (rel is its path below the root, "" at the top). A symlink to
+ * a directory is followed later, and only when it stays inside the root
+ * and leads to a directory not walked yet; else it is skipped, with a
+ * warning naming it. */
 static void
 walk(loader *ld, const char *dir, const char *rel)
 {
-    char path[4096], sub[4096], name[4096];
-    struct stat st;
+    char path[4096], sub[4096], name[4096], why[4352];
+    struct stat st, lst;
     char **v;
     int n, i;
     size_t len;
@@ -610,11 +656,17 @@ walk(loader *ld, const char *dir, const char *rel)
         snprintf(path, sizeof path, "%s/%s", dir, v[i]);
         snprintf(sub, sizeof sub, "%s%s%s", rel, *rel ? "/" : "", v[i]);
         len = strlen(v[i]);
-        if (stat(path, &st) < 0)
+        if (stat(path, &st) < 0 || lstat(path, &lst) < 0)
             continue;
         if (S_ISDIR(st.st_mode)) {
-            if (v[i][0] != '_')
+            if (v[i][0] == '_')
+                continue;
+            if (S_ISLNK(lst.st_mode))
+                defer(ld, path, sub);
+            else if (jr_dirset_enter(&ld->dirs, path, why, sizeof why))
                 walk(ld, path, sub);
+            else
+                jr_log(JR_LOG_WARN, "%s: directory skipped: %s", path, why);
             continue;
         }
         if (len < 5 || strcmp(v[i] + len - 4, ".lua") != 0)
@@ -639,6 +691,29 @@ walk(loader *ld, const char *dir, const char *rel)
     free(v);
 }
 
+/* Walks the tree, then the symlinked directories found in it (which may
+ * find more). */
+static void
+walk_all(loader *ld, const char *dir)
+{
+    char why[4352];
+    int i;
+
+    walk(ld, dir, "");
+    for (i = 0; i < ld->nlater; i += 2) {
+        if (jr_dirset_enter(&ld->dirs, ld->later[i], why, sizeof why))
+            walk(ld, ld->later[i], ld->later[i + 1]);
+        else
+            jr_log(JR_LOG_WARN, "%s: symlink skipped: %s", ld->later[i],
+                   why);
+    }
+    for (i = 0; i < ld->nlater; i++)
+        free(ld->later[i]);
+    free(ld->later);
+    ld->later = NULL;
+    ld->nlater = ld->cap_later = 0;
+}
+
 int
 jr_scripts_load(lua_State *L, const char *dir, jr_scripts *s, jr_err *err)
 {
@@ -647,16 +722,22 @@ jr_scripts_load(lua_State *L, const char *dir, jr_scripts *s, jr_err *err)
 
     memset(s, 0, sizeof *s);
     s->ref = LUA_NOREF;
-    if (stat(dir, &st) < 0 || !S_ISDIR(st.st_mode))
-        return jr_fail_errno(err, JR_ENOTFOUND, errno ? errno : ENOTDIR,
-                             "scripts directory '%s'", dir);
+    if (stat(dir, &st) < 0)
+        return jr_fail_errno(err, JR_ENOTFOUND, errno, "scripts directory "
+                             "'%s'", dir);
+    if (!S_ISDIR(st.st_mode))
+        return jr_fail_errno(err, JR_ENOTFOUND, ENOTDIR, "scripts directory "
+                             "'%s'", dir);
     memset(&ld, 0, sizeof ld);
     ld.L = L;
     ld.s = s;
     ld.root = dir;
     ld.hash = 14695981039346656037ull;
+    if (jr_dirset_init(&ld.dirs, dir, err) < 0)
+        return -1;
     lua_newtable(L);                                 /* H */
-    walk(&ld, dir, "");
+    walk_all(&ld, dir);
+    jr_dirset_free(&ld.dirs);
     s->ref = luaL_ref(L, LUA_REGISTRYINDEX);         /* (nothing) */
     snprintf(s->generation, sizeof s->generation, "%016llx",
              (unsigned long long)ld.hash);
@@ -683,7 +764,12 @@ jr_scripts_names(const char *dir, jr_scripts *s, jr_err *err)
     ld.root = dir;
     ld.hash = 14695981039346656037ull;
     ld.compile_only = 1;
-    walk(&ld, dir, "");
+    if (jr_dirset_init(&ld.dirs, dir, err) < 0) {
+        lua_close(ld.L);
+        return -1;
+    }
+    walk_all(&ld, dir);
+    jr_dirset_free(&ld.dirs);
     lua_close(ld.L);
     snprintf(s->generation, sizeof s->generation, "%016llx",
              (unsigned long long)ld.hash);

@@ -1,9 +1,10 @@
-/* util.c - durations, times, JSON quoting. */
+/* util.c - durations, times, JSON quoting, walks of a directory tree. */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 
 #include "util.h"
@@ -150,4 +151,77 @@ jr_backoff_default(int attempt)
 
     d = a * a * a * a + 15 + (double)(rand() % 10) * (a + 1);
     return d > 7 * 86400.0 ? 7 * 86400.0 : d;
+}
+
+int
+jr_dirset_init(jr_dirset *s, const char *root, jr_err *err)
+{
+    char why[256];
+
+    memset(s, 0, sizeof *s);
+    if ((s->root = realpath(root, NULL)) == NULL)
+        return jr_fail_errno(err, JR_ENOTFOUND, errno, "directory '%s'",
+                             root);
+    if (jr_dirset_enter(s, root, why, sizeof why) != 1) {
+        jr_dirset_free(s);
+        return jr_fail(err, JR_ENOTFOUND, "directory '%s': %s", root, why);
+    }
+    return 0;
+}
+
+int
+jr_dirset_enter(jr_dirset *s, const char *path, char *why, size_t size)
+{
+    size_t n = strlen(s->root);
+    struct jr_dirid *t;
+    struct stat st;
+    char *real;
+    int i;
+
+    if ((real = realpath(path, NULL)) == NULL) {
+        snprintf(why, size, "cannot resolve it: %s", strerror(errno));
+        return 0;
+    }
+    if (strcmp(s->root, "/") != 0 && strcmp(real, s->root) != 0 &&
+        (strncmp(real, s->root, n) != 0 || real[n] != '/')) {
+        snprintf(why, size, "it leads to '%s', outside '%s'", real,
+                 s->root);
+        free(real);
+        return 0;
+    }
+    if (stat(real, &st) < 0 || !S_ISDIR(st.st_mode)) {
+        snprintf(why, size, "'%s' is not a directory", real);
+        free(real);
+        return 0;
+    }
+    for (i = 0; i < s->n; i++)
+        if (s->v[i].dev == (unsigned long long)st.st_dev &&
+            s->v[i].ino == (unsigned long long)st.st_ino) {
+            snprintf(why, size, "it leads to '%s', already walked (a "
+                     "cycle or a second name)", real);
+            free(real);
+            return 0;
+        }
+    free(real);
+    if (s->n == s->cap) {
+        int cap = s->cap ? s->cap * 2 : 16;
+        if ((t = realloc(s->v, (size_t)cap * sizeof *t)) == NULL) {
+            snprintf(why, size, "out of memory");
+            return 0;
+        }
+        s->v = t;
+        s->cap = cap;
+    }
+    s->v[s->n].dev = (unsigned long long)st.st_dev;
+    s->v[s->n].ino = (unsigned long long)st.st_ino;
+    s->n++;
+    return 1;
+}
+
+void
+jr_dirset_free(jr_dirset *s)
+{
+    free(s->root);
+    free(s->v);
+    memset(s, 0, sizeof *s);
 }

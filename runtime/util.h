@@ -27,4 +27,21 @@ double jr_backoff_default(int attempt);
 /* Seconds from a monotonic clock. */
 double jr_mono(void);
 
+/* The directories a walk of a tree has entered, so that it follows no
+ * symlink out of the tree and enters no directory twice (a cycle). */
+typedef struct jr_dirset {
+    char  *root;                /* realpath of the tree's top */
+    struct jr_dirid { unsigned long long dev, ino; } *v;
+    int    n, cap;
+} jr_dirset;
+/* Starts a walk of root and enters it. -1 with err set if root cannot be
+ * resolved. */
+int  jr_dirset_init(jr_dirset *s, const char *root, jr_err *err);
+/* Returns 1 and records path (a directory) when the walk may enter it; 0
+ * with why (a short reason) when it leads out of the tree or was entered
+ * before. */
+int  jr_dirset_enter(jr_dirset *s, const char *path, char *why,
+                     size_t size);
+void jr_dirset_free(jr_dirset *s);
+
 #endif
