@@ -43,6 +43,7 @@
 #define DB_RETRY_MAX  5.0       /* seconds between retries when it fails */
 #define OUT_LINE      1024      /* bytes of one line of handler output logged */
 #define OUT_JOB       65536     /* bytes of handler output logged per job */
+#define OUT_JOB_LINES 1000      /* and lines */
 #define OUT_READS     16        /* reads of 8 KiB per output event at most */
 
 typedef struct master master;
@@ -83,6 +84,7 @@ typedef struct wk {             /* one worker process */
     int                 ocut;           /* that line is longer: cut */
     int64_t             ojob;           /* job the output counts for */
     size_t              obytes;         /* bytes logged for that job */
+    int                 olines;         /* lines logged for that job */
     struct wk          *next;
 } wk;
 
@@ -994,16 +996,20 @@ output_line(wk *w, const char *s, size_t n, int cut)
     if (id != w->ojob) {
         w->ojob = id;
         w->obytes = 0;
+        w->olines = 0;
     }
-    if (w->obytes > OUT_JOB)
+    if (w->obytes > OUT_JOB || w->olines > OUT_JOB_LINES)
         return;
-    if ((w->obytes += n + 1) > OUT_JOB) {
+    if ((w->obytes += n + 1) > OUT_JOB || ++w->olines > OUT_JOB_LINES) {
+        w->obytes = OUT_JOB + 1;
         if (j)
-            jr_log(JR_LOG_WARN, "job %lld (%s): output over %d bytes; the "
-                   "rest of it is dropped", (long long)id, j->name, OUT_JOB);
+            jr_log(JR_LOG_WARN, "job %lld (%s): output over %d bytes or %d "
+                   "lines; the rest of it is dropped", (long long)id,
+                   j->name, OUT_JOB, OUT_JOB_LINES);
         else
-            jr_log(JR_LOG_WARN, "worker %d: output over %d bytes between "
-                   "jobs; the rest of it is dropped", w->id, OUT_JOB);
+            jr_log(JR_LOG_WARN, "worker %d: output over %d bytes or %d lines "
+                   "between jobs; the rest of it is dropped", w->id, OUT_JOB,
+                   OUT_JOB_LINES);
         return;
     }
     for (i = 0; i < n; i++)     /* no terminal escapes in the log */
@@ -1828,12 +1834,12 @@ finish(master *m)
                 w = *pw;
                 *pw = w->next;
                 kill(-pid, SIGKILL);
+                output_done(w);
+                output_close(w);
                 for (int i = 0; i < w->njobs; i++)
                     free(w->jobs[i]);
                 if (w->bev)
                     bufferevent_free(w->bev);
-                output_done(w);
-                output_close(w);
                 gen_unref(w->gen);
                 free(w);
                 break;
