@@ -1,10 +1,14 @@
 /* backend.c - what both engines share: choosing one from a URL, masking
- * passwords, name and payload checks, the job allocation. */
+ * passwords (with libpq's own parser), name and payload checks, the job
+ * allocation. */
 #include <math.h>
 #include <stdlib.h>
 #include <stdio.h>
 #include <string.h>
+#include <strings.h>
 #include <time.h>
+
+#include <libpq-fe.h>
 
 #include "backend.h"
 
@@ -21,6 +25,14 @@ ends_with(const char *s, const char *suffix)
     return n >= m && strcmp(s + n - m, suffix) == 0;
 }
 
+/* A PostgreSQL URI or a libpq conninfo ("host=... dbname=..."). */
+static int
+is_postgres(const char *url)
+{
+    return has_prefix(url, "postgres://") ||
+           has_prefix(url, "postgresql://") || strchr(url, '=') != NULL;
+}
+
 const jr_backend_ops *
 jr_url_parse(const char *url, const char **arg, jr_err *err)
 {
@@ -29,8 +41,7 @@ jr_url_parse(const char *url, const char **arg, jr_err *err)
         jr_fail(err, JR_EUSAGE, "empty backend URL");
         return NULL;
     }
-    if (has_prefix(url, "postgres://") || has_prefix(url, "postgresql://") ||
-        strchr(url, '=') != NULL)
+    if (is_postgres(url))
         return &jr_postgres_ops;
     if (has_prefix(url, "sqlite:")) {
         *arg = url + strlen("sqlite:");
@@ -75,39 +86,142 @@ jr_db_close(jr_db *db)
     db->b = NULL;
 }
 
-/* Masks "scheme://user:PASS@host" and "password=PASS" (conninfo). */
-void
-jr_url_mask(const char *url, char *out, size_t size)
+/* Masks "scheme://user:PASS@host" in a URL that is not PostgreSQL's. */
+static void
+mask_userinfo(const char *url, char *out, size_t size)
 {
-    const char *scheme, *at, *colon, *pw;
-    size_t n;
+    const char *scheme = strstr(url, "://"), *at, *colon;
 
-    if (size == 0)
-        return;
-    snprintf(out, size, "%s", url ? url : "");
-    scheme = strstr(out, "://");
-    if (scheme != NULL) {
-        at = strchr(scheme + 3, '@');
-        colon = strchr(scheme + 3, ':');
-        if (at != NULL && colon != NULL && colon < at) {
-            char rest[512];
-            snprintf(rest, sizeof rest, "%s", at);
-            n = (size_t)(colon - out) + 1;
-            snprintf(out + n, size - n, "****%s", rest);
+    at = scheme ? strchr(scheme + 3, '@') : NULL;
+    colon = scheme ? strchr(scheme + 3, ':') : NULL;
+    if (at != NULL && colon != NULL && colon < at)
+        snprintf(out, size, "%.*s****%s", (int)(colon - url) + 1, url, at);
+    else
+        snprintf(out, size, "%s", url);
+}
+
+/* Does s contain "password" in any case? */
+static int
+mentions_password(const char *s)
+{
+    static const char w[] = "password";
+    size_t i;
+
+    for (; *s; s++) {
+        for (i = 0; w[i] && (s[i] | 0x20) == w[i]; i++)
+            ;
+        if (w[i] == '\0')
+            return 1;
+    }
+    return 0;
+}
+
+/* Appends "key=value" to out (conninfo quoting), within size. */
+static size_t
+put_option(char *out, size_t size, size_t n, const char *key,
+           const char *val)
+{
+    int quote = *val == '\0' || strpbrk(val, " \t\n\r'\\") != NULL;
+
+    if (n + 1 >= size)
+        return n;
+    n += (size_t)snprintf(out + n, size - n, "%s%s=%s", n ? " " : "", key,
+                          quote ? "'" : "");
+    for (; *val && n + 3 < size; val++) {
+        if (quote && (*val == '\'' || *val == '\\'))
+            out[n++] = '\\';
+        out[n++] = *val;
+    }
+    if (quote && n + 1 < size)
+        out[n++] = '\'';
+    out[n < size ? n : size - 1] = '\0';
+    return n < size ? n : size - 1;
+}
+
+/* Is word (len bytes) a libpq connection keyword, in any case? */
+static int
+libpq_keyword(const char *word, size_t len)
+{
+    char *e = NULL;
+    PQconninfoOption *all = PQconninfoParse("", &e), *o;
+    int found = 0;
+
+    PQfreemem(e);
+    for (o = all; o && o->keyword && !found; o++)
+        found = strlen(o->keyword) == len &&
+                strncasecmp(o->keyword, word, len) == 0;
+    PQconninfoFree(all);
+    return found;
+}
+
+/* libpq's parse error on one line, with every quoted token that is not a
+ * keyword replaced by ****: libpq quotes pieces of the string it could not
+ * parse, and those may be pieces of the password. */
+static void
+mask_parse_error(const char *msg, char *out, size_t size)
+{
+    size_t n = 0;
+    const char *q;
+
+    for (; *msg && n + 8 < size; msg++) {
+        if (*msg == '"' && (q = strchr(msg + 1, '"')) != NULL) {
+            size_t len = (size_t)(q - msg - 1);
+            /* a separator ("=", "]") or an option name is safe to show */
+            if ((len == 1 && strchr("=]:/@&?", msg[1]) != NULL) ||
+                libpq_keyword(msg + 1, len))
+                n += (size_t)snprintf(out + n, size - n, "\"%.*s\"",
+                                      (int)len, msg + 1);
+            else
+                n += (size_t)snprintf(out + n, size - n, "\"****\"");
+            if (n >= size)
+                n = size - 1;
+            msg = q;
+        } else {
+            out[n++] = *msg == '\n' || *msg == '\r' ? ' ' : *msg;
         }
     }
-    /* password=... in conninfo or URL query strings */
-    for (pw = strstr(out, "password="); pw != NULL;
-         pw = strstr(pw + 1, "password=")) {
-        char *v = (char *)pw + strlen("password=");
-        char *end = v;
-        char rest[512];
-        while (*end && *end != ' ' && *end != '&')
-            end++;
-        snprintf(rest, sizeof rest, "%s", end);
-        n = (size_t)(v - out);
-        snprintf(v, size - n, "****%s", rest);
+    while (n > 0 && out[n - 1] == ' ')
+        n--;
+    out[n] = '\0';
+}
+
+/* A PostgreSQL URL or conninfo as libpq parses it, re-written as conninfo
+ * with every password field (and any value mentioning a password) shown
+ * as ****; what libpq cannot parse is never echoed. */
+static int
+mask_conninfo(const char *url, char *out, size_t size)
+{
+    char *e = NULL, why[400];
+    PQconninfoOption *opts = PQconninfoParse(url, &e), *o;
+    size_t n = 0;
+
+    if (opts == NULL) {
+        mask_parse_error(e ? e : "out of memory", why, sizeof why);
+        PQfreemem(e);
+        snprintf(out, size, "<unparsable connection string: %s>", why);
+        return -1;
     }
+    out[0] = '\0';
+    for (o = opts; o->keyword; o++)
+        if (o->val != NULL)
+            n = put_option(out, size, n, o->keyword,
+                           strchr(o->dispchar, '*') != NULL ||
+                           mentions_password(o->val) ? "****" : o->val);
+    PQconninfoFree(opts);
+    return 0;
+}
+
+int
+jr_url_mask(const char *url, char *out, size_t size)
+{
+    if (size == 0)
+        return 0;
+    if (url == NULL)
+        url = "";
+    if (is_postgres(url))
+        return mask_conninfo(url, out, size);
+    mask_userinfo(url, out, size);
+    return 0;
 }
 
 int

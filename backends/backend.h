@@ -191,8 +191,11 @@ void jr_db_close(jr_db *db);    /* zeroed or closed db is a no-op */
  * may be NULL) when it names none. */
 const jr_backend_ops *jr_url_parse(const char *url, const char **arg,
                                    jr_err *err);
-/* Writes url into out with any password replaced by "****". */
-void jr_url_mask(const char *url, char *out, size_t size);
+/* Writes url into out for messages: a PostgreSQL URL or conninfo as libpq
+ * parses it, re-written as conninfo with password fields as "****"; one
+ * libpq cannot parse as "<unparsable connection string: REASON>" (returns
+ * -1 then, else 0); any other URL with "user:****@". */
+int  jr_url_mask(const char *url, char *out, size_t size);
 
 /* Checks a job or queue name: [A-Za-z0-9_.:-]{1,128}. what names the field
  * in the message ("job name", "queue name"). */

@@ -493,7 +493,13 @@ pg_open(const char *url, const jr_backend_opts *o, jr_err *err)
         jr_fail(err, JR_ENOMEM, "cannot open PostgreSQL: out of memory");
         return NULL;
     }
-    jr_url_mask(url, b->masked, sizeof b->masked);
+    if (jr_url_mask(url, b->masked, sizeof b->masked) < 0) {
+        /* never handed to libpq, whose errors would quote pieces of it */
+        jr_fail(err, JR_EUSAGE, "cannot connect to PostgreSQL: %s",
+                b->masked);
+        pg_close(b);
+        return NULL;
+    }
     snprintf(b->schema, sizeof b->schema, "%s", schema);
     snprintf(b->qschema, sizeof b->qschema, "\"%s\"", schema);
     snprintf(b->channel, sizeof b->channel, "%s_jobs", schema);

@@ -178,6 +178,10 @@ jr_cmd_worker(jr_cli *cli)
         return die(JR_EXIT_USAGE, "__worker is started by the runner");
     jr_config_defaults(&c);
     fd = atoi(cli->argv[0]);
+    /* "3:4": the handlers' output goes to descriptor 4 */
+    if (strchr(cli->argv[0], ':') != NULL &&
+        jr_worker_output(atoi(strchr(cli->argv[0], ':') + 1)) < 0)
+        return die(JR_EXIT_FAIL, "worker: cannot set up handler output");
     {
         jr_err err;
         if (jr_config_load(&c, *cli->argv[2] ? cli->argv[2] : NULL, NULL,

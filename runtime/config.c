@@ -473,6 +473,15 @@ k_wait_for_db(cfg_ctx *x, lua_State *L, const char *key)
     return get_number(x, L, key, 0, JR_RANGE_DAY, &x->c->wait_for_db);
 }
 
+static int
+k_handler_output(cfg_ctx *x, lua_State *L, const char *key)
+{
+    if (lua_type(L, -1) != LUA_TSTRING || *lua_tostring(L, -1) == '\0')
+        return key_fail(x, key, "must be %s", "\"log\", \"inherit\" or "
+                        "a file path");
+    return get_string(x, L, key, &x->c->handler_output);
+}
+
 static const key_row top_rows[] = {
     {"backend", k_backend},
     {"scripts", k_scripts},
@@ -497,6 +506,7 @@ static const key_row top_rows[] = {
     {"memory_limit", k_memory},
     {"max_jobs_per_worker", k_max_jobs},
     {"wait_for_db", k_wait_for_db},
+    {"handler_output", k_handler_output},
     {NULL, NULL}
 };
 
@@ -648,5 +658,6 @@ jr_config_free(jr_config *c)
     free(c->scripts);
     free(c->schema);
     free(c->pid_file);
+    free(c->handler_output);
     memset(c, 0, sizeof *c);
 }

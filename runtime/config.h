@@ -53,6 +53,7 @@ typedef struct jr_config {
     size_t     memory_limit;    /* bytes a worker's Lua may hold; 0: none */
     long       max_jobs_per_worker; /* recycle after this many; 0: never */
     double     wait_for_db;     /* seconds to retry at start; <0: forever */
+    char      *handler_output;  /* "log", "inherit" or a file; NULL: "log" */
     lua_State *L;               /* the config's state; holds the table */
     int        ref;             /* registry ref of the returned table */
     int        owns_L;          /* L is closed by jr_config_free */

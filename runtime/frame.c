@@ -332,6 +332,8 @@ jr_frame_get_result(jr_reader *r, jr_result *res, void **mem, jr_err *err)
     }
     if (r->bad)
         return jr_fail(err, JR_EPROTO, "malformed result frame");
+    if ((res->kind == JR_RETRY || res->kind == JR_DEAD) && res->error == NULL)
+        res->error = "(the worker gave no error message)";
     res->pushes = pushes;
     res->npushes = n;
     return 0;

@@ -12,6 +12,7 @@
 static int  log_level = JR_LOG_INFO;
 static int  log_json;
 static char log_who[32] = "jobrunner";
+static int  log_out = STDERR_FILENO;
 
 static const char *const level_names[] = {"debug", "info", "warn", "error"};
 
@@ -21,6 +22,12 @@ jr_log_setup(int level, int json, const char *who)
     log_level = level;
     log_json = json;
     snprintf(log_who, sizeof log_who, "%s", who);
+}
+
+void
+jr_log_fd(int fd)
+{
+    log_out = fd;
 }
 
 int
@@ -78,7 +85,7 @@ jr_log(int level, const char *fmt, ...)
     }
     if (n >= sizeof line)
         n = sizeof line - 1;
-    if (write(STDERR_FILENO, line, n) < 0) {
+    if (write(log_out, line, n) < 0) {
         /* nowhere left to report it */
     }
 }

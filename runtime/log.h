@@ -8,6 +8,9 @@ enum { JR_LOG_DEBUG, JR_LOG_INFO, JR_LOG_WARN, JR_LOG_ERROR };
 /* Sets the level and format ("text" or "json"); who names the process in
  * each line ("master", "worker 3"). */
 void jr_log_setup(int level, int json, const char *who);
+/* Writes log lines to fd instead of stderr (a worker whose stderr is its
+ * handlers' output). */
+void jr_log_fd(int fd);
 /* Returns the level for "debug".."error", or -1. */
 int  jr_log_level(const char *name);
 void jr_log(int level, const char *fmt, ...)

@@ -1,9 +1,14 @@
-/* main.c - argv only: common options, then the subcommand from a table. */
+/* main.c - argv only: common options, then the subcommand from a table.
+ * A password given with --backend is overwritten in argv at once, so ps
+ * does not show it. */
+#include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
+#include "backend.h"
 #include "commands.h"
 
 static const struct command {
@@ -32,8 +37,9 @@ usage(FILE *f)
 {
     const struct command *c;
 
-    fprintf(f, "usage: jobrunner [-c FILE] [--backend URL] [--scripts DIR] "
-            "COMMAND [ARGS]\n\ncommands:\n");
+    fprintf(f, "usage: jobrunner [-c FILE] [--backend URL | --backend-file "
+            "FILE]\n                 [--scripts DIR] COMMAND [ARGS]\n\n"
+            "commands:\n");
     for (c = commands; c->name; c++)
         if (c->usage)
             fprintf(f, "  %s\n", c->usage);
@@ -42,6 +48,8 @@ usage(FILE *f)
             "present)\n"
             "  --backend URL       sqlite:PATH or postgresql://... (default "
             "sqlite:jobrunner.db)\n"
+            "  --backend-file FILE read the backend URL from FILE (its first "
+            "line)\n"
             "  --scripts DIR       handler directory (default ./scripts)\n"
             "  -h, --help          this help\n"
             "  --version           print the version\n"
@@ -50,7 +58,80 @@ usage(FILE *f)
             "  1  runtime or database failure\n"
             "  2  bad command line or bad input (name, JSON, duration)\n"
             "  3  errors in the config file or in handlers (check)\n"
-            "  4  no database (stats, dead list: they create none)\n");
+            "  4  no database (stats, dead list: they create none)\n"
+            "\nenvironment:\n"
+            "  JOBRUNNER_BACKEND   the backend URL when neither --backend nor "
+            "--backend-file\n"
+            "                      is given; it beats the config file's "
+            "'backend'\n"
+            "\nA PostgreSQL password on the command line is overwritten in "
+            "the process's\narguments at start, but another user may see it "
+            "before that: give it in\n--backend-file, JOBRUNNER_BACKEND, the "
+            "config file or libpq's PGPASSFILE.\n");
+}
+
+/* Keeps a copy of the --backend value and overwrites the argument itself
+ * with its masked form, so ps and /proc/PID/cmdline stop showing a
+ * password. Returns the copy (never freed), or NULL if out of memory. */
+static const char *
+hide_backend(char *arg)
+{
+    char masked[512];
+    size_t n = strlen(arg), m;
+    char *copy = strdup(arg);
+
+    if (copy == NULL)
+        return NULL;
+    jr_url_mask(arg, masked, sizeof masked);
+    if (strcmp(masked, arg) != 0) {
+        m = strlen(masked) < n ? strlen(masked) : n;
+        memset(arg, 0, n);
+        memcpy(arg, masked, m);
+    }
+    return copy;
+}
+
+/* The first line of file, without trailing blanks: a backend URL kept out
+ * of argv. Returns a new string (never freed), or NULL with a message. */
+static const char *
+backend_file(const char *file)
+{
+    char line[4096];
+    size_t n;
+    FILE *f = fopen(file, "r");
+
+    if (f == NULL) {
+        fprintf(stderr, "jobrunner: cannot read --backend-file '%s': %s\n",
+                file, strerror(errno));
+        return NULL;
+    }
+    if (fgets(line, sizeof line, f) == NULL)
+        line[0] = '\0';
+    fclose(f);
+    n = strcspn(line, "\r\n");
+    while (n > 0 && (line[n - 1] == ' ' || line[n - 1] == '\t'))
+        n--;
+    line[n] = '\0';
+    if (n == 0) {
+        fprintf(stderr, "jobrunner: --backend-file '%s': its first line is "
+                "empty (expected a backend URL)\n", file);
+        return NULL;
+    }
+    return strdup(line);
+}
+
+/* A runner started with stdin, stdout or stderr closed would hand those
+ * numbers to its database or its workers' sockets, and a log line would
+ * land there: give them /dev/null first. */
+static void
+std_fds(void)
+{
+    int fd;
+
+    for (fd = 0; fd <= 2; fd++)
+        if (fcntl(fd, F_GETFD) < 0 && errno == EBADF &&
+            open("/dev/null", O_RDWR) < 0)
+            exit(JR_EXIT_FAIL);
 }
 
 /* Takes the common options out of argv wherever they stand; the rest stay
@@ -59,6 +140,7 @@ static int
 common_options(int *argc, char **argv, jr_cli *cli)
 {
     int i, n = 0;
+    const char *file = NULL;
 
     for (i = 1; i < *argc; i++) {
         const char *a = argv[i];
@@ -67,6 +149,8 @@ common_options(int *argc, char **argv, jr_cli *cli)
             slot = &cli->config;
         else if (strcmp(a, "--backend") == 0)
             slot = &cli->backend;
+        else if (strcmp(a, "--backend-file") == 0)
+            slot = &file;
         else if (strcmp(a, "--scripts") == 0)
             slot = &cli->scripts;
         if (slot == NULL) {
@@ -78,8 +162,20 @@ common_options(int *argc, char **argv, jr_cli *cli)
             return -1;
         }
         *slot = argv[++i];
+        if (slot == &cli->backend && (*slot = hide_backend(argv[i])) == NULL)
+            return -1;
     }
     *argc = n + 1;
+    if (file != NULL && cli->backend != NULL) {
+        fprintf(stderr, "jobrunner: give --backend or --backend-file, not "
+                "both\n");
+        return -1;
+    }
+    if (file != NULL && (cli->backend = backend_file(file)) == NULL)
+        return -1;
+    if (cli->backend == NULL && getenv("JOBRUNNER_BACKEND") != NULL &&
+        *getenv("JOBRUNNER_BACKEND") != '\0')
+        cli->backend = getenv("JOBRUNNER_BACKEND");
     return 0;
 }
 
@@ -89,6 +185,7 @@ main(int argc, char **argv)
     const struct command *c;
     jr_cli cli = {0};
 
+    std_fds();
     cli.self = "/proc/self/exe";
     if (access(cli.self, X_OK) != 0)
         cli.self = argv[0];

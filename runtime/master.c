@@ -42,8 +42,14 @@
 #define KILL_GRACE    5.0       /* seconds past a timeout before SIGKILL */
 #define HELLO_GRACE   2.0       /* seconds past load_timeout before SIGKILL */
 #define DB_RETRY_MAX  5.0       /* seconds between retries when it fails */
+#define OUT_LINE      1024      /* bytes of one line of handler output logged */
+#define OUT_JOB       65536     /* bytes of handler output logged per job */
+#define OUT_JOB_LINES 1000      /* and lines */
+#define OUT_READS     16        /* reads of 8 KiB per output event at most */
 
 typedef struct master master;
+
+enum { OUT_LOG, OUT_INHERIT, OUT_FILE };       /* handler_output */
 
 typedef struct gen {            /* one generation of handler code */
     int          id;            /* 1, 2, ... */
@@ -72,6 +78,14 @@ typedef struct wk {             /* one worker process */
     double              avg;            /* moving average job seconds */
     char                kill_reason[64];/* why we killed it, or "" */
     double              spawned;        /* mono time of spawn */
+    int                 out_fd;         /* its stdout+stderr pipe, or -1 */
+    struct event       *ev_out;         /* readable out_fd */
+    char                oline[OUT_LINE];/* the output line being read */
+    size_t              olen;
+    int                 ocut;           /* that line is longer: cut */
+    int64_t             ojob;           /* job the output counts for */
+    size_t              obytes;         /* bytes logged for that job */
+    int                 olines;         /* lines logged for that job */
     struct wk          *next;
 } wk;
 
@@ -106,6 +120,8 @@ struct master {
     jr_hooks           *hooks;
     jr_watch           *watch;
     char                pidfile[4096];
+    int                 out_mode;       /* OUT_LOG, OUT_INHERIT, OUT_FILE */
+    int                 out_file;       /* handler_output file, or -1 */
     long                tick_done, tick_failed; /* counters at last tick */
     double              tick_at;
     double              lat[256];       /* start latencies since last tick */
@@ -1009,10 +1025,144 @@ on_hello_gen(master *m, wk *w, gen *g, int nerr, const char *first)
     w->idle_since = jr_mono();
 }
 
+/* --- handler output (handler_output = "log") ------------------------ */
+
+/* Kills a worker and everything it started: it leads its own process
+ * group (the worker itself too, if the group is already gone). */
+static void
+kill_worker(wk *w, int sig)
+{
+    if (kill(-w->pid, sig) < 0)
+        kill(w->pid, sig);
+}
+
+/* handler_output: "log" (default), "inherit" or a file opened here once,
+ * appended to by every worker. */
+static int
+output_open(master *m, jr_err *err)
+{
+    const char *v = m->cfg->handler_output;
+
+    if (v == NULL || strcmp(v, "log") == 0) {
+        m->out_mode = OUT_LOG;
+        return 0;
+    }
+    if (strcmp(v, "inherit") == 0) {
+        m->out_mode = OUT_INHERIT;
+        return 0;
+    }
+    m->out_mode = OUT_FILE;
+    m->out_file = open(v, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0600);
+    if (m->out_file < 0)
+        return jr_fail_errno(err, JR_ECONFIG, errno, "handler_output: "
+                             "cannot open '%s'", v);
+    return 0;
+}
+
+/* Logs one line of a worker's output with the job it is running; past
+ * OUT_JOB bytes for a job, says once that the rest is dropped. */
+static void
+output_line(wk *w, const char *s, size_t n, int cut)
+{
+    const jr_job *j = w->njobs > 0 ? w->jobs[0] : NULL;
+    int64_t id = j ? j->id : 0;
+    char line[OUT_LINE + 1];
+    size_t i;
+
+    if (id != w->ojob) {
+        w->ojob = id;
+        w->obytes = 0;
+        w->olines = 0;
+    }
+    if (w->obytes > OUT_JOB || w->olines > OUT_JOB_LINES)
+        return;
+    if ((w->obytes += n + 1) > OUT_JOB || ++w->olines > OUT_JOB_LINES) {
+        w->obytes = OUT_JOB + 1;
+        if (j)
+            jr_log(JR_LOG_WARN, "job %lld (%s): output over %d bytes or %d "
+                   "lines; the rest of it is dropped", (long long)id,
+                   j->name, OUT_JOB, OUT_JOB_LINES);
+        else
+            jr_log(JR_LOG_WARN, "worker %d: output over %d bytes or %d lines "
+                   "between jobs; the rest of it is dropped", w->id, OUT_JOB,
+                   OUT_JOB_LINES);
+        return;
+    }
+    for (i = 0; i < n; i++)     /* no terminal escapes in the log */
+        line[i] = (unsigned char)s[i] < 0x20 && s[i] != '\t' ? '?' : s[i];
+    if (j)
+        jr_log(JR_LOG_INFO, "job %lld (%s) output: %.*s%s", (long long)id,
+               j->name, (int)n, line, cut ? " [line cut]" : "");
+    else
+        jr_log(JR_LOG_INFO, "worker %d output: %.*s%s", w->id, (int)n, line,
+               cut ? " [line cut]" : "");
+}
+
+static void
+output_feed(wk *w, const char *p, size_t n)
+{
+    for (; n > 0; p++, n--) {
+        if (*p == '\n') {
+            output_line(w, w->oline, w->olen, w->ocut);
+            w->olen = 0;
+            w->ocut = 0;
+        } else if (w->olen < sizeof w->oline) {
+            w->oline[w->olen++] = *p;
+        } else {
+            w->ocut = 1;
+        }
+    }
+}
+
+/* Reads what is in the pipe, at most reads times 8 KiB. */
+static void
+output_read(wk *w, int reads)
+{
+    char buf[8192];
+    ssize_t n = 0;
+
+    while (w->out_fd >= 0 && reads-- > 0 &&
+           (n = read(w->out_fd, buf, sizeof buf)) > 0)
+        output_feed(w, buf, (size_t)n);
+    if (n == 0 && w->ev_out != NULL)
+        event_del(w->ev_out);   /* every writer closed it */
+}
+
+static void
+on_output(evutil_socket_t fd, short what, void *arg)
+{
+    (void)fd;
+    (void)what;
+    output_read(arg, OUT_READS);
+}
+
+/* A job ended (or its worker): what it printed before is in the pipe
+ * already; log it, and its last line even without a newline. */
+static void
+output_done(wk *w)
+{
+    output_read(w, 64);
+    if (w->olen > 0 || w->ocut)
+        output_line(w, w->oline, w->olen, w->ocut);
+    w->olen = 0;
+    w->ocut = 0;
+}
+
+static void
+output_close(wk *w)
+{
+    if (w->ev_out != NULL)
+        event_free(w->ev_out);
+    w->ev_out = NULL;
+    if (w->out_fd >= 0)
+        close(w->out_fd);
+    w->out_fd = -1;
+}
+
 static void
 log_result(master *m, const jr_job *j, const jr_result *r, double secs)
 {
-    char first[300];
+    char first[300] = "(no error message)";
     const char *nl;
 
     if (r->error != NULL) {
@@ -1113,6 +1263,7 @@ on_result(master *m, wk *w, jr_reader *r)
     jr_job *j;
     double now = jr_mono(), secs;
 
+    output_done(w);             /* what the job printed is logged as its */
     if (jr_frame_get_result(r, &res, &mem, &err) < 0 || w->njobs == 0 ||
         w->jobs[0]->id != res.id) {
         jr_log(JR_LOG_ERROR, "worker %d: %s", w->id, w->njobs == 0 ?
@@ -1195,8 +1346,40 @@ on_event(struct bufferevent *bev, short what, void *arg)
         /* the process is going; SIGCHLD tells how. Make sure it goes. */
         bufferevent_free(w->bev);
         w->bev = NULL;
-        kill(w->pid, SIGKILL);
+        kill_worker(w, SIGKILL);
     }
+}
+
+/* Puts descriptor from at number to in a child before exec. dup2 onto
+ * itself would keep close-on-exec set, so that case clears it instead. */
+static int
+move_fd(int from, int to)
+{
+    if (from == to)
+        return fcntl(to, F_SETFD, 0);
+    return dup2(from, to) < 0 ? -1 : 0;
+}
+
+/* The worker's output descriptor per handler_output: the write end of a
+ * new pipe the master reads (its read end in *rd), the output file, or -1
+ * to inherit the runner's. */
+static int
+output_fd(master *m, int *rd)
+{
+    int p[2];
+
+    *rd = -1;
+    if (m->out_mode == OUT_FILE)
+        return m->out_file;
+    if (m->out_mode != OUT_LOG)
+        return -1;
+    if (pipe2(p, O_CLOEXEC) < 0) {
+        jr_log(JR_LOG_ERROR, "cannot start a worker: pipe: %s",
+               strerror(errno));
+        return -2;
+    }
+    *rd = p[0];
+    return p[1];
 }
 
 static wk *
@@ -1204,16 +1387,28 @@ spawn_worker(master *m)
 {
     char fdarg[16];
     const char *argv[10];
-    int sv[2], argc = 0;
+    int sv[2], argc = 0, c3 = -1, c4 = -1, out, rd;
     wk *w;
     pid_t pid;
 
+    if ((out = output_fd(m, &rd)) == -2)
+        return NULL;
     if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) < 0) {
         jr_log(JR_LOG_ERROR, "cannot start a worker: socketpair: %s",
                strerror(errno));
-        return NULL;
+        goto fail;
     }
-    snprintf(fdarg, sizeof fdarg, "%d", 3);
+    /* above 4, so that moving one to 3 cannot overwrite the other */
+    c3 = fcntl(sv[1], F_DUPFD_CLOEXEC, 5);
+    close(sv[1]);
+    c4 = out >= 0 ? fcntl(out, F_DUPFD_CLOEXEC, 5) : -1;
+    if (c3 < 0 || (out >= 0 && c4 < 0)) {
+        jr_log(JR_LOG_ERROR, "cannot start a worker: fcntl: %s",
+               strerror(errno));
+        close(sv[0]);
+        goto fail;
+    }
+    snprintf(fdarg, sizeof fdarg, out >= 0 ? "3:4" : "3");
     argv[argc++] = "jobrunner";
     argv[argc++] = "__worker";
     argv[argc++] = fdarg;
@@ -1225,20 +1420,29 @@ spawn_worker(master *m)
         jr_log(JR_LOG_ERROR, "cannot start a worker: fork: %s",
                strerror(errno));
         close(sv[0]);
-        close(sv[1]);
-        return NULL;
+        goto fail;
     }
     if (pid == 0) {
-        /* only async-signal-safe calls until exec */
-        if (dup2(sv[1], 3) < 0)
+        /* only async-signal-safe calls until exec. The worker leads its
+         * own process group, so killing the group kills all it started */
+        setpgid(0, 0);
+        if (move_fd(c3, 3) < 0 || (c4 >= 0 && move_fd(c4, 4) < 0))
             _exit(127);
         execv(m->self, (char *const *)argv);
         _exit(127);
     }
-    close(sv[1]);
+    setpgid(pid, pid);          /* also here: whichever runs first */
+    close(c3);
+    if (c4 >= 0)
+        close(c4);
+    if (rd >= 0)
+        close(out);
     w = calloc(1, sizeof *w);
     if (w == NULL) {
         close(sv[0]);
+        if (rd >= 0)
+            close(rd);
+        kill(-pid, SIGKILL);
         kill(pid, SIGKILL);
         return NULL;
     }
@@ -1247,6 +1451,13 @@ spawn_worker(master *m)
     w->pid = pid;
     w->id = ++m->next_id;
     w->spawned = jr_mono();
+    w->out_fd = rd;
+    if (rd >= 0) {
+        evutil_make_socket_nonblocking(rd);
+        w->ev_out = event_new(m->base, rd, EV_READ | EV_PERSIST, on_output,
+                              w);
+        event_add(w->ev_out, NULL);
+    }
     w->bev = bufferevent_socket_new(m->base, sv[0], BEV_OPT_CLOSE_ON_FREE);
     bufferevent_setcb(w->bev, on_read, NULL, on_event, w);
     bufferevent_enable(w->bev, EV_READ | EV_WRITE);
@@ -1255,6 +1466,16 @@ spawn_worker(master *m)
     m->nworkers++;
     jr_log(JR_LOG_DEBUG, "worker %d started (pid %d)", w->id, (int)pid);
     return w;
+fail:
+    if (c3 >= 0)
+        close(c3);
+    if (c4 >= 0)
+        close(c4);
+    if (rd >= 0) {
+        close(rd);
+        close(out);
+    }
+    return NULL;
 }
 
 static void
@@ -1292,6 +1513,8 @@ worker_gone(master *m, wk *w, int status)
     int i;
 
     drain_worker(w);
+    kill(-w->pid, SIGKILL);     /* what its handlers started dies with it */
+    output_done(w);
     if (w->kill_reason[0])
         snprintf(reason, sizeof reason, "%s", w->kill_reason);
     else if (!w->ready && WIFEXITED(status) &&
@@ -1339,6 +1562,7 @@ worker_gone(master *m, wk *w, int status)
     w->njobs = 0;
     if (w->bev != NULL)
         bufferevent_free(w->bev);
+    output_close(w);
     gen_unref(w->gen);
     if (!m->stopping && !w->stopping) {
         struct timeval tv = {0, 0};
@@ -1476,7 +1700,7 @@ on_tick(evutil_socket_t fd, short what, void *arg)
             jr_log(JR_LOG_WARN, "job %lld (%s): still running %gs past its "
                    "%gs timeout; killing worker %d", (long long)w->jobs[0]->id,
                    w->jobs[0]->name, KILL_GRACE, limit, w->id);
-            kill(w->pid, SIGKILL);
+            kill_worker(w, SIGKILL);
         }
     }
     if (m->stopping && (busy_workers(m) == 0 || now > m->stop_deadline))
@@ -1661,6 +1885,8 @@ start(master *m, jr_err *err)
      * their own: power loss can only undo some of them, and an undone
      * claim or result makes its job run again, which at-least-once allows;
      * never a lost job. Pushes by producers keep `synchronous` (FULL). */
+    if (output_open(m, err) < 0)
+        return -1;
     o.sync_normal = 1;
     o.busy_timeout = m->cfg->busy_timeout;
     o.schema = m->cfg->schema;
@@ -1760,7 +1986,8 @@ finish(master *m)
                 release_job(m, w->jobs[i]);
             w->njobs = 0;
         }
-        kill(w->pid, m->stopping == 1 && w->njobs == 0 ? SIGTERM : SIGKILL);
+        kill_worker(w, m->stopping == 1 && w->njobs == 0 ? SIGTERM :
+                    SIGKILL);
     }
     while ((j = queue_pop(m)) != NULL)
         release_job(m, j);
@@ -1777,10 +2004,14 @@ finish(master *m)
             if ((*pw)->pid == pid) {
                 w = *pw;
                 *pw = w->next;
+                kill(-pid, SIGKILL);
+                output_done(w);
+                output_close(w);
                 for (int i = 0; i < w->njobs; i++)
                     free(w->jobs[i]);
                 if (w->bev)
                     bufferevent_free(w->bev);
+                gen_unref(w->gen);
                 free(w);
                 break;
             }
@@ -1815,9 +2046,12 @@ cleanup(master *m)
             free(w->jobs[k]);
         if (w->bev)
             bufferevent_free(w->bev);
+        output_close(w);
         gen_unref(w->gen);
         free(w);
     }
+    if (m->out_file >= 0)
+        close(m->out_file);
     jr_watch_free(m->watch);
     for (i = 0; i < sizeof evs / sizeof evs[0]; i++)
         if (evs[i] != NULL)
@@ -1848,6 +2082,7 @@ jr_master_run(jr_config *cfg, const char *self)
     int rc = 0;
 
     memset(&m, 0, sizeof m);
+    m.out_file = -1;
     m.cfg = cfg;
     m.self = self;
     if (start(&m, &err) < 0) {

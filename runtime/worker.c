@@ -5,6 +5,7 @@
  * It exits when the master closes the socket or dies. */
 #define _GNU_SOURCE
 #include <errno.h>
+#include <fcntl.h>
 #include <math.h>
 #include <signal.h>
 #include <stdio.h>
@@ -291,6 +292,8 @@ handle_frame(worker *w, const char *data, int more)
     if (w->out.len == 0)
         w->unflushed_since = jr_mono();
     run_job(w, j, &res);
+    fflush(stdout);             /* the job's output goes before its result */
+    fflush(stderr);
     jr_frame_put_result(&w->out, &res);
     jr_jobctx_clear(&w->ctx);
     free(j);
@@ -403,19 +406,52 @@ setup(worker *w, const char *scripts, const char *config, jr_err *err)
     return rc;
 }
 
+/* Kills this worker's process group, which it leads: the subprocesses its
+ * handlers started, and itself. Async-signal-safe. */
+static void
+kill_group(void)
+{
+    if (getpgrp() == getpid())
+        kill(0, SIGKILL);
+}
+
+/* SIGTERM: the master stops the worker, or died (PR_SET_PDEATHSIG). */
+static void
+on_term(int sig)
+{
+    (void)sig;
+    kill_group();
+    _exit(1);
+}
+
+int
+jr_worker_output(int out)
+{
+    int log = fcntl(STDERR_FILENO, F_DUPFD_CLOEXEC, 5);
+
+    if (log < 0 || dup2(out, STDOUT_FILENO) < 0 ||
+        dup2(out, STDERR_FILENO) < 0)
+        return -1;
+    close(out);
+    jr_log_fd(log);
+    return 0;
+}
+
 int
 jr_worker_main(int fd, const char *scripts, const char *config)
 {
     worker w;
     jr_err err;
     int rc;
+    pid_t parent = getppid();
 
     memset(&w, 0, sizeof w);
     w.fd = fd;
+    signal(SIGTERM, on_term);
 #ifdef __linux__
-    prctl(PR_SET_PDEATHSIG, SIGKILL);   /* never outlive the master */
+    prctl(PR_SET_PDEATHSIG, SIGTERM);   /* never outlive the master */
 #endif
-    if (getppid() == 1)
+    if (parent == 1 || getppid() != parent)
         return 1;
     signal(SIGINT, SIG_IGN);            /* the master decides on Ctrl-C */
     signal(SIGPIPE, SIG_IGN);
@@ -432,6 +468,8 @@ jr_worker_main(int fd, const char *scripts, const char *config)
         return rc < 0 ? 1 : 0;
     }
     rc = send_hello(&w, NULL) < 0 ? 1 : serve(&w);
+    if (getppid() != parent)
+        kill_group();                   /* master gone: take ours along */
     jr_jobctx_clear(&w.ctx);
     free(w.ctx.pushes);
     jr_scripts_free(&w.scripts);

@@ -8,6 +8,11 @@
  * exit status. config may be NULL. */
 int jr_worker_main(int fd, const char *scripts, const char *config);
 
+/* Sends this process's stdout and stderr (its handlers' output and their
+ * subprocesses') to descriptor out, which it takes; its own log lines keep
+ * going to the runner's stderr. Returns 0 or -1. */
+int jr_worker_output(int out);
+
 /* The exit status of a worker that stopped to be replaced because a
  * handler hit the memory limit. */
 #define JR_WORKER_RECYCLE 3

@@ -361,7 +361,7 @@ for _, backend in ipairs(jr.backends()) do
                                  { "dead", "list" } }) do
             local out, err, code = env:cli(table.unpack(cmd))
             assert.equal(1, code, cmd[1])
-            assert.matches("postgres:****@", err, 1, true)
+            assert.matches("user=postgres password=****", err, 1, true)
             hidden(out)
             hidden(err)
           end

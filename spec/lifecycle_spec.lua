@@ -23,7 +23,7 @@ for _, backend in ipairs(jr.backends()) do
       jr.wait_for(function() return jr.read_file(env.dir .. "/seen") end)
       assert.equal(("%d hello world 1 default\n"):format(id), jr.read_file(env.dir .. "/seen"))
       jr.wait_for(function() return env:count() == 0 end)
-      jr.wait_for(function() return env:output():find("hello, world", 1, true) end)
+      jr.wait_for(function() return env:log():find("output: hello, world", 1, true) end)
       assert.equal(0, env:stop())
     end)
 

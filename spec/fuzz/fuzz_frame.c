@@ -94,6 +94,8 @@ stream(const uint8_t *data, size_t size)
         if (jr_frame_get_result(&r2, &res, &mem, &err) == 0) {
             CHECK(res.kind >= JR_DONE && res.kind <= JR_RELEASE);
             CHECK(res.npushes >= 0);
+            CHECK(res.error != NULL ||
+                  (res.kind != JR_RETRY && res.kind != JR_DEAD));
             if (res.error)
                 (void)strlen(res.error);
             if (res.generation)

@@ -1,0 +1,103 @@
+/* test_result_frame.c - the result frame a worker sends: a retry or dead
+ * result that carries no error still decodes with a message, so nothing
+ * downstream (the log line, last_error) reads a missing one. Each test is
+ * a function; main runs them all and prints "N passed, N failed". */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "frame.h"
+
+static int failed;              /* the current test failed */
+
+#define CHECK(c) do {                                                    \
+        if (!(c)) {                                                      \
+            fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__,       \
+                    __LINE__, #c);                                       \
+            failed = 1;                                                  \
+        }                                                                \
+    } while (0)
+
+/* Encodes res, decodes it into out; returns the decoder's status. */
+static int
+round_trip(const jr_result *res, jr_result *out, void **mem)
+{
+    jr_buf b = {0};
+    jr_reader r;
+    jr_err err;
+    int rc;
+
+    jr_frame_put_result(&b, res);
+    CHECK(jr_frame_complete(b.p, b.len, &err) == (long)b.len);
+    CHECK(jr_frame_open(&r, b.p) == JR_F_RESULT);
+    rc = jr_frame_get_result(&r, out, mem, &err);
+    jr_buf_free(&b);
+    return rc;
+}
+
+static void
+test_failure_without_error_gets_a_message(void)
+{
+    static const int kinds[] = {JR_RETRY, JR_DEAD};
+    size_t i;
+
+    for (i = 0; i < sizeof kinds / sizeof kinds[0]; i++) {
+        jr_result res = {0}, out;
+        void *mem = NULL;
+        res.id = 42;
+        res.kind = kinds[i];
+        res.delay = 3;
+        CHECK(round_trip(&res, &out, &mem) == 0);
+        CHECK(out.id == 42 && out.kind == kinds[i]);
+        CHECK(out.error != NULL && strlen(out.error) > 0);
+        free(mem);
+    }
+}
+
+static void
+test_error_and_success_unchanged(void)
+{
+    jr_result res = {0}, out;
+    void *mem = NULL;
+
+    res.id = 7;
+    res.kind = JR_RETRY;
+    res.error = "boom";
+    CHECK(round_trip(&res, &out, &mem) == 0);
+    CHECK(out.error != NULL && strcmp(out.error, "boom") == 0);
+    free(mem);
+    memset(&res, 0, sizeof res);
+    res.id = 8;
+    res.kind = JR_DONE;
+    CHECK(round_trip(&res, &out, &mem) == 0);
+    CHECK(out.error == NULL);
+    free(mem);
+}
+
+int
+main(void)
+{
+    static const struct {
+        const char *name;
+        void      (*fn)(void);
+    } tests[] = {
+        {"failure_without_error_gets_a_message",
+         test_failure_without_error_gets_a_message},
+        {"error_and_success_unchanged", test_error_and_success_unchanged},
+    };
+    int passed = 0, nfailed = 0;
+    size_t i;
+
+    for (i = 0; i < sizeof tests / sizeof tests[0]; i++) {
+        failed = 0;
+        tests[i].fn();
+        if (failed) {
+            fprintf(stderr, "FAIL %s\n", tests[i].name);
+            nfailed++;
+        } else {
+            passed++;
+        }
+    }
+    printf("%d passed, %d failed\n", passed, nfailed);
+    return nfailed > 0;
+}
