@@ -88,30 +88,14 @@ open_db(jr_config *c, jr_db *db, int migrate)
 }
 
 /* The producer library on the config's backend: the CLI's push, stats and
- * dead go through it, so producers have one code path. */
+ * dead go through it, so producers have one code path. A reader (stats,
+ * dead list) opens an existing database only, creating nothing, and gets
+ * JR_EXIT_NODB when there is none. */
 static int
-open_client(jr_config *c, jr_client **client)
+open_as(jr_config *c, jr_client **client, int reader)
 {
     jr_client_config cc = {c->schema, c->busy_timeout, c->max_payload,
-                           c->sync_normal, 0};
-    int rc = jr_client_open(client, c->backend, &cc);
-
-    if (rc == JR_CLIENT_OK)
-        return 0;
-    fprintf(stderr, "jobrunner: %s\n", *client ? jr_client_errmsg(*client) :
-            "out of memory");
-    jr_client_close(*client);
-    *client = NULL;
-    return rc == JR_CLIENT_EUSAGE ? JR_EXIT_USAGE : JR_EXIT_FAIL;
-}
-
-/* The same for a reader (stats, dead list): an existing database only,
- * nothing created; JR_EXIT_NODB when there is none. */
-static int
-open_reader(jr_config *c, jr_client **client)
-{
-    jr_client_config cc = {c->schema, c->busy_timeout, c->max_payload,
-                           c->sync_normal, 1};
+                           c->sync_normal, reader};
     int rc = jr_client_open(client, c->backend, &cc);
 
     if (rc == JR_CLIENT_OK)
@@ -122,6 +106,18 @@ open_reader(jr_config *c, jr_client **client)
     *client = NULL;
     return rc == JR_CLIENT_ENODB ? JR_EXIT_NODB :
            rc == JR_CLIENT_EUSAGE ? JR_EXIT_USAGE : JR_EXIT_FAIL;
+}
+
+static int
+open_client(jr_config *c, jr_client **client)
+{
+    return open_as(c, client, 0);
+}
+
+static int
+open_reader(jr_config *c, jr_client **client)
+{
+    return open_as(c, client, 1);
 }
 
 static int

@@ -14,26 +14,12 @@
 #include <libpq-fe.h>
 
 #include "backend.h"
+#include "check.h"
 
 static const char *engine;      /* "sqlite" or "postgres", for messages */
 static char url[4096];          /* the engine's URL */
 static char schema[64];         /* PostgreSQL schema of this run */
-static int failed;              /* the current test failed */
 
-#define CHECK(c) do {                                                    \
-        if (!(c)) {                                                      \
-            fprintf(stderr, "%s:%d: %s: check failed: %s\n", __FILE__,   \
-                    __LINE__, engine, #c);                               \
-            failed = 1;                                                  \
-        }                                                                \
-    } while (0)
-#define CHECK_OK(c, e) do {                                              \
-        if ((c) < 0) {                                                   \
-            fprintf(stderr, "%s:%d: %s: %s failed: %s\n", __FILE__,      \
-                    __LINE__, engine, #c, (e).msg);                      \
-            failed = 1;                                                  \
-        }                                                                \
-    } while (0)
 
 static void
 nap(double s)
@@ -582,14 +568,14 @@ main(int argc, char **argv)
         perror("mkdtemp");
         return 2;
     }
-    engine = "sqlite";
+    engine = check_where = "sqlite";
     snprintf(url, sizeof url, "sqlite:%s/jobs.db", dir);
     run_all(&pass, &fail);
     snprintf(drop, sizeof drop, "rm -rf '%s'", dir);
     if (system(drop) != 0)
         fprintf(stderr, "could not remove %s\n", dir);
     if (argc > 1 && argv[1][0] != '\0') {
-        engine = "postgres";
+        engine = check_where = "postgres";
         snprintf(url, sizeof url, "%s", argv[1]);
         snprintf(schema, sizeof schema, "jrcontract_%d", (int)getpid());
         snprintf(drop, sizeof drop, "SET client_min_messages = warning; "

@@ -13,26 +13,12 @@
 #include <libpq-fe.h>
 
 #include "backend.h"
+#include "check.h"
 
 static const jr_backend_ops *ops = &jr_postgres_ops;
 static const char *url;         /* argv[1] */
 static PGconn *sql;             /* our own connection, for checks */
-static int failed;              /* the current test failed */
 
-#define CHECK(c) do {                                                    \
-        if (!(c)) {                                                      \
-            fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__,       \
-                    __LINE__, #c);                                       \
-            failed = 1;                                                  \
-        }                                                                \
-    } while (0)
-#define CHECK_OK(c, e) do {                                              \
-        if ((c) < 0) {                                                   \
-            fprintf(stderr, "%s:%d: %s failed: %s\n", __FILE__,          \
-                    __LINE__, #c, (e).msg);                              \
-            failed = 1;                                                  \
-        }                                                                \
-    } while (0)
 
 static void
 nap(double s)

@@ -7,16 +7,9 @@
 #include <string.h>
 
 #include "frame.h"
+#include "check.h"
 
-static int failed;              /* the current test failed */
 
-#define CHECK(c) do {                                                    \
-        if (!(c)) {                                                      \
-            fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__,       \
-                    __LINE__, #c);                                       \
-            failed = 1;                                                  \
-        }                                                                \
-    } while (0)
 
 /* Encodes res, decodes it into out; returns the decoder's status. */
 static int
