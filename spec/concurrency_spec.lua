@@ -44,9 +44,14 @@ for _, backend in ipairs(jr.backends()) do
       env:script("slow", SLOW)
       env:start()
       assert.equal(1, workers(env))
-      -- a backlog of 8 s for one worker: it outlasts slow worker start-ups
-      -- (ASan, a loaded CI machine) so the pool reaches its max
-      for _ = 1, 40 do env:push("slow") end
+      -- one batch (a backlog at once, not a trickle of CLI pushes) of 8 s
+      -- for one worker: it outlasts slow worker start-ups (ASan, a loaded
+      -- CI machine), so the pool reaches its max
+      local batch = {}
+      for i = 1, 40 do batch[i] = { "slow" } end
+      local q = assert(require("jobrunner").open(env.url, { schema = env.schema }))
+      assert(q:push_many(batch))
+      q:close()
       jr.wait_for(function()
         local s = scales(env)
         return #s >= 2 and s[2].to == 3
