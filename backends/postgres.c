@@ -828,18 +828,6 @@ pg_push(jr_backend *b, const jr_push *p, int n, int64_t *ids, jr_err *err)
 
 /* ---- claim ---- */
 
-static int
-cmp_job(const void *a, const void *b)
-{
-    const jr_job *x = *(jr_job *const *)a, *y = *(jr_job *const *)b;
-
-    if (x->priority != y->priority)
-        return x->priority < y->priority ? -1 : 1;
-    if (x->run_at != y->run_at)
-        return x->run_at < y->run_at ? -1 : 1;
-    return (x->id > y->id) - (x->id < y->id);
-}
-
 static jr_job *
 row_job(const PGresult *res, int r)
 {
@@ -919,7 +907,7 @@ claim_stmt(jr_backend *b, const char *token, double lease,
         }
     }
     PQclear(res);
-    qsort(out, (size_t)n, sizeof *out, cmp_job);
+    qsort(out, (size_t)n, sizeof *out, jr_job_order);
     return n;
 }
 

@@ -1,15 +1,15 @@
 /* frame.h - the messages between the master and its workers: a 4-byte
  * little-endian length, a type byte, then typed fields (integers little
  * endian, strings as a length and bytes). Owns the codec only; reading and
- * writing descriptors is the caller's. Uses backend.h for jobs and results. */
+ * writing descriptors is the caller's. Uses job.h for jobs and results. */
 #ifndef JR_FRAME_H
 #define JR_FRAME_H
 
 #include <stddef.h>
 #include <stdint.h>
 
-#include "backend.h"
 #include "err.h"
+#include "job.h"
 #include "script.h"
 
 #define JR_FRAME_MAX (64u << 20)    /* largest frame accepted, bytes */

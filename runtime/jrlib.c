@@ -18,6 +18,7 @@
 #include "json.h"
 #include "log.h"
 #include "script.h"
+#include "util.h"
 
 #define CTX_KEY "jobrunner.ctx"         /* registry: lightuserdata ctx */
 

@@ -5,7 +5,6 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "backend.h"
 #include "log.h"
 #include "util.h"
 

@@ -145,6 +145,14 @@ jr_mono(void)
 }
 
 double
+jr_now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+double
 jr_backoff_default(int attempt)
 {
     double a = attempt, d;

@@ -1,5 +1,5 @@
 /* util.h - small parsers and writers the CLI, config and master share:
- * durations, times, JSON string quoting. Uses err.h. */
+ * durations, times, clocks, JSON string quoting. Uses err.h. */
 #ifndef JR_UTIL_H
 #define JR_UTIL_H
 
@@ -26,6 +26,8 @@ const char *jr_time_iso(double t, char *buf, size_t size);
 double jr_backoff_default(int attempt);
 /* Seconds from a monotonic clock. */
 double jr_mono(void);
+/* Seconds since the epoch, from the wall clock. */
+double jr_now(void);
 
 /* The directories a walk of a tree has entered, so that it follows no
  * symlink out of the tree and enters no directory twice (a cycle). */
