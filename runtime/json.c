@@ -174,40 +174,53 @@ utf8_len(const unsigned char *s, size_t n)
     return len;
 }
 
+size_t
+jr_json_escape_char(const char *s, size_t n, char out[6], size_t *used)
+{
+    static const char hex[] = "0123456789abcdef";
+    unsigned char c = (unsigned char)s[0];
+    size_t k;
+
+    *used = 1;
+    out[0] = '\\';
+    if (c == '"' || c == '\\') {
+        out[1] = (char)c;
+        return 2;
+    }
+    if (c == '\n' || c == '\t' || c == '\r' || c == '\b' || c == '\f') {
+        out[1] = c == '\n' ? 'n' : c == '\t' ? 't' : c == '\r' ? 'r' :
+                 c == '\b' ? 'b' : 'f';
+        return 2;
+    }
+    if (c < 0x20 || c == 0x7f) {
+        memcpy(out + 1, "u00", 3);
+        out[4] = hex[c >> 4];
+        out[5] = hex[c & 15];
+        return 6;
+    }
+    if ((k = utf8_len((const unsigned char *)s, n)) == 0)
+        return 0;
+    memcpy(out, s, k);
+    *used = k;
+    return k;
+}
+
 /* Appends s as a JSON string literal. */
 static int
 enc_string(enc *e, const char *s, size_t n)
 {
-    static const char hex[] = "0123456789abcdef";
-    size_t i = 0, k;
+    size_t i = 0, k, used;
+    char out[6];
 
     if (enc_lit(e, "\"") < 0)
         return -1;
     while (i < n) {
-        unsigned char c = (unsigned char)s[i];
-        char esc[6] = {'\\', 'u', '0', '0', hex[c >> 4], hex[c & 15]};
-        if (c == '"' || c == '\\') {
-            esc[1] = (char)c;
-            k = 2;
-        } else if (c == '\n' || c == '\t' || c == '\r' || c == '\b' ||
-                   c == '\f') {
-            esc[1] = c == '\n' ? 'n' : c == '\t' ? 't' : c == '\r' ? 'r' :
-                     c == '\b' ? 'b' : 'f';
-            k = 2;
-        } else if (c < 0x20 || c == 0x7f) {
-            k = 6;
-        } else if ((k = utf8_len((const unsigned char *)s + i, n - i)) == 0) {
+        if ((k = jr_json_escape_char(s + i, n - i, out, &used)) == 0)
             return enc_fail(e, "string is not valid UTF-8 (byte %zu); "
                             "JSON text must be UTF-8", i + 1);
-        } else {
-            if (enc_put(e, s + i, k) < 0)
-                return -1;
-            i += k;
-            continue;
-        }
-        if (enc_put(e, esc, k) < 0)
+        if (enc_put(e, out, k) < 0)
             return -1;
-        i++;
+        i += used;
     }
     return enc_lit(e, "\"");
 }

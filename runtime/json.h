@@ -1,7 +1,8 @@
 /* json.h - payload tables to JSON text, with lua-cjson's conventions and
  * exact integers, for both "jobrunner" modules: the producers' (luaclient.c)
- * and the handlers' (jrlib.c). Owns the jobrunner.array marker and the
- * GC-freed byte buffers it writes into. Uses nothing but Lua. */
+ * and the handlers' (jrlib.c). Owns the jobrunner.array marker, the
+ * GC-freed byte buffers it writes into, and the one JSON string escaper
+ * (also for log lines and the CLI's --json). Uses nothing but Lua. */
 #ifndef JR_JSON_H
 #define JR_JSON_H
 
@@ -26,6 +27,19 @@ typedef struct jr_json_buf {
 jr_json_buf *jr_json_buf_new(lua_State *L);
 /* Appends n bytes of s (borrowed); -1 when out of memory. Never raises. */
 int jr_json_buf_put(jr_json_buf *b, const void *s, size_t n);
+
+/* The one JSON string escaper (payloads, JSON log lines, the CLI's
+ * --json): writes into out what stands for the character at s (n > 0
+ * bytes left) inside a JSON string literal and sets *used to the bytes of
+ * s it took. '"' and '\\' are backslashed; \n \t \r \b \f as such; other
+ * control characters and DEL as \u00XX; a valid UTF-8 sequence is copied.
+ * Returns the length written (1..6), or 0 when s does not start with valid
+ * UTF-8 (overlong forms, surrogates and code points past U+10FFFF
+ * included): the caller fails, or writes JR_JSON_BADBYTE and skips one
+ * byte. */
+size_t jr_json_escape_char(const char *s, size_t n, char out[6],
+                           size_t *used);
+#define JR_JSON_BADBYTE "\\ufffd"    /* U+FFFD, for a byte that is not UTF-8 */
 
 /* Appends the payload at idx to b as JSON text and a NUL: nil is {}, else
  * it must be a table. Returns 0, or -1 with "payload.path: what is wrong"

@@ -7,6 +7,7 @@
 #include <sys/stat.h>
 #include <time.h>
 
+#include "json.h"
 #include "util.h"
 
 int
@@ -101,23 +102,19 @@ jr_parse_int(const char *s, const char *what, long lo, long hi, long *out,
 void
 jr_json_str(FILE *f, const char *s)
 {
+    size_t n, k, used;
+    char out[6];
+
     if (s == NULL) {
         fputs("null", f);
         return;
     }
     putc('"', f);
-    for (; *s; s++) {
-        unsigned char c = (unsigned char)*s;
-        if (c == '"' || c == '\\')
-            fprintf(f, "\\%c", c);
-        else if (c == '\n')
-            fputs("\\n", f);
-        else if (c == '\t')
-            fputs("\\t", f);
-        else if (c < 0x20)
-            fprintf(f, "\\u%04x", c);
+    for (n = strlen(s); n > 0; s += used, n -= used) {
+        if ((k = jr_json_escape_char(s, n, out, &used)) == 0)
+            fputs(JR_JSON_BADBYTE, f);
         else
-            putc(c, f);
+            fwrite(out, 1, k, f);
     }
     putc('"', f);
 }
