@@ -133,6 +133,45 @@ jr_time_iso(double t, char *buf, size_t size)
     return buf;
 }
 
+void
+jr_buf_free(jr_buf *b)
+{
+    free(b->p);
+    memset(b, 0, sizeof *b);
+}
+
+void
+jr_buf_reset(jr_buf *b)
+{
+    b->len = 0;
+    b->oom = 0;
+}
+
+int
+jr_buf_put(jr_buf *b, const void *v, size_t n)
+{
+    size_t cap;
+    char *p;
+
+    if (b->oom)
+        return -1;
+    if (b->len + n > b->cap) {
+        cap = b->cap ? b->cap : 256;
+        while (cap < b->len + n)
+            cap *= 2;
+        if ((p = realloc(b->p, cap)) == NULL) {
+            b->oom = 1;
+            return -1;
+        }
+        b->p = p;
+        b->cap = cap;
+    }
+    if (n > 0)
+        memcpy(b->p + b->len, v, n);
+    b->len += n;
+    return 0;
+}
+
 double
 jr_mono(void)
 {
