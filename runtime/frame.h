@@ -1,7 +1,8 @@
 /* frame.h - the messages between the master and its workers: a 4-byte
  * little-endian length, a type byte, then typed fields (integers little
  * endian, strings as a length and bytes). Owns the codec only; reading and
- * writing descriptors is the caller's. Uses job.h for jobs and results. */
+ * writing descriptors is the caller's. Uses job.h for jobs and results,
+ * util.h for the buffer frames are written into. */
 #ifndef JR_FRAME_H
 #define JR_FRAME_H
 
