@@ -29,7 +29,7 @@ Q = @
 endif
 
 RUNTIME  = main commands client master dbthread worker frame config script jrlib hooks reload log err \
-           json util
+           json util job
 BACKENDS = backend sqlite postgres
 OBJS     = $(RUNTIME:%=$(BUILD)/runtime/%.o) $(BACKENDS:%=$(BUILD)/backends/%.o) \
            $(BUILD)/sqlite_sql.o $(BUILD)/postgres_sql.o
@@ -128,7 +128,7 @@ OBJCOPY      ?= objcopy
 SONAME        = libjobrunner.so.0
 LIB_SRCS      = runtime/client.c runtime/config.c runtime/hooks.c \
                 runtime/script.c runtime/json.c \
-                runtime/log.c runtime/util.c runtime/err.c \
+                runtime/log.c runtime/util.c runtime/err.c runtime/job.c \
                 backends/backend.c backends/sqlite.c backends/postgres.c
 LIB_PIC       = $(LIB_SRCS:%.c=$(BUILD)/pic/%.o) \
                 $(BUILD)/pic/sqlite_sql.o $(BUILD)/pic/postgres_sql.o

@@ -1,8 +1,10 @@
 /* backend.h - the storage interface: one table of functions per engine, as
  * redis's engine table. sqlite.c and postgres.c each export only their
- * jr_backend_ops; backend.c picks one from a URL and holds what both share
- * (name and payload checks, the job allocation). All calls are blocking; the
- * master never calls them from its event loop directly (see db.c). */
+ * jr_backend_ops; backend.c picks one from a URL (jr_url_parse) and masks
+ * passwords in URLs (jr_url_mask). Also the rows that stats and the dead
+ * queue list. All calls are blocking; the master never calls them from its
+ * event loop directly (see dbthread.c). The jobs, pushes and results they
+ * store are job.h's. Uses err.h, job.h. */
 #ifndef JR_BACKEND_H
 #define JR_BACKEND_H
 
@@ -10,58 +12,9 @@
 #include <stdint.h>
 
 #include "err.h"
+#include "job.h"
 
 typedef struct jr_backend jr_backend;   /* opaque; each engine defines it */
-
-/* A job as a runner receives it. Visible: the master queues these and the
- * frame codec reads them. Header and strings share one allocation
- * (jr_job_new), freed with free(). */
-typedef struct jr_job {
-    int64_t     id;
-    int         attempt;        /* attempts so far, this one included */
-    int         max_retries;    /* -1: not set on the job */
-    int         priority;       /* lower runs first */
-    double      run_at;         /* epoch seconds it became due */
-    double      created_at;     /* epoch seconds */
-    const char *name;
-    const char *queue;
-    const char *payload;        /* JSON text, NUL-terminated */
-    size_t      payload_len;
-} jr_job;
-
-/* A job to insert. Strings are borrowed. */
-typedef struct jr_push {
-    const char *name;
-    const char *payload;        /* JSON text; NULL means "{}" */
-    const char *queue;          /* NULL means "default" */
-    int         priority;       /* 0 by default; lower runs first */
-    int         max_retries;    /* -1: take the handler's or the default */
-    double      run_at;         /* epoch seconds; 0: use run_in */
-    double      run_in;         /* seconds from the database's now */
-} jr_push;
-
-enum {
-    JR_DONE = 1,                /* success: delete, insert pushes */
-    JR_RETRY,                   /* failure with retries left: queued later */
-    JR_DEAD,                    /* no retries left, or discarded */
-    JR_SNOOZE,                  /* queued later, attempt not counted */
-    JR_RELEASE,                 /* never started: queued, attempt not counted */
-    JR_EXPIRED                  /* never started because its retries were
-                                   used up (the last attempt was lost with
-                                   its runner's lease): dead, this claim not
-                                   counted, last_error kept unless given */
-};
-
-/* What became of one claimed job. Strings and pushes are borrowed. */
-typedef struct jr_result {
-    int64_t        id;
-    int            kind;        /* JR_DONE ... JR_RELEASE */
-    double         delay;       /* RETRY, SNOOZE: seconds from now */
-    const char    *error;       /* RETRY, DEAD: the reason; else NULL */
-    const char    *generation;  /* handler generation that ran it, or NULL */
-    const jr_push *pushes;      /* DONE: follow-up jobs, inserted atomically */
-    int            npushes;
-} jr_result;
 
 /* One row of stats: counts for one job name. */
 typedef struct jr_stat_row {
@@ -196,40 +149,6 @@ const jr_backend_ops *jr_url_parse(const char *url, const char **arg,
  * libpq cannot parse as "<unparsable connection string: REASON>" (returns
  * -1 then, else 0); any other URL with "user:****@". */
 int  jr_url_mask(const char *url, char *out, size_t size);
-
-/* Checks a job or queue name: [A-Za-z0-9_.:-]{1,128}. what names the field
- * in the message ("job name", "queue name"). */
-int  jr_name_check(const char *name, const char *what, jr_err *err);
-
-/* The same check for a name of len bytes that may hold NUL bytes (a Lua
- * string): a NUL is an invalid character like any other. */
-int  jr_name_check_len(const char *name, size_t len, const char *what,
-                       jr_err *err);
-
-#define JR_TIME_MAX  253402300799.0     /* 9999-12-31T23:59:59Z */
-#define JR_DELAY_MAX 3155760000.0       /* 100 years of seconds */
-
-/* Checks a push before it reaches the database: the one set of rules of
- * every producer (CLI, C library, Lua module, handler pushes) and of the
- * backends themselves. Names and queue as jr_name_check; payload at most
- * max_payload bytes (0: no limit); max_retries -1 (not set) or >= 0;
- * run_at 0 (not set) or epoch seconds up to JR_TIME_MAX; run_in finite,
- * at most JR_DELAY_MAX either way; not both run_at and run_in. Returns 0,
- * or -1 with err set (JR_EINPUT) naming the job and the option. */
-int  jr_push_check(const jr_push *p, size_t max_payload, jr_err *err);
-
-/* The max_retries in force for job j: the job's, else the handler's
- * (handler: -1 when not set or unknown), else the config's default. The
- * one rule of the worker, the master and the lease rescue. */
-int  jr_max_retries(const jr_job *j, int handler, int dflt);
-
-/* Returns a new job whose strings are copied into the same allocation, or
- * NULL when out of memory. Free with free(). */
-jr_job *jr_job_new(int64_t id, const char *name, const char *queue,
-                   const char *payload, size_t payload_len);
-
-/* Seconds since the epoch, from the wall clock. */
-double jr_now(void);
 
 extern const jr_backend_ops jr_sqlite_ops;
 extern const jr_backend_ops jr_postgres_ops;

@@ -16,6 +16,7 @@
 #include <libpq-fe.h>
 
 #include "backend.h"
+#include "util.h"
 
 extern const char jr_postgres_sql[];    /* postgres.sql, made by the Makefile */
 
@@ -149,47 +150,19 @@ static const struct stmt {
         "  OR died_at < now() - $1::float8 * interval '1 second')"},
 };
 
-/* A growing string; oom is set once an allocation failed. */
-typedef struct sbuf {
-    char   *p;
-    size_t  len;
-    size_t  cap;
-    int     oom;
-} sbuf;
+/* Builders of SQL array literals ("{...}") over util.h's jr_buf. */
 
 static void
-sb_add(sbuf *s, const char *x, size_t n)
+sb_adds(jr_buf *s, const char *x)
 {
-    if (s->oom)
-        return;
-    if (s->len + n + 1 > s->cap) {
-        size_t cap = s->cap ? s->cap : 256;
-        char *p;
-        while (cap < s->len + n + 1)
-            cap *= 2;
-        if ((p = realloc(s->p, cap)) == NULL) {
-            s->oom = 1;
-            return;
-        }
-        s->p = p;
-        s->cap = cap;
-    }
-    memcpy(s->p + s->len, x, n);
-    s->len += n;
-    s->p[s->len] = '\0';
+    jr_buf_put(s, x, strlen(x));
 }
 
-static void
-sb_adds(sbuf *s, const char *x)
-{
-    sb_add(s, x, strlen(x));
-}
-
-static void sb_addf(sbuf *s, const char *fmt, ...)
+static void sb_addf(jr_buf *s, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
 
 static void
-sb_addf(sbuf *s, const char *fmt, ...)
+sb_addf(jr_buf *s, const char *fmt, ...)
 {
     char buf[64];
     va_list ap;
@@ -198,46 +171,49 @@ sb_addf(sbuf *s, const char *fmt, ...)
     va_start(ap, fmt);
     n = vsnprintf(buf, sizeof buf, fmt, ap);
     va_end(ap);
-    sb_add(s, buf, n < 0 ? 0 : (size_t)n);
+    jr_buf_put(s, buf, n < 0 ? 0 : (size_t)n);
 }
 
 /* Appends one element to an array literal being built: "{" on the first,
  * "," before the others; str NULL is an SQL NULL, else it is quoted. */
 static void
-sb_elem(sbuf *s, const char *str)
+sb_elem(jr_buf *s, const char *str)
 {
     const char *run;
 
-    sb_add(s, s->len == 0 ? "{" : ",", 1);
+    jr_buf_put(s, s->len == 0 ? "{" : ",", 1);
     if (str == NULL) {
         sb_adds(s, "NULL");
         return;
     }
-    sb_add(s, "\"", 1);
+    jr_buf_put(s, "\"", 1);
     for (run = str; *str; str++) {
         if (*str == '"' || *str == '\\') {
-            sb_add(s, run, (size_t)(str - run));
-            sb_add(s, "\\", 1);
+            jr_buf_put(s, run, (size_t)(str - run));
+            jr_buf_put(s, "\\", 1);
             run = str;
         }
     }
-    sb_add(s, run, (size_t)(str - run));
-    sb_add(s, "\"", 1);
+    jr_buf_put(s, run, (size_t)(str - run));
+    jr_buf_put(s, "\"", 1);
 }
 
 /* Appends an unquoted element (a number or NULL). */
 static void
-sb_num(sbuf *s, const char *num)
+sb_num(jr_buf *s, const char *num)
 {
-    sb_add(s, s->len == 0 ? "{" : ",", 1);
+    jr_buf_put(s, s->len == 0 ? "{" : ",", 1);
     sb_adds(s, num);
 }
 
 /* Closes an array literal; an empty one is "{}". */
 static const char *
-sb_array(sbuf *s)
+sb_array(jr_buf *s)
 {
-    sb_adds(s, s->len == 0 ? "{}" : "}");
+    if (s->len == 0)
+        jr_buf_put(s, "{}", 3);
+    else
+        jr_buf_put(s, "}", 2);
     return s->p;
 }
 
@@ -277,14 +253,15 @@ expand_n(const jr_backend *b, const char *tmpl, size_t len)
 {
     static const char mark[] = "{{schema}}";
     const char *end = tmpl + len, *p;
-    sbuf s = {0};
+    jr_buf s = {0};
 
     while ((p = strstr(tmpl, mark)) != NULL && p < end) {
-        sb_add(&s, tmpl, (size_t)(p - tmpl));
+        jr_buf_put(&s, tmpl, (size_t)(p - tmpl));
         sb_adds(&s, b->qschema);
         tmpl = p + strlen(mark);
     }
-    sb_add(&s, tmpl, (size_t)(end - tmpl));
+    jr_buf_put(&s, tmpl, (size_t)(end - tmpl));
+    jr_buf_put(&s, "", 1);
     if (s.oom) {
         free(s.p);
         return NULL;
@@ -690,7 +667,7 @@ cmp_id(const void *a, const void *b)
 /* Checks pp[0..n) and builds the seven array parameters of S_PUSH into
  * a[]; -1 with err set on bad input or no memory. */
 static int
-push_arrays(jr_backend *b, const jr_push *const *pp, int n, sbuf *a,
+push_arrays(jr_backend *b, const jr_push *const *pp, int n, jr_buf *a,
             jr_err *err)
 {
     char num[32];
@@ -732,7 +709,7 @@ static int
 insert_jobs(jr_backend *b, const jr_push *const *pp, int n, int64_t *ids,
             jr_err *err)
 {
-    sbuf a[7];
+    jr_buf a[7];
     const char *params[7];
     PGresult *res = NULL;
     char what[64];
@@ -776,7 +753,7 @@ explain_push_error(jr_backend *b, const jr_push *const *pp, int n,
 {
     char pgmsg[sizeof b->pgmsg];
     const char *params[1];
-    sbuf s = {0};
+    jr_buf s = {0};
     PGresult *res;
     jr_err ignored;
     int i;
@@ -828,18 +805,6 @@ pg_push(jr_backend *b, const jr_push *p, int n, int64_t *ids, jr_err *err)
 
 /* ---- claim ---- */
 
-static int
-cmp_job(const void *a, const void *b)
-{
-    const jr_job *x = *(jr_job *const *)a, *y = *(jr_job *const *)b;
-
-    if (x->priority != y->priority)
-        return x->priority < y->priority ? -1 : 1;
-    if (x->run_at != y->run_at)
-        return x->run_at < y->run_at ? -1 : 1;
-    return (x->id > y->id) - (x->id < y->id);
-}
-
 static jr_job *
 row_job(const PGresult *res, int r)
 {
@@ -864,7 +829,7 @@ static void
 unclaim(jr_backend *b, const char *token, const PGresult *res)
 {
     const char *params[2];
-    sbuf s = {0};
+    jr_buf s = {0};
     int r;
 
     for (r = 0; r < PQntuples(res); r++)
@@ -884,7 +849,7 @@ claim_stmt(jr_backend *b, const char *token, double lease,
 {
     char slease[32], smax[16];
     const char *params[4];
-    sbuf s = {0};
+    jr_buf s = {0};
     PGresult *res;
     int i, n;
 
@@ -919,7 +884,7 @@ claim_stmt(jr_backend *b, const char *token, double lease,
         }
     }
     PQclear(res);
-    qsort(out, (size_t)n, sizeof *out, cmp_job);
+    qsort(out, (size_t)n, sizeof *out, jr_job_order);
     return n;
 }
 
@@ -945,7 +910,7 @@ finish_done(jr_backend *b, const char *token, const jr_result *r, int n,
 {
     const char *params[2];
     char num[24];
-    sbuf s = {0};
+    jr_buf s = {0};
     PGresult *res;
     int i, m;
 
@@ -983,7 +948,7 @@ finish_others(jr_backend *b, const char *token, const jr_result *r, int n,
 {
     const char *params[6];
     char num[32];
-    sbuf a[5];
+    jr_buf a[5];
     int i, k, rc;
 
     memset(a, 0, sizeof a);
@@ -1171,7 +1136,7 @@ pg_count_ready(jr_backend *b, const char *const *names, int nnames,
 {
     char slimit[24];
     const char *params[2];
-    sbuf s = {0};
+    jr_buf s = {0};
     PGresult *res;
     long n;
     int i;
@@ -1268,7 +1233,7 @@ pg_dead_retry(jr_backend *b, const int64_t *ids, int n, jr_err *err)
 {
     const char *params[1];
     char num[24];
-    sbuf s = {0};
+    jr_buf s = {0};
     int i, rc;
 
     if (n == 0)

@@ -18,6 +18,7 @@
 #include <sqlite3.h>
 
 #include "backend.h"
+#include "util.h"
 
 extern const char jr_sqlite_sql[];      /* build/sqlite_sql.c */
 
@@ -525,18 +526,6 @@ row_job(sqlite3_stmt *s)
     return j;
 }
 
-static int
-job_order(const void *pa, const void *pb)
-{
-    const jr_job *a = *(jr_job *const *)pa, *b = *(jr_job *const *)pb;
-
-    if (a->priority != b->priority)
-        return a->priority < b->priority ? -1 : 1;
-    if (a->run_at != b->run_at)
-        return a->run_at < b->run_at ? -1 : 1;
-    return a->id < b->id ? -1 : a->id > b->id;
-}
-
 /* Runs the claim statement inside the open transaction. Returns how many
  * jobs it filled out[] with, or -1 (the caller rolls back). */
 static int
@@ -578,7 +567,7 @@ claim_rows(jr_backend *b, const char *token, double lease,
             free(out[--n]);
         return -1;
     }
-    qsort(out, (size_t)n, sizeof *out, job_order);
+    qsort(out, (size_t)n, sizeof *out, jr_job_order);
     return n;
 }
 

@@ -13,7 +13,6 @@
 #include <lualib.h>
 
 #include "config.h"
-#include "backend.h"
 #include "hooks.h"
 #include "log.h"
 #include "script.h"

@@ -8,51 +8,6 @@
 
 #define NULL_LEN 0xffffffffu    /* string length that encodes NULL */
 
-void
-jr_buf_free(jr_buf *b)
-{
-    free(b->p);
-    memset(b, 0, sizeof *b);
-}
-
-void
-jr_buf_reset(jr_buf *b)
-{
-    b->len = 0;
-    b->oom = 0;
-}
-
-static int
-reserve(jr_buf *b, size_t more)
-{
-    size_t cap;
-    char *p;
-
-    if (b->oom)
-        return -1;
-    if (b->len + more <= b->cap)
-        return 0;
-    cap = b->cap ? b->cap : 256;
-    while (cap < b->len + more)
-        cap *= 2;
-    if ((p = realloc(b->p, cap)) == NULL) {
-        b->oom = 1;
-        return -1;
-    }
-    b->p = p;
-    b->cap = cap;
-    return 0;
-}
-
-static void
-put(jr_buf *b, const void *v, size_t n)
-{
-    if (reserve(b, n) < 0)
-        return;
-    memcpy(b->p + b->len, v, n);
-    b->len += n;
-}
-
 static void
 put_le(jr_buf *b, uint64_t v, int bytes)
 {
@@ -61,7 +16,7 @@ put_le(jr_buf *b, uint64_t v, int bytes)
 
     for (i = 0; i < bytes; i++)
         tmp[i] = (unsigned char)(v >> (8 * i));
-    put(b, tmp, (size_t)bytes);
+    jr_buf_put(b, tmp, (size_t)bytes);
 }
 
 void jr_put_u8(jr_buf *b, unsigned v)  { put_le(b, v, 1); }
@@ -84,7 +39,7 @@ jr_put_strn(jr_buf *b, const char *s, size_t n)
         return;
     }
     put_le(b, (uint32_t)n, 4);
-    put(b, s, n);
+    jr_buf_put(b, s, n);
 }
 
 void

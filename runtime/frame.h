@@ -1,16 +1,18 @@
 /* frame.h - the messages between the master and its workers: a 4-byte
  * little-endian length, a type byte, then typed fields (integers little
  * endian, strings as a length and bytes). Owns the codec only; reading and
- * writing descriptors is the caller's. Uses backend.h for jobs and results. */
+ * writing descriptors is the caller's. Uses job.h for jobs and results,
+ * util.h for the buffer frames are written into. */
 #ifndef JR_FRAME_H
 #define JR_FRAME_H
 
 #include <stddef.h>
 #include <stdint.h>
 
-#include "backend.h"
 #include "err.h"
+#include "job.h"
 #include "script.h"
+#include "util.h"
 
 #define JR_FRAME_MAX (64u << 20)    /* largest frame accepted, bytes */
 
@@ -21,18 +23,7 @@ enum {
     JR_F_STOP           /* master -> worker: exit when idle */
 };
 
-/* A growable byte buffer. Zero-initialise; free with jr_buf_free(). */
-typedef struct jr_buf {
-    char   *p;
-    size_t  len;
-    size_t  cap;
-    int     oom;        /* set when a growth failed; the frame is unusable */
-} jr_buf;
-
-void jr_buf_free(jr_buf *b);
-void jr_buf_reset(jr_buf *b);
-
-/* Writing: jr_frame_begin, then puts, then jr_frame_end fills the length. */
+/* Writing (into util.h's jr_buf: its oom set means the frame is unusable): jr_frame_begin, then puts, then jr_frame_end fills the length. */
 size_t jr_frame_begin(jr_buf *b, int type);    /* returns the frame start */
 void   jr_frame_end(jr_buf *b, size_t start);
 void   jr_put_u8(jr_buf *b, unsigned v);

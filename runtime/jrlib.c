@@ -18,6 +18,7 @@
 #include "json.h"
 #include "log.h"
 #include "script.h"
+#include "util.h"
 
 #define CTX_KEY "jobrunner.ctx"         /* registry: lightuserdata ctx */
 
@@ -118,7 +119,7 @@ jrlib_push(lua_State *L)                             /* name payload opts */
     jr_push p = {.max_retries = -1}, *slot;
     size_t len;
     const char *name = luaL_checklstring(L, 1, &len);
-    jr_json_buf *b;
+    jr_buf *b;
     char why[400];
     jr_err err;
 
@@ -138,9 +139,9 @@ jrlib_push(lua_State *L)                             /* name payload opts */
     if (jr_json_encode(L, 2, b, why, sizeof why) < 0)
         return luaL_error(L, "jobrunner.push: payload of '%s': %s", name,
                           why);
-    if (ctx->max_payload && b->n - 1 > ctx->max_payload)
+    if (ctx->max_payload && b->len - 1 > ctx->max_payload)
         return luaL_error(L, "jobrunner.push: payload of '%s' is %d bytes, "
-                          "over max_payload (%d)", name, (int)(b->n - 1),
+                          "over max_payload (%d)", name, (int)(b->len - 1),
                           (int)ctx->max_payload);
     if (ctx->npushes == ctx->cap) {
         int cap = ctx->cap ? ctx->cap * 2 : 4;

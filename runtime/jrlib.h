@@ -1,11 +1,11 @@
 /* jrlib.h - the "jobrunner" Lua module as handlers see it: push (kept until
  * the job succeeds), snooze, discard, log, null, array. Owns the pushes of
- * the job that runs. Uses backend.h for jr_push, script.h for the signal
+ * the job that runs. Uses job.h for jr_push, script.h for the signal
  * metatable, json.h to encode payloads. */
 #ifndef JR_JRLIB_H
 #define JR_JRLIB_H
 
-#include "backend.h"
+#include "job.h"
 
 typedef struct lua_State lua_State;
 

@@ -35,20 +35,16 @@
 static int
 buf_gc(lua_State *L)                                 /* b */
 {
-    jr_json_buf *b = luaL_checkudata(L, 1, JR_JSON_BUF_MT);
-
-    free(b->p);
-    b->p = NULL;
-    b->n = b->cap = 0;
+    jr_buf_free(luaL_checkudata(L, 1, JR_JSON_BUF_MT));
     return 0;
 }
 
 /* The metatable is made on first use, so that neither module needs a
  * set-up step before its first buffer. */
-jr_json_buf *
+jr_buf *
 jr_json_buf_new(lua_State *L)
 {
-    jr_json_buf *b = lua_newuserdatauv(L, sizeof *b, 0); /* b */
+    jr_buf *b = lua_newuserdatauv(L, sizeof *b, 0);  /* b */
 
     memset(b, 0, sizeof *b);
     if (luaL_newmetatable(L, JR_JSON_BUF_MT)) {      /* b mt */
@@ -59,30 +55,12 @@ jr_json_buf_new(lua_State *L)
     return b;
 }
 
-int
-jr_json_buf_put(jr_json_buf *b, const void *s, size_t n)
-{
-    if (b->cap - b->n < n) {
-        size_t cap = b->cap ? b->cap : 256;
-        char *p;
-        while (cap - b->n < n)
-            cap *= 2;
-        if ((p = realloc(b->p, cap)) == NULL)
-            return -1;
-        b->p = p;
-        b->cap = cap;
-    }
-    memcpy(b->p + b->n, s, n);
-    b->n += n;
-    return 0;
-}
-
 /* --- the JSON encoder ---------------------------------------------------- */
 
 /* One encoding. Functions return -1 with msg set instead of raising, so
  * the caller can return nil, msg. */
 typedef struct enc {
-    jr_json_buf *b;             /* output, on the Lua stack */
+    jr_buf *b;                  /* output, on the Lua stack */
     int     seen;               /* stack index: tables being encoded */
     int     depth;              /* nesting of the table being encoded */
     char    path[256];          /* where we are: payload.items[2].id */
@@ -112,7 +90,7 @@ enc_fail(enc *e, const char *fmt, ...)
 static int
 enc_put(enc *e, const char *s, size_t n)
 {
-    if (jr_json_buf_put(e->b, s, n) < 0)
+    if (jr_buf_put(e->b, s, n) < 0)
         return enc_fail(e, "out of memory");
     return 0;
 }
@@ -174,40 +152,53 @@ utf8_len(const unsigned char *s, size_t n)
     return len;
 }
 
+size_t
+jr_json_escape_char(const char *s, size_t n, char out[6], size_t *used)
+{
+    static const char hex[] = "0123456789abcdef";
+    unsigned char c = (unsigned char)s[0];
+    size_t k;
+
+    *used = 1;
+    out[0] = '\\';
+    if (c == '"' || c == '\\') {
+        out[1] = (char)c;
+        return 2;
+    }
+    if (c == '\n' || c == '\t' || c == '\r' || c == '\b' || c == '\f') {
+        out[1] = c == '\n' ? 'n' : c == '\t' ? 't' : c == '\r' ? 'r' :
+                 c == '\b' ? 'b' : 'f';
+        return 2;
+    }
+    if (c < 0x20 || c == 0x7f) {
+        memcpy(out + 1, "u00", 3);
+        out[4] = hex[c >> 4];
+        out[5] = hex[c & 15];
+        return 6;
+    }
+    if ((k = utf8_len((const unsigned char *)s, n)) == 0)
+        return 0;
+    memcpy(out, s, k);
+    *used = k;
+    return k;
+}
+
 /* Appends s as a JSON string literal. */
 static int
 enc_string(enc *e, const char *s, size_t n)
 {
-    static const char hex[] = "0123456789abcdef";
-    size_t i = 0, k;
+    size_t i = 0, k, used;
+    char out[6];
 
     if (enc_lit(e, "\"") < 0)
         return -1;
     while (i < n) {
-        unsigned char c = (unsigned char)s[i];
-        char esc[6] = {'\\', 'u', '0', '0', hex[c >> 4], hex[c & 15]};
-        if (c == '"' || c == '\\') {
-            esc[1] = (char)c;
-            k = 2;
-        } else if (c == '\n' || c == '\t' || c == '\r' || c == '\b' ||
-                   c == '\f') {
-            esc[1] = c == '\n' ? 'n' : c == '\t' ? 't' : c == '\r' ? 'r' :
-                     c == '\b' ? 'b' : 'f';
-            k = 2;
-        } else if (c < 0x20 || c == 0x7f) {
-            k = 6;
-        } else if ((k = utf8_len((const unsigned char *)s + i, n - i)) == 0) {
+        if ((k = jr_json_escape_char(s + i, n - i, out, &used)) == 0)
             return enc_fail(e, "string is not valid UTF-8 (byte %zu); "
                             "JSON text must be UTF-8", i + 1);
-        } else {
-            if (enc_put(e, s + i, k) < 0)
-                return -1;
-            i += k;
-            continue;
-        }
-        if (enc_put(e, esc, k) < 0)
+        if (enc_put(e, out, k) < 0)
             return -1;
-        i++;
+        i += used;
     }
     return enc_lit(e, "\"");
 }
@@ -448,7 +439,7 @@ enc_value(lua_State *L, enc *e, int idx)
 /* The encoder's message stays in e until the end, so that msg may be as
  * small as the caller likes. */
 int
-jr_json_encode(lua_State *L, int idx, jr_json_buf *b, char *msg,
+jr_json_encode(lua_State *L, int idx, jr_buf *b, char *msg,
                size_t msgsize)
 {
     enc e;
@@ -470,7 +461,7 @@ jr_json_encode(lua_State *L, int idx, jr_json_buf *b, char *msg,
         rc = enc_table(L, &e, idx);
         lua_pop(L, 1);                               /* (nothing) */
     }
-    if (rc == 0 && jr_json_buf_put(b, "", 1) < 0)
+    if (rc == 0 && jr_buf_put(b, "", 1) < 0)
         rc = enc_fail(&e, "out of memory");
     if (rc < 0 && msgsize > 0)
         snprintf(msg, msgsize, "%s", e.msg);

@@ -5,7 +5,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "backend.h"
+#include "json.h"
 #include "log.h"
 #include "util.h"
 
@@ -41,20 +41,21 @@ jr_log_level(const char *name)
     return -1;
 }
 
-/* Appends s to buf as the inside of a JSON string. */
+/* Appends s to buf as the inside of a JSON string (jr_json_escape_char;
+ * a byte that is not UTF-8 as U+FFFD), leaving room for the closing. */
 static size_t
 json_escape(char *buf, size_t size, size_t n, const char *s)
 {
-    for (; *s && n + 7 < size; s++) {
-        unsigned char c = (unsigned char)*s;
-        if (c == '"' || c == '\\') {
-            buf[n++] = '\\';
-            buf[n++] = (char)c;
-        } else if (c < 0x20) {
-            n += (size_t)snprintf(buf + n, size - n, "\\u%04x", c);
-        } else {
-            buf[n++] = (char)c;
+    size_t left = strlen(s), k, used;
+    char out[6];
+
+    for (; left > 0 && n + 7 < size; s += used, left -= used) {
+        if ((k = jr_json_escape_char(s, left, out, &used)) == 0) {
+            k = sizeof JR_JSON_BADBYTE - 1;
+            memcpy(out, JR_JSON_BADBYTE, k);
         }
+        memcpy(buf + n, out, k);
+        n += k;
     }
     buf[n] = '\0';
     return n;

@@ -136,7 +136,7 @@ client_push(lua_State *L)                            /* q name payload opts */
     jr_client_opts o;
     char msg[400];
     int64_t id;
-    jr_json_buf *b;
+    jr_buf *b;
     jr_err bad;
 
     read_push_opts(L, 4, "push", &o, &bad);
@@ -158,7 +158,7 @@ client_push(lua_State *L)                            /* q name payload opts */
  * at *off (a NUL-terminated string). Misuse raises; a payload that cannot
  * be encoded returns -1 with msg set.  [-0, +0, v] */
 static int
-read_job(lua_State *L, lua_Integer i, jr_json_buf *b, size_t *off,
+read_job(lua_State *L, lua_Integer i, jr_buf *b, size_t *off,
          jr_client_job *j, char *msg)
 {
     char why[400];
@@ -186,7 +186,7 @@ read_job(lua_State *L, lua_Integer i, jr_json_buf *b, size_t *off,
         return -1;
     }
     lua_rawgeti(L, item, 2);                         /* .. item name opts p */
-    *off = b->n;
+    *off = b->len;
     if (jr_json_encode(L, lua_gettop(L), b, why, sizeof why) < 0) {
         snprintf(msg, 400, "job %d (%.100s): %.270s", (int)i, j->name,
                  why);
@@ -208,7 +208,7 @@ client_push_many(lua_State *L)                       /* q list */
     size_t *offs;
     int64_t *ids;
     char msg[400];
-    jr_json_buf *b;
+    jr_buf *b;
 
     luaL_checktype(L, 2, LUA_TTABLE);
     lua_settop(L, 2);                                /* q list */
@@ -246,16 +246,13 @@ typedef struct stat_rec {
 static int
 stats_collect(const char *name, const jr_client_counts *n, void *arg)
 {
-    jr_json_buf *b = arg;
+    jr_buf *b = arg;
     stat_rec r;
 
     r.n = *n;
     r.len = strlen(name);
-    if (jr_json_buf_put(b, &r, sizeof r) < 0 ||
-        jr_json_buf_put(b, name, r.len) < 0) {
-        b->n = (size_t)-1;      /* marks the failure for client_stats */
-        return 1;
-    }
+    if (jr_buf_put(b, &r, sizeof r) < 0 || jr_buf_put(b, name, r.len) < 0)
+        return 1;               /* b->oom tells client_stats */
     return 0;
 }
 
@@ -283,16 +280,16 @@ client_stats(lua_State *L)                           /* q */
     jr_client *c = check_client(L);
     jr_client_counts total;
     size_t at = 0;
-    jr_json_buf *b = jr_json_buf_new(L);             /* q b */
+    jr_buf *b = jr_json_buf_new(L);                  /* q b */
 
     if (jr_client_stats(c, &total, stats_collect, b) != JR_CLIENT_OK)
         return fail(L, jr_client_errmsg(c));
-    if (b->n == (size_t)-1)
+    if (b->oom)
         return fail(L, "stats: out of memory");
     lua_createtable(L, 0, 6);                        /* q b s */
     set_counts(L, &total);
     lua_newtable(L);                                 /* q b s names */
-    while (at < b->n) {
+    while (at < b->len) {
         stat_rec r;
         memcpy(&r, b->p + at, sizeof r);
         at += sizeof r;
@@ -431,13 +428,13 @@ static int
 jobrunner_encode(lua_State *L)                       /* v */
 {
     char msg[400];
-    jr_json_buf *b;
+    jr_buf *b;
 
     lua_settop(L, 1);
     b = jr_json_buf_new(L);                          /* v b */
     if (jr_json_encode(L, 1, b, msg, sizeof msg) < 0)
         return fail(L, msg);
-    lua_pushlstring(L, b->p, b->n - 1);              /* v b json */
+    lua_pushlstring(L, b->p, b->len - 1);            /* v b json */
     return 1;
 }
 

@@ -28,7 +28,7 @@
 #include "frame.h"
 #include "log.h"
 #include "master.h"
-#include "script.h"
+#include "job.h"
 #include "util.h"
 #include "worker.h"
 

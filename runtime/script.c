@@ -18,8 +18,8 @@
 #include <lua.h>
 #include <lualib.h>
 
-#include "backend.h"
 #include "config.h"
+#include "job.h"
 #include "log.h"
 #include "script.h"
 #include "util.h"

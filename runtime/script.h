@@ -1,22 +1,15 @@
 /* script.h - Lua states: creation, protected calls with a traceback, and
  * loading a scripts directory into handlers. Owns the handler table of one
- * state. Uses err.h. */
+ * state. Uses err.h, job.h. */
 #ifndef JR_SCRIPT_H
 #define JR_SCRIPT_H
 
 #include "err.h"
+#include "job.h"
 
 typedef struct lua_State lua_State;
 
 #define JR_SIGNAL_MT "jobrunner.signal" /* snooze/discard unwind as these */
-
-/* One loaded handler. Visible: the worker reports these to the master. */
-typedef struct jr_handler {
-    char   *name;               /* job name, "a.b" for scripts/a/b.lua */
-    int     max_retries;        /* -1: not set */
-    double  timeout;            /* seconds; 0: not set */
-    double  backoff;            /* seconds; -1: not set or a function */
-} jr_handler;
 
 /* What loading a scripts directory gave. */
 typedef struct jr_scripts {
@@ -105,9 +98,7 @@ void jr_scripts_push(lua_State *L, const jr_scripts *s, const char *name);
 /* Pushes the plain table a handler sees for job j: id, name, queue,
  * attempt, max_retries (the one in force), priority, run_at, created_at;
  * not the payload. [-0, +1, m] */
-struct jr_job;
-void jr_script_push_job(lua_State *L, const struct jr_job *j,
-                        int max_retries);
+void jr_script_push_job(lua_State *L, const jr_job *j, int max_retries);
 
 /* Turns the error value at the top into a readable string in place
  * (tables, nil, userdata get a description). [-1, +1, m] */

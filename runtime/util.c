@@ -7,6 +7,7 @@
 #include <sys/stat.h>
 #include <time.h>
 
+#include "json.h"
 #include "util.h"
 
 int
@@ -101,23 +102,19 @@ jr_parse_int(const char *s, const char *what, long lo, long hi, long *out,
 void
 jr_json_str(FILE *f, const char *s)
 {
+    size_t n, k, used;
+    char out[6];
+
     if (s == NULL) {
         fputs("null", f);
         return;
     }
     putc('"', f);
-    for (; *s; s++) {
-        unsigned char c = (unsigned char)*s;
-        if (c == '"' || c == '\\')
-            fprintf(f, "\\%c", c);
-        else if (c == '\n')
-            fputs("\\n", f);
-        else if (c == '\t')
-            fputs("\\t", f);
-        else if (c < 0x20)
-            fprintf(f, "\\u%04x", c);
+    for (n = strlen(s); n > 0; s += used, n -= used) {
+        if ((k = jr_json_escape_char(s, n, out, &used)) == 0)
+            fputs(JR_JSON_BADBYTE, f);
         else
-            putc(c, f);
+            fwrite(out, 1, k, f);
     }
     putc('"', f);
 }
@@ -136,11 +133,58 @@ jr_time_iso(double t, char *buf, size_t size)
     return buf;
 }
 
+void
+jr_buf_free(jr_buf *b)
+{
+    free(b->p);
+    memset(b, 0, sizeof *b);
+}
+
+void
+jr_buf_reset(jr_buf *b)
+{
+    b->len = 0;
+    b->oom = 0;
+}
+
+int
+jr_buf_put(jr_buf *b, const void *v, size_t n)
+{
+    size_t cap;
+    char *p;
+
+    if (b->oom)
+        return -1;
+    if (b->len + n > b->cap) {
+        cap = b->cap ? b->cap : 256;
+        while (cap < b->len + n)
+            cap *= 2;
+        if ((p = realloc(b->p, cap)) == NULL) {
+            b->oom = 1;
+            return -1;
+        }
+        b->p = p;
+        b->cap = cap;
+    }
+    if (n > 0)
+        memcpy(b->p + b->len, v, n);
+    b->len += n;
+    return 0;
+}
+
 double
 jr_mono(void)
 {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+double
+jr_now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
     return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
 }
 

@@ -1,8 +1,10 @@
 /* util.h - small parsers and writers the CLI, config and master share:
- * durations, times, JSON string quoting. Uses err.h. */
+ * durations, times, clocks, JSON string quoting, a growable buffer.
+ * Uses err.h. */
 #ifndef JR_UTIL_H
 #define JR_UTIL_H
 
+#include <stddef.h>
 #include <stdio.h>
 
 #include "err.h"
@@ -17,15 +19,33 @@ int  jr_parse_time(const char *s, const char *what, double *out, jr_err *err);
 /* Parses a whole decimal int in [lo, hi]. */
 int  jr_parse_int(const char *s, const char *what, long lo, long hi,
                   long *out, jr_err *err);
-/* Writes s as a JSON string literal, quotes included (NULL as null). */
+/* Writes s as a JSON string literal, quotes included (NULL as null),
+ * escaped by jr_json_escape_char; a byte that is not UTF-8 as U+FFFD. */
 void jr_json_str(FILE *f, const char *s);
 /* Formats epoch seconds as "2026-11-22T10:00:00.123Z" into buf. */
 const char *jr_time_iso(double t, char *buf, size_t size);
 /* The default retry delay after attempt (1, 2, ...): attempt^4 + 15 s plus
  * up to 10 * (attempt + 1) s of jitter, as Sidekiq; capped at 7 days. */
 double jr_backoff_default(int attempt);
+/* The one growable byte buffer: frames, payload JSON, SQL array literals.
+ * Zero-initialise; free with jr_buf_free(). Visible: callers read p and
+ * len; p may move on every put. */
+typedef struct jr_buf {
+    char   *p;
+    size_t  len;
+    size_t  cap;
+    int     oom;        /* set when a growth failed; later puts do nothing */
+} jr_buf;
+
+void jr_buf_free(jr_buf *b);            /* and zeroes it */
+void jr_buf_reset(jr_buf *b);           /* empties it, keeps the memory */
+/* Appends n bytes of v (borrowed). Returns 0, or -1 once out of memory. */
+int  jr_buf_put(jr_buf *b, const void *v, size_t n);
+
 /* Seconds from a monotonic clock. */
 double jr_mono(void);
+/* Seconds since the epoch, from the wall clock. */
+double jr_now(void);
 
 /* The directories a walk of a tree has entered, so that it follows no
  * symlink out of the tree and enters no directory twice (a cycle). */

@@ -14,6 +14,7 @@
 
 #include "backend.h"
 #include "check.h"
+#include "util.h"
 
 static const jr_backend_ops *ops = &jr_postgres_ops;
 static const char *url;         /* argv[1] */

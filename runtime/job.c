@@ -1,0 +1,111 @@
+/* job.c - the job model's functions: name and push checks, the job
+ * allocation, the max_retries rule, the claim order. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "job.h"
+
+int
+jr_name_check(const char *name, const char *what, jr_err *err)
+{
+    return jr_name_check_len(name, name ? strlen(name) : 0, what, err);
+}
+
+int
+jr_name_check_len(const char *name, size_t len, const char *what,
+                  jr_err *err)
+{
+    size_t n;
+
+    if (name == NULL || len == 0)
+        return jr_fail(err, JR_EINPUT, "empty %s", what);
+    for (n = 0; n < len; n++) {
+        unsigned char c = (unsigned char)name[n];
+        if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
+              (c >= '0' && c <= '9') || c == '_' || c == '.' || c == ':' ||
+              c == '-'))
+            return jr_fail(err, JR_EINPUT, "invalid %s '%.64s': character "
+                           "%zu is not one of [A-Za-z0-9_.:-]", what, name,
+                           n + 1);
+    }
+    if (n > 128)
+        return jr_fail(err, JR_EINPUT, "invalid %s '%.32s...': %zu "
+                       "characters, at most 128", what, name, n);
+    return 0;
+}
+
+/* The rules every push follows, whichever way it comes (CLI, C library,
+ * Lua module, handler push, backend): checked here, once, before anything
+ * reaches a database. */
+int
+jr_push_check(const jr_push *p, size_t max_payload, jr_err *err)
+{
+    if (jr_name_check(p->name, "job name", err) < 0)
+        return -1;
+    if (p->queue && jr_name_check(p->queue, "queue name", err) < 0)
+        return -1;
+    if (max_payload && p->payload && strlen(p->payload) > max_payload)
+        return jr_fail(err, JR_EINPUT, "job '%s': payload of %zu bytes is "
+                       "over the limit of %zu (max_payload)", p->name,
+                       strlen(p->payload), max_payload);
+    if (p->max_retries < -1)
+        return jr_fail(err, JR_EINPUT, "job '%s': max_retries %d is "
+                       "negative", p->name, p->max_retries);
+    if (!isfinite(p->run_at) || p->run_at < 0 || p->run_at > JR_TIME_MAX)
+        return jr_fail(err, JR_EINPUT, "job '%s': run_at %g is not a time "
+                       "(epoch seconds from 0 to %.0f, 9999-12-31)", p->name,
+                       p->run_at, JR_TIME_MAX);
+    if (!isfinite(p->run_in) || fabs(p->run_in) > JR_DELAY_MAX)
+        return jr_fail(err, JR_EINPUT, "job '%s': run_in %g is not a delay "
+                       "(seconds, finite, at most %.0f either way: 100 "
+                       "years)", p->name, p->run_in, JR_DELAY_MAX);
+    if (p->run_at != 0 && p->run_in != 0)
+        return jr_fail(err, JR_EINPUT, "job '%s': give run_at or run_in, "
+                       "not both", p->name);
+    return 0;
+}
+
+jr_job *
+jr_job_new(int64_t id, const char *name, const char *queue,
+           const char *payload, size_t payload_len)
+{
+    size_t ln = strlen(name) + 1, lq = strlen(queue) + 1;
+    jr_job *j = malloc(sizeof *j + ln + lq + payload_len + 1);
+    char *p;
+
+    if (j == NULL)
+        return NULL;
+    memset(j, 0, sizeof *j);
+    p = (char *)(j + 1);
+    j->id = id;
+    j->max_retries = -1;
+    j->name = memcpy(p, name, ln);
+    p += ln;
+    j->queue = memcpy(p, queue, lq);
+    p += lq;
+    memcpy(p, payload, payload_len);
+    p[payload_len] = '\0';
+    j->payload = p;
+    j->payload_len = payload_len;
+    return j;
+}
+
+int
+jr_max_retries(const jr_job *j, int handler, int dflt)
+{
+    return j->max_retries >= 0 ? j->max_retries : handler >= 0 ? handler :
+           dflt;
+}
+
+int
+jr_job_order(const void *pa, const void *pb)
+{
+    const jr_job *a = *(jr_job *const *)pa, *b = *(jr_job *const *)pb;
+
+    if (a->priority != b->priority)
+        return a->priority < b->priority ? -1 : 1;
+    if (a->run_at != b->run_at)
+        return a->run_at < b->run_at ? -1 : 1;
+    return (a->id > b->id) - (a->id < b->id);
+}
