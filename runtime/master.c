@@ -1,7 +1,7 @@
 /* master.c - the runner's master process: one libevent loop, its signals
  * and timers, start-up and shutdown. The loop owns the only backend
  * connection (the database thread uses it for the loop). Timers and events
- * set a flag and kick; one pass of work (claimq.c) then hands out
+ * only set a flag and kick; one pass of work (claimq.c) then hands out
  * jobs and starts a database cycle. Its other concerns sit beside it and
  * share master_int.h: claimq.c (local queue, results, database cycle),
  * pool.c and output.c (workers), gen.c (reload), events.c (hooks). */
@@ -33,6 +33,15 @@
 #include "worker.h"
 #include "master_int.h"
 
+#define TICK_SECS      0.25     /* on_tick: deadlines, shutdown, idle */
+#define WATCH_DEBOUNCE 0.2      /* seconds of quiet in scripts/ to reload */
+#define STOP_WAIT      2.0      /* seconds finish waits for workers to exit */
+
+/* What the master handles (NSIGNALS of them): stop, stop now on a second
+ * one, reap, reload, one worker more, one less. */
+static const int signals[NSIGNALS] = {SIGTERM, SIGINT, SIGCHLD, SIGHUP,
+                                      SIGTTIN, SIGTTOU};
+
 void
 jr_master_kick(master *m)
 {
@@ -55,48 +64,16 @@ on_spawn(evutil_socket_t fd, short what, void *arg)
     jr_pool_fit(m);
 }
 
+/* A flag_timer fired: set its flag, kick. */
 static void
-on_poll(evutil_socket_t fd, short what, void *arg)
+on_flag(evutil_socket_t fd, short what, void *arg)
 {
-    master *m = arg;
+    flag_timer *t = arg;
 
     (void)fd;
     (void)what;
-    m->want_claim = 1;
-    jr_master_kick(m);
-}
-
-static void
-on_renew(evutil_socket_t fd, short what, void *arg)
-{
-    master *m = arg;
-
-    (void)fd;
-    (void)what;
-    m->renew_due = 1;
-    jr_master_kick(m);
-}
-
-static void
-on_rescue(evutil_socket_t fd, short what, void *arg)
-{
-    master *m = arg;
-
-    (void)fd;
-    (void)what;
-    m->rescue_due = 1;
-    jr_master_kick(m);
-}
-
-static void
-on_hooktick(evutil_socket_t fd, short what, void *arg)
-{
-    master *m = arg;
-
-    (void)fd;
-    (void)what;
-    m->count_due = 1;       /* the cycle counts the backlog, then fires */
-    jr_master_kick(m);
+    *t->flag = 1;
+    jr_master_kick(t->m);
 }
 
 /* Every TICK_SECS: kills workers past a deadline, ends a shutdown, and
@@ -171,9 +148,9 @@ on_signal(evutil_socket_t sig, short what, void *arg)
 }
 
 static struct event *
-add_timer(master *m, double secs, event_callback_fn fn)
+add_timer(master *m, double secs, event_callback_fn fn, void *arg)
 {
-    struct event *ev = event_new(m->base, -1, EV_PERSIST, fn, m);
+    struct event *ev = event_new(m->base, -1, EV_PERSIST, fn, arg);
     struct timeval tv;
 
     tv.tv_sec = (long)secs;
@@ -181,6 +158,15 @@ add_timer(master *m, double secs, event_callback_fn fn)
     if (ev != NULL)
         event_add(ev, &tv);
     return ev;
+}
+
+/* Arms t to set *flag (a field of m) and kick every secs seconds. */
+static void
+add_flag(master *m, flag_timer *t, double secs, int *flag)
+{
+    t->m = m;
+    t->flag = flag;
+    t->ev = add_timer(m, secs, on_flag, t);
 }
 
 static void
@@ -231,8 +217,6 @@ static int
 start(master *m, jr_err *err)
 {
     struct event_config *ecfg;
-    static const int sigs[6] = {SIGTERM, SIGINT, SIGCHLD, SIGHUP, SIGTTIN,
-                                SIGTTOU};
     jr_backend_opts o = {0};
     const char *arg;
     int i, fd, rc;
@@ -277,17 +261,17 @@ start(master *m, jr_err *err)
     }
     event_config_free(ecfg);
     signal(SIGPIPE, SIG_IGN);
-    for (i = 0; i < 6; i++) {
-        m->ev_sig[i] = evsignal_new(m->base, sigs[i], on_signal, m);
+    for (i = 0; i < NSIGNALS; i++) {
+        m->ev_sig[i] = evsignal_new(m->base, signals[i], on_signal, m);
         event_add(m->ev_sig[i], NULL);
     }
     m->ev_work = event_new(m->base, -1, 0, jr_claimq_work, m);
     m->ev_spawn = event_new(m->base, -1, 0, on_spawn, m);
     m->ev_recheck = event_new(m->base, -1, 0, jr_claimq_wake, m);
-    m->ev_poll = add_timer(m, m->cfg->poll_interval, on_poll);
-    m->ev_renew = add_timer(m, m->cfg->lease / 3, on_renew);
-    m->ev_rescue = add_timer(m, m->cfg->lease / 2, on_rescue);
-    m->ev_tick = add_timer(m, 0.25, on_tick);
+    add_flag(m, &m->poll, m->cfg->poll_interval, &m->want_claim);
+    add_flag(m, &m->renew, m->cfg->lease / 3, &m->renew_due);
+    add_flag(m, &m->rescue, m->cfg->lease / 2, &m->rescue_due);
+    m->ev_tick = add_timer(m, TICK_SECS, on_tick, m);
     m->wake_fd = -1;
     if ((fd = m->db.ops->wake_fd(m->db.b)) >= 0)
         m->db.ops->changed(m->db.b, err);   /* start from now */
@@ -301,10 +285,10 @@ start(master *m, jr_err *err)
         return -1;
     m->hooks = jr_hooks_new(m->cfg->L, m->cfg->ref);
     if (jr_hooks_has(m->hooks, JR_HOOK_TICK))
-        m->ev_hooktick = add_timer(m, m->cfg->tick_interval, on_hooktick);
+        add_flag(m, &m->hooktick, m->cfg->tick_interval, &m->count_due);
     m->tick_at = jr_mono();
     if (m->cfg->watch &&
-        (m->watch = jr_watch_new(m->base, m->cfg->scripts, 0.2, on_watch, m,
+        (m->watch = jr_watch_new(m->base, m->cfg->scripts, WATCH_DEBOUNCE, on_watch, m,
                                  err)) == NULL)
         jr_log(JR_LOG_WARN, "%s; reload with SIGHUP or 'jobrunner reload'",
                err->msg);
@@ -325,7 +309,7 @@ finish(master *m)
     wk *w;
     jr_job *j;
     jr_cycle *c;
-    double until = jr_mono() + 2;
+    double until = jr_mono() + STOP_WAIT;
 
     if ((c = jr_dbthread_wait(m->dbt)) != NULL) {
         free((void *)c->results);
@@ -391,11 +375,9 @@ finish(master *m)
 static void
 cleanup(master *m)
 {
-    struct event *evs[] = {m->ev_work, m->ev_poll, m->ev_renew, m->ev_rescue,
-                           m->ev_tick, m->ev_wake, m->ev_spawn, m->ev_sig[0],
-                           m->ev_sig[1], m->ev_sig[2], m->ev_sig[3],
-                           m->ev_sig[4], m->ev_sig[5], m->ev_hooktick,
-                           m->ev_recheck};
+    struct event *evs[] = {m->ev_work, m->poll.ev, m->renew.ev, m->rescue.ev,
+                           m->ev_tick, m->ev_wake, m->ev_spawn,
+                           m->hooktick.ev, m->ev_recheck};
     size_t i;
     int k;
     wk *w;
@@ -416,6 +398,9 @@ cleanup(master *m)
     for (i = 0; i < sizeof evs / sizeof evs[0]; i++)
         if (evs[i] != NULL)
             event_free(evs[i]);
+    for (k = 0; k < NSIGNALS; k++)
+        if (m->ev_sig[k] != NULL)
+            event_free(m->ev_sig[k]);
     jr_dbthread_free(m->dbt);
     for (k = 0; k < m->nres; k++)
         free(m->res[k].mem);

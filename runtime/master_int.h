@@ -32,8 +32,16 @@
 #define CLAIM_MAX     512       /* jobs per claim statement */
 #define DB_RETRY_MAX  5.0       /* seconds between retries when it fails */
 #define OUT_LINE      1024      /* bytes of one line of handler output logged */
+/* SIGTERM SIGINT SIGCHLD SIGHUP SIGTTIN SIGTTOU: master.c's signals[] */
+#define NSIGNALS      6
 
 typedef struct master master;
+
+typedef struct flag_timer {     /* a timer that sets a flag and kicks */
+    master             *m;
+    int                *flag;           /* a field of m */
+    struct event       *ev;             /* NULL when not armed */
+} flag_timer;
 
 enum { OUT_LOG, OUT_INHERIT, OUT_FILE };       /* handler_output */
 
@@ -123,10 +131,14 @@ struct master {
     int                 wake_fd;
     int                 renew_due, rescue_due, wake_due;
     jr_buf              out;
-    struct event       *ev_work, *ev_poll, *ev_renew, *ev_rescue, *ev_tick;
+    struct event       *ev_work, *ev_tick;
     struct event       *ev_wake, *ev_spawn;
-    struct event       *ev_sig[6];
-    struct event       *ev_hooktick;
+    struct event       *ev_sig[NSIGNALS];
+    flag_timer          poll;           /* sets want_claim */
+    flag_timer          renew;          /* sets renew_due */
+    flag_timer          rescue;         /* sets rescue_due */
+    flag_timer          hooktick;       /* sets count_due: the cycle counts
+                                         * the backlog, then on_tick fires */
     int                 want_claim;     /* jobs may be waiting */
     int                 full_batch;     /* the last claim got all it asked */
     int                 stopping;       /* 1 graceful, 2 at once */

@@ -24,6 +24,7 @@
 
 #define KILL_GRACE      5.0     /* seconds past a timeout before SIGKILL */
 #define HELLO_GRACE     2.0     /* seconds past load_timeout before SIGKILL */
+#define SPAWN_DELAY_MAX 10.0    /* seconds between spawns while they die */
 #define SNOOZES_MAX     65536   /* jobs remembered; the oldest go first */
 
 /* A failure the master itself decides (worker died, killed): retry with
@@ -545,8 +546,8 @@ worker_gone(master *m, wk *w, int status)
         /* workers that die right away (a crashing module) back off */
         m->spawn_delay = jr_mono() - w->spawned < 1 ?
             (m->spawn_delay ? m->spawn_delay * 2 : 0.1) : 0;
-        if (m->spawn_delay > 10)
-            m->spawn_delay = 10;
+        if (m->spawn_delay > SPAWN_DELAY_MAX)
+            m->spawn_delay = SPAWN_DELAY_MAX;
         tv.tv_sec = (long)m->spawn_delay;
         tv.tv_usec = (long)((m->spawn_delay - (double)tv.tv_sec) * 1e6);
         event_add(m->ev_spawn, &tv);
