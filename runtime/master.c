@@ -288,8 +288,8 @@ start(master *m, jr_err *err)
         add_flag(m, &m->hooktick, m->cfg->tick_interval, &m->count_due);
     m->tick_at = jr_mono();
     if (m->cfg->watch &&
-        (m->watch = jr_watch_new(m->base, m->cfg->scripts, WATCH_DEBOUNCE, on_watch, m,
-                                 err)) == NULL)
+        (m->watch = jr_watch_new(m->base, m->cfg->scripts, WATCH_DEBOUNCE,
+                                 on_watch, m, err)) == NULL)
         jr_log(JR_LOG_WARN, "%s; reload with SIGHUP or 'jobrunner reload'",
                err->msg);
     jr_log(JR_LOG_INFO, "jobrunner %s started: backend %s, scripts %s, "

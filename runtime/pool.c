@@ -441,8 +441,8 @@ jr_pool_spawn(master *m)
     w->out_fd = rd;
     if (rd >= 0) {
         evutil_make_socket_nonblocking(rd);
-        w->ev_out = event_new(m->base, rd, EV_READ | EV_PERSIST, jr_output_readable,
-                              w);
+        w->ev_out = event_new(m->base, rd, EV_READ | EV_PERSIST,
+                              jr_output_readable, w);
         event_add(w->ev_out, NULL);
     }
     w->bev = bufferevent_socket_new(m->base, sv[0], BEV_OPT_CLOSE_ON_FREE);
