@@ -28,7 +28,8 @@ else
 Q = @
 endif
 
-RUNTIME  = main commands client master dbthread worker frame config script jrlib hooks reload log err \
+RUNTIME  = main commands client master claimq pool output gen events \
+           dbthread worker frame config script jrlib hooks reload log err \
            json util job
 BACKENDS = backend sqlite postgres
 OBJS     = $(RUNTIME:%=$(BUILD)/runtime/%.o) $(BACKENDS:%=$(BUILD)/backends/%.o) \

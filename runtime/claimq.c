@@ -1,0 +1,415 @@
+/* claimq.c - the master's jobs between the database and the workers: the
+ * local queue of claimed jobs, dispatch to free worker slots, the result
+ * buffers, and the database cycle that records the results and claims as
+ * many jobs as there is capacity for, once per pass of work. Named for the
+ * claim queue at its centre. Uses master_int.h and the database thread. */
+#include <stdlib.h>
+#include <string.h>
+
+#include <event2/bufferevent.h>
+#include <event2/event.h>
+
+#include "log.h"
+#include "master_int.h"
+
+#define LOCAL_QUEUE   512       /* claimed ahead while jobs are short */
+#define SHORT_JOB     0.005     /* seconds: below this, claim ahead */
+#define PREFETCH_TIME 0.002     /* seconds of work a worker may have queued */
+#define RECHECKS      40        /* re-looks after a wake-up, RECHECK_US apart */
+#define RECHECK_US    500
+
+int
+jr_claimq_push(master *m, jr_job *j, int front)
+{
+    if (m->qlen == m->qcap) {
+        size_t cap = m->qcap ? m->qcap * 2 : 64, i;
+        jr_job **q = malloc(cap * sizeof *q);
+        if (q == NULL)
+            return -1;
+        for (i = 0; i < m->qlen; i++)
+            q[i] = m->queue[(m->qhead + i) % m->qcap];
+        free(m->queue);
+        m->queue = q;
+        m->qcap = cap;
+        m->qhead = 0;
+    }
+    if (front) {
+        m->qhead = (m->qhead + m->qcap - 1) % m->qcap;
+        m->queue[m->qhead] = j;
+    } else {
+        m->queue[(m->qhead + m->qlen) % m->qcap] = j;
+    }
+    m->qlen++;
+    return 0;
+}
+
+jr_job *
+jr_claimq_pop(master *m)
+{
+    jr_job *j;
+
+    if (m->qlen == 0)
+        return NULL;
+    j = m->queue[m->qhead];
+    m->qhead = (m->qhead + 1) % m->qcap;
+    m->qlen--;
+    return j;
+}
+
+/* Queues a result for the next flush; takes mem. */
+void
+jr_claimq_result(master *m, const jr_result *r, void *mem)
+{
+    if (m->nres == m->capres) {
+        int cap = m->capres ? m->capres * 2 : 64;
+        pending *p = realloc(m->res, (size_t)cap * sizeof *p);
+        if (p == NULL) {
+            /* the lease will bring the job back */
+            jr_log(JR_LOG_ERROR, "job %lld: out of memory keeping its "
+                   "result; its lease will requeue it", (long long)r->id);
+            free(mem);
+            return;
+        }
+        m->res = p;
+        m->capres = cap;
+    }
+    m->res[m->nres].r = *r;
+    m->res[m->nres].mem = mem;
+    m->nres++;
+}
+
+/* A claimed job whose retries are used up before it starts: its last
+ * attempt was lost with its runner's lease (the rescue requeues it with
+ * that attempt counted) or the handler now allows fewer. The runner that
+ * claims it knows the handler, so it decides here, with the same rule as
+ * a failure (jr_max_retries): dead, not run, this claim not counted.
+ * Returns 1 and takes j if so. */
+static int
+expire_job(master *m, jr_job *j)
+{
+    const jr_handler *h = jr_gen_handler(m->gen, j->name);
+    int max = jr_max_retries(j, h ? h->max_retries : -1, m->cfg->max_retries);
+    jr_result r = {.id = j->id, .kind = JR_EXPIRED}, seen;
+    jr_job last;                /* as the hooks see it: the lost attempt */
+
+    if (j->attempt <= max + 1)
+        return 0;
+    jr_log(JR_LOG_WARN, "job %lld (%s) dead: no retries left after %d "
+           "attempt%s (max_retries %d); the last one was lost (its "
+           "runner's lease expired)", (long long)j->id, j->name,
+           j->attempt - 1, j->attempt == 2 ? "" : "s", max);
+    m->dead++;
+    seen = r;                   /* the row keeps its last_error */
+    seen.error = "no retries left (lease expired: runner lost)";
+    last = *j;                  /* strings stay in j until it is freed */
+    last.attempt--;
+    jr_event_job(m, &last, &seen, 0);
+    jr_claimq_result(m, &r, NULL);
+    free(j);
+    return 1;
+}
+
+void
+jr_claimq_release(master *m, jr_job *j)
+{
+    jr_result r = {.id = j->id, .kind = JR_RELEASE};
+
+    jr_claimq_result(m, &r, NULL);
+    free(j);
+}
+
+/* After results were recorded: look again for jobs if some may have
+ * become ready (our own commits wake no one), free them. */
+void
+jr_claimq_recorded(master *m, pending *p, int n, int applied)
+{
+    int i;
+
+    if (applied < n)
+        jr_log(JR_LOG_WARN, "%d of %d results not recorded: the job was no "
+               "longer held by this runner (its lease expired and it was "
+               "requeued)", n - applied, n);
+    for (i = 0; i < n; i++) {
+        if (p[i].r.npushes > 0 || p[i].r.kind == JR_RELEASE ||
+            (p[i].r.kind != JR_DONE && p[i].r.kind != JR_DEAD &&
+             p[i].r.kind != JR_EXPIRED &&
+             p[i].r.delay < m->cfg->poll_interval))
+            m->want_claim = 1;
+        free(p[i].mem);
+    }
+}
+
+/* Puts the in-flight results back in front of the pending ones, for the
+ * next try. */
+void
+jr_claimq_back(master *m)
+{
+    pending *all;
+    int n = m->ninflight + m->nres;
+
+    if (m->ninflight == 0)
+        return;
+    all = malloc((size_t)n * sizeof *all);
+    if (all == NULL)
+        return;                 /* kept in flight; tried again as they are */
+    memcpy(all, m->inflight, (size_t)m->ninflight * sizeof *all);
+    memcpy(all + m->ninflight, m->res, (size_t)m->nres * sizeof *all);
+    free(m->res);
+    m->res = all;
+    m->nres = m->capres = n;
+    m->ninflight = 0;
+}
+
+/* Records pending results synchronously (shutdown, with the thread gone). */
+int
+jr_claimq_flush(master *m)
+{
+    jr_result *batch;
+    jr_err err;
+    int i, n = m->nres, applied;
+
+    if (n == 0)
+        return 0;
+    if ((batch = malloc((size_t)n * sizeof *batch)) == NULL)
+        return -1;
+    for (i = 0; i < n; i++)
+        batch[i] = m->res[i].r;
+    applied = jr_dbthread_complete(&m->db, m->token, batch, n, &err);
+    free(batch);
+    if (applied < 0) {
+        jr_log(JR_LOG_ERROR, "recording %d results failed: %s", n, err.msg);
+        return -1;
+    }
+    jr_claimq_recorded(m, m->res, n, applied);
+    m->nres = 0;
+    return 0;
+}
+
+static int
+slots(const wk *w)
+{
+    int n;
+
+    if (!w->ready || w->bev == NULL || w->kill_reason[0] ||
+        w->retiring || w->stopping || w->gen != w->m->gen)
+        return 0;
+    /* about PREFETCH_TIME of work queued in a worker: many no-op jobs,
+     * one or two 1 ms jobs, one long one */
+    n = w->avg > 0 ? (int)(PREFETCH_TIME / w->avg) : 1;
+    n = n < 1 ? 1 : n > SLOTS_MAX ? SLOTS_MAX : n;
+    return n - w->njobs;
+}
+
+/* How many jobs to claim: the free slots of the workers, and while jobs
+ * are short a local queue of them too (graphile-worker's local queue), so
+ * each database round feeds many jobs. Long jobs are not claimed ahead:
+ * they would wait behind others while another runner could run them. */
+static int
+capacity(master *m)
+{
+    int free_slots = 0;
+    wk *w;
+
+    for (w = m->workers; w; w = w->next)
+        free_slots += slots(w) > 0 ? slots(w) : 0;
+    if (m->avg > 0 && m->avg < SHORT_JOB && free_slots > 0)
+        free_slots += LOCAL_QUEUE;
+    return free_slots - (int)m->qlen;
+}
+
+static void
+send_job(master *m, wk *w, jr_job *j)
+{
+    jr_buf_reset(&m->out);
+    jr_frame_put_job(&m->out, j);
+    w->jobs[w->njobs++] = j;
+    if (w->njobs == 1)
+        jr_event_job_start(m, w);
+    if (m->out.oom || bufferevent_write(w->bev, m->out.p, m->out.len) < 0)
+        jr_log(JR_LOG_ERROR, "worker %d: cannot send job %lld", w->id,
+               (long long)j->id);
+    jr_log(JR_LOG_DEBUG, "job %lld (%s) to worker %d, attempt %d",
+           (long long)j->id, j->name, w->id, j->attempt);
+}
+
+/* Hands queued jobs out: idle workers first, then spare slots of workers
+ * that run short jobs. */
+static void
+dispatch(master *m)
+{
+    int pass;
+    wk *w;
+
+    for (pass = 0; pass < 2 && m->qlen > 0; pass++)
+        for (w = m->workers; w && m->qlen > 0; w = w->next)
+            while (m->qlen > 0 && slots(w) > 0 && (pass || w->njobs == 0))
+                send_job(m, w, jr_claimq_pop(m));
+}
+
+static void
+db_trouble(master *m, const char *what)
+{
+    struct timeval tv;
+
+    if (m->db_backoff == 0)     /* once per outage, not per retry */
+        jr_log(JR_LOG_ERROR, "database: %s; results are kept and the "
+               "database is retried with backoff", what);
+    m->db_backoff = m->db_backoff ? m->db_backoff * 2 : 0.1;
+    if (m->db_backoff > DB_RETRY_MAX)
+        m->db_backoff = DB_RETRY_MAX;
+    m->db_retry_at = jr_mono() + m->db_backoff;
+    tv.tv_sec = (long)m->db_backoff;
+    tv.tv_usec = (long)((m->db_backoff - (double)tv.tv_sec) * 1e6);
+    event_add(m->ev_work, &tv);
+}
+
+/* The wake descriptor is readable: let the next cycle consume it (on the
+ * database thread) and claim. Re-armed when that cycle is done. */
+void
+jr_claimq_wake(evutil_socket_t fd, short what, void *arg)
+{
+    master *m = arg;
+
+    (void)what;
+    if (fd >= 0)
+        m->rechecks = 0;        /* a fresh write, not our re-check timer */
+    m->wake_due = 1;
+    jr_master_kick(m);
+}
+
+/* Watches the backend's wake descriptor, which may change when it
+ * reconnects. */
+void
+jr_claimq_watch_wake(master *m, int fd)
+{
+    if (fd != m->wake_fd && m->ev_wake != NULL) {
+        event_free(m->ev_wake);
+        m->ev_wake = NULL;
+    }
+    m->wake_fd = fd;
+    if (fd < 0)
+        return;
+    if (m->ev_wake == NULL)
+        m->ev_wake = event_new(m->base, fd, EV_READ, jr_claimq_wake, m);
+    if (m->ev_wake != NULL && !event_pending(m->ev_wake, EV_READ, NULL))
+        event_add(m->ev_wake, NULL);
+}
+
+void
+jr_claimq_cycle_done(jr_cycle *c, void *arg)
+{
+    master *m = arg;
+    int i;
+
+    free((void *)c->results);
+    c->results = NULL;
+    jr_gen_unref(m->cycle_gen);
+    m->cycle_gen = NULL;
+    if (c->count_ready)
+        jr_event_tick(m, c->ready);
+    if (c->applied < 0) {
+        jr_claimq_back(m);
+    } else {
+        jr_claimq_recorded(m, m->inflight, m->ninflight, c->applied);
+        m->ninflight = 0;
+    }
+    for (i = 0; i < c->nclaimed; i++)
+        if (m->stopping || (!expire_job(m, c->claimed[i]) &&
+                            jr_claimq_push(m, c->claimed[i], 0) < 0))
+            jr_claimq_release(m, c->claimed[i]);
+    if (c->want > 0 && c->nclaimed >= 0)
+        m->want_claim = m->full_batch = c->nclaimed == c->want;
+    if (c->nclaimed > 0)
+        jr_log(JR_LOG_DEBUG, "claimed %d jobs", c->nclaimed);
+    if (c->rescued > 0) {
+        jr_log(JR_LOG_WARN, "requeued %d job%s whose runner's lease expired",
+               c->rescued, c->rescued == 1 ? "" : "s");
+        m->want_claim = 1;
+    }
+    jr_claimq_watch_wake(m, c->wake_fd);
+    if (c->unchanged && m->rechecks < RECHECKS) {
+        /* a producer's WAL write wakes us an fsync before its commit is
+         * visible: look again shortly instead of at the next poll */
+        struct timeval tv = {0, RECHECK_US};
+        m->rechecks++;
+        event_add(m->ev_recheck, &tv);
+    } else if (!c->unchanged) {
+        m->rechecks = 0;
+    }
+    if (c->err.code != 0) {
+        m->want_claim = 1;      /* look again once it is back */
+        db_trouble(m, c->err.msg);
+    } else if (m->db_backoff > 0) {
+        jr_log(JR_LOG_INFO, "database: back after an outage");
+        m->db_backoff = 0;
+        m->db_retry_at = 0;
+    }
+    dispatch(m);
+    jr_master_kick(m);
+}
+
+/* The loop's one pass of work: hand out what is queued, and start a
+ * database cycle if one is needed and none is running. */
+void
+jr_claimq_work(evutil_socket_t fd, short what, void *arg)
+{
+    master *m = arg;
+    jr_cycle *c = &m->cycle;
+    pending *swap;
+    int want, cap;
+
+    (void)fd;
+    (void)what;
+    dispatch(m);
+    jr_pool_scale_up(m);
+    if (m->dbt == NULL || jr_dbthread_busy(m->dbt) || m->stopping == 2)
+        return;                 /* jr_claimq_cycle_done kicks again */
+    if (m->db_retry_at > 0 && jr_mono() < m->db_retry_at)
+        return;                 /* a retry timer is armed */
+    want = capacity(m);
+    if (want > CLAIM_MAX)
+        want = CLAIM_MAX;
+    if (m->stopping || m->gen == NULL || m->gen->n == 0 ||
+        !(m->want_claim || m->wake_due))
+        want = 0;
+    if (m->nres == 0 && want <= 0 && !m->renew_due && !m->rescue_due &&
+        !m->wake_due && !m->count_due)
+        return;
+    memset(c, 0, sizeof *c);
+    swap = m->inflight;             /* pending results go in flight */
+    cap = m->capinflight;
+    m->inflight = m->res;
+    m->capinflight = m->capres;
+    m->ninflight = m->nres;
+    m->res = swap;
+    m->capres = cap;
+    m->nres = 0;
+    c->results = NULL;
+    if (m->ninflight > 0) {
+        jr_result *r = malloc((size_t)m->ninflight * sizeof *r);
+        int i;
+        if (r == NULL) {
+            jr_claimq_back(m);
+            return;
+        }
+        for (i = 0; i < m->ninflight; i++)
+            r[i] = m->inflight[i].r;
+        c->results = r;
+        c->nresults = m->ninflight;
+    }
+    c->want = want > 0 ? want : 0;
+    c->consume_wake = m->wake_due;
+    c->claim_always = m->want_claim;
+    if (m->gen != NULL) {
+        m->cycle_gen = jr_gen_ref(m->gen);
+        c->names = m->gen->names;
+        c->nnames = m->gen->n;
+    }
+    c->count_ready = m->count_due;
+    c->renew = m->renew_due;
+    c->rescue = m->rescue_due;
+    c->claimed = m->claimed;
+    m->wake_due = m->renew_due = m->rescue_due = m->count_due = 0;
+    if (jr_dbthread_submit(m->dbt, c) < 0)
+        jr_log(JR_LOG_ERROR, "internal: database thread busy");
+}

@@ -1,0 +1,238 @@
+/* master_int.h - what the master's files share, private to them: the
+ * master, its workers, generations and pending results (the structs are
+ * visible on purpose: each file works on the fields of its concern), and
+ * the functions one file calls in another. The files, by concern:
+ *   master.c  the loop, signals and timers; start, finish, cleanup
+ *   claimq.c  the local queue of claimed jobs, dispatch to workers, result
+ *             buffers and the database cycle that records and claims
+ *   pool.c    the worker processes: spawn, frames, results, death, scaling,
+ *             deadlines; output.c reads their output (handler_output)
+ *   gen.c     generations of handler code: hello, probe, reload
+ *   events.c  the hook events (on_job_*, on_tick, on_scale, on_reload...)
+ * Uses backend.h, config.h, dbthread.h, frame.h, hooks.h, reload.h,
+ * script.h, util.h. */
+#ifndef JR_MASTER_INT_H
+#define JR_MASTER_INT_H
+
+#include <stdint.h>
+#include <sys/types.h>
+
+#include <event2/event.h>
+
+#include "backend.h"
+#include "config.h"
+#include "dbthread.h"
+#include "frame.h"
+#include "hooks.h"
+#include "reload.h"
+#include "script.h"
+#include "util.h"
+
+#define SLOTS_MAX     32        /* jobs outstanding per worker at most */
+#define CLAIM_MAX     512       /* jobs per claim statement */
+#define DB_RETRY_MAX  5.0       /* seconds between retries when it fails */
+#define OUT_LINE      1024      /* bytes of one line of handler output logged */
+/* SIGTERM SIGINT SIGCHLD SIGHUP SIGTTIN SIGTTOU: master.c's signals[] */
+#define NSIGNALS      6
+
+typedef struct master master;
+
+typedef struct flag_timer {     /* a timer that sets a flag and kicks */
+    master             *m;
+    int                *flag;           /* a field of m */
+    struct event       *ev;             /* NULL when not armed */
+} flag_timer;
+
+enum { OUT_LOG, OUT_INHERIT, OUT_FILE };       /* handler_output */
+
+typedef struct gen {            /* one generation of handler code */
+    int          id;            /* 1, 2, ... */
+    char         hash[17];      /* content hash of the scripts */
+    jr_handler  *h;
+    int          n;
+    const char **names;         /* h[i].name, for claims */
+    int          refs;          /* the master, workers, a running cycle */
+} gen;
+
+typedef struct wk {             /* one worker process */
+    master             *m;
+    pid_t               pid;
+    int                 id;             /* 1, 2, ... for log lines */
+    struct bufferevent *bev;            /* NULL once the socket closed */
+    int                 ready;          /* its hello arrived */
+    gen                *gen;            /* code it loaded, once ready */
+    int                 probe;          /* started to try a reload */
+    int                 retiring;       /* exits after its current job */
+    int                 stopping;       /* told to exit */
+    double              idle_since;     /* mono time it last went idle */
+    long                jobs_run;       /* results received */
+    jr_job             *jobs[SLOTS_MAX];/* outstanding, oldest first */
+    int                 njobs;
+    double              started;        /* mono time jobs[0] started */
+    double              avg;            /* moving average job seconds */
+    char                kill_reason[64];/* why we killed it, or "" */
+    double              spawned;        /* mono time of spawn */
+    int                 out_fd;         /* its stdout+stderr pipe, or -1 */
+    struct event       *ev_out;         /* readable out_fd */
+    char                oline[OUT_LINE];/* the output line being read */
+    size_t              olen;
+    int                 ocut;           /* that line is longer: cut */
+    int64_t             ojob;           /* job the output counts for */
+    size_t              obytes;         /* bytes logged for that job */
+    int                 olines;         /* lines logged for that job */
+    struct wk          *next;
+} wk;
+
+typedef struct pending {        /* a result waiting for the next flush */
+    jr_result  r;
+    void      *mem;             /* what r's strings live in */
+} pending;
+
+typedef struct snoozed {        /* a job that snoozed under this runner */
+    int64_t     id;
+    int         n;              /* snoozes in a row */
+} snoozed;
+
+struct master {
+    jr_config          *cfg;
+    const char         *self;
+    jr_db               db;
+    struct event_base  *base;
+    char                token[96];
+    char                url[512];       /* masked, for messages */
+    wk                 *workers;
+    int                 nworkers;
+    int                 next_id;
+    gen                *gen;            /* current code; NULL before hello */
+    gen                *cycle_gen;      /* whose names a cycle borrows */
+    int                 ngens;
+    wk                 *probe;          /* loading a new generation */
+    int                 reload_again;   /* a reload asked for meanwhile */
+    int                 target;         /* workers wanted, min..max */
+    jr_hooks           *hooks;
+    jr_watch           *watch;
+    char                pidfile[4096];
+    int                 out_mode;       /* OUT_LOG, OUT_INHERIT, OUT_FILE */
+    int                 out_file;       /* handler_output file, or -1 */
+    long                tick_done, tick_failed; /* counters at last tick */
+    double              tick_at;
+    double              lat[256];       /* start latencies since last tick */
+    int                 nlat;
+    int                 count_due;      /* a tick wants the ready count */
+    jr_job            **queue;          /* claimed, not yet handed out */
+    size_t              qhead, qlen, qcap;
+    pending            *res;            /* waiting for the next cycle */
+    int                 nres, capres;
+    pending            *inflight;       /* being recorded by the cycle */
+    int                 ninflight, capinflight;
+    jr_dbthread        *dbt;
+    jr_cycle            cycle;
+    jr_job             *claimed[CLAIM_MAX];
+    int                 wake_fd;
+    int                 renew_due, rescue_due, wake_due;
+    jr_buf              out;
+    struct event       *ev_work, *ev_tick;
+    struct event       *ev_wake, *ev_spawn;
+    struct event       *ev_sig[NSIGNALS];
+    flag_timer          poll;           /* sets want_claim */
+    flag_timer          renew;          /* sets renew_due */
+    flag_timer          rescue;         /* sets rescue_due */
+    flag_timer          hooktick;       /* sets count_due: the cycle counts
+                                         * the backlog, then on_tick fires */
+    int                 want_claim;     /* jobs may be waiting */
+    int                 full_batch;     /* the last claim got all it asked */
+    int                 stopping;       /* 1 graceful, 2 at once */
+    double              stop_deadline;
+    double              db_retry_at;    /* mono; 0 when the database is fine */
+    double              db_backoff;
+    double              spawn_delay;    /* grows while workers die at once */
+    long                done, failed, dead;
+    double              avg;            /* moving average job seconds */
+    int                 rechecks;       /* wake-ups that saw nothing yet */
+    struct event       *ev_recheck;
+    snoozed            *snoozes;        /* jobs snoozed here, unordered */
+    size_t              nsnoozes, capsnoozes;
+};
+
+/* master.c: the loop */
+
+/* Asks the loop for one pass of work (jr_claimq_work) soon. */
+void jr_master_kick(master *m);
+
+/* claimq.c: the local queue, results, the database cycle */
+
+/* Queues a claimed job, at the front or the back; takes j. -1 when out of
+ * memory (j is still the caller's). */
+int     jr_claimq_push(master *m, jr_job *j, int front);
+jr_job *jr_claimq_pop(master *m);       /* NULL when empty; caller owns */
+/* Queues a result for the next flush; takes mem. */
+void    jr_claimq_result(master *m, const jr_result *r, void *mem);
+/* Gives job j back to the queue in the database; takes j. */
+void    jr_claimq_release(master *m, jr_job *j);
+/* The results p[0..n) were recorded (applied of them): frees them. */
+void    jr_claimq_recorded(master *m, pending *p, int n, int applied);
+/* Puts the in-flight results back in front of the pending ones. */
+void    jr_claimq_back(master *m);
+/* Records pending results synchronously (shutdown, with the thread gone). */
+int     jr_claimq_flush(master *m);
+/* Watches the backend's wake descriptor fd (-1: none). */
+void    jr_claimq_watch_wake(master *m, int fd);
+/* Callbacks: ev_work's pass of work, the database thread's cycle done, the
+ * wake descriptor (and its re-check timer). arg is the master. */
+void    jr_claimq_work(evutil_socket_t fd, short what, void *arg);
+void    jr_claimq_cycle_done(jr_cycle *c, void *arg);
+void    jr_claimq_wake(evutil_socket_t fd, short what, void *arg);
+
+/* pool.c: the workers */
+
+wk  *jr_pool_spawn(master *m);          /* NULL when it cannot (logged) */
+void jr_pool_stop(master *m, wk *w);    /* asks w to exit */
+void jr_pool_kill(wk *w, int sig);      /* w and its process group */
+int  jr_pool_active(master *m);         /* workers counting to the target */
+int  jr_pool_busy(master *m);           /* workers running a job */
+/* Starts or stops workers until the active ones match the target. */
+void jr_pool_fit(master *m);
+/* Sets the target, clamped to min..max, and acts on it. */
+void jr_pool_set_target(master *m, int target, const char *reason);
+/* Adds a worker when every worker is busy and jobs are waiting. */
+void jr_pool_scale_up(master *m);
+/* Reaps exited workers (SIGCHLD): fails or requeues what they held. */
+void jr_pool_reap(master *m);
+/* Kills workers past a deadline: hello (load_timeout), job timeout. */
+void jr_pool_deadlines(master *m, double now);
+/* Retires a worker idle past idle_timeout while above the minimum. */
+void jr_pool_idle(master *m, double now);
+
+/* output.c: handler output */
+
+int  jr_output_open(master *m, jr_err *err);    /* -1 with err set */
+/* The worker's output descriptor (read end in *rd, or -1), -1 to inherit
+ * the runner's, -2 on failure (logged). */
+int  jr_output_fd(master *m, int *rd);
+void jr_output_readable(evutil_socket_t fd, short what, void *arg);
+void jr_output_done(wk *w);             /* logs what is left of a job's */
+void jr_output_close(wk *w);
+
+/* gen.c: generations */
+
+gen  *jr_gen_ref(gen *g);               /* NULL is a no-op; returns g */
+void  jr_gen_unref(gen *g);             /* frees g with its last ref */
+/* The handler called name in g, or NULL. */
+const jr_handler *jr_gen_handler(const gen *g, const char *name);
+/* Starts a probe worker loading the scripts again (SIGHUP, the watcher). */
+void  jr_gen_reload(master *m);
+/* A worker's hello frame in r. */
+void  jr_gen_hello(master *m, wk *w, jr_reader *r);
+
+/* events.c: hook events */
+
+void jr_event_job_start(master *m, wk *w);      /* jobs[0] of w starts now */
+void jr_event_job(master *m, const jr_job *j, const jr_result *r,
+                  double secs);
+void jr_event_tick(master *m, long ready);
+void jr_event_scale(master *m, int from, int to, const char *reason);
+void jr_event_reload(master *m, int ok, const char *error);
+void jr_event_start(master *m);
+void jr_event_stop(master *m);
+
+#endif

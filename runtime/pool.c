@@ -1,0 +1,636 @@
+/* pool.c - the worker processes: spawning them, reading their frames and
+ * results, what becomes of their jobs when they die, fitting their number
+ * to the target (backlog, idle, on_tick's answer, signals), recycling, and
+ * the kills at a deadline (hello, job timeout). Their output is output.c's,
+ * the code their hello loaded gen.c's. Uses master_int.h. */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <event2/buffer.h>
+#include <event2/bufferevent.h>
+#include <event2/event.h>
+
+#include "log.h"
+#include "master_int.h"
+#include "worker.h"
+
+#define KILL_GRACE      5.0     /* seconds past a timeout before SIGKILL */
+#define HELLO_GRACE     2.0     /* seconds past load_timeout before SIGKILL */
+#define SPAWN_DELAY_MAX 10.0    /* seconds between spawns while they die */
+#define SNOOZES_MAX     65536   /* jobs remembered; the oldest go first */
+
+/* A failure the master itself decides (worker died, killed): retry with
+ * the default backoff, or dead when no retries are left. */
+static void
+fail_job(master *m, const gen *g, const jr_job *j, const char *reason)
+{
+    const jr_handler *h = jr_gen_handler(g, j->name);
+    int max = jr_max_retries(j, h ? h->max_retries : -1, m->cfg->max_retries);
+    jr_result r = {.id = j->id};
+    size_t len = strlen(reason) + 1;
+    char *mem = malloc(len + 17);   /* the error, then the generation */
+
+    if (mem != NULL) {
+        memcpy(mem, reason, len);
+        snprintf(mem + len, 17, "%s", g ? g->hash : "");
+        r.error = mem;
+        r.generation = g ? mem + len : NULL;
+    } else {
+        r.error = "worker failed";
+    }
+    if (j->attempt > max) {
+        r.kind = JR_DEAD;
+        jr_log(JR_LOG_WARN, "job %lld (%s) dead after %d attempts: %s",
+               (long long)j->id, j->name, j->attempt, reason);
+        m->dead++;
+    } else {
+        r.kind = JR_RETRY;
+        r.delay = h && h->backoff >= 0 ? h->backoff :
+                  jr_config_backoff(m->cfg, j, max, reason);
+        if (r.delay < 0)
+            r.delay = jr_backoff_default(j->attempt);
+        jr_log(JR_LOG_WARN, "job %lld (%s) failed (attempt %d of %d), "
+               "retry in %.0fs: %s", (long long)j->id, j->name, j->attempt,
+               max + 1, r.delay, reason);
+        m->failed++;
+    }
+    jr_event_job(m, j, &r, 0);
+    jr_claimq_result(m, &r, mem);
+}
+
+/* Kills a worker and everything it started: it leads its own process
+ * group (the worker itself too, if the group is already gone). */
+void
+jr_pool_kill(wk *w, int sig)
+{
+    if (kill(-w->pid, sig) < 0)
+        kill(w->pid, sig);
+}
+
+void
+jr_pool_stop(master *m, wk *w)
+{
+    if (w->stopping)
+        return;
+    w->stopping = 1;
+    if (w->bev == NULL)
+        return;
+    jr_buf_reset(&m->out);
+    jr_frame_end(&m->out, jr_frame_begin(&m->out, JR_F_STOP));
+    bufferevent_write(w->bev, m->out.p, m->out.len);
+}
+
+/* Workers that count toward the target: not leaving, not a probe. */
+int
+jr_pool_active(master *m)
+{
+    int n = 0;
+    wk *w;
+
+    for (w = m->workers; w; w = w->next)
+        n += !w->stopping && !w->retiring && !w->probe;
+    return n;
+}
+
+int
+jr_pool_busy(master *m)
+{
+    int n = 0;
+    wk *w;
+
+    for (w = m->workers; w; w = w->next)
+        n += w->njobs > 0;
+    return n;
+}
+
+/* Starts or stops workers until the active ones match the target: idle
+ * ones stop now, busy ones after their job. */
+void
+jr_pool_fit(master *m)
+{
+    wk *w;
+    int n = jr_pool_active(m);
+
+    if (m->stopping)
+        return;
+    for (; n < m->target; n++)
+        jr_pool_spawn(m);
+    for (w = m->workers; w && n > m->target; w = w->next)
+        if (!w->stopping && !w->retiring && !w->probe && w->njobs == 0) {
+            jr_pool_stop(m, w);
+            n--;
+        }
+    for (w = m->workers; w && n > m->target; w = w->next)
+        if (!w->stopping && !w->retiring && !w->probe) {
+            w->retiring = 1;
+            n--;
+        }
+}
+
+/* Sets the target, clamped to min..max, and acts on it. */
+void
+jr_pool_set_target(master *m, int target, const char *reason)
+{
+    int from = m->target;
+
+    if (target < m->cfg->conc_min)
+        target = m->cfg->conc_min;
+    if (target > m->cfg->conc_max)
+        target = m->cfg->conc_max;
+    if (target == from)
+        return;
+    m->target = target;
+    jr_event_scale(m, from, target, reason);
+    jr_pool_fit(m);
+}
+
+/* Adds a worker when every worker is busy and jobs are waiting. */
+void
+jr_pool_scale_up(master *m)
+{
+    wk *w;
+
+    if (m->stopping || m->target >= m->cfg->conc_max || m->gen == NULL ||
+        !(m->qlen > 0 || m->full_batch))
+        return;
+    for (w = m->workers; w; w = w->next)
+        if (!w->stopping && !w->retiring && !w->probe &&
+            (!w->ready || w->njobs == 0))
+            return;         /* one is idle or still starting */
+    jr_pool_set_target(m, m->target + 1, "backlog");
+}
+
+static void
+log_result(master *m, const jr_job *j, const jr_result *r, double secs)
+{
+    char first[300] = "(no error message)";
+    const char *nl;
+
+    if (r->error != NULL) {
+        nl = strchr(r->error, '\n');
+        snprintf(first, sizeof first, "%.*s", nl ? (int)(nl - r->error) :
+                 (int)strlen(r->error), r->error);
+    }
+    switch (r->kind) {
+    case JR_DONE:
+        m->done++;
+        jr_log(JR_LOG_DEBUG, "job %lld (%s) done in %.1fms", (long long)j->id,
+               j->name, secs * 1000);
+        break;
+    case JR_RETRY:
+        m->failed++;
+        jr_log(JR_LOG_WARN, "job %lld (%s) failed (attempt %d), retry in "
+               "%.0fs: %s", (long long)j->id, j->name, j->attempt, r->delay,
+               first);
+        break;
+    case JR_DEAD:
+        m->dead++;
+        jr_log(JR_LOG_WARN, "job %lld (%s) dead after %d attempt%s: %s",
+               (long long)j->id, j->name, j->attempt,
+               j->attempt == 1 ? "" : "s", first);
+        break;
+    case JR_SNOOZE:
+        jr_log(JR_LOG_INFO, "job %lld (%s) snoozed for %.1fs",
+               (long long)j->id, j->name, r->delay);
+        break;
+    }
+}
+
+/* Counts a snooze of job id and returns how many in a row, or forgets the
+ * job (forget set: it ended some other way). The count lives in this
+ * runner only: a restart, or another runner, starts it again. */
+static int
+snooze_count(master *m, int64_t id, int forget)
+{
+    size_t i;
+
+    for (i = 0; i < m->nsnoozes && m->snoozes[i].id != id; i++)
+        ;
+    if (forget) {
+        if (i < m->nsnoozes)
+            m->snoozes[i] = m->snoozes[--m->nsnoozes];
+        return 0;
+    }
+    if (i < m->nsnoozes)
+        return ++m->snoozes[i].n;
+    if (m->nsnoozes == SNOOZES_MAX) {
+        memmove(m->snoozes, m->snoozes + 1, --m->nsnoozes *
+                sizeof *m->snoozes);
+        i = m->nsnoozes;
+    }
+    if (m->nsnoozes == m->capsnoozes) {
+        size_t cap = m->capsnoozes ? m->capsnoozes * 2 : 64;
+        snoozed *p = realloc(m->snoozes, cap * sizeof *p);
+        if (p == NULL)
+            return 1;           /* uncounted: the limit is best effort */
+        m->snoozes = p;
+        m->capsnoozes = cap;
+    }
+    m->snoozes[m->nsnoozes].id = id;
+    m->snoozes[m->nsnoozes].n = 1;
+    m->nsnoozes++;
+    return 1;
+}
+
+/* A snooze past max_snoozes: the job fails instead, as a failure counts.
+ * Returns 1 when it did (res and mem are done with). */
+static int
+snooze_limit(master *m, wk *w, const jr_job *j, const jr_result *res,
+             void *mem)
+{
+    char reason[128];
+    int n;
+
+    if (res->kind != JR_SNOOZE || m->cfg->max_snoozes <= 0) {
+        snooze_count(m, j->id, 1);
+        return 0;
+    }
+    if ((n = snooze_count(m, j->id, 0)) <= m->cfg->max_snoozes)
+        return 0;
+    snooze_count(m, j->id, 1);
+    snprintf(reason, sizeof reason, "snoozed more than %d times in a row "
+             "(max_snoozes)", m->cfg->max_snoozes);
+    free(mem);
+    fail_job(m, w->gen, j, reason);
+    return 1;
+}
+
+static void
+on_result(master *m, wk *w, jr_reader *r)
+{
+    jr_result res;
+    jr_err err;
+    void *mem;
+    jr_job *j;
+    double now = jr_mono(), secs;
+
+    jr_output_done(w);             /* what the job printed is logged as its */
+    if (jr_frame_get_result(r, &res, &mem, &err) < 0 || w->njobs == 0 ||
+        w->jobs[0]->id != res.id) {
+        jr_log(JR_LOG_ERROR, "worker %d: %s", w->id, w->njobs == 0 ?
+               "result for a job it does not hold" : "malformed result");
+        free(mem);
+        kill(w->pid, SIGKILL);
+        return;
+    }
+    j = w->jobs[0];
+    memmove(w->jobs, w->jobs + 1, (size_t)--w->njobs * sizeof *w->jobs);
+    secs = now - w->started;
+    w->avg = w->avg > 0 ? 0.8 * w->avg + 0.2 * secs : secs;
+    m->avg = m->avg > 0 ? 0.95 * m->avg + 0.05 * secs : secs;
+    if (!snooze_limit(m, w, j, &res, mem)) {
+        log_result(m, j, &res, secs);
+        jr_event_job(m, j, &res, secs);
+        jr_claimq_result(m, &res, mem);
+    }
+    free(j);
+    if (m->cfg->max_jobs_per_worker > 0 &&
+        ++w->jobs_run >= m->cfg->max_jobs_per_worker && !w->retiring) {
+        w->retiring = 1;            /* recycled: bounds slow leaks */
+        jr_pool_fit(m);
+    }
+    if (w->njobs > 0)
+        jr_event_job_start(m, w);
+    else {
+        w->idle_since = now;
+        if (w->retiring)
+            jr_pool_stop(m, w);
+    }
+    jr_master_kick(m);
+}
+
+static void
+on_read(struct bufferevent *bev, void *arg)
+{
+    wk *w = arg;
+    master *m = w->m;
+    struct evbuffer *in = bufferevent_get_input(bev);
+    jr_reader r;
+    jr_err err;
+    long len;
+
+    for (;;) {
+        size_t have = evbuffer_get_length(in);
+        const char *head = (const char *)evbuffer_pullup(in, have < 4 ?
+                                                         (ssize_t)have : 4);
+        if (head == NULL || (len = jr_frame_complete(head, have, &err)) == 0)
+            return;
+        if (len < 0) {
+            jr_log(JR_LOG_ERROR, "worker %d: %s", w->id, err.msg);
+            kill(w->pid, SIGKILL);
+            return;
+        }
+        head = (const char *)evbuffer_pullup(in, len);
+        switch (jr_frame_open(&r, head)) {
+        case JR_F_HELLO:
+            jr_gen_hello(m, w, &r);
+            jr_master_kick(m);
+            break;
+        case JR_F_RESULT:
+            on_result(m, w, &r);
+            break;
+        default:
+            jr_log(JR_LOG_ERROR, "worker %d: unexpected frame", w->id);
+            kill(w->pid, SIGKILL);
+        }
+        evbuffer_drain(in, (size_t)len);
+    }
+}
+
+static void
+on_event(struct bufferevent *bev, short what, void *arg)
+{
+    wk *w = arg;
+
+    (void)bev;
+    if (what & (BEV_EVENT_EOF | BEV_EVENT_ERROR)) {
+        /* the process is going; SIGCHLD tells how. Make sure it goes. */
+        bufferevent_free(w->bev);
+        w->bev = NULL;
+        jr_pool_kill(w, SIGKILL);
+    }
+}
+
+/* Puts descriptor from at number to in a child before exec. dup2 onto
+ * itself would keep close-on-exec set, so that case clears it instead. */
+static int
+move_fd(int from, int to)
+{
+    if (from == to)
+        return fcntl(to, F_SETFD, 0);
+    return dup2(from, to) < 0 ? -1 : 0;
+}
+
+wk *
+jr_pool_spawn(master *m)
+{
+    char fdarg[16];
+    const char *argv[10];
+    int sv[2], argc = 0, c3 = -1, c4 = -1, out, rd;
+    wk *w;
+    pid_t pid;
+
+    if ((out = jr_output_fd(m, &rd)) == -2)
+        return NULL;
+    if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) < 0) {
+        jr_log(JR_LOG_ERROR, "cannot start a worker: socketpair: %s",
+               strerror(errno));
+        goto fail;
+    }
+    /* above 4, so that moving one to 3 cannot overwrite the other */
+    c3 = fcntl(sv[1], F_DUPFD_CLOEXEC, 5);
+    close(sv[1]);
+    c4 = out >= 0 ? fcntl(out, F_DUPFD_CLOEXEC, 5) : -1;
+    if (c3 < 0 || (out >= 0 && c4 < 0)) {
+        jr_log(JR_LOG_ERROR, "cannot start a worker: fcntl: %s",
+               strerror(errno));
+        close(sv[0]);
+        goto fail;
+    }
+    snprintf(fdarg, sizeof fdarg, out >= 0 ? "3:4" : "3");
+    argv[argc++] = "jobrunner";
+    argv[argc++] = "__worker";
+    argv[argc++] = fdarg;
+    argv[argc++] = m->cfg->scripts;
+    argv[argc++] = m->cfg->file ? m->cfg->file : "";
+    argv[argc] = NULL;
+    pid = fork();
+    if (pid < 0) {
+        jr_log(JR_LOG_ERROR, "cannot start a worker: fork: %s",
+               strerror(errno));
+        close(sv[0]);
+        goto fail;
+    }
+    if (pid == 0) {
+        /* only async-signal-safe calls until exec. The worker leads its
+         * own process group, so killing the group kills all it started */
+        setpgid(0, 0);
+        if (move_fd(c3, 3) < 0 || (c4 >= 0 && move_fd(c4, 4) < 0))
+            _exit(127);
+        execv(m->self, (char *const *)argv);
+        _exit(127);
+    }
+    setpgid(pid, pid);          /* also here: whichever runs first */
+    close(c3);
+    if (c4 >= 0)
+        close(c4);
+    if (rd >= 0)
+        close(out);
+    w = calloc(1, sizeof *w);
+    if (w == NULL) {
+        close(sv[0]);
+        if (rd >= 0)
+            close(rd);
+        kill(-pid, SIGKILL);
+        kill(pid, SIGKILL);
+        return NULL;
+    }
+    evutil_make_socket_nonblocking(sv[0]);
+    w->m = m;
+    w->pid = pid;
+    w->id = ++m->next_id;
+    w->spawned = jr_mono();
+    w->out_fd = rd;
+    if (rd >= 0) {
+        evutil_make_socket_nonblocking(rd);
+        w->ev_out = event_new(m->base, rd, EV_READ | EV_PERSIST,
+                              jr_output_readable, w);
+        event_add(w->ev_out, NULL);
+    }
+    w->bev = bufferevent_socket_new(m->base, sv[0], BEV_OPT_CLOSE_ON_FREE);
+    bufferevent_setcb(w->bev, on_read, NULL, on_event, w);
+    bufferevent_enable(w->bev, EV_READ | EV_WRITE);
+    w->next = m->workers;
+    m->workers = w;
+    m->nworkers++;
+    jr_log(JR_LOG_DEBUG, "worker %d started (pid %d)", w->id, (int)pid);
+    return w;
+fail:
+    if (c3 >= 0)
+        close(c3);
+    if (c4 >= 0)
+        close(c4);
+    if (rd >= 0) {
+        close(rd);
+        close(out);
+    }
+    return NULL;
+}
+
+/* Reads what a dead worker wrote before it died: its last results count,
+ * not the way it died. */
+static void
+drain_worker(wk *w)
+{
+    struct evbuffer *in;
+    int fd;
+
+    if (w->bev == NULL)
+        return;
+    in = bufferevent_get_input(w->bev);
+    fd = bufferevent_getfd(w->bev);
+    while (evbuffer_read(in, fd, 65536) > 0)
+        ;
+    on_read(w->bev, w);
+}
+
+/* Fails or requeues what a worker held when it went away. */
+static void
+worker_gone(master *m, wk *w, int status)
+{
+    char reason[128];
+    int i;
+
+    drain_worker(w);
+    kill(-w->pid, SIGKILL);     /* what its handlers started dies with it */
+    jr_output_done(w);
+    if (w->kill_reason[0])
+        snprintf(reason, sizeof reason, "%s", w->kill_reason);
+    else if (!w->ready && WIFEXITED(status) &&
+             WEXITSTATUS(status) == JR_WORKER_LOAD_STUCK)
+        snprintf(reason, sizeof reason, "did not finish loading handlers "
+                 "within %gs (see the line above)", m->cfg->load_timeout);
+    else if (WIFEXITED(status) && WEXITSTATUS(status) == JR_WORKER_RECYCLE)
+        snprintf(reason, sizeof reason, "recycled: a handler hit the "
+                 "memory limit");
+    else if (WIFSIGNALED(status))
+        snprintf(reason, sizeof reason, "worker died (signal %d)",
+                 WTERMSIG(status));
+    else
+        snprintf(reason, sizeof reason, "worker died (exit %d)",
+                 WEXITSTATUS(status));
+    if (WIFEXITED(status) && WEXITSTATUS(status) == JR_WORKER_RECYCLE &&
+        w->njobs == 0)
+        jr_log(JR_LOG_INFO, "worker %d (pid %d) %s", w->id, (int)w->pid,
+               reason);
+    else if (w->stopping && w->njobs == 0 && WIFEXITED(status) &&
+        WEXITSTATUS(status) == 0)
+        jr_log(JR_LOG_DEBUG, "worker %d (pid %d) stopped", w->id,
+               (int)w->pid);
+    else if (w->njobs > 0 || !m->stopping)
+        jr_log(JR_LOG_WARN, "worker %d (pid %d): %s%s", w->id, (int)w->pid,
+               reason, w->njobs > 0 ? "" : " while idle");
+    if (w == m->probe) {
+        m->probe = NULL;
+        jr_log(JR_LOG_ERROR, "reload failed, generation %s keeps running: "
+               "the new worker exited before loading (%s)", m->gen->hash,
+               reason);
+        jr_event_reload(m, 0, reason);
+    }
+    if (w->njobs > 0) {
+        if (m->stopping && !w->kill_reason[0])
+            jr_claimq_release(m, w->jobs[0]);
+        else {
+            fail_job(m, w->gen, w->jobs[0], reason);
+            free(w->jobs[0]);
+        }
+    }
+    for (i = w->njobs - 1; i >= 1; i--)      /* never started: back in line */
+        if (m->stopping || jr_claimq_push(m, w->jobs[i], 1) < 0)
+            jr_claimq_release(m, w->jobs[i]);
+    w->njobs = 0;
+    if (w->bev != NULL)
+        bufferevent_free(w->bev);
+    jr_output_close(w);
+    jr_gen_unref(w->gen);
+    if (!m->stopping && !w->stopping) {
+        struct timeval tv = {0, 0};
+        /* workers that die right away (a crashing module) back off */
+        m->spawn_delay = jr_mono() - w->spawned < 1 ?
+            (m->spawn_delay ? m->spawn_delay * 2 : 0.1) : 0;
+        if (m->spawn_delay > SPAWN_DELAY_MAX)
+            m->spawn_delay = SPAWN_DELAY_MAX;
+        tv.tv_sec = (long)m->spawn_delay;
+        tv.tv_usec = (long)((m->spawn_delay - (double)tv.tv_sec) * 1e6);
+        event_add(m->ev_spawn, &tv);
+    }
+    free(w);
+}
+
+void
+jr_pool_reap(master *m)
+{
+    int status;
+    pid_t pid;
+    wk **pw, *w;
+
+    while ((pid = waitpid(-1, &status, WNOHANG)) > 0) {
+        for (pw = &m->workers; (w = *pw) != NULL; pw = &w->next)
+            if (w->pid == pid)
+                break;
+        if (w == NULL)
+            continue;
+        *pw = w->next;
+        m->nworkers--;
+        worker_gone(m, w, status);
+    }
+    jr_master_kick(m);
+}
+
+/* Kills a worker that has not said hello load_timeout seconds after it
+ * started: its loading is stuck where no instruction budget reaches (a
+ * handler file blocked in C). A probe's reload then fails (worker_gone). */
+static void
+hello_deadline(master *m, wk *w, double now)
+{
+    /* the worker's own watchdog fires first and names the file */
+    if (w->ready || w->stopping || w->kill_reason[0] ||
+        now - w->spawned <= m->cfg->load_timeout + HELLO_GRACE)
+        return;
+    snprintf(w->kill_reason, sizeof w->kill_reason, "did not finish "
+             "loading handlers within %gs", m->cfg->load_timeout);
+    jr_log(JR_LOG_WARN, "worker %d (pid %d) %s (a handler file stuck "
+           "outside Lua?): killing it", w->id, (int)w->pid, w->kill_reason);
+    kill(w->pid, SIGKILL);
+}
+
+/* Kills workers past a deadline: a hello load_timeout seconds after the
+ * start, a job past its timeout. */
+void
+jr_pool_deadlines(master *m, double now)
+{
+    wk *w;
+
+    for (w = m->workers; w; w = w->next)
+        hello_deadline(m, w, now);
+    for (w = m->workers; w; w = w->next) {
+        const jr_handler *h;
+        double limit;
+        if (w->njobs == 0 || w->kill_reason[0])
+            continue;
+        h = jr_gen_handler(w->gen, w->jobs[0]->name);
+        limit = h && h->timeout > 0 ? h->timeout : m->cfg->timeout;
+        if (now - w->started > limit + KILL_GRACE) {
+            snprintf(w->kill_reason, sizeof w->kill_reason, "timed out "
+                     "after %gs (worker killed)", limit);
+            jr_log(JR_LOG_WARN, "job %lld (%s): still running %gs past its "
+                   "%gs timeout; killing worker %d", (long long)w->jobs[0]->id,
+                   w->jobs[0]->name, KILL_GRACE, limit, w->id);
+            jr_pool_kill(w, SIGKILL);
+        }
+    }
+}
+
+/* Retires one worker idle for idle_timeout while above the minimum. */
+void
+jr_pool_idle(master *m, double now)
+{
+    wk *w;
+
+    if (m->stopping || m->target <= m->cfg->conc_min)
+        return;
+    for (w = m->workers; w; w = w->next)
+        if (w->ready && !w->stopping && !w->retiring && !w->probe &&
+            w->njobs == 0 && now - w->idle_since > m->cfg->idle_timeout) {
+            jr_pool_set_target(m, m->target - 1, "idle");
+            break;
+        }
+}
