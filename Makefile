@@ -29,8 +29,8 @@ Q = @
 endif
 
 RUNTIME  = main commands client master claimq pool output gen events \
-           dbthread worker frame config script jrlib hooks reload log err \
-           json util job
+           dbthread worker frame config script jrlib luaopts hooks reload \
+           log err json util job
 BACKENDS = backend sqlite postgres
 OBJS     = $(RUNTIME:%=$(BUILD)/runtime/%.o) $(BACKENDS:%=$(BUILD)/backends/%.o) \
            $(BUILD)/sqlite_sql.o $(BUILD)/postgres_sql.o
@@ -180,12 +180,13 @@ $(BUILD)/libjobrunner.so: $(BUILD)/$(SONAME)
 	$(Q)ln -sf $(SONAME) $@
 
 # The interpreter provides liblua's symbols: not linked against it.
-$(BUILD)/jobrunner.so: $(LIB_PIC) $(BUILD)/pic/runtime/luaclient.o \
-                       $(BUILD)/luaclient.map
+LUAMOD_PIC    = $(BUILD)/pic/runtime/luaclient.o $(BUILD)/pic/runtime/luaopts.o
+
+$(BUILD)/jobrunner.so: $(LIB_PIC) $(LUAMOD_PIC) $(BUILD)/luaclient.map
 	@echo "LD $@"
 	$(Q)$(CC) $(LDFLAGS) -shared \
 	    -Wl,--version-script=$(BUILD)/luaclient.map -o $@ \
-	    $(LIB_PIC) $(BUILD)/pic/runtime/luaclient.o $(LIB_LDLIBS)
+	    $(LIB_PIC) $(LUAMOD_PIC) $(LIB_LDLIBS)
 
 # jobrunner.pc for the build tree's PREFIX (install writes its own).
 PC_SED = -e 's|@PREFIX@|$(PREFIX)|g' -e 's|@LIBDIR@|$(LIBDIR)|g' \
@@ -206,7 +207,7 @@ endif
 spec-luamod:
 	$(Q)$(MAKE) SANITIZE= BUILD=build build/jobrunner.so
 
--include $(LIB_PIC:.o=.d) $(BUILD)/pic/runtime/luaclient.d
+-include $(LIB_PIC:.o=.d) $(LUAMOD_PIC:.o=.d)
 
 # --- install ----------------------------------------------------------------
 # make install PREFIX=/usr/local DESTDIR=/tmp/stage. The Lua module goes
