@@ -29,8 +29,8 @@ Q = @
 endif
 
 RUNTIME  = main commands client master claimq pool output gen events \
-           dbthread worker frame config script jrlib luaopts hooks reload \
-           log err json util job
+           dbthread worker frame config script luabridge jrlib luaopts \
+           hooks reload log err json util job
 BACKENDS = backend sqlite postgres
 OBJS     = $(RUNTIME:%=$(BUILD)/runtime/%.o) $(BACKENDS:%=$(BUILD)/backends/%.o) \
            $(BUILD)/sqlite_sql.o $(BUILD)/postgres_sql.o
@@ -128,7 +128,7 @@ clean:
 OBJCOPY      ?= objcopy
 SONAME        = libjobrunner.so.0
 LIB_SRCS      = runtime/client.c runtime/config.c runtime/hooks.c \
-                runtime/script.c runtime/json.c \
+                runtime/script.c runtime/luabridge.c runtime/json.c \
                 runtime/log.c runtime/util.c runtime/err.c runtime/job.c \
                 backends/backend.c backends/sqlite.c backends/postgres.c
 LIB_PIC       = $(LIB_SRCS:%.c=$(BUILD)/pic/%.o) \

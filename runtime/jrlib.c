@@ -17,7 +17,7 @@
 #include "json.h"
 #include "log.h"
 #include "luaopts.h"
-#include "script.h"
+#include "luabridge.h"
 #include "util.h"
 
 #define CTX_KEY "jobrunner.ctx"         /* registry: lightuserdata ctx */
