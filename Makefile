@@ -166,9 +166,10 @@ $(BUILD)/libjobrunner.map:
 	@mkdir -p $(dir $@)
 	$(Q)echo 'JOBRUNNER_0 { global: jr_client_*; local: *; };' > $@
 
-$(BUILD)/luaclient.map:
+$(BUILD)/luaclient.map: Makefile
 	@mkdir -p $(dir $@)
-	$(Q)echo '{ global: luaopen_jobrunner; local: *; };' > $@
+	$(Q)echo '{ global: luaopen_jobrunner; luaopen_jobrunner_client;' \
+	    'local: *; };' > $@
 
 $(BUILD)/$(SONAME): $(LIB_PIC) $(BUILD)/libjobrunner.map
 	@echo "LD $@"

@@ -1,13 +1,18 @@
-/* luaclient.c - require "jobrunner" outside the runner: the producer
+/* luaclient.c - the producer module "jobrunner.client": the producer
  * library (jobrunner.h) as a Lua 5.4 C module, built as build/jobrunner.so
  * without liblua (the interpreter provides it). Owns a jobrunner.client
  * box per handle; payload tables become JSON through json.c (its header
- * says how). Inside handlers the runner installs its own "jobrunner"
- * module (jrlib.c) instead, with the same encoder, jr.null and jr.array().
+ * says how), push options are read by luaopts.c as handler pushes are.
  *
- *   local jr = require "jobrunner"
+ *   local jr = require "jobrunner.client"
  *   local q = assert(jr.open("sqlite:jobs.db"))
  *   local id = assert(q:push("send_email", { to = "a@b" }, { run_in = 60 }))
+ *
+ * Two module names, one module: "jobrunner.client" is its name, and the
+ * same file answers require "jobrunner" (luaopen_jobrunner) with the same
+ * table, as it did before the rename. Inside handlers "jobrunner" is the
+ * runner's handler module (jrlib.c), with the same encoder, null and
+ * array(); a handler that wants this one requires "jobrunner.client".
  *
  * A payload that cannot be encoded is an expected failure: nil,
  * "job 'name': payload.path: what is wrong". */
@@ -25,6 +30,7 @@
 
 #define JR_CLIENT_MT "jobrunner.client"
 
+LUAMOD_API int luaopen_jobrunner_client(lua_State *L);
 LUAMOD_API int luaopen_jobrunner(lua_State *L);
 
 /* --- options ------------------------------------------------------------- */
@@ -389,8 +395,9 @@ static const luaL_Reg jobrunner_funcs[] = {
     {NULL, NULL}
 };
 
+/* require "jobrunner.client".  [-0, +1, m] */
 LUAMOD_API int
-luaopen_jobrunner(lua_State *L)
+luaopen_jobrunner_client(lua_State *L)
 {
     luaL_checkversion(L);
     client_register(L);
@@ -399,4 +406,14 @@ luaopen_jobrunner(lua_State *L)
     lua_pushliteral(L, JR_CLIENT_VERSION);           /* M v */
     lua_setfield(L, -2, "_VERSION");                 /* M */
     return 1;
+}
+
+/* require "jobrunner" outside the runner: the name of this module before
+ * it was "jobrunner.client", kept so producers written for it go on
+ * working. Both names give the same table.  [-0, +1, m] */
+LUAMOD_API int
+luaopen_jobrunner(lua_State *L)
+{
+    luaL_requiref(L, "jobrunner.client", luaopen_jobrunner_client, 0);
+    return 1;                                        /* M */
 }
