@@ -34,9 +34,7 @@ end
 
 for _, backend in ipairs(h.backends()) do
   describe(backend .. " push options:", function()
-    local env
-    before_each(function() env = h.env(backend) end)
-    after_each(function() env:cleanup() end)
+    local env = h.test_env(backend)
 
     it("get the same message from q:push and from a handler's push", function()
       env:script("probe", h.RECORD .. [[
