@@ -124,7 +124,8 @@ clean:
 # compiled again as PIC under $(BUILD)/pic. It needs sqlite3, libpq and
 # liblua (to read config files), never libevent. Only jr_client_* is
 # exported: a version script for the .so, objcopy for the .a. The Lua
-# module is the same objects plus luaclient.c, without liblua.
+# module "jobrunner.client" (also answering require "jobrunner") is the
+# same objects plus luaclient.c and luaopts.c, without liblua.
 OBJCOPY      ?= objcopy
 SONAME        = libjobrunner.so.0
 LIB_SRCS      = runtime/client.c runtime/config.c runtime/hooks.c \

@@ -1,11 +1,13 @@
-/* jrlib.c - the "jobrunner" module inside handlers. push() keeps follow-up
- * jobs in the job's context; the worker sends them with the result and the
- * master inserts them in the same transaction that deletes the finished
- * job, so they exist only if it succeeded; their payloads are encoded by
- * json.c, whose null and array() markers the module also carries, as the
- * producers' module does. snooze() and discard() unwind
- * the handler by raising a jobrunner.signal userdata that the traceback
- * handler lets through untouched. */
+/* jrlib.c - the handler module: require "jobrunner" inside handlers (the
+ * producer module is "jobrunner.client", luaclient.c). push() keeps
+ * follow-up jobs in the job's context; the worker sends them with the
+ * result and the master inserts them in the same transaction that deletes
+ * the finished job, so they exist only if it succeeded; their options are
+ * read by luaopts.c and their payloads encoded by json.c, as the producer
+ * module's are, and the module carries json.c's null and array() markers
+ * too. snooze() and discard() unwind the handler by raising a
+ * jobrunner.signal userdata that the traceback handler lets through
+ * untouched. */
 #include <stdlib.h>
 #include <stdio.h>
 #include <string.h>
