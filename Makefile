@@ -29,8 +29,8 @@ Q = @
 endif
 
 RUNTIME  = main commands client master claimq pool output gen events \
-           dbthread worker frame config script jrlib hooks reload log err \
-           json util job
+           dbthread worker frame config script luabridge jrlib luaopts \
+           hooks reload log err json util job
 BACKENDS = backend sqlite postgres
 OBJS     = $(RUNTIME:%=$(BUILD)/runtime/%.o) $(BACKENDS:%=$(BUILD)/backends/%.o) \
            $(BUILD)/sqlite_sql.o $(BUILD)/postgres_sql.o
@@ -124,11 +124,12 @@ clean:
 # compiled again as PIC under $(BUILD)/pic. It needs sqlite3, libpq and
 # liblua (to read config files), never libevent. Only jr_client_* is
 # exported: a version script for the .so, objcopy for the .a. The Lua
-# module is the same objects plus luaclient.c, without liblua.
+# module "jobrunner.client" (also answering require "jobrunner") is the
+# same objects plus luaclient.c and luaopts.c, without liblua.
 OBJCOPY      ?= objcopy
 SONAME        = libjobrunner.so.0
 LIB_SRCS      = runtime/client.c runtime/config.c runtime/hooks.c \
-                runtime/script.c runtime/json.c \
+                runtime/script.c runtime/luabridge.c runtime/json.c \
                 runtime/log.c runtime/util.c runtime/err.c runtime/job.c \
                 backends/backend.c backends/sqlite.c backends/postgres.c
 LIB_PIC       = $(LIB_SRCS:%.c=$(BUILD)/pic/%.o) \
@@ -166,9 +167,10 @@ $(BUILD)/libjobrunner.map:
 	@mkdir -p $(dir $@)
 	$(Q)echo 'JOBRUNNER_0 { global: jr_client_*; local: *; };' > $@
 
-$(BUILD)/luaclient.map:
+$(BUILD)/luaclient.map: Makefile
 	@mkdir -p $(dir $@)
-	$(Q)echo '{ global: luaopen_jobrunner; local: *; };' > $@
+	$(Q)echo '{ global: luaopen_jobrunner; luaopen_jobrunner_client;' \
+	    'local: *; };' > $@
 
 $(BUILD)/$(SONAME): $(LIB_PIC) $(BUILD)/libjobrunner.map
 	@echo "LD $@"
@@ -180,12 +182,13 @@ $(BUILD)/libjobrunner.so: $(BUILD)/$(SONAME)
 	$(Q)ln -sf $(SONAME) $@
 
 # The interpreter provides liblua's symbols: not linked against it.
-$(BUILD)/jobrunner.so: $(LIB_PIC) $(BUILD)/pic/runtime/luaclient.o \
-                       $(BUILD)/luaclient.map
+LUAMOD_PIC    = $(BUILD)/pic/runtime/luaclient.o $(BUILD)/pic/runtime/luaopts.o
+
+$(BUILD)/jobrunner.so: $(LIB_PIC) $(LUAMOD_PIC) $(BUILD)/luaclient.map
 	@echo "LD $@"
 	$(Q)$(CC) $(LDFLAGS) -shared \
 	    -Wl,--version-script=$(BUILD)/luaclient.map -o $@ \
-	    $(LIB_PIC) $(BUILD)/pic/runtime/luaclient.o $(LIB_LDLIBS)
+	    $(LIB_PIC) $(LUAMOD_PIC) $(LIB_LDLIBS)
 
 # jobrunner.pc for the build tree's PREFIX (install writes its own).
 PC_SED = -e 's|@PREFIX@|$(PREFIX)|g' -e 's|@LIBDIR@|$(LIBDIR)|g' \
@@ -206,7 +209,7 @@ endif
 spec-luamod:
 	$(Q)$(MAKE) SANITIZE= BUILD=build build/jobrunner.so
 
--include $(LIB_PIC:.o=.d) $(BUILD)/pic/runtime/luaclient.d
+-include $(LIB_PIC:.o=.d) $(LUAMOD_PIC:.o=.d)
 
 # --- install ----------------------------------------------------------------
 # make install PREFIX=/usr/local DESTDIR=/tmp/stage. The Lua module goes

@@ -10,7 +10,7 @@
 
 #include "hooks.h"
 #include "log.h"
-#include "script.h"
+#include "luabridge.h"
 
 static const char *const hook_names[JR_HOOK_COUNT] = {
     "on_start", "on_stop", "on_reload", "on_job_start", "on_job_success",

@@ -1,7 +1,9 @@
 /* hooks.h - the config's lifecycle hooks, run in the master's config Lua
  * state: one event table per call, a traceback when a hook raises, an
  * instruction budget so a looping hook is interrupted. An absent hook costs
- * one array lookup. Uses config.h (the state and table). */
+ * one array lookup. Takes the config's state and the registry ref of its
+ * table from the caller (config.c makes them); calls through luabridge.h,
+ * logs failures with log.h. Uses err.h. */
 #ifndef JR_HOOKS_H
 #define JR_HOOKS_H
 

@@ -1,12 +1,13 @@
-/* jrlib.c - the "jobrunner" module inside handlers. push() keeps follow-up
- * jobs in the job's context; the worker sends them with the result and the
- * master inserts them in the same transaction that deletes the finished
- * job, so they exist only if it succeeded; their payloads are encoded by
- * json.c, whose null and array() markers the module also carries, as the
- * producers' module does. snooze() and discard() unwind
- * the handler by raising a jobrunner.signal userdata that the traceback
- * handler lets through untouched. */
-#include <limits.h>
+/* jrlib.c - the handler module: require "jobrunner" inside handlers (the
+ * producer module is "jobrunner.client", luaclient.c). push() keeps
+ * follow-up jobs in the job's context; the worker sends them with the
+ * result and the master inserts them in the same transaction that deletes
+ * the finished job, so they exist only if it succeeded; their options are
+ * read by luaopts.c and their payloads encoded by json.c, as the producer
+ * module's are, and the module carries json.c's null and array() markers
+ * too. snooze() and discard() unwind the handler by raising a
+ * jobrunner.signal userdata that the traceback handler lets through
+ * untouched. */
 #include <stdlib.h>
 #include <stdio.h>
 #include <string.h>
@@ -17,7 +18,8 @@
 #include "jrlib.h"
 #include "json.h"
 #include "log.h"
-#include "script.h"
+#include "luaopts.h"
+#include "luabridge.h"
 #include "util.h"
 
 #define CTX_KEY "jobrunner.ctx"         /* registry: lightuserdata ctx */
@@ -58,57 +60,6 @@ jr_jobctx_clear(jr_jobctx *ctx)
     ctx->decided = 0;
 }
 
-/* The integer option on top, in [lo, hi], or raises naming it.
- * [-0, +0, v] */
-static int
-opt_int(lua_State *L, const char *key, lua_Integer lo, lua_Integer hi)
-{
-    lua_Integer v;
-
-    if (!lua_isinteger(L, -1))
-        luaL_error(L, "jobrunner.push: option '%s' must be an integer, got "
-                   "%s", key, lua_type(L, -1) == LUA_TNUMBER ? "a float" :
-                   luaL_typename(L, -1));
-    v = lua_tointeger(L, -1);
-    if (v < lo || v > hi)
-        luaL_error(L, "jobrunner.push: option '%s' is out of range: %I "
-                   "(from %I to %I)", key, v, lo, hi);
-    return (int)v;
-}
-
-/* Reads the options table at idx into p; unknown keys raise. A queue name
- * with a NUL byte raises as any invalid name (C would cut it).
- * [-0, +0, v] */
-static void
-push_opts(lua_State *L, int idx, jr_push *p)
-{
-    size_t len;
-    jr_err err;
-
-    lua_pushnil(L);                                  /* nil */
-    while (lua_next(L, idx)) {                       /* k v */
-        const char *k = lua_type(L, -2) == LUA_TSTRING ?
-                        lua_tostring(L, -2) : "?";
-        if (strcmp(k, "run_in") == 0) {
-            p->run_in = luaL_checknumber(L, -1);
-        } else if (strcmp(k, "run_at") == 0) {
-            p->run_at = luaL_checknumber(L, -1);
-        } else if (strcmp(k, "priority") == 0) {
-            p->priority = opt_int(L, k, INT_MIN, INT_MAX);
-        } else if (strcmp(k, "max_retries") == 0) {
-            p->max_retries = opt_int(L, k, 0, INT_MAX);
-        } else if (strcmp(k, "queue") == 0) {
-            p->queue = luaL_checklstring(L, -1, &len);
-            if (jr_name_check_len(p->queue, len, "queue name", &err) < 0)
-                luaL_error(L, "jobrunner.push: %s", err.msg);
-        } else {
-            luaL_error(L, "jobrunner.push: unknown option '%s' (valid: "
-                       "run_in, run_at, priority, queue, max_retries)", k);
-        }
-        lua_pop(L, 1);                               /* k */
-    }                                                /* (nothing) */
-}
-
 /* jobrunner.push(name, payload?, opts?): queued with this job's success.
  * The payload is encoded now, by json.c, so that a value JSON cannot hold
  * fails this job and names the key.  [-0, +0, v] */
@@ -122,17 +73,14 @@ jrlib_push(lua_State *L)                             /* name payload opts */
     jr_buf *b;
     char why[400];
     jr_err err;
+    int rc;
 
     if (!lua_isnoneornil(L, 2))
         luaL_checktype(L, 2, LUA_TTABLE);
-    if (!lua_isnoneornil(L, 3)) {
-        luaL_checktype(L, 3, LUA_TTABLE);
-        push_opts(L, 3, &p);
-    }
-    ctx = job_ctx(L, "push");
     p.name = name;
-    if (jr_name_check_len(name, len, "job name", &err) < 0 ||
-        jr_push_check(&p, 0, &err) < 0)
+    rc = jr_luaopts_push(L, 3, "jobrunner.push", &p, &err);
+    ctx = job_ctx(L, "push");
+    if (rc < 0 || jr_name_check_len(name, len, "job name", &err) < 0)
         return luaL_error(L, "jobrunner.push: %s", err.msg);
     lua_settop(L, 3);                                /* name payload opts */
     b = jr_json_buf_new(L);                          /* .. b */

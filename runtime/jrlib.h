@@ -1,7 +1,8 @@
-/* jrlib.h - the "jobrunner" Lua module as handlers see it: push (kept until
- * the job succeeds), snooze, discard, log, null, array. Owns the pushes of
- * the job that runs. Uses job.h for jr_push, script.h for the signal
- * metatable, json.h to encode payloads. */
+/* jrlib.h - the handler module, "jobrunner" as handlers see it (the
+ * producer module is "jobrunner.client"): push (kept until the job
+ * succeeds), snooze, discard, log, null, array. Owns the pushes of the job
+ * that runs. Uses job.h for jr_push, luabridge.h for the signal
+ * metatable, json.h to encode payloads, luaopts.h to read push options. */
 #ifndef JR_JRLIB_H
 #define JR_JRLIB_H
 

@@ -1,17 +1,21 @@
-/* luaclient.c - require "jobrunner" outside the runner: the producer
+/* luaclient.c - the producer module "jobrunner.client": the producer
  * library (jobrunner.h) as a Lua 5.4 C module, built as build/jobrunner.so
  * without liblua (the interpreter provides it). Owns a jobrunner.client
  * box per handle; payload tables become JSON through json.c (its header
- * says how). Inside handlers the runner installs its own "jobrunner"
- * module (jrlib.c) instead, with the same encoder, jr.null and jr.array().
+ * says how), push options are read by luaopts.c as handler pushes are.
  *
- *   local jr = require "jobrunner"
+ *   local jr = require "jobrunner.client"
  *   local q = assert(jr.open("sqlite:jobs.db"))
  *   local id = assert(q:push("send_email", { to = "a@b" }, { run_in = 60 }))
  *
+ * Two module names, one module: "jobrunner.client" is its name, and the
+ * same file answers require "jobrunner" (luaopen_jobrunner) with the same
+ * table, as it did before the rename. Inside handlers "jobrunner" is the
+ * runner's handler module (jrlib.c), with the same encoder, null and
+ * array(); a handler that wants this one requires "jobrunner.client".
+ *
  * A payload that cannot be encoded is an expected failure: nil,
  * "job 'name': payload.path: what is wrong". */
-#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -22,82 +26,34 @@
 #include "backend.h"
 #include "jobrunner.h"
 #include "json.h"
+#include "luaopts.h"
 
 #define JR_CLIENT_MT "jobrunner.client"
 
+LUAMOD_API int luaopen_jobrunner_client(lua_State *L);
 LUAMOD_API int luaopen_jobrunner(lua_State *L);
 
 /* --- options ------------------------------------------------------------- */
 
-/* Raises unless the value on top is a number.  [-0, +0, v] */
-static double
-opt_number(lua_State *L, const char *fn, const char *key)
+/* Reads the push options table at idx for job name (len bytes, borrowed)
+ * through the one reader (luaopts.c) into o. Misuse raises; a value that
+ * is not valid (a NUL byte in a name, which C would cut; run_in past 100
+ * years...) returns -1 with bad set.  [-0, +0, v] */
+static int
+read_push_opts(lua_State *L, int idx, const char *fn, const char *name,
+               size_t len, jr_client_opts *o, jr_err *bad)
 {
-    if (lua_type(L, -1) != LUA_TNUMBER)
-        luaL_error(L, "%s: option '%s' must be a number, got %s", fn, key,
-                   luaL_typename(L, -1));
-    return (double)lua_tonumber(L, -1);
-}
+    jr_push p = {.name = name};
 
-/* Raises unless the value on top is an integer in [lo, hi].
- * [-0, +0, v] */
-static lua_Integer
-opt_int(lua_State *L, const char *fn, const char *key, lua_Integer lo,
-        lua_Integer hi)
-{
-    lua_Integer v;
-
-    if (!lua_isinteger(L, -1))
-        luaL_error(L, "%s: option '%s' must be an integer, got %s", fn, key,
-                   lua_type(L, -1) == LUA_TNUMBER ? "a float" :
-                   luaL_typename(L, -1));
-    v = lua_tointeger(L, -1);
-    if (v < lo || v > hi)
-        luaL_error(L, "%s: option '%s' is out of range: %I (from %I to %I)",
-                   fn, key, v, lo, hi);
-    return v;
-}
-
-/* Reads the job options table at idx (none or nil: defaults) into o;
- * unknown keys and wrong types raise. Strings stay anchored by the table.
- * A queue name with a NUL byte, which C would cut, is an invalid name:
- * bad gets the message (its code stays 0 otherwise).  [-0, +0, v] */
-static void
-read_push_opts(lua_State *L, int idx, const char *fn, jr_client_opts *o,
-               jr_err *bad)
-{
-    size_t len;
-
-    static const jr_client_opts defaults = JR_CLIENT_OPTS_INIT;
-
-    *o = defaults;
-    jr_err_clear(bad);
-    if (lua_isnoneornil(L, idx))
-        return;
-    luaL_checktype(L, idx, LUA_TTABLE);
-    lua_pushnil(L);                                  /* nil */
-    while (lua_next(L, idx)) {                       /* k v */
-        const char *k = lua_type(L, -2) == LUA_TSTRING ?
-                        lua_tostring(L, -2) : "(not a string)";
-        if (strcmp(k, "run_in") == 0)
-            o->run_in = opt_number(L, fn, k);
-        else if (strcmp(k, "run_at") == 0)
-            o->run_at = opt_number(L, fn, k);
-        else if (strcmp(k, "priority") == 0)
-            o->priority = (int)opt_int(L, fn, k, INT_MIN, INT_MAX);
-        else if (strcmp(k, "max_retries") == 0)
-            o->max_retries = (int)opt_int(L, fn, k, 0, INT_MAX);
-        else if (strcmp(k, "queue") == 0) {
-            if (lua_type(L, -1) != LUA_TSTRING)
-                luaL_error(L, "%s: option 'queue' must be a string, got %s",
-                           fn, luaL_typename(L, -1));
-            o->queue = lua_tolstring(L, -1, &len);
-            jr_name_check_len(o->queue, len, "queue name", bad);
-        } else
-            luaL_error(L, "%s: unknown option '%s' (valid: run_in, run_at, "
-                       "priority, queue, max_retries)", fn, k);
-        lua_pop(L, 1);                               /* k */
-    }                                                /* (nothing) */
+    if (jr_luaopts_push(L, idx, fn, &p, bad) < 0 ||
+        jr_name_check_len(name, len, "job name", bad) < 0)
+        return -1;
+    o->run_in = p.run_in;
+    o->run_at = p.run_at;
+    o->priority = p.priority;
+    o->queue = p.queue;                      /* anchored by the table */
+    o->max_retries = p.max_retries < 0 ? JR_CLIENT_UNSET : p.max_retries;
+    return 0;
 }
 
 /* --- the client ------------------------------------------------------------ */
@@ -139,10 +95,7 @@ client_push(lua_State *L)                            /* q name payload opts */
     jr_buf *b;
     jr_err bad;
 
-    read_push_opts(L, 4, "push", &o, &bad);
-    if (bad.code == 0)
-        jr_name_check_len(name, len, "job name", &bad);
-    if (bad.code != 0)      /* a NUL byte: C would see a shorter name */
+    if (read_push_opts(L, 4, "push", name, len, &o, &bad) < 0)
         return fail(L, bad.msg);
     lua_settop(L, 4);                                /* q name payload opts */
     b = jr_json_buf_new(L);                          /* .. b */
@@ -176,10 +129,8 @@ read_job(lua_State *L, lua_Integer i, jr_buf *b, size_t *off,
                    "got %s", (int)i, luaL_typename(L, -1));
     j->name = lua_tolstring(L, -1, &len);            /* anchored by item */
     lua_rawgeti(L, item, 3);                         /* .. item name opts */
-    read_push_opts(L, lua_gettop(L), "push_many", &j->opts, &bad);
-    if (bad.code == 0)
-        jr_name_check_len(j->name, len, "job name", &bad);
-    if (bad.code != 0) {        /* a NUL byte: C would see a shorter name */
+    if (read_push_opts(L, lua_gettop(L), "push_many", j->name, len,
+                       &j->opts, &bad) < 0) {
         snprintf(msg, 400, "job %d of %d: %.370s", (int)i,
                  (int)lua_rawlen(L, 2), bad.msg);
         lua_pop(L, 3);                               /* .. */
@@ -385,10 +336,10 @@ read_open_opts(lua_State *L, int idx, jr_client_config *cfg)
                            "got %s", luaL_typename(L, -1));
             cfg->schema = lua_tostring(L, -1);       /* anchored by opts */
         } else if (strcmp(k, "busy_timeout") == 0) {
-            cfg->busy_timeout = opt_number(L, "open", k);
+            cfg->busy_timeout = jr_luaopts_number(L, "open", k);
         } else if (strcmp(k, "max_payload") == 0) {
-            cfg->max_payload = (size_t)opt_int(L, "open", k, 1,
-                                               LUA_MAXINTEGER);
+            cfg->max_payload = (size_t)jr_luaopts_int(L, "open", k, 1,
+                                                      LUA_MAXINTEGER);
         } else {
             luaL_error(L, "open: unknown option '%s' (valid: schema, "
                        "busy_timeout, max_payload)", k);
@@ -444,8 +395,9 @@ static const luaL_Reg jobrunner_funcs[] = {
     {NULL, NULL}
 };
 
+/* require "jobrunner.client".  [-0, +1, m] */
 LUAMOD_API int
-luaopen_jobrunner(lua_State *L)
+luaopen_jobrunner_client(lua_State *L)
 {
     luaL_checkversion(L);
     client_register(L);
@@ -454,4 +406,14 @@ luaopen_jobrunner(lua_State *L)
     lua_pushliteral(L, JR_CLIENT_VERSION);           /* M v */
     lua_setfield(L, -2, "_VERSION");                 /* M */
     return 1;
+}
+
+/* require "jobrunner" outside the runner: the name of this module before
+ * it was "jobrunner.client", kept so producers written for it go on
+ * working. Both names give the same table.  [-0, +1, m] */
+LUAMOD_API int
+luaopen_jobrunner(lua_State *L)
+{
+    luaL_requiref(L, "jobrunner.client", luaopen_jobrunner_client, 0);
+    return 1;                                        /* M */
 }

@@ -24,9 +24,7 @@ local function wait_state(env, ...) return env:wait_state(...) end
 
 for _, backend in ipairs(jr.backends()) do
   describe(backend .. " bad input:", function()
-    local env
-    before_each(function() env = jr.env(backend, { config = "concurrency = 2" }) end)
-    after_each(function() env:cleanup() end)
+    local env = jr.test_env(backend, { config = "concurrency = 2" })
 
     -- Schema exists, so "nothing inserted" can be checked with a count.
     local function migrated()

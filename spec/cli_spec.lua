@@ -19,9 +19,7 @@ local function is_null(v) return v == nil or v == cjson.null end
 
 for _, backend in ipairs(jr.backends()) do
   describe(backend .. " cli:", function()
-    local env
-    before_each(function() env = jr.env(backend, { config = "concurrency = 2" }) end)
-    after_each(function() env:cleanup() end)
+    local env = jr.test_env(backend, { config = "concurrency = 2" })
 
     it("--help lists the commands, the options and the exit statuses", function()
       for _, flag in ipairs({ "--help", "-h" }) do

@@ -307,9 +307,7 @@ end)
 
 for _, backend in ipairs(h.backends()) do
   describe(backend .. ": a runner", function()
-    local env
-    before_each(function() env = h.env(backend) end)
-    after_each(function() env:cleanup() end)
+    local env = h.test_env(backend)
 
     it("runs what the Lua module pushed, payload intact", function()
       env:script("echo", [[

@@ -35,9 +35,7 @@ local SLOW = [[
 
 for _, backend in ipairs(jr.backends()) do
   describe(backend .. " concurrency:", function()
-    local env
-    before_each(function() env = jr.env(backend) end)
-    after_each(function() env:cleanup() end)
+    local env = jr.test_env(backend)
 
     it("adds workers under a backlog and retires idle ones", function()
       env:config("concurrency = { min = 1, max = 3 }, idle_timeout = 0.5, hooks = {" .. SCALE_HOOK .. "}")

@@ -80,9 +80,7 @@ describe("scripts directory symlinks:", function()
 end)
 
 describe("config ranges:", function()
-  local env
-  before_each(function() env = jr.env(first_backend) end)
-  after_each(function() env:cleanup() end)
+  local env = jr.test_env(first_backend)
 
   local bad = {
     { "lease = 1e308", "lease" },
@@ -135,9 +133,7 @@ describe("config ranges:", function()
 end)
 
 describe("check:", function()
-  local env
-  before_each(function() env = jr.env(first_backend) end)
-  after_each(function() env:cleanup() end)
+  local env = jr.test_env(first_backend)
 
   it("names the scripts directory and the real cause when it is missing", function()
     env:config('scripts = "/nonexistent/scripts"')

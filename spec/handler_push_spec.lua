@@ -16,9 +16,7 @@ local members = {
 
 for _, backend in ipairs(jr.backends()) do
   describe(backend .. " handler push:", function()
-    local env
-    before_each(function() env = jr.env(backend) end)
-    after_each(function() env:cleanup() end)
+    local env = jr.test_env(backend)
 
     it("stores exact integers, short floats, {}, [] and null", function()
       env:script("parent", [[

@@ -36,9 +36,7 @@ end
 
 for _, backend in ipairs(jr.backends()) do
   describe(backend .. " hooks:", function()
-    local env
-    before_each(function() env = jr.env(backend) end)
-    after_each(function() env:cleanup() end)
+    local env = jr.test_env(backend)
 
     it("fires every hook with its documented fields", function()
       env:config(RECORD_ALL)

@@ -5,9 +5,7 @@ local cjson = require "cjson"
 
 for _, backend in ipairs(jr.backends()) do
   describe(backend .. " lifecycle:", function()
-    local env
-    before_each(function() env = jr.env(backend, { config = "concurrency = 2" }) end)
-    after_each(function() env:cleanup() end)
+    local env = jr.test_env(backend, { config = "concurrency = 2" })
 
     it("runs a job with its payload and deletes it on success", function()
       env:script("hello", [[

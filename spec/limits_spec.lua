@@ -17,9 +17,7 @@ end
 
 for _, backend in ipairs(jr.backends()) do
   describe(backend .. " limits:", function()
-    local env
-    before_each(function() env = jr.env(backend) end)
-    after_each(function() env:cleanup() end)
+    local env = jr.test_env(backend)
 
     it("fails a job over the memory limit and recycles its worker", function()
       env:config("memory_limit = 32, concurrency = 1")

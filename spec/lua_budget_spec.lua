@@ -22,9 +22,7 @@ local LOOP = "local x = 0\nwhile true do x = x + 1 end\n"
 
 for _, backend in ipairs(jr.backends()) do
   describe(backend .. " Lua budgets:", function()
-    local env
-    before_each(function() env = jr.env(backend) end)
-    after_each(function() env:cleanup() end)
+    local env = jr.test_env(backend)
 
     it("a handler file that never finishes loading is that file's error; the others run", function()
       env:script("loop", LOOP)

@@ -32,9 +32,7 @@ local function psql(env, sql)
 end
 
 describe("postgres:", function()
-  local env
-  before_each(function() env = jr.env("postgres", { config = "concurrency = 2" }) end)
-  after_each(function() env:cleanup() end)
+  local env = jr.test_env("postgres", { config = "concurrency = 2" })
 
   it("three runners drain 20,000 jobs, each recorded exactly once", function()
     env:script("rec", RECORD)

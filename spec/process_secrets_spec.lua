@@ -44,9 +44,7 @@ local function hidden(text)
 end
 
 describe("a password in the backend connection string", function()
-  local env
-  before_each(function() env = jr.env("sqlite") end)
-  after_each(function() env:cleanup() end)
+  local env = jr.test_env("sqlite")
 
   local function config(url, extra)
     jr.write_file(env.config_file, ("return { backend = %q, scripts = %q, wait_for_db = false%s }\n")
@@ -141,9 +139,7 @@ end)
 
 if jr.pg_url then
   describe("postgres: a password given on the command line #postgres", function()
-    local env
-    before_each(function() env = jr.env("postgres") end)
-    after_each(function() env:cleanup() end)
+    local env = jr.test_env("postgres")
 
     it("is gone from /proc/PID/cmdline while the runner serves jobs", function()
       -- the test cluster trusts its socket: the password is ignored
@@ -166,9 +162,7 @@ end
 local backend = jr.backends()[1]
 
 describe(backend .. ": a handler's subprocesses", function()
-  local env
-  before_each(function() env = jr.env(backend) end)
-  after_each(function() env:cleanup() end)
+  local env = jr.test_env(backend)
 
   -- a handler that starts a long sleep in the background, writes its pid
   -- and waits for it

@@ -58,9 +58,7 @@ for _, b in ipairs(jr.backends()) do on_sqlite = on_sqlite or b == "sqlite" end
 if not on_sqlite then return end
 
 describe("sqlite: producers #sqlite", function()
-  local env
-  before_each(function() env = jr.env("sqlite", { config = "concurrency = 2" }) end)
-  after_each(function() env:cleanup() end)
+  local env = jr.test_env("sqlite", { config = "concurrency = 2" })
 
   it("8 producers pushing while the runner drains: no busy error, each job once", function()
     ledger_script(env)

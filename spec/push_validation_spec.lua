@@ -10,10 +10,7 @@ local RECORD = h.RECORD
 
 for _, backend in ipairs(h.backends()) do
   describe(backend .. " push validation:", function()
-    local env
-
-    before_each(function() env = h.env(backend) end)
-    after_each(function() env:cleanup() end)
+    local env = h.test_env(backend)
 
     local function open()
       return assert(jr.open(env.url, { schema = env.schema }))

@@ -27,9 +27,7 @@ end
 
 for _, backend in ipairs(jr.backends()) do
   describe(backend .. " reload:", function()
-    local env
-    before_each(function() env = jr.env(backend, { config = "concurrency = 2" }) end)
-    after_each(function() env:cleanup() end)
+    local env = jr.test_env(backend, { config = "concurrency = 2" })
 
     it("switches a draining stream to edited code; every job runs once", function()
       env:script("rec", recorder("v1"))

@@ -23,9 +23,7 @@ end
 
 for _, backend in ipairs(jr.backends()) do
   describe(backend .. " signals:", function()
-    local env
-    before_each(function() env = jr.env(backend) end)
-    after_each(function() env:cleanup() end)
+    local env = jr.test_env(backend)
 
     it("SIGTERM lets the running job finish, returns unstarted claims, exits 0", function()
       env:config("concurrency = 1")

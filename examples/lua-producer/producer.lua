@@ -1,8 +1,8 @@
 -- examples/lua-producer/producer.lua: pushing jobs from a Lua program with
--- require "jobrunner" (build/jobrunner.so, or the installed module).
+-- require "jobrunner.client" (build/jobrunner.so, or the installed module).
 --
 --   lua5.4 examples/lua-producer/producer.lua [sqlite:jobs.db | config.lua]
-local jr = require "jobrunner"
+local jr = require "jobrunner.client"
 
 local target = arg[1] or "sqlite:jobs.db"
 local q <close> = assert(jr.open(target))

@@ -6,9 +6,7 @@
 --   local jr = require "jr"
 --   for _, backend in ipairs(jr.backends()) do
 --     describe(backend .. ":", function()
---       local env
---       before_each(function() env = jr.env(backend) end)
---       after_each(function() env:cleanup() end)
+--       local env = jr.test_env(backend)   -- a fresh env for each test
 --       it("runs a job", function()
 --         env:script("hello", "return function(job) end")
 --         env:start()
@@ -139,6 +137,37 @@ function M.env(backend, opts)
   end
   env:config(opts.config or "")
   return env
+end
+
+-- The preamble of a describe block in one line: a new env (M.env(backend,
+-- opts)) before each test, cleaned up after it. Returns a stand-in for the
+-- env of the test that runs: its fields and methods are that env's, so
+-- `env:start()`, `env.dir` and `env.url = ...` work as on the env itself.
+-- Call it in a describe body (it registers before_each and after_each).
+function M.test_env(backend, opts)
+  local busted = require "busted"   -- its API: not globals of this module
+  local cur
+  local proxy = {}
+  busted.before_each(function() cur = M.env(backend, opts) end)
+  busted.after_each(function()
+    local e = cur
+    cur = nil
+    if e then e:cleanup() end
+  end)
+  local function current()
+    return cur or error("jr.test_env: no env outside a test", 3)
+  end
+  return setmetatable(proxy, {
+    __index = function(_, k)
+      local v = current()[k]
+      if type(v) ~= "function" then return v end
+      return function(self, ...)
+        if self == proxy then self = cur end
+        return v(self, ...)
+      end
+    end,
+    __newindex = function(_, k, v) current()[k] = v end,
+  })
 end
 
 -- Writes jobrunner.lua: backend (and schema) plus the extra fields given
