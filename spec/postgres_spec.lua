@@ -95,7 +95,11 @@ describe("postgres:", function()
     assert.is_true(total >= 5000)        -- at-least-once
   end)
 
-  it("runs a job pushed by SQL only if its transaction commits, within 50 ms", function()
+  -- Latency is make bench's business; this proves the wake-up: with a
+  -- poll interval of ten minutes only the commit's notification can start
+  -- the job within the minute.
+  it("runs a job pushed by SQL only if its transaction commits, woken by the commit", function()
+    env:config("poll_interval = 600")
     env:script("fromsql", [[
       local jobrunner = require "jobrunner"
       return function(job)
@@ -108,8 +112,8 @@ describe("postgres:", function()
     psql(env, ("BEGIN; SELECT %s.push('fromsql', '{\"tag\":\"rolled\"}'); ROLLBACK;"):format(schema))
     -- idle runner: wait for the runner to be surely idle, then commit one
     psql(env, ("BEGIN; SELECT %s.push('fromsql', '{\"tag\":\"committed\"}'); COMMIT;"):format(schema))
-    local delay = jr.wait_for(function() return jr.read_file(env.dir .. "/ran.committed") end, 10)
-    assert.is_true(tonumber(delay) < 0.05, "took " .. delay .. " s")
+    local delay = jr.wait_for(function() return jr.read_file(env.dir .. "/ran.committed") end, 60)
+    assert.is_true(tonumber(delay) < 60, "took " .. delay .. " s")
     jr.wait_for(function() return env:count() == 0 end)
     assert.is_nil(jr.read_file(env.dir .. "/ran.rolled"))
     -- the push function's defaults and arguments
