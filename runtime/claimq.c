@@ -301,7 +301,7 @@ jr_claimq_cycle_done(jr_cycle *c, void *arg)
     master *m = arg;
     int i;
 
-    free((void *)c->results);
+    free(c->results);
     c->results = NULL;
     jr_gen_unref(m->cycle_gen);
     m->cycle_gen = NULL;

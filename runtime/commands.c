@@ -299,8 +299,13 @@ jr_cmd_push(jr_cli *cli)
 
 /* --- stats ------------------------------------------------------------ */
 
+typedef struct stat_row {     /* one job name's counts */
+    char        *name;          /* owned */
+    long         ready, scheduled, running, dead;
+} stat_row;
+
 typedef struct stat_acc {
-    jr_stat_row *rows;
+    stat_row    *rows;
     int          n, cap;
     long         ready, scheduled, running, dead;
 } stat_acc;
@@ -309,20 +314,23 @@ static int
 stat_collect(const char *name, const jr_client_counts *n, void *arg)
 {
     stat_acc *a = arg;
-    jr_stat_row row_ = {name, n->ready, n->scheduled, n->running, n->dead};
-    const jr_stat_row *row = &row_;
+    stat_row *row;
 
     if (a->n == a->cap) {
         int cap = a->cap ? a->cap * 2 : 16;
-        jr_stat_row *v = realloc(a->rows, (size_t)cap * sizeof *v);
+        stat_row *v = realloc(a->rows, (size_t)cap * sizeof *v);
         if (v == NULL)
             return 1;
         a->rows = v;
         a->cap = cap;
     }
-    a->rows[a->n] = *row;
-    if ((a->rows[a->n].name = strdup(row->name)) == NULL)
+    row = &a->rows[a->n];
+    if ((row->name = strdup(name)) == NULL)
         return 1;
+    row->ready = n->ready;
+    row->scheduled = n->scheduled;
+    row->running = n->running;
+    row->dead = n->dead;
     a->n++;
     a->ready += row->ready;
     a->scheduled += row->scheduled;
@@ -369,7 +377,7 @@ stats_json(const stat_acc *a, const jr_scripts *scripts)
            "\"dead\":%ld,\"names\":{", a->ready + a->scheduled, a->ready,
            a->scheduled, a->running, a->dead);
     for (i = 0; i < a->n; i++) {
-        const jr_stat_row *r = &a->rows[i];
+        const stat_row *r = &a->rows[i];
         printf("%s", i ? "," : "");
         jr_json_str(stdout, r->name);
         printf(":{\"ready\":%ld,\"scheduled\":%ld,\"running\":%ld,\"dead\":"
@@ -399,7 +407,7 @@ stats_text(const stat_acc *a, const jr_scripts *scripts)
     printf("\n%-32s %9s %9s %9s %9s\n", "NAME", "READY", "SCHEDULED",
            "RUNNING", "DEAD");
     for (i = 0; i < a->n; i++) {
-        const jr_stat_row *r = &a->rows[i];
+        const stat_row *r = &a->rows[i];
         printf("%-32s %9ld %9ld %9ld %9ld%s\n", r->name, r->ready,
                r->scheduled, r->running, r->dead,
                has_handler(scripts, r->name) ? "" : "  (no handler file)");
@@ -442,7 +450,7 @@ jr_cmd_stats(jr_cli *cli)
         stats_text(&a, &s);
     jr_scripts_free(&s);
     for (i = 0; i < a.n; i++)
-        free((char *)a.rows[i].name);
+        free(a.rows[i].name);
     free(a.rows);
     jr_client_close(client);
     jr_config_free(&c);

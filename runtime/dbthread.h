@@ -14,7 +14,8 @@ struct event_base;
  * while it runs, and reads the outputs in its done callback. */
 typedef struct jr_cycle {
     /* inputs */
-    const jr_result    *results;        /* borrowed; recorded first */
+    jr_result          *results;        /* the master's (it frees them);
+                                           recorded first */
     int                 nresults;
     int                 want;           /* claim up to this many; 0: none */
     int                 consume_wake;   /* call changed() first */

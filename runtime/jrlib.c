@@ -49,13 +49,21 @@ jr_jobctx_clear(jr_jobctx *ctx)
 {
     int i;
 
-    for (i = 0; i < ctx->npushes; i++) {
-        free((char *)ctx->pushes[i].name);
-        free((char *)ctx->pushes[i].payload);
-        free((char *)ctx->pushes[i].queue);
-    }
+    for (i = 0; i < ctx->npushes; i++)
+        free(ctx->mem[i]);
     ctx->npushes = 0;
     ctx->decided = 0;
+}
+
+void
+jr_jobctx_free(jr_jobctx *ctx)
+{
+    jr_jobctx_clear(ctx);
+    free(ctx->pushes);
+    free(ctx->mem);
+    ctx->pushes = NULL;
+    ctx->mem = NULL;
+    ctx->cap = 0;
 }
 
 /* The integer option on top, in [lo, hi], or raises naming it.
@@ -120,7 +128,8 @@ jrlib_push(lua_State *L)                             /* name payload opts */
     size_t len;
     const char *name = luaL_checklstring(L, 1, &len);
     jr_buf *b;
-    char why[400];
+    char why[400], *mem;
+    size_t nlen, plen, qlen;
     jr_err err;
 
     if (!lua_isnoneornil(L, 2))
@@ -146,20 +155,31 @@ jrlib_push(lua_State *L)                             /* name payload opts */
     if (ctx->npushes == ctx->cap) {
         int cap = ctx->cap ? ctx->cap * 2 : 4;
         jr_push *v = realloc(ctx->pushes, (size_t)cap * sizeof *v);
+        char **m;
         if (v == NULL)
             return luaL_error(L, "jobrunner.push: out of memory");
         ctx->pushes = v;
+        if ((m = realloc(ctx->mem, (size_t)cap * sizeof *m)) == NULL)
+            return luaL_error(L, "jobrunner.push: out of memory");
+        ctx->mem = m;
         ctx->cap = cap;
     }
+    /* the push's strings, in one allocation that ctx->mem owns */
+    nlen = strlen(name) + 1;
+    plen = strlen(b->p) + 1;                         /* b is on the stack */
+    qlen = p.queue ? strlen(p.queue) + 1 : 0;
+    if ((mem = malloc(nlen + plen + qlen)) == NULL)
+        return luaL_error(L, "jobrunner.push: out of memory");
+    memcpy(mem, name, nlen);
+    memcpy(mem + nlen, b->p, plen);
+    if (p.queue)
+        memcpy(mem + nlen + plen, p.queue, qlen);
     slot = &ctx->pushes[ctx->npushes];
     *slot = p;
-    slot->name = strdup(name);
-    slot->payload = strdup(b->p);                    /* b is on the stack */
-    slot->queue = p.queue ? strdup(p.queue) : NULL;
-    if (slot->name == NULL || slot->payload == NULL ||
-        (p.queue && slot->queue == NULL))
-        return luaL_error(L, "jobrunner.push: out of memory");
-    ctx->npushes++;
+    slot->name = mem;
+    slot->payload = mem + nlen;
+    slot->queue = p.queue ? mem + nlen + plen : NULL;
+    ctx->mem[ctx->npushes++] = mem;
     return 0;
 }
 

@@ -312,7 +312,7 @@ finish(master *m)
     double until = jr_mono() + STOP_WAIT;
 
     if ((c = jr_dbthread_wait(m->dbt)) != NULL) {
-        free((void *)c->results);
+        free(c->results);
         c->results = NULL;
         if (c->applied < 0)
             jr_claimq_back(m);
