@@ -174,7 +174,7 @@ jr_claimq_flush(master *m)
         return -1;
     for (i = 0; i < n; i++)
         batch[i] = m->res[i].r;
-    applied = jr_dbthread_complete(&m->db, m->token, batch, n, &err);
+    applied = jr_dbthread_complete(m->db, m->token, batch, n, &err);
     free(batch);
     if (applied < 0) {
         jr_log(JR_LOG_ERROR, "recording %d results failed: %s", n, err.msg);
@@ -255,8 +255,8 @@ db_trouble(master *m, const char *what)
         jr_log(JR_LOG_ERROR, "database: %s; results are kept and the "
                "database is retried with backoff", what);
     m->db_backoff = m->db_backoff ? m->db_backoff * 2 : 0.1;
-    if (m->db_backoff > DB_RETRY_MAX)
-        m->db_backoff = DB_RETRY_MAX;
+    if (m->db_backoff > JR_DB_RETRY_MAX)
+        m->db_backoff = JR_DB_RETRY_MAX;
     m->db_retry_at = jr_mono() + m->db_backoff;
     tv.tv_sec = (long)m->db_backoff;
     tv.tv_usec = (long)((m->db_backoff - (double)tv.tv_sec) * 1e6);

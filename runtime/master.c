@@ -1,6 +1,6 @@
 /* master.c - the runner's master process: one libevent loop, its signals
- * and timers, start-up and shutdown. The loop owns the only backend
- * connection (the database thread uses it for the loop). Timers and events
+ * and timers, start-up and shutdown. The only backend connection is the
+ * database thread's (dbthread.c), which works for the loop. Timers and events
  * only set a flag and kick; one pass of work (claimq.c) then hands out
  * jobs and starts a database cycle. Its other concerns sit beside it and
  * share master_int.h: claimq.c (local queue, results, database cycle),
@@ -20,7 +20,6 @@
 #include <event2/bufferevent.h>
 #include <event2/event.h>
 
-#include "backend.h"
 #include "commands.h"
 #include "dbthread.h"
 #include "hooks.h"
@@ -32,6 +31,7 @@
 #include "util.h"
 #include "worker.h"
 #include "master_int.h"
+#include "url.h"
 
 #define TICK_SECS      0.25     /* on_tick: deadlines, shutdown, idle */
 #define WATCH_DEBOUNCE 0.2      /* seconds of quiet in scripts/ to reload */
@@ -187,39 +187,11 @@ make_token(master *m)
              rnd[5]);
 }
 
-/* Opens and migrates the database, retrying a database that cannot be
- * reached (not a bad URL) for wait_for_db seconds (< 0: forever). */
-static int
-open_db(master *m, const jr_backend_opts *o, jr_err *err)
-{
-    double waited = 0, delay = 0.2, limit = m->cfg->wait_for_db;
-
-    for (;;) {
-        if (jr_db_open(&m->db, m->cfg->backend, o, err) == 0 &&
-            m->db.ops->migrate(m->db.b, err) == 0)
-            break;
-        jr_db_close(&m->db);
-        if (err->code != JR_EDB || (limit >= 0 && waited >= limit))
-            return -1;
-        if (waited == 0)
-            jr_log(JR_LOG_ERROR, "%s; retrying %s (wait_for_db)", err->msg,
-                   limit < 0 ? "until it answers" : "for a while");
-        usleep((useconds_t)(delay * 1e6));
-        waited += delay;
-        delay = delay * 2 > DB_RETRY_MAX ? DB_RETRY_MAX : delay * 2;
-    }
-    if (waited > 0)
-        jr_log(JR_LOG_INFO, "database: reached after %.1fs", waited);
-    return 0;
-}
-
 static int
 start(master *m, jr_err *err)
 {
     struct event_config *ecfg;
-    jr_backend_opts o = {0};
-    const char *arg;
-    int i, fd, rc;
+    int i, rc;
 
     /* first: a second runner on the same pid file stops here, except on
      * PostgreSQL's shared default, as many runners may share its queue */
@@ -227,7 +199,7 @@ start(master *m, jr_err *err)
     if ((rc = jr_pidfile_write(m->pidfile, err)) < 0) {
         m->pidfile[0] = '\0';
         if (rc == -2 && m->cfg->pid_file == NULL &&
-            jr_url_parse(m->cfg->backend, &arg, NULL) == &jr_postgres_ops)
+            jr_url_engine(m->cfg->backend, NULL) == JR_URL_POSTGRES)
             jr_log(JR_LOG_WARN, "%s; going on without a pid file (set "
                    "pid_file per runner to reach each with 'jobrunner "
                    "reload')", err->msg);
@@ -237,18 +209,10 @@ start(master *m, jr_err *err)
             jr_log(JR_LOG_WARN, "%s; 'jobrunner reload' will not find this "
                    "runner", err->msg);
     }
-    /* The runner's own writes (claims, results, rescues) need no fsync of
-     * their own: power loss can only undo some of them, and an undone
-     * claim or result makes its job run again, which at-least-once allows;
-     * never a lost job. Pushes by producers keep `synchronous` (FULL). */
     if (jr_output_open(m, err) < 0)
         return -1;
-    o.sync_normal = 1;
-    o.busy_timeout = m->cfg->busy_timeout;
-    o.schema = m->cfg->schema;
-    o.max_payload = m->cfg->max_payload;
     jr_url_mask(m->cfg->backend, m->url, sizeof m->url);
-    if (open_db(m, &o, err) < 0)
+    if ((m->db = jr_dbthread_open(m->cfg, err)) == NULL)
         return -1;
     make_token(m);
     /* precise timers: the default coarse clock ticks in 4 ms steps, too
@@ -273,13 +237,11 @@ start(master *m, jr_err *err)
     add_flag(m, &m->rescue, m->cfg->lease / 2, &m->rescue_due);
     m->ev_tick = add_timer(m, TICK_SECS, on_tick, m);
     m->wake_fd = -1;
-    if ((fd = m->db.ops->wake_fd(m->db.b)) >= 0)
-        m->db.ops->changed(m->db.b, err);   /* start from now */
-    jr_claimq_watch_wake(m, fd);
-    if ((i = m->db.ops->rescue(m->db.b, err)) > 0)
+    jr_claimq_watch_wake(m, jr_dbthread_wake_fd(m->db));
+    if ((i = jr_dbthread_rescue(m->db, err)) > 0)
         jr_log(JR_LOG_WARN, "requeued %d job%s whose runner's lease expired",
                i, i == 1 ? "" : "s");
-    m->dbt = jr_dbthread_new(&m->db, m->token, m->cfg->lease, m->base,
+    m->dbt = jr_dbthread_new(m->db, m->token, m->cfg->lease, m->base,
                              jr_claimq_cycle_done, m, err);
     if (m->dbt == NULL)
         return -1;
@@ -416,7 +378,7 @@ cleanup(master *m)
     jr_buf_free(&m->out);
     if (m->base)
         event_base_free(m->base);
-    jr_db_close(&m->db);
+    jr_dbthread_close(m->db);
 }
 
 int

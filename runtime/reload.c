@@ -17,9 +17,9 @@
 
 #include <event2/event.h>
 
-#include "backend.h"
 #include "log.h"
 #include "reload.h"
+#include "url.h"
 #include "util.h"
 
 struct jr_watch {
@@ -165,13 +165,12 @@ jr_watch_free(jr_watch *w)
 void
 jr_pidfile_path(const jr_config *cfg, char *out, size_t size)
 {
-    const jr_backend_ops *ops;
     const char *arg;
 
     if (cfg->pid_file != NULL)
         snprintf(out, size, "%s", cfg->pid_file);
-    else if ((ops = jr_url_parse(cfg->backend, &arg, NULL)) == &jr_sqlite_ops
-             && *arg != '\0' && strcmp(arg, ":memory:") != 0)
+    else if (jr_url_engine(cfg->backend, &arg) == JR_URL_SQLITE &&
+             *arg != '\0' && strcmp(arg, ":memory:") != 0)
         snprintf(out, size, "%s.pid", arg);
     else
         snprintf(out, size, "jobrunner.pid");
