@@ -1,5 +1,8 @@
 /* commands.h - the subcommands of the jobrunner binary, one function each,
- * called by main.c with the parsed common options. Uses config.h. */
+ * called by main.c with the parsed common options. Owns the exit statuses
+ * and the version. commands.c uses config.h, the client library
+ * (jobrunner.h) for push, stats and dead, backend.h for migrate, master.h
+ * for run, worker.h for the workers. */
 #ifndef JR_COMMANDS_H
 #define JR_COMMANDS_H
 

@@ -1,7 +1,9 @@
 /* hooks.h - the config's lifecycle hooks, run in the master's config Lua
  * state: one event table per call, a traceback when a hook raises, an
  * instruction budget so a looping hook is interrupted. An absent hook costs
- * one array lookup. Uses config.h (the state and table). */
+ * one array lookup. The state and the config table are the caller's (the
+ * config's, config.h); the calls go through script.h's jr_script_run.
+ * Uses err.h, script.h. */
 #ifndef JR_HOOKS_H
 #define JR_HOOKS_H
 
