@@ -217,6 +217,126 @@ json_check(const char *text, char *why, size_t size)
     return rc;
 }
 
+/* The options of push, as config.c's key table: each setter parses its
+ * value into the push. A setter returns 0, -1 with err set (an invalid
+ * value), or BOTH_GIVEN when the option excludes one already given. */
+#define BOTH_GIVEN (-2)
+
+typedef int (*push_setter)(jr_push *p, const char *val, jr_err *err);
+
+static int
+set_in(jr_push *p, const char *val, jr_err *err)
+{
+    if (p->run_at > 0)
+        return BOTH_GIVEN;
+    return jr_parse_duration(val, "--in", &p->run_in, err);
+}
+
+static int
+set_at(jr_push *p, const char *val, jr_err *err)
+{
+    if (p->run_in > 0)
+        return BOTH_GIVEN;
+    return jr_parse_time(val, "--at", &p->run_at, err);
+}
+
+static int
+set_priority(jr_push *p, const char *val, jr_err *err)
+{
+    long v;
+
+    if (jr_parse_int(val, "--priority", -1000000, 1000000, &v, err) < 0)
+        return -1;
+    p->priority = (int)v;
+    return 0;
+}
+
+static int
+set_max_retries(jr_push *p, const char *val, jr_err *err)
+{
+    long v;
+
+    if (jr_parse_int(val, "--max-retries", 0, 1000000, &v, err) < 0)
+        return -1;
+    p->max_retries = (int)v;
+    return 0;
+}
+
+static int
+set_queue(jr_push *p, const char *val, jr_err *err)
+{
+    (void)err;
+    p->queue = val;             /* checked with the push (jr_push_check) */
+    return 0;
+}
+
+static const struct push_option {
+    const char  *name;
+    int          takes;         /* takes a value: the next argument */
+    push_setter  set;
+} push_options[] = {
+    {"--in",          1, set_in},
+    {"--at",          1, set_at},
+    {"--priority",    1, set_priority},
+    {"--queue",       1, set_queue},
+    {"--max-retries", 1, set_max_retries},
+    {NULL, 0, NULL}
+};
+
+/* Parses push's arguments (NAME [JSON] and the options) into p, whose
+ * strings then borrow argv. Returns 0, or the exit status after saying
+ * what is wrong. */
+static int
+push_args(jr_cli *cli, jr_push *p)
+{
+    const struct push_option *o;
+    jr_err err;
+    int i, rc;
+
+    for (i = 0; i < cli->argc; i++) {
+        const char *a = cli->argv[i];
+        for (o = push_options; o->name && strcmp(o->name, a) != 0; o++)
+            ;
+        if (o->name == NULL) {
+            if (a[0] == '-' && a[1] == '-')
+                return usage_error("push: unknown option '%s'", a);
+            if (p->name != NULL && p->payload != NULL)
+                return usage_error("push: unexpected argument '%s'", a);
+            *(p->name == NULL ? &p->name : &p->payload) = a;
+            continue;
+        }
+        if (o->takes && i + 1 >= cli->argc)
+            return usage_error("push: option '%s' needs a value", a);
+        rc = o->set(p, o->takes ? cli->argv[i + 1] : NULL, &err);
+        if (rc == BOTH_GIVEN)
+            return usage_error("push: give --in or --at, not both");
+        if (rc < 0)
+            return die(JR_EXIT_USAGE, err.msg);
+        i += o->takes;
+    }
+    if (p->name == NULL)
+        return usage_error("push: missing the job %s", "NAME");
+    return 0;
+}
+
+/* Checks p (config's max_payload, then its JSON) before anything is
+ * written. Returns 0, or the exit status after saying why. */
+static int
+push_check(const jr_config *c, const jr_push *p)
+{
+    jr_err err;
+    char why[256];
+
+    if (jr_push_check(p, c->max_payload, &err) < 0)
+        return die(JR_EXIT_USAGE, err.msg);
+    if (p->payload && json_check(p->payload, why, sizeof why) < 0) {
+        fprintf(stderr, "jobrunner: job '%s': invalid JSON payload: %s\n",
+                p->name, why);
+        return JR_EXIT_USAGE;
+    }
+    return 0;
+}
+
 int
 jr_cmd_push(jr_cli *cli)
 {
@@ -224,62 +344,13 @@ jr_cmd_push(jr_cli *cli)
     jr_client_opts opts = JR_CLIENT_OPTS_INIT;
     jr_client *client;
     jr_config c;
-    jr_err err;
     int64_t id;
-    char why[256];
-    long v;
-    int i, rc;
+    int rc;
 
-    for (i = 0; i < cli->argc; i++) {
-        const char *a = cli->argv[i], *val = i + 1 < cli->argc ?
-                        cli->argv[i + 1] : NULL;
-        int takes = strcmp(a, "--in") == 0 || strcmp(a, "--at") == 0 ||
-                    strcmp(a, "--priority") == 0 || strcmp(a, "--queue") == 0
-                    || strcmp(a, "--max-retries") == 0;
-        if (takes && val == NULL)
-            return usage_error("push: option '%s' needs a value", a);
-        if ((strcmp(a, "--in") == 0 && p.run_at > 0) ||
-            (strcmp(a, "--at") == 0 && p.run_in > 0))
-            return usage_error("push: give --in or --at, not both");
-        if (strcmp(a, "--in") == 0)
-            rc = jr_parse_duration(val, "--in", &p.run_in, &err);
-        else if (strcmp(a, "--at") == 0)
-            rc = jr_parse_time(val, "--at", &p.run_at, &err);
-        else if (strcmp(a, "--priority") == 0)
-            rc = jr_parse_int(val, "--priority", -1000000, 1000000, &v, &err),
-            p.priority = (int)v;
-        else if (strcmp(a, "--max-retries") == 0)
-            rc = jr_parse_int(val, "--max-retries", 0, 1000000, &v, &err),
-            p.max_retries = (int)v;
-        else if (strcmp(a, "--queue") == 0)
-            rc = 0, p.queue = val;
-        else if (a[0] == '-' && a[1] == '-')
-            return usage_error("push: unknown option '%s'", a);
-        else if (p.name == NULL)
-            rc = 0, p.name = a;
-        else if (p.payload == NULL)
-            rc = 0, p.payload = a;
-        else
-            return usage_error("push: unexpected argument '%s'", a);
-        if (rc < 0)
-            return die(JR_EXIT_USAGE, err.msg);
-        i += takes;
-    }
-    if (p.name == NULL)
-        return usage_error("push: missing the job %s", "NAME");
-    if ((rc = load_config(cli, &c)) != 0)
+    if ((rc = push_args(cli, &p)) != 0 || (rc = load_config(cli, &c)) != 0)
         return rc;
-    if (jr_push_check(&p, c.max_payload, &err) < 0) {
-        jr_config_free(&c);
-        return die(JR_EXIT_USAGE, err.msg);
-    }
-    if (p.payload && json_check(p.payload, why, sizeof why) < 0) {
-        jr_config_free(&c);
-        fprintf(stderr, "jobrunner: job '%s': invalid JSON payload: %s\n",
-                p.name, why);
-        return JR_EXIT_USAGE;
-    }
-    if ((rc = open_client(&c, &client)) != 0) {
+    if ((rc = push_check(&c, &p)) != 0 ||
+        (rc = open_client(&c, &client)) != 0) {
         jr_config_free(&c);
         return rc;
     }

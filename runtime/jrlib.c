@@ -117,6 +117,44 @@ push_opts(lua_State *L, int idx, jr_push *p)
     }                                                /* (nothing) */
 }
 
+/* Keeps push p of name with its JSON payload until the job's result,
+ * copying its strings into one allocation that ctx->mem owns.
+ * [-0, +0, m] */
+static void
+keep_push(lua_State *L, jr_jobctx *ctx, const jr_push *p, const char *name,
+          const char *payload)
+{
+    size_t nlen = strlen(name) + 1, plen = strlen(payload) + 1;
+    size_t qlen = p->queue ? strlen(p->queue) + 1 : 0;
+    jr_push *slot;
+    char *mem;
+
+    if (ctx->npushes == ctx->cap) {
+        int cap = ctx->cap ? ctx->cap * 2 : 4;
+        jr_push *v = realloc(ctx->pushes, (size_t)cap * sizeof *v);
+        char **m;
+        if (v == NULL)
+            luaL_error(L, "jobrunner.push: out of memory");
+        ctx->pushes = v;
+        if ((m = realloc(ctx->mem, (size_t)cap * sizeof *m)) == NULL)
+            luaL_error(L, "jobrunner.push: out of memory");
+        ctx->mem = m;
+        ctx->cap = cap;
+    }
+    if ((mem = malloc(nlen + plen + qlen)) == NULL)
+        luaL_error(L, "jobrunner.push: out of memory");
+    memcpy(mem, name, nlen);
+    memcpy(mem + nlen, payload, plen);
+    if (p->queue)
+        memcpy(mem + nlen + plen, p->queue, qlen);
+    slot = &ctx->pushes[ctx->npushes];
+    *slot = *p;
+    slot->name = mem;
+    slot->payload = mem + nlen;
+    slot->queue = p->queue ? mem + nlen + plen : NULL;
+    ctx->mem[ctx->npushes++] = mem;
+}
+
 /* jobrunner.push(name, payload?, opts?): queued with this job's success.
  * The payload is encoded now, by json.c, so that a value JSON cannot hold
  * fails this job and names the key.  [-0, +0, v] */
@@ -124,12 +162,11 @@ static int
 jrlib_push(lua_State *L)                             /* name payload opts */
 {
     jr_jobctx *ctx;
-    jr_push p = {.max_retries = -1}, *slot;
+    jr_push p = {.max_retries = -1};
     size_t len;
     const char *name = luaL_checklstring(L, 1, &len);
     jr_buf *b;
-    char why[400], *mem;
-    size_t nlen, plen, qlen;
+    char why[400];
     jr_err err;
 
     if (!lua_isnoneornil(L, 2))
@@ -152,34 +189,7 @@ jrlib_push(lua_State *L)                             /* name payload opts */
         return luaL_error(L, "jobrunner.push: payload of '%s' is %d bytes, "
                           "over max_payload (%d)", name, (int)(b->len - 1),
                           (int)ctx->max_payload);
-    if (ctx->npushes == ctx->cap) {
-        int cap = ctx->cap ? ctx->cap * 2 : 4;
-        jr_push *v = realloc(ctx->pushes, (size_t)cap * sizeof *v);
-        char **m;
-        if (v == NULL)
-            return luaL_error(L, "jobrunner.push: out of memory");
-        ctx->pushes = v;
-        if ((m = realloc(ctx->mem, (size_t)cap * sizeof *m)) == NULL)
-            return luaL_error(L, "jobrunner.push: out of memory");
-        ctx->mem = m;
-        ctx->cap = cap;
-    }
-    /* the push's strings, in one allocation that ctx->mem owns */
-    nlen = strlen(name) + 1;
-    plen = strlen(b->p) + 1;                         /* b is on the stack */
-    qlen = p.queue ? strlen(p.queue) + 1 : 0;
-    if ((mem = malloc(nlen + plen + qlen)) == NULL)
-        return luaL_error(L, "jobrunner.push: out of memory");
-    memcpy(mem, name, nlen);
-    memcpy(mem + nlen, b->p, plen);
-    if (p.queue)
-        memcpy(mem + nlen + plen, p.queue, qlen);
-    slot = &ctx->pushes[ctx->npushes];
-    *slot = p;
-    slot->name = mem;
-    slot->payload = mem + nlen;
-    slot->queue = p.queue ? mem + nlen + plen : NULL;
-    ctx->mem[ctx->npushes++] = mem;
+    keep_push(L, ctx, &p, name, b->p);               /* b is on the stack */
     return 0;
 }
 
