@@ -28,7 +28,7 @@ else
 Q = @
 endif
 
-RUNTIME  = main commands client master claimq pool output gen events \
+RUNTIME  = main commands inspect client master claimq pool output gen events \
            dbthread worker frame config script jrlib hooks reload log err \
            json util job
 BACKENDS = backend sqlite postgres
