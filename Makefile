@@ -7,7 +7,7 @@ WERROR     ?= -Werror
 PREFIX     ?= /usr/local
 CC         ?= cc
 CFLAGS     ?= -O2 -g
-CFLAGS     += -std=c11 -Wall -Wextra -Wshadow -Wformat=2 -Wwrite-strings \
+CFLAGS     += -std=c11 -Wall -Wextra -Wshadow -Wformat=2 -Wwrite-strings -Wcast-qual \
               -Wstrict-prototypes -Wmissing-prototypes $(WERROR)
 CPPFLAGS   += -D_POSIX_C_SOURCE=200809L -Iruntime -Ibackends -MMD -MP \
               $(shell $(PKG_CONFIG) --cflags $(PKGS) 2>/dev/null)
@@ -28,7 +28,7 @@ else
 Q = @
 endif
 
-RUNTIME  = main commands client master claimq pool output gen events \
+RUNTIME  = main commands inspect client master claimq pool output gen events \
            dbthread worker frame config script luabridge jrlib luaopts \
            hooks reload log err json util job
 BACKENDS = backend sqlite postgres

@@ -59,6 +59,18 @@ jr_url_parse(const char *url, const char **arg, jr_err *err)
 }
 
 int
+jr_url_engine(const char *url, const char **path)
+{
+    const char *arg;
+    const jr_backend_ops *ops = jr_url_parse(url, &arg, NULL);
+
+    if (path != NULL)
+        *path = ops == &jr_sqlite_ops ? arg : NULL;
+    return ops == &jr_sqlite_ops ? JR_URL_SQLITE :
+           ops == &jr_postgres_ops ? JR_URL_POSTGRES : JR_URL_NONE;
+}
+
+int
 jr_db_open(jr_db *db, const char *url, const jr_backend_opts *o, jr_err *err)
 {
     static const jr_backend_opts none;

@@ -1,10 +1,13 @@
 /* backend.h - the storage interface: one table of functions per engine, as
  * redis's engine table. sqlite.c and postgres.c each export only their
- * jr_backend_ops; backend.c picks one from a URL (jr_url_parse) and masks
- * passwords in URLs (jr_url_mask). Also the rows that stats and the dead
- * queue list. All calls are blocking; the master never calls them from its
- * event loop directly (see dbthread.c). The jobs, pushes and results they
- * store are job.h's. Uses err.h, job.h. */
+ * jr_backend_ops; backend.c picks one from a URL (jr_url_parse, the one
+ * parser) and masks passwords in URLs (jr_url_mask, in url.h with
+ * jr_url_engine for the code that does not include this header). Also
+ * the rows that stats and the dead queue list. All calls are blocking;
+ * the master never calls them from its event loop directly (see
+ * dbthread.c, the only file of the runner that includes this header
+ * besides commands.c, client.c and luaclient.c). The jobs, pushes and
+ * results they store are job.h's. Uses err.h, job.h, url.h. */
 #ifndef JR_BACKEND_H
 #define JR_BACKEND_H
 
@@ -13,6 +16,7 @@
 
 #include "err.h"
 #include "job.h"
+#include "url.h"
 
 typedef struct jr_backend jr_backend;   /* opaque; each engine defines it */
 
@@ -144,11 +148,8 @@ void jr_db_close(jr_db *db);    /* zeroed or closed db is a no-op */
  * may be NULL) when it names none. */
 const jr_backend_ops *jr_url_parse(const char *url, const char **arg,
                                    jr_err *err);
-/* Writes url into out for messages: a PostgreSQL URL or conninfo as libpq
- * parses it, re-written as conninfo with password fields as "****"; one
- * libpq cannot parse as "<unparsable connection string: REASON>" (returns
- * -1 then, else 0); any other URL with "user:****@". */
-int  jr_url_mask(const char *url, char *out, size_t size);
+/* jr_url_engine and jr_url_mask, for callers without backend.h, are in
+ * url.h. */
 
 extern const jr_backend_ops jr_sqlite_ops;
 extern const jr_backend_ops jr_postgres_ops;

@@ -174,7 +174,7 @@ jr_claimq_flush(master *m)
         return -1;
     for (i = 0; i < n; i++)
         batch[i] = m->res[i].r;
-    applied = jr_dbthread_complete(&m->db, m->token, batch, n, &err);
+    applied = jr_dbthread_complete(m->db, m->token, batch, n, &err);
     free(batch);
     if (applied < 0) {
         jr_log(JR_LOG_ERROR, "recording %d results failed: %s", n, err.msg);
@@ -255,8 +255,8 @@ db_trouble(master *m, const char *what)
         jr_log(JR_LOG_ERROR, "database: %s; results are kept and the "
                "database is retried with backoff", what);
     m->db_backoff = m->db_backoff ? m->db_backoff * 2 : 0.1;
-    if (m->db_backoff > DB_RETRY_MAX)
-        m->db_backoff = DB_RETRY_MAX;
+    if (m->db_backoff > JR_DB_RETRY_MAX)
+        m->db_backoff = JR_DB_RETRY_MAX;
     m->db_retry_at = jr_mono() + m->db_backoff;
     tv.tv_sec = (long)m->db_backoff;
     tv.tv_usec = (long)((m->db_backoff - (double)tv.tv_sec) * 1e6);
@@ -295,24 +295,13 @@ jr_claimq_watch_wake(master *m, int fd)
         event_add(m->ev_wake, NULL);
 }
 
-void
-jr_claimq_cycle_done(jr_cycle *c, void *arg)
+/* Queues the jobs cycle c claimed (or gives them back when stopping,
+ * or records those out of retries dead). */
+static void
+take_claimed(master *m, jr_cycle *c)
 {
-    master *m = arg;
     int i;
 
-    free((void *)c->results);
-    c->results = NULL;
-    jr_gen_unref(m->cycle_gen);
-    m->cycle_gen = NULL;
-    if (c->count_ready)
-        jr_event_tick(m, c->ready);
-    if (c->applied < 0) {
-        jr_claimq_back(m);
-    } else {
-        jr_claimq_recorded(m, m->inflight, m->ninflight, c->applied);
-        m->ninflight = 0;
-    }
     for (i = 0; i < c->nclaimed; i++)
         if (m->stopping || (!expire_job(m, c->claimed[i]) &&
                             jr_claimq_push(m, c->claimed[i], 0) < 0))
@@ -321,12 +310,13 @@ jr_claimq_cycle_done(jr_cycle *c, void *arg)
         m->want_claim = m->full_batch = c->nclaimed == c->want;
     if (c->nclaimed > 0)
         jr_log(JR_LOG_DEBUG, "claimed %d jobs", c->nclaimed);
-    if (c->rescued > 0) {
-        jr_log(JR_LOG_WARN, "requeued %d job%s whose runner's lease expired",
-               c->rescued, c->rescued == 1 ? "" : "s");
-        m->want_claim = 1;
-    }
-    jr_claimq_watch_wake(m, c->wake_fd);
+}
+
+/* What cycle c says about the database: an outage (retry with backoff)
+ * or its end, and a wake-up that found nothing yet (look again soon). */
+static void
+note_health(master *m, const jr_cycle *c)
+{
     if (c->unchanged && m->rechecks < RECHECKS) {
         /* a producer's WAL write wakes us an fsync before its commit is
          * visible: look again shortly instead of at the next poll */
@@ -344,8 +334,64 @@ jr_claimq_cycle_done(jr_cycle *c, void *arg)
         m->db_backoff = 0;
         m->db_retry_at = 0;
     }
+}
+
+void
+jr_claimq_cycle_done(jr_cycle *c, void *arg)
+{
+    master *m = arg;
+
+    free(c->results);
+    c->results = NULL;
+    jr_gen_unref(m->cycle_gen);
+    m->cycle_gen = NULL;
+    if (c->count_ready)
+        jr_event_tick(m, c->ready);
+    if (c->applied < 0) {
+        jr_claimq_back(m);
+    } else {
+        jr_claimq_recorded(m, m->inflight, m->ninflight, c->applied);
+        m->ninflight = 0;
+    }
+    take_claimed(m, c);
+    if (c->rescued > 0) {
+        jr_log(JR_LOG_WARN, "requeued %d job%s whose runner's lease expired",
+               c->rescued, c->rescued == 1 ? "" : "s");
+        m->want_claim = 1;
+    }
+    jr_claimq_watch_wake(m, c->wake_fd);
+    note_health(m, c);
     dispatch(m);
     jr_master_kick(m);
+}
+
+/* The pending results go in flight: cycle c records a copy of them.
+ * -1 when out of memory (they stay pending). */
+static int
+send_results(master *m, jr_cycle *c)
+{
+    pending *swap = m->inflight;
+    int cap = m->capinflight, i;
+    jr_result *r;
+
+    m->inflight = m->res;
+    m->capinflight = m->capres;
+    m->ninflight = m->nres;
+    m->res = swap;
+    m->capres = cap;
+    m->nres = 0;
+    c->results = NULL;
+    if (m->ninflight == 0)
+        return 0;
+    if ((r = malloc((size_t)m->ninflight * sizeof *r)) == NULL) {
+        jr_claimq_back(m);
+        return -1;
+    }
+    for (i = 0; i < m->ninflight; i++)
+        r[i] = m->inflight[i].r;
+    c->results = r;
+    c->nresults = m->ninflight;
+    return 0;
 }
 
 /* The loop's one pass of work: hand out what is queued, and start a
@@ -355,8 +401,7 @@ jr_claimq_work(evutil_socket_t fd, short what, void *arg)
 {
     master *m = arg;
     jr_cycle *c = &m->cycle;
-    pending *swap;
-    int want, cap;
+    int want;
 
     (void)fd;
     (void)what;
@@ -376,27 +421,8 @@ jr_claimq_work(evutil_socket_t fd, short what, void *arg)
         !m->wake_due && !m->count_due)
         return;
     memset(c, 0, sizeof *c);
-    swap = m->inflight;             /* pending results go in flight */
-    cap = m->capinflight;
-    m->inflight = m->res;
-    m->capinflight = m->capres;
-    m->ninflight = m->nres;
-    m->res = swap;
-    m->capres = cap;
-    m->nres = 0;
-    c->results = NULL;
-    if (m->ninflight > 0) {
-        jr_result *r = malloc((size_t)m->ninflight * sizeof *r);
-        int i;
-        if (r == NULL) {
-            jr_claimq_back(m);
-            return;
-        }
-        for (i = 0; i < m->ninflight; i++)
-            r[i] = m->inflight[i].r;
-        c->results = r;
-        c->nresults = m->ninflight;
-    }
+    if (send_results(m, c) < 0)
+        return;
     c->want = want > 0 ? want : 0;
     c->consume_wake = m->wake_due;
     c->claim_always = m->want_claim;

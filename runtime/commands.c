@@ -27,18 +27,15 @@
 #define DEFAULT_BACKEND "sqlite:jobrunner.db"
 #define DEFAULT_SCRIPTS "scripts"
 
-static int
-die(int status, const char *msg)
+int
+jr_cmd_die(int status, const char *msg)
 {
     fprintf(stderr, "jobrunner: %s\n", msg);
     return status;
 }
 
-static int usage_error(const char *fmt, ...)
-    __attribute__((format(printf, 1, 2)));
-
-static int
-usage_error(const char *fmt, ...)
+int
+jr_cmd_usage(const char *fmt, ...)
 {
     va_list ap;
 
@@ -51,19 +48,19 @@ usage_error(const char *fmt, ...)
 }
 
 /* Defaults, then the config file, then the command line. */
-static int
-load_config(jr_cli *cli, jr_config *c)
+int
+jr_cmd_config(jr_cli *cli, jr_config *c)
 {
     jr_err err;
 
     jr_config_defaults(c);
     if (jr_config_load(c, cli->config, NULL, &err) < 0)
-        return die(JR_EXIT_CONFIG, err.msg);
+        return jr_cmd_die(JR_EXIT_CONFIG, err.msg);
     if ((cli->backend && jr_config_set(&c->backend, cli->backend, &err) < 0) ||
         (!c->backend && jr_config_set(&c->backend, DEFAULT_BACKEND, &err) < 0) ||
         (cli->scripts && jr_config_set(&c->scripts, cli->scripts, &err) < 0) ||
         (!c->scripts && jr_config_set(&c->scripts, DEFAULT_SCRIPTS, &err) < 0))
-        return die(JR_EXIT_FAIL, err.msg);
+        return jr_cmd_die(JR_EXIT_FAIL, err.msg);
     jr_log_setup(c->log_level, c->log_json, "master");
     return 0;
 }
@@ -81,7 +78,7 @@ open_db(jr_config *c, jr_db *db, int migrate)
     if (jr_db_open(db, c->backend, &o, &err) < 0 ||
         (migrate && db->ops->migrate(db->b, &err) < 0)) {
         jr_db_close(db);
-        return die(err.code == JR_EUSAGE ? JR_EXIT_USAGE : JR_EXIT_FAIL,
+        return jr_cmd_die(err.code == JR_EUSAGE ? JR_EXIT_USAGE : JR_EXIT_FAIL,
                    err.msg);
     }
     return 0;
@@ -108,20 +105,20 @@ open_as(jr_config *c, jr_client **client, int reader)
            rc == JR_CLIENT_EUSAGE ? JR_EXIT_USAGE : JR_EXIT_FAIL;
 }
 
-static int
-open_client(jr_config *c, jr_client **client)
+int
+jr_cmd_client(jr_config *c, jr_client **client)
 {
     return open_as(c, client, 0);
 }
 
-static int
-open_reader(jr_config *c, jr_client **client)
+int
+jr_cmd_reader(jr_config *c, jr_client **client)
 {
     return open_as(c, client, 1);
 }
 
-static int
-client_fail(jr_client *client)
+int
+jr_cmd_client_fail(jr_client *client)
 {
     int code = jr_client_errcode(client);
 
@@ -134,7 +131,7 @@ client_fail(jr_client *client)
 static int
 setup(jr_cli *cli, jr_config *c, jr_db *db)
 {
-    int rc = load_config(cli, c);
+    int rc = jr_cmd_config(cli, c);
 
     if (rc == 0 && (rc = open_db(c, db, 1)) != 0)
         jr_config_free(c);
@@ -156,8 +153,8 @@ jr_cmd_run(jr_cli *cli)
     int rc;
 
     if (cli->argc > 0)
-        return usage_error("run takes no arguments, got '%s'", cli->argv[0]);
-    if ((rc = load_config(cli, &c)) != 0)
+        return jr_cmd_usage("run takes no arguments, got '%s'", cli->argv[0]);
+    if ((rc = jr_cmd_config(cli, &c)) != 0)
         return rc;
     rc = jr_master_run(&c, cli->self);
     jr_config_free(&c);
@@ -171,13 +168,13 @@ jr_cmd_worker(jr_cli *cli)
     int fd;
 
     if (cli->argc != 3)
-        return die(JR_EXIT_USAGE, "__worker is started by the runner");
+        return jr_cmd_die(JR_EXIT_USAGE, "__worker is started by the runner");
     jr_config_defaults(&c);
     fd = atoi(cli->argv[0]);
     /* "3:4": the handlers' output goes to descriptor 4 */
     if (strchr(cli->argv[0], ':') != NULL &&
         jr_worker_output(atoi(strchr(cli->argv[0], ':') + 1)) < 0)
-        return die(JR_EXIT_FAIL, "worker: cannot set up handler output");
+        return jr_cmd_die(JR_EXIT_FAIL, "worker: cannot set up handler output");
     {
         jr_err err;
         if (jr_config_load(&c, *cli->argv[2] ? cli->argv[2] : NULL, NULL,
@@ -217,6 +214,126 @@ json_check(const char *text, char *why, size_t size)
     return rc;
 }
 
+/* The options of push, as config.c's key table: each setter parses its
+ * value into the push. A setter returns 0, -1 with err set (an invalid
+ * value), or BOTH_GIVEN when the option excludes one already given. */
+#define BOTH_GIVEN (-2)
+
+typedef int (*push_setter)(jr_push *p, const char *val, jr_err *err);
+
+static int
+set_in(jr_push *p, const char *val, jr_err *err)
+{
+    if (p->run_at > 0)
+        return BOTH_GIVEN;
+    return jr_parse_duration(val, "--in", &p->run_in, err);
+}
+
+static int
+set_at(jr_push *p, const char *val, jr_err *err)
+{
+    if (p->run_in > 0)
+        return BOTH_GIVEN;
+    return jr_parse_time(val, "--at", &p->run_at, err);
+}
+
+static int
+set_priority(jr_push *p, const char *val, jr_err *err)
+{
+    long v;
+
+    if (jr_parse_int(val, "--priority", -1000000, 1000000, &v, err) < 0)
+        return -1;
+    p->priority = (int)v;
+    return 0;
+}
+
+static int
+set_max_retries(jr_push *p, const char *val, jr_err *err)
+{
+    long v;
+
+    if (jr_parse_int(val, "--max-retries", 0, 1000000, &v, err) < 0)
+        return -1;
+    p->max_retries = (int)v;
+    return 0;
+}
+
+static int
+set_queue(jr_push *p, const char *val, jr_err *err)
+{
+    (void)err;
+    p->queue = val;             /* checked with the push (jr_push_check) */
+    return 0;
+}
+
+static const struct push_option {
+    const char  *name;
+    int          takes;         /* takes a value: the next argument */
+    push_setter  set;
+} push_options[] = {
+    {"--in",          1, set_in},
+    {"--at",          1, set_at},
+    {"--priority",    1, set_priority},
+    {"--queue",       1, set_queue},
+    {"--max-retries", 1, set_max_retries},
+    {NULL, 0, NULL}
+};
+
+/* Parses push's arguments (NAME [JSON] and the options) into p, whose
+ * strings then borrow argv. Returns 0, or the exit status after saying
+ * what is wrong. */
+static int
+push_args(jr_cli *cli, jr_push *p)
+{
+    const struct push_option *o;
+    jr_err err;
+    int i, rc;
+
+    for (i = 0; i < cli->argc; i++) {
+        const char *a = cli->argv[i];
+        for (o = push_options; o->name && strcmp(o->name, a) != 0; o++)
+            ;
+        if (o->name == NULL) {
+            if (a[0] == '-' && a[1] == '-')
+                return jr_cmd_usage("push: unknown option '%s'", a);
+            if (p->name != NULL && p->payload != NULL)
+                return jr_cmd_usage("push: unexpected argument '%s'", a);
+            *(p->name == NULL ? &p->name : &p->payload) = a;
+            continue;
+        }
+        if (o->takes && i + 1 >= cli->argc)
+            return jr_cmd_usage("push: option '%s' needs a value", a);
+        rc = o->set(p, o->takes ? cli->argv[i + 1] : NULL, &err);
+        if (rc == BOTH_GIVEN)
+            return jr_cmd_usage("push: give --in or --at, not both");
+        if (rc < 0)
+            return jr_cmd_die(JR_EXIT_USAGE, err.msg);
+        i += o->takes;
+    }
+    if (p->name == NULL)
+        return jr_cmd_usage("push: missing the job %s", "NAME");
+    return 0;
+}
+
+/* Checks p (config's max_payload, then its JSON) before anything is
+ * written. Returns 0, or the exit status after saying why. */
+static int
+push_check(const jr_config *c, const jr_push *p)
+{
+    jr_err err;
+    char why[256];
+
+    if (jr_push_check(p, c->max_payload, &err) < 0)
+        return jr_cmd_die(JR_EXIT_USAGE, err.msg);
+    if (p->payload && json_check(p->payload, why, sizeof why) < 0) {
+        fprintf(stderr, "jobrunner: job '%s': invalid JSON payload: %s\n",
+                p->name, why);
+        return JR_EXIT_USAGE;
+    }
+    return 0;
+}
+
 int
 jr_cmd_push(jr_cli *cli)
 {
@@ -224,62 +341,13 @@ jr_cmd_push(jr_cli *cli)
     jr_client_opts opts = JR_CLIENT_OPTS_INIT;
     jr_client *client;
     jr_config c;
-    jr_err err;
     int64_t id;
-    char why[256];
-    long v;
-    int i, rc;
+    int rc;
 
-    for (i = 0; i < cli->argc; i++) {
-        const char *a = cli->argv[i], *val = i + 1 < cli->argc ?
-                        cli->argv[i + 1] : NULL;
-        int takes = strcmp(a, "--in") == 0 || strcmp(a, "--at") == 0 ||
-                    strcmp(a, "--priority") == 0 || strcmp(a, "--queue") == 0
-                    || strcmp(a, "--max-retries") == 0;
-        if (takes && val == NULL)
-            return usage_error("push: option '%s' needs a value", a);
-        if ((strcmp(a, "--in") == 0 && p.run_at > 0) ||
-            (strcmp(a, "--at") == 0 && p.run_in > 0))
-            return usage_error("push: give --in or --at, not both");
-        if (strcmp(a, "--in") == 0)
-            rc = jr_parse_duration(val, "--in", &p.run_in, &err);
-        else if (strcmp(a, "--at") == 0)
-            rc = jr_parse_time(val, "--at", &p.run_at, &err);
-        else if (strcmp(a, "--priority") == 0)
-            rc = jr_parse_int(val, "--priority", -1000000, 1000000, &v, &err),
-            p.priority = (int)v;
-        else if (strcmp(a, "--max-retries") == 0)
-            rc = jr_parse_int(val, "--max-retries", 0, 1000000, &v, &err),
-            p.max_retries = (int)v;
-        else if (strcmp(a, "--queue") == 0)
-            rc = 0, p.queue = val;
-        else if (a[0] == '-' && a[1] == '-')
-            return usage_error("push: unknown option '%s'", a);
-        else if (p.name == NULL)
-            rc = 0, p.name = a;
-        else if (p.payload == NULL)
-            rc = 0, p.payload = a;
-        else
-            return usage_error("push: unexpected argument '%s'", a);
-        if (rc < 0)
-            return die(JR_EXIT_USAGE, err.msg);
-        i += takes;
-    }
-    if (p.name == NULL)
-        return usage_error("push: missing the job %s", "NAME");
-    if ((rc = load_config(cli, &c)) != 0)
+    if ((rc = push_args(cli, &p)) != 0 || (rc = jr_cmd_config(cli, &c)) != 0)
         return rc;
-    if (jr_push_check(&p, c.max_payload, &err) < 0) {
-        jr_config_free(&c);
-        return die(JR_EXIT_USAGE, err.msg);
-    }
-    if (p.payload && json_check(p.payload, why, sizeof why) < 0) {
-        jr_config_free(&c);
-        fprintf(stderr, "jobrunner: job '%s': invalid JSON payload: %s\n",
-                p.name, why);
-        return JR_EXIT_USAGE;
-    }
-    if ((rc = open_client(&c, &client)) != 0) {
+    if ((rc = push_check(&c, &p)) != 0 ||
+        (rc = jr_cmd_client(&c, &client)) != 0) {
         jr_config_free(&c);
         return rc;
     }
@@ -289,46 +357,12 @@ jr_cmd_push(jr_cli *cli)
     opts.queue = p.queue;
     opts.max_retries = p.max_retries;
     if (jr_client_push(client, p.name, p.payload, &opts, &id) != JR_CLIENT_OK)
-        rc = client_fail(client);
+        rc = jr_cmd_client_fail(client);
     else
         printf("%lld\n", (long long)id);
     jr_client_close(client);
     jr_config_free(&c);
     return rc;
-}
-
-/* --- stats ------------------------------------------------------------ */
-
-typedef struct stat_acc {
-    jr_stat_row *rows;
-    int          n, cap;
-    long         ready, scheduled, running, dead;
-} stat_acc;
-
-static int
-stat_collect(const char *name, const jr_client_counts *n, void *arg)
-{
-    stat_acc *a = arg;
-    jr_stat_row row_ = {name, n->ready, n->scheduled, n->running, n->dead};
-    const jr_stat_row *row = &row_;
-
-    if (a->n == a->cap) {
-        int cap = a->cap ? a->cap * 2 : 16;
-        jr_stat_row *v = realloc(a->rows, (size_t)cap * sizeof *v);
-        if (v == NULL)
-            return 1;
-        a->rows = v;
-        a->cap = cap;
-    }
-    a->rows[a->n] = *row;
-    if ((a->rows[a->n].name = strdup(row->name)) == NULL)
-        return 1;
-    a->n++;
-    a->ready += row->ready;
-    a->scheduled += row->scheduled;
-    a->running += row->running;
-    a->dead += row->dead;
-    return 0;
 }
 
 /* The handlers that load from the scripts directory, as the runner would
@@ -349,270 +383,6 @@ load_handlers(const char *scripts, lua_State **L, jr_scripts *s,
     return 0;
 }
 
-static int
-has_handler(const jr_scripts *s, const char *name)
-{
-    int i;
-
-    for (i = 0; i < s->n; i++)
-        if (strcmp(s->h[i].name, name) == 0)
-            return 1;
-    return 0;
-}
-
-static void
-stats_json(const stat_acc *a, const jr_scripts *scripts)
-{
-    int i, first = 1;
-
-    printf("{\"queued\":%ld,\"ready\":%ld,\"scheduled\":%ld,\"running\":%ld,"
-           "\"dead\":%ld,\"names\":{", a->ready + a->scheduled, a->ready,
-           a->scheduled, a->running, a->dead);
-    for (i = 0; i < a->n; i++) {
-        const jr_stat_row *r = &a->rows[i];
-        printf("%s", i ? "," : "");
-        jr_json_str(stdout, r->name);
-        printf(":{\"ready\":%ld,\"scheduled\":%ld,\"running\":%ld,\"dead\":"
-               "%ld,\"handler\":%s}", r->ready, r->scheduled, r->running,
-               r->dead, has_handler(scripts, r->name) ? "true" : "false");
-    }
-    printf("},\"unhandled\":[");
-    for (i = 0; i < a->n; i++)
-        if (!has_handler(scripts, a->rows[i].name)) {
-            printf("%s", first ? "" : ",");
-            jr_json_str(stdout, a->rows[i].name);
-            first = 0;
-        }
-    printf("]}\n");
-}
-
-static void
-stats_text(const stat_acc *a, const jr_scripts *scripts)
-{
-    int i;
-
-    printf("queued %ld (ready %ld, scheduled %ld), running %ld, dead %ld\n",
-           a->ready + a->scheduled, a->ready, a->scheduled, a->running,
-           a->dead);
-    if (a->n == 0)
-        return;
-    printf("\n%-32s %9s %9s %9s %9s\n", "NAME", "READY", "SCHEDULED",
-           "RUNNING", "DEAD");
-    for (i = 0; i < a->n; i++) {
-        const jr_stat_row *r = &a->rows[i];
-        printf("%-32s %9ld %9ld %9ld %9ld%s\n", r->name, r->ready,
-               r->scheduled, r->running, r->dead,
-               has_handler(scripts, r->name) ? "" : "  (no handler file)");
-    }
-}
-
-int
-jr_cmd_stats(jr_cli *cli)
-{
-    stat_acc a = {0};
-    jr_scripts s;
-    jr_err err;
-    jr_client *client;
-    jr_client_counts total;
-    jr_config c;
-    int json = 0, i, rc;
-
-    for (i = 0; i < cli->argc; i++) {
-        if (strcmp(cli->argv[i], "--json") == 0)
-            json = 1;
-        else
-            return usage_error("stats: unexpected argument '%s'",
-                               cli->argv[i]);
-    }
-    if ((rc = load_config(cli, &c)) != 0)
-        return rc;
-    if ((rc = open_reader(&c, &client)) != 0) {
-        jr_config_free(&c);
-        return rc;
-    }
-    /* names with a handler file that compiles: stats runs no handler
-     * code, which could loop or block */
-    if (jr_scripts_names(c.scripts, &s, &err) < 0)
-        memset(&s, 0, sizeof s);    /* no scripts dir: nothing handled */
-    if (jr_client_stats(client, &total, stat_collect, &a) != JR_CLIENT_OK)
-        rc = client_fail(client);
-    else if (json)
-        stats_json(&a, &s);
-    else
-        stats_text(&a, &s);
-    jr_scripts_free(&s);
-    for (i = 0; i < a.n; i++)
-        free((char *)a.rows[i].name);
-    free(a.rows);
-    jr_client_close(client);
-    jr_config_free(&c);
-    return rc;
-}
-
-/* --- dead ------------------------------------------------------------- */
-
-typedef struct dead_out {
-    int json;
-    int n;
-} dead_out;
-
-static int
-dead_print(const jr_client_dead *r, void *arg)
-{
-    dead_out *o = arg;
-    char died[40], created[40], first[120];
-    const char *err = r->last_error ? r->last_error : "";
-    size_t len = strcspn(err, "\n");
-
-    jr_time_iso(r->died_at, died, sizeof died);
-    jr_time_iso(r->created_at, created, sizeof created);
-    if (o->json) {
-        printf("%s{\"id\":%lld,\"name\":", o->n ? "," : "", (long long)r->id);
-        jr_json_str(stdout, r->name);
-        printf(",\"queue\":");
-        jr_json_str(stdout, r->queue);
-        printf(",\"attempts\":%d,\"last_error\":", r->attempts);
-        jr_json_str(stdout, r->last_error);
-        printf(",\"generation\":");
-        jr_json_str(stdout, r->generation);
-        printf(",\"died_at\":\"%s\",\"created_at\":\"%s\"}", died, created);
-    } else {
-        if (o->n == 0)
-            printf("%-10s %-24s %8s  %-24s %s\n", "ID", "NAME", "ATTEMPTS",
-                   "DIED AT", "LAST ERROR");
-        snprintf(first, sizeof first, "%.*s", (int)len, err);
-        printf("%-10lld %-24s %8d  %-24s %s\n", (long long)r->id, r->name,
-               r->attempts, died, first);
-    }
-    o->n++;
-    return 0;
-}
-
-static int
-dead_list(jr_client *db, int argc, char **argv)
-{
-    dead_out o = {0};
-    jr_err err;
-    long limit = 100;
-    int i;
-
-    for (i = 0; i < argc; i++) {
-        if (strcmp(argv[i], "--json") == 0)
-            o.json = 1;
-        else if (strcmp(argv[i], "--limit") == 0 && i + 1 < argc) {
-            if (jr_parse_int(argv[++i], "--limit", 1, 1000000000, &limit,
-                             &err) < 0)
-                return die(JR_EXIT_USAGE, err.msg);
-        } else
-            return usage_error("dead list: unexpected argument '%s'",
-                               argv[i]);
-    }
-    if (o.json)
-        printf("[");
-    if (jr_client_dead_list(db, (int)limit, dead_print, &o) != JR_CLIENT_OK)
-        return client_fail(db);
-    if (o.json)
-        printf("]\n");
-    else if (o.n == 0)
-        printf("no dead jobs\n");
-    return JR_EXIT_OK;
-}
-
-static int
-dead_retry(jr_client *db, int argc, char **argv)
-{
-    int64_t *ids;
-    jr_err err;
-    long v, n, one;
-    int i;
-
-    if (argc == 0)
-        return usage_error("dead retry: give job ids or %s", "--all");
-    if (argc == 1 && strcmp(argv[0], "--all") == 0) {
-        if (jr_client_dead_retry(db, NULL, 0, &n) != JR_CLIENT_OK)
-            return client_fail(db);
-        printf("requeued %ld dead job%s\n", n, n == 1 ? "" : "s");
-        return JR_EXIT_OK;
-    }
-    if ((ids = calloc((size_t)argc, sizeof *ids)) == NULL)
-        return die(JR_EXIT_FAIL, "out of memory");
-    for (i = 0; i < argc; i++) {
-        if (jr_parse_int(argv[i], "job id", 1, 0x7fffffffffffffffL, &v,
-                         &err) < 0) {
-            free(ids);
-            return die(JR_EXIT_USAGE, err.msg);
-        }
-        ids[i] = v;
-    }
-    for (i = 0, n = 0; i < argc; i++) {
-        if (jr_client_dead_retry(db, &ids[i], 1, &one) != JR_CLIENT_OK) {
-            free(ids);
-            return client_fail(db);
-        }
-        if (one == 0)
-            fprintf(stderr, "jobrunner: job %lld is not in the dead queue "
-                    "(no such job, or not dead)\n", (long long)ids[i]);
-        n += one;
-    }
-    free(ids);
-    printf("requeued %ld dead job%s\n", n, n == 1 ? "" : "s");
-    return n < argc ? JR_EXIT_FAIL : JR_EXIT_OK;
-}
-
-static int
-dead_purge(jr_client *db, int argc, char **argv)
-{
-    double older = 0;
-    jr_err err;
-    long n;
-
-    if (argc == 2 && strcmp(argv[0], "--older-than") == 0) {
-        if (jr_parse_duration(argv[1], "--older-than", &older, &err) < 0)
-            return die(JR_EXIT_USAGE, err.msg);
-    } else if (argc != 0) {
-        return usage_error("dead purge: unexpected argument '%s'", argv[0]);
-    }
-    if (jr_client_dead_purge(db, older, &n) != JR_CLIENT_OK)
-        return client_fail(db);
-    printf("purged %ld dead job%s\n", n, n == 1 ? "" : "s");
-    return JR_EXIT_OK;
-}
-
-int
-jr_cmd_dead(jr_cli *cli)
-{
-    static const struct {
-        const char *name;
-        int (*fn)(jr_client *db, int argc, char **argv);
-    } subs[] = {{"list", dead_list}, {"retry", dead_retry},
-                {"purge", dead_purge}};
-    jr_config c;
-    jr_client *client;
-    int argc = cli->argc, rc;
-    char **argv = cli->argv;
-    size_t which = 0;
-
-    if (argc > 0 && argv[0][0] != '-') {
-        for (which = 0; which < 3; which++)
-            if (strcmp(subs[which].name, argv[0]) == 0)
-                break;
-        if (which == 3)
-            return usage_error("dead: unknown subcommand '%s' (list, retry, "
-                               "purge)", argv[0]);
-        argc--;
-        argv++;
-    }
-    if ((rc = load_config(cli, &c)) != 0)
-        return rc;
-    if ((rc = which == 0 ? open_reader(&c, &client) :
-               open_client(&c, &client)) == 0) {
-        rc = subs[which].fn(client, argc, argv);
-        jr_client_close(client);
-    }
-    jr_config_free(&c);
-    return rc;
-}
-
 int
 jr_cmd_reload(jr_cli *cli)
 {
@@ -623,16 +393,16 @@ jr_cmd_reload(jr_cli *cli)
     int rc;
 
     if (cli->argc > 0)
-        return usage_error("reload takes no arguments, got '%s'",
+        return jr_cmd_usage("reload takes no arguments, got '%s'",
                            cli->argv[0]);
-    if ((rc = load_config(cli, &c)) != 0)
+    if ((rc = jr_cmd_config(cli, &c)) != 0)
         return rc;
     jr_pidfile_path(&c, path, sizeof path);
     jr_config_free(&c);
     if ((pid = jr_pidfile_read(path, &err)) < 0)
-        return die(JR_EXIT_FAIL, err.msg);
+        return jr_cmd_die(JR_EXIT_FAIL, err.msg);
     if (kill((pid_t)pid, SIGHUP) < 0)
-        return die(JR_EXIT_FAIL, "cannot signal the runner");
+        return jr_cmd_die(JR_EXIT_FAIL, "cannot signal the runner");
     printf("asked runner %ld to reload its handlers (its log says how it "
            "went)\n", pid);
     return JR_EXIT_OK;
@@ -647,7 +417,7 @@ jr_cmd_migrate(jr_cli *cli)
     int rc;
 
     if (cli->argc > 0)
-        return usage_error("migrate takes no arguments, got '%s'",
+        return jr_cmd_usage("migrate takes no arguments, got '%s'",
                            cli->argv[0]);
     if ((rc = setup(cli, &c, &db)) != 0)
         return rc;
@@ -667,9 +437,9 @@ jr_cmd_check(jr_cli *cli)
     int rc, i;
 
     if (cli->argc > 0)
-        return usage_error("check takes no arguments, got '%s'",
+        return jr_cmd_usage("check takes no arguments, got '%s'",
                            cli->argv[0]);
-    if ((rc = load_config(cli, &c)) != 0)
+    if ((rc = jr_cmd_config(cli, &c)) != 0)
         return rc;
     jr_scripts_watchdog(c.load_timeout, JR_EXIT_CONFIG); /* blocked in C */
     rc = load_handlers(c.scripts, &L, &s, &ctx, &err);

@@ -1,7 +1,15 @@
 /* commands.h - the subcommands of the jobrunner binary, one function each,
- * called by main.c with the parsed common options. Uses config.h. */
+ * called by main.c with the parsed common options, and what the command
+ * files share. Owns the exit statuses and the version. commands.c holds
+ * run, push, check, migrate, reload and the workers' entry; inspect.c
+ * stats and dead. They use config.h, the client library (jobrunner.h)
+ * for push, stats and dead, backend.h for migrate, master.h for run,
+ * worker.h for the workers. */
 #ifndef JR_COMMANDS_H
 #define JR_COMMANDS_H
+
+#include "config.h"
+#include "jobrunner.h"
 
 #define JR_VERSION "0.1.0"
 
@@ -33,5 +41,23 @@ int jr_cmd_check(jr_cli *cli);
 int jr_cmd_migrate(jr_cli *cli);
 int jr_cmd_reload(jr_cli *cli);
 int jr_cmd_worker(jr_cli *cli);
+
+/* For the command files (commands.c, inspect.c). Each error is said in
+ * one line on stderr, "jobrunner: ..."; each returns the exit status. */
+
+int jr_cmd_die(int status, const char *msg);    /* returns status */
+/* A bad command line, with a pointer to --help: JR_EXIT_USAGE. */
+int jr_cmd_usage(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/* Loads the config: defaults, then the file, then the command line.
+ * Returns 0 (free c with jr_config_free), or the exit status. */
+int jr_cmd_config(jr_cli *cli, jr_config *c);
+/* Opens the producer library on c's backend; a reader (jr_cmd_reader)
+ * opens an existing database only and gets JR_EXIT_NODB when there is
+ * none. Returns 0 and *client, or the exit status. */
+int jr_cmd_client(jr_config *c, jr_client **client);
+int jr_cmd_reader(jr_config *c, jr_client **client);
+/* Says the client's error; JR_EXIT_USAGE for bad input, else
+ * JR_EXIT_FAIL. */
+int jr_cmd_client_fail(jr_client *client);
 
 #endif

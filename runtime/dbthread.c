@@ -14,8 +14,10 @@
 
 #include <event2/event.h>
 
+#include "backend.h"
 #include "dbthread.h"
 #include "log.h"
+
 
 struct jr_dbthread {
     jr_db           *db;
@@ -33,6 +35,80 @@ struct jr_dbthread {
     jr_cycle_done    done;
     void            *arg;
 };
+
+static int
+open_migrate(jr_db *db, const jr_config *cfg, jr_err *err)
+{
+    jr_backend_opts o = {0};
+
+    /* The runner's own writes (claims, results, rescues) need no fsync of
+     * their own: power loss can only undo some of them, and an undone
+     * claim or result makes its job run again, which at-least-once
+     * allows; never a lost job. Pushes by producers keep `synchronous`
+     * (FULL). */
+    o.sync_normal = 1;
+    o.busy_timeout = cfg->busy_timeout;
+    o.schema = cfg->schema;
+    o.max_payload = cfg->max_payload;
+    if (jr_db_open(db, cfg->backend, &o, err) == 0 &&
+        db->ops->migrate(db->b, err) == 0)
+        return 0;
+    jr_db_close(db);
+    return -1;
+}
+
+jr_db *
+jr_dbthread_open(const jr_config *cfg, jr_err *err)
+{
+    double waited = 0, delay = 0.2, limit = cfg->wait_for_db;
+    jr_db *db = calloc(1, sizeof *db);
+
+    if (db == NULL) {
+        jr_fail(err, JR_ENOMEM, "out of memory");
+        return NULL;
+    }
+    while (open_migrate(db, cfg, err) < 0) {
+        if (err->code != JR_EDB || (limit >= 0 && waited >= limit)) {
+            free(db);
+            return NULL;
+        }
+        if (waited == 0)
+            jr_log(JR_LOG_ERROR, "%s; retrying %s (wait_for_db)", err->msg,
+                   limit < 0 ? "until it answers" : "for a while");
+        usleep((useconds_t)(delay * 1e6));
+        waited += delay;
+        delay = delay * 2 > JR_DB_RETRY_MAX ? JR_DB_RETRY_MAX : delay * 2;
+    }
+    if (waited > 0)
+        jr_log(JR_LOG_INFO, "database: reached after %.1fs", waited);
+    return db;
+}
+
+void
+jr_dbthread_close(jr_db *db)
+{
+    if (db == NULL)
+        return;
+    jr_db_close(db);
+    free(db);
+}
+
+int
+jr_dbthread_wake_fd(jr_db *db)
+{
+    jr_err err;
+    int fd = db->ops->wake_fd(db->b);
+
+    if (fd >= 0)
+        db->ops->changed(db->b, &err);  /* start from now */
+    return fd;
+}
+
+int
+jr_dbthread_rescue(jr_db *db, jr_err *err)
+{
+    return db->ops->rescue(db->b, err);
+}
 
 static void
 keep_err(jr_cycle *c, const jr_err *e)

@@ -1,20 +1,43 @@
-/* dbthread.h - the master's database thread. The event loop never waits on
- * the database: it hands one cycle at a time (record results, claim, renew,
- * rescue) to this thread, which alone uses the backend connection while the
- * loop runs, and is told through a pipe when the cycle is done. Uses
- * backend.h; libevent for the pipe. */
+/* dbthread.h - the master's database thread and its connection. The
+ * event loop never waits on the database: it hands one cycle at a time
+ * (record results, claim, renew, rescue) to this thread, which alone uses
+ * the backend connection while the loop runs, and is told through a pipe
+ * when the cycle is done. Owns the runner's backend connection: it is the
+ * master's only way to the storage interface (backend.h), which the rest
+ * of the master never sees. Uses config.h, job.h; libevent for the
+ * pipe. */
 #ifndef JR_DBTHREAD_H
 #define JR_DBTHREAD_H
 
-#include "backend.h"
+#include "config.h"
+#include "err.h"
+#include "job.h"
+
+#define JR_DB_RETRY_MAX 5.0     /* seconds between retries when it fails */
 
 struct event_base;
+typedef struct jr_db jr_db;     /* opaque here: a connection (backend.h) */
+
+/* Opens and migrates cfg's database for the runner, retrying one that
+ * cannot be reached (not a bad URL) for wait_for_db seconds (< 0:
+ * forever). Returns a new connection, close with jr_dbthread_close(), or
+ * NULL with err set. */
+jr_db *jr_dbthread_open(const jr_config *cfg, jr_err *err);
+void   jr_dbthread_close(jr_db *db);    /* NULL is a no-op */
+/* The descriptor that becomes readable when another process may have
+ * added work, or -1; wake-ups pending so far are consumed (start from
+ * now). Before the thread starts. */
+int    jr_dbthread_wake_fd(jr_db *db);
+/* Requeues jobs whose lease expired, once, before the thread starts:
+ * returns how many, or -1 with err set. */
+int    jr_dbthread_rescue(jr_db *db, jr_err *err);
 
 /* One unit of work. The master fills the inputs, must not touch the cycle
  * while it runs, and reads the outputs in its done callback. */
 typedef struct jr_cycle {
     /* inputs */
-    const jr_result    *results;        /* borrowed; recorded first */
+    jr_result          *results;        /* the master's (it frees them);
+                                           recorded first */
     int                 nresults;
     int                 want;           /* claim up to this many; 0: none */
     int                 consume_wake;   /* call changed() first */

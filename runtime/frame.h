@@ -2,7 +2,8 @@
  * little-endian length, a type byte, then typed fields (integers little
  * endian, strings as a length and bytes). Owns the codec only; reading and
  * writing descriptors is the caller's. Uses job.h for jobs and results,
- * util.h for the buffer frames are written into. */
+ * script.h for the handlers a hello lists, util.h for the buffer frames
+ * are written into. */
 #ifndef JR_FRAME_H
 #define JR_FRAME_H
 

@@ -51,13 +51,59 @@ jr_jobctx_clear(jr_jobctx *ctx)
 {
     int i;
 
-    for (i = 0; i < ctx->npushes; i++) {
-        free((char *)ctx->pushes[i].name);
-        free((char *)ctx->pushes[i].payload);
-        free((char *)ctx->pushes[i].queue);
-    }
+    for (i = 0; i < ctx->npushes; i++)
+        free(ctx->mem[i]);
     ctx->npushes = 0;
     ctx->decided = 0;
+}
+
+void
+jr_jobctx_free(jr_jobctx *ctx)
+{
+    jr_jobctx_clear(ctx);
+    free(ctx->pushes);
+    free(ctx->mem);
+    ctx->pushes = NULL;
+    ctx->mem = NULL;
+    ctx->cap = 0;
+}
+
+/* Keeps push p of name with its JSON payload until the job's result,
+ * copying its strings into one allocation that ctx->mem owns.
+ * [-0, +0, m] */
+static void
+keep_push(lua_State *L, jr_jobctx *ctx, const jr_push *p, const char *name,
+          const char *payload)
+{
+    size_t nlen = strlen(name) + 1, plen = strlen(payload) + 1;
+    size_t qlen = p->queue ? strlen(p->queue) + 1 : 0;
+    jr_push *slot;
+    char *mem;
+
+    if (ctx->npushes == ctx->cap) {
+        int cap = ctx->cap ? ctx->cap * 2 : 4;
+        jr_push *v = realloc(ctx->pushes, (size_t)cap * sizeof *v);
+        char **m;
+        if (v == NULL)
+            luaL_error(L, "jobrunner.push: out of memory");
+        ctx->pushes = v;
+        if ((m = realloc(ctx->mem, (size_t)cap * sizeof *m)) == NULL)
+            luaL_error(L, "jobrunner.push: out of memory");
+        ctx->mem = m;
+        ctx->cap = cap;
+    }
+    if ((mem = malloc(nlen + plen + qlen)) == NULL)
+        luaL_error(L, "jobrunner.push: out of memory");
+    memcpy(mem, name, nlen);
+    memcpy(mem + nlen, payload, plen);
+    if (p->queue)
+        memcpy(mem + nlen + plen, p->queue, qlen);
+    slot = &ctx->pushes[ctx->npushes];
+    *slot = *p;
+    slot->name = mem;
+    slot->payload = mem + nlen;
+    slot->queue = p->queue ? mem + nlen + plen : NULL;
+    ctx->mem[ctx->npushes++] = mem;
 }
 
 /* jobrunner.push(name, payload?, opts?): queued with this job's success.
@@ -67,7 +113,7 @@ static int
 jrlib_push(lua_State *L)                             /* name payload opts */
 {
     jr_jobctx *ctx;
-    jr_push p = {.max_retries = -1}, *slot;
+    jr_push p = {.max_retries = -1};
     size_t len;
     const char *name = luaL_checklstring(L, 1, &len);
     jr_buf *b;
@@ -91,23 +137,7 @@ jrlib_push(lua_State *L)                             /* name payload opts */
         return luaL_error(L, "jobrunner.push: payload of '%s' is %d bytes, "
                           "over max_payload (%d)", name, (int)(b->len - 1),
                           (int)ctx->max_payload);
-    if (ctx->npushes == ctx->cap) {
-        int cap = ctx->cap ? ctx->cap * 2 : 4;
-        jr_push *v = realloc(ctx->pushes, (size_t)cap * sizeof *v);
-        if (v == NULL)
-            return luaL_error(L, "jobrunner.push: out of memory");
-        ctx->pushes = v;
-        ctx->cap = cap;
-    }
-    slot = &ctx->pushes[ctx->npushes];
-    *slot = p;
-    slot->name = strdup(name);
-    slot->payload = strdup(b->p);                    /* b is on the stack */
-    slot->queue = p.queue ? strdup(p.queue) : NULL;
-    if (slot->name == NULL || slot->payload == NULL ||
-        (p.queue && slot->queue == NULL))
-        return luaL_error(L, "jobrunner.push: out of memory");
-    ctx->npushes++;
+    keep_push(L, ctx, &p, name, b->p);               /* b is on the stack */
     return 0;
 }
 

@@ -24,9 +24,12 @@ typedef struct jr_signal {
 /* The job a worker runs now. Visible: worker.c fills and drains it. */
 typedef struct jr_jobctx {
     const jr_job *job;          /* NULL between jobs */
-    jr_push      *pushes;       /* strings owned, freed by jr_jobctx_clear */
+    jr_push      *pushes;       /* their strings live in mem[i] */
+    char        **mem;          /* mem[i]: pushes[i]'s strings, one
+                                   allocation each, owned; freed by
+                                   jr_jobctx_clear */
     int           npushes;
-    int           cap;
+    int           cap;          /* slots in pushes and in mem */
     size_t        max_payload;  /* bytes, 0: no limit */
     int           decided;      /* snooze or discard was called */
     jr_signal     decision;     /* the first of them: a pcall can't undo it */
@@ -37,6 +40,8 @@ typedef struct jr_jobctx {
 int  jr_jrlib_open(lua_State *L, jr_jobctx *ctx, jr_err *err);
 /* Frees the pushes of the last job and forgets its decision. */
 void jr_jobctx_clear(jr_jobctx *ctx);
+/* Clears ctx and frees its arrays (the worker's exit). */
+void jr_jobctx_free(jr_jobctx *ctx);
 /* Returns the signal at idx, or NULL if the value is not one. */
 const jr_signal *jr_jrlib_signal(lua_State *L, int idx);
 

@@ -8,8 +8,8 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "backend.h"
 #include "commands.h"
+#include "url.h"
 
 static const struct command {
     const char   *name;

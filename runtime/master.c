@@ -1,6 +1,6 @@
 /* master.c - the runner's master process: one libevent loop, its signals
- * and timers, start-up and shutdown. The loop owns the only backend
- * connection (the database thread uses it for the loop). Timers and events
+ * and timers, start-up and shutdown. The only backend connection is the
+ * database thread's (dbthread.c), which works for the loop. Timers and events
  * only set a flag and kick; one pass of work (claimq.c) then hands out
  * jobs and starts a database cycle. Its other concerns sit beside it and
  * share master_int.h: claimq.c (local queue, results, database cycle),
@@ -20,7 +20,6 @@
 #include <event2/bufferevent.h>
 #include <event2/event.h>
 
-#include "backend.h"
 #include "commands.h"
 #include "dbthread.h"
 #include "hooks.h"
@@ -32,6 +31,7 @@
 #include "util.h"
 #include "worker.h"
 #include "master_int.h"
+#include "url.h"
 
 #define TICK_SECS      0.25     /* on_tick: deadlines, shutdown, idle */
 #define WATCH_DEBOUNCE 0.2      /* seconds of quiet in scripts/ to reload */
@@ -187,70 +187,39 @@ make_token(master *m)
              rnd[5]);
 }
 
-/* Opens and migrates the database, retrying a database that cannot be
- * reached (not a bad URL) for wait_for_db seconds (< 0: forever). */
+/* Writes the pid file first: a second runner on the same pid file stops
+ * here, except on PostgreSQL's shared default, as many runners may share
+ * its queue. Returns -1 only for a pid file the config names wrongly. */
 static int
-open_db(master *m, const jr_backend_opts *o, jr_err *err)
+write_pidfile(master *m, jr_err *err)
 {
-    double waited = 0, delay = 0.2, limit = m->cfg->wait_for_db;
+    int rc;
 
-    for (;;) {
-        if (jr_db_open(&m->db, m->cfg->backend, o, err) == 0 &&
-            m->db.ops->migrate(m->db.b, err) == 0)
-            break;
-        jr_db_close(&m->db);
-        if (err->code != JR_EDB || (limit >= 0 && waited >= limit))
-            return -1;
-        if (waited == 0)
-            jr_log(JR_LOG_ERROR, "%s; retrying %s (wait_for_db)", err->msg,
-                   limit < 0 ? "until it answers" : "for a while");
-        usleep((useconds_t)(delay * 1e6));
-        waited += delay;
-        delay = delay * 2 > DB_RETRY_MAX ? DB_RETRY_MAX : delay * 2;
-    }
-    if (waited > 0)
-        jr_log(JR_LOG_INFO, "database: reached after %.1fs", waited);
+    jr_pidfile_path(m->cfg, m->pidfile, sizeof m->pidfile);
+    if ((rc = jr_pidfile_write(m->pidfile, err)) >= 0)
+        return 0;
+    m->pidfile[0] = '\0';
+    if (rc == -2 && m->cfg->pid_file == NULL &&
+        jr_url_engine(m->cfg->backend, NULL) == JR_URL_POSTGRES)
+        jr_log(JR_LOG_WARN, "%s; going on without a pid file (set "
+               "pid_file per runner to reach each with 'jobrunner "
+               "reload')", err->msg);
+    else if (err->code == JR_ECONFIG)
+        return -1;
+    else
+        jr_log(JR_LOG_WARN, "%s; 'jobrunner reload' will not find this "
+               "runner", err->msg);
     return 0;
 }
 
+/* The event loop, its signals, the events kicked by hand and the
+ * timers. */
 static int
-start(master *m, jr_err *err)
+make_loop(master *m, jr_err *err)
 {
     struct event_config *ecfg;
-    jr_backend_opts o = {0};
-    const char *arg;
-    int i, fd, rc;
+    int i;
 
-    /* first: a second runner on the same pid file stops here, except on
-     * PostgreSQL's shared default, as many runners may share its queue */
-    jr_pidfile_path(m->cfg, m->pidfile, sizeof m->pidfile);
-    if ((rc = jr_pidfile_write(m->pidfile, err)) < 0) {
-        m->pidfile[0] = '\0';
-        if (rc == -2 && m->cfg->pid_file == NULL &&
-            jr_url_parse(m->cfg->backend, &arg, NULL) == &jr_postgres_ops)
-            jr_log(JR_LOG_WARN, "%s; going on without a pid file (set "
-                   "pid_file per runner to reach each with 'jobrunner "
-                   "reload')", err->msg);
-        else if (err->code == JR_ECONFIG)
-            return -1;
-        else
-            jr_log(JR_LOG_WARN, "%s; 'jobrunner reload' will not find this "
-                   "runner", err->msg);
-    }
-    /* The runner's own writes (claims, results, rescues) need no fsync of
-     * their own: power loss can only undo some of them, and an undone
-     * claim or result makes its job run again, which at-least-once allows;
-     * never a lost job. Pushes by producers keep `synchronous` (FULL). */
-    if (jr_output_open(m, err) < 0)
-        return -1;
-    o.sync_normal = 1;
-    o.busy_timeout = m->cfg->busy_timeout;
-    o.schema = m->cfg->schema;
-    o.max_payload = m->cfg->max_payload;
-    jr_url_mask(m->cfg->backend, m->url, sizeof m->url);
-    if (open_db(m, &o, err) < 0)
-        return -1;
-    make_token(m);
     /* precise timers: the default coarse clock ticks in 4 ms steps, too
      * slow for wake-up re-checks and sub-millisecond dispatch */
     if ((ecfg = event_config_new()) == NULL ||
@@ -272,16 +241,36 @@ start(master *m, jr_err *err)
     add_flag(m, &m->renew, m->cfg->lease / 3, &m->renew_due);
     add_flag(m, &m->rescue, m->cfg->lease / 2, &m->rescue_due);
     m->ev_tick = add_timer(m, TICK_SECS, on_tick, m);
+    return 0;
+}
+
+/* Once the database is open and the loop made: watch the database's
+ * wake-ups, rescue what lost runners held, start its thread. */
+static int
+start_db(master *m, jr_err *err)
+{
+    int n;
+
     m->wake_fd = -1;
-    if ((fd = m->db.ops->wake_fd(m->db.b)) >= 0)
-        m->db.ops->changed(m->db.b, err);   /* start from now */
-    jr_claimq_watch_wake(m, fd);
-    if ((i = m->db.ops->rescue(m->db.b, err)) > 0)
+    jr_claimq_watch_wake(m, jr_dbthread_wake_fd(m->db));
+    if ((n = jr_dbthread_rescue(m->db, err)) > 0)
         jr_log(JR_LOG_WARN, "requeued %d job%s whose runner's lease expired",
-               i, i == 1 ? "" : "s");
-    m->dbt = jr_dbthread_new(&m->db, m->token, m->cfg->lease, m->base,
+               n, n == 1 ? "" : "s");
+    m->dbt = jr_dbthread_new(m->db, m->token, m->cfg->lease, m->base,
                              jr_claimq_cycle_done, m, err);
-    if (m->dbt == NULL)
+    return m->dbt == NULL ? -1 : 0;
+}
+
+static int
+start(master *m, jr_err *err)
+{
+    if (write_pidfile(m, err) < 0 || jr_output_open(m, err) < 0)
+        return -1;
+    jr_url_mask(m->cfg->backend, m->url, sizeof m->url);
+    if ((m->db = jr_dbthread_open(m->cfg, err)) == NULL)
+        return -1;
+    make_token(m);
+    if (make_loop(m, err) < 0 || start_db(m, err) < 0)
         return -1;
     m->hooks = jr_hooks_new(m->cfg->L, m->cfg->ref);
     if (jr_hooks_has(m->hooks, JR_HOOK_TICK))
@@ -302,17 +291,15 @@ start(master *m, jr_err *err)
     return 0;
 }
 
-/* After the loop: stop workers, record what is known, close. */
+/* Waits for the database thread's cycle, takes in what it did, and stops
+ * the thread. */
 static void
-finish(master *m)
+stop_db_thread(master *m)
 {
-    wk *w;
-    jr_job *j;
     jr_cycle *c;
-    double until = jr_mono() + STOP_WAIT;
 
     if ((c = jr_dbthread_wait(m->dbt)) != NULL) {
-        free((void *)c->results);
+        free(c->results);
         c->results = NULL;
         if (c->applied < 0)
             jr_claimq_back(m);
@@ -324,9 +311,18 @@ finish(master *m)
     }
     jr_dbthread_free(m->dbt);
     m->dbt = NULL;
+}
+
+/* Gives back the jobs still running after a graceful stop's timeout, and
+ * signals every worker: SIGTERM to an idle one after a graceful stop,
+ * else SIGKILL. */
+static void
+stop_workers(master *m)
+{
+    wk *w;
+    int i;
 
     for (w = m->workers; w; w = w->next) {
-        int i;
         if (m->stopping == 1 && w->njobs > 0) {
             jr_log(JR_LOG_WARN, "job %lld (%s) still running at the end of "
                    "the shutdown timeout; returned to the queue",
@@ -338,16 +334,18 @@ finish(master *m)
         jr_pool_kill(w, m->stopping == 1 && w->njobs == 0 ? SIGTERM :
                     SIGKILL);
     }
-    while ((j = jr_claimq_pop(m)) != NULL)
-        jr_claimq_release(m, j);
-    if (m->nres > 0 && jr_claimq_flush(m) < 0)
-        jr_log(JR_LOG_ERROR, "%d results could not be recorded; their "
-               "leases will requeue the jobs", m->nres);
+}
+
+/* Waits for the workers to exit until mono time until, freeing each. */
+static void
+reap_workers(master *m, double until)
+{
+    wk *w, **pw;
+    int status;
+    pid_t pid;
+
     while (m->workers != NULL && jr_mono() < until) {
-        int status;
-        pid_t pid = waitpid(-1, &status, 0);
-        wk **pw;
-        if (pid < 0)
+        if ((pid = waitpid(-1, &status, 0)) < 0)
             break;
         for (pw = &m->workers; *pw; pw = &(*pw)->next)
             if ((*pw)->pid == pid) {
@@ -365,6 +363,23 @@ finish(master *m)
                 break;
             }
     }
+}
+
+/* After the loop: stop workers, record what is known, close. */
+static void
+finish(master *m)
+{
+    jr_job *j;
+    double until = jr_mono() + STOP_WAIT;
+
+    stop_db_thread(m);
+    stop_workers(m);
+    while ((j = jr_claimq_pop(m)) != NULL)
+        jr_claimq_release(m, j);
+    if (m->nres > 0 && jr_claimq_flush(m) < 0)
+        jr_log(JR_LOG_ERROR, "%d results could not be recorded; their "
+               "leases will requeue the jobs", m->nres);
+    reap_workers(m, until);
     if (m->pidfile[0])
         jr_pidfile_remove(m->pidfile);
     jr_event_stop(m);
@@ -416,7 +431,7 @@ cleanup(master *m)
     jr_buf_free(&m->out);
     if (m->base)
         event_base_free(m->base);
-    jr_db_close(&m->db);
+    jr_dbthread_close(m->db);
 }
 
 int

@@ -1,7 +1,8 @@
-/* master.h - the runner: one libevent loop that owns the only backend
- * connection, claims jobs in batches, hands them to worker processes over
- * socketpairs and records their results in batched, fenced transactions.
- * Uses config.h, backend.h, frame.h. */
+/* master.h - the runner: one libevent loop that claims jobs in batches
+ * through its database thread (the only backend connection), hands them
+ * to worker processes over socketpairs and records their results in
+ * batched, fenced transactions. The one entry point of master.c and the
+ * files beside it (master_int.h lists them). Uses config.h. */
 #ifndef JR_MASTER_H
 #define JR_MASTER_H
 

@@ -9,8 +9,8 @@
  *             deadlines; output.c reads their output (handler_output)
  *   gen.c     generations of handler code: hello, probe, reload
  *   events.c  the hook events (on_job_*, on_tick, on_scale, on_reload...)
- * Uses backend.h, config.h, dbthread.h, frame.h, hooks.h, reload.h,
- * script.h, util.h. */
+ * Uses config.h, dbthread.h (the database, which only it sees), frame.h,
+ * hooks.h, reload.h, script.h, util.h. */
 #ifndef JR_MASTER_INT_H
 #define JR_MASTER_INT_H
 
@@ -19,7 +19,6 @@
 
 #include <event2/event.h>
 
-#include "backend.h"
 #include "config.h"
 #include "dbthread.h"
 #include "frame.h"
@@ -30,7 +29,6 @@
 
 #define SLOTS_MAX     32        /* jobs outstanding per worker at most */
 #define CLAIM_MAX     512       /* jobs per claim statement */
-#define DB_RETRY_MAX  5.0       /* seconds between retries when it fails */
 #define OUT_LINE      1024      /* bytes of one line of handler output logged */
 /* SIGTERM SIGINT SIGCHLD SIGHUP SIGTTIN SIGTTOU: master.c's signals[] */
 #define NSIGNALS      6
@@ -96,7 +94,7 @@ typedef struct snoozed {        /* a job that snoozed under this runner */
 struct master {
     jr_config          *cfg;
     const char         *self;
-    jr_db               db;
+    jr_db              *db;             /* dbthread.c's; opaque here */
     struct event_base  *base;
     char                token[96];
     char                url[512];       /* masked, for messages */

@@ -372,8 +372,8 @@ move_fd(int from, int to)
 wk *
 jr_pool_spawn(master *m)
 {
-    char fdarg[16];
-    const char *argv[10];
+    char fdarg[16], prog[] = "jobrunner", cmd[] = "__worker", none[] = "";
+    char *argv[10];                     /* execv's type: writable strings */
     int sv[2], argc = 0, c3 = -1, c4 = -1, out, rd;
     wk *w;
     pid_t pid;
@@ -396,11 +396,11 @@ jr_pool_spawn(master *m)
         goto fail;
     }
     snprintf(fdarg, sizeof fdarg, out >= 0 ? "3:4" : "3");
-    argv[argc++] = "jobrunner";
-    argv[argc++] = "__worker";
+    argv[argc++] = prog;
+    argv[argc++] = cmd;
     argv[argc++] = fdarg;
     argv[argc++] = m->cfg->scripts;
-    argv[argc++] = m->cfg->file ? m->cfg->file : "";
+    argv[argc++] = m->cfg->file ? m->cfg->file : none;
     argv[argc] = NULL;
     pid = fork();
     if (pid < 0) {
@@ -415,7 +415,7 @@ jr_pool_spawn(master *m)
         setpgid(0, 0);
         if (move_fd(c3, 3) < 0 || (c4 >= 0 && move_fd(c4, 4) < 0))
             _exit(127);
-        execv(m->self, (char *const *)argv);
+        execv(m->self, argv);
         _exit(127);
     }
     setpgid(pid, pid);          /* also here: whichever runs first */

@@ -17,9 +17,9 @@
 
 #include <event2/event.h>
 
-#include "backend.h"
 #include "log.h"
 #include "reload.h"
+#include "url.h"
 #include "util.h"
 
 struct jr_watch {
@@ -165,13 +165,12 @@ jr_watch_free(jr_watch *w)
 void
 jr_pidfile_path(const jr_config *cfg, char *out, size_t size)
 {
-    const jr_backend_ops *ops;
     const char *arg;
 
     if (cfg->pid_file != NULL)
         snprintf(out, size, "%s", cfg->pid_file);
-    else if ((ops = jr_url_parse(cfg->backend, &arg, NULL)) == &jr_sqlite_ops
-             && *arg != '\0' && strcmp(arg, ":memory:") != 0)
+    else if (jr_url_engine(cfg->backend, &arg) == JR_URL_SQLITE &&
+             *arg != '\0' && strcmp(arg, ":memory:") != 0)
         snprintf(out, size, "%s.pid", arg);
     else
         snprintf(out, size, "jobrunner.pid");
@@ -202,19 +201,15 @@ pid_of(const char *text)
     return pid;
 }
 
-int
-jr_pidfile_write(const char *path, jr_err *err)
+/* Opens the pid file at path without following a symlink, blocking on a
+ * FIFO or truncating anything, and fills st. Returns the descriptor, or
+ * -1 with err set (closed). */
+static int
+pidfile_open(const char *path, struct stat *st, jr_err *err)
 {
-    char buf[64];
-    struct stat st;
-    ssize_t got;
-    long pid = 0;
-    int fd, n, e;
+    int fd = open(path, O_RDWR | O_CREAT | O_NOFOLLOW | O_NONBLOCK |
+                  O_CLOEXEC, 0644);
 
-    /* no symlink is followed, no FIFO blocks us, no existing file is
-     * truncated before it is known to be a stale pid file */
-    fd = open(path, O_RDWR | O_CREAT | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC,
-              0644);
     if (fd < 0 && errno == ELOOP)
         return jr_fail(err, JR_ECONFIG, "pid file '%s' is a symlink: "
                        "refusing to write through it (remove it, or set "
@@ -222,40 +217,82 @@ jr_pidfile_write(const char *path, jr_err *err)
     if (fd < 0)
         return jr_fail_errno(err, JR_ESYS, errno, "writing pid file '%s'",
                              path);
-    if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode)) {
+    if (fstat(fd, st) < 0 || !S_ISREG(st->st_mode)) {
         close(fd);
         return jr_fail(err, JR_ECONFIG, "pid file '%s' is not a regular "
                        "file: refusing to use it", path);
     }
-    if (flock(fd, LOCK_EX | LOCK_NB) < 0) {
-        e = errno;
-        got = pread(fd, buf, sizeof buf - 1, 0);
-        buf[got > 0 ? got : 0] = '\0';
-        close(fd);
-        if (e == EWOULDBLOCK) {
-            jr_fail(err, JR_ECONFIG, "a runner is already running with pid "
-                    "file '%s' (pid %ld): stop it first, or give this one its "
-                    "own database or pid_file", path, pid_of(buf));
-            return -2;
-        }
-        return jr_fail_errno(err, JR_ESYS, e, "locking pid file '%s'", path);
-    }
+    return fd;
+}
+
+/* Takes the lock on the pid file fd. Returns 0, -2 with err set when a
+ * running runner holds it, -1 with err set on another failure; fd is
+ * closed on failure. */
+static int
+pidfile_lock(int fd, const char *path, jr_err *err)
+{
+    char buf[64];
+    ssize_t got;
+    int e;
+
+    if (flock(fd, LOCK_EX | LOCK_NB) == 0)
+        return 0;
+    e = errno;
     got = pread(fd, buf, sizeof buf - 1, 0);
     buf[got > 0 ? got : 0] = '\0';
-    if (st.st_size > 0 && (st.st_size >= (off_t)sizeof buf - 1 ||
-                           (pid = pid_of(buf)) == 0)) {
+    close(fd);
+    if (e == EWOULDBLOCK) {
+        jr_fail(err, JR_ECONFIG, "a runner is already running with pid "
+                "file '%s' (pid %ld): stop it first, or give this one its "
+                "own database or pid_file", path, pid_of(buf));
+        return -2;
+    }
+    return jr_fail_errno(err, JR_ESYS, e, "locking pid file '%s'", path);
+}
+
+/* Whether the locked pid file fd (of st) may be taken over: empty, or
+ * naming this process or one that is gone. Returns 0, or -1 with err set
+ * and fd closed. */
+static int
+pidfile_stale(int fd, const struct stat *st, const char *path, jr_err *err)
+{
+    char buf[64];
+    ssize_t got = pread(fd, buf, sizeof buf - 1, 0);
+    long pid = 0;
+
+    buf[got > 0 ? got : 0] = '\0';
+    if (st->st_size > 0 && (st->st_size >= (off_t)sizeof buf - 1 ||
+                            (pid = pid_of(buf)) == 0)) {
         close(fd);
         return jr_fail(err, JR_ECONFIG, "'%s' is not a jobrunner pid file "
                        "(it holds something else): refusing to overwrite it; "
                        "set pid_file to another path", path);
     }
-    if (st.st_size > 0 && pid != (long)getpid() &&
+    if (st->st_size > 0 && pid != (long)getpid() &&
         (kill((pid_t)pid, 0) == 0 || errno == EPERM)) {
         close(fd);
         return jr_fail(err, JR_ECONFIG, "pid file '%s' names process %ld, "
                        "which is alive: if it is not a runner, remove the "
                        "file", path, pid);
     }
+    return 0;
+}
+
+int
+jr_pidfile_write(const char *path, jr_err *err)
+{
+    char buf[64];
+    struct stat st;
+    int fd, n, e, rc;
+
+    /* no symlink is followed, no FIFO blocks us, no existing file is
+     * truncated before it is known to be a stale pid file */
+    if ((fd = pidfile_open(path, &st, err)) < 0)
+        return -1;
+    if ((rc = pidfile_lock(fd, path, err)) < 0)
+        return rc;
+    if (pidfile_stale(fd, &st, path, err) < 0)
+        return -1;
     n = snprintf(buf, sizeof buf, "%d\n", (int)getpid());
     if (ftruncate(fd, 0) < 0 || pwrite(fd, buf, (size_t)n, 0) != n) {
         e = errno;

@@ -470,8 +470,7 @@ jr_worker_main(int fd, const char *scripts, const char *config)
     rc = send_hello(&w, NULL) < 0 ? 1 : serve(&w);
     if (getppid() != parent)
         kill_group();                   /* master gone: take ours along */
-    jr_jobctx_clear(&w.ctx);
-    free(w.ctx.pushes);
+    jr_jobctx_free(&w.ctx);
     jr_scripts_free(&w.scripts);
     jr_buf_free(&w.out);
     jr_config_free(&w.cfg);
