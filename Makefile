@@ -30,7 +30,7 @@ endif
 
 RUNTIME  = main commands client master claimq pool output gen events \
            dbthread worker frame config script jrlib hooks reload log err \
-           json util job
+           json util job retry
 BACKENDS = backend sqlite postgres
 OBJS     = $(RUNTIME:%=$(BUILD)/runtime/%.o) $(BACKENDS:%=$(BUILD)/backends/%.o) \
            $(BUILD)/sqlite_sql.o $(BUILD)/postgres_sql.o

@@ -25,6 +25,7 @@
 #include "frame.h"
 #include "hooks.h"
 #include "reload.h"
+#include "retry.h"
 #include "script.h"
 #include "util.h"
 
@@ -202,6 +203,10 @@ void jr_pool_reap(master *m);
 void jr_pool_deadlines(master *m, double now);
 /* Retires a worker idle past idle_timeout while above the minimum. */
 void jr_pool_idle(master *m, double now);
+/* Fills in the retry inputs (retry.h) the master knows for job j after
+ * error: g's handler options and the config's backoff. Borrows all. */
+void jr_pool_retry_in(master *m, const gen *g, const jr_job *j,
+                      const char *error, jr_retry_in *in);
 
 /* output.c: handler output */
 

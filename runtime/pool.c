@@ -20,6 +20,7 @@
 
 #include "log.h"
 #include "master_int.h"
+#include "retry.h"
 #include "worker.h"
 
 #define KILL_GRACE      5.0     /* seconds past a timeout before SIGKILL */
@@ -27,13 +28,38 @@
 #define SPAWN_DELAY_MAX 10.0    /* seconds between spawns while they die */
 #define SNOOZES_MAX     65536   /* jobs remembered; the oldest go first */
 
-/* A failure the master itself decides (worker died, killed): retry with
- * the default backoff, or dead when no retries are left. */
+/* The config's backoff for the retry policy: arg is the master. */
+static double
+config_backoff(void *arg, const jr_job *j, int max, const char *error)
+{
+    const master *m = arg;
+
+    return jr_config_backoff(m->cfg, j, max, error);
+}
+
+void
+jr_pool_retry_in(master *m, const gen *g, const jr_job *j, const char *error,
+                 jr_retry_in *in)
+{
+    const jr_handler *h = jr_gen_handler(g, j->name);
+
+    memset(in, 0, sizeof *in);
+    in->job = j;
+    in->error = error;
+    in->handler_max = h ? h->max_retries : -1;
+    in->config_max = m->cfg->max_retries;
+    in->handler_backoff = h ? h->backoff : -1;  /* a function: -1 here */
+    in->config_fn = config_backoff;
+    in->config_arg = m;
+}
+
+/* A failure the master itself decides (worker died, killed): retry or
+ * dead by the retry policy, without the handler's backoff function (it
+ * lives in the workers). */
 static void
 fail_job(master *m, const gen *g, const jr_job *j, const char *reason)
 {
-    const jr_handler *h = jr_gen_handler(g, j->name);
-    int max = jr_max_retries(j, h ? h->max_retries : -1, m->cfg->max_retries);
+    jr_retry_in in;
     jr_result r = {.id = j->id};
     size_t len = strlen(reason) + 1;
     char *mem = malloc(len + 17);   /* the error, then the generation */
@@ -46,20 +72,16 @@ fail_job(master *m, const gen *g, const jr_job *j, const char *reason)
     } else {
         r.error = "worker failed";
     }
-    if (j->attempt > max) {
-        r.kind = JR_DEAD;
+    jr_pool_retry_in(m, g, j, reason, &in);
+    if (jr_retry_decide(&in, &r) == JR_DEAD) {
         jr_log(JR_LOG_WARN, "job %lld (%s) dead after %d attempts: %s",
                (long long)j->id, j->name, j->attempt, reason);
         m->dead++;
     } else {
-        r.kind = JR_RETRY;
-        r.delay = h && h->backoff >= 0 ? h->backoff :
-                  jr_config_backoff(m->cfg, j, max, reason);
-        if (r.delay < 0)
-            r.delay = jr_backoff_default(j->attempt);
         jr_log(JR_LOG_WARN, "job %lld (%s) failed (attempt %d of %d), "
                "retry in %.0fs: %s", (long long)j->id, j->name, j->attempt,
-               max + 1, r.delay, reason);
+               jr_retry_max(j, in.handler_max, in.config_max) + 1, r.delay,
+               reason);
         m->failed++;
     }
     jr_event_job(m, j, &r, 0);
@@ -286,6 +308,13 @@ on_result(master *m, wk *w, jr_reader *r)
     secs = now - w->started;
     w->avg = w->avg > 0 ? 0.8 * w->avg + 0.2 * secs : secs;
     m->avg = m->avg > 0 ? 0.95 * m->avg + 0.05 * secs : secs;
+    if (res.kind == JR_RETRY && !(res.delay >= 0)) {
+        /* the handler set no backoff: the config's, else the default */
+        jr_retry_in in;
+        jr_pool_retry_in(m, w->gen, j, res.error, &in);
+        in.handler_backoff = -1;    /* the worker found none */
+        res.delay = jr_retry_delay(&in);
+    }
     if (!snooze_limit(m, w, j, &res, mem)) {
         log_result(m, j, &res, secs);
         jr_event_job(m, j, &res, secs);
@@ -369,100 +398,160 @@ move_fd(int from, int to)
     return dup2(from, to) < 0 ? -1 : 0;
 }
 
-wk *
-jr_pool_spawn(master *m)
-{
-    char fdarg[16];
-    const char *argv[10];
-    int sv[2], argc = 0, c3 = -1, c4 = -1, out, rd;
-    wk *w;
-    pid_t pid;
+/* The descriptors of a worker being started: the master's end of its
+ * socket, the child's (to become 3) and its output (to become 4, or -1);
+ * out and rd as jr_output_fd returned them. */
+typedef struct spawn_fds {
+    int mine, c3, c4, out, rd;
+} spawn_fds;
 
-    if ((out = jr_output_fd(m, &rd)) == -2)
-        return NULL;
+/* Closes what open_fds opened, after a failure. */
+static void
+close_fds(spawn_fds *f)
+{
+    if (f->mine >= 0)
+        close(f->mine);
+    if (f->c3 >= 0)
+        close(f->c3);
+    if (f->c4 >= 0)
+        close(f->c4);
+    if (f->rd >= 0) {
+        close(f->rd);
+        close(f->out);
+    }
+}
+
+/* Opens a new worker's socket and output. Returns 0, or -1 (logged, all
+ * closed). */
+static int
+open_fds(master *m, spawn_fds *f)
+{
+    int sv[2];
+
+    f->mine = f->c3 = f->c4 = -1;
+    if ((f->out = jr_output_fd(m, &f->rd)) == -2)
+        return -1;
     if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) < 0) {
         jr_log(JR_LOG_ERROR, "cannot start a worker: socketpair: %s",
                strerror(errno));
-        goto fail;
+        close_fds(f);
+        return -1;
     }
+    f->mine = sv[0];
     /* above 4, so that moving one to 3 cannot overwrite the other */
-    c3 = fcntl(sv[1], F_DUPFD_CLOEXEC, 5);
+    f->c3 = fcntl(sv[1], F_DUPFD_CLOEXEC, 5);
     close(sv[1]);
-    c4 = out >= 0 ? fcntl(out, F_DUPFD_CLOEXEC, 5) : -1;
-    if (c3 < 0 || (out >= 0 && c4 < 0)) {
+    f->c4 = f->out >= 0 ? fcntl(f->out, F_DUPFD_CLOEXEC, 5) : -1;
+    if (f->c3 < 0 || (f->out >= 0 && f->c4 < 0)) {
         jr_log(JR_LOG_ERROR, "cannot start a worker: fcntl: %s",
                strerror(errno));
-        close(sv[0]);
-        goto fail;
+        close_fds(f);
+        return -1;
     }
-    snprintf(fdarg, sizeof fdarg, out >= 0 ? "3:4" : "3");
-    argv[argc++] = "jobrunner";
-    argv[argc++] = "__worker";
-    argv[argc++] = fdarg;
-    argv[argc++] = m->cfg->scripts;
-    argv[argc++] = m->cfg->file ? m->cfg->file : "";
-    argv[argc] = NULL;
-    pid = fork();
+    return 0;
+}
+
+/* Forks and execs `jobrunner __worker 3[:4]`; closes the child's ends in
+ * the master. Returns the pid, or -1 (logged, all closed). The worker's
+ * settings follow on its socket (send_settings): argv carries none. */
+static pid_t
+start_process(master *m, spawn_fds *f)
+{
+    const char *argv[] = {"jobrunner", "__worker",
+                          f->out >= 0 ? "3:4" : "3", NULL};
+    pid_t pid = fork();
+
     if (pid < 0) {
         jr_log(JR_LOG_ERROR, "cannot start a worker: fork: %s",
                strerror(errno));
-        close(sv[0]);
-        goto fail;
+        close_fds(f);
+        return -1;
     }
     if (pid == 0) {
         /* only async-signal-safe calls until exec. The worker leads its
          * own process group, so killing the group kills all it started */
         setpgid(0, 0);
-        if (move_fd(c3, 3) < 0 || (c4 >= 0 && move_fd(c4, 4) < 0))
+        if (move_fd(f->c3, 3) < 0 || (f->c4 >= 0 && move_fd(f->c4, 4) < 0))
             _exit(127);
         execv(m->self, (char *const *)argv);
         _exit(127);
     }
     setpgid(pid, pid);          /* also here: whichever runs first */
-    close(c3);
-    if (c4 >= 0)
-        close(c4);
-    if (rd >= 0)
-        close(out);
-    w = calloc(1, sizeof *w);
+    close(f->c3);
+    if (f->c4 >= 0)
+        close(f->c4);
+    if (f->rd >= 0)
+        close(f->out);
+    return pid;
+}
+
+/* Queues the worker's first frame: the settings it runs with, from the
+ * master's effective config (file and command line). */
+static void
+send_settings(master *m, wk *w)
+{
+    const jr_config *c = m->cfg;
+    jr_settings s = {
+        .scripts = c->scripts, .max_retries = c->max_retries,
+        .timeout = c->timeout, .load_timeout = c->load_timeout,
+        .memory_limit = c->memory_limit, .max_payload = c->max_payload,
+        .log_level = c->log_level, .log_json = c->log_json,
+    };
+
+    jr_buf_reset(&m->out);
+    jr_frame_put_settings(&m->out, &s);
+    bufferevent_write(w->bev, m->out.p, m->out.len);
+}
+
+/* Makes the master's record of a started worker, with its socket and
+ * output events. Returns it, or NULL (the process is killed). */
+static wk *
+track(master *m, spawn_fds *f, pid_t pid)
+{
+    wk *w = calloc(1, sizeof *w);
+
     if (w == NULL) {
-        close(sv[0]);
-        if (rd >= 0)
-            close(rd);
+        close(f->mine);
+        if (f->rd >= 0)
+            close(f->rd);
         kill(-pid, SIGKILL);
         kill(pid, SIGKILL);
         return NULL;
     }
-    evutil_make_socket_nonblocking(sv[0]);
+    evutil_make_socket_nonblocking(f->mine);
     w->m = m;
     w->pid = pid;
     w->id = ++m->next_id;
     w->spawned = jr_mono();
-    w->out_fd = rd;
-    if (rd >= 0) {
-        evutil_make_socket_nonblocking(rd);
-        w->ev_out = event_new(m->base, rd, EV_READ | EV_PERSIST,
+    w->out_fd = f->rd;
+    if (f->rd >= 0) {
+        evutil_make_socket_nonblocking(f->rd);
+        w->ev_out = event_new(m->base, f->rd, EV_READ | EV_PERSIST,
                               jr_output_readable, w);
         event_add(w->ev_out, NULL);
     }
-    w->bev = bufferevent_socket_new(m->base, sv[0], BEV_OPT_CLOSE_ON_FREE);
+    w->bev = bufferevent_socket_new(m->base, f->mine, BEV_OPT_CLOSE_ON_FREE);
     bufferevent_setcb(w->bev, on_read, NULL, on_event, w);
     bufferevent_enable(w->bev, EV_READ | EV_WRITE);
+    return w;
+}
+
+wk *
+jr_pool_spawn(master *m)
+{
+    spawn_fds f;
+    pid_t pid;
+    wk *w;
+
+    if (open_fds(m, &f) < 0 || (pid = start_process(m, &f)) < 0 ||
+        (w = track(m, &f, pid)) == NULL)
+        return NULL;
+    send_settings(m, w);
     w->next = m->workers;
     m->workers = w;
     m->nworkers++;
     jr_log(JR_LOG_DEBUG, "worker %d started (pid %d)", w->id, (int)pid);
     return w;
-fail:
-    if (c3 >= 0)
-        close(c3);
-    if (c4 >= 0)
-        close(c4);
-    if (rd >= 0) {
-        close(rd);
-        close(out);
-    }
-    return NULL;
 }
 
 /* Reads what a dead worker wrote before it died: its last results count,
