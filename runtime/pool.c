@@ -285,6 +285,20 @@ snooze_limit(master *m, wk *w, const jr_job *j, const jr_result *res,
     return 1;
 }
 
+/* A worker's retry whose handler set no backoff (JR_RETRY_UNRESOLVED, or
+ * any delay that is not one): the config's, else the default schedule. */
+static void
+resolve_delay(master *m, const wk *w, const jr_job *j, jr_result *res)
+{
+    jr_retry_in in;
+
+    if (res->kind != JR_RETRY || res->delay >= 0)
+        return;
+    jr_pool_retry_in(m, w->gen, j, res->error, &in);
+    in.handler_backoff = -1;        /* the worker found none */
+    res->delay = jr_retry_delay(&in);
+}
+
 static void
 on_result(master *m, wk *w, jr_reader *r)
 {
@@ -308,13 +322,7 @@ on_result(master *m, wk *w, jr_reader *r)
     secs = now - w->started;
     w->avg = w->avg > 0 ? 0.8 * w->avg + 0.2 * secs : secs;
     m->avg = m->avg > 0 ? 0.95 * m->avg + 0.05 * secs : secs;
-    if (res.kind == JR_RETRY && !(res.delay >= 0)) {
-        /* the handler set no backoff: the config's, else the default */
-        jr_retry_in in;
-        jr_pool_retry_in(m, w->gen, j, res.error, &in);
-        in.handler_backoff = -1;    /* the worker found none */
-        res.delay = jr_retry_delay(&in);
-    }
+    resolve_delay(m, w, j, &res);
     if (!snooze_limit(m, w, j, &res, mem)) {
         log_result(m, j, &res, secs);
         jr_event_job(m, j, &res, secs);
@@ -571,31 +579,29 @@ drain_worker(wk *w)
     on_read(w->bev, w);
 }
 
-/* Fails or requeues what a worker held when it went away. */
+/* Says in reason why worker w went away, from its exit status. */
 static void
-worker_gone(master *m, wk *w, int status)
+gone_reason(master *m, const wk *w, int status, char *reason, size_t size)
 {
-    char reason[128];
-    int i;
-
-    drain_worker(w);
-    kill(-w->pid, SIGKILL);     /* what its handlers started dies with it */
-    jr_output_done(w);
     if (w->kill_reason[0])
-        snprintf(reason, sizeof reason, "%s", w->kill_reason);
+        snprintf(reason, size, "%s", w->kill_reason);
     else if (!w->ready && WIFEXITED(status) &&
              WEXITSTATUS(status) == JR_WORKER_LOAD_STUCK)
-        snprintf(reason, sizeof reason, "did not finish loading handlers "
-                 "within %gs (see the line above)", m->cfg->load_timeout);
+        snprintf(reason, size, "did not finish loading handlers within %gs "
+                 "(see the line above)", m->cfg->load_timeout);
     else if (WIFEXITED(status) && WEXITSTATUS(status) == JR_WORKER_RECYCLE)
-        snprintf(reason, sizeof reason, "recycled: a handler hit the "
-                 "memory limit");
+        snprintf(reason, size, "recycled: a handler hit the memory limit");
     else if (WIFSIGNALED(status))
-        snprintf(reason, sizeof reason, "worker died (signal %d)",
-                 WTERMSIG(status));
+        snprintf(reason, size, "worker died (signal %d)", WTERMSIG(status));
     else
-        snprintf(reason, sizeof reason, "worker died (exit %d)",
-                 WEXITSTATUS(status));
+        snprintf(reason, size, "worker died (exit %d)", WEXITSTATUS(status));
+}
+
+/* Logs the going at the level it deserves; a probe's going fails its
+ * reload. */
+static void
+gone_log(master *m, wk *w, int status, const char *reason)
+{
     if (WIFEXITED(status) && WEXITSTATUS(status) == JR_WORKER_RECYCLE &&
         w->njobs == 0)
         jr_log(JR_LOG_INFO, "worker %d (pid %d) %s", w->id, (int)w->pid,
@@ -614,6 +620,15 @@ worker_gone(master *m, wk *w, int status)
                reason);
         jr_event_reload(m, 0, reason);
     }
+}
+
+/* The jobs w held: the running one fails (retry policy), or is released
+ * when the runner stops; the ones it never started go back in line. */
+static void
+gone_jobs(master *m, wk *w, const char *reason)
+{
+    int i;
+
     if (w->njobs > 0) {
         if (m->stopping && !w->kill_reason[0])
             jr_claimq_release(m, w->jobs[0]);
@@ -622,25 +637,46 @@ worker_gone(master *m, wk *w, int status)
             free(w->jobs[0]);
         }
     }
-    for (i = w->njobs - 1; i >= 1; i--)      /* never started: back in line */
+    for (i = w->njobs - 1; i >= 1; i--)
         if (m->stopping || jr_claimq_push(m, w->jobs[i], 1) < 0)
             jr_claimq_release(m, w->jobs[i]);
     w->njobs = 0;
+}
+
+/* Schedules a replacement; workers that die right away (a crashing
+ * module) back off. */
+static void
+respawn_later(master *m, const wk *w)
+{
+    struct timeval tv = {0, 0};
+
+    m->spawn_delay = jr_mono() - w->spawned < 1 ?
+        (m->spawn_delay ? m->spawn_delay * 2 : 0.1) : 0;
+    if (m->spawn_delay > SPAWN_DELAY_MAX)
+        m->spawn_delay = SPAWN_DELAY_MAX;
+    tv.tv_sec = (long)m->spawn_delay;
+    tv.tv_usec = (long)((m->spawn_delay - (double)tv.tv_sec) * 1e6);
+    event_add(m->ev_spawn, &tv);
+}
+
+/* Fails or requeues what a worker held when it went away. */
+static void
+worker_gone(master *m, wk *w, int status)
+{
+    char reason[128];
+
+    drain_worker(w);
+    kill(-w->pid, SIGKILL);     /* what its handlers started dies with it */
+    jr_output_done(w);
+    gone_reason(m, w, status, reason, sizeof reason);
+    gone_log(m, w, status, reason);
+    gone_jobs(m, w, reason);
     if (w->bev != NULL)
         bufferevent_free(w->bev);
     jr_output_close(w);
     jr_gen_unref(w->gen);
-    if (!m->stopping && !w->stopping) {
-        struct timeval tv = {0, 0};
-        /* workers that die right away (a crashing module) back off */
-        m->spawn_delay = jr_mono() - w->spawned < 1 ?
-            (m->spawn_delay ? m->spawn_delay * 2 : 0.1) : 0;
-        if (m->spawn_delay > SPAWN_DELAY_MAX)
-            m->spawn_delay = SPAWN_DELAY_MAX;
-        tv.tv_sec = (long)m->spawn_delay;
-        tv.tv_usec = (long)((m->spawn_delay - (double)tv.tv_sec) * 1e6);
-        event_add(m->ev_spawn, &tv);
-    }
+    if (!m->stopping && !w->stopping)
+        respawn_later(m, w);
     free(w);
 }
 
