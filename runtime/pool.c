@@ -494,7 +494,8 @@ start_process(master *m, spawn_fds *f)
 }
 
 /* Queues the worker's first frame: the settings it runs with, from the
- * master's effective config (file and command line). */
+ * master's effective config (file and command line); kills the worker
+ * when it cannot. */
 static void
 send_settings(master *m, wk *w)
 {
@@ -508,7 +509,12 @@ send_settings(master *m, wk *w)
 
     jr_buf_reset(&m->out);
     jr_frame_put_settings(&m->out, &s);
-    bufferevent_write(w->bev, m->out.p, m->out.len);
+    if (m->out.oom || bufferevent_write(w->bev, m->out.p, m->out.len) < 0) {
+        /* it would wait for them until its hello deadline: replace it */
+        jr_log(JR_LOG_ERROR, "worker %d: cannot send its settings (out of "
+               "memory)", w->id);
+        jr_pool_kill(w, SIGKILL);
+    }
 }
 
 /* Makes the master's record of a started worker, with its socket and
@@ -554,11 +560,11 @@ jr_pool_spawn(master *m)
     if (open_fds(m, &f) < 0 || (pid = start_process(m, &f)) < 0 ||
         (w = track(m, &f, pid)) == NULL)
         return NULL;
-    send_settings(m, w);
     w->next = m->workers;
     m->workers = w;
     m->nworkers++;
     jr_log(JR_LOG_DEBUG, "worker %d started (pid %d)", w->id, (int)pid);
+    send_settings(m, w);        /* listed first: its death is reaped */
     return w;
 }
 
