@@ -28,7 +28,7 @@ else
 Q = @
 endif
 
-RUNTIME  = main commands client master claimq pool output gen events \
+RUNTIME  = main commands client master claimq pool spawn output gen events \
            dbthread worker frame config script jrlib hooks reload log err \
            json util job retry
 BACKENDS = backend sqlite postgres
