@@ -28,9 +28,9 @@ else
 Q = @
 endif
 
-RUNTIME  = main commands inspect client master claimq pool output gen events \
-           dbthread worker frame config script luabridge jrlib luaopts \
-           hooks reload log err json util job
+RUNTIME  = main commands inspect client master claimq pool spawn output gen \
+           events dbthread worker frame config script luabridge jrlib \
+           luaopts hooks reload log err json util job retry
 BACKENDS = backend sqlite postgres
 OBJS     = $(RUNTIME:%=$(BUILD)/runtime/%.o) $(BACKENDS:%=$(BUILD)/backends/%.o) \
            $(BUILD)/sqlite_sql.o $(BUILD)/postgres_sql.o

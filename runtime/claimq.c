@@ -82,18 +82,20 @@ jr_claimq_result(master *m, const jr_result *r, void *mem)
  * attempt was lost with its runner's lease (the rescue requeues it with
  * that attempt counted) or the handler now allows fewer. The runner that
  * claims it knows the handler, so it decides here, with the same rule as
- * a failure (jr_max_retries): dead, not run, this claim not counted.
+ * a failure (retry.c): dead, not run, this claim not counted.
  * Returns 1 and takes j if so. */
 static int
 expire_job(master *m, jr_job *j)
 {
-    const jr_handler *h = jr_gen_handler(m->gen, j->name);
-    int max = jr_max_retries(j, h ? h->max_retries : -1, m->cfg->max_retries);
     jr_result r = {.id = j->id, .kind = JR_EXPIRED}, seen;
     jr_job last;                /* as the hooks see it: the lost attempt */
+    jr_retry_in in;
+    int max;
 
-    if (j->attempt <= max + 1)
+    jr_pool_retry_in(m, m->gen, j, NULL, &in);
+    if (!jr_retry_expired(&in))
         return 0;
+    max = jr_retry_max(j, in.handler_max, in.config_max);
     jr_log(JR_LOG_WARN, "job %lld (%s) dead: no retries left after %d "
            "attempt%s (max_retries %d); the last one was lost (its "
            "runner's lease expired)", (long long)j->id, j->name,

@@ -164,29 +164,17 @@ jr_cmd_run(jr_cli *cli)
 int
 jr_cmd_worker(jr_cli *cli)
 {
-    jr_config c;
     int fd;
 
-    if (cli->argc != 3)
+    if (cli->argc != 1)
         return jr_cmd_die(JR_EXIT_USAGE, "__worker is started by the runner");
-    jr_config_defaults(&c);
     fd = atoi(cli->argv[0]);
     /* "3:4": the handlers' output goes to descriptor 4 */
     if (strchr(cli->argv[0], ':') != NULL &&
         jr_worker_output(atoi(strchr(cli->argv[0], ':') + 1)) < 0)
         return jr_cmd_die(JR_EXIT_FAIL, "worker: cannot set up handler output");
-    {
-        jr_err err;
-        if (jr_config_load(&c, *cli->argv[2] ? cli->argv[2] : NULL, NULL,
-                           &err) == 0) {
-            char who[32];
-            snprintf(who, sizeof who, "worker %d", (int)getpid());
-            jr_log_setup(c.log_level, c.log_json, who);
-        }
-        jr_config_free(&c);
-    }
-    return jr_worker_main(fd, cli->argv[1],
-                          *cli->argv[2] ? cli->argv[2] : NULL);
+    /* the settings come from the master's first frame, not a file */
+    return jr_worker_main(fd);
 }
 
 /* Uses cjson to say precisely what is wrong with a JSON text. Returns 0 if

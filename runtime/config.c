@@ -322,7 +322,7 @@ k_backoff(cfg_ctx *x, lua_State *L, const char *key)
     double v;
 
     if (lua_type(L, -1) == LUA_TFUNCTION)
-        return 0;               /* the worker calls it from the table */
+        return 0;               /* the master calls it (retry.c) */
     return get_number(x, L, key, 0, JR_RANGE_BACKOFF_MAX, &v);
 }
 

@@ -8,6 +8,7 @@
 #include <stddef.h>
 
 #include "err.h"
+#include "retry.h"
 
 typedef struct lua_State lua_State;
 
@@ -16,7 +17,7 @@ typedef struct lua_State lua_State;
  * Documented in jobrunner.lua.example, the README and jobrunner(1). */
 #define JR_RANGE_TIMEOUT_MIN   0.001    /* defaults.timeout, handler timeout */
 #define JR_RANGE_TIMEOUT_MAX   604800.0 /* 7 days */
-#define JR_RANGE_BACKOFF_MAX   604800.0 /* defaults.backoff, handler backoff */
+#define JR_RANGE_BACKOFF_MAX   JR_BACKOFF_CAP /* defaults.backoff, handler's */
 #define JR_RANGE_RETRIES_MAX   1000000  /* defaults.max_retries, handler's */
 #define JR_RANGE_LEASE_MIN     1.0
 #define JR_RANGE_LEASE_MAX     86400.0
@@ -72,7 +73,7 @@ int  jr_config_set(char **slot, const char *value, jr_err *err);
 /* The config's retry delay for job j after error: its backoff(job,
  * attempt, err) function, else defaults.backoff (seconds, or a function of
  * attempt and err). job.max_retries is max_retries, the one in force
- * (jr_max_retries), as handlers see it. Returns -1 when the config sets
+ * (jr_retry_max), as handlers see it. Returns -1 when the config sets
  * none or it fails (logged). */
 struct jr_job;
 double jr_config_backoff(const jr_config *c, const struct jr_job *j,

@@ -4,7 +4,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "config.h"
 #include "frame.h"
+#include "log.h"
 
 #define NULL_LEN 0xffffffffu    /* string length that encodes NULL */
 
@@ -423,5 +425,85 @@ jr_frame_get_hello(jr_reader *r, jr_hello *out, jr_err *err)
                        "truncated" : "trailing bytes");
     if (out->setup_error == NULL && out->generation[0] == '\0')
         return jr_fail(err, JR_EPROTO, "malformed hello: no generation");
+    return 0;
+}
+
+/* --- settings ------------------------------------------------------- */
+
+void
+jr_frame_put_settings(jr_buf *b, const jr_settings *s)
+{
+    size_t start = jr_frame_begin(b, JR_F_SETTINGS);
+
+    jr_put_str(b, s->scripts);
+    jr_put_i32(b, s->max_retries);
+    jr_put_f64(b, s->timeout);
+    jr_put_f64(b, s->load_timeout);
+    jr_put_i64(b, (int64_t)s->memory_limit);
+    jr_put_i64(b, (int64_t)s->max_payload);
+    jr_put_u8(b, (unsigned)s->log_level);
+    jr_put_u8(b, s->log_json ? 1 : 0);
+    jr_frame_end(b, start);
+}
+
+void
+jr_settings_free(jr_settings *s)
+{
+    if (s == NULL)
+        return;
+    free(s->scripts);
+    memset(s, 0, sizeof *s);
+}
+
+/* NULL, or what is out of range in s. */
+static const char *
+settings_range(const jr_settings *s, int64_t mem, int64_t payload)
+{
+    if (s->max_retries < 0 || s->max_retries > JR_RANGE_RETRIES_MAX)
+        return "max_retries";
+    if (!(s->timeout >= JR_RANGE_TIMEOUT_MIN &&
+          s->timeout <= JR_RANGE_TIMEOUT_MAX))
+        return "timeout";
+    if (!(s->load_timeout >= JR_RANGE_LOAD_MIN &&
+          s->load_timeout <= JR_RANGE_LOAD_MAX))
+        return "load_timeout";
+    if (mem < 0 || mem > ((int64_t)1 << 40))
+        return "memory_limit";
+    if (payload < 1 || payload > (1 << 30))
+        return "max_payload";
+    if (s->log_level < JR_LOG_DEBUG || s->log_level > JR_LOG_ERROR ||
+        s->log_json > 1)
+        return "log";
+    return NULL;
+}
+
+int
+jr_frame_get_settings(jr_reader *r, jr_settings *out, jr_err *err)
+{
+    size_t len;
+    const char *dir = jr_get_str(r, &len), *bad;
+    int64_t mem, payload;
+
+    memset(out, 0, sizeof *out);
+    out->max_retries = jr_get_i32(r);
+    out->timeout = jr_get_f64(r);
+    out->load_timeout = jr_get_f64(r);
+    mem = jr_get_i64(r);
+    payload = jr_get_i64(r);
+    out->log_level = (int)jr_get_u8(r);
+    out->log_json = (int)jr_get_u8(r);
+    if (r->bad || r->n != 0)
+        return jr_fail(err, JR_EPROTO, "malformed settings: %s", r->bad ?
+                       "truncated" : "trailing bytes");
+    if (dir == NULL || len == 0 || memchr(dir, 0, len))
+        return jr_fail(err, JR_EPROTO, "malformed settings: no scripts "
+                       "directory");
+    if ((bad = settings_range(out, mem, payload)) != NULL)
+        return jr_fail(err, JR_EPROTO, "malformed settings: %s out of "
+                       "range", bad);
+    out->memory_limit = (size_t)mem;
+    out->max_payload = (size_t)payload;
+    if ((out->scripts = strndup(dir, len)) == NULL)
+        return jr_fail(err, JR_ENOMEM, "settings: out of memory");
     return 0;
 }

@@ -21,7 +21,8 @@ enum {
     JR_F_HELLO = 1,     /* worker -> master: loaded handlers and errors */
     JR_F_JOB,           /* master -> worker: run this job */
     JR_F_RESULT,        /* worker -> master: what became of it */
-    JR_F_STOP           /* master -> worker: exit when idle */
+    JR_F_STOP,          /* master -> worker: exit when idle */
+    JR_F_SETTINGS       /* master -> worker, first: what to run with */
 };
 
 /* Writing (into util.h's jr_buf: its oom set means the frame is unusable): jr_frame_begin, then puts, then jr_frame_end fills the length. */
@@ -91,5 +92,27 @@ void jr_frame_put_hello(jr_buf *b, const jr_scripts *s,
  * bytes. */
 int  jr_frame_get_hello(jr_reader *r, jr_hello *out, jr_err *err);
 void jr_hello_free(jr_hello *h);    /* NULL is a no-op */
+
+/* The settings a worker runs with: the master's effective config (file and
+ * command line), sent as the worker's first frame, so a worker never reads
+ * jobrunner.lua. The config's backoff stays in the master (retry.c). */
+typedef struct jr_settings {
+    char   *scripts;            /* handler directory; owned */
+    int     max_retries;        /* defaults.max_retries */
+    double  timeout;            /* defaults.timeout, seconds */
+    double  load_timeout;       /* seconds loading the handlers may take */
+    size_t  memory_limit;       /* bytes a worker's Lua may hold; 0: none */
+    size_t  max_payload;        /* bytes of a handler's push */
+    int     log_level;          /* JR_LOG_* */
+    int     log_json;           /* 1: JSON log lines */
+} jr_settings;
+
+/* Encodes settings. s borrowed. */
+void jr_frame_put_settings(jr_buf *b, const jr_settings *s);
+/* Decodes a JR_F_SETTINGS body into out (free with jr_settings_free, also
+ * after a failure). Returns 0, or -1 with err set for a malformed body: a
+ * missing scripts dir, a value out of the config's range, trailing bytes. */
+int  jr_frame_get_settings(jr_reader *r, jr_settings *out, jr_err *err);
+void jr_settings_free(jr_settings *s);   /* NULL is a no-op */
 
 #endif

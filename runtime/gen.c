@@ -99,6 +99,30 @@ switch_gen(master *m, gen *g)
     m->want_claim = 1;
 }
 
+/* Checks the config file again before a reload, as the runner's start
+ * did: a broken one fails the reload and the current generation keeps
+ * running. Workers never read it (they get the master's settings), so
+ * this is where a reload hears of it. Returns 0 when it loads. */
+static int
+config_check(master *m)
+{
+    jr_config c;
+    jr_err err;
+    int rc = 0;
+
+    if (m->cfg->file == NULL)
+        return 0;
+    jr_config_defaults(&c);
+    if (jr_config_load(&c, m->cfg->file, NULL, &err) < 0) {
+        jr_log(JR_LOG_ERROR, "reload failed, generation %s keeps running: "
+               "%s", m->gen->hash, err.msg);
+        jr_event_reload(m, 0, err.msg);
+        rc = -1;
+    }
+    jr_config_free(&c);
+    return rc;
+}
+
 void
 jr_gen_reload(master *m)
 {
@@ -108,6 +132,8 @@ jr_gen_reload(master *m)
         m->reload_again = 1;
         return;
     }
+    if (config_check(m) < 0)
+        return;
     jr_log(JR_LOG_INFO, "reloading handlers from %s", m->cfg->scripts);
     if ((m->probe = jr_pool_spawn(m)) != NULL)
         m->probe->probe = 1;

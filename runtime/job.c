@@ -1,5 +1,5 @@
 /* job.c - the job model's functions: name and push checks, the job
- * allocation, the max_retries rule, the claim order. */
+ * allocation, the claim order. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -89,13 +89,6 @@ jr_job_new(int64_t id, const char *name, const char *queue,
     j->payload = p;
     j->payload_len = payload_len;
     return j;
-}
-
-int
-jr_max_retries(const jr_job *j, int handler, int dflt)
-{
-    return j->max_retries >= 0 ? j->max_retries : handler >= 0 ? handler :
-           dflt;
 }
 
 int

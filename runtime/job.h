@@ -1,9 +1,9 @@
 /* job.h - the job model every layer shares: a claimed job (jr_job), a job
  * to insert (jr_push), what became of a claimed job (jr_result and its
  * kinds), a loaded handler's options (jr_handler), the checks every push
- * passes, the max_retries rule and the order jobs are claimed in. Storage
- * (backend.h), frames, workers and the master all speak these. Uses
- * err.h. */
+ * passes and the order jobs are claimed in (the retry rule is retry.h's).
+ * Storage (backend.h), frames, workers and the master all speak these.
+ * Uses err.h. */
 #ifndef JR_JOB_H
 #define JR_JOB_H
 
@@ -90,11 +90,6 @@ int  jr_name_check_len(const char *name, size_t len, const char *what,
  * at most JR_DELAY_MAX either way; not both run_at and run_in. Returns 0,
  * or -1 with err set (JR_EINPUT) naming the job and the option. */
 int  jr_push_check(const jr_push *p, size_t max_payload, jr_err *err);
-
-/* The max_retries in force for job j: the job's, else the handler's
- * (handler: -1 when not set or unknown), else the config's default. The
- * one rule of the worker, the master and the lease rescue. */
-int  jr_max_retries(const jr_job *j, int handler, int dflt);
 
 /* Returns a new job whose strings are copied into the same allocation, or
  * NULL when out of memory. Free with free(). */

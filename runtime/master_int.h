@@ -24,6 +24,7 @@
 #include "frame.h"
 #include "hooks.h"
 #include "reload.h"
+#include "retry.h"
 #include "script.h"
 #include "util.h"
 
@@ -184,6 +185,17 @@ void    jr_claimq_wake(evutil_socket_t fd, short what, void *arg);
 /* pool.c: the workers */
 
 wk  *jr_pool_spawn(master *m);          /* NULL when it cannot (logged) */
+
+/* A worker process just started (spawn.c): the master's end of its socket,
+ * the read end of its output pipe (or -1), its pid. */
+typedef struct jr_spawned {
+    int   mine;
+    int   rd;
+    pid_t pid;
+} jr_spawned;
+/* Starts `jobrunner __worker` with its socket and output. Returns 0, or -1
+ * (logged, nothing left open). */
+int  jr_spawn_worker(master *m, jr_spawned *out);
 void jr_pool_stop(master *m, wk *w);    /* asks w to exit */
 void jr_pool_kill(wk *w, int sig);      /* w and its process group */
 int  jr_pool_active(master *m);         /* workers counting to the target */
@@ -200,6 +212,10 @@ void jr_pool_reap(master *m);
 void jr_pool_deadlines(master *m, double now);
 /* Retires a worker idle past idle_timeout while above the minimum. */
 void jr_pool_idle(master *m, double now);
+/* Fills in the retry inputs (retry.h) the master knows for job j after
+ * error: g's handler options and the config's backoff. Borrows all. */
+void jr_pool_retry_in(master *m, const gen *g, const jr_job *j,
+                      const char *error, jr_retry_in *in);
 
 /* output.c: handler output */
 

@@ -1,16 +1,15 @@
-/* pool.c - the worker processes: spawning them, reading their frames and
+/* pool.c - the worker processes: spawning them (the fork and exec are
+ * spawn.c's) and sending their settings, reading their frames and
  * results, what becomes of their jobs when they die, fitting their number
  * to the target (backlog, idle, on_tick's answer, signals), recycling, and
  * the kills at a deadline (hello, job timeout). Their output is output.c's,
  * the code their hello loaded gen.c's. Uses master_int.h. */
 #define _GNU_SOURCE
 #include <errno.h>
-#include <fcntl.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -20,6 +19,7 @@
 
 #include "log.h"
 #include "master_int.h"
+#include "retry.h"
 #include "worker.h"
 
 #define KILL_GRACE      5.0     /* seconds past a timeout before SIGKILL */
@@ -27,13 +27,38 @@
 #define SPAWN_DELAY_MAX 10.0    /* seconds between spawns while they die */
 #define SNOOZES_MAX     65536   /* jobs remembered; the oldest go first */
 
-/* A failure the master itself decides (worker died, killed): retry with
- * the default backoff, or dead when no retries are left. */
+/* The config's backoff for the retry policy: arg is the master. */
+static double
+config_backoff(void *arg, const jr_job *j, int max, const char *error)
+{
+    const master *m = arg;
+
+    return jr_config_backoff(m->cfg, j, max, error);
+}
+
+void
+jr_pool_retry_in(master *m, const gen *g, const jr_job *j, const char *error,
+                 jr_retry_in *in)
+{
+    const jr_handler *h = jr_gen_handler(g, j->name);
+
+    memset(in, 0, sizeof *in);
+    in->job = j;
+    in->error = error;
+    in->handler_max = h ? h->max_retries : -1;
+    in->config_max = m->cfg->max_retries;
+    in->handler_backoff = h ? h->backoff : -1;  /* a function: -1 here */
+    in->config_fn = config_backoff;
+    in->config_arg = m;
+}
+
+/* A failure the master itself decides (worker died, killed): retry or
+ * dead by the retry policy, without the handler's backoff function (it
+ * lives in the workers). */
 static void
 fail_job(master *m, const gen *g, const jr_job *j, const char *reason)
 {
-    const jr_handler *h = jr_gen_handler(g, j->name);
-    int max = jr_max_retries(j, h ? h->max_retries : -1, m->cfg->max_retries);
+    jr_retry_in in;
     jr_result r = {.id = j->id};
     size_t len = strlen(reason) + 1;
     char *mem = malloc(len + 17);   /* the error, then the generation */
@@ -46,20 +71,16 @@ fail_job(master *m, const gen *g, const jr_job *j, const char *reason)
     } else {
         r.error = "worker failed";
     }
-    if (j->attempt > max) {
-        r.kind = JR_DEAD;
+    jr_pool_retry_in(m, g, j, reason, &in);
+    if (jr_retry_decide(&in, &r) == JR_DEAD) {
         jr_log(JR_LOG_WARN, "job %lld (%s) dead after %d attempts: %s",
                (long long)j->id, j->name, j->attempt, reason);
         m->dead++;
     } else {
-        r.kind = JR_RETRY;
-        r.delay = h && h->backoff >= 0 ? h->backoff :
-                  jr_config_backoff(m->cfg, j, max, reason);
-        if (r.delay < 0)
-            r.delay = jr_backoff_default(j->attempt);
         jr_log(JR_LOG_WARN, "job %lld (%s) failed (attempt %d of %d), "
                "retry in %.0fs: %s", (long long)j->id, j->name, j->attempt,
-               max + 1, r.delay, reason);
+               jr_retry_max(j, in.handler_max, in.config_max) + 1, r.delay,
+               reason);
         m->failed++;
     }
     jr_event_job(m, j, &r, 0);
@@ -263,6 +284,20 @@ snooze_limit(master *m, wk *w, const jr_job *j, const jr_result *res,
     return 1;
 }
 
+/* A worker's retry whose handler set no backoff (JR_RETRY_UNRESOLVED, or
+ * any delay that is not one): the config's, else the default schedule. */
+static void
+resolve_delay(master *m, const wk *w, const jr_job *j, jr_result *res)
+{
+    jr_retry_in in;
+
+    if (res->kind != JR_RETRY || res->delay >= 0)
+        return;
+    jr_pool_retry_in(m, w->gen, j, res->error, &in);
+    in.handler_backoff = -1;        /* the worker found none */
+    res->delay = jr_retry_delay(&in);
+}
+
 static void
 on_result(master *m, wk *w, jr_reader *r)
 {
@@ -286,6 +321,7 @@ on_result(master *m, wk *w, jr_reader *r)
     secs = now - w->started;
     w->avg = w->avg > 0 ? 0.8 * w->avg + 0.2 * secs : secs;
     m->avg = m->avg > 0 ? 0.95 * m->avg + 0.05 * secs : secs;
+    resolve_delay(m, w, j, &res);
     if (!snooze_limit(m, w, j, &res, mem)) {
         log_result(m, j, &res, secs);
         jr_event_job(m, j, &res, secs);
@@ -359,110 +395,77 @@ on_event(struct bufferevent *bev, short what, void *arg)
     }
 }
 
-/* Puts descriptor from at number to in a child before exec. dup2 onto
- * itself would keep close-on-exec set, so that case clears it instead. */
-static int
-move_fd(int from, int to)
+/* Queues the worker's first frame: the settings it runs with, from the
+ * master's effective config (file and command line); kills the worker
+ * when it cannot. */
+static void
+send_settings(master *m, wk *w)
 {
-    if (from == to)
-        return fcntl(to, F_SETFD, 0);
-    return dup2(from, to) < 0 ? -1 : 0;
+    const jr_config *c = m->cfg;
+    jr_settings s = {
+        .scripts = c->scripts, .max_retries = c->max_retries,
+        .timeout = c->timeout, .load_timeout = c->load_timeout,
+        .memory_limit = c->memory_limit, .max_payload = c->max_payload,
+        .log_level = c->log_level, .log_json = c->log_json,
+    };
+
+    jr_buf_reset(&m->out);
+    jr_frame_put_settings(&m->out, &s);
+    if (m->out.oom || bufferevent_write(w->bev, m->out.p, m->out.len) < 0) {
+        /* it would wait for them until its hello deadline: replace it */
+        jr_log(JR_LOG_ERROR, "worker %d: cannot send its settings (out of "
+               "memory)", w->id);
+        jr_pool_kill(w, SIGKILL);
+    }
+}
+
+/* Makes the master's record of a started worker, with its socket and
+ * output events. Returns it, or NULL (the process is killed). */
+static wk *
+track(master *m, const jr_spawned *f)
+{
+    wk *w = calloc(1, sizeof *w);
+
+    if (w == NULL) {
+        close(f->mine);
+        if (f->rd >= 0)
+            close(f->rd);
+        kill(-f->pid, SIGKILL);
+        kill(f->pid, SIGKILL);
+        return NULL;
+    }
+    evutil_make_socket_nonblocking(f->mine);
+    w->m = m;
+    w->pid = f->pid;
+    w->id = ++m->next_id;
+    w->spawned = jr_mono();
+    w->out_fd = f->rd;
+    if (f->rd >= 0) {
+        evutil_make_socket_nonblocking(f->rd);
+        w->ev_out = event_new(m->base, f->rd, EV_READ | EV_PERSIST,
+                              jr_output_readable, w);
+        event_add(w->ev_out, NULL);
+    }
+    w->bev = bufferevent_socket_new(m->base, f->mine, BEV_OPT_CLOSE_ON_FREE);
+    bufferevent_setcb(w->bev, on_read, NULL, on_event, w);
+    bufferevent_enable(w->bev, EV_READ | EV_WRITE);
+    return w;
 }
 
 wk *
 jr_pool_spawn(master *m)
 {
-    char fdarg[16], prog[] = "jobrunner", cmd[] = "__worker", none[] = "";
-    char *argv[10];                     /* execv's type: writable strings */
-    int sv[2], argc = 0, c3 = -1, c4 = -1, out, rd;
+    jr_spawned f;
     wk *w;
-    pid_t pid;
 
-    if ((out = jr_output_fd(m, &rd)) == -2)
+    if (jr_spawn_worker(m, &f) < 0 || (w = track(m, &f)) == NULL)
         return NULL;
-    if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) < 0) {
-        jr_log(JR_LOG_ERROR, "cannot start a worker: socketpair: %s",
-               strerror(errno));
-        goto fail;
-    }
-    /* above 4, so that moving one to 3 cannot overwrite the other */
-    c3 = fcntl(sv[1], F_DUPFD_CLOEXEC, 5);
-    close(sv[1]);
-    c4 = out >= 0 ? fcntl(out, F_DUPFD_CLOEXEC, 5) : -1;
-    if (c3 < 0 || (out >= 0 && c4 < 0)) {
-        jr_log(JR_LOG_ERROR, "cannot start a worker: fcntl: %s",
-               strerror(errno));
-        close(sv[0]);
-        goto fail;
-    }
-    snprintf(fdarg, sizeof fdarg, out >= 0 ? "3:4" : "3");
-    argv[argc++] = prog;
-    argv[argc++] = cmd;
-    argv[argc++] = fdarg;
-    argv[argc++] = m->cfg->scripts;
-    argv[argc++] = m->cfg->file ? m->cfg->file : none;
-    argv[argc] = NULL;
-    pid = fork();
-    if (pid < 0) {
-        jr_log(JR_LOG_ERROR, "cannot start a worker: fork: %s",
-               strerror(errno));
-        close(sv[0]);
-        goto fail;
-    }
-    if (pid == 0) {
-        /* only async-signal-safe calls until exec. The worker leads its
-         * own process group, so killing the group kills all it started */
-        setpgid(0, 0);
-        if (move_fd(c3, 3) < 0 || (c4 >= 0 && move_fd(c4, 4) < 0))
-            _exit(127);
-        execv(m->self, argv);
-        _exit(127);
-    }
-    setpgid(pid, pid);          /* also here: whichever runs first */
-    close(c3);
-    if (c4 >= 0)
-        close(c4);
-    if (rd >= 0)
-        close(out);
-    w = calloc(1, sizeof *w);
-    if (w == NULL) {
-        close(sv[0]);
-        if (rd >= 0)
-            close(rd);
-        kill(-pid, SIGKILL);
-        kill(pid, SIGKILL);
-        return NULL;
-    }
-    evutil_make_socket_nonblocking(sv[0]);
-    w->m = m;
-    w->pid = pid;
-    w->id = ++m->next_id;
-    w->spawned = jr_mono();
-    w->out_fd = rd;
-    if (rd >= 0) {
-        evutil_make_socket_nonblocking(rd);
-        w->ev_out = event_new(m->base, rd, EV_READ | EV_PERSIST,
-                              jr_output_readable, w);
-        event_add(w->ev_out, NULL);
-    }
-    w->bev = bufferevent_socket_new(m->base, sv[0], BEV_OPT_CLOSE_ON_FREE);
-    bufferevent_setcb(w->bev, on_read, NULL, on_event, w);
-    bufferevent_enable(w->bev, EV_READ | EV_WRITE);
     w->next = m->workers;
     m->workers = w;
     m->nworkers++;
-    jr_log(JR_LOG_DEBUG, "worker %d started (pid %d)", w->id, (int)pid);
+    jr_log(JR_LOG_DEBUG, "worker %d started (pid %d)", w->id, (int)f.pid);
+    send_settings(m, w);        /* listed first: its death is reaped */
     return w;
-fail:
-    if (c3 >= 0)
-        close(c3);
-    if (c4 >= 0)
-        close(c4);
-    if (rd >= 0) {
-        close(rd);
-        close(out);
-    }
-    return NULL;
 }
 
 /* Reads what a dead worker wrote before it died: its last results count,
@@ -482,31 +485,29 @@ drain_worker(wk *w)
     on_read(w->bev, w);
 }
 
-/* Fails or requeues what a worker held when it went away. */
+/* Says in reason why worker w went away, from its exit status. */
 static void
-worker_gone(master *m, wk *w, int status)
+gone_reason(master *m, const wk *w, int status, char *reason, size_t size)
 {
-    char reason[128];
-    int i;
-
-    drain_worker(w);
-    kill(-w->pid, SIGKILL);     /* what its handlers started dies with it */
-    jr_output_done(w);
     if (w->kill_reason[0])
-        snprintf(reason, sizeof reason, "%s", w->kill_reason);
+        snprintf(reason, size, "%s", w->kill_reason);
     else if (!w->ready && WIFEXITED(status) &&
              WEXITSTATUS(status) == JR_WORKER_LOAD_STUCK)
-        snprintf(reason, sizeof reason, "did not finish loading handlers "
-                 "within %gs (see the line above)", m->cfg->load_timeout);
+        snprintf(reason, size, "did not finish loading handlers within %gs "
+                 "(see the line above)", m->cfg->load_timeout);
     else if (WIFEXITED(status) && WEXITSTATUS(status) == JR_WORKER_RECYCLE)
-        snprintf(reason, sizeof reason, "recycled: a handler hit the "
-                 "memory limit");
+        snprintf(reason, size, "recycled: a handler hit the memory limit");
     else if (WIFSIGNALED(status))
-        snprintf(reason, sizeof reason, "worker died (signal %d)",
-                 WTERMSIG(status));
+        snprintf(reason, size, "worker died (signal %d)", WTERMSIG(status));
     else
-        snprintf(reason, sizeof reason, "worker died (exit %d)",
-                 WEXITSTATUS(status));
+        snprintf(reason, size, "worker died (exit %d)", WEXITSTATUS(status));
+}
+
+/* Logs the going at the level it deserves; a probe's going fails its
+ * reload. */
+static void
+gone_log(master *m, wk *w, int status, const char *reason)
+{
     if (WIFEXITED(status) && WEXITSTATUS(status) == JR_WORKER_RECYCLE &&
         w->njobs == 0)
         jr_log(JR_LOG_INFO, "worker %d (pid %d) %s", w->id, (int)w->pid,
@@ -525,6 +526,15 @@ worker_gone(master *m, wk *w, int status)
                reason);
         jr_event_reload(m, 0, reason);
     }
+}
+
+/* The jobs w held: the running one fails (retry policy), or is released
+ * when the runner stops; the ones it never started go back in line. */
+static void
+gone_jobs(master *m, wk *w, const char *reason)
+{
+    int i;
+
     if (w->njobs > 0) {
         if (m->stopping && !w->kill_reason[0])
             jr_claimq_release(m, w->jobs[0]);
@@ -533,25 +543,46 @@ worker_gone(master *m, wk *w, int status)
             free(w->jobs[0]);
         }
     }
-    for (i = w->njobs - 1; i >= 1; i--)      /* never started: back in line */
+    for (i = w->njobs - 1; i >= 1; i--)
         if (m->stopping || jr_claimq_push(m, w->jobs[i], 1) < 0)
             jr_claimq_release(m, w->jobs[i]);
     w->njobs = 0;
+}
+
+/* Schedules a replacement; workers that die right away (a crashing
+ * module) back off. */
+static void
+respawn_later(master *m, const wk *w)
+{
+    struct timeval tv = {0, 0};
+
+    m->spawn_delay = jr_mono() - w->spawned < 1 ?
+        (m->spawn_delay ? m->spawn_delay * 2 : 0.1) : 0;
+    if (m->spawn_delay > SPAWN_DELAY_MAX)
+        m->spawn_delay = SPAWN_DELAY_MAX;
+    tv.tv_sec = (long)m->spawn_delay;
+    tv.tv_usec = (long)((m->spawn_delay - (double)tv.tv_sec) * 1e6);
+    event_add(m->ev_spawn, &tv);
+}
+
+/* Fails or requeues what a worker held when it went away. */
+static void
+worker_gone(master *m, wk *w, int status)
+{
+    char reason[128];
+
+    drain_worker(w);
+    kill(-w->pid, SIGKILL);     /* what its handlers started dies with it */
+    jr_output_done(w);
+    gone_reason(m, w, status, reason, sizeof reason);
+    gone_log(m, w, status, reason);
+    gone_jobs(m, w, reason);
     if (w->bev != NULL)
         bufferevent_free(w->bev);
     jr_output_close(w);
     jr_gen_unref(w->gen);
-    if (!m->stopping && !w->stopping) {
-        struct timeval tv = {0, 0};
-        /* workers that die right away (a crashing module) back off */
-        m->spawn_delay = jr_mono() - w->spawned < 1 ?
-            (m->spawn_delay ? m->spawn_delay * 2 : 0.1) : 0;
-        if (m->spawn_delay > SPAWN_DELAY_MAX)
-            m->spawn_delay = SPAWN_DELAY_MAX;
-        tv.tv_sec = (long)m->spawn_delay;
-        tv.tv_usec = (long)((m->spawn_delay - (double)tv.tv_sec) * 1e6);
-        event_add(m->ev_spawn, &tv);
-    }
+    if (!m->stopping && !w->stopping)
+        respawn_later(m, w);
     free(w);
 }
 

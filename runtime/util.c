@@ -188,15 +188,6 @@ jr_now(void)
     return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
 }
 
-double
-jr_backoff_default(int attempt)
-{
-    double a = attempt, d;
-
-    d = a * a * a * a + 15 + (double)(rand() % 10) * (a + 1);
-    return d > 7 * 86400.0 ? 7 * 86400.0 : d;
-}
-
 int
 jr_dirset_init(jr_dirset *s, const char *root, jr_err *err)
 {

@@ -24,9 +24,6 @@ int  jr_parse_int(const char *s, const char *what, long lo, long hi,
 void jr_json_str(FILE *f, const char *s);
 /* Formats epoch seconds as "2026-11-22T10:00:00.123Z" into buf. */
 const char *jr_time_iso(double t, char *buf, size_t size);
-/* The default retry delay after attempt (1, 2, ...): attempt^4 + 15 s plus
- * up to 10 * (attempt + 1) s of jitter, as Sidekiq; capped at 7 days. */
-double jr_backoff_default(int attempt);
 /* The one growable byte buffer: frames, payload JSON, SQL array literals.
  * Zero-initialise; free with jr_buf_free(). Visible: callers read p and
  * len; p may move on every put. */

@@ -1,8 +1,9 @@
-/* worker.c - the worker process. Reads job frames from the master on a
- * blocking descriptor, runs each handler in a protected call under a
- * deadline, decides retry or death from the job's, the handler's or the
- * config's max_retries and backoff, and writes one result frame per job.
- * It exits when the master closes the socket or dies. */
+/* worker.c - the worker process. Reads its settings, then job frames from
+ * the master on a blocking descriptor, runs each handler in a protected
+ * call under a deadline, decides retry or death by the retry policy
+ * (retry.c: the handler's part here, the config's backoff in the master),
+ * and writes one result frame per job. It never reads jobrunner.lua. It
+ * exits when the master closes the socket or dies. */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
@@ -23,18 +24,20 @@
 #include "frame.h"
 #include "jrlib.h"
 #include "log.h"
+#include "retry.h"
 #include "script.h"
 #include "util.h"
 #include "worker.h"
 
-#define BACKOFF_CAP (7 * 86400.0)
 #define FLUSH_DELAY 0.002       /* seconds a result may wait for company */
 
 typedef struct worker {
     int         fd;
     lua_State  *L;
-    jr_config   cfg;
+    jr_settings set;            /* from the master's settings frame */
     jr_scripts  scripts;
+    const jr_handler *info;     /* the running job's handler */
+    int         h;              /* stack index of its handler table */
     jr_jobctx   ctx;
     int         decode_ref;     /* cjson.decode */
     jr_buf      out;            /* frames to write */
@@ -122,46 +125,42 @@ set_payload(worker *w, const jr_job *j)
     return 0;
 }
 
-/* The delay before the next attempt: the handler's backoff, else the
- * config's (jr_config_backoff), else attempt^4 + 15 s plus jitter. The
- * handler table is at index h. */
+/* The handler's backoff function for the retry policy (arg: the worker;
+ * the running job's handler table at w->h): seconds, or -1 when it has
+ * none or it failed. [-0, +0, -] */
 static double
-backoff(worker *w, int h, const jr_job *j, int max_retries,
-        const char *error)
+handler_backoff(void *arg, const jr_job *j, int max_retries,
+                const char *error)
 {
+    worker *w = arg;
     lua_State *L = w->L;
-    double d = -1;
 
-    switch (lua_getfield(L, h, "backoff")) {         /* b */
-    case LUA_TNUMBER:
-        d = lua_tonumber(L, -1);
+    (void)max_retries;
+    if (lua_getfield(L, w->h, "backoff") != LUA_TFUNCTION) { /* b */
         lua_pop(L, 1);                               /* (nothing) */
-        break;
-    case LUA_TFUNCTION:
-        lua_pushinteger(L, j->attempt);              /* b attempt */
-        lua_pushstring(L, error);                    /* b attempt error */
-        d = jr_config_backoff_call(L, 2, j);         /* (nothing) */
-        break;
-    default:
-        lua_pop(L, 1);                               /* (nothing) */
-        d = jr_config_backoff(&w->cfg, j, max_retries, error);
+        return -1;
     }
-    if (d < 0)
-        d = jr_backoff_default(j->attempt);
-    return d > BACKOFF_CAP ? BACKOFF_CAP : d;
+    lua_pushinteger(L, j->attempt);                  /* b attempt */
+    lua_pushstring(L, error);                        /* b attempt error */
+    return jr_config_backoff_call(L, 2, j);          /* (nothing) */
 }
 
-/* Fills res after a failure whose message is in w->err. */
+/* Fills res after a failure whose message is in w->err: dead, or a retry
+ * whose delay is the handler's, else JR_RETRY_UNRESOLVED (the master
+ * applies the config's). */
 static void
-failed(worker *w, int h, const jr_job *j, int max_retries, jr_result *res)
+failed(worker *w, const jr_job *j, jr_result *res)
 {
+    jr_retry_in in = {
+        .job = j, .error = w->err,
+        .handler_max = w->info->max_retries,
+        .config_max = w->set.max_retries,
+        .handler_backoff = w->info->backoff,
+        .handler_fn = handler_backoff, .handler_arg = w,
+    };
+
     res->error = w->err;
-    if (j->attempt > max_retries) {
-        res->kind = JR_DEAD;
-    } else {
-        res->kind = JR_RETRY;
-        res->delay = backoff(w, h, j, max_retries, w->err);
-    }
+    jr_retry_decide(&in, res);
 }
 
 /* Fills res from the snooze or discard the handler called. */
@@ -196,50 +195,38 @@ take_error(worker *w, jr_result *res)
     return 0;
 }
 
-/* Runs job j and fills res (strings borrowed from w until the next job). */
-static void
-run_job(worker *w, const jr_job *j, jr_result *res)
+/* Pushes job j's handler table and sets w->info and w->h; else fills res
+ * (a retry soon: another worker may have it) and returns -1.
+ * [-0, +(1|0), -] */
+static int
+find_handler(worker *w, const jr_job *j, jr_result *res)
 {
-    lua_State *L = w->L;
-    int top = lua_gettop(L), h, max_retries, rc;
-    double timeout;
-    const jr_handler *info = NULL;
     int i;
 
-    memset(res, 0, sizeof *res);
-    res->id = j->id;
-    res->generation = w->scripts.generation;
+    w->info = NULL;
     for (i = 0; i < w->scripts.n; i++)
         if (strcmp(w->scripts.h[i].name, j->name) == 0)
-            info = &w->scripts.h[i];
-    jr_scripts_push(L, &w->scripts, j->name);        /* t */
-    h = lua_gettop(L);
-    if (info == NULL || !lua_istable(L, h)) {
-        snprintf(w->err, sizeof w->err, "no handler for '%s' in this "
-                 "worker", j->name);
-        res->kind = JR_RETRY;
-        res->error = w->err;
-        res->delay = 1;
-        lua_settop(L, top);
-        return;
-    }
-    max_retries = jr_max_retries(j, info->max_retries, w->cfg.max_retries);
-    timeout = info->timeout > 0 ? info->timeout : w->cfg.timeout;
-    lua_getfield(L, h, "handle");                    /* t f */
-    jr_script_push_job(w->L, j, max_retries);                     /* t f job */
-    if (set_payload(w, j) < 0) {
-        res->kind = JR_DEAD;                         /* retrying won't help */
-        res->error = w->err;
-        lua_settop(L, top);
-        return;
-    }
-    w->ctx.job = j;
-    w->mem.hit = 0;
-    w->mem.enforce = 1;
-    /* no instruction budget: the timeout is the handler's limit */
-    rc = jr_script_xrun(L, 1, 0, 0, timeout);        /* t | t e */
-    w->mem.enforce = 0;
-    w->ctx.job = NULL;
+            w->info = &w->scripts.h[i];
+    jr_scripts_push(w->L, &w->scripts, j->name);     /* t */
+    w->h = lua_gettop(w->L);
+    if (w->info != NULL && lua_istable(w->L, w->h))
+        return 0;
+    lua_pop(w->L, 1);                                /* (nothing) */
+    snprintf(w->err, sizeof w->err, "no handler for '%s' in this worker",
+             j->name);
+    res->kind = JR_RETRY;
+    res->error = w->err;
+    res->delay = 1;
+    return -1;
+}
+
+/* Fills res from how the handler's call ended: rc from jr_script_xrun,
+ * with its error value on top unless LUA_OK or late. [-(1|0), +0, -] */
+static void
+outcome(worker *w, const jr_job *j, int rc, double timeout, jr_result *res)
+{
+    lua_State *L = w->L;
+
     if (w->ctx.decided) {
         /* snooze or discard was called: it stands, even if a pcall in the
          * handler caught its signal and the handler went on */
@@ -254,20 +241,53 @@ run_job(worker *w, const jr_job *j, jr_result *res)
         if (rc != LUA_OK)
             lua_pop(L, 1);
         snprintf(w->err, sizeof w->err, "memory limit of %zu MiB exceeded",
-                 w->cfg.memory_limit >> 20);
-        failed(w, h, j, max_retries, res);
+                 w->set.memory_limit >> 20);
+        failed(w, j, res);
         w->recycle = 1;
     } else if (rc == JR_SCRIPT_LATE) {
         snprintf(w->err, sizeof w->err, "timed out after %gs", timeout);
-        failed(w, h, j, max_retries, res);
+        failed(w, j, res);
     } else if (rc == LUA_OK) {
         res->kind = JR_DONE;
         res->pushes = w->ctx.pushes;
         res->npushes = w->ctx.npushes;
     } else if (!take_error(w, res)) {
-        failed(w, h, j, max_retries, res);
+        failed(w, j, res);
     }
-    lua_settop(L, top);
+}
+
+/* Runs job j and fills res (strings borrowed from w until the next job). */
+static void
+run_job(worker *w, const jr_job *j, jr_result *res)
+{
+    lua_State *L = w->L;
+    int top = lua_gettop(L), max_retries, rc;
+    double timeout;
+
+    memset(res, 0, sizeof *res);
+    res->id = j->id;
+    res->generation = w->scripts.generation;
+    if (find_handler(w, j, res) < 0)                 /* t */
+        return;
+    max_retries = jr_retry_max(j, w->info->max_retries, w->set.max_retries);
+    timeout = w->info->timeout > 0 ? w->info->timeout : w->set.timeout;
+    lua_getfield(L, w->h, "handle");                 /* t f */
+    jr_script_push_job(L, j, max_retries);           /* t f job */
+    if (set_payload(w, j) < 0) {
+        res->kind = JR_DEAD;                         /* retrying won't help */
+        res->error = w->err;
+        lua_settop(L, top);
+        return;
+    }
+    w->ctx.job = j;
+    w->mem.hit = 0;
+    w->mem.enforce = 1;
+    /* no instruction budget: the timeout is the handler's limit */
+    rc = jr_script_xrun(L, 1, 0, 0, timeout);        /* t | t e */
+    w->mem.enforce = 0;
+    w->ctx.job = NULL;
+    outcome(w, j, rc, timeout, res);
+    lua_settop(L, top);                              /* (nothing) */
 }
 
 static int
@@ -372,19 +392,68 @@ no_exit(lua_State *L)
                       luaL_tolstring(L, 1, NULL));
 }
 
+/* Reads exactly n bytes; -1 when the master is gone or a read fails. */
 static int
-setup(worker *w, const char *scripts, const char *config, jr_err *err)
+read_all(int fd, char *p, size_t n)
 {
+    while (n > 0) {
+        ssize_t r = read(fd, p, n);
+        if (r < 0 && errno == EINTR)
+            continue;
+        if (r <= 0)
+            return -1;
+        p += r;
+        n -= (size_t)r;
+    }
+    return 0;
+}
+
+/* Reads the master's settings frame, the first it sends, into w->set.
+ * Returns 0, or -1 with err set. */
+static int
+read_settings(worker *w, jr_err *err)
+{
+    char head[4];
+    jr_reader r;
+    char *frame;
+    long len;
+    int rc;
+
+    if (read_all(w->fd, head, sizeof head) < 0)
+        return jr_fail(err, JR_EPROTO, "no settings from the master");
+    if ((len = jr_frame_complete(head, sizeof head, err)) < 0)
+        return -1;
+    len = (long)((unsigned char)head[0] | (unsigned char)head[1] << 8 |
+                 (unsigned char)head[2] << 16 |
+                 (unsigned long)(unsigned char)head[3] << 24) + 4;
+    if ((frame = malloc((size_t)len)) == NULL)
+        return jr_fail(err, JR_ENOMEM, "settings: out of memory");
+    memcpy(frame, head, sizeof head);
+    if (read_all(w->fd, frame + 4, (size_t)len - 4) < 0) {
+        free(frame);
+        return jr_fail(err, JR_EPROTO, "settings from the master cut short");
+    }
+    if (jr_frame_open(&r, frame) != JR_F_SETTINGS)
+        rc = jr_fail(err, JR_EPROTO, "first frame from the master is not "
+                     "its settings");
+    else
+        rc = jr_frame_get_settings(&r, &w->set, err);
+    free(frame);
+    return rc;
+}
+
+/* Loads the libraries and every handler, with the master's settings. */
+static int
+setup(worker *w, jr_err *err)
+{
+    const char *scripts = w->set.scripts;
     lua_State *L;
     int rc;
 
-    jr_config_defaults(&w->cfg);
     if ((L = w->L = jr_script_state_limited(scripts, &w->mem, err)) == NULL)
         return -1;
-    if (jr_config_load(&w->cfg, config, L, err) < 0)
-        return -1;
-    w->mem.limit = w->cfg.memory_limit;
-    w->ctx.max_payload = w->cfg.max_payload;
+    w->mem.limit = w->set.memory_limit;
+    w->ctx.max_payload = w->set.max_payload;
     if (jr_jrlib_open(L, &w->ctx, err) < 0)
         return -1;
     lua_getglobal(L, "os");                          /* os */
@@ -400,7 +469,7 @@ setup(worker *w, const char *scripts, const char *config, jr_err *err)
     lua_pop(L, 1);                                   /* (nothing) */
     /* a file blocked outside Lua: exit naming it (the master's hello
      * deadline, a little later, is the backstop) */
-    jr_scripts_watchdog(w->cfg.load_timeout, JR_WORKER_LOAD_STUCK);
+    jr_scripts_watchdog(w->set.load_timeout, JR_WORKER_LOAD_STUCK);
     rc = jr_scripts_load(L, scripts, &w->scripts, err);
     jr_scripts_watchdog(0, 0);
     return rc;
@@ -437,11 +506,24 @@ jr_worker_output(int out)
     return 0;
 }
 
+/* Frees what the worker holds. */
+static void
+cleanup(worker *w)
+{
+    jr_jobctx_free(&w->ctx);
+    jr_scripts_free(&w->scripts);
+    jr_buf_free(&w->out);
+    jr_settings_free(&w->set);
+    if (w->L != NULL)
+        lua_close(w->L);
+}
+
 int
-jr_worker_main(int fd, const char *scripts, const char *config)
+jr_worker_main(int fd)
 {
     worker w;
     jr_err err;
+    char who[32];
     int rc;
     pid_t parent = getppid();
 
@@ -457,24 +539,23 @@ jr_worker_main(int fd, const char *scripts, const char *config)
     signal(SIGPIPE, SIG_IGN);
     setvbuf(stdout, NULL, _IOLBF, 0);
     srand((unsigned)getpid() ^ (unsigned)(jr_mono() * 1e6));
-    if (setup(&w, scripts, config, &err) < 0) {
+    if (read_settings(&w, &err) < 0) {
+        jr_log(JR_LOG_ERROR, "worker: %s", err.msg);
+        cleanup(&w);
+        return 1;
+    }
+    snprintf(who, sizeof who, "worker %d", (int)getpid());
+    jr_log_setup(w.set.log_level, w.set.log_json, who);
+    if (setup(&w, &err) < 0) {
         /* still say hello so the master hears why; it keeps what runs */
         jr_scripts_free(&w.scripts);
         rc = send_hello(&w, err.msg[0] ? err.msg : "worker set-up failed");
-        jr_buf_free(&w.out);
-        jr_config_free(&w.cfg);
-        if (w.L != NULL)
-            lua_close(w.L);
+        cleanup(&w);
         return rc < 0 ? 1 : 0;
     }
     rc = send_hello(&w, NULL) < 0 ? 1 : serve(&w);
     if (getppid() != parent)
         kill_group();                   /* master gone: take ours along */
-    jr_jobctx_free(&w.ctx);
-    jr_scripts_free(&w.scripts);
-    jr_buf_free(&w.out);
-    jr_config_free(&w.cfg);
-    if (w.L != NULL)
-        lua_close(w.L);
+    cleanup(&w);
     return rc;
 }

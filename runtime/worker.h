@@ -5,9 +5,10 @@
 #ifndef JR_WORKER_H
 #define JR_WORKER_H
 
-/* Runs a worker on descriptor fd (a socketpair end); returns the process's
- * exit status. config may be NULL. */
-int jr_worker_main(int fd, const char *scripts, const char *config);
+/* Runs a worker on descriptor fd (a socketpair end): reads the master's
+ * settings frame first (a worker never reads jobrunner.lua); returns the
+ * process's exit status. */
+int jr_worker_main(int fd);
 
 /* Sends this process's stdout and stderr (its handlers' output and their
  * subprocesses') to descriptor out, which it takes; its own log lines keep

@@ -1,18 +1,20 @@
 /* fuzz_frame.c - the frame codec between master and workers (frame.c).
  * Input byte 0 picks the mode:
  *   even: the rest is a byte stream from a peer: split into frames with
- *         jr_frame_complete, open each and decode it as a job, a result and
- *         a hello (the master's real decoders), whatever its type (a
- *         decoder must refuse, not overrun, and never half-build);
- *   odd:  the rest describes a job, a result (bit 1) or a hello (bit 2),
- *         which is encoded, decoded and compared field by field (abort on
- *         any difference). */
+ *         jr_frame_complete, open each and decode it as a job, a result, a
+ *         hello and a worker's settings (the real decoders), whatever its
+ *         type (a decoder must refuse, not overrun, and never half-build);
+ *   odd:  the rest describes a job, a result (bit 1), a hello (bit 2) or
+ *         settings (bits 1 and 2), which is encoded, decoded and compared
+ *         field by field (abort on any difference). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "config.h"
 #include "fuzz.h"
 #include "frame.h"
+#include "log.h"
 
 #define CHECK(c) do { if (!(c)) { \
     fprintf(stderr, "fuzz_frame: check failed: %s (line %d)\n", #c, \
@@ -59,6 +61,31 @@ read_hello(jr_reader r)
         CHECK(err.code == JR_EPROTO || err.code == JR_ENOMEM);
     }
     jr_hello_free(&h);
+}
+
+/* Decodes settings with the worker's decoder (frame.c): refused with
+ * JR_EPROTO (or JR_ENOMEM), or every value in the config's ranges. */
+static void
+read_settings(jr_reader r)
+{
+    jr_settings s;
+    jr_err err;
+
+    if (jr_frame_get_settings(&r, &s, &err) == 0) {
+        CHECK(r.n == 0 && !r.bad);
+        CHECK(s.scripts != NULL && s.scripts[0] != '\0');
+        CHECK(s.max_retries >= 0 && s.max_retries <= JR_RANGE_RETRIES_MAX);
+        CHECK(s.timeout >= JR_RANGE_TIMEOUT_MIN &&
+              s.timeout <= JR_RANGE_TIMEOUT_MAX);
+        CHECK(s.load_timeout >= JR_RANGE_LOAD_MIN &&
+              s.load_timeout <= JR_RANGE_LOAD_MAX);
+        CHECK(s.max_payload >= 1);
+        CHECK(s.log_level >= JR_LOG_DEBUG && s.log_level <= JR_LOG_ERROR);
+        CHECK(s.log_json == 0 || s.log_json == 1);
+    } else {
+        CHECK(err.code == JR_EPROTO || err.code == JR_ENOMEM);
+    }
+    jr_settings_free(&s);
 }
 
 static void
@@ -111,6 +138,7 @@ stream(const uint8_t *data, size_t size)
         }
         free(mem);
         read_hello(r);
+        read_settings(r);
         off += (size_t)len;
     }
 }
@@ -208,8 +236,11 @@ result_round_trip(fz *f)
     CHECK(jr_frame_get_result(&r, &d, &mem, &err) == 0);
     CHECK(r.n == 0 && !r.bad);
     CHECK(d.id == res.id && d.kind == res.kind && same_f64(d.delay, res.delay));
-    CHECK(same_str(d.error, res.error) &&
-          same_str(d.generation, res.generation));
+    /* a retry or death without a message gets the decoder's placeholder */
+    CHECK(same_str(d.error, res.error) ||
+          (res.error == NULL && (res.kind == JR_RETRY || res.kind == JR_DEAD)
+           && d.error != NULL));
+    CHECK(same_str(d.generation, res.generation));
     CHECK(d.npushes == res.npushes);
     for (i = 0; i < res.npushes; i++) {
         const jr_push *p = &d.pushes[i], *q = &pushes[i];
@@ -286,6 +317,55 @@ hello_round_trip(fz *f)
     jr_buf_free(&b);
 }
 
+/* Settings encoded by the master and decoded by the worker: the same
+ * values when in range, else refused. */
+static void
+settings_round_trip(fz *f)
+{
+    char dir[256];
+    jr_settings s, d;
+    jr_buf b = {0};
+    jr_reader r;
+    jr_err err;
+    int ok;
+
+    fz_str(f, dir, 1);
+    s.scripts = dir;
+    s.max_retries = (int)(int32_t)fz_int(f, 4);
+    s.timeout = fz_double(f);
+    s.load_timeout = fz_double(f);
+    s.memory_limit = (size_t)fz_int(f, 8);
+    s.max_payload = (size_t)fz_int(f, 8);
+    s.log_level = (int)(fz_int(f, 1) % 6);
+    s.log_json = (int)(fz_int(f, 1) % 2);
+    ok = dir[0] != '\0' && s.max_retries >= 0 &&
+         s.max_retries <= JR_RANGE_RETRIES_MAX &&
+         s.timeout >= JR_RANGE_TIMEOUT_MIN &&
+         s.timeout <= JR_RANGE_TIMEOUT_MAX &&
+         s.load_timeout >= JR_RANGE_LOAD_MIN &&
+         s.load_timeout <= JR_RANGE_LOAD_MAX &&
+         s.memory_limit <= ((size_t)1 << 40) && s.max_payload >= 1 &&
+         s.max_payload <= (1u << 30) && s.log_level <= JR_LOG_ERROR;
+    jr_frame_put_settings(&b, &s);
+    CHECK(!b.oom);
+    CHECK(jr_frame_complete(b.p, b.len, &err) == (long)b.len);
+    CHECK(jr_frame_open(&r, b.p) == JR_F_SETTINGS);
+    if (jr_frame_get_settings(&r, &d, &err) == 0) {
+        CHECK(ok);
+        CHECK(strcmp(d.scripts, dir) == 0);
+        CHECK(d.max_retries == s.max_retries);
+        CHECK(same_f64(d.timeout, s.timeout) &&
+              same_f64(d.load_timeout, s.load_timeout));
+        CHECK(d.memory_limit == s.memory_limit &&
+              d.max_payload == s.max_payload);
+        CHECK(d.log_level == s.log_level && d.log_json == s.log_json);
+    } else {
+        CHECK(!ok && err.code == JR_EPROTO);
+    }
+    jr_settings_free(&d);
+    jr_buf_free(&b);
+}
+
 int
 LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
@@ -299,7 +379,9 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     }
     f.p = data + 1;
     f.n = size - 1;
-    if (data[0] & 4)
+    if ((data[0] & 6) == 6)
+        settings_round_trip(&f);
+    else if (data[0] & 4)
         hello_round_trip(&f);
     else if (data[0] & 2)
         result_round_trip(&f);

@@ -1,0 +1,128 @@
+/* spawn.c - starting a worker process: its socket and output
+ * descriptors, fork and exec of `jobrunner __worker 3[:4]` in its own
+ * process group. What the master then does with it (its settings frame,
+ * its events, its death) is pool.c's. Uses master_int.h. */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "log.h"
+#include "master_int.h"
+
+/* Puts descriptor from at number to in a child before exec. dup2 onto
+ * itself would keep close-on-exec set, so that case clears it instead. */
+static int
+move_fd(int from, int to)
+{
+    if (from == to)
+        return fcntl(to, F_SETFD, 0);
+    return dup2(from, to) < 0 ? -1 : 0;
+}
+
+/* The descriptors of a worker being started: the master's end of its
+ * socket, the child's (to become 3) and its output (to become 4, or -1);
+ * out and rd as jr_output_fd returned them. */
+typedef struct spawn_fds {
+    int mine, c3, c4, out, rd;
+} spawn_fds;
+
+/* Closes what open_fds opened, after a failure. */
+static void
+close_fds(spawn_fds *f)
+{
+    if (f->mine >= 0)
+        close(f->mine);
+    if (f->c3 >= 0)
+        close(f->c3);
+    if (f->c4 >= 0)
+        close(f->c4);
+    if (f->rd >= 0) {
+        close(f->rd);
+        close(f->out);
+    }
+}
+
+/* Opens a new worker's socket and output. Returns 0, or -1 (logged, all
+ * closed). */
+static int
+open_fds(master *m, spawn_fds *f)
+{
+    int sv[2];
+
+    f->mine = f->c3 = f->c4 = -1;
+    if ((f->out = jr_output_fd(m, &f->rd)) == -2)
+        return -1;
+    if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) < 0) {
+        jr_log(JR_LOG_ERROR, "cannot start a worker: socketpair: %s",
+               strerror(errno));
+        close_fds(f);
+        return -1;
+    }
+    f->mine = sv[0];
+    /* above 4, so that moving one to 3 cannot overwrite the other */
+    f->c3 = fcntl(sv[1], F_DUPFD_CLOEXEC, 5);
+    close(sv[1]);
+    f->c4 = f->out >= 0 ? fcntl(f->out, F_DUPFD_CLOEXEC, 5) : -1;
+    if (f->c3 < 0 || (f->out >= 0 && f->c4 < 0)) {
+        jr_log(JR_LOG_ERROR, "cannot start a worker: fcntl: %s",
+               strerror(errno));
+        close_fds(f);
+        return -1;
+    }
+    return 0;
+}
+
+/* Forks and execs `jobrunner __worker 3[:4]`; closes the child's ends in
+ * the master. Returns the pid, or -1 (logged, all closed). The worker's
+ * settings follow on its socket (send_settings): argv carries none. */
+static pid_t
+start_process(master *m, spawn_fds *f)
+{
+    char prog[] = "jobrunner", cmd[] = "__worker", fds[] = "3:4";
+    char *argv[] = {prog, cmd, fds, NULL};  /* execv's type: writable */
+    pid_t pid;
+
+    if (f->out < 0)
+        fds[1] = '\0';                 /* "3" */
+    pid = fork();
+
+    if (pid < 0) {
+        jr_log(JR_LOG_ERROR, "cannot start a worker: fork: %s",
+               strerror(errno));
+        close_fds(f);
+        return -1;
+    }
+    if (pid == 0) {
+        /* only async-signal-safe calls until exec. The worker leads its
+         * own process group, so killing the group kills all it started */
+        setpgid(0, 0);
+        if (move_fd(f->c3, 3) < 0 || (f->c4 >= 0 && move_fd(f->c4, 4) < 0))
+            _exit(127);
+        execv(m->self, argv);
+        _exit(127);
+    }
+    setpgid(pid, pid);          /* also here: whichever runs first */
+    close(f->c3);
+    if (f->c4 >= 0)
+        close(f->c4);
+    if (f->rd >= 0)
+        close(f->out);
+    return pid;
+}
+
+int
+jr_spawn_worker(master *m, jr_spawned *out)
+{
+    spawn_fds f;
+    pid_t pid;
+
+    if (open_fds(m, &f) < 0 || (pid = start_process(m, &f)) < 0)
+        return -1;
+    out->mine = f.mine;
+    out->rd = f.rd;
+    out->pid = pid;
+    return 0;
+}
