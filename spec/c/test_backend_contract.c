@@ -16,6 +16,10 @@
 #include "backend.h"
 #include "check.h"
 
+/* A claim spec of today's kind: names, every queue, max in all. */
+#define ALL_QUEUES(nm, n, mx) (&(jr_claim_spec){.names = (nm),          \
+        .nnames = (n), .others = (mx), .max = (mx)})
+
 static const char *engine;      /* "sqlite" or "postgres", for messages */
 static char url[4096];          /* the engine's URL */
 static char schema[64];         /* PostgreSQL schema of this run */
@@ -66,7 +70,8 @@ claim(jr_db *db, const char *token, double lease, const char *name,
 {
     const char *names[1] = {name};
     jr_err e = {0};
-    int n = db->ops->claim(db->b, token, lease, names, 1, max, out, &e);
+    int n = db->ops->claim(db->b, token, lease, ALL_QUEUES(names, 1, max),
+                           out, &e);
 
     CHECK_OK(n, e);
     return n;
@@ -243,8 +248,8 @@ test_claim(void)
     p.priority = -5;
     p.max_retries = 3;
     low = push1(&db, p);
-    CHECK(db.ops->claim(db.b, "T", 30, none, 0, 4, j, &e) == 0);
-    CHECK(db.ops->claim(db.b, "T", 30, none, 1, 4, j, &e) == 0);
+    CHECK(db.ops->claim(db.b, "T", 30, ALL_QUEUES(none, 0, 4), j, &e) == 0);
+    CHECK(db.ops->claim(db.b, "T", 30, ALL_QUEUES(none, 1, 4), j, &e) == 0);
     n = claim(&db, "T", 30, "c.claim", j, 2);
     CHECK(n == 2);
     if (n == 2) {
@@ -376,8 +381,8 @@ test_complete_claim(void)
     r.id = j[0]->id;
     r.kind = JR_DONE;
     free_jobs(j, n);
-    n = db.ops->complete_claim(db.b, "T", &r, 1, &applied, 30, names, 1, 4,
-                               j, &e);
+    n = db.ops->complete_claim(db.b, "T", &r, 1, &applied, 30,
+                               ALL_QUEUES(names, 1, 4), j, &e);
     CHECK_OK(n, e);
     CHECK(n == 1 && applied == 1);
     free_jobs(j, n > 0 ? n : 0);
