@@ -64,7 +64,7 @@ static const char *const sql_text[S_COUNT] = {
         " locked_by = ?1, locked_until = ?2, updated_at = ?3,"
         " started_at = ?3, progress_done = NULL, progress_total = NULL,"
         " progress_note = NULL"
-        " WHERE id = ?4 AND state = 'queued'"
+        " WHERE id IN (SELECT value FROM json_each(?4)) AND state = 'queued'"
         " RETURNING id, name, queue, payload, attempts, max_retries,"
         " priority, run_at, created_at",
     [S_DONE] =
@@ -750,6 +750,90 @@ fail:
     return NULL;
 }
 
+/* Orders candidates by id, for bsearch. */
+static int
+candidate_id(const void *a, const void *b)
+{
+    const candidate *x = a, *y = b;
+
+    return (x->id > y->id) - (x->id < y->id);
+}
+
+/* Writes [id,id,...] of c[0..n) into a new string. */
+static char *
+ids_json(const candidate *c, int n)
+{
+    char *s = malloc((size_t)n * 22 + 3), *p = s;
+    int i;
+
+    if (s == NULL)
+        return NULL;
+    *p++ = '[';
+    for (i = 0; i < n; i++)
+        p += sprintf(p, "%s%lld", i ? "," : "", (long long)c[i].id);
+    *p++ = ']';
+    *p = '\0';
+    return s;
+}
+
+/* Marks the first n candidates running in one statement (a statement per
+ * row costs a statement journal each) and puts them in out[] in their fair
+ * order: c[i].rank is reused as the position. Returns how many. */
+static int
+claim_picked(jr_backend *b, const char *token, double lease, candidate *c,
+             int n, jr_job **out, double now, jr_err *err)
+{
+    sqlite3_stmt *s;
+    jr_job **tmp, *j;
+    candidate key, *at;
+    char *json;
+    int i, k = 0, rc;
+
+    if (n == 0)
+        return 0;
+    json = ids_json(c, n);
+    tmp = calloc((size_t)n, sizeof *tmp);
+    if (json == NULL || tmp == NULL || (s = stmt(b, S_CLAIM, err)) == NULL) {
+        free(json);
+        free(tmp);
+        return json && tmp ? -1 : jr_fail(err, JR_ENOMEM, "sqlite: out of "
+                                          "memory");
+    }
+    for (i = 0; i < n; i++)
+        c[i].rank = i;
+    qsort(c, (size_t)n, sizeof *c, candidate_id);
+    bind_text(s, 1, token);
+    sqlite3_bind_double(s, 2, now + lease);
+    sqlite3_bind_double(s, 3, now);
+    bind_text(s, 4, json);
+    while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
+        if ((j = row_job(s)) == NULL) {
+            rc = SQLITE_NOMEM;
+            break;
+        }
+        key.id = j->id;
+        at = bsearch(&key, c, (size_t)n, sizeof *c, candidate_id);
+        if (at == NULL || tmp[at->rank] != NULL) {
+            free(j);            /* cannot be: the ids are ours */
+            continue;
+        }
+        tmp[at->rank] = j;
+    }
+    sqlite3_reset(s);
+    free(json);
+    for (i = 0; i < n; i++)
+        if (tmp[i] != NULL)
+            out[k++] = tmp[i];
+    free(tmp);
+    if (rc != SQLITE_DONE) {
+        db_fail(b, err, "claiming jobs");
+        while (k > 0)
+            free(out[--k]);
+        return -1;
+    }
+    return k;
+}
+
 /* Claims the fairly ordered candidates, inside the open transaction.
  * Returns how many jobs it filled out[] with, or -1 (the caller rolls
  * back). */
@@ -757,10 +841,9 @@ static int
 claim_rows(jr_backend *b, const char *token, double lease,
            const jr_claim_spec *spec, jr_job **out, double now, jr_err *err)
 {
-    sqlite3_stmt *s;
     candidate *c;
     char *json;
-    int n = 0, nc, i, rc, failed = 0;
+    int n, nc;
 
     if (spec->nnames <= 0 || spec->max <= 0)
         return 0;
@@ -770,30 +853,9 @@ claim_rows(jr_backend *b, const char *token, double lease,
     free(json);
     if (c == NULL)
         return -1;
-    for (i = 0; i < nc && n < spec->max && !failed; i++) {
-        if ((s = stmt(b, S_CLAIM, err)) == NULL) {
-            failed = 1;
-            break;
-        }
-        bind_text(s, 1, token);
-        sqlite3_bind_double(s, 2, now + lease);
-        sqlite3_bind_double(s, 3, now);
-        sqlite3_bind_int64(s, 4, c[i].id);
-        rc = sqlite3_step(s);
-        if (rc == SQLITE_ROW && (out[n] = row_job(s)) == NULL)
-            rc = SQLITE_NOMEM;
-        else if (rc == SQLITE_ROW)
-            n++, rc = sqlite3_step(s);
-        sqlite3_reset(s);
-        if (rc != SQLITE_DONE)
-            failed = db_fail(b, err, "claiming jobs");
-    }
+    n = claim_picked(b, token, lease, c, nc < spec->max ? nc : spec->max,
+                     out, now, err);
     free(c);
-    if (failed) {
-        while (n > 0)
-            free(out[--n]);
-        return -1;
-    }
     return n;
 }
 
