@@ -159,7 +159,8 @@ CREATE TABLE {{schema}}.queues (
 );
 INSERT INTO {{schema}}.queues (name) SELECT DISTINCT queue FROM {{schema}}.jobs;
 
--- Every push, plain SQL ones too, makes its queue known to claims.
+-- Every push, plain SQL ones too, makes its queue known to claims (they
+-- read the queues table to find the queues with work).
 CREATE FUNCTION {{schema}}.jobs_queue_known() RETURNS trigger
 LANGUAGE plpgsql AS $$
 BEGIN
@@ -174,6 +175,19 @@ $$;
 CREATE TRIGGER jobs_queue_known AFTER INSERT ON {{schema}}.jobs
     REFERENCING NEW TABLE AS new_jobs
     FOR EACH STATEMENT EXECUTE FUNCTION {{schema}}.jobs_queue_known();
+-- moving a job to another queue (claims and completions never set queue,
+-- so this never fires for them)
+CREATE FUNCTION {{schema}}.jobs_queue_moved() RETURNS trigger
+LANGUAGE plpgsql AS $$
+BEGIN
+    INSERT INTO {{schema}}.queues (name) VALUES (NEW.queue)
+    ON CONFLICT DO NOTHING;
+    RETURN NULL;
+END
+$$;
+CREATE TRIGGER jobs_queue_moved AFTER UPDATE OF queue ON {{schema}}.jobs
+    FOR EACH ROW WHEN (OLD.queue IS DISTINCT FROM NEW.queue)
+    EXECUTE FUNCTION {{schema}}.jobs_queue_moved();
 -- a resumed queue wakes the runners
 CREATE TRIGGER queues_changed AFTER UPDATE ON {{schema}}.queues
     FOR EACH STATEMENT EXECUTE FUNCTION {{schema}}.jobs_notify();

@@ -125,8 +125,15 @@ CREATE TABLE queues (
     updated_at REAL    NOT NULL DEFAULT ((julianday('now') - 2440587.5) * 86400.0)
 ) WITHOUT ROWID;
 INSERT INTO queues (name) SELECT DISTINCT queue FROM jobs;
--- every push, plain SQL ones too, makes its queue known to claims
+-- every push, plain SQL ones too, makes its queue known to claims (they
+-- read the queues table to find the queues with work), and so does moving
+-- a job to another queue
 CREATE TRIGGER jobs_queue_known AFTER INSERT ON jobs
+BEGIN
+    INSERT INTO queues (name) SELECT NEW.queue
+    WHERE NOT EXISTS (SELECT 1 FROM queues WHERE name = NEW.queue);
+END;
+CREATE TRIGGER jobs_queue_moved AFTER UPDATE OF queue ON jobs
 BEGIN
     INSERT INTO queues (name) SELECT NEW.queue
     WHERE NOT EXISTS (SELECT 1 FROM queues WHERE name = NEW.queue);

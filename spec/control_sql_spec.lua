@@ -62,6 +62,9 @@ for _, backend in ipairs(jr.backends()) do
       env:exec("INSERT INTO jobs (name, queue) VALUES ('sq.plain', 'by.sql')")
       assert.are.same({ { name = "by.sql" } },
         env:query("SELECT name FROM queues WHERE name = 'by.sql'"))
+      env:exec("UPDATE jobs SET queue = 'moved.sql' WHERE name = 'sq.plain'")
+      assert.are.same({ { name = "moved.sql" } },
+        env:query("SELECT name FROM queues WHERE name = 'moved.sql'"))
     end)
 
     if backend == "postgres" then
