@@ -47,7 +47,8 @@ typedef struct jr_queue_want {
 typedef struct jr_claim_spec {
     const char *const   *names;     /* handler names */
     int                  nnames;
-    const jr_queue_want *queues;    /* at most max jobs from each listed */
+    const jr_queue_want *queues;    /* at most max jobs from each listed
+                                       (listed twice: the smaller max) */
     int                  nqueues;
     int                  others;    /* at most this many from each queue not
                                        listed; 0: none (only the listed

@@ -666,15 +666,19 @@ candidate_order(const void *a, const void *b)
     return (x->id > y->id) - (x->id < y->id);
 }
 
-/* How many jobs spec lets one claim take from queue. */
+/* How many jobs spec lets one claim take from queue: its listed max (the
+ * smallest, if listed twice), else others; never more than the total. */
 static int
 queue_cap(const jr_claim_spec *spec, const char *queue)
 {
-    int i, cap = spec->others;
+    int i, cap = -1;
 
     for (i = 0; i < spec->nqueues; i++)
-        if (strcmp(spec->queues[i].queue, queue) == 0)
+        if (strcmp(spec->queues[i].queue, queue) == 0 &&
+            (cap < 0 || spec->queues[i].max < cap))
             cap = spec->queues[i].max;
+    if (cap < 0)
+        cap = spec->others;
     return cap < spec->max ? cap : spec->max;
 }
 

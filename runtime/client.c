@@ -355,6 +355,13 @@ jr_client_dead_purge(jr_client *c, double older_than, long *count)
     return finish(c, rc);
 }
 
+/* jr_client_cancel hands the backend's outcomes through as they are. */
+_Static_assert((int)JR_CLIENT_CANCELLED == (int)JR_CANCEL_DONE &&
+               (int)JR_CLIENT_CANCEL_REQUESTED == (int)JR_CANCEL_REQUESTED &&
+               (int)JR_CLIENT_CANCEL_FINISHED == (int)JR_CANCEL_FINISHED &&
+               (int)JR_CLIENT_CANCEL_NOTFOUND == (int)JR_CANCEL_NOTFOUND,
+               "cancel outcomes of jobrunner.h and backend.h differ");
+
 int
 jr_client_cancel(jr_client *c, const int64_t *ids, size_t n, int *outcomes)
 {
