@@ -232,3 +232,28 @@ jr_url_mask(const char *url, char *out, size_t size)
     mask_userinfo(url, out, size);
     return 0;
 }
+
+int
+jr_list_filter_check(const jr_list_filter *f, jr_err *err)
+{
+    static const char *const states[] = {"queued", "running", "dead",
+        "cancelled", "completed", "scheduled", "ready", NULL};
+    int i;
+
+    if (f->state != NULL) {
+        for (i = 0; states[i] && strcmp(states[i], f->state) != 0; i++)
+            ;
+        if (states[i] == NULL)
+            return jr_fail(err, JR_EINPUT, "unknown job state '%.64s' "
+                           "(queued, ready, scheduled, running, dead, "
+                           "cancelled, completed)", f->state);
+    }
+    if (f->name != NULL && jr_name_check(f->name, "job name", err) < 0)
+        return -1;
+    if (f->queue != NULL && jr_name_check(f->queue, "queue name", err) < 0)
+        return -1;
+    if (f->limit < 0)
+        return jr_fail(err, JR_EINPUT, "list limit %d is negative",
+                       f->limit);
+    return 0;
+}

@@ -41,8 +41,86 @@ typedef struct jr_dead_row {
     double      created_at;
 } jr_dead_row;
 
+/* What one claim may take: the handler names it runs and, per queue, how
+ * many jobs at most. Borrowed by the claim. */
+typedef struct jr_queue_want {
+    const char *queue;
+    int         max;            /* at most this many from this queue */
+} jr_queue_want;
+
+typedef struct jr_claim_spec {
+    const char *const   *names;     /* handler names */
+    int                  nnames;
+    const jr_queue_want *queues;    /* at most max jobs from each listed
+                                       (listed twice: the smaller max) */
+    int                  nqueues;
+    int                  others;    /* at most this many from each queue not
+                                       listed; 0: none (only the listed
+                                       queues are served) */
+    int                  max;       /* in all */
+} jr_claim_spec;
+
+/* One job as show and list give it. Strings valid during the callback
+ * only; times are epoch seconds, 0 when not set. */
+typedef struct jr_job_row {
+    int64_t     id;
+    const char *name;
+    const char *queue;
+    const char *state;          /* queued, running, dead, cancelled,
+                                   completed */
+    const char *payload;        /* JSON text; NULL from list */
+    int         attempts;
+    int         max_retries;    /* -1: not set on the job */
+    int         priority;
+    double      run_at;
+    double      created_at;
+    double      updated_at;
+    double      started_at;     /* the last claim */
+    double      finished_at;    /* completed, cancelled or dead */
+    const char *last_error;     /* may be NULL */
+    const char *generation;     /* may be NULL */
+    const char *locked_by;      /* runner token while running, or NULL */
+    double      locked_until;   /* lease end while running */
+    double      progress_done;  /* NAN until reported */
+    double      progress_total; /* NAN until reported or if unknown */
+    const char *progress_note;  /* may be NULL */
+    int         cancel_requested;
+} jr_job_row;
+
+/* Which jobs list walks: NULL fields match any. */
+typedef struct jr_list_filter {
+    const char *state;          /* a state, or "scheduled" (queued, due
+                                   later) or "ready" (queued, due) */
+    const char *name;
+    const char *queue;
+    int         limit;          /* 0: all */
+} jr_list_filter;
+
+/* One queue as queue_list gives it. */
+typedef struct jr_queue_row {
+    const char *name;
+    int         paused;
+    double      paused_at;      /* 0 when not paused */
+    long        ready;          /* queued and due */
+    long        scheduled;      /* queued, run_at in the future */
+    long        running;
+    long        dead;
+    long        cancelled;
+    long        completed;
+} jr_queue_row;
+
+/* Outcomes of cancel, per id. */
+enum {
+    JR_CANCEL_DONE = 1,         /* was queued or scheduled: now cancelled */
+    JR_CANCEL_REQUESTED,        /* running: its runner will stop it */
+    JR_CANCEL_FINISHED,         /* completed, dead or cancelled: unchanged */
+    JR_CANCEL_NOTFOUND          /* no such job */
+};
+
 typedef int (*jr_stat_cb)(const jr_stat_row *row, void *arg);
 typedef int (*jr_dead_cb)(const jr_dead_row *row, void *arg);
+typedef int (*jr_job_cb)(const jr_job_row *row, void *arg);
+typedef int (*jr_queue_cb)(const jr_queue_row *row, void *arg);
 
 typedef struct jr_backend_opts {
     int         sync_normal;    /* SQLite: synchronous=NORMAL instead of FULL */
@@ -52,6 +130,12 @@ typedef struct jr_backend_opts {
     int         must_exist;     /* readers: open an existing database only;
                                    SQLite creates no file, migrate creates
                                    no schema (JR_ENOTFOUND instead) */
+    double      keep_completed; /* seconds a succeeded job stays as state
+                                   completed; 0: deleted at success */
+    double      keep_cancelled; /* seconds a cancelled job stays, for the
+                                   runner's pruner; cancelled rows are
+                                   always recorded (only prune deletes
+                                   them) */
 } jr_backend_opts;
 
 /* Every function returns -1 with err set on failure unless said otherwise.
@@ -70,16 +154,24 @@ typedef struct jr_backend_ops {
      * receives their ids. Returns 0. */
     int  (*push)(jr_backend *b, const jr_push *p, int n, int64_t *ids,
                  jr_err *err);
-    /* Claims up to max ready jobs (state queued, run_at <= now) whose name
-     * is one of names[0..nnames), ordered by priority, run_at, id: marks them
-     * running under token until now + lease seconds and counts the attempt.
-     * Fills out[] (max slots) with new jobs (caller frees each). Returns how many, or -1
-     * and then nothing was claimed. */
+    /* Claims up to spec->max ready jobs (state queued, run_at <= now) whose
+     * name is one of spec->names, from queues that are not paused, at most
+     * the spec's cap from each queue: marks them running under token until
+     * now + lease seconds, sets started_at and counts the attempt. Fair
+     * between queues: round robin in one batch (the first ready job of
+     * each queue, then the second of each...); within a queue priority,
+     * run_at, id. Fills out[] (spec->max slots) with new jobs in that
+     * order (caller frees each). Returns how many, or -1 and then nothing
+     * was claimed. */
     int  (*claim)(jr_backend *b, const char *token, double lease,
-                  const char *const *names, int nnames, int max,
-                  jr_job **out, jr_err *err);
+                  const jr_claim_spec *spec, jr_job **out, jr_err *err);
     /* Records n results in one transaction, each fenced: a row changes only
-     * if it is still running under token. Returns how many were applied. */
+     * if it is still running under token. Returns how many were applied.
+     * JR_DONE deletes the row, or with keep_completed makes it completed
+     * with finished_at; JR_CANCELLED makes it cancelled; JR_PROGRESS sets
+     * its progress and leaves it running; a JR_RETRY, JR_SNOOZE or
+     * JR_RELEASE of a job whose cancel was requested makes it cancelled
+     * (never queued again). */
     int  (*complete)(jr_backend *b, const char *token, const jr_result *r,
                      int n, jr_err *err);
     /* Optional (NULL: complete, then claim): both in one transaction.
@@ -87,8 +179,8 @@ typedef struct jr_backend_ops {
      * -1 nothing was recorded nor claimed. */
     int  (*complete_claim)(jr_backend *b, const char *token,
                            const jr_result *r, int nr, int *applied,
-                           double lease, const char *const *names,
-                           int nnames, int max, jr_job **out, jr_err *err);
+                           double lease, const jr_claim_spec *spec,
+                           jr_job **out, jr_err *err);
     /* Extends to now + lease every lease held by token. Returns count. */
     int  (*renew)(jr_backend *b, const char *token, double lease,
                   jr_err *err);
@@ -96,11 +188,12 @@ typedef struct jr_backend_ops {
      * last_error 'lease expired: runner lost' and the lost attempt counted
      * (it was counted at claim). It never decides death: the runner that
      * claims the job next knows its handler's max_retries and records a
-     * job out of retries as JR_EXPIRED without running it. Returns how
-     * many rows it changed. */
+     * job out of retries as JR_EXPIRED without running it. A job whose
+     * cancel was requested becomes cancelled instead. Returns how many
+     * rows it changed. */
     int  (*rescue)(jr_backend *b, jr_err *err);
-    /* Counts ready jobs (queued, due) whose name is in names[0..nnames),
-     * stopping at limit. Returns the count. */
+    /* Counts ready jobs (queued, due, in a queue not paused) whose name is
+     * in names[0..nnames), stopping at limit. Returns the count. */
     long (*count_ready)(jr_backend *b, const char *const *names, int nnames,
                         long limit, jr_err *err);
     /* Calls cb for each job name with any job, ordered by name. A non-zero
@@ -110,13 +203,48 @@ typedef struct jr_backend_ops {
      * death first; a non-zero return from cb stops the walk. */
     int  (*dead_list)(jr_backend *b, int limit, jr_dead_cb cb, void *arg,
                       jr_err *err);
-    /* Requeues dead jobs ids[0..n) (n < 0: all dead jobs) with attempts 0.
-     * Returns how many. */
+    /* Requeues dead jobs ids[0..n) (n < 0: all dead jobs) with attempts 0
+     * and no cancel request. Returns how many. */
     int  (*dead_retry)(jr_backend *b, const int64_t *ids, int n,
                        jr_err *err);
     /* Deletes dead jobs that died more than older_than seconds ago
      * (0: all). Returns how many. */
     int  (*dead_purge)(jr_backend *b, double older_than, jr_err *err);
+    /* Deletes at most limit finished jobs in one short transaction:
+     * completed ones finished more than older_completed seconds ago,
+     * cancelled ones more than older_cancelled, dead ones (by died_at)
+     * more than older_dead; a threshold < 0 keeps that state. Call again
+     * while it returns limit. On PostgreSQL one runner at a time prunes:
+     * another's call returns 0. Returns how many. */
+    int  (*prune)(jr_backend *b, double older_completed,
+                  double older_cancelled, double older_dead, int limit,
+                  jr_err *err);
+    /* Cancels jobs ids[0..n), each in the same transaction; outcome[i]
+     * receives JR_CANCEL_* for ids[i]. Returns 0. */
+    int  (*cancel)(jr_backend *b, const int64_t *ids, int n, int *outcome,
+                   jr_err *err);
+    /* Fills ids[0..max) with running jobs held by token whose cancel was
+     * requested (an index makes this cheap enough to poll each second).
+     * Returns how many. */
+    int  (*cancelled)(jr_backend *b, const char *token, int64_t *ids,
+                      int max, jr_err *err);
+    /* Pauses or resumes queue (a valid queue name, JR_EINPUT otherwise),
+     * creating its row if no job used it yet. Returns 0. */
+    int  (*pause)(jr_backend *b, const char *queue, jr_err *err);
+    int  (*resume)(jr_backend *b, const char *queue, jr_err *err);
+    /* Calls cb for each queue (in the queues table or with any job), by
+     * name; a non-zero return from cb stops the walk. Returns 0. */
+    int  (*queue_list)(jr_backend *b, jr_queue_cb cb, void *arg,
+                       jr_err *err);
+    /* Calls cb once with every field of job id, payload included; -1 with
+     * JR_ENOTFOUND naming the id if there is none. */
+    int  (*show)(jr_backend *b, int64_t id, jr_job_cb cb, void *arg,
+                 jr_err *err);
+    /* Calls cb for the jobs f matches (f NULL: all), newest (highest id)
+     * first, without payload; a non-zero return from cb stops the walk.
+     * JR_EINPUT for a bad filter. Returns 0. */
+    int  (*list)(jr_backend *b, const jr_list_filter *f, jr_job_cb cb,
+                 void *arg, jr_err *err);
     /* A descriptor that becomes readable when another process may have
      * added work (PostgreSQL's LISTEN socket, SQLite's inotify on the WAL),
      * or -1 if there is none. Valid until the next call on b. */
@@ -150,6 +278,11 @@ const jr_backend_ops *jr_url_parse(const char *url, const char **arg,
                                    jr_err *err);
 /* jr_url_engine and jr_url_mask, for callers without backend.h, are in
  * url.h. */
+
+/* Checks a list filter: state one of the states, "scheduled" or "ready";
+ * name and queue as jr_name_check; limit >= 0. JR_EINPUT naming the
+ * field. */
+int  jr_list_filter_check(const jr_list_filter *f, jr_err *err);
 
 extern const jr_backend_ops jr_sqlite_ops;
 extern const jr_backend_ops jr_postgres_ops;

@@ -31,39 +31,73 @@ struct jr_backend {
     char        qschema[68];    /* the same, double-quoted for SQL */
     char        channel[72];    /* NOTIFY channel: schema_jobs, cut to 63 */
     size_t      max_payload;    /* bytes; 0: no limit */
-    unsigned    prepared;       /* bit per stmts[] entry prepared on conn */
+    unsigned long long prepared; /* bit per stmts[] entry prepared on conn */
     char        sqlstate[6];    /* SQLSTATE of the last failed statement */
     int         insert_failed;  /* the last insert_jobs failed in the db */
     char        pgmsg[400];     /* its message and detail */
     int         must_exist;     /* migrate creates no schema */
+    double      keep_completed; /* seconds; 0: delete at success */
 };
 
 /* Statements, prepared on first use. {{schema}} becomes the quoted schema. */
 enum {
-    S_CLAIM, S_UNCLAIM, S_DONE, S_FINISH, S_PUSH, S_PAYLOAD_ERROR, S_RENEW,
+    S_CLAIM, S_UNCLAIM, S_DONE, S_KEEP, S_FINISH, S_PROGRESS, S_PUSH,
+    S_PAYLOAD_ERROR, S_RENEW,
     S_RESCUE, S_STATS, S_DEAD_LIST, S_DEAD_RETRY_IDS, S_DEAD_RETRY_ALL,
-    S_DEAD_PURGE, S_READY, S_COUNT
+    S_DEAD_PURGE, S_READY, S_PRUNE_LOCK, S_PRUNE_COMPLETED, S_PRUNE_CANCELLED,
+    S_PRUNE_DEAD, S_CANCEL, S_CANCEL_POLL, S_PAUSE, S_RESUME, S_QUEUE_LIST,
+    S_SHOW, S_LIST, S_COUNT
 };
+
+/* The columns of show and list, in the order row_fields reads them. */
+#define JOB_COLUMNS \
+    "id, name, queue, state, attempts, coalesce(max_retries, -1), priority," \
+    " extract(epoch FROM run_at)::float8," \
+    " extract(epoch FROM created_at)::float8," \
+    " extract(epoch FROM updated_at)::float8," \
+    " extract(epoch FROM started_at)::float8," \
+    " extract(epoch FROM finished_at)::float8, last_error, generation," \
+    " locked_by, extract(epoch FROM locked_until)::float8, progress_done," \
+    " progress_total, progress_note, cancel_requested"
 
 static const struct stmt {
     const char *name;
     int         nparams;
     const char *sql;
 } stmts[S_COUNT] = {
-    [S_CLAIM] = {"jr_claim", 4,
-        "UPDATE {{schema}}.jobs j SET state = 'running',"
+    /* Fair: per queue not paused, its first cap ready jobs (a LATERAL
+     * LIMIT over the jobs_claim index, so a backlog costs no scan), ranked
+     * within it; then round robin over the ranks. $5/$6 list queue caps,
+     * $7 is the cap of the others; $4 the total. */
+    [S_CLAIM] = {"jr_claim", 7,
+        "WITH q AS (SELECT qq.name, least(coalesce(w.cap, $7::int), $4::int)"
+        "  AS cap FROM {{schema}}.queues qq"
+        "  LEFT JOIN (SELECT queue, min(cap) AS cap"
+        "   FROM unnest($5::text[], $6::int[]) AS u(queue, cap)"
+        "   GROUP BY queue) w ON w.queue = qq.name"
+        "  WHERE NOT qq.paused"
+        "  AND least(coalesce(w.cap, $7::int), $4::int) > 0),"
+        " c AS (SELECT r.id, r.rn, r.priority, r.run_at FROM q"
+        "  CROSS JOIN LATERAL (SELECT s.id, s.priority, s.run_at,"
+        "   row_number() OVER (ORDER BY s.priority, s.run_at, s.id) AS rn"
+        "   FROM (SELECT id, priority, run_at FROM {{schema}}.jobs"
+        "    WHERE state = 'queued' AND queue = q.name AND run_at <= now()"
+        "    AND name = ANY($3::text[])"
+        "    ORDER BY priority, run_at, id LIMIT q.cap"
+        "    FOR UPDATE SKIP LOCKED) s) r),"
+        " pick AS (SELECT id, row_number() OVER"
+        "  (ORDER BY rn, priority, run_at, id) AS ord FROM c"
+        "  ORDER BY rn, priority, run_at, id LIMIT $4::int)"
+        " UPDATE {{schema}}.jobs j SET state = 'running',"
         " attempts = j.attempts + 1, locked_by = $1::text,"
         " locked_until = now() + $2::float8 * interval '1 second',"
-        " updated_at = now()"
-        " WHERE j.id IN (SELECT id FROM {{schema}}.jobs"
-        "  WHERE state = 'queued' AND run_at <= now()"
-        "  AND name = ANY($3::text[])"
-        "  ORDER BY priority, run_at, id LIMIT $4::int"
-        "  FOR UPDATE SKIP LOCKED)"
+        " updated_at = now(), started_at = now(), progress_done = NULL,"
+        " progress_total = NULL, progress_note = NULL"
+        " FROM pick WHERE j.id = pick.id"
         " RETURNING j.id, j.name, j.queue, j.payload::text, j.attempts,"
         " coalesce(j.max_retries, -1), j.priority,"
         " extract(epoch FROM j.run_at)::float8,"
-        " extract(epoch FROM j.created_at)::float8"},
+        " extract(epoch FROM j.created_at)::float8, pick.ord"},
     /* Undoes a claim the caller could not take (out of memory). */
     [S_UNCLAIM] = {"jr_unclaim", 2,
         "UPDATE {{schema}}.jobs SET state = 'queued',"
@@ -74,18 +108,33 @@ static const struct stmt {
     [S_DONE] = {"jr_done", 2,
         "DELETE FROM {{schema}}.jobs WHERE id = ANY($2::bigint[])"
         " AND state = 'running' AND locked_by = $1::text RETURNING id"},
-    /* RETRY, DEAD, SNOOZE, RELEASE and EXPIRED in one statement; kinds
-     * are the JR_ values of backend.h (2 retry, 3 dead, 4 snooze, 5
-     * release, 6 expired). */
+    /* DONE with keep_completed: the row stays, completed */
+    [S_KEEP] = {"jr_keep", 3,
+        "UPDATE {{schema}}.jobs j SET state = 'completed',"
+        " finished_at = now(), generation = coalesce(u.gen, j.generation),"
+        " locked_by = NULL, locked_until = NULL, cancel_requested = false,"
+        " updated_at = now()"
+        " FROM unnest($2::bigint[], $3::text[]) AS u(id, gen)"
+        " WHERE j.id = u.id AND j.state = 'running'"
+        " AND j.locked_by = $1::text RETURNING j.id"},
+    /* RETRY, DEAD, SNOOZE, RELEASE, EXPIRED and CANCELLED in one
+     * statement; kinds are the JR_ values of job.h (2 retry, 3 dead, 4
+     * snooze, 5 release, 6 expired, 7 cancelled). A requeue of a job
+     * whose cancel was requested ends it cancelled. */
     [S_FINISH] = {"jr_finish", 6,
         "UPDATE {{schema}}.jobs j SET"
-        " state = CASE WHEN u.kind IN (3, 6) THEN 'dead' ELSE 'queued' END,"
+        " state = CASE WHEN u.kind IN (3, 6) THEN 'dead'"
+        "  WHEN u.kind = 7 OR j.cancel_requested THEN 'cancelled'"
+        "  ELSE 'queued' END,"
+        " finished_at = CASE WHEN u.kind IN (3, 6, 7) OR j.cancel_requested"
+        "  THEN now() ELSE j.finished_at END,"
         " run_at = CASE WHEN u.kind IN (2, 4)"
         "  THEN now() + u.delay * interval '1 second' ELSE j.run_at END,"
         " attempts = CASE WHEN u.kind IN (4, 5, 6)"
         "  THEN j.attempts - 1 ELSE j.attempts END,"
         " last_error = CASE WHEN u.kind IN (2, 3)"
-        "  THEN u.err ELSE coalesce(CASE WHEN u.kind = 6 THEN u.err END,"
+        "  THEN u.err WHEN u.kind = 7 THEN coalesce(u.err, 'cancelled')"
+        "  ELSE coalesce(CASE WHEN u.kind = 6 THEN u.err END,"
         "  j.last_error) END,"
         " generation = CASE WHEN u.kind IN (5, 6)"
         "  THEN j.generation ELSE coalesce(u.gen, j.generation) END,"
@@ -93,6 +142,13 @@ static const struct stmt {
         " locked_by = NULL, locked_until = NULL, updated_at = now()"
         " FROM unnest($2::bigint[], $3::int[], $4::float8[], $5::text[],"
         "  $6::text[]) AS u(id, kind, delay, err, gen)"
+        " WHERE j.id = u.id AND j.state = 'running'"
+        " AND j.locked_by = $1::text"},
+    [S_PROGRESS] = {"jr_progress", 5,
+        "UPDATE {{schema}}.jobs j SET progress_done = u.done,"
+        " progress_total = u.total, progress_note = u.note"
+        " FROM unnest($2::bigint[], $3::float8[], $4::float8[], $5::text[])"
+        "  AS u(id, done, total, note)"
         " WHERE j.id = u.id AND j.state = 'running'"
         " AND j.locked_by = $1::text"},
     [S_PUSH] = {"jr_push", 7,
@@ -113,14 +169,21 @@ static const struct stmt {
     [S_READY] = {"jr_ready", 2,
         "SELECT count(*) FROM (SELECT 1 FROM {{schema}}.jobs"
         " WHERE state = 'queued' AND run_at <= now()"
-        " AND name = ANY($1::text[]) LIMIT $2::bigint) t"},
+        " AND name = ANY($1::text[]) AND queue NOT IN"
+        " (SELECT name FROM {{schema}}.queues WHERE paused)"
+        " LIMIT $2::bigint) t"},
     [S_RENEW] = {"jr_renew", 2,
         "UPDATE {{schema}}.jobs"
         " SET locked_until = now() + $2::float8 * interval '1 second'"
         " WHERE state = 'running' AND locked_by = $1::text"},
     [S_RESCUE] = {"jr_rescue", 0,
-        "UPDATE {{schema}}.jobs SET state = 'queued',"
-        " last_error = 'lease expired: runner lost',"
+        "UPDATE {{schema}}.jobs SET"
+        " state = CASE WHEN cancel_requested THEN 'cancelled'"
+        "  ELSE 'queued' END,"
+        " finished_at = CASE WHEN cancel_requested THEN now() END,"
+        " last_error = CASE WHEN cancel_requested"
+        "  THEN 'cancelled: lease expired: runner lost'"
+        "  ELSE 'lease expired: runner lost' END,"
         " locked_by = NULL, locked_until = NULL, updated_at = now()"
         " WHERE state = 'running' AND locked_until < now()"},
     [S_STATS] = {"jr_stats", 0,
@@ -138,16 +201,77 @@ static const struct stmt {
         " ORDER BY died_at DESC, id DESC LIMIT $1::bigint"},
     [S_DEAD_RETRY_IDS] = {"jr_dead_retry_ids", 1,
         "UPDATE {{schema}}.jobs SET state = 'queued', attempts = 0,"
-        " run_at = now(), died_at = NULL, updated_at = now()"
+        " run_at = now(), died_at = NULL, finished_at = NULL,"
+        " cancel_requested = false, updated_at = now()"
         " WHERE state = 'dead' AND id = ANY($1::bigint[])"},
     [S_DEAD_RETRY_ALL] = {"jr_dead_retry_all", 0,
         "UPDATE {{schema}}.jobs SET state = 'queued', attempts = 0,"
-        " run_at = now(), died_at = NULL, updated_at = now()"
+        " run_at = now(), died_at = NULL, finished_at = NULL,"
+        " cancel_requested = false, updated_at = now()"
         " WHERE state = 'dead'"},
     [S_DEAD_PURGE] = {"jr_dead_purge", 1,
         "DELETE FROM {{schema}}.jobs WHERE state = 'dead'"
         " AND ($1::float8 <= 0"
         "  OR died_at < now() - $1::float8 * interval '1 second')"},
+    /* prune: one runner at a time, small batches, never waiting on a row */
+    [S_PRUNE_LOCK] = {"jr_prune_lock", 1,
+        "SELECT pg_try_advisory_xact_lock(hashtext($1::text))"},
+    [S_PRUNE_COMPLETED] = {"jr_prune_completed", 2,
+        "DELETE FROM {{schema}}.jobs WHERE id IN (SELECT id"
+        " FROM {{schema}}.jobs WHERE state = 'completed'"
+        " AND finished_at < now() - $1::float8 * interval '1 second'"
+        " LIMIT $2::int FOR UPDATE SKIP LOCKED)"},
+    [S_PRUNE_CANCELLED] = {"jr_prune_cancelled", 2,
+        "DELETE FROM {{schema}}.jobs WHERE id IN (SELECT id"
+        " FROM {{schema}}.jobs WHERE state = 'cancelled'"
+        " AND finished_at < now() - $1::float8 * interval '1 second'"
+        " LIMIT $2::int FOR UPDATE SKIP LOCKED)"},
+    [S_PRUNE_DEAD] = {"jr_prune_dead", 2,
+        "DELETE FROM {{schema}}.jobs WHERE id IN (SELECT id"
+        " FROM {{schema}}.jobs WHERE state = 'dead'"
+        " AND died_at < now() - $1::float8 * interval '1 second'"
+        " LIMIT $2::int FOR UPDATE SKIP LOCKED)"},
+    /* the SQL function is the one rule; one call per id, in order */
+    [S_CANCEL] = {"jr_cancel", 1,
+        "SELECT u.ord, {{schema}}.cancel(u.id)"
+        " FROM unnest($1::bigint[]) WITH ORDINALITY AS u(id, ord)"
+        " ORDER BY u.ord"},
+    [S_CANCEL_POLL] = {"jr_cancel_poll", 2,
+        "SELECT id FROM {{schema}}.jobs WHERE state = 'running'"
+        " AND cancel_requested AND locked_by = $1::text"
+        " ORDER BY id LIMIT $2::int"},
+    [S_PAUSE] = {"jr_pause", 1, "SELECT {{schema}}.pause($1::text)"},
+    [S_RESUME] = {"jr_resume", 1, "SELECT {{schema}}.resume($1::text)"},
+    [S_QUEUE_LIST] = {"jr_queue_list", 0,
+        "WITH c AS (SELECT queue,"
+        "  count(*) FILTER (WHERE state = 'queued' AND run_at <= now()) r,"
+        "  count(*) FILTER (WHERE state = 'queued' AND run_at > now()) s,"
+        "  count(*) FILTER (WHERE state = 'running') u,"
+        "  count(*) FILTER (WHERE state = 'dead') d,"
+        "  count(*) FILTER (WHERE state = 'cancelled') x,"
+        "  count(*) FILTER (WHERE state = 'completed') f"
+        "  FROM {{schema}}.jobs GROUP BY queue),"
+        " n AS (SELECT name FROM {{schema}}.queues UNION SELECT queue FROM c)"
+        " SELECT n.name, coalesce(q.paused, false),"
+        " extract(epoch FROM q.paused_at)::float8,"
+        " coalesce(c.r, 0), coalesce(c.s, 0), coalesce(c.u, 0),"
+        " coalesce(c.d, 0), coalesce(c.x, 0), coalesce(c.f, 0)"
+        " FROM n LEFT JOIN {{schema}}.queues q ON q.name = n.name"
+        " LEFT JOIN c ON c.queue = n.name ORDER BY n.name COLLATE \"C\""},
+    [S_SHOW] = {"jr_show", 1,
+        "SELECT " JOB_COLUMNS ", payload::text FROM {{schema}}.jobs"
+        " WHERE id = $1::bigint"},
+    /* $1 state (or scheduled, ready), $2 name, $3 queue: NULL any; $4
+     * limit, NULL: all */
+    [S_LIST] = {"jr_list", 4,
+        "SELECT " JOB_COLUMNS " FROM {{schema}}.jobs"
+        " WHERE ($1::text IS NULL OR state = $1::text"
+        "  OR ($1::text = 'scheduled' AND state = 'queued'"
+        "   AND run_at > now())"
+        "  OR ($1::text = 'ready' AND state = 'queued' AND run_at <= now()))"
+        " AND ($2::text IS NULL OR name = $2::text)"
+        " AND ($3::text IS NULL OR queue = $3::text)"
+        " ORDER BY id DESC LIMIT $4::bigint"},
 };
 
 /* Builders of SQL array literals ("{...}") over util.h's jr_buf. */
@@ -355,7 +479,7 @@ run(jr_backend *b, int s, const char *const *params, const char *what,
     PGresult *res;
     ExecStatusType st;
 
-    if (!(b->prepared & (1u << s))) {
+    if (!(b->prepared & (1ull << s))) {
         char *sql = expand(b, stmts[s].sql);
         if (sql == NULL) {
             jr_fail(err, JR_ENOMEM, "postgres: %s: out of memory", what);
@@ -370,7 +494,7 @@ run(jr_backend *b, int s, const char *const *params, const char *what,
             return NULL;
         }
         PQclear(res);
-        b->prepared |= 1u << s;
+        b->prepared |= 1ull << s;
     }
     res = PQexecPrepared(b->conn, stmts[s].name, stmts[s].nparams, params,
                          NULL, NULL, 0);
@@ -483,6 +607,7 @@ pg_open(const char *url, const jr_backend_opts *o, jr_err *err)
     b->channel[63] = '\0';     /* left(schema || '_jobs', 63) in SQL */
     b->max_payload = o ? o->max_payload : 0;
     b->must_exist = o ? o->must_exist : 0;
+    b->keep_completed = o ? o->keep_completed : 0;
     if ((b->conn = connect_db(b, err)) == NULL) {
         pg_close(b);
         return NULL;
@@ -841,35 +966,83 @@ unclaim(jr_backend *b, const char *token, const PGresult *res)
     free(s.p);
 }
 
+/* The claim spec's names and queue caps as the array parameters of
+ * S_CLAIM, into a[0..3); -1 with err set when out of memory. */
+static int
+claim_arrays(const jr_claim_spec *spec, jr_buf *a, jr_err *err)
+{
+    char num[16];
+    int i;
+
+    for (i = 0; i < spec->nnames; i++)
+        sb_elem(&a[0], spec->names[i]);
+    for (i = 0; i < spec->nqueues; i++) {
+        sb_elem(&a[1], spec->queues[i].queue);
+        snprintf(num, sizeof num, "%d", spec->queues[i].max);
+        sb_num(&a[2], num);
+    }
+    for (i = 0; i < 3; i++)
+        if (sb_array(&a[i]), a[i].oom)
+            return jr_fail(err, JR_ENOMEM, "postgres: claiming jobs: out "
+                           "of memory");
+    return 0;
+}
+
+/* Puts out[0..n) (row i of res is out[i]) in the fair order the
+ * statement ranked them in, 1..n in column 9, which RETURNING does not
+ * keep. Out of memory leaves them as they came. */
+static void
+fair_order(const PGresult *res, jr_job **out, int n)
+{
+    jr_job **tmp;
+    long ord;
+    int i;
+
+    if (n < 2 || (tmp = calloc((size_t)n, sizeof *tmp)) == NULL)
+        return;
+    for (i = 0; i < n; i++) {
+        ord = atol(PQgetvalue(res, i, 9));
+        if (ord < 1 || ord > n || tmp[ord - 1] != NULL)
+            break;              /* not a ranking: keep the order */
+        tmp[ord - 1] = out[i];
+    }
+    if (i == n)
+        memcpy(out, tmp, (size_t)n * sizeof *out);
+    free(tmp);
+}
+
 /* The claim statement, in whatever transaction is open. */
 static int
 claim_stmt(jr_backend *b, const char *token, double lease,
-         const char *const *names, int nnames, int max, jr_job **out,
-         jr_err *err)
+           const jr_claim_spec *spec, jr_job **out, jr_err *err)
 {
-    char slease[32], smax[16];
-    const char *params[4];
-    jr_buf s = {0};
-    PGresult *res;
+    char slease[32], smax[16], sothers[16];
+    const char *params[7];
+    jr_buf a[3];
+    PGresult *res = NULL;
     int i, n;
 
-    if (nnames <= 0 || max <= 0)
+    if (spec->nnames <= 0 || spec->max <= 0)
         return 0;
-    for (i = 0; i < nnames; i++)
-        sb_elem(&s, names[i]);
+    memset(a, 0, sizeof a);
+    if (claim_arrays(spec, a, err) < 0) {
+        for (i = 0; i < 3; i++)
+            free(a[i].p);
+        return -1;
+    }
     snprintf(slease, sizeof slease, "%.17g", lease);
-    snprintf(smax, sizeof smax, "%d", max);
+    snprintf(smax, sizeof smax, "%d", spec->max);
+    snprintf(sothers, sizeof sothers, "%d", spec->others);
     params[0] = token;
     params[1] = slease;
-    params[2] = sb_array(&s);
+    params[2] = a[0].p;
     params[3] = smax;
-    if (s.oom) {
-        free(s.p);
-        return jr_fail(err, JR_ENOMEM, "postgres: claiming jobs: out of "
-                       "memory");
-    }
+    params[4] = a[1].p;
+    params[5] = a[2].p;
+    params[6] = sothers;
     res = run(b, S_CLAIM, params, "claiming jobs", err);
-    free(s.p);
+    for (i = 0; i < 3; i++)
+        free(a[i].p);
     if (res == NULL)
         return -1;
     n = PQntuples(res);
@@ -883,34 +1056,33 @@ claim_stmt(jr_backend *b, const char *token, double lease,
                            "out of memory", n);
         }
     }
+    fair_order(res, out, n);
     PQclear(res);
-    qsort(out, (size_t)n, sizeof *out, jr_job_order);
     return n;
 }
 
 static int
 pg_claim(jr_backend *b, const char *token, double lease,
-         const char *const *names, int nnames, int max, jr_job **out,
-         jr_err *err)
+         const jr_claim_spec *spec, jr_job **out, jr_err *err)
 {
-    if (nnames <= 0 || max <= 0)
+    if (spec->nnames <= 0 || spec->max <= 0)
         return 0;
     if (ready(b, err) < 0)
         return -1;
-    return claim_stmt(b, token, lease, names, nnames, max, out, err);
+    return claim_stmt(b, token, lease, spec, out, err);
 }
 
 /* ---- complete ---- */
 
-/* Deletes the DONE jobs of r[0..n); ids of those it deleted go to
- * done[0..return), sorted. */
+/* Deletes the DONE jobs of r[0..n), or with keep_completed makes them
+ * completed; ids of those it matched go to done[0..return), sorted. */
 static int
 finish_done(jr_backend *b, const char *token, const jr_result *r, int n,
             int64_t *done, jr_err *err)
 {
-    const char *params[2];
+    const char *params[3];
     char num[24];
-    jr_buf s = {0};
+    jr_buf s = {0}, g = {0};
     PGresult *res;
     int i, m;
 
@@ -919,18 +1091,23 @@ finish_done(jr_backend *b, const char *token, const jr_result *r, int n,
             continue;
         snprintf(num, sizeof num, "%lld", (long long)r[i].id);
         sb_num(&s, num);
+        sb_elem(&g, r[i].generation);
     }
     if (s.len == 0)
         return 0;
     params[0] = token;
     params[1] = sb_array(&s);
-    if (s.oom) {
+    params[2] = sb_array(&g);
+    if (s.oom || g.oom) {
         free(s.p);
+        free(g.p);
         return jr_fail(err, JR_ENOMEM, "postgres: completing jobs: out of "
                        "memory");
     }
-    res = run(b, S_DONE, params, "completing jobs", err);
+    res = run(b, b->keep_completed > 0 ? S_KEEP : S_DONE, params,
+              "completing jobs", err);
     free(s.p);
+    free(g.p);
     if (res == NULL)
         return -1;
     m = PQntuples(res);
@@ -941,7 +1118,44 @@ finish_done(jr_backend *b, const char *token, const jr_result *r, int n,
     return m;
 }
 
-/* Applies the RETRY, DEAD, SNOOZE and RELEASE results of r[0..n). */
+/* Records the PROGRESS results of r[0..n). */
+static int
+finish_progress(jr_backend *b, const char *token, const jr_result *r, int n,
+                jr_err *err)
+{
+    const char *params[5];
+    char num[32];
+    jr_buf a[4];
+    int i, k, rc;
+
+    memset(a, 0, sizeof a);
+    for (i = 0; i < n; i++) {
+        if (r[i].kind != JR_PROGRESS)
+            continue;
+        snprintf(num, sizeof num, "%lld", (long long)r[i].id);
+        sb_num(&a[0], num);
+        snprintf(num, sizeof num, "%.17g", r[i].done);
+        sb_num(&a[1], isfinite(r[i].done) ? num : "NULL");
+        snprintf(num, sizeof num, "%.17g", r[i].total);
+        sb_num(&a[2], isfinite(r[i].total) ? num : "NULL");
+        sb_elem(&a[3], r[i].note);
+    }
+    if (a[0].len == 0)
+        return 0;
+    params[0] = token;
+    for (k = 0; k < 4; k++)
+        params[k + 1] = sb_array(&a[k]);
+    rc = a[0].oom || a[1].oom || a[2].oom || a[3].oom
+         ? jr_fail(err, JR_ENOMEM, "postgres: recording progress: out of "
+                   "memory")
+         : run_count(b, S_PROGRESS, params, "recording progress", err);
+    for (k = 0; k < 4; k++)
+        free(a[k].p);
+    return rc;
+}
+
+/* Applies the RETRY, DEAD, SNOOZE, RELEASE, EXPIRED and CANCELLED results
+ * of r[0..n). */
 static int
 finish_others(jr_backend *b, const char *token, const jr_result *r, int n,
               jr_err *err)
@@ -953,7 +1167,7 @@ finish_others(jr_backend *b, const char *token, const jr_result *r, int n,
 
     memset(a, 0, sizeof a);
     for (i = 0; i < n; i++) {
-        if (r[i].kind == JR_DONE)
+        if (r[i].kind == JR_DONE || r[i].kind == JR_PROGRESS)
             continue;
         snprintf(num, sizeof num, "%lld", (long long)r[i].id);
         sb_num(&a[0], num);
@@ -1011,7 +1225,7 @@ check_followups(const jr_backend *b, const jr_result *r, int n, jr_err *err)
     int i, k;
 
     for (i = 0; i < n; i++) {
-        if (r[i].kind < JR_DONE || r[i].kind > JR_EXPIRED)
+        if (r[i].kind < JR_DONE || r[i].kind > JR_PROGRESS)
             return jr_fail(err, JR_EINPUT, "job %lld: unknown result kind "
                            "%d", (long long)r[i].id, r[i].kind);
         for (k = 0; r[i].kind == JR_DONE && k < r[i].npushes; k++) {
@@ -1030,17 +1244,18 @@ static int
 complete_tx(jr_backend *b, const char *token, const jr_result *r, int n,
             int64_t *done, const jr_push ***pp, int *np, jr_err *err)
 {
-    int ndone, nother;
+    int ndone, nother, nprogress;
 
     if ((ndone = finish_done(b, token, r, n, done, err)) < 0 ||
-        (nother = finish_others(b, token, r, n, err)) < 0)
+        (nother = finish_others(b, token, r, n, err)) < 0 ||
+        (nprogress = finish_progress(b, token, r, n, err)) < 0)
         return -1;
     if ((*pp = followups(r, n, done, ndone, np)) == NULL)
         return jr_fail(err, JR_ENOMEM, "postgres: completing jobs: out of "
                        "memory");
     if (*np > 0 && insert_jobs(b, *pp, *np, NULL, err) < 0)
         return -1;
-    return ndone + nother;
+    return ndone + nother + nprogress;
 }
 
 static int
@@ -1079,8 +1294,7 @@ pg_complete(jr_backend *b, const char *token, const jr_result *r, int n,
 static int
 pg_complete_claim(jr_backend *b, const char *token, const jr_result *r,
                   int nr, int *applied, double lease,
-                  const char *const *names, int nnames, int max,
-                  jr_job **out, jr_err *err)
+                  const jr_claim_spec *spec, jr_job **out, jr_err *err)
 {
     const jr_push **pp = NULL;
     int64_t *done;
@@ -1096,8 +1310,7 @@ pg_complete_claim(jr_backend *b, const char *token, const jr_result *r,
     if (run_plain(b, "BEGIN", "completing jobs", err) == 0) {
         rc = nr > 0 ? complete_tx(b, token, r, nr, done, &pp, &np, err) : 0;
         if (rc >= 0)
-            n = nnames > 0 && max > 0 ?
-                claim_stmt(b, token, lease, names, nnames, max, out, err) : 0;
+            n = claim_stmt(b, token, lease, spec, out, err);
         if (n >= 0 && run_plain(b, "COMMIT", "claiming jobs", err) < 0) {
             while (n > 0)
                 free(out[--n]);
@@ -1268,6 +1481,293 @@ pg_dead_purge(jr_backend *b, double older_than, jr_err *err)
     return run_count(b, S_DEAD_PURGE, params, "purging dead jobs", err);
 }
 
+/* ---- queues and control ---- */
+
+/* Deletes up to limit rows of one finished state older than age seconds
+ * (age < 0: none), in the open transaction. */
+static int
+prune_state(jr_backend *b, int which, double age, int limit, jr_err *err)
+{
+    char sage[32], slimit[16];
+    const char *params[2] = {sage, slimit};
+
+    if (age < 0 || !isfinite(age) || limit <= 0)
+        return 0;
+    snprintf(sage, sizeof sage, "%.17g", age);
+    snprintf(slimit, sizeof slimit, "%d", limit);
+    return run_count(b, which, params, "pruning finished jobs", err);
+}
+
+/* The prune transaction's body: 0 when another runner holds the prune
+ * lock. */
+static int
+prune_tx(jr_backend *b, const double *age, int limit, jr_err *err)
+{
+    static const int which[3] = {S_PRUNE_COMPLETED, S_PRUNE_CANCELLED,
+                                 S_PRUNE_DEAD};
+    char key[96];
+    const char *params[1] = {key};
+    PGresult *res;
+    int n = 0, rc, i, locked;
+
+    snprintf(key, sizeof key, "jobrunner.prune.%s", b->schema);
+    if ((res = run(b, S_PRUNE_LOCK, params, "pruning finished jobs",
+                   err)) == NULL)
+        return -1;
+    locked = strcmp(PQgetvalue(res, 0, 0), "t") == 0;
+    PQclear(res);
+    for (i = 0; i < 3 && locked; i++) {
+        if ((rc = prune_state(b, which[i], age[i], limit - n, err)) < 0)
+            return -1;
+        n += rc;
+    }
+    return n;
+}
+
+static int
+pg_prune(jr_backend *b, double older_completed, double older_cancelled,
+         double older_dead, int limit, jr_err *err)
+{
+    const double age[3] = {older_completed, older_cancelled, older_dead};
+    int n;
+
+    if (limit <= 0)
+        return 0;
+    if (ready(b, err) < 0 ||
+        run_plain(b, "BEGIN", "pruning finished jobs", err) < 0)
+        return -1;
+    if ((n = prune_tx(b, age, limit, err)) < 0 ||
+        run_plain(b, "COMMIT", "pruning finished jobs", err) < 0) {
+        rollback(b);
+        return -1;
+    }
+    return n;
+}
+
+/* The JR_CANCEL_* value of jobrunner.cancel()'s text. */
+static int
+cancel_outcome(const char *text)
+{
+    if (strcmp(text, "cancelled") == 0)
+        return JR_CANCEL_DONE;
+    if (strcmp(text, "cancel requested") == 0)
+        return JR_CANCEL_REQUESTED;
+    if (strcmp(text, "already finished") == 0)
+        return JR_CANCEL_FINISHED;
+    return JR_CANCEL_NOTFOUND;
+}
+
+static int
+pg_cancel(jr_backend *b, const int64_t *ids, int n, int *outcome,
+          jr_err *err)
+{
+    const char *params[1];
+    char num[24];
+    jr_buf s = {0};
+    PGresult *res;
+    int i, k;
+
+    if (n <= 0)
+        return 0;
+    if (ready(b, err) < 0)
+        return -1;
+    for (i = 0; i < n; i++) {
+        snprintf(num, sizeof num, "%lld", (long long)ids[i]);
+        sb_num(&s, num);
+    }
+    params[0] = sb_array(&s);
+    if (s.oom) {
+        free(s.p);
+        return jr_fail(err, JR_ENOMEM, "postgres: cancelling jobs: out of "
+                       "memory");
+    }
+    res = run(b, S_CANCEL, params, "cancelling jobs", err);
+    free(s.p);
+    if (res == NULL)
+        return -1;
+    for (i = 0; i < n; i++)
+        outcome[i] = JR_CANCEL_NOTFOUND;
+    for (i = 0; i < PQntuples(res); i++) {
+        k = atoi(PQgetvalue(res, i, 0)) - 1;
+        if (k >= 0 && k < n)
+            outcome[k] = cancel_outcome(PQgetvalue(res, i, 1));
+    }
+    PQclear(res);
+    return 0;
+}
+
+static int
+pg_cancelled(jr_backend *b, const char *token, int64_t *ids, int max,
+             jr_err *err)
+{
+    char smax[16];
+    const char *params[2] = {token, smax};
+    PGresult *res;
+    int i, n;
+
+    if (max <= 0)
+        return 0;
+    snprintf(smax, sizeof smax, "%d", max);
+    if (ready(b, err) < 0 || (res = run(b, S_CANCEL_POLL, params,
+                                        "reading cancel requests",
+                                        err)) == NULL)
+        return -1;
+    n = PQntuples(res);
+    for (i = 0; i < n && i < max; i++)
+        ids[i] = strtoll(PQgetvalue(res, i, 0), NULL, 10);
+    PQclear(res);
+    return i;
+}
+
+static int
+set_paused(jr_backend *b, int which, const char *queue, jr_err *err)
+{
+    const char *params[1] = {queue};
+    PGresult *res;
+
+    if (jr_name_check(queue, "queue name", err) < 0 || ready(b, err) < 0)
+        return -1;
+    res = run(b, which, params, which == S_PAUSE ? "pausing a queue" :
+              "resuming a queue", err);
+    PQclear(res);
+    return res == NULL ? -1 : 0;
+}
+
+static int
+pg_pause(jr_backend *b, const char *queue, jr_err *err)
+{
+    return set_paused(b, S_PAUSE, queue, err);
+}
+
+static int
+pg_resume(jr_backend *b, const char *queue, jr_err *err)
+{
+    return set_paused(b, S_RESUME, queue, err);
+}
+
+static int
+pg_queue_list(jr_backend *b, jr_queue_cb cb, void *arg, jr_err *err)
+{
+    PGresult *res;
+    jr_queue_row row;
+    int i;
+
+    if (ready(b, err) < 0 ||
+        (res = run(b, S_QUEUE_LIST, NULL, "listing queues", err)) == NULL)
+        return -1;
+    for (i = 0; i < PQntuples(res); i++) {
+        row.name = PQgetvalue(res, i, 0);
+        row.paused = strcmp(PQgetvalue(res, i, 1), "t") == 0;
+        row.paused_at = strtod(PQgetvalue(res, i, 2), NULL);
+        row.ready = atol(PQgetvalue(res, i, 3));
+        row.scheduled = atol(PQgetvalue(res, i, 4));
+        row.running = atol(PQgetvalue(res, i, 5));
+        row.dead = atol(PQgetvalue(res, i, 6));
+        row.cancelled = atol(PQgetvalue(res, i, 7));
+        row.completed = atol(PQgetvalue(res, i, 8));
+        if (cb(&row, arg) != 0)
+            break;
+    }
+    PQclear(res);
+    return 0;
+}
+
+static const char *
+col_text(const PGresult *res, int r, int c)
+{
+    return PQgetisnull(res, r, c) ? NULL : PQgetvalue(res, r, c);
+}
+
+/* A number column; NULL is dflt. */
+static double
+col_number(const PGresult *res, int r, int c, double dflt)
+{
+    return PQgetisnull(res, r, c) ? dflt : strtod(PQgetvalue(res, r, c),
+                                                  NULL);
+}
+
+/* Reads the JOB_COLUMNS of row r into j. */
+static void
+row_fields(const PGresult *res, int r, jr_job_row *j)
+{
+    j->id = strtoll(PQgetvalue(res, r, 0), NULL, 10);
+    j->name = PQgetvalue(res, r, 1);
+    j->queue = PQgetvalue(res, r, 2);
+    j->state = PQgetvalue(res, r, 3);
+    j->payload = NULL;
+    j->attempts = atoi(PQgetvalue(res, r, 4));
+    j->max_retries = atoi(PQgetvalue(res, r, 5));
+    j->priority = atoi(PQgetvalue(res, r, 6));
+    j->run_at = col_number(res, r, 7, 0);
+    j->created_at = col_number(res, r, 8, 0);
+    j->updated_at = col_number(res, r, 9, 0);
+    j->started_at = col_number(res, r, 10, 0);
+    j->finished_at = col_number(res, r, 11, 0);
+    j->last_error = col_text(res, r, 12);
+    j->generation = col_text(res, r, 13);
+    j->locked_by = col_text(res, r, 14);
+    j->locked_until = col_number(res, r, 15, 0);
+    j->progress_done = col_number(res, r, 16, NAN);
+    j->progress_total = col_number(res, r, 17, NAN);
+    j->progress_note = col_text(res, r, 18);
+    j->cancel_requested = strcmp(PQgetvalue(res, r, 19), "t") == 0;
+}
+
+static int
+pg_show(jr_backend *b, int64_t id, jr_job_cb cb, void *arg, jr_err *err)
+{
+    char sid[24];
+    const char *params[1] = {sid};
+    PGresult *res;
+    jr_job_row row;
+
+    snprintf(sid, sizeof sid, "%lld", (long long)id);
+    if (ready(b, err) < 0 ||
+        (res = run(b, S_SHOW, params, "reading a job", err)) == NULL)
+        return -1;
+    if (PQntuples(res) == 0) {
+        PQclear(res);
+        return jr_fail(err, JR_ENOTFOUND, "job %lld: no such job",
+                       (long long)id);
+    }
+    row_fields(res, 0, &row);
+    row.payload = PQgetvalue(res, 0, 20);
+    cb(&row, arg);
+    PQclear(res);
+    return 0;
+}
+
+static int
+pg_list(jr_backend *b, const jr_list_filter *f, jr_job_cb cb, void *arg,
+        jr_err *err)
+{
+    static const jr_list_filter all;
+    char slimit[16];
+    const char *params[4];
+    PGresult *res;
+    jr_job_row row;
+    int i;
+
+    if (f == NULL)
+        f = &all;
+    if (jr_list_filter_check(f, err) < 0 || ready(b, err) < 0)
+        return -1;
+    snprintf(slimit, sizeof slimit, "%d", f->limit);
+    params[0] = f->state;
+    params[1] = f->name;
+    params[2] = f->queue;
+    params[3] = f->limit > 0 ? slimit : NULL;
+    if ((res = run(b, S_LIST, params, "listing jobs", err)) == NULL)
+        return -1;
+    for (i = 0; i < PQntuples(res); i++) {
+        row_fields(res, i, &row);
+        if (cb(&row, arg) != 0)
+            break;
+    }
+    PQclear(res);
+    return 0;
+}
+
 /* ---- wake-ups ---- */
 
 /* Opens the LISTEN connection if there is none. */
@@ -1362,6 +1862,14 @@ const jr_backend_ops jr_postgres_ops = {
     .dead_list = pg_dead_list,
     .dead_retry = pg_dead_retry,
     .dead_purge = pg_dead_purge,
+    .prune = pg_prune,
+    .cancel = pg_cancel,
+    .cancelled = pg_cancelled,
+    .pause = pg_pause,
+    .resume = pg_resume,
+    .queue_list = pg_queue_list,
+    .show = pg_show,
+    .list = pg_list,
     .wake_fd = pg_wake_fd,
     .changed = pg_changed,
     .close = pg_close,

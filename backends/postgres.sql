@@ -119,3 +119,124 @@ BEGIN
     RETURN new_id;
 END
 $$;
+-- migration 3
+-- Queues and control. States gain cancelled and completed (kept for the
+-- retention period when the runner is configured so); a job records when
+-- it started and finished, its progress and whether a cancel was
+-- requested while it ran.
+ALTER TABLE {{schema}}.jobs
+    DROP CONSTRAINT IF EXISTS jobs_state_check,
+    ADD CONSTRAINT jobs_state_check CHECK (state IN ('queued', 'running',
+        'dead', 'cancelled', 'completed')),
+    ADD COLUMN started_at timestamptz,          -- last claim
+    ADD COLUMN finished_at timestamptz,         -- completed, cancelled, dead
+    ADD COLUMN progress_done float8,            -- NULL until reported
+    ADD COLUMN progress_total float8,
+    ADD COLUMN progress_note text,
+    ADD COLUMN cancel_requested boolean NOT NULL DEFAULT false;
+UPDATE {{schema}}.jobs SET finished_at = died_at WHERE state = 'dead';
+-- the claim: per queue, in priority, run_at, id order (fair claims read
+-- the first few of each queue)
+DROP INDEX {{schema}}.jobs_claim;
+CREATE INDEX jobs_claim ON {{schema}}.jobs (queue, priority, run_at, id)
+    WHERE state = 'queued';
+CREATE INDEX jobs_completed ON {{schema}}.jobs (finished_at)
+    WHERE state = 'completed';
+CREATE INDEX jobs_cancelled ON {{schema}}.jobs (finished_at)
+    WHERE state = 'cancelled';
+-- running jobs whose cancel was requested, polled by their runner
+CREATE INDEX jobs_cancel ON {{schema}}.jobs (locked_by)
+    WHERE state = 'running' AND cancel_requested;
+
+-- One row per queue name ever used; paused stops every claim from it.
+CREATE TABLE {{schema}}.queues (
+    name       text        PRIMARY KEY
+               CHECK (length(name) BETWEEN 1 AND 128
+                      AND name ~ '^[A-Za-z0-9_.:-]+$'),
+    paused     boolean     NOT NULL DEFAULT false,
+    paused_at  timestamptz,
+    updated_at timestamptz NOT NULL DEFAULT now()
+);
+INSERT INTO {{schema}}.queues (name) SELECT DISTINCT queue FROM {{schema}}.jobs;
+
+-- Every push, plain SQL ones too, makes its queue known to claims (they
+-- read the queues table to find the queues with work).
+CREATE FUNCTION {{schema}}.jobs_queue_known() RETURNS trigger
+LANGUAGE plpgsql AS $$
+BEGIN
+    INSERT INTO {{schema}}.queues (name)
+    SELECT DISTINCT n.queue FROM new_jobs n
+    WHERE NOT EXISTS (SELECT 1 FROM {{schema}}.queues q
+                      WHERE q.name = n.queue)
+    ON CONFLICT DO NOTHING;
+    RETURN NULL;
+END
+$$;
+CREATE TRIGGER jobs_queue_known AFTER INSERT ON {{schema}}.jobs
+    REFERENCING NEW TABLE AS new_jobs
+    FOR EACH STATEMENT EXECUTE FUNCTION {{schema}}.jobs_queue_known();
+-- moving a job to another queue (claims and completions never set queue,
+-- so this never fires for them)
+CREATE FUNCTION {{schema}}.jobs_queue_moved() RETURNS trigger
+LANGUAGE plpgsql AS $$
+BEGIN
+    INSERT INTO {{schema}}.queues (name) VALUES (NEW.queue)
+    ON CONFLICT DO NOTHING;
+    RETURN NULL;
+END
+$$;
+CREATE TRIGGER jobs_queue_moved AFTER UPDATE OF queue ON {{schema}}.jobs
+    FOR EACH ROW WHEN (OLD.queue IS DISTINCT FROM NEW.queue)
+    EXECUTE FUNCTION {{schema}}.jobs_queue_moved();
+-- a resumed queue wakes the runners
+CREATE TRIGGER queues_changed AFTER UPDATE ON {{schema}}.queues
+    FOR EACH STATEMENT EXECUTE FUNCTION {{schema}}.jobs_notify();
+
+-- Cancels one job from SQL, inside the caller's transaction:
+--   SELECT jobrunner.cancel(42);
+-- Returns 'cancelled' (it was queued or scheduled: it never runs),
+-- 'cancel requested' (it is running: its runner stops it and records it
+-- cancelled), 'already finished' (completed, dead or cancelled: nothing
+-- changed) or 'not found'.
+CREATE FUNCTION {{schema}}.cancel(id bigint) RETURNS text
+LANGUAGE plpgsql AS $$
+DECLARE
+    st text;
+BEGIN
+    UPDATE {{schema}}.jobs j SET
+        state = CASE WHEN j.state = 'queued' THEN 'cancelled' ELSE j.state END,
+        finished_at = CASE WHEN j.state = 'queued' THEN now()
+                      ELSE j.finished_at END,
+        cancel_requested = j.cancel_requested OR j.state = 'running',
+        updated_at = now()
+    WHERE j.id = cancel.id AND j.state IN ('queued', 'running')
+    RETURNING j.state INTO st;
+    IF st = 'cancelled' THEN
+        RETURN 'cancelled';
+    ELSIF st = 'running' THEN
+        RETURN 'cancel requested';
+    ELSIF EXISTS (SELECT 1 FROM {{schema}}.jobs j WHERE j.id = cancel.id) THEN
+        RETURN 'already finished';
+    END IF;
+    RETURN 'not found';
+END
+$$;
+
+-- Pauses and resumes a queue from SQL, inside the caller's transaction:
+--   SELECT jobrunner.pause('media'); SELECT jobrunner.resume('media');
+-- Pausing a queue no job has used yet creates it paused.
+CREATE FUNCTION {{schema}}.pause(queue text) RETURNS void
+LANGUAGE sql AS $$
+    INSERT INTO {{schema}}.queues AS q (name, paused, paused_at, updated_at)
+    VALUES (pause.queue, true, now(), now())
+    ON CONFLICT (name) DO UPDATE
+    SET paused = true, paused_at = coalesce(q.paused_at, now()),
+        updated_at = now()
+$$;
+CREATE FUNCTION {{schema}}.resume(queue text) RETURNS void
+LANGUAGE sql AS $$
+    INSERT INTO {{schema}}.queues AS q (name, paused, updated_at)
+    VALUES (resume.queue, false, now())
+    ON CONFLICT (name) DO UPDATE
+    SET paused = false, paused_at = NULL, updated_at = now()
+$$;

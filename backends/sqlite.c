@@ -6,6 +6,7 @@
 #define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -23,48 +24,92 @@
 extern const char jr_sqlite_sql[];      /* build/sqlite_sql.c */
 
 enum {
-    S_CLAIM, S_DONE, S_RETRY, S_DEAD, S_SNOOZE, S_RELEASE, S_EXPIRED,
+    S_CLAIM_QUEUES, S_CLAIM_CANDIDATES, S_CLAIM,
+    S_DONE, S_KEEP, S_RETRY, S_DEAD, S_SNOOZE, S_RELEASE, S_EXPIRED,
+    S_CANCELLED, S_PROGRESS,
     S_INSERT,
     S_RENEW, S_RESCUE, S_STATS, S_DEAD_LIST, S_DEAD_RETRY, S_DEAD_RETRY_ALL,
     S_DEAD_PURGE, S_DATA_VERSION, S_BEGIN, S_COMMIT, S_ROLLBACK, S_READY,
+    S_PRUNE_COMPLETED, S_PRUNE_CANCELLED, S_PRUNE_DEAD,
+    S_CANCEL_QUEUED, S_CANCEL_RUNNING, S_EXISTS, S_CANCEL_POLL,
+    S_PAUSE, S_RESUME, S_QUEUE_LIST, S_SHOW, S_LIST,
     S_COUNT
 };
 
+/* The columns of show and list, in the order row_fields reads them. */
+#define JOB_COLUMNS \
+    "id, name, queue, state, attempts, max_retries, priority, run_at," \
+    " created_at, updated_at, started_at, finished_at, last_error," \
+    " generation, locked_by, locked_until, progress_done, progress_total," \
+    " progress_note, cancel_requested"
+
+/* A requeue (retry, snooze, release, rescue) of a job whose cancel was
+ * requested ends it cancelled instead. */
+#define REQUEUE_STATE \
+    " state = CASE WHEN cancel_requested THEN 'cancelled' ELSE 'queued' END," \
+    " finished_at = CASE WHEN cancel_requested THEN ?3 END,"
+
 static const char *const sql_text[S_COUNT] = {
+    /* the queues a claim may take from, by name */
+    [S_CLAIM_QUEUES] =
+        "SELECT name FROM queues WHERE paused = 0 ORDER BY name",
+    /* the first ?4 ready jobs of one queue (the jobs_claim index) */
+    [S_CLAIM_CANDIDATES] =
+        "SELECT id, priority, run_at FROM jobs WHERE state = 'queued'"
+        " AND queue = ?1 AND run_at <= ?2"
+        " AND name IN (SELECT value FROM json_each(?3))"
+        " ORDER BY priority, run_at, id LIMIT ?4",
     [S_CLAIM] =
         "UPDATE jobs SET state = 'running', attempts = attempts + 1,"
-        " locked_by = ?1, locked_until = ?2, updated_at = ?3"
-        " WHERE id IN (SELECT id FROM jobs WHERE state = 'queued'"
-        "  AND run_at <= ?3 AND name IN (SELECT value FROM json_each(?4))"
-        "  ORDER BY priority, run_at, id LIMIT ?5)"
+        " locked_by = ?1, locked_until = ?2, updated_at = ?3,"
+        " started_at = ?3, progress_done = NULL, progress_total = NULL,"
+        " progress_note = NULL"
+        " WHERE id IN (SELECT value FROM json_each(?4)) AND state = 'queued'"
         " RETURNING id, name, queue, payload, attempts, max_retries,"
         " priority, run_at, created_at",
     [S_DONE] =
         "DELETE FROM jobs WHERE id = ?1 AND state = 'running'"
         " AND locked_by = ?2",
+    [S_KEEP] =
+        "UPDATE jobs SET state = 'completed', finished_at = ?3,"
+        " generation = coalesce(?6, generation), locked_by = NULL,"
+        " locked_until = NULL, cancel_requested = 0, updated_at = ?3"
+        " WHERE id = ?1 AND state = 'running' AND locked_by = ?2",
     [S_RETRY] =
-        "UPDATE jobs SET state = 'queued', run_at = ?3 + ?4, last_error = ?5,"
+        "UPDATE jobs SET" REQUEUE_STATE " run_at = ?3 + ?4, last_error = ?5,"
         " generation = ?6, locked_by = NULL, locked_until = NULL,"
         " updated_at = ?3"
         " WHERE id = ?1 AND state = 'running' AND locked_by = ?2",
     [S_DEAD] =
-        "UPDATE jobs SET state = 'dead', died_at = ?3, last_error = ?5,"
+        "UPDATE jobs SET state = 'dead', died_at = ?3, finished_at = ?3,"
+        " last_error = ?5,"
         " generation = ?6, locked_by = NULL, locked_until = NULL,"
         " updated_at = ?3"
         " WHERE id = ?1 AND state = 'running' AND locked_by = ?2",
     [S_SNOOZE] =
-        "UPDATE jobs SET state = 'queued', run_at = ?3 + ?4,"
+        "UPDATE jobs SET" REQUEUE_STATE " run_at = ?3 + ?4,"
         " attempts = attempts - 1, generation = ?6, locked_by = NULL,"
         " locked_until = NULL, updated_at = ?3"
         " WHERE id = ?1 AND state = 'running' AND locked_by = ?2",
     [S_RELEASE] =
-        "UPDATE jobs SET state = 'queued', attempts = attempts - 1,"
+        "UPDATE jobs SET" REQUEUE_STATE " attempts = attempts - 1,"
         " locked_by = NULL, locked_until = NULL, updated_at = ?3"
         " WHERE id = ?1 AND state = 'running' AND locked_by = ?2",
     [S_EXPIRED] =
-        "UPDATE jobs SET state = 'dead', died_at = ?3, attempts = attempts - 1,"
+        "UPDATE jobs SET state = 'dead', died_at = ?3, finished_at = ?3,"
+        " attempts = attempts - 1,"
         " last_error = coalesce(?5, last_error), locked_by = NULL,"
         " locked_until = NULL, updated_at = ?3"
+        " WHERE id = ?1 AND state = 'running' AND locked_by = ?2",
+    [S_CANCELLED] =
+        "UPDATE jobs SET state = 'cancelled', finished_at = ?3,"
+        " last_error = coalesce(?5, 'cancelled'),"
+        " generation = coalesce(?6, generation), locked_by = NULL,"
+        " locked_until = NULL, updated_at = ?3"
+        " WHERE id = ?1 AND state = 'running' AND locked_by = ?2",
+    [S_PROGRESS] =
+        "UPDATE jobs SET progress_done = ?3, progress_total = ?4,"
+        " progress_note = ?5"
         " WHERE id = ?1 AND state = 'running' AND locked_by = ?2",
     [S_INSERT] =
         "INSERT INTO jobs (name, payload, queue, priority, max_retries,"
@@ -74,8 +119,13 @@ static const char *const sql_text[S_COUNT] = {
         "UPDATE jobs SET locked_until = ?2"
         " WHERE state = 'running' AND locked_by = ?1",
     [S_RESCUE] =
-        "UPDATE jobs SET state = 'queued',"
-        " last_error = 'lease expired: runner lost',"
+        "UPDATE jobs SET"
+        " state = CASE WHEN cancel_requested THEN 'cancelled' ELSE 'queued'"
+        "  END,"
+        " finished_at = CASE WHEN cancel_requested THEN ?1 END,"
+        " last_error = CASE WHEN cancel_requested"
+        "  THEN 'cancelled: lease expired: runner lost'"
+        "  ELSE 'lease expired: runner lost' END,"
         " locked_by = NULL, locked_until = NULL, updated_at = ?1"
         " WHERE state = 'running' AND locked_until < ?1",
     [S_STATS] =
@@ -88,17 +138,71 @@ static const char *const sql_text[S_COUNT] = {
         " ORDER BY died_at DESC, id DESC LIMIT ?1",
     [S_DEAD_RETRY] =
         "UPDATE jobs SET state = 'queued', attempts = 0, run_at = ?2,"
-        " died_at = NULL, updated_at = ?2 WHERE state = 'dead' AND id = ?1",
+        " died_at = NULL, finished_at = NULL, cancel_requested = 0,"
+        " updated_at = ?2 WHERE state = 'dead' AND id = ?1",
     [S_DEAD_RETRY_ALL] =
         "UPDATE jobs SET state = 'queued', attempts = 0, run_at = ?1,"
-        " died_at = NULL, updated_at = ?1 WHERE state = 'dead'",
+        " died_at = NULL, finished_at = NULL, cancel_requested = 0,"
+        " updated_at = ?1 WHERE state = 'dead'",
     [S_DEAD_PURGE] =
         "DELETE FROM jobs WHERE state = 'dead' AND died_at <= ?1",
     [S_DATA_VERSION] = "PRAGMA data_version",
     [S_READY] =
         "SELECT count(*) FROM (SELECT 1 FROM jobs WHERE state = 'queued'"
         " AND run_at <= ?1 AND name IN (SELECT value FROM json_each(?2))"
+        " AND queue NOT IN (SELECT name FROM queues WHERE paused = 1)"
         " LIMIT ?3)",
+    /* prune: ?1 the cut-off time, ?2 how many at most */
+    [S_PRUNE_COMPLETED] =
+        "DELETE FROM jobs WHERE id IN (SELECT id FROM jobs"
+        " WHERE state = 'completed' AND finished_at < ?1 LIMIT ?2)",
+    [S_PRUNE_CANCELLED] =
+        "DELETE FROM jobs WHERE id IN (SELECT id FROM jobs"
+        " WHERE state = 'cancelled' AND finished_at < ?1 LIMIT ?2)",
+    [S_PRUNE_DEAD] =
+        "DELETE FROM jobs WHERE id IN (SELECT id FROM jobs"
+        " WHERE state = 'dead' AND died_at < ?1 LIMIT ?2)",
+    [S_CANCEL_QUEUED] =
+        "UPDATE jobs SET state = 'cancelled', finished_at = ?2,"
+        " updated_at = ?2 WHERE id = ?1 AND state = 'queued'",
+    [S_CANCEL_RUNNING] =
+        "UPDATE jobs SET cancel_requested = 1, updated_at = ?2"
+        " WHERE id = ?1 AND state = 'running'",
+    [S_EXISTS] = "SELECT 1 FROM jobs WHERE id = ?1",
+    [S_CANCEL_POLL] =
+        "SELECT id FROM jobs WHERE state = 'running' AND cancel_requested = 1"
+        " AND locked_by = ?1 ORDER BY id LIMIT ?2",
+    [S_PAUSE] =
+        "INSERT INTO queues (name, paused, paused_at, updated_at)"
+        " VALUES (?1, 1, ?2, ?2) ON CONFLICT (name) DO UPDATE"
+        " SET paused = 1, paused_at = coalesce(paused_at, ?2),"
+        " updated_at = ?2",
+    [S_RESUME] =
+        "INSERT INTO queues (name, paused, updated_at) VALUES (?1, 0, ?2)"
+        " ON CONFLICT (name) DO UPDATE"
+        " SET paused = 0, paused_at = NULL, updated_at = ?2",
+    [S_QUEUE_LIST] =
+        "WITH c AS (SELECT queue, sum(state = 'queued' AND run_at <= ?1) r,"
+        "  sum(state = 'queued' AND run_at > ?1) s, sum(state = 'running') u,"
+        "  sum(state = 'dead') d, sum(state = 'cancelled') x,"
+        "  sum(state = 'completed') f FROM jobs GROUP BY queue),"
+        " n AS (SELECT name FROM queues UNION SELECT queue FROM c)"
+        " SELECT n.name, coalesce(q.paused, 0), q.paused_at,"
+        " coalesce(c.r, 0), coalesce(c.s, 0), coalesce(c.u, 0),"
+        " coalesce(c.d, 0), coalesce(c.x, 0), coalesce(c.f, 0)"
+        " FROM n LEFT JOIN queues q ON q.name = n.name"
+        " LEFT JOIN c ON c.queue = n.name ORDER BY n.name",
+    [S_SHOW] =
+        "SELECT " JOB_COLUMNS ", payload FROM jobs WHERE id = ?1",
+    /* ?1 state (or scheduled, ready), ?2 name, ?3 queue, NULL: any; ?4
+     * limit; ?5 now */
+    [S_LIST] =
+        "SELECT " JOB_COLUMNS " FROM jobs"
+        " WHERE (?1 IS NULL OR state = ?1"
+        "  OR (?1 = 'scheduled' AND state = 'queued' AND run_at > ?5)"
+        "  OR (?1 = 'ready' AND state = 'queued' AND run_at <= ?5))"
+        " AND (?2 IS NULL OR name = ?2) AND (?3 IS NULL OR queue = ?3)"
+        " ORDER BY id DESC LIMIT ?4",
     [S_BEGIN] = "BEGIN IMMEDIATE",
     [S_COMMIT] = "COMMIT",
     [S_ROLLBACK] = "ROLLBACK",
@@ -116,6 +220,7 @@ struct jr_backend {
     int           sync_normal;
     int           busy_ms;
     int           must_exist;   /* never create the file or the tables */
+    double        keep_completed; /* seconds; 0: delete at success */
 };
 
 /* JR_EINPUT when SQLite refused the row itself (a constraint, a value
@@ -214,6 +319,16 @@ bind_text(sqlite3_stmt *s, int i, const char *v)
         sqlite3_bind_null(s, i);
     else
         sqlite3_bind_text(s, i, v, -1, SQLITE_STATIC);
+}
+
+/* A finite number, else NULL (progress not known). */
+static void
+bind_number(sqlite3_stmt *s, int i, double v)
+{
+    if (isfinite(v))
+        sqlite3_bind_double(s, i, v);
+    else
+        sqlite3_bind_null(s, i);
 }
 
 /* Creates the file 0600 before SQLite does, so that umask cannot widen it;
@@ -328,6 +443,7 @@ sqlite_open(const char *path, const jr_backend_opts *o, jr_err *err)
     b->data_version = -1;
     b->sync_normal = o->sync_normal;
     b->must_exist = o->must_exist;
+    b->keep_completed = o->keep_completed;
     b->busy_ms = o->busy_timeout > 0 ? (int)(o->busy_timeout * 1000) : 5000;
     if (connect_db(b, err) < 0) {
         disconnect_db(b);
@@ -526,48 +642,224 @@ row_job(sqlite3_stmt *s)
     return j;
 }
 
-/* Runs the claim statement inside the open transaction. Returns how many
- * jobs it filled out[] with, or -1 (the caller rolls back). */
+/* A ready job one queue offers to a claim: its rank in that queue, then
+ * what orders it within the rank. */
+typedef struct candidate {
+    int64_t id;
+    int     rank;               /* 0: the queue's first ready job */
+    int     priority;
+    double  run_at;
+} candidate;
+
+/* Round robin between queues: rank first, then priority, run_at, id. */
 static int
-claim_rows(jr_backend *b, const char *token, double lease,
-           const char *const *names, int nnames, int max, jr_job **out,
-           double now, jr_err *err)
+candidate_order(const void *a, const void *b)
+{
+    const candidate *x = a, *y = b;
+
+    if (x->rank != y->rank)
+        return x->rank < y->rank ? -1 : 1;
+    if (x->priority != y->priority)
+        return x->priority < y->priority ? -1 : 1;
+    if (x->run_at != y->run_at)
+        return x->run_at < y->run_at ? -1 : 1;
+    return (x->id > y->id) - (x->id < y->id);
+}
+
+/* How many jobs spec lets one claim take from queue: its listed max (the
+ * smallest, if listed twice), else others; never more than the total. */
+static int
+queue_cap(const jr_claim_spec *spec, const char *queue)
+{
+    int i, cap = -1;
+
+    for (i = 0; i < spec->nqueues; i++)
+        if (strcmp(spec->queues[i].queue, queue) == 0 &&
+            (cap < 0 || spec->queues[i].max < cap))
+            cap = spec->queues[i].max;
+    if (cap < 0)
+        cap = spec->others;
+    return cap < spec->max ? cap : spec->max;
+}
+
+/* Appends the first cap ready jobs of queue to c[*n..]; c has room. */
+static int
+queue_candidates(jr_backend *b, const char *queue, int cap, const char *json,
+                 double now, candidate *c, int *n, jr_err *err)
+{
+    sqlite3_stmt *s = stmt(b, S_CLAIM_CANDIDATES, err);
+    int rank = 0, rc;
+
+    if (s == NULL)
+        return -1;
+    bind_text(s, 1, queue);
+    sqlite3_bind_double(s, 2, now);
+    bind_text(s, 3, json);
+    sqlite3_bind_int(s, 4, cap);
+    while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
+        c[*n].id = sqlite3_column_int64(s, 0);
+        c[*n].priority = sqlite3_column_int(s, 1);
+        c[*n].run_at = sqlite3_column_double(s, 2);
+        c[*n].rank = rank++;
+        (*n)++;
+    }
+    sqlite3_reset(s);
+    return rc == SQLITE_DONE ? 0 : db_fail(b, err, "claiming jobs");
+}
+
+/* The ready jobs a claim may take, fairly ordered, into a new array;
+ * *n gets how many. One short indexed read per queue not paused, so a
+ * backlog in one queue costs no scan. NULL with err set on failure. */
+static candidate *
+candidates(jr_backend *b, const jr_claim_spec *spec, const char *json,
+           double now, int *n, jr_err *err)
+{
+    sqlite3_stmt *q = stmt(b, S_CLAIM_QUEUES, err);
+    candidate *c = NULL, *bigger;
+    size_t cap = 0;
+    int rc, k;
+
+    *n = 0;
+    if (q == NULL)
+        return NULL;
+    while ((rc = sqlite3_step(q)) == SQLITE_ROW) {
+        const char *queue = (const char *)sqlite3_column_text(q, 0);
+        if ((k = queue_cap(spec, queue)) <= 0)
+            continue;
+        if ((size_t)*n + (size_t)k > cap) {
+            cap = ((size_t)*n + (size_t)k) * 2;
+            if ((bigger = realloc(c, cap * sizeof *c)) == NULL) {
+                jr_fail(err, JR_ENOMEM, "sqlite: out of memory");
+                goto fail;
+            }
+            c = bigger;
+        }
+        if (queue_candidates(b, queue, k, json, now, c, n, err) < 0)
+            goto fail;
+    }
+    sqlite3_reset(q);
+    if (rc != SQLITE_DONE) {
+        db_fail(b, err, "claiming jobs");
+        free(c);
+        return NULL;
+    }
+    if (c == NULL && (c = malloc(sizeof *c)) == NULL)
+        jr_fail(err, JR_ENOMEM, "sqlite: out of memory");
+    else
+        qsort(c, (size_t)*n, sizeof *c, candidate_order);
+    return c;
+fail:
+    sqlite3_reset(q);
+    free(c);
+    return NULL;
+}
+
+/* Orders candidates by id, for bsearch. */
+static int
+candidate_id(const void *a, const void *b)
+{
+    const candidate *x = a, *y = b;
+
+    return (x->id > y->id) - (x->id < y->id);
+}
+
+/* Writes [id,id,...] of c[0..n) into a new string. */
+static char *
+ids_json(const candidate *c, int n)
+{
+    char *s = malloc((size_t)n * 22 + 3), *p = s;
+    int i;
+
+    if (s == NULL)
+        return NULL;
+    *p++ = '[';
+    for (i = 0; i < n; i++)
+        p += sprintf(p, "%s%lld", i ? "," : "", (long long)c[i].id);
+    *p++ = ']';
+    *p = '\0';
+    return s;
+}
+
+/* Marks the first n candidates running in one statement (a statement per
+ * row costs a statement journal each) and puts them in out[] in their fair
+ * order: c[i].rank is reused as the position. Returns how many. */
+static int
+claim_picked(jr_backend *b, const char *token, double lease, candidate *c,
+             int n, jr_job **out, double now, jr_err *err)
 {
     sqlite3_stmt *s;
+    jr_job **tmp, *j;
+    candidate key, *at;
     char *json;
-    int n = 0, rc;
+    int i, k = 0, rc;
 
-    if (nnames == 0 || max <= 0)
+    if (n == 0)
         return 0;
-    if ((json = names_json(names, nnames)) == NULL)
-        return jr_fail(err, JR_ENOMEM, "sqlite: out of memory");
-    if ((s = stmt(b, S_CLAIM, err)) == NULL) {
+    json = ids_json(c, n);
+    tmp = calloc((size_t)n, sizeof *tmp);
+    if (json == NULL || tmp == NULL || (s = stmt(b, S_CLAIM, err)) == NULL) {
         free(json);
-        return -1;
+        free(tmp);
+        return json && tmp ? -1 : jr_fail(err, JR_ENOMEM, "sqlite: out of "
+                                          "memory");
     }
+    for (i = 0; i < n; i++)
+        c[i].rank = i;
+    qsort(c, (size_t)n, sizeof *c, candidate_id);
     bind_text(s, 1, token);
     sqlite3_bind_double(s, 2, now + lease);
     sqlite3_bind_double(s, 3, now);
     bind_text(s, 4, json);
-    sqlite3_bind_int(s, 5, max);
-    while (n < max && (rc = sqlite3_step(s)) == SQLITE_ROW) {
-        if ((out[n] = row_job(s)) == NULL) {
+    while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
+        if ((j = row_job(s)) == NULL) {
             rc = SQLITE_NOMEM;
             break;
         }
-        n++;
+        key.id = j->id;
+        at = bsearch(&key, c, (size_t)n, sizeof *c, candidate_id);
+        if (at == NULL || tmp[at->rank] != NULL) {
+            free(j);            /* cannot be: the ids are ours */
+            continue;
+        }
+        tmp[at->rank] = j;
     }
-    if (n == max)
-        rc = SQLITE_DONE;
     sqlite3_reset(s);
     free(json);
+    for (i = 0; i < n; i++)
+        if (tmp[i] != NULL)
+            out[k++] = tmp[i];
+    free(tmp);
     if (rc != SQLITE_DONE) {
         db_fail(b, err, "claiming jobs");
-        while (n > 0)
-            free(out[--n]);
+        while (k > 0)
+            free(out[--k]);
         return -1;
     }
-    qsort(out, (size_t)n, sizeof *out, jr_job_order);
+    return k;
+}
+
+/* Claims the fairly ordered candidates, inside the open transaction.
+ * Returns how many jobs it filled out[] with, or -1 (the caller rolls
+ * back). */
+static int
+claim_rows(jr_backend *b, const char *token, double lease,
+           const jr_claim_spec *spec, jr_job **out, double now, jr_err *err)
+{
+    candidate *c;
+    char *json;
+    int n, nc;
+
+    if (spec->nnames <= 0 || spec->max <= 0)
+        return 0;
+    if ((json = names_json(spec->names, spec->nnames)) == NULL)
+        return jr_fail(err, JR_ENOMEM, "sqlite: out of memory");
+    c = candidates(b, spec, json, now, &nc, err);
+    free(json);
+    if (c == NULL)
+        return -1;
+    n = claim_picked(b, token, lease, c, nc < spec->max ? nc : spec->max,
+                     out, now, err);
+    free(c);
     return n;
 }
 
@@ -584,18 +876,16 @@ commit_claimed(jr_backend *b, jr_job **out, int n, jr_err *err)
 
 static int
 sqlite_claim(jr_backend *b, const char *token, double lease,
-             const char *const *names, int nnames, int max, jr_job **out,
-             jr_err *err)
+             const jr_claim_spec *spec, jr_job **out, jr_err *err)
 {
     int n;
 
-    if (nnames == 0 || max <= 0)
+    if (spec->nnames <= 0 || spec->max <= 0)
         return 0;
     /* begin first: it may reopen the file, which remakes statements */
     if (begin(b, err) < 0)
         return -1;
-    if ((n = claim_rows(b, token, lease, names, nnames, max, out, jr_now(),
-                        err)) < 0) {
+    if ((n = claim_rows(b, token, lease, spec, out, jr_now(), err)) < 0) {
         rollback(b);
         return -1;
     }
@@ -603,10 +893,12 @@ sqlite_claim(jr_backend *b, const char *token, double lease,
 }
 
 static int
-result_stmt_index(int kind)
+result_stmt_index(const jr_backend *b, int kind)
 {
     switch (kind) {
-    case JR_DONE:    return S_DONE;
+    case JR_DONE:    return b->keep_completed > 0 ? S_KEEP : S_DONE;
+    case JR_CANCELLED: return S_CANCELLED;
+    case JR_PROGRESS: return S_PROGRESS;
     case JR_RETRY:   return S_RETRY;
     case JR_DEAD:    return S_DEAD;
     case JR_SNOOZE:  return S_SNOOZE;
@@ -622,7 +914,7 @@ static int
 complete_one(jr_backend *b, const char *token, const jr_result *r, double now,
              jr_err *err)
 {
-    int which = result_stmt_index(r->kind), changed;
+    int which = result_stmt_index(b, r->kind), changed;
     sqlite3_stmt *s;
 
     if (which < 0)
@@ -632,7 +924,11 @@ complete_one(jr_backend *b, const char *token, const jr_result *r, double now,
         return -1;
     sqlite3_bind_int64(s, 1, r->id);
     bind_text(s, 2, token);
-    if (which != S_DONE) {
+    if (which == S_PROGRESS) {
+        bind_number(s, 3, r->done);
+        bind_number(s, 4, r->total);
+        bind_text(s, 5, r->note);
+    } else if (which != S_DONE) {
         sqlite3_bind_double(s, 3, now);
         sqlite3_bind_double(s, 4, r->delay);
         bind_text(s, 5, r->error);
@@ -672,8 +968,7 @@ sqlite_complete(jr_backend *b, const char *token, const jr_result *r, int n,
 static int
 sqlite_complete_claim(jr_backend *b, const char *token, const jr_result *r,
                       int nr, int *applied, double lease,
-                      const char *const *names, int nnames, int max,
-                      jr_job **out, jr_err *err)
+                      const jr_claim_spec *spec, jr_job **out, jr_err *err)
 {
     double now = jr_now();
     int i, rc, n;
@@ -688,8 +983,7 @@ sqlite_complete_claim(jr_backend *b, const char *token, const jr_result *r,
         }
         *applied += rc;
     }
-    if ((n = claim_rows(b, token, lease, names, nnames, max, out, now,
-                        err)) < 0) {
+    if ((n = claim_rows(b, token, lease, spec, out, now, err)) < 0) {
         rollback(b);
         return -1;
     }
@@ -840,6 +1134,274 @@ sqlite_dead_purge(jr_backend *b, double older_than, jr_err *err)
     return run(b, s, err, "purging dead jobs");
 }
 
+/* Deletes at most limit rows of one finished state older than age
+ * seconds (age < 0: none). Returns how many, or -1. */
+static int
+prune_state(jr_backend *b, int which, double age, int limit, jr_err *err)
+{
+    sqlite3_stmt *s;
+
+    if (age < 0 || limit <= 0)
+        return 0;
+    if ((s = stmt(b, which, err)) == NULL)
+        return -1;
+    sqlite3_bind_double(s, 1, jr_now() - age);
+    sqlite3_bind_int(s, 2, limit);
+    return run(b, s, err, "pruning finished jobs");
+}
+
+static int
+sqlite_prune(jr_backend *b, double older_completed, double older_cancelled,
+             double older_dead, int limit, jr_err *err)
+{
+    int n = 0, rc;
+
+    if (limit <= 0)
+        return 0;
+    if (begin(b, err) < 0)
+        return -1;
+    if ((rc = prune_state(b, S_PRUNE_COMPLETED, older_completed, limit,
+                          err)) < 0)
+        goto fail;
+    n += rc;
+    if ((rc = prune_state(b, S_PRUNE_CANCELLED, older_cancelled, limit - n,
+                          err)) < 0)
+        goto fail;
+    n += rc;
+    if ((rc = prune_state(b, S_PRUNE_DEAD, older_dead, limit - n, err)) < 0)
+        goto fail;
+    n += rc;
+    return commit(b, err) < 0 ? -1 : n;
+fail:
+    rollback(b);
+    return -1;
+}
+
+/* Runs statement which on (id, now); returns changes or -1. */
+static int
+run_id(jr_backend *b, int which, int64_t id, double now, jr_err *err,
+       const char *what)
+{
+    sqlite3_stmt *s = stmt(b, which, err);
+
+    if (s == NULL)
+        return -1;
+    sqlite3_bind_int64(s, 1, id);
+    sqlite3_bind_double(s, 2, now);
+    return run(b, s, err, what);
+}
+
+/* The JR_CANCEL_* outcome of cancelling id, in the open transaction. */
+static int
+cancel_one(jr_backend *b, int64_t id, double now, jr_err *err)
+{
+    sqlite3_stmt *s;
+    int rc;
+
+    if ((rc = run_id(b, S_CANCEL_QUEUED, id, now, err, "cancelling a job"))
+        != 0)
+        return rc < 0 ? -1 : JR_CANCEL_DONE;
+    if ((rc = run_id(b, S_CANCEL_RUNNING, id, now, err, "cancelling a job"))
+        != 0)
+        return rc < 0 ? -1 : JR_CANCEL_REQUESTED;
+    if ((s = stmt(b, S_EXISTS, err)) == NULL)
+        return -1;
+    sqlite3_bind_int64(s, 1, id);
+    rc = sqlite3_step(s);
+    sqlite3_reset(s);
+    if (rc != SQLITE_ROW && rc != SQLITE_DONE)
+        return db_fail(b, err, "cancelling a job");
+    return rc == SQLITE_ROW ? JR_CANCEL_FINISHED : JR_CANCEL_NOTFOUND;
+}
+
+static int
+sqlite_cancel(jr_backend *b, const int64_t *ids, int n, int *outcome,
+              jr_err *err)
+{
+    double now = jr_now();
+    int i;
+
+    if (n <= 0)
+        return 0;
+    if (begin(b, err) < 0)
+        return -1;
+    for (i = 0; i < n; i++) {
+        if ((outcome[i] = cancel_one(b, ids[i], now, err)) < 0) {
+            rollback(b);
+            return -1;
+        }
+    }
+    return commit(b, err);
+}
+
+static int
+sqlite_cancelled(jr_backend *b, const char *token, int64_t *ids, int max,
+                 jr_err *err)
+{
+    sqlite3_stmt *s;
+    int n = 0, rc;
+
+    if (max <= 0)
+        return 0;
+    if ((s = stmt(b, S_CANCEL_POLL, err)) == NULL)
+        return -1;
+    bind_text(s, 1, token);
+    sqlite3_bind_int(s, 2, max);
+    while ((rc = sqlite3_step(s)) == SQLITE_ROW && n < max)
+        ids[n++] = sqlite3_column_int64(s, 0);
+    sqlite3_reset(s);
+    return rc == SQLITE_ROW || rc == SQLITE_DONE ? n :
+           db_fail(b, err, "reading cancel requests");
+}
+
+static int
+set_paused(jr_backend *b, int which, const char *queue, jr_err *err)
+{
+    sqlite3_stmt *s;
+
+    if (jr_name_check(queue, "queue name", err) < 0)
+        return -1;
+    if (file_check(b, err) < 0 || (s = stmt(b, which, err)) == NULL)
+        return -1;
+    bind_text(s, 1, queue);
+    sqlite3_bind_double(s, 2, jr_now());
+    return run(b, s, err, which == S_PAUSE ? "pausing a queue" :
+               "resuming a queue") < 0 ? -1 : 0;
+}
+
+static int
+sqlite_pause(jr_backend *b, const char *queue, jr_err *err)
+{
+    return set_paused(b, S_PAUSE, queue, err);
+}
+
+static int
+sqlite_resume(jr_backend *b, const char *queue, jr_err *err)
+{
+    return set_paused(b, S_RESUME, queue, err);
+}
+
+static int
+sqlite_queue_list(jr_backend *b, jr_queue_cb cb, void *arg, jr_err *err)
+{
+    sqlite3_stmt *s = stmt(b, S_QUEUE_LIST, err);
+    jr_queue_row row;
+    int rc;
+
+    if (s == NULL)
+        return -1;
+    sqlite3_bind_double(s, 1, jr_now());
+    while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
+        row.name = (const char *)sqlite3_column_text(s, 0);
+        row.paused = sqlite3_column_int(s, 1);
+        row.paused_at = sqlite3_column_double(s, 2);
+        row.ready = sqlite3_column_int64(s, 3);
+        row.scheduled = sqlite3_column_int64(s, 4);
+        row.running = sqlite3_column_int64(s, 5);
+        row.dead = sqlite3_column_int64(s, 6);
+        row.cancelled = sqlite3_column_int64(s, 7);
+        row.completed = sqlite3_column_int64(s, 8);
+        if (cb(&row, arg) != 0)
+            break;
+    }
+    sqlite3_reset(s);
+    return rc == SQLITE_ROW || rc == SQLITE_DONE ? 0 :
+           db_fail(b, err, "listing queues");
+}
+
+static const char *
+col_text(sqlite3_stmt *s, int i)
+{
+    return (const char *)sqlite3_column_text(s, i);
+}
+
+static double
+col_number(sqlite3_stmt *s, int i)
+{
+    return sqlite3_column_type(s, i) == SQLITE_NULL ? NAN :
+           sqlite3_column_double(s, i);
+}
+
+/* Reads the JOB_COLUMNS of the current row of s into r. */
+static void
+row_fields(sqlite3_stmt *s, jr_job_row *r)
+{
+    r->id = sqlite3_column_int64(s, 0);
+    r->name = col_text(s, 1);
+    r->queue = col_text(s, 2);
+    r->state = col_text(s, 3);
+    r->payload = NULL;
+    r->attempts = sqlite3_column_int(s, 4);
+    r->max_retries = sqlite3_column_type(s, 5) == SQLITE_NULL ? -1 :
+                     sqlite3_column_int(s, 5);
+    r->priority = sqlite3_column_int(s, 6);
+    r->run_at = sqlite3_column_double(s, 7);
+    r->created_at = sqlite3_column_double(s, 8);
+    r->updated_at = sqlite3_column_double(s, 9);
+    r->started_at = sqlite3_column_double(s, 10);
+    r->finished_at = sqlite3_column_double(s, 11);
+    r->last_error = col_text(s, 12);
+    r->generation = col_text(s, 13);
+    r->locked_by = col_text(s, 14);
+    r->locked_until = sqlite3_column_double(s, 15);
+    r->progress_done = col_number(s, 16);
+    r->progress_total = col_number(s, 17);
+    r->progress_note = col_text(s, 18);
+    r->cancel_requested = sqlite3_column_int(s, 19);
+}
+
+static int
+sqlite_show(jr_backend *b, int64_t id, jr_job_cb cb, void *arg, jr_err *err)
+{
+    sqlite3_stmt *s = stmt(b, S_SHOW, err);
+    jr_job_row row;
+    int rc;
+
+    if (s == NULL)
+        return -1;
+    sqlite3_bind_int64(s, 1, id);
+    rc = sqlite3_step(s);
+    if (rc == SQLITE_ROW) {
+        row_fields(s, &row);
+        row.payload = col_text(s, 20);
+        cb(&row, arg);
+    }
+    sqlite3_reset(s);
+    if (rc == SQLITE_DONE)
+        return jr_fail(err, JR_ENOTFOUND, "job %lld: no such job",
+                       (long long)id);
+    return rc == SQLITE_ROW ? 0 : db_fail(b, err, "reading a job");
+}
+
+static int
+sqlite_list(jr_backend *b, const jr_list_filter *f, jr_job_cb cb, void *arg,
+            jr_err *err)
+{
+    static const jr_list_filter all;
+    sqlite3_stmt *s;
+    jr_job_row row;
+    int rc;
+
+    if (f == NULL)
+        f = &all;
+    if (jr_list_filter_check(f, err) < 0 ||
+        (s = stmt(b, S_LIST, err)) == NULL)
+        return -1;
+    bind_text(s, 1, f->state);
+    bind_text(s, 2, f->name);
+    bind_text(s, 3, f->queue);
+    sqlite3_bind_int(s, 4, f->limit > 0 ? f->limit : -1);
+    sqlite3_bind_double(s, 5, jr_now());
+    while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
+        row_fields(s, &row);
+        if (cb(&row, arg) != 0)
+            break;
+    }
+    sqlite3_reset(s);
+    return rc == SQLITE_ROW || rc == SQLITE_DONE ? 0 :
+           db_fail(b, err, "listing jobs");
+}
+
 /* Watches the -wal file: every commit, ours or another process's, writes
  * it. Our own commits wake us too; changed() filters them out. */
 static int
@@ -899,6 +1461,14 @@ const jr_backend_ops jr_sqlite_ops = {
     .dead_list = sqlite_dead_list,
     .dead_retry = sqlite_dead_retry,
     .dead_purge = sqlite_dead_purge,
+    .prune = sqlite_prune,
+    .cancel = sqlite_cancel,
+    .cancelled = sqlite_cancelled,
+    .pause = sqlite_pause,
+    .resume = sqlite_resume,
+    .queue_list = sqlite_queue_list,
+    .show = sqlite_show,
+    .list = sqlite_list,
     .wake_fd = sqlite_wake_fd,
     .changed = sqlite_changed,
     .close = sqlite_close,

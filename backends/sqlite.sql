@@ -39,3 +39,102 @@ WHEN typeof(NEW.run_at) NOT IN ('real', 'integer')
 BEGIN
     SELECT RAISE(ABORT, 'run_at must be finite epoch seconds, at most 253402300799 (9999-12-31)');
 END;
+-- migration 3
+-- Queues and control. States gain cancelled and completed (kept for the
+-- retention period when the runner is configured so); a job records when
+-- it started and finished, its progress and whether a cancel was
+-- requested while it ran. SQLite cannot change a CHECK: the table is
+-- rebuilt with the same ids and AUTOINCREMENT sequence.
+CREATE TABLE jobs_new (
+    id           INTEGER PRIMARY KEY AUTOINCREMENT,  -- increasing, never reused
+    name         TEXT    NOT NULL
+                 CHECK (length(name) BETWEEN 1 AND 128
+                        AND name NOT GLOB '*[^A-Za-z0-9_.:-]*'),
+    payload      TEXT    NOT NULL DEFAULT '{}' CHECK (json_valid(payload)),
+    queue        TEXT    NOT NULL DEFAULT 'default'
+                 CHECK (length(queue) BETWEEN 1 AND 128
+                        AND queue NOT GLOB '*[^A-Za-z0-9_.:-]*'),
+    priority     INTEGER NOT NULL DEFAULT 0,         -- lower runs first
+    state        TEXT    NOT NULL DEFAULT 'queued'
+                 CHECK (state IN ('queued', 'running', 'dead', 'cancelled',
+                                  'completed')),
+    run_at       REAL    NOT NULL DEFAULT ((julianday('now') - 2440587.5) * 86400.0),
+    attempts     INTEGER NOT NULL DEFAULT 0,         -- counted at claim
+    max_retries  INTEGER CHECK (max_retries >= 0),   -- NULL: handler's or default
+    last_error   TEXT,
+    generation   TEXT,                               -- handler code that last ran it
+    created_at   REAL    NOT NULL DEFAULT ((julianday('now') - 2440587.5) * 86400.0),
+    updated_at   REAL    NOT NULL DEFAULT ((julianday('now') - 2440587.5) * 86400.0),
+    died_at      REAL,
+    locked_by    TEXT,                               -- runner token while running
+    locked_until REAL,                               -- lease end while running
+    started_at   REAL,                               -- last claim
+    finished_at  REAL,                               -- completed, cancelled, dead
+    progress_done  REAL,                             -- NULL until reported
+    progress_total REAL,
+    progress_note  TEXT,
+    cancel_requested INTEGER NOT NULL DEFAULT 0 CHECK (cancel_requested IN (0, 1))
+);
+INSERT INTO jobs_new (id, name, payload, queue, priority, state, run_at,
+                      attempts, max_retries, last_error, generation,
+                      created_at, updated_at, died_at, locked_by,
+                      locked_until, finished_at)
+SELECT id, name, payload, queue, priority, state, run_at, attempts,
+       max_retries, last_error, generation, created_at, updated_at, died_at,
+       locked_by, locked_until, died_at
+FROM jobs ORDER BY id;
+-- ids stay above every id ever given, deleted ones included
+UPDATE sqlite_sequence SET seq = max(seq, coalesce(
+    (SELECT seq FROM sqlite_sequence WHERE name = 'jobs'), 0))
+WHERE name = 'jobs_new';
+INSERT INTO sqlite_sequence (name, seq)
+SELECT 'jobs_new', seq FROM sqlite_sequence WHERE name = 'jobs'
+AND NOT EXISTS (SELECT 1 FROM sqlite_sequence WHERE name = 'jobs_new');
+DROP TABLE jobs;
+ALTER TABLE jobs_new RENAME TO jobs;
+-- the claim: per queue, in priority, run_at, id order (fair claims read
+-- the first few of each queue)
+CREATE INDEX jobs_claim ON jobs (queue, priority, run_at, id)
+    WHERE state = 'queued';
+CREATE INDEX jobs_lease ON jobs (locked_until) WHERE state = 'running';
+CREATE INDEX jobs_locked_by ON jobs (locked_by) WHERE state = 'running';
+CREATE INDEX jobs_dead ON jobs (died_at) WHERE state = 'dead';
+CREATE INDEX jobs_completed ON jobs (finished_at) WHERE state = 'completed';
+CREATE INDEX jobs_cancelled ON jobs (finished_at) WHERE state = 'cancelled';
+-- running jobs whose cancel was requested, polled by their runner
+CREATE INDEX jobs_cancel ON jobs (locked_by)
+    WHERE state = 'running' AND cancel_requested = 1;
+CREATE TRIGGER jobs_run_at_check BEFORE INSERT ON jobs
+WHEN typeof(NEW.run_at) NOT IN ('real', 'integer')
+     OR abs(NEW.run_at) > 253402300799
+BEGIN
+    SELECT RAISE(ABORT, 'run_at must be finite epoch seconds, at most 253402300799 (9999-12-31)');
+END;
+-- One row per queue name ever used. paused = 1 stops every claim from it;
+-- plain SQL pauses with
+--   INSERT INTO queues (name, paused, paused_at) VALUES ('mail', 1,
+--       (julianday('now') - 2440587.5) * 86400.0)
+--   ON CONFLICT (name) DO UPDATE SET paused = 1, paused_at = excluded.paused_at;
+-- and resumes with UPDATE queues SET paused = 0, paused_at = NULL WHERE ...
+CREATE TABLE queues (
+    name       TEXT    PRIMARY KEY
+               CHECK (length(name) BETWEEN 1 AND 128
+                      AND name NOT GLOB '*[^A-Za-z0-9_.:-]*'),
+    paused     INTEGER NOT NULL DEFAULT 0 CHECK (paused IN (0, 1)),
+    paused_at  REAL,
+    updated_at REAL    NOT NULL DEFAULT ((julianday('now') - 2440587.5) * 86400.0)
+) WITHOUT ROWID;
+INSERT INTO queues (name) SELECT DISTINCT queue FROM jobs;
+-- every push, plain SQL ones too, makes its queue known to claims (they
+-- read the queues table to find the queues with work), and so does moving
+-- a job to another queue
+CREATE TRIGGER jobs_queue_known AFTER INSERT ON jobs
+BEGIN
+    INSERT INTO queues (name) SELECT NEW.queue
+    WHERE NOT EXISTS (SELECT 1 FROM queues WHERE name = NEW.queue);
+END;
+CREATE TRIGGER jobs_queue_moved AFTER UPDATE OF queue ON jobs
+BEGIN
+    INSERT INTO queues (name) SELECT NEW.queue
+    WHERE NOT EXISTS (SELECT 1 FROM queues WHERE name = NEW.queue);
+END;

@@ -15,6 +15,7 @@
 #define DEFAULT_BACKEND "sqlite:jobrunner.db"
 #define DEFAULT_MAX_PAYLOAD (1u << 20)
 #define DEFAULT_BUSY_TIMEOUT 5.0
+#define E_NOJOB 1000            /* err code: show found no such job */
 
 struct jr_client {
     jr_db   db;                 /* ops NULL when open failed */
@@ -34,6 +35,7 @@ status_of(int code)
     case JR_EINPUT:  return JR_CLIENT_EINPUT;
     case JR_ENOMEM:  return JR_CLIENT_ENOMEM;
     case JR_ENOTFOUND: return JR_CLIENT_ENODB;
+    case E_NOJOB:    return JR_CLIENT_ENOTFOUND;
     default:         return JR_CLIENT_EDB;
     }
 }
@@ -351,6 +353,182 @@ jr_client_dead_purge(jr_client *c, double older_than, long *count)
     if (rc >= 0 && count != NULL)
         *count = rc;
     return finish(c, rc);
+}
+
+/* jr_client_cancel hands the backend's outcomes through as they are. */
+_Static_assert((int)JR_CLIENT_CANCELLED == (int)JR_CANCEL_DONE &&
+               (int)JR_CLIENT_CANCEL_REQUESTED == (int)JR_CANCEL_REQUESTED &&
+               (int)JR_CLIENT_CANCEL_FINISHED == (int)JR_CANCEL_FINISHED &&
+               (int)JR_CLIENT_CANCEL_NOTFOUND == (int)JR_CANCEL_NOTFOUND,
+               "cancel outcomes of jobrunner.h and backend.h differ");
+
+int
+jr_client_cancel(jr_client *c, const int64_t *ids, size_t n, int *outcomes)
+{
+    int *out;
+    int rc;
+
+    if (c == NULL)
+        return JR_CLIENT_EUSAGE;
+    if (begin(c) < 0)
+        return finish(c, -1);
+    if (n == 0)
+        return finish(c, 0);
+    if (ids == NULL || n > INT_MAX)
+        return finish(c, jr_fail(&c->err, JR_EUSAGE, "cancel: %s",
+                                 ids ? "too many ids" : "ids is NULL"));
+    if ((out = outcomes) == NULL && (out = calloc(n, sizeof *out)) == NULL)
+        return finish(c, jr_fail(&c->err, JR_ENOMEM, "cancel: out of "
+                                 "memory for %zu ids", n));
+    rc = c->db.ops->cancel(c->db.b, ids, (int)n, out, &c->err);
+    if (out != outcomes)
+        free(out);
+    return finish(c, rc);
+}
+
+/* Pauses (pause 1) or resumes queue. */
+static int
+set_paused(jr_client *c, const char *queue, int pause)
+{
+    const char *what = pause ? "queue_pause" : "queue_resume";
+
+    if (c == NULL)
+        return JR_CLIENT_EUSAGE;
+    if (begin(c) < 0)
+        return finish(c, -1);
+    if (queue == NULL)
+        return finish(c, jr_fail(&c->err, JR_EUSAGE, "%s: queue is NULL",
+                                 what));
+    if (jr_name_check(queue, "queue name", &c->err) < 0)
+        return finish(c, -1);
+    return finish(c, pause ? c->db.ops->pause(c->db.b, queue, &c->err)
+                  : c->db.ops->resume(c->db.b, queue, &c->err));
+}
+
+int
+jr_client_queue_pause(jr_client *c, const char *queue)
+{
+    return set_paused(c, queue, 1);
+}
+
+int
+jr_client_queue_resume(jr_client *c, const char *queue)
+{
+    return set_paused(c, queue, 0);
+}
+
+typedef struct job_acc {
+    jr_client_job_fn fn;
+    void            *arg;
+} job_acc;
+
+static int
+job_row(const jr_job_row *row, void *arg)
+{
+    job_acc *a = arg;
+    jr_client_job_info j;
+
+    j.id = row->id;
+    j.name = row->name;
+    j.queue = row->queue;
+    j.state = row->state;
+    j.payload = row->payload;
+    j.attempts = row->attempts;
+    j.max_retries = row->max_retries < 0 ? JR_CLIENT_UNSET :
+                    row->max_retries;
+    j.priority = row->priority;
+    j.run_at = row->run_at;
+    j.created_at = row->created_at;
+    j.started_at = row->started_at;
+    j.finished_at = row->finished_at;
+    j.last_error = row->last_error;
+    j.generation = row->generation;
+    j.locked_by = row->locked_by;
+    j.progress_done = row->progress_done;
+    j.progress_total = row->progress_total;
+    j.progress_note = row->progress_note;
+    j.cancel_requested = row->cancel_requested;
+    return a->fn(&j, a->arg);
+}
+
+int
+jr_client_show(jr_client *c, int64_t id, jr_client_job_fn fn, void *arg)
+{
+    job_acc a = {fn, arg};
+
+    if (c == NULL)
+        return JR_CLIENT_EUSAGE;
+    if (begin(c) < 0)
+        return finish(c, -1);
+    if (fn == NULL)
+        return finish(c, jr_fail(&c->err, JR_EUSAGE, "show: fn is NULL"));
+    if (c->db.ops->show(c->db.b, id, job_row, &a, &c->err) < 0) {
+        if (c->err.code == JR_ENOTFOUND)
+            c->err.code = E_NOJOB;
+        return finish(c, -1);
+    }
+    return finish(c, 0);
+}
+
+int
+jr_client_list(jr_client *c, const jr_client_filter *filter,
+               jr_client_job_fn fn, void *arg)
+{
+    jr_list_filter f = {0};
+    job_acc a = {fn, arg};
+
+    if (c == NULL)
+        return JR_CLIENT_EUSAGE;
+    if (begin(c) < 0)
+        return finish(c, -1);
+    if (fn == NULL)
+        return finish(c, jr_fail(&c->err, JR_EUSAGE, "list: fn is NULL"));
+    if (filter != NULL) {
+        f.state = filter->state;
+        f.name = filter->name;
+        f.queue = filter->queue;
+        f.limit = filter->limit;
+    }
+    return finish(c, c->db.ops->list(c->db.b, &f, job_row, &a, &c->err));
+}
+
+typedef struct queue_acc {
+    jr_client_queue_fn fn;
+    void              *arg;
+} queue_acc;
+
+static int
+queue_row(const jr_queue_row *row, void *arg)
+{
+    queue_acc *a = arg;
+    jr_client_queue q;
+
+    q.name = row->name;
+    q.paused = row->paused;
+    q.paused_at = row->paused_at;
+    q.ready = row->ready;
+    q.scheduled = row->scheduled;
+    q.running = row->running;
+    q.dead = row->dead;
+    q.cancelled = row->cancelled;
+    q.completed = row->completed;
+    return a->fn(&q, a->arg);
+}
+
+int
+jr_client_queue_list(jr_client *c, jr_client_queue_fn fn, void *arg)
+{
+    queue_acc a = {fn, arg};
+
+    if (c == NULL)
+        return JR_CLIENT_EUSAGE;
+    if (begin(c) < 0)
+        return finish(c, -1);
+    if (fn == NULL)
+        return finish(c, jr_fail(&c->err, JR_EUSAGE, "queue_list: fn is "
+                                 "NULL"));
+    return finish(c, c->db.ops->queue_list(c->db.b, queue_row, &a,
+                                           &c->err));
 }
 
 int

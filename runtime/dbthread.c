@@ -180,6 +180,7 @@ run_cycle(jr_dbthread *t, jr_cycle *c)
 {
     const jr_backend_ops *ops = t->db->ops;
     jr_backend *b = t->db->b;
+    jr_claim_spec spec = {.names = c->names, .nnames = c->nnames};
     jr_err e;
     int changed = 1, want, nres;
 
@@ -189,12 +190,12 @@ run_cycle(jr_dbthread *t, jr_cycle *c)
         keep_err(c, &e);
     c->unchanged = c->consume_wake && changed == 0;
     want = changed == 0 && !c->claim_always ? 0 : c->want;
+    spec.others = spec.max = want;      /* every queue, no queue cap */
     nres = c->nresults;
     if (nres > 0 && want > 0 && ops->complete_claim != NULL &&
         (c->nclaimed = ops->complete_claim(b, t->token, c->results, nres,
-                                           &c->applied, t->lease, c->names,
-                                           c->nnames, want, c->claimed,
-                                           &e)) >= 0)
+                                           &c->applied, t->lease, &spec,
+                                           c->claimed, &e)) >= 0)
         nres = want = 0;        /* both done in one transaction */
     else
         c->nclaimed = 0;
@@ -207,8 +208,8 @@ run_cycle(jr_dbthread *t, jr_cycle *c)
         c->renew = c->rescue = 0;
     }
     if (want > 0 &&
-        (c->nclaimed = ops->claim(b, t->token, t->lease, c->names, c->nnames,
-                                  want, c->claimed, &e)) < 0)
+        (c->nclaimed = ops->claim(b, t->token, t->lease, &spec, c->claimed,
+                                  &e)) < 0)
         keep_err(c, &e);
     if (c->renew && (c->renewed = ops->renew(b, t->token, t->lease, &e)) < 0)
         keep_err(c, &e);

@@ -45,21 +45,27 @@ enum {
     JR_DEAD,                    /* no retries left, or discarded */
     JR_SNOOZE,                  /* queued later, attempt not counted */
     JR_RELEASE,                 /* never started: queued, attempt not counted */
-    JR_EXPIRED                  /* never started because its retries were
+    JR_EXPIRED,                 /* never started because its retries were
                                    used up (the last attempt was lost with
                                    its runner's lease): dead, this claim not
                                    counted, last_error kept unless given */
+    JR_CANCELLED,               /* stopped because its cancel was requested:
+                                   cancelled, never retried */
+    JR_PROGRESS                 /* still running: records done, total, note */
 };
 
 /* What became of one claimed job. Strings and pushes are borrowed. */
 typedef struct jr_result {
     int64_t        id;
-    int            kind;        /* JR_DONE ... JR_RELEASE */
+    int            kind;        /* JR_DONE ... JR_PROGRESS */
     double         delay;       /* RETRY, SNOOZE: seconds from now */
-    const char    *error;       /* RETRY, DEAD: the reason; else NULL */
+    const char    *error;       /* RETRY, DEAD, CANCELLED: the reason */
     const char    *generation;  /* handler generation that ran it, or NULL */
     const jr_push *pushes;      /* DONE: follow-up jobs, inserted atomically */
     int            npushes;
+    double         done;        /* PROGRESS: work done so far */
+    double         total;       /* PROGRESS: of this much; NAN: unknown */
+    const char    *note;        /* PROGRESS: a short text, or NULL */
 } jr_result;
 
 /* One loaded handler. Visible: the worker reports these to the master. */

@@ -39,7 +39,8 @@ enum {
     JR_CLIENT_EINPUT = 3,       /* bad job: name, queue, payload, option */
     JR_CLIENT_EDB = 4,          /* the database failed or is unreachable */
     JR_CLIENT_ENOMEM = 7,       /* out of memory */
-    JR_CLIENT_ENODB = 8         /* must_exist and there is no database */
+    JR_CLIENT_ENODB = 8,        /* must_exist and there is no database */
+    JR_CLIENT_ENOTFOUND = 9     /* no job with that id (jr_client_show) */
 };
 
 /* Connection settings; NULL or a zeroed struct means the defaults. With a
@@ -157,6 +158,109 @@ int jr_client_dead_retry(jr_client *c, const int64_t *ids, size_t n,
 /* Deletes dead jobs that died more than older_than seconds ago (0: all).
  * count (may be NULL) receives how many. */
 int jr_client_dead_purge(jr_client *c, double older_than, long *count);
+
+/* ---- control: cancel, pause, inspect ---- */
+
+/* What jr_client_cancel did to each job. The numbers are stable. */
+enum {
+    JR_CLIENT_CANCELLED = 1,        /* was queued or scheduled: it will
+                                       never run */
+    JR_CLIENT_CANCEL_REQUESTED = 2, /* is running: the runner holding it
+                                       stops it and records it cancelled
+                                       (unless it finished first) */
+    JR_CLIENT_CANCEL_FINISHED = 3,  /* already completed, dead or cancelled:
+                                       nothing changed */
+    JR_CLIENT_CANCEL_NOTFOUND = 4   /* no job with that id */
+};
+
+/* Cancels jobs ids[0..n) in one transaction. outcomes (may be NULL) gets
+ * one JR_CLIENT_CANCEL* per id. An id that is not a job is not an error:
+ * its outcome says so. A cancelled job stays, in state "cancelled", until
+ * the runner's retention prunes it. */
+int jr_client_cancel(jr_client *c, const int64_t *ids, size_t n,
+                     int *outcomes);
+
+/* Pauses queue: every runner stops claiming its jobs (within about a
+ * second); running ones finish. Persistent in the database; pausing a
+ * queue no job has used yet creates it paused. queue must be a valid
+ * queue name ([A-Za-z0-9_.:-]{1,128}), else JR_CLIENT_EINPUT. */
+int jr_client_queue_pause(jr_client *c, const char *queue);
+
+/* Resumes a paused queue (a queue that is not paused: a no-op). */
+int jr_client_queue_resume(jr_client *c, const char *queue);
+
+/* One job as jr_client_show and jr_client_list give it. Strings are valid
+ * during the callback only and may be NULL where said; times are epoch
+ * seconds, 0 when not set. */
+typedef struct jr_client_job_info {
+    int64_t     id;
+    const char *name;
+    const char *queue;
+    const char *state;          /* "queued", "running", "dead", "cancelled"
+                                   or "completed" */
+    const char *payload;        /* JSON text; NULL from jr_client_list */
+    int         attempts;       /* attempts so far, counted at claim */
+    int         max_retries;    /* JR_CLIENT_UNSET: not set on the job */
+    int         priority;
+    double      run_at;         /* when it is (or was) due */
+    double      created_at;
+    double      started_at;     /* its last claim; 0: never ran */
+    double      finished_at;    /* completed, cancelled or dead; else 0 */
+    const char *last_error;     /* may be NULL */
+    const char *generation;     /* handler code that last ran it; may be
+                                   NULL */
+    const char *locked_by;      /* the runner holding it; NULL unless
+                                   running */
+    double      progress_done;  /* NAN until the handler reports progress */
+    double      progress_total; /* NAN until reported, or if unknown */
+    const char *progress_note;  /* may be NULL */
+    int         cancel_requested; /* running, and asked to stop */
+} jr_client_job_info;
+
+/* Called once per job. Return 0 to go on, non-zero to stop. */
+typedef int (*jr_client_job_fn)(const jr_client_job_info *job, void *arg);
+
+/* Calls fn once with every field of job id, payload included.
+ * JR_CLIENT_ENOTFOUND, with a message naming the id, if there is none. */
+int jr_client_show(jr_client *c, int64_t id, jr_client_job_fn fn,
+                   void *arg);
+
+/* Which jobs jr_client_list gives; NULL fields match any. */
+typedef struct jr_client_filter {
+    const char *state;          /* a state as in jr_client_job_info, or
+                                   "ready" (queued, due) or "scheduled"
+                                   (queued, due later) */
+    const char *name;           /* a job name */
+    const char *queue;          /* a queue name */
+    int         limit;          /* at most this many; 0: all */
+} jr_client_filter;
+
+/* Calls fn for the jobs filter matches (NULL: every job), newest (highest
+ * id) first, without their payload. JR_CLIENT_EINPUT for an unknown state
+ * or an invalid name. */
+int jr_client_list(jr_client *c, const jr_client_filter *filter,
+                   jr_client_job_fn fn, void *arg);
+
+/* One queue as jr_client_queue_list gives it. name is valid during the
+ * callback only. */
+typedef struct jr_client_queue {
+    const char *name;
+    int         paused;
+    double      paused_at;      /* epoch seconds; 0 when not paused */
+    long        ready;          /* queued and due now */
+    long        scheduled;      /* queued, due later */
+    long        running;
+    long        dead;
+    long        cancelled;
+    long        completed;      /* kept by the runner's retention */
+} jr_client_queue;
+
+/* Called once per queue. Return 0 to go on, non-zero to stop. */
+typedef int (*jr_client_queue_fn)(const jr_client_queue *queue, void *arg);
+
+/* Calls fn for every queue that was ever paused, resumed or given a job,
+ * in name order. */
+int jr_client_queue_list(jr_client *c, jr_client_queue_fn fn, void *arg);
 
 /* The status of the last call on c (JR_CLIENT_OK after a success). */
 int jr_client_errcode(const jr_client *c);

@@ -4,6 +4,7 @@
  * after). Checks go through the ops themselves, so one test reads the same
  * for both. Usage: test_backend_contract [POSTGRES_URL]; spec/run passes
  * the throwaway cluster's. Prints "N passed, N failed". */
+#include <math.h>
 #include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -15,6 +16,10 @@
 
 #include "backend.h"
 #include "check.h"
+
+/* A claim spec of today's kind: names, every queue, max in all. */
+#define ALL_QUEUES(nm, n, mx) (&(jr_claim_spec){.names = (nm),          \
+        .nnames = (n), .others = (mx), .max = (mx)})
 
 static const char *engine;      /* "sqlite" or "postgres", for messages */
 static char url[4096];          /* the engine's URL */
@@ -28,11 +33,13 @@ nap(double s)
     nanosleep(&ts, NULL);
 }
 
-/* A new connection, migrated; the test exits if it cannot open. */
+/* A new connection, migrated, keeping completed jobs keep seconds (0:
+ * deleting them); the test exits if it cannot open. */
 static jr_db
-conn(void)
+conn_keep(double keep)
 {
-    jr_backend_opts o = {.schema = schema[0] ? schema : NULL};
+    jr_backend_opts o = {.schema = schema[0] ? schema : NULL,
+                         .keep_completed = keep};
     jr_db db;
     jr_err e = {0};
 
@@ -41,6 +48,12 @@ conn(void)
         exit(2);
     }
     return db;
+}
+
+static jr_db
+conn(void)
+{
+    return conn_keep(0);
 }
 
 static jr_push
@@ -66,7 +79,8 @@ claim(jr_db *db, const char *token, double lease, const char *name,
 {
     const char *names[1] = {name};
     jr_err e = {0};
-    int n = db->ops->claim(db->b, token, lease, names, 1, max, out, &e);
+    int n = db->ops->claim(db->b, token, lease, ALL_QUEUES(names, 1, max),
+                           out, &e);
 
     CHECK_OK(n, e);
     return n;
@@ -243,8 +257,8 @@ test_claim(void)
     p.priority = -5;
     p.max_retries = 3;
     low = push1(&db, p);
-    CHECK(db.ops->claim(db.b, "T", 30, none, 0, 4, j, &e) == 0);
-    CHECK(db.ops->claim(db.b, "T", 30, none, 1, 4, j, &e) == 0);
+    CHECK(db.ops->claim(db.b, "T", 30, ALL_QUEUES(none, 0, 4), j, &e) == 0);
+    CHECK(db.ops->claim(db.b, "T", 30, ALL_QUEUES(none, 1, 4), j, &e) == 0);
     n = claim(&db, "T", 30, "c.claim", j, 2);
     CHECK(n == 2);
     if (n == 2) {
@@ -376,8 +390,8 @@ test_complete_claim(void)
     r.id = j[0]->id;
     r.kind = JR_DONE;
     free_jobs(j, n);
-    n = db.ops->complete_claim(db.b, "T", &r, 1, &applied, 30, names, 1, 4,
-                               j, &e);
+    n = db.ops->complete_claim(db.b, "T", &r, 1, &applied, 30,
+                               ALL_QUEUES(names, 1, 4), j, &e);
     CHECK_OK(n, e);
     CHECK(n == 1 && applied == 1);
     free_jobs(j, n > 0 ? n : 0);
@@ -514,6 +528,623 @@ test_wake(void)
     jr_db_close(&db);
 }
 
+/* ---- queues and control ---- */
+
+/* A job as show gives it, strings copied. */
+typedef struct shown {
+    int     found;
+    int64_t id;
+    char    name[64], queue[64], state[16], payload[128], last_error[128];
+    char    locked_by[32], note[64];
+    int     attempts, max_retries, priority, cancel_requested;
+    int     has_payload;
+    double  run_at, created_at, started_at, finished_at, done, total;
+} shown;
+
+static void
+copy(char *dst, size_t size, const char *src)
+{
+    snprintf(dst, size, "%s", src ? src : "");
+}
+
+static int
+show_cb(const jr_job_row *r, void *arg)
+{
+    shown *s = arg;
+
+    s->found = 1;
+    s->id = r->id;
+    copy(s->name, sizeof s->name, r->name);
+    copy(s->queue, sizeof s->queue, r->queue);
+    copy(s->state, sizeof s->state, r->state);
+    copy(s->payload, sizeof s->payload, r->payload);
+    s->has_payload = r->payload != NULL;
+    copy(s->last_error, sizeof s->last_error, r->last_error);
+    copy(s->locked_by, sizeof s->locked_by, r->locked_by);
+    copy(s->note, sizeof s->note, r->progress_note);
+    s->attempts = r->attempts;
+    s->max_retries = r->max_retries;
+    s->priority = r->priority;
+    s->cancel_requested = r->cancel_requested;
+    s->run_at = r->run_at;
+    s->created_at = r->created_at;
+    s->started_at = r->started_at;
+    s->finished_at = r->finished_at;
+    s->done = r->progress_done;
+    s->total = r->progress_total;
+    return 0;
+}
+
+/* The job id as show gives it; found 0 (and JR_ENOTFOUND checked) if
+ * there is none. */
+static shown
+show(jr_db *db, int64_t id)
+{
+    shown s;
+    jr_err e = {0};
+
+    memset(&s, 0, sizeof s);
+    if (db->ops->show(db->b, id, show_cb, &s, &e) < 0)
+        CHECK(e.code == JR_ENOTFOUND && strstr(e.msg, "no such job"));
+    return s;
+}
+
+#define STATE_IS(db, id, st) do {                                        \
+        shown s_ = show(db, id);                                         \
+        CHECK(strcmp(s_.state, (st)) == 0);                              \
+        if (strcmp(s_.state, (st)) != 0)                                 \
+            fprintf(stderr, "  job %lld: state '%s', expected '%s'\n",   \
+                    (long long)(id), s_.state, (st));                    \
+    } while (0)
+
+/* Claims with spec; returns how many (out has room for spec->max). */
+static int
+claim_spec(jr_db *db, const char *token, const jr_claim_spec *spec,
+           jr_job **out)
+{
+    jr_err e = {0};
+    int n = db->ops->claim(db->b, token, 30, spec, out, &e);
+
+    CHECK_OK(n, e);
+    return n < 0 ? 0 : n;
+}
+
+static int64_t
+push_q(jr_db *db, const char *name, const char *queue, int priority,
+       double run_in)
+{
+    jr_push p = job(name);
+
+    p.queue = queue;
+    p.priority = priority;
+    p.run_in = run_in;
+    return push1(db, p);
+}
+
+/* Records one result of kind for id under token; returns applied. */
+static int
+result(jr_db *db, const char *token, int64_t id, int kind)
+{
+    jr_result r;
+    jr_err e = {0};
+    int n;
+
+    memset(&r, 0, sizeof r);
+    r.id = id;
+    r.kind = kind;
+    r.error = kind == JR_RETRY || kind == JR_DEAD ? "failed" : NULL;
+    n = db->ops->complete(db->b, token, &r, 1, &e);
+    CHECK_OK(n, e);
+    return n;
+}
+
+/* A backlog in one queue does not hold back the others: the first ready
+ * job of each queue, then the second of each; priority within a queue. */
+static void
+test_fair_claim(void)
+{
+    jr_db db = conn();
+    const char *names[1] = {"c.fair"};
+    jr_claim_spec spec = {.names = names, .nnames = 1, .others = 100,
+                          .max = 6};
+    const char *q[6];
+    jr_job *j[6];
+    int64_t urgent;
+    int i, n;
+
+    for (i = 0; i < 300; i++)
+        push_q(&db, "c.fair", "fair.a", 0, 0);
+    urgent = push_q(&db, "c.fair", "fair.a", -1, 0);
+    for (i = 0; i < 2; i++) {
+        push_q(&db, "c.fair", "fair.b", 0, 0);
+        push_q(&db, "c.fair", "fair.c", 0, 0);
+    }
+    push_q(&db, "c.fair", "fair.c", 0, 3600);   /* not due: not taken */
+    n = claim_spec(&db, "T", &spec, j);
+    CHECK(n == 6);
+    for (i = 0; i < n; i++)
+        q[i] = j[i]->queue;
+    if (n == 6) {
+        /* round 1: one of each queue, then round 2 */
+        CHECK(strcmp(q[0], q[1]) != 0 && strcmp(q[1], q[2]) != 0 &&
+              strcmp(q[0], q[2]) != 0);
+        CHECK(strcmp(q[3], q[4]) != 0 && strcmp(q[4], q[5]) != 0 &&
+              strcmp(q[3], q[5]) != 0);
+        for (i = 0; i < 3; i++)
+            if (strcmp(q[i], "fair.a") == 0)
+                CHECK(j[i]->id == urgent);
+    }
+    free_jobs(j, n);
+    /* b and c are drained: the rest comes from a */
+    n = claim_spec(&db, "T", &spec, j);
+    CHECK(n == 6);
+    for (i = 0; i < n; i++)
+        CHECK(strcmp(j[i]->queue, "fair.a") == 0);
+    free_jobs(j, n);
+    jr_db_close(&db);
+}
+
+/* Per-queue caps: a listed queue gives at most its max; others 0 serves
+ * the listed queues only. */
+static void
+test_queue_caps(void)
+{
+    jr_db db = conn();
+    const char *names[1] = {"c.caps"};
+    jr_queue_want want[1] = {{"caps.a", 1}};
+    jr_claim_spec spec = {.names = names, .nnames = 1, .queues = want,
+                          .nqueues = 1, .others = 10, .max = 10};
+    jr_job *j[10];
+    int i, n, from_a = 0;
+
+    for (i = 0; i < 5; i++) {
+        push_q(&db, "c.caps", "caps.a", 0, 0);
+        push_q(&db, "c.caps", "caps.b", 0, 0);
+    }
+    n = claim_spec(&db, "T", &spec, j);
+    for (i = 0; i < n; i++)
+        from_a += strcmp(j[i]->queue, "caps.a") == 0;
+    CHECK(n == 6 && from_a == 1);
+    free_jobs(j, n);
+    /* only caps.a now, 2 at most; caps.b has none left anyway, so push */
+    push_q(&db, "c.caps", "caps.b", 0, 0);
+    want[0].max = 2;
+    spec.others = 0;
+    n = claim_spec(&db, "T", &spec, j);
+    CHECK(n == 2);
+    for (i = 0; i < n; i++)
+        CHECK(strcmp(j[i]->queue, "caps.a") == 0);
+    free_jobs(j, n);
+    /* total max bounds it all */
+    spec.others = 10;
+    spec.max = 1;
+    n = claim_spec(&db, "T", &spec, j);
+    CHECK(n == 1);
+    free_jobs(j, n);
+    jr_db_close(&db);
+}
+
+typedef struct queues {
+    int          n;
+    jr_queue_row row[8];        /* name points into names */
+    char         names[8][64];
+    const char  *prefix;
+} queues;
+
+static int
+queue_cb(const jr_queue_row *r, void *arg)
+{
+    queues *q = arg;
+
+    if (strncmp(r->name, q->prefix, strlen(q->prefix)) != 0 || q->n == 8)
+        return 0;
+    q->row[q->n] = *r;
+    copy(q->names[q->n], sizeof q->names[0], r->name);
+    q->row[q->n].name = q->names[q->n];
+    q->n++;
+    return 0;
+}
+
+static queues
+queue_list(jr_db *db, const char *prefix)
+{
+    queues q;
+    jr_err e = {0};
+
+    memset(&q, 0, sizeof q);
+    q.prefix = prefix;
+    CHECK_OK(db->ops->queue_list(db->b, queue_cb, &q, &e), e);
+    return q;
+}
+
+/* A paused queue is never claimed nor counted ready; resume brings it
+ * back. Pausing a new valid name creates it paused; a bad name is
+ * refused. */
+static void
+test_pause(void)
+{
+    jr_db db = conn(), other = conn();
+    const char *names[1] = {"c.pause"};
+    jr_job *j[4];
+    jr_err e = {0};
+    queues q;
+    int n;
+
+    push_q(&db, "c.pause", "pause.q", 0, 0);
+    push_q(&db, "c.pause", "pause.q", 0, 0);
+    push_q(&db, "c.pause", "pause.r", 0, 0);
+    CHECK_OK(db.ops->pause(db.b, "pause.q", &e), e);
+    CHECK_OK(db.ops->pause(db.b, "pause.q", &e), e);    /* again: fine */
+    CHECK(other.ops->count_ready(other.b, names, 1, 100, &e) == 1);
+    n = claim_spec(&other, "T", ALL_QUEUES(names, 1, 4), j);
+    CHECK(n == 1 && strcmp(j[0]->queue, "pause.r") == 0);
+    free_jobs(j, n);
+    CHECK(claim_spec(&other, "T", ALL_QUEUES(names, 1, 4), j) == 0);
+    CHECK(other.ops->count_ready(other.b, names, 1, 100, &e) == 0);
+    q = queue_list(&db, "pause.");
+    CHECK(q.n == 2 && q.row[0].paused && !q.row[1].paused &&
+          q.row[0].ready == 2 && q.row[0].paused_at > 0);
+    CHECK_OK(db.ops->resume(db.b, "pause.q", &e), e);
+    n = claim_spec(&other, "T", ALL_QUEUES(names, 1, 4), j);
+    CHECK(n == 2);
+    free_jobs(j, n);
+    /* a queue no job used yet */
+    CHECK_OK(db.ops->pause(db.b, "pause.new", &e), e);
+    q = queue_list(&db, "pause.new");
+    CHECK(q.n == 1 && q.row[0].paused && q.row[0].ready == 0);
+    push_q(&db, "c.pause", "pause.new", 0, 0);      /* stays paused */
+    CHECK(claim_spec(&other, "T", ALL_QUEUES(names, 1, 4), j) == 0);
+    CHECK_OK(db.ops->resume(db.b, "pause.new", &e), e);
+    CHECK_OK(db.ops->resume(db.b, "pause.never", &e), e);
+    n = claim_spec(&other, "T", ALL_QUEUES(names, 1, 4), j);
+    CHECK(n == 1);
+    free_jobs(j, n);
+    memset(&e, 0, sizeof e);
+    CHECK(db.ops->pause(db.b, "bad/queue", &e) < 0 && e.code == JR_EINPUT &&
+          strstr(e.msg, "queue name") != NULL);
+    CHECK(db.ops->resume(db.b, "", &e) < 0 && e.code == JR_EINPUT);
+    jr_db_close(&other);
+    jr_db_close(&db);
+}
+
+/* Each outcome of cancel; a cancelled job is never claimed; the runner
+ * holding a cancel-requested job sees it through cancelled(). */
+static void
+test_cancel(void)
+{
+    jr_db db = conn();
+    const char *names[1] = {"c.cancel"};
+    int64_t ids[5], got[4];
+    int out[5];
+    jr_job *j[4];
+    jr_err e = {0};
+    shown s;
+    int n;
+
+    ids[0] = push_q(&db, "c.cancel", "default", 0, 0);         /* queued */
+    ids[1] = push_q(&db, "c.cancel", "default", 0, 3600);      /* later */
+    ids[2] = push_q(&db, "c.cancel", "default", -9, 0);        /* running */
+    n = claim_spec(&db, "T", ALL_QUEUES(names, 1, 1), j);
+    CHECK(n == 1 && j[0]->id == ids[2]);
+    free_jobs(j, n);
+    ids[3] = push_q(&db, "c.cancel", "default", -9, 0);        /* dead */
+    n = claim_spec(&db, "T", ALL_QUEUES(names, 1, 1), j);
+    CHECK(n == 1 && j[0]->id == ids[3]);
+    free_jobs(j, n);
+    CHECK(result(&db, "T", ids[3], JR_DEAD) == 1);
+    ids[4] = 999999999;                                        /* none */
+    CHECK(db.ops->cancelled(db.b, "T", got, 4, &e) == 0);
+    CHECK_OK(db.ops->cancel(db.b, ids, 5, out, &e), e);
+    CHECK(out[0] == JR_CANCEL_DONE && out[1] == JR_CANCEL_DONE &&
+          out[2] == JR_CANCEL_REQUESTED && out[3] == JR_CANCEL_FINISHED &&
+          out[4] == JR_CANCEL_NOTFOUND);
+    s = show(&db, ids[0]);
+    CHECK(strcmp(s.state, "cancelled") == 0 && s.finished_at > 0);
+    STATE_IS(&db, ids[1], "cancelled");
+    s = show(&db, ids[2]);
+    CHECK(strcmp(s.state, "running") == 0 && s.cancel_requested);
+    CHECK(db.ops->cancelled(db.b, "T", got, 4, &e) == 1 && got[0] == ids[2]);
+    CHECK(db.ops->cancelled(db.b, "other", got, 4, &e) == 0);
+    /* again: the cancelled ones are finished, the running one asked */
+    CHECK_OK(db.ops->cancel(db.b, ids, 3, out, &e), e);
+    CHECK(out[0] == JR_CANCEL_FINISHED && out[1] == JR_CANCEL_FINISHED &&
+          out[2] == JR_CANCEL_REQUESTED);
+    CHECK(claim_spec(&db, "T", ALL_QUEUES(names, 1, 4), j) == 0);
+    /* the runner stops it: cancelled, fenced like any result */
+    CHECK(result(&db, "other", ids[2], JR_CANCELLED) == 0);
+    CHECK(result(&db, "T", ids[2], JR_CANCELLED) == 1);
+    s = show(&db, ids[2]);
+    CHECK(strcmp(s.state, "cancelled") == 0 && s.finished_at > 0 &&
+          s.locked_by[0] == '\0');
+    CHECK(db.ops->cancelled(db.b, "T", got, 4, &e) == 0);
+    CHECK(db.ops->cancel(db.b, ids, 0, out, &e) == 0);
+    jr_db_close(&db);
+}
+
+/* Cancel racing with completion: one outcome. Success wins; a retry,
+ * snooze or release of a cancel-requested job ends it cancelled; a
+ * rescued one too. */
+static void
+test_cancel_race(void)
+{
+    static const int kinds[] = {JR_RETRY, JR_SNOOZE, JR_RELEASE};
+    jr_db db = conn(), keep = conn_keep(3600);
+    const char *names[1] = {"c.race"};
+    int64_t id;
+    int out, i;
+    jr_job *j[1];
+    jr_err e = {0};
+
+    for (i = 0; i < 2; i++) {
+        jr_db *d = i == 0 ? &db : &keep;
+        id = push_q(d, "c.race", "default", 0, 0);
+        CHECK(claim_spec(d, "T", ALL_QUEUES(names, 1, 1), j) == 1);
+        free(j[0]);
+        CHECK_OK(d->ops->cancel(d->b, &id, 1, &out, &e), e);
+        CHECK(out == JR_CANCEL_REQUESTED);
+        CHECK(result(d, "T", id, JR_DONE) == 1);
+        if (i == 0)
+            CHECK(!show(d, id).found);          /* deleted, not cancelled */
+        else
+            STATE_IS(d, id, "completed");
+        CHECK_OK(d->ops->cancel(d->b, &id, 1, &out, &e), e);
+        CHECK(out == (i == 0 ? JR_CANCEL_NOTFOUND : JR_CANCEL_FINISHED));
+    }
+    for (i = 0; i < 3; i++) {
+        id = push_q(&db, "c.race", "default", 0, 0);
+        CHECK(claim_spec(&db, "T", ALL_QUEUES(names, 1, 1), j) == 1);
+        free(j[0]);
+        CHECK_OK(db.ops->cancel(db.b, &id, 1, &out, &e), e);
+        CHECK(result(&db, "T", id, kinds[i]) == 1);
+        STATE_IS(&db, id, "cancelled");
+        CHECK(result(&db, "T", id, JR_DONE) == 0);  /* and nothing else */
+        STATE_IS(&db, id, "cancelled");
+    }
+    CHECK(claim_spec(&db, "T", ALL_QUEUES(names, 1, 1), j) == 0);
+    /* the runner died: its cancel-requested job is not requeued */
+    id = push_q(&db, "c.race", "default", 0, 0);
+    CHECK(db.ops->claim(db.b, "gone", 0.05, ALL_QUEUES(names, 1, 1), j,
+                        &e) == 1);
+    free(j[0]);
+    CHECK_OK(db.ops->cancel(db.b, &id, 1, &out, &e), e);
+    nap(0.2);
+    CHECK(db.ops->rescue(db.b, &e) >= 1);
+    STATE_IS(&db, id, "cancelled");
+    /* a dead job retried from the dead queue loses its cancel request */
+    id = push_q(&db, "c.race", "default", 0, 0);
+    CHECK(claim_spec(&db, "T", ALL_QUEUES(names, 1, 1), j) == 1);
+    free(j[0]);
+    CHECK_OK(db.ops->cancel(db.b, &id, 1, &out, &e), e);
+    CHECK(result(&db, "T", id, JR_DEAD) == 1);
+    STATE_IS(&db, id, "dead");
+    CHECK(db.ops->dead_retry(db.b, &id, 1, &e) == 1);
+    CHECK(!show(&db, id).cancel_requested);
+    CHECK(claim_spec(&db, "T", ALL_QUEUES(names, 1, 1), j) == 1);
+    free(j[0]);
+    CHECK(result(&db, "T", id, JR_RETRY) == 1);
+    STATE_IS(&db, id, "queued");
+    jr_db_close(&keep);
+    jr_db_close(&db);
+}
+
+/* Progress is recorded on a running job under its token, and cleared by
+ * the next claim. */
+static void
+test_progress(void)
+{
+    jr_db db = conn();
+    const char *names[1] = {"c.progress"};
+    jr_result r;
+    jr_job *j[1];
+    jr_err e = {0};
+    int64_t id = push_q(&db, "c.progress", "default", 0, 0);
+    shown s;
+
+    s = show(&db, id);
+    CHECK(isnan(s.done) && isnan(s.total) && s.note[0] == '\0' &&
+          s.started_at == 0);
+    CHECK(claim_spec(&db, "T", ALL_QUEUES(names, 1, 1), j) == 1);
+    free(j[0]);
+    memset(&r, 0, sizeof r);
+    r.id = id;
+    r.kind = JR_PROGRESS;
+    r.done = 3;
+    r.total = 10;
+    r.note = "copying";
+    CHECK(db.ops->complete(db.b, "other", &r, 1, &e) == 0);
+    CHECK(db.ops->complete(db.b, "T", &r, 1, &e) == 1);
+    s = show(&db, id);
+    CHECK(strcmp(s.state, "running") == 0 && s.done == 3 &&
+          s.total == 10 && strcmp(s.note, "copying") == 0 &&
+          s.started_at > 0);
+    r.done = 4;
+    r.total = NAN;                      /* unknown */
+    r.note = NULL;
+    CHECK(db.ops->complete(db.b, "T", &r, 1, &e) == 1);
+    s = show(&db, id);
+    CHECK(s.done == 4 && isnan(s.total) && s.note[0] == '\0');
+    CHECK(result(&db, "T", id, JR_RETRY) == 1);
+    CHECK(db.ops->complete(db.b, "T", &r, 1, &e) == 0);  /* not running */
+    jr_db_close(&db);
+}
+
+/* keep_completed keeps succeeded jobs as completed; prune deletes
+ * finished jobs older than each threshold, at most limit at a time. */
+static void
+test_retention(void)
+{
+    jr_db db = conn_keep(3600);
+    const char *names[1] = {"c.keep"};
+    int64_t done[3], cancelled, dead;
+    jr_job *j[3];
+    jr_err e = {0};
+    shown s;
+    int i, out, n;
+
+    for (i = 0; i < 3; i++)
+        done[i] = push_q(&db, "c.keep", "default", 0, 0);
+    CHECK(claim_spec(&db, "T", ALL_QUEUES(names, 1, 3), j) == 3);
+    free_jobs(j, 3);
+    for (i = 0; i < 3; i++)
+        CHECK(result(&db, "T", done[i], JR_DONE) == 1);
+    s = show(&db, done[0]);
+    CHECK(strcmp(s.state, "completed") == 0 && s.finished_at > 0 &&
+          s.finished_at >= s.started_at && s.locked_by[0] == '\0');
+    cancelled = push_q(&db, "c.keep", "default", 0, 0);
+    CHECK_OK(db.ops->cancel(db.b, &cancelled, 1, &out, &e), e);
+    dead = push_q(&db, "c.keep", "default", 0, 0);
+    CHECK(claim_spec(&db, "T", ALL_QUEUES(names, 1, 1), j) == 1);
+    free(j[0]);
+    CHECK(result(&db, "T", dead, JR_DEAD) == 1);
+    nap(0.05);
+    CHECK(db.ops->prune(db.b, -1, -1, -1, 100, &e) == 0);
+    CHECK(db.ops->prune(db.b, 3600, 3600, 3600, 100, &e) == 0);
+    CHECK(db.ops->prune(db.b, 0, -1, -1, 0, &e) == 0);
+    n = db.ops->prune(db.b, 0, -1, -1, 2, &e);
+    CHECK(n == 2);
+    while ((n = db.ops->prune(db.b, 0, -1, -1, 2, &e)) > 0)
+        ;
+    CHECK(n == 0);
+    for (i = 0; i < 3; i++)
+        CHECK(!show(&db, done[i]).found);
+    STATE_IS(&db, cancelled, "cancelled");
+    STATE_IS(&db, dead, "dead");
+    CHECK(db.ops->prune(db.b, -1, 0, -1, 1000, &e) >= 1);
+    CHECK(!show(&db, cancelled).found);
+    STATE_IS(&db, dead, "dead");
+    CHECK(db.ops->prune(db.b, -1, -1, 0, 1000, &e) >= 1);
+    CHECK(!show(&db, dead).found);
+    jr_db_close(&db);
+}
+
+typedef struct listed {
+    int     n;
+    int64_t id[16];
+    int     payload;            /* some row had a payload */
+} listed;
+
+static int
+list_cb(const jr_job_row *r, void *arg)
+{
+    listed *l = arg;
+
+    if (l->n < 16)
+        l->id[l->n] = r->id;
+    l->payload |= r->payload != NULL;
+    l->n++;
+    return 0;
+}
+
+static listed
+list(jr_db *db, const char *state, const char *name, const char *queue,
+     int limit)
+{
+    jr_list_filter f = {state, name, queue, limit};
+    listed l;
+    jr_err e = {0};
+
+    memset(&l, 0, sizeof l);
+    CHECK_OK(db->ops->list(db->b, &f, list_cb, &l, &e), e);
+    return l;
+}
+
+/* show gives every field; list filters by state, name and queue, newest
+ * first, without payload. */
+static void
+test_show_list(void)
+{
+    jr_db db = conn();
+    const char *names[1] = {"c.show"};
+    jr_push p = job("c.show");
+    int64_t id[4];
+    jr_list_filter bad = {.state = "bogus"};
+    jr_job *j[1];
+    jr_err e = {0};
+    listed l;
+    shown s;
+
+    p.payload = "{\"x\": 1}";
+    p.queue = "show.q";
+    p.priority = 7;
+    p.max_retries = 4;
+    id[0] = push1(&db, p);
+    id[1] = push_q(&db, "c.show", "show.r", 0, 3600);
+    id[2] = push_q(&db, "c.show2", "show.q", 0, 0);
+    id[3] = push_q(&db, "c.show", "show.r", 0, 0);
+    s = show(&db, id[0]);
+    CHECK(s.found && s.id == id[0] && strcmp(s.name, "c.show") == 0 &&
+          strcmp(s.queue, "show.q") == 0 && strcmp(s.state, "queued") == 0 &&
+          s.priority == 7 && s.max_retries == 4 && s.attempts == 0 &&
+          s.has_payload && strstr(s.payload, "\"x\"") != NULL &&
+          s.created_at > 0 && s.run_at > 0 && s.finished_at == 0 &&
+          !s.cancel_requested);
+    CHECK(show(&db, id[1]).max_retries == -1);
+    CHECK(!show(&db, 999999999).found);
+    p.max_retries = -1;
+    CHECK(claim_spec(&db, "tok", ALL_QUEUES(names, 1, 1), j) == 1);
+    free(j[0]);
+    s = show(&db, id[3]);
+    CHECK(strcmp(s.state, "running") == 0 && s.attempts == 1 &&
+          strcmp(s.locked_by, "tok") == 0 && s.started_at > 0);
+    l = list(&db, NULL, "c.show", NULL, 0);
+    CHECK(l.n == 3 && l.id[0] == id[3] && l.id[1] == id[1] &&
+          l.id[2] == id[0] && !l.payload);
+    l = list(&db, NULL, NULL, "show.q", 0);
+    CHECK(l.n == 2 && l.id[0] == id[2] && l.id[1] == id[0]);
+    l = list(&db, "running", "c.show", NULL, 0);
+    CHECK(l.n == 1 && l.id[0] == id[3]);
+    l = list(&db, "scheduled", NULL, "show.r", 0);
+    CHECK(l.n == 1 && l.id[0] == id[1]);
+    l = list(&db, "ready", "c.show", NULL, 0);
+    CHECK(l.n == 1 && l.id[0] == id[0]);
+    l = list(&db, "queued", "c.show", "show.r", 0);
+    CHECK(l.n == 1 && l.id[0] == id[1]);
+    l = list(&db, NULL, "c.show", NULL, 2);
+    CHECK(l.n == 2 && l.id[0] == id[3]);
+    CHECK(db.ops->list(db.b, &bad, list_cb, &l, &e) < 0 &&
+          e.code == JR_EINPUT && strstr(e.msg, "bogus"));
+    bad.state = NULL;
+    bad.queue = "no/such";
+    CHECK(db.ops->list(db.b, &bad, list_cb, &l, &e) < 0 &&
+          e.code == JR_EINPUT && strstr(e.msg, "queue name"));
+    jr_db_close(&db);
+}
+
+/* queue_list counts each state per queue. */
+static void
+test_queue_list(void)
+{
+    jr_db db = conn_keep(3600);
+    const char *names[1] = {"c.ql"};
+    int64_t id;
+    jr_job *j[3];
+    jr_err e = {0};
+    queues q;
+    int out, i;
+
+    for (i = 0; i < 3; i++)
+        push_q(&db, "c.ql", "ql.q", 0, 0);
+    CHECK(claim_spec(&db, "T", ALL_QUEUES(names, 1, 3), j) == 3);
+    CHECK(result(&db, "T", j[0]->id, JR_DONE) == 1);
+    CHECK(result(&db, "T", j[1]->id, JR_DEAD) == 1);
+    free_jobs(j, 3);
+    push_q(&db, "c.ql", "ql.q", 0, 0);
+    push_q(&db, "c.ql", "ql.q", 0, 3600);
+    id = push_q(&db, "c.ql", "ql.q", 0, 0);
+    CHECK_OK(db.ops->cancel(db.b, &id, 1, &out, &e), e);
+    push_q(&db, "c.ql", "ql.r", 0, 0);
+    q = queue_list(&db, "ql.");
+    CHECK(q.n == 2);
+    if (q.n == 2) {
+        jr_queue_row *r = &q.row[0];
+        CHECK(strcmp(r->name, "ql.q") == 0 && !r->paused &&
+              r->ready == 1 && r->scheduled == 1 && r->running == 1 &&
+              r->dead == 1 && r->cancelled == 1 && r->completed == 1);
+        CHECK(strcmp(q.row[1].name, "ql.r") == 0 && q.row[1].ready == 1);
+    }
+    jr_db_close(&db);
+}
+
 static const struct test {
     const char *name;
     void      (*fn)(void);
@@ -529,6 +1160,15 @@ static const struct test {
     {"count_ready", test_count_ready},
     {"dead list, retry, purge", test_dead},
     {"wake_fd, changed", test_wake},
+    {"fair claim across queues with a backlog in one", test_fair_claim},
+    {"claim caps per queue, others 0, total", test_queue_caps},
+    {"paused queue never claimed, resume", test_pause},
+    {"cancel: every outcome", test_cancel},
+    {"cancel racing completion: one outcome", test_cancel_race},
+    {"progress result", test_progress},
+    {"retention and prune", test_retention},
+    {"show and list", test_show_list},
+    {"queue_list counts", test_queue_list},
 };
 
 static void

@@ -14,6 +14,10 @@
 
 #include "backend.h"
 #include "check.h"
+
+/* A claim spec of today's kind: names, every queue, max in all. */
+#define ALL_QUEUES(nm, n, mx) (&(jr_claim_spec){.names = (nm),          \
+        .nnames = (n), .others = (mx), .max = (mx)})
 #include "util.h"
 
 static const jr_backend_ops *ops = &jr_postgres_ops;
@@ -99,7 +103,7 @@ claim_all(jr_backend *b, const char *token, double lease, const char *name,
 {
     const char *names[1] = {name};
     jr_err e = {0};
-    int n = ops->claim(b, token, lease, names, 1, max, out, &e);
+    int n = ops->claim(b, token, lease, ALL_QUEUES(names, 1, max), out, &e);
 
     CHECK_OK(n, e);
     return n;
@@ -161,9 +165,9 @@ test_migrate(void)
         return;
     CHECK_OK(ops->migrate(b, &e), e);
     CHECK_OK(ops->migrate(b, &e), e);
-    CHECK(qn("SELECT count(*) FROM jrmig.migrations") == 2);
+    CHECK(qn("SELECT count(*) FROM jrmig.migrations") == 3);
     CHECK(qn("SELECT count(*) FROM information_schema.tables "
-             "WHERE table_schema = 'jrmig'") == 2);
+             "WHERE table_schema = 'jrmig'") == 3);      /* + queues */
     ops->close(b);
     /* another process migrating the same schema again */
     b = ops->open(url, &o, &e);
@@ -196,7 +200,7 @@ test_migrate_race(void)
             WEXITSTATUS(status) == 0)
             ok++;
     CHECK(ok == 6);
-    CHECK(qn("SELECT count(*) FROM jrrace.migrations") == 2);
+    CHECK(qn("SELECT count(*) FROM jrrace.migrations") == 3);
     q("DROP SCHEMA jrrace CASCADE");
 }
 
@@ -326,10 +330,10 @@ test_claim(void)
              "interval '29 s'") == 3);
     CHECK(claim_all(b, "tok", 30, "a", j, 10) == 0);     /* late waits */
 
-    n = ops->claim(b, "tok", 30, names, 2, 10, j, &e);
+    n = ops->claim(b, "tok", 30, ALL_QUEUES(names, 2, 10), j, &e);
     CHECK(n == 1 && strcmp(j[0]->name, "b") == 0);
     free_jobs(j, n > 0 ? n : 0);
-    CHECK(ops->claim(b, "tok", 30, names, 0, 10, j, &e) == 0);
+    CHECK(ops->claim(b, "tok", 30, ALL_QUEUES(names, 0, 10), j, &e) == 0);
 
     for (n = 0; n < 5; n++)
         push1(b, job("c", NULL));
@@ -364,7 +368,8 @@ test_claim_race(void)
             int n;
             close(fds[0]);
             snprintf(tok, sizeof tok, "r%d", k);
-            while (c && (n = ops->claim(c, tok, 30, names, 1, 7, j, &e)) > 0)
+            while (c && (n = ops->claim(c, tok, 30,
+                                        ALL_QUEUES(names, 1, 7), j, &e)) > 0)
                 for (i = 0; i < n; i++) {
                     if (write(fds[1], &j[i]->id, sizeof j[i]->id) < 0)
                         _exit(1);

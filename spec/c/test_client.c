@@ -1,0 +1,288 @@
+/* test_client.c - the control calls of the producer library (jobrunner.h):
+ * cancel, queue pause/resume/list, show and list, through the public API
+ * only, against SQLite (a temp file) and, when a URL is given, PostgreSQL
+ * (a schema of its own, dropped after). A runner is played by the backend
+ * ops where a job must be running. Usage: test_client [POSTGRES_URL];
+ * spec/run passes the throwaway cluster's. Prints "N passed, N failed". */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <libpq-fe.h>
+
+#include "backend.h"
+#include "check.h"
+#include "jobrunner.h"
+
+static const char *engine;      /* "sqlite" or "postgres", for messages */
+static char url[4096];          /* the engine's URL */
+static char schema[64];         /* PostgreSQL schema of this run */
+
+static jr_client *
+open_client(void)
+{
+    jr_client_config cfg = {.schema = schema[0] ? schema : NULL};
+    jr_client *c;
+
+    if (jr_client_open(&c, url, &cfg) != JR_CLIENT_OK) {
+        fprintf(stderr, "%s: open: %s\n", engine, jr_client_errmsg(c));
+        exit(2);
+    }
+    return c;
+}
+
+static int64_t
+push(jr_client *c, const char *name, const char *queue, double run_in)
+{
+    jr_client_opts o = JR_CLIENT_OPTS_INIT;
+    int64_t id = -1;
+
+    o.queue = queue;
+    o.run_in = run_in;
+    CHECK(jr_client_push(c, name, "{\"k\": \"v\"}", &o, &id) ==
+          JR_CLIENT_OK);
+    return id;
+}
+
+/* Claims one job named name as a runner would (token "runner"). */
+static int64_t
+run_one(const char *name)
+{
+    jr_backend_opts o = {.schema = schema[0] ? schema : NULL};
+    const char *names[1] = {name};
+    jr_claim_spec spec = {.names = names, .nnames = 1, .others = 1,
+                          .max = 1};
+    jr_job *j[1];
+    jr_err e = {0};
+    jr_db db;
+    int64_t id = -1;
+
+    if (jr_db_open(&db, url, &o, &e) < 0) {
+        CHECK_OK(-1, e);
+        return -1;
+    }
+    if (db.ops->claim(db.b, "runner", 60, &spec, j, &e) == 1) {
+        id = j[0]->id;
+        free(j[0]);
+    }
+    jr_db_close(&db);
+    return id;
+}
+
+typedef struct seen {
+    int     n;
+    int64_t id[8];
+    char    state[8][16];
+    char    payload[64];
+    int     max_retries, cancel_requested, had_payload;
+    double  done;
+} seen;
+
+static int
+job_fn(const jr_client_job_info *j, void *arg)
+{
+    seen *s = arg;
+
+    if (s->n < 8) {
+        s->id[s->n] = j->id;
+        snprintf(s->state[s->n], sizeof s->state[0], "%s", j->state);
+    }
+    snprintf(s->payload, sizeof s->payload, "%s",
+             j->payload ? j->payload : "");
+    s->had_payload |= j->payload != NULL;
+    s->max_retries = j->max_retries;
+    s->cancel_requested = j->cancel_requested;
+    s->done = j->progress_done;
+    s->n++;
+    return 0;
+}
+
+static seen
+show(jr_client *c, int64_t id, int *status)
+{
+    seen s;
+
+    memset(&s, 0, sizeof s);
+    *status = jr_client_show(c, id, job_fn, &s);
+    return s;
+}
+
+static void
+test_cancel(void)
+{
+    jr_client *c = open_client();
+    int64_t ids[4];
+    int out[4], st;
+    seen s;
+
+    ids[0] = push(c, "cl.cancel", NULL, 0);
+    ids[1] = push(c, "cl.cancel", NULL, 3600);
+    ids[2] = push(c, "cl.cancel.run", NULL, 0);
+    CHECK(run_one("cl.cancel.run") == ids[2]);
+    ids[3] = 987654321;
+    CHECK(jr_client_cancel(c, ids, 4, out) == JR_CLIENT_OK);
+    CHECK(out[0] == JR_CLIENT_CANCELLED && out[1] == JR_CLIENT_CANCELLED &&
+          out[2] == JR_CLIENT_CANCEL_REQUESTED &&
+          out[3] == JR_CLIENT_CANCEL_NOTFOUND);
+    CHECK(jr_client_cancel(c, ids, 1, out) == JR_CLIENT_OK &&
+          out[0] == JR_CLIENT_CANCEL_FINISHED);
+    CHECK(jr_client_cancel(c, ids, 2, NULL) == JR_CLIENT_OK);
+    CHECK(jr_client_cancel(c, ids, 0, NULL) == JR_CLIENT_OK);
+    CHECK(jr_client_cancel(c, NULL, 2, out) == JR_CLIENT_EUSAGE);
+    s = show(c, ids[2], &st);
+    CHECK(st == JR_CLIENT_OK && strcmp(s.state[0], "running") == 0 &&
+          s.cancel_requested);
+    s = show(c, ids[0], &st);
+    CHECK(st == JR_CLIENT_OK && strcmp(s.state[0], "cancelled") == 0);
+    jr_client_close(c);
+}
+
+static int
+queue_fn(const jr_client_queue *q, void *arg)
+{
+    jr_client_queue *want = arg;
+
+    if (strcmp(q->name, want->name) == 0) {
+        *want = *q;
+        want->name = "found";
+    }
+    return 0;
+}
+
+static void
+test_pause(void)
+{
+    jr_client *c = open_client();
+    jr_client_queue q = {.name = "cl.media"};
+
+    push(c, "cl.pause", "cl.media", 0);
+    push(c, "cl.pause", "cl.media", 3600);
+    CHECK(jr_client_queue_pause(c, "cl.media") == JR_CLIENT_OK);
+    CHECK(run_one("cl.pause") == -1);
+    CHECK(jr_client_queue_list(c, queue_fn, &q) == JR_CLIENT_OK);
+    CHECK(strcmp(q.name, "found") == 0 && q.paused && q.ready == 1 &&
+          q.scheduled == 1 && q.paused_at > 0);
+    CHECK(jr_client_queue_resume(c, "cl.media") == JR_CLIENT_OK);
+    CHECK(run_one("cl.pause") > 0);
+    q.name = "cl.media";
+    CHECK(jr_client_queue_list(c, queue_fn, &q) == JR_CLIENT_OK);
+    CHECK(!q.paused && q.ready == 0 && q.running == 1);
+    CHECK(jr_client_queue_pause(c, "bad queue") == JR_CLIENT_EINPUT);
+    CHECK(strstr(jr_client_errmsg(c), "queue name") != NULL);
+    CHECK(jr_client_queue_resume(c, NULL) == JR_CLIENT_EUSAGE);
+    CHECK(jr_client_queue_list(c, NULL, NULL) == JR_CLIENT_EUSAGE);
+    jr_client_close(c);
+}
+
+static void
+test_show_list(void)
+{
+    jr_client *c = open_client();
+    jr_client_filter f = {.name = "cl.list"};
+    int64_t a, b, d;
+    int st;
+    seen s;
+
+    a = push(c, "cl.list", "cl.q1", 0);
+    b = push(c, "cl.list", "cl.q2", 3600);
+    d = push(c, "cl.list", "cl.q1", 0);
+    s = show(c, a, &st);
+    CHECK(st == JR_CLIENT_OK && s.n == 1 && s.id[0] == a &&
+          strstr(s.payload, "\"k\"") != NULL &&
+          s.max_retries == JR_CLIENT_UNSET && isnan(s.done));
+    s = show(c, 987654321, &st);
+    CHECK(st == JR_CLIENT_ENOTFOUND && s.n == 0 &&
+          jr_client_errcode(c) == JR_CLIENT_ENOTFOUND &&
+          strstr(jr_client_errmsg(c), "987654321") != NULL);
+    memset(&s, 0, sizeof s);
+    CHECK(jr_client_list(c, &f, job_fn, &s) == JR_CLIENT_OK);
+    CHECK(s.n == 3 && s.id[0] == d && s.id[1] == b && s.id[2] == a &&
+          !s.had_payload);
+    memset(&s, 0, sizeof s);
+    f.queue = "cl.q1";
+    f.limit = 1;
+    CHECK(jr_client_list(c, &f, job_fn, &s) == JR_CLIENT_OK);
+    CHECK(s.n == 1 && s.id[0] == d);
+    memset(&s, 0, sizeof s);
+    f.queue = NULL;
+    f.limit = 0;
+    f.state = "scheduled";
+    CHECK(jr_client_list(c, &f, job_fn, &s) == JR_CLIENT_OK);
+    CHECK(s.n == 1 && s.id[0] == b);
+    f.state = "finished";
+    CHECK(jr_client_list(c, &f, job_fn, &s) == JR_CLIENT_EINPUT);
+    CHECK(strstr(jr_client_errmsg(c), "'finished'") != NULL);
+    CHECK(jr_client_list(c, NULL, NULL, NULL) == JR_CLIENT_EUSAGE);
+    CHECK(jr_client_show(NULL, a, job_fn, &s) == JR_CLIENT_EUSAGE);
+    jr_client_close(c);
+}
+
+static const struct test {
+    const char *name;
+    void      (*fn)(void);
+} tests[] = {
+    {"jr_client_cancel", test_cancel},
+    {"jr_client_queue_pause, resume, list", test_pause},
+    {"jr_client_show, jr_client_list", test_show_list},
+};
+
+static void
+run_all(int *pass, int *fail)
+{
+    size_t i;
+
+    for (i = 0; i < sizeof tests / sizeof tests[0]; i++) {
+        failed = 0;
+        tests[i].fn();
+        printf("%s %s: %s\n", failed ? "FAIL" : "ok  ", engine,
+               tests[i].name);
+        if (failed)
+            (*fail)++;
+        else
+            (*pass)++;
+    }
+}
+
+static void
+pg_exec(const char *pgurl, const char *sql)
+{
+    PGconn *c = PQconnectdb(pgurl);
+
+    if (PQstatus(c) == CONNECTION_OK)
+        PQclear(PQexec(c, sql));
+    PQfinish(c);
+}
+
+int
+main(int argc, char **argv)
+{
+    char dir[] = "/tmp/jrclient.XXXXXX", drop[256];
+    int pass = 0, fail = 0;
+
+    if (mkdtemp(dir) == NULL) {
+        perror("mkdtemp");
+        return 2;
+    }
+    engine = check_where = "sqlite";
+    snprintf(url, sizeof url, "sqlite:%s/jobs.db", dir);
+    run_all(&pass, &fail);
+    snprintf(drop, sizeof drop, "rm -rf '%s'", dir);
+    if (system(drop) != 0)
+        fprintf(stderr, "could not remove %s\n", dir);
+    if (argc > 1 && argv[1][0] != '\0') {
+        engine = check_where = "postgres";
+        snprintf(url, sizeof url, "%s", argv[1]);
+        snprintf(schema, sizeof schema, "jrclient_%d", (int)getpid());
+        snprintf(drop, sizeof drop, "SET client_min_messages = warning; "
+                 "DROP SCHEMA IF EXISTS %s CASCADE", schema);
+        pg_exec(url, drop);
+        run_all(&pass, &fail);
+        pg_exec(url, drop);
+    } else {
+        printf("skip postgres: no URL given\n");
+    }
+    printf("%d passed, %d failed\n", pass, fail);
+    return fail ? 1 : 0;
+}
