@@ -162,10 +162,10 @@ add_handler(loader *ld, const char *name, int max_retries, double timeout,
     return 0;
 }
 
-/* Checks the handler table at the top: handle, and options of the right
- * type. Returns NULL or a message (static). [-0, +0, -] */
+/* A key of the handler table on top that is not a handler option, as a
+ * message (static), or NULL.  [-0, +0, -] */
 static const char *
-check_table(lua_State *L, int *max_retries, double *timeout, double *backoff)
+unknown_key(lua_State *L)                          /* t */
 {
     static char msg[256];
     static const char *const known[] = {"handle", "max_retries", "timeout",
@@ -186,6 +186,20 @@ check_table(lua_State *L, int *max_retries, double *timeout, double *backoff)
             return msg;
         }
     }                                            /* t */
+    return NULL;
+}
+
+/* The handler table on top: its keys known, handle a function, the
+ * options in range (read into *max_retries, *timeout, *backoff). NULL, or
+ * what is wrong.  [-0, +0, -] */
+static const char *
+check_table(lua_State *L, int *max_retries, double *timeout, double *backoff)
+{
+    const char *bad = unknown_key(L);
+    int i;
+
+    if (bad != NULL)
+        return bad;
     if (lua_getfield(L, -1, "handle") != LUA_TFUNCTION) {
         lua_pop(L, 1);
         return "handler table has no 'handle' function";
