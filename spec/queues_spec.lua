@@ -66,18 +66,23 @@ for _, backend in ipairs(jr.backends()) do
 
     it("a slow queue at its cap while another queue's jobs keep flowing", function()
       env:config("concurrency = 4, queues = { slow = 1 }")
-      env:script("q.slow", sleeper("slow", "0.4"))
+      env:script("q.slow", sleeper("slow", "0.5"))
       env:script("q.fast", jr.RECORD .. [[
         return function(job) record("fast", job.id) end
       ]])
-      for _ = 1, 5 do env:push("q.slow", "{}", "--queue", "slow") end
+      local q = client(env)
+      local slow, fast = {}, {}
+      for i = 1, 6 do slow[i] = { "q.slow", {}, { queue = "slow" } } end
+      for i = 1, 20 do fast[i] = { "q.fast", {}, { queue = "fast" } } end
+      assert(q:push_many(slow))
       env:start()
-      for _ = 1, 20 do env:push("q.fast", "{}", "--queue", "fast") end
+      assert(q:push_many(fast))
+      q:close()
       jr.wait_for(function() return #jr.lines(env.dir .. "/fast") == 20 end, 20,
         "the fast queue's jobs run")
-      assert.is_true(#jr.lines(env.dir .. "/slow") < 5,
+      assert.is_true(#jr.lines(env.dir .. "/slow") < 4,
         "the fast jobs did not wait for the slow queue's backlog")
-      jr.wait_for(function() return #jr.lines(env.dir .. "/slow") == 5 end, 30,
+      jr.wait_for(function() return #jr.lines(env.dir .. "/slow") == 6 end, 30,
         "the slow queue drains")
       assert.are.equal(1, max_overlap(jr.lines(env.dir .. "/slow")))
       env:stop()
