@@ -200,9 +200,14 @@ jr_qstate_cycle(master *m, jr_cycle *c)
             if (strcmp(m->qs[k].name, c->claimed[i]->queue) == 0)
                 got[k]++;
     /* a capped queue that gave all it was asked (or was full) may have
-     * more: claim when one of its jobs ends, not at the next poll */
-    for (k = 0; k < m->nqs; k++)
+     * more: claim when one of its jobs ends, not at the next poll; and
+     * now if some ended while this cycle ran */
+    count_held(m);
+    for (k = 0; k < m->nqs; k++) {
         m->qs[k].more = m->qs[k].capped && got[k] >= m->qs[k].asked;
+        if (m->qs[k].more && m->qs[k].held < m->qs[k].target)
+            m->want_claim = 1;
+    }
     free(got);
 }
 

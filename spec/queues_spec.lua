@@ -88,6 +88,22 @@ for _, backend in ipairs(jr.backends()) do
       env:stop()
     end)
 
+    it("a capped queue of short jobs drains as its jobs end, not at each poll", function()
+      env:config("concurrency = 2, poll_interval = 3600, queues = { small = 2, tiny = 1 }")
+      env:script("q.short", "return function() end")
+      local q = client(env)
+      local batch = {}
+      for i = 1, 600 do
+        batch[i] = { "q.short", {}, { queue = i % 3 == 0 and "tiny" or "small" } }
+      end
+      assert(q:push_many(batch))
+      env:start()
+      jr.wait_for(function() return env:count() == 0 end, 30,
+        "600 jobs in capped queues drain")
+      q:close()
+      env:stop()
+    end)
+
     it("a trickle in one queue starts quickly behind a 10,000-job backlog in another", function()
       env:config("concurrency = 2")
       env:script("q.bulk", [[
