@@ -437,10 +437,6 @@ jr_claimq_work(evutil_socket_t fd, short what, void *arg)
     }
     c->count_ready = m->count_due;
     jr_qstate_spec(m, c, c->want);
-    /* jobs claimed ahead must not start once their queue is paused */
-    c->poll_paused = (m->paused_due && m->qlen > 0) || m->count_due;
-    c->ahead = m->qlen > 0;
-    m->paused_due = 0;
     c->renew = m->renew_due;
     c->rescue = m->rescue_due;
     c->claimed = m->claimed;

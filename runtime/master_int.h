@@ -209,7 +209,7 @@ void    jr_claimq_wake(evutil_socket_t fd, short what, void *arg);
 int  jr_qstate_init(master *m);         /* -1 when out of memory */
 void jr_qstate_free(master *m);
 /* Fills c's queue caps (each queue's target less what it holds here) for
- * a claim of up to want jobs. */
+ * a claim of up to want jobs, and whether it reads the paused queues. */
 void jr_qstate_spec(master *m, jr_cycle *c, int want);
 /* After cycle c: notes which capped queues may have more ready, takes the
  * paused queues it read (releasing local jobs of paused queues). */

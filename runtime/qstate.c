@@ -124,6 +124,10 @@ jr_qstate_spec(master *m, jr_cycle *c, int want)
     int k, free_slots;
     qstate *q;
 
+    /* jobs claimed ahead must not start once their queue is paused */
+    c->poll_paused = (m->paused_due && m->qlen > 0) || c->count_ready;
+    c->ahead = m->qlen > 0;
+    m->paused_due = 0;
     c->others = m->serve_all ? want : 0;
     c->nqueues = 0;
     if (m->nqs == 0)
