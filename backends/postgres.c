@@ -68,19 +68,19 @@ static const struct stmt {
 } stmts[S_COUNT] = {
     /* Fair: per queue not paused, its first cap ready jobs (a LATERAL
      * LIMIT over the jobs_claim index, so a backlog costs no scan), ranked
-     * within it; then round robin over the ranks. $5/$6 list queue caps,
+     * within it; then round robin over the ranks, the queue that leads
+     * each round rotating ($8) over the queues with jobs. $5/$6 list caps,
      * $7 is the cap of the others; $4 the total. */
     [S_CLAIM] = {"jr_claim", 8,
         "WITH q AS (SELECT qq.name, least(coalesce(w.cap, $7::int), $4::int)"
-        "  AS cap, row_number() OVER (ORDER BY qq.name) AS qi,"
-        "  count(*) OVER () AS nq FROM {{schema}}.queues qq"
+        "  AS cap FROM {{schema}}.queues qq"
         "  LEFT JOIN (SELECT queue, min(cap) AS cap"
         "   FROM unnest($5::text[], $6::int[]) AS u(queue, cap)"
         "   GROUP BY queue) w ON w.queue = qq.name"
         "  WHERE NOT qq.paused"
         "  AND least(coalesce(w.cap, $7::int), $4::int) > 0),"
-        " c AS (SELECT r.id, r.rn, (q.qi + $8::bigint) % q.nq AS turn,"
-        "  r.priority, r.run_at FROM q"
+        " c0 AS (SELECT r.id, r.rn, q.name AS qname, r.priority, r.run_at"
+        "  FROM q"
         "  CROSS JOIN LATERAL (SELECT s.id, s.priority, s.run_at,"
         "   row_number() OVER (ORDER BY s.priority, s.run_at, s.id) AS rn"
         "   FROM (SELECT id, priority, run_at FROM {{schema}}.jobs"
@@ -88,6 +88,11 @@ static const struct stmt {
         "    AND name = ANY($3::text[])"
         "    ORDER BY priority, run_at, id LIMIT q.cap"
         "    FOR UPDATE SKIP LOCKED) s) r),"
+        /* the leading queue rotates over the queues with jobs: $8 */
+        " c1 AS (SELECT c0.*, dense_rank() OVER (ORDER BY qname) AS qi"
+        "  FROM c0),"
+        " c AS (SELECT c1.*, (qi + $8::bigint) % max(qi) OVER () AS turn"
+        "  FROM c1),"
         " pick AS (SELECT id, row_number() OVER"
         "  (ORDER BY rn, turn, priority, run_at, id) AS ord FROM c"
         "  ORDER BY rn, turn, priority, run_at, id LIMIT $4::int)"

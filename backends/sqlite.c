@@ -739,7 +739,6 @@ candidates(jr_backend *b, const jr_claim_spec *spec, const char *json,
         if ((k = queue_cap(spec, queue)) <= 0)
             continue;
         from = *n;
-        nq++;
         if ((size_t)*n + (size_t)k > cap) {
             cap = ((size_t)*n + (size_t)k) * 2;
             if ((bigger = realloc(c, cap * sizeof *c)) == NULL) {
@@ -751,7 +750,8 @@ candidates(jr_backend *b, const jr_claim_spec *spec, const char *json,
         if (queue_candidates(b, queue, k, json, now, c, n, err) < 0)
             goto fail;
         for (i = from; i < *n; i++)
-            c[i].turn = nq - 1;
+            c[i].turn = nq;
+        nq += *n > from;        /* the rotation is over queues with jobs */
     }
     sqlite3_reset(q);
     if (rc != SQLITE_DONE) {

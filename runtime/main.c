@@ -63,7 +63,7 @@ usage(FILE *f)
             "  1  runtime or database failure\n"
             "  2  bad command line or bad input (name, JSON, duration)\n"
             "  3  errors in the config file or in handlers (check)\n"
-            "  4  no database (stats, dead list: they create none)\n"
+            "  4  no database (stats, dead list, queue list: they create none)\n"
             "\nenvironment:\n"
             "  JOBRUNNER_BACKEND   the backend URL when neither --backend nor "
             "--backend-file\n"
