@@ -30,7 +30,8 @@ endif
 
 RUNTIME  = main commands inspect client master claimq pool spawn output gen \
            events dbthread worker frame config script luabridge jrlib \
-           luaopts hooks reload log err json util job retry
+           luaopts hooks reload log err json util job retry queues \
+           qstate queuecmd
 BACKENDS = backend sqlite postgres
 OBJS     = $(RUNTIME:%=$(BUILD)/runtime/%.o) $(BACKENDS:%=$(BUILD)/backends/%.o) \
            $(BUILD)/sqlite_sql.o $(BUILD)/postgres_sql.o
@@ -129,6 +130,7 @@ clean:
 OBJCOPY      ?= objcopy
 SONAME        = libjobrunner.so.0
 LIB_SRCS      = runtime/client.c runtime/config.c runtime/hooks.c \
+                runtime/queues.c \
                 runtime/script.c runtime/luabridge.c runtime/json.c \
                 runtime/log.c runtime/util.c runtime/err.c runtime/job.c \
                 backends/backend.c backends/sqlite.c backends/postgres.c

@@ -121,6 +121,8 @@ typedef int (*jr_stat_cb)(const jr_stat_row *row, void *arg);
 typedef int (*jr_dead_cb)(const jr_dead_row *row, void *arg);
 typedef int (*jr_job_cb)(const jr_job_row *row, void *arg);
 typedef int (*jr_queue_cb)(const jr_queue_row *row, void *arg);
+typedef int (*jr_name_cb)(const char *queue, void *arg);
+typedef int (*jr_count_cb)(const char *queue, long n, void *arg);
 
 typedef struct jr_backend_opts {
     int         sync_normal;    /* SQLite: synchronous=NORMAL instead of FULL */
@@ -159,7 +161,9 @@ typedef struct jr_backend_ops {
      * the spec's cap from each queue: marks them running under token until
      * now + lease seconds, sets started_at and counts the attempt. Fair
      * between queues: round robin in one batch (the first ready job of
-     * each queue, then the second of each...); within a queue priority,
+     * each queue, then the second of each...), and across batches, as
+     * the queue that comes first in a round rotates from one claim to the
+     * next (so one-job claims alternate too); within a queue priority,
      * run_at, id. Fills out[] (spec->max slots) with new jobs in that
      * order (caller frees each). Returns how many, or -1 and then nothing
      * was claimed. */
@@ -236,6 +240,16 @@ typedef struct jr_backend_ops {
      * name; a non-zero return from cb stops the walk. Returns 0. */
     int  (*queue_list)(jr_backend *b, jr_queue_cb cb, void *arg,
                        jr_err *err);
+    /* Calls cb with the name of each paused queue. Reads the queues
+     * table only: cheap enough for a runner to poll every second. A
+     * non-zero return from cb stops the walk. Returns 0. */
+    int  (*paused)(jr_backend *b, jr_name_cb cb, void *arg, jr_err *err);
+    /* Calls cb(queue, n) for each queue not paused with ready jobs whose
+     * name is in names[0..nnames), counting limit jobs at most in all.
+     * Returns 0. */
+    int  (*ready_by_queue)(jr_backend *b, const char *const *names,
+                           int nnames, long limit, jr_count_cb cb,
+                           void *arg, jr_err *err);
     /* Calls cb once with every field of job id, payload included; -1 with
      * JR_ENOTFOUND naming the id if there is none. */
     int  (*show)(jr_backend *b, int64_t id, jr_job_cb cb, void *arg,

@@ -37,6 +37,7 @@ struct jr_backend {
     char        pgmsg[400];     /* its message and detail */
     int         must_exist;     /* migrate creates no schema */
     double      keep_completed; /* seconds; 0: delete at success */
+    unsigned    rotate;         /* claims so far: which queue leads */
 };
 
 /* Statements, prepared on first use. {{schema}} becomes the quoted schema. */
@@ -46,7 +47,7 @@ enum {
     S_RESCUE, S_STATS, S_DEAD_LIST, S_DEAD_RETRY_IDS, S_DEAD_RETRY_ALL,
     S_DEAD_PURGE, S_READY, S_PRUNE_LOCK, S_PRUNE_COMPLETED, S_PRUNE_CANCELLED,
     S_PRUNE_DEAD, S_CANCEL, S_CANCEL_POLL, S_PAUSE, S_RESUME, S_QUEUE_LIST,
-    S_SHOW, S_LIST, S_COUNT
+    S_SHOW, S_LIST, S_PAUSED, S_READY_BY_QUEUE, S_COUNT
 };
 
 /* The columns of show and list, in the order row_fields reads them. */
@@ -67,9 +68,10 @@ static const struct stmt {
 } stmts[S_COUNT] = {
     /* Fair: per queue not paused, its first cap ready jobs (a LATERAL
      * LIMIT over the jobs_claim index, so a backlog costs no scan), ranked
-     * within it; then round robin over the ranks. $5/$6 list queue caps,
+     * within it; then round robin over the ranks, the queue that leads
+     * each round rotating ($8) over the queues with jobs. $5/$6 list caps,
      * $7 is the cap of the others; $4 the total. */
-    [S_CLAIM] = {"jr_claim", 7,
+    [S_CLAIM] = {"jr_claim", 8,
         "WITH q AS (SELECT qq.name, least(coalesce(w.cap, $7::int), $4::int)"
         "  AS cap FROM {{schema}}.queues qq"
         "  LEFT JOIN (SELECT queue, min(cap) AS cap"
@@ -77,7 +79,8 @@ static const struct stmt {
         "   GROUP BY queue) w ON w.queue = qq.name"
         "  WHERE NOT qq.paused"
         "  AND least(coalesce(w.cap, $7::int), $4::int) > 0),"
-        " c AS (SELECT r.id, r.rn, r.priority, r.run_at FROM q"
+        " c0 AS (SELECT r.id, r.rn, q.name AS qname, r.priority, r.run_at"
+        "  FROM q"
         "  CROSS JOIN LATERAL (SELECT s.id, s.priority, s.run_at,"
         "   row_number() OVER (ORDER BY s.priority, s.run_at, s.id) AS rn"
         "   FROM (SELECT id, priority, run_at FROM {{schema}}.jobs"
@@ -85,9 +88,14 @@ static const struct stmt {
         "    AND name = ANY($3::text[])"
         "    ORDER BY priority, run_at, id LIMIT q.cap"
         "    FOR UPDATE SKIP LOCKED) s) r),"
+        /* the leading queue rotates over the queues with jobs: $8 */
+        " c1 AS (SELECT c0.*, dense_rank() OVER (ORDER BY qname) AS qi"
+        "  FROM c0),"
+        " c AS (SELECT c1.*, (qi + $8::bigint) % max(qi) OVER () AS turn"
+        "  FROM c1),"
         " pick AS (SELECT id, row_number() OVER"
-        "  (ORDER BY rn, priority, run_at, id) AS ord FROM c"
-        "  ORDER BY rn, priority, run_at, id LIMIT $4::int)"
+        "  (ORDER BY rn, turn, priority, run_at, id) AS ord FROM c"
+        "  ORDER BY rn, turn, priority, run_at, id LIMIT $4::int)"
         " UPDATE {{schema}}.jobs j SET state = 'running',"
         " attempts = j.attempts + 1, locked_by = $1::text,"
         " locked_until = now() + $2::float8 * interval '1 second',"
@@ -258,6 +266,15 @@ static const struct stmt {
         " coalesce(c.d, 0), coalesce(c.x, 0), coalesce(c.f, 0)"
         " FROM n LEFT JOIN {{schema}}.queues q ON q.name = n.name"
         " LEFT JOIN c ON c.queue = n.name ORDER BY n.name COLLATE \"C\""},
+    [S_PAUSED] = {"jr_paused", 0,
+        "SELECT name FROM {{schema}}.queues WHERE paused"
+        " ORDER BY name COLLATE \"C\""},
+    [S_READY_BY_QUEUE] = {"jr_ready_by_queue", 2,
+        "SELECT queue, count(*) FROM (SELECT queue FROM {{schema}}.jobs"
+        " WHERE state = 'queued' AND run_at <= now()"
+        " AND name = ANY($1::text[]) AND queue NOT IN"
+        " (SELECT name FROM {{schema}}.queues WHERE paused)"
+        " LIMIT $2::bigint) t GROUP BY queue ORDER BY queue COLLATE \"C\""},
     [S_SHOW] = {"jr_show", 1,
         "SELECT " JOB_COLUMNS ", payload::text FROM {{schema}}.jobs"
         " WHERE id = $1::bigint"},
@@ -1016,8 +1033,8 @@ static int
 claim_stmt(jr_backend *b, const char *token, double lease,
            const jr_claim_spec *spec, jr_job **out, jr_err *err)
 {
-    char slease[32], smax[16], sothers[16];
-    const char *params[7];
+    char slease[32], smax[16], sothers[16], srot[16];
+    const char *params[8];
     jr_buf a[3];
     PGresult *res = NULL;
     int i, n;
@@ -1040,6 +1057,8 @@ claim_stmt(jr_backend *b, const char *token, double lease,
     params[4] = a[1].p;
     params[5] = a[2].p;
     params[6] = sothers;
+    snprintf(srot, sizeof srot, "%u", b->rotate++ % 1000000u);
+    params[7] = srot;           /* the queue that leads the round */
     res = run(b, S_CLAIM, params, "claiming jobs", err);
     for (i = 0; i < 3; i++)
         free(a[i].p);
@@ -1672,6 +1691,56 @@ pg_queue_list(jr_backend *b, jr_queue_cb cb, void *arg, jr_err *err)
     return 0;
 }
 
+static int
+pg_paused(jr_backend *b, jr_name_cb cb, void *arg, jr_err *err)
+{
+    PGresult *res;
+    int i;
+
+    if (ready(b, err) < 0 || (res = run(b, S_PAUSED, NULL, "reading the "
+                                        "paused queues", err)) == NULL)
+        return -1;
+    for (i = 0; i < PQntuples(res); i++)
+        if (cb(PQgetvalue(res, i, 0), arg) != 0)
+            break;
+    PQclear(res);
+    return 0;
+}
+
+static int
+pg_ready_by_queue(jr_backend *b, const char *const *names, int nnames,
+                  long limit, jr_count_cb cb, void *arg, jr_err *err)
+{
+    char slimit[24];
+    const char *params[2];
+    jr_buf s = {0};
+    PGresult *res;
+    int i;
+
+    if (nnames <= 0)
+        return 0;
+    if (ready(b, err) < 0)
+        return -1;
+    for (i = 0; i < nnames; i++)
+        sb_elem(&s, names[i]);
+    snprintf(slimit, sizeof slimit, "%ld", limit);
+    params[0] = sb_array(&s);
+    params[1] = slimit;
+    if (s.oom) {
+        free(s.p);
+        return jr_fail(err, JR_ENOMEM, "postgres: out of memory");
+    }
+    res = run(b, S_READY_BY_QUEUE, params, "counting ready jobs", err);
+    free(s.p);
+    if (res == NULL)
+        return -1;
+    for (i = 0; i < PQntuples(res); i++)
+        if (cb(PQgetvalue(res, i, 0), atol(PQgetvalue(res, i, 1)), arg) != 0)
+            break;
+    PQclear(res);
+    return 0;
+}
+
 static const char *
 col_text(const PGresult *res, int r, int c)
 {
@@ -1868,6 +1937,8 @@ const jr_backend_ops jr_postgres_ops = {
     .pause = pg_pause,
     .resume = pg_resume,
     .queue_list = pg_queue_list,
+    .paused = pg_paused,
+    .ready_by_queue = pg_ready_by_queue,
     .show = pg_show,
     .list = pg_list,
     .wake_fd = pg_wake_fd,

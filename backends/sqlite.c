@@ -32,7 +32,8 @@ enum {
     S_DEAD_PURGE, S_DATA_VERSION, S_BEGIN, S_COMMIT, S_ROLLBACK, S_READY,
     S_PRUNE_COMPLETED, S_PRUNE_CANCELLED, S_PRUNE_DEAD,
     S_CANCEL_QUEUED, S_CANCEL_RUNNING, S_EXISTS, S_CANCEL_POLL,
-    S_PAUSE, S_RESUME, S_QUEUE_LIST, S_SHOW, S_LIST,
+    S_PAUSE, S_RESUME, S_QUEUE_LIST, S_SHOW, S_LIST, S_PAUSED,
+    S_READY_BY_QUEUE,
     S_COUNT
 };
 
@@ -203,6 +204,13 @@ static const char *const sql_text[S_COUNT] = {
         "  OR (?1 = 'ready' AND state = 'queued' AND run_at <= ?5))"
         " AND (?2 IS NULL OR name = ?2) AND (?3 IS NULL OR queue = ?3)"
         " ORDER BY id DESC LIMIT ?4",
+    [S_PAUSED] = "SELECT name FROM queues WHERE paused = 1 ORDER BY name",
+    [S_READY_BY_QUEUE] =
+        "SELECT queue, count(*) FROM (SELECT queue FROM jobs"
+        " WHERE state = 'queued' AND run_at <= ?1"
+        " AND name IN (SELECT value FROM json_each(?2))"
+        " AND queue NOT IN (SELECT name FROM queues WHERE paused = 1)"
+        " LIMIT ?3) GROUP BY queue ORDER BY queue",
     [S_BEGIN] = "BEGIN IMMEDIATE",
     [S_COMMIT] = "COMMIT",
     [S_ROLLBACK] = "ROLLBACK",
@@ -221,6 +229,7 @@ struct jr_backend {
     int           busy_ms;
     int           must_exist;   /* never create the file or the tables */
     double        keep_completed; /* seconds; 0: delete at success */
+    unsigned      rotate;       /* claims so far: which queue leads */
 };
 
 /* JR_EINPUT when SQLite refused the row itself (a constraint, a value
@@ -647,6 +656,7 @@ row_job(sqlite3_stmt *s)
 typedef struct candidate {
     int64_t id;
     int     rank;               /* 0: the queue's first ready job */
+    int     turn;               /* the queue's place in this claim's round */
     int     priority;
     double  run_at;
 } candidate;
@@ -659,6 +669,8 @@ candidate_order(const void *a, const void *b)
 
     if (x->rank != y->rank)
         return x->rank < y->rank ? -1 : 1;
+    if (x->turn != y->turn)
+        return x->turn < y->turn ? -1 : 1;
     if (x->priority != y->priority)
         return x->priority < y->priority ? -1 : 1;
     if (x->run_at != y->run_at)
@@ -717,7 +729,7 @@ candidates(jr_backend *b, const jr_claim_spec *spec, const char *json,
     sqlite3_stmt *q = stmt(b, S_CLAIM_QUEUES, err);
     candidate *c = NULL, *bigger;
     size_t cap = 0;
-    int rc, k;
+    int rc, k, i, from, nq = 0;
 
     *n = 0;
     if (q == NULL)
@@ -726,6 +738,7 @@ candidates(jr_backend *b, const jr_claim_spec *spec, const char *json,
         const char *queue = (const char *)sqlite3_column_text(q, 0);
         if ((k = queue_cap(spec, queue)) <= 0)
             continue;
+        from = *n;
         if ((size_t)*n + (size_t)k > cap) {
             cap = ((size_t)*n + (size_t)k) * 2;
             if ((bigger = realloc(c, cap * sizeof *c)) == NULL) {
@@ -736,6 +749,9 @@ candidates(jr_backend *b, const jr_claim_spec *spec, const char *json,
         }
         if (queue_candidates(b, queue, k, json, now, c, n, err) < 0)
             goto fail;
+        for (i = from; i < *n; i++)
+            c[i].turn = nq;
+        nq += *n > from;        /* the rotation is over queues with jobs */
     }
     sqlite3_reset(q);
     if (rc != SQLITE_DONE) {
@@ -743,6 +759,10 @@ candidates(jr_backend *b, const jr_claim_spec *spec, const char *json,
         free(c);
         return NULL;
     }
+    /* the queue that leads each round rotates from claim to claim */
+    for (i = 0, from = nq ? (int)(b->rotate++ % (unsigned)nq) : 0; i < *n;
+         i++)
+        c[i].turn = (c[i].turn - from + nq) % nq;
     if (c == NULL && (c = malloc(sizeof *c)) == NULL)
         jr_fail(err, JR_ENOMEM, "sqlite: out of memory");
     else
@@ -1282,6 +1302,51 @@ sqlite_resume(jr_backend *b, const char *queue, jr_err *err)
 }
 
 static int
+sqlite_paused(jr_backend *b, jr_name_cb cb, void *arg, jr_err *err)
+{
+    sqlite3_stmt *s = stmt(b, S_PAUSED, err);
+    int rc;
+
+    if (s == NULL)
+        return -1;
+    while ((rc = sqlite3_step(s)) == SQLITE_ROW)
+        if (cb((const char *)sqlite3_column_text(s, 0), arg) != 0)
+            break;
+    sqlite3_reset(s);
+    return rc == SQLITE_ROW || rc == SQLITE_DONE ? 0 :
+           db_fail(b, err, "reading the paused queues");
+}
+
+static int
+sqlite_ready_by_queue(jr_backend *b, const char *const *names, int nnames,
+                      long limit, jr_count_cb cb, void *arg, jr_err *err)
+{
+    sqlite3_stmt *s;
+    char *json;
+    int rc;
+
+    if (nnames == 0)
+        return 0;
+    if ((json = names_json(names, nnames)) == NULL)
+        return jr_fail(err, JR_ENOMEM, "sqlite: out of memory");
+    if ((s = stmt(b, S_READY_BY_QUEUE, err)) == NULL) {
+        free(json);
+        return -1;
+    }
+    sqlite3_bind_double(s, 1, jr_now());
+    bind_text(s, 2, json);
+    sqlite3_bind_int64(s, 3, limit);
+    while ((rc = sqlite3_step(s)) == SQLITE_ROW)
+        if (cb((const char *)sqlite3_column_text(s, 0),
+               (long)sqlite3_column_int64(s, 1), arg) != 0)
+            break;
+    sqlite3_reset(s);
+    free(json);
+    return rc == SQLITE_ROW || rc == SQLITE_DONE ? 0 :
+           db_fail(b, err, "counting ready jobs");
+}
+
+static int
 sqlite_queue_list(jr_backend *b, jr_queue_cb cb, void *arg, jr_err *err)
 {
     sqlite3_stmt *s = stmt(b, S_QUEUE_LIST, err);
@@ -1467,6 +1532,8 @@ const jr_backend_ops jr_sqlite_ops = {
     .pause = sqlite_pause,
     .resume = sqlite_resume,
     .queue_list = sqlite_queue_list,
+    .paused = sqlite_paused,
+    .ready_by_queue = sqlite_ready_by_queue,
     .show = sqlite_show,
     .list = sqlite_list,
     .wake_fd = sqlite_wake_fd,

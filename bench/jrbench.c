@@ -5,6 +5,7 @@
  *
  *   jrbench push URL N BATCH          jobs/s; BATCH 0: one push per call
  *   jrbench fill URL N NAME           queue N jobs NAME (batches of 5000)
+ *   jrbench fillq URL N NAME Q1,Q2    N jobs spread over the queues
  *   jrbench latency URL N MS NAME     N single pushes MS milliseconds apart
  *   jrbench drain URL BIN CONFIG LOG  start BIN -c CONFIG run, time until
  *                                     the jobs table is empty, then stop it
@@ -109,6 +110,40 @@ cmd_push(char **argv)
     secs = mono() - t0;
     jr_client_close(c);
     printf("jobs=%ld secs=%.6f rate=%.1f\n", n, secs, (double)n / secs);
+    return 0;
+}
+
+/* fillq URL N NAME Q1,Q2,...: N jobs, job k in queue k mod the count. */
+static int
+cmd_fillq(char **argv)
+{
+    static const jr_client_opts init = JR_CLIENT_OPTS_INIT;
+    jr_client *c = open_client(argv[0]);
+    long n = atol(argv[1]), i, k;
+    char *list = strdup(argv[3]), *q[64], *save = NULL, *t;
+    int nq = 0;
+    jr_client_job *jobs = calloc(FILL_BATCH, sizeof *jobs);
+
+    if (list == NULL || jobs == NULL)
+        die("fillq", "out of memory");
+    for (t = strtok_r(list, ",", &save); t && nq < 64;
+         t = strtok_r(NULL, ",", &save))
+        q[nq++] = t;
+    if (nq == 0)
+        die("fillq", "no queue");
+    for (i = 0; i < n; i += k) {
+        for (k = 0; k < FILL_BATCH && i + k < n; k++) {
+            jobs[k].name = argv[2];
+            jobs[k].payload = "{\"n\":1}";
+            jobs[k].opts = init;
+            jobs[k].opts.queue = q[(i + k) % nq];
+        }
+        if (jr_client_push_many(c, jobs, (size_t)k, NULL) != JR_CLIENT_OK)
+            die("push_many", jr_client_errmsg(c));
+    }
+    free(jobs);
+    free(list);
+    jr_client_close(c);
     return 0;
 }
 
@@ -433,6 +468,7 @@ main(int argc, char **argv)
         int       (*fn)(char **);
     } cmds[] = {
         {"push", 3, cmd_push}, {"fill", 3, cmd_fill},
+        {"fillq", 4, cmd_fillq},
         {"latency", 4, cmd_latency}, {"drain", 4, cmd_drain},
         {"idle", 4, cmd_idle}, {"empty", 1, cmd_empty},
     };

@@ -348,7 +348,7 @@ jr_claimq_cycle_done(jr_cycle *c, void *arg)
     jr_gen_unref(m->cycle_gen);
     m->cycle_gen = NULL;
     if (c->count_ready)
-        jr_event_tick(m, c->ready);
+        jr_event_tick(m, c);
     if (c->applied < 0) {
         jr_claimq_back(m);
     } else {
@@ -356,6 +356,8 @@ jr_claimq_cycle_done(jr_cycle *c, void *arg)
         m->ninflight = 0;
     }
     take_claimed(m, c);
+    jr_qstate_cycle(m, c);
+    jr_cycle_free_out(c);
     if (c->rescued > 0) {
         jr_log(JR_LOG_WARN, "requeued %d job%s whose runner's lease expired",
                c->rescued, c->rescued == 1 ? "" : "s");
@@ -420,7 +422,7 @@ jr_claimq_work(evutil_socket_t fd, short what, void *arg)
         !(m->want_claim || m->wake_due))
         want = 0;
     if (m->nres == 0 && want <= 0 && !m->renew_due && !m->rescue_due &&
-        !m->wake_due && !m->count_due)
+        !m->wake_due && !m->count_due && !(m->paused_due && m->qlen > 0))
         return;
     memset(c, 0, sizeof *c);
     if (send_results(m, c) < 0)
@@ -434,6 +436,7 @@ jr_claimq_work(evutil_socket_t fd, short what, void *arg)
         c->nnames = m->gen->n;
     }
     c->count_ready = m->count_due;
+    jr_qstate_spec(m, c, c->want);
     c->renew = m->renew_due;
     c->rescue = m->rescue_due;
     c->claimed = m->claimed;

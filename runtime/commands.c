@@ -149,13 +149,27 @@ finish(jr_config *c, jr_db *db, int rc)
 int
 jr_cmd_run(jr_cli *cli)
 {
+    const char *serve = NULL;
     jr_config c;
+    jr_err err;
     int rc;
 
+    if (cli->argc > 0 && strcmp(cli->argv[0], "--queues") == 0) {
+        if (cli->argc < 2)
+            return jr_cmd_usage("run: option '--queues' needs a value");
+        serve = cli->argv[1];
+        cli->argc -= 2;
+        cli->argv += 2;
+    }
     if (cli->argc > 0)
-        return jr_cmd_usage("run takes no arguments, got '%s'", cli->argv[0]);
+        return jr_cmd_usage("run takes no arguments but --queues LIST, got "
+                            "'%s'", cli->argv[0]);
     if ((rc = jr_cmd_config(cli, &c)) != 0)
         return rc;
+    if (serve && jr_queues_parse_serve(&c.queues, serve, &err) < 0) {
+        jr_config_free(&c);
+        return jr_cmd_die(JR_EXIT_USAGE, err.msg);
+    }
     rc = jr_master_run(&c, cli->self);
     jr_config_free(&c);
     return rc;

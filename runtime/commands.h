@@ -41,6 +41,7 @@ int jr_cmd_check(jr_cli *cli);
 int jr_cmd_migrate(jr_cli *cli);
 int jr_cmd_reload(jr_cli *cli);
 int jr_cmd_worker(jr_cli *cli);
+int jr_cmd_queue(jr_cli *cli);          /* queuecmd.c */
 
 /* For the command files (commands.c, inspect.c). Each error is said in
  * one line on stderr, "jobrunner: ..."; each returns the exit status. */

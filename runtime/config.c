@@ -481,6 +481,28 @@ k_handler_output(cfg_ctx *x, lua_State *L, const char *key)
     return get_string(x, L, key, &x->c->handler_output);
 }
 
+static int
+k_queues(cfg_ctx *x, lua_State *L, const char *key)
+{
+    char sub[200], what[300];
+
+    (void)key;
+    if (jr_queues_read(L, &x->c->queues, sub, sizeof sub, what,
+                       sizeof what) < 0)
+        return key_fail(x, sub, "%s", what);
+    return 0;
+}
+
+static int
+k_serve_queues(cfg_ctx *x, lua_State *L, const char *key)
+{
+    char what[300];
+
+    if (jr_queues_read_serve(L, &x->c->queues, what, sizeof what) < 0)
+        return key_fail(x, key, "%s", what);
+    return 0;
+}
+
 static const key_row top_rows[] = {
     {"backend", k_backend},
     {"scripts", k_scripts},
@@ -506,6 +528,8 @@ static const key_row top_rows[] = {
     {"max_jobs_per_worker", k_max_jobs},
     {"wait_for_db", k_wait_for_db},
     {"handler_output", k_handler_output},
+    {"queues", k_queues},
+    {"serve_queues", k_serve_queues},
     {NULL, NULL}
 };
 
@@ -558,7 +582,7 @@ int
 jr_config_load(jr_config *c, const char *file, lua_State *L, jr_err *err)
 {
     cfg_ctx x;
-    char *text;
+    char *text, what[300];
     int rc;
 
     if (file == NULL && access(DEFAULT_FILE, F_OK) == 0)
@@ -587,6 +611,8 @@ jr_config_load(jr_config *c, const char *file, lua_State *L, jr_err *err)
     x.text = text;
     x.err = err;
     rc = walk(&x, L, top_rows, "");                  /* t */
+    if (rc == 0 && jr_queues_check_serve(&c->queues, what, sizeof what) < 0)
+        rc = key_fail(&x, "serve_queues", "names %s", what);
     free(text);
     c->ref = luaL_ref(L, LUA_REGISTRYINDEX);         /* (nothing) */
     return rc;
@@ -658,5 +684,6 @@ jr_config_free(jr_config *c)
     free(c->schema);
     free(c->pid_file);
     free(c->handler_output);
+    jr_queues_free(&c->queues);
     memset(c, 0, sizeof *c);
 }

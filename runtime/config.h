@@ -8,6 +8,7 @@
 #include <stddef.h>
 
 #include "err.h"
+#include "queues.h"
 #include "retry.h"
 
 typedef struct lua_State lua_State;
@@ -56,6 +57,7 @@ typedef struct jr_config {
     long       max_jobs_per_worker; /* recycle after this many; 0: never */
     double     wait_for_db;     /* seconds to retry at start; <0: forever */
     char      *handler_output;  /* "log", "inherit" or a file; NULL: "log" */
+    jr_queues  queues;          /* `queues`, `serve_queues` (or --queues) */
     lua_State *L;               /* the config's state; holds the table */
     int        ref;             /* registry ref of the returned table */
     int        owns_L;          /* L is closed by jr_config_free */

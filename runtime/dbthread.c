@@ -175,22 +175,122 @@ jr_dbthread_complete(jr_db *db, const char *token, const jr_result *r, int n,
     return applied;
 }
 
+void
+jr_cycle_free_out(jr_cycle *c)
+{
+    int i;
+
+    for (i = 0; i < c->npaused; i++)
+        free(c->paused[i]);
+    free(c->paused);
+    for (i = 0; i < c->nready_q; i++)
+        free(c->ready_q[i].queue);
+    free(c->ready_q);
+    c->paused = NULL;
+    c->ready_q = NULL;
+    c->npaused = -1;
+    c->nready_q = 0;
+}
+
+static int
+add_paused(const char *queue, void *arg)
+{
+    jr_cycle *c = arg;
+    char **more = realloc(c->paused, (size_t)(c->npaused + 1) * sizeof *more);
+
+    if (more == NULL)
+        return 1;
+    c->paused = more;
+    if ((more[c->npaused] = strdup(queue)) == NULL)
+        return 1;
+    c->npaused++;
+    return 0;
+}
+
+static int
+add_ready(const char *queue, long n, void *arg)
+{
+    jr_cycle *c = arg;
+    jr_queue_count *more = realloc(c->ready_q, (size_t)(c->nready_q + 1) *
+                                   sizeof *more);
+
+    if (more == NULL)
+        return 1;
+    c->ready_q = more;
+    if ((more[c->nready_q].queue = strdup(queue)) == NULL)
+        return 1;
+    more[c->nready_q++].n = n;
+    c->ready += n;
+    return 0;
+}
+
+/* The claim's queue caps as the backend takes them, into a new array. */
+static jr_queue_want *
+queue_wants(const jr_cycle *c)
+{
+    jr_queue_want *w = calloc((size_t)c->nqueues + 1, sizeof *w);
+    int i;
+
+    for (i = 0; w != NULL && i < c->nqueues; i++) {
+        w[i].queue = c->qnames[i];
+        w[i].max = c->qmax[i];
+    }
+    return w;
+}
+
+/* The reads a cycle may add: the paused queues and the ready counts. */
+static void
+run_reads(jr_dbthread *t, jr_cycle *c, int changed)
+{
+    const jr_backend_ops *ops = t->db->ops;
+    jr_err e;
+
+    c->npaused = -1;
+    if ((c->poll_paused || (c->ahead && c->consume_wake && changed > 0)) &&
+        c->err.code == 0) {
+        c->npaused = 0;
+        if (ops->paused(t->db->b, add_paused, c, &e) < 0) {
+            keep_err(c, &e);
+            jr_cycle_free_out(c);
+        }
+    }
+    c->ready = -1;
+    if (c->count_ready && c->err.code == 0) {
+        c->ready = 0;
+        if (ops->ready_by_queue(t->db->b, c->names, c->nnames, 1000000,
+                                add_ready, c, &e) < 0) {
+            keep_err(c, &e);
+            c->ready = -1;
+        }
+    }
+}
+
 static void
 run_cycle(jr_dbthread *t, jr_cycle *c)
 {
     const jr_backend_ops *ops = t->db->ops;
     jr_backend *b = t->db->b;
     jr_claim_spec spec = {.names = c->names, .nnames = c->nnames};
+    jr_queue_want *wants = NULL;
     jr_err e;
     int changed = 1, want, nres;
 
     memset(&c->err, 0, sizeof c->err);
     c->applied = c->nclaimed = c->rescued = c->renewed = 0;
+    c->paused = NULL;
+    c->ready_q = NULL;
+    c->npaused = -1;
+    c->nready_q = 0;
     if (c->consume_wake && (changed = ops->changed(b, &e)) < 0)
         keep_err(c, &e);
     c->unchanged = c->consume_wake && changed == 0;
     want = changed == 0 && !c->claim_always ? 0 : c->want;
-    spec.others = spec.max = want;      /* every queue, no queue cap */
+    if (want > 0 && c->nqueues > 0 && (wants = queue_wants(c)) == NULL)
+        want = 0;               /* out of memory: claim next time */
+    spec.queues = wants;
+    spec.nqueues = wants ? c->nqueues : 0;
+    spec.others = c->others < want ? c->others : want;
+    spec.max = want;
     nres = c->nresults;
     if (nres > 0 && want > 0 && ops->complete_claim != NULL &&
         (c->nclaimed = ops->complete_claim(b, t->token, c->results, nres,
@@ -216,10 +316,8 @@ run_cycle(jr_dbthread *t, jr_cycle *c)
     if (c->rescue &&
         (c->rescued = ops->rescue(b, &e)) < 0)
         keep_err(c, &e);
-    c->ready = -1;
-    if (c->count_ready && c->err.code == 0 &&
-        (c->ready = ops->count_ready(b, c->names, c->nnames, 1000000, &e)) < 0)
-        keep_err(c, &e);
+    free(wants);
+    run_reads(t, c, changed);
     c->wake_fd = ops->wake_fd(b);
 }
 

@@ -32,6 +32,12 @@ int    jr_dbthread_wake_fd(jr_db *db);
  * returns how many, or -1 with err set. */
 int    jr_dbthread_rescue(jr_db *db, jr_err *err);
 
+/* Ready jobs of one queue, as a tick's cycle counts them. */
+typedef struct jr_queue_count {
+    char *queue;                /* owned by the cycle's array */
+    long  n;
+} jr_queue_count;
+
 /* One unit of work. The master fills the inputs, must not touch the cycle
  * while it runs, and reads the outputs in its done callback. */
 typedef struct jr_cycle {
@@ -46,7 +52,17 @@ typedef struct jr_cycle {
     int                 nnames;
     int                 renew;          /* renew this runner's leases */
     int                 rescue;         /* requeue expired leases */
-    int                 count_ready;    /* count ready jobs (up to 1e6) */
+    int                 count_ready;    /* count ready jobs (up to 1e6),
+                                           per queue too */
+    const char *const  *qnames;         /* claim at most qmax[i] jobs of */
+    const int          *qmax;           /* queue qnames[i]; borrowed */
+    int                 nqueues;
+    int                 others;         /* at most this many from each
+                                           queue not listed (0: none) */
+    int                 poll_paused;    /* read the paused queues */
+    int                 ahead;          /* jobs are claimed ahead: read
+                                           them also when woken by a
+                                           change */
     /* outputs */
     int                 applied;        /* results recorded, or -1 */
     jr_job            **claimed;        /* want slots, filled; caller owns */
@@ -56,8 +72,17 @@ typedef struct jr_cycle {
     long                ready;          /* ready jobs, or -1 */
     int                 unchanged;      /* woken, but nothing new yet */
     int                 wake_fd;        /* the backend's wake descriptor */
+    char              **paused;         /* paused queue names (caller
+                                           frees with jr_cycle_free_out) */
+    int                 npaused;        /* or -1: not read */
+    jr_queue_count     *ready_q;        /* ready jobs per queue (count_ready;
+                                           jr_cycle_free_out frees them) */
+    int                 nready_q;
     jr_err              err;            /* the first error, if any */
 } jr_cycle;
+
+/* Frees what a cycle returned in paused and ready_q. */
+void jr_cycle_free_out(jr_cycle *c);
 
 typedef struct jr_dbthread jr_dbthread;
 typedef void (*jr_cycle_done)(jr_cycle *c, void *arg);

@@ -63,11 +63,20 @@ by_value(const void *a, const void *b)
     return x < y ? -1 : x > y;
 }
 
-/* The on_tick hook, with the figures of the interval since the last one;
- * a number it returns becomes the target concurrency. */
-void
-jr_event_tick(master *m, long ready)
+static void
+queue_target(const char *queue, double v, void *arg)
 {
+    jr_qstate_target(arg, queue, v);
+}
+
+/* The on_tick hook, with the figures of the interval since the last one
+ * (those of each queue from cycle c); a number it returns becomes the
+ * target concurrency, as does a table's `workers`, and its `queues`
+ * ({name = n}) the queues' targets. */
+void
+jr_event_tick(master *m, const jr_cycle *c)
+{
+    long ready = c->ready;
     double now = jr_mono(), secs = now - m->tick_at, target;
     long done = m->done - m->tick_done, failed = m->failed + m->dead -
                 m->tick_failed;
@@ -99,11 +108,13 @@ jr_event_tick(master *m, long ready)
     jr_hook_int(m->hooks, "failed", m->failed);
     jr_hook_int(m->hooks, "dead", m->dead);
     jr_hook_num(m->hooks, "interval", secs);
+    jr_qstate_tick(m, c);
     m->tick_at = now;
     m->tick_done = m->done;
     m->tick_failed = m->failed + m->dead;
     m->nlat = 0;
-    if (jr_hook_fire(m->hooks, &target) == 1 && target == target)
+    if (jr_hook_fire_targets(m->hooks, &target, queue_target, m) == 1 &&
+        target == target)
         jr_pool_set_target(m, (int)(target + 0.5), "tick");
 }
 

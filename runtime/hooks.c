@@ -159,6 +159,55 @@ jr_hook_close(jr_hooks *h)
     lua_settable(h->L, -3);                          /* .. t */
 }
 
+/* The targets in the table r on top: workers, queues = {name = n}.
+ * [-0, +0, -] */
+static int
+read_targets(lua_State *L, double *result, jr_hook_target_fn fn, void *arg)
+{
+    int rc = 0;
+
+    if (lua_getfield(L, -1, "workers") == LUA_TNUMBER) {  /* r w */
+        *result = lua_tonumber(L, -1);
+        rc = 1;
+    }
+    lua_pop(L, 1);                                   /* r */
+    if (lua_getfield(L, -1, "queues") == LUA_TTABLE) {    /* r qs */
+        lua_pushnil(L);                              /* r qs nil */
+        while (lua_next(L, -2)) {                    /* r qs k v */
+            if (lua_type(L, -2) == LUA_TSTRING &&
+                lua_type(L, -1) == LUA_TNUMBER)
+                fn(lua_tostring(L, -2), lua_tonumber(L, -1), arg);
+            lua_pop(L, 1);                           /* r qs k */
+        }                                            /* r qs */
+    }
+    lua_pop(L, 1);                                   /* r */
+    return rc;
+}
+
+int
+jr_hook_fire_targets(jr_hooks *h, double *result, jr_hook_target_fn fn,
+                     void *arg)
+{
+    lua_State *L = h->L;
+    jr_err err;
+    int rc = 0;
+
+    if (jr_script_run(L, 1, 1, JR_LUA_BUDGET, &err) < 0) { /* (nothing) */
+        jr_log(JR_LOG_ERROR, "hook %s failed (jobs go on): %s",
+               hook_names[h->which], err.msg);
+        lua_settop(L, h->top);
+        return -1;
+    }                                                /* r */
+    if (lua_type(L, -1) == LUA_TNUMBER) {
+        *result = lua_tonumber(L, -1);
+        rc = 1;
+    } else if (lua_type(L, -1) == LUA_TTABLE) {
+        rc = read_targets(L, result, fn, arg);
+    }
+    lua_settop(L, h->top);
+    return rc;
+}
+
 int
 jr_hook_fire(jr_hooks *h, double *result)
 {

@@ -46,5 +46,10 @@ void jr_hook_close(jr_hooks *h);
  * NULL, stores it there and returns 1; returns 0 otherwise, -1 when the
  * hook failed (logged). */
 int  jr_hook_fire(jr_hooks *h, double *result);
+/* As jr_hook_fire; a table it returns may hold `workers` (a number: into
+ * *result, returns 1) and `queues` ({ name = number }: fn for each). */
+typedef void (*jr_hook_target_fn)(const char *name, double v, void *arg);
+int  jr_hook_fire_targets(jr_hooks *h, double *result, jr_hook_target_fn fn,
+                          void *arg);
 
 #endif

@@ -289,10 +289,109 @@ client_tostring(lua_State *L)                        /* q */
     return 1;                                        /* q s */
 }
 
+/* q:pause(queue) / q:resume(queue) -> true | nil, msg */
+static int
+client_pause_resume(lua_State *L, int pause)         /* q queue */
+{
+    jr_client *c = check_client(L);
+    const char *queue = luaL_checkstring(L, 2);
+
+    if ((pause ? jr_client_queue_pause(c, queue) :
+         jr_client_queue_resume(c, queue)) != JR_CLIENT_OK)
+        return fail(L, jr_client_errmsg(c));
+    lua_pushboolean(L, 1);                           /* q queue true */
+    return 1;
+}
+
+static int
+client_pause(lua_State *L)
+{
+    return client_pause_resume(L, 1);
+}
+
+static int
+client_resume(lua_State *L)
+{
+    return client_pause_resume(L, 0);
+}
+
+typedef struct queue_rec {      /* one queue in the buffer; name follows */
+    jr_client_queue q;          /* q.name is not used */
+    size_t          len;
+} queue_rec;
+
+/* Runs inside the database call, so it must not raise: it only copies. */
+static int
+queues_collect(const jr_client_queue *q, void *arg)
+{
+    jr_buf *b = arg;
+    queue_rec r;
+
+    r.q = *q;
+    r.len = strlen(q->name);
+    if (jr_buf_put(b, &r, sizeof r) < 0 || jr_buf_put(b, q->name, r.len) < 0)
+        return 1;               /* b->oom tells client_queues */
+    return 0;
+}
+
+/* Sets name = v for the counts of q in the table on top. [-0, +0, m] */
+static void
+set_queue_fields(lua_State *L, const jr_client_queue *q)
+{
+    static const char *const keys[] = {"ready", "scheduled", "running",
+                                       "dead", "cancelled", "completed"};
+    const long v[] = {q->ready, q->scheduled, q->running, q->dead,
+                      q->cancelled, q->completed};
+    size_t i;
+
+    for (i = 0; i < sizeof keys / sizeof keys[0]; i++) {
+        lua_pushinteger(L, v[i]);                    /* t v */
+        lua_setfield(L, -2, keys[i]);                /* t */
+    }
+    lua_pushboolean(L, q->paused);                   /* t b */
+    lua_setfield(L, -2, "paused");                   /* t */
+    if (q->paused) {
+        lua_pushnumber(L, q->paused_at);             /* t at */
+        lua_setfield(L, -2, "paused_at");            /* t */
+    }
+}
+
+/* q:queues() -> { {name, paused, paused_at, ready, scheduled, running,
+ *                  dead, cancelled, completed}, ... } by name | nil, msg */
+static int
+client_queues(lua_State *L)                          /* q */
+{
+    jr_client *c = check_client(L);
+    size_t at = 0;
+    int n = 0;
+    jr_buf *b = jr_json_buf_new(L);                  /* q b */
+
+    if (jr_client_queue_list(c, queues_collect, b) != JR_CLIENT_OK)
+        return fail(L, jr_client_errmsg(c));
+    if (b->oom)
+        return fail(L, "queues: out of memory");
+    lua_newtable(L);                                 /* q b list */
+    while (at < b->len) {
+        queue_rec r;
+        memcpy(&r, b->p + at, sizeof r);
+        at += sizeof r;
+        lua_createtable(L, 0, 10);                   /* q b list t */
+        lua_pushlstring(L, b->p + at, r.len);        /* q b list t name */
+        lua_setfield(L, -2, "name");                 /* q b list t */
+        at += r.len;
+        set_queue_fields(L, &r.q);
+        lua_rawseti(L, -2, ++n);                     /* q b list */
+    }
+    return 1;
+}
+
 static const luaL_Reg client_methods[] = {
     {"push", client_push},
     {"push_many", client_push_many},
     {"stats", client_stats},
+    {"pause", client_pause},
+    {"resume", client_resume},
+    {"queues", client_queues},
     {"close", client_close},
     {NULL, NULL}
 };

@@ -16,7 +16,8 @@ static const struct command {
     jr_command_fn fn;
     const char   *usage;
 } commands[] = {
-    {"run", jr_cmd_run, "run                      run the runner until SIGTERM/SIGINT"},
+    {"run", jr_cmd_run, "run [--queues Q1,Q2...]  run the runner until SIGTERM/SIGINT; --queues:\n"
+     "                           serve only these queues (default: serve_queues, else all)"},
     {"push", jr_cmd_push, "push NAME [JSON] [--in DURATION | --at TIME] [--priority N]\n"
      "       [--queue Q] [--max-retries N]\n"
      "                           queue a job; prints its id"},
@@ -25,6 +26,10 @@ static const struct command {
      "  dead retry ID... | --all\n"
      "  dead purge [--older-than DURATION]\n"
      "                           the dead queue"},
+    {"queue", jr_cmd_queue, "queue list [--json]      each queue: paused, ready, scheduled, running, dead,\n"
+     "                           and this config's concurrency for it\n"
+     "  queue pause NAME | queue resume NAME\n"
+     "                           no runner starts the queue's jobs until resumed"},
     {"check", jr_cmd_check, "check                    load config and every handler, report errors"},
     {"migrate", jr_cmd_migrate, "migrate                  create or upgrade the database schema"},
     {"reload", jr_cmd_reload, "reload                   make the running runner reload its handlers (SIGHUP)"},
@@ -58,7 +63,7 @@ usage(FILE *f)
             "  1  runtime or database failure\n"
             "  2  bad command line or bad input (name, JSON, duration)\n"
             "  3  errors in the config file or in handlers (check)\n"
-            "  4  no database (stats, dead list: they create none)\n"
+            "  4  no database (stats, dead list, queue list: they create none)\n"
             "\nenvironment:\n"
             "  JOBRUNNER_BACKEND   the backend URL when neither --backend nor "
             "--backend-file\n"

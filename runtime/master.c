@@ -240,6 +240,7 @@ make_loop(master *m, jr_err *err)
     add_flag(m, &m->poll, m->cfg->poll_interval, &m->want_claim);
     add_flag(m, &m->renew, m->cfg->lease / 3, &m->renew_due);
     add_flag(m, &m->rescue, m->cfg->lease / 2, &m->rescue_due);
+    add_flag(m, &m->pausetick, 1.0, &m->paused_due);
     m->ev_tick = add_timer(m, TICK_SECS, on_tick, m);
     return 0;
 }
@@ -272,6 +273,8 @@ start(master *m, jr_err *err)
     make_token(m);
     if (make_loop(m, err) < 0 || start_db(m, err) < 0)
         return -1;
+    if (jr_qstate_init(m) < 0)
+        return jr_fail(err, JR_ENOMEM, "out of memory");
     m->hooks = jr_hooks_new(m->cfg->L, m->cfg->ref);
     if (jr_hooks_has(m->hooks, JR_HOOK_TICK))
         add_flag(m, &m->hooktick, m->cfg->tick_interval, &m->count_due);
@@ -308,6 +311,7 @@ stop_db_thread(master *m)
         m->ninflight = 0;
         for (int i = 0; i < c->nclaimed; i++)
             jr_claimq_release(m, c->claimed[i]);
+        jr_cycle_free_out(c);
     }
     jr_dbthread_free(m->dbt);
     m->dbt = NULL;
@@ -392,7 +396,8 @@ cleanup(master *m)
 {
     struct event *evs[] = {m->ev_work, m->poll.ev, m->renew.ev, m->rescue.ev,
                            m->ev_tick, m->ev_wake, m->ev_spawn,
-                           m->hooktick.ev, m->ev_recheck};
+                           m->hooktick.ev, m->ev_recheck,
+                           m->pausetick.ev};
     size_t i;
     int k;
     wk *w;
@@ -424,6 +429,7 @@ cleanup(master *m)
         free(m->inflight[k].mem);
     free(m->inflight);
     free(m->snoozes);
+    jr_qstate_free(m);
     jr_gen_unref(m->cycle_gen);
     jr_gen_unref(m->gen);
     jr_hooks_free(m->hooks);

@@ -87,6 +87,18 @@ typedef struct pending {        /* a result waiting for the next flush */
     void      *mem;             /* what r's strings live in */
 } pending;
 
+typedef struct qstate {         /* one queue this runner caps or names */
+    const char *name;           /* the config's */
+    int         capped;         /* listed in `queues`: min..max apply */
+    int         min, max;
+    int         target;         /* its cap now: max, or on_tick's choice */
+    int         held;           /* claimed here: local queue + workers */
+    int         running;        /* of them, in workers */
+    int         asked;          /* the last claim's cap for it */
+    int         more;           /* it may have more ready: claim again
+                                   when one of its jobs ends */
+} qstate;
+
 typedef struct snoozed {        /* a job that snoozed under this runner */
     int64_t     id;
     int         n;              /* snoozes in a row */
@@ -151,6 +163,16 @@ struct master {
     struct event       *ev_recheck;
     snoozed            *snoozes;        /* jobs snoozed here, unordered */
     size_t              nsnoozes, capsnoozes;
+    qstate             *qs;             /* queues capped or served, by
+                                           name (qstate.c) */
+    int                 nqs;
+    int                 serve_all;      /* no serve list: every queue */
+    const char        **qnames;         /* a claim's caps, for the cycle */
+    int                *qmax;
+    char              **paused;         /* paused queues, last read */
+    int                 npaused;
+    int                 paused_due;     /* read the paused queues */
+    flag_timer          pausetick;      /* sets paused_due each second */
 };
 
 /* master.c: the loop */
@@ -181,6 +203,23 @@ void    jr_claimq_watch_wake(master *m, int fd);
 void    jr_claimq_work(evutil_socket_t fd, short what, void *arg);
 void    jr_claimq_cycle_done(jr_cycle *c, void *arg);
 void    jr_claimq_wake(evutil_socket_t fd, short what, void *arg);
+
+/* qstate.c: per-queue caps, served queues, the paused set */
+
+int  jr_qstate_init(master *m);         /* -1 when out of memory */
+void jr_qstate_free(master *m);
+/* Fills c's queue caps (each queue's target less what it holds here) for
+ * a claim of up to want jobs, and whether it reads the paused queues. */
+void jr_qstate_spec(master *m, jr_cycle *c, int want);
+/* After cycle c: notes which capped queues may have more ready, takes the
+ * paused queues it read (releasing local jobs of paused queues). */
+void jr_qstate_cycle(master *m, jr_cycle *c);
+/* A job of queue left its worker: claim again if its queue was full. */
+void jr_qstate_done(master *m, const char *queue);
+/* Adds the per-queue figures to the on_tick event being built. */
+void jr_qstate_tick(master *m, const jr_cycle *c);
+/* Sets queue's target (on_tick), clamped to its min..max. */
+void jr_qstate_target(master *m, const char *queue, double target);
 
 /* pool.c: the workers */
 
@@ -243,7 +282,7 @@ void  jr_gen_hello(master *m, wk *w, jr_reader *r);
 void jr_event_job_start(master *m, wk *w);      /* jobs[0] of w starts now */
 void jr_event_job(master *m, const jr_job *j, const jr_result *r,
                   double secs);
-void jr_event_tick(master *m, long ready);
+void jr_event_tick(master *m, const jr_cycle *c);
 void jr_event_scale(master *m, int from, int to, const char *reason);
 void jr_event_reload(master *m, int ok, const char *error);
 void jr_event_start(master *m);

@@ -327,6 +327,7 @@ on_result(master *m, wk *w, jr_reader *r)
         jr_event_job(m, j, &res, secs);
         jr_claimq_result(m, &res, mem);
     }
+    jr_qstate_done(m, j->queue);
     free(j);
     if (m->cfg->max_jobs_per_worker > 0 &&
         ++w->jobs_run >= m->cfg->max_jobs_per_worker && !w->retiring) {

@@ -684,6 +684,82 @@ test_fair_claim(void)
     jr_db_close(&db);
 }
 
+/* One-job claims alternate between queues: the queue that leads a round
+ * rotates from claim to claim, so an old backlog in one queue does not
+ * win every claim of one. */
+static void
+test_fair_rotation(void)
+{
+    jr_db db = conn();
+    const char *names[1] = {"c.rot"};
+    jr_job *j[1];
+    int i, from_b = 0;
+
+    for (i = 0; i < 20; i++)
+        push_q(&db, "c.rot", "rot.a", 0, 0);
+    for (i = 0; i < 3; i++)
+        push_q(&db, "c.rot", "rot.b", 0, 0);
+    for (i = 0; i < 6; i++) {
+        CHECK(claim_spec(&db, "T", ALL_QUEUES(names, 1, 1), j) == 1);
+        from_b += strcmp(j[0]->queue, "rot.b") == 0;
+        free(j[0]);
+    }
+    CHECK(from_b == 3);
+    jr_db_close(&db);
+}
+
+static int
+paused_cb(const char *queue, void *arg)
+{
+    char *seen = arg;
+
+    if (strlen(seen) + strlen(queue) + 2 < 256)
+        strcat(strcat(seen, queue), ",");
+    return 0;
+}
+
+static int
+ready_cb(const char *queue, long n, void *arg)
+{
+    char *seen = arg;
+    char one[96];
+
+    snprintf(one, sizeof one, "%s=%ld,", queue, n);
+    if (strlen(seen) + strlen(one) < 256)
+        strcat(seen, one);
+    return 0;
+}
+
+/* paused lists the paused queues; ready_by_queue counts ready jobs of the
+ * given names per queue not paused. */
+static void
+test_paused_ready(void)
+{
+    jr_db db = conn();
+    const char *names[1] = {"c.pr"};
+    char seen[256] = "";
+    jr_err e = {0};
+
+    push_q(&db, "c.pr", "pr.a", 0, 0);
+    push_q(&db, "c.pr", "pr.a", 0, 0);
+    push_q(&db, "c.pr", "pr.b", 0, 0);
+    push_q(&db, "c.pr", "pr.b", 0, 3600);       /* not due */
+    push_q(&db, "c.other", "pr.b", 0, 0);       /* another name */
+    CHECK_OK(db.ops->ready_by_queue(db.b, names, 1, 1000, ready_cb, seen,
+                                    &e), e);
+    CHECK(strcmp(seen, "pr.a=2,pr.b=1,") == 0);
+    CHECK_OK(db.ops->pause(db.b, "pr.b", &e), e);
+    CHECK_OK(db.ops->pause(db.b, "pr.z", &e), e);
+    seen[0] = '\0';
+    CHECK_OK(db.ops->paused(db.b, paused_cb, seen, &e), e);
+    CHECK(strcmp(seen, "pr.b,pr.z,") == 0);
+    seen[0] = '\0';
+    CHECK_OK(db.ops->ready_by_queue(db.b, names, 1, 1000, ready_cb, seen,
+                                    &e), e);
+    CHECK(strcmp(seen, "pr.a=2,") == 0);
+    jr_db_close(&db);
+}
+
 /* Per-queue caps: a listed queue gives at most its max; others 0 serves
  * the listed queues only. */
 static void
@@ -1081,7 +1157,10 @@ test_show_list(void)
     CHECK(show(&db, id[1]).max_retries == -1);
     CHECK(!show(&db, 999999999).found);
     p.max_retries = -1;
-    CHECK(claim_spec(&db, "tok", ALL_QUEUES(names, 1, 1), j) == 1);
+    /* from show.r only: which queue leads a one-job claim rotates */
+    CHECK(claim_spec(&db, "tok", &(jr_claim_spec){.names = names,
+          .nnames = 1, .queues = &(jr_queue_want){"show.r", 1},
+          .nqueues = 1, .others = 0, .max = 1}, j) == 1);
     free(j[0]);
     s = show(&db, id[3]);
     CHECK(strcmp(s.state, "running") == 0 && s.attempts == 1 &&
@@ -1162,6 +1241,8 @@ static const struct test {
     {"wake_fd, changed", test_wake},
     {"fair claim across queues with a backlog in one", test_fair_claim},
     {"claim caps per queue, others 0, total", test_queue_caps},
+    {"one-job claims alternate between queues", test_fair_rotation},
+    {"paused queues and ready jobs per queue", test_paused_ready},
     {"paused queue never claimed, resume", test_pause},
     {"cancel: every outcome", test_cancel},
     {"cancel racing completion: one outcome", test_cancel_race},

@@ -219,8 +219,9 @@ end
 
 -- Starts `jobrunner run` in the background, prefixed by extra_env (e.g.
 -- "VAR=x" or a command such as setpriv). Waits for its handlers to load
--- unless opts.wait is false (it may be waiting for the database). Returns
--- a process handle with pid, out and err files.
+-- unless opts.wait is false (it may be waiting for the database);
+-- opts.args are more arguments of `run` (e.g. { "--queues", "mail" }).
+-- Returns a process handle with pid, out and err files.
 function Env:start(extra_env, opts)
   local n = #self.procs + 1
   local p = {
@@ -229,8 +230,11 @@ function Env:start(extra_env, opts)
     out = ("%s/runner%d.out"):format(self.dir, n),
     err = ("%s/runner%d.err"):format(self.dir, n),
   }
-  local cmd = ("cd %s && %s %s -c %s run >%s 2>%s"):format(q(self.dir),
-    extra_env or "", q(M.bin), q(self.config_file), q(p.out), q(p.err))
+  local args = {}
+  for _, a in ipairs(opts and opts.args or {}) do args[#args + 1] = q(a) end
+  local cmd = ("cd %s && %s %s -c %s run %s >%s 2>%s"):format(q(self.dir),
+    extra_env or "", q(M.bin), q(self.config_file), table.concat(args, " "),
+    q(p.out), q(p.err))
   os.execute(("sh -c %s >/dev/null 2>&1 &"):format(q(
     cmd .. " & echo $! > " .. q(p.pidfile) .. "; wait $!; echo $? > " .. q(p.statusfile))))
   p.pid = M.wait_for(function()
