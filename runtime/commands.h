@@ -19,7 +19,8 @@ enum {
     JR_EXIT_FAIL = 1,           /* runtime or database failure */
     JR_EXIT_USAGE = 2,          /* bad command line or bad input */
     JR_EXIT_CONFIG = 3,         /* config or handler errors */
-    JR_EXIT_NODB = 4            /* a reader found no database */
+    JR_EXIT_NODB = 4,           /* a reader found no database */
+    JR_EXIT_NOTFOUND = 5        /* show, cancel: no job with that id */
 };
 
 typedef struct jr_cli {
@@ -41,6 +42,9 @@ int jr_cmd_check(jr_cli *cli);
 int jr_cmd_migrate(jr_cli *cli);
 int jr_cmd_reload(jr_cli *cli);
 int jr_cmd_worker(jr_cli *cli);
+int jr_cmd_cancel(jr_cli *cli);         /* control.c */
+int jr_cmd_show(jr_cli *cli);
+int jr_cmd_list(jr_cli *cli);
 
 /* For the command files (commands.c, inspect.c). Each error is said in
  * one line on stderr, "jobrunner: ..."; each returns the exit status. */
