@@ -28,7 +28,7 @@ else
 Q = @
 endif
 
-RUNTIME  = main commands inspect control client master claimq pool spawn output gen \
+RUNTIME  = main commands inspect control client master claimq cancel pool spawn output gen \
            events dbthread worker frame config script luabridge jrlib \
            luaopts hooks reload log err json util job retry
 BACKENDS = backend sqlite postgres

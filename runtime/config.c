@@ -16,6 +16,7 @@
 #include "hooks.h"
 #include "log.h"
 #include "script.h"
+#include "util.h"
 
 #define DEFAULT_FILE "jobrunner.lua"
 
@@ -55,6 +56,8 @@ jr_config_defaults(jr_config *c)
     c->watch = 1;
     c->memory_limit = (size_t)256 << 20;
     c->wait_for_db = -1;
+    c->keep_cancelled = 7 * JR_RANGE_DAY;
+    c->keep_dead = -1;
     c->ref = LUA_NOREF;
 }
 
@@ -481,6 +484,39 @@ k_handler_output(cfg_ctx *x, lua_State *L, const char *key)
     return get_string(x, L, key, &x->c->handler_output);
 }
 
+/* A retention period: seconds, or a duration string ("30s", "7d"). */
+static int
+k_keep(cfg_ctx *x, lua_State *L, const char *key)
+{
+    const char *k = strchr(key, '.') + 1;
+    double *out = k[0] == 'c' && k[1] == 'o' ? &x->c->keep_completed :
+                  k[0] == 'c' ? &x->c->keep_cancelled : &x->c->keep_dead;
+    jr_err e;
+
+    if (lua_type(L, -1) != LUA_TSTRING)
+        return get_number(x, L, key, 0, JR_RANGE_RETENTION_MAX, out);
+    if (jr_parse_duration(lua_tostring(L, -1), key, out, &e) < 0)
+        return key_fail(x, key, "must be seconds or a duration such as "
+                        "\"30s\", \"15m\", \"7d\", got \"%.64s\"",
+                        lua_tostring(L, -1));
+    if (*out > JR_RANGE_RETENTION_MAX)
+        return key_fail(x, key, "is out of range (0 to %g seconds), got "
+                        "%g", JR_RANGE_RETENTION_MAX, *out);
+    return 0;
+}
+
+static int
+k_retention(cfg_ctx *x, lua_State *L, const char *key)
+{
+    static const key_row rows[] = {{"completed", k_keep},
+        {"cancelled", k_keep}, {"dead", k_keep}, {NULL, NULL}};
+    (void)key;
+    if (lua_type(L, -1) != LUA_TTABLE)
+        return key_fail(x, "retention", "must be a table, got %s",
+                        luaL_typename(L, -1));
+    return walk(x, L, rows, "retention.");
+}
+
 static const key_row top_rows[] = {
     {"backend", k_backend},
     {"scripts", k_scripts},
@@ -506,6 +542,7 @@ static const key_row top_rows[] = {
     {"max_jobs_per_worker", k_max_jobs},
     {"wait_for_db", k_wait_for_db},
     {"handler_output", k_handler_output},
+    {"retention", k_retention},
     {NULL, NULL}
 };
 

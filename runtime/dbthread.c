@@ -50,6 +50,8 @@ open_migrate(jr_db *db, const jr_config *cfg, jr_err *err)
     o.busy_timeout = cfg->busy_timeout;
     o.schema = cfg->schema;
     o.max_payload = cfg->max_payload;
+    o.keep_completed = cfg->keep_completed;
+    o.keep_cancelled = cfg->keep_cancelled;
     if (jr_db_open(db, cfg->backend, &o, err) == 0 &&
         db->ops->migrate(db->b, err) == 0)
         return 0;
@@ -175,6 +177,29 @@ jr_dbthread_complete(jr_db *db, const char *token, const jr_result *r, int n,
     return applied;
 }
 
+/* The cycle's checks off the claim path: the cancels of this runner's
+ * running jobs, and one small batch of pruning (after the claim, so it
+ * never delays one; the backend lets one runner at a time prune). */
+static void
+extras(jr_dbthread *t, jr_cycle *c)
+{
+    const jr_backend_ops *ops = t->db->ops;
+    jr_err e;
+
+    c->ncancel = c->pruned = 0;
+    if (c->err.code != 0)
+        return;
+    if (c->check_cancel &&
+        (c->ncancel = ops->cancelled(t->db->b, t->token, c->cancel_ids,
+                                     JR_CANCEL_MAX, &e)) < 0)
+        keep_err(c, &e);
+    if (c->prune &&
+        (c->pruned = ops->prune(t->db->b, c->keep_completed,
+                                c->keep_cancelled, c->keep_dead,
+                                JR_PRUNE_BATCH, &e)) < 0)
+        keep_err(c, &e);
+}
+
 static void
 run_cycle(jr_dbthread *t, jr_cycle *c)
 {
@@ -216,6 +241,7 @@ run_cycle(jr_dbthread *t, jr_cycle *c)
     if (c->rescue &&
         (c->rescued = ops->rescue(b, &e)) < 0)
         keep_err(c, &e);
+    extras(t, c);
     c->ready = -1;
     if (c->count_ready && c->err.code == 0 &&
         (c->ready = ops->count_ready(b, c->names, c->nnames, 1000000, &e)) < 0)

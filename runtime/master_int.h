@@ -87,6 +87,11 @@ typedef struct pending {        /* a result waiting for the next flush */
     void      *mem;             /* what r's strings live in */
 } pending;
 
+typedef struct cancelling {     /* a running job told to stop (cancel.c) */
+    int64_t     id;
+    double      told;           /* mono time its worker was told */
+} cancelling;
+
 typedef struct snoozed {        /* a job that snoozed under this runner */
     int64_t     id;
     int         n;              /* snoozes in a row */
@@ -151,6 +156,13 @@ struct master {
     struct event       *ev_recheck;
     snoozed            *snoozes;        /* jobs snoozed here, unordered */
     size_t              nsnoozes, capsnoozes;
+    flag_timer          cancelpoll;     /* sets cancel_due */
+    flag_timer          prunetick;      /* sets prune_due */
+    int                 cancel_due;     /* look for cancels of our jobs */
+    int                 prune_due;      /* prune a batch of finished jobs */
+    cancelling         *cancels;        /* running jobs told to stop */
+    int                 ncancels, capcancels;
+    long                cancelled;      /* jobs recorded cancelled */
 };
 
 /* master.c: the loop */
@@ -181,6 +193,19 @@ void    jr_claimq_watch_wake(master *m, int fd);
 void    jr_claimq_work(evutil_socket_t fd, short what, void *arg);
 void    jr_claimq_cycle_done(jr_cycle *c, void *arg);
 void    jr_claimq_wake(evutil_socket_t fd, short what, void *arg);
+
+/* cancel.c: cancelling running jobs */
+
+int  jr_cancel_holds(const master *m);  /* 1 if it holds any job */
+/* The cycle found ids[0..n): the running jobs of this runner whose cancel
+ * was requested. Queued ones are recorded cancelled, running ones told. */
+void jr_cancel_seen(master *m, const int64_t *ids, int n);
+/* 1 if job id was told to stop (its end is a cancel, however it ends). */
+int  jr_cancel_requested(master *m, int64_t id);
+/* Records job j cancelled (borrowed; why may be NULL). */
+void jr_cancel_record(master *m, const jr_job *j, const char *why);
+/* Kills workers still running a cancelled job after the grace period. */
+void jr_cancel_deadlines(master *m, double now);
 
 /* pool.c: the workers */
 
