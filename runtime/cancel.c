@@ -8,6 +8,7 @@
  * seconds, and its job is recorded cancelled (pool.c asks
  * jr_cancel_requested). Uses master_int.h. */
 #include <signal.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -52,13 +53,15 @@ jr_cancel_requested(master *m, int64_t id)
 void
 jr_cancel_record(master *m, const jr_job *j, const char *why)
 {
-    jr_result r = {.id = j->id, .kind = JR_CANCELLED, .error = why};
+    jr_result r = {.id = j->id, .kind = JR_CANCELLED};
+    char *mem = why ? strdup(why) : NULL;  /* why may be the caller's */
 
-    jr_log(JR_LOG_INFO, "job %lld (%s) cancelled%s%s", (long long)j->id,
-           j->name, why ? ": " : "", why ? why : "");
+    r.error = mem ? mem : "cancelled";
+    jr_log(JR_LOG_INFO, "job %lld (%s) cancelled: %s", (long long)j->id,
+           j->name, r.error);
     m->cancelled++;
     jr_event_job(m, j, &r, 0);
-    jr_claimq_result(m, &r, NULL);
+    jr_claimq_result(m, &r, mem);
 }
 
 /* Takes job id out of the local queue and records it cancelled. Returns

@@ -327,6 +327,23 @@ jr_frame_get_cancel(jr_reader *r, jr_err *err)
     return id;
 }
 
+int
+jr_frame_find_cancel(const char *data, size_t n, int64_t id)
+{
+    jr_reader r;
+    jr_err err;
+    long len;
+
+    while ((len = jr_frame_complete(data, n, &err)) > 0) {
+        if (jr_frame_open(&r, data) == JR_F_CANCEL &&
+            jr_frame_get_cancel(&r, &err) == id)
+            return 1;
+        data += len;
+        n -= (size_t)len;
+    }
+    return 0;
+}
+
 /* --- hello ---------------------------------------------------------- */
 
 void

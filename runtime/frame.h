@@ -80,6 +80,10 @@ int  jr_frame_get_result(jr_reader *r, jr_result *res, void **mem,
 void    jr_frame_put_cancel(jr_buf *b, int64_t id);
 int64_t jr_frame_get_cancel(jr_reader *r, jr_err *err);
 
+/* 1 if a complete JR_F_CANCEL frame for job id is among the frames at
+ * data[0..n) (a worker looks ahead while it runs a job). */
+int     jr_frame_find_cancel(const char *data, size_t n, int64_t id);
+
 /* A worker's hello: what it loaded, what failed, and whether its set-up
  * (config, libraries) failed before any handler could load. */
 typedef struct jr_hello {
