@@ -137,6 +137,11 @@ complete_one(jr_db *db, const char *token, const jr_result *res,
     if ((rc = ops->complete(db->b, token, &r, 1, err)) >= 0 ||
         err->code != JR_EINPUT)
         return rc;
+    if (r.kind == JR_PROGRESS) {    /* the job runs on: drop the report */
+        jr_log(JR_LOG_WARN, "job %lld: progress refused by the database: "
+               "%s", (long long)r.id, err->msg);
+        return 1;
+    }
     snprintf(msg, sizeof msg, "%s refused by the database: %s",
              r.kind == JR_DONE ? "follow-up push" : "result", err->msg);
     jr_log(JR_LOG_ERROR, "job %lld: %s; the job is dead", (long long)r.id,
