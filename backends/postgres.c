@@ -1132,6 +1132,13 @@ finish_progress(jr_backend *b, const char *token, const jr_result *r, int n,
     for (i = 0; i < n; i++) {
         if (r[i].kind != JR_PROGRESS)
             continue;
+        /* an UPDATE joined to two rows for one job applies either: only
+         * the job's last report goes in */
+        for (k = i + 1; k < n && !(r[k].kind == JR_PROGRESS &&
+                                   r[k].id == r[i].id); k++)
+            ;
+        if (k < n)
+            continue;
         snprintf(num, sizeof num, "%lld", (long long)r[i].id);
         sb_num(&a[0], num);
         snprintf(num, sizeof num, "%.17g", r[i].done);
@@ -1246,9 +1253,11 @@ complete_tx(jr_backend *b, const char *token, const jr_result *r, int n,
 {
     int ndone, nother, nprogress;
 
-    if ((ndone = finish_done(b, token, r, n, done, err)) < 0 ||
-        (nother = finish_others(b, token, r, n, err)) < 0 ||
-        (nprogress = finish_progress(b, token, r, n, err)) < 0)
+    /* progress first: a job's last report comes in the same batch as its
+     * end, and the end fences progress out (the row stops running) */
+    if ((nprogress = finish_progress(b, token, r, n, err)) < 0 ||
+        (ndone = finish_done(b, token, r, n, done, err)) < 0 ||
+        (nother = finish_others(b, token, r, n, err)) < 0)
         return -1;
     if ((*pp = followups(r, n, done, ndone, np)) == NULL)
         return jr_fail(err, JR_ENOMEM, "postgres: completing jobs: out of "

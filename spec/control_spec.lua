@@ -201,7 +201,7 @@ for _, backend in ipairs(jr.backends()) do
       assert.is_string(j.generation)
       assert.are.equal(cjson.null, j.locked_by)
       local text = env:cli("show", tostring(id))
-      assert.matches("payload%s+{\"user\":7}", text)
+      assert.matches("payload%s+{\"user\": ?7}", text)
       assert.matches("state%s+dead", text)
     end)
 
@@ -302,10 +302,14 @@ for _, backend in ipairs(jr.backends()) do
 
     it("a bad retention value is a config error naming file:line and key", function()
       env:config('retention = {\n  completed = "soon" }')
+      local line
+      for i, l in ipairs(jr.lines(env.config_file)) do
+        if l:find("completed =", 1, true) then line = i end
+      end
       local _, err, code = env:cli("check")
       assert.are.equal(3, code)
-      assert.matches("jobrunner.lua:5: 'retention.completed' must be seconds or a duration",
-        err, 1, true)
+      assert.matches("jobrunner.lua:" .. line ..
+        ": 'retention.completed' must be seconds or a duration", err, 1, true)
       env:config('retention = { cancelled = -1 }')
       _, err, code = env:cli("check")
       assert.are.equal(3, code)
