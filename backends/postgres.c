@@ -1126,7 +1126,7 @@ finish_progress(jr_backend *b, const char *token, const jr_result *r, int n,
     const char *params[5];
     char num[32];
     jr_buf a[4];
-    int i, k, rc;
+    int i, k, rc, superseded = 0;
 
     memset(a, 0, sizeof a);
     for (i = 0; i < n; i++) {
@@ -1137,8 +1137,10 @@ finish_progress(jr_backend *b, const char *token, const jr_result *r, int n,
         for (k = i + 1; k < n && !(r[k].kind == JR_PROGRESS &&
                                    r[k].id == r[i].id); k++)
             ;
-        if (k < n)
+        if (k < n) {
+            superseded++;       /* counted as applied: the later one is */
             continue;
+        }
         snprintf(num, sizeof num, "%lld", (long long)r[i].id);
         sb_num(&a[0], num);
         snprintf(num, sizeof num, "%.17g", r[i].done);
@@ -1158,7 +1160,7 @@ finish_progress(jr_backend *b, const char *token, const jr_result *r, int n,
          : run_count(b, S_PROGRESS, params, "recording progress", err);
     for (k = 0; k < 4; k++)
         free(a[k].p);
-    return rc;
+    return rc < 0 ? rc : rc + superseded;
 }
 
 /* Applies the RETRY, DEAD, SNOOZE, RELEASE, EXPIRED and CANCELLED results

@@ -192,8 +192,10 @@ extras(jr_dbthread *t, jr_cycle *c)
     jr_err e;
 
     c->ncancel = c->pruned = 0;
-    if (c->err.code != 0)
+    if (c->err.code != 0) {
+        c->ncancel = -1;        /* not looked: forget no cancel */
         return;
+    }
     if (c->check_cancel &&
         (c->ncancel = ops->cancelled(t->db->b, t->token, c->cancel_ids,
                                      JR_CANCEL_MAX, &e)) < 0)
