@@ -25,7 +25,7 @@ static const struct command {
      "  dead retry ID... | --all\n"
      "  dead purge [--older-than DURATION]\n"
      "                           the dead queue"},
-    {"cancel", jr_cmd_cancel, "cancel ID...            cancel jobs: queued ones never run, running ones\n"
+    {"cancel", jr_cmd_cancel, "cancel ID...             cancel jobs: queued ones never run, running ones\n"
      "                           are stopped (exit 5 if an id is unknown)"},
     {"show", jr_cmd_show, "show ID [--json]         every field of one job, payload included\n"
      "                           (exit 5 if there is no such job)"},
