@@ -328,13 +328,17 @@ jr_frame_get_cancel(jr_reader *r, jr_err *err)
 }
 
 int
-jr_frame_find_cancel(const char *data, size_t n, int64_t id)
+jr_frame_find_cancel(const char *data, size_t n, int64_t id, int *any)
 {
     jr_reader r;
     jr_err err;
     long len;
 
+    if (any != NULL)
+        *any = 0;
     while ((len = jr_frame_complete(data, n, &err)) > 0) {
+        if (jr_frame_open(&r, data) == JR_F_CANCEL && any != NULL)
+            *any = 1;
         if (jr_frame_open(&r, data) == JR_F_CANCEL &&
             jr_frame_get_cancel(&r, &err) == id)
             return 1;

@@ -81,8 +81,10 @@ void    jr_frame_put_cancel(jr_buf *b, int64_t id);
 int64_t jr_frame_get_cancel(jr_reader *r, jr_err *err);
 
 /* 1 if a complete JR_F_CANCEL frame for job id is among the frames at
- * data[0..n) (a worker looks ahead while it runs a job). */
-int     jr_frame_find_cancel(const char *data, size_t n, int64_t id);
+ * data[0..n) (a worker looks ahead while it runs a job); *any (may be
+ * NULL) is set to whether there is a cancel frame for any job. */
+int     jr_frame_find_cancel(const char *data, size_t n, int64_t id,
+                             int *any);
 
 /* A worker's hello: what it loaded, what failed, and whether its set-up
  * (config, libraries) failed before any handler could load. */

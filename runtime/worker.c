@@ -234,15 +234,23 @@ read_more(worker *w)
     }
 }
 
-/* 1 if a CANCEL frame for job id waits among the frames read. */
+/* 1 if a CANCEL frame for job id waits among the frames read. The master
+ * signals right after it queues the frame, which may reach the socket a
+ * little later: the signal counts until a cancel frame was read. */
 static int
 cancel_listed(worker *w, int64_t id)
 {
-    if (cancel_signal) {
-        cancel_signal = 0;
+    int sig = cancel_signal, found, any;
+
+    if (sig) {
+        cancel_signal = 0;      /* before reading: a later one counts */
         read_more(w);
     }
-    return jr_frame_find_cancel(w->in.p + w->used, w->in.len - w->used, id);
+    found = jr_frame_find_cancel(w->in.p + w->used, w->in.len - w->used, id,
+                                 &any);
+    if (sig && !any)
+        cancel_signal = 1;      /* its frame is still on the way */
+    return found;
 }
 
 /* The count hook's check (luabridge.h): raises once the running job's

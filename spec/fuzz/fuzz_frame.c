@@ -94,6 +94,11 @@ static void
 stream(const uint8_t *data, size_t size)
 {
     size_t off = 0;
+    int any;
+
+    /* the worker's look-ahead for a cancel walks the same frames */
+    if (jr_frame_find_cancel((const char *)data, size, 42, &any))
+        CHECK(any);
 
     while (off < size) {
         jr_err err;
