@@ -2,7 +2,7 @@
  * called by main.c with the parsed common options, and what the command
  * files share. Owns the exit statuses and the version. commands.c holds
  * run, push, check, migrate, reload and the workers' entry; inspect.c
- * stats and dead. They use config.h, the client library (jobrunner.h)
+ * stats and dead; control.c cancel, show and list. They use config.h, the client library (jobrunner.h)
  * for push, stats and dead, backend.h for migrate, master.h for run,
  * worker.h for the workers. */
 #ifndef JR_COMMANDS_H

@@ -5,6 +5,8 @@
  *   master.c  the loop, signals and timers; start, finish, cleanup
  *   claimq.c  the local queue of claimed jobs, dispatch to workers, result
  *             buffers and the database cycle that records and claims
+ *   cancel.c  cancels of this runner's running jobs: local queue, workers,
+ *             the kill after a grace period
  *   pool.c    the worker processes: spawn, frames, results, death, scaling,
  *             deadlines; output.c reads their output (handler_output)
  *   gen.c     generations of handler code: hello, probe, reload
