@@ -28,10 +28,10 @@ else
 Q = @
 endif
 
-RUNTIME  = main commands inspect client master claimq pool spawn output gen \
+RUNTIME  = main commands inspect control client master claimq cancel pool spawn output gen \
            events dbthread worker frame config script luabridge jrlib \
            luaopts hooks reload log err json util job retry queues \
-           qstate queuecmd
+           qstate queuecmd cfgbackoff
 BACKENDS = backend sqlite postgres
 OBJS     = $(RUNTIME:%=$(BUILD)/runtime/%.o) $(BACKENDS:%=$(BUILD)/backends/%.o) \
            $(BUILD)/sqlite_sql.o $(BUILD)/postgres_sql.o
@@ -184,7 +184,8 @@ $(BUILD)/libjobrunner.so: $(BUILD)/$(SONAME)
 	$(Q)ln -sf $(SONAME) $@
 
 # The interpreter provides liblua's symbols: not linked against it.
-LUAMOD_PIC    = $(BUILD)/pic/runtime/luaclient.o $(BUILD)/pic/runtime/luaopts.o
+LUAMOD_PIC    = $(BUILD)/pic/runtime/luaclient.o $(BUILD)/pic/runtime/luacontrol.o \
+                $(BUILD)/pic/runtime/luaopts.o
 
 $(BUILD)/jobrunner.so: $(LIB_PIC) $(LUAMOD_PIC) $(BUILD)/luaclient.map
 	@echo "LD $@"

@@ -1145,12 +1145,21 @@ finish_progress(jr_backend *b, const char *token, const jr_result *r, int n,
     const char *params[5];
     char num[32];
     jr_buf a[4];
-    int i, k, rc;
+    int i, k, rc, superseded = 0;
 
     memset(a, 0, sizeof a);
     for (i = 0; i < n; i++) {
         if (r[i].kind != JR_PROGRESS)
             continue;
+        /* an UPDATE joined to two rows for one job applies either: only
+         * the job's last report goes in */
+        for (k = i + 1; k < n && !(r[k].kind == JR_PROGRESS &&
+                                   r[k].id == r[i].id); k++)
+            ;
+        if (k < n) {
+            superseded++;       /* counted as applied: the later one is */
+            continue;
+        }
         snprintf(num, sizeof num, "%lld", (long long)r[i].id);
         sb_num(&a[0], num);
         snprintf(num, sizeof num, "%.17g", r[i].done);
@@ -1170,7 +1179,7 @@ finish_progress(jr_backend *b, const char *token, const jr_result *r, int n,
          : run_count(b, S_PROGRESS, params, "recording progress", err);
     for (k = 0; k < 4; k++)
         free(a[k].p);
-    return rc;
+    return rc < 0 ? rc : rc + superseded;
 }
 
 /* Applies the RETRY, DEAD, SNOOZE, RELEASE, EXPIRED and CANCELLED results
@@ -1265,9 +1274,11 @@ complete_tx(jr_backend *b, const char *token, const jr_result *r, int n,
 {
     int ndone, nother, nprogress;
 
-    if ((ndone = finish_done(b, token, r, n, done, err)) < 0 ||
-        (nother = finish_others(b, token, r, n, err)) < 0 ||
-        (nprogress = finish_progress(b, token, r, n, err)) < 0)
+    /* progress first: a job's last report comes in the same batch as its
+     * end, and the end fences progress out (the row stops running) */
+    if ((nprogress = finish_progress(b, token, r, n, err)) < 0 ||
+        (ndone = finish_done(b, token, r, n, done, err)) < 0 ||
+        (nother = finish_others(b, token, r, n, err)) < 0)
         return -1;
     if ((*pp = followups(r, n, done, ndone, np)) == NULL)
         return jr_fail(err, JR_ENOMEM, "postgres: completing jobs: out of "

@@ -208,7 +208,7 @@ watch_empty(watcher *w)
     if (w->db != NULL) {
         sqlite3_stmt *s;
         if (sqlite3_prepare_v2(w->db, "SELECT EXISTS (SELECT 1 FROM jobs "
-                               "WHERE state <> 'dead')", -1, &s,
+                               "WHERE state IN ('queued', 'running'))", -1, &s,
                                NULL) != SQLITE_OK)
             die("poll", sqlite3_errmsg(w->db));
         if (sqlite3_step(s) == SQLITE_ROW)
@@ -216,7 +216,8 @@ watch_empty(watcher *w)
         sqlite3_finalize(s);
     } else {
         PGresult *r = PQexec(w->pg, "SELECT EXISTS (SELECT 1 FROM "
-                             "jobrunner.jobs WHERE state <> 'dead')");
+                             "jobrunner.jobs WHERE state IN ('queued', "
+                             "'running'))");
         if (PQresultStatus(r) != PGRES_TUPLES_OK)
             die("poll", PQerrorMessage(w->pg));
         empty = strcmp(PQgetvalue(r, 0, 0), "f") == 0;

@@ -134,7 +134,8 @@ jr_claimq_recorded(master *m, pending *p, int n, int applied)
     for (i = 0; i < n; i++) {
         if (p[i].r.npushes > 0 || p[i].r.kind == JR_RELEASE ||
             (p[i].r.kind != JR_DONE && p[i].r.kind != JR_DEAD &&
-             p[i].r.kind != JR_EXPIRED &&
+             p[i].r.kind != JR_EXPIRED && p[i].r.kind != JR_CANCELLED &&
+             p[i].r.kind != JR_PROGRESS &&
              p[i].r.delay < m->cfg->poll_interval))
             m->want_claim = 1;
         free(p[i].mem);
@@ -363,6 +364,11 @@ jr_claimq_cycle_done(jr_cycle *c, void *arg)
                c->rescued, c->rescued == 1 ? "" : "s");
         m->want_claim = 1;
     }
+    if (c->check_cancel && c->ncancel >= 0)
+        jr_cancel_seen(m, c->cancel_ids, c->ncancel);
+    if (c->pruned > 0)
+        jr_log(JR_LOG_DEBUG, "pruned %d finished jobs", c->pruned);
+    m->prune_due = m->prune_due || c->pruned == JR_PRUNE_BATCH;
     jr_claimq_watch_wake(m, c->wake_fd);
     note_health(m, c);
     dispatch(m);
@@ -421,8 +427,11 @@ jr_claimq_work(evutil_socket_t fd, short what, void *arg)
     if (m->stopping || m->gen == NULL || m->gen->n == 0 ||
         !(m->want_claim || m->wake_due))
         want = 0;
+    if (m->cancel_due && !jr_cancel_holds(m))
+        m->cancel_due = 0;      /* nothing of ours to cancel */
     if (m->nres == 0 && want <= 0 && !m->renew_due && !m->rescue_due &&
-        !m->wake_due && !m->count_due && !(m->paused_due && m->qlen > 0))
+        !m->wake_due && !m->count_due && !(m->paused_due && m->qlen > 0) &&
+        !m->cancel_due && !m->prune_due)
         return;
     memset(c, 0, sizeof *c);
     if (send_results(m, c) < 0)
@@ -440,7 +449,13 @@ jr_claimq_work(evutil_socket_t fd, short what, void *arg)
     c->renew = m->renew_due;
     c->rescue = m->rescue_due;
     c->claimed = m->claimed;
+    c->check_cancel = m->cancel_due;
+    c->prune = m->prune_due;
+    c->keep_completed = m->cfg->keep_completed;
+    c->keep_cancelled = m->cfg->keep_cancelled;
+    c->keep_dead = m->cfg->keep_dead;
     m->wake_due = m->renew_due = m->rescue_due = m->count_due = 0;
+    m->cancel_due = m->prune_due = 0;
     if (jr_dbthread_submit(m->dbt, c) < 0)
         jr_log(JR_LOG_ERROR, "internal: database thread busy");
 }

@@ -2,7 +2,7 @@
  * called by main.c with the parsed common options, and what the command
  * files share. Owns the exit statuses and the version. commands.c holds
  * run, push, check, migrate, reload and the workers' entry; inspect.c
- * stats and dead. They use config.h, the client library (jobrunner.h)
+ * stats and dead; control.c cancel, show and list. They use config.h, the client library (jobrunner.h)
  * for push, stats and dead, backend.h for migrate, master.h for run,
  * worker.h for the workers. */
 #ifndef JR_COMMANDS_H
@@ -19,7 +19,8 @@ enum {
     JR_EXIT_FAIL = 1,           /* runtime or database failure */
     JR_EXIT_USAGE = 2,          /* bad command line or bad input */
     JR_EXIT_CONFIG = 3,         /* config or handler errors */
-    JR_EXIT_NODB = 4            /* a reader found no database */
+    JR_EXIT_NODB = 4,           /* a reader found no database */
+    JR_EXIT_NOTFOUND = 5        /* show, cancel: no job with that id */
 };
 
 typedef struct jr_cli {
@@ -42,6 +43,9 @@ int jr_cmd_migrate(jr_cli *cli);
 int jr_cmd_reload(jr_cli *cli);
 int jr_cmd_worker(jr_cli *cli);
 int jr_cmd_queue(jr_cli *cli);          /* queuecmd.c */
+int jr_cmd_cancel(jr_cli *cli);         /* control.c */
+int jr_cmd_show(jr_cli *cli);
+int jr_cmd_list(jr_cli *cli);
 
 /* For the command files (commands.c, inspect.c). Each error is said in
  * one line on stderr, "jobrunner: ..."; each returns the exit status. */

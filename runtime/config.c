@@ -16,6 +16,7 @@
 #include "hooks.h"
 #include "log.h"
 #include "script.h"
+#include "util.h"
 
 #define DEFAULT_FILE "jobrunner.lua"
 
@@ -55,6 +56,8 @@ jr_config_defaults(jr_config *c)
     c->watch = 1;
     c->memory_limit = (size_t)256 << 20;
     c->wait_for_db = -1;
+    c->keep_cancelled = 7 * JR_RANGE_DAY;
+    c->keep_dead = -1;
     c->ref = LUA_NOREF;
 }
 
@@ -503,6 +506,39 @@ k_serve_queues(cfg_ctx *x, lua_State *L, const char *key)
     return 0;
 }
 
+/* A retention period: seconds, or a duration string ("30s", "7d"). */
+static int
+k_keep(cfg_ctx *x, lua_State *L, const char *key)
+{
+    const char *k = strchr(key, '.') + 1;
+    double *out = k[0] == 'c' && k[1] == 'o' ? &x->c->keep_completed :
+                  k[0] == 'c' ? &x->c->keep_cancelled : &x->c->keep_dead;
+    jr_err e;
+
+    if (lua_type(L, -1) != LUA_TSTRING)
+        return get_number(x, L, key, 0, JR_RANGE_RETENTION_MAX, out);
+    if (jr_parse_duration(lua_tostring(L, -1), key, out, &e) < 0)
+        return key_fail(x, key, "must be seconds or a duration such as "
+                        "\"30s\", \"15m\", \"7d\", got \"%.64s\"",
+                        lua_tostring(L, -1));
+    if (*out > JR_RANGE_RETENTION_MAX)
+        return key_fail(x, key, "is out of range (0 to %g seconds), got "
+                        "%g", JR_RANGE_RETENTION_MAX, *out);
+    return 0;
+}
+
+static int
+k_retention(cfg_ctx *x, lua_State *L, const char *key)
+{
+    static const key_row rows[] = {{"completed", k_keep},
+        {"cancelled", k_keep}, {"dead", k_keep}, {NULL, NULL}};
+    (void)key;
+    if (lua_type(L, -1) != LUA_TTABLE)
+        return key_fail(x, "retention", "must be a table, got %s",
+                        luaL_typename(L, -1));
+    return walk(x, L, rows, "retention.");
+}
+
 static const key_row top_rows[] = {
     {"backend", k_backend},
     {"scripts", k_scripts},
@@ -530,6 +566,7 @@ static const key_row top_rows[] = {
     {"handler_output", k_handler_output},
     {"queues", k_queues},
     {"serve_queues", k_serve_queues},
+    {"retention", k_retention},
     {NULL, NULL}
 };
 
@@ -616,61 +653,6 @@ jr_config_load(jr_config *c, const char *file, lua_State *L, jr_err *err)
     free(text);
     c->ref = luaL_ref(L, LUA_REGISTRYINDEX);         /* (nothing) */
     return rc;
-}
-
-double
-jr_config_backoff_call(lua_State *L, int nargs, const jr_job *j)
-{
-    jr_err err;
-    double d = -1;
-
-    if (jr_script_run(L, nargs, 1, JR_LUA_BUDGET, &err) < 0) { /* (nothing) */
-        jr_log(JR_LOG_WARN, "job %lld (%s): backoff failed, using the "
-               "default: %s", (long long)j->id, j->name, err.msg);
-        return -1;
-    }                                                /* d */
-    if (lua_type(L, -1) == LUA_TNUMBER && lua_tonumber(L, -1) >= 0)
-        d = lua_tonumber(L, -1);
-    else
-        jr_log(JR_LOG_WARN, "job %lld (%s): backoff returned %s, not a "
-               "number >= 0; using the default", (long long)j->id, j->name,
-               luaL_typename(L, -1));
-    lua_pop(L, 1);                                   /* (nothing) */
-    return d;
-}
-
-double
-jr_config_backoff(const jr_config *c, const jr_job *j, int max_retries,
-                  const char *error)
-{
-    lua_State *L = c->L;
-    int top, t;
-    double d = -1;
-
-    if (L == NULL || c->ref == LUA_NOREF)
-        return -1;
-    top = lua_gettop(L);
-    lua_rawgeti(L, LUA_REGISTRYINDEX, c->ref);       /* cfg */
-    if (lua_getfield(L, -1, "backoff") == LUA_TFUNCTION) {  /* cfg f */
-        jr_script_push_job(L, j, max_retries);       /* cfg f job */
-        lua_pushinteger(L, j->attempt);              /* cfg f job attempt */
-        lua_pushstring(L, error);                    /* cfg f job a err */
-        d = jr_config_backoff_call(L, 3, j);                   /* cfg */
-    } else {                                         /* cfg v */
-        lua_pop(L, 1);                               /* cfg */
-        if (lua_getfield(L, -1, "defaults") == LUA_TTABLE) {  /* cfg d */
-            t = lua_getfield(L, -1, "backoff");      /* cfg d b */
-            if (t == LUA_TNUMBER) {
-                d = lua_tonumber(L, -1);
-            } else if (t == LUA_TFUNCTION) {
-                lua_pushinteger(L, j->attempt);      /* cfg d b attempt */
-                lua_pushstring(L, error);            /* cfg d b a err */
-                d = jr_config_backoff_call(L, 2, j);           /* cfg d */
-            }
-        }
-    }
-    lua_settop(L, top);
-    return d;
 }
 
 void

@@ -50,6 +50,8 @@ open_migrate(jr_db *db, const jr_config *cfg, jr_err *err)
     o.busy_timeout = cfg->busy_timeout;
     o.schema = cfg->schema;
     o.max_payload = cfg->max_payload;
+    o.keep_completed = cfg->keep_completed;
+    o.keep_cancelled = cfg->keep_cancelled;
     if (jr_db_open(db, cfg->backend, &o, err) == 0 &&
         db->ops->migrate(db->b, err) == 0)
         return 0;
@@ -135,6 +137,11 @@ complete_one(jr_db *db, const char *token, const jr_result *res,
     if ((rc = ops->complete(db->b, token, &r, 1, err)) >= 0 ||
         err->code != JR_EINPUT)
         return rc;
+    if (r.kind == JR_PROGRESS) {    /* the job runs on: drop the report */
+        jr_log(JR_LOG_WARN, "job %lld: progress refused by the database: "
+               "%s", (long long)r.id, err->msg);
+        return 1;
+    }
     snprintf(msg, sizeof msg, "%s refused by the database: %s",
              r.kind == JR_DONE ? "follow-up push" : "result", err->msg);
     jr_log(JR_LOG_ERROR, "job %lld: %s; the job is dead", (long long)r.id,
@@ -265,6 +272,31 @@ run_reads(jr_dbthread *t, jr_cycle *c, int changed)
     }
 }
 
+/* The cycle's checks off the claim path: the cancels of this runner's
+ * running jobs, and one small batch of pruning (after the claim, so it
+ * never delays one; the backend lets one runner at a time prune). */
+static void
+extras(jr_dbthread *t, jr_cycle *c)
+{
+    const jr_backend_ops *ops = t->db->ops;
+    jr_err e;
+
+    c->ncancel = c->pruned = 0;
+    if (c->err.code != 0) {
+        c->ncancel = -1;        /* not looked: forget no cancel */
+        return;
+    }
+    if (c->check_cancel &&
+        (c->ncancel = ops->cancelled(t->db->b, t->token, c->cancel_ids,
+                                     JR_CANCEL_MAX, &e)) < 0)
+        keep_err(c, &e);
+    if (c->prune &&
+        (c->pruned = ops->prune(t->db->b, c->keep_completed,
+                                c->keep_cancelled, c->keep_dead,
+                                JR_PRUNE_BATCH, &e)) < 0)
+        keep_err(c, &e);
+}
+
 static void
 run_cycle(jr_dbthread *t, jr_cycle *c)
 {
@@ -317,6 +349,7 @@ run_cycle(jr_dbthread *t, jr_cycle *c)
         (c->rescued = ops->rescue(b, &e)) < 0)
         keep_err(c, &e);
     free(wants);
+    extras(t, c);
     run_reads(t, c, changed);
     c->wake_fd = ops->wake_fd(b);
 }

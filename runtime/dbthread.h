@@ -9,11 +9,15 @@
 #ifndef JR_DBTHREAD_H
 #define JR_DBTHREAD_H
 
+#include <stdint.h>
+
 #include "config.h"
 #include "err.h"
 #include "job.h"
 
 #define JR_DB_RETRY_MAX 5.0     /* seconds between retries when it fails */
+#define JR_CANCEL_MAX   256     /* cancelled running jobs seen per cycle */
+#define JR_PRUNE_BATCH  500     /* finished jobs deleted per cycle */
 
 struct event_base;
 typedef struct jr_db jr_db;     /* opaque here: a connection (backend.h) */
@@ -63,6 +67,11 @@ typedef struct jr_cycle {
     int                 ahead;          /* jobs are claimed ahead: read
                                            them also when woken by a
                                            change */
+    int                 check_cancel;   /* look for cancels of our jobs */
+    int                 prune;          /* delete one batch of old jobs */
+    double              keep_completed; /* prune: seconds each state stays */
+    double              keep_cancelled;
+    double              keep_dead;      /* < 0: forever */
     /* outputs */
     int                 applied;        /* results recorded, or -1 */
     jr_job            **claimed;        /* want slots, filled; caller owns */
@@ -70,6 +79,10 @@ typedef struct jr_cycle {
     int                 rescued;        /* or -1 */
     int                 renewed;        /* or -1 */
     long                ready;          /* ready jobs, or -1 */
+    int64_t             cancel_ids[JR_CANCEL_MAX]; /* running jobs of ours
+                                           whose cancel was requested */
+    int                 ncancel;        /* or -1 */
+    int                 pruned;         /* jobs pruned, or -1 */
     int                 unchanged;      /* woken, but nothing new yet */
     int                 wake_fd;        /* the backend's wake descriptor */
     char              **paused;         /* paused queue names (caller

@@ -37,7 +37,8 @@ jr_event_job(master *m, const jr_job *j, const jr_result *r, double secs)
     static const int which[] = {[JR_DONE] = JR_HOOK_JOB_SUCCESS,
         [JR_RETRY] = JR_HOOK_JOB_RETRY, [JR_DEAD] = JR_HOOK_JOB_DEAD,
         [JR_SNOOZE] = -1, [JR_RELEASE] = -1,
-        [JR_EXPIRED] = JR_HOOK_JOB_DEAD};
+        [JR_EXPIRED] = JR_HOOK_JOB_DEAD, [JR_CANCELLED] = -1,
+        [JR_PROGRESS] = -1};
     jr_hooks *h = m->hooks;
 
     if (h == NULL || which[r->kind] < 0 || !jr_hook_begin(h, which[r->kind]))

@@ -246,6 +246,11 @@ jr_frame_put_result(jr_buf *b, const jr_result *res)
         jr_put_f64(b, p->run_at);
         jr_put_f64(b, p->run_in);
     }
+    if (res->kind == JR_PROGRESS) {
+        jr_put_f64(b, res->done);
+        jr_put_f64(b, res->total);
+        jr_put_str(b, res->note);
+    }
     jr_frame_end(b, start);
 }
 
@@ -274,7 +279,7 @@ jr_frame_get_result(jr_reader *r, jr_result *res, void **mem, jr_err *err)
     res->generation = arena_str(r, &arena);
     n = jr_get_i32(r);
     if (r->bad || n < 0 || (size_t)n > maxpush || res->kind < JR_DONE ||
-        res->kind > JR_RELEASE)
+        res->kind > JR_PROGRESS || res->kind == JR_EXPIRED)
         return jr_fail(err, JR_EPROTO, "malformed result frame");
     for (i = 0; i < n && !r->bad; i++) {
         pushes[i].name = arena_str(r, &arena);
@@ -287,12 +292,59 @@ jr_frame_get_result(jr_reader *r, jr_result *res, void **mem, jr_err *err)
         if (pushes[i].name == NULL)
             r->bad = 1;
     }
+    if (res->kind == JR_PROGRESS) {
+        res->done = jr_get_f64(r);
+        res->total = jr_get_f64(r);
+        res->note = arena_str(r, &arena);
+    }
     if (r->bad)
         return jr_fail(err, JR_EPROTO, "malformed result frame");
     if ((res->kind == JR_RETRY || res->kind == JR_DEAD) && res->error == NULL)
         res->error = "(the worker gave no error message)";
     res->pushes = pushes;
     res->npushes = n;
+    return 0;
+}
+
+/* --- cancel ---------------------------------------------------------- */
+
+void
+jr_frame_put_cancel(jr_buf *b, int64_t id)
+{
+    size_t start = jr_frame_begin(b, JR_F_CANCEL);
+
+    jr_put_i64(b, id);
+    jr_frame_end(b, start);
+}
+
+int64_t
+jr_frame_get_cancel(jr_reader *r, jr_err *err)
+{
+    int64_t id = jr_get_i64(r);
+
+    if (r->bad || r->n != 0 || id < 1)
+        return jr_fail(err, JR_EPROTO, "malformed cancel frame");
+    return id;
+}
+
+int
+jr_frame_find_cancel(const char *data, size_t n, int64_t id, int *any)
+{
+    jr_reader r;
+    jr_err err;
+    long len;
+
+    if (any != NULL)
+        *any = 0;
+    while ((len = jr_frame_complete(data, n, &err)) > 0) {
+        if (jr_frame_open(&r, data) == JR_F_CANCEL && any != NULL)
+            *any = 1;
+        if (jr_frame_open(&r, data) == JR_F_CANCEL &&
+            jr_frame_get_cancel(&r, &err) == id)
+            return 1;
+        data += len;
+        n -= (size_t)len;
+    }
     return 0;
 }
 

@@ -22,7 +22,8 @@ enum {
     JR_F_JOB,           /* master -> worker: run this job */
     JR_F_RESULT,        /* worker -> master: what became of it */
     JR_F_STOP,          /* master -> worker: exit when idle */
-    JR_F_SETTINGS       /* master -> worker, first: what to run with */
+    JR_F_SETTINGS,      /* master -> worker, first: what to run with */
+    JR_F_CANCEL         /* master -> worker: stop this job (cancelled) */
 };
 
 /* Writing (into util.h's jr_buf: its oom set means the frame is unusable): jr_frame_begin, then puts, then jr_frame_end fills the length. */
@@ -65,12 +66,25 @@ void jr_frame_put_job(jr_buf *b, const jr_job *j);
 /* Returns a new job from a JR_F_JOB body, or NULL with err set. */
 jr_job *jr_frame_get_job(jr_reader *r, jr_err *err);
 
+/* A JR_PROGRESS result also carries done, total and note; the other kinds
+ * do not. */
 void jr_frame_put_result(jr_buf *b, const jr_result *res);
 /* Decodes a JR_F_RESULT body into res. Strings are copied into one new
  * allocation returned through *mem (free it when done with res, also on
  * failure); res->pushes points into it. Returns 0 or -1 with err set. */
 int  jr_frame_get_result(jr_reader *r, jr_result *res, void **mem,
                          jr_err *err);
+
+/* A cancel: the id of the job to stop. jr_frame_get_cancel returns the id,
+ * or -1 with err set for a malformed body (an id < 1, trailing bytes). */
+void    jr_frame_put_cancel(jr_buf *b, int64_t id);
+int64_t jr_frame_get_cancel(jr_reader *r, jr_err *err);
+
+/* 1 if a complete JR_F_CANCEL frame for job id is among the frames at
+ * data[0..n) (a worker looks ahead while it runs a job); *any (may be
+ * NULL) is set to whether there is a cancel frame for any job. */
+int     jr_frame_find_cancel(const char *data, size_t n, int64_t id,
+                             int *any);
 
 /* A worker's hello: what it loaded, what failed, and whether its set-up
  * (config, libraries) failed before any handler could load. */

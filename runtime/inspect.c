@@ -3,6 +3,7 @@
  * file) and dead (list, retry, purge). Both go through the producer
  * library, as every command that only touches jobs does. Uses
  * commands.h, jobrunner.h, script.h (handler names), util.h. */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -89,7 +90,7 @@ stats_json(const stat_acc *a, const jr_scripts *scripts)
             jr_json_str(stdout, a->rows[i].name);
             first = 0;
         }
-    printf("]}\n");
+    printf("]");
 }
 
 static void
@@ -110,6 +111,61 @@ stats_text(const stat_acc *a, const jr_scripts *scripts)
                r->scheduled, r->running, r->dead,
                has_handler(scripts, r->name) ? "" : "  (no handler file)");
     }
+}
+
+/* The running jobs that reported progress: one line each, or a JSON
+ * array "progress" of {id, name, done, total, note}. */
+typedef struct prog_out {
+    int json, n;
+} prog_out;
+
+static int
+prog_print(const jr_client_job_info *j, void *arg)
+{
+    prog_out *o = arg;
+
+    if (isnan(j->progress_done) && j->progress_note == NULL)
+        return 0;
+    if (!o->json) {
+        printf("%s%-10lld %-24s %g", o->n ? "" : "\nRUNNING WITH "
+               "PROGRESS\n", (long long)j->id, j->name, j->progress_done);
+        if (!isnan(j->progress_total))
+            printf("/%g", j->progress_total);
+        printf(" %s\n", j->progress_note ? j->progress_note : "");
+        o->n++;
+        return 0;
+    }
+    printf("%s{\"id\":%lld,\"name\":", o->n++ ? "," : "",
+           (long long)j->id);
+    jr_json_str(stdout, j->name);
+    if (isnan(j->progress_done))
+        printf(",\"done\":null");
+    else
+        printf(",\"done\":%.17g", j->progress_done);
+    if (isnan(j->progress_total))
+        printf(",\"total\":null");
+    else
+        printf(",\"total\":%.17g", j->progress_total);
+    printf(",\"note\":");
+    jr_json_str(stdout, j->progress_note);
+    printf("}");
+    return 0;
+}
+
+/* Prints the progress of running jobs after the counts. */
+static int
+stats_progress(jr_client *client, int json)
+{
+    jr_client_filter f = {.state = "running"};
+    prog_out o = {.json = json};
+    int rc;
+
+    if (json)
+        printf(",\"progress\":[");
+    rc = jr_client_list(client, &f, prog_print, &o);
+    if (json)
+        printf("]}\n");
+    return rc == JR_CLIENT_OK ? 0 : -1;
 }
 
 int
@@ -142,10 +198,14 @@ jr_cmd_stats(jr_cli *cli)
         memset(&s, 0, sizeof s);    /* no scripts dir: nothing handled */
     if (jr_client_stats(client, &total, stat_collect, &a) != JR_CLIENT_OK)
         rc = jr_cmd_client_fail(client);
-    else if (json)
-        stats_json(&a, &s);
-    else
-        stats_text(&a, &s);
+    else {
+        if (json)
+            stats_json(&a, &s);
+        else
+            stats_text(&a, &s);
+        if (stats_progress(client, json) < 0)
+            rc = jr_cmd_client_fail(client);
+    }
     jr_scripts_free(&s);
     for (i = 0; i < a.n; i++)
         free(a.rows[i].name);

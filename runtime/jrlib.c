@@ -8,6 +8,7 @@
  * too. snooze() and discard() unwind the handler by raising a
  * jobrunner.signal userdata that the traceback handler lets through
  * untouched. */
+#include <math.h>
 #include <stdlib.h>
 #include <stdio.h>
 #include <string.h>
@@ -55,6 +56,8 @@ jr_jobctx_clear(jr_jobctx *ctx)
         free(ctx->mem[i]);
     ctx->npushes = 0;
     ctx->decided = 0;
+    ctx->cancelled = 0;
+    ctx->progress_dirty = 0;
 }
 
 void
@@ -224,6 +227,70 @@ jrlib_log(lua_State *L)
     return 0;
 }
 
+/* jobrunner.cancelled(): true once this job's cancel arrived. The error
+ * the cancel raises comes at the handler's next Lua instruction and again
+ * every few thousand: a handler that catches it (pcall) can check this to
+ * tell a cancel from a failure and clean up briefly; the job ends
+ * cancelled however the handler ends. */
+static int
+jrlib_cancelled(lua_State *L)
+{
+    jr_jobctx *ctx = job_ctx(L, "cancelled");
+
+    if (!ctx->cancelled && ctx->on_cancelled != NULL)
+        ctx->on_cancelled(ctx->hook_arg);
+    lua_pushboolean(L, ctx->cancelled);
+    return 1;
+}
+
+/* 1 if s[0..n) is text the database takes: UTF-8 as the one JSON
+ * escaper judges it (json.c), without NUL bytes. */
+static int
+text_ok(const char *s, size_t n)
+{
+    size_t used;
+    char out[6];
+
+    for (; n > 0; s += used, n -= used)
+        if (*s == '\0' || jr_json_escape_char(s, n, out, &used) == 0)
+            return 0;
+    return 1;
+}
+
+/* jobrunner.progress(done [, total [, note]]): how far the job is. Kept in
+ * the job's context; the worker sends it at most once a second, and the
+ * last value with the job's result. A note longer than JR_NOTE_MAX bytes
+ * is cut. */
+static int
+jrlib_progress(lua_State *L)
+{
+    double done = luaL_checknumber(L, 1);
+    double total = lua_isnoneornil(L, 2) ? NAN : luaL_checknumber(L, 2);
+    size_t len = 0;
+    const char *note = luaL_optlstring(L, 3, NULL, &len);
+    jr_jobctx *ctx;
+
+    luaL_argcheck(L, isfinite(done) && done >= 0, 1,
+                  "must be a finite number >= 0");
+    luaL_argcheck(L, isnan(total) || (isfinite(total) && total >= 0), 2,
+                  "must be nil or a finite number >= 0");
+    luaL_argcheck(L, note == NULL || text_ok(note, len), 3,
+                  "must be UTF-8 text without NUL bytes");
+    ctx = job_ctx(L, "progress");
+    if (len > JR_NOTE_MAX)
+        for (len = JR_NOTE_MAX; (note[len] & 0xC0) == 0x80; len--)
+            ;
+    ctx->progress_done = done;
+    ctx->progress_total = total;
+    ctx->progress_has_note = note != NULL;
+    memcpy(ctx->progress_note, note ? note : "", len);
+    ctx->progress_note[len] = '\0';
+    ctx->progress_dirty = 1;
+    if (ctx->on_progress != NULL)
+        ctx->on_progress(ctx->hook_arg);
+    return 0;
+}
+
 /* jobrunner.now(): epoch seconds with sub-millisecond precision. */
 static int
 jrlib_now(lua_State *L)
@@ -238,6 +305,8 @@ static const luaL_Reg jrlib_funcs[] = {
     {"snooze", jrlib_snooze},
     {"discard", jrlib_discard},
     {"log", jrlib_log},
+    {"cancelled", jrlib_cancelled},
+    {"progress", jrlib_progress},
     {NULL, NULL}
 };
 

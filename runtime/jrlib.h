@@ -1,6 +1,6 @@
 /* jrlib.h - the handler module, "jobrunner" as handlers see it (the
  * producer module is "jobrunner.client"): push (kept until the job
- * succeeds), snooze, discard, log, null, array. Owns the pushes of the job
+ * succeeds), snooze, discard, log, null, array, progress, cancelled. Owns the pushes of the job
  * that runs. Uses job.h for jr_push, luabridge.h for the signal
  * metatable, json.h to encode payloads, luaopts.h to read push options. */
 #ifndef JR_JRLIB_H
@@ -13,6 +13,9 @@ typedef struct lua_State lua_State;
 /* snooze() waits at least this many seconds: snooze() or snooze(0) on a
  * job that snoozes every time must not requeue it in a tight loop. */
 #define JR_SNOOZE_MIN 1.0
+
+/* Bytes of a progress note kept (cut at a character boundary). */
+#define JR_NOTE_MAX 256
 
 /* What a handler's jobrunner.snooze/discard raised. */
 typedef struct jr_signal {
@@ -33,6 +36,18 @@ typedef struct jr_jobctx {
     size_t        max_payload;  /* bytes, 0: no limit */
     int           decided;      /* snooze or discard was called */
     jr_signal     decision;     /* the first of them: a pcall can't undo it */
+    int           cancelled;    /* its cancel arrived (worker.c sets it) */
+    /* Called by cancelled() before it answers, and by progress() after it
+     * stored a value (worker.c's: read the master's frames, send the
+     * progress if a second passed). arg is hook_arg. */
+    void        (*on_cancelled)(void *arg);
+    void        (*on_progress)(void *arg);
+    void         *hook_arg;
+    int           progress_dirty;   /* a value not sent yet */
+    double        progress_done;
+    double        progress_total;   /* NAN: unknown */
+    int           progress_has_note;
+    char          progress_note[JR_NOTE_MAX + 1];
 } jr_jobctx;
 
 /* Installs package.loaded.jobrunner for handlers, bound to ctx (borrowed,

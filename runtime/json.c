@@ -494,3 +494,28 @@ jr_json_set_markers(lua_State *L)                    /* M */
     lua_pushlightuserdata(L, NULL);                  /* M null */
     lua_setfield(L, -2, "null");                     /* M */
 }
+
+/* lua-cjson decodes every JSON number as a float: turn whole ones back
+ * into integers (exact up to 2^53) in the value on top, so 3 is 3 and not
+ * 3.0. [-0, +0, -] */
+void
+jr_json_integers(lua_State *L, int depth)
+{
+    if (!lua_istable(L, -1) || depth > 100 || !lua_checkstack(L, 4))
+        return;
+    lua_pushnil(L);                                  /* t k */
+    while (lua_next(L, -2)) {                        /* t k v */
+        if (lua_type(L, -1) == LUA_TNUMBER && !lua_isinteger(L, -1)) {
+            lua_Integer i;
+            if (lua_numbertointeger(lua_tonumber(L, -1), &i) &&
+                (double)i == lua_tonumber(L, -1)) {
+                lua_pushvalue(L, -2);                /* t k v k */
+                lua_pushinteger(L, i);               /* t k v k i */
+                lua_rawset(L, -5);                   /* t k v */
+            }
+        } else if (lua_istable(L, -1)) {
+            jr_json_integers(L, depth + 1);
+        }
+        lua_pop(L, 1);                               /* t k */
+    }                                                /* t */
+}

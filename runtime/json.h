@@ -46,4 +46,9 @@ int jr_json_encode(lua_State *L, int idx, jr_buf *b, char *msg,
  * [-0, +0, m] */
 void jr_json_set_markers(lua_State *L);
 
+/* lua-cjson decodes every JSON number as a float: turns whole ones back
+ * into integers (exact up to 2^53) in the table on top, depth levels deep
+ * already (call with 0). [-0, +0, -] */
+void jr_json_integers(lua_State *L, int depth);
+
 #endif

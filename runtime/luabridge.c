@@ -89,6 +89,16 @@ secs_str(double secs)
     return buf;
 }
 
+static jr_script_check_fn check_fn;     /* jr_script_set_check's */
+static void              *check_arg;
+
+void
+jr_script_set_check(jr_script_check_fn fn, void *arg)
+{
+    check_fn = fn;
+    check_arg = arg;
+}
+
 static limit **
 limit_slot(lua_State *L)
 {
@@ -103,18 +113,27 @@ limit_hook(lua_State *L, lua_Debug *ar)
 {
     limit *lim = *limit_slot(L);
     char where[256] = "";
+    const char *stop = NULL;
 
-    if (lim == NULL)
+    if (lim == NULL) {          /* an interrupt that came after the call */
+        lua_sethook(L, NULL, 0, 0);
         return;
+    }
+    if (lua_gethookcount(L) != BUDGET_STEP)     /* after an interrupt */
+        lua_sethook(L, limit_hook, LUA_MASKCOUNT, BUDGET_STEP);
     if (lim->budget > 0)
         lim->left -= BUDGET_STEP;
-    if ((lim->budget <= 0 || lim->left > 0) &&
+    if (check_fn != NULL)
+        stop = check_fn(check_arg);
+    if (stop == NULL && (lim->budget <= 0 || lim->left > 0) &&
         (lim->deadline <= 0 || jr_mono() <= lim->deadline))
         return;
     if (lua_getinfo(L, "Sl", ar) && ar->currentline > 0)
         snprintf(where, sizeof where, "%s:%d: ", ar->short_src,
                  ar->currentline);
-    if (lim->budget > 0 && lim->left <= 0)
+    if (stop != NULL)
+        lua_pushfstring(L, "%s%s", where, stop);
+    else if (lim->budget > 0 && lim->left <= 0)
         lua_pushfstring(L, "%sinterrupted: ran more than %d instructions (an "
                         "endless loop?)", where, (int)lim->budget);
     else
@@ -135,7 +154,7 @@ jr_script_xrun(lua_State *L, int nargs, int nres, long budget,
     if (timeout > 0)
         lim.deadline = jr_mono() + timeout;
     *limit_slot(L) = &lim;
-    if (budget > 0 || timeout > 0)
+    if (budget > 0 || timeout > 0 || check_fn != NULL)
         lua_sethook(L, limit_hook, LUA_MASKCOUNT, BUDGET_STEP);
     else
         lua_sethook(L, NULL, 0, 0);
@@ -145,6 +164,12 @@ jr_script_xrun(lua_State *L, int nargs, int nres, long budget,
     if (rc == LUA_OK && timeout > 0 && jr_mono() > lim.deadline)
         rc = JR_SCRIPT_LATE;    /* finished, but past its deadline */
     return rc;
+}
+
+void
+jr_script_interrupt(lua_State *L)
+{
+    lua_sethook(L, limit_hook, LUA_MASKCOUNT, 1);
 }
 
 int

@@ -66,6 +66,20 @@ int jr_script_run(lua_State *L, int nargs, int nres, long budget,
 int jr_script_xrun(lua_State *L, int nargs, int nres, long budget,
                    double timeout);
 
+/* A check the count hook of jr_script_xrun makes at each of its checks (a
+ * worker's cancel): NULL to go on, or a message to raise at the Lua line
+ * that runs, and again at every later check, so that a pcall cannot
+ * swallow it. One per process (a worker's one state); fn NULL: none.
+ * While one is set every jr_script_xrun installs the count hook. */
+typedef const char *(*jr_script_check_fn)(void *arg);
+void jr_script_set_check(jr_script_check_fn fn, void *arg);
+
+/* Makes the count hook of the call running in L check at its next
+ * instruction instead of BUDGET_STEP instructions later. Async-signal-
+ * safe (lua_sethook is, as lua.c's Ctrl-C handler relies on): for a signal
+ * handler, and only while a jr_script_xrun runs. */
+void jr_script_interrupt(lua_State *L);
+
 /* Pushes the plain table a handler sees for job j: id, name, queue,
  * attempt, max_retries (the one in force), priority, run_at, created_at;
  * not the payload. [-0, +1, m] */

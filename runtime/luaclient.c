@@ -26,9 +26,8 @@
 #include "backend.h"
 #include "jobrunner.h"
 #include "json.h"
+#include "luaclient.h"
 #include "luaopts.h"
-
-#define JR_CLIENT_MT "jobrunner.client"
 
 LUAMOD_API int luaopen_jobrunner_client(lua_State *L);
 LUAMOD_API int luaopen_jobrunner(lua_State *L);
@@ -58,13 +57,9 @@ read_push_opts(lua_State *L, int idx, const char *fn, const char *name,
 
 /* --- the client ------------------------------------------------------------ */
 
-typedef struct client_box {
-    jr_client *c;               /* NULL once closed */
-} client_box;
-
 /* The open client at argument 1, or raises.  [-0, +0, v] */
-static jr_client *
-check_client(lua_State *L)
+jr_client *
+jr_luaclient_check(lua_State *L)
 {
     client_box *box = luaL_checkudata(L, 1, JR_CLIENT_MT);
 
@@ -74,8 +69,8 @@ check_client(lua_State *L)
 }
 
 /* Returns nil, msg.  [-0, +2, m] */
-static int
-fail(lua_State *L, const char *msg)
+int
+jr_luaclient_fail(lua_State *L, const char *msg)
 {
     lua_pushnil(L);                                  /* nil */
     lua_pushstring(L, msg);                          /* nil msg */
@@ -86,7 +81,7 @@ fail(lua_State *L, const char *msg)
 static int
 client_push(lua_State *L)                            /* q name payload opts */
 {
-    jr_client *c = check_client(L);
+    jr_client *c = jr_luaclient_check(L);
     size_t len;
     const char *name = luaL_checklstring(L, 2, &len);
     jr_client_opts o;
@@ -96,13 +91,13 @@ client_push(lua_State *L)                            /* q name payload opts */
     jr_err bad;
 
     if (read_push_opts(L, 4, "push", name, len, &o, &bad) < 0)
-        return fail(L, bad.msg);
+        return jr_luaclient_fail(L, bad.msg);
     lua_settop(L, 4);                                /* q name payload opts */
     b = jr_json_buf_new(L);                          /* .. b */
     if (jr_json_encode(L, 3, b, msg, sizeof msg) < 0)
-        return fail(L, lua_pushfstring(L, "job '%s': %s", name, msg));
+        return jr_luaclient_fail(L, lua_pushfstring(L, "job '%s': %s", name, msg));
     if (jr_client_push(c, name, b->p, &o, &id) != JR_CLIENT_OK)
-        return fail(L, jr_client_errmsg(c));
+        return jr_luaclient_fail(L, jr_client_errmsg(c));
     lua_pushinteger(L, (lua_Integer)id);             /* .. b id */
     return 1;
 }
@@ -153,7 +148,7 @@ read_job(lua_State *L, lua_Integer i, jr_buf *b, size_t *off,
 static int
 client_push_many(lua_State *L)                       /* q list */
 {
-    jr_client *c = check_client(L);
+    jr_client *c = jr_luaclient_check(L);
     lua_Integer i, n;
     jr_client_job *jobs;
     size_t *offs;
@@ -173,11 +168,11 @@ client_push_many(lua_State *L)                       /* q list */
     b = jr_json_buf_new(L);                      /* q list jobs offs ids b */
     for (i = 1; i <= n; i++)
         if (read_job(L, i, b, &offs[i - 1], &jobs[i - 1], msg) < 0)
-            return fail(L, msg);
+            return jr_luaclient_fail(L, msg);
     for (i = 0; i < n; i++)                          /* b no longer moves */
         jobs[i].payload = b->p + offs[i];
     if (jr_client_push_many(c, jobs, (size_t)n, ids) != JR_CLIENT_OK)
-        return fail(L, jr_client_errmsg(c));
+        return jr_luaclient_fail(L, jr_client_errmsg(c));
     lua_createtable(L, (int)n, 0);                   /* .. b out */
     for (i = 0; i < n; i++) {
         lua_pushinteger(L, (lua_Integer)ids[i]);     /* .. b out id */
@@ -228,15 +223,15 @@ set_counts(lua_State *L, const jr_client_counts *n)
 static int
 client_stats(lua_State *L)                           /* q */
 {
-    jr_client *c = check_client(L);
+    jr_client *c = jr_luaclient_check(L);
     jr_client_counts total;
     size_t at = 0;
     jr_buf *b = jr_json_buf_new(L);                  /* q b */
 
     if (jr_client_stats(c, &total, stats_collect, b) != JR_CLIENT_OK)
-        return fail(L, jr_client_errmsg(c));
+        return jr_luaclient_fail(L, jr_client_errmsg(c));
     if (b->oom)
-        return fail(L, "stats: out of memory");
+        return jr_luaclient_fail(L, "stats: out of memory");
     lua_createtable(L, 0, 6);                        /* q b s */
     set_counts(L, &total);
     lua_newtable(L);                                 /* q b s names */
@@ -289,109 +284,16 @@ client_tostring(lua_State *L)                        /* q */
     return 1;                                        /* q s */
 }
 
-/* q:pause(queue) / q:resume(queue) -> true | nil, msg */
-static int
-client_pause_resume(lua_State *L, int pause)         /* q queue */
-{
-    jr_client *c = check_client(L);
-    const char *queue = luaL_checkstring(L, 2);
-
-    if ((pause ? jr_client_queue_pause(c, queue) :
-         jr_client_queue_resume(c, queue)) != JR_CLIENT_OK)
-        return fail(L, jr_client_errmsg(c));
-    lua_pushboolean(L, 1);                           /* q queue true */
-    return 1;
-}
-
-static int
-client_pause(lua_State *L)
-{
-    return client_pause_resume(L, 1);
-}
-
-static int
-client_resume(lua_State *L)
-{
-    return client_pause_resume(L, 0);
-}
-
-typedef struct queue_rec {      /* one queue in the buffer; name follows */
-    jr_client_queue q;          /* q.name is not used */
-    size_t          len;
-} queue_rec;
-
-/* Runs inside the database call, so it must not raise: it only copies. */
-static int
-queues_collect(const jr_client_queue *q, void *arg)
-{
-    jr_buf *b = arg;
-    queue_rec r;
-
-    r.q = *q;
-    r.len = strlen(q->name);
-    if (jr_buf_put(b, &r, sizeof r) < 0 || jr_buf_put(b, q->name, r.len) < 0)
-        return 1;               /* b->oom tells client_queues */
-    return 0;
-}
-
-/* Sets name = v for the counts of q in the table on top. [-0, +0, m] */
-static void
-set_queue_fields(lua_State *L, const jr_client_queue *q)
-{
-    static const char *const keys[] = {"ready", "scheduled", "running",
-                                       "dead", "cancelled", "completed"};
-    const long v[] = {q->ready, q->scheduled, q->running, q->dead,
-                      q->cancelled, q->completed};
-    size_t i;
-
-    for (i = 0; i < sizeof keys / sizeof keys[0]; i++) {
-        lua_pushinteger(L, v[i]);                    /* t v */
-        lua_setfield(L, -2, keys[i]);                /* t */
-    }
-    lua_pushboolean(L, q->paused);                   /* t b */
-    lua_setfield(L, -2, "paused");                   /* t */
-    if (q->paused) {
-        lua_pushnumber(L, q->paused_at);             /* t at */
-        lua_setfield(L, -2, "paused_at");            /* t */
-    }
-}
-
-/* q:queues() -> { {name, paused, paused_at, ready, scheduled, running,
- *                  dead, cancelled, completed}, ... } by name | nil, msg */
-static int
-client_queues(lua_State *L)                          /* q */
-{
-    jr_client *c = check_client(L);
-    size_t at = 0;
-    int n = 0;
-    jr_buf *b = jr_json_buf_new(L);                  /* q b */
-
-    if (jr_client_queue_list(c, queues_collect, b) != JR_CLIENT_OK)
-        return fail(L, jr_client_errmsg(c));
-    if (b->oom)
-        return fail(L, "queues: out of memory");
-    lua_newtable(L);                                 /* q b list */
-    while (at < b->len) {
-        queue_rec r;
-        memcpy(&r, b->p + at, sizeof r);
-        at += sizeof r;
-        lua_createtable(L, 0, 10);                   /* q b list t */
-        lua_pushlstring(L, b->p + at, r.len);        /* q b list t name */
-        lua_setfield(L, -2, "name");                 /* q b list t */
-        at += r.len;
-        set_queue_fields(L, &r.q);
-        lua_rawseti(L, -2, ++n);                     /* q b list */
-    }
-    return 1;
-}
-
 static const luaL_Reg client_methods[] = {
     {"push", client_push},
     {"push_many", client_push_many},
     {"stats", client_stats},
-    {"pause", client_pause},
-    {"resume", client_resume},
-    {"queues", client_queues},
+    {"pause", jr_luaclient_pause},
+    {"resume", jr_luaclient_resume},
+    {"queues", jr_luaclient_queues},
+    {"cancel", jr_luaclient_cancel},
+    {"show", jr_luaclient_show},
+    {"list", jr_luaclient_list},
     {"close", client_close},
     {NULL, NULL}
 };
@@ -483,7 +385,7 @@ jobrunner_encode(lua_State *L)                       /* v */
     lua_settop(L, 1);
     b = jr_json_buf_new(L);                          /* v b */
     if (jr_json_encode(L, 1, b, msg, sizeof msg) < 0)
-        return fail(L, msg);
+        return jr_luaclient_fail(L, msg);
     lua_pushlstring(L, b->p, b->len - 1);            /* v b json */
     return 1;
 }

@@ -30,6 +30,14 @@ static const struct command {
      "                           and this config's concurrency for it\n"
      "  queue pause NAME | queue resume NAME\n"
      "                           no runner starts the queue's jobs until resumed"},
+    {"cancel", jr_cmd_cancel, "cancel ID...             cancel jobs: queued ones never run, running ones\n"
+     "                           are stopped (exit 5 if an id is unknown)"},
+    {"show", jr_cmd_show, "show ID [--json]         every field of one job, payload included\n"
+     "                           (exit 5 if there is no such job)"},
+    {"list", jr_cmd_list, "list [--state S] [--name N] [--queue Q] [--limit N] [--json]\n"
+     "                           jobs newest first, without payload (limit 100;\n"
+     "                           0: all); S: queued ready scheduled running\n"
+     "                           completed cancelled dead"},
     {"check", jr_cmd_check, "check                    load config and every handler, report errors"},
     {"migrate", jr_cmd_migrate, "migrate                  create or upgrade the database schema"},
     {"reload", jr_cmd_reload, "reload                   make the running runner reload its handlers (SIGHUP)"},
@@ -63,7 +71,9 @@ usage(FILE *f)
             "  1  runtime or database failure\n"
             "  2  bad command line or bad input (name, JSON, duration)\n"
             "  3  errors in the config file or in handlers (check)\n"
-            "  4  no database (stats, dead list, queue list: they create none)\n"
+            "  4  no database (stats, dead list, queue list, show, list: they\n"
+            "     create none)\n"
+            "  5  no job with that id (show; cancel: any of its ids)\n"
             "\nenvironment:\n"
             "  JOBRUNNER_BACKEND   the backend URL when neither --backend nor "
             "--backend-file\n"

@@ -34,6 +34,8 @@
 #include "url.h"
 
 #define TICK_SECS      0.25     /* on_tick: deadlines, shutdown, idle */
+#define CANCEL_POLL    1.0      /* seconds between looks for cancels */
+#define PRUNE_EVERY    5.0      /* seconds between prunes (retention) */
 #define WATCH_DEBOUNCE 0.2      /* seconds of quiet in scripts/ to reload */
 #define STOP_WAIT      2.0      /* seconds finish waits for workers to exit */
 
@@ -87,6 +89,7 @@ on_tick(evutil_socket_t fd, short what, void *arg)
     (void)fd;
     (void)what;
     jr_pool_deadlines(m, now);
+    jr_cancel_deadlines(m, now);
     if (m->stopping && (jr_pool_busy(m) == 0 || now > m->stop_deadline))
         event_base_loopbreak(m->base);
     jr_pool_idle(m, now);
@@ -241,6 +244,8 @@ make_loop(master *m, jr_err *err)
     add_flag(m, &m->renew, m->cfg->lease / 3, &m->renew_due);
     add_flag(m, &m->rescue, m->cfg->lease / 2, &m->rescue_due);
     add_flag(m, &m->pausetick, 1.0, &m->paused_due);
+    add_flag(m, &m->cancelpoll, CANCEL_POLL, &m->cancel_due);
+    add_flag(m, &m->prunetick, PRUNE_EVERY, &m->prune_due);
     m->ev_tick = add_timer(m, TICK_SECS, on_tick, m);
     return 0;
 }
@@ -397,7 +402,8 @@ cleanup(master *m)
     struct event *evs[] = {m->ev_work, m->poll.ev, m->renew.ev, m->rescue.ev,
                            m->ev_tick, m->ev_wake, m->ev_spawn,
                            m->hooktick.ev, m->ev_recheck,
-                           m->pausetick.ev};
+                           m->pausetick.ev, m->cancelpoll.ev,
+                           m->prunetick.ev};
     size_t i;
     int k;
     wk *w;
@@ -430,6 +436,7 @@ cleanup(master *m)
     free(m->inflight);
     free(m->snoozes);
     jr_qstate_free(m);
+    free(m->cancels);
     jr_gen_unref(m->cycle_gen);
     jr_gen_unref(m->gen);
     jr_hooks_free(m->hooks);

@@ -5,6 +5,8 @@
  *   master.c  the loop, signals and timers; start, finish, cleanup
  *   claimq.c  the local queue of claimed jobs, dispatch to workers, result
  *             buffers and the database cycle that records and claims
+ *   cancel.c  cancels of this runner's running jobs: local queue, workers,
+ *             the kill after a grace period
  *   pool.c    the worker processes: spawn, frames, results, death, scaling,
  *             deadlines; output.c reads their output (handler_output)
  *   gen.c     generations of handler code: hello, probe, reload
@@ -98,6 +100,10 @@ typedef struct qstate {         /* one queue this runner caps or names */
     int         more;           /* it may have more ready: claim again
                                    when one of its jobs ends */
 } qstate;
+typedef struct cancelling {     /* a running job told to stop (cancel.c) */
+    int64_t     id;
+    double      told;           /* mono time its worker was told */
+} cancelling;
 
 typedef struct snoozed {        /* a job that snoozed under this runner */
     int64_t     id;
@@ -173,6 +179,13 @@ struct master {
     int                 npaused;
     int                 paused_due;     /* read the paused queues */
     flag_timer          pausetick;      /* sets paused_due each second */
+    flag_timer          cancelpoll;     /* sets cancel_due */
+    flag_timer          prunetick;      /* sets prune_due */
+    int                 cancel_due;     /* look for cancels of our jobs */
+    int                 prune_due;      /* prune a batch of finished jobs */
+    cancelling         *cancels;        /* running jobs told to stop */
+    int                 ncancels, capcancels;
+    long                cancelled;      /* jobs recorded cancelled */
 };
 
 /* master.c: the loop */
@@ -220,6 +233,18 @@ void jr_qstate_done(master *m, const char *queue);
 void jr_qstate_tick(master *m, const jr_cycle *c);
 /* Sets queue's target (on_tick), clamped to its min..max. */
 void jr_qstate_target(master *m, const char *queue, double target);
+/* cancel.c: cancelling running jobs */
+
+int  jr_cancel_holds(const master *m);  /* 1 if it holds any job */
+/* The cycle found ids[0..n): the running jobs of this runner whose cancel
+ * was requested. Queued ones are recorded cancelled, running ones told. */
+void jr_cancel_seen(master *m, const int64_t *ids, int n);
+/* 1 if job id was told to stop (its end is a cancel, however it ends). */
+int  jr_cancel_requested(master *m, int64_t id);
+/* Records job j cancelled (borrowed; why may be NULL). */
+void jr_cancel_record(master *m, const jr_job *j, const char *why);
+/* Kills workers still running a cancelled job after the grace period. */
+void jr_cancel_deadlines(master *m, double now);
 
 /* pool.c: the workers */
 

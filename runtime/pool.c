@@ -222,6 +222,11 @@ log_result(master *m, const jr_job *j, const jr_result *r, double secs)
         jr_log(JR_LOG_INFO, "job %lld (%s) snoozed for %.1fs",
                (long long)j->id, j->name, r->delay);
         break;
+    case JR_CANCELLED:
+        m->cancelled++;
+        jr_log(JR_LOG_INFO, "job %lld (%s) cancelled: %s", (long long)j->id,
+               j->name, first);
+        break;
     }
 }
 
@@ -306,9 +311,17 @@ on_result(master *m, wk *w, jr_reader *r)
     void *mem;
     jr_job *j;
     double now = jr_mono(), secs;
+    int bad = jr_frame_get_result(r, &res, &mem, &err) < 0;
 
+    if (!bad && res.kind == JR_PROGRESS && w->njobs > 0 &&
+        w->jobs[0]->id == res.id) {
+        jr_log(JR_LOG_DEBUG, "job %lld progress %g/%g", (long long)res.id,
+               res.done, res.total);
+        jr_claimq_result(m, &res, mem);  /* the job runs on */
+        return;
+    }
     jr_output_done(w);             /* what the job printed is logged as its */
-    if (jr_frame_get_result(r, &res, &mem, &err) < 0 || w->njobs == 0 ||
+    if (bad || res.kind == JR_PROGRESS || w->njobs == 0 ||
         w->jobs[0]->id != res.id) {
         jr_log(JR_LOG_ERROR, "worker %d: %s", w->id, w->njobs == 0 ?
                "result for a job it does not hold" : "malformed result");
@@ -537,7 +550,10 @@ gone_jobs(master *m, wk *w, const char *reason)
     int i;
 
     if (w->njobs > 0) {
-        if (m->stopping && !w->kill_reason[0])
+        if (jr_cancel_requested(m, w->jobs[0]->id)) {
+            jr_cancel_record(m, w->jobs[0], reason);
+            free(w->jobs[0]);
+        } else if (m->stopping && !w->kill_reason[0])
             jr_claimq_release(m, w->jobs[0]);
         else {
             fail_job(m, w->gen, w->jobs[0], reason);

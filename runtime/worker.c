@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <unistd.h>
 #ifdef __linux__
 #include <sys/prctl.h>
@@ -23,13 +24,22 @@
 #include "config.h"
 #include "frame.h"
 #include "jrlib.h"
+#include "json.h"
 #include "log.h"
+#include "luabridge.h"
 #include "retry.h"
 #include "script.h"
 #include "util.h"
 #include "worker.h"
 
 #define FLUSH_DELAY 0.002       /* seconds a result may wait for company */
+#define PROGRESS_EVERY 1.0      /* seconds between progress sends, at least */
+
+/* SIGUSR1: the master sent a CANCEL frame. The handler sets the flag and
+ * makes the running call's count hook look at once (jr_script_interrupt);
+ * the hook reads the frame (cancel_check). */
+static volatile sig_atomic_t cancel_signal;
+static lua_State *volatile   running_L;     /* set while a handler runs */
 
 typedef struct worker {
     int         fd;
@@ -44,6 +54,10 @@ typedef struct worker {
     jr_memlimit mem;            /* the Lua state's allocations */
     int         recycle;        /* exit after this job's result */
     double      unflushed_since;/* mono time of the oldest unsent result */
+    jr_buf      in;             /* frames read from the master */
+    size_t      used;           /* bytes of in already handled */
+    double      progress_sent;  /* mono time of the job's last progress */
+    char        cancel_msg[64]; /* what the cancel raises */
     char        err[2048];      /* last failure message */
 } worker;
 
@@ -80,31 +94,6 @@ send_hello(worker *w, const char *setup_error)
     return flush(w);
 }
 
-/* lua-cjson decodes every JSON number as a float: turn whole ones back
- * into integers (exact up to 2^53) in the value on top, so 3 is 3 and not
- * 3.0. [-0, +0, -] */
-static void
-integers(lua_State *L, int depth)
-{
-    if (!lua_istable(L, -1) || depth > 100 || !lua_checkstack(L, 4))
-        return;
-    lua_pushnil(L);                                  /* t k */
-    while (lua_next(L, -2)) {                        /* t k v */
-        if (lua_type(L, -1) == LUA_TNUMBER && !lua_isinteger(L, -1)) {
-            lua_Integer i;
-            if (lua_numbertointeger(lua_tonumber(L, -1), &i) &&
-                (double)i == lua_tonumber(L, -1)) {
-                lua_pushvalue(L, -2);                /* t k v k */
-                lua_pushinteger(L, i);               /* t k v k i */
-                lua_rawset(L, -5);                   /* t k v */
-            }
-        } else if (lua_istable(L, -1)) {
-            integers(L, depth + 1);
-        }
-        lua_pop(L, 1);                               /* t k */
-    }                                                /* t */
-}
-
 /* Decodes the payload into job.payload; on failure leaves a message in
  * w->err and returns -1. [-0, +0, -] */
 static int
@@ -120,7 +109,7 @@ set_payload(worker *w, const jr_job *j)
         lua_pop(L, 1);                               /* job */
         return -1;
     }                                                /* job payload */
-    integers(L, 0);
+    jr_json_integers(L, 0);
     lua_setfield(L, -2, "payload");                  /* job */
     return 0;
 }
@@ -220,6 +209,108 @@ find_handler(worker *w, const jr_job *j, jr_result *res)
     return -1;
 }
 
+/* Reads what the master sent meanwhile, without blocking. */
+static void
+read_more(worker *w)
+{
+    ssize_t n;
+
+    for (;;) {
+        if (w->in.cap - w->in.len < 4096) {
+            size_t cap = w->in.cap ? w->in.cap * 2 : 65536;
+            char *p = realloc(w->in.p, cap);
+            if (p == NULL)
+                return;
+            w->in.p = p;
+            w->in.cap = cap;
+        }
+        n = recv(w->fd, w->in.p + w->in.len, w->in.cap - w->in.len,
+                 MSG_DONTWAIT);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0)
+            return;             /* nothing more now, or the master left */
+        w->in.len += (size_t)n;
+    }
+}
+
+/* 1 if a CANCEL frame for job id waits among the frames read. The master
+ * signals right after it queues the frame, which may reach the socket a
+ * little later: the signal counts until a cancel frame was read. */
+static int
+cancel_listed(worker *w, int64_t id)
+{
+    int sig = cancel_signal, found, any;
+
+    if (sig) {
+        cancel_signal = 0;      /* before reading: a later one counts */
+        read_more(w);
+    }
+    found = jr_frame_find_cancel(w->in.p + w->used, w->in.len - w->used, id,
+                                 &any);
+    if (sig && !any)
+        cancel_signal = 1;      /* its frame is still on the way */
+    return found;
+}
+
+/* The count hook's check (luabridge.h): raises once the running job's
+ * cancel arrived. Cheap until a SIGUSR1 came. */
+static const char *
+cancel_check(void *arg)
+{
+    worker *w = arg;
+
+    if (w->ctx.job == NULL)
+        return NULL;
+    if (!w->ctx.cancelled && cancel_signal &&
+        cancel_listed(w, w->ctx.job->id))
+        w->ctx.cancelled = 1;
+    if (!w->ctx.cancelled)
+        return NULL;
+    snprintf(w->cancel_msg, sizeof w->cancel_msg, "job %lld cancelled",
+             (long long)w->ctx.job->id);
+    return w->cancel_msg;
+}
+
+/* jobrunner.cancelled() asks: look for a cancel now. */
+static void
+on_cancelled(void *arg)
+{
+    worker *w = arg;
+
+    if (w->ctx.job != NULL && cancel_listed(w, w->ctx.job->id))
+        w->ctx.cancelled = 1;
+}
+
+/* Queues the job's latest progress as a JR_PROGRESS result. */
+static void
+put_progress(worker *w)
+{
+    jr_result p = {.id = w->ctx.job->id, .kind = JR_PROGRESS};
+
+    p.done = w->ctx.progress_done;
+    p.total = w->ctx.progress_total;
+    p.note = w->ctx.progress_has_note ? w->ctx.progress_note : NULL;
+    jr_frame_put_result(&w->out, &p);
+    w->ctx.progress_dirty = 0;
+    w->progress_sent = jr_mono();
+}
+
+/* jobrunner.progress() stored a value: send it unless one went out less
+ * than PROGRESS_EVERY ago (the last one goes with the result). */
+static void
+on_progress(void *arg)
+{
+    worker *w = arg;
+
+    if (w->ctx.job == NULL ||
+        (w->progress_sent > 0 && jr_mono() - w->progress_sent <
+         PROGRESS_EVERY))
+        return;
+    put_progress(w);
+    flush(w);                   /* a failure shows at the result's */
+}
+
 /* Fills res from how the handler's call ended: rc from jr_script_xrun,
  * with its error value on top unless LUA_OK or late. [-(1|0), +0, -] */
 static void
@@ -227,7 +318,14 @@ outcome(worker *w, const jr_job *j, int rc, double timeout, jr_result *res)
 {
     lua_State *L = w->L;
 
-    if (w->ctx.decided) {
+    if (w->ctx.cancelled) {
+        /* however it ended: the cancel stands, never retried */
+        if (rc != LUA_OK && rc != JR_SCRIPT_LATE)
+            lua_pop(L, 1);
+        snprintf(w->err, sizeof w->err, "%s", "cancelled while running");
+        res->kind = JR_CANCELLED;
+        res->error = w->err;
+    } else if (w->ctx.decided) {
         /* snooze or discard was called: it stands, even if a pcall in the
          * handler caught its signal and the handler went on */
         if (rc != LUA_OK && rc != JR_SCRIPT_LATE)
@@ -280,11 +378,18 @@ run_job(worker *w, const jr_job *j, jr_result *res)
         return;
     }
     w->ctx.job = j;
+    w->progress_sent = 0;
     w->mem.hit = 0;
     w->mem.enforce = 1;
+    running_L = L;
+    if (cancel_signal)
+        jr_script_interrupt(L); /* look at once */
     /* no instruction budget: the timeout is the handler's limit */
     rc = jr_script_xrun(L, 1, 0, 0, timeout);        /* t | t e */
+    running_L = NULL;
     w->mem.enforce = 0;
+    if (w->ctx.progress_dirty)
+        put_progress(w);        /* the last value is always recorded */
     w->ctx.job = NULL;
     outcome(w, j, rc, timeout, res);
     lua_settop(L, top);                              /* (nothing) */
@@ -301,6 +406,8 @@ handle_frame(worker *w, const char *data, int more)
 
     if (type == JR_F_STOP)
         return 1;
+    if (type == JR_F_CANCEL)
+        return 0;               /* its job ended, or was skipped */
     if (type != JR_F_JOB) {
         jr_log(JR_LOG_ERROR, "unexpected frame type %d from master", type);
         return -1;
@@ -311,7 +418,14 @@ handle_frame(worker *w, const char *data, int more)
     }
     if (w->out.len == 0)
         w->unflushed_since = jr_mono();
-    run_job(w, j, &res);
+    if (cancel_listed(w, j->id)) {
+        memset(&res, 0, sizeof res);
+        res.id = j->id;
+        res.kind = JR_CANCELLED;
+        res.error = "cancelled before it started";
+    } else {
+        run_job(w, j, &res);
+    }
     fflush(stdout);             /* the job's output goes before its result */
     fflush(stderr);
     jr_frame_put_result(&w->out, &res);
@@ -325,12 +439,13 @@ handle_frame(worker *w, const char *data, int more)
     return w->recycle ? 2 : 0;
 }
 
-/* Reads frames until the master closes the socket or says stop. */
+/* Reads frames until the master closes the socket or says stop. The
+ * buffer is the worker's: a running handler's cancel check reads into it
+ * too (read_more). */
 static int
 serve(worker *w)
 {
-    jr_buf in = {0};
-    size_t used = 0;
+    jr_buf *in = &w->in;
     int rc = 0;
 
     for (;;) {
@@ -338,14 +453,14 @@ serve(worker *w)
         ssize_t n;
         jr_err err;
 
-        while ((len = jr_frame_complete(in.p + used, in.len - used,
+        while ((len = jr_frame_complete(in->p + w->used, in->len - w->used,
                                         &err)) > 0) {
-            int more = jr_frame_complete(in.p + used + len,
-                                         in.len - used - (size_t)len,
+            int more = jr_frame_complete(in->p + w->used + len,
+                                         in->len - w->used - (size_t)len,
                                          NULL) > 0;
-            if ((rc = handle_frame(w, in.p + used, more)) != 0)
+            if ((rc = handle_frame(w, in->p + w->used, more)) != 0)
                 goto out;       /* 1: stop, 2: recycle, -1: error */
-            used += (size_t)len;
+            w->used += (size_t)len;
         }
         if (w->out.len > 0 && flush(w) < 0) {
             rc = -1;
@@ -356,30 +471,29 @@ serve(worker *w)
             rc = -1;
             goto out;
         }
-        if (used > 0) {
-            memmove(in.p, in.p + used, in.len - used);
-            in.len -= used;
-            used = 0;
+        if (w->used > 0) {
+            memmove(in->p, in->p + w->used, in->len - w->used);
+            in->len -= w->used;
+            w->used = 0;
         }
-        if (in.cap - in.len < 65536) {
-            size_t cap = in.cap ? in.cap * 2 : 65536;
-            char *p = realloc(in.p, cap);
+        if (in->cap - in->len < 65536) {
+            size_t cap = in->cap ? in->cap * 2 : 65536;
+            char *p = realloc(in->p, cap);
             if (p == NULL) {
                 rc = -1;
                 goto out;
             }
-            in.p = p;
-            in.cap = cap;
+            in->p = p;
+            in->cap = cap;
         }
-        n = read(w->fd, in.p + in.len, in.cap - in.len);
+        n = read(w->fd, in->p + in->len, in->cap - in->len);
         if (n < 0 && errno == EINTR)
             continue;
         if (n <= 0)
             break;              /* master gone: exit */
-        in.len += (size_t)n;
+        in->len += (size_t)n;
     }
 out:
-    jr_buf_free(&in);
     return rc < 0 ? 1 : rc == 2 ? JR_WORKER_RECYCLE : 0;
 }
 
@@ -454,6 +568,10 @@ setup(worker *w, jr_err *err)
         return -1;
     w->mem.limit = w->set.memory_limit;
     w->ctx.max_payload = w->set.max_payload;
+    w->ctx.on_cancelled = on_cancelled;
+    w->ctx.on_progress = on_progress;
+    w->ctx.hook_arg = w;
+    jr_script_set_check(cancel_check, w);
     if (jr_jrlib_open(L, &w->ctx, err) < 0)
         return -1;
     lua_getglobal(L, "os");                          /* os */
@@ -482,6 +600,18 @@ kill_group(void)
 {
     if (getpgrp() == getpid())
         kill(0, SIGKILL);
+}
+
+/* SIGUSR1: a CANCEL frame is on its way or there. */
+static void
+on_cancel_signal(int sig)
+{
+    lua_State *L = running_L;
+
+    (void)sig;
+    cancel_signal = 1;
+    if (L != NULL)
+        jr_script_interrupt(L);
 }
 
 /* SIGTERM: the master stops the worker, or died (PR_SET_PDEATHSIG). */
@@ -513,6 +643,7 @@ cleanup(worker *w)
     jr_jobctx_free(&w->ctx);
     jr_scripts_free(&w->scripts);
     jr_buf_free(&w->out);
+    jr_buf_free(&w->in);
     jr_settings_free(&w->set);
     if (w->L != NULL)
         lua_close(w->L);
@@ -529,6 +660,12 @@ jr_worker_main(int fd)
 
     memset(&w, 0, sizeof w);
     w.fd = fd;
+    struct sigaction sa;
+
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_cancel_signal;
+    sa.sa_flags = SA_RESTART;   /* a handler's blocking calls go on */
+    sigaction(SIGUSR1, &sa, NULL);
     signal(SIGTERM, on_term);
 #ifdef __linux__
     prctl(PR_SET_PDEATHSIG, SIGTERM);   /* never outlive the master */

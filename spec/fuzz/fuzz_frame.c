@@ -4,9 +4,11 @@
  *         jr_frame_complete, open each and decode it as a job, a result, a
  *         hello and a worker's settings (the real decoders), whatever its
  *         type (a decoder must refuse, not overrun, and never half-build);
- *   odd:  the rest describes a job, a result (bit 1), a hello (bit 2) or
- *         settings (bits 1 and 2), which is encoded, decoded and compared
- *         field by field (abort on any difference). */
+ *         and a cancel;
+ *   odd:  the rest describes a job, a result (bit 1), a hello (bit 2),
+ *         settings (bits 1 and 2) or a cancel (bit 3 alone), which is
+ *         encoded, decoded and compared field by field (abort on any
+ *         difference). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -92,6 +94,11 @@ static void
 stream(const uint8_t *data, size_t size)
 {
     size_t off = 0;
+    int any;
+
+    /* the worker's look-ahead for a cancel walks the same frames */
+    if (jr_frame_find_cancel((const char *)data, size, 42, &any))
+        CHECK(any);
 
     while (off < size) {
         jr_err err;
@@ -119,7 +126,10 @@ stream(const uint8_t *data, size_t size)
         }
         r2 = r;
         if (jr_frame_get_result(&r2, &res, &mem, &err) == 0) {
-            CHECK(res.kind >= JR_DONE && res.kind <= JR_RELEASE);
+            CHECK(res.kind >= JR_DONE && res.kind <= JR_PROGRESS &&
+                  res.kind != JR_EXPIRED);
+            if (res.kind == JR_PROGRESS && res.note)
+                (void)strlen(res.note);
             CHECK(res.npushes >= 0);
             CHECK(res.error != NULL ||
                   (res.kind != JR_RETRY && res.kind != JR_DEAD));
@@ -139,6 +149,11 @@ stream(const uint8_t *data, size_t size)
         free(mem);
         read_hello(r);
         read_settings(r);
+        r2 = r;
+        if (jr_frame_get_cancel(&r2, &err) < 0)
+            CHECK(err.code == JR_EPROTO);
+        else
+            CHECK(r2.n == 0 && !r2.bad);
         off += (size_t)len;
     }
 }
@@ -193,7 +208,9 @@ job_round_trip(fz *f)
 static void
 result_round_trip(fz *f)
 {
-    char err_s[256], gen_s[256];
+    static const int kinds[] = {JR_DONE, JR_RETRY, JR_DEAD, JR_SNOOZE,
+                                JR_RELEASE, JR_CANCELLED, JR_PROGRESS};
+    char err_s[256], gen_s[256], note_s[256];
     char names[MAXPUSH][256], payloads[MAXPUSH][256], queues[MAXPUSH][256];
     jr_push pushes[MAXPUSH];
     jr_result res, d;
@@ -207,13 +224,19 @@ result_round_trip(fz *f)
     memset(&res, 0, sizeof res);
     memset(pushes, 0, sizeof pushes);
     res.id = (int64_t)fz_int(f, 8);
-    res.kind = JR_DONE + (int)(fz_int(f, 1) % 5);
+    res.kind = kinds[fz_int(f, 1) % 7];
     res.delay = fz_double(f);
     flags = (unsigned)fz_int(f, 1);
     fz_str(f, err_s, 1);
     fz_str(f, gen_s, 1);
     res.error = flags & 1 ? err_s : NULL;
     res.generation = flags & 2 ? gen_s : NULL;
+    if (res.kind == JR_PROGRESS) {
+        res.done = fz_double(f);
+        res.total = fz_double(f);
+        fz_str(f, note_s, 1);
+        res.note = flags & 4 ? note_s : NULL;
+    }
     res.npushes = (int)(fz_int(f, 1) % (MAXPUSH + 1));
     for (i = 0; i < res.npushes; i++) {
         unsigned pf = (unsigned)fz_int(f, 1);
@@ -241,6 +264,8 @@ result_round_trip(fz *f)
           (res.error == NULL && (res.kind == JR_RETRY || res.kind == JR_DEAD)
            && d.error != NULL));
     CHECK(same_str(d.generation, res.generation));
+    CHECK(same_f64(d.done, res.done) && same_f64(d.total, res.total) &&
+          same_str(d.note, res.note));
     CHECK(d.npushes == res.npushes);
     for (i = 0; i < res.npushes; i++) {
         const jr_push *p = &d.pushes[i], *q = &pushes[i];
@@ -366,6 +391,25 @@ settings_round_trip(fz *f)
     jr_buf_free(&b);
 }
 
+/* A cancel encoded by the master and decoded by the worker: the same id,
+ * or refused when it is not one (< 1). */
+static void
+cancel_round_trip(fz *f)
+{
+    int64_t id = (int64_t)fz_int(f, 8), d;
+    jr_buf b = {0};
+    jr_reader r;
+    jr_err err;
+
+    jr_frame_put_cancel(&b, id);
+    CHECK(!b.oom);
+    CHECK(jr_frame_complete(b.p, b.len, &err) == (long)b.len);
+    CHECK(jr_frame_open(&r, b.p) == JR_F_CANCEL);
+    d = jr_frame_get_cancel(&r, &err);
+    CHECK(id >= 1 ? d == id : d == -1 && err.code == JR_EPROTO);
+    jr_buf_free(&b);
+}
+
 int
 LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
@@ -379,7 +423,9 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     }
     f.p = data + 1;
     f.n = size - 1;
-    if ((data[0] & 6) == 6)
+    if ((data[0] & 14) == 8)
+        cancel_round_trip(&f);
+    else if ((data[0] & 6) == 6)
         settings_round_trip(&f);
     else if (data[0] & 4)
         hello_round_trip(&f);
