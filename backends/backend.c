@@ -95,6 +95,26 @@ jr_db_close(jr_db *db)
     db->b = NULL;
 }
 
+static int
+add_count(const char *queue, long n, void *arg)
+{
+    (void)queue;
+    *(long *)arg += n;
+    return 0;
+}
+
+long
+jr_db_count_ready(const jr_db *db, const char *const *names, int nnames,
+                  long limit, jr_err *err)
+{
+    long n = 0;
+
+    if (db->ops->ready_by_queue(db->b, names, nnames, limit, add_count, &n,
+                                err) < 0)
+        return -1;
+    return n < limit ? n : limit;
+}
+
 /* Masks "scheme://user:PASS@host" in a URL that is not PostgreSQL's. */
 static void
 mask_userinfo(const char *url, char *out, size_t size)

@@ -196,10 +196,6 @@ typedef struct jr_backend_ops {
      * cancel was requested becomes cancelled instead. Returns how many
      * rows it changed. */
     int  (*rescue)(jr_backend *b, jr_err *err);
-    /* Counts ready jobs (queued, due, in a queue not paused) whose name is
-     * in names[0..nnames), stopping at limit. Returns the count. */
-    long (*count_ready)(jr_backend *b, const char *const *names, int nnames,
-                        long limit, jr_err *err);
     /* Calls cb for each job name with any job, ordered by name. A non-zero
      * return from cb stops the walk (still a success). */
     int  (*stats)(jr_backend *b, jr_stat_cb cb, void *arg, jr_err *err);
@@ -282,6 +278,11 @@ typedef struct jr_db {
 int  jr_db_open(jr_db *db, const char *url, const jr_backend_opts *o,
                 jr_err *err);
 void jr_db_close(jr_db *db);    /* zeroed or closed db is a no-op */
+/* Counts ready jobs (queued, due, in a queue not paused) whose name is in
+ * names[0..nnames), stopping at limit: the sum of ready_by_queue. Returns
+ * the count, or -1 with err set. */
+long jr_db_count_ready(const jr_db *db, const char *const *names, int nnames,
+                       long limit, jr_err *err);
 
 /* The one URL parser: which engine url names ("sqlite:PATH",
  * "sqlite://PATH", a path ending in .db, .sqlite or .sqlite3, or a

@@ -45,7 +45,7 @@ enum {
     S_CLAIM, S_UNCLAIM, S_DONE, S_KEEP, S_FINISH, S_PROGRESS, S_PUSH,
     S_PAYLOAD_ERROR, S_RENEW,
     S_RESCUE, S_STATS, S_DEAD_LIST, S_DEAD_RETRY_IDS, S_DEAD_RETRY_ALL,
-    S_DEAD_PURGE, S_READY, S_PRUNE_LOCK, S_PRUNE_COMPLETED, S_PRUNE_CANCELLED,
+    S_DEAD_PURGE, S_PRUNE_LOCK, S_PRUNE_COMPLETED, S_PRUNE_CANCELLED,
     S_PRUNE_DEAD, S_CANCEL, S_CANCEL_POLL, S_PAUSE, S_RESUME, S_QUEUE_LIST,
     S_SHOW, S_LIST, S_PAUSED, S_READY_BY_QUEUE, S_COUNT
 };
@@ -174,12 +174,6 @@ static const struct stmt {
         "SELECT u.ord FROM unnest($1::text[]) WITH ORDINALITY AS u(p, ord)"
         " WHERE {{schema}}.payload_error(u.p) IS NOT NULL"
         " ORDER BY u.ord LIMIT 1"},
-    [S_READY] = {"jr_ready", 2,
-        "SELECT count(*) FROM (SELECT 1 FROM {{schema}}.jobs"
-        " WHERE state = 'queued' AND run_at <= now()"
-        " AND name = ANY($1::text[]) AND queue NOT IN"
-        " (SELECT name FROM {{schema}}.queues WHERE paused)"
-        " LIMIT $2::bigint) t"},
     [S_RENEW] = {"jr_renew", 2,
         "UPDATE {{schema}}.jobs"
         " SET locked_until = now() + $2::float8 * interval '1 second'"
@@ -1373,39 +1367,6 @@ pg_renew(jr_backend *b, const char *token, double lease, jr_err *err)
     return run_count(b, S_RENEW, params, "renewing leases", err);
 }
 
-static long
-pg_count_ready(jr_backend *b, const char *const *names, int nnames,
-               long limit, jr_err *err)
-{
-    char slimit[24];
-    const char *params[2];
-    jr_buf s = {0};
-    PGresult *res;
-    long n;
-    int i;
-
-    if (nnames <= 0)
-        return 0;
-    if (ready(b, err) < 0)
-        return -1;
-    for (i = 0; i < nnames; i++)
-        sb_elem(&s, names[i]);
-    snprintf(slimit, sizeof slimit, "%ld", limit);
-    params[0] = sb_array(&s);
-    params[1] = slimit;
-    if (s.oom) {
-        free(s.p);
-        return jr_fail(err, JR_ENOMEM, "postgres: out of memory");
-    }
-    res = run(b, S_READY, params, "counting ready jobs", err);
-    free(s.p);
-    if (res == NULL)
-        return -1;
-    n = atol(PQgetvalue(res, 0, 0));
-    PQclear(res);
-    return n;
-}
-
 static int
 pg_rescue(jr_backend *b, jr_err *err)
 {
@@ -1937,7 +1898,6 @@ const jr_backend_ops jr_postgres_ops = {
     .complete_claim = pg_complete_claim,
     .renew = pg_renew,
     .rescue = pg_rescue,
-    .count_ready = pg_count_ready,
     .stats = pg_stats,
     .dead_list = pg_dead_list,
     .dead_retry = pg_dead_retry,

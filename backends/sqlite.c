@@ -29,7 +29,7 @@ enum {
     S_CANCELLED, S_PROGRESS,
     S_INSERT,
     S_RENEW, S_RESCUE, S_STATS, S_DEAD_LIST, S_DEAD_RETRY, S_DEAD_RETRY_ALL,
-    S_DEAD_PURGE, S_DATA_VERSION, S_BEGIN, S_COMMIT, S_ROLLBACK, S_READY,
+    S_DEAD_PURGE, S_DATA_VERSION, S_BEGIN, S_COMMIT, S_ROLLBACK,
     S_PRUNE_COMPLETED, S_PRUNE_CANCELLED, S_PRUNE_DEAD,
     S_CANCEL_QUEUED, S_CANCEL_RUNNING, S_EXISTS, S_CANCEL_POLL,
     S_PAUSE, S_RESUME, S_QUEUE_LIST, S_SHOW, S_LIST, S_PAUSED,
@@ -148,11 +148,6 @@ static const char *const sql_text[S_COUNT] = {
     [S_DEAD_PURGE] =
         "DELETE FROM jobs WHERE state = 'dead' AND died_at <= ?1",
     [S_DATA_VERSION] = "PRAGMA data_version",
-    [S_READY] =
-        "SELECT count(*) FROM (SELECT 1 FROM jobs WHERE state = 'queued'"
-        " AND run_at <= ?1 AND name IN (SELECT value FROM json_each(?2))"
-        " AND queue NOT IN (SELECT name FROM queues WHERE paused = 1)"
-        " LIMIT ?3)",
     /* prune: ?1 the cut-off time, ?2 how many at most */
     [S_PRUNE_COMPLETED] =
         "DELETE FROM jobs WHERE id IN (SELECT id FROM jobs"
@@ -1033,33 +1028,6 @@ sqlite_rescue(jr_backend *b, jr_err *err)
     return run(b, s, err, "requeueing expired leases");
 }
 
-static long
-sqlite_count_ready(jr_backend *b, const char *const *names, int nnames,
-                   long limit, jr_err *err)
-{
-    sqlite3_stmt *s;
-    char *json;
-    long n;
-    int rc;
-
-    if (nnames == 0)
-        return 0;
-    if ((json = names_json(names, nnames)) == NULL)
-        return jr_fail(err, JR_ENOMEM, "sqlite: out of memory");
-    if ((s = stmt(b, S_READY, err)) == NULL) {
-        free(json);
-        return -1;
-    }
-    sqlite3_bind_double(s, 1, jr_now());
-    bind_text(s, 2, json);
-    sqlite3_bind_int64(s, 3, limit);
-    rc = sqlite3_step(s);
-    n = (long)sqlite3_column_int64(s, 0);
-    sqlite3_reset(s);
-    free(json);
-    return rc == SQLITE_ROW ? n : db_fail(b, err, "counting ready jobs");
-}
-
 static int
 sqlite_stats(jr_backend *b, jr_stat_cb cb, void *arg, jr_err *err)
 {
@@ -1521,7 +1489,6 @@ const jr_backend_ops jr_sqlite_ops = {
     .complete_claim = sqlite_complete_claim,
     .renew = sqlite_renew,
     .rescue = sqlite_rescue,
-    .count_ready = sqlite_count_ready,
     .stats = sqlite_stats,
     .dead_list = sqlite_dead_list,
     .dead_retry = sqlite_dead_retry,

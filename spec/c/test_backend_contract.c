@@ -15,15 +15,12 @@
 #include <libpq-fe.h>
 
 #include "backend.h"
-#include "check.h"
+#include "engines.h"
 
 /* A claim spec of today's kind: names, every queue, max in all. */
 #define ALL_QUEUES(nm, n, mx) (&(jr_claim_spec){.names = (nm),          \
         .nnames = (n), .others = (mx), .max = (mx)})
 
-static const char *engine;      /* "sqlite" or "postgres", for messages */
-static char url[4096];          /* the engine's URL */
-static char schema[64];         /* PostgreSQL schema of this run */
 
 
 static void
@@ -447,10 +444,10 @@ test_count_ready(void)
     push1(&db, p);
     p.run_in = 3600;
     push1(&db, p);
-    CHECK(db.ops->count_ready(db.b, names, 2, 100, &e) == 4);
-    CHECK(db.ops->count_ready(db.b, names, 2, 2, &e) == 2);
-    CHECK(db.ops->count_ready(db.b, names, 1, 100, &e) == 3);
-    CHECK(db.ops->count_ready(db.b, names, 0, 100, &e) == 0);
+    CHECK(jr_db_count_ready(&db, names, 2, 100, &e) == 4);
+    CHECK(jr_db_count_ready(&db, names, 2, 2, &e) == 2);
+    CHECK(jr_db_count_ready(&db, names, 1, 100, &e) == 3);
+    CHECK(jr_db_count_ready(&db, names, 0, 100, &e) == 0);
     jr_db_close(&db);
 }
 
@@ -851,12 +848,12 @@ test_pause(void)
     push_q(&db, "c.pause", "pause.r", 0, 0);
     CHECK_OK(db.ops->pause(db.b, "pause.q", &e), e);
     CHECK_OK(db.ops->pause(db.b, "pause.q", &e), e);    /* again: fine */
-    CHECK(other.ops->count_ready(other.b, names, 1, 100, &e) == 1);
+    CHECK(jr_db_count_ready(&other, names, 1, 100, &e) == 1);
     n = claim_spec(&other, "T", ALL_QUEUES(names, 1, 4), j);
     CHECK(n == 1 && strcmp(j[0]->queue, "pause.r") == 0);
     free_jobs(j, n);
     CHECK(claim_spec(&other, "T", ALL_QUEUES(names, 1, 4), j) == 0);
-    CHECK(other.ops->count_ready(other.b, names, 1, 100, &e) == 0);
+    CHECK(jr_db_count_ready(&other, names, 1, 100, &e) == 0);
     q = queue_list(&db, "pause.");
     CHECK(q.n == 2 && q.row[0].paused && !q.row[1].paused &&
           q.row[0].ready == 2 && q.row[0].paused_at > 0);
@@ -1224,10 +1221,7 @@ test_queue_list(void)
     jr_db_close(&db);
 }
 
-static const struct test {
-    const char *name;
-    void      (*fn)(void);
-} tests[] = {
+static const check_test tests[] = {
     {"open, migrate, close", test_open_migrate},
     {"push", test_push},
     {"push refused as input", test_push_refused},
@@ -1252,61 +1246,9 @@ static const struct test {
     {"queue_list counts", test_queue_list},
 };
 
-static void
-run_all(int *pass, int *fail)
-{
-    size_t i;
-
-    for (i = 0; i < sizeof tests / sizeof tests[0]; i++) {
-        failed = 0;
-        tests[i].fn();
-        printf("%s %s: %s\n", failed ? "FAIL" : "ok  ", engine,
-               tests[i].name);
-        if (failed)
-            (*fail)++;
-        else
-            (*pass)++;
-    }
-}
-
-static void
-pg_exec(const char *pgurl, const char *sql)
-{
-    PGconn *c = PQconnectdb(pgurl);
-
-    if (PQstatus(c) == CONNECTION_OK)
-        PQclear(PQexec(c, sql));
-    PQfinish(c);
-}
-
 int
 main(int argc, char **argv)
 {
-    char dir[] = "/tmp/jrcontract.XXXXXX", drop[256];
-    int pass = 0, fail = 0;
-
-    if (mkdtemp(dir) == NULL) {
-        perror("mkdtemp");
-        return 2;
-    }
-    engine = check_where = "sqlite";
-    snprintf(url, sizeof url, "sqlite:%s/jobs.db", dir);
-    run_all(&pass, &fail);
-    snprintf(drop, sizeof drop, "rm -rf '%s'", dir);
-    if (system(drop) != 0)
-        fprintf(stderr, "could not remove %s\n", dir);
-    if (argc > 1 && argv[1][0] != '\0') {
-        engine = check_where = "postgres";
-        snprintf(url, sizeof url, "%s", argv[1]);
-        snprintf(schema, sizeof schema, "jrcontract_%d", (int)getpid());
-        snprintf(drop, sizeof drop, "SET client_min_messages = warning; "
-                 "DROP SCHEMA IF EXISTS %s CASCADE", schema);
-        pg_exec(url, drop);
-        run_all(&pass, &fail);
-        pg_exec(url, drop);
-    } else {
-        printf("skip postgres: no URL given\n");
-    }
-    printf("%d passed, %d failed\n", pass, fail);
-    return fail ? 1 : 0;
+    return check_engines(argc, argv, tests, sizeof tests / sizeof tests[0],
+                         "jrcontract");
 }

@@ -13,12 +13,9 @@
 #include <libpq-fe.h>
 
 #include "backend.h"
-#include "check.h"
+#include "engines.h"
 #include "jobrunner.h"
 
-static const char *engine;      /* "sqlite" or "postgres", for messages */
-static char url[4096];          /* the engine's URL */
-static char schema[64];         /* PostgreSQL schema of this run */
 
 static jr_client *
 open_client(void)
@@ -219,70 +216,15 @@ test_show_list(void)
     jr_client_close(c);
 }
 
-static const struct test {
-    const char *name;
-    void      (*fn)(void);
-} tests[] = {
+static const check_test tests[] = {
     {"jr_client_cancel", test_cancel},
     {"jr_client_queue_pause, resume, list", test_pause},
     {"jr_client_show, jr_client_list", test_show_list},
 };
 
-static void
-run_all(int *pass, int *fail)
-{
-    size_t i;
-
-    for (i = 0; i < sizeof tests / sizeof tests[0]; i++) {
-        failed = 0;
-        tests[i].fn();
-        printf("%s %s: %s\n", failed ? "FAIL" : "ok  ", engine,
-               tests[i].name);
-        if (failed)
-            (*fail)++;
-        else
-            (*pass)++;
-    }
-}
-
-static void
-pg_exec(const char *pgurl, const char *sql)
-{
-    PGconn *c = PQconnectdb(pgurl);
-
-    if (PQstatus(c) == CONNECTION_OK)
-        PQclear(PQexec(c, sql));
-    PQfinish(c);
-}
-
 int
 main(int argc, char **argv)
 {
-    char dir[] = "/tmp/jrclient.XXXXXX", drop[256];
-    int pass = 0, fail = 0;
-
-    if (mkdtemp(dir) == NULL) {
-        perror("mkdtemp");
-        return 2;
-    }
-    engine = check_where = "sqlite";
-    snprintf(url, sizeof url, "sqlite:%s/jobs.db", dir);
-    run_all(&pass, &fail);
-    snprintf(drop, sizeof drop, "rm -rf '%s'", dir);
-    if (system(drop) != 0)
-        fprintf(stderr, "could not remove %s\n", dir);
-    if (argc > 1 && argv[1][0] != '\0') {
-        engine = check_where = "postgres";
-        snprintf(url, sizeof url, "%s", argv[1]);
-        snprintf(schema, sizeof schema, "jrclient_%d", (int)getpid());
-        snprintf(drop, sizeof drop, "SET client_min_messages = warning; "
-                 "DROP SCHEMA IF EXISTS %s CASCADE", schema);
-        pg_exec(url, drop);
-        run_all(&pass, &fail);
-        pg_exec(url, drop);
-    } else {
-        printf("skip postgres: no URL given\n");
-    }
-    printf("%d passed, %d failed\n", pass, fail);
-    return fail ? 1 : 0;
+    return check_engines(argc, argv, tests, sizeof tests / sizeof tests[0],
+                         "jrclient");
 }
