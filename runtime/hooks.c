@@ -198,10 +198,11 @@ jr_hook_fire_targets(jr_hooks *h, double *result, jr_hook_target_fn fn,
         lua_settop(L, h->top);
         return -1;
     }                                                /* r */
-    if (lua_type(L, -1) == LUA_TNUMBER) {
+    if (result != NULL && lua_type(L, -1) == LUA_TNUMBER) {
         *result = lua_tonumber(L, -1);
         rc = 1;
-    } else if (lua_type(L, -1) == LUA_TTABLE) {
+    } else if (result != NULL && fn != NULL &&
+               lua_type(L, -1) == LUA_TTABLE) {
         rc = read_targets(L, result, fn, arg);
     }
     lua_settop(L, h->top);
@@ -211,20 +212,5 @@ jr_hook_fire_targets(jr_hooks *h, double *result, jr_hook_target_fn fn,
 int
 jr_hook_fire(jr_hooks *h, double *result)
 {
-    lua_State *L = h->L;
-    jr_err err;
-    int rc = 0;
-
-    if (jr_script_run(L, 1, 1, JR_LUA_BUDGET, &err) < 0) { /* (nothing) */
-        jr_log(JR_LOG_ERROR, "hook %s failed (jobs go on): %s",
-               hook_names[h->which], err.msg);
-        lua_settop(L, h->top);
-        return -1;
-    }                                                /* r */
-    if (result != NULL && lua_type(L, -1) == LUA_TNUMBER) {
-        *result = lua_tonumber(L, -1);
-        rc = 1;
-    }
-    lua_settop(L, h->top);
-    return rc;
+    return jr_hook_fire_targets(h, result, NULL, NULL);
 }
