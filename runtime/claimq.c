@@ -156,7 +156,8 @@ jr_claimq_back(master *m)
     if (all == NULL)
         return;                 /* kept in flight; tried again as they are */
     memcpy(all, m->inflight, (size_t)m->ninflight * sizeof *all);
-    memcpy(all + m->ninflight, m->res, (size_t)m->nres * sizeof *all);
+    if (m->nres > 0)            /* m->res is NULL before the first result */
+        memcpy(all + m->ninflight, m->res, (size_t)m->nres * sizeof *all);
     free(m->res);
     m->res = all;
     m->nres = m->capres = n;

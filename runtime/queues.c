@@ -179,7 +179,8 @@ jr_queues_read(lua_State *L, jr_queues *qs, char *key, size_t keysz,
             return lua_pop(L, 2), -1;
         lua_pop(L, 1);                               /* t k */
     }                                                /* t */
-    qsort(qs->q, (size_t)qs->n, sizeof *qs->q, by_name);
+    if (qs->n > 1)                  /* qs->q is NULL for queues = {} */
+        qsort(qs->q, (size_t)qs->n, sizeof *qs->q, by_name);
     return 0;
 }
 
