@@ -37,9 +37,11 @@ for _, backend in ipairs(jr.backends()) do
       local id = env:push("flaky")
       local row = jr.wait_for(function()
         local r = env:job(id)
-        return r and r.state == "queued" and r.attempts == 1 and r
+        return r and r.state == "queued" and r.attempts >= 1 and r
       end)
-      assert.matches("flaky.lua:4: boom 1", row.last_error, 1, true)
+      -- a loaded machine may poll after the second attempt: the error kept
+      -- is the one of the attempt the row counts
+      assert.matches(("flaky.lua:4: boom %d"):format(row.attempts), row.last_error, 1, true)
       jr.wait_for(function() return env:count() == 0 end)
       assert.equal(0, env:stop())
     end)
@@ -198,9 +200,11 @@ for _, backend in ipairs(jr.backends()) do
     it("runs a job pushed --in the future only when due", function()
       env:script("t", "return function() end")
       env:start()
-      local id = env:push("t", "{}", "--in", "1s")
+      local id = env:push("t", "{}", "--in", "3s")
       local row = env:job(id)
-      assert.is_true(row.run_at - row.db_now > 0.5)
+      -- still ahead of the database's clock: not run before it is due
+      -- (3 s leaves room for a loaded machine between push and read)
+      assert.is_true(row.run_at - row.db_now > 0)
       assert.equal("queued", row.state)
       jr.wait_for(function() return env:count() == 0 end, 10)
     end)
