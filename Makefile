@@ -33,7 +33,7 @@ RUNTIME  = main commands inspect control client master claimq cancel pool spawn 
            luaopts hooks reload log err json util job retry queues \
            qstate queuecmd cfgbackoff
 # recurring jobs (schedules)
-RUNTIME += cron
+RUNTIME += cron schedules
 BACKENDS = backend sqlite postgres
 OBJS     = $(RUNTIME:%=$(BUILD)/runtime/%.o) $(BACKENDS:%=$(BUILD)/backends/%.o) \
            $(BUILD)/sqlite_sql.o $(BUILD)/postgres_sql.o
@@ -132,7 +132,7 @@ clean:
 OBJCOPY      ?= objcopy
 SONAME        = libjobrunner.so.0
 LIB_SRCS      = runtime/client.c runtime/config.c runtime/hooks.c \
-                runtime/queues.c \
+                runtime/queues.c runtime/cron.c runtime/schedules.c \
                 runtime/script.c runtime/luabridge.c runtime/json.c \
                 runtime/log.c runtime/util.c runtime/err.c runtime/job.c \
                 backends/backend.c backends/sqlite.c backends/postgres.c
