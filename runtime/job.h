@@ -39,6 +39,17 @@ typedef struct jr_push {
     double      run_in;         /* seconds from the database's now */
 } jr_push;
 
+/* One fire of a recurring job (a schedule): the job it inserts and the
+ * instant it stands for. The fire takes the job's run_at. */
+typedef struct jr_fire {
+    const char *schedule;       /* the schedule's name */
+    double      at;             /* the fire instant, epoch seconds */
+    jr_push     job;            /* strings borrowed */
+    int64_t     id;             /* out: the job's id, when inserted */
+    int         inserted;       /* out: 1 inserted here, 0 not (another
+                                   runner fired it, or a later fire) */
+} jr_fire;
+
 enum {
     JR_DONE = 1,                /* success: delete, insert pushes */
     JR_RETRY,                   /* failure with retries left: queued later */
