@@ -124,6 +124,7 @@ catch_up(jr_sched *sc, ent *e, double last, double now)
     long seen = 0;
     int i, n;
 
+    from = last;
     while (want > 0) {
         from = now - span > last ? now - span : last;
         for (seen = 0, t = next_after(e, from); t > 0 && t <= now;
@@ -139,7 +140,7 @@ catch_up(jr_sched *sc, ent *e, double last, double now)
     if (n > 0 || seen > 0)
         jr_log(JR_LOG_INFO, "schedule '%s': %ld%s fire%s missed since "
                "the last one, %d to run (catch_up = \"%s\")", e->s.name,
-               seen, seen > n ? " or more" : "", seen == 1 ? "" : "s", n,
+               seen, from > last ? " or more" : "", seen == 1 ? "" : "s", n,
                jr_catchup_name(e->s.catch_up));
 }
 
@@ -403,5 +404,7 @@ jr_sched_cycle(master *m, jr_cycle *c)
         trouble(sc, c);
     else if (c->read_fires && c->nlast_fires >= 0)
         load(sc, c);
+    if (sc->npending > 0)
+        m->fire_due = 1;        /* catch-up fires: in the next cycle */
     jr_cycle_free_fires(c);
 }
