@@ -635,7 +635,8 @@ typedef struct block {
 } block;
 
 /* Splits jr_postgres_sql at its "-- migration N" lines. Returns how many
- * blocks, or -1 if they are not numbered 1, 2, ... (a bug). */
+ * blocks, or -1 if their numbers do not increase (a bug); gaps are fine
+ * (a block applies when its number is above the schema's version). */
 static int
 split_migrations(block *out, int max, jr_err *err)
 {
@@ -647,11 +648,13 @@ split_migrations(block *out, int max, jr_err *err)
         const char *eol = strchr(p, '\n');
         const char *next = eol ? eol + 1 : p + strlen(p);
         if (strncmp(p, mark, strlen(mark)) == 0) {
-            if (n == max || atoi(p + strlen(mark)) != n + 1)
+            int v = atoi(p + strlen(mark));
+            if (n == max || v <= (n > 0 ? out[n - 1].version : 0))
                 return jr_fail(err, JR_EDB, "postgres.sql: migration "
-                               "'%.20s' is out of sequence (expected %d)",
-                               p + strlen(mark), n + 1);
-            out[n].version = n + 1;
+                               "'%.20s' is out of sequence (after %d)",
+                               p + strlen(mark), n > 0 ? out[n - 1].version :
+                               0);
+            out[n].version = v;
             out[n].sql = next;
             n++;
         } else if (n > 0) {
@@ -756,8 +759,8 @@ migrate_locked(jr_backend *b, const block *blk, int nblk, jr_err *err)
     free(sql);
     if (rc < 0 || (v = schema_version(b, err)) < 0)
         return -1;
-    for (i = v; i < nblk; i++)
-        if (apply(b, &blk[i], err) < 0)
+    for (i = 0; i < nblk; i++)
+        if (blk[i].version > v && apply(b, &blk[i], err) < 0)
             return -1;
     return 0;
 }
@@ -766,16 +769,17 @@ static int
 pg_migrate(jr_backend *b, jr_err *err)
 {
     block blk[MAX_MIGRATIONS];
-    int nblk, v;
+    int nblk, v, last;
 
     if ((nblk = split_migrations(blk, MAX_MIGRATIONS, err)) < 0 ||
         ready(b, err) < 0 || (v = schema_version(b, err)) < 0)
         return -1;
-    if (v > nblk)
+    last = nblk > 0 ? blk[nblk - 1].version : 0;
+    if (v > last)
         return jr_fail(err, JR_EDB, "postgres: schema '%s' is at version %d "
                        "but this jobrunner knows only %d: upgrade jobrunner",
-                       b->schema, v, nblk);
-    if (v == nblk)              /* up to date: no lock, no CREATE needed */
+                       b->schema, v, last);
+    if (v == last)              /* up to date: no lock, no CREATE needed */
         return 0;
     if (v == 0 && b->must_exist)
         return jr_fail(err, JR_ENOTFOUND, "postgres: the database does not "
