@@ -128,7 +128,7 @@ print_text(const jr_schedule *s, const last *l, double now)
     }
     for (i = 0; i < n; i++) {
         local_time(s->tz, t[i], loc, sizeof loc, abbr, sizeof abbr);
-        printf("  %s %s %s (%s)\n", i ? "          " : "next fires:", loc,
+        printf("  %s %s %s (%s)\n", i ? "           " : "next fires:", loc,
                abbr, jr_time_iso(t[i], utc, sizeof utc));
     }
     if (n == 0)
