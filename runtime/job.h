@@ -1,7 +1,8 @@
 /* job.h - the job model every layer shares: a claimed job (jr_job), a job
- * to insert (jr_push), what became of a claimed job (jr_result and its
- * kinds), a loaded handler's options (jr_handler), the checks every push
- * passes and the order jobs are claimed in (the retry rule is retry.h's).
+ * to insert (jr_push), a schedule's fire of one (jr_fire), what became of
+ * a claimed job (jr_result and its kinds), a loaded handler's options
+ * (jr_handler), the checks every push passes and the order jobs are
+ * claimed in (the retry rule is retry.h's).
  * Storage (backend.h), frames, workers and the master all speak these.
  * Uses err.h. */
 #ifndef JR_JOB_H
