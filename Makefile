@@ -32,6 +32,8 @@ RUNTIME  = main commands inspect control client master claimq cancel pool spawn 
            events dbthread worker frame config script luabridge jrlib \
            luaopts hooks reload log err json util job retry queues \
            qstate queuecmd cfgbackoff
+# recurring jobs (schedules)
+RUNTIME += cron schedules sched schedcmd
 BACKENDS = backend sqlite postgres
 OBJS     = $(RUNTIME:%=$(BUILD)/runtime/%.o) $(BACKENDS:%=$(BUILD)/backends/%.o) \
            $(BUILD)/sqlite_sql.o $(BUILD)/postgres_sql.o
@@ -48,7 +50,7 @@ CTESTS   = $(patsubst spec/c/%.c,$(BUILD)/spec/c/%,$(wildcard spec/c/test_*.c))
 # sqlite3 and a PostgreSQL 15 server.
 DEB_PKGS = pkg-config gcc make liblua5.4-dev lua5.4 libsqlite3-dev sqlite3 \
            libpq-dev libevent-dev lua-cjson lua-busted postgresql-15 \
-           postgresql-client-15 clang libclang-rt-14-dev
+           postgresql-client-15 clang libclang-rt-14-dev tzdata
 deps:
 	@missing=$$(for p in $(DEB_PKGS); do \
 	    dpkg-query -W -f='$${Status}\n' $$p 2>/dev/null | \
@@ -130,7 +132,7 @@ clean:
 OBJCOPY      ?= objcopy
 SONAME        = libjobrunner.so.0
 LIB_SRCS      = runtime/client.c runtime/config.c runtime/hooks.c \
-                runtime/queues.c \
+                runtime/queues.c runtime/cron.c runtime/schedules.c \
                 runtime/script.c runtime/luabridge.c runtime/json.c \
                 runtime/log.c runtime/util.c runtime/err.c runtime/job.c \
                 backends/backend.c backends/sqlite.c backends/postgres.c

@@ -124,6 +124,9 @@ typedef int (*jr_queue_cb)(const jr_queue_row *row, void *arg);
 typedef int (*jr_name_cb)(const char *queue, void *arg);
 typedef int (*jr_count_cb)(const char *queue, long n, void *arg);
 
+typedef int (*jr_fire_cb)(const char *schedule, double at, int64_t job_id,
+                          void *arg);
+
 typedef struct jr_backend_opts {
     int         sync_normal;    /* SQLite: synchronous=NORMAL instead of FULL */
     double      busy_timeout;   /* SQLite: seconds to wait for a lock */
@@ -264,6 +267,18 @@ typedef struct jr_backend_ops {
     int  (*changed)(jr_backend *b, jr_err *err);
     /* Closes the connection; NULL is a no-op. */
     void (*close)(jr_backend *b);
+    /* Schedules (migration 5). Inserts each fire of f[0..n), in a
+     * transaction of its own: a row of the fires table (schedule, at) and
+     * its job (run_at = at), or nothing when the schedule already has a
+     * fire at or after at (another runner got there first; a primary key
+     * on (schedule, at) settles a race): then f[i].inserted is 0, not an
+     * error. Keeps the newest keep fire rows of the schedule. Returns how
+     * many were inserted; on -1 the fires before the failed one stand. */
+    int  (*fire)(jr_backend *b, jr_fire *f, int n, int keep, jr_err *err);
+    /* Calls cb(schedule, at, job id or 0) with the last fire of each
+     * schedule that has one, by name. Returns 0. */
+    int  (*last_fires)(jr_backend *b, jr_fire_cb cb, void *arg,
+                       jr_err *err);
 } jr_backend_ops;
 
 /* A backend connection as the rest of the runtime holds it. */

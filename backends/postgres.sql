@@ -240,3 +240,15 @@ LANGUAGE sql AS $$
     ON CONFLICT (name) DO UPDATE
     SET paused = false, paused_at = NULL, updated_at = now()
 $$;
+-- migration 5
+-- Recurring jobs: one row per fire of a schedule, inserted with its job in
+-- one transaction. The primary key makes a fire happen once whatever the
+-- number of runners; the row outlives the job (the newest few are kept
+-- per schedule), so a late runner's catch-up does not fire it again.
+CREATE TABLE {{schema}}.schedule_fires (
+    schedule   text        NOT NULL,
+    fire_at    timestamptz NOT NULL,                -- the fire instant
+    job_id     bigint,                              -- the job it inserted
+    created_at timestamptz NOT NULL DEFAULT now(),
+    PRIMARY KEY (schedule, fire_at)
+);

@@ -138,3 +138,15 @@ BEGIN
     INSERT INTO queues (name) SELECT NEW.queue
     WHERE NOT EXISTS (SELECT 1 FROM queues WHERE name = NEW.queue);
 END;
+-- migration 5
+-- Recurring jobs: one row per fire of a schedule, inserted with its job in
+-- one transaction. The primary key makes a fire happen once whatever the
+-- number of runners; the row outlives the job (the newest few are kept
+-- per schedule), so a late runner's catch-up does not fire it again.
+CREATE TABLE schedule_fires (
+    schedule   TEXT    NOT NULL,
+    fire_at    REAL    NOT NULL,                    -- the fire instant
+    job_id     INTEGER,                             -- the job it inserted
+    created_at REAL    NOT NULL DEFAULT ((julianday('now') - 2440587.5) * 86400.0),
+    PRIMARY KEY (schedule, fire_at)
+) WITHOUT ROWID;

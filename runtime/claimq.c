@@ -360,6 +360,7 @@ jr_claimq_cycle_done(jr_cycle *c, void *arg)
     take_claimed(m, c);
     jr_qstate_cycle(m, c);
     jr_cycle_free_out(c);
+    jr_sched_cycle(m, c);
     if (c->rescued > 0) {
         jr_log(JR_LOG_WARN, "requeued %d job%s whose runner's lease expired",
                c->rescued, c->rescued == 1 ? "" : "s");
@@ -412,7 +413,7 @@ jr_claimq_work(evutil_socket_t fd, short what, void *arg)
 {
     master *m = arg;
     jr_cycle *c = &m->cycle;
-    int want;
+    int want, sched;
 
     (void)fd;
     (void)what;
@@ -430,9 +431,10 @@ jr_claimq_work(evutil_socket_t fd, short what, void *arg)
         want = 0;
     if (m->cancel_due && !jr_cancel_holds(m))
         m->cancel_due = 0;      /* nothing of ours to cancel */
+    sched = jr_sched_due(m);
     if (m->nres == 0 && want <= 0 && !m->renew_due && !m->rescue_due &&
         !m->wake_due && !m->count_due && !(m->paused_due && m->qlen > 0) &&
-        !m->cancel_due && !m->prune_due)
+        !m->cancel_due && !m->prune_due && !sched)
         return;
     memset(c, 0, sizeof *c);
     if (send_results(m, c) < 0)
@@ -457,6 +459,7 @@ jr_claimq_work(evutil_socket_t fd, short what, void *arg)
     c->keep_dead = m->cfg->keep_dead;
     m->wake_due = m->renew_due = m->rescue_due = m->count_due = 0;
     m->cancel_due = m->prune_due = 0;
+    jr_sched_spec(m, c);
     if (jr_dbthread_submit(m->dbt, c) < 0)
         jr_log(JR_LOG_ERROR, "internal: database thread busy");
 }

@@ -14,6 +14,7 @@
 
 #include "backend.h"
 #include "commands.h"
+#include "schedcmd.h"
 #include "config.h"
 #include "jobrunner.h"
 #include "jrlib.h"
@@ -453,6 +454,7 @@ jr_cmd_check(jr_cli *cli)
     }
     for (i = 0; i < s.nerrors; i++)
         fprintf(stderr, "%s\n", s.errors[i]);
+    jr_schedcmd_warn(&c, s.h, s.n);     /* a warning: the jobs wait */
     printf("%s: %d handler%s loaded", c.scripts, s.n, s.n == 1 ? "" : "s");
     for (i = 0; i < s.n; i++)
         printf("%s%s", i ? ", " : ": ", s.h[i].name);

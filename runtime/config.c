@@ -539,6 +539,19 @@ k_retention(cfg_ctx *x, lua_State *L, const char *key)
     return walk(x, L, rows, "retention.");
 }
 
+static int
+k_schedules(cfg_ctx *x, lua_State *L, const char *key)
+{
+    (void)key;
+    return jr_schedules_read(L, &x->c->schedules, x->file, x->text, x->err);
+}
+
+static int
+k_timezone(cfg_ctx *x, lua_State *L, const char *key)
+{
+    return get_string(x, L, key, &x->c->schedules.timezone);
+}
+
 static const key_row top_rows[] = {
     {"backend", k_backend},
     {"scripts", k_scripts},
@@ -567,6 +580,8 @@ static const key_row top_rows[] = {
     {"queues", k_queues},
     {"serve_queues", k_serve_queues},
     {"retention", k_retention},
+    {"schedules", k_schedules},
+    {"timezone", k_timezone},
     {NULL, NULL}
 };
 
@@ -650,6 +665,8 @@ jr_config_load(jr_config *c, const char *file, lua_State *L, jr_err *err)
     rc = walk(&x, L, top_rows, "");                  /* t */
     if (rc == 0 && jr_queues_check_serve(&c->queues, what, sizeof what) < 0)
         rc = key_fail(&x, "serve_queues", "names %s", what);
+    if (rc == 0)
+        rc = jr_schedules_finish(&c->schedules, file, text, err);
     free(text);
     c->ref = luaL_ref(L, LUA_REGISTRYINDEX);         /* (nothing) */
     return rc;
@@ -667,5 +684,6 @@ jr_config_free(jr_config *c)
     free(c->pid_file);
     free(c->handler_output);
     jr_queues_free(&c->queues);
+    jr_schedules_free(&c->schedules);
     memset(c, 0, sizeof *c);
 }

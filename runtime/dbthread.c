@@ -297,6 +297,66 @@ extras(jr_dbthread *t, jr_cycle *c)
         keep_err(c, &e);
 }
 
+/* ---- schedules: fires and the last fire of each ---- */
+
+void
+jr_cycle_free_fires(jr_cycle *c)
+{
+    int i;
+
+    for (i = 0; i < c->nlast_fires; i++)
+        free(c->last_fires[i].schedule);
+    free(c->last_fires);
+    c->last_fires = NULL;
+    c->nlast_fires = -1;
+}
+
+static int
+add_last_fire(const char *schedule, double at, int64_t id, void *arg)
+{
+    jr_cycle *c = arg;
+    jr_last_fire *more = realloc(c->last_fires, (size_t)(c->nlast_fires + 1)
+                                 * sizeof *more);
+
+    if (more == NULL)
+        return 1;
+    c->last_fires = more;
+    if ((more[c->nlast_fires].schedule = strdup(schedule)) == NULL)
+        return 1;
+    more[c->nlast_fires].at = at;
+    more[c->nlast_fires++].id = id;
+    return 0;
+}
+
+/* Records the cycle's fires one by one: one the database refuses for its
+ * input is marked -1 (the others go on); trouble with the database stops
+ * here (the fires not tried keep inserted 0 and err says why). */
+static void
+run_fires(jr_dbthread *t, jr_cycle *c)
+{
+    const jr_backend_ops *ops = t->db->ops;
+    jr_err e;
+    int i;
+
+    if (c->read_fires) {
+        c->nlast_fires = 0;
+        if (ops->last_fires(t->db->b, add_last_fire, c, &e) < 0) {
+            keep_err(c, &e);
+            jr_cycle_free_fires(c);
+        }
+    }
+    for (i = 0; i < c->nfires && c->err.code == 0; i++)
+        if (ops->fire(t->db->b, &c->fires[i], 1, c->fires_keep, &e) < 0) {
+            if (e.code != JR_EINPUT) {
+                keep_err(c, &e);
+                break;
+            }
+            jr_log(JR_LOG_ERROR, "schedule '%s': fire refused by the "
+                   "database: %s", c->fires[i].schedule, e.msg);
+            c->fires[i].inserted = -1;
+        }
+}
+
 static void
 run_cycle(jr_dbthread *t, jr_cycle *c)
 {
@@ -349,6 +409,9 @@ run_cycle(jr_dbthread *t, jr_cycle *c)
         (c->rescued = ops->rescue(b, &e)) < 0)
         keep_err(c, &e);
     free(wants);
+    c->nlast_fires = -1;
+    if (c->err.code == 0)
+        run_fires(t, c);
     extras(t, c);
     run_reads(t, c, changed);
     c->wake_fd = ops->wake_fd(b);

@@ -42,6 +42,13 @@ typedef struct jr_queue_count {
     long  n;
 } jr_queue_count;
 
+/* A schedule's last fire, as a cycle reads them (read_fires). */
+typedef struct jr_last_fire {
+    char    *schedule;          /* owned by the cycle's array */
+    double   at;
+    int64_t  id;                /* its job, or 0 */
+} jr_last_fire;
+
 /* One unit of work. The master fills the inputs, must not touch the cycle
  * while it runs, and reads the outputs in its done callback. */
 typedef struct jr_cycle {
@@ -92,7 +99,20 @@ typedef struct jr_cycle {
                                            jr_cycle_free_out frees them) */
     int                 nready_q;
     jr_err              err;            /* the first error, if any */
+    /* schedules (sched.c): inputs, then outputs */
+    jr_fire            *fires;          /* record these fires (each
+                                           inserted: 1 yes, 0 another
+                                           runner's, -1 refused) */
+    int                 nfires;
+    int                 fires_keep;     /* fire rows kept per schedule */
+    int                 read_fires;     /* read each schedule's last fire */
+    jr_last_fire       *last_fires;     /* read_fires: caller frees with
+                                           jr_cycle_free_fires */
+    int                 nlast_fires;    /* or -1: not read */
 } jr_cycle;
+
+/* Frees what a cycle returned in last_fires. */
+void jr_cycle_free_fires(jr_cycle *c);
 
 /* Frees what a cycle returned in paused and ready_q. */
 void jr_cycle_free_out(jr_cycle *c);

@@ -118,6 +118,8 @@ config_check(master *m)
                "%s", m->gen->hash, err.msg);
         jr_event_reload(m, 0, err.msg);
         rc = -1;
+    } else {
+        jr_sched_reload(m, &c.schedules);   /* they follow the config */
     }
     jr_config_free(&c);
     return rc;

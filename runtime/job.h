@@ -1,7 +1,8 @@
 /* job.h - the job model every layer shares: a claimed job (jr_job), a job
- * to insert (jr_push), what became of a claimed job (jr_result and its
- * kinds), a loaded handler's options (jr_handler), the checks every push
- * passes and the order jobs are claimed in (the retry rule is retry.h's).
+ * to insert (jr_push), a schedule's fire of one (jr_fire), what became of
+ * a claimed job (jr_result and its kinds), a loaded handler's options
+ * (jr_handler), the checks every push passes and the order jobs are
+ * claimed in (the retry rule is retry.h's).
  * Storage (backend.h), frames, workers and the master all speak these.
  * Uses err.h. */
 #ifndef JR_JOB_H
@@ -38,6 +39,17 @@ typedef struct jr_push {
     double      run_at;         /* epoch seconds; 0: use run_in */
     double      run_in;         /* seconds from the database's now */
 } jr_push;
+
+/* One fire of a recurring job (a schedule): the job it inserts and the
+ * instant it stands for. The fire takes the job's run_at. */
+typedef struct jr_fire {
+    const char *schedule;       /* the schedule's name */
+    double      at;             /* the fire instant, epoch seconds */
+    jr_push     job;            /* strings borrowed */
+    int64_t     id;             /* out: the job's id, when inserted */
+    int         inserted;       /* out: 1 inserted here, 0 not (another
+                                   runner fired it, or a later fire) */
+} jr_fire;
 
 enum {
     JR_DONE = 1,                /* success: delete, insert pushes */

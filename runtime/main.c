@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "commands.h"
+#include "schedcmd.h"
 #include "url.h"
 
 static const struct command {
@@ -41,6 +42,8 @@ static const struct command {
     {"check", jr_cmd_check, "check                    load config and every handler, report errors"},
     {"migrate", jr_cmd_migrate, "migrate                  create or upgrade the database schema"},
     {"reload", jr_cmd_reload, "reload                   make the running runner reload its handlers (SIGHUP)"},
+    {"schedules", jr_cmd_schedules, "schedules [--json]       each schedule (config `schedules`): its zone, last\n"
+     "                           fire, and next three fires in its zone and UTC"},
     {"__worker", jr_cmd_worker, NULL},
     {NULL, NULL, NULL}
 };

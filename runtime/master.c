@@ -246,6 +246,7 @@ make_loop(master *m, jr_err *err)
     add_flag(m, &m->pausetick, 1.0, &m->paused_due);
     add_flag(m, &m->cancelpoll, CANCEL_POLL, &m->cancel_due);
     add_flag(m, &m->prunetick, PRUNE_EVERY, &m->prune_due);
+    add_flag(m, &m->firetick, 1.0, &m->fire_due);
     m->ev_tick = add_timer(m, TICK_SECS, on_tick, m);
     return 0;
 }
@@ -278,7 +279,7 @@ start(master *m, jr_err *err)
     make_token(m);
     if (make_loop(m, err) < 0 || start_db(m, err) < 0)
         return -1;
-    if (jr_qstate_init(m) < 0)
+    if (jr_qstate_init(m) < 0 || jr_sched_init(m) < 0)
         return jr_fail(err, JR_ENOMEM, "out of memory");
     m->hooks = jr_hooks_new(m->cfg->L, m->cfg->ref);
     if (jr_hooks_has(m->hooks, JR_HOOK_TICK))
@@ -317,6 +318,7 @@ stop_db_thread(master *m)
         for (int i = 0; i < c->nclaimed; i++)
             jr_claimq_release(m, c->claimed[i]);
         jr_cycle_free_out(c);
+        jr_sched_cycle(m, c);
     }
     jr_dbthread_free(m->dbt);
     m->dbt = NULL;
@@ -403,7 +405,7 @@ cleanup(master *m)
                            m->ev_tick, m->ev_wake, m->ev_spawn,
                            m->hooktick.ev, m->ev_recheck,
                            m->pausetick.ev, m->cancelpoll.ev,
-                           m->prunetick.ev};
+                           m->prunetick.ev, m->firetick.ev};
     size_t i;
     int k;
     wk *w;
@@ -436,6 +438,7 @@ cleanup(master *m)
     free(m->inflight);
     free(m->snoozes);
     jr_qstate_free(m);
+    jr_sched_free(m);
     free(m->cancels);
     jr_gen_unref(m->cycle_gen);
     jr_gen_unref(m->gen);

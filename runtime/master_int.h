@@ -37,6 +37,7 @@
 #define NSIGNALS      6
 
 typedef struct master master;
+typedef struct jr_sched jr_sched;       /* sched.c's */
 
 typedef struct flag_timer {     /* a timer that sets a flag and kicks */
     master             *m;
@@ -186,6 +187,9 @@ struct master {
     cancelling         *cancels;        /* running jobs told to stop */
     int                 ncancels, capcancels;
     long                cancelled;      /* jobs recorded cancelled */
+    jr_sched           *sched;          /* recurring jobs (sched.c) */
+    flag_timer          firetick;       /* sets fire_due each second */
+    int                 fire_due;       /* look for fires due */
 };
 
 /* master.c: the loop */
@@ -245,6 +249,21 @@ int  jr_cancel_requested(master *m, int64_t id);
 void jr_cancel_record(master *m, const jr_job *j, const char *why);
 /* Kills workers still running a cancelled job after the grace period. */
 void jr_cancel_deadlines(master *m, double now);
+
+/* sched.c: recurring jobs (schedules) */
+
+int  jr_sched_init(master *m);          /* -1 when out of memory */
+void jr_sched_free(master *m);
+/* Follows the schedules of a config just reloaded (borrowed): added ones
+ * start (catching up from their last fire in the database, if any),
+ * removed ones stop, changed ones start again, the others go on. */
+void jr_sched_reload(master *m, const jr_schedules *cfg);
+/* Each second (fire_due): whether the next cycle has schedule work. */
+int  jr_sched_due(master *m);
+/* Puts the fires due (or the read of the last fires) into cycle c. */
+void jr_sched_spec(master *m, jr_cycle *c);
+/* After cycle c: logs the fires, catches up from the last fires read. */
+void jr_sched_cycle(master *m, jr_cycle *c);
 
 /* pool.c: the workers */
 
