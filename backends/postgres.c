@@ -40,6 +40,16 @@ struct jr_backend {
     unsigned    rotate;         /* claims so far: which queue leads */
 };
 
+/* A dead job retried keeps its unique key only if no queued or running
+ * job holds it and no newer dead job has it; else it runs as a plain job
+ * (the unique index would refuse the retry). */
+#define RETRY_KEY \
+    " unique_key = CASE WHEN EXISTS (SELECT 1 FROM {{schema}}.jobs o" \
+    "  WHERE o.name = jobs.name AND o.unique_key = jobs.unique_key" \
+    "  AND (o.state IN ('queued', 'running')" \
+    "  OR (o.state = 'dead' AND o.id > jobs.id)))" \
+    "  THEN NULL ELSE unique_key END"
+
 /* Statements, prepared on first use. {{schema}} becomes the quoted schema. */
 enum {
     S_CLAIM, S_UNCLAIM, S_DONE, S_KEEP, S_FINISH, S_PROGRESS, S_PUSH,
@@ -226,12 +236,12 @@ static const struct stmt {
     [S_DEAD_RETRY_IDS] = {"jr_dead_retry_ids", 1,
         "UPDATE {{schema}}.jobs SET state = 'queued', attempts = 0,"
         " run_at = now(), died_at = NULL, finished_at = NULL,"
-        " cancel_requested = false, updated_at = now()"
+        " cancel_requested = false, updated_at = now()," RETRY_KEY
         " WHERE state = 'dead' AND id = ANY($1::bigint[])"},
     [S_DEAD_RETRY_ALL] = {"jr_dead_retry_all", 0,
         "UPDATE {{schema}}.jobs SET state = 'queued', attempts = 0,"
         " run_at = now(), died_at = NULL, finished_at = NULL,"
-        " cancel_requested = false, updated_at = now()"
+        " cancel_requested = false, updated_at = now()," RETRY_KEY
         " WHERE state = 'dead'"},
     [S_DEAD_PURGE] = {"jr_dead_purge", 1,
         "DELETE FROM {{schema}}.jobs WHERE state = 'dead'"

@@ -52,6 +52,16 @@ enum {
     " state = CASE WHEN cancel_requested THEN 'cancelled' ELSE 'queued' END," \
     " finished_at = CASE WHEN cancel_requested THEN ?3 END,"
 
+/* A dead job retried keeps its unique key only if no queued or running
+ * job holds it and no newer dead job has it; else it runs as a plain job
+ * (the unique index would refuse the retry). */
+#define RETRY_KEY \
+    " unique_key = CASE WHEN EXISTS (SELECT 1 FROM jobs o" \
+    "  WHERE o.name = jobs.name AND o.unique_key = jobs.unique_key" \
+    "  AND (o.state IN ('queued', 'running')" \
+    "  OR (o.state = 'dead' AND o.id > jobs.id)))" \
+    "  THEN NULL ELSE unique_key END,"
+
 static const char *const sql_text[S_COUNT] = {
     /* the queues a claim may take from, by name */
     [S_CLAIM_QUEUES] =
@@ -142,11 +152,11 @@ static const char *const sql_text[S_COUNT] = {
     [S_DEAD_RETRY] =
         "UPDATE jobs SET state = 'queued', attempts = 0, run_at = ?2,"
         " died_at = NULL, finished_at = NULL, cancel_requested = 0,"
-        " updated_at = ?2 WHERE state = 'dead' AND id = ?1",
+        RETRY_KEY " updated_at = ?2 WHERE state = 'dead' AND id = ?1",
     [S_DEAD_RETRY_ALL] =
         "UPDATE jobs SET state = 'queued', attempts = 0, run_at = ?1,"
         " died_at = NULL, finished_at = NULL, cancel_requested = 0,"
-        " updated_at = ?1 WHERE state = 'dead'",
+        RETRY_KEY " updated_at = ?1 WHERE state = 'dead'",
     [S_DEAD_PURGE] =
         "DELETE FROM jobs WHERE state = 'dead' AND died_at <= ?1",
     [S_DATA_VERSION] = "PRAGMA data_version",

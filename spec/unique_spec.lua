@@ -99,6 +99,29 @@ for _, backend in ipairs(jr.backends()) do
       env:stop()
     end)
 
+    it("dead retry keeps a free key and never fails on a held one", function()
+      local q = open()
+      local a = q:push("u.dead", nil, { unique_key = "k" })
+      env:exec("UPDATE jobs SET state = 'dead' WHERE id = " .. a)
+      local b = q:push("u.dead", nil, { unique_key = "k" })
+      env:exec("UPDATE jobs SET state = 'dead' WHERE id = " .. b)
+      local c = q:push("u.dead", nil, { unique_key = "j" })
+      env:exec("UPDATE jobs SET state = 'dead' WHERE id = " .. c)
+      local held = q:push("u.dead", nil, { unique_key = "j" })
+      local out, err, code = env:cli("dead", "retry", "--all")
+      assert.equal(0, code, out .. err)
+      assert.equal(4, env:count("queued"))
+      -- the newest dead job of "k" holds it again; the others run plain
+      local keys = {}
+      for _, r in ipairs(env:query("SELECT id, unique_key FROM jobs ORDER BY id")) do
+        keys[#keys + 1] = r.unique_key == cjson.null and "-" or r.unique_key
+      end
+      assert.same({ "-", "k", "-", "j" }, keys)
+      assert.same({ b, true, "duplicate" }, { q:push("u.dead", nil, { unique_key = "k" }) })
+      assert.equal(held, (q:push("u.dead", nil, { unique_key = "j" })))
+      q:close()
+    end)
+
     it("on_conflict replace debounces a queued job, never a running one", function()
       local q = open()
       local id = q:push("u.search", { q = "a" }, { unique_key = "box", run_in = 30 })

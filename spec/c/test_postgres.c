@@ -165,9 +165,9 @@ test_migrate(void)
         return;
     CHECK_OK(ops->migrate(b, &e), e);
     CHECK_OK(ops->migrate(b, &e), e);
-    CHECK(qn("SELECT count(*) FROM jrmig.migrations") == 3);
+    CHECK(qn("SELECT count(*) FROM jrmig.migrations") == 4);
     CHECK(qn("SELECT count(*) FROM information_schema.tables "
-             "WHERE table_schema = 'jrmig'") == 3);      /* + queues */
+             "WHERE table_schema = 'jrmig'") == 4);  /* + queues, unique_keys */
     ops->close(b);
     /* another process migrating the same schema again */
     b = ops->open(url, &o, &e);
@@ -200,7 +200,7 @@ test_migrate_race(void)
             WEXITSTATUS(status) == 0)
             ok++;
     CHECK(ok == 6);
-    CHECK(qn("SELECT count(*) FROM jrrace.migrations") == 3);
+    CHECK(qn("SELECT count(*) FROM jrrace.migrations") == 4);
     q("DROP SCHEMA jrrace CASCADE");
 }
 
