@@ -87,13 +87,14 @@ for _, backend in ipairs(jr.backends()) do
       assert.equal("duplicate", outcome)
       assert.equal(0, env:count())
       assert.same({ tostring(id) }, jr.lines(env.dir .. "/ran"))
-      -- a window ends: the key is free again
-      local short = q:push("u.work2", nil, { unique_key = "w", unique_for = 1, run_in = 3600 })
+      -- a window ends (moved into the past here, rather than waited
+      -- for): the key is free again
+      local short = q:push("u.work2", nil, { unique_key = "w", unique_for = 3600, run_in = 3600 })
       env:exec("DELETE FROM jobs WHERE id = " .. short)
       assert.equal(short, (q:push("u.work2", nil, { unique_key = "w" })))
-      jr.wait_for(function()
-        return not select(2, q:push("u.work2", nil, { unique_key = "w", run_in = 3600 }))
-      end, 10, "the window ends")
+      env:exec("UPDATE unique_keys SET held_until = held_until - " ..
+        (backend == "postgres" and "interval '2 hours'" or "7200"))
+      assert.is_false(select(2, q:push("u.work2", nil, { unique_key = "w", run_in = 3600 })))
       assert.equal(1, #env:jobs("name = 'u.work2'"))
       q:close()
       env:stop()
