@@ -36,7 +36,7 @@ for _, backend in ipairs(jr.backends()) do
       return assert(client.open(env.url, { schema = env.schema }))
     end
 
-    it("a duplicate CLI push returns the queued job's id and says so", function()
+    it("a duplicate CLI push returns the queued job's id and says so; show prints the key", function()
       local id, outcome = cli_push(env, "u.mail", '{"n":1}', "--unique-key", "user:42")
       assert.equal("new", outcome)
       local id2, outcome2 = cli_push(env, "u.mail", '{"n":2}', "--unique-key", "user:42")
@@ -50,8 +50,16 @@ for _, backend in ipairs(jr.backends()) do
       assert.are_not.equal(id, named)
       assert.equal(3, env:count())
       -- a push without a key prints its id alone, as before
-      local out = env:cli("push", "u.mail")
-      assert.truthy(out:match("^%d+\n$"))
+      local plain = env:cli("push", "u.mail")
+      assert.truthy(plain:match("^%d+\n$"))
+      -- show prints the key
+      local out, err, code = env:cli("show", tostring(id))
+      assert.equal(0, code, err)
+      assert.truthy(out:match("unique_key%s+user:42\n"), out)
+      out = env:cli("show", tostring(id), "--json")
+      assert.equal("user:42", cjson.decode(out).unique_key)
+      out = env:cli("show", plain:match("%d+"))
+      assert.truthy(out:match("unique_key%s+%-\n"), out)
     end)
 
     it("blocks while scheduled or running, and frees the key when the job ends", function()
@@ -237,18 +245,6 @@ for _, backend in ipairs(jr.backends()) do
       assert.is_nil(env:job(p1))
       assert.is_nil(env:job(p2))
       env:stop()
-    end)
-
-    it("show prints the key", function()
-      local id = cli_push(env, "u.show", nil, "--unique-key", "invoice:7")
-      local out, err, code = env:cli("show", tostring(id))
-      assert.equal(0, code, err)
-      assert.truthy(out:match("unique_key%s+invoice:7\n"), out)
-      out = env:cli("show", tostring(id), "--json")
-      assert.equal("invoice:7", cjson.decode(out).unique_key)
-      local plain = env:push("u.show")
-      out = env:cli("show", tostring(plain))
-      assert.truthy(out:match("unique_key%s+%-\n"), out)
     end)
 
     describe("bad input names the option", function()
