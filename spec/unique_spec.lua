@@ -208,6 +208,8 @@ for _, backend in ipairs(jr.backends()) do
       assert.equal(id, ids[4])
       assert.same({ false, true, false, true }, dups)
       assert.equal(3, env:count())
+      assert.equal("a", assert(q:show(id)).unique_key)
+      assert.is_nil(assert(q:show(ids[3])).unique_key)
       q:close()
     end)
 
