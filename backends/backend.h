@@ -85,6 +85,7 @@ typedef struct jr_job_row {
     double      progress_total; /* NAN until reported or if unknown */
     const char *progress_note;  /* may be NULL */
     int         cancel_requested;
+    const char *unique_key;     /* may be NULL; NULL from list */
 } jr_job_row;
 
 /* Which jobs list walks: NULL fields match any. */

@@ -40,6 +40,16 @@ struct jr_backend {
     unsigned    rotate;         /* claims so far: which queue leads */
 };
 
+/* A dead job retried keeps its unique key only if no queued or running
+ * job holds it and no newer dead job has it; else it runs as a plain job
+ * (the unique index would refuse the retry). */
+#define RETRY_KEY \
+    " unique_key = CASE WHEN EXISTS (SELECT 1 FROM {{schema}}.jobs o" \
+    "  WHERE o.name = jobs.name AND o.unique_key = jobs.unique_key" \
+    "  AND (o.state IN ('queued', 'running')" \
+    "  OR (o.state = 'dead' AND o.id > jobs.id)))" \
+    "  THEN NULL ELSE unique_key END"
+
 /* Statements, prepared on first use. {{schema}} becomes the quoted schema. */
 enum {
     S_CLAIM, S_UNCLAIM, S_DONE, S_KEEP, S_FINISH, S_PROGRESS, S_PUSH,
@@ -47,7 +57,9 @@ enum {
     S_RESCUE, S_STATS, S_DEAD_LIST, S_DEAD_RETRY_IDS, S_DEAD_RETRY_ALL,
     S_DEAD_PURGE, S_PRUNE_LOCK, S_PRUNE_COMPLETED, S_PRUNE_CANCELLED,
     S_PRUNE_DEAD, S_CANCEL, S_CANCEL_POLL, S_PAUSE, S_RESUME, S_QUEUE_LIST,
-    S_SHOW, S_LIST, S_PAUSED, S_READY_BY_QUEUE, S_COUNT
+    S_SHOW, S_LIST, S_PAUSED, S_READY_BY_QUEUE,
+    S_PUSH_UNIQUE, S_PRUNE_UNIQUE,
+    S_COUNT
 };
 
 /* The columns of show and list, in the order row_fields reads them. */
@@ -170,6 +182,26 @@ static const struct stmt {
         "  AS u(name, payload, queue, priority, max_retries, run_at,"
         "  run_in, ord)"
         " ORDER BY u.ord RETURNING id"},
+    /* a batch with a unique key: each push through the SQL function,
+     * the one rule (README "Unique jobs"), in the batch's order */
+    [S_PUSH_UNIQUE] = {"jr_push_unique", 10,
+        "SELECT u.ord, r.id, r.outcome"
+        " FROM unnest($1::text[], $2::text[], $3::text[], $4::int[],"
+        "  $5::int[], $6::float8[], $7::float8[], $8::text[], $9::float8[],"
+        "  $10::text[]) WITH ORDINALITY"
+        "  AS u(name, payload, queue, priority, max_retries, run_at,"
+        "  run_in, ukey, ufor, conflict, ord)"
+        " CROSS JOIN LATERAL {{schema}}.push_unique(u.name,"
+        "  u.payload::jsonb, coalesce(to_timestamp(u.run_at),"
+        "  now() + u.run_in * interval '1 second'), u.priority, u.queue,"
+        "  u.max_retries, u.ukey, CASE WHEN u.ufor > 0"
+        "  THEN u.ufor * interval '1 second' END, u.conflict) AS r"
+        " ORDER BY u.ord"},
+    [S_PRUNE_UNIQUE] = {"jr_prune_unique", 2,
+        "DELETE FROM {{schema}}.unique_keys WHERE (name, unique_key) IN"
+        " (SELECT name, unique_key FROM {{schema}}.unique_keys"
+        " WHERE held_until < now() - $1::float8 * interval '1 second'"
+        " LIMIT $2::int FOR UPDATE SKIP LOCKED)"},
     [S_PAYLOAD_ERROR] = {"jr_payload_error", 1,
         "SELECT u.ord FROM unnest($1::text[]) WITH ORDINALITY AS u(p, ord)"
         " WHERE {{schema}}.payload_error(u.p) IS NOT NULL"
@@ -204,12 +236,12 @@ static const struct stmt {
     [S_DEAD_RETRY_IDS] = {"jr_dead_retry_ids", 1,
         "UPDATE {{schema}}.jobs SET state = 'queued', attempts = 0,"
         " run_at = now(), died_at = NULL, finished_at = NULL,"
-        " cancel_requested = false, updated_at = now()"
+        " cancel_requested = false, updated_at = now()," RETRY_KEY
         " WHERE state = 'dead' AND id = ANY($1::bigint[])"},
     [S_DEAD_RETRY_ALL] = {"jr_dead_retry_all", 0,
         "UPDATE {{schema}}.jobs SET state = 'queued', attempts = 0,"
         " run_at = now(), died_at = NULL, finished_at = NULL,"
-        " cancel_requested = false, updated_at = now()"
+        " cancel_requested = false, updated_at = now()," RETRY_KEY
         " WHERE state = 'dead'"},
     [S_DEAD_PURGE] = {"jr_dead_purge", 1,
         "DELETE FROM {{schema}}.jobs WHERE state = 'dead'"
@@ -270,7 +302,8 @@ static const struct stmt {
         " (SELECT name FROM {{schema}}.queues WHERE paused)"
         " LIMIT $2::bigint) t GROUP BY queue ORDER BY queue COLLATE \"C\""},
     [S_SHOW] = {"jr_show", 1,
-        "SELECT " JOB_COLUMNS ", payload::text FROM {{schema}}.jobs"
+        "SELECT " JOB_COLUMNS ", payload::text, unique_key"
+        " FROM {{schema}}.jobs"
         " WHERE id = $1::bigint"},
     /* $1 state (or scheduled, ready), $2 name, $3 queue: NULL any; $4
      * limit, NULL: all */
@@ -804,8 +837,11 @@ cmp_id(const void *a, const void *b)
     return (x > y) - (x < y);
 }
 
-/* Checks pp[0..n) and builds the seven array parameters of S_PUSH into
- * a[]; -1 with err set on bad input or no memory. */
+#define PUSH_ARRAYS 10
+
+/* Checks pp[0..n) and builds the array parameters of S_PUSH (the first
+ * seven) and S_PUSH_UNIQUE (all ten) into a[]; -1 with err set on bad
+ * input or no memory. */
 static int
 push_arrays(jr_backend *b, const jr_push *const *pp, int n, jr_buf *a,
             jr_err *err)
@@ -835,11 +871,52 @@ push_arrays(jr_backend *b, const jr_push *const *pp, int n, jr_buf *a,
         }
         snprintf(num, sizeof num, "%.17g", p->run_in);
         sb_num(&a[6], num);
+        sb_elem(&a[7], p->unique_key);
+        snprintf(num, sizeof num, "%.17g", p->unique_for);
+        sb_num(&a[8], num);
+        sb_elem(&a[9], p->on_conflict == JR_CONFLICT_REPLACE ? "replace" :
+                "keep");
     }
-    for (i = 0; i < 7; i++)
+    for (i = 0; i < PUSH_ARRAYS; i++)
         if (sb_array(&a[i]), a[i].oom)
             return jr_fail(err, JR_ENOMEM, "postgres: pushing %d jobs: out "
                            "of memory", n);
+    return 0;
+}
+
+/* insert_jobs for a batch where some push has a unique key: one
+ * statement, each row through the SQL function push_unique; ids (may be
+ * NULL) and each push's outcome say what became of it. */
+static int
+push_unique(jr_backend *b, const jr_push *const *pp, int n, int64_t *ids,
+            const char *const *params, const char *what, jr_err *err)
+{
+    PGresult *res;
+    int i;
+
+    if ((res = run(b, S_PUSH_UNIQUE, params, what, err)) == NULL) {
+        b->insert_failed = 1;
+        return -1;
+    }
+    if (PQntuples(res) != n) {
+        i = PQntuples(res);
+        PQclear(res);
+        return jr_fail(err, JR_EDB, "postgres: %s: %d ids came back", what,
+                       i);
+    }
+    for (i = 0; i < n; i++) {
+        int k = atoi(PQgetvalue(res, i, 0)) - 1;
+        const char *o = PQgetvalue(res, i, 2);
+        if (k < 0 || k >= n)
+            continue;
+        if (ids != NULL)
+            ids[k] = strtoll(PQgetvalue(res, i, 1), NULL, 10);
+        if (pp[k]->outcome != NULL)
+            *pp[k]->outcome = strcmp(o, "new") == 0 ? JR_PUSH_NEW :
+                              strcmp(o, "replaced") == 0 ?
+                              JR_PUSH_REPLACED : JR_PUSH_DUPLICATE;
+    }
+    PQclear(res);
     return 0;
 }
 
@@ -849,19 +926,25 @@ static int
 insert_jobs(jr_backend *b, const jr_push *const *pp, int n, int64_t *ids,
             jr_err *err)
 {
-    jr_buf a[7];
-    const char *params[7];
+    jr_buf a[PUSH_ARRAYS];
+    const char *params[PUSH_ARRAYS];
     PGresult *res = NULL;
     char what[64];
-    int i, rc = -1;
+    int i, rc = -1, unique = 0;
 
     memset(a, 0, sizeof a);
     b->insert_failed = 0;
     if (push_arrays(b, pp, n, a, err) < 0)
         goto out;
-    for (i = 0; i < 7; i++)
+    for (i = 0; i < PUSH_ARRAYS; i++)
         params[i] = a[i].p;
+    for (i = 0; i < n && !unique; i++)
+        unique = pp[i]->unique_key != NULL;
     snprintf(what, sizeof what, "pushing %d job%s", n, n == 1 ? "" : "s");
+    if (unique) {
+        rc = push_unique(b, pp, n, ids, params, what, err);
+        goto out;
+    }
     if ((res = run(b, S_PUSH, params, what, err)) == NULL) {
         b->insert_failed = 1;
         goto out;
@@ -871,6 +954,9 @@ insert_jobs(jr_backend *b, const jr_push *const *pp, int n, int64_t *ids,
                 PQntuples(res));
         goto out;
     }
+    for (i = 0; i < n; i++)
+        if (pp[i]->outcome != NULL)
+            *pp[i]->outcome = JR_PUSH_NEW;
     if (ids != NULL) {
         /* ids are increasing in insertion order, which is pp's order */
         for (i = 0; i < n; i++)
@@ -880,7 +966,7 @@ insert_jobs(jr_backend *b, const jr_push *const *pp, int n, int64_t *ids,
     rc = 0;
 out:
     PQclear(res);
-    for (i = 0; i < 7; i++)
+    for (i = 0; i < PUSH_ARRAYS; i++)
         free(a[i].p);
     return rc;
 }
@@ -1498,8 +1584,8 @@ prune_state(jr_backend *b, int which, double age, int limit, jr_err *err)
 static int
 prune_tx(jr_backend *b, const double *age, int limit, jr_err *err)
 {
-    static const int which[3] = {S_PRUNE_COMPLETED, S_PRUNE_CANCELLED,
-                                 S_PRUNE_DEAD};
+    static const int which[4] = {S_PRUNE_COMPLETED, S_PRUNE_CANCELLED,
+                                 S_PRUNE_DEAD, S_PRUNE_UNIQUE};
     char key[96];
     const char *params[1] = {key};
     PGresult *res;
@@ -1511,8 +1597,10 @@ prune_tx(jr_backend *b, const double *age, int limit, jr_err *err)
         return -1;
     locked = strcmp(PQgetvalue(res, 0, 0), "t") == 0;
     PQclear(res);
-    for (i = 0; i < 3 && locked; i++) {
-        if ((rc = prune_state(b, which[i], age[i], limit - n, err)) < 0)
+    for (i = 0; i < 4 && locked; i++) {
+        /* the windows of unique keys end at held_until: age 0 */
+        if ((rc = prune_state(b, which[i], i < 3 ? age[i] : 0, limit - n,
+                              err)) < 0)
             return -1;
         n += rc;
     }
@@ -1756,6 +1844,7 @@ row_fields(const PGresult *res, int r, jr_job_row *j)
     j->progress_total = col_number(res, r, 17, NAN);
     j->progress_note = col_text(res, r, 18);
     j->cancel_requested = strcmp(PQgetvalue(res, r, 19), "t") == 0;
+    j->unique_key = NULL;
 }
 
 static int
@@ -1777,6 +1866,8 @@ pg_show(jr_backend *b, int64_t id, jr_job_cb cb, void *arg, jr_err *err)
     }
     row_fields(res, 0, &row);
     row.payload = PQgetvalue(res, 0, 20);
+    row.unique_key = PQgetisnull(res, 0, 21) ? NULL :
+                     PQgetvalue(res, 0, 21);
     cb(&row, arg);
     PQclear(res);
     return 0;

@@ -240,6 +240,170 @@ LANGUAGE sql AS $$
     ON CONFLICT (name) DO UPDATE
     SET paused = false, paused_at = NULL, updated_at = now()
 $$;
+-- migration 4
+-- Unique jobs (README "Unique jobs"). A job may carry a unique key: while
+-- a job of the same name and key is queued (scheduled included) or
+-- running, the unique index refuses a second one, and a push returns the
+-- holder's id instead. Keys are 1 to 255 bytes (text holds no NUL byte).
+ALTER TABLE {{schema}}.jobs ADD COLUMN unique_key text
+    CHECK (octet_length(unique_key) BETWEEN 1 AND 255);
+CREATE UNIQUE INDEX jobs_unique ON {{schema}}.jobs (name, unique_key)
+    WHERE unique_key IS NOT NULL AND state IN ('queued', 'running');
+-- Keys held for a window (push option unique_for): a push of name and key
+-- is a duplicate of job_id until held_until, whatever became of that job.
+-- Expired rows are taken over by the next push of the key and deleted by
+-- the runner's pruner.
+CREATE TABLE {{schema}}.unique_keys (
+    name       text        NOT NULL,
+    unique_key text        NOT NULL,
+    job_id     bigint,                   -- the job that took the key
+    held_until timestamptz NOT NULL,
+    PRIMARY KEY (name, unique_key)
+);
+CREATE INDEX unique_keys_until ON {{schema}}.unique_keys (held_until);
+
+-- Enqueues one job, unique or not, and says what happened: outcome is
+-- 'new' (inserted), 'duplicate' (the key is held: id is the holder's) or
+-- 'replaced' (on_conflict => 'replace' and the holder was still queued:
+-- it took this payload and run_at). A running holder is never replaced:
+-- the push is a duplicate. Races between sessions are settled by the
+-- unique index and by the lock on the unique_keys row.
+--   SELECT * FROM jobrunner.push_unique('mail', '{}', unique_key => 'u1');
+CREATE FUNCTION {{schema}}.push_unique(name text, payload jsonb DEFAULT '{}',
+                                       run_at timestamptz DEFAULT now(),
+                                       priority int DEFAULT 0,
+                                       queue text DEFAULT 'default',
+                                       max_retries int DEFAULT NULL,
+                                       unique_key text DEFAULT NULL,
+                                       unique_for interval DEFAULT NULL,
+                                       on_conflict text DEFAULT 'keep',
+                                       OUT id bigint, OUT outcome text)
+LANGUAGE plpgsql AS $$
+#variable_conflict use_column
+DECLARE
+    p_name text := push_unique.name;
+    p_key text := push_unique.unique_key;
+    p_payload jsonb := coalesce(push_unique.payload, '{}');
+    p_run_at timestamptz := coalesce(push_unique.run_at, now());
+    p_replace boolean := coalesce(push_unique.on_conflict, 'keep') = 'replace';
+    took boolean := false;
+    new_id bigint;
+    held_id bigint;
+    held_state text;
+BEGIN
+    IF NOT isfinite(p_run_at)
+       OR p_run_at >= timestamptz '10000-01-01 00:00:00+00' THEN
+        RAISE EXCEPTION 'jobrunner.push: run_at % is not a finite time before the year 10000',
+            p_run_at USING ERRCODE = 'datetime_field_overflow';
+    END IF;
+    IF coalesce(push_unique.on_conflict, 'keep') NOT IN ('keep', 'replace') THEN
+        RAISE EXCEPTION 'jobrunner.push: on_conflict ''%'' is not keep or replace',
+            push_unique.on_conflict USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    IF p_key IS NULL AND (push_unique.unique_for IS NOT NULL OR p_replace) THEN
+        RAISE EXCEPTION 'jobrunner.push: unique_for and on_conflict need a unique_key'
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    IF p_key IS NOT NULL AND octet_length(p_key) NOT BETWEEN 1 AND 255 THEN
+        RAISE EXCEPTION 'jobrunner.push: unique_key of % bytes: a key has 1 to 255 bytes',
+            octet_length(p_key) USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    IF push_unique.unique_for < interval '0' OR NOT isfinite(push_unique.unique_for) THEN
+        RAISE EXCEPTION 'jobrunner.push: unique_for % is negative or infinite',
+            push_unique.unique_for USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    IF p_key IS NULL THEN
+        INSERT INTO {{schema}}.jobs AS j (name, payload, run_at, priority, queue,
+                                          max_retries)
+        VALUES (p_name, p_payload, p_run_at, coalesce(push_unique.priority, 0),
+                coalesce(push_unique.queue, 'default'), push_unique.max_retries)
+        RETURNING j.id INTO new_id;
+        id := new_id;
+        outcome := 'new';
+        RETURN;
+    END IF;
+    IF push_unique.unique_for > interval '0' THEN
+        -- take the window if it is free; else wait for whoever holds its
+        -- row lock, and see their window
+        INSERT INTO {{schema}}.unique_keys AS u (name, unique_key, held_until)
+        VALUES (p_name, p_key, now() + push_unique.unique_for)
+        ON CONFLICT ON CONSTRAINT unique_keys_pkey DO UPDATE
+        SET held_until = excluded.held_until, job_id = NULL
+        WHERE u.held_until <= now()
+        RETURNING true INTO took;
+        took := coalesce(took, false);
+    END IF;
+    IF NOT took THEN
+        SELECT u.job_id INTO held_id FROM {{schema}}.unique_keys u
+        WHERE u.name = p_name AND u.unique_key = p_key
+          AND u.held_until > now() AND u.job_id IS NOT NULL;
+    END IF;
+    LOOP
+        IF held_id IS NULL THEN
+            INSERT INTO {{schema}}.jobs AS j (name, payload, run_at, priority,
+                                              queue, max_retries, unique_key)
+            VALUES (p_name, p_payload, p_run_at,
+                    coalesce(push_unique.priority, 0),
+                    coalesce(push_unique.queue, 'default'),
+                    push_unique.max_retries, p_key)
+            ON CONFLICT (name, unique_key) WHERE unique_key IS NOT NULL
+                AND state IN ('queued', 'running') DO NOTHING
+            RETURNING j.id INTO new_id;
+            IF new_id IS NOT NULL THEN
+                IF took THEN
+                    UPDATE {{schema}}.unique_keys u SET job_id = new_id
+                    WHERE u.name = p_name AND u.unique_key = p_key;
+                END IF;
+                id := new_id;
+                outcome := 'new';
+                RETURN;
+            END IF;
+            -- a queued or running job holds the key; a window we took is
+            -- given back (the key was not free after all)
+            IF took THEN
+                DELETE FROM {{schema}}.unique_keys u
+                WHERE u.name = p_name AND u.unique_key = p_key;
+                took := false;
+            END IF;
+            SELECT j.id, j.state INTO held_id, held_state
+            FROM {{schema}}.jobs j
+            WHERE j.name = p_name AND j.unique_key = p_key
+              AND j.state IN ('queued', 'running')
+            FOR UPDATE;
+            -- NULL: the holder finished in between; try again
+            CONTINUE WHEN held_id IS NULL;
+        END IF;
+        id := held_id;
+        outcome := 'duplicate';
+        IF p_replace THEN
+            UPDATE {{schema}}.jobs j SET payload = p_payload, run_at = p_run_at,
+                updated_at = now()
+            WHERE j.id = held_id AND j.state = 'queued'
+            RETURNING 'replaced' INTO outcome;
+            outcome := coalesce(outcome, 'duplicate');
+        END IF;
+        RETURN;
+    END LOOP;
+END
+$$;
+
+-- The SQL producer's push gains the unique options; the earlier calls
+-- keep working (the new parameters come last, with defaults).
+--   SELECT jobrunner.push('mail', '{}', unique_key => 'user:42');
+DROP FUNCTION {{schema}}.push(text, jsonb, timestamptz, int, text, int);
+CREATE FUNCTION {{schema}}.push(name text, payload jsonb DEFAULT '{}',
+                                run_at timestamptz DEFAULT now(),
+                                priority int DEFAULT 0,
+                                queue text DEFAULT 'default',
+                                max_retries int DEFAULT NULL,
+                                unique_key text DEFAULT NULL,
+                                unique_for interval DEFAULT NULL,
+                                on_conflict text DEFAULT 'keep')
+RETURNS bigint LANGUAGE sql AS $$
+    SELECT p.id FROM {{schema}}.push_unique(push.name, push.payload,
+        push.run_at, push.priority, push.queue, push.max_retries,
+        push.unique_key, push.unique_for, push.on_conflict) p
+$$;
 -- migration 5
 -- Recurring jobs: one row per fire of a schedule, inserted with its job in
 -- one transaction. The primary key makes a fire happen once whatever the

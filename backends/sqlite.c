@@ -34,6 +34,8 @@ enum {
     S_CANCEL_QUEUED, S_CANCEL_RUNNING, S_EXISTS, S_CANCEL_POLL,
     S_PAUSE, S_RESUME, S_QUEUE_LIST, S_SHOW, S_LIST, S_PAUSED,
     S_READY_BY_QUEUE,
+    S_UNIQUE_HOLDER, S_UNIQUE_WINDOW, S_UNIQUE_TAKE, S_UNIQUE_REPLACE,
+    S_PRUNE_UNIQUE,
     S_COUNT
 };
 
@@ -49,6 +51,16 @@ enum {
 #define REQUEUE_STATE \
     " state = CASE WHEN cancel_requested THEN 'cancelled' ELSE 'queued' END," \
     " finished_at = CASE WHEN cancel_requested THEN ?3 END,"
+
+/* A dead job retried keeps its unique key only if no queued or running
+ * job holds it and no newer dead job has it; else it runs as a plain job
+ * (the unique index would refuse the retry). */
+#define RETRY_KEY \
+    " unique_key = CASE WHEN EXISTS (SELECT 1 FROM jobs o" \
+    "  WHERE o.name = jobs.name AND o.unique_key = jobs.unique_key" \
+    "  AND (o.state IN ('queued', 'running')" \
+    "  OR (o.state = 'dead' AND o.id > jobs.id)))" \
+    "  THEN NULL ELSE unique_key END,"
 
 static const char *const sql_text[S_COUNT] = {
     /* the queues a claim may take from, by name */
@@ -114,8 +126,8 @@ static const char *const sql_text[S_COUNT] = {
         " WHERE id = ?1 AND state = 'running' AND locked_by = ?2",
     [S_INSERT] =
         "INSERT INTO jobs (name, payload, queue, priority, max_retries,"
-        " run_at, created_at, updated_at)"
-        " VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?7)",
+        " run_at, created_at, updated_at, unique_key)"
+        " VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?7, ?8)",
     [S_RENEW] =
         "UPDATE jobs SET locked_until = ?2"
         " WHERE state = 'running' AND locked_by = ?1",
@@ -140,11 +152,11 @@ static const char *const sql_text[S_COUNT] = {
     [S_DEAD_RETRY] =
         "UPDATE jobs SET state = 'queued', attempts = 0, run_at = ?2,"
         " died_at = NULL, finished_at = NULL, cancel_requested = 0,"
-        " updated_at = ?2 WHERE state = 'dead' AND id = ?1",
+        RETRY_KEY " updated_at = ?2 WHERE state = 'dead' AND id = ?1",
     [S_DEAD_RETRY_ALL] =
         "UPDATE jobs SET state = 'queued', attempts = 0, run_at = ?1,"
         " died_at = NULL, finished_at = NULL, cancel_requested = 0,"
-        " updated_at = ?1 WHERE state = 'dead'",
+        RETRY_KEY " updated_at = ?1 WHERE state = 'dead'",
     [S_DEAD_PURGE] =
         "DELETE FROM jobs WHERE state = 'dead' AND died_at <= ?1",
     [S_DATA_VERSION] = "PRAGMA data_version",
@@ -189,7 +201,8 @@ static const char *const sql_text[S_COUNT] = {
         " FROM n LEFT JOIN queues q ON q.name = n.name"
         " LEFT JOIN c ON c.queue = n.name ORDER BY n.name",
     [S_SHOW] =
-        "SELECT " JOB_COLUMNS ", payload FROM jobs WHERE id = ?1",
+        "SELECT " JOB_COLUMNS ", payload, unique_key FROM jobs"
+        " WHERE id = ?1",
     /* ?1 state (or scheduled, ready), ?2 name, ?3 queue, NULL: any; ?4
      * limit; ?5 now */
     [S_LIST] =
@@ -206,6 +219,24 @@ static const char *const sql_text[S_COUNT] = {
         " AND name IN (SELECT value FROM json_each(?2))"
         " AND queue NOT IN (SELECT name FROM queues WHERE paused = 1)"
         " LIMIT ?3) GROUP BY queue ORDER BY queue",
+    /* unique jobs (README "Unique jobs"): the writer lock of BEGIN
+     * IMMEDIATE makes look-up then insert race-free; the unique index
+     * jobs_unique is the last word */
+    [S_UNIQUE_HOLDER] =
+        "SELECT id, state FROM jobs WHERE name = ?1 AND unique_key = ?2"
+        " AND unique_key IS NOT NULL AND state IN ('queued', 'running')",
+    [S_UNIQUE_WINDOW] =
+        "SELECT job_id FROM unique_keys WHERE name = ?1 AND unique_key = ?2"
+        " AND held_until > ?3 AND job_id IS NOT NULL",
+    [S_UNIQUE_TAKE] =
+        "INSERT OR REPLACE INTO unique_keys (name, unique_key, job_id,"
+        " held_until) VALUES (?1, ?2, ?3, ?4)",
+    [S_UNIQUE_REPLACE] =
+        "UPDATE jobs SET payload = ?2, run_at = ?3, updated_at = ?4"
+        " WHERE id = ?1 AND state = 'queued'",
+    [S_PRUNE_UNIQUE] =
+        "DELETE FROM unique_keys WHERE (name, unique_key) IN (SELECT name,"
+        " unique_key FROM unique_keys WHERE held_until < ?1 LIMIT ?2)",
     [S_BEGIN] = "BEGIN IMMEDIATE",
     [S_COMMIT] = "COMMIT",
     [S_ROLLBACK] = "ROLLBACK",
@@ -544,8 +575,116 @@ fail:
     return -1;
 }
 
+/* ---- unique jobs ---- */
+
+static const char *col_text(sqlite3_stmt *s, int i);
+
+/* The job holding p's key: queued or running with it, or the job of a
+ * window still held (unique_for). Returns its id, 0 if the key is free,
+ * -1 on error; *queued says whether the holder is queued. */
+static int64_t
+unique_holder(jr_backend *b, const jr_push *p, double now, int *queued,
+              jr_err *err)
+{
+    sqlite3_stmt *s;
+    int64_t id = 0;
+    int rc, which;
+
+    *queued = 0;
+    for (which = S_UNIQUE_HOLDER; which <= S_UNIQUE_WINDOW; which++) {
+        if ((s = stmt(b, which, err)) == NULL)
+            return -1;
+        bind_text(s, 1, p->name);
+        bind_text(s, 2, p->unique_key);
+        sqlite3_bind_double(s, 3, now);
+        if ((rc = sqlite3_step(s)) == SQLITE_ROW) {
+            id = sqlite3_column_int64(s, 0);
+            *queued = which == S_UNIQUE_HOLDER &&
+                      strcmp(col_text(s, 1), "queued") == 0;
+        }
+        sqlite3_reset(s);
+        if (rc != SQLITE_ROW && rc != SQLITE_DONE)
+            return db_fail(b, err, "looking up a unique key");
+        if (id > 0)
+            return id;
+    }
+    return 0;
+}
+
+/* A push whose key is held: debounce (on_conflict replace) moves a queued
+ * holder to p's payload and run_at; a running one is never replaced. */
+static int
+unique_conflict(jr_backend *b, const jr_push *p, int64_t holder, double now,
+                jr_err *err)
+{
+    sqlite3_stmt *s;
+    int rc;
+
+    if (p->on_conflict != JR_CONFLICT_REPLACE)
+        return JR_PUSH_DUPLICATE;
+    if ((s = stmt(b, S_UNIQUE_REPLACE, err)) == NULL)
+        return -1;
+    sqlite3_bind_int64(s, 1, holder);
+    bind_text(s, 2, p->payload ? p->payload : "{}");
+    sqlite3_bind_double(s, 3, p->run_at > 0 ? p->run_at : now + p->run_in);
+    sqlite3_bind_double(s, 4, now);
+    if ((rc = run(b, s, err, "replacing a unique job")) < 0)
+        return -1;
+    return rc > 0 ? JR_PUSH_REPLACED : JR_PUSH_DUPLICATE;
+}
+
+/* Holds p's key until now + unique_for for job id. */
+static int
+unique_take(jr_backend *b, const jr_push *p, int64_t id, double now,
+            jr_err *err)
+{
+    sqlite3_stmt *s;
+
+    if (p->unique_for <= 0)
+        return 0;
+    if ((s = stmt(b, S_UNIQUE_TAKE, err)) == NULL)
+        return -1;
+    bind_text(s, 1, p->name);
+    bind_text(s, 2, p->unique_key);
+    sqlite3_bind_int64(s, 3, id);
+    sqlite3_bind_double(s, 4, now + p->unique_for);
+    return run(b, s, err, "holding a unique key") < 0 ? -1 : 0;
+}
+
+static int insert_row(jr_backend *b, const jr_push *p, double now,
+                      int64_t *id, jr_err *err);
+
+/* Inserts p, or finds the job that holds its key. */
 static int
 insert_one(jr_backend *b, const jr_push *p, double now, int64_t *id,
+           jr_err *err)
+{
+    int64_t holder, got;
+    int queued, outcome = JR_PUSH_NEW;
+
+    if (p->unique_key == NULL) {
+        outcome = insert_row(b, p, now, id, err);
+    } else if ((holder = unique_holder(b, p, now, &queued, err)) < 0) {
+        return -1;
+    } else if (holder > 0) {
+        if ((outcome = unique_conflict(b, p, queued ? holder : 0, now,
+                                       err)) < 0)
+            return -1;
+        if (id != NULL)
+            *id = holder;
+    } else if (insert_row(b, p, now, &got, err) < 0 ||
+               unique_take(b, p, got, now, err) < 0) {
+        return -1;
+    } else if (id != NULL) {
+        *id = got;
+    }
+    if (outcome >= 0 && p->outcome != NULL)
+        *p->outcome = outcome;
+    return outcome < 0 ? -1 : 0;
+}
+
+static int
+insert_row(jr_backend *b, const jr_push *p, double now, int64_t *id,
            jr_err *err)
 {
     sqlite3_stmt *s = stmt(b, S_INSERT, err);
@@ -561,6 +700,7 @@ insert_one(jr_backend *b, const jr_push *p, double now, int64_t *id,
         sqlite3_bind_int(s, 5, p->max_retries);
     sqlite3_bind_double(s, 6, p->run_at > 0 ? p->run_at : now + p->run_in);
     sqlite3_bind_double(s, 7, now);
+    bind_text(s, 8, p->unique_key);
     rc = sqlite3_step(s);
     sqlite3_reset(s);
     if (rc == SQLITE_CONSTRAINT_CHECK &&
@@ -1159,6 +1299,10 @@ sqlite_prune(jr_backend *b, double older_completed, double older_cancelled,
     if ((rc = prune_state(b, S_PRUNE_DEAD, older_dead, limit - n, err)) < 0)
         goto fail;
     n += rc;
+    /* windows of unique keys that ended (unique_for) */
+    if ((rc = prune_state(b, S_PRUNE_UNIQUE, 0, limit - n, err)) < 0)
+        goto fail;
+    n += rc;
     return commit(b, err) < 0 ? -1 : n;
 fail:
     rollback(b);
@@ -1381,6 +1525,7 @@ row_fields(sqlite3_stmt *s, jr_job_row *r)
     r->progress_total = col_number(s, 17);
     r->progress_note = col_text(s, 18);
     r->cancel_requested = sqlite3_column_int(s, 19);
+    r->unique_key = NULL;
 }
 
 static int
@@ -1397,6 +1542,7 @@ sqlite_show(jr_backend *b, int64_t id, jr_job_cb cb, void *arg, jr_err *err)
     if (rc == SQLITE_ROW) {
         row_fields(s, &row);
         row.payload = col_text(s, 20);
+        row.unique_key = col_text(s, 21);
         cb(&row, arg);
     }
     sqlite3_reset(s);

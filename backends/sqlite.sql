@@ -138,6 +138,29 @@ BEGIN
     INSERT INTO queues (name) SELECT NEW.queue
     WHERE NOT EXISTS (SELECT 1 FROM queues WHERE name = NEW.queue);
 END;
+-- migration 4
+-- Unique jobs (README "Unique jobs"). A job may carry a unique key: while
+-- a job of the same name and key is queued (scheduled included) or
+-- running, the unique index refuses a second one, and a push returns the
+-- holder's id instead. Keys are 1 to 255 bytes without NUL bytes.
+ALTER TABLE jobs ADD COLUMN unique_key TEXT
+    CHECK (unique_key IS NULL OR (typeof(unique_key) = 'text'
+           AND length(CAST(unique_key AS BLOB)) BETWEEN 1 AND 255
+           AND instr(CAST(unique_key AS BLOB), x'00') = 0));
+CREATE UNIQUE INDEX jobs_unique ON jobs (name, unique_key)
+    WHERE unique_key IS NOT NULL AND state IN ('queued', 'running');
+-- Keys held for a window (push option unique_for): a push of name and key
+-- is a duplicate of job_id until held_until, whatever became of that job.
+-- Expired rows are taken over by the next push of the key and deleted by
+-- the runner's pruner.
+CREATE TABLE unique_keys (
+    name       TEXT    NOT NULL,
+    unique_key TEXT    NOT NULL,
+    job_id     INTEGER,                          -- the job that took the key
+    held_until REAL    NOT NULL,
+    PRIMARY KEY (name, unique_key)
+) WITHOUT ROWID;
+CREATE INDEX unique_keys_until ON unique_keys (held_until);
 -- migration 5
 -- Recurring jobs: one row per fire of a schedule, inserted with its job in
 -- one transaction. The primary key makes a fire happen once whatever the

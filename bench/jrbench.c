@@ -4,6 +4,8 @@
  * "key=value" pairs per command, for bench/report.lua.
  *
  *   jrbench push URL N BATCH          jobs/s; BATCH 0: one push per call
+ *   jrbench pushu URL N BATCH         the same, each job with its own
+ *                                     unique_key (the cost of the check)
  *   jrbench fill URL N NAME           queue N jobs NAME (batches of 5000)
  *   jrbench fillq URL N NAME Q1,Q2    N jobs spread over the queues
  *   jrbench latency URL N MS NAME     N single pushes MS milliseconds apart
@@ -97,6 +99,49 @@ push_n(jr_client *c, long n, long batch, const char *name)
             die("push_many", jr_client_errmsg(c));
     }
     free(jobs);
+}
+
+/* pushu URL N BATCH: batches of jobs each with a unique key of its own,
+ * so every push looks up its key and inserts (no duplicates). */
+static int
+cmd_pushu(char **argv)
+{
+    static const jr_client_opts init = JR_CLIENT_OPTS_INIT;
+    jr_client *c = open_client(argv[0]);
+    long n = atol(argv[1]), batch = atol(argv[2]), i, k;
+    jr_client_job *jobs;
+    jr_client_unique *u;
+    char (*keys)[32];
+    double t0, secs;
+
+    if (batch <= 0)
+        batch = 1;
+    jobs = calloc((size_t)batch, sizeof *jobs);
+    u = calloc((size_t)batch, sizeof *u);
+    keys = calloc((size_t)batch, sizeof *keys);
+    if (jobs == NULL || u == NULL || keys == NULL)
+        die("pushu", "out of memory");
+    t0 = mono();
+    for (i = 0; i < n; i += batch) {
+        for (k = 0; k < batch; k++) {
+            snprintf(keys[k], sizeof keys[k], "k%ld", i + k);
+            jobs[k].name = "noop";
+            jobs[k].payload = "{\"n\":1}";
+            jobs[k].opts = init;
+            u[k].key = keys[k];
+        }
+        k = n - i < batch ? n - i : batch;
+        if (jr_client_push_many_unique(c, jobs, u, (size_t)k, NULL, NULL)
+            != JR_CLIENT_OK)
+            die("push_many_unique", jr_client_errmsg(c));
+    }
+    secs = mono() - t0;
+    free(jobs);
+    free(u);
+    free(keys);
+    jr_client_close(c);
+    printf("jobs=%ld secs=%.6f rate=%.1f\n", n, secs, (double)n / secs);
+    return 0;
 }
 
 static int
@@ -468,7 +513,8 @@ main(int argc, char **argv)
         int         nargs;
         int       (*fn)(char **);
     } cmds[] = {
-        {"push", 3, cmd_push}, {"fill", 3, cmd_fill},
+        {"push", 3, cmd_push}, {"pushu", 3, cmd_pushu},
+        {"fill", 3, cmd_fill},
         {"fillq", 4, cmd_fillq},
         {"latency", 4, cmd_latency}, {"drain", 4, cmd_drain},
         {"idle", 4, cmd_idle}, {"empty", 1, cmd_empty},

@@ -52,6 +52,8 @@ end
 -- the table
 local rows = {
   { "push_batch_jobs_s", "push, batch of 1000 (jobs/s)", ">= 300k / 100k", "%.0f" },
+  { "push_batch_plain_jobs_s", "push, batch of 1000, beside unique (jobs/s)", "", "%.0f" },
+  { "push_batch_unique_jobs_s", "push, batch of 1000, a unique_key each (jobs/s)", "", "%.0f" },
   { "push_single_jobs_s", "push, one per transaction (jobs/s)", "", "%.0f" },
   { "drain_jobs_s", ("drain, default concurrency %d (jobs/s)"):format(cores), ">= 100k / 40k", "%.0f" },
   { "drain_c1_jobs_s", "drain, concurrency 1 (jobs/s)", "", "%.0f" },

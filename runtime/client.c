@@ -161,20 +161,49 @@ make_push(jr_client *c, const char *name, const char *payload,
     return jr_push_check(p, c->max_payload, &c->err);
 }
 
+/* Sets p's unique options from u (may be NULL) and outcome. */
+static void
+make_unique(jr_push *p, const jr_client_unique *u, int *outcome)
+{
+    if (outcome != NULL)
+        *outcome = JR_CLIENT_PUSHED;
+    p->outcome = outcome;
+    if (u == NULL)
+        return;
+    p->unique_key = u->key;
+    p->unique_for = u->unique_for;
+    p->on_conflict = u->on_conflict == JR_CLIENT_REPLACE ?
+                     JR_CONFLICT_REPLACE : u->on_conflict;
+}
+
 int
 jr_client_push(jr_client *c, const char *name, const char *payload,
                const jr_client_opts *opts, int64_t *id)
 {
+    return jr_client_push_unique(c, name, payload, opts, NULL, id, NULL);
+}
+
+int
+jr_client_push_unique(jr_client *c, const char *name, const char *payload,
+                      const jr_client_opts *opts, const jr_client_unique *u,
+                      int64_t *id, int *outcome)
+{
     jr_push p;
     int64_t got;
+    int out;
 
     if (c == NULL)
         return JR_CLIENT_EUSAGE;
-    if (begin(c) < 0 || make_push(c, name, payload, opts, &p) < 0 ||
+    if (begin(c) < 0 || make_push(c, name, payload, opts, &p) < 0)
+        return finish(c, -1);
+    make_unique(&p, u, &out);
+    if (jr_push_check(&p, c->max_payload, &c->err) < 0 ||
         c->db.ops->push(c->db.b, &p, 1, &got, &c->err) < 0)
         return finish(c, -1);
     if (id != NULL)
         *id = got;
+    if (outcome != NULL)
+        *outcome = out;
     return finish(c, 0);
 }
 
@@ -193,6 +222,14 @@ int
 jr_client_push_many(jr_client *c, const jr_client_job *jobs, size_t n,
                     int64_t *ids)
 {
+    return jr_client_push_many_unique(c, jobs, NULL, n, ids, NULL);
+}
+
+int
+jr_client_push_many_unique(jr_client *c, const jr_client_job *jobs,
+                           const jr_client_unique *uniques, size_t n,
+                           int64_t *ids, int *outcomes)
+{
     jr_push *p;
     size_t i;
     int rc;
@@ -209,13 +246,20 @@ jr_client_push_many(jr_client *c, const jr_client_job *jobs, size_t n,
     if ((p = calloc(n, sizeof *p)) == NULL)
         return finish(c, jr_fail(&c->err, JR_ENOMEM, "push_many: out of "
                                  "memory for %zu jobs", n));
-    for (i = 0; i < n; i++)
-        if (make_push(c, jobs[i].name, jobs[i].payload, &jobs[i].opts,
-                      &p[i]) < 0) {
+    for (i = 0; i < n; i++) {
+        rc = make_push(c, jobs[i].name, jobs[i].payload, &jobs[i].opts,
+                       &p[i]);
+        if (rc == 0) {
+            make_unique(&p[i], uniques ? &uniques[i] : NULL,
+                        outcomes ? &outcomes[i] : NULL);
+            rc = jr_push_check(&p[i], c->max_payload, &c->err);
+        }
+        if (rc < 0) {
             name_position(&c->err, i, n);
             free(p);
             return finish(c, -1);
         }
+    }
     rc = c->db.ops->push(c->db.b, p, (int)n, ids, &c->err);
     free(p);
     return finish(c, rc);
@@ -448,6 +492,7 @@ job_row(const jr_job_row *row, void *arg)
     j.progress_total = row->progress_total;
     j.progress_note = row->progress_note;
     j.cancel_requested = row->cancel_requested;
+    j.unique_key = row->unique_key;
     return a->fn(&j, a->arg);
 }
 

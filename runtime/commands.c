@@ -270,6 +270,32 @@ set_queue(jr_push *p, const char *val, jr_err *err)
     return 0;
 }
 
+static int
+set_unique_key(jr_push *p, const char *val, jr_err *err)
+{
+    (void)err;
+    p->unique_key = val;        /* checked with the push (jr_push_check) */
+    return 0;
+}
+
+static int
+set_unique_for(jr_push *p, const char *val, jr_err *err)
+{
+    return jr_parse_duration(val, "--unique-for", &p->unique_for, err);
+}
+
+static int
+set_on_conflict(jr_push *p, const char *val, jr_err *err)
+{
+    if (strcmp(val, "keep") == 0 || strcmp(val, "replace") == 0) {
+        p->on_conflict = val[0] == 'r' ? JR_CONFLICT_REPLACE :
+                         JR_CONFLICT_KEEP;
+        return 0;
+    }
+    return jr_fail(err, JR_EUSAGE, "invalid --on-conflict '%s': expected "
+                   "keep or replace", val);
+}
+
 static const struct push_option {
     const char  *name;
     int          takes;         /* takes a value: the next argument */
@@ -280,6 +306,9 @@ static const struct push_option {
     {"--priority",    1, set_priority},
     {"--queue",       1, set_queue},
     {"--max-retries", 1, set_max_retries},
+    {"--unique-key",  1, set_unique_key},
+    {"--unique-for",  1, set_unique_for},
+    {"--on-conflict", 1, set_on_conflict},
     {NULL, 0, NULL}
 };
 
@@ -342,10 +371,11 @@ jr_cmd_push(jr_cli *cli)
 {
     jr_push p = {.max_retries = -1};
     jr_client_opts opts = JR_CLIENT_OPTS_INIT;
+    jr_client_unique u;
     jr_client *client;
     jr_config c;
     int64_t id;
-    int rc;
+    int rc, outcome;
 
     if ((rc = push_args(cli, &p)) != 0 || (rc = jr_cmd_config(cli, &c)) != 0)
         return rc;
@@ -359,10 +389,18 @@ jr_cmd_push(jr_cli *cli)
     opts.priority = p.priority;
     opts.queue = p.queue;
     opts.max_retries = p.max_retries;
-    if (jr_client_push(client, p.name, p.payload, &opts, &id) != JR_CLIENT_OK)
+    u.key = p.unique_key;
+    u.unique_for = p.unique_for;
+    u.on_conflict = p.on_conflict;
+    if (jr_client_push_unique(client, p.name, p.payload, &opts, &u, &id,
+                              &outcome) != JR_CLIENT_OK)
         rc = jr_cmd_client_fail(client);
-    else
+    else if (p.unique_key == NULL)
         printf("%lld\n", (long long)id);
+    else        /* the id, then what happened: new, duplicate, replaced */
+        printf("%lld %s\n", (long long)id, outcome == JR_CLIENT_PUSHED ?
+               "new" : outcome == JR_CLIENT_REPLACED ? "replaced" :
+               "duplicate");
     jr_client_close(client);
     jr_config_free(&c);
     return rc;

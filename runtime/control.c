@@ -188,6 +188,10 @@ job_json(const jr_client_job_info *j, const job_out *o)
     jr_json_str(stdout, j->locked_by);
     printf(",\"cancel_requested\":%s", j->cancel_requested ? "true" :
            "false");
+    if (o->full) {
+        printf(",\"unique_key\":");
+        jr_json_str(stdout, j->unique_key);
+    }
     json_progress(j);
     printf("}%s", o->full ? "\n" : "");
 }
@@ -233,6 +237,7 @@ job_text_full(const jr_client_job_info *j)
     else
         printf("%-13s %d\n", "max_retries", j->max_retries);
     printf("%-13s %d\n", "priority", j->priority);
+    printf("%-13s %s\n", "unique_key", j->unique_key ? j->unique_key : "-");
     text_time("run_at", j->run_at);
     text_time("created_at", j->created_at);
     text_time("started_at", j->started_at);

@@ -38,6 +38,33 @@ jr_name_check_len(const char *name, size_t len, const char *what,
 /* The rules every push follows, whichever way it comes (CLI, C library,
  * Lua module, handler push, backend): checked here, once, before anything
  * reaches a database. */
+/* The unique options of jr_push_check. */
+static int
+unique_check(const jr_push *p, jr_err *err)
+{
+    if (p->unique_key == NULL && p->unique_for != 0)
+        return jr_fail(err, JR_EINPUT, "job '%s': unique_for needs a "
+                       "unique_key", p->name);
+    if (p->unique_key == NULL && p->on_conflict != JR_CONFLICT_KEEP)
+        return jr_fail(err, JR_EINPUT, "job '%s': on_conflict needs a "
+                       "unique_key", p->name);
+    if (p->unique_key == NULL)
+        return 0;
+    if (jr_unique_key_check(p->name, p->unique_key, strlen(p->unique_key),
+                            err) < 0)
+        return -1;
+    if (!isfinite(p->unique_for) || p->unique_for < 0 ||
+        p->unique_for > JR_DELAY_MAX)
+        return jr_fail(err, JR_EINPUT, "job '%s': unique_for %g is not a "
+                       "duration (seconds, finite, from 0 to %.0f)", p->name,
+                       p->unique_for, JR_DELAY_MAX);
+    if (p->on_conflict != JR_CONFLICT_KEEP &&
+        p->on_conflict != JR_CONFLICT_REPLACE)
+        return jr_fail(err, JR_EINPUT, "job '%s': on_conflict %d is not "
+                       "one of keep, replace", p->name, p->on_conflict);
+    return 0;
+}
+
 int
 jr_push_check(const jr_push *p, size_t max_payload, jr_err *err)
 {
@@ -63,6 +90,23 @@ jr_push_check(const jr_push *p, size_t max_payload, jr_err *err)
     if (p->run_at != 0 && p->run_in != 0)
         return jr_fail(err, JR_EINPUT, "job '%s': give run_at or run_in, "
                        "not both", p->name);
+    return unique_check(p, err);
+}
+
+int
+jr_unique_key_check(const char *name, const char *key, size_t len,
+                    jr_err *err)
+{
+    if (len == 0)
+        return jr_fail(err, JR_EINPUT, "job '%s': unique_key is empty",
+                       name);
+    if (len > JR_UNIQUE_KEY_MAX)
+        return jr_fail(err, JR_EINPUT, "job '%s': unique_key of %zu bytes "
+                       "is over the limit of %d", name, len,
+                       JR_UNIQUE_KEY_MAX);
+    if (memchr(key, '\0', len) != NULL)
+        return jr_fail(err, JR_EINPUT, "job '%s': unique_key holds a NUL "
+                       "byte", name);
     return 0;
 }
 

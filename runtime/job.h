@@ -38,6 +38,15 @@ typedef struct jr_push {
     int         max_retries;    /* -1: take the handler's or the default */
     double      run_at;         /* epoch seconds; 0: use run_in */
     double      run_in;         /* seconds from the database's now */
+    /* unique jobs (README "Unique jobs"): zero means a plain push */
+    const char *unique_key;     /* NULL: not unique; else while a job of
+                                   this name and key is queued or running,
+                                   a push of it is a duplicate */
+    double      unique_for;     /* seconds the key also stays held after
+                                   the push, whatever the job's state */
+    int         on_conflict;    /* JR_CONFLICT_KEEP or _REPLACE */
+    int        *outcome;        /* may be NULL; receives JR_PUSH_NEW,
+                                   _DUPLICATE or _REPLACED */
 } jr_push;
 
 /* One fire of a recurring job (a schedule): the job it inserts and the
@@ -50,6 +59,23 @@ typedef struct jr_fire {
     int         inserted;       /* out: 1 inserted here, 0 not (another
                                    runner fired it, or a later fire) */
 } jr_fire;
+/* What a duplicate push does (jr_push.on_conflict). */
+enum {
+    JR_CONFLICT_KEEP = 0,       /* the push is dropped: the id of the job
+                                   holding the key comes back */
+    JR_CONFLICT_REPLACE         /* debounce: a queued holder takes the
+                                   push's payload and run_at */
+};
+
+/* What became of one push (*jr_push.outcome). */
+enum {
+    JR_PUSH_NEW = 0,            /* inserted */
+    JR_PUSH_DUPLICATE,          /* not inserted: the key is held */
+    JR_PUSH_REPLACED            /* not inserted: the queued holder took the
+                                   push's payload and run_at */
+};
+
+#define JR_UNIQUE_KEY_MAX 255   /* bytes in a unique key */
 
 enum {
     JR_DONE = 1,                /* success: delete, insert pushes */
@@ -105,9 +131,18 @@ int  jr_name_check_len(const char *name, size_t len, const char *what,
  * backends themselves. Names and queue as jr_name_check; payload at most
  * max_payload bytes (0: no limit); max_retries -1 (not set) or >= 0;
  * run_at 0 (not set) or epoch seconds up to JR_TIME_MAX; run_in finite,
- * at most JR_DELAY_MAX either way; not both run_at and run_in. Returns 0,
+ * at most JR_DELAY_MAX either way; not both run_at and run_in; a unique
+ * key of 1 to JR_UNIQUE_KEY_MAX bytes (jr_unique_key_check), unique_for
+ * finite, from 0 to JR_DELAY_MAX, and unique_for or on_conflict only with
+ * a key. Returns 0,
  * or -1 with err set (JR_EINPUT) naming the job and the option. */
 int  jr_push_check(const jr_push *p, size_t max_payload, jr_err *err);
+
+/* Checks a unique key of len bytes (a Lua string may hold NUL bytes):
+ * not empty, at most JR_UNIQUE_KEY_MAX bytes, no NUL byte. name is the
+ * job's, for the message. */
+int  jr_unique_key_check(const char *name, const char *key, size_t len,
+                         jr_err *err);
 
 /* Returns a new job whose strings are copied into the same allocation, or
  * NULL when out of memory. Free with free(). */

@@ -123,6 +123,53 @@ int jr_client_push(jr_client *c, const char *name, const char *payload,
 int jr_client_push_many(jr_client *c, const jr_client_job *jobs, size_t n,
                         int64_t *ids);
 
+/* ---- unique jobs ---- */
+
+/* A push's unique options (README "Unique jobs"). While a job of the same
+ * name and key is queued (scheduled included) or running, a push of it
+ * inserts nothing and gives back that job's id. */
+typedef struct jr_client_unique {
+    const char *key;            /* 1 to 255 bytes; NULL: a plain push */
+    double      unique_for;     /* seconds the key also stays held after
+                                   the push, whatever becomes of the job
+                                   (finished, deleted); 0: not held */
+    int         on_conflict;    /* JR_CLIENT_KEEP or JR_CLIENT_REPLACE */
+} jr_client_unique;
+
+/* jr_client_unique.on_conflict. The numbers are stable. */
+enum {
+    JR_CLIENT_KEEP = 0,         /* a duplicate is dropped */
+    JR_CLIENT_REPLACE = 1       /* debounce: a queued holder takes the
+                                   duplicate's payload and run_at; a
+                                   running one is never replaced (the push
+                                   is then a plain duplicate) */
+};
+
+/* What became of a push. The numbers are stable. */
+enum {
+    JR_CLIENT_PUSHED = 0,       /* a new job */
+    JR_CLIENT_DUPLICATE = 1,    /* the key is held: id is the holder's */
+    JR_CLIENT_REPLACED = 2      /* the queued holder took this payload and
+                                   run_at: id is the holder's */
+};
+
+/* jr_client_push with unique options u (NULL: a plain push). outcome (may
+ * be NULL) receives JR_CLIENT_PUSHED, _DUPLICATE or _REPLACED; a
+ * duplicate is JR_CLIENT_OK. A key that is empty, over 255 bytes, or a
+ * unique_for negative or not finite is JR_CLIENT_EINPUT naming the
+ * option. */
+int jr_client_push_unique(jr_client *c, const char *name, const char *payload,
+                          const jr_client_opts *opts,
+                          const jr_client_unique *u, int64_t *id,
+                          int *outcome);
+
+/* jr_client_push_many with uniques[0..n) (NULL: all plain) and outcomes
+ * (may be NULL) receiving n outcomes. Later jobs of the batch see the
+ * earlier ones: two with one key make one job. */
+int jr_client_push_many_unique(jr_client *c, const jr_client_job *jobs,
+                               const jr_client_unique *uniques, size_t n,
+                               int64_t *ids, int *outcomes);
+
 /* Fills total (may be NULL) with the counts over all names, and calls fn
  * (may be NULL) for each job name that has jobs. */
 int jr_client_stats(jr_client *c, jr_client_counts *total,
@@ -215,6 +262,8 @@ typedef struct jr_client_job_info {
     double      progress_total; /* NAN until reported, or if unknown */
     const char *progress_note;  /* may be NULL */
     int         cancel_requested; /* running, and asked to stop */
+    const char *unique_key;     /* its unique key (jr_client_push_unique);
+                                   NULL: none, or from jr_client_list */
 } jr_client_job_info;
 
 /* Called once per job. Return 0 to go on, non-zero to stop. */

@@ -80,6 +80,7 @@ keep_push(lua_State *L, jr_jobctx *ctx, const jr_push *p, const char *name,
 {
     size_t nlen = strlen(name) + 1, plen = strlen(payload) + 1;
     size_t qlen = p->queue ? strlen(p->queue) + 1 : 0;
+    size_t klen = p->unique_key ? strlen(p->unique_key) + 1 : 0;
     jr_push *slot;
     char *mem;
 
@@ -95,7 +96,7 @@ keep_push(lua_State *L, jr_jobctx *ctx, const jr_push *p, const char *name,
         ctx->mem = m;
         ctx->cap = cap;
     }
-    if ((mem = malloc(nlen + plen + qlen)) == NULL)
+    if ((mem = malloc(nlen + plen + qlen + klen)) == NULL)
         luaL_error(L, "jobrunner.push: out of memory");
     memcpy(mem, name, nlen);
     memcpy(mem + nlen, payload, plen);
@@ -106,6 +107,11 @@ keep_push(lua_State *L, jr_jobctx *ctx, const jr_push *p, const char *name,
     slot->name = mem;
     slot->payload = mem + nlen;
     slot->queue = p->queue ? mem + nlen + plen : NULL;
+    slot->unique_key = NULL;
+    if (p->unique_key)      /* a duplicate is no failure of this job */
+        slot->unique_key = memcpy(mem + nlen + plen + qlen, p->unique_key,
+                                  klen);
+    slot->outcome = NULL;
     ctx->mem[ctx->npushes++] = mem;
 }
 

@@ -40,7 +40,8 @@ LUAMOD_API int luaopen_jobrunner(lua_State *L);
  * years...) returns -1 with bad set.  [-0, +0, v] */
 static int
 read_push_opts(lua_State *L, int idx, const char *fn, const char *name,
-               size_t len, jr_client_opts *o, jr_err *bad)
+               size_t len, jr_client_opts *o, jr_client_unique *u,
+               jr_err *bad)
 {
     jr_push p = {.name = name};
 
@@ -52,6 +53,10 @@ read_push_opts(lua_State *L, int idx, const char *fn, const char *name,
     o->priority = p.priority;
     o->queue = p.queue;                      /* anchored by the table */
     o->max_retries = p.max_retries < 0 ? JR_CLIENT_UNSET : p.max_retries;
+    u->key = p.unique_key;                   /* anchored by the table */
+    u->unique_for = p.unique_for;
+    u->on_conflict = p.on_conflict == JR_CONFLICT_REPLACE ?
+                     JR_CLIENT_REPLACE : JR_CLIENT_KEEP;
     return 0;
 }
 
@@ -77,7 +82,18 @@ jr_luaclient_fail(lua_State *L, const char *msg)
     return 2;
 }
 
-/* q:push(name, payload?, opts?) -> id | nil, msg */
+/* Pushes the outcome of a push: duplicate (a boolean: no new job) and
+ * what happened ("new", "duplicate", "replaced").  [-0, +2, m] */
+static void
+push_outcome(lua_State *L, int outcome)
+{
+    lua_pushboolean(L, outcome != JR_CLIENT_PUSHED);     /* dup */
+    lua_pushstring(L, outcome == JR_CLIENT_PUSHED ? "new" :
+                   outcome == JR_CLIENT_REPLACED ? "replaced" :
+                   "duplicate");                         /* dup what */
+}
+
+/* q:push(name, payload?, opts?) -> id, duplicate, outcome | nil, msg */
 static int
 client_push(lua_State *L)                            /* q name payload opts */
 {
@@ -85,21 +101,25 @@ client_push(lua_State *L)                            /* q name payload opts */
     size_t len;
     const char *name = luaL_checklstring(L, 2, &len);
     jr_client_opts o;
+    jr_client_unique u;
     char msg[400];
     int64_t id;
+    int outcome;
     jr_buf *b;
     jr_err bad;
 
-    if (read_push_opts(L, 4, "push", name, len, &o, &bad) < 0)
+    if (read_push_opts(L, 4, "push", name, len, &o, &u, &bad) < 0)
         return jr_luaclient_fail(L, bad.msg);
     lua_settop(L, 4);                                /* q name payload opts */
     b = jr_json_buf_new(L);                          /* .. b */
     if (jr_json_encode(L, 3, b, msg, sizeof msg) < 0)
         return jr_luaclient_fail(L, lua_pushfstring(L, "job '%s': %s", name, msg));
-    if (jr_client_push(c, name, b->p, &o, &id) != JR_CLIENT_OK)
+    if (jr_client_push_unique(c, name, b->p, &o, &u, &id, &outcome)
+        != JR_CLIENT_OK)
         return jr_luaclient_fail(L, jr_client_errmsg(c));
     lua_pushinteger(L, (lua_Integer)id);             /* .. b id */
-    return 1;
+    push_outcome(L, outcome);                        /* .. b id dup what */
+    return 3;
 }
 
 /* Reads list[i] = {name, payload?, opts?} into j; its payload goes into b
@@ -107,7 +127,7 @@ client_push(lua_State *L)                            /* q name payload opts */
  * be encoded returns -1 with msg set.  [-0, +0, v] */
 static int
 read_job(lua_State *L, lua_Integer i, jr_buf *b, size_t *off,
-         jr_client_job *j, char *msg)
+         jr_client_job *j, jr_client_unique *u, char *msg)
 {
     char why[400];
     int item;
@@ -125,7 +145,7 @@ read_job(lua_State *L, lua_Integer i, jr_buf *b, size_t *off,
     j->name = lua_tolstring(L, -1, &len);            /* anchored by item */
     lua_rawgeti(L, item, 3);                         /* .. item name opts */
     if (read_push_opts(L, lua_gettop(L), "push_many", j->name, len,
-                       &j->opts, &bad) < 0) {
+                       &j->opts, u, &bad) < 0) {
         snprintf(msg, 400, "job %d of %d: %.370s", (int)i,
                  (int)lua_rawlen(L, 2), bad.msg);
         lua_pop(L, 3);                               /* .. */
@@ -143,8 +163,8 @@ read_job(lua_State *L, lua_Integer i, jr_buf *b, size_t *off,
     return 0;
 }
 
-/* q:push_many{ {name, payload?, opts?}, ... } -> {id, ...} | nil, msg.
- * All in one transaction: all or none. */
+/* q:push_many{ {name, payload?, opts?}, ... } -> {id, ...}, {duplicate,
+ * ...} | nil, msg. All in one transaction: all or none. */
 static int
 client_push_many(lua_State *L)                       /* q list */
 {
@@ -152,7 +172,9 @@ client_push_many(lua_State *L)                       /* q list */
     lua_Integer i, n;
     jr_client_job *jobs;
     size_t *offs;
+    jr_client_unique *u;
     int64_t *ids;
+    int *outs;
     char msg[400];
     jr_buf *b;
 
@@ -165,20 +187,27 @@ client_push_many(lua_State *L)                       /* q list */
     jobs = lua_newuserdatauv(L, (size_t)n * sizeof *jobs + 1, 0);
     offs = lua_newuserdatauv(L, (size_t)n * sizeof *offs + 1, 0);
     ids = lua_newuserdatauv(L, (size_t)n * sizeof *ids + 1, 0);
-    b = jr_json_buf_new(L);                      /* q list jobs offs ids b */
+    u = lua_newuserdatauv(L, (size_t)n * sizeof *u + 1, 0);
+    outs = lua_newuserdatauv(L, (size_t)n * sizeof *outs + 1, 0);
+    b = jr_json_buf_new(L);             /* q list jobs offs ids u outs b */
     for (i = 1; i <= n; i++)
-        if (read_job(L, i, b, &offs[i - 1], &jobs[i - 1], msg) < 0)
+        if (read_job(L, i, b, &offs[i - 1], &jobs[i - 1], &u[i - 1],
+                     msg) < 0)
             return jr_luaclient_fail(L, msg);
     for (i = 0; i < n; i++)                          /* b no longer moves */
         jobs[i].payload = b->p + offs[i];
-    if (jr_client_push_many(c, jobs, (size_t)n, ids) != JR_CLIENT_OK)
+    if (jr_client_push_many_unique(c, jobs, u, (size_t)n, ids, outs)
+        != JR_CLIENT_OK)
         return jr_luaclient_fail(L, jr_client_errmsg(c));
     lua_createtable(L, (int)n, 0);                   /* .. b out */
+    lua_createtable(L, (int)n, 0);                   /* .. b out dups */
     for (i = 0; i < n; i++) {
-        lua_pushinteger(L, (lua_Integer)ids[i]);     /* .. b out id */
-        lua_rawseti(L, -2, i + 1);                   /* .. b out */
+        lua_pushinteger(L, (lua_Integer)ids[i]);     /* .. b out dups id */
+        lua_rawseti(L, -3, i + 1);                   /* .. b out dups */
+        lua_pushboolean(L, outs[i] != JR_CLIENT_PUSHED); /* .. dups dup */
+        lua_rawseti(L, -2, i + 1);                   /* .. b out dups */
     }
-    return 1;
+    return 2;
 }
 
 /* One stats row as client_stats collects it in a buffer: the counts, the

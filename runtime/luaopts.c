@@ -50,6 +50,37 @@ read_queue(lua_State *L, const char *fn, jr_push *p, jr_err *err)
     return jr_name_check_len(p->queue, len, "queue name", err);
 }
 
+/* The unique_key option on top: a string, checked with its length (a
+ * NUL byte is refused, not cut).  [-0, +0, v] */
+static int
+read_unique_key(lua_State *L, const char *fn, jr_push *p, jr_err *err)
+{
+    size_t len;
+
+    if (lua_type(L, -1) != LUA_TSTRING)
+        luaL_error(L, "%s: option 'unique_key' must be a string, got %s", fn,
+                   luaL_typename(L, -1));
+    p->unique_key = lua_tolstring(L, -1, &len);
+    return jr_unique_key_check(p->name ? p->name : "?", p->unique_key, len,
+                               err);
+}
+
+/* The on_conflict option on top: "keep" or "replace".  [-0, +0, v] */
+static int
+read_on_conflict(lua_State *L, const char *fn)
+{
+    const char *v = lua_type(L, -1) == LUA_TSTRING ? lua_tostring(L, -1) :
+                    NULL;
+
+    if (v != NULL && strcmp(v, "keep") == 0)
+        return JR_CONFLICT_KEEP;
+    if (v != NULL && strcmp(v, "replace") == 0)
+        return JR_CONFLICT_REPLACE;
+    return luaL_error(L, "%s: option 'on_conflict' must be \"keep\" or "
+                      "\"replace\", got %s", fn, v ? v :
+                      luaL_typename(L, -1));
+}
+
 /* Reads the value on top into p under key k, or raises.  [-0, +0, v] */
 static int
 read_one(lua_State *L, const char *fn, const char *k, jr_push *p,
@@ -65,9 +96,16 @@ read_one(lua_State *L, const char *fn, const char *k, jr_push *p,
         p->max_retries = (int)jr_luaopts_int(L, fn, k, 0, INT_MAX);
     else if (strcmp(k, "queue") == 0)
         return read_queue(L, fn, p, err);
+    else if (strcmp(k, "unique_key") == 0)
+        return read_unique_key(L, fn, p, err);
+    else if (strcmp(k, "unique_for") == 0)
+        p->unique_for = jr_luaopts_number(L, fn, k);
+    else if (strcmp(k, "on_conflict") == 0)
+        p->on_conflict = read_on_conflict(L, fn);
     else
         luaL_error(L, "%s: unknown option '%s' (valid: run_in, run_at, "
-                   "priority, queue, max_retries)", fn, k);
+                   "priority, queue, max_retries, unique_key, unique_for, "
+                   "on_conflict)", fn, k);
     return 0;
 }
 
@@ -82,6 +120,9 @@ jr_luaopts_push(lua_State *L, int idx, const char *fn, jr_push *p,
     p->priority = 0;
     p->queue = NULL;
     p->max_retries = -1;
+    p->unique_key = NULL;
+    p->unique_for = 0;
+    p->on_conflict = JR_CONFLICT_KEEP;
     jr_err_clear(err);
     if (!lua_isnoneornil(L, idx)) {
         luaL_checktype(L, idx, LUA_TTABLE);

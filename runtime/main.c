@@ -21,7 +21,9 @@ static const struct command {
      "                           serve only these queues (default: serve_queues, else all)"},
     {"push", jr_cmd_push, "push NAME [JSON] [--in DURATION | --at TIME] [--priority N]\n"
      "       [--queue Q] [--max-retries N]\n"
-     "                           queue a job; prints its id"},
+     "       [--unique-key K [--unique-for DURATION] [--on-conflict keep|replace]]\n"
+     "                           queue a job; prints its id (with --unique-key: the id\n"
+     "                           and new, duplicate or replaced)"},
     {"stats", jr_cmd_stats, "stats [--json]           counts per state and job name"},
     {"dead", jr_cmd_dead, "dead [list] [--json] [--limit N]\n"
      "  dead retry ID... | --all\n"

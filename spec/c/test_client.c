@@ -216,7 +216,55 @@ test_show_list(void)
     jr_client_close(c);
 }
 
+/* Unique pushes through the C API: the outcome comes back beside the id;
+ * the push functions of before are unchanged. */
+static void
+test_unique(void)
+{
+    jr_client *c = open_client();
+    jr_client_unique u = {.key = "order:1"};
+    jr_client_job jobs[3] = {
+        {"cl.u", "{}", JR_CLIENT_OPTS_INIT},
+        {"cl.u", "{}", JR_CLIENT_OPTS_INIT},
+        {"cl.u", "{}", JR_CLIENT_OPTS_INIT}};
+    jr_client_unique us[3] = {{.key = "b"}, {.key = "b"}, {.key = NULL}};
+    int64_t a = -1, b = -1, ids[3];
+    int out = -1, outs[3];
+
+    CHECK(jr_client_push_unique(c, "cl.u", "{\"n\":1}", NULL, &u, &a,
+                                &out) == JR_CLIENT_OK &&
+          out == JR_CLIENT_PUSHED);
+    CHECK(jr_client_push_unique(c, "cl.u", "{\"n\":2}", NULL, &u, &b,
+                                &out) == JR_CLIENT_OK &&
+          out == JR_CLIENT_DUPLICATE && b == a);
+    u.on_conflict = JR_CLIENT_REPLACE;
+    CHECK(jr_client_push_unique(c, "cl.u", "{\"n\":3}", NULL, &u, &b,
+                                &out) == JR_CLIENT_OK &&
+          out == JR_CLIENT_REPLACED && b == a);
+    CHECK(jr_client_push_many_unique(c, jobs, us, 3, ids, outs) ==
+          JR_CLIENT_OK);
+    CHECK(ids[0] == ids[1] && ids[2] != ids[0] &&
+          outs[0] == JR_CLIENT_PUSHED && outs[1] == JR_CLIENT_DUPLICATE &&
+          outs[2] == JR_CLIENT_PUSHED);
+    /* a plain push, old and new call */
+    CHECK(jr_client_push(c, "cl.u", NULL, NULL, &b) == JR_CLIENT_OK &&
+          b > a);
+    CHECK(jr_client_push_unique(c, "cl.u", NULL, NULL, NULL, &b, &out) ==
+          JR_CLIENT_OK && out == JR_CLIENT_PUSHED);
+    u.key = "";
+    CHECK(jr_client_push_unique(c, "cl.u", NULL, NULL, &u, NULL, NULL) ==
+          JR_CLIENT_EINPUT &&
+          strstr(jr_client_errmsg(c), "unique_key is empty") != NULL);
+    u.key = "k";
+    u.unique_for = -1;
+    CHECK(jr_client_push_unique(c, "cl.u", NULL, NULL, &u, NULL, NULL) ==
+          JR_CLIENT_EINPUT &&
+          strstr(jr_client_errmsg(c), "unique_for -1") != NULL);
+    jr_client_close(c);
+}
+
 static const check_test tests[] = {
+    {"jr_client_push_unique, jr_client_push_many_unique", test_unique},
     {"jr_client_cancel", test_cancel},
     {"jr_client_queue_pause, resume, list", test_pause},
     {"jr_client_show, jr_client_list", test_show_list},
