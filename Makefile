@@ -32,6 +32,8 @@ RUNTIME  = main commands inspect control client master claimq cancel pool spawn 
            events dbthread worker frame config script luabridge jrlib \
            luaopts hooks reload log err json util job retry queues \
            qstate queuecmd cfgbackoff
+# systemd's notifications (p1)
+RUNTIME += notify
 BACKENDS = backend sqlite postgres
 OBJS     = $(RUNTIME:%=$(BUILD)/runtime/%.o) $(BACKENDS:%=$(BUILD)/backends/%.o) \
            $(BUILD)/sqlite_sql.o $(BUILD)/postgres_sql.o
@@ -251,6 +253,36 @@ uninstall:
 	    $(DESTDIR)$(PKGCONFIGDIR)/jobrunner.pc \
 	    $(DESTDIR)$(LUA_CMOD)/jobrunner.so \
 	    $(DESTDIR)$(MANDIR)/man1/jobrunner.1
+
+# --- systemd units (make install) -------------------------------------------
+# examples/systemd/: jobrunner.service, the template jobrunner@.service and
+# the sysusers.d entry of their user, with ExecStart at $(BINDIR). Where
+# systemd looks for a PREFIX: /usr takes systemd.pc's directories (Debian:
+# /lib/systemd/system), any other $(PREFIX)/lib/systemd/system and
+# $(PREFIX)/lib/sysusers.d. Override with SYSTEMDUNITDIR=, SYSUSERSDIR=.
+SD_PC_VAR      = $(and $(filter /usr,$(PREFIX)),$(strip $(shell \
+                   $(PKG_CONFIG) --variable=$(1) systemd 2>/dev/null)))
+SYSTEMDUNITDIR ?= $(or $(call SD_PC_VAR,systemdsystemunitdir),\
+                       $(PREFIX)/lib/systemd/system)
+SYSUSERSDIR    ?= $(or $(call SD_PC_VAR,sysusersdir),$(PREFIX)/lib/sysusers.d)
+SD_UNITS        = jobrunner.service jobrunner@.service
+
+.PHONY: install-systemd uninstall-systemd
+install: install-systemd
+uninstall: uninstall-systemd
+
+install-systemd:
+	$(INSTALL) -d $(DESTDIR)$(SYSTEMDUNITDIR) $(DESTDIR)$(SYSUSERSDIR)
+	for u in $(SD_UNITS); do \
+	    sed 's|/usr/local/bin/jobrunner|$(BINDIR)/jobrunner|g' \
+	        examples/systemd/$$u > $(DESTDIR)$(SYSTEMDUNITDIR)/$$u && \
+	    chmod 644 $(DESTDIR)$(SYSTEMDUNITDIR)/$$u || exit 1; done
+	$(INSTALL) -m 644 examples/systemd/jobrunner.sysusers \
+	    $(DESTDIR)$(SYSUSERSDIR)/jobrunner.conf
+
+uninstall-systemd:
+	rm -f $(SD_UNITS:%=$(DESTDIR)$(SYSTEMDUNITDIR)/%) \
+	    $(DESTDIR)$(SYSUSERSDIR)/jobrunner.conf
 
 # --- bench -------------------------------------------------------------------
 # make bench: bench/run measures push, drain, latency, idle cost, RSS and

@@ -186,6 +186,7 @@ struct master {
     cancelling         *cancels;        /* running jobs told to stop */
     int                 ncancels, capcancels;
     long                cancelled;      /* jobs recorded cancelled */
+    struct jr_notify   *notify;         /* systemd's socket, or NULL */
 };
 
 /* master.c: the loop */
