@@ -51,6 +51,8 @@ CTESTS   = $(patsubst spec/c/%.c,$(BUILD)/spec/c/%,$(wildcard spec/c/test_*.c))
 DEB_PKGS = pkg-config gcc make liblua5.4-dev lua5.4 libsqlite3-dev sqlite3 \
            libpq-dev libevent-dev lua-cjson lua-busted postgresql-15 \
            postgresql-client-15 clang libclang-rt-14-dev
+# luarocks: spec/luarocks_spec.lua builds the rockspec with it
+DEB_PKGS += luarocks
 deps:
 	@missing=$$(for p in $(DEB_PKGS); do \
 	    dpkg-query -W -f='$${Status}\n' $$p 2>/dev/null | \
@@ -283,6 +285,31 @@ install-systemd:
 uninstall-systemd:
 	rm -f $(SD_UNITS:%=$(DESTDIR)$(SYSTEMDUNITDIR)/%) \
 	    $(DESTDIR)$(SYSUSERSDIR)/jobrunner.conf
+
+# --- LuaRocks: jobrunner-0.1.0-1.rockspec ------------------------------------
+# `luarocks make` runs `make rock` with LUA_INCDIR, JOBRUNNER_INCDIR and
+# JOBRUNNER_LIBDIR (where it found the installed jobrunner.h and
+# libjobrunner), then installs build/rock/client.so as jobrunner.client:
+# the Lua glue and its small helpers, linked against that libjobrunner
+# (rpath to it), exporting only the luaopen_ functions.
+LUA_INCDIR       ?= $(patsubst -I%,%,$(filter -I%,$(shell $(PKG_CONFIG) \
+                      --cflags $(LUA_PC) 2>/dev/null)))
+JOBRUNNER_INCDIR ?= $(INCLUDEDIR)
+JOBRUNNER_LIBDIR ?= $(LIBDIR)
+ROCK_SRCS         = runtime/luaclient.c runtime/luacontrol.c \
+                    runtime/luaopts.c runtime/json.c runtime/util.c \
+                    runtime/err.c runtime/job.c
+
+# built every time: the library it links may have moved since the last
+.PHONY: rock
+rock: $(BUILD)/luaclient.map
+	@mkdir -p build/rock
+	@echo "LD build/rock/client.so (against $(JOBRUNNER_LIBDIR)/libjobrunner)"
+	$(Q)$(CC) $(CFLAGS) -fPIC -shared -D_POSIX_C_SOURCE=200809L \
+	    -I$(JOBRUNNER_INCDIR) -Iruntime -Ibackends \
+	    $(if $(LUA_INCDIR),-I$(LUA_INCDIR)) -o build/rock/client.so $(ROCK_SRCS) \
+	    -Wl,--version-script=$(BUILD)/luaclient.map \
+	    -L$(JOBRUNNER_LIBDIR) -Wl,-rpath,$(JOBRUNNER_LIBDIR) -ljobrunner
 
 # --- bench -------------------------------------------------------------------
 # make bench: bench/run measures push, drain, latency, idle cost, RSS and
