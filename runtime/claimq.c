@@ -11,6 +11,7 @@
 
 #include "log.h"
 #include "master_int.h"
+#include "url.h"
 
 #define LOCAL_QUEUE   512       /* claimed ahead while jobs are short */
 #define SHORT_JOB     0.005     /* seconds: below this, claim ahead */
@@ -19,8 +20,11 @@
 #define RECHECK_US    500
 /* Results run but not yet recorded (pending + in flight) above which no
  * more jobs are handed out until a cycle records them: what a kill -9
- * makes run again is at most this plus what the workers hold. */
-#define HELD_MAX      128
+ * makes run again is at most this plus what the workers hold. Sized so
+ * that a cycle at full speed does not reach it (bench: drain unchanged);
+ * PostgreSQL's cycles are longer. */
+#define HELD_MAX      256
+#define HELD_MAX_PG   512
 
 int
 jr_claimq_push(master *m, jr_job *j, int front)
@@ -243,9 +247,12 @@ send_job(master *m, wk *w, jr_job *j)
 /* 1 while HELD_MAX results wait to be recorded: jobs stay queued here
  * until the running cycle commits them (jr_claimq_cycle_done dispatches). */
 static int
-held_full(const master *m)
+held_full(master *m)
 {
-    return m->nres + m->ninflight >= HELD_MAX;
+    if (m->held_max == 0)
+        m->held_max = jr_url_engine(m->cfg->backend, NULL) ==
+                       JR_URL_POSTGRES ? HELD_MAX_PG : HELD_MAX;
+    return m->nres + m->ninflight >= m->held_max;
 }
 
 /* Hands queued jobs out: idle workers first, then spare slots of workers

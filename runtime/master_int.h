@@ -187,6 +187,8 @@ struct master {
     int                 ncancels, capcancels;
     long                cancelled;      /* jobs recorded cancelled */
     struct jr_notify   *notify;         /* systemd's socket, or NULL */
+    int                 held_max;       /* results held unrecorded at most
+                                           (claimq.c); 0 until known */
 };
 
 /* master.c: the loop */
