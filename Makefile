@@ -343,7 +343,8 @@ $(BUILD)/bench/benchsleep.so: bench/benchsleep.c
 # --- chaos and fuzzing -------------------------------------------------------
 # make chaos: bench/chaos kills -9 the runner CHAOS_KILLS times per backend
 # while it drains CHAOS_JOBS jobs, and prints per backend
-# "backend=B jobs=N kills=K lost=L duplicated=D stuck=S" (fails if lost or
+# "backend=B jobs=N kills=K lost=L duplicated=D stuck=S max_dup=W
+# max_held=H" (fails if lost or
 # stuck, an orphan worker, or duplicates above its bound). The long run:
 # make chaos CHAOS_JOBS=100000 CHAOS_KILLS=200. spec/chaos_spec.lua runs
 # the short one in make test.
