@@ -34,6 +34,8 @@ RUNTIME  = main commands inspect control client master claimq cancel pool spawn 
            qstate queuecmd cfgbackoff
 # recurring jobs (schedules)
 RUNTIME += cron schedules sched schedcmd
+# systemd's notifications
+RUNTIME += notify
 BACKENDS = backend sqlite postgres
 OBJS     = $(RUNTIME:%=$(BUILD)/runtime/%.o) $(BACKENDS:%=$(BUILD)/backends/%.o) \
            $(BUILD)/sqlite_sql.o $(BUILD)/postgres_sql.o
@@ -51,6 +53,8 @@ CTESTS   = $(patsubst spec/c/%.c,$(BUILD)/spec/c/%,$(wildcard spec/c/test_*.c))
 DEB_PKGS = pkg-config gcc make liblua5.4-dev lua5.4 libsqlite3-dev sqlite3 \
            libpq-dev libevent-dev lua-cjson lua-busted postgresql-15 \
            postgresql-client-15 clang libclang-rt-14-dev tzdata
+# luarocks: spec/luarocks_spec.lua builds the rockspec with it
+DEB_PKGS += luarocks
 deps:
 	@missing=$$(for p in $(DEB_PKGS); do \
 	    dpkg-query -W -f='$${Status}\n' $$p 2>/dev/null | \
@@ -254,6 +258,61 @@ uninstall:
 	    $(DESTDIR)$(LUA_CMOD)/jobrunner.so \
 	    $(DESTDIR)$(MANDIR)/man1/jobrunner.1
 
+# --- systemd units (make install) -------------------------------------------
+# examples/systemd/: jobrunner.service, the template jobrunner@.service and
+# the sysusers.d entry of their user, with ExecStart at $(BINDIR). Where
+# systemd looks for a PREFIX: /usr takes systemd.pc's directories (Debian:
+# /lib/systemd/system), any other $(PREFIX)/lib/systemd/system and
+# $(PREFIX)/lib/sysusers.d. Override with SYSTEMDUNITDIR=, SYSUSERSDIR=.
+SD_PC_VAR      = $(and $(filter /usr,$(PREFIX)),$(strip $(shell \
+                   $(PKG_CONFIG) --variable=$(1) systemd 2>/dev/null)))
+SYSTEMDUNITDIR ?= $(or $(call SD_PC_VAR,systemdsystemunitdir),\
+                       $(PREFIX)/lib/systemd/system)
+SYSUSERSDIR    ?= $(or $(call SD_PC_VAR,sysusersdir),$(PREFIX)/lib/sysusers.d)
+SD_UNITS        = jobrunner.service jobrunner@.service
+
+.PHONY: install-systemd uninstall-systemd
+install: install-systemd
+uninstall: uninstall-systemd
+
+install-systemd:
+	$(INSTALL) -d $(DESTDIR)$(SYSTEMDUNITDIR) $(DESTDIR)$(SYSUSERSDIR)
+	for u in $(SD_UNITS); do \
+	    sed 's|/usr/local/bin/jobrunner|$(BINDIR)/jobrunner|g' \
+	        examples/systemd/$$u > $(DESTDIR)$(SYSTEMDUNITDIR)/$$u && \
+	    chmod 644 $(DESTDIR)$(SYSTEMDUNITDIR)/$$u || exit 1; done
+	$(INSTALL) -m 644 examples/systemd/jobrunner.sysusers \
+	    $(DESTDIR)$(SYSUSERSDIR)/jobrunner.conf
+
+uninstall-systemd:
+	rm -f $(SD_UNITS:%=$(DESTDIR)$(SYSTEMDUNITDIR)/%) \
+	    $(DESTDIR)$(SYSUSERSDIR)/jobrunner.conf
+
+# --- LuaRocks: jobrunner-0.1.0-1.rockspec ------------------------------------
+# `luarocks make` runs `make rock` with LUA_INCDIR, JOBRUNNER_INCDIR and
+# JOBRUNNER_LIBDIR (where it found the installed jobrunner.h and
+# libjobrunner), then installs build/rock/client.so as jobrunner.client:
+# the Lua glue and its small helpers, linked against that libjobrunner
+# (rpath to it), exporting only the luaopen_ functions.
+LUA_INCDIR       ?= $(patsubst -I%,%,$(filter -I%,$(shell $(PKG_CONFIG) \
+                      --cflags $(LUA_PC) 2>/dev/null)))
+JOBRUNNER_INCDIR ?= $(INCLUDEDIR)
+JOBRUNNER_LIBDIR ?= $(LIBDIR)
+ROCK_SRCS         = runtime/luaclient.c runtime/luacontrol.c \
+                    runtime/luaopts.c runtime/json.c runtime/util.c \
+                    runtime/err.c runtime/job.c
+
+# built every time: the library it links may have moved since the last
+.PHONY: rock
+rock: $(BUILD)/luaclient.map
+	@mkdir -p build/rock
+	@echo "LD build/rock/client.so (against $(JOBRUNNER_LIBDIR)/libjobrunner)"
+	$(Q)$(CC) $(CFLAGS) -fPIC -shared -D_POSIX_C_SOURCE=200809L \
+	    -I$(JOBRUNNER_INCDIR) -Iruntime -Ibackends \
+	    $(if $(LUA_INCDIR),-I$(LUA_INCDIR)) -o build/rock/client.so $(ROCK_SRCS) \
+	    -Wl,--version-script=$(BUILD)/luaclient.map \
+	    -L$(JOBRUNNER_LIBDIR) -Wl,-rpath,$(JOBRUNNER_LIBDIR) -ljobrunner
+
 # --- bench -------------------------------------------------------------------
 # make bench: bench/run measures push, drain, latency, idle cost, RSS and
 # backlog scaling on SQLite and a throwaway PostgreSQL, prints one table and
@@ -286,7 +345,8 @@ $(BUILD)/bench/benchsleep.so: bench/benchsleep.c
 # --- chaos and fuzzing -------------------------------------------------------
 # make chaos: bench/chaos kills -9 the runner CHAOS_KILLS times per backend
 # while it drains CHAOS_JOBS jobs, and prints per backend
-# "backend=B jobs=N kills=K lost=L duplicated=D stuck=S" (fails if lost or
+# "backend=B jobs=N kills=K lost=L duplicated=D stuck=S max_dup=W
+# max_held=H" (fails if lost or
 # stuck, an orphan worker, or duplicates above its bound). The long run:
 # make chaos CHAOS_JOBS=100000 CHAOS_KILLS=200. spec/chaos_spec.lua runs
 # the short one in make test.

@@ -13,6 +13,13 @@
  *                                     the jobs table is empty, then stop it
  *   jrbench idle BIN CONFIG LOG SECS  CPU% of the runner and its workers
  *   jrbench empty URL                 wait (30 s at most) for an empty table
+ *   jrbench warm URL BIN CONFIGS LOG N NAME WORKERS
+ *                                     N jobs NAME queued in the paused
+ *                                     queue "default", one runner per config
+ *                                     (comma-separated) started and given
+ *                                     WORKERS workers each; then the queue
+ *                                     resumed and timed until empty: the
+ *                                     drain without start-up
  */
 #define _GNU_SOURCE
 #include <dirent.h>
@@ -505,6 +512,59 @@ cmd_empty(char **argv)
     return 0;
 }
 
+/* --- warm: runners started first, then the jobs released ------------ */
+
+#define MAX_RUNNERS 8
+
+static int
+cmd_warm(char **argv)
+{
+    pid_t pids[MAX_RUNNERS], kids[MAX_KIDS];
+    char configs[4096], *cfg, *save = NULL;
+    long n = atol(argv[4]), mrss = 0, wrss = 0;
+    int want = atoi(argv[6]), nr = 0, i, status;
+    double poll = strncmp(argv[0], "sqlite:", 7) == 0 ? 0.002 : 0.004;
+    double until, t0, t;
+    jr_client *c = open_client(argv[0]);
+    watcher w;
+
+    if (jr_client_queue_pause(c, "default") != JR_CLIENT_OK)
+        die("pause", jr_client_errmsg(c));
+    push_n(c, n, FILL_BATCH, argv[5]);
+    snprintf(configs, sizeof configs, "%s", argv[2]);
+    for (cfg = strtok_r(configs, ",", &save); cfg && nr < MAX_RUNNERS;
+         cfg = strtok_r(NULL, ",", &save))
+        pids[nr++] = start_runner(argv[1], cfg, argv[3]);
+    until = mono() + 20;
+    for (i = 0; i < nr; i++)
+        while (children(pids[i], kids, MAX_KIDS) < want && mono() < until)
+            sleep_s(0.01);
+    sleep_s(0.5);               /* their hellos: handlers loaded */
+    watch_open(&w, argv[0]);
+    t0 = mono();
+    if (jr_client_queue_resume(c, "default") != JR_CLIENT_OK)
+        die("resume", jr_client_errmsg(c));
+    for (;;) {
+        sleep_s(poll);
+        t = mono();
+        if (watch_empty(&w))
+            break;
+        for (i = 0; i < nr; i++)
+            if (waitpid(pids[i], &status, WNOHANG) == pids[i])
+                die("warm", "a runner exited early (see its log)");
+        if (t - t0 > 600)
+            die("warm", "not drained after 600 s");
+    }
+    for (i = 0; i < nr; i++) {
+        sample(pids[i], &mrss, &wrss);
+        stop_runner(pids[i]);
+    }
+    watch_close(&w);
+    jr_client_close(c);
+    printf("secs=%.6f runners=%d master_rss_kib=%ld\n", t - t0, nr, mrss);
+    return 0;
+}
+
 int
 main(int argc, char **argv)
 {
@@ -518,6 +578,7 @@ main(int argc, char **argv)
         {"fillq", 4, cmd_fillq},
         {"latency", 4, cmd_latency}, {"drain", 4, cmd_drain},
         {"idle", 4, cmd_idle}, {"empty", 1, cmd_empty},
+        {"warm", 7, cmd_warm},
     };
     size_t i;
 
@@ -525,7 +586,8 @@ main(int argc, char **argv)
     for (i = 0; argc >= 2 && i < sizeof cmds / sizeof cmds[0]; i++)
         if (strcmp(argv[1], cmds[i].name) == 0 && argc == 2 + cmds[i].nargs)
             return cmds[i].fn(argv + 2);
-    fprintf(stderr, "usage: jrbench push|fill|latency|drain|idle|empty ... "
+    fprintf(stderr, "usage: jrbench push|fill|latency|drain|idle|empty|warm "
+            "... "
             "(see bench/jrbench.c)\n");
     return 2;
 }

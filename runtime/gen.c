@@ -12,6 +12,7 @@
 
 #include "log.h"
 #include "master_int.h"
+#include "notify.h"
 
 const jr_handler *
 jr_gen_handler(const gen *g, const char *name)
@@ -99,6 +100,18 @@ switch_gen(master *m, gen *g)
     m->want_claim = 1;
 }
 
+/* Tells systemd the runner is ready: the database was reached at start,
+ * the handlers of the current generation are loaded. */
+static void
+notify_ready(master *m)
+{
+    char msg[128];
+
+    snprintf(msg, sizeof msg, "READY=1\nSTATUS=generation %s, %d handler%s",
+             m->gen->hash, m->gen->n, m->gen->n == 1 ? "" : "s");
+    jr_notify_send(m->notify, msg);
+}
+
 /* Checks the config file again before a reload, as the runner's start
  * did: a broken one fails the reload and the current generation keeps
  * running. Workers never read it (they get the master's settings), so
@@ -137,8 +150,11 @@ jr_gen_reload(master *m)
     if (config_check(m) < 0)
         return;
     jr_log(JR_LOG_INFO, "reloading handlers from %s", m->cfg->scripts);
+    jr_notify_send(m->notify, "RELOADING=1");
     if ((m->probe = jr_pool_spawn(m)) != NULL)
         m->probe->probe = 1;
+    else
+        notify_ready(m);
 }
 
 /* A probe's hello: the new code loaded cleanly, or the old code stays. */
@@ -151,6 +167,7 @@ probe_hello(master *m, wk *w, gen *g, int nerr, const char *first)
         jr_log(JR_LOG_ERROR, "reload failed, generation %s keeps running: %s",
                m->gen->hash, first);
         jr_event_reload(m, 0, first);
+        notify_ready(m);
         jr_gen_unref(jr_gen_ref(g));
         jr_pool_stop(m, w);
     } else if (strcmp(g->hash, m->gen->hash) == 0) {
@@ -159,6 +176,7 @@ probe_hello(master *m, wk *w, gen *g, int nerr, const char *first)
         jr_gen_unref(jr_gen_ref(g));
         w->gen = jr_gen_ref(m->gen);
         jr_event_reload(m, 1, NULL);
+        notify_ready(m);
     } else {
         jr_log(JR_LOG_INFO, "reloaded: generation %s with %d handler%s "
                "(was %s)", g->hash, g->n, g->n == 1 ? "" : "s",
@@ -166,6 +184,7 @@ probe_hello(master *m, wk *w, gen *g, int nerr, const char *first)
         w->gen = jr_gen_ref(g);
         switch_gen(m, g);
         jr_event_reload(m, 1, NULL);
+        notify_ready(m);
     }
     w->ready = 1;
     w->idle_since = jr_mono();
@@ -194,6 +213,7 @@ setup_failed(master *m, wk *w, const char *why)
     jr_log(JR_LOG_ERROR, "reload failed, generation %s keeps running: %s",
            m->gen->hash, why);
     jr_event_reload(m, 0, why);
+    notify_ready(m);
     jr_pool_stop(m, w);
     if (m->reload_again) {
         m->reload_again = 0;
@@ -218,6 +238,7 @@ on_hello_gen(master *m, wk *w, gen *g, int nerr, const char *first)
             jr_log(JR_LOG_WARN, "no handlers loaded: no job will be claimed;"
                    " add scripts/NAME.lua returning a function");
         m->want_claim = 1;
+        notify_ready(m);
     } else if (strcmp(g->hash, m->gen->hash) != 0) {
         /* the scripts changed since the current generation loaded */
         jr_log(JR_LOG_INFO, "worker %d loaded other handler code than "

@@ -31,6 +31,7 @@
 #include "util.h"
 #include "worker.h"
 #include "master_int.h"
+#include "notify.h"
 #include "url.h"
 
 #define TICK_SECS      0.25     /* on_tick: deadlines, shutdown, idle */
@@ -102,6 +103,7 @@ begin_stop(master *m)
     wk *w;
 
     m->stopping = 1;
+    jr_notify_send(m->notify, "STOPPING=1");
     m->stop_deadline = jr_mono() + m->cfg->shutdown_timeout;
     while ((j = jr_claimq_pop(m)) != NULL)
         jr_claimq_release(m, j);
@@ -279,6 +281,7 @@ start(master *m, jr_err *err)
     make_token(m);
     if (make_loop(m, err) < 0 || start_db(m, err) < 0)
         return -1;
+    m->notify = jr_notify_open(m->base);    /* READY=1: gen.c, on hello */
     if (jr_qstate_init(m) < 0 || jr_sched_init(m) < 0)
         return jr_fail(err, JR_ENOMEM, "out of memory");
     m->hooks = jr_hooks_new(m->cfg->L, m->cfg->ref);
@@ -423,6 +426,7 @@ cleanup(master *m)
     if (m->out_file >= 0)
         close(m->out_file);
     jr_watch_free(m->watch);
+    jr_notify_close(m->notify);
     for (i = 0; i < sizeof evs / sizeof evs[0]; i++)
         if (evs[i] != NULL)
             event_free(evs[i]);

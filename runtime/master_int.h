@@ -190,6 +190,9 @@ struct master {
     jr_sched           *sched;          /* recurring jobs (sched.c) */
     flag_timer          firetick;       /* sets fire_due each second */
     int                 fire_due;       /* look for fires due */
+    struct jr_notify   *notify;         /* systemd's socket, or NULL */
+    int                 held_max;       /* results held unrecorded at most
+                                           (claimq.c); 0 until known */
 };
 
 /* master.c: the loop */
