@@ -31,10 +31,11 @@ endif
 RUNTIME  = main commands inspect control client master claimq cancel pool spawn output gen \
            events dbthread worker frame config script luabridge jrlib \
            luaopts hooks reload log err json util job retry queues \
-           qstate queuecmd cfgbackoff
+           qstate queuecmd cfgbackoff \
+           http api apidb metrics cfghttp
 BACKENDS = backend sqlite postgres
 OBJS     = $(RUNTIME:%=$(BUILD)/runtime/%.o) $(BACKENDS:%=$(BUILD)/backends/%.o) \
-           $(BUILD)/sqlite_sql.o $(BUILD)/postgres_sql.o
+           $(BUILD)/sqlite_sql.o $(BUILD)/postgres_sql.o $(BUILD)/dash.o
 
 LIBOBJS  = $(filter-out $(BUILD)/runtime/main.o,$(OBJS))
 CTESTS   = $(patsubst spec/c/%.c,$(BUILD)/spec/c/%,$(wildcard spec/c/test_*.c))
@@ -91,6 +92,17 @@ $(BUILD)/%_sql.c: backends/%.sql
 $(BUILD)/%_sql.o: $(BUILD)/%_sql.c
 	$(Q)$(CC) $(CPPFLAGS) $(CFLAGS) -Wno-missing-variable-declarations \
 	    -c -o $@ $<
+
+# The dashboard (runtime/dash/) built into the binary: one C file of byte
+# arrays, made by runtime/dash/embed.sh with od.
+DASH_FILES = runtime/dash/index.html runtime/dash/app.js runtime/dash/style.css
+$(BUILD)/dash.c: $(DASH_FILES) runtime/dash/embed.sh
+	@mkdir -p $(dir $@)
+	$(Q)sh runtime/dash/embed.sh $(DASH_FILES) > $@.tmp && mv -f $@.tmp $@
+
+$(BUILD)/dash.o: $(BUILD)/dash.c
+	@echo "CC $<"
+	$(Q)$(CC) $(CPPFLAGS) $(CFLAGS) -c -o $@ $<
 
 # C tests: each spec/c/test_*.c is a program printing "N passed, N failed".
 $(BUILD)/spec/c/%: spec/c/%.c $(LIBOBJS)
@@ -315,7 +327,8 @@ FUZZ_CPPFLAGS = $(filter-out -MMD -MP,$(CPPFLAGS)) -Ispec/fuzz
 FUZZ_SRCS     = $(patsubst $(BUILD)/%.o,%.c,$(filter $(BUILD)/runtime/% \
                   $(BUILD)/backends/%,$(LIBOBJS)))
 FUZZ_OBJS     = $(FUZZ_SRCS:%.c=$(FUZZ_DIR)/obj/%.o) \
-                $(FUZZ_DIR)/obj/sqlite_sql.o $(FUZZ_DIR)/obj/postgres_sql.o
+                $(FUZZ_DIR)/obj/sqlite_sql.o $(FUZZ_DIR)/obj/postgres_sql.o \
+                $(FUZZ_DIR)/obj/dash.o
 FUZZ_BINS     = $(FUZZ_TARGETS:%=$(FUZZ_DIR)/%)
 FUZZ_REPLAYS  = $(FUZZ_TARGETS:fuzz_%=$(BUILD)/spec/c/test_fuzz_%)
 
@@ -344,6 +357,11 @@ fuzz-build: check-deps $(FUZZ_BINS)
 .SECONDARY: $(FUZZ_OBJS)
 
 $(FUZZ_DIR)/obj/%_sql.o: $(BUILD)/%_sql.c
+	@mkdir -p $(dir $@)
+	$(Q)$(FUZZ_CC) $(FUZZ_CPPFLAGS) $(FUZZ_CFLAGS) \
+	    -fsanitize=fuzzer-no-link -c -o $@ $<
+
+$(FUZZ_DIR)/obj/dash.o: $(BUILD)/dash.c
 	@mkdir -p $(dir $@)
 	$(Q)$(FUZZ_CC) $(FUZZ_CPPFLAGS) $(FUZZ_CFLAGS) \
 	    -fsanitize=fuzzer-no-link -c -o $@ $<
@@ -377,4 +395,4 @@ test: deps check-deps $(TEST_BIN) $(CTESTS) $(FUZZ_REPLAYS) $(SPEC_LUAMOD)
 	$(Q)LUA=$(LUA) BUILD=$(BUILD) JOBRUNNER_BIN=$(CURDIR)/$(BUILD)/jobrunner ./spec/run
 
 # generated schema sources are kept, not rebuilt on every make
-.SECONDARY: $(BUILD)/sqlite_sql.c $(BUILD)/postgres_sql.c
+.SECONDARY: $(BUILD)/sqlite_sql.c $(BUILD)/postgres_sql.c $(BUILD)/dash.c

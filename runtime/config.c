@@ -539,6 +539,17 @@ k_retention(cfg_ctx *x, lua_State *L, const char *key)
     return walk(x, L, rows, "retention.");
 }
 
+static int
+k_http(cfg_ctx *x, lua_State *L, const char *key)
+{
+    char sub[64], what[256];
+
+    snprintf(sub, sizeof sub, "%s", key);
+    if (jr_config_http(L, x->c, sub, sizeof sub, what, sizeof what) < 0)
+        return key_fail(x, sub, "%s", what);
+    return 0;
+}
+
 static const key_row top_rows[] = {
     {"backend", k_backend},
     {"scripts", k_scripts},
@@ -567,6 +578,7 @@ static const key_row top_rows[] = {
     {"queues", k_queues},
     {"serve_queues", k_serve_queues},
     {"retention", k_retention},
+    {"http", k_http},
     {NULL, NULL}
 };
 
@@ -666,6 +678,8 @@ jr_config_free(jr_config *c)
     free(c->schema);
     free(c->pid_file);
     free(c->handler_output);
+    free(c->http_listen);
+    free(c->http_token);
     jr_queues_free(&c->queues);
     memset(c, 0, sizeof *c);
 }

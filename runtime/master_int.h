@@ -186,6 +186,9 @@ struct master {
     cancelling         *cancels;        /* running jobs told to stop */
     int                 ncancels, capcancels;
     long                cancelled;      /* jobs recorded cancelled */
+    struct jr_http     *http;           /* the HTTP server (http.c), or
+                                           NULL when off */
+    struct jr_metrics  *metrics;        /* its counters (metrics.c) */
 };
 
 /* master.c: the loop */
