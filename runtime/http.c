@@ -369,14 +369,15 @@ route(struct evhttp_request *req, void *arg)
 static int
 resolve(const char *addr, struct addrinfo **ai, jr_err *err)
 {
-    char host[256];
+    char host[256], *end;
     const char *colon = strrchr(addr, ':'), *h = host;
     struct addrinfo hints = {0};
     size_t n;
+    long port = colon ? strtol(colon + 1, &end, 10) : -1;
     int rc;
 
-    if (colon == NULL || colon == addr || colon[1] == '\0' ||
-        (size_t)(colon - addr) >= sizeof host)
+    if (colon == NULL || colon == addr || colon[1] == '\0' || *end ||
+        port < 0 || port > 65535 || (size_t)(colon - addr) >= sizeof host)
         return jr_fail(err, JR_ECONFIG, "http.listen '%.200s': invalid "
                        "address, want HOST:PORT such as 127.0.0.1:8089",
                        addr);
