@@ -49,8 +49,23 @@ CTESTS   = $(patsubst spec/c/%.c,$(BUILD)/spec/c/%,$(wildcard spec/c/test_*.c))
 # sqlite3 and a PostgreSQL 15 server.
 DEB_PKGS = pkg-config gcc make liblua5.4-dev lua5.4 libsqlite3-dev sqlite3 \
            libpq-dev libevent-dev lua-cjson lua-busted postgresql-15 \
-           postgresql-client-15 clang libclang-rt-14-dev
-deps:
+           postgresql-client-15 clang libclang-rt-14-dev \
+           prometheus chromium nodejs
+deps: deps-debian spec/browser/node_modules/.package-lock.json
+
+# the browser spec's driver (puppeteer-core, from npm's registry, pinned by
+# the lockfile) without its own browser: it drives Debian's chromium. npm
+# comes with some nodejs builds; Debian's own is the package npm.
+spec/browser/node_modules/.package-lock.json: spec/browser/package.json \
+                                             spec/browser/package-lock.json
+	$(Q)command -v npm >/dev/null || { SUDO=; [ "$$(id -u)" = 0 ] || \
+	    SUDO=sudo; DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install \
+	    -y -q npm; }
+	$(Q)cd spec/browser && PUPPETEER_SKIP_DOWNLOAD=1 npm ci --no-audit \
+	    --no-fund --loglevel=error >/dev/null
+
+.PHONY: deps-debian
+deps-debian:
 	@missing=$$(for p in $(DEB_PKGS); do \
 	    dpkg-query -W -f='$${Status}\n' $$p 2>/dev/null | \
 	        grep -q 'ok installed' || echo $$p; done); \
