@@ -34,11 +34,16 @@ local function promtool(text)
 end
 
 for _, backend in ipairs(jr.backends()) do
-  describe(backend .. " http:", function()
-    local env = jr.test_env(backend)
+  -- one runner for the checks that change nothing (any order)
+  describe(backend .. " http, reads and refusals:", function()
+    local env, base, ok, bad
+    setup(function()
+      env = jr.env(backend)
+      base, ok, bad = with_jobs(env)
+    end)
+    teardown(function() env:cleanup() end)
 
     it("serves /metrics in the Prometheus text format that promtool accepts", function()
-      local base = with_jobs(env)
       local code, text = H.req(base .. "/metrics", { token = true })
       assert.equal(200, code, text)
       local rc, why = promtool(text)
@@ -62,7 +67,6 @@ for _, backend in ipairs(jr.backends()) do
     end)
 
     it("answers the JSON API: stats, jobs, a job, the dead queue, queues, the runner", function()
-      local base, ok, bad = with_jobs(env)
       local stats = H.json(base .. "/api/stats")
       assert.equal(1, stats.dead)
       assert.equal(1, stats.names.bad.dead)
@@ -87,26 +91,7 @@ for _, backend in ipairs(jr.backends()) do
       assert.equal(ok + 1, bad)
     end)
 
-    it("retries, purges and cancels with the token; pauses and resumes a queue", function()
-      local base, _, bad = with_jobs(env)
-      local r = H.json(base .. "/api/jobs/" .. bad .. "/retry", 200, { method = "POST" })
-      assert.equal(1, r.retried)
-      env:wait_state(bad, "dead")   -- it ran again and died again
-      assert.equal(1, H.json(base .. "/api/dead/retry", 200, { body = '{"ids":[' .. bad .. ']}' }).retried)
-      env:wait_state(bad, "dead")
-      assert.equal(1, H.json(base .. "/api/dead/purge", 200, { body = '{"all":true}' }).purged)
-      assert.is_nil(env:job(bad))
-      local p = H.json(base .. "/api/queues/mail/pause", 200, { method = "POST" })
-      assert.is_true(p.paused)
-      local later = env:push("ok", "{}", "--queue", "mail")
-      local c = H.json(base .. "/api/cancel", 200, { body = '{"ids":[' .. later .. ', 999999]}' })
-      assert.equal("cancelled", c.jobs[1].outcome)
-      assert.equal("not_found", c.jobs[2].outcome)
-      assert.is_false(H.json(base .. "/api/queues/mail/resume", 200, { method = "POST" }).paused)
-    end)
-
     it("refuses bad requests with 400, 404, 405 and 413, and says why", function()
-      local base, _, bad = with_jobs(env)
       local code, body = H.req(base .. "/api/jobs/999999", { token = true })
       assert.equal(404, code)
       assert.matches("999999", body)
@@ -147,7 +132,6 @@ for _, backend in ipairs(jr.backends()) do
     end)
 
     it("wants the token: 401 without it or with a wrong one, and nothing is done", function()
-      local base, _, bad = with_jobs(env)
       for _, t in ipairs({ false, "wrong-token-0123456789abcdef", H.TOKEN .. "x" }) do
         local code, body, head = H.req(base .. "/api/dead/retry", { token = t, body = '{"all":true}' })
         assert.equal(401, code, body)
@@ -163,7 +147,6 @@ for _, backend in ipairs(jr.backends()) do
     end)
 
     it("refuses cross-site writes: a foreign Origin, a form's content type", function()
-      local base, _, bad = with_jobs(env)
       local code, body = H.req(base .. "/api/dead/retry", { token = true, body = '{"all":true}',
         headers = { "Origin: http://evil.example" } })
       assert.equal(403, code)
@@ -175,25 +158,39 @@ for _, backend in ipairs(jr.backends()) do
       code, body = H.req(base .. "/api/dead/retry", { token = true, body = '{"all":true}', type = "text/plain" })
       assert.equal(403, code)
       assert.equal("dead", env:job(bad).state)
+    end)
+  end)
+
+  describe(backend .. " http:", function()
+    local env = jr.test_env(backend)
+
+    it("retries, purges and cancels with the token; pauses and resumes a queue", function()
+      local base, _, bad = with_jobs(env)
       -- the page's own origin is fine
-      local host = base:match("^http://(.*)$")
-      code = H.req(base .. "/api/dead/retry", { token = true, body = '{"all":true}',
-        headers = { "Origin: http://" .. host } })
-      assert.equal(200, code)
+      local r = H.json(base .. "/api/jobs/" .. bad .. "/retry", 200, { method = "POST",
+        headers = { "Origin: " .. base } })
+      assert.equal(1, r.retried)
+      env:wait_state(bad, "dead")   -- it ran again and died again
+      assert.equal(1, H.json(base .. "/api/dead/retry", 200, { body = '{"ids":[' .. bad .. ']}' }).retried)
+      env:wait_state(bad, "dead")
+      assert.equal(1, H.json(base .. "/api/dead/purge", 200, { body = '{"all":true}' }).purged)
+      assert.is_nil(env:job(bad))
+      local p = H.json(base .. "/api/queues/mail/pause", 200, { method = "POST" })
+      assert.is_true(p.paused)
+      local later = env:push("ok", "{}", "--queue", "mail")
+      local c = H.json(base .. "/api/cancel", 200, { body = '{"ids":[' .. later .. ', 999999]}' })
+      assert.equal("cancelled", c.jobs[1].outcome)
+      assert.equal("not_found", c.jobs[2].outcome)
+      assert.is_false(H.json(base .. "/api/queues/mail/resume", 200, { method = "POST" }).paused)
     end)
 
-    it("without a token it serves reads and refuses every write (403)", function()
-      env:script("ok", OK)
-      local base = H.start(env, nil, { token = false })
-      assert.equal(200, (H.req(base .. "/metrics")))
-      assert.equal(200, (H.req(base .. "/api/stats")))
-      local code, body = H.req(base .. "/api/dead/retry", { body = '{"all":true}' })
-      assert.equal(403, code)
-      assert.matches("http.token", body, 1, true)
-    end)
 
     it("keeps draining jobs while a client sends nothing and another reads nothing", function()
       env:script("ok", OK)
+      env:script("fan", [[local jobrunner = require "jobrunner"
+        return function(job)
+          for i = 1, 40 do jobrunner.push("ok", { i = i }) end
+        end]])
       local base = H.start(env, "concurrency = 2")
       local port = base:match(":(%d+)$")
       local pids = {}
@@ -213,11 +210,13 @@ for _, backend in ipairs(jr.backends()) do
       -- half a request, then silence
       bg(("exec 3<>/dev/tcp/127.0.0.1/%s; printf 'POST /api/cancel HTTP/1.1\\r\\nContent-Length: 100\\r\\n\\r\\n{' >&3; sleep 30"):format(port))
       jr.sleep(0.3)
-      local ids = {}
-      for i = 1, 30 do ids[i] = env:push("ok", ('{"i":%d}'):format(i)) end
-      jr.wait_for(function() return env:count() == 0 end, 15, "jobs drained beside slow clients")
-      -- and the server still answers others
-      assert.equal(200, (H.req(base .. "/api/stats", { token = true })))
+      env:push("fan")
+      local done = 'jobrunner_jobs_finished_total{name="ok",queue="default",outcome="succeeded"} 40'
+      jr.wait_for(function()
+        local code, text = H.req(base .. "/metrics", { token = true })
+        return code == 200 and text:find(done, 1, true)
+      end, 15, "40 jobs drained beside slow clients")
+      assert.equal(0, env:count())
       assert.equal(0, env:stop())
     end)
 
@@ -251,13 +250,18 @@ for _, backend in ipairs(jr.backends()) do
       assert.matches("'--http' needs a value", err2, 1, true)
     end)
 
-    it("run --http ADDR serves without an http table in the config", function()
+    it("run --http ADDR serves without a token: reads open, every write refused (403)", function()
       env:script("ok", OK)
       env:start(nil, { args = { "--http", "127.0.0.1:0" } })
       local port = jr.wait_for(function()
         return env:log():match("http: listening on http://127%.0%.0%.1:(%d+)/")
       end, 10, "http listening")
-      assert.equal(200, (H.req("http://127.0.0.1:" .. port .. "/metrics")))
+      local base = "http://127.0.0.1:" .. port
+      assert.equal(200, (H.req(base .. "/metrics")))
+      assert.equal(200, (H.req(base .. "/api/stats")))
+      local code, body = H.req(base .. "/api/dead/retry", { body = '{"all":true}' })
+      assert.equal(403, code)
+      assert.matches("http.token", body, 1, true)
     end)
   end)
 end
