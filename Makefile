@@ -156,7 +156,8 @@ clean:
 # same objects plus luaclient.c and luaopts.c, without liblua.
 OBJCOPY      ?= objcopy
 SONAME        = libjobrunner.so.0
-LIB_SRCS      = runtime/client.c runtime/config.c runtime/hooks.c \
+LIB_SRCS      = runtime/client.c runtime/config.c runtime/cfghttp.c \
+                runtime/hooks.c \
                 runtime/queues.c \
                 runtime/script.c runtime/luabridge.c runtime/json.c \
                 runtime/log.c runtime/util.c runtime/err.c runtime/job.c \
