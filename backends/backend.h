@@ -264,6 +264,10 @@ typedef struct jr_backend_ops {
     int  (*changed)(jr_backend *b, jr_err *err);
     /* Closes the connection; NULL is a no-op. */
     void (*close)(jr_backend *b);
+    /* Deletes the dead jobs among ids[0..n) (the others are left alone),
+     * in one transaction. Returns how many. */
+    int  (*dead_delete)(jr_backend *b, const int64_t *ids, int n,
+                        jr_err *err);
 } jr_backend_ops;
 
 /* A backend connection as the rest of the runtime holds it. */

@@ -325,6 +325,7 @@ r_job_action(call *c, int kind)
 }
 
 static void r_job_cancel(call *c) { r_job_action(c, JR_API_CANCEL); }
+static void r_job_purge(call *c) { r_job_action(c, JR_API_PURGE); }
 static void r_job_retry(call *c) { r_job_action(c, JR_API_RETRY); }
 
 static void
@@ -365,9 +366,10 @@ r_dead_purge(call *c)
     body b;
     jr_apireq *q = with_body(c, JR_API_PURGE, &b);
 
-    if (q != NULL && (b.has_ids || b.all == (b.older_than >= 0))) {
-        jr_http_error(c->req, 400, "give either {\"all\": true} or "
-                      "{\"older_than\": SECONDS}");
+    if (q != NULL && (b.has_ids + b.all + (b.older_than >= 0) != 1 ||
+                      (b.has_ids && q->nids == 0))) {
+        jr_http_error(c->req, 400, "give one of {\"ids\": [1, 2]}, "
+                      "{\"all\": true} or {\"older_than\": SECONDS}");
         free(q);
     } else if (q != NULL) {
         q->older_than = b.all ? 0 : b.older_than;
@@ -449,6 +451,7 @@ static const route routes[] = {
     {"dead", 0, r_dead},
     {"jobs/*/cancel", 1, r_job_cancel},
     {"jobs/*/retry", 1, r_job_retry},
+    {"jobs/*/purge", 1, r_job_purge},
     {"cancel", 1, r_cancel},
     {"dead/retry", 1, r_dead_retry},
     {"dead/purge", 1, r_dead_purge},

@@ -20,7 +20,7 @@ enum {                          /* what a request asks the database */
     JR_API_JOB,                 /* show id */
     JR_API_DEAD,                /* dead list */
     JR_API_RETRY,               /* dead retry ids (nids < 0: all) */
-    JR_API_PURGE,               /* dead purge older_than */
+    JR_API_PURGE,               /* dead purge ids, else older_than */
     JR_API_CANCEL,              /* cancel ids */
     JR_API_PAUSE,               /* pause queue */
     JR_API_RESUME,              /* resume queue */

@@ -364,6 +364,7 @@ run(jr_db *db, jr_apireq *q, jr_err *e)
     case JR_API_PURGE:
         n = q->kind == JR_API_RETRY ?
             db->ops->dead_retry(db->b, q->ids, q->nids, e) :
+            q->nids > 0 ? db->ops->dead_delete(db->b, q->ids, q->nids, e) :
             db->ops->dead_purge(db->b, q->older_than, e);
         if (n < 0)
             return -1;

@@ -173,8 +173,14 @@ for _, backend in ipairs(jr.backends()) do
       env:wait_state(bad, "dead")   -- it ran again and died again
       assert.equal(1, H.json(base .. "/api/dead/retry", 200, { body = '{"ids":[' .. bad .. ']}' }).retried)
       env:wait_state(bad, "dead")
-      assert.equal(1, H.json(base .. "/api/dead/purge", 200, { body = '{"all":true}' }).purged)
+      -- purge one: only a dead job goes
+      local queued = env:push("nohandler")
+      assert.equal(0, H.json(base .. "/api/jobs/" .. queued .. "/purge", 200, { method = "POST" }).purged)
+      assert.equal(0, H.json(base .. "/api/dead/purge", 200, { body = '{"ids":[' .. queued .. ']}' }).purged)
+      assert.equal("queued", env:job(queued).state)
+      assert.equal(1, H.json(base .. "/api/jobs/" .. bad .. "/purge", 200, { method = "POST" }).purged)
       assert.is_nil(env:job(bad))
+      assert.equal(0, H.json(base .. "/api/dead/purge", 200, { body = '{"all":true}' }).purged)
       local p = H.json(base .. "/api/queues/mail/pause", 200, { method = "POST" })
       assert.is_true(p.paused)
       local later = env:push("ok", "{}", "--queue", "mail")

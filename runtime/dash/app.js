@@ -76,6 +76,12 @@
     return b;
   }
 
+  function buttons(list) {
+    var span = el("span", null, "actions");
+    list.forEach(function (b) { span.appendChild(button(b[0], b[1], b[2])); });
+    return span;
+  }
+
   function say(text, error) {
     var m = $("message");
     m.textContent = text; m.className = "message" + (error ? " error" : "");
@@ -166,9 +172,12 @@
     rows("dead", list, function (d) {
       return tr([d.id, d.name, d.queue, d.attempts, ago(d.died_at),
         el("span", (d.last_error || "").split("\n")[0]),
-        button("Retry", function () {
+        buttons([["Retry", function () {
           act("jobs/" + d.id + "/retry", {}, function (r) { return "job " + d.id + (r.retried ? " queued again" : " was not dead"); });
-        })], function () { show(d.id); });
+        }], ["Purge", function () {
+          if (confirm("Delete dead job " + d.id + "?"))
+            act("jobs/" + d.id + "/purge", {}, function (r) { return "job " + d.id + (r.purged ? " purged" : " was not dead"); });
+        }, "danger"]])], function () { show(d.id); });
     }, "no dead jobs");
     Array.prototype.forEach.call($("dead").tBodies[0].rows, function (r) {
       if (r.cells[5]) r.cells[5].className = "err";
@@ -210,7 +219,7 @@
       try { p = JSON.stringify(JSON.parse(p), null, 2); } catch (e) { /* as stored */ }
       $("d-payload").textContent = p;
       $("d-error").textContent = j.last_error || "(none)";
-      $("d-retry").hidden = j.state !== "dead";
+      $("d-retry").hidden = $("d-purge").hidden = j.state !== "dead";
       $("d-cancel").hidden = j.state !== "queued" && j.state !== "running";
       $("detail").scrollIntoView({ behavior: "smooth", block: "nearest" });
     }).catch(function (e) { say(e.message, true); });
@@ -250,6 +259,10 @@
   });
   $("d-retry").addEventListener("click", function () {
     act("jobs/" + shown + "/retry", {}, function () { return "job " + shown + " queued again"; });
+  });
+  $("d-purge").addEventListener("click", function () {
+    if (confirm("Delete dead job " + shown + "?"))
+      act("jobs/" + shown + "/purge", {}, function () { return "job " + shown + " purged"; });
   });
   $("d-cancel").addEventListener("click", function () {
     act("jobs/" + shown + "/cancel", {}, function (r) { return "job " + shown + ": " + r.jobs[0].outcome.replace("_", " "); });
