@@ -57,7 +57,8 @@ deps: deps-debian spec/browser/node_modules/.package-lock.json
 # the lockfile) without its own browser: it drives Debian's chromium. npm
 # comes with some nodejs builds; Debian's own is the package npm.
 spec/browser/node_modules/.package-lock.json: spec/browser/package.json \
-                                             spec/browser/package-lock.json
+                                             spec/browser/package-lock.json \
+                                             | deps-debian
 	$(Q)command -v npm >/dev/null || { SUDO=; [ "$$(id -u)" = 0 ] || \
 	    SUDO=sudo; DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install \
 	    -y -q npm; }
