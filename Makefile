@@ -31,14 +31,15 @@ endif
 RUNTIME  = main commands inspect control client master claimq cancel pool spawn output gen \
            events dbthread worker frame config script luabridge jrlib \
            luaopts hooks reload log err json util job retry queues \
-           qstate queuecmd cfgbackoff
+           qstate queuecmd cfgbackoff \
+           http api apidb metrics cfghttp
 # recurring jobs (schedules)
 RUNTIME += cron schedules sched schedcmd
 # systemd's notifications
 RUNTIME += notify
 BACKENDS = backend sqlite postgres
 OBJS     = $(RUNTIME:%=$(BUILD)/runtime/%.o) $(BACKENDS:%=$(BUILD)/backends/%.o) \
-           $(BUILD)/sqlite_sql.o $(BUILD)/postgres_sql.o
+           $(BUILD)/sqlite_sql.o $(BUILD)/postgres_sql.o $(BUILD)/dash.o
 
 LIBOBJS  = $(filter-out $(BUILD)/runtime/main.o,$(OBJS))
 CTESTS   = $(patsubst spec/c/%.c,$(BUILD)/spec/c/%,$(wildcard spec/c/test_*.c))
@@ -52,10 +53,26 @@ CTESTS   = $(patsubst spec/c/%.c,$(BUILD)/spec/c/%,$(wildcard spec/c/test_*.c))
 # sqlite3 and a PostgreSQL 15 server.
 DEB_PKGS = pkg-config gcc make liblua5.4-dev lua5.4 libsqlite3-dev sqlite3 \
            libpq-dev libevent-dev lua-cjson lua-busted postgresql-15 \
-           postgresql-client-15 clang libclang-rt-14-dev tzdata
+           postgresql-client-15 clang libclang-rt-14-dev tzdata \
+           prometheus chromium nodejs
 # luarocks: spec/luarocks_spec.lua builds the rockspec with it
 DEB_PKGS += luarocks
-deps:
+deps: deps-debian spec/browser/node_modules/.package-lock.json
+
+# the browser spec's driver (puppeteer-core, from npm's registry, pinned by
+# the lockfile) without its own browser: it drives Debian's chromium. npm
+# comes with some nodejs builds; Debian's own is the package npm.
+spec/browser/node_modules/.package-lock.json: spec/browser/package.json \
+                                             spec/browser/package-lock.json \
+                                             | deps-debian
+	$(Q)command -v npm >/dev/null || { SUDO=; [ "$$(id -u)" = 0 ] || \
+	    SUDO=sudo; DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install \
+	    -y -q npm; }
+	$(Q)cd spec/browser && PUPPETEER_SKIP_DOWNLOAD=1 npm ci --no-audit \
+	    --no-fund --loglevel=error >/dev/null
+
+.PHONY: deps-debian
+deps-debian:
 	@missing=$$(for p in $(DEB_PKGS); do \
 	    dpkg-query -W -f='$${Status}\n' $$p 2>/dev/null | \
 	        grep -q 'ok installed' || echo $$p; done); \
@@ -98,6 +115,17 @@ $(BUILD)/%_sql.o: $(BUILD)/%_sql.c
 	$(Q)$(CC) $(CPPFLAGS) $(CFLAGS) -Wno-missing-variable-declarations \
 	    -c -o $@ $<
 
+# The dashboard (runtime/dash/) built into the binary: one C file of byte
+# arrays, made by runtime/dash/embed.sh with od.
+DASH_FILES = runtime/dash/index.html runtime/dash/app.js runtime/dash/style.css
+$(BUILD)/dash.c: $(DASH_FILES) runtime/dash/embed.sh
+	@mkdir -p $(dir $@)
+	$(Q)sh runtime/dash/embed.sh $(DASH_FILES) > $@.tmp && mv -f $@.tmp $@
+
+$(BUILD)/dash.o: $(BUILD)/dash.c
+	@echo "CC $<"
+	$(Q)$(CC) $(CPPFLAGS) $(CFLAGS) -c -o $@ $<
+
 # C tests: each spec/c/test_*.c is a program printing "N passed, N failed".
 $(BUILD)/spec/c/%: spec/c/%.c $(LIBOBJS)
 	@mkdir -p $(dir $@)
@@ -135,7 +163,8 @@ clean:
 # same objects plus luaclient.c and luaopts.c, without liblua.
 OBJCOPY      ?= objcopy
 SONAME        = libjobrunner.so.0
-LIB_SRCS      = runtime/client.c runtime/config.c runtime/hooks.c \
+LIB_SRCS      = runtime/client.c runtime/config.c runtime/cfghttp.c \
+                runtime/hooks.c \
                 runtime/queues.c runtime/cron.c runtime/schedules.c \
                 runtime/script.c runtime/luabridge.c runtime/json.c \
                 runtime/log.c runtime/util.c runtime/err.c runtime/job.c \
@@ -377,7 +406,8 @@ FUZZ_CPPFLAGS = $(filter-out -MMD -MP,$(CPPFLAGS)) -Ispec/fuzz
 FUZZ_SRCS     = $(patsubst $(BUILD)/%.o,%.c,$(filter $(BUILD)/runtime/% \
                   $(BUILD)/backends/%,$(LIBOBJS)))
 FUZZ_OBJS     = $(FUZZ_SRCS:%.c=$(FUZZ_DIR)/obj/%.o) \
-                $(FUZZ_DIR)/obj/sqlite_sql.o $(FUZZ_DIR)/obj/postgres_sql.o
+                $(FUZZ_DIR)/obj/sqlite_sql.o $(FUZZ_DIR)/obj/postgres_sql.o \
+                $(FUZZ_DIR)/obj/dash.o
 FUZZ_BINS     = $(FUZZ_TARGETS:%=$(FUZZ_DIR)/%)
 FUZZ_REPLAYS  = $(FUZZ_TARGETS:fuzz_%=$(BUILD)/spec/c/test_fuzz_%)
 
@@ -406,6 +436,11 @@ fuzz-build: check-deps $(FUZZ_BINS)
 .SECONDARY: $(FUZZ_OBJS)
 
 $(FUZZ_DIR)/obj/%_sql.o: $(BUILD)/%_sql.c
+	@mkdir -p $(dir $@)
+	$(Q)$(FUZZ_CC) $(FUZZ_CPPFLAGS) $(FUZZ_CFLAGS) \
+	    -fsanitize=fuzzer-no-link -c -o $@ $<
+
+$(FUZZ_DIR)/obj/dash.o: $(BUILD)/dash.c
 	@mkdir -p $(dir $@)
 	$(Q)$(FUZZ_CC) $(FUZZ_CPPFLAGS) $(FUZZ_CFLAGS) \
 	    -fsanitize=fuzzer-no-link -c -o $@ $<
@@ -439,4 +474,4 @@ test: deps check-deps $(TEST_BIN) $(CTESTS) $(FUZZ_REPLAYS) $(SPEC_LUAMOD)
 	$(Q)LUA=$(LUA) BUILD=$(BUILD) JOBRUNNER_BIN=$(CURDIR)/$(BUILD)/jobrunner ./spec/run
 
 # generated schema sources are kept, not rebuilt on every make
-.SECONDARY: $(BUILD)/sqlite_sql.c $(BUILD)/postgres_sql.c
+.SECONDARY: $(BUILD)/sqlite_sql.c $(BUILD)/postgres_sql.c $(BUILD)/dash.c

@@ -280,6 +280,10 @@ typedef struct jr_backend_ops {
      * schedule that has one, by name. Returns 0. */
     int  (*last_fires)(jr_backend *b, jr_fire_cb cb, void *arg,
                        jr_err *err);
+    /* Deletes the dead jobs among ids[0..n) (the others are left alone),
+     * in one transaction. Returns how many. */
+    int  (*dead_delete)(jr_backend *b, const int64_t *ids, int n,
+                        jr_err *err);
 } jr_backend_ops;
 
 /* A backend connection as the rest of the runtime holds it. */

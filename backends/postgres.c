@@ -59,6 +59,7 @@ enum {
     S_PRUNE_DEAD, S_CANCEL, S_CANCEL_POLL, S_PAUSE, S_RESUME, S_QUEUE_LIST,
     S_SHOW, S_LIST, S_PAUSED, S_READY_BY_QUEUE,
     S_PUSH_UNIQUE, S_PRUNE_UNIQUE,
+    S_DEAD_DELETE_IDS,
     S_COUNT
 };
 
@@ -247,6 +248,9 @@ static const struct stmt {
         "DELETE FROM {{schema}}.jobs WHERE state = 'dead'"
         " AND ($1::float8 <= 0"
         "  OR died_at < now() - $1::float8 * interval '1 second')"},
+    [S_DEAD_DELETE_IDS] = {"jr_dead_delete_ids", 1,
+        "DELETE FROM {{schema}}.jobs"
+        " WHERE state = 'dead' AND id = ANY($1::bigint[])"},
     /* prune: one runner at a time, small batches, never waiting on a row */
     [S_PRUNE_LOCK] = {"jr_prune_lock", 1,
         "SELECT pg_try_advisory_xact_lock(hashtext($1::text))"},
@@ -1554,6 +1558,30 @@ pg_dead_retry(jr_backend *b, const int64_t *ids, int n, jr_err *err)
 }
 
 static int
+pg_dead_delete(jr_backend *b, const int64_t *ids, int n, jr_err *err)
+{
+    const char *params[1];
+    char num[24];
+    jr_buf s = {0};
+    int i, rc;
+
+    if (n <= 0)
+        return 0;
+    if (ready(b, err) < 0)
+        return -1;
+    for (i = 0; i < n; i++) {
+        snprintf(num, sizeof num, "%lld", (long long)ids[i]);
+        sb_num(&s, num);
+    }
+    params[0] = sb_array(&s);
+    rc = s.oom ? jr_fail(err, JR_ENOMEM, "postgres: deleting dead jobs: "
+                         "out of memory")
+         : run_count(b, S_DEAD_DELETE_IDS, params, "deleting dead jobs", err);
+    free(s.p);
+    return rc;
+}
+
+static int
 pg_dead_purge(jr_backend *b, double older_than, jr_err *err)
 {
     char sage[32];
@@ -2140,4 +2168,5 @@ const jr_backend_ops jr_postgres_ops = {
     .close = pg_close,
     .fire = pg_fire,
     .last_fires = pg_last_fires,
+    .dead_delete = pg_dead_delete,
 };

@@ -36,6 +36,7 @@ enum {
     S_READY_BY_QUEUE,
     S_UNIQUE_HOLDER, S_UNIQUE_WINDOW, S_UNIQUE_TAKE, S_UNIQUE_REPLACE,
     S_PRUNE_UNIQUE,
+    S_DEAD_DELETE,
     S_COUNT
 };
 
@@ -159,6 +160,7 @@ static const char *const sql_text[S_COUNT] = {
         RETRY_KEY " updated_at = ?1 WHERE state = 'dead'",
     [S_DEAD_PURGE] =
         "DELETE FROM jobs WHERE state = 'dead' AND died_at <= ?1",
+    [S_DEAD_DELETE] = "DELETE FROM jobs WHERE state = 'dead' AND id = ?1",
     [S_DATA_VERSION] = "PRAGMA data_version",
     /* prune: ?1 the cut-off time, ?2 how many at most */
     [S_PRUNE_COMPLETED] =
@@ -1262,6 +1264,28 @@ sqlite_dead_purge(jr_backend *b, double older_than, jr_err *err)
     return run(b, s, err, "purging dead jobs");
 }
 
+static int
+sqlite_dead_delete(jr_backend *b, const int64_t *ids, int n, jr_err *err)
+{
+    sqlite3_stmt *s;
+    int total = 0, i, rc;
+
+    if (begin(b, err) < 0)
+        return -1;
+    for (i = 0; i < n; i++) {
+        if ((s = stmt(b, S_DEAD_DELETE, err)) == NULL)
+            goto fail;
+        sqlite3_bind_int64(s, 1, ids[i]);
+        if ((rc = run(b, s, err, "deleting a dead job")) < 0)
+            goto fail;
+        total += rc;
+    }
+    return commit(b, err) < 0 ? -1 : total;
+fail:
+    rollback(b);
+    return -1;
+}
+
 /* Deletes at most limit rows of one finished state older than age
  * seconds (age < 0: none). Returns how many, or -1. */
 static int
@@ -1753,4 +1777,5 @@ const jr_backend_ops jr_sqlite_ops = {
     .close = sqlite_close,
     .fire = sqlite_fire,
     .last_fires = sqlite_last_fires,
+    .dead_delete = sqlite_dead_delete,
 };

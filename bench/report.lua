@@ -62,6 +62,7 @@ local rows = {
   { "drain_c2_jobs_s", "drain, concurrency 2 (jobs/s)", nil, nil, "%.0f" },
   { "drain_c4_jobs_s", "drain, concurrency 4 (jobs/s)", nil, nil, "%.0f" },
   { "drain_plain_jobs_s", "drain, one queue, default concurrency (jobs/s)", nil, nil, "%.0f" },
+  { "drain_http_jobs_s", "the same, HTTP on, /metrics scraped every 100 ms (jobs/s)", nil, nil, "%.0f" },
   { "drain_queues4_jobs_s", "drain, 4 queues capped 8/32/128/512 (jobs/s)", nil, nil, "%.0f" },
   { "drain_keep_jobs_s", ("drain, concurrency %d, retention completed = 1d (jobs/s)"):format(cores), nil, nil, "%.0f" },
   { "latency_p50_ms", "latency push->start p50 (ms)", { "<=", 1 }, { "<=", 1 }, "%.2f" },

@@ -12,6 +12,7 @@
 #include "log.h"
 #include "master_int.h"
 #include "url.h"
+#include "metrics.h"
 
 #define LOCAL_QUEUE   512       /* claimed ahead while jobs are short */
 #define SHORT_JOB     0.005     /* seconds: below this, claim ahead */
@@ -369,6 +370,7 @@ jr_claimq_cycle_done(jr_cycle *c, void *arg)
     c->results = NULL;
     jr_gen_unref(m->cycle_gen);
     m->cycle_gen = NULL;
+    jr_metrics_cycle_end(m->metrics, c->rescued);
     if (c->count_ready)
         jr_event_tick(m, c);
     if (c->applied < 0) {
@@ -480,6 +482,7 @@ jr_claimq_work(evutil_socket_t fd, short what, void *arg)
     m->wake_due = m->renew_due = m->rescue_due = m->count_due = 0;
     m->cancel_due = m->prune_due = 0;
     jr_sched_spec(m, c);
+    jr_metrics_cycle_begin(m->metrics);
     if (jr_dbthread_submit(m->dbt, c) < 0)
         jr_log(JR_LOG_ERROR, "internal: database thread busy");
 }

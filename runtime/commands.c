@@ -150,23 +150,29 @@ finish(jr_config *c, jr_db *db, int rc)
 int
 jr_cmd_run(jr_cli *cli)
 {
-    const char *serve = NULL;
+    const char *serve = NULL, *http = NULL;
     jr_config c;
     jr_err err;
     int rc;
 
-    if (cli->argc > 0 && strcmp(cli->argv[0], "--queues") == 0) {
+    while (cli->argc > 0 && (strcmp(cli->argv[0], "--queues") == 0 ||
+                             strcmp(cli->argv[0], "--http") == 0)) {
         if (cli->argc < 2)
-            return jr_cmd_usage("run: option '--queues' needs a value");
-        serve = cli->argv[1];
+            return jr_cmd_usage("run: option '%s' needs a value",
+                                cli->argv[0]);
+        *(cli->argv[0][2] == 'q' ? &serve : &http) = cli->argv[1];
         cli->argc -= 2;
         cli->argv += 2;
     }
     if (cli->argc > 0)
-        return jr_cmd_usage("run takes no arguments but --queues LIST, got "
-                            "'%s'", cli->argv[0]);
+        return jr_cmd_usage("run takes no arguments but --queues LIST and "
+                            "--http ADDR, got '%s'", cli->argv[0]);
     if ((rc = jr_cmd_config(cli, &c)) != 0)
         return rc;
+    if (http != NULL && jr_config_set(&c.http_listen, http, &err) < 0) {
+        jr_config_free(&c);
+        return jr_cmd_die(JR_EXIT_FAIL, err.msg);
+    }
     if (serve && jr_queues_parse_serve(&c.queues, serve, &err) < 0) {
         jr_config_free(&c);
         return jr_cmd_die(JR_EXIT_USAGE, err.msg);

@@ -552,6 +552,17 @@ k_timezone(cfg_ctx *x, lua_State *L, const char *key)
     return get_string(x, L, key, &x->c->schedules.timezone);
 }
 
+static int
+k_http(cfg_ctx *x, lua_State *L, const char *key)
+{
+    char sub[64], what[256];
+
+    snprintf(sub, sizeof sub, "%s", key);
+    if (jr_config_http(L, x->c, sub, sizeof sub, what, sizeof what) < 0)
+        return key_fail(x, sub, "%s", what);
+    return 0;
+}
+
 static const key_row top_rows[] = {
     {"backend", k_backend},
     {"scripts", k_scripts},
@@ -582,6 +593,7 @@ static const key_row top_rows[] = {
     {"retention", k_retention},
     {"schedules", k_schedules},
     {"timezone", k_timezone},
+    {"http", k_http},
     {NULL, NULL}
 };
 
@@ -683,6 +695,8 @@ jr_config_free(jr_config *c)
     free(c->schema);
     free(c->pid_file);
     free(c->handler_output);
+    free(c->http_listen);
+    free(c->http_token);
     jr_queues_free(&c->queues);
     jr_schedules_free(&c->schedules);
     memset(c, 0, sizeof *c);

@@ -64,6 +64,8 @@ typedef struct jr_config {
     char      *handler_output;  /* "log", "inherit" or a file; NULL: "log" */
     jr_queues  queues;          /* `queues`, `serve_queues` (or --queues) */
     jr_schedules schedules;     /* `schedules` and `timezone` */
+    char      *http_listen;     /* http.listen (or run --http); NULL: off */
+    char      *http_token;      /* http.token; NULL: none */
     lua_State *L;               /* the config's state; holds the table */
     int        ref;             /* registry ref of the returned table */
     int        owns_L;          /* L is closed by jr_config_free */
@@ -91,6 +93,11 @@ double jr_config_backoff(const jr_config *c, const struct jr_job *j,
  * returns something else. [-(nargs+1), +0, -] */
 double jr_config_backoff_call(lua_State *L, int nargs,
                               const struct jr_job *j);
+/* cfghttp.c: reads the `http` table on top of L into c. Returns 0, or -1
+ * with the key at fault ("http.token") in key and what is wrong in
+ * what. [-0, +0, m] */
+int  jr_config_http(lua_State *L, jr_config *c, char *key, size_t keysize,
+                    char *what, size_t whatsize);
 void jr_config_free(jr_config *c);   /* frees members; c itself is the
                                         caller's */
 #endif

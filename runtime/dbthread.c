@@ -34,6 +34,15 @@ struct jr_dbthread {
     jr_cycle        *done_cycle;    /* finished, for the loop */
     jr_cycle_done    done;
     void            *arg;
+    jr_dbreq        *reqs;          /* requests waiting, oldest first */
+    jr_dbreq        *reqs_done;     /* run, for the loop */
+};
+
+struct jr_dbreq {               /* one request off the claim path */
+    jr_dbreq_run     run;
+    jr_dbreq_done    done;
+    void            *arg;
+    jr_dbreq        *next;
 };
 
 static int
@@ -417,6 +426,23 @@ run_cycle(jr_dbthread *t, jr_cycle *c)
     c->wake_fd = ops->wake_fd(b);
 }
 
+/* Runs the oldest request (the mutex held on entry and exit) and queues
+ * it for the loop. */
+static void
+run_request(jr_dbthread *t)
+{
+    jr_dbreq *q = t->reqs, **tail;
+
+    t->reqs = q->next;
+    pthread_mutex_unlock(&t->mu);
+    q->run(t->db, q->arg);
+    pthread_mutex_lock(&t->mu);
+    q->next = NULL;
+    for (tail = &t->reqs_done; *tail; tail = &(*tail)->next)
+        ;
+    *tail = q;
+}
+
 static void *
 thread_main(void *arg)
 {
@@ -426,8 +452,14 @@ thread_main(void *arg)
 
     pthread_mutex_lock(&t->mu);
     for (;;) {
-        while (t->next == NULL && !t->quit)
+        while (t->next == NULL && t->reqs == NULL && !t->quit)
             pthread_cond_wait(&t->cv, &t->mu);
+        if (t->next == NULL && t->reqs != NULL && !t->quit) {
+            run_request(t);     /* a cycle, when one waits, goes first */
+            while (write(t->pipe[1], &one, 1) < 0 && errno == EINTR)
+                ;
+            continue;
+        }
         if (t->next == NULL)
             break;
         c = t->next;
@@ -449,6 +481,7 @@ on_pipe(evutil_socket_t fd, short what, void *arg)
 {
     jr_dbthread *t = arg;
     jr_cycle *c;
+    jr_dbreq *q, *next;
     char buf[64];
 
     (void)what;
@@ -459,9 +492,52 @@ on_pipe(evutil_socket_t fd, short what, void *arg)
     t->done_cycle = NULL;
     if (c != NULL)
         t->busy = 0;
+    q = t->reqs_done;
+    t->reqs_done = NULL;
     pthread_mutex_unlock(&t->mu);
+    for (; q != NULL; q = next) {
+        next = q->next;
+        q->done(q->arg, 1);
+        free(q);
+    }
     if (c != NULL)
         t->done(c, t->arg);
+}
+
+int
+jr_dbthread_request(jr_dbthread *t, jr_dbreq_run run, jr_dbreq_done done,
+                    void *arg)
+{
+    jr_dbreq *q = calloc(1, sizeof *q), **tail;
+
+    if (q == NULL)
+        return -1;
+    q->run = run;
+    q->done = done;
+    q->arg = arg;
+    pthread_mutex_lock(&t->mu);
+    for (tail = &t->reqs; *tail; tail = &(*tail)->next)
+        ;
+    *tail = q;
+    pthread_cond_signal(&t->cv);
+    pthread_mutex_unlock(&t->mu);
+    return 0;
+}
+
+/* After the thread stopped: the requests it did not run, or whose done
+ * the loop has not called, hear it (ran 0 or 1). */
+static void
+drop_requests(jr_dbthread *t)
+{
+    jr_dbreq *lists[2] = {t->reqs_done, t->reqs}, *q, *next;
+
+    for (int i = 0; i < 2; i++)
+        for (q = lists[i]; q != NULL; q = next) {
+            next = q->next;
+            q->done(q->arg, i == 0);
+            free(q);
+        }
+    t->reqs = t->reqs_done = NULL;
 }
 
 jr_dbthread *
@@ -553,6 +629,7 @@ jr_dbthread_free(jr_dbthread *t)
     pthread_cond_broadcast(&t->cv);
     pthread_mutex_unlock(&t->mu);
     pthread_join(t->thread, NULL);
+    drop_requests(t);
     event_free(t->ev);
     close(t->pipe[0]);
     close(t->pipe[1]);

@@ -140,6 +140,17 @@ int  jr_dbthread_busy(const jr_dbthread *t);
 /* Waits for the running cycle, if any, and returns it (its done callback
  * will not run), or NULL when none was running. */
 jr_cycle *jr_dbthread_wait(jr_dbthread *t);
+/* A request off the claim path (the HTTP server's reads and actions):
+ * run(db, arg) runs on the thread, between cycles (a waiting cycle goes
+ * first), over the connection (backend.h); then done(arg, 1) runs in the
+ * loop. A request not run when the thread stops gets done(arg, 0) from
+ * jr_dbthread_free. Returns 0, or -1 when out of memory (nothing
+ * queued). */
+typedef struct jr_dbreq jr_dbreq;
+typedef void (*jr_dbreq_run)(jr_db *db, void *arg);
+typedef void (*jr_dbreq_done)(void *arg, int ran);
+int  jr_dbthread_request(jr_dbthread *t, jr_dbreq_run run,
+                         jr_dbreq_done done, void *arg);
 /* Stops the thread after the running cycle (whose done callback will not
  * run: call jr_dbthread_wait first). NULL is a no-op. */
 void jr_dbthread_free(jr_dbthread *t);

@@ -7,6 +7,7 @@
 
 #include "log.h"
 #include "master_int.h"
+#include "metrics.h"
 
 /* jobs[0] of w starts now. */
 void
@@ -15,6 +16,7 @@ jr_event_job_start(master *m, wk *w)
     const jr_job *j = w->jobs[0];
 
     w->started = jr_mono();
+    jr_metrics_start(m->metrics, j, jr_now() - j->run_at);
     if (m->nlat < (int)(sizeof m->lat / sizeof m->lat[0]) &&
         jr_hooks_has(m->hooks, JR_HOOK_TICK))
         m->lat[m->nlat++] = jr_now() - j->run_at;
@@ -41,6 +43,7 @@ jr_event_job(master *m, const jr_job *j, const jr_result *r, double secs)
         [JR_PROGRESS] = -1};
     jr_hooks *h = m->hooks;
 
+    jr_metrics_job(m->metrics, j, r, secs);
     if (h == NULL || which[r->kind] < 0 || !jr_hook_begin(h, which[r->kind]))
         return;
     jr_hook_int(h, "id", j->id);
@@ -134,6 +137,7 @@ jr_event_scale(master *m, int from, int to, const char *reason)
 void
 jr_event_reload(master *m, int ok, const char *error)
 {
+    jr_metrics_reload(m->metrics, ok);
     if (jr_hook_begin(m->hooks, JR_HOOK_RELOAD)) {
         jr_hook_bool(m->hooks, "ok", ok);
         jr_hook_str(m->hooks, "generation", m->gen ? m->gen->hash : NULL);

@@ -17,8 +17,11 @@ static const struct command {
     jr_command_fn fn;
     const char   *usage;
 } commands[] = {
-    {"run", jr_cmd_run, "run [--queues Q1,Q2...]  run the runner until SIGTERM/SIGINT; --queues:\n"
-     "                           serve only these queues (default: serve_queues, else all)"},
+    {"run", jr_cmd_run, "run [--queues Q1,Q2...] [--http ADDR]\n"
+     "                           run the runner until SIGTERM/SIGINT; --queues:\n"
+     "                           serve only these queues (default: serve_queues, else all);\n"
+     "                           --http: serve /metrics, the dashboard and /api/ on ADDR\n"
+     "                           (e.g. 127.0.0.1:8089; overrides http.listen)"},
     {"push", jr_cmd_push, "push NAME [JSON] [--in DURATION | --at TIME] [--priority N]\n"
      "       [--queue Q] [--max-retries N]\n"
      "       [--unique-key K [--unique-for DURATION] [--on-conflict keep|replace]]\n"

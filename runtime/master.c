@@ -33,6 +33,8 @@
 #include "master_int.h"
 #include "notify.h"
 #include "url.h"
+#include "http.h"
+#include "metrics.h"
 
 #define TICK_SECS      0.25     /* on_tick: deadlines, shutdown, idle */
 #define CANCEL_POLL    1.0      /* seconds between looks for cancels */
@@ -279,7 +281,8 @@ start(master *m, jr_err *err)
     if ((m->db = jr_dbthread_open(m->cfg, err)) == NULL)
         return -1;
     make_token(m);
-    if (make_loop(m, err) < 0 || start_db(m, err) < 0)
+    if (make_loop(m, err) < 0 || start_db(m, err) < 0 ||
+        jr_http_start(m, err) < 0)
         return -1;
     m->notify = jr_notify_open(m->base);    /* READY=1: gen.c, on hello */
     if (jr_qstate_init(m) < 0 || jr_sched_init(m) < 0)
@@ -386,6 +389,7 @@ finish(master *m)
     jr_job *j;
     double until = jr_mono() + STOP_WAIT;
 
+    jr_http_stop(m);
     stop_db_thread(m);
     stop_workers(m);
     while ((j = jr_claimq_pop(m)) != NULL)
@@ -433,7 +437,9 @@ cleanup(master *m)
     for (k = 0; k < NSIGNALS; k++)
         if (m->ev_sig[k] != NULL)
             event_free(m->ev_sig[k]);
+    jr_http_stop(m);
     jr_dbthread_free(m->dbt);
+    jr_metrics_free(m->metrics);
     for (k = 0; k < m->nres; k++)
         free(m->res[k].mem);
     free(m->res);

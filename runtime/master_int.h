@@ -193,6 +193,9 @@ struct master {
     struct jr_notify   *notify;         /* systemd's socket, or NULL */
     int                 held_max;       /* results held unrecorded at most
                                            (claimq.c); 0 until known */
+    struct jr_http     *http;           /* the HTTP server (http.c), or
+                                           NULL when off */
+    struct jr_metrics  *metrics;        /* its counters (metrics.c) */
 };
 
 /* master.c: the loop */

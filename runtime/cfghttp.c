@@ -1,0 +1,77 @@
+/* cfghttp.c - the config's `http` table: { listen = "127.0.0.1:8089",
+ * token = "..." }. The address itself is checked when the server starts
+ * (http.c); here only the types, the keys and the token's length. The
+ * token is never logged. Uses config.h, http.h. */
+#include <lauxlib.h>
+#include <lua.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "config.h"
+#include "http.h"
+
+static int
+string_key(lua_State *L, const char *k, char **slot, char *key,
+           size_t keysize, char *what, size_t whatsize)
+{
+    jr_err err;
+    int rc = 0;
+
+    lua_getfield(L, -1, k);                          /* t v */
+    if (lua_isnil(L, -1)) {
+        lua_pop(L, 1);
+        return 0;
+    }
+    snprintf(key, keysize, "http.%s", k);
+    if (lua_type(L, -1) != LUA_TSTRING) {
+        snprintf(what, whatsize, "must be a string, got %s",
+                 luaL_typename(L, -1));
+        rc = -1;
+    } else if (strlen(lua_tostring(L, -1)) != lua_rawlen(L, -1)) {
+        snprintf(what, whatsize, "must not contain a NUL byte");
+        rc = -1;
+    } else if (jr_config_set(slot, lua_tostring(L, -1), &err) < 0) {
+        snprintf(what, whatsize, "%s", err.msg);
+        rc = -1;
+    }
+    lua_pop(L, 1);                                   /* t */
+    return rc;
+}
+
+int
+jr_config_http(lua_State *L, jr_config *c, char *key, size_t keysize,
+               char *what, size_t whatsize)
+{
+    const char *k;
+
+    if (lua_type(L, -1) != LUA_TTABLE) {
+        snprintf(what, whatsize, "must be a table { listen = "
+                 "\"127.0.0.1:8089\", token = \"...\" }, got %s",
+                 luaL_typename(L, -1));
+        return -1;
+    }
+    lua_pushnil(L);                                  /* t k */
+    while (lua_next(L, -2) != 0) {                   /* t k v */
+        k = lua_type(L, -2) == LUA_TSTRING ? lua_tostring(L, -2) : "?";
+        if (strcmp(k, "listen") != 0 && strcmp(k, "token") != 0) {
+            snprintf(key, keysize, "http.%.40s", k);
+            snprintf(what, whatsize, "is not a key of http (listen, "
+                     "token)");
+            lua_pop(L, 2);                           /* t */
+            return -1;
+        }
+        lua_pop(L, 1);                               /* t k */
+    }                                                /* t */
+    if (string_key(L, "listen", &c->http_listen, key, keysize, what,
+                   whatsize) < 0 ||
+        string_key(L, "token", &c->http_token, key, keysize, what,
+                   whatsize) < 0)
+        return -1;
+    if (c->http_token != NULL && strlen(c->http_token) < JR_HTTP_TOKEN_MIN) {
+        snprintf(key, keysize, "http.token");
+        snprintf(what, whatsize, "is too short: at least %d characters",
+                 JR_HTTP_TOKEN_MIN);
+        return -1;
+    }
+    return 0;
+}

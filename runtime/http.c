@@ -1,0 +1,523 @@
+/* http.c - the HTTP server: listening (address, loopback and token
+ * rules), routing, the token and cross-site checks, static files, and the
+ * answers that come back from the database thread. /metrics is the
+ * master's counters (metrics.c) plus the database's gauges, read at most
+ * once a second whatever the scrape rate. Uses http.h, master_int.h,
+ * metrics.h, log.h; libevent's evhttp. */
+#define _GNU_SOURCE
+#include <arpa/inet.h>
+#include <errno.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <event2/buffer.h>
+#include <event2/http.h>
+#include <event2/keyvalq_struct.h>
+
+#include "http.h"
+#include "log.h"
+#include "master_int.h"
+#include "metrics.h"
+
+#define GAUGES_MAX_AGE 1.0      /* seconds the database gauges are kept */
+
+enum { ASK, GAUGES, SCRAPE };   /* what a awaited answer is for */
+
+typedef struct awaited {
+    int                     kind;
+    struct evhttp_request  *req;        /* NULL for GAUGES */
+    jr_apireq              *q;          /* ASK, GAUGES */
+    jr_http                *h;          /* NULL once the server stopped */
+    struct awaited         *next;
+} awaited;
+
+struct jr_http {
+    master             *m;
+    struct evhttp      *http;
+    char                token[256];     /* "" when none */
+    awaited            *waiting;        /* answers still to come */
+    jr_buf              gauges;         /* the last database gauges */
+    double              gauges_at;      /* mono time read; 0: never */
+    int                 gauges_asked;   /* a read is on its way */
+};
+
+void
+jr_http_reply(struct evhttp_request *req, int status, const char *type,
+              const void *body, size_t len)
+{
+    struct evkeyvalq *out = evhttp_request_get_output_headers(req);
+    struct evbuffer *buf = evbuffer_new();
+
+    evhttp_add_header(out, "Content-Type", type);
+    evhttp_add_header(out, "Cache-Control", "no-store");
+    evhttp_add_header(out, "X-Content-Type-Options", "nosniff");
+    evhttp_add_header(out, "X-Frame-Options", "DENY");
+    evhttp_add_header(out, "Content-Security-Policy", "default-src 'self'; "
+                      "img-src 'self' data:; frame-ancestors 'none'");
+    if (buf != NULL)
+        evbuffer_add(buf, body, len);
+    evhttp_send_reply(req, status, NULL, buf);
+    if (buf != NULL)
+        evbuffer_free(buf);
+}
+
+void
+jr_http_error(struct evhttp_request *req, int status, const char *fmt, ...)
+{
+    char msg[600];
+    jr_buf b = {0};
+    va_list ap;
+
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    jr_buf_put(&b, "{\"error\":", 9);
+    jr_api_str(&b, msg);
+    jr_buf_put(&b, "}\n", 2);
+    jr_http_reply(req, status, "application/json", b.p, b.len);
+    jr_buf_free(&b);
+}
+
+static awaited *
+add_pending(jr_http *h, int kind, struct evhttp_request *req, jr_apireq *q)
+{
+    awaited *p = calloc(1, sizeof *p);
+
+    if (p == NULL)
+        return NULL;
+    p->kind = kind;
+    p->req = req;
+    p->q = q;
+    p->h = h;
+    p->next = h->waiting;
+    h->waiting = p;
+    return p;
+}
+
+static void
+unlink_pending(jr_http *h, awaited *p)
+{
+    awaited **pp;
+
+    for (pp = &h->waiting; *pp; pp = &(*pp)->next)
+        if (*pp == p) {
+            *pp = p->next;
+            return;
+        }
+}
+
+static void
+free_pending(awaited *p)
+{
+    if (p->q != NULL)
+        jr_buf_free(&p->q->body);
+    free(p->q);
+    free(p);
+}
+
+static void
+run_pending(jr_db *db, void *arg)
+{
+    jr_apidb_run(db, ((awaited *)arg)->q);
+}
+
+static void scrape_reply(jr_http *h, struct evhttp_request *req);
+
+/* The database thread answered p (ran 0: it stopped first). */
+static void
+answered(void *arg, int ran)
+{
+    awaited *p = arg, *w, *next;
+    jr_http *h = p->h;
+
+    if (h == NULL) {            /* the server stopped meanwhile */
+        free_pending(p);
+        return;
+    }
+    unlink_pending(h, p);
+    if (p->kind == ASK && !ran)
+        jr_http_error(p->req, 503, "the runner is stopping");
+    else if (p->kind == ASK)
+        jr_http_reply(p->req, p->q->status, "application/json",
+                      p->q->body.p, p->q->body.len);
+    if (p->kind == GAUGES) {
+        h->gauges_asked = 0;
+        jr_buf_reset(&h->gauges);
+        if (ran && p->q->status == 200) {
+            jr_buf_put(&h->gauges, p->q->body.p, p->q->body.len);
+            h->gauges_at = jr_mono();
+        } else {
+            jr_log(JR_LOG_WARN, "http: /metrics: cannot read the database's "
+                   "counts: %.*s", (int)p->q->body.len, p->q->body.p);
+        }
+        for (w = h->waiting; w; w = next) {
+            next = w->next;
+            if (w->kind == SCRAPE) {
+                unlink_pending(h, w);
+                scrape_reply(h, w->req);
+                free_pending(w);
+            }
+        }
+    }
+    free_pending(p);
+}
+
+void
+jr_http_ask(master *m, struct evhttp_request *req, jr_apireq *q)
+{
+    awaited *p = add_pending(m->http, ASK, req, q);
+
+    if (p == NULL || jr_dbthread_request(m->dbt, run_pending, answered,
+                                         p) < 0) {
+        if (p != NULL) {
+            unlink_pending(m->http, p);
+            p->q = NULL;
+            free(p);
+        }
+        jr_buf_free(&q->body);
+        free(q);
+        jr_http_error(req, 503, "out of memory");
+    }
+}
+
+/* The runner's series, then the database's gauges as last read. */
+static void
+scrape_reply(jr_http *h, struct evhttp_request *req)
+{
+    jr_buf b = {0};
+
+    jr_metrics_write(h->m, &b);
+    if (h->gauges_at > 0) {
+        jr_buf_put(&b, h->gauges.p, h->gauges.len);
+        jr_api_printf(&b, "# HELP jobrunner_db_gauges_age_seconds How old "
+                      "the database's counts above are.\n# TYPE "
+                      "jobrunner_db_gauges_age_seconds gauge\n"
+                      "jobrunner_db_gauges_age_seconds %.3f\n",
+                      jr_mono() - h->gauges_at);
+    }
+    if (b.oom)
+        jr_http_error(req, 500, "out of memory");
+    else
+        jr_http_reply(req, 200, "text/plain; version=0.0.4; charset=utf-8",
+                      b.p, b.len);
+    jr_buf_free(&b);
+}
+
+static void
+scrape(jr_http *h, struct evhttp_request *req)
+{
+    jr_apireq *q;
+    awaited *p;
+
+    if (h->gauges_at > 0 && jr_mono() - h->gauges_at < GAUGES_MAX_AGE) {
+        scrape_reply(h, req);
+        return;
+    }
+    if (add_pending(h, SCRAPE, req, NULL) == NULL) {
+        jr_http_error(req, 503, "out of memory");
+        return;
+    }
+    if (h->gauges_asked)
+        return;
+    if ((q = calloc(1, sizeof *q)) == NULL ||
+        (p = add_pending(h, GAUGES, NULL, q)) == NULL) {
+        free(q);
+        return;                 /* answered by the next scrape's read */
+    }
+    q->kind = JR_API_GAUGES;
+    if (jr_dbthread_request(h->m->dbt, run_pending, answered, p) < 0) {
+        unlink_pending(h, p);
+        free_pending(p);
+        return;
+    }
+    h->gauges_asked = 1;
+}
+
+/* Compares without an early exit, so that timing tells nothing. */
+static int
+same_secret(const char *a, const char *b)
+{
+    size_t n = strlen(a), m = strlen(b), i;
+    unsigned char d = n != m;
+
+    for (i = 0; i < n; i++)
+        d |= (unsigned char)(a[i] ^ b[i < m ? i : 0]);
+    return d == 0 && m > 0;
+}
+
+/* 1 when the request carries the token as Authorization: Bearer. */
+static int
+has_token(jr_http *h, struct evhttp_request *req)
+{
+    const char *v = evhttp_find_header(evhttp_request_get_input_headers(req),
+                                       "Authorization");
+
+    if (v == NULL || strncasecmp(v, "Bearer ", 7) != 0)
+        return 0;
+    return same_secret(v + 7, h->token);
+}
+
+/* A write must not come from another site's page: a browser sends Origin
+ * with a cross-site POST; it must be this server's own. The JSON content
+ * type and the Authorization header already need a CORS preflight, which
+ * this server never grants. Returns the refusal, or NULL. */
+static const char *
+cross_site(struct evhttp_request *req)
+{
+    struct evkeyvalq *in = evhttp_request_get_input_headers(req);
+    const char *origin = evhttp_find_header(in, "Origin");
+    const char *host = evhttp_find_header(in, "Host");
+    const char *type = evhttp_find_header(in, "Content-Type");
+    const char *rest;
+
+    if (type == NULL || strncasecmp(type, "application/json", 16) != 0 ||
+        (type[16] != '\0' && type[16] != ';'))
+        return "a write needs Content-Type: application/json";
+    if (origin == NULL)
+        return NULL;
+    if (strncmp(origin, "http://", 7) == 0)
+        rest = origin + 7;
+    else if (strncmp(origin, "https://", 8) == 0)
+        rest = origin + 8;
+    else
+        return "cross-site request refused (Origin does not match Host)";
+    if (host == NULL || strcmp(rest, host) != 0)
+        return "cross-site request refused (Origin does not match Host)";
+    return NULL;
+}
+
+/* Runs the checks of a request under /api/ or /metrics; replies and
+ * returns -1 when one fails. */
+static int
+check(jr_http *h, struct evhttp_request *req, const char *path, int post)
+{
+    const char *why;
+
+    if (h->token[0] && !has_token(h, req)) {
+        evhttp_add_header(evhttp_request_get_output_headers(req),
+                          "WWW-Authenticate", "Bearer realm=\"jobrunner\"");
+        jr_http_error(req, 401, "this needs the token: Authorization: Bearer "
+                      "<http.token>");
+        return -1;
+    }
+    if (!post)
+        return 0;
+    if (!h->token[0]) {
+        jr_http_error(req, 403, "write actions are off: set http.token in "
+                      "the config to allow %s", path);
+        return -1;
+    }
+    if ((why = cross_site(req)) != NULL) {
+        jr_http_error(req, 403, "%s", why);
+        return -1;
+    }
+    return 0;
+}
+
+static void
+route(struct evhttp_request *req, void *arg)
+{
+    jr_http *h = arg;
+    enum evhttp_cmd_type cmd = evhttp_request_get_command(req);
+    const struct evhttp_uri *uri = evhttp_request_get_evhttp_uri(req);
+    const char *path = uri ? evhttp_uri_get_path(uri) : NULL;
+    const jr_dash_file *f;
+    int post = cmd == EVHTTP_REQ_POST, read = cmd == EVHTTP_REQ_GET ||
+               cmd == EVHTTP_REQ_HEAD;
+
+    if (path == NULL || path[0] != '/') {
+        jr_http_error(req, 400, "bad request path");
+        return;
+    }
+    if (strncmp(path, "/api/", 5) == 0 && (read || post)) {
+        int write = jr_api_is_write(path + 5);
+        if (write < 0) {
+            jr_http_error(req, 404, "no such API route: %.200s", path);
+        } else if (post != write) {
+            evhttp_add_header(evhttp_request_get_output_headers(req),
+                              "Allow", post ? "GET, HEAD" : "POST");
+            jr_http_error(req, 405, "%s takes %s", path, post ? "GET" :
+                          "POST");
+        } else if (check(h, req, path, post) == 0) {
+            jr_api_handle(h->m, req, path + 5, evhttp_uri_get_query(uri),
+                          post);
+        }
+        return;
+    }
+    if (!read) {
+        evhttp_add_header(evhttp_request_get_output_headers(req), "Allow",
+                          "GET, HEAD");
+        jr_http_error(req, 405, "%s takes GET", path);
+    } else if (strcmp(path, "/metrics") == 0) {
+        if (check(h, req, path, 0) == 0)
+            scrape(h, req);
+    } else if ((f = jr_dash_find(path)) != NULL) {
+        jr_http_reply(req, 200, f->type, f->data, f->len);
+    } else {
+        jr_http_error(req, 404, "no such page: %.200s", path);
+    }
+}
+
+/* Splits "HOST:PORT" or "[V6]:PORT" and resolves it (numeric hosts and
+ * localhost only: no name lookup blocks the loop). */
+static int
+resolve(const char *addr, struct addrinfo **ai, jr_err *err)
+{
+    char host[256], *end;
+    const char *colon = strrchr(addr, ':'), *h = host;
+    struct addrinfo hints = {0};
+    size_t n;
+    long port = colon ? strtol(colon + 1, &end, 10) : -1;
+    int rc;
+
+    if (colon == NULL || colon == addr || colon[1] == '\0' || *end ||
+        port < 0 || port > 65535 || (size_t)(colon - addr) >= sizeof host)
+        return jr_fail(err, JR_ECONFIG, "http.listen '%.200s': invalid "
+                       "address, want HOST:PORT such as 127.0.0.1:8089",
+                       addr);
+    n = (size_t)(colon - addr);
+    memcpy(host, addr, n);
+    host[n] = '\0';
+    if (host[0] == '[' && host[n - 1] == ']') {
+        host[n - 1] = '\0';
+        h = host + 1;
+    }
+    if (strcmp(h, "localhost") == 0)
+        h = "127.0.0.1";
+    hints.ai_socktype = SOCK_STREAM;
+    hints.ai_flags = AI_NUMERICHOST | AI_NUMERICSERV | AI_PASSIVE;
+    if ((rc = getaddrinfo(h, colon + 1, &hints, ai)) != 0)
+        return jr_fail(err, JR_ECONFIG, "http.listen '%.200s': invalid "
+                       "address (%s), want HOST:PORT with a numeric host "
+                       "or localhost, such as 127.0.0.1:8089", addr,
+                       gai_strerror(rc));
+    return 0;
+}
+
+static int
+loopback(const struct sockaddr *sa)
+{
+    const struct sockaddr_in6 *s6 = (const struct sockaddr_in6 *)sa;
+
+    if (sa->sa_family == AF_INET)
+        return (ntohl(((const struct sockaddr_in *)sa)->sin_addr.s_addr) >>
+                24) == 127;
+    if (IN6_IS_ADDR_V4MAPPED(&s6->sin6_addr))
+        return s6->sin6_addr.s6_addr[12] == 127;
+    return IN6_IS_ADDR_LOOPBACK(&s6->sin6_addr);
+}
+
+/* A listening socket on listen; logs the address it got. */
+static int
+open_listener(const char *addr, int token, jr_err *err)
+{
+    struct addrinfo *ai;
+    struct sockaddr_storage got;
+    socklen_t len = sizeof got;
+    char host[INET6_ADDRSTRLEN] = "?";
+    int fd, one = 1, e;
+
+    if (resolve(addr, &ai, err) < 0)
+        return -1;
+    if (!loopback(ai->ai_addr) && !token) {
+        freeaddrinfo(ai);
+        return jr_fail(err, JR_ECONFIG, "http.listen '%.200s' is not a "
+                       "loopback address: set http.token too (anyone who "
+                       "can reach it could read jobs and act on them), or "
+                       "listen on 127.0.0.1", addr);
+    }
+    fd = socket(ai->ai_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    if (fd < 0 ||
+        setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one) < 0 ||
+        bind(fd, ai->ai_addr, ai->ai_addrlen) < 0 || listen(fd, 128) < 0) {
+        e = errno;
+        if (fd >= 0)
+            close(fd);
+        freeaddrinfo(ai);
+        return jr_fail_errno(err, JR_ECONFIG, e, "http.listen '%.200s': "
+                             "cannot listen", addr);
+    }
+    freeaddrinfo(ai);
+    getsockname(fd, (struct sockaddr *)&got, &len);
+    if (got.ss_family == AF_INET)
+        inet_ntop(AF_INET, &((struct sockaddr_in *)&got)->sin_addr, host,
+                  sizeof host);
+    else
+        inet_ntop(AF_INET6, &((struct sockaddr_in6 *)&got)->sin6_addr, host,
+                  sizeof host);
+    jr_log(JR_LOG_INFO, "http: listening on http://%s%s%s:%d/ (%s)",
+           got.ss_family == AF_INET6 ? "[" : "", host,
+           got.ss_family == AF_INET6 ? "]" : "",
+           ntohs(got.ss_family == AF_INET ?
+                 ((struct sockaddr_in *)&got)->sin_port :
+                 ((struct sockaddr_in6 *)&got)->sin6_port),
+           token ? "token required" : "no token: read only");
+    return fd;
+}
+
+int
+jr_http_start(master *m, jr_err *err)
+{
+    const jr_config *c = m->cfg;
+    jr_http *h;
+    int fd;
+
+    if (c->http_listen == NULL)
+        return 0;
+    if ((fd = open_listener(c->http_listen, c->http_token != NULL,
+                            err)) < 0)
+        return -1;
+    if ((h = calloc(1, sizeof *h)) == NULL ||
+        (m->metrics = jr_metrics_new()) == NULL ||
+        (h->http = evhttp_new(m->base)) == NULL ||
+        evhttp_accept_socket(h->http, fd) < 0) {
+        close(fd);
+        if (h != NULL && h->http != NULL)
+            evhttp_free(h->http);
+        free(h);
+        return jr_fail(err, JR_ENOMEM, "http: cannot start the server");
+    }
+    h->m = m;
+    snprintf(h->token, sizeof h->token, "%s",
+             c->http_token ? c->http_token : "");
+    /* a slow or silent client holds only its own connection, and not
+     * for long; a big body is refused before it is read */
+    evhttp_set_timeout(h->http, JR_HTTP_TIMEOUT);
+    evhttp_set_max_body_size(h->http, JR_HTTP_BODY_MAX);
+    evhttp_set_max_headers_size(h->http, JR_HTTP_HEADER_MAX);
+    evhttp_set_allowed_methods(h->http, EVHTTP_REQ_GET | EVHTTP_REQ_HEAD |
+                               EVHTTP_REQ_POST);
+    evhttp_set_flags(h->http, EVHTTP_SERVER_LINGERING_CLOSE);
+    evhttp_set_gencb(h->http, route, h);
+    m->http = h;
+    return 0;
+}
+
+void
+jr_http_stop(master *m)
+{
+    jr_http *h = m->http;
+    awaited *p, *next;
+
+    if (h == NULL)
+        return;
+    /* answers still to come find no server: they only free themselves;
+     * the requests they were for go with their connections */
+    for (p = h->waiting; p; p = next) {
+        next = p->next;
+        p->h = NULL;
+        p->req = NULL;
+        if (p->kind == SCRAPE)
+            free_pending(p);
+    }
+    evhttp_free(h->http);
+    jr_buf_free(&h->gauges);
+    free(h);
+    m->http = NULL;
+}
