@@ -32,7 +32,9 @@ RUNTIME  = main commands inspect control client master claimq cancel pool spawn 
            events dbthread worker frame config script luabridge jrlib \
            luaopts hooks reload log err json util job retry queues \
            qstate queuecmd cfgbackoff
-BACKENDS = backend sqlite postgres
+# limits per key (README "Limits")
+RUNTIME += limitcfg limitsrun
+BACKENDS = backend sqlite postgres limitpick
 OBJS     = $(RUNTIME:%=$(BUILD)/runtime/%.o) $(BACKENDS:%=$(BUILD)/backends/%.o) \
            $(BUILD)/sqlite_sql.o $(BUILD)/postgres_sql.o
 
@@ -134,6 +136,7 @@ LIB_SRCS      = runtime/client.c runtime/config.c runtime/hooks.c \
                 runtime/script.c runtime/luabridge.c runtime/json.c \
                 runtime/log.c runtime/util.c runtime/err.c runtime/job.c \
                 backends/backend.c backends/sqlite.c backends/postgres.c
+LIB_SRCS     += runtime/limitcfg.c backends/limitpick.c
 LIB_PIC       = $(LIB_SRCS:%.c=$(BUILD)/pic/%.o) \
                 $(BUILD)/pic/sqlite_sql.o $(BUILD)/pic/postgres_sql.o
 LIB_LDLIBS    = $(shell $(PKG_CONFIG) --libs sqlite3 libpq 2>/dev/null) -lm

@@ -58,6 +58,13 @@ typedef struct jr_claim_spec {
                                        listed; 0: none (only the listed
                                        queues are served) */
     int                  max;       /* in all */
+    /* limits per key (limitcfg.h): with none the claim is the plain one;
+     * with some, jobs of a name or queue at its cap or out of tokens are
+     * skipped, and *limit_next (may be NULL) gets the epoch time the
+     * first refusing bucket has a token again, or 0 */
+    const struct jr_limit *limits;  /* borrowed */
+    int                  nlimits;
+    double              *limit_next;
 } jr_claim_spec;
 
 /* One job as show and list give it. Strings valid during the callback
@@ -139,6 +146,19 @@ typedef struct jr_backend_opts {
                                    always recorded (only prune deletes
                                    them) */
 } jr_backend_opts;
+
+#define JR_LIMIT_TOP 5          /* keys limit_use lists */
+
+/* One limit's use, as `jobrunner limits` shows it. */
+typedef struct jr_limit_use {
+    long        running;        /* across every runner */
+    long        waiting;        /* ready (queued, due) */
+    double      tokens;         /* in its own bucket; -1: no rate */
+    int         ntop;
+    const char *top_key[JR_LIMIT_TOP];  /* keys by ready jobs, most first */
+    long        top_waiting[JR_LIMIT_TOP];
+    long        top_running[JR_LIMIT_TOP];
+} jr_limit_use;
 
 /* Every function returns -1 with err set on failure unless said otherwise.
  * Times are judged by the database's clock. */
@@ -264,7 +284,19 @@ typedef struct jr_backend_ops {
     int  (*changed)(jr_backend *b, jr_err *err);
     /* Closes the connection; NULL is a no-op. */
     void (*close)(jr_backend *b);
+    /* ---- limits per key (limitcfg.h) ---- */
+    /* Records, for each limit of l[0..n) on a job name with a key path,
+     * the path pushes of that name take their limit key from (other
+     * names' paths stay). Returns 0. */
+    int  (*limit_paths)(jr_backend *b, const struct jr_limit *l, int n,
+                        jr_err *err);
+    /* Fills u with limit l's use now: running jobs, ready ones, tokens
+     * and its keys with most jobs ready. Strings valid until the next call
+     * on b. Returns 0. */
+    int  (*limit_use)(jr_backend *b, const struct jr_limit *l,
+                      jr_limit_use *u, jr_err *err);
 } jr_backend_ops;
+
 
 /* A backend connection as the rest of the runtime holds it. */
 typedef struct jr_db {

@@ -240,3 +240,63 @@ LANGUAGE sql AS $$
     ON CONFLICT (name) DO UPDATE
     SET paused = false, paused_at = NULL, updated_at = now()
 $$;
+-- migration 6
+-- Limits per key (README "Limits"). A job may carry a limit key, given at
+-- push or taken from its payload at push time by the path its runner
+-- declared in limit_paths; the claim skips keys at their cap. Token
+-- buckets of rate limits are rows refilled by time: a missing row is a
+-- full bucket. Limited claims serialize on an advisory lock.
+ALTER TABLE {{schema}}.jobs ADD COLUMN limit_key text
+    CHECK (limit_key IS NULL OR octet_length(limit_key) BETWEEN 1 AND 256);
+CREATE TABLE {{schema}}.limit_buckets (
+    scope      text        NOT NULL,         -- job name, or queue:NAME
+    key        text        NOT NULL DEFAULT '', -- '': the scope's own
+    tokens     float8      NOT NULL,
+    updated_at float8      NOT NULL,         -- epoch seconds
+    PRIMARY KEY (scope, key)
+);
+-- job name -> payload path ("account_id", "a.b") its key is taken from
+CREATE TABLE {{schema}}.limit_paths (
+    name text PRIMARY KEY,
+    path text NOT NULL
+);
+-- The key a job of name with payload gets: its given key, else the
+-- payload's value at the runner-declared path (a string or number of 1 to
+-- 256 bytes), else NULL (unkeyed).
+CREATE FUNCTION {{schema}}.limit_key_of(name text, payload jsonb, key text)
+RETURNS text LANGUAGE sql STABLE AS $$
+    SELECT coalesce(limit_key_of.key, (SELECT v FROM (
+        SELECT payload #>> string_to_array(lp.path, '.') AS v,
+               jsonb_typeof(payload #> string_to_array(lp.path, '.')) AS t
+        FROM {{schema}}.limit_paths lp WHERE lp.name = limit_key_of.name) x
+        WHERE t IN ('string', 'number') AND octet_length(v) BETWEEN 1 AND 256))
+$$;
+-- push gains the key option: SELECT jobrunner.push('email.send',
+-- '{"account_id": 7}', key => 'acct-7');
+DROP FUNCTION {{schema}}.push(text, jsonb, timestamptz, int, text, int);
+CREATE FUNCTION {{schema}}.push(name text, payload jsonb DEFAULT '{}',
+                                run_at timestamptz DEFAULT now(),
+                                priority int DEFAULT 0,
+                                queue text DEFAULT 'default',
+                                max_retries int DEFAULT NULL,
+                                key text DEFAULT NULL)
+RETURNS bigint LANGUAGE plpgsql AS $$
+DECLARE
+    new_id bigint;
+BEGIN
+    IF push.run_at IS NOT NULL AND (NOT isfinite(push.run_at)
+       OR push.run_at >= timestamptz '10000-01-01 00:00:00+00') THEN
+        RAISE EXCEPTION 'jobrunner.push: run_at % is not a finite time before the year 10000',
+            push.run_at USING ERRCODE = 'datetime_field_overflow';
+    END IF;
+    INSERT INTO {{schema}}.jobs (name, payload, run_at, priority, queue,
+                                 max_retries, limit_key)
+    VALUES (push.name, coalesce(push.payload, '{}'),
+            coalesce(push.run_at, now()), coalesce(push.priority, 0),
+            coalesce(push.queue, 'default'), push.max_retries,
+            {{schema}}.limit_key_of(push.name, coalesce(push.payload, '{}'),
+                                    push.key))
+    RETURNING id INTO new_id;
+    RETURN new_id;
+END
+$$;

@@ -158,6 +158,7 @@ make_push(jr_client *c, const char *name, const char *payload,
     p->max_retries = o->max_retries;
     p->run_at = o->run_at;
     p->run_in = o->run_in;
+    p->key = o->key;
     return jr_push_check(p, c->max_payload, &c->err);
 }
 

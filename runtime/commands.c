@@ -269,6 +269,14 @@ set_queue(jr_push *p, const char *val, jr_err *err)
     return 0;
 }
 
+static int
+set_key(jr_push *p, const char *val, jr_err *err)
+{
+    (void)err;
+    p->key = val;               /* checked with the push (jr_push_check) */
+    return 0;
+}
+
 static const struct push_option {
     const char  *name;
     int          takes;         /* takes a value: the next argument */
@@ -279,6 +287,7 @@ static const struct push_option {
     {"--priority",    1, set_priority},
     {"--queue",       1, set_queue},
     {"--max-retries", 1, set_max_retries},
+    {"--key",         1, set_key},
     {NULL, 0, NULL}
 };
 
@@ -358,6 +367,7 @@ jr_cmd_push(jr_cli *cli)
     opts.priority = p.priority;
     opts.queue = p.queue;
     opts.max_retries = p.max_retries;
+    opts.key = p.key;
     if (jr_client_push(client, p.name, p.payload, &opts, &id) != JR_CLIENT_OK)
         rc = jr_cmd_client_fail(client);
     else

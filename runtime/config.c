@@ -539,6 +539,18 @@ k_retention(cfg_ctx *x, lua_State *L, const char *key)
     return walk(x, L, rows, "retention.");
 }
 
+static int
+k_limits(cfg_ctx *x, lua_State *L, const char *key)
+{
+    char sub[200], what[300];
+
+    (void)key;
+    if (jr_limits_read(L, &x->c->limits, sub, sizeof sub, what,
+                       sizeof what) < 0)
+        return key_fail(x, sub, "%s", what);
+    return 0;
+}
+
 static const key_row top_rows[] = {
     {"backend", k_backend},
     {"scripts", k_scripts},
@@ -567,6 +579,7 @@ static const key_row top_rows[] = {
     {"queues", k_queues},
     {"serve_queues", k_serve_queues},
     {"retention", k_retention},
+    {"limits", k_limits},
     {NULL, NULL}
 };
 
@@ -667,5 +680,6 @@ jr_config_free(jr_config *c)
     free(c->pid_file);
     free(c->handler_output);
     jr_queues_free(&c->queues);
+    jr_limits_free(&c->limits);
     memset(c, 0, sizeof *c);
 }

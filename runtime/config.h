@@ -8,6 +8,7 @@
 #include <stddef.h>
 
 #include "err.h"
+#include "limitcfg.h"
 #include "queues.h"
 #include "retry.h"
 
@@ -62,6 +63,7 @@ typedef struct jr_config {
     double     wait_for_db;     /* seconds to retry at start; <0: forever */
     char      *handler_output;  /* "log", "inherit" or a file; NULL: "log" */
     jr_queues  queues;          /* `queues`, `serve_queues` (or --queues) */
+    jr_limits  limits;          /* `limits`: per name or queue, per key */
     lua_State *L;               /* the config's state; holds the table */
     int        ref;             /* registry ref of the returned table */
     int        owns_L;          /* L is closed by jr_config_free */

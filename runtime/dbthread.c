@@ -53,7 +53,8 @@ open_migrate(jr_db *db, const jr_config *cfg, jr_err *err)
     o.keep_completed = cfg->keep_completed;
     o.keep_cancelled = cfg->keep_cancelled;
     if (jr_db_open(db, cfg->backend, &o, err) == 0 &&
-        db->ops->migrate(db->b, err) == 0)
+        db->ops->migrate(db->b, err) == 0 &&
+        db->ops->limit_paths(db->b, cfg->limits.l, cfg->limits.n, err) == 0)
         return 0;
     jr_db_close(db);
     return -1;
@@ -323,6 +324,10 @@ run_cycle(jr_dbthread *t, jr_cycle *c)
     spec.nqueues = wants ? c->nqueues : 0;
     spec.others = c->others < want ? c->others : want;
     spec.max = want;
+    spec.limits = c->limits;
+    spec.nlimits = c->nlimits;
+    spec.limit_next = &c->limit_next;
+    c->limit_next = 0;
     nres = c->nresults;
     if (nres > 0 && want > 0 && ops->complete_claim != NULL &&
         (c->nclaimed = ops->complete_claim(b, t->token, c->results, nres,

@@ -245,6 +245,7 @@ jr_frame_put_result(jr_buf *b, const jr_result *res)
         jr_put_i32(b, p->max_retries);
         jr_put_f64(b, p->run_at);
         jr_put_f64(b, p->run_in);
+        jr_put_str(b, p->key);
     }
     if (res->kind == JR_PROGRESS) {
         jr_put_f64(b, res->done);
@@ -254,8 +255,8 @@ jr_frame_put_result(jr_buf *b, const jr_result *res)
     jr_frame_end(b, start);
 }
 
-/* Smallest encoding of one push: three string lengths, two i32, two f64. */
-#define PUSH_MIN_BYTES (3 * 4 + 2 * 4 + 2 * 8)
+/* Smallest encoding of one push: four string lengths, two i32, two f64. */
+#define PUSH_MIN_BYTES (4 * 4 + 2 * 4 + 2 * 8)
 
 int
 jr_frame_get_result(jr_reader *r, jr_result *res, void **mem, jr_err *err)
@@ -289,6 +290,7 @@ jr_frame_get_result(jr_reader *r, jr_result *res, void **mem, jr_err *err)
         pushes[i].max_retries = jr_get_i32(r);
         pushes[i].run_at = jr_get_f64(r);
         pushes[i].run_in = jr_get_f64(r);
+        pushes[i].key = arena_str(r, &arena);
         if (pushes[i].name == NULL)
             r->bad = 1;
     }

@@ -37,7 +37,10 @@ typedef struct jr_push {
     int         max_retries;    /* -1: take the handler's or the default */
     double      run_at;         /* epoch seconds; 0: use run_in */
     double      run_in;         /* seconds from the database's now */
+    const char *key;            /* limit key (limitcfg.h); NULL: none */
 } jr_push;
+
+#define JR_KEY_MAX 256          /* bytes of a limit key */
 
 enum {
     JR_DONE = 1,                /* success: delete, insert pushes */

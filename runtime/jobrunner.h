@@ -73,10 +73,13 @@ typedef struct jr_client_opts {
     int         max_retries;    /* retries after the first failure;
                                    JR_CLIENT_UNSET: the handler's, else the
                                    runner's default */
+    const char *key;            /* limit key, 1 to 256 bytes (README
+                                   "Limits"); NULL: none, or the payload
+                                   path the runner declared */
 } jr_client_opts;
 
 #define JR_CLIENT_UNSET (-1)
-#define JR_CLIENT_OPTS_INIT { 0, 0, 0, NULL, JR_CLIENT_UNSET }
+#define JR_CLIENT_OPTS_INIT { 0, 0, 0, NULL, JR_CLIENT_UNSET, NULL }
 
 /* One job of a jr_client_push_many batch. Strings are borrowed. */
 typedef struct jr_client_job {

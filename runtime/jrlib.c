@@ -80,6 +80,7 @@ keep_push(lua_State *L, jr_jobctx *ctx, const jr_push *p, const char *name,
 {
     size_t nlen = strlen(name) + 1, plen = strlen(payload) + 1;
     size_t qlen = p->queue ? strlen(p->queue) + 1 : 0;
+    size_t klen = p->key ? strlen(p->key) + 1 : 0;
     jr_push *slot;
     char *mem;
 
@@ -95,17 +96,20 @@ keep_push(lua_State *L, jr_jobctx *ctx, const jr_push *p, const char *name,
         ctx->mem = m;
         ctx->cap = cap;
     }
-    if ((mem = malloc(nlen + plen + qlen)) == NULL)
+    if ((mem = malloc(nlen + plen + qlen + klen)) == NULL)
         luaL_error(L, "jobrunner.push: out of memory");
     memcpy(mem, name, nlen);
     memcpy(mem + nlen, payload, plen);
     if (p->queue)
         memcpy(mem + nlen + plen, p->queue, qlen);
+    if (p->key)
+        memcpy(mem + nlen + plen + qlen, p->key, klen);
     slot = &ctx->pushes[ctx->npushes];
     *slot = *p;
     slot->name = mem;
     slot->payload = mem + nlen;
     slot->queue = p->queue ? mem + nlen + plen : NULL;
+    slot->key = p->key ? mem + nlen + plen + qlen : NULL;
     ctx->mem[ctx->npushes++] = mem;
 }
 

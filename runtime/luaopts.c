@@ -50,6 +50,25 @@ read_queue(lua_State *L, const char *fn, jr_push *p, jr_err *err)
     return jr_name_check_len(p->queue, len, "queue name", err);
 }
 
+/* The limit key on top, a string kept in the table (the caller anchors
+ * it), 1 to JR_KEY_MAX bytes with no NUL.  [-0, +0, v] */
+static int
+read_key(lua_State *L, const char *fn, jr_push *p, jr_err *err)
+{
+    size_t len;
+
+    if (lua_type(L, -1) != LUA_TSTRING)
+        luaL_error(L, "%s: option 'key' must be a string, got %s", fn,
+                   luaL_typename(L, -1));
+    p->key = lua_tolstring(L, -1, &len);
+    if (len == 0 || len > JR_KEY_MAX || strlen(p->key) != len)
+        return jr_fail(err, JR_EINPUT, "%s: option 'key': %zu bytes%s "
+                       "(1 to %d, no NUL)", fn, len,
+                       strlen(p->key) != len ? " with a NUL" : "",
+                       JR_KEY_MAX);
+    return 0;
+}
+
 /* Reads the value on top into p under key k, or raises.  [-0, +0, v] */
 static int
 read_one(lua_State *L, const char *fn, const char *k, jr_push *p,
@@ -65,9 +84,11 @@ read_one(lua_State *L, const char *fn, const char *k, jr_push *p,
         p->max_retries = (int)jr_luaopts_int(L, fn, k, 0, INT_MAX);
     else if (strcmp(k, "queue") == 0)
         return read_queue(L, fn, p, err);
+    else if (strcmp(k, "key") == 0)
+        return read_key(L, fn, p, err);
     else
         luaL_error(L, "%s: unknown option '%s' (valid: run_in, run_at, "
-                   "priority, queue, max_retries)", fn, k);
+                   "priority, queue, max_retries, key)", fn, k);
     return 0;
 }
 
@@ -82,6 +103,7 @@ jr_luaopts_push(lua_State *L, int idx, const char *fn, jr_push *p,
     p->priority = 0;
     p->queue = NULL;
     p->max_retries = -1;
+    p->key = NULL;
     jr_err_clear(err);
     if (!lua_isnoneornil(L, idx)) {
         luaL_checktype(L, idx, LUA_TTABLE);

@@ -278,7 +278,7 @@ start(master *m, jr_err *err)
     make_token(m);
     if (make_loop(m, err) < 0 || start_db(m, err) < 0)
         return -1;
-    if (jr_qstate_init(m) < 0)
+    if (jr_qstate_init(m) < 0 || jr_limitsrun_init(m) < 0)
         return jr_fail(err, JR_ENOMEM, "out of memory");
     m->hooks = jr_hooks_new(m->cfg->L, m->cfg->ref);
     if (jr_hooks_has(m->hooks, JR_HOOK_TICK))
@@ -436,6 +436,7 @@ cleanup(master *m)
     free(m->inflight);
     free(m->snoozes);
     jr_qstate_free(m);
+    jr_limitsrun_free(m);
     free(m->cancels);
     jr_gen_unref(m->cycle_gen);
     jr_gen_unref(m->gen);

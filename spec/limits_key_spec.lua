@@ -1,0 +1,308 @@
+-- limits_key_spec.lua - limits per key (README "Limits"): the push option
+-- `key` from every producer and the payload path a config declares,
+-- per-key and global concurrency caps and rates enforced by the claim on
+-- both backends and across runners, a killed runner's capacity coming
+-- back with its lease, bad limit settings named with file:line, and
+-- `jobrunner limits`. (spec/limits_spec.lua is about resource limits.)
+local jr = require "jr"
+local cjson = require "cjson"
+
+-- A handler that records "key start end" (epoch seconds) to file after
+-- sleeping secs; the key is the payload's k.
+local function sleeper(file, secs)
+  return jr.RECORD .. ([[
+    local jobrunner = require "jobrunner"
+    return function(job)
+      local t0 = jobrunner.now()
+      os.execute("sleep %s")
+      record(%q, tostring(job.payload.k) .. " " .. t0 .. " " .. jobrunner.now())
+    end
+  ]]):format(secs, file)
+end
+
+-- The most records of lines (whose key matches key, if given) that ran
+-- at once.
+local function max_overlap(lines, key)
+  local ev = {}
+  for _, l in ipairs(lines) do
+    local k, s, e = l:match("^(%S+) (%S+) (%S+)$")
+    if not key or k == key then
+      ev[#ev + 1] = { tonumber(s), 1 }
+      ev[#ev + 1] = { tonumber(e), -1 }
+    end
+  end
+  table.sort(ev, function(a, b)
+    if a[1] ~= b[1] then return a[1] < b[1] end
+    return a[2] < b[2]
+  end)
+  local cur, top = 0, 0
+  for _, x in ipairs(ev) do
+    cur = cur + x[2]
+    if cur > top then top = cur end
+  end
+  return top
+end
+
+local function client(env)
+  local lib = require "jobrunner.client"
+  return assert(lib.open(env.config_file))
+end
+
+local function line_of(env, text)
+  for i, l in ipairs(jr.lines(env.config_file)) do
+    if l:find(text, 1, true) then return i end
+  end
+end
+
+local function keys_of(env)
+  local t = {}
+  for _, r in ipairs(env:query("SELECT id, limit_key FROM jobs ORDER BY id")) do
+    t[#t + 1] = r.limit_key == nil and "(none)" or
+                r.limit_key == cjson.null and "(none)" or r.limit_key
+  end
+  return t
+end
+
+for _, backend in ipairs(jr.backends()) do
+  describe(backend .. ": the limit key of a push", function()
+    local env = jr.test_env(backend)
+
+    it("is stored from the CLI, the Lua module, a handler's push and SQL", function()
+      env:config([[limits = { ["lk.b"] = { concurrency = 5 } }]])
+      env:script("lk.a", [[
+        local jobrunner = require "jobrunner"
+        return function(job)
+          jobrunner.push("lk.b", {}, { key = "from-handler" })
+        end
+      ]])
+      env:script("lk.b", "return function() end")
+      env:push("lk.b", "{}", "--key", "from-cli")
+      local q = client(env)
+      assert(q:push("lk.b", {}, { key = "from-lua" }))
+      q:close()
+      if backend == "postgres" then
+        env:exec("SELECT push('lk.b', '{}', key => 'from-sql')")
+      else
+        env:exec("INSERT INTO jobs (name, limit_key) VALUES ('lk.b', 'from-sql')")
+      end
+      assert.same({ "from-cli", "from-lua", "from-sql" }, keys_of(env))
+      env:push("lk.a", "{}")
+      env:start()
+      jr.wait_for(function() return env:count() == 0 end, 20, "drained")
+    end)
+
+    it("comes from the payload path the config declares, or the job runs unkeyed", function()
+      env:config([[limits = { ["lk.p"] = { key = "payload.account.id",
+        per_key = { concurrency = 1 } } }]])
+      env:script("lk.p", "return function() end")
+      env:start()
+      env:stop()
+      env:push("lk.p", '{"account": {"id": 42}}')
+      env:push("lk.p", '{"account": {"id": "acme"}}')
+      env:push("lk.p", '{"other": 1}')
+      env:push("lk.p", '{"account": {"id": 7}}', "--key", "given")
+      local q = client(env)
+      assert(q:push("lk.p", { account = { id = "lua" } }))
+      q:close()
+      if backend == "postgres" then
+        env:exec([[SELECT push('lk.p', '{"account": {"id": "sql"}}')]])
+      end
+      local want = { "42", "acme", "(none)", "given", "lua" }
+      if backend == "postgres" then want[#want + 1] = "sql" end
+      assert.same(want, keys_of(env))
+    end)
+
+    it("refuses an empty key and one over 256 bytes, naming the job", function()
+      local _, err, code = env:cli("push", "lk.b", "{}", "--key", ("x"):rep(257))
+      assert.are_not.equal(0, code)
+      assert.matches("job 'lk.b': limit key of 257 bytes %(key: 1 to 256 bytes%)", err)
+      _, err, code = env:cli("push", "lk.b", "{}", "--key", "")
+      assert.are_not.equal(0, code)
+      assert.matches("limit key of 0 bytes", err)
+      local q = client(env)
+      local ok, msg = q:push("lk.b", {}, { key = ("y"):rep(300) })
+      assert.is_nil(ok)
+      assert.matches("key", msg)
+      assert.has_error(function() q:push("lk.b", {}, { key = 7 }) end,
+        "push: option 'key' must be a string, got number")
+      q:close()
+    end)
+  end)
+
+  describe(backend .. ": concurrency limits", function()
+    local env = jr.test_env(backend)
+
+    it("never runs more than 2 jobs of one key at once: 20 jobs over 3 keys", function()
+      env:config([[concurrency = 6,
+        limits = { ["lc.k"] = { per_key = { concurrency = 2 } } }]])
+      env:script("lc.k", sleeper("runs", "0.2"))
+      local q = client(env)
+      local jobs = {}
+      for i = 1, 20 do
+        local k = ({ "a", "b", "c" })[i % 3 + 1]
+        jobs[i] = { "lc.k", { k = k }, { key = k } }
+      end
+      assert(q:push_many(jobs))
+      q:close()
+      env:start()
+      jr.wait_for(function() return env:count() == 0 end, 30, "drained")
+      local lines = jr.lines(env.dir .. "/runs")
+      assert.equal(20, #lines)
+      for _, k in ipairs({ "a", "b", "c" }) do
+        assert.is_true(max_overlap(lines, k) <= 2, "key " .. k .. " ran more than 2 at once")
+      end
+      -- the cap is per key: the keys ran side by side
+      assert.is_true(max_overlap(lines) > 2, "keys did not run side by side")
+    end)
+
+    it("caps a name and a queue across keys; other names run on", function()
+      env:config([[concurrency = 6,
+        limits = { ["lc.n"] = { concurrency = 2 }, ["queue:media"] = { concurrency = 1 } }]])
+      env:script("lc.n", sleeper("n", "0.2"))
+      env:script("lc.m", sleeper("m", "0.2"))
+      local q = client(env)
+      local jobs = {}
+      for i = 1, 8 do jobs[#jobs + 1] = { "lc.n", { k = "n" }, { key = "k" .. i } } end
+      for i = 1, 4 do jobs[#jobs + 1] = { "lc.m", { k = "m" }, { queue = "media" } } end
+      assert(q:push_many(jobs))
+      q:close()
+      env:start()
+      jr.wait_for(function() return env:count() == 0 end, 30, "drained")
+      assert.equal(8, #jr.lines(env.dir .. "/n"))
+      assert.equal(4, #jr.lines(env.dir .. "/m"))
+      assert.is_true(max_overlap(jr.lines(env.dir .. "/n")) <= 2)
+      assert.equal(1, max_overlap(jr.lines(env.dir .. "/m")))
+      -- held back is not failed: no attempt counted beyond the one run
+      assert.equal(0, env:count("dead"))
+    end)
+
+    it("gives a killed runner's capacity back when its lease expires", function()
+      env:config([[concurrency = 2, lease = 1,
+        limits = { ["lc.crash"] = { per_key = { concurrency = 1 } } }]])
+      env:script("lc.crash", jr.RECORD .. [[
+        return function(job)
+          record("started", job.id .. " " .. job.attempt)
+          if job.attempt == 1 and job.payload.first then
+            os.execute("echo $$ > sleeper.pid; exec sleep 30")
+          end
+        end
+      ]])
+      local first = env:push("lc.crash", '{"first": true}', "--key", "acct")
+      local p = env:start()
+      jr.wait_for(function() return #jr.lines(env.dir .. "/started") == 1 end, 10, "first job")
+      env:signal("KILL", p)
+      jr.wait_for(function() return not env:alive(p) end, 10, "runner dead")
+      -- the dead runner's worker sleeps on: stop its sleep
+      local pid = jr.wait_for(function()
+        return tonumber(jr.read_file(env.dir .. "/sleeper.pid") or "")
+      end, 5, "sleeper pid")
+      os.execute("kill -KILL " .. math.tointeger(pid) .. " 2>/dev/null")
+      local second = env:push("lc.crash", "{}", "--key", "acct")
+      env:start()
+      jr.wait_for(function() return env:count() == 0 end, 20, "both ran")
+      local started = jr.lines(env.dir .. "/started")
+      assert.equal(3, #started)
+      assert.matches("^" .. first .. " 2$", started[2] .. "") -- rescued
+      assert.is_truthy(second)
+    end)
+  end)
+
+  describe(backend .. ": rate limits", function()
+    local env = jr.test_env(backend)
+
+    it("runs 50 jobs at 10/1s in the time the rate implies (burst 10, then 10 a second)", function()
+      env:config([[concurrency = 4,
+        limits = { ["lr.r"] = { rate = "10/1s" } }]])
+      env:script("lr.r", jr.RECORD .. [[
+        local jobrunner = require "jobrunner"
+        return function(job) record("ran", tostring(jobrunner.now())) end
+      ]])
+      local q = client(env)
+      local jobs = {}
+      for i = 1, 50 do jobs[i] = { "lr.r", {} } end
+      assert(q:push_many(jobs))
+      q:close()
+      local t0 = jr.now()
+      env:start()
+      jr.wait_for(function() return #jr.lines(env.dir .. "/ran") == 50 end, 20, "50 ran")
+      local ts = {}
+      for _, l in ipairs(jr.lines(env.dir .. "/ran")) do ts[#ts + 1] = tonumber(l) end
+      table.sort(ts)
+      local span = ts[50] - ts[1]
+      -- 10 at once, then 40 more at 10 a second: 4 s
+      assert.is_true(span >= 3.5, ("50 jobs took %.2fs, under the rate"):format(span))
+      assert.is_true(span < 8, ("50 jobs took %.2fs, far over 4s"):format(span))
+      -- in any second, at most burst + rate jobs started
+      for i = 1, 50 do
+        local n = 0
+        for k = i, 50 do if ts[k] < ts[i] + 1 then n = n + 1 end end
+        assert.is_true(n <= 20, "more than 20 jobs in one second")
+      end
+      assert.is_true(jr.now() - t0 < 20)
+    end)
+  end)
+
+  describe(backend .. ": bad limit settings", function()
+    local env = jr.test_env(backend)
+
+    local cases = {
+      { [[limits = { ["a.b"] = { rate = "100/xyz" } }]],
+        [['limits.a.b.rate' has an invalid period after the '/' in "100/xyz"]] },
+      { [[limits = { ["a.b"] = { rate = "0/1m" } }]],
+        [['limits.a.b.rate' must have a count above 0]] },
+      { [[limits = { ["a.b"] = { per_key = { rate = "-1/1s" } } }]],
+        [['limits.a.b.per_key.rate' must have a count above 0]] },
+      { [[limits = { ["a.b"] = { concurrency = -2 } }]],
+        [['limits.a.b.concurrency' must be a whole number from 0 to 100000]] },
+      { [[limits = { ["a.b"] = { key = "account_id" } }]],
+        [['limits.a.b.key' must be a payload path such as "payload.account_id"]] },
+      { [[limits = { ["a.b"] = { most = 1 } }]],
+        [['limits.a.b.most' is not a limit setting]] },
+      { [[limits = { ["bad/name"] = { concurrency = 1 } }]],
+        [['limits' has a key that names no job or queue: invalid job name 'bad/name']] },
+    }
+    for _, c in ipairs(cases) do
+      it("says where: " .. c[1], function()
+        env:config(c[1])
+        local _, err, code = env:cli("check")
+        assert.are.equal(3, code)
+        local line = line_of(env, c[1])
+        assert.matches("jobrunner.lua:" .. line .. ": ", err, 1, true)
+        assert.matches(c[2], err, 1, true)
+      end)
+    end
+
+    it("warns at start of a limit for a name no handler has", function()
+      env:config([[limits = { ["nobody.here"] = { concurrency = 1 } }]])
+      env:script("lb.ok", "return function() end")
+      local p = env:start()
+      jr.wait_for(function()
+        return (jr.read_file(p.err) or ""):find("limit 'nobody.here': no handler of that name", 1, true)
+      end, 10, "warning")
+      assert.is_true(env:alive(p))
+    end)
+  end)
+end
+
+if jr.backends()[2] == "postgres" or jr.backends()[1] == "postgres" then
+  describe("postgres: two runners", function()
+    local env = jr.test_env("postgres")
+
+    it("share one cap: never more than 2 jobs of the name at once across both", function()
+      env:config([[concurrency = 3, poll_interval = 0.2,
+        limits = { ["l2.n"] = { concurrency = 2 } }]])
+      env:script("l2.n", sleeper("runs", "0.2"))
+      local q = client(env)
+      local jobs = {}
+      for i = 1, 12 do jobs[i] = { "l2.n", { k = "x" } } end
+      assert(q:push_many(jobs))
+      q:close()
+      env:start()
+      env:start()
+      jr.wait_for(function() return env:count() == 0 end, 30, "drained")
+      local lines = jr.lines(env.dir .. "/runs")
+      assert.equal(12, #lines)
+      assert.is_true(max_overlap(lines) <= 2, "more than 2 at once across runners")
+    end)
+  end)
+end
