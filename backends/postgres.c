@@ -735,7 +735,8 @@ typedef struct block {
 } block;
 
 /* Splits jr_postgres_sql at its "-- migration N" lines. Returns how many
- * blocks, or -1 if they are not numbered 1, 2, ... (a bug). */
+ * blocks, or -1 if their numbers do not increase (a bug); gaps are fine
+ * (branches number their migrations apart). */
 static int
 split_migrations(block *out, int max, jr_err *err)
 {
@@ -747,11 +748,13 @@ split_migrations(block *out, int max, jr_err *err)
         const char *eol = strchr(p, '\n');
         const char *next = eol ? eol + 1 : p + strlen(p);
         if (strncmp(p, mark, strlen(mark)) == 0) {
-            if (n == max || atoi(p + strlen(mark)) != n + 1)
+            int v = atoi(p + strlen(mark));
+            if (n == max || v <= (n > 0 ? out[n - 1].version : 0))
                 return jr_fail(err, JR_EDB, "postgres.sql: migration "
-                               "'%.20s' is out of sequence (expected %d)",
-                               p + strlen(mark), n + 1);
-            out[n].version = n + 1;
+                               "'%.20s' is out of sequence (above %d)",
+                               p + strlen(mark),
+                               n > 0 ? out[n - 1].version : 0);
+            out[n].version = v;
             out[n].sql = next;
             n++;
         } else if (n > 0) {
@@ -856,8 +859,8 @@ migrate_locked(jr_backend *b, const block *blk, int nblk, jr_err *err)
     free(sql);
     if (rc < 0 || (v = schema_version(b, err)) < 0)
         return -1;
-    for (i = v; i < nblk; i++)
-        if (apply(b, &blk[i], err) < 0)
+    for (i = 0; i < nblk; i++)
+        if (blk[i].version > v && apply(b, &blk[i], err) < 0)
             return -1;
     return 0;
 }
@@ -871,12 +874,12 @@ pg_migrate(jr_backend *b, jr_err *err)
     if ((nblk = split_migrations(blk, MAX_MIGRATIONS, err)) < 0 ||
         ready(b, err) < 0 || (v = schema_version(b, err)) < 0)
         return -1;
-    if (v > nblk)
+    if (nblk > 0 && v > blk[nblk - 1].version)
         return jr_fail(err, JR_EDB, "postgres: schema '%s' is at version %d "
                        "but this jobrunner knows only %d: upgrade jobrunner",
-                       b->schema, v, nblk);
-    if (v == nblk)              /* up to date: no lock, no CREATE needed */
-        return 0;
+                       b->schema, v, blk[nblk - 1].version);
+    if (nblk > 0 && v == blk[nblk - 1].version)
+        return 0;               /* up to date: no lock, no CREATE needed */
     if (v == 0 && b->must_exist)
         return jr_fail(err, JR_ENOTFOUND, "postgres: the database does not "
                        "exist (schema '%s' has no jobrunner tables; 'jobrunner "
