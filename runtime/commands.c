@@ -425,6 +425,7 @@ jr_cmd_migrate(jr_cli *cli)
 {
     jr_config c;
     jr_db db;
+    jr_err err;
     char url[512];
     int rc;
 
@@ -433,6 +434,9 @@ jr_cmd_migrate(jr_cli *cli)
                            cli->argv[0]);
     if ((rc = setup(cli, &c, &db)) != 0)
         return rc;
+    /* the limits' key paths, for producers (as a runner's start does) */
+    if (db.ops->limit_paths(db.b, c.limits.l, c.limits.n, &err) < 0)
+        return finish(&c, &db, jr_cmd_die(JR_EXIT_FAIL, err.msg));
     jr_url_mask(c.backend, url, sizeof url);
     printf("schema of %s is up to date\n", url);
     return finish(&c, &db, JR_EXIT_OK);

@@ -274,6 +274,12 @@ jr_limit_read(lua_State *L, const char *scope, jr_limit *l, char *key,
     return 0;
 }
 
+static int
+by_scope(const void *a, const void *b)
+{
+    return strcmp(((const jr_limit *)a)->scope, ((const jr_limit *)b)->scope);
+}
+
 int
 jr_limits_read(lua_State *L, jr_limits *ls, char *key, size_t keysz,
                char *what, size_t whatsz)
@@ -310,6 +316,7 @@ jr_limits_read(lua_State *L, jr_limits *ls, char *key, size_t keysz,
         jr_limits_free(&fresh);
         return -1;
     }
+    qsort(fresh.l, (size_t)fresh.n, sizeof *fresh.l, by_scope);
     jr_limits_free(ls);
     *ls = fresh;
     return 0;

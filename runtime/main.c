@@ -19,7 +19,7 @@ static const struct command {
     {"run", jr_cmd_run, "run [--queues Q1,Q2...]  run the runner until SIGTERM/SIGINT; --queues:\n"
      "                           serve only these queues (default: serve_queues, else all)"},
     {"push", jr_cmd_push, "push NAME [JSON] [--in DURATION | --at TIME] [--priority N]\n"
-     "       [--queue Q] [--max-retries N]\n"
+     "       [--queue Q] [--max-retries N] [--key K]\n"
      "                           queue a job; prints its id"},
     {"stats", jr_cmd_stats, "stats [--json]           counts per state and job name"},
     {"dead", jr_cmd_dead, "dead [list] [--json] [--limit N]\n"
@@ -38,6 +38,8 @@ static const struct command {
      "                           jobs newest first, without payload (limit 100;\n"
      "                           0: all); S: queued ready scheduled running\n"
      "                           completed cancelled dead"},
+    {"limits", jr_cmd_limits, "limits [--json]          each limit of the config: its caps and rates, jobs\n"
+     "                           running and waiting, tokens, keys most waiting"},
     {"check", jr_cmd_check, "check                    load config and every handler, report errors"},
     {"migrate", jr_cmd_migrate, "migrate                  create or upgrade the database schema"},
     {"reload", jr_cmd_reload, "reload                   make the running runner reload its handlers (SIGHUP)"},

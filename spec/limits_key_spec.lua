@@ -284,6 +284,45 @@ for _, backend in ipairs(jr.backends()) do
   end)
 end
 
+for _, backend in ipairs(jr.backends()) do
+  describe(backend .. ": jobrunner limits", function()
+    local env = jr.test_env(backend)
+
+    it("shows each limit with its use: running, waiting, tokens, top keys", function()
+      env:config([[limits = { ["li.a"] = { concurrency = 4, rate = "100/1m",
+        per_key = { concurrency = 2 } }, ["queue:media"] = { concurrency = 3 } }]])
+      for _, k in ipairs({ "x", "x", "x", "y", "y", "z" }) do
+        env:push("li.a", "{}", "--key", k)
+      end
+      env:push("li.b", "{}", "--queue", "media")
+      env:exec("UPDATE jobs SET state = 'running' WHERE id = 6")
+      local out, err, code = env:cli("limits", "--json")
+      assert.are.equal(0, code, err)
+      local got = cjson.decode(out)
+      assert.are.equal(2, #got)
+      local a, m = got[1], got[2]
+      assert.are.equal("li.a", a.name)
+      assert.are.equal(4, a.limit.concurrency)
+      assert.are.equal("100/1m", a.limit.rate)
+      assert.are.equal(100, a.limit.burst)
+      assert.are.equal(2, a.per_key.concurrency)
+      assert.are.equal(1, a.running)
+      assert.are.equal(5, a.waiting)
+      assert.are.equal(100, a.tokens)
+      assert.are.same({ key = "x", waiting = 3, running = 0 }, a.top_keys[1])
+      assert.are.same({ key = "y", waiting = 2, running = 0 }, a.top_keys[2])
+      assert.are.same({ key = "z", waiting = 0, running = 1 }, a.top_keys[3])
+      assert.are.equal("queue:media", m.name)
+      assert.are.equal(1, m.waiting)
+      assert.are.equal(cjson.null, m.tokens)
+      out, err, code = env:cli("limits")
+      assert.are.equal(0, code, err)
+      assert.matches("li.a%s+4, 100/1m%s+2%s+1%s+5%s+100.0", out)
+      assert.matches("key x%s+0 running%s+3 waiting", out)
+    end)
+  end)
+end
+
 if jr.backends()[2] == "postgres" or jr.backends()[1] == "postgres" then
   describe("postgres: two runners", function()
     local env = jr.test_env("postgres")
