@@ -33,7 +33,7 @@ RUNTIME  = main commands inspect control client master claimq cancel pool spawn 
            luaopts hooks reload log err json util job retry queues \
            qstate queuecmd cfgbackoff
 # limits per key (README "Limits")
-RUNTIME += limitcfg limitsrun limitscmd
+RUNTIME += limitcfg limitsrun limitscmd limitslua
 BACKENDS = backend sqlite postgres limitpick
 OBJS     = $(RUNTIME:%=$(BUILD)/runtime/%.o) $(BACKENDS:%=$(BUILD)/backends/%.o) \
            $(BUILD)/sqlite_sql.o $(BUILD)/postgres_sql.o

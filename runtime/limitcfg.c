@@ -155,6 +155,11 @@ rate_value(lua_State *L, jr_limit_set *set, int burst_given, char *what,
 {
     double count;
 
+    if (lua_type(L, -1) == LUA_TBOOLEAN && !lua_toboolean(L, -1)) {
+        set->rate = set->burst = 0;                  /* rate = false */
+        set->rate_text[0] = '\0';
+        return 0;
+    }
     if (lua_type(L, -1) != LUA_TSTRING) {
         snprintf(what, whatsz, "must be a rate string such as \"100/1m\", "
                  "got %s", luaL_typename(L, -1));

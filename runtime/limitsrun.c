@@ -142,12 +142,12 @@ held(master *m, const jr_limit *l)
 {
     long n = 0;
     size_t k;
-    int i, j;
+    wk *w;
+    int j;
 
-    for (i = 0; i < m->nworkers; i++)
-        for (j = 0; j < m->workers[i].njobs; j++)
-            n += applies(l, m->workers[i].jobs[j]->name,
-                         m->workers[i].jobs[j]->queue);
+    for (w = m->workers; w != NULL; w = w->next)
+        for (j = 0; j < w->njobs; j++)
+            n += applies(l, w->jobs[j]->name, w->jobs[j]->queue);
     for (k = 0; k < m->qlen; k++) {
         const jr_job *jb = m->queue[(m->qhead + k) % m->qcap];
         n += applies(l, jb->name, jb->queue);

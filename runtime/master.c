@@ -281,6 +281,7 @@ start(master *m, jr_err *err)
     if (jr_qstate_init(m) < 0 || jr_limitsrun_init(m) < 0)
         return jr_fail(err, JR_ENOMEM, "out of memory");
     m->hooks = jr_hooks_new(m->cfg->L, m->cfg->ref);
+    jr_limitslua_open(m);
     if (jr_hooks_has(m->hooks, JR_HOOK_TICK))
         add_flag(m, &m->hooktick, m->cfg->tick_interval, &m->count_due);
     m->tick_at = jr_mono();

@@ -252,6 +252,8 @@ void jr_limitsrun_cycle(master *m, const jr_cycle *c);
  * frees room: claim again. */
 void jr_limitsrun_done(master *m, const char *name, const char *queue,
                        int kind);
+/* limitslua.c: puts "jobrunner.limits" (get, set) in the config's state. */
+void jr_limitslua_open(master *m);
 /* Warns of each limit on a job name that none of names[0..n) is (the
  * handler may come with a reload: not an error). */
 void jr_limitsrun_warn(master *m, const char *const *names, int n);

@@ -323,6 +323,72 @@ for _, backend in ipairs(jr.backends()) do
   end)
 end
 
+for _, backend in ipairs(jr.backends()) do
+  describe(backend .. ": limits from Lua", function()
+    local env = jr.test_env(backend)
+
+    it("the AIMD example halves a failing name's rate and adds it back once it recovers", function()
+      env:config(([[concurrency = 4, tick_interval = 0.2,
+        defaults = { max_retries = 0 },
+        limits = { ["api.call"] = { rate = "20/1s" } },
+        hooks = { on_tick = dofile(%q) { name = "api.call", max = 20, min = 1,
+          step = 4, on_change = function(r)
+            local f = io.open(%q, "a"); f:write(r, "\n"); f:close()
+          end } }]]):format(jr.root .. "/examples/aimd/aimd.lua", env.dir .. "/rates"))
+      env:script("api.call", jr.read_file(jr.root .. "/examples/aimd/scripts/api/call.lua"))
+      jr.write_file(env.dir .. "/service.down", "")
+      local q = client(env)
+      local jobs = {}
+      for i = 1, 300 do jobs[i] = { "api.call", {} } end
+      assert(q:push_many(jobs))
+      q:close()
+      local function rates()
+        local t = {}
+        for _, l in ipairs(jr.lines(env.dir .. "/rates")) do t[#t + 1] = tonumber(l) end
+        return t
+      end
+      env:start()
+      jr.wait_for(function() local r = rates(); return r[#r] and r[#r] <= 5 end, 10, "rate halved twice")
+      os.remove(env.dir .. "/service.down")
+      jr.wait_for(function() local r = rates(); return r[#r] >= 17 end, 10, "rate back")
+      local r = rates()
+      assert.are.same({ 10, 5 }, { r[1], r[2] })
+      local low = math.huge
+      for _, v in ipairs(r) do low = math.min(low, v) end
+      assert.is_true(low <= 5)
+      assert.is_true(env:count("dead") > 0)
+      assert.is_true(env:alive())
+    end)
+
+    it("jobrunner.limits get and set from a hook; a bad setting is an error naming the key", function()
+      env:config(([[tick_interval = 0.1,
+        limits = { ["lu.a"] = { concurrency = 3, rate = "10/1s" } },
+        hooks = { on_tick = function()
+          local limits = require "jobrunner.limits"
+          local f = io.open(%q, "a")
+          local a = limits.get("lu.a")
+          f:write(a.concurrency, " ", a.rate, " ", a.burst, "\n")
+          local ok, err = limits.set("lu.a", { rate = "0/1m" })
+          f:write(tostring(ok), " ", tostring(err), "\n")
+          assert(limits.set("lu.a", { concurrency = 1, rate = false }))
+          assert(limits.set("lu.new", { per_key = { concurrency = 2 } }))
+          a = limits.get("lu.a")
+          f:write(a.concurrency, " ", tostring(a.rate), " ", limits.get()["lu.new"].per_key.concurrency, "\n")
+          f:close()
+          return nil
+        end }]]):format(env.dir .. "/seen"))
+      env:script("lu.a", "return function() end")
+      env:start()
+      jr.wait_for(function() return #jr.lines(env.dir .. "/seen") >= 3 end, 10, "hook ran")
+      local seen = jr.lines(env.dir .. "/seen")
+      assert.are.equal("3 10/1s 10", seen[1])
+      assert.are.equal("nil jobrunner.limits.set: 'limits.lu.a.rate' must have a count above 0 " ..
+        "(at most 1e9) before the '/', got \"0/1m\"", seen[2])
+      assert.are.equal("1 nil 2", seen[3])
+    end)
+  end)
+end
+
 if jr.backends()[2] == "postgres" or jr.backends()[1] == "postgres" then
   describe("postgres: two runners", function()
     local env = jr.test_env("postgres")
