@@ -92,6 +92,7 @@ typedef struct jr_job_row {
     double      progress_total; /* NAN until reported or if unknown */
     const char *progress_note;  /* may be NULL */
     int         cancel_requested;
+    const char *limit_key;      /* NULL: unkeyed */
 } jr_job_row;
 
 /* Which jobs list walks: NULL fields match any. */

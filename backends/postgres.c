@@ -65,7 +65,7 @@ enum {
     " extract(epoch FROM started_at)::float8," \
     " extract(epoch FROM finished_at)::float8, last_error, generation," \
     " locked_by, extract(epoch FROM locked_until)::float8, progress_done," \
-    " progress_total, progress_note, cancel_requested"
+    " progress_total, progress_note, cancel_requested, limit_key"
 
 static const struct stmt {
     const char *name;
@@ -2155,6 +2155,7 @@ row_fields(const PGresult *res, int r, jr_job_row *j)
     j->progress_total = col_number(res, r, 17, NAN);
     j->progress_note = col_text(res, r, 18);
     j->cancel_requested = strcmp(PQgetvalue(res, r, 19), "t") == 0;
+    j->limit_key = PQgetisnull(res, r, 20) ? NULL : PQgetvalue(res, r, 20);
 }
 
 static int
@@ -2175,7 +2176,7 @@ pg_show(jr_backend *b, int64_t id, jr_job_cb cb, void *arg, jr_err *err)
                        (long long)id);
     }
     row_fields(res, 0, &row);
-    row.payload = PQgetvalue(res, 0, 20);
+    row.payload = PQgetvalue(res, 0, 21);
     cb(&row, arg);
     PQclear(res);
     return 0;

@@ -45,7 +45,7 @@ enum {
     "id, name, queue, state, attempts, max_retries, priority, run_at," \
     " created_at, updated_at, started_at, finished_at, last_error," \
     " generation, locked_by, locked_until, progress_done, progress_total," \
-    " progress_note, cancel_requested"
+    " progress_note, cancel_requested, limit_key"
 
 /* A requeue (retry, snooze, release, rescue) of a job whose cancel was
  * requested ends it cancelled instead. */
@@ -1705,6 +1705,7 @@ row_fields(sqlite3_stmt *s, jr_job_row *r)
     r->progress_total = col_number(s, 17);
     r->progress_note = col_text(s, 18);
     r->cancel_requested = sqlite3_column_int(s, 19);
+    r->limit_key = col_text(s, 20);
 }
 
 static int
@@ -1720,7 +1721,7 @@ sqlite_show(jr_backend *b, int64_t id, jr_job_cb cb, void *arg, jr_err *err)
     rc = sqlite3_step(s);
     if (rc == SQLITE_ROW) {
         row_fields(s, &row);
-        row.payload = col_text(s, 20);
+        row.payload = col_text(s, 21);
         cb(&row, arg);
     }
     sqlite3_reset(s);

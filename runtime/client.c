@@ -449,6 +449,7 @@ job_row(const jr_job_row *row, void *arg)
     j.progress_total = row->progress_total;
     j.progress_note = row->progress_note;
     j.cancel_requested = row->cancel_requested;
+    j.limit_key = row->limit_key;
     return a->fn(&j, a->arg);
 }
 

@@ -188,6 +188,8 @@ job_json(const jr_client_job_info *j, const job_out *o)
     jr_json_str(stdout, j->locked_by);
     printf(",\"cancel_requested\":%s", j->cancel_requested ? "true" :
            "false");
+    printf(",\"key\":");
+    jr_json_str(stdout, j->limit_key);
     json_progress(j);
     printf("}%s", o->full ? "\n" : "");
 }
@@ -241,6 +243,8 @@ job_text_full(const jr_client_job_info *j)
            j->generation ? j->generation : "-", "locked_by",
            j->locked_by ? j->locked_by : "-", "progress",
            progress_str(j, prog, sizeof prog));
+    printf("%-13s %s\n", "key", j->limit_key ? j->limit_key :
+           "- (unkeyed: no key given, none at its name's payload path)");
     printf("%-13s %s\n", "payload", j->payload ? j->payload : "-");
     printf("%-13s %s\n", "last_error", j->last_error ? j->last_error : "-");
 }

@@ -218,6 +218,7 @@ typedef struct jr_client_job_info {
     double      progress_total; /* NAN until reported, or if unknown */
     const char *progress_note;  /* may be NULL */
     int         cancel_requested; /* running, and asked to stop */
+    const char *limit_key;      /* its limit key; NULL: unkeyed */
 } jr_client_job_info;
 
 /* Called once per job. Return 0 to go on, non-zero to stop. */

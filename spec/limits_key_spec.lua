@@ -94,9 +94,9 @@ for _, backend in ipairs(jr.backends()) do
     it("comes from the payload path the config declares, or the job runs unkeyed", function()
       env:config([[limits = { ["lk.p"] = { key = "payload.account.id",
         per_key = { concurrency = 1 } } }]])
-      env:script("lk.p", "return function() end")
-      env:start()
-      env:stop()
+      -- the runner records the path at start; so does migrate
+      local _, err, code = env:cli("migrate")
+      assert.are.equal(0, code, err)
       env:push("lk.p", '{"account": {"id": 42}}')
       env:push("lk.p", '{"account": {"id": "acme"}}')
       env:push("lk.p", '{"other": 1}')
@@ -110,6 +110,11 @@ for _, backend in ipairs(jr.backends()) do
       local want = { "42", "acme", "(none)", "given", "lua" }
       if backend == "postgres" then want[#want + 1] = "sql" end
       assert.same(want, keys_of(env))
+      -- show says which key a job has, and why it has none
+      local out = env:cli("show", "3")
+      assert.matches("key%s+%- %(unkeyed: no key given, none at its name's payload path%)", out)
+      out = env:cli("show", "1", "--json")
+      assert.are.equal("42", cjson.decode(out).key)
     end)
 
     it("refuses an empty key and one over 256 bytes, naming the job", function()
@@ -135,7 +140,7 @@ for _, backend in ipairs(jr.backends()) do
     it("never runs more than 2 jobs of one key at once: 20 jobs over 3 keys", function()
       env:config([[concurrency = 6,
         limits = { ["lc.k"] = { per_key = { concurrency = 2 } } }]])
-      env:script("lc.k", sleeper("runs", "0.2"))
+      env:script("lc.k", sleeper("runs", "0.1"))
       local q = client(env)
       local jobs = {}
       for i = 1, 20 do
@@ -158,8 +163,8 @@ for _, backend in ipairs(jr.backends()) do
     it("caps a name and a queue across keys; other names run on", function()
       env:config([[concurrency = 6,
         limits = { ["lc.n"] = { concurrency = 2 }, ["queue:media"] = { concurrency = 1 } }]])
-      env:script("lc.n", sleeper("n", "0.2"))
-      env:script("lc.m", sleeper("m", "0.2"))
+      env:script("lc.n", sleeper("n", "0.1"))
+      env:script("lc.m", sleeper("m", "0.1"))
       local q = client(env)
       local jobs = {}
       for i = 1, 8 do jobs[#jobs + 1] = { "lc.n", { k = "n" }, { key = "k" .. i } } end
@@ -210,9 +215,9 @@ for _, backend in ipairs(jr.backends()) do
   describe(backend .. ": rate limits", function()
     local env = jr.test_env(backend)
 
-    it("runs 50 jobs at 10/1s in the time the rate implies (burst 10, then 10 a second)", function()
+    it("runs 50 jobs at 20/1s in the time the rate implies (burst 20, then 20 a second)", function()
       env:config([[concurrency = 4,
-        limits = { ["lr.r"] = { rate = "10/1s" } }]])
+        limits = { ["lr.r"] = { rate = "20/1s" } }]])
       env:script("lr.r", jr.RECORD .. [[
         local jobrunner = require "jobrunner"
         return function(job) record("ran", tostring(jobrunner.now())) end
@@ -229,20 +234,21 @@ for _, backend in ipairs(jr.backends()) do
       for _, l in ipairs(jr.lines(env.dir .. "/ran")) do ts[#ts + 1] = tonumber(l) end
       table.sort(ts)
       local span = ts[50] - ts[1]
-      -- 10 at once, then 40 more at 10 a second: 4 s
-      assert.is_true(span >= 3.5, ("50 jobs took %.2fs, under the rate"):format(span))
-      assert.is_true(span < 8, ("50 jobs took %.2fs, far over 4s"):format(span))
-      -- in any second, at most burst + rate jobs started
+      -- 20 at once, then 30 more at 20 a second: 1.5 s
+      assert.is_true(span >= 1.3, ("50 jobs took %.2fs, under the rate"):format(span))
+      assert.is_true(span < 5, ("50 jobs took %.2fs, far over 1.5s"):format(span))
+      -- in any half second, at most burst + rate / 2 jobs ran
       for i = 1, 50 do
         local n = 0
-        for k = i, 50 do if ts[k] < ts[i] + 1 then n = n + 1 end end
-        assert.is_true(n <= 20, "more than 20 jobs in one second")
+        for k = i, 50 do if ts[k] < ts[i] + 0.5 then n = n + 1 end end
+        assert.is_true(n <= 31, "more than 30 jobs in half a second")
       end
       assert.is_true(jr.now() - t0 < 20)
     end)
   end)
 
-  describe(backend .. ": bad limit settings", function()
+  -- settings are read before any database is opened: one backend will do
+  if backend == "sqlite" then describe(backend .. ": bad limit settings", function()
     local env = jr.test_env(backend)
 
     local cases = {
@@ -281,7 +287,7 @@ for _, backend in ipairs(jr.backends()) do
       end, 10, "warning")
       assert.is_true(env:alive(p))
     end)
-  end)
+  end) end
 end
 
 for _, backend in ipairs(jr.backends()) do
@@ -291,10 +297,14 @@ for _, backend in ipairs(jr.backends()) do
     it("shows each limit with its use: running, waiting, tokens, top keys", function()
       env:config([[limits = { ["li.a"] = { concurrency = 4, rate = "100/1m",
         per_key = { concurrency = 2 } }, ["queue:media"] = { concurrency = 3 } }]])
+      local q = client(env)
+      local jobs = {}
       for _, k in ipairs({ "x", "x", "x", "y", "y", "z" }) do
-        env:push("li.a", "{}", "--key", k)
+        jobs[#jobs + 1] = { "li.a", {}, { key = k } }
       end
-      env:push("li.b", "{}", "--queue", "media")
+      jobs[#jobs + 1] = { "li.b", {}, { queue = "media" } }
+      assert(q:push_many(jobs))
+      q:close()
       env:exec("UPDATE jobs SET state = 'running' WHERE id = 6")
       local out, err, code = env:cli("limits", "--json")
       assert.are.equal(0, code, err)
@@ -328,7 +338,7 @@ for _, backend in ipairs(jr.backends()) do
     local env = jr.test_env(backend)
 
     it("the AIMD example halves a failing name's rate and adds it back once it recovers", function()
-      env:config(([[concurrency = 4, tick_interval = 0.2,
+      env:config(([[concurrency = 4, tick_interval = 0.1,
         defaults = { max_retries = 0 },
         limits = { ["api.call"] = { rate = "20/1s" } },
         hooks = { on_tick = dofile(%q) { name = "api.call", max = 20, min = 1,
@@ -360,7 +370,8 @@ for _, backend in ipairs(jr.backends()) do
       assert.is_true(env:alive())
     end)
 
-    it("jobrunner.limits get and set from a hook; a bad setting is an error naming the key", function()
+    -- the hooks' Lua does not depend on the backend: one will do
+    if backend == "sqlite" then it("jobrunner.limits get and set from a hook; a bad setting is an error naming the key", function()
       env:config(([[tick_interval = 0.1,
         limits = { ["lu.a"] = { concurrency = 3, rate = "10/1s" } },
         hooks = { on_tick = function()
@@ -385,7 +396,7 @@ for _, backend in ipairs(jr.backends()) do
       assert.are.equal("nil jobrunner.limits.set: 'limits.lu.a.rate' must have a count above 0 " ..
         "(at most 1e9) before the '/', got \"0/1m\"", seen[2])
       assert.are.equal("1 nil 2", seen[3])
-    end)
+    end) end
   end)
 end
 
