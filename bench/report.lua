@@ -59,6 +59,7 @@ local rows = {
   { "drain_c4_jobs_s", "drain, concurrency 4 (jobs/s)", "", "%.0f" },
   { "drain_plain_jobs_s", "drain, one queue, default concurrency (jobs/s)", "", "%.0f" },
   { "drain_queues4_jobs_s", "drain, 4 queues capped 8/32/128/512 (jobs/s)", "", "%.0f" },
+  { "drain_keys1000_jobs_s", "drain, 1000 limit keys, per-key concurrency 2 (jobs/s)", "", "%.0f" },
   { "drain_keep_jobs_s", ("drain, concurrency %d, retention completed = 1d (jobs/s)"):format(cores), "", "%.0f" },
   { "latency_p50_ms", "latency push->start p50 (ms)", "<= 1", "%.2f" },
   { "latency_p99_ms", "latency push->start p99 (ms)", "<= 3", "%.2f" },
