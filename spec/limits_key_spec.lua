@@ -115,6 +115,10 @@ for _, backend in ipairs(jr.backends()) do
       assert.matches("key%s+%- %(unkeyed: no key given, none at its name's payload path%)", out)
       out = env:cli("show", "1", "--json")
       assert.are.equal("42", cjson.decode(out).key)
+      local c = client(env)
+      assert.are.equal("acme", c:show(2).key)
+      assert.is_nil(c:show(3).key)
+      c:close()
     end)
 
     it("refuses an empty key and one over 256 bytes, naming the job", function()
