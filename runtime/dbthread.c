@@ -194,6 +194,8 @@ jr_cycle_free_out(jr_cycle *c)
     for (i = 0; i < c->nready_q; i++)
         free(c->ready_q[i].queue);
     free(c->ready_q);
+    free(c->lim_waiting);
+    c->lim_waiting = c->lim_running = NULL;
     c->paused = NULL;
     c->ready_q = NULL;
     c->npaused = -1;
@@ -247,6 +249,29 @@ queue_wants(const jr_cycle *c)
 }
 
 /* The reads a cycle may add: the paused queues and the ready counts. */
+/* For on_tick: each limit's jobs ready and running, over all runners
+ * (one limit_use each; none when out of memory). */
+static void
+limit_counts(jr_dbthread *t, jr_cycle *c)
+{
+    jr_limit_use u;
+    jr_err e;
+    int i;
+
+    c->lim_waiting = calloc(2 * (size_t)c->nlimits, sizeof *c->lim_waiting);
+    if (c->lim_waiting == NULL)
+        return;
+    c->lim_running = c->lim_waiting + c->nlimits;
+    for (i = 0; i < c->nlimits; i++) {
+        if (t->db->ops->limit_use(t->db->b, &c->limits[i], &u, &e) < 0) {
+            keep_err(c, &e);
+            u.waiting = u.running = -1;
+        }
+        c->lim_waiting[i] = u.waiting;
+        c->lim_running[i] = u.running;
+    }
+}
+
 static void
 run_reads(jr_dbthread *t, jr_cycle *c, int changed)
 {
@@ -271,6 +296,8 @@ run_reads(jr_dbthread *t, jr_cycle *c, int changed)
             c->ready = -1;
         }
     }
+    if (c->count_ready && c->nlimits > 0 && c->err.code == 0)
+        limit_counts(t, c);
 }
 
 /* The cycle's checks off the claim path: the cancels of this runner's

@@ -167,10 +167,23 @@ tick_set(jr_hooks *h, const char *key, const jr_limit_set *s)
     jr_hook_close(h);
 }
 
+/* Cycle c's count for the limit of scope (from arr), or -1. */
+static long
+cycle_count(const jr_cycle *c, const long *arr, const char *scope)
+{
+    int i;
+
+    for (i = 0; arr != NULL && i < c->nlimits; i++)
+        if (strcmp(c->limits[i].scope, scope) == 0)
+            return arr[i];
+    return -1;
+}
+
 void
-jr_limitsrun_tick(master *m)
+jr_limitsrun_tick(master *m, const jr_cycle *c)
 {
     lstats *st = m->lim_stats;
+    long n;
     int i;
 
     if (m->limits.n == 0)
@@ -181,6 +194,10 @@ jr_limitsrun_tick(master *m)
         lstat s = st && i < st->n ? st->s[i] : (lstat){0, 0};
         jr_hook_open(m->hooks, l->scope);
         jr_hook_int(m->hooks, "running", held(m, l));
+        if ((n = cycle_count(c, c->lim_waiting, l->scope)) >= 0)
+            jr_hook_int(m->hooks, "waiting", n);
+        if ((n = cycle_count(c, c->lim_running, l->scope)) >= 0)
+            jr_hook_int(m->hooks, "running_all", n);
         jr_hook_int(m->hooks, "done", s.done);
         jr_hook_int(m->hooks, "failed", s.failed);
         jr_hook_num(m->hooks, "failure_rate", s.done + s.failed > 0 ?

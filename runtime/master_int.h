@@ -258,8 +258,9 @@ void jr_limitslua_open(master *m);
  * handler may come with a reload: not an error). */
 void jr_limitsrun_warn(master *m, const char *const *names, int n);
 /* Adds `limits` (per limit: running, done, failed, failure_rate, its
- * settings) to the on_tick event being built. */
-void jr_limitsrun_tick(master *m);
+ * settings; waiting and running_all from cycle c) to the on_tick event
+ * being built. */
+void jr_limitsrun_tick(master *m, const jr_cycle *c);
 /* cancel.c: cancelling running jobs */
 
 int  jr_cancel_holds(const master *m);  /* 1 if it holds any job */

@@ -377,8 +377,9 @@ for _, backend in ipairs(jr.backends()) do
     -- the hooks' Lua does not depend on the backend: one will do
     if backend == "sqlite" then it("jobrunner.limits get and set from a hook; a bad setting is an error naming the key", function()
       env:config(([[tick_interval = 0.1,
-        limits = { ["lu.a"] = { concurrency = 3, rate = "10/1s" } },
-        hooks = { on_tick = function()
+        limits = { ["lu.a"] = { concurrency = 3, rate = "10/1s" },
+                   ["lu.w"] = { concurrency = 1 } },
+        hooks = { on_tick = function(ev)
           local limits = require "jobrunner.limits"
           local f = io.open(%q, "a")
           local a = limits.get("lu.a")
@@ -389,17 +390,23 @@ for _, backend in ipairs(jr.backends()) do
           assert(limits.set("lu.new", { per_key = { concurrency = 2 } }))
           a = limits.get("lu.a")
           f:write(a.concurrency, " ", tostring(a.rate), " ", limits.get()["lu.new"].per_key.concurrency, "\n")
+          local w = ev.limits["lu.w"]
+          f:write("lu.w waiting ", tostring(w.waiting), " running_all ", tostring(w.running_all), "\n")
           f:close()
           return nil
         end }]]):format(env.dir .. "/seen"))
       env:script("lu.a", "return function() end")
+      env:push("lu.w", "{}")
+      env:push("lu.w", "{}")
       env:start()
-      jr.wait_for(function() return #jr.lines(env.dir .. "/seen") >= 3 end, 10, "hook ran")
+      jr.wait_for(function() return #jr.lines(env.dir .. "/seen") >= 4 end, 10, "hook ran")
       local seen = jr.lines(env.dir .. "/seen")
       assert.are.equal("3 10/1s 10", seen[1])
       assert.are.equal("nil jobrunner.limits.set: 'limits.lu.a.rate' must have a count above 0 " ..
         "(at most 1e9) before the '/', got \"0/1m\"", seen[2])
       assert.are.equal("1 nil 2", seen[3])
+      -- on_tick's figures of a limit from the database: ready, running anywhere
+      assert.are.equal("lu.w waiting 2 running_all 0", seen[4])
     end) end
   end)
 end
