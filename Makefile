@@ -37,7 +37,9 @@ RUNTIME  = main commands inspect control client master claimq cancel pool spawn 
 RUNTIME += cron schedules sched schedcmd
 # systemd's notifications
 RUNTIME += notify
-BACKENDS = backend sqlite postgres
+# limits per key (README "Limits per key")
+RUNTIME += limitcfg limitsrun limitscmd limitslua
+BACKENDS = backend sqlite postgres limitpick
 OBJS     = $(RUNTIME:%=$(BUILD)/runtime/%.o) $(BACKENDS:%=$(BUILD)/backends/%.o) \
            $(BUILD)/sqlite_sql.o $(BUILD)/postgres_sql.o $(BUILD)/dash.o
 
@@ -169,6 +171,7 @@ LIB_SRCS      = runtime/client.c runtime/config.c runtime/cfghttp.c \
                 runtime/script.c runtime/luabridge.c runtime/json.c \
                 runtime/log.c runtime/util.c runtime/err.c runtime/job.c \
                 backends/backend.c backends/sqlite.c backends/postgres.c
+LIB_SRCS     += runtime/limitcfg.c backends/limitpick.c
 LIB_PIC       = $(LIB_SRCS:%.c=$(BUILD)/pic/%.o) \
                 $(BUILD)/pic/sqlite_sql.o $(BUILD)/pic/postgres_sql.o
 LIB_LDLIBS    = $(shell $(PKG_CONFIG) --libs sqlite3 libpq 2>/dev/null) -lm

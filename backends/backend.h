@@ -58,6 +58,13 @@ typedef struct jr_claim_spec {
                                        listed; 0: none (only the listed
                                        queues are served) */
     int                  max;       /* in all */
+    /* limits per key (limitcfg.h): with none the claim is the plain one;
+     * with some, jobs of a name or queue at its cap or out of tokens are
+     * skipped, and *limit_next (may be NULL) gets the epoch time the
+     * first refusing bucket has a token again, or 0 */
+    const struct jr_limit *limits;  /* borrowed */
+    int                  nlimits;
+    double              *limit_next;
 } jr_claim_spec;
 
 /* One job as show and list give it. Strings valid during the callback
@@ -86,6 +93,7 @@ typedef struct jr_job_row {
     const char *progress_note;  /* may be NULL */
     int         cancel_requested;
     const char *unique_key;     /* may be NULL; NULL from list */
+    const char *limit_key;      /* NULL: unkeyed */
 } jr_job_row;
 
 /* Which jobs list walks: NULL fields match any. */
@@ -143,6 +151,19 @@ typedef struct jr_backend_opts {
                                    always recorded (only prune deletes
                                    them) */
 } jr_backend_opts;
+
+#define JR_LIMIT_TOP 5          /* keys limit_use lists */
+
+/* One limit's use, as `jobrunner limits` shows it. */
+typedef struct jr_limit_use {
+    long        running;        /* across every runner */
+    long        waiting;        /* ready (queued, due) */
+    double      tokens;         /* in its own bucket; -1: no rate */
+    int         ntop;
+    const char *top_key[JR_LIMIT_TOP];  /* keys by ready jobs, most first */
+    long        top_waiting[JR_LIMIT_TOP];
+    long        top_running[JR_LIMIT_TOP];
+} jr_limit_use;
 
 /* Every function returns -1 with err set on failure unless said otherwise.
  * Times are judged by the database's clock. */
@@ -284,7 +305,19 @@ typedef struct jr_backend_ops {
      * in one transaction. Returns how many. */
     int  (*dead_delete)(jr_backend *b, const int64_t *ids, int n,
                         jr_err *err);
+    /* ---- limits per key (limitcfg.h) ---- */
+    /* Records, for each limit of l[0..n) on a job name with a key path,
+     * the path pushes of that name take their limit key from (other
+     * names' paths stay). Returns 0. */
+    int  (*limit_paths)(jr_backend *b, const struct jr_limit *l, int n,
+                        jr_err *err);
+    /* Fills u with limit l's use now: running jobs, ready ones, tokens
+     * and its keys with most jobs ready. Strings valid until the next call
+     * on b. Returns 0. */
+    int  (*limit_use)(jr_backend *b, const struct jr_limit *l,
+                      jr_limit_use *u, jr_err *err);
 } jr_backend_ops;
+
 
 /* A backend connection as the rest of the runtime holds it. */
 typedef struct jr_db {

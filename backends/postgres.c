@@ -16,6 +16,7 @@
 #include <libpq-fe.h>
 
 #include "backend.h"
+#include "limitpick.h"
 #include "util.h"
 
 extern const char jr_postgres_sql[];    /* postgres.sql, made by the Makefile */
@@ -38,6 +39,7 @@ struct jr_backend {
     int         must_exist;     /* migrate creates no schema */
     double      keep_completed; /* seconds; 0: delete at success */
     unsigned    rotate;         /* claims so far: which queue leads */
+    PGresult   *lim_top;        /* limit_use's top keys, kept till next */
 };
 
 /* A dead job retried keeps its unique key only if no queued or running
@@ -60,6 +62,9 @@ enum {
     S_SHOW, S_LIST, S_PAUSED, S_READY_BY_QUEUE,
     S_PUSH_UNIQUE, S_PRUNE_UNIQUE,
     S_DEAD_DELETE_IDS,
+    S_LIM_LOCK, S_LIM_RUNNING, S_LIM_BUCKETS, S_LIM_CANDIDATES, S_LIM_CLAIM,
+    S_LIM_BUCKET_SET, S_LIM_PRUNE, S_LIM_PATH_SET, S_LIM_USE,
+    S_LIM_USE_TOP, S_LIM_TOKENS,
     S_COUNT
 };
 
@@ -72,7 +77,7 @@ enum {
     " extract(epoch FROM started_at)::float8," \
     " extract(epoch FROM finished_at)::float8, last_error, generation," \
     " locked_by, extract(epoch FROM locked_until)::float8, progress_done," \
-    " progress_total, progress_note, cancel_requested"
+    " progress_total, progress_note, cancel_requested, limit_key"
 
 static const struct stmt {
     const char *name;
@@ -172,31 +177,32 @@ static const struct stmt {
         "  AS u(id, done, total, note)"
         " WHERE j.id = u.id AND j.state = 'running'"
         " AND j.locked_by = $1::text"},
-    [S_PUSH] = {"jr_push", 7,
+    [S_PUSH] = {"jr_push", 8,
         "INSERT INTO {{schema}}.jobs"
-        " (name, payload, queue, priority, max_retries, run_at)"
+        " (name, payload, queue, priority, max_retries, run_at, limit_key)"
         " SELECT u.name, u.payload::jsonb, u.queue, u.priority,"
         "  u.max_retries, coalesce(to_timestamp(u.run_at),"
-        "  now() + u.run_in * interval '1 second')"
+        "  now() + u.run_in * interval '1 second'),"
+        "  {{schema}}.limit_key_of(u.name, u.payload::jsonb, u.key)"
         " FROM unnest($1::text[], $2::text[], $3::text[], $4::int[],"
-        "  $5::int[], $6::float8[], $7::float8[]) WITH ORDINALITY"
+        "  $5::int[], $6::float8[], $7::float8[], $8::text[]) WITH ORDINALITY"
         "  AS u(name, payload, queue, priority, max_retries, run_at,"
-        "  run_in, ord)"
+        "  run_in, key, ord)"
         " ORDER BY u.ord RETURNING id"},
     /* a batch with a unique key: each push through the SQL function,
      * the one rule (README "Unique jobs"), in the batch's order */
-    [S_PUSH_UNIQUE] = {"jr_push_unique", 10,
+    [S_PUSH_UNIQUE] = {"jr_push_unique", 11,
         "SELECT u.ord, r.id, r.outcome"
         " FROM unnest($1::text[], $2::text[], $3::text[], $4::int[],"
-        "  $5::int[], $6::float8[], $7::float8[], $8::text[], $9::float8[],"
-        "  $10::text[]) WITH ORDINALITY"
+        "  $5::int[], $6::float8[], $7::float8[], $8::text[], $9::text[],"
+        "  $10::float8[], $11::text[]) WITH ORDINALITY"
         "  AS u(name, payload, queue, priority, max_retries, run_at,"
-        "  run_in, ukey, ufor, conflict, ord)"
-        " CROSS JOIN LATERAL {{schema}}.push_unique(u.name,"
+        "  run_in, key, ukey, ufor, conflict, ord)"
+        " CROSS JOIN LATERAL {{schema}}.push_keyed(u.name,"
         "  u.payload::jsonb, coalesce(to_timestamp(u.run_at),"
         "  now() + u.run_in * interval '1 second'), u.priority, u.queue,"
         "  u.max_retries, u.ukey, CASE WHEN u.ufor > 0"
-        "  THEN u.ufor * interval '1 second' END, u.conflict) AS r"
+        "  THEN u.ufor * interval '1 second' END, u.conflict, u.key) AS r"
         " ORDER BY u.ord"},
     [S_PRUNE_UNIQUE] = {"jr_prune_unique", 2,
         "DELETE FROM {{schema}}.unique_keys WHERE (name, unique_key) IN"
@@ -320,6 +326,98 @@ static const struct stmt {
         " AND ($2::text IS NULL OR name = $2::text)"
         " AND ($3::text IS NULL OR queue = $3::text)"
         " ORDER BY id DESC LIMIT $4::bigint"},
+    /* ---- limits per key: claims under limits serialize on one advisory
+     * lock per schema ($1), taken in the claim's transaction ---- */
+    [S_LIM_LOCK] = {"jr_lim_lock", 1,
+        "SELECT pg_advisory_xact_lock(hashtext($1::text)),"
+        " extract(epoch FROM now())::float8"},
+    [S_LIM_RUNNING] = {"jr_lim_running", 0,
+        "SELECT name, queue, limit_key, count(*) FROM {{schema}}.jobs"
+        " WHERE state = 'running' GROUP BY name, queue, limit_key"},
+    [S_LIM_BUCKETS] = {"jr_lim_buckets", 0,
+        "SELECT scope, key, tokens, updated_at FROM {{schema}}.limit_buckets"},
+    /* S_CLAIM's fair candidates, not claimed, without names blocked whole
+     * ($7), names or queues blocked for a key ($8: "n<name>\x1f<key>",
+     * "q<queue>\x1f<key>"), queues blocked ($9), each queue's cap less
+     * what earlier passes took ($10/$11) */
+    [S_LIM_CANDIDATES] = {"jr_lim_candidates", 11,
+        "WITH q AS (SELECT qq.name, least(coalesce(w.cap, $5::int), $2::int)"
+        "  - coalesce(t.taken, 0) AS cap FROM {{schema}}.queues qq"
+        "  LEFT JOIN (SELECT queue, min(cap) AS cap"
+        "   FROM unnest($3::text[], $4::int[]) AS u(queue, cap)"
+        "   GROUP BY queue) w ON w.queue = qq.name"
+        "  LEFT JOIN unnest($10::text[], $11::int[]) AS t(queue, taken)"
+        "   ON t.queue = qq.name"
+        "  WHERE NOT qq.paused AND qq.name <> ALL($9::text[])"
+        "  AND least(coalesce(w.cap, $5::int), $2::int)"
+        "   - coalesce(t.taken, 0) > 0),"
+        " c0 AS (SELECT r.id, r.rn, q.name AS qname, r.priority, r.run_at,"
+        "  r.jname, r.limit_key FROM q"
+        "  CROSS JOIN LATERAL (SELECT s.id, s.priority, s.run_at,"
+        "   s.name AS jname, s.limit_key,"
+        "   row_number() OVER (ORDER BY s.priority, s.run_at, s.id) AS rn"
+        "   FROM (SELECT id, priority, run_at, name, limit_key"
+        "    FROM {{schema}}.jobs"
+        "    WHERE state = 'queued' AND queue = q.name AND run_at <= now()"
+        "    AND name = ANY($1::text[]) AND name <> ALL($7::text[])"
+        "    AND (limit_key IS NULL"
+        "     OR (('n' || name || chr(31) || limit_key) <> ALL($8::text[])"
+        "     AND ('q' || queue || chr(31) || limit_key) <> ALL($8::text[])))"
+        "    ORDER BY priority, run_at, id LIMIT q.cap"
+        "    FOR UPDATE SKIP LOCKED) s) r),"
+        " c1 AS (SELECT c0.*, dense_rank() OVER (ORDER BY qname) AS qi"
+        "  FROM c0),"
+        " c AS (SELECT c1.*, (qi + $6::bigint) % max(qi) OVER () AS turn"
+        "  FROM c1)"
+        " SELECT id, jname, qname, limit_key FROM c"
+        " ORDER BY rn, turn, priority, run_at, id"},
+    [S_LIM_CLAIM] = {"jr_lim_claim", 3,
+        "UPDATE {{schema}}.jobs j SET state = 'running',"
+        " attempts = j.attempts + 1, locked_by = $1::text,"
+        " locked_until = now() + $2::float8 * interval '1 second',"
+        " updated_at = now(), started_at = now(), progress_done = NULL,"
+        " progress_total = NULL, progress_note = NULL"
+        " WHERE j.id = ANY($3::bigint[]) AND j.state = 'queued'"
+        " RETURNING j.id, j.name, j.queue, j.payload::text, j.attempts,"
+        " coalesce(j.max_retries, -1), j.priority,"
+        " extract(epoch FROM j.run_at)::float8,"
+        " extract(epoch FROM j.created_at)::float8,"
+        " array_position($3::bigint[], j.id)"},
+    [S_LIM_BUCKET_SET] = {"jr_lim_bucket_set", 4,
+        "INSERT INTO {{schema}}.limit_buckets AS lb"
+        " (scope, key, tokens, updated_at)"
+        " SELECT u.scope, u.key, u.tokens, $4::float8"
+        " FROM unnest($1::text[], $2::text[], $3::float8[])"
+        "  AS u(scope, key, tokens)"
+        " ON CONFLICT (scope, key) DO UPDATE"
+        " SET tokens = excluded.tokens, updated_at = excluded.updated_at"},
+    /* buckets of scope $1 full again by now $2 at rate $3, burst $4 */
+    [S_LIM_PRUNE] = {"jr_lim_prune", 4,
+        "DELETE FROM {{schema}}.limit_buckets WHERE scope = $1::text"
+        " AND tokens + ($2::float8 - updated_at) * $3::float8 >= $4::float8"},
+    [S_LIM_PATH_SET] = {"jr_lim_path_set", 2,
+        "INSERT INTO {{schema}}.limit_paths (name, path)"
+        " VALUES ($1::text, $2::text)"
+        " ON CONFLICT (name) DO UPDATE SET path = excluded.path"},
+    /* a limit's use: $1 its job name or $2 its queue (the other NULL) */
+    [S_LIM_USE] = {"jr_lim_use", 2,
+        "SELECT count(*) FILTER (WHERE state = 'running'),"
+        " count(*) FILTER (WHERE state = 'queued' AND run_at <= now())"
+        " FROM {{schema}}.jobs WHERE state IN ('running', 'queued')"
+        " AND ($1::text IS NULL OR name = $1::text)"
+        " AND ($2::text IS NULL OR queue = $2::text)"},
+    [S_LIM_USE_TOP] = {"jr_lim_use_top", 3,
+        "SELECT limit_key, count(*) FILTER (WHERE state = 'queued'"
+        " AND run_at <= now()) AS w, count(*) FILTER (WHERE"
+        " state = 'running') FROM {{schema}}.jobs"
+        " WHERE state IN ('running', 'queued') AND limit_key IS NOT NULL"
+        " AND ($1::text IS NULL OR name = $1::text)"
+        " AND ($2::text IS NULL OR queue = $2::text)"
+        " GROUP BY limit_key ORDER BY w DESC, limit_key LIMIT $3::int"},
+    [S_LIM_TOKENS] = {"jr_lim_tokens", 1,
+        "SELECT tokens, updated_at, extract(epoch FROM now())::float8"
+        " FROM {{schema}}.limit_buckets WHERE scope = $1::text"
+        " AND key = ''"},
 };
 
 /* Builders of SQL array literals ("{...}") over util.h's jr_buf. */
@@ -626,6 +724,7 @@ pg_close(jr_backend *b)
 {
     if (b == NULL)
         return;
+    PQclear(b->lim_top);
     PQfinish(b->listen);
     PQfinish(b->conn);
     free(b->url);
@@ -845,11 +944,12 @@ cmp_id(const void *a, const void *b)
     return (x > y) - (x < y);
 }
 
-#define PUSH_ARRAYS 10
+#define PUSH_ARRAYS 11
 
 /* Checks pp[0..n) and builds the array parameters of S_PUSH (the first
- * seven) and S_PUSH_UNIQUE (all ten) into a[]; -1 with err set on bad
- * input or no memory. */
+ * eight: the job and its limit key) and S_PUSH_UNIQUE (all eleven: and
+ * its unique options) into a[]; -1 with err set on bad input or no
+ * memory. */
 static int
 push_arrays(jr_backend *b, const jr_push *const *pp, int n, jr_buf *a,
             jr_err *err)
@@ -879,10 +979,11 @@ push_arrays(jr_backend *b, const jr_push *const *pp, int n, jr_buf *a,
         }
         snprintf(num, sizeof num, "%.17g", p->run_in);
         sb_num(&a[6], num);
-        sb_elem(&a[7], p->unique_key);
+        sb_elem(&a[7], p->key);
+        sb_elem(&a[8], p->unique_key);
         snprintf(num, sizeof num, "%.17g", p->unique_for);
-        sb_num(&a[8], num);
-        sb_elem(&a[9], p->on_conflict == JR_CONFLICT_REPLACE ? "replace" :
+        sb_num(&a[9], num);
+        sb_elem(&a[10], p->on_conflict == JR_CONFLICT_REPLACE ? "replace" :
                 "keep");
     }
     for (i = 0; i < PUSH_ARRAYS; i++)
@@ -1120,6 +1221,290 @@ fair_order(const PGresult *res, jr_job **out, int n)
     free(tmp);
 }
 
+/* ---- limits per key ---- */
+
+/* Takes the limits' lock and reads the running jobs and the buckets into
+ * a new pick, at the database's now. */
+static jr_lpick *
+lim_load(jr_backend *b, const jr_claim_spec *spec, jr_err *err)
+{
+    char lock[128];
+    const char *params[1] = {lock};
+    PGresult *res;
+    jr_lpick *p;
+    int r, bad = 0;
+    double now;
+
+    snprintf(lock, sizeof lock, "jobrunner.limits:%s", b->schema);
+    if ((res = run(b, S_LIM_LOCK, params, "locking limits", err)) == NULL)
+        return NULL;
+    now = strtod(PQgetvalue(res, 0, 1), NULL);
+    PQclear(res);
+    if ((p = jr_lpick_new(spec->limits, spec->nlimits, now)) == NULL) {
+        jr_fail(err, JR_ENOMEM, "postgres: claiming jobs: out of memory");
+        return NULL;
+    }
+    if ((res = run(b, S_LIM_RUNNING, NULL, "reading limits", err)) == NULL)
+        goto fail;
+    for (r = 0; r < PQntuples(res); r++)
+        bad |= jr_lpick_running(p, PQgetvalue(res, r, 0),
+                                PQgetvalue(res, r, 1),
+                                PQgetisnull(res, r, 2) ? NULL :
+                                PQgetvalue(res, r, 2),
+                                atol(PQgetvalue(res, r, 3))) < 0;
+    PQclear(res);
+    if (bad || (res = run(b, S_LIM_BUCKETS, NULL, "reading limits", err)) ==
+        NULL)
+        goto fail;
+    for (r = 0; r < PQntuples(res); r++)
+        bad |= jr_lpick_bucket(p, PQgetvalue(res, r, 0),
+                               PQgetvalue(res, r, 1),
+                               strtod(PQgetvalue(res, r, 2), NULL),
+                               strtod(PQgetvalue(res, r, 3), NULL)) < 0;
+    PQclear(res);
+    if (!bad)
+        return p;
+fail:
+    if (bad)
+        jr_fail(err, JR_ENOMEM, "postgres: claiming jobs: out of memory");
+    jr_lpick_free(p);
+    return NULL;
+}
+
+typedef struct lim_arrays {
+    jr_buf scope, key, tokens;
+    double now;
+} lim_arrays;
+
+static int
+lim_bucket_elem(const char *scope, const char *key, double tokens,
+                double now, void *arg)
+{
+    lim_arrays *a = arg;
+    char num[32];
+
+    sb_elem(&a->scope, scope);
+    sb_elem(&a->key, key);
+    snprintf(num, sizeof num, "%.17g", tokens);
+    sb_num(&a->tokens, num);
+    a->now = now;
+    return 0;
+}
+
+/* Writes back the buckets the claim took from; every 64th claim also
+ * forgets buckets that are full again (a missing row is full). */
+static int
+lim_save(jr_backend *b, const jr_claim_spec *spec, const jr_lpick *p,
+         jr_err *err)
+{
+    lim_arrays a;
+    const char *params[4];
+    char now[32], rate[32], burst[32];
+    PGresult *res = NULL;
+    int i, k, rc = 0;
+
+    memset(&a, 0, sizeof a);
+    jr_lpick_dirty(p, lim_bucket_elem, &a);
+    if (a.scope.len > 0) {
+        snprintf(now, sizeof now, "%.17g", a.now);
+        params[0] = sb_array(&a.scope);
+        params[1] = sb_array(&a.key);
+        params[2] = sb_array(&a.tokens);
+        params[3] = now;
+        if (a.scope.oom || a.key.oom || a.tokens.oom)
+            rc = jr_fail(err, JR_ENOMEM, "postgres: out of memory");
+        else if ((res = run(b, S_LIM_BUCKET_SET, params, "saving token "
+                            "buckets", err)) == NULL)
+            rc = -1;
+        PQclear(res);
+    }
+    free(a.scope.p);
+    free(a.key.p);
+    free(a.tokens.p);
+    if (rc < 0 || b->rotate % 64 != 0 || a.scope.len == 0)
+        return rc;
+    for (i = 0; i < spec->nlimits; i++)
+        for (k = 0; k < 2; k++) {
+            const jr_limit_set *set = k ? &spec->limits[i].per_key :
+                                      &spec->limits[i].all;
+            if (set->rate <= 0)
+                continue;
+            snprintf(rate, sizeof rate, "%.17g", set->rate);
+            snprintf(burst, sizeof burst, "%.17g", set->burst);
+            params[0] = spec->limits[i].scope;
+            params[1] = now;
+            params[2] = rate;
+            params[3] = burst;
+            if ((res = run(b, S_LIM_PRUNE, params, "forgetting full "
+                           "buckets", err)) == NULL)
+                return -1;
+            PQclear(res);
+        }
+    return 0;
+}
+
+/* A new array literal of the elements in b so far (sb_elem, sb_num), b
+ * left open for more; NULL when out of memory. */
+static char *
+lit_copy(const jr_buf *b)
+{
+    char *s;
+
+    if (b->oom)
+        return NULL;
+    if (b->len == 0)
+        return strdup("{}");
+    if ((s = malloc(b->len + 2)) == NULL)
+        return NULL;
+    memcpy(s, b->p, b->len);
+    s[b->len] = '}';
+    s[b->len + 1] = '\0';
+    return s;
+}
+
+/* One pass's candidates: the fair order of S_CLAIM without what the
+ * pick blocks and what earlier passes took (tq/tn). */
+static PGresult *
+lim_candidates(jr_backend *b, const jr_claim_spec *spec, int max,
+               const jr_lpick *p, jr_buf *tq, jr_buf *tn, jr_err *err)
+{
+    char smax[16], sothers[16], srot[16];
+    const char *params[11];
+    char *bn = jr_lpick_list(p, 'n', 0), *bp = jr_lpick_list(p, 'p', 0);
+    char *bq = jr_lpick_list(p, 'q', 0), *tql = NULL, *tnl = NULL;
+    jr_buf a[3];
+    PGresult *res = NULL;
+    int i;
+
+    memset(a, 0, sizeof a);
+    if (bn && bp && bq && claim_arrays(spec, a, err) == 0) {
+        snprintf(smax, sizeof smax, "%d", max);
+        snprintf(sothers, sizeof sothers, "%d", spec->others);
+        snprintf(srot, sizeof srot, "%u", b->rotate % 1000000u);
+        params[0] = a[0].p;
+        params[1] = smax;
+        params[2] = a[1].p;
+        params[3] = a[2].p;
+        params[4] = sothers;
+        params[5] = srot;
+        params[6] = bn;
+        params[7] = bp;
+        params[8] = bq;
+        params[9] = tql = lit_copy(tq);
+        params[10] = tnl = lit_copy(tn);
+        if (tql && tnl)
+            res = run(b, S_LIM_CANDIDATES, params, "claiming jobs", err);
+        else
+            jr_fail(err, JR_ENOMEM, "postgres: claiming jobs: out of memory");
+    } else if (!(bn && bp && bq)) {
+        jr_fail(err, JR_ENOMEM, "postgres: claiming jobs: out of memory");
+    }
+    for (i = 0; i < 3; i++)
+        free(a[i].p);
+    free(bn);
+    free(bp);
+    free(bq);
+    free(tql);
+    free(tnl);
+    return res;
+}
+
+/* Claims ids (a literal) into out[0..), in the order of ids. */
+static int
+lim_claim_ids(jr_backend *b, const char *token, double lease,
+              const char *ids, jr_job **out, jr_err *err)
+{
+    char slease[32];
+    const char *params[3] = {token, slease, ids};
+    PGresult *res;
+    int i, n;
+
+    snprintf(slease, sizeof slease, "%.17g", lease);
+    if ((res = run(b, S_LIM_CLAIM, params, "claiming jobs", err)) == NULL)
+        return -1;
+    n = PQntuples(res);
+    for (i = 0; i < n; i++)
+        if ((out[i] = row_job(res, i)) == NULL) {
+            while (i-- > 0)
+                free(out[i]);
+            PQclear(res);
+            return jr_fail(err, JR_ENOMEM, "postgres: claiming %d jobs: "
+                           "out of memory", n);
+        }
+    fair_order(res, out, n);
+    PQclear(res);
+    return n;
+}
+
+/* The claim under limits, in the open transaction: in passes, as
+ * sqlite.c's claim_limited. Returns how many jobs it put in out[]. */
+static int
+claim_limited(jr_backend *b, const char *token, double lease,
+              const jr_claim_spec *spec, jr_job **out, jr_err *err)
+{
+    jr_lpick *p = lim_load(b, spec, err);
+    jr_buf tq = {0}, tn = {0}, ids;
+    PGresult *res;
+    int total = 0, pass, r, ok, k, n, rejected;
+
+    if (p == NULL)
+        return -1;
+    b->rotate++;
+    for (pass = 0; pass < 4 && total < spec->max; pass++) {
+        if ((res = lim_candidates(b, spec, spec->max - total, p, &tq, &tn,
+                                  err)) == NULL)
+            goto fail;
+        memset(&ids, 0, sizeof ids);
+        for (r = k = rejected = 0; r < PQntuples(res); r++) {
+            const char *key = PQgetisnull(res, r, 3) ? NULL :
+                              PQgetvalue(res, r, 3);
+            if (total + k >= spec->max)
+                break;
+            ok = jr_lpick_take(p, PQgetvalue(res, r, 1),
+                               PQgetvalue(res, r, 2), key);
+            if (ok < 0)
+                ids.oom = 1;
+            rejected += ok == 0;
+            if (ok <= 0)
+                continue;
+            sb_num(&ids, PQgetvalue(res, r, 0));
+            sb_elem(&tq, PQgetvalue(res, r, 2));
+            sb_num(&tn, "1");
+            k++;
+        }
+        n = PQntuples(res);
+        PQclear(res);
+        if (ids.oom || tq.oom || tn.oom) {
+            free(ids.p);
+            jr_fail(err, JR_ENOMEM, "postgres: claiming jobs: out of memory");
+            goto fail;
+        }
+        k = k == 0 ? 0 : lim_claim_ids(b, token, lease, sb_array(&ids),
+                                       out + total, err);
+        free(ids.p);
+        if (k < 0)
+            goto fail;
+        total += k;
+        if (rejected == 0 || n == 0)
+            break;
+    }
+    if (lim_save(b, spec, p, err) < 0)
+        goto fail;
+    if (spec->limit_next)
+        *spec->limit_next = jr_lpick_next(p);
+    free(tq.p);
+    free(tn.p);
+    jr_lpick_free(p);
+    return total;
+fail:
+    while (total > 0)
+        free(out[--total]);
+    free(tq.p);
+    free(tn.p);
+    jr_lpick_free(p);
+    return -1;
+}
+
 /* The claim statement, in whatever transaction is open. */
 static int
 claim_stmt(jr_backend *b, const char *token, double lease,
@@ -1133,6 +1518,8 @@ claim_stmt(jr_backend *b, const char *token, double lease,
 
     if (spec->nnames <= 0 || spec->max <= 0)
         return 0;
+    if (spec->nlimits > 0)
+        return claim_limited(b, token, lease, spec, out, err);
     memset(a, 0, sizeof a);
     if (claim_arrays(spec, a, err) < 0) {
         for (i = 0; i < 3; i++)
@@ -1180,6 +1567,19 @@ pg_claim(jr_backend *b, const char *token, double lease,
         return 0;
     if (ready(b, err) < 0)
         return -1;
+    if (spec->nlimits > 0) {    /* several statements: one transaction */
+        int n = -1;
+        if (run_plain(b, "BEGIN", "claiming jobs", err) == 0 &&
+            (n = claim_stmt(b, token, lease, spec, out, err)) >= 0 &&
+            run_plain(b, "COMMIT", "claiming jobs", err) < 0) {
+            while (n > 0)
+                free(out[--n]);
+            n = -1;
+        }
+        if (n < 0)
+            rollback(b);
+        return n;
+    }
     return claim_stmt(b, token, lease, spec, out, err);
 }
 
@@ -1877,6 +2277,7 @@ row_fields(const PGresult *res, int r, jr_job_row *j)
     j->progress_note = col_text(res, r, 18);
     j->cancel_requested = strcmp(PQgetvalue(res, r, 19), "t") == 0;
     j->unique_key = NULL;
+    j->limit_key = PQgetisnull(res, r, 20) ? NULL : PQgetvalue(res, r, 20);
 }
 
 static int
@@ -1897,9 +2298,9 @@ pg_show(jr_backend *b, int64_t id, jr_job_cb cb, void *arg, jr_err *err)
                        (long long)id);
     }
     row_fields(res, 0, &row);
-    row.payload = PQgetvalue(res, 0, 20);
-    row.unique_key = PQgetisnull(res, 0, 21) ? NULL :
-                     PQgetvalue(res, 0, 21);
+    row.payload = PQgetvalue(res, 0, 21);
+    row.unique_key = PQgetisnull(res, 0, 22) ? NULL :
+                     PQgetvalue(res, 0, 22);
     cb(&row, arg);
     PQclear(res);
     return 0;
@@ -2139,6 +2540,80 @@ pg_last_fires(jr_backend *b, jr_fire_cb cb, void *arg, jr_err *err)
     return 0;
 }
 
+/* ---- limits per key: paths and use ---- */
+
+static int
+pg_limit_paths(jr_backend *b, const jr_limit *l, int n, jr_err *err)
+{
+    const char *params[2];
+    PGresult *res;
+    int i;
+
+    if (ready(b, err) < 0)
+        return -1;
+    for (i = 0; i < n; i++) {
+        if (l[i].key_path == NULL ||
+            strncmp(l[i].scope, JR_LIMIT_QPREFIX, 6) == 0)
+            continue;
+        params[0] = l[i].scope;
+        params[1] = l[i].key_path;
+        if ((res = run(b, S_LIM_PATH_SET, params, "recording a limit key "
+                       "path", err)) == NULL)
+            return -1;
+        PQclear(res);
+    }
+    return 0;
+}
+
+static int
+pg_limit_use(jr_backend *b, const jr_limit *l, jr_limit_use *u,
+             jr_err *err)
+{
+    int q = strncmp(l->scope, JR_LIMIT_QPREFIX, 6) == 0, r;
+    const char *params[3] = {q ? NULL : l->scope, q ? l->scope + 6 : NULL,
+                             "5"};
+    PGresult *res;
+    double at, now;
+
+    memset(u, 0, sizeof *u);
+    PQclear(b->lim_top);
+    b->lim_top = NULL;
+    if (ready(b, err) < 0 ||
+        (res = run(b, S_LIM_USE, params, "reading a limit's use", err)) ==
+        NULL)
+        return -1;
+    u->running = atol(PQgetvalue(res, 0, 0));
+    u->waiting = atol(PQgetvalue(res, 0, 1));
+    PQclear(res);
+    if ((res = run(b, S_LIM_USE_TOP, params, "reading a limit's use",
+                   err)) == NULL)
+        return -1;
+    for (r = 0; r < PQntuples(res) && r < JR_LIMIT_TOP; r++) {
+        u->top_key[r] = PQgetvalue(res, r, 0);
+        u->top_waiting[r] = atol(PQgetvalue(res, r, 1));
+        u->top_running[r] = atol(PQgetvalue(res, r, 2));
+    }
+    u->ntop = r;
+    b->lim_top = res;
+    u->tokens = l->all.rate > 0 ? l->all.burst : -1;
+    if (l->all.rate <= 0)
+        return 0;
+    params[0] = l->scope;
+    if ((res = run(b, S_LIM_TOKENS, params, "reading a limit's use", err))
+        == NULL)
+        return -1;
+    if (PQntuples(res) == 1) {
+        at = strtod(PQgetvalue(res, 0, 1), NULL);
+        now = strtod(PQgetvalue(res, 0, 2), NULL);
+        u->tokens = strtod(PQgetvalue(res, 0, 0), NULL) +
+                    (now > at ? now - at : 0) * l->all.rate;
+        if (u->tokens > l->all.burst)
+            u->tokens = l->all.burst;
+    }
+    PQclear(res);
+    return 0;
+}
+
 const jr_backend_ops jr_postgres_ops = {
     .name = "postgres",
     .open = pg_open,
@@ -2169,4 +2644,6 @@ const jr_backend_ops jr_postgres_ops = {
     .fire = pg_fire,
     .last_fires = pg_last_fires,
     .dead_delete = pg_dead_delete,
+    .limit_paths = pg_limit_paths,
+    .limit_use = pg_limit_use,
 };

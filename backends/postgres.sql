@@ -416,3 +416,87 @@ CREATE TABLE {{schema}}.schedule_fires (
     created_at timestamptz NOT NULL DEFAULT now(),
     PRIMARY KEY (schedule, fire_at)
 );
+-- migration 6
+-- Limits per key (README "Limits"). A job may carry a limit key, given at
+-- push or taken from its payload at push time by the path its runner
+-- declared in limit_paths; the claim skips keys at their cap. Token
+-- buckets of rate limits are rows refilled by time: a missing row is a
+-- full bucket. Limited claims serialize on an advisory lock.
+ALTER TABLE {{schema}}.jobs ADD COLUMN limit_key text
+    CHECK (limit_key IS NULL OR octet_length(limit_key) BETWEEN 1 AND 256);
+CREATE TABLE {{schema}}.limit_buckets (
+    scope      text        NOT NULL,         -- job name, or queue:NAME
+    key        text        NOT NULL DEFAULT '', -- '': the scope's own
+    tokens     float8      NOT NULL,
+    updated_at float8      NOT NULL,         -- epoch seconds
+    PRIMARY KEY (scope, key)
+);
+-- job name -> payload path ("account_id", "a.b") its key is taken from
+CREATE TABLE {{schema}}.limit_paths (
+    name text PRIMARY KEY,
+    path text NOT NULL
+);
+-- The key a job of name with payload gets: its given key, else the
+-- payload's value at the runner-declared path (a string or number of 1 to
+-- 256 bytes), else NULL (unkeyed).
+CREATE FUNCTION {{schema}}.limit_key_of(name text, payload jsonb, key text)
+RETURNS text LANGUAGE sql STABLE AS $$
+    SELECT coalesce(limit_key_of.key, (SELECT v FROM (
+        SELECT payload #>> string_to_array(lp.path, '.') AS v,
+               jsonb_typeof(payload #> string_to_array(lp.path, '.')) AS t
+        FROM {{schema}}.limit_paths lp WHERE lp.name = limit_key_of.name) x
+        WHERE t IN ('string', 'number') AND octet_length(v) BETWEEN 1 AND 256))
+$$;
+DROP FUNCTION {{schema}}.push(text, jsonb, timestamptz, int, text, int, text,
+                              interval, text);
+-- push_unique with the limit key: the job it inserts (or the queued one
+-- it replaces) takes its key, given or from its payload (limit_key_of).
+-- Each statement of a plpgsql function sees the one before it.
+CREATE FUNCTION {{schema}}.push_keyed(name text, payload jsonb DEFAULT '{}',
+                                      run_at timestamptz DEFAULT now(),
+                                      priority int DEFAULT 0,
+                                      queue text DEFAULT 'default',
+                                      max_retries int DEFAULT NULL,
+                                      unique_key text DEFAULT NULL,
+                                      unique_for interval DEFAULT NULL,
+                                      on_conflict text DEFAULT 'keep',
+                                      key text DEFAULT NULL,
+                                      OUT id bigint, OUT outcome text)
+LANGUAGE plpgsql AS $$
+#variable_conflict use_column
+DECLARE
+    k text;
+BEGIN
+    SELECT p.id, p.outcome INTO push_keyed.id, push_keyed.outcome
+    FROM {{schema}}.push_unique(push_keyed.name, push_keyed.payload,
+        push_keyed.run_at, push_keyed.priority, push_keyed.queue,
+        push_keyed.max_retries, push_keyed.unique_key, push_keyed.unique_for,
+        push_keyed.on_conflict) p;
+    IF push_keyed.outcome <> 'duplicate' THEN
+        k := {{schema}}.limit_key_of(push_keyed.name,
+                                     coalesce(push_keyed.payload, '{}'),
+                                     push_keyed.key);
+        IF k IS NOT NULL THEN
+            UPDATE {{schema}}.jobs j SET limit_key = k
+            WHERE j.id = push_keyed.id;
+        END IF;
+    END IF;
+END
+$$;
+-- The SQL producer's push: the unique options (migration 4) and the limit
+-- key. SELECT jobrunner.push('email.send', '{"account_id": 7}',
+-- key => 'acct-7');
+CREATE FUNCTION {{schema}}.push(name text, payload jsonb DEFAULT '{}',
+                                run_at timestamptz DEFAULT now(),
+                                priority int DEFAULT 0,
+                                queue text DEFAULT 'default',
+                                max_retries int DEFAULT NULL,
+                                unique_key text DEFAULT NULL,
+                                unique_for interval DEFAULT NULL,
+                                on_conflict text DEFAULT 'keep',
+                                key text DEFAULT NULL)
+RETURNS bigint LANGUAGE sql AS $$
+    SELECT p.id FROM {{schema}}.push_keyed(push.name, push.payload,
+        push.run_at, push.priority, push.queue, push.max_retries,
+        push.unique_key, push.unique_for, push.on_conflict, push.key) p
+$$;

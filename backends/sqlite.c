@@ -19,6 +19,7 @@
 #include <sqlite3.h>
 
 #include "backend.h"
+#include "limitpick.h"
 #include "util.h"
 
 extern const char jr_sqlite_sql[];      /* build/sqlite_sql.c */
@@ -37,6 +38,8 @@ enum {
     S_UNIQUE_HOLDER, S_UNIQUE_WINDOW, S_UNIQUE_TAKE, S_UNIQUE_REPLACE,
     S_PRUNE_UNIQUE,
     S_DEAD_DELETE,
+    S_LIM_CANDIDATES, S_LIM_RUNNING, S_LIM_BUCKETS, S_LIM_BUCKET_SET,
+    S_LIM_PRUNE, S_LIM_PATH_SET, S_LIM_USE, S_LIM_USE_TOP, S_LIM_TOKENS,
     S_COUNT
 };
 
@@ -45,7 +48,7 @@ enum {
     "id, name, queue, state, attempts, max_retries, priority, run_at," \
     " created_at, updated_at, started_at, finished_at, last_error," \
     " generation, locked_by, locked_until, progress_done, progress_total," \
-    " progress_note, cancel_requested"
+    " progress_note, cancel_requested, limit_key"
 
 /* A requeue (retry, snooze, release, rescue) of a job whose cancel was
  * requested ends it cancelled instead. */
@@ -62,6 +65,15 @@ enum {
     "  AND (o.state IN ('queued', 'running')" \
     "  OR (o.state = 'dead' AND o.id > jobs.id)))" \
     "  THEN NULL ELSE unique_key END,"
+/* A push's limit key: ?9 as given, else its payload (?2) at the path the
+ * runner declared for its name (?1), if that is a string or number of 1
+ * to 256 bytes; else NULL, unkeyed. */
+#define LIMIT_KEY_OF \
+    "coalesce(?9, (SELECT CASE WHEN json_valid(?2)" \
+    " AND json_type(?2, '$.' || lp.path) IN ('text', 'integer', 'real')" \
+    " AND length(CAST(json_extract(?2, '$.' || lp.path) AS BLOB))" \
+    " BETWEEN 1 AND 256 THEN CAST(json_extract(?2, '$.' || lp.path) AS TEXT)" \
+    " END FROM limit_paths lp WHERE lp.name = ?1))"
 
 static const char *const sql_text[S_COUNT] = {
     /* the queues a claim may take from, by name */
@@ -127,8 +139,8 @@ static const char *const sql_text[S_COUNT] = {
         " WHERE id = ?1 AND state = 'running' AND locked_by = ?2",
     [S_INSERT] =
         "INSERT INTO jobs (name, payload, queue, priority, max_retries,"
-        " run_at, created_at, updated_at, unique_key)"
-        " VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?7, ?8)",
+        " run_at, created_at, updated_at, unique_key, limit_key)"
+        " VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?7, ?8, " LIMIT_KEY_OF ")",
     [S_RENEW] =
         "UPDATE jobs SET locked_until = ?2"
         " WHERE state = 'running' AND locked_by = ?1",
@@ -239,6 +251,51 @@ static const char *const sql_text[S_COUNT] = {
     [S_PRUNE_UNIQUE] =
         "DELETE FROM unique_keys WHERE (name, unique_key) IN (SELECT name,"
         " unique_key FROM unique_keys WHERE held_until < ?1 LIMIT ?2)",
+    /* limits per key: the first ?4 ready jobs of queue ?1 not of a name
+     * blocked whole (?5) nor of a name or queue and key at its cap (?6,
+     * "n<name>\x1f<key>" and "q<queue>\x1f<key>") */
+    [S_LIM_CANDIDATES] =
+        "SELECT id, priority, run_at, name, limit_key FROM jobs"
+        " WHERE state = 'queued' AND queue = ?1 AND run_at <= ?2"
+        " AND name IN (SELECT value FROM json_each(?3))"
+        " AND name NOT IN (SELECT value FROM json_each(?5))"
+        " AND (limit_key IS NULL"
+        "  OR ('n' || name || char(31) || limit_key) NOT IN"
+        "   (SELECT value FROM json_each(?6))"
+        "  AND ('q' || queue || char(31) || limit_key) NOT IN"
+        "   (SELECT value FROM json_each(?6)))"
+        " ORDER BY priority, run_at, id LIMIT ?4",
+    [S_LIM_RUNNING] =
+        "SELECT name, queue, limit_key, count(*) FROM jobs"
+        " WHERE state = 'running' GROUP BY name, queue, limit_key",
+    [S_LIM_BUCKETS] =
+        "SELECT scope, key, tokens, updated_at FROM limit_buckets",
+    [S_LIM_BUCKET_SET] =
+        "INSERT INTO limit_buckets (scope, key, tokens, updated_at)"
+        " VALUES (?1, ?2, ?3, ?4) ON CONFLICT (scope, key) DO UPDATE"
+        " SET tokens = excluded.tokens, updated_at = excluded.updated_at",
+    /* buckets of scope ?1 full again by now ?2 at rate ?3, burst ?4 */
+    [S_LIM_PRUNE] =
+        "DELETE FROM limit_buckets WHERE scope = ?1"
+        " AND tokens + (?2 - updated_at) * ?3 >= ?4",
+    /* a limit's use: ?1 its job name or ?2 its queue (the other NULL),
+     * ?3 now */
+    [S_LIM_USE] =
+        "SELECT coalesce(sum(state = 'running'), 0),"
+        " coalesce(sum(state = 'queued' AND run_at <= ?3), 0) FROM jobs"
+        " WHERE state IN ('running', 'queued')"
+        " AND (?1 IS NULL OR name = ?1) AND (?2 IS NULL OR queue = ?2)",
+    [S_LIM_USE_TOP] =
+        "SELECT limit_key, sum(state = 'queued' AND run_at <= ?3) AS w,"
+        " sum(state = 'running') FROM jobs"
+        " WHERE state IN ('running', 'queued') AND limit_key IS NOT NULL"
+        " AND (?1 IS NULL OR name = ?1) AND (?2 IS NULL OR queue = ?2)"
+        " GROUP BY limit_key ORDER BY w DESC, limit_key LIMIT ?4",
+    [S_LIM_TOKENS] =
+        "SELECT tokens, updated_at FROM limit_buckets"
+        " WHERE scope = ?1 AND key = ''",
+    [S_LIM_PATH_SET] =
+        "INSERT OR REPLACE INTO limit_paths (name, path) VALUES (?1, ?2)",
     [S_BEGIN] = "BEGIN IMMEDIATE",
     [S_COMMIT] = "COMMIT",
     [S_ROLLBACK] = "ROLLBACK",
@@ -258,6 +315,7 @@ struct jr_backend {
     int           must_exist;   /* never create the file or the tables */
     double        keep_completed; /* seconds; 0: delete at success */
     unsigned      rotate;       /* claims so far: which queue leads */
+    char         *lim_keys[JR_LIMIT_TOP]; /* limit_use's top keys */
 };
 
 /* JR_EINPUT when SQLite refused the row itself (a constraint, a value
@@ -499,6 +557,8 @@ sqlite_close(jr_backend *b)
     disconnect_db(b);
     if (b->inotify_fd >= 0)
         close(b->inotify_fd);
+    for (int i = 0; i < JR_LIMIT_TOP; i++)
+        free(b->lim_keys[i]);
     free(b->path);
     free(b);
 }
@@ -703,6 +763,7 @@ insert_row(jr_backend *b, const jr_push *p, double now, int64_t *id,
     sqlite3_bind_double(s, 6, p->run_at > 0 ? p->run_at : now + p->run_in);
     sqlite3_bind_double(s, 7, now);
     bind_text(s, 8, p->unique_key);
+    bind_text(s, 9, p->key);
     rc = sqlite3_step(s);
     sqlite3_reset(s);
     if (rc == SQLITE_CONSTRAINT_CHECK &&
@@ -796,7 +857,21 @@ typedef struct candidate {
     int     turn;               /* the queue's place in this claim's round */
     int     priority;
     double  run_at;
+    char   *name;               /* with limits: the job's name, queue and */
+    char   *queue;              /* limit key (NULL: none), else NULL */
+    char   *key;
 } candidate;
+
+/* A limited claim's state between passes: the pick, its blocked lists
+ * as JSON, and how many each queue gave so far. */
+typedef struct limq {
+    jr_lpick *pick;
+    char     *names;            /* job names blocked whole */
+    char     *pairs;            /* names and queues blocked for a key */
+    char    **qname;            /* queues that gave jobs, and how many */
+    int      *qtaken;
+    int       nq;
+} limq;
 
 /* Round robin between queues: rank first, then priority, run_at, id. */
 static int
@@ -818,25 +893,44 @@ candidate_order(const void *a, const void *b)
 /* How many jobs spec lets one claim take from queue: its listed max (the
  * smallest, if listed twice), else others; never more than the total. */
 static int
-queue_cap(const jr_claim_spec *spec, const char *queue)
+queue_cap(const jr_claim_spec *spec, const char *queue, const limq *lim)
 {
-    int i, cap = -1;
+    int i, cap = -1, taken = 0;
 
+    for (i = 0; lim && i < lim->nq; i++)
+        if (strcmp(lim->qname[i], queue) == 0)
+            taken = lim->qtaken[i];     /* a limited claim's earlier pass */
     for (i = 0; i < spec->nqueues; i++)
         if (strcmp(spec->queues[i].queue, queue) == 0 &&
             (cap < 0 || spec->queues[i].max < cap))
             cap = spec->queues[i].max;
     if (cap < 0)
         cap = spec->others;
+    cap -= taken;
     return cap < spec->max ? cap : spec->max;
 }
 
-/* Appends the first cap ready jobs of queue to c[*n..]; c has room. */
+/* A limited candidate's name, queue and key (from columns 3, 4). */
+static int
+candidate_strings(sqlite3_stmt *s, const char *queue, candidate *c)
+{
+    const char *key = (const char *)sqlite3_column_text(s, 4);
+
+    c->name = strdup((const char *)sqlite3_column_text(s, 3));
+    c->queue = strdup(queue);
+    c->key = key ? strdup(key) : NULL;
+    return c->name && c->queue && (key == NULL || c->key) ? 0 : -1;
+}
+
+/* Appends the first cap ready jobs of queue to c[*n..]; c has room. With
+ * lim, skips the jobs its lists block and keeps their strings. */
 static int
 queue_candidates(jr_backend *b, const char *queue, int cap, const char *json,
-                 double now, candidate *c, int *n, jr_err *err)
+                 double now, candidate *c, int *n, const limq *lim,
+                 jr_err *err)
 {
-    sqlite3_stmt *s = stmt(b, S_CLAIM_CANDIDATES, err);
+    sqlite3_stmt *s = stmt(b, lim ? S_LIM_CANDIDATES : S_CLAIM_CANDIDATES,
+                           err);
     int rank = 0, rc;
 
     if (s == NULL)
@@ -845,12 +939,21 @@ queue_candidates(jr_backend *b, const char *queue, int cap, const char *json,
     sqlite3_bind_double(s, 2, now);
     bind_text(s, 3, json);
     sqlite3_bind_int(s, 4, cap);
+    if (lim) {
+        bind_text(s, 5, lim->names);
+        bind_text(s, 6, lim->pairs);
+    }
     while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
         c[*n].id = sqlite3_column_int64(s, 0);
         c[*n].priority = sqlite3_column_int(s, 1);
         c[*n].run_at = sqlite3_column_double(s, 2);
         c[*n].rank = rank++;
+        c[*n].name = c[*n].queue = c[*n].key = NULL;
         (*n)++;
+        if (lim && candidate_strings(s, queue, &c[*n - 1]) < 0) {
+            sqlite3_reset(s);
+            return jr_fail(err, JR_ENOMEM, "sqlite: out of memory");
+        }
     }
     sqlite3_reset(s);
     return rc == SQLITE_DONE ? 0 : db_fail(b, err, "claiming jobs");
@@ -859,9 +962,22 @@ queue_candidates(jr_backend *b, const char *queue, int cap, const char *json,
 /* The ready jobs a claim may take, fairly ordered, into a new array;
  * *n gets how many. One short indexed read per queue not paused, so a
  * backlog in one queue costs no scan. NULL with err set on failure. */
+static void
+candidates_free(candidate *c, int n)
+{
+    int i;
+
+    for (i = 0; c && i < n; i++) {
+        free(c[i].name);
+        free(c[i].queue);
+        free(c[i].key);
+    }
+    free(c);
+}
+
 static candidate *
 candidates(jr_backend *b, const jr_claim_spec *spec, const char *json,
-           double now, int *n, jr_err *err)
+           double now, int *n, const limq *lim, jr_err *err)
 {
     sqlite3_stmt *q = stmt(b, S_CLAIM_QUEUES, err);
     candidate *c = NULL, *bigger;
@@ -873,7 +989,8 @@ candidates(jr_backend *b, const jr_claim_spec *spec, const char *json,
         return NULL;
     while ((rc = sqlite3_step(q)) == SQLITE_ROW) {
         const char *queue = (const char *)sqlite3_column_text(q, 0);
-        if ((k = queue_cap(spec, queue)) <= 0)
+        if ((k = queue_cap(spec, queue, lim)) <= 0 ||
+            (lim && !jr_lpick_queue_open(lim->pick, queue)))
             continue;
         from = *n;
         if ((size_t)*n + (size_t)k > cap) {
@@ -884,7 +1001,7 @@ candidates(jr_backend *b, const jr_claim_spec *spec, const char *json,
             }
             c = bigger;
         }
-        if (queue_candidates(b, queue, k, json, now, c, n, err) < 0)
+        if (queue_candidates(b, queue, k, json, now, c, n, lim, err) < 0)
             goto fail;
         for (i = from; i < *n; i++)
             c[i].turn = nq;
@@ -893,7 +1010,7 @@ candidates(jr_backend *b, const jr_claim_spec *spec, const char *json,
     sqlite3_reset(q);
     if (rc != SQLITE_DONE) {
         db_fail(b, err, "claiming jobs");
-        free(c);
+        candidates_free(c, *n);
         return NULL;
     }
     /* the queue that leads each round rotates from claim to claim */
@@ -907,7 +1024,7 @@ candidates(jr_backend *b, const jr_claim_spec *spec, const char *json,
     return c;
 fail:
     sqlite3_reset(q);
-    free(c);
+    candidates_free(c, *n);
     return NULL;
 }
 
@@ -995,6 +1112,207 @@ claim_picked(jr_backend *b, const char *token, double lease, candidate *c,
     return k;
 }
 
+/* ---- limits per key ---- */
+
+/* Reads the running jobs and the token buckets into a new pick. */
+static jr_lpick *
+lim_load(jr_backend *b, const jr_claim_spec *spec, double now, jr_err *err)
+{
+    jr_lpick *p = jr_lpick_new(spec->limits, spec->nlimits, now);
+    sqlite3_stmt *s;
+    int rc = SQLITE_NOMEM, bad = p == NULL;
+
+    if (!bad && (s = stmt(b, S_LIM_RUNNING, err)) != NULL) {
+        while ((rc = sqlite3_step(s)) == SQLITE_ROW)
+            bad |= jr_lpick_running(p, (const char *)sqlite3_column_text(s, 0),
+                                    (const char *)sqlite3_column_text(s, 1),
+                                    (const char *)sqlite3_column_text(s, 2),
+                                    sqlite3_column_int64(s, 3)) < 0;
+        sqlite3_reset(s);
+    }
+    if (!bad && rc == SQLITE_DONE && (s = stmt(b, S_LIM_BUCKETS, err))) {
+        while ((rc = sqlite3_step(s)) == SQLITE_ROW)
+            bad |= jr_lpick_bucket(p, (const char *)sqlite3_column_text(s, 0),
+                                   (const char *)sqlite3_column_text(s, 1),
+                                   sqlite3_column_double(s, 2),
+                                   sqlite3_column_double(s, 3)) < 0;
+        sqlite3_reset(s);
+    }
+    if (!bad && rc == SQLITE_DONE)
+        return p;
+    if (bad)
+        jr_fail(err, JR_ENOMEM, "sqlite: out of memory");
+    else if (rc != SQLITE_NOMEM)
+        db_fail(b, err, "reading limits");
+    jr_lpick_free(p);
+    return NULL;
+}
+
+static int
+lim_save_one(const char *scope, const char *key, double tokens, double now,
+             void *arg)
+{
+    jr_backend *b = ((void **)arg)[0];
+    jr_err *err = ((void **)arg)[1];
+    sqlite3_stmt *s = stmt(b, S_LIM_BUCKET_SET, err);
+
+    if (s == NULL)
+        return -1;
+    bind_text(s, 1, scope);
+    bind_text(s, 2, key);
+    sqlite3_bind_double(s, 3, tokens);
+    sqlite3_bind_double(s, 4, now);
+    return run(b, s, err, "saving a token bucket") < 0 ? -1 : 0;
+}
+
+/* Writes back the buckets the claim took from; every 64th claim also
+ * forgets buckets that are full again (a missing row is full). */
+static int
+lim_save(jr_backend *b, const jr_claim_spec *spec, const jr_lpick *p,
+         double now, jr_err *err)
+{
+    void *arg[2] = {b, err};
+    sqlite3_stmt *s;
+    int i, k;
+
+    if (jr_lpick_dirty(p, lim_save_one, arg) < 0)
+        return -1;
+    if (b->rotate % 64 != 0)
+        return 0;
+    for (i = 0; i < spec->nlimits; i++)
+        for (k = 0; k < 2; k++) {
+            const jr_limit_set *set = k ? &spec->limits[i].per_key :
+                                      &spec->limits[i].all;
+            if (set->rate <= 0 || (s = stmt(b, S_LIM_PRUNE, err)) == NULL)
+                continue;
+            bind_text(s, 1, spec->limits[i].scope);
+            sqlite3_bind_double(s, 2, now);
+            sqlite3_bind_double(s, 3, set->rate);
+            sqlite3_bind_double(s, 4, set->burst);
+            if (run(b, s, err, "forgetting full buckets") < 0)
+                return -1;
+        }
+    return 0;
+}
+
+/* Counts one more job taken from queue in lim. */
+static int
+lim_taken(limq *lim, const char *queue)
+{
+    char **qn;
+    int *qt, i;
+
+    for (i = 0; i < lim->nq; i++)
+        if (strcmp(lim->qname[i], queue) == 0) {
+            lim->qtaken[i]++;
+            return 0;
+        }
+    if ((qn = realloc(lim->qname, (size_t)(lim->nq + 1) * sizeof *qn)))
+        lim->qname = qn;
+    if ((qt = realloc(lim->qtaken, (size_t)(lim->nq + 1) * sizeof *qt)))
+        lim->qtaken = qt;
+    if (qn == NULL || qt == NULL ||
+        (lim->qname[lim->nq] = strdup(queue)) == NULL)
+        return -1;
+    lim->qtaken[lim->nq++] = 1;
+    return 0;
+}
+
+/* Keeps the candidates c[0..nc) (fair order) the limits let through, at
+ * most max, at the front of c; *rejected counts the others. Returns how
+ * many, or -1 when out of memory. */
+static int
+lim_filter(limq *lim, candidate *c, int nc, int max, int *rejected)
+{
+    int i, k = 0, rc = 0, ok;
+
+    *rejected = 0;
+    for (i = 0; i < nc; i++) {
+        ok = k < max && rc == 0 ?
+             jr_lpick_take(lim->pick, c[i].name, c[i].queue, c[i].key) : 0;
+        if (ok > 0 && lim_taken(lim, c[i].queue) < 0)
+            ok = -1;
+        if (ok < 0)
+            rc = -1;
+        *rejected += ok == 0 && k < max;
+        free(c[i].name);
+        free(c[i].queue);
+        free(c[i].key);
+        c[i].name = c[i].queue = c[i].key = NULL;
+        if (ok > 0)
+            c[k++] = c[i];
+    }
+    return rc < 0 ? -1 : k;
+}
+
+static void
+lim_clear(limq *lim)
+{
+    int i;
+
+    jr_lpick_free(lim->pick);
+    free(lim->names);
+    free(lim->pairs);
+    for (i = 0; i < lim->nq; i++)
+        free(lim->qname[i]);
+    free(lim->qname);
+    free(lim->qtaken);
+}
+
+/* The claim under limits: in passes, each reading the first candidates
+ * that the caps and buckets do not block, taking those that still fit
+ * in fair order, until the claim is full or nothing was refused (a key
+ * that fills up in a pass is skipped by the next). Returns how many jobs
+ * it put in out[], or -1. */
+static int
+claim_limited(jr_backend *b, const char *token, double lease,
+              const jr_claim_spec *spec, const char *json, jr_job **out,
+              double now, jr_err *err)
+{
+    jr_claim_spec sub = *spec;
+    limq lim = {0};
+    candidate *c;
+    int total = 0, pass, nc, k, n, rejected = 0;
+
+    if ((lim.pick = lim_load(b, spec, now, err)) == NULL)
+        return -1;
+    for (pass = 0; pass < 4 && total < spec->max; pass++) {
+        free(lim.names);
+        free(lim.pairs);
+        lim.names = jr_lpick_list(lim.pick, 'n', 1);
+        lim.pairs = jr_lpick_list(lim.pick, 'p', 1);
+        sub.max = spec->max - total;
+        if (lim.names == NULL || lim.pairs == NULL) {
+            jr_fail(err, JR_ENOMEM, "sqlite: out of memory");
+            goto fail;
+        }
+        if ((c = candidates(b, &sub, json, now, &nc, &lim, err)) == NULL)
+            goto fail;
+        k = lim_filter(&lim, c, nc, sub.max, &rejected);
+        n = k < 0 ? -1 : claim_picked(b, token, lease, c, k, out + total,
+                                      now, err);
+        candidates_free(c, k < 0 ? nc : 0);
+        if (k < 0)
+            jr_fail(err, JR_ENOMEM, "sqlite: out of memory");
+        if (n < 0)
+            goto fail;
+        total += n;
+        if (rejected == 0 || nc == 0)
+            break;
+    }
+    if (lim_save(b, spec, lim.pick, now, err) < 0)
+        goto fail;
+    if (spec->limit_next)
+        *spec->limit_next = jr_lpick_next(lim.pick);
+    lim_clear(&lim);
+    return total;
+fail:
+    while (total > 0)
+        free(out[--total]);
+    lim_clear(&lim);
+    return -1;
+}
+
 /* Claims the fairly ordered candidates, inside the open transaction.
  * Returns how many jobs it filled out[] with, or -1 (the caller rolls
  * back). */
@@ -1010,7 +1328,12 @@ claim_rows(jr_backend *b, const char *token, double lease,
         return 0;
     if ((json = names_json(spec->names, spec->nnames)) == NULL)
         return jr_fail(err, JR_ENOMEM, "sqlite: out of memory");
-    c = candidates(b, spec, json, now, &nc, err);
+    if (spec->nlimits > 0) {
+        n = claim_limited(b, token, lease, spec, json, out, now, err);
+        free(json);
+        return n;
+    }
+    c = candidates(b, spec, json, now, &nc, NULL, err);
     free(json);
     if (c == NULL)
         return -1;
@@ -1550,6 +1873,7 @@ row_fields(sqlite3_stmt *s, jr_job_row *r)
     r->progress_note = col_text(s, 18);
     r->cancel_requested = sqlite3_column_int(s, 19);
     r->unique_key = NULL;
+    r->limit_key = col_text(s, 20);
 }
 
 static int
@@ -1565,8 +1889,8 @@ sqlite_show(jr_backend *b, int64_t id, jr_job_cb cb, void *arg, jr_err *err)
     rc = sqlite3_step(s);
     if (rc == SQLITE_ROW) {
         row_fields(s, &row);
-        row.payload = col_text(s, 20);
-        row.unique_key = col_text(s, 21);
+        row.payload = col_text(s, 21);
+        row.unique_key = col_text(s, 22);
         cb(&row, arg);
     }
     sqlite3_reset(s);
@@ -1748,6 +2072,96 @@ sqlite_last_fires(jr_backend *b, jr_fire_cb cb, void *arg, jr_err *err)
     return 0;
 }
 
+/* ---- limits per key: paths and use ---- */
+
+static int
+sqlite_limit_paths(jr_backend *b, const jr_limit *l, int n, jr_err *err)
+{
+    sqlite3_stmt *s;
+    int i;
+
+    for (i = 0; i < n && l[i].key_path == NULL; i++)
+        ;
+    if (i == n)
+        return 0;               /* no write for a runner without paths */
+    if (begin(b, err) < 0)
+        return -1;
+    for (i = 0; i < n; i++) {
+        if (l[i].key_path == NULL ||
+            strncmp(l[i].scope, JR_LIMIT_QPREFIX, 6) == 0)
+            continue;
+        if ((s = stmt(b, S_LIM_PATH_SET, err)) == NULL)
+            goto fail;
+        bind_text(s, 1, l[i].scope);
+        bind_text(s, 2, l[i].key_path);
+        if (run(b, s, err, "recording a limit key path") < 0)
+            goto fail;
+    }
+    return commit(b, err);
+fail:
+    rollback(b);
+    return -1;
+}
+
+/* Binds a limit's scope as ?1 (job name) or ?2 (queue), ?3 now. */
+static void
+bind_scope(sqlite3_stmt *s, const jr_limit *l, double now)
+{
+    int q = strncmp(l->scope, JR_LIMIT_QPREFIX, 6) == 0;
+
+    bind_text(s, q ? 2 : 1, q ? l->scope + 6 : l->scope);
+    sqlite3_bind_double(s, 3, now);
+}
+
+static int
+sqlite_limit_use(jr_backend *b, const jr_limit *l, jr_limit_use *u,
+                 jr_err *err)
+{
+    double now = jr_now(), at;
+    sqlite3_stmt *s;
+    int rc, i;
+
+    memset(u, 0, sizeof *u);
+    for (i = 0; i < JR_LIMIT_TOP; i++) {
+        free(b->lim_keys[i]);
+        b->lim_keys[i] = NULL;
+    }
+    if ((s = stmt(b, S_LIM_USE, err)) == NULL)
+        return -1;
+    bind_scope(s, l, now);
+    if ((rc = sqlite3_step(s)) == SQLITE_ROW) {
+        u->running = (long)sqlite3_column_int64(s, 0);
+        u->waiting = (long)sqlite3_column_int64(s, 1);
+    }
+    sqlite3_reset(s);
+    if (rc != SQLITE_ROW || (s = stmt(b, S_LIM_USE_TOP, err)) == NULL)
+        return s ? db_fail(b, err, "reading a limit's use") : -1;
+    bind_scope(s, l, now);
+    sqlite3_bind_int(s, 4, JR_LIMIT_TOP);
+    while ((rc = sqlite3_step(s)) == SQLITE_ROW && u->ntop < JR_LIMIT_TOP) {
+        b->lim_keys[u->ntop] = strdup((const char *)
+                                      sqlite3_column_text(s, 0));
+        u->top_key[u->ntop] = b->lim_keys[u->ntop] ? b->lim_keys[u->ntop] :
+                              "?";
+        u->top_waiting[u->ntop] = (long)sqlite3_column_int64(s, 1);
+        u->top_running[u->ntop++] = (long)sqlite3_column_int64(s, 2);
+    }
+    sqlite3_reset(s);
+    u->tokens = l->all.rate > 0 ? l->all.burst : -1;
+    if (l->all.rate > 0 && (s = stmt(b, S_LIM_TOKENS, err)) != NULL) {
+        bind_text(s, 1, l->scope);
+        if (sqlite3_step(s) == SQLITE_ROW) {
+            at = sqlite3_column_double(s, 1);
+            u->tokens = sqlite3_column_double(s, 0) +
+                        (now > at ? now - at : 0) * l->all.rate;
+            if (u->tokens > l->all.burst)
+                u->tokens = l->all.burst;
+        }
+        sqlite3_reset(s);
+    }
+    return 0;
+}
+
 const jr_backend_ops jr_sqlite_ops = {
     .name = "sqlite",
     .open = sqlite_open,
@@ -1778,4 +2192,6 @@ const jr_backend_ops jr_sqlite_ops = {
     .fire = sqlite_fire,
     .last_fires = sqlite_last_fires,
     .dead_delete = sqlite_dead_delete,
+    .limit_paths = sqlite_limit_paths,
+    .limit_use = sqlite_limit_use,
 };

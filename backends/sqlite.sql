@@ -173,3 +173,23 @@ CREATE TABLE schedule_fires (
     created_at REAL    NOT NULL DEFAULT ((julianday('now') - 2440587.5) * 86400.0),
     PRIMARY KEY (schedule, fire_at)
 ) WITHOUT ROWID;
+-- migration 6
+-- Limits per key (README "Limits"). A job may carry a limit key, given at
+-- push or taken from its payload at push time by the path its runner
+-- declared in limit_paths; the claim skips keys at their cap. Token
+-- buckets of rate limits are rows refilled by time: a missing row is a
+-- full bucket.
+ALTER TABLE jobs ADD COLUMN limit_key TEXT
+    CHECK (limit_key IS NULL OR length(CAST(limit_key AS BLOB)) BETWEEN 1 AND 256);
+CREATE TABLE limit_buckets (
+    scope      TEXT NOT NULL,                -- job name, or queue:NAME
+    key        TEXT NOT NULL DEFAULT '',     -- '': the scope's own bucket
+    tokens     REAL NOT NULL,
+    updated_at REAL NOT NULL,
+    PRIMARY KEY (scope, key)
+) WITHOUT ROWID;
+-- job name -> payload path ("account_id", "a.b") its key is taken from
+CREATE TABLE limit_paths (
+    name TEXT PRIMARY KEY,
+    path TEXT NOT NULL
+) WITHOUT ROWID;

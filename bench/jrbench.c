@@ -8,6 +8,7 @@
  *                                     unique_key (the cost of the check)
  *   jrbench fill URL N NAME           queue N jobs NAME (batches of 5000)
  *   jrbench fillq URL N NAME Q1,Q2    N jobs spread over the queues
+ *   jrbench fillk URL N NAME K        N jobs spread over K limit keys
  *   jrbench latency URL N MS NAME     N single pushes MS milliseconds apart
  *   jrbench drain URL BIN CONFIG LOG  start BIN -c CONFIG run, time until
  *                                     the jobs table is empty, then stop it
@@ -195,6 +196,35 @@ cmd_fillq(char **argv)
     }
     free(jobs);
     free(list);
+    jr_client_close(c);
+    return 0;
+}
+
+/* fillk URL N NAME K: N jobs, job i with limit key "k<i mod K>". */
+static int
+cmd_fillk(char **argv)
+{
+    static const jr_client_opts init = JR_CLIENT_OPTS_INIT;
+    jr_client *c = open_client(argv[0]);
+    long n = atol(argv[1]), nk = atol(argv[3]), i, k;
+    jr_client_job *jobs = calloc(FILL_BATCH, sizeof *jobs);
+    char (*keys)[24] = calloc(FILL_BATCH, sizeof *keys);
+
+    if (jobs == NULL || keys == NULL || nk <= 0)
+        die("fillk", "out of memory or no keys");
+    for (i = 0; i < n; i += k) {
+        for (k = 0; k < FILL_BATCH && i + k < n; k++) {
+            snprintf(keys[k], sizeof keys[k], "k%ld", (i + k) % nk);
+            jobs[k].name = argv[2];
+            jobs[k].payload = "{\"n\":1}";
+            jobs[k].opts = init;
+            jobs[k].opts.key = keys[k];
+        }
+        if (jr_client_push_many(c, jobs, (size_t)k, NULL) != JR_CLIENT_OK)
+            die("push_many", jr_client_errmsg(c));
+    }
+    free(keys);
+    free(jobs);
     jr_client_close(c);
     return 0;
 }
@@ -575,7 +605,7 @@ main(int argc, char **argv)
     } cmds[] = {
         {"push", 3, cmd_push}, {"pushu", 3, cmd_pushu},
         {"fill", 3, cmd_fill},
-        {"fillq", 4, cmd_fillq},
+        {"fillq", 4, cmd_fillq}, {"fillk", 4, cmd_fillk},
         {"latency", 4, cmd_latency}, {"drain", 4, cmd_drain},
         {"idle", 4, cmd_idle}, {"empty", 1, cmd_empty},
         {"warm", 7, cmd_warm},

@@ -64,6 +64,7 @@ local rows = {
   { "drain_plain_jobs_s", "drain, one queue, default concurrency (jobs/s)", nil, nil, "%.0f" },
   { "drain_http_jobs_s", "the same, HTTP on, /metrics scraped every 100 ms (jobs/s)", nil, nil, "%.0f" },
   { "drain_queues4_jobs_s", "drain, 4 queues capped 8/32/128/512 (jobs/s)", nil, nil, "%.0f" },
+  { "drain_keys1000_jobs_s", "drain, 1000 limit keys, per-key concurrency 2 (jobs/s)", nil, nil, "%.0f" },
   { "drain_keep_jobs_s", ("drain, concurrency %d, retention completed = 1d (jobs/s)"):format(cores), nil, nil, "%.0f" },
   { "latency_p50_ms", "latency push->start p50 (ms)", { "<=", 1 }, { "<=", 1 }, "%.2f" },
   { "latency_p99_ms", "latency push->start p99 (ms)", { "<=", 2 }, { "<=", 3 }, "%.2f" },

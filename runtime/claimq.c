@@ -380,6 +380,7 @@ jr_claimq_cycle_done(jr_cycle *c, void *arg)
         m->ninflight = 0;
     }
     take_claimed(m, c);
+    jr_limitsrun_cycle(m, c);
     jr_qstate_cycle(m, c);
     jr_cycle_free_out(c);
     jr_sched_cycle(m, c);
@@ -479,6 +480,7 @@ jr_claimq_work(evutil_socket_t fd, short what, void *arg)
     c->keep_completed = m->cfg->keep_completed;
     c->keep_cancelled = m->cfg->keep_cancelled;
     c->keep_dead = m->cfg->keep_dead;
+    jr_limitsrun_spec(m, c);
     m->wake_due = m->renew_due = m->rescue_due = m->count_due = 0;
     m->cancel_due = m->prune_due = 0;
     jr_sched_spec(m, c);

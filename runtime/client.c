@@ -158,6 +158,7 @@ make_push(jr_client *c, const char *name, const char *payload,
     p->max_retries = o->max_retries;
     p->run_at = o->run_at;
     p->run_in = o->run_in;
+    p->key = o->key;
     return jr_push_check(p, c->max_payload, &c->err);
 }
 
@@ -493,6 +494,7 @@ job_row(const jr_job_row *row, void *arg)
     j.progress_note = row->progress_note;
     j.cancel_requested = row->cancel_requested;
     j.unique_key = row->unique_key;
+    j.limit_key = row->limit_key;
     return a->fn(&j, a->arg);
 }
 

@@ -302,6 +302,14 @@ set_on_conflict(jr_push *p, const char *val, jr_err *err)
                    "keep or replace", val);
 }
 
+static int
+set_key(jr_push *p, const char *val, jr_err *err)
+{
+    (void)err;
+    p->key = val;               /* checked with the push (jr_push_check) */
+    return 0;
+}
+
 static const struct push_option {
     const char  *name;
     int          takes;         /* takes a value: the next argument */
@@ -315,6 +323,7 @@ static const struct push_option {
     {"--unique-key",  1, set_unique_key},
     {"--unique-for",  1, set_unique_for},
     {"--on-conflict", 1, set_on_conflict},
+    {"--key",         1, set_key},
     {NULL, 0, NULL}
 };
 
@@ -395,6 +404,7 @@ jr_cmd_push(jr_cli *cli)
     opts.priority = p.priority;
     opts.queue = p.queue;
     opts.max_retries = p.max_retries;
+    opts.key = p.key;
     u.key = p.unique_key;
     u.unique_for = p.unique_for;
     u.on_conflict = p.on_conflict;
@@ -460,6 +470,7 @@ jr_cmd_migrate(jr_cli *cli)
 {
     jr_config c;
     jr_db db;
+    jr_err err;
     char url[512];
     int rc;
 
@@ -468,6 +479,9 @@ jr_cmd_migrate(jr_cli *cli)
                            cli->argv[0]);
     if ((rc = setup(cli, &c, &db)) != 0)
         return rc;
+    /* the limits' key paths, for producers (as a runner's start does) */
+    if (db.ops->limit_paths(db.b, c.limits.l, c.limits.n, &err) < 0)
+        return finish(&c, &db, jr_cmd_die(JR_EXIT_FAIL, err.msg));
     jr_url_mask(c.backend, url, sizeof url);
     printf("schema of %s is up to date\n", url);
     return finish(&c, &db, JR_EXIT_OK);

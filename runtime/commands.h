@@ -46,6 +46,7 @@ int jr_cmd_queue(jr_cli *cli);          /* queuecmd.c */
 int jr_cmd_cancel(jr_cli *cli);         /* control.c */
 int jr_cmd_show(jr_cli *cli);
 int jr_cmd_list(jr_cli *cli);
+int jr_cmd_limits(jr_cli *cli);         /* limitscmd.c */
 
 /* For the command files (commands.c, inspect.c). Each error is said in
  * one line on stderr, "jobrunner: ..."; each returns the exit status. */

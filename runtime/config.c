@@ -563,6 +563,18 @@ k_http(cfg_ctx *x, lua_State *L, const char *key)
     return 0;
 }
 
+static int
+k_limits(cfg_ctx *x, lua_State *L, const char *key)
+{
+    char sub[200], what[300];
+
+    (void)key;
+    if (jr_limits_read(L, &x->c->limits, sub, sizeof sub, what,
+                       sizeof what) < 0)
+        return key_fail(x, sub, "%s", what);
+    return 0;
+}
+
 static const key_row top_rows[] = {
     {"backend", k_backend},
     {"scripts", k_scripts},
@@ -594,6 +606,7 @@ static const key_row top_rows[] = {
     {"schedules", k_schedules},
     {"timezone", k_timezone},
     {"http", k_http},
+    {"limits", k_limits},
     {NULL, NULL}
 };
 
@@ -699,5 +712,6 @@ jr_config_free(jr_config *c)
     free(c->http_token);
     jr_queues_free(&c->queues);
     jr_schedules_free(&c->schedules);
+    jr_limits_free(&c->limits);
     memset(c, 0, sizeof *c);
 }

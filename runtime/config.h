@@ -8,6 +8,7 @@
 #include <stddef.h>
 
 #include "err.h"
+#include "limitcfg.h"
 #include "queues.h"
 #include "retry.h"
 #include "schedules.h"
@@ -66,6 +67,7 @@ typedef struct jr_config {
     jr_schedules schedules;     /* `schedules` and `timezone` */
     char      *http_listen;     /* http.listen (or run --http); NULL: off */
     char      *http_token;      /* http.token; NULL: none */
+    jr_limits  limits;          /* `limits`: per name or queue, per key */
     lua_State *L;               /* the config's state; holds the table */
     int        ref;             /* registry ref of the returned table */
     int        owns_L;          /* L is closed by jr_config_free */

@@ -192,6 +192,8 @@ job_json(const jr_client_job_info *j, const job_out *o)
         printf(",\"unique_key\":");
         jr_json_str(stdout, j->unique_key);
     }
+    printf(",\"key\":");
+    jr_json_str(stdout, j->limit_key);
     json_progress(j);
     printf("}%s", o->full ? "\n" : "");
 }
@@ -246,6 +248,8 @@ job_text_full(const jr_client_job_info *j)
            j->generation ? j->generation : "-", "locked_by",
            j->locked_by ? j->locked_by : "-", "progress",
            progress_str(j, prog, sizeof prog));
+    printf("%-13s %s\n", "key", j->limit_key ? j->limit_key :
+           "- (unkeyed: no key given, none at its name's payload path)");
     printf("%-13s %s\n", "payload", j->payload ? j->payload : "-");
     printf("%-13s %s\n", "last_error", j->last_error ? j->last_error : "-");
 }

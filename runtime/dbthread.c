@@ -62,7 +62,8 @@ open_migrate(jr_db *db, const jr_config *cfg, jr_err *err)
     o.keep_completed = cfg->keep_completed;
     o.keep_cancelled = cfg->keep_cancelled;
     if (jr_db_open(db, cfg->backend, &o, err) == 0 &&
-        db->ops->migrate(db->b, err) == 0)
+        db->ops->migrate(db->b, err) == 0 &&
+        db->ops->limit_paths(db->b, cfg->limits.l, cfg->limits.n, err) == 0)
         return 0;
     jr_db_close(db);
     return -1;
@@ -202,6 +203,8 @@ jr_cycle_free_out(jr_cycle *c)
     for (i = 0; i < c->nready_q; i++)
         free(c->ready_q[i].queue);
     free(c->ready_q);
+    free(c->lim_waiting);
+    c->lim_waiting = c->lim_running = NULL;
     c->paused = NULL;
     c->ready_q = NULL;
     c->npaused = -1;
@@ -255,6 +258,29 @@ queue_wants(const jr_cycle *c)
 }
 
 /* The reads a cycle may add: the paused queues and the ready counts. */
+/* For on_tick: each limit's jobs ready and running, over all runners
+ * (one limit_use each; none when out of memory). */
+static void
+limit_counts(jr_dbthread *t, jr_cycle *c)
+{
+    jr_limit_use u;
+    jr_err e;
+    int i;
+
+    c->lim_waiting = calloc(2 * (size_t)c->nlimits, sizeof *c->lim_waiting);
+    if (c->lim_waiting == NULL)
+        return;
+    c->lim_running = c->lim_waiting + c->nlimits;
+    for (i = 0; i < c->nlimits; i++) {
+        if (t->db->ops->limit_use(t->db->b, &c->limits[i], &u, &e) < 0) {
+            keep_err(c, &e);
+            u.waiting = u.running = -1;
+        }
+        c->lim_waiting[i] = u.waiting;
+        c->lim_running[i] = u.running;
+    }
+}
+
 static void
 run_reads(jr_dbthread *t, jr_cycle *c, int changed)
 {
@@ -279,6 +305,8 @@ run_reads(jr_dbthread *t, jr_cycle *c, int changed)
             c->ready = -1;
         }
     }
+    if (c->count_ready && c->nlimits > 0 && c->err.code == 0)
+        limit_counts(t, c);
 }
 
 /* The cycle's checks off the claim path: the cancels of this runner's
@@ -392,6 +420,10 @@ run_cycle(jr_dbthread *t, jr_cycle *c)
     spec.nqueues = wants ? c->nqueues : 0;
     spec.others = c->others < want ? c->others : want;
     spec.max = want;
+    spec.limits = c->limits;
+    spec.nlimits = c->nlimits;
+    spec.limit_next = &c->limit_next;
+    c->limit_next = 0;
     nres = c->nresults;
     if (nres > 0 && want > 0 && ops->complete_claim != NULL &&
         (c->nclaimed = ops->complete_claim(b, t->token, c->results, nres,

@@ -79,6 +79,15 @@ typedef struct jr_cycle {
     double              keep_completed; /* prune: seconds each state stays */
     double              keep_cancelled;
     double              keep_dead;      /* < 0: forever */
+    const struct jr_limit *limits;      /* borrowed; see jr_claim_spec */
+    int                 nlimits;
+    double              limit_next;     /* out: a refused rate's next
+                                           token, epoch seconds, or 0 */
+    long               *lim_waiting;    /* out (count_ready): per limit,
+                                           jobs ready, or NULL; freed by
+                                           jr_cycle_free_out */
+    long               *lim_running;    /* the same: running, all runners
+                                           (same allocation) */
     /* outputs */
     int                 applied;        /* results recorded, or -1 */
     jr_job            **claimed;        /* want slots, filled; caller owns */

@@ -113,6 +113,7 @@ jr_event_tick(master *m, const jr_cycle *c)
     jr_hook_int(m->hooks, "dead", m->dead);
     jr_hook_num(m->hooks, "interval", secs);
     jr_qstate_tick(m, c);
+    jr_limitsrun_tick(m, c);
     m->tick_at = now;
     m->tick_done = m->done;
     m->tick_failed = m->failed + m->dead;

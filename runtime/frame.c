@@ -248,6 +248,7 @@ jr_frame_put_result(jr_buf *b, const jr_result *res)
         jr_put_str(b, p->unique_key);
         jr_put_f64(b, p->unique_for);
         jr_put_i32(b, p->on_conflict);
+        jr_put_str(b, p->key);
     }
     if (res->kind == JR_PROGRESS) {
         jr_put_f64(b, res->done);
@@ -257,9 +258,9 @@ jr_frame_put_result(jr_buf *b, const jr_result *res)
     jr_frame_end(b, start);
 }
 
-/* Smallest encoding of one push: four string lengths, three i32, three
+/* Smallest encoding of one push: five string lengths, three i32, three
  * f64. */
-#define PUSH_MIN_BYTES (4 * 4 + 3 * 4 + 3 * 8)
+#define PUSH_MIN_BYTES (5 * 4 + 3 * 4 + 3 * 8)
 
 int
 jr_frame_get_result(jr_reader *r, jr_result *res, void **mem, jr_err *err)
@@ -297,6 +298,7 @@ jr_frame_get_result(jr_reader *r, jr_result *res, void **mem, jr_err *err)
         pushes[i].unique_for = jr_get_f64(r);
         pushes[i].on_conflict = jr_get_i32(r);
         pushes[i].outcome = NULL;
+        pushes[i].key = arena_str(r, &arena);
         if (pushes[i].name == NULL)
             r->bad = 1;
     }

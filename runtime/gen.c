@@ -237,6 +237,7 @@ on_hello_gen(master *m, wk *w, gen *g, int nerr, const char *first)
         if (g->n == 0)
             jr_log(JR_LOG_WARN, "no handlers loaded: no job will be claimed;"
                    " add scripts/NAME.lua returning a function");
+        jr_limitsrun_warn(m, g->names, g->n);
         m->want_claim = 1;
         notify_ready(m);
     } else if (strcmp(g->hash, m->gen->hash) != 0) {

@@ -90,6 +90,10 @@ jr_push_check(const jr_push *p, size_t max_payload, jr_err *err)
     if (p->run_at != 0 && p->run_in != 0)
         return jr_fail(err, JR_EINPUT, "job '%s': give run_at or run_in, "
                        "not both", p->name);
+    if (p->key && (p->key[0] == '\0' || strlen(p->key) > JR_KEY_MAX))
+        return jr_fail(err, JR_EINPUT, "job '%s': limit key of %zu bytes "
+                       "(key: 1 to %d bytes)", p->name, strlen(p->key),
+                       JR_KEY_MAX);
     return unique_check(p, err);
 }
 

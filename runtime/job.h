@@ -47,6 +47,7 @@ typedef struct jr_push {
     int         on_conflict;    /* JR_CONFLICT_KEEP or _REPLACE */
     int        *outcome;        /* may be NULL; receives JR_PUSH_NEW,
                                    _DUPLICATE or _REPLACED */
+    const char *key;            /* limit key (limitcfg.h); NULL: none */
 } jr_push;
 
 /* One fire of a recurring job (a schedule): the job it inserts and the
@@ -76,6 +77,7 @@ enum {
 };
 
 #define JR_UNIQUE_KEY_MAX 255   /* bytes in a unique key */
+#define JR_KEY_MAX 256          /* bytes of a limit key */
 
 enum {
     JR_DONE = 1,                /* success: delete, insert pushes */

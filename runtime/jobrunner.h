@@ -73,10 +73,13 @@ typedef struct jr_client_opts {
     int         max_retries;    /* retries after the first failure;
                                    JR_CLIENT_UNSET: the handler's, else the
                                    runner's default */
+    const char *key;            /* limit key, 1 to 256 bytes (README
+                                   "Limits"); NULL: none, or the payload
+                                   path the runner declared */
 } jr_client_opts;
 
 #define JR_CLIENT_UNSET (-1)
-#define JR_CLIENT_OPTS_INIT { 0, 0, 0, NULL, JR_CLIENT_UNSET }
+#define JR_CLIENT_OPTS_INIT { 0, 0, 0, NULL, JR_CLIENT_UNSET, NULL }
 
 /* One job of a jr_client_push_many batch. Strings are borrowed. */
 typedef struct jr_client_job {
@@ -264,6 +267,7 @@ typedef struct jr_client_job_info {
     int         cancel_requested; /* running, and asked to stop */
     const char *unique_key;     /* its unique key (jr_client_push_unique);
                                    NULL: none, or from jr_client_list */
+    const char *limit_key;      /* its limit key; NULL: unkeyed */
 } jr_client_job_info;
 
 /* Called once per job. Return 0 to go on, non-zero to stop. */

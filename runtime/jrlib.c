@@ -81,6 +81,7 @@ keep_push(lua_State *L, jr_jobctx *ctx, const jr_push *p, const char *name,
     size_t nlen = strlen(name) + 1, plen = strlen(payload) + 1;
     size_t qlen = p->queue ? strlen(p->queue) + 1 : 0;
     size_t klen = p->unique_key ? strlen(p->unique_key) + 1 : 0;
+    size_t llen = p->key ? strlen(p->key) + 1 : 0;
     jr_push *slot;
     char *mem;
 
@@ -96,7 +97,7 @@ keep_push(lua_State *L, jr_jobctx *ctx, const jr_push *p, const char *name,
         ctx->mem = m;
         ctx->cap = cap;
     }
-    if ((mem = malloc(nlen + plen + qlen + klen)) == NULL)
+    if ((mem = malloc(nlen + plen + qlen + klen + llen)) == NULL)
         luaL_error(L, "jobrunner.push: out of memory");
     memcpy(mem, name, nlen);
     memcpy(mem + nlen, payload, plen);
@@ -112,6 +113,8 @@ keep_push(lua_State *L, jr_jobctx *ctx, const jr_push *p, const char *name,
         slot->unique_key = memcpy(mem + nlen + plen + qlen, p->unique_key,
                                   klen);
     slot->outcome = NULL;
+    slot->key = p->key ? memcpy(mem + nlen + plen + qlen + klen, p->key,
+                                llen) : NULL;
     ctx->mem[ctx->npushes++] = mem;
 }
 

@@ -81,6 +81,25 @@ read_on_conflict(lua_State *L, const char *fn)
                       luaL_typename(L, -1));
 }
 
+/* The limit key on top, a string kept in the table (the caller anchors
+ * it), 1 to JR_KEY_MAX bytes with no NUL.  [-0, +0, v] */
+static int
+read_key(lua_State *L, const char *fn, jr_push *p, jr_err *err)
+{
+    size_t len;
+
+    if (lua_type(L, -1) != LUA_TSTRING)
+        luaL_error(L, "%s: option 'key' must be a string, got %s", fn,
+                   luaL_typename(L, -1));
+    p->key = lua_tolstring(L, -1, &len);
+    if (len == 0 || len > JR_KEY_MAX || strlen(p->key) != len)
+        return jr_fail(err, JR_EINPUT, "%s: option 'key': %zu bytes%s "
+                       "(1 to %d, no NUL)", fn, len,
+                       strlen(p->key) != len ? " with a NUL" : "",
+                       JR_KEY_MAX);
+    return 0;
+}
+
 /* Reads the value on top into p under key k, or raises.  [-0, +0, v] */
 static int
 read_one(lua_State *L, const char *fn, const char *k, jr_push *p,
@@ -102,10 +121,12 @@ read_one(lua_State *L, const char *fn, const char *k, jr_push *p,
         p->unique_for = jr_luaopts_number(L, fn, k);
     else if (strcmp(k, "on_conflict") == 0)
         p->on_conflict = read_on_conflict(L, fn);
+    else if (strcmp(k, "key") == 0)
+        return read_key(L, fn, p, err);
     else
         luaL_error(L, "%s: unknown option '%s' (valid: run_in, run_at, "
                    "priority, queue, max_retries, unique_key, unique_for, "
-                   "on_conflict)", fn, k);
+                   "on_conflict, key)", fn, k);
     return 0;
 }
 
@@ -123,6 +144,7 @@ jr_luaopts_push(lua_State *L, int idx, const char *fn, jr_push *p,
     p->unique_key = NULL;
     p->unique_for = 0;
     p->on_conflict = JR_CONFLICT_KEEP;
+    p->key = NULL;
     jr_err_clear(err);
     if (!lua_isnoneornil(L, idx)) {
         luaL_checktype(L, idx, LUA_TTABLE);

@@ -23,7 +23,7 @@ static const struct command {
      "                           --http: serve /metrics, the dashboard and /api/ on ADDR\n"
      "                           (e.g. 127.0.0.1:8089; overrides http.listen)"},
     {"push", jr_cmd_push, "push NAME [JSON] [--in DURATION | --at TIME] [--priority N]\n"
-     "       [--queue Q] [--max-retries N]\n"
+     "       [--queue Q] [--max-retries N] [--key K]\n"
      "       [--unique-key K [--unique-for DURATION] [--on-conflict keep|replace]]\n"
      "                           queue a job; prints its id (with --unique-key: the id\n"
      "                           and new, duplicate or replaced)"},
@@ -44,6 +44,8 @@ static const struct command {
      "                           jobs newest first, without payload (limit 100;\n"
      "                           0: all); S: queued ready scheduled running\n"
      "                           completed cancelled dead"},
+    {"limits", jr_cmd_limits, "limits [--json]          each limit of the config: its caps and rates, jobs\n"
+     "                           running and waiting, tokens, keys most waiting"},
     {"check", jr_cmd_check, "check                    load config and every handler, report errors"},
     {"migrate", jr_cmd_migrate, "migrate                  create or upgrade the database schema"},
     {"reload", jr_cmd_reload, "reload                   make the running runner reload its handlers (SIGHUP)"},

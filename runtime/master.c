@@ -285,9 +285,11 @@ start(master *m, jr_err *err)
         jr_http_start(m, err) < 0)
         return -1;
     m->notify = jr_notify_open(m->base);    /* READY=1: gen.c, on hello */
-    if (jr_qstate_init(m) < 0 || jr_sched_init(m) < 0)
+    if (jr_qstate_init(m) < 0 || jr_sched_init(m) < 0 ||
+        jr_limitsrun_init(m) < 0)
         return jr_fail(err, JR_ENOMEM, "out of memory");
     m->hooks = jr_hooks_new(m->cfg->L, m->cfg->ref);
+    jr_limitslua_open(m);
     if (jr_hooks_has(m->hooks, JR_HOOK_TICK))
         add_flag(m, &m->hooktick, m->cfg->tick_interval, &m->count_due);
     m->tick_at = jr_mono();
@@ -449,6 +451,7 @@ cleanup(master *m)
     free(m->snoozes);
     jr_qstate_free(m);
     jr_sched_free(m);
+    jr_limitsrun_free(m);
     free(m->cancels);
     jr_gen_unref(m->cycle_gen);
     jr_gen_unref(m->gen);

@@ -196,6 +196,13 @@ struct master {
     struct jr_http     *http;           /* the HTTP server (http.c), or
                                            NULL when off */
     struct jr_metrics  *metrics;        /* its counters (metrics.c) */
+    /* limits per key (limitsrun.c) */
+    jr_limits           limits;         /* live: the config's, as hooks
+                                           changed them */
+    jr_limits           lim_cycle;      /* the copy a cycle borrows */
+    int                 lim_changed;    /* limits differ from lim_cycle */
+    struct event       *ev_limit;       /* a rate's next token: claim */
+    void               *lim_stats;      /* per-limit figures for on_tick */
 };
 
 /* master.c: the loop */
@@ -243,6 +250,27 @@ void jr_qstate_done(master *m, const char *queue);
 void jr_qstate_tick(master *m, const jr_cycle *c);
 /* Sets queue's target (on_tick), clamped to its min..max. */
 void jr_qstate_target(master *m, const char *queue, double target);
+/* limitsrun.c: limits per key in the master */
+
+int  jr_limitsrun_init(master *m);      /* -1 when out of memory */
+void jr_limitsrun_free(master *m);
+/* Hands the limits to cycle c (a copy it borrows while it runs). */
+void jr_limitsrun_spec(master *m, jr_cycle *c);
+/* After cycle c: waits for the next token a rate refused, if any. */
+void jr_limitsrun_cycle(master *m, const jr_cycle *c);
+/* A job of name in queue ended with result kind (figures for on_tick);
+ * frees room: claim again. */
+void jr_limitsrun_done(master *m, const char *name, const char *queue,
+                       int kind);
+/* limitslua.c: puts "jobrunner.limits" (get, set) in the config's state. */
+void jr_limitslua_open(master *m);
+/* Warns of each limit on a job name that none of names[0..n) is (the
+ * handler may come with a reload: not an error). */
+void jr_limitsrun_warn(master *m, const char *const *names, int n);
+/* Adds `limits` (per limit: running, done, failed, failure_rate, its
+ * settings; waiting and running_all from cycle c) to the on_tick event
+ * being built. */
+void jr_limitsrun_tick(master *m, const jr_cycle *c);
 /* cancel.c: cancelling running jobs */
 
 int  jr_cancel_holds(const master *m);  /* 1 if it holds any job */

@@ -341,6 +341,7 @@ on_result(master *m, wk *w, jr_reader *r)
         jr_claimq_result(m, &res, mem);
     }
     jr_qstate_done(m, j->queue);
+    jr_limitsrun_done(m, j->name, j->queue, res.kind);
     free(j);
     if (m->cfg->max_jobs_per_worker > 0 &&
         ++w->jobs_run >= m->cfg->max_jobs_per_worker && !w->retiring) {

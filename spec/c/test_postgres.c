@@ -59,6 +59,8 @@ qn(const char *query)
     return atol(q(query));
 }
 
+extern const char jr_postgres_sql[];    /* build/postgres_sql.c */
+
 /* Opens schema jrtest, migrated and empty. */
 static jr_backend *
 fresh(void)
