@@ -610,24 +610,6 @@ static const key_row top_rows[] = {
     {NULL, NULL}
 };
 
-static char *
-slurp(const char *file)
-{
-    FILE *f = fopen(file, "rb");
-    char *s = NULL;
-    long n;
-
-    if (f == NULL)
-        return NULL;
-    if (fseek(f, 0, SEEK_END) == 0 && (n = ftell(f)) >= 0 &&
-        fseek(f, 0, SEEK_SET) == 0 && (s = malloc((size_t)n + 1)) != NULL) {
-        n = (long)fread(s, 1, (size_t)n, f);
-        s[n] = '\0';
-    }
-    fclose(f);
-    return s;
-}
-
 /* Runs the file under the Lua budget (a config that loops forever would
  * hang every command); leaves its table on the stack. */
 static int
@@ -668,7 +650,7 @@ jr_config_load(jr_config *c, const char *file, lua_State *L, jr_err *err)
         return 0;
     if (jr_config_set(&c->file, file, err) < 0)
         return -1;
-    if ((text = slurp(file)) == NULL)
+    if ((text = jr_read_file(file)) == NULL)
         return jr_fail_errno(err, JR_ECONFIG, errno, "cannot read config "
                              "'%s'", file);
     if (L == NULL) {

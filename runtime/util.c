@@ -260,3 +260,21 @@ jr_dirset_free(jr_dirset *s)
     free(s->v);
     memset(s, 0, sizeof *s);
 }
+
+char *
+jr_read_file(const char *file)
+{
+    FILE *f = fopen(file, "rb");
+    char *s = NULL;
+    long n;
+
+    if (f == NULL)
+        return NULL;
+    if (fseek(f, 0, SEEK_END) == 0 && (n = ftell(f)) >= 0 &&
+        fseek(f, 0, SEEK_SET) == 0 && (s = malloc((size_t)n + 1)) != NULL) {
+        n = (long)fread(s, 1, (size_t)n, f);
+        s[n] = '\0';
+    }
+    fclose(f);
+    return s;
+}

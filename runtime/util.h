@@ -61,4 +61,7 @@ int  jr_dirset_enter(jr_dirset *s, const char *path, char *why,
                      size_t size);
 void jr_dirset_free(jr_dirset *s);
 
+/* The whole of a file, NUL-terminated, malloc'd; NULL with errno set. */
+char *jr_read_file(const char *file);
+
 #endif
