@@ -199,12 +199,13 @@ for _, backend in ipairs(jr.backends()) do
       local first = env:push("lc.crash", '{"first": true}', "--key", "acct")
       local p = env:start()
       jr.wait_for(function() return #jr.lines(env.dir .. "/started") == 1 end, 10, "first job")
-      env:signal("KILL", p)
-      jr.wait_for(function() return not env:alive(p) end, 10, "runner dead")
-      -- the dead runner's worker sleeps on: stop its sleep
+      -- the first job is in its sleep (not only started) when the runner dies
       local pid = jr.wait_for(function()
         return tonumber(jr.read_file(env.dir .. "/sleeper.pid") or "")
-      end, 5, "sleeper pid")
+      end, 10, "sleeper pid")
+      env:signal("KILL", p)
+      jr.wait_for(function() return not env:alive(p) end, 10, "runner dead")
+      -- the dead runner's sleep goes on: stop it
       os.execute("kill -KILL " .. math.tointeger(pid) .. " 2>/dev/null")
       local second = env:push("lc.crash", "{}", "--key", "acct")
       env:start()
