@@ -8,38 +8,6 @@ local cjson = require "cjson"
 
 local function is_null(v) return v == nil or v == cjson.null end
 
--- The text of migrations 1 and 2 of backends/ENGINE.sql.
-local function schema2(engine)
-  local sql = assert(jr.read_file(jr.root .. "/backends/" .. engine .. ".sql"))
-  local cut = sql:find("\n%-%- migration 3\n")
-  return cut and sql:sub(1, cut) or sql
-end
-
--- Creates the schema-2 tables of env with the engine's own client.
-local function make_schema2(env)
-  if env.backend == "postgres" then
-    local qs = '"' .. env.schema .. '"'
-    local text = schema2("postgres"):gsub("{{schema}}", function() return qs end)
-    local sql = "CREATE SCHEMA " .. qs .. ";\n" ..
-      "CREATE TABLE " .. qs .. ".migrations (version int PRIMARY KEY, " ..
-      "applied_at timestamptz NOT NULL DEFAULT now());\n" .. text ..
-      "\nINSERT INTO " .. qs .. ".migrations (version) VALUES (1), (2);\n"
-    local f = os.tmpname()
-    jr.write_file(f, sql)
-    local _, err, code = jr.sh(("psql -X -q -v ON_ERROR_STOP=1 %s -1 -f %s")
-      :format(jr.quote(jr.pg_url), jr.quote(f)))
-    os.remove(f)
-    assert(code == 0, "making schema 2: " .. err)
-  else
-    local f = os.tmpname()
-    jr.write_file(f, schema2("sqlite") .. "\nPRAGMA user_version = 2;\n")
-    local _, err, code = jr.sh(("sqlite3 %s < %s"):format(
-      jr.quote(env:sqlite_path()), jr.quote(f)))
-    os.remove(f)
-    assert(code == 0, "making schema 2: " .. err)
-  end
-end
-
 -- Inserts, as a schema-2 producer or runner left them: two queued jobs
 -- (one with a payload and a queue), one scheduled, one running under a
 -- lost runner's expired lease, one dead.
@@ -92,7 +60,7 @@ for _, backend in ipairs(jr.backends()) do
     after_each(function() env:cleanup() end)
 
     it("upgrades a schema-2 database with every job intact, then runs it", function()
-      make_schema2(env)
+      jr.make_schema(env, 2)
       old_jobs(env)
       local before = snapshot(env)
       local out, err, code = env:cli("migrate")

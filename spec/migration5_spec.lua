@@ -7,34 +7,6 @@
 local jr = require "jr"
 local cjson = require "cjson"
 
--- The text of the migrations before 4 of backends/ENGINE.sql.
-local function schema3(engine)
-  local sql = assert(jr.read_file(jr.root .. "/backends/" .. engine .. ".sql"))
-  local cut = sql:find("\n%-%- migration [4-9]\n")
-  return cut and sql:sub(1, cut) or sql
-end
-
-local function make_schema3(env)
-  local f = os.tmpname()
-  local cmd
-  if env.backend == "postgres" then
-    local qs = '"' .. env.schema .. '"'
-    local text = schema3("postgres"):gsub("{{schema}}", function() return qs end)
-    jr.write_file(f, "CREATE SCHEMA " .. qs .. ";\n" ..
-      "CREATE TABLE " .. qs .. ".migrations (version int PRIMARY KEY, " ..
-      "applied_at timestamptz NOT NULL DEFAULT now());\n" .. text ..
-      "\nINSERT INTO " .. qs .. ".migrations (version) VALUES (1), (2), (3);\n")
-    cmd = ("psql -X -q -v ON_ERROR_STOP=1 %s -1 -f %s"):format(
-      jr.quote(jr.pg_url), jr.quote(f))
-  else
-    jr.write_file(f, schema3("sqlite") .. "\nPRAGMA user_version = 3;\n")
-    cmd = ("sqlite3 %s < %s"):format(jr.quote(env:sqlite_path()), jr.quote(f))
-  end
-  local _, err, code = jr.sh(cmd)
-  os.remove(f)
-  assert(code == 0, "making schema 3: " .. err)
-end
-
 local function snapshot(env)
   local t = {}
   for _, r in ipairs(env:jobs()) do
@@ -50,7 +22,7 @@ for _, backend in ipairs(jr.backends()) do
     local env = jr.test_env(backend)
 
     it("upgrades a schema-3 database with every job intact, then fires a schedule", function()
-      make_schema3(env)
+      jr.make_schema(env, 3)
       local later = backend == "postgres" and "now() + interval '1 hour'" or
         "((julianday('now') - 2440587.5) * 86400.0) + 3600"
       env:exec(([[

@@ -8,40 +8,6 @@ local cjson = require "cjson"
 
 local function is_null(v) return v == nil or v == cjson.null end
 
--- The text of migrations 1 to 3 of backends/ENGINE.sql.
-local function schema3(engine)
-  local sql = assert(jr.read_file(jr.root .. "/backends/" .. engine .. ".sql"))
-  local pos = 1
-  while true do
-    local s, e, n = sql:find("\n%-%- migration (%d+)\n", pos)
-    if not s then return sql end
-    if tonumber(n) > 3 then return sql:sub(1, s) end
-    pos = e
-  end
-end
-
--- Creates the schema-3 tables of env with the engine's own client.
-local function make_schema3(env)
-  local f = os.tmpname()
-  local cmd
-  if env.backend == "postgres" then
-    local qs = '"' .. env.schema .. '"'
-    local text = schema3("postgres"):gsub("{{schema}}", function() return qs end)
-    jr.write_file(f, "CREATE SCHEMA " .. qs .. ";\n" ..
-      "CREATE TABLE " .. qs .. ".migrations (version int PRIMARY KEY, " ..
-      "applied_at timestamptz NOT NULL DEFAULT now());\n" .. text ..
-      "\nINSERT INTO " .. qs .. ".migrations (version) VALUES (1), (2), (3);\n")
-    cmd = ("psql -X -q -v ON_ERROR_STOP=1 %s -1 -f %s"):format(
-      jr.quote(jr.pg_url), jr.quote(f))
-  else
-    jr.write_file(f, schema3("sqlite") .. "\nPRAGMA user_version = 3;\n")
-    cmd = ("sqlite3 %s < %s"):format(jr.quote(env:sqlite_path()), jr.quote(f))
-  end
-  local _, err, code = jr.sh(cmd)
-  os.remove(f)
-  assert(code == 0, "making schema 3: " .. err)
-end
-
 -- Jobs as a schema-3 runner left them: queued (one in another queue),
 -- scheduled, running under a lost runner's expired lease, dead, completed.
 local function old_jobs(env)
@@ -87,7 +53,7 @@ for _, backend in ipairs(jr.backends()) do
     after_each(function() env:cleanup() end)
 
     it("upgrades a schema-3 database with every job intact, then runs it under limits", function()
-      make_schema3(env)
+      jr.make_schema(env, 3)
       old_jobs(env)
       local before = snapshot(env)
       local out, err, code = env:cli("migrate")

@@ -366,4 +366,43 @@ function Env:cleanup()
   end
 end
 
+-- The text of the migrations up to n of backends/ENGINE.sql.
+local function schema_upto(engine, n)
+  local sql = assert(M.read_file(M.root .. "/backends/" .. engine .. ".sql"))
+  local pos = 1
+  while true do
+    local s, e, v = sql:find("\n%-%- migration (%d+)\n", pos)
+    if not s then return sql end
+    if tonumber(v) > n then return sql:sub(1, s) end
+    pos = e
+  end
+end
+
+-- Makes env's database at schema n, as a release of that schema left it,
+-- from the first n blocks of backends/*.sql with the engine's own client
+-- (sqlite3 or psql): the migration specs upgrade it from there.
+function M.make_schema(env, n)
+  local f = os.tmpname()
+  local cmd
+  if env.backend == "postgres" then
+    local qs = '"' .. env.schema .. '"'
+    local text = schema_upto("postgres", n):gsub("{{schema}}", function() return qs end)
+    local versions = {}
+    for v = 1, n do versions[v] = ("(%d)"):format(v) end
+    M.write_file(f, "CREATE SCHEMA " .. qs .. ";\n" ..
+      "CREATE TABLE " .. qs .. ".migrations (version int PRIMARY KEY, " ..
+      "applied_at timestamptz NOT NULL DEFAULT now());\n" .. text ..
+      "\nINSERT INTO " .. qs .. ".migrations (version) VALUES " ..
+      table.concat(versions, ", ") .. ";\n")
+    cmd = ("psql -X -q -v ON_ERROR_STOP=1 %s -1 -f %s"):format(
+      M.quote(M.pg_url), M.quote(f))
+  else
+    M.write_file(f, schema_upto("sqlite", n) .. ("\nPRAGMA user_version = %d;\n"):format(n))
+    cmd = ("sqlite3 %s < %s"):format(M.quote(env:sqlite_path()), M.quote(f))
+  end
+  local _, err, code = M.sh(cmd)
+  os.remove(f)
+  assert(code == 0, ("making schema %d: %s"):format(n, err))
+end
+
 return M
