@@ -20,39 +20,7 @@ local function sleeper(file, secs)
   ]]):format(secs, file)
 end
 
--- The most records of lines (whose key matches key, if given) that ran
--- at once.
-local function max_overlap(lines, key)
-  local ev = {}
-  for _, l in ipairs(lines) do
-    local k, s, e = l:match("^(%S+) (%S+) (%S+)$")
-    if not key or k == key then
-      ev[#ev + 1] = { tonumber(s), 1 }
-      ev[#ev + 1] = { tonumber(e), -1 }
-    end
-  end
-  table.sort(ev, function(a, b)
-    if a[1] ~= b[1] then return a[1] < b[1] end
-    return a[2] < b[2]
-  end)
-  local cur, top = 0, 0
-  for _, x in ipairs(ev) do
-    cur = cur + x[2]
-    if cur > top then top = cur end
-  end
-  return top
-end
-
-local function client(env)
-  local lib = require "jobrunner.client"
-  return assert(lib.open(env.config_file))
-end
-
-local function line_of(env, text)
-  for i, l in ipairs(jr.lines(env.config_file)) do
-    if l:find(text, 1, true) then return i end
-  end
-end
+local max_overlap, client, line_of = jr.max_overlap, jr.client, jr.line_of
 
 local function keys_of(env)
   local t = {}

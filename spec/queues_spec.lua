@@ -20,37 +20,7 @@ local function sleeper(file, secs)
   ]]):format(secs, file)
 end
 
--- The most jobs of one file's records that ran at once.
-local function max_overlap(lines)
-  local ev = {}
-  for _, l in ipairs(lines) do
-    local s, e = l:match("^%S+ (%S+) (%S+)$")
-    ev[#ev + 1] = { tonumber(s), 1 }
-    ev[#ev + 1] = { tonumber(e), -1 }
-  end
-  table.sort(ev, function(a, b)
-    if a[1] ~= b[1] then return a[1] < b[1] end
-    return a[2] < b[2]
-  end)
-  local cur, top = 0, 0
-  for _, x in ipairs(ev) do
-    cur = cur + x[2]
-    if cur > top then top = cur end
-  end
-  return top
-end
-
-local function client(env)
-  local lib = require "jobrunner.client"
-  return assert(lib.open(env.config_file))
-end
-
--- The line of the env's config file that contains text.
-local function line_of(env, text)
-  for i, l in ipairs(jr.lines(env.config_file)) do
-    if l:find(text, 1, true) then return i end
-  end
-end
+local max_overlap, client, line_of = jr.max_overlap, jr.client, jr.line_of
 
 local function queue_list(env)
   local out, err, code = env:cli("queue", "list", "--json")

@@ -405,4 +405,41 @@ function M.make_schema(env, n)
   assert(code == 0, ("making schema %d: %s"):format(n, err))
 end
 
+-- The most of the records in lines ("KEY START END", times in seconds)
+-- that overlapped, of those whose KEY is key when key is given: what ran
+-- at once, from the timestamps handlers recorded.
+function M.max_overlap(lines, key)
+  local ev = {}
+  for _, l in ipairs(lines) do
+    local k, s, e = l:match("^(%S+) (%S+) (%S+)$")
+    if k and (not key or k == key) then
+      ev[#ev + 1] = { tonumber(s), 1 }
+      ev[#ev + 1] = { tonumber(e), -1 }
+    end
+  end
+  table.sort(ev, function(a, b)
+    if a[1] ~= b[1] then return a[1] < b[1] end
+    return a[2] < b[2]
+  end)
+  local cur, top = 0, 0
+  for _, x in ipairs(ev) do
+    cur = cur + x[2]
+    if cur > top then top = cur end
+  end
+  return top
+end
+
+-- A producer client (the jobrunner.client module) on env's config.
+function M.client(env)
+  local lib = require "jobrunner.client"
+  return assert(lib.open(env.config_file))
+end
+
+-- The line of env's config file that contains text.
+function M.line_of(env, text)
+  for i, l in ipairs(M.lines(env.config_file)) do
+    if l:find(text, 1, true) then return i end
+  end
+end
+
 return M
