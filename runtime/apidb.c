@@ -225,35 +225,40 @@ label(jr_buf *b, const char *s)
     }
 }
 
+/* One gauge line per state: METRIC{LABEL="name",state="st[i]"} v[i]. */
+static void
+gauge_states(jr_buf *b, const char *head, const char *name,
+             const char *const *st, const long *v, int n)
+{
+    for (int i = 0; i < n; i++) {
+        jr_buf_put(b, head, strlen(head));
+        label(b, name);
+        jr_api_printf(b, "\",state=\"%s\"} %ld\n", st[i], v[i]);
+    }
+}
+
 static int
 gauge_name(const jr_stat_row *r, void *arg)
 {
-    jr_buf *b = &((jr_apireq *)arg)->body;
-    const char *st[] = {"ready", "scheduled", "running", "dead"};
+    static const char *const st[] = {"ready", "scheduled", "running",
+                                     "dead"};
     long v[] = {r->ready, r->scheduled, r->running, r->dead};
 
-    for (int i = 0; i < 4; i++) {
-        jr_buf_put(b, "jobrunner_jobs{name=\"", 21);
-        label(b, r->name);
-        jr_api_printf(b, "\",state=\"%s\"} %ld\n", st[i], v[i]);
-    }
+    gauge_states(&((jr_apireq *)arg)->body, "jobrunner_jobs{name=\"",
+                 r->name, st, v, 4);
     return 0;
 }
 
 static int
 gauge_queue(const jr_queue_row *r, void *arg)
 {
-    jr_buf *b = &((jr_apireq *)arg)->body;
-    const char *st[] = {"ready", "scheduled", "running", "dead",
-                        "cancelled", "completed"};
+    static const char *const st[] = {"ready", "scheduled", "running",
+                                     "dead", "cancelled", "completed"};
     long v[] = {r->ready, r->scheduled, r->running, r->dead, r->cancelled,
                 r->completed};
 
-    for (int i = 0; i < 6; i++) {
-        jr_buf_put(b, "jobrunner_queue_jobs{queue=\"", 28);
-        label(b, r->name);
-        jr_api_printf(b, "\",state=\"%s\"} %ld\n", st[i], v[i]);
-    }
+    gauge_states(&((jr_apireq *)arg)->body, "jobrunner_queue_jobs{queue=\"",
+                 r->name, st, v, 6);
     return 0;
 }
 
