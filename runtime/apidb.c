@@ -249,6 +249,8 @@ gauge_name(const jr_stat_row *r, void *arg)
     return 0;
 }
 
+/* One queue's state gauges into the body, its paused gauge into the
+ * second buffer (one read of the queues for both families). */
 static int
 gauge_queue(const jr_queue_row *r, void *arg)
 {
@@ -256,27 +258,20 @@ gauge_queue(const jr_queue_row *r, void *arg)
                                      "dead", "cancelled", "completed"};
     long v[] = {r->ready, r->scheduled, r->running, r->dead, r->cancelled,
                 r->completed};
+    jr_buf *two = arg;
 
-    gauge_states(&((jr_apireq *)arg)->body, "jobrunner_queue_jobs{queue=\"",
-                 r->name, st, v, 6);
-    return 0;
-}
-
-static int
-gauge_paused(const jr_queue_row *r, void *arg)
-{
-    jr_buf *b = &((jr_apireq *)arg)->body;
-
-    jr_buf_put(b, "jobrunner_queue_paused{queue=\"", 30);
-    label(b, r->name);
-    jr_api_printf(b, "\"} %d\n", r->paused ? 1 : 0);
+    gauge_states(&two[0], "jobrunner_queue_jobs{queue=\"", r->name, st, v, 6);
+    jr_buf_put(&two[1], "jobrunner_queue_paused{queue=\"", 30);
+    label(&two[1], r->name);
+    jr_api_printf(&two[1], "\"} %d\n", r->paused ? 1 : 0);
     return 0;
 }
 
 static int
 gauges(jr_db *db, jr_apireq *q, jr_err *e)
 {
-    jr_buf *b = &q->body;
+    jr_buf *b = &q->body, two[2] = {{0}, {0}};
+    int rc;
 
     jr_api_printf(b, "# HELP jobrunner_jobs Jobs in the database by job "
                   "name and state (the whole database: the same from every "
@@ -286,11 +281,15 @@ gauges(jr_db *db, jr_apireq *q, jr_err *e)
     jr_api_printf(b, "# HELP jobrunner_queue_jobs Jobs in the database by "
                   "queue and state (the whole database).\n"
                   "# TYPE jobrunner_queue_jobs gauge\n");
-    if (db->ops->queue_list(db->b, gauge_queue, q, e) < 0)
-        return -1;
-    jr_api_printf(b, "# HELP jobrunner_queue_paused 1 while the queue is "
-                  "paused.\n# TYPE jobrunner_queue_paused gauge\n");
-    return db->ops->queue_list(db->b, gauge_paused, q, e);
+    two[0] = *b;                /* the body grows in two[0] */
+    jr_api_printf(&two[1], "# HELP jobrunner_queue_paused 1 while the queue "
+                  "is paused.\n# TYPE jobrunner_queue_paused gauge\n");
+    rc = db->ops->queue_list(db->b, gauge_queue, two, e);
+    *b = two[0];
+    if (rc == 0)
+        jr_buf_put(b, two[1].p, two[1].len);
+    jr_buf_free(&two[1]);
+    return rc < 0 ? -1 : 0;
 }
 
 static int

@@ -45,22 +45,30 @@ struct jr_dbreq {               /* one request off the claim path */
     jr_dbreq        *next;
 };
 
-static int
-open_migrate(jr_db *db, const jr_config *cfg, jr_err *err)
+static void
+backend_opts(jr_backend_opts *o, const jr_config *cfg)
 {
-    jr_backend_opts o = {0};
+    memset(o, 0, sizeof *o);
 
     /* The runner's own writes (claims, results, rescues) need no fsync of
      * their own: power loss can only undo some of them, and an undone
      * claim or result makes its job run again, which at-least-once
      * allows; never a lost job. Pushes by producers keep `synchronous`
      * (FULL). */
-    o.sync_normal = 1;
-    o.busy_timeout = cfg->busy_timeout;
-    o.schema = cfg->schema;
-    o.max_payload = cfg->max_payload;
-    o.keep_completed = cfg->keep_completed;
-    o.keep_cancelled = cfg->keep_cancelled;
+    o->sync_normal = 1;
+    o->busy_timeout = cfg->busy_timeout;
+    o->schema = cfg->schema;
+    o->max_payload = cfg->max_payload;
+    o->keep_completed = cfg->keep_completed;
+    o->keep_cancelled = cfg->keep_cancelled;
+}
+
+static int
+open_migrate(jr_db *db, const jr_config *cfg, jr_err *err)
+{
+    jr_backend_opts o;
+
+    backend_opts(&o, cfg);
     if (jr_db_open(db, cfg->backend, &o, err) == 0 &&
         db->ops->migrate(db->b, err) == 0 &&
         db->ops->limit_paths(db->b, cfg->limits.l, cfg->limits.n, err) == 0)
@@ -93,6 +101,27 @@ jr_dbthread_open(const jr_config *cfg, jr_err *err)
     }
     if (waited > 0)
         jr_log(JR_LOG_INFO, "database: reached after %.1fs", waited);
+    return db;
+}
+
+jr_db *
+jr_dbthread_open_reader(const jr_config *cfg, jr_err *err)
+{
+    jr_db *db = calloc(1, sizeof *db);
+    jr_backend_opts o;
+
+    if (db == NULL) {
+        jr_fail(err, JR_ENOMEM, "out of memory");
+        return NULL;
+    }
+    backend_opts(&o, cfg);
+    /* the database exists: never the create path, whose open and close of
+     * the file would drop this process's SQLite locks on it */
+    o.must_exist = 1;
+    if (jr_db_open(db, cfg->backend, &o, err) < 0) {
+        free(db);
+        return NULL;
+    }
     return db;
 }
 

@@ -27,6 +27,10 @@ typedef struct jr_db jr_db;     /* opaque here: a connection (backend.h) */
  * forever). Returns a new connection, close with jr_dbthread_close(), or
  * NULL with err set. */
 jr_db *jr_dbthread_open(const jr_config *cfg, jr_err *err);
+/* Opens a second connection to the same database, for reads off the claim
+ * path (the HTTP server's): no migration, no waiting; NULL and err when
+ * it cannot. Closed with jr_dbthread_close. */
+jr_db *jr_dbthread_open_reader(const jr_config *cfg, jr_err *err);
 void   jr_dbthread_close(jr_db *db);    /* NULL is a no-op */
 /* The descriptor that becomes readable when another process may have
  * added work, or -1; wake-ups pending so far are consumed (start from

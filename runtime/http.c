@@ -2,8 +2,11 @@
  * rules), routing, the token and cross-site checks, static files, and the
  * answers that come back from the database thread. /metrics is the
  * master's counters (metrics.c) plus the database's gauges, read at most
- * once a second whatever the scrape rate. Uses http.h, master_int.h,
- * metrics.h, log.h; libevent's evhttp. */
+ * once a second whatever the scrape rate (less often when a read is slow).
+ * The reads (gauges, lists, a job) run on a connection and thread of their
+ * own, so that a scan of the jobs table never waits in front of a claim;
+ * writes go through the runner's database thread. Uses http.h,
+ * master_int.h, metrics.h, api.h, log.h; libevent's evhttp. */
 #define _GNU_SOURCE
 #include <arpa/inet.h>
 #include <errno.h>
@@ -25,7 +28,9 @@
 #include "master_int.h"
 #include "metrics.h"
 
-#define GAUGES_MAX_AGE 1.0      /* seconds the database gauges are kept */
+#define GAUGES_MAX_AGE 1.0      /* seconds the database gauges are kept, */
+#define GAUGES_COST_X  10.0     /* or this many times their read's time */
+#define GAUGES_AGE_CAP 60.0     /* but never longer */
 
 enum { ASK, GAUGES, SCRAPE };   /* what a awaited answer is for */
 
@@ -44,7 +49,11 @@ struct jr_http {
     awaited            *waiting;        /* answers still to come */
     jr_buf              gauges;         /* the last database gauges */
     double              gauges_at;      /* mono time read; 0: never */
+    double              gauges_keep;    /* seconds to keep them */
+    double              asked_at;       /* mono time the read was asked */
     int                 gauges_asked;   /* a read is on its way */
+    jr_db              *rdb;            /* the reads' connection, or NULL */
+    jr_dbthread        *rdt;            /* and its thread */
 };
 
 void
@@ -152,6 +161,13 @@ answered(void *arg, int ran)
         if (ran && p->q->status == 200) {
             jr_buf_put(&h->gauges, p->q->body.p, p->q->body.len);
             h->gauges_at = jr_mono();
+            /* a slow read (a big or bloated table) is made less often:
+             * reads take at most a tenth of the reader's time */
+            h->gauges_keep = GAUGES_COST_X * (h->gauges_at - h->asked_at);
+            if (h->gauges_keep < GAUGES_MAX_AGE)
+                h->gauges_keep = GAUGES_MAX_AGE;
+            if (h->gauges_keep > GAUGES_AGE_CAP)
+                h->gauges_keep = GAUGES_AGE_CAP;
         } else {
             jr_log(JR_LOG_WARN, "http: /metrics: cannot read the database's "
                    "counts: %.*s", (int)p->q->body.len, p->q->body.p);
@@ -168,13 +184,28 @@ answered(void *arg, int ran)
     free_pending(p);
 }
 
+/* The thread that runs request kind: reads go to the reader when there
+ * is one. */
+static jr_dbthread *
+thread_for(jr_http *h, int kind)
+{
+    switch (kind) {
+    case JR_API_STATS: case JR_API_JOBS: case JR_API_JOB: case JR_API_DEAD:
+    case JR_API_QUEUES: case JR_API_GAUGES:
+        if (h->rdt != NULL)
+            return h->rdt;
+        break;
+    }
+    return h->m->dbt;
+}
+
 void
 jr_http_ask(master *m, struct evhttp_request *req, jr_apireq *q)
 {
     awaited *p = add_pending(m->http, ASK, req, q);
 
-    if (p == NULL || jr_dbthread_request(m->dbt, run_pending, answered,
-                                         p) < 0) {
+    if (p == NULL || jr_dbthread_request(thread_for(m->http, q->kind),
+                                         run_pending, answered, p) < 0) {
         if (p != NULL) {
             unlink_pending(m->http, p);
             p->q = NULL;
@@ -215,7 +246,7 @@ scrape(jr_http *h, struct evhttp_request *req)
     jr_apireq *q;
     awaited *p;
 
-    if (h->gauges_at > 0 && jr_mono() - h->gauges_at < GAUGES_MAX_AGE) {
+    if (h->gauges_at > 0 && jr_mono() - h->gauges_at < h->gauges_keep) {
         scrape_reply(h, req);
         return;
     }
@@ -231,12 +262,14 @@ scrape(jr_http *h, struct evhttp_request *req)
         return;                 /* answered by the next scrape's read */
     }
     q->kind = JR_API_GAUGES;
-    if (jr_dbthread_request(h->m->dbt, run_pending, answered, p) < 0) {
+    if (jr_dbthread_request(thread_for(h, q->kind), run_pending, answered,
+                            p) < 0) {
         unlink_pending(h, p);
         free_pending(p);
         return;
     }
     h->gauges_asked = 1;
+    h->asked_at = jr_mono();
 }
 
 /* Compares without an early exit, so that timing tells nothing. */
@@ -461,6 +494,31 @@ open_listener(const char *addr, int token, jr_err *err)
     return fd;
 }
 
+static void
+reader_cycle(jr_cycle *c, void *arg)
+{
+    (void)c;                    /* the reader runs requests only */
+    (void)arg;
+}
+
+/* The reads' own connection and thread; without them (the database
+ * refused a second connection) the reads share the runner's. */
+static void
+open_reader(jr_http *h)
+{
+    master *m = h->m;
+    jr_err e = {0};
+
+    if ((h->rdb = jr_dbthread_open_reader(m->cfg, &e)) == NULL ||
+        (h->rdt = jr_dbthread_new(h->rdb, m->token, m->cfg->lease, m->base,
+                                  reader_cycle, NULL, &e)) == NULL) {
+        jr_log(JR_LOG_WARN, "http: no connection of its own (%s): its reads "
+               "share the runner's", e.msg);
+        jr_dbthread_close(h->rdb);
+        h->rdb = NULL;
+    }
+}
+
 int
 jr_http_start(master *m, jr_err *err)
 {
@@ -496,6 +554,7 @@ jr_http_start(master *m, jr_err *err)
     evhttp_set_flags(h->http, EVHTTP_SERVER_LINGERING_CLOSE);
     evhttp_set_gencb(h->http, route, h);
     m->http = h;
+    open_reader(h);
     return 0;
 }
 
@@ -516,6 +575,8 @@ jr_http_stop(master *m)
         if (p->kind == SCRAPE)
             free_pending(p);
     }
+    jr_dbthread_free(h->rdt);   /* its answers find no server */
+    jr_dbthread_close(h->rdb);
     evhttp_free(h->http);
     jr_buf_free(&h->gauges);
     free(h);

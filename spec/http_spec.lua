@@ -271,3 +271,39 @@ for _, backend in ipairs(jr.backends()) do
     end)
   end)
 end
+
+for _, backend in ipairs(jr.backends()) do
+  describe(backend .. " http reads:", function()
+    local env = jr.test_env(backend)
+
+    it("answer on a connection of their own while the runner's waits on a lock", function()
+      env:script("ok", OK)
+      local base = H.start(env)
+      local id = env:push("ok", "{}", "--in", "1s")
+      -- another session takes the write lock for 4 s: the runner's claim
+      -- of the job (due in 1 s) waits behind it; reads are not blocked
+      local sql = backend == "postgres"
+        and ("BEGIN; LOCK TABLE %s.jobs IN EXCLUSIVE MODE;"):format(env.schema)
+        or "BEGIN IMMEDIATE;"
+      local cli = backend == "postgres"
+        and ("psql -X -q %s"):format(q(jr.pg_url))
+        or ("sqlite3 %s"):format(q(env:sqlite_path()))
+      local freed = env.dir .. "/freed"
+      local holder = tonumber(jr.sh(("bash -c %s >/dev/null 2>&1 & echo $!"):format(
+        q(("{ echo %s; sleep 4; echo 'COMMIT;'; } | %s; touch %s"):format(
+          q(sql), cli, q(freed))))):match("%d+"))
+      finally(function() os.execute("kill " .. holder .. " 2>/dev/null") end)
+      jr.sleep(2)
+      local list = H.json(base .. "/api/jobs?state=queued", 200)
+      local code, text = H.req(base .. "/metrics", { token = true })
+      -- both answered while the lock was still held
+      assert.is_nil(io.open(freed), "answered only once the lock was gone")
+      assert.equal(id, list[1].id)
+      assert.equal(200, code)
+      assert.truthy(text:find('jobrunner_jobs{name="ok",state="', 1, true))
+      -- and the job runs once the lock is gone
+      jr.wait_for(function() return env:job(id) == nil end, 15, "job done")
+      assert.equal(0, env:stop())
+    end)
+  end)
+end
