@@ -443,6 +443,27 @@ sample(pid_t master, long *mrss, long *wrss)
     return t;
 }
 
+/* The whole machine's busy CPU time so far (user, nice, system, irq,
+ * softirq, steal of /proc/stat's "cpu" line), in ticks. */
+static long
+machine_busy_ticks(void)
+{
+    unsigned long v[8] = {0};
+    char buf[512];
+    FILE *f = fopen("/proc/stat", "r");
+    int ok = 0;
+
+    if (f != NULL) {
+        if (fgets(buf, sizeof buf, f) != NULL)
+            ok = sscanf(buf, "cpu %lu %lu %lu %lu %lu %lu %lu %lu", &v[0],
+                        &v[1], &v[2], &v[3], &v[4], &v[5], &v[6], &v[7]);
+        fclose(f);
+    }
+    if (ok < 8)
+        return -1;
+    return (long)(v[0] + v[1] + v[2] + v[5] + v[6] + v[7]);
+}
+
 /* --- the runner ----------------------------------------------------- */
 
 static pid_t
@@ -568,7 +589,8 @@ cmd_warm(char **argv)
     long n = atol(argv[4]), mrss = 0, wrss = 0;
     int want = atoi(argv[6]), nr = 0, i, status;
     double poll = strncmp(argv[0], "sqlite:", 7) == 0 ? 0.002 : 0.004;
-    double until, t0, t;
+    double until, t0, t, hz = (double)sysconf(_SC_CLK_TCK);
+    long busy0, run0 = 0, run1 = 0;
     jr_client *c = open_client(argv[0]);
     watcher w;
 
@@ -585,6 +607,9 @@ cmd_warm(char **argv)
             sleep_s(0.01);
     sleep_s(0.5);               /* their hellos: handlers loaded */
     watch_open(&w, argv[0]);
+    for (i = 0; i < nr; i++)
+        run0 += sample(pids[i], &mrss, &wrss);
+    busy0 = machine_busy_ticks();
     t0 = mono();
     if (jr_client_queue_resume(c, "default") != JR_CLIENT_OK)
         die("resume", jr_client_errmsg(c));
@@ -599,13 +624,18 @@ cmd_warm(char **argv)
         if (t - t0 > 600)
             die("warm", "not drained after 600 s");
     }
-    for (i = 0; i < nr; i++) {
-        sample(pids[i], &mrss, &wrss);
+    busy0 = machine_busy_ticks() - busy0;
+    for (i = 0; i < nr; i++)
+        run1 += sample(pids[i], &mrss, &wrss);
+    for (i = 0; i < nr; i++)
         stop_runner(pids[i]);
-    }
     watch_close(&w);
     jr_client_close(c);
-    printf("secs=%.6f runners=%d master_rss_kib=%ld\n", t - t0, nr, mrss);
+    /* cpu_s: the whole machine's busy time while the jobs ran (runners,
+     * database, this poller); runner_cpu_s: the runners' own */
+    printf("secs=%.6f runners=%d master_rss_kib=%ld cpu_s=%.3f "
+           "runner_cpu_s=%.3f\n", t - t0, nr, mrss, (double)busy0 / hz,
+           (double)(run1 - run0) / hz);
     return 0;
 }
 

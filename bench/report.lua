@@ -83,6 +83,9 @@ local rows = {
   { "scale_r1_jobs_s", "scale-out: 1 runner, warm (jobs/s)", nil, nil, "%.0f" },
   { "scale_r2_jobs_s", "scale-out: 2 runners, one database (jobs/s)", nil, nil, "%.0f" },
   { "scale_r3_jobs_s", "scale-out: 3 runners, one database (jobs/s)", nil, nil, "%.0f" },
+  { "scale_r1_cpu_us", "scale-out, 1 runner: CPU per job, whole machine (us)", nil, nil, "%.1f" },
+  { "scale_r1_runner_us", "scale-out, 1 runner: of which the runner's (us)", nil, nil, "%.1f" },
+  { "scale_r3_cpu_us", "scale-out, 3 runners: CPU per job, whole machine (us)", nil, nil, "%.1f" },
   { "chaos_dup_per_kill", "re-runs per kill -9 at full speed, mean", nil, nil, "%.1f" },
   { "chaos_dup_max", "re-runs after one kill -9, most", { "<", 250 }, { "<", 500 }, "%.0f" },
 }
@@ -149,6 +152,17 @@ for _, b in ipairs(backends) do
     end
     extra[#extra + 1] = ("%s: scale-out curve, runners: %s"):format(b,
       table.concat(c, ", "))
+    local cpu = r.scale_r1_cpu_us and r.scale_r1_cpu_us.median
+    if cpu and cpu > 0 then
+      -- the machine was busy all the while: what it could do is cores
+      -- divided by the CPU one job costs, runner and database together
+      local at = function(n) return ("%d cores %.0f"):format(n, n * 1e6 / cpu) end
+      extra[#extra + 1] = ("%s: %.1f us of CPU per job (runner %.1f, the " ..
+        "rest the database and the poller): a CPU-bound ceiling of %s, %s, %s " ..
+        "jobs/s, if the database's share spread over cores as the " ..
+        "runners' does"):format(b, cpu, r.scale_r1_runner_us.median,
+        at(cores), at(8), at(16))
+    end
   end
 end
 print(table.concat(lines, "\n"))
