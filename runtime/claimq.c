@@ -17,7 +17,9 @@
 #define LOCAL_QUEUE   512       /* claimed ahead while jobs are short */
 #define SHORT_JOB     0.005     /* seconds: below this, claim ahead */
 #define PREFETCH_TIME 0.002     /* seconds of work a worker may have queued */
-#define RECHECKS      40        /* re-looks after a wake-up, RECHECK_US apart */
+#define RECHECKS      48        /* re-looks after a wake-up: 20 ms in all, */
+#define RECHECKS_FAST 10        /* the first ones RECHECK_FAST_US apart */
+#define RECHECK_FAST_US 100     /* (a commit shows an fsync after its write) */
 #define RECHECK_US    500
 /* Results run but not yet recorded (pending + in flight) above which no
  * more jobs are handed out until a cycle records them: what a kill -9
@@ -345,7 +347,8 @@ note_health(master *m, const jr_cycle *c)
     if (c->unchanged && m->rechecks < RECHECKS) {
         /* a producer's WAL write wakes us an fsync before its commit is
          * visible: look again shortly instead of at the next poll */
-        struct timeval tv = {0, RECHECK_US};
+        struct timeval tv = {0, m->rechecks < RECHECKS_FAST ?
+                                RECHECK_FAST_US : RECHECK_US};
         m->rechecks++;
         event_add(m->ev_recheck, &tv);
     } else if (!c->unchanged) {
