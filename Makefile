@@ -39,6 +39,8 @@ RUNTIME += cron schedules sched schedcmd
 RUNTIME += notify
 # limits per key (README "Limits per key")
 RUNTIME += limitcfg limitsrun limitscmd limitslua
+# PostgreSQL's jobs table vacuumed by the runner
+RUNTIME += vacuum
 BACKENDS = backend sqlite postgres limitpick
 OBJS     = $(RUNTIME:%=$(BUILD)/runtime/%.o) $(BACKENDS:%=$(BUILD)/backends/%.o) \
            $(BUILD)/sqlite_sql.o $(BUILD)/postgres_sql.o $(BUILD)/dash.o

@@ -316,6 +316,11 @@ typedef struct jr_backend_ops {
      * on b. Returns 0. */
     int  (*limit_use)(jr_backend *b, const struct jr_limit *l,
                       jr_limit_use *u, jr_err *err);
+    /* Vacuums the jobs table (its dead rows and index entries), skipping
+     * it when another vacuum holds it; NULL where the engine needs none
+     * (SQLite removes a row's index entries with the row). Slow: never on
+     * the claim's connection. Returns 0. */
+    int  (*vacuum)(jr_backend *b, jr_err *err);
 } jr_backend_ops;
 
 

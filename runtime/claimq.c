@@ -13,6 +13,7 @@
 #include "master_int.h"
 #include "url.h"
 #include "metrics.h"
+#include "vacuum.h"
 
 #define LOCAL_QUEUE   512       /* claimed ahead while jobs are short */
 #define SHORT_JOB     0.005     /* seconds: below this, claim ahead */
@@ -26,6 +27,8 @@
  * makes run again is at most this plus what the workers hold. Sized so
  * that a cycle at full speed does not reach it (bench: drain unchanged);
  * PostgreSQL's cycles are longer. */
+#define VACUUM_SLOW_N    100    /* a claim of this many jobs taking */
+#define VACUUM_SLOW_SECS 0.1    /* this long asks for a vacuum early */
 #define HELD_MAX      256
 #define HELD_MAX_PG   512
 
@@ -381,6 +384,9 @@ jr_claimq_cycle_done(jr_cycle *c, void *arg)
     } else {
         jr_claimq_recorded(m, m->inflight, m->ninflight, c->applied);
         m->ninflight = 0;
+        /* a big claim that took long: dead index entries, likely */
+        jr_vacuum_note(m, c->applied, c->nclaimed >= VACUUM_SLOW_N &&
+                       jr_mono() - m->cycle_at >= VACUUM_SLOW_SECS);
     }
     take_claimed(m, c);
     jr_limitsrun_cycle(m, c);
@@ -488,6 +494,7 @@ jr_claimq_work(evutil_socket_t fd, short what, void *arg)
     m->cancel_due = m->prune_due = 0;
     jr_sched_spec(m, c);
     jr_metrics_cycle_begin(m->metrics);
+    m->cycle_at = jr_mono();
     if (jr_dbthread_submit(m->dbt, c) < 0)
         jr_log(JR_LOG_ERROR, "internal: database thread busy");
 }

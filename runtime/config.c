@@ -56,6 +56,7 @@ jr_config_defaults(jr_config *c)
     c->watch = 1;
     c->memory_limit = (size_t)256 << 20;
     c->wait_for_db = -1;
+    c->vacuum_every = JR_VACUUM_EVERY;
     c->keep_cancelled = 7 * JR_RANGE_DAY;
     c->keep_dead = -1;
     c->ref = LUA_NOREF;
@@ -99,10 +100,7 @@ key_line(const cfg_ctx *x, const char *key)
     return 0;
 }
 
-static int key_fail(cfg_ctx *x, const char *key, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-
-static int
+__attribute__((format(printf, 3, 4))) static int
 key_fail(cfg_ctx *x, const char *key, const char *fmt, ...)
 {
     char what[256];
@@ -452,13 +450,13 @@ k_memory(cfg_ctx *x, lua_State *L, const char *key)
 }
 
 static int
-k_max_jobs(cfg_ctx *x, lua_State *L, const char *key)
+k_count(cfg_ctx *x, lua_State *L, const char *key)
 {
     int n;
 
     if (get_int(x, L, key, 0, 1 << 30, &n) < 0)
         return -1;
-    x->c->max_jobs_per_worker = n;
+    *(key[0] == 'm' ? &x->c->max_jobs_per_worker : &x->c->vacuum_every) = n;
     return 0;
 }
 
@@ -597,7 +595,8 @@ static const key_row top_rows[] = {
     {"pid_file", k_pid_file},
     {"watch", k_watch},
     {"memory_limit", k_memory},
-    {"max_jobs_per_worker", k_max_jobs},
+    {"max_jobs_per_worker", k_count},
+    {"vacuum_every", k_count},
     {"wait_for_db", k_wait_for_db},
     {"handler_output", k_handler_output},
     {"queues", k_queues},

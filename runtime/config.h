@@ -32,6 +32,7 @@ typedef struct lua_State lua_State;
 #define JR_RANGE_LOAD_MIN      0.1      /* load_timeout */
 #define JR_RANGE_LOAD_MAX      3600.0
 #define JR_RANGE_RETENTION_MAX 315360000.0 /* retention: 10 years */
+#define JR_VACUUM_EVERY        50000    /* vacuum_every's default */
 
 typedef struct jr_config {
     char      *file;            /* config file read, or NULL */
@@ -58,6 +59,8 @@ typedef struct jr_config {
     int        watch;           /* reload when scripts change */
     size_t     memory_limit;    /* bytes a worker's Lua may hold; 0: none */
     long       max_jobs_per_worker; /* recycle after this many; 0: never */
+    long       vacuum_every;    /* PostgreSQL: vacuum jobs after this many
+                                 * finished here; 0: never */
     double     keep_completed;  /* retention.completed, seconds; 0: none */
     double     keep_cancelled;  /* retention.cancelled, seconds */
     double     keep_dead;       /* retention.dead, seconds; <0: forever */

@@ -134,7 +134,8 @@ typedef struct jr_dbthread jr_dbthread;
 typedef void (*jr_cycle_done)(jr_cycle *c, void *arg);
 
 /* Starts the thread over db (borrowed: the thread alone uses it until
- * jr_dbthread_free). done runs in the loop of base after each cycle.
+ * jr_dbthread_free). done runs in the loop of base after each cycle (NULL
+ * for a thread that only runs requests: the HTTP reads, vacuums).
  * Returns NULL with err set on failure. */
 jr_dbthread *jr_dbthread_new(jr_db *db, const char *token, double lease,
                              struct event_base *base, jr_cycle_done done,

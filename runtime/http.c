@@ -494,13 +494,6 @@ open_listener(const char *addr, int token, jr_err *err)
     return fd;
 }
 
-static void
-reader_cycle(jr_cycle *c, void *arg)
-{
-    (void)c;                    /* the reader runs requests only */
-    (void)arg;
-}
-
 /* The reads' own connection and thread; without them (the database
  * refused a second connection) the reads share the runner's. */
 static void
@@ -511,7 +504,7 @@ open_reader(jr_http *h)
 
     if ((h->rdb = jr_dbthread_open_reader(m->cfg, &e)) == NULL ||
         (h->rdt = jr_dbthread_new(h->rdb, m->token, m->cfg->lease, m->base,
-                                  reader_cycle, NULL, &e)) == NULL) {
+                                  NULL, NULL, &e)) == NULL) {
         jr_log(JR_LOG_WARN, "http: no connection of its own (%s): its reads "
                "share the runner's", e.msg);
         jr_dbthread_close(h->rdb);

@@ -34,6 +34,7 @@
 #include "notify.h"
 #include "url.h"
 #include "http.h"
+#include "vacuum.h"
 #include "metrics.h"
 
 #define TICK_SECS      0.25     /* on_tick: deadlines, shutdown, idle */
@@ -392,6 +393,7 @@ finish(master *m)
     double until = jr_mono() + STOP_WAIT;
 
     jr_http_stop(m);
+    jr_vacuum_stop(m);
     stop_db_thread(m);
     stop_workers(m);
     while ((j = jr_claimq_pop(m)) != NULL)
@@ -440,6 +442,7 @@ cleanup(master *m)
         if (m->ev_sig[k] != NULL)
             event_free(m->ev_sig[k]);
     jr_http_stop(m);
+    jr_vacuum_stop(m);
     jr_dbthread_free(m->dbt);
     jr_metrics_free(m->metrics);
     for (k = 0; k < m->nres; k++)

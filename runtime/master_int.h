@@ -195,6 +195,9 @@ struct master {
                                            (claimq.c); 0 until known */
     struct jr_http     *http;           /* the HTTP server (http.c), or
                                            NULL when off */
+    struct jr_vacuum   *vac;            /* vacuums of jobs (vacuum.c), or
+                                           NULL before the first */
+    double              cycle_at;       /* when the last cycle went */
     struct jr_metrics  *metrics;        /* its counters (metrics.c) */
     /* limits per key (limitsrun.c) */
     jr_limits           limits;         /* live: the config's, as hooks

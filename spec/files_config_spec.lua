@@ -98,6 +98,7 @@ describe("config ranges:", function()
     { "max_payload = 1e308", "max_payload" },
     { "memory_limit = 1e308", "memory_limit" },
     { "max_jobs_per_worker = 1e308", "max_jobs_per_worker" },
+    { "vacuum_every = -1", "vacuum_every" },
     { "lease = 0/0", "lease" },
   }
   for _, case in ipairs(bad) do
