@@ -29,7 +29,7 @@ Q = @
 endif
 
 RUNTIME  = main commands inspect control client master claimq cancel pool spawn output gen \
-           events dbthread worker frame config script luabridge jrlib \
+           events dbthread dbopen worker frame config script luabridge jrlib \
            luaopts hooks reload log err json util job retry queues \
            qstate queuecmd cfgbackoff \
            http api apidb metrics cfghttp

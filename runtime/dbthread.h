@@ -27,10 +27,6 @@ typedef struct jr_db jr_db;     /* opaque here: a connection (backend.h) */
  * forever). Returns a new connection, close with jr_dbthread_close(), or
  * NULL with err set. */
 jr_db *jr_dbthread_open(const jr_config *cfg, jr_err *err);
-/* Opens a second connection to the same database, for reads off the claim
- * path (the HTTP server's): no migration, no waiting; NULL and err when
- * it cannot. Closed with jr_dbthread_close. */
-jr_db *jr_dbthread_open_reader(const jr_config *cfg, jr_err *err);
 void   jr_dbthread_close(jr_db *db);    /* NULL is a no-op */
 /* The descriptor that becomes readable when another process may have
  * added work, or -1; wake-ups pending so far are consumed (start from
@@ -168,5 +164,12 @@ int  jr_dbthread_request(jr_dbthread *t, jr_dbreq_run run,
 /* Stops the thread after the running cycle (whose done callback will not
  * run: call jr_dbthread_wait first). NULL is a no-op. */
 void jr_dbthread_free(jr_dbthread *t);
+/* A thread for requests only, over a second connection to cfg's database
+ * (no migration, no waiting), for work off the claim path: the HTTP
+ * reads, vacuums. Sets *db (free the thread, then jr_dbthread_close it);
+ * NULL and err when the database refused the connection. */
+jr_dbthread *jr_dbthread_side(const jr_config *cfg, const char *token,
+                              struct event_base *base, jr_db **db,
+                              jr_err *err);
 
 #endif

@@ -502,14 +502,10 @@ open_reader(jr_http *h)
     master *m = h->m;
     jr_err e = {0};
 
-    if ((h->rdb = jr_dbthread_open_reader(m->cfg, &e)) == NULL ||
-        (h->rdt = jr_dbthread_new(h->rdb, m->token, m->cfg->lease, m->base,
-                                  NULL, NULL, &e)) == NULL) {
+    if ((h->rdt = jr_dbthread_side(m->cfg, m->token, m->base, &h->rdb,
+                                   &e)) == NULL)
         jr_log(JR_LOG_WARN, "http: no connection of its own (%s): its reads "
                "share the runner's", e.msg);
-        jr_dbthread_close(h->rdb);
-        h->rdb = NULL;
-    }
 }
 
 int

@@ -59,16 +59,12 @@ open_thread(master *m, jr_vacuum *v)
 {
     jr_err e = {0};
 
-    if ((v->db = jr_dbthread_open_reader(m->cfg, &e)) == NULL ||
-        (v->t = jr_dbthread_new(v->db, m->token, m->cfg->lease, m->base,
-                                NULL, NULL, &e)) == NULL) {
-        jr_log(JR_LOG_WARN, "vacuum: no connection of its own (%s): the "
-               "jobs table is left to autovacuum", e.msg);
-        jr_dbthread_close(v->db);
-        v->db = NULL;
-        return -1;
-    }
-    return 0;
+    if ((v->t = jr_dbthread_side(m->cfg, m->token, m->base, &v->db,
+                                 &e)) != NULL)
+        return 0;
+    jr_log(JR_LOG_WARN, "vacuum: no connection of its own (%s): the jobs "
+           "table is left to autovacuum", e.msg);
+    return -1;
 }
 
 void
