@@ -37,6 +37,7 @@ struct jr_backend {
     int         insert_failed;  /* the last insert_jobs failed in the db */
     char        pgmsg[400];     /* its message and detail */
     int         must_exist;     /* migrate creates no schema */
+    int         async_commit;   /* synchronous_commit = off on conn */
     double      keep_completed; /* seconds; 0: delete at success */
     unsigned    rotate;         /* claims so far: which queue leads */
     PGresult   *lim_top;        /* limit_use's top keys, kept till next */
@@ -597,6 +598,23 @@ rollback(jr_backend *b)
         PQclear(PQexec(b->conn, "ROLLBACK"));
 }
 
+/* The session's settings, on a new connection and after a reconnect. No
+ * JIT: with a deep backlog the planner's row estimates pass
+ * jit_above_cost and every claim compiled for a second (1M jobs: 300
+ * jobs/s); our statements are short and gain nothing from it. With
+ * async_commit (the runner's own connection: claims, results, renewals)
+ * a commit does not wait for its WAL flush: a crash can only undo the
+ * last few of them, and an undone claim or result makes its job run
+ * again, which at-least-once allows; the flush is a third of an idle
+ * claim's round (README "Performance"). */
+static void
+session_setup(const jr_backend *b, PGconn *conn)
+{
+    PQclear(PQexec(conn, b->async_commit ?
+                   "SET jit = off; SET synchronous_commit = off" :
+                   "SET jit = off"));
+}
+
 /* Called first by every op: reconnects once if the connection went bad,
  * and ends any transaction a failure left open. */
 static int
@@ -605,6 +623,8 @@ ready(jr_backend *b, jr_err *err)
     if (PQstatus(b->conn) != CONNECTION_OK) {
         PQreset(b->conn);
         b->prepared = 0;
+        if (PQstatus(b->conn) == CONNECTION_OK)
+            session_setup(b, b->conn);
         if (PQstatus(b->conn) != CONNECTION_OK) {
             char msg[300];
             oneline(msg, sizeof msg, PQerrorMessage(b->conn));
@@ -712,10 +732,7 @@ connect_db(jr_backend *b, jr_err *err)
         PQfinish(conn);
         return NULL;
     }
-    /* no JIT: with a deep backlog the planner's row estimates pass
-     * jit_above_cost and every claim compiled for a second (1M jobs:
-     * 300 jobs/s); our statements are short and gain nothing from it */
-    PQclear(PQexec(conn, "SET jit = off"));
+    session_setup(b, conn);
     return conn;
 }
 
@@ -758,6 +775,7 @@ pg_open(const char *url, const jr_backend_opts *o, jr_err *err)
     b->channel[63] = '\0';     /* left(schema || '_jobs', 63) in SQL */
     b->max_payload = o ? o->max_payload : 0;
     b->must_exist = o ? o->must_exist : 0;
+    b->async_commit = o ? o->async_commit : 0;
     b->keep_completed = o ? o->keep_completed : 0;
     if ((b->conn = connect_db(b, err)) == NULL) {
         pg_close(b);
