@@ -1871,6 +1871,19 @@ complete_tx(jr_backend *b, const char *token, const jr_result *r, int n,
     return ndone + nother + nprogress;
 }
 
+/* 1 if r[0..n) are all DONE without follow-ups: their one statement
+ * needs no transaction around it (a round trip instead of three). */
+static int
+only_done(const jr_result *r, int n)
+{
+    int i;
+
+    for (i = 0; i < n; i++)
+        if (r[i].kind != JR_DONE || r[i].npushes > 0)
+            return 0;
+    return 1;
+}
+
 static int
 pg_complete(jr_backend *b, const char *token, const jr_result *r, int n,
             jr_err *err)
@@ -1887,6 +1900,11 @@ pg_complete(jr_backend *b, const char *token, const jr_result *r, int n,
         return jr_fail(err, JR_ENOMEM, "postgres: completing %d jobs: out "
                        "of memory", n);
     b->insert_failed = 0;
+    if (only_done(r, n)) {
+        rc = finish_done(b, token, r, n, done, err);    /* one statement */
+        free(done);
+        return rc;
+    }
     if ((rc = run_plain(b, "BEGIN", "completing jobs", err)) == 0) {
         rc = complete_tx(b, token, r, n, done, &pp, &np, err);
         if (rc >= 0 && run_plain(b, "COMMIT", "completing jobs", err) < 0)
