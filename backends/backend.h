@@ -138,6 +138,8 @@ typedef int (*jr_fire_cb)(const char *schedule, double at, int64_t job_id,
 
 typedef struct jr_backend_opts {
     int         sync_normal;    /* SQLite: synchronous=NORMAL instead of FULL */
+    int         async_commit;   /* PostgreSQL: commits do not wait for the
+                                   WAL flush (synchronous_commit = off) */
     double      busy_timeout;   /* SQLite: seconds to wait for a lock */
     const char *schema;         /* PostgreSQL: schema name, NULL "jobrunner" */
     size_t      max_payload;    /* bytes; 0: no limit */

@@ -22,8 +22,10 @@ backend_opts(jr_backend_opts *o, const jr_config *cfg)
      * their own: power loss can only undo some of them, and an undone
      * claim or result makes its job run again, which at-least-once
      * allows; never a lost job. Pushes by producers keep `synchronous`
-     * (FULL). */
+     * (FULL). The same on PostgreSQL: synchronous_commit = off on the
+     * runner's connection; producers' connections keep the server's. */
     o->sync_normal = 1;
+    o->async_commit = 1;
     o->busy_timeout = cfg->busy_timeout;
     o->schema = cfg->schema;
     o->max_payload = cfg->max_payload;
