@@ -88,6 +88,36 @@ for _, backend in ipairs(h.backends()) do
       for i = 2, N do assert.is_true(ids[i] > ids[i - 1]) end
     end)
 
+    it("gives each job of a multi-row statement the limit key of its own payload or option",
+      function()
+      local c = open()
+      env:exec("INSERT INTO limit_paths (name, path) VALUES ('keyed', 'acct')")
+      local items = {}
+      for i = 1, N do
+        if i % 10 == 0 then
+          items[i] = { "keyed", { acct = "p" .. i }, { key = "o" .. i } }
+        elseif i % 3 == 0 then
+          items[i] = { "plain", { acct = "p" .. i } }
+        else
+          items[i] = { "keyed", { acct = "p" .. i } }
+        end
+      end
+      local ids = assert(c:push_many(items))
+      local keys = {}
+      for _, r in ipairs(env:query("SELECT id, limit_key FROM jobs")) do
+        keys[r.id] = r.limit_key
+      end
+      for i = 1, N do
+        local want = i % 10 == 0 and "o" .. i or i % 3 ~= 0 and "p" .. i or nil
+        local got = keys[ids[i]]
+        if want == nil then
+          assert.is_true(got == nil or got == require("cjson").null, "job " .. i)
+        else
+          assert.equal(want, got, "job " .. i)
+        end
+      end
+    end)
+
     it("keeps the outcome of unique jobs between plain ones", function()
       local c = open()
       assert(c:push("u", { first = true }, { unique_key = "k1" }))
