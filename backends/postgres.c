@@ -211,11 +211,16 @@ static const struct stmt {
         " SELECT u.name, u.payload::jsonb, u.queue, u.priority,"
         "  u.max_retries, coalesce(to_timestamp(u.run_at),"
         "  now() + u.run_in * interval '1 second'),"
-        "  {{schema}}.limit_key_of(u.name, u.payload::jsonb, u.key)"
+        /* limit_key_of only for a name with a path: a SQL function with a
+         * subquery is not inlined, and its call per row cost a third of
+         * a batch (README "Batch push") */
+        "  CASE WHEN u.key IS NOT NULL THEN u.key WHEN lp.name IS NOT NULL"
+        "  THEN {{schema}}.limit_key_of(u.name, u.payload::jsonb, u.key) END"
         " FROM unnest($1::text[], $2::text[], $3::text[], $4::int[],"
         "  $5::int[], $6::float8[], $7::float8[], $8::text[]) WITH ORDINALITY"
         "  AS u(name, payload, queue, priority, max_retries, run_at,"
         "  run_in, key, ord)"
+        " LEFT JOIN {{schema}}.limit_paths lp ON lp.name = u.name"
         " ORDER BY u.ord RETURNING id"},
     /* a batch with a unique key: each push through the SQL function,
      * the one rule (README "Unique jobs"), in the batch's order */

@@ -28,7 +28,7 @@ enum {
     S_CLAIM_QUEUES, S_CLAIM_CANDIDATES, S_CLAIM,
     S_DONE, S_KEEP, S_RETRY, S_DEAD, S_SNOOZE, S_RELEASE, S_EXPIRED,
     S_CANCELLED, S_PROGRESS,
-    S_INSERT,
+    S_INSERT, S_INSERT_MANY,
     S_RENEW, S_RESCUE, S_STATS, S_DEAD_LIST, S_DEAD_RETRY, S_DEAD_RETRY_ALL,
     S_DEAD_PURGE, S_DATA_VERSION, S_BEGIN, S_COMMIT, S_ROLLBACK,
     S_PRUNE_COMPLETED, S_PRUNE_CANCELLED, S_PRUNE_DEAD,
@@ -343,6 +343,43 @@ db_fail(jr_backend *b, jr_err *err, const char *what)
                    sqlite3_errmsg(b->db));
 }
 
+/* Rows of one multi-row INSERT: a statement's set-up (its cursors, the
+ * constant list of the state CHECK, the sqlite_sequence write of
+ * AUTOINCREMENT) is paid once for them (README "Batch push"). */
+#define INSERT_ROWS 32
+#define INSERT_PARAMS 9         /* ?1..?9 of S_INSERT's row */
+
+/* S_INSERT's VALUES row INSERT_ROWS times, row k's ?N renumbered
+ * ?(9k + N): one text for the row, however S_INSERT changes. Malloc'd. */
+static char *
+insert_many_sql(void)
+{
+    const char *text = sql_text[S_INSERT];
+    const char *row = strstr(text, " VALUES ") + 8, *c;
+    size_t len = strlen(text) + (size_t)INSERT_ROWS * (strlen(row) * 2 + 2);
+    char *sql = malloc(len), *o;
+    int k;
+
+    if (sql == NULL)
+        return NULL;
+    o = sql + sprintf(sql, "%.*s", (int)(row - text), text);
+    for (k = 0; k < INSERT_ROWS; k++) {
+        if (k > 0)
+            *o++ = ',';
+        for (c = row; *c != '\0'; c++) {
+            *o++ = *c;
+            if (*c == '?') {
+                o += sprintf(o, "%ld", strtol(c + 1, NULL, 10) +
+                             (long)k * INSERT_PARAMS);
+                while (c[1] >= '0' && c[1] <= '9')
+                    c++;
+            }
+        }
+    }
+    *o = '\0';
+    return sql;
+}
+
 /* Returns the statement, reset and unbound, or NULL with err set. */
 static sqlite3_stmt *
 stmt(jr_backend *b, int which, jr_err *err)
@@ -350,8 +387,17 @@ stmt(jr_backend *b, int which, jr_err *err)
     sqlite3_stmt *s = b->st[which];
 
     if (s == NULL) {
-        if (sqlite3_prepare_v3(b->db, sql_text[which], -1,
-                               SQLITE_PREPARE_PERSISTENT, &s, NULL) != SQLITE_OK) {
+        char *many = which == S_INSERT_MANY ? insert_many_sql() : NULL;
+        int rc;
+
+        if (which == S_INSERT_MANY && many == NULL) {
+            jr_fail(err, JR_ENOMEM, "sqlite: out of memory for a statement");
+            return NULL;
+        }
+        rc = sqlite3_prepare_v3(b->db, many ? many : sql_text[which], -1,
+                                SQLITE_PREPARE_PERSISTENT, &s, NULL);
+        free(many);
+        if (rc != SQLITE_OK) {
             db_fail(b, err, "preparing a statement");
             return NULL;
         }
@@ -745,6 +791,60 @@ insert_one(jr_backend *b, const jr_push *p, double now, int64_t *id,
     return outcome < 0 ? -1 : 0;
 }
 
+/* Binds p as the row whose parameters start after ?base. */
+static void
+bind_row(sqlite3_stmt *s, int base, const jr_push *p, double now)
+{
+    bind_text(s, base + 1, p->name);
+    bind_text(s, base + 2, p->payload ? p->payload : "{}");
+    bind_text(s, base + 3, p->queue ? p->queue : "default");
+    sqlite3_bind_int(s, base + 4, p->priority);
+    if (p->max_retries >= 0)
+        sqlite3_bind_int(s, base + 5, p->max_retries);
+    sqlite3_bind_double(s, base + 6, p->run_at > 0 ? p->run_at :
+                        now + p->run_in);
+    sqlite3_bind_double(s, base + 7, now);
+    bind_text(s, base + 8, p->unique_key);
+    bind_text(s, base + 9, p->key);
+}
+
+/* Inserts the INSERT_ROWS plain pushes p in one statement. Returns 0, 1
+ * if the database refused one of them (the statement undone: the caller
+ * inserts them one by one to name the row and its reason), -1 on error. */
+static int
+insert_many(jr_backend *b, const jr_push *p, double now, int64_t *ids,
+            jr_err *err)
+{
+    sqlite3_stmt *s = stmt(b, S_INSERT_MANY, err);
+    int64_t last;
+    int k, rc;
+
+    if (s == NULL)
+        return -1;
+    for (k = 0; k < INSERT_ROWS; k++)
+        bind_row(s, k * INSERT_PARAMS, &p[k], now);
+    rc = sqlite3_step(s);
+    sqlite3_reset(s);
+    if (error_class(rc) == JR_EINPUT)
+        return 1;
+    if (rc != SQLITE_DONE)
+        return db_fail(b, err, "inserting jobs");
+    /* AUTOINCREMENT gives the rows of one statement consecutive ids, in
+     * order, in our write transaction */
+    if (sqlite3_changes(b->db) != INSERT_ROWS)
+        return jr_fail(err, JR_EDB, "sqlite '%s': a multi-row insert "
+                       "inserted %d rows of %d", b->path,
+                       sqlite3_changes(b->db), INSERT_ROWS);
+    last = sqlite3_last_insert_rowid(b->db);
+    for (k = 0; k < INSERT_ROWS; k++) {
+        if (ids != NULL)
+            ids[k] = last - (INSERT_ROWS - 1) + k;
+        if (p[k].outcome != NULL)
+            *p[k].outcome = JR_PUSH_NEW;
+    }
+    return 0;
+}
+
 static int
 insert_row(jr_backend *b, const jr_push *p, double now, int64_t *id,
            jr_err *err)
@@ -754,16 +854,7 @@ insert_row(jr_backend *b, const jr_push *p, double now, int64_t *id,
 
     if (s == NULL)
         return -1;
-    bind_text(s, 1, p->name);
-    bind_text(s, 2, p->payload ? p->payload : "{}");
-    bind_text(s, 3, p->queue ? p->queue : "default");
-    sqlite3_bind_int(s, 4, p->priority);
-    if (p->max_retries >= 0)
-        sqlite3_bind_int(s, 5, p->max_retries);
-    sqlite3_bind_double(s, 6, p->run_at > 0 ? p->run_at : now + p->run_in);
-    sqlite3_bind_double(s, 7, now);
-    bind_text(s, 8, p->unique_key);
-    bind_text(s, 9, p->key);
+    bind_row(s, 0, p, now);
     rc = sqlite3_step(s);
     sqlite3_reset(s);
     if (rc == SQLITE_CONSTRAINT_CHECK &&
@@ -784,14 +875,32 @@ static int
 insert_all(jr_backend *b, const jr_push *p, int n, int64_t *ids, double now,
            jr_err *err)
 {
-    int i;
+
+    int i, k, singles = 0, rc;
 
     for (i = 0; i < n; i++)
         if (jr_push_check(&p[i], 0, err) < 0)
             return -1;
-    for (i = 0; i < n; i++)
+    for (i = 0; i < n; i++) {
+        /* INSERT_ROWS plain pushes in a row: one statement */
+        for (k = 0; singles == 0 && k < INSERT_ROWS && i + k < n &&
+             p[i + k].unique_key == NULL; k++)
+            ;
+        if (singles == 0 && k == INSERT_ROWS) {
+            if ((rc = insert_many(b, &p[i], now, ids ? &ids[i] : NULL,
+                                  err)) < 0)
+                return -1;
+            if (rc == 0) {
+                i += INSERT_ROWS - 1;
+                continue;
+            }
+            singles = INSERT_ROWS;      /* one was refused: find which */
+        }
+        if (singles > 0)
+            singles--;
         if (insert_one(b, &p[i], now, ids ? &ids[i] : NULL, err) < 0)
             return -1;
+    }
     return 0;
 }
 

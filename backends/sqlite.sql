@@ -193,3 +193,89 @@ CREATE TABLE limit_paths (
     name TEXT PRIMARY KEY,
     path TEXT NOT NULL
 ) WITHOUT ROWID;
+-- migration 7
+-- Cheaper checks on every insert, the same rules (README "Batch push"):
+-- the state CHECK compares with each state instead of an IN list (SQLite
+-- builds a table of the list for every statement that inserts), and the
+-- trigger that makes a queue known runs only when the queue is not known
+-- yet (its WHEN is tested inline; its body is a sub-program). SQLite
+-- cannot change a CHECK: the table is rebuilt with the same columns in
+-- the same order, the same ids and AUTOINCREMENT sequence, indexes and
+-- triggers.
+CREATE TABLE jobs_new (
+    id           INTEGER PRIMARY KEY AUTOINCREMENT,  -- increasing, never reused
+    name         TEXT    NOT NULL
+                 CHECK (length(name) BETWEEN 1 AND 128
+                        AND name NOT GLOB '*[^A-Za-z0-9_.:-]*'),
+    payload      TEXT    NOT NULL DEFAULT '{}' CHECK (json_valid(payload)),
+    queue        TEXT    NOT NULL DEFAULT 'default'
+                 CHECK (length(queue) BETWEEN 1 AND 128
+                        AND queue NOT GLOB '*[^A-Za-z0-9_.:-]*'),
+    priority     INTEGER NOT NULL DEFAULT 0,         -- lower runs first
+    state        TEXT    NOT NULL DEFAULT 'queued'
+                 CHECK (state = 'queued' OR state = 'running'
+                        OR state = 'dead' OR state = 'cancelled'
+                        OR state = 'completed'),
+    run_at       REAL    NOT NULL DEFAULT ((julianday('now') - 2440587.5) * 86400.0),
+    attempts     INTEGER NOT NULL DEFAULT 0,         -- counted at claim
+    max_retries  INTEGER CHECK (max_retries >= 0),   -- NULL: handler's or default
+    last_error   TEXT,
+    generation   TEXT,                               -- handler code that last ran it
+    created_at   REAL    NOT NULL DEFAULT ((julianday('now') - 2440587.5) * 86400.0),
+    updated_at   REAL    NOT NULL DEFAULT ((julianday('now') - 2440587.5) * 86400.0),
+    died_at      REAL,
+    locked_by    TEXT,                               -- runner token while running
+    locked_until REAL,                               -- lease end while running
+    started_at   REAL,                               -- last claim
+    finished_at  REAL,                               -- completed, cancelled, dead
+    progress_done  REAL,                             -- NULL until reported
+    progress_total REAL,
+    progress_note  TEXT,
+    cancel_requested INTEGER NOT NULL DEFAULT 0 CHECK (cancel_requested IN (0, 1)),
+    unique_key   TEXT
+                 CHECK (unique_key IS NULL OR (typeof(unique_key) = 'text'
+                        AND length(CAST(unique_key AS BLOB)) BETWEEN 1 AND 255
+                        AND instr(CAST(unique_key AS BLOB), x'00') = 0)),
+    limit_key    TEXT
+                 CHECK (limit_key IS NULL
+                        OR length(CAST(limit_key AS BLOB)) BETWEEN 1 AND 256)
+);
+INSERT INTO jobs_new SELECT * FROM jobs ORDER BY id;
+-- ids stay above every id ever given, deleted ones included
+UPDATE sqlite_sequence SET seq = max(seq, coalesce(
+    (SELECT seq FROM sqlite_sequence WHERE name = 'jobs'), 0))
+WHERE name = 'jobs_new';
+INSERT INTO sqlite_sequence (name, seq)
+SELECT 'jobs_new', seq FROM sqlite_sequence WHERE name = 'jobs'
+AND NOT EXISTS (SELECT 1 FROM sqlite_sequence WHERE name = 'jobs_new');
+DROP TABLE jobs;
+ALTER TABLE jobs_new RENAME TO jobs;
+CREATE INDEX jobs_claim ON jobs (queue, priority, run_at, id)
+    WHERE state = 'queued';
+CREATE INDEX jobs_lease ON jobs (locked_until) WHERE state = 'running';
+CREATE INDEX jobs_locked_by ON jobs (locked_by) WHERE state = 'running';
+CREATE INDEX jobs_dead ON jobs (died_at) WHERE state = 'dead';
+CREATE INDEX jobs_completed ON jobs (finished_at) WHERE state = 'completed';
+CREATE INDEX jobs_cancelled ON jobs (finished_at) WHERE state = 'cancelled';
+CREATE INDEX jobs_cancel ON jobs (locked_by)
+    WHERE state = 'running' AND cancel_requested = 1;
+CREATE UNIQUE INDEX jobs_unique ON jobs (name, unique_key)
+    WHERE unique_key IS NOT NULL AND state IN ('queued', 'running');
+CREATE TRIGGER jobs_run_at_check BEFORE INSERT ON jobs
+WHEN typeof(NEW.run_at) NOT IN ('real', 'integer')
+     OR abs(NEW.run_at) > 253402300799
+BEGIN
+    SELECT RAISE(ABORT, 'run_at must be finite epoch seconds, at most 253402300799 (9999-12-31)');
+END;
+CREATE TRIGGER jobs_queue_known AFTER INSERT ON jobs
+WHEN NOT EXISTS (SELECT 1 FROM queues WHERE name = NEW.queue)
+BEGIN
+    INSERT INTO queues (name) SELECT NEW.queue
+    WHERE NOT EXISTS (SELECT 1 FROM queues WHERE name = NEW.queue);
+END;
+CREATE TRIGGER jobs_queue_moved AFTER UPDATE OF queue ON jobs
+WHEN NOT EXISTS (SELECT 1 FROM queues WHERE name = NEW.queue)
+BEGIN
+    INSERT INTO queues (name) SELECT NEW.queue
+    WHERE NOT EXISTS (SELECT 1 FROM queues WHERE name = NEW.queue);
+END;
