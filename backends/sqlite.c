@@ -887,7 +887,6 @@ static int
 insert_all(jr_backend *b, const jr_push *p, int n, int64_t *ids, double now,
            jr_err *err)
 {
-
     int i, k, singles = 0, rc;
 
     for (i = 0; i < n; i++)
