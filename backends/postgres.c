@@ -212,8 +212,8 @@ static const struct stmt {
         "  u.max_retries, coalesce(to_timestamp(u.run_at),"
         "  now() + u.run_in * interval '1 second'),"
         /* limit_key_of only for a name with a path: a SQL function with a
-         * subquery is not inlined, and its call per row cost a third of
-         * a batch (README "Batch push") */
+         * subquery is not inlined, and its call per row cost about half
+         * of the statement (README "Batch push") */
         "  CASE WHEN u.key IS NOT NULL THEN u.key WHEN lp.name IS NOT NULL"
         "  THEN {{schema}}.limit_key_of(u.name, u.payload::jsonb, u.key) END"
         " FROM unnest($1::text[], $2::text[], $3::text[], $4::int[],"

@@ -28,7 +28,7 @@ enum {
     S_CLAIM_QUEUES, S_CLAIM_CANDIDATES, S_CLAIM,
     S_DONE, S_KEEP, S_RETRY, S_DEAD, S_SNOOZE, S_RELEASE, S_EXPIRED,
     S_CANCELLED, S_PROGRESS,
-    S_INSERT, S_INSERT_MANY,
+    S_INSERT, S_INSERT_MANY, S_INSERT_MANY_IDS,
     S_RENEW, S_RESCUE, S_STATS, S_DEAD_LIST, S_DEAD_RETRY, S_DEAD_RETRY_ALL,
     S_DEAD_PURGE, S_DATA_VERSION, S_BEGIN, S_COMMIT, S_ROLLBACK,
     S_PRUNE_COMPLETED, S_PRUNE_CANCELLED, S_PRUNE_DEAD,
@@ -350,13 +350,15 @@ db_fail(jr_backend *b, jr_err *err, const char *what)
 #define INSERT_PARAMS 9         /* ?1..?9 of S_INSERT's row */
 
 /* S_INSERT's VALUES row INSERT_ROWS times, row k's ?N renumbered
- * ?(9k + N): one text for the row, however S_INSERT changes. Malloc'd. */
+ * ?(9k + N): one text for the row, however S_INSERT changes; with
+ * RETURNING id if returning. Malloc'd. */
 static char *
-insert_many_sql(void)
+insert_many_sql(int returning)
 {
     const char *text = sql_text[S_INSERT];
     const char *row = strstr(text, " VALUES ") + 8, *c;
-    size_t len = strlen(text) + (size_t)INSERT_ROWS * (strlen(row) * 2 + 2);
+    size_t len = strlen(text) + (size_t)INSERT_ROWS * (strlen(row) * 2 + 2)
+                 + 16;
     char *sql = malloc(len), *o;
     int k;
 
@@ -376,7 +378,7 @@ insert_many_sql(void)
             }
         }
     }
-    *o = '\0';
+    strcpy(o, returning ? " RETURNING id" : "");
     return sql;
 }
 
@@ -387,10 +389,12 @@ stmt(jr_backend *b, int which, jr_err *err)
     sqlite3_stmt *s = b->st[which];
 
     if (s == NULL) {
-        char *many = which == S_INSERT_MANY ? insert_many_sql() : NULL;
+        int is_many = which == S_INSERT_MANY || which == S_INSERT_MANY_IDS;
+        char *many = is_many ? insert_many_sql(which == S_INSERT_MANY_IDS)
+                             : NULL;
         int rc;
 
-        if (which == S_INSERT_MANY && many == NULL) {
+        if (is_many && many == NULL) {
             jr_fail(err, JR_ENOMEM, "sqlite: out of memory for a statement");
             return NULL;
         }
@@ -808,40 +812,48 @@ bind_row(sqlite3_stmt *s, int base, const jr_push *p, double now)
     bind_text(s, base + 9, p->key);
 }
 
-/* Inserts the INSERT_ROWS plain pushes p in one statement. Returns 0, 1
- * if the database refused one of them (the statement undone: the caller
+static int
+cmp_id(const void *x, const void *y)
+{
+    int64_t a = *(const int64_t *)x, b = *(const int64_t *)y;
+
+    return (a > b) - (a < b);
+}
+
+/* Inserts the INSERT_ROWS plain pushes p in one statement; ids (may be
+ * NULL) gets their ids, read back with RETURNING (AUTOINCREMENT gives
+ * increasing ids in insertion order, which is p's). Returns 0, 1 if the
+ * database refused one of them (the statement undone: the caller
  * inserts them one by one to name the row and its reason), -1 on error. */
 static int
 insert_many(jr_backend *b, const jr_push *p, double now, int64_t *ids,
             jr_err *err)
 {
-    sqlite3_stmt *s = stmt(b, S_INSERT_MANY, err);
-    int64_t last;
-    int k, rc;
+    sqlite3_stmt *s = stmt(b, ids ? S_INSERT_MANY_IDS : S_INSERT_MANY, err);
+    int k, rc, got = 0;
 
     if (s == NULL)
         return -1;
     for (k = 0; k < INSERT_ROWS; k++)
         bind_row(s, k * INSERT_PARAMS, &p[k], now);
-    rc = sqlite3_step(s);
+    while ((rc = sqlite3_step(s)) == SQLITE_ROW)
+        if (ids != NULL && got < INSERT_ROWS)
+            ids[got++] = sqlite3_column_int64(s, 0);
     sqlite3_reset(s);
     if (error_class(rc) == JR_EINPUT)
         return 1;
     if (rc != SQLITE_DONE)
         return db_fail(b, err, "inserting jobs");
-    /* AUTOINCREMENT gives the rows of one statement consecutive ids, in
-     * order, in our write transaction */
-    if (sqlite3_changes(b->db) != INSERT_ROWS)
+    if (sqlite3_changes(b->db) != INSERT_ROWS ||
+        (ids != NULL && got != INSERT_ROWS))
         return jr_fail(err, JR_EDB, "sqlite '%s': a multi-row insert "
                        "inserted %d rows of %d", b->path,
                        sqlite3_changes(b->db), INSERT_ROWS);
-    last = sqlite3_last_insert_rowid(b->db);
-    for (k = 0; k < INSERT_ROWS; k++) {
-        if (ids != NULL)
-            ids[k] = last - (INSERT_ROWS - 1) + k;
+    if (ids != NULL)
+        qsort(ids, INSERT_ROWS, sizeof *ids, cmp_id);
+    for (k = 0; k < INSERT_ROWS; k++)
         if (p[k].outcome != NULL)
             *p[k].outcome = JR_PUSH_NEW;
-    }
     return 0;
 }
 
@@ -875,7 +887,6 @@ static int
 insert_all(jr_backend *b, const jr_push *p, int n, int64_t *ids, double now,
            jr_err *err)
 {
-
     int i, k, singles = 0, rc;
 
     for (i = 0; i < n; i++)

@@ -196,7 +196,7 @@ CREATE TABLE limit_paths (
 -- migration 7
 -- Cheaper checks on every insert, the same rules (README "Batch push"):
 -- the state CHECK compares with each state instead of an IN list (SQLite
--- builds a table of the list for every statement that inserts), and the
+-- builds a table of the list while it checks inserted rows), and the
 -- trigger that makes a queue known runs only when the queue is not known
 -- yet (its WHEN is tested inline; its body is a sub-program). SQLite
 -- cannot change a CHECK: the table is rebuilt with the same columns in
