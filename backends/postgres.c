@@ -1569,30 +1569,31 @@ cmp_claimed(const void *a, const void *b)
 }
 
 /* S_CLAIM_ONE when the spec allows it (no queue capped or left out):
- * its result, or NULL for S_CLAIM (with err->code set on failure). */
-static PGresult *
+ * 1 with its result in *res, 0 if S_CLAIM is to run instead, -1 with
+ * err set on failure. */
+static int
 claim_one(jr_backend *b, const jr_claim_spec *spec,
-          const char *const *params, jr_err *err)
+          const char *const *params, PGresult **res, jr_err *err)
 {
-    PGresult *res;
     int n;
 
-    err->code = 0;
+    *res = NULL;
     if (spec->nqueues > 0 || spec->others < spec->max)
-        return NULL;
+        return 0;
     if (b->fair_only > 0) {
         b->fair_only--;
-        return NULL;
+        return 0;
     }
-    if ((res = run(b, S_CLAIM_ONE, params, "claiming jobs", err)) == NULL)
-        return NULL;
-    n = PQntuples(res);
-    if (n > 0 && PQgetisnull(res, n - 1, 0)) {
-        PQclear(res);           /* several queues: nothing was claimed */
+    if ((*res = run(b, S_CLAIM_ONE, params, "claiming jobs", err)) == NULL)
+        return -1;
+    n = PQntuples(*res);
+    if (n > 0 && PQgetisnull(*res, n - 1, 0)) {
+        PQclear(*res);          /* several queues: nothing was claimed */
+        *res = NULL;
         b->fair_only = 100;
-        return NULL;
+        return 0;
     }
-    return res;
+    return 1;
 }
 
 /* The claim statement, in whatever transaction is open. */
@@ -1628,9 +1629,7 @@ claim_stmt(jr_backend *b, const char *token, double lease,
     params[6] = sothers;
     snprintf(srot, sizeof srot, "%u", b->rotate++ % 1000000u);
     params[7] = srot;           /* the queue that leads the round */
-    res = claim_one(b, spec, params, err);
-    one = res != NULL;
-    if (res == NULL && err->code == 0)
+    if ((one = claim_one(b, spec, params, &res, err)) == 0)
         res = run(b, S_CLAIM, params, "claiming jobs", err);
     for (i = 0; i < 3; i++)
         free(a[i].p);
