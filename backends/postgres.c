@@ -2182,7 +2182,8 @@ pg_vacuum(jr_backend *b, jr_err *err)
 {
     char sql[128];
 
-    snprintf(sql, sizeof sql, "VACUUM (SKIP_LOCKED) %s.jobs", b->qschema);
+    snprintf(sql, sizeof sql, "VACUUM (ANALYZE, SKIP_LOCKED) %s.jobs",
+             b->qschema);
     if (ready(b, err) < 0)
         return -1;
     return run_plain(b, sql, "vacuuming the jobs table", err);

@@ -2,7 +2,7 @@
  * rules), routing, the token and cross-site checks, static files, and the
  * answers that come back from the database thread. /metrics is the
  * master's counters (metrics.c) plus the database's gauges, read at most
- * once a second whatever the scrape rate (less often when a read is slow).
+ * every 5 s whatever the scrape rate (less often when a read is slow).
  * The reads (gauges, lists, a job) run on a connection and thread of their
  * own, so that a scan of the jobs table never waits in front of a claim;
  * writes go through the runner's database thread. Uses http.h,
@@ -28,7 +28,7 @@
 #include "master_int.h"
 #include "metrics.h"
 
-#define GAUGES_MAX_AGE 1.0      /* seconds the database gauges are kept, */
+#define GAUGES_MAX_AGE 5.0      /* seconds the database gauges are kept, */
 #define GAUGES_COST_X  10.0     /* or this many times their read's time */
 #define GAUGES_AGE_CAP 60.0     /* but never longer */
 

@@ -6,11 +6,11 @@
  * as long). So after every `vacuum_every` jobs it finished, or a 20th of
  * that when a big claim took long (the sign of a table full of dead
  * entries: a runner started on one should not wait a whole round), the
- * runner asks for `VACUUM (SKIP_LOCKED) jobs` on a connection and thread
- * of their own, opened at the first, so that claims never wait on it; one
- * at a time. SQLite needs none (its
- * backend has no vacuum op). Uses vacuum.h, master_int.h, dbthread.h,
- * backend.h, log.h. */
+ * runner asks for `VACUUM (ANALYZE, SKIP_LOCKED) jobs` (the statistics
+ * too: a table filled since its last analyze can plan a claim badly) on a
+ * connection and thread of their own, opened at the first, so that claims
+ * never wait on it; one at a time. SQLite needs none (its backend has no
+ * vacuum op). Uses vacuum.h, master_int.h, dbthread.h, backend.h, log.h. */
 #include <stdlib.h>
 
 #include "backend.h"
