@@ -338,6 +338,18 @@ typedef struct jr_db {
 int  jr_db_open(jr_db *db, const char *url, const jr_backend_opts *o,
                 jr_err *err);
 void jr_db_close(jr_db *db);    /* zeroed or closed db is a no-op */
+
+/* The claim order of two jobs of one queue: priority, run_at, id (<0, 0,
+ * >0), for the backends that sort what they claimed. */
+static inline int
+jr_claim_cmp(int pa, double ra, int64_t ia, int pb, double rb, int64_t ib)
+{
+    if (pa != pb)
+        return pa < pb ? -1 : 1;
+    if (ra != rb)
+        return ra < rb ? -1 : 1;
+    return (ia > ib) - (ia < ib);
+}
 /* Counts ready jobs (queued, due, in a queue not paused) whose name is in
  * names[0..nnames), stopping at limit: the sum of ready_by_queue. Returns
  * the count, or -1 with err set. */

@@ -1561,11 +1561,8 @@ cmp_claimed(const void *a, const void *b)
 {
     const jr_job *x = *(jr_job *const *)a, *y = *(jr_job *const *)b;
 
-    if (x->priority != y->priority)
-        return x->priority < y->priority ? -1 : 1;
-    if (x->run_at != y->run_at)
-        return x->run_at < y->run_at ? -1 : 1;
-    return (x->id > y->id) - (x->id < y->id);
+    return jr_claim_cmp(x->priority, x->run_at, x->id, y->priority,
+                        y->run_at, y->id);
 }
 
 /* S_CLAIM_ONE when the spec allows it (no queue capped or left out):

@@ -1003,11 +1003,8 @@ candidate_order(const void *a, const void *b)
         return x->rank < y->rank ? -1 : 1;
     if (x->turn != y->turn)
         return x->turn < y->turn ? -1 : 1;
-    if (x->priority != y->priority)
-        return x->priority < y->priority ? -1 : 1;
-    if (x->run_at != y->run_at)
-        return x->run_at < y->run_at ? -1 : 1;
-    return (x->id > y->id) - (x->id < y->id);
+    return jr_claim_cmp(x->priority, x->run_at, x->id, y->priority,
+                        y->run_at, y->id);
 }
 
 /* How many jobs spec lets one claim take from queue: its listed max (the
