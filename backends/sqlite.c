@@ -26,7 +26,7 @@ extern const char jr_sqlite_sql[];      /* build/sqlite_sql.c */
 
 enum {
     S_CLAIM_QUEUES, S_CLAIM_CANDIDATES, S_CLAIM,
-    S_DONE, S_KEEP, S_RETRY, S_DEAD, S_SNOOZE, S_RELEASE, S_EXPIRED,
+    S_DONE, S_DONE_MANY, S_KEEP, S_RETRY, S_DEAD, S_SNOOZE, S_RELEASE, S_EXPIRED,
     S_CANCELLED, S_PROGRESS,
     S_INSERT, S_INSERT_MANY, S_INSERT_MANY_IDS,
     S_RENEW, S_RESCUE, S_STATS, S_DEAD_LIST, S_DEAD_RETRY, S_DEAD_RETRY_ALL,
@@ -96,6 +96,10 @@ static const char *const sql_text[S_COUNT] = {
     [S_DONE] =
         "DELETE FROM jobs WHERE id = ?1 AND state = 'running'"
         " AND locked_by = ?2",
+    /* plain successes of one batch: one statement, not one each */
+    [S_DONE_MANY] =
+        "DELETE FROM jobs WHERE id IN (SELECT value FROM json_each(?1))"
+        " AND state = 'running' AND locked_by = ?2",
     [S_KEEP] =
         "UPDATE jobs SET state = 'completed', finished_at = ?3,"
         " generation = coalesce(?6, generation), locked_by = NULL,"
@@ -1539,23 +1543,71 @@ complete_one(jr_backend *b, const char *token, const jr_result *r, double now,
     return 1;
 }
 
+/* 1 if r is a success whose row is simply deleted. */
+static int
+plain_done(const jr_backend *b, const jr_result *r)
+{
+    return r->kind == JR_DONE && r->npushes == 0 && b->keep_completed <= 0;
+}
+
+/* Applies r[0..n) in a transaction: the plain successes in one DELETE
+ * after the others (a job's progress comes before its end, never after),
+ * the rest one statement each, in order. Returns how many rows were
+ * still ours. */
+static int
+complete_all(jr_backend *b, const char *token, const jr_result *r, int n,
+             double now, jr_err *err)
+{
+    sqlite3_stmt *s;
+    char *ids = NULL, *p = NULL;
+    int applied = 0, nplain = 0, i, rc;
+
+    for (i = 0; i < n; i++)
+        nplain += plain_done(b, &r[i]);
+    if (nplain > 1) {
+        if ((p = ids = malloc((size_t)nplain * 22 + 3)) == NULL)
+            return jr_fail(err, JR_ENOMEM, "sqlite: out of memory");
+        *p++ = '[';
+    }
+    for (i = 0; i < n; i++) {
+        if (ids != NULL && plain_done(b, &r[i])) {
+            p += sprintf(p, "%s%lld", p == ids + 1 ? "" : ",",
+                         (long long)r[i].id);
+            continue;
+        }
+        if ((rc = complete_one(b, token, &r[i], now, err)) < 0) {
+            free(ids);
+            return -1;
+        }
+        applied += rc;
+    }
+    if (ids == NULL)
+        return applied;
+    strcpy(p, "]");
+    if ((s = stmt(b, S_DONE_MANY, err)) == NULL) {
+        free(ids);
+        return -1;
+    }
+    bind_text(s, 1, ids);
+    bind_text(s, 2, token);
+    rc = run(b, s, err, "recording results");
+    free(ids);
+    return rc < 0 ? -1 : applied + rc;
+}
+
 static int
 sqlite_complete(jr_backend *b, const char *token, const jr_result *r, int n,
                 jr_err *err)
 {
-    double now = jr_now();
-    int applied = 0, i, rc;
+    int applied;
 
     if (n == 0)
         return 0;
     if (begin(b, err) < 0)
         return -1;
-    for (i = 0; i < n; i++) {
-        if ((rc = complete_one(b, token, &r[i], now, err)) < 0) {
-            rollback(b);
-            return -1;
-        }
-        applied += rc;
+    if ((applied = complete_all(b, token, r, n, jr_now(), err)) < 0) {
+        rollback(b);
+        return -1;
     }
     return commit(b, err) < 0 ? -1 : applied;
 }
@@ -1568,17 +1620,15 @@ sqlite_complete_claim(jr_backend *b, const char *token, const jr_result *r,
                       const jr_claim_spec *spec, jr_job **out, jr_err *err)
 {
     double now = jr_now();
-    int i, rc, n;
+    int n;
 
     *applied = 0;
     if (begin(b, err) < 0)
         return -1;
-    for (i = 0; i < nr; i++) {
-        if ((rc = complete_one(b, token, &r[i], now, err)) < 0) {
-            rollback(b);
-            return -1;
-        }
-        *applied += rc;
+    if (nr > 0 && (*applied = complete_all(b, token, r, nr, now, err)) < 0) {
+        *applied = 0;
+        rollback(b);
+        return -1;
     }
     if ((n = claim_rows(b, token, lease, spec, out, now, err)) < 0) {
         rollback(b);

@@ -220,8 +220,10 @@ slots(const wk *w)
 
 /* How many jobs to claim: the free slots of the workers, and while jobs
  * are short a local queue of them too (graphile-worker's local queue), so
- * each database round feeds many jobs. Long jobs are not claimed ahead:
- * they would wait behind others while another runner could run them. */
+ * each database round feeds many jobs. The queue is refilled once it is
+ * half empty, before it runs dry: the workers keep busy on its other half
+ * while the claim runs. Long jobs are not claimed ahead: they would wait
+ * behind others while another runner could run them. */
 static int
 capacity(master *m)
 {
@@ -230,7 +232,8 @@ capacity(master *m)
 
     for (w = m->workers; w; w = w->next)
         free_slots += slots(w) > 0 ? slots(w) : 0;
-    if (m->avg > 0 && m->avg < SHORT_JOB && free_slots > 0)
+    if (m->avg > 0 && m->avg < SHORT_JOB &&
+        (free_slots > 0 || m->qlen <= LOCAL_QUEUE / 2))
         free_slots += LOCAL_QUEUE;
     return free_slots - (int)m->qlen;
 }
