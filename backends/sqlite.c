@@ -25,7 +25,8 @@
 extern const char jr_sqlite_sql[];      /* build/sqlite_sql.c */
 
 enum {
-    S_CLAIM_QUEUES, S_CLAIM_CANDIDATES, S_CLAIM,
+    S_CLAIM_QUEUES, S_QUEUE_READY, S_CLAIM_CANDIDATES, S_CLAIM,
+    S_CLAIM_ONE,
     S_DONE, S_DONE_MANY, S_KEEP, S_RETRY, S_DEAD, S_SNOOZE, S_RELEASE, S_EXPIRED,
     S_CANCELLED, S_PROGRESS,
     S_INSERT, S_INSERT_MANY, S_INSERT_MANY_IDS,
@@ -79,6 +80,11 @@ static const char *const sql_text[S_COUNT] = {
     /* the queues a claim may take from, by name */
     [S_CLAIM_QUEUES] =
         "SELECT name FROM queues WHERE paused = 0 ORDER BY name",
+    /* whether queue ?1 has a job of names ?3 ready by ?2 */
+    [S_QUEUE_READY] =
+        "SELECT 1 FROM jobs WHERE state = 'queued' AND queue = ?1"
+        " AND run_at <= ?2 AND name IN (SELECT value FROM json_each(?3))"
+        " LIMIT 1",
     /* the first ?4 ready jobs of one queue (the jobs_claim index) */
     [S_CLAIM_CANDIDATES] =
         "SELECT id, priority, run_at FROM jobs WHERE state = 'queued'"
@@ -91,6 +97,19 @@ static const char *const sql_text[S_COUNT] = {
         " started_at = ?3, progress_done = NULL, progress_total = NULL,"
         " progress_note = NULL"
         " WHERE id IN (SELECT value FROM json_each(?4)) AND state = 'queued'"
+        " RETURNING id, name, queue, payload, attempts, max_retries,"
+        " priority, run_at, created_at",
+    /* the same when one queue has ready jobs and none is capped: its
+     * first ?6 ready jobs of names ?4 in queue ?5, in one statement */
+    [S_CLAIM_ONE] =
+        "UPDATE jobs SET state = 'running', attempts = attempts + 1,"
+        " locked_by = ?1, locked_until = ?2, updated_at = ?3,"
+        " started_at = ?3, progress_done = NULL, progress_total = NULL,"
+        " progress_note = NULL"
+        " WHERE id IN (SELECT id FROM jobs WHERE state = 'queued'"
+        " AND queue = ?5 AND run_at <= ?3"
+        " AND name IN (SELECT value FROM json_each(?4))"
+        " ORDER BY priority, run_at, id LIMIT ?6) AND state = 'queued'"
         " RETURNING id, name, queue, payload, attempts, max_retries,"
         " priority, run_at, created_at",
     [S_DONE] =
@@ -1438,6 +1457,100 @@ fail:
  * Returns how many jobs it filled out[] with, or -1 (the caller rolls
  * back). */
 static int
+cmp_claimed(const void *a, const void *b)
+{
+    const jr_job *x = *(jr_job *const *)a, *y = *(jr_job *const *)b;
+
+    return jr_claim_cmp(x->priority, x->run_at, x->id, y->priority,
+                        y->run_at, y->id);
+}
+
+/* Which queues not paused have a job of names json ready by now: 1 with
+ * *queue (the caller frees it) when one has, 0 when none has, 2 when
+ * several have (the fair claim decides), -1 on failure. Stops at the
+ * second: one indexed probe per queue up to there. */
+static int
+ready_queue(jr_backend *b, const char *json, double now, char **queue,
+            jr_err *err)
+{
+    sqlite3_stmt *q = stmt(b, S_CLAIM_QUEUES, err), *p;
+    int rc, found = 0;
+
+    *queue = NULL;
+    if (q == NULL || (p = stmt(b, S_QUEUE_READY, err)) == NULL) {
+        if (q != NULL)
+            sqlite3_reset(q);
+        return -1;
+    }
+    while (found < 2 && (rc = sqlite3_step(q)) == SQLITE_ROW) {
+        bind_text(p, 1, (const char *)sqlite3_column_text(q, 0));
+        sqlite3_bind_double(p, 2, now);
+        bind_text(p, 3, json);
+        if ((rc = sqlite3_step(p)) == SQLITE_ROW && found++ == 0 &&
+            (*queue = strdup((const char *)sqlite3_column_text(q, 0))) ==
+            NULL)
+            rc = SQLITE_NOMEM;
+        sqlite3_reset(p);
+        if (rc != SQLITE_ROW && rc != SQLITE_DONE)
+            break;
+    }
+    sqlite3_reset(q);
+    if (rc == SQLITE_ROW || rc == SQLITE_DONE)
+        return found;
+    free(*queue);
+    *queue = NULL;
+    return rc == SQLITE_NOMEM ? jr_fail(err, JR_ENOMEM, "sqlite: out of "
+                                        "memory") : db_fail(b, err,
+                                        "claiming jobs");
+}
+
+/* S_CLAIM_ONE when one queue has ready jobs and the spec caps none: the
+ * claim without the fair reads (there is one queue to be fair to) in one
+ * statement, its jobs sorted into claim order. Returns how many, or -2 if
+ * the fair claim is to run instead. */
+static int
+claim_one(jr_backend *b, const char *token, double lease,
+          const jr_claim_spec *spec, const char *json, jr_job **out,
+          double now, jr_err *err)
+{
+    sqlite3_stmt *s;
+    char *queue;
+    int n = 0, rc;
+
+    if (spec->nqueues > 0 || spec->others < spec->max)
+        return -2;
+    if ((rc = ready_queue(b, json, now, &queue, err)) != 1)
+        return rc == 2 ? -2 : rc;       /* several, none (0), or -1 */
+    if ((s = stmt(b, S_CLAIM_ONE, err)) == NULL) {
+        free(queue);
+        return -1;
+    }
+    bind_text(s, 1, token);
+    sqlite3_bind_double(s, 2, now + lease);
+    sqlite3_bind_double(s, 3, now);
+    bind_text(s, 4, json);
+    bind_text(s, 5, queue);
+    sqlite3_bind_int(s, 6, spec->max);
+    while ((rc = sqlite3_step(s)) == SQLITE_ROW && n < spec->max)
+        if ((out[n++] = row_job(s)) == NULL) {          /* LIMIT ?6 */
+            n--;
+            rc = SQLITE_NOMEM;
+            break;
+        }
+    sqlite3_reset(s);
+    free(queue);
+    if (rc != SQLITE_DONE) {
+        while (n > 0)
+            free(out[--n]);
+        return rc == SQLITE_NOMEM ? jr_fail(err, JR_ENOMEM, "sqlite: out "
+                                            "of memory") :
+               db_fail(b, err, "claiming jobs");
+    }
+    qsort(out, (size_t)n, sizeof *out, cmp_claimed);
+    return n;
+}
+
+static int
 claim_rows(jr_backend *b, const char *token, double lease,
            const jr_claim_spec *spec, jr_job **out, double now, jr_err *err)
 {
@@ -1451,6 +1564,10 @@ claim_rows(jr_backend *b, const char *token, double lease,
         return jr_fail(err, JR_ENOMEM, "sqlite: out of memory");
     if (spec->nlimits > 0) {
         n = claim_limited(b, token, lease, spec, json, out, now, err);
+        free(json);
+        return n;
+    }
+    if ((n = claim_one(b, token, lease, spec, json, out, now, err)) != -2) {
         free(json);
         return n;
     }
