@@ -47,8 +47,10 @@ end
 
 local function objects(env)
   local t = {}
+  -- (migration 8 drops jobs_locked_by: migrate brings the table to the
+  -- newest schema)
   for _, r in ipairs(env:query("SELECT type, name FROM sqlite_master " ..
-      "WHERE tbl_name = 'jobs' ORDER BY name")) do
+      "WHERE tbl_name = 'jobs' AND name <> 'jobs_locked_by' ORDER BY name")) do
     t[#t + 1] = r.type .. " " .. r.name
   end
   return t
@@ -69,7 +71,7 @@ describe("sqlite: migration 7 (cheaper insert checks)", function()
     assert.equal(7, seq)
     local out, err, code = env:cli("migrate")
     assert.are.equal(0, code, out .. err)
-    assert.equal(7, env:query("PRAGMA user_version")[1].user_version)
+    assert.is_true(env:query("PRAGMA user_version")[1].user_version >= 7)
     assert.are.same(rows, env:query("SELECT * FROM jobs ORDER BY id"))
     assert.equal(seq, env:query("SELECT seq FROM sqlite_sequence WHERE name = 'jobs'")[1].seq)
     assert.are.same(objs, objects(env))
