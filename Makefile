@@ -41,6 +41,8 @@ RUNTIME += notify
 RUNTIME += limitcfg limitsrun limitscmd limitslua
 # PostgreSQL's jobs table vacuumed by the runner
 RUNTIME += vacuum
+# PostgreSQL: a second database round in flight
+RUNTIME += lane
 BACKENDS = backend sqlite postgres limitpick
 OBJS     = $(RUNTIME:%=$(BUILD)/runtime/%.o) $(BACKENDS:%=$(BUILD)/backends/%.o) \
            $(BUILD)/sqlite_sql.o $(BUILD)/postgres_sql.o $(BUILD)/dash.o

@@ -13,6 +13,7 @@
 #include "master_int.h"
 #include "url.h"
 #include "metrics.h"
+#include "lane.h"
 #include "vacuum.h"
 
 #define LOCAL_QUEUE   512       /* claimed ahead while jobs are short */
@@ -156,26 +157,59 @@ jr_claimq_recorded(master *m, pending *p, int n, int applied)
     }
 }
 
-/* Puts the in-flight results back in front of the pending ones, for the
- * next try. */
+/* Puts results p[0..n) that were sent but not recorded back in front of
+ * the pending ones, for the next try. -1 when out of memory (p is left
+ * as it is). */
+int
+jr_claimq_unsend(master *m, const pending *p, int n)
+{
+    pending *all;
+
+    if (n == 0)
+        return 0;
+    if ((all = malloc((size_t)(n + m->nres) * sizeof *all)) == NULL)
+        return -1;
+    memcpy(all, p, (size_t)n * sizeof *all);
+    if (m->nres > 0)            /* m->res is NULL before the first result */
+        memcpy(all + n, m->res, (size_t)m->nres * sizeof *all);
+    free(m->res);
+    m->res = all;
+    m->nres = m->capres = n + m->nres;
+    return 0;
+}
+
+/* Results that can be neither recorded nor kept: their leases bring the
+ * jobs back (they run again). */
+void
+jr_claimq_lost(pending *p, int n)
+{
+    jr_log(JR_LOG_ERROR, "out of memory keeping %d results; their leases "
+           "will requeue the jobs", n);
+    for (int i = 0; i < n; i++)
+        free(p[i].mem);
+}
+
+/* Puts the in-flight results back in front of the pending ones. */
 void
 jr_claimq_back(master *m)
 {
-    pending *all;
-    int n = m->ninflight + m->nres;
+    if (jr_claimq_unsend(m, m->inflight, m->ninflight) == 0)
+        m->ninflight = 0;       /* else kept in flight, tried again */
+}
 
-    if (m->ninflight == 0)
-        return;
-    all = malloc((size_t)n * sizeof *all);
-    if (all == NULL)
-        return;                 /* kept in flight; tried again as they are */
-    memcpy(all, m->inflight, (size_t)m->ninflight * sizeof *all);
-    if (m->nres > 0)            /* m->res is NULL before the first result */
-        memcpy(all + m->ninflight, m->res, (size_t)m->nres * sizeof *all);
-    free(m->res);
-    m->res = all;
-    m->nres = m->capres = n;
-    m->ninflight = 0;
+/* The pending results move to *p (capacity *cap); p's old array becomes
+ * the pending one, emptied. */
+void
+jr_claimq_swap(pending **p, int *cap, master *m)
+{
+    pending *old = *p;
+    int oldcap = *cap;
+
+    *p = m->res;
+    *cap = m->capres;
+    m->res = old;
+    m->capres = oldcap;
+    m->nres = 0;
 }
 
 /* Records pending results synchronously (shutdown, with the thread gone). */
@@ -235,7 +269,8 @@ capacity(master *m)
     if (m->avg > 0 && m->avg < SHORT_JOB &&
         (free_slots > 0 || m->qlen <= LOCAL_QUEUE / 2))
         free_slots += LOCAL_QUEUE;
-    return free_slots - (int)m->qlen;
+    /* less what claims on their way will bring */
+    return free_slots - (int)m->qlen - m->cycle_want - m->lane_want;
 }
 
 static void
@@ -261,13 +296,13 @@ held_full(master *m)
     if (m->held_max == 0)
         m->held_max = jr_url_engine(m->cfg->backend, NULL) ==
                        JR_URL_POSTGRES ? HELD_MAX_PG : HELD_MAX;
-    return m->nres + m->ninflight >= m->held_max;
+    return m->nres + m->ninflight + jr_lane_held(m) >= m->held_max;
 }
 
 /* Hands queued jobs out: idle workers first, then spare slots of workers
  * that run short jobs. */
-static void
-dispatch(master *m)
+void
+jr_claimq_dispatch(master *m)
 {
     int pass;
     wk *w;
@@ -328,21 +363,21 @@ jr_claimq_watch_wake(master *m, int fd)
         event_add(m->ev_wake, NULL);
 }
 
-/* Queues the jobs cycle c claimed (or gives them back when stopping,
- * or records those out of retries dead). */
-static void
-take_claimed(master *m, jr_cycle *c)
+/* Queues the jobs[0..n) a claim of want jobs got (or gives them back
+ * when stopping, or records those out of retries dead). */
+void
+jr_claimq_take(master *m, jr_job **jobs, int n, int want)
 {
     int i;
 
-    for (i = 0; i < c->nclaimed; i++)
-        if (m->stopping || (!expire_job(m, c->claimed[i]) &&
-                            jr_claimq_push(m, c->claimed[i], 0) < 0))
-            jr_claimq_release(m, c->claimed[i]);
-    if (c->want > 0 && c->nclaimed >= 0)
-        m->want_claim = m->full_batch = c->nclaimed == c->want;
-    if (c->nclaimed > 0)
-        jr_log(JR_LOG_DEBUG, "claimed %d jobs", c->nclaimed);
+    for (i = 0; i < n; i++)
+        if (m->stopping || (!expire_job(m, jobs[i]) &&
+                            jr_claimq_push(m, jobs[i], 0) < 0))
+            jr_claimq_release(m, jobs[i]);
+    if (want > 0 && n >= 0)
+        m->want_claim = m->full_batch = n == want;
+    if (n > 0)
+        jr_log(JR_LOG_DEBUG, "claimed %d jobs", n);
 }
 
 /* What cycle c says about the database: an outage (retry with backoff)
@@ -391,7 +426,8 @@ jr_claimq_cycle_done(jr_cycle *c, void *arg)
         jr_vacuum_note(m, c->applied, c->nclaimed >= VACUUM_SLOW_N &&
                        jr_mono() - m->cycle_at >= VACUUM_SLOW_SECS);
     }
-    take_claimed(m, c);
+    m->cycle_want = 0;
+    jr_claimq_take(m, c->claimed, c->nclaimed, c->want);
     jr_limitsrun_cycle(m, c);
     jr_qstate_cycle(m, c);
     jr_cycle_free_out(c);
@@ -408,7 +444,7 @@ jr_claimq_cycle_done(jr_cycle *c, void *arg)
     m->prune_due = m->prune_due || c->pruned == JR_PRUNE_BATCH;
     jr_claimq_watch_wake(m, c->wake_fd);
     note_health(m, c);
-    dispatch(m);
+    jr_claimq_dispatch(m);
     jr_master_kick(m);
 }
 
@@ -452,13 +488,19 @@ jr_claimq_work(evutil_socket_t fd, short what, void *arg)
 
     (void)fd;
     (void)what;
-    dispatch(m);
+    jr_claimq_dispatch(m);
     jr_pool_scale_up(m);
-    if (m->dbt == NULL || jr_dbthread_busy(m->dbt) || m->stopping == 2)
+    if (m->dbt == NULL || m->stopping == 2)
+        return;
+    if (jr_dbthread_busy(m->dbt)) {
+        /* a second round on the lane while this one is out (lane.c) */
+        if (m->want_claim && m->db_retry_at == 0 && m->gen != NULL)
+            jr_lane_round(m, capacity(m));
         return;                 /* jr_claimq_cycle_done kicks again */
+    }
     if (m->db_retry_at > 0 && jr_mono() < m->db_retry_at)
         return;                 /* a retry timer is armed */
-    want = capacity(m);
+    want = jr_lane_split(m, capacity(m));
     if (want > CLAIM_MAX)
         want = CLAIM_MAX;
     if (m->stopping || m->gen == NULL || m->gen->n == 0 ||
@@ -498,6 +540,7 @@ jr_claimq_work(evutil_socket_t fd, short what, void *arg)
     jr_sched_spec(m, c);
     jr_metrics_cycle_begin(m->metrics);
     m->cycle_at = jr_mono();
+    m->cycle_want = c->want;
     if (jr_dbthread_submit(m->dbt, c) < 0)
         jr_log(JR_LOG_ERROR, "internal: database thread busy");
 }

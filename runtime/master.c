@@ -34,6 +34,7 @@
 #include "notify.h"
 #include "url.h"
 #include "http.h"
+#include "lane.h"
 #include "vacuum.h"
 #include "metrics.h"
 
@@ -393,6 +394,7 @@ finish(master *m)
     double until = jr_mono() + STOP_WAIT;
 
     jr_http_stop(m);
+    jr_lane_stop(m);
     jr_vacuum_stop(m);
     stop_db_thread(m);
     stop_workers(m);
@@ -442,6 +444,7 @@ cleanup(master *m)
         if (m->ev_sig[k] != NULL)
             event_free(m->ev_sig[k]);
     jr_http_stop(m);
+    jr_lane_stop(m);
     jr_vacuum_stop(m);
     jr_dbthread_free(m->dbt);
     jr_metrics_free(m->metrics);

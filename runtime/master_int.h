@@ -145,6 +145,9 @@ struct master {
     int                 ninflight, capinflight;
     jr_dbthread        *dbt;
     jr_cycle            cycle;
+    int                 cycle_want;     /* the claim of the cycle out */
+    struct jr_lane     *lane;           /* a second round (lane.c) */
+    int                 lane_want;      /* the claim of the lane's round */
     jr_job             *claimed[CLAIM_MAX];
     int                 wake_fd;
     int                 renew_due, rescue_due, wake_due;
@@ -227,6 +230,17 @@ void    jr_claimq_release(master *m, jr_job *j);
 void    jr_claimq_recorded(master *m, pending *p, int n, int applied);
 /* Puts the in-flight results back in front of the pending ones. */
 void    jr_claimq_back(master *m);
+/* The same for results p[0..n) sent elsewhere (the lane); -1 when out of
+ * memory, p untouched; jr_claimq_lost then frees them (leases requeue). */
+int     jr_claimq_unsend(master *m, const pending *p, int n);
+void    jr_claimq_lost(pending *p, int n);
+/* Moves the pending results to *p (capacity *cap), p's old array empty
+ * in their place. */
+void    jr_claimq_swap(pending **p, int *cap, master *m);
+/* Queues jobs[0..n) of a claim of want (or releases them when stopping). */
+void    jr_claimq_take(master *m, jr_job **jobs, int n, int want);
+/* Hands queued jobs to free worker slots. */
+void    jr_claimq_dispatch(master *m);
 /* Records pending results synchronously (shutdown, with the thread gone). */
 int     jr_claimq_flush(master *m);
 /* Watches the backend's wake descriptor fd (-1: none). */
