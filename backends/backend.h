@@ -350,6 +350,16 @@ jr_claim_cmp(int pa, double ra, int64_t ia, int pb, double rb, int64_t ib)
         return ra < rb ? -1 : 1;
     return (ia > ib) - (ia < ib);
 }
+
+/* The same for qsort of an array of jr_job pointers. */
+static inline int
+jr_claimed_cmp(const void *a, const void *b)
+{
+    const jr_job *x = *(jr_job *const *)a, *y = *(jr_job *const *)b;
+
+    return jr_claim_cmp(x->priority, x->run_at, x->id, y->priority,
+                        y->run_at, y->id);
+}
 /* Counts ready jobs (queued, due, in a queue not paused) whose name is in
  * names[0..nnames), stopping at limit: the sum of ready_by_queue. Returns
  * the count, or -1 with err set. */

@@ -1555,16 +1555,6 @@ fail:
     return -1;
 }
 
-/* Jobs of one queue in its claim order: priority, run_at, id. */
-static int
-cmp_claimed(const void *a, const void *b)
-{
-    const jr_job *x = *(jr_job *const *)a, *y = *(jr_job *const *)b;
-
-    return jr_claim_cmp(x->priority, x->run_at, x->id, y->priority,
-                        y->run_at, y->id);
-}
-
 /* S_CLAIM_ONE when the spec allows it (no queue capped or left out):
  * 1 with its result in *res, 0 if S_CLAIM is to run instead, -1 with
  * err set on failure. */
@@ -1644,7 +1634,7 @@ claim_stmt(jr_backend *b, const char *token, double lease,
         }
     }
     if (one)
-        qsort(out, (size_t)n, sizeof *out, cmp_claimed);
+        qsort(out, (size_t)n, sizeof *out, jr_claimed_cmp);
     else
         fair_order(res, out, n);
     PQclear(res);

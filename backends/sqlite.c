@@ -1453,18 +1453,6 @@ fail:
     return -1;
 }
 
-/* Claims the fairly ordered candidates, inside the open transaction.
- * Returns how many jobs it filled out[] with, or -1 (the caller rolls
- * back). */
-static int
-cmp_claimed(const void *a, const void *b)
-{
-    const jr_job *x = *(jr_job *const *)a, *y = *(jr_job *const *)b;
-
-    return jr_claim_cmp(x->priority, x->run_at, x->id, y->priority,
-                        y->run_at, y->id);
-}
-
 /* Which queues not paused have a job of names json ready by now: 1 with
  * *queue (the caller frees it) when one has, 0 when none has, 2 when
  * several have (the fair claim decides), -1 on failure. Stops at the
@@ -1546,10 +1534,13 @@ claim_one(jr_backend *b, const char *token, double lease,
                                             "of memory") :
                db_fail(b, err, "claiming jobs");
     }
-    qsort(out, (size_t)n, sizeof *out, cmp_claimed);
+    qsort(out, (size_t)n, sizeof *out, jr_claimed_cmp);
     return n;
 }
 
+/* Claims the fairly ordered candidates, inside the open transaction.
+ * Returns how many jobs it filled out[] with, or -1 (the caller rolls
+ * back). */
 static int
 claim_rows(jr_backend *b, const char *token, double lease,
            const jr_claim_spec *spec, jr_job **out, double now, jr_err *err)

@@ -13,13 +13,7 @@ local function is_null(v) return v == nil or v == cjson.null end
 -- running under an expired lease, dead, completed, cancelled; and one
 -- deleted (its id is never given again).
 local function old_jobs(env)
-  local past, later
-  if env.backend == "postgres" then
-    past, later = "now() - interval '1 hour'", "now() + interval '1 hour'"
-  else
-    local now = "((julianday('now') - 2440587.5) * 86400.0)"
-    past, later = now .. " - 3600", now .. " + 3600"
-  end
+  local past, later = jr.past_later(env)
   env:exec(([[
     INSERT INTO jobs (name, payload, queue, priority, state, run_at, attempts,
                       max_retries, last_error, locked_by, locked_until)

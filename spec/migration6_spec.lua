@@ -11,13 +11,7 @@ local function is_null(v) return v == nil or v == cjson.null end
 -- Jobs as a schema-3 runner left them: queued (one in another queue),
 -- scheduled, running under a lost runner's expired lease, dead, completed.
 local function old_jobs(env)
-  local past, later
-  if env.backend == "postgres" then
-    past, later = "now() - interval '1 hour'", "now() + interval '1 hour'"
-  else
-    local now = "((julianday('now') - 2440587.5) * 86400.0)"
-    past, later = now .. " - 3600", now .. " + 3600"
-  end
+  local past, later = jr.past_later(env)
   env:exec(([[
     INSERT INTO jobs (name, payload, queue, state, run_at, attempts,
                       last_error, locked_by, locked_until, finished_at)

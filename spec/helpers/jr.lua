@@ -378,6 +378,16 @@ local function schema_upto(engine, n)
   end
 end
 
+-- An hour ago and in an hour, as SQL expressions of env's backend (what
+-- the migration specs' old rows use for run_at and leases).
+function M.past_later(env)
+  if env.backend == "postgres" then
+    return "now() - interval '1 hour'", "now() + interval '1 hour'"
+  end
+  local now = "((julianday('now') - 2440587.5) * 86400.0)"
+  return now .. " - 3600", now .. " + 3600"
+end
+
 -- Makes env's database at schema n, as a release of that schema left it,
 -- from the first n blocks of backends/*.sql with the engine's own client
 -- (sqlite3 or psql): the migration specs upgrade it from there.
