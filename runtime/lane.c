@@ -29,12 +29,14 @@
 
 #define LANE_MIN     64         /* jobs: a smaller claim waits for the first
                                    connection's round */
+#define LANE_ROUND   (CLAIM_MAX / 2)     /* jobs a round claims at most */
 #define LANE_PAUSE   5.0        /* seconds without the lane after it failed */
 
 struct jr_lane {
     master      *m;
     jr_db       *db;            /* its connection, NULL until the first */
     jr_dbthread *t;             /* and thread */
+    int          pg;            /* the backend is PostgreSQL */
     int          opened;        /* tried: t NULL means refused */
     int          busy;          /* a round is out */
     double       off_until;     /* mono: paused after a failure */
@@ -112,14 +114,38 @@ has_progress(const pending *p, int n)
     return 0;
 }
 
-/* Whether this round may take the lane: plain, PostgreSQL, big enough. */
+/* The lane's state, made at the first call (NULL when out of memory). */
+static jr_lane *
+lane_of(master *m)
+{
+    jr_lane *l = m->lane;
+
+    if (l == NULL && (l = m->lane = calloc(1, sizeof *l)) != NULL) {
+        l->m = m;
+        l->pg = jr_url_engine(m->cfg->backend, NULL) == JR_URL_POSTGRES;
+    }
+    return l;
+}
+
+/* Whether rounds may take the lane at all: PostgreSQL, a connection not
+ * refused, and plain claims (no limits, no capped or served-only
+ * queues). */
 static int
-plain_round(master *m, jr_lane *l, int want)
+lane_fits(const master *m, const jr_lane *l)
+{
+    return l != NULL && l->pg && !(l->opened && l->t == NULL) &&
+           m->nqs == 0 && m->serve_all && m->limits.n == 0 &&
+           m->lim_cycle.n == 0;
+}
+
+/* Whether this round may take it now: big enough, the lane free, the
+ * database well, no progress report that could land after its end. */
+static int
+round_fits(master *m, jr_lane *l, int want)
 {
     return want >= LANE_MIN && !l->busy && !m->stopping &&
            m->gen != NULL && m->gen->n > 0 && m->db_backoff == 0 &&
-           jr_mono() >= l->off_until && m->nqs == 0 && m->serve_all &&
-           m->limits.n == 0 && m->lim_cycle.n == 0 &&
+           jr_mono() >= l->off_until &&
            !has_progress(m->res, m->nres) &&
            !has_progress(m->inflight, m->ninflight);
 }
@@ -147,32 +173,23 @@ open_lane(master *m, jr_lane *l)
 int
 jr_lane_split(master *m, int want)
 {
-    jr_lane *l = m->lane;
-    int half = CLAIM_MAX / 2;
-
-    if (jr_url_engine(m->cfg->backend, NULL) != JR_URL_POSTGRES ||
-        (l != NULL && l->opened && l->t == NULL) || m->nqs != 0 ||
-        !m->serve_all || m->limits.n != 0)
+    if (!lane_fits(m, lane_of(m)))
         return want;
-    return want > half ? half : want;
+    return want > LANE_ROUND ? LANE_ROUND : want;
 }
 
 int
 jr_lane_round(master *m, int want)
 {
-    jr_lane *l = m->lane;
+    jr_lane *l = lane_of(m);
     int i;
 
-    if (jr_url_engine(m->cfg->backend, NULL) != JR_URL_POSTGRES)
+    if (!lane_fits(m, l))
         return 0;
-    if (l == NULL) {
-        if ((l = m->lane = calloc(1, sizeof *l)) == NULL)
-            return 0;
-        l->m = m;
-    }
-    want = jr_lane_split(m, want);
-    if (!plain_round(m, l, want) ||
-        (!l->opened && open_lane(m, l) < 0) || l->t == NULL)
+    if (want > LANE_ROUND)
+        want = LANE_ROUND;
+    if (!round_fits(m, l, want) ||
+        (!l->opened && open_lane(m, l) < 0))
         return 0;
     /* the pending results go with it */
     l->results = malloc((size_t)(m->nres > 0 ? m->nres : 1) *
