@@ -363,7 +363,12 @@ static const struct stmt {
      * lock per schema ($1), taken in the claim's transaction ---- */
     [S_LIM_LOCK] = {"jr_lim_lock", 1,
         "SELECT pg_advisory_xact_lock(hashtext($1::text)),"
-        " extract(epoch FROM now())::float8"},
+        " extract(epoch FROM now())::float8,"
+        /* no sequential scan for the rest of this claim: planned on the
+         * statistics of an empty table (the runner's vacuum after a
+         * drain), S_LIM_CLAIM's ids were found by scanning the whole
+         * table, per claim (README "Performance") */
+        " set_config('enable_seqscan', 'off', true)"},
     [S_LIM_RUNNING] = {"jr_lim_running", 0,
         "SELECT name, queue, limit_key, count(*) FROM {{schema}}.jobs"
         " WHERE state = 'running' GROUP BY name, queue, limit_key"},
@@ -410,7 +415,11 @@ static const struct stmt {
         " locked_until = now() + $2::float8 * interval '1 second',"
         " updated_at = now(), started_at = now(), progress_done = NULL,"
         " progress_total = NULL, progress_note = NULL"
-        " WHERE j.id = ANY($3::bigint[]) AND j.state = 'queued'"
+        /* no state test: S_LIM_CANDIDATES locked these queued rows in
+         * this transaction. With one, a plan that walks the whole
+         * jobs_claim index and filters it by id was open to the planner,
+         * and stale statistics chose it: 48,000 entries per claim. */
+        " WHERE j.id = ANY($3::bigint[])"
         " RETURNING j.id, j.name, j.queue, j.payload::text, j.attempts,"
         " coalesce(j.max_retries, -1), j.priority,"
         " extract(epoch FROM j.run_at)::float8,"

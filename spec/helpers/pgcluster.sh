@@ -7,6 +7,9 @@
 #   pgcluster.sh restart DIR   restart it (pg_ctl restart -m fast)
 #   pgcluster.sh stop DIR      stop it (pg_ctl stop -m fast) and remove DIR
 #
+# PGCLUSTER_EXTRA: lines added to postgresql.conf at start (e.g. to log slow
+# statements' plans with auto_explain while `make bench` runs).
+#
 # Runs as root (initdb refuses root, so the server runs as user postgres via
 # runuser) or as any other user (the server then runs as that user). DIR and
 # its parents must be traversable by the server's user.
@@ -61,6 +64,7 @@ start() {
 listen_addresses = ''
 unix_socket_directories = '$dir'
 max_connections = 100
+${PGCLUSTER_EXTRA:-}
 EOF
     as_pg "$PGBIN/pg_ctl" -D "$dir/data" -l "$dir/server.log" -w -t 60 \
         start >/dev/null || die "server did not start, see $dir/server.log"
