@@ -133,7 +133,9 @@ static const struct stmt {
         " FROM pick WHERE j.id = pick.id"
         " RETURNING " CLAIM_COLUMNS ", pick.ord"},
     /* S_CLAIM's common case, when every queue is served uncapped and one
-     * queue only is not paused: the fair order is then that queue's own
+     * queue only not paused has queued jobs (one probe of jobs_claim a
+     * queue, two at most: empty queues do not count, and a queue of jobs
+     * due later does): the fair order is then that queue's own
      * (priority, run_at, id), read straight off the jobs_claim index
      * without the per-queue ranking, and the rows found by id (half the
      * work of S_CLAIM for 512 jobs). Rows come in no order (claim_one
@@ -141,7 +143,10 @@ static const struct stmt {
      * row of NULLs: the caller then runs S_CLAIM. */
     [S_CLAIM_ONE] = {"jr_claim_one", 4,
         "WITH one AS (SELECT min(name) AS name, count(*) AS n"
-        "  FROM {{schema}}.queues WHERE NOT paused),"
+        "  FROM (SELECT qq.name FROM {{schema}}.queues qq"
+        "   WHERE NOT qq.paused AND EXISTS (SELECT 1 FROM {{schema}}.jobs"
+        "    WHERE state = 'queued' AND queue = qq.name)"
+        "   LIMIT 2) qs),"
         " u AS (UPDATE {{schema}}.jobs j SET " CLAIM_SET
         "  WHERE j.id = ANY(ARRAY(SELECT id FROM {{schema}}.jobs"
         "   WHERE state = 'queued' AND run_at <= now()"
