@@ -140,6 +140,9 @@ typedef struct jr_backend_opts {
     int         sync_normal;    /* SQLite: synchronous=NORMAL instead of FULL */
     int         async_commit;   /* PostgreSQL: commits do not wait for the
                                    WAL flush (synchronous_commit = off) */
+    int         claims;         /* PostgreSQL: the connection claims: no
+                                   sequential or bitmap scans (postgres.c
+                                   session_setup) */
     double      busy_timeout;   /* SQLite: seconds to wait for a lock */
     const char *schema;         /* PostgreSQL: schema name, NULL "jobrunner" */
     size_t      max_payload;    /* bytes; 0: no limit */

@@ -38,6 +38,7 @@ struct jr_backend {
     char        pgmsg[400];     /* its message and detail */
     int         must_exist;     /* migrate creates no schema */
     int         async_commit;   /* synchronous_commit = off on conn */
+    int         claims;         /* no seq or bitmap scans on conn */
     double      keep_completed; /* seconds; 0: delete at success */
     unsigned    rotate;         /* claims so far: which queue leads */
     unsigned    fair_only;      /* claims left before S_CLAIM_ONE is tried
@@ -142,11 +143,15 @@ static const struct stmt {
      * sorts them). Claims nothing with several queues and returns one
      * row of NULLs: the caller then runs S_CLAIM. */
     [S_CLAIM_ONE] = {"jr_claim_one", 4,
+        /* the probe is a LATERAL ... LIMIT 1 in the claim index's order:
+         * an EXISTS was planned on stale statistics as one read of every
+         * queued job's entry (a hash semi-join), at every claim */
         "WITH one AS (SELECT min(name) AS name, count(*) AS n"
         "  FROM (SELECT qq.name FROM {{schema}}.queues qq"
-        "   WHERE NOT qq.paused AND EXISTS (SELECT 1 FROM {{schema}}.jobs"
-        "    WHERE state = 'queued' AND queue = qq.name)"
-        "   LIMIT 2) qs),"
+        "   CROSS JOIN LATERAL (SELECT 1 FROM {{schema}}.jobs"
+        "    WHERE state = 'queued' AND queue = qq.name"
+        "    ORDER BY priority, run_at, id LIMIT 1) p"
+        "   WHERE NOT qq.paused LIMIT 2) qs),"
         " u AS (UPDATE {{schema}}.jobs j SET " CLAIM_SET
         "  WHERE j.id = ANY(ARRAY(SELECT id FROM {{schema}}.jobs"
         "   WHERE state = 'queued' AND run_at <= now()"
@@ -384,12 +389,7 @@ static const struct stmt {
      * lock per schema ($1), taken in the claim's transaction ---- */
     [S_LIM_LOCK] = {"jr_lim_lock", 1,
         "SELECT pg_advisory_xact_lock(hashtext($1::text)),"
-        " extract(epoch FROM now())::float8,"
-        /* no sequential scan for the rest of this claim: planned on the
-         * statistics of an empty table (the runner's vacuum after a
-         * drain), S_LIM_CLAIM's ids were found by scanning the whole
-         * table, per claim (README "Performance") */
-        " set_config('enable_seqscan', 'off', true)"},
+        " extract(epoch FROM now())::float8"},
     [S_LIM_RUNNING] = {"jr_lim_running", 0,
         "SELECT name, queue, limit_key, count(*) FROM {{schema}}.jobs"
         " WHERE state = 'running' GROUP BY name, queue, limit_key"},
@@ -668,13 +668,22 @@ rollback(jr_backend *b)
  * a commit does not wait for its WAL flush: a crash can only undo the
  * last few of them, and an undone claim or result makes its job run
  * again, which at-least-once allows; the flush is a third of an idle
- * claim's round (README "Performance"). */
+ * claim's round (README "Performance"). A connection that claims plans
+ * no sequential or bitmap scan: every statement it runs walks an index
+ * in order by design, and on the statistics of a table analyzed empty
+ * (after a drain) the planner priced a claim's sequential scan, or its
+ * bitmap scan, and a sort at one row: a plan that then read every queued
+ * job at every claim of a backlog filled since. */
 static void
 session_setup(const jr_backend *b, PGconn *conn)
 {
-    PQclear(PQexec(conn, b->async_commit ?
-                   "SET jit = off; SET synchronous_commit = off" :
-                   "SET jit = off"));
+    char sql[128];
+
+    snprintf(sql, sizeof sql, "SET jit = off%s%s",
+             b->async_commit ? "; SET synchronous_commit = off" : "",
+             b->claims ? "; SET enable_seqscan = off;"
+                         " SET enable_bitmapscan = off" : "");
+    PQclear(PQexec(conn, sql));
 }
 
 /* Called first by every op: reconnects once if the connection went bad,
@@ -838,6 +847,7 @@ pg_open(const char *url, const jr_backend_opts *o, jr_err *err)
     b->max_payload = o ? o->max_payload : 0;
     b->must_exist = o ? o->must_exist : 0;
     b->async_commit = o ? o->async_commit : 0;
+    b->claims = o ? o->claims : 0;
     b->keep_completed = o ? o->keep_completed : 0;
     if ((b->conn = connect_db(b, err)) == NULL) {
         pg_close(b);

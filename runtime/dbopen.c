@@ -39,6 +39,7 @@ open_migrate(jr_db *db, const jr_config *cfg, jr_err *err)
     jr_backend_opts o;
 
     backend_opts(&o, cfg);
+    o.claims = 1;
     if (jr_db_open(db, cfg->backend, &o, err) == 0 &&
         db->ops->migrate(db->b, err) == 0 &&
         db->ops->limit_paths(db->b, cfg->limits.l, cfg->limits.n, err) == 0)
@@ -76,7 +77,8 @@ jr_dbthread_open(const jr_config *cfg, jr_err *err)
 
 jr_dbthread *
 jr_dbthread_side(const jr_config *cfg, const char *token,
-                 struct event_base *base, jr_db **dbp, jr_err *err)
+                 struct event_base *base, int claims, jr_db **dbp,
+                 jr_err *err)
 {
     jr_db *db = calloc(1, sizeof *db);
     jr_dbthread *t;
@@ -87,6 +89,7 @@ jr_dbthread_side(const jr_config *cfg, const char *token,
         return NULL;
     }
     backend_opts(&o, cfg);
+    o.claims = claims;
     /* the database exists: never the create path, whose open and close of
      * the file would drop this process's SQLite locks on it */
     o.must_exist = 1;

@@ -165,11 +165,12 @@ int  jr_dbthread_request(jr_dbthread *t, jr_dbreq_run run,
  * run: call jr_dbthread_wait first). NULL is a no-op. */
 void jr_dbthread_free(jr_dbthread *t);
 /* A thread for requests only, over a second connection to cfg's database
- * (no migration, no waiting), for work off the claim path: the HTTP
- * reads, vacuums. Sets *db (free the thread, then jr_dbthread_close it);
- * NULL and err when the database refused the connection. */
+ * (no migration, no waiting): the HTTP reads, vacuums, and with claims
+ * set the second round in flight (lane.c), whose connection claims.
+ * Sets *db (free the thread, then jr_dbthread_close it); NULL and err
+ * when the database refused the connection. */
 jr_dbthread *jr_dbthread_side(const jr_config *cfg, const char *token,
-                              struct event_base *base, jr_db **db,
-                              jr_err *err);
+                              struct event_base *base, int claims,
+                              jr_db **db, jr_err *err);
 
 #endif

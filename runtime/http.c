@@ -502,8 +502,8 @@ open_reader(jr_http *h)
     master *m = h->m;
     jr_err e = {0};
 
-    if ((h->rdt = jr_dbthread_side(m->cfg, m->token, m->base, &h->rdb,
-                                   &e)) == NULL)
+    if ((h->rdt = jr_dbthread_side(m->cfg, m->token, m->base, 0,
+                                   &h->rdb, &e)) == NULL)
         jr_log(JR_LOG_WARN, "http: no connection of its own (%s): its reads "
                "share the runner's", e.msg);
 }

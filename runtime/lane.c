@@ -156,8 +156,8 @@ open_lane(master *m, jr_lane *l)
     jr_err e = {0};
 
     l->opened = 1;
-    if ((l->t = jr_dbthread_side(m->cfg, m->token, m->base, &l->db,
-                                 &e)) != NULL) {
+    if ((l->t = jr_dbthread_side(m->cfg, m->token, m->base, 1,
+                                 &l->db, &e)) != NULL) {
         jr_log(JR_LOG_INFO, "database: a second connection records and "
                "claims while the first one's round is out");
         return 0;

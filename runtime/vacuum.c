@@ -59,8 +59,8 @@ open_thread(master *m, jr_vacuum *v)
 {
     jr_err e = {0};
 
-    if ((v->t = jr_dbthread_side(m->cfg, m->token, m->base, &v->db,
-                                 &e)) != NULL)
+    if ((v->t = jr_dbthread_side(m->cfg, m->token, m->base, 0,
+                                 &v->db, &e)) != NULL)
         return 0;
     jr_log(JR_LOG_WARN, "vacuum: no connection of its own (%s): the jobs "
            "table is left to autovacuum", e.msg);

@@ -1,0 +1,70 @@
+-- claim_plan_spec.lua - PostgreSQL: the runner's claims walk the claim
+-- index whatever the statistics say. After a drain the table is vacuumed
+-- and analyzed with no live row; a backlog pushed since is then priced at
+-- nothing, and the planner chose a sequential (or bitmap) scan and a sort
+-- for the claim: every claim read every queued job. The connections that
+-- claim plan neither (backends/postgres.c session_setup), so a drain of
+-- such a backlog reads the jobs table by index only: its sequential scan
+-- count does not move.
+local jr = require "jr"
+
+if not jr.pg_url or (os.getenv("JR_BACKENDS") or "postgres"):find("postgres") == nil then
+  return
+end
+
+describe("postgres: claims on stale statistics", function()
+  local env = jr.test_env("postgres")
+
+  local function psql(sql)
+    local out, err, code = jr.sh(("psql -X -q -A -t -v ON_ERROR_STOP=1 %s -c %s"):format(
+      jr.quote(jr.pg_url), jr.quote(sql)))
+    assert(code == 0, sql .. ": " .. err)
+    return out
+  end
+
+  local function seq_scans()
+    return tonumber(psql(("SELECT seq_scan FROM pg_stat_user_tables" ..
+      " WHERE schemaname = '%s' AND relname = 'jobs'"):format(env.schema)))
+  end
+
+  for _, limits in ipairs({ false, true }) do
+    it("drains a backlog pushed after an empty analyze without a sequential scan" ..
+       (limits and ", under limits per key" or ""), function()
+      env:config('concurrency = 2' .. (limits and
+        ', limits = { rec = { per_key = { concurrency = 4 } } }' or ''))
+      env:script("rec", [[
+        return function(job)
+          local f = assert(io.open(os.getenv("JR_LEDGER"), "a"))
+          f:write(job.id, "\n")
+          f:close()
+        end]])
+      env:cli("migrate")
+      local jobs = ('"%s".jobs'):format(env.schema)
+      -- the table has pages but no live row when analyzed: its density
+      -- is zero, so any backlog is estimated at no row at all
+      env:exec("INSERT INTO jobs (name, payload) SELECT 'old', '{}'" ..
+               " FROM generate_series(1, 2000)")
+      env:exec("DELETE FROM jobs")
+      psql("VACUUM (ANALYZE, TRUNCATE false) " .. jobs)
+      env:exec("INSERT INTO jobs (name, payload) SELECT 'rec'," ..
+               " json_build_object('key', g % 50)::jsonb" ..
+               " FROM generate_series(1, 20000) g")
+      local before = seq_scans()
+      local ledger = env.dir .. "/ledger"
+      -- and the runner's sessions price index pages dear, as a table's
+      -- statistics can: a plan made on costs alone would read it whole
+      local p = env:start("JR_LEDGER=" .. jr.quote(ledger) .. " PGOPTIONS=" ..
+        jr.quote("-c random_page_cost=1000 -c cpu_index_tuple_cost=10"))
+      jr.wait_for(function()
+        local f = io.open(ledger)
+        if not f then return false end
+        local n = select(2, f:read("a"):gsub("\n", ""))
+        f:close()
+        return n >= 20000
+      end, 120, "drain")
+      assert.equal(0, env:stop("TERM", p))
+      -- the runner's sessions have ended: their counts are in
+      assert.equal(before, seq_scans())
+    end)
+  end
+end)
