@@ -32,12 +32,7 @@ describe("postgres: claims on stale statistics", function()
        (limits and ", under limits per key" or ""), function()
       env:config('concurrency = 2' .. (limits and
         ', limits = { rec = { per_key = { concurrency = 4 } } }' or ''))
-      env:script("rec", [[
-        return function(job)
-          local f = assert(io.open(os.getenv("JR_LEDGER"), "a"))
-          f:write(job.id, "\n")
-          f:close()
-        end]])
+      env:script("rec", jr.LEDGER)
       env:cli("migrate")
       local jobs = ('"%s".jobs'):format(env.schema)
       -- the table has pages but no live row when analyzed: its density
@@ -53,15 +48,10 @@ describe("postgres: claims on stale statistics", function()
       local ledger = env.dir .. "/ledger"
       -- and the runner's sessions price index pages dear, as a table's
       -- statistics can: a plan made on costs alone would read it whole
-      local p = env:start("JR_LEDGER=" .. jr.quote(ledger) .. " PGOPTIONS=" ..
+      local p = env:start(jr.ledger_env(ledger) .. " PGOPTIONS=" ..
         jr.quote("-c random_page_cost=1000 -c cpu_index_tuple_cost=10"))
-      jr.wait_for(function()
-        local f = io.open(ledger)
-        if not f then return false end
-        local n = select(2, f:read("a"):gsub("\n", ""))
-        f:close()
-        return n >= 20000
-      end, 120, "drain")
+      jr.wait_for(function() return jr.ledger_count(ledger) >= 20000 end,
+                  120, "drain")
       assert.equal(0, env:stop("TERM", p))
       -- the runner's sessions have ended: their counts are in
       assert.equal(before, seq_scans())

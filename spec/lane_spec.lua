@@ -18,16 +18,11 @@ describe("postgres: a second round in flight", function()
 
   it("drains on two connections, every job once", function()
     env:config('concurrency = 2, log = { level = "debug" }')
-    env:script("rec", [[
-      return function(job)
-        local f = assert(io.open(os.getenv("JR_LEDGER"), "a"))
-        f:write(job.id, "\n")
-        f:close()
-      end]])
+    env:script("rec", jr.LEDGER)
     env:cli("migrate")
     env:exec("INSERT INTO jobs (name, payload) SELECT 'rec', '{}' FROM generate_series(1, 6000)")
     local ledger = env.dir .. "/ledger"
-    local p = env:start("JR_LEDGER=" .. jr.quote(ledger))
+    local p = env:start(jr.ledger_env(ledger))
     jr.wait_for(function() return env:count() == 0 end, 60, "drain")
     assert.equal(0, env:stop("TERM", p))
     local log = env:log(p)

@@ -8,12 +8,7 @@ if not jr.pg_url or (os.getenv("JR_BACKENDS") or "postgres"):find("postgres") ==
   return
 end
 
-local RECORD = [[
-  return function(job)
-    local f = assert(io.open(os.getenv("JR_LEDGER"), "a"))
-    f:write(job.id, "\n")
-    f:close()
-  end]]
+local RECORD = jr.LEDGER
 
 local function ledger_counts(path)
   local counts, total = {}, 0
@@ -86,13 +81,8 @@ describe("postgres:", function()
     env:exec("INSERT INTO jobs (name, payload) SELECT 'rec', '{}' FROM generate_series(1, 5000)")
     local ledger = env.dir .. "/ledger"
     local p = env:start("JR_LEDGER=" .. jr.quote(ledger))
-    jr.wait_for(function()
-      local f = io.open(ledger)
-      if not f then return false end
-      local n = select(2, f:read("a"):gsub("\n", ""))
-      f:close()
-      return n >= 500
-    end, 60, "first 500 jobs")
+    jr.wait_for(function() return jr.ledger_count(ledger) >= 500 end, 60,
+                "first 500 jobs")
     pg.restart(c)
     jr.wait_for(function() return env:count() == 0 end, 120, "drain after restart")
     assert.is_true(env:alive(p), "runner exited")

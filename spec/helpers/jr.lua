@@ -110,6 +110,25 @@ M.RECORD = [[
   end
 ]]
 
+-- A handler that appends its job's id to the file named by JR_LEDGER
+-- (start the runner with M.ledger_env(path)), and how many ids a ledger
+-- holds so far.
+M.LEDGER = [[
+  return function(job)
+    local f = assert(io.open(os.getenv("JR_LEDGER"), "a"))
+    f:write(job.id, "\n")
+    f:close()
+  end]]
+
+function M.ledger_env(path)
+  return "JR_LEDGER=" .. q(path)
+end
+
+function M.ledger_count(path)
+  local text = read_file(path)
+  return text and select(2, text:gsub("\n", "")) or 0
+end
+
 local Env = {}
 Env.__index = Env
 
