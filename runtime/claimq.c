@@ -25,15 +25,14 @@
 #define RECHECK_US    500
 #define VACUUM_SLOW_N    100    /* a claim of this many jobs taking */
 #define VACUUM_SLOW_SECS 0.1    /* this long asks for a vacuum early */
-/* Results run but not yet recorded (pending + in flight, the lane's too)
- * above which no more jobs are handed out until a cycle records them:
- * what a kill -9 makes run again is at most this plus what the workers
- * hold (issue 16: under 250 on SQLite, 500 on PostgreSQL). On SQLite, at
- * 90k jobs/s a cycle's 3 ms reach 256 now and then: 200 keeps the bound
- * for about 4% of a warm drain (128 cost 30%); PostgreSQL's cycles are
- * longer. */
-#define HELD_MAX      200
-#define HELD_MAX_PG   512
+/* Jobs handed out and not yet recorded (out at the workers, their results
+ * pending or in flight, the lane's too) above which no more are handed out
+ * until a cycle records some: what a kill -9 makes run again is at most
+ * this (issue 16: under 250 on SQLite, 500 on PostgreSQL). It counted the
+ * results only, and the workers' jobs came on top: a kill re-ran 256 with
+ * a cap of 200. PostgreSQL's cycles are longer. */
+#define HELD_MAX      240
+#define HELD_MAX_PG   480
 
 int
 jr_claimq_push(master *m, jr_job *j, int front)
@@ -290,15 +289,16 @@ send_job(master *m, wk *w, jr_job *j)
            (long long)j->id, j->name, w->id, j->attempt);
 }
 
-/* 1 while HELD_MAX results wait to be recorded: jobs stay queued here
- * until the running cycle commits them (jr_claimq_cycle_done dispatches). */
+/* 1 while HELD_MAX jobs are out at the workers (out) or wait to be
+ * recorded: jobs stay queued here until the running cycle commits some
+ * (jr_claimq_cycle_done dispatches). */
 static int
-held_full(master *m)
+held_full(master *m, int out)
 {
     if (m->held_max == 0)
         m->held_max = jr_url_engine(m->cfg->backend, NULL) ==
                        JR_URL_POSTGRES ? HELD_MAX_PG : HELD_MAX;
-    return m->nres + m->ninflight + jr_lane_held(m) >= m->held_max;
+    return out + m->nres + m->ninflight + jr_lane_held(m) >= m->held_max;
 }
 
 /* Hands queued jobs out: idle workers first, then spare slots of workers
@@ -306,14 +306,20 @@ held_full(master *m)
 void
 jr_claimq_dispatch(master *m)
 {
-    int pass;
+    int pass, out = 0;
     wk *w;
 
+    if (m->qlen == 0)
+        return;
+    for (w = m->workers; w; w = w->next)
+        out += w->njobs;
     for (pass = 0; pass < 2 && m->qlen > 0; pass++)
         for (w = m->workers; w && m->qlen > 0; w = w->next)
             while (m->qlen > 0 && slots(w) > 0 && (pass || w->njobs == 0) &&
-                   !held_full(m))
+                   !held_full(m, out)) {
                 send_job(m, w, jr_claimq_pop(m));
+                out++;
+            }
 }
 
 static void
