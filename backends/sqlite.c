@@ -30,6 +30,7 @@ enum {
     S_DONE, S_DONE_MANY, S_KEEP, S_RETRY, S_DEAD, S_SNOOZE, S_RELEASE, S_EXPIRED,
     S_CANCELLED, S_PROGRESS,
     S_INSERT, S_INSERT_MANY, S_INSERT_MANY_IDS,
+    S_INSERT_BARE, S_INSERT_MANY_BARE, S_INSERT_MANY_BARE_IDS, S_LIMIT_PATH,
     S_RENEW, S_RESCUE, S_STATS, S_DEAD_LIST, S_DEAD_RETRY, S_DEAD_RETRY_ALL,
     S_DEAD_PURGE, S_DATA_VERSION, S_BEGIN, S_COMMIT, S_ROLLBACK,
     S_PRUNE_COMPLETED, S_PRUNE_CANCELLED, S_PRUNE_DEAD,
@@ -45,7 +46,7 @@ enum {
     S_COUNT
 };
 
-#define QUEUE_BUF 129           /* a queue name (1 to 128 bytes), its NUL */
+#define NAME_BUF 129            /* a job or queue name (1 to 128 bytes), NUL */
 
 /* The columns of show and list, in the order row_fields reads them. */
 #define JOB_COLUMNS \
@@ -78,6 +79,12 @@ enum {
     " AND length(CAST(json_extract(?2, '$.' || lp.path) AS BLOB))" \
     " BETWEEN 1 AND 256 THEN CAST(json_extract(?2, '$.' || lp.path) AS TEXT)" \
     " END FROM limit_paths lp WHERE lp.name = ?1))"
+
+/* A push's row but its limit key (?9, or LIMIT_KEY_OF), and ")". */
+#define INSERT_JOB \
+    "INSERT INTO jobs (name, payload, queue, priority, max_retries," \
+    " run_at, created_at, updated_at, unique_key, limit_key)" \
+    " VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?7, ?8, "
 
 static const char *const sql_text[S_COUNT] = {
     /* the queues a claim may take from, by name */
@@ -163,10 +170,12 @@ static const char *const sql_text[S_COUNT] = {
         "UPDATE jobs SET progress_done = ?3, progress_total = ?4,"
         " progress_note = ?5"
         " WHERE id = ?1 AND state = 'running' AND locked_by = ?2",
-    [S_INSERT] =
-        "INSERT INTO jobs (name, payload, queue, priority, max_retries,"
-        " run_at, created_at, updated_at, unique_key, limit_key)"
-        " VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?7, ?8, " LIMIT_KEY_OF ")",
+    [S_INSERT] = INSERT_JOB LIMIT_KEY_OF ")",
+    /* the same for a job whose name has no limit path: its key is ?9 (a
+     * row looks up limit_paths in a subquery of its own, about 2,300
+     * instructions; README "Batch push") */
+    [S_INSERT_BARE] = INSERT_JOB "?9)",
+    [S_LIMIT_PATH] = "SELECT 1 FROM limit_paths WHERE name = ?1",
     [S_RENEW] =
         "UPDATE jobs SET locked_until = ?2"
         " WHERE state = 'running' AND locked_by = ?1",
@@ -353,8 +362,10 @@ struct jr_backend {
     int           triggers_off; /* the schema's triggers off (triggers_check) */
     sqlite3_int64 schema_seen;  /* PRAGMA schema_version they were set for;
                                  * -1: to be read */
-    char          queue_known[QUEUE_BUF]; /* made known in this
+    char          queue_known[NAME_BUF]; /* made known in this
                                  * transaction; "": none yet */
+    char          pathless[NAME_BUF]; /* a job name without a limit path,
+                                 * in this transaction; "": none yet */
     char         *lim_keys[JR_LIMIT_TOP]; /* limit_use's top keys */
 };
 
@@ -389,13 +400,13 @@ db_fail(jr_backend *b, jr_err *err, const char *what)
 #define INSERT_ROWS 32
 #define INSERT_PARAMS 9         /* ?1..?9 of S_INSERT's row */
 
-/* S_INSERT's VALUES row INSERT_ROWS times, row k's ?N renumbered
- * ?(9k + N): one text for the row, however S_INSERT changes; with
- * RETURNING id if returning. Malloc'd. */
+/* The VALUES row of S_INSERT (S_INSERT_BARE if bare) INSERT_ROWS times,
+ * row k's ?N renumbered ?(9k + N): one text for the row, however
+ * S_INSERT changes; with RETURNING id if returning. Malloc'd. */
 static char *
-insert_many_sql(int returning)
+insert_many_sql(int bare, int returning)
 {
-    const char *text = sql_text[S_INSERT];
+    const char *text = sql_text[bare ? S_INSERT_BARE : S_INSERT];
     const char *row = strstr(text, " VALUES ") + 8, *c;
     size_t len = strlen(text) + (size_t)INSERT_ROWS * (strlen(row) * 2 + 2)
                  + 16;
@@ -429,8 +440,14 @@ stmt(jr_backend *b, int which, jr_err *err)
     sqlite3_stmt *s = b->st[which];
 
     if (s == NULL) {
-        int is_many = which == S_INSERT_MANY || which == S_INSERT_MANY_IDS;
-        char *many = is_many ? insert_many_sql(which == S_INSERT_MANY_IDS)
+        int is_many = which == S_INSERT_MANY || which == S_INSERT_MANY_IDS ||
+                      which == S_INSERT_MANY_BARE ||
+                      which == S_INSERT_MANY_BARE_IDS;
+        char *many = is_many ? insert_many_sql(
+                                   which == S_INSERT_MANY_BARE ||
+                                   which == S_INSERT_MANY_BARE_IDS,
+                                   which == S_INSERT_MANY_IDS ||
+                                   which == S_INSERT_MANY_BARE_IDS)
                              : NULL;
         int rc;
 
@@ -482,7 +499,7 @@ begin(jr_backend *b, jr_err *err)
     if (file_check(b, err) < 0 ||
         simple(b, S_BEGIN, err, "beginning a transaction") < 0)
         return -1;
-    b->queue_known[0] = '\0';
+    b->queue_known[0] = b->pathless[0] = '\0';
     if (triggers_check(b, err) < 0) {
         rollback(b);
         return -1;
@@ -1003,6 +1020,35 @@ cmp_id(const void *x, const void *y)
     return (a > b) - (a < b);
 }
 
+/* 1 if a job of p[0..n) without a key of its own has a name its runner
+ * gave a limit path (LIMIT_KEY_OF takes its key from the payload), 0 if
+ * none, -1 on error. The write lock keeps limit_paths as read until the
+ * commit; the last name found without a path is kept till then. */
+static int
+limit_path_any(jr_backend *b, const jr_push *p, int n, jr_err *err)
+{
+    sqlite3_stmt *s;
+    size_t len;
+    int i, rc;
+
+    for (i = 0; i < n; i++) {
+        if (p[i].key != NULL || strcmp(p[i].name, b->pathless) == 0)
+            continue;
+        if ((s = stmt(b, S_LIMIT_PATH, err)) == NULL)
+            return -1;
+        bind_text(s, 1, p[i].name);
+        rc = sqlite3_step(s);
+        sqlite3_reset(s);
+        if (rc == SQLITE_ROW)
+            return 1;
+        if (rc != SQLITE_DONE)
+            return db_fail(b, err, "reading limit paths");
+        if ((len = strlen(p[i].name)) < sizeof b->pathless)
+            memcpy(b->pathless, p[i].name, len + 1);
+    }
+    return 0;
+}
+
 /* Inserts the INSERT_ROWS plain pushes p in one statement; ids (may be
  * NULL) gets their ids, read back with RETURNING (AUTOINCREMENT gives
  * increasing ids in insertion order, which is p's). Returns 0, 1 if the
@@ -1012,10 +1058,14 @@ static int
 insert_many(jr_backend *b, const jr_push *p, double now, int64_t *ids,
             jr_err *err)
 {
-    sqlite3_stmt *s = stmt(b, ids ? S_INSERT_MANY_IDS : S_INSERT_MANY, err);
-    int k, rc, got = 0;
+    sqlite3_stmt *s;
+    int k, rc, got = 0, paths = limit_path_any(b, p, INSERT_ROWS, err);
 
-    if (s == NULL)
+    if (paths < 0)
+        return -1;
+    if ((s = stmt(b, paths ? (ids ? S_INSERT_MANY_IDS : S_INSERT_MANY) :
+                  (ids ? S_INSERT_MANY_BARE_IDS : S_INSERT_MANY_BARE),
+                  err)) == NULL)
         return -1;
     for (k = 0; k < INSERT_ROWS; k++)
         bind_row(s, k * INSERT_PARAMS, &p[k], now);
@@ -1047,10 +1097,11 @@ static int
 insert_row(jr_backend *b, const jr_push *p, double now, int64_t *id,
            jr_err *err)
 {
-    sqlite3_stmt *s = stmt(b, S_INSERT, err);
-    int rc;
+    sqlite3_stmt *s;
+    int rc, paths = limit_path_any(b, p, 1, err);
 
-    if (s == NULL)
+    if (paths < 0 ||
+        (s = stmt(b, paths ? S_INSERT : S_INSERT_BARE, err)) == NULL)
         return -1;
     bind_row(s, 0, p, now);
     rc = sqlite3_step(s);
