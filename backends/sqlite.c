@@ -333,7 +333,8 @@ static const char *const sql_text[S_COUNT] = {
         "INSERT OR REPLACE INTO limit_paths (name, path) VALUES (?1, ?2)",
     /* the schema's triggers (see triggers_check) */
     [S_SCHEMA_VERSION] = "PRAGMA schema_version",
-    [S_TRIGGERS] = "SELECT name, sql FROM sqlite_schema WHERE type = 'trigger'",
+    [S_TRIGGERS] =
+        "SELECT name, sql FROM sqlite_schema WHERE type = 'trigger'",
     /* what the trigger jobs_queue_known does, for the library's inserts:
      * look, then insert if missing (an insert that finds the row pays the
      * name CHECK first; INSERT ... SELECT from queues fills a temporary
@@ -359,7 +360,8 @@ struct jr_backend {
     int           must_exist;   /* never create the file or the tables */
     double        keep_completed; /* seconds; 0: delete at success */
     unsigned      rotate;       /* claims so far: which queue leads */
-    int           triggers_off; /* the schema's triggers off (triggers_check) */
+    int           triggers_off; /* the schema's triggers are off (see
+                                 * triggers_check) */
     sqlite3_int64 schema_seen;  /* PRAGMA schema_version they were set for;
                                  * -1: to be read */
     char          queue_known[NAME_BUF]; /* made known in this
