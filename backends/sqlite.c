@@ -30,6 +30,7 @@ enum {
     S_DONE, S_DONE_MANY, S_KEEP, S_RETRY, S_DEAD, S_SNOOZE, S_RELEASE, S_EXPIRED,
     S_CANCELLED, S_PROGRESS,
     S_INSERT, S_INSERT_MANY, S_INSERT_MANY_IDS,
+    S_INSERT_BARE, S_INSERT_MANY_BARE, S_INSERT_MANY_BARE_IDS, S_LIMIT_PATH,
     S_RENEW, S_RESCUE, S_STATS, S_DEAD_LIST, S_DEAD_RETRY, S_DEAD_RETRY_ALL,
     S_DEAD_PURGE, S_DATA_VERSION, S_BEGIN, S_COMMIT, S_ROLLBACK,
     S_PRUNE_COMPLETED, S_PRUNE_CANCELLED, S_PRUNE_DEAD,
@@ -41,8 +42,11 @@ enum {
     S_DEAD_DELETE,
     S_LIM_CANDIDATES, S_LIM_RUNNING, S_LIM_BUCKETS, S_LIM_BUCKET_SET,
     S_LIM_PRUNE, S_LIM_PATH_SET, S_LIM_USE, S_LIM_USE_TOP, S_LIM_TOKENS,
+    S_SCHEMA_VERSION, S_TRIGGERS, S_QUEUE_SEEN, S_QUEUE_KNOWN,
     S_COUNT
 };
+
+#define NAME_BUF 129            /* a job or queue name (1 to 128 bytes), NUL */
 
 /* The columns of show and list, in the order row_fields reads them. */
 #define JOB_COLUMNS \
@@ -75,6 +79,12 @@ enum {
     " AND length(CAST(json_extract(?2, '$.' || lp.path) AS BLOB))" \
     " BETWEEN 1 AND 256 THEN CAST(json_extract(?2, '$.' || lp.path) AS TEXT)" \
     " END FROM limit_paths lp WHERE lp.name = ?1))"
+
+/* A push's row but its limit key (?9, or LIMIT_KEY_OF), and ")". */
+#define INSERT_JOB \
+    "INSERT INTO jobs (name, payload, queue, priority, max_retries," \
+    " run_at, created_at, updated_at, unique_key, limit_key)" \
+    " VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?7, ?8, "
 
 static const char *const sql_text[S_COUNT] = {
     /* the queues a claim may take from, by name */
@@ -160,10 +170,12 @@ static const char *const sql_text[S_COUNT] = {
         "UPDATE jobs SET progress_done = ?3, progress_total = ?4,"
         " progress_note = ?5"
         " WHERE id = ?1 AND state = 'running' AND locked_by = ?2",
-    [S_INSERT] =
-        "INSERT INTO jobs (name, payload, queue, priority, max_retries,"
-        " run_at, created_at, updated_at, unique_key, limit_key)"
-        " VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?7, ?8, " LIMIT_KEY_OF ")",
+    [S_INSERT] = INSERT_JOB LIMIT_KEY_OF ")",
+    /* the same for a job whose name has no limit path: its key is ?9 (a
+     * row looks up limit_paths in a subquery of its own, about 2,300
+     * instructions; README "Batch push") */
+    [S_INSERT_BARE] = INSERT_JOB "?9)",
+    [S_LIMIT_PATH] = "SELECT 1 FROM limit_paths WHERE name = ?1",
     [S_RENEW] =
         "UPDATE jobs SET locked_until = ?2"
         " WHERE state = 'running' AND locked_by = ?1",
@@ -319,6 +331,16 @@ static const char *const sql_text[S_COUNT] = {
         " WHERE scope = ?1 AND key = ''",
     [S_LIM_PATH_SET] =
         "INSERT OR REPLACE INTO limit_paths (name, path) VALUES (?1, ?2)",
+    /* the schema's triggers (see triggers_check) */
+    [S_SCHEMA_VERSION] = "PRAGMA schema_version",
+    [S_TRIGGERS] =
+        "SELECT name, sql FROM sqlite_schema WHERE type = 'trigger'",
+    /* what the trigger jobs_queue_known does, for the library's inserts:
+     * look, then insert if missing (an insert that finds the row pays the
+     * name CHECK first; INSERT ... SELECT from queues fills a temporary
+     * table first) */
+    [S_QUEUE_SEEN] = "SELECT 1 FROM queues WHERE name = ?1",
+    [S_QUEUE_KNOWN] = "INSERT INTO queues (name) VALUES (?1)",
     [S_BEGIN] = "BEGIN IMMEDIATE",
     [S_COMMIT] = "COMMIT",
     [S_ROLLBACK] = "ROLLBACK",
@@ -338,6 +360,14 @@ struct jr_backend {
     int           must_exist;   /* never create the file or the tables */
     double        keep_completed; /* seconds; 0: delete at success */
     unsigned      rotate;       /* claims so far: which queue leads */
+    int           triggers_off; /* the schema's triggers are off (see
+                                 * triggers_check) */
+    sqlite3_int64 schema_seen;  /* PRAGMA schema_version they were set for;
+                                 * -1: to be read */
+    char          queue_known[NAME_BUF]; /* made known in this
+                                 * transaction; "": none yet */
+    char          pathless[NAME_BUF]; /* a job name without a limit path,
+                                 * in this transaction; "": none yet */
     char         *lim_keys[JR_LIMIT_TOP]; /* limit_use's top keys */
 };
 
@@ -372,13 +402,13 @@ db_fail(jr_backend *b, jr_err *err, const char *what)
 #define INSERT_ROWS 32
 #define INSERT_PARAMS 9         /* ?1..?9 of S_INSERT's row */
 
-/* S_INSERT's VALUES row INSERT_ROWS times, row k's ?N renumbered
- * ?(9k + N): one text for the row, however S_INSERT changes; with
- * RETURNING id if returning. Malloc'd. */
+/* The VALUES row of S_INSERT (S_INSERT_BARE if bare) INSERT_ROWS times,
+ * row k's ?N renumbered ?(9k + N): one text for the row, however
+ * S_INSERT changes; with RETURNING id if returning. Malloc'd. */
 static char *
-insert_many_sql(int returning)
+insert_many_sql(int bare, int returning)
 {
-    const char *text = sql_text[S_INSERT];
+    const char *text = sql_text[bare ? S_INSERT_BARE : S_INSERT];
     const char *row = strstr(text, " VALUES ") + 8, *c;
     size_t len = strlen(text) + (size_t)INSERT_ROWS * (strlen(row) * 2 + 2)
                  + 16;
@@ -412,8 +442,14 @@ stmt(jr_backend *b, int which, jr_err *err)
     sqlite3_stmt *s = b->st[which];
 
     if (s == NULL) {
-        int is_many = which == S_INSERT_MANY || which == S_INSERT_MANY_IDS;
-        char *many = is_many ? insert_many_sql(which == S_INSERT_MANY_IDS)
+        int is_many = which == S_INSERT_MANY || which == S_INSERT_MANY_IDS ||
+                      which == S_INSERT_MANY_BARE ||
+                      which == S_INSERT_MANY_BARE_IDS;
+        char *many = is_many ? insert_many_sql(
+                                   which == S_INSERT_MANY_BARE ||
+                                   which == S_INSERT_MANY_BARE_IDS,
+                                   which == S_INSERT_MANY_IDS ||
+                                   which == S_INSERT_MANY_BARE_IDS)
                              : NULL;
         int rc;
 
@@ -454,13 +490,23 @@ simple(jr_backend *b, int which, jr_err *err, const char *what)
 }
 
 static int file_check(jr_backend *b, jr_err *err);
+static int triggers_check(jr_backend *b, jr_err *err);
+static void rollback(jr_backend *b);
 
+/* Every write of the library is in one of these transactions: the
+ * trigger set is checked inside it, so no write runs with a stale one. */
 static int
 begin(jr_backend *b, jr_err *err)
 {
-    if (file_check(b, err) < 0)
+    if (file_check(b, err) < 0 ||
+        simple(b, S_BEGIN, err, "beginning a transaction") < 0)
         return -1;
-    return simple(b, S_BEGIN, err, "beginning a transaction") < 0 ? -1 : 0;
+    b->queue_known[0] = b->pathless[0] = '\0';
+    if (triggers_check(b, err) < 0) {
+        rollback(b);
+        return -1;
+    }
+    return 0;
 }
 
 static int
@@ -478,6 +524,18 @@ rollback(jr_backend *b)
 {
     if (!sqlite3_get_autocommit(b->db))
         simple(b, S_ROLLBACK, NULL, "");
+}
+
+/* Ends the transaction of a single write that returned rc (changes, or
+ * -1 with err set): committed, or rolled back. Returns rc or -1. */
+static int
+write_end(jr_backend *b, int rc, jr_err *err)
+{
+    if (rc < 0) {
+        rollback(b);
+        return -1;
+    }
+    return commit(b, err) < 0 ? -1 : rc;
 }
 
 static void
@@ -524,6 +582,8 @@ connect_db(jr_backend *b, jr_err *err)
                         SQLITE_OPEN_NOMUTEX, NULL) != SQLITE_OK)
         return db_fail(b, err, "cannot open");
     sqlite3_extended_result_codes(b->db, 1);
+    b->triggers_off = 0;        /* a new connection runs them */
+    b->schema_seen = -1;
     sqlite3_busy_timeout(b->db, b->busy_ms);
     snprintf(pragmas, sizeof pragmas, "PRAGMA journal_mode = WAL; "
              "PRAGMA synchronous = %s;", b->sync_normal ? "NORMAL" : "FULL");
@@ -636,6 +696,121 @@ sqlite_close(jr_backend *b)
     free(b);
 }
 
+/* ---- the schema's triggers ----
+ *
+ * The schema's triggers hold plain-SQL producers to two push rules:
+ * run_at a finite time (jobs_run_at_check), and the queue of an inserted
+ * (or moved) job known in the queues table (jobs_queue_known, _moved).
+ * The library keeps both itself: jr_push_check refuses a bad run_at
+ * before any row is bound, each insert makes its queue known
+ * (queue_known), and no statement here changes a job's queue. A trigger
+ * is a sub-program run for each row: with them, a batch push costs about
+ * 31,000 instructions a job, without them about 19,000 (README "Batch
+ * push"). So the connection runs without the schema's triggers
+ * (SQLITE_DBCONFIG_ENABLE_TRIGGER off; TEMP triggers, and so RETURNING,
+ * still work) while they are exactly those sqlite.sql creates. Another
+ * trigger (yours) or one of ours changed turns them all back on. */
+
+/* 1 if sql is the newest text sqlite.sql gives the trigger name. */
+static int
+own_trigger(const char *name, const char *sql)
+{
+    const char *p = jr_sqlite_sql, *last = NULL;
+    char head[64];
+    size_t len;
+
+    if (name == NULL || sql == NULL)
+        return 0;
+    len = strlen(sql);
+    if (snprintf(head, sizeof head, "CREATE TRIGGER %s ", name) >=
+        (int)sizeof head)
+        return 0;
+    while ((p = strstr(p, head)) != NULL)
+        last = p++;
+    return last != NULL && strncmp(last, sql, len) == 0 && last[len] == ';';
+}
+
+/* Sets the connection's triggers on or off. Changing it expires every
+ * prepared statement: each is compiled again at its next step. */
+static int
+triggers_set(jr_backend *b, int off, jr_err *err)
+{
+    int on;
+
+    if (off == b->triggers_off)
+        return 0;
+    if (sqlite3_db_config(b->db, SQLITE_DBCONFIG_ENABLE_TRIGGER, !off, &on)
+        != SQLITE_OK || on != !off)
+        return jr_fail(err, JR_EDB, "sqlite '%s': cannot turn the schema's "
+                       "triggers %s", b->path, off ? "off" : "on");
+    b->triggers_off = off;
+    return 0;
+}
+
+/* In a write transaction: when the schema changed since the last look,
+ * reads its triggers and turns them off if all are our own, else on. */
+static int
+triggers_check(jr_backend *b, jr_err *err)
+{
+    sqlite3_stmt *s;
+    sqlite3_int64 version;
+    int rc, own = 1;
+
+    if ((s = stmt(b, S_SCHEMA_VERSION, err)) == NULL)
+        return -1;
+    rc = sqlite3_step(s);
+    version = sqlite3_column_int64(s, 0);
+    sqlite3_reset(s);
+    if (rc != SQLITE_ROW)
+        return db_fail(b, err, "reading the schema version");
+    if (version == b->schema_seen)
+        return 0;
+    if ((s = stmt(b, S_TRIGGERS, err)) == NULL)
+        return -1;
+    while ((rc = sqlite3_step(s)) == SQLITE_ROW)
+        own = own && own_trigger((const char *)sqlite3_column_text(s, 0),
+                                 (const char *)sqlite3_column_text(s, 1));
+    sqlite3_reset(s);
+    if (rc != SQLITE_DONE)
+        return db_fail(b, err, "reading the schema's triggers");
+    if (triggers_set(b, own, err) < 0)
+        return -1;
+    b->schema_seen = version;
+    return 0;
+}
+
+/* What the trigger jobs_queue_known does, when the triggers are off: the
+ * job just inserted makes its queue known, once a transaction. */
+static int
+queue_known(jr_backend *b, const char *queue, jr_err *err)
+{
+    sqlite3_stmt *s;
+    size_t len;
+    int rc;
+
+    if (queue == NULL)
+        queue = "default";
+    if (!b->triggers_off || strcmp(queue, b->queue_known) == 0)
+        return 0;
+    if ((s = stmt(b, S_QUEUE_SEEN, err)) == NULL)
+        return -1;
+    bind_text(s, 1, queue);
+    rc = sqlite3_step(s);
+    sqlite3_reset(s);
+    if (rc != SQLITE_ROW && rc != SQLITE_DONE)
+        return db_fail(b, err, "looking up a queue");
+    if (rc == SQLITE_DONE) {
+        if ((s = stmt(b, S_QUEUE_KNOWN, err)) == NULL)
+            return -1;
+        bind_text(s, 1, queue);
+        if (run(b, s, err, "making a queue known") < 0)
+            return -1;
+    }
+    if ((len = strlen(queue)) < sizeof b->queue_known)
+        memcpy(b->queue_known, queue, len + 1);
+    return 0;
+}
+
 static int
 user_version(jr_backend *b, int *v, jr_err *err)
 {
@@ -698,10 +873,14 @@ sqlite_migrate(jr_backend *b, jr_err *err)
         if (body == NULL)
             break;
         next = strstr(body, marker);
-        if (version > current &&
-            apply(b, version, body, next ? (size_t)(next - body) :
-                  strlen(body), err) < 0)
-            goto fail;
+        if (version > current) {
+            /* with the triggers on; the next begin looks at them again */
+            b->schema_seen = -1;
+            if (triggers_set(b, 0, err) < 0 ||
+                apply(b, version, body, next ? (size_t)(next - body) :
+                      strlen(body), err) < 0)
+                goto fail;
+        }
         p = next;
     }
     return commit(b, err);
@@ -843,6 +1022,35 @@ cmp_id(const void *x, const void *y)
     return (a > b) - (a < b);
 }
 
+/* 1 if a job of p[0..n) without a key of its own has a name its runner
+ * gave a limit path (LIMIT_KEY_OF takes its key from the payload), 0 if
+ * none, -1 on error. The write lock keeps limit_paths as read until the
+ * commit; the last name found without a path is kept till then. */
+static int
+limit_path_any(jr_backend *b, const jr_push *p, int n, jr_err *err)
+{
+    sqlite3_stmt *s;
+    size_t len;
+    int i, rc;
+
+    for (i = 0; i < n; i++) {
+        if (p[i].key != NULL || strcmp(p[i].name, b->pathless) == 0)
+            continue;
+        if ((s = stmt(b, S_LIMIT_PATH, err)) == NULL)
+            return -1;
+        bind_text(s, 1, p[i].name);
+        rc = sqlite3_step(s);
+        sqlite3_reset(s);
+        if (rc == SQLITE_ROW)
+            return 1;
+        if (rc != SQLITE_DONE)
+            return db_fail(b, err, "reading limit paths");
+        if ((len = strlen(p[i].name)) < sizeof b->pathless)
+            memcpy(b->pathless, p[i].name, len + 1);
+    }
+    return 0;
+}
+
 /* Inserts the INSERT_ROWS plain pushes p in one statement; ids (may be
  * NULL) gets their ids, read back with RETURNING (AUTOINCREMENT gives
  * increasing ids in insertion order, which is p's). Returns 0, 1 if the
@@ -852,10 +1060,14 @@ static int
 insert_many(jr_backend *b, const jr_push *p, double now, int64_t *ids,
             jr_err *err)
 {
-    sqlite3_stmt *s = stmt(b, ids ? S_INSERT_MANY_IDS : S_INSERT_MANY, err);
-    int k, rc, got = 0;
+    sqlite3_stmt *s;
+    int k, rc, got = 0, paths = limit_path_any(b, p, INSERT_ROWS, err);
 
-    if (s == NULL)
+    if (paths < 0)
+        return -1;
+    if ((s = stmt(b, paths ? (ids ? S_INSERT_MANY_IDS : S_INSERT_MANY) :
+                  (ids ? S_INSERT_MANY_BARE_IDS : S_INSERT_MANY_BARE),
+                  err)) == NULL)
         return -1;
     for (k = 0; k < INSERT_ROWS; k++)
         bind_row(s, k * INSERT_PARAMS, &p[k], now);
@@ -874,9 +1086,12 @@ insert_many(jr_backend *b, const jr_push *p, double now, int64_t *ids,
                        sqlite3_changes(b->db), INSERT_ROWS);
     if (ids != NULL)
         qsort(ids, INSERT_ROWS, sizeof *ids, cmp_id);
-    for (k = 0; k < INSERT_ROWS; k++)
+    for (k = 0; k < INSERT_ROWS; k++) {
+        if (queue_known(b, p[k].queue, err) < 0)
+            return -1;
         if (p[k].outcome != NULL)
             *p[k].outcome = JR_PUSH_NEW;
+    }
     return 0;
 }
 
@@ -884,10 +1099,11 @@ static int
 insert_row(jr_backend *b, const jr_push *p, double now, int64_t *id,
            jr_err *err)
 {
-    sqlite3_stmt *s = stmt(b, S_INSERT, err);
-    int rc;
+    sqlite3_stmt *s;
+    int rc, paths = limit_path_any(b, p, 1, err);
 
-    if (s == NULL)
+    if (paths < 0 ||
+        (s = stmt(b, paths ? S_INSERT : S_INSERT_BARE, err)) == NULL)
         return -1;
     bind_row(s, 0, p, now);
     rc = sqlite3_step(s);
@@ -902,7 +1118,7 @@ insert_row(jr_backend *b, const jr_push *p, double now, int64_t *id,
                        "failed", sqlite3_errmsg(b->db));
     if (id != NULL)
         *id = sqlite3_last_insert_rowid(b->db);
-    return 0;
+    return queue_known(b, p->queue, err);
 }
 
 /* Checks p[0..n) and inserts them, in the open transaction. */
@@ -1750,11 +1966,13 @@ sqlite_renew(jr_backend *b, const char *token, double lease, jr_err *err)
 {
     sqlite3_stmt *s;
 
-    if (file_check(b, err) < 0 || (s = stmt(b, S_RENEW, err)) == NULL)
+    if (begin(b, err) < 0)
         return -1;
+    if ((s = stmt(b, S_RENEW, err)) == NULL)
+        return write_end(b, -1, err);
     bind_text(s, 1, token);
     sqlite3_bind_double(s, 2, jr_now() + lease);
-    return run(b, s, err, "renewing leases");
+    return write_end(b, run(b, s, err, "renewing leases"), err);
 }
 
 static int
@@ -1762,10 +1980,12 @@ sqlite_rescue(jr_backend *b, jr_err *err)
 {
     sqlite3_stmt *s;
 
-    if (file_check(b, err) < 0 || (s = stmt(b, S_RESCUE, err)) == NULL)
+    if (begin(b, err) < 0)
         return -1;
+    if ((s = stmt(b, S_RESCUE, err)) == NULL)
+        return write_end(b, -1, err);
     sqlite3_bind_double(s, 1, jr_now());
-    return run(b, s, err, "requeueing expired leases");
+    return write_end(b, run(b, s, err, "requeueing expired leases"), err);
 }
 
 static int
@@ -1856,10 +2076,12 @@ sqlite_dead_purge(jr_backend *b, double older_than, jr_err *err)
 {
     sqlite3_stmt *s;
 
-    if (file_check(b, err) < 0 || (s = stmt(b, S_DEAD_PURGE, err)) == NULL)
+    if (begin(b, err) < 0)
         return -1;
+    if ((s = stmt(b, S_DEAD_PURGE, err)) == NULL)
+        return write_end(b, -1, err);
     sqlite3_bind_double(s, 1, jr_now() - older_than);
-    return run(b, s, err, "purging dead jobs");
+    return write_end(b, run(b, s, err, "purging dead jobs"), err);
 }
 
 static int
@@ -2015,12 +2237,14 @@ set_paused(jr_backend *b, int which, const char *queue, jr_err *err)
 
     if (jr_name_check(queue, "queue name", err) < 0)
         return -1;
-    if (file_check(b, err) < 0 || (s = stmt(b, which, err)) == NULL)
+    if (begin(b, err) < 0)
         return -1;
+    if ((s = stmt(b, which, err)) == NULL)
+        return write_end(b, -1, err);
     bind_text(s, 1, queue);
     sqlite3_bind_double(s, 2, jr_now());
-    return run(b, s, err, which == S_PAUSE ? "pausing a queue" :
-               "resuming a queue") < 0 ? -1 : 0;
+    return write_end(b, run(b, s, err, which == S_PAUSE ? "pausing a queue" :
+                            "resuming a queue"), err) < 0 ? -1 : 0;
 }
 
 static int
