@@ -272,10 +272,17 @@ function Env:start(extra_env, opts)
   return p
 end
 
+-- A runner is alive until its last thread is gone: a killed one's main
+-- thread shows as a zombie while its other threads still exit, and
+-- holding its files (the pid file's lock: a runner started then found it
+-- held)
 function Env:alive(p)
   p = p or self.proc
   local stat = read_file("/proc/" .. p.pid .. "/stat")
-  return stat ~= nil and not stat:match("^%d+ %b() [ZX]")
+  if stat == nil then return false end
+  if not stat:match("^%d+ %b() [ZX]") then return true end
+  local status = read_file("/proc/" .. p.pid .. "/status") or ""
+  return (tonumber(status:match("\nThreads:%s*(%d+)")) or 1) > 1
 end
 
 function Env:signal(sig, p)
