@@ -4,11 +4,13 @@
  * in their own schema, made by the migrations of postgres.sql (compiled in
  * as build/postgres_sql.c).
  * Batches travel as array parameters expanded with unnest. Uses backend.c. */
+#include <assert.h>
 #include <ctype.h>
 #include <errno.h>
 #include <math.h>
 #include <poll.h>
 #include <stdarg.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -68,7 +70,7 @@ enum {
     S_DEAD_DELETE_IDS,
     S_LIM_LOCK, S_LIM_RUNNING, S_LIM_BUCKETS, S_LIM_CANDIDATES, S_LIM_CLAIM,
     S_LIM_BUCKET_SET, S_LIM_PRUNE, S_LIM_PATH_SET, S_LIM_USE,
-    S_LIM_USE_TOP, S_LIM_TOKENS, S_CLAIM_ONE, S_PUSH_ONE,
+    S_LIM_USE_TOP, S_LIM_TOKENS, S_CLAIM_ONE, S_PUSH_ONE, S_PUSH_NOIDS,
     S_COUNT
 };
 
@@ -94,6 +96,28 @@ enum {
     " coalesce(j.max_retries, -1), j.priority," \
     " extract(epoch FROM j.run_at)::float8," \
     " extract(epoch FROM j.created_at)::float8"
+
+/* A batch of plain jobs, in the batch's order (ids increase along it).
+ * No join: a hashed subplan tells the names with a limit path, so the
+ * unnest feeds the insert directly and, ordered by its ordinality, needs no
+ * sort (a LEFT JOIN on limit_paths hashed the batch and sorted it back,
+ * about a tenth of the statement). limit_key_of only for a name with a
+ * path: a SQL function with a subquery is not inlined, and its call per
+ * row cost about half of the statement (README "Batch push"). */
+#define PUSH_SQL \
+    "INSERT INTO {{schema}}.jobs" \
+    " (name, payload, queue, priority, max_retries, run_at, limit_key)" \
+    " SELECT u.name, u.payload::jsonb, u.queue, u.priority," \
+    "  u.max_retries, coalesce(to_timestamp(u.run_at)," \
+    "  now() + u.run_in * interval '1 second')," \
+    "  CASE WHEN u.key IS NOT NULL THEN u.key WHEN u.name IN" \
+    "  (SELECT lp.name FROM {{schema}}.limit_paths lp)" \
+    "  THEN {{schema}}.limit_key_of(u.name, u.payload::jsonb, NULL) END" \
+    " FROM unnest($1::text[], $2::text[], $3::text[], $4::int[]," \
+    "  $5::int[], $6::float8[], $7::float8[], $8::text[]) WITH ORDINALITY" \
+    "  AS u(name, payload, queue, priority, max_retries, run_at," \
+    "  run_in, key, ord)" \
+    " ORDER BY u.ord"
 
 static const struct stmt {
     const char *name;
@@ -215,23 +239,8 @@ static const struct stmt {
         "  AS u(id, done, total, note)"
         " WHERE j.id = u.id AND j.state = 'running'"
         " AND j.locked_by = $1::text"},
-    [S_PUSH] = {"jr_push", 8,
-        "INSERT INTO {{schema}}.jobs"
-        " (name, payload, queue, priority, max_retries, run_at, limit_key)"
-        " SELECT u.name, u.payload::jsonb, u.queue, u.priority,"
-        "  u.max_retries, coalesce(to_timestamp(u.run_at),"
-        "  now() + u.run_in * interval '1 second'),"
-        /* limit_key_of only for a name with a path: a SQL function with a
-         * subquery is not inlined, and its call per row cost about half
-         * of the statement (README "Batch push") */
-        "  CASE WHEN u.key IS NOT NULL THEN u.key WHEN lp.name IS NOT NULL"
-        "  THEN {{schema}}.limit_key_of(u.name, u.payload::jsonb, u.key) END"
-        " FROM unnest($1::text[], $2::text[], $3::text[], $4::int[],"
-        "  $5::int[], $6::float8[], $7::float8[], $8::text[]) WITH ORDINALITY"
-        "  AS u(name, payload, queue, priority, max_retries, run_at,"
-        "  run_in, key, ord)"
-        " LEFT JOIN {{schema}}.limit_paths lp ON lp.name = u.name"
-        " ORDER BY u.ord RETURNING id"},
+    [S_PUSH] = {"jr_push", 8, PUSH_SQL " RETURNING id"},
+    [S_PUSH_NOIDS] = {"jr_push_noids", 8, PUSH_SQL},
     /* S_PUSH for one job, with scalar parameters: S_PUSH, planned for
      * arrays of unknown length, was planned anew at every call (0.2 ms of
      * an idle push's 0.4 ms on the server, before the runner could hear
@@ -491,22 +500,6 @@ sb_adds(jr_buf *s, const char *x)
     jr_buf_put(s, x, strlen(x));
 }
 
-static void sb_addf(jr_buf *s, const char *fmt, ...)
-    __attribute__((format(printf, 2, 3)));
-
-static void
-sb_addf(jr_buf *s, const char *fmt, ...)
-{
-    char buf[64];
-    va_list ap;
-    int n;
-
-    va_start(ap, fmt);
-    n = vsnprintf(buf, sizeof buf, fmt, ap);
-    va_end(ap);
-    jr_buf_put(s, buf, n < 0 ? 0 : (size_t)n);
-}
-
 /* Appends one element to an array literal being built: "{" on the first,
  * "," before the others; str NULL is an SQL NULL, else it is quoted. */
 static void
@@ -708,11 +701,14 @@ ready(jr_backend *b, jr_err *err)
 }
 
 /* Runs statement s with params, preparing it first if this connection has
- * not. Returns its result (caller PQclears) or NULL with err set. */
+ * not; lens NULL: params are text, else all binary, of those lengths.
+ * Returns its result (caller PQclears) or NULL with err set. */
 static PGresult *
-run(jr_backend *b, int s, const char *const *params, const char *what,
-    jr_err *err)
+run_params(jr_backend *b, int s, const char *const *params, const int *lens,
+           const char *what, jr_err *err)
 {
+    static const int binary[16] = {1, 1, 1, 1, 1, 1, 1, 1,
+                                   1, 1, 1, 1, 1, 1, 1, 1};
     PGresult *res;
     ExecStatusType st;
 
@@ -733,8 +729,9 @@ run(jr_backend *b, int s, const char *const *params, const char *what,
         PQclear(res);
         b->prepared |= 1ull << s;
     }
+    assert(lens == NULL || stmts[s].nparams <= 16);
     res = PQexecPrepared(b->conn, stmts[s].name, stmts[s].nparams, params,
-                         NULL, NULL, 0);
+                         lens, lens != NULL ? binary : NULL, 0);
     st = PQresultStatus(res);
     if (st != PGRES_COMMAND_OK && st != PGRES_TUPLES_OK) {
         db_fail(b, res, what, err);
@@ -742,6 +739,14 @@ run(jr_backend *b, int s, const char *const *params, const char *what,
         return NULL;
     }
     return res;
+}
+
+/* run_params with text parameters. */
+static PGresult *
+run(jr_backend *b, int s, const char *const *params, const char *what,
+    jr_err *err)
+{
+    return run_params(b, s, params, NULL, what, err);
 }
 
 /* Runs a statement for its row count; -1 with err set on failure. */
@@ -1036,50 +1041,122 @@ cmp_id(const void *a, const void *b)
 
 #define PUSH_ARRAYS 11
 
-/* Checks pp[0..n) and builds the array parameters of S_PUSH (the first
- * eight: the job and its limit key) and S_PUSH_UNIQUE (all eleven: and
- * its unique options) into a[]; -1 with err set on bad input or no
+/* Binary array parameters, in array_recv's format: a header (dimensions,
+ * flags, element type, length, lower bound), then each element as its
+ * length (-1: NULL) and its bytes, integers in network order. The server
+ * takes them without parsing text arrays (quotes, escapes, numbers). */
+#define OID_INT4 23
+#define OID_TEXT 25
+#define OID_FLOAT8 701
+#define BA_HEADER 20
+
+static void
+ba_u32(jr_buf *a, uint32_t v)
+{
+    unsigned char x[4] = {v >> 24, v >> 16 & 0xff, v >> 8 & 0xff, v & 0xff};
+    jr_buf_put(a, x, 4);
+}
+
+/* Appends a text element; str NULL is an SQL NULL. */
+static void
+ba_text(jr_buf *a, const char *str)
+{
+    size_t n = str != NULL ? strlen(str) : 0;
+
+    ba_u32(a, str != NULL ? (uint32_t)n : UINT32_MAX);
+    jr_buf_put(a, str, n);
+}
+
+static void
+ba_int(jr_buf *a, int v)
+{
+    ba_u32(a, 4);
+    ba_u32(a, (uint32_t)v);
+}
+
+static void
+ba_null(jr_buf *a)
+{
+    ba_u32(a, UINT32_MAX);
+}
+
+static void
+ba_float8(jr_buf *a, double v)
+{
+    uint64_t u;
+
+    memcpy(&u, &v, sizeof u);
+    ba_u32(a, 8);
+    ba_u32(a, (uint32_t)(u >> 32));
+    ba_u32(a, (uint32_t)u);
+}
+
+/* Writes the header of an array of n elements of type elem over the
+ * BA_HEADER bytes reserved at its start. */
+static void
+ba_finish(jr_buf *a, uint32_t elem, int n)
+{
+    uint32_t h[5] = {1, 0, elem, (uint32_t)n, 1};
+    unsigned char *p = (unsigned char *)a->p;
+    int i;
+
+    if (a->oom)
+        return;
+    for (i = 0; i < 5; i++) {
+        p[4 * i] = (unsigned char)(h[i] >> 24);
+        p[4 * i + 1] = (unsigned char)(h[i] >> 16);
+        p[4 * i + 2] = (unsigned char)(h[i] >> 8);
+        p[4 * i + 3] = (unsigned char)h[i];
+    }
+}
+
+/* The element types of push_arrays' arrays, in order. */
+static const uint32_t push_types[PUSH_ARRAYS] = {
+    OID_TEXT, OID_TEXT, OID_TEXT, OID_INT4, OID_INT4, OID_FLOAT8,
+    OID_FLOAT8, OID_TEXT, OID_TEXT, OID_FLOAT8, OID_TEXT};
+
+/* Checks pp[0..n) and builds the binary array parameters of S_PUSH (the
+ * first eight: the job and its limit key) and S_PUSH_UNIQUE (all eleven:
+ * and its unique options) into a[]; -1 with err set on bad input or no
  * memory. */
 static int
 push_arrays(jr_backend *b, const jr_push *const *pp, int n, jr_buf *a,
             jr_err *err)
 {
-    char num[32];
+    static const char zero[BA_HEADER];
     int i;
 
+    for (i = 0; i < PUSH_ARRAYS; i++)
+        jr_buf_put(&a[i], zero, BA_HEADER);
     for (i = 0; i < n; i++) {
         const jr_push *p = pp[i];
         if (jr_push_check(p, b->max_payload, err) < 0)
             return -1;
-        sb_elem(&a[0], p->name);
-        sb_elem(&a[1], p->payload ? p->payload : "{}");
-        sb_elem(&a[2], p->queue ? p->queue : "default");
-        sb_addf(&a[3], "%s%d", a[3].len ? "," : "{", p->priority);
-        if (p->max_retries < 0) {
-            sb_num(&a[4], "NULL");
-        } else {
-            snprintf(num, sizeof num, "%d", p->max_retries);
-            sb_num(&a[4], num);
-        }
-        if (p->run_at != 0) {
-            snprintf(num, sizeof num, "%.17g", p->run_at);
-            sb_num(&a[5], num);
-        } else {
-            sb_num(&a[5], "NULL");
-        }
-        snprintf(num, sizeof num, "%.17g", p->run_in);
-        sb_num(&a[6], num);
-        sb_elem(&a[7], p->key);
-        sb_elem(&a[8], p->unique_key);
-        snprintf(num, sizeof num, "%.17g", p->unique_for);
-        sb_num(&a[9], num);
-        sb_elem(&a[10], p->on_conflict == JR_CONFLICT_REPLACE ? "replace" :
+        ba_text(&a[0], p->name);
+        ba_text(&a[1], p->payload ? p->payload : "{}");
+        ba_text(&a[2], p->queue ? p->queue : "default");
+        ba_int(&a[3], p->priority);
+        if (p->max_retries < 0)
+            ba_null(&a[4]);
+        else
+            ba_int(&a[4], p->max_retries);
+        if (p->run_at != 0)
+            ba_float8(&a[5], p->run_at);
+        else
+            ba_null(&a[5]);
+        ba_float8(&a[6], p->run_in);
+        ba_text(&a[7], p->key);
+        ba_text(&a[8], p->unique_key);
+        ba_float8(&a[9], p->unique_for);
+        ba_text(&a[10], p->on_conflict == JR_CONFLICT_REPLACE ? "replace" :
                 "keep");
     }
-    for (i = 0; i < PUSH_ARRAYS; i++)
-        if (sb_array(&a[i]), a[i].oom)
+    for (i = 0; i < PUSH_ARRAYS; i++) {
+        if (a[i].oom || a[i].len > INT32_MAX)
             return jr_fail(err, JR_ENOMEM, "postgres: pushing %d jobs: out "
                            "of memory", n);
+        ba_finish(&a[i], push_types[i], n);
+    }
     return 0;
 }
 
@@ -1088,12 +1165,14 @@ push_arrays(jr_backend *b, const jr_push *const *pp, int n, jr_buf *a,
  * NULL) and each push's outcome say what became of it. */
 static int
 push_unique(jr_backend *b, const jr_push *const *pp, int n, int64_t *ids,
-            const char *const *params, const char *what, jr_err *err)
+            const char *const *params, const int *lens, const char *what,
+            jr_err *err)
 {
     PGresult *res;
     int i;
 
-    if ((res = run(b, S_PUSH_UNIQUE, params, what, err)) == NULL) {
+    res = run_params(b, S_PUSH_UNIQUE, params, lens, what, err);
+    if (res == NULL) {
         b->insert_failed = 1;
         return -1;
     }
@@ -1127,30 +1206,37 @@ insert_jobs(jr_backend *b, const jr_push *const *pp, int n, int64_t *ids,
 {
     jr_buf a[PUSH_ARRAYS];
     const char *params[PUSH_ARRAYS];
+    int lens[PUSH_ARRAYS];
     PGresult *res = NULL;
     char what[64];
-    int i, rc = -1, unique = 0;
+    int i, got, rc = -1, unique = 0;
 
     memset(a, 0, sizeof a);
     b->insert_failed = 0;
     if (push_arrays(b, pp, n, a, err) < 0)
         goto out;
-    for (i = 0; i < PUSH_ARRAYS; i++)
+    for (i = 0; i < PUSH_ARRAYS; i++) {
         params[i] = a[i].p;
+        lens[i] = (int)a[i].len;
+    }
     for (i = 0; i < n && !unique; i++)
         unique = pp[i]->unique_key != NULL;
     snprintf(what, sizeof what, "pushing %d job%s", n, n == 1 ? "" : "s");
     if (unique) {
-        rc = push_unique(b, pp, n, ids, params, what, err);
+        rc = push_unique(b, pp, n, ids, params, lens, what, err);
         goto out;
     }
-    if ((res = run(b, S_PUSH, params, what, err)) == NULL) {
+    /* ids only when asked: 1000 rows back cost the server and us */
+    res = run_params(b, ids != NULL ? S_PUSH : S_PUSH_NOIDS, params, lens,
+                     what, err);
+    if (res == NULL) {
         b->insert_failed = 1;
         goto out;
     }
-    if (PQntuples(res) != n) {
-        jr_fail(err, JR_EDB, "postgres: %s: %d ids came back", what,
-                PQntuples(res));
+    got = ids != NULL ? PQntuples(res) : atoi(PQcmdTuples(res));
+    if (got != n) {
+        jr_fail(err, JR_EDB, "postgres: %s: %d %s came back", what, got,
+                ids != NULL ? "ids" : "rows");
         goto out;
     }
     for (i = 0; i < n; i++)
