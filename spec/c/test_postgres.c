@@ -839,6 +839,78 @@ test_push_batch(void)
     ops->close(b);
 }
 
+/* A batch whose ids are not asked goes in by COPY (README "Batch push"):
+ * the same rows, order, defaults, queues, NOTIFY and limit keys as the
+ * INSERT that takes the others. */
+static void
+test_push_copy(void)
+{
+    jr_backend *b = fresh();
+    jr_backend *other = fresh();
+    jr_push p[4] = {job("c1", "{\"n\": 1, \"a\": [1, 2]}"), job("c2", NULL),
+                    job("c3", "[]"), job("c4", "{\"acct\": \"a9\"}")};
+    jr_err e = {0};
+    int fd;
+
+    fd = ops->wake_fd(other);
+    CHECK(fd >= 0);
+    CHECK(ops->changed(other, &e) == 0);
+    p[1].queue = "copyq";
+    p[1].priority = -3;
+    p[1].max_retries = 7;
+    p[3].key = "given";
+    CHECK_OK(ops->push(b, p, 4, NULL, &e), e);
+    CHECK(strcmp(q("SELECT string_agg(name || '|' || payload::text || '|' ||"
+                   " queue || '|' || priority || '|' ||"
+                   " coalesce(max_retries::text, '-') || '|' ||"
+                   " coalesce(limit_key, '-') || '|' || state || '|' ||"
+                   " (run_at = created_at), ' ' ORDER BY id)"
+                   " FROM jrtest.jobs"),
+                 "c1|{\"a\": [1, 2], \"n\": 1}|default|0|-|-|queued|true "
+                 "c2|{}|copyq|-3|7|-|queued|true "
+                 "c3|[]|default|0|-|-|queued|true "
+                 "c4|{\"acct\": \"a9\"}|default|0|-|given|queued|true") == 0);
+    CHECK(qn("SELECT count(*) FROM jrtest.queues WHERE name = 'copyq'") == 1);
+    CHECK(readable(fd, 5000));
+    CHECK(ops->changed(other, &e) == 1);
+
+    /* a name with a limit path gets its key from the payload, in that
+     * batch and the next ones */
+    q("INSERT INTO jrtest.limit_paths VALUES ('c4', 'acct')");
+    q("TRUNCATE jrtest.jobs");
+    p[3].key = NULL;
+    CHECK_OK(ops->push(b, p, 4, NULL, &e), e);
+    CHECK_OK(ops->push(b, p + 3, 1, NULL, &e), e);
+    CHECK(strcmp(q("SELECT string_agg(name || '=' ||"
+                   " coalesce(limit_key, '-'), ' ' ORDER BY id)"
+                   " FROM jrtest.jobs"),
+                 "c1=- c2=- c3=- c4=a9 c4=a9") == 0);
+    q("DELETE FROM jrtest.limit_paths");
+
+    /* a row the database refuses refuses the batch, with its reason */
+    q("TRUNCATE jrtest.jobs");
+    q("CREATE FUNCTION jrtest.refuse() RETURNS trigger LANGUAGE plpgsql AS"
+      " $$ BEGIN IF NEW.name = 'c3' THEN RAISE EXCEPTION 'no c3 here'"
+      " USING ERRCODE = 'check_violation'; END IF; RETURN NEW; END $$");
+    q("CREATE TRIGGER refuse BEFORE INSERT ON jrtest.jobs FOR EACH ROW"
+      " EXECUTE FUNCTION jrtest.refuse()");
+    CHECK(ops->push(b, p, 4, NULL, &e) == -1);
+    CHECK(e.code == JR_EINPUT);
+    CHECK(strstr(e.msg, "no c3 here") != NULL);
+    CHECK(qn("SELECT count(*) FROM jrtest.jobs") == 0);
+    q("DROP TRIGGER refuse ON jrtest.jobs");
+
+    /* the connection goes on; delays go by the INSERT */
+    p[0].run_in = 60;
+    CHECK_OK(ops->push(b, p, 2, NULL, &e), e);
+    CHECK(qn("SELECT count(*) FROM jrtest.jobs WHERE name = 'c1' AND "
+             "run_at BETWEEN now() + interval '59 s' AND "
+             "now() + interval '61 s'") == 1);
+    CHECK(qn("SELECT count(*) FROM jrtest.jobs") == 2);
+    ops->close(other);
+    ops->close(b);
+}
+
 static const struct test {
     const char *name;
     void      (*fn)(void);
@@ -859,6 +931,7 @@ static const struct test {
     {"sql push", test_sql_push},
     {"reconnect", test_reconnect},
     {"push batch", test_push_batch},
+    {"push copy", test_push_copy},
 };
 
 int
