@@ -3,7 +3,8 @@
  * and, opened on demand, a second one that LISTENs for wake-ups. Objects live
  * in their own schema, made by the migrations of postgres.sql (compiled in
  * as build/postgres_sql.c).
- * Batches travel as array parameters expanded with unnest. Uses backend.c. */
+ * Batches travel as array parameters expanded with unnest (a push's in
+ * binary), or by COPY. Uses backend.c. */
 #include <assert.h>
 #include <ctype.h>
 #include <errno.h>
@@ -38,7 +39,8 @@ struct jr_backend {
     char        sqlstate[6];    /* SQLSTATE of the last failed statement */
     int         insert_failed;  /* the last insert_jobs failed in the db */
     int         copy_skip;      /* batches left that skip push_copy (a
-                                   name of the last tried had a path) */
+                                   job of the last tried needed
+                                   limit_key_of) */
     char        pgmsg[400];     /* its message and detail */
     int         must_exist;     /* migrate creates no schema */
     int         async_commit;   /* synchronous_commit = off on conn */
@@ -1344,9 +1346,10 @@ explain_push_error(jr_backend *b, const jr_push *const *pp, int n,
  * to any insert. One simple query lists the names with a limit path and
  * starts the COPY, in one transaction; if a job of the batch needs
  * limit_key_of, the COPY ends with no rows (an error would be logged by
- * the server) and the batch goes by S_PUSH, as do the next COPY_SKIP. */
-#define COPY_PATHS 200          /* COPY_SQL's LIMIT: more names, S_PUSH */
-#define COPY_SKIP 100           /* batches by S_PUSH after a path hit */
+ * the server) and the batch goes by insert_jobs, as do the next
+ * COPY_SKIP. One job goes by S_PUSH_ONE, a round trip less. */
+#define COPY_PATHS 200          /* COPY_SQL's LIMIT: more names, INSERT */
+#define COPY_SKIP 100           /* batches by INSERT after a path hit */
 #define COPY_SQL \
     "SELECT name FROM {{schema}}.limit_paths LIMIT 200;" \
     " COPY {{schema}}.jobs (name, payload, queue, priority, max_retries," \
