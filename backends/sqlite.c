@@ -747,6 +747,23 @@ triggers_set(jr_backend *b, int off, jr_err *err)
     return 0;
 }
 
+/* The one integer a PRAGMA statement which returns, into *v; -1 with err
+ * set (what says what was being read). */
+static int
+pragma_int(jr_backend *b, int which, const char *what, sqlite3_int64 *v,
+           jr_err *err)
+{
+    sqlite3_stmt *s = stmt(b, which, err);
+    int rc;
+
+    if (s == NULL)
+        return -1;
+    rc = sqlite3_step(s);
+    *v = sqlite3_column_int64(s, 0);
+    sqlite3_reset(s);
+    return rc == SQLITE_ROW ? 0 : db_fail(b, err, what);
+}
+
 /* In a write transaction: when the schema changed since the last look,
  * reads its triggers and turns them off if all are our own, else on. */
 static int
@@ -756,13 +773,9 @@ triggers_check(jr_backend *b, jr_err *err)
     sqlite3_int64 version;
     int rc, own = 1;
 
-    if ((s = stmt(b, S_SCHEMA_VERSION, err)) == NULL)
+    if (pragma_int(b, S_SCHEMA_VERSION, "reading the schema version",
+                   &version, err) < 0)
         return -1;
-    rc = sqlite3_step(s);
-    version = sqlite3_column_int64(s, 0);
-    sqlite3_reset(s);
-    if (rc != SQLITE_ROW)
-        return db_fail(b, err, "reading the schema version");
     if (version == b->schema_seen)
         return 0;
     if ((s = stmt(b, S_TRIGGERS, err)) == NULL)
@@ -2452,7 +2465,6 @@ sqlite_wake_fd(jr_backend *b)
 static int
 sqlite_changed(jr_backend *b, jr_err *err)
 {
-    sqlite3_stmt *s;
     sqlite3_int64 v;
     char buf[4096];
     int rc;
@@ -2460,13 +2472,8 @@ sqlite_changed(jr_backend *b, jr_err *err)
     if (b->inotify_fd >= 0)
         while (read(b->inotify_fd, buf, sizeof buf) > 0)
             ;
-    if ((s = stmt(b, S_DATA_VERSION, err)) == NULL)
+    if (pragma_int(b, S_DATA_VERSION, "reading data_version", &v, err) < 0)
         return -1;
-    rc = sqlite3_step(s);
-    v = sqlite3_column_int64(s, 0);
-    sqlite3_reset(s);
-    if (rc != SQLITE_ROW)
-        return db_fail(b, err, "reading data_version");
     rc = v != b->data_version;
     b->data_version = v;
     return rc;
