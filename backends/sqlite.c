@@ -576,6 +576,7 @@ connect_db(jr_backend *b, jr_err *err)
 {
     char pragmas[160];
     struct stat st;
+    int rc, waited;
 
     if (sqlite3_open_v2(b->path, &b->db, SQLITE_OPEN_READWRITE |
                         (b->must_exist ? 0 : SQLITE_OPEN_CREATE) |
@@ -587,7 +588,14 @@ connect_db(jr_backend *b, jr_err *err)
     sqlite3_busy_timeout(b->db, b->busy_ms);
     snprintf(pragmas, sizeof pragmas, "PRAGMA journal_mode = WAL; "
              "PRAGMA synchronous = %s;", b->sync_normal ? "NORMAL" : "FULL");
-    if (sqlite3_exec(b->db, pragmas, NULL, NULL, NULL) != SQLITE_OK)
+    /* SQLite answers BUSY here without its busy handler while another
+     * connection turns a new file to WAL (a push racing a runner's first
+     * start): wait for it as for any lock, busy_timeout at most */
+    for (waited = 0; (rc = sqlite3_exec(b->db, pragmas, NULL, NULL, NULL))
+         != SQLITE_OK && (rc & 0xff) == SQLITE_BUSY && waited < b->busy_ms;
+         waited += 10)
+        usleep(10000);
+    if (rc != SQLITE_OK)
         return db_fail(b, err, "setting WAL mode");
     if (stat(b->path, &st) == 0) {
         b->dev = st.st_dev;

@@ -660,6 +660,9 @@ jr_worker_main(int fd)
 
     memset(&w, 0, sizeof w);
     w.fd = fd;
+    /* the socket to the master is the worker's alone: a process that a
+     * handler starts (os.execute, io.popen) must not hold it open */
+    fcntl(fd, F_SETFD, FD_CLOEXEC);
     struct sigaction sa;
 
     memset(&sa, 0, sizeof sa);
