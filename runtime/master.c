@@ -357,17 +357,32 @@ stop_workers(master *m)
     }
 }
 
-/* Waits for the workers to exit until mono time until, freeing each. */
+/* Waits for the workers to exit until mono time until, then kills the
+ * ones left and waits for them: never longer, whatever a worker does (one
+ * that missed its SIGTERM kept the master in waitpid for good). Frees
+ * each. */
 static void
 reap_workers(master *m, double until)
 {
     wk *w, **pw;
-    int status;
+    int status, killed = 0;
     pid_t pid;
 
-    while (m->workers != NULL && jr_mono() < until) {
-        if ((pid = waitpid(-1, &status, 0)) < 0)
+    while (m->workers != NULL) {
+        if (!killed && jr_mono() >= until) {
+            for (w = m->workers; w; w = w->next) {
+                jr_log(JR_LOG_WARN, "worker %d still there %gs after the "
+                       "stop; killed", (int)w->pid, STOP_WAIT);
+                jr_pool_kill(w, SIGKILL);
+            }
+            killed = 1;
+        }
+        if ((pid = waitpid(-1, &status, killed ? 0 : WNOHANG)) < 0)
             break;
+        if (pid == 0) {
+            usleep(2000);
+            continue;
+        }
         for (pw = &m->workers; *pw; pw = &(*pw)->next)
             if ((*pw)->pid == pid) {
                 w = *pw;

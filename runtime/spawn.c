@@ -5,6 +5,8 @@
 #define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
+#include <signal.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -75,6 +77,23 @@ open_fds(master *m, spawn_fds *f)
     return 0;
 }
 
+/* In the child between fork and exec: every caught signal back to its
+ * default, then the mask the master had. Async-signal-safe calls only. */
+static void
+default_signals(const sigset_t *mask)
+{
+    struct sigaction sa, cur;
+    int s;
+
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = SIG_DFL;
+    for (s = 1; s < NSIG; s++)
+        if (sigaction(s, NULL, &cur) == 0 && cur.sa_handler != SIG_DFL &&
+            cur.sa_handler != SIG_IGN)
+            sigaction(s, &sa, NULL);
+    sigprocmask(SIG_SETMASK, mask, NULL);
+}
+
 /* Forks and execs `jobrunner __worker 3[:4]`; closes the child's ends in
  * the master. Returns the pid, or -1 (logged, all closed). The worker's
  * settings follow on its socket (send_settings): argv carries none. */
@@ -83,11 +102,23 @@ start_process(master *m, spawn_fds *f)
 {
     char prog[] = "jobrunner", cmd[] = "__worker", fds[] = "3:4";
     char *argv[] = {prog, cmd, fds, NULL};  /* execv's type: writable */
+    sigset_t all, old;
     pid_t pid;
 
     if (f->out < 0)
         fds[1] = '\0';                 /* "3" */
+    /* No handler of the master's may run in the child: libevent's would
+     * write the signal to the master's own signal socket and so swallow
+     * it (a SIGTERM sent by a stop between fork and exec left a worker
+     * that never exited, and the master waiting for it). Signals stay
+     * blocked across fork; the child puts caught ones back to their
+     * defaults before unblocking, so one already sent acts as it would
+     * on the exec'd worker. */
+    sigfillset(&all);
+    pthread_sigmask(SIG_BLOCK, &all, &old);
     pid = fork();
+    if (pid != 0)
+        pthread_sigmask(SIG_SETMASK, &old, NULL);
 
     if (pid < 0) {
         jr_log(JR_LOG_ERROR, "cannot start a worker: fork: %s",
@@ -99,6 +130,7 @@ start_process(master *m, spawn_fds *f)
         /* only async-signal-safe calls until exec. The worker leads its
          * own process group, so killing the group kills all it started */
         setpgid(0, 0);
+        default_signals(&old);
         if (move_fd(f->c3, 3) < 0 || (f->c4 >= 0 && move_fd(f->c4, 4) < 0))
             _exit(127);
         execv(m->self, argv);
