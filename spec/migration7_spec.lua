@@ -92,45 +92,6 @@ describe("sqlite: migration 7 (cheaper insert checks)", function()
     assert.equal(0, env:stop())
   end)
 
-  -- A team's own objects on and around jobs: the rebuild refused to run
-  -- with a view that reads jobs ("error in view ...: no such table:
-  -- main.jobs", so the runner did not start), and without one it dropped
-  -- the user's indexes and triggers on jobs with the old table.
-  it("keeps a user's view, index and triggers on jobs", function()
-    jr.make_schema(env, 6)
-    old_jobs(env)
-    env:exec([[
-      CREATE VIEW my_ready AS SELECT id, name, queue FROM jobs
-        WHERE state = 'queued';
-      CREATE INDEX my_by_name ON jobs (name, created_at);
-      CREATE TABLE my_audit (job INTEGER, what TEXT);
-      CREATE TRIGGER my_pushed AFTER INSERT ON jobs
-        BEGIN INSERT INTO my_audit VALUES (NEW.id, 'pushed'); END;
-      CREATE TRIGGER my_audit_push AFTER INSERT ON my_audit
-        WHEN NEW.what = 'again'
-        BEGIN INSERT INTO jobs (name) VALUES ('m7.ok'); END;
-    ]])
-    local before = env:query("SELECT type, name, sql FROM sqlite_master " ..
-      "WHERE name LIKE 'my!_%' ESCAPE '!' ORDER BY name")
-    assert.equal(5, #before)
-    local ready = env:query("SELECT * FROM my_ready ORDER BY id")
-    local out, err, code = env:cli("migrate")
-    assert.are.equal(0, code, out .. err)
-    assert.equal(8, env:query("PRAGMA user_version")[1].user_version)
-    assert.are.same(before, env:query("SELECT type, name, sql FROM sqlite_master " ..
-      "WHERE name LIKE 'my!_%' ESCAPE '!' ORDER BY name"))
-    assert.are.same(ready, env:query("SELECT * FROM my_ready ORDER BY id"))
-    assert.equal("ok", env:query("PRAGMA integrity_check")[1].integrity_check)
-    -- the trigger on jobs fires, the one on the user's table reaches jobs
-    local id = env:push("m7.ok", "{}")
-    assert.equal(1, #env:query("SELECT 1 FROM my_audit WHERE job = " .. id))
-    env:exec("INSERT INTO my_audit VALUES (0, 'again')")
-    assert.equal(4, #env:query("SELECT 1 FROM my_ready"))
-    -- and the index holds every row (INDEXED BY fails if it cannot serve)
-    assert.equal(#env:query("SELECT id FROM jobs"),
-      #env:query("SELECT id FROM jobs INDEXED BY my_by_name WHERE name >= ''"))
-  end)
-
   it("still refuses bad plain-SQL inserts and makes new queues known", function()
     local out, err, code = env:cli("migrate")
     assert.are.equal(0, code, out .. err)
