@@ -239,7 +239,7 @@ for _, backend in ipairs(jr.backends()) do
         assert.matches("'retires'", log, 1, true)
         local id = env:push("good")
         local bad = env:push("syn")
-        jr.wait_for(function() return jr.read_file(env.dir .. "/good") end)
+        jr.wait_file(env.dir .. "/good")
         assert.same({ tostring(id) }, lines(env.dir .. "/good"))
         jr.wait_for(function() return env:count() == 1 end)
         -- the job whose handler did not load is kept, unclaimed, and shown

@@ -63,7 +63,7 @@ for _, backend in ipairs(jr.backends()) do
         end]])
       env:start()
       env:push("parent")
-      jr.wait_for(function() return jr.read_file(env.dir .. "/got") end)
+      jr.wait_file(env.dir .. "/got")
       assert.equal("integer 42 0.1 é true", jr.read_file(env.dir .. "/got"))
       jr.wait_for(function() return env:count() == 0 end)
       assert.equal(0, env:stop())

@@ -18,7 +18,7 @@ for _, backend in ipairs(jr.backends()) do
         end]])
       env:start()
       local id = env:push("hello", '{"name":"world"}')
-      jr.wait_for(function() return jr.read_file(env.dir .. "/seen") end)
+      jr.wait_file(env.dir .. "/seen")
       assert.equal(("%d hello world 1 default\n"):format(id), jr.read_file(env.dir .. "/seen"))
       jr.wait_for(function() return env:count() == 0 end)
       jr.wait_for(function() return env:log():find("output: hello, world", 1, true) end)
@@ -147,7 +147,7 @@ for _, backend in ipairs(jr.backends()) do
         local r = env:job(bad_id)
         return r and r.state == "dead"
       end)
-      jr.wait_for(function() return jr.read_file(env.dir .. "/children") end)
+      jr.wait_file(env.dir .. "/children")
       jr.wait_for(function() return env:count() == 1 end)
       assert.equal(ok_id .. " 3 q2\n", jr.read_file(env.dir .. "/children"))
     end)

@@ -112,7 +112,7 @@ describe("postgres:", function()
     psql(env, ("BEGIN; SELECT %s.push('fromsql', '{\"tag\":\"rolled\"}'); ROLLBACK;"):format(schema))
     -- idle runner: wait for the runner to be surely idle, then commit one
     psql(env, ("BEGIN; SELECT %s.push('fromsql', '{\"tag\":\"committed\"}'); COMMIT;"):format(schema))
-    local delay = jr.wait_for(function() return jr.read_file(env.dir .. "/ran.committed") end, 60)
+    local delay = jr.wait_file(env.dir .. "/ran.committed", 60)
     assert.is_true(tonumber(delay) < 60, "took " .. delay .. " s")
     jr.wait_for(function() return env:count() == 0 end)
     assert.is_nil(jr.read_file(env.dir .. "/ran.rolled"))

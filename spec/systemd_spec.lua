@@ -131,7 +131,7 @@ for _, backend in ipairs(h.backends()) do
       end, 10, "three WATCHDOG=1")
       -- the workers do not inherit the runner's notify socket
       env:push("hello", "{}")
-      h.wait_for(function() return h.read_file(env.dir .. "/worker_env") end)
+      h.wait_file(env.dir .. "/worker_env")
       assert.equal("nil nil", h.read_file(env.dir .. "/worker_env"))
     end)
 

@@ -93,6 +93,16 @@ function M.wait_for(fn, timeout, msg)
   end
 end
 
+-- Waits until the file at path has content and returns it. A handler's
+-- io.open(path, "w") makes the file before its write, so waiting for the
+-- file alone read it empty now and then.
+function M.wait_file(path, timeout, msg)
+  return M.wait_for(function()
+    local s = M.read_file(path)
+    return s ~= nil and s ~= "" and s
+  end, timeout, msg or ("content in " .. path))
+end
+
 -- Lines of a file (none if it does not exist).
 function M.lines(path)
   local t = {}
@@ -296,8 +306,11 @@ function Env:stop(sig, p, timeout)
   p = p or self.proc
   self:signal(sig or "TERM", p)
   M.wait_for(function() return not self:alive(p) end, timeout or 40, "runner exit")
-  local s = M.wait_for(function() return read_file(p.statusfile) end, 5, "status")
-  return tonumber(s:match("%d+"))
+  -- the shell creates the file before it writes the status into it
+  local s = M.wait_for(function()
+    return (read_file(p.statusfile) or ""):match("%d+")
+  end, 5, "status")
+  return tonumber(s)
 end
 
 function Env:log(p)
