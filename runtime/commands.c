@@ -187,7 +187,7 @@ jr_cmd_worker(jr_cli *cli)
 {
     int fd;
 
-    if (cli->argc != 1)
+    if (cli->argc != 1 && cli->argc != 2)
         return jr_cmd_die(JR_EXIT_USAGE, "__worker is started by the runner");
     fd = atoi(cli->argv[0]);
     /* "3:4": the handlers' output goes to descriptor 4 */
@@ -195,7 +195,9 @@ jr_cmd_worker(jr_cli *cli)
         jr_worker_output(atoi(strchr(cli->argv[0], ':') + 1)) < 0)
         return jr_cmd_die(JR_EXIT_FAIL, "worker: cannot set up handler output");
     /* the settings come from the master's first frame, not a file */
-    return jr_worker_main(fd);
+    /* a second argument: the descriptor of the page shared with the
+     * master (worker.h) */
+    return jr_worker_main(fd, cli->argc == 2 ? atoi(cli->argv[1]) : -1);
 }
 
 /* Uses cjson to say precisely what is wrong with a JSON text. Returns 0 if

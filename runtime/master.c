@@ -395,6 +395,7 @@ reap_workers(master *m, double until)
                 if (w->bev)
                     bufferevent_free(w->bev);
                 jr_gen_unref(w->gen);
+                jr_spawn_unshare(w);
                 free(w);
                 break;
             }
@@ -446,6 +447,7 @@ cleanup(master *m)
             bufferevent_free(w->bev);
         jr_output_close(w);
         jr_gen_unref(w->gen);
+        jr_spawn_unshare(w);
         free(w);
     }
     if (m->out_file >= 0)

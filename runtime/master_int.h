@@ -74,6 +74,7 @@ typedef struct wk {             /* one worker process */
     double              avg;            /* moving average job seconds */
     char                kill_reason[64];/* why we killed it, or "" */
     double              spawned;        /* mono time of spawn */
+    struct jr_share    *share;          /* the page it shares, or NULL */
     int                 out_fd;         /* its stdout+stderr pipe, or -1 */
     struct event       *ev_out;         /* readable out_fd */
     char                oline[OUT_LINE];/* the output line being read */
@@ -326,10 +327,12 @@ typedef struct jr_spawned {
     int   mine;
     int   rd;
     pid_t pid;
+    struct jr_share *share;     /* mapped here, or NULL (worker.h) */
 } jr_spawned;
 /* Starts `jobrunner __worker` with its socket and output. Returns 0, or -1
  * (logged, nothing left open). */
 int  jr_spawn_worker(master *m, jr_spawned *out);
+void jr_spawn_unshare(wk *w);           /* unmaps w's shared page */
 void jr_pool_stop(master *m, wk *w);    /* asks w to exit */
 void jr_pool_kill(wk *w, int sig);      /* w and its process group */
 int  jr_pool_active(master *m);         /* workers counting to the target */

@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -442,6 +443,8 @@ track(master *m, const jr_spawned *f)
     wk *w = calloc(1, sizeof *w);
 
     if (w == NULL) {
+        if (f->share != NULL)
+            munmap(f->share, sizeof *f->share);
         close(f->mine);
         if (f->rd >= 0)
             close(f->rd);
@@ -454,6 +457,7 @@ track(master *m, const jr_spawned *f)
     w->pid = f->pid;
     w->id = ++m->next_id;
     w->spawned = jr_mono();
+    w->share = f->share;
     w->out_fd = f->rd;
     if (f->rd >= 0) {
         evutil_make_socket_nonblocking(f->rd);
@@ -498,6 +502,52 @@ drain_worker(wk *w)
     while (evbuffer_read(in, fd, 65536) > 0)
         ;
     on_read(w->bev, w);
+}
+
+/* After drain_worker: the results the worker had not written yet, from
+ * the page it shares with the master (worker.h), each taken as if it had
+ * come on the socket. The ones that came are no longer held and are
+ * skipped. Then jobs[0] is the job that was in the handler at the death, if
+ * share->running names it. */
+static void
+shared_results(wk *w)
+{
+    const jr_share *sh = w->share;
+    size_t at = 0, len;
+    jr_reader r, peek;
+    jr_result res;
+    jr_err err;
+    void *mem;
+    long n;
+
+    if (sh == NULL)
+        return;
+    len = sh->len < sizeof sh->buf ? sh->len : sizeof sh->buf;
+    while (w->njobs > 0 &&
+           (n = jr_frame_complete(sh->buf + at, len - at, &err)) > 0) {
+        if (jr_frame_open(&r, sh->buf + at) == JR_F_RESULT) {
+            peek = r;
+            if (jr_frame_get_result(&peek, &res, &mem, &err) == 0) {
+                int ours = res.kind != JR_PROGRESS &&
+                           res.id == w->jobs[0]->id;
+                free(mem);
+                if (ours)
+                    on_result(w->m, w, &r);
+            }
+        }
+        at += (size_t)n;
+    }
+}
+
+/* Whether jobs[0] of a dead worker was in its handler (so the death is
+ * its): a worker killed for a deadline, one without the shared page, or
+ * one whose page names the job. A worker that died between jobs held none
+ * running: what it held goes back unblamed. */
+static int
+was_running(const wk *w)
+{
+    return w->kill_reason[0] || w->share == NULL ||
+           w->share->running == w->jobs[0]->id;
 }
 
 /* Says in reason why worker w went away, from its exit status. */
@@ -550,6 +600,13 @@ gone_jobs(master *m, wk *w, const char *reason)
 {
     int i;
 
+    if (w->njobs > 0 && !was_running(w)) {
+        for (i = w->njobs - 1; i >= 0; i--)
+            if (m->stopping || jr_claimq_push(m, w->jobs[i], 1) < 0)
+                jr_claimq_release(m, w->jobs[i]);
+        w->njobs = 0;
+        return;
+    }
     if (w->njobs > 0) {
         if (jr_cancel_requested(m, w->jobs[0]->id)) {
             jr_cancel_record(m, w->jobs[0], reason);
@@ -590,6 +647,7 @@ worker_gone(master *m, wk *w, int status)
     char reason[128];
 
     drain_worker(w);
+    shared_results(w);
     kill(-w->pid, SIGKILL);     /* what its handlers started dies with it */
     jr_output_done(w);
     gone_reason(m, w, status, reason, sizeof reason);
@@ -601,6 +659,7 @@ worker_gone(master *m, wk *w, int status)
     jr_gen_unref(w->gen);
     if (!m->stopping && !w->stopping)
         respawn_later(m, w);
+    jr_spawn_unshare(w);
     free(w);
 }
 

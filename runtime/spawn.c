@@ -8,11 +8,13 @@
 #include <pthread.h>
 #include <signal.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
 #include "log.h"
 #include "master_int.h"
+#include "worker.h"
 
 /* Puts descriptor from at number to in a child before exec. dup2 onto
  * itself would keep close-on-exec set, so that case clears it instead. */
@@ -29,6 +31,8 @@ move_fd(int from, int to)
  * out and rd as jr_output_fd returned them. */
 typedef struct spawn_fds {
     int mine, c3, c4, out, rd;
+    int c5;                     /* the shared page's memfd, or -1 */
+    jr_share *share;            /* its mapping here, or NULL */
 } spawn_fds;
 
 /* Closes what open_fds opened, after a failure. */
@@ -45,6 +49,47 @@ close_fds(spawn_fds *f)
         close(f->rd);
         close(f->out);
     }
+    if (f->c5 >= 0)
+        close(f->c5);
+    if (f->share != NULL)
+        munmap(f->share, sizeof *f->share);
+}
+
+/* The page the worker shares with the master (worker.h). Without it (no
+ * memfd) the worker runs as before: a warning, no failure. */
+static void
+open_share(spawn_fds *f)
+{
+    int fd = memfd_create("jobrunner-worker", MFD_CLOEXEC);
+    void *p;
+
+    f->c5 = -1;
+    f->share = NULL;
+    if (fd < 0 || ftruncate(fd, sizeof(jr_share)) < 0 ||
+        (p = mmap(NULL, sizeof(jr_share), PROT_READ | PROT_WRITE,
+                  MAP_SHARED, fd, 0)) == MAP_FAILED) {
+        jr_log(JR_LOG_WARN, "worker page: %s; a dead worker's last results "
+               "may be lost", strerror(errno));
+        if (fd >= 0)
+            close(fd);
+        return;
+    }
+    f->share = p;
+    /* above 5, so that moving 3 and 4 into place cannot overwrite it */
+    f->c5 = fcntl(fd, F_DUPFD_CLOEXEC, 6);
+    close(fd);
+    if (f->c5 < 0) {
+        munmap(f->share, sizeof(jr_share));
+        f->share = NULL;
+    }
+}
+
+void
+jr_spawn_unshare(wk *w)
+{
+    if (w->share != NULL)
+        munmap(w->share, sizeof *w->share);
+    w->share = NULL;
 }
 
 /* Opens a new worker's socket and output. Returns 0, or -1 (logged, all
@@ -54,7 +99,8 @@ open_fds(master *m, spawn_fds *f)
 {
     int sv[2];
 
-    f->mine = f->c3 = f->c4 = -1;
+    f->mine = f->c3 = f->c4 = f->c5 = -1;
+    f->share = NULL;
     if ((f->out = jr_output_fd(m, &f->rd)) == -2)
         return -1;
     if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) < 0) {
@@ -74,6 +120,7 @@ open_fds(master *m, spawn_fds *f)
         close_fds(f);
         return -1;
     }
+    open_share(f);
     return 0;
 }
 
@@ -101,7 +148,8 @@ static pid_t
 start_process(master *m, spawn_fds *f)
 {
     char prog[] = "jobrunner", cmd[] = "__worker", fds[] = "3:4";
-    char *argv[] = {prog, cmd, fds, NULL};  /* execv's type: writable */
+    char share[] = "5";
+    char *argv[] = {prog, cmd, fds, f->c5 >= 0 ? share : NULL, NULL};
     sigset_t all, old;
     pid_t pid;
 
@@ -131,7 +179,8 @@ start_process(master *m, spawn_fds *f)
          * own process group, so killing the group kills all it started */
         setpgid(0, 0);
         default_signals(&old);
-        if (move_fd(f->c3, 3) < 0 || (f->c4 >= 0 && move_fd(f->c4, 4) < 0))
+        if (move_fd(f->c3, 3) < 0 || (f->c4 >= 0 && move_fd(f->c4, 4) < 0) ||
+            (f->c5 >= 0 && move_fd(f->c5, 5) < 0))
             _exit(127);
         execv(m->self, argv);
         _exit(127);
@@ -140,6 +189,8 @@ start_process(master *m, spawn_fds *f)
     close(f->c3);
     if (f->c4 >= 0)
         close(f->c4);
+    if (f->c5 >= 0)
+        close(f->c5);
     if (f->rd >= 0)
         close(f->out);
     return pid;
@@ -156,5 +207,6 @@ jr_spawn_worker(master *m, jr_spawned *out)
     out->mine = f.mine;
     out->rd = f.rd;
     out->pid = pid;
+    out->share = f.share;
     return 0;
 }

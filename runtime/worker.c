@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/socket.h>
 #include <unistd.h>
 #ifdef __linux__
@@ -59,6 +60,7 @@ typedef struct worker {
     double      progress_sent;  /* mono time of the job's last progress */
     char        cancel_msg[64]; /* what the cancel raises */
     char        err[2048];      /* last failure message */
+    jr_share   *share;          /* shared with the master, or NULL */
 } worker;
 
 static int
@@ -81,7 +83,27 @@ flush(worker *w)
 {
     int rc = w->out.oom ? -1 : write_all(w->fd, w->out.p, w->out.len);
     jr_buf_reset(&w->out);
+    if (w->share != NULL)
+        w->share->len = 0;      /* written: nothing for the master to read */
     return rc;
+}
+
+/* Copies the frames appended to out since byte from into the shared page,
+ * for the master to read if this worker dies before it writes them; what
+ * does not fit is written now. Returns 0 or -1 (a failed write). */
+static int
+share_results(worker *w, size_t from)
+{
+    jr_share *sh = w->share;
+    size_t n = w->out.len - from;
+
+    if (sh == NULL || w->out.oom)
+        return 0;
+    if (n > sizeof sh->buf - sh->len)
+        return flush(w);
+    memcpy(sh->buf + sh->len, w->out.p + from, n);
+    sh->len += (uint32_t)n;
+    return 0;
 }
 
 /* Says what loaded; setup_error (may be NULL) tells the master that the
@@ -402,6 +424,7 @@ handle_frame(worker *w, const char *data, int more)
     jr_result res;
     jr_job *j;
     jr_err err;
+    size_t from;
     int type = jr_frame_open(&r, data);
 
     if (type == JR_F_STOP)
@@ -418,6 +441,8 @@ handle_frame(worker *w, const char *data, int more)
     }
     if (w->out.len == 0)
         w->unflushed_since = jr_mono();
+    if (w->share != NULL)
+        w->share->running = j->id;
     if (cancel_listed(w, j->id)) {
         memset(&res, 0, sizeof res);
         res.id = j->id;
@@ -428,9 +453,14 @@ handle_frame(worker *w, const char *data, int more)
     }
     fflush(stdout);             /* the job's output goes before its result */
     fflush(stderr);
+    from = w->out.len;
     jr_frame_put_result(&w->out, &res);
     jr_jobctx_clear(&w->ctx);
     free(j);
+    if (share_results(w, from) < 0)
+        return -1;
+    if (w->share != NULL)
+        w->share->running = 0;  /* its result is where the master finds it */
     /* results wait for the next ones while more jobs are already here,
      * for at most FLUSH_DELAY: fewer writes, same order */
     if ((!more || w->recycle ||
@@ -649,8 +679,24 @@ cleanup(worker *w)
         lua_close(w->L);
 }
 
+/* Maps the page shared with the master (worker.h); without it the worker
+ * runs as before. */
+static void
+map_share(worker *w, int share_fd)
+{
+    void *p;
+
+    if (share_fd < 0)
+        return;
+    p = mmap(NULL, sizeof *w->share, PROT_READ | PROT_WRITE, MAP_SHARED,
+             share_fd, 0);
+    close(share_fd);
+    if (p != MAP_FAILED)
+        w->share = p;
+}
+
 int
-jr_worker_main(int fd)
+jr_worker_main(int fd, int share_fd)
 {
     worker w;
     jr_err err;
@@ -663,6 +709,7 @@ jr_worker_main(int fd)
     /* the socket to the master is the worker's alone: a process that a
      * handler starts (os.execute, io.popen) must not hold it open */
     fcntl(fd, F_SETFD, FD_CLOEXEC);
+    map_share(&w, share_fd);
     struct sigaction sa;
 
     memset(&sa, 0, sizeof sa);

@@ -5,10 +5,30 @@
 #ifndef JR_WORKER_H
 #define JR_WORKER_H
 
+#include <stdint.h>
+
+/* A page the master and one worker share (a memfd the worker gets as a
+ * descriptor): what the master needs when the worker dies. A worker sends
+ * results in batches while more jobs wait (fewer writes), so at its death
+ * the master used to lack the results not yet written and blamed the
+ * oldest job it had sent: a job that had finished was failed with "worker
+ * died", and the job that killed the worker ran again unblamed. Here the
+ * worker keeps a copy of the result frames it has not written yet and the
+ * id of the job in its handler; the master reads them once the worker is
+ * dead, so no write is added per job. */
+#define JR_SHARE_SIZE 65536
+typedef struct jr_share {
+    int64_t  running;           /* the job in the handler, 0 between jobs */
+    uint32_t len;               /* bytes of buf: frames not written yet */
+    uint32_t pad;
+    char     buf[JR_SHARE_SIZE - 16];
+} jr_share;
+
 /* Runs a worker on descriptor fd (a socketpair end): reads the master's
  * settings frame first (a worker never reads jobrunner.lua); returns the
- * process's exit status. */
-int jr_worker_main(int fd);
+ * process's exit status. share_fd is the shared page's descriptor, or -1
+ * (taken). */
+int jr_worker_main(int fd, int share_fd);
 
 /* Sends this process's stdout and stderr (its handlers' output and their
  * subprocesses') to descriptor out, which it takes; its own log lines keep
