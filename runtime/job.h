@@ -114,6 +114,8 @@ typedef struct jr_handler {
     int     max_retries;        /* -1: not set */
     double  timeout;            /* seconds; 0: not set */
     double  backoff;            /* seconds; -1: not set or a function */
+    double  avg;                /* a worker's: its mean run time there, s
+                                   (0: not run yet) */
 } jr_handler;
 
 /* Checks a job or queue name: [A-Za-z0-9_.:-]{1,128}. what names the field

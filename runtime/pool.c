@@ -714,8 +714,15 @@ jr_pool_deadlines(master *m, double now)
         double limit;
         if (w->njobs == 0 || w->kill_reason[0])
             continue;
-        h = jr_gen_handler(w->gen, w->jobs[0]->name);
-        limit = h && h->timeout > 0 ? h->timeout : m->cfg->timeout;
+        /* the longest limit of the jobs it holds: with results written
+         * in batches, jobs[0] may be done and a later one running */
+        limit = 0;
+        for (int i = 0; i < w->njobs; i++) {
+            double t;
+            h = jr_gen_handler(w->gen, w->jobs[i]->name);
+            t = h && h->timeout > 0 ? h->timeout : m->cfg->timeout;
+            limit = t > limit ? t : limit;
+        }
         if (now - w->started > limit + KILL_GRACE) {
             snprintf(w->kill_reason, sizeof w->kill_reason, "timed out "
                      "after %gs (worker killed)", limit);

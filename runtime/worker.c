@@ -47,7 +47,7 @@ typedef struct worker {
     lua_State  *L;
     jr_settings set;            /* from the master's settings frame */
     jr_scripts  scripts;
-    const jr_handler *info;     /* the running job's handler */
+    jr_handler *info;           /* the running job's handler */
     int         h;              /* stack index of its handler table */
     jr_jobctx   ctx;
     int         decode_ref;     /* cjson.decode */
@@ -382,7 +382,7 @@ run_job(worker *w, const jr_job *j, jr_result *res)
 {
     lua_State *L = w->L;
     int top = lua_gettop(L), max_retries, rc;
-    double timeout;
+    double timeout, t0;
 
     memset(res, 0, sizeof *res);
     res->id = j->id;
@@ -403,11 +403,21 @@ run_job(worker *w, const jr_job *j, jr_result *res)
     w->progress_sent = 0;
     w->mem.hit = 0;
     w->mem.enforce = 1;
+    /* results waiting for company go out before a job that may be long
+     * (its handler has not run here yet, or takes FLUSH_DELAY or more):
+     * they would wait for its end, and the runner would count the
+     * finished jobs as running */
+    if (w->out.len > 0 &&
+        !(w->info->avg > 0 && w->info->avg < FLUSH_DELAY))
+        flush(w);               /* a failure shows at the result's */
     running_L = L;
     if (cancel_signal)
         jr_script_interrupt(L); /* look at once */
+    t0 = jr_mono();
     /* no instruction budget: the timeout is the handler's limit */
     rc = jr_script_xrun(L, 1, 0, 0, timeout);        /* t | t e */
+    t0 = jr_mono() - t0;
+    w->info->avg = w->info->avg > 0 ? 0.8 * w->info->avg + 0.2 * t0 : t0;
     running_L = NULL;
     w->mem.enforce = 0;
     if (w->ctx.progress_dirty)

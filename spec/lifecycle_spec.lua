@@ -208,5 +208,41 @@ for _, backend in ipairs(jr.backends()) do
       assert.equal("queued", row.state)
       jr.wait_for(function() return env:count() == 0 end, 10)
     end)
+
+    -- A worker sent several quick jobs at once holds their results for
+    -- company; a long job behind them kept them unwritten until its end,
+    -- and the runner counted the finished jobs as running. The results
+    -- now go out before a job whose handler has not run here yet or is
+    -- slow.
+    it("records quick jobs done before a long job behind them ends", function()
+      env:config("concurrency = 1")
+      env:script("quick", "return function() end")
+      env:script("slow", jr.RECORD .. [[
+        return function(job)
+          record("slow", "started")
+          os.execute("sleep 6")
+          record("slow", "done")
+        end]])
+      env:start()
+      -- pushed while the queue is paused, so that the runner sends the
+      -- worker several jobs at once
+      local function batch(quick, slow)
+        local _, err, code = env:cli("queue", "pause", "default")
+        assert.equal(0, code, err)
+        for _ = 1, quick do env:push("quick") end
+        if slow then env:push("slow") end
+        _, err, code = env:cli("queue", "resume", "default")
+        assert.equal(0, code, err)
+      end
+      batch(100)
+      jr.wait_for(function() return env:count() == 0 end, 20, "warm-up")
+      batch(50, true)
+      jr.wait_for(function() return #jr.lines(env.dir .. "/slow") >= 1 end,
+        20, "slow job started")
+      -- only the slow job is left, while it still runs
+      jr.wait_for(function() return env:count() == 1 end, 4, "quick jobs recorded")
+      assert.same({ "started" }, jr.lines(env.dir .. "/slow"))
+      assert.equal(0, env:stop())
+    end)
   end)
 end
