@@ -598,16 +598,10 @@ gone_log(master *m, wk *w, int status, const char *reason)
 static void
 gone_jobs(master *m, wk *w, const char *reason)
 {
-    int i;
+    /* jobs[0] was in the handler: the death is its; the rest go back */
+    int i, ran = w->njobs > 0 && was_running(w);
 
-    if (w->njobs > 0 && !was_running(w)) {
-        for (i = w->njobs - 1; i >= 0; i--)
-            if (m->stopping || jr_claimq_push(m, w->jobs[i], 1) < 0)
-                jr_claimq_release(m, w->jobs[i]);
-        w->njobs = 0;
-        return;
-    }
-    if (w->njobs > 0) {
+    if (ran) {
         if (jr_cancel_requested(m, w->jobs[0]->id)) {
             jr_cancel_record(m, w->jobs[0], reason);
             free(w->jobs[0]);
@@ -618,7 +612,7 @@ gone_jobs(master *m, wk *w, const char *reason)
             free(w->jobs[0]);
         }
     }
-    for (i = w->njobs - 1; i >= 1; i--)
+    for (i = w->njobs - 1; i >= ran; i--)
         if (m->stopping || jr_claimq_push(m, w->jobs[i], 1) < 0)
             jr_claimq_release(m, w->jobs[i]);
     w->njobs = 0;
