@@ -326,6 +326,10 @@ typedef struct jr_backend_ops {
      * (SQLite removes a row's index entries with the row). Slow: never on
      * the claim's connection. Returns 0. */
     int  (*vacuum)(jr_backend *b, jr_err *err);
+    /* How many times the connection was opened again after a loss since
+     * open: what was committed asynchronously before may be gone, or
+     * another server may answer. NULL where it never reconnects. */
+    unsigned (*reconnects)(jr_backend *b);
 } jr_backend_ops;
 
 

@@ -44,6 +44,7 @@ struct jr_backend {
     char        pgmsg[400];     /* its message and detail */
     int         must_exist;     /* migrate creates no schema */
     int         async_commit;   /* synchronous_commit = off on conn */
+    unsigned    reconnects;     /* connections opened again after a loss */
     int         claims;         /* no seq or bitmap scans on conn */
     double      keep_completed; /* seconds; 0: delete at success */
     unsigned    rotate;         /* claims so far: which queue leads */
@@ -691,8 +692,10 @@ ready(jr_backend *b, jr_err *err)
     if (PQstatus(b->conn) != CONNECTION_OK) {
         PQreset(b->conn);
         b->prepared = 0;
-        if (PQstatus(b->conn) == CONNECTION_OK)
+        if (PQstatus(b->conn) == CONNECTION_OK) {
             session_setup(b, b->conn);
+            b->reconnects++;
+        }
         if (PQstatus(b->conn) != CONNECTION_OK) {
             char msg[300];
             oneline(msg, sizeof msg, PQerrorMessage(b->conn));
@@ -3020,6 +3023,104 @@ pg_last_fires(jr_backend *b, jr_fire_cb cb, void *arg, jr_err *err)
     return 0;
 }
 
+static unsigned
+pg_reconnects(jr_backend *b)
+{
+    return b->reconnects;
+}
+
+/* ---- actions that someone is told succeeded: durable ---- */
+
+/* On a connection with async_commit (the runner's), the ops below commit
+ * with synchronous_commit = on: a cancel, pause, resume, dead retry or
+ * delete answered over HTTP, and a schedule's fire (it is recorded once,
+ * never again), must survive a crash of the server as the same from the
+ * command line do. Claims and results stay asynchronous. set_durable
+ * switches the session's setting around the op (a reconnect in between
+ * comes back with session_setup's); each op commits on its own. */
+static void
+set_durable(jr_backend *b, int on)
+{
+    if (b->async_commit && PQstatus(b->conn) == CONNECTION_OK)
+        PQclear(PQexec(b->conn, on ? "SET synchronous_commit = on" :
+                       "SET synchronous_commit = off"));
+}
+
+static int
+durable_cancel(jr_backend *b, const int64_t *ids, int n, int *outcome,
+               jr_err *err)
+{
+    int rc;
+
+    if (n > 0 && ready(b, err) < 0)
+        return -1;
+    set_durable(b, 1);
+    rc = pg_cancel(b, ids, n, outcome, err);
+    set_durable(b, 0);
+    return rc;
+}
+
+/* Runs op (pause, resume, the dead ones' retry, delete and purge, fire)
+ * durably; which picks it, the arguments follow. */
+enum { D_PAUSE, D_RESUME, D_RETRY, D_DELETE, D_PURGE, D_FIRE };
+
+static int
+durable(jr_backend *b, int which, const char *queue, const int64_t *ids,
+        int n, double age, jr_fire *f, int keep, jr_err *err)
+{
+    int rc = -1;
+
+    if (ready(b, err) < 0)
+        return -1;
+    set_durable(b, 1);
+    switch (which) {
+    case D_PAUSE:  rc = pg_pause(b, queue, err); break;
+    case D_RESUME: rc = pg_resume(b, queue, err); break;
+    case D_RETRY:  rc = pg_dead_retry(b, ids, n, err); break;
+    case D_DELETE: rc = pg_dead_delete(b, ids, n, err); break;
+    case D_PURGE:  rc = pg_dead_purge(b, age, err); break;
+    case D_FIRE:   rc = pg_fire(b, f, n, keep, err); break;
+    }
+    set_durable(b, 0);
+    return rc;
+}
+
+static int
+durable_pause(jr_backend *b, const char *queue, jr_err *err)
+{
+    return durable(b, D_PAUSE, queue, NULL, 0, 0, NULL, 0, err);
+}
+
+static int
+durable_resume(jr_backend *b, const char *queue, jr_err *err)
+{
+    return durable(b, D_RESUME, queue, NULL, 0, 0, NULL, 0, err);
+}
+
+static int
+durable_dead_retry(jr_backend *b, const int64_t *ids, int n, jr_err *err)
+{
+    return durable(b, D_RETRY, NULL, ids, n, 0, NULL, 0, err);
+}
+
+static int
+durable_dead_delete(jr_backend *b, const int64_t *ids, int n, jr_err *err)
+{
+    return durable(b, D_DELETE, NULL, ids, n, 0, NULL, 0, err);
+}
+
+static int
+durable_dead_purge(jr_backend *b, double older_than, jr_err *err)
+{
+    return durable(b, D_PURGE, NULL, NULL, 0, older_than, NULL, 0, err);
+}
+
+static int
+durable_fire(jr_backend *b, jr_fire *f, int n, int keep, jr_err *err)
+{
+    return durable(b, D_FIRE, NULL, NULL, n, 0, f, keep, err);
+}
+
 /* ---- limits per key: paths and use ---- */
 
 static int
@@ -3106,13 +3207,13 @@ const jr_backend_ops jr_postgres_ops = {
     .rescue = pg_rescue,
     .stats = pg_stats,
     .dead_list = pg_dead_list,
-    .dead_retry = pg_dead_retry,
-    .dead_purge = pg_dead_purge,
+    .dead_retry = durable_dead_retry,
+    .dead_purge = durable_dead_purge,
     .prune = pg_prune,
-    .cancel = pg_cancel,
+    .cancel = durable_cancel,
     .cancelled = pg_cancelled,
-    .pause = pg_pause,
-    .resume = pg_resume,
+    .pause = durable_pause,
+    .resume = durable_resume,
     .queue_list = pg_queue_list,
     .paused = pg_paused,
     .ready_by_queue = pg_ready_by_queue,
@@ -3121,10 +3222,11 @@ const jr_backend_ops jr_postgres_ops = {
     .wake_fd = pg_wake_fd,
     .changed = pg_changed,
     .close = pg_close,
-    .fire = pg_fire,
+    .fire = durable_fire,
     .last_fires = pg_last_fires,
-    .dead_delete = pg_dead_delete,
+    .dead_delete = durable_dead_delete,
     .limit_paths = pg_limit_paths,
     .limit_use = pg_limit_use,
     .vacuum = pg_vacuum,
+    .reconnects = pg_reconnects,
 };

@@ -31,6 +31,7 @@ struct jr_dbthread {
     int              busy;          /* a cycle is submitted and not done */
     int              quit;
     int              pipe[2];       /* thread writes, loop reads */
+    unsigned         reconnects;    /* the backend's count, last seen */
     struct event    *ev;
     jr_cycle        *done_cycle;    /* finished, for the loop */
     jr_cycle_done    done;
@@ -316,6 +317,24 @@ run_fires(jr_dbthread *t, jr_cycle *c)
                    "database: %s", c->fires[i].schedule, e.msg);
             c->fires[i].inserted = -1;
         }
+    c->nfires_done = i;
+}
+
+/* Whether the backend opened its connection again since the last look:
+ * what it committed asynchronously before may be gone, or another server
+ * answers now. */
+static int
+reconnected(jr_dbthread *t)
+{
+    unsigned n;
+
+    if (t->db->ops->reconnects == NULL)
+        return 0;
+    n = t->db->ops->reconnects(t->db->b);
+    if (n == t->reconnects)
+        return 0;
+    t->reconnects = n;
+    return 1;
 }
 
 static void
@@ -375,11 +394,13 @@ run_cycle(jr_dbthread *t, jr_cycle *c)
         keep_err(c, &e);
     free(wants);
     c->nlast_fires = -1;
+    c->nfires_done = 0;
     if (c->err.code == 0)
         run_fires(t, c);
     extras(t, c);
     run_reads(t, c, changed);
     c->wake_fd = ops->wake_fd(b);
+    c->reconnected = reconnected(t);
 }
 
 /* Runs the oldest request (the mutex held on entry and exit) and queues

@@ -118,6 +118,11 @@ typedef struct jr_cycle {
     jr_last_fire       *last_fires;     /* read_fires: caller frees with
                                            jr_cycle_free_fires */
     int                 nlast_fires;    /* or -1: not read */
+    int                 nfires_done;    /* fires[0..this) have their
+                                           outcome; the others were not
+                                           recorded (trouble): retry */
+    int                 reconnected;    /* the connection was opened again
+                                           since the last cycle */
 } jr_cycle;
 
 /* Frees what a cycle returned in last_fires. */

@@ -1,7 +1,9 @@
 /* sched.c - recurring jobs in the master: each schedule's next fire, the
  * fires due each second handed to the database cycle (which inserts each
  * with its job, once across runners: backend.h's fire), catch-up after
- * downtime from the last fires the database holds, and the config's
+ * downtime from the last fires the database holds (read again after a
+ * reconnect), catch-up whenever the runner finds itself behind (a stall,
+ * a clock step), fires retried until recorded, and the config's
  * schedules followed on reload. Uses cron.h, schedules.h (the config's),
  * the cycle of dbthread.h. */
 #include <math.h>
@@ -14,6 +16,11 @@
 #include "schedules.h"
 
 #define FIRES_MAX 1000          /* fires waiting at most (all schedules) */
+#define BEHIND    2.0           /* an instant first seen this many seconds
+                                   late: the runner was behind (stalled,
+                                   the clock stepped); catch_up applies */
+#define RETRY_FOR 60.0          /* a fire not recorded is retried; once
+                                   this late, catch_up applies to it */
 
 typedef struct ent {            /* one schedule and where it stands */
     jr_schedule s;              /* a copy of the config's */
@@ -21,11 +28,14 @@ typedef struct ent {            /* one schedule and where it stands */
     double      next;           /* its next fire instant */
     int         warned_gen;     /* generation its missing handler was
                                    reported for */
+    int         reread;         /* unloaded by a reconnect: next is what
+                                   this runner had reached */
 } ent;
 
 typedef struct fire_req {       /* a fire waiting or in flight */
     jr_fire f;                  /* strings point into mem */
     char   *mem;
+    int     drop;               /* expire's mark */
 } fire_req;
 
 struct jr_sched {
@@ -37,6 +47,7 @@ struct jr_sched {
     int          npending;
     fire_req    *inflight;      /* the running cycle's */
     int          ninflight;
+    int          failing;       /* fires failed since the last recorded */
 };
 
 /* ---- fires ---- */
@@ -53,7 +64,23 @@ put(char **p, const char *s)
     return start;
 }
 
-/* Queues a fire of e at instant at; its strings copied. */
+/* How many fires of schedule name wait with an instant after at, and
+ * (*same) whether one waits at at. */
+static int
+newer(const jr_sched *sc, const char *name, double at, int *same)
+{
+    int i, n = 0;
+
+    *same = 0;
+    for (i = 0; i < sc->npending; i++)
+        if (strcmp(sc->pending[i].f.schedule, name) == 0) {
+            n += sc->pending[i].f.at > at;
+            *same |= sc->pending[i].f.at == at;
+        }
+    return n;
+}
+
+/* Queues a fire of e at instant at (once); its strings copied. */
 static void
 add_fire(jr_sched *sc, const ent *e, double at)
 {
@@ -62,7 +89,11 @@ add_fire(jr_sched *sc, const ent *e, double at)
                   (s->queue ? strlen(s->queue) : 0) + 4;
     fire_req *r, *more;
     char *p;
+    int same;
 
+    newer(sc, s->name, at, &same);
+    if (same)
+        return;
     if (sc->npending >= FIRES_MAX) {
         jr_log(JR_LOG_ERROR, "schedule '%s': %d fires already wait for the "
                "database; the fire at %.0f is skipped", s->name, FIRES_MAX,
@@ -111,37 +142,62 @@ next_after(const ent *e, double t)
     return next;
 }
 
-/* Catch-up of e after downtime: the fires missed since last (its last
- * fire in the database) up to now, as catch_up says: none, the most
- * recent one, or the JR_CATCHUP_MAX most recent. Looks back a day, then
- * twice as far, until it has enough or reaches last. */
+/* Catch-up of e: the fires missed after last up to now (after downtime:
+ * last is its last fire in the database; when the runner was behind: the
+ * instant before its oldest missed one), as catch_up says: none, the most
+ * recent one, or the JR_CATCHUP_MAX most recent; why ends the log line.
+ * Looks back a day, then twice as far, until it has enough or reaches
+ * last. */
 static void
-catch_up(jr_sched *sc, ent *e, double last, double now)
+catch_up(jr_sched *sc, ent *e, double last, double now, const char *why)
 {
     int want = e->s.catch_up == JR_CATCHUP_NONE ? 0 :
                e->s.catch_up == JR_CATCHUP_LAST ? 1 : JR_CATCHUP_MAX;
+    int cap = want > 0 ? want : 1;      /* none: counts them only */
     double ring[JR_CATCHUP_MAX], span = 86400, from, t;
     long seen = 0;
     int i, n;
 
-    from = last;
-    while (want > 0) {
+    for (;;) {
         from = now - span > last ? now - span : last;
         for (seen = 0, t = next_after(e, from); t > 0 && t <= now;
              t = next_after(e, t))
-            ring[seen++ % want] = t;
-        if (seen >= want || from <= last)
+            ring[seen++ % cap] = t;
+        if (seen >= cap || from <= last)
             break;
         span *= 2;
     }
     n = seen < want ? (int)seen : want;
     for (i = 0; i < n; i++)
-        add_fire(sc, e, ring[(seen - n + i) % want]);
+        add_fire(sc, e, ring[(seen - n + i) % cap]);
     if (n > 0 || seen > 0)
-        jr_log(JR_LOG_INFO, "schedule '%s': %ld%s fire%s missed since "
-               "the last one, %d to run (catch_up = \"%s\")", e->s.name,
-               seen, from > last ? " or more" : "", seen == 1 ? "" : "s", n,
+        jr_log(JR_LOG_INFO, "schedule '%s': %ld%s fire%s missed %s, %d "
+               "to run (catch_up = \"%s\")", e->s.name, seen,
+               from > last ? " or more" : "", seen == 1 ? "" : "s", why, n,
                jr_catchup_name(e->s.catch_up));
+}
+
+static int
+by_instant(const void *a, const void *b)
+{
+    double x = ((const fire_req *)a)->f.at, y = ((const fire_req *)b)->f.at;
+
+    return (x > y) - (x < y);
+}
+
+/* After a reconnect, e had reached its next fire: the database's last
+ * fire may be older (a crash undid fires, another server answers): the
+ * instants between follow catch_up; e goes on from where it was. */
+static void
+reload_one(jr_sched *sc, ent *e, double last, double now)
+{
+    double upto = e->next > 0 && e->next - 0.5 < now ? e->next - 0.5 : now;
+
+    if (last > 0 && last < upto)
+        catch_up(sc, e, last, upto, "since the last one the database "
+                 "holds (read again after a reconnect)");
+    if (e->next > 0 && e->next <= last)
+        e->next = next_after(e, last);
 }
 
 /* The last fires came back: each schedule not loaded catches up and
@@ -159,15 +215,23 @@ load(jr_sched *sc, const jr_cycle *c)
         for (last = 0, j = 0; j < c->nlast_fires; j++)
             if (strcmp(c->last_fires[j].schedule, e->s.name) == 0)
                 last = c->last_fires[j].at;
-        if (last > 0)
-            catch_up(sc, e, last, now);
-        e->next = next_after(e, last > now ? last : now);
         e->loaded = 1;
+        if (e->reread) {
+            e->reread = 0;
+            reload_one(sc, e, last, now);
+            continue;
+        }
+        if (last > 0)
+            catch_up(sc, e, last, now, "since the last one");
+        e->next = next_after(e, last > now ? last : now);
         if (e->next == 0)
             jr_log(JR_LOG_WARN, "schedule '%s': '%s' never fires again",
                    e->s.name, e->s.spec);
     }
     sc->need_last = 0;
+    if (sc->npending > 1)       /* each schedule's fires in order */
+        qsort(sc->pending, (size_t)sc->npending, sizeof *sc->pending,
+              by_instant);
 }
 
 /* ---- the set of schedules ---- */
@@ -283,6 +347,46 @@ jr_sched_reload(master *m, const jr_schedules *cfg)
 
 /* ---- each second ---- */
 
+/* Whether the waiting fire r, not recorded for RETRY_FOR, is past its
+ * schedule's catch_up (as a missed fire): none drops it, last keeps the
+ * most recent, all the JR_CATCHUP_MAX most recent. */
+static int
+expired(const jr_sched *sc, const fire_req *r, double now)
+{
+    const ent *e = find(sc, r->f.schedule);
+    int n, same;
+
+    if (r->f.at >= now - RETRY_FOR)
+        return 0;
+    n = newer(sc, r->f.schedule, r->f.at, &same);
+    return e == NULL || e->s.catch_up == JR_CATCHUP_NONE ||
+           (e->s.catch_up == JR_CATCHUP_LAST && n > 0) || n >= JR_CATCHUP_MAX;
+}
+
+/* Drops the waiting fires past their catch_up, logging each. */
+static void
+expire(jr_sched *sc, double now)
+{
+    char at[40];
+    int i, j;
+
+    for (i = 0; i < sc->npending; i++)
+        sc->pending[i].drop = expired(sc, &sc->pending[i], now);
+    for (i = j = 0; i < sc->npending; i++) {
+        fire_req *r = &sc->pending[i];
+        if (!r->drop) {
+            sc->pending[j++] = *r;
+            continue;
+        }
+        jr_time_iso(r->f.at, at, sizeof at);
+        jr_log(JR_LOG_WARN, "schedule '%s': the fire at %s is not recorded "
+               "after %.0fs of trying; dropped as missed", r->f.schedule, at,
+               RETRY_FOR);
+        free(r->mem);
+    }
+    sc->npending = j;
+}
+
 /* Reports once per generation the schedules whose job has no handler:
  * their jobs wait like any job without one. */
 static void
@@ -318,12 +422,18 @@ jr_sched_due(master *m)
     now = jr_now();
     for (i = 0; i < sc->n; i++) {
         ent *e = &sc->e[i];
+        if (e->loaded && e->next > 0 && e->next < now - BEHIND) {
+            catch_up(sc, e, e->next - 0.5, now, "while the runner was "
+                     "behind");
+            e->next = next_after(e, now);
+        }
         while (e->loaded && e->next > 0 && e->next <= now &&
                sc->npending < FIRES_MAX) {
             add_fire(sc, e, e->next);
             e->next = next_after(e, e->next);
         }
     }
+    expire(sc, now);
     return sc->npending > 0;
 }
 
@@ -351,21 +461,60 @@ jr_sched_spec(master *m, jr_cycle *c)
     sc->npending = 0;
 }
 
-/* The database is in trouble: forget what waits and catch up from the
- * fires it holds once it is back (an outage is downtime too). */
+/* After a reconnect: every schedule reads its last fire again before it
+ * fires (what it had reached and what waits are kept). */
 static void
-trouble(jr_sched *sc, const jr_cycle *c)
+reread(jr_sched *sc)
 {
     int i;
 
-    if (!sc->need_last)
-        jr_log(JR_LOG_WARN, "schedules: %s; they catch up once the "
-               "database is back", c->err.msg);
-    free_fires(sc->pending, sc->npending);
-    sc->npending = 0;
-    for (i = 0; i < sc->n; i++)
+    if (sc->n == 0)
+        return;
+    jr_log(JR_LOG_INFO, "schedules: the database connection was opened "
+           "again: reading each schedule's last fire");
+    for (i = 0; i < sc->n; i++) {
+        sc->e[i].reread = sc->e[i].loaded;
         sc->e[i].loaded = 0;
-    sc->need_last = sc->n > 0;
+    }
+    sc->need_last = 1;
+}
+
+/* The in-flight fires from done on were not recorded: they wait again,
+ * before the newer ones, and are retried. */
+static int
+again(jr_sched *sc, int done)
+{
+    int n = sc->ninflight - done, i;
+    fire_req *all;
+
+    if (n <= 0)
+        return 0;
+    if ((all = malloc((size_t)(n + sc->npending) * sizeof *all)) == NULL) {
+        for (i = done; i < sc->ninflight; i++)
+            jr_log(JR_LOG_ERROR, "schedule '%s': out of memory; the fire at "
+                   "%.0f is skipped", sc->inflight[i].f.schedule,
+                   sc->inflight[i].f.at);
+        free_fires(sc->inflight + done, n);
+        return 0;
+    }
+    memcpy(all, sc->inflight + done, (size_t)n * sizeof *all);
+    if (sc->npending > 0)
+        memcpy(all + n, sc->pending, (size_t)sc->npending * sizeof *all);
+    free(sc->pending);
+    sc->pending = all;
+    sc->npending += n;
+    return n;
+}
+
+/* The cycle's error, said once until fires are recorded again. */
+static void
+failed(jr_sched *sc, const jr_cycle *c, int n)
+{
+    if (!sc->failing)
+        jr_log(JR_LOG_WARN, "schedules: %s; %s", c->err.msg, n > 0 ?
+               "the fires not recorded are retried" :
+               "the last fires are read again");
+    sc->failing = 1;
 }
 
 static void
@@ -388,23 +537,28 @@ void
 jr_sched_cycle(master *m, jr_cycle *c)
 {
     jr_sched *sc = m->sched;
-    int i, bad = c->err.code != 0, had = c->read_fires || c->nfires > 0;
+    int i, n, done;
 
     if (sc == NULL)
         return;
-    for (i = 0; i < c->nfires && i < sc->ninflight; i++)
-        if (!bad || c->fires[i].inserted != 0)
-            fired(m, &c->fires[i]);
+    done = c->nfires_done < sc->ninflight ? c->nfires_done : sc->ninflight;
+    for (i = 0; i < done && i < c->nfires; i++)
+        fired(m, &c->fires[i]);
     free(c->fires);
     c->fires = NULL;
     c->nfires = 0;
-    free_fires(sc->inflight, sc->ninflight);
+    n = again(sc, done);
+    free_fires(sc->inflight, done);
     sc->ninflight = 0;
-    if (bad && had)
-        trouble(sc, c);
+    if (n > 0 || (c->read_fires && c->nlast_fires < 0 && c->err.code != 0))
+        failed(sc, c, n);
+    else if (done > 0 || c->nlast_fires >= 0)
+        sc->failing = 0;
+    if (c->reconnected)
+        reread(sc);
     else if (c->read_fires && c->nlast_fires >= 0)
         load(sc, c);
     if (sc->npending > 0)
-        m->fire_due = 1;        /* catch-up fires: in the next cycle */
+        m->fire_due = 1;        /* catch-up and retried fires: next cycle */
     jr_cycle_free_fires(c);
 }
