@@ -1,7 +1,8 @@
 /* schedcmd.c - `jobrunner schedules [--json]`: each schedule of the
  * config with its zone, its last fire (from the database's fires table)
- * and its next three fires in its zone and in UTC; and the warning of
- * `check` for a schedule whose job has no handler. Uses the config, cron.h,
+ * and its next three fires in its zone and in UTC; and the warnings of
+ * `check` for a schedule that never fires or whose job has no handler.
+ * Uses the config, cron.h,
  * backend.h (last_fires). */
 #define _GNU_SOURCE
 #include <math.h>
@@ -214,13 +215,31 @@ jr_cmd_schedules(jr_cli *cli)
     return JR_EXIT_OK;
 }
 
+/* A schedule that never fires: a cron no date matches (30 February), as
+ * the runner finds it at start. 1 if said. */
+static int
+warn_never(const jr_config *c, const jr_schedule *s, double now)
+{
+    double next;
+
+    if (jr_cron_next(&s->cron, s->tz, now, &next) == 0)
+        return 0;
+    fprintf(stderr, "%s:%d: warning: schedule '%s': '%s' never fires (no "
+            "time matches it in the next %d years)\n",
+            c->file ? c->file : "config", s->line, s->name, s->spec,
+            JR_CRON_YEARS);
+    return 1;
+}
+
 int
 jr_schedcmd_warn(const jr_config *c, const jr_handler *h, int n)
 {
+    double now = jr_now();
     int i, j, count = 0;
 
     for (i = 0; i < c->schedules.n; i++) {
         const jr_schedule *s = &c->schedules.s[i];
+        count += warn_never(c, s, now);
         for (j = 0; j < n && strcmp(h[j].name, s->job) != 0; j++)
             ;
         if (j < n)

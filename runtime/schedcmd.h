@@ -10,8 +10,8 @@
 /* jobrunner schedules [--json] */
 int jr_cmd_schedules(jr_cli *cli);
 /* Prints to stderr a warning, with the config's file:line, for each
- * schedule of c whose job is not among the handlers h[0..n). Returns how
- * many. */
+ * schedule of c that never fires (a cron no date matches) and each whose
+ * job is not among the handlers h[0..n). Returns how many. */
 int jr_schedcmd_warn(const jr_config *c, const jr_handler *h, int n);
 
 #endif

@@ -242,6 +242,42 @@ check_table(lua_State *L, int *max_retries, double *timeout, double *backoff)
     return NULL;
 }
 
+/* An error while loading whose message names no place (one raised in C,
+ * as coroutine.yield's "attempt to yield from outside a coroutine") gets
+ * the innermost Lua line of the traceback in msg, else path. Cuts the
+ * traceback off. */
+static void
+locate(char *msg, size_t size, const char *path)
+{
+    char *tb = strstr(msg, "\nstack traceback:"), *p, *eol, *end;
+    char where[300], head[1024];
+    size_t n;
+
+    if (tb == NULL)
+        return;
+    *tb = '\0';
+    snprintf(where, sizeof where, "%.*s", (int)sizeof where - 1, path);
+    for (p = tb + 1; (p = strstr(p, "\n\t")) != NULL; p += 2) {
+        eol = strchr(p + 2, '\n');
+        end = strstr(p + 2, ": ");
+        if (strncmp(p + 2, "[C]", 3) != 0 && end != NULL &&
+            (eol == NULL || end < eol)) {
+            n = (size_t)(end - (p + 2));
+            snprintf(where, sizeof where, "%.*s", (int)(n < 299 ? n : 299),
+                     p + 2);
+            break;
+        }
+    }
+    if (strncmp(msg, where, strlen(where)) == 0 ||
+        strncmp(msg, path, strlen(path)) == 0)
+        return;
+    n = strlen(where);
+    snprintf(head, sizeof head, "%.*s", (int)sizeof head - 1, msg);
+    if (size > n + 3)
+        snprintf(msg, size, "%.*s: %.*s", (int)n, where, (int)(size - n - 3),
+                 head);
+}
+
 /* Runs one handler file in its own _ENV and records its table under name
  * in the handlers table at the top. [-0, +0, -] */
 static void
@@ -270,9 +306,7 @@ load_one(loader *ld, const char *path, const char *name)
     rc = jr_script_run(L, 0, 1, JR_LUA_BUDGET, &err);
     loading[0] = '\0';
     if (rc < 0) {                                    /* H */
-        char *tb = strstr(err.msg, "\nstack traceback:");
-        if (tb != NULL)
-            *tb = '\0';
+        locate(err.msg, sizeof err.msg, path);
         add_error(ld, "%s", err.msg);
         return;
     }                                                /* H r */

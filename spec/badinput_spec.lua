@@ -258,6 +258,15 @@ for _, backend in ipairs(jr.backends()) do
         assert.matches("returned number", out .. err, 1, true)
       end)
 
+      it("check names the file and line of a handler that yields while loading", function()
+        local path = env:script("yields", "local x = 1\ncoroutine.yield(x)\n" ..
+          "return function() end\n")
+        local out, err, code = env:cli("check")
+        assert.equal(3, code)
+        assert.matches(path .. ":2: attempt to yield from outside a coroutine",
+          out .. err, 1, true)
+      end)
+
       it("check names a table without handle", function()
         local path = env:script("noh", "return { max_retries = 2 }\n")
         local out, err, code = env:cli("check")

@@ -288,6 +288,16 @@ describe("schedules: bad input", function()
     assert.matches("'colour' is not a schedule field", err)
   end)
 
+  it("warns in check of a cron that never fires, naming file:line and the schedule", function()
+    env:script("here", "return function() end")
+    local code, err = check('schedules = {\n  { name = "ok", every = "1m", job = "here" },\n' ..
+      '  { name = "feb", cron = "* * 31 2 *" } }')
+    assert.are.equal(0, code, err)
+    assert.matches("jobrunner.lua:6: warning: schedule 'feb': '* * 31 2 *' never fires",
+      err, 1, true)
+    assert.is_nil(err:find("schedule 'ok'"))
+  end)
+
   it("warns in check of a schedule whose handler does not exist", function()
     env:script("here", "return function() end")
     local code, err = check('schedules = {\n  { name = "here", every = "1m" },\n' ..
