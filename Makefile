@@ -34,7 +34,7 @@ RUNTIME  = main commands inspect control client master claimq cancel pool spawn 
            qstate queuecmd cfgbackoff \
            http api apidb metrics cfghttp
 # recurring jobs (schedules)
-RUNTIME += cron schedules sched schedcmd
+RUNTIME += cron tzfile schedules sched schedcmd
 # systemd's notifications
 RUNTIME += notify
 # limits per key (README "Limits per key")
@@ -171,7 +171,8 @@ OBJCOPY      ?= objcopy
 SONAME        = libjobrunner.so.0
 LIB_SRCS      = runtime/client.c runtime/config.c runtime/cfghttp.c \
                 runtime/hooks.c \
-                runtime/queues.c runtime/cron.c runtime/schedules.c \
+                runtime/queues.c runtime/cron.c runtime/tzfile.c \
+                runtime/schedules.c \
                 runtime/script.c runtime/luabridge.c runtime/json.c \
                 runtime/log.c runtime/util.c runtime/err.c runtime/job.c \
                 backends/backend.c backends/sqlite.c backends/postgres.c

@@ -1,8 +1,7 @@
 /* cron.c - cron expressions and the next fire instant. Wall-clock search
  * in civil days (no time zone involved), then each matching wall time is
  * mapped to an instant with the zone's UTC offsets, read from the tz
- * database through localtime_r under TZ (with_zone, the one function that
- * touches TZ). */
+ * database by tzfile.c (no TZ, no tzset: safe beside other threads). */
 #define _GNU_SOURCE
 #include <ctype.h>
 #include <math.h>
@@ -11,10 +10,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
-#include <sys/stat.h>
-#include <time.h>
 
 #include "cron.h"
+#include "tzfile.h"
 
 typedef struct field_def {
     const char *name;
@@ -208,57 +206,16 @@ jr_cron_every(double secs, jr_cron *c, jr_err *err)
 int
 jr_cron_zone_ok(const char *tz)
 {
-    const char *dir = getenv("TZDIR");
-    char path[512], magic[4] = {0};
-    struct stat st;
-    FILE *f;
+    jr_tzfile *z = jr_tzfile_open(tz);
 
-    if (tz == NULL || strcmp(tz, "UTC") == 0)
-        return 1;
-    if (*tz == '\0' || *tz == '/' || strstr(tz, "..") != NULL ||
-        strlen(tz) > 200)
-        return 0;
-    snprintf(path, sizeof path, "%s/%s", dir && *dir ? dir :
-             "/usr/share/zoneinfo", tz);
-    if (stat(path, &st) < 0 || !S_ISREG(st.st_mode) ||
-        (f = fopen(path, "rb")) == NULL)
-        return 0;
-    if (fread(magic, 1, 4, f) != 4)
-        magic[0] = 0;
-    fclose(f);
-    return memcmp(magic, "TZif", 4) == 0;
+    jr_tzfile_free(z);
+    return z != NULL;
 }
 
-/* ---- civil time: days since 1970-01-01 (H. Hinnant's algorithms) ---- */
+/* ---- civil time: days since 1970-01-01 (tzfile.h) ---- */
 
-static int64_t
-days_from_civil(int64_t y, int m, int d)
-{
-    int64_t era, yoe, doy, doe;
-
-    y -= m <= 2;
-    era = (y >= 0 ? y : y - 399) / 400;
-    yoe = y - era * 400;
-    doy = (153 * (m + (m > 2 ? -3 : 9)) + 2) / 5 + d - 1;
-    doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
-    return era * 146097 + doe - 719468;
-}
-
-static void
-civil_from_days(int64_t z, int64_t *y, int *m, int *d)
-{
-    int64_t era, doe, yoe, doy, mp;
-
-    z += 719468;
-    era = (z >= 0 ? z : z - 146096) / 146097;
-    doe = z - era * 146097;
-    yoe = (doe - doe / 1460 + doe / 36524 - doe / 146096) / 365;
-    doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    mp = (5 * doy + 2) / 153;
-    *d = (int)(doy - (153 * mp + 2) / 5 + 1);
-    *m = (int)(mp < 10 ? mp + 3 : mp - 9);
-    *y = yoe + era * 400 + (*m <= 2);
-}
+#define days_from_civil jr_tzfile_days
+#define civil_from_days jr_tzfile_civil
 
 static int64_t
 floor_div(int64_t a, int64_t b)
@@ -268,29 +225,24 @@ floor_div(int64_t a, int64_t b)
 
 /* ---- the zone: offsets from the tz database ---- */
 
-/* The UTC offset at instant t in the zone with_zone set. */
+/* The UTC offset of zone z at instant t. */
 static long
-off(int64_t t)
+off(const jr_tzfile *z, int64_t t)
 {
-    time_t tt = (time_t)t;
-    struct tm tm;
-
-    if (localtime_r(&tt, &tm) == NULL)
-        return 0;
-    return tm.tm_gmtoff;
+    return jr_tzfile_offset(z, t, NULL, 0);
 }
 
 /* The instant of wall-clock time g (seconds as if UTC): the first one
  * when the wall time repeats, the change itself when it is skipped. */
 static int64_t
-wall_instant(int64_t g)
+wall_instant(const jr_tzfile *z, int64_t g)
 {
     int64_t best = 0, lo = 0, hi = 0, cand;
     long o[5];
     int i, j, found = 0, n = 0;
 
     for (i = -2; i <= 2; i++) {
-        long x = off(g + i * 43200);
+        long x = off(z, g + i * 43200);
         for (j = 0; j < n && o[j] != x; j++)
             ;
         if (j == n)
@@ -302,7 +254,7 @@ wall_instant(int64_t g)
             lo = cand;
         if (i == 0 || cand > hi)
             hi = cand;
-        if (off(cand) == o[i] && (!found || cand < best)) {
+        if (off(z, cand) == o[i] && (!found || cand < best)) {
             best = cand;
             found = 1;
         }
@@ -312,7 +264,7 @@ wall_instant(int64_t g)
     /* skipped: the first instant whose offset differs from lo's */
     while (hi - lo > 1) {
         int64_t mid = lo + (hi - lo) / 2;
-        if (off(mid) == off(lo))
+        if (off(z, mid) == off(z, lo))
             lo = mid;
         else
             hi = mid;
@@ -332,23 +284,20 @@ day_ok(const jr_cron *c, int64_t days, int d)
 }
 
 typedef struct search {
-    const jr_cron *c;
-    double         after;
-    double         next;
-    long           offset;      /* jr_cron_offset's answer */
-    char          *abbr;
-    size_t         abbrsz;
+    const jr_cron   *c;
+    const jr_tzfile *z;
+    double           after;
+    double           next;
 } search;
 
 static int
-search_next(void *arg)
+search_next(search *s)
 {
-    search *s = arg;
     const jr_cron *c = s->c;
     int64_t a = (int64_t)floor(s->after), g, limit, days, sod, y, t;
     int m, d, h, mi;
 
-    g = floor_div(a + off(a), 60) * 60 + 60;
+    g = floor_div(a + off(s->z, a), 60) * 60 + 60;
     limit = g + (int64_t)JR_CRON_YEARS * 366 * 86400;
     while (g < limit) {
         days = floor_div(g, 86400);
@@ -365,7 +314,7 @@ search_next(void *arg)
             g = days * 86400 + (h + 1) * 3600;
         } else if (!((c->minute >> mi) & 1)) {
             g += 60;
-        } else if ((t = wall_instant(g)) > s->after) {
+        } else if ((t = wall_instant(s->z, g)) > s->after) {
             s->next = (double)t;
             return 0;
         } else {
@@ -375,74 +324,40 @@ search_next(void *arg)
     return -1;
 }
 
-static int
-offset_at(void *arg)
-{
-    search *s = arg;
-    time_t tt = (time_t)floor(s->after);
-    struct tm tm;
-
-    if (localtime_r(&tt, &tm) == NULL)
-        return -1;
-    s->offset = tm.tm_gmtoff;
-    if (s->abbr != NULL)
-        snprintf(s->abbr, s->abbrsz, "%s", tm.tm_zone ? tm.tm_zone : "");
-    return 0;
-}
-
-/* Runs fn(arg) with the local time zone set to tz, then restores TZ: the
- * only place that touches TZ. */
-static int
-with_zone(const char *tz, int (*fn)(void *), void *arg)
-{
-    const char *old = getenv("TZ");
-    char *saved = old != NULL ? strdup(old) : NULL;
-    int rc;
-
-    if (old != NULL && saved == NULL)
-        return -1;
-    setenv("TZ", tz != NULL ? tz : "UTC", 1);
-    tzset();
-    rc = fn(arg);
-    if (saved != NULL)
-        setenv("TZ", saved, 1);
-    else
-        unsetenv("TZ");
-    tzset();
-    free(saved);
-    return rc;
-}
-
 int
 jr_cron_next(const jr_cron *c, const char *tz, double after, double *next)
 {
     search s = {0};
+    jr_tzfile *z;
+    int rc;
 
     if (c->every > 0) {
         *next = (floor(after / c->every) + 1) * c->every;
         return 0;
     }
-    if (!jr_cron_zone_ok(tz) || !isfinite(after))
+    if (!isfinite(after) || (z = jr_tzfile_open(tz)) == NULL)
         return -1;
     s.c = c;
+    s.z = z;
     s.after = after;
-    if (with_zone(tz, search_next, &s) < 0)
-        return -1;
-    *next = s.next;
-    return 0;
+    rc = search_next(&s);
+    jr_tzfile_free(z);
+    if (rc == 0)
+        *next = s.next;
+    return rc;
 }
 
 long
 jr_cron_offset(const char *tz, double t, char *abbr, size_t abbrsz)
 {
-    search s = {0};
+    jr_tzfile *z;
+    long o;
 
     if (abbr != NULL && abbrsz > 0)
         abbr[0] = '\0';
-    if (!jr_cron_zone_ok(tz) || !isfinite(t))
+    if (!isfinite(t) || (z = jr_tzfile_open(tz)) == NULL)
         return 0;
-    s.after = t;
-    s.abbr = abbr;
-    s.abbrsz = abbrsz;
-    return with_zone(tz, offset_at, &s) < 0 ? 0 : s.offset;
+    o = jr_tzfile_offset(z, (int64_t)floor(t), abbr, abbrsz);
+    jr_tzfile_free(z);
+    return o;
 }

@@ -2,8 +2,8 @@
  * (lists, ranges, steps, month and day names, @hourly...@yearly, Vixie
  * cron's day-of-month OR day-of-week rule) or a fixed interval, and the
  * next fire instant after a time in an IANA zone of the system's tz
- * database (through the C library: TZ, tzset, localtime_r, in one
- * function; master thread only). Pure functions otherwise. Uses err.h. */
+ * database (its TZif files read by tzfile.c: no TZ, no tzset; any
+ * thread). Pure functions otherwise. Uses err.h, tzfile.h. */
 #ifndef JR_CRON_H
 #define JR_CRON_H
 
@@ -46,13 +46,11 @@ int  jr_cron_zone_ok(const char *tz);
  * it repeats fire once, at their first occurrence. A fixed interval fires
  * at whole multiples of it from the epoch, whatever the zone. Returns 0,
  * or -1 when it never fires within JR_CRON_YEARS (e.g. 30 February) or tz
- * is unknown. Changes TZ for the call and restores it: not thread-safe
- * against other users of the local time zone. */
+ * is unknown. Reads the zone's file; touches no environment. */
 int  jr_cron_next(const jr_cron *c, const char *tz, double after,
                   double *next);
 /* The UTC offset (seconds east) of tz at instant t, and its abbreviation
- * into abbr (abbrsz bytes) when not NULL; 0 for an unknown zone. Same
- * thread rule as jr_cron_next. */
+ * into abbr (abbrsz bytes) when not NULL; 0 for an unknown zone. */
 long jr_cron_offset(const char *tz, double t, char *abbr, size_t abbrsz);
 
 #endif
