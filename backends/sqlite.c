@@ -356,6 +356,7 @@ struct jr_backend {
     dev_t         dev;          /* identity of the file we opened */
     ino_t         ino;          /* 0: not a file */
     int           sync_normal;
+    unsigned      reconnects;   /* reopened: the file was put back */
     int           busy_ms;
     int           must_exist;   /* never create the file or the tables */
     double        keep_completed; /* seconds; 0: delete at success */
@@ -646,6 +647,7 @@ file_check(jr_backend *b, jr_err *err)
     b->ino = 0;
     if (connect_db(b, err) < 0)
         return -1;
+    b->reconnects++;
     return sqlite_migrate(b, err);
 }
 
@@ -2791,6 +2793,106 @@ sqlite_limit_use(jr_backend *b, const jr_limit *l, jr_limit_use *u,
     return 0;
 }
 
+static unsigned
+sqlite_reconnects(jr_backend *b)
+{
+    return b->reconnects;
+}
+
+/* ---- actions that someone is told succeeded: durable ---- */
+
+/* With sync_normal (the runner's connection) a commit survives the
+ * runner's crash but not the machine's; the ops below (HTTP actions, a
+ * schedule's fire) commit with synchronous = FULL, as the command line's
+ * do. Claims and results stay NORMAL. */
+static int
+set_full(jr_backend *b, int on, jr_err *err)
+{
+    if (on && file_check(b, err) < 0)
+        return -1;
+    if (b->sync_normal && b->db != NULL)
+        sqlite3_exec(b->db, on ? "PRAGMA synchronous = FULL" :
+                     "PRAGMA synchronous = NORMAL", NULL, NULL, NULL);
+    return 0;
+}
+
+enum { D_PAUSE, D_RESUME, D_RETRY, D_DELETE, D_PURGE, D_FIRE, D_CANCEL };
+
+typedef struct dargs {
+    const char    *queue;
+    const int64_t *ids;
+    int            n, keep;
+    double         age;
+    jr_fire       *f;
+    int           *outcome;
+} dargs;
+
+static int
+durable(jr_backend *b, int which, const dargs *a, jr_err *err)
+{
+    int rc = -1;
+
+    if (set_full(b, 1, err) < 0)
+        return -1;
+    switch (which) {
+    case D_PAUSE:  rc = sqlite_pause(b, a->queue, err); break;
+    case D_RESUME: rc = sqlite_resume(b, a->queue, err); break;
+    case D_RETRY:  rc = sqlite_dead_retry(b, a->ids, a->n, err); break;
+    case D_DELETE: rc = sqlite_dead_delete(b, a->ids, a->n, err); break;
+    case D_PURGE:  rc = sqlite_dead_purge(b, a->age, err); break;
+    case D_FIRE:   rc = sqlite_fire(b, a->f, a->n, a->keep, err); break;
+    case D_CANCEL:
+        rc = sqlite_cancel(b, a->ids, a->n, a->outcome, err);
+        break;
+    }
+    set_full(b, 0, err);
+    return rc;
+}
+
+static int
+durable_pause(jr_backend *b, const char *queue, jr_err *err)
+{
+    return durable(b, D_PAUSE, &(dargs){.queue = queue}, err);
+}
+
+static int
+durable_resume(jr_backend *b, const char *queue, jr_err *err)
+{
+    return durable(b, D_RESUME, &(dargs){.queue = queue}, err);
+}
+
+static int
+durable_dead_retry(jr_backend *b, const int64_t *ids, int n, jr_err *err)
+{
+    return durable(b, D_RETRY, &(dargs){.ids = ids, .n = n}, err);
+}
+
+static int
+durable_dead_delete(jr_backend *b, const int64_t *ids, int n, jr_err *err)
+{
+    return durable(b, D_DELETE, &(dargs){.ids = ids, .n = n}, err);
+}
+
+static int
+durable_dead_purge(jr_backend *b, double older_than, jr_err *err)
+{
+    return durable(b, D_PURGE, &(dargs){.age = older_than}, err);
+}
+
+static int
+durable_fire(jr_backend *b, jr_fire *f, int n, int keep, jr_err *err)
+{
+    return durable(b, D_FIRE, &(dargs){.f = f, .n = n, .keep = keep}, err);
+}
+
+static int
+durable_cancel(jr_backend *b, const int64_t *ids, int n, int *outcome,
+               jr_err *err)
+{
+    return durable(b, D_CANCEL, &(dargs){.ids = ids, .n = n,
+                                         .outcome = outcome}, err);
+}
+
 const jr_backend_ops jr_sqlite_ops = {
     .name = "sqlite",
     .open = sqlite_open,
@@ -2803,13 +2905,13 @@ const jr_backend_ops jr_sqlite_ops = {
     .rescue = sqlite_rescue,
     .stats = sqlite_stats,
     .dead_list = sqlite_dead_list,
-    .dead_retry = sqlite_dead_retry,
-    .dead_purge = sqlite_dead_purge,
+    .dead_retry = durable_dead_retry,
+    .dead_purge = durable_dead_purge,
     .prune = sqlite_prune,
-    .cancel = sqlite_cancel,
+    .cancel = durable_cancel,
     .cancelled = sqlite_cancelled,
-    .pause = sqlite_pause,
-    .resume = sqlite_resume,
+    .pause = durable_pause,
+    .resume = durable_resume,
     .queue_list = sqlite_queue_list,
     .paused = sqlite_paused,
     .ready_by_queue = sqlite_ready_by_queue,
@@ -2818,9 +2920,10 @@ const jr_backend_ops jr_sqlite_ops = {
     .wake_fd = sqlite_wake_fd,
     .changed = sqlite_changed,
     .close = sqlite_close,
-    .fire = sqlite_fire,
+    .fire = durable_fire,
     .last_fires = sqlite_last_fires,
-    .dead_delete = sqlite_dead_delete,
+    .dead_delete = durable_dead_delete,
     .limit_paths = sqlite_limit_paths,
     .limit_use = sqlite_limit_use,
+    .reconnects = sqlite_reconnects,
 };
