@@ -48,6 +48,7 @@ struct jr_sched {
     fire_req    *inflight;      /* the running cycle's */
     int          ninflight;
     int          failing;       /* fires failed since the last recorded */
+    int          dropping;      /* fires expired since then (logged) */
 };
 
 /* ---- fires ---- */
@@ -379,9 +380,12 @@ expire(jr_sched *sc, double now)
             continue;
         }
         jr_time_iso(r->f.at, at, sizeof at);
-        jr_log(JR_LOG_WARN, "schedule '%s': the fire at %s is not recorded "
-               "after %.0fs of trying; dropped as missed", r->f.schedule, at,
-               RETRY_FOR);
+        jr_log(sc->dropping ? JR_LOG_DEBUG : JR_LOG_WARN, "schedule '%s': "
+               "the fire at %s is not recorded after %.0fs of trying: "
+               "dropped as missed (catch_up)%s", r->f.schedule, at,
+               RETRY_FOR, sc->dropping ? "" : "; more such drops until the "
+               "database records fires again are logged at debug level");
+        sc->dropping = 1;
         free(r->mem);
     }
     sc->npending = j;
@@ -553,7 +557,7 @@ jr_sched_cycle(master *m, jr_cycle *c)
     if (n > 0 || (c->read_fires && c->nlast_fires < 0 && c->err.code != 0))
         failed(sc, c, n);
     else if (done > 0 || c->nlast_fires >= 0)
-        sc->failing = 0;
+        sc->failing = sc->dropping = 0;
     if (c->reconnected)
         reread(sc);
     else if (c->read_fires && c->nlast_fires >= 0)
