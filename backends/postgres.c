@@ -970,6 +970,57 @@ apply(jr_backend *b, const block *blk, jr_err *err)
     return rc;
 }
 
+/* Makes sure the schema exists and this role may create in it. CREATE
+ * SCHEMA IF NOT EXISTS wants CREATE on the database even when the schema
+ * exists, which a role given its schema by an owner (CREATE SCHEMA ...
+ * AUTHORIZATION runner) lacks: so it runs only for a missing schema, and a
+ * missing privilege is named with what grants it. */
+static int
+schema_create(jr_backend *b, jr_err *err)
+{
+    const char *params[1] = {b->schema};
+    PGresult *res;
+    char *sql;
+    int rc;
+
+    res = PQexecParams(b->conn, "SELECT n.oid IS NOT NULL,"
+        " coalesce(has_schema_privilege(n.oid, 'CREATE'), false),"
+        " has_database_privilege(current_database(), 'CREATE'),"
+        " current_user, current_database()"
+        " FROM (SELECT 1) x LEFT JOIN pg_namespace n ON n.nspname = $1::text",
+        1, NULL, params, NULL, NULL, 0);
+    if (PQresultStatus(res) != PGRES_TUPLES_OK || PQntuples(res) != 1) {
+        rc = db_fail(b, res, "migrate: looking for the schema", err);
+        PQclear(res);
+        return rc;
+    }
+    if (*PQgetvalue(res, 0, 0) == 't')
+        rc = *PQgetvalue(res, 0, 1) == 't' ? 0 :
+            jr_fail(err, JR_EDB, "postgres: migrate: role '%s' may not "
+                    "create objects in schema '%s': it needs CREATE on the "
+                    "schema (GRANT CREATE ON SCHEMA %s TO %s, or make the "
+                    "role its owner)", PQgetvalue(res, 0, 3), b->schema,
+                    b->schema, PQgetvalue(res, 0, 3));
+    else if (*PQgetvalue(res, 0, 2) != 't')
+        rc = jr_fail(err, JR_EDB, "postgres: migrate: schema '%s' does not "
+                     "exist and role '%s' may not create it: it needs CREATE "
+                     "on database '%s' (GRANT CREATE ON DATABASE %s TO %s), "
+                     "or an owner creates the schema for it (CREATE SCHEMA "
+                     "%s AUTHORIZATION %s)", b->schema, PQgetvalue(res, 0, 3),
+                     PQgetvalue(res, 0, 4), PQgetvalue(res, 0, 4),
+                     PQgetvalue(res, 0, 3), b->schema, PQgetvalue(res, 0, 3));
+    else
+        rc = 1;
+    PQclear(res);
+    if (rc <= 0)
+        return rc;
+    if ((sql = expand(b, "CREATE SCHEMA IF NOT EXISTS {{schema}}")) == NULL)
+        return jr_fail(err, JR_ENOMEM, "postgres: migrate: out of memory");
+    rc = run_plain(b, sql, "migrate: creating the schema", err);
+    free(sql);
+    return rc;
+}
+
 /* Under the advisory lock: creates the schema and migrations table, then
  * applies what is missing. */
 static int
@@ -988,13 +1039,14 @@ migrate_locked(jr_backend *b, const block *blk, int nblk, jr_err *err)
     PQclear(res);
     if (rc < 0)
         return -1;
-    sql = expand(b, "CREATE SCHEMA IF NOT EXISTS {{schema}}; "
-                 "CREATE TABLE IF NOT EXISTS {{schema}}.migrations ("
+    if (schema_create(b, err) < 0)
+        return -1;
+    sql = expand(b, "CREATE TABLE IF NOT EXISTS {{schema}}.migrations ("
                  "version int PRIMARY KEY, "
                  "applied_at timestamptz NOT NULL DEFAULT now())");
     if (sql == NULL)
         return jr_fail(err, JR_ENOMEM, "postgres: migrate: out of memory");
-    rc = run_plain(b, sql, "migrate: creating the schema", err);
+    rc = run_plain(b, sql, "migrate: creating the migrations table", err);
     free(sql);
     if (rc < 0 || (v = schema_version(b, err)) < 0)
         return -1;

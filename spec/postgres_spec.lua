@@ -147,6 +147,44 @@ describe("postgres:", function()
     assert.equal("0", out:match("%d+"))
   end)
 
+  -- a role of its own (roles are the cluster's), dropped with what it owns
+  local function make_role(env)
+    local role = "r_" .. env.schema
+    psql(env, ("CREATE ROLE %s LOGIN"):format(role))
+    finally(function()
+      psql(env, ("DROP OWNED BY %s CASCADE; DROP ROLE %s"):format(role, role))
+    end)
+    env.url = jr.pg_url:gsub("user=postgres", "user=" .. role)
+    env:config("")
+    return role
+  end
+
+  it("migrates as a role that owns its schema, without CREATE on the database", function()
+    local role = make_role(env)
+    psql(env, ("CREATE SCHEMA %s AUTHORIZATION %s"):format(env.schema, role))
+    local out, err, code = env:cli("migrate")
+    assert.equal(0, code, out .. err)
+    env:script("ok", jr.RECORD .. [[return function(job) record("ran", job.id) end]])
+    env:start()
+    local id = env:push("ok")
+    assert.equal(tostring(id), jr.wait_file(env.dir .. "/ran", 30):match("%d+"))
+    assert.equal(0, env:stop())
+  end)
+
+  it("names the privilege a role lacks to migrate, and on what", function()
+    local role = make_role(env)
+    local _, err, code = env:cli("migrate")
+    assert.is_not.equal(0, code)
+    assert.matches(("schema '%s' does not exist and role '%s' may not create it: "
+      .. "it needs CREATE on database 'postgres'"):format(env.schema, role), err, 1, true)
+    psql(env, ("CREATE SCHEMA %s; GRANT USAGE ON SCHEMA %s TO %s"):format(
+      env.schema, env.schema, role))
+    _, err, code = env:cli("migrate")
+    assert.is_not.equal(0, code)
+    assert.matches(("role '%s' may not create objects in schema '%s': it needs "
+      .. "CREATE on the schema"):format(role, env.schema), err, 1, true)
+  end)
+
   it("refuses a schema name that is not a plain identifier", function()
     env:config('schema = "x; DROP TABLE y"')
     local _, err, code = env:cli("migrate")
