@@ -2445,6 +2445,29 @@ pg_dead_list(jr_backend *b, int limit, jr_dead_cb cb, void *arg,
     return 0;
 }
 
+/* Runs a dead retry statement s. Its RETRY_KEY reads the holders of each
+ * key in its snapshot; a push of the key in flight meanwhile is not in it,
+ * and when it commits the retried row meets it in the unique index. The
+ * statement then runs again: a new snapshot sees that holder and the
+ * retried job runs as a plain one (README "Unique jobs": a retry never
+ * fails on the unique index). Each round lost means another push of one
+ * of the keys committed; DEAD_RETRY_ROUNDS bounds them all the same. */
+#define DEAD_RETRY_ROUNDS 20
+
+static int
+dead_retry_run(jr_backend *b, int s, const char *const *params, jr_err *err)
+{
+    int round, rc = -1;
+
+    for (round = 0; round < DEAD_RETRY_ROUNDS; round++) {
+        rc = run_count(b, s, params, "retrying dead jobs", err);
+        if (rc >= 0 || strcmp(b->sqlstate, "23505") != 0 ||
+            ready(b, err) < 0)
+            break;
+    }
+    return rc;
+}
+
 static int
 pg_dead_retry(jr_backend *b, const int64_t *ids, int n, jr_err *err)
 {
@@ -2458,8 +2481,7 @@ pg_dead_retry(jr_backend *b, const int64_t *ids, int n, jr_err *err)
     if (ready(b, err) < 0)
         return -1;
     if (n < 0)
-        return run_count(b, S_DEAD_RETRY_ALL, NULL, "retrying dead jobs",
-                         err);
+        return dead_retry_run(b, S_DEAD_RETRY_ALL, NULL, err);
     for (i = 0; i < n; i++) {
         snprintf(num, sizeof num, "%lld", (long long)ids[i]);
         sb_num(&s, num);
@@ -2467,7 +2489,7 @@ pg_dead_retry(jr_backend *b, const int64_t *ids, int n, jr_err *err)
     params[0] = sb_array(&s);
     rc = s.oom ? jr_fail(err, JR_ENOMEM, "postgres: retrying dead jobs: "
                          "out of memory")
-         : run_count(b, S_DEAD_RETRY_IDS, params, "retrying dead jobs", err);
+         : dead_retry_run(b, S_DEAD_RETRY_IDS, params, err);
     free(s.p);
     return rc;
 }
