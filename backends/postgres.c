@@ -45,6 +45,9 @@ struct jr_backend {
     int         must_exist;     /* migrate creates no schema */
     int         async_commit;   /* synchronous_commit = off on conn */
     int         claims;         /* no seq or bitmap scans on conn */
+    int         own_timeouts;   /* session timeouts set by session_setup */
+    int         set_up;         /* session_setup done on conn since its
+                                   last (re)connect */
     double      keep_completed; /* seconds; 0: delete at success */
     unsigned    rotate;         /* claims so far: which queue leads */
     unsigned    fair_only;      /* claims left before S_CLAIM_ONE is tried
@@ -611,7 +614,7 @@ static int
 db_fail(jr_backend *b, const PGresult *res, const char *what, jr_err *err)
 {
     const char *primary = NULL, *detail = NULL, *state = NULL;
-    char msg[400], det[300];
+    char msg[400], det[300], tag[24] = "";
 
     if (res != NULL) {
         primary = PQresultErrorField(res, PG_DIAG_MESSAGE_PRIMARY);
@@ -621,8 +624,12 @@ db_fail(jr_backend *b, const PGresult *res, const char *what, jr_err *err)
     snprintf(b->sqlstate, sizeof b->sqlstate, "%s", state ? state : "");
     oneline(msg, sizeof msg, primary ? primary : PQerrorMessage(b->conn));
     oneline(det, sizeof det, detail);
-    snprintf(b->pgmsg, sizeof b->pgmsg, "%.250s%s%.140s%s", msg,
-             *det ? " (" : "", det, *det ? ")" : "");
+    /* class 57 (operator intervention): a statement_timeout or a cancel
+     * (57014), a shutdown; the code tells them apart in a log */
+    if (strncmp(b->sqlstate, "57", 2) == 0)
+        snprintf(tag, sizeof tag, " [SQLSTATE %s]", b->sqlstate);
+    snprintf(b->pgmsg, sizeof b->pgmsg, "%.250s%s%.120s%s%s", msg,
+             *det ? " (" : "", det, *det ? ")" : "", tag);
     if (PQstatus(b->conn) != CONNECTION_OK)
         return jr_fail(err, JR_EDB, "postgres: %s: connection to '%s' lost "
                        "(%s); will reconnect on the next call", what,
@@ -683,16 +690,58 @@ session_setup(const jr_backend *b, PGconn *conn)
     PQclear(PQexec(conn, sql));
 }
 
+/* The runner's connections (own_timeouts) set their own timeouts, first
+ * thing: a statement_timeout, lock_timeout or idle timeout set on the role
+ * or the database is meant for the application's sessions, and inherited
+ * it cancelled the runner's claims, or closed its idle connections, and
+ * kept doing so after it was reset (a session keeps what it started
+ * with). None (0) for each: the runner's statements are short by design,
+ * the waits it makes are meant (the migration lock, a row a producer's
+ * transaction holds), a vacuum or a migration may take minutes, and its
+ * connections idle between rounds and LISTEN for wake-ups (README
+ * "PostgreSQL"). This runs under the role's timeouts: if it fails, the
+ * error says why and the next call tries again. */
+static int
+session_timeouts(const jr_backend *b, PGconn *conn, jr_err *err)
+{
+    char sql[192], msg[300];
+    const char *state, *primary;
+    PGresult *res;
+
+    if (!b->own_timeouts)
+        return 0;
+    snprintf(sql, sizeof sql, "SET statement_timeout = 0; SET lock_timeout "
+             "= 0; SET idle_in_transaction_session_timeout = 0%s%s",
+             PQserverVersion(conn) >= 140000 ?
+             "; SET idle_session_timeout = 0" : "",
+             PQserverVersion(conn) >= 170000 ?
+             "; SET transaction_timeout = 0" : "");
+    res = PQexec(conn, sql);
+    if (PQresultStatus(res) == PGRES_COMMAND_OK) {
+        PQclear(res);
+        return 0;
+    }
+    state = PQresultErrorField(res, PG_DIAG_SQLSTATE);
+    primary = PQresultErrorField(res, PG_DIAG_MESSAGE_PRIMARY);
+    oneline(msg, sizeof msg, primary ? primary : PQerrorMessage(conn));
+    jr_fail(err, JR_EDB, "postgres: setting the session's own timeouts "
+            "(statement_timeout, lock_timeout, idle timeouts: 0) on '%s' "
+            "failed: %s [SQLSTATE %s]; tried again at the next call",
+            b->masked, msg, state ? state : "none");
+    PQclear(res);
+    return -1;
+}
+
 /* Called first by every op: reconnects once if the connection went bad,
- * and ends any transaction a failure left open. */
+ * ends any transaction a failure left open, and sets the session up if
+ * that has not worked yet. */
 static int
 ready(jr_backend *b, jr_err *err)
 {
     if (PQstatus(b->conn) != CONNECTION_OK) {
         PQreset(b->conn);
         b->prepared = 0;
-        if (PQstatus(b->conn) == CONNECTION_OK)
-            session_setup(b, b->conn);
+        b->set_up = 0;
         if (PQstatus(b->conn) != CONNECTION_OK) {
             char msg[300];
             oneline(msg, sizeof msg, PQerrorMessage(b->conn));
@@ -701,6 +750,12 @@ ready(jr_backend *b, jr_err *err)
         }
     }
     rollback(b);
+    if (!b->set_up) {
+        if (session_timeouts(b, b->conn, err) < 0)
+            return -1;
+        session_setup(b, b->conn);
+        b->set_up = 1;
+    }
     return 0;
 }
 
@@ -812,6 +867,10 @@ connect_db(jr_backend *b, jr_err *err)
         PQfinish(conn);
         return NULL;
     }
+    if (session_timeouts(b, conn, err) < 0) {
+        PQfinish(conn);
+        return NULL;
+    }
     session_setup(b, conn);
     return conn;
 }
@@ -857,11 +916,13 @@ pg_open(const char *url, const jr_backend_opts *o, jr_err *err)
     b->must_exist = o ? o->must_exist : 0;
     b->async_commit = o ? o->async_commit : 0;
     b->claims = o ? o->claims : 0;
+    b->own_timeouts = o ? o->own_timeouts : 0;
     b->keep_completed = o ? o->keep_completed : 0;
     if ((b->conn = connect_db(b, err)) == NULL) {
         pg_close(b);
         return NULL;
     }
+    b->set_up = 1;
     return b;
 }
 
