@@ -1031,6 +1031,29 @@ apply(jr_backend *b, const block *blk, jr_err *err)
     return rc;
 }
 
+/* Fills err if row 0 of res (schema_create's query) says this role may
+ * not create what a migration does; 1 if the schema is missing, else 0. */
+static int
+create_rights(const jr_backend *b, const PGresult *res, jr_err *err)
+{
+    const char *role = PQgetvalue(res, 0, 3), *db = PQgetvalue(res, 0, 4);
+
+    if (*PQgetvalue(res, 0, 0) == 't')
+        return *PQgetvalue(res, 0, 1) == 't' ? 0 :
+            jr_fail(err, JR_EDB, "postgres: migrate: role '%s' may not "
+                    "create objects in schema '%s': it needs CREATE on the "
+                    "schema (GRANT CREATE ON SCHEMA %s TO %s, or make the "
+                    "role its owner)", role, b->schema, b->schema, role);
+    if (*PQgetvalue(res, 0, 2) != 't')
+        return jr_fail(err, JR_EDB, "postgres: migrate: schema '%s' does "
+                       "not exist and role '%s' may not create it: it needs "
+                       "CREATE on database '%s' (GRANT CREATE ON DATABASE %s "
+                       "TO %s), or an owner creates the schema for it "
+                       "(CREATE SCHEMA %s AUTHORIZATION %s)", b->schema, role,
+                       db, db, role, b->schema, role);
+    return 1;
+}
+
 /* Makes sure the schema exists and this role may create in it. CREATE
  * SCHEMA IF NOT EXISTS wants CREATE on the database even when the schema
  * exists, which a role given its schema by an owner (CREATE SCHEMA ...
@@ -1050,28 +1073,10 @@ schema_create(jr_backend *b, jr_err *err)
         " current_user, current_database()"
         " FROM (SELECT 1) x LEFT JOIN pg_namespace n ON n.nspname = $1::text",
         1, NULL, params, NULL, NULL, 0);
-    if (PQresultStatus(res) != PGRES_TUPLES_OK || PQntuples(res) != 1) {
+    if (PQresultStatus(res) != PGRES_TUPLES_OK || PQntuples(res) != 1)
         rc = db_fail(b, res, "migrate: looking for the schema", err);
-        PQclear(res);
-        return rc;
-    }
-    if (*PQgetvalue(res, 0, 0) == 't')
-        rc = *PQgetvalue(res, 0, 1) == 't' ? 0 :
-            jr_fail(err, JR_EDB, "postgres: migrate: role '%s' may not "
-                    "create objects in schema '%s': it needs CREATE on the "
-                    "schema (GRANT CREATE ON SCHEMA %s TO %s, or make the "
-                    "role its owner)", PQgetvalue(res, 0, 3), b->schema,
-                    b->schema, PQgetvalue(res, 0, 3));
-    else if (*PQgetvalue(res, 0, 2) != 't')
-        rc = jr_fail(err, JR_EDB, "postgres: migrate: schema '%s' does not "
-                     "exist and role '%s' may not create it: it needs CREATE "
-                     "on database '%s' (GRANT CREATE ON DATABASE %s TO %s), "
-                     "or an owner creates the schema for it (CREATE SCHEMA "
-                     "%s AUTHORIZATION %s)", b->schema, PQgetvalue(res, 0, 3),
-                     PQgetvalue(res, 0, 4), PQgetvalue(res, 0, 4),
-                     PQgetvalue(res, 0, 3), b->schema, PQgetvalue(res, 0, 3));
     else
-        rc = 1;
+        rc = create_rights(b, res, err);
     PQclear(res);
     if (rc <= 0)
         return rc;
