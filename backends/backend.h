@@ -143,6 +143,9 @@ typedef struct jr_backend_opts {
     int         claims;         /* PostgreSQL: the connection claims: no
                                    sequential or bitmap scans (postgres.c
                                    session_setup) */
+    int         own_timeouts;   /* PostgreSQL: the runner's connection sets
+                                   its own session timeouts (postgres.c
+                                   session_setup), whatever the role's */
     double      busy_timeout;   /* SQLite: seconds to wait for a lock */
     const char *schema;         /* PostgreSQL: schema name, NULL "jobrunner" */
     size_t      max_payload;    /* bytes; 0: no limit */

@@ -46,6 +46,9 @@ struct jr_backend {
     int         async_commit;   /* synchronous_commit = off on conn */
     unsigned    reconnects;     /* connections opened again after a loss */
     int         claims;         /* no seq or bitmap scans on conn */
+    int         own_timeouts;   /* session timeouts set by session_setup */
+    int         set_up;         /* session_setup done on conn since its
+                                   last (re)connect */
     double      keep_completed; /* seconds; 0: delete at success */
     unsigned    rotate;         /* claims so far: which queue leads */
     unsigned    fair_only;      /* claims left before S_CLAIM_ONE is tried
@@ -612,7 +615,7 @@ static int
 db_fail(jr_backend *b, const PGresult *res, const char *what, jr_err *err)
 {
     const char *primary = NULL, *detail = NULL, *state = NULL;
-    char msg[400], det[300];
+    char msg[400], det[300], tag[24] = "";
 
     if (res != NULL) {
         primary = PQresultErrorField(res, PG_DIAG_MESSAGE_PRIMARY);
@@ -622,8 +625,12 @@ db_fail(jr_backend *b, const PGresult *res, const char *what, jr_err *err)
     snprintf(b->sqlstate, sizeof b->sqlstate, "%s", state ? state : "");
     oneline(msg, sizeof msg, primary ? primary : PQerrorMessage(b->conn));
     oneline(det, sizeof det, detail);
-    snprintf(b->pgmsg, sizeof b->pgmsg, "%.250s%s%.140s%s", msg,
-             *det ? " (" : "", det, *det ? ")" : "");
+    /* class 57 (operator intervention): a statement_timeout or a cancel
+     * (57014), a shutdown; the code tells them apart in a log */
+    if (strncmp(b->sqlstate, "57", 2) == 0)
+        snprintf(tag, sizeof tag, " [SQLSTATE %s]", b->sqlstate);
+    snprintf(b->pgmsg, sizeof b->pgmsg, "%.250s%s%.120s%s%s", msg,
+             *det ? " (" : "", det, *det ? ")" : "", tag);
     if (PQstatus(b->conn) != CONNECTION_OK)
         return jr_fail(err, JR_EDB, "postgres: %s: connection to '%s' lost "
                        "(%s); will reconnect on the next call", what,
@@ -684,18 +691,60 @@ session_setup(const jr_backend *b, PGconn *conn)
     PQclear(PQexec(conn, sql));
 }
 
+/* The runner's connections (own_timeouts) set their own timeouts, first
+ * thing: a statement_timeout, lock_timeout or idle timeout set on the role
+ * or the database is meant for the application's sessions, and inherited
+ * it cancelled the runner's claims, or closed its idle connections, and
+ * kept doing so after it was reset (a session keeps what it started
+ * with). None (0) for each: the runner's statements are short by design,
+ * the waits it makes are meant (the migration lock, a row a producer's
+ * transaction holds), a vacuum or a migration may take minutes, and its
+ * connections idle between rounds and LISTEN for wake-ups (README
+ * "PostgreSQL"). This runs under the role's timeouts: if it fails, the
+ * error says why and the next call tries again. */
+static int
+session_timeouts(const jr_backend *b, PGconn *conn, jr_err *err)
+{
+    char sql[192], msg[300];
+    const char *state, *primary;
+    PGresult *res;
+
+    if (!b->own_timeouts)
+        return 0;
+    snprintf(sql, sizeof sql, "SET statement_timeout = 0; SET lock_timeout "
+             "= 0; SET idle_in_transaction_session_timeout = 0%s%s",
+             PQserverVersion(conn) >= 140000 ?
+             "; SET idle_session_timeout = 0" : "",
+             PQserverVersion(conn) >= 170000 ?
+             "; SET transaction_timeout = 0" : "");
+    res = PQexec(conn, sql);
+    if (PQresultStatus(res) == PGRES_COMMAND_OK) {
+        PQclear(res);
+        return 0;
+    }
+    state = PQresultErrorField(res, PG_DIAG_SQLSTATE);
+    primary = PQresultErrorField(res, PG_DIAG_MESSAGE_PRIMARY);
+    oneline(msg, sizeof msg, primary ? primary : PQerrorMessage(conn));
+    jr_fail(err, JR_EDB, "postgres: setting the session's own timeouts "
+            "(statement_timeout, lock_timeout, idle timeouts: 0) on '%s' "
+            "failed: %s [SQLSTATE %s]; tried again at the next call",
+            b->masked, msg, state ? state : "none");
+    PQclear(res);
+    return -1;
+}
+
 /* Called first by every op: reconnects once if the connection went bad,
- * and ends any transaction a failure left open. */
+ * ends any transaction a failure left open, and sets the session up if
+ * that has not worked yet. */
 static int
 ready(jr_backend *b, jr_err *err)
 {
     if (PQstatus(b->conn) != CONNECTION_OK) {
         PQreset(b->conn);
         b->prepared = 0;
-        if (PQstatus(b->conn) == CONNECTION_OK) {
-            session_setup(b, b->conn);
+        b->set_up = 0;
+        if (PQstatus(b->conn) == CONNECTION_OK)
             b->reconnects++;
-        }
         if (PQstatus(b->conn) != CONNECTION_OK) {
             char msg[300];
             oneline(msg, sizeof msg, PQerrorMessage(b->conn));
@@ -704,6 +753,12 @@ ready(jr_backend *b, jr_err *err)
         }
     }
     rollback(b);
+    if (!b->set_up) {
+        if (session_timeouts(b, b->conn, err) < 0)
+            return -1;
+        session_setup(b, b->conn);
+        b->set_up = 1;
+    }
     return 0;
 }
 
@@ -815,6 +870,10 @@ connect_db(jr_backend *b, jr_err *err)
         PQfinish(conn);
         return NULL;
     }
+    if (session_timeouts(b, conn, err) < 0) {
+        PQfinish(conn);
+        return NULL;
+    }
     session_setup(b, conn);
     return conn;
 }
@@ -860,11 +919,13 @@ pg_open(const char *url, const jr_backend_opts *o, jr_err *err)
     b->must_exist = o ? o->must_exist : 0;
     b->async_commit = o ? o->async_commit : 0;
     b->claims = o ? o->claims : 0;
+    b->own_timeouts = o ? o->own_timeouts : 0;
     b->keep_completed = o ? o->keep_completed : 0;
     if ((b->conn = connect_db(b, err)) == NULL) {
         pg_close(b);
         return NULL;
     }
+    b->set_up = 1;
     return b;
 }
 
@@ -973,6 +1034,62 @@ apply(jr_backend *b, const block *blk, jr_err *err)
     return rc;
 }
 
+/* Fills err if row 0 of res (schema_create's query) says this role may
+ * not create what a migration does; 1 if the schema is missing, else 0. */
+static int
+create_rights(const jr_backend *b, const PGresult *res, jr_err *err)
+{
+    const char *role = PQgetvalue(res, 0, 3), *db = PQgetvalue(res, 0, 4);
+
+    if (*PQgetvalue(res, 0, 0) == 't')
+        return *PQgetvalue(res, 0, 1) == 't' ? 0 :
+            jr_fail(err, JR_EDB, "postgres: migrate: role '%s' may not "
+                    "create objects in schema '%s': it needs CREATE on the "
+                    "schema (GRANT CREATE ON SCHEMA %s TO %s, or make the "
+                    "role its owner)", role, b->schema, b->schema, role);
+    if (*PQgetvalue(res, 0, 2) != 't')
+        return jr_fail(err, JR_EDB, "postgres: migrate: schema '%s' does "
+                       "not exist and role '%s' may not create it: it needs "
+                       "CREATE on database '%s' (GRANT CREATE ON DATABASE %s "
+                       "TO %s), or an owner creates the schema for it "
+                       "(CREATE SCHEMA %s AUTHORIZATION %s)", b->schema, role,
+                       db, db, role, b->schema, role);
+    return 1;
+}
+
+/* Makes sure the schema exists and this role may create in it. CREATE
+ * SCHEMA IF NOT EXISTS wants CREATE on the database even when the schema
+ * exists, which a role given its schema by an owner (CREATE SCHEMA ...
+ * AUTHORIZATION runner) lacks: so it runs only for a missing schema, and a
+ * missing privilege is named with what grants it. */
+static int
+schema_create(jr_backend *b, jr_err *err)
+{
+    const char *params[1] = {b->schema};
+    PGresult *res;
+    char *sql;
+    int rc;
+
+    res = PQexecParams(b->conn, "SELECT n.oid IS NOT NULL,"
+        " coalesce(has_schema_privilege(n.oid, 'CREATE'), false),"
+        " has_database_privilege(current_database(), 'CREATE'),"
+        " current_user, current_database()"
+        " FROM (SELECT 1) x LEFT JOIN pg_namespace n ON n.nspname = $1::text",
+        1, NULL, params, NULL, NULL, 0);
+    if (PQresultStatus(res) != PGRES_TUPLES_OK || PQntuples(res) != 1)
+        rc = db_fail(b, res, "migrate: looking for the schema", err);
+    else
+        rc = create_rights(b, res, err);
+    PQclear(res);
+    if (rc <= 0)
+        return rc;
+    if ((sql = expand(b, "CREATE SCHEMA IF NOT EXISTS {{schema}}")) == NULL)
+        return jr_fail(err, JR_ENOMEM, "postgres: migrate: out of memory");
+    rc = run_plain(b, sql, "migrate: creating the schema", err);
+    free(sql);
+    return rc;
+}
+
 /* Under the advisory lock: creates the schema and migrations table, then
  * applies what is missing. */
 static int
@@ -991,13 +1108,14 @@ migrate_locked(jr_backend *b, const block *blk, int nblk, jr_err *err)
     PQclear(res);
     if (rc < 0)
         return -1;
-    sql = expand(b, "CREATE SCHEMA IF NOT EXISTS {{schema}}; "
-                 "CREATE TABLE IF NOT EXISTS {{schema}}.migrations ("
+    if (schema_create(b, err) < 0)
+        return -1;
+    sql = expand(b, "CREATE TABLE IF NOT EXISTS {{schema}}.migrations ("
                  "version int PRIMARY KEY, "
                  "applied_at timestamptz NOT NULL DEFAULT now())");
     if (sql == NULL)
         return jr_fail(err, JR_ENOMEM, "postgres: migrate: out of memory");
-    rc = run_plain(b, sql, "migrate: creating the schema", err);
+    rc = run_plain(b, sql, "migrate: creating the migrations table", err);
     free(sql);
     if (rc < 0 || (v = schema_version(b, err)) < 0)
         return -1;
@@ -2396,6 +2514,29 @@ pg_dead_list(jr_backend *b, int limit, jr_dead_cb cb, void *arg,
     return 0;
 }
 
+/* Runs a dead retry statement s. Its RETRY_KEY reads the holders of each
+ * key in its snapshot; a push of the key in flight meanwhile is not in it,
+ * and when it commits the retried row meets it in the unique index. The
+ * statement then runs again: a new snapshot sees that holder and the
+ * retried job runs as a plain one (README "Unique jobs": a retry never
+ * fails on the unique index). Each round lost means another push of one
+ * of the keys committed; DEAD_RETRY_ROUNDS bounds them all the same. */
+#define DEAD_RETRY_ROUNDS 20
+
+static int
+dead_retry_run(jr_backend *b, int s, const char *const *params, jr_err *err)
+{
+    int round, rc = -1;
+
+    for (round = 0; round < DEAD_RETRY_ROUNDS; round++) {
+        rc = run_count(b, s, params, "retrying dead jobs", err);
+        if (rc >= 0 || strcmp(b->sqlstate, "23505") != 0 ||
+            ready(b, err) < 0)
+            break;
+    }
+    return rc;
+}
+
 static int
 pg_dead_retry(jr_backend *b, const int64_t *ids, int n, jr_err *err)
 {
@@ -2409,8 +2550,7 @@ pg_dead_retry(jr_backend *b, const int64_t *ids, int n, jr_err *err)
     if (ready(b, err) < 0)
         return -1;
     if (n < 0)
-        return run_count(b, S_DEAD_RETRY_ALL, NULL, "retrying dead jobs",
-                         err);
+        return dead_retry_run(b, S_DEAD_RETRY_ALL, NULL, err);
     for (i = 0; i < n; i++) {
         snprintf(num, sizeof num, "%lld", (long long)ids[i]);
         sb_num(&s, num);
@@ -2418,7 +2558,7 @@ pg_dead_retry(jr_backend *b, const int64_t *ids, int n, jr_err *err)
     params[0] = sb_array(&s);
     rc = s.oom ? jr_fail(err, JR_ENOMEM, "postgres: retrying dead jobs: "
                          "out of memory")
-         : run_count(b, S_DEAD_RETRY_IDS, params, "retrying dead jobs", err);
+         : dead_retry_run(b, S_DEAD_RETRY_IDS, params, err);
     free(s.p);
     return rc;
 }

@@ -506,3 +506,128 @@ $$;
 -- renewal, every few seconds. Renewal now reads the running jobs through
 -- jobs_lease (a runner's are a few hundred of them).
 DROP INDEX IF EXISTS {{schema}}.jobs_locked_by;
+-- migration 9
+-- push_unique kept no window when its holder finished while the push
+-- waited on it: the push gave its window back (the key was held), then
+-- found the holder gone and inserted its job without one, so a later push
+-- inside the window was new. The window is now taken at each round of the
+-- loop, before each insert. The rest is migration 4's function.
+CREATE OR REPLACE FUNCTION {{schema}}.push_unique(name text,
+                                       payload jsonb DEFAULT '{}',
+                                       run_at timestamptz DEFAULT now(),
+                                       priority int DEFAULT 0,
+                                       queue text DEFAULT 'default',
+                                       max_retries int DEFAULT NULL,
+                                       unique_key text DEFAULT NULL,
+                                       unique_for interval DEFAULT NULL,
+                                       on_conflict text DEFAULT 'keep',
+                                       OUT id bigint, OUT outcome text)
+LANGUAGE plpgsql AS $$
+#variable_conflict use_column
+DECLARE
+    p_name text := push_unique.name;
+    p_key text := push_unique.unique_key;
+    p_payload jsonb := coalesce(push_unique.payload, '{}');
+    p_run_at timestamptz := coalesce(push_unique.run_at, now());
+    p_replace boolean := coalesce(push_unique.on_conflict, 'keep') = 'replace';
+    took boolean := false;
+    new_id bigint;
+    held_id bigint;
+    held_state text;
+BEGIN
+    IF NOT isfinite(p_run_at)
+       OR p_run_at >= timestamptz '10000-01-01 00:00:00+00' THEN
+        RAISE EXCEPTION 'jobrunner.push: run_at % is not a finite time before the year 10000',
+            p_run_at USING ERRCODE = 'datetime_field_overflow';
+    END IF;
+    IF coalesce(push_unique.on_conflict, 'keep') NOT IN ('keep', 'replace') THEN
+        RAISE EXCEPTION 'jobrunner.push: on_conflict ''%'' is not keep or replace',
+            push_unique.on_conflict USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    IF p_key IS NULL AND (push_unique.unique_for IS NOT NULL OR p_replace) THEN
+        RAISE EXCEPTION 'jobrunner.push: unique_for and on_conflict need a unique_key'
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    IF p_key IS NOT NULL AND octet_length(p_key) NOT BETWEEN 1 AND 255 THEN
+        RAISE EXCEPTION 'jobrunner.push: unique_key of % bytes: a key has 1 to 255 bytes',
+            octet_length(p_key) USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    IF push_unique.unique_for < interval '0' OR NOT isfinite(push_unique.unique_for) THEN
+        RAISE EXCEPTION 'jobrunner.push: unique_for % is negative or infinite',
+            push_unique.unique_for USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    IF p_key IS NULL THEN
+        INSERT INTO {{schema}}.jobs AS j (name, payload, run_at, priority, queue,
+                                          max_retries)
+        VALUES (p_name, p_payload, p_run_at, coalesce(push_unique.priority, 0),
+                coalesce(push_unique.queue, 'default'), push_unique.max_retries)
+        RETURNING j.id INTO new_id;
+        id := new_id;
+        outcome := 'new';
+        RETURN;
+    END IF;
+    LOOP
+        IF push_unique.unique_for > interval '0' THEN
+            -- take the window if it is free; else wait for whoever holds
+            -- its row lock, and see their window
+            INSERT INTO {{schema}}.unique_keys AS u (name, unique_key, held_until)
+            VALUES (p_name, p_key, now() + push_unique.unique_for)
+            ON CONFLICT ON CONSTRAINT unique_keys_pkey DO UPDATE
+            SET held_until = excluded.held_until, job_id = NULL
+            WHERE u.held_until <= now()
+            RETURNING true INTO took;
+            took := coalesce(took, false);
+        END IF;
+        held_id := NULL;
+        IF NOT took THEN
+            SELECT u.job_id INTO held_id FROM {{schema}}.unique_keys u
+            WHERE u.name = p_name AND u.unique_key = p_key
+              AND u.held_until > now() AND u.job_id IS NOT NULL;
+        END IF;
+        IF held_id IS NULL THEN
+            INSERT INTO {{schema}}.jobs AS j (name, payload, run_at, priority,
+                                              queue, max_retries, unique_key)
+            VALUES (p_name, p_payload, p_run_at,
+                    coalesce(push_unique.priority, 0),
+                    coalesce(push_unique.queue, 'default'),
+                    push_unique.max_retries, p_key)
+            ON CONFLICT (name, unique_key) WHERE unique_key IS NOT NULL
+                AND state IN ('queued', 'running') DO NOTHING
+            RETURNING j.id INTO new_id;
+            IF new_id IS NOT NULL THEN
+                IF took THEN
+                    UPDATE {{schema}}.unique_keys u SET job_id = new_id
+                    WHERE u.name = p_name AND u.unique_key = p_key;
+                END IF;
+                id := new_id;
+                outcome := 'new';
+                RETURN;
+            END IF;
+            -- a queued or running job holds the key; a window we took is
+            -- given back (the key was not free after all)
+            IF took THEN
+                DELETE FROM {{schema}}.unique_keys u
+                WHERE u.name = p_name AND u.unique_key = p_key;
+                took := false;
+            END IF;
+            SELECT j.id, j.state INTO held_id, held_state
+            FROM {{schema}}.jobs j
+            WHERE j.name = p_name AND j.unique_key = p_key
+              AND j.state IN ('queued', 'running')
+            FOR UPDATE;
+            -- NULL: the holder finished in between; try again, window first
+            CONTINUE WHEN held_id IS NULL;
+        END IF;
+        id := held_id;
+        outcome := 'duplicate';
+        IF p_replace THEN
+            UPDATE {{schema}}.jobs j SET payload = p_payload, run_at = p_run_at,
+                updated_at = now()
+            WHERE j.id = held_id AND j.state = 'queued'
+            RETURNING 'replaced' INTO outcome;
+            outcome := coalesce(outcome, 'duplicate');
+        END IF;
+        RETURN;
+    END LOOP;
+END
+$$;

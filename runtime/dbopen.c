@@ -26,6 +26,9 @@ backend_opts(jr_backend_opts *o, const jr_config *cfg)
      * runner's connection; producers' connections keep the server's. */
     o->sync_normal = 1;
     o->async_commit = 1;
+    /* statement_timeout and the like set on the role or database are for
+     * the application's sessions: the runner's set their own */
+    o->own_timeouts = 1;
     o->busy_timeout = cfg->busy_timeout;
     o->schema = cfg->schema;
     o->max_payload = cfg->max_payload;

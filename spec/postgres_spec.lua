@@ -147,6 +147,76 @@ describe("postgres:", function()
     assert.equal("0", out:match("%d+"))
   end)
 
+  -- a role of its own (roles are the cluster's), dropped with what it owns
+  local function make_role(env)
+    local role = "r_" .. env.schema
+    psql(env, ("CREATE ROLE %s LOGIN"):format(role))
+    finally(function()
+      psql(env, ("DROP OWNED BY %s CASCADE; DROP ROLE %s"):format(role, role))
+    end)
+    env.url = jr.pg_url:gsub("user=postgres", "user=" .. role)
+    env:config("")
+    return role
+  end
+
+  it("migrates as a role that owns its schema, without CREATE on the database", function()
+    local role = make_role(env)
+    psql(env, ("CREATE SCHEMA %s AUTHORIZATION %s"):format(env.schema, role))
+    local out, err, code = env:cli("migrate")
+    assert.equal(0, code, out .. err)
+    env:script("ok", jr.RECORD .. [[return function(job) record("ran", job.id) end]])
+    env:start()
+    local id = env:push("ok")
+    assert.equal(tostring(id), jr.wait_file(env.dir .. "/ran", 30):match("%d+"))
+    assert.equal(0, env:stop())
+  end)
+
+  it("names the privilege a role lacks to migrate, and on what", function()
+    local role = make_role(env)
+    local _, err, code = env:cli("migrate")
+    assert.is_not.equal(0, code)
+    assert.matches(("schema '%s' does not exist and role '%s' may not create it: "
+      .. "it needs CREATE on database 'postgres'"):format(env.schema, role), err, 1, true)
+    psql(env, ("CREATE SCHEMA %s; GRANT USAGE ON SCHEMA %s TO %s"):format(
+      env.schema, env.schema, role))
+    _, err, code = env:cli("migrate")
+    assert.is_not.equal(0, code)
+    assert.matches(("role '%s' may not create objects in schema '%s': it needs "
+      .. "CREATE on the schema"):format(role, env.schema), err, 1, true)
+  end)
+
+  it("sets its own session timeouts: a statement_timeout on its role does not cripple it", function()
+    local role = make_role(env)
+    local s = env.schema
+    psql(env, ("GRANT CREATE ON DATABASE postgres TO %s"):format(role))
+    local out, err, code = env:cli("migrate")
+    assert.equal(0, code, out .. err)
+    -- every row a claim takes costs 5 ms: a 1 ms statement_timeout would
+    -- cancel every claim, and a 1 s idle_session_timeout would close the
+    -- runner's idle connections
+    psql(env, ([[CREATE FUNCTION %s.slow() RETURNS trigger LANGUAGE plpgsql
+      AS $$ BEGIN PERFORM pg_sleep(0.005); RETURN NEW; END $$;
+      CREATE TRIGGER slow BEFORE UPDATE ON %s.jobs FOR EACH ROW
+      EXECUTE FUNCTION %s.slow()]]):format(s, s, s))
+    psql(env, ("ALTER ROLE %s SET statement_timeout = '1ms';"
+      .. " ALTER ROLE %s SET idle_session_timeout = '1s'"):format(role, role))
+    env:config("poll_interval = 0.2")
+    env:script("ok", jr.RECORD .. [[return function(job) record("ran", job.id) end]])
+    local p = env:start()
+    psql(env, ("SELECT %s.push('ok') FROM generate_series(1, 30)"):format(s))
+    jr.wait_for(function() return #jr.lines(env.dir .. "/ran") >= 30 end, 60, "30 jobs run")
+    -- a connection that is not the runner's keeps the role's settings; the
+    -- error names the timeout
+    local dead = psql(env, ("SELECT %s.push('gone')"):format(s)):match("%d+")
+    psql(env, ("UPDATE %s.jobs SET state = 'dead' WHERE id = %s"):format(s, dead))
+    out, err, code = env:cli("dead", "retry", dead)
+    assert.is_not.equal(0, code, out)
+    assert.matches("canceling statement due to statement timeout [SQLSTATE 57014]", err, 1, true)
+    psql(env, ("ALTER ROLE %s RESET ALL"):format(role))
+    assert.equal(0, env:stop())
+    assert.is_nil(env:log(p):find("lost", 1, true), env:log(p))
+  end)
+
   it("refuses a schema name that is not a plain identifier", function()
     env:config('schema = "x; DROP TABLE y"')
     local _, err, code = env:cli("migrate")

@@ -332,5 +332,50 @@ for _, backend in ipairs(jr.backends()) do
         end)
       end)
     end
+
+    -- Races between two sessions, made to happen the same way every time:
+    -- a second session (pghold) holds a lock until the first waits on it.
+    if backend == "postgres" then
+      local pghold = require "pghold"
+
+      it("keeps a unique_for window when the holder finishes while the push waits on it", function()
+        local q = open()
+        local holder = q:push("u.win", nil, { unique_key = "daily" })
+        -- the push finds the queued holder, gives back the window it took
+        -- and waits on the holder's row; the holder finishes meanwhile
+        local h = pghold.start(env, { "SELECT id FROM jobs WHERE id = " .. holder .. " FOR UPDATE" },
+          { "DELETE FROM jobs WHERE id = " .. holder })
+        local id, outcome = cli_push(env, "u.win", nil, "--unique-key", "daily", "--unique-for", "1h")
+        local code, err = pghold.finish(h)
+        assert.equal(0, code, err)
+        assert.equal("new", outcome)
+        assert.are_not.equal(holder, id)
+        -- the window is held: a push inside it is a duplicate of the job,
+        -- even once that job is gone
+        assert.equal(1, #env:query("SELECT 1 FROM unique_keys WHERE unique_key = 'daily'"))
+        env:exec("DELETE FROM jobs WHERE id = " .. id)
+        assert.same({ id, "duplicate" }, { cli_push(env, "u.win", nil, "--unique-key", "daily") })
+        q:close()
+      end)
+
+      it("dead retry of a key a push takes meanwhile runs the job plain, never fails", function()
+        local q = open()
+        local dead = q:push("u.race", nil, { unique_key = "k" })
+        env:exec("UPDATE jobs SET state = 'dead' WHERE id = " .. dead)
+        -- the push is in flight (not committed) when the retry reads the
+        -- key's holders, and commits while the retry waits on it
+        local h = pghold.start(env, { ("SELECT push('u.race', unique_key => 'k')") })
+        local out, err, code = env:cli("dead", "retry", tostring(dead))
+        local hcode, herr = pghold.finish(h)
+        assert.equal(0, hcode, herr)
+        assert.equal(0, code, out .. err)
+        local row = env:query("SELECT state, unique_key FROM jobs WHERE id = " .. dead)[1]
+        assert.same({ state = "queued", unique_key = cjson.null }, row)
+        local pushed = env:query("SELECT id FROM jobs WHERE unique_key = 'k'")
+        assert.equal(1, #pushed)
+        assert.equal(pushed[1].id, (q:push("u.race", nil, { unique_key = "k" })))
+        q:close()
+      end)
+    end
   end)
 end
