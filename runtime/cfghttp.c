@@ -2,6 +2,7 @@
  * token = "..." }. The address itself is checked when the server starts
  * (http.c); here only the types, the keys and the token's length. The
  * token is never logged. Uses config.h, http.h. */
+#include <ctype.h>
 #include <lauxlib.h>
 #include <lua.h>
 #include <stdio.h>
@@ -38,6 +39,32 @@ string_key(lua_State *L, const char *k, char **slot, char *key,
     return rc;
 }
 
+/* -1 with what set when token cannot be sent as a Bearer token or is
+ * too easy to guess. */
+static int
+token_why(const char *token, char *what, size_t whatsize)
+{
+    size_t n = strlen(token), blank = 0, i;
+
+    for (i = 0; i < n; i++)
+        if (isspace((unsigned char)token[i]))
+            blank++;
+    if (blank == n)
+        return snprintf(what, whatsize, "is blank"), -1;
+    if (n < JR_HTTP_TOKEN_MIN)
+        return snprintf(what, whatsize, "is too short: at least %d "
+                        "characters", JR_HTTP_TOKEN_MIN), -1;
+    if (n > JR_HTTP_TOKEN_MAX)
+        return snprintf(what, whatsize, "is too long: at most %d "
+                        "characters", JR_HTTP_TOKEN_MAX), -1;
+    for (i = 0; i < n; i++)
+        if ((unsigned char)token[i] <= ' ' || token[i] == 0x7f)
+            return snprintf(what, whatsize, "has a space or a control "
+                            "character (character %zu): a Bearer token "
+                            "cannot carry it", i + 1), -1;
+    return 0;
+}
+
 int
 jr_config_http(lua_State *L, jr_config *c, char *key, size_t keysize,
                char *what, size_t whatsize)
@@ -67,10 +94,9 @@ jr_config_http(lua_State *L, jr_config *c, char *key, size_t keysize,
         string_key(L, "token", &c->http_token, key, keysize, what,
                    whatsize) < 0)
         return -1;
-    if (c->http_token != NULL && strlen(c->http_token) < JR_HTTP_TOKEN_MIN) {
+    if (c->http_token != NULL && token_why(c->http_token, what,
+                                           whatsize) < 0) {
         snprintf(key, keysize, "http.token");
-        snprintf(what, whatsize, "is too short: at least %d characters",
-                 JR_HTTP_TOKEN_MIN);
         return -1;
     }
     return 0;

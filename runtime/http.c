@@ -45,7 +45,9 @@ typedef struct awaited {
 struct jr_http {
     master             *m;
     struct evhttp      *http;
-    char                token[256];     /* "" when none */
+    const char         *token;          /* "" when none */
+    char                host[64];       /* the listen address's host, and */
+    int                 port;           /* its port, for Host checks */
     awaited            *waiting;        /* answers still to come */
     jr_buf              gauges;         /* the last database gauges */
     double              gauges_at;      /* mono time read; 0: never */
@@ -325,6 +327,43 @@ cross_site(struct evhttp_request *req)
     return NULL;
 }
 
+/* 1 when host (a Host header) is name[:port]; the port may be left out
+ * when it is 80. */
+static int
+host_is(const char *host, const char *name, int port)
+{
+    size_t n = strlen(name);
+
+    if (strncasecmp(host, name, n) != 0)
+        return 0;
+    if (host[n] == '\0')
+        return port == 80;
+    return host[n] == ':' && atoi(host + n + 1) == port &&
+           strspn(host + n + 1, "0123456789") == strlen(host + n + 1);
+}
+
+/* Without a token, a web page whose name was made to resolve to this
+ * machine (DNS rebinding) could read everything: only the names of this
+ * server are accepted as Host. Replies 403 and returns -1 otherwise. */
+static int
+check_host(jr_http *h, struct evhttp_request *req)
+{
+    const char *host = evhttp_find_header(evhttp_request_get_input_headers(
+                                          req), "Host");
+    static const char *const names[] = {"localhost", "127.0.0.1", "[::1]"};
+    size_t i;
+
+    if (h->token[0] || (host != NULL && host_is(host, h->host, h->port)))
+        return 0;
+    for (i = 0; host != NULL && i < sizeof names / sizeof names[0]; i++)
+        if (host_is(host, names[i], h->port))
+            return 0;
+    jr_http_error(req, 403, "Host '%.100s' is not this server: without "
+                  "http.token only localhost, 127.0.0.1, [::1] or %s, with "
+                  "port %d, are served", host ? host : "", h->host, h->port);
+    return -1;
+}
+
 /* Runs the checks of a request under /api/ or /metrics; replies and
  * returns -1 when one fails. */
 static int
@@ -353,6 +392,29 @@ check(jr_http *h, struct evhttp_request *req, const char *path, int post)
     return 0;
 }
 
+/* 405 for a method path does not take: write is 1 for a POST route. */
+static void
+not_allowed(struct evhttp_request *req, const char *path, int write)
+{
+    evhttp_add_header(evhttp_request_get_output_headers(req), "Allow",
+                      write ? "POST" : "GET, HEAD");
+    jr_http_error(req, 405, "%.200s takes %s", path, write ? "POST" : "GET");
+}
+
+static void
+route_api(jr_http *h, struct evhttp_request *req, const char *path,
+          const char *query, int post, int read)
+{
+    int write = jr_api_is_write(path + 5);
+
+    if (write < 0)
+        jr_http_error(req, 404, "no such API route: %.200s", path);
+    else if ((!post && !read) || post != write)
+        not_allowed(req, path, write);
+    else if (check(h, req, path, post) == 0)
+        jr_api_handle(h->m, req, path + 5, query, post);
+}
+
 static void
 route(struct evhttp_request *req, void *arg)
 {
@@ -366,27 +428,12 @@ route(struct evhttp_request *req, void *arg)
 
     if (path == NULL || path[0] != '/') {
         jr_http_error(req, 400, "bad request path");
+    } else if (check_host(h, req) < 0) {
         return;
-    }
-    if (strncmp(path, "/api/", 5) == 0 && (read || post)) {
-        int write = jr_api_is_write(path + 5);
-        if (write < 0) {
-            jr_http_error(req, 404, "no such API route: %.200s", path);
-        } else if (post != write) {
-            evhttp_add_header(evhttp_request_get_output_headers(req),
-                              "Allow", post ? "GET, HEAD" : "POST");
-            jr_http_error(req, 405, "%s takes %s", path, post ? "GET" :
-                          "POST");
-        } else if (check(h, req, path, post) == 0) {
-            jr_api_handle(h->m, req, path + 5, evhttp_uri_get_query(uri),
-                          post);
-        }
-        return;
-    }
-    if (!read) {
-        evhttp_add_header(evhttp_request_get_output_headers(req), "Allow",
-                          "GET, HEAD");
-        jr_http_error(req, 405, "%s takes GET", path);
+    } else if (strncmp(path, "/api/", 5) == 0) {
+        route_api(h, req, path, evhttp_uri_get_query(uri), post, read);
+    } else if (!read) {
+        not_allowed(req, path, 0);
     } else if (strcmp(path, "/metrics") == 0) {
         if (check(h, req, path, 0) == 0)
             scrape(h, req);
@@ -446,9 +493,9 @@ loopback(const struct sockaddr *sa)
     return IN6_IS_ADDR_LOOPBACK(&s6->sin6_addr);
 }
 
-/* A listening socket on listen; logs the address it got. */
+/* A listening socket on listen; logs the address it got, sets *port. */
 static int
-open_listener(const char *addr, int token, jr_err *err)
+open_listener(const char *addr, int token, int *port, jr_err *err)
 {
     struct addrinfo *ai;
     struct sockaddr_storage got;
@@ -484,12 +531,12 @@ open_listener(const char *addr, int token, jr_err *err)
     else
         inet_ntop(AF_INET6, &((struct sockaddr_in6 *)&got)->sin6_addr, host,
                   sizeof host);
+    *port = ntohs(got.ss_family == AF_INET ?
+                  ((struct sockaddr_in *)&got)->sin_port :
+                  ((struct sockaddr_in6 *)&got)->sin6_port);
     jr_log(JR_LOG_INFO, "http: listening on http://%s%s%s:%d/ (%s)",
            got.ss_family == AF_INET6 ? "[" : "", host,
-           got.ss_family == AF_INET6 ? "]" : "",
-           ntohs(got.ss_family == AF_INET ?
-                 ((struct sockaddr_in *)&got)->sin_port :
-                 ((struct sockaddr_in6 *)&got)->sin6_port),
+           got.ss_family == AF_INET6 ? "]" : "", *port,
            token ? "token required" : "no token: read only");
     return fd;
 }
@@ -513,11 +560,11 @@ jr_http_start(master *m, jr_err *err)
 {
     const jr_config *c = m->cfg;
     jr_http *h;
-    int fd;
+    int fd, port = 0;
 
     if (c->http_listen == NULL)
         return 0;
-    if ((fd = open_listener(c->http_listen, c->http_token != NULL,
+    if ((fd = open_listener(c->http_listen, c->http_token != NULL, &port,
                             err)) < 0)
         return -1;
     if ((h = calloc(1, sizeof *h)) == NULL ||
@@ -531,15 +578,21 @@ jr_http_start(master *m, jr_err *err)
         return jr_fail(err, JR_ENOMEM, "http: cannot start the server");
     }
     h->m = m;
-    snprintf(h->token, sizeof h->token, "%s",
-             c->http_token ? c->http_token : "");
+    h->token = c->http_token ? c->http_token : "";  /* the config outlives h */
+    h->port = port;
+    snprintf(h->host, sizeof h->host, "%.*s", (int)(strrchr(c->http_listen,
+             ':') - c->http_listen), c->http_listen);
     /* a slow or silent client holds only its own connection, and not
      * for long; a big body is refused before it is read */
     evhttp_set_timeout(h->http, JR_HTTP_TIMEOUT);
     evhttp_set_max_body_size(h->http, JR_HTTP_BODY_MAX);
     evhttp_set_max_headers_size(h->http, JR_HTTP_HEADER_MAX);
+    /* every method reaches route(): the others get a JSON 405 */
     evhttp_set_allowed_methods(h->http, EVHTTP_REQ_GET | EVHTTP_REQ_HEAD |
-                               EVHTTP_REQ_POST);
+                               EVHTTP_REQ_POST | EVHTTP_REQ_PUT |
+                               EVHTTP_REQ_DELETE | EVHTTP_REQ_OPTIONS |
+                               EVHTTP_REQ_TRACE | EVHTTP_REQ_CONNECT |
+                               EVHTTP_REQ_PATCH);
     evhttp_set_flags(h->http, EVHTTP_SERVER_LINGERING_CLOSE);
     evhttp_set_gencb(h->http, route, h);
     m->http = h;

@@ -16,6 +16,7 @@
 #define JR_HTTP_TIMEOUT    10      /* seconds a request may take to arrive
                                       or its reply to be read */
 #define JR_HTTP_TOKEN_MIN  16      /* characters of http.token at least */
+#define JR_HTTP_TOKEN_MAX  4096    /* and at most (it goes in a header) */
 
 struct master;
 struct evhttp_request;
