@@ -16,6 +16,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -24,6 +25,7 @@
 #include <event2/keyvalq_struct.h>
 
 #include "http.h"
+#include "httpconn.h"
 #include "log.h"
 #include "master_int.h"
 #include "metrics.h"
@@ -45,6 +47,7 @@ typedef struct awaited {
 struct jr_http {
     master             *m;
     struct evhttp      *http;
+    jr_httpconn        *conns;          /* its connections */
     const char         *token;          /* "" when none */
     char                host[64];       /* the listen address's host, and */
     int                 port;           /* its port, for Host checks */
@@ -426,6 +429,7 @@ route(struct evhttp_request *req, void *arg)
     int post = cmd == EVHTTP_REQ_POST, read = cmd == EVHTTP_REQ_GET ||
                cmd == EVHTTP_REQ_HEAD;
 
+    jr_httpconn_busy(h->conns, req);
     if (path == NULL || path[0] != '/') {
         jr_http_error(req, 400, "bad request path");
     } else if (check_host(h, req) < 0) {
@@ -555,6 +559,60 @@ open_reader(jr_http *h)
                "share the runner's", e.msg);
 }
 
+/* http.max_connections, or the default; at most half the descriptors
+ * this process may open (the rest are for workers and the database). */
+static int
+max_conns(const jr_config *c)
+{
+    struct rlimit rl;
+    int want = c->http_max_conns > 0 ? c->http_max_conns : JR_HTTP_CONNS;
+    long half;
+
+    if (getrlimit(RLIMIT_NOFILE, &rl) < 0 || rl.rlim_cur == RLIM_INFINITY)
+        return want;
+    half = (long)(rl.rlim_cur / 2) > 1 ? (long)(rl.rlim_cur / 2) : 1;
+    if (want <= half)
+        return want;
+    jr_log(JR_LOG_WARN, "http: http.max_connections %d is more than half "
+           "of the %ld descriptors this process may open (ulimit -n): at "
+           "most %ld connections", want, (long)rl.rlim_cur, half);
+    return (int)half;
+}
+
+/* Makes h->http serve the listening socket fd; takes fd. */
+static int
+serve(jr_http *h, int fd, jr_err *err)
+{
+    const jr_config *c = h->m->cfg;
+    struct evhttp_bound_socket *bound;
+    int max = max_conns(c);
+
+    if ((h->http = evhttp_new(h->m->base)) == NULL ||
+        (bound = evhttp_accept_socket_with_handle(h->http, fd)) == NULL) {
+        close(fd);
+        return jr_fail(err, JR_ENOMEM, "http: cannot start the server");
+    }
+    if ((h->conns = jr_httpconn_new(h->http, bound, max, JR_HTTP_TIMEOUT,
+                                    err)) == NULL)
+        return -1;
+    /* a silent or slow client holds only its own connection, and not
+     * for long; a big body is refused before it is read */
+    evhttp_set_timeout(h->http, JR_HTTP_TIMEOUT);
+    evhttp_set_max_body_size(h->http, JR_HTTP_BODY_MAX);
+    evhttp_set_max_headers_size(h->http, JR_HTTP_HEADER_MAX);
+    /* every method reaches route(): the others get a JSON 405 */
+    evhttp_set_allowed_methods(h->http, EVHTTP_REQ_GET | EVHTTP_REQ_HEAD |
+                               EVHTTP_REQ_POST | EVHTTP_REQ_PUT |
+                               EVHTTP_REQ_DELETE | EVHTTP_REQ_OPTIONS |
+                               EVHTTP_REQ_TRACE | EVHTTP_REQ_CONNECT |
+                               EVHTTP_REQ_PATCH);
+    evhttp_set_flags(h->http, EVHTTP_SERVER_LINGERING_CLOSE);
+    evhttp_set_gencb(h->http, route, h);
+    jr_log(JR_LOG_INFO, "http: at most %d connections, %d s for a request "
+           "to arrive", max, JR_HTTP_TIMEOUT);
+    return 0;
+}
+
 int
 jr_http_start(master *m, jr_err *err)
 {
@@ -568,33 +626,22 @@ jr_http_start(master *m, jr_err *err)
                             err)) < 0)
         return -1;
     if ((h = calloc(1, sizeof *h)) == NULL ||
-        (m->metrics = jr_metrics_new()) == NULL ||
-        (h->http = evhttp_new(m->base)) == NULL ||
-        evhttp_accept_socket(h->http, fd) < 0) {
+        (m->metrics = jr_metrics_new()) == NULL) {
         close(fd);
-        if (h != NULL && h->http != NULL)
-            evhttp_free(h->http);
         free(h);
         return jr_fail(err, JR_ENOMEM, "http: cannot start the server");
     }
     h->m = m;
+    if (serve(h, fd, err) < 0) {
+        if (h->http != NULL)
+            evhttp_free(h->http);
+        free(h);
+        return -1;
+    }
     h->token = c->http_token ? c->http_token : "";  /* the config outlives h */
     h->port = port;
     snprintf(h->host, sizeof h->host, "%.*s", (int)(strrchr(c->http_listen,
              ':') - c->http_listen), c->http_listen);
-    /* a slow or silent client holds only its own connection, and not
-     * for long; a big body is refused before it is read */
-    evhttp_set_timeout(h->http, JR_HTTP_TIMEOUT);
-    evhttp_set_max_body_size(h->http, JR_HTTP_BODY_MAX);
-    evhttp_set_max_headers_size(h->http, JR_HTTP_HEADER_MAX);
-    /* every method reaches route(): the others get a JSON 405 */
-    evhttp_set_allowed_methods(h->http, EVHTTP_REQ_GET | EVHTTP_REQ_HEAD |
-                               EVHTTP_REQ_POST | EVHTTP_REQ_PUT |
-                               EVHTTP_REQ_DELETE | EVHTTP_REQ_OPTIONS |
-                               EVHTTP_REQ_TRACE | EVHTTP_REQ_CONNECT |
-                               EVHTTP_REQ_PATCH);
-    evhttp_set_flags(h->http, EVHTTP_SERVER_LINGERING_CLOSE);
-    evhttp_set_gencb(h->http, route, h);
     m->http = h;
     open_reader(h);
     return 0;
@@ -619,6 +666,7 @@ jr_http_stop(master *m)
     }
     jr_dbthread_free(h->rdt);   /* its answers find no server */
     jr_dbthread_close(h->rdb);
+    jr_httpconn_free(h->conns);
     evhttp_free(h->http);
     jr_buf_free(&h->gauges);
     free(h);
