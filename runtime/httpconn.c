@@ -17,6 +17,8 @@
 #include <event2/http.h>
 #include <event2/listener.h>
 
+#include "api.h"
+#include "http.h"
 #include "httpconn.h"
 #include "log.h"
 #include "util.h"
@@ -33,6 +35,7 @@ typedef struct conn {
     struct event             *init;     /* init_cb, once */
     struct event             *deadline; /* the request must be in by then */
     struct evbuffer_cb_entry *incb;     /* arrived() */
+    struct evbuffer_cb_entry *outcb;    /* sent() */
     int                       busy;     /* a request is being answered */
     int                       closing;  /* closed by us */
     int                       started;  /* bytes of the next request came */
@@ -184,6 +187,89 @@ arrived(struct evbuffer *buf, const struct evbuffer_cb_info *info,
         ((conn *)arg)->started = 1;
 }
 
+/* Appends to b the JSON reply for evhttp's reply head (NUL-terminated,
+ * status line first) of status code. */
+static void
+json_reply(jr_buf *b, const char *head, int code)
+{
+    char line[128], msg[256];
+    const char *reason;
+    size_t n = strcspn(head, "\r");
+
+    snprintf(line, sizeof line, "%.*s", (int)n, head);
+    reason = strchr(line, ' ') ? strchr(strchr(line, ' ') + 1, ' ') : NULL;
+    reason = reason ? reason + 1 : "error";
+    if (code == 413)
+        snprintf(msg, sizeof msg, "request body too large: at most %d "
+                 "bytes", JR_HTTP_BODY_MAX);
+    else if (code == 400)
+        snprintf(msg, sizeof msg, "malformed request, or headers over %d "
+                 "bytes", JR_HTTP_HEADER_MAX);
+    else if (code == 501)
+        snprintf(msg, sizeof msg, "unknown method");
+    else
+        snprintf(msg, sizeof msg, "%s", reason);
+    jr_api_printf(b, "%s\r\nContent-Type: application/json\r\n"
+                  "Cache-Control: no-store\r\nX-Content-Type-Options: "
+                  "nosniff\r\n%sContent-Length: %zu\r\n\r\n", line,
+                  strcasestr(head, "\r\nConnection: close") ?
+                  "Connection: close\r\n" : "", strlen(msg) + 13);
+    jr_api_printf(b, "{\"error\":\"%s\"}\n", msg);
+}
+
+/* Where the reply at p (n bytes) ends, once it is all there: its head
+ * in head (NUL-terminated), *code its status. 0: not whole yet. */
+static size_t
+reply_end(const char *p, size_t n, char *head, size_t size, int *code)
+{
+    const char *hend = memmem(p, n, "\r\n\r\n", 4), *cl;
+    size_t hlen = hend ? (size_t)(hend - p) + 4 : 0, body = 0;
+
+    if (hend == NULL || hlen >= size)
+        return 0;
+    memcpy(head, p, hlen);
+    head[hlen] = '\0';
+    if (sscanf(head, "HTTP/%*d.%*d %d", code) != 1)
+        return 0;
+    if ((cl = strcasestr(head, "\r\nContent-Length:")) != NULL)
+        body = strtoul(cl + 17, NULL, 10);
+    return hlen + body <= n ? hlen + body : 0;
+}
+
+/* evhttp's own replies (to a request it refused before route(), a body
+ * too large: 413) are HTML. Each is put in c's output whole before any
+ * of it is written: once whole, it is swapped for a JSON one. Interim
+ * replies (100 Continue) pass. */
+static void
+sent(struct evbuffer *buf, const struct evbuffer_cb_info *info, void *arg)
+{
+    conn *c = arg;
+    size_t len = evbuffer_get_length(buf), at = 0, end;
+    const char *p;
+    char head[2048];
+    jr_buf b = {0};
+    int code = 0;
+
+    if (c->busy || info->n_added == 0 || len > 8192)
+        return;
+    p = (const char *)evbuffer_pullup(buf, -1);
+    while ((end = reply_end(p + at, len - at, head, sizeof head, &code)) >
+           0 && code < 200)
+        at += end;
+    if (end == 0 || code < 400)
+        return;
+    jr_buf_put(&b, p, at);
+    json_reply(&b, head, code);
+    jr_buf_put(&b, p + at + end, len - at - end);
+    if (!b.oom) {
+        evbuffer_cb_clear_flags(buf, c->outcb, EVBUFFER_CB_ENABLED);
+        evbuffer_drain(buf, len);
+        evbuffer_add(buf, b.p, b.len);
+        evbuffer_cb_set_flags(buf, c->outcb, EVBUFFER_CB_ENABLED);
+    }
+    jr_buf_free(&b);
+}
+
 /* Forgets c; its connection is being freed. */
 static void
 drop(conn *c)
@@ -191,6 +277,7 @@ drop(conn *c)
     jr_httpconn *o = c->o;
 
     evbuffer_remove_cb_entry(bufferevent_get_input(c->bev), c->incb);
+    evbuffer_remove_cb_entry(bufferevent_get_output(c->bev), c->outcb);
     if (o != NULL) {
         unlink_conn(o, c);
         event_free(c->deadline);
@@ -246,7 +333,9 @@ new_conn(struct event_base *base, void *arg)
         (c->bev = bufferevent_socket_new(base, -1,
                                          BEV_OPT_CLOSE_ON_FREE)) == NULL ||
         (c->incb = evbuffer_add_cb(bufferevent_get_input(c->bev), arrived,
-                                   c)) == NULL) {
+                                   c)) == NULL ||
+        (c->outcb = evbuffer_add_cb(bufferevent_get_output(c->bev), sent,
+                                    c)) == NULL) {
         if (c != NULL && c->bev != NULL)
             bufferevent_free(c->bev);
         if (c != NULL && c->init != NULL)

@@ -361,6 +361,32 @@ for _, backend in ipairs(jr.backends()) do
       assert.equal(0, env:stop())
     end)
 
+    it("answers a body too large (413) and a malformed request (400) in JSON", function()
+      env:script("ok", OK)
+      local base = H.start(env)
+      local port = base:match(":(%d+)$")
+      local big = ('{"ids":[%s]}'):format(("1,"):rep(40000) .. "1")
+      for _, expect in ipairs({ {}, { "Expect:" } }) do
+        local code, body, head = H.req(base .. "/api/dead/retry", { token = true, body = big, headers = expect })
+        assert.equal(413, code, body)
+        assert.matches("Content-Type: application/json", head, 1, true)
+        assert.matches("at most 65536 bytes", require("cjson").decode(body).error, 1, true)
+      end
+      local code, body, head = H.req(base .. "/api/stats", { token = true,
+        headers = { "X-Big: " .. ("a"):rep(20000) } })
+      assert.equal(400, code, body)
+      assert.matches("Content-Type: application/json", head, 1, true)
+      assert.matches("headers over 16384 bytes", require("cjson").decode(body).error, 1, true)
+      local out = jr.sh(("bash -c %s"):format(q(("exec 3<>/dev/tcp/127.0.0.1/%s; " ..
+        "printf 'GARBAGE\\r\\n\\r\\n' >&3; timeout 10 cat <&3"):format(port))))
+      assert.matches("^HTTP/1%.1 400", out)
+      assert.matches("Content-Type: application/json", out, 1, true)
+      assert.matches('{"error":"malformed request', out, 1, true)
+      -- the server goes on
+      assert.equal(200, (H.req(base .. "/api/stats", { token = true })))
+      assert.equal(0, env:stop())
+    end)
+
     it("without a token, serves only requests whose Host names this server (DNS rebinding)", function()
       env:script("ok", OK)
       local base = H.start(env, nil, { token = false })
