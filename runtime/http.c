@@ -229,6 +229,11 @@ scrape_reply(jr_http *h, struct evhttp_request *req)
     jr_buf b = {0};
 
     jr_metrics_write(h->m, &b);
+    jr_api_printf(&b, "# HELP jobrunner_http_connections HTTP connections "
+                  "open now (this scrape's included).\n# TYPE "
+                  "jobrunner_http_connections gauge\n"
+                  "jobrunner_http_connections %d\n",
+                  jr_httpconn_count(h->conns));
     if (h->gauges_at > 0) {
         jr_buf_put(&b, h->gauges.p, h->gauges.len);
         jr_api_printf(&b, "# HELP jobrunner_db_gauges_age_seconds How old "

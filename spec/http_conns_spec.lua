@@ -102,6 +102,33 @@ describe("sqlite http connections:", function()
     assert.equal(0, env:stop())
   end)
 
+  it("counts every connection out again, whatever way it ended (jobrunner_http_connections)", function()
+    env:script("ok", "return function(job) end")
+    local base, port = start(env)
+    local big = env.dir .. "/big.json"
+    jr.write_file(big, ('{"ids":[%s]}'):format(("1,"):rep(40000) .. "1"))
+    local auth = q("Authorization: Bearer " .. H.TOKEN)
+    jr.sh(([[cd %s
+      for i in $(seq 20); do
+        curl -s -o /dev/null -H %s %s/api/stats
+        curl -s -o /dev/null -H %s -H 'Connection: close' %s/metrics
+        curl -s -o /dev/null -H %s -H 'Content-Type: application/json' --data-binary @big.json %s/api/dead/retry
+        curl -s -o /dev/null -X PUT %s/api/stats
+        curl -s -o /dev/null -m 0.2 -H %s %s/api/stats?limit=1000
+        bash -c 'exec 3<>/dev/tcp/127.0.0.1/%s; printf "GARBAGE
+
+" >&3; cat <&3 >/dev/null'
+        bash -c 'exec 3<>/dev/tcp/127.0.0.1/%s; printf "GET /api/st" >&3'
+        bash -c 'exec 3<>/dev/tcp/127.0.0.1/%s'
+      done]]):format(q(env.dir), auth, base, auth, base, auth, base, base, auth, base, port, port, port))
+    -- all gone: the scrape's own connection is the one left
+    jr.wait_for(function()
+      local _, text = H.req(base .. "/metrics", { token = true })
+      return text:find("\njobrunner_http_connections 1\n", 1, true)
+    end, 20, "every connection counted out")
+    assert.equal(0, env:stop())
+  end)
+
   it("backs off accept() when descriptors run out, says so once, and still answers and runs jobs", function()
     env:script("ok", "return function(job) end")
     local base, port = start(env, nil, "prlimit --nofile=48:48")
