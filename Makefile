@@ -32,7 +32,7 @@ RUNTIME  = main commands inspect control client master claimq cancel pool spawn 
            events dbthread dbopen worker frame config script luabridge jrlib \
            luaopts hooks reload log err json util job retry queues \
            qstate queuecmd cfgbackoff \
-           http api apidb metrics cfghttp
+           http httpconn api apidb metrics cfghttp
 # recurring jobs (schedules)
 RUNTIME += cron tzfile schedules sched schedcmd
 # systemd's notifications

@@ -234,6 +234,12 @@ filters(call *c, jr_apireq *q)
         jr_http_error(c->req, 400, "malformed query string");
         return -1;
     }
+    /* a decoded NUL would cut a value short: "%00x" would read as "" */
+    if (c->query != NULL && strstr(c->query, "%00") != NULL) {
+        evhttp_clear_headers(&kv);
+        jr_http_error(c->req, 400, "the query string has a NUL byte (%%00)");
+        return -1;
+    }
     for (e = kv.tqh_first; e && rc == 0; e = e->next.tqe_next) {
         char *slot = strcmp(e->key, "state") == 0 ? q->state :
                      strcmp(e->key, "name") == 0 ? q->name :
@@ -500,16 +506,49 @@ jr_api_is_write(const char *path)
     return r == NULL ? -1 : r->post;
 }
 
+static int
+hex(char c)
+{
+    return c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ?
+           c - 'a' + 10 : c >= 'A' && c <= 'F' ? c - 'A' + 10 : -1;
+}
+
+/* Decodes a path segment's %XX in place, once. -1 on a bad escape or a
+ * NUL byte. */
+static int
+unescape(char *s)
+{
+    char *out = s;
+
+    for (; *s; s++) {
+        if (*s != '%') {
+            *out++ = *s;
+            continue;
+        }
+        if (hex(s[1]) < 0 || hex(s[2]) < 0 || (s[1] == '0' && s[2] == '0'))
+            return -1;
+        *out++ = (char)(hex(s[1]) * 16 + hex(s[2]));
+        s += 2;
+    }
+    *out = '\0';
+    return 0;
+}
+
 void
 jr_api_handle(master *m, struct evhttp_request *req, const char *path,
               const char *query, int post)
 {
     call c = {m, req, path, query, ""};
     const route *r = find(path, c.arg, sizeof c.arg);
+    char raw[sizeof c.arg];
 
     (void)post;
+    memcpy(raw, c.arg, sizeof raw);
     if (r == NULL)
         jr_http_error(req, 404, "no such API route: /api/%.200s", path);
+    else if (unescape(c.arg) < 0)
+        jr_http_error(req, 400, "invalid percent-encoding in '%.64s' (a "
+                      "bad %%XX or a NUL byte)", raw);
     else
         r->fn(&c);
 }

@@ -70,6 +70,7 @@ typedef struct jr_config {
     jr_schedules schedules;     /* `schedules` and `timezone` */
     char      *http_listen;     /* http.listen (or run --http); NULL: off */
     char      *http_token;      /* http.token; NULL: none */
+    int        http_max_conns;  /* http.max_connections; 0: the default */
     jr_limits  limits;          /* `limits`: per name or queue, per key */
     lua_State *L;               /* the config's state; holds the table */
     int        ref;             /* registry ref of the returned table */

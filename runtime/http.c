@@ -16,6 +16,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -24,6 +25,7 @@
 #include <event2/keyvalq_struct.h>
 
 #include "http.h"
+#include "httpconn.h"
 #include "log.h"
 #include "master_int.h"
 #include "metrics.h"
@@ -45,7 +47,10 @@ typedef struct awaited {
 struct jr_http {
     master             *m;
     struct evhttp      *http;
-    char                token[256];     /* "" when none */
+    jr_httpconn        *conns;          /* its connections */
+    const char         *token;          /* "" when none */
+    char                host[64];       /* the listen address's host, and */
+    int                 port;           /* its port, for Host checks */
     awaited            *waiting;        /* answers still to come */
     jr_buf              gauges;         /* the last database gauges */
     double              gauges_at;      /* mono time read; 0: never */
@@ -224,6 +229,11 @@ scrape_reply(jr_http *h, struct evhttp_request *req)
     jr_buf b = {0};
 
     jr_metrics_write(h->m, &b);
+    jr_api_printf(&b, "# HELP jobrunner_http_connections HTTP connections "
+                  "open now (this scrape's included).\n# TYPE "
+                  "jobrunner_http_connections gauge\n"
+                  "jobrunner_http_connections %d\n",
+                  jr_httpconn_count(h->conns));
     if (h->gauges_at > 0) {
         jr_buf_put(&b, h->gauges.p, h->gauges.len);
         jr_api_printf(&b, "# HELP jobrunner_db_gauges_age_seconds How old "
@@ -325,6 +335,43 @@ cross_site(struct evhttp_request *req)
     return NULL;
 }
 
+/* 1 when host (a Host header) is name[:port]; the port may be left out
+ * when it is 80. */
+static int
+host_is(const char *host, const char *name, int port)
+{
+    size_t n = strlen(name);
+
+    if (strncasecmp(host, name, n) != 0)
+        return 0;
+    if (host[n] == '\0')
+        return port == 80;
+    return host[n] == ':' && atoi(host + n + 1) == port &&
+           strspn(host + n + 1, "0123456789") == strlen(host + n + 1);
+}
+
+/* Without a token, a web page whose name was made to resolve to this
+ * machine (DNS rebinding) could read everything: only the names of this
+ * server are accepted as Host. Replies 403 and returns -1 otherwise. */
+static int
+check_host(jr_http *h, struct evhttp_request *req)
+{
+    const char *host = evhttp_find_header(evhttp_request_get_input_headers(
+                                          req), "Host");
+    static const char *const names[] = {"localhost", "127.0.0.1", "[::1]"};
+    size_t i;
+
+    if (h->token[0] || (host != NULL && host_is(host, h->host, h->port)))
+        return 0;
+    for (i = 0; host != NULL && i < sizeof names / sizeof names[0]; i++)
+        if (host_is(host, names[i], h->port))
+            return 0;
+    jr_http_error(req, 403, "Host '%.100s' is not this server: without "
+                  "http.token only localhost, 127.0.0.1, [::1] or %s, with "
+                  "port %d, are served", host ? host : "", h->host, h->port);
+    return -1;
+}
+
 /* Runs the checks of a request under /api/ or /metrics; replies and
  * returns -1 when one fails. */
 static int
@@ -353,6 +400,29 @@ check(jr_http *h, struct evhttp_request *req, const char *path, int post)
     return 0;
 }
 
+/* 405 for a method path does not take: write is 1 for a POST route. */
+static void
+not_allowed(struct evhttp_request *req, const char *path, int write)
+{
+    evhttp_add_header(evhttp_request_get_output_headers(req), "Allow",
+                      write ? "POST" : "GET, HEAD");
+    jr_http_error(req, 405, "%.200s takes %s", path, write ? "POST" : "GET");
+}
+
+static void
+route_api(jr_http *h, struct evhttp_request *req, const char *path,
+          const char *query, int post, int read)
+{
+    int write = jr_api_is_write(path + 5);
+
+    if (write < 0)
+        jr_http_error(req, 404, "no such API route: %.200s", path);
+    else if ((!post && !read) || post != write)
+        not_allowed(req, path, write);
+    else if (check(h, req, path, post) == 0)
+        jr_api_handle(h->m, req, path + 5, query, post);
+}
+
 static void
 route(struct evhttp_request *req, void *arg)
 {
@@ -364,29 +434,15 @@ route(struct evhttp_request *req, void *arg)
     int post = cmd == EVHTTP_REQ_POST, read = cmd == EVHTTP_REQ_GET ||
                cmd == EVHTTP_REQ_HEAD;
 
+    jr_httpconn_busy(h->conns, req);
     if (path == NULL || path[0] != '/') {
         jr_http_error(req, 400, "bad request path");
+    } else if (check_host(h, req) < 0) {
         return;
-    }
-    if (strncmp(path, "/api/", 5) == 0 && (read || post)) {
-        int write = jr_api_is_write(path + 5);
-        if (write < 0) {
-            jr_http_error(req, 404, "no such API route: %.200s", path);
-        } else if (post != write) {
-            evhttp_add_header(evhttp_request_get_output_headers(req),
-                              "Allow", post ? "GET, HEAD" : "POST");
-            jr_http_error(req, 405, "%s takes %s", path, post ? "GET" :
-                          "POST");
-        } else if (check(h, req, path, post) == 0) {
-            jr_api_handle(h->m, req, path + 5, evhttp_uri_get_query(uri),
-                          post);
-        }
-        return;
-    }
-    if (!read) {
-        evhttp_add_header(evhttp_request_get_output_headers(req), "Allow",
-                          "GET, HEAD");
-        jr_http_error(req, 405, "%s takes GET", path);
+    } else if (strncmp(path, "/api/", 5) == 0) {
+        route_api(h, req, path, evhttp_uri_get_query(uri), post, read);
+    } else if (!read) {
+        not_allowed(req, path, 0);
     } else if (strcmp(path, "/metrics") == 0) {
         if (check(h, req, path, 0) == 0)
             scrape(h, req);
@@ -446,9 +502,9 @@ loopback(const struct sockaddr *sa)
     return IN6_IS_ADDR_LOOPBACK(&s6->sin6_addr);
 }
 
-/* A listening socket on listen; logs the address it got. */
+/* A listening socket on listen; logs the address it got, sets *port. */
 static int
-open_listener(const char *addr, int token, jr_err *err)
+open_listener(const char *addr, int token, int *port, jr_err *err)
 {
     struct addrinfo *ai;
     struct sockaddr_storage got;
@@ -484,12 +540,12 @@ open_listener(const char *addr, int token, jr_err *err)
     else
         inet_ntop(AF_INET6, &((struct sockaddr_in6 *)&got)->sin6_addr, host,
                   sizeof host);
+    *port = ntohs(got.ss_family == AF_INET ?
+                  ((struct sockaddr_in *)&got)->sin_port :
+                  ((struct sockaddr_in6 *)&got)->sin6_port);
     jr_log(JR_LOG_INFO, "http: listening on http://%s%s%s:%d/ (%s)",
            got.ss_family == AF_INET6 ? "[" : "", host,
-           got.ss_family == AF_INET6 ? "]" : "",
-           ntohs(got.ss_family == AF_INET ?
-                 ((struct sockaddr_in *)&got)->sin_port :
-                 ((struct sockaddr_in6 *)&got)->sin6_port),
+           got.ss_family == AF_INET6 ? "]" : "", *port,
            token ? "token required" : "no token: read only");
     return fd;
 }
@@ -508,40 +564,89 @@ open_reader(jr_http *h)
                "share the runner's", e.msg);
 }
 
+/* http.max_connections, or the default; at most half the descriptors
+ * this process may open (the rest are for workers and the database). */
+static int
+max_conns(const jr_config *c)
+{
+    struct rlimit rl;
+    int want = c->http_max_conns > 0 ? c->http_max_conns : JR_HTTP_CONNS;
+    long half;
+
+    if (getrlimit(RLIMIT_NOFILE, &rl) < 0 || rl.rlim_cur == RLIM_INFINITY)
+        return want;
+    half = (long)(rl.rlim_cur / 2) > 1 ? (long)(rl.rlim_cur / 2) : 1;
+    if (want <= half)
+        return want;
+    jr_log(JR_LOG_WARN, "http: http.max_connections %d is more than half "
+           "of the %ld descriptors this process may open (ulimit -n): at "
+           "most %ld connections", want, (long)rl.rlim_cur, half);
+    return (int)half;
+}
+
+/* Makes h->http serve the listening socket fd; takes fd. */
+static int
+serve(jr_http *h, int fd, jr_err *err)
+{
+    const jr_config *c = h->m->cfg;
+    struct evhttp_bound_socket *bound;
+    int max = max_conns(c);
+
+    if ((h->http = evhttp_new(h->m->base)) == NULL ||
+        (bound = evhttp_accept_socket_with_handle(h->http, fd)) == NULL) {
+        close(fd);
+        return jr_fail(err, JR_ENOMEM, "http: cannot start the server");
+    }
+    if ((h->conns = jr_httpconn_new(h->http, bound, max, JR_HTTP_TIMEOUT,
+                                    err)) == NULL)
+        return -1;
+    /* a silent or slow client holds only its own connection, and not
+     * for long; a big body is refused before it is read */
+    evhttp_set_timeout(h->http, JR_HTTP_TIMEOUT);
+    evhttp_set_max_body_size(h->http, JR_HTTP_BODY_MAX);
+    evhttp_set_max_headers_size(h->http, JR_HTTP_HEADER_MAX);
+    /* every method reaches route(): the others get a JSON 405 */
+    evhttp_set_allowed_methods(h->http, EVHTTP_REQ_GET | EVHTTP_REQ_HEAD |
+                               EVHTTP_REQ_POST | EVHTTP_REQ_PUT |
+                               EVHTTP_REQ_DELETE | EVHTTP_REQ_OPTIONS |
+                               EVHTTP_REQ_TRACE | EVHTTP_REQ_CONNECT |
+                               EVHTTP_REQ_PATCH);
+    evhttp_set_flags(h->http, EVHTTP_SERVER_LINGERING_CLOSE);
+    evhttp_set_gencb(h->http, route, h);
+    jr_log(JR_LOG_INFO, "http: at most %d connections, %d s for a request "
+           "to arrive", max, JR_HTTP_TIMEOUT);
+    return 0;
+}
+
 int
 jr_http_start(master *m, jr_err *err)
 {
     const jr_config *c = m->cfg;
     jr_http *h;
-    int fd;
+    int fd, port = 0;
 
     if (c->http_listen == NULL)
         return 0;
-    if ((fd = open_listener(c->http_listen, c->http_token != NULL,
+    if ((fd = open_listener(c->http_listen, c->http_token != NULL, &port,
                             err)) < 0)
         return -1;
     if ((h = calloc(1, sizeof *h)) == NULL ||
-        (m->metrics = jr_metrics_new()) == NULL ||
-        (h->http = evhttp_new(m->base)) == NULL ||
-        evhttp_accept_socket(h->http, fd) < 0) {
+        (m->metrics = jr_metrics_new()) == NULL) {
         close(fd);
-        if (h != NULL && h->http != NULL)
-            evhttp_free(h->http);
         free(h);
         return jr_fail(err, JR_ENOMEM, "http: cannot start the server");
     }
     h->m = m;
-    snprintf(h->token, sizeof h->token, "%s",
-             c->http_token ? c->http_token : "");
-    /* a slow or silent client holds only its own connection, and not
-     * for long; a big body is refused before it is read */
-    evhttp_set_timeout(h->http, JR_HTTP_TIMEOUT);
-    evhttp_set_max_body_size(h->http, JR_HTTP_BODY_MAX);
-    evhttp_set_max_headers_size(h->http, JR_HTTP_HEADER_MAX);
-    evhttp_set_allowed_methods(h->http, EVHTTP_REQ_GET | EVHTTP_REQ_HEAD |
-                               EVHTTP_REQ_POST);
-    evhttp_set_flags(h->http, EVHTTP_SERVER_LINGERING_CLOSE);
-    evhttp_set_gencb(h->http, route, h);
+    if (serve(h, fd, err) < 0) {
+        if (h->http != NULL)
+            evhttp_free(h->http);
+        free(h);
+        return -1;
+    }
+    h->token = c->http_token ? c->http_token : "";  /* the config outlives h */
+    h->port = port;
+    snprintf(h->host, sizeof h->host, "%.*s", (int)(strrchr(c->http_listen,
+             ':') - c->http_listen), c->http_listen);
     m->http = h;
     open_reader(h);
     return 0;
@@ -566,6 +671,7 @@ jr_http_stop(master *m)
     }
     jr_dbthread_free(h->rdt);   /* its answers find no server */
     jr_dbthread_close(h->rdb);
+    jr_httpconn_free(h->conns);
     evhttp_free(h->http);
     jr_buf_free(&h->gauges);
     free(h);

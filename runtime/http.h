@@ -14,8 +14,13 @@
 #define JR_HTTP_BODY_MAX   65536   /* request bodies past this: 413 */
 #define JR_HTTP_HEADER_MAX 16384   /* request headers past this: refused */
 #define JR_HTTP_TIMEOUT    10      /* seconds a request may take to arrive
-                                      or its reply to be read */
+                                      whole (from the connection or the
+                                      previous reply); a reply being read
+                                      may pause this long */
+#define JR_HTTP_CONNS      256     /* http.max_connections by default */
+#define JR_HTTP_CONNS_MAX  65536   /* and at most */
 #define JR_HTTP_TOKEN_MIN  16      /* characters of http.token at least */
+#define JR_HTTP_TOKEN_MAX  4096    /* and at most (it goes in a header) */
 
 struct master;
 struct evhttp_request;

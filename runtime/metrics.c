@@ -137,11 +137,12 @@ minute_slot(jr_metrics *x)
 {
     long now = (long)(jr_now() / 60);
 
+    if (now - x->minute >= MINUTES) {   /* an hour or more idle */
+        memset(x->min_done, 0, sizeof x->min_done);
+        memset(x->min_failed, 0, sizeof x->min_failed);
+        x->minute = now;
+    }
     for (; x->minute < now; x->minute++) {
-        if (now - x->minute > MINUTES) {
-            x->minute = now - MINUTES;
-            continue;
-        }
         x->min_done[(x->minute + 1) % MINUTES] = 0;
         x->min_failed[(x->minute + 1) % MINUTES] = 0;
     }

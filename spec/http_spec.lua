@@ -307,3 +307,130 @@ for _, backend in ipairs(jr.backends()) do
     end)
   end)
 end
+
+for _, backend in ipairs(jr.backends()) do
+  describe(backend .. " http requests at their edges:", function()
+    local env = jr.test_env(backend)
+
+    it("pauses and resumes a queue named with ':' (percent-encoded), refuses a NUL in a filter", function()
+      env:script("ok", OK)
+      local base = H.start(env)
+      local id = env:push("ok", "{}", "--queue", "media:hd")
+      jr.wait_for(function() return env:job(id) == nil end, 15, "job done")
+      local p = H.json(base .. "/api/queues/media%3Ahd/pause", 200, { method = "POST" })
+      assert.is_true(p.paused)
+      local later = env:push("ok", "{}", "--queue", "media:hd")
+      jr.sleep(1)
+      assert.equal("queued", env:job(later).state)
+      assert.is_false(H.json(base .. "/api/queues/media%3ahd/resume", 200, { method = "POST" }).paused)
+      jr.wait_for(function() return env:job(later) == nil end, 15, "job done after resume")
+      -- decoded once: %253A is the text '%3A', not a valid name
+      local code, body = H.req(base .. "/api/queues/media%253Ahd/pause", { token = true, method = "POST",
+        type = "application/json" })
+      assert.equal(400, code, body)
+      assert.matches("invalid queue name 'media%3Ahd'", body, 1, true)
+      for _, bad in ipairs({ "media%zzhd", "media%0", "media%00hd" }) do
+        code, body = H.req(base .. "/api/queues/" .. bad .. "/pause", { token = true, method = "POST",
+          type = "application/json" })
+        assert.equal(400, code, bad .. ": " .. body)
+        assert.matches("percent-encoding", body, 1, true)
+      end
+      for _, f in ipairs({ "name=%00other", "queue=%00x", "state=%00", "state=dead&name=ok%00" }) do
+        code, body = H.req(base .. "/api/jobs?" .. f, { token = true })
+        assert.equal(400, code, f .. ": " .. body)
+        assert.matches("NUL", body, 1, true)
+        code = H.req(base .. "/api/dead?" .. f, { token = true })
+        assert.equal(400, code, f)
+      end
+      assert.equal(0, env:stop())
+    end)
+
+    it("answers other methods with 405 and a JSON error naming the methods allowed", function()
+      env:script("ok", OK)
+      local base = H.start(env)
+      for _, m in ipairs({ "PUT", "DELETE", "PATCH", "OPTIONS", "TRACE" }) do
+        for path, allow in pairs({ ["/api/stats"] = "GET, HEAD", ["/api/cancel"] = "POST",
+                                   ["/"] = "GET, HEAD", ["/metrics"] = "GET, HEAD" }) do
+          local code, body, head = H.req(base .. path, { token = true, method = m })
+          assert.equal(405, code, m .. " " .. path .. ": " .. body)
+          assert.matches("Content-Type: application/json", head, 1, true)
+          assert.matches("Allow: " .. allow, head, 1, true)
+          assert.is_string(require("cjson").decode(body).error)
+        end
+      end
+      assert.equal(0, env:stop())
+    end)
+
+    it("answers a body too large (413) and a malformed request (400) in JSON", function()
+      env:script("ok", OK)
+      local base = H.start(env)
+      local port = base:match(":(%d+)$")
+      local big = ('{"ids":[%s]}'):format(("1,"):rep(40000) .. "1")
+      for _, expect in ipairs({ {}, { "Expect:" } }) do
+        local code, body, head = H.req(base .. "/api/dead/retry", { token = true, body = big, headers = expect })
+        assert.equal(413, code, body)
+        assert.matches("Content-Type: application/json", head, 1, true)
+        assert.matches("at most 65536 bytes", require("cjson").decode(body).error, 1, true)
+      end
+      local code, body, head = H.req(base .. "/api/stats", { token = true,
+        headers = { "X-Big: " .. ("a"):rep(20000) } })
+      assert.equal(400, code, body)
+      assert.matches("Content-Type: application/json", head, 1, true)
+      assert.matches("headers over 16384 bytes", require("cjson").decode(body).error, 1, true)
+      local out = jr.sh(("bash -c %s"):format(q(("exec 3<>/dev/tcp/127.0.0.1/%s; " ..
+        "printf 'GARBAGE\\r\\n\\r\\n' >&3; timeout 10 cat <&3"):format(port))))
+      assert.matches("^HTTP/1%.1 400", out)
+      assert.matches("Content-Type: application/json", out, 1, true)
+      assert.matches('{"error":"malformed request', out, 1, true)
+      -- the server goes on
+      assert.equal(200, (H.req(base .. "/api/stats", { token = true })))
+      assert.equal(0, env:stop())
+    end)
+
+    it("without a token, serves only requests whose Host names this server (DNS rebinding)", function()
+      env:script("ok", OK)
+      local base = H.start(env, nil, { token = false })
+      local port = base:match(":(%d+)$")
+      for _, host in ipairs({ "evil.example:" .. port, "evil.example", "127.0.0.1.evil.example:" .. port,
+                              "localhost:1", "localhost:" .. port .. "x" }) do
+        for _, path in ipairs({ "/api/stats", "/api/jobs", "/metrics", "/" }) do
+          local code, body = H.req(base .. path, { headers = { "Host: " .. host } })
+          assert.equal(403, code, host .. " " .. path .. ": " .. body)
+          assert.matches("Host", body, 1, true)
+        end
+      end
+      for _, host in ipairs({ "127.0.0.1:" .. port, "localhost:" .. port, "LocalHost:" .. port,
+                              "[::1]:" .. port }) do
+        local code, body = H.req(base .. "/api/stats", { headers = { "Host: " .. host } })
+        assert.equal(200, code, host .. ": " .. body)
+      end
+      assert.equal(0, env:stop())
+    end)
+  end)
+end
+
+describe("http.token in the config:", function()
+  local env = jr.test_env("sqlite")
+
+  it("works when it is long; is refused when blank, with a space, or too long", function()
+    env:script("ok", OK)
+    local long = ("t"):rep(300)
+    local base = H.start(env, nil, { token = long })
+    assert.equal(200, (H.req(base .. "/api/stats", { token = long })))
+    assert.equal(401, (H.req(base .. "/api/stats", { token = long:sub(1, 255) })))
+    assert.equal(0, env:stop())
+    for token, want in pairs({ [(" "):rep(20)] = "'http.token' is blank",
+                               [("\t"):rep(20)] = "'http.token' is blank",
+                               ["spec token 0123456789"] = "'http.token' has a space",
+                               [("t"):rep(5000)] = "'http.token' is too long" }) do
+      env:config(('http = { listen = "127.0.0.1:0", token = %q }'):format(token))
+      local _, err, code = env:cli("check")
+      assert.equal(3, code, err)
+      assert.matches(want, err, 1, true)
+      local _, err2, code2 = jr.sh(("cd %s && timeout 10 %s -c %s run"):format(
+        q(env.dir), q(jr.bin), q(env.config_file)))
+      assert.not_equal(0, code2)
+      assert.matches(want, err2, 1, true)
+    end
+  end)
+end)
