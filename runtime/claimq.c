@@ -265,9 +265,9 @@ capacity(master *m)
     int free_slots = 0;
     wk *w;
 
-    /* no worker can be started: nothing runs them here, while another
-     * runner could */
-    if (m->spawn_fails > 0 && jr_pool_alive(m) == 0)
+    /* no worker (none can be started, or all are being replaced):
+     * nothing would run them here, while another runner could */
+    if (jr_pool_alive(m) == 0)
         return 0;
     for (w = m->workers; w; w = w->next)
         free_slots += slots(w) > 0 ? slots(w) : 0;

@@ -185,6 +185,11 @@ jr_pool_fit(master *m)
     for (; n < m->target; n++)
         if (jr_pool_spawn(m) == NULL)
             break;              /* spawn_failed tries again later */
+    if (n >= m->target && m->spawn_fails > 0) {
+        m->spawn_fails = 0;     /* none missing (the target came down) */
+        m->spawn_backoff = 0;
+        m->spawn_cause[0] = '\0';
+    }
     for (w = m->workers; w && n > m->target; w = w->next)
         if (!w->stopping && !w->retiring && !w->probe && w->njobs == 0) {
             jr_pool_stop(m, w);
@@ -476,13 +481,15 @@ send_settings(master *m, wk *w)
 }
 
 /* Makes the master's record of a started worker, with its socket and
- * output events. Returns it, or NULL (the process is killed). */
+ * output events. Returns it, or NULL with err set (the process is
+ * killed). */
 static wk *
-track(master *m, const jr_spawned *f)
+track(master *m, const jr_spawned *f, jr_err *err)
 {
     wk *w = calloc(1, sizeof *w);
 
     if (w == NULL) {
+        jr_fail(err, JR_ENOMEM, "cannot start a worker: out of memory");
         if (f->share != NULL)
             munmap(f->share, sizeof *f->share);
         close(f->mine);
@@ -552,12 +559,11 @@ jr_pool_spawn(master *m)
     jr_err err;
     wk *w;
 
-    if (jr_spawn_worker(m, &f, &err) < 0) {
+    if (jr_spawn_worker(m, &f, &err) < 0 ||
+        (w = track(m, &f, &err)) == NULL) {
         spawn_failed(m, &err);
         return NULL;
     }
-    if ((w = track(m, &f)) == NULL)
-        return NULL;
     spawn_worked(m, w);
     w->next = m->workers;
     m->workers = w;
