@@ -142,8 +142,10 @@ jr_cancel_seen(master *m, const int64_t *ids, int n)
             keep[kept++] = m->cancels[k];
     }
     m->ncancels = kept;
+    /* one told before may be back in the queue (its worker gave it back
+     * unstarted): recorded there too */
     for (i = 0; i < n; i++)
-        if (find(m, ids[i]) == NULL && !from_queue(m, ids[i]) &&
+        if (!from_queue(m, ids[i]) && find(m, ids[i]) == NULL &&
             to_worker(m, ids[i]))
             remember(m, ids[i], now);
     if (n > 0)
@@ -153,20 +155,23 @@ jr_cancel_seen(master *m, const int64_t *ids, int n)
 void
 jr_cancel_deadlines(master *m, double now)
 {
+    const jr_job *j;
     cancelling *c;
+    double since;
+    char why[64];
     wk *w;
 
+    /* the job in the handler: jobs[0] may have ended already, its result
+     * still in the worker's page, and the one running is not cancelled */
     for (w = m->workers; w; w = w->next) {
-        if (w->njobs == 0 || w->kill_reason[0] ||
-            (c = find(m, w->jobs[0]->id)) == NULL ||
-            now - c->told <= CANCEL_GRACE)
+        if (w->kill_reason[0] || (j = jr_pool_running(w, &since)) == NULL ||
+            (c = find(m, j->id)) == NULL || now - c->told <= CANCEL_GRACE)
             continue;
-        snprintf(w->kill_reason, sizeof w->kill_reason, "cancelled (worker "
-                 "killed: still running %gs after the cancel)", CANCEL_GRACE);
         jr_log(JR_LOG_WARN, "job %lld (%s): cancelled, but still running "
                "%gs later (stuck outside Lua?); killing worker %d",
-               (long long)w->jobs[0]->id, w->jobs[0]->name, CANCEL_GRACE,
-               w->id);
-        jr_pool_kill(w, SIGKILL);
+               (long long)j->id, j->name, CANCEL_GRACE, w->id);
+        snprintf(why, sizeof why, "cancelled (worker killed: still running "
+                 "%gs after the cancel)", CANCEL_GRACE);
+        jr_pool_kill_for(w, j, why);
     }
 }

@@ -265,6 +265,10 @@ capacity(master *m)
     int free_slots = 0;
     wk *w;
 
+    /* no worker (none can be started, or all are being replaced):
+     * nothing would run them here, while another runner could */
+    if (jr_pool_alive(m) == 0)
+        return 0;
     for (w = m->workers; w; w = w->next)
         free_slots += slots(w) > 0 ? slots(w) : 0;
     if (m->avg > 0 && m->avg < SHORT_JOB &&
@@ -287,6 +291,21 @@ send_job(master *m, wk *w, jr_job *j)
                (long long)j->id);
     jr_log(JR_LOG_DEBUG, "job %lld (%s) to worker %d, attempt %d",
            (long long)j->id, j->name, w->id, j->attempt);
+}
+
+/* Sends job j (taken) to w, or records it cancelled if its cancel was
+ * told to a worker that gave it back unstarted (it died or recycled).
+ * Returns 1 if sent. */
+static int
+send_or_cancel(master *m, wk *w, jr_job *j)
+{
+    if (jr_cancel_requested(m, j->id)) {
+        jr_cancel_record(m, j, "cancelled before it started");
+        free(j);
+        return 0;
+    }
+    send_job(m, w, j);
+    return 1;
 }
 
 /* 1 while HELD_MAX jobs are out at the workers (out) or wait to be
@@ -316,10 +335,8 @@ jr_claimq_dispatch(master *m)
     for (pass = 0; pass < 2 && m->qlen > 0; pass++)
         for (w = m->workers; w && m->qlen > 0; w = w->next)
             while (m->qlen > 0 && slots(w) > 0 && (pass || w->njobs == 0) &&
-                   !held_full(m, out)) {
-                send_job(m, w, jr_claimq_pop(m));
-                out++;
-            }
+                   !held_full(m, out))
+                out += send_or_cancel(m, w, jr_claimq_pop(m));
 }
 
 static void

@@ -95,6 +95,7 @@ on_tick(evutil_socket_t fd, short what, void *arg)
     (void)what;
     jr_pool_deadlines(m, now);
     jr_cancel_deadlines(m, now);
+    jr_pool_starved(m, now);
     if (m->stopping && (jr_pool_busy(m) == 0 || now > m->stop_deadline))
         event_base_loopbreak(m->base);
     jr_pool_idle(m, now);

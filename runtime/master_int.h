@@ -73,6 +73,7 @@ typedef struct wk {             /* one worker process */
     double              started;        /* mono time jobs[0] started */
     double              avg;            /* moving average job seconds */
     char                kill_reason[64];/* why we killed it, or "" */
+    int64_t             kill_job;       /* the job killed for, or 0 */
     double              spawned;        /* mono time of spawn */
     struct jr_share    *share;          /* the page it shares, or NULL */
     int                 out_fd;         /* its stdout+stderr pipe, or -1 */
@@ -168,6 +169,11 @@ struct master {
     double              db_retry_at;    /* mono; 0 when the database is fine */
     double              db_backoff;
     double              spawn_delay;    /* grows while workers die at once */
+    int                 spawn_fails;    /* spawns failed in a row */
+    double              spawn_backoff;  /* seconds to the next try */
+    char                spawn_cause[512];/* the failure last logged */
+    double              starved_since;  /* mono time no worker was alive
+                                           while spawns failed, or 0 */
     long                done, failed, dead;
     double              avg;            /* moving average job seconds */
     int                 rechecks;       /* wake-ups that saw nothing yet */
@@ -319,7 +325,14 @@ void jr_sched_cycle(master *m, jr_cycle *c);
 
 /* pool.c: the workers */
 
-wk  *jr_pool_spawn(master *m);          /* NULL when it cannot (logged) */
+/* Starts a worker; NULL when it cannot (logged once per cause while it
+ * fails, and jr_pool_fit retried with backoff). */
+wk  *jr_pool_spawn(master *m);
+/* Workers that may take jobs: not leaving, not killed, not a probe. */
+int  jr_pool_alive(master *m);
+/* While no worker can be started: after a lease without one, gives the
+ * local queue back to the database. */
+void jr_pool_starved(master *m, double now);
 
 /* A worker process just started (spawn.c): the master's end of its socket,
  * the read end of its output pipe (or -1), its pid. */
@@ -330,11 +343,17 @@ typedef struct jr_spawned {
     struct jr_share *share;     /* mapped here, or NULL (worker.h) */
 } jr_spawned;
 /* Starts `jobrunner __worker` with its socket and output. Returns 0, or -1
- * (logged, nothing left open). */
-int  jr_spawn_worker(master *m, jr_spawned *out);
+ * (err set, nothing left open). */
+int  jr_spawn_worker(master *m, jr_spawned *out, jr_err *err);
 void jr_spawn_unshare(wk *w);           /* unmaps w's shared page */
 void jr_pool_stop(master *m, wk *w);    /* asks w to exit */
 void jr_pool_kill(wk *w, int sig);      /* w and its process group */
+/* Kills w (SIGKILL) for job j, in its handler: its death is j's alone,
+ * with why as the reason; what else it held goes back unblamed. */
+void jr_pool_kill_for(wk *w, const jr_job *j, const char *why);
+/* The job in w's handler, or NULL between jobs; *since is when it
+ * started (mono time). Borrowed: valid while w holds it. */
+const jr_job *jr_pool_running(const wk *w, double *since);
 int  jr_pool_active(master *m);         /* workers counting to the target */
 int  jr_pool_busy(master *m);           /* workers running a job */
 /* Starts or stops workers until the active ones match the target. */
@@ -358,8 +377,8 @@ void jr_pool_retry_in(master *m, const gen *g, const jr_job *j,
 
 int  jr_output_open(master *m, jr_err *err);    /* -1 with err set */
 /* The worker's output descriptor (read end in *rd, or -1), -1 to inherit
- * the runner's, -2 on failure (logged). */
-int  jr_output_fd(master *m, int *rd);
+ * the runner's, -2 on failure (err set). */
+int  jr_output_fd(master *m, int *rd, jr_err *err);
 void jr_output_readable(evutil_socket_t fd, short what, void *arg);
 void jr_output_done(wk *w);             /* logs what is left of a job's */
 void jr_output_close(wk *w);

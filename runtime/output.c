@@ -146,7 +146,7 @@ jr_output_close(wk *w)
  * new pipe the master reads (its read end in *rd), the output file, or -1
  * to inherit the runner's. */
 int
-jr_output_fd(master *m, int *rd)
+jr_output_fd(master *m, int *rd, jr_err *err)
 {
     int p[2];
 
@@ -156,8 +156,8 @@ jr_output_fd(master *m, int *rd)
     if (m->out_mode != OUT_LOG)
         return -1;
     if (pipe2(p, O_CLOEXEC) < 0) {
-        jr_log(JR_LOG_ERROR, "cannot start a worker: pipe: %s",
-               strerror(errno));
+        jr_fail(err, JR_ESYS, "cannot start a worker: pipe: %s",
+                strerror(errno));
         return -2;
     }
     *rd = p[0];

@@ -26,6 +26,7 @@
 #define KILL_GRACE      5.0     /* seconds past a timeout before SIGKILL */
 #define HELLO_GRACE     2.0     /* seconds past load_timeout before SIGKILL */
 #define SPAWN_DELAY_MAX 10.0    /* seconds between spawns while they die */
+#define SPAWN_RETRY_MAX 5.0     /* seconds between spawns while they fail */
 #define SNOOZES_MAX     65536   /* jobs remembered; the oldest go first */
 
 /* The config's backoff for the retry policy: arg is the master. */
@@ -123,6 +124,44 @@ jr_pool_active(master *m)
 }
 
 int
+jr_pool_alive(master *m)
+{
+    int n = 0;
+    wk *w;
+
+    for (w = m->workers; w; w = w->next)
+        n += !w->stopping && !w->retiring && !w->probe && !w->kill_reason[0];
+    return n;
+}
+
+/* While spawns fail and no worker is alive, the jobs of the local queue
+ * wait for nothing here, their leases renewed: after a lease of it they go
+ * back to the database, for another runner (claimq.c claims none ahead
+ * meanwhile). */
+void
+jr_pool_starved(master *m, double now)
+{
+    jr_job *j;
+    int n = 0;
+
+    if (m->spawn_fails == 0 || m->stopping || jr_pool_alive(m) > 0) {
+        m->starved_since = 0;
+        return;
+    }
+    if (m->starved_since == 0)
+        m->starved_since = now;
+    if (now - m->starved_since < m->cfg->lease || m->qlen == 0)
+        return;
+    while ((j = jr_claimq_pop(m)) != NULL) {
+        jr_claimq_release(m, j);
+        n++;
+    }
+    jr_log(JR_LOG_WARN, "no worker could be started for %gs: %d job%s "
+           "given back to the queue", m->cfg->lease, n, n == 1 ? "" : "s");
+    jr_master_kick(m);
+}
+
+int
 jr_pool_busy(master *m)
 {
     int n = 0;
@@ -144,7 +183,13 @@ jr_pool_fit(master *m)
     if (m->stopping)
         return;
     for (; n < m->target; n++)
-        jr_pool_spawn(m);
+        if (jr_pool_spawn(m) == NULL)
+            break;              /* spawn_failed tries again later */
+    if (n >= m->target && m->spawn_fails > 0) {
+        m->spawn_fails = 0;     /* none missing (the target came down) */
+        m->spawn_backoff = 0;
+        m->spawn_cause[0] = '\0';
+    }
     for (w = m->workers; w && n > m->target; w = w->next)
         if (!w->stopping && !w->retiring && !w->probe && w->njobs == 0) {
             jr_pool_stop(m, w);
@@ -436,13 +481,15 @@ send_settings(master *m, wk *w)
 }
 
 /* Makes the master's record of a started worker, with its socket and
- * output events. Returns it, or NULL (the process is killed). */
+ * output events. Returns it, or NULL with err set (the process is
+ * killed). */
 static wk *
-track(master *m, const jr_spawned *f)
+track(master *m, const jr_spawned *f, jr_err *err)
 {
     wk *w = calloc(1, sizeof *w);
 
     if (w == NULL) {
+        jr_fail(err, JR_ENOMEM, "cannot start a worker: out of memory");
         if (f->share != NULL)
             munmap(f->share, sizeof *f->share);
         close(f->mine);
@@ -471,14 +518,53 @@ track(master *m, const jr_spawned *f)
     return w;
 }
 
+/* A spawn failed with err: logged once per cause (not at each retry),
+ * and jr_pool_fit tried again with backoff, since nothing else would
+ * start the worker (a pool of min = max stayed short for good). */
+static void
+spawn_failed(master *m, const jr_err *err)
+{
+    struct timeval tv;
+
+    m->spawn_fails++;
+    if (strcmp(err->msg, m->spawn_cause) != 0) {
+        jr_log(JR_LOG_ERROR, "%s; retrying with backoff (%d of %d workers "
+               "running)", err->msg, jr_pool_alive(m), m->target);
+        snprintf(m->spawn_cause, sizeof m->spawn_cause, "%s", err->msg);
+    }
+    m->spawn_backoff = m->spawn_backoff > 0 ? m->spawn_backoff * 2 : 0.1;
+    if (m->spawn_backoff > SPAWN_RETRY_MAX)
+        m->spawn_backoff = SPAWN_RETRY_MAX;
+    tv.tv_sec = (long)m->spawn_backoff;
+    tv.tv_usec = (long)((m->spawn_backoff - (double)tv.tv_sec) * 1e6);
+    event_add(m->ev_spawn, &tv);
+}
+
+/* A spawn worked: the end of the failures, if there were some. */
+static void
+spawn_worked(master *m, const wk *w)
+{
+    if (m->spawn_fails > 0)
+        jr_log(JR_LOG_INFO, "worker %d started after %d failed attempt%s",
+               w->id, m->spawn_fails, m->spawn_fails == 1 ? "" : "s");
+    m->spawn_fails = 0;
+    m->spawn_backoff = 0;
+    m->spawn_cause[0] = '\0';
+}
+
 wk *
 jr_pool_spawn(master *m)
 {
     jr_spawned f;
+    jr_err err;
     wk *w;
 
-    if (jr_spawn_worker(m, &f) < 0 || (w = track(m, &f)) == NULL)
+    if (jr_spawn_worker(m, &f, &err) < 0 ||
+        (w = track(m, &f, &err)) == NULL) {
+        spawn_failed(m, &err);
         return NULL;
+    }
+    spawn_worked(m, w);
     w->next = m->workers;
     m->workers = w;
     m->nworkers++;
@@ -539,15 +625,19 @@ shared_results(wk *w)
     }
 }
 
-/* Whether jobs[0] of a dead worker was in its handler (so the death is
- * its): a worker killed for a deadline, one without the shared page, or
- * one whose page names the job. A worker that died between jobs held none
- * running: what it held goes back unblamed. */
+/* Whether the death of a worker is jobs[0]'s: it was in the handler (the
+ * shared page names it, or there is no page) and, if the master killed
+ * the worker, the kill was for it. A worker that died between jobs, or
+ * was killed for a job that ended meanwhile (its result in the page),
+ * hands back what it held unblamed. */
 static int
 was_running(const wk *w)
 {
-    return w->kill_reason[0] || w->share == NULL ||
-           w->share->running == w->jobs[0]->id;
+    int64_t id = w->jobs[0]->id;
+
+    if (w->share != NULL && w->share->running != id)
+        return 0;
+    return w->kill_job == 0 || w->kill_job == id;
 }
 
 /* Says in reason why worker w went away, from its exit status. */
@@ -694,8 +784,67 @@ hello_deadline(master *m, wk *w, double now)
     kill(w->pid, SIGKILL);
 }
 
+/* The job in w's handler now, or NULL between jobs; *since is when it
+ * started. The shared page names it: with results written in batches,
+ * jobs[0] may be done and a later one running (or a prefetched one behind
+ * the one running, whose timeout is not the running one's). Without the
+ * page, jobs[0] since it was handed out. */
+const jr_job *
+jr_pool_running(const wk *w, double *since)
+{
+    int64_t id;
+    int i;
+
+    if (w->njobs == 0)
+        return NULL;
+    if (w->share == NULL) {
+        *since = w->started;
+        return w->jobs[0];
+    }
+    id = __atomic_load_n(&w->share->running, __ATOMIC_ACQUIRE);
+    for (i = 0; i < w->njobs && w->jobs[i]->id != id; i++)
+        ;
+    if (i == w->njobs)
+        return NULL;
+    *since = w->share->started;
+    return w->jobs[i];
+}
+
+/* Kills w for job j (held, in its handler): why goes in kill_reason, and
+ * the death is blamed on j alone (gone_jobs). */
+void
+jr_pool_kill_for(wk *w, const jr_job *j, const char *why)
+{
+    snprintf(w->kill_reason, sizeof w->kill_reason, "%s", why);
+    w->kill_job = j->id;
+    jr_pool_kill(w, SIGKILL);
+}
+
+/* Kills w if the job in its handler is past its timeout (stuck where the
+ * worker's own limit cannot reach: in C). */
+static void
+job_deadline(master *m, wk *w, double now)
+{
+    const jr_handler *h;
+    const jr_job *j;
+    double since, limit;
+    char why[64];
+
+    if (w->kill_reason[0] || (j = jr_pool_running(w, &since)) == NULL)
+        return;
+    h = jr_gen_handler(w->gen, j->name);
+    limit = h && h->timeout > 0 ? h->timeout : m->cfg->timeout;
+    if (now - since <= limit + KILL_GRACE)
+        return;
+    jr_log(JR_LOG_WARN, "job %lld (%s): still running %gs past its %gs "
+           "timeout; killing worker %d", (long long)j->id, j->name,
+           KILL_GRACE, limit, w->id);
+    snprintf(why, sizeof why, "timed out after %gs (worker killed)", limit);
+    jr_pool_kill_for(w, j, why);
+}
+
 /* Kills workers past a deadline: a hello load_timeout seconds after the
- * start, a job past its timeout. */
+ * start, the job in the handler past its timeout. */
 void
 jr_pool_deadlines(master *m, double now)
 {
@@ -703,29 +852,8 @@ jr_pool_deadlines(master *m, double now)
 
     for (w = m->workers; w; w = w->next)
         hello_deadline(m, w, now);
-    for (w = m->workers; w; w = w->next) {
-        const jr_handler *h;
-        double limit;
-        if (w->njobs == 0 || w->kill_reason[0])
-            continue;
-        /* the longest limit of the jobs it holds: with results written
-         * in batches, jobs[0] may be done and a later one running */
-        limit = 0;
-        for (int i = 0; i < w->njobs; i++) {
-            double t;
-            h = jr_gen_handler(w->gen, w->jobs[i]->name);
-            t = h && h->timeout > 0 ? h->timeout : m->cfg->timeout;
-            limit = t > limit ? t : limit;
-        }
-        if (now - w->started > limit + KILL_GRACE) {
-            snprintf(w->kill_reason, sizeof w->kill_reason, "timed out "
-                     "after %gs (worker killed)", limit);
-            jr_log(JR_LOG_WARN, "job %lld (%s): still running %gs past its "
-                   "%gs timeout; killing worker %d", (long long)w->jobs[0]->id,
-                   w->jobs[0]->name, KILL_GRACE, limit, w->id);
-            jr_pool_kill(w, SIGKILL);
-        }
-    }
+    for (w = m->workers; w; w = w->next)
+        job_deadline(m, w, now);
 }
 
 /* Retires one worker idle for idle_timeout while above the minimum. */

@@ -92,20 +92,20 @@ jr_spawn_unshare(wk *w)
     w->share = NULL;
 }
 
-/* Opens a new worker's socket and output. Returns 0, or -1 (logged, all
+/* Opens a new worker's socket and output. Returns 0, or -1 (err set, all
  * closed). */
 static int
-open_fds(master *m, spawn_fds *f)
+open_fds(master *m, spawn_fds *f, jr_err *err)
 {
     int sv[2];
 
     f->mine = f->c3 = f->c4 = f->c5 = -1;
     f->share = NULL;
-    if ((f->out = jr_output_fd(m, &f->rd)) == -2)
+    if ((f->out = jr_output_fd(m, &f->rd, err)) == -2)
         return -1;
     if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) < 0) {
-        jr_log(JR_LOG_ERROR, "cannot start a worker: socketpair: %s",
-               strerror(errno));
+        jr_fail(err, JR_ESYS, "cannot start a worker: socketpair: %s",
+                strerror(errno));
         close_fds(f);
         return -1;
     }
@@ -115,8 +115,8 @@ open_fds(master *m, spawn_fds *f)
     close(sv[1]);
     f->c4 = f->out >= 0 ? fcntl(f->out, F_DUPFD_CLOEXEC, 5) : -1;
     if (f->c3 < 0 || (f->out >= 0 && f->c4 < 0)) {
-        jr_log(JR_LOG_ERROR, "cannot start a worker: fcntl: %s",
-               strerror(errno));
+        jr_fail(err, JR_ESYS, "cannot start a worker: fcntl: %s",
+                strerror(errno));
         close_fds(f);
         return -1;
     }
@@ -142,16 +142,17 @@ default_signals(const sigset_t *mask)
 }
 
 /* Forks and execs `jobrunner __worker 3[:4]`; closes the child's ends in
- * the master. Returns the pid, or -1 (logged, all closed). The worker's
+ * the master. Returns the pid, or -1 (err set, all closed). The worker's
  * settings follow on its socket (send_settings): argv carries none. */
 static pid_t
-start_process(master *m, spawn_fds *f)
+start_process(master *m, spawn_fds *f, jr_err *err)
 {
     char prog[] = "jobrunner", cmd[] = "__worker", fds[] = "3:4";
     char share[] = "5";
     char *argv[] = {prog, cmd, fds, f->c5 >= 0 ? share : NULL, NULL};
     sigset_t all, old;
     pid_t pid;
+    int e;
 
     if (f->out < 0)
         fds[1] = '\0';                 /* "3" */
@@ -165,12 +166,13 @@ start_process(master *m, spawn_fds *f)
     sigfillset(&all);
     pthread_sigmask(SIG_BLOCK, &all, &old);
     pid = fork();
+    e = errno;
     if (pid != 0)
         pthread_sigmask(SIG_SETMASK, &old, NULL);
 
     if (pid < 0) {
-        jr_log(JR_LOG_ERROR, "cannot start a worker: fork: %s",
-               strerror(errno));
+        jr_fail(err, JR_ESYS, "cannot start a worker: fork: %s",
+                strerror(e));
         close_fds(f);
         return -1;
     }
@@ -197,12 +199,12 @@ start_process(master *m, spawn_fds *f)
 }
 
 int
-jr_spawn_worker(master *m, jr_spawned *out)
+jr_spawn_worker(master *m, jr_spawned *out, jr_err *err)
 {
     spawn_fds f;
     pid_t pid;
 
-    if (open_fds(m, &f) < 0 || (pid = start_process(m, &f)) < 0)
+    if (open_fds(m, &f, err) < 0 || (pid = start_process(m, &f, err)) < 0)
         return -1;
     out->mine = f.mine;
     out->rd = f.rd;

@@ -451,8 +451,10 @@ handle_frame(worker *w, const char *data, int more)
     }
     if (w->out.len == 0)
         w->unflushed_since = jr_mono();
-    if (w->share != NULL)
-        w->share->running = j->id;
+    if (w->share != NULL) {
+        w->share->started = jr_mono();
+        __atomic_store_n(&w->share->running, j->id, __ATOMIC_RELEASE);
+    }
     if (cancel_listed(w, j->id)) {
         memset(&res, 0, sizeof res);
         res.id = j->id;

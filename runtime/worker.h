@@ -14,14 +14,18 @@
  * oldest job it had sent: a job that had finished was failed with "worker
  * died", and the job that killed the worker ran again unblamed. Here the
  * worker keeps a copy of the result frames it has not written yet and the
- * id of the job in its handler; the master reads them once the worker is
- * dead, so no write is added per job. */
+ * id of the job in its handler, with its start; the master reads them once
+ * the worker is dead, and the running job's id and start for its timeout
+ * kill while it lives, so no write is added per job. */
 #define JR_SHARE_SIZE 65536
 typedef struct jr_share {
-    int64_t  running;           /* the job in the handler, 0 between jobs */
+    int64_t  running;           /* the job in the handler, 0 between jobs;
+                                   written after started (release order) */
+    double   started;           /* jr_mono() when it started: its deadline
+                                   (the master's clock is the same) */
     uint32_t len;               /* bytes of buf: frames not written yet */
     uint32_t pad;
-    char     buf[JR_SHARE_SIZE - 16];
+    char     buf[JR_SHARE_SIZE - 24];
 } jr_share;
 
 /* Runs a worker on descriptor fd (a socketpair end): reads the master's
