@@ -377,6 +377,43 @@ push_check(const jr_config *c, const jr_push *p)
     return 0;
 }
 
+/* Warns on stderr when the scripts directory this command sees exists and
+ * has no handler for name: its jobs wait until one is loaded (a deploy may
+ * bring it), for ever if the name is misspelt. No directory here: a
+ * producer on another machine, no warning. */
+static void
+warn_unhandled(const jr_config *c, const char *name)
+{
+    jr_scripts s;
+    jr_err err;
+    int i;
+
+    if (jr_scripts_names(c->scripts, &s, &err) < 0)
+        return;
+    for (i = 0; i < s.n && strcmp(s.h[i].name, name) != 0; i++)
+        ;
+    if (i == s.n)
+        fprintf(stderr, "jobrunner: warning: job '%s': no handler for it in "
+                "%s; it waits until one is loaded ('jobrunner stats' lists "
+                "the names no handler takes)\n", name, c->scripts);
+    jr_scripts_free(&s);
+}
+
+/* Prints the pushed job's id (with a unique key: and new, duplicate or
+ * replaced), then the warning of a name no handler here takes. */
+static void
+push_said(const jr_config *c, const jr_push *p, int64_t id, int outcome)
+{
+    if (p->unique_key == NULL)
+        printf("%lld\n", (long long)id);
+    else
+        printf("%lld %s\n", (long long)id, outcome == JR_CLIENT_PUSHED ?
+               "new" : outcome == JR_CLIENT_REPLACED ? "replaced" :
+               "duplicate");
+    fflush(stdout);
+    warn_unhandled(c, p->name);
+}
+
 int
 jr_cmd_push(jr_cli *cli)
 {
@@ -407,12 +444,8 @@ jr_cmd_push(jr_cli *cli)
     if (jr_client_push_unique(client, p.name, p.payload, &opts, &u, &id,
                               &outcome) != JR_CLIENT_OK)
         rc = jr_cmd_client_fail(client);
-    else if (p.unique_key == NULL)
-        printf("%lld\n", (long long)id);
-    else        /* the id, then what happened: new, duplicate, replaced */
-        printf("%lld %s\n", (long long)id, outcome == JR_CLIENT_PUSHED ?
-               "new" : outcome == JR_CLIENT_REPLACED ? "replaced" :
-               "duplicate");
+    else
+        push_said(&c, &p, id, outcome);
     jr_client_close(client);
     jr_config_free(&c);
     return rc;

@@ -8,6 +8,7 @@
 
 #include "commands.h"
 #include "config.h"
+#include "job.h"
 #include "jobrunner.h"
 #include "queues.h"
 #include "util.h"
@@ -119,6 +120,7 @@ jr_cmd_queue(jr_cli *cli)
     const struct queue_sub *s;
     jr_client *client;
     jr_config c;
+    jr_err err;
     int rc;
 
     if (cli->argc == 0)
@@ -138,6 +140,8 @@ jr_cmd_queue(jr_cli *cli)
         return jr_cmd_usage("queue %s: unknown option '%s' (a queue name "
                             "starting with '-' goes after '--')", s->name,
                             cli->argv[1]);
+    if (s->nargs > 0 && jr_name_check(cli->argv[1], "queue name", &err) < 0)
+        return jr_cmd_die(JR_EXIT_USAGE, err.msg);  /* before the database */
     if ((rc = jr_cmd_config(cli, &c)) != 0)
         return rc;
     /* each creates no database: a pause of one not made yet is a typo */

@@ -263,7 +263,7 @@ test_push(void)
     p[2] = job("ok2", "{}");
     CHECK(ops->push(b, p, 3, ids, &e) == -1);
     CHECK(strstr(e.msg, "job 'hello': invalid JSON payload: ") == e.msg);
-    CHECK(strstr(e.msg, "invalid input syntax for type json") != NULL);
+    CHECK(strstr(e.msg, "byte 7: expected a value") != NULL);  /* ours */
     CHECK(qn("SELECT count(*) FROM jrtest.jobs") == 4);
     p[0] = job("solo", "not json");
     CHECK(ops->push(b, p, 1, NULL, &e) == -1);
