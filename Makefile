@@ -41,6 +41,8 @@ RUNTIME += notify
 RUNTIME += limitcfg limitsrun limitscmd limitslua
 # PostgreSQL's jobs table vacuumed by the runner
 RUNTIME += vacuum
+# queued jobs whose name no handler takes
+RUNTIME += unhandled
 # PostgreSQL: a second database round in flight
 RUNTIME += lane
 BACKENDS = backend sqlite postgres limitpick
