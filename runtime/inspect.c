@@ -333,12 +333,16 @@ dead_purge(jr_client *db, int argc, char **argv)
     double older = 0;
     jr_err err;
     long n;
+    int i;
 
-    if (argc == 2 && strcmp(argv[0], "--older-than") == 0) {
-        if (jr_parse_duration(argv[1], "--older-than", &older, &err) < 0)
+    for (i = 0; i < argc; i++) {
+        if (strcmp(argv[i], "--older-than") != 0 || i + 1 >= argc)
+            return jr_cmd_usage("dead purge: unexpected argument '%s'",
+                                argv[i]);
+        if (jr_cmd_once("dead purge", argv[i], argv, i) < 0)
+            return JR_EXIT_USAGE;
+        if (jr_parse_duration(argv[++i], "--older-than", &older, &err) < 0)
             return jr_cmd_die(JR_EXIT_USAGE, err.msg);
-    } else if (argc != 0) {
-        return jr_cmd_usage("dead purge: unexpected argument '%s'", argv[0]);
     }
     if (jr_client_dead_purge(db, older, &n) != JR_CLIENT_OK)
         return jr_cmd_client_fail(db);

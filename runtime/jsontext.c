@@ -146,7 +146,8 @@ string(scan *c)
                        c->s[c->i] != '\0') {
                 c->i++;
             } else {
-                return bad(c, "invalid escape '\\%c'", c->s[c->i]);
+                c->i--;
+                return bad(c, "invalid escape '\\%c'", c->s[c->i + 1]);
             }
             continue;
         }

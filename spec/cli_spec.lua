@@ -146,6 +146,10 @@ for _, backend in ipairs(jr.backends()) do
       assert.equal(2, code)
       assert.equal("", out)
       assert.matches("option '--limit' given twice", err, 1, true)
+      out, err, code = env:cli("dead", "purge", "--older-than", "1h", "--older-than", "2h")
+      assert.equal(2, code)
+      assert.equal("", out)
+      assert.matches("option '--older-than' given twice", err, 1, true)
     end)
 
     it("--version prints the version", function()
