@@ -117,7 +117,7 @@ int jr_client_open(jr_client **cp, const char *target,
 
 /* Queues one job. payload is JSON text (NULL: {}): one JSON value in
  * UTF-8, with no \u0000 and no lone surrogate escape in its strings,
- * nested at most 1000 deep, checked before the database on either engine
+ * numbers PostgreSQL's numeric holds, nested at most 1000 deep, checked before the database on either engine
  * (JR_CLIENT_EINPUT, the message naming the job and the byte). opts may be
  * NULL. id (may be NULL) receives the job's id. The job is committed when
  * this returns OK. */

@@ -49,6 +49,11 @@ typedef struct scan {
 
 static int value(scan *c);
 
+/* PostgreSQL's numeric, which jsonb keeps numbers in: its digits before
+ * and after the decimal point at most. */
+#define NUM_INT_MAX  131072
+#define NUM_FRAC_MAX 16383
+
 static int bad(scan *c, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
 
@@ -168,26 +173,48 @@ digits(scan *c)
     return c->i - from;
 }
 
+/* The exponent's digits at c->i, saturated: its sign is the caller's. */
+static long
+exponent(scan *c)
+{
+    long e = 0;
+
+    for (; c->i < c->n && c->s[c->i] >= '0' && c->s[c->i] <= '9'; c->i++)
+        if (e < 100000000)
+            e = e * 10 + (c->s[c->i] - '0');
+    return e;
+}
+
+/* A number; one that PostgreSQL's numeric cannot hold (jsonb keeps
+ * numbers as numeric) is refused, as SQLite would store it. */
 static int
 number(scan *c)
 {
-    size_t from = c->i;
+    size_t from = c->i, ni, nf = 0, at;
+    long e = 0, neg = 0;
 
     if (c->s[c->i] == '-')
         c->i++;
+    at = c->i;
     if (c->i < c->n && c->s[c->i] == '0')
-        c->i++;
-    else if (digits(c) == 0)
+        c->i++, ni = 1;
+    else if ((ni = digits(c)) == 0)
         return c->i = from, bad(c, "expected a value");
-    if (c->i < c->n && c->s[c->i] == '.' && (c->i++, digits(c) == 0))
+    if (c->i < c->n && c->s[c->i] == '.' && (c->i++, (nf = digits(c)) == 0))
         return bad(c, "expected a digit after '.'");
     if (c->i < c->n && (c->s[c->i] == 'e' || c->s[c->i] == 'E')) {
         c->i++;
         if (c->i < c->n && (c->s[c->i] == '+' || c->s[c->i] == '-'))
-            c->i++;
-        if (digits(c) == 0)
+            neg = c->s[c->i++] == '-';
+        if (c->i >= c->n || c->s[c->i] < '0' || c->s[c->i] > '9')
             return bad(c, "expected a digit in the exponent");
+        e = exponent(c);
     }
+    if ((long)ni + (neg ? -e : e) > NUM_INT_MAX ||
+        (long)nf + (neg ? e : -e) > NUM_FRAC_MAX)
+        return c->i = at, bad(c, "number out of range (at most %d digits "
+                              "before the point and %d after)", NUM_INT_MAX,
+                              NUM_FRAC_MAX);
     return 0;
 }
 

@@ -18,8 +18,8 @@ size_t jr_jsontext_utf8_len(const unsigned char *s, size_t n);
 
 /* Checks that text[0..len) is one JSON value (RFC 8259) that both
  * backends store alike: UTF-8 only, no \u0000 and no lone surrogate
- * escape in strings (PostgreSQL's jsonb refuses them), nested at most
- * JR_JSONTEXT_DEPTH deep. Returns 0, or -1 with "byte N: what is wrong"
+ * escape in strings, numbers within numeric's range (PostgreSQL's jsonb
+ * refuses the others), nested at most JR_JSONTEXT_DEPTH deep. Returns 0, or -1 with "byte N: what is wrong"
  * in why (size bytes). */
 int jr_jsontext_check(const char *text, size_t len, char *why, size_t size);
 

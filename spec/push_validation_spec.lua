@@ -173,6 +173,8 @@ for _, backend in ipairs(h.backends()) do
         { '["\\ud800"]', "byte 3: \\ud800: a high surrogate without a low one" },
         { '["\\udc00x"]', "byte 3: \\udc00: a low surrogate without a high one" },
         { ("["):rep(1001) .. ("]"):rep(1001), "byte 1001: nested deeper than 1000" },
+        { '{"n":1e131072}', "byte 6: number out of range (at most 131072 digits " ..
+                            "before the point and 16383 after)" },
       }
 
       it("the CLI refuses bytes that are not UTF-8, \\u0000 and lone surrogates",
@@ -187,6 +189,7 @@ for _, backend in ipairs(h.backends()) do
         assert.equal(1, env:count())
         -- what both store
         for _, ok in ipairs({ '["\\ud83d\\ude00"]', '{"s":"\\u0001 \xc3\xa9"}',
+                              '[1e131071, 1e-16383]',
                               ("["):rep(1000) .. ("]"):rep(1000) }) do
           local out, err, code = env:cli("push", "p", ok)
           assert.equal(0, code, err)

@@ -18,6 +18,7 @@ static const char *const good[] = {
     "[\"\\\"\\\\\\/\\b\\f\\n\\r\\t\"]", "[\"\\u0001\\u00e9\\uFFFF\"]",
     "[\"\\ud83d\\ude00\"]", "[\"\xc3\xa9\xe2\x82\xac\xf0\x9f\x98\x80\"]",
     "{\"a\":1,\"a\":2}",
+    "[1e131071, 9.9E+131071, 1e-16383, 1.5e-16382, -0.0]", /* numeric's */
 };
 
 typedef struct bad_case {
@@ -51,6 +52,10 @@ static const bad_case bad[] = {
     {"[\"\\ud800\"]", "byte 3: \\ud800: a high surrogate without a low"},
     {"[\"\\ud800\\u0041\"]", "byte 3: \\ud800: a high surrogate"},
     {"[\"\\udc00x\"]", "byte 3: \\udc00: a low surrogate without a high"},
+    {"[1e131072]", "byte 2: number out of range"},   /* past numeric's */
+    {"[-1e-16384]", "byte 3: number out of range"},
+    {"[1.5e-16383]", "byte 2: number out of range"},
+    {"[1e99999999999999999999]", "byte 2: number out of range"},
 };
 
 static int
