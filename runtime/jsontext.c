@@ -150,9 +150,13 @@ string(scan *c)
             } else if (strchr("\"\\/bfnrt", c->s[c->i]) != NULL &&
                        c->s[c->i] != '\0') {
                 c->i++;
-            } else {
+            } else if (c->s[c->i] > 0x20 && c->s[c->i] < 0x7f) {
                 c->i--;
                 return bad(c, "invalid escape '\\%c'", c->s[c->i + 1]);
+            } else {
+                c->i--;
+                return bad(c, "invalid escape (byte 0x%02x after '\\')",
+                           c->s[c->i + 1]);
             }
             continue;
         }
