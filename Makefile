@@ -30,7 +30,7 @@ endif
 
 RUNTIME  = main commands inspect control client master claimq cancel pool spawn output gen \
            events dbthread dbopen worker frame config script luabridge jrlib \
-           luaopts hooks reload log err json util job retry queues \
+           luaopts hooks reload log err json jsontext util job retry queues \
            qstate queuecmd cfgbackoff \
            http httpconn api apidb metrics cfghttp
 # recurring jobs (schedules)
@@ -41,6 +41,8 @@ RUNTIME += notify
 RUNTIME += limitcfg limitsrun limitscmd limitslua
 # PostgreSQL's jobs table vacuumed by the runner
 RUNTIME += vacuum
+# queued jobs whose name no handler takes
+RUNTIME += unhandled
 # PostgreSQL: a second database round in flight
 RUNTIME += lane
 BACKENDS = backend sqlite postgres limitpick
@@ -174,6 +176,7 @@ LIB_SRCS      = runtime/client.c runtime/config.c runtime/cfghttp.c \
                 runtime/queues.c runtime/cron.c runtime/tzfile.c \
                 runtime/schedules.c \
                 runtime/script.c runtime/luabridge.c runtime/json.c \
+                runtime/jsontext.c \
                 runtime/log.c runtime/util.c runtime/err.c runtime/job.c \
                 backends/backend.c backends/sqlite.c backends/postgres.c
 LIB_SRCS     += runtime/limitcfg.c backends/limitpick.c
@@ -336,7 +339,8 @@ LUA_INCDIR       ?= $(patsubst -I%,%,$(filter -I%,$(shell $(PKG_CONFIG) \
 JOBRUNNER_INCDIR ?= $(INCLUDEDIR)
 JOBRUNNER_LIBDIR ?= $(LIBDIR)
 ROCK_SRCS         = runtime/luaclient.c runtime/luacontrol.c \
-                    runtime/luaopts.c runtime/json.c runtime/util.c \
+                    runtime/luaopts.c runtime/json.c runtime/jsontext.c \
+                    runtime/util.c \
                     runtime/err.c runtime/job.c
 
 # built every time: the library it links may have moved since the last

@@ -21,6 +21,7 @@
 #include "job.h"
 #include "master_int.h"
 #include "metrics.h"
+#include "unhandled.h"
 
 /* --- a JSON body: one object with the keys ids, all, older_than ---- */
 
@@ -437,6 +438,7 @@ r_runner(call *c)
     }
     jr_buf_put(&b, "],\"throughput\":", 15);
     jr_metrics_throughput(m->metrics, &b);
+    jr_unhandled_json(m, &b);
     jr_buf_put(&b, "}", 1);
     jr_http_reply(c->req, 200, "application/json", b.p, b.len);
     jr_buf_free(&b);

@@ -48,6 +48,20 @@ jr_cmd_usage(const char *fmt, ...)
     return JR_EXIT_USAGE;
 }
 
+int
+jr_cmd_once(const char *cmd, const char *opt, char **argv, int i)
+{
+    int k;
+
+    for (k = 0; k < i; k++)
+        if (strcmp(argv[k], opt) == 0) {
+            jr_cmd_usage("%s: option '%s' given twice (give it once)", cmd,
+                         opt);
+            return -1;
+        }
+    return 0;
+}
+
 /* Defaults, then the config file, then the command line. */
 int
 jr_cmd_config(jr_cli *cli, jr_config *c)
@@ -157,10 +171,14 @@ jr_cmd_run(jr_cli *cli)
 
     while (cli->argc > 0 && (strcmp(cli->argv[0], "--queues") == 0 ||
                              strcmp(cli->argv[0], "--http") == 0)) {
+        const char **slot = cli->argv[0][2] == 'q' ? &serve : &http;
         if (cli->argc < 2)
             return jr_cmd_usage("run: option '%s' needs a value",
                                 cli->argv[0]);
-        *(cli->argv[0][2] == 'q' ? &serve : &http) = cli->argv[1];
+        if (*slot != NULL)
+            return jr_cmd_usage("run: option '%s' given twice (give it "
+                                "once)", cli->argv[0]);
+        *slot = cli->argv[1];
         cli->argc -= 2;
         cli->argv += 2;
     }
@@ -198,31 +216,6 @@ jr_cmd_worker(jr_cli *cli)
     /* a second argument: the descriptor of the page shared with the
      * master (worker.h) */
     return jr_worker_main(fd, cli->argc == 2 ? atoi(cli->argv[1]) : -1);
-}
-
-/* Uses cjson to say precisely what is wrong with a JSON text. Returns 0 if
- * it is valid, else writes the reason into why. */
-static int
-json_check(const char *text, char *why, size_t size)
-{
-    jr_err err;
-    lua_State *L = jr_script_state(NULL, &err);
-    int rc = 0;
-
-    if (L == NULL)
-        return 0;               /* the database will still refuse it */
-    lua_getglobal(L, "require");                     /* require */
-    lua_pushliteral(L, "cjson");                     /* require "cjson" */
-    if (jr_script_pcall(L, 1, 1, &err) == 0) {       /* cjson */
-        lua_getfield(L, -1, "decode");               /* cjson decode */
-        lua_pushstring(L, text);                     /* cjson decode text */
-        if (lua_pcall(L, 1, 1, 0) != LUA_OK) {       /* cjson msg */
-            snprintf(why, size, "%s", lua_tostring(L, -1));
-            rc = -1;
-        }
-    }
-    lua_close(L);
-    return rc;
 }
 
 /* The options of push, as config.c's key table: each setter parses its
@@ -336,21 +329,28 @@ static int
 push_args(jr_cli *cli, jr_push *p)
 {
     const struct push_option *o;
+    unsigned given = 0;         /* bit k: push_options[k] seen */
     jr_err err;
     int i, rc;
 
     for (i = 0; i < cli->argc; i++) {
         const char *a = cli->argv[i];
-        for (o = push_options; o->name && strcmp(o->name, a) != 0; o++)
+        for (o = push_options; o->name && (i >= cli->optend ||
+                                           strcmp(o->name, a) != 0); o++)
             ;
         if (o->name == NULL) {
-            if (a[0] == '-' && a[1] == '-')
-                return jr_cmd_usage("push: unknown option '%s'", a);
+            if (i < cli->optend && a[0] == '-' && a[1] != '\0')
+                return jr_cmd_usage("push: unknown option '%s' (a job name "
+                                    "starting with '-' goes after '--')", a);
             if (p->name != NULL && p->payload != NULL)
                 return jr_cmd_usage("push: unexpected argument '%s'", a);
             *(p->name == NULL ? &p->name : &p->payload) = a;
             continue;
         }
+        if (given & (1u << (o - push_options)))
+            return jr_cmd_usage("push: option '%s' given twice (give it "
+                                "once)", a);
+        given |= 1u << (o - push_options);
         if (o->takes && i + 1 >= cli->argc)
             return jr_cmd_usage("push: option '%s' needs a value", a);
         rc = o->set(p, o->takes ? cli->argv[i + 1] : NULL, &err);
@@ -365,22 +365,53 @@ push_args(jr_cli *cli, jr_push *p)
     return 0;
 }
 
-/* Checks p (config's max_payload, then its JSON) before anything is
+/* Checks p (its JSON, the config's max_payload) before anything is
  * written. Returns 0, or the exit status after saying why. */
 static int
 push_check(const jr_config *c, const jr_push *p)
 {
     jr_err err;
-    char why[256];
 
     if (jr_push_check(p, c->max_payload, &err) < 0)
         return jr_cmd_die(JR_EXIT_USAGE, err.msg);
-    if (p->payload && json_check(p->payload, why, sizeof why) < 0) {
-        fprintf(stderr, "jobrunner: job '%s': invalid JSON payload: %s\n",
-                p->name, why);
-        return JR_EXIT_USAGE;
-    }
     return 0;
+}
+
+/* Warns on stderr when the scripts directory this command sees exists and
+ * has no handler for name: its jobs wait until one is loaded (a deploy may
+ * bring it), for ever if the name is misspelt. No directory here: a
+ * producer on another machine, no warning. */
+static void
+warn_unhandled(const jr_config *c, const char *name)
+{
+    jr_scripts s;
+    jr_err err;
+    int i;
+
+    if (jr_scripts_names(c->scripts, &s, &err) < 0)
+        return;
+    for (i = 0; i < s.n && strcmp(s.h[i].name, name) != 0; i++)
+        ;
+    if (i == s.n)
+        fprintf(stderr, "jobrunner: warning: job '%s': no handler for it in "
+                "%s; it waits until one is loaded ('jobrunner stats' lists "
+                "the names no handler takes)\n", name, c->scripts);
+    jr_scripts_free(&s);
+}
+
+/* Prints the pushed job's id (with a unique key: and new, duplicate or
+ * replaced), then the warning of a name no handler here takes. */
+static void
+push_said(const jr_config *c, const jr_push *p, int64_t id, int outcome)
+{
+    if (p->unique_key == NULL)
+        printf("%lld\n", (long long)id);
+    else
+        printf("%lld %s\n", (long long)id, outcome == JR_CLIENT_PUSHED ?
+               "new" : outcome == JR_CLIENT_REPLACED ? "replaced" :
+               "duplicate");
+    fflush(stdout);
+    warn_unhandled(c, p->name);
 }
 
 int
@@ -413,12 +444,8 @@ jr_cmd_push(jr_cli *cli)
     if (jr_client_push_unique(client, p.name, p.payload, &opts, &u, &id,
                               &outcome) != JR_CLIENT_OK)
         rc = jr_cmd_client_fail(client);
-    else if (p.unique_key == NULL)
-        printf("%lld\n", (long long)id);
-    else        /* the id, then what happened: new, duplicate, replaced */
-        printf("%lld %s\n", (long long)id, outcome == JR_CLIENT_PUSHED ?
-               "new" : outcome == JR_CLIENT_REPLACED ? "replaced" :
-               "duplicate");
+    else
+        push_said(&c, &p, id, outcome);
     jr_client_close(client);
     jr_config_free(&c);
     return rc;

@@ -28,8 +28,10 @@ typedef struct jr_cli {
     const char  *backend;       /* --backend URL, or NULL */
     const char  *scripts;       /* --scripts DIR, or NULL */
     const char  *self;          /* path of this binary */
-    int          argc;          /* what follows the subcommand */
-    char       **argv;
+    int          argc;          /* what follows the subcommand, without */
+    char       **argv;          /* its first "--" */
+    int          optend;        /* argv[optend..argc) followed "--": names
+                                   or ids, even if they start with '-' */
 } jr_cli;
 
 typedef int (*jr_command_fn)(jr_cli *cli);
@@ -54,6 +56,10 @@ int jr_cmd_limits(jr_cli *cli);         /* limitscmd.c */
 int jr_cmd_die(int status, const char *msg);    /* returns status */
 /* A bad command line, with a pointer to --help: JR_EXIT_USAGE. */
 int jr_cmd_usage(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/* A single-valued option opt at argv[i] must not stand among
+ * argv[0..i) (a value equal to opt may: a false alarm refused, never a
+ * repeat taken). Returns 0, or -1 after saying so (JR_EXIT_USAGE). */
+int jr_cmd_once(const char *cmd, const char *opt, char **argv, int i);
 /* Loads the config: defaults, then the file, then the command line.
  * Returns 0 (free c with jr_config_free), or the exit status. */
 int jr_cmd_config(jr_cli *cli, jr_config *c);

@@ -11,6 +11,7 @@
 #include "commands.h"
 #include "config.h"
 #include "jobrunner.h"
+#include "jsontext.h"
 #include "util.h"
 
 #define LIST_LIMIT 100          /* jobs list prints unless --limit */
@@ -105,7 +106,7 @@ jr_cmd_cancel(jr_cli *cli)
         free(ids);
         return rc;
     }
-    if ((rc = jr_cmd_client(&c, &client)) == 0) {
+    if ((rc = jr_cmd_reader(&c, &client)) == 0) {     /* creates none */
         rc = cancel_ids(client, ids, cli->argc);
         jr_client_close(client);
     }
@@ -168,8 +169,10 @@ job_json(const jr_client_job_info *j, const job_out *o)
     jr_json_str(stdout, j->queue);
     printf(",\"state\":");
     jr_json_str(stdout, j->state);
-    if (o->full)
-        printf(",\"payload\":%s", j->payload ? j->payload : "null");
+    if (o->full) {      /* bytes a plain SQL insert stored: as U+FFFD */
+        printf(",\"payload\":");
+        jr_jsontext_write(stdout, j->payload);
+    }
     printf(",\"attempt\":%d,\"max_retries\":", j->attempts);
     if (j->max_retries == JR_CLIENT_UNSET)
         printf("null");
@@ -250,7 +253,10 @@ job_text_full(const jr_client_job_info *j)
            progress_str(j, prog, sizeof prog));
     printf("%-13s %s\n", "key", j->limit_key ? j->limit_key :
            "- (unkeyed: no key given, none at its name's payload path)");
-    printf("%-13s %s\n", "payload", j->payload ? j->payload : "-");
+    printf("%-13s ", "payload");
+    if (j->payload)
+        jr_jsontext_write(stdout, j->payload);
+    printf("%s\n", j->payload ? "" : "-");
     printf("%-13s %s\n", "last_error", j->last_error ? j->last_error : "-");
 }
 
@@ -311,7 +317,7 @@ jr_cmd_show(jr_cli *cli)
     int i, n = 0, rc;
 
     for (i = 0; i < cli->argc; i++)
-        if (strcmp(cli->argv[i], "--json") == 0)
+        if (i < cli->optend && strcmp(cli->argv[i], "--json") == 0)
             o.json = 1;
         else
             cli->argv[n++] = cli->argv[i];
@@ -355,6 +361,8 @@ list_args(jr_cli *cli, jr_client_filter *f, job_out *o)
             return jr_cmd_usage("list: %s '%s'", v == NULL && a[0] == '-' ?
                                 "option needs a value:" :
                                 "unexpected argument", a);
+        if (jr_cmd_once("list", a, cli->argv, i) < 0)
+            return JR_EXIT_USAGE;
         i++;
         if (strcmp(a, "--state") == 0)
             f->state = v;

@@ -266,6 +266,8 @@ dead_list(jr_client *db, int argc, char **argv)
         if (strcmp(argv[i], "--json") == 0)
             o.json = 1;
         else if (strcmp(argv[i], "--limit") == 0 && i + 1 < argc) {
+            if (jr_cmd_once("dead list", argv[i], argv, i) < 0)
+                return JR_EXIT_USAGE;
             if (jr_parse_int(argv[++i], "--limit", 1, 1000000000, &limit,
                              &err) < 0)
                 return jr_cmd_die(JR_EXIT_USAGE, err.msg);
@@ -331,12 +333,16 @@ dead_purge(jr_client *db, int argc, char **argv)
     double older = 0;
     jr_err err;
     long n;
+    int i;
 
-    if (argc == 2 && strcmp(argv[0], "--older-than") == 0) {
-        if (jr_parse_duration(argv[1], "--older-than", &older, &err) < 0)
+    for (i = 0; i < argc; i++) {
+        if (strcmp(argv[i], "--older-than") != 0 || i + 1 >= argc)
+            return jr_cmd_usage("dead purge: unexpected argument '%s'",
+                                argv[i]);
+        if (jr_cmd_once("dead purge", argv[i], argv, i) < 0)
+            return JR_EXIT_USAGE;
+        if (jr_parse_duration(argv[++i], "--older-than", &older, &err) < 0)
             return jr_cmd_die(JR_EXIT_USAGE, err.msg);
-    } else if (argc != 0) {
-        return jr_cmd_usage("dead purge: unexpected argument '%s'", argv[0]);
     }
     if (jr_client_dead_purge(db, older, &n) != JR_CLIENT_OK)
         return jr_cmd_client_fail(db);
@@ -370,8 +376,8 @@ jr_cmd_dead(jr_cli *cli)
     }
     if ((rc = jr_cmd_config(cli, &c)) != 0)
         return rc;
-    if ((rc = which == 0 ? jr_cmd_reader(&c, &client) :
-               jr_cmd_client(&c, &client)) == 0) {
+    /* list, retry and purge alike: no database is created */
+    if ((rc = jr_cmd_reader(&c, &client)) == 0) {
         rc = subs[which].fn(client, argc, argv);
         jr_client_close(client);
     }

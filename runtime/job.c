@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "job.h"
+#include "jsontext.h"
 
 int
 jr_name_check(const char *name, const char *what, jr_err *err)
@@ -65,6 +66,19 @@ unique_check(const jr_push *p, jr_err *err)
     return 0;
 }
 
+/* The payload's JSON text: one rule for every backend (jsontext.h). */
+static int
+payload_check(const jr_push *p, jr_err *err)
+{
+    char why[200];
+
+    if (jr_jsontext_check(p->payload, strlen(p->payload), why,
+                          sizeof why) < 0)
+        return jr_fail(err, JR_EINPUT, "job '%s': invalid JSON payload: %s",
+                       p->name, why);
+    return 0;
+}
+
 int
 jr_push_check(const jr_push *p, size_t max_payload, jr_err *err)
 {
@@ -76,6 +90,8 @@ jr_push_check(const jr_push *p, size_t max_payload, jr_err *err)
         return jr_fail(err, JR_EINPUT, "job '%s': payload of %zu bytes is "
                        "over the limit of %zu (max_payload)", p->name,
                        strlen(p->payload), max_payload);
+    if (p->payload && payload_check(p, err) < 0)
+        return -1;
     if (p->max_retries < -1)
         return jr_fail(err, JR_EINPUT, "job '%s': max_retries %d is "
                        "negative", p->name, p->max_retries);

@@ -115,9 +115,12 @@ typedef int (*jr_client_stats_fn)(const char *name,
 int jr_client_open(jr_client **cp, const char *target,
                    const jr_client_config *cfg);
 
-/* Queues one job. payload is JSON text (NULL: {}); the database refuses
- * invalid JSON and the message names the job. opts may be NULL. id (may be
- * NULL) receives the job's id. The job is committed when this returns OK. */
+/* Queues one job. payload is JSON text (NULL: {}): one JSON value in
+ * UTF-8, with no \u0000 and no lone surrogate escape in its strings,
+ * numbers PostgreSQL's numeric holds, nested at most 1000 deep, checked before the database on either engine
+ * (JR_CLIENT_EINPUT, the message naming the job and the byte). opts may be
+ * NULL. id (may be NULL) receives the job's id. The job is committed when
+ * this returns OK. */
 int jr_client_push(jr_client *c, const char *name, const char *payload,
                    const jr_client_opts *opts, int64_t *id);
 
@@ -248,7 +251,10 @@ typedef struct jr_client_job_info {
     const char *queue;
     const char *state;          /* "queued", "running", "dead", "cancelled"
                                    or "completed" */
-    const char *payload;        /* JSON text; NULL from jr_client_list */
+    const char *payload;        /* JSON text as stored (SQLite: a plain
+                                   SQL insert may have put bytes that are
+                                   not UTF-8 in it); NULL from
+                                   jr_client_list */
     int         attempts;       /* attempts so far, counted at claim */
     int         max_retries;    /* JR_CLIENT_UNSET: not set on the job */
     int         priority;

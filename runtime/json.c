@@ -13,7 +13,8 @@
  *   - jobrunner.null (the same light userdata as cjson.null) is null;
  *   - functions, userdata, threads, cyclic tables, keys that are neither
  *     strings nor array indexes, a table mixing both, and strings that are
- *     not UTF-8 are errors: "payload.path: what is wrong".
+ *     not UTF-8 or hold a NUL byte are errors: "payload.path: what is
+ *     wrong".
  * Tables are read raw: metamethods (__index, __pairs) are not consulted. */
 #include <math.h>
 #include <stdarg.h>
@@ -25,6 +26,7 @@
 #include <lua.h>
 
 #include "json.h"
+#include "jsontext.h"
 
 #define MAX_DEPTH    1000               /* as cjson's encode_max_depth */
 #define SPARSE_RATIO 2                  /* as cjson's encode_sparse_array */
@@ -121,37 +123,6 @@ path_pop(enc *e, size_t old)
     e->plen = old;
 }
 
-/* Length of the UTF-8 sequence at s (n bytes left), or 0 if invalid:
- * overlong forms, surrogates and code points past U+10FFFF included. */
-static size_t
-utf8_len(const unsigned char *s, size_t n)
-{
-    size_t len, i;
-    unsigned long cp;
-
-    if (s[0] < 0x80)
-        return 1;
-    if (s[0] >= 0xc2 && s[0] <= 0xdf)
-        len = 2, cp = s[0] & 0x1f;
-    else if (s[0] >= 0xe0 && s[0] <= 0xef)
-        len = 3, cp = s[0] & 0x0f;
-    else if (s[0] >= 0xf0 && s[0] <= 0xf4)
-        len = 4, cp = s[0] & 0x07;
-    else
-        return 0;
-    if (n < len)
-        return 0;
-    for (i = 1; i < len; i++) {
-        if ((s[i] & 0xc0) != 0x80)
-            return 0;
-        cp = (cp << 6) | (s[i] & 0x3f);
-    }
-    if ((len == 3 && (cp < 0x800 || (cp >= 0xd800 && cp <= 0xdfff))) ||
-        (len == 4 && (cp < 0x10000 || cp > 0x10ffff)))
-        return 0;
-    return len;
-}
-
 size_t
 jr_json_escape_char(const char *s, size_t n, char out[6], size_t *used)
 {
@@ -176,7 +147,7 @@ jr_json_escape_char(const char *s, size_t n, char out[6], size_t *used)
         out[5] = hex[c & 15];
         return 6;
     }
-    if ((k = utf8_len((const unsigned char *)s, n)) == 0)
+    if ((k = jr_jsontext_utf8_len((const unsigned char *)s, n)) == 0)
         return 0;
     memcpy(out, s, k);
     *used = k;
@@ -193,6 +164,9 @@ enc_string(enc *e, const char *s, size_t n)
     if (enc_lit(e, "\"") < 0)
         return -1;
     while (i < n) {
+        if (s[i] == '\0')      /* jsontext.h: no backend stores \u0000 */
+            return enc_fail(e, "string holds a NUL byte (byte %zu): no "
+                            "backend stores one", i + 1);
         if ((k = jr_json_escape_char(s + i, n - i, out, &used)) == 0)
             return enc_fail(e, "string is not valid UTF-8 (byte %zu); "
                             "JSON text must be UTF-8", i + 1);

@@ -35,6 +35,7 @@
 #include "url.h"
 #include "http.h"
 #include "lane.h"
+#include "unhandled.h"
 #include "vacuum.h"
 #include "metrics.h"
 
@@ -99,6 +100,7 @@ on_tick(evutil_socket_t fd, short what, void *arg)
     if (m->stopping && (jr_pool_busy(m) == 0 || now > m->stop_deadline))
         event_base_loopbreak(m->base);
     jr_pool_idle(m, now);
+    jr_unhandled_tick(m, now);
 }
 
 static void
@@ -465,6 +467,7 @@ cleanup(master *m)
     jr_lane_stop(m);
     jr_vacuum_stop(m);
     jr_dbthread_free(m->dbt);
+    jr_unhandled_free(m);               /* after its thread */
     jr_metrics_free(m->metrics);
     for (k = 0; k < m->nres; k++)
         free(m->res[k].mem);

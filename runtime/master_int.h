@@ -207,6 +207,8 @@ struct master {
                                            NULL when off */
     struct jr_vacuum   *vac;            /* vacuums of jobs (vacuum.c), or
                                            NULL before the first */
+    struct jr_unhandled *unhandled;     /* names no handler takes
+                                           (unhandled.c), or NULL */
     double              cycle_at;       /* when the last cycle went */
     struct jr_metrics  *metrics;        /* its counters (metrics.c) */
     /* limits per key (limitsrun.c) */

@@ -11,6 +11,7 @@
 #include "api.h"
 #include "master_int.h"
 #include "metrics.h"
+#include "unhandled.h"
 
 #define MINUTES 60              /* throughput kept, by minute */
 
@@ -359,6 +360,7 @@ jr_metrics_write(master *m, jr_buf *b)
          "had expired that this runner put back in the queue.");
     jr_api_printf(b, "jobrunner_lease_rescues_total %ld\n", x->rescued);
     write_queues(m, b);
+    jr_unhandled_metrics(m, b);
     head(b, "jobrunner_start_time_seconds", "gauge", "When this runner "
          "started (epoch seconds).");
     jr_api_printf(b, "jobrunner_start_time_seconds %.3f\n", x->started);

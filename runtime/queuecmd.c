@@ -8,6 +8,7 @@
 
 #include "commands.h"
 #include "config.h"
+#include "job.h"
 #include "jobrunner.h"
 #include "queues.h"
 #include "util.h"
@@ -105,13 +106,12 @@ queue_resume(jr_config *c, jr_client *db, int argc, char **argv)
 static const struct queue_sub {
     const char *name;
     int         nargs;          /* -1: options only (list) */
-    int         reader;         /* creates nothing */
     int       (*fn)(jr_config *c, jr_client *db, int argc, char **argv);
 } subs[] = {
-    {"list", -1, 1, queue_list},
-    {"pause", 1, 0, queue_pause},
-    {"resume", 1, 0, queue_resume},
-    {NULL, 0, 0, NULL}
+    {"list", -1, queue_list},
+    {"pause", 1, queue_pause},
+    {"resume", 1, queue_resume},
+    {NULL, 0, NULL}
 };
 
 int
@@ -120,6 +120,7 @@ jr_cmd_queue(jr_cli *cli)
     const struct queue_sub *s;
     jr_client *client;
     jr_config c;
+    jr_err err;
     int rc;
 
     if (cli->argc == 0)
@@ -135,10 +136,16 @@ jr_cmd_queue(jr_cli *cli)
     if (s->nargs > 0 && cli->argc - 1 > s->nargs)
         return jr_cmd_usage("queue %s: unexpected argument '%s'", s->name,
                             cli->argv[1 + s->nargs]);
+    if (s->nargs > 0 && cli->optend > 1 && cli->argv[1][0] == '-')
+        return jr_cmd_usage("queue %s: unknown option '%s' (a queue name "
+                            "starting with '-' goes after '--')", s->name,
+                            cli->argv[1]);
+    if (s->nargs > 0 && jr_name_check(cli->argv[1], "queue name", &err) < 0)
+        return jr_cmd_die(JR_EXIT_USAGE, err.msg);  /* before the database */
     if ((rc = jr_cmd_config(cli, &c)) != 0)
         return rc;
-    if ((rc = s->reader ? jr_cmd_reader(&c, &client) :
-              jr_cmd_client(&c, &client)) == 0) {
+    /* each creates no database: a pause of one not made yet is a typo */
+    if ((rc = jr_cmd_reader(&c, &client)) == 0) {
         rc = s->fn(&c, client, cli->argc - 1, cli->argv + 1);
         jr_client_close(client);
     }

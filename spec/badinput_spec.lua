@@ -492,3 +492,59 @@ for _, backend in ipairs(jr.backends()) do
     end)
   end)
 end
+
+for _, backend in ipairs(jr.backends()) do
+  describe(backend .. " a job name no handler takes:", function()
+    local env = jr.test_env(backend)
+    local H = require "jrhttp"
+
+    it("push warns on stderr and still pushes", function()
+      env:script("email.send", "return function() end")
+      local out, err, code = env:cli("push", "emial.send")
+      assert.equal(0, code, err)
+      local id = tonumber(out:match("^(%d+)\n$"))
+      assert.equal("queued", env:job(id).state)
+      assert.matches("warning: job 'emial.send': no handler for it in", err, 1, true)
+      -- a name with a handler: no warning
+      out, err, code = env:cli("push", "email.send")
+      assert.equal(0, code, err)
+      assert.equal("", err)
+      -- no scripts directory here (a producer elsewhere): no warning
+      os.execute("rm -rf " .. jr.quote(env.dir .. "/scripts"))
+      out, err, code = env:cli("push", "emial.send")
+      assert.equal(0, code, err)
+      assert.equal("", err)
+    end)
+
+    it("the runner logs each once with its count, and shows them in /metrics "
+       .. "and /api/runner", function()
+      env:script("email.send", "return function() end")
+      for _ = 1, 3 do env:push("emial.send") end
+      env:push("email.send")
+      local base = H.start(env)
+      jr.wait_for(function()
+        return env:log():match("3 queued jobs named 'emial.send': no handler")
+      end, 30, "the runner names the unhandled jobs")
+      local code, text = H.req(base .. "/metrics", { token = true })
+      assert.equal(200, code)
+      assert.matches('jobrunner_unhandled_jobs{name="emial.send"} 3', text, 1, true)
+      assert.not_matches('jobrunner_unhandled_jobs{name="email.send"}', text, 1, true)
+      local body
+      code, body = H.req(base .. "/api/runner", { token = true })
+      assert.equal(200, code)
+      assert.same({ { name = "emial.send", queued = 3 } }, cjson.decode(body).unhandled)
+      -- a reload counts again: a new name is logged, the old one not again
+      env:push("other.name", "{}", "--in", "1h")
+      env:script("email.more", "return function() end")
+      env:signal("HUP")
+      jr.wait_for(function()
+        return env:log():match("1 queued job named 'other.name': no handler")
+      end, 30, "the new name logged after the reload")
+      local n = 0
+      for _ in env:log():gmatch("named 'emial.send'") do n = n + 1 end
+      assert.equal(1, n)
+      assert.equal(4, env:count())
+      assert.equal(0, env:stop())
+    end)
+  end)
+end

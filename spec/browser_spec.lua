@@ -52,6 +52,8 @@ for _, backend in ipairs(jr.backends()) do
       env:wait_state(done, "completed")
       env:wait_state(running, "running")
       os.remove(env.dir .. "/fail")                  -- the retry will succeed
+      jr.wait_for(function() return env:log():find("named 'nohandler'", 1, true) end,
+        30, "the runner counted the job no handler takes")
 
       local out, err, code = jr.sh(("cd %s && timeout 60 node dashboard.js %s %s %s %s"):format(
         q(NODE_DIR), q(base), q(H.TOKEN), q(tostring(dead)), q(env.dir)))
@@ -77,6 +79,8 @@ for _, backend in ipairs(jr.backends()) do
       local names = {}
       for _, r in ipairs(page.names) do names[r[1]] = r end
       assert.equal("1", names.nohandler[2])
+      -- the names no handler takes, above the names
+      assert.matches("No handler for: nohandler (1 queued)", page.unhandled or "", 1, true)
       local states = {}
       for _, r in ipairs(page.jobs) do states[r[4]] = true end
       for _, s in ipairs({ "ready", "scheduled", "running", "dead", "cancelled", "completed" }) do

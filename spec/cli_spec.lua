@@ -36,6 +36,122 @@ for _, backend in ipairs(jr.backends()) do
       end
     end)
 
+    -- Every command and subcommand, as --help lists them.
+    local COMMANDS = {
+      { "run" }, { "push" }, { "push", "a" }, { "stats" }, { "dead" },
+      { "dead", "list" }, { "dead", "retry" }, { "dead", "retry", "1" },
+      { "dead", "purge" }, { "queue" }, { "queue", "list" },
+      { "queue", "pause" }, { "queue", "pause", "q" }, { "queue", "resume" },
+      { "cancel" }, { "cancel", "1" }, { "show" }, { "show", "1" }, { "list" },
+      { "limits" }, { "check" }, { "migrate" }, { "reload" }, { "schedules" },
+    }
+
+    -- No database: no SQLite file, no PostgreSQL schema.
+    local function no_database()
+      if backend == "sqlite" then
+        assert.is_nil(jr.read_file(env:sqlite_path()), "database created")
+      else
+        local n = jr.sh(("psql -X -q -A -t %s -c %s"):format(q(jr.pg_url),
+          q(("SELECT count(*) FROM pg_namespace WHERE nspname = '%s'"):format(env.schema))))
+        assert.equal("0", (n:gsub("%s", "")), "schema created")
+      end
+    end
+
+    it("-h and --help after any command print its usage and do nothing else", function()
+      local listed = bare(env.dir, "--help"):match("commands:(.-)\noptions:")
+      for name in listed:gmatch("\n  (%l+) ") do
+        local found = false
+        for _, c in ipairs(COMMANDS) do found = found or c[1] == name end
+        assert.is_true(found, "command " .. name .. " not covered")
+      end
+      for _, cmd in ipairs(COMMANDS) do
+        for _, flag in ipairs({ "-h", "--help" }) do
+          local args = { table.unpack(cmd) }
+          args[#args + 1] = flag
+          local what = table.concat(args, " ")
+          local out, err, code = env:cli(table.unpack(args))
+          assert.equal(0, code, what .. ": " .. err)
+          assert.equal("", err, what)
+          assert.matches("^usage: jobrunner %[common options%] " .. cmd[1] .. " ", out)
+          -- before the other arguments too
+          table.insert(args, 2, table.remove(args))
+          local out2, err2, code2 = env:cli(table.unpack(args))
+          assert.equal(0, code2, table.concat(args, " ") .. ": " .. err2)
+          assert.equal(out, out2)
+        end
+      end
+      no_database()
+    end)
+
+    it("takes a name starting with '-' only after '--'", function()
+      local _, err, code = env:cli("push", "-x")
+      assert.equal(2, code)
+      assert.matches("unknown option '-x'", err, 1, true)
+      assert.matches("after '--'", err, 1, true)
+      _, err, code = env:cli("queue", "pause", "-x")
+      assert.equal(2, code)
+      assert.matches("unknown option '-x'", err, 1, true)
+      no_database()
+      local out
+      out, err, code = env:cli("push", "--", "-h")
+      assert.equal(0, code, err)
+      local id = tonumber(out:match("^(%d+)\n$"))
+      assert.equal("-h", env:job(id).name)
+      out, err, code = env:cli("push", "--queue", "q", "--", "--help", '{"n":2}')
+      assert.equal(0, code, err)
+      local row = env:job(tonumber(out:match("%d+")))
+      assert.equal("--help", row.name)
+      assert.equal("q", row.queue)
+      assert.same({ n = 2 }, cjson.decode(row.payload))
+      out, err, code = env:cli("queue", "pause", "--", "--help")
+      assert.equal(0, code, err)
+      local list = cjson.decode((env:cli("queue", "list", "--json")))
+      local paused = {}
+      for _, l in ipairs(list) do paused[l.name] = l.paused end
+      assert.is_true(paused["--help"])
+      -- a command that takes no names says so
+      _, err, code = env:cli("stats", "--", "x")
+      assert.equal(2, code)
+      assert.matches("stats takes no names", err, 1, true)
+    end)
+
+    it("refuses an option given twice, naming it", function()
+      local cases = {
+        { "push", "a", "--unique-key", "k1", "--unique-key", "k2" },
+        { "push", "a", "--queue", "q1", "--queue", "q2" },
+        { "push", "a", "--priority", "1", "--priority", "2" },
+        { "push", "a", "--in", "1h", "--in", "2h" },
+        { "push", "a", "--max-retries", "1", "--max-retries", "2" },
+        { "push", "a", "--key", "k", "--key", "k" },
+        { "list", "--state", "dead", "--state", "queued" },
+        { "list", "--limit", "1", "--limit", "2" },
+        { "run", "--queues", "a", "--queues", "b" },
+        { "run", "--http", "127.0.0.1:1", "--http", "127.0.0.1:2" },
+        { "--scripts", "s1", "--scripts", "s2", "stats" },
+        { "--backend", "sqlite:x.db", "--backend", "sqlite:y.db", "stats" },
+      }
+      for _, c in ipairs(cases) do
+        local what = table.concat(c, " ")
+        local out, err, code = env:cli(table.unpack(c))
+        assert.equal(2, code, what)
+        assert.equal("", out, what)
+        local opt = c[1] == "--scripts" and c[1] or c[1] == "--backend" and c[1]
+          or c[#c - 1]
+        assert.matches("option '" .. opt .. "' given twice", err, 1, true)
+      end
+      no_database()
+      -- dead reads its options on a database
+      assert.equal(0, select(3, env:cli("migrate")))
+      local out, err, code = env:cli("dead", "list", "--limit", "1", "--limit", "2")
+      assert.equal(2, code)
+      assert.equal("", out)
+      assert.matches("option '--limit' given twice", err, 1, true)
+      out, err, code = env:cli("dead", "purge", "--older-than", "1h", "--older-than", "2h")
+      assert.equal(2, code)
+      assert.equal("", out)
+      assert.matches("option '--older-than' given twice", err, 1, true)
+    end)
+
     it("--version prints the version", function()
       local out, err, code = bare(env.dir, "--version")
       assert.equal(0, code, err)

@@ -458,3 +458,31 @@ if jr.pg_url then
     end)
   end)
 end
+
+for _, backend in ipairs(jr.backends()) do
+  describe(backend .. ": control commands without a database", function()
+    local env = jr.test_env(backend)
+
+    for _, cmd in ipairs({ { "cancel", "1" }, { "dead", "retry", "1" },
+                           { "dead", "retry", "--all" }, { "dead", "purge" },
+                           { "dead", "purge", "--older-than", "1h" },
+                           { "queue", "pause", "q" }, { "queue", "resume", "q" } }) do
+      it(table.concat(cmd, " ") .. " refuses, naming the database, and creates none", function()
+        local out, err, code = env:cli(table.unpack(cmd))
+        assert.are.equal(4, code, err)
+        assert.are.equal("", out)
+        assert.matches("does not exist", err, 1, true)
+        if backend == "sqlite" then
+          assert.matches(env:sqlite_path(), err, 1, true)
+          assert.is_nil(jr.read_file(env:sqlite_path()))
+        else
+          assert.matches(env.schema, err, 1, true)
+          local n = jr.sh(("psql -X -q -A -t %s -c %s"):format(jr.quote(jr.pg_url),
+            jr.quote(("SELECT count(*) FROM pg_namespace WHERE nspname = '%s'")
+              :format(env.schema))))
+          assert.are.equal("0", (n:gsub("%s", "")))
+        end
+      end)
+    end
+  end)
+end

@@ -164,6 +164,82 @@ for _, backend in ipairs(h.backends()) do
       end)
     end)
 
+    describe("payload text", function()
+      -- refused alike on both backends, with the same message
+      local REFUSED = {
+        { '{"s":"A\xffB"}', "byte 8: not valid UTF-8 (JSON text must be UTF-8)" },
+        { '{"s":"\xc3"}', "byte 7: not valid UTF-8 (JSON text must be UTF-8)" },
+        { '{"s":"a\\u0000b"}', "byte 8: \\u0000 in a string: no backend stores a NUL character" },
+        { '["\\ud800"]', "byte 3: \\ud800: a high surrogate without a low one" },
+        { '["\\udc00x"]', "byte 3: \\udc00: a low surrogate without a high one" },
+        { ("["):rep(1001) .. ("]"):rep(1001), "byte 1001: nested deeper than 1000" },
+        { '{"n":1e131072}', "byte 6: number out of range (at most 131072 digits " ..
+                            "before the point and 16383 after)" },
+      }
+
+      it("the CLI refuses bytes that are not UTF-8, \\u0000 and lone surrogates",
+        function()
+        env:push("x")       -- creates the schema
+        for _, c in ipairs(REFUSED) do
+          local out, err, code = env:cli("push", "p", c[1])
+          assert.equal(2, code, c[2])
+          assert.equal("", out)
+          assert.equal("jobrunner: job 'p': invalid JSON payload: " .. c[2] .. "\n", err)
+        end
+        assert.equal(1, env:count())
+        -- what both store
+        for _, ok in ipairs({ '["\\ud83d\\ude00"]', '{"s":"\\u0001 \xc3\xa9"}',
+                              '[1e131071, 1e-16383]',
+                              ("["):rep(1000) .. ("]"):rep(1000) }) do
+          local out, err, code = env:cli("push", "p", ok)
+          assert.equal(0, code, err)
+          local payload = select(1, env:cli("show", out:match("%d+"), "--json"))
+          assert.is_not_nil(utf8.len(payload))
+        end
+      end)
+
+      it("the Lua client and handler pushes refuse a NUL byte in a string",
+        function()
+        local q = open()
+        local id, err = q:push("p", { s = "a\0b" })
+        assert.is_nil(id)
+        assert.matches("payload.s: string holds a NUL byte", err, 1, true)
+        id, err = q:push("p", { ["k\0"] = 1 })
+        assert.is_nil(id)
+        assert.matches("NUL byte", err, 1, true)
+        q:close()
+        env:script("probe", RECORD .. [[
+          local jobrunner = require "jobrunner"
+          return function(job)
+            record("errors", select(2, pcall(jobrunner.push, "p", { s = "\0" })))
+          end]])
+        env:start()
+        local probe = env:push("probe")
+        h.wait_for(function() return env:job(probe) == nil end)
+        assert.matches("payload.s: string holds a NUL byte",
+                       h.lines(env.dir .. "/errors")[1], 1, true)
+        assert.equal(0, env:count())
+        assert.equal(0, env:stop())
+      end)
+
+      if backend == "sqlite" then
+        it("show prints bytes a plain SQL insert stored as U+FFFD #sqlite", function()
+          env:push("x")
+          env:exec("INSERT INTO jobs (name, payload) VALUES ('raw', " ..
+                   "CAST(X'7B2273223A2241FF42C3227D' AS TEXT))")
+          local id = ("%d"):format(env:query("SELECT max(id) AS id FROM jobs")[1].id)
+          local out, err, code = env:cli("show", tostring(id), "--json")
+          assert.equal(0, code, err)
+          assert.is_not_nil(utf8.len(out), "show --json printed invalid UTF-8")
+          local job = require("cjson").decode(out)
+          assert.equal("A\u{FFFD}B\u{FFFD}", job.payload.s)
+          out = env:cli("show", tostring(id))
+          assert.is_not_nil(utf8.len(out), "show printed invalid UTF-8")
+          assert.matches('{"s":"A\\ufffdB\\ufffd"}', out, 1, true)
+        end)
+      end
+    end)
+
     describe("push --at", function()
       it("refuses impossible dates and non-finite epochs", function()
         local _, err, code = env:cli("push", "x", "--at", "2024-02-29T12:00:00Z")

@@ -137,6 +137,12 @@
       r.workers.total + " busy · generation " + (r.generation || "?").slice(0, 8) +
       (r.stopping ? " · stopping" : "");
     chart(r.throughput.minutes);
+    // queued jobs no handler of this runner takes: they would wait unseen
+    var u = $("unhandled"), list = r.unhandled || [];
+    u.hidden = list.length === 0;
+    u.textContent = "No handler for: " + list.map(function (x) {
+      return x.name + " (" + x.queued + " queued)";
+    }).join(", ") + " (their jobs wait until one is loaded)";
   }
 
   function chart(mins) {

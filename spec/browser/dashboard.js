@@ -43,6 +43,7 @@ async function texts(page, sel) {
     out.running = await texts(page, "#running tbody tr");
     out.jobs = await texts(page, "#jobs tbody tr");
     out.status = await page.$eval("#status", (e) => e.textContent);
+    out.unhandled = await page.$eval("#unhandled", (e) => e.hidden ? null : e.textContent);
     out.scripts = await page.$$eval("script", (s) => s.length);
     out.chartBars = await page.$$eval("#chart rect", (r) => r.length);
     // the dead job's detail: payload and error shown as text

@@ -263,7 +263,7 @@ test_push(void)
     p[2] = job("ok2", "{}");
     CHECK(ops->push(b, p, 3, ids, &e) == -1);
     CHECK(strstr(e.msg, "job 'hello': invalid JSON payload: ") == e.msg);
-    CHECK(strstr(e.msg, "invalid input syntax for type json") != NULL);
+    CHECK(strstr(e.msg, "byte 7: expected a value") != NULL);  /* ours */
     CHECK(qn("SELECT count(*) FROM jrtest.jobs") == 4);
     p[0] = job("solo", "not json");
     CHECK(ops->push(b, p, 1, NULL, &e) == -1);
@@ -491,7 +491,8 @@ test_complete(void)
     CHECK(strstr(e.msg, "follow-up invalid job name") != NULL);
     follow[0] = job("next", "{broken");
     CHECK(ops->complete(b, "T", &r[5], 1, &e) == -1);
-    CHECK(strstr(e.msg, "job 'next': invalid JSON payload") == e.msg);
+    CHECK(strstr(e.msg, "follow-up job 'next': invalid JSON payload") !=
+          NULL);                /* jr_push_check's, as for the name */
     CHECK(strcmp(state_of(j[5]->id), "running") == 0);    /* rolled back */
     follow[0] = job("next", NULL);
     CHECK(ops->complete(b, "T", &r[5], 1, &e) == 1);

@@ -1,0 +1,31 @@
+/* jsontext.h - JSON text without Lua: the one check of a payload's text
+ * that every push passes whatever its producer and backend (job.c's
+ * jr_push_check), UTF-8 sequences, and the writer that prints stored
+ * JSON text (a payload a plain SQL insert may have put there) as valid
+ * UTF-8. Uses nothing. */
+#ifndef JR_JSONTEXT_H
+#define JR_JSONTEXT_H
+
+#include <stddef.h>
+#include <stdio.h>
+
+#define JR_JSONTEXT_DEPTH 1000  /* nesting a handler can decode (cjson's) */
+
+/* Length of the UTF-8 sequence at s (n > 0 bytes left), or 0 if it is not
+ * valid UTF-8: overlong forms, surrogates and code points past U+10FFFF
+ * included. */
+size_t jr_jsontext_utf8_len(const unsigned char *s, size_t n);
+
+/* Checks that text[0..len) is one JSON value (RFC 8259) that both
+ * backends store alike: UTF-8 only, no \u0000 and no lone surrogate
+ * escape in strings, numbers within numeric's range (PostgreSQL's jsonb
+ * refuses the others), nested at most JR_JSONTEXT_DEPTH deep. Returns 0, or -1 with "byte N: what is wrong"
+ * in why (size bytes). */
+int jr_jsontext_check(const char *text, size_t len, char *why, size_t size);
+
+/* Writes the stored JSON text s to f as it is, but each byte that is not
+ * UTF-8 (only possible inside a string) as \ufffd, so what is printed is
+ * valid UTF-8 JSON. NULL is written as null. */
+void jr_jsontext_write(FILE *f, const char *s);
+
+#endif
