@@ -218,6 +218,29 @@ for _, backend in ipairs(jr.backends()) do
       end
       assert.is_true(jr.now() - t0 < 20)
     end)
+
+    it("runs jobs under a rate below one per period: 1/2s has a burst of 1, one job every 2 s", function()
+      env:config([[limits = { ["lr.s"] = { rate = "1/2s", per_key = { rate = "0.5/1s" } } }]])
+      env:script("lr.s", jr.RECORD .. [[
+        local jobrunner = require "jobrunner"
+        return function(job) record("slow", tostring(jobrunner.now())) end
+      ]])
+      assert.are.equal(0, select(3, env:cli("migrate")))
+      local out, err, code = env:cli("limits", "--json")
+      assert.are.equal(0, code, err)
+      local got = cjson.decode(out)
+      assert.are.equal(1, got[1].limit.burst)
+      assert.are.equal(1, got[1].per_key.burst)
+      local q = client(env)
+      assert(q:push_many({ { "lr.s", {}, { key = "k" } }, { "lr.s", {}, { key = "k" } } }))
+      q:close()
+      env:start()
+      jr.wait_for(function() return #jr.lines(env.dir .. "/slow") == 2 end, 30, "2 ran")
+      local ts = {}
+      for _, l in ipairs(jr.lines(env.dir .. "/slow")) do ts[#ts + 1] = tonumber(l) end
+      table.sort(ts)
+      assert.is_true(ts[2] - ts[1] >= 1.5, ("2 jobs %.2fs apart, under 1/2s"):format(ts[2] - ts[1]))
+    end)
   end)
 
   -- settings are read before any database is opened: one backend will do
@@ -340,6 +363,34 @@ for _, backend in ipairs(jr.backends()) do
       for _, v in ipairs(r) do low = math.min(low, v) end
       assert.is_true(low <= 5)
       assert.is_true(env:count("dead") > 0)
+      assert.is_true(env:alive())
+    end)
+
+    it("the AIMD example with min below 1 gets its rate back from the bottom", function()
+      env:config(([[concurrency = 2, tick_interval = 0.1,
+        defaults = { max_retries = 0 },
+        limits = { ["api.call"] = { rate = "2/1s" } },
+        hooks = { on_tick = dofile(%q) { name = "api.call", max = 2, min = 0.25,
+          step = 1, on_change = function(r)
+            local f = io.open(%q, "a"); f:write(r, "\n"); f:close()
+          end } }]]):format(jr.root .. "/examples/aimd/aimd.lua", env.dir .. "/rates"))
+      env:script("api.call", jr.read_file(jr.root .. "/examples/aimd/scripts/api/call.lua"))
+      jr.write_file(env.dir .. "/service.down", "")
+      local q = client(env)
+      local jobs = {}
+      for i = 1, 100 do jobs[i] = { "api.call", {} } end
+      assert(q:push_many(jobs))
+      q:close()
+      local function rates()
+        local t = {}
+        for _, l in ipairs(jr.lines(env.dir .. "/rates")) do t[#t + 1] = tonumber(l) end
+        return t
+      end
+      env:start()
+      jr.wait_for(function() local r = rates(); return r[#r] == 0.25 end, 30, "rate at its min")
+      os.remove(env.dir .. "/service.down")
+      -- at 0.25/1s a job starts within 4 s; its success adds the step back
+      jr.wait_for(function() local r = rates(); return r[#r] >= 2 end, 30, "rate back")
       assert.is_true(env:alive())
     end)
 
