@@ -406,13 +406,20 @@ static const struct stmt {
     [S_LIM_RUNNING] = {"jr_lim_running", 0,
         "SELECT name, queue, limit_key, count(*) FROM {{schema}}.jobs"
         " WHERE state = 'running' GROUP BY name, queue, limit_key"},
-    [S_LIM_BUCKETS] = {"jr_lim_buckets", 0,
-        "SELECT scope, key, tokens, updated_at FROM {{schema}}.limit_buckets"},
+    /* the buckets of scopes $1 and keys $2 (pairs) that have a row */
+    [S_LIM_BUCKETS] = {"jr_lim_buckets", 2,
+        "SELECT lb.scope, lb.key, lb.tokens, lb.updated_at"
+        " FROM unnest($1::text[], $2::text[]) AS u(scope, key)"
+        " JOIN {{schema}}.limit_buckets lb"
+        "  ON lb.scope = u.scope AND lb.key = u.key"},
     /* S_CLAIM's fair candidates, not claimed, without names blocked whole
      * ($7), names or queues blocked for a key ($8: "n<name>\x1f<key>",
      * "q<queue>\x1f<key>"), queues blocked ($9), each queue's cap less
-     * what earlier passes took ($10/$11) */
-    [S_LIM_CANDIDATES] = {"jr_lim_candidates", 11,
+     * what earlier passes took ($10/$11), keys whose stored bucket in a
+     * scope $12 of per-key rate $13 is short of a token at $14 (one
+     * look-up by primary key per job passed over: the cost follows the
+     * keys with jobs, not the buckets) */
+    [S_LIM_CANDIDATES] = {"jr_lim_candidates", 14,
         "WITH q AS (SELECT qq.name, least(coalesce(w.cap, $5::int), $2::int)"
         "  - coalesce(t.taken, 0) AS cap FROM {{schema}}.queues qq"
         "  LEFT JOIN (SELECT queue, min(cap) AS cap"
@@ -434,7 +441,13 @@ static const struct stmt {
         "    AND name = ANY($1::text[]) AND name <> ALL($7::text[])"
         "    AND (limit_key IS NULL"
         "     OR (('n' || name || chr(31) || limit_key) <> ALL($8::text[])"
-        "     AND ('q' || queue || chr(31) || limit_key) <> ALL($8::text[])))"
+        "     AND ('q' || queue || chr(31) || limit_key) <> ALL($8::text[])"
+        "     AND NOT EXISTS (SELECT 1"
+        "      FROM unnest($12::text[], $13::float8[]) AS r(scope, rate)"
+        "      JOIN {{schema}}.limit_buckets lb ON lb.scope = r.scope"
+        "      AND lb.key = limit_key"
+        "      WHERE r.scope IN (name, 'queue:' || queue)"
+        "      AND lb.tokens + ($14::float8 - lb.updated_at) * r.rate < 1)))"
         "    ORDER BY priority, run_at, id LIMIT q.cap"
         "    FOR UPDATE SKIP LOCKED) s) r),"
         " c1 AS (SELECT c0.*, dense_rank() OVER (ORDER BY qname) AS qi"
@@ -1636,13 +1649,55 @@ fair_order(const PGresult *res, jr_job **out, int n)
 
 /* ---- limits per key ---- */
 
-/* Takes the limits' lock and reads the running jobs and the buckets into
- * a new pick, at the database's now. */
+/* Reads the buckets of the (scope, key) pairs in the array literals
+ * being built in sk[0], sk[1] into p (no row: a full bucket), then empties
+ * them. */
+static int
+lim_read(jr_backend *b, jr_lpick *p, jr_buf *sk, jr_err *err)
+{
+    const char *params[2];
+    PGresult *res;
+    int r, bad = 0;
+
+    if (sk[0].len == 0)
+        return 0;
+    params[0] = sb_array(&sk[0]);
+    params[1] = sb_array(&sk[1]);
+    if (sk[0].oom || sk[1].oom)
+        return jr_fail(err, JR_ENOMEM, "postgres: out of memory");
+    if ((res = run(b, S_LIM_BUCKETS, params, "reading limits", err)) == NULL)
+        return -1;
+    for (r = 0; r < PQntuples(res); r++)
+        bad |= jr_lpick_bucket(p, PQgetvalue(res, r, 0),
+                               PQgetvalue(res, r, 1),
+                               strtod(PQgetvalue(res, r, 2), NULL),
+                               strtod(PQgetvalue(res, r, 3), NULL)) < 0;
+    PQclear(res);
+    jr_buf_reset(&sk[0]);
+    jr_buf_reset(&sk[1]);
+    return bad ? jr_fail(err, JR_ENOMEM, "postgres: out of memory") : 0;
+}
+
+/* A bucket to read: its scope and key into the arrays at arg. */
+static int
+lim_need(const char *scope, const char *key, void *arg)
+{
+    jr_buf *sk = arg;
+
+    sb_elem(&sk[0], scope);
+    sb_elem(&sk[1], key);
+    return 0;
+}
+
+/* Takes the limits' lock and reads the running jobs and the scopes' own
+ * buckets into a new pick, at the database's now (the keys' buckets are
+ * read as the claim meets their jobs). */
 static jr_lpick *
 lim_load(jr_backend *b, const jr_claim_spec *spec, jr_err *err)
 {
     char lock[128];
     const char *params[1] = {lock};
+    jr_buf sk[2];
     PGresult *res;
     jr_lpick *p;
     int r, bad = 0;
@@ -1666,17 +1721,17 @@ lim_load(jr_backend *b, const jr_claim_spec *spec, jr_err *err)
                                 PQgetvalue(res, r, 2),
                                 atol(PQgetvalue(res, r, 3))) < 0;
     PQclear(res);
-    if (bad || (res = run(b, S_LIM_BUCKETS, NULL, "reading limits", err)) ==
-        NULL)
-        goto fail;
-    for (r = 0; r < PQntuples(res); r++)
-        bad |= jr_lpick_bucket(p, PQgetvalue(res, r, 0),
-                               PQgetvalue(res, r, 1),
-                               strtod(PQgetvalue(res, r, 2), NULL),
-                               strtod(PQgetvalue(res, r, 3), NULL)) < 0;
-    PQclear(res);
-    if (!bad)
+    memset(sk, 0, sizeof sk);
+    for (r = 0; r < spec->nlimits; r++)
+        if (spec->limits[r].all.rate > 0)
+            lim_need(spec->limits[r].scope, "", sk);
+    if (!bad && lim_read(b, p, sk, err) == 0) {
+        jr_buf_free(&sk[0]);
+        jr_buf_free(&sk[1]);
         return p;
+    }
+    jr_buf_free(&sk[0]);
+    jr_buf_free(&sk[1]);
 fail:
     if (bad)
         jr_fail(err, JR_ENOMEM, "postgres: claiming jobs: out of memory");
@@ -1775,22 +1830,42 @@ lit_copy(const jr_buf *b)
     return s;
 }
 
+/* A scope with a per-key rate into the arrays a[0] (scopes), a[1]
+ * (rates). */
+static int
+lim_rate_elem(const char *scope, double rate, void *arg)
+{
+    jr_buf *a = arg;
+    char num[32];
+
+    snprintf(num, sizeof num, "%.17g", rate);
+    sb_elem(&a[0], scope);
+    sb_num(&a[1], num);
+    return 0;
+}
+
 /* One pass's candidates: the fair order of S_CLAIM without what the
  * pick blocks and what earlier passes took (tq/tn). */
 static PGresult *
 lim_candidates(jr_backend *b, const jr_claim_spec *spec, int max,
                const jr_lpick *p, jr_buf *tq, jr_buf *tn, jr_err *err)
 {
-    char smax[16], sothers[16], srot[16];
-    const char *params[11];
+    char smax[16], sothers[16], srot[16], snow[32];
+    const char *params[14];
     char *bn = jr_lpick_list(p, 'n', 0), *bp = jr_lpick_list(p, 'p', 0);
     char *bq = jr_lpick_list(p, 'q', 0), *tql = NULL, *tnl = NULL;
-    jr_buf a[3];
+    jr_buf a[5];
     PGresult *res = NULL;
-    int i;
+    int i, ok;
 
     memset(a, 0, sizeof a);
-    if (bn && bp && bq && claim_arrays(spec, a, err) == 0) {
+    jr_lpick_key_rates(p, lim_rate_elem, &a[3]);
+    params[11] = sb_array(&a[3]);
+    params[12] = sb_array(&a[4]);
+    snprintf(snow, sizeof snow, "%.17g", jr_lpick_now(p));
+    params[13] = snow;
+    ok = bn && bp && bq && !a[3].oom && !a[4].oom;
+    if (ok && claim_arrays(spec, a, err) == 0) {
         snprintf(smax, sizeof smax, "%d", max);
         snprintf(sothers, sizeof sothers, "%d", spec->others);
         snprintf(srot, sizeof srot, "%u", b->rotate % 1000000u);
@@ -1809,10 +1884,10 @@ lim_candidates(jr_backend *b, const jr_claim_spec *spec, int max,
             res = run(b, S_LIM_CANDIDATES, params, "claiming jobs", err);
         else
             jr_fail(err, JR_ENOMEM, "postgres: claiming jobs: out of memory");
-    } else if (!(bn && bp && bq)) {
+    } else if (!ok) {
         jr_fail(err, JR_ENOMEM, "postgres: claiming jobs: out of memory");
     }
-    for (i = 0; i < 3; i++)
+    for (i = 0; i < 5; i++)
         free(a[i].p);
     free(bn);
     free(bp);
@@ -1856,9 +1931,9 @@ claim_limited(jr_backend *b, const char *token, double lease,
               const jr_claim_spec *spec, jr_job **out, jr_err *err)
 {
     jr_lpick *p = lim_load(b, spec, err);
-    jr_buf tq = {0}, tn = {0}, ids;
+    jr_buf tq = {0}, tn = {0}, ids, sk[2] = {{0}, {0}};
     PGresult *res;
-    int total = 0, pass, r, ok, k, n, rejected;
+    int total = 0, pass, r, ok = 0, k, n, rejected;
 
     if (p == NULL)
         return -1;
@@ -1867,6 +1942,16 @@ claim_limited(jr_backend *b, const char *token, double lease,
         if ((res = lim_candidates(b, spec, spec->max - total, p, &tq, &tn,
                                   err)) == NULL)
             goto fail;
+        for (r = 0, ok = 0; r < PQntuples(res) && ok >= 0; r++)
+            ok = jr_lpick_need(p, PQgetvalue(res, r, 1),
+                               PQgetvalue(res, r, 2), PQgetisnull(res, r, 3)
+                               ? NULL : PQgetvalue(res, r, 3), lim_need, sk);
+        if (ok < 0 || lim_read(b, p, sk, err) < 0) {
+            PQclear(res);
+            if (ok < 0)
+                jr_fail(err, JR_ENOMEM, "postgres: out of memory");
+            goto fail;
+        }
         memset(&ids, 0, sizeof ids);
         for (r = k = rejected = 0; r < PQntuples(res); r++) {
             const char *key = PQgetisnull(res, r, 3) ? NULL :
@@ -1907,6 +1992,8 @@ claim_limited(jr_backend *b, const char *token, double lease,
         *spec->limit_next = jr_lpick_next(p);
     free(tq.p);
     free(tn.p);
+    jr_buf_free(&sk[0]);
+    jr_buf_free(&sk[1]);
     jr_lpick_free(p);
     return total;
 fail:
@@ -1914,6 +2001,8 @@ fail:
         free(out[--total]);
     free(tq.p);
     free(tn.p);
+    jr_buf_free(&sk[0]);
+    jr_buf_free(&sk[1]);
     jr_lpick_free(p);
     return -1;
 }

@@ -40,7 +40,7 @@ enum {
     S_UNIQUE_HOLDER, S_UNIQUE_WINDOW, S_UNIQUE_TAKE, S_UNIQUE_REPLACE,
     S_PRUNE_UNIQUE,
     S_DEAD_DELETE,
-    S_LIM_CANDIDATES, S_LIM_RUNNING, S_LIM_BUCKETS, S_LIM_BUCKET_SET,
+    S_LIM_CANDIDATES, S_LIM_RUNNING, S_LIM_BUCKET, S_LIM_BUCKET_SET,
     S_LIM_PRUNE, S_LIM_PATH_SET, S_LIM_USE, S_LIM_USE_TOP, S_LIM_TOKENS,
     S_SCHEMA_VERSION, S_TRIGGERS, S_QUEUE_SEEN, S_QUEUE_KNOWN,
     S_COUNT
@@ -287,8 +287,12 @@ static const char *const sql_text[S_COUNT] = {
         "DELETE FROM unique_keys WHERE (name, unique_key) IN (SELECT name,"
         " unique_key FROM unique_keys WHERE held_until < ?1 LIMIT ?2)",
     /* limits per key: the first ?4 ready jobs of queue ?1 not of a name
-     * blocked whole (?5) nor of a name or queue and key at its cap (?6,
-     * "n<name>\x1f<key>" and "q<queue>\x1f<key>") */
+     * blocked whole (?5) nor of a name or queue and key at its cap or out
+     * of tokens in this claim (?6, "n<name>\x1f<key>" and
+     * "q<queue>\x1f<key>"), nor of a key whose stored bucket in a scope
+     * of ?7 ({scope: per-key rate}) is short of a token by now ?2: one
+     * primary key look-up per job passed over, so the cost follows the
+     * keys with jobs, not the buckets */
     [S_LIM_CANDIDATES] =
         "SELECT id, priority, run_at, name, limit_key FROM jobs"
         " WHERE state = 'queued' AND queue = ?1 AND run_at <= ?2"
@@ -298,13 +302,19 @@ static const char *const sql_text[S_COUNT] = {
         "  OR ('n' || name || char(31) || limit_key) NOT IN"
         "   (SELECT value FROM json_each(?6))"
         "  AND ('q' || queue || char(31) || limit_key) NOT IN"
-        "   (SELECT value FROM json_each(?6)))"
+        "   (SELECT value FROM json_each(?6))"
+        "  AND NOT EXISTS (SELECT 1 FROM json_each(?7) r"
+        "   JOIN limit_buckets lb ON lb.scope = r.key"
+        "   AND lb.key = jobs.limit_key"
+        "   WHERE (r.key = jobs.name OR r.key = 'queue:' || jobs.queue)"
+        "   AND lb.tokens + (?2 - lb.updated_at) * r.value < 1))"
         " ORDER BY priority, run_at, id LIMIT ?4",
     [S_LIM_RUNNING] =
         "SELECT name, queue, limit_key, count(*) FROM jobs"
         " WHERE state = 'running' GROUP BY name, queue, limit_key",
-    [S_LIM_BUCKETS] =
-        "SELECT scope, key, tokens, updated_at FROM limit_buckets",
+    [S_LIM_BUCKET] =
+        "SELECT tokens, updated_at FROM limit_buckets"
+        " WHERE scope = ?1 AND key = ?2",
     [S_LIM_BUCKET_SET] =
         "INSERT INTO limit_buckets (scope, key, tokens, updated_at)"
         " VALUES (?1, ?2, ?3, ?4) ON CONFLICT (scope, key) DO UPDATE"
@@ -1363,6 +1373,7 @@ typedef struct limq {
     jr_lpick *pick;
     char     *names;            /* job names blocked whole */
     char     *pairs;            /* names and queues blocked for a key */
+    char     *rates;            /* {scope: per-key rate} */
     char    **qname;            /* queues that gave jobs, and how many */
     int      *qtaken;
     int       nq;
@@ -1434,6 +1445,7 @@ queue_candidates(jr_backend *b, const char *queue, int cap, const char *json,
     if (lim) {
         bind_text(s, 5, lim->names);
         bind_text(s, 6, lim->pairs);
+        bind_text(s, 7, lim->rates);
     }
     while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
         c[*n].id = sqlite3_column_int64(s, 0);
@@ -1606,13 +1618,42 @@ claim_picked(jr_backend *b, const char *token, double lease, candidate *c,
 
 /* ---- limits per key ---- */
 
-/* Reads the running jobs and the token buckets into a new pick. */
+/* Reads scope's bucket of key ("": the scope's own) into p; no row is a
+ * full bucket. */
+static int
+lim_read_bucket(const char *scope, const char *key, void *arg)
+{
+    jr_backend *b = ((void **)arg)[0];
+    jr_err *err = ((void **)arg)[1];
+    jr_lpick *p = ((void **)arg)[2];
+    sqlite3_stmt *s = stmt(b, S_LIM_BUCKET, err);
+    int rc;
+
+    if (s == NULL)
+        return -1;
+    bind_text(s, 1, scope);
+    bind_text(s, 2, key);
+    if ((rc = sqlite3_step(s)) == SQLITE_ROW &&
+        jr_lpick_bucket(p, scope, key, sqlite3_column_double(s, 0),
+                        sqlite3_column_double(s, 1)) < 0)
+        rc = SQLITE_NOMEM;
+    sqlite3_reset(s);
+    if (rc == SQLITE_ROW || rc == SQLITE_DONE)
+        return 0;
+    return rc == SQLITE_NOMEM ? jr_fail(err, JR_ENOMEM, "sqlite: out of "
+                                        "memory") :
+           db_fail(b, err, "reading a token bucket");
+}
+
+/* Reads the running jobs and the scopes' own buckets into a new pick
+ * (the keys' buckets are read as the claim meets their jobs). */
 static jr_lpick *
 lim_load(jr_backend *b, const jr_claim_spec *spec, double now, jr_err *err)
 {
     jr_lpick *p = jr_lpick_new(spec->limits, spec->nlimits, now);
+    void *arg[3] = {b, err, p};
     sqlite3_stmt *s;
-    int rc = SQLITE_NOMEM, bad = p == NULL;
+    int rc = SQLITE_NOMEM, bad = p == NULL, i;
 
     if (!bad && (s = stmt(b, S_LIM_RUNNING, err)) != NULL) {
         while ((rc = sqlite3_step(s)) == SQLITE_ROW)
@@ -1622,22 +1663,49 @@ lim_load(jr_backend *b, const jr_claim_spec *spec, double now, jr_err *err)
                                     sqlite3_column_int64(s, 3)) < 0;
         sqlite3_reset(s);
     }
-    if (!bad && rc == SQLITE_DONE && (s = stmt(b, S_LIM_BUCKETS, err))) {
-        while ((rc = sqlite3_step(s)) == SQLITE_ROW)
-            bad |= jr_lpick_bucket(p, (const char *)sqlite3_column_text(s, 0),
-                                   (const char *)sqlite3_column_text(s, 1),
-                                   sqlite3_column_double(s, 2),
-                                   sqlite3_column_double(s, 3)) < 0;
-        sqlite3_reset(s);
-    }
-    if (!bad && rc == SQLITE_DONE)
+    if (!bad && rc == SQLITE_DONE) {
+        for (i = 0; i < spec->nlimits; i++)
+            if (spec->limits[i].all.rate > 0 &&
+                lim_read_bucket(spec->limits[i].scope, "", arg) < 0) {
+                jr_lpick_free(p);
+                return NULL;
+            }
         return p;
+    }
     if (bad)
         jr_fail(err, JR_ENOMEM, "sqlite: out of memory");
     else if (rc != SQLITE_NOMEM)
         db_fail(b, err, "reading limits");
     jr_lpick_free(p);
     return NULL;
+}
+
+static int
+rate_elem(const char *scope, double rate, void *arg)
+{
+    jr_buf *j = arg;
+    char num[40];
+
+    snprintf(num, sizeof num, "\":%.17g", rate);
+    jr_buf_put(j, j->len > 1 ? ",\"" : "\"", j->len > 1 ? 2 : 1);
+    jr_buf_put(j, scope, strlen(scope));
+    return jr_buf_put(j, num, strlen(num));
+}
+
+/* {"scope": per-key rate, ...} of the limits with one, in a new string
+ * (scopes are names: nothing to escape). NULL when out of memory. */
+static char *
+lim_rates(const jr_lpick *p)
+{
+    jr_buf j = {0};
+
+    jr_buf_put(&j, "{", 1);
+    jr_lpick_key_rates(p, rate_elem, &j);
+    if (jr_buf_put(&j, "}", 2) < 0) {       /* and the NUL */
+        jr_buf_free(&j);
+        return NULL;
+    }
+    return j.p;
 }
 
 static int
@@ -1711,22 +1779,28 @@ lim_taken(limq *lim, const char *queue)
 }
 
 /* Keeps the candidates c[0..nc) (fair order) the limits let through, at
- * most max, at the front of c; *rejected counts the others. Returns how
- * many, or -1 when out of memory. */
+ * most max, at the front of c; *rejected counts the others. Reads the
+ * buckets of the keys it meets. Returns how many, or -1 with err set. */
 static int
-lim_filter(limq *lim, candidate *c, int nc, int max, int *rejected)
+lim_filter(jr_backend *b, limq *lim, candidate *c, int nc, int max,
+           int *rejected, jr_err *err)
 {
+    void *arg[3] = {b, err, lim->pick};
     int i, k = 0, rc = 0, ok;
 
     *rejected = 0;
     for (i = 0; i < nc; i++) {
-        ok = k < max && rc == 0 ?
-             jr_lpick_take(lim->pick, c[i].name, c[i].queue, c[i].key) : 0;
-        if (ok > 0 && lim_taken(lim, c[i].queue) < 0)
+        ok = 0;
+        if (k < max && rc == 0 &&
+            (rc = jr_lpick_need(lim->pick, c[i].name, c[i].queue, c[i].key,
+                                lim_read_bucket, arg)) == 0 &&
+            (ok = jr_lpick_take(lim->pick, c[i].name, c[i].queue,
+                                c[i].key)) > 0 &&
+            lim_taken(lim, c[i].queue) < 0)
             ok = -1;
         if (ok < 0)
             rc = -1;
-        *rejected += ok == 0 && k < max;
+        *rejected += ok == 0 && rc == 0 && k < max;
         free(c[i].name);
         free(c[i].queue);
         free(c[i].key);
@@ -1734,6 +1808,8 @@ lim_filter(limq *lim, candidate *c, int nc, int max, int *rejected)
         if (ok > 0)
             c[k++] = c[i];
     }
+    if (rc == -1)
+        jr_fail(err, JR_ENOMEM, "sqlite: out of memory");
     return rc < 0 ? -1 : k;
 }
 
@@ -1745,6 +1821,7 @@ lim_clear(limq *lim)
     jr_lpick_free(lim->pick);
     free(lim->names);
     free(lim->pairs);
+    free(lim->rates);
     for (i = 0; i < lim->nq; i++)
         free(lim->qname[i]);
     free(lim->qname);
@@ -1768,6 +1845,10 @@ claim_limited(jr_backend *b, const char *token, double lease,
 
     if ((lim.pick = lim_load(b, spec, now, err)) == NULL)
         return -1;
+    if ((lim.rates = lim_rates(lim.pick)) == NULL) {
+        jr_fail(err, JR_ENOMEM, "sqlite: out of memory");
+        goto fail;
+    }
     for (pass = 0; pass < 4 && total < spec->max; pass++) {
         free(lim.names);
         free(lim.pairs);
@@ -1780,12 +1861,10 @@ claim_limited(jr_backend *b, const char *token, double lease,
         }
         if ((c = candidates(b, &sub, json, now, &nc, &lim, err)) == NULL)
             goto fail;
-        k = lim_filter(&lim, c, nc, sub.max, &rejected);
+        k = lim_filter(b, &lim, c, nc, sub.max, &rejected, err);
         n = k < 0 ? -1 : claim_picked(b, token, lease, c, k, out + total,
                                       now, err);
         candidates_free(c, k < 0 ? nc : 0);
-        if (k < 0)
-            jr_fail(err, JR_ENOMEM, "sqlite: out of memory");
         if (n < 0)
             goto fail;
         total += n;

@@ -453,3 +453,40 @@ if jr.backends()[2] == "postgres" or jr.backends()[1] == "postgres" then
     end)
   end)
 end
+
+-- A claim under a per-key rate reads the buckets of the keys it meets,
+-- not every bucket: with 100,000 buckets of keys long drained, claims of a
+-- few jobs each (the jobs are not short enough to be claimed ahead) held
+-- SQLite's write lock for most of the time, and producers and stats waited
+-- out their busy timeout ("database is locked").
+describe("sqlite: a drain under a per-key rate", function()
+  local env = jr.test_env("sqlite")
+
+  it("leaves producers and stats the lock, with 100,000 buckets of old keys", function()
+    env:config([[concurrency = 8, busy_timeout = 2,
+      limits = { ["ld.k"] = { per_key = { rate = "1/1h" } } }]])
+    env:script("ld.k", [[return function() os.execute("sleep 0.01") end]])
+    env:script("ld.other", "return function() end")
+    assert.are.equal(0, select(3, env:cli("migrate")))
+    env:exec([[WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n
+      WHERE i < 100000) INSERT INTO limit_buckets (scope, key, tokens, updated_at)
+      SELECT 'ld.k', 'old' || i, 0, (julianday('now') - 2440587.5) * 86400.0 FROM n]])
+    local q = client(env)
+    local jobs = {}
+    for i = 1, 1500 do jobs[i] = { "ld.k", {}, { key = "new" .. i } } end
+    assert(q:push_many(jobs))
+    q:close()
+    env:start()
+    local failed, calls = {}, 0
+    jr.wait_for(function()
+      for _, args in ipairs({ { "push", "ld.other", "{}" }, { "stats" } }) do
+        local _, err, code = env:cli(table.unpack(args))
+        calls = calls + 1
+        if code ~= 0 then failed[#failed + 1] = args[1] .. ": " .. err end
+      end
+      return #failed > 0 or env:count() == 0
+    end, 90, "drained, or a call failed")
+    assert.are.same({}, failed)
+    assert.is_true(calls >= 2)
+  end)
+end)
