@@ -75,8 +75,21 @@ enum {
     S_LIM_LOCK, S_LIM_RUNNING, S_LIM_BUCKETS, S_LIM_CANDIDATES, S_LIM_CLAIM,
     S_LIM_BUCKET_SET, S_LIM_PRUNE, S_LIM_PATH_SET, S_LIM_USE,
     S_LIM_USE_TOP, S_LIM_TOKENS, S_CLAIM_ONE, S_PUSH_ONE, S_PUSH_NOIDS,
+    S_QUEUE_IDLE, S_QUEUE_PRUNE,
     S_COUNT
 };
+
+/* A queue row q that queue_prune may delete: not paused, not changed
+ * for $1 seconds, with no queued job (jobs_claim), running or dead one
+ * (their partial indexes, read once). */
+#define QUEUE_IDLE \
+    " NOT q.paused AND q.updated_at < now() - $1::float8 * interval '1 s'" \
+    " AND NOT EXISTS (SELECT 1 FROM {{schema}}.jobs j" \
+    "  WHERE j.state = 'queued' AND j.queue = q.name)" \
+    " AND q.name NOT IN (SELECT queue FROM {{schema}}.jobs" \
+    "  WHERE state = 'running')" \
+    " AND q.name NOT IN (SELECT queue FROM {{schema}}.jobs" \
+    "  WHERE state = 'dead')"
 
 /* The columns of show and list, in the order row_fields reads them. */
 #define JOB_COLUMNS \
@@ -330,6 +343,14 @@ static const struct stmt {
         "DELETE FROM {{schema}}.jobs"
         " WHERE state = 'dead' AND id = ANY($1::bigint[])"},
     /* prune: one runner at a time, small batches, never waiting on a row */
+    /* idle queues: $1 seconds, $2 names kept, $3 at most */
+    [S_QUEUE_IDLE] = {"jr_queue_idle", 3,
+        "SELECT q.name FROM {{schema}}.queues q WHERE" QUEUE_IDLE
+        " AND q.name <> ALL($2::text[]) ORDER BY q.name LIMIT $3::int"},
+    /* the same again for names $2, under the SHARE lock on jobs */
+    [S_QUEUE_PRUNE] = {"jr_queue_prune", 2,
+        "DELETE FROM {{schema}}.queues q WHERE q.name = ANY($2::text[])"
+        " AND" QUEUE_IDLE},
     [S_PRUNE_LOCK] = {"jr_prune_lock", 1,
         "SELECT pg_try_advisory_xact_lock(hashtext($1::text))"},
     [S_PRUNE_COMPLETED] = {"jr_prune_completed", 2,
@@ -2611,6 +2632,79 @@ pg_prune(jr_backend *b, double older_completed, double older_cancelled,
     return n;
 }
 
+/* queue_prune's transaction body: finds the idle queues, then takes a
+ * SHARE lock on jobs (a push in flight, whose trigger saw the queue's
+ * row, commits first; the next waits for this delete and makes the row
+ * again) and deletes those still idle. The lock waits 200 ms at most:
+ * then it is for a later prune. 0 when another runner prunes. */
+static int
+queue_prune_tx(jr_backend *b, const char *const *params, jr_err *err)
+{
+    char key[96], sql[160];
+    const char *lock[1] = {key}, *del[2] = {params[0], NULL};
+    jr_buf names = {0};
+    PGresult *res;
+    int r, n;
+
+    snprintf(key, sizeof key, "jobrunner.queues.%s", b->schema);
+    if ((res = run(b, S_PRUNE_LOCK, lock, "pruning idle queues", err)) ==
+        NULL)
+        return -1;
+    n = strcmp(PQgetvalue(res, 0, 0), "t") == 0;
+    PQclear(res);
+    if (!n || (res = run(b, S_QUEUE_IDLE, params, "pruning idle queues",
+                         err)) == NULL)
+        return n ? -1 : 0;
+    for (r = 0; r < PQntuples(res); r++)
+        sb_elem(&names, PQgetvalue(res, r, 0));
+    n = PQntuples(res);
+    PQclear(res);
+    del[1] = sb_array(&names);
+    snprintf(sql, sizeof sql, "SET LOCAL lock_timeout = '200ms'; LOCK TABLE"
+             " %s.jobs IN SHARE MODE", b->qschema);
+    if (n > 0 && names.oom)
+        n = jr_fail(err, JR_ENOMEM, "postgres: out of memory");
+    else if (n > 0 && run_plain(b, sql, "pruning idle queues", err) < 0)
+        n = strcmp(b->sqlstate, "55P03") == 0 ? 0 : -1;  /* not now */
+    else if (n > 0)
+        n = run_count(b, S_QUEUE_PRUNE, del, "pruning idle queues", err);
+    jr_buf_free(&names);
+    return n;
+}
+
+static int
+pg_queue_prune(jr_backend *b, double idle, const char *const *keep,
+               int nkeep, int limit, jr_err *err)
+{
+    char sidle[32], slimit[16];
+    const char *params[3] = {sidle, NULL, slimit};
+    jr_buf kept = {0};
+    int i, n;
+
+    if (limit <= 0)
+        return 0;
+    snprintf(sidle, sizeof sidle, "%.17g", idle);
+    snprintf(slimit, sizeof slimit, "%d", limit);
+    for (i = 0; i < nkeep; i++)
+        sb_elem(&kept, keep[i]);
+    params[1] = sb_array(&kept);
+    if (kept.oom) {
+        jr_buf_free(&kept);
+        return jr_fail(err, JR_ENOMEM, "postgres: out of memory");
+    }
+    if (ready(b, err) < 0 ||
+        run_plain(b, "BEGIN", "pruning idle queues", err) < 0) {
+        jr_buf_free(&kept);
+        return -1;
+    }
+    n = queue_prune_tx(b, params, err);
+    jr_buf_free(&kept);
+    if (n > 0 && run_plain(b, "COMMIT", "pruning idle queues", err) < 0)
+        n = -1;
+    rollback(b);                /* nothing deleted, or it failed */
+    return n;
+}
+
 /* Deleted and claimed jobs leave their entries in jobs_claim until a
  * vacuum, and each claim walks past them from the index's start: between
  * two autovacuums (a minute apart by default) a fast drain slows several
@@ -3198,6 +3292,7 @@ const jr_backend_ops jr_postgres_ops = {
     .dead_retry = pg_dead_retry,
     .dead_purge = pg_dead_purge,
     .prune = pg_prune,
+    .queue_prune = pg_queue_prune,
     .cancel = pg_cancel,
     .cancelled = pg_cancelled,
     .pause = pg_pause,

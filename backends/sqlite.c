@@ -43,6 +43,7 @@ enum {
     S_LIM_CANDIDATES, S_LIM_RUNNING, S_LIM_BUCKET, S_LIM_BUCKET_SET,
     S_LIM_PRUNE, S_LIM_PATH_SET, S_LIM_USE, S_LIM_USE_TOP, S_LIM_TOKENS,
     S_SCHEMA_VERSION, S_TRIGGERS, S_QUEUE_SEEN, S_QUEUE_KNOWN,
+    S_QUEUE_PRUNE,
     S_COUNT
 };
 
@@ -349,6 +350,18 @@ static const char *const sql_text[S_COUNT] = {
      * look, then insert if missing (an insert that finds the row pays the
      * name CHECK first; INSERT ... SELECT from queues fills a temporary
      * table first) */
+    /* idle queues (queue_prune): ?1 cut-off, ?2 kept names (JSON), ?3 at
+     * most; the queued probe is jobs_claim's, the running and dead ones
+     * read those states' partial indexes once */
+    [S_QUEUE_PRUNE] =
+        "DELETE FROM queues WHERE name IN (SELECT q.name FROM queues q"
+        " WHERE q.paused = 0 AND q.updated_at < ?1"
+        " AND q.name NOT IN (SELECT value FROM json_each(?2))"
+        " AND NOT EXISTS (SELECT 1 FROM jobs j WHERE j.state = 'queued'"
+        "  AND j.queue = q.name)"
+        " AND q.name NOT IN (SELECT queue FROM jobs WHERE state = 'running')"
+        " AND q.name NOT IN (SELECT queue FROM jobs WHERE state = 'dead')"
+        " LIMIT ?3)",
     [S_QUEUE_SEEN] = "SELECT 1 FROM queues WHERE name = ?1",
     [S_QUEUE_KNOWN] = "INSERT INTO queues (name) VALUES (?1)",
     [S_BEGIN] = "BEGIN IMMEDIATE",
@@ -2475,6 +2488,30 @@ sqlite_resume(jr_backend *b, const char *queue, jr_err *err)
 }
 
 static int
+sqlite_queue_prune(jr_backend *b, double idle, const char *const *keep,
+                   int nkeep, int limit, jr_err *err)
+{
+    char *json = names_json(keep, nkeep);
+    sqlite3_stmt *s;
+    int n = -1;
+
+    if (json == NULL)
+        return jr_fail(err, JR_ENOMEM, "sqlite: out of memory");
+    if (begin(b, err) == 0 && (s = stmt(b, S_QUEUE_PRUNE, err)) != NULL) {
+        sqlite3_bind_double(s, 1, jr_now() - idle);
+        bind_text(s, 2, json);
+        sqlite3_bind_int(s, 3, limit);
+        n = run(b, s, err, "pruning idle queues");
+    }
+    free(json);
+    if (n < 0 || commit(b, err) < 0) {
+        rollback(b);
+        return -1;
+    }
+    return n;
+}
+
+static int
 sqlite_paused(jr_backend *b, jr_name_cb cb, void *arg, jr_err *err)
 {
     sqlite3_stmt *s = stmt(b, S_PAUSED, err);
@@ -2885,6 +2922,7 @@ const jr_backend_ops jr_sqlite_ops = {
     .dead_retry = sqlite_dead_retry,
     .dead_purge = sqlite_dead_purge,
     .prune = sqlite_prune,
+    .queue_prune = sqlite_queue_prune,
     .cancel = sqlite_cancel,
     .cancelled = sqlite_cancelled,
     .pause = sqlite_pause,
