@@ -269,9 +269,9 @@ typedef struct jr_backend_ops {
     /* Deletes at most limit rows of the queues table that are not
      * paused, have no queued, running or dead job, were made or last
      * paused or resumed more than idle seconds ago, and are not among
-     * keep[0..nkeep) (the config's queues): so a claim, which probes
-     * every queue row, costs what the queues in use cost, not every name
-     * ever pushed to. A push makes its queue known again. Pushes that
+     * keep[0..nkeep) (the config's queues), so that the table holds the
+     * queues in use, not every name ever pushed to. A push makes its
+     * queue known again. Pushes that
      * race with it are safe (SQLite: one writer; PostgreSQL: it takes a
      * SHARE lock on jobs for the delete, only when it found some). On
      * PostgreSQL one runner at a time prunes. Returns how many. */

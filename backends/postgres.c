@@ -91,6 +91,20 @@ enum {
     " AND q.name NOT IN (SELECT queue FROM {{schema}}.jobs" \
     "  WHERE state = 'dead')"
 
+/* The claims' queues qq (name, paused): those with a queued job, found
+ * by a skip scan of jobs_claim (one seek per such queue), less the
+ * paused ones, so a claim's cost follows the queues with work, not the
+ * rows of the queues table. Opens the statement's WITH list. */
+#define WORK_QUEUES \
+    "WITH RECURSIVE wq(name) AS (SELECT (SELECT min(queue)" \
+    "  FROM {{schema}}.jobs WHERE state = 'queued')" \
+    " UNION ALL SELECT (SELECT min(queue) FROM {{schema}}.jobs" \
+    "  WHERE state = 'queued' AND queue > wq.name)" \
+    " FROM wq WHERE wq.name IS NOT NULL)," \
+    " qq AS (SELECT wq.name, false AS paused FROM wq" \
+    "  WHERE wq.name IS NOT NULL AND NOT EXISTS (SELECT 1" \
+    "  FROM {{schema}}.queues p WHERE p.name = wq.name AND p.paused)),"
+
 /* The columns of show and list, in the order row_fields reads them. */
 #define JOB_COLUMNS \
     "id, name, queue, state, attempts, coalesce(max_retries, -1), priority," \
@@ -147,8 +161,9 @@ static const struct stmt {
      * each round rotating ($8) over the queues with jobs. $5/$6 list caps,
      * $7 is the cap of the others; $4 the total. */
     [S_CLAIM] = {"jr_claim", 8,
-        "WITH q AS (SELECT qq.name, least(coalesce(w.cap, $7::int), $4::int)"
-        "  AS cap FROM {{schema}}.queues qq"
+        WORK_QUEUES
+        " q AS (SELECT qq.name, least(coalesce(w.cap, $7::int), $4::int)"
+        "  AS cap FROM qq"
         "  LEFT JOIN (SELECT queue, min(cap) AS cap"
         "   FROM unnest($5::text[], $6::int[]) AS u(queue, cap)"
         "   GROUP BY queue) w ON w.queue = qq.name"
@@ -187,8 +202,9 @@ static const struct stmt {
         /* the probe is a LATERAL ... LIMIT 1 in the claim index's order:
          * an EXISTS was planned on stale statistics as one read of every
          * queued job's entry (a hash semi-join), at every claim */
-        "WITH one AS (SELECT min(name) AS name, count(*) AS n"
-        "  FROM (SELECT qq.name FROM {{schema}}.queues qq"
+        WORK_QUEUES
+        " one AS (SELECT min(name) AS name, count(*) AS n"
+        "  FROM (SELECT qq.name FROM qq"
         "   CROSS JOIN LATERAL (SELECT 1 FROM {{schema}}.jobs"
         "    WHERE state = 'queued' AND queue = qq.name"
         "    ORDER BY priority, run_at, id LIMIT 1) p"
@@ -441,8 +457,9 @@ static const struct stmt {
      * look-up by primary key per job passed over: the cost follows the
      * keys with jobs, not the buckets) */
     [S_LIM_CANDIDATES] = {"jr_lim_candidates", 14,
-        "WITH q AS (SELECT qq.name, least(coalesce(w.cap, $5::int), $2::int)"
-        "  - coalesce(t.taken, 0) AS cap FROM {{schema}}.queues qq"
+        WORK_QUEUES
+        " q AS (SELECT qq.name, least(coalesce(w.cap, $5::int), $2::int)"
+        "  - coalesce(t.taken, 0) AS cap FROM qq"
         "  LEFT JOIN (SELECT queue, min(cap) AS cap"
         "   FROM unnest($3::text[], $4::int[]) AS u(queue, cap)"
         "   GROUP BY queue) w ON w.queue = qq.name"

@@ -88,9 +88,19 @@ enum {
     " VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?7, ?8, "
 
 static const char *const sql_text[S_COUNT] = {
-    /* the queues a claim may take from, by name */
+    /* the queues a claim may take from, by name: those with a queued job
+     * (a skip scan of jobs_claim, one seek per such queue) and not paused,
+     * so a claim's cost follows the queues with work, not the rows of
+     * queues */
     [S_CLAIM_QUEUES] =
-        "SELECT name FROM queues WHERE paused = 0 ORDER BY name",
+        "WITH RECURSIVE w(name) AS (SELECT min(queue) FROM jobs"
+        "  WHERE state = 'queued'"
+        " UNION ALL SELECT (SELECT min(queue) FROM jobs"
+        "  WHERE state = 'queued' AND queue > w.name)"
+        " FROM w WHERE w.name IS NOT NULL)"
+        " SELECT name FROM w WHERE name IS NOT NULL"
+        " AND NOT EXISTS (SELECT 1 FROM queues p WHERE p.name = w.name"
+        "  AND p.paused = 1)",
     /* whether queue ?1 has a job of names ?3 ready by ?2 */
     [S_QUEUE_READY] =
         "SELECT 1 FROM jobs WHERE state = 'queued' AND queue = ?1"
