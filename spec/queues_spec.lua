@@ -386,3 +386,35 @@ for _, backend in ipairs(jr.backends()) do
     end)
   end)
 end
+
+-- A claim looks for work in the queues with queued jobs, not in every row
+-- of the queues table: 100,000 rows of queues used once held SQLite's
+-- write lock through each claim of a few long jobs, and producers and
+-- stats waited out their busy timeout ("database is locked").
+describe("sqlite: claims beside 100,000 idle queues", function()
+  local env = jr.test_env("sqlite")
+
+  it("leave producers and stats the lock", function()
+    env:config("concurrency = 8, busy_timeout = 2")
+    env:script("qi.long", [[return function() os.execute("sleep 0.01") end]])
+    env:script("qi.other", "return function() end")
+    assert.are.equal(0, select(3, env:cli("migrate")))
+    env:exec([[WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n
+      WHERE i < 100000) INSERT INTO queues (name) SELECT 'idle.' || i FROM n]])
+    local q = client(env)
+    local jobs = {}
+    for i = 1, 1500 do jobs[i] = { "qi.long", {} } end
+    assert(q:push_many(jobs))
+    q:close()
+    env:start()
+    local failed = {}
+    jr.wait_for(function()
+      for _, args in ipairs({ { "push", "qi.other", "{}" }, { "stats" } }) do
+        local _, err, code = env:cli(table.unpack(args))
+        if code ~= 0 then failed[#failed + 1] = args[1] .. ": " .. err end
+      end
+      return #failed > 0 or env:count() == 0
+    end, 90, "drained, or a call failed")
+    assert.are.same({}, failed)
+  end)
+end)
