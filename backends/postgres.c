@@ -199,16 +199,11 @@ static const struct stmt {
      * sorts them). Claims nothing with several queues and returns one
      * row of NULLs: the caller then runs S_CLAIM. */
     [S_CLAIM_ONE] = {"jr_claim_one", 4,
-        /* the probe is a LATERAL ... LIMIT 1 in the claim index's order:
-         * an EXISTS was planned on stale statistics as one read of every
-         * queued job's entry (a hash semi-join), at every claim */
+        /* qq holds the queues with queued jobs already (WORK_QUEUES'
+         * seeks): the first two will do */
         WORK_QUEUES
         " one AS (SELECT min(name) AS name, count(*) AS n"
-        "  FROM (SELECT qq.name FROM qq"
-        "   CROSS JOIN LATERAL (SELECT 1 FROM {{schema}}.jobs"
-        "    WHERE state = 'queued' AND queue = qq.name"
-        "    ORDER BY priority, run_at, id LIMIT 1) p"
-        "   WHERE NOT qq.paused LIMIT 2) qs),"
+        "  FROM (SELECT qq.name FROM qq LIMIT 2) qs),"
         " u AS (UPDATE {{schema}}.jobs j SET " CLAIM_SET
         "  WHERE j.id = ANY(ARRAY(SELECT id FROM {{schema}}.jobs"
         "   WHERE state = 'queued' AND run_at <= now()"
