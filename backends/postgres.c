@@ -2658,6 +2658,7 @@ queue_prune_tx(jr_backend *b, const char *const *params, jr_err *err)
     PGresult *res;
     int r, n;
 
+    b->sqlstate[0] = '\0';
     snprintf(key, sizeof key, "jobrunner.queues.%s", b->schema);
     if ((res = run(b, S_PRUNE_LOCK, lock, "pruning idle queues", err)) ==
         NULL)
@@ -2677,11 +2678,13 @@ queue_prune_tx(jr_backend *b, const char *const *params, jr_err *err)
     if (n > 0 && names.oom)
         n = jr_fail(err, JR_ENOMEM, "postgres: out of memory");
     else if (n > 0 && run_plain(b, sql, "pruning idle queues", err) < 0)
-        n = strcmp(b->sqlstate, "55P03") == 0 ? 0 : -1;  /* not now */
+        n = -1;
     else if (n > 0)
         n = run_count(b, S_QUEUE_PRUNE, del, "pruning idle queues", err);
     jr_buf_free(&names);
-    return n;
+    /* a lock not had in 200 ms (jobs, or a queue row being paused) is for
+     * a later round, not an error */
+    return n < 0 && strcmp(b->sqlstate, "55P03") == 0 ? 0 : n;
 }
 
 static int
