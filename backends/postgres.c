@@ -1957,6 +1957,50 @@ lim_claim_ids(jr_backend *b, const char *token, double lease,
     return n;
 }
 
+/* Reads into p the buckets of the keys of a pass's candidates res that
+ * were not read yet, in one statement; sk: two arrays to build in. */
+static int
+lim_read_keys(jr_backend *b, jr_lpick *p, const PGresult *res, jr_buf *sk,
+              jr_err *err)
+{
+    int r, ok = 0;
+
+    for (r = 0; r < PQntuples(res) && ok >= 0; r++)
+        ok = jr_lpick_need(p, PQgetvalue(res, r, 1), PQgetvalue(res, r, 2),
+                           PQgetisnull(res, r, 3) ? NULL :
+                           PQgetvalue(res, r, 3), lim_need, sk);
+    if (ok < 0)
+        return jr_fail(err, JR_ENOMEM, "postgres: out of memory");
+    return lim_read(b, p, sk, err);
+}
+
+/* Takes the candidates res the pick lets through, room at most: their
+ * ids into ids, their queues into tq with a 1 each in tn (the passes'
+ * counts). Returns how many; *rejected counts those refused. */
+static int
+lim_take_rows(jr_lpick *p, const PGresult *res, int room, jr_buf *ids,
+              jr_buf *tq, jr_buf *tn, int *rejected)
+{
+    int r, ok, k = 0;
+
+    *rejected = 0;
+    for (r = 0; r < PQntuples(res) && k < room; r++) {
+        ok = jr_lpick_take(p, PQgetvalue(res, r, 1), PQgetvalue(res, r, 2),
+                           PQgetisnull(res, r, 3) ? NULL :
+                           PQgetvalue(res, r, 3));
+        if (ok < 0)
+            ids->oom = 1;
+        *rejected += ok == 0;
+        if (ok <= 0)
+            continue;
+        sb_num(ids, PQgetvalue(res, r, 0));
+        sb_elem(tq, PQgetvalue(res, r, 2));
+        sb_num(tn, "1");
+        k++;
+    }
+    return k;
+}
+
 /* The claim under limits, in the open transaction: in passes, as
  * sqlite.c's claim_limited. Returns how many jobs it put in out[]. */
 static int
@@ -1966,7 +2010,7 @@ claim_limited(jr_backend *b, const char *token, double lease,
     jr_lpick *p = lim_load(b, spec, err);
     jr_buf tq = {0}, tn = {0}, ids, sk[2] = {{0}, {0}};
     PGresult *res;
-    int total = 0, pass, r, ok = 0, k, n, rejected;
+    int total = 0, pass, k, n, rejected;
 
     if (p == NULL)
         return -1;
@@ -1975,34 +2019,13 @@ claim_limited(jr_backend *b, const char *token, double lease,
         if ((res = lim_candidates(b, spec, spec->max - total, p, &tq, &tn,
                                   err)) == NULL)
             goto fail;
-        for (r = 0, ok = 0; r < PQntuples(res) && ok >= 0; r++)
-            ok = jr_lpick_need(p, PQgetvalue(res, r, 1),
-                               PQgetvalue(res, r, 2), PQgetisnull(res, r, 3)
-                               ? NULL : PQgetvalue(res, r, 3), lim_need, sk);
-        if (ok < 0 || lim_read(b, p, sk, err) < 0) {
+        if (lim_read_keys(b, p, res, sk, err) < 0) {
             PQclear(res);
-            if (ok < 0)
-                jr_fail(err, JR_ENOMEM, "postgres: out of memory");
             goto fail;
         }
         memset(&ids, 0, sizeof ids);
-        for (r = k = rejected = 0; r < PQntuples(res); r++) {
-            const char *key = PQgetisnull(res, r, 3) ? NULL :
-                              PQgetvalue(res, r, 3);
-            if (total + k >= spec->max)
-                break;
-            ok = jr_lpick_take(p, PQgetvalue(res, r, 1),
-                               PQgetvalue(res, r, 2), key);
-            if (ok < 0)
-                ids.oom = 1;
-            rejected += ok == 0;
-            if (ok <= 0)
-                continue;
-            sb_num(&ids, PQgetvalue(res, r, 0));
-            sb_elem(&tq, PQgetvalue(res, r, 2));
-            sb_num(&tn, "1");
-            k++;
-        }
+        k = lim_take_rows(p, res, spec->max - total, &ids, &tq, &tn,
+                          &rejected);
         n = PQntuples(res);
         PQclear(res);
         if (ids.oom || tq.oom || tn.oom) {
@@ -2023,21 +2046,18 @@ claim_limited(jr_backend *b, const char *token, double lease,
         goto fail;
     if (spec->limit_next)
         *spec->limit_next = jr_lpick_next(p);
+    goto done;
+fail:
+    while (total > 0)
+        free(out[--total]);
+    total = -1;
+done:
     free(tq.p);
     free(tn.p);
     jr_buf_free(&sk[0]);
     jr_buf_free(&sk[1]);
     jr_lpick_free(p);
     return total;
-fail:
-    while (total > 0)
-        free(out[--total]);
-    free(tq.p);
-    free(tn.p);
-    jr_buf_free(&sk[0]);
-    jr_buf_free(&sk[1]);
-    jr_lpick_free(p);
-    return -1;
 }
 
 /* S_CLAIM_ONE when the spec allows it (no queue capped or left out):
