@@ -269,6 +269,18 @@ typedef struct jr_backend_ops {
      * name; a non-zero return from cb stops the walk. Returns 0. */
     int  (*queue_list)(jr_backend *b, jr_queue_cb cb, void *arg,
                        jr_err *err);
+    /* Deletes at most limit rows of the queues table that are not
+     * paused, have no queued, running or dead job, were made or last
+     * paused or resumed more than idle seconds ago, and are not among
+     * keep[0..nkeep) (the config's queues), so that the table holds the
+     * queues in use, not every name ever pushed to. A push makes its
+     * queue known again. Pushes that
+     * race with it are safe (SQLite: one writer; PostgreSQL: it takes a
+     * SHARE lock on jobs for the delete, only when it found some). On
+     * PostgreSQL one runner at a time prunes. Returns how many. */
+    int  (*queue_prune)(jr_backend *b, double idle,
+                        const char *const *keep, int nkeep, int limit,
+                        jr_err *err);
     /* Calls cb with the name of each paused queue. Reads the queues
      * table only: cheap enough for a runner to poll every second. A
      * non-zero return from cb stops the walk. Returns 0. */

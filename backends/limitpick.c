@@ -19,6 +19,7 @@ typedef struct entry {
     long    running;
     double  tokens;             /* bucket now (full unless read) */
     int     dirty;              /* tokens taken: write back */
+    int     read;               /* its stored bucket was read */
     int     used;               /* slot in use */
 } entry;
 
@@ -187,9 +188,43 @@ jr_lpick_bucket(jr_lpick *p, const char *scope, const char *key,
         return 0;
     if ((e = get(p, i, *key ? key : NULL)) == NULL)
         return -1;
+    e->read = 1;
     e->tokens = tokens + (p->now > at ? p->now - at : 0) * s->rate;
     if (e->tokens > s->burst)
         e->tokens = s->burst;
+    return 0;
+}
+
+int
+jr_lpick_need(jr_lpick *p, const char *name, const char *queue,
+              const char *key, jr_lpick_need_cb cb, void *arg)
+{
+    entry *e;
+    int i;
+
+    for (i = 0; key && i < p->nl; i++) {
+        if (!applies(&p->l[i], name, queue) || p->l[i].per_key.rate <= 0)
+            continue;
+        if ((e = get(p, i, key)) == NULL)
+            return -1;
+        if (e->read)
+            continue;
+        e->read = 1;            /* e may move: cb adds to the hash */
+        if (cb(p->l[i].scope, key, arg) < 0)
+            return -2;
+    }
+    return 0;
+}
+
+int
+jr_lpick_key_rates(const jr_lpick *p, jr_lpick_rate_cb cb, void *arg)
+{
+    int i;
+
+    for (i = 0; i < p->nl; i++)
+        if (p->l[i].per_key.rate > 0 &&
+            cb(p->l[i].scope, p->l[i].per_key.rate, arg) < 0)
+            return -1;
     return 0;
 }
 
@@ -294,6 +329,12 @@ jr_lpick_dirty(const jr_lpick *p, jr_lpick_bucket_cb cb, void *arg)
                p->e[i].tokens, p->now, arg) < 0)
             return -1;
     return 0;
+}
+
+double
+jr_lpick_now(const jr_lpick *p)
+{
+    return p->now;
 }
 
 double

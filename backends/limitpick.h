@@ -25,6 +25,22 @@ int       jr_lpick_running(jr_lpick *p, const char *name, const char *queue,
  * time at; refilled to now. Unknown scopes are ignored. */
 int       jr_lpick_bucket(jr_lpick *p, const char *scope, const char *key,
                           double tokens, double at);
+/* Calls cb with the scope and key of each per-key bucket with a rate that
+ * a job of name, queue and key takes from and that was not read yet,
+ * then counts it read: the engine reads that one row and hands it to
+ * jr_lpick_bucket (no row: a full bucket). So a claim reads the buckets
+ * of the keys it meets, not every bucket. 0; -1 when out of memory; -2
+ * when cb returned < 0 (its error stands). */
+typedef int (*jr_lpick_need_cb)(const char *scope, const char *key,
+                                void *arg);
+int       jr_lpick_need(jr_lpick *p, const char *name, const char *queue,
+                        const char *key, jr_lpick_need_cb cb, void *arg);
+/* Calls cb with the scope and per-key rate of each limit that has one,
+ * for the claim's SQL to skip the keys whose stored bucket is short of a
+ * token. */
+typedef int (*jr_lpick_rate_cb)(const char *scope, double rate, void *arg);
+int       jr_lpick_key_rates(const jr_lpick *p, jr_lpick_rate_cb cb,
+                             void *arg);
 /* Whether a queue's own limits have room (0: skip the queue). */
 int       jr_lpick_queue_open(jr_lpick *p, const char *queue);
 /* Takes a job of name, queue, key if every limit on it has room: counts
@@ -45,6 +61,8 @@ typedef int (*jr_lpick_bucket_cb)(const char *scope, const char *key,
                                   double tokens, double now, void *arg);
 int       jr_lpick_dirty(const jr_lpick *p, jr_lpick_bucket_cb cb,
                          void *arg);
+/* The time the pick was made at. */
+double    jr_lpick_now(const jr_lpick *p);
 /* The earliest time a bucket that refused a job has a token again; 0 if
  * none refused. */
 double    jr_lpick_next(const jr_lpick *p);

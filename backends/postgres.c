@@ -79,8 +79,35 @@ enum {
     S_LIM_LOCK, S_LIM_RUNNING, S_LIM_BUCKETS, S_LIM_CANDIDATES, S_LIM_CLAIM,
     S_LIM_BUCKET_SET, S_LIM_PRUNE, S_LIM_PATH_SET, S_LIM_USE,
     S_LIM_USE_TOP, S_LIM_TOKENS, S_CLAIM_ONE, S_PUSH_ONE, S_PUSH_NOIDS,
+    S_QUEUE_IDLE, S_QUEUE_PRUNE,
     S_COUNT
 };
+
+/* A queue row q that queue_prune may delete: not paused, not changed
+ * for $1 seconds, with no queued job (jobs_claim), running or dead one
+ * (their partial indexes, read once). */
+#define QUEUE_IDLE \
+    " NOT q.paused AND q.updated_at < now() - $1::float8 * interval '1 s'" \
+    " AND NOT EXISTS (SELECT 1 FROM {{schema}}.jobs j" \
+    "  WHERE j.state = 'queued' AND j.queue = q.name)" \
+    " AND q.name NOT IN (SELECT queue FROM {{schema}}.jobs" \
+    "  WHERE state = 'running')" \
+    " AND q.name NOT IN (SELECT queue FROM {{schema}}.jobs" \
+    "  WHERE state = 'dead')"
+
+/* The claims' queues qq (name, paused): those with a queued job, found
+ * by a skip scan of jobs_claim (one seek per such queue), less the
+ * paused ones, so a claim's cost follows the queues with work, not the
+ * rows of the queues table. Opens the statement's WITH list. */
+#define WORK_QUEUES \
+    "WITH RECURSIVE wq(name) AS (SELECT (SELECT min(queue)" \
+    "  FROM {{schema}}.jobs WHERE state = 'queued')" \
+    " UNION ALL SELECT (SELECT min(queue) FROM {{schema}}.jobs" \
+    "  WHERE state = 'queued' AND queue > wq.name)" \
+    " FROM wq WHERE wq.name IS NOT NULL)," \
+    " qq AS (SELECT wq.name, false AS paused FROM wq" \
+    "  WHERE wq.name IS NOT NULL AND NOT EXISTS (SELECT 1" \
+    "  FROM {{schema}}.queues p WHERE p.name = wq.name AND p.paused)),"
 
 /* The columns of show and list, in the order row_fields reads them. */
 #define JOB_COLUMNS \
@@ -138,8 +165,9 @@ static const struct stmt {
      * each round rotating ($8) over the queues with jobs. $5/$6 list caps,
      * $7 is the cap of the others; $4 the total. */
     [S_CLAIM] = {"jr_claim", 8,
-        "WITH q AS (SELECT qq.name, least(coalesce(w.cap, $7::int), $4::int)"
-        "  AS cap FROM {{schema}}.queues qq"
+        WORK_QUEUES
+        " q AS (SELECT qq.name, least(coalesce(w.cap, $7::int), $4::int)"
+        "  AS cap FROM qq"
         "  LEFT JOIN (SELECT queue, min(cap) AS cap"
         "   FROM unnest($5::text[], $6::int[]) AS u(queue, cap)"
         "   GROUP BY queue) w ON w.queue = qq.name"
@@ -175,15 +203,11 @@ static const struct stmt {
      * sorts them). Claims nothing with several queues and returns one
      * row of NULLs: the caller then runs S_CLAIM. */
     [S_CLAIM_ONE] = {"jr_claim_one", 4,
-        /* the probe is a LATERAL ... LIMIT 1 in the claim index's order:
-         * an EXISTS was planned on stale statistics as one read of every
-         * queued job's entry (a hash semi-join), at every claim */
-        "WITH one AS (SELECT min(name) AS name, count(*) AS n"
-        "  FROM (SELECT qq.name FROM {{schema}}.queues qq"
-        "   CROSS JOIN LATERAL (SELECT 1 FROM {{schema}}.jobs"
-        "    WHERE state = 'queued' AND queue = qq.name"
-        "    ORDER BY priority, run_at, id LIMIT 1) p"
-        "   WHERE NOT qq.paused LIMIT 2) qs),"
+        /* qq holds the queues with queued jobs already (WORK_QUEUES'
+         * seeks): the first two will do */
+        WORK_QUEUES
+        " one AS (SELECT min(name) AS name, count(*) AS n"
+        "  FROM (SELECT qq.name FROM qq LIMIT 2) qs),"
         " u AS (UPDATE {{schema}}.jobs j SET " CLAIM_SET
         "  WHERE j.id = ANY(ARRAY(SELECT id FROM {{schema}}.jobs"
         "   WHERE state = 'queued' AND run_at <= now()"
@@ -334,6 +358,14 @@ static const struct stmt {
         "DELETE FROM {{schema}}.jobs"
         " WHERE state = 'dead' AND id = ANY($1::bigint[])"},
     /* prune: one runner at a time, small batches, never waiting on a row */
+    /* idle queues: $1 seconds, $2 names kept, $3 at most */
+    [S_QUEUE_IDLE] = {"jr_queue_idle", 3,
+        "SELECT q.name FROM {{schema}}.queues q WHERE" QUEUE_IDLE
+        " AND q.name <> ALL($2::text[]) ORDER BY q.name LIMIT $3::int"},
+    /* the same again for names $2, under the SHARE lock on jobs */
+    [S_QUEUE_PRUNE] = {"jr_queue_prune", 2,
+        "DELETE FROM {{schema}}.queues q WHERE q.name = ANY($2::text[])"
+        " AND" QUEUE_IDLE},
     [S_PRUNE_LOCK] = {"jr_prune_lock", 1,
         "SELECT pg_try_advisory_xact_lock(hashtext($1::text))"},
     [S_PRUNE_COMPLETED] = {"jr_prune_completed", 2,
@@ -410,15 +442,23 @@ static const struct stmt {
     [S_LIM_RUNNING] = {"jr_lim_running", 0,
         "SELECT name, queue, limit_key, count(*) FROM {{schema}}.jobs"
         " WHERE state = 'running' GROUP BY name, queue, limit_key"},
-    [S_LIM_BUCKETS] = {"jr_lim_buckets", 0,
-        "SELECT scope, key, tokens, updated_at FROM {{schema}}.limit_buckets"},
+    /* the buckets of scopes $1 and keys $2 (pairs) that have a row */
+    [S_LIM_BUCKETS] = {"jr_lim_buckets", 2,
+        "SELECT lb.scope, lb.key, lb.tokens, lb.updated_at"
+        " FROM unnest($1::text[], $2::text[]) AS u(scope, key)"
+        " JOIN {{schema}}.limit_buckets lb"
+        "  ON lb.scope = u.scope AND lb.key = u.key"},
     /* S_CLAIM's fair candidates, not claimed, without names blocked whole
      * ($7), names or queues blocked for a key ($8: "n<name>\x1f<key>",
      * "q<queue>\x1f<key>"), queues blocked ($9), each queue's cap less
-     * what earlier passes took ($10/$11) */
-    [S_LIM_CANDIDATES] = {"jr_lim_candidates", 11,
-        "WITH q AS (SELECT qq.name, least(coalesce(w.cap, $5::int), $2::int)"
-        "  - coalesce(t.taken, 0) AS cap FROM {{schema}}.queues qq"
+     * what earlier passes took ($10/$11), keys whose stored bucket in a
+     * scope $12 of per-key rate $13 is short of a token at $14 (one
+     * look-up by primary key per job passed over: the cost follows the
+     * keys with jobs, not the buckets) */
+    [S_LIM_CANDIDATES] = {"jr_lim_candidates", 14,
+        WORK_QUEUES
+        " q AS (SELECT qq.name, least(coalesce(w.cap, $5::int), $2::int)"
+        "  - coalesce(t.taken, 0) AS cap FROM qq"
         "  LEFT JOIN (SELECT queue, min(cap) AS cap"
         "   FROM unnest($3::text[], $4::int[]) AS u(queue, cap)"
         "   GROUP BY queue) w ON w.queue = qq.name"
@@ -438,7 +478,13 @@ static const struct stmt {
         "    AND name = ANY($1::text[]) AND name <> ALL($7::text[])"
         "    AND (limit_key IS NULL"
         "     OR (('n' || name || chr(31) || limit_key) <> ALL($8::text[])"
-        "     AND ('q' || queue || chr(31) || limit_key) <> ALL($8::text[])))"
+        "     AND ('q' || queue || chr(31) || limit_key) <> ALL($8::text[])"
+        "     AND NOT EXISTS (SELECT 1"
+        "      FROM unnest($12::text[], $13::float8[]) AS r(scope, rate)"
+        "      JOIN {{schema}}.limit_buckets lb ON lb.scope = r.scope"
+        "      AND lb.key = limit_key"
+        "      WHERE r.scope IN (name, 'queue:' || queue)"
+        "      AND lb.tokens + ($14::float8 - lb.updated_at) * r.rate < 1)))"
         "    ORDER BY priority, run_at, id LIMIT q.cap"
         "    FOR UPDATE SKIP LOCKED) s) r),"
         " c1 AS (SELECT c0.*, dense_rank() OVER (ORDER BY qname) AS qi"
@@ -1757,13 +1803,55 @@ fair_order(const PGresult *res, jr_job **out, int n)
 
 /* ---- limits per key ---- */
 
-/* Takes the limits' lock and reads the running jobs and the buckets into
- * a new pick, at the database's now. */
+/* Reads the buckets of the (scope, key) pairs in the array literals
+ * being built in sk[0], sk[1] into p (no row: a full bucket), then empties
+ * them. */
+static int
+lim_read(jr_backend *b, jr_lpick *p, jr_buf *sk, jr_err *err)
+{
+    const char *params[2];
+    PGresult *res;
+    int r, bad = 0;
+
+    if (sk[0].len == 0)
+        return 0;
+    params[0] = sb_array(&sk[0]);
+    params[1] = sb_array(&sk[1]);
+    if (sk[0].oom || sk[1].oom)
+        return jr_fail(err, JR_ENOMEM, "postgres: out of memory");
+    if ((res = run(b, S_LIM_BUCKETS, params, "reading limits", err)) == NULL)
+        return -1;
+    for (r = 0; r < PQntuples(res); r++)
+        bad |= jr_lpick_bucket(p, PQgetvalue(res, r, 0),
+                               PQgetvalue(res, r, 1),
+                               strtod(PQgetvalue(res, r, 2), NULL),
+                               strtod(PQgetvalue(res, r, 3), NULL)) < 0;
+    PQclear(res);
+    jr_buf_reset(&sk[0]);
+    jr_buf_reset(&sk[1]);
+    return bad ? jr_fail(err, JR_ENOMEM, "postgres: out of memory") : 0;
+}
+
+/* A bucket to read: its scope and key into the arrays at arg. */
+static int
+lim_need(const char *scope, const char *key, void *arg)
+{
+    jr_buf *sk = arg;
+
+    sb_elem(&sk[0], scope);
+    sb_elem(&sk[1], key);
+    return 0;
+}
+
+/* Takes the limits' lock and reads the running jobs and the scopes' own
+ * buckets into a new pick, at the database's now (the keys' buckets are
+ * read as the claim meets their jobs). */
 static jr_lpick *
 lim_load(jr_backend *b, const jr_claim_spec *spec, jr_err *err)
 {
     char lock[128];
     const char *params[1] = {lock};
+    jr_buf sk[2];
     PGresult *res;
     jr_lpick *p;
     int r, bad = 0;
@@ -1787,17 +1875,17 @@ lim_load(jr_backend *b, const jr_claim_spec *spec, jr_err *err)
                                 PQgetvalue(res, r, 2),
                                 atol(PQgetvalue(res, r, 3))) < 0;
     PQclear(res);
-    if (bad || (res = run(b, S_LIM_BUCKETS, NULL, "reading limits", err)) ==
-        NULL)
-        goto fail;
-    for (r = 0; r < PQntuples(res); r++)
-        bad |= jr_lpick_bucket(p, PQgetvalue(res, r, 0),
-                               PQgetvalue(res, r, 1),
-                               strtod(PQgetvalue(res, r, 2), NULL),
-                               strtod(PQgetvalue(res, r, 3), NULL)) < 0;
-    PQclear(res);
-    if (!bad)
+    memset(sk, 0, sizeof sk);
+    for (r = 0; r < spec->nlimits; r++)
+        if (spec->limits[r].all.rate > 0)
+            lim_need(spec->limits[r].scope, "", sk);
+    if (!bad && lim_read(b, p, sk, err) == 0) {
+        jr_buf_free(&sk[0]);
+        jr_buf_free(&sk[1]);
         return p;
+    }
+    jr_buf_free(&sk[0]);
+    jr_buf_free(&sk[1]);
 fail:
     if (bad)
         jr_fail(err, JR_ENOMEM, "postgres: claiming jobs: out of memory");
@@ -1896,22 +1984,42 @@ lit_copy(const jr_buf *b)
     return s;
 }
 
+/* A scope with a per-key rate into the arrays a[0] (scopes), a[1]
+ * (rates). */
+static int
+lim_rate_elem(const char *scope, double rate, void *arg)
+{
+    jr_buf *a = arg;
+    char num[32];
+
+    snprintf(num, sizeof num, "%.17g", rate);
+    sb_elem(&a[0], scope);
+    sb_num(&a[1], num);
+    return 0;
+}
+
 /* One pass's candidates: the fair order of S_CLAIM without what the
  * pick blocks and what earlier passes took (tq/tn). */
 static PGresult *
 lim_candidates(jr_backend *b, const jr_claim_spec *spec, int max,
                const jr_lpick *p, jr_buf *tq, jr_buf *tn, jr_err *err)
 {
-    char smax[16], sothers[16], srot[16];
-    const char *params[11];
+    char smax[16], sothers[16], srot[16], snow[32];
+    const char *params[14];
     char *bn = jr_lpick_list(p, 'n', 0), *bp = jr_lpick_list(p, 'p', 0);
     char *bq = jr_lpick_list(p, 'q', 0), *tql = NULL, *tnl = NULL;
-    jr_buf a[3];
+    jr_buf a[5];
     PGresult *res = NULL;
-    int i;
+    int i, ok;
 
     memset(a, 0, sizeof a);
-    if (bn && bp && bq && claim_arrays(spec, a, err) == 0) {
+    jr_lpick_key_rates(p, lim_rate_elem, &a[3]);
+    params[11] = sb_array(&a[3]);
+    params[12] = sb_array(&a[4]);
+    snprintf(snow, sizeof snow, "%.17g", jr_lpick_now(p));
+    params[13] = snow;
+    ok = bn && bp && bq && !a[3].oom && !a[4].oom;
+    if (ok && claim_arrays(spec, a, err) == 0) {
         snprintf(smax, sizeof smax, "%d", max);
         snprintf(sothers, sizeof sothers, "%d", spec->others);
         snprintf(srot, sizeof srot, "%u", b->rotate % 1000000u);
@@ -1930,10 +2038,10 @@ lim_candidates(jr_backend *b, const jr_claim_spec *spec, int max,
             res = run(b, S_LIM_CANDIDATES, params, "claiming jobs", err);
         else
             jr_fail(err, JR_ENOMEM, "postgres: claiming jobs: out of memory");
-    } else if (!(bn && bp && bq)) {
+    } else if (!ok) {
         jr_fail(err, JR_ENOMEM, "postgres: claiming jobs: out of memory");
     }
-    for (i = 0; i < 3; i++)
+    for (i = 0; i < 5; i++)
         free(a[i].p);
     free(bn);
     free(bp);
@@ -1970,6 +2078,50 @@ lim_claim_ids(jr_backend *b, const char *token, double lease,
     return n;
 }
 
+/* Reads into p the buckets of the keys of a pass's candidates res that
+ * were not read yet, in one statement; sk: two arrays to build in. */
+static int
+lim_read_keys(jr_backend *b, jr_lpick *p, const PGresult *res, jr_buf *sk,
+              jr_err *err)
+{
+    int r, ok = 0;
+
+    for (r = 0; r < PQntuples(res) && ok >= 0; r++)
+        ok = jr_lpick_need(p, PQgetvalue(res, r, 1), PQgetvalue(res, r, 2),
+                           PQgetisnull(res, r, 3) ? NULL :
+                           PQgetvalue(res, r, 3), lim_need, sk);
+    if (ok < 0)
+        return jr_fail(err, JR_ENOMEM, "postgres: out of memory");
+    return lim_read(b, p, sk, err);
+}
+
+/* Takes the candidates res the pick lets through, room at most: their
+ * ids into ids, their queues into tq with a 1 each in tn (the passes'
+ * counts). Returns how many; *rejected counts those refused. */
+static int
+lim_take_rows(jr_lpick *p, const PGresult *res, int room, jr_buf *ids,
+              jr_buf *tq, jr_buf *tn, int *rejected)
+{
+    int r, ok, k = 0;
+
+    *rejected = 0;
+    for (r = 0; r < PQntuples(res) && k < room; r++) {
+        ok = jr_lpick_take(p, PQgetvalue(res, r, 1), PQgetvalue(res, r, 2),
+                           PQgetisnull(res, r, 3) ? NULL :
+                           PQgetvalue(res, r, 3));
+        if (ok < 0)
+            ids->oom = 1;
+        *rejected += ok == 0;
+        if (ok <= 0)
+            continue;
+        sb_num(ids, PQgetvalue(res, r, 0));
+        sb_elem(tq, PQgetvalue(res, r, 2));
+        sb_num(tn, "1");
+        k++;
+    }
+    return k;
+}
+
 /* The claim under limits, in the open transaction: in passes, as
  * sqlite.c's claim_limited. Returns how many jobs it put in out[]. */
 static int
@@ -1977,9 +2129,9 @@ claim_limited(jr_backend *b, const char *token, double lease,
               const jr_claim_spec *spec, jr_job **out, jr_err *err)
 {
     jr_lpick *p = lim_load(b, spec, err);
-    jr_buf tq = {0}, tn = {0}, ids;
+    jr_buf tq = {0}, tn = {0}, ids, sk[2] = {{0}, {0}};
     PGresult *res;
-    int total = 0, pass, r, ok, k, n, rejected;
+    int total = 0, pass, k, n, rejected;
 
     if (p == NULL)
         return -1;
@@ -1988,24 +2140,13 @@ claim_limited(jr_backend *b, const char *token, double lease,
         if ((res = lim_candidates(b, spec, spec->max - total, p, &tq, &tn,
                                   err)) == NULL)
             goto fail;
-        memset(&ids, 0, sizeof ids);
-        for (r = k = rejected = 0; r < PQntuples(res); r++) {
-            const char *key = PQgetisnull(res, r, 3) ? NULL :
-                              PQgetvalue(res, r, 3);
-            if (total + k >= spec->max)
-                break;
-            ok = jr_lpick_take(p, PQgetvalue(res, r, 1),
-                               PQgetvalue(res, r, 2), key);
-            if (ok < 0)
-                ids.oom = 1;
-            rejected += ok == 0;
-            if (ok <= 0)
-                continue;
-            sb_num(&ids, PQgetvalue(res, r, 0));
-            sb_elem(&tq, PQgetvalue(res, r, 2));
-            sb_num(&tn, "1");
-            k++;
+        if (lim_read_keys(b, p, res, sk, err) < 0) {
+            PQclear(res);
+            goto fail;
         }
+        memset(&ids, 0, sizeof ids);
+        k = lim_take_rows(p, res, spec->max - total, &ids, &tq, &tn,
+                          &rejected);
         n = PQntuples(res);
         PQclear(res);
         if (ids.oom || tq.oom || tn.oom) {
@@ -2026,17 +2167,18 @@ claim_limited(jr_backend *b, const char *token, double lease,
         goto fail;
     if (spec->limit_next)
         *spec->limit_next = jr_lpick_next(p);
-    free(tq.p);
-    free(tn.p);
-    jr_lpick_free(p);
-    return total;
+    goto done;
 fail:
     while (total > 0)
         free(out[--total]);
+    total = -1;
+done:
     free(tq.p);
     free(tn.p);
+    jr_buf_free(&sk[0]);
+    jr_buf_free(&sk[1]);
     jr_lpick_free(p);
-    return -1;
+    return total;
 }
 
 /* S_CLAIM_ONE when the spec allows it (no queue capped or left out):
@@ -2662,6 +2804,82 @@ pg_prune(jr_backend *b, double older_completed, double older_cancelled,
         rollback(b);
         return -1;
     }
+    return n;
+}
+
+/* queue_prune's transaction body: finds the idle queues, then takes a
+ * SHARE lock on jobs (a push in flight, whose trigger saw the queue's
+ * row, commits first; the next waits for this delete and makes the row
+ * again) and deletes those still idle. The lock waits 200 ms at most:
+ * then it is for a later prune. 0 when another runner prunes. */
+static int
+queue_prune_tx(jr_backend *b, const char *const *params, jr_err *err)
+{
+    char key[96], sql[160];
+    const char *lock[1] = {key}, *del[2] = {params[0], NULL};
+    jr_buf names = {0};
+    PGresult *res;
+    int r, n;
+
+    b->sqlstate[0] = '\0';
+    snprintf(key, sizeof key, "jobrunner.queues.%s", b->schema);
+    if ((res = run(b, S_PRUNE_LOCK, lock, "pruning idle queues", err)) ==
+        NULL)
+        return -1;
+    n = strcmp(PQgetvalue(res, 0, 0), "t") == 0;
+    PQclear(res);
+    if (!n || (res = run(b, S_QUEUE_IDLE, params, "pruning idle queues",
+                         err)) == NULL)
+        return n ? -1 : 0;
+    for (r = 0; r < PQntuples(res); r++)
+        sb_elem(&names, PQgetvalue(res, r, 0));
+    n = PQntuples(res);
+    PQclear(res);
+    del[1] = sb_array(&names);
+    snprintf(sql, sizeof sql, "SET LOCAL lock_timeout = '200ms'; LOCK TABLE"
+             " %s.jobs IN SHARE MODE", b->qschema);
+    if (n > 0 && names.oom)
+        n = jr_fail(err, JR_ENOMEM, "postgres: out of memory");
+    else if (n > 0 && run_plain(b, sql, "pruning idle queues", err) < 0)
+        n = -1;
+    else if (n > 0)
+        n = run_count(b, S_QUEUE_PRUNE, del, "pruning idle queues", err);
+    jr_buf_free(&names);
+    /* a lock not had in 200 ms (jobs, or a queue row being paused) is for
+     * a later round, not an error */
+    return n < 0 && strcmp(b->sqlstate, "55P03") == 0 ? 0 : n;
+}
+
+static int
+pg_queue_prune(jr_backend *b, double idle, const char *const *keep,
+               int nkeep, int limit, jr_err *err)
+{
+    char sidle[32], slimit[16];
+    const char *params[3] = {sidle, NULL, slimit};
+    jr_buf kept = {0};
+    int i, n;
+
+    if (limit <= 0)
+        return 0;
+    snprintf(sidle, sizeof sidle, "%.17g", idle);
+    snprintf(slimit, sizeof slimit, "%d", limit);
+    for (i = 0; i < nkeep; i++)
+        sb_elem(&kept, keep[i]);
+    params[1] = sb_array(&kept);
+    if (kept.oom) {
+        jr_buf_free(&kept);
+        return jr_fail(err, JR_ENOMEM, "postgres: out of memory");
+    }
+    if (ready(b, err) < 0 ||
+        run_plain(b, "BEGIN", "pruning idle queues", err) < 0) {
+        jr_buf_free(&kept);
+        return -1;
+    }
+    n = queue_prune_tx(b, params, err);
+    jr_buf_free(&kept);
+    if (n > 0 && run_plain(b, "COMMIT", "pruning idle queues", err) < 0)
+        n = -1;
+    rollback(b);                /* nothing deleted, or it failed */
     return n;
 }
 
@@ -3350,6 +3568,7 @@ const jr_backend_ops jr_postgres_ops = {
     .dead_retry = durable_dead_retry,
     .dead_purge = durable_dead_purge,
     .prune = pg_prune,
+    .queue_prune = pg_queue_prune,
     .cancel = durable_cancel,
     .cancelled = pg_cancelled,
     .pause = durable_pause,

@@ -40,9 +40,10 @@ enum {
     S_UNIQUE_HOLDER, S_UNIQUE_WINDOW, S_UNIQUE_TAKE, S_UNIQUE_REPLACE,
     S_PRUNE_UNIQUE,
     S_DEAD_DELETE,
-    S_LIM_CANDIDATES, S_LIM_RUNNING, S_LIM_BUCKETS, S_LIM_BUCKET_SET,
+    S_LIM_CANDIDATES, S_LIM_RUNNING, S_LIM_BUCKET, S_LIM_BUCKET_SET,
     S_LIM_PRUNE, S_LIM_PATH_SET, S_LIM_USE, S_LIM_USE_TOP, S_LIM_TOKENS,
     S_SCHEMA_VERSION, S_TRIGGERS, S_QUEUE_SEEN, S_QUEUE_KNOWN,
+    S_QUEUE_PRUNE,
     S_COUNT
 };
 
@@ -87,9 +88,19 @@ enum {
     " VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?7, ?8, "
 
 static const char *const sql_text[S_COUNT] = {
-    /* the queues a claim may take from, by name */
+    /* the queues a claim may take from, by name: those with a queued job
+     * (a skip scan of jobs_claim, one seek per such queue) and not paused,
+     * so a claim's cost follows the queues with work, not the rows of
+     * queues */
     [S_CLAIM_QUEUES] =
-        "SELECT name FROM queues WHERE paused = 0 ORDER BY name",
+        "WITH RECURSIVE w(name) AS (SELECT min(queue) FROM jobs"
+        "  WHERE state = 'queued'"
+        " UNION ALL SELECT (SELECT min(queue) FROM jobs"
+        "  WHERE state = 'queued' AND queue > w.name)"
+        " FROM w WHERE w.name IS NOT NULL)"
+        " SELECT name FROM w WHERE name IS NOT NULL"
+        " AND NOT EXISTS (SELECT 1 FROM queues p WHERE p.name = w.name"
+        "  AND p.paused = 1)",
     /* whether queue ?1 has a job of names ?3 ready by ?2 */
     [S_QUEUE_READY] =
         "SELECT 1 FROM jobs WHERE state = 'queued' AND queue = ?1"
@@ -287,8 +298,12 @@ static const char *const sql_text[S_COUNT] = {
         "DELETE FROM unique_keys WHERE (name, unique_key) IN (SELECT name,"
         " unique_key FROM unique_keys WHERE held_until < ?1 LIMIT ?2)",
     /* limits per key: the first ?4 ready jobs of queue ?1 not of a name
-     * blocked whole (?5) nor of a name or queue and key at its cap (?6,
-     * "n<name>\x1f<key>" and "q<queue>\x1f<key>") */
+     * blocked whole (?5) nor of a name or queue and key at its cap or out
+     * of tokens in this claim (?6, "n<name>\x1f<key>" and
+     * "q<queue>\x1f<key>"), nor of a key whose stored bucket in a scope
+     * of ?7 ({scope: per-key rate}) is short of a token by now ?2: one
+     * primary key look-up per job passed over, so the cost follows the
+     * keys with jobs, not the buckets */
     [S_LIM_CANDIDATES] =
         "SELECT id, priority, run_at, name, limit_key FROM jobs"
         " WHERE state = 'queued' AND queue = ?1 AND run_at <= ?2"
@@ -298,13 +313,19 @@ static const char *const sql_text[S_COUNT] = {
         "  OR ('n' || name || char(31) || limit_key) NOT IN"
         "   (SELECT value FROM json_each(?6))"
         "  AND ('q' || queue || char(31) || limit_key) NOT IN"
-        "   (SELECT value FROM json_each(?6)))"
+        "   (SELECT value FROM json_each(?6))"
+        "  AND NOT EXISTS (SELECT 1 FROM json_each(?7) r"
+        "   JOIN limit_buckets lb ON lb.scope = r.key"
+        "   AND lb.key = jobs.limit_key"
+        "   WHERE (r.key = jobs.name OR r.key = 'queue:' || jobs.queue)"
+        "   AND lb.tokens + (?2 - lb.updated_at) * r.value < 1))"
         " ORDER BY priority, run_at, id LIMIT ?4",
     [S_LIM_RUNNING] =
         "SELECT name, queue, limit_key, count(*) FROM jobs"
         " WHERE state = 'running' GROUP BY name, queue, limit_key",
-    [S_LIM_BUCKETS] =
-        "SELECT scope, key, tokens, updated_at FROM limit_buckets",
+    [S_LIM_BUCKET] =
+        "SELECT tokens, updated_at FROM limit_buckets"
+        " WHERE scope = ?1 AND key = ?2",
     [S_LIM_BUCKET_SET] =
         "INSERT INTO limit_buckets (scope, key, tokens, updated_at)"
         " VALUES (?1, ?2, ?3, ?4) ON CONFLICT (scope, key) DO UPDATE"
@@ -339,6 +360,18 @@ static const char *const sql_text[S_COUNT] = {
      * look, then insert if missing (an insert that finds the row pays the
      * name CHECK first; INSERT ... SELECT from queues fills a temporary
      * table first) */
+    /* idle queues (queue_prune): ?1 cut-off, ?2 kept names (JSON), ?3 at
+     * most; the queued probe is jobs_claim's, the running and dead ones
+     * read those states' partial indexes once */
+    [S_QUEUE_PRUNE] =
+        "DELETE FROM queues WHERE name IN (SELECT q.name FROM queues q"
+        " WHERE q.paused = 0 AND q.updated_at < ?1"
+        " AND q.name NOT IN (SELECT value FROM json_each(?2))"
+        " AND NOT EXISTS (SELECT 1 FROM jobs j WHERE j.state = 'queued'"
+        "  AND j.queue = q.name)"
+        " AND q.name NOT IN (SELECT queue FROM jobs WHERE state = 'running')"
+        " AND q.name NOT IN (SELECT queue FROM jobs WHERE state = 'dead')"
+        " LIMIT ?3)",
     [S_QUEUE_SEEN] = "SELECT 1 FROM queues WHERE name = ?1",
     [S_QUEUE_KNOWN] = "INSERT INTO queues (name) VALUES (?1)",
     [S_BEGIN] = "BEGIN IMMEDIATE",
@@ -1365,6 +1398,7 @@ typedef struct limq {
     jr_lpick *pick;
     char     *names;            /* job names blocked whole */
     char     *pairs;            /* names and queues blocked for a key */
+    char     *rates;            /* {scope: per-key rate} */
     char    **qname;            /* queues that gave jobs, and how many */
     int      *qtaken;
     int       nq;
@@ -1436,6 +1470,7 @@ queue_candidates(jr_backend *b, const char *queue, int cap, const char *json,
     if (lim) {
         bind_text(s, 5, lim->names);
         bind_text(s, 6, lim->pairs);
+        bind_text(s, 7, lim->rates);
     }
     while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
         c[*n].id = sqlite3_column_int64(s, 0);
@@ -1608,13 +1643,42 @@ claim_picked(jr_backend *b, const char *token, double lease, candidate *c,
 
 /* ---- limits per key ---- */
 
-/* Reads the running jobs and the token buckets into a new pick. */
+/* Reads scope's bucket of key ("": the scope's own) into p; no row is a
+ * full bucket. */
+static int
+lim_read_bucket(const char *scope, const char *key, void *arg)
+{
+    jr_backend *b = ((void **)arg)[0];
+    jr_err *err = ((void **)arg)[1];
+    jr_lpick *p = ((void **)arg)[2];
+    sqlite3_stmt *s = stmt(b, S_LIM_BUCKET, err);
+    int rc;
+
+    if (s == NULL)
+        return -1;
+    bind_text(s, 1, scope);
+    bind_text(s, 2, key);
+    if ((rc = sqlite3_step(s)) == SQLITE_ROW &&
+        jr_lpick_bucket(p, scope, key, sqlite3_column_double(s, 0),
+                        sqlite3_column_double(s, 1)) < 0)
+        rc = SQLITE_NOMEM;
+    sqlite3_reset(s);
+    if (rc == SQLITE_ROW || rc == SQLITE_DONE)
+        return 0;
+    return rc == SQLITE_NOMEM ? jr_fail(err, JR_ENOMEM, "sqlite: out of "
+                                        "memory") :
+           db_fail(b, err, "reading a token bucket");
+}
+
+/* Reads the running jobs and the scopes' own buckets into a new pick
+ * (the keys' buckets are read as the claim meets their jobs). */
 static jr_lpick *
 lim_load(jr_backend *b, const jr_claim_spec *spec, double now, jr_err *err)
 {
     jr_lpick *p = jr_lpick_new(spec->limits, spec->nlimits, now);
+    void *arg[3] = {b, err, p};
     sqlite3_stmt *s;
-    int rc = SQLITE_NOMEM, bad = p == NULL;
+    int rc = SQLITE_NOMEM, bad = p == NULL, i;
 
     if (!bad && (s = stmt(b, S_LIM_RUNNING, err)) != NULL) {
         while ((rc = sqlite3_step(s)) == SQLITE_ROW)
@@ -1624,22 +1688,49 @@ lim_load(jr_backend *b, const jr_claim_spec *spec, double now, jr_err *err)
                                     sqlite3_column_int64(s, 3)) < 0;
         sqlite3_reset(s);
     }
-    if (!bad && rc == SQLITE_DONE && (s = stmt(b, S_LIM_BUCKETS, err))) {
-        while ((rc = sqlite3_step(s)) == SQLITE_ROW)
-            bad |= jr_lpick_bucket(p, (const char *)sqlite3_column_text(s, 0),
-                                   (const char *)sqlite3_column_text(s, 1),
-                                   sqlite3_column_double(s, 2),
-                                   sqlite3_column_double(s, 3)) < 0;
-        sqlite3_reset(s);
-    }
-    if (!bad && rc == SQLITE_DONE)
+    if (!bad && rc == SQLITE_DONE) {
+        for (i = 0; i < spec->nlimits; i++)
+            if (spec->limits[i].all.rate > 0 &&
+                lim_read_bucket(spec->limits[i].scope, "", arg) < 0) {
+                jr_lpick_free(p);
+                return NULL;
+            }
         return p;
+    }
     if (bad)
         jr_fail(err, JR_ENOMEM, "sqlite: out of memory");
     else if (rc != SQLITE_NOMEM)
         db_fail(b, err, "reading limits");
     jr_lpick_free(p);
     return NULL;
+}
+
+static int
+rate_elem(const char *scope, double rate, void *arg)
+{
+    jr_buf *j = arg;
+    char num[40];
+
+    snprintf(num, sizeof num, "\":%.17g", rate);
+    jr_buf_put(j, j->len > 1 ? ",\"" : "\"", j->len > 1 ? 2 : 1);
+    jr_buf_put(j, scope, strlen(scope));
+    return jr_buf_put(j, num, strlen(num));
+}
+
+/* {"scope": per-key rate, ...} of the limits with one, in a new string
+ * (scopes are names: nothing to escape). NULL when out of memory. */
+static char *
+lim_rates(const jr_lpick *p)
+{
+    jr_buf j = {0};
+
+    jr_buf_put(&j, "{", 1);
+    jr_lpick_key_rates(p, rate_elem, &j);
+    if (jr_buf_put(&j, "}", 2) < 0) {       /* and the NUL */
+        jr_buf_free(&j);
+        return NULL;
+    }
+    return j.p;
 }
 
 static int
@@ -1713,22 +1804,28 @@ lim_taken(limq *lim, const char *queue)
 }
 
 /* Keeps the candidates c[0..nc) (fair order) the limits let through, at
- * most max, at the front of c; *rejected counts the others. Returns how
- * many, or -1 when out of memory. */
+ * most max, at the front of c; *rejected counts the others. Reads the
+ * buckets of the keys it meets. Returns how many, or -1 with err set. */
 static int
-lim_filter(limq *lim, candidate *c, int nc, int max, int *rejected)
+lim_filter(jr_backend *b, limq *lim, candidate *c, int nc, int max,
+           int *rejected, jr_err *err)
 {
+    void *arg[3] = {b, err, lim->pick};
     int i, k = 0, rc = 0, ok;
 
     *rejected = 0;
     for (i = 0; i < nc; i++) {
-        ok = k < max && rc == 0 ?
-             jr_lpick_take(lim->pick, c[i].name, c[i].queue, c[i].key) : 0;
-        if (ok > 0 && lim_taken(lim, c[i].queue) < 0)
+        ok = 0;
+        if (k < max && rc == 0 &&
+            (rc = jr_lpick_need(lim->pick, c[i].name, c[i].queue, c[i].key,
+                                lim_read_bucket, arg)) == 0 &&
+            (ok = jr_lpick_take(lim->pick, c[i].name, c[i].queue,
+                                c[i].key)) > 0 &&
+            lim_taken(lim, c[i].queue) < 0)
             ok = -1;
         if (ok < 0)
             rc = -1;
-        *rejected += ok == 0 && k < max;
+        *rejected += ok == 0 && rc == 0 && k < max;
         free(c[i].name);
         free(c[i].queue);
         free(c[i].key);
@@ -1736,6 +1833,8 @@ lim_filter(limq *lim, candidate *c, int nc, int max, int *rejected)
         if (ok > 0)
             c[k++] = c[i];
     }
+    if (rc == -1)
+        jr_fail(err, JR_ENOMEM, "sqlite: out of memory");
     return rc < 0 ? -1 : k;
 }
 
@@ -1747,6 +1846,7 @@ lim_clear(limq *lim)
     jr_lpick_free(lim->pick);
     free(lim->names);
     free(lim->pairs);
+    free(lim->rates);
     for (i = 0; i < lim->nq; i++)
         free(lim->qname[i]);
     free(lim->qname);
@@ -1770,6 +1870,10 @@ claim_limited(jr_backend *b, const char *token, double lease,
 
     if ((lim.pick = lim_load(b, spec, now, err)) == NULL)
         return -1;
+    if ((lim.rates = lim_rates(lim.pick)) == NULL) {
+        jr_fail(err, JR_ENOMEM, "sqlite: out of memory");
+        goto fail;
+    }
     for (pass = 0; pass < 4 && total < spec->max; pass++) {
         free(lim.names);
         free(lim.pairs);
@@ -1782,12 +1886,10 @@ claim_limited(jr_backend *b, const char *token, double lease,
         }
         if ((c = candidates(b, &sub, json, now, &nc, &lim, err)) == NULL)
             goto fail;
-        k = lim_filter(&lim, c, nc, sub.max, &rejected);
+        k = lim_filter(b, &lim, c, nc, sub.max, &rejected, err);
         n = k < 0 ? -1 : claim_picked(b, token, lease, c, k, out + total,
                                       now, err);
         candidates_free(c, k < 0 ? nc : 0);
-        if (k < 0)
-            jr_fail(err, JR_ENOMEM, "sqlite: out of memory");
         if (n < 0)
             goto fail;
         total += n;
@@ -2398,6 +2500,30 @@ sqlite_resume(jr_backend *b, const char *queue, jr_err *err)
 }
 
 static int
+sqlite_queue_prune(jr_backend *b, double idle, const char *const *keep,
+                   int nkeep, int limit, jr_err *err)
+{
+    char *json = names_json(keep, nkeep);
+    sqlite3_stmt *s;
+    int n = -1;
+
+    if (json == NULL)
+        return jr_fail(err, JR_ENOMEM, "sqlite: out of memory");
+    if (begin(b, err) == 0 && (s = stmt(b, S_QUEUE_PRUNE, err)) != NULL) {
+        sqlite3_bind_double(s, 1, jr_now() - idle);
+        bind_text(s, 2, json);
+        sqlite3_bind_int(s, 3, limit);
+        n = run(b, s, err, "pruning idle queues");
+    }
+    free(json);
+    if (n < 0 || commit(b, err) < 0) {
+        rollback(b);
+        return -1;
+    }
+    return n;
+}
+
+static int
 sqlite_paused(jr_backend *b, jr_name_cb cb, void *arg, jr_err *err)
 {
     sqlite3_stmt *s = stmt(b, S_PAUSED, err);
@@ -2908,6 +3034,7 @@ const jr_backend_ops jr_sqlite_ops = {
     .dead_retry = durable_dead_retry,
     .dead_purge = durable_dead_purge,
     .prune = sqlite_prune,
+    .queue_prune = sqlite_queue_prune,
     .cancel = durable_cancel,
     .cancelled = sqlite_cancelled,
     .pause = durable_pause,

@@ -559,6 +559,7 @@ jr_claimq_work(evutil_socket_t fd, short what, void *arg)
     c->keep_completed = m->cfg->keep_completed;
     c->keep_cancelled = m->cfg->keep_cancelled;
     c->keep_dead = m->cfg->keep_dead;
+    c->keep_queues = m->cfg->keep_queues;
     jr_limitsrun_spec(m, c);
     m->wake_due = m->renew_due = m->rescue_due = m->count_due = 0;
     m->cancel_due = m->prune_due = 0;

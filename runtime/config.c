@@ -59,6 +59,7 @@ jr_config_defaults(jr_config *c)
     c->vacuum_every = JR_VACUUM_EVERY;
     c->keep_cancelled = 7 * JR_RANGE_DAY;
     c->keep_dead = -1;
+    c->keep_queues = 3600;
     c->ref = LUA_NOREF;
 }
 
@@ -510,7 +511,8 @@ k_keep(cfg_ctx *x, lua_State *L, const char *key)
 {
     const char *k = strchr(key, '.') + 1;
     double *out = k[0] == 'c' && k[1] == 'o' ? &x->c->keep_completed :
-                  k[0] == 'c' ? &x->c->keep_cancelled : &x->c->keep_dead;
+                  k[0] == 'c' ? &x->c->keep_cancelled :
+                  k[0] == 'q' ? &x->c->keep_queues : &x->c->keep_dead;
     jr_err e;
 
     if (lua_type(L, -1) != LUA_TSTRING)
@@ -529,7 +531,8 @@ static int
 k_retention(cfg_ctx *x, lua_State *L, const char *key)
 {
     static const key_row rows[] = {{"completed", k_keep},
-        {"cancelled", k_keep}, {"dead", k_keep}, {NULL, NULL}};
+        {"cancelled", k_keep}, {"dead", k_keep}, {"queues", k_keep},
+        {NULL, NULL}};
     (void)key;
     if (lua_type(L, -1) != LUA_TTABLE)
         return key_fail(x, "retention", "must be a table, got %s",

@@ -64,6 +64,8 @@ typedef struct jr_config {
     double     keep_completed;  /* retention.completed, seconds; 0: none */
     double     keep_cancelled;  /* retention.cancelled, seconds */
     double     keep_dead;       /* retention.dead, seconds; <0: forever */
+    double     keep_queues;     /* retention.queues: seconds an idle queue
+                                 * keeps its row */
     double     wait_for_db;     /* seconds to retry at start; <0: forever */
     char      *handler_output;  /* "log", "inherit" or a file; NULL: "log" */
     jr_queues  queues;          /* `queues`, `serve_queues` (or --queues) */

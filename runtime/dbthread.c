@@ -18,6 +18,7 @@
 #include "backend.h"
 #include "dbthread.h"
 #include "log.h"
+#include "util.h"
 
 
 struct jr_dbthread {
@@ -38,7 +39,12 @@ struct jr_dbthread {
     void            *arg;
     jr_dbreq        *reqs;          /* requests waiting, oldest first */
     jr_dbreq        *reqs_done;     /* run, for the loop */
+    double           queues_at;     /* jr_mono() of the last queue prune */
 };
+
+/* Seconds between two prunes of idle queues at most: each may read the
+ * running and dead jobs' queues once. */
+#define QUEUE_PRUNE_EVERY 60.0
 
 struct jr_dbreq {               /* one request off the claim path */
     jr_dbreq_run     run;
@@ -257,6 +263,14 @@ extras(jr_dbthread *t, jr_cycle *c)
                                 c->keep_cancelled, c->keep_dead,
                                 JR_PRUNE_BATCH, &e)) < 0)
         keep_err(c, &e);
+    if (c->prune && c->pruned >= 0 &&
+        jr_mono() - t->queues_at >= (c->keep_queues < QUEUE_PRUNE_EVERY ?
+                                     c->keep_queues : QUEUE_PRUNE_EVERY)) {
+        t->queues_at = jr_mono();
+        if (ops->queue_prune(t->db->b, c->keep_queues, c->qnames,
+                             c->nqueues, JR_PRUNE_BATCH, &e) < 0)
+            keep_err(c, &e);
+    }
 }
 
 /* ---- schedules: fires and the last fire of each ---- */

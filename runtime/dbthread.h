@@ -79,6 +79,8 @@ typedef struct jr_cycle {
     double              keep_completed; /* prune: seconds each state stays */
     double              keep_cancelled;
     double              keep_dead;      /* < 0: forever */
+    double              keep_queues;    /* prune: seconds an idle queue
+                                           not in qnames keeps its row */
     const struct jr_limit *limits;      /* borrowed; see jr_claim_spec */
     int                 nlimits;
     double              limit_next;     /* out: a refused rate's next

@@ -147,8 +147,9 @@ cap_value(lua_State *L, int *out, char *what, size_t whatsz)
     return 0;
 }
 
-/* The rate string at the top of L into set (burst: its count unless a
- * burst was given).  [-0, +0, -] */
+/* The rate string at the top of L into set (burst: its count, at least
+ * 1, unless a burst was given: a job takes a whole token, so a bucket of
+ * 0.5 would never start one).  [-0, +0, -] */
 static int
 rate_value(lua_State *L, jr_limit_set *set, int burst_given, char *what,
            size_t whatsz)
@@ -171,7 +172,7 @@ rate_value(lua_State *L, jr_limit_set *set, int burst_given, char *what,
     snprintf(set->rate_text, sizeof set->rate_text, "%s",
              lua_tostring(L, -1));
     if (!burst_given)
-        set->burst = count;
+        set->burst = count < 1 ? 1 : count;
     return 0;
 }
 

@@ -218,6 +218,29 @@ for _, backend in ipairs(jr.backends()) do
       end
       assert.is_true(jr.now() - t0 < 20)
     end)
+
+    it("runs jobs under a rate below one per period: 1/2s has a burst of 1, one job every 2 s", function()
+      env:config([[limits = { ["lr.s"] = { rate = "1/2s", per_key = { rate = "0.5/1s" } } }]])
+      env:script("lr.s", jr.RECORD .. [[
+        local jobrunner = require "jobrunner"
+        return function(job) record("slow", tostring(jobrunner.now())) end
+      ]])
+      assert.are.equal(0, select(3, env:cli("migrate")))
+      local out, err, code = env:cli("limits", "--json")
+      assert.are.equal(0, code, err)
+      local got = cjson.decode(out)
+      assert.are.equal(1, got[1].limit.burst)
+      assert.are.equal(1, got[1].per_key.burst)
+      local q = client(env)
+      assert(q:push_many({ { "lr.s", {}, { key = "k" } }, { "lr.s", {}, { key = "k" } } }))
+      q:close()
+      env:start()
+      jr.wait_for(function() return #jr.lines(env.dir .. "/slow") == 2 end, 30, "2 ran")
+      local ts = {}
+      for _, l in ipairs(jr.lines(env.dir .. "/slow")) do ts[#ts + 1] = tonumber(l) end
+      table.sort(ts)
+      assert.is_true(ts[2] - ts[1] >= 1.5, ("2 jobs %.2fs apart, under 1/2s"):format(ts[2] - ts[1]))
+    end)
   end)
 
   -- settings are read before any database is opened: one backend will do
@@ -343,6 +366,34 @@ for _, backend in ipairs(jr.backends()) do
       assert.is_true(env:alive())
     end)
 
+    it("the AIMD example with min below 1 gets its rate back from the bottom", function()
+      env:config(([[concurrency = 2, tick_interval = 0.1,
+        defaults = { max_retries = 0 },
+        limits = { ["api.call"] = { rate = "2/1s" } },
+        hooks = { on_tick = dofile(%q) { name = "api.call", max = 2, min = 0.25,
+          step = 1, on_change = function(r)
+            local f = io.open(%q, "a"); f:write(r, "\n"); f:close()
+          end } }]]):format(jr.root .. "/examples/aimd/aimd.lua", env.dir .. "/rates"))
+      env:script("api.call", jr.read_file(jr.root .. "/examples/aimd/scripts/api/call.lua"))
+      jr.write_file(env.dir .. "/service.down", "")
+      local q = client(env)
+      local jobs = {}
+      for i = 1, 100 do jobs[i] = { "api.call", {} } end
+      assert(q:push_many(jobs))
+      q:close()
+      local function rates()
+        local t = {}
+        for _, l in ipairs(jr.lines(env.dir .. "/rates")) do t[#t + 1] = tonumber(l) end
+        return t
+      end
+      env:start()
+      jr.wait_for(function() local r = rates(); return r[#r] == 0.25 end, 30, "rate at its min")
+      os.remove(env.dir .. "/service.down")
+      -- at 0.25/1s a job starts within 4 s; its success adds the step back
+      jr.wait_for(function() local r = rates(); return r[#r] >= 2 end, 30, "rate back")
+      assert.is_true(env:alive())
+    end)
+
     -- the hooks' Lua does not depend on the backend: one will do
     if backend == "sqlite" then it("jobrunner.limits get and set from a hook; a bad setting is an error naming the key", function()
       env:config(([[tick_interval = 0.1,
@@ -402,3 +453,40 @@ if jr.backends()[2] == "postgres" or jr.backends()[1] == "postgres" then
     end)
   end)
 end
+
+-- A claim under a per-key rate reads the buckets of the keys it meets,
+-- not every bucket: with 100,000 buckets of keys long drained, claims of a
+-- few jobs each (the jobs are not short enough to be claimed ahead) held
+-- SQLite's write lock for most of the time, and producers and stats waited
+-- out their busy timeout ("database is locked").
+describe("sqlite: a drain under a per-key rate", function()
+  local env = jr.test_env("sqlite")
+
+  it("leaves producers and stats the lock, with 100,000 buckets of old keys", function()
+    env:config([[concurrency = 8, busy_timeout = 2,
+      limits = { ["ld.k"] = { per_key = { rate = "1/1h" } } }]])
+    env:script("ld.k", [[return function() os.execute("sleep 0.01") end]])
+    env:script("ld.other", "return function() end")
+    assert.are.equal(0, select(3, env:cli("migrate")))
+    env:exec([[WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n
+      WHERE i < 100000) INSERT INTO limit_buckets (scope, key, tokens, updated_at)
+      SELECT 'ld.k', 'old' || i, 0, (julianday('now') - 2440587.5) * 86400.0 FROM n]])
+    local q = client(env)
+    local jobs = {}
+    for i = 1, 1500 do jobs[i] = { "ld.k", {}, { key = "new" .. i } } end
+    assert(q:push_many(jobs))
+    q:close()
+    env:start()
+    local failed, calls = {}, 0
+    jr.wait_for(function()
+      for _, args in ipairs({ { "push", "ld.other", "{}" }, { "stats" } }) do
+        local _, err, code = env:cli(table.unpack(args))
+        calls = calls + 1
+        if code ~= 0 then failed[#failed + 1] = args[1] .. ": " .. err end
+      end
+      return #failed > 0 or env:count() == 0
+    end, 90, "drained, or a call failed")
+    assert.are.same({}, failed)
+    assert.is_true(calls >= 2)
+  end)
+end)

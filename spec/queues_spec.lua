@@ -328,3 +328,93 @@ for _, backend in ipairs(jr.backends()) do
     end)
   end)
 end
+
+-- The queues table keeps a row per queue name a job was pushed to; a
+-- claim probes every row. Rows of queues with no job left, not paused and
+-- not in the config go after retention.queues (default 1h).
+for _, backend in ipairs(jr.backends()) do
+  describe(backend .. ": idle queues", function()
+    local env = jr.test_env(backend)
+
+    local function names(env)
+      local t = {}
+      for _, r in ipairs(env:query("SELECT name FROM queues ORDER BY name")) do
+        t[#t + 1] = r.name
+      end
+      return t
+    end
+
+    local function drain_dynamic(env)
+      env:script("q.ok", "return function() end")
+      env:script("q.bad", "return function() error('no') end")
+      local q = client(env)
+      local jobs = {}
+      for i = 1, 60 do jobs[i] = { "q.ok", {}, { queue = "dyn." .. i } } end
+      jobs[#jobs + 1] = { "q.ok", {}, { queue = "keep" } }
+      jobs[#jobs + 1] = { "q.bad", {}, { queue = "held" } }
+      assert(q:push_many(jobs))
+      assert(q:pause("stopped"))
+      q:close()
+      assert.are.equal(63, #names(env))
+      env:start()
+      jr.wait_for(function() return env:count() == 1 and env:count("dead") == 1 end,
+        30, "drained, one dead")
+    end
+
+    it("go once empty and older than an hour; paused, configured and dead-holding ones stay", function()
+      env:config("queues = { keep = 2 }, defaults = { max_retries = 0 }")
+      drain_dynamic(env)
+      env:stop()
+      env:exec(backend == "postgres" and
+        "UPDATE queues SET updated_at = now() - interval '2 hours'" or
+        "UPDATE queues SET updated_at = updated_at - 7200")
+      env:start()
+      jr.wait_for(function() return #names(env) == 3 end, 30, "idle queues pruned")
+      assert.are.same({ "held", "keep", "stopped" }, names(env))
+      -- a push makes its queue known again, and its job runs
+      env:push("q.ok", "{}", "--queue", "dyn.7")
+      jr.wait_for(function() return env:count() == 1 end, 20, "dyn.7's job ran")
+      assert.is_true(env:alive())
+    end)
+
+    it("retention.queues sets how long an idle queue keeps its row", function()
+      env:config("queues = { keep = 2 }, defaults = { max_retries = 0 }, " ..
+        "retention = { queues = 1 }")
+      drain_dynamic(env)
+      jr.wait_for(function() return #names(env) == 3 end, 30, "idle queues pruned")
+      assert.are.same({ "held", "keep", "stopped" }, names(env))
+    end)
+  end)
+end
+
+-- A claim looks for work in the queues with queued jobs, not in every row
+-- of the queues table: 100,000 rows of queues used once held SQLite's
+-- write lock through each claim of a few long jobs, and producers and
+-- stats waited out their busy timeout ("database is locked").
+describe("sqlite: claims beside 100,000 idle queues", function()
+  local env = jr.test_env("sqlite")
+
+  it("leave producers and stats the lock", function()
+    env:config("concurrency = 8, busy_timeout = 2")
+    env:script("qi.long", [[return function() os.execute("sleep 0.01") end]])
+    env:script("qi.other", "return function() end")
+    assert.are.equal(0, select(3, env:cli("migrate")))
+    env:exec([[WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n
+      WHERE i < 100000) INSERT INTO queues (name) SELECT 'idle.' || i FROM n]])
+    local q = client(env)
+    local jobs = {}
+    for i = 1, 1500 do jobs[i] = { "qi.long", {} } end
+    assert(q:push_many(jobs))
+    q:close()
+    env:start()
+    local failed = {}
+    jr.wait_for(function()
+      for _, args in ipairs({ { "push", "qi.other", "{}" }, { "stats" } }) do
+        local _, err, code = env:cli(table.unpack(args))
+        if code ~= 0 then failed[#failed + 1] = args[1] .. ": " .. err end
+      end
+      return #failed > 0 or env:count() == 0
+    end, 90, "drained, or a call failed")
+    assert.are.same({}, failed)
+  end)
+end)
