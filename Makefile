@@ -28,28 +28,19 @@ else
 Q = @
 endif
 
-RUNTIME  = main commands inspect control client master claimq cancel pool spawn output gen \
-           events dbthread dbopen worker frame config script luabridge jrlib \
-           luaopts hooks reload log err json jsontext util job retry queues \
-           qstate queuecmd cfgbackoff \
-           http httpconn api apidb metrics cfghttp
-# recurring jobs (schedules)
-RUNTIME += cron tzfile schedules sched schedcmd
-# systemd's notifications
-RUNTIME += notify
-# limits per key (README "Limits per key")
-RUNTIME += limitcfg limitsrun limitscmd limitslua
-# PostgreSQL's jobs table vacuumed by the runner
-RUNTIME += vacuum
-# queued jobs whose name no handler takes
-RUNTIME += unhandled
-# PostgreSQL: a second database round in flight
-RUNTIME += lane
-BACKENDS = backend sqlite postgres limitpick
-OBJS     = $(RUNTIME:%=$(BUILD)/runtime/%.o) $(BACKENDS:%=$(BUILD)/backends/%.o) \
+# runtime/: one folder per layer, in the order a job passes through them
+# (README "Where the code lives"); backends/: the engines. Every .c of a
+# folder is built: a new file needs no edit here. The producer module's
+# Lua glue (LUAMOD_SRCS, below) is not part of the runner.
+LAYERS   = base lua config worker master services db http client cli
+LUAMOD_SRCS = runtime/client/luaclient.c runtime/client/luacontrol.c
+RUNTIME_SRCS = $(filter-out $(LUAMOD_SRCS),\
+                 $(foreach d,$(LAYERS),$(wildcard runtime/$(d)/*.c)))
+BACKEND_SRCS = $(wildcard backends/*.c backends/*/*.c)
+OBJS     = $(RUNTIME_SRCS:%.c=$(BUILD)/%.o) $(BACKEND_SRCS:%.c=$(BUILD)/%.o) \
            $(BUILD)/sqlite_sql.o $(BUILD)/postgres_sql.o $(BUILD)/dash.o
 
-LIBOBJS  = $(filter-out $(BUILD)/runtime/main.o,$(OBJS))
+LIBOBJS  = $(filter-out $(BUILD)/runtime/cli/main.o,$(OBJS))
 CTESTS   = $(patsubst spec/c/%.c,$(BUILD)/spec/c/%,$(wildcard spec/c/test_*.c))
 
 .PHONY: all run test asan bench install uninstall clean deps check-deps
@@ -123,12 +114,12 @@ $(BUILD)/%_sql.o: $(BUILD)/%_sql.c
 	$(Q)$(CC) $(CPPFLAGS) $(CFLAGS) -Wno-missing-variable-declarations \
 	    -c -o $@ $<
 
-# The dashboard (runtime/dash/) built into the binary: one C file of byte
-# arrays, made by runtime/dash/embed.sh with od.
-DASH_FILES = runtime/dash/index.html runtime/dash/app.js runtime/dash/style.css
-$(BUILD)/dash.c: $(DASH_FILES) runtime/dash/embed.sh
+# The dashboard (runtime/http/dash/) built into the binary: one C file of byte
+# arrays, made by runtime/http/dash/embed.sh with od.
+DASH_FILES = runtime/http/dash/index.html runtime/http/dash/app.js runtime/http/dash/style.css
+$(BUILD)/dash.c: $(DASH_FILES) runtime/http/dash/embed.sh
 	@mkdir -p $(dir $@)
-	$(Q)sh runtime/dash/embed.sh $(DASH_FILES) > $@.tmp && mv -f $@.tmp $@
+	$(Q)sh runtime/http/dash/embed.sh $(DASH_FILES) > $@.tmp && mv -f $@.tmp $@
 
 $(BUILD)/dash.o: $(BUILD)/dash.c
 	@echo "CC $<"
@@ -163,7 +154,7 @@ clean:
 -include $(OBJS:.o=.d)
 
 # --- libjobrunner, the Lua module ------------------------------------------
-# The producer library (runtime/jobrunner.h) is client.c over the backends,
+# The producer library (runtime/client/jobrunner.h) is client.c over the backends,
 # compiled again as PIC under $(BUILD)/pic. It needs sqlite3, libpq and
 # liblua (to read config files), never libevent. Only jr_client_* is
 # exported: a version script for the .so, objcopy for the .a. The Lua
@@ -171,15 +162,10 @@ clean:
 # same objects plus luaclient.c and luaopts.c, without liblua.
 OBJCOPY      ?= objcopy
 SONAME        = libjobrunner.so.0
-LIB_SRCS      = runtime/client.c runtime/config.c runtime/cfghttp.c \
-                runtime/hooks.c \
-                runtime/queues.c runtime/cron.c runtime/tzfile.c \
-                runtime/schedules.c \
-                runtime/script.c runtime/luabridge.c runtime/json.c \
-                runtime/jsontext.c \
-                runtime/log.c runtime/util.c runtime/err.c runtime/job.c \
-                backends/backend.c backends/sqlite.c backends/postgres.c
-LIB_SRCS     += runtime/limitcfg.c backends/limitpick.c
+LIB_SRCS      = $(wildcard runtime/base/*.c runtime/config/*.c) \
+                runtime/client/client.c runtime/lua/hooks.c \
+                runtime/lua/script.c runtime/lua/luabridge.c runtime/lua/json.c \
+                $(BACKEND_SRCS)
 LIB_PIC       = $(LIB_SRCS:%.c=$(BUILD)/pic/%.o) \
                 $(BUILD)/pic/sqlite_sql.o $(BUILD)/pic/postgres_sql.o
 LIB_LDLIBS    = $(shell $(PKG_CONFIG) --libs sqlite3 libpq 2>/dev/null) -lm
@@ -230,8 +216,8 @@ $(BUILD)/libjobrunner.so: $(BUILD)/$(SONAME)
 	$(Q)ln -sf $(SONAME) $@
 
 # The interpreter provides liblua's symbols: not linked against it.
-LUAMOD_PIC    = $(BUILD)/pic/runtime/luaclient.o $(BUILD)/pic/runtime/luacontrol.o \
-                $(BUILD)/pic/runtime/luaopts.o
+LUAMOD_PIC    = $(LUAMOD_SRCS:%.c=$(BUILD)/pic/%.o) \
+                $(BUILD)/pic/runtime/lua/luaopts.o
 
 $(BUILD)/jobrunner.so: $(LIB_PIC) $(LUAMOD_PIC) $(BUILD)/luaclient.map
 	@echo "LD $@"
@@ -284,7 +270,7 @@ install: all
 	$(INSTALL) -m 644 $(BUILD)/libjobrunner.a $(DESTDIR)$(LIBDIR)/
 	$(INSTALL) -m 755 $(BUILD)/$(SONAME) $(DESTDIR)$(LIBDIR)/
 	ln -sf $(SONAME) $(DESTDIR)$(LIBDIR)/libjobrunner.so
-	$(INSTALL) -m 644 runtime/jobrunner.h $(DESTDIR)$(INCLUDEDIR)/
+	$(INSTALL) -m 644 runtime/client/jobrunner.h $(DESTDIR)$(INCLUDEDIR)/
 	sed $(PC_SED) jobrunner.pc.in > $(DESTDIR)$(PKGCONFIGDIR)/jobrunner.pc
 	$(INSTALL) -m 755 $(BUILD)/jobrunner.so $(DESTDIR)$(LUA_CMOD)/
 	$(INSTALL) -m 644 jobrunner.1 $(DESTDIR)$(MANDIR)/man1/
@@ -338,10 +324,9 @@ LUA_INCDIR       ?= $(patsubst -I%,%,$(filter -I%,$(shell $(PKG_CONFIG) \
                       --cflags $(LUA_PC) 2>/dev/null)))
 JOBRUNNER_INCDIR ?= $(INCLUDEDIR)
 JOBRUNNER_LIBDIR ?= $(LIBDIR)
-ROCK_SRCS         = runtime/luaclient.c runtime/luacontrol.c \
-                    runtime/luaopts.c runtime/json.c runtime/jsontext.c \
-                    runtime/util.c \
-                    runtime/err.c runtime/job.c
+ROCK_SRCS         = $(LUAMOD_SRCS) runtime/lua/luaopts.c runtime/lua/json.c \
+                    runtime/base/jsontext.c runtime/base/util.c \
+                    runtime/base/err.c runtime/base/job.c
 
 # built every time: the library it links may have moved since the last
 .PHONY: rock

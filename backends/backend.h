@@ -14,8 +14,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "err.h"
-#include "job.h"
+#include "base/err.h"
+#include "base/job.h"
 #include "url.h"
 
 typedef struct jr_backend jr_backend;   /* opaque; each engine defines it */

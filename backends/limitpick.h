@@ -6,7 +6,7 @@
 #ifndef JR_LIMITPICK_H
 #define JR_LIMITPICK_H
 
-#include "limitcfg.h"
+#include "config/limitcfg.h"
 
 typedef struct jr_lpick jr_lpick;
 

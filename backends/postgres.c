@@ -20,7 +20,7 @@
 
 #include "backend.h"
 #include "limitpick.h"
-#include "util.h"
+#include "base/util.h"
 
 extern const char jr_postgres_sql[];    /* postgres.sql, made by the Makefile */
 

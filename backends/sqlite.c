@@ -20,7 +20,7 @@
 
 #include "backend.h"
 #include "limitpick.h"
-#include "util.h"
+#include "base/util.h"
 
 extern const char jr_sqlite_sql[];      /* build/sqlite_sql.c */
 

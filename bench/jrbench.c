@@ -38,7 +38,7 @@
 #include <libpq-fe.h>
 #include <sqlite3.h>
 
-#include "jobrunner.h"
+#include "client/jobrunner.h"
 
 #define FILL_BATCH 5000
 #define MAX_KIDS   256

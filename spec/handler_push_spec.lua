@@ -1,5 +1,5 @@
 -- handler_push_spec.lua - jobrunner.push inside handlers encodes payloads
--- with the producers' encoder (runtime/json.c): exact integers, shortest
+-- with the producers' encoder (runtime/lua/json.c): exact integers, shortest
 -- floats, jobrunner.null and jobrunner.array(), and errors naming the key.
 local jr = require "jr"
 

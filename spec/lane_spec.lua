@@ -1,4 +1,4 @@
--- lane_spec.lua - PostgreSQL's second database round (runtime/lane.c): while
+-- lane_spec.lua - PostgreSQL's second database round (runtime/master/lane.c): while
 -- the runner's connection has a round out, a second connection records
 -- the pending results and claims the next batch. Every job still runs once
 -- per claim, and a job's progress report is never recorded after its end

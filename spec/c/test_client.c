@@ -14,7 +14,7 @@
 
 #include "backend.h"
 #include "engines.h"
-#include "jobrunner.h"
+#include "client/jobrunner.h"
 
 
 static jr_client *

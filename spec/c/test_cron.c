@@ -11,8 +11,8 @@
 #include <string.h>
 #include <time.h>
 
-#include "cron.h"
-#include "util.h"
+#include "base/cron.h"
+#include "base/util.h"
 #include "check.h"
 
 typedef struct next_case {

@@ -9,7 +9,7 @@
 
 #include <sqlite3.h>
 
-#include "jsontext.h"
+#include "base/jsontext.h"
 #include "check.h"
 
 static const char *const good[] = {

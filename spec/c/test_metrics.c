@@ -11,8 +11,8 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "job.h"
-#include "metrics.h"
+#include "base/job.h"
+#include "services/metrics.h"
 #include "check.h"
 
 static double fake_now = 1800000000.0;  /* epoch seconds, on a minute */

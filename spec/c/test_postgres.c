@@ -18,7 +18,7 @@
 /* A claim spec of today's kind: names, every queue, max in all. */
 #define ALL_QUEUES(nm, n, mx) (&(jr_claim_spec){.names = (nm),          \
         .nnames = (n), .others = (mx), .max = (mx)})
-#include "util.h"
+#include "base/util.h"
 
 static const jr_backend_ops *ops = &jr_postgres_ops;
 static const char *url;         /* argv[1] */

@@ -6,7 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "frame.h"
+#include "worker/frame.h"
 #include "check.h"
 
 

@@ -15,8 +15,8 @@
 #include <sys/stat.h>
 #include <time.h>
 
-#include "cron.h"
-#include "tzfile.h"
+#include "base/cron.h"
+#include "base/tzfile.h"
 #include "check.h"
 
 extern char **environ;

@@ -18,7 +18,7 @@
 #include <lualib.h>
 
 #include "fuzz.h"
-#include "config.h"
+#include "config/config.h"
 
 #define MEM_CAP     (64u << 20)  /* bytes a fuzzed config may allocate */
 #define BUDGET      2000000      /* instructions, in steps of STEP */

@@ -13,10 +13,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "config.h"
+#include "config/config.h"
 #include "fuzz.h"
-#include "frame.h"
-#include "log.h"
+#include "worker/frame.h"
+#include "base/log.h"
 
 #define CHECK(c) do { if (!(c)) { \
     fprintf(stderr, "fuzz_frame: check failed: %s (line %d)\n", #c, \

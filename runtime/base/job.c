@@ -1,0 +1,168 @@
+/* job.c - the job model's functions: name and push checks, the job
+ * allocation, the claim order. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/job.h"
+#include "base/jsontext.h"
+
+int
+jr_name_check(const char *name, const char *what, jr_err *err)
+{
+    return jr_name_check_len(name, name ? strlen(name) : 0, what, err);
+}
+
+int
+jr_name_check_len(const char *name, size_t len, const char *what,
+                  jr_err *err)
+{
+    size_t n;
+
+    if (name == NULL || len == 0)
+        return jr_fail(err, JR_EINPUT, "empty %s", what);
+    for (n = 0; n < len; n++) {
+        unsigned char c = (unsigned char)name[n];
+        if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
+              (c >= '0' && c <= '9') || c == '_' || c == '.' || c == ':' ||
+              c == '-'))
+            return jr_fail(err, JR_EINPUT, "invalid %s '%.64s': character "
+                           "%zu is not one of [A-Za-z0-9_.:-]", what, name,
+                           n + 1);
+    }
+    if (n > 128)
+        return jr_fail(err, JR_EINPUT, "invalid %s '%.32s...': %zu "
+                       "characters, at most 128", what, name, n);
+    return 0;
+}
+
+/* The rules every push follows, whichever way it comes (CLI, C library,
+ * Lua module, handler push, backend): checked here, once, before anything
+ * reaches a database. */
+/* The unique options of jr_push_check. */
+static int
+unique_check(const jr_push *p, jr_err *err)
+{
+    if (p->unique_key == NULL && p->unique_for != 0)
+        return jr_fail(err, JR_EINPUT, "job '%s': unique_for needs a "
+                       "unique_key", p->name);
+    if (p->unique_key == NULL && p->on_conflict != JR_CONFLICT_KEEP)
+        return jr_fail(err, JR_EINPUT, "job '%s': on_conflict needs a "
+                       "unique_key", p->name);
+    if (p->unique_key == NULL)
+        return 0;
+    if (jr_unique_key_check(p->name, p->unique_key, strlen(p->unique_key),
+                            err) < 0)
+        return -1;
+    if (!isfinite(p->unique_for) || p->unique_for < 0 ||
+        p->unique_for > JR_DELAY_MAX)
+        return jr_fail(err, JR_EINPUT, "job '%s': unique_for %g is not a "
+                       "duration (seconds, finite, from 0 to %.0f)", p->name,
+                       p->unique_for, JR_DELAY_MAX);
+    if (p->on_conflict != JR_CONFLICT_KEEP &&
+        p->on_conflict != JR_CONFLICT_REPLACE)
+        return jr_fail(err, JR_EINPUT, "job '%s': on_conflict %d is not "
+                       "one of keep, replace", p->name, p->on_conflict);
+    return 0;
+}
+
+/* The payload's JSON text: one rule for every backend (jsontext.h). */
+static int
+payload_check(const jr_push *p, jr_err *err)
+{
+    char why[200];
+
+    if (jr_jsontext_check(p->payload, strlen(p->payload), why,
+                          sizeof why) < 0)
+        return jr_fail(err, JR_EINPUT, "job '%s': invalid JSON payload: %s",
+                       p->name, why);
+    return 0;
+}
+
+int
+jr_push_check(const jr_push *p, size_t max_payload, jr_err *err)
+{
+    if (jr_name_check(p->name, "job name", err) < 0)
+        return -1;
+    if (p->queue && jr_name_check(p->queue, "queue name", err) < 0)
+        return -1;
+    if (max_payload && p->payload && strlen(p->payload) > max_payload)
+        return jr_fail(err, JR_EINPUT, "job '%s': payload of %zu bytes is "
+                       "over the limit of %zu (max_payload)", p->name,
+                       strlen(p->payload), max_payload);
+    if (p->payload && payload_check(p, err) < 0)
+        return -1;
+    if (p->max_retries < -1)
+        return jr_fail(err, JR_EINPUT, "job '%s': max_retries %d is "
+                       "negative", p->name, p->max_retries);
+    if (!isfinite(p->run_at) || p->run_at < 0 || p->run_at > JR_TIME_MAX)
+        return jr_fail(err, JR_EINPUT, "job '%s': run_at %g is not a time "
+                       "(epoch seconds from 0 to %.0f, 9999-12-31)", p->name,
+                       p->run_at, JR_TIME_MAX);
+    if (!isfinite(p->run_in) || fabs(p->run_in) > JR_DELAY_MAX)
+        return jr_fail(err, JR_EINPUT, "job '%s': run_in %g is not a delay "
+                       "(seconds, finite, at most %.0f either way: 100 "
+                       "years)", p->name, p->run_in, JR_DELAY_MAX);
+    if (p->run_at != 0 && p->run_in != 0)
+        return jr_fail(err, JR_EINPUT, "job '%s': give run_at or run_in, "
+                       "not both", p->name);
+    if (p->key && (p->key[0] == '\0' || strlen(p->key) > JR_KEY_MAX))
+        return jr_fail(err, JR_EINPUT, "job '%s': limit key of %zu bytes "
+                       "(key: 1 to %d bytes)", p->name, strlen(p->key),
+                       JR_KEY_MAX);
+    return unique_check(p, err);
+}
+
+int
+jr_unique_key_check(const char *name, const char *key, size_t len,
+                    jr_err *err)
+{
+    if (len == 0)
+        return jr_fail(err, JR_EINPUT, "job '%s': unique_key is empty",
+                       name);
+    if (len > JR_UNIQUE_KEY_MAX)
+        return jr_fail(err, JR_EINPUT, "job '%s': unique_key of %zu bytes "
+                       "is over the limit of %d", name, len,
+                       JR_UNIQUE_KEY_MAX);
+    if (memchr(key, '\0', len) != NULL)
+        return jr_fail(err, JR_EINPUT, "job '%s': unique_key holds a NUL "
+                       "byte", name);
+    return 0;
+}
+
+jr_job *
+jr_job_new(int64_t id, const char *name, const char *queue,
+           const char *payload, size_t payload_len)
+{
+    size_t ln = strlen(name) + 1, lq = strlen(queue) + 1;
+    jr_job *j = malloc(sizeof *j + ln + lq + payload_len + 1);
+    char *p;
+
+    if (j == NULL)
+        return NULL;
+    memset(j, 0, sizeof *j);
+    p = (char *)(j + 1);
+    j->id = id;
+    j->max_retries = -1;
+    j->name = memcpy(p, name, ln);
+    p += ln;
+    j->queue = memcpy(p, queue, lq);
+    p += lq;
+    memcpy(p, payload, payload_len);
+    p[payload_len] = '\0';
+    j->payload = p;
+    j->payload_len = payload_len;
+    return j;
+}
+
+int
+jr_job_order(const void *pa, const void *pb)
+{
+    const jr_job *a = *(jr_job *const *)pa, *b = *(jr_job *const *)pb;
+
+    if (a->priority != b->priority)
+        return a->priority < b->priority ? -1 : 1;
+    if (a->run_at != b->run_at)
+        return a->run_at < b->run_at ? -1 : 1;
+    return (a->id > b->id) - (a->id < b->id);
+}

@@ -1,0 +1,160 @@
+/* job.h - the job model every layer shares: a claimed job (jr_job), a job
+ * to insert (jr_push), a schedule's fire of one (jr_fire), what became of
+ * a claimed job (jr_result and its kinds), a loaded handler's options
+ * (jr_handler), the checks every push passes and the order jobs are
+ * claimed in (the retry rule is retry.h's).
+ * Storage (backend.h), frames, workers and the master all speak these.
+ * Uses err.h. */
+#ifndef JR_JOB_H
+#define JR_JOB_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "base/err.h"
+
+/* A job as a runner receives it. Visible: the master queues these and the
+ * frame codec reads them. Header and strings share one allocation
+ * (jr_job_new), freed with free(). */
+typedef struct jr_job {
+    int64_t     id;
+    int         attempt;        /* attempts so far, this one included */
+    int         max_retries;    /* -1: not set on the job */
+    int         priority;       /* lower runs first */
+    double      run_at;         /* epoch seconds it became due */
+    double      created_at;     /* epoch seconds */
+    const char *name;
+    const char *queue;
+    const char *payload;        /* JSON text, NUL-terminated */
+    size_t      payload_len;
+} jr_job;
+
+/* A job to insert. Strings are borrowed. */
+typedef struct jr_push {
+    const char *name;
+    const char *payload;        /* JSON text; NULL means "{}" */
+    const char *queue;          /* NULL means "default" */
+    int         priority;       /* 0 by default; lower runs first */
+    int         max_retries;    /* -1: take the handler's or the default */
+    double      run_at;         /* epoch seconds; 0: use run_in */
+    double      run_in;         /* seconds from the database's now */
+    /* unique jobs (README "Unique jobs"): zero means a plain push */
+    const char *unique_key;     /* NULL: not unique; else while a job of
+                                   this name and key is queued or running,
+                                   a push of it is a duplicate */
+    double      unique_for;     /* seconds the key also stays held after
+                                   the push, whatever the job's state */
+    int         on_conflict;    /* JR_CONFLICT_KEEP or _REPLACE */
+    int        *outcome;        /* may be NULL; receives JR_PUSH_NEW,
+                                   _DUPLICATE or _REPLACED */
+    const char *key;            /* limit key (limitcfg.h); NULL: none */
+} jr_push;
+
+/* One fire of a recurring job (a schedule): the job it inserts and the
+ * instant it stands for. The fire takes the job's run_at. */
+typedef struct jr_fire {
+    const char *schedule;       /* the schedule's name */
+    double      at;             /* the fire instant, epoch seconds */
+    jr_push     job;            /* strings borrowed */
+    int64_t     id;             /* out: the job's id, when inserted */
+    int         inserted;       /* out: 1 inserted here, 0 not (another
+                                   runner fired it, or a later fire) */
+} jr_fire;
+/* What a duplicate push does (jr_push.on_conflict). */
+enum {
+    JR_CONFLICT_KEEP = 0,       /* the push is dropped: the id of the job
+                                   holding the key comes back */
+    JR_CONFLICT_REPLACE         /* debounce: a queued holder takes the
+                                   push's payload and run_at */
+};
+
+/* What became of one push (*jr_push.outcome). */
+enum {
+    JR_PUSH_NEW = 0,            /* inserted */
+    JR_PUSH_DUPLICATE,          /* not inserted: the key is held */
+    JR_PUSH_REPLACED            /* not inserted: the queued holder took the
+                                   push's payload and run_at */
+};
+
+#define JR_UNIQUE_KEY_MAX 255   /* bytes in a unique key */
+#define JR_KEY_MAX 256          /* bytes of a limit key */
+
+enum {
+    JR_DONE = 1,                /* success: delete, insert pushes */
+    JR_RETRY,                   /* failure with retries left: queued later */
+    JR_DEAD,                    /* no retries left, or discarded */
+    JR_SNOOZE,                  /* queued later, attempt not counted */
+    JR_RELEASE,                 /* never started: queued, attempt not counted */
+    JR_EXPIRED,                 /* never started because its retries were
+                                   used up (the last attempt was lost with
+                                   its runner's lease): dead, this claim not
+                                   counted, last_error kept unless given */
+    JR_CANCELLED,               /* stopped because its cancel was requested:
+                                   cancelled, never retried */
+    JR_PROGRESS                 /* still running: records done, total, note */
+};
+
+/* What became of one claimed job. Strings and pushes are borrowed. */
+typedef struct jr_result {
+    int64_t        id;
+    int            kind;        /* JR_DONE ... JR_PROGRESS */
+    double         delay;       /* RETRY, SNOOZE: seconds from now */
+    const char    *error;       /* RETRY, DEAD, CANCELLED: the reason */
+    const char    *generation;  /* handler generation that ran it, or NULL */
+    const jr_push *pushes;      /* DONE: follow-up jobs, inserted atomically */
+    int            npushes;
+    double         done;        /* PROGRESS: work done so far */
+    double         total;       /* PROGRESS: of this much; NAN: unknown */
+    const char    *note;        /* PROGRESS: a short text, or NULL */
+} jr_result;
+
+/* One loaded handler. Visible: the worker reports these to the master. */
+typedef struct jr_handler {
+    char   *name;               /* job name, "a.b" for scripts/a/b.lua */
+    int     max_retries;        /* -1: not set */
+    double  timeout;            /* seconds; 0: not set */
+    double  backoff;            /* seconds; -1: not set or a function */
+    double  avg;                /* a worker's: its mean run time there, s
+                                   (0: not run yet) */
+} jr_handler;
+
+/* Checks a job or queue name: [A-Za-z0-9_.:-]{1,128}. what names the field
+ * in the message ("job name", "queue name"). */
+int  jr_name_check(const char *name, const char *what, jr_err *err);
+
+/* The same check for a name of len bytes that may hold NUL bytes (a Lua
+ * string): a NUL is an invalid character like any other. */
+int  jr_name_check_len(const char *name, size_t len, const char *what,
+                       jr_err *err);
+
+#define JR_TIME_MAX  253402300799.0     /* 9999-12-31T23:59:59Z */
+#define JR_DELAY_MAX 3155760000.0       /* 100 years of seconds */
+
+/* Checks a push before it reaches the database: the one set of rules of
+ * every producer (CLI, C library, Lua module, handler pushes) and of the
+ * backends themselves. Names and queue as jr_name_check; payload at most
+ * max_payload bytes (0: no limit); max_retries -1 (not set) or >= 0;
+ * run_at 0 (not set) or epoch seconds up to JR_TIME_MAX; run_in finite,
+ * at most JR_DELAY_MAX either way; not both run_at and run_in; a unique
+ * key of 1 to JR_UNIQUE_KEY_MAX bytes (jr_unique_key_check), unique_for
+ * finite, from 0 to JR_DELAY_MAX, and unique_for or on_conflict only with
+ * a key. Returns 0,
+ * or -1 with err set (JR_EINPUT) naming the job and the option. */
+int  jr_push_check(const jr_push *p, size_t max_payload, jr_err *err);
+
+/* Checks a unique key of len bytes (a Lua string may hold NUL bytes):
+ * not empty, at most JR_UNIQUE_KEY_MAX bytes, no NUL byte. name is the
+ * job's, for the message. */
+int  jr_unique_key_check(const char *name, const char *key, size_t len,
+                         jr_err *err);
+
+/* Returns a new job whose strings are copied into the same allocation, or
+ * NULL when out of memory. Free with free(). */
+jr_job *jr_job_new(int64_t id, const char *name, const char *queue,
+                   const char *payload, size_t payload_len);
+
+/* The order jobs are claimed and run in: priority (lower first), then
+ * run_at, then id. A qsort comparator over an array of jr_job pointers. */
+int  jr_job_order(const void *a, const void *b);
+
+#endif

@@ -1,0 +1,408 @@
+/* control.c - the commands that act on one job or look at many: cancel
+ * (per id: cancelled, cancel requested, already finished, unknown), show
+ * (every field of one job) and list (jobs newest first, filtered). All go
+ * through the producer library, as every command that only touches jobs
+ * does. Uses commands.h, jobrunner.h, util.h. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli/commands.h"
+#include "config/config.h"
+#include "client/jobrunner.h"
+#include "base/jsontext.h"
+#include "base/util.h"
+
+#define LIST_LIMIT 100          /* jobs list prints unless --limit */
+
+/* Parses argv[0..argc) as job ids into a new array (free it). Returns the
+ * exit status, 0 when all are ids. */
+static int
+parse_ids(const char *cmd, int argc, char **argv, int64_t **ids)
+{
+    jr_err err;
+    long v;
+    int i;
+
+    if (argc == 0)
+        return jr_cmd_usage("%s: give one or more job ids", cmd);
+    if ((*ids = calloc((size_t)argc, sizeof **ids)) == NULL)
+        return jr_cmd_die(JR_EXIT_FAIL, "out of memory");
+    for (i = 0; i < argc; i++) {
+        if (jr_parse_int(argv[i], "job id", 1, 0x7fffffffffffffffL, &v,
+                         &err) < 0) {
+            free(*ids);
+            return jr_cmd_die(JR_EXIT_USAGE, err.msg);
+        }
+        (*ids)[i] = v;
+    }
+    return 0;
+}
+
+/* --- cancel ------------------------------------------------------------ */
+
+static int
+note_state(const jr_client_job_info *job, void *arg)
+{
+    snprintf(arg, 32, "%s", job->state);
+    return 0;
+}
+
+/* Says what cancel did to id. Returns 1 for an unknown id. */
+static int
+cancel_say(jr_client *db, int64_t id, int outcome)
+{
+    char state[32] = "finished";
+
+    switch (outcome) {
+    case JR_CLIENT_CANCELLED:
+        printf("job %lld: cancelled\n", (long long)id);
+        return 0;
+    case JR_CLIENT_CANCEL_REQUESTED:
+        printf("job %lld: cancel requested (running: its runner stops it)\n",
+               (long long)id);
+        return 0;
+    case JR_CLIENT_CANCEL_FINISHED:
+        jr_client_show(db, id, note_state, state);
+        printf("job %lld: already %s, nothing changed\n", (long long)id,
+               state);
+        return 0;
+    default:
+        fprintf(stderr, "jobrunner: cancel: no job with id %lld\n",
+                (long long)id);
+        return 1;
+    }
+}
+
+static int
+cancel_ids(jr_client *db, const int64_t *ids, int n)
+{
+    int *out = calloc((size_t)n, sizeof *out), i, unknown = 0;
+
+    if (out == NULL)
+        return jr_cmd_die(JR_EXIT_FAIL, "out of memory");
+    if (jr_client_cancel(db, ids, (size_t)n, out) != JR_CLIENT_OK) {
+        free(out);
+        return jr_cmd_client_fail(db);
+    }
+    for (i = 0; i < n; i++)
+        unknown += cancel_say(db, ids[i], out[i]);
+    free(out);
+    return unknown ? JR_EXIT_NOTFOUND : JR_EXIT_OK;
+}
+
+int
+jr_cmd_cancel(jr_cli *cli)
+{
+    jr_client *client;
+    int64_t *ids = NULL;
+    jr_config c;
+    int rc;
+
+    if ((rc = parse_ids("cancel", cli->argc, cli->argv, &ids)) != 0)
+        return rc;
+    if ((rc = jr_cmd_config(cli, &c)) != 0) {
+        free(ids);
+        return rc;
+    }
+    if ((rc = jr_cmd_reader(&c, &client)) == 0) {     /* creates none */
+        rc = cancel_ids(client, ids, cli->argc);
+        jr_client_close(client);
+    }
+    jr_config_free(&c);
+    free(ids);
+    return rc;
+}
+
+/* --- show and list: one writer per format ------------------------------ */
+
+typedef struct job_out {
+    int json;
+    int n;                      /* jobs written so far */
+    int full;                   /* show: every field, payload too */
+} job_out;
+
+static void
+json_time(const char *key, double t)
+{
+    char buf[40];
+
+    printf(",\"%s\":", key);
+    if (t > 0)
+        printf("\"%s\"", jr_time_iso(t, buf, sizeof buf));
+    else
+        printf("null");
+}
+
+static void
+json_num(const char *key, double v)
+{
+    printf(",\"%s\":", key);
+    if (isnan(v))
+        printf("null");
+    else
+        printf("%.17g", v);
+}
+
+static void
+json_progress(const jr_client_job_info *j)
+{
+    if (isnan(j->progress_done) && j->progress_note == NULL) {
+        printf(",\"progress\":null");
+        return;
+    }
+    printf(",\"progress\":{\"note\":");
+    jr_json_str(stdout, j->progress_note);
+    json_num("done", j->progress_done);
+    json_num("total", j->progress_total);
+    printf("}");
+}
+
+static void
+job_json(const jr_client_job_info *j, const job_out *o)
+{
+    printf("%s{\"id\":%lld,\"name\":", o->n && !o->full ? "," : "",
+           (long long)j->id);
+    jr_json_str(stdout, j->name);
+    printf(",\"queue\":");
+    jr_json_str(stdout, j->queue);
+    printf(",\"state\":");
+    jr_json_str(stdout, j->state);
+    if (o->full) {      /* bytes a plain SQL insert stored: as U+FFFD */
+        printf(",\"payload\":");
+        jr_jsontext_write(stdout, j->payload);
+    }
+    printf(",\"attempt\":%d,\"max_retries\":", j->attempts);
+    if (j->max_retries == JR_CLIENT_UNSET)
+        printf("null");
+    else
+        printf("%d", j->max_retries);
+    printf(",\"priority\":%d", j->priority);
+    json_time("run_at", j->run_at);
+    json_time("created_at", j->created_at);
+    json_time("started_at", j->started_at);
+    json_time("finished_at", j->finished_at);
+    printf(",\"last_error\":");
+    jr_json_str(stdout, j->last_error);
+    printf(",\"generation\":");
+    jr_json_str(stdout, j->generation);
+    printf(",\"locked_by\":");
+    jr_json_str(stdout, j->locked_by);
+    printf(",\"cancel_requested\":%s", j->cancel_requested ? "true" :
+           "false");
+    if (o->full) {
+        printf(",\"unique_key\":");
+        jr_json_str(stdout, j->unique_key);
+    }
+    printf(",\"key\":");
+    jr_json_str(stdout, j->limit_key);
+    json_progress(j);
+    printf("}%s", o->full ? "\n" : "");
+}
+
+/* "3/10 (30%) note", "3 note", or "-". */
+static const char *
+progress_str(const jr_client_job_info *j, char *buf, size_t size)
+{
+    int n = 0;
+
+    if (isnan(j->progress_done))
+        return j->progress_note ? j->progress_note : "-";
+    if (isnan(j->progress_total))
+        n = snprintf(buf, size, "%g", j->progress_done);
+    else
+        n = snprintf(buf, size, "%g/%g (%.0f%%)", j->progress_done,
+                     j->progress_total, j->progress_total > 0 ?
+                     100 * j->progress_done / j->progress_total : 100.0);
+    if (j->progress_note && n > 0 && (size_t)n < size)
+        snprintf(buf + n, size - (size_t)n, " %s", j->progress_note);
+    return buf;
+}
+
+static void
+text_time(const char *key, double t)
+{
+    char buf[40];
+
+    printf("%-13s %s\n", key, t > 0 ? jr_time_iso(t, buf, sizeof buf) : "-");
+}
+
+static void
+job_text_full(const jr_client_job_info *j)
+{
+    char prog[512];
+
+    printf("%-13s %lld\n%-13s %s\n%-13s %s\n%-13s %s%s\n", "id",
+           (long long)j->id, "name", j->name, "queue", j->queue, "state",
+           j->state, j->cancel_requested ? " (cancel requested)" : "");
+    printf("%-13s %d\n", "attempt", j->attempts);
+    if (j->max_retries == JR_CLIENT_UNSET)
+        printf("%-13s - (the handler's or the config's)\n", "max_retries");
+    else
+        printf("%-13s %d\n", "max_retries", j->max_retries);
+    printf("%-13s %d\n", "priority", j->priority);
+    printf("%-13s %s\n", "unique_key", j->unique_key ? j->unique_key : "-");
+    text_time("run_at", j->run_at);
+    text_time("created_at", j->created_at);
+    text_time("started_at", j->started_at);
+    text_time("finished_at", j->finished_at);
+    printf("%-13s %s\n%-13s %s\n%-13s %s\n", "generation",
+           j->generation ? j->generation : "-", "locked_by",
+           j->locked_by ? j->locked_by : "-", "progress",
+           progress_str(j, prog, sizeof prog));
+    printf("%-13s %s\n", "key", j->limit_key ? j->limit_key :
+           "- (unkeyed: no key given, none at its name's payload path)");
+    printf("%-13s ", "payload");
+    if (j->payload)
+        jr_jsontext_write(stdout, j->payload);
+    printf("%s\n", j->payload ? "" : "-");
+    printf("%-13s %s\n", "last_error", j->last_error ? j->last_error : "-");
+}
+
+static void
+job_text_row(const jr_client_job_info *j, const job_out *o)
+{
+    char created[40], prog[512], first[120];
+    const char *err = j->last_error ? j->last_error : "";
+
+    if (o->n == 0)
+        printf("%-10s %-24s %-12s %-10s %7s  %-24s %-16s %s\n", "ID", "NAME",
+               "QUEUE", "STATE", "ATTEMPT", "CREATED AT", "PROGRESS",
+               "LAST ERROR");
+    snprintf(first, sizeof first, "%.*s", (int)strcspn(err, "\n"), err);
+    printf("%-10lld %-24s %-12s %-10s %7d  %-24s %-16s %s\n",
+           (long long)j->id, j->name, j->queue, j->state, j->attempts,
+           jr_time_iso(j->created_at, created, sizeof created),
+           progress_str(j, prog, sizeof prog), first);
+}
+
+static int
+job_print(const jr_client_job_info *j, void *arg)
+{
+    job_out *o = arg;
+
+    if (o->json)
+        job_json(j, o);
+    else if (o->full)
+        job_text_full(j);
+    else
+        job_text_row(j, o);
+    o->n++;
+    return 0;
+}
+
+/* --- show ---------------------------------------------------------------- */
+
+static int
+show_job(jr_client *db, int64_t id, job_out *o)
+{
+    if (jr_client_show(db, id, job_print, o) == JR_CLIENT_OK)
+        return JR_EXIT_OK;
+    if (jr_client_errcode(db) != JR_CLIENT_ENOTFOUND)
+        return jr_cmd_client_fail(db);
+    fprintf(stderr, "jobrunner: show: no job with id %lld (finished jobs "
+            "are kept only as long as the config's retention says)\n",
+            (long long)id);
+    return JR_EXIT_NOTFOUND;
+}
+
+int
+jr_cmd_show(jr_cli *cli)
+{
+    job_out o = {.full = 1};
+    jr_client *client;
+    int64_t *ids = NULL;
+    jr_config c;
+    int i, n = 0, rc;
+
+    for (i = 0; i < cli->argc; i++)
+        if (i < cli->optend && strcmp(cli->argv[i], "--json") == 0)
+            o.json = 1;
+        else
+            cli->argv[n++] = cli->argv[i];
+    if (n != 1)
+        return jr_cmd_usage("show: give one job id%s", n ? " only" : "");
+    if ((rc = parse_ids("show", 1, cli->argv, &ids)) != 0)
+        return rc;
+    if ((rc = jr_cmd_config(cli, &c)) != 0) {
+        free(ids);
+        return rc;
+    }
+    if ((rc = jr_cmd_reader(&c, &client)) == 0) {
+        rc = show_job(client, ids[0], &o);
+        jr_client_close(client);
+    }
+    jr_config_free(&c);
+    free(ids);
+    return rc;
+}
+
+/* --- list ---------------------------------------------------------------- */
+
+/* Reads list's options into f and o. Returns the exit status. */
+static int
+list_args(jr_cli *cli, jr_client_filter *f, job_out *o)
+{
+    jr_err err;
+    long limit;
+    int i;
+
+    f->limit = LIST_LIMIT;
+    for (i = 0; i < cli->argc; i++) {
+        const char *a = cli->argv[i], *v = i + 1 < cli->argc ?
+                                           cli->argv[i + 1] : NULL;
+        if (strcmp(a, "--json") == 0) {
+            o->json = 1;
+            continue;
+        }
+        if (v == NULL || (strcmp(a, "--state") && strcmp(a, "--name") &&
+                          strcmp(a, "--queue") && strcmp(a, "--limit")))
+            return jr_cmd_usage("list: %s '%s'", v == NULL && a[0] == '-' ?
+                                "option needs a value:" :
+                                "unexpected argument", a);
+        if (jr_cmd_once("list", a, cli->argv, i) < 0)
+            return JR_EXIT_USAGE;
+        i++;
+        if (strcmp(a, "--state") == 0)
+            f->state = v;
+        else if (strcmp(a, "--name") == 0)
+            f->name = v;
+        else if (strcmp(a, "--queue") == 0)
+            f->queue = v;
+        else if (jr_parse_int(v, "--limit", 0, 1000000000, &limit,
+                              &err) < 0)
+            return jr_cmd_die(JR_EXIT_USAGE, err.msg);
+        else
+            f->limit = (int)limit;
+    }
+    return 0;
+}
+
+int
+jr_cmd_list(jr_cli *cli)
+{
+    jr_client_filter f = {0};
+    job_out o = {0};
+    jr_client *client;
+    jr_config c;
+    int rc;
+
+    if ((rc = list_args(cli, &f, &o)) != 0)
+        return rc;
+    if ((rc = jr_cmd_config(cli, &c)) != 0)
+        return rc;
+    if ((rc = jr_cmd_reader(&c, &client)) == 0) {
+        if (o.json)
+            printf("[");
+        if (jr_client_list(client, &f, job_print, &o) != JR_CLIENT_OK)
+            rc = jr_cmd_client_fail(client);
+        else if (o.json)
+            printf("]\n");
+        else if (o.n == 0)
+            printf("no jobs\n");
+        jr_client_close(client);
+    }
+    jr_config_free(&c);
+    return rc;
+}

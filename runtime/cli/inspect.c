@@ -1,0 +1,386 @@
+/* inspect.c - the commands that look into the queue and tend the dead:
+ * stats (counts per state and job name, and which names have a handler
+ * file) and dead (list, retry, purge). Both go through the producer
+ * library, as every command that only touches jobs does. Uses
+ * commands.h, jobrunner.h, script.h (handler names), util.h. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli/commands.h"
+#include "config/config.h"
+#include "client/jobrunner.h"
+#include "lua/script.h"
+#include "base/util.h"
+
+/* --- stats ------------------------------------------------------------ */
+
+typedef struct stat_row {       /* one job name's counts */
+    char        *name;          /* owned */
+    long         ready, scheduled, running, dead;
+} stat_row;
+
+typedef struct stat_acc {
+    stat_row    *rows;
+    int          n, cap;
+    long         ready, scheduled, running, dead;
+} stat_acc;
+
+static int
+stat_collect(const char *name, const jr_client_counts *n, void *arg)
+{
+    stat_acc *a = arg;
+    stat_row *row;
+
+    if (a->n == a->cap) {
+        int cap = a->cap ? a->cap * 2 : 16;
+        stat_row *v = realloc(a->rows, (size_t)cap * sizeof *v);
+        if (v == NULL)
+            return 1;
+        a->rows = v;
+        a->cap = cap;
+    }
+    row = &a->rows[a->n];
+    if ((row->name = strdup(name)) == NULL)
+        return 1;
+    row->ready = n->ready;
+    row->scheduled = n->scheduled;
+    row->running = n->running;
+    row->dead = n->dead;
+    a->n++;
+    a->ready += row->ready;
+    a->scheduled += row->scheduled;
+    a->running += row->running;
+    a->dead += row->dead;
+    return 0;
+}
+
+static int
+has_handler(const jr_scripts *s, const char *name)
+{
+    int i;
+
+    for (i = 0; i < s->n; i++)
+        if (strcmp(s->h[i].name, name) == 0)
+            return 1;
+    return 0;
+}
+
+static void
+stats_json(const stat_acc *a, const jr_scripts *scripts)
+{
+    int i, first = 1;
+
+    printf("{\"queued\":%ld,\"ready\":%ld,\"scheduled\":%ld,\"running\":%ld,"
+           "\"dead\":%ld,\"names\":{", a->ready + a->scheduled, a->ready,
+           a->scheduled, a->running, a->dead);
+    for (i = 0; i < a->n; i++) {
+        const stat_row *r = &a->rows[i];
+        printf("%s", i ? "," : "");
+        jr_json_str(stdout, r->name);
+        printf(":{\"ready\":%ld,\"scheduled\":%ld,\"running\":%ld,\"dead\":"
+               "%ld,\"handler\":%s}", r->ready, r->scheduled, r->running,
+               r->dead, has_handler(scripts, r->name) ? "true" : "false");
+    }
+    printf("},\"unhandled\":[");
+    for (i = 0; i < a->n; i++)
+        if (!has_handler(scripts, a->rows[i].name)) {
+            printf("%s", first ? "" : ",");
+            jr_json_str(stdout, a->rows[i].name);
+            first = 0;
+        }
+    printf("]");
+}
+
+static void
+stats_text(const stat_acc *a, const jr_scripts *scripts)
+{
+    int i;
+
+    printf("queued %ld (ready %ld, scheduled %ld), running %ld, dead %ld\n",
+           a->ready + a->scheduled, a->ready, a->scheduled, a->running,
+           a->dead);
+    if (a->n == 0)
+        return;
+    printf("\n%-32s %9s %9s %9s %9s\n", "NAME", "READY", "SCHEDULED",
+           "RUNNING", "DEAD");
+    for (i = 0; i < a->n; i++) {
+        const stat_row *r = &a->rows[i];
+        printf("%-32s %9ld %9ld %9ld %9ld%s\n", r->name, r->ready,
+               r->scheduled, r->running, r->dead,
+               has_handler(scripts, r->name) ? "" : "  (no handler file)");
+    }
+}
+
+/* The running jobs that reported progress: one line each, or a JSON
+ * array "progress" of {id, name, done, total, note}. */
+typedef struct prog_out {
+    int json, n;
+} prog_out;
+
+static int
+prog_print(const jr_client_job_info *j, void *arg)
+{
+    prog_out *o = arg;
+
+    if (isnan(j->progress_done) && j->progress_note == NULL)
+        return 0;
+    if (!o->json) {
+        printf("%s%-10lld %-24s %g", o->n ? "" : "\nRUNNING WITH "
+               "PROGRESS\n", (long long)j->id, j->name, j->progress_done);
+        if (!isnan(j->progress_total))
+            printf("/%g", j->progress_total);
+        printf(" %s\n", j->progress_note ? j->progress_note : "");
+        o->n++;
+        return 0;
+    }
+    printf("%s{\"id\":%lld,\"name\":", o->n++ ? "," : "",
+           (long long)j->id);
+    jr_json_str(stdout, j->name);
+    if (isnan(j->progress_done))
+        printf(",\"done\":null");
+    else
+        printf(",\"done\":%.17g", j->progress_done);
+    if (isnan(j->progress_total))
+        printf(",\"total\":null");
+    else
+        printf(",\"total\":%.17g", j->progress_total);
+    printf(",\"note\":");
+    jr_json_str(stdout, j->progress_note);
+    printf("}");
+    return 0;
+}
+
+/* Prints the progress of running jobs after the counts. */
+static int
+stats_progress(jr_client *client, int json)
+{
+    jr_client_filter f = {.state = "running"};
+    prog_out o = {.json = json};
+    int rc;
+
+    if (json)
+        printf(",\"progress\":[");
+    rc = jr_client_list(client, &f, prog_print, &o);
+    if (json)
+        printf("]}\n");
+    return rc == JR_CLIENT_OK ? 0 : -1;
+}
+
+int
+jr_cmd_stats(jr_cli *cli)
+{
+    stat_acc a = {0};
+    jr_scripts s;
+    jr_err err;
+    jr_client *client;
+    jr_client_counts total;
+    jr_config c;
+    int json = 0, i, rc;
+
+    for (i = 0; i < cli->argc; i++) {
+        if (strcmp(cli->argv[i], "--json") == 0)
+            json = 1;
+        else
+            return jr_cmd_usage("stats: unexpected argument '%s'",
+                               cli->argv[i]);
+    }
+    if ((rc = jr_cmd_config(cli, &c)) != 0)
+        return rc;
+    if ((rc = jr_cmd_reader(&c, &client)) != 0) {
+        jr_config_free(&c);
+        return rc;
+    }
+    /* names with a handler file that compiles: stats runs no handler
+     * code, which could loop or block */
+    if (jr_scripts_names(c.scripts, &s, &err) < 0)
+        memset(&s, 0, sizeof s);    /* no scripts dir: nothing handled */
+    if (jr_client_stats(client, &total, stat_collect, &a) != JR_CLIENT_OK)
+        rc = jr_cmd_client_fail(client);
+    else {
+        if (json)
+            stats_json(&a, &s);
+        else
+            stats_text(&a, &s);
+        if (stats_progress(client, json) < 0)
+            rc = jr_cmd_client_fail(client);
+    }
+    jr_scripts_free(&s);
+    for (i = 0; i < a.n; i++)
+        free(a.rows[i].name);
+    free(a.rows);
+    jr_client_close(client);
+    jr_config_free(&c);
+    return rc;
+}
+
+/* --- dead ------------------------------------------------------------- */
+
+typedef struct dead_out {
+    int json;
+    int n;
+} dead_out;
+
+static int
+dead_print(const jr_client_dead *r, void *arg)
+{
+    dead_out *o = arg;
+    char died[40], created[40], first[120];
+    const char *err = r->last_error ? r->last_error : "";
+    size_t len = strcspn(err, "\n");
+
+    jr_time_iso(r->died_at, died, sizeof died);
+    jr_time_iso(r->created_at, created, sizeof created);
+    if (o->json) {
+        printf("%s{\"id\":%lld,\"name\":", o->n ? "," : "", (long long)r->id);
+        jr_json_str(stdout, r->name);
+        printf(",\"queue\":");
+        jr_json_str(stdout, r->queue);
+        printf(",\"attempts\":%d,\"last_error\":", r->attempts);
+        jr_json_str(stdout, r->last_error);
+        printf(",\"generation\":");
+        jr_json_str(stdout, r->generation);
+        printf(",\"died_at\":\"%s\",\"created_at\":\"%s\"}", died, created);
+    } else {
+        if (o->n == 0)
+            printf("%-10s %-24s %8s  %-24s %s\n", "ID", "NAME", "ATTEMPTS",
+                   "DIED AT", "LAST ERROR");
+        snprintf(first, sizeof first, "%.*s", (int)len, err);
+        printf("%-10lld %-24s %8d  %-24s %s\n", (long long)r->id, r->name,
+               r->attempts, died, first);
+    }
+    o->n++;
+    return 0;
+}
+
+static int
+dead_list(jr_client *db, int argc, char **argv)
+{
+    dead_out o = {0};
+    jr_err err;
+    long limit = 100;
+    int i;
+
+    for (i = 0; i < argc; i++) {
+        if (strcmp(argv[i], "--json") == 0)
+            o.json = 1;
+        else if (strcmp(argv[i], "--limit") == 0 && i + 1 < argc) {
+            if (jr_cmd_once("dead list", argv[i], argv, i) < 0)
+                return JR_EXIT_USAGE;
+            if (jr_parse_int(argv[++i], "--limit", 1, 1000000000, &limit,
+                             &err) < 0)
+                return jr_cmd_die(JR_EXIT_USAGE, err.msg);
+        } else
+            return jr_cmd_usage("dead list: unexpected argument '%s'",
+                               argv[i]);
+    }
+    if (o.json)
+        printf("[");
+    if (jr_client_dead_list(db, (int)limit, dead_print, &o) != JR_CLIENT_OK)
+        return jr_cmd_client_fail(db);
+    if (o.json)
+        printf("]\n");
+    else if (o.n == 0)
+        printf("no dead jobs\n");
+    return JR_EXIT_OK;
+}
+
+static int
+dead_retry(jr_client *db, int argc, char **argv)
+{
+    int64_t *ids;
+    jr_err err;
+    long v, n, one;
+    int i;
+
+    if (argc == 0)
+        return jr_cmd_usage("dead retry: give job ids or %s", "--all");
+    if (argc == 1 && strcmp(argv[0], "--all") == 0) {
+        if (jr_client_dead_retry(db, NULL, 0, &n) != JR_CLIENT_OK)
+            return jr_cmd_client_fail(db);
+        printf("requeued %ld dead job%s\n", n, n == 1 ? "" : "s");
+        return JR_EXIT_OK;
+    }
+    if ((ids = calloc((size_t)argc, sizeof *ids)) == NULL)
+        return jr_cmd_die(JR_EXIT_FAIL, "out of memory");
+    for (i = 0; i < argc; i++) {
+        if (jr_parse_int(argv[i], "job id", 1, 0x7fffffffffffffffL, &v,
+                         &err) < 0) {
+            free(ids);
+            return jr_cmd_die(JR_EXIT_USAGE, err.msg);
+        }
+        ids[i] = v;
+    }
+    for (i = 0, n = 0; i < argc; i++) {
+        if (jr_client_dead_retry(db, &ids[i], 1, &one) != JR_CLIENT_OK) {
+            free(ids);
+            return jr_cmd_client_fail(db);
+        }
+        if (one == 0)
+            fprintf(stderr, "jobrunner: job %lld is not in the dead queue "
+                    "(no such job, or not dead)\n", (long long)ids[i]);
+        n += one;
+    }
+    free(ids);
+    printf("requeued %ld dead job%s\n", n, n == 1 ? "" : "s");
+    return n < argc ? JR_EXIT_FAIL : JR_EXIT_OK;
+}
+
+static int
+dead_purge(jr_client *db, int argc, char **argv)
+{
+    double older = 0;
+    jr_err err;
+    long n;
+    int i;
+
+    for (i = 0; i < argc; i++) {
+        if (strcmp(argv[i], "--older-than") != 0 || i + 1 >= argc)
+            return jr_cmd_usage("dead purge: unexpected argument '%s'",
+                                argv[i]);
+        if (jr_cmd_once("dead purge", argv[i], argv, i) < 0)
+            return JR_EXIT_USAGE;
+        if (jr_parse_duration(argv[++i], "--older-than", &older, &err) < 0)
+            return jr_cmd_die(JR_EXIT_USAGE, err.msg);
+    }
+    if (jr_client_dead_purge(db, older, &n) != JR_CLIENT_OK)
+        return jr_cmd_client_fail(db);
+    printf("purged %ld dead job%s\n", n, n == 1 ? "" : "s");
+    return JR_EXIT_OK;
+}
+
+int
+jr_cmd_dead(jr_cli *cli)
+{
+    static const struct {
+        const char *name;
+        int (*fn)(jr_client *db, int argc, char **argv);
+    } subs[] = {{"list", dead_list}, {"retry", dead_retry},
+                {"purge", dead_purge}};
+    jr_config c;
+    jr_client *client;
+    int argc = cli->argc, rc;
+    char **argv = cli->argv;
+    size_t which = 0;
+
+    if (argc > 0 && argv[0][0] != '-') {
+        for (which = 0; which < 3; which++)
+            if (strcmp(subs[which].name, argv[0]) == 0)
+                break;
+        if (which == 3)
+            return jr_cmd_usage("dead: unknown subcommand '%s' (list, retry, "
+                               "purge)", argv[0]);
+        argc--;
+        argv++;
+    }
+    if ((rc = jr_cmd_config(cli, &c)) != 0)
+        return rc;
+    /* list, retry and purge alike: no database is created */
+    if ((rc = jr_cmd_reader(&c, &client)) == 0) {
+        rc = subs[which].fn(client, argc, argv);
+        jr_client_close(client);
+    }
+    jr_config_free(&c);
+    return rc;
+}

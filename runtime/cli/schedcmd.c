@@ -1,0 +1,254 @@
+/* schedcmd.c - `jobrunner schedules [--json]`: each schedule of the
+ * config with its zone, its last fire (from the database's fires table)
+ * and its next three fires in its zone and in UTC; and the warnings of
+ * `check` for a schedule that never fires or whose job has no handler.
+ * Uses the config, cron.h,
+ * backend.h (last_fires). */
+#define _GNU_SOURCE
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "backend.h"
+#include "cli/commands.h"
+#include "base/cron.h"
+#include "cli/schedcmd.h"
+#include "base/util.h"
+
+#define NEXT_SHOWN 3
+
+typedef struct last {
+    char    *name;
+    double   at;
+    int64_t  id;
+} last;
+
+typedef struct lasts {
+    last *v;
+    int   n;
+} lasts;
+
+static int
+collect(const char *schedule, double at, int64_t id, void *arg)
+{
+    lasts *l = arg;
+    last *more = realloc(l->v, (size_t)(l->n + 1) * sizeof *more);
+
+    if (more == NULL)
+        return 1;
+    l->v = more;
+    if ((more[l->n].name = strdup(schedule)) == NULL)
+        return 1;
+    more[l->n].at = at;
+    more[l->n++].id = id;
+    return 0;
+}
+
+/* Reads the last fires; a database that does not exist yet has none. */
+static int
+read_lasts(const jr_config *c, lasts *l)
+{
+    jr_backend_opts o = {0};
+    jr_err err;
+    jr_db db;
+    int rc = 0;
+
+    o.busy_timeout = c->busy_timeout;
+    o.schema = c->schema;
+    o.must_exist = 1;
+    if (jr_db_open(&db, c->backend, &o, &err) < 0 ||
+        db.ops->migrate(db.b, &err) < 0 ||
+        db.ops->last_fires(db.b, collect, l, &err) < 0) {
+        if (err.code != JR_ENOTFOUND) {
+            fprintf(stderr, "jobrunner: %s\n", err.msg);
+            rc = JR_EXIT_FAIL;
+        }
+    }
+    jr_db_close(&db);
+    return rc;
+}
+
+/* "2026-11-24T06:00:00+01:00" and the zone's abbreviation. */
+static void
+local_time(const char *tz, double t, char *buf, size_t size, char *abbr,
+           size_t abbrsz)
+{
+    long off = jr_cron_offset(tz, t, abbr, abbrsz);
+    time_t secs = (time_t)floor(t) + off;
+    int a = (int)(off < 0 ? -off : off) % 86400;
+    struct tm tm;
+
+    gmtime_r(&secs, &tm);
+    snprintf(buf, size, "%04d-%02d-%02dT%02d:%02d:%02d%c%02d:%02d",
+             tm.tm_year + 1900, tm.tm_mon + 1, tm.tm_mday, tm.tm_hour,
+             tm.tm_min, tm.tm_sec, off < 0 ? '-' : '+', a / 3600,
+             a % 3600 / 60);
+}
+
+static const last *
+find_last(const lasts *l, const char *name)
+{
+    int i;
+
+    for (i = 0; i < l->n; i++)
+        if (strcmp(l->v[i].name, name) == 0)
+            return &l->v[i];
+    return NULL;
+}
+
+/* The next fires of s after now into t[]; returns how many. */
+static int
+nexts(const jr_schedule *s, double now, double *t)
+{
+    int n;
+
+    for (n = 0; n < NEXT_SHOWN; n++)
+        if (jr_cron_next(&s->cron, s->tz, n ? t[n - 1] : now, &t[n]) < 0)
+            break;
+    return n;
+}
+
+static void
+print_text(const jr_schedule *s, const last *l, double now)
+{
+    char loc[96], utc[40], abbr[16];
+    double t[NEXT_SHOWN];
+    int i, n = nexts(s, now, t);
+
+    printf("%s: %s, zone %s, job %s, queue %s, catch_up %s\n", s->name,
+           s->spec, s->tz, s->job, s->queue ? s->queue : "default",
+           jr_catchup_name(s->catch_up));
+    if (l != NULL) {
+        local_time(s->tz, l->at, loc, sizeof loc, abbr, sizeof abbr);
+        printf("  last fire: %s %s (%s), job %lld\n", loc, abbr,
+               jr_time_iso(l->at, utc, sizeof utc), (long long)l->id);
+    } else {
+        printf("  last fire: never\n");
+    }
+    for (i = 0; i < n; i++) {
+        local_time(s->tz, t[i], loc, sizeof loc, abbr, sizeof abbr);
+        printf("  %s %s %s (%s)\n", i ? "           " : "next fires:", loc,
+               abbr, jr_time_iso(t[i], utc, sizeof utc));
+    }
+    if (n == 0)
+        printf("  next fires: none\n");
+}
+
+static void
+print_json(const jr_schedule *s, const last *l, double now, int first)
+{
+    char loc[96], utc[40], abbr[16];
+    double t[NEXT_SHOWN];
+    int i, n = nexts(s, now, t);
+
+    printf("%s{\"name\":", first ? "" : ",");
+    jr_json_str(stdout, s->name);
+    printf(",\"job\":");
+    jr_json_str(stdout, s->job);
+    printf(",\"%s\":", s->cron.every > 0 ? "every" : "cron");
+    if (s->cron.every > 0)
+        printf("%.0f", s->cron.every);
+    else
+        jr_json_str(stdout, s->spec);
+    printf(",\"tz\":");
+    jr_json_str(stdout, s->tz);
+    printf(",\"queue\":");
+    jr_json_str(stdout, s->queue ? s->queue : "default");
+    printf(",\"catch_up\":\"%s\",\"last_fire\":",
+           jr_catchup_name(s->catch_up));
+    if (l != NULL) {
+        local_time(s->tz, l->at, loc, sizeof loc, abbr, sizeof abbr);
+        printf("{\"local\":\"%s\",\"utc\":\"%s\",\"job_id\":%lld}", loc,
+               jr_time_iso(l->at, utc, sizeof utc), (long long)l->id);
+    } else {
+        printf("null");
+    }
+    printf(",\"next\":[");
+    for (i = 0; i < n; i++) {
+        local_time(s->tz, t[i], loc, sizeof loc, abbr, sizeof abbr);
+        printf("%s{\"local\":\"%s\",\"zone\":\"%s\",\"utc\":\"%s\"}",
+               i ? "," : "", loc, abbr, jr_time_iso(t[i], utc, sizeof utc));
+    }
+    printf("]}");
+}
+
+int
+jr_cmd_schedules(jr_cli *cli)
+{
+    lasts l = {0};
+    jr_config c;
+    double now = jr_now();
+    int json = 0, i, rc;
+
+    for (i = 0; i < cli->argc; i++) {
+        if (strcmp(cli->argv[i], "--json") == 0)
+            json = 1;
+        else
+            return jr_cmd_usage("schedules: unexpected argument '%s'",
+                               cli->argv[i]);
+    }
+    if ((rc = jr_cmd_config(cli, &c)) != 0)
+        return rc;
+    if (c.schedules.n > 0 && (rc = read_lasts(&c, &l)) != 0) {
+        jr_config_free(&c);
+        return rc;
+    }
+    if (json)
+        printf("{\"schedules\":[");
+    else if (c.schedules.n == 0)
+        printf("no schedules in %s\n", c.file ? c.file : "the config");
+    for (i = 0; i < c.schedules.n; i++) {
+        const jr_schedule *s = &c.schedules.s[i];
+        if (json)
+            print_json(s, find_last(&l, s->name), now, i == 0);
+        else
+            print_text(s, find_last(&l, s->name), now);
+    }
+    if (json)
+        printf("]}\n");
+    for (i = 0; i < l.n; i++)
+        free(l.v[i].name);
+    free(l.v);
+    jr_config_free(&c);
+    return JR_EXIT_OK;
+}
+
+/* A schedule that never fires: a cron no date matches (30 February), as
+ * the runner finds it at start. 1 if said. */
+static int
+warn_never(const jr_config *c, const jr_schedule *s, double now)
+{
+    double next;
+
+    if (jr_cron_next(&s->cron, s->tz, now, &next) == 0)
+        return 0;
+    fprintf(stderr, "%s:%d: warning: schedule '%s': '%s' never fires (no "
+            "time matches it in the next %d years)\n",
+            c->file ? c->file : "config", s->line, s->name, s->spec,
+            JR_CRON_YEARS);
+    return 1;
+}
+
+int
+jr_schedcmd_warn(const jr_config *c, const jr_handler *h, int n)
+{
+    double now = jr_now();
+    int i, j, count = 0;
+
+    for (i = 0; i < c->schedules.n; i++) {
+        const jr_schedule *s = &c->schedules.s[i];
+        count += warn_never(c, s, now);
+        for (j = 0; j < n && strcmp(h[j].name, s->job) != 0; j++)
+            ;
+        if (j < n)
+            continue;
+        fprintf(stderr, "%s:%d: warning: schedule '%s': no handler for job "
+                "'%s' in %s; its jobs will wait until one is loaded\n",
+                c->file ? c->file : "config", s->line, s->name, s->job,
+                c->scripts);
+        count++;
+    }
+    return count;
+}

@@ -1,0 +1,600 @@
+/* client.c - libjobrunner, the producer library of jobrunner.h, over one
+ * backend connection (backend.h). Owns the connection and the message of
+ * the last call. Uses config.c to read a config file. Never prints. */
+#include <limits.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "backend.h"
+#include "config/config.h"
+#include "base/err.h"
+#include "client/jobrunner.h"
+
+#define DEFAULT_BACKEND "sqlite:jobrunner.db"
+#define DEFAULT_MAX_PAYLOAD (1u << 20)
+#define DEFAULT_BUSY_TIMEOUT 5.0
+#define E_NOJOB 1000            /* err code: show found no such job */
+
+struct jr_client {
+    jr_db   db;                 /* ops NULL when open failed */
+    jr_err  err;                /* the last call's status and message */
+    size_t  max_payload;        /* bytes; checked before the database */
+};
+
+/* The public status for an internal error code. */
+static int
+status_of(int code)
+{
+    switch (code) {
+    case JR_OK:      return JR_CLIENT_OK;
+    case JR_EUSAGE:  return JR_CLIENT_EUSAGE;
+    case JR_ECONFIG:
+    case JR_ELUA:    return JR_CLIENT_ECONFIG;
+    case JR_EINPUT:  return JR_CLIENT_EINPUT;
+    case JR_ENOMEM:  return JR_CLIENT_ENOMEM;
+    case JR_ENOTFOUND: return JR_CLIENT_ENODB;
+    case E_NOJOB:    return JR_CLIENT_ENOTFOUND;
+    default:         return JR_CLIENT_EDB;
+    }
+}
+
+/* Ends a call: rc < 0 keeps c->err (a failure without a code counts as a
+ * database one), else clears it. Returns the public status. */
+static int
+finish(jr_client *c, int rc)
+{
+    if (rc >= 0) {
+        jr_err_clear(&c->err);
+        return JR_CLIENT_OK;
+    }
+    if (c->err.code == JR_OK)
+        c->err.code = JR_EDB;
+    return status_of(c->err.code);
+}
+
+/* Starts a call on c: checks the handle is usable. */
+static int
+begin(jr_client *c)
+{
+    if (c->db.ops == NULL)
+        return jr_fail(&c->err, JR_EUSAGE, "client is not connected "
+                       "(jr_client_open failed or it was closed)");
+    jr_err_clear(&c->err);
+    return 0;
+}
+
+static int
+ends_with(const char *s, const char *suffix)
+{
+    size_t n = strlen(s), m = strlen(suffix);
+    return n >= m && strcmp(s + n - m, suffix) == 0;
+}
+
+/* Opens the database named by url with o, then migrates. */
+static int
+connect_db(jr_client *c, const char *url, const jr_backend_opts *o)
+{
+    if (jr_db_open(&c->db, url, o, &c->err) < 0)
+        return -1;
+    if (c->db.ops->migrate(c->db.b, &c->err) < 0) {
+        jr_db_close(&c->db);
+        return -1;
+    }
+    return 0;
+}
+
+/* Reads file (NULL: ./jobrunner.lua if present) for the backend settings,
+ * lets cfg override them, and connects. */
+static int
+open_config(jr_client *c, const char *file, const jr_client_config *cfg)
+{
+    jr_backend_opts o = {0};
+    jr_config conf;
+    int rc;
+
+    jr_config_defaults(&conf);
+    if (jr_config_load(&conf, file, NULL, &c->err) < 0) {
+        jr_config_free(&conf);
+        return -1;
+    }
+    o.sync_normal = conf.sync_normal || cfg->sync_normal;
+    o.busy_timeout = cfg->busy_timeout > 0 ? cfg->busy_timeout :
+                     conf.busy_timeout;
+    o.schema = cfg->schema ? cfg->schema : conf.schema;
+    c->max_payload = cfg->max_payload ? cfg->max_payload : conf.max_payload;
+    o.max_payload = c->max_payload;
+    o.must_exist = cfg->must_exist;
+    rc = connect_db(c, conf.backend ? conf.backend : DEFAULT_BACKEND, &o);
+    jr_config_free(&conf);
+    return rc;
+}
+
+int
+jr_client_open(jr_client **cp, const char *target,
+               const jr_client_config *cfg)
+{
+    static const jr_client_config none;
+    jr_backend_opts o = {0};
+    jr_client *c;
+    int rc;
+
+    if (cp == NULL)
+        return JR_CLIENT_EUSAGE;
+    if ((*cp = c = calloc(1, sizeof *c)) == NULL)
+        return JR_CLIENT_ENOMEM;
+    if (cfg == NULL)
+        cfg = &none;
+    if (target == NULL || ends_with(target, ".lua"))
+        return finish(c, open_config(c, target, cfg));
+    c->max_payload = cfg->max_payload ? cfg->max_payload :
+                     DEFAULT_MAX_PAYLOAD;
+    o.busy_timeout = cfg->busy_timeout > 0 ? cfg->busy_timeout :
+                     DEFAULT_BUSY_TIMEOUT;
+    o.schema = cfg->schema;
+    o.max_payload = c->max_payload;
+    o.sync_normal = cfg->sync_normal;
+    o.must_exist = cfg->must_exist;
+    rc = connect_db(c, target, &o);
+    return finish(c, rc);
+}
+
+/* Fills p from one job's arguments and checks it, so that a bad job is
+ * refused before any is inserted. */
+static int
+make_push(jr_client *c, const char *name, const char *payload,
+          const jr_client_opts *o, jr_push *p)
+{
+    static const jr_client_opts defaults = JR_CLIENT_OPTS_INIT;
+
+    if (o == NULL)
+        o = &defaults;
+    memset(p, 0, sizeof *p);
+    p->name = name;
+    p->payload = payload;
+    p->queue = o->queue;
+    p->priority = o->priority;
+    p->max_retries = o->max_retries;
+    p->run_at = o->run_at;
+    p->run_in = o->run_in;
+    p->key = o->key;
+    return jr_push_check(p, c->max_payload, &c->err);
+}
+
+/* Sets p's unique options from u (may be NULL) and outcome. */
+static void
+make_unique(jr_push *p, const jr_client_unique *u, int *outcome)
+{
+    if (outcome != NULL)
+        *outcome = JR_CLIENT_PUSHED;
+    p->outcome = outcome;
+    if (u == NULL)
+        return;
+    p->unique_key = u->key;
+    p->unique_for = u->unique_for;
+    p->on_conflict = u->on_conflict == JR_CLIENT_REPLACE ?
+                     JR_CONFLICT_REPLACE : u->on_conflict;
+}
+
+int
+jr_client_push(jr_client *c, const char *name, const char *payload,
+               const jr_client_opts *opts, int64_t *id)
+{
+    return jr_client_push_unique(c, name, payload, opts, NULL, id, NULL);
+}
+
+int
+jr_client_push_unique(jr_client *c, const char *name, const char *payload,
+                      const jr_client_opts *opts, const jr_client_unique *u,
+                      int64_t *id, int *outcome)
+{
+    jr_push p;
+    int64_t got;
+    int out;
+
+    if (c == NULL)
+        return JR_CLIENT_EUSAGE;
+    if (begin(c) < 0 || make_push(c, name, payload, opts, &p) < 0)
+        return finish(c, -1);
+    make_unique(&p, u, &out);
+    if (jr_push_check(&p, c->max_payload, &c->err) < 0 ||
+        c->db.ops->push(c->db.b, &p, 1, &got, &c->err) < 0)
+        return finish(c, -1);
+    if (id != NULL)
+        *id = got;
+    if (outcome != NULL)
+        *outcome = out;
+    return finish(c, 0);
+}
+
+/* Prefixes the message in err with "job i of n: ". */
+static void
+name_position(jr_err *err, size_t i, size_t n)
+{
+    char msg[sizeof err->msg];
+
+    snprintf(msg, sizeof msg, "%s", err->msg);
+    snprintf(err->msg, sizeof err->msg, "job %zu of %zu: %.460s", i + 1, n,
+             msg);
+}
+
+int
+jr_client_push_many(jr_client *c, const jr_client_job *jobs, size_t n,
+                    int64_t *ids)
+{
+    return jr_client_push_many_unique(c, jobs, NULL, n, ids, NULL);
+}
+
+int
+jr_client_push_many_unique(jr_client *c, const jr_client_job *jobs,
+                           const jr_client_unique *uniques, size_t n,
+                           int64_t *ids, int *outcomes)
+{
+    jr_push *p;
+    size_t i;
+    int rc;
+
+    if (c == NULL)
+        return JR_CLIENT_EUSAGE;
+    if (begin(c) < 0)
+        return finish(c, -1);
+    if (n == 0)
+        return finish(c, 0);
+    if (jobs == NULL || n > INT_MAX)
+        return finish(c, jr_fail(&c->err, JR_EUSAGE, "push_many: %s",
+                                 jobs ? "too many jobs" : "jobs is NULL"));
+    if ((p = calloc(n, sizeof *p)) == NULL)
+        return finish(c, jr_fail(&c->err, JR_ENOMEM, "push_many: out of "
+                                 "memory for %zu jobs", n));
+    for (i = 0; i < n; i++) {
+        rc = make_push(c, jobs[i].name, jobs[i].payload, &jobs[i].opts,
+                       &p[i]);
+        if (rc == 0) {
+            make_unique(&p[i], uniques ? &uniques[i] : NULL,
+                        outcomes ? &outcomes[i] : NULL);
+            rc = jr_push_check(&p[i], c->max_payload, &c->err);
+        }
+        if (rc < 0) {
+            name_position(&c->err, i, n);
+            free(p);
+            return finish(c, -1);
+        }
+    }
+    rc = c->db.ops->push(c->db.b, p, (int)n, ids, &c->err);
+    free(p);
+    return finish(c, rc);
+}
+
+typedef struct stats_acc {
+    jr_client_counts  *total;
+    jr_client_stats_fn fn;
+    void              *arg;
+    int                stopped;     /* fn asked to stop */
+} stats_acc;
+
+static int
+stats_row(const jr_stat_row *row, void *arg)
+{
+    stats_acc *a = arg;
+    jr_client_counts n;
+
+    n.ready = row->ready;
+    n.scheduled = row->scheduled;
+    n.queued = row->ready + row->scheduled;
+    n.running = row->running;
+    n.dead = row->dead;
+    a->total->ready += n.ready;
+    a->total->scheduled += n.scheduled;
+    a->total->queued += n.queued;
+    a->total->running += n.running;
+    a->total->dead += n.dead;
+    if (a->fn && !a->stopped && a->fn(row->name, &n, a->arg) != 0)
+        a->stopped = 1;
+    return 0;               /* the totals need every row */
+}
+
+int
+jr_client_stats(jr_client *c, jr_client_counts *total,
+                jr_client_stats_fn fn, void *arg)
+{
+    jr_client_counts sum;
+    stats_acc a;
+
+    if (c == NULL)
+        return JR_CLIENT_EUSAGE;
+    if (begin(c) < 0)
+        return finish(c, -1);
+    memset(&sum, 0, sizeof sum);
+    a.total = &sum;
+    a.fn = fn;
+    a.arg = arg;
+    a.stopped = 0;
+    if (c->db.ops->stats(c->db.b, stats_row, &a, &c->err) < 0)
+        return finish(c, -1);
+    if (total != NULL)
+        *total = sum;
+    return finish(c, 0);
+}
+
+typedef struct dead_acc {
+    jr_client_dead_fn fn;
+    void             *arg;
+} dead_acc;
+
+static int
+dead_row(const jr_dead_row *row, void *arg)
+{
+    dead_acc *a = arg;
+    jr_client_dead d;
+
+    d.id = row->id;
+    d.name = row->name;
+    d.queue = row->queue;
+    d.attempts = row->attempts;
+    d.last_error = row->last_error;
+    d.generation = row->generation;
+    d.died_at = row->died_at;
+    d.created_at = row->created_at;
+    return a->fn(&d, a->arg);
+}
+
+int
+jr_client_dead_list(jr_client *c, int limit, jr_client_dead_fn fn,
+                    void *arg)
+{
+    dead_acc a;
+
+    if (c == NULL)
+        return JR_CLIENT_EUSAGE;
+    if (begin(c) < 0)
+        return finish(c, -1);
+    if (fn == NULL || limit < 0)
+        return finish(c, jr_fail(&c->err, JR_EUSAGE, "dead_list: %s",
+                                 fn ? "negative limit" : "fn is NULL"));
+    a.fn = fn;
+    a.arg = arg;
+    return finish(c, c->db.ops->dead_list(c->db.b, limit, dead_row, &a,
+                                          &c->err));
+}
+
+int
+jr_client_dead_retry(jr_client *c, const int64_t *ids, size_t n,
+                     long *count)
+{
+    int rc;
+
+    if (c == NULL)
+        return JR_CLIENT_EUSAGE;
+    if (begin(c) < 0)
+        return finish(c, -1);
+    if (ids != NULL && n > INT_MAX)
+        return finish(c, jr_fail(&c->err, JR_EUSAGE, "dead_retry: too "
+                                 "many ids"));
+    if (ids != NULL && n == 0)
+        rc = 0;
+    else
+        rc = c->db.ops->dead_retry(c->db.b, ids, ids ? (int)n : -1,
+                                   &c->err);
+    if (rc >= 0 && count != NULL)
+        *count = rc;
+    return finish(c, rc);
+}
+
+int
+jr_client_dead_purge(jr_client *c, double older_than, long *count)
+{
+    int rc;
+
+    if (c == NULL)
+        return JR_CLIENT_EUSAGE;
+    if (begin(c) < 0)
+        return finish(c, -1);
+    if (!isfinite(older_than) || older_than < 0)
+        return finish(c, jr_fail(&c->err, JR_EUSAGE, "dead_purge: "
+                                 "older_than %g is not a duration",
+                                 older_than));
+    rc = c->db.ops->dead_purge(c->db.b, older_than, &c->err);
+    if (rc >= 0 && count != NULL)
+        *count = rc;
+    return finish(c, rc);
+}
+
+/* jr_client_cancel hands the backend's outcomes through as they are. */
+_Static_assert((int)JR_CLIENT_CANCELLED == (int)JR_CANCEL_DONE &&
+               (int)JR_CLIENT_CANCEL_REQUESTED == (int)JR_CANCEL_REQUESTED &&
+               (int)JR_CLIENT_CANCEL_FINISHED == (int)JR_CANCEL_FINISHED &&
+               (int)JR_CLIENT_CANCEL_NOTFOUND == (int)JR_CANCEL_NOTFOUND,
+               "cancel outcomes of jobrunner.h and backend.h differ");
+
+int
+jr_client_cancel(jr_client *c, const int64_t *ids, size_t n, int *outcomes)
+{
+    int *out;
+    int rc;
+
+    if (c == NULL)
+        return JR_CLIENT_EUSAGE;
+    if (begin(c) < 0)
+        return finish(c, -1);
+    if (n == 0)
+        return finish(c, 0);
+    if (ids == NULL || n > INT_MAX)
+        return finish(c, jr_fail(&c->err, JR_EUSAGE, "cancel: %s",
+                                 ids ? "too many ids" : "ids is NULL"));
+    if ((out = outcomes) == NULL && (out = calloc(n, sizeof *out)) == NULL)
+        return finish(c, jr_fail(&c->err, JR_ENOMEM, "cancel: out of "
+                                 "memory for %zu ids", n));
+    rc = c->db.ops->cancel(c->db.b, ids, (int)n, out, &c->err);
+    if (out != outcomes)
+        free(out);
+    return finish(c, rc);
+}
+
+/* Pauses (pause 1) or resumes queue. */
+static int
+set_paused(jr_client *c, const char *queue, int pause)
+{
+    const char *what = pause ? "queue_pause" : "queue_resume";
+
+    if (c == NULL)
+        return JR_CLIENT_EUSAGE;
+    if (begin(c) < 0)
+        return finish(c, -1);
+    if (queue == NULL)
+        return finish(c, jr_fail(&c->err, JR_EUSAGE, "%s: queue is NULL",
+                                 what));
+    if (jr_name_check(queue, "queue name", &c->err) < 0)
+        return finish(c, -1);
+    return finish(c, pause ? c->db.ops->pause(c->db.b, queue, &c->err)
+                  : c->db.ops->resume(c->db.b, queue, &c->err));
+}
+
+int
+jr_client_queue_pause(jr_client *c, const char *queue)
+{
+    return set_paused(c, queue, 1);
+}
+
+int
+jr_client_queue_resume(jr_client *c, const char *queue)
+{
+    return set_paused(c, queue, 0);
+}
+
+typedef struct job_acc {
+    jr_client_job_fn fn;
+    void            *arg;
+} job_acc;
+
+static int
+job_row(const jr_job_row *row, void *arg)
+{
+    job_acc *a = arg;
+    jr_client_job_info j;
+
+    j.id = row->id;
+    j.name = row->name;
+    j.queue = row->queue;
+    j.state = row->state;
+    j.payload = row->payload;
+    j.attempts = row->attempts;
+    j.max_retries = row->max_retries < 0 ? JR_CLIENT_UNSET :
+                    row->max_retries;
+    j.priority = row->priority;
+    j.run_at = row->run_at;
+    j.created_at = row->created_at;
+    j.started_at = row->started_at;
+    j.finished_at = row->finished_at;
+    j.last_error = row->last_error;
+    j.generation = row->generation;
+    j.locked_by = row->locked_by;
+    j.progress_done = row->progress_done;
+    j.progress_total = row->progress_total;
+    j.progress_note = row->progress_note;
+    j.cancel_requested = row->cancel_requested;
+    j.unique_key = row->unique_key;
+    j.limit_key = row->limit_key;
+    return a->fn(&j, a->arg);
+}
+
+int
+jr_client_show(jr_client *c, int64_t id, jr_client_job_fn fn, void *arg)
+{
+    job_acc a = {fn, arg};
+
+    if (c == NULL)
+        return JR_CLIENT_EUSAGE;
+    if (begin(c) < 0)
+        return finish(c, -1);
+    if (fn == NULL)
+        return finish(c, jr_fail(&c->err, JR_EUSAGE, "show: fn is NULL"));
+    if (c->db.ops->show(c->db.b, id, job_row, &a, &c->err) < 0) {
+        if (c->err.code == JR_ENOTFOUND)
+            c->err.code = E_NOJOB;
+        return finish(c, -1);
+    }
+    return finish(c, 0);
+}
+
+int
+jr_client_list(jr_client *c, const jr_client_filter *filter,
+               jr_client_job_fn fn, void *arg)
+{
+    jr_list_filter f = {0};
+    job_acc a = {fn, arg};
+
+    if (c == NULL)
+        return JR_CLIENT_EUSAGE;
+    if (begin(c) < 0)
+        return finish(c, -1);
+    if (fn == NULL)
+        return finish(c, jr_fail(&c->err, JR_EUSAGE, "list: fn is NULL"));
+    if (filter != NULL) {
+        f.state = filter->state;
+        f.name = filter->name;
+        f.queue = filter->queue;
+        f.limit = filter->limit;
+    }
+    return finish(c, c->db.ops->list(c->db.b, &f, job_row, &a, &c->err));
+}
+
+typedef struct queue_acc {
+    jr_client_queue_fn fn;
+    void              *arg;
+} queue_acc;
+
+static int
+queue_row(const jr_queue_row *row, void *arg)
+{
+    queue_acc *a = arg;
+    jr_client_queue q;
+
+    q.name = row->name;
+    q.paused = row->paused;
+    q.paused_at = row->paused_at;
+    q.ready = row->ready;
+    q.scheduled = row->scheduled;
+    q.running = row->running;
+    q.dead = row->dead;
+    q.cancelled = row->cancelled;
+    q.completed = row->completed;
+    return a->fn(&q, a->arg);
+}
+
+int
+jr_client_queue_list(jr_client *c, jr_client_queue_fn fn, void *arg)
+{
+    queue_acc a = {fn, arg};
+
+    if (c == NULL)
+        return JR_CLIENT_EUSAGE;
+    if (begin(c) < 0)
+        return finish(c, -1);
+    if (fn == NULL)
+        return finish(c, jr_fail(&c->err, JR_EUSAGE, "queue_list: fn is "
+                                 "NULL"));
+    return finish(c, c->db.ops->queue_list(c->db.b, queue_row, &a,
+                                           &c->err));
+}
+
+int
+jr_client_errcode(const jr_client *c)
+{
+    return c == NULL ? JR_CLIENT_ENOMEM : status_of(c->err.code);
+}
+
+const char *
+jr_client_errmsg(const jr_client *c)
+{
+    return c == NULL ? "out of memory" : c->err.msg;
+}
+
+void
+jr_client_close(jr_client *c)
+{
+    if (c == NULL)
+        return;
+    jr_db_close(&c->db);
+    free(c);
+}

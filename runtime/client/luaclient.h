@@ -1,0 +1,31 @@
+/* luaclient.h - what the producer module's two files share: the handle's
+ * box and metatable name, the handle check, the nil-and-message return
+ * (luaclient.c), and the control methods (luacontrol.c). Uses
+ * jobrunner.h. */
+#ifndef JR_LUACLIENT_H
+#define JR_LUACLIENT_H
+
+#include <lua.h>
+
+#include "client/jobrunner.h"
+
+#define JR_CLIENT_MT "jobrunner.client"
+
+typedef struct client_box {
+    jr_client *c;               /* NULL once closed */
+} client_box;
+
+/* The open client at argument 1, or raises.  [-0, +0, v] */
+jr_client *jr_luaclient_check(lua_State *L);
+/* Returns nil, msg.  [-0, +2, m] */
+int jr_luaclient_fail(lua_State *L, const char *msg);
+
+/* luacontrol.c: q:cancel, q:show, q:list, q:pause, q:resume, q:queues */
+int jr_luaclient_cancel(lua_State *L);
+int jr_luaclient_show(lua_State *L);
+int jr_luaclient_list(lua_State *L);
+int jr_luaclient_pause(lua_State *L);
+int jr_luaclient_resume(lua_State *L);
+int jr_luaclient_queues(lua_State *L);
+
+#endif

@@ -1,0 +1,314 @@
+/* luacontrol.c - the producer module's control methods (luaclient.c has
+ * the module and pushes): q:cancel, q:show, q:list, q:pause, q:resume and
+ * q:queues over the C library's jr_client_cancel, _show, _list,
+ * _queue_pause, _queue_resume and _queue_list. Uses luaclient.h,
+ * jobrunner.h, json.h (util.h's buffer). */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <lauxlib.h>
+#include <lua.h>
+
+#include "client/jobrunner.h"
+#include "lua/json.h"
+#include "client/luaclient.h"
+
+/* --- control: cancel, show, list ------------------------------------------ */
+
+/* q:cancel(id, ...) -> {outcome, ...} | nil, msg. One outcome per id, in
+ * order: "cancelled" (it will never run), "requested" (running: its
+ * runner stops it), "finished" (already completed, dead or cancelled:
+ * nothing changed) or "notfound". */
+int
+jr_luaclient_cancel(lua_State *L)                          /* q id... */
+{
+    static const char *const names[] = {"?", "cancelled", "requested",
+                                         "finished", "notfound"};
+    jr_client *c = jr_luaclient_check(L);
+    int n = lua_gettop(L) - 1, i;
+    int64_t *ids;
+    int *out;
+
+    luaL_argcheck(L, n >= 1, 2, "give one or more job ids");
+    ids = lua_newuserdatauv(L, (size_t)n * (sizeof *ids + sizeof *out), 0);
+    out = (int *)(ids + n);                          /* q id... mem */
+    for (i = 0; i < n; i++)
+        ids[i] = (int64_t)luaL_checkinteger(L, i + 2);
+    if (jr_client_cancel(c, ids, (size_t)n, out) != JR_CLIENT_OK)
+        return jr_luaclient_fail(L, jr_client_errmsg(c));
+    lua_createtable(L, n, 0);                        /* q id... mem t */
+    for (i = 0; i < n; i++) {
+        lua_pushstring(L, names[out[i] >= 1 && out[i] <= 4 ? out[i] : 0]);
+        lua_rawseti(L, -2, i + 1);                   /* q id... mem t */
+    }
+    return 1;
+}
+
+/* One job as the database call copies it (it must not raise): the info
+ * (its strings unused), then each string's length (JOB_NULL for NULL)
+ * and bytes. */
+enum { S_NAME, S_QUEUE, S_STATE, S_PAYLOAD, S_ERROR, S_GEN, S_LOCKED,
+       S_UKEY, S_NOTE, S_KEY, NSTR };
+#define JOB_NULL ((size_t)-1)
+
+static int
+job_collect(const jr_client_job_info *j, void *arg)
+{
+    const char *str[NSTR] = {j->name, j->queue, j->state, j->payload,
+        j->last_error, j->generation, j->locked_by, j->unique_key,
+        j->progress_note, j->limit_key};
+    jr_buf *b = arg;
+    size_t len;
+    int i;
+
+    if (jr_buf_put(b, j, sizeof *j) < 0)
+        return 1;
+    for (i = 0; i < NSTR; i++) {
+        len = str[i] ? strlen(str[i]) : JOB_NULL;
+        if (jr_buf_put(b, &len, sizeof len) < 0 ||
+            (str[i] && jr_buf_put(b, str[i], len) < 0))
+            return 1;           /* b->oom tells the caller */
+    }
+    return 0;
+}
+
+/* Sets t[key] = v for the table on top; nothing when v is 0 (not set).
+ * [-0, +0, m] */
+static void
+set_num(lua_State *L, const char *key, double v)
+{
+    if (v == 0 || v != v)
+        return;
+    lua_pushnumber(L, v);                            /* t v */
+    lua_setfield(L, -2, key);                        /* t */
+}
+
+static void
+set_int(lua_State *L, const char *key, lua_Integer v)
+{
+    lua_pushinteger(L, v);                           /* t v */
+    lua_setfield(L, -2, key);                        /* t */
+}
+
+/* The progress fields of j as t.progress = {done, total, note} (total
+ * absent when unknown); nothing when never reported.  [-0, +0, m] */
+static void
+set_progress(lua_State *L, const jr_client_job_info *j, const char *note,
+             size_t len)
+{
+    if (j->progress_done != j->progress_done && note == NULL)
+        return;
+    lua_createtable(L, 0, 3);                        /* t p */
+    set_num(L, "done", j->progress_done);
+    if (j->progress_done == 0)
+        set_int(L, "done", 0);
+    set_num(L, "total", j->progress_total);
+    if (note != NULL) {
+        lua_pushlstring(L, note, len);               /* t p note */
+        lua_setfield(L, -2, "note");                 /* t p */
+    }
+    lua_setfield(L, -2, "progress");                 /* t */
+}
+
+/* Pushes the job copied at b->p + *at as a table and moves *at past it.
+ * [-0, +1, m] */
+static void
+push_job(lua_State *L, const jr_buf *b, size_t *at)
+{
+    static const char *const keys[NSTR] = {"name", "queue", "state",
+        "payload", "last_error", "generation", "locked_by", "unique_key",
+        NULL, "key"};
+    jr_client_job_info j;
+    const char *note = NULL;
+    size_t len, nlen = 0;
+    int i;
+
+    memcpy(&j, b->p + *at, sizeof j);
+    *at += sizeof j;
+    lua_createtable(L, 0, 20);                       /* t */
+    set_int(L, "id", (lua_Integer)j.id);
+    for (i = 0; i < NSTR; i++) {
+        memcpy(&len, b->p + *at, sizeof len);
+        *at += sizeof len;
+        if (len == JOB_NULL)
+            continue;
+        if (keys[i] == NULL) {
+            note = b->p + *at;
+            nlen = len;
+        } else {
+            lua_pushlstring(L, b->p + *at, len);     /* t s */
+            lua_setfield(L, -2, keys[i]);            /* t */
+        }
+        *at += len;
+    }
+    set_int(L, "attempt", j.attempts);
+    if (j.max_retries != JR_CLIENT_UNSET)
+        set_int(L, "max_retries", j.max_retries);
+    set_int(L, "priority", j.priority);
+    set_num(L, "run_at", j.run_at);
+    set_num(L, "created_at", j.created_at);
+    set_num(L, "started_at", j.started_at);
+    set_num(L, "finished_at", j.finished_at);
+    lua_pushboolean(L, j.cancel_requested);          /* t b */
+    lua_setfield(L, -2, "cancel_requested");         /* t */
+    set_progress(L, &j, note, nlen);
+}
+
+/* q:show(id) -> {id, name, queue, state, payload (JSON text), attempt,
+ * max_retries, priority, run_at, created_at, started_at, finished_at,
+ * last_error, generation, locked_by, unique_key, cancel_requested,
+ * progress, key} |
+ * nil, msg (also for an unknown id). Times are epoch seconds; fields not
+ * set are absent. */
+int
+jr_luaclient_show(lua_State *L)                            /* q id */
+{
+    jr_client *c = jr_luaclient_check(L);
+    int64_t id = (int64_t)luaL_checkinteger(L, 2);
+    jr_buf *b = jr_json_buf_new(L);                  /* q id b */
+    size_t at = 0;
+
+    if (jr_client_show(c, id, job_collect, b) != JR_CLIENT_OK)
+        return jr_luaclient_fail(L, jr_client_errmsg(c));
+    if (b->oom)
+        return jr_luaclient_fail(L, "show: out of memory");
+    push_job(L, b, &at);                             /* q id b t */
+    return 1;
+}
+
+/* q:list{state=, name=, queue=, limit=} -> {job, ...} newest first, as
+ * show gives them without payload | nil, msg (a bad filter says why). */
+int
+jr_luaclient_list(lua_State *L)                            /* q f? */
+{
+    jr_client *c = jr_luaclient_check(L);
+    jr_client_filter f = {0};
+    lua_Integer limit;
+    size_t at = 0;
+    jr_buf *b;
+    int n = 0;
+
+    if (!lua_isnoneornil(L, 2)) {
+        luaL_checktype(L, 2, LUA_TTABLE);
+        lua_getfield(L, 2, "state");                 /* q f v */
+        f.state = luaL_optstring(L, -1, NULL);       /* anchored in f */
+        lua_getfield(L, 2, "name");                  /* q f v v */
+        f.name = luaL_optstring(L, -1, NULL);
+        lua_getfield(L, 2, "queue");                 /* q f v v v */
+        f.queue = luaL_optstring(L, -1, NULL);
+        lua_getfield(L, 2, "limit");                 /* q f v v v v */
+        limit = luaL_optinteger(L, -1, 0);
+        luaL_argcheck(L, limit >= 0 && limit <= 1000000000, 2,
+                      "limit must be 0 (all) to 1000000000");
+        f.limit = (int)limit;
+    }
+    b = jr_json_buf_new(L);                          /* .. b */
+    if (jr_client_list(c, &f, job_collect, b) != JR_CLIENT_OK)
+        return jr_luaclient_fail(L, jr_client_errmsg(c));
+    if (b->oom)
+        return jr_luaclient_fail(L, "list: out of memory");
+    lua_newtable(L);                                 /* .. b t */
+    while (at < b->len) {
+        push_job(L, b, &at);                         /* .. b t job */
+        lua_rawseti(L, -2, ++n);                     /* .. b t */
+    }
+    return 1;
+}
+
+/* q:pause(queue) / q:resume(queue) -> true | nil, msg */
+static int
+client_pause_resume(lua_State *L, int pause)         /* q queue */
+{
+    jr_client *c = jr_luaclient_check(L);
+    const char *queue = luaL_checkstring(L, 2);
+
+    if ((pause ? jr_client_queue_pause(c, queue) :
+         jr_client_queue_resume(c, queue)) != JR_CLIENT_OK)
+        return jr_luaclient_fail(L, jr_client_errmsg(c));
+    lua_pushboolean(L, 1);                           /* q queue true */
+    return 1;
+}
+
+int
+jr_luaclient_pause(lua_State *L)
+{
+    return client_pause_resume(L, 1);
+}
+
+int
+jr_luaclient_resume(lua_State *L)
+{
+    return client_pause_resume(L, 0);
+}
+
+typedef struct queue_rec {      /* one queue in the buffer; name follows */
+    jr_client_queue q;          /* q.name is not used */
+    size_t          len;
+} queue_rec;
+
+/* Runs inside the database call, so it must not raise: it only copies. */
+static int
+queues_collect(const jr_client_queue *q, void *arg)
+{
+    jr_buf *b = arg;
+    queue_rec r;
+
+    r.q = *q;
+    r.len = strlen(q->name);
+    if (jr_buf_put(b, &r, sizeof r) < 0 || jr_buf_put(b, q->name, r.len) < 0)
+        return 1;               /* b->oom tells client_queues */
+    return 0;
+}
+
+/* Sets name = v for the counts of q in the table on top. [-0, +0, m] */
+static void
+set_queue_fields(lua_State *L, const jr_client_queue *q)
+{
+    static const char *const keys[] = {"ready", "scheduled", "running",
+                                       "dead", "cancelled", "completed"};
+    const long v[] = {q->ready, q->scheduled, q->running, q->dead,
+                      q->cancelled, q->completed};
+    size_t i;
+
+    for (i = 0; i < sizeof keys / sizeof keys[0]; i++) {
+        lua_pushinteger(L, v[i]);                    /* t v */
+        lua_setfield(L, -2, keys[i]);                /* t */
+    }
+    lua_pushboolean(L, q->paused);                   /* t b */
+    lua_setfield(L, -2, "paused");                   /* t */
+    if (q->paused) {
+        lua_pushnumber(L, q->paused_at);             /* t at */
+        lua_setfield(L, -2, "paused_at");            /* t */
+    }
+}
+
+/* q:queues() -> { {name, paused, paused_at, ready, scheduled, running,
+ *                  dead, cancelled, completed}, ... } by name | nil, msg */
+int
+jr_luaclient_queues(lua_State *L)                          /* q */
+{
+    jr_client *c = jr_luaclient_check(L);
+    size_t at = 0;
+    int n = 0;
+    jr_buf *b = jr_json_buf_new(L);                  /* q b */
+
+    if (jr_client_queue_list(c, queues_collect, b) != JR_CLIENT_OK)
+        return jr_luaclient_fail(L, jr_client_errmsg(c));
+    if (b->oom)
+        return jr_luaclient_fail(L, "queues: out of memory");
+    lua_newtable(L);                                 /* q b list */
+    while (at < b->len) {
+        queue_rec r;
+        memcpy(&r, b->p + at, sizeof r);
+        at += sizeof r;
+        lua_createtable(L, 0, 10);                   /* q b list t */
+        lua_pushlstring(L, b->p + at, r.len);        /* q b list t name */
+        lua_setfield(L, -2, "name");                 /* q b list t */
+        at += r.len;
+        set_queue_fields(L, &r.q);
+        lua_rawseti(L, -2, ++n);                     /* q b list */
+    }
+    return 1;
+}
+

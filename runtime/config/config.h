@@ -1,0 +1,111 @@
+/* config.h - the runner's settings: defaults, then jobrunner.lua, then the
+ * command line. Owns the config file's Lua state (hooks and backoff live
+ * there). Uses script.h for the state and protected calls, hooks.h to
+ * check the hooks table. */
+#ifndef JR_CONFIG_H
+#define JR_CONFIG_H
+
+#include <stddef.h>
+
+#include "base/err.h"
+#include "config/limitcfg.h"
+#include "config/queues.h"
+#include "base/retry.h"
+#include "config/schedules.h"
+
+typedef struct lua_State lua_State;
+
+/* The ranges of the durations (seconds) and counts a config or a handler
+ * file may set; outside them is an error naming the key and the range.
+ * Documented in jobrunner.lua.example, the README and jobrunner(1). */
+#define JR_RANGE_TIMEOUT_MIN   0.001    /* defaults.timeout, handler timeout */
+#define JR_RANGE_TIMEOUT_MAX   604800.0 /* 7 days */
+#define JR_RANGE_BACKOFF_MAX   JR_BACKOFF_CAP /* defaults.backoff, handler's */
+#define JR_RANGE_RETRIES_MAX   1000000  /* defaults.max_retries, handler's */
+#define JR_RANGE_LEASE_MIN     1.0
+#define JR_RANGE_LEASE_MAX     86400.0
+#define JR_RANGE_POLL_MIN      0.01
+#define JR_RANGE_POLL_MAX      3600.0
+#define JR_RANGE_DAY           86400.0  /* shutdown, tick, idle, wait_for_db */
+#define JR_RANGE_TICK_MIN      0.01     /* tick_interval, idle_timeout */
+#define JR_RANGE_BUSY_MAX      3600.0
+#define JR_RANGE_LOAD_MIN      0.1      /* load_timeout */
+#define JR_RANGE_LOAD_MAX      3600.0
+#define JR_RANGE_RETENTION_MAX 315360000.0 /* retention: 10 years */
+#define JR_VACUUM_EVERY        50000    /* vacuum_every's default */
+
+typedef struct jr_config {
+    char      *file;            /* config file read, or NULL */
+    char      *backend;         /* backend URL */
+    char      *scripts;         /* handler directory */
+    int        conc_min;        /* workers at least */
+    int        conc_max;        /* workers at most */
+    int        max_retries;     /* defaults.max_retries */
+    double     timeout;         /* defaults.timeout, seconds */
+    double     lease;           /* seconds a claim holds without renewal */
+    double     poll_interval;   /* seconds between fallback polls */
+    double     shutdown_timeout;/* seconds running jobs get on SIGTERM */
+    int        log_level;       /* JR_LOG_* */
+    int        log_json;        /* log.format == "json" */
+    int        sync_normal;     /* synchronous = "normal" */
+    double     busy_timeout;    /* SQLite lock wait, seconds */
+    char      *schema;          /* PostgreSQL schema */
+    size_t     max_payload;     /* bytes */
+    double     tick_interval;   /* seconds between on_tick hooks */
+    double     idle_timeout;    /* seconds before an idle worker retires */
+    double     load_timeout;    /* seconds a new worker has to say hello */
+    int        max_snoozes;     /* snoozes of one job before it fails; 0: no limit */
+    char      *pid_file;        /* for `jobrunner reload`; NULL: derived */
+    int        watch;           /* reload when scripts change */
+    size_t     memory_limit;    /* bytes a worker's Lua may hold; 0: none */
+    long       max_jobs_per_worker; /* recycle after this many; 0: never */
+    long       vacuum_every;    /* PostgreSQL: vacuum jobs after this many
+                                 * finished here; 0: never */
+    double     keep_completed;  /* retention.completed, seconds; 0: none */
+    double     keep_cancelled;  /* retention.cancelled, seconds */
+    double     keep_dead;       /* retention.dead, seconds; <0: forever */
+    double     keep_queues;     /* retention.queues: seconds an idle queue
+                                 * keeps its row */
+    double     wait_for_db;     /* seconds to retry at start; <0: forever */
+    char      *handler_output;  /* "log", "inherit" or a file; NULL: "log" */
+    jr_queues  queues;          /* `queues`, `serve_queues` (or --queues) */
+    jr_schedules schedules;     /* `schedules` and `timezone` */
+    char      *http_listen;     /* http.listen (or run --http); NULL: off */
+    char      *http_token;      /* http.token; NULL: none */
+    int        http_max_conns;  /* http.max_connections; 0: the default */
+    jr_limits  limits;          /* `limits`: per name or queue, per key */
+    lua_State *L;               /* the config's state; holds the table */
+    int        ref;             /* registry ref of the returned table */
+    int        owns_L;          /* L is closed by jr_config_free */
+} jr_config;
+
+/* Fills c with the defaults. */
+void jr_config_defaults(jr_config *c);
+/* Loads file (NULL: ./jobrunner.lua if it exists, else defaults only) over
+ * the defaults, in L (borrowed; NULL: a new state c owns). Errors name
+ * file:line and the key. Returns 0 or -1. */
+int  jr_config_load(jr_config *c, const char *file, lua_State *L,
+                    jr_err *err);
+/* Replaces a string setting (takes a copy). */
+int  jr_config_set(char **slot, const char *value, jr_err *err);
+/* The config's retry delay for job j after error: its backoff(job,
+ * attempt, err) function, else defaults.backoff (seconds, or a function of
+ * attempt and err). job.max_retries is max_retries, the one in force
+ * (jr_retry_max), as handlers see it. Returns -1 when the config sets
+ * none or it fails (logged). */
+struct jr_job;
+double jr_config_backoff(const jr_config *c, const struct jr_job *j,
+                         int max_retries, const char *error);
+/* Calls the backoff function below nargs arguments on top of L for job j,
+ * expecting seconds >= 0; returns them, or -1 (logged) when it fails or
+ * returns something else. [-(nargs+1), +0, -] */
+double jr_config_backoff_call(lua_State *L, int nargs,
+                              const struct jr_job *j);
+/* cfghttp.c: reads the `http` table on top of L into c. Returns 0, or -1
+ * with the key at fault ("http.token") in key and what is wrong in
+ * what. [-0, +0, m] */
+int  jr_config_http(lua_State *L, jr_config *c, char *key, size_t keysize,
+                    char *what, size_t whatsize);
+void jr_config_free(jr_config *c);   /* frees members; c itself is the
+                                        caller's */
+#endif

@@ -1,0 +1,329 @@
+/* limitcfg.c - the config's `limits` table: per job name or queue, a global
+ * and a per-key concurrency cap and rate, and the payload path a job's
+ * limit key comes from. Reading and checking only: the claim enforces
+ * them (backends/limitpick.c), the master keeps them (limitsrun.c). */
+#include <ctype.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <lauxlib.h>
+#include <lua.h>
+
+#include "base/job.h"
+#include "config/limitcfg.h"
+#include "base/util.h"
+
+#define QPLEN (sizeof JR_LIMIT_QPREFIX - 1)
+
+jr_limit *
+jr_limits_find(const jr_limits *ls, const char *scope)
+{
+    int i;
+
+    for (i = 0; i < ls->n; i++)
+        if (strcmp(ls->l[i].scope, scope) == 0)
+            return &ls->l[i];
+    return NULL;
+}
+
+jr_limit *
+jr_limits_add(jr_limits *ls, const char *scope)
+{
+    jr_limit *l = realloc(ls->l, (size_t)(ls->n + 1) * sizeof *l);
+
+    if (l == NULL)
+        return NULL;
+    ls->l = l;
+    l = &ls->l[ls->n];
+    memset(l, 0, sizeof *l);
+    if ((l->scope = strdup(scope)) == NULL)
+        return NULL;
+    ls->n++;
+    return l;
+}
+
+void
+jr_limits_free(jr_limits *ls)
+{
+    int i;
+
+    for (i = 0; i < ls->n; i++) {
+        free(ls->l[i].scope);
+        free(ls->l[i].key_path);
+    }
+    free(ls->l);
+    memset(ls, 0, sizeof *ls);
+}
+
+int
+jr_limits_copy(jr_limits *dst, const jr_limits *src)
+{
+    int i;
+
+    memset(dst, 0, sizeof *dst);
+    if (src->n == 0)
+        return 0;
+    if ((dst->l = calloc((size_t)src->n, sizeof *dst->l)) == NULL)
+        return -1;
+    for (i = 0; i < src->n; i++, dst->n++) {
+        dst->l[i] = src->l[i];
+        dst->l[i].scope = strdup(src->l[i].scope);
+        dst->l[i].key_path = src->l[i].key_path ?
+                             strdup(src->l[i].key_path) : NULL;
+        if (dst->l[i].scope == NULL ||
+            (src->l[i].key_path && dst->l[i].key_path == NULL)) {
+            dst->n++;
+            jr_limits_free(dst);
+            return -1;
+        }
+    }
+    return 0;
+}
+
+int
+jr_limit_scope_check(const char *scope, jr_err *err)
+{
+    if (strncmp(scope, JR_LIMIT_QPREFIX, QPLEN) == 0)
+        return jr_name_check(scope + QPLEN, "queue name", err);
+    return jr_name_check(scope, "job name", err);
+}
+
+int
+jr_limit_parse_rate(const char *s, double *per_sec, double *count,
+                    char *what, size_t whatsz)
+{
+    const char *slash = strchr(s, '/');
+    char period[32], *end;
+    double n, secs;
+    jr_err e;
+
+    if (slash == NULL || slash == s) {
+        snprintf(what, whatsz, "must be a rate \"N/PERIOD\" such as "
+                 "\"100/1m\" or \"10/1s\", got \"%.40s\"", s);
+        return -1;
+    }
+    n = strtod(s, &end);
+    if (end != slash || !isfinite(n) || n <= 0 || n > 1e9) {
+        snprintf(what, whatsz, "must have a count above 0 (at most 1e9) "
+                 "before the '/', got \"%.40s\"", s);
+        return -1;
+    }
+    /* a bare unit ("100/m") is one of it */
+    snprintf(period, sizeof period, "%s%s",
+             isalpha((unsigned char)slash[1]) ? "1" : "", slash + 1);
+    if (strlen(slash + 1) >= sizeof period - 1 ||
+        jr_parse_duration(period, "period", &secs, &e) < 0 ||
+        !(secs >= 0.001 && secs <= 31536000)) {
+        snprintf(what, whatsz, "has an invalid period after the '/' in "
+                 "\"%.40s\" (a duration from 1ms to 365d such as 1s, 1m, "
+                 "1h, 1d)", s);
+        return -1;
+    }
+    *per_sec = n / secs;
+    *count = n;
+    return 0;
+}
+
+/* The whole number at the top of L in 0..JR_LIMIT_CAP_MAX. */
+static int
+cap_value(lua_State *L, int *out, char *what, size_t whatsz)
+{
+    double d;
+
+    if (lua_type(L, -1) != LUA_TNUMBER) {
+        snprintf(what, whatsz, "must be a whole number, got %s",
+                 luaL_typename(L, -1));
+        return -1;
+    }
+    d = lua_tonumber(L, -1);
+    if (!(d >= 0 && d <= JR_LIMIT_CAP_MAX) || d != floor(d)) {
+        snprintf(what, whatsz, "must be a whole number from 0 to %d "
+                 "(0: no cap)", JR_LIMIT_CAP_MAX);
+        return -1;
+    }
+    *out = (int)d;
+    return 0;
+}
+
+/* The rate string at the top of L into set (burst: its count, at least
+ * 1, unless a burst was given: a job takes a whole token, so a bucket of
+ * 0.5 would never start one).  [-0, +0, -] */
+static int
+rate_value(lua_State *L, jr_limit_set *set, int burst_given, char *what,
+           size_t whatsz)
+{
+    double count;
+
+    if (lua_type(L, -1) == LUA_TBOOLEAN && !lua_toboolean(L, -1)) {
+        set->rate = set->burst = 0;                  /* rate = false */
+        set->rate_text[0] = '\0';
+        return 0;
+    }
+    if (lua_type(L, -1) != LUA_TSTRING) {
+        snprintf(what, whatsz, "must be a rate string such as \"100/1m\", "
+                 "got %s", luaL_typename(L, -1));
+        return -1;
+    }
+    if (jr_limit_parse_rate(lua_tostring(L, -1), &set->rate, &count, what,
+                            whatsz) < 0)
+        return -1;
+    snprintf(set->rate_text, sizeof set->rate_text, "%s",
+             lua_tostring(L, -1));
+    if (!burst_given)
+        set->burst = count < 1 ? 1 : count;
+    return 0;
+}
+
+/* "payload.a.b" at the top of L into a new "a.b" in *out. */
+static int
+path_value(lua_State *L, char **out, char *what, size_t whatsz)
+{
+    const char *s = lua_type(L, -1) == LUA_TSTRING ? lua_tostring(L, -1) :
+                    NULL, *p;
+    int ok = s && strncmp(s, "payload.", 8) == 0 && strlen(s) <= 200;
+
+    for (p = ok ? s + 8 : "", ok = ok && *p; ok && *p; p++)
+        ok = isalnum((unsigned char)*p) || *p == '_' || *p == '-' ||
+             (*p == '.' && p[1] != '.' && p[1] != '\0' && p[-1] != '.');
+    if (!ok) {
+        snprintf(what, whatsz, "must be a payload path such as "
+                 "\"payload.account_id\" (fields of letters, digits, _ and "
+                 "-, joined by dots)");
+        return -1;
+    }
+    free(*out);
+    return (*out = strdup(s + 8)) ? 0 : -1;
+}
+
+/* Reads one set (the limit's own, or per_key) from the table at the top
+ * of L. sub is the key prefix for messages.  [-0, +0, m] */
+static int
+read_set(lua_State *L, jr_limit *l, jr_limit_set *set, int top,
+         const char *sub, char *key, size_t keysz, char *what,
+         size_t whatsz)
+{
+    char here[200];
+    const char *k;
+    int burst_given = 0, rc = 0;
+
+    lua_getfield(L, -1, "burst");                    /* t burst */
+    if (!lua_isnil(L, -1)) {
+        double b = lua_tonumber(L, -1);
+        snprintf(key, keysz, "%s.burst", sub);
+        if (lua_type(L, -1) != LUA_TNUMBER || !(b >= 1 && b <= 1e9)) {
+            snprintf(what, whatsz, "must be a number from 1 to 1e9");
+            lua_pop(L, 1);
+            return -1;
+        }
+        set->burst = b;
+        burst_given = 1;
+    }
+    lua_pop(L, 1);                                   /* t */
+    lua_pushnil(L);                                  /* t nil */
+    while (rc == 0 && lua_next(L, -2)) {             /* t k v */
+        k = lua_type(L, -2) == LUA_TSTRING ? lua_tostring(L, -2) : "?";
+        snprintf(key, keysz, "%s.%s", sub, k);
+        if (strcmp(k, "concurrency") == 0)
+            rc = cap_value(L, &set->concurrency, what, whatsz);
+        else if (strcmp(k, "rate") == 0)
+            rc = rate_value(L, set, burst_given, what, whatsz);
+        else if (strcmp(k, "burst") == 0)
+            ;                                        /* read above */
+        else if (top && strcmp(k, "key") == 0)
+            rc = path_value(L, &l->key_path, what, whatsz);
+        else if (top && strcmp(k, "per_key") == 0 && lua_istable(L, -1) &&
+                 snprintf(here, sizeof here, "%s", key) > 0)
+            rc = read_set(L, l, &l->per_key, 0, here, key, keysz, what,
+                          whatsz);
+        else {
+            snprintf(what, whatsz, "is not a limit setting (valid: "
+                     "concurrency, rate, burst%s)",
+                     top ? ", key, per_key (a table)" : "");
+            rc = -1;
+        }
+        lua_pop(L, rc == 0 ? 1 : 2);                 /* t k | t */
+    }                                                /* t */
+    return rc;
+}
+
+int
+jr_limit_read(lua_State *L, const char *scope, jr_limit *l, char *key,
+              size_t keysz, char *what, size_t whatsz)
+{
+    char sub[160];
+    jr_err e;
+
+    snprintf(sub, sizeof sub, "limits.%s", scope);
+    snprintf(key, keysz, "limits");
+    if (jr_limit_scope_check(scope, &e) < 0) {
+        snprintf(what, whatsz, "has a key that names no job or queue: %s",
+                 e.msg);
+        return -1;
+    }
+    snprintf(key, keysz, "%s", sub);
+    if (!lua_istable(L, -1)) {
+        snprintf(what, whatsz, "must be a table such as { concurrency = "
+                 "2, rate = \"10/1s\" }, got %s", luaL_typename(L, -1));
+        return -1;
+    }
+    luaL_checkstack(L, 8, "limits");
+    if (read_set(L, l, &l->all, 1, sub, key, keysz, what, whatsz) < 0)
+        return -1;
+    if (l->key_path && strncmp(scope, JR_LIMIT_QPREFIX, QPLEN) == 0) {
+        snprintf(key, keysz, "%s.key", sub);
+        snprintf(what, whatsz, "is for limits on a job name: a queue's "
+                 "jobs have many payload shapes (push them with a key)");
+        return -1;
+    }
+    return 0;
+}
+
+static int
+by_scope(const void *a, const void *b)
+{
+    return strcmp(((const jr_limit *)a)->scope, ((const jr_limit *)b)->scope);
+}
+
+int
+jr_limits_read(lua_State *L, jr_limits *ls, char *key, size_t keysz,
+               char *what, size_t whatsz)
+{
+    jr_limits fresh = {0};
+    jr_limit *l;
+    int rc = 0;
+
+    snprintf(key, keysz, "limits");
+    if (!lua_istable(L, -1)) {
+        snprintf(what, whatsz, "must be a table of job names and "
+                 "\"queue:NAME\"s, got %s", luaL_typename(L, -1));
+        return -1;
+    }
+    lua_pushnil(L);                                  /* t nil */
+    while (rc == 0 && lua_next(L, -2)) {             /* t k v */
+        if (lua_type(L, -2) != LUA_TSTRING) {
+            snprintf(what, whatsz, "keys must be job names or "
+                     "\"queue:NAME\", found a %s", luaL_typename(L, -2));
+            rc = -1;
+        } else if (fresh.n >= JR_LIMIT_MAX) {
+            snprintf(what, whatsz, "has more than %d limits", JR_LIMIT_MAX);
+            rc = -1;
+        } else if ((l = jr_limits_add(&fresh, lua_tostring(L, -2))) ==
+                   NULL) {
+            snprintf(what, whatsz, "out of memory");
+            rc = -1;
+        } else {
+            rc = jr_limit_read(L, l->scope, l, key, keysz, what, whatsz);
+        }
+        lua_pop(L, rc == 0 ? 1 : 2);                 /* t k | t */
+    }                                                /* t */
+    if (rc < 0) {
+        jr_limits_free(&fresh);
+        return -1;
+    }
+    qsort(fresh.l, (size_t)fresh.n, sizeof *fresh.l, by_scope);
+    jr_limits_free(ls);
+    *ls = fresh;
+    return 0;
+}

@@ -1,0 +1,630 @@
+/* dbthread.c - runs cycles against the backend on a thread of its own. A
+ * cycle is handed over under a mutex; completion comes back as one byte on
+ * a pipe that the event loop watches, so the done callback runs on the
+ * loop's thread and nothing else is shared. Its connections are opened by
+ * dbopen.c. */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <event2/event.h>
+
+#include "backend.h"
+#include "db/dbthread.h"
+#include "base/log.h"
+#include "base/util.h"
+
+
+struct jr_dbthread {
+    jr_db           *db;
+    char             token[96];
+    double           lease;
+    pthread_t        thread;
+    pthread_mutex_t  mu;
+    pthread_cond_t   cv;
+    jr_cycle        *next;          /* handed over, not yet taken */
+    int              busy;          /* a cycle is submitted and not done */
+    int              quit;
+    int              pipe[2];       /* thread writes, loop reads */
+    unsigned         reconnects;    /* the backend's count, last seen */
+    struct event    *ev;
+    jr_cycle        *done_cycle;    /* finished, for the loop */
+    jr_cycle_done    done;
+    void            *arg;
+    jr_dbreq        *reqs;          /* requests waiting, oldest first */
+    jr_dbreq        *reqs_done;     /* run, for the loop */
+    double           queues_at;     /* jr_mono() of the last queue prune */
+};
+
+/* Seconds between two prunes of idle queues at most: each may read the
+ * running and dead jobs' queues once. */
+#define QUEUE_PRUNE_EVERY 60.0
+
+struct jr_dbreq {               /* one request off the claim path */
+    jr_dbreq_run     run;
+    jr_dbreq_done    done;
+    void            *arg;
+    jr_dbreq        *next;
+};
+
+static void
+keep_err(jr_cycle *c, const jr_err *e)
+{
+    if (c->err.code == 0)
+        c->err = *e;
+}
+
+/* Records result r alone. A result the database refuses for its input (a
+ * follow-up push it will not take, an error text too big) would be refused
+ * forever: it becomes a death that says why, and if even that is refused,
+ * a death with a short reason. Returns 1 or 0 as complete does, or -1 with
+ * err set when the failure is not about this row (the database is in
+ * trouble). */
+static int
+complete_one(jr_db *db, const char *token, const jr_result *res,
+             jr_err *err)
+{
+    const jr_backend_ops *ops = db->ops;
+    jr_result r = *res;
+    char msg[sizeof err->msg + 48];
+    int rc;
+
+    if ((rc = ops->complete(db->b, token, &r, 1, err)) >= 0 ||
+        err->code != JR_EINPUT)
+        return rc;
+    if (r.kind == JR_PROGRESS) {    /* the job runs on: drop the report */
+        jr_log(JR_LOG_WARN, "job %lld: progress refused by the database: "
+               "%s", (long long)r.id, err->msg);
+        return 1;
+    }
+    snprintf(msg, sizeof msg, "%s refused by the database: %s",
+             r.kind == JR_DONE ? "follow-up push" : "result", err->msg);
+    jr_log(JR_LOG_ERROR, "job %lld: %s; the job is dead", (long long)r.id,
+           msg);
+    r.kind = JR_DEAD;
+    r.error = msg;
+    r.pushes = NULL;
+    r.npushes = 0;
+    if ((rc = ops->complete(db->b, token, &r, 1, err)) >= 0 ||
+        err->code != JR_EINPUT)
+        return rc;
+    r.error = "its result was refused by the database (see the log)";
+    r.generation = NULL;
+    if ((rc = ops->complete(db->b, token, &r, 1, err)) >= 0 ||
+        err->code != JR_EINPUT)
+        return rc;
+    jr_log(JR_LOG_ERROR, "job %lld: cannot record its death either (%s); "
+           "its lease will requeue it", (long long)r.id, err->msg);
+    return 0;
+}
+
+int
+jr_dbthread_complete(jr_db *db, const char *token, const jr_result *r, int n,
+                     jr_err *err)
+{
+    int applied, i, rc;
+
+    if ((applied = db->ops->complete(db->b, token, r, n, err)) >= 0 ||
+        err->code != JR_EINPUT)
+        return applied;
+    /* refused for the input of some result: one by one, so that only the
+     * refused ones fail */
+    for (applied = i = 0; i < n; i++) {
+        if ((rc = complete_one(db, token, &r[i], err)) < 0)
+            return -1;
+        applied += rc;
+    }
+    return applied;
+}
+
+void
+jr_cycle_free_out(jr_cycle *c)
+{
+    int i;
+
+    for (i = 0; i < c->npaused; i++)
+        free(c->paused[i]);
+    free(c->paused);
+    for (i = 0; i < c->nready_q; i++)
+        free(c->ready_q[i].queue);
+    free(c->ready_q);
+    free(c->lim_waiting);
+    c->lim_waiting = c->lim_running = NULL;
+    c->paused = NULL;
+    c->ready_q = NULL;
+    c->npaused = -1;
+    c->nready_q = 0;
+}
+
+static int
+add_paused(const char *queue, void *arg)
+{
+    jr_cycle *c = arg;
+    char **more = realloc(c->paused, (size_t)(c->npaused + 1) * sizeof *more);
+
+    if (more == NULL)
+        return 1;
+    c->paused = more;
+    if ((more[c->npaused] = strdup(queue)) == NULL)
+        return 1;
+    c->npaused++;
+    return 0;
+}
+
+static int
+add_ready(const char *queue, long n, void *arg)
+{
+    jr_cycle *c = arg;
+    jr_queue_count *more = realloc(c->ready_q, (size_t)(c->nready_q + 1) *
+                                   sizeof *more);
+
+    if (more == NULL)
+        return 1;
+    c->ready_q = more;
+    if ((more[c->nready_q].queue = strdup(queue)) == NULL)
+        return 1;
+    more[c->nready_q++].n = n;
+    c->ready += n;
+    return 0;
+}
+
+/* The claim's queue caps as the backend takes them, into a new array. */
+static jr_queue_want *
+queue_wants(const jr_cycle *c)
+{
+    jr_queue_want *w = calloc((size_t)c->nqueues + 1, sizeof *w);
+    int i;
+
+    for (i = 0; w != NULL && i < c->nqueues; i++) {
+        w[i].queue = c->qnames[i];
+        w[i].max = c->qmax[i];
+    }
+    return w;
+}
+
+/* The reads a cycle may add: the paused queues and the ready counts. */
+/* For on_tick: each limit's jobs ready and running, over all runners
+ * (one limit_use each; none when out of memory). */
+static void
+limit_counts(jr_dbthread *t, jr_cycle *c)
+{
+    jr_limit_use u;
+    jr_err e;
+    int i;
+
+    c->lim_waiting = calloc(2 * (size_t)c->nlimits, sizeof *c->lim_waiting);
+    if (c->lim_waiting == NULL)
+        return;
+    c->lim_running = c->lim_waiting + c->nlimits;
+    for (i = 0; i < c->nlimits; i++) {
+        if (t->db->ops->limit_use(t->db->b, &c->limits[i], &u, &e) < 0) {
+            keep_err(c, &e);
+            u.waiting = u.running = -1;
+        }
+        c->lim_waiting[i] = u.waiting;
+        c->lim_running[i] = u.running;
+    }
+}
+
+static void
+run_reads(jr_dbthread *t, jr_cycle *c, int changed)
+{
+    const jr_backend_ops *ops = t->db->ops;
+    jr_err e;
+
+    c->npaused = -1;
+    if ((c->poll_paused || (c->ahead && c->consume_wake && changed > 0)) &&
+        c->err.code == 0) {
+        c->npaused = 0;
+        if (ops->paused(t->db->b, add_paused, c, &e) < 0) {
+            keep_err(c, &e);
+            jr_cycle_free_out(c);
+        }
+    }
+    c->ready = -1;
+    if (c->count_ready && c->err.code == 0) {
+        c->ready = 0;
+        if (ops->ready_by_queue(t->db->b, c->names, c->nnames, 1000000,
+                                add_ready, c, &e) < 0) {
+            keep_err(c, &e);
+            c->ready = -1;
+        }
+    }
+    if (c->count_ready && c->nlimits > 0 && c->err.code == 0)
+        limit_counts(t, c);
+}
+
+/* The cycle's checks off the claim path: the cancels of this runner's
+ * running jobs, and one small batch of pruning (after the claim, so it
+ * never delays one; the backend lets one runner at a time prune). */
+static void
+extras(jr_dbthread *t, jr_cycle *c)
+{
+    const jr_backend_ops *ops = t->db->ops;
+    jr_err e;
+
+    c->ncancel = c->pruned = 0;
+    if (c->err.code != 0) {
+        c->ncancel = -1;        /* not looked: forget no cancel */
+        return;
+    }
+    if (c->check_cancel &&
+        (c->ncancel = ops->cancelled(t->db->b, t->token, c->cancel_ids,
+                                     JR_CANCEL_MAX, &e)) < 0)
+        keep_err(c, &e);
+    if (c->prune &&
+        (c->pruned = ops->prune(t->db->b, c->keep_completed,
+                                c->keep_cancelled, c->keep_dead,
+                                JR_PRUNE_BATCH, &e)) < 0)
+        keep_err(c, &e);
+    if (c->prune && c->pruned >= 0 &&
+        jr_mono() - t->queues_at >= (c->keep_queues < QUEUE_PRUNE_EVERY ?
+                                     c->keep_queues : QUEUE_PRUNE_EVERY)) {
+        t->queues_at = jr_mono();
+        if (ops->queue_prune(t->db->b, c->keep_queues, c->qnames,
+                             c->nqueues, JR_PRUNE_BATCH, &e) < 0)
+            keep_err(c, &e);
+    }
+}
+
+/* ---- schedules: fires and the last fire of each ---- */
+
+void
+jr_cycle_free_fires(jr_cycle *c)
+{
+    int i;
+
+    for (i = 0; i < c->nlast_fires; i++)
+        free(c->last_fires[i].schedule);
+    free(c->last_fires);
+    c->last_fires = NULL;
+    c->nlast_fires = -1;
+}
+
+static int
+add_last_fire(const char *schedule, double at, int64_t id, void *arg)
+{
+    jr_cycle *c = arg;
+    jr_last_fire *more = realloc(c->last_fires, (size_t)(c->nlast_fires + 1)
+                                 * sizeof *more);
+
+    if (more == NULL)
+        return 1;
+    c->last_fires = more;
+    if ((more[c->nlast_fires].schedule = strdup(schedule)) == NULL)
+        return 1;
+    more[c->nlast_fires].at = at;
+    more[c->nlast_fires++].id = id;
+    return 0;
+}
+
+/* Records the cycle's fires one by one: one the database refuses for its
+ * input is marked -1 (the others go on); trouble with the database stops
+ * here (the fires not tried keep inserted 0 and err says why). */
+static void
+run_fires(jr_dbthread *t, jr_cycle *c)
+{
+    const jr_backend_ops *ops = t->db->ops;
+    jr_err e;
+    int i;
+
+    if (c->read_fires) {
+        c->nlast_fires = 0;
+        if (ops->last_fires(t->db->b, add_last_fire, c, &e) < 0) {
+            keep_err(c, &e);
+            jr_cycle_free_fires(c);
+        }
+    }
+    for (i = 0; i < c->nfires && c->err.code == 0; i++)
+        if (ops->fire(t->db->b, &c->fires[i], 1, c->fires_keep, &e) < 0) {
+            if (e.code != JR_EINPUT) {
+                keep_err(c, &e);
+                break;
+            }
+            jr_log(JR_LOG_ERROR, "schedule '%s': fire refused by the "
+                   "database: %s", c->fires[i].schedule, e.msg);
+            c->fires[i].inserted = -1;
+        }
+    c->nfires_done = i;
+}
+
+/* Whether the backend opened its connection again since the last look:
+ * what it committed asynchronously before may be gone, or another server
+ * answers now. */
+static int
+reconnected(jr_dbthread *t)
+{
+    unsigned n;
+
+    if (t->db->ops->reconnects == NULL)
+        return 0;
+    n = t->db->ops->reconnects(t->db->b);
+    if (n == t->reconnects)
+        return 0;
+    t->reconnects = n;
+    return 1;
+}
+
+static void
+run_cycle(jr_dbthread *t, jr_cycle *c)
+{
+    const jr_backend_ops *ops = t->db->ops;
+    jr_backend *b = t->db->b;
+    jr_claim_spec spec = {.names = c->names, .nnames = c->nnames};
+    jr_queue_want *wants = NULL;
+    jr_err e;
+    int changed = 1, want, nres;
+
+    memset(&c->err, 0, sizeof c->err);
+    c->applied = c->nclaimed = c->rescued = c->renewed = 0;
+    c->paused = NULL;
+    c->ready_q = NULL;
+    c->npaused = -1;
+    c->nready_q = 0;
+    if (c->consume_wake && (changed = ops->changed(b, &e)) < 0)
+        keep_err(c, &e);
+    c->unchanged = c->consume_wake && changed == 0;
+    want = changed == 0 && !c->claim_always ? 0 : c->want;
+    if (want > 0 && c->nqueues > 0 && (wants = queue_wants(c)) == NULL)
+        want = 0;               /* out of memory: claim next time */
+    spec.queues = wants;
+    spec.nqueues = wants ? c->nqueues : 0;
+    spec.others = c->others < want ? c->others : want;
+    spec.max = want;
+    spec.limits = c->limits;
+    spec.nlimits = c->nlimits;
+    spec.limit_next = &c->limit_next;
+    c->limit_next = 0;
+    nres = c->nresults;
+    if (nres > 0 && want > 0 && ops->complete_claim != NULL &&
+        (c->nclaimed = ops->complete_claim(b, t->token, c->results, nres,
+                                           &c->applied, t->lease, &spec,
+                                           c->claimed, &e)) >= 0)
+        nres = want = 0;        /* both done in one transaction */
+    else
+        c->nclaimed = 0;
+    if (nres > 0)
+        c->applied = jr_dbthread_complete(t->db, t->token, c->results, nres,
+                                          &e);
+    if (c->applied < 0) {
+        keep_err(c, &e);
+        want = 0;               /* the database is in trouble: stop here */
+        c->renew = c->rescue = 0;
+    }
+    if (want > 0 &&
+        (c->nclaimed = ops->claim(b, t->token, t->lease, &spec, c->claimed,
+                                  &e)) < 0)
+        keep_err(c, &e);
+    if (c->renew && (c->renewed = ops->renew(b, t->token, t->lease, &e)) < 0)
+        keep_err(c, &e);
+    if (c->rescue &&
+        (c->rescued = ops->rescue(b, &e)) < 0)
+        keep_err(c, &e);
+    free(wants);
+    c->nlast_fires = -1;
+    c->nfires_done = 0;
+    if (c->err.code == 0)
+        run_fires(t, c);
+    extras(t, c);
+    run_reads(t, c, changed);
+    c->wake_fd = ops->wake_fd(b);
+    c->reconnected = reconnected(t);
+}
+
+/* Runs the oldest request (the mutex held on entry and exit) and queues
+ * it for the loop. */
+static void
+run_request(jr_dbthread *t)
+{
+    jr_dbreq *q = t->reqs, **tail;
+
+    t->reqs = q->next;
+    pthread_mutex_unlock(&t->mu);
+    q->run(t->db, q->arg);
+    pthread_mutex_lock(&t->mu);
+    q->next = NULL;
+    for (tail = &t->reqs_done; *tail; tail = &(*tail)->next)
+        ;
+    *tail = q;
+}
+
+static void *
+thread_main(void *arg)
+{
+    jr_dbthread *t = arg;
+    jr_cycle *c;
+    char one = 1;
+
+    pthread_mutex_lock(&t->mu);
+    for (;;) {
+        while (t->next == NULL && t->reqs == NULL && !t->quit)
+            pthread_cond_wait(&t->cv, &t->mu);
+        if (t->next == NULL && t->reqs != NULL && !t->quit) {
+            run_request(t);     /* a cycle, when one waits, goes first */
+            while (write(t->pipe[1], &one, 1) < 0 && errno == EINTR)
+                ;
+            continue;
+        }
+        if (t->next == NULL)
+            break;
+        c = t->next;
+        t->next = NULL;
+        pthread_mutex_unlock(&t->mu);
+        run_cycle(t, c);
+        pthread_mutex_lock(&t->mu);
+        t->done_cycle = c;
+        pthread_cond_broadcast(&t->cv);
+        while (write(t->pipe[1], &one, 1) < 0 && errno == EINTR)
+            ;
+    }
+    pthread_mutex_unlock(&t->mu);
+    return NULL;
+}
+
+static void
+on_pipe(evutil_socket_t fd, short what, void *arg)
+{
+    jr_dbthread *t = arg;
+    jr_cycle *c;
+    jr_dbreq *q, *next;
+    char buf[64];
+
+    (void)what;
+    while (read(fd, buf, sizeof buf) > 0)
+        ;
+    pthread_mutex_lock(&t->mu);
+    c = t->done_cycle;
+    t->done_cycle = NULL;
+    if (c != NULL)
+        t->busy = 0;
+    q = t->reqs_done;
+    t->reqs_done = NULL;
+    pthread_mutex_unlock(&t->mu);
+    for (; q != NULL; q = next) {
+        next = q->next;
+        q->done(q->arg, 1);
+        free(q);
+    }
+    if (c != NULL)
+        t->done(c, t->arg);
+}
+
+int
+jr_dbthread_request(jr_dbthread *t, jr_dbreq_run run, jr_dbreq_done done,
+                    void *arg)
+{
+    jr_dbreq *q = calloc(1, sizeof *q), **tail;
+
+    if (q == NULL)
+        return -1;
+    q->run = run;
+    q->done = done;
+    q->arg = arg;
+    pthread_mutex_lock(&t->mu);
+    for (tail = &t->reqs; *tail; tail = &(*tail)->next)
+        ;
+    *tail = q;
+    pthread_cond_signal(&t->cv);
+    pthread_mutex_unlock(&t->mu);
+    return 0;
+}
+
+/* After the thread stopped: the requests it did not run, or whose done
+ * the loop has not called, hear it (ran 0 or 1). */
+static void
+drop_requests(jr_dbthread *t)
+{
+    jr_dbreq *lists[2] = {t->reqs_done, t->reqs}, *q, *next;
+
+    for (int i = 0; i < 2; i++)
+        for (q = lists[i]; q != NULL; q = next) {
+            next = q->next;
+            q->done(q->arg, i == 0);
+            free(q);
+        }
+    t->reqs = t->reqs_done = NULL;
+}
+
+jr_dbthread *
+jr_dbthread_new(jr_db *db, const char *token, double lease,
+                struct event_base *base, jr_cycle_done done, void *arg,
+                jr_err *err)
+{
+    jr_dbthread *t = calloc(1, sizeof *t);
+    sigset_t all, old;
+    int rc;
+
+    if (t == NULL) {
+        jr_fail(err, JR_ENOMEM, "out of memory");
+        return NULL;
+    }
+    t->db = db;
+    snprintf(t->token, sizeof t->token, "%s", token);
+    t->lease = lease;
+    t->done = done;
+    t->arg = arg;
+    if (pipe2(t->pipe, O_CLOEXEC | O_NONBLOCK) < 0) {
+        jr_fail_errno(err, JR_ESYS, errno, "database thread: pipe");
+        free(t);
+        return NULL;
+    }
+    pthread_mutex_init(&t->mu, NULL);
+    pthread_cond_init(&t->cv, NULL);
+    t->ev = event_new(base, t->pipe[0], EV_READ | EV_PERSIST, on_pipe, t);
+    event_add(t->ev, NULL);
+    /* signals belong to the loop's thread */
+    sigfillset(&all);
+    pthread_sigmask(SIG_BLOCK, &all, &old);
+    rc = pthread_create(&t->thread, NULL, thread_main, t);
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    if (rc != 0) {
+        jr_fail_errno(err, JR_ESYS, rc, "database thread: cannot start");
+        event_free(t->ev);
+        close(t->pipe[0]);
+        close(t->pipe[1]);
+        free(t);
+        return NULL;
+    }
+    return t;
+}
+
+int
+jr_dbthread_submit(jr_dbthread *t, jr_cycle *c)
+{
+    pthread_mutex_lock(&t->mu);
+    if (t->busy) {
+        pthread_mutex_unlock(&t->mu);
+        return -1;
+    }
+    t->busy = 1;
+    t->next = c;
+    pthread_cond_signal(&t->cv);
+    pthread_mutex_unlock(&t->mu);
+    return 0;
+}
+
+jr_cycle *
+jr_dbthread_wait(jr_dbthread *t)
+{
+    jr_cycle *c;
+
+    pthread_mutex_lock(&t->mu);
+    while (t->busy && t->done_cycle == NULL)
+        pthread_cond_wait(&t->cv, &t->mu);
+    c = t->done_cycle;
+    t->done_cycle = NULL;
+    t->busy = 0;
+    pthread_mutex_unlock(&t->mu);
+    return c;
+}
+
+int
+jr_dbthread_busy(const jr_dbthread *t)
+{
+    return t->busy;
+}
+
+void
+jr_dbthread_free(jr_dbthread *t)
+{
+    if (t == NULL)
+        return;
+    pthread_mutex_lock(&t->mu);
+    t->quit = 1;
+    pthread_cond_broadcast(&t->cv);
+    pthread_mutex_unlock(&t->mu);
+    pthread_join(t->thread, NULL);
+    drop_requests(t);
+    event_free(t->ev);
+    close(t->pipe[0]);
+    close(t->pipe[1]);
+    pthread_mutex_destroy(&t->mu);
+    pthread_cond_destroy(&t->cv);
+    free(t);
+}

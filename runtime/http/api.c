@@ -1,0 +1,556 @@
+/* api.c - the JSON API under /api/, in the loop: parses the path, the
+ * query and the JSON body, checks them (400 with the reason), and sends
+ * database work to the database thread (jr_http_ask). What the master
+ * knows itself (workers, throughput) it answers at once. Routes are a
+ * table, documented route by route in the README. Uses http.h, api.h,
+ * master_int.h, metrics.h, job.h. */
+#define _GNU_SOURCE
+#include <ctype.h>
+#include <errno.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <unistd.h>
+
+#include <event2/buffer.h>
+#include <event2/http.h>
+#include <event2/keyvalq_struct.h>
+
+#include "http/http.h"
+#include "base/job.h"
+#include "master/master_int.h"
+#include "services/metrics.h"
+#include "services/unhandled.h"
+
+/* --- a JSON body: one object with the keys ids, all, older_than ---- */
+
+typedef struct body {
+    const char *s, *p, *end;
+    char        why[200];
+    int         has_ids, all;
+    double      older_than;     /* < 0: not given */
+} body;
+
+static int
+bad(body *b, const char *what)
+{
+    snprintf(b->why, sizeof b->why, "invalid JSON body at byte %d: %s",
+             (int)(b->p - b->s) + 1, what);
+    return -1;
+}
+
+static void
+ws(body *b)
+{
+    while (b->p < b->end && isspace((unsigned char)*b->p))
+        b->p++;
+}
+
+static int
+lit(body *b, char c)
+{
+    ws(b);
+    if (b->p < b->end && *b->p == c) {
+        b->p++;
+        return 1;
+    }
+    return 0;
+}
+
+/* A key: plain ASCII letters and underscores only. */
+static int
+key(body *b, char *out, size_t size)
+{
+    size_t n = 0;
+
+    if (!lit(b, '"'))
+        return bad(b, "expected a key string");
+    while (b->p < b->end && *b->p != '"') {
+        if (n + 1 >= size || !(isalpha((unsigned char)*b->p) ||
+                               *b->p == '_'))
+            return bad(b, "unexpected character in key");
+        out[n++] = *b->p++;
+    }
+    out[n] = '\0';
+    if (b->p++ >= b->end)
+        return bad(b, "unterminated string");
+    return lit(b, ':') ? 0 : bad(b, "expected ':' after a key");
+}
+
+static int
+number(body *b, double *v)
+{
+    char tmp[64], *end;
+    size_t n = 0;
+
+    ws(b);
+    while (b->p + n < b->end && n < sizeof tmp - 1 &&
+           strchr("0123456789+-.eE", b->p[n]) != NULL)
+        n++;
+    memcpy(tmp, b->p, n);
+    tmp[n] = '\0';
+    errno = 0;
+    *v = strtod(tmp, &end);
+    if (n == 0 || end != tmp + n || errno != 0 || !isfinite(*v))
+        return bad(b, "expected a number");
+    b->p += n;
+    return 0;
+}
+
+static int
+ids(body *b, jr_apireq *q)
+{
+    double v;
+
+    if (!lit(b, '['))
+        return bad(b, "'ids' must be an array of job ids");
+    if (lit(b, ']'))
+        return 0;
+    do {
+        if (number(b, &v) < 0)
+            return -1;
+        if (v < 1 || v > 9007199254740992.0 || v != floor(v))
+            return bad(b, "a job id is a whole number >= 1");
+        if (q->nids == JR_API_IDS_MAX)
+            return bad(b, "more than 1000 ids");
+        q->ids[q->nids++] = (int64_t)v;
+    } while (lit(b, ','));
+    return lit(b, ']') ? 0 : bad(b, "expected ',' or ']' in 'ids'");
+}
+
+static int
+member(body *b, jr_apireq *q)
+{
+    char k[32];
+
+    if (key(b, k, sizeof k) < 0)
+        return -1;
+    ws(b);
+    if (strcmp(k, "ids") == 0) {
+        b->has_ids = 1;
+        return ids(b, q);
+    }
+    if (strcmp(k, "all") == 0) {
+        if (b->end - b->p >= 4 && memcmp(b->p, "true", 4) == 0)
+            return b->p += 4, b->all = 1, 0;
+        if (b->end - b->p >= 5 && memcmp(b->p, "false", 5) == 0)
+            return b->p += 5, 0;
+        return bad(b, "'all' must be true or false");
+    }
+    if (strcmp(k, "older_than") == 0) {
+        if (number(b, &b->older_than) < 0 || b->older_than < 0)
+            return bad(b, "'older_than' must be seconds >= 0");
+        return 0;
+    }
+    snprintf(b->why, sizeof b->why, "unknown key '%s' in the body (ids, "
+             "all, older_than)", k);
+    return -1;
+}
+
+/* Parses req's body (empty is {}) into b and q. -1 with b->why set. */
+static int
+parse_body(struct evhttp_request *req, body *b, jr_apireq *q)
+{
+    struct evbuffer *in = evhttp_request_get_input_buffer(req);
+    size_t n = evbuffer_get_length(in);
+
+    memset(b, 0, sizeof *b);
+    b->older_than = -1;
+    b->s = b->p = (const char *)evbuffer_pullup(in, -1);
+    b->end = b->s + n;
+    if (n == 0)
+        return 0;
+    if (!lit(b, '{'))
+        return bad(b, "expected an object");
+    if (!lit(b, '}')) {
+        do {
+            if (member(b, q) < 0)
+                return -1;
+        } while (lit(b, ','));
+        if (!lit(b, '}'))
+            return bad(b, "expected ',' or '}'");
+    }
+    ws(b);
+    return b->p == b->end ? 0 : bad(b, "unexpected text after the object");
+}
+
+/* --- routes ---------------------------------------------------------- */
+
+typedef struct call {           /* one request being routed */
+    master                 *m;
+    struct evhttp_request  *req;
+    const char             *path;
+    const char             *query;
+    char                    arg[160];   /* the path's ID or NAME */
+} call;
+
+static jr_apireq *
+new_req(call *c, int kind)
+{
+    jr_apireq *q = calloc(1, sizeof *q);
+
+    if (q == NULL)
+        jr_http_error(c->req, 503, "out of memory");
+    else
+        q->kind = kind;
+    return q;
+}
+
+static void
+ask(call *c, jr_apireq *q)
+{
+    jr_http_ask(c->m, c->req, q);
+}
+
+static int
+job_id(call *c, int64_t *id)
+{
+    char *end;
+    long long v;
+
+    errno = 0;
+    v = strtoll(c->arg, &end, 10);
+    if (!isdigit((unsigned char)c->arg[0]) || *end || errno || v < 1) {
+        jr_http_error(c->req, 400, "invalid job id '%.64s': want a whole "
+                      "number >= 1", c->arg);
+        return -1;
+    }
+    *id = v;
+    return 0;
+}
+
+/* Reads the query string's filters into q; replies 400 on a bad one. */
+static int
+filters(call *c, jr_apireq *q)
+{
+    struct evkeyvalq kv = {0};
+    struct evkeyval *e;
+    jr_err err;
+    long n;
+    int rc = 0;
+
+    q->limit = 100;
+    if (c->query != NULL && evhttp_parse_query_str(c->query, &kv) < 0) {
+        jr_http_error(c->req, 400, "malformed query string");
+        return -1;
+    }
+    /* a decoded NUL would cut a value short: "%00x" would read as "" */
+    if (c->query != NULL && strstr(c->query, "%00") != NULL) {
+        evhttp_clear_headers(&kv);
+        jr_http_error(c->req, 400, "the query string has a NUL byte (%%00)");
+        return -1;
+    }
+    for (e = kv.tqh_first; e && rc == 0; e = e->next.tqe_next) {
+        char *slot = strcmp(e->key, "state") == 0 ? q->state :
+                     strcmp(e->key, "name") == 0 ? q->name :
+                     strcmp(e->key, "queue") == 0 ? q->queue : NULL;
+        size_t size = slot == q->state ? sizeof q->state : sizeof q->name;
+        if (e->value[0] == '\0')
+            continue;           /* an empty filter matches any */
+        if (strcmp(e->key, "limit") == 0) {
+            rc = jr_parse_int(e->value, "limit", 1, JR_API_LIST_MAX, &n,
+                              &err);
+            q->limit = (int)n;
+        } else if (slot == NULL) {
+            rc = jr_fail(&err, JR_EINPUT, "unknown parameter '%.64s' "
+                         "(state, name, queue, limit)", e->key);
+        } else if (strlen(e->value) >= size) {
+            rc = jr_fail(&err, JR_EINPUT, "%s is too long", e->key);
+        } else {
+            strcpy(slot, e->value);
+            if (slot != q->state)
+                rc = jr_name_check(slot, slot == q->name ? "job name" :
+                                   "queue name", &err);
+        }
+    }
+    evhttp_clear_headers(&kv);
+    if (rc < 0)
+        jr_http_error(c->req, 400, "%s", err.msg);
+    return rc;
+}
+
+static void
+get_list(call *c, int kind)
+{
+    jr_apireq *q = new_req(c, kind);
+
+    if (q != NULL && filters(c, q) < 0) {
+        free(q);
+        return;
+    }
+    if (q != NULL)
+        ask(c, q);
+}
+
+static void r_stats(call *c) { jr_apireq *q = new_req(c, JR_API_STATS);
+                               if (q) ask(c, q); }
+static void r_queues(call *c) { jr_apireq *q = new_req(c, JR_API_QUEUES);
+                                if (q) ask(c, q); }
+static void r_jobs(call *c) { get_list(c, JR_API_JOBS); }
+static void r_dead(call *c) { get_list(c, JR_API_DEAD); }
+
+static void
+r_job(call *c)
+{
+    jr_apireq *q;
+    int64_t id;
+
+    if (job_id(c, &id) == 0 && (q = new_req(c, JR_API_JOB)) != NULL) {
+        q->ids[0] = id;
+        q->nids = 1;
+        ask(c, q);
+    }
+}
+
+/* POST with a body: ids, all, older_than as the route allows. */
+static jr_apireq *
+with_body(call *c, int kind, body *b)
+{
+    jr_apireq *q = new_req(c, kind);
+
+    if (q != NULL && parse_body(c->req, b, q) < 0) {
+        jr_http_error(c->req, 400, "%s", b->why);
+        free(q);
+        return NULL;
+    }
+    return q;
+}
+
+static void
+r_job_action(call *c, int kind)
+{
+    jr_apireq *q;
+    body b;
+    int64_t id;
+
+    if (job_id(c, &id) < 0 || (q = with_body(c, kind, &b)) == NULL)
+        return;
+    q->ids[0] = id;
+    q->nids = 1;
+    ask(c, q);
+}
+
+static void r_job_cancel(call *c) { r_job_action(c, JR_API_CANCEL); }
+static void r_job_purge(call *c) { r_job_action(c, JR_API_PURGE); }
+static void r_job_retry(call *c) { r_job_action(c, JR_API_RETRY); }
+
+static void
+r_cancel(call *c)
+{
+    body b;
+    jr_apireq *q = with_body(c, JR_API_CANCEL, &b);
+
+    if (q != NULL && (!b.has_ids || q->nids == 0)) {
+        jr_http_error(c->req, 400, "give the jobs to cancel: {\"ids\": "
+                      "[1, 2]}");
+        free(q);
+    } else if (q != NULL) {
+        ask(c, q);
+    }
+}
+
+static void
+r_dead_retry(call *c)
+{
+    body b;
+    jr_apireq *q = with_body(c, JR_API_RETRY, &b);
+
+    if (q != NULL && b.has_ids == b.all) {
+        jr_http_error(c->req, 400, "give either {\"ids\": [1, 2]} or "
+                      "{\"all\": true}");
+        free(q);
+    } else if (q != NULL) {
+        if (b.all)
+            q->nids = -1;
+        ask(c, q);
+    }
+}
+
+static void
+r_dead_purge(call *c)
+{
+    body b;
+    jr_apireq *q = with_body(c, JR_API_PURGE, &b);
+
+    if (q != NULL && (b.has_ids + b.all + (b.older_than >= 0) != 1 ||
+                      (b.has_ids && q->nids == 0))) {
+        jr_http_error(c->req, 400, "give one of {\"ids\": [1, 2]}, "
+                      "{\"all\": true} or {\"older_than\": SECONDS}");
+        free(q);
+    } else if (q != NULL) {
+        q->older_than = b.all ? 0 : b.older_than;
+        ask(c, q);
+    }
+}
+
+static void
+r_queue(call *c, int kind)
+{
+    jr_apireq *q;
+    body b;
+    jr_err err;
+
+    if (jr_name_check(c->arg, "queue name", &err) < 0) {
+        jr_http_error(c->req, 400, "%s", err.msg);
+        return;
+    }
+    if ((q = with_body(c, kind, &b)) != NULL) {
+        memcpy(q->queue, c->arg, strlen(c->arg) + 1);  /* checked: <= 128 */
+        ask(c, q);
+    }
+}
+
+static void r_pause(call *c) { r_queue(c, JR_API_PAUSE); }
+static void r_resume(call *c) { r_queue(c, JR_API_RESUME); }
+
+/* The master's own view: workers, their jobs, the generation. */
+static void
+r_runner(call *c)
+{
+    master *m = c->m;
+    jr_buf b = {0};
+    double now = jr_mono();
+    int n = 0;
+
+    jr_api_printf(&b, "{\"pid\":%d,\"workers\":{\"busy\":%d,\"total\":%d,"
+                  "\"target\":%d,\"min\":%d,\"max\":%d},\"generation\":",
+                  (int)getpid(), jr_pool_busy(m), jr_pool_active(m),
+                  m->target, m->cfg->conc_min, m->cfg->conc_max);
+    jr_api_str(&b, m->gen ? m->gen->hash : NULL);
+    jr_api_printf(&b, ",\"done\":%ld,\"failed\":%ld,\"dead\":%ld,"
+                  "\"cancelled\":%ld,\"local_queue\":%zu,\"stopping\":%s,"
+                  "\"running\":[", m->done, m->failed, m->dead,
+                  m->cancelled, m->qlen, m->stopping ? "true" : "false");
+    for (wk *w = m->workers; w; w = w->next) {
+        if (w->njobs == 0 || w->started == 0)
+            continue;
+        jr_api_printf(&b, "%s{\"id\":%lld,\"name\":", n++ ? "," : "",
+                      (long long)w->jobs[0]->id);
+        jr_api_str(&b, w->jobs[0]->name);
+        jr_buf_put(&b, ",\"queue\":", 9);
+        jr_api_str(&b, w->jobs[0]->queue);
+        jr_api_printf(&b, ",\"attempt\":%d,\"worker\":%d,\"pid\":%d,"
+                      "\"generation\":", w->jobs[0]->attempt, w->id,
+                      (int)w->pid);
+        jr_api_str(&b, w->gen ? w->gen->hash : NULL);
+        jr_api_printf(&b, ",\"seconds\":%.3f}", now - w->started);
+    }
+    jr_buf_put(&b, "],\"throughput\":", 15);
+    jr_metrics_throughput(m->metrics, &b);
+    jr_unhandled_json(m, &b);
+    jr_buf_put(&b, "}", 1);
+    jr_http_reply(c->req, 200, "application/json", b.p, b.len);
+    jr_buf_free(&b);
+}
+
+typedef struct route {
+    const char *pattern;        /* '*' stands for one path segment */
+    int         post;
+    void      (*fn)(call *c);
+} route;
+
+static const route routes[] = {
+    {"stats", 0, r_stats},
+    {"runner", 0, r_runner},
+    {"queues", 0, r_queues},
+    {"jobs", 0, r_jobs},
+    {"jobs/*", 0, r_job},
+    {"dead", 0, r_dead},
+    {"jobs/*/cancel", 1, r_job_cancel},
+    {"jobs/*/retry", 1, r_job_retry},
+    {"jobs/*/purge", 1, r_job_purge},
+    {"cancel", 1, r_cancel},
+    {"dead/retry", 1, r_dead_retry},
+    {"dead/purge", 1, r_dead_purge},
+    {"queues/*/pause", 1, r_pause},
+    {"queues/*/resume", 1, r_resume},
+    {NULL, 0, NULL}
+};
+
+/* 1 if path matches pattern; the '*' segment goes to arg. */
+static int
+match(const char *pattern, const char *path, char *arg, size_t size)
+{
+    size_t n;
+
+    for (; *pattern; pattern++) {
+        if (*pattern != '*') {
+            if (*path++ != *pattern)
+                return 0;
+            continue;
+        }
+        n = strcspn(path, "/");
+        if (n == 0 || n >= size)
+            return 0;
+        memcpy(arg, path, n);
+        arg[n] = '\0';
+        path += n;
+    }
+    return *path == '\0';
+}
+
+static const route *
+find(const char *path, char *arg, size_t size)
+{
+    for (const route *r = routes; r->pattern; r++)
+        if (match(r->pattern, path, arg, size))
+            return r;
+    return NULL;
+}
+
+int
+jr_api_is_write(const char *path)
+{
+    char arg[160];
+    const route *r = find(path, arg, sizeof arg);
+
+    return r == NULL ? -1 : r->post;
+}
+
+static int
+hex(char c)
+{
+    return c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ?
+           c - 'a' + 10 : c >= 'A' && c <= 'F' ? c - 'A' + 10 : -1;
+}
+
+/* Decodes a path segment's %XX in place, once. -1 on a bad escape or a
+ * NUL byte. */
+static int
+unescape(char *s)
+{
+    char *out = s;
+
+    for (; *s; s++) {
+        if (*s != '%') {
+            *out++ = *s;
+            continue;
+        }
+        if (hex(s[1]) < 0 || hex(s[2]) < 0 || (s[1] == '0' && s[2] == '0'))
+            return -1;
+        *out++ = (char)(hex(s[1]) * 16 + hex(s[2]));
+        s += 2;
+    }
+    *out = '\0';
+    return 0;
+}
+
+void
+jr_api_handle(master *m, struct evhttp_request *req, const char *path,
+              const char *query, int post)
+{
+    call c = {m, req, path, query, ""};
+    const route *r = find(path, c.arg, sizeof c.arg);
+    char raw[sizeof c.arg];
+
+    (void)post;
+    memcpy(raw, c.arg, sizeof raw);
+    if (r == NULL)
+        jr_http_error(req, 404, "no such API route: /api/%.200s", path);
+    else if (unescape(c.arg) < 0)
+        jr_http_error(req, 400, "invalid percent-encoding in '%.64s' (a "
+                      "bad %%XX or a NUL byte)", raw);
+    else
+        r->fn(&c);
+}

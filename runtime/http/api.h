@@ -1,0 +1,57 @@
+/* api.h - the HTTP server's JSON API (api.c, in the loop) and its
+ * database half (apidb.c, on the database thread): a request kind with its
+ * inputs goes to the thread, which answers with an HTTP status and a JSON
+ * body. Also the small writers that metrics.c and the API share. Uses
+ * dbthread.h, util.h. */
+#ifndef JR_API_H
+#define JR_API_H
+
+#include <stdint.h>
+
+#include "db/dbthread.h"
+#include "base/util.h"
+
+#define JR_API_LIST_MAX 1000    /* jobs one list returns at most */
+#define JR_API_IDS_MAX  1000    /* ids one request names at most */
+
+enum {                          /* what a request asks the database */
+    JR_API_STATS,               /* counts per state, name and queue */
+    JR_API_JOBS,                /* list (filter: state, name, queue) */
+    JR_API_JOB,                 /* show id */
+    JR_API_DEAD,                /* dead list */
+    JR_API_RETRY,               /* dead retry ids (nids < 0: all) */
+    JR_API_PURGE,               /* dead purge ids, else older_than */
+    JR_API_CANCEL,              /* cancel ids */
+    JR_API_PAUSE,               /* pause queue */
+    JR_API_RESUME,              /* resume queue */
+    JR_API_QUEUES,              /* queue list */
+    JR_API_GAUGES               /* /metrics' database gauges (text) */
+};
+
+typedef struct jr_apireq {
+    int         kind;
+    int64_t     ids[JR_API_IDS_MAX];    /* JOB: ids[0]; RETRY, CANCEL */
+    int         nids;
+    char        state[16];      /* filters; "" matches any */
+    char        name[129];
+    char        queue[129];     /* also PAUSE, RESUME */
+    int         limit;
+    double      older_than;     /* PURGE: seconds */
+    int         status;         /* out: HTTP status */
+    jr_buf      body;           /* out: JSON, or Prometheus text */
+} jr_apireq;
+
+/* Runs the request arg (a jr_apireq) over db: for jr_dbthread_request,
+ * on the database thread only. */
+void jr_apidb_run(jr_db *db, void *arg);
+
+/* Appends printf-style text to b. */
+void jr_api_printf(jr_buf *b, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+/* Appends s as a JSON string literal (NULL as null); <, > and & are
+ * written as \u escapes so that the text is safe inside HTML too. */
+void jr_api_str(jr_buf *b, const char *s);
+/* Appends t (epoch seconds) as a number, or null when 0. */
+void jr_api_time(jr_buf *b, double t);
+
+#endif

@@ -1,0 +1,405 @@
+/* apidb.c - the database half of the HTTP API: runs one jr_apireq on the
+ * database thread (jr_dbthread_request) through the storage interface and
+ * writes the reply's JSON. Never runs in the loop. Uses api.h, backend.h,
+ * json.h. */
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "http/api.h"
+#include "backend.h"
+#include "lua/json.h"
+
+void
+jr_api_printf(jr_buf *b, const char *fmt, ...)
+{
+    char small[256], *big;
+    va_list ap;
+    int n;
+
+    va_start(ap, fmt);
+    n = vsnprintf(small, sizeof small, fmt, ap);
+    va_end(ap);
+    if (n < 0)
+        return;
+    if ((size_t)n < sizeof small) {
+        jr_buf_put(b, small, (size_t)n);
+        return;
+    }
+    if ((big = malloc((size_t)n + 1)) == NULL) {
+        b->oom = 1;
+        return;
+    }
+    va_start(ap, fmt);
+    vsnprintf(big, (size_t)n + 1, fmt, ap);
+    va_end(ap);
+    jr_buf_put(b, big, (size_t)n);
+    free(big);
+}
+
+void
+jr_api_str(jr_buf *b, const char *s)
+{
+    size_t n, k, used;
+    char out[6];
+
+    if (s == NULL) {
+        jr_buf_put(b, "null", 4);
+        return;
+    }
+    jr_buf_put(b, "\"", 1);
+    for (n = strlen(s); n > 0; s += used, n -= used) {
+        if (*s == '<' || *s == '>' || *s == '&') {
+            jr_api_printf(b, "\\u%04x", (unsigned)*s);
+            used = 1;
+        } else if ((k = jr_json_escape_char(s, n, out, &used)) == 0) {
+            jr_buf_put(b, JR_JSON_BADBYTE, strlen(JR_JSON_BADBYTE));
+            used = 1;
+        } else {
+            jr_buf_put(b, out, k);
+        }
+    }
+    jr_buf_put(b, "\"", 1);
+}
+
+void
+jr_api_time(jr_buf *b, double t)
+{
+    if (t == 0 || !isfinite(t))
+        jr_buf_put(b, "null", 4);
+    else
+        jr_api_printf(b, "%.3f", t);
+}
+
+typedef struct walk {           /* a JSON array being written */
+    jr_apireq  *q;
+    int         n;              /* elements so far */
+} walk;
+
+static void
+comma(walk *w)
+{
+    if (w->n++ > 0)
+        jr_buf_put(&w->q->body, ",", 1);
+}
+
+static void
+num_or_null(jr_buf *b, const char *key, double v)
+{
+    jr_api_printf(b, ",\"%s\":", key);
+    if (isnan(v))
+        jr_buf_put(b, "null", 4);
+    else
+        jr_api_printf(b, "%.17g", v);
+}
+
+/* One job as the API shows it (show adds the payload). */
+static int
+job_row(const jr_job_row *r, void *arg)
+{
+    walk *w = arg;
+    jr_buf *b = &w->q->body;
+
+    comma(w);
+    jr_api_printf(b, "{\"id\":%lld,\"name\":", (long long)r->id);
+    jr_api_str(b, r->name);
+    jr_buf_put(b, ",\"queue\":", 9);
+    jr_api_str(b, r->queue);
+    jr_buf_put(b, ",\"state\":", 9);
+    jr_api_str(b, r->state);
+    jr_api_printf(b, ",\"attempts\":%d,\"max_retries\":", r->attempts);
+    if (r->max_retries < 0)
+        jr_buf_put(b, "null", 4);
+    else
+        jr_api_printf(b, "%d", r->max_retries);
+    jr_api_printf(b, ",\"priority\":%d", r->priority);
+    const struct { const char *k; double v; } times[] = {
+        {"run_at", r->run_at}, {"created_at", r->created_at},
+        {"updated_at", r->updated_at}, {"started_at", r->started_at},
+        {"finished_at", r->finished_at}, {"locked_until", r->locked_until}};
+    for (size_t i = 0; i < sizeof times / sizeof times[0]; i++) {
+        jr_api_printf(b, ",\"%s\":", times[i].k);
+        jr_api_time(b, times[i].v);
+    }
+    jr_buf_put(b, ",\"last_error\":", 14);
+    jr_api_str(b, r->last_error);
+    jr_buf_put(b, ",\"generation\":", 14);
+    jr_api_str(b, r->generation);
+    jr_buf_put(b, ",\"locked_by\":", 13);
+    jr_api_str(b, r->locked_by);
+    num_or_null(b, "progress_done", r->progress_done);
+    num_or_null(b, "progress_total", r->progress_total);
+    jr_buf_put(b, ",\"progress_note\":", 17);
+    jr_api_str(b, r->progress_note);
+    jr_api_printf(b, ",\"cancel_requested\":%s",
+                  r->cancel_requested ? "true" : "false");
+    if (r->payload != NULL) {
+        /* valid JSON: the database checks it at insert; given as text
+         * too, so that a client shows it exactly as pushed */
+        jr_buf_put(b, ",\"payload\":", 11);
+        jr_api_str(b, r->payload);
+    }
+    jr_buf_put(b, "}", 1);
+    return 0;
+}
+
+static int
+dead_row(const jr_dead_row *r, void *arg)
+{
+    walk *w = arg;
+    jr_buf *b = &w->q->body;
+
+    comma(w);
+    jr_api_printf(b, "{\"id\":%lld,\"name\":", (long long)r->id);
+    jr_api_str(b, r->name);
+    jr_buf_put(b, ",\"queue\":", 9);
+    jr_api_str(b, r->queue);
+    jr_api_printf(b, ",\"attempts\":%d,\"last_error\":", r->attempts);
+    jr_api_str(b, r->last_error);
+    jr_buf_put(b, ",\"generation\":", 14);
+    jr_api_str(b, r->generation);
+    jr_buf_put(b, ",\"died_at\":", 11);
+    jr_api_time(b, r->died_at);
+    jr_buf_put(b, ",\"created_at\":", 14);
+    jr_api_time(b, r->created_at);
+    jr_buf_put(b, "}", 1);
+    return 0;
+}
+
+typedef struct totals {         /* a stats walk */
+    walk    w;
+    long    ready, scheduled, running, dead;
+} totals;
+
+static int
+stat_row(const jr_stat_row *r, void *arg)
+{
+    totals *t = arg;
+    jr_buf *b = &t->w.q->body;
+
+    comma(&t->w);
+    jr_api_str(b, r->name);
+    jr_api_printf(b, ":{\"queued\":%ld,\"ready\":%ld,\"scheduled\":%ld,"
+                  "\"running\":%ld,\"dead\":%ld}", r->ready + r->scheduled,
+                  r->ready, r->scheduled, r->running, r->dead);
+    t->ready += r->ready;
+    t->scheduled += r->scheduled;
+    t->running += r->running;
+    t->dead += r->dead;
+    return 0;
+}
+
+static int
+queue_row(const jr_queue_row *r, void *arg)
+{
+    walk *w = arg;
+    jr_buf *b = &w->q->body;
+
+    comma(w);
+    jr_buf_put(b, "{\"name\":", 8);
+    jr_api_str(b, r->name);
+    jr_api_printf(b, ",\"paused\":%s,\"paused_at\":",
+                  r->paused ? "true" : "false");
+    jr_api_time(b, r->paused_at);
+    jr_api_printf(b, ",\"queued\":%ld,\"ready\":%ld,\"scheduled\":%ld,"
+                  "\"running\":%ld,\"dead\":%ld,\"cancelled\":%ld,"
+                  "\"completed\":%ld}", r->ready + r->scheduled, r->ready,
+                  r->scheduled, r->running, r->dead, r->cancelled,
+                  r->completed);
+    return 0;
+}
+
+/* Prometheus label values: backslash, quote and newline escaped. */
+static void
+label(jr_buf *b, const char *s)
+{
+    for (; *s; s++) {
+        if (*s == '\\' || *s == '"')
+            jr_buf_put(b, "\\", 1);
+        if (*s == '\n')
+            jr_buf_put(b, "\\n", 2);
+        else
+            jr_buf_put(b, s, 1);
+    }
+}
+
+/* One gauge line per state: METRIC{LABEL="name",state="st[i]"} v[i]. */
+static void
+gauge_states(jr_buf *b, const char *head, const char *name,
+             const char *const *st, const long *v, int n)
+{
+    for (int i = 0; i < n; i++) {
+        jr_buf_put(b, head, strlen(head));
+        label(b, name);
+        jr_api_printf(b, "\",state=\"%s\"} %ld\n", st[i], v[i]);
+    }
+}
+
+static int
+gauge_name(const jr_stat_row *r, void *arg)
+{
+    static const char *const st[] = {"ready", "scheduled", "running",
+                                     "dead"};
+    long v[] = {r->ready, r->scheduled, r->running, r->dead};
+
+    gauge_states(&((jr_apireq *)arg)->body, "jobrunner_jobs{name=\"",
+                 r->name, st, v, 4);
+    return 0;
+}
+
+/* One queue's state gauges into the body, its paused gauge into the
+ * second buffer (one read of the queues for both families). */
+static int
+gauge_queue(const jr_queue_row *r, void *arg)
+{
+    static const char *const st[] = {"ready", "scheduled", "running",
+                                     "dead", "cancelled", "completed"};
+    long v[] = {r->ready, r->scheduled, r->running, r->dead, r->cancelled,
+                r->completed};
+    jr_buf *two = arg;
+
+    gauge_states(&two[0], "jobrunner_queue_jobs{queue=\"", r->name, st, v, 6);
+    jr_buf_put(&two[1], "jobrunner_queue_paused{queue=\"", 30);
+    label(&two[1], r->name);
+    jr_api_printf(&two[1], "\"} %d\n", r->paused ? 1 : 0);
+    return 0;
+}
+
+static int
+gauges(jr_db *db, jr_apireq *q, jr_err *e)
+{
+    jr_buf *b = &q->body, two[2] = {{0}, {0}};
+    int rc;
+
+    jr_api_printf(b, "# HELP jobrunner_jobs Jobs in the database by job "
+                  "name and state (the whole database: the same from every "
+                  "runner).\n# TYPE jobrunner_jobs gauge\n");
+    if (db->ops->stats(db->b, gauge_name, q, e) < 0)
+        return -1;
+    jr_api_printf(b, "# HELP jobrunner_queue_jobs Jobs in the database by "
+                  "queue and state (the whole database).\n"
+                  "# TYPE jobrunner_queue_jobs gauge\n");
+    two[0] = *b;                /* the body grows in two[0] */
+    jr_api_printf(&two[1], "# HELP jobrunner_queue_paused 1 while the queue "
+                  "is paused.\n# TYPE jobrunner_queue_paused gauge\n");
+    rc = db->ops->queue_list(db->b, gauge_queue, two, e);
+    *b = two[0];
+    if (rc == 0)
+        jr_buf_put(b, two[1].p, two[1].len);
+    jr_buf_free(&two[1]);
+    return rc < 0 ? -1 : 0;
+}
+
+static int
+stats(jr_db *db, jr_apireq *q, jr_err *e)
+{
+    totals t = {{q, 0}, 0, 0, 0, 0};
+    jr_buf *b = &q->body;
+    jr_buf names = {0};
+
+    jr_buf_put(b, "{\"names\":{", 10);
+    if (db->ops->stats(db->b, stat_row, &t, e) < 0)
+        return -1;
+    jr_api_printf(b, "},\"queued\":%ld,\"ready\":%ld,\"scheduled\":%ld,"
+                  "\"running\":%ld,\"dead\":%ld,\"queues\":[", t.ready +
+                  t.scheduled, t.ready, t.scheduled, t.running, t.dead);
+    t.w.n = 0;
+    if (db->ops->queue_list(db->b, queue_row, &t.w, e) < 0)
+        return -1;
+    jr_buf_put(b, "]}", 2);
+    jr_buf_free(&names);
+    return 0;
+}
+
+static int
+outcome_list(jr_db *db, jr_apireq *q, jr_err *e)
+{
+    static const char *const word[] = {"", "cancelled", "cancel_requested",
+                                       "finished", "not_found"};
+    int out[JR_API_IDS_MAX];
+
+    if (db->ops->cancel(db->b, q->ids, q->nids, out, e) < 0)
+        return -1;
+    jr_buf_put(&q->body, "{\"jobs\":[", 9);
+    for (int i = 0; i < q->nids; i++)
+        jr_api_printf(&q->body, "%s{\"id\":%lld,\"outcome\":\"%s\"}",
+                      i ? "," : "", (long long)q->ids[i],
+                      out[i] >= 1 && out[i] <= 4 ? word[out[i]] : "");
+    jr_buf_put(&q->body, "]}", 2);
+    return 0;
+}
+
+static const char *
+opt(const char *s)
+{
+    return s[0] ? s : NULL;
+}
+
+static int
+run(jr_db *db, jr_apireq *q, jr_err *e)
+{
+    jr_list_filter f = {opt(q->state), opt(q->name), opt(q->queue),
+                        q->limit};
+    walk w = {q, 0};
+    int n;
+
+    switch (q->kind) {
+    case JR_API_STATS:
+        return stats(db, q, e);
+    case JR_API_GAUGES:
+        return gauges(db, q, e);
+    case JR_API_JOB:
+        return db->ops->show(db->b, q->ids[0], job_row, &w, e);
+    case JR_API_CANCEL:
+        return outcome_list(db, q, e);
+    case JR_API_PAUSE:
+    case JR_API_RESUME:
+        if ((q->kind == JR_API_PAUSE ? db->ops->pause :
+             db->ops->resume)(db->b, q->queue, e) < 0)
+            return -1;
+        jr_buf_put(&q->body, "{\"queue\":", 9);
+        jr_api_str(&q->body, q->queue);
+        jr_api_printf(&q->body, ",\"paused\":%s}",
+                      q->kind == JR_API_PAUSE ? "true" : "false");
+        return 0;
+    case JR_API_RETRY:
+    case JR_API_PURGE:
+        n = q->kind == JR_API_RETRY ?
+            db->ops->dead_retry(db->b, q->ids, q->nids, e) :
+            q->nids > 0 ? db->ops->dead_delete(db->b, q->ids, q->nids, e) :
+            db->ops->dead_purge(db->b, q->older_than, e);
+        if (n < 0)
+            return -1;
+        jr_api_printf(&q->body, "{\"%s\":%d}", q->kind == JR_API_RETRY ?
+                      "retried" : "purged", n);
+        return 0;
+    }
+    jr_buf_put(&q->body, "[", 1);
+    if ((q->kind == JR_API_JOBS ? db->ops->list(db->b, &f, job_row, &w, e) :
+         q->kind == JR_API_DEAD ?
+         db->ops->dead_list(db->b, q->limit, dead_row, &w, e) :
+         db->ops->queue_list(db->b, queue_row, &w, e)) < 0)
+        return -1;
+    jr_buf_put(&q->body, "]", 1);
+    return 0;
+}
+
+void
+jr_apidb_run(jr_db *db, void *arg)
+{
+    jr_apireq *q = arg;
+    jr_err e = {0};
+
+    q->status = 200;
+    if (run(db, q, &e) == 0 && !q->body.oom)
+        return;
+    jr_buf_reset(&q->body);
+    q->body.oom = 0;
+    q->status = e.code == JR_ENOTFOUND ? 404 : e.code == JR_EINPUT ? 400 :
+                e.code == 0 ? 500 : 503;
+    jr_buf_put(&q->body, "{\"error\":", 9);
+    jr_api_str(&q->body, e.code ? e.msg : "out of memory");
+    jr_buf_put(&q->body, "}", 1);
+}

@@ -1,0 +1,679 @@
+/* http.c - the HTTP server: listening (address, loopback and token
+ * rules), routing, the token and cross-site checks, static files, and the
+ * answers that come back from the database thread. /metrics is the
+ * master's counters (metrics.c) plus the database's gauges, read at most
+ * every 5 s whatever the scrape rate (less often when a read is slow).
+ * The reads (gauges, lists, a job) run on a connection and thread of their
+ * own, so that a scan of the jobs table never waits in front of a claim;
+ * writes go through the runner's database thread. Uses http.h,
+ * master_int.h, metrics.h, api.h, log.h; libevent's evhttp. */
+#define _GNU_SOURCE
+#include <arpa/inet.h>
+#include <errno.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <event2/buffer.h>
+#include <event2/http.h>
+#include <event2/keyvalq_struct.h>
+
+#include "http/http.h"
+#include "http/httpconn.h"
+#include "base/log.h"
+#include "master/master_int.h"
+#include "services/metrics.h"
+
+#define GAUGES_MAX_AGE 5.0      /* seconds the database gauges are kept, */
+#define GAUGES_COST_X  10.0     /* or this many times their read's time */
+#define GAUGES_AGE_CAP 60.0     /* but never longer */
+
+enum { ASK, GAUGES, SCRAPE };   /* what a awaited answer is for */
+
+typedef struct awaited {
+    int                     kind;
+    struct evhttp_request  *req;        /* NULL for GAUGES */
+    jr_apireq              *q;          /* ASK, GAUGES */
+    jr_http                *h;          /* NULL once the server stopped */
+    struct awaited         *next;
+} awaited;
+
+struct jr_http {
+    master             *m;
+    struct evhttp      *http;
+    jr_httpconn        *conns;          /* its connections */
+    const char         *token;          /* "" when none */
+    char                host[64];       /* the listen address's host, and */
+    int                 port;           /* its port, for Host checks */
+    awaited            *waiting;        /* answers still to come */
+    jr_buf              gauges;         /* the last database gauges */
+    double              gauges_at;      /* mono time read; 0: never */
+    double              gauges_keep;    /* seconds to keep them */
+    double              asked_at;       /* mono time the read was asked */
+    int                 gauges_asked;   /* a read is on its way */
+    jr_db              *rdb;            /* the reads' connection, or NULL */
+    jr_dbthread        *rdt;            /* and its thread */
+};
+
+void
+jr_http_reply(struct evhttp_request *req, int status, const char *type,
+              const void *body, size_t len)
+{
+    struct evkeyvalq *out = evhttp_request_get_output_headers(req);
+    struct evbuffer *buf = evbuffer_new();
+
+    evhttp_add_header(out, "Content-Type", type);
+    evhttp_add_header(out, "Cache-Control", "no-store");
+    evhttp_add_header(out, "X-Content-Type-Options", "nosniff");
+    evhttp_add_header(out, "X-Frame-Options", "DENY");
+    evhttp_add_header(out, "Content-Security-Policy", "default-src 'self'; "
+                      "img-src 'self' data:; frame-ancestors 'none'");
+    if (buf != NULL)
+        evbuffer_add(buf, body, len);
+    evhttp_send_reply(req, status, NULL, buf);
+    if (buf != NULL)
+        evbuffer_free(buf);
+}
+
+void
+jr_http_error(struct evhttp_request *req, int status, const char *fmt, ...)
+{
+    char msg[600];
+    jr_buf b = {0};
+    va_list ap;
+
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    jr_buf_put(&b, "{\"error\":", 9);
+    jr_api_str(&b, msg);
+    jr_buf_put(&b, "}\n", 2);
+    jr_http_reply(req, status, "application/json", b.p, b.len);
+    jr_buf_free(&b);
+}
+
+static awaited *
+add_pending(jr_http *h, int kind, struct evhttp_request *req, jr_apireq *q)
+{
+    awaited *p = calloc(1, sizeof *p);
+
+    if (p == NULL)
+        return NULL;
+    p->kind = kind;
+    p->req = req;
+    p->q = q;
+    p->h = h;
+    p->next = h->waiting;
+    h->waiting = p;
+    return p;
+}
+
+static void
+unlink_pending(jr_http *h, awaited *p)
+{
+    awaited **pp;
+
+    for (pp = &h->waiting; *pp; pp = &(*pp)->next)
+        if (*pp == p) {
+            *pp = p->next;
+            return;
+        }
+}
+
+static void
+free_pending(awaited *p)
+{
+    if (p->q != NULL)
+        jr_buf_free(&p->q->body);
+    free(p->q);
+    free(p);
+}
+
+static void
+run_pending(jr_db *db, void *arg)
+{
+    jr_apidb_run(db, ((awaited *)arg)->q);
+}
+
+static void scrape_reply(jr_http *h, struct evhttp_request *req);
+
+/* The database thread answered p (ran 0: it stopped first). */
+static void
+answered(void *arg, int ran)
+{
+    awaited *p = arg, *w, *next;
+    jr_http *h = p->h;
+
+    if (h == NULL) {            /* the server stopped meanwhile */
+        free_pending(p);
+        return;
+    }
+    unlink_pending(h, p);
+    if (p->kind == ASK && !ran)
+        jr_http_error(p->req, 503, "the runner is stopping");
+    else if (p->kind == ASK)
+        jr_http_reply(p->req, p->q->status, "application/json",
+                      p->q->body.p, p->q->body.len);
+    if (p->kind == GAUGES) {
+        h->gauges_asked = 0;
+        jr_buf_reset(&h->gauges);
+        if (ran && p->q->status == 200) {
+            jr_buf_put(&h->gauges, p->q->body.p, p->q->body.len);
+            h->gauges_at = jr_mono();
+            /* a slow read (a big or bloated table) is made less often:
+             * reads take at most a tenth of the reader's time */
+            h->gauges_keep = GAUGES_COST_X * (h->gauges_at - h->asked_at);
+            if (h->gauges_keep < GAUGES_MAX_AGE)
+                h->gauges_keep = GAUGES_MAX_AGE;
+            if (h->gauges_keep > GAUGES_AGE_CAP)
+                h->gauges_keep = GAUGES_AGE_CAP;
+        } else {
+            jr_log(JR_LOG_WARN, "http: /metrics: cannot read the database's "
+                   "counts: %.*s", (int)p->q->body.len, p->q->body.p);
+        }
+        for (w = h->waiting; w; w = next) {
+            next = w->next;
+            if (w->kind == SCRAPE) {
+                unlink_pending(h, w);
+                scrape_reply(h, w->req);
+                free_pending(w);
+            }
+        }
+    }
+    free_pending(p);
+}
+
+/* The thread that runs request kind: reads go to the reader when there
+ * is one. */
+static jr_dbthread *
+thread_for(jr_http *h, int kind)
+{
+    switch (kind) {
+    case JR_API_STATS: case JR_API_JOBS: case JR_API_JOB: case JR_API_DEAD:
+    case JR_API_QUEUES: case JR_API_GAUGES:
+        if (h->rdt != NULL)
+            return h->rdt;
+        break;
+    }
+    return h->m->dbt;
+}
+
+void
+jr_http_ask(master *m, struct evhttp_request *req, jr_apireq *q)
+{
+    awaited *p = add_pending(m->http, ASK, req, q);
+
+    if (p == NULL || jr_dbthread_request(thread_for(m->http, q->kind),
+                                         run_pending, answered, p) < 0) {
+        if (p != NULL) {
+            unlink_pending(m->http, p);
+            p->q = NULL;
+            free(p);
+        }
+        jr_buf_free(&q->body);
+        free(q);
+        jr_http_error(req, 503, "out of memory");
+    }
+}
+
+/* The runner's series, then the database's gauges as last read. */
+static void
+scrape_reply(jr_http *h, struct evhttp_request *req)
+{
+    jr_buf b = {0};
+
+    jr_metrics_write(h->m, &b);
+    jr_api_printf(&b, "# HELP jobrunner_http_connections HTTP connections "
+                  "open now (this scrape's included).\n# TYPE "
+                  "jobrunner_http_connections gauge\n"
+                  "jobrunner_http_connections %d\n",
+                  jr_httpconn_count(h->conns));
+    if (h->gauges_at > 0) {
+        jr_buf_put(&b, h->gauges.p, h->gauges.len);
+        jr_api_printf(&b, "# HELP jobrunner_db_gauges_age_seconds How old "
+                      "the database's counts above are.\n# TYPE "
+                      "jobrunner_db_gauges_age_seconds gauge\n"
+                      "jobrunner_db_gauges_age_seconds %.3f\n",
+                      jr_mono() - h->gauges_at);
+    }
+    if (b.oom)
+        jr_http_error(req, 500, "out of memory");
+    else
+        jr_http_reply(req, 200, "text/plain; version=0.0.4; charset=utf-8",
+                      b.p, b.len);
+    jr_buf_free(&b);
+}
+
+static void
+scrape(jr_http *h, struct evhttp_request *req)
+{
+    jr_apireq *q;
+    awaited *p;
+
+    if (h->gauges_at > 0 && jr_mono() - h->gauges_at < h->gauges_keep) {
+        scrape_reply(h, req);
+        return;
+    }
+    if (add_pending(h, SCRAPE, req, NULL) == NULL) {
+        jr_http_error(req, 503, "out of memory");
+        return;
+    }
+    if (h->gauges_asked)
+        return;
+    if ((q = calloc(1, sizeof *q)) == NULL ||
+        (p = add_pending(h, GAUGES, NULL, q)) == NULL) {
+        free(q);
+        return;                 /* answered by the next scrape's read */
+    }
+    q->kind = JR_API_GAUGES;
+    if (jr_dbthread_request(thread_for(h, q->kind), run_pending, answered,
+                            p) < 0) {
+        unlink_pending(h, p);
+        free_pending(p);
+        return;
+    }
+    h->gauges_asked = 1;
+    h->asked_at = jr_mono();
+}
+
+/* Compares without an early exit, so that timing tells nothing. */
+static int
+same_secret(const char *a, const char *b)
+{
+    size_t n = strlen(a), m = strlen(b), i;
+    unsigned char d = n != m;
+
+    for (i = 0; i < n; i++)
+        d |= (unsigned char)(a[i] ^ b[i < m ? i : 0]);
+    return d == 0 && m > 0;
+}
+
+/* 1 when the request carries the token as Authorization: Bearer. */
+static int
+has_token(jr_http *h, struct evhttp_request *req)
+{
+    const char *v = evhttp_find_header(evhttp_request_get_input_headers(req),
+                                       "Authorization");
+
+    if (v == NULL || strncasecmp(v, "Bearer ", 7) != 0)
+        return 0;
+    return same_secret(v + 7, h->token);
+}
+
+/* A write must not come from another site's page: a browser sends Origin
+ * with a cross-site POST; it must be this server's own. The JSON content
+ * type and the Authorization header already need a CORS preflight, which
+ * this server never grants. Returns the refusal, or NULL. */
+static const char *
+cross_site(struct evhttp_request *req)
+{
+    struct evkeyvalq *in = evhttp_request_get_input_headers(req);
+    const char *origin = evhttp_find_header(in, "Origin");
+    const char *host = evhttp_find_header(in, "Host");
+    const char *type = evhttp_find_header(in, "Content-Type");
+    const char *rest;
+
+    if (type == NULL || strncasecmp(type, "application/json", 16) != 0 ||
+        (type[16] != '\0' && type[16] != ';'))
+        return "a write needs Content-Type: application/json";
+    if (origin == NULL)
+        return NULL;
+    if (strncmp(origin, "http://", 7) == 0)
+        rest = origin + 7;
+    else if (strncmp(origin, "https://", 8) == 0)
+        rest = origin + 8;
+    else
+        return "cross-site request refused (Origin does not match Host)";
+    if (host == NULL || strcmp(rest, host) != 0)
+        return "cross-site request refused (Origin does not match Host)";
+    return NULL;
+}
+
+/* 1 when host (a Host header) is name[:port]; the port may be left out
+ * when it is 80. */
+static int
+host_is(const char *host, const char *name, int port)
+{
+    size_t n = strlen(name);
+
+    if (strncasecmp(host, name, n) != 0)
+        return 0;
+    if (host[n] == '\0')
+        return port == 80;
+    return host[n] == ':' && atoi(host + n + 1) == port &&
+           strspn(host + n + 1, "0123456789") == strlen(host + n + 1);
+}
+
+/* Without a token, a web page whose name was made to resolve to this
+ * machine (DNS rebinding) could read everything: only the names of this
+ * server are accepted as Host. Replies 403 and returns -1 otherwise. */
+static int
+check_host(jr_http *h, struct evhttp_request *req)
+{
+    const char *host = evhttp_find_header(evhttp_request_get_input_headers(
+                                          req), "Host");
+    static const char *const names[] = {"localhost", "127.0.0.1", "[::1]"};
+    size_t i;
+
+    if (h->token[0] || (host != NULL && host_is(host, h->host, h->port)))
+        return 0;
+    for (i = 0; host != NULL && i < sizeof names / sizeof names[0]; i++)
+        if (host_is(host, names[i], h->port))
+            return 0;
+    jr_http_error(req, 403, "Host '%.100s' is not this server: without "
+                  "http.token only localhost, 127.0.0.1, [::1] or %s, with "
+                  "port %d, are served", host ? host : "", h->host, h->port);
+    return -1;
+}
+
+/* Runs the checks of a request under /api/ or /metrics; replies and
+ * returns -1 when one fails. */
+static int
+check(jr_http *h, struct evhttp_request *req, const char *path, int post)
+{
+    const char *why;
+
+    if (h->token[0] && !has_token(h, req)) {
+        evhttp_add_header(evhttp_request_get_output_headers(req),
+                          "WWW-Authenticate", "Bearer realm=\"jobrunner\"");
+        jr_http_error(req, 401, "this needs the token: Authorization: Bearer "
+                      "<http.token>");
+        return -1;
+    }
+    if (!post)
+        return 0;
+    if (!h->token[0]) {
+        jr_http_error(req, 403, "write actions are off: set http.token in "
+                      "the config to allow %s", path);
+        return -1;
+    }
+    if ((why = cross_site(req)) != NULL) {
+        jr_http_error(req, 403, "%s", why);
+        return -1;
+    }
+    return 0;
+}
+
+/* 405 for a method path does not take: write is 1 for a POST route. */
+static void
+not_allowed(struct evhttp_request *req, const char *path, int write)
+{
+    evhttp_add_header(evhttp_request_get_output_headers(req), "Allow",
+                      write ? "POST" : "GET, HEAD");
+    jr_http_error(req, 405, "%.200s takes %s", path, write ? "POST" : "GET");
+}
+
+static void
+route_api(jr_http *h, struct evhttp_request *req, const char *path,
+          const char *query, int post, int read)
+{
+    int write = jr_api_is_write(path + 5);
+
+    if (write < 0)
+        jr_http_error(req, 404, "no such API route: %.200s", path);
+    else if ((!post && !read) || post != write)
+        not_allowed(req, path, write);
+    else if (check(h, req, path, post) == 0)
+        jr_api_handle(h->m, req, path + 5, query, post);
+}
+
+static void
+route(struct evhttp_request *req, void *arg)
+{
+    jr_http *h = arg;
+    enum evhttp_cmd_type cmd = evhttp_request_get_command(req);
+    const struct evhttp_uri *uri = evhttp_request_get_evhttp_uri(req);
+    const char *path = uri ? evhttp_uri_get_path(uri) : NULL;
+    const jr_dash_file *f;
+    int post = cmd == EVHTTP_REQ_POST, read = cmd == EVHTTP_REQ_GET ||
+               cmd == EVHTTP_REQ_HEAD;
+
+    jr_httpconn_busy(h->conns, req);
+    if (path == NULL || path[0] != '/') {
+        jr_http_error(req, 400, "bad request path");
+    } else if (check_host(h, req) < 0) {
+        return;
+    } else if (strncmp(path, "/api/", 5) == 0) {
+        route_api(h, req, path, evhttp_uri_get_query(uri), post, read);
+    } else if (!read) {
+        not_allowed(req, path, 0);
+    } else if (strcmp(path, "/metrics") == 0) {
+        if (check(h, req, path, 0) == 0)
+            scrape(h, req);
+    } else if ((f = jr_dash_find(path)) != NULL) {
+        jr_http_reply(req, 200, f->type, f->data, f->len);
+    } else {
+        jr_http_error(req, 404, "no such page: %.200s", path);
+    }
+}
+
+/* Splits "HOST:PORT" or "[V6]:PORT" and resolves it (numeric hosts and
+ * localhost only: no name lookup blocks the loop). */
+static int
+resolve(const char *addr, struct addrinfo **ai, jr_err *err)
+{
+    char host[256], *end;
+    const char *colon = strrchr(addr, ':'), *h = host;
+    struct addrinfo hints = {0};
+    size_t n;
+    long port = colon ? strtol(colon + 1, &end, 10) : -1;
+    int rc;
+
+    if (colon == NULL || colon == addr || colon[1] == '\0' || *end ||
+        port < 0 || port > 65535 || (size_t)(colon - addr) >= sizeof host)
+        return jr_fail(err, JR_ECONFIG, "http.listen '%.200s': invalid "
+                       "address, want HOST:PORT such as 127.0.0.1:8089",
+                       addr);
+    n = (size_t)(colon - addr);
+    memcpy(host, addr, n);
+    host[n] = '\0';
+    if (host[0] == '[' && host[n - 1] == ']') {
+        host[n - 1] = '\0';
+        h = host + 1;
+    }
+    if (strcmp(h, "localhost") == 0)
+        h = "127.0.0.1";
+    hints.ai_socktype = SOCK_STREAM;
+    hints.ai_flags = AI_NUMERICHOST | AI_NUMERICSERV | AI_PASSIVE;
+    if ((rc = getaddrinfo(h, colon + 1, &hints, ai)) != 0)
+        return jr_fail(err, JR_ECONFIG, "http.listen '%.200s': invalid "
+                       "address (%s), want HOST:PORT with a numeric host "
+                       "or localhost, such as 127.0.0.1:8089", addr,
+                       gai_strerror(rc));
+    return 0;
+}
+
+static int
+loopback(const struct sockaddr *sa)
+{
+    const struct sockaddr_in6 *s6 = (const struct sockaddr_in6 *)sa;
+
+    if (sa->sa_family == AF_INET)
+        return (ntohl(((const struct sockaddr_in *)sa)->sin_addr.s_addr) >>
+                24) == 127;
+    if (IN6_IS_ADDR_V4MAPPED(&s6->sin6_addr))
+        return s6->sin6_addr.s6_addr[12] == 127;
+    return IN6_IS_ADDR_LOOPBACK(&s6->sin6_addr);
+}
+
+/* A listening socket on listen; logs the address it got, sets *port. */
+static int
+open_listener(const char *addr, int token, int *port, jr_err *err)
+{
+    struct addrinfo *ai;
+    struct sockaddr_storage got;
+    socklen_t len = sizeof got;
+    char host[INET6_ADDRSTRLEN] = "?";
+    int fd, one = 1, e;
+
+    if (resolve(addr, &ai, err) < 0)
+        return -1;
+    if (!loopback(ai->ai_addr) && !token) {
+        freeaddrinfo(ai);
+        return jr_fail(err, JR_ECONFIG, "http.listen '%.200s' is not a "
+                       "loopback address: set http.token too (anyone who "
+                       "can reach it could read jobs and act on them), or "
+                       "listen on 127.0.0.1", addr);
+    }
+    fd = socket(ai->ai_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    if (fd < 0 ||
+        setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one) < 0 ||
+        bind(fd, ai->ai_addr, ai->ai_addrlen) < 0 || listen(fd, 128) < 0) {
+        e = errno;
+        if (fd >= 0)
+            close(fd);
+        freeaddrinfo(ai);
+        return jr_fail_errno(err, JR_ECONFIG, e, "http.listen '%.200s': "
+                             "cannot listen", addr);
+    }
+    freeaddrinfo(ai);
+    getsockname(fd, (struct sockaddr *)&got, &len);
+    if (got.ss_family == AF_INET)
+        inet_ntop(AF_INET, &((struct sockaddr_in *)&got)->sin_addr, host,
+                  sizeof host);
+    else
+        inet_ntop(AF_INET6, &((struct sockaddr_in6 *)&got)->sin6_addr, host,
+                  sizeof host);
+    *port = ntohs(got.ss_family == AF_INET ?
+                  ((struct sockaddr_in *)&got)->sin_port :
+                  ((struct sockaddr_in6 *)&got)->sin6_port);
+    jr_log(JR_LOG_INFO, "http: listening on http://%s%s%s:%d/ (%s)",
+           got.ss_family == AF_INET6 ? "[" : "", host,
+           got.ss_family == AF_INET6 ? "]" : "", *port,
+           token ? "token required" : "no token: read only");
+    return fd;
+}
+
+/* The reads' own connection and thread; without them (the database
+ * refused a second connection) the reads share the runner's. */
+static void
+open_reader(jr_http *h)
+{
+    master *m = h->m;
+    jr_err e = {0};
+
+    if ((h->rdt = jr_dbthread_side(m->cfg, m->token, m->base, 0,
+                                   &h->rdb, &e)) == NULL)
+        jr_log(JR_LOG_WARN, "http: no connection of its own (%s): its reads "
+               "share the runner's", e.msg);
+}
+
+/* http.max_connections, or the default; at most half the descriptors
+ * this process may open (the rest are for workers and the database). */
+static int
+max_conns(const jr_config *c)
+{
+    struct rlimit rl;
+    int want = c->http_max_conns > 0 ? c->http_max_conns : JR_HTTP_CONNS;
+    long half;
+
+    if (getrlimit(RLIMIT_NOFILE, &rl) < 0 || rl.rlim_cur == RLIM_INFINITY)
+        return want;
+    half = (long)(rl.rlim_cur / 2) > 1 ? (long)(rl.rlim_cur / 2) : 1;
+    if (want <= half)
+        return want;
+    jr_log(JR_LOG_WARN, "http: http.max_connections %d is more than half "
+           "of the %ld descriptors this process may open (ulimit -n): at "
+           "most %ld connections", want, (long)rl.rlim_cur, half);
+    return (int)half;
+}
+
+/* Makes h->http serve the listening socket fd; takes fd. */
+static int
+serve(jr_http *h, int fd, jr_err *err)
+{
+    const jr_config *c = h->m->cfg;
+    struct evhttp_bound_socket *bound;
+    int max = max_conns(c);
+
+    if ((h->http = evhttp_new(h->m->base)) == NULL ||
+        (bound = evhttp_accept_socket_with_handle(h->http, fd)) == NULL) {
+        close(fd);
+        return jr_fail(err, JR_ENOMEM, "http: cannot start the server");
+    }
+    if ((h->conns = jr_httpconn_new(h->http, bound, max, JR_HTTP_TIMEOUT,
+                                    err)) == NULL)
+        return -1;
+    /* a silent or slow client holds only its own connection, and not
+     * for long; a big body is refused before it is read */
+    evhttp_set_timeout(h->http, JR_HTTP_TIMEOUT);
+    evhttp_set_max_body_size(h->http, JR_HTTP_BODY_MAX);
+    evhttp_set_max_headers_size(h->http, JR_HTTP_HEADER_MAX);
+    /* every method reaches route(): the others get a JSON 405 */
+    evhttp_set_allowed_methods(h->http, EVHTTP_REQ_GET | EVHTTP_REQ_HEAD |
+                               EVHTTP_REQ_POST | EVHTTP_REQ_PUT |
+                               EVHTTP_REQ_DELETE | EVHTTP_REQ_OPTIONS |
+                               EVHTTP_REQ_TRACE | EVHTTP_REQ_CONNECT |
+                               EVHTTP_REQ_PATCH);
+    evhttp_set_flags(h->http, EVHTTP_SERVER_LINGERING_CLOSE);
+    evhttp_set_gencb(h->http, route, h);
+    jr_log(JR_LOG_INFO, "http: at most %d connections, %d s for a request "
+           "to arrive", max, JR_HTTP_TIMEOUT);
+    return 0;
+}
+
+int
+jr_http_start(master *m, jr_err *err)
+{
+    const jr_config *c = m->cfg;
+    jr_http *h;
+    int fd, port = 0;
+
+    if (c->http_listen == NULL)
+        return 0;
+    if ((fd = open_listener(c->http_listen, c->http_token != NULL, &port,
+                            err)) < 0)
+        return -1;
+    if ((h = calloc(1, sizeof *h)) == NULL ||
+        (m->metrics = jr_metrics_new()) == NULL) {
+        close(fd);
+        free(h);
+        return jr_fail(err, JR_ENOMEM, "http: cannot start the server");
+    }
+    h->m = m;
+    if (serve(h, fd, err) < 0) {
+        if (h->http != NULL)
+            evhttp_free(h->http);
+        free(h);
+        return -1;
+    }
+    h->token = c->http_token ? c->http_token : "";  /* the config outlives h */
+    h->port = port;
+    snprintf(h->host, sizeof h->host, "%.*s", (int)(strrchr(c->http_listen,
+             ':') - c->http_listen), c->http_listen);
+    m->http = h;
+    open_reader(h);
+    return 0;
+}
+
+void
+jr_http_stop(master *m)
+{
+    jr_http *h = m->http;
+    awaited *p, *next;
+
+    if (h == NULL)
+        return;
+    /* answers still to come find no server: they only free themselves;
+     * the requests they were for go with their connections */
+    for (p = h->waiting; p; p = next) {
+        next = p->next;
+        p->h = NULL;
+        p->req = NULL;
+        if (p->kind == SCRAPE)
+            free_pending(p);
+    }
+    jr_dbthread_free(h->rdt);   /* its answers find no server */
+    jr_dbthread_close(h->rdb);
+    jr_httpconn_free(h->conns);
+    evhttp_free(h->http);
+    jr_buf_free(&h->gauges);
+    free(h);
+    m->http = NULL;
+}

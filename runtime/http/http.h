@@ -1,0 +1,65 @@
+/* http.h - the runner's HTTP server (config `http`, `run --http`):
+ * libevent's evhttp on the master's loop serves /metrics, the dashboard
+ * at / and the JSON API under /api/ (api.c). Every database read or
+ * action goes to the database thread (jr_http_ask) and is answered when
+ * it comes back; nothing here waits. Uses master_int.h, api.h. */
+#ifndef JR_HTTP_H
+#define JR_HTTP_H
+
+#include <stddef.h>
+
+#include "http/api.h"
+#include "base/err.h"
+
+#define JR_HTTP_BODY_MAX   65536   /* request bodies past this: 413 */
+#define JR_HTTP_HEADER_MAX 16384   /* request headers past this: refused */
+#define JR_HTTP_TIMEOUT    10      /* seconds a request may take to arrive
+                                      whole (from the connection or the
+                                      previous reply); a reply being read
+                                      may pause this long */
+#define JR_HTTP_CONNS      256     /* http.max_connections by default */
+#define JR_HTTP_CONNS_MAX  65536   /* and at most */
+#define JR_HTTP_TOKEN_MIN  16      /* characters of http.token at least */
+#define JR_HTTP_TOKEN_MAX  4096    /* and at most (it goes in a header) */
+
+struct master;
+struct evhttp_request;
+typedef struct jr_http jr_http;
+
+/* Starts serving cfg's http.listen (nothing when it is NULL) on m's loop.
+ * Refuses an invalid address, one in use, and a non-loopback one without
+ * a token. Returns 0, or -1 with err set. */
+int  jr_http_start(struct master *m, jr_err *err);
+/* Stops serving: open connections close, answers still to come from the
+ * database are dropped. NULL server is a no-op. */
+void jr_http_stop(struct master *m);
+
+/* Replies to req with status and body (len bytes, borrowed) of type. */
+void jr_http_reply(struct evhttp_request *req, int status, const char *type,
+                   const void *body, size_t len);
+/* Replies {"error": "..."} with status. */
+void jr_http_error(struct evhttp_request *req, int status, const char *fmt,
+                   ...) __attribute__((format(printf, 3, 4)));
+/* Sends q to the database thread; its answer (status and JSON body) goes
+ * to req. Takes q (allocated with malloc). */
+void jr_http_ask(struct master *m, struct evhttp_request *req, jr_apireq *q);
+
+/* api.c: answers a request under /api/ (path without the prefix); post:
+ * the method is POST and passed the write checks (token, origin, type). */
+void jr_api_handle(struct master *m, struct evhttp_request *req,
+                   const char *path, const char *query, int post);
+/* 1 if path (under /api/) names a write action (POST only), 0 a read
+ * (GET), -1 no route. */
+int  jr_api_is_write(const char *path);
+
+/* dash.c (generated from runtime/dash/ at build time): the dashboard's
+ * files. Returns the file at path ("/", "/app.js"...) or NULL. */
+typedef struct jr_dash_file {
+    const char          *path;
+    const char          *type;
+    const unsigned char *data;
+    size_t               len;
+} jr_dash_file;
+const jr_dash_file *jr_dash_find(const char *path);
+
+#endif

@@ -1,0 +1,63 @@
+/* jrlib.h - the handler module, "jobrunner" as handlers see it (the
+ * producer module is "jobrunner.client"): push (kept until the job
+ * succeeds), snooze, discard, log, null, array, progress, cancelled. Owns the pushes of the job
+ * that runs. Uses job.h for jr_push, luabridge.h for the signal
+ * metatable, json.h to encode payloads, luaopts.h to read push options. */
+#ifndef JR_JRLIB_H
+#define JR_JRLIB_H
+
+#include "base/job.h"
+
+typedef struct lua_State lua_State;
+
+/* snooze() waits at least this many seconds: snooze() or snooze(0) on a
+ * job that snoozes every time must not requeue it in a tight loop. */
+#define JR_SNOOZE_MIN 1.0
+
+/* Bytes of a progress note kept (cut at a character boundary). */
+#define JR_NOTE_MAX 256
+
+/* What a handler's jobrunner.snooze/discard raised. */
+typedef struct jr_signal {
+    int    kind;                /* JR_SNOOZE or JR_DEAD */
+    double delay;               /* snooze seconds */
+    char   reason[512];         /* discard reason */
+} jr_signal;
+
+/* The job a worker runs now. Visible: worker.c fills and drains it. */
+typedef struct jr_jobctx {
+    const jr_job *job;          /* NULL between jobs */
+    jr_push      *pushes;       /* their strings live in mem[i] */
+    char        **mem;          /* mem[i]: pushes[i]'s strings, one
+                                   allocation each, owned; freed by
+                                   jr_jobctx_clear */
+    int           npushes;
+    int           cap;          /* slots in pushes and in mem */
+    size_t        max_payload;  /* bytes, 0: no limit */
+    int           decided;      /* snooze or discard was called */
+    jr_signal     decision;     /* the first of them: a pcall can't undo it */
+    int           cancelled;    /* its cancel arrived (worker.c sets it) */
+    /* Called by cancelled() before it answers, and by progress() after it
+     * stored a value (worker.c's: read the master's frames, send the
+     * progress if a second passed). arg is hook_arg. */
+    void        (*on_cancelled)(void *arg);
+    void        (*on_progress)(void *arg);
+    void         *hook_arg;
+    int           progress_dirty;   /* a value not sent yet */
+    double        progress_done;
+    double        progress_total;   /* NAN: unknown */
+    int           progress_has_note;
+    char          progress_note[JR_NOTE_MAX + 1];
+} jr_jobctx;
+
+/* Installs package.loaded.jobrunner for handlers, bound to ctx (borrowed,
+ * must outlive L). Returns 0 or -1 with the Lua error in err. */
+int  jr_jrlib_open(lua_State *L, jr_jobctx *ctx, jr_err *err);
+/* Frees the pushes of the last job and forgets its decision. */
+void jr_jobctx_clear(jr_jobctx *ctx);
+/* Clears ctx and frees its arrays (the worker's exit). */
+void jr_jobctx_free(jr_jobctx *ctx);
+/* Returns the signal at idx, or NULL if the value is not one. */
+const jr_signal *jr_jrlib_signal(lua_State *L, int idx);
+
+#endif

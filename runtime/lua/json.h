@@ -1,0 +1,54 @@
+/* json.h - payload tables to JSON text, with lua-cjson's conventions and
+ * exact integers, for both "jobrunner" modules: the producers' (luaclient.c)
+ * and the handlers' (jrlib.c). Owns the jobrunner.array marker, the
+ * GC-freed byte buffers it writes into, and the one JSON string escaper
+ * (also for log lines and the CLI's --json). Uses Lua, util.h. */
+#ifndef JR_JSON_H
+#define JR_JSON_H
+
+#include <stddef.h>
+
+#include "base/util.h"
+
+typedef struct lua_State lua_State;
+
+#define JR_JSON_ARRAY_MT "jobrunner.array"  /* marks a table as an array */
+#define JR_JSON_BUF_MT   "jobrunner.buffer" /* a jr_buf the GC frees */
+
+/* Pushes a new empty jr_buf (util.h) in a userdata whose __gc frees its
+ * bytes, so that an error raised while one is on the stack leaks nothing:
+ * keep it on the stack while p is used. Append with jr_buf_put, which
+ * never raises.  [-0, +1, m] */
+jr_buf *jr_json_buf_new(lua_State *L);
+
+/* The one JSON string escaper (payloads, JSON log lines, the CLI's
+ * --json): writes into out what stands for the character at s (n > 0
+ * bytes left) inside a JSON string literal and sets *used to the bytes of
+ * s it took. '"' and '\\' are backslashed; \n \t \r \b \f as such; other
+ * control characters and DEL as \u00XX; a valid UTF-8 sequence is copied.
+ * Returns the length written (1..6), or 0 when s does not start with valid
+ * UTF-8 (overlong forms, surrogates and code points past U+10FFFF
+ * included): the caller fails, or writes JR_JSON_BADBYTE and skips one
+ * byte. */
+size_t jr_json_escape_char(const char *s, size_t n, char out[6],
+                           size_t *used);
+#define JR_JSON_BADBYTE "\\ufffd"    /* U+FFFD, for a byte that is not UTF-8 */
+
+/* Appends the payload at idx to b as JSON text and a NUL: nil is {}, else
+ * it must be a table. Returns 0, or -1 with "payload.path: what is wrong"
+ * in msg (msgsize bytes, borrowed) and b's new bytes unspecified. Tables
+ * are read raw.  [-0, +0, m] */
+int jr_json_encode(lua_State *L, int idx, jr_buf *b, char *msg,
+                   size_t msgsize);
+
+/* Sets null (the light userdata NULL, as cjson.null) and array (the
+ * jobrunner.array() marker function) in the module table on top.
+ * [-0, +0, m] */
+void jr_json_set_markers(lua_State *L);
+
+/* lua-cjson decodes every JSON number as a float: turns whole ones back
+ * into integers (exact up to 2^53) in the table on top, depth levels deep
+ * already (call with 0). [-0, +0, -] */
+void jr_json_integers(lua_State *L, int depth);
+
+#endif

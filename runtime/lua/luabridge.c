@@ -1,0 +1,314 @@
+/* luabridge.c - every entry from C into Lua: new states (the standard
+ * libraries, package.path, an optional allocation limit), protected calls
+ * with a traceback, and the one count hook that enforces instruction
+ * budgets and wall-clock timeouts; also the plain job table a handler sees.
+ * Used by the config, the hooks, the loader and the workers. The functions
+ * keep the jr_script_ names they had when this lived in script.c. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <lauxlib.h>
+#include <lua.h>
+#include <lualib.h>
+
+#include "lua/luabridge.h"
+#include "base/util.h"
+
+const char *
+jr_script_errstr(lua_State *L)                   /* [-1, +1, m] */
+{
+    const char *what = NULL;
+
+    if (lua_type(L, -1) == LUA_TSTRING)
+        return lua_tostring(L, -1);
+    if (luaL_callmeta(L, -1, "__tostring")) {    /* e s */
+        if (lua_type(L, -1) == LUA_TSTRING) {
+            lua_remove(L, -2);                   /* s */
+            return lua_tostring(L, -1);
+        }
+        what = luaL_typename(L, -1);             /* a literal: stays valid */
+        lua_pop(L, 1);                           /* e */
+    }
+    if (what != NULL)
+        lua_pushfstring(L, "error object is a %s value whose __tostring "
+                        "returned a %s, not a string", luaL_typename(L, -1),
+                        what);                   /* e s */
+    else
+        lua_pushfstring(L, "error object is a %s value",
+                        luaL_typename(L, -1));   /* e s */
+    lua_remove(L, -2);                           /* s */
+    return lua_tostring(L, -1);
+}
+
+/* Message handler: adds a traceback; jobrunner signals pass unchanged. */
+static int
+add_traceback(lua_State *L)                      /* e */
+{
+    if (luaL_testudata(L, 1, JR_SIGNAL_MT) != NULL)
+        return 1;
+    jr_script_errstr(L);                         /* s */
+    luaL_traceback(L, L, lua_tostring(L, -1), 1);/* s tb */
+    return 1;
+}
+
+int
+jr_script_xpcall(lua_State *L, int nargs, int nres)
+{
+    int fn = lua_gettop(L) - nargs;              /* f a1..an */
+    int rc;
+
+    lua_pushcfunction(L, add_traceback);         /* f a1..an h */
+    lua_insert(L, fn);                           /* h f a1..an */
+    rc = lua_pcall(L, nargs, nres, fn);          /* h r1..rn | h e */
+    lua_remove(L, fn);                           /* r1..rn | e */
+    return rc;
+}
+
+/* --- budgets: one count hook for every entry into Lua ---------------- */
+
+#define BUDGET_STEP 10000       /* instructions between hook calls */
+
+/* What the running call may still use. One per jr_script_run level; the
+ * state's extra space points at the innermost, so nested runs restore the
+ * outer one when they return. */
+typedef struct limit {
+    long    left;               /* instructions; <= 0 once exceeded */
+    long    budget;             /* as given, for the message; 0: none */
+    double  deadline;           /* jr_mono() seconds; 0: none */
+    double  secs;               /* the timeout, for the message */
+} limit;
+
+/* "1s", "0.5s": the way %g prints, which lua_pushfstring lacks. */
+static const char *
+secs_str(double secs)
+{
+    static char buf[32];
+
+    snprintf(buf, sizeof buf, "%gs", secs);
+    return buf;
+}
+
+static jr_script_check_fn check_fn;     /* jr_script_set_check's */
+static void              *check_arg;
+
+void
+jr_script_set_check(jr_script_check_fn fn, void *arg)
+{
+    check_fn = fn;
+    check_arg = arg;
+}
+
+static limit **
+limit_slot(lua_State *L)
+{
+    return (limit **)lua_getextraspace(L);
+}
+
+/* Raises "file:line: <what>" at the Lua line that was running, and again
+ * at every later check: a pcall inside the code cannot swallow it for good
+ * because the next instructions it runs raise once more. */
+static void
+limit_hook(lua_State *L, lua_Debug *ar)
+{
+    limit *lim = *limit_slot(L);
+    char where[256] = "";
+    const char *stop = NULL;
+
+    if (lim == NULL) {          /* an interrupt that came after the call */
+        lua_sethook(L, NULL, 0, 0);
+        return;
+    }
+    if (lua_gethookcount(L) != BUDGET_STEP)     /* after an interrupt */
+        lua_sethook(L, limit_hook, LUA_MASKCOUNT, BUDGET_STEP);
+    if (lim->budget > 0)
+        lim->left -= BUDGET_STEP;
+    if (check_fn != NULL)
+        stop = check_fn(check_arg);
+    if (stop == NULL && (lim->budget <= 0 || lim->left > 0) &&
+        (lim->deadline <= 0 || jr_mono() <= lim->deadline))
+        return;
+    if (lua_getinfo(L, "Sl", ar) && ar->currentline > 0)
+        snprintf(where, sizeof where, "%s:%d: ", ar->short_src,
+                 ar->currentline);
+    if (stop != NULL)
+        lua_pushfstring(L, "%s%s", where, stop);
+    else if (lim->budget > 0 && lim->left <= 0)
+        lua_pushfstring(L, "%sinterrupted: ran more than %d instructions (an "
+                        "endless loop?)", where, (int)lim->budget);
+    else
+        lua_pushfstring(L, "%stimed out after %s", where,
+                        secs_str(lim->secs));
+    lua_error(L);               /* not luaL_error: we placed it ourselves */
+}
+
+int
+jr_script_xrun(lua_State *L, int nargs, int nres, long budget,
+               double timeout)
+{
+    limit lim = {budget, budget, 0, timeout}, *outer = *limit_slot(L);
+    lua_Hook oldhook = lua_gethook(L);
+    int oldmask = lua_gethookmask(L), oldcount = lua_gethookcount(L);
+    int rc;
+
+    if (timeout > 0)
+        lim.deadline = jr_mono() + timeout;
+    *limit_slot(L) = &lim;
+    if (budget > 0 || timeout > 0 || check_fn != NULL)
+        lua_sethook(L, limit_hook, LUA_MASKCOUNT, BUDGET_STEP);
+    else
+        lua_sethook(L, NULL, 0, 0);
+    rc = jr_script_xpcall(L, nargs, nres);      /* r1..rn | e */
+    lua_sethook(L, oldhook, oldmask, oldcount);
+    *limit_slot(L) = outer;
+    if (rc == LUA_OK && timeout > 0 && jr_mono() > lim.deadline)
+        rc = JR_SCRIPT_LATE;    /* finished, but past its deadline */
+    return rc;
+}
+
+void
+jr_script_interrupt(lua_State *L)
+{
+    lua_sethook(L, limit_hook, LUA_MASKCOUNT, 1);
+}
+
+int
+jr_script_run(lua_State *L, int nargs, int nres, long budget, jr_err *err)
+{
+    int rc = jr_script_xrun(L, nargs, nres, budget, 0);
+
+    if (rc == LUA_OK)
+        return 0;
+    if (lua_type(L, -1) == LUA_TSTRING)
+        jr_fail(err, JR_ELUA, "%s", lua_tostring(L, -1));
+    else
+        jr_fail(err, JR_ELUA, "%s", jr_script_errstr(L));
+    lua_pop(L, 1);                               /* (nothing) */
+    return -1;
+}
+
+int
+jr_script_pcall(lua_State *L, int nargs, int nres, jr_err *err)
+{
+    if (jr_script_xpcall(L, nargs, nres) == LUA_OK)
+        return 0;
+    if (lua_type(L, -1) == LUA_TSTRING)
+        jr_fail(err, JR_ELUA, "%s", lua_tostring(L, -1));
+    else
+        jr_fail(err, JR_ELUA, "(signal)");
+    lua_pop(L, 1);                               /* (nothing) */
+    return -1;
+}
+
+static int
+pmain_open(lua_State *L)                         /* dir */
+{
+    const char *dir = lua_tostring(L, 1);
+
+    luaL_openlibs(L);
+    if (dir != NULL) {
+        lua_getglobal(L, "package");             /* dir package */
+        lua_getfield(L, -1, "path");             /* dir package path */
+        lua_pushfstring(L, "%s/?.lua;%s/?/init.lua;%s", dir, dir,
+                        lua_tostring(L, -1));    /* dir package path new */
+        lua_setfield(L, -3, "path");             /* dir package path */
+        lua_pop(L, 2);                           /* dir */
+    }
+    luaL_newmetatable(L, JR_SIGNAL_MT);             /* dir mt */
+    lua_pop(L, 1);                               /* dir */
+    return 0;
+}
+
+/* The allocator of limited states: counts, and refuses growth past the
+ * limit while a handler runs (outside, our own C code must not fail). */
+static void *
+limited_alloc(void *ud, void *ptr, size_t osize, size_t nsize)
+{
+    jr_memlimit *ml = ud;
+    size_t old = ptr ? osize : 0;
+    void *p;
+
+    if (nsize == 0) {
+        free(ptr);
+        ml->used -= old;
+        return NULL;
+    }
+    if (ml->enforce && ml->limit && nsize > old &&
+        ml->used + (nsize - old) > ml->limit) {
+        ml->hit = 1;
+        return NULL;
+    }
+    if ((p = realloc(ptr, nsize)) != NULL)
+        ml->used = ml->used - old + nsize;
+    return p;
+}
+
+static lua_State *
+new_state(lua_State *L, const char *scripts_dir, jr_err *err);
+
+lua_State *
+jr_script_state_limited(const char *scripts_dir, jr_memlimit *ml,
+                        jr_err *err)
+{
+    return new_state(lua_newstate(limited_alloc, ml), scripts_dir, err);
+}
+
+lua_State *
+jr_script_state(const char *scripts_dir, jr_err *err)
+{
+    return new_state(luaL_newstate(), scripts_dir, err);
+}
+
+/* An error outside any protected call: a bug. Say it before aborting. */
+static int
+panic(lua_State *L)
+{
+    const char *msg = lua_tostring(L, -1);
+
+    fprintf(stderr, "jobrunner: unprotected Lua error: %s\n",
+            msg ? msg : "(not a string)");
+    return 0;                   /* Lua aborts */
+}
+
+static lua_State *
+new_state(lua_State *L, const char *scripts_dir, jr_err *err)
+{
+    if (L != NULL)
+        lua_atpanic(L, panic);
+    if (L == NULL) {
+        jr_fail(err, JR_ENOMEM, "cannot create a Lua state: out of memory");
+        return NULL;
+    }
+    lua_pushcfunction(L, pmain_open);            /* f */
+    if (scripts_dir)
+        lua_pushstring(L, scripts_dir);          /* f dir */
+    else
+        lua_pushnil(L);                          /* f nil */
+    if (jr_script_pcall(L, 1, 0, err) < 0) {
+        lua_close(L);
+        return NULL;
+    }
+    return L;
+}
+
+void
+jr_script_push_job(lua_State *L, const jr_job *j, int max_retries)
+{
+    lua_createtable(L, 0, 9);                        /* job */
+    lua_pushinteger(L, j->id);
+    lua_setfield(L, -2, "id");
+    lua_pushstring(L, j->name);
+    lua_setfield(L, -2, "name");
+    lua_pushstring(L, j->queue);
+    lua_setfield(L, -2, "queue");
+    lua_pushinteger(L, j->attempt);
+    lua_setfield(L, -2, "attempt");
+    lua_pushinteger(L, max_retries);
+    lua_setfield(L, -2, "max_retries");
+    lua_pushinteger(L, j->priority);
+    lua_setfield(L, -2, "priority");
+    lua_pushnumber(L, j->run_at);
+    lua_setfield(L, -2, "run_at");
+    lua_pushnumber(L, j->created_at);
+    lua_setfield(L, -2, "created_at");
+}

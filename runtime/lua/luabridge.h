@@ -1,0 +1,92 @@
+/* luabridge.h - every entry from C into Lua: states, protected calls with
+ * a traceback, instruction budgets and timeouts (one count hook), the job
+ * table handlers see. Owns the limit of the call that runs, in each
+ * state's extra space. Uses err.h, job.h. The functions keep the
+ * jr_script_ names they had in script.h, which includes this header. */
+#ifndef JR_LUABRIDGE_H
+#define JR_LUABRIDGE_H
+
+#include <stddef.h>
+
+#include "base/err.h"
+#include "base/job.h"
+
+typedef struct lua_State lua_State;
+
+#define JR_SIGNAL_MT "jobrunner.signal" /* snooze/discard unwind as these */
+
+/* Returns a new state with the standard libraries, package.path pointing at
+ * scripts_dir (may be NULL) first, or NULL with err set. Close with
+ * lua_close(). */
+lua_State *jr_script_state(const char *scripts_dir, jr_err *err);
+
+/* The allocation limit of states made by jr_script_state_limited. */
+typedef struct jr_memlimit {
+    size_t used;                /* bytes held by the state */
+    size_t limit;               /* refuse beyond this while enforced */
+    int    enforce;             /* only while a handler runs */
+    int    hit;                 /* a refusal happened */
+} jr_memlimit;
+
+/* Like jr_script_state, with allocations counted in ml (borrowed, must
+ * outlive the state) and refused past ml->limit while ml->enforce is set. */
+lua_State *jr_script_state_limited(const char *scripts_dir, jr_memlimit *ml,
+                                   jr_err *err);
+
+/* Calls the function below the top nargs values. Success leaves nres
+ * results; failure fills err with message and traceback.
+ * [-(nargs+1), +(nres|0), -] */
+int jr_script_pcall(lua_State *L, int nargs, int nres, jr_err *err);
+
+/* Like jr_script_pcall but returns lua_pcall's status and leaves the error
+ * value on top (a string with traceback, or a jobrunner signal).
+ * [-(nargs+1), +(nres|1), -] */
+int jr_script_xpcall(lua_State *L, int nargs, int nres);
+
+/* Instructions one call into config or loading Lua may run: a config file,
+ * a handler file's top level, a hook, a backoff function. Past it the call
+ * fails with "file:line: interrupted: ran more than N instructions". */
+#define JR_LUA_BUDGET 50000000L
+
+/* jr_script_xrun's status for a call that returned after its timeout. */
+#define JR_SCRIPT_LATE (-100)
+
+/* The one bridge into Lua: calls the function below the top nargs values
+ * with a traceback, under a budget of instructions (0: none). Once the
+ * budget is spent every later check raises again, so a pcall inside cannot
+ * swallow it. Success leaves nres results; failure fills err with
+ * "file:line: message" and the traceback. [-(nargs+1), +(nres|0), -] */
+int jr_script_run(lua_State *L, int nargs, int nres, long budget,
+                  jr_err *err);
+
+/* Like jr_script_run with a wall-clock timeout in seconds as well (0:
+ * none), returning lua_pcall's status (JR_SCRIPT_LATE when it returned
+ * past the timeout) and leaving the error value on top (a string with
+ * traceback, or a jobrunner signal). [-(nargs+1), +(nres|1), -] */
+int jr_script_xrun(lua_State *L, int nargs, int nres, long budget,
+                   double timeout);
+
+/* A check the count hook of jr_script_xrun makes at each of its checks (a
+ * worker's cancel): NULL to go on, or a message to raise at the Lua line
+ * that runs, and again at every later check, so that a pcall cannot
+ * swallow it. One per process (a worker's one state); fn NULL: none.
+ * While one is set every jr_script_xrun installs the count hook. */
+typedef const char *(*jr_script_check_fn)(void *arg);
+void jr_script_set_check(jr_script_check_fn fn, void *arg);
+
+/* Makes the count hook of the call running in L check at its next
+ * instruction instead of BUDGET_STEP instructions later. Async-signal-
+ * safe (lua_sethook is, as lua.c's Ctrl-C handler relies on): for a signal
+ * handler, and only while a jr_script_xrun runs. */
+void jr_script_interrupt(lua_State *L);
+
+/* Pushes the plain table a handler sees for job j: id, name, queue,
+ * attempt, max_retries (the one in force), priority, run_at, created_at;
+ * not the payload. [-0, +1, m] */
+void jr_script_push_job(lua_State *L, const jr_job *j, int max_retries);
+
+/* Turns the error value at the top into a readable string in place
+ * (tables, nil, userdata get a description). [-1, +1, m] */
+const char *jr_script_errstr(lua_State *L);
+
+#endif

@@ -1,0 +1,165 @@
+/* luaopts.c - options tables read from Lua: the one reader of push options
+ * for the producer module and for handler pushes, and its typed checks.
+ * A wrong type is misuse and raises; a value out of the rules is reported
+ * through jr_push_check's message, the rule every producer follows. */
+#include <limits.h>
+#include <string.h>
+
+#include <lauxlib.h>
+#include <lua.h>
+
+#include "lua/luaopts.h"
+
+double
+jr_luaopts_number(lua_State *L, const char *fn, const char *key)
+{
+    if (lua_type(L, -1) != LUA_TNUMBER)
+        luaL_error(L, "%s: option '%s' must be a number, got %s", fn, key,
+                   luaL_typename(L, -1));
+    return (double)lua_tonumber(L, -1);
+}
+
+long long
+jr_luaopts_int(lua_State *L, const char *fn, const char *key, long long lo,
+               long long hi)
+{
+    lua_Integer v;
+
+    if (!lua_isinteger(L, -1))
+        luaL_error(L, "%s: option '%s' must be an integer, got %s", fn, key,
+                   lua_type(L, -1) == LUA_TNUMBER ? "a float" :
+                   luaL_typename(L, -1));
+    v = lua_tointeger(L, -1);
+    if (v < lo || v > hi)
+        luaL_error(L, "%s: option '%s' is out of range: %I (from %I to %I)",
+                   fn, key, v, (lua_Integer)lo, (lua_Integer)hi);
+    return (long long)v;
+}
+
+/* The queue option on top: a string (a number is not one), whose NUL
+ * bytes C would cut, so it is checked with its length.  [-0, +0, v] */
+static int
+read_queue(lua_State *L, const char *fn, jr_push *p, jr_err *err)
+{
+    size_t len;
+
+    if (lua_type(L, -1) != LUA_TSTRING)
+        luaL_error(L, "%s: option 'queue' must be a string, got %s", fn,
+                   luaL_typename(L, -1));
+    p->queue = lua_tolstring(L, -1, &len);
+    return jr_name_check_len(p->queue, len, "queue name", err);
+}
+
+/* The unique_key option on top: a string, checked with its length (a
+ * NUL byte is refused, not cut).  [-0, +0, v] */
+static int
+read_unique_key(lua_State *L, const char *fn, jr_push *p, jr_err *err)
+{
+    size_t len;
+
+    if (lua_type(L, -1) != LUA_TSTRING)
+        luaL_error(L, "%s: option 'unique_key' must be a string, got %s", fn,
+                   luaL_typename(L, -1));
+    p->unique_key = lua_tolstring(L, -1, &len);
+    return jr_unique_key_check(p->name ? p->name : "?", p->unique_key, len,
+                               err);
+}
+
+/* The on_conflict option on top: "keep" or "replace".  [-0, +0, v] */
+static int
+read_on_conflict(lua_State *L, const char *fn)
+{
+    const char *v = lua_type(L, -1) == LUA_TSTRING ? lua_tostring(L, -1) :
+                    NULL;
+
+    if (v != NULL && strcmp(v, "keep") == 0)
+        return JR_CONFLICT_KEEP;
+    if (v != NULL && strcmp(v, "replace") == 0)
+        return JR_CONFLICT_REPLACE;
+    return luaL_error(L, "%s: option 'on_conflict' must be \"keep\" or "
+                      "\"replace\", got %s", fn, v ? v :
+                      luaL_typename(L, -1));
+}
+
+/* The limit key on top, a string kept in the table (the caller anchors
+ * it), 1 to JR_KEY_MAX bytes with no NUL.  [-0, +0, v] */
+static int
+read_key(lua_State *L, const char *fn, jr_push *p, jr_err *err)
+{
+    size_t len;
+
+    if (lua_type(L, -1) != LUA_TSTRING)
+        luaL_error(L, "%s: option 'key' must be a string, got %s", fn,
+                   luaL_typename(L, -1));
+    p->key = lua_tolstring(L, -1, &len);
+    if (len == 0 || len > JR_KEY_MAX || strlen(p->key) != len)
+        return jr_fail(err, JR_EINPUT, "%s: option 'key': %zu bytes%s "
+                       "(1 to %d, no NUL)", fn, len,
+                       strlen(p->key) != len ? " with a NUL" : "",
+                       JR_KEY_MAX);
+    return 0;
+}
+
+/* Reads the value on top into p under key k, or raises.  [-0, +0, v] */
+static int
+read_one(lua_State *L, const char *fn, const char *k, jr_push *p,
+         jr_err *err)
+{
+    if (strcmp(k, "run_in") == 0)
+        p->run_in = jr_luaopts_number(L, fn, k);
+    else if (strcmp(k, "run_at") == 0)
+        p->run_at = jr_luaopts_number(L, fn, k);
+    else if (strcmp(k, "priority") == 0)
+        p->priority = (int)jr_luaopts_int(L, fn, k, INT_MIN, INT_MAX);
+    else if (strcmp(k, "max_retries") == 0)
+        p->max_retries = (int)jr_luaopts_int(L, fn, k, 0, INT_MAX);
+    else if (strcmp(k, "queue") == 0)
+        return read_queue(L, fn, p, err);
+    else if (strcmp(k, "unique_key") == 0)
+        return read_unique_key(L, fn, p, err);
+    else if (strcmp(k, "unique_for") == 0)
+        p->unique_for = jr_luaopts_number(L, fn, k);
+    else if (strcmp(k, "on_conflict") == 0)
+        p->on_conflict = read_on_conflict(L, fn);
+    else if (strcmp(k, "key") == 0)
+        return read_key(L, fn, p, err);
+    else
+        luaL_error(L, "%s: unknown option '%s' (valid: run_in, run_at, "
+                   "priority, queue, max_retries, unique_key, unique_for, "
+                   "on_conflict, key)", fn, k);
+    return 0;
+}
+
+int
+jr_luaopts_push(lua_State *L, int idx, const char *fn, jr_push *p,
+                jr_err *err)
+{
+    int rc = 0;
+
+    idx = lua_absindex(L, idx);
+    p->run_in = p->run_at = 0;
+    p->priority = 0;
+    p->queue = NULL;
+    p->max_retries = -1;
+    p->unique_key = NULL;
+    p->unique_for = 0;
+    p->on_conflict = JR_CONFLICT_KEEP;
+    p->key = NULL;
+    jr_err_clear(err);
+    if (!lua_isnoneornil(L, idx)) {
+        luaL_checktype(L, idx, LUA_TTABLE);
+        lua_pushnil(L);                              /* nil */
+        while (lua_next(L, idx)) {                   /* k v */
+            const char *k = lua_type(L, -2) == LUA_TSTRING ?
+                            lua_tostring(L, -2) : "(not a string)";
+            if (rc == 0)    /* the first bad value is the one reported */
+                rc = read_one(L, fn, k, p, err);
+            else
+                read_one(L, fn, k, p, NULL);
+            lua_pop(L, 1);                           /* k */
+        }                                            /* (nothing) */
+    }
+    if (rc < 0 || p->name == NULL)
+        return rc;
+    return jr_push_check(p, 0, err);
+}

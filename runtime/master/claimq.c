@@ -1,0 +1,572 @@
+/* claimq.c - the master's jobs between the database and the workers: the
+ * local queue of claimed jobs, dispatch to free worker slots, the result
+ * buffers, and the database cycle that records the results and claims as
+ * many jobs as there is capacity for, once per pass of work. Named for the
+ * claim queue at its centre. Uses master_int.h and the database thread. */
+#include <stdlib.h>
+#include <string.h>
+
+#include <event2/bufferevent.h>
+#include <event2/event.h>
+
+#include "base/log.h"
+#include "master/master_int.h"
+#include "url.h"
+#include "services/metrics.h"
+#include "master/lane.h"
+#include "services/vacuum.h"
+
+#define LOCAL_QUEUE   512       /* claimed ahead while jobs are short */
+#define SHORT_JOB     0.005     /* seconds: below this, claim ahead */
+#define PREFETCH_TIME 0.002     /* seconds of work a worker may have queued */
+#define RECHECKS      48        /* re-looks after a wake-up: 20 ms in all, */
+#define RECHECKS_FAST 10        /* the first ones RECHECK_FAST_US apart */
+#define RECHECK_FAST_US 100     /* (a commit shows an fsync after its write) */
+#define RECHECK_US    500
+#define VACUUM_SLOW_N    100    /* a claim of this many jobs taking */
+#define VACUUM_SLOW_SECS 0.1    /* this long asks for a vacuum early */
+/* Jobs handed out and not yet recorded (out at the workers, their results
+ * pending or in flight, the lane's too) above which no more are handed out
+ * until a cycle records some: what a kill -9 makes run again is at most
+ * this (issue 16: under 250 on SQLite, 500 on PostgreSQL). It counted the
+ * results only, and the workers' jobs came on top: a kill re-ran 256 with
+ * a cap of 200. PostgreSQL's cycles are longer. */
+#define HELD_MAX      240
+#define HELD_MAX_PG   480
+
+int
+jr_claimq_push(master *m, jr_job *j, int front)
+{
+    if (m->qlen == m->qcap) {
+        size_t cap = m->qcap ? m->qcap * 2 : 64, i;
+        jr_job **q = malloc(cap * sizeof *q);
+        if (q == NULL)
+            return -1;
+        for (i = 0; i < m->qlen; i++)
+            q[i] = m->queue[(m->qhead + i) % m->qcap];
+        free(m->queue);
+        m->queue = q;
+        m->qcap = cap;
+        m->qhead = 0;
+    }
+    if (front) {
+        m->qhead = (m->qhead + m->qcap - 1) % m->qcap;
+        m->queue[m->qhead] = j;
+    } else {
+        m->queue[(m->qhead + m->qlen) % m->qcap] = j;
+    }
+    m->qlen++;
+    return 0;
+}
+
+jr_job *
+jr_claimq_pop(master *m)
+{
+    jr_job *j;
+
+    if (m->qlen == 0)
+        return NULL;
+    j = m->queue[m->qhead];
+    m->qhead = (m->qhead + 1) % m->qcap;
+    m->qlen--;
+    return j;
+}
+
+/* Queues a result for the next flush; takes mem. */
+void
+jr_claimq_result(master *m, const jr_result *r, void *mem)
+{
+    if (m->nres == m->capres) {
+        int cap = m->capres ? m->capres * 2 : 64;
+        pending *p = realloc(m->res, (size_t)cap * sizeof *p);
+        if (p == NULL) {
+            /* the lease will bring the job back */
+            jr_log(JR_LOG_ERROR, "job %lld: out of memory keeping its "
+                   "result; its lease will requeue it", (long long)r->id);
+            free(mem);
+            return;
+        }
+        m->res = p;
+        m->capres = cap;
+    }
+    m->res[m->nres].r = *r;
+    m->res[m->nres].mem = mem;
+    m->nres++;
+}
+
+/* A claimed job whose retries are used up before it starts: its last
+ * attempt was lost with its runner's lease (the rescue requeues it with
+ * that attempt counted) or the handler now allows fewer. The runner that
+ * claims it knows the handler, so it decides here, with the same rule as
+ * a failure (retry.c): dead, not run, this claim not counted.
+ * Returns 1 and takes j if so. */
+static int
+expire_job(master *m, jr_job *j)
+{
+    jr_result r = {.id = j->id, .kind = JR_EXPIRED}, seen;
+    jr_job last;                /* as the hooks see it: the lost attempt */
+    jr_retry_in in;
+    int max;
+
+    jr_pool_retry_in(m, m->gen, j, NULL, &in);
+    if (!jr_retry_expired(&in))
+        return 0;
+    max = jr_retry_max(j, in.handler_max, in.config_max);
+    jr_log(JR_LOG_WARN, "job %lld (%s) dead: no retries left after %d "
+           "attempt%s (max_retries %d); the last one was lost (its "
+           "runner's lease expired)", (long long)j->id, j->name,
+           j->attempt - 1, j->attempt == 2 ? "" : "s", max);
+    m->dead++;
+    seen = r;                   /* the row keeps its last_error */
+    seen.error = "no retries left (lease expired: runner lost)";
+    last = *j;                  /* strings stay in j until it is freed */
+    last.attempt--;
+    jr_event_job(m, &last, &seen, 0);
+    jr_claimq_result(m, &r, NULL);
+    free(j);
+    return 1;
+}
+
+void
+jr_claimq_release(master *m, jr_job *j)
+{
+    jr_result r = {.id = j->id, .kind = JR_RELEASE};
+
+    jr_claimq_result(m, &r, NULL);
+    free(j);
+}
+
+/* After results were recorded: look again for jobs if some may have
+ * become ready (our own commits wake no one), free them. */
+void
+jr_claimq_recorded(master *m, pending *p, int n, int applied)
+{
+    int i;
+
+    if (applied < n)
+        jr_log(JR_LOG_WARN, "%d of %d results not recorded: the job was no "
+               "longer held by this runner (its lease expired and it was "
+               "requeued)", n - applied, n);
+    for (i = 0; i < n; i++) {
+        if (p[i].r.npushes > 0 || p[i].r.kind == JR_RELEASE ||
+            (p[i].r.kind != JR_DONE && p[i].r.kind != JR_DEAD &&
+             p[i].r.kind != JR_EXPIRED && p[i].r.kind != JR_CANCELLED &&
+             p[i].r.kind != JR_PROGRESS &&
+             p[i].r.delay < m->cfg->poll_interval))
+            m->want_claim = 1;
+        free(p[i].mem);
+    }
+}
+
+/* Puts results p[0..n) that were sent but not recorded back in front of
+ * the pending ones, for the next try. -1 when out of memory (p is left
+ * as it is). */
+int
+jr_claimq_unsend(master *m, const pending *p, int n)
+{
+    pending *all;
+
+    if (n == 0)
+        return 0;
+    if ((all = malloc((size_t)(n + m->nres) * sizeof *all)) == NULL)
+        return -1;
+    memcpy(all, p, (size_t)n * sizeof *all);
+    if (m->nres > 0)            /* m->res is NULL before the first result */
+        memcpy(all + n, m->res, (size_t)m->nres * sizeof *all);
+    free(m->res);
+    m->res = all;
+    m->nres = m->capres = n + m->nres;
+    return 0;
+}
+
+/* Results that can be neither recorded nor kept: their leases bring the
+ * jobs back (they run again). */
+void
+jr_claimq_lost(pending *p, int n)
+{
+    jr_log(JR_LOG_ERROR, "out of memory keeping %d results; their leases "
+           "will requeue the jobs", n);
+    for (int i = 0; i < n; i++)
+        free(p[i].mem);
+}
+
+/* Puts the in-flight results back in front of the pending ones. */
+void
+jr_claimq_back(master *m)
+{
+    if (jr_claimq_unsend(m, m->inflight, m->ninflight) == 0)
+        m->ninflight = 0;       /* else kept in flight, tried again */
+}
+
+/* The pending results move to *p (capacity *cap); p's old array becomes
+ * the pending one, emptied. */
+void
+jr_claimq_swap(pending **p, int *cap, master *m)
+{
+    pending *old = *p;
+    int oldcap = *cap;
+
+    *p = m->res;
+    *cap = m->capres;
+    m->res = old;
+    m->capres = oldcap;
+    m->nres = 0;
+}
+
+/* Records pending results synchronously (shutdown, with the thread gone). */
+int
+jr_claimq_flush(master *m)
+{
+    jr_result *batch;
+    jr_err err;
+    int i, n = m->nres, applied;
+
+    if (n == 0)
+        return 0;
+    if ((batch = malloc((size_t)n * sizeof *batch)) == NULL)
+        return -1;
+    for (i = 0; i < n; i++)
+        batch[i] = m->res[i].r;
+    applied = jr_dbthread_complete(m->db, m->token, batch, n, &err);
+    free(batch);
+    if (applied < 0) {
+        jr_log(JR_LOG_ERROR, "recording %d results failed: %s", n, err.msg);
+        return -1;
+    }
+    jr_claimq_recorded(m, m->res, n, applied);
+    m->nres = 0;
+    return 0;
+}
+
+static int
+slots(const wk *w)
+{
+    int n;
+
+    if (!w->ready || w->bev == NULL || w->kill_reason[0] ||
+        w->retiring || w->stopping || w->gen != w->m->gen)
+        return 0;
+    /* about PREFETCH_TIME of work queued in a worker: many no-op jobs,
+     * one or two 1 ms jobs, one long one */
+    n = w->avg > 0 ? (int)(PREFETCH_TIME / w->avg) : 1;
+    n = n < 1 ? 1 : n > SLOTS_MAX ? SLOTS_MAX : n;
+    return n - w->njobs;
+}
+
+/* How many jobs to claim: the free slots of the workers, and while jobs
+ * are short a local queue of them too (graphile-worker's local queue), so
+ * each database round feeds many jobs. The queue is refilled once it is
+ * half empty, before it runs dry: the workers keep busy on its other half
+ * while the claim runs. Long jobs are not claimed ahead: they would wait
+ * behind others while another runner could run them. */
+static int
+capacity(master *m)
+{
+    int free_slots = 0;
+    wk *w;
+
+    /* no worker (none can be started, or all are being replaced):
+     * nothing would run them here, while another runner could */
+    if (jr_pool_alive(m) == 0)
+        return 0;
+    for (w = m->workers; w; w = w->next)
+        free_slots += slots(w) > 0 ? slots(w) : 0;
+    if (m->avg > 0 && m->avg < SHORT_JOB &&
+        (free_slots > 0 || m->qlen <= LOCAL_QUEUE / 2))
+        free_slots += LOCAL_QUEUE;
+    /* less what claims on their way will bring */
+    return free_slots - (int)m->qlen - m->cycle_want - m->lane_want;
+}
+
+static void
+send_job(master *m, wk *w, jr_job *j)
+{
+    jr_buf_reset(&m->out);
+    jr_frame_put_job(&m->out, j);
+    w->jobs[w->njobs++] = j;
+    if (w->njobs == 1)
+        jr_event_job_start(m, w);
+    if (m->out.oom || bufferevent_write(w->bev, m->out.p, m->out.len) < 0)
+        jr_log(JR_LOG_ERROR, "worker %d: cannot send job %lld", w->id,
+               (long long)j->id);
+    jr_log(JR_LOG_DEBUG, "job %lld (%s) to worker %d, attempt %d",
+           (long long)j->id, j->name, w->id, j->attempt);
+}
+
+/* Sends job j (taken) to w, or records it cancelled if its cancel was
+ * told to a worker that gave it back unstarted (it died or recycled).
+ * Returns 1 if sent. */
+static int
+send_or_cancel(master *m, wk *w, jr_job *j)
+{
+    if (jr_cancel_requested(m, j->id)) {
+        jr_cancel_record(m, j, "cancelled before it started");
+        free(j);
+        return 0;
+    }
+    send_job(m, w, j);
+    return 1;
+}
+
+/* 1 while HELD_MAX jobs are out at the workers (out) or wait to be
+ * recorded: jobs stay queued here until the running cycle commits some
+ * (jr_claimq_cycle_done dispatches). */
+static int
+held_full(master *m, int out)
+{
+    if (m->held_max == 0)
+        m->held_max = jr_url_engine(m->cfg->backend, NULL) ==
+                       JR_URL_POSTGRES ? HELD_MAX_PG : HELD_MAX;
+    return out + m->nres + m->ninflight + jr_lane_held(m) >= m->held_max;
+}
+
+/* Hands queued jobs out: idle workers first, then spare slots of workers
+ * that run short jobs. */
+void
+jr_claimq_dispatch(master *m)
+{
+    int pass, out = 0;
+    wk *w;
+
+    if (m->qlen == 0)
+        return;
+    for (w = m->workers; w; w = w->next)
+        out += w->njobs;
+    for (pass = 0; pass < 2 && m->qlen > 0; pass++)
+        for (w = m->workers; w && m->qlen > 0; w = w->next)
+            while (m->qlen > 0 && slots(w) > 0 && (pass || w->njobs == 0) &&
+                   !held_full(m, out))
+                out += send_or_cancel(m, w, jr_claimq_pop(m));
+}
+
+static void
+db_trouble(master *m, const char *what)
+{
+    struct timeval tv;
+
+    if (m->db_backoff == 0)     /* once per outage, not per retry */
+        jr_log(JR_LOG_ERROR, "database: %s; results are kept and the "
+               "database is retried with backoff", what);
+    m->db_backoff = m->db_backoff ? m->db_backoff * 2 : 0.1;
+    if (m->db_backoff > JR_DB_RETRY_MAX)
+        m->db_backoff = JR_DB_RETRY_MAX;
+    m->db_retry_at = jr_mono() + m->db_backoff;
+    tv.tv_sec = (long)m->db_backoff;
+    tv.tv_usec = (long)((m->db_backoff - (double)tv.tv_sec) * 1e6);
+    event_add(m->ev_work, &tv);
+}
+
+/* The wake descriptor is readable: let the next cycle consume it (on the
+ * database thread) and claim. Re-armed when that cycle is done. */
+void
+jr_claimq_wake(evutil_socket_t fd, short what, void *arg)
+{
+    master *m = arg;
+
+    (void)what;
+    if (fd >= 0)
+        m->rechecks = 0;        /* a fresh write, not our re-check timer */
+    m->wake_due = 1;
+    jr_master_kick(m);
+}
+
+/* Watches the backend's wake descriptor, which may change when it
+ * reconnects. */
+void
+jr_claimq_watch_wake(master *m, int fd)
+{
+    if (fd != m->wake_fd && m->ev_wake != NULL) {
+        event_free(m->ev_wake);
+        m->ev_wake = NULL;
+    }
+    m->wake_fd = fd;
+    if (fd < 0)
+        return;
+    if (m->ev_wake == NULL)
+        m->ev_wake = event_new(m->base, fd, EV_READ, jr_claimq_wake, m);
+    if (m->ev_wake != NULL && !event_pending(m->ev_wake, EV_READ, NULL))
+        event_add(m->ev_wake, NULL);
+}
+
+/* Queues the jobs[0..n) a claim of want jobs got (or gives them back
+ * when stopping, or records those out of retries dead). */
+void
+jr_claimq_take(master *m, jr_job **jobs, int n, int want)
+{
+    int i;
+
+    for (i = 0; i < n; i++)
+        if (m->stopping || (!expire_job(m, jobs[i]) &&
+                            jr_claimq_push(m, jobs[i], 0) < 0))
+            jr_claimq_release(m, jobs[i]);
+    if (want > 0 && n >= 0)
+        m->want_claim = m->full_batch = n == want;
+    if (n > 0)
+        jr_log(JR_LOG_DEBUG, "claimed %d jobs", n);
+}
+
+/* What cycle c says about the database: an outage (retry with backoff)
+ * or its end, and a wake-up that found nothing yet (look again soon). */
+static void
+note_health(master *m, const jr_cycle *c)
+{
+    if (c->unchanged && m->rechecks < RECHECKS) {
+        /* a producer's WAL write wakes us an fsync before its commit is
+         * visible: look again shortly instead of at the next poll */
+        struct timeval tv = {0, m->rechecks < RECHECKS_FAST ?
+                                RECHECK_FAST_US : RECHECK_US};
+        m->rechecks++;
+        event_add(m->ev_recheck, &tv);
+    } else if (!c->unchanged) {
+        m->rechecks = 0;
+    }
+    if (c->err.code != 0) {
+        m->want_claim = 1;      /* look again once it is back */
+        db_trouble(m, c->err.msg);
+    } else if (m->db_backoff > 0) {
+        jr_log(JR_LOG_INFO, "database: back after an outage");
+        m->db_backoff = 0;
+        m->db_retry_at = 0;
+    }
+}
+
+void
+jr_claimq_cycle_done(jr_cycle *c, void *arg)
+{
+    master *m = arg;
+
+    free(c->results);
+    c->results = NULL;
+    jr_gen_unref(m->cycle_gen);
+    m->cycle_gen = NULL;
+    jr_metrics_cycle_end(m->metrics, c->rescued);
+    if (c->count_ready)
+        jr_event_tick(m, c);
+    if (c->applied < 0) {
+        jr_claimq_back(m);
+    } else {
+        jr_claimq_recorded(m, m->inflight, m->ninflight, c->applied);
+        m->ninflight = 0;
+        /* a big claim that took long: dead index entries, likely */
+        jr_vacuum_note(m, c->applied, c->nclaimed >= VACUUM_SLOW_N &&
+                       jr_mono() - m->cycle_at >= VACUUM_SLOW_SECS);
+    }
+    m->cycle_want = 0;
+    jr_claimq_take(m, c->claimed, c->nclaimed, c->want);
+    jr_limitsrun_cycle(m, c);
+    jr_qstate_cycle(m, c);
+    jr_cycle_free_out(c);
+    jr_sched_cycle(m, c);
+    if (c->rescued > 0) {
+        jr_log(JR_LOG_WARN, "requeued %d job%s whose runner's lease expired",
+               c->rescued, c->rescued == 1 ? "" : "s");
+        m->want_claim = 1;
+    }
+    if (c->check_cancel && c->ncancel >= 0)
+        jr_cancel_seen(m, c->cancel_ids, c->ncancel);
+    if (c->pruned > 0)
+        jr_log(JR_LOG_DEBUG, "pruned %d finished jobs", c->pruned);
+    m->prune_due = m->prune_due || c->pruned == JR_PRUNE_BATCH;
+    jr_claimq_watch_wake(m, c->wake_fd);
+    note_health(m, c);
+    jr_claimq_dispatch(m);
+    jr_master_kick(m);
+}
+
+/* The pending results go in flight: cycle c records a copy of them.
+ * -1 when out of memory (they stay pending). */
+static int
+send_results(master *m, jr_cycle *c)
+{
+    pending *swap = m->inflight;
+    int cap = m->capinflight, i;
+    jr_result *r;
+
+    m->inflight = m->res;
+    m->capinflight = m->capres;
+    m->ninflight = m->nres;
+    m->res = swap;
+    m->capres = cap;
+    m->nres = 0;
+    c->results = NULL;
+    if (m->ninflight == 0)
+        return 0;
+    if ((r = malloc((size_t)m->ninflight * sizeof *r)) == NULL) {
+        jr_claimq_back(m);
+        return -1;
+    }
+    for (i = 0; i < m->ninflight; i++)
+        r[i] = m->inflight[i].r;
+    c->results = r;
+    c->nresults = m->ninflight;
+    return 0;
+}
+
+/* The loop's one pass of work: hand out what is queued, and start a
+ * database cycle if one is needed and none is running. */
+void
+jr_claimq_work(evutil_socket_t fd, short what, void *arg)
+{
+    master *m = arg;
+    jr_cycle *c = &m->cycle;
+    int want, sched;
+
+    (void)fd;
+    (void)what;
+    jr_claimq_dispatch(m);
+    jr_pool_scale_up(m);
+    if (m->dbt == NULL || m->stopping == 2)
+        return;
+    if (jr_dbthread_busy(m->dbt)) {
+        /* a second round on the lane while this one is out (lane.c) */
+        if (m->want_claim && m->db_retry_at == 0 && m->gen != NULL)
+            jr_lane_round(m, capacity(m));
+        return;                 /* jr_claimq_cycle_done kicks again */
+    }
+    if (m->db_retry_at > 0 && jr_mono() < m->db_retry_at)
+        return;                 /* a retry timer is armed */
+    want = jr_lane_split(m, capacity(m));
+    if (want > CLAIM_MAX)
+        want = CLAIM_MAX;
+    if (m->stopping || m->gen == NULL || m->gen->n == 0 ||
+        !(m->want_claim || m->wake_due))
+        want = 0;
+    if (m->cancel_due && !jr_cancel_holds(m))
+        m->cancel_due = 0;      /* nothing of ours to cancel */
+    sched = jr_sched_due(m);
+    if (m->nres == 0 && want <= 0 && !m->renew_due && !m->rescue_due &&
+        !m->wake_due && !m->count_due && !(m->paused_due && m->qlen > 0) &&
+        !m->cancel_due && !m->prune_due && !sched)
+        return;
+    memset(c, 0, sizeof *c);
+    if (send_results(m, c) < 0)
+        return;
+    c->want = want > 0 ? want : 0;
+    c->consume_wake = m->wake_due;
+    c->claim_always = m->want_claim;
+    if (m->gen != NULL) {
+        m->cycle_gen = jr_gen_ref(m->gen);
+        c->names = m->gen->names;
+        c->nnames = m->gen->n;
+    }
+    c->count_ready = m->count_due;
+    jr_qstate_spec(m, c, c->want);
+    c->renew = m->renew_due;
+    c->rescue = m->rescue_due;
+    c->claimed = m->claimed;
+    c->check_cancel = m->cancel_due;
+    c->prune = m->prune_due;
+    c->keep_completed = m->cfg->keep_completed;
+    c->keep_cancelled = m->cfg->keep_cancelled;
+    c->keep_dead = m->cfg->keep_dead;
+    c->keep_queues = m->cfg->keep_queues;
+    jr_limitsrun_spec(m, c);
+    m->wake_due = m->renew_due = m->rescue_due = m->count_due = 0;
+    m->cancel_due = m->prune_due = 0;
+    jr_sched_spec(m, c);
+    jr_metrics_cycle_begin(m->metrics);
+    m->cycle_at = jr_mono();
+    m->cycle_want = c->want;
+    if (jr_dbthread_submit(m->dbt, c) < 0)
+        jr_log(JR_LOG_ERROR, "internal: database thread busy");
+}

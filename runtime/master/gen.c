@@ -1,0 +1,289 @@
+/* gen.c - generations of handler code, and reload. A worker's hello says
+ * what it loaded; the first makes the current generation. A reload
+ * (SIGHUP, 'jobrunner reload', the scripts watcher) starts a probe worker:
+ * when all its handlers load, its generation becomes current and the old
+ * one's workers finish their jobs and exit; else the old code runs on.
+ * What triggers a reload from outside, the pid file and the inotify watch,
+ * is in reload.c. Uses master_int.h. */
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/log.h"
+#include "master/master_int.h"
+#include "master/notify.h"
+
+const jr_handler *
+jr_gen_handler(const gen *g, const char *name)
+{
+    int i;
+
+    for (i = 0; g != NULL && i < g->n; i++)
+        if (strcmp(g->h[i].name, name) == 0)
+            return &g->h[i];
+    return NULL;
+}
+
+gen *
+jr_gen_ref(gen *g)
+{
+    if (g != NULL)
+        g->refs++;
+    return g;
+}
+
+void
+jr_gen_unref(gen *g)
+{
+    int i;
+
+    if (g == NULL || --g->refs > 0)
+        return;
+    for (i = 0; i < g->n; i++)
+        free(g->h[i].name);
+    free(g->h);
+    free(g->names);
+    free(g);
+}
+
+/* Returns a new generation made of hello's handlers (taken: hello keeps
+ * none), logging its load errors when asked; NULL when out of memory. */
+static gen *
+gen_new(master *m, jr_hello *hello, int log_errors)
+{
+    gen *g = calloc(1, sizeof *g);
+    int i;
+
+    if (g == NULL ||
+        (g->names = calloc((size_t)hello->n + 1, sizeof *g->names)) == NULL) {
+        free(g);
+        return NULL;
+    }
+    memcpy(g->hash, hello->generation, sizeof g->hash);
+    g->h = hello->h;
+    g->n = hello->n;
+    hello->h = NULL;
+    hello->n = 0;
+    for (i = 0; i < g->n; i++)
+        g->names[i] = g->h[i].name;
+    for (i = 0; log_errors && i < hello->nerrors; i++)
+        jr_log(JR_LOG_ERROR, "%s (handler not loaded)", hello->errors[i]);
+    g->id = ++m->ngens;
+    return g;
+}
+
+/* Makes g the current generation: claims use its names, its workers get
+ * the jobs; workers of the old one finish what they hold and exit. */
+static void
+switch_gen(master *m, gen *g)
+{
+    gen *old = m->gen;
+    size_t i, n = m->qlen;
+    wk *w;
+
+    m->gen = jr_gen_ref(g);
+    for (w = m->workers; w; w = w->next)
+        if (w->gen == old && !w->probe) {
+            w->retiring = 1;
+            if (w->njobs == 0)
+                jr_pool_stop(m, w);
+        }
+    for (i = 0; i < n; i++) {       /* names it no longer has go back */
+        jr_job *j = jr_claimq_pop(m);
+        if (jr_gen_handler(g, j->name) != NULL)
+            jr_claimq_push(m, j, 0);
+        else
+            jr_claimq_release(m, j);
+    }
+    jr_gen_unref(old);
+    m->want_claim = 1;
+}
+
+/* Tells systemd the runner is ready: the database was reached at start,
+ * the handlers of the current generation are loaded. */
+static void
+notify_ready(master *m)
+{
+    char msg[128];
+
+    snprintf(msg, sizeof msg, "READY=1\nSTATUS=generation %s, %d handler%s",
+             m->gen->hash, m->gen->n, m->gen->n == 1 ? "" : "s");
+    jr_notify_send(m->notify, msg);
+}
+
+/* Checks the config file again before a reload, as the runner's start
+ * did: a broken one fails the reload and the current generation keeps
+ * running. Workers never read it (they get the master's settings), so
+ * this is where a reload hears of it. Returns 0 when it loads. */
+static int
+config_check(master *m)
+{
+    jr_config c;
+    jr_err err;
+    int rc = 0;
+
+    if (m->cfg->file == NULL)
+        return 0;
+    jr_config_defaults(&c);
+    if (jr_config_load(&c, m->cfg->file, NULL, &err) < 0) {
+        jr_log(JR_LOG_ERROR, "reload failed, generation %s keeps running: "
+               "%s", m->gen->hash, err.msg);
+        jr_event_reload(m, 0, err.msg);
+        rc = -1;
+    } else {
+        jr_sched_reload(m, &c.schedules);   /* they follow the config */
+    }
+    jr_config_free(&c);
+    return rc;
+}
+
+void
+jr_gen_reload(master *m)
+{
+    if (m->stopping || m->gen == NULL)
+        return;
+    if (m->probe != NULL) {
+        m->reload_again = 1;
+        return;
+    }
+    if (config_check(m) < 0)
+        return;
+    jr_log(JR_LOG_INFO, "reloading handlers from %s", m->cfg->scripts);
+    jr_notify_send(m->notify, "RELOADING=1");
+    if ((m->probe = jr_pool_spawn(m)) != NULL)
+        m->probe->probe = 1;
+    else
+        notify_ready(m);
+}
+
+/* A probe's hello: the new code loaded cleanly, or the old code stays. */
+static void
+probe_hello(master *m, wk *w, gen *g, int nerr, const char *first)
+{
+    m->probe = NULL;
+    w->probe = 0;
+    if (nerr > 0) {
+        jr_log(JR_LOG_ERROR, "reload failed, generation %s keeps running: %s",
+               m->gen->hash, first);
+        jr_event_reload(m, 0, first);
+        notify_ready(m);
+        jr_gen_unref(jr_gen_ref(g));
+        jr_pool_stop(m, w);
+    } else if (strcmp(g->hash, m->gen->hash) == 0) {
+        jr_log(JR_LOG_INFO, "reload: handlers unchanged (generation %s)",
+               g->hash);
+        jr_gen_unref(jr_gen_ref(g));
+        w->gen = jr_gen_ref(m->gen);
+        jr_event_reload(m, 1, NULL);
+        notify_ready(m);
+    } else {
+        jr_log(JR_LOG_INFO, "reloaded: generation %s with %d handler%s "
+               "(was %s)", g->hash, g->n, g->n == 1 ? "" : "s",
+               m->gen->hash);
+        w->gen = jr_gen_ref(g);
+        switch_gen(m, g);
+        jr_event_reload(m, 1, NULL);
+        notify_ready(m);
+    }
+    w->ready = 1;
+    w->idle_since = jr_mono();
+    jr_pool_fit(m);
+    if (m->reload_again) {
+        m->reload_again = 0;
+        jr_gen_reload(m);
+    }
+}
+
+/* A worker whose set-up failed (config, libraries) before it could load
+ * any handler: its empty hello is no generation. A probe's reload fails
+ * and the current generation keeps running; any other worker exits and is
+ * replaced, with the spawn backoff. */
+static void
+setup_failed(master *m, wk *w, const char *why)
+{
+    if (!w->probe) {
+        jr_log(JR_LOG_ERROR, "worker %d could not start, %s: %s", w->id,
+               m->gen ? "the running generation goes on" :
+               "no handlers until one starts", why);
+        return;
+    }
+    m->probe = NULL;
+    w->probe = 0;
+    jr_log(JR_LOG_ERROR, "reload failed, generation %s keeps running: %s",
+           m->gen->hash, why);
+    jr_event_reload(m, 0, why);
+    notify_ready(m);
+    jr_pool_stop(m, w);
+    if (m->reload_again) {
+        m->reload_again = 0;
+        jr_gen_reload(m);
+    }
+}
+
+/* A hello that carried handlers: a probe's new generation, the first one,
+ * or one more worker of the current one. */
+static void
+on_hello_gen(master *m, wk *w, gen *g, int nerr, const char *first)
+{
+    if (w->probe) {
+        probe_hello(m, w, g, nerr, first);
+        return;
+    }
+    if (m->gen == NULL) {           /* the first worker: start-up code */
+        m->gen = jr_gen_ref(g);
+        jr_log(JR_LOG_INFO, "loaded %d handler%s from %s (generation %s)",
+               g->n, g->n == 1 ? "" : "s", m->cfg->scripts, g->hash);
+        if (g->n == 0)
+            jr_log(JR_LOG_WARN, "no handlers loaded: no job will be claimed;"
+                   " add scripts/NAME.lua returning a function");
+        jr_limitsrun_warn(m, g->names, g->n);
+        m->want_claim = 1;
+        notify_ready(m);
+    } else if (strcmp(g->hash, m->gen->hash) != 0) {
+        /* the scripts changed since the current generation loaded */
+        jr_log(JR_LOG_INFO, "worker %d loaded other handler code than "
+               "generation %s: reloading", w->id, m->gen->hash);
+        jr_gen_unref(jr_gen_ref(g));
+        jr_pool_stop(m, w);
+        jr_gen_reload(m);
+        return;
+    } else {
+        jr_gen_unref(jr_gen_ref(g));
+    }
+    w->gen = jr_gen_ref(m->gen);
+    w->ready = 1;
+    w->idle_since = jr_mono();
+}
+
+void
+jr_gen_hello(master *m, wk *w, jr_reader *r)
+{
+    const char *first;
+    jr_hello hello;
+    jr_err err;
+    int nerr;
+    gen *g;
+
+    if (jr_frame_get_hello(r, &hello, &err) < 0) {
+        jr_log(JR_LOG_ERROR, "worker %d: %s", w->id, err.msg);
+        jr_hello_free(&hello);
+        kill(w->pid, SIGKILL);
+        return;
+    }
+    if (hello.setup_error != NULL) {
+        setup_failed(m, w, hello.setup_error);
+        jr_hello_free(&hello);
+        return;
+    }
+    if ((g = gen_new(m, &hello, m->gen == NULL)) == NULL) {
+        jr_log(JR_LOG_ERROR, "worker %d: hello: out of memory", w->id);
+        jr_hello_free(&hello);
+        kill(w->pid, SIGKILL);
+        return;
+    }
+    nerr = hello.nerrors;
+    first = nerr > 0 ? hello.errors[0] : "";
+    on_hello_gen(m, w, g, nerr, first);
+    jr_hello_free(&hello);
+}

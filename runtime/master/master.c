@@ -1,0 +1,515 @@
+/* master.c - the runner's master process: one libevent loop, its signals
+ * and timers, start-up and shutdown. The only backend connection is the
+ * database thread's (dbthread.c), which works for the loop. Timers and events
+ * only set a flag and kick; one pass of work (claimq.c) then hands out
+ * jobs and starts a database cycle. Its other concerns sit beside it and
+ * share master_int.h: claimq.c (local queue, results, database cycle),
+ * pool.c and output.c (workers), gen.c (reload), events.c (hooks). */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <event2/buffer.h>
+#include <event2/bufferevent.h>
+#include <event2/event.h>
+
+#include "cli/commands.h"
+#include "db/dbthread.h"
+#include "lua/hooks.h"
+#include "master/reload.h"
+#include "worker/frame.h"
+#include "base/log.h"
+#include "master/master.h"
+#include "base/job.h"
+#include "base/util.h"
+#include "worker/worker.h"
+#include "master/master_int.h"
+#include "master/notify.h"
+#include "url.h"
+#include "http/http.h"
+#include "master/lane.h"
+#include "services/unhandled.h"
+#include "services/vacuum.h"
+#include "services/metrics.h"
+
+#define TICK_SECS      0.25     /* on_tick: deadlines, shutdown, idle */
+#define CANCEL_POLL    1.0      /* seconds between looks for cancels */
+#define PRUNE_EVERY    5.0      /* seconds between prunes (retention) */
+#define WATCH_DEBOUNCE 0.2      /* seconds of quiet in scripts/ to reload */
+#define STOP_WAIT      2.0      /* seconds finish waits for workers to exit */
+
+/* What the master handles (NSIGNALS of them): stop, stop now on a second
+ * one, reap, reload, one worker more, one less. */
+static const int signals[NSIGNALS] = {SIGTERM, SIGINT, SIGCHLD, SIGHUP,
+                                      SIGTTIN, SIGTTOU};
+
+void
+jr_master_kick(master *m)
+{
+    event_active(m->ev_work, EV_WRITE, 0);
+}
+
+static void
+on_watch(void *arg)
+{
+    jr_gen_reload(arg);
+}
+
+static void
+on_spawn(evutil_socket_t fd, short what, void *arg)
+{
+    master *m = arg;
+
+    (void)fd;
+    (void)what;
+    jr_pool_fit(m);
+}
+
+/* A flag_timer fired: set its flag, kick. */
+static void
+on_flag(evutil_socket_t fd, short what, void *arg)
+{
+    flag_timer *t = arg;
+
+    (void)fd;
+    (void)what;
+    *t->flag = 1;
+    jr_master_kick(t->m);
+}
+
+/* Every TICK_SECS: kills workers past a deadline, ends a shutdown, and
+ * retires an idle worker. */
+static void
+on_tick(evutil_socket_t fd, short what, void *arg)
+{
+    master *m = arg;
+    double now = jr_mono();
+
+    (void)fd;
+    (void)what;
+    jr_pool_deadlines(m, now);
+    jr_cancel_deadlines(m, now);
+    jr_pool_starved(m, now);
+    if (m->stopping && (jr_pool_busy(m) == 0 || now > m->stop_deadline))
+        event_base_loopbreak(m->base);
+    jr_pool_idle(m, now);
+    jr_unhandled_tick(m, now);
+}
+
+static void
+begin_stop(master *m)
+{
+    jr_job *j;
+    wk *w;
+
+    m->stopping = 1;
+    jr_notify_send(m->notify, "STOPPING=1");
+    m->stop_deadline = jr_mono() + m->cfg->shutdown_timeout;
+    while ((j = jr_claimq_pop(m)) != NULL)
+        jr_claimq_release(m, j);
+    jr_log(JR_LOG_INFO, "shutting down: waiting up to %gs for %d running "
+           "job%s", m->cfg->shutdown_timeout, jr_pool_busy(m),
+           jr_pool_busy(m) == 1 ? "" : "s");
+    for (w = m->workers; w; w = w->next)
+        if (w->njobs == 0 && w->bev != NULL) {
+            jr_buf_reset(&m->out);
+            jr_frame_end(&m->out, jr_frame_begin(&m->out, JR_F_STOP));
+            bufferevent_write(w->bev, m->out.p, m->out.len);
+        }
+    jr_master_kick(m);
+    on_tick(-1, 0, m);
+}
+
+static void
+on_signal(evutil_socket_t sig, short what, void *arg)
+{
+    master *m = arg;
+
+    (void)what;
+    switch (sig) {
+    case SIGCHLD:
+        jr_pool_reap(m);
+        if (m->stopping)
+            on_tick(-1, 0, m);
+        return;
+    case SIGHUP:
+        jr_gen_reload(m);
+        return;
+    case SIGTTIN:
+        jr_pool_set_target(m, m->target + 1, "signal");
+        return;
+    case SIGTTOU:
+        jr_pool_set_target(m, m->target - 1, "signal");
+        return;
+    }
+    if (m->stopping) {
+        jr_log(JR_LOG_WARN, "second signal: stopping now; running jobs come "
+               "back when their lease expires");
+        m->stopping = 2;
+        event_base_loopbreak(m->base);
+        return;
+    }
+    begin_stop(m);
+}
+
+static struct event *
+add_timer(master *m, double secs, event_callback_fn fn, void *arg)
+{
+    struct event *ev = event_new(m->base, -1, EV_PERSIST, fn, arg);
+    struct timeval tv;
+
+    tv.tv_sec = (long)secs;
+    tv.tv_usec = (long)((secs - (double)tv.tv_sec) * 1e6);
+    if (ev != NULL)
+        event_add(ev, &tv);
+    return ev;
+}
+
+/* Arms t to set *flag (a field of m) and kick every secs seconds. */
+static void
+add_flag(master *m, flag_timer *t, double secs, int *flag)
+{
+    t->m = m;
+    t->flag = flag;
+    t->ev = add_timer(m, secs, on_flag, t);
+}
+
+static void
+make_token(master *m)
+{
+    char host[64] = "host";
+    unsigned char rnd[6] = {0};
+    int fd = open("/dev/urandom", O_RDONLY | O_CLOEXEC);
+
+    if (fd >= 0) {
+        if (read(fd, rnd, sizeof rnd) < 0)
+            memset(rnd, 0, sizeof rnd);
+        close(fd);
+    }
+    gethostname(host, sizeof host - 1);
+    snprintf(m->token, sizeof m->token, "%s:%d:%02x%02x%02x%02x%02x%02x",
+             host, (int)getpid(), rnd[0], rnd[1], rnd[2], rnd[3], rnd[4],
+             rnd[5]);
+}
+
+/* Writes the pid file first: a second runner on the same pid file stops
+ * here, except on PostgreSQL's shared default, as many runners may share
+ * its queue. Returns -1 only for a pid file the config names wrongly. */
+static int
+write_pidfile(master *m, jr_err *err)
+{
+    int rc;
+
+    jr_pidfile_path(m->cfg, m->pidfile, sizeof m->pidfile);
+    if ((rc = jr_pidfile_write(m->pidfile, err)) >= 0)
+        return 0;
+    m->pidfile[0] = '\0';
+    if (rc == -2 && m->cfg->pid_file == NULL &&
+        jr_url_engine(m->cfg->backend, NULL) == JR_URL_POSTGRES)
+        jr_log(JR_LOG_WARN, "%s; going on without a pid file (set "
+               "pid_file per runner to reach each with 'jobrunner "
+               "reload')", err->msg);
+    else if (err->code == JR_ECONFIG)
+        return -1;
+    else
+        jr_log(JR_LOG_WARN, "%s; 'jobrunner reload' will not find this "
+               "runner", err->msg);
+    return 0;
+}
+
+/* The event loop, its signals, the events kicked by hand and the
+ * timers. */
+static int
+make_loop(master *m, jr_err *err)
+{
+    struct event_config *ecfg;
+    int i;
+
+    /* precise timers: the default coarse clock ticks in 4 ms steps, too
+     * slow for wake-up re-checks and sub-millisecond dispatch */
+    if ((ecfg = event_config_new()) == NULL ||
+        event_config_set_flag(ecfg, EVENT_BASE_FLAG_PRECISE_TIMER) < 0 ||
+        (m->base = event_base_new_with_config(ecfg)) == NULL) {
+        event_config_free(ecfg);
+        return jr_fail(err, JR_ESYS, "cannot create the event loop");
+    }
+    event_config_free(ecfg);
+    signal(SIGPIPE, SIG_IGN);
+    for (i = 0; i < NSIGNALS; i++) {
+        m->ev_sig[i] = evsignal_new(m->base, signals[i], on_signal, m);
+        event_add(m->ev_sig[i], NULL);
+    }
+    m->ev_work = event_new(m->base, -1, 0, jr_claimq_work, m);
+    m->ev_spawn = event_new(m->base, -1, 0, on_spawn, m);
+    m->ev_recheck = event_new(m->base, -1, 0, jr_claimq_wake, m);
+    add_flag(m, &m->poll, m->cfg->poll_interval, &m->want_claim);
+    add_flag(m, &m->renew, m->cfg->lease / 3, &m->renew_due);
+    add_flag(m, &m->rescue, m->cfg->lease / 2, &m->rescue_due);
+    add_flag(m, &m->pausetick, 1.0, &m->paused_due);
+    add_flag(m, &m->cancelpoll, CANCEL_POLL, &m->cancel_due);
+    add_flag(m, &m->prunetick, PRUNE_EVERY, &m->prune_due);
+    add_flag(m, &m->firetick, 1.0, &m->fire_due);
+    m->ev_tick = add_timer(m, TICK_SECS, on_tick, m);
+    return 0;
+}
+
+/* Once the database is open and the loop made: watch the database's
+ * wake-ups, rescue what lost runners held, start its thread. */
+static int
+start_db(master *m, jr_err *err)
+{
+    int n;
+
+    m->wake_fd = -1;
+    jr_claimq_watch_wake(m, jr_dbthread_wake_fd(m->db));
+    if ((n = jr_dbthread_rescue(m->db, err)) > 0)
+        jr_log(JR_LOG_WARN, "requeued %d job%s whose runner's lease expired",
+               n, n == 1 ? "" : "s");
+    m->dbt = jr_dbthread_new(m->db, m->token, m->cfg->lease, m->base,
+                             jr_claimq_cycle_done, m, err);
+    return m->dbt == NULL ? -1 : 0;
+}
+
+static int
+start(master *m, jr_err *err)
+{
+    if (write_pidfile(m, err) < 0 || jr_output_open(m, err) < 0)
+        return -1;
+    jr_url_mask(m->cfg->backend, m->url, sizeof m->url);
+    if ((m->db = jr_dbthread_open(m->cfg, err)) == NULL)
+        return -1;
+    make_token(m);
+    if (make_loop(m, err) < 0 || start_db(m, err) < 0 ||
+        jr_http_start(m, err) < 0)
+        return -1;
+    m->notify = jr_notify_open(m->base);    /* READY=1: gen.c, on hello */
+    if (jr_qstate_init(m) < 0 || jr_sched_init(m) < 0 ||
+        jr_limitsrun_init(m) < 0)
+        return jr_fail(err, JR_ENOMEM, "out of memory");
+    m->hooks = jr_hooks_new(m->cfg->L, m->cfg->ref);
+    jr_limitslua_open(m);
+    if (jr_hooks_has(m->hooks, JR_HOOK_TICK))
+        add_flag(m, &m->hooktick, m->cfg->tick_interval, &m->count_due);
+    m->tick_at = jr_mono();
+    if (m->cfg->watch &&
+        (m->watch = jr_watch_new(m->base, m->cfg->scripts, WATCH_DEBOUNCE,
+                                 on_watch, m, err)) == NULL)
+        jr_log(JR_LOG_WARN, "%s; reload with SIGHUP or 'jobrunner reload'",
+               err->msg);
+    jr_log(JR_LOG_INFO, "jobrunner %s started: backend %s, scripts %s, "
+           "%d worker%s (max %d), pid %d", JR_VERSION, m->url,
+           m->cfg->scripts, m->cfg->conc_min, m->cfg->conc_min == 1 ? "" : "s",
+           m->cfg->conc_max, (int)getpid());
+    jr_event_start(m);
+    m->target = m->cfg->conc_min;
+    jr_pool_fit(m);
+    return 0;
+}
+
+/* Waits for the database thread's cycle, takes in what it did, and stops
+ * the thread. */
+static void
+stop_db_thread(master *m)
+{
+    jr_cycle *c;
+
+    if ((c = jr_dbthread_wait(m->dbt)) != NULL) {
+        free(c->results);
+        c->results = NULL;
+        if (c->applied < 0)
+            jr_claimq_back(m);
+        else
+            jr_claimq_recorded(m, m->inflight, m->ninflight, c->applied);
+        m->ninflight = 0;
+        for (int i = 0; i < c->nclaimed; i++)
+            jr_claimq_release(m, c->claimed[i]);
+        jr_cycle_free_out(c);
+        jr_sched_cycle(m, c);
+    }
+    jr_dbthread_free(m->dbt);
+    m->dbt = NULL;
+}
+
+/* Gives back the jobs still running after a graceful stop's timeout, and
+ * signals every worker: SIGTERM to an idle one after a graceful stop,
+ * else SIGKILL. */
+static void
+stop_workers(master *m)
+{
+    wk *w;
+    int i;
+
+    for (w = m->workers; w; w = w->next) {
+        if (m->stopping == 1 && w->njobs > 0) {
+            jr_log(JR_LOG_WARN, "job %lld (%s) still running at the end of "
+                   "the shutdown timeout; returned to the queue",
+                   (long long)w->jobs[0]->id, w->jobs[0]->name);
+            for (i = 0; i < w->njobs; i++)
+                jr_claimq_release(m, w->jobs[i]);
+            w->njobs = 0;
+        }
+        jr_pool_kill(w, m->stopping == 1 && w->njobs == 0 ? SIGTERM :
+                    SIGKILL);
+    }
+}
+
+/* Waits for the workers to exit until mono time until, then kills the
+ * ones left and waits for them: never longer, whatever a worker does (one
+ * that missed its SIGTERM kept the master in waitpid for good). Frees
+ * each. */
+static void
+reap_workers(master *m, double until)
+{
+    wk *w, **pw;
+    int status, killed = 0;
+    pid_t pid;
+
+    while (m->workers != NULL) {
+        if (!killed && jr_mono() >= until) {
+            for (w = m->workers; w; w = w->next) {
+                jr_log(JR_LOG_WARN, "worker %d still there %gs after the "
+                       "stop; killed", (int)w->pid, STOP_WAIT);
+                jr_pool_kill(w, SIGKILL);
+            }
+            killed = 1;
+        }
+        if ((pid = waitpid(-1, &status, killed ? 0 : WNOHANG)) < 0)
+            break;
+        if (pid == 0) {
+            usleep(2000);
+            continue;
+        }
+        for (pw = &m->workers; *pw; pw = &(*pw)->next)
+            if ((*pw)->pid == pid) {
+                w = *pw;
+                *pw = w->next;
+                kill(-pid, SIGKILL);
+                jr_output_done(w);
+                jr_output_close(w);
+                for (int i = 0; i < w->njobs; i++)
+                    free(w->jobs[i]);
+                if (w->bev)
+                    bufferevent_free(w->bev);
+                jr_gen_unref(w->gen);
+                jr_spawn_unshare(w);
+                free(w);
+                break;
+            }
+    }
+}
+
+/* After the loop: stop workers, record what is known, close. */
+static void
+finish(master *m)
+{
+    jr_job *j;
+    double until = jr_mono() + STOP_WAIT;
+
+    jr_http_stop(m);
+    jr_lane_stop(m);
+    jr_vacuum_stop(m);
+    stop_db_thread(m);
+    stop_workers(m);
+    while ((j = jr_claimq_pop(m)) != NULL)
+        jr_claimq_release(m, j);
+    if (m->nres > 0 && jr_claimq_flush(m) < 0)
+        jr_log(JR_LOG_ERROR, "%d results could not be recorded; their "
+               "leases will requeue the jobs", m->nres);
+    reap_workers(m, until);
+    if (m->pidfile[0])
+        jr_pidfile_remove(m->pidfile);
+    jr_event_stop(m);
+    jr_log(JR_LOG_INFO, "stopped: %ld done, %ld failed, %ld dead", m->done,
+           m->failed, m->dead);
+}
+
+static void
+cleanup(master *m)
+{
+    struct event *evs[] = {m->ev_work, m->poll.ev, m->renew.ev, m->rescue.ev,
+                           m->ev_tick, m->ev_wake, m->ev_spawn,
+                           m->hooktick.ev, m->ev_recheck,
+                           m->pausetick.ev, m->cancelpoll.ev,
+                           m->prunetick.ev, m->firetick.ev};
+    size_t i;
+    int k;
+    wk *w;
+
+    while ((w = m->workers) != NULL) {
+        m->workers = w->next;
+        for (k = 0; k < w->njobs; k++)
+            free(w->jobs[k]);
+        if (w->bev)
+            bufferevent_free(w->bev);
+        jr_output_close(w);
+        jr_gen_unref(w->gen);
+        jr_spawn_unshare(w);
+        free(w);
+    }
+    if (m->out_file >= 0)
+        close(m->out_file);
+    jr_watch_free(m->watch);
+    jr_notify_close(m->notify);
+    for (i = 0; i < sizeof evs / sizeof evs[0]; i++)
+        if (evs[i] != NULL)
+            event_free(evs[i]);
+    for (k = 0; k < NSIGNALS; k++)
+        if (m->ev_sig[k] != NULL)
+            event_free(m->ev_sig[k]);
+    jr_http_stop(m);
+    jr_lane_stop(m);
+    jr_vacuum_stop(m);
+    jr_dbthread_free(m->dbt);
+    jr_unhandled_free(m);               /* after its thread */
+    jr_metrics_free(m->metrics);
+    for (k = 0; k < m->nres; k++)
+        free(m->res[k].mem);
+    free(m->res);
+    for (k = 0; k < m->ninflight; k++)
+        free(m->inflight[k].mem);
+    free(m->inflight);
+    free(m->snoozes);
+    jr_qstate_free(m);
+    jr_sched_free(m);
+    jr_limitsrun_free(m);
+    free(m->cancels);
+    jr_gen_unref(m->cycle_gen);
+    jr_gen_unref(m->gen);
+    jr_hooks_free(m->hooks);
+    free(m->queue);
+    jr_buf_free(&m->out);
+    if (m->base)
+        event_base_free(m->base);
+    jr_dbthread_close(m->db);
+}
+
+int
+jr_master_run(jr_config *cfg, const char *self)
+{
+    master m;
+    jr_err err;
+    int rc = 0;
+
+    memset(&m, 0, sizeof m);
+    m.out_file = -1;
+    m.cfg = cfg;
+    m.self = self;
+    if (start(&m, &err) < 0) {
+        jr_log(JR_LOG_ERROR, "%s", err.msg);
+        if (m.pidfile[0])
+            jr_pidfile_remove(m.pidfile);
+        cleanup(&m);
+        return 1;
+    }
+    event_base_dispatch(m.base);
+    finish(&m);
+    cleanup(&m);
+    return rc;
+}

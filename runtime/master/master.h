@@ -1,0 +1,15 @@
+/* master.h - the runner: one libevent loop that claims jobs in batches
+ * through its database thread (the only backend connection), hands them
+ * to worker processes over socketpairs and records their results in
+ * batched, fenced transactions. The one entry point of master.c and the
+ * files beside it (master_int.h lists them). Uses config.h. */
+#ifndef JR_MASTER_H
+#define JR_MASTER_H
+
+#include "config/config.h"
+
+/* Runs until SIGTERM/SIGINT; returns the process exit status. self is the
+ * path of this binary (to exec workers). */
+int jr_master_run(jr_config *cfg, const char *self);
+
+#endif

@@ -1,0 +1,410 @@
+/* master_int.h - what the master's files share, private to them: the
+ * master, its workers, generations and pending results (the structs are
+ * visible on purpose: each file works on the fields of its concern), and
+ * the functions one file calls in another. The files, by concern:
+ *   master.c  the loop, signals and timers; start, finish, cleanup
+ *   claimq.c  the local queue of claimed jobs, dispatch to workers, result
+ *             buffers and the database cycle that records and claims
+ *   cancel.c  cancels of this runner's running jobs: local queue, workers,
+ *             the kill after a grace period
+ *   pool.c    the worker processes: spawn, frames, results, death, scaling,
+ *             deadlines; output.c reads their output (handler_output)
+ *   gen.c     generations of handler code: hello, probe, reload
+ *   events.c  the hook events (on_job_*, on_tick, on_scale, on_reload...)
+ * Uses config.h, dbthread.h (the database, which only it sees), frame.h,
+ * hooks.h, reload.h, script.h, util.h. */
+#ifndef JR_MASTER_INT_H
+#define JR_MASTER_INT_H
+
+#include <stdint.h>
+#include <sys/types.h>
+
+#include <event2/event.h>
+
+#include "config/config.h"
+#include "db/dbthread.h"
+#include "worker/frame.h"
+#include "lua/hooks.h"
+#include "master/reload.h"
+#include "base/retry.h"
+#include "lua/script.h"
+#include "base/util.h"
+
+#define SLOTS_MAX     32        /* jobs outstanding per worker at most */
+#define CLAIM_MAX     512       /* jobs per claim statement */
+#define OUT_LINE      1024      /* bytes of one line of handler output logged */
+/* SIGTERM SIGINT SIGCHLD SIGHUP SIGTTIN SIGTTOU: master.c's signals[] */
+#define NSIGNALS      6
+
+typedef struct master master;
+typedef struct jr_sched jr_sched;       /* sched.c's */
+
+typedef struct flag_timer {     /* a timer that sets a flag and kicks */
+    master             *m;
+    int                *flag;           /* a field of m */
+    struct event       *ev;             /* NULL when not armed */
+} flag_timer;
+
+enum { OUT_LOG, OUT_INHERIT, OUT_FILE };       /* handler_output */
+
+typedef struct gen {            /* one generation of handler code */
+    int          id;            /* 1, 2, ... */
+    char         hash[17];      /* content hash of the scripts */
+    jr_handler  *h;
+    int          n;
+    const char **names;         /* h[i].name, for claims */
+    int          refs;          /* the master, workers, a running cycle */
+} gen;
+
+typedef struct wk {             /* one worker process */
+    master             *m;
+    pid_t               pid;
+    int                 id;             /* 1, 2, ... for log lines */
+    struct bufferevent *bev;            /* NULL once the socket closed */
+    int                 ready;          /* its hello arrived */
+    gen                *gen;            /* code it loaded, once ready */
+    int                 probe;          /* started to try a reload */
+    int                 retiring;       /* exits after its current job */
+    int                 stopping;       /* told to exit */
+    double              idle_since;     /* mono time it last went idle */
+    long                jobs_run;       /* results received */
+    jr_job             *jobs[SLOTS_MAX];/* outstanding, oldest first */
+    int                 njobs;
+    double              started;        /* mono time jobs[0] started */
+    double              avg;            /* moving average job seconds */
+    char                kill_reason[64];/* why we killed it, or "" */
+    int64_t             kill_job;       /* the job killed for, or 0 */
+    double              spawned;        /* mono time of spawn */
+    struct jr_share    *share;          /* the page it shares, or NULL */
+    int                 out_fd;         /* its stdout+stderr pipe, or -1 */
+    struct event       *ev_out;         /* readable out_fd */
+    char                oline[OUT_LINE];/* the output line being read */
+    size_t              olen;
+    int                 ocut;           /* that line is longer: cut */
+    int64_t             ojob;           /* job the output counts for */
+    size_t              obytes;         /* bytes logged for that job */
+    int                 olines;         /* lines logged for that job */
+    struct wk          *next;
+} wk;
+
+typedef struct pending {        /* a result waiting for the next flush */
+    jr_result  r;
+    void      *mem;             /* what r's strings live in */
+} pending;
+
+typedef struct qstate {         /* one queue this runner caps or names */
+    const char *name;           /* the config's */
+    int         capped;         /* listed in `queues`: min..max apply */
+    int         min, max;
+    int         target;         /* its cap now: max, or on_tick's choice */
+    int         held;           /* claimed here: local queue + workers */
+    int         running;        /* of them, in workers */
+    int         asked;          /* the last claim's cap for it */
+    int         more;           /* it may have more ready: claim again
+                                   when one of its jobs ends */
+} qstate;
+typedef struct cancelling {     /* a running job told to stop (cancel.c) */
+    int64_t     id;
+    double      told;           /* mono time its worker was told */
+} cancelling;
+
+typedef struct snoozed {        /* a job that snoozed under this runner */
+    int64_t     id;
+    int         n;              /* snoozes in a row */
+} snoozed;
+
+struct master {
+    jr_config          *cfg;
+    const char         *self;
+    jr_db              *db;             /* dbthread.c's; opaque here */
+    struct event_base  *base;
+    char                token[96];
+    char                url[512];       /* masked, for messages */
+    wk                 *workers;
+    int                 nworkers;
+    int                 next_id;
+    gen                *gen;            /* current code; NULL before hello */
+    gen                *cycle_gen;      /* whose names a cycle borrows */
+    int                 ngens;
+    wk                 *probe;          /* loading a new generation */
+    int                 reload_again;   /* a reload asked for meanwhile */
+    int                 target;         /* workers wanted, min..max */
+    jr_hooks           *hooks;
+    jr_watch           *watch;
+    char                pidfile[4096];
+    int                 out_mode;       /* OUT_LOG, OUT_INHERIT, OUT_FILE */
+    int                 out_file;       /* handler_output file, or -1 */
+    long                tick_done, tick_failed; /* counters at last tick */
+    double              tick_at;
+    double              lat[256];       /* start latencies since last tick */
+    int                 nlat;
+    int                 count_due;      /* a tick wants the ready count */
+    jr_job            **queue;          /* claimed, not yet handed out */
+    size_t              qhead, qlen, qcap;
+    pending            *res;            /* waiting for the next cycle */
+    int                 nres, capres;
+    pending            *inflight;       /* being recorded by the cycle */
+    int                 ninflight, capinflight;
+    jr_dbthread        *dbt;
+    jr_cycle            cycle;
+    int                 cycle_want;     /* the claim of the cycle out */
+    struct jr_lane     *lane;           /* a second round (lane.c) */
+    int                 lane_want;      /* the claim of the lane's round */
+    jr_job             *claimed[CLAIM_MAX];
+    int                 wake_fd;
+    int                 renew_due, rescue_due, wake_due;
+    jr_buf              out;
+    struct event       *ev_work, *ev_tick;
+    struct event       *ev_wake, *ev_spawn;
+    struct event       *ev_sig[NSIGNALS];
+    flag_timer          poll;           /* sets want_claim */
+    flag_timer          renew;          /* sets renew_due */
+    flag_timer          rescue;         /* sets rescue_due */
+    flag_timer          hooktick;       /* sets count_due: the cycle counts
+                                         * the backlog, then on_tick fires */
+    int                 want_claim;     /* jobs may be waiting */
+    int                 full_batch;     /* the last claim got all it asked */
+    int                 stopping;       /* 1 graceful, 2 at once */
+    double              stop_deadline;
+    double              db_retry_at;    /* mono; 0 when the database is fine */
+    double              db_backoff;
+    double              spawn_delay;    /* grows while workers die at once */
+    int                 spawn_fails;    /* spawns failed in a row */
+    double              spawn_backoff;  /* seconds to the next try */
+    char                spawn_cause[512];/* the failure last logged */
+    double              starved_since;  /* mono time no worker was alive
+                                           while spawns failed, or 0 */
+    long                done, failed, dead;
+    double              avg;            /* moving average job seconds */
+    int                 rechecks;       /* wake-ups that saw nothing yet */
+    struct event       *ev_recheck;
+    snoozed            *snoozes;        /* jobs snoozed here, unordered */
+    size_t              nsnoozes, capsnoozes;
+    qstate             *qs;             /* queues capped or served, by
+                                           name (qstate.c) */
+    int                 nqs;
+    int                 serve_all;      /* no serve list: every queue */
+    const char        **qnames;         /* a claim's caps, for the cycle */
+    int                *qmax;
+    char              **paused;         /* paused queues, last read */
+    int                 npaused;
+    int                 paused_due;     /* read the paused queues */
+    flag_timer          pausetick;      /* sets paused_due each second */
+    flag_timer          cancelpoll;     /* sets cancel_due */
+    flag_timer          prunetick;      /* sets prune_due */
+    int                 cancel_due;     /* look for cancels of our jobs */
+    int                 prune_due;      /* prune a batch of finished jobs */
+    cancelling         *cancels;        /* running jobs told to stop */
+    int                 ncancels, capcancels;
+    long                cancelled;      /* jobs recorded cancelled */
+    jr_sched           *sched;          /* recurring jobs (sched.c) */
+    flag_timer          firetick;       /* sets fire_due each second */
+    int                 fire_due;       /* look for fires due */
+    struct jr_notify   *notify;         /* systemd's socket, or NULL */
+    int                 held_max;       /* results held unrecorded at most
+                                           (claimq.c); 0 until known */
+    struct jr_http     *http;           /* the HTTP server (http.c), or
+                                           NULL when off */
+    struct jr_vacuum   *vac;            /* vacuums of jobs (vacuum.c), or
+                                           NULL before the first */
+    struct jr_unhandled *unhandled;     /* names no handler takes
+                                           (unhandled.c), or NULL */
+    double              cycle_at;       /* when the last cycle went */
+    struct jr_metrics  *metrics;        /* its counters (metrics.c) */
+    /* limits per key (limitsrun.c) */
+    jr_limits           limits;         /* live: the config's, as hooks
+                                           changed them */
+    jr_limits           lim_cycle;      /* the copy a cycle borrows */
+    int                 lim_changed;    /* limits differ from lim_cycle */
+    struct event       *ev_limit;       /* a rate's next token: claim */
+    void               *lim_stats;      /* per-limit figures for on_tick */
+};
+
+/* master.c: the loop */
+
+/* Asks the loop for one pass of work (jr_claimq_work) soon. */
+void jr_master_kick(master *m);
+
+/* claimq.c: the local queue, results, the database cycle */
+
+/* Queues a claimed job, at the front or the back; takes j. -1 when out of
+ * memory (j is still the caller's). */
+int     jr_claimq_push(master *m, jr_job *j, int front);
+jr_job *jr_claimq_pop(master *m);       /* NULL when empty; caller owns */
+/* Queues a result for the next flush; takes mem. */
+void    jr_claimq_result(master *m, const jr_result *r, void *mem);
+/* Gives job j back to the queue in the database; takes j. */
+void    jr_claimq_release(master *m, jr_job *j);
+/* The results p[0..n) were recorded (applied of them): frees them. */
+void    jr_claimq_recorded(master *m, pending *p, int n, int applied);
+/* Puts the in-flight results back in front of the pending ones. */
+void    jr_claimq_back(master *m);
+/* The same for results p[0..n) sent elsewhere (the lane); -1 when out of
+ * memory, p untouched; jr_claimq_lost then frees them (leases requeue). */
+int     jr_claimq_unsend(master *m, const pending *p, int n);
+void    jr_claimq_lost(pending *p, int n);
+/* Moves the pending results to *p (capacity *cap), p's old array empty
+ * in their place. */
+void    jr_claimq_swap(pending **p, int *cap, master *m);
+/* Queues jobs[0..n) of a claim of want (or releases them when stopping). */
+void    jr_claimq_take(master *m, jr_job **jobs, int n, int want);
+/* Hands queued jobs to free worker slots. */
+void    jr_claimq_dispatch(master *m);
+/* Records pending results synchronously (shutdown, with the thread gone). */
+int     jr_claimq_flush(master *m);
+/* Watches the backend's wake descriptor fd (-1: none). */
+void    jr_claimq_watch_wake(master *m, int fd);
+/* Callbacks: ev_work's pass of work, the database thread's cycle done, the
+ * wake descriptor (and its re-check timer). arg is the master. */
+void    jr_claimq_work(evutil_socket_t fd, short what, void *arg);
+void    jr_claimq_cycle_done(jr_cycle *c, void *arg);
+void    jr_claimq_wake(evutil_socket_t fd, short what, void *arg);
+
+/* qstate.c: per-queue caps, served queues, the paused set */
+
+int  jr_qstate_init(master *m);         /* -1 when out of memory */
+void jr_qstate_free(master *m);
+/* Fills c's queue caps (each queue's target less what it holds here) for
+ * a claim of up to want jobs, and whether it reads the paused queues. */
+void jr_qstate_spec(master *m, jr_cycle *c, int want);
+/* After cycle c: notes which capped queues may have more ready, takes the
+ * paused queues it read (releasing local jobs of paused queues). */
+void jr_qstate_cycle(master *m, jr_cycle *c);
+/* A job of queue left its worker: claim again if its queue was full. */
+void jr_qstate_done(master *m, const char *queue);
+/* Adds the per-queue figures to the on_tick event being built. */
+void jr_qstate_tick(master *m, const jr_cycle *c);
+/* Sets queue's target (on_tick), clamped to its min..max. */
+void jr_qstate_target(master *m, const char *queue, double target);
+/* limitsrun.c: limits per key in the master */
+
+int  jr_limitsrun_init(master *m);      /* -1 when out of memory */
+void jr_limitsrun_free(master *m);
+/* Hands the limits to cycle c (a copy it borrows while it runs). */
+void jr_limitsrun_spec(master *m, jr_cycle *c);
+/* After cycle c: waits for the next token a rate refused, if any. */
+void jr_limitsrun_cycle(master *m, const jr_cycle *c);
+/* A job of name in queue ended with result kind (figures for on_tick);
+ * frees room: claim again. */
+void jr_limitsrun_done(master *m, const char *name, const char *queue,
+                       int kind);
+/* limitslua.c: puts "jobrunner.limits" (get, set) in the config's state. */
+void jr_limitslua_open(master *m);
+/* Warns of each limit on a job name that none of names[0..n) is (the
+ * handler may come with a reload: not an error). */
+void jr_limitsrun_warn(master *m, const char *const *names, int n);
+/* Adds `limits` (per limit: running, done, failed, failure_rate, its
+ * settings; waiting and running_all from cycle c) to the on_tick event
+ * being built. */
+void jr_limitsrun_tick(master *m, const jr_cycle *c);
+/* cancel.c: cancelling running jobs */
+
+int  jr_cancel_holds(const master *m);  /* 1 if it holds any job */
+/* The cycle found ids[0..n): the running jobs of this runner whose cancel
+ * was requested. Queued ones are recorded cancelled, running ones told. */
+void jr_cancel_seen(master *m, const int64_t *ids, int n);
+/* 1 if job id was told to stop (its end is a cancel, however it ends). */
+int  jr_cancel_requested(master *m, int64_t id);
+/* Records job j cancelled (borrowed; why may be NULL). */
+void jr_cancel_record(master *m, const jr_job *j, const char *why);
+/* Kills workers still running a cancelled job after the grace period. */
+void jr_cancel_deadlines(master *m, double now);
+
+/* sched.c: recurring jobs (schedules) */
+
+int  jr_sched_init(master *m);          /* -1 when out of memory */
+void jr_sched_free(master *m);
+/* Follows the schedules of a config just reloaded (borrowed): added ones
+ * start (catching up from their last fire in the database, if any),
+ * removed ones stop, changed ones start again, the others go on. */
+void jr_sched_reload(master *m, const jr_schedules *cfg);
+/* Each second (fire_due): whether the next cycle has schedule work. */
+int  jr_sched_due(master *m);
+/* Puts the fires due (or the read of the last fires) into cycle c. */
+void jr_sched_spec(master *m, jr_cycle *c);
+/* After cycle c: logs the fires, catches up from the last fires read. */
+void jr_sched_cycle(master *m, jr_cycle *c);
+
+/* pool.c: the workers */
+
+/* Starts a worker; NULL when it cannot (logged once per cause while it
+ * fails, and jr_pool_fit retried with backoff). */
+wk  *jr_pool_spawn(master *m);
+/* Workers that may take jobs: not leaving, not killed, not a probe. */
+int  jr_pool_alive(master *m);
+/* While no worker can be started: after a lease without one, gives the
+ * local queue back to the database. */
+void jr_pool_starved(master *m, double now);
+
+/* A worker process just started (spawn.c): the master's end of its socket,
+ * the read end of its output pipe (or -1), its pid. */
+typedef struct jr_spawned {
+    int   mine;
+    int   rd;
+    pid_t pid;
+    struct jr_share *share;     /* mapped here, or NULL (worker.h) */
+} jr_spawned;
+/* Starts `jobrunner __worker` with its socket and output. Returns 0, or -1
+ * (err set, nothing left open). */
+int  jr_spawn_worker(master *m, jr_spawned *out, jr_err *err);
+void jr_spawn_unshare(wk *w);           /* unmaps w's shared page */
+void jr_pool_stop(master *m, wk *w);    /* asks w to exit */
+void jr_pool_kill(wk *w, int sig);      /* w and its process group */
+/* Kills w (SIGKILL) for job j, in its handler: its death is j's alone,
+ * with why as the reason; what else it held goes back unblamed. */
+void jr_pool_kill_for(wk *w, const jr_job *j, const char *why);
+/* The job in w's handler, or NULL between jobs; *since is when it
+ * started (mono time). Borrowed: valid while w holds it. */
+const jr_job *jr_pool_running(const wk *w, double *since);
+int  jr_pool_active(master *m);         /* workers counting to the target */
+int  jr_pool_busy(master *m);           /* workers running a job */
+/* Starts or stops workers until the active ones match the target. */
+void jr_pool_fit(master *m);
+/* Sets the target, clamped to min..max, and acts on it. */
+void jr_pool_set_target(master *m, int target, const char *reason);
+/* Adds a worker when every worker is busy and jobs are waiting. */
+void jr_pool_scale_up(master *m);
+/* Reaps exited workers (SIGCHLD): fails or requeues what they held. */
+void jr_pool_reap(master *m);
+/* Kills workers past a deadline: hello (load_timeout), job timeout. */
+void jr_pool_deadlines(master *m, double now);
+/* Retires a worker idle past idle_timeout while above the minimum. */
+void jr_pool_idle(master *m, double now);
+/* Fills in the retry inputs (retry.h) the master knows for job j after
+ * error: g's handler options and the config's backoff. Borrows all. */
+void jr_pool_retry_in(master *m, const gen *g, const jr_job *j,
+                      const char *error, jr_retry_in *in);
+
+/* output.c: handler output */
+
+int  jr_output_open(master *m, jr_err *err);    /* -1 with err set */
+/* The worker's output descriptor (read end in *rd, or -1), -1 to inherit
+ * the runner's, -2 on failure (err set). */
+int  jr_output_fd(master *m, int *rd, jr_err *err);
+void jr_output_readable(evutil_socket_t fd, short what, void *arg);
+void jr_output_done(wk *w);             /* logs what is left of a job's */
+void jr_output_close(wk *w);
+
+/* gen.c: generations */
+
+gen  *jr_gen_ref(gen *g);               /* NULL is a no-op; returns g */
+void  jr_gen_unref(gen *g);             /* frees g with its last ref */
+/* The handler called name in g, or NULL. */
+const jr_handler *jr_gen_handler(const gen *g, const char *name);
+/* Starts a probe worker loading the scripts again (SIGHUP, the watcher). */
+void  jr_gen_reload(master *m);
+/* A worker's hello frame in r. */
+void  jr_gen_hello(master *m, wk *w, jr_reader *r);
+
+/* events.c: hook events */
+
+void jr_event_job_start(master *m, wk *w);      /* jobs[0] of w starts now */
+void jr_event_job(master *m, const jr_job *j, const jr_result *r,
+                  double secs);
+void jr_event_tick(master *m, const jr_cycle *c);
+void jr_event_scale(master *m, int from, int to, const char *reason);
+void jr_event_reload(master *m, int ok, const char *error);
+void jr_event_start(master *m);
+void jr_event_stop(master *m);
+
+#endif

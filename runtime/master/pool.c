@@ -1,0 +1,873 @@
+/* pool.c - the worker processes: spawning them (the fork and exec are
+ * spawn.c's) and sending their settings, reading their frames and
+ * results, what becomes of their jobs when they die, fitting their number
+ * to the target (backlog, idle, on_tick's answer, signals), recycling, and
+ * the kills at a deadline (hello, job timeout). Their output is output.c's,
+ * the code their hello loaded gen.c's. Uses master_int.h. */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <event2/buffer.h>
+#include <event2/bufferevent.h>
+#include <event2/event.h>
+
+#include "base/log.h"
+#include "master/master_int.h"
+#include "base/retry.h"
+#include "worker/worker.h"
+
+#define KILL_GRACE      5.0     /* seconds past a timeout before SIGKILL */
+#define HELLO_GRACE     2.0     /* seconds past load_timeout before SIGKILL */
+#define SPAWN_DELAY_MAX 10.0    /* seconds between spawns while they die */
+#define SPAWN_RETRY_MAX 5.0     /* seconds between spawns while they fail */
+#define SNOOZES_MAX     65536   /* jobs remembered; the oldest go first */
+
+/* The config's backoff for the retry policy: arg is the master. */
+static double
+config_backoff(void *arg, const jr_job *j, int max, const char *error)
+{
+    const master *m = arg;
+
+    return jr_config_backoff(m->cfg, j, max, error);
+}
+
+void
+jr_pool_retry_in(master *m, const gen *g, const jr_job *j, const char *error,
+                 jr_retry_in *in)
+{
+    const jr_handler *h = jr_gen_handler(g, j->name);
+
+    memset(in, 0, sizeof *in);
+    in->job = j;
+    in->error = error;
+    in->handler_max = h ? h->max_retries : -1;
+    in->config_max = m->cfg->max_retries;
+    in->handler_backoff = h ? h->backoff : -1;  /* a function: -1 here */
+    in->config_fn = config_backoff;
+    in->config_arg = m;
+}
+
+/* A failure the master itself decides (worker died, killed): retry or
+ * dead by the retry policy, without the handler's backoff function (it
+ * lives in the workers). */
+static void
+fail_job(master *m, const gen *g, const jr_job *j, const char *reason)
+{
+    jr_retry_in in;
+    jr_result r = {.id = j->id};
+    size_t len = strlen(reason) + 1;
+    char *mem = malloc(len + 17);   /* the error, then the generation */
+
+    if (mem != NULL) {
+        memcpy(mem, reason, len);
+        snprintf(mem + len, 17, "%s", g ? g->hash : "");
+        r.error = mem;
+        r.generation = g ? mem + len : NULL;
+    } else {
+        r.error = "worker failed";
+    }
+    jr_pool_retry_in(m, g, j, reason, &in);
+    if (jr_retry_decide(&in, &r) == JR_DEAD) {
+        jr_log(JR_LOG_WARN, "job %lld (%s) dead after %d attempts: %s",
+               (long long)j->id, j->name, j->attempt, reason);
+        m->dead++;
+    } else {
+        jr_log(JR_LOG_WARN, "job %lld (%s) failed (attempt %d of %d), "
+               "retry in %.0fs: %s", (long long)j->id, j->name, j->attempt,
+               jr_retry_max(j, in.handler_max, in.config_max) + 1, r.delay,
+               reason);
+        m->failed++;
+    }
+    jr_event_job(m, j, &r, 0);
+    jr_claimq_result(m, &r, mem);
+}
+
+/* Kills a worker and everything it started: it leads its own process
+ * group (the worker itself too, if the group is already gone). */
+void
+jr_pool_kill(wk *w, int sig)
+{
+    if (kill(-w->pid, sig) < 0)
+        kill(w->pid, sig);
+}
+
+void
+jr_pool_stop(master *m, wk *w)
+{
+    if (w->stopping)
+        return;
+    w->stopping = 1;
+    if (w->bev == NULL)
+        return;
+    jr_buf_reset(&m->out);
+    jr_frame_end(&m->out, jr_frame_begin(&m->out, JR_F_STOP));
+    bufferevent_write(w->bev, m->out.p, m->out.len);
+}
+
+/* Workers that count toward the target: not leaving, not a probe. */
+int
+jr_pool_active(master *m)
+{
+    int n = 0;
+    wk *w;
+
+    for (w = m->workers; w; w = w->next)
+        n += !w->stopping && !w->retiring && !w->probe;
+    return n;
+}
+
+int
+jr_pool_alive(master *m)
+{
+    int n = 0;
+    wk *w;
+
+    for (w = m->workers; w; w = w->next)
+        n += !w->stopping && !w->retiring && !w->probe && !w->kill_reason[0];
+    return n;
+}
+
+/* While spawns fail and no worker is alive, the jobs of the local queue
+ * wait for nothing here, their leases renewed: after a lease of it they go
+ * back to the database, for another runner (claimq.c claims none ahead
+ * meanwhile). */
+void
+jr_pool_starved(master *m, double now)
+{
+    jr_job *j;
+    int n = 0;
+
+    if (m->spawn_fails == 0 || m->stopping || jr_pool_alive(m) > 0) {
+        m->starved_since = 0;
+        return;
+    }
+    if (m->starved_since == 0)
+        m->starved_since = now;
+    if (now - m->starved_since < m->cfg->lease || m->qlen == 0)
+        return;
+    while ((j = jr_claimq_pop(m)) != NULL) {
+        jr_claimq_release(m, j);
+        n++;
+    }
+    jr_log(JR_LOG_WARN, "no worker could be started for %gs: %d job%s "
+           "given back to the queue", m->cfg->lease, n, n == 1 ? "" : "s");
+    jr_master_kick(m);
+}
+
+int
+jr_pool_busy(master *m)
+{
+    int n = 0;
+    wk *w;
+
+    for (w = m->workers; w; w = w->next)
+        n += w->njobs > 0;
+    return n;
+}
+
+/* Starts or stops workers until the active ones match the target: idle
+ * ones stop now, busy ones after their job. */
+void
+jr_pool_fit(master *m)
+{
+    wk *w;
+    int n = jr_pool_active(m);
+
+    if (m->stopping)
+        return;
+    for (; n < m->target; n++)
+        if (jr_pool_spawn(m) == NULL)
+            break;              /* spawn_failed tries again later */
+    if (n >= m->target && m->spawn_fails > 0) {
+        m->spawn_fails = 0;     /* none missing (the target came down) */
+        m->spawn_backoff = 0;
+        m->spawn_cause[0] = '\0';
+    }
+    for (w = m->workers; w && n > m->target; w = w->next)
+        if (!w->stopping && !w->retiring && !w->probe && w->njobs == 0) {
+            jr_pool_stop(m, w);
+            n--;
+        }
+    for (w = m->workers; w && n > m->target; w = w->next)
+        if (!w->stopping && !w->retiring && !w->probe) {
+            w->retiring = 1;
+            n--;
+        }
+}
+
+/* Sets the target, clamped to min..max, and acts on it. */
+void
+jr_pool_set_target(master *m, int target, const char *reason)
+{
+    int from = m->target;
+
+    if (target < m->cfg->conc_min)
+        target = m->cfg->conc_min;
+    if (target > m->cfg->conc_max)
+        target = m->cfg->conc_max;
+    if (target == from)
+        return;
+    m->target = target;
+    jr_event_scale(m, from, target, reason);
+    jr_pool_fit(m);
+}
+
+/* Adds a worker when every worker is busy and jobs are waiting. */
+void
+jr_pool_scale_up(master *m)
+{
+    wk *w;
+
+    if (m->stopping || m->target >= m->cfg->conc_max || m->gen == NULL ||
+        !(m->qlen > 0 || m->full_batch))
+        return;
+    for (w = m->workers; w; w = w->next)
+        if (!w->stopping && !w->retiring && !w->probe &&
+            (!w->ready || w->njobs == 0))
+            return;         /* one is idle or still starting */
+    jr_pool_set_target(m, m->target + 1, "backlog");
+}
+
+static void
+log_result(master *m, const jr_job *j, const jr_result *r, double secs)
+{
+    char first[300] = "(no error message)";
+    const char *nl;
+
+    if (r->error != NULL) {
+        nl = strchr(r->error, '\n');
+        snprintf(first, sizeof first, "%.*s", nl ? (int)(nl - r->error) :
+                 (int)strlen(r->error), r->error);
+    }
+    switch (r->kind) {
+    case JR_DONE:
+        m->done++;
+        jr_log(JR_LOG_DEBUG, "job %lld (%s) done in %.1fms", (long long)j->id,
+               j->name, secs * 1000);
+        break;
+    case JR_RETRY:
+        m->failed++;
+        jr_log(JR_LOG_WARN, "job %lld (%s) failed (attempt %d), retry in "
+               "%.0fs: %s", (long long)j->id, j->name, j->attempt, r->delay,
+               first);
+        break;
+    case JR_DEAD:
+        m->dead++;
+        jr_log(JR_LOG_WARN, "job %lld (%s) dead after %d attempt%s: %s",
+               (long long)j->id, j->name, j->attempt,
+               j->attempt == 1 ? "" : "s", first);
+        break;
+    case JR_SNOOZE:
+        jr_log(JR_LOG_INFO, "job %lld (%s) snoozed for %.1fs",
+               (long long)j->id, j->name, r->delay);
+        break;
+    case JR_CANCELLED:
+        m->cancelled++;
+        jr_log(JR_LOG_INFO, "job %lld (%s) cancelled: %s", (long long)j->id,
+               j->name, first);
+        break;
+    }
+}
+
+/* Counts a snooze of job id and returns how many in a row, or forgets the
+ * job (forget set: it ended some other way). The count lives in this
+ * runner only: a restart, or another runner, starts it again. */
+static int
+snooze_count(master *m, int64_t id, int forget)
+{
+    size_t i;
+
+    for (i = 0; i < m->nsnoozes && m->snoozes[i].id != id; i++)
+        ;
+    if (forget) {
+        if (i < m->nsnoozes)
+            m->snoozes[i] = m->snoozes[--m->nsnoozes];
+        return 0;
+    }
+    if (i < m->nsnoozes)
+        return ++m->snoozes[i].n;
+    if (m->nsnoozes == SNOOZES_MAX) {
+        memmove(m->snoozes, m->snoozes + 1, --m->nsnoozes *
+                sizeof *m->snoozes);
+        i = m->nsnoozes;
+    }
+    if (m->nsnoozes == m->capsnoozes) {
+        size_t cap = m->capsnoozes ? m->capsnoozes * 2 : 64;
+        snoozed *p = realloc(m->snoozes, cap * sizeof *p);
+        if (p == NULL)
+            return 1;           /* uncounted: the limit is best effort */
+        m->snoozes = p;
+        m->capsnoozes = cap;
+    }
+    m->snoozes[m->nsnoozes].id = id;
+    m->snoozes[m->nsnoozes].n = 1;
+    m->nsnoozes++;
+    return 1;
+}
+
+/* A snooze past max_snoozes: the job fails instead, as a failure counts.
+ * Returns 1 when it did (res and mem are done with). */
+static int
+snooze_limit(master *m, wk *w, const jr_job *j, const jr_result *res,
+             void *mem)
+{
+    char reason[128];
+    int n;
+
+    if (res->kind != JR_SNOOZE || m->cfg->max_snoozes <= 0) {
+        snooze_count(m, j->id, 1);
+        return 0;
+    }
+    if ((n = snooze_count(m, j->id, 0)) <= m->cfg->max_snoozes)
+        return 0;
+    snooze_count(m, j->id, 1);
+    snprintf(reason, sizeof reason, "snoozed more than %d times in a row "
+             "(max_snoozes)", m->cfg->max_snoozes);
+    free(mem);
+    fail_job(m, w->gen, j, reason);
+    return 1;
+}
+
+/* A worker's retry whose handler set no backoff (JR_RETRY_UNRESOLVED, or
+ * any delay that is not one): the config's, else the default schedule. */
+static void
+resolve_delay(master *m, const wk *w, const jr_job *j, jr_result *res)
+{
+    jr_retry_in in;
+
+    if (res->kind != JR_RETRY || res->delay >= 0)
+        return;
+    jr_pool_retry_in(m, w->gen, j, res->error, &in);
+    in.handler_backoff = -1;        /* the worker found none */
+    res->delay = jr_retry_delay(&in);
+}
+
+static void
+on_result(master *m, wk *w, jr_reader *r)
+{
+    jr_result res;
+    jr_err err;
+    void *mem;
+    jr_job *j;
+    double now = jr_mono(), secs;
+    int bad = jr_frame_get_result(r, &res, &mem, &err) < 0;
+
+    if (!bad && res.kind == JR_PROGRESS && w->njobs > 0 &&
+        w->jobs[0]->id == res.id) {
+        jr_log(JR_LOG_DEBUG, "job %lld progress %g/%g", (long long)res.id,
+               res.done, res.total);
+        jr_claimq_result(m, &res, mem);  /* the job runs on */
+        return;
+    }
+    jr_output_done(w);             /* what the job printed is logged as its */
+    if (bad || res.kind == JR_PROGRESS || w->njobs == 0 ||
+        w->jobs[0]->id != res.id) {
+        jr_log(JR_LOG_ERROR, "worker %d: %s", w->id, w->njobs == 0 ?
+               "result for a job it does not hold" : "malformed result");
+        free(mem);
+        kill(w->pid, SIGKILL);
+        return;
+    }
+    j = w->jobs[0];
+    memmove(w->jobs, w->jobs + 1, (size_t)--w->njobs * sizeof *w->jobs);
+    secs = now - w->started;
+    w->avg = w->avg > 0 ? 0.8 * w->avg + 0.2 * secs : secs;
+    m->avg = m->avg > 0 ? 0.95 * m->avg + 0.05 * secs : secs;
+    resolve_delay(m, w, j, &res);
+    if (!snooze_limit(m, w, j, &res, mem)) {
+        log_result(m, j, &res, secs);
+        jr_event_job(m, j, &res, secs);
+        jr_claimq_result(m, &res, mem);
+    }
+    jr_qstate_done(m, j->queue);
+    jr_limitsrun_done(m, j->name, j->queue, res.kind);
+    free(j);
+    if (m->cfg->max_jobs_per_worker > 0 &&
+        ++w->jobs_run >= m->cfg->max_jobs_per_worker && !w->retiring) {
+        w->retiring = 1;            /* recycled: bounds slow leaks */
+        jr_pool_fit(m);
+    }
+    if (w->njobs > 0)
+        jr_event_job_start(m, w);
+    else {
+        w->idle_since = now;
+        if (w->retiring)
+            jr_pool_stop(m, w);
+    }
+    jr_master_kick(m);
+}
+
+static void
+on_read(struct bufferevent *bev, void *arg)
+{
+    wk *w = arg;
+    master *m = w->m;
+    struct evbuffer *in = bufferevent_get_input(bev);
+    jr_reader r;
+    jr_err err;
+    long len;
+
+    for (;;) {
+        size_t have = evbuffer_get_length(in);
+        const char *head = (const char *)evbuffer_pullup(in, have < 4 ?
+                                                         (ssize_t)have : 4);
+        if (head == NULL || (len = jr_frame_complete(head, have, &err)) == 0)
+            return;
+        if (len < 0) {
+            jr_log(JR_LOG_ERROR, "worker %d: %s", w->id, err.msg);
+            kill(w->pid, SIGKILL);
+            return;
+        }
+        head = (const char *)evbuffer_pullup(in, len);
+        switch (jr_frame_open(&r, head)) {
+        case JR_F_HELLO:
+            jr_gen_hello(m, w, &r);
+            jr_master_kick(m);
+            break;
+        case JR_F_RESULT:
+            on_result(m, w, &r);
+            break;
+        default:
+            jr_log(JR_LOG_ERROR, "worker %d: unexpected frame", w->id);
+            kill(w->pid, SIGKILL);
+        }
+        evbuffer_drain(in, (size_t)len);
+    }
+}
+
+static void
+on_event(struct bufferevent *bev, short what, void *arg)
+{
+    wk *w = arg;
+
+    (void)bev;
+    if (what & (BEV_EVENT_EOF | BEV_EVENT_ERROR)) {
+        /* the process is going; SIGCHLD tells how. Make sure it goes. */
+        bufferevent_free(w->bev);
+        w->bev = NULL;
+        jr_pool_kill(w, SIGKILL);
+    }
+}
+
+/* Queues the worker's first frame: the settings it runs with, from the
+ * master's effective config (file and command line); kills the worker
+ * when it cannot. */
+static void
+send_settings(master *m, wk *w)
+{
+    const jr_config *c = m->cfg;
+    jr_settings s = {
+        .scripts = c->scripts, .max_retries = c->max_retries,
+        .timeout = c->timeout, .load_timeout = c->load_timeout,
+        .memory_limit = c->memory_limit, .max_payload = c->max_payload,
+        .log_level = c->log_level, .log_json = c->log_json,
+    };
+
+    jr_buf_reset(&m->out);
+    jr_frame_put_settings(&m->out, &s);
+    if (m->out.oom || bufferevent_write(w->bev, m->out.p, m->out.len) < 0) {
+        /* it would wait for them until its hello deadline: replace it */
+        jr_log(JR_LOG_ERROR, "worker %d: cannot send its settings (out of "
+               "memory)", w->id);
+        jr_pool_kill(w, SIGKILL);
+    }
+}
+
+/* Makes the master's record of a started worker, with its socket and
+ * output events. Returns it, or NULL with err set (the process is
+ * killed). */
+static wk *
+track(master *m, const jr_spawned *f, jr_err *err)
+{
+    wk *w = calloc(1, sizeof *w);
+
+    if (w == NULL) {
+        jr_fail(err, JR_ENOMEM, "cannot start a worker: out of memory");
+        if (f->share != NULL)
+            munmap(f->share, sizeof *f->share);
+        close(f->mine);
+        if (f->rd >= 0)
+            close(f->rd);
+        kill(-f->pid, SIGKILL);
+        kill(f->pid, SIGKILL);
+        return NULL;
+    }
+    evutil_make_socket_nonblocking(f->mine);
+    w->m = m;
+    w->pid = f->pid;
+    w->id = ++m->next_id;
+    w->spawned = jr_mono();
+    w->share = f->share;
+    w->out_fd = f->rd;
+    if (f->rd >= 0) {
+        evutil_make_socket_nonblocking(f->rd);
+        w->ev_out = event_new(m->base, f->rd, EV_READ | EV_PERSIST,
+                              jr_output_readable, w);
+        event_add(w->ev_out, NULL);
+    }
+    w->bev = bufferevent_socket_new(m->base, f->mine, BEV_OPT_CLOSE_ON_FREE);
+    bufferevent_setcb(w->bev, on_read, NULL, on_event, w);
+    bufferevent_enable(w->bev, EV_READ | EV_WRITE);
+    return w;
+}
+
+/* A spawn failed with err: logged once per cause (not at each retry),
+ * and jr_pool_fit tried again with backoff, since nothing else would
+ * start the worker (a pool of min = max stayed short for good). */
+static void
+spawn_failed(master *m, const jr_err *err)
+{
+    struct timeval tv;
+
+    m->spawn_fails++;
+    if (strcmp(err->msg, m->spawn_cause) != 0) {
+        jr_log(JR_LOG_ERROR, "%s; retrying with backoff (%d of %d workers "
+               "running)", err->msg, jr_pool_alive(m), m->target);
+        snprintf(m->spawn_cause, sizeof m->spawn_cause, "%s", err->msg);
+    }
+    m->spawn_backoff = m->spawn_backoff > 0 ? m->spawn_backoff * 2 : 0.1;
+    if (m->spawn_backoff > SPAWN_RETRY_MAX)
+        m->spawn_backoff = SPAWN_RETRY_MAX;
+    tv.tv_sec = (long)m->spawn_backoff;
+    tv.tv_usec = (long)((m->spawn_backoff - (double)tv.tv_sec) * 1e6);
+    event_add(m->ev_spawn, &tv);
+}
+
+/* A spawn worked: the end of the failures, if there were some. */
+static void
+spawn_worked(master *m, const wk *w)
+{
+    if (m->spawn_fails > 0)
+        jr_log(JR_LOG_INFO, "worker %d started after %d failed attempt%s",
+               w->id, m->spawn_fails, m->spawn_fails == 1 ? "" : "s");
+    m->spawn_fails = 0;
+    m->spawn_backoff = 0;
+    m->spawn_cause[0] = '\0';
+}
+
+wk *
+jr_pool_spawn(master *m)
+{
+    jr_spawned f;
+    jr_err err;
+    wk *w;
+
+    if (jr_spawn_worker(m, &f, &err) < 0 ||
+        (w = track(m, &f, &err)) == NULL) {
+        spawn_failed(m, &err);
+        return NULL;
+    }
+    spawn_worked(m, w);
+    w->next = m->workers;
+    m->workers = w;
+    m->nworkers++;
+    jr_log(JR_LOG_DEBUG, "worker %d started (pid %d)", w->id, (int)f.pid);
+    send_settings(m, w);        /* listed first: its death is reaped */
+    return w;
+}
+
+/* Reads what a dead worker wrote before it died: its last results count,
+ * not the way it died. */
+static void
+drain_worker(wk *w)
+{
+    struct evbuffer *in;
+    int fd;
+
+    if (w->bev == NULL)
+        return;
+    in = bufferevent_get_input(w->bev);
+    fd = bufferevent_getfd(w->bev);
+    while (evbuffer_read(in, fd, 65536) > 0)
+        ;
+    on_read(w->bev, w);
+}
+
+/* After drain_worker: the results the worker had not written yet, from
+ * the page it shares with the master (worker.h), each taken as if it had
+ * come on the socket. The ones that came are no longer held and are
+ * skipped. Then jobs[0] is the job that was in the handler at the death, if
+ * share->running names it. */
+static void
+shared_results(wk *w)
+{
+    const jr_share *sh = w->share;
+    size_t at = 0, len;
+    jr_reader r, peek;
+    jr_result res;
+    jr_err err;
+    void *mem;
+    long n;
+
+    if (sh == NULL)
+        return;
+    len = sh->len < sizeof sh->buf ? sh->len : sizeof sh->buf;
+    while (w->njobs > 0 &&
+           (n = jr_frame_complete(sh->buf + at, len - at, &err)) > 0) {
+        if (jr_frame_open(&r, sh->buf + at) == JR_F_RESULT) {
+            peek = r;
+            if (jr_frame_get_result(&peek, &res, &mem, &err) == 0) {
+                int ours = res.kind != JR_PROGRESS &&
+                           res.id == w->jobs[0]->id;
+                free(mem);
+                if (ours)
+                    on_result(w->m, w, &r);
+            }
+        }
+        at += (size_t)n;
+    }
+}
+
+/* Whether the death of a worker is jobs[0]'s: it was in the handler (the
+ * shared page names it, or there is no page) and, if the master killed
+ * the worker, the kill was for it. A worker that died between jobs, or
+ * was killed for a job that ended meanwhile (its result in the page),
+ * hands back what it held unblamed. */
+static int
+was_running(const wk *w)
+{
+    int64_t id = w->jobs[0]->id;
+
+    if (w->share != NULL && w->share->running != id)
+        return 0;
+    return w->kill_job == 0 || w->kill_job == id;
+}
+
+/* Says in reason why worker w went away, from its exit status. */
+static void
+gone_reason(master *m, const wk *w, int status, char *reason, size_t size)
+{
+    if (w->kill_reason[0])
+        snprintf(reason, size, "%s", w->kill_reason);
+    else if (!w->ready && WIFEXITED(status) &&
+             WEXITSTATUS(status) == JR_WORKER_LOAD_STUCK)
+        snprintf(reason, size, "did not finish loading handlers within %gs "
+                 "(see the line above)", m->cfg->load_timeout);
+    else if (WIFEXITED(status) && WEXITSTATUS(status) == JR_WORKER_RECYCLE)
+        snprintf(reason, size, "recycled: a handler hit the memory limit");
+    else if (WIFSIGNALED(status))
+        snprintf(reason, size, "worker died (signal %d)", WTERMSIG(status));
+    else
+        snprintf(reason, size, "worker died (exit %d)", WEXITSTATUS(status));
+}
+
+/* Logs the going at the level it deserves; a probe's going fails its
+ * reload. */
+static void
+gone_log(master *m, wk *w, int status, const char *reason)
+{
+    if (WIFEXITED(status) && WEXITSTATUS(status) == JR_WORKER_RECYCLE &&
+        w->njobs == 0)
+        jr_log(JR_LOG_INFO, "worker %d (pid %d) %s", w->id, (int)w->pid,
+               reason);
+    else if (w->stopping && w->njobs == 0 && WIFEXITED(status) &&
+        WEXITSTATUS(status) == 0)
+        jr_log(JR_LOG_DEBUG, "worker %d (pid %d) stopped", w->id,
+               (int)w->pid);
+    else if (w->njobs > 0 || !m->stopping)
+        jr_log(JR_LOG_WARN, "worker %d (pid %d): %s%s", w->id, (int)w->pid,
+               reason, w->njobs > 0 ? "" : " while idle");
+    if (w == m->probe) {
+        m->probe = NULL;
+        jr_log(JR_LOG_ERROR, "reload failed, generation %s keeps running: "
+               "the new worker exited before loading (%s)", m->gen->hash,
+               reason);
+        jr_event_reload(m, 0, reason);
+    }
+}
+
+/* The jobs w held: the running one fails (retry policy), or is released
+ * when the runner stops; the ones it never started go back in line. */
+static void
+gone_jobs(master *m, wk *w, const char *reason)
+{
+    /* jobs[0] was in the handler: the death is its; the rest go back */
+    int i, ran = w->njobs > 0 && was_running(w);
+
+    if (ran) {
+        if (jr_cancel_requested(m, w->jobs[0]->id)) {
+            jr_cancel_record(m, w->jobs[0], reason);
+            free(w->jobs[0]);
+        } else if (m->stopping && !w->kill_reason[0])
+            jr_claimq_release(m, w->jobs[0]);
+        else {
+            fail_job(m, w->gen, w->jobs[0], reason);
+            free(w->jobs[0]);
+        }
+    }
+    for (i = w->njobs - 1; i >= ran; i--)
+        if (m->stopping || jr_claimq_push(m, w->jobs[i], 1) < 0)
+            jr_claimq_release(m, w->jobs[i]);
+    w->njobs = 0;
+}
+
+/* Schedules a replacement; workers that die right away (a crashing
+ * module) back off. */
+static void
+respawn_later(master *m, const wk *w)
+{
+    struct timeval tv = {0, 0};
+
+    m->spawn_delay = jr_mono() - w->spawned < 1 ?
+        (m->spawn_delay ? m->spawn_delay * 2 : 0.1) : 0;
+    if (m->spawn_delay > SPAWN_DELAY_MAX)
+        m->spawn_delay = SPAWN_DELAY_MAX;
+    tv.tv_sec = (long)m->spawn_delay;
+    tv.tv_usec = (long)((m->spawn_delay - (double)tv.tv_sec) * 1e6);
+    event_add(m->ev_spawn, &tv);
+}
+
+/* Fails or requeues what a worker held when it went away. */
+static void
+worker_gone(master *m, wk *w, int status)
+{
+    char reason[128];
+
+    drain_worker(w);
+    shared_results(w);
+    kill(-w->pid, SIGKILL);     /* what its handlers started dies with it */
+    jr_output_done(w);
+    gone_reason(m, w, status, reason, sizeof reason);
+    gone_log(m, w, status, reason);
+    gone_jobs(m, w, reason);
+    if (w->bev != NULL)
+        bufferevent_free(w->bev);
+    jr_output_close(w);
+    jr_gen_unref(w->gen);
+    if (!m->stopping && !w->stopping)
+        respawn_later(m, w);
+    jr_spawn_unshare(w);
+    free(w);
+}
+
+void
+jr_pool_reap(master *m)
+{
+    int status;
+    pid_t pid;
+    wk **pw, *w;
+
+    while ((pid = waitpid(-1, &status, WNOHANG)) > 0) {
+        for (pw = &m->workers; (w = *pw) != NULL; pw = &w->next)
+            if (w->pid == pid)
+                break;
+        if (w == NULL)
+            continue;
+        *pw = w->next;
+        m->nworkers--;
+        worker_gone(m, w, status);
+    }
+    jr_master_kick(m);
+}
+
+/* Kills a worker that has not said hello load_timeout seconds after it
+ * started: its loading is stuck where no instruction budget reaches (a
+ * handler file blocked in C). A probe's reload then fails (worker_gone). */
+static void
+hello_deadline(master *m, wk *w, double now)
+{
+    /* the worker's own watchdog fires first and names the file */
+    if (w->ready || w->stopping || w->kill_reason[0] ||
+        now - w->spawned <= m->cfg->load_timeout + HELLO_GRACE)
+        return;
+    snprintf(w->kill_reason, sizeof w->kill_reason, "did not finish "
+             "loading handlers within %gs", m->cfg->load_timeout);
+    jr_log(JR_LOG_WARN, "worker %d (pid %d) %s (a handler file stuck "
+           "outside Lua?): killing it", w->id, (int)w->pid, w->kill_reason);
+    kill(w->pid, SIGKILL);
+}
+
+/* The job in w's handler now, or NULL between jobs; *since is when it
+ * started. The shared page names it: with results written in batches,
+ * jobs[0] may be done and a later one running (or a prefetched one behind
+ * the one running, whose timeout is not the running one's). Without the
+ * page, jobs[0] since it was handed out. */
+const jr_job *
+jr_pool_running(const wk *w, double *since)
+{
+    int64_t id;
+    int i;
+
+    if (w->njobs == 0)
+        return NULL;
+    if (w->share == NULL) {
+        *since = w->started;
+        return w->jobs[0];
+    }
+    id = __atomic_load_n(&w->share->running, __ATOMIC_ACQUIRE);
+    for (i = 0; i < w->njobs && w->jobs[i]->id != id; i++)
+        ;
+    if (i == w->njobs)
+        return NULL;
+    *since = w->share->started;
+    return w->jobs[i];
+}
+
+/* Kills w for job j (held, in its handler): why goes in kill_reason, and
+ * the death is blamed on j alone (gone_jobs). */
+void
+jr_pool_kill_for(wk *w, const jr_job *j, const char *why)
+{
+    snprintf(w->kill_reason, sizeof w->kill_reason, "%s", why);
+    w->kill_job = j->id;
+    jr_pool_kill(w, SIGKILL);
+}
+
+/* Kills w if the job in its handler is past its timeout (stuck where the
+ * worker's own limit cannot reach: in C). */
+static void
+job_deadline(master *m, wk *w, double now)
+{
+    const jr_handler *h;
+    const jr_job *j;
+    double since, limit;
+    char why[64];
+
+    if (w->kill_reason[0] || (j = jr_pool_running(w, &since)) == NULL)
+        return;
+    h = jr_gen_handler(w->gen, j->name);
+    limit = h && h->timeout > 0 ? h->timeout : m->cfg->timeout;
+    if (now - since <= limit + KILL_GRACE)
+        return;
+    jr_log(JR_LOG_WARN, "job %lld (%s): still running %gs past its %gs "
+           "timeout; killing worker %d", (long long)j->id, j->name,
+           KILL_GRACE, limit, w->id);
+    snprintf(why, sizeof why, "timed out after %gs (worker killed)", limit);
+    jr_pool_kill_for(w, j, why);
+}
+
+/* Kills workers past a deadline: a hello load_timeout seconds after the
+ * start, the job in the handler past its timeout. */
+void
+jr_pool_deadlines(master *m, double now)
+{
+    wk *w;
+
+    for (w = m->workers; w; w = w->next)
+        hello_deadline(m, w, now);
+    for (w = m->workers; w; w = w->next)
+        job_deadline(m, w, now);
+}
+
+/* Retires one worker idle for idle_timeout while above the minimum. */
+void
+jr_pool_idle(master *m, double now)
+{
+    wk *w;
+
+    if (m->stopping || m->target <= m->cfg->conc_min)
+        return;
+    for (w = m->workers; w; w = w->next)
+        if (w->ready && !w->stopping && !w->retiring && !w->probe &&
+            w->njobs == 0 && now - w->idle_since > m->cfg->idle_timeout) {
+            jr_pool_set_target(m, m->target - 1, "idle");
+            break;
+        }
+}

@@ -1,0 +1,230 @@
+/* limitsrun.c - limits per key in the master: the live limits (the
+ * config's, as hooks change them with jobrunner.limits.set), the copy a
+ * database cycle borrows, the wait for a rate's next token, claims again
+ * when a limited job ends, and the per-limit figures of on_tick. The
+ * claim that enforces them is the backends' (limitpick.c). */
+#include <stdlib.h>
+#include <string.h>
+
+#include <event2/event.h>
+
+#include "base/log.h"
+#include "master/master_int.h"
+#include "base/util.h"
+
+#define QPLEN (sizeof JR_LIMIT_QPREFIX - 1)
+
+/* One limit's figures since the last tick, by index into m->limits. */
+typedef struct lstat {
+    long done;                  /* succeeded */
+    long failed;                /* retried, dead or expired */
+} lstat;
+
+typedef struct lstats {
+    lstat *s;
+    int    n;
+} lstats;
+
+static void
+on_limit(evutil_socket_t fd, short what, void *arg)
+{
+    master *m = arg;
+
+    (void)fd;
+    (void)what;
+    m->want_claim = 1;
+    jr_master_kick(m);
+}
+
+int
+jr_limitsrun_init(master *m)
+{
+    if (jr_limits_copy(&m->limits, &m->cfg->limits) < 0 ||
+        (m->lim_stats = calloc(1, sizeof(lstats))) == NULL)
+        return -1;
+    m->lim_changed = 1;
+    m->ev_limit = event_new(m->base, -1, 0, on_limit, m);
+    return m->ev_limit ? 0 : -1;
+}
+
+void
+jr_limitsrun_free(master *m)
+{
+    lstats *st = m->lim_stats;
+
+    if (m->ev_limit)
+        event_free(m->ev_limit);
+    m->ev_limit = NULL;
+    jr_limits_free(&m->limits);
+    jr_limits_free(&m->lim_cycle);
+    if (st)
+        free(st->s);
+    free(st);
+    m->lim_stats = NULL;
+}
+
+void
+jr_limitsrun_spec(master *m, jr_cycle *c)
+{
+    jr_limits fresh;
+
+    /* no cycle runs now: the copy it borrows may be replaced */
+    if (m->lim_changed && jr_limits_copy(&fresh, &m->limits) == 0) {
+        jr_limits_free(&m->lim_cycle);
+        m->lim_cycle = fresh;
+        m->lim_changed = 0;
+    }
+    c->limits = m->lim_cycle.l;
+    c->nlimits = m->lim_cycle.n;
+}
+
+void
+jr_limitsrun_cycle(master *m, const jr_cycle *c)
+{
+    double wait;
+    struct timeval tv;
+
+    if (c->limit_next <= 0 || m->ev_limit == NULL)
+        return;
+    wait = c->limit_next - jr_now();
+    if (wait < 0.001)
+        wait = 0.001;
+    if (wait > m->cfg->poll_interval)
+        return;                 /* the poll comes first */
+    tv.tv_sec = (time_t)wait;
+    tv.tv_usec = (suseconds_t)((wait - (double)tv.tv_sec) * 1e6);
+    event_add(m->ev_limit, &tv);
+}
+
+/* Whether limit l applies to a job of name in queue. */
+static int
+applies(const jr_limit *l, const char *name, const char *queue)
+{
+    if (strncmp(l->scope, JR_LIMIT_QPREFIX, QPLEN) == 0)
+        return strcmp(l->scope + QPLEN, queue) == 0;
+    return strcmp(l->scope, name) == 0;
+}
+
+void
+jr_limitsrun_done(master *m, const char *name, const char *queue, int kind)
+{
+    lstats *st = m->lim_stats;
+    lstat *bigger;
+    int i, hit = 0;
+
+    if (m->limits.n == 0 || st == NULL)
+        return;
+    if (st->n < m->limits.n) {
+        if ((bigger = realloc(st->s, (size_t)m->limits.n * sizeof *bigger))
+            == NULL)
+            return;
+        memset(bigger + st->n, 0, (size_t)(m->limits.n - st->n) *
+               sizeof *bigger);
+        st->s = bigger;
+        st->n = m->limits.n;
+    }
+    for (i = 0; i < m->limits.n; i++) {
+        if (!applies(&m->limits.l[i], name, queue))
+            continue;
+        hit = 1;
+        if (kind == JR_DONE)
+            st->s[i].done++;
+        else if (kind == JR_RETRY || kind == JR_DEAD || kind == JR_EXPIRED)
+            st->s[i].failed++;
+    }
+    if (hit)
+        m->want_claim = 1;      /* room freed: claim with the result */
+}
+
+/* Jobs of limit l this runner holds (running or claimed ahead). */
+static long
+held(master *m, const jr_limit *l)
+{
+    long n = 0;
+    size_t k;
+    wk *w;
+    int j;
+
+    for (w = m->workers; w != NULL; w = w->next)
+        for (j = 0; j < w->njobs; j++)
+            n += applies(l, w->jobs[j]->name, w->jobs[j]->queue);
+    for (k = 0; k < m->qlen; k++) {
+        const jr_job *jb = m->queue[(m->qhead + k) % m->qcap];
+        n += applies(l, jb->name, jb->queue);
+    }
+    return n;
+}
+
+static void
+tick_set(jr_hooks *h, const char *key, const jr_limit_set *s)
+{
+    jr_hook_open(h, key);
+    jr_hook_int(h, "concurrency", s->concurrency);
+    jr_hook_num(h, "rate", s->rate);
+    jr_hook_num(h, "burst", s->burst);
+    if (s->rate_text[0])
+        jr_hook_str(h, "rate_text", s->rate_text);
+    jr_hook_close(h);
+}
+
+/* Cycle c's count for the limit of scope (from arr), or -1. */
+static long
+cycle_count(const jr_cycle *c, const long *arr, const char *scope)
+{
+    int i;
+
+    for (i = 0; arr != NULL && i < c->nlimits; i++)
+        if (strcmp(c->limits[i].scope, scope) == 0)
+            return arr[i];
+    return -1;
+}
+
+void
+jr_limitsrun_tick(master *m, const jr_cycle *c)
+{
+    lstats *st = m->lim_stats;
+    long n;
+    int i;
+
+    if (m->limits.n == 0)
+        return;
+    jr_hook_open(m->hooks, "limits");
+    for (i = 0; i < m->limits.n; i++) {
+        const jr_limit *l = &m->limits.l[i];
+        lstat s = st && i < st->n ? st->s[i] : (lstat){0, 0};
+        jr_hook_open(m->hooks, l->scope);
+        jr_hook_int(m->hooks, "running", held(m, l));
+        if ((n = cycle_count(c, c->lim_waiting, l->scope)) >= 0)
+            jr_hook_int(m->hooks, "waiting", n);
+        if ((n = cycle_count(c, c->lim_running, l->scope)) >= 0)
+            jr_hook_int(m->hooks, "running_all", n);
+        jr_hook_int(m->hooks, "done", s.done);
+        jr_hook_int(m->hooks, "failed", s.failed);
+        jr_hook_num(m->hooks, "failure_rate", s.done + s.failed > 0 ?
+                    (double)s.failed / (double)(s.done + s.failed) : 0);
+        tick_set(m->hooks, "limit", &l->all);
+        tick_set(m->hooks, "per_key", &l->per_key);
+        jr_hook_close(m->hooks);
+        if (st && i < st->n)
+            st->s[i] = (lstat){0, 0};
+    }
+    jr_hook_close(m->hooks);
+}
+
+void
+jr_limitsrun_warn(master *m, const char *const *names, int n)
+{
+    int i, k;
+
+    for (i = 0; i < m->limits.n; i++) {
+        const char *s = m->limits.l[i].scope;
+        if (strncmp(s, JR_LIMIT_QPREFIX, QPLEN) == 0)
+            continue;
+        for (k = 0; k < n && strcmp(names[k], s) != 0; k++)
+            ;
+        if (k == n)
+            jr_log(JR_LOG_WARN, "%s: limit '%s': no handler of that name "
+                   "(yet): it applies once one loads", m->cfg->file ?
+                   m->cfg->file : "config", s);
+    }
+}

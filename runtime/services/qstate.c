@@ -1,0 +1,312 @@
+/* qstate.c - named queues in the master: for each queue the config caps
+ * (`queues`) or the runner serves (`serve_queues`, --queues), how many of
+ * its jobs this runner holds (claimed in the local queue, or in workers),
+ * so that each claim asks at most its target less that; which queues are
+ * paused, so that jobs of a paused queue claimed ahead are given back
+ * instead of started; and the per-queue figures and targets of on_tick.
+ * Fairness between queues is the claim's (backend.h). Uses
+ * master_int.h. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/log.h"
+#include "master/master_int.h"
+
+static qstate *
+find(master *m, const char *queue)
+{
+    int i;
+
+    for (i = 0; i < m->nqs; i++)
+        if (strcmp(m->qs[i].name, queue) == 0)
+            return &m->qs[i];
+    return NULL;
+}
+
+/* Adds queue to m->qs (room is there) unless it is in already. */
+static qstate *
+add(master *m, const char *queue)
+{
+    qstate *q = find(m, queue);
+
+    if (q != NULL)
+        return q;
+    q = &m->qs[m->nqs++];
+    memset(q, 0, sizeof *q);
+    q->name = queue;
+    return q;
+}
+
+/* Logs which queues this runner serves, when not all. */
+static void
+log_served(const jr_queues *cq)
+{
+    char list[512];
+    size_t n = 0;
+    int i;
+
+    if (cq->nserve == 0)
+        return;
+    list[0] = '\0';
+    for (i = 0; i < cq->nserve && n < sizeof list; i++)
+        n += (size_t)snprintf(list + n, sizeof list - n, "%s%s",
+                              i ? ", " : "", cq->serve[i]);
+    jr_log(JR_LOG_INFO, "serving queues: %s (no other)", list);
+}
+
+int
+jr_qstate_init(master *m)
+{
+    const jr_queues *cq = &m->cfg->queues;
+    int i, n = cq->n + cq->nserve;
+    qstate *q;
+
+    m->serve_all = cq->nserve == 0;
+    if (n == 0)
+        return 0;
+    m->qs = calloc((size_t)n, sizeof *m->qs);
+    m->qnames = calloc((size_t)n, sizeof *m->qnames);
+    m->qmax = calloc((size_t)n, sizeof *m->qmax);
+    if (m->qs == NULL || m->qnames == NULL || m->qmax == NULL)
+        return -1;
+    for (i = 0; i < cq->n; i++) {
+        if (!m->serve_all && !jr_queues_served(cq, cq->q[i].name))
+            continue;           /* not served: never claimed, no cap */
+        q = add(m, cq->q[i].name);
+        q->capped = 1;
+        q->min = cq->q[i].min;
+        q->max = q->target = cq->q[i].max;
+    }
+    for (i = 0; i < cq->nserve; i++)
+        add(m, cq->serve[i]);
+    log_served(cq);
+    return 0;
+}
+
+void
+jr_qstate_free(master *m)
+{
+    int i;
+
+    for (i = 0; i < m->npaused; i++)
+        free(m->paused[i]);
+    free(m->paused);
+    free(m->qs);
+    free(m->qnames);
+    free(m->qmax);
+}
+
+/* Counts what each queue holds here: the local queue and the workers. */
+static void
+count_held(master *m)
+{
+    qstate *q;
+    size_t i;
+    wk *w;
+    int k;
+
+    for (k = 0; k < m->nqs; k++)
+        m->qs[k].held = m->qs[k].running = 0;
+    for (i = 0; i < m->qlen; i++)
+        if ((q = find(m, m->queue[(m->qhead + i) % m->qcap]->queue)))
+            q->held++;
+    for (w = m->workers; w; w = w->next)
+        for (k = 0; k < w->njobs; k++)
+            if ((q = find(m, w->jobs[k]->queue))) {
+                q->held++;
+                q->running++;
+            }
+}
+
+void
+jr_qstate_spec(master *m, jr_cycle *c, int want)
+{
+    int k, free_slots;
+    qstate *q;
+
+    /* jobs claimed ahead must not start once their queue is paused */
+    c->poll_paused = (m->paused_due && m->qlen > 0) || c->count_ready;
+    c->ahead = m->qlen > 0;
+    m->paused_due = 0;
+    c->others = m->serve_all ? want : 0;
+    c->nqueues = 0;
+    if (m->nqs == 0)
+        return;
+    count_held(m);
+    for (k = 0; k < m->nqs; k++) {
+        q = &m->qs[k];
+        free_slots = q->capped ? q->target - q->held : want;
+        q->asked = free_slots > 0 ? free_slots : 0;
+        m->qnames[k] = q->name;
+        m->qmax[k] = q->asked;
+    }
+    c->qnames = m->qnames;
+    c->qmax = m->qmax;
+    c->nqueues = m->nqs;
+}
+
+/* Jobs of a paused queue claimed ahead go back to the database. */
+static void
+release_paused(master *m)
+{
+    size_t n = m->qlen, i;
+    jr_job *j;
+    int k, gone = 0;
+
+    for (i = 0; i < n; i++) {
+        j = jr_claimq_pop(m);
+        for (k = 0; k < m->npaused; k++)
+            if (strcmp(m->paused[k], j->queue) == 0)
+                break;
+        if (k < m->npaused) {
+            jr_claimq_release(m, j);
+            gone++;
+        } else if (jr_claimq_push(m, j, 0) < 0) {
+            jr_claimq_release(m, j);
+        }
+    }
+    if (gone > 0)
+        jr_log(JR_LOG_INFO, "gave back %d claimed job%s of paused queues",
+               gone, gone == 1 ? "" : "s");
+}
+
+/* Takes the paused queues cycle c read. */
+static void
+take_paused(master *m, jr_cycle *c)
+{
+    int i;
+
+    if (c->npaused < 0)
+        return;
+    for (i = 0; i < m->npaused; i++)
+        free(m->paused[i]);
+    free(m->paused);
+    m->paused = c->paused;
+    m->npaused = c->npaused;
+    c->paused = NULL;
+    c->npaused = -1;
+    if (m->npaused > 0 && m->qlen > 0)
+        release_paused(m);
+}
+
+void
+jr_qstate_cycle(master *m, jr_cycle *c)
+{
+    int i, k, *got;
+
+    take_paused(m, c);
+    if (m->nqs == 0 || c->want <= 0 || c->nclaimed < 0)
+        return;
+    if ((got = calloc((size_t)m->nqs, sizeof *got)) == NULL)
+        return;
+    for (i = 0; i < c->nclaimed; i++)
+        for (k = 0; k < m->nqs; k++)
+            if (strcmp(m->qs[k].name, c->claimed[i]->queue) == 0)
+                got[k]++;
+    /* a capped queue that gave all it was asked (or was full) may have
+     * more: claim when one of its jobs ends, not at the next poll; and
+     * now if some ended while this cycle ran */
+    count_held(m);
+    for (k = 0; k < m->nqs; k++) {
+        m->qs[k].more = m->qs[k].capped && got[k] >= m->qs[k].asked;
+        if (m->qs[k].more && m->qs[k].held < m->qs[k].target)
+            m->want_claim = 1;
+    }
+    free(got);
+}
+
+void
+jr_qstate_done(master *m, const char *queue)
+{
+    qstate *q;
+
+    if (m->nqs > 0 && (q = find(m, queue)) != NULL && q->more) {
+        q->more = 0;
+        m->want_claim = 1;
+    }
+}
+
+void
+jr_qstate_target(master *m, const char *queue, double target)
+{
+    qstate *q = find(m, queue);
+    int t;
+
+    if (q == NULL || !q->capped || target != target) {
+        jr_log(JR_LOG_WARN, "on_tick: no target for queue '%s': %s", queue,
+               q == NULL || !q->capped ? "it is not in the config's "
+               "'queues'" : "not a number");
+        return;
+    }
+    t = target < q->min ? q->min : target > q->max ? q->max :
+        (int)(target + 0.5);
+    if (t == q->target)
+        return;
+    jr_log(JR_LOG_INFO, "queue %s: concurrency %d -> %d (tick)", q->name,
+           q->target, t);
+    if (t > q->target)
+        q->more = 1;
+    q->target = t;
+    m->want_claim = 1;
+}
+
+static int
+is_paused(const master *m, const char *queue)
+{
+    int i;
+
+    for (i = 0; i < m->npaused; i++)
+        if (strcmp(m->paused[i], queue) == 0)
+            return 1;
+    return 0;
+}
+
+/* Jobs of queue in this runner's workers. */
+static int
+running_of(master *m, const char *queue)
+{
+    int n = 0, k;
+    wk *w;
+
+    for (w = m->workers; w; w = w->next)
+        for (k = 0; k < w->njobs; k++)
+            n += strcmp(w->jobs[k]->queue, queue) == 0;
+    return n;
+}
+
+/* One queue's table in on_tick's `queues`; q NULL: not capped here. */
+static void
+tick_queue(master *m, const char *name, long ready, const qstate *q)
+{
+    jr_hooks *h = m->hooks;
+
+    jr_hook_open(h, name);
+    jr_hook_int(h, "ready", ready);
+    jr_hook_int(h, "running", running_of(m, name));
+    jr_hook_bool(h, "paused", is_paused(m, name));
+    if (q != NULL && q->capped) {
+        jr_hook_int(h, "cap", q->target);
+        jr_hook_int(h, "min", q->min);
+        jr_hook_int(h, "max", q->max);
+    }
+    jr_hook_close(h);
+}
+
+void
+jr_qstate_tick(master *m, const jr_cycle *c)
+{
+    long ready;
+    int i, k;
+
+    jr_hook_open(m->hooks, "queues");
+    for (k = 0; k < m->nqs; k++) {
+        for (ready = 0, i = 0; i < c->nready_q; i++)
+            if (strcmp(c->ready_q[i].queue, m->qs[k].name) == 0)
+                ready = c->ready_q[i].n;
+        tick_queue(m, m->qs[k].name, ready, &m->qs[k]);
+    }
+    for (i = 0; i < c->nready_q; i++)
+        if (find(m, c->ready_q[i].queue) == NULL)
+            tick_queue(m, c->ready_q[i].queue, c->ready_q[i].n, NULL);
+    jr_hook_close(m->hooks);
+}

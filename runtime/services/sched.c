@@ -1,0 +1,568 @@
+/* sched.c - recurring jobs in the master: each schedule's next fire, the
+ * fires due each second handed to the database cycle (which inserts each
+ * with its job, once across runners: backend.h's fire), catch-up after
+ * downtime from the last fires the database holds (read again after a
+ * reconnect), catch-up whenever the runner finds itself behind (a stall,
+ * a clock step), fires retried until recorded, and the config's
+ * schedules followed on reload. Uses cron.h, schedules.h (the config's),
+ * the cycle of dbthread.h. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/cron.h"
+#include "base/log.h"
+#include "master/master_int.h"
+#include "config/schedules.h"
+
+#define FIRES_MAX 1000          /* fires waiting at most (all schedules) */
+#define BEHIND    2.0           /* an instant first seen this many seconds
+                                   late: the runner was behind (stalled,
+                                   the clock stepped); catch_up applies */
+#define RETRY_FOR 60.0          /* a fire not recorded is retried; once
+                                   this late, catch_up applies to it */
+
+typedef struct ent {            /* one schedule and where it stands */
+    jr_schedule s;              /* a copy of the config's */
+    int         loaded;         /* its last fire was read: next is known */
+    double      next;           /* its next fire instant */
+    int         warned_gen;     /* generation its missing handler was
+                                   reported for */
+    int         reread;         /* unloaded by a reconnect: next is what
+                                   this runner had reached */
+} ent;
+
+typedef struct fire_req {       /* a fire waiting or in flight */
+    jr_fire f;                  /* strings point into mem */
+    char   *mem;
+    int     drop;               /* expire's mark */
+} fire_req;
+
+struct jr_sched {
+    jr_schedules cfg;           /* owns the entries' strings */
+    ent         *e;
+    int          n;
+    int          need_last;     /* read the last fires before firing */
+    fire_req    *pending;
+    int          npending;
+    fire_req    *inflight;      /* the running cycle's */
+    int          ninflight;
+    int          failing;       /* fires failed since the last recorded */
+    int          dropping;      /* fires expired since then (logged) */
+};
+
+/* ---- fires ---- */
+
+static char *
+put(char **p, const char *s)
+{
+    char *start = *p;
+
+    if (s == NULL)
+        return NULL;
+    memcpy(*p, s, strlen(s) + 1);
+    *p += strlen(s) + 1;
+    return start;
+}
+
+/* How many fires of schedule name wait with an instant after at, and
+ * (*same) whether one waits at at. */
+static int
+newer(const jr_sched *sc, const char *name, double at, int *same)
+{
+    int i, n = 0;
+
+    *same = 0;
+    for (i = 0; i < sc->npending; i++)
+        if (strcmp(sc->pending[i].f.schedule, name) == 0) {
+            n += sc->pending[i].f.at > at;
+            *same |= sc->pending[i].f.at == at;
+        }
+    return n;
+}
+
+/* Queues a fire of e at instant at (once); its strings copied. */
+static void
+add_fire(jr_sched *sc, const ent *e, double at)
+{
+    const jr_schedule *s = &e->s;
+    size_t size = strlen(s->name) + strlen(s->job) + strlen(s->payload) +
+                  (s->queue ? strlen(s->queue) : 0) + 4;
+    fire_req *r, *more;
+    char *p;
+    int same;
+
+    newer(sc, s->name, at, &same);
+    if (same)
+        return;
+    if (sc->npending >= FIRES_MAX) {
+        jr_log(JR_LOG_ERROR, "schedule '%s': %d fires already wait for the "
+               "database; the fire at %.0f is skipped", s->name, FIRES_MAX,
+               at);
+        return;
+    }
+    more = realloc(sc->pending, (size_t)(sc->npending + 1) * sizeof *more);
+    if (more == NULL || (p = malloc(size)) == NULL) {
+        if (more != NULL)
+            sc->pending = more;
+        jr_log(JR_LOG_ERROR, "schedule '%s': out of memory; the fire at "
+               "%.0f is skipped", s->name, at);
+        return;
+    }
+    sc->pending = more;
+    r = &more[sc->npending++];
+    memset(r, 0, sizeof *r);
+    r->mem = p;
+    r->f.schedule = put(&p, s->name);
+    r->f.at = at;
+    r->f.job.name = put(&p, s->job);
+    r->f.job.payload = put(&p, s->payload);
+    r->f.job.queue = put(&p, s->queue);
+    r->f.job.priority = s->priority;
+    r->f.job.max_retries = s->max_retries;
+    r->f.job.run_at = at;
+}
+
+static void
+free_fires(fire_req *r, int n)
+{
+    int i;
+
+    for (i = 0; i < n; i++)
+        free(r[i].mem);
+}
+
+/* The fire after t, or 0 (logged once) when it never fires again. */
+static double
+next_after(const ent *e, double t)
+{
+    double next;
+
+    if (jr_cron_next(&e->s.cron, e->s.tz, t, &next) < 0)
+        return 0;
+    return next;
+}
+
+/* Catch-up of e: the fires missed after last up to now (after downtime:
+ * last is its last fire in the database; when the runner was behind: the
+ * instant before its oldest missed one), as catch_up says: none, the most
+ * recent one, or the JR_CATCHUP_MAX most recent; why ends the log line.
+ * Looks back a day, then twice as far, until it has enough or reaches
+ * last. */
+static void
+catch_up(jr_sched *sc, ent *e, double last, double now, const char *why)
+{
+    int want = e->s.catch_up == JR_CATCHUP_NONE ? 0 :
+               e->s.catch_up == JR_CATCHUP_LAST ? 1 : JR_CATCHUP_MAX;
+    int cap = want > 0 ? want : 1;      /* none: counts them only */
+    double ring[JR_CATCHUP_MAX], span = 86400, from, t;
+    long seen = 0;
+    int i, n;
+
+    for (;;) {
+        from = now - span > last ? now - span : last;
+        for (seen = 0, t = next_after(e, from); t > 0 && t <= now;
+             t = next_after(e, t))
+            ring[seen++ % cap] = t;
+        if (seen >= cap || from <= last)
+            break;
+        span *= 2;
+    }
+    n = seen < want ? (int)seen : want;
+    for (i = 0; i < n; i++)
+        add_fire(sc, e, ring[(seen - n + i) % cap]);
+    if (n > 0 || seen > 0)
+        jr_log(JR_LOG_INFO, "schedule '%s': %ld%s fire%s missed %s, %d "
+               "to run (catch_up = \"%s\")", e->s.name, seen,
+               from > last ? " or more" : "", seen == 1 ? "" : "s", why, n,
+               jr_catchup_name(e->s.catch_up));
+}
+
+static int
+by_instant(const void *a, const void *b)
+{
+    double x = ((const fire_req *)a)->f.at, y = ((const fire_req *)b)->f.at;
+
+    return (x > y) - (x < y);
+}
+
+/* After a reconnect, e had reached its next fire: the database's last
+ * fire may be older (a crash undid fires, another server answers): the
+ * instants between follow catch_up; e goes on from where it was. */
+static void
+reload_one(jr_sched *sc, ent *e, double last, double now)
+{
+    double upto = e->next > 0 && e->next - 0.5 < now ? e->next - 0.5 : now;
+
+    if (last > 0 && last < upto)
+        catch_up(sc, e, last, upto, "since the last one the database "
+                 "holds (read again after a reconnect)");
+    if (e->next > 0 && e->next <= last)
+        e->next = next_after(e, last);
+}
+
+/* The last fires came back: each schedule not loaded catches up and
+ * learns its next fire. A schedule never fired starts from now. */
+static void
+load(jr_sched *sc, const jr_cycle *c)
+{
+    double now = jr_now(), last;
+    int i, j;
+
+    for (i = 0; i < sc->n; i++) {
+        ent *e = &sc->e[i];
+        if (e->loaded)
+            continue;
+        for (last = 0, j = 0; j < c->nlast_fires; j++)
+            if (strcmp(c->last_fires[j].schedule, e->s.name) == 0)
+                last = c->last_fires[j].at;
+        e->loaded = 1;
+        if (e->reread) {
+            e->reread = 0;
+            reload_one(sc, e, last, now);
+            continue;
+        }
+        if (last > 0)
+            catch_up(sc, e, last, now, "since the last one");
+        e->next = next_after(e, last > now ? last : now);
+        if (e->next == 0)
+            jr_log(JR_LOG_WARN, "schedule '%s': '%s' never fires again",
+                   e->s.name, e->s.spec);
+    }
+    sc->need_last = 0;
+    if (sc->npending > 1)       /* each schedule's fires in order */
+        qsort(sc->pending, (size_t)sc->npending, sizeof *sc->pending,
+              by_instant);
+}
+
+/* ---- the set of schedules ---- */
+
+static int
+build(jr_sched *sc, const jr_schedules *cfg)
+{
+    int i;
+
+    if (jr_schedules_copy(&sc->cfg, cfg) < 0)
+        return -1;
+    if (sc->cfg.n > 0 &&
+        (sc->e = calloc((size_t)sc->cfg.n, sizeof *sc->e)) == NULL) {
+        jr_schedules_free(&sc->cfg);
+        return -1;
+    }
+    for (i = 0; i < sc->cfg.n; i++)
+        sc->e[i].s = sc->cfg.s[i];
+    sc->n = sc->cfg.n;
+    sc->need_last = sc->n > 0;
+    return 0;
+}
+
+int
+jr_sched_init(master *m)
+{
+    if ((m->sched = calloc(1, sizeof *m->sched)) == NULL ||
+        build(m->sched, &m->cfg->schedules) < 0)
+        return -1;
+    if (m->sched->n > 0)
+        jr_log(JR_LOG_INFO, "%d schedule%s", m->sched->n,
+               m->sched->n == 1 ? "" : "s");
+    return 0;
+}
+
+static void
+free_sched(jr_sched *sc)
+{
+    if (sc == NULL)
+        return;
+    free_fires(sc->pending, sc->npending);
+    free_fires(sc->inflight, sc->ninflight);
+    free(sc->pending);
+    free(sc->inflight);
+    free(sc->e);
+    jr_schedules_free(&sc->cfg);
+    free(sc);
+}
+
+void
+jr_sched_free(master *m)
+{
+    free_sched(m->sched);
+    m->sched = NULL;
+}
+
+static const ent *
+find(const jr_sched *sc, const char *name)
+{
+    int i;
+
+    for (i = 0; i < sc->n; i++)
+        if (strcmp(sc->e[i].s.name, name) == 0)
+            return &sc->e[i];
+    return NULL;
+}
+
+void
+jr_sched_reload(master *m, const jr_schedules *cfg)
+{
+    jr_sched *old = m->sched, *sc = calloc(1, sizeof *sc);
+    int i, added = 0, changed = 0, kept = 0, removed = 0;
+    const ent *o;
+
+    if (sc == NULL || build(sc, cfg) < 0) {
+        free(sc);
+        jr_log(JR_LOG_ERROR, "reload: schedules unchanged: out of memory");
+        return;
+    }
+    for (i = 0; i < sc->n; i++) {
+        ent *e = &sc->e[i];
+        if ((o = find(old, e->s.name)) == NULL) {
+            added++;
+        } else if (!jr_schedule_same(&o->s, &e->s) || !o->loaded) {
+            changed += o->loaded;
+            added += !o->loaded;
+        } else {
+            kept++;
+            e->loaded = 1;
+            e->next = o->next;
+            e->warned_gen = o->warned_gen;
+        }
+    }
+    for (i = 0; i < old->n; i++)
+        removed += find(sc, old->e[i].s.name) == NULL;
+    sc->need_last = added + changed > 0;
+    /* fires waiting for schedules still the same stay; in flight ones
+     * finish with the old set's memory (theirs) */
+    sc->inflight = old->inflight;
+    sc->ninflight = old->ninflight;
+    old->inflight = NULL;
+    old->ninflight = 0;
+    for (i = 0; i < old->npending; i++) {
+        const ent *e = find(sc, old->pending[i].f.schedule);
+        if (e != NULL && e->loaded)
+            add_fire(sc, e, old->pending[i].f.at);
+    }
+    m->sched = sc;
+    free_sched(old);
+    jr_log(JR_LOG_INFO, "reload: schedules: %d added, %d changed, %d "
+           "removed, %d unchanged", added, changed, removed, kept);
+}
+
+/* ---- each second ---- */
+
+/* Whether the waiting fire r, not recorded for RETRY_FOR, is past its
+ * schedule's catch_up (as a missed fire): none drops it, last keeps the
+ * most recent, all the JR_CATCHUP_MAX most recent. */
+static int
+expired(const jr_sched *sc, const fire_req *r, double now)
+{
+    const ent *e = find(sc, r->f.schedule);
+    int n, same;
+
+    if (r->f.at >= now - RETRY_FOR)
+        return 0;
+    n = newer(sc, r->f.schedule, r->f.at, &same);
+    return e == NULL || e->s.catch_up == JR_CATCHUP_NONE ||
+           (e->s.catch_up == JR_CATCHUP_LAST && n > 0) || n >= JR_CATCHUP_MAX;
+}
+
+/* Drops the waiting fires past their catch_up, logging each. */
+static void
+expire(jr_sched *sc, double now)
+{
+    char at[40];
+    int i, j;
+
+    for (i = 0; i < sc->npending; i++)
+        sc->pending[i].drop = expired(sc, &sc->pending[i], now);
+    for (i = j = 0; i < sc->npending; i++) {
+        fire_req *r = &sc->pending[i];
+        if (!r->drop) {
+            sc->pending[j++] = *r;
+            continue;
+        }
+        jr_time_iso(r->f.at, at, sizeof at);
+        jr_log(sc->dropping ? JR_LOG_DEBUG : JR_LOG_WARN, "schedule '%s': "
+               "the fire at %s is not recorded after %.0fs of trying: "
+               "dropped as missed (catch_up)%s", r->f.schedule, at,
+               RETRY_FOR, sc->dropping ? "" : "; more such drops until the "
+               "database records fires again are logged at debug level");
+        sc->dropping = 1;
+        free(r->mem);
+    }
+    sc->npending = j;
+}
+
+/* Reports once per generation the schedules whose job has no handler:
+ * their jobs wait like any job without one. */
+static void
+warn_handlers(master *m, jr_sched *sc)
+{
+    int i;
+
+    for (i = 0; m->gen != NULL && i < sc->n; i++) {
+        ent *e = &sc->e[i];
+        if (e->warned_gen == m->gen->id)
+            continue;
+        e->warned_gen = m->gen->id;
+        if (jr_gen_handler(m->gen, e->s.job) == NULL)
+            jr_log(JR_LOG_WARN, "schedule '%s': no handler for job '%s' in "
+                   "%s; its jobs wait until one is loaded", e->s.name,
+                   e->s.job, m->cfg->scripts);
+    }
+}
+
+int
+jr_sched_due(master *m)
+{
+    jr_sched *sc = m->sched;
+    double now;
+    int i;
+
+    if (!m->fire_due || sc == NULL || m->stopping)
+        return 0;
+    m->fire_due = 0;
+    warn_handlers(m, sc);
+    if (sc->need_last)
+        return 1;
+    now = jr_now();
+    for (i = 0; i < sc->n; i++) {
+        ent *e = &sc->e[i];
+        if (e->loaded && e->next > 0 && e->next < now - BEHIND) {
+            catch_up(sc, e, e->next - 0.5, now, "while the runner was "
+                     "behind");
+            e->next = next_after(e, now);
+        }
+        while (e->loaded && e->next > 0 && e->next <= now &&
+               sc->npending < FIRES_MAX) {
+            add_fire(sc, e, e->next);
+            e->next = next_after(e, e->next);
+        }
+    }
+    expire(sc, now);
+    return sc->npending > 0;
+}
+
+void
+jr_sched_spec(master *m, jr_cycle *c)
+{
+    jr_sched *sc = m->sched;
+    int i;
+
+    c->nlast_fires = -1;
+    if (sc == NULL || sc->ninflight > 0)
+        return;
+    c->read_fires = sc->need_last;
+    c->fires_keep = JR_FIRES_KEEP;
+    if (sc->need_last || sc->npending == 0 ||
+        (c->fires = malloc((size_t)sc->npending * sizeof *c->fires)) == NULL)
+        return;
+    for (i = 0; i < sc->npending; i++)
+        c->fires[i] = sc->pending[i].f;
+    c->nfires = sc->npending;
+    free(sc->inflight);
+    sc->inflight = sc->pending;
+    sc->ninflight = sc->npending;
+    sc->pending = NULL;
+    sc->npending = 0;
+}
+
+/* After a reconnect: every schedule reads its last fire again before it
+ * fires (what it had reached and what waits are kept). */
+static void
+reread(jr_sched *sc)
+{
+    int i;
+
+    if (sc->n == 0)
+        return;
+    jr_log(JR_LOG_INFO, "schedules: the database connection was opened "
+           "again: reading each schedule's last fire");
+    for (i = 0; i < sc->n; i++) {
+        sc->e[i].reread = sc->e[i].loaded;
+        sc->e[i].loaded = 0;
+    }
+    sc->need_last = 1;
+}
+
+/* The in-flight fires from done on were not recorded: they wait again,
+ * before the newer ones, and are retried. */
+static int
+again(jr_sched *sc, int done)
+{
+    int n = sc->ninflight - done, i;
+    fire_req *all;
+
+    if (n <= 0)
+        return 0;
+    if ((all = malloc((size_t)(n + sc->npending) * sizeof *all)) == NULL) {
+        for (i = done; i < sc->ninflight; i++)
+            jr_log(JR_LOG_ERROR, "schedule '%s': out of memory; the fire at "
+                   "%.0f is skipped", sc->inflight[i].f.schedule,
+                   sc->inflight[i].f.at);
+        free_fires(sc->inflight + done, n);
+        return 0;
+    }
+    memcpy(all, sc->inflight + done, (size_t)n * sizeof *all);
+    if (sc->npending > 0)
+        memcpy(all + n, sc->pending, (size_t)sc->npending * sizeof *all);
+    free(sc->pending);
+    sc->pending = all;
+    sc->npending += n;
+    return n;
+}
+
+/* The cycle's error, said once until fires are recorded again. */
+static void
+failed(jr_sched *sc, const jr_cycle *c, int n)
+{
+    if (!sc->failing)
+        jr_log(JR_LOG_WARN, "schedules: %s; %s", c->err.msg, n > 0 ?
+               "the fires not recorded are retried" :
+               "the last fires are read again");
+    sc->failing = 1;
+}
+
+static void
+fired(master *m, const jr_fire *f)
+{
+    char at[40];
+
+    jr_time_iso(f->at, at, sizeof at);
+    if (f->inserted > 0) {
+        jr_log(JR_LOG_INFO, "schedule '%s': fired job %lld (%s) for %s",
+               f->schedule, (long long)f->id, f->job.name, at);
+        m->want_claim = 1;
+    } else if (f->inserted == 0) {
+        jr_log(JR_LOG_DEBUG, "schedule '%s': %s fired by another runner",
+               f->schedule, at);
+    }
+}
+
+void
+jr_sched_cycle(master *m, jr_cycle *c)
+{
+    jr_sched *sc = m->sched;
+    int i, n, done;
+
+    if (sc == NULL)
+        return;
+    done = c->nfires_done < sc->ninflight ? c->nfires_done : sc->ninflight;
+    for (i = 0; i < done && i < c->nfires; i++)
+        fired(m, &c->fires[i]);
+    free(c->fires);
+    c->fires = NULL;
+    c->nfires = 0;
+    n = again(sc, done);
+    free_fires(sc->inflight, done);
+    sc->ninflight = 0;
+    if (n > 0 || (c->read_fires && c->nlast_fires < 0 && c->err.code != 0))
+        failed(sc, c, n);
+    else if (done > 0 || c->nlast_fires >= 0)
+        sc->failing = sc->dropping = 0;
+    if (c->reconnected)
+        reread(sc);
+    else if (c->read_fires && c->nlast_fires >= 0)
+        load(sc, c);
+    if (sc->npending > 0)
+        m->fire_due = 1;        /* catch-up and retried fires: next cycle */
+    jr_cycle_free_fires(c);
+}

@@ -1,0 +1,214 @@
+/* unhandled.c - the queued jobs whose name no handler of this runner
+ * takes. A runner claims only the names it has handlers for: a job pushed
+ * under a misspelt name, or before its handler is deployed, waits without
+ * a word. A few seconds after each new generation, then again and again,
+ * the runner counts the queued jobs (ready or scheduled) per name: the
+ * backend's stats, on the master's database thread between two cycles.
+ * The next count waits 100 times as long as the last one took, at least a
+ * minute and at most ten, so counting takes at most a hundredth of that
+ * thread. Each name no handler takes is logged once (again only after it
+ * was gone), with its count; the last count is in /metrics and
+ * /api/runner. Uses unhandled.h, master_int.h, backend.h, dbthread.h,
+ * api.h, log.h. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "http/api.h"
+#include "backend.h"
+#include "db/dbthread.h"
+#include "base/log.h"
+#include "master/master_int.h"
+#include "services/unhandled.h"
+
+#define FIRST_AFTER 2.0         /* s from a new generation to its count */
+#define EVERY_MIN   60.0        /* s between counts, at least */
+#define EVERY_MAX   600.0       /* and at most */
+#define COST_X      100.0       /* times the last count's time */
+
+typedef struct named {
+    char *name;                 /* owned */
+    long  queued;
+} named;
+
+typedef struct list {
+    named *v;
+    int    n, cap;
+} list;
+
+struct jr_unhandled {
+    master *m;
+    int     busy;               /* a count is on its way */
+    int     gen_id;             /* the generation last seen (0: none) */
+    double  next;               /* mono: the next count */
+    double  asked;              /* mono: when the one on its way went */
+    list    fresh;              /* the thread's: names with queued jobs */
+    list    shown;              /* the last count's names with no handler */
+    int     rc;                 /* the thread's result */
+    jr_err  err;
+};
+
+static void
+list_clear(list *l)
+{
+    for (int i = 0; i < l->n; i++)
+        free(l->v[i].name);
+    free(l->v);
+    memset(l, 0, sizeof *l);
+}
+
+/* Takes name (owned) into l; -1 when out of memory (name freed). */
+static int
+list_add(list *l, char *name, long queued)
+{
+    if (name == NULL)
+        return -1;
+    if (l->n == l->cap) {
+        int cap = l->cap ? l->cap * 2 : 8;
+        named *v = realloc(l->v, (size_t)cap * sizeof *v);
+        if (v == NULL) {
+            free(name);
+            return -1;
+        }
+        l->v = v;
+        l->cap = cap;
+    }
+    l->v[l->n].name = name;
+    l->v[l->n++].queued = queued;
+    return 0;
+}
+
+static const named *
+list_find(const list *l, const char *name)
+{
+    for (int i = 0; i < l->n; i++)
+        if (strcmp(l->v[i].name, name) == 0)
+            return &l->v[i];
+    return NULL;
+}
+
+/* On the thread: one name's counts. */
+static int
+collect(const jr_stat_row *r, void *arg)
+{
+    jr_unhandled *u = arg;
+
+    if (r->ready + r->scheduled == 0)
+        return 0;
+    return list_add(&u->fresh, strdup(r->name), r->ready + r->scheduled) < 0;
+}
+
+static void
+run(jr_db *db, void *arg)
+{
+    jr_unhandled *u = arg;
+
+    list_clear(&u->fresh);
+    u->rc = db->ops->stats(db->b, collect, u, &u->err);
+}
+
+/* In the loop: the names of the count that the current generation has no
+ * handler for replace the shown ones; each new one is logged. */
+static void
+compare(jr_unhandled *u)
+{
+    master *m = u->m;
+    list now = {0};
+
+    for (int i = 0; i < u->fresh.n; i++) {
+        const named *f = &u->fresh.v[i];
+        if (jr_gen_handler(m->gen, f->name) != NULL)
+            continue;
+        if (list_find(&u->shown, f->name) == NULL)
+            jr_log(JR_LOG_WARN, "%ld queued job%s named '%s': no handler "
+                   "for it in %s; %s until one is loaded (a misspelt name, "
+                   "or a handler not deployed yet?)", f->queued,
+                   f->queued == 1 ? "" : "s", f->name, m->cfg->scripts,
+                   f->queued == 1 ? "it waits" : "they wait");
+        if (list_add(&now, strdup(f->name), f->queued) < 0)
+            break;
+    }
+    list_clear(&u->shown);
+    u->shown = now;
+}
+
+static void
+done(void *arg, int ran)
+{
+    jr_unhandled *u = arg;
+    double now = jr_mono(), wait = COST_X * (now - u->asked);
+
+    u->busy = 0;
+    u->next = now + (wait < EVERY_MIN ? EVERY_MIN :
+                     wait > EVERY_MAX ? EVERY_MAX : wait);
+    if (ran && u->rc < 0)
+        jr_log(JR_LOG_DEBUG, "cannot count the jobs per name: %s",
+               u->err.msg);
+    else if (ran && u->m->gen != NULL)
+        compare(u);
+    list_clear(&u->fresh);
+}
+
+void
+jr_unhandled_tick(master *m, double now)
+{
+    jr_unhandled *u = m->unhandled;
+
+    if (m->gen == NULL || m->dbt == NULL || m->stopping)
+        return;
+    if (u == NULL && (u = m->unhandled = calloc(1, sizeof *u)) == NULL)
+        return;
+    u->m = m;
+    if (u->gen_id != m->gen->id) {      /* new handlers: count soon */
+        u->gen_id = m->gen->id;
+        if (u->next > now + FIRST_AFTER || u->next == 0)
+            u->next = now + FIRST_AFTER;
+    }
+    if (u->busy || now < u->next)
+        return;
+    u->asked = now;
+    if (jr_dbthread_request(m->dbt, run, done, u) == 0)
+        u->busy = 1;
+    else
+        u->next = now + EVERY_MIN;
+}
+
+void
+jr_unhandled_metrics(const master *m, jr_buf *b)
+{
+    const jr_unhandled *u = m->unhandled;
+
+    jr_api_printf(b, "# HELP jobrunner_unhandled_jobs Queued jobs (ready or "
+                  "scheduled) whose name no handler of this runner takes, "
+                  "at its last count of them.\n"
+                  "# TYPE jobrunner_unhandled_jobs gauge\n");
+    for (int i = 0; u != NULL && i < u->shown.n; i++)
+        jr_api_printf(b, "jobrunner_unhandled_jobs{name=\"%s\"} %ld\n",
+                      u->shown.v[i].name, u->shown.v[i].queued);
+}
+
+void
+jr_unhandled_json(const master *m, jr_buf *b)
+{
+    const jr_unhandled *u = m->unhandled;
+
+    jr_buf_put(b, ",\"unhandled\":[", 14);
+    for (int i = 0; u != NULL && i < u->shown.n; i++) {
+        jr_buf_put(b, i ? ",{\"name\":" : "{\"name\":", i ? 9 : 8);
+        jr_api_str(b, u->shown.v[i].name);
+        jr_api_printf(b, ",\"queued\":%ld}", u->shown.v[i].queued);
+    }
+    jr_buf_put(b, "]", 1);
+}
+
+void
+jr_unhandled_free(master *m)
+{
+    jr_unhandled *u = m->unhandled;
+
+    if (u == NULL)
+        return;
+    list_clear(&u->fresh);
+    list_clear(&u->shown);
+    free(u);
+    m->unhandled = NULL;
+}

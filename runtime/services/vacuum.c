@@ -1,0 +1,104 @@
+/* vacuum.c - PostgreSQL's jobs table, vacuumed by the runner. A claim or a
+ * finished job leaves the old row's entries in the claim index until a
+ * vacuum, and every claim walks past them from the index's start; stock
+ * autovacuum looks at a table once a minute, and between two of its runs
+ * a fast drain slows down several times (a 1,000,000-job drain took twice
+ * as long). So after every `vacuum_every` jobs it finished, or a 20th of
+ * that when a big claim took long (the sign of a table full of dead
+ * entries: a runner started on one should not wait a whole round), the
+ * runner asks for `VACUUM (ANALYZE, SKIP_LOCKED) jobs` (the statistics
+ * too: a table filled since its last analyze can plan a claim badly) on a
+ * connection and thread of their own, opened at the first, so that claims
+ * never wait on it; one at a time. SQLite needs none (its backend has no
+ * vacuum op). Uses vacuum.h, master_int.h, dbthread.h, backend.h, log.h. */
+#include <stdlib.h>
+
+#include "backend.h"
+#include "db/dbthread.h"
+#include "base/log.h"
+#include "master/master_int.h"
+#include "services/vacuum.h"
+
+struct jr_vacuum {
+    jr_db       *db;            /* its connection, NULL until the first */
+    jr_dbthread *t;             /* and thread */
+    long         count;         /* jobs finished since the last one asked */
+    int          started;       /* one was asked already */
+    int          busy;          /* one is on its way */
+    int          rc;            /* its result (set on the thread) */
+    double       at;            /* when it was asked (mono) */
+    jr_err       err;
+};
+
+static void
+run(jr_db *db, void *arg)
+{
+    jr_vacuum *v = arg;
+
+    v->rc = db->ops->vacuum(db->b, &v->err);
+}
+
+static void
+done(void *arg, int ran)
+{
+    jr_vacuum *v = arg;
+
+    v->busy = 0;
+    if (ran && v->rc < 0)
+        jr_log(JR_LOG_WARN, "vacuum of the jobs table failed (claims go on,"
+               " slower): %s", v->err.msg);
+    else if (ran)
+        jr_log(JR_LOG_DEBUG, "vacuumed the jobs table in %.3fs",
+               jr_mono() - v->at);
+}
+
+/* Its connection and thread; 0, or -1 (logged) when the database refused
+ * them: the runner then leaves vacuums to autovacuum. */
+static int
+open_thread(master *m, jr_vacuum *v)
+{
+    jr_err e = {0};
+
+    if ((v->t = jr_dbthread_side(m->cfg, m->token, m->base, 0,
+                                 &v->db, &e)) != NULL)
+        return 0;
+    jr_log(JR_LOG_WARN, "vacuum: no connection of its own (%s): the jobs "
+           "table is left to autovacuum", e.msg);
+    return -1;
+}
+
+void
+jr_vacuum_note(master *m, long n, int slow)
+{
+    jr_vacuum *v = m->vac;
+    long every = m->cfg->vacuum_every;
+
+    if (every <= 0 || m->db->ops->vacuum == NULL)
+        return;
+    if (v == NULL && (v = m->vac = calloc(1, sizeof *v)) == NULL)
+        return;
+    v->count += n > 0 ? n : 0;
+    if (v->busy || v->count < (slow ? every / 20 : every) ||
+        (v->started && v->t == NULL))
+        return;                 /* not yet, or no connection for it */
+    v->count = 0;
+    v->started = 1;
+    if (v->t == NULL && open_thread(m, v) < 0)
+        return;
+    v->at = jr_mono();
+    if (jr_dbthread_request(v->t, run, done, v) == 0)
+        v->busy = 1;
+}
+
+void
+jr_vacuum_stop(master *m)
+{
+    jr_vacuum *v = m->vac;
+
+    if (v == NULL)
+        return;
+    jr_dbthread_free(v->t);     /* a request not run hears ran = 0 */
+    jr_dbthread_close(v->db);
+    free(v);
+    m->vac = NULL;
+}
