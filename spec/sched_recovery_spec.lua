@@ -65,7 +65,7 @@ for _, backend in ipairs(jr.backends()) do
             FOR EACH ROW EXECUTE FUNCTION jam_fire();]]):gsub("SCHEMA", env.schema))
       end
       local t0 = jr.now()
-      jam(env, 4)
+      jam(env, 10)
       local t1 = jr.now()
       jr.wait_for(function()
         return within(instants(env, "waits"), t1 + 2, t1 + 30) > 0

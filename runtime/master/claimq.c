@@ -517,6 +517,9 @@ jr_claimq_work(evutil_socket_t fd, short what, void *arg)
     jr_pool_scale_up(m);
     if (m->dbt == NULL || m->stopping == 2)
         return;
+    /* the schedules look at the clock each second, whatever the database
+     * does: a fire's instant is taken on time even while cycles fail */
+    sched = jr_sched_due(m);
     if (jr_dbthread_busy(m->dbt)) {
         /* a second round on the lane while this one is out (lane.c) */
         if (m->want_claim && m->db_retry_at == 0 && m->gen != NULL)
@@ -533,7 +536,6 @@ jr_claimq_work(evutil_socket_t fd, short what, void *arg)
         want = 0;
     if (m->cancel_due && !jr_cancel_holds(m))
         m->cancel_due = 0;      /* nothing of ours to cancel */
-    sched = jr_sched_due(m);
     if (m->nres == 0 && want <= 0 && !m->renew_due && !m->rescue_due &&
         !m->wake_due && !m->count_due && !(m->paused_due && m->qlen > 0) &&
         !m->cancel_due && !m->prune_due && !sched)

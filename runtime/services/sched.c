@@ -16,8 +16,10 @@
 #include "config/schedules.h"
 
 #define FIRES_MAX 1000          /* fires waiting at most (all schedules) */
-#define BEHIND    2.0           /* an instant first seen this many seconds
-                                   late: the runner was behind (stalled,
+#define BEHIND    2.0           /* the schedules looked at again this many
+                                   seconds after the last look (they look
+                                   each second, whatever the database
+                                   does): the runner was behind (stalled,
                                    the clock stepped); catch_up applies */
 #define RETRY_FOR 60.0          /* a fire not recorded is retried; once
                                    this late, catch_up applies to it */
@@ -49,6 +51,7 @@ struct jr_sched {
     int          ninflight;
     int          failing;       /* fires failed since the last recorded */
     int          dropping;      /* fires expired since then (logged) */
+    double       looked;        /* wall time of the last look (0: none) */
 };
 
 /* ---- fires ---- */
@@ -415,18 +418,22 @@ jr_sched_due(master *m)
 {
     jr_sched *sc = m->sched;
     double now;
-    int i;
+    int i, behind;
 
-    if (!m->fire_due || sc == NULL || m->stopping)
+    if (sc == NULL || m->stopping)
         return 0;
+    if (!m->fire_due)           /* waiting or retried fires */
+        return sc->need_last || sc->npending > 0;
     m->fire_due = 0;
     warn_handlers(m, sc);
     if (sc->need_last)
         return 1;
     now = jr_now();
+    behind = sc->looked > 0 && now - sc->looked > BEHIND;
+    sc->looked = now;
     for (i = 0; i < sc->n; i++) {
         ent *e = &sc->e[i];
-        if (e->loaded && e->next > 0 && e->next < now - BEHIND) {
+        if (behind && e->loaded && e->next > 0 && e->next < now - BEHIND) {
             catch_up(sc, e, e->next - 0.5, now, "while the runner was "
                      "behind");
             e->next = next_after(e, now);
