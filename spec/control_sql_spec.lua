@@ -1,5 +1,5 @@
--- control_sql_spec.lua - queues and cancel from plain SQL, as the README's
--- "Storage" section documents them: on PostgreSQL the functions
+-- control_sql_spec.lua - queues and cancel from plain SQL, as
+-- docs/storage.md documents them: on PostgreSQL the functions
 -- jobrunner.pause, jobrunner.resume and jobrunner.cancel, inside the
 -- caller's transaction (a rollback undoes them); on SQLite updates of the
 -- queues table. A runner honours a pause made this way.

@@ -1,4 +1,4 @@
--- limits_key_spec.lua - limits per key (README "Limits"): the push option
+-- limits_key_spec.lua - limits per key (docs/limits.md): the push option
 -- `key` from every producer and the payload path a config declares,
 -- per-key and global concurrency caps and rates enforced by the claim on
 -- both backends and across runners, a killed runner's capacity coming

@@ -1,4 +1,4 @@
--- unique_spec: unique jobs (README "Unique jobs") on every backend and
+-- unique_spec: unique jobs (docs/schedules.md, "Unique jobs") on every backend and
 -- from every producer: a push whose name and unique_key match a queued,
 -- scheduled or running job returns that job's id and says it was a
 -- duplicate; unique_for holds the key for a window after the push, even

@@ -2,7 +2,7 @@
  * called by main.c with the parsed common options, and what the command
  * files share. Owns the exit statuses and the version. commands.c holds
  * run, push, check, migrate, reload and the workers' entry; inspect.c
- * stats and dead; control.c cancel, show and list. They use config.h, the client library (jobrunner.h)
+ * stats and dead; control.c cancel, show and list; help.c help. They use config.h, the client library (jobrunner.h)
  * for push, stats and dead, backend.h for migrate, master.h for run,
  * worker.h for the workers. */
 #ifndef JR_COMMANDS_H
@@ -49,6 +49,9 @@ int jr_cmd_cancel(jr_cli *cli);         /* control.c */
 int jr_cmd_show(jr_cli *cli);
 int jr_cmd_list(jr_cli *cli);
 int jr_cmd_limits(jr_cli *cli);         /* limitscmd.c */
+/* help.c: `help [TOPIC]`, the arguments after "help"; where the
+ * manual's chapter on TOPIC is, or the list of topics. */
+int jr_cmd_help(int argc, char **argv);
 
 /* For the command files (commands.c, inspect.c). Each error is said in
  * one line on stderr, "jobrunner: ..."; each returns the exit status. */

@@ -103,7 +103,12 @@ usage(FILE *f)
             "\nA PostgreSQL password on the command line is overwritten in "
             "the process's\narguments at start, but another user may see it "
             "before that: give it in\n--backend-file, JOBRUNNER_BACKEND, the "
-            "config file or libpq's PGPASSFILE.\n");
+            "config file or libpq's PGPASSFILE.\n"
+            "\nthe manual:\n"
+            "  jobrunner help [TOPIC]\n"
+            "                      where its chapter on TOPIC is (docs/ in "
+            "the source tree);\n"
+            "                      without TOPIC, the list of chapters\n");
 }
 
 /* Keeps a copy of the --backend value and overwrites the argument itself
@@ -298,10 +303,12 @@ main(int argc, char **argv)
     if (common_options(&argc, argv, &cli) < 0)
         return JR_EXIT_USAGE;
     if (argc < 2 || strcmp(argv[1], "-h") == 0 ||
-        strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "help") == 0) {
+        strcmp(argv[1], "--help") == 0) {
         usage(argc < 2 ? stderr : stdout);
         return argc < 2 ? JR_EXIT_USAGE : JR_EXIT_OK;
     }
+    if (strcmp(argv[1], "help") == 0)
+        return jr_cmd_help(argc - 2, argv + 2);
     if (strcmp(argv[1], "--version") == 0 || strcmp(argv[1], "version") == 0) {
         printf("jobrunner %s\n", JR_VERSION);
         return JR_EXIT_OK;

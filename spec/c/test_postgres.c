@@ -840,7 +840,7 @@ test_push_batch(void)
     ops->close(b);
 }
 
-/* A batch whose ids are not asked goes in by COPY (README "Batch push"):
+/* A batch whose ids are not asked goes in by COPY (docs/performance.md):
  * the same rows, order, defaults, queues, NOTIFY and limit keys as the
  * INSERT that takes the others. */
 static void
