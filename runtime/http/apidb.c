@@ -225,27 +225,27 @@ label(jr_buf *b, const char *s)
     }
 }
 
-/* One gauge line per state: METRIC{LABEL="name",state="st[i]"} v[i]. */
+/* One gauge line per state from ready on:
+ * METRIC{LABEL="name",state="s"} v[i]. */
 static void
-gauge_states(jr_buf *b, const char *head, const char *name,
-             const char *const *st, const long *v, int n)
+gauge_states(jr_buf *b, const char *head, const char *name, const long *v,
+             int n)
 {
-    for (int i = 0; i < n; i++) {
+    for (int i = 0; i < n; i++) {       /* v[i]: state JR_STATE_READY + i */
         jr_buf_put(b, head, strlen(head));
         label(b, name);
-        jr_api_printf(b, "\",state=\"%s\"} %ld\n", st[i], v[i]);
+        jr_api_printf(b, "\",state=\"%s\"} %ld\n",
+                      jr_state_name(JR_STATE_READY + i), v[i]);
     }
 }
 
 static int
 gauge_name(const jr_stat_row *r, void *arg)
 {
-    static const char *const st[] = {"ready", "scheduled", "running",
-                                     "dead"};
     long v[] = {r->ready, r->scheduled, r->running, r->dead};
 
     gauge_states(&((jr_apireq *)arg)->body, "jobrunner_jobs{name=\"",
-                 r->name, st, v, 4);
+                 r->name, v, 4);
     return 0;
 }
 
@@ -254,13 +254,11 @@ gauge_name(const jr_stat_row *r, void *arg)
 static int
 gauge_queue(const jr_queue_row *r, void *arg)
 {
-    static const char *const st[] = {"ready", "scheduled", "running",
-                                     "dead", "cancelled", "completed"};
     long v[] = {r->ready, r->scheduled, r->running, r->dead, r->cancelled,
                 r->completed};
     jr_buf *two = arg;
 
-    gauge_states(&two[0], "jobrunner_queue_jobs{queue=\"", r->name, st, v, 6);
+    gauge_states(&two[0], "jobrunner_queue_jobs{queue=\"", r->name, v, 6);
     jr_buf_put(&two[1], "jobrunner_queue_paused{queue=\"", 30);
     label(&two[1], r->name);
     jr_api_printf(&two[1], "\"} %d\n", r->paused ? 1 : 0);
