@@ -10,6 +10,7 @@
 
 #include "http/api.h"
 #include "backend.h"
+#include "base/jsontext.h"
 #include "lua/json.h"
 
 void
@@ -54,8 +55,8 @@ jr_api_str(jr_buf *b, const char *s)
         if (*s == '<' || *s == '>' || *s == '&') {
             jr_api_printf(b, "\\u%04x", (unsigned)*s);
             used = 1;
-        } else if ((k = jr_json_escape_char(s, n, out, &used)) == 0) {
-            jr_buf_put(b, JR_JSON_BADBYTE, strlen(JR_JSON_BADBYTE));
+        } else if ((k = jr_jsontext_escape_char(s, n, out, &used)) == 0) {
+            jr_buf_put(b, JR_JSONTEXT_BADBYTE, strlen(JR_JSONTEXT_BADBYTE));
             used = 1;
         } else {
             jr_buf_put(b, out, k);
