@@ -1,17 +1,16 @@
 /* commands.h - the subcommands of the jobrunner binary, one function each,
  * called by main.c with the parsed common options, and what the command
- * files share. Owns the exit statuses and the version. commands.c holds
- * run, push, check, migrate, reload and the workers' entry; inspect.c
- * stats and dead; control.c cancel, show and list. They use config.h, the client library (jobrunner.h)
- * for push, stats and dead, backend.h for migrate, master.h for run,
- * worker.h for the workers. */
+ * files share. Owns the exit statuses. commands.c holds run, push, check,
+ * migrate, reload and the workers' entry; inspect.c stats and dead;
+ * control.c cancel, show and list. They use config.h, the client library
+ * (jobrunner.h) for push, stats and dead, backend.h for migrate, master.h
+ * for run, worker.h for the workers. */
 #ifndef JR_COMMANDS_H
 #define JR_COMMANDS_H
 
+#include "base/version.h"
 #include "config/config.h"
 #include "client/jobrunner.h"
-
-#define JR_VERSION "0.1.0"
 
 /* Exit statuses, documented in --help. */
 enum {
