@@ -115,7 +115,7 @@ jr_config_load(jr_config *c, const char *file, lua_State *L, jr_err *err)
         free(text);
         return -1;
     }                                                /* t */
-    rc = jr_keys_read(c, L, file, text, err);       /* t */
+    rc = jr_keys_read(c, L, file, text, err);        /* t */
     if (rc == 0)
         rc = jr_schedules_finish(&c->schedules, file, text, err);
     free(text);

@@ -575,7 +575,7 @@ jr_keys_read(jr_config *c, lua_State *L, const char *file, const char *text,
     cfg_ctx x = {c, file, text, err};
     char what[300];
 
-    if (walk(&x, L, top_rows, "") < 0)              /* t */
+    if (walk(&x, L, top_rows, "") < 0)               /* t */
         return -1;
     if (jr_queues_check_serve(&c->queues, what, sizeof what) < 0)
         return key_fail(&x, "serve_queues", "names %s", what);
