@@ -234,7 +234,7 @@ jr_cmd_worker(jr_cli *cli)
     return jr_worker_main(fd, cli->argc == 2 ? atoi(cli->argv[1]) : -1);
 }
 
-/* The options of push, as config.c's key table: each setter parses its
+/* The options of push, as keys.c's key table: each setter parses its
  * value into the push. A setter returns 0, -1 with err set (an invalid
  * value), or BOTH_GIVEN when the option excludes one already given. */
 #define BOTH_GIVEN (-2)
