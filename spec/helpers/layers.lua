@@ -8,8 +8,9 @@
 --   - backend.h included outside db/, client/, cli/ and http/apidb.c;
 --   - master/master_int.h included outside master/ and services/;
 --   - Lua (lua.h, lauxlib.h, lualib.h) included in base/ or backends/;
---   - folders that include or call each other in a circle: every edge of
---     each cycle among folders, with the file and line that makes it
+--   - folders that include or call each other in a circle: each edge of a
+--     cycle that goes up the layers (ORDER below), with every file and
+--     line that makes it
 --     (services/ counts as part of master/, backends/*/ as backends/:
 --     see unit below).
 local lfs = require "lfs"
@@ -238,7 +239,28 @@ local function short(folder)
   return (folder:gsub("^runtime/", "")) .. "/"
 end
 
--- Each edge inside a cycle, with every place that makes it.
+-- The layers from the bottom up: a folder uses only those below it. Every
+-- cycle has an edge that goes up this list, and each edge between two
+-- folders of one cycle lies on a cycle; so the edges up are the ones to
+-- name. http/ sits below master/: the master starts the server and hands
+-- it a host interface, the server never reaches into the master.
+local ORDER = { "runtime/base", "backends", "runtime/lua", "runtime/config",
+                "runtime/worker", "runtime/db", "runtime/http",
+                "runtime/master", "runtime/client", "runtime/cli" }
+local RANK = {}
+for i, v in ipairs(ORDER) do RANK[v] = i end
+
+-- Whether the edge a -> b of a cycle is to be named: it goes up the
+-- layers, or the cycle has a folder outside ORDER (then every edge is).
+local function named(comp, a, b)
+  for _, v in ipairs(comp) do
+    if not RANK[v] then return true end
+  end
+  return RANK[a] < RANK[b]
+end
+
+-- Each edge of a cycle that goes up the layers, with every place that
+-- makes it.
 local function cycle_rules(comps, edges, bad)
   for _, comp in ipairs(comps) do
     local names, member = {}, {}
@@ -249,7 +271,7 @@ local function cycle_rules(comps, edges, bad)
     local what = "folders in a cycle (" .. table.concat(names, " ") .. "): "
     for _, a in ipairs(comp) do
       for b, list in pairs(edges[a] or {}) do
-        if member[b] then
+        if member[b] and named(comp, a, b) then
           for _, where in ipairs(list) do
             local file_line, why = where:match("^(%S+) (.*)$")
             bad[#bad + 1] = file_line .. ": " .. what .. short(a) ..
