@@ -256,18 +256,11 @@ jr_url_mask(const char *url, char *out, size_t size)
 int
 jr_list_filter_check(const jr_list_filter *f, jr_err *err)
 {
-    static const char *const states[] = {"queued", "running", "dead",
-        "cancelled", "completed", "scheduled", "ready", NULL};
-    int i;
+    char all[128];
 
-    if (f->state != NULL) {
-        for (i = 0; states[i] && strcmp(states[i], f->state) != 0; i++)
-            ;
-        if (states[i] == NULL)
-            return jr_fail(err, JR_EINPUT, "unknown job state '%.64s' "
-                           "(queued, ready, scheduled, running, dead, "
-                           "cancelled, completed)", f->state);
-    }
+    if (f->state != NULL && jr_state_parse(f->state) < 0)
+        return jr_fail(err, JR_EINPUT, "unknown job state '%.64s' (%s)",
+                       f->state, jr_state_list(all, sizeof all, ", "));
     if (f->name != NULL && jr_name_check(f->name, "job name", err) < 0)
         return -1;
     if (f->queue != NULL && jr_name_check(f->queue, "queue name", err) < 0)

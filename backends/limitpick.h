@@ -1,12 +1,12 @@
-/* limitpick.h - one claim's view of the limits (limitcfg.h), shared by the
+/* limitpick.h - one claim's view of the limits (base/limit.h), shared by the
  * engines: the running jobs and token buckets the claim read in its
  * transaction, which candidates it may take, what it must skip next time
  * round and the buckets to write back. Pure C, no database. Uses
- * limits.h. */
+ * limit.h. */
 #ifndef JR_LIMITPICK_H
 #define JR_LIMITPICK_H
 
-#include "config/limitcfg.h"
+#include "base/limit.h"
 
 typedef struct jr_lpick jr_lpick;
 

@@ -1,6 +1,8 @@
 /* job.c - the job model's functions: name and push checks, the job
- * allocation, the claim order. */
+ * allocation, the claim order, the names of the states (the one list of
+ * them) and of the results. */
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -165,4 +167,65 @@ jr_job_order(const void *pa, const void *pb)
     if (a->run_at != b->run_at)
         return a->run_at < b->run_at ? -1 : 1;
     return (a->id > b->id) - (a->id < b->id);
+}
+
+static const char *const state_names[JR_NSTATES] = {
+    [JR_STATE_QUEUED] = "queued",
+    [JR_STATE_READY] = "ready",
+    [JR_STATE_SCHEDULED] = "scheduled",
+    [JR_STATE_RUNNING] = "running",
+    [JR_STATE_DEAD] = "dead",
+    [JR_STATE_CANCELLED] = "cancelled",
+    [JR_STATE_COMPLETED] = "completed",
+};
+
+const char *
+jr_state_name(int s)
+{
+    return s >= 0 && s < JR_NSTATES ? state_names[s] : "";
+}
+
+int
+jr_state_parse(const char *name)
+{
+    int s;
+
+    for (s = 0; name != NULL && s < JR_NSTATES; s++)
+        if (strcmp(state_names[s], name) == 0)
+            return s;
+    return -1;
+}
+
+char *
+jr_state_list(char *buf, size_t size, const char *sep)
+{
+    size_t n = 0;
+    int s, k;
+
+    if (size == 0)
+        return buf;
+    buf[0] = '\0';
+    for (s = 0; s < JR_NSTATES && n < size; s++) {
+        k = snprintf(buf + n, size - n, "%s%s", s ? sep : "",
+                     state_names[s]);
+        if (k < 0)
+            break;
+        n += (size_t)k;
+    }
+    return buf;
+}
+
+const char *
+jr_result_word(int kind)
+{
+    static const char *const word[] = {[JR_DONE] = "succeeded",
+        [JR_RETRY] = "failed", [JR_SNOOZE] = "snoozed"};
+
+    if (kind == JR_DEAD || kind == JR_EXPIRED)
+        return state_names[JR_STATE_DEAD];
+    if (kind == JR_CANCELLED)
+        return state_names[JR_STATE_CANCELLED];
+    if (kind == JR_DONE || kind == JR_RETRY || kind == JR_SNOOZE)
+        return word[kind];
+    return NULL;
 }

@@ -108,6 +108,36 @@ typedef struct jr_result {
     const char    *note;        /* PROGRESS: a short text, or NULL */
 } jr_result;
 
+/* The states a job is in, as filters, gauges, the control module and the
+ * usage text name them: the one list (the SQL schemas keep their own
+ * CHECK lists). queued is split in two: ready (due) and scheduled (not
+ * yet due); the others are stored as they are named. */
+typedef enum jr_state {
+    JR_STATE_QUEUED = 0,
+    JR_STATE_READY,             /* queued and due */
+    JR_STATE_SCHEDULED,         /* queued, due later */
+    JR_STATE_RUNNING,
+    JR_STATE_DEAD,
+    JR_STATE_CANCELLED,
+    JR_STATE_COMPLETED,
+    JR_NSTATES
+} jr_state;
+
+/* The name of state s ("queued", ...), or "" when s is not a state. */
+const char *jr_state_name(int s);
+
+/* The state named name, or -1 when no state has that name. */
+int  jr_state_parse(const char *name);
+
+/* Writes every state's name, in order, joined by sep, into buf (size
+ * bytes, truncated). Returns buf. */
+char *jr_state_list(char *buf, size_t size, const char *sep);
+
+/* The word counters use for a result kind: "succeeded", "failed" (will
+ * retry), "dead" (EXPIRED too), "cancelled", "snoozed"; NULL for the kinds
+ * that end no run (RELEASE, PROGRESS) and for unknown kinds. */
+const char *jr_result_word(int kind);
+
 /* One loaded handler. Visible: the worker reports these to the master. */
 typedef struct jr_handler {
     char   *name;               /* job name, "a.b" for scripts/a/b.lua */

@@ -5,7 +5,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "lua/json.h"
+#include "base/jsontext.h"
 #include "base/log.h"
 #include "base/util.h"
 
@@ -41,7 +41,7 @@ jr_log_level(const char *name)
     return -1;
 }
 
-/* Appends s to buf as the inside of a JSON string (jr_json_escape_char;
+/* Appends s to buf as the inside of a JSON string (jr_jsontext_escape_char;
  * a byte that is not UTF-8 as U+FFFD), leaving room for the closing. */
 static size_t
 json_escape(char *buf, size_t size, size_t n, const char *s)
@@ -50,9 +50,9 @@ json_escape(char *buf, size_t size, size_t n, const char *s)
     char out[6];
 
     for (; left > 0 && n + 7 < size; s += used, left -= used) {
-        if ((k = jr_json_escape_char(s, left, out, &used)) == 0) {
-            k = sizeof JR_JSON_BADBYTE - 1;
-            memcpy(out, JR_JSON_BADBYTE, k);
+        if ((k = jr_jsontext_escape_char(s, left, out, &used)) == 0) {
+            k = sizeof JR_JSONTEXT_BADBYTE - 1;
+            memcpy(out, JR_JSONTEXT_BADBYTE, k);
         }
         memcpy(buf + n, out, k);
         n += k;

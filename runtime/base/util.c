@@ -7,7 +7,7 @@
 #include <sys/stat.h>
 #include <time.h>
 
-#include "lua/json.h"
+#include "base/jsontext.h"
 #include "base/util.h"
 
 int
@@ -111,8 +111,8 @@ jr_json_str(FILE *f, const char *s)
     }
     putc('"', f);
     for (n = strlen(s); n > 0; s += used, n -= used) {
-        if ((k = jr_json_escape_char(s, n, out, &used)) == 0)
-            fputs(JR_JSON_BADBYTE, f);
+        if ((k = jr_jsontext_escape_char(s, n, out, &used)) == 0)
+            fputs(JR_JSONTEXT_BADBYTE, f);
         else
             fwrite(out, 1, k, f);
     }

@@ -20,7 +20,8 @@ int  jr_parse_time(const char *s, const char *what, double *out, jr_err *err);
 int  jr_parse_int(const char *s, const char *what, long lo, long hi,
                   long *out, jr_err *err);
 /* Writes s as a JSON string literal, quotes included (NULL as null),
- * escaped by jr_json_escape_char; a byte that is not UTF-8 as U+FFFD. */
+ * escaped by jr_jsontext_escape_char; a byte that is not UTF-8 as
+ * U+FFFD. */
 void jr_json_str(FILE *f, const char *s);
 /* Formats epoch seconds as "2026-11-22T10:00:00.123Z" into buf. */
 const char *jr_time_iso(double t, char *buf, size_t size);

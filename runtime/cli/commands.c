@@ -15,6 +15,7 @@
 #include "backend.h"
 #include "cli/commands.h"
 #include "cli/schedcmd.h"
+#include "db/dbopts.h"
 #include "config/config.h"
 #include "client/jobrunner.h"
 #include "lua/jrlib.h"
@@ -83,13 +84,10 @@ jr_cmd_config(jr_cli *cli, jr_config *c)
 static int
 open_db(jr_config *c, jr_db *db, int migrate)
 {
-    jr_backend_opts o = {0};
+    jr_backend_opts o;
     jr_err err;
 
-    o.sync_normal = c->sync_normal;
-    o.busy_timeout = c->busy_timeout;
-    o.schema = c->schema;
-    o.max_payload = c->max_payload;
+    jr_dbopts_fill(&o, c, JR_DBOPTS_PRODUCER);
     if (jr_db_open(db, c->backend, &o, &err) < 0 ||
         (migrate && db->ops->migrate(db->b, &err) < 0)) {
         jr_db_close(db);
@@ -130,6 +128,24 @@ int
 jr_cmd_reader(jr_config *c, jr_client **client)
 {
     return open_as(c, client, 1);
+}
+
+int
+jr_cmd_open_reader(const jr_config *c, jr_db *db, int quiet)
+{
+    jr_backend_opts o;
+    jr_err err;
+
+    jr_dbopts_fill(&o, c, JR_DBOPTS_READER);
+    if (jr_db_open(db, c->backend, &o, &err) == 0 &&
+        db->ops->migrate(db->b, &err) == 0)
+        return 0;
+    jr_db_close(db);
+    if (err.code == JR_ENOTFOUND && quiet)
+        return JR_EXIT_NODB;
+    return jr_cmd_die(err.code == JR_ENOTFOUND ? JR_EXIT_NODB :
+                      err.code == JR_EUSAGE ? JR_EXIT_USAGE : JR_EXIT_FAIL,
+                      err.msg);
 }
 
 int
@@ -218,7 +234,7 @@ jr_cmd_worker(jr_cli *cli)
     return jr_worker_main(fd, cli->argc == 2 ? atoi(cli->argv[1]) : -1);
 }
 
-/* The options of push, as config.c's key table: each setter parses its
+/* The options of push, as keys.c's key table: each setter parses its
  * value into the push. A setter returns 0, -1 with err set (an invalid
  * value), or BOTH_GIVEN when the option excludes one already given. */
 #define BOTH_GIVEN (-2)

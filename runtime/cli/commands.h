@@ -1,17 +1,16 @@
 /* commands.h - the subcommands of the jobrunner binary, one function each,
  * called by main.c with the parsed common options, and what the command
- * files share. Owns the exit statuses and the version. commands.c holds
- * run, push, check, migrate, reload and the workers' entry; inspect.c
- * stats and dead; control.c cancel, show and list; help.c help. They use config.h, the client library (jobrunner.h)
- * for push, stats and dead, backend.h for migrate, master.h for run,
- * worker.h for the workers. */
+ * files share. Owns the exit statuses. commands.c holds run, push, check,
+ * migrate, reload and the workers' entry; inspect.c stats and dead;
+ * control.c cancel, show and list; help.c help. They use config.h, the
+ * client library (jobrunner.h) for push, stats and dead, backend.h for
+ * migrate, master.h for run, worker.h for the workers. */
 #ifndef JR_COMMANDS_H
 #define JR_COMMANDS_H
 
+#include "base/version.h"
 #include "config/config.h"
 #include "client/jobrunner.h"
-
-#define JR_VERSION "0.1.0"
 
 /* Exit statuses, documented in --help. */
 enum {
@@ -71,6 +70,13 @@ int jr_cmd_config(jr_cli *cli, jr_config *c);
  * none. Returns 0 and *client, or the exit status. */
 int jr_cmd_client(jr_config *c, jr_client **client);
 int jr_cmd_reader(jr_config *c, jr_client **client);
+/* Opens c's database for a command that reads the storage itself
+ * (limits, schedules): an existing database only, creating nothing,
+ * migrated. Returns 0, or the exit status after saying why: JR_EXIT_NODB,
+ * naming it, when there is none (quiet: then nothing is said). db is
+ * closed on failure. */
+typedef struct jr_db jr_db;     /* a connection (backend.h) */
+int jr_cmd_open_reader(const jr_config *c, jr_db *db, int quiet);
 /* Says the client's error; JR_EXIT_USAGE for bad input, else
  * JR_EXIT_FAIL. */
 int jr_cmd_client_fail(jr_client *client);

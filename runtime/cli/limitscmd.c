@@ -94,7 +94,6 @@ one_text(const jr_limit *l, const jr_limit_use *u, int first)
 int
 jr_cmd_limits(jr_cli *cli)
 {
-    jr_backend_opts o = {0};
     jr_limit_use u;
     jr_config c;
     jr_db db = {0};
@@ -110,16 +109,8 @@ jr_cmd_limits(jr_cli *cli)
     }
     if ((rc = jr_cmd_config(cli, &c)) != 0)
         return rc;
-    o.busy_timeout = c.busy_timeout;
-    o.schema = c.schema;
-    o.must_exist = 1;
-    if (jr_db_open(&db, c.backend, &o, &err) < 0 ||
-        db.ops->migrate(db.b, &err) < 0) {
-        rc = jr_cmd_die(err.code == JR_ENOTFOUND ? JR_EXIT_NODB :
-                        err.code == JR_EUSAGE ? JR_EXIT_USAGE : JR_EXIT_FAIL,
-                        err.msg);
+    if ((rc = jr_cmd_open_reader(&c, &db, 0)) != 0)
         goto out;
-    }
     if (json)
         printf("[");
     for (i = 0; i < c.limits.n; i++) {

@@ -8,6 +8,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "base/job.h"
 #include "cli/commands.h"
 #include "cli/schedcmd.h"
 #include "url.h"
@@ -43,8 +44,7 @@ static const struct command {
      "                           (exit 5 if there is no such job)", 1},
     {"list", jr_cmd_list, "list [--state S] [--name N] [--queue Q] [--limit N] [--json]\n"
      "                           jobs newest first, without payload (limit 100;\n"
-     "                           0: all); S: queued ready scheduled running\n"
-     "                           completed cancelled dead", 0},
+     "                           0: all); S: STATES", 0},
     {"limits", jr_cmd_limits, "limits [--json]          each limit of the config: its caps and rates, jobs\n"
      "                           running and waiting, tokens, keys most waiting", 0},
     {"check", jr_cmd_check, "check                    load config and every handler, report errors", 0},
@@ -56,6 +56,25 @@ static const struct command {
     {NULL, NULL, NULL, 0}
 };
 
+/* Writes usage text u, its STATES as the names of the job states (job.h's
+ * one list), four to a line. */
+static void
+put_usage(FILE *f, const char *u)
+{
+    const char *at = strstr(u, "STATES");
+    int s;
+
+    if (at == NULL) {
+        fputs(u, f);
+        return;
+    }
+    fwrite(u, 1, (size_t)(at - u), f);
+    for (s = 0; s < JR_NSTATES; s++)
+        fprintf(f, "%s%s", s == 0 ? "" : s % 4 ? " " :
+                "\n                           ", jr_state_name(s));
+    fputs(at + strlen("STATES"), f);
+}
+
 static void
 usage(FILE *f)
 {
@@ -65,8 +84,11 @@ usage(FILE *f)
             "FILE]\n                 [--scripts DIR] COMMAND [ARGS]\n\n"
             "commands:\n");
     for (c = commands; c->name; c++)
-        if (c->usage)
-            fprintf(f, "  %s\n", c->usage);
+        if (c->usage) {
+            fputs("  ", f);
+            put_usage(f, c->usage);
+            fputc('\n', f);
+        }
     fprintf(f, "\noptions:\n"
             "  -c, --config FILE   config file (default ./jobrunner.lua if "
             "present)\n"
@@ -259,10 +281,12 @@ command_help(const struct command *c, const jr_cli *cli)
     for (i = 0; i < cli->optend; i++)
         if (strcmp(cli->argv[i], "-h") == 0 ||
             strcmp(cli->argv[i], "--help") == 0) {
-            printf("usage: jobrunner [common options] %s ...\n\n  %s\n\n"
-                   "A name starting with '-' goes after '--'; each option "
-                   "at most once.\nThe common options and the exit "
-                   "statuses: jobrunner --help\n", c->name, c->usage);
+            printf("usage: jobrunner [common options] %s ...\n\n  ",
+                   c->name);
+            put_usage(stdout, c->usage);
+            printf("\n\nA name starting with '-' goes after '--'; each "
+                   "option at most once.\nThe common options and the exit "
+                   "statuses: jobrunner --help\n");
             return 1;
         }
     return 0;

@@ -50,21 +50,16 @@ collect(const char *schedule, double at, int64_t id, void *arg)
 static int
 read_lasts(const jr_config *c, lasts *l)
 {
-    jr_backend_opts o = {0};
     jr_err err;
     jr_db db;
-    int rc = 0;
+    int rc = jr_cmd_open_reader(c, &db, 1);
 
-    o.busy_timeout = c->busy_timeout;
-    o.schema = c->schema;
-    o.must_exist = 1;
-    if (jr_db_open(&db, c->backend, &o, &err) < 0 ||
-        db.ops->migrate(db.b, &err) < 0 ||
-        db.ops->last_fires(db.b, collect, l, &err) < 0) {
-        if (err.code != JR_ENOTFOUND) {
-            fprintf(stderr, "jobrunner: %s\n", err.msg);
-            rc = JR_EXIT_FAIL;
-        }
+    if (rc != 0)                /* none: no fires yet */
+        return rc == JR_EXIT_NODB ? 0 : JR_EXIT_FAIL;
+    if (db.ops->last_fires(db.b, collect, l, &err) < 0 &&
+        err.code != JR_ENOTFOUND) {
+        fprintf(stderr, "jobrunner: %s\n", err.msg);
+        rc = JR_EXIT_FAIL;
     }
     jr_db_close(&db);
     return rc;

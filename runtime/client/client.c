@@ -1,6 +1,7 @@
 /* client.c - libjobrunner, the producer library of jobrunner.h, over one
  * backend connection (backend.h). Owns the connection and the message of
- * the last call. Uses config.c to read a config file. Never prints. */
+ * the last call. Uses config.c to read a config file, dbopts.h for the
+ * backend's options. Never prints. */
 #include <limits.h>
 #include <math.h>
 #include <stdio.h>
@@ -11,10 +12,9 @@
 #include "config/config.h"
 #include "base/err.h"
 #include "client/jobrunner.h"
+#include "db/dbopts.h"
 
 #define DEFAULT_BACKEND "sqlite:jobrunner.db"
-#define DEFAULT_MAX_PAYLOAD (1u << 20)
-#define DEFAULT_BUSY_TIMEOUT 5.0
 #define E_NOJOB 1000            /* err code: show found no such job */
 
 struct jr_client {
@@ -85,30 +85,25 @@ connect_db(jr_client *c, const char *url, const jr_backend_opts *o)
     return 0;
 }
 
-/* Reads file (NULL: ./jobrunner.lua if present) for the backend settings,
- * lets cfg override them, and connects. */
+/* Connects c to url with conf's producer options (dbopts.h), each that
+ * cfg sets taking its place. */
 static int
-open_config(jr_client *c, const char *file, const jr_client_config *cfg)
+connect_as(jr_client *c, const char *url, const jr_config *conf,
+           const jr_client_config *cfg)
 {
-    jr_backend_opts o = {0};
-    jr_config conf;
-    int rc;
+    jr_backend_opts o;
 
-    jr_config_defaults(&conf);
-    if (jr_config_load(&conf, file, NULL, &c->err) < 0) {
-        jr_config_free(&conf);
-        return -1;
-    }
-    o.sync_normal = conf.sync_normal || cfg->sync_normal;
-    o.busy_timeout = cfg->busy_timeout > 0 ? cfg->busy_timeout :
-                     conf.busy_timeout;
-    o.schema = cfg->schema ? cfg->schema : conf.schema;
-    c->max_payload = cfg->max_payload ? cfg->max_payload : conf.max_payload;
-    o.max_payload = c->max_payload;
+    jr_dbopts_fill(&o, conf, JR_DBOPTS_PRODUCER);
+    o.sync_normal = o.sync_normal || cfg->sync_normal;
+    if (cfg->busy_timeout > 0)
+        o.busy_timeout = cfg->busy_timeout;
+    if (cfg->schema != NULL)
+        o.schema = cfg->schema;
+    if (cfg->max_payload != 0)
+        o.max_payload = cfg->max_payload;
+    c->max_payload = o.max_payload;
     o.must_exist = cfg->must_exist;
-    rc = connect_db(c, conf.backend ? conf.backend : DEFAULT_BACKEND, &o);
-    jr_config_free(&conf);
-    return rc;
+    return connect_db(c, url, &o);
 }
 
 int
@@ -116,9 +111,9 @@ jr_client_open(jr_client **cp, const char *target,
                const jr_client_config *cfg)
 {
     static const jr_client_config none;
-    jr_backend_opts o = {0};
+    jr_config conf;
     jr_client *c;
-    int rc;
+    int rc = 0, file = target == NULL || ends_with(target, ".lua");
 
     if (cp == NULL)
         return JR_CLIENT_EUSAGE;
@@ -126,17 +121,15 @@ jr_client_open(jr_client **cp, const char *target,
         return JR_CLIENT_ENOMEM;
     if (cfg == NULL)
         cfg = &none;
-    if (target == NULL || ends_with(target, ".lua"))
-        return finish(c, open_config(c, target, cfg));
-    c->max_payload = cfg->max_payload ? cfg->max_payload :
-                     DEFAULT_MAX_PAYLOAD;
-    o.busy_timeout = cfg->busy_timeout > 0 ? cfg->busy_timeout :
-                     DEFAULT_BUSY_TIMEOUT;
-    o.schema = cfg->schema;
-    o.max_payload = c->max_payload;
-    o.sync_normal = cfg->sync_normal;
-    o.must_exist = cfg->must_exist;
-    rc = connect_db(c, target, &o);
+    /* a config file (NULL: ./jobrunner.lua if present) gives the backend
+     * and its settings; a URL, the defaults */
+    jr_config_defaults(&conf);
+    if (file)
+        rc = jr_config_load(&conf, target, NULL, &c->err);
+    if (rc == 0)
+        rc = connect_as(c, !file ? target : conf.backend ? conf.backend :
+                        DEFAULT_BACKEND, &conf, cfg);
+    jr_config_free(&conf);
     return finish(c, rc);
 }
 

@@ -236,16 +236,14 @@ stats_collect(const char *name, const jr_client_counts *n, void *arg)
 static void
 set_counts(lua_State *L, const jr_client_counts *n)
 {
-    lua_pushinteger(L, n->queued);                   /* t v */
-    lua_setfield(L, -2, "queued");                   /* t */
-    lua_pushinteger(L, n->ready);                    /* t v */
-    lua_setfield(L, -2, "ready");                    /* t */
-    lua_pushinteger(L, n->scheduled);                /* t v */
-    lua_setfield(L, -2, "scheduled");                /* t */
-    lua_pushinteger(L, n->running);                  /* t v */
-    lua_setfield(L, -2, "running");                  /* t */
-    lua_pushinteger(L, n->dead);                     /* t v */
-    lua_setfield(L, -2, "dead");                     /* t */
+    const long v[] = {n->queued, n->ready, n->scheduled, n->running,
+                      n->dead};         /* states JR_STATE_QUEUED on */
+    int i;
+
+    for (i = 0; i < 5; i++) {
+        lua_pushinteger(L, v[i]);                    /* t v */
+        lua_setfield(L, -2, jr_state_name(JR_STATE_QUEUED + i));
+    }                                                /* t */
 }
 
 /* q:stats() -> {queued, ready, scheduled, running, dead,

@@ -10,6 +10,7 @@
 #include <lauxlib.h>
 #include <lua.h>
 
+#include "base/job.h"
 #include "client/jobrunner.h"
 #include "lua/json.h"
 #include "client/luaclient.h"
@@ -265,16 +266,14 @@ queues_collect(const jr_client_queue *q, void *arg)
 static void
 set_queue_fields(lua_State *L, const jr_client_queue *q)
 {
-    static const char *const keys[] = {"ready", "scheduled", "running",
-                                       "dead", "cancelled", "completed"};
     const long v[] = {q->ready, q->scheduled, q->running, q->dead,
-                      q->cancelled, q->completed};
+                      q->cancelled, q->completed};  /* from JR_STATE_READY */
     size_t i;
 
-    for (i = 0; i < sizeof keys / sizeof keys[0]; i++) {
+    for (i = 0; i < sizeof v / sizeof v[0]; i++) {
         lua_pushinteger(L, v[i]);                    /* t v */
-        lua_setfield(L, -2, keys[i]);                /* t */
-    }
+        lua_setfield(L, -2, jr_state_name(JR_STATE_READY + (int)i));
+    }                                                /* t */
     lua_pushboolean(L, q->paused);                   /* t b */
     lua_setfield(L, -2, "paused");                   /* t */
     if (q->paused) {

@@ -1,7 +1,7 @@
 /* cfghttp.c - the config's `http` table: { listen = "127.0.0.1:8089",
  * token = "...", max_connections = 256 }. The address itself is checked when the server starts
  * (http.c); here only the types, the keys and the token's length. The
- * token is never logged. Uses config.h, http.h. */
+ * token is never logged. Uses config.h. */
 #include <ctype.h>
 #include <lauxlib.h>
 #include <lua.h>
@@ -9,7 +9,6 @@
 #include <string.h>
 
 #include "config/config.h"
-#include "http/http.h"
 
 static int
 string_key(lua_State *L, const char *k, char **slot, char *key,

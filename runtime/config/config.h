@@ -8,6 +8,7 @@
 #include <stddef.h>
 
 #include "base/err.h"
+#include "base/ranges.h"
 #include "config/limitcfg.h"
 #include "config/queues.h"
 #include "base/retry.h"
@@ -15,23 +16,10 @@
 
 typedef struct lua_State lua_State;
 
-/* The ranges of the durations (seconds) and counts a config or a handler
- * file may set; outside them is an error naming the key and the range.
- * Documented in jobrunner.lua.example, the README and jobrunner(1). */
-#define JR_RANGE_TIMEOUT_MIN   0.001    /* defaults.timeout, handler timeout */
-#define JR_RANGE_TIMEOUT_MAX   604800.0 /* 7 days */
-#define JR_RANGE_BACKOFF_MAX   JR_BACKOFF_CAP /* defaults.backoff, handler's */
-#define JR_RANGE_RETRIES_MAX   1000000  /* defaults.max_retries, handler's */
-#define JR_RANGE_LEASE_MIN     1.0
-#define JR_RANGE_LEASE_MAX     86400.0
-#define JR_RANGE_POLL_MIN      0.01
-#define JR_RANGE_POLL_MAX      3600.0
-#define JR_RANGE_DAY           86400.0  /* shutdown, tick, idle, wait_for_db */
-#define JR_RANGE_TICK_MIN      0.01     /* tick_interval, idle_timeout */
-#define JR_RANGE_BUSY_MAX      3600.0
-#define JR_RANGE_LOAD_MIN      0.1      /* load_timeout */
-#define JR_RANGE_LOAD_MAX      3600.0
-#define JR_RANGE_RETENTION_MAX 315360000.0 /* retention: 10 years */
+#define JR_HTTP_CONNS      256     /* http.max_connections by default */
+#define JR_HTTP_CONNS_MAX  65536   /* and at most */
+#define JR_HTTP_TOKEN_MIN  16      /* characters of http.token at least */
+#define JR_HTTP_TOKEN_MAX  4096    /* and at most (it goes in a header) */
 #define JR_VACUUM_EVERY        50000    /* vacuum_every's default */
 
 typedef struct jr_config {

@@ -2,7 +2,7 @@
  * concurrency from the config's `queues` table (a number N, or { min, max }
  * within which on_tick may move its target), and which queues the runner
  * serves (`serve_queues`, or `run --queues a,b`). Reads them from Lua for
- * config.c and from the command line for commands.c. Uses err.h. */
+ * keys.c and from the command line for commands.c. Uses err.h. */
 #ifndef JR_QUEUES_H
 #define JR_QUEUES_H
 

@@ -1,5 +1,5 @@
 /* schedules.c - the config's `schedules` and `timezone`: one row per field
- * of a schedule, like config.c's key table; lines for messages are found
+ * of a schedule, like keys.c's key table; lines for messages are found
  * in the file's text (Lua keeps none for table fields): a schedule's line
  * is its name's, a field's the nearest assignment of that field. */
 #include <stdarg.h>

@@ -3,45 +3,23 @@
  * for work off the claim path, each with a thread that runs requests
  * only (dbthread.c). Also what runs on the claim's connection before its
  * thread starts: the wake-up descriptor, the first rescue. Uses
- * dbthread.h, backend.h, log.h. */
+ * dbthread.h, dbopts.h, backend.h, log.h. */
 #define _GNU_SOURCE
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
 #include "backend.h"
+#include "db/dbopts.h"
 #include "db/dbthread.h"
 #include "base/log.h"
-
-static void
-backend_opts(jr_backend_opts *o, const jr_config *cfg)
-{
-    memset(o, 0, sizeof *o);
-
-    /* The runner's own writes (claims, results, rescues) need no fsync of
-     * their own: power loss can only undo some of them, and an undone
-     * claim or result makes its job run again, which at-least-once
-     * allows; never a lost job. Pushes by producers keep `synchronous`
-     * (FULL). The same on PostgreSQL: synchronous_commit = off on the
-     * runner's connection; producers' connections keep the server's. */
-    o->sync_normal = 1;
-    o->async_commit = 1;
-    /* statement_timeout and the like set on the role or database are for
-     * the application's sessions: the runner's set their own */
-    o->own_timeouts = 1;
-    o->busy_timeout = cfg->busy_timeout;
-    o->schema = cfg->schema;
-    o->max_payload = cfg->max_payload;
-    o->keep_completed = cfg->keep_completed;
-    o->keep_cancelled = cfg->keep_cancelled;
-}
 
 static int
 open_migrate(jr_db *db, const jr_config *cfg, jr_err *err)
 {
     jr_backend_opts o;
 
-    backend_opts(&o, cfg);
+    jr_dbopts_fill(&o, cfg, JR_DBOPTS_RUNNER);
     o.claims = 1;
     if (jr_db_open(db, cfg->backend, &o, err) == 0 &&
         db->ops->migrate(db->b, err) == 0 &&
@@ -91,7 +69,7 @@ jr_dbthread_side(const jr_config *cfg, const char *token,
         jr_fail(err, JR_ENOMEM, "out of memory");
         return NULL;
     }
-    backend_opts(&o, cfg);
+    jr_dbopts_fill(&o, cfg, JR_DBOPTS_RUNNER);
     o.claims = claims;
     /* the database exists: never the create path, whose open and close of
      * the file would drop this process's SQLite locks on it */

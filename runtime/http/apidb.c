@@ -10,6 +10,7 @@
 
 #include "http/api.h"
 #include "backend.h"
+#include "base/jsontext.h"
 #include "lua/json.h"
 
 void
@@ -54,8 +55,8 @@ jr_api_str(jr_buf *b, const char *s)
         if (*s == '<' || *s == '>' || *s == '&') {
             jr_api_printf(b, "\\u%04x", (unsigned)*s);
             used = 1;
-        } else if ((k = jr_json_escape_char(s, n, out, &used)) == 0) {
-            jr_buf_put(b, JR_JSON_BADBYTE, strlen(JR_JSON_BADBYTE));
+        } else if ((k = jr_jsontext_escape_char(s, n, out, &used)) == 0) {
+            jr_buf_put(b, JR_JSONTEXT_BADBYTE, strlen(JR_JSONTEXT_BADBYTE));
             used = 1;
         } else {
             jr_buf_put(b, out, k);
@@ -225,27 +226,27 @@ label(jr_buf *b, const char *s)
     }
 }
 
-/* One gauge line per state: METRIC{LABEL="name",state="st[i]"} v[i]. */
+/* One gauge line per state from ready on:
+ * METRIC{LABEL="name",state="s"} v[i]. */
 static void
-gauge_states(jr_buf *b, const char *head, const char *name,
-             const char *const *st, const long *v, int n)
+gauge_states(jr_buf *b, const char *head, const char *name, const long *v,
+             int n)
 {
-    for (int i = 0; i < n; i++) {
+    for (int i = 0; i < n; i++) {       /* v[i]: state JR_STATE_READY + i */
         jr_buf_put(b, head, strlen(head));
         label(b, name);
-        jr_api_printf(b, "\",state=\"%s\"} %ld\n", st[i], v[i]);
+        jr_api_printf(b, "\",state=\"%s\"} %ld\n",
+                      jr_state_name(JR_STATE_READY + i), v[i]);
     }
 }
 
 static int
 gauge_name(const jr_stat_row *r, void *arg)
 {
-    static const char *const st[] = {"ready", "scheduled", "running",
-                                     "dead"};
     long v[] = {r->ready, r->scheduled, r->running, r->dead};
 
     gauge_states(&((jr_apireq *)arg)->body, "jobrunner_jobs{name=\"",
-                 r->name, st, v, 4);
+                 r->name, v, 4);
     return 0;
 }
 
@@ -254,13 +255,11 @@ gauge_name(const jr_stat_row *r, void *arg)
 static int
 gauge_queue(const jr_queue_row *r, void *arg)
 {
-    static const char *const st[] = {"ready", "scheduled", "running",
-                                     "dead", "cancelled", "completed"};
     long v[] = {r->ready, r->scheduled, r->running, r->dead, r->cancelled,
                 r->completed};
     jr_buf *two = arg;
 
-    gauge_states(&two[0], "jobrunner_queue_jobs{queue=\"", r->name, st, v, 6);
+    gauge_states(&two[0], "jobrunner_queue_jobs{queue=\"", r->name, v, 6);
     jr_buf_put(&two[1], "jobrunner_queue_paused{queue=\"", 30);
     label(&two[1], r->name);
     jr_api_printf(&two[1], "\"} %d\n", r->paused ? 1 : 0);

@@ -17,10 +17,7 @@
                                       whole (from the connection or the
                                       previous reply); a reply being read
                                       may pause this long */
-#define JR_HTTP_CONNS      256     /* http.max_connections by default */
-#define JR_HTTP_CONNS_MAX  65536   /* and at most */
-#define JR_HTTP_TOKEN_MIN  16      /* characters of http.token at least */
-#define JR_HTTP_TOKEN_MAX  4096    /* and at most (it goes in a header) */
+/* the `http` settings' default and ranges are config.h's */
 
 struct master;
 struct evhttp_request;

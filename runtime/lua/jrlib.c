@@ -16,6 +16,7 @@
 #include <lauxlib.h>
 #include <lua.h>
 
+#include "base/jsontext.h"
 #include "lua/jrlib.h"
 #include "lua/json.h"
 #include "base/log.h"
@@ -261,7 +262,7 @@ text_ok(const char *s, size_t n)
     char out[6];
 
     for (; n > 0; s += used, n -= used)
-        if (*s == '\0' || jr_json_escape_char(s, n, out, &used) == 0)
+        if (*s == '\0' || jr_jsontext_escape_char(s, n, out, &used) == 0)
             return 0;
     return 1;
 }

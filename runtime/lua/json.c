@@ -123,37 +123,6 @@ path_pop(enc *e, size_t old)
     e->plen = old;
 }
 
-size_t
-jr_json_escape_char(const char *s, size_t n, char out[6], size_t *used)
-{
-    static const char hex[] = "0123456789abcdef";
-    unsigned char c = (unsigned char)s[0];
-    size_t k;
-
-    *used = 1;
-    out[0] = '\\';
-    if (c == '"' || c == '\\') {
-        out[1] = (char)c;
-        return 2;
-    }
-    if (c == '\n' || c == '\t' || c == '\r' || c == '\b' || c == '\f') {
-        out[1] = c == '\n' ? 'n' : c == '\t' ? 't' : c == '\r' ? 'r' :
-                 c == '\b' ? 'b' : 'f';
-        return 2;
-    }
-    if (c < 0x20 || c == 0x7f) {
-        memcpy(out + 1, "u00", 3);
-        out[4] = hex[c >> 4];
-        out[5] = hex[c & 15];
-        return 6;
-    }
-    if ((k = jr_jsontext_utf8_len((const unsigned char *)s, n)) == 0)
-        return 0;
-    memcpy(out, s, k);
-    *used = k;
-    return k;
-}
-
 /* Appends s as a JSON string literal. */
 static int
 enc_string(enc *e, const char *s, size_t n)
@@ -167,7 +136,7 @@ enc_string(enc *e, const char *s, size_t n)
         if (s[i] == '\0')      /* jsontext.h: no backend stores \u0000 */
             return enc_fail(e, "string holds a NUL byte (byte %zu): no "
                             "backend stores one", i + 1);
-        if ((k = jr_json_escape_char(s + i, n - i, out, &used)) == 0)
+        if ((k = jr_jsontext_escape_char(s + i, n - i, out, &used)) == 0)
             return enc_fail(e, "string is not valid UTF-8 (byte %zu); "
                             "JSON text must be UTF-8", i + 1);
         if (enc_put(e, out, k) < 0)

@@ -21,18 +21,6 @@ typedef struct lua_State lua_State;
  * never raises.  [-0, +1, m] */
 jr_buf *jr_json_buf_new(lua_State *L);
 
-/* The one JSON string escaper (payloads, JSON log lines, the CLI's
- * --json): writes into out what stands for the character at s (n > 0
- * bytes left) inside a JSON string literal and sets *used to the bytes of
- * s it took. '"' and '\\' are backslashed; \n \t \r \b \f as such; other
- * control characters and DEL as \u00XX; a valid UTF-8 sequence is copied.
- * Returns the length written (1..6), or 0 when s does not start with valid
- * UTF-8 (overlong forms, surrogates and code points past U+10FFFF
- * included): the caller fails, or writes JR_JSON_BADBYTE and skips one
- * byte. */
-size_t jr_json_escape_char(const char *s, size_t n, char out[6],
-                           size_t *used);
-#define JR_JSON_BADBYTE "\\ufffd"    /* U+FFFD, for a byte that is not UTF-8 */
 
 /* Appends the payload at idx to b as JSON text and a NUL: nil is {}, else
  * it must be a table. Returns 0, or -1 with "payload.path: what is wrong"

@@ -19,7 +19,7 @@
 #include <lauxlib.h>
 #include <lua.h>
 
-#include "config/config.h"
+#include "base/ranges.h"
 #include "base/job.h"
 #include "base/log.h"
 #include "lua/script.h"

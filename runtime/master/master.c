@@ -20,7 +20,7 @@
 #include <event2/bufferevent.h>
 #include <event2/event.h>
 
-#include "cli/commands.h"
+#include "base/version.h"
 #include "db/dbthread.h"
 #include "lua/hooks.h"
 #include "master/reload.h"

@@ -39,8 +39,9 @@ typedef struct per_name {
     histo   dur, lat;
 } per_name;
 
-static const char *const outcomes[] = {"succeeded", "failed", "dead",
-                                       "cancelled", "snoozed"};
+/* outcomes[] index -> the result kind whose word (jr_result_word) it is */
+static const int outcomes[] = {JR_DONE, JR_RETRY, JR_DEAD, JR_CANCELLED,
+                               JR_SNOOZE};
 
 struct jr_metrics {
     finished   *fin;
@@ -283,7 +284,8 @@ write_jobs(jr_metrics *x, jr_buf *b)
     for (i = 0; i < x->nfin; i++)
         jr_api_printf(b, "jobrunner_jobs_finished_total{name=\"%s\",queue="
                       "\"%s\",outcome=\"%s\"} %ld\n", x->fin[i].name,
-                      x->fin[i].queue, outcomes[x->fin[i].outcome],
+                      x->fin[i].queue,
+                      jr_result_word(outcomes[x->fin[i].outcome]),
                       x->fin[i].n);
     head(b, "jobrunner_job_duration_seconds", "histogram", "How long jobs "
          "ran in this runner's workers, by job name.");

@@ -1,0 +1,15 @@
+/* keys.h - the config's key table (keys.c): every top-level key of
+ * jobrunner.lua, its type, range and reader. Uses config.h. */
+#ifndef JR_KEYS_H
+#define JR_KEYS_H
+
+#include "config/config.h"
+
+/* Reads the config table on top of L into c, key by key: an unknown key,
+ * a wrong type or a value out of range is an error naming file:line
+ * (found in text, the file's contents) and the key. Returns 0, or -1 with
+ * err set (JR_ECONFIG). [-0, +0, -] */
+int jr_keys_read(jr_config *c, lua_State *L, const char *file,
+                 const char *text, jr_err *err);
+
+#endif

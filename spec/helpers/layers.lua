@@ -1,0 +1,315 @@
+-- layers.lua - the layer rules of the C tree as a function over a tree
+-- (spec/layers_spec.lua runs it on the repository and on a broken copy).
+-- It reads every .c and .h under runtime/ and backends/: the includes, and
+-- the calls between files (which exported jr_* function each file names,
+-- the function's folder found from its definition, "jr_x(" at the start of
+-- a line as the style puts it). check(root) returns one line per
+-- violation, "file:line: what", sorted:
+--   - backend.h included outside db/, client/, cli/ and http/apidb.c;
+--   - master/master_int.h included outside master/ and services/;
+--   - Lua (lua.h, lauxlib.h, lualib.h) included in base/ or backends/;
+--   - folders that include or call each other in a circle: each edge of a
+--     cycle that goes up the layers (ORDER below), with every file and
+--     line that makes it
+--     (services/ counts as part of master/, backends/*/ as backends/:
+--     see unit below).
+local lfs = require "lfs"
+
+local M = {}
+
+-- The folders scanned, as paths from the root: runtime/X and backends/
+-- with backends/X below it.
+local function folders(root)
+  local out = {}
+  for _, top in ipairs({ "runtime", "backends" }) do
+    if lfs.attributes(root .. "/" .. top, "mode") == "directory" then
+      if top == "backends" then out[#out + 1] = top end
+      for e in lfs.dir(root .. "/" .. top) do
+        local p = top .. "/" .. e
+        if e:sub(1, 1) ~= "." and
+           lfs.attributes(root .. "/" .. p, "mode") == "directory" then
+          out[#out + 1] = p
+        end
+      end
+    end
+  end
+  table.sort(out)
+  return out
+end
+
+-- Every .c and .h file: { path, folder, lines }.
+local function files(root)
+  local out = {}
+  for _, dir in ipairs(folders(root)) do
+    local names = {}
+    for e in lfs.dir(root .. "/" .. dir) do
+      if e:match("%.[ch]$") then names[#names + 1] = e end
+    end
+    table.sort(names)
+    for _, e in ipairs(names) do
+      local lines = {}
+      for line in io.lines(root .. "/" .. dir .. "/" .. e) do
+        lines[#lines + 1] = line
+      end
+      out[#out + 1] = { path = dir .. "/" .. e, folder = dir, lines = lines }
+    end
+  end
+  return out
+end
+
+-- The text of a line without its comments and string literals (state
+-- carries an open /* */ across lines). Returns code, still in a comment.
+local function strip(line, in_comment)
+  local out, i = {}, 1
+  while i <= #line do
+    if in_comment then
+      local e = line:find("*/", i, true)
+      if not e then return table.concat(out), true end
+      in_comment, i = false, e + 2
+    else
+      local c = line:sub(i, i)
+      if line:sub(i, i + 1) == "/*" then
+        in_comment, i = true, i + 2
+      elseif line:sub(i, i + 1) == "//" then
+        break
+      elseif c == '"' or c == "'" then
+        local j = i + 1
+        while j <= #line and line:sub(j, j) ~= c do
+          j = j + (line:sub(j, j) == "\\" and 2 or 1)
+        end
+        out[#out + 1] = " "
+        i = j + 1
+      else
+        out[#out + 1] = c
+        i = i + 1
+      end
+    end
+  end
+  return table.concat(out), in_comment
+end
+
+-- Where an include "name" of file f leads: its own folder first, then
+-- runtime/ and backends/ (-Iruntime -Ibackends). nil: not in the tree.
+local function resolve(root, f, name)
+  for _, base in ipairs({ f.folder, "runtime", "backends" }) do
+    local p = base .. "/" .. name
+    if lfs.attributes(root .. "/" .. p, "mode") == "file" then return p end
+  end
+  return nil
+end
+
+-- The unit of the cycle rule a folder belongs to: each folder is its own,
+-- but services/ sits with master/ (services are the master's, and see its
+-- internals through master_int.h while master.c lists them) and every
+-- engine's folder with backends/ (backend.c names their ops tables).
+local function unit(folder)
+  if folder == "runtime/services" then return "runtime/master" end
+  return (folder:gsub("^backends/.*", "backends"))
+end
+
+local function folder_of(path)
+  return unit(path:match("^(.*)/[^/]*$"))
+end
+
+local LUA_HEADERS = { ["lua.h"] = true, ["lauxlib.h"] = true,
+                      ["lualib.h"] = true }
+
+-- The include rules for one include of file f at line n.
+local function include_rules(f, n, name, target, bad)
+  local at = f.path .. ":" .. n .. ": "
+  local top = f.folder:match("^[^/]+/?[^/]*")
+  if target == "backends/backend.h" and f.folder ~= "backends" and
+     not f.folder:match("^backends/") and
+     f.folder ~= "runtime/db" and f.folder ~= "runtime/client" and
+     f.folder ~= "runtime/cli" and f.path ~= "runtime/http/apidb.c" then
+    bad[#bad + 1] = at .. "includes backend.h (storage is reached from db/, " ..
+                    "client/, cli/ and http/apidb.c only)"
+  end
+  if target == "runtime/master/master_int.h" and
+     f.folder ~= "runtime/master" and f.folder ~= "runtime/services" then
+    bad[#bad + 1] = at .. "includes master/master_int.h (master/ and " ..
+                    "services/ only)"
+  end
+  if LUA_HEADERS[name] and (top == "runtime/base" or
+                            f.folder:match("^backends")) then
+    bad[#bad + 1] = at .. "includes " .. name .. " (base/ and backends/ " ..
+                    "use no Lua)"
+  end
+end
+
+-- Which folder defines each exported function: "jr_x(" at the start of a
+-- line (the return type stands on the line above). A name defined in
+-- more than one folder is left out.
+local function definitions(all)
+  local def = {}
+  for _, f in ipairs(all) do
+    for _, line in ipairs(f.lines) do
+      local name = line:match("^(jr_[%w_]+)%(")
+      if name then
+        if def[name] == nil or def[name] == unit(f.folder) then
+          def[name] = unit(f.folder)
+        else
+          def[name] = false
+        end
+      end
+    end
+  end
+  return def
+end
+
+-- The folder graph: edges[a][b] = list of "file:line (why)" from a to b.
+local function graph(root, all, bad)
+  local def, edges = definitions(all), {}
+  local function edge(f, n, to, why)
+    local from = unit(f.folder)
+    if not to or to == from then return end
+    edges[from] = edges[from] or {}
+    local list = edges[from][to] or {}
+    edges[from][to] = list
+    list[#list + 1] = f.path .. ":" .. n .. " " .. why
+  end
+  for _, f in ipairs(all) do
+    local in_comment = false
+    for n, line in ipairs(f.lines) do
+      local quoted = line:match('^%s*#%s*include%s*"([^"]+)"')
+      local angled = line:match("^%s*#%s*include%s*<([^>]+)>")
+      if quoted then
+        local target = resolve(root, f, quoted)
+        include_rules(f, n, quoted, target, bad)
+        if target then
+          edge(f, n, folder_of(target), 'includes "' .. quoted .. '"')
+        end
+      elseif angled then
+        include_rules(f, n, angled, nil, bad)
+      else
+        local code
+        code, in_comment = strip(line, in_comment)
+        if not line:match("^jr_[%w_]+%(") then
+          for name in code:gmatch("[%w_]+") do
+            if name:match("^jr_") and def[name] then
+              edge(f, n, def[name], "calls " .. name)
+            end
+          end
+        end
+      end
+    end
+  end
+  return edges
+end
+
+-- The strongly connected components of the graph with more than one
+-- folder (Tarjan's algorithm).
+local function cycles(nodes, edges)
+  local index, low, on, stack, out, next_index = {}, {}, {}, {}, {}, 0
+  local function visit(v)
+    index[v], low[v], next_index = next_index, next_index, next_index + 1
+    stack[#stack + 1], on[v] = v, true
+    local outs = {}
+    for w in pairs(edges[v] or {}) do outs[#outs + 1] = w end
+    table.sort(outs)
+    for _, w in ipairs(outs) do
+      if index[w] == nil then
+        visit(w)
+        low[v] = math.min(low[v], low[w])
+      elseif on[w] then
+        low[v] = math.min(low[v], index[w])
+      end
+    end
+    if low[v] == index[v] then
+      local comp = {}
+      repeat
+        local w = table.remove(stack)
+        on[w] = nil
+        comp[#comp + 1] = w
+      until w == v
+      if #comp > 1 then
+        table.sort(comp)
+        out[#out + 1] = comp
+      end
+    end
+  end
+  for _, v in ipairs(nodes) do
+    if index[v] == nil then visit(v) end
+  end
+  return out
+end
+
+local function short(folder)
+  if folder == "runtime/master" then return "master/+services/" end
+  return (folder:gsub("^runtime/", "")) .. "/"
+end
+
+-- The layers from the bottom up: a folder uses only those below it. Every
+-- cycle has an edge that goes up this list, and each edge between two
+-- folders of one cycle lies on a cycle; so the edges up are the ones to
+-- name. http/ sits below master/: the master starts the server and hands
+-- it a host interface, the server never reaches into the master.
+local ORDER = { "runtime/base", "backends", "runtime/lua", "runtime/config",
+                "runtime/worker", "runtime/db", "runtime/http",
+                "runtime/master", "runtime/client", "runtime/cli" }
+local RANK = {}
+for i, v in ipairs(ORDER) do RANK[v] = i end
+
+-- Whether the edge a -> b of a cycle is to be named: it goes up the
+-- layers, or the cycle has a folder outside ORDER (then every edge is).
+local function named(comp, a, b)
+  for _, v in ipairs(comp) do
+    if not RANK[v] then return true end
+  end
+  return RANK[a] < RANK[b]
+end
+
+-- Each edge of a cycle that goes up the layers, with every place that
+-- makes it.
+local function cycle_rules(comps, edges, bad)
+  for _, comp in ipairs(comps) do
+    local names, member = {}, {}
+    for _, v in ipairs(comp) do
+      names[#names + 1] = short(v)
+      member[v] = true
+    end
+    local what = "folders in a cycle (" .. table.concat(names, " ") .. "): "
+    for _, a in ipairs(comp) do
+      for b, list in pairs(edges[a] or {}) do
+        if member[b] and named(comp, a, b) then
+          for _, where in ipairs(list) do
+            local file_line, why = where:match("^(%S+) (.*)$")
+            bad[#bad + 1] = file_line .. ": " .. what .. short(a) ..
+                            " -> " .. short(b) .. ": " .. why
+          end
+        end
+      end
+    end
+  end
+end
+
+-- Returns the violations of the tree at root, sorted, one per line
+-- ("file:line: what"); an empty list when it keeps every rule.
+function M.check(root)
+  local bad, all = {}, files(root)
+  local edges = graph(root, all, bad)
+  local nodes = {}
+  for _, f in ipairs(all) do
+    local u = unit(f.folder)
+    if not nodes[u] then
+      nodes[u] = true
+      nodes[#nodes + 1] = u
+    end
+  end
+  cycle_rules(cycles(nodes, edges), edges, bad)
+  table.sort(bad)
+  return bad
+end
+
+-- The folder graph itself, for a reader: "a/ -> b/" lines, sorted.
+function M.edges(root)
+  local bad, lines = {}, {}
+  local edges = graph(root, files(root), bad)
+  for a, to in pairs(edges) do
+    for b in pairs(to) do lines[#lines + 1] = short(a) .. " -> " .. short(b) end
+  end
+  table.sort(lines)
+  return lines
+end
+
+return M

@@ -1,0 +1,138 @@
+-- layers_spec.lua - the folders are the layers, and this spec keeps them
+-- so (DESIGN "Layer rules"): storage (backend.h) is reached from db/,
+-- client/, cli/ and the HTTP database reader (http/apidb.c) only; the
+-- master's internals (master/master_int.h) from master/ and services/
+-- only; base/ and backends/ include no Lua; and no two folders include
+-- or call each other in a circle. The rules are spec/helpers/layers.lua's
+-- check(root); it runs here on the repository, and on small trees built
+-- in a temp dir, one breaking each rule, to show that it fails on them.
+local lfs = require "lfs"
+local layers = require "layers"
+
+-- A temp tree of files: files maps a path to its text.
+local function tree(files)
+  local root = os.tmpname()
+  os.remove(root)
+  assert(lfs.mkdir(root))
+  for path, text in pairs(files) do
+    local dir = root
+    for part in path:gmatch("([^/]+)/") do
+      dir = dir .. "/" .. part
+      lfs.mkdir(dir)
+    end
+    local f = assert(io.open(root .. "/" .. path, "w"))
+    f:write(text)
+    f:close()
+  end
+  return root
+end
+
+local function remove(path)
+  if lfs.attributes(path, "mode") == "directory" then
+    for e in lfs.dir(path) do
+      if e ~= "." and e ~= ".." then remove(path .. "/" .. e) end
+    end
+  end
+  os.remove(path)
+end
+
+-- A tree that keeps every rule: each layer uses the one below, services
+-- see the master's internals and the master lists the services.
+local GOOD = {
+  ["backends/backend.h"] = "int jr_db_open(void);\n",
+  ["backends/backend.c"] = '#include "backend.h"\n#include "base/err.h"\n' ..
+    "int\njr_db_open(void)\n{\n    return jr_err_x();\n}\n",
+  ["backends/sqlite/sqlite.c"] = '#include "backend.h"\n' ..
+    "int\njr_sqlite_open(void)\n{\n    return jr_db_open();\n}\n",
+  ["runtime/base/err.h"] = "int jr_err_x(void);\n",
+  ["runtime/base/err.c"] = '#include "base/err.h"\n' ..
+    "int\njr_err_x(void)\n{\n    return 0;\n}\n",
+  ["runtime/lua/script.c"] = "#include <lua.h>\n#include \"base/err.h\"\n",
+  ["runtime/master/master_int.h"] = "int jr_master_kick(void);\n",
+  ["runtime/master/master.c"] = '#include "master/master_int.h"\n' ..
+    '#include "services/cancel.h"\n' ..
+    "int\njr_master_kick(void)\n{\n    return jr_cancel_tick();\n}\n",
+  ["runtime/services/cancel.h"] = "int jr_cancel_tick(void);\n",
+  ["runtime/services/cancel.c"] = '#include "master/master_int.h"\n' ..
+    "int\njr_cancel_tick(void)\n{\n    return jr_master_kick();\n}\n",
+  ["runtime/db/dbthread.c"] = '#include "backend.h"\n',
+  ["runtime/http/apidb.c"] = '#include "backend.h"\n',
+  ["runtime/client/client.c"] = '#include "backend.h"\n',
+  ["runtime/cli/main.c"] = '#include "backend.h"\n' ..
+    "/* jr_master_kick() in a comment is no call */\n" ..
+    'static const char *s = "jr_master_kick()";\n',
+}
+
+local function with(over)
+  local files = {}
+  for k, v in pairs(GOOD) do files[k] = v end
+  for k, v in pairs(over) do files[k] = v end
+  return files
+end
+
+describe("layers:", function()
+  it("the repository keeps the layer rules", function()
+    local bad = layers.check(".")
+    assert(#bad == 0, #bad .. " violations of the layer rules:\n" ..
+                      table.concat(bad, "\n"))
+  end)
+
+  it("passes a tree that keeps them", function()
+    local root = tree(GOOD)
+    finally(function() remove(root) end)
+    assert.same({}, layers.check(root))
+  end)
+
+  it("fails a tree with forbidden includes, naming file and line", function()
+    local root = tree(with({
+      ["runtime/http/api.c"] = '#include "base/err.h"\n' ..
+        '#include "backend.h"\n#include "master/master_int.h"\n',
+      ["runtime/base/log.c"] = "#include <stdio.h>\n#include <lauxlib.h>\n",
+      ["backends/sqlite/conn.c"] = "#include <lua.h>\n",
+    }))
+    finally(function() remove(root) end)
+    assert.same({
+      "backends/sqlite/conn.c:1: includes lua.h (base/ and backends/ use " ..
+        "no Lua)",
+      "runtime/base/log.c:2: includes lauxlib.h (base/ and backends/ use " ..
+        "no Lua)",
+      "runtime/http/api.c:2: includes backend.h (storage is reached from " ..
+        "db/, client/, cli/ and http/apidb.c only)",
+      "runtime/http/api.c:3: includes master/master_int.h (master/ and " ..
+        "services/ only)",
+    }, layers.check(root))
+  end)
+
+  it("fails a tree of unknown folders in a circle, naming every edge",
+     function()
+    local root = tree(with({
+      ["runtime/aa/a.c"] = '#include "bb/b.h"\n',
+      ["runtime/bb/b.h"] = "int jr_b(void);\n",
+      ["runtime/bb/b.c"] = '#include "aa/a.h"\n',
+      ["runtime/aa/a.h"] = "int jr_a(void);\n",
+    }))
+    finally(function() remove(root) end)
+    assert.same({
+      "runtime/aa/a.c:1: folders in a cycle (aa/ bb/): aa/ -> bb/: " ..
+        'includes "bb/b.h"',
+      "runtime/bb/b.c:1: folders in a cycle (aa/ bb/): bb/ -> aa/: " ..
+        'includes "aa/a.h"',
+    }, layers.check(root))
+  end)
+
+  it("fails a tree whose folders call each other in a circle", function()
+    local root = tree(with({
+      ["runtime/config/config.h"] = "int jr_config_load(void);\n",
+      ["runtime/config/config.c"] = '#include "lua/script.h"\n' ..
+        "int\njr_config_load(void)\n{\n    return jr_script_run();\n}\n",
+      ["runtime/lua/script.h"] = "int jr_script_run(void);\n",
+      ["runtime/lua/script.c"] = "#include <lua.h>\n" ..
+        "int\njr_script_run(void)\n{\n    return jr_config_load();\n}\n",
+    }))
+    finally(function() remove(root) end)
+    assert.same({      -- config/ is above lua/: the call up is named
+      "runtime/lua/script.c:5: folders in a cycle (config/ lua/): " ..
+        "lua/ -> config/: calls jr_config_load",
+    }, layers.check(root))
+  end)
+end)
