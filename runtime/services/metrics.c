@@ -333,18 +333,15 @@ jr_metrics_write(const jr_httphost *host, jr_buf *b)
 {
     jr_metrics *x = host->metrics;
     jr_httpgauges g;
-    int busy, active;
 
     host->gauges(host->runner, &g);
-    busy = g.busy;
-    active = g.active;
 
     write_jobs(x, b);
     head(b, "jobrunner_workers", "gauge", "Worker processes of this runner "
          "by state.");
     jr_api_printf(b, "jobrunner_workers{state=\"busy\"} %d\n"
-                  "jobrunner_workers{state=\"idle\"} %d\n", busy,
-                  active > busy ? active - busy : 0);
+                  "jobrunner_workers{state=\"idle\"} %d\n", g.busy,
+                  g.active > g.busy ? g.active - g.busy : 0);
     head(b, "jobrunner_workers_target", "gauge", "Workers wanted now.");
     jr_api_printf(b, "jobrunner_workers_target %d\n", g.target);
     head(b, "jobrunner_workers_min", "gauge", "concurrency.min");
