@@ -1,9 +1,9 @@
 /* api.c - the JSON API under /api/, in the loop: parses the path, the
  * query and the JSON body, checks them (400 with the reason), and sends
- * database work to the database thread (jr_http_ask). What the master
- * knows itself (workers, throughput) it answers at once. Routes are a
- * table, documented route by route in the README. Uses http.h, api.h,
- * master_int.h, metrics.h, job.h. */
+ * database work to the database thread (jr_http_ask). What the runner
+ * knows itself (workers, throughput) it answers at once, through its host
+ * (host.h). Routes are a table, documented route by route in the README.
+ * Uses http.h, host.h, api.h, metrics.h, job.h. */
 #define _GNU_SOURCE
 #include <ctype.h>
 #include <errno.h>
@@ -19,9 +19,7 @@
 
 #include "http/http.h"
 #include "base/job.h"
-#include "master/master_int.h"
 #include "services/metrics.h"
-#include "services/unhandled.h"
 
 /* --- a JSON body: one object with the keys ids, all, older_than ---- */
 
@@ -178,7 +176,8 @@ parse_body(struct evhttp_request *req, body *b, jr_apireq *q)
 /* --- routes ---------------------------------------------------------- */
 
 typedef struct call {           /* one request being routed */
-    master                 *m;
+    jr_http                *h;
+    const jr_httphost      *host;
     struct evhttp_request  *req;
     const char             *path;
     const char             *query;
@@ -200,7 +199,7 @@ new_req(call *c, int kind)
 static void
 ask(call *c, jr_apireq *q)
 {
-    jr_http_ask(c->m, c->req, q);
+    jr_http_ask(c->h, c->req, q);
 }
 
 static int
@@ -404,41 +403,51 @@ r_queue(call *c, int kind)
 static void r_pause(call *c) { r_queue(c, JR_API_PAUSE); }
 static void r_resume(call *c) { r_queue(c, JR_API_RESUME); }
 
-/* The master's own view: workers, their jobs, the generation. */
+typedef struct listing {        /* /api/runner's "running" list */
+    jr_buf     *b;
+    int         n;              /* jobs in it so far */
+} listing;
+
+/* One job of the "running" list (arg: the listing). */
+static void
+put_running(void *arg, const jr_httprun *r)
+{
+    listing *l = arg;
+    jr_buf *b = l->b;
+
+    jr_api_printf(b, "%s{\"id\":%lld,\"name\":", l->n++ ? "," : "",
+                  (long long)r->id);
+    jr_api_str(b, r->name);
+    jr_buf_put(b, ",\"queue\":", 9);
+    jr_api_str(b, r->queue);
+    jr_api_printf(b, ",\"attempt\":%d,\"worker\":%d,\"pid\":%d,"
+                  "\"generation\":", r->attempt, r->worker, r->pid);
+    jr_api_str(b, r->generation);
+    jr_api_printf(b, ",\"seconds\":%.3f}", r->seconds);
+}
+
+/* The runner's own view: workers, their jobs, the generation. */
 static void
 r_runner(call *c)
 {
-    master *m = c->m;
+    const jr_httphost *host = c->host;
+    jr_httpgauges g;
     jr_buf b = {0};
-    double now = jr_mono();
-    int n = 0;
+    listing l = {&b, 0};
 
+    host->gauges(host->runner, &g);
     jr_api_printf(&b, "{\"pid\":%d,\"workers\":{\"busy\":%d,\"total\":%d,"
                   "\"target\":%d,\"min\":%d,\"max\":%d},\"generation\":",
-                  (int)getpid(), jr_pool_busy(m), jr_pool_active(m),
-                  m->target, m->cfg->conc_min, m->cfg->conc_max);
-    jr_api_str(&b, m->gen ? m->gen->hash : NULL);
+                  (int)getpid(), g.busy, g.active, g.target, g.min, g.max);
+    jr_api_str(&b, g.generation);
     jr_api_printf(&b, ",\"done\":%ld,\"failed\":%ld,\"dead\":%ld,"
                   "\"cancelled\":%ld,\"local_queue\":%zu,\"stopping\":%s,"
-                  "\"running\":[", m->done, m->failed, m->dead,
-                  m->cancelled, m->qlen, m->stopping ? "true" : "false");
-    for (wk *w = m->workers; w; w = w->next) {
-        if (w->njobs == 0 || w->started == 0)
-            continue;
-        jr_api_printf(&b, "%s{\"id\":%lld,\"name\":", n++ ? "," : "",
-                      (long long)w->jobs[0]->id);
-        jr_api_str(&b, w->jobs[0]->name);
-        jr_buf_put(&b, ",\"queue\":", 9);
-        jr_api_str(&b, w->jobs[0]->queue);
-        jr_api_printf(&b, ",\"attempt\":%d,\"worker\":%d,\"pid\":%d,"
-                      "\"generation\":", w->jobs[0]->attempt, w->id,
-                      (int)w->pid);
-        jr_api_str(&b, w->gen ? w->gen->hash : NULL);
-        jr_api_printf(&b, ",\"seconds\":%.3f}", now - w->started);
-    }
+                  "\"running\":[", g.done, g.failed, g.dead, g.cancelled,
+                  g.local, g.stopping ? "true" : "false");
+    host->running(host->runner, put_running, &l);
     jr_buf_put(&b, "],\"throughput\":", 15);
-    jr_metrics_throughput(m->metrics, &b);
-    jr_unhandled_json(m, &b);
+    jr_metrics_throughput(host->metrics, &b);
+    host->unhandled_json(host->runner, &b);
     jr_buf_put(&b, "}", 1);
     jr_http_reply(c->req, 200, "application/json", b.p, b.len);
     jr_buf_free(&b);
@@ -537,10 +546,11 @@ unescape(char *s)
 }
 
 void
-jr_api_handle(master *m, struct evhttp_request *req, const char *path,
+jr_api_handle(jr_http *h, const jr_httphost *host,
+              struct evhttp_request *req, const char *path,
               const char *query, int post)
 {
-    call c = {m, req, path, query, ""};
+    call c = {h, host, req, path, query, ""};
     const route *r = find(path, c.arg, sizeof c.arg);
     char raw[sizeof c.arg];
 

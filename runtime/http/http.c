@@ -1,12 +1,13 @@
 /* http.c - the HTTP server: listening (address, loopback and token
- * rules), routing, the token and cross-site checks, static files, and the
- * answers that come back from the database thread. /metrics is the
- * master's counters (metrics.c) plus the database's gauges, read at most
+ * rules), routing (the token and cross-site checks are auth.c's), static
+ * files, and the answers that come back from the database thread.
+ * /metrics is the runner's counters (metrics.c) plus the database's
+ * gauges, read at most
  * every 5 s whatever the scrape rate (less often when a read is slow).
  * The reads (gauges, lists, a job) run on a connection and thread of their
  * own, so that a scan of the jobs table never waits in front of a claim;
- * writes go through the runner's database thread. Uses http.h,
- * master_int.h, metrics.h, api.h, log.h; libevent's evhttp. */
+ * writes go through the runner's database thread. Uses http.h, host.h,
+ * auth.h, httpconn.h, metrics.h, api.h, log.h; libevent's evhttp. */
 #define _GNU_SOURCE
 #include <arpa/inet.h>
 #include <errno.h>
@@ -24,10 +25,10 @@
 #include <event2/http.h>
 #include <event2/keyvalq_struct.h>
 
+#include "http/auth.h"
 #include "http/http.h"
 #include "http/httpconn.h"
 #include "base/log.h"
-#include "master/master_int.h"
 #include "services/metrics.h"
 
 #define GAUGES_MAX_AGE 5.0      /* seconds the database gauges are kept, */
@@ -45,12 +46,10 @@ typedef struct awaited {
 } awaited;
 
 struct jr_http {
-    master             *m;
+    jr_httphost         host;           /* the runner it serves */
     struct evhttp      *http;
     jr_httpconn        *conns;          /* its connections */
-    const char         *token;          /* "" when none */
-    char                host[64];       /* the listen address's host, and */
-    int                 port;           /* its port, for Host checks */
+    jr_auth             auth;           /* token, host and port */
     awaited            *waiting;        /* answers still to come */
     jr_buf              gauges;         /* the last database gauges */
     double              gauges_at;      /* mono time read; 0: never */
@@ -201,18 +200,18 @@ thread_for(jr_http *h, int kind)
             return h->rdt;
         break;
     }
-    return h->m->dbt;
+    return h->host.dbt;
 }
 
 void
-jr_http_ask(master *m, struct evhttp_request *req, jr_apireq *q)
+jr_http_ask(jr_http *h, struct evhttp_request *req, jr_apireq *q)
 {
-    awaited *p = add_pending(m->http, ASK, req, q);
+    awaited *p = add_pending(h, ASK, req, q);
 
-    if (p == NULL || jr_dbthread_request(thread_for(m->http, q->kind),
+    if (p == NULL || jr_dbthread_request(thread_for(h, q->kind),
                                          run_pending, answered, p) < 0) {
         if (p != NULL) {
-            unlink_pending(m->http, p);
+            unlink_pending(h, p);
             p->q = NULL;
             free(p);
         }
@@ -228,7 +227,7 @@ scrape_reply(jr_http *h, struct evhttp_request *req)
 {
     jr_buf b = {0};
 
-    jr_metrics_write(h->m, &b);
+    jr_metrics_write(&h->host, &b);
     jr_api_printf(&b, "# HELP jobrunner_http_connections HTTP connections "
                   "open now (this scrape's included).\n# TYPE "
                   "jobrunner_http_connections gauge\n"
@@ -282,124 +281,6 @@ scrape(jr_http *h, struct evhttp_request *req)
     h->asked_at = jr_mono();
 }
 
-/* Compares without an early exit, so that timing tells nothing. */
-static int
-same_secret(const char *a, const char *b)
-{
-    size_t n = strlen(a), m = strlen(b), i;
-    unsigned char d = n != m;
-
-    for (i = 0; i < n; i++)
-        d |= (unsigned char)(a[i] ^ b[i < m ? i : 0]);
-    return d == 0 && m > 0;
-}
-
-/* 1 when the request carries the token as Authorization: Bearer. */
-static int
-has_token(jr_http *h, struct evhttp_request *req)
-{
-    const char *v = evhttp_find_header(evhttp_request_get_input_headers(req),
-                                       "Authorization");
-
-    if (v == NULL || strncasecmp(v, "Bearer ", 7) != 0)
-        return 0;
-    return same_secret(v + 7, h->token);
-}
-
-/* A write must not come from another site's page: a browser sends Origin
- * with a cross-site POST; it must be this server's own. The JSON content
- * type and the Authorization header already need a CORS preflight, which
- * this server never grants. Returns the refusal, or NULL. */
-static const char *
-cross_site(struct evhttp_request *req)
-{
-    struct evkeyvalq *in = evhttp_request_get_input_headers(req);
-    const char *origin = evhttp_find_header(in, "Origin");
-    const char *host = evhttp_find_header(in, "Host");
-    const char *type = evhttp_find_header(in, "Content-Type");
-    const char *rest;
-
-    if (type == NULL || strncasecmp(type, "application/json", 16) != 0 ||
-        (type[16] != '\0' && type[16] != ';'))
-        return "a write needs Content-Type: application/json";
-    if (origin == NULL)
-        return NULL;
-    if (strncmp(origin, "http://", 7) == 0)
-        rest = origin + 7;
-    else if (strncmp(origin, "https://", 8) == 0)
-        rest = origin + 8;
-    else
-        return "cross-site request refused (Origin does not match Host)";
-    if (host == NULL || strcmp(rest, host) != 0)
-        return "cross-site request refused (Origin does not match Host)";
-    return NULL;
-}
-
-/* 1 when host (a Host header) is name[:port]; the port may be left out
- * when it is 80. */
-static int
-host_is(const char *host, const char *name, int port)
-{
-    size_t n = strlen(name);
-
-    if (strncasecmp(host, name, n) != 0)
-        return 0;
-    if (host[n] == '\0')
-        return port == 80;
-    return host[n] == ':' && atoi(host + n + 1) == port &&
-           strspn(host + n + 1, "0123456789") == strlen(host + n + 1);
-}
-
-/* Without a token, a web page whose name was made to resolve to this
- * machine (DNS rebinding) could read everything: only the names of this
- * server are accepted as Host. Replies 403 and returns -1 otherwise. */
-static int
-check_host(jr_http *h, struct evhttp_request *req)
-{
-    const char *host = evhttp_find_header(evhttp_request_get_input_headers(
-                                          req), "Host");
-    static const char *const names[] = {"localhost", "127.0.0.1", "[::1]"};
-    size_t i;
-
-    if (h->token[0] || (host != NULL && host_is(host, h->host, h->port)))
-        return 0;
-    for (i = 0; host != NULL && i < sizeof names / sizeof names[0]; i++)
-        if (host_is(host, names[i], h->port))
-            return 0;
-    jr_http_error(req, 403, "Host '%.100s' is not this server: without "
-                  "http.token only localhost, 127.0.0.1, [::1] or %s, with "
-                  "port %d, are served", host ? host : "", h->host, h->port);
-    return -1;
-}
-
-/* Runs the checks of a request under /api/ or /metrics; replies and
- * returns -1 when one fails. */
-static int
-check(jr_http *h, struct evhttp_request *req, const char *path, int post)
-{
-    const char *why;
-
-    if (h->token[0] && !has_token(h, req)) {
-        evhttp_add_header(evhttp_request_get_output_headers(req),
-                          "WWW-Authenticate", "Bearer realm=\"jobrunner\"");
-        jr_http_error(req, 401, "this needs the token: Authorization: Bearer "
-                      "<http.token>");
-        return -1;
-    }
-    if (!post)
-        return 0;
-    if (!h->token[0]) {
-        jr_http_error(req, 403, "write actions are off: set http.token in "
-                      "the config to allow %s", path);
-        return -1;
-    }
-    if ((why = cross_site(req)) != NULL) {
-        jr_http_error(req, 403, "%s", why);
-        return -1;
-    }
-    return 0;
-}
-
 /* 405 for a method path does not take: write is 1 for a POST route. */
 static void
 not_allowed(struct evhttp_request *req, const char *path, int write)
@@ -419,8 +300,8 @@ route_api(jr_http *h, struct evhttp_request *req, const char *path,
         jr_http_error(req, 404, "no such API route: %.200s", path);
     else if ((!post && !read) || post != write)
         not_allowed(req, path, write);
-    else if (check(h, req, path, post) == 0)
-        jr_api_handle(h->m, req, path + 5, query, post);
+    else if (jr_auth_check(&h->auth, req, path, post) == 0)
+        jr_api_handle(h, &h->host, req, path + 5, query, post);
 }
 
 static void
@@ -437,14 +318,14 @@ route(struct evhttp_request *req, void *arg)
     jr_httpconn_busy(h->conns, req);
     if (path == NULL || path[0] != '/') {
         jr_http_error(req, 400, "bad request path");
-    } else if (check_host(h, req) < 0) {
+    } else if (jr_auth_host(&h->auth, req) < 0) {
         return;
     } else if (strncmp(path, "/api/", 5) == 0) {
         route_api(h, req, path, evhttp_uri_get_query(uri), post, read);
     } else if (!read) {
         not_allowed(req, path, 0);
     } else if (strcmp(path, "/metrics") == 0) {
-        if (check(h, req, path, 0) == 0)
+        if (jr_auth_check(&h->auth, req, path, 0) == 0)
             scrape(h, req);
     } else if ((f = jr_dash_find(path)) != NULL) {
         jr_http_reply(req, 200, f->type, f->data, f->len);
@@ -555,11 +436,10 @@ open_listener(const char *addr, int token, int *port, jr_err *err)
 static void
 open_reader(jr_http *h)
 {
-    master *m = h->m;
     jr_err e = {0};
 
-    if ((h->rdt = jr_dbthread_side(m->cfg, m->token, m->base, 0,
-                                   &h->rdb, &e)) == NULL)
+    if ((h->rdt = jr_dbthread_side(h->host.cfg, h->host.token,
+                                   h->host.base, 0, &h->rdb, &e)) == NULL)
         jr_log(JR_LOG_WARN, "http: no connection of its own (%s): its reads "
                "share the runner's", e.msg);
 }
@@ -588,11 +468,11 @@ max_conns(const jr_config *c)
 static int
 serve(jr_http *h, int fd, jr_err *err)
 {
-    const jr_config *c = h->m->cfg;
+    const jr_config *c = h->host.cfg;
     struct evhttp_bound_socket *bound;
     int max = max_conns(c);
 
-    if ((h->http = evhttp_new(h->m->base)) == NULL ||
+    if ((h->http = evhttp_new(h->host.base)) == NULL ||
         (bound = evhttp_accept_socket_with_handle(h->http, fd)) == NULL) {
         close(fd);
         return jr_fail(err, JR_ENOMEM, "http: cannot start the server");
@@ -619,43 +499,43 @@ serve(jr_http *h, int fd, jr_err *err)
 }
 
 int
-jr_http_start(master *m, jr_err *err)
+jr_http_start(const jr_httphost *host, jr_http **out, jr_err *err)
 {
-    const jr_config *c = m->cfg;
+    const jr_config *c = host->cfg;
     jr_http *h;
     int fd, port = 0;
 
+    *out = NULL;
     if (c->http_listen == NULL)
         return 0;
     if ((fd = open_listener(c->http_listen, c->http_token != NULL, &port,
                             err)) < 0)
         return -1;
-    if ((h = calloc(1, sizeof *h)) == NULL ||
-        (m->metrics = jr_metrics_new()) == NULL) {
+    if ((h = calloc(1, sizeof *h)) == NULL) {
         close(fd);
-        free(h);
         return jr_fail(err, JR_ENOMEM, "http: cannot start the server");
     }
-    h->m = m;
+    h->host = *host;
     if (serve(h, fd, err) < 0) {
         if (h->http != NULL)
             evhttp_free(h->http);
         free(h);
         return -1;
     }
-    h->token = c->http_token ? c->http_token : "";  /* the config outlives h */
-    h->port = port;
-    snprintf(h->host, sizeof h->host, "%.*s", (int)(strrchr(c->http_listen,
-             ':') - c->http_listen), c->http_listen);
-    m->http = h;
+    /* the config outlives h */
+    h->auth.token = c->http_token ? c->http_token : "";
+    h->auth.port = port;
+    snprintf(h->auth.host, sizeof h->auth.host, "%.*s",
+             (int)(strrchr(c->http_listen, ':') - c->http_listen),
+             c->http_listen);
+    *out = h;
     open_reader(h);
     return 0;
 }
 
 void
-jr_http_stop(master *m)
+jr_http_stop(jr_http *h)
 {
-    jr_http *h = m->http;
     awaited *p, *next;
 
     if (h == NULL)
@@ -675,5 +555,4 @@ jr_http_stop(master *m)
     evhttp_free(h->http);
     jr_buf_free(&h->gauges);
     free(h);
-    m->http = NULL;
 }

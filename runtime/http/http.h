@@ -2,13 +2,15 @@
  * libevent's evhttp on the master's loop serves /metrics, the dashboard
  * at / and the JSON API under /api/ (api.c). Every database read or
  * action goes to the database thread (jr_http_ask) and is answered when
- * it comes back; nothing here waits. Uses master_int.h, api.h. */
+ * it comes back; nothing here waits. What it knows of the runner comes
+ * through host.h. Uses host.h, api.h. */
 #ifndef JR_HTTP_H
 #define JR_HTTP_H
 
 #include <stddef.h>
 
 #include "http/api.h"
+#include "http/host.h"
 #include "base/err.h"
 
 #define JR_HTTP_BODY_MAX   65536   /* request bodies past this: 413 */
@@ -19,17 +21,17 @@
                                       may pause this long */
 /* the `http` settings' default and ranges are config.h's */
 
-struct master;
 struct evhttp_request;
 typedef struct jr_http jr_http;
 
-/* Starts serving cfg's http.listen (nothing when it is NULL) on m's loop.
- * Refuses an invalid address, one in use, and a non-loopback one without
- * a token. Returns 0, or -1 with err set. */
-int  jr_http_start(struct master *m, jr_err *err);
+/* Starts serving host's http.listen on host's loop; *out is the server,
+ * or NULL when http.listen is not set. host is copied; what it points to
+ * must outlive the server. Refuses an invalid address, one in use, and a
+ * non-loopback one without a token. Returns 0, or -1 with err set. */
+int  jr_http_start(const jr_httphost *host, jr_http **out, jr_err *err);
 /* Stops serving: open connections close, answers still to come from the
- * database are dropped. NULL server is a no-op. */
-void jr_http_stop(struct master *m);
+ * database are dropped. NULL is a no-op. */
+void jr_http_stop(jr_http *h);
 
 /* Replies to req with status and body (len bytes, borrowed) of type. */
 void jr_http_reply(struct evhttp_request *req, int status, const char *type,
@@ -39,12 +41,14 @@ void jr_http_error(struct evhttp_request *req, int status, const char *fmt,
                    ...) __attribute__((format(printf, 3, 4)));
 /* Sends q to the database thread; its answer (status and JSON body) goes
  * to req. Takes q (allocated with malloc). */
-void jr_http_ask(struct master *m, struct evhttp_request *req, jr_apireq *q);
+void jr_http_ask(jr_http *h, struct evhttp_request *req, jr_apireq *q);
 
-/* api.c: answers a request under /api/ (path without the prefix); post:
- * the method is POST and passed the write checks (token, origin, type). */
-void jr_api_handle(struct master *m, struct evhttp_request *req,
-                   const char *path, const char *query, int post);
+/* api.c: answers a request under /api/ (path without the prefix) of
+ * server h, whose runner is host; post: the method is POST and passed the
+ * write checks (token, origin, type). */
+void jr_api_handle(jr_http *h, const jr_httphost *host,
+                   struct evhttp_request *req, const char *path,
+                   const char *query, int post);
 /* 1 if path (under /api/) names a write action (POST only), 0 a read
  * (GET), -1 no route. */
 int  jr_api_is_write(const char *path);

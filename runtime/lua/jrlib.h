@@ -24,7 +24,7 @@ typedef struct jr_signal {
     char   reason[512];         /* discard reason */
 } jr_signal;
 
-/* The job a worker runs now. Visible: worker.c fills and drains it. */
+/* The job a worker runs now. Visible: worker/run.c fills and drains it. */
 typedef struct jr_jobctx {
     const jr_job *job;          /* NULL between jobs */
     jr_push      *pushes;       /* their strings live in mem[i] */
@@ -36,9 +36,9 @@ typedef struct jr_jobctx {
     size_t        max_payload;  /* bytes, 0: no limit */
     int           decided;      /* snooze or discard was called */
     jr_signal     decision;     /* the first of them: a pcall can't undo it */
-    int           cancelled;    /* its cancel arrived (worker.c sets it) */
+    int           cancelled;    /* its cancel arrived (run.c sets it) */
     /* Called by cancelled() before it answers, and by progress() after it
-     * stored a value (worker.c's: read the master's frames, send the
+     * stored a value (run.c's: read the master's frames, send the
      * progress if a second passed). arg is hook_arg. */
     void        (*on_cancelled)(void *arg);
     void        (*on_progress)(void *arg);

@@ -33,7 +33,7 @@
 #include "master/master_int.h"
 #include "master/notify.h"
 #include "url.h"
-#include "http/http.h"
+#include "master/httphost.h"
 #include "master/lane.h"
 #include "services/unhandled.h"
 #include "services/vacuum.h"
@@ -287,7 +287,7 @@ start(master *m, jr_err *err)
         return -1;
     make_token(m);
     if (make_loop(m, err) < 0 || start_db(m, err) < 0 ||
-        jr_http_start(m, err) < 0)
+        jr_httphost_start(m, err) < 0)
         return -1;
     m->notify = jr_notify_open(m->base);    /* READY=1: gen.c, on hello */
     if (jr_qstate_init(m) < 0 || jr_sched_init(m) < 0 ||
@@ -412,7 +412,7 @@ finish(master *m)
     jr_job *j;
     double until = jr_mono() + STOP_WAIT;
 
-    jr_http_stop(m);
+    jr_httphost_stop(m);
     jr_lane_stop(m);
     jr_vacuum_stop(m);
     stop_db_thread(m);
@@ -463,7 +463,7 @@ cleanup(master *m)
     for (k = 0; k < NSIGNALS; k++)
         if (m->ev_sig[k] != NULL)
             event_free(m->ev_sig[k]);
-    jr_http_stop(m);
+    jr_httphost_stop(m);
     jr_lane_stop(m);
     jr_vacuum_stop(m);
     jr_dbthread_free(m->dbt);

@@ -1,17 +1,18 @@
 /* metrics.c - the runner's own counters and histograms, kept as jobs pass
  * (events.c and claimq.c call in), written in the Prometheus text format
  * (version 0.0.4) for /metrics. Series are few (one per job name, queue
- * and outcome), kept in small arrays searched in order. Uses metrics.h,
- * master_int.h, api.h. */
+ * and outcome), kept in small arrays searched in order; the runner's
+ * gauges (workers, queues) come from the HTTP host when written. Uses
+ * metrics.h, host.h, api.h, job.h. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
 #include "http/api.h"
-#include "master/master_int.h"
+#include "http/host.h"
+#include "base/job.h"
 #include "services/metrics.h"
-#include "services/unhandled.h"
 
 #define MINUTES 60              /* throughput kept, by minute */
 
@@ -302,48 +303,56 @@ write_jobs(jr_metrics *x, jr_buf *b)
 }
 
 static void
-write_queues(master *m, jr_buf *b)
+queue_jobs(void *arg, const jr_httpqueue *q)
 {
-    int k;
+    jr_api_printf(arg, "jobrunner_runner_queue_jobs{queue=\"%s\",state="
+                  "\"running\"} %d\n", q->name, q->running);
+    jr_api_printf(arg, "jobrunner_runner_queue_jobs{queue=\"%s\",state="
+                  "\"local\"} %d\n", q->name, q->local);
+}
 
+static void
+queue_target(void *arg, const jr_httpqueue *q)
+{
+    if (q->capped)
+        jr_api_printf(arg, "jobrunner_runner_queue_target{queue=\"%s\"} "
+                      "%d\n", q->name, q->target);
+}
+
+static void
+write_queues(const jr_httphost *host, jr_buf *b)
+{
     head(b, "jobrunner_runner_queue_jobs", "gauge", "Jobs of a queue this "
          "runner holds, claimed (local) or running in a worker.");
-    for (k = 0; k < m->nqs; k++) {
-        jr_api_printf(b, "jobrunner_runner_queue_jobs{queue=\"%s\",state="
-                      "\"running\"} %d\n", m->qs[k].name, m->qs[k].running);
-        jr_api_printf(b, "jobrunner_runner_queue_jobs{queue=\"%s\",state="
-                      "\"local\"} %d\n", m->qs[k].name,
-                      m->qs[k].held - m->qs[k].running);
-    }
+    host->queues(host->runner, queue_jobs, b);
     head(b, "jobrunner_runner_queue_target", "gauge", "The cap on running "
          "jobs of a queue in this runner (queues in the config).");
-    for (k = 0; k < m->nqs; k++)
-        if (m->qs[k].capped)
-            jr_api_printf(b, "jobrunner_runner_queue_target{queue=\"%s\"} "
-                          "%d\n", m->qs[k].name, m->qs[k].target);
+    host->queues(host->runner, queue_target, b);
 }
 
 void
-jr_metrics_write(master *m, jr_buf *b)
+jr_metrics_write(const jr_httphost *host, jr_buf *b)
 {
-    jr_metrics *x = m->metrics;
-    int busy = jr_pool_busy(m), active = jr_pool_active(m);
+    jr_metrics *x = host->metrics;
+    jr_httpgauges g;
+
+    host->gauges(host->runner, &g);
 
     write_jobs(x, b);
     head(b, "jobrunner_workers", "gauge", "Worker processes of this runner "
          "by state.");
     jr_api_printf(b, "jobrunner_workers{state=\"busy\"} %d\n"
-                  "jobrunner_workers{state=\"idle\"} %d\n", busy,
-                  active > busy ? active - busy : 0);
+                  "jobrunner_workers{state=\"idle\"} %d\n", g.busy,
+                  g.active > g.busy ? g.active - g.busy : 0);
     head(b, "jobrunner_workers_target", "gauge", "Workers wanted now.");
-    jr_api_printf(b, "jobrunner_workers_target %d\n", m->target);
+    jr_api_printf(b, "jobrunner_workers_target %d\n", g.target);
     head(b, "jobrunner_workers_min", "gauge", "concurrency.min");
-    jr_api_printf(b, "jobrunner_workers_min %d\n", m->cfg->conc_min);
+    jr_api_printf(b, "jobrunner_workers_min %d\n", g.min);
     head(b, "jobrunner_workers_max", "gauge", "concurrency.max");
-    jr_api_printf(b, "jobrunner_workers_max %d\n", m->cfg->conc_max);
+    jr_api_printf(b, "jobrunner_workers_max %d\n", g.max);
     head(b, "jobrunner_local_queue_jobs", "gauge", "Jobs claimed by this "
          "runner, not yet handed to a worker.");
-    jr_api_printf(b, "jobrunner_local_queue_jobs %zu\n", m->qlen);
+    jr_api_printf(b, "jobrunner_local_queue_jobs %zu\n", g.local);
     head(b, "jobrunner_db_cycle_seconds", "histogram", "Database cycles "
          "(record results, claim, renew, rescue) of this runner.");
     write_histo(b, "jobrunner_db_cycle_seconds", NULL, x->cycle_n,
@@ -355,14 +364,14 @@ jr_metrics_write(master *m, jr_buf *b)
                   x->reloads_ok, x->reloads_failed);
     head(b, "jobrunner_generation_info", "gauge", "The generation of "
          "handler code new jobs go to (1).");
-    if (m->gen != NULL)
+    if (g.generation != NULL)
         jr_api_printf(b, "jobrunner_generation_info{generation=\"%s\","
-                      "id=\"%d\"} 1\n", m->gen->hash, m->gen->id);
+                      "id=\"%d\"} 1\n", g.generation, g.generation_id);
     head(b, "jobrunner_lease_rescues_total", "counter", "Jobs whose lease "
          "had expired that this runner put back in the queue.");
     jr_api_printf(b, "jobrunner_lease_rescues_total %ld\n", x->rescued);
-    write_queues(m, b);
-    jr_unhandled_metrics(m, b);
+    write_queues(host, b);
+    host->unhandled_metrics(host->runner, b);
     head(b, "jobrunner_start_time_seconds", "gauge", "When this runner "
          "started (epoch seconds).");
     jr_api_printf(b, "jobrunner_start_time_seconds %.3f\n", x->started);

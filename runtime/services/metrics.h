@@ -3,14 +3,14 @@
  * push-to-start latency by name (histograms), database cycle times,
  * reloads, lease rescues, and per-minute throughput over the last hour.
  * Nothing here queries the database: the database's gauges come from
- * apidb.c. Owns its series; uses master_int.h to read workers and queues
- * when it writes them out. */
+ * apidb.c. Owns its series; reads the runner's workers and queues
+ * through the HTTP host (host.h) when it writes them out. */
 #ifndef JR_METRICS_H
 #define JR_METRICS_H
 
 #include "base/util.h"
 
-struct master;
+struct jr_httphost;
 struct jr_job;
 struct jr_result;
 typedef struct jr_metrics jr_metrics;
@@ -26,10 +26,11 @@ void jr_metrics_cycle_begin(jr_metrics *x);     /* a cycle was submitted */
 void jr_metrics_cycle_end(jr_metrics *x, int rescued);  /* and came back */
 void jr_metrics_reload(jr_metrics *x, int ok);
 /* Appends the runner's own series (Prometheus text) to b. */
-void jr_metrics_write(struct master *m, jr_buf *b);
+void jr_metrics_write(const struct jr_httphost *host, jr_buf *b);
 /* Appends {"minutes":[{"t":epoch,"done":n,"failed":n}...]}: the last hour
  * by minute, oldest first. */
 void jr_metrics_throughput(jr_metrics *x, jr_buf *b);
-/* x may be NULL in every call but _write: the HTTP server is off. */
+/* x may be NULL in every call but _write (host->metrics): the HTTP
+ * server is off. */
 
 #endif

@@ -1,6 +1,6 @@
 /* fuzz_job.c - the job decoding path of a worker: a JR_F_JOB frame body
  * through jr_frame_get_job, then its payload through lua-cjson's decode
- * and the whole-numbers-to-integers walk, as runtime/worker/worker.c does in
+ * and the whole-numbers-to-integers walk, as runtime/worker/run.c does in
  * set_payload() and integers() (static there, so mirrored here; keep the
  * two in step). Input byte 0 picks the mode:
  *   even: the rest is a job frame body;

@@ -1,0 +1,109 @@
+/* httphost.c - the master as the HTTP server's host (host.h): what
+ * /metrics and /api/runner show of the runner (workers, running jobs,
+ * queues, unhandled names) read from the master's fields when a page is
+ * made, and the loop, config and database thread the server works with.
+ * The only file that knows both the master and the server. Uses
+ * httphost.h, master_int.h, http.h, host.h, metrics.h, unhandled.h. */
+#include "master/httphost.h"
+#include "master/master_int.h"
+#include "http/http.h"
+#include "http/host.h"
+#include "services/metrics.h"
+#include "services/unhandled.h"
+
+static void
+gauges(void *runner, jr_httpgauges *g)
+{
+    master *m = runner;
+
+    g->busy = jr_pool_busy(m);
+    g->active = jr_pool_active(m);
+    g->target = m->target;
+    g->min = m->cfg->conc_min;
+    g->max = m->cfg->conc_max;
+    g->local = m->qlen;
+    g->generation = m->gen ? m->gen->hash : NULL;
+    g->generation_id = m->gen ? m->gen->id : 0;
+    g->done = m->done;
+    g->failed = m->failed;
+    g->dead = m->dead;
+    g->cancelled = m->cancelled;
+    g->stopping = m->stopping != 0;
+}
+
+static void
+running(void *runner, void (*each)(void *arg, const jr_httprun *r),
+        void *arg)
+{
+    master *m = runner;
+    double now = jr_mono();
+    jr_httprun r;
+
+    for (wk *w = m->workers; w; w = w->next) {
+        if (w->njobs == 0 || w->started == 0)
+            continue;
+        r.id = w->jobs[0]->id;
+        r.name = w->jobs[0]->name;
+        r.queue = w->jobs[0]->queue;
+        r.attempt = w->jobs[0]->attempt;
+        r.worker = w->id;
+        r.pid = (int)w->pid;
+        r.generation = w->gen ? w->gen->hash : NULL;
+        r.seconds = now - w->started;
+        each(arg, &r);
+    }
+}
+
+static void
+queues(void *runner, void (*each)(void *arg, const jr_httpqueue *q),
+       void *arg)
+{
+    master *m = runner;
+    jr_httpqueue q;
+
+    for (int k = 0; k < m->nqs; k++) {
+        q.name = m->qs[k].name;
+        q.running = m->qs[k].running;
+        q.local = m->qs[k].held - m->qs[k].running;
+        q.capped = m->qs[k].capped;
+        q.target = m->qs[k].target;
+        each(arg, &q);
+    }
+}
+
+static void
+unhandled_metrics(void *runner, jr_buf *b)
+{
+    jr_unhandled_metrics(runner, b);
+}
+
+static void
+unhandled_json(void *runner, jr_buf *b)
+{
+    jr_unhandled_json(runner, b);
+}
+
+int
+jr_httphost_start(master *m, jr_err *err)
+{
+    jr_httphost host = {
+        .runner = m, .base = m->base, .cfg = m->cfg, .token = m->token,
+        .dbt = m->dbt, .gauges = gauges, .running = running,
+        .queues = queues, .unhandled_metrics = unhandled_metrics,
+        .unhandled_json = unhandled_json,
+    };
+
+    if (m->cfg->http_listen == NULL)
+        return 0;
+    if ((m->metrics = jr_metrics_new()) == NULL)
+        return jr_fail(err, JR_ENOMEM, "http: cannot start the server");
+    host.metrics = m->metrics;
+    return jr_http_start(&host, &m->http, err);
+}
+
+void
+jr_httphost_stop(master *m)
+{
+    jr_http_stop(m->http);
+    m->http = NULL;
+}
