@@ -44,7 +44,8 @@ pg_dead_list(jr_backend *b, int limit, jr_dead_cb cb, void *arg,
         params[0] = slimit;
     }
     if (pg_ready(b, err) < 0 ||
-        (res = pg_run(b, &st_dead_list, params, "listing dead jobs", err)) == NULL)
+        (res = pg_run(b, &st_dead_list, params, "listing dead jobs",
+                      err)) == NULL)
         return -1;
     for (i = 0; i < PQntuples(res); i++) {
         row.id = strtoll(PQgetvalue(res, i, 0), NULL, 10);
@@ -87,13 +88,15 @@ dead_retry_run(jr_backend *b, const pg_stmt *s, const char *const *params,
     return rc;
 }
 
-static const pg_stmt st_dead_retry_ids = {S_DEAD_RETRY_IDS, "jr_dead_retry_ids", 1,
+static const pg_stmt st_dead_retry_ids = {
+    S_DEAD_RETRY_IDS, "jr_dead_retry_ids", 1,
     "UPDATE {{schema}}.jobs SET state = 'queued', attempts = 0,"
     " run_at = now(), died_at = NULL, finished_at = NULL,"
     " cancel_requested = false, updated_at = now()," RETRY_KEY
     " WHERE state = 'dead' AND id = ANY($1::bigint[])"};
 
-static const pg_stmt st_dead_retry_all = {S_DEAD_RETRY_ALL, "jr_dead_retry_all", 0,
+static const pg_stmt st_dead_retry_all = {
+    S_DEAD_RETRY_ALL, "jr_dead_retry_all", 0,
     "UPDATE {{schema}}.jobs SET state = 'queued', attempts = 0,"
     " run_at = now(), died_at = NULL, finished_at = NULL,"
     " cancel_requested = false, updated_at = now()," RETRY_KEY
@@ -125,7 +128,8 @@ pg_dead_retry(jr_backend *b, const int64_t *ids, int n, jr_err *err)
     return rc;
 }
 
-static const pg_stmt st_dead_delete_ids = {S_DEAD_DELETE_IDS, "jr_dead_delete_ids", 1,
+static const pg_stmt st_dead_delete_ids = {
+    S_DEAD_DELETE_IDS, "jr_dead_delete_ids", 1,
     "DELETE FROM {{schema}}.jobs"
     " WHERE state = 'dead' AND id = ANY($1::bigint[])"};
 
@@ -148,7 +152,8 @@ pg_dead_delete(jr_backend *b, const int64_t *ids, int n, jr_err *err)
     params[0] = sb_array(&s);
     rc = s.oom ? jr_fail(err, JR_ENOMEM, "postgres: deleting dead jobs: "
                          "out of memory")
-         : pg_run_count(b, &st_dead_delete_ids, params, "deleting dead jobs", err);
+         : pg_run_count(b, &st_dead_delete_ids, params,
+                        "deleting dead jobs", err);
     free(s.p);
     return rc;
 }
@@ -247,8 +252,8 @@ pg_cancelled(jr_backend *b, const char *token, int64_t *ids, int max,
         return 0;
     snprintf(smax, sizeof smax, "%d", max);
     if (pg_ready(b, err) < 0 || (res = pg_run(b, &st_cancel_poll, params,
-                                        "reading cancel requests",
-                                        err)) == NULL)
+                                              "reading cancel requests",
+                                              err)) == NULL)
         return -1;
     n = PQntuples(res);
     for (i = 0; i < n && i < max; i++)
@@ -257,7 +262,8 @@ pg_cancelled(jr_backend *b, const char *token, int64_t *ids, int max,
     return i;
 }
 
-static const pg_stmt st_pause = {S_PAUSE, "jr_pause", 1, "SELECT {{schema}}.pause($1::text)"};
+static const pg_stmt st_pause = {S_PAUSE, "jr_pause", 1,
+    "SELECT {{schema}}.pause($1::text)"};
 
 static int
 set_paused(jr_backend *b, const pg_stmt *which, const char *queue,
@@ -269,7 +275,7 @@ set_paused(jr_backend *b, const pg_stmt *which, const char *queue,
     if (jr_name_check(queue, "queue name", err) < 0 || pg_ready(b, err) < 0)
         return -1;
     res = pg_run(b, which, params, which == &st_pause ? "pausing a queue" :
-              "resuming a queue", err);
+                 "resuming a queue", err);
     PQclear(res);
     return res == NULL ? -1 : 0;
 }
@@ -280,7 +286,8 @@ pg_pause(jr_backend *b, const char *queue, jr_err *err)
     return set_paused(b, &st_pause, queue, err);
 }
 
-static const pg_stmt st_resume = {S_RESUME, "jr_resume", 1, "SELECT {{schema}}.resume($1::text)"};
+static const pg_stmt st_resume = {S_RESUME, "jr_resume", 1,
+    "SELECT {{schema}}.resume($1::text)"};
 
 int
 pg_resume(jr_backend *b, const char *queue, jr_err *err)
@@ -298,8 +305,9 @@ pg_paused(jr_backend *b, jr_name_cb cb, void *arg, jr_err *err)
     PGresult *res;
     int i;
 
-    if (pg_ready(b, err) < 0 || (res = pg_run(b, &st_paused, NULL, "reading the "
-                                        "paused queues", err)) == NULL)
+    if (pg_ready(b, err) < 0 ||
+        (res = pg_run(b, &st_paused, NULL, "reading the paused queues",
+                      err)) == NULL)
         return -1;
     for (i = 0; i < PQntuples(res); i++)
         if (cb(PQgetvalue(res, i, 0), arg) != 0)

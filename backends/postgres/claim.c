@@ -22,6 +22,8 @@
     " extract(epoch FROM j.run_at)::float8," \
     " extract(epoch FROM j.created_at)::float8"
 
+/* Returns a new job from row r of a claim's result (columns CLAIM_COLUMNS),
+ * freed with free(); NULL when out of memory. */
 jr_job *
 pg_row_job(const PGresult *res, int r)
 {
@@ -188,7 +190,8 @@ claim_one(jr_backend *b, const jr_claim_spec *spec,
         b->fair_only--;
         return 0;
     }
-    if ((*res = pg_run(b, &st_claim_one, params, "claiming jobs", err)) == NULL)
+    if ((*res = pg_run(b, &st_claim_one, params, "claiming jobs",
+                       err)) == NULL)
         return -1;
     n = PQntuples(*res);
     if (n > 0 && PQgetisnull(*res, n - 1, 0)) {
@@ -203,7 +206,7 @@ claim_one(jr_backend *b, const jr_claim_spec *spec,
 /* The claim statement, in whatever transaction is open. */
 int
 pg_claim_stmt(jr_backend *b, const char *token, double lease,
-           const jr_claim_spec *spec, jr_job **out, jr_err *err)
+              const jr_claim_spec *spec, jr_job **out, jr_err *err)
 {
     char slease[32], smax[16], sothers[16], srot[16];
     const char *params[8];

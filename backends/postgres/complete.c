@@ -58,7 +58,7 @@ finish_done(jr_backend *b, const char *token, const jr_result *r, int n,
                        "memory");
     }
     res = pg_run(b, b->keep_completed > 0 ? &st_keep : &st_done, params,
-              "completing jobs", err);
+                 "completing jobs", err);
     free(s.p);
     free(g.p);
     if (res == NULL)

@@ -65,6 +65,7 @@ pg_expand_n(const jr_backend *b, const char *tmpl, size_t len)
     return s.p;
 }
 
+/* pg_expand_n over all of tmpl. */
 char *
 pg_expand(const jr_backend *b, const char *tmpl)
 {
@@ -119,6 +120,7 @@ pg_run_plain(jr_backend *b, const char *sql, const char *what, jr_err *err)
     return rc;
 }
 
+/* Ends any transaction left open, if the connection is up. */
 void
 pg_rollback(jr_backend *b)
 {

@@ -146,7 +146,7 @@ copy_end(jr_backend *b, const char *data, size_t len, int n,
  * pg_insert_jobs; nothing was written), -1 with err set. */
 int
 pg_push_copy(jr_backend *b, const jr_push *const *pp, int n,
-          const int64_t *ids, jr_err *err)
+             const int64_t *ids, jr_err *err)
 {
     PGresult *paths = NULL;
     jr_buf d = {0};

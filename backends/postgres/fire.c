@@ -62,7 +62,8 @@ pg_fire_one(jr_backend *b, jr_fire *f, int keep, jr_err *err)
     f->inserted = 0;
     f->job.run_at = f->at;
     f->job.run_in = 0;
-    if (jr_push_check(&f->job, b->max_payload, err) < 0 || pg_ready(b, err) < 0 ||
+    if (jr_push_check(&f->job, b->max_payload, err) < 0 ||
+        pg_ready(b, err) < 0 ||
         pg_run_plain(b, "BEGIN", "beginning a transaction", err) < 0)
         return -1;
     /* nothing when this fire or a later one is recorded: another runner's

@@ -97,7 +97,8 @@ pg_queue_list(jr_backend *b, jr_queue_cb cb, void *arg, jr_err *err)
     return 0;
 }
 
-static const pg_stmt st_ready_by_queue = {S_READY_BY_QUEUE, "jr_ready_by_queue", 2,
+static const pg_stmt st_ready_by_queue = {
+    S_READY_BY_QUEUE, "jr_ready_by_queue", 2,
     "SELECT queue, count(*) FROM (SELECT queue FROM {{schema}}.jobs"
     " WHERE state = 'queued' AND run_at <= now()"
     " AND name = ANY($1::text[]) AND queue NOT IN"

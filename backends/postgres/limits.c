@@ -35,7 +35,8 @@ lim_read(jr_backend *b, jr_lpick *p, jr_buf *sk, jr_err *err)
     params[1] = sb_array(&sk[1]);
     if (sk[0].oom || sk[1].oom)
         return jr_fail(err, JR_ENOMEM, "postgres: out of memory");
-    if ((res = pg_run(b, &st_lim_buckets, params, "reading limits", err)) == NULL)
+    if ((res = pg_run(b, &st_lim_buckets, params, "reading limits",
+                      err)) == NULL)
         return -1;
     for (r = 0; r < PQntuples(res); r++)
         bad |= jr_lpick_bucket(p, PQgetvalue(res, r, 0),
@@ -59,8 +60,8 @@ lim_need(const char *scope, const char *key, void *arg)
     return 0;
 }
 
-/* ---- limits per key: claims under limits serialize on one advisory
- * lock per schema ($1), taken in the claim's transaction ---- */
+/* Claims under limits serialize on one advisory lock per schema ($1),
+ * taken in the claim's transaction. */
 static const pg_stmt st_lim_lock = {S_LIM_LOCK, "jr_lim_lock", 1,
     "SELECT pg_advisory_xact_lock(hashtext($1::text)),"
     " extract(epoch FROM now())::float8"};
@@ -92,7 +93,8 @@ lim_load(jr_backend *b, const jr_claim_spec *spec, jr_err *err)
         jr_fail(err, JR_ENOMEM, "postgres: claiming jobs: out of memory");
         return NULL;
     }
-    if ((res = pg_run(b, &st_lim_running, NULL, "reading limits", err)) == NULL)
+    if ((res = pg_run(b, &st_lim_running, NULL, "reading limits",
+                      err)) == NULL)
         goto fail;
     for (r = 0; r < PQntuples(res); r++)
         bad |= jr_lpick_running(p, PQgetvalue(res, r, 0),
@@ -139,7 +141,8 @@ lim_bucket_elem(const char *scope, const char *key, double tokens,
     return 0;
 }
 
-static const pg_stmt st_lim_bucket_set = {S_LIM_BUCKET_SET, "jr_lim_bucket_set", 4,
+static const pg_stmt st_lim_bucket_set = {
+    S_LIM_BUCKET_SET, "jr_lim_bucket_set", 4,
     "INSERT INTO {{schema}}.limit_buckets AS lb"
     " (scope, key, tokens, updated_at)"
     " SELECT u.scope, u.key, u.tokens, $4::float8"
@@ -176,7 +179,7 @@ lim_save(jr_backend *b, const jr_claim_spec *spec, const jr_lpick *p,
         if (a.scope.oom || a.key.oom || a.tokens.oom)
             rc = jr_fail(err, JR_ENOMEM, "postgres: out of memory");
         else if ((res = pg_run(b, &st_lim_bucket_set, params, "saving token "
-                            "buckets", err)) == NULL)
+                               "buckets", err)) == NULL)
             rc = -1;
         PQclear(res);
     }
@@ -198,7 +201,7 @@ lim_save(jr_backend *b, const jr_claim_spec *spec, const jr_lpick *p,
             params[2] = rate;
             params[3] = burst;
             if ((res = pg_run(b, &st_lim_prune, params, "forgetting full "
-                           "buckets", err)) == NULL)
+                              "buckets", err)) == NULL)
                 return -1;
             PQclear(res);
         }
@@ -245,7 +248,8 @@ lim_rate_elem(const char *scope, double rate, void *arg)
  * scope $12 of per-key rate $13 is short of a token at $14 (one
  * look-up by primary key per job passed over: the cost follows the
  * keys with jobs, not the buckets) */
-static const pg_stmt st_lim_candidates = {S_LIM_CANDIDATES, "jr_lim_candidates", 14,
+static const pg_stmt st_lim_candidates = {
+    S_LIM_CANDIDATES, "jr_lim_candidates", 14,
     WORK_QUEUES
     " q AS (SELECT qq.name, least(coalesce(w.cap, $5::int), $2::int)"
     "  - coalesce(t.taken, 0) AS cap FROM qq"
@@ -426,10 +430,10 @@ lim_take_rows(jr_lpick *p, const PGresult *res, int room, jr_buf *ids,
 }
 
 /* The claim under limits, in the open transaction: in passes, as
- * sqlite.c's pg_claim_limited. Returns how many jobs it put in out[]. */
+ * sqlite.c's claim_limited. Returns how many jobs it put in out[]. */
 int
 pg_claim_limited(jr_backend *b, const char *token, double lease,
-              const jr_claim_spec *spec, jr_job **out, jr_err *err)
+                 const jr_claim_spec *spec, jr_job **out, jr_err *err)
 {
     jr_lpick *p = lim_load(b, spec, err);
     jr_buf tq = {0}, tn = {0}, ids, sk[2] = {{0}, {0}};
@@ -505,7 +509,7 @@ pg_limit_paths(jr_backend *b, const jr_limit *l, int n, jr_err *err)
         params[0] = l[i].scope;
         params[1] = l[i].key_path;
         if ((res = pg_run(b, &st_lim_path_set, params, "recording a limit key "
-                       "path", err)) == NULL)
+                          "path", err)) == NULL)
             return -1;
         PQclear(res);
     }
@@ -555,7 +559,7 @@ pg_limit_use(jr_backend *b, const jr_limit *l, jr_limit_use *u,
     u->waiting = atol(PQgetvalue(res, 0, 1));
     PQclear(res);
     if ((res = pg_run(b, &st_lim_use_top, params, "reading a limit's use",
-                   err)) == NULL)
+                      err)) == NULL)
         return -1;
     for (r = 0; r < PQntuples(res) && r < JR_LIMIT_TOP; r++) {
         u->top_key[r] = PQgetvalue(res, r, 0);

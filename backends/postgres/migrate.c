@@ -8,7 +8,7 @@
 
 #include "postgres/pg_int.h"
 
-extern const char jr_postgres_sql[];    /* postgres.sql, made by the Makefile */
+extern const char jr_postgres_sql[];   /* postgres.sql, made by the Makefile */
 
 #define MAX_MIGRATIONS 64
 
@@ -73,7 +73,7 @@ schema_version(jr_backend *b, jr_err *err)
     }
     PQclear(res);
     sql = pg_expand(b, "SELECT coalesce(max(version), 0) FROM "
-                 "{{schema}}.migrations");
+                    "{{schema}}.migrations");
     if (sql == NULL)
         return jr_fail(err, JR_ENOMEM, "postgres: migrate: out of memory");
     res = PQexec(b->conn, sql);
@@ -104,7 +104,7 @@ apply(jr_backend *b, const block *blk, jr_err *err)
     if (rc < 0)
         return -1;
     if ((sql = pg_expand(b, "INSERT INTO {{schema}}.migrations (version) "
-                      "VALUES ($1::int)")) == NULL)
+                         "VALUES ($1::int)")) == NULL)
         return jr_fail(err, JR_ENOMEM, "postgres: %s: out of memory", what);
     snprintf(ver, sizeof ver, "%d", blk->version);
     res = PQexecParams(b->conn, sql, 1, NULL, params, NULL, NULL, 0);
@@ -192,8 +192,8 @@ migrate_locked(jr_backend *b, const block *blk, int nblk, jr_err *err)
     if (schema_create(b, err) < 0)
         return -1;
     sql = pg_expand(b, "CREATE TABLE IF NOT EXISTS {{schema}}.migrations ("
-                 "version int PRIMARY KEY, "
-                 "applied_at timestamptz NOT NULL DEFAULT now())");
+                    "version int PRIMARY KEY, "
+                    "applied_at timestamptz NOT NULL DEFAULT now())");
     if (sql == NULL)
         return jr_fail(err, JR_ENOMEM, "postgres: migrate: out of memory");
     rc = pg_run_plain(b, sql, "migrate: creating the migrations table", err);

@@ -19,6 +19,8 @@
  * symbol table, as static functions of one file were. */
 #pragma GCC visibility push(hidden)
 
+/* The engine's connection handle (backend.h's opaque jr_backend): made by
+ * conn.c's pg_open, read and written by every file of the folder. */
 struct jr_backend {
     PGconn     *conn;           /* queries; never NULL once open */
     PGconn     *listen;         /* LISTEN connection, NULL until needed */
@@ -31,9 +33,9 @@ struct jr_backend {
     unsigned long long prepared; /* bit S_X set: statement X prepared
                                     on conn */
     char        sqlstate[6];    /* SQLSTATE of the last failed statement */
-    int         insert_failed;  /* the last insert_jobs failed in the db */
-    int         copy_skip;      /* batches left that skip push_copy (a
-                                   job of the last tried needed
+    int         insert_failed;  /* the last pg_insert_jobs failed in the db */
+    int         copy_skip;      /* batches left that skip pg_push_copy
+                                   (a job of the last tried needed
                                    limit_key_of) */
     char        pgmsg[400];     /* its message and detail */
     int         must_exist;     /* migrate creates no schema */
@@ -93,8 +95,8 @@ _Static_assert(S_COUNT <= 64, "jr_backend.prepared has a bit per statement");
     "  WHERE wq.name IS NOT NULL AND NOT EXISTS (SELECT 1" \
     "  FROM {{schema}}.queues p WHERE p.name = wq.name AND p.paused)),"
 
-/* Each file's functions that others call; the contracts are at the
- * definitions. */
+/* Each file's functions that others call: the helpers' contracts are at
+ * their definitions, the ops' (pg_open, pg_claim...) in backend.h. */
 /* admin.c */
 int pg_dead_list(jr_backend *b, int limit, jr_dead_cb cb, void *arg,
                  jr_err *err);
@@ -169,7 +171,8 @@ int pg_list(jr_backend *b, const jr_list_filter *f, jr_job_cb cb, void *arg,
 /* limits.c */
 int pg_claim_limited(jr_backend *b, const char *token, double lease,
                      const jr_claim_spec *spec, jr_job **out, jr_err *err);
-int pg_limit_paths(jr_backend *b, const struct jr_limit *l, int n, jr_err *err);
+int pg_limit_paths(jr_backend *b, const struct jr_limit *l, int n,
+                   jr_err *err);
 int pg_limit_use(jr_backend *b, const struct jr_limit *l, jr_limit_use *u,
                  jr_err *err);
 

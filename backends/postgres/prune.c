@@ -43,16 +43,19 @@ static const pg_stmt st_prune_unique = {S_PRUNE_UNIQUE, "jr_prune_unique", 2,
     " WHERE held_until < now() - $1::float8 * interval '1 second'"
     " LIMIT $2::int FOR UPDATE SKIP LOCKED)"};
 
+/* One runner at a time, small batches, never waiting on a row. */
 static const pg_stmt st_prune_lock = {S_PRUNE_LOCK, "jr_prune_lock", 1,
     "SELECT pg_try_advisory_xact_lock(hashtext($1::text))"};
 
-static const pg_stmt st_prune_completed = {S_PRUNE_COMPLETED, "jr_prune_completed", 2,
+static const pg_stmt st_prune_completed = {
+    S_PRUNE_COMPLETED, "jr_prune_completed", 2,
     "DELETE FROM {{schema}}.jobs WHERE id IN (SELECT id"
     " FROM {{schema}}.jobs WHERE state = 'completed'"
     " AND finished_at < now() - $1::float8 * interval '1 second'"
     " LIMIT $2::int FOR UPDATE SKIP LOCKED)"};
 
-static const pg_stmt st_prune_cancelled = {S_PRUNE_CANCELLED, "jr_prune_cancelled", 2,
+static const pg_stmt st_prune_cancelled = {
+    S_PRUNE_CANCELLED, "jr_prune_cancelled", 2,
     "DELETE FROM {{schema}}.jobs WHERE id IN (SELECT id"
     " FROM {{schema}}.jobs WHERE state = 'cancelled'"
     " AND finished_at < now() - $1::float8 * interval '1 second'"
@@ -79,7 +82,7 @@ prune_tx(jr_backend *b, const double *age, int limit, jr_err *err)
 
     snprintf(key, sizeof key, "jobrunner.prune.%s", b->schema);
     if ((res = pg_run(b, &st_prune_lock, params, "pruning finished jobs",
-                   err)) == NULL)
+                      err)) == NULL)
         return -1;
     locked = strcmp(PQgetvalue(res, 0, 0), "t") == 0;
     PQclear(res);
@@ -113,8 +116,7 @@ pg_prune(jr_backend *b, double older_completed, double older_cancelled,
     return n;
 }
 
-/* prune: one runner at a time, small batches, never waiting on a row */
-/* idle queues: $1 seconds, $2 names kept, $3 at most */
+/* Idle queues: $1 seconds, $2 names kept, $3 at most. */
 static const pg_stmt st_queue_idle = {S_QUEUE_IDLE, "jr_queue_idle", 3,
     "SELECT q.name FROM {{schema}}.queues q WHERE" QUEUE_IDLE
     " AND q.name <> ALL($2::text[]) ORDER BY q.name LIMIT $3::int"};
@@ -146,7 +148,7 @@ queue_prune_tx(jr_backend *b, const char *const *params, jr_err *err)
     n = strcmp(PQgetvalue(res, 0, 0), "t") == 0;
     PQclear(res);
     if (!n || (res = pg_run(b, &st_queue_idle, params, "pruning idle queues",
-                         err)) == NULL)
+                            err)) == NULL)
         return n ? -1 : 0;
     for (r = 0; r < PQntuples(res); r++)
         sb_elem(&names, PQgetvalue(res, r, 0));

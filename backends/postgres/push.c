@@ -33,6 +33,7 @@
     "  run_in, key, ord)" \
     " ORDER BY u.ord"
 
+/* qsort and bsearch order of int64_t ids. */
 int
 pg_cmp_id(const void *a, const void *b)
 {
@@ -47,7 +48,8 @@ static const uint32_t push_types[PUSH_ARRAYS] = {
     OID_TEXT, OID_TEXT, OID_TEXT, OID_INT4, OID_INT4, OID_FLOAT8,
     OID_FLOAT8, OID_TEXT, OID_TEXT, OID_FLOAT8, OID_TEXT};
 
-static const pg_stmt st_push = {S_PUSH, "jr_push", 8, PUSH_SQL " RETURNING id"};
+static const pg_stmt st_push = {S_PUSH, "jr_push", 8,
+    PUSH_SQL " RETURNING id"};
 
 /* a batch with a unique key: each push through the SQL function,
  * the one rule (README "Unique jobs"), in the batch's order */
@@ -148,13 +150,14 @@ push_unique(jr_backend *b, const jr_push *const *pp, int n, int64_t *ids,
     return 0;
 }
 
-static const pg_stmt st_push_noids = {S_PUSH_NOIDS, "jr_push_noids", 8, PUSH_SQL};
+static const pg_stmt st_push_noids = {S_PUSH_NOIDS, "jr_push_noids", 8,
+    PUSH_SQL};
 
 /* Inserts pp[0..n) with one statement; ids (may be NULL) gets their ids in
  * order. On a database error, b->sqlstate and b->pgmsg say why. */
 int
 pg_insert_jobs(jr_backend *b, const jr_push *const *pp, int n, int64_t *ids,
-            jr_err *err)
+               jr_err *err)
 {
     jr_buf a[PUSH_ARRAYS];
     const char *params[PUSH_ARRAYS];
@@ -179,8 +182,8 @@ pg_insert_jobs(jr_backend *b, const jr_push *const *pp, int n, int64_t *ids,
         goto out;
     }
     /* ids only when asked: 1000 rows back cost the server and us */
-    res = pg_run_params(b, ids != NULL ? &st_push : &st_push_noids, params, lens,
-                     what, err);
+    res = pg_run_params(b, ids != NULL ? &st_push : &st_push_noids, params,
+                        lens, what, err);
     if (res == NULL) {
         b->insert_failed = 1;
         goto out;
@@ -248,7 +251,8 @@ insert_one(jr_backend *b, const jr_push *p, int64_t *ids, jr_err *err)
     params[5] = p->run_at != 0 ? at : NULL;
     params[6] = in;
     params[7] = p->key;
-    if ((res = pg_run(b, &st_push_one, params, "pushing 1 job", err)) == NULL) {
+    if ((res = pg_run(b, &st_push_one, params, "pushing 1 job",
+                      err)) == NULL) {
         b->insert_failed = 1;
         return -1;
     }
@@ -265,7 +269,8 @@ insert_one(jr_backend *b, const jr_push *p, int64_t *ids, jr_err *err)
     return 0;
 }
 
-static const pg_stmt st_payload_error = {S_PAYLOAD_ERROR, "jr_payload_error", 1,
+static const pg_stmt st_payload_error = {
+    S_PAYLOAD_ERROR, "jr_payload_error", 1,
     "SELECT u.ord FROM unnest($1::text[]) WITH ORDINALITY AS u(p, ord)"
     " WHERE {{schema}}.payload_error(u.p) IS NOT NULL"
     " ORDER BY u.ord LIMIT 1"};
@@ -274,7 +279,7 @@ static const pg_stmt st_payload_error = {S_PAYLOAD_ERROR, "jr_payload_error", 1,
  * finds the first job whose payload the database refuses and names it. */
 void
 pg_explain_push_error(jr_backend *b, const jr_push *const *pp, int n,
-                   jr_err *err)
+                      jr_err *err)
 {
     char pgmsg[sizeof b->pgmsg];
     const char *params[1];
