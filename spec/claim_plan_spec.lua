@@ -3,7 +3,7 @@
 -- and analyzed with no live row; a backlog pushed since is then priced at
 -- nothing, and the planner chose a sequential (or bitmap) scan and a sort
 -- for the claim: every claim read every queued job. The connections that
--- claim plan neither (backends/postgres.c session_setup), so a drain of
+-- claim plan neither (backends/postgres/conn.c session_setup), so a drain of
 -- such a backlog reads the jobs table by index only: its sequential scan
 -- count does not move.
 local jr = require "jr"

@@ -1,0 +1,286 @@
+/* claim.c - the fair claim across queues (st_claim; st_claim_one when a
+ * single queue has work) and the rows it returns as jobs, in the fair order;
+ * the undo of a claim the caller could not take. A claim under limits per
+ * key goes to limits.c. Owns the claim statements. Uses conn.c, arrays.h. */
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "postgres/pg_int.h"
+#include "postgres/arrays.h"
+
+/* What a claim sets on its rows, and returns (pg_row_job's columns). */
+#define CLAIM_SET \
+    "state = 'running', attempts = j.attempts + 1, locked_by = $1::text," \
+    " locked_until = now() + $2::float8 * interval '1 second'," \
+    " updated_at = now(), started_at = now(), progress_done = NULL," \
+    " progress_total = NULL, progress_note = NULL"
+#define CLAIM_COLUMNS \
+    "j.id, j.name, j.queue, j.payload::text, j.attempts," \
+    " coalesce(j.max_retries, -1), j.priority," \
+    " extract(epoch FROM j.run_at)::float8," \
+    " extract(epoch FROM j.created_at)::float8"
+
+/* Returns a new job from row r of a claim's result (columns CLAIM_COLUMNS),
+ * freed with free(); NULL when out of memory. */
+jr_job *
+pg_row_job(const PGresult *res, int r)
+{
+    jr_job *j = jr_job_new(strtoll(PQgetvalue(res, r, 0), NULL, 10),
+                           PQgetvalue(res, r, 1), PQgetvalue(res, r, 2),
+                           PQgetvalue(res, r, 3),
+                           (size_t)PQgetlength(res, r, 3));
+
+    if (j == NULL)
+        return NULL;
+    j->attempt = atoi(PQgetvalue(res, r, 4));
+    j->max_retries = atoi(PQgetvalue(res, r, 5));
+    j->priority = atoi(PQgetvalue(res, r, 6));
+    j->run_at = strtod(PQgetvalue(res, r, 7), NULL);
+    j->created_at = strtod(PQgetvalue(res, r, 8), NULL);
+    return j;
+}
+
+/* Undoes a claim the caller could not take (out of memory). */
+static const pg_stmt st_unclaim = {S_UNCLAIM, "jr_unclaim", 2,
+    "UPDATE {{schema}}.jobs SET state = 'queued',"
+    " attempts = attempts - 1, locked_by = NULL, locked_until = NULL,"
+    " updated_at = now()"
+    " WHERE id = ANY($2::bigint[]) AND state = 'running'"
+    " AND locked_by = $1::text"};
+
+/* Out of memory after a claim: gives the jobs back (best effort; if this
+ * fails too, their leases expire and rescue requeues them). */
+static void
+pg_unclaim(jr_backend *b, const char *token, const PGresult *res)
+{
+    const char *params[2];
+    jr_buf s = {0};
+    int r;
+
+    for (r = 0; r < PQntuples(res); r++)
+        sb_num(&s, PQgetvalue(res, r, 0));
+    params[0] = token;
+    params[1] = sb_array(&s);
+    if (!s.oom)
+        PQclear(pg_run(b, &st_unclaim, params, "unclaim", NULL));
+    free(s.p);
+}
+
+/* Fair: per queue not paused, its first cap ready jobs (a LATERAL
+ * LIMIT over the jobs_claim index, so a backlog costs no scan), ranked
+ * within it; then round robin over the ranks, the queue that leads
+ * each round rotating ($8) over the queues with jobs. $5/$6 list caps,
+ * $7 is the cap of the others; $4 the total. */
+static const pg_stmt st_claim = {S_CLAIM, "jr_claim", 8,
+    WORK_QUEUES
+    " q AS (SELECT qq.name, least(coalesce(w.cap, $7::int), $4::int)"
+    "  AS cap FROM qq"
+    "  LEFT JOIN (SELECT queue, min(cap) AS cap"
+    "   FROM unnest($5::text[], $6::int[]) AS u(queue, cap)"
+    "   GROUP BY queue) w ON w.queue = qq.name"
+    "  WHERE NOT qq.paused"
+    "  AND least(coalesce(w.cap, $7::int), $4::int) > 0),"
+    " c0 AS (SELECT r.id, r.rn, q.name AS qname, r.priority, r.run_at"
+    "  FROM q"
+    "  CROSS JOIN LATERAL (SELECT s.id, s.priority, s.run_at,"
+    "   row_number() OVER (ORDER BY s.priority, s.run_at, s.id) AS rn"
+    "   FROM (SELECT id, priority, run_at FROM {{schema}}.jobs"
+    "    WHERE state = 'queued' AND queue = q.name AND run_at <= now()"
+    "    AND name = ANY($3::text[])"
+    "    ORDER BY priority, run_at, id LIMIT q.cap"
+    "    FOR UPDATE SKIP LOCKED) s) r),"
+    /* the leading queue rotates over the queues with jobs: $8 */
+    " c1 AS (SELECT c0.*, dense_rank() OVER (ORDER BY qname) AS qi"
+    "  FROM c0),"
+    " c AS (SELECT c1.*, (qi + $8::bigint) % max(qi) OVER () AS turn"
+    "  FROM c1),"
+    " pick AS (SELECT id, row_number() OVER"
+    "  (ORDER BY rn, turn, priority, run_at, id) AS ord FROM c"
+    "  ORDER BY rn, turn, priority, run_at, id LIMIT $4::int)"
+    " UPDATE {{schema}}.jobs j SET " CLAIM_SET
+    " FROM pick WHERE j.id = pick.id"
+    " RETURNING " CLAIM_COLUMNS ", pick.ord"};
+
+/* The claim spec's names and queue caps as the array parameters of
+ * st_claim, into a[0..3); -1 with err set when out of memory. */
+int
+pg_claim_arrays(const jr_claim_spec *spec, jr_buf *a, jr_err *err)
+{
+    char num[16];
+    int i;
+
+    for (i = 0; i < spec->nnames; i++)
+        sb_elem(&a[0], spec->names[i]);
+    for (i = 0; i < spec->nqueues; i++) {
+        sb_elem(&a[1], spec->queues[i].queue);
+        snprintf(num, sizeof num, "%d", spec->queues[i].max);
+        sb_num(&a[2], num);
+    }
+    for (i = 0; i < 3; i++)
+        if (sb_array(&a[i]), a[i].oom)
+            return jr_fail(err, JR_ENOMEM, "postgres: claiming jobs: out "
+                           "of memory");
+    return 0;
+}
+
+/* Puts out[0..n) (row i of res is out[i]) in the fair order the
+ * statement ranked them in, 1..n in column 9, which RETURNING does not
+ * keep. Out of memory leaves them as they came. */
+void
+pg_fair_order(const PGresult *res, jr_job **out, int n)
+{
+    jr_job **tmp;
+    long ord;
+    int i;
+
+    if (n < 2 || (tmp = calloc((size_t)n, sizeof *tmp)) == NULL)
+        return;
+    for (i = 0; i < n; i++) {
+        ord = atol(PQgetvalue(res, i, 9));
+        if (ord < 1 || ord > n || tmp[ord - 1] != NULL)
+            break;              /* not a ranking: keep the order */
+        tmp[ord - 1] = out[i];
+    }
+    if (i == n)
+        memcpy(out, tmp, (size_t)n * sizeof *out);
+    free(tmp);
+}
+
+/* st_claim's common case, when every queue is served uncapped and one
+ * queue only not paused has queued jobs (one probe of jobs_claim a
+ * queue, two at most: empty queues do not count, and a queue of jobs
+ * due later does): the fair order is then that queue's own
+ * (priority, run_at, id), read straight off the jobs_claim index
+ * without the per-queue ranking, and the rows found by id (half the
+ * work of st_claim for 512 jobs). Rows come in no order (claim_one
+ * sorts them). Claims nothing with several queues and returns one
+ * row of NULLs: the caller then runs st_claim. */
+static const pg_stmt st_claim_one = {S_CLAIM_ONE, "jr_claim_one", 4,
+    /* qq holds the queues with queued jobs already (WORK_QUEUES'
+     * seeks): the first two will do */
+    WORK_QUEUES
+    " one AS (SELECT min(name) AS name, count(*) AS n"
+    "  FROM (SELECT qq.name FROM qq LIMIT 2) qs),"
+    " u AS (UPDATE {{schema}}.jobs j SET " CLAIM_SET
+    "  WHERE j.id = ANY(ARRAY(SELECT id FROM {{schema}}.jobs"
+    "   WHERE state = 'queued' AND run_at <= now()"
+    "   AND queue = (SELECT name FROM one WHERE n = 1)"
+    "   AND name = ANY($3::text[])"
+    "   ORDER BY priority, run_at, id LIMIT $4::int"
+    "   FOR UPDATE SKIP LOCKED))"
+    "  RETURNING " CLAIM_COLUMNS ", 0::bigint)"
+    " SELECT * FROM u UNION ALL SELECT NULL, NULL, NULL, NULL, NULL,"
+    " NULL, NULL, NULL, NULL, NULL FROM one WHERE n > 1"};
+
+/* st_claim_one when the spec allows it (no queue capped or left out):
+ * 1 with its result in *res, 0 if st_claim is to run instead, -1 with
+ * err set on failure. */
+static int
+claim_one(jr_backend *b, const jr_claim_spec *spec,
+          const char *const *params, PGresult **res, jr_err *err)
+{
+    int n;
+
+    *res = NULL;
+    if (spec->nqueues > 0 || spec->others < spec->max)
+        return 0;
+    if (b->fair_only > 0) {
+        b->fair_only--;
+        return 0;
+    }
+    if ((*res = pg_run(b, &st_claim_one, params, "claiming jobs",
+                       err)) == NULL)
+        return -1;
+    n = PQntuples(*res);
+    if (n > 0 && PQgetisnull(*res, n - 1, 0)) {
+        PQclear(*res);          /* several queues: nothing was claimed */
+        *res = NULL;
+        b->fair_only = 100;
+        return 0;
+    }
+    return 1;
+}
+
+/* The claim statement, in whatever transaction is open. */
+int
+pg_claim_stmt(jr_backend *b, const char *token, double lease,
+              const jr_claim_spec *spec, jr_job **out, jr_err *err)
+{
+    char slease[32], smax[16], sothers[16], srot[16];
+    const char *params[8];
+    jr_buf a[3];
+    PGresult *res = NULL;
+    int i, n, one;
+
+    if (spec->nnames <= 0 || spec->max <= 0)
+        return 0;
+    if (spec->nlimits > 0)
+        return pg_claim_limited(b, token, lease, spec, out, err);
+    memset(a, 0, sizeof a);
+    if (pg_claim_arrays(spec, a, err) < 0) {
+        for (i = 0; i < 3; i++)
+            free(a[i].p);
+        return -1;
+    }
+    snprintf(slease, sizeof slease, "%.17g", lease);
+    snprintf(smax, sizeof smax, "%d", spec->max);
+    snprintf(sothers, sizeof sothers, "%d", spec->others);
+    params[0] = token;
+    params[1] = slease;
+    params[2] = a[0].p;
+    params[3] = smax;
+    params[4] = a[1].p;
+    params[5] = a[2].p;
+    params[6] = sothers;
+    snprintf(srot, sizeof srot, "%u", b->rotate++ % 1000000u);
+    params[7] = srot;           /* the queue that leads the round */
+    if ((one = claim_one(b, spec, params, &res, err)) == 0)
+        res = pg_run(b, &st_claim, params, "claiming jobs", err);
+    for (i = 0; i < 3; i++)
+        free(a[i].p);
+    if (res == NULL)
+        return -1;
+    n = PQntuples(res);
+    for (i = 0; i < n; i++) {
+        if ((out[i] = pg_row_job(res, i)) == NULL) {
+            while (i-- > 0)
+                free(out[i]);
+            pg_unclaim(b, token, res);
+            PQclear(res);
+            return jr_fail(err, JR_ENOMEM, "postgres: claiming %d jobs: "
+                           "out of memory", n);
+        }
+    }
+    if (one)
+        qsort(out, (size_t)n, sizeof *out, jr_claimed_cmp);
+    else
+        pg_fair_order(res, out, n);
+    PQclear(res);
+    return n;
+}
+
+int
+pg_claim(jr_backend *b, const char *token, double lease,
+         const jr_claim_spec *spec, jr_job **out, jr_err *err)
+{
+    if (spec->nnames <= 0 || spec->max <= 0)
+        return 0;
+    if (pg_ready(b, err) < 0)
+        return -1;
+    if (spec->nlimits > 0) {    /* several statements: one transaction */
+        int n = -1;
+        if (pg_run_plain(b, "BEGIN", "claiming jobs", err) == 0 &&
+            (n = pg_claim_stmt(b, token, lease, spec, out, err)) >= 0 &&
+            pg_run_plain(b, "COMMIT", "claiming jobs", err) < 0) {
+            while (n > 0)
+                free(out[--n]);
+            n = -1;
+        }
+        if (n < 0)
+            pg_rollback(b);
+        return n;
+    }
+    return pg_claim_stmt(b, token, lease, spec, out, err);
+}

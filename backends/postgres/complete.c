@@ -1,0 +1,384 @@
+/* complete.c - results: done (deleted, or kept completed), retried, dead,
+ * snoozed, released, expired and cancelled jobs, progress, follow-up pushes
+ * in the same transaction, a completion with the next claim; lease renewal
+ * and the rescue of expired leases. Owns their statements. Uses conn.c,
+ * push.c, claim.c, arrays.h. */
+
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "postgres/pg_int.h"
+#include "postgres/arrays.h"
+
+static const pg_stmt st_done = {S_DONE, "jr_done", 2,
+    "DELETE FROM {{schema}}.jobs WHERE id = ANY($2::bigint[])"
+    " AND state = 'running' AND locked_by = $1::text RETURNING id"};
+
+/* DONE with keep_completed: the row stays, completed */
+static const pg_stmt st_keep = {S_KEEP, "jr_keep", 3,
+    "UPDATE {{schema}}.jobs j SET state = 'completed',"
+    " finished_at = now(), generation = coalesce(u.gen, j.generation),"
+    " locked_by = NULL, locked_until = NULL, cancel_requested = false,"
+    " updated_at = now()"
+    " FROM unnest($2::bigint[], $3::text[]) AS u(id, gen)"
+    " WHERE j.id = u.id AND j.state = 'running'"
+    " AND j.locked_by = $1::text RETURNING j.id"};
+
+/* Deletes the DONE jobs of r[0..n), or with keep_completed makes them
+ * completed; ids of those it matched go to done[0..return), sorted. */
+static int
+finish_done(jr_backend *b, const char *token, const jr_result *r, int n,
+            int64_t *done, jr_err *err)
+{
+    const char *params[3];
+    char num[24];
+    jr_buf s = {0}, g = {0};
+    PGresult *res;
+    int i, m;
+
+    for (i = 0; i < n; i++) {
+        if (r[i].kind != JR_DONE)
+            continue;
+        snprintf(num, sizeof num, "%lld", (long long)r[i].id);
+        sb_num(&s, num);
+        sb_elem(&g, r[i].generation);
+    }
+    if (s.len == 0)
+        return 0;
+    params[0] = token;
+    params[1] = sb_array(&s);
+    params[2] = sb_array(&g);
+    if (s.oom || g.oom) {
+        free(s.p);
+        free(g.p);
+        return jr_fail(err, JR_ENOMEM, "postgres: completing jobs: out of "
+                       "memory");
+    }
+    res = pg_run(b, b->keep_completed > 0 ? &st_keep : &st_done, params,
+                 "completing jobs", err);
+    free(s.p);
+    free(g.p);
+    if (res == NULL)
+        return -1;
+    m = PQntuples(res);
+    for (i = 0; i < m; i++)
+        done[i] = strtoll(PQgetvalue(res, i, 0), NULL, 10);
+    PQclear(res);
+    qsort(done, (size_t)m, sizeof *done, pg_cmp_id);
+    return m;
+}
+
+static const pg_stmt st_progress = {S_PROGRESS, "jr_progress", 5,
+    "UPDATE {{schema}}.jobs j SET progress_done = u.done,"
+    " progress_total = u.total, progress_note = u.note"
+    " FROM unnest($2::bigint[], $3::float8[], $4::float8[], $5::text[])"
+    "  AS u(id, done, total, note)"
+    " WHERE j.id = u.id AND j.state = 'running'"
+    " AND j.locked_by = $1::text"};
+
+/* Records the PROGRESS results of r[0..n). */
+static int
+finish_progress(jr_backend *b, const char *token, const jr_result *r, int n,
+                jr_err *err)
+{
+    const char *params[5];
+    char num[32];
+    jr_buf a[4];
+    int i, k, rc, superseded = 0;
+
+    memset(a, 0, sizeof a);
+    for (i = 0; i < n; i++) {
+        if (r[i].kind != JR_PROGRESS)
+            continue;
+        /* an UPDATE joined to two rows for one job applies either: only
+         * the job's last report goes in */
+        for (k = i + 1; k < n && !(r[k].kind == JR_PROGRESS &&
+                                   r[k].id == r[i].id); k++)
+            ;
+        if (k < n) {
+            superseded++;       /* counted as applied: the later one is */
+            continue;
+        }
+        snprintf(num, sizeof num, "%lld", (long long)r[i].id);
+        sb_num(&a[0], num);
+        snprintf(num, sizeof num, "%.17g", r[i].done);
+        sb_num(&a[1], isfinite(r[i].done) ? num : "NULL");
+        snprintf(num, sizeof num, "%.17g", r[i].total);
+        sb_num(&a[2], isfinite(r[i].total) ? num : "NULL");
+        sb_elem(&a[3], r[i].note);
+    }
+    if (a[0].len == 0)
+        return 0;
+    params[0] = token;
+    for (k = 0; k < 4; k++)
+        params[k + 1] = sb_array(&a[k]);
+    rc = a[0].oom || a[1].oom || a[2].oom || a[3].oom
+         ? jr_fail(err, JR_ENOMEM, "postgres: recording progress: out of "
+                   "memory")
+         : pg_run_count(b, &st_progress, params, "recording progress", err);
+    for (k = 0; k < 4; k++)
+        free(a[k].p);
+    return rc < 0 ? rc : rc + superseded;
+}
+
+/* RETRY, DEAD, SNOOZE, RELEASE, EXPIRED and CANCELLED in one
+ * statement; kinds are the JR_ values of job.h (2 retry, 3 dead, 4
+ * snooze, 5 release, 6 expired, 7 cancelled). A requeue of a job
+ * whose cancel was requested ends it cancelled. */
+static const pg_stmt st_finish = {S_FINISH, "jr_finish", 6,
+    "UPDATE {{schema}}.jobs j SET"
+    " state = CASE WHEN u.kind IN (3, 6) THEN 'dead'"
+    "  WHEN u.kind = 7 OR j.cancel_requested THEN 'cancelled'"
+    "  ELSE 'queued' END,"
+    " finished_at = CASE WHEN u.kind IN (3, 6, 7) OR j.cancel_requested"
+    "  THEN now() ELSE j.finished_at END,"
+    " run_at = CASE WHEN u.kind IN (2, 4)"
+    "  THEN now() + u.delay * interval '1 second' ELSE j.run_at END,"
+    " attempts = CASE WHEN u.kind IN (4, 5, 6)"
+    "  THEN j.attempts - 1 ELSE j.attempts END,"
+    " last_error = CASE WHEN u.kind IN (2, 3)"
+    "  THEN u.err WHEN u.kind = 7 THEN coalesce(u.err, 'cancelled')"
+    "  ELSE coalesce(CASE WHEN u.kind = 6 THEN u.err END,"
+    "  j.last_error) END,"
+    " generation = CASE WHEN u.kind IN (5, 6)"
+    "  THEN j.generation ELSE coalesce(u.gen, j.generation) END,"
+    " died_at = CASE WHEN u.kind IN (3, 6) THEN now() END,"
+    " locked_by = NULL, locked_until = NULL, updated_at = now()"
+    " FROM unnest($2::bigint[], $3::int[], $4::float8[], $5::text[],"
+    "  $6::text[]) AS u(id, kind, delay, err, gen)"
+    " WHERE j.id = u.id AND j.state = 'running'"
+    " AND j.locked_by = $1::text"};
+
+/* Applies the RETRY, DEAD, SNOOZE, RELEASE, EXPIRED and CANCELLED results
+ * of r[0..n). */
+static int
+finish_others(jr_backend *b, const char *token, const jr_result *r, int n,
+              jr_err *err)
+{
+    const char *params[6];
+    char num[32];
+    jr_buf a[5];
+    int i, k, rc;
+
+    memset(a, 0, sizeof a);
+    for (i = 0; i < n; i++) {
+        if (r[i].kind == JR_DONE || r[i].kind == JR_PROGRESS)
+            continue;
+        snprintf(num, sizeof num, "%lld", (long long)r[i].id);
+        sb_num(&a[0], num);
+        snprintf(num, sizeof num, "%d", r[i].kind);
+        sb_num(&a[1], num);
+        snprintf(num, sizeof num, "%.17g",
+                 isfinite(r[i].delay) ? r[i].delay : 0.0);
+        sb_num(&a[2], num);
+        sb_elem(&a[3], r[i].error);
+        sb_elem(&a[4], r[i].generation);
+    }
+    if (a[0].len == 0)
+        return 0;
+    params[0] = token;
+    for (k = 0; k < 5; k++)
+        params[k + 1] = sb_array(&a[k]);
+    rc = a[0].oom || a[1].oom || a[2].oom || a[3].oom || a[4].oom
+         ? jr_fail(err, JR_ENOMEM, "postgres: completing jobs: out of memory")
+         : pg_run_count(b, &st_finish, params, "completing jobs", err);
+    for (k = 0; k < 5; k++)
+        free(a[k].p);
+    return rc;
+}
+
+/* The follow-up jobs of the DONE results whose delete matched (ids in
+ * done[0..ndone), sorted), into a new array; *np gets how many. */
+static const jr_push **
+followups(const jr_result *r, int n, const int64_t *done, int ndone,
+          int *np)
+{
+    const jr_push **pp;
+    int i, k, total = 0;
+
+    for (i = 0; i < n; i++)
+        if (r[i].kind == JR_DONE && r[i].npushes > 0)
+            total += r[i].npushes;
+    *np = 0;
+    if ((pp = malloc(((size_t)total + 1) * sizeof *pp)) == NULL)
+        return NULL;
+    for (i = 0; i < n; i++) {
+        if (r[i].kind != JR_DONE || r[i].npushes <= 0 ||
+            !bsearch(&r[i].id, done, (size_t)ndone, sizeof *done, pg_cmp_id))
+            continue;
+        for (k = 0; k < r[i].npushes; k++)
+            pp[(*np)++] = &r[i].pushes[k];
+    }
+    return pp;
+}
+
+/* Checks every follow-up push before the transaction starts. */
+static int
+check_followups(const jr_backend *b, const jr_result *r, int n, jr_err *err)
+{
+    char msg[sizeof err->msg];
+    int i, k;
+
+    for (i = 0; i < n; i++) {
+        if (r[i].kind < JR_DONE || r[i].kind > JR_PROGRESS)
+            return jr_fail(err, JR_EINPUT, "job %lld: unknown result kind "
+                           "%d", (long long)r[i].id, r[i].kind);
+        for (k = 0; r[i].kind == JR_DONE && k < r[i].npushes; k++) {
+            if (jr_push_check(&r[i].pushes[k], b->max_payload, err) < 0) {
+                memcpy(msg, err->msg, sizeof msg);
+                return jr_fail(err, err->code, "job %lld: follow-up %s",
+                               (long long)r[i].id, msg);
+            }
+        }
+    }
+    return 0;
+}
+
+/* The body of the complete transaction. */
+static int
+complete_tx(jr_backend *b, const char *token, const jr_result *r, int n,
+            int64_t *done, const jr_push ***pp, int *np, jr_err *err)
+{
+    int ndone, nother, nprogress;
+
+    /* progress first: a job's last report comes in the same batch as its
+     * end, and the end fences progress out (the row stops running) */
+    if ((nprogress = finish_progress(b, token, r, n, err)) < 0 ||
+        (ndone = finish_done(b, token, r, n, done, err)) < 0 ||
+        (nother = finish_others(b, token, r, n, err)) < 0)
+        return -1;
+    if ((*pp = followups(r, n, done, ndone, np)) == NULL)
+        return jr_fail(err, JR_ENOMEM, "postgres: completing jobs: out of "
+                       "memory");
+    if (*np > 0 && pg_insert_jobs(b, *pp, *np, NULL, err) < 0)
+        return -1;
+    return ndone + nother + nprogress;
+}
+
+/* 1 if r[0..n) are all DONE without follow-ups: their one statement
+ * needs no transaction around it (a round trip instead of three). */
+static int
+only_done(const jr_result *r, int n)
+{
+    int i;
+
+    for (i = 0; i < n; i++)
+        if (r[i].kind != JR_DONE || r[i].npushes > 0)
+            return 0;
+    return 1;
+}
+
+int
+pg_complete(jr_backend *b, const char *token, const jr_result *r, int n,
+            jr_err *err)
+{
+    const jr_push **pp = NULL;
+    int64_t *done;
+    int np = 0, rc;
+
+    if (n <= 0)
+        return 0;
+    if (check_followups(b, r, n, err) < 0 || pg_ready(b, err) < 0)
+        return -1;
+    if ((done = malloc((size_t)n * sizeof *done)) == NULL)
+        return jr_fail(err, JR_ENOMEM, "postgres: completing %d jobs: out "
+                       "of memory", n);
+    b->insert_failed = 0;
+    if (only_done(r, n)) {
+        rc = finish_done(b, token, r, n, done, err);    /* one statement */
+        free(done);
+        return rc;
+    }
+    if ((rc = pg_run_plain(b, "BEGIN", "completing jobs", err)) == 0) {
+        rc = complete_tx(b, token, r, n, done, &pp, &np, err);
+        if (rc >= 0 && pg_run_plain(b, "COMMIT", "completing jobs", err) < 0)
+            rc = -1;
+        if (rc < 0) {
+            pg_rollback(b);
+            if (np > 0)
+                pg_explain_push_error(b, pp, np, err);
+        }
+    }
+    free(pp);
+    free(done);
+    return rc;
+}
+
+/* Records results and claims in one transaction: one commit (one WAL
+ * flush) a round instead of two. */
+int
+pg_complete_claim(jr_backend *b, const char *token, const jr_result *r,
+                  int nr, int *applied, double lease,
+                  const jr_claim_spec *spec, jr_job **out, jr_err *err)
+{
+    const jr_push **pp = NULL;
+    int64_t *done;
+    int np = 0, rc = -1, n = -1;
+
+    *applied = 0;
+    if (check_followups(b, r, nr, err) < 0 || pg_ready(b, err) < 0)
+        return -1;
+    if ((done = malloc((size_t)(nr > 0 ? nr : 1) * sizeof *done)) == NULL)
+        return jr_fail(err, JR_ENOMEM, "postgres: completing %d jobs: out "
+                       "of memory", nr);
+    b->insert_failed = 0;
+    if (pg_run_plain(b, "BEGIN", "completing jobs", err) == 0) {
+        rc = nr > 0 ? complete_tx(b, token, r, nr, done, &pp, &np, err) : 0;
+        if (rc >= 0)
+            n = pg_claim_stmt(b, token, lease, spec, out, err);
+        if (n >= 0 && pg_run_plain(b, "COMMIT", "claiming jobs", err) < 0) {
+            while (n > 0)
+                free(out[--n]);
+            n = -1;
+        }
+        if (n < 0) {
+            pg_rollback(b);
+            if (rc < 0 && np > 0)
+                pg_explain_push_error(b, pp, np, err);
+        } else {
+            *applied = rc;
+        }
+    }
+    free(pp);
+    free(done);
+    return n;
+}
+
+static const pg_stmt st_renew = {S_RENEW, "jr_renew", 2,
+    "UPDATE {{schema}}.jobs"
+    " SET locked_until = now() + $2::float8 * interval '1 second'"
+    " WHERE state = 'running' AND locked_by = $1::text"};
+
+int
+pg_renew(jr_backend *b, const char *token, double lease, jr_err *err)
+{
+    char slease[32];
+    const char *params[2] = {token, slease};
+
+    snprintf(slease, sizeof slease, "%.17g", lease);
+    if (pg_ready(b, err) < 0)
+        return -1;
+    return pg_run_count(b, &st_renew, params, "renewing leases", err);
+}
+
+static const pg_stmt st_rescue = {S_RESCUE, "jr_rescue", 0,
+    "UPDATE {{schema}}.jobs SET"
+    " state = CASE WHEN cancel_requested THEN 'cancelled'"
+    "  ELSE 'queued' END,"
+    " finished_at = CASE WHEN cancel_requested THEN now() END,"
+    " last_error = CASE WHEN cancel_requested"
+    "  THEN 'cancelled: lease expired: runner lost'"
+    "  ELSE 'lease expired: runner lost' END,"
+    " locked_by = NULL, locked_until = NULL, updated_at = now()"
+    " WHERE state = 'running' AND locked_until < now()"};
+
+int
+pg_rescue(jr_backend *b, jr_err *err)
+{
+    if (pg_ready(b, err) < 0)
+        return -1;
+    return pg_run_count(b, &st_rescue, NULL, "rescuing expired leases", err);
+}

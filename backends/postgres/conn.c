@@ -1,0 +1,399 @@
+/* conn.c - the PostgreSQL engine's connection: open and close, the
+ * session's settings and its own timeouts, the reconnect that the next call
+ * makes (pg_ready), the prepared-statement cache (pg_run_params prepares a
+ * pg_stmt once per connection) and the helpers that run statements and
+ * report their failures. Owns struct jr_backend's life. Uses pg_int.h. */
+
+#include <assert.h>
+#include <ctype.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "postgres/pg_int.h"
+#include "postgres/arrays.h"
+
+static void
+quiet(void *arg, const char *message)
+{
+    (void)arg;
+    (void)message;              /* notices ("already exists, skipping") */
+}
+
+/* Copies src into dst on one line: runs of white space (libpq's messages
+ * span lines) become one space; no trailing space. */
+void
+pg_oneline(char *dst, size_t size, const char *src)
+{
+    size_t n = 0;
+
+    if (size == 0)
+        return;
+    for (; src != NULL && *src && n + 1 < size; src++) {
+        if (isspace((unsigned char)*src)) {
+            if (n > 0 && dst[n - 1] != ' ')
+                dst[n++] = ' ';
+        } else {
+            dst[n++] = *src;
+        }
+    }
+    while (n > 0 && dst[n - 1] == ' ')
+        n--;
+    dst[n] = '\0';
+}
+
+/* Returns a new string: tmpl[0..len) with every {{schema}} replaced by the
+ * quoted schema; NULL when out of memory. */
+char *
+pg_expand_n(const jr_backend *b, const char *tmpl, size_t len)
+{
+    static const char mark[] = "{{schema}}";
+    const char *end = tmpl + len, *p;
+    jr_buf s = {0};
+
+    while ((p = strstr(tmpl, mark)) != NULL && p < end) {
+        jr_buf_put(&s, tmpl, (size_t)(p - tmpl));
+        sb_adds(&s, b->qschema);
+        tmpl = p + strlen(mark);
+    }
+    jr_buf_put(&s, tmpl, (size_t)(end - tmpl));
+    jr_buf_put(&s, "", 1);
+    if (s.oom) {
+        free(s.p);
+        return NULL;
+    }
+    return s.p;
+}
+
+/* pg_expand_n over all of tmpl. */
+char *
+pg_expand(const jr_backend *b, const char *tmpl)
+{
+    return pg_expand_n(b, tmpl, strlen(tmpl));
+}
+
+/* Fills err for a failed statement (res may be NULL): what failed, then
+ * "connection lost" if so, then the server's message and detail. */
+int
+pg_fail(jr_backend *b, const PGresult *res, const char *what, jr_err *err)
+{
+    const char *primary = NULL, *detail = NULL, *state = NULL;
+    char msg[400], det[300], tag[24] = "";
+
+    if (res != NULL) {
+        primary = PQresultErrorField(res, PG_DIAG_MESSAGE_PRIMARY);
+        detail = PQresultErrorField(res, PG_DIAG_MESSAGE_DETAIL);
+        state = PQresultErrorField(res, PG_DIAG_SQLSTATE);
+    }
+    snprintf(b->sqlstate, sizeof b->sqlstate, "%s", state ? state : "");
+    pg_oneline(msg, sizeof msg, primary ? primary : PQerrorMessage(b->conn));
+    pg_oneline(det, sizeof det, detail);
+    /* class 57 (operator intervention): a statement_timeout or a cancel
+     * (57014), a shutdown; the code tells them apart in a log */
+    if (strncmp(b->sqlstate, "57", 2) == 0)
+        snprintf(tag, sizeof tag, " [SQLSTATE %s]", b->sqlstate);
+    snprintf(b->pgmsg, sizeof b->pgmsg, "%.250s%s%.120s%s%s", msg,
+             *det ? " (" : "", det, *det ? ")" : "", tag);
+    if (PQstatus(b->conn) != CONNECTION_OK)
+        return jr_fail(err, JR_EDB, "postgres: %s: connection to '%s' lost "
+                       "(%s); will reconnect on the next call", what,
+                       b->masked, b->pgmsg);
+    /* class 22 (data exception) and 23 (integrity constraint): the rows
+     * were refused and would be again; the rest (08 connection, 53
+     * resources, 57 operator intervention...) is the database's trouble */
+    return jr_fail(err, strncmp(b->sqlstate, "22", 2) == 0 ||
+                   strncmp(b->sqlstate, "23", 2) == 0 ? JR_EINPUT : JR_EDB,
+                   "postgres: %s: %s", what, b->pgmsg);
+}
+
+/* Runs sql (no parameters) and checks it worked. */
+int
+pg_run_plain(jr_backend *b, const char *sql, const char *what, jr_err *err)
+{
+    PGresult *res = PQexec(b->conn, sql);
+    ExecStatusType st = PQresultStatus(res);
+    int rc = 0;
+
+    if (st != PGRES_COMMAND_OK && st != PGRES_TUPLES_OK)
+        rc = pg_fail(b, res, what, err);
+    PQclear(res);
+    return rc;
+}
+
+/* Ends any transaction left open, if the connection is up. */
+void
+pg_rollback(jr_backend *b)
+{
+    if (PQstatus(b->conn) == CONNECTION_OK &&
+        PQtransactionStatus(b->conn) != PQTRANS_IDLE)
+        PQclear(PQexec(b->conn, "ROLLBACK"));
+}
+
+/* The session's settings, on a new connection and after a reconnect. No
+ * JIT: with a deep backlog the planner's row estimates pass
+ * jit_above_cost and every claim compiled for a second (1M jobs: 300
+ * jobs/s); our statements are short and gain nothing from it. With
+ * async_commit (the runner's own connection: claims, results, renewals)
+ * a commit does not wait for its WAL flush: a crash can only undo the
+ * last few of them, and an undone claim or result makes its job run
+ * again, which at-least-once allows; the flush is a third of an idle
+ * claim's round (README "Performance"). A connection that claims plans
+ * no sequential or bitmap scan: every statement it runs walks an index
+ * in order by design, and on the statistics of a table analyzed empty
+ * (after a drain) the planner priced a claim's sequential scan, or its
+ * bitmap scan, and a sort at one row: a plan that then read every queued
+ * job at every claim of a backlog filled since. */
+static void
+session_setup(const jr_backend *b, PGconn *conn)
+{
+    char sql[128];
+
+    snprintf(sql, sizeof sql, "SET jit = off%s%s",
+             b->async_commit ? "; SET synchronous_commit = off" : "",
+             b->claims ? "; SET enable_seqscan = off;"
+                         " SET enable_bitmapscan = off" : "");
+    PQclear(PQexec(conn, sql));
+}
+
+/* The runner's connections (own_timeouts) set their own timeouts, first
+ * thing: a statement_timeout, lock_timeout or idle timeout set on the role
+ * or the database is meant for the application's sessions, and inherited
+ * it cancelled the runner's claims, or closed its idle connections, and
+ * kept doing so after it was reset (a session keeps what it started
+ * with). None (0) for each: the runner's statements are short by design,
+ * the waits it makes are meant (the migration lock, a row a producer's
+ * transaction holds), a vacuum or a migration may take minutes, and its
+ * connections idle between rounds and LISTEN for wake-ups (README
+ * "PostgreSQL"). This runs under the role's timeouts: if it fails, the
+ * error says why and the next call tries again. */
+static int
+session_timeouts(const jr_backend *b, PGconn *conn, jr_err *err)
+{
+    char sql[192], msg[300];
+    const char *state, *primary;
+    PGresult *res;
+
+    if (!b->own_timeouts)
+        return 0;
+    snprintf(sql, sizeof sql, "SET statement_timeout = 0; SET lock_timeout "
+             "= 0; SET idle_in_transaction_session_timeout = 0%s%s",
+             PQserverVersion(conn) >= 140000 ?
+             "; SET idle_session_timeout = 0" : "",
+             PQserverVersion(conn) >= 170000 ?
+             "; SET transaction_timeout = 0" : "");
+    res = PQexec(conn, sql);
+    if (PQresultStatus(res) == PGRES_COMMAND_OK) {
+        PQclear(res);
+        return 0;
+    }
+    state = PQresultErrorField(res, PG_DIAG_SQLSTATE);
+    primary = PQresultErrorField(res, PG_DIAG_MESSAGE_PRIMARY);
+    pg_oneline(msg, sizeof msg, primary ? primary : PQerrorMessage(conn));
+    jr_fail(err, JR_EDB, "postgres: setting the session's own timeouts "
+            "(statement_timeout, lock_timeout, idle timeouts: 0) on '%s' "
+            "failed: %s [SQLSTATE %s]; tried again at the next call",
+            b->masked, msg, state ? state : "none");
+    PQclear(res);
+    return -1;
+}
+
+/* Called first by every op: reconnects once if the connection went bad,
+ * ends any transaction a failure left open, and sets the session up if
+ * that has not worked yet. */
+int
+pg_ready(jr_backend *b, jr_err *err)
+{
+    if (PQstatus(b->conn) != CONNECTION_OK) {
+        PQreset(b->conn);
+        b->prepared = 0;
+        b->set_up = 0;
+        if (PQstatus(b->conn) == CONNECTION_OK)
+            b->reconnects++;
+        if (PQstatus(b->conn) != CONNECTION_OK) {
+            char msg[300];
+            pg_oneline(msg, sizeof msg, PQerrorMessage(b->conn));
+            return jr_fail(err, JR_EDB, "postgres: connection to '%s' lost "
+                           "and reconnecting failed: %s", b->masked, msg);
+        }
+    }
+    pg_rollback(b);
+    if (!b->set_up) {
+        if (session_timeouts(b, b->conn, err) < 0)
+            return -1;
+        session_setup(b, b->conn);
+        b->set_up = 1;
+    }
+    return 0;
+}
+
+/* Runs statement st with params, preparing it first if this connection has
+ * not; lens NULL: params are text, else all binary, of those lengths.
+ * Returns its result (caller PQclears) or NULL with err set. */
+PGresult *
+pg_run_params(jr_backend *b, const pg_stmt *st, const char *const *params,
+              const int *lens, const char *what, jr_err *err)
+{
+    static const int binary[16] = {1, 1, 1, 1, 1, 1, 1, 1,
+                                   1, 1, 1, 1, 1, 1, 1, 1};
+    PGresult *res;
+    ExecStatusType rs;
+
+    if (!(b->prepared & (1ull << st->id))) {
+        char *sql = pg_expand(b, st->sql);
+        if (sql == NULL) {
+            jr_fail(err, JR_ENOMEM, "postgres: %s: out of memory", what);
+            return NULL;
+        }
+        res = PQprepare(b->conn, st->name, sql, st->nparams, NULL);
+        free(sql);
+        if (PQresultStatus(res) != PGRES_COMMAND_OK) {
+            pg_fail(b, res, what, err);
+            PQclear(res);
+            return NULL;
+        }
+        PQclear(res);
+        b->prepared |= 1ull << st->id;
+    }
+    assert(lens == NULL || st->nparams <= 16);
+    res = PQexecPrepared(b->conn, st->name, st->nparams, params,
+                         lens, lens != NULL ? binary : NULL, 0);
+    rs = PQresultStatus(res);
+    if (rs != PGRES_COMMAND_OK && rs != PGRES_TUPLES_OK) {
+        pg_fail(b, res, what, err);
+        PQclear(res);
+        return NULL;
+    }
+    return res;
+}
+
+/* pg_run_params with text parameters. */
+PGresult *
+pg_run(jr_backend *b, const pg_stmt *st, const char *const *params,
+       const char *what, jr_err *err)
+{
+    return pg_run_params(b, st, params, NULL, what, err);
+}
+
+/* Runs a statement for its row count; -1 with err set on failure. */
+int
+pg_run_count(jr_backend *b, const pg_stmt *st, const char *const *params,
+             const char *what, jr_err *err)
+{
+    PGresult *res = pg_run(b, st, params, what, err);
+    int n;
+
+    if (res == NULL)
+        return -1;
+    n = atoi(PQcmdTuples(res));
+    PQclear(res);
+    return n;
+}
+
+static int
+schema_check(const char *s, jr_err *err)
+{
+    size_t n;
+
+    for (n = 0; s[n]; n++) {
+        unsigned char c = (unsigned char)s[n];
+        if (!(c == '_' || (c >= 'a' && c <= 'z') ||
+              (n > 0 && c >= '0' && c <= '9')))
+            break;
+    }
+    if (n == 0 || s[n] != '\0' || n > 63)
+        return jr_fail(err, JR_EINPUT, "invalid PostgreSQL schema name "
+                       "'%.80s': must match ^[a-z_][a-z0-9_]{0,62}$", s);
+    if (strncmp(s, "pg_", 3) == 0)
+        return jr_fail(err, JR_EINPUT, "invalid PostgreSQL schema name "
+                       "'%s': the prefix pg_ is reserved for system "
+                       "schemas", s);
+    return 0;
+}
+
+/* Opens a connection to b->url; NULL with err set on failure. */
+PGconn *
+pg_connect(jr_backend *b, jr_err *err)
+{
+    static const char *const keys[] = {"dbname", "fallback_application_name",
+                                       NULL};
+    const char *vals[] = {b->url, "jobrunner", NULL};
+    PGconn *conn = PQconnectdbParams(keys, vals, 1);
+    char msg[300];
+
+    if (conn == NULL) {
+        jr_fail(err, JR_ENOMEM, "cannot connect to PostgreSQL at '%s': out "
+                "of memory", b->masked);
+        return NULL;
+    }
+    PQsetNoticeProcessor(conn, quiet, NULL);
+    if (PQstatus(conn) != CONNECTION_OK) {
+        pg_oneline(msg, sizeof msg, PQerrorMessage(conn));
+        jr_fail(err, JR_EDB, "cannot connect to PostgreSQL at '%s': %s",
+                b->masked, msg);
+        PQfinish(conn);
+        return NULL;
+    }
+    if (session_timeouts(b, conn, err) < 0) {
+        PQfinish(conn);
+        return NULL;
+    }
+    session_setup(b, conn);
+    return conn;
+}
+
+void
+pg_close(jr_backend *b)
+{
+    if (b == NULL)
+        return;
+    PQclear(b->lim_top);
+    PQfinish(b->listen);
+    PQfinish(b->conn);
+    free(b->url);
+    free(b);
+}
+
+jr_backend *
+pg_open(const char *url, const jr_backend_opts *o, jr_err *err)
+{
+    const char *schema = o && o->schema ? o->schema : "jobrunner";
+    jr_backend *b;
+
+    if (schema_check(schema, err) < 0)
+        return NULL;
+    if ((b = calloc(1, sizeof *b)) == NULL ||
+        (b->url = strdup(url)) == NULL) {
+        free(b);
+        jr_fail(err, JR_ENOMEM, "cannot open PostgreSQL: out of memory");
+        return NULL;
+    }
+    if (jr_url_mask(url, b->masked, sizeof b->masked) < 0) {
+        /* never handed to libpq, whose errors would quote pieces of it */
+        jr_fail(err, JR_EUSAGE, "cannot connect to PostgreSQL: %s",
+                b->masked);
+        pg_close(b);
+        return NULL;
+    }
+    snprintf(b->schema, sizeof b->schema, "%s", schema);
+    snprintf(b->qschema, sizeof b->qschema, "\"%s\"", schema);
+    snprintf(b->channel, sizeof b->channel, "%s_jobs", schema);
+    b->channel[63] = '\0';     /* left(schema || '_jobs', 63) in SQL */
+    b->max_payload = o ? o->max_payload : 0;
+    b->must_exist = o ? o->must_exist : 0;
+    b->async_commit = o ? o->async_commit : 0;
+    b->claims = o ? o->claims : 0;
+    b->own_timeouts = o ? o->own_timeouts : 0;
+    b->keep_completed = o ? o->keep_completed : 0;
+    if ((b->conn = pg_connect(b, err)) == NULL) {
+        pg_close(b);
+        return NULL;
+    }
+    b->set_up = 1;
+    return b;
+}
+
+unsigned
+pg_reconnects(jr_backend *b)
+{
+    return b->reconnects;
+}

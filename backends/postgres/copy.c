@@ -1,0 +1,196 @@
+/* copy.c - a push by binary COPY: a batch of plain jobs due now, whose ids
+ * are not asked, streams into jobs in one transaction; a batch that needs
+ * limit_key_of goes back to push.c's insert. Uses arrays.h, conn.c. */
+
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "postgres/pg_int.h"
+#include "postgres/arrays.h"
+
+/* A batch whose jobs are plain (no unique key), due now (no run_at or
+ * run_in) and whose ids are not asked goes in by COPY: no unnest, and the
+ * heap takes its rows a page at a time (README "Batch push"). The table's
+ * CHECKs, its statement triggers (NOTIFY, queues) and defaults apply as
+ * to any insert. One simple query lists the names with a limit path and
+ * starts the COPY, in one transaction; if a job of the batch needs
+ * limit_key_of, the COPY ends with no rows (an error would be logged by
+ * the server) and the batch goes by pg_insert_jobs, as do the next
+ * COPY_SKIP. One job goes by st_push_one, a round trip less. */
+#define COPY_PATHS 200          /* COPY_SQL's LIMIT: more names, INSERT */
+#define COPY_SKIP 100           /* batches by INSERT after a path hit */
+#define COPY_SQL \
+    "SELECT name FROM {{schema}}.limit_paths LIMIT 200;" \
+    " COPY {{schema}}.jobs (name, payload, queue, priority, max_retries," \
+    " limit_key) FROM STDIN (FORMAT binary)"
+
+static int
+copy_eligible(const jr_push *const *pp, int n, const int64_t *ids)
+{
+    int i;
+
+    if (ids != NULL)
+        return 0;
+    for (i = 0; i < n; i++)
+        if (pp[i]->unique_key != NULL || pp[i]->run_at != 0 ||
+            pp[i]->run_in != 0)
+            return 0;
+    return 1;
+}
+
+/* Appends the COPY binary header, or one row of pp, or the trailer. */
+static void
+copy_header(jr_buf *d)
+{
+    static const char sig[11] = "PGCOPY\n\377\r\n";
+
+    jr_buf_put(d, sig, sizeof sig);
+    ba_u32(d, 0);                           /* flags */
+    ba_u32(d, 0);                           /* header extension */
+}
+
+static void
+copy_row(jr_buf *d, const jr_push *p)
+{
+    static const unsigned char fields[2] = {0, 6};
+    const char *payload = p->payload ? p->payload : "{}";
+    size_t n = strlen(payload);
+
+    jr_buf_put(d, fields, 2);
+    ba_text(d, p->name);
+    ba_u32(d, (uint32_t)n + 1);             /* jsonb: version 1, text */
+    jr_buf_put(d, "\1", 1);
+    jr_buf_put(d, payload, n);
+    ba_text(d, p->queue ? p->queue : "default");
+    ba_int(d, p->priority);
+    if (p->max_retries < 0)
+        ba_null(d);
+    else
+        ba_int(d, p->max_retries);
+    ba_text(d, p->key);
+}
+
+/* 1 if a job of pp without a key has a name in paths (limit_key_of would
+ * give it one), or if paths may not list them all. */
+static int
+copy_needs_key(const PGresult *paths, const jr_push *const *pp, int n)
+{
+    int i, k, np = PQntuples(paths);
+
+    if (np >= COPY_PATHS)
+        return 1;
+    for (i = 0; np > 0 && i < n; i++)
+        for (k = 0; pp[i]->key == NULL && k < np; k++)
+            if (strcmp(pp[i]->name, PQgetvalue(paths, k, 0)) == 0)
+                return 1;
+    return 0;
+}
+
+/* Reads the results of the query COPY_SQL until the COPY starts; *paths
+ * gets the SELECT's (caller PQclears). -1 with err set on failure. */
+static int
+copy_start(jr_backend *b, PGresult **paths, const char *what, jr_err *err)
+{
+    PGresult *res;
+    int rc = 0;
+
+    *paths = NULL;
+    while ((res = PQgetResult(b->conn)) != NULL) {
+        ExecStatusType st = PQresultStatus(res);
+        if (st == PGRES_COPY_IN) {
+            PQclear(res);
+            return rc;
+        }
+        if (st == PGRES_TUPLES_OK && *paths == NULL && rc == 0) {
+            *paths = res;
+            continue;
+        }
+        if (rc == 0)
+            rc = pg_fail(b, res, what, err);
+        PQclear(res);
+    }
+    return rc < 0 ? rc : jr_fail(err, JR_EDB, "postgres: %s: the COPY did "
+                                 "not start", what);
+}
+
+/* Sends the COPY's data (len bytes at data) and ends it; reads its
+ * result: 0 if n rows went in, else -1 with err set. */
+static int
+copy_end(jr_backend *b, const char *data, size_t len, int n,
+         const char *what, jr_err *err)
+{
+    PGresult *res;
+    int rc = 0;
+
+    if (PQputCopyData(b->conn, data, (int)len) != 1 ||
+        PQputCopyEnd(b->conn, NULL) != 1)
+        rc = pg_fail(b, NULL, what, err);
+    while ((res = PQgetResult(b->conn)) != NULL) {
+        if (rc == 0) {
+            if (PQresultStatus(res) != PGRES_COMMAND_OK) {
+                b->insert_failed = 1;
+                rc = pg_fail(b, res, what, err);
+            } else if (atoi(PQcmdTuples(res)) != n) {
+                rc = jr_fail(err, JR_EDB, "postgres: %s: %s rows went in",
+                             what, PQcmdTuples(res));
+            }
+        }
+        PQclear(res);
+    }
+    return rc;
+}
+
+/* Pushes pp[0..n) by COPY if it can: 0 done, 1 not done (push it by
+ * pg_insert_jobs; nothing was written), -1 with err set. */
+int
+pg_push_copy(jr_backend *b, const jr_push *const *pp, int n,
+             const int64_t *ids, jr_err *err)
+{
+    PGresult *paths = NULL;
+    jr_buf d = {0};
+    char what[64], *sql;
+    int i, rc;
+
+    b->insert_failed = 0;
+    if (!copy_eligible(pp, n, ids))
+        return 1;
+    if (b->copy_skip > 0) {
+        b->copy_skip--;
+        return 1;
+    }
+    copy_header(&d);
+    for (i = 0; i < n; i++) {
+        if (jr_push_check(pp[i], b->max_payload, err) < 0) {
+            free(d.p);
+            return -1;
+        }
+        copy_row(&d, pp[i]);
+    }
+    jr_buf_put(&d, "\377\377", 2);          /* trailer: field count -1 */
+    if (d.oom || d.len > INT32_MAX || (sql = pg_expand(b, COPY_SQL)) == NULL) {
+        free(d.p);
+        return jr_fail(err, JR_ENOMEM, "postgres: pushing %d jobs: out of "
+                       "memory", n);
+    }
+    snprintf(what, sizeof what, "pushing %d job%s", n, n == 1 ? "" : "s");
+    rc = PQsendQuery(b->conn, sql) == 1 ? copy_start(b, &paths, what, err) :
+         pg_fail(b, NULL, what, err);
+    free(sql);
+    if (rc == 0 && paths != NULL && copy_needs_key(paths, pp, n)) {
+        static const char none[] = "PGCOPY\n\377\r\n\0\0\0\0\0\0\0\0\0"
+                                   "\377\377";
+        b->copy_skip = COPY_SKIP;
+        rc = copy_end(b, none, sizeof none - 1, 0, what, err);
+        rc = rc < 0 ? rc : 1;
+    } else if (rc == 0) {
+        rc = copy_end(b, d.p, d.len, n, what, err);
+    }
+    PQclear(paths);
+    free(d.p);
+    for (i = 0; rc == 0 && i < n; i++)
+        if (pp[i]->outcome != NULL)
+            *pp[i]->outcome = JR_PUSH_NEW;
+    return rc;
+}

@@ -1,0 +1,257 @@
+/* inspect.c - reads for people and the dashboard: stats per name, the
+ * queue list, ready jobs per queue, one job shown, jobs listed by filter.
+ * Owns their statements. Uses conn.c, arrays.h. */
+
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "postgres/pg_int.h"
+#include "postgres/arrays.h"
+
+/* The columns of show and list, in the order row_fields reads them. */
+#define JOB_COLUMNS \
+    "id, name, queue, state, attempts, coalesce(max_retries, -1), priority," \
+    " extract(epoch FROM run_at)::float8," \
+    " extract(epoch FROM created_at)::float8," \
+    " extract(epoch FROM updated_at)::float8," \
+    " extract(epoch FROM started_at)::float8," \
+    " extract(epoch FROM finished_at)::float8, last_error, generation," \
+    " locked_by, extract(epoch FROM locked_until)::float8, progress_done," \
+    " progress_total, progress_note, cancel_requested, limit_key"
+
+static const pg_stmt st_stats = {S_STATS, "jr_stats", 0,
+    "SELECT name,"
+    " count(*) FILTER (WHERE state = 'queued' AND run_at <= now()),"
+    " count(*) FILTER (WHERE state = 'queued' AND run_at > now()),"
+    " count(*) FILTER (WHERE state = 'running'),"
+    " count(*) FILTER (WHERE state = 'dead')"
+    " FROM {{schema}}.jobs GROUP BY name ORDER BY name COLLATE \"C\""};
+
+int
+pg_stats(jr_backend *b, jr_stat_cb cb, void *arg, jr_err *err)
+{
+    PGresult *res;
+    jr_stat_row row;
+    int i;
+
+    if (pg_ready(b, err) < 0 ||
+        (res = pg_run(b, &st_stats, NULL, "reading stats", err)) == NULL)
+        return -1;
+    for (i = 0; i < PQntuples(res); i++) {
+        row.name = PQgetvalue(res, i, 0);
+        row.ready = atol(PQgetvalue(res, i, 1));
+        row.scheduled = atol(PQgetvalue(res, i, 2));
+        row.running = atol(PQgetvalue(res, i, 3));
+        row.dead = atol(PQgetvalue(res, i, 4));
+        if (cb(&row, arg) != 0)
+            break;
+    }
+    PQclear(res);
+    return 0;
+}
+
+static const pg_stmt st_queue_list = {S_QUEUE_LIST, "jr_queue_list", 0,
+    "WITH c AS (SELECT queue,"
+    "  count(*) FILTER (WHERE state = 'queued' AND run_at <= now()) r,"
+    "  count(*) FILTER (WHERE state = 'queued' AND run_at > now()) s,"
+    "  count(*) FILTER (WHERE state = 'running') u,"
+    "  count(*) FILTER (WHERE state = 'dead') d,"
+    "  count(*) FILTER (WHERE state = 'cancelled') x,"
+    "  count(*) FILTER (WHERE state = 'completed') f"
+    "  FROM {{schema}}.jobs GROUP BY queue),"
+    " n AS (SELECT name FROM {{schema}}.queues UNION SELECT queue FROM c)"
+    " SELECT n.name, coalesce(q.paused, false),"
+    " extract(epoch FROM q.paused_at)::float8,"
+    " coalesce(c.r, 0), coalesce(c.s, 0), coalesce(c.u, 0),"
+    " coalesce(c.d, 0), coalesce(c.x, 0), coalesce(c.f, 0)"
+    " FROM n LEFT JOIN {{schema}}.queues q ON q.name = n.name"
+    " LEFT JOIN c ON c.queue = n.name ORDER BY n.name COLLATE \"C\""};
+
+int
+pg_queue_list(jr_backend *b, jr_queue_cb cb, void *arg, jr_err *err)
+{
+    PGresult *res;
+    jr_queue_row row;
+    int i;
+
+    if (pg_ready(b, err) < 0 ||
+        (res = pg_run(b, &st_queue_list, NULL, "listing queues", err)) == NULL)
+        return -1;
+    for (i = 0; i < PQntuples(res); i++) {
+        row.name = PQgetvalue(res, i, 0);
+        row.paused = strcmp(PQgetvalue(res, i, 1), "t") == 0;
+        row.paused_at = strtod(PQgetvalue(res, i, 2), NULL);
+        row.ready = atol(PQgetvalue(res, i, 3));
+        row.scheduled = atol(PQgetvalue(res, i, 4));
+        row.running = atol(PQgetvalue(res, i, 5));
+        row.dead = atol(PQgetvalue(res, i, 6));
+        row.cancelled = atol(PQgetvalue(res, i, 7));
+        row.completed = atol(PQgetvalue(res, i, 8));
+        if (cb(&row, arg) != 0)
+            break;
+    }
+    PQclear(res);
+    return 0;
+}
+
+static const pg_stmt st_ready_by_queue = {
+    S_READY_BY_QUEUE, "jr_ready_by_queue", 2,
+    "SELECT queue, count(*) FROM (SELECT queue FROM {{schema}}.jobs"
+    " WHERE state = 'queued' AND run_at <= now()"
+    " AND name = ANY($1::text[]) AND queue NOT IN"
+    " (SELECT name FROM {{schema}}.queues WHERE paused)"
+    " LIMIT $2::bigint) t GROUP BY queue ORDER BY queue COLLATE \"C\""};
+
+int
+pg_ready_by_queue(jr_backend *b, const char *const *names, int nnames,
+                  long limit, jr_count_cb cb, void *arg, jr_err *err)
+{
+    char slimit[24];
+    const char *params[2];
+    jr_buf s = {0};
+    PGresult *res;
+    int i;
+
+    if (nnames <= 0)
+        return 0;
+    if (pg_ready(b, err) < 0)
+        return -1;
+    for (i = 0; i < nnames; i++)
+        sb_elem(&s, names[i]);
+    snprintf(slimit, sizeof slimit, "%ld", limit);
+    params[0] = sb_array(&s);
+    params[1] = slimit;
+    if (s.oom) {
+        free(s.p);
+        return jr_fail(err, JR_ENOMEM, "postgres: out of memory");
+    }
+    res = pg_run(b, &st_ready_by_queue, params, "counting ready jobs", err);
+    free(s.p);
+    if (res == NULL)
+        return -1;
+    for (i = 0; i < PQntuples(res); i++)
+        if (cb(PQgetvalue(res, i, 0), atol(PQgetvalue(res, i, 1)), arg) != 0)
+            break;
+    PQclear(res);
+    return 0;
+}
+
+static const char *
+col_text(const PGresult *res, int r, int c)
+{
+    return PQgetisnull(res, r, c) ? NULL : PQgetvalue(res, r, c);
+}
+
+/* A number column; NULL is dflt. */
+static double
+col_number(const PGresult *res, int r, int c, double dflt)
+{
+    return PQgetisnull(res, r, c) ? dflt : strtod(PQgetvalue(res, r, c),
+                                                  NULL);
+}
+
+/* Reads the JOB_COLUMNS of row r into j. */
+static void
+row_fields(const PGresult *res, int r, jr_job_row *j)
+{
+    j->id = strtoll(PQgetvalue(res, r, 0), NULL, 10);
+    j->name = PQgetvalue(res, r, 1);
+    j->queue = PQgetvalue(res, r, 2);
+    j->state = PQgetvalue(res, r, 3);
+    j->payload = NULL;
+    j->attempts = atoi(PQgetvalue(res, r, 4));
+    j->max_retries = atoi(PQgetvalue(res, r, 5));
+    j->priority = atoi(PQgetvalue(res, r, 6));
+    j->run_at = col_number(res, r, 7, 0);
+    j->created_at = col_number(res, r, 8, 0);
+    j->updated_at = col_number(res, r, 9, 0);
+    j->started_at = col_number(res, r, 10, 0);
+    j->finished_at = col_number(res, r, 11, 0);
+    j->last_error = col_text(res, r, 12);
+    j->generation = col_text(res, r, 13);
+    j->locked_by = col_text(res, r, 14);
+    j->locked_until = col_number(res, r, 15, 0);
+    j->progress_done = col_number(res, r, 16, NAN);
+    j->progress_total = col_number(res, r, 17, NAN);
+    j->progress_note = col_text(res, r, 18);
+    j->cancel_requested = strcmp(PQgetvalue(res, r, 19), "t") == 0;
+    j->unique_key = NULL;
+    j->limit_key = PQgetisnull(res, r, 20) ? NULL : PQgetvalue(res, r, 20);
+}
+
+static const pg_stmt st_show = {S_SHOW, "jr_show", 1,
+    "SELECT " JOB_COLUMNS ", payload::text, unique_key"
+    " FROM {{schema}}.jobs"
+    " WHERE id = $1::bigint"};
+
+int
+pg_show(jr_backend *b, int64_t id, jr_job_cb cb, void *arg, jr_err *err)
+{
+    char sid[24];
+    const char *params[1] = {sid};
+    PGresult *res;
+    jr_job_row row;
+
+    snprintf(sid, sizeof sid, "%lld", (long long)id);
+    if (pg_ready(b, err) < 0 ||
+        (res = pg_run(b, &st_show, params, "reading a job", err)) == NULL)
+        return -1;
+    if (PQntuples(res) == 0) {
+        PQclear(res);
+        return jr_fail(err, JR_ENOTFOUND, "job %lld: no such job",
+                       (long long)id);
+    }
+    row_fields(res, 0, &row);
+    row.payload = PQgetvalue(res, 0, 21);
+    row.unique_key = PQgetisnull(res, 0, 22) ? NULL :
+                     PQgetvalue(res, 0, 22);
+    cb(&row, arg);
+    PQclear(res);
+    return 0;
+}
+
+/* $1 state (or scheduled, ready), $2 name, $3 queue: NULL any; $4
+ * limit, NULL: all */
+static const pg_stmt st_list = {S_LIST, "jr_list", 4,
+    "SELECT " JOB_COLUMNS " FROM {{schema}}.jobs"
+    " WHERE ($1::text IS NULL OR state = $1::text"
+    "  OR ($1::text = 'scheduled' AND state = 'queued'"
+    "   AND run_at > now())"
+    "  OR ($1::text = 'ready' AND state = 'queued' AND run_at <= now()))"
+    " AND ($2::text IS NULL OR name = $2::text)"
+    " AND ($3::text IS NULL OR queue = $3::text)"
+    " ORDER BY id DESC LIMIT $4::bigint"};
+
+int
+pg_list(jr_backend *b, const jr_list_filter *f, jr_job_cb cb, void *arg,
+        jr_err *err)
+{
+    static const jr_list_filter all;
+    char slimit[16];
+    const char *params[4];
+    PGresult *res;
+    jr_job_row row;
+    int i;
+
+    if (f == NULL)
+        f = &all;
+    if (jr_list_filter_check(f, err) < 0 || pg_ready(b, err) < 0)
+        return -1;
+    snprintf(slimit, sizeof slimit, "%d", f->limit);
+    params[0] = f->state;
+    params[1] = f->name;
+    params[2] = f->queue;
+    params[3] = f->limit > 0 ? slimit : NULL;
+    if ((res = pg_run(b, &st_list, params, "listing jobs", err)) == NULL)
+        return -1;
+    for (i = 0; i < PQntuples(res); i++) {
+        row_fields(res, i, &row);
+        if (cb(&row, arg) != 0)
+            break;
+    }
+    PQclear(res);
+    return 0;
+}

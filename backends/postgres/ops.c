@@ -1,0 +1,134 @@
+/* ops.c - jr_postgres_ops, the one symbol this folder exports, and the
+ * durable wrappers of the ops someone is told succeeded (they commit with
+ * synchronous_commit on). Uses every file of the folder through pg_int.h. */
+
+#include <stdint.h>
+
+#include "postgres/pg_int.h"
+
+/* On a connection with async_commit (the runner's), the ops below commit
+ * with synchronous_commit = on: a cancel, pause, resume, dead retry or
+ * delete answered over HTTP, and a schedule's fire (it is recorded once,
+ * never again), must survive a crash of the server as the same from the
+ * command line do. Claims and results stay asynchronous. set_durable
+ * switches the session's setting around the op (a reconnect in between
+ * comes back with session_setup's); each op commits on its own. */
+static void
+set_durable(jr_backend *b, int on)
+{
+    if (b->async_commit && PQstatus(b->conn) == CONNECTION_OK)
+        PQclear(PQexec(b->conn, on ? "SET synchronous_commit = on" :
+                       "SET synchronous_commit = off"));
+}
+
+static int
+durable_cancel(jr_backend *b, const int64_t *ids, int n, int *outcome,
+               jr_err *err)
+{
+    int rc;
+
+    if (n > 0 && pg_ready(b, err) < 0)
+        return -1;
+    set_durable(b, 1);
+    rc = pg_cancel(b, ids, n, outcome, err);
+    set_durable(b, 0);
+    return rc;
+}
+
+/* Runs op (pause, resume, the dead ones' retry, delete and purge, fire)
+ * durably; which picks it, the arguments follow. */
+enum { D_PAUSE, D_RESUME, D_RETRY, D_DELETE, D_PURGE, D_FIRE };
+
+static int
+durable(jr_backend *b, int which, const char *queue, const int64_t *ids,
+        int n, double age, jr_fire *f, int keep, jr_err *err)
+{
+    int rc = -1;
+
+    if (pg_ready(b, err) < 0)
+        return -1;
+    set_durable(b, 1);
+    switch (which) {
+    case D_PAUSE:  rc = pg_pause(b, queue, err); break;
+    case D_RESUME: rc = pg_resume(b, queue, err); break;
+    case D_RETRY:  rc = pg_dead_retry(b, ids, n, err); break;
+    case D_DELETE: rc = pg_dead_delete(b, ids, n, err); break;
+    case D_PURGE:  rc = pg_dead_purge(b, age, err); break;
+    case D_FIRE:   rc = pg_fire(b, f, n, keep, err); break;
+    }
+    set_durable(b, 0);
+    return rc;
+}
+
+static int
+durable_pause(jr_backend *b, const char *queue, jr_err *err)
+{
+    return durable(b, D_PAUSE, queue, NULL, 0, 0, NULL, 0, err);
+}
+
+static int
+durable_resume(jr_backend *b, const char *queue, jr_err *err)
+{
+    return durable(b, D_RESUME, queue, NULL, 0, 0, NULL, 0, err);
+}
+
+static int
+durable_dead_retry(jr_backend *b, const int64_t *ids, int n, jr_err *err)
+{
+    return durable(b, D_RETRY, NULL, ids, n, 0, NULL, 0, err);
+}
+
+static int
+durable_dead_delete(jr_backend *b, const int64_t *ids, int n, jr_err *err)
+{
+    return durable(b, D_DELETE, NULL, ids, n, 0, NULL, 0, err);
+}
+
+static int
+durable_dead_purge(jr_backend *b, double older_than, jr_err *err)
+{
+    return durable(b, D_PURGE, NULL, NULL, 0, older_than, NULL, 0, err);
+}
+
+static int
+durable_fire(jr_backend *b, jr_fire *f, int n, int keep, jr_err *err)
+{
+    return durable(b, D_FIRE, NULL, NULL, n, 0, f, keep, err);
+}
+
+const jr_backend_ops jr_postgres_ops = {
+    .name = "postgres",
+    .open = pg_open,
+    .migrate = pg_migrate,
+    .push = pg_push,
+    .claim = pg_claim,
+    .complete = pg_complete,
+    .complete_claim = pg_complete_claim,
+    .renew = pg_renew,
+    .rescue = pg_rescue,
+    .stats = pg_stats,
+    .dead_list = pg_dead_list,
+    .dead_retry = durable_dead_retry,
+    .dead_purge = durable_dead_purge,
+    .prune = pg_prune,
+    .queue_prune = pg_queue_prune,
+    .cancel = durable_cancel,
+    .cancelled = pg_cancelled,
+    .pause = durable_pause,
+    .resume = durable_resume,
+    .queue_list = pg_queue_list,
+    .paused = pg_paused,
+    .ready_by_queue = pg_ready_by_queue,
+    .show = pg_show,
+    .list = pg_list,
+    .wake_fd = pg_wake_fd,
+    .changed = pg_changed,
+    .close = pg_close,
+    .fire = durable_fire,
+    .last_fires = pg_last_fires,
+    .dead_delete = durable_dead_delete,
+    .limit_paths = pg_limit_paths,
+    .limit_use = pg_limit_use,
+    .vacuum = pg_vacuum,
+    .reconnects = pg_reconnects,
+};

@@ -1,0 +1,203 @@
+/* pg_int.h - what the files of the PostgreSQL engine share, and nothing
+ * outside backends/postgres/ sees (as SQLite keeps btreeInt.h): struct
+ * jr_backend, the engine's connection handle; the statements' numbers in the
+ * prepared cache and the pg_stmt that carries one; the SQL fragment the
+ * claims share; the functions each file lends its neighbours, and the ops
+ * that ops.c puts in jr_postgres_ops (the folder's one exported symbol).
+ * Uses backend.h, util.h and libpq. */
+#ifndef JR_PG_INT_H
+#define JR_PG_INT_H
+#include <stddef.h>
+#include <stdint.h>
+
+#include <libpq-fe.h>
+
+#include "backend.h"
+#include "base/util.h"
+
+/* Shared between the folder's files only: kept out of the shared library's
+ * symbol table, as static functions of one file were. */
+#pragma GCC visibility push(hidden)
+
+/* The engine's connection handle (backend.h's opaque jr_backend): made by
+ * conn.c's pg_open, read and written by every file of the folder. */
+struct jr_backend {
+    PGconn     *conn;           /* queries; never NULL once open */
+    PGconn     *listen;         /* LISTEN connection, NULL until needed */
+    char       *url;            /* as given, to open the LISTEN connection */
+    char        masked[512];    /* url with the password hidden, for messages */
+    char        schema[64];     /* validated schema name */
+    char        qschema[68];    /* the same, double-quoted for SQL */
+    char        channel[72];    /* NOTIFY channel: schema_jobs, cut to 63 */
+    size_t      max_payload;    /* bytes; 0: no limit */
+    unsigned long long prepared; /* bit S_X set: statement X prepared
+                                    on conn */
+    char        sqlstate[6];    /* SQLSTATE of the last failed statement */
+    int         insert_failed;  /* the last pg_insert_jobs failed in the db */
+    int         copy_skip;      /* batches left that skip pg_push_copy
+                                   (a job of the last tried needed
+                                   limit_key_of) */
+    char        pgmsg[400];     /* its message and detail */
+    int         must_exist;     /* migrate creates no schema */
+    int         async_commit;   /* synchronous_commit = off on conn */
+    unsigned    reconnects;     /* connections opened again after a loss */
+    int         claims;         /* no seq or bitmap scans on conn */
+    int         own_timeouts;   /* session timeouts set by session_setup */
+    int         set_up;         /* session_setup done on conn since its
+                                   last (re)connect */
+    double      keep_completed; /* seconds; 0: delete at success */
+    unsigned    rotate;         /* claims so far: which queue leads */
+    unsigned    fair_only;      /* claims left before st_claim_one is tried
+                                   again (it found several queues) */
+    PGresult   *lim_top;        /* limit_use's top keys, kept till next */
+};
+
+/* A statement, prepared on first use, once per connection: its number
+ * (the bit in prepared), its name on the server, its parameters, its text,
+ * where {{schema}} becomes the quoted schema. Each file keeps its own
+ * statements next to the code that runs them, as static pg_stmt st_*. */
+typedef struct pg_stmt {
+    int         id;             /* S_X: bit in jr_backend.prepared */
+    const char *name;           /* "jr_x", the prepared statement's name */
+    int         nparams;
+    const char *sql;            /* with {{schema}} marks */
+} pg_stmt;
+
+/* The statements' numbers; one pg_stmt each, in the file of its user. */
+enum {
+    S_CLAIM, S_UNCLAIM, S_DONE, S_KEEP, S_FINISH, S_PROGRESS, S_PUSH,
+    S_PAYLOAD_ERROR, S_RENEW,
+    S_RESCUE, S_STATS, S_DEAD_LIST, S_DEAD_RETRY_IDS, S_DEAD_RETRY_ALL,
+    S_DEAD_PURGE, S_PRUNE_LOCK, S_PRUNE_COMPLETED, S_PRUNE_CANCELLED,
+    S_PRUNE_DEAD, S_CANCEL, S_CANCEL_POLL, S_PAUSE, S_RESUME, S_QUEUE_LIST,
+    S_SHOW, S_LIST, S_PAUSED, S_READY_BY_QUEUE,
+    S_PUSH_UNIQUE, S_PRUNE_UNIQUE,
+    S_DEAD_DELETE_IDS,
+    S_LIM_LOCK, S_LIM_RUNNING, S_LIM_BUCKETS, S_LIM_CANDIDATES, S_LIM_CLAIM,
+    S_LIM_BUCKET_SET, S_LIM_PRUNE, S_LIM_PATH_SET, S_LIM_USE,
+    S_LIM_USE_TOP, S_LIM_TOKENS, S_CLAIM_ONE, S_PUSH_ONE, S_PUSH_NOIDS,
+    S_QUEUE_IDLE, S_QUEUE_PRUNE,
+    S_COUNT
+};
+_Static_assert(S_COUNT <= 64, "jr_backend.prepared has a bit per statement");
+
+/* The claims' queues qq (name, paused): those with a queued job, found
+ * by a skip scan of jobs_claim (one seek per such queue), less the
+ * paused ones, so a claim's cost follows the queues with work, not the
+ * rows of the queues table. Opens the statement's WITH list. */
+#define WORK_QUEUES \
+    "WITH RECURSIVE wq(name) AS (SELECT (SELECT min(queue)" \
+    "  FROM {{schema}}.jobs WHERE state = 'queued')" \
+    " UNION ALL SELECT (SELECT min(queue) FROM {{schema}}.jobs" \
+    "  WHERE state = 'queued' AND queue > wq.name)" \
+    " FROM wq WHERE wq.name IS NOT NULL)," \
+    " qq AS (SELECT wq.name, false AS paused FROM wq" \
+    "  WHERE wq.name IS NOT NULL AND NOT EXISTS (SELECT 1" \
+    "  FROM {{schema}}.queues p WHERE p.name = wq.name AND p.paused)),"
+
+/* Each file's functions that others call: the helpers' contracts are at
+ * their definitions, the ops' (pg_open, pg_claim...) in backend.h. */
+/* admin.c */
+int pg_dead_list(jr_backend *b, int limit, jr_dead_cb cb, void *arg,
+                 jr_err *err);
+int pg_dead_retry(jr_backend *b, const int64_t *ids, int n, jr_err *err);
+int pg_dead_delete(jr_backend *b, const int64_t *ids, int n, jr_err *err);
+int pg_dead_purge(jr_backend *b, double older_than, jr_err *err);
+int pg_cancel(jr_backend *b, const int64_t *ids, int n, int *outcome,
+              jr_err *err);
+int pg_cancelled(jr_backend *b, const char *token, int64_t *ids, int max,
+                 jr_err *err);
+int pg_pause(jr_backend *b, const char *queue, jr_err *err);
+int pg_resume(jr_backend *b, const char *queue, jr_err *err);
+int pg_paused(jr_backend *b, jr_name_cb cb, void *arg, jr_err *err);
+
+/* claim.c */
+jr_job *pg_row_job(const PGresult *res, int r);
+int pg_claim_arrays(const jr_claim_spec *spec, jr_buf *a, jr_err *err);
+void pg_fair_order(const PGresult *res, jr_job **out, int n);
+int pg_claim_stmt(jr_backend *b, const char *token, double lease,
+                  const jr_claim_spec *spec, jr_job **out, jr_err *err);
+int pg_claim(jr_backend *b, const char *token, double lease,
+             const jr_claim_spec *spec, jr_job **out, jr_err *err);
+
+/* complete.c */
+int pg_complete(jr_backend *b, const char *token, const jr_result *r, int n,
+                jr_err *err);
+int pg_complete_claim(jr_backend *b, const char *token, const jr_result *r,
+                      int nr, int *applied, double lease,
+                      const jr_claim_spec *spec, jr_job **out, jr_err *err);
+int pg_renew(jr_backend *b, const char *token, double lease, jr_err *err);
+int pg_rescue(jr_backend *b, jr_err *err);
+
+/* conn.c */
+void pg_oneline(char *dst, size_t size, const char *src);
+char *pg_expand_n(const jr_backend *b, const char *tmpl, size_t len);
+char *pg_expand(const jr_backend *b, const char *tmpl);
+int pg_fail(jr_backend *b, const PGresult *res, const char *what, jr_err *err);
+int pg_run_plain(jr_backend *b, const char *sql, const char *what,
+                 jr_err *err);
+void pg_rollback(jr_backend *b);
+int pg_ready(jr_backend *b, jr_err *err);
+PGresult *pg_run_params(jr_backend *b, const pg_stmt *st,
+                        const char *const *params,
+                        const int *lens, const char *what, jr_err *err);
+PGresult *pg_run(jr_backend *b, const pg_stmt *st, const char *const *params,
+                 const char *what, jr_err *err);
+int pg_run_count(jr_backend *b, const pg_stmt *st,
+                 const char *const *params,
+                 const char *what, jr_err *err);
+PGconn *pg_connect(jr_backend *b, jr_err *err);
+void pg_close(jr_backend *b);
+jr_backend *pg_open(const char *url, const jr_backend_opts *o, jr_err *err);
+unsigned pg_reconnects(jr_backend *b);
+
+/* copy.c */
+int pg_push_copy(jr_backend *b, const jr_push *const *pp, int n,
+                 const int64_t *ids, jr_err *err);
+
+/* fire.c */
+int pg_fire(jr_backend *b, jr_fire *f, int n, int keep, jr_err *err);
+int pg_last_fires(jr_backend *b, jr_fire_cb cb, void *arg, jr_err *err);
+
+/* inspect.c */
+int pg_stats(jr_backend *b, jr_stat_cb cb, void *arg, jr_err *err);
+int pg_queue_list(jr_backend *b, jr_queue_cb cb, void *arg, jr_err *err);
+int pg_ready_by_queue(jr_backend *b, const char *const *names, int nnames,
+                      long limit, jr_count_cb cb, void *arg, jr_err *err);
+int pg_show(jr_backend *b, int64_t id, jr_job_cb cb, void *arg, jr_err *err);
+int pg_list(jr_backend *b, const jr_list_filter *f, jr_job_cb cb, void *arg,
+            jr_err *err);
+
+/* limits.c */
+int pg_claim_limited(jr_backend *b, const char *token, double lease,
+                     const jr_claim_spec *spec, jr_job **out, jr_err *err);
+int pg_limit_paths(jr_backend *b, const struct jr_limit *l, int n,
+                   jr_err *err);
+int pg_limit_use(jr_backend *b, const struct jr_limit *l, jr_limit_use *u,
+                 jr_err *err);
+
+/* listen.c */
+int pg_wake_fd(jr_backend *b);
+int pg_changed(jr_backend *b, jr_err *err);
+
+/* migrate.c */
+int pg_migrate(jr_backend *b, jr_err *err);
+
+/* prune.c */
+int pg_prune(jr_backend *b, double older_completed, double older_cancelled,
+             double older_dead, int limit, jr_err *err);
+int pg_queue_prune(jr_backend *b, double idle, const char *const *keep,
+                   int nkeep, int limit, jr_err *err);
+int pg_vacuum(jr_backend *b, jr_err *err);
+
+/* push.c */
+int pg_cmp_id(const void *a, const void *b);
+int pg_insert_jobs(jr_backend *b, const jr_push *const *pp, int n,
+                   int64_t *ids, jr_err *err);
+void pg_explain_push_error(jr_backend *b, const jr_push *const *pp, int n,
+                           jr_err *err);
+int pg_push(jr_backend *b, const jr_push *p, int n, int64_t *ids, jr_err *err);
+
+#pragma GCC visibility pop
+
+#endif

@@ -1,0 +1,220 @@
+/* prune.c - housekeeping off the claim path, one runner at a time: finished
+ * jobs and expired unique keys pruned in small batches, idle queue rows
+ * deleted, vacuum. Owns their statements. Uses conn.c, arrays.h. */
+
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "postgres/pg_int.h"
+#include "postgres/arrays.h"
+
+/* A queue row q that queue_prune may delete: not paused, not changed
+ * for $1 seconds, with no queued job (jobs_claim), running or dead one
+ * (their partial indexes, read once). */
+#define QUEUE_IDLE \
+    " NOT q.paused AND q.updated_at < now() - $1::float8 * interval '1 s'" \
+    " AND NOT EXISTS (SELECT 1 FROM {{schema}}.jobs j" \
+    "  WHERE j.state = 'queued' AND j.queue = q.name)" \
+    " AND q.name NOT IN (SELECT queue FROM {{schema}}.jobs" \
+    "  WHERE state = 'running')" \
+    " AND q.name NOT IN (SELECT queue FROM {{schema}}.jobs" \
+    "  WHERE state = 'dead')"
+
+/* Deletes up to limit rows of one finished state older than age seconds
+ * (age < 0: none), in the open transaction. */
+static int
+prune_state(jr_backend *b, const pg_stmt *which, double age, int limit,
+            jr_err *err)
+{
+    char sage[32], slimit[16];
+    const char *params[2] = {sage, slimit};
+
+    if (age < 0 || !isfinite(age) || limit <= 0)
+        return 0;
+    snprintf(sage, sizeof sage, "%.17g", age);
+    snprintf(slimit, sizeof slimit, "%d", limit);
+    return pg_run_count(b, which, params, "pruning finished jobs", err);
+}
+
+static const pg_stmt st_prune_unique = {S_PRUNE_UNIQUE, "jr_prune_unique", 2,
+    "DELETE FROM {{schema}}.unique_keys WHERE (name, unique_key) IN"
+    " (SELECT name, unique_key FROM {{schema}}.unique_keys"
+    " WHERE held_until < now() - $1::float8 * interval '1 second'"
+    " LIMIT $2::int FOR UPDATE SKIP LOCKED)"};
+
+/* One runner at a time, small batches, never waiting on a row. */
+static const pg_stmt st_prune_lock = {S_PRUNE_LOCK, "jr_prune_lock", 1,
+    "SELECT pg_try_advisory_xact_lock(hashtext($1::text))"};
+
+static const pg_stmt st_prune_completed = {
+    S_PRUNE_COMPLETED, "jr_prune_completed", 2,
+    "DELETE FROM {{schema}}.jobs WHERE id IN (SELECT id"
+    " FROM {{schema}}.jobs WHERE state = 'completed'"
+    " AND finished_at < now() - $1::float8 * interval '1 second'"
+    " LIMIT $2::int FOR UPDATE SKIP LOCKED)"};
+
+static const pg_stmt st_prune_cancelled = {
+    S_PRUNE_CANCELLED, "jr_prune_cancelled", 2,
+    "DELETE FROM {{schema}}.jobs WHERE id IN (SELECT id"
+    " FROM {{schema}}.jobs WHERE state = 'cancelled'"
+    " AND finished_at < now() - $1::float8 * interval '1 second'"
+    " LIMIT $2::int FOR UPDATE SKIP LOCKED)"};
+
+static const pg_stmt st_prune_dead = {S_PRUNE_DEAD, "jr_prune_dead", 2,
+    "DELETE FROM {{schema}}.jobs WHERE id IN (SELECT id"
+    " FROM {{schema}}.jobs WHERE state = 'dead'"
+    " AND died_at < now() - $1::float8 * interval '1 second'"
+    " LIMIT $2::int FOR UPDATE SKIP LOCKED)"};
+
+/* The prune transaction's body: 0 when another runner holds the prune
+ * lock. */
+static int
+prune_tx(jr_backend *b, const double *age, int limit, jr_err *err)
+{
+    static const pg_stmt *const which[4] = {
+        &st_prune_completed, &st_prune_cancelled, &st_prune_dead,
+        &st_prune_unique};
+    char key[96];
+    const char *params[1] = {key};
+    PGresult *res;
+    int n = 0, rc, i, locked;
+
+    snprintf(key, sizeof key, "jobrunner.prune.%s", b->schema);
+    if ((res = pg_run(b, &st_prune_lock, params, "pruning finished jobs",
+                      err)) == NULL)
+        return -1;
+    locked = strcmp(PQgetvalue(res, 0, 0), "t") == 0;
+    PQclear(res);
+    for (i = 0; i < 4 && locked; i++) {
+        /* the windows of unique keys end at held_until: age 0 */
+        if ((rc = prune_state(b, which[i], i < 3 ? age[i] : 0, limit - n,
+                              err)) < 0)
+            return -1;
+        n += rc;
+    }
+    return n;
+}
+
+int
+pg_prune(jr_backend *b, double older_completed, double older_cancelled,
+         double older_dead, int limit, jr_err *err)
+{
+    const double age[3] = {older_completed, older_cancelled, older_dead};
+    int n;
+
+    if (limit <= 0)
+        return 0;
+    if (pg_ready(b, err) < 0 ||
+        pg_run_plain(b, "BEGIN", "pruning finished jobs", err) < 0)
+        return -1;
+    if ((n = prune_tx(b, age, limit, err)) < 0 ||
+        pg_run_plain(b, "COMMIT", "pruning finished jobs", err) < 0) {
+        pg_rollback(b);
+        return -1;
+    }
+    return n;
+}
+
+/* Idle queues: $1 seconds, $2 names kept, $3 at most. */
+static const pg_stmt st_queue_idle = {S_QUEUE_IDLE, "jr_queue_idle", 3,
+    "SELECT q.name FROM {{schema}}.queues q WHERE" QUEUE_IDLE
+    " AND q.name <> ALL($2::text[]) ORDER BY q.name LIMIT $3::int"};
+
+/* the same again for names $2, under the SHARE lock on jobs */
+static const pg_stmt st_queue_prune = {S_QUEUE_PRUNE, "jr_queue_prune", 2,
+    "DELETE FROM {{schema}}.queues q WHERE q.name = ANY($2::text[])"
+    " AND" QUEUE_IDLE};
+
+/* queue_prune's transaction body: finds the idle queues, then takes a
+ * SHARE lock on jobs (a push in flight, whose trigger saw the queue's
+ * row, commits first; the next waits for this delete and makes the row
+ * again) and deletes those still idle. The lock waits 200 ms at most:
+ * then it is for a later prune. 0 when another runner prunes. */
+static int
+queue_prune_tx(jr_backend *b, const char *const *params, jr_err *err)
+{
+    char key[96], sql[160];
+    const char *lock[1] = {key}, *del[2] = {params[0], NULL};
+    jr_buf names = {0};
+    PGresult *res;
+    int r, n;
+
+    b->sqlstate[0] = '\0';
+    snprintf(key, sizeof key, "jobrunner.queues.%s", b->schema);
+    if ((res = pg_run(b, &st_prune_lock, lock, "pruning idle queues", err)) ==
+        NULL)
+        return -1;
+    n = strcmp(PQgetvalue(res, 0, 0), "t") == 0;
+    PQclear(res);
+    if (!n || (res = pg_run(b, &st_queue_idle, params, "pruning idle queues",
+                            err)) == NULL)
+        return n ? -1 : 0;
+    for (r = 0; r < PQntuples(res); r++)
+        sb_elem(&names, PQgetvalue(res, r, 0));
+    n = PQntuples(res);
+    PQclear(res);
+    del[1] = sb_array(&names);
+    snprintf(sql, sizeof sql, "SET LOCAL lock_timeout = '200ms'; LOCK TABLE"
+             " %s.jobs IN SHARE MODE", b->qschema);
+    if (n > 0 && names.oom)
+        n = jr_fail(err, JR_ENOMEM, "postgres: out of memory");
+    else if (n > 0 && pg_run_plain(b, sql, "pruning idle queues", err) < 0)
+        n = -1;
+    else if (n > 0)
+        n = pg_run_count(b, &st_queue_prune, del, "pruning idle queues", err);
+    jr_buf_free(&names);
+    /* a lock not had in 200 ms (jobs, or a queue row being paused) is for
+     * a later round, not an error */
+    return n < 0 && strcmp(b->sqlstate, "55P03") == 0 ? 0 : n;
+}
+
+int
+pg_queue_prune(jr_backend *b, double idle, const char *const *keep,
+               int nkeep, int limit, jr_err *err)
+{
+    char sidle[32], slimit[16];
+    const char *params[3] = {sidle, NULL, slimit};
+    jr_buf kept = {0};
+    int i, n;
+
+    if (limit <= 0)
+        return 0;
+    snprintf(sidle, sizeof sidle, "%.17g", idle);
+    snprintf(slimit, sizeof slimit, "%d", limit);
+    for (i = 0; i < nkeep; i++)
+        sb_elem(&kept, keep[i]);
+    params[1] = sb_array(&kept);
+    if (kept.oom) {
+        jr_buf_free(&kept);
+        return jr_fail(err, JR_ENOMEM, "postgres: out of memory");
+    }
+    if (pg_ready(b, err) < 0 ||
+        pg_run_plain(b, "BEGIN", "pruning idle queues", err) < 0) {
+        jr_buf_free(&kept);
+        return -1;
+    }
+    n = queue_prune_tx(b, params, err);
+    jr_buf_free(&kept);
+    if (n > 0 && pg_run_plain(b, "COMMIT", "pruning idle queues", err) < 0)
+        n = -1;
+    pg_rollback(b);                /* nothing deleted, or it failed */
+    return n;
+}
+
+/* Deleted and claimed jobs leave their entries in jobs_claim until a
+ * vacuum, and each claim walks past them from the index's start: between
+ * two autovacuums (a minute apart by default) a fast drain slows several
+ * times over. SKIP_LOCKED: another runner's vacuum, or autovacuum, is
+ * as good. */
+int
+pg_vacuum(jr_backend *b, jr_err *err)
+{
+    char sql[128];
+
+    snprintf(sql, sizeof sql, "VACUUM (ANALYZE, SKIP_LOCKED) %s.jobs",
+             b->qschema);
+    if (pg_ready(b, err) < 0)
+        return -1;
+    return pg_run_plain(b, sql, "vacuuming the jobs table", err);
+}
