@@ -36,22 +36,25 @@ on_limit(evutil_socket_t fd, short what, void *arg)
     jr_master_kick(m);
 }
 
-int
-jr_limitsrun_init(master *m)
+static int
+init(master *m, void **st)
 {
+    (void)st;
     if (jr_limits_copy(&m->limits, &m->cfg->limits) < 0 ||
         (m->lim_stats = calloc(1, sizeof(lstats))) == NULL)
         return -1;
     m->lim_changed = 1;
+    jr_limitslua_open(m);
     m->ev_limit = event_new(m->base, -1, 0, on_limit, m);
     return m->ev_limit ? 0 : -1;
 }
 
-void
-jr_limitsrun_free(master *m)
+static void
+free_limits(master *m, void *unused)
 {
     lstats *st = m->lim_stats;
 
+    (void)unused;
     if (m->ev_limit)
         event_free(m->ev_limit);
     m->ev_limit = NULL;
@@ -63,11 +66,13 @@ jr_limitsrun_free(master *m)
     m->lim_stats = NULL;
 }
 
-void
-jr_limitsrun_spec(master *m, jr_cycle *c)
+/* Hands the limits to cycle c (a copy it borrows while it runs). */
+static void
+fill(master *m, void *st, jr_cycle *c)
 {
     jr_limits fresh;
 
+    (void)st;
     /* no cycle runs now: the copy it borrows may be replaced */
     if (m->lim_changed && jr_limits_copy(&fresh, &m->limits) == 0) {
         jr_limits_free(&m->lim_cycle);
@@ -78,12 +83,14 @@ jr_limitsrun_spec(master *m, jr_cycle *c)
     c->nlimits = m->lim_cycle.n;
 }
 
-void
-jr_limitsrun_cycle(master *m, const jr_cycle *c)
+/* After cycle c: waits for the next token a rate refused, if any. */
+static void
+taken(master *m, void *st, jr_cycle *c)
 {
     double wait;
     struct timeval tv;
 
+    (void)st;
     if (c->limit_next <= 0 || m->ev_limit == NULL)
         return;
     wait = c->limit_next - jr_now();
@@ -105,13 +112,17 @@ applies(const jr_limit *l, const char *name, const char *queue)
     return strcmp(l->scope, name) == 0;
 }
 
-void
-jr_limitsrun_done(master *m, const char *name, const char *queue, int kind)
+/* A job ended with result kind (figures for on_tick); frees room: claim
+ * again. */
+static void
+job_left(master *m, void *unused, const jr_job *j, int kind)
 {
+    const char *name = j->name, *queue = j->queue;
     lstats *st = m->lim_stats;
     lstat *bigger;
     int i, hit = 0;
 
+    (void)unused;
     if (m->limits.n == 0 || st == NULL)
         return;
     if (st->n < m->limits.n) {
@@ -228,3 +239,8 @@ jr_limitsrun_warn(master *m, const char *const *names, int n)
                    m->cfg->file : "config", s);
     }
 }
+
+const jr_service jr_limits_service = {
+    .name = "limits", .slot = JR_SVC_LIMITS, .init = init, .fill = fill,
+    .taken = taken, .job_left = job_left, .free = free_limits,
+};

@@ -380,3 +380,34 @@ jr_metrics_throughput(jr_metrics *x, jr_buf *b)
     }
     jr_buf_put(b, "]}", 2);
 }
+
+/* ---- the service (service.h): the cycle times, and the series' end ---- */
+
+static void
+fill(master *m, void *st, jr_cycle *c)
+{
+    (void)st;
+    (void)c;
+    jr_metrics_cycle_begin(m->metrics);
+}
+
+static void
+read_cycle(master *m, void *st, jr_cycle *c)
+{
+    (void)st;
+    jr_metrics_cycle_end(m->metrics, c->rescued);
+}
+
+/* The series live as long as the master (the HTTP server makes them). */
+static void
+free_metrics(master *m, void *st)
+{
+    (void)st;
+    jr_metrics_free(m->metrics);
+    m->metrics = NULL;
+}
+
+const jr_service jr_metrics_service = {
+    .name = "metrics", .slot = JR_SVC_METRICS, .fill = fill,
+    .read = read_cycle, .free = free_metrics,
+};

@@ -4,7 +4,8 @@
  * so that each claim asks at most its target less that; which queues are
  * paused, so that jobs of a paused queue claimed ahead are given back
  * instead of started; and the per-queue figures and targets of on_tick.
- * Fairness between queues is the claim's (backend.h). Uses
+ * Fairness between queues is the claim's (backend.h). A service
+ * (service.h) whose state is still the master's (m->qs, m->paused). Uses
  * master_int.h. */
 #include <stdlib.h>
 #include <string.h>
@@ -54,13 +55,14 @@ log_served(const jr_queues *cq)
     jr_log(JR_LOG_INFO, "serving queues: %s (no other)", list);
 }
 
-int
-jr_qstate_init(master *m)
+static int
+init(master *m, void **st)
 {
     const jr_queues *cq = &m->cfg->queues;
     int i, n = cq->n + cq->nserve;
     qstate *q;
 
+    (void)st;
     m->serve_all = cq->nserve == 0;
     if (n == 0)
         return 0;
@@ -83,11 +85,12 @@ jr_qstate_init(master *m)
     return 0;
 }
 
-void
-jr_qstate_free(master *m)
+static void
+free_qstate(master *m, void *st)
 {
     int i;
 
+    (void)st;
     for (i = 0; i < m->npaused; i++)
         free(m->paused[i]);
     free(m->paused);
@@ -118,12 +121,24 @@ count_held(master *m)
             }
 }
 
-void
-jr_qstate_spec(master *m, jr_cycle *c, int want)
+/* Jobs of a paused queue are held here: read the paused set. */
+static int
+due(master *m, void *st)
 {
-    int k, free_slots;
+    (void)st;
+    return m->paused_due && m->qlen > 0;
+}
+
+/* Fills c's queue caps (each queue's target less what it holds here) for
+ * its claim of up to c->want jobs, and whether it reads the paused
+ * queues. */
+static void
+fill(master *m, void *st, jr_cycle *c)
+{
+    int k, free_slots, want = c->want;
     qstate *q;
 
+    (void)st;
     /* jobs claimed ahead must not start once their queue is paused */
     c->poll_paused = (m->paused_due && m->qlen > 0) || c->count_ready;
     c->ahead = m->qlen > 0;
@@ -189,11 +204,14 @@ take_paused(master *m, jr_cycle *c)
         release_paused(m);
 }
 
-void
-jr_qstate_cycle(master *m, jr_cycle *c)
+/* After cycle c: notes which capped queues may have more ready, takes the
+ * paused queues it read (releasing local jobs of paused queues). */
+static void
+taken(master *m, void *st, jr_cycle *c)
 {
     int i, k, *got;
 
+    (void)st;
     take_paused(m, c);
     if (m->nqs == 0 || c->want <= 0 || c->nclaimed < 0)
         return;
@@ -215,12 +233,16 @@ jr_qstate_cycle(master *m, jr_cycle *c)
     free(got);
 }
 
-void
-jr_qstate_done(master *m, const char *queue)
+/* A job of its queue left its worker: claim again if its queue was
+ * full. */
+static void
+job_left(master *m, void *st, const jr_job *j, int kind)
 {
     qstate *q;
 
-    if (m->nqs > 0 && (q = find(m, queue)) != NULL && q->more) {
+    (void)st;
+    (void)kind;
+    if (m->nqs > 0 && (q = find(m, j->queue)) != NULL && q->more) {
         q->more = 0;
         m->want_claim = 1;
     }
@@ -310,3 +332,8 @@ jr_qstate_tick(master *m, const jr_cycle *c)
             tick_queue(m, c->ready_q[i].queue, c->ready_q[i].n, NULL);
     jr_hook_close(m->hooks);
 }
+
+const jr_service jr_qstate_service = {
+    .name = "queues", .slot = JR_SVC_QSTATE, .init = init, .due = due,
+    .fill = fill, .taken = taken, .job_left = job_left, .free = free_qstate,
+};
