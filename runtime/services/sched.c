@@ -39,9 +39,7 @@ typedef struct fire_req {       /* a fire waiting or in flight */
     int     drop;               /* expire's mark */
 } fire_req;
 
-typedef struct jr_sched jr_sched;
-
-struct jr_sched {
+typedef struct jr_sched {
     jr_schedules cfg;           /* owns the entries' strings */
     ent         *e;
     int          n;
@@ -52,7 +50,7 @@ struct jr_sched {
     int          ninflight;
     int          failing;       /* fires failed since the last recorded */
     int          dropping;      /* fires expired since then (logged) */
-};
+} jr_sched;
 
 typedef struct svc {            /* the service's state */
     jr_sched   *sc;             /* replaced whole by a reload */
@@ -300,11 +298,10 @@ free_svc(master *m, void *st)
     svc *v = st;
 
     (void)m;
-    if (v == NULL)
-        return;
-    if (v->tick.ev != NULL)
+    if (v != NULL && v->tick.ev != NULL)
         event_free(v->tick.ev);
-    free_sched(v->sc);
+    if (v != NULL)
+        free_sched(v->sc);
     free(v);
 }
 
@@ -598,8 +595,6 @@ taken(master *m, void *st, jr_cycle *c)
     jr_cycle_free_fires(c);
 }
 
-const jr_service jr_sched_service = {
-    .name = "schedules", .slot = JR_SVC_SCHED, .init = init, .due = due,
-    .fill = fill, .taken = taken, .drop = taken, .reload = reload,
-    .free = free_svc,
-};
+const jr_service jr_sched_service = {.name = "schedules",
+    .slot = JR_SVC_SCHED, .init = init, .due = due, .fill = fill,
+    .taken = taken, .drop = taken, .reload = reload, .free = free_svc};
