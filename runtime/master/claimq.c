@@ -1,8 +1,10 @@
 /* claimq.c - the master's jobs between the database and the workers: the
  * local queue of claimed jobs, dispatch to free worker slots, the result
  * buffers, and the database cycle that records the results and claims as
- * many jobs as there is capacity for, once per pass of work. Named for the
- * claim queue at its centre. Uses master_int.h and the database thread. */
+ * many jobs as there is capacity for, once per pass of work; the services
+ * (service.h) fill the rest of the cycle and read it back. Named for the
+ * claim queue at its centre. Uses master_int.h, service.h and the database
+ * thread. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -455,9 +457,6 @@ jr_claimq_cycle_done(jr_cycle *c, void *arg)
     }
     jr_service_taken(m, c);
     jr_cycle_free_out(c);
-    if (c->pruned > 0)
-        jr_log(JR_LOG_DEBUG, "pruned %d finished jobs", c->pruned);
-    m->prune_due = m->prune_due || c->pruned == JR_PRUNE_BATCH;
     jr_claimq_watch_wake(m, c->wake_fd);
     note_health(m, c);
     jr_claimq_dispatch(m);
@@ -509,12 +508,7 @@ fill(master *m, jr_cycle *c, int want)
     c->renew = m->renew_due;
     c->rescue = m->rescue_due;
     c->claimed = m->claimed;
-    c->prune = m->prune_due;
-    c->keep_completed = m->cfg->keep_completed;
-    c->keep_cancelled = m->cfg->keep_cancelled;
-    c->keep_dead = m->cfg->keep_dead;
-    c->keep_queues = m->cfg->keep_queues;
-    m->wake_due = m->renew_due = m->rescue_due = m->prune_due = 0;
+    m->wake_due = m->renew_due = m->rescue_due = 0;
     jr_service_fill(m, c);
 }
 
@@ -549,7 +543,7 @@ jr_claimq_work(evutil_socket_t fd, short what, void *arg)
         want = 0;
     due = jr_service_due(m);
     if (m->nres == 0 && want <= 0 && !m->renew_due && !m->rescue_due &&
-        !m->wake_due && !m->prune_due && !due)
+        !m->wake_due && !due)
         return;
     memset(c, 0, sizeof *c);
     if (send_results(m, c) < 0)

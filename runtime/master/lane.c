@@ -8,8 +8,8 @@
  * drained 40% faster than one of two; README "Performance"). Each round
  * then claims half a batch, so that the two take turns.
  *
- * Only plain rounds take the lane: no limits, no capped or served-only
- * queues, and no progress report pending or in the first round's flight
+ * Only plain rounds take the lane: no service shapes the claim (limits,
+ * capped or served-only queues: jr_service_shapes), and no progress report pending or in the first round's flight
  * (a job's progress must never land after its end). Everything else
  * (renewals, rescues, cancels, schedules, counts, retries after an
  * outage) stays on the first connection. SQLite has one writer: no lane.
@@ -128,14 +128,13 @@ lane_of(master *m)
 }
 
 /* Whether rounds may take the lane at all: PostgreSQL, a connection not
- * refused, and plain claims (no limits, no capped or served-only
- * queues). */
+ * refused, and plain claims (no service shapes them: no limits, no capped
+ * or served-only queues). */
 static int
-lane_fits(const master *m, const jr_lane *l)
+lane_fits(master *m, const jr_lane *l)
 {
     return l != NULL && l->pg && !(l->opened && l->t == NULL) &&
-           m->nqs == 0 && m->serve_all && m->limits.n == 0 &&
-           m->lim_cycle.n == 0;
+           !jr_service_shapes(m);
 }
 
 /* Whether this round may take it now: big enough, the lane free, the

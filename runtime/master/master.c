@@ -4,7 +4,9 @@
  * only set a flag and kick; one pass of work (claimq.c) then hands out
  * jobs and starts a database cycle. Its other concerns sit beside it and
  * share master_int.h: claimq.c (local queue, results, database cycle),
- * pool.c and output.c (workers), gen.c (reload), events.c (hooks). */
+ * pool.c, death.c and output.c (workers), gen.c (reload). The services
+ * beside the claim (services/) are listed here, jr_master_services, and
+ * called only through service.h. */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
@@ -38,7 +40,6 @@
 #include "master/service.h"
 
 #define TICK_SECS      0.25     /* on_tick: deadlines, shutdown, idle */
-#define PRUNE_EVERY    5.0      /* seconds between prunes (retention) */
 #define WATCH_DEBOUNCE 0.2      /* seconds of quiet in scripts/ to reload */
 #define STOP_WAIT      2.0      /* seconds finish waits for workers to exit */
 
@@ -56,6 +57,7 @@ static const int signals[NSIGNALS] = {SIGTERM, SIGINT, SIGCHLD, SIGHUP,
  *   vacuum reads how many jobs a cycle recorded;
  *   qstate, limits, schedules, cancel act on the claimed jobs (taken);
  *     cancel last, so that the jobs it ends were seen by the others;
+ *   prune after the claim's readers: its batch runs after the claim;
  *   unhandled counts on the database thread between cycles (tick). */
 const jr_service *const jr_master_services[] = {
     &jr_metrics_service,
@@ -65,6 +67,7 @@ const jr_service *const jr_master_services[] = {
     &jr_limits_service,
     &jr_sched_service,
     &jr_cancel_service,
+    &jr_prune_service,
     &jr_unhandled_service,
     NULL
 };
@@ -264,8 +267,6 @@ make_loop(master *m, jr_err *err)
     jr_master_flag(m, &m->poll, m->cfg->poll_interval, &m->want_claim);
     jr_master_flag(m, &m->renew, m->cfg->lease / 3, &m->renew_due);
     jr_master_flag(m, &m->rescue, m->cfg->lease / 2, &m->rescue_due);
-    jr_master_flag(m, &m->pausetick, 1.0, &m->paused_due);
-    jr_master_flag(m, &m->prunetick, PRUNE_EVERY, &m->prune_due);
     m->ev_tick = add_timer(m, TICK_SECS, on_tick, m);
     return 0;
 }
@@ -440,8 +441,7 @@ cleanup(master *m)
 {
     struct event *evs[] = {m->ev_work, m->poll.ev, m->renew.ev, m->rescue.ev,
                            m->ev_tick, m->ev_wake, m->ev_spawn,
-                           m->ev_recheck, m->pausetick.ev,
-                           m->prunetick.ev};
+                           m->ev_recheck};
     size_t i;
     int k;
     wk *w;

@@ -1,18 +1,23 @@
-/* master_int.h - what the master's files share, private to them: the
- * master, its workers, generations and pending results (the structs are
- * visible on purpose: each file works on the fields of its concern), and
- * the functions one file calls in another. The files, by concern:
- *   master.c  the loop, signals and timers; start, finish, cleanup
- *   claimq.c  the local queue of claimed jobs, dispatch to workers, result
- *             buffers and the database cycle that records and claims
- *   cancel.c  cancels of this runner's running jobs: local queue, workers,
- *             the kill after a grace period
- *   pool.c    the worker processes: spawn, frames, results, death, scaling,
- *             deadlines; output.c reads their output (handler_output)
- *   gen.c     generations of handler code: hello, probe, reload
- *   events.c  the hook events (on_job_*, on_tick, on_scale, on_reload...)
- * Uses config.h, dbthread.h (the database, which only it sees), frame.h,
- * hooks.h, reload.h, script.h, util.h. */
+/* master_int.h - what the master's files and the services share, private
+ * to them: the master, its workers, generations and pending results (the
+ * structs are visible on purpose: each file works on the fields of its
+ * concern), and the functions one file calls in another. The files, by
+ * concern:
+ *   master.c   the loop, signals and timers; start, finish, cleanup; the
+ *              list of services
+ *   claimq.c   the local queue of claimed jobs, dispatch to workers, result
+ *              buffers and the database cycle that records and claims
+ *   pool.c     the worker processes: spawn, frames, results, scaling;
+ *              output.c reads their output (handler_output)
+ *   death.c    worker deaths (what becomes of their jobs) and the kills
+ *              at a deadline
+ *   gen.c      generations of handler code: hello, probe, reload
+ *   service.c  the core's calls into the services (service.h)
+ * A feature beside the claim is a service in services/ (service.h): it
+ * keeps its state in its own struct at svc[its slot]; the core calls it
+ * through the list and never by name. Uses config.h, dbthread.h (the
+ * database, which only it sees), frame.h, hooks.h, reload.h, script.h,
+ * service.h, util.h. */
 #ifndef JR_MASTER_INT_H
 #define JR_MASTER_INT_H
 
@@ -169,17 +174,10 @@ struct master {
     snoozed            *snoozes;        /* jobs snoozed here, unordered */
     size_t              nsnoozes, capsnoozes;
     qstate             *qs;             /* queues capped or served, by
-                                           name (qstate.c) */
+                                           name (qstate.c; /metrics
+                                           reads them) */
     int                 nqs;
     int                 serve_all;      /* no serve list: every queue */
-    const char        **qnames;         /* a claim's caps, for the cycle */
-    int                *qmax;
-    char              **paused;         /* paused queues, last read */
-    int                 npaused;
-    int                 paused_due;     /* read the paused queues */
-    flag_timer          pausetick;      /* sets paused_due each second */
-    flag_timer          prunetick;      /* sets prune_due */
-    int                 prune_due;      /* prune a batch of finished jobs */
     long                cancelled;      /* jobs recorded cancelled */
     struct jr_notify   *notify;         /* systemd's socket, or NULL */
     int                 held_max;       /* results held unrecorded at most
@@ -188,13 +186,6 @@ struct master {
                                            NULL when off */
     double              cycle_at;       /* when the last cycle went */
     struct jr_metrics  *metrics;        /* its counters (metrics.c) */
-    /* limits per key (limitsrun.c) */
-    jr_limits           limits;         /* live: the config's, as hooks
-                                           changed them */
-    jr_limits           lim_cycle;      /* the copy a cycle borrows */
-    int                 lim_changed;    /* limits differ from lim_cycle */
-    struct event       *ev_limit;       /* a rate's next token: claim */
-    void               *lim_stats;      /* per-limit figures for on_tick */
     void               *svc[JR_NSERVICES]; /* each service's state, by its
                                            slot (service.h) */
 };
@@ -252,20 +243,12 @@ void    jr_claimq_wake(evutil_socket_t fd, short what, void *arg);
 
 /* Sets queue's target (on_tick), clamped to its min..max. */
 void jr_qstate_target(master *m, const char *queue, double target);
-/* Adds the per-queue figures to the on_tick event being built. */
-void jr_qstate_tick(master *m, const jr_cycle *c);
 
 /* limitsrun.c: limits per key in the master */
 
-/* limitslua.c: puts "jobrunner.limits" (get, set) in the config's state. */
-void jr_limitslua_open(master *m);
 /* Warns of each limit on a job name that none of names[0..n) is (the
  * handler may come with a reload: not an error). */
 void jr_limitsrun_warn(master *m, const char *const *names, int n);
-/* Adds `limits` (per limit: running, done, failed, failure_rate, its
- * settings; waiting and running_all from cycle c) to the on_tick event
- * being built. */
-void jr_limitsrun_tick(master *m, const jr_cycle *c);
 
 /* pool.c: the workers */
 

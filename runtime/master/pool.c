@@ -1,9 +1,10 @@
 /* pool.c - the worker processes: spawning them (the fork and exec are
  * spawn.c's) and sending their settings, reading their frames and
- * results, what becomes of their jobs when they die, fitting their number
- * to the target (backlog, idle, on_tick's answer, signals), recycling, and
- * the kills at a deadline (hello, job timeout). Their output is output.c's,
- * the code their hello loaded gen.c's. Uses master_int.h. */
+ * results (each job's end told to the services), fitting their number to
+ * the target (backlog, idle, on_tick's answer, signals) and recycling.
+ * Their deaths and the kills at a deadline are death.c's, their output
+ * output.c's, the code their hello loaded gen.c's. Uses master_int.h,
+ * service.h. */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <signal.h>

@@ -115,6 +115,27 @@ jr_service_refuse(master *m, const jr_job *j, const char *why)
     return 0;
 }
 
+int
+jr_service_shapes(master *m)
+{
+    const jr_service *s;
+
+    EACH(s)
+        if (s->shapes != NULL && s->shapes(m, ST(m, s)))
+            return 1;
+    return 0;
+}
+
+void
+jr_service_figures(master *m, const jr_cycle *c)
+{
+    const jr_service *s;
+
+    EACH(s)
+        if (s->figures != NULL)
+            s->figures(m, ST(m, s), c);
+}
+
 void
 jr_service_tick(master *m, double now)
 {

@@ -1,6 +1,6 @@
 /* service.h - what runs beside the claim, behind one interface: each
  * service (services/: metrics, hook events, vacuum, queue state, limits,
- * schedules, cancel, unhandled names) is a table of callbacks the core
+ * schedules, cancel, retention, unhandled names) is a table of callbacks the core
  * calls at fixed points of its loop, in the spirit of Oban's plugins and
  * River's maintenance services. The core (claimq.c, pool.c, master.c's
  * loop) names no feature: it calls jr_service_*, which walk the one list
@@ -21,8 +21,8 @@ struct wk;
  * calls is service.c's list, not this. */
 enum {
     JR_SVC_METRICS, JR_SVC_EVENTS, JR_SVC_VACUUM, JR_SVC_QSTATE,
-    JR_SVC_LIMITS, JR_SVC_SCHED, JR_SVC_CANCEL, JR_SVC_UNHANDLED,
-    JR_NSERVICES
+    JR_SVC_LIMITS, JR_SVC_SCHED, JR_SVC_CANCEL, JR_SVC_PRUNE,
+    JR_SVC_UNHANDLED, JR_NSERVICES
 };
 
 typedef struct jr_service {
@@ -67,6 +67,12 @@ typedef struct jr_service {
      * queued; j stays the caller's to free). Per job: cheap. */
     int  (*refuse)(struct master *m, void *st, const jr_job *j,
                    const char *why);
+    /* 1 if it shapes the claim now (queue caps, limits): the claim then
+     * goes on the first connection alone (lane.c). */
+    int  (*shapes)(struct master *m, void *st);
+    /* The on_tick hook's event is being built (events.c), from cycle c
+     * (it counted the backlog): adds its own figures to it. */
+    void (*figures)(struct master *m, void *st, const jr_cycle *c);
     /* Each tick of the loop (a few a second); now is mono time. */
     void (*tick)(struct master *m, void *st, double now);
     /* A reload read the config file again (cfg, borrowed). */
@@ -86,6 +92,7 @@ extern const jr_service jr_qstate_service;
 extern const jr_service jr_limits_service;
 extern const jr_service jr_sched_service;
 extern const jr_service jr_cancel_service;
+extern const jr_service jr_prune_service;
 extern const jr_service jr_unhandled_service;
 
 /* The core's calls: each runs the callback of every service that has
@@ -101,6 +108,8 @@ void jr_service_job_end(struct master *m, const jr_job *j,
                         const jr_result *r, double secs);
 void jr_service_job_left(struct master *m, const jr_job *j, int kind);
 int  jr_service_refuse(struct master *m, const jr_job *j, const char *why);
+int  jr_service_shapes(struct master *m);      /* 1 if any shapes */
+void jr_service_figures(struct master *m, const jr_cycle *c);
 void jr_service_tick(struct master *m, double now);
 void jr_service_reload(struct master *m, const jr_config *cfg);
 void jr_service_stop(struct master *m);

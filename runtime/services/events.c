@@ -125,8 +125,7 @@ on_tick(master *m, events *ev, const jr_cycle *c)
     jr_hook_int(m->hooks, "failed", m->failed);
     jr_hook_int(m->hooks, "dead", m->dead);
     jr_hook_num(m->hooks, "interval", secs);
-    jr_qstate_tick(m, c);
-    jr_limitsrun_tick(m, c);
+    jr_service_figures(m, c);  /* queues, limits */
     ev->tick_at = now;
     ev->tick_done = m->done;
     ev->tick_failed = m->failed + m->dead;

@@ -4,9 +4,8 @@
  * downtime from the last fires the database holds (read again after a
  * reconnect), catch-up whenever the runner finds itself behind (a stall,
  * a clock step), fires retried until recorded, and the config's
- * schedules followed on reload. A service (service.h): owns its
- * schedules, their fires and its timer. Uses cron.h, schedules.h (the
- * config's), the cycle of dbthread.h. */
+ * schedules followed on reload. A service (service.h) owning its
+ * schedules, fires and timer. Uses cron.h, schedules.h, dbthread.h. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
