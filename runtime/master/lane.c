@@ -9,8 +9,9 @@
  * then claims half a batch, so that the two take turns.
  *
  * Only plain rounds take the lane: no service shapes the claim (limits,
- * capped or served-only queues: jr_service_shapes), and no progress report pending or in the first round's flight
- * (a job's progress must never land after its end). Everything else
+ * capped or served-only queues: jr_service_shapes), and no progress
+ * report pending or in the first round's flight (a job's progress must
+ * never land after its end). Everything else
  * (renewals, rescues, cancels, schedules, counts, retries after an
  * outage) stays on the first connection. SQLite has one writer: no lane.
  * Opened at the first round that wants it; if the database refuses the

@@ -1,7 +1,7 @@
 /* service.h - what runs beside the claim, behind one interface: each
  * service (services/: metrics, hook events, vacuum, queue state, limits,
- * schedules, cancel, retention, unhandled names) is a table of callbacks the core
- * calls at fixed points of its loop, in the spirit of Oban's plugins and
+ * schedules, cancel, retention, unhandled names) is a table of callbacks
+ * the core calls at fixed points of its loop, in the spirit of Oban's plugins and
  * River's maintenance services. The core (claimq.c, pool.c, master.c's
  * loop) names no feature: it calls jr_service_*, which walk the one list
  * in service.c, in its order. A service keeps its state in its own struct,

@@ -186,7 +186,8 @@ free_events(master *m, void *st)
 
 const jr_service jr_events_service = {
     .name = "events", .slot = JR_SVC_EVENTS, .init = init, .due = due,
-    .fill = fill, .read = read_cycle, .job_start = job_start, .job_end = job_end,
+    .fill = fill, .read = read_cycle, .job_start = job_start,
+    .job_end = job_end,
     .free = free_events,
 };
 

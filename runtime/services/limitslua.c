@@ -1,9 +1,9 @@
 /* limitslua.c - limits from the hooks' Lua: the module "jobrunner.limits"
  * (also the `limits` field of "jobrunner" when a hook loaded the producer
  * module) in the master's config state, with get and set over the
- * master's live limits (limitsrun.c, limits.h). A change reaches the next claim;
- * limits hold in this runner until it stops (the config's come back at
- * the next start). Uses master_int.h, limitcfg.h. */
+ * master's live limits (limitsrun.c, limits.h). A change reaches the
+ * next claim; limits hold in this runner until it stops (the config's
+ * come back at the next start). Uses master_int.h, limits.h. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
