@@ -1,11 +1,11 @@
 /* service.h - what runs beside the claim, behind one interface: each
  * service (services/: metrics, hook events, vacuum, queue state, limits,
  * schedules, cancel, retention, unhandled names) is a table of callbacks
- * the core calls at fixed points of its loop, in the spirit of Oban's plugins and
- * River's maintenance services. The core (claimq.c, pool.c, master.c's
- * loop) names no feature: it calls jr_service_*, which walk the one list
- * in service.c, in its order. A service keeps its state in its own struct,
- * at m->svc[its slot]. Every callback may be NULL (not wanted); all run in
+ * the core calls at fixed points of its loop, in the spirit of Oban's
+ * plugins and River's maintenance services. The core (claimq.c, pool.c,
+ * master.c's loop) names no feature: it calls jr_service_*, which walk
+ * master.c's list (jr_master_services) in its order (service.c). A
+ * service keeps its state in its own struct, at m->svc[its slot]. Every callback may be NULL (not wanted); all run in
  * the master's loop thread. Uses master_int.h, dbthread.h's jr_cycle. */
 #ifndef JR_SERVICE_H
 #define JR_SERVICE_H
