@@ -2,7 +2,7 @@
  * cycle is handed over under a mutex; completion comes back as one byte on
  * a pipe that the event loop watches, so the done callback runs on the
  * loop's thread and nothing else is shared. Its connections are opened by
- * dbopen.c. */
+ * dbopen.c; the reads and schedule fires a cycle adds are cycle.c's. */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
@@ -16,6 +16,7 @@
 #include <event2/event.h>
 
 #include "backend.h"
+#include "db/cycle.h"
 #include "db/dbthread.h"
 #include "base/log.h"
 #include "base/util.h"
@@ -52,13 +53,6 @@ struct jr_dbreq {               /* one request off the claim path */
     void            *arg;
     jr_dbreq        *next;
 };
-
-static void
-keep_err(jr_cycle *c, const jr_err *e)
-{
-    if (c->err.code == 0)
-        c->err = *e;
-}
 
 /* Records result r alone. A result the database refuses for its input (a
  * follow-up push it will not take, an error text too big) would be refused
@@ -123,57 +117,6 @@ jr_dbthread_complete(jr_db *db, const char *token, const jr_result *r, int n,
     return applied;
 }
 
-void
-jr_cycle_free_out(jr_cycle *c)
-{
-    int i;
-
-    for (i = 0; i < c->npaused; i++)
-        free(c->paused[i]);
-    free(c->paused);
-    for (i = 0; i < c->nready_q; i++)
-        free(c->ready_q[i].queue);
-    free(c->ready_q);
-    free(c->lim_waiting);
-    c->lim_waiting = c->lim_running = NULL;
-    c->paused = NULL;
-    c->ready_q = NULL;
-    c->npaused = -1;
-    c->nready_q = 0;
-}
-
-static int
-add_paused(const char *queue, void *arg)
-{
-    jr_cycle *c = arg;
-    char **more = realloc(c->paused, (size_t)(c->npaused + 1) * sizeof *more);
-
-    if (more == NULL)
-        return 1;
-    c->paused = more;
-    if ((more[c->npaused] = strdup(queue)) == NULL)
-        return 1;
-    c->npaused++;
-    return 0;
-}
-
-static int
-add_ready(const char *queue, long n, void *arg)
-{
-    jr_cycle *c = arg;
-    jr_queue_count *more = realloc(c->ready_q, (size_t)(c->nready_q + 1) *
-                                   sizeof *more);
-
-    if (more == NULL)
-        return 1;
-    c->ready_q = more;
-    if ((more[c->nready_q].queue = strdup(queue)) == NULL)
-        return 1;
-    more[c->nready_q++].n = n;
-    c->ready += n;
-    return 0;
-}
-
 /* The claim's queue caps as the backend takes them, into a new array. */
 static jr_queue_want *
 queue_wants(const jr_cycle *c)
@@ -186,58 +129,6 @@ queue_wants(const jr_cycle *c)
         w[i].max = c->qmax[i];
     }
     return w;
-}
-
-/* The reads a cycle may add: the paused queues and the ready counts. */
-/* For on_tick: each limit's jobs ready and running, over all runners
- * (one limit_use each; none when out of memory). */
-static void
-limit_counts(jr_dbthread *t, jr_cycle *c)
-{
-    jr_limit_use u;
-    jr_err e;
-    int i;
-
-    c->lim_waiting = calloc(2 * (size_t)c->nlimits, sizeof *c->lim_waiting);
-    if (c->lim_waiting == NULL)
-        return;
-    c->lim_running = c->lim_waiting + c->nlimits;
-    for (i = 0; i < c->nlimits; i++) {
-        if (t->db->ops->limit_use(t->db->b, &c->limits[i], &u, &e) < 0) {
-            keep_err(c, &e);
-            u.waiting = u.running = -1;
-        }
-        c->lim_waiting[i] = u.waiting;
-        c->lim_running[i] = u.running;
-    }
-}
-
-static void
-run_reads(jr_dbthread *t, jr_cycle *c, int changed)
-{
-    const jr_backend_ops *ops = t->db->ops;
-    jr_err e;
-
-    c->npaused = -1;
-    if ((c->poll_paused || (c->ahead && c->consume_wake && changed > 0)) &&
-        c->err.code == 0) {
-        c->npaused = 0;
-        if (ops->paused(t->db->b, add_paused, c, &e) < 0) {
-            keep_err(c, &e);
-            jr_cycle_free_out(c);
-        }
-    }
-    c->ready = -1;
-    if (c->count_ready && c->err.code == 0) {
-        c->ready = 0;
-        if (ops->ready_by_queue(t->db->b, c->names, c->nnames, 1000000,
-                                add_ready, c, &e) < 0) {
-            keep_err(c, &e);
-            c->ready = -1;
-        }
-    }
-    if (c->count_ready && c->nlimits > 0 && c->err.code == 0)
-        limit_counts(t, c);
 }
 
 /* The cycle's checks off the claim path: the cancels of this runner's
@@ -257,81 +148,20 @@ extras(jr_dbthread *t, jr_cycle *c)
     if (c->check_cancel &&
         (c->ncancel = ops->cancelled(t->db->b, t->token, c->cancel_ids,
                                      JR_CANCEL_MAX, &e)) < 0)
-        keep_err(c, &e);
+        jr_cycle_err(c, &e);
     if (c->prune &&
         (c->pruned = ops->prune(t->db->b, c->keep_completed,
                                 c->keep_cancelled, c->keep_dead,
                                 JR_PRUNE_BATCH, &e)) < 0)
-        keep_err(c, &e);
+        jr_cycle_err(c, &e);
     if (c->prune && c->pruned >= 0 &&
         jr_mono() - t->queues_at >= (c->keep_queues < QUEUE_PRUNE_EVERY ?
                                      c->keep_queues : QUEUE_PRUNE_EVERY)) {
         t->queues_at = jr_mono();
         if (ops->queue_prune(t->db->b, c->keep_queues, c->qnames,
                              c->nqueues, JR_PRUNE_BATCH, &e) < 0)
-            keep_err(c, &e);
+            jr_cycle_err(c, &e);
     }
-}
-
-/* ---- schedules: fires and the last fire of each ---- */
-
-void
-jr_cycle_free_fires(jr_cycle *c)
-{
-    int i;
-
-    for (i = 0; i < c->nlast_fires; i++)
-        free(c->last_fires[i].schedule);
-    free(c->last_fires);
-    c->last_fires = NULL;
-    c->nlast_fires = -1;
-}
-
-static int
-add_last_fire(const char *schedule, double at, int64_t id, void *arg)
-{
-    jr_cycle *c = arg;
-    jr_last_fire *more = realloc(c->last_fires, (size_t)(c->nlast_fires + 1)
-                                 * sizeof *more);
-
-    if (more == NULL)
-        return 1;
-    c->last_fires = more;
-    if ((more[c->nlast_fires].schedule = strdup(schedule)) == NULL)
-        return 1;
-    more[c->nlast_fires].at = at;
-    more[c->nlast_fires++].id = id;
-    return 0;
-}
-
-/* Records the cycle's fires one by one: one the database refuses for its
- * input is marked -1 (the others go on); trouble with the database stops
- * here (the fires not tried keep inserted 0 and err says why). */
-static void
-run_fires(jr_dbthread *t, jr_cycle *c)
-{
-    const jr_backend_ops *ops = t->db->ops;
-    jr_err e;
-    int i;
-
-    if (c->read_fires) {
-        c->nlast_fires = 0;
-        if (ops->last_fires(t->db->b, add_last_fire, c, &e) < 0) {
-            keep_err(c, &e);
-            jr_cycle_free_fires(c);
-        }
-    }
-    for (i = 0; i < c->nfires && c->err.code == 0; i++)
-        if (ops->fire(t->db->b, &c->fires[i], 1, c->fires_keep, &e) < 0) {
-            if (e.code != JR_EINPUT) {
-                keep_err(c, &e);
-                break;
-            }
-            jr_log(JR_LOG_ERROR, "schedule '%s': fire refused by the "
-                   "database: %s", c->fires[i].schedule, e.msg);
-            c->fires[i].inserted = -1;
-        }
-    c->nfires_done = i;
 }
 
 /* Whether the backend opened its connection again since the last look:
@@ -368,7 +198,7 @@ run_cycle(jr_dbthread *t, jr_cycle *c)
     c->npaused = -1;
     c->nready_q = 0;
     if (c->consume_wake && (changed = ops->changed(b, &e)) < 0)
-        keep_err(c, &e);
+        jr_cycle_err(c, &e);
     c->unchanged = c->consume_wake && changed == 0;
     want = changed == 0 && !c->claim_always ? 0 : c->want;
     if (want > 0 && c->nqueues > 0 && (wants = queue_wants(c)) == NULL)
@@ -393,26 +223,26 @@ run_cycle(jr_dbthread *t, jr_cycle *c)
         c->applied = jr_dbthread_complete(t->db, t->token, c->results, nres,
                                           &e);
     if (c->applied < 0) {
-        keep_err(c, &e);
+        jr_cycle_err(c, &e);
         want = 0;               /* the database is in trouble: stop here */
         c->renew = c->rescue = 0;
     }
     if (want > 0 &&
         (c->nclaimed = ops->claim(b, t->token, t->lease, &spec, c->claimed,
                                   &e)) < 0)
-        keep_err(c, &e);
+        jr_cycle_err(c, &e);
     if (c->renew && (c->renewed = ops->renew(b, t->token, t->lease, &e)) < 0)
-        keep_err(c, &e);
+        jr_cycle_err(c, &e);
     if (c->rescue &&
         (c->rescued = ops->rescue(b, &e)) < 0)
-        keep_err(c, &e);
+        jr_cycle_err(c, &e);
     free(wants);
     c->nlast_fires = -1;
     c->nfires_done = 0;
     if (c->err.code == 0)
-        run_fires(t, c);
+        jr_cycle_fires(t->db, c);
     extras(t, c);
-    run_reads(t, c, changed);
+    jr_cycle_reads(t->db, c, changed);
     c->wake_fd = ops->wake_fd(b);
     c->reconnected = reconnected(t);
 }

@@ -3,7 +3,7 @@
  * database work to the database thread (jr_http_ask). What the runner
  * knows itself (workers, throughput) it answers at once, through its host
  * (host.h). Routes are a table, documented route by route in the README.
- * Uses http.h, host.h, api.h, metrics.h, job.h. */
+ * Uses http.h, host.h, api.h, job.h. */
 #define _GNU_SOURCE
 #include <ctype.h>
 #include <errno.h>
@@ -19,7 +19,6 @@
 
 #include "http/http.h"
 #include "base/job.h"
-#include "services/metrics.h"
 
 /* --- a JSON body: one object with the keys ids, all, older_than ---- */
 
@@ -446,7 +445,7 @@ r_runner(call *c)
                   g.local, g.stopping ? "true" : "false");
     host->running(host->runner, put_running, &l);
     jr_buf_put(&b, "],\"throughput\":", 15);
-    jr_metrics_throughput(host->metrics, &b);
+    host->throughput(host, &b);
     host->unhandled_json(host->runner, &b);
     jr_buf_put(&b, "}", 1);
     jr_http_reply(c->req, 200, "application/json", b.p, b.len);

@@ -73,6 +73,11 @@ typedef struct jr_httphost {
      * ,"unhandled":[...] member. */
     void (*unhandled_metrics)(void *runner, jr_buf *b);
     void (*unhandled_json)(void *runner, jr_buf *b);
+    /* Appends /metrics' whole text (the runner's counters, and the
+     * gauges it reads through this host h), or the dashboard's
+     * throughput minutes as JSON. */
+    void (*metrics_text)(const struct jr_httphost *h, jr_buf *b);
+    void (*throughput)(const struct jr_httphost *h, jr_buf *b);
 } jr_httphost;
 
 #endif

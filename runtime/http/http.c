@@ -7,7 +7,7 @@
  * The reads (gauges, lists, a job) run on a connection and thread of their
  * own, so that a scan of the jobs table never waits in front of a claim;
  * writes go through the runner's database thread. Uses http.h, host.h,
- * auth.h, httpconn.h, metrics.h, api.h, log.h; libevent's evhttp. */
+ * auth.h, httpconn.h, api.h, log.h; libevent's evhttp. */
 #define _GNU_SOURCE
 #include <arpa/inet.h>
 #include <errno.h>
@@ -29,7 +29,6 @@
 #include "http/http.h"
 #include "http/httpconn.h"
 #include "base/log.h"
-#include "services/metrics.h"
 
 #define GAUGES_MAX_AGE 5.0      /* seconds the database gauges are kept, */
 #define GAUGES_COST_X  10.0     /* or this many times their read's time */
@@ -227,7 +226,7 @@ scrape_reply(jr_http *h, struct evhttp_request *req)
 {
     jr_buf b = {0};
 
-    jr_metrics_write(&h->host, &b);
+    h->host.metrics_text(&h->host, &b);
     jr_api_printf(&b, "# HELP jobrunner_http_connections HTTP connections "
                   "open now (this scrape's included).\n# TYPE "
                   "jobrunner_http_connections gauge\n"

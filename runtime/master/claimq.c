@@ -1,8 +1,10 @@
 /* claimq.c - the master's jobs between the database and the workers: the
  * local queue of claimed jobs, dispatch to free worker slots, the result
  * buffers, and the database cycle that records the results and claims as
- * many jobs as there is capacity for, once per pass of work. Named for the
- * claim queue at its centre. Uses master_int.h and the database thread. */
+ * many jobs as there is capacity for, once per pass of work; the services
+ * (service.h) fill the rest of the cycle and read it back. Named for the
+ * claim queue at its centre. Uses master_int.h, service.h and the database
+ * thread. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -12,9 +14,8 @@
 #include "base/log.h"
 #include "master/master_int.h"
 #include "url.h"
-#include "services/metrics.h"
 #include "master/lane.h"
-#include "services/vacuum.h"
+#include "master/service.h"
 
 #define LOCAL_QUEUE   512       /* claimed ahead while jobs are short */
 #define SHORT_JOB     0.005     /* seconds: below this, claim ahead */
@@ -23,8 +24,6 @@
 #define RECHECKS_FAST 10        /* the first ones RECHECK_FAST_US apart */
 #define RECHECK_FAST_US 100     /* (a commit shows an fsync after its write) */
 #define RECHECK_US    500
-#define VACUUM_SLOW_N    100    /* a claim of this many jobs taking */
-#define VACUUM_SLOW_SECS 0.1    /* this long asks for a vacuum early */
 /* Jobs handed out and not yet recorded (out at the workers, their results
  * pending or in flight, the lane's too) above which no more are handed out
  * until a cycle records some: what a kill -9 makes run again is at most
@@ -121,7 +120,7 @@ expire_job(master *m, jr_job *j)
     seen.error = "no retries left (lease expired: runner lost)";
     last = *j;                  /* strings stay in j until it is freed */
     last.attempt--;
-    jr_event_job(m, &last, &seen, 0);
+    jr_service_job_end(m, &last, &seen, 0);
     jr_claimq_result(m, &r, NULL);
     free(j);
     return 1;
@@ -284,8 +283,10 @@ send_job(master *m, wk *w, jr_job *j)
     jr_buf_reset(&m->out);
     jr_frame_put_job(&m->out, j);
     w->jobs[w->njobs++] = j;
-    if (w->njobs == 1)
-        jr_event_job_start(m, w);
+    if (w->njobs == 1) {
+        w->started = jr_mono();
+        jr_service_job_start(m, j, w->id);
+    }
     if (m->out.oom || bufferevent_write(w->bev, m->out.p, m->out.len) < 0)
         jr_log(JR_LOG_ERROR, "worker %d: cannot send job %lld", w->id,
                (long long)j->id);
@@ -293,14 +294,13 @@ send_job(master *m, wk *w, jr_job *j)
            (long long)j->id, j->name, w->id, j->attempt);
 }
 
-/* Sends job j (taken) to w, or records it cancelled if its cancel was
- * told to a worker that gave it back unstarted (it died or recycled).
+/* Sends job j (taken) to w, unless a service ends it first (a cancel
+ * told to a worker that gave it back unstarted: it died or recycled).
  * Returns 1 if sent. */
 static int
 send_or_cancel(master *m, wk *w, jr_job *j)
 {
-    if (jr_cancel_requested(m, j->id)) {
-        jr_cancel_record(m, j, "cancelled before it started");
+    if (jr_service_refuse(m, j, "cancelled before it started")) {
         free(j);
         return 0;
     }
@@ -430,6 +430,8 @@ note_health(master *m, const jr_cycle *c)
     }
 }
 
+/* Cycle c came back: its results recorded (or put back), the services
+ * read it, its jobs queued and handed out. */
 void
 jr_claimq_cycle_done(jr_cycle *c, void *arg)
 {
@@ -439,34 +441,22 @@ jr_claimq_cycle_done(jr_cycle *c, void *arg)
     c->results = NULL;
     jr_gen_unref(m->cycle_gen);
     m->cycle_gen = NULL;
-    jr_metrics_cycle_end(m->metrics, c->rescued);
-    if (c->count_ready)
-        jr_event_tick(m, c);
     if (c->applied < 0) {
         jr_claimq_back(m);
     } else {
         jr_claimq_recorded(m, m->inflight, m->ninflight, c->applied);
         m->ninflight = 0;
-        /* a big claim that took long: dead index entries, likely */
-        jr_vacuum_note(m, c->applied, c->nclaimed >= VACUUM_SLOW_N &&
-                       jr_mono() - m->cycle_at >= VACUUM_SLOW_SECS);
     }
+    jr_service_read(m, c);
     m->cycle_want = 0;
     jr_claimq_take(m, c->claimed, c->nclaimed, c->want);
-    jr_limitsrun_cycle(m, c);
-    jr_qstate_cycle(m, c);
-    jr_cycle_free_out(c);
-    jr_sched_cycle(m, c);
     if (c->rescued > 0) {
         jr_log(JR_LOG_WARN, "requeued %d job%s whose runner's lease expired",
                c->rescued, c->rescued == 1 ? "" : "s");
         m->want_claim = 1;
     }
-    if (c->check_cancel && c->ncancel >= 0)
-        jr_cancel_seen(m, c->cancel_ids, c->ncancel);
-    if (c->pruned > 0)
-        jr_log(JR_LOG_DEBUG, "pruned %d finished jobs", c->pruned);
-    m->prune_due = m->prune_due || c->pruned == JR_PRUNE_BATCH;
+    jr_service_taken(m, c);
+    jr_cycle_free_out(c);
     jr_claimq_watch_wake(m, c->wake_fd);
     note_health(m, c);
     jr_claimq_dispatch(m);
@@ -502,6 +492,26 @@ send_results(master *m, jr_cycle *c)
     return 0;
 }
 
+/* Fills cycle c's inputs for a claim of want jobs: the core's, then each
+ * service's. */
+static void
+fill(master *m, jr_cycle *c, int want)
+{
+    c->want = want > 0 ? want : 0;
+    c->consume_wake = m->wake_due;
+    c->claim_always = m->want_claim;
+    if (m->gen != NULL) {
+        m->cycle_gen = jr_gen_ref(m->gen);
+        c->names = m->gen->names;
+        c->nnames = m->gen->n;
+    }
+    c->renew = m->renew_due;
+    c->rescue = m->rescue_due;
+    c->claimed = m->claimed;
+    m->wake_due = m->renew_due = m->rescue_due = 0;
+    jr_service_fill(m, c);
+}
+
 /* The loop's one pass of work: hand out what is queued, and start a
  * database cycle if one is needed and none is running. */
 void
@@ -509,7 +519,7 @@ jr_claimq_work(evutil_socket_t fd, short what, void *arg)
 {
     master *m = arg;
     jr_cycle *c = &m->cycle;
-    int want, sched;
+    int want, due;
 
     (void)fd;
     (void)what;
@@ -517,9 +527,9 @@ jr_claimq_work(evutil_socket_t fd, short what, void *arg)
     jr_pool_scale_up(m);
     if (m->dbt == NULL || m->stopping == 2)
         return;
-    /* the schedules look at the clock each second, whatever the database
-     * does: a fire's instant is taken on time even while cycles fail */
-    sched = jr_sched_due(m);
+    /* the services are asked each pass, whatever the database does: the
+     * schedules take a fire's instant on time even while cycles fail */
+    due = jr_service_due(m);
     if (jr_dbthread_busy(m->dbt)) {
         /* a second round on the lane while this one is out (lane.c) */
         if (m->want_claim && m->db_retry_at == 0 && m->gen != NULL)
@@ -534,39 +544,13 @@ jr_claimq_work(evutil_socket_t fd, short what, void *arg)
     if (m->stopping || m->gen == NULL || m->gen->n == 0 ||
         !(m->want_claim || m->wake_due))
         want = 0;
-    if (m->cancel_due && !jr_cancel_holds(m))
-        m->cancel_due = 0;      /* nothing of ours to cancel */
     if (m->nres == 0 && want <= 0 && !m->renew_due && !m->rescue_due &&
-        !m->wake_due && !m->count_due && !(m->paused_due && m->qlen > 0) &&
-        !m->cancel_due && !m->prune_due && !sched)
+        !m->wake_due && !due)
         return;
     memset(c, 0, sizeof *c);
     if (send_results(m, c) < 0)
         return;
-    c->want = want > 0 ? want : 0;
-    c->consume_wake = m->wake_due;
-    c->claim_always = m->want_claim;
-    if (m->gen != NULL) {
-        m->cycle_gen = jr_gen_ref(m->gen);
-        c->names = m->gen->names;
-        c->nnames = m->gen->n;
-    }
-    c->count_ready = m->count_due;
-    jr_qstate_spec(m, c, c->want);
-    c->renew = m->renew_due;
-    c->rescue = m->rescue_due;
-    c->claimed = m->claimed;
-    c->check_cancel = m->cancel_due;
-    c->prune = m->prune_due;
-    c->keep_completed = m->cfg->keep_completed;
-    c->keep_cancelled = m->cfg->keep_cancelled;
-    c->keep_dead = m->cfg->keep_dead;
-    c->keep_queues = m->cfg->keep_queues;
-    jr_limitsrun_spec(m, c);
-    m->wake_due = m->renew_due = m->rescue_due = m->count_due = 0;
-    m->cancel_due = m->prune_due = 0;
-    jr_sched_spec(m, c);
-    jr_metrics_cycle_begin(m->metrics);
+    fill(m, c, want);
     m->cycle_at = jr_mono();
     m->cycle_want = c->want;
     if (jr_dbthread_submit(m->dbt, c) < 0)

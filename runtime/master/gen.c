@@ -132,7 +132,7 @@ config_check(master *m)
         jr_event_reload(m, 0, err.msg);
         rc = -1;
     } else {
-        jr_sched_reload(m, &c.schedules);   /* they follow the config */
+        jr_service_reload(m, &c);  /* schedules follow the config */
     }
     jr_config_free(&c);
     return rc;

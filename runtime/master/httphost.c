@@ -83,6 +83,18 @@ unhandled_json(void *runner, jr_buf *b)
     jr_unhandled_json(runner, b);
 }
 
+static void
+metrics_text(const jr_httphost *h, jr_buf *b)
+{
+    jr_metrics_write(h, b);
+}
+
+static void
+throughput(const jr_httphost *h, jr_buf *b)
+{
+    jr_metrics_throughput(h->metrics, b);
+}
+
 int
 jr_httphost_start(master *m, jr_err *err)
 {
@@ -90,7 +102,8 @@ jr_httphost_start(master *m, jr_err *err)
         .runner = m, .base = m->base, .cfg = m->cfg, .token = m->token,
         .dbt = m->dbt, .gauges = gauges, .running = running,
         .queues = queues, .unhandled_metrics = unhandled_metrics,
-        .unhandled_json = unhandled_json,
+        .unhandled_json = unhandled_json, .metrics_text = metrics_text,
+        .throughput = throughput,
     };
 
     if (m->cfg->http_listen == NULL)

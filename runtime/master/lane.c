@@ -8,18 +8,19 @@
  * drained 40% faster than one of two; README "Performance"). Each round
  * then claims half a batch, so that the two take turns.
  *
- * Only plain rounds take the lane: no limits, no capped or served-only
- * queues, and no progress report pending or in the first round's flight
- * (a job's progress must never land after its end). Everything else
+ * Only plain rounds take the lane: no service shapes the claim (limits,
+ * capped or served-only queues: jr_service_shapes), and no progress
+ * report pending or in the first round's flight (a job's progress must
+ * never land after its end). Everything else
  * (renewals, rescues, cancels, schedules, counts, retries after an
  * outage) stays on the first connection. SQLite has one writer: no lane.
  * Opened at the first round that wants it; if the database refuses the
  * connection, the runner logs it and uses the one. Uses lane.h,
- * master_int.h, dbthread.h, backend.h, url.h, log.h. */
+ * master_int.h, dbthread.h, dbcalls.h, url.h, log.h. */
 #include <stdlib.h>
 #include <string.h>
 
-#include "backend.h"
+#include "db/dbcalls.h"
 #include "db/dbthread.h"
 #include "master/lane.h"
 #include "base/log.h"
@@ -60,7 +61,7 @@ run(jr_db *db, void *arg)
 
     l->applied = 0;
     memset(&l->err, 0, sizeof l->err);
-    l->nclaimed = db->ops->complete_claim(db->b, l->m->token, l->results,
+    l->nclaimed = jr_dbcall_complete_claim(db, l->m->token, l->results,
                                           l->ninflight, &l->applied,
                                           l->lease, &spec, l->claimed,
                                           &l->err);
@@ -128,14 +129,13 @@ lane_of(master *m)
 }
 
 /* Whether rounds may take the lane at all: PostgreSQL, a connection not
- * refused, and plain claims (no limits, no capped or served-only
- * queues). */
+ * refused, and plain claims (no service shapes them: no limits, no capped
+ * or served-only queues). */
 static int
-lane_fits(const master *m, const jr_lane *l)
+lane_fits(master *m, const jr_lane *l)
 {
     return l != NULL && l->pg && !(l->opened && l->t == NULL) &&
-           m->nqs == 0 && m->serve_all && m->limits.n == 0 &&
-           m->lim_cycle.n == 0;
+           !jr_service_shapes(m);
 }
 
 /* Whether this round may take it now: big enough, the lane free, the

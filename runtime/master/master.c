@@ -4,7 +4,9 @@
  * only set a flag and kick; one pass of work (claimq.c) then hands out
  * jobs and starts a database cycle. Its other concerns sit beside it and
  * share master_int.h: claimq.c (local queue, results, database cycle),
- * pool.c and output.c (workers), gen.c (reload), events.c (hooks). */
+ * pool.c, death.c and output.c (workers), gen.c (reload). The services
+ * beside the claim (services/) are listed here, jr_master_services, and
+ * called only through service.h. */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
@@ -35,13 +37,9 @@
 #include "url.h"
 #include "master/httphost.h"
 #include "master/lane.h"
-#include "services/unhandled.h"
-#include "services/vacuum.h"
-#include "services/metrics.h"
+#include "master/service.h"
 
 #define TICK_SECS      0.25     /* on_tick: deadlines, shutdown, idle */
-#define CANCEL_POLL    1.0      /* seconds between looks for cancels */
-#define PRUNE_EVERY    5.0      /* seconds between prunes (retention) */
 #define WATCH_DEBOUNCE 0.2      /* seconds of quiet in scripts/ to reload */
 #define STOP_WAIT      2.0      /* seconds finish waits for workers to exit */
 
@@ -50,11 +48,29 @@
 static const int signals[NSIGNALS] = {SIGTERM, SIGINT, SIGCHLD, SIGHUP,
                                       SIGTTIN, SIGTTOU};
 
-void
-jr_master_kick(master *m)
-{
-    event_active(m->ev_work, EV_WRITE, 0);
-}
+/* The services, in the order the core calls each of their callbacks
+ * (service.h). The order matters where two touch one thing:
+ *   metrics first: a cycle's time is read before anything else runs;
+ *   events before qstate: on_tick's count (fill) decides whether the
+ *     cycle reads the paused queues, and on_tick (read) sees the local
+ *     queue before the cycle's claims join it;
+ *   vacuum reads how many jobs a cycle recorded;
+ *   qstate, limits, schedules, cancel act on the claimed jobs (taken);
+ *     cancel last, so that the jobs it ends were seen by the others;
+ *   prune after the claim's readers: its batch runs after the claim;
+ *   unhandled counts on the database thread between cycles (tick). */
+const jr_service *const jr_master_services[] = {
+    &jr_metrics_service,
+    &jr_events_service,
+    &jr_vacuum_service,
+    &jr_qstate_service,
+    &jr_limits_service,
+    &jr_sched_service,
+    &jr_cancel_service,
+    &jr_prune_service,
+    &jr_unhandled_service,
+    NULL
+};
 
 static void
 on_watch(void *arg)
@@ -94,13 +110,12 @@ on_tick(evutil_socket_t fd, short what, void *arg)
 
     (void)fd;
     (void)what;
-    jr_pool_deadlines(m, now);
-    jr_cancel_deadlines(m, now);
+    jr_death_deadlines(m, now);
     jr_pool_starved(m, now);
     if (m->stopping && (jr_pool_busy(m) == 0 || now > m->stop_deadline))
         event_base_loopbreak(m->base);
     jr_pool_idle(m, now);
-    jr_unhandled_tick(m, now);
+    jr_service_tick(m, now);
 }
 
 static void
@@ -135,7 +150,7 @@ on_signal(evutil_socket_t sig, short what, void *arg)
     (void)what;
     switch (sig) {
     case SIGCHLD:
-        jr_pool_reap(m);
+        jr_death_reap(m);
         if (m->stopping)
             on_tick(-1, 0, m);
         return;
@@ -172,9 +187,9 @@ add_timer(master *m, double secs, event_callback_fn fn, void *arg)
     return ev;
 }
 
-/* Arms t to set *flag (a field of m) and kick every secs seconds. */
-static void
-add_flag(master *m, flag_timer *t, double secs, int *flag)
+/* Arms t to set *flag and kick every secs seconds. */
+void
+jr_master_flag(master *m, flag_timer *t, double secs, int *flag)
 {
     t->m = m;
     t->flag = flag;
@@ -249,13 +264,9 @@ make_loop(master *m, jr_err *err)
     m->ev_work = event_new(m->base, -1, 0, jr_claimq_work, m);
     m->ev_spawn = event_new(m->base, -1, 0, on_spawn, m);
     m->ev_recheck = event_new(m->base, -1, 0, jr_claimq_wake, m);
-    add_flag(m, &m->poll, m->cfg->poll_interval, &m->want_claim);
-    add_flag(m, &m->renew, m->cfg->lease / 3, &m->renew_due);
-    add_flag(m, &m->rescue, m->cfg->lease / 2, &m->rescue_due);
-    add_flag(m, &m->pausetick, 1.0, &m->paused_due);
-    add_flag(m, &m->cancelpoll, CANCEL_POLL, &m->cancel_due);
-    add_flag(m, &m->prunetick, PRUNE_EVERY, &m->prune_due);
-    add_flag(m, &m->firetick, 1.0, &m->fire_due);
+    jr_master_flag(m, &m->poll, m->cfg->poll_interval, &m->want_claim);
+    jr_master_flag(m, &m->renew, m->cfg->lease / 3, &m->renew_due);
+    jr_master_flag(m, &m->rescue, m->cfg->lease / 2, &m->rescue_due);
     m->ev_tick = add_timer(m, TICK_SECS, on_tick, m);
     return 0;
 }
@@ -290,14 +301,9 @@ start(master *m, jr_err *err)
         jr_httphost_start(m, err) < 0)
         return -1;
     m->notify = jr_notify_open(m->base);    /* READY=1: gen.c, on hello */
-    if (jr_qstate_init(m) < 0 || jr_sched_init(m) < 0 ||
-        jr_limitsrun_init(m) < 0)
-        return jr_fail(err, JR_ENOMEM, "out of memory");
     m->hooks = jr_hooks_new(m->cfg->L, m->cfg->ref);
-    jr_limitslua_open(m);
-    if (jr_hooks_has(m->hooks, JR_HOOK_TICK))
-        add_flag(m, &m->hooktick, m->cfg->tick_interval, &m->count_due);
-    m->tick_at = jr_mono();
+    if (jr_service_init(m) < 0)
+        return jr_fail(err, JR_ENOMEM, "out of memory");
     if (m->cfg->watch &&
         (m->watch = jr_watch_new(m->base, m->cfg->scripts, WATCH_DEBOUNCE,
                                  on_watch, m, err)) == NULL)
@@ -331,7 +337,7 @@ stop_db_thread(master *m)
         for (int i = 0; i < c->nclaimed; i++)
             jr_claimq_release(m, c->claimed[i]);
         jr_cycle_free_out(c);
-        jr_sched_cycle(m, c);
+        jr_service_drop(m, c);
     }
     jr_dbthread_free(m->dbt);
     m->dbt = NULL;
@@ -414,7 +420,7 @@ finish(master *m)
 
     jr_httphost_stop(m);
     jr_lane_stop(m);
-    jr_vacuum_stop(m);
+    jr_service_stop(m);
     stop_db_thread(m);
     stop_workers(m);
     while ((j = jr_claimq_pop(m)) != NULL)
@@ -435,9 +441,7 @@ cleanup(master *m)
 {
     struct event *evs[] = {m->ev_work, m->poll.ev, m->renew.ev, m->rescue.ev,
                            m->ev_tick, m->ev_wake, m->ev_spawn,
-                           m->hooktick.ev, m->ev_recheck,
-                           m->pausetick.ev, m->cancelpoll.ev,
-                           m->prunetick.ev, m->firetick.ev};
+                           m->ev_recheck};
     size_t i;
     int k;
     wk *w;
@@ -465,10 +469,8 @@ cleanup(master *m)
             event_free(m->ev_sig[k]);
     jr_httphost_stop(m);
     jr_lane_stop(m);
-    jr_vacuum_stop(m);
     jr_dbthread_free(m->dbt);
-    jr_unhandled_free(m);               /* after its thread */
-    jr_metrics_free(m->metrics);
+    jr_service_free(m);                 /* after the thread */
     for (k = 0; k < m->nres; k++)
         free(m->res[k].mem);
     free(m->res);
@@ -476,10 +478,6 @@ cleanup(master *m)
         free(m->inflight[k].mem);
     free(m->inflight);
     free(m->snoozes);
-    jr_qstate_free(m);
-    jr_sched_free(m);
-    jr_limitsrun_free(m);
-    free(m->cancels);
     jr_gen_unref(m->cycle_gen);
     jr_gen_unref(m->gen);
     jr_hooks_free(m->hooks);

@@ -1,18 +1,23 @@
-/* master_int.h - what the master's files share, private to them: the
- * master, its workers, generations and pending results (the structs are
- * visible on purpose: each file works on the fields of its concern), and
- * the functions one file calls in another. The files, by concern:
- *   master.c  the loop, signals and timers; start, finish, cleanup
- *   claimq.c  the local queue of claimed jobs, dispatch to workers, result
- *             buffers and the database cycle that records and claims
- *   cancel.c  cancels of this runner's running jobs: local queue, workers,
- *             the kill after a grace period
- *   pool.c    the worker processes: spawn, frames, results, death, scaling,
- *             deadlines; output.c reads their output (handler_output)
- *   gen.c     generations of handler code: hello, probe, reload
- *   events.c  the hook events (on_job_*, on_tick, on_scale, on_reload...)
- * Uses config.h, dbthread.h (the database, which only it sees), frame.h,
- * hooks.h, reload.h, script.h, util.h. */
+/* master_int.h - what the master's files and the services share, private
+ * to them: the master, its workers, generations and pending results (the
+ * structs are visible on purpose: each file works on the fields of its
+ * concern), and the functions one file calls in another. The files, by
+ * concern:
+ *   master.c   the loop, signals and timers; start, finish, cleanup; the
+ *              list of services
+ *   claimq.c   the local queue of claimed jobs, dispatch to workers, result
+ *              buffers and the database cycle that records and claims
+ *   pool.c     the worker processes: spawn, frames, results, scaling;
+ *              output.c reads their output (handler_output)
+ *   death.c    worker deaths (what becomes of their jobs) and the kills
+ *              at a deadline
+ *   gen.c      generations of handler code: hello, probe, reload
+ *   service.c  the core's calls into the services (service.h)
+ * A feature beside the claim is a service in services/ (service.h): it
+ * keeps its state in its own struct at svc[its slot]; the core calls it
+ * through the list and never by name. Uses config.h, dbthread.h (the
+ * database, which only it sees), frame.h, hooks.h, reload.h, script.h,
+ * service.h, util.h. */
 #ifndef JR_MASTER_INT_H
 #define JR_MASTER_INT_H
 
@@ -26,6 +31,7 @@
 #include "worker/frame.h"
 #include "lua/hooks.h"
 #include "master/reload.h"
+#include "master/service.h"
 #include "base/retry.h"
 #include "lua/script.h"
 #include "base/util.h"
@@ -37,7 +43,6 @@
 #define NSIGNALS      6
 
 typedef struct master master;
-typedef struct jr_sched jr_sched;       /* sched.c's */
 
 typedef struct flag_timer {     /* a timer that sets a flag and kicks */
     master             *m;
@@ -103,11 +108,6 @@ typedef struct qstate {         /* one queue this runner caps or names */
     int         more;           /* it may have more ready: claim again
                                    when one of its jobs ends */
 } qstate;
-typedef struct cancelling {     /* a running job told to stop (cancel.c) */
-    int64_t     id;
-    double      told;           /* mono time its worker was told */
-} cancelling;
-
 typedef struct snoozed {        /* a job that snoozed under this runner */
     int64_t     id;
     int         n;              /* snoozes in a row */
@@ -134,11 +134,6 @@ struct master {
     char                pidfile[4096];
     int                 out_mode;       /* OUT_LOG, OUT_INHERIT, OUT_FILE */
     int                 out_file;       /* handler_output file, or -1 */
-    long                tick_done, tick_failed; /* counters at last tick */
-    double              tick_at;
-    double              lat[256];       /* start latencies since last tick */
-    int                 nlat;
-    int                 count_due;      /* a tick wants the ready count */
     jr_job            **queue;          /* claimed, not yet handed out */
     size_t              qhead, qlen, qcap;
     pending            *res;            /* waiting for the next cycle */
@@ -160,8 +155,6 @@ struct master {
     flag_timer          poll;           /* sets want_claim */
     flag_timer          renew;          /* sets renew_due */
     flag_timer          rescue;         /* sets rescue_due */
-    flag_timer          hooktick;       /* sets count_due: the cycle counts
-                                         * the backlog, then on_tick fires */
     int                 want_claim;     /* jobs may be waiting */
     int                 full_batch;     /* the last claim got all it asked */
     int                 stopping;       /* 1 graceful, 2 at once */
@@ -181,49 +174,35 @@ struct master {
     snoozed            *snoozes;        /* jobs snoozed here, unordered */
     size_t              nsnoozes, capsnoozes;
     qstate             *qs;             /* queues capped or served, by
-                                           name (qstate.c) */
+                                           name (qstate.c; /metrics
+                                           reads them) */
     int                 nqs;
     int                 serve_all;      /* no serve list: every queue */
-    const char        **qnames;         /* a claim's caps, for the cycle */
-    int                *qmax;
-    char              **paused;         /* paused queues, last read */
-    int                 npaused;
-    int                 paused_due;     /* read the paused queues */
-    flag_timer          pausetick;      /* sets paused_due each second */
-    flag_timer          cancelpoll;     /* sets cancel_due */
-    flag_timer          prunetick;      /* sets prune_due */
-    int                 cancel_due;     /* look for cancels of our jobs */
-    int                 prune_due;      /* prune a batch of finished jobs */
-    cancelling         *cancels;        /* running jobs told to stop */
-    int                 ncancels, capcancels;
     long                cancelled;      /* jobs recorded cancelled */
-    jr_sched           *sched;          /* recurring jobs (sched.c) */
-    flag_timer          firetick;       /* sets fire_due each second */
-    int                 fire_due;       /* look for fires due */
     struct jr_notify   *notify;         /* systemd's socket, or NULL */
     int                 held_max;       /* results held unrecorded at most
                                            (claimq.c); 0 until known */
     struct jr_http     *http;           /* the HTTP server (http.c), or
                                            NULL when off */
-    struct jr_vacuum   *vac;            /* vacuums of jobs (vacuum.c), or
-                                           NULL before the first */
-    struct jr_unhandled *unhandled;     /* names no handler takes
-                                           (unhandled.c), or NULL */
     double              cycle_at;       /* when the last cycle went */
     struct jr_metrics  *metrics;        /* its counters (metrics.c) */
-    /* limits per key (limitsrun.c) */
-    jr_limits           limits;         /* live: the config's, as hooks
-                                           changed them */
-    jr_limits           lim_cycle;      /* the copy a cycle borrows */
-    int                 lim_changed;    /* limits differ from lim_cycle */
-    struct event       *ev_limit;       /* a rate's next token: claim */
-    void               *lim_stats;      /* per-limit figures for on_tick */
+    void               *svc[JR_NSERVICES]; /* each service's state, by its
+                                           slot (service.h) */
 };
 
 /* master.c: the loop */
 
 /* Asks the loop for one pass of work (jr_claimq_work) soon. */
-void jr_master_kick(master *m);
+static inline void
+jr_master_kick(master *m)
+{
+    event_active(m->ev_work, EV_WRITE, 0);
+}
+/* Arms t to set *flag and kick every secs seconds (t->ev NULL when out of
+ * memory; event_free it). */
+void jr_master_flag(master *m, flag_timer *t, double secs, int *flag);
+/* The services, in the order the core calls them; NULL-terminated. */
+extern const jr_service *const jr_master_services[];
 
 /* claimq.c: the local queue, results, the database cycle */
 
@@ -262,68 +241,14 @@ void    jr_claimq_wake(evutil_socket_t fd, short what, void *arg);
 
 /* qstate.c: per-queue caps, served queues, the paused set */
 
-int  jr_qstate_init(master *m);         /* -1 when out of memory */
-void jr_qstate_free(master *m);
-/* Fills c's queue caps (each queue's target less what it holds here) for
- * a claim of up to want jobs, and whether it reads the paused queues. */
-void jr_qstate_spec(master *m, jr_cycle *c, int want);
-/* After cycle c: notes which capped queues may have more ready, takes the
- * paused queues it read (releasing local jobs of paused queues). */
-void jr_qstate_cycle(master *m, jr_cycle *c);
-/* A job of queue left its worker: claim again if its queue was full. */
-void jr_qstate_done(master *m, const char *queue);
-/* Adds the per-queue figures to the on_tick event being built. */
-void jr_qstate_tick(master *m, const jr_cycle *c);
 /* Sets queue's target (on_tick), clamped to its min..max. */
 void jr_qstate_target(master *m, const char *queue, double target);
+
 /* limitsrun.c: limits per key in the master */
 
-int  jr_limitsrun_init(master *m);      /* -1 when out of memory */
-void jr_limitsrun_free(master *m);
-/* Hands the limits to cycle c (a copy it borrows while it runs). */
-void jr_limitsrun_spec(master *m, jr_cycle *c);
-/* After cycle c: waits for the next token a rate refused, if any. */
-void jr_limitsrun_cycle(master *m, const jr_cycle *c);
-/* A job of name in queue ended with result kind (figures for on_tick);
- * frees room: claim again. */
-void jr_limitsrun_done(master *m, const char *name, const char *queue,
-                       int kind);
-/* limitslua.c: puts "jobrunner.limits" (get, set) in the config's state. */
-void jr_limitslua_open(master *m);
 /* Warns of each limit on a job name that none of names[0..n) is (the
  * handler may come with a reload: not an error). */
 void jr_limitsrun_warn(master *m, const char *const *names, int n);
-/* Adds `limits` (per limit: running, done, failed, failure_rate, its
- * settings; waiting and running_all from cycle c) to the on_tick event
- * being built. */
-void jr_limitsrun_tick(master *m, const jr_cycle *c);
-/* cancel.c: cancelling running jobs */
-
-int  jr_cancel_holds(const master *m);  /* 1 if it holds any job */
-/* The cycle found ids[0..n): the running jobs of this runner whose cancel
- * was requested. Queued ones are recorded cancelled, running ones told. */
-void jr_cancel_seen(master *m, const int64_t *ids, int n);
-/* 1 if job id was told to stop (its end is a cancel, however it ends). */
-int  jr_cancel_requested(master *m, int64_t id);
-/* Records job j cancelled (borrowed; why may be NULL). */
-void jr_cancel_record(master *m, const jr_job *j, const char *why);
-/* Kills workers still running a cancelled job after the grace period. */
-void jr_cancel_deadlines(master *m, double now);
-
-/* sched.c: recurring jobs (schedules) */
-
-int  jr_sched_init(master *m);          /* -1 when out of memory */
-void jr_sched_free(master *m);
-/* Follows the schedules of a config just reloaded (borrowed): added ones
- * start (catching up from their last fire in the database, if any),
- * removed ones stop, changed ones start again, the others go on. */
-void jr_sched_reload(master *m, const jr_schedules *cfg);
-/* Each second (fire_due): whether the next cycle has schedule work. */
-int  jr_sched_due(master *m);
-/* Puts the fires due (or the read of the last fires) into cycle c. */
-void jr_sched_spec(master *m, jr_cycle *c);
-/* After cycle c: logs the fires, catches up from the last fires read. */
-void jr_sched_cycle(master *m, jr_cycle *c);
 
 /* pool.c: the workers */
 
@@ -350,12 +275,14 @@ int  jr_spawn_worker(master *m, jr_spawned *out, jr_err *err);
 void jr_spawn_unshare(wk *w);           /* unmaps w's shared page */
 void jr_pool_stop(master *m, wk *w);    /* asks w to exit */
 void jr_pool_kill(wk *w, int sig);      /* w and its process group */
-/* Kills w (SIGKILL) for job j, in its handler: its death is j's alone,
- * with why as the reason; what else it held goes back unblamed. */
-void jr_pool_kill_for(wk *w, const jr_job *j, const char *why);
-/* The job in w's handler, or NULL between jobs; *since is when it
- * started (mono time). Borrowed: valid while w holds it. */
-const jr_job *jr_pool_running(const wk *w, double *since);
+/* A failure the master decides for job j (borrowed) of generation g: a
+ * retry or dead by the retry policy, its result queued. */
+void jr_pool_fail(master *m, const gen *g, const jr_job *j,
+                  const char *reason);
+/* w's socket is readable: reads its frames (hello, results). */
+void jr_pool_read(struct bufferevent *bev, void *arg);
+/* A result frame r from w. */
+void jr_pool_result(master *m, wk *w, jr_reader *r);
 int  jr_pool_active(master *m);         /* workers counting to the target */
 int  jr_pool_busy(master *m);           /* workers running a job */
 /* Starts or stops workers until the active ones match the target. */
@@ -364,10 +291,21 @@ void jr_pool_fit(master *m);
 void jr_pool_set_target(master *m, int target, const char *reason);
 /* Adds a worker when every worker is busy and jobs are waiting. */
 void jr_pool_scale_up(master *m);
+/* death.c: worker deaths and the kills that cause them */
+
 /* Reaps exited workers (SIGCHLD): fails or requeues what they held. */
-void jr_pool_reap(master *m);
+void jr_death_reap(master *m);
 /* Kills workers past a deadline: hello (load_timeout), job timeout. */
-void jr_pool_deadlines(master *m, double now);
+void jr_death_deadlines(master *m, double now);
+/* Kills w (SIGKILL) for job j, in its handler: its death is j's alone,
+ * with why as the reason; what else it held goes back unblamed. */
+void jr_death_kill_for(wk *w, const jr_job *j, const char *why);
+/* The job in w's handler, or NULL between jobs; *since is when it
+ * started (mono time). Borrowed: valid while w holds it. */
+const jr_job *jr_death_running(const wk *w, double *since);
+
+/* pool.c: the workers (continued) */
+
 /* Retires a worker idle past idle_timeout while above the minimum. */
 void jr_pool_idle(master *m, double now);
 /* Fills in the retry inputs (retry.h) the master knows for job j after
@@ -396,12 +334,8 @@ void  jr_gen_reload(master *m);
 /* A worker's hello frame in r. */
 void  jr_gen_hello(master *m, wk *w, jr_reader *r);
 
-/* events.c: hook events */
+/* events.c: hook events (the job ones come through service.h) */
 
-void jr_event_job_start(master *m, wk *w);      /* jobs[0] of w starts now */
-void jr_event_job(master *m, const jr_job *j, const jr_result *r,
-                  double secs);
-void jr_event_tick(master *m, const jr_cycle *c);
 void jr_event_scale(master *m, int from, int to, const char *reason);
 void jr_event_reload(master *m, int ok, const char *error);
 void jr_event_start(master *m);

@@ -1,9 +1,10 @@
 /* pool.c - the worker processes: spawning them (the fork and exec are
  * spawn.c's) and sending their settings, reading their frames and
- * results, what becomes of their jobs when they die, fitting their number
- * to the target (backlog, idle, on_tick's answer, signals), recycling, and
- * the kills at a deadline (hello, job timeout). Their output is output.c's,
- * the code their hello loaded gen.c's. Uses master_int.h. */
+ * results (each job's end told to the services), fitting their number to
+ * the target (backlog, idle, on_tick's answer, signals) and recycling.
+ * Their deaths and the kills at a deadline are death.c's, their output
+ * output.c's, the code their hello loaded gen.c's. Uses master_int.h,
+ * service.h. */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <signal.h>
@@ -23,9 +24,6 @@
 #include "base/retry.h"
 #include "worker/worker.h"
 
-#define KILL_GRACE      5.0     /* seconds past a timeout before SIGKILL */
-#define HELLO_GRACE     2.0     /* seconds past load_timeout before SIGKILL */
-#define SPAWN_DELAY_MAX 10.0    /* seconds between spawns while they die */
 #define SPAWN_RETRY_MAX 5.0     /* seconds between spawns while they fail */
 #define SNOOZES_MAX     65536   /* jobs remembered; the oldest go first */
 
@@ -57,8 +55,8 @@ jr_pool_retry_in(master *m, const gen *g, const jr_job *j, const char *error,
 /* A failure the master itself decides (worker died, killed): retry or
  * dead by the retry policy, without the handler's backoff function (it
  * lives in the workers). */
-static void
-fail_job(master *m, const gen *g, const jr_job *j, const char *reason)
+void
+jr_pool_fail(master *m, const gen *g, const jr_job *j, const char *reason)
 {
     jr_retry_in in;
     jr_result r = {.id = j->id};
@@ -85,7 +83,7 @@ fail_job(master *m, const gen *g, const jr_job *j, const char *reason)
                reason);
         m->failed++;
     }
-    jr_event_job(m, j, &r, 0);
+    jr_service_job_end(m, j, &r, 0);
     jr_claimq_result(m, &r, mem);
 }
 
@@ -331,7 +329,7 @@ snooze_limit(master *m, wk *w, const jr_job *j, const jr_result *res,
     snprintf(reason, sizeof reason, "snoozed more than %d times in a row "
              "(max_snoozes)", m->cfg->max_snoozes);
     free(mem);
-    fail_job(m, w->gen, j, reason);
+    jr_pool_fail(m, w->gen, j, reason);
     return 1;
 }
 
@@ -349,8 +347,8 @@ resolve_delay(master *m, const wk *w, const jr_job *j, jr_result *res)
     res->delay = jr_retry_delay(&in);
 }
 
-static void
-on_result(master *m, wk *w, jr_reader *r)
+void
+jr_pool_result(master *m, wk *w, jr_reader *r)
 {
     jr_result res;
     jr_err err;
@@ -383,20 +381,20 @@ on_result(master *m, wk *w, jr_reader *r)
     resolve_delay(m, w, j, &res);
     if (!snooze_limit(m, w, j, &res, mem)) {
         log_result(m, j, &res, secs);
-        jr_event_job(m, j, &res, secs);
+        jr_service_job_end(m, j, &res, secs);
         jr_claimq_result(m, &res, mem);
     }
-    jr_qstate_done(m, j->queue);
-    jr_limitsrun_done(m, j->name, j->queue, res.kind);
+    jr_service_job_left(m, j, res.kind);
     free(j);
     if (m->cfg->max_jobs_per_worker > 0 &&
         ++w->jobs_run >= m->cfg->max_jobs_per_worker && !w->retiring) {
         w->retiring = 1;            /* recycled: bounds slow leaks */
         jr_pool_fit(m);
     }
-    if (w->njobs > 0)
-        jr_event_job_start(m, w);
-    else {
+    if (w->njobs > 0) {
+        w->started = now;
+        jr_service_job_start(m, w->jobs[0], w->id);
+    } else {
         w->idle_since = now;
         if (w->retiring)
             jr_pool_stop(m, w);
@@ -404,8 +402,8 @@ on_result(master *m, wk *w, jr_reader *r)
     jr_master_kick(m);
 }
 
-static void
-on_read(struct bufferevent *bev, void *arg)
+void
+jr_pool_read(struct bufferevent *bev, void *arg)
 {
     wk *w = arg;
     master *m = w->m;
@@ -432,7 +430,7 @@ on_read(struct bufferevent *bev, void *arg)
             jr_master_kick(m);
             break;
         case JR_F_RESULT:
-            on_result(m, w, &r);
+            jr_pool_result(m, w, &r);
             break;
         default:
             jr_log(JR_LOG_ERROR, "worker %d: unexpected frame", w->id);
@@ -513,7 +511,7 @@ track(master *m, const jr_spawned *f, jr_err *err)
         event_add(w->ev_out, NULL);
     }
     w->bev = bufferevent_socket_new(m->base, f->mine, BEV_OPT_CLOSE_ON_FREE);
-    bufferevent_setcb(w->bev, on_read, NULL, on_event, w);
+    bufferevent_setcb(w->bev, jr_pool_read, NULL, on_event, w);
     bufferevent_enable(w->bev, EV_READ | EV_WRITE);
     return w;
 }
@@ -571,289 +569,6 @@ jr_pool_spawn(master *m)
     jr_log(JR_LOG_DEBUG, "worker %d started (pid %d)", w->id, (int)f.pid);
     send_settings(m, w);        /* listed first: its death is reaped */
     return w;
-}
-
-/* Reads what a dead worker wrote before it died: its last results count,
- * not the way it died. */
-static void
-drain_worker(wk *w)
-{
-    struct evbuffer *in;
-    int fd;
-
-    if (w->bev == NULL)
-        return;
-    in = bufferevent_get_input(w->bev);
-    fd = bufferevent_getfd(w->bev);
-    while (evbuffer_read(in, fd, 65536) > 0)
-        ;
-    on_read(w->bev, w);
-}
-
-/* After drain_worker: the results the worker had not written yet, from
- * the page it shares with the master (worker.h), each taken as if it had
- * come on the socket. The ones that came are no longer held and are
- * skipped. Then jobs[0] is the job that was in the handler at the death, if
- * share->running names it. */
-static void
-shared_results(wk *w)
-{
-    const jr_share *sh = w->share;
-    size_t at = 0, len;
-    jr_reader r, peek;
-    jr_result res;
-    jr_err err;
-    void *mem;
-    long n;
-
-    if (sh == NULL)
-        return;
-    len = sh->len < sizeof sh->buf ? sh->len : sizeof sh->buf;
-    while (w->njobs > 0 &&
-           (n = jr_frame_complete(sh->buf + at, len - at, &err)) > 0) {
-        if (jr_frame_open(&r, sh->buf + at) == JR_F_RESULT) {
-            peek = r;
-            if (jr_frame_get_result(&peek, &res, &mem, &err) == 0) {
-                int ours = res.kind != JR_PROGRESS &&
-                           res.id == w->jobs[0]->id;
-                free(mem);
-                if (ours)
-                    on_result(w->m, w, &r);
-            }
-        }
-        at += (size_t)n;
-    }
-}
-
-/* Whether the death of a worker is jobs[0]'s: it was in the handler (the
- * shared page names it, or there is no page) and, if the master killed
- * the worker, the kill was for it. A worker that died between jobs, or
- * was killed for a job that ended meanwhile (its result in the page),
- * hands back what it held unblamed. */
-static int
-was_running(const wk *w)
-{
-    int64_t id = w->jobs[0]->id;
-
-    if (w->share != NULL && w->share->running != id)
-        return 0;
-    return w->kill_job == 0 || w->kill_job == id;
-}
-
-/* Says in reason why worker w went away, from its exit status. */
-static void
-gone_reason(master *m, const wk *w, int status, char *reason, size_t size)
-{
-    if (w->kill_reason[0])
-        snprintf(reason, size, "%s", w->kill_reason);
-    else if (!w->ready && WIFEXITED(status) &&
-             WEXITSTATUS(status) == JR_WORKER_LOAD_STUCK)
-        snprintf(reason, size, "did not finish loading handlers within %gs "
-                 "(see the line above)", m->cfg->load_timeout);
-    else if (WIFEXITED(status) && WEXITSTATUS(status) == JR_WORKER_RECYCLE)
-        snprintf(reason, size, "recycled: a handler hit the memory limit");
-    else if (WIFSIGNALED(status))
-        snprintf(reason, size, "worker died (signal %d)", WTERMSIG(status));
-    else
-        snprintf(reason, size, "worker died (exit %d)", WEXITSTATUS(status));
-}
-
-/* Logs the going at the level it deserves; a probe's going fails its
- * reload. */
-static void
-gone_log(master *m, wk *w, int status, const char *reason)
-{
-    if (WIFEXITED(status) && WEXITSTATUS(status) == JR_WORKER_RECYCLE &&
-        w->njobs == 0)
-        jr_log(JR_LOG_INFO, "worker %d (pid %d) %s", w->id, (int)w->pid,
-               reason);
-    else if (w->stopping && w->njobs == 0 && WIFEXITED(status) &&
-        WEXITSTATUS(status) == 0)
-        jr_log(JR_LOG_DEBUG, "worker %d (pid %d) stopped", w->id,
-               (int)w->pid);
-    else if (w->njobs > 0 || !m->stopping)
-        jr_log(JR_LOG_WARN, "worker %d (pid %d): %s%s", w->id, (int)w->pid,
-               reason, w->njobs > 0 ? "" : " while idle");
-    if (w == m->probe) {
-        m->probe = NULL;
-        jr_log(JR_LOG_ERROR, "reload failed, generation %s keeps running: "
-               "the new worker exited before loading (%s)", m->gen->hash,
-               reason);
-        jr_event_reload(m, 0, reason);
-    }
-}
-
-/* The jobs w held: the running one fails (retry policy), or is released
- * when the runner stops; the ones it never started go back in line. */
-static void
-gone_jobs(master *m, wk *w, const char *reason)
-{
-    /* jobs[0] was in the handler: the death is its; the rest go back */
-    int i, ran = w->njobs > 0 && was_running(w);
-
-    if (ran) {
-        if (jr_cancel_requested(m, w->jobs[0]->id)) {
-            jr_cancel_record(m, w->jobs[0], reason);
-            free(w->jobs[0]);
-        } else if (m->stopping && !w->kill_reason[0])
-            jr_claimq_release(m, w->jobs[0]);
-        else {
-            fail_job(m, w->gen, w->jobs[0], reason);
-            free(w->jobs[0]);
-        }
-    }
-    for (i = w->njobs - 1; i >= ran; i--)
-        if (m->stopping || jr_claimq_push(m, w->jobs[i], 1) < 0)
-            jr_claimq_release(m, w->jobs[i]);
-    w->njobs = 0;
-}
-
-/* Schedules a replacement; workers that die right away (a crashing
- * module) back off. */
-static void
-respawn_later(master *m, const wk *w)
-{
-    struct timeval tv = {0, 0};
-
-    m->spawn_delay = jr_mono() - w->spawned < 1 ?
-        (m->spawn_delay ? m->spawn_delay * 2 : 0.1) : 0;
-    if (m->spawn_delay > SPAWN_DELAY_MAX)
-        m->spawn_delay = SPAWN_DELAY_MAX;
-    tv.tv_sec = (long)m->spawn_delay;
-    tv.tv_usec = (long)((m->spawn_delay - (double)tv.tv_sec) * 1e6);
-    event_add(m->ev_spawn, &tv);
-}
-
-/* Fails or requeues what a worker held when it went away. */
-static void
-worker_gone(master *m, wk *w, int status)
-{
-    char reason[128];
-
-    drain_worker(w);
-    shared_results(w);
-    kill(-w->pid, SIGKILL);     /* what its handlers started dies with it */
-    jr_output_done(w);
-    gone_reason(m, w, status, reason, sizeof reason);
-    gone_log(m, w, status, reason);
-    gone_jobs(m, w, reason);
-    if (w->bev != NULL)
-        bufferevent_free(w->bev);
-    jr_output_close(w);
-    jr_gen_unref(w->gen);
-    if (!m->stopping && !w->stopping)
-        respawn_later(m, w);
-    jr_spawn_unshare(w);
-    free(w);
-}
-
-void
-jr_pool_reap(master *m)
-{
-    int status;
-    pid_t pid;
-    wk **pw, *w;
-
-    while ((pid = waitpid(-1, &status, WNOHANG)) > 0) {
-        for (pw = &m->workers; (w = *pw) != NULL; pw = &w->next)
-            if (w->pid == pid)
-                break;
-        if (w == NULL)
-            continue;
-        *pw = w->next;
-        m->nworkers--;
-        worker_gone(m, w, status);
-    }
-    jr_master_kick(m);
-}
-
-/* Kills a worker that has not said hello load_timeout seconds after it
- * started: its loading is stuck where no instruction budget reaches (a
- * handler file blocked in C). A probe's reload then fails (worker_gone). */
-static void
-hello_deadline(master *m, wk *w, double now)
-{
-    /* the worker's own watchdog fires first and names the file */
-    if (w->ready || w->stopping || w->kill_reason[0] ||
-        now - w->spawned <= m->cfg->load_timeout + HELLO_GRACE)
-        return;
-    snprintf(w->kill_reason, sizeof w->kill_reason, "did not finish "
-             "loading handlers within %gs", m->cfg->load_timeout);
-    jr_log(JR_LOG_WARN, "worker %d (pid %d) %s (a handler file stuck "
-           "outside Lua?): killing it", w->id, (int)w->pid, w->kill_reason);
-    kill(w->pid, SIGKILL);
-}
-
-/* The job in w's handler now, or NULL between jobs; *since is when it
- * started. The shared page names it: with results written in batches,
- * jobs[0] may be done and a later one running (or a prefetched one behind
- * the one running, whose timeout is not the running one's). Without the
- * page, jobs[0] since it was handed out. */
-const jr_job *
-jr_pool_running(const wk *w, double *since)
-{
-    int64_t id;
-    int i;
-
-    if (w->njobs == 0)
-        return NULL;
-    if (w->share == NULL) {
-        *since = w->started;
-        return w->jobs[0];
-    }
-    id = __atomic_load_n(&w->share->running, __ATOMIC_ACQUIRE);
-    for (i = 0; i < w->njobs && w->jobs[i]->id != id; i++)
-        ;
-    if (i == w->njobs)
-        return NULL;
-    *since = w->share->started;
-    return w->jobs[i];
-}
-
-/* Kills w for job j (held, in its handler): why goes in kill_reason, and
- * the death is blamed on j alone (gone_jobs). */
-void
-jr_pool_kill_for(wk *w, const jr_job *j, const char *why)
-{
-    snprintf(w->kill_reason, sizeof w->kill_reason, "%s", why);
-    w->kill_job = j->id;
-    jr_pool_kill(w, SIGKILL);
-}
-
-/* Kills w if the job in its handler is past its timeout (stuck where the
- * worker's own limit cannot reach: in C). */
-static void
-job_deadline(master *m, wk *w, double now)
-{
-    const jr_handler *h;
-    const jr_job *j;
-    double since, limit;
-    char why[64];
-
-    if (w->kill_reason[0] || (j = jr_pool_running(w, &since)) == NULL)
-        return;
-    h = jr_gen_handler(w->gen, j->name);
-    limit = h && h->timeout > 0 ? h->timeout : m->cfg->timeout;
-    if (now - since <= limit + KILL_GRACE)
-        return;
-    jr_log(JR_LOG_WARN, "job %lld (%s): still running %gs past its %gs "
-           "timeout; killing worker %d", (long long)j->id, j->name,
-           KILL_GRACE, limit, w->id);
-    snprintf(why, sizeof why, "timed out after %gs (worker killed)", limit);
-    jr_pool_kill_for(w, j, why);
-}
-
-/* Kills workers past a deadline: a hello load_timeout seconds after the
- * start, the job in the handler past its timeout. */
-void
-jr_pool_deadlines(master *m, double now)
-{
-    wk *w;
-
-    for (w = m->workers; w; w = w->next)
-        hello_deadline(m, w, now);
-    for (w = m->workers; w; w = w->next)
-        job_deadline(m, w, now);
 }
 
 /* Retires one worker idle for idle_timeout while above the minimum. */

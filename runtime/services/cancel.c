@@ -5,8 +5,9 @@
  * each one in a worker gets a CANCEL frame and SIGUSR1 (the worker raises
  * an error at the handler's next Lua instruction and answers
  * JR_CANCELLED). A worker stuck outside Lua is killed after CANCEL_GRACE
- * seconds, and its job is recorded cancelled (pool.c asks
- * jr_cancel_requested). Uses master_int.h. */
+ * seconds, and its job is recorded cancelled (the core asks each
+ * service's refuse). A service (service.h): owns the cancels told and its
+ * poll timer. Uses master_int.h. */
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -19,9 +20,23 @@
 
 /* Seconds a cancelled job's worker has to stop before it is killed. */
 #define CANCEL_GRACE 5.0
+#define CANCEL_POLL  1.0        /* seconds between looks for cancels */
 
-int
-jr_cancel_holds(const master *m)
+typedef struct cancelling {     /* a running job told to stop */
+    int64_t     id;
+    double      told;           /* mono time its worker was told */
+} cancelling;
+
+typedef struct cancels {        /* the service's state */
+    cancelling *v;              /* running jobs told to stop */
+    int         n, cap;
+    int         due;            /* look for cancels of our jobs */
+    flag_timer  poll;           /* sets due every CANCEL_POLL */
+} cancels;
+
+/* 1 if it holds any job. */
+static int
+holds(const master *m)
 {
     const wk *w;
 
@@ -34,24 +49,19 @@ jr_cancel_holds(const master *m)
 }
 
 static cancelling *
-find(master *m, int64_t id)
+find(cancels *cs, int64_t id)
 {
     int i;
 
-    for (i = 0; i < m->ncancels; i++)
-        if (m->cancels[i].id == id)
-            return &m->cancels[i];
+    for (i = 0; i < cs->n; i++)
+        if (cs->v[i].id == id)
+            return &cs->v[i];
     return NULL;
 }
 
-int
-jr_cancel_requested(master *m, int64_t id)
-{
-    return find(m, id) != NULL;
-}
-
-void
-jr_cancel_record(master *m, const jr_job *j, const char *why)
+/* Records job j cancelled (borrowed; why may be NULL). */
+static void
+record(master *m, const jr_job *j, const char *why)
 {
     jr_result r = {.id = j->id, .kind = JR_CANCELLED};
     char *mem = why ? strdup(why) : NULL;  /* why may be the caller's */
@@ -60,7 +70,7 @@ jr_cancel_record(master *m, const jr_job *j, const char *why)
     jr_log(JR_LOG_INFO, "job %lld (%s) cancelled: %s", (long long)j->id,
            j->name, r.error);
     m->cancelled++;
-    jr_event_job(m, j, &r, 0);
+    jr_service_job_end(m, j, &r, 0);
     jr_claimq_result(m, &r, mem);
 }
 
@@ -80,7 +90,7 @@ from_queue(master *m, int64_t id)
             m->queue[(m->qhead + k) % m->qcap] =
                 m->queue[(m->qhead + k + 1) % m->qcap];
         m->qlen--;
-        jr_cancel_record(m, j, "cancelled before it started");
+        record(m, j, "cancelled before it started");
         free(j);
         return 1;
     }
@@ -112,49 +122,53 @@ to_worker(master *m, int64_t id)
 
 /* Remembers id as being cancelled, told at mono time now. */
 static void
-remember(master *m, int64_t id, double now)
+remember(cancels *cs, int64_t id, double now)
 {
-    if (m->ncancels == m->capcancels) {
-        int cap = m->capcancels ? m->capcancels * 2 : 16;
-        cancelling *p = realloc(m->cancels, (size_t)cap * sizeof *p);
+    if (cs->n == cs->cap) {
+        int cap = cs->cap ? cs->cap * 2 : 16;
+        cancelling *p = realloc(cs->v, (size_t)cap * sizeof *p);
         if (p == NULL)
             return;             /* told again at the next poll */
-        m->cancels = p;
-        m->capcancels = cap;
+        cs->v = p;
+        cs->cap = cap;
     }
-    m->cancels[m->ncancels].id = id;
-    m->cancels[m->ncancels].told = now;
-    m->ncancels++;
+    cs->v[cs->n].id = id;
+    cs->v[cs->n].told = now;
+    cs->n++;
 }
 
-void
-jr_cancel_seen(master *m, const int64_t *ids, int n)
+/* The cycle found ids[0..n): the running jobs of this runner whose cancel
+ * was requested. Queued ones are recorded cancelled, running ones told. */
+static void
+seen(master *m, cancels *cs, const int64_t *ids, int n)
 {
-    cancelling *keep = m->cancels;
+    cancelling *keep = cs->v;
     double now = jr_mono();
     int i, k, kept = 0;
 
     /* forget the cancels no longer listed: those jobs have ended */
-    for (k = 0; k < m->ncancels; k++) {
-        for (i = 0; i < n && ids[i] != m->cancels[k].id; i++)
+    for (k = 0; k < cs->n; k++) {
+        for (i = 0; i < n && ids[i] != cs->v[k].id; i++)
             ;
         if (i < n)
-            keep[kept++] = m->cancels[k];
+            keep[kept++] = cs->v[k];
     }
-    m->ncancels = kept;
+    cs->n = kept;
     /* one told before may be back in the queue (its worker gave it back
      * unstarted): recorded there too */
     for (i = 0; i < n; i++)
-        if (!from_queue(m, ids[i]) && find(m, ids[i]) == NULL &&
+        if (!from_queue(m, ids[i]) && find(cs, ids[i]) == NULL &&
             to_worker(m, ids[i]))
-            remember(m, ids[i], now);
+            remember(cs, ids[i], now);
     if (n > 0)
         jr_master_kick(m);
 }
 
-void
-jr_cancel_deadlines(master *m, double now)
+/* Kills workers still running a cancelled job after the grace period. */
+static void
+tick(master *m, void *st, double now)
 {
+    cancels *cs = st;
     const jr_job *j;
     cancelling *c;
     double since;
@@ -164,14 +178,85 @@ jr_cancel_deadlines(master *m, double now)
     /* the job in the handler: jobs[0] may have ended already, its result
      * still in the worker's page, and the one running is not cancelled */
     for (w = m->workers; w; w = w->next) {
-        if (w->kill_reason[0] || (j = jr_pool_running(w, &since)) == NULL ||
-            (c = find(m, j->id)) == NULL || now - c->told <= CANCEL_GRACE)
+        if (w->kill_reason[0] || (j = jr_death_running(w, &since)) == NULL ||
+            (c = find(cs, j->id)) == NULL || now - c->told <= CANCEL_GRACE)
             continue;
         jr_log(JR_LOG_WARN, "job %lld (%s): cancelled, but still running "
                "%gs later (stuck outside Lua?); killing worker %d",
                (long long)j->id, j->name, CANCEL_GRACE, w->id);
         snprintf(why, sizeof why, "cancelled (worker killed: still running "
                  "%gs after the cancel)", CANCEL_GRACE);
-        jr_pool_kill_for(w, j, why);
+        jr_death_kill_for(w, j, why);
     }
 }
+
+static int
+init(master *m, void **st)
+{
+    cancels *cs = calloc(1, sizeof *cs);
+
+    if ((*st = cs) == NULL)
+        return -1;
+    jr_master_flag(m, &cs->poll, CANCEL_POLL, &cs->due);
+    return 0;
+}
+
+static int
+due(master *m, void *st)
+{
+    cancels *cs = st;
+
+    if (cs->due && !holds(m))
+        cs->due = 0;            /* nothing of ours to cancel */
+    return cs->due;
+}
+
+static void
+fill(master *m, void *st, jr_cycle *c)
+{
+    cancels *cs = st;
+
+    (void)m;
+    c->check_cancel = cs->due;
+    cs->due = 0;
+}
+
+static void
+taken(master *m, void *st, jr_cycle *c)
+{
+    if (c->check_cancel && c->ncancel >= 0)
+        seen(m, st, c->cancel_ids, c->ncancel);
+}
+
+/* A job told to stop ends as a cancel, however it ends: unstarted (its
+ * worker gave it back) or its worker dead. */
+static int
+refuse(master *m, void *st, const jr_job *j, const char *why)
+{
+    cancels *cs = st;
+
+    if (cs->n == 0 || find(cs, j->id) == NULL)
+        return 0;
+    record(m, j, why);
+    return 1;
+}
+
+static void
+free_cancels(master *m, void *st)
+{
+    cancels *cs = st;
+
+    (void)m;
+    if (cs == NULL)
+        return;
+    if (cs->poll.ev != NULL)
+        event_free(cs->poll.ev);
+    free(cs->v);
+    free(cs);
+}
+
+const jr_service jr_cancel_service = {
+    .name = "cancel", .slot = JR_SVC_CANCEL, .init = init, .due = due,
+    .fill = fill, .taken = taken, .refuse = refuse, .tick = tick,
+    .free = free_cancels,
+};

@@ -1,7 +1,9 @@
 /* events.c - the hook events of the master, each built from its state:
  * on_start and on_stop, a job's start and end (success, retry, dead),
  * on_tick with the figures of its interval, on_scale and on_reload.
- * hooks.c runs them in the config's Lua state. Uses master_int.h. */
+ * hooks.c runs them in the config's Lua state. A service (service.h):
+ * owns the figures of on_tick's interval and its timer. Uses
+ * master_int.h. */
 #include <stdlib.h>
 #include <unistd.h>
 
@@ -9,32 +11,42 @@
 #include "master/master_int.h"
 #include "services/metrics.h"
 
-/* jobs[0] of w starts now. */
-void
-jr_event_job_start(master *m, wk *w)
-{
-    const jr_job *j = w->jobs[0];
+typedef struct events {         /* the service's state */
+    long        tick_done, tick_failed; /* counters at last tick */
+    double      tick_at;
+    double      lat[256];       /* start latencies since last tick */
+    int         nlat;
+    int         count_due;      /* a tick wants the ready count */
+    flag_timer  tick;           /* sets count_due: the cycle counts the
+                                   backlog, then on_tick fires */
+} events;
 
-    w->started = jr_mono();
+/* Job j starts now in worker number worker. */
+static void
+job_start(master *m, void *st, const jr_job *j, int worker)
+{
+    events *ev = st;
+
     jr_metrics_start(m->metrics, j, jr_now() - j->run_at);
-    if (m->nlat < (int)(sizeof m->lat / sizeof m->lat[0]) &&
+    if (ev->nlat < (int)(sizeof ev->lat / sizeof ev->lat[0]) &&
         jr_hooks_has(m->hooks, JR_HOOK_TICK))
-        m->lat[m->nlat++] = jr_now() - j->run_at;
+        ev->lat[ev->nlat++] = jr_now() - j->run_at;
     if (jr_hook_begin(m->hooks, JR_HOOK_JOB_START)) {
         jr_hook_int(m->hooks, "id", j->id);
         jr_hook_str(m->hooks, "name", j->name);
         jr_hook_int(m->hooks, "attempt", j->attempt);
         jr_hook_str(m->hooks, "queue", j->queue);
         jr_hook_int(m->hooks, "priority", j->priority);
-        jr_hook_int(m->hooks, "worker", w->id);
+        jr_hook_int(m->hooks, "worker", worker);
         jr_hook_num(m->hooks, "waited", jr_now() - j->run_at);
         jr_hook_fire(m->hooks, NULL);
     }
 }
 
 /* The job hooks for one result. */
-void
-jr_event_job(master *m, const jr_job *j, const jr_result *r, double secs)
+static void
+job_end(master *m, void *st, const jr_job *j, const jr_result *r,
+        double secs)
 {
     static const int which[] = {[JR_DONE] = JR_HOOK_JOB_SUCCESS,
         [JR_RETRY] = JR_HOOK_JOB_RETRY, [JR_DEAD] = JR_HOOK_JOB_DEAD,
@@ -43,6 +55,7 @@ jr_event_job(master *m, const jr_job *j, const jr_result *r, double secs)
         [JR_PROGRESS] = -1};
     jr_hooks *h = m->hooks;
 
+    (void)st;
     jr_metrics_job(m->metrics, j, r, secs);
     if (h == NULL || which[r->kind] < 0 || !jr_hook_begin(h, which[r->kind]))
         return;
@@ -77,18 +90,18 @@ queue_target(const char *queue, double v, void *arg)
  * (those of each queue from cycle c); a number it returns becomes the
  * target concurrency, as does a table's `workers`, and its `queues`
  * ({name = n}) the queues' targets. */
-void
-jr_event_tick(master *m, const jr_cycle *c)
+static void
+on_tick(master *m, events *ev, const jr_cycle *c)
 {
     long ready = c->ready;
-    double now = jr_mono(), secs = now - m->tick_at, target;
-    long done = m->done - m->tick_done, failed = m->failed + m->dead -
-                m->tick_failed;
+    double now = jr_mono(), secs = now - ev->tick_at, target;
+    long done = m->done - ev->tick_done, failed = m->failed + m->dead -
+                ev->tick_failed;
     int busy = jr_pool_busy(m), total = jr_pool_active(m);
 
     if (!jr_hook_begin(m->hooks, JR_HOOK_TICK))
         return;
-    qsort(m->lat, (size_t)m->nlat, sizeof m->lat[0], by_value);
+    qsort(ev->lat, (size_t)ev->nlat, sizeof ev->lat[0], by_value);
     jr_hook_open(m->hooks, "workers");
     jr_hook_int(m->hooks, "busy", busy);
     jr_hook_int(m->hooks, "idle", total - busy > 0 ? total - busy : 0);
@@ -102,26 +115,81 @@ jr_event_tick(master *m, const jr_cycle *c)
     jr_hook_num(m->hooks, "failure_rate", done + failed > 0 ?
                 (double)failed / (double)(done + failed) : 0);
     jr_hook_open(m->hooks, "latency");
-    if (m->nlat > 0) {
-        jr_hook_num(m->hooks, "p50", m->lat[m->nlat / 2]);
-        jr_hook_num(m->hooks, "p99", m->lat[m->nlat * 99 / 100]);
-        jr_hook_num(m->hooks, "max", m->lat[m->nlat - 1]);
+    if (ev->nlat > 0) {
+        jr_hook_num(m->hooks, "p50", ev->lat[ev->nlat / 2]);
+        jr_hook_num(m->hooks, "p99", ev->lat[ev->nlat * 99 / 100]);
+        jr_hook_num(m->hooks, "max", ev->lat[ev->nlat - 1]);
     }
     jr_hook_close(m->hooks);
     jr_hook_int(m->hooks, "done", m->done);
     jr_hook_int(m->hooks, "failed", m->failed);
     jr_hook_int(m->hooks, "dead", m->dead);
     jr_hook_num(m->hooks, "interval", secs);
-    jr_qstate_tick(m, c);
-    jr_limitsrun_tick(m, c);
-    m->tick_at = now;
-    m->tick_done = m->done;
-    m->tick_failed = m->failed + m->dead;
-    m->nlat = 0;
+    jr_service_figures(m, c);  /* queues, limits */
+    ev->tick_at = now;
+    ev->tick_done = m->done;
+    ev->tick_failed = m->failed + m->dead;
+    ev->nlat = 0;
     if (jr_hook_fire_targets(m->hooks, &target, queue_target, m) == 1 &&
         target == target)
         jr_pool_set_target(m, (int)(target + 0.5), "tick");
 }
+
+static int
+init(master *m, void **st)
+{
+    events *ev = calloc(1, sizeof *ev);
+
+    if ((*st = ev) == NULL)
+        return -1;
+    if (jr_hooks_has(m->hooks, JR_HOOK_TICK))
+        jr_master_flag(m, &ev->tick, m->cfg->tick_interval, &ev->count_due);
+    ev->tick_at = jr_mono();
+    return 0;
+}
+
+static int
+due(master *m, void *st)
+{
+    (void)m;
+    return ((events *)st)->count_due;
+}
+
+/* A tick is due: the cycle counts the backlog (per queue, per limit). */
+static void
+fill(master *m, void *st, jr_cycle *c)
+{
+    events *ev = st;
+
+    (void)m;
+    c->count_ready = ev->count_due;
+    ev->count_due = 0;
+}
+
+static void
+read_cycle(master *m, void *st, jr_cycle *c)
+{
+    if (c->count_ready)
+        on_tick(m, st, c);
+}
+
+static void
+free_events(master *m, void *st)
+{
+    events *ev = st;
+
+    (void)m;
+    if (ev != NULL && ev->tick.ev != NULL)
+        event_free(ev->tick.ev);
+    free(ev);
+}
+
+const jr_service jr_events_service = {
+    .name = "events", .slot = JR_SVC_EVENTS, .init = init, .due = due,
+    .fill = fill, .read = read_cycle, .job_start = job_start,
+    .job_end = job_end,
+    .free = free_events,
+};
 
 void
 jr_event_scale(master *m, int from, int to, const char *reason)

@@ -1,9 +1,9 @@
 /* limitslua.c - limits from the hooks' Lua: the module "jobrunner.limits"
  * (also the `limits` field of "jobrunner" when a hook loaded the producer
  * module) in the master's config state, with get and set over the
- * master's live limits (limitsrun.c). A change reaches the next claim;
- * limits hold in this runner until it stops (the config's come back at
- * the next start). Uses master_int.h, limitcfg.h. */
+ * master's live limits (limitsrun.c, limits.h). A change reaches the
+ * next claim; limits hold in this runner until it stops (the config's
+ * come back at the next start). Uses master_int.h, limits.h. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -13,12 +13,20 @@
 
 #include "base/log.h"
 #include "master/master_int.h"
+#include "services/limits.h"
 
 /* The master, the upvalue of every function here.  [-0, +0, -] */
 static master *
 self(lua_State *L)
 {
     return lua_touserdata(L, lua_upvalueindex(1));
+}
+
+/* The limits service's state. */
+static jr_limitsrun *
+lims(master *m)
+{
+    return m->svc[JR_SVC_LIMITS];
 }
 
 /* Pushes one set as { concurrency, rate, per_second, burst }.
@@ -63,14 +71,14 @@ limits_get(lua_State *L)
     int i;
 
     if (lua_isnoneornil(L, 1)) {
-        lua_createtable(L, 0, m->limits.n);          /* all */
-        for (i = 0; i < m->limits.n; i++) {
-            push_limit(L, &m->limits.l[i]);          /* all t */
-            lua_setfield(L, -2, m->limits.l[i].scope); /* all */
+        lua_createtable(L, 0, lims(m)->live.n);          /* all */
+        for (i = 0; i < lims(m)->live.n; i++) {
+            push_limit(L, &lims(m)->live.l[i]);          /* all t */
+            lua_setfield(L, -2, lims(m)->live.l[i].scope); /* all */
         }
         return 1;
     }
-    l = jr_limits_find(&m->limits, luaL_checkstring(L, 1));
+    l = jr_limits_find(&lims(m)->live, luaL_checkstring(L, 1));
     if (l == NULL)
         lua_pushnil(L);                              /* nil */
     else
@@ -92,7 +100,7 @@ limits_set(lua_State *L)
 
     luaL_checktype(L, 2, LUA_TTABLE);
     lua_settop(L, 2);                                /* name t */
-    l = jr_limits_find(&m->limits, name);
+    l = jr_limits_find(&lims(m)->live, name);
     memset(&copy, 0, sizeof copy);
     if (l != NULL) {
         copy = *l;
@@ -108,11 +116,11 @@ limits_set(lua_State *L)
         lua_pushfstring(L, "jobrunner.limits.set: '%s' %s", key, what);
         return 2;
     }
-    if (l == NULL && (m->limits.n >= JR_LIMIT_MAX ||
-                      (l = jr_limits_add(&m->limits, name)) == NULL)) {
+    if (l == NULL && (lims(m)->live.n >= JR_LIMIT_MAX ||
+                      (l = jr_limits_add(&lims(m)->live, name)) == NULL)) {
         lua_pushnil(L);
         lua_pushfstring(L, "jobrunner.limits.set: '%s': %s", name,
-                        m->limits.n >= JR_LIMIT_MAX ? "too many limits" :
+                        lims(m)->live.n >= JR_LIMIT_MAX ? "too many limits" :
                         "out of memory");
         return 2;
     }
@@ -123,7 +131,7 @@ limits_set(lua_State *L)
            l->all.rate > 0 ? l->all.rate_text : "none",
            l->per_key.concurrency,
            l->per_key.rate > 0 ? l->per_key.rate_text : "none");
-    m->lim_changed = 1;
+    lims(m)->changed = 1;
     m->want_claim = 1;          /* a higher cap may let jobs through now */
     jr_master_kick(m);
     lua_pushboolean(L, 1);                           /* name t true */

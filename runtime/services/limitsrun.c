@@ -10,11 +10,12 @@
 
 #include "base/log.h"
 #include "master/master_int.h"
+#include "services/limits.h"
 #include "base/util.h"
 
 #define QPLEN (sizeof JR_LIMIT_QPREFIX - 1)
 
-/* One limit's figures since the last tick, by index into m->limits. */
+/* One limit's figures since the last tick, by index into the live limits. */
 typedef struct lstat {
     long done;                  /* succeeded */
     long failed;                /* retried, dead or expired */
@@ -36,55 +37,66 @@ on_limit(evutil_socket_t fd, short what, void *arg)
     jr_master_kick(m);
 }
 
-int
-jr_limitsrun_init(master *m)
+static int
+init(master *m, void **st)
 {
-    if (jr_limits_copy(&m->limits, &m->cfg->limits) < 0 ||
-        (m->lim_stats = calloc(1, sizeof(lstats))) == NULL)
+    jr_limitsrun *lr = calloc(1, sizeof *lr);
+
+    if ((*st = lr) == NULL || jr_limits_copy(&lr->live, &m->cfg->limits) < 0
+        || (lr->stats = calloc(1, sizeof(lstats))) == NULL)
         return -1;
-    m->lim_changed = 1;
-    m->ev_limit = event_new(m->base, -1, 0, on_limit, m);
-    return m->ev_limit ? 0 : -1;
+    lr->changed = 1;
+    jr_limitslua_open(m);
+    lr->ev = event_new(m->base, -1, 0, on_limit, m);
+    return lr->ev ? 0 : -1;
 }
 
-void
-jr_limitsrun_free(master *m)
+static void
+free_limits(master *m, void *arg)
 {
-    lstats *st = m->lim_stats;
+    jr_limitsrun *lr = arg;
+    lstats *st;
 
-    if (m->ev_limit)
-        event_free(m->ev_limit);
-    m->ev_limit = NULL;
-    jr_limits_free(&m->limits);
-    jr_limits_free(&m->lim_cycle);
-    if (st)
+    (void)m;
+    if (lr == NULL)
+        return;
+    if (lr->ev)
+        event_free(lr->ev);
+    jr_limits_free(&lr->live);
+    jr_limits_free(&lr->cycle);
+    if ((st = lr->stats) != NULL)
         free(st->s);
     free(st);
-    m->lim_stats = NULL;
+    free(lr);
 }
 
-void
-jr_limitsrun_spec(master *m, jr_cycle *c)
+/* Hands the limits to cycle c (a copy it borrows while it runs). */
+static void
+fill(master *m, void *st, jr_cycle *c)
 {
+    jr_limitsrun *lr = st;
     jr_limits fresh;
 
+    (void)m;
     /* no cycle runs now: the copy it borrows may be replaced */
-    if (m->lim_changed && jr_limits_copy(&fresh, &m->limits) == 0) {
-        jr_limits_free(&m->lim_cycle);
-        m->lim_cycle = fresh;
-        m->lim_changed = 0;
+    if (lr->changed && jr_limits_copy(&fresh, &lr->live) == 0) {
+        jr_limits_free(&lr->cycle);
+        lr->cycle = fresh;
+        lr->changed = 0;
     }
-    c->limits = m->lim_cycle.l;
-    c->nlimits = m->lim_cycle.n;
+    c->limits = lr->cycle.l;
+    c->nlimits = lr->cycle.n;
 }
 
-void
-jr_limitsrun_cycle(master *m, const jr_cycle *c)
+/* After cycle c: waits for the next token a rate refused, if any. */
+static void
+taken(master *m, void *st, jr_cycle *c)
 {
+    jr_limitsrun *lr = st;
     double wait;
     struct timeval tv;
 
-    if (c->limit_next <= 0 || m->ev_limit == NULL)
+    if (c->limit_next <= 0 || lr->ev == NULL)
         return;
     wait = c->limit_next - jr_now();
     if (wait < 0.001)
@@ -93,7 +105,7 @@ jr_limitsrun_cycle(master *m, const jr_cycle *c)
         return;                 /* the poll comes first */
     tv.tv_sec = (time_t)wait;
     tv.tv_usec = (suseconds_t)((wait - (double)tv.tv_sec) * 1e6);
-    event_add(m->ev_limit, &tv);
+    event_add(lr->ev, &tv);
 }
 
 /* Whether limit l applies to a job of name in queue. */
@@ -105,26 +117,31 @@ applies(const jr_limit *l, const char *name, const char *queue)
     return strcmp(l->scope, name) == 0;
 }
 
-void
-jr_limitsrun_done(master *m, const char *name, const char *queue, int kind)
+/* A job ended with result kind (figures for on_tick); frees room: claim
+ * again. */
+static void
+job_left(master *m, void *arg, const jr_job *j, int kind)
 {
-    lstats *st = m->lim_stats;
+    const char *name = j->name, *queue = j->queue;
+    jr_limitsrun *lr = arg;
+    lstats *st = lr->stats;
+    const jr_limits *lim = &lr->live;
     lstat *bigger;
     int i, hit = 0;
 
-    if (m->limits.n == 0 || st == NULL)
+    if (lim->n == 0 || st == NULL)
         return;
-    if (st->n < m->limits.n) {
-        if ((bigger = realloc(st->s, (size_t)m->limits.n * sizeof *bigger))
+    if (st->n < lim->n) {
+        if ((bigger = realloc(st->s, (size_t)lim->n * sizeof *bigger))
             == NULL)
             return;
-        memset(bigger + st->n, 0, (size_t)(m->limits.n - st->n) *
+        memset(bigger + st->n, 0, (size_t)(lim->n - st->n) *
                sizeof *bigger);
         st->s = bigger;
-        st->n = m->limits.n;
+        st->n = lim->n;
     }
-    for (i = 0; i < m->limits.n; i++) {
-        if (!applies(&m->limits.l[i], name, queue))
+    for (i = 0; i < lim->n; i++) {
+        if (!applies(&lim->l[i], name, queue))
             continue;
         hit = 1;
         if (kind == JR_DONE)
@@ -179,18 +196,23 @@ cycle_count(const jr_cycle *c, const long *arr, const char *scope)
     return -1;
 }
 
-void
-jr_limitsrun_tick(master *m, const jr_cycle *c)
+/* Adds `limits` (per limit: running, done, failed, failure_rate, its
+ * settings; waiting and running_all from cycle c) to the on_tick event
+ * being built. */
+static void
+figures(master *m, void *arg, const jr_cycle *c)
 {
-    lstats *st = m->lim_stats;
+    jr_limitsrun *lr = arg;
+    const jr_limits *lim = &lr->live;
+    lstats *st = lr->stats;
     long n;
     int i;
 
-    if (m->limits.n == 0)
+    if (lim->n == 0)
         return;
     jr_hook_open(m->hooks, "limits");
-    for (i = 0; i < m->limits.n; i++) {
-        const jr_limit *l = &m->limits.l[i];
+    for (i = 0; i < lim->n; i++) {
+        const jr_limit *l = &lim->l[i];
         lstat s = st && i < st->n ? st->s[i] : (lstat){0, 0};
         jr_hook_open(m->hooks, l->scope);
         jr_hook_int(m->hooks, "running", held(m, l));
@@ -214,10 +236,11 @@ jr_limitsrun_tick(master *m, const jr_cycle *c)
 void
 jr_limitsrun_warn(master *m, const char *const *names, int n)
 {
+    const jr_limits *lim = &((jr_limitsrun *)m->svc[JR_SVC_LIMITS])->live;
     int i, k;
 
-    for (i = 0; i < m->limits.n; i++) {
-        const char *s = m->limits.l[i].scope;
+    for (i = 0; i < lim->n; i++) {
+        const char *s = lim->l[i].scope;
         if (strncmp(s, JR_LIMIT_QPREFIX, QPLEN) == 0)
             continue;
         for (k = 0; k < n && strcmp(names[k], s) != 0; k++)
@@ -228,3 +251,19 @@ jr_limitsrun_warn(master *m, const char *const *names, int n)
                    m->cfg->file : "config", s);
     }
 }
+
+/* Limits (live, or in the copy a cycle still borrows) shape claims. */
+static int
+shapes(master *m, void *st)
+{
+    jr_limitsrun *lr = st;
+
+    (void)m;
+    return lr->live.n > 0 || lr->cycle.n > 0;
+}
+
+const jr_service jr_limits_service = {
+    .name = "limits", .slot = JR_SVC_LIMITS, .init = init, .fill = fill,
+    .taken = taken, .job_left = job_left, .shapes = shapes,
+    .figures = figures, .free = free_limits,
+};

@@ -12,6 +12,8 @@
 #include "http/api.h"
 #include "http/host.h"
 #include "base/job.h"
+#include "master/master_int.h"
+#include "master/service.h"
 #include "services/metrics.h"
 
 #define MINUTES 60              /* throughput kept, by minute */
@@ -391,3 +393,34 @@ jr_metrics_throughput(jr_metrics *x, jr_buf *b)
     }
     jr_buf_put(b, "]}", 2);
 }
+
+/* ---- the service (service.h): the cycle times, and the series' end ---- */
+
+static void
+fill(master *m, void *st, jr_cycle *c)
+{
+    (void)st;
+    (void)c;
+    jr_metrics_cycle_begin(m->metrics);
+}
+
+static void
+read_cycle(master *m, void *st, jr_cycle *c)
+{
+    (void)st;
+    jr_metrics_cycle_end(m->metrics, c->rescued);
+}
+
+/* The series live as long as the master (the HTTP server makes them). */
+static void
+free_metrics(master *m, void *st)
+{
+    (void)st;
+    jr_metrics_free(m->metrics);
+    m->metrics = NULL;
+}
+
+const jr_service jr_metrics_service = {
+    .name = "metrics", .slot = JR_SVC_METRICS, .fill = fill,
+    .read = read_cycle, .free = free_metrics,
+};

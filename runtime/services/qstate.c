@@ -4,13 +4,30 @@
  * so that each claim asks at most its target less that; which queues are
  * paused, so that jobs of a paused queue claimed ahead are given back
  * instead of started; and the per-queue figures and targets of on_tick.
- * Fairness between queues is the claim's (backend.h). Uses
+ * Fairness between queues is the claim's (backend.h). A service
+ * (service.h): owns the paused set, its timer and a claim's caps; the
+ * queues (m->qs) stay the master's, as /metrics reads them. Uses
  * master_int.h. */
 #include <stdlib.h>
 #include <string.h>
 
 #include "base/log.h"
 #include "master/master_int.h"
+
+typedef struct qsvc {           /* the service's state */
+    const char **qnames;        /* a claim's caps, for the cycle */
+    int         *qmax;
+    char       **paused;        /* paused queues, last read */
+    int          npaused;
+    int          paused_due;    /* read the paused queues */
+    flag_timer   tick;          /* sets paused_due each second */
+} qsvc;
+
+static qsvc *
+qv(const master *m)
+{
+    return m->svc[JR_SVC_QSTATE];
+}
 
 static qstate *
 find(master *m, const char *queue)
@@ -54,20 +71,24 @@ log_served(const jr_queues *cq)
     jr_log(JR_LOG_INFO, "serving queues: %s (no other)", list);
 }
 
-int
-jr_qstate_init(master *m)
+static int
+init(master *m, void **st)
 {
     const jr_queues *cq = &m->cfg->queues;
     int i, n = cq->n + cq->nserve;
+    qsvc *v = calloc(1, sizeof *v);
     qstate *q;
 
+    if ((*st = v) == NULL)
+        return -1;
+    jr_master_flag(m, &v->tick, 1.0, &v->paused_due);
     m->serve_all = cq->nserve == 0;
     if (n == 0)
         return 0;
     m->qs = calloc((size_t)n, sizeof *m->qs);
-    m->qnames = calloc((size_t)n, sizeof *m->qnames);
-    m->qmax = calloc((size_t)n, sizeof *m->qmax);
-    if (m->qs == NULL || m->qnames == NULL || m->qmax == NULL)
+    v->qnames = calloc((size_t)n, sizeof *v->qnames);
+    v->qmax = calloc((size_t)n, sizeof *v->qmax);
+    if (m->qs == NULL || v->qnames == NULL || v->qmax == NULL)
         return -1;
     for (i = 0; i < cq->n; i++) {
         if (!m->serve_all && !jr_queues_served(cq, cq->q[i].name))
@@ -83,17 +104,25 @@ jr_qstate_init(master *m)
     return 0;
 }
 
-void
-jr_qstate_free(master *m)
+static void
+free_qstate(master *m, void *st)
 {
+    qsvc *v = st;
     int i;
 
-    for (i = 0; i < m->npaused; i++)
-        free(m->paused[i]);
-    free(m->paused);
     free(m->qs);
-    free(m->qnames);
-    free(m->qmax);
+    m->qs = NULL;
+    m->nqs = 0;
+    if (v == NULL)
+        return;
+    if (v->tick.ev != NULL)
+        event_free(v->tick.ev);
+    for (i = 0; i < v->npaused; i++)
+        free(v->paused[i]);
+    free(v->paused);
+    free(v->qnames);
+    free(v->qmax);
+    free(v);
 }
 
 /* Counts what each queue holds here: the local queue and the workers. */
@@ -118,16 +147,27 @@ count_held(master *m)
             }
 }
 
-void
-jr_qstate_spec(master *m, jr_cycle *c, int want)
+/* Jobs of a paused queue are held here: read the paused set. */
+static int
+due(master *m, void *st)
 {
-    int k, free_slots;
+    return ((qsvc *)st)->paused_due && m->qlen > 0;
+}
+
+/* Fills c's queue caps (each queue's target less what it holds here) for
+ * its claim of up to c->want jobs, and whether it reads the paused
+ * queues. */
+static void
+fill(master *m, void *st, jr_cycle *c)
+{
+    int k, free_slots, want = c->want;
+    qsvc *v = st;
     qstate *q;
 
     /* jobs claimed ahead must not start once their queue is paused */
-    c->poll_paused = (m->paused_due && m->qlen > 0) || c->count_ready;
+    c->poll_paused = (v->paused_due && m->qlen > 0) || c->count_ready;
     c->ahead = m->qlen > 0;
-    m->paused_due = 0;
+    v->paused_due = 0;
     c->others = m->serve_all ? want : 0;
     c->nqueues = 0;
     if (m->nqs == 0)
@@ -137,11 +177,11 @@ jr_qstate_spec(master *m, jr_cycle *c, int want)
         q = &m->qs[k];
         free_slots = q->capped ? q->target - q->held : want;
         q->asked = free_slots > 0 ? free_slots : 0;
-        m->qnames[k] = q->name;
-        m->qmax[k] = q->asked;
+        v->qnames[k] = q->name;
+        v->qmax[k] = q->asked;
     }
-    c->qnames = m->qnames;
-    c->qmax = m->qmax;
+    c->qnames = v->qnames;
+    c->qmax = v->qmax;
     c->nqueues = m->nqs;
 }
 
@@ -149,16 +189,17 @@ jr_qstate_spec(master *m, jr_cycle *c, int want)
 static void
 release_paused(master *m)
 {
+    const qsvc *v = qv(m);
     size_t n = m->qlen, i;
     jr_job *j;
     int k, gone = 0;
 
     for (i = 0; i < n; i++) {
         j = jr_claimq_pop(m);
-        for (k = 0; k < m->npaused; k++)
-            if (strcmp(m->paused[k], j->queue) == 0)
+        for (k = 0; k < v->npaused; k++)
+            if (strcmp(v->paused[k], j->queue) == 0)
                 break;
-        if (k < m->npaused) {
+        if (k < v->npaused) {
             jr_claimq_release(m, j);
             gone++;
         } else if (jr_claimq_push(m, j, 0) < 0) {
@@ -174,26 +215,30 @@ release_paused(master *m)
 static void
 take_paused(master *m, jr_cycle *c)
 {
+    qsvc *v = qv(m);
     int i;
 
     if (c->npaused < 0)
         return;
-    for (i = 0; i < m->npaused; i++)
-        free(m->paused[i]);
-    free(m->paused);
-    m->paused = c->paused;
-    m->npaused = c->npaused;
+    for (i = 0; i < v->npaused; i++)
+        free(v->paused[i]);
+    free(v->paused);
+    v->paused = c->paused;
+    v->npaused = c->npaused;
     c->paused = NULL;
     c->npaused = -1;
-    if (m->npaused > 0 && m->qlen > 0)
+    if (v->npaused > 0 && m->qlen > 0)
         release_paused(m);
 }
 
-void
-jr_qstate_cycle(master *m, jr_cycle *c)
+/* After cycle c: notes which capped queues may have more ready, takes the
+ * paused queues it read (releasing local jobs of paused queues). */
+static void
+taken(master *m, void *st, jr_cycle *c)
 {
     int i, k, *got;
 
+    (void)st;
     take_paused(m, c);
     if (m->nqs == 0 || c->want <= 0 || c->nclaimed < 0)
         return;
@@ -215,12 +260,16 @@ jr_qstate_cycle(master *m, jr_cycle *c)
     free(got);
 }
 
-void
-jr_qstate_done(master *m, const char *queue)
+/* A job of its queue left its worker: claim again if its queue was
+ * full. */
+static void
+job_left(master *m, void *st, const jr_job *j, int kind)
 {
     qstate *q;
 
-    if (m->nqs > 0 && (q = find(m, queue)) != NULL && q->more) {
+    (void)st;
+    (void)kind;
+    if (m->nqs > 0 && (q = find(m, j->queue)) != NULL && q->more) {
         q->more = 0;
         m->want_claim = 1;
     }
@@ -255,8 +304,8 @@ is_paused(const master *m, const char *queue)
 {
     int i;
 
-    for (i = 0; i < m->npaused; i++)
-        if (strcmp(m->paused[i], queue) == 0)
+    for (i = 0; i < qv(m)->npaused; i++)
+        if (strcmp(qv(m)->paused[i], queue) == 0)
             return 1;
     return 0;
 }
@@ -292,12 +341,14 @@ tick_queue(master *m, const char *name, long ready, const qstate *q)
     jr_hook_close(h);
 }
 
-void
-jr_qstate_tick(master *m, const jr_cycle *c)
+/* Adds the per-queue figures to the on_tick event being built. */
+static void
+figures(master *m, void *st, const jr_cycle *c)
 {
     long ready;
     int i, k;
 
+    (void)st;
     jr_hook_open(m->hooks, "queues");
     for (k = 0; k < m->nqs; k++) {
         for (ready = 0, i = 0; i < c->nready_q; i++)
@@ -310,3 +361,17 @@ jr_qstate_tick(master *m, const jr_cycle *c)
             tick_queue(m, c->ready_q[i].queue, c->ready_q[i].n, NULL);
     jr_hook_close(m->hooks);
 }
+
+/* Capped queues, or a serve list, shape claims. */
+static int
+shapes(master *m, void *st)
+{
+    (void)st;
+    return m->nqs > 0 || !m->serve_all;
+}
+
+const jr_service jr_qstate_service = {
+    .name = "queues", .slot = JR_SVC_QSTATE, .init = init, .due = due,
+    .fill = fill, .taken = taken, .job_left = job_left, .shapes = shapes,
+    .figures = figures, .free = free_qstate,
+};

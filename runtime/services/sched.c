@@ -4,8 +4,8 @@
  * downtime from the last fires the database holds (read again after a
  * reconnect), catch-up whenever the runner finds itself behind (a stall,
  * a clock step), fires retried until recorded, and the config's
- * schedules followed on reload. Uses cron.h, schedules.h (the config's),
- * the cycle of dbthread.h. */
+ * schedules followed on reload. A service (service.h) owning its
+ * schedules, fires and timer. Uses cron.h, schedules.h, dbthread.h. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -40,7 +40,7 @@ typedef struct fire_req {       /* a fire waiting or in flight */
     int     drop;               /* expire's mark */
 } fire_req;
 
-struct jr_sched {
+typedef struct jr_sched {
     jr_schedules cfg;           /* owns the entries' strings */
     ent         *e;
     int          n;
@@ -51,8 +51,14 @@ struct jr_sched {
     int          ninflight;
     int          failing;       /* fires failed since the last recorded */
     int          dropping;      /* fires expired since then (logged) */
-    double       looked;        /* wall time of the last look (0: none) */
-};
+} jr_sched;
+
+typedef struct svc {            /* the service's state */
+    jr_sched   *sc;             /* replaced whole by a reload */
+    int         fire_due;       /* look for fires due */
+    flag_timer  tick;           /* sets fire_due each second */
+    double      looked;         /* wall time of the last look (0: none) */
+} svc;
 
 /* ---- fires ---- */
 
@@ -259,15 +265,18 @@ build(jr_sched *sc, const jr_schedules *cfg)
     return 0;
 }
 
-int
-jr_sched_init(master *m)
+static int
+init(master *m, void **st)
 {
-    if ((m->sched = calloc(1, sizeof *m->sched)) == NULL ||
-        build(m->sched, &m->cfg->schedules) < 0)
+    svc *v = calloc(1, sizeof *v);
+
+    if ((*st = v) == NULL || (v->sc = calloc(1, sizeof *v->sc)) == NULL ||
+        build(v->sc, &m->cfg->schedules) < 0)
         return -1;
-    if (m->sched->n > 0)
-        jr_log(JR_LOG_INFO, "%d schedule%s", m->sched->n,
-               m->sched->n == 1 ? "" : "s");
+    if (v->sc->n > 0)
+        jr_log(JR_LOG_INFO, "%d schedule%s", v->sc->n,
+               v->sc->n == 1 ? "" : "s");
+    jr_master_flag(m, &v->tick, 1.0, &v->fire_due);
     return 0;
 }
 
@@ -285,11 +294,17 @@ free_sched(jr_sched *sc)
     free(sc);
 }
 
-void
-jr_sched_free(master *m)
+static void
+free_svc(master *m, void *st)
 {
-    free_sched(m->sched);
-    m->sched = NULL;
+    svc *v = st;
+
+    (void)m;
+    if (v != NULL && v->tick.ev != NULL)
+        event_free(v->tick.ev);
+    if (v != NULL)
+        free_sched(v->sc);
+    free(v);
 }
 
 static const ent *
@@ -303,13 +318,19 @@ find(const jr_sched *sc, const char *name)
     return NULL;
 }
 
-void
-jr_sched_reload(master *m, const jr_schedules *cfg)
+/* Follows the schedules of a config just reloaded (borrowed): added ones
+ * start (catching up from their last fire in the database, if any),
+ * removed ones stop, changed ones start again, the others go on. */
+static void
+reload(master *m, void *st, const jr_config *conf)
 {
-    jr_sched *old = m->sched, *sc = calloc(1, sizeof *sc);
+    const jr_schedules *cfg = &conf->schedules;
+    svc *v = st;
+    jr_sched *old = v->sc, *sc = calloc(1, sizeof *sc);
     int i, added = 0, changed = 0, kept = 0, removed = 0;
     const ent *o;
 
+    (void)m;
     if (sc == NULL || build(sc, cfg) < 0) {
         free(sc);
         jr_log(JR_LOG_ERROR, "reload: schedules unchanged: out of memory");
@@ -343,7 +364,7 @@ jr_sched_reload(master *m, const jr_schedules *cfg)
         if (e != NULL && e->loaded)
             add_fire(sc, e, old->pending[i].f.at);
     }
-    m->sched = sc;
+    v->sc = sc;
     free_sched(old);
     jr_log(JR_LOG_INFO, "reload: schedules: %d added, %d changed, %d "
            "removed, %d unchanged", added, changed, removed, kept);
@@ -413,24 +434,26 @@ warn_handlers(master *m, jr_sched *sc)
     }
 }
 
-int
-jr_sched_due(master *m)
+/* Each second (fire_due): whether the next cycle has schedule work. */
+static int
+due(master *m, void *st)
 {
-    jr_sched *sc = m->sched;
+    svc *v = st;
+    jr_sched *sc = v->sc;
     double now;
     int i, behind;
 
     if (sc == NULL || m->stopping)
         return 0;
-    if (!m->fire_due)           /* waiting or retried fires */
+    if (!v->fire_due)           /* waiting or retried fires */
         return sc->need_last || sc->npending > 0;
-    m->fire_due = 0;
+    v->fire_due = 0;
     warn_handlers(m, sc);
     if (sc->need_last)
         return 1;
     now = jr_now();
-    behind = sc->looked > 0 && now - sc->looked > BEHIND;
-    sc->looked = now;
+    behind = v->looked > 0 && now - v->looked > BEHIND;
+    v->looked = now;
     for (i = 0; i < sc->n; i++) {
         ent *e = &sc->e[i];
         if (behind && e->loaded && e->next > 0 && e->next < now - BEHIND) {
@@ -448,12 +471,14 @@ jr_sched_due(master *m)
     return sc->npending > 0;
 }
 
-void
-jr_sched_spec(master *m, jr_cycle *c)
+/* Puts the fires due (or the read of the last fires) into cycle c. */
+static void
+fill(master *m, void *st, jr_cycle *c)
 {
-    jr_sched *sc = m->sched;
+    jr_sched *sc = ((svc *)st)->sc;
     int i;
 
+    (void)m;
     c->nlast_fires = -1;
     if (sc == NULL || sc->ninflight > 0)
         return;
@@ -544,10 +569,12 @@ fired(master *m, const jr_fire *f)
     }
 }
 
-void
-jr_sched_cycle(master *m, jr_cycle *c)
+/* After cycle c: logs the fires, catches up from the last fires read. */
+static void
+taken(master *m, void *st, jr_cycle *c)
 {
-    jr_sched *sc = m->sched;
+    svc *v = st;
+    jr_sched *sc = v->sc;
     int i, n, done;
 
     if (sc == NULL)
@@ -570,6 +597,10 @@ jr_sched_cycle(master *m, jr_cycle *c)
     else if (c->read_fires && c->nlast_fires >= 0)
         load(sc, c);
     if (sc->npending > 0)
-        m->fire_due = 1;        /* catch-up and retried fires: next cycle */
+        v->fire_due = 1;        /* catch-up and retried fires: next cycle */
     jr_cycle_free_fires(c);
 }
+
+const jr_service jr_sched_service = {.name = "schedules",
+    .slot = JR_SVC_SCHED, .init = init, .due = due, .fill = fill,
+    .taken = taken, .drop = taken, .reload = reload, .free = free_svc};

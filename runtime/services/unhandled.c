@@ -8,13 +8,13 @@
  * minute and at most ten, so counting takes at most a hundredth of that
  * thread. Each name no handler takes is logged once (again only after it
  * was gone), with its count; the last count is in /metrics and
- * /api/runner. Uses unhandled.h, master_int.h, backend.h, dbthread.h,
+ * /api/runner. Uses unhandled.h, master_int.h, dbcalls.h, dbthread.h,
  * api.h, log.h. */
 #include <stdlib.h>
 #include <string.h>
 
 #include "http/api.h"
-#include "backend.h"
+#include "db/dbcalls.h"
 #include "db/dbthread.h"
 #include "base/log.h"
 #include "master/master_int.h"
@@ -103,7 +103,7 @@ run(jr_db *db, void *arg)
     jr_unhandled *u = arg;
 
     list_clear(&u->fresh);
-    u->rc = db->ops->stats(db->b, collect, u, &u->err);
+    u->rc = jr_dbcall_stats(db, collect, u, &u->err);
 }
 
 /* In the loop: the names of the count that the current generation has no
@@ -148,14 +148,18 @@ done(void *arg, int ran)
     list_clear(&u->fresh);
 }
 
-void
-jr_unhandled_tick(master *m, double now)
+/* Each tick: when it is time (soon after the start and after a new
+ * generation, then every minute or more), asks the database thread for
+ * the queued jobs per name, between cycles. */
+static void
+tick(master *m, void *st, double now)
 {
-    jr_unhandled *u = m->unhandled;
+    jr_unhandled *u = st;
 
     if (m->gen == NULL || m->dbt == NULL || m->stopping)
         return;
-    if (u == NULL && (u = m->unhandled = calloc(1, sizeof *u)) == NULL)
+    if (u == NULL &&
+        (u = m->svc[JR_SVC_UNHANDLED] = calloc(1, sizeof *u)) == NULL)
         return;
     u->m = m;
     if (u->gen_id != m->gen->id) {      /* new handlers: count soon */
@@ -175,7 +179,7 @@ jr_unhandled_tick(master *m, double now)
 void
 jr_unhandled_metrics(const master *m, jr_buf *b)
 {
-    const jr_unhandled *u = m->unhandled;
+    const jr_unhandled *u = m->svc[JR_SVC_UNHANDLED];
 
     jr_api_printf(b, "# HELP jobrunner_unhandled_jobs Queued jobs (ready or "
                   "scheduled) whose name no handler of this runner takes, "
@@ -189,7 +193,7 @@ jr_unhandled_metrics(const master *m, jr_buf *b)
 void
 jr_unhandled_json(const master *m, jr_buf *b)
 {
-    const jr_unhandled *u = m->unhandled;
+    const jr_unhandled *u = m->svc[JR_SVC_UNHANDLED];
 
     jr_buf_put(b, ",\"unhandled\":[", 14);
     for (int i = 0; u != NULL && i < u->shown.n; i++) {
@@ -200,15 +204,21 @@ jr_unhandled_json(const master *m, jr_buf *b)
     jr_buf_put(b, "]", 1);
 }
 
-void
-jr_unhandled_free(master *m)
+/* After the database thread is gone (a count on its way heard ran 0). */
+static void
+free_unhandled(master *m, void *st)
 {
-    jr_unhandled *u = m->unhandled;
+    jr_unhandled *u = st;
 
+    (void)m;
     if (u == NULL)
         return;
     list_clear(&u->fresh);
     list_clear(&u->shown);
     free(u);
-    m->unhandled = NULL;
 }
+
+const jr_service jr_unhandled_service = {
+    .name = "unhandled", .slot = JR_SVC_UNHANDLED, .tick = tick,
+    .free = free_unhandled,
+};

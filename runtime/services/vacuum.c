@@ -10,14 +10,18 @@
  * too: a table filled since its last analyze can plan a claim badly) on a
  * connection and thread of their own, opened at the first, so that claims
  * never wait on it; one at a time. SQLite needs none (its backend has no
- * vacuum op). Uses vacuum.h, master_int.h, dbthread.h, backend.h, log.h. */
+ * vacuum op). A service (service.h): owns its connection and thread.
+ * Uses vacuum.h, master_int.h, dbthread.h, dbcalls.h, log.h. */
 #include <stdlib.h>
 
-#include "backend.h"
+#include "db/dbcalls.h"
 #include "db/dbthread.h"
 #include "base/log.h"
 #include "master/master_int.h"
 #include "services/vacuum.h"
+
+#define SLOW_N    100           /* a claim of this many jobs taking */
+#define SLOW_SECS 0.1           /* this long asks for a vacuum early */
 
 struct jr_vacuum {
     jr_db       *db;            /* its connection, NULL until the first */
@@ -35,7 +39,7 @@ run(jr_db *db, void *arg)
 {
     jr_vacuum *v = arg;
 
-    v->rc = db->ops->vacuum(db->b, &v->err);
+    v->rc = jr_dbcall_vacuum(db, &v->err);
 }
 
 static void
@@ -70,12 +74,13 @@ open_thread(master *m, jr_vacuum *v)
 void
 jr_vacuum_note(master *m, long n, int slow)
 {
-    jr_vacuum *v = m->vac;
+    jr_vacuum *v = m->svc[JR_SVC_VACUUM];
     long every = m->cfg->vacuum_every;
 
-    if (every <= 0 || m->db->ops->vacuum == NULL)
+    if (every <= 0 || !jr_dbcall_can_vacuum(m->db))
         return;
-    if (v == NULL && (v = m->vac = calloc(1, sizeof *v)) == NULL)
+    if (v == NULL && (v = m->svc[JR_SVC_VACUUM] = calloc(1, sizeof *v)) ==
+        NULL)
         return;
     v->count += n > 0 ? n : 0;
     if (v->busy || v->count < (slow ? every / 20 : every) ||
@@ -90,15 +95,33 @@ jr_vacuum_note(master *m, long n, int slow)
         v->busy = 1;
 }
 
-void
-jr_vacuum_stop(master *m)
+/* Waits for a vacuum on its way (it skips when locked, so not long),
+ * closes the connection. */
+static void
+stop(master *m, void *st)
 {
-    jr_vacuum *v = m->vac;
+    jr_vacuum *v = st;
 
     if (v == NULL)
         return;
     jr_dbthread_free(v->t);     /* a request not run hears ran = 0 */
     jr_dbthread_close(v->db);
     free(v);
-    m->vac = NULL;
+    m->svc[JR_SVC_VACUUM] = NULL;
 }
+
+/* Cycle c recorded its results: they count, and a big claim that took
+ * long (dead index entries, likely) asks for a vacuum early. */
+static void
+read_cycle(master *m, void *st, jr_cycle *c)
+{
+    (void)st;
+    if (c->applied >= 0)
+        jr_vacuum_note(m, c->applied, c->nclaimed >= SLOW_N &&
+                       jr_mono() - m->cycle_at >= SLOW_SECS);
+}
+
+const jr_service jr_vacuum_service = {
+    .name = "vacuum", .slot = JR_SVC_VACUUM, .read = read_cycle,
+    .stop = stop, .free = stop,
+};
