@@ -1,9 +1,10 @@
 /* conn.c - the SQLite engine's connection: one file in WAL mode, opened
  * and closed, and checked before each write that the path still leads to
- * it; the statement cache; the IMMEDIATE transactions every write runs
- * in (a reader never has to upgrade its lock); the schema's triggers kept
- * in C; wake-ups from inotify on the -wal file, confirmed by PRAGMA
- * data_version. The file and its -wal/-shm are created mode 0600. Uses
+ * it; the statement cache's slow path; the IMMEDIATE transactions every
+ * write runs in (a reader never has to upgrade its lock), which turn the
+ * schema's triggers off while their rules are kept in C; wake-ups from
+ * inotify on the -wal file, confirmed by PRAGMA data_version; the shared
+ * error helpers. The file and its -wal/-shm are created mode 0600. Uses
  * sqlite_int.h; migrate.c when a file put back is reopened. */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -27,12 +28,6 @@ static const char *const sql_text[S_COUNT] = {
     [S_SCHEMA_VERSION] = "PRAGMA schema_version",
     [S_TRIGGERS] =
         "SELECT name, sql FROM sqlite_schema WHERE type = 'trigger'",
-    /* what the trigger jobs_queue_known does, for the library's inserts:
-     * look, then insert if missing (an insert that finds the row pays the
-     * name CHECK first; INSERT ... SELECT from queues fills a temporary
-     * table first) */
-    [S_QUEUE_SEEN] = "SELECT 1 FROM queues WHERE name = ?1",
-    [S_QUEUE_KNOWN] = "INSERT INTO queues (name) VALUES (?1)",
     [S_DATA_VERSION] = "PRAGMA data_version",
 };
 
@@ -295,7 +290,7 @@ jr_sqlite_close(jr_backend *b)
  * (or moved) job known in the queues table (jobs_queue_known, _moved).
  * The library keeps both itself: jr_push_check refuses a bad run_at
  * before any row is bound, each insert makes its queue known
- * (jr_sqlite_queue_known), and no statement here changes a job's queue.
+ * (push.c's queue_known), and no statement here changes a job's queue.
  * A trigger is a sub-program run for each row: with them, a batch push
  * costs about 31,000 instructions a job, without them about 19,000
  * (README "Batch push"). So the connection runs without the schema's
@@ -382,38 +377,6 @@ triggers_check(jr_backend *b, jr_err *err)
     if (jr_sqlite_triggers_set(b, own, err) < 0)
         return -1;
     b->schema_seen = version;
-    return 0;
-}
-
-/* What the trigger jobs_queue_known does, when the triggers are off: the
- * job just inserted makes its queue known, once a transaction. */
-int
-jr_sqlite_queue_known(jr_backend *b, const char *queue, jr_err *err)
-{
-    sqlite3_stmt *s;
-    size_t len;
-    int rc;
-
-    if (queue == NULL)
-        queue = "default";
-    if (!b->triggers_off || strcmp(queue, b->queue_known) == 0)
-        return 0;
-    if ((s = stmt(b, S_QUEUE_SEEN, err)) == NULL)
-        return -1;
-    bind_text(s, 1, queue);
-    rc = sqlite3_step(s);
-    sqlite3_reset(s);
-    if (rc != SQLITE_ROW && rc != SQLITE_DONE)
-        return jr_sqlite_fail(b, err, "looking up a queue");
-    if (rc == SQLITE_DONE) {
-        if ((s = stmt(b, S_QUEUE_KNOWN, err)) == NULL)
-            return -1;
-        bind_text(s, 1, queue);
-        if (run(b, s, err, "making a queue known") < 0)
-            return -1;
-    }
-    if ((len = strlen(queue)) < sizeof b->queue_known)
-        memcpy(b->queue_known, queue, len + 1);
     return 0;
 }
 

@@ -48,6 +48,12 @@ static const char *const sql_text[S_COUNT] = {
     [S_UNIQUE_REPLACE] =
         "UPDATE jobs SET payload = ?2, run_at = ?3, updated_at = ?4"
         " WHERE id = ?1 AND state = 'queued'",
+    /* what the trigger jobs_queue_known does, for the library's inserts:
+     * look, then insert if missing (an insert that finds the row pays the
+     * name CHECK first; INSERT ... SELECT from queues fills a temporary
+     * table first) */
+    [S_QUEUE_SEEN] = "SELECT 1 FROM queues WHERE name = ?1",
+    [S_QUEUE_KNOWN] = "INSERT INTO queues (name) VALUES (?1)",
 };
 
 static sqlite3_stmt *
@@ -277,6 +283,39 @@ limit_path_any(jr_backend *b, const jr_push *p, int n, jr_err *err)
     return 0;
 }
 
+/* What the trigger jobs_queue_known does, when the triggers are off
+ * (conn.c, "the schema's triggers"): the job just inserted makes its
+ * queue known, once a transaction. */
+static int
+queue_known(jr_backend *b, const char *queue, jr_err *err)
+{
+    sqlite3_stmt *s;
+    size_t len;
+    int rc;
+
+    if (queue == NULL)
+        queue = "default";
+    if (!b->triggers_off || strcmp(queue, b->queue_known) == 0)
+        return 0;
+    if ((s = stmt(b, S_QUEUE_SEEN, err)) == NULL)
+        return -1;
+    bind_text(s, 1, queue);
+    rc = sqlite3_step(s);
+    sqlite3_reset(s);
+    if (rc != SQLITE_ROW && rc != SQLITE_DONE)
+        return jr_sqlite_fail(b, err, "looking up a queue");
+    if (rc == SQLITE_DONE) {
+        if ((s = stmt(b, S_QUEUE_KNOWN, err)) == NULL)
+            return -1;
+        bind_text(s, 1, queue);
+        if (run(b, s, err, "making a queue known") < 0)
+            return -1;
+    }
+    if ((len = strlen(queue)) < sizeof b->queue_known)
+        memcpy(b->queue_known, queue, len + 1);
+    return 0;
+}
+
 /* Inserts the INSERT_ROWS plain pushes p in one statement; ids (may be
  * NULL) gets their ids, read back with RETURNING (AUTOINCREMENT gives
  * increasing ids in insertion order, which is p's). Returns 0, 1 if the
@@ -311,7 +350,7 @@ insert_many(jr_backend *b, const jr_push *p, double now, int64_t *ids,
     if (ids != NULL)
         qsort(ids, INSERT_ROWS, sizeof *ids, cmp_id);
     for (k = 0; k < INSERT_ROWS; k++) {
-        if (jr_sqlite_queue_known(b, p[k].queue, err) < 0)
+        if (queue_known(b, p[k].queue, err) < 0)
             return -1;
         if (p[k].outcome != NULL)
             *p[k].outcome = JR_PUSH_NEW;
@@ -343,7 +382,7 @@ insert_row(jr_backend *b, const jr_push *p, double now, int64_t *id,
                        "failed", sqlite3_errmsg(b->db));
     if (id != NULL)
         *id = sqlite3_last_insert_rowid(b->db);
-    return jr_sqlite_queue_known(b, p->queue, err);
+    return queue_known(b, p->queue, err);
 }
 
 /* Checks p[0..n) and inserts them, in the open transaction. */

@@ -20,17 +20,24 @@
 
 extern const char jr_sqlite_sql[];      /* schema.sql, build/sqlite_sql.c */
 
-/* The statements of the cache, grouped by the one file that runs each and
- * holds its SQL text (a file's sql_text[] table, beside its user). A new
- * statement: a name here, its text in its file's table. */
+/* The statements of the cache (b->st[]), grouped by the one file that
+ * runs each. That file holds their SQL in a table of its own, static
+ * const char *const sql_text[S_COUNT] (designated initializers: the other
+ * files' names are NULL there), and asks the cache with its own text,
+ * which is read only at the statement's first use on a connection: the
+ * SQL sits beside the code that binds it, and a cached statement costs
+ * what it did when one file held them all. A new statement: a name here,
+ * its text in its file's table. (push.c makes the S_INSERT_MANY* texts
+ * from S_INSERT's at their first use.) */
 enum {
     /* conn.c: transactions, the trigger set, the wake-up check */
     S_BEGIN, S_COMMIT, S_ROLLBACK, S_SCHEMA_VERSION, S_TRIGGERS,
-    S_QUEUE_SEEN, S_QUEUE_KNOWN, S_DATA_VERSION,
+    S_DATA_VERSION,
     /* push.c (S_UNIQUE_HOLDER, S_UNIQUE_WINDOW in this order) */
     S_INSERT, S_INSERT_BARE, S_INSERT_MANY, S_INSERT_MANY_IDS,
     S_INSERT_MANY_BARE, S_INSERT_MANY_BARE_IDS, S_LIMIT_PATH,
     S_UNIQUE_HOLDER, S_UNIQUE_WINDOW, S_UNIQUE_TAKE, S_UNIQUE_REPLACE,
+    S_QUEUE_SEEN, S_QUEUE_KNOWN,
     /* claim.c */
     S_CLAIM_QUEUES, S_QUEUE_READY, S_CLAIM_CANDIDATES, S_LIM_CANDIDATES,
     S_CLAIM, S_CLAIM_ONE,
@@ -157,8 +164,6 @@ int  jr_sqlite_write_end(jr_backend *b, int rc, jr_err *err);
 int  jr_sqlite_file_check(jr_backend *b, jr_err *err);
 /* Turns the connection's copy of the schema's triggers off (1) or on. */
 int  jr_sqlite_triggers_set(jr_backend *b, int off, jr_err *err);
-/* What the trigger jobs_queue_known does, for the library's inserts. */
-int  jr_sqlite_queue_known(jr_backend *b, const char *queue, jr_err *err);
 /* ["a","b",...] of the (validated, quote-free) names in a new string;
  * NULL when out of memory. */
 char *jr_sqlite_names_json(const char *const *names, int n);
