@@ -2,8 +2,8 @@
  * the running jobs and the token buckets (limitpick.c decides), the
  * buckets written back and forgotten when full again; the key paths a
  * runner declares for its job names (push.c reads them); a limit's use
- * for the dashboard. claim.c runs the claim's passes. Uses sqlite_int.h,
- * limitpick.h and util.h's buffer. */
+ * (`jobrunner limits`, the runner's metrics). claim.c runs the claim's
+ * passes. Uses sqlite_int.h, limitpick.h and util.h's buffer. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
