@@ -427,10 +427,12 @@ ready_queue(jr_backend *b, const char *json, double now, char **queue,
             break;
     }
     sqlite3_reset(q);
+    if (found < 2 && (rc == SQLITE_ROW || rc == SQLITE_DONE))
+        return found;
+    free(*queue);               /* several, or a failure: none to name */
+    *queue = NULL;
     if (rc == SQLITE_ROW || rc == SQLITE_DONE)
         return found;
-    free(*queue);
-    *queue = NULL;
     return rc == SQLITE_NOMEM ? jr_fail(err, JR_ENOMEM, "sqlite: out of "
                                         "memory") :
            jr_sqlite_fail(b, err, "claiming jobs");
