@@ -110,6 +110,13 @@ $(BUILD)/%_sql.c: backends/%.sql
 	  sed -e 's/\\/\\\\/g' -e 's/"/\\"/g' -e 's/^/"/' -e 's/$$/\\n"/' $<; \
 	  echo ';'; } > $@
 
+# the same for an engine's folder: backends/<engine>/schema.sql
+$(BUILD)/%_sql.c: backends/%/schema.sql
+	@mkdir -p $(dir $@)
+	$(Q){ echo 'const char jr_$*_sql[] ='; \
+	  sed -e 's/\\/\\\\/g' -e 's/"/\\"/g' -e 's/^/"/' -e 's/$$/\\n"/' $<; \
+	  echo ';'; } > $@
+
 $(BUILD)/%_sql.o: $(BUILD)/%_sql.c
 	$(Q)$(CC) $(CPPFLAGS) $(CFLAGS) -Wno-missing-variable-declarations \
 	    -c -o $@ $<

@@ -4,7 +4,7 @@
 -- migrate` with every row, id and the AUTOINCREMENT sequence intact, and
 -- the table still refuses what it refused (plain-SQL producers) and still
 -- makes new queues known. The schema-6 database is made from the first six
--- blocks of backends/sqlite.sql with the sqlite3 client.
+-- blocks of backends/sqlite/schema.sql with the sqlite3 client.
 local jr = require "jr"
 
 local NOW = "((julianday('now') - 2440587.5) * 86400.0)"

@@ -311,7 +311,7 @@ for _, backend in ipairs(h.backends()) do
 
       it("an upgrade from schema 1 keeps the jobs and runs them", function()
         -- a database made by the previous schema, with jobs in it
-        local text = h.read_file(h.root .. "/backends/" .. backend .. ".sql")
+        local text = h.read_file(h.schema_file(backend))
         local v1 = assert(text:match("%-%- migration 1\n(.-)%-%- migration 2\n"))
         if backend == "sqlite" then
           env:exec(v1 .. "\nPRAGMA user_version = 1;" ..

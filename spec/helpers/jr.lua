@@ -405,9 +405,21 @@ function Env:cleanup()
   end
 end
 
--- The text of the migrations up to n of backends/ENGINE.sql.
+-- The schema file of ENGINE: backends/ENGINE/schema.sql in the engine's
+-- folder, else backends/ENGINE.sql.
+function M.schema_file(engine)
+  local path = M.root .. "/backends/" .. engine .. "/schema.sql"
+  local f = io.open(path)
+  if f then
+    f:close()
+    return path
+  end
+  return M.root .. "/backends/" .. engine .. ".sql"
+end
+
+-- The text of the migrations up to n of ENGINE's schema file.
 local function schema_upto(engine, n)
-  local sql = assert(M.read_file(M.root .. "/backends/" .. engine .. ".sql"))
+  local sql = assert(M.read_file(M.schema_file(engine)))
   local pos = 1
   while true do
     local s, e, v = sql:find("\n%-%- migration (%d+)\n", pos)

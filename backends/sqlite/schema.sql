@@ -1,4 +1,4 @@
--- sqlite.sql - the SQLite schema, as numbered migrations. Each block after a
+-- schema.sql - the SQLite schema, as numbered migrations. Each block after a
 -- "-- migration N" line runs once, in one IMMEDIATE transaction, and sets
 -- PRAGMA user_version = N. Times are REAL seconds since the Unix epoch.
 -- migration 1

@@ -1,0 +1,550 @@
+/* claim.c - the claim: the ready jobs of the queues not paused, fairly
+ * ordered (round robin between queues, then priority, run_at, id; the
+ * queue that leads rotates), the queues' caps of the claim spec, the
+ * passes of a claim under limits (limits.c reads and writes the limits'
+ * tables), and the one-statement claim when a single queue has work.
+ * Marks the picked jobs running under the runner's token and lease, in
+ * one transaction. Uses sqlite_int.h, limitpick.h. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "sqlite/sqlite_int.h"
+#include "base/util.h"
+
+static const char *const sql_text[S_COUNT] = {
+    /* the queues a claim may take from, by name: those with a queued job
+     * (a skip scan of jobs_claim, one seek per such queue) and not paused,
+     * so a claim's cost follows the queues with work, not the rows of
+     * queues */
+    [S_CLAIM_QUEUES] =
+        "WITH RECURSIVE w(name) AS (SELECT min(queue) FROM jobs"
+        "  WHERE state = 'queued'"
+        " UNION ALL SELECT (SELECT min(queue) FROM jobs"
+        "  WHERE state = 'queued' AND queue > w.name)"
+        " FROM w WHERE w.name IS NOT NULL)"
+        " SELECT name FROM w WHERE name IS NOT NULL"
+        " AND NOT EXISTS (SELECT 1 FROM queues p WHERE p.name = w.name"
+        "  AND p.paused = 1)",
+    /* whether queue ?1 has a job of names ?3 ready by ?2 */
+    [S_QUEUE_READY] =
+        "SELECT 1 FROM jobs WHERE state = 'queued' AND queue = ?1"
+        " AND run_at <= ?2 AND name IN (SELECT value FROM json_each(?3))"
+        " LIMIT 1",
+    /* the first ?4 ready jobs of one queue (the jobs_claim index) */
+    [S_CLAIM_CANDIDATES] =
+        "SELECT id, priority, run_at FROM jobs WHERE state = 'queued'"
+        " AND queue = ?1 AND run_at <= ?2"
+        " AND name IN (SELECT value FROM json_each(?3))"
+        " ORDER BY priority, run_at, id LIMIT ?4",
+    /* limits per key: the first ?4 ready jobs of queue ?1 not of a name
+     * blocked whole (?5) nor of a name or queue and key at its cap or out
+     * of tokens in this claim (?6, "n<name>\x1f<key>" and
+     * "q<queue>\x1f<key>"), nor of a key whose stored bucket in a scope
+     * of ?7 ({scope: per-key rate}) is short of a token by now ?2: one
+     * primary key look-up per job passed over, so the cost follows the
+     * keys with jobs, not the buckets */
+    [S_LIM_CANDIDATES] =
+        "SELECT id, priority, run_at, name, limit_key FROM jobs"
+        " WHERE state = 'queued' AND queue = ?1 AND run_at <= ?2"
+        " AND name IN (SELECT value FROM json_each(?3))"
+        " AND name NOT IN (SELECT value FROM json_each(?5))"
+        " AND (limit_key IS NULL"
+        "  OR ('n' || name || char(31) || limit_key) NOT IN"
+        "   (SELECT value FROM json_each(?6))"
+        "  AND ('q' || queue || char(31) || limit_key) NOT IN"
+        "   (SELECT value FROM json_each(?6))"
+        "  AND NOT EXISTS (SELECT 1 FROM json_each(?7) r"
+        "   JOIN limit_buckets lb ON lb.scope = r.key"
+        "   AND lb.key = jobs.limit_key"
+        "   WHERE (r.key = jobs.name OR r.key = 'queue:' || jobs.queue)"
+        "   AND lb.tokens + (?2 - lb.updated_at) * r.value < 1))"
+        " ORDER BY priority, run_at, id LIMIT ?4",
+    [S_CLAIM] =
+        "UPDATE jobs SET state = 'running', attempts = attempts + 1,"
+        " locked_by = ?1, locked_until = ?2, updated_at = ?3,"
+        " started_at = ?3, progress_done = NULL, progress_total = NULL,"
+        " progress_note = NULL"
+        " WHERE id IN (SELECT value FROM json_each(?4)) AND state = 'queued'"
+        " RETURNING id, name, queue, payload, attempts, max_retries,"
+        " priority, run_at, created_at",
+    /* the same when one queue has ready jobs and none is capped: its
+     * first ?6 ready jobs of names ?4 in queue ?5, in one statement */
+    [S_CLAIM_ONE] =
+        "UPDATE jobs SET state = 'running', attempts = attempts + 1,"
+        " locked_by = ?1, locked_until = ?2, updated_at = ?3,"
+        " started_at = ?3, progress_done = NULL, progress_total = NULL,"
+        " progress_note = NULL"
+        " WHERE id IN (SELECT id FROM jobs WHERE state = 'queued'"
+        " AND queue = ?5 AND run_at <= ?3"
+        " AND name IN (SELECT value FROM json_each(?4))"
+        " ORDER BY priority, run_at, id LIMIT ?6) AND state = 'queued'"
+        " RETURNING id, name, queue, payload, attempts, max_retries,"
+        " priority, run_at, created_at",
+};
+
+static sqlite3_stmt *
+stmt(jr_backend *b, int which, jr_err *err)
+{
+    return jr_sqlite_stmt(b, which, sql_text[which], err);
+}
+
+static jr_job *
+row_job(sqlite3_stmt *s)
+{
+    jr_job *j = jr_job_new(sqlite3_column_int64(s, 0),
+                           (const char *)sqlite3_column_text(s, 1),
+                           (const char *)sqlite3_column_text(s, 2),
+                           (const char *)sqlite3_column_text(s, 3),
+                           (size_t)sqlite3_column_bytes(s, 3));
+    if (j == NULL)
+        return NULL;
+    j->attempt = sqlite3_column_int(s, 4);
+    j->max_retries = sqlite3_column_type(s, 5) == SQLITE_NULL ? -1 :
+                     sqlite3_column_int(s, 5);
+    j->priority = sqlite3_column_int(s, 6);
+    j->run_at = sqlite3_column_double(s, 7);
+    j->created_at = sqlite3_column_double(s, 8);
+    return j;
+}
+
+/* Round robin between queues: rank first, then priority, run_at, id. */
+static int
+candidate_order(const void *a, const void *b)
+{
+    const candidate *x = a, *y = b;
+
+    if (x->rank != y->rank)
+        return x->rank < y->rank ? -1 : 1;
+    if (x->turn != y->turn)
+        return x->turn < y->turn ? -1 : 1;
+    return jr_claim_cmp(x->priority, x->run_at, x->id, y->priority,
+                        y->run_at, y->id);
+}
+
+/* How many jobs spec lets one claim take from queue: its listed max (the
+ * smallest, if listed twice), else others; never more than the total. */
+static int
+queue_cap(const jr_claim_spec *spec, const char *queue, const limq *lim)
+{
+    int i, cap = -1, taken = 0;
+
+    for (i = 0; lim && i < lim->nq; i++)
+        if (strcmp(lim->qname[i], queue) == 0)
+            taken = lim->qtaken[i];     /* a limited claim's earlier pass */
+    for (i = 0; i < spec->nqueues; i++)
+        if (strcmp(spec->queues[i].queue, queue) == 0 &&
+            (cap < 0 || spec->queues[i].max < cap))
+            cap = spec->queues[i].max;
+    if (cap < 0)
+        cap = spec->others;
+    cap -= taken;
+    return cap < spec->max ? cap : spec->max;
+}
+
+/* A limited candidate's name, queue and key (from columns 3, 4). */
+static int
+candidate_strings(sqlite3_stmt *s, const char *queue, candidate *c)
+{
+    const char *key = (const char *)sqlite3_column_text(s, 4);
+
+    c->name = strdup((const char *)sqlite3_column_text(s, 3));
+    c->queue = strdup(queue);
+    c->key = key ? strdup(key) : NULL;
+    return c->name && c->queue && (key == NULL || c->key) ? 0 : -1;
+}
+
+/* Appends the first cap ready jobs of queue to c[*n..]; c has room. With
+ * lim, skips the jobs its lists block and keeps their strings. */
+static int
+queue_candidates(jr_backend *b, const char *queue, int cap, const char *json,
+                 double now, candidate *c, int *n, const limq *lim,
+                 jr_err *err)
+{
+    sqlite3_stmt *s = stmt(b, lim ? S_LIM_CANDIDATES : S_CLAIM_CANDIDATES,
+                           err);
+    int rank = 0, rc;
+
+    if (s == NULL)
+        return -1;
+    bind_text(s, 1, queue);
+    sqlite3_bind_double(s, 2, now);
+    bind_text(s, 3, json);
+    sqlite3_bind_int(s, 4, cap);
+    if (lim) {
+        bind_text(s, 5, lim->names);
+        bind_text(s, 6, lim->pairs);
+        bind_text(s, 7, lim->rates);
+    }
+    while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
+        c[*n].id = sqlite3_column_int64(s, 0);
+        c[*n].priority = sqlite3_column_int(s, 1);
+        c[*n].run_at = sqlite3_column_double(s, 2);
+        c[*n].rank = rank++;
+        c[*n].name = c[*n].queue = c[*n].key = NULL;
+        (*n)++;
+        if (lim && candidate_strings(s, queue, &c[*n - 1]) < 0) {
+            sqlite3_reset(s);
+            return jr_fail(err, JR_ENOMEM, "sqlite: out of memory");
+        }
+    }
+    sqlite3_reset(s);
+    return rc == SQLITE_DONE ? 0 : jr_sqlite_fail(b, err, "claiming jobs");
+}
+
+/* The ready jobs a claim may take, fairly ordered, into a new array;
+ * *n gets how many. One short indexed read per queue not paused, so a
+ * backlog in one queue costs no scan. NULL with err set on failure. */
+static void
+candidates_free(candidate *c, int n)
+{
+    int i;
+
+    for (i = 0; c && i < n; i++) {
+        free(c[i].name);
+        free(c[i].queue);
+        free(c[i].key);
+    }
+    free(c);
+}
+
+static candidate *
+candidates(jr_backend *b, const jr_claim_spec *spec, const char *json,
+           double now, int *n, const limq *lim, jr_err *err)
+{
+    sqlite3_stmt *q = stmt(b, S_CLAIM_QUEUES, err);
+    candidate *c = NULL, *bigger;
+    size_t cap = 0;
+    int rc, k, i, from, nq = 0;
+
+    *n = 0;
+    if (q == NULL)
+        return NULL;
+    while ((rc = sqlite3_step(q)) == SQLITE_ROW) {
+        const char *queue = (const char *)sqlite3_column_text(q, 0);
+        if ((k = queue_cap(spec, queue, lim)) <= 0 ||
+            (lim && !jr_lpick_queue_open(lim->pick, queue)))
+            continue;
+        from = *n;
+        if ((size_t)*n + (size_t)k > cap) {
+            cap = ((size_t)*n + (size_t)k) * 2;
+            if ((bigger = realloc(c, cap * sizeof *c)) == NULL) {
+                jr_fail(err, JR_ENOMEM, "sqlite: out of memory");
+                goto fail;
+            }
+            c = bigger;
+        }
+        if (queue_candidates(b, queue, k, json, now, c, n, lim, err) < 0)
+            goto fail;
+        for (i = from; i < *n; i++)
+            c[i].turn = nq;
+        nq += *n > from;        /* the rotation is over queues with jobs */
+    }
+    sqlite3_reset(q);
+    if (rc != SQLITE_DONE) {
+        jr_sqlite_fail(b, err, "claiming jobs");
+        candidates_free(c, *n);
+        return NULL;
+    }
+    /* the queue that leads each round rotates from claim to claim */
+    for (i = 0, from = nq ? (int)(b->rotate++ % (unsigned)nq) : 0; i < *n;
+         i++)
+        c[i].turn = (c[i].turn - from + nq) % nq;
+    if (c == NULL && (c = malloc(sizeof *c)) == NULL)
+        jr_fail(err, JR_ENOMEM, "sqlite: out of memory");
+    else
+        qsort(c, (size_t)*n, sizeof *c, candidate_order);
+    return c;
+fail:
+    sqlite3_reset(q);
+    candidates_free(c, *n);
+    return NULL;
+}
+
+/* Orders candidates by id, for bsearch. */
+static int
+candidate_id(const void *a, const void *b)
+{
+    const candidate *x = a, *y = b;
+
+    return (x->id > y->id) - (x->id < y->id);
+}
+
+/* Writes [id,id,...] of c[0..n) into a new string. */
+static char *
+ids_json(const candidate *c, int n)
+{
+    char *s = malloc((size_t)n * 22 + 3), *p = s;
+    int i;
+
+    if (s == NULL)
+        return NULL;
+    *p++ = '[';
+    for (i = 0; i < n; i++)
+        p += sprintf(p, "%s%lld", i ? "," : "", (long long)c[i].id);
+    *p++ = ']';
+    *p = '\0';
+    return s;
+}
+
+/* Marks the first n candidates running in one statement (a statement per
+ * row costs a statement journal each) and puts them in out[] in their fair
+ * order: c[i].rank is reused as the position. Returns how many. */
+static int
+claim_picked(jr_backend *b, const char *token, double lease, candidate *c,
+             int n, jr_job **out, double now, jr_err *err)
+{
+    sqlite3_stmt *s;
+    jr_job **tmp, *j;
+    candidate key, *at;
+    char *json;
+    int i, k = 0, rc;
+
+    if (n == 0)
+        return 0;
+    json = ids_json(c, n);
+    tmp = calloc((size_t)n, sizeof *tmp);
+    if (json == NULL || tmp == NULL || (s = stmt(b, S_CLAIM, err)) == NULL) {
+        free(json);
+        free(tmp);
+        return json && tmp ? -1 : jr_fail(err, JR_ENOMEM, "sqlite: out of "
+                                          "memory");
+    }
+    for (i = 0; i < n; i++)
+        c[i].rank = i;
+    qsort(c, (size_t)n, sizeof *c, candidate_id);
+    bind_text(s, 1, token);
+    sqlite3_bind_double(s, 2, now + lease);
+    sqlite3_bind_double(s, 3, now);
+    bind_text(s, 4, json);
+    while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
+        if ((j = row_job(s)) == NULL) {
+            rc = SQLITE_NOMEM;
+            break;
+        }
+        key.id = j->id;
+        at = bsearch(&key, c, (size_t)n, sizeof *c, candidate_id);
+        if (at == NULL || tmp[at->rank] != NULL) {
+            free(j);            /* cannot be: the ids are ours */
+            continue;
+        }
+        tmp[at->rank] = j;
+    }
+    sqlite3_reset(s);
+    free(json);
+    for (i = 0; i < n; i++)
+        if (tmp[i] != NULL)
+            out[k++] = tmp[i];
+    free(tmp);
+    if (rc != SQLITE_DONE) {
+        jr_sqlite_fail(b, err, "claiming jobs");
+        while (k > 0)
+            free(out[--k]);
+        return -1;
+    }
+    return k;
+}
+
+/* The claim under limits: in passes, each reading the first candidates
+ * that the caps and buckets do not block, taking those that still fit
+ * in fair order, until the claim is full or nothing was refused (a key
+ * that fills up in a pass is skipped by the next). Returns how many jobs
+ * it put in out[], or -1. */
+static int
+claim_limited(jr_backend *b, const char *token, double lease,
+              const jr_claim_spec *spec, const char *json, jr_job **out,
+              double now, jr_err *err)
+{
+    jr_claim_spec sub = *spec;
+    limq lim = {0};
+    candidate *c;
+    int total = 0, pass, nc, k, n, rejected = 0;
+
+    if (jr_sqlite_lim_load(b, spec, now, &lim, err) < 0)
+        goto fail;
+    for (pass = 0; pass < 4 && total < spec->max; pass++) {
+        free(lim.names);
+        free(lim.pairs);
+        lim.names = jr_lpick_list(lim.pick, 'n', 1);
+        lim.pairs = jr_lpick_list(lim.pick, 'p', 1);
+        sub.max = spec->max - total;
+        if (lim.names == NULL || lim.pairs == NULL) {
+            jr_fail(err, JR_ENOMEM, "sqlite: out of memory");
+            goto fail;
+        }
+        if ((c = candidates(b, &sub, json, now, &nc, &lim, err)) == NULL)
+            goto fail;
+        k = jr_sqlite_lim_filter(b, &lim, c, nc, sub.max, &rejected, err);
+        n = k < 0 ? -1 : claim_picked(b, token, lease, c, k, out + total,
+                                      now, err);
+        candidates_free(c, k < 0 ? nc : 0);
+        if (n < 0)
+            goto fail;
+        total += n;
+        if (rejected == 0 || nc == 0)
+            break;
+    }
+    if (jr_sqlite_lim_save(b, spec, lim.pick, now, err) < 0)
+        goto fail;
+    if (spec->limit_next)
+        *spec->limit_next = jr_lpick_next(lim.pick);
+    jr_sqlite_lim_clear(&lim);
+    return total;
+fail:
+    while (total > 0)
+        free(out[--total]);
+    jr_sqlite_lim_clear(&lim);
+    return -1;
+}
+
+/* Which queues not paused have a job of names json ready by now: 1 with
+ * *queue (the caller frees it) when one has, 0 when none has, 2 when
+ * several have (the fair claim decides), -1 on failure. Stops at the
+ * second: one indexed probe per queue up to there. */
+static int
+ready_queue(jr_backend *b, const char *json, double now, char **queue,
+            jr_err *err)
+{
+    sqlite3_stmt *q = stmt(b, S_CLAIM_QUEUES, err), *p;
+    int rc, found = 0;
+
+    *queue = NULL;
+    if (q == NULL || (p = stmt(b, S_QUEUE_READY, err)) == NULL) {
+        if (q != NULL)
+            sqlite3_reset(q);
+        return -1;
+    }
+    while (found < 2 && (rc = sqlite3_step(q)) == SQLITE_ROW) {
+        bind_text(p, 1, (const char *)sqlite3_column_text(q, 0));
+        sqlite3_bind_double(p, 2, now);
+        bind_text(p, 3, json);
+        if ((rc = sqlite3_step(p)) == SQLITE_ROW && found++ == 0 &&
+            (*queue = strdup((const char *)sqlite3_column_text(q, 0))) ==
+            NULL)
+            rc = SQLITE_NOMEM;
+        sqlite3_reset(p);
+        if (rc != SQLITE_ROW && rc != SQLITE_DONE)
+            break;
+    }
+    sqlite3_reset(q);
+    if (found < 2 && (rc == SQLITE_ROW || rc == SQLITE_DONE))
+        return found;
+    free(*queue);               /* several, or a failure: none to name */
+    *queue = NULL;
+    if (rc == SQLITE_ROW || rc == SQLITE_DONE)
+        return found;
+    return rc == SQLITE_NOMEM ? jr_fail(err, JR_ENOMEM, "sqlite: out of "
+                                        "memory") :
+           jr_sqlite_fail(b, err, "claiming jobs");
+}
+
+/* S_CLAIM_ONE when one queue has ready jobs and the spec caps none: the
+ * claim without the fair reads (there is one queue to be fair to) in one
+ * statement, its jobs sorted into claim order. Returns how many, or -2 if
+ * the fair claim is to run instead. */
+static int
+claim_one(jr_backend *b, const char *token, double lease,
+          const jr_claim_spec *spec, const char *json, jr_job **out,
+          double now, jr_err *err)
+{
+    sqlite3_stmt *s;
+    char *queue;
+    int n = 0, rc;
+
+    if (spec->nqueues > 0 || spec->others < spec->max)
+        return -2;
+    if ((rc = ready_queue(b, json, now, &queue, err)) != 1)
+        return rc == 2 ? -2 : rc;       /* several, none (0), or -1 */
+    if ((s = stmt(b, S_CLAIM_ONE, err)) == NULL) {
+        free(queue);
+        return -1;
+    }
+    bind_text(s, 1, token);
+    sqlite3_bind_double(s, 2, now + lease);
+    sqlite3_bind_double(s, 3, now);
+    bind_text(s, 4, json);
+    bind_text(s, 5, queue);
+    sqlite3_bind_int(s, 6, spec->max);
+    while ((rc = sqlite3_step(s)) == SQLITE_ROW && n < spec->max)
+        if ((out[n++] = row_job(s)) == NULL) {          /* LIMIT ?6 */
+            n--;
+            rc = SQLITE_NOMEM;
+            break;
+        }
+    sqlite3_reset(s);
+    free(queue);
+    if (rc != SQLITE_DONE) {
+        while (n > 0)
+            free(out[--n]);
+        return rc == SQLITE_NOMEM ? jr_fail(err, JR_ENOMEM, "sqlite: out "
+                                            "of memory") :
+               jr_sqlite_fail(b, err, "claiming jobs");
+    }
+    qsort(out, (size_t)n, sizeof *out, jr_claimed_cmp);
+    return n;
+}
+
+/* Claims the fairly ordered candidates, inside the open transaction.
+ * Returns how many jobs it filled out[] with, or -1 (the caller rolls
+ * back). */
+int
+jr_sqlite_claim_rows(jr_backend *b, const char *token, double lease,
+                     const jr_claim_spec *spec, jr_job **out, double now,
+                     jr_err *err)
+{
+    candidate *c;
+    char *json;
+    int n, nc;
+
+    if (spec->nnames <= 0 || spec->max <= 0)
+        return 0;
+    if ((json = jr_sqlite_names_json(spec->names, spec->nnames)) == NULL)
+        return jr_fail(err, JR_ENOMEM, "sqlite: out of memory");
+    if (spec->nlimits > 0) {
+        n = claim_limited(b, token, lease, spec, json, out, now, err);
+        free(json);
+        return n;
+    }
+    if ((n = claim_one(b, token, lease, spec, json, out, now, err)) != -2) {
+        free(json);
+        return n;
+    }
+    c = candidates(b, spec, json, now, &nc, NULL, err);
+    free(json);
+    if (c == NULL)
+        return -1;
+    n = claim_picked(b, token, lease, c, nc < spec->max ? nc : spec->max,
+                     out, now, err);
+    free(c);
+    return n;
+}
+
+/* Commits a transaction that claimed out[0..n); on failure frees them. */
+int
+jr_sqlite_commit_claimed(jr_backend *b, jr_job **out, int n, jr_err *err)
+{
+    if (jr_sqlite_commit(b, err) == 0)
+        return n;
+    while (n > 0)
+        free(out[--n]);
+    return -1;
+}
+
+int
+jr_sqlite_claim(jr_backend *b, const char *token, double lease,
+                const jr_claim_spec *spec, jr_job **out, jr_err *err)
+{
+    int n;
+
+    if (spec->nnames <= 0 || spec->max <= 0)
+        return 0;
+    /* begin first: it may reopen the file, which remakes statements */
+    if (jr_sqlite_begin(b, err) < 0)
+        return -1;
+    if ((n = jr_sqlite_claim_rows(b, token, lease, spec, out, jr_now(),
+                                  err)) < 0) {
+        jr_sqlite_rollback(b);
+        return -1;
+    }
+    return jr_sqlite_commit_claimed(b, out, n, err);
+}

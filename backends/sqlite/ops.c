@@ -1,0 +1,138 @@
+/* ops.c - the SQLite engine's table of ops, the one symbol the folder
+ * exports (jr_sqlite_ops, backend.h's contracts), and the durable
+ * wrappers of the actions someone is told succeeded. The ops themselves
+ * live in the file of their concern: conn.c (open, close, wake-ups),
+ * migrate.c, push.c, claim.c, complete.c, admin.c, inspect.c, fire.c,
+ * limits.c. Uses sqlite_int.h. */
+#include "sqlite/sqlite_int.h"
+
+/* ---- actions that someone is told succeeded: durable ---- */
+
+/* With sync_normal (the runner's connection) a commit survives the
+ * runner's crash but not the machine's; the ops below (HTTP actions, a
+ * schedule's fire) commit with synchronous = FULL, as the command line's
+ * do. Claims and results stay NORMAL. */
+static int
+set_full(jr_backend *b, int on, jr_err *err)
+{
+    if (on && jr_sqlite_file_check(b, err) < 0)
+        return -1;
+    if (b->sync_normal && b->db != NULL)
+        sqlite3_exec(b->db, on ? "PRAGMA synchronous = FULL" :
+                     "PRAGMA synchronous = NORMAL", NULL, NULL, NULL);
+    return 0;
+}
+
+enum { D_PAUSE, D_RESUME, D_RETRY, D_DELETE, D_PURGE, D_FIRE, D_CANCEL };
+
+typedef struct dargs {
+    const char    *queue;
+    const int64_t *ids;
+    int            n, keep;
+    double         age;
+    jr_fire       *f;
+    int           *outcome;
+} dargs;
+
+static int
+durable(jr_backend *b, int which, const dargs *a, jr_err *err)
+{
+    int rc = -1;
+
+    if (set_full(b, 1, err) < 0)
+        return -1;
+    switch (which) {
+    case D_PAUSE:  rc = jr_sqlite_pause(b, a->queue, err); break;
+    case D_RESUME: rc = jr_sqlite_resume(b, a->queue, err); break;
+    case D_RETRY:  rc = jr_sqlite_dead_retry(b, a->ids, a->n, err); break;
+    case D_DELETE: rc = jr_sqlite_dead_delete(b, a->ids, a->n, err); break;
+    case D_PURGE:  rc = jr_sqlite_dead_purge(b, a->age, err); break;
+    case D_FIRE:   rc = jr_sqlite_fire(b, a->f, a->n, a->keep, err); break;
+    case D_CANCEL:
+        rc = jr_sqlite_cancel(b, a->ids, a->n, a->outcome, err);
+        break;
+    }
+    set_full(b, 0, err);
+    return rc;
+}
+
+static int
+durable_pause(jr_backend *b, const char *queue, jr_err *err)
+{
+    return durable(b, D_PAUSE, &(dargs){.queue = queue}, err);
+}
+
+static int
+durable_resume(jr_backend *b, const char *queue, jr_err *err)
+{
+    return durable(b, D_RESUME, &(dargs){.queue = queue}, err);
+}
+
+static int
+durable_dead_retry(jr_backend *b, const int64_t *ids, int n, jr_err *err)
+{
+    return durable(b, D_RETRY, &(dargs){.ids = ids, .n = n}, err);
+}
+
+static int
+durable_dead_delete(jr_backend *b, const int64_t *ids, int n, jr_err *err)
+{
+    return durable(b, D_DELETE, &(dargs){.ids = ids, .n = n}, err);
+}
+
+static int
+durable_dead_purge(jr_backend *b, double older_than, jr_err *err)
+{
+    return durable(b, D_PURGE, &(dargs){.age = older_than}, err);
+}
+
+static int
+durable_fire(jr_backend *b, jr_fire *f, int n, int keep, jr_err *err)
+{
+    return durable(b, D_FIRE, &(dargs){.f = f, .n = n, .keep = keep}, err);
+}
+
+static int
+durable_cancel(jr_backend *b, const int64_t *ids, int n, int *outcome,
+               jr_err *err)
+{
+    return durable(b, D_CANCEL, &(dargs){.ids = ids, .n = n,
+                                         .outcome = outcome}, err);
+}
+
+/* Each op with the file that holds it; FULL: through durable(). */
+const jr_backend_ops jr_sqlite_ops = {
+    .name = "sqlite",
+    .open = jr_sqlite_open,                   /* conn.c */
+    .migrate = jr_sqlite_migrate,             /* migrate.c */
+    .push = jr_sqlite_push,                   /* push.c */
+    .claim = jr_sqlite_claim,                 /* claim.c */
+    .complete = jr_sqlite_complete,           /* complete.c */
+    .complete_claim = jr_sqlite_complete_claim, /* complete.c */
+    .renew = jr_sqlite_renew,                 /* complete.c */
+    .rescue = jr_sqlite_rescue,               /* complete.c */
+    .stats = jr_sqlite_stats,                 /* inspect.c */
+    .dead_list = jr_sqlite_dead_list,         /* inspect.c */
+    .dead_retry = durable_dead_retry,         /* admin.c, FULL */
+    .dead_purge = durable_dead_purge,         /* admin.c, FULL */
+    .prune = jr_sqlite_prune,                 /* admin.c */
+    .queue_prune = jr_sqlite_queue_prune,     /* admin.c */
+    .cancel = durable_cancel,                 /* admin.c, FULL */
+    .cancelled = jr_sqlite_cancelled,         /* admin.c */
+    .pause = durable_pause,                   /* admin.c, FULL */
+    .resume = durable_resume,                 /* admin.c, FULL */
+    .queue_list = jr_sqlite_queue_list,       /* inspect.c */
+    .paused = jr_sqlite_paused,               /* inspect.c */
+    .ready_by_queue = jr_sqlite_ready_by_queue, /* inspect.c */
+    .show = jr_sqlite_show,                   /* inspect.c */
+    .list = jr_sqlite_list,                   /* inspect.c */
+    .wake_fd = jr_sqlite_wake_fd,             /* conn.c */
+    .changed = jr_sqlite_changed,             /* conn.c */
+    .close = jr_sqlite_close,                 /* conn.c */
+    .fire = durable_fire,                     /* fire.c, FULL */
+    .last_fires = jr_sqlite_last_fires,       /* fire.c */
+    .dead_delete = durable_dead_delete,       /* admin.c, FULL */
+    .limit_paths = jr_sqlite_limit_paths,     /* limits.c */
+    .limit_use = jr_sqlite_limit_use,         /* limits.c */
+    .reconnects = jr_sqlite_reconnects,       /* conn.c */
+};

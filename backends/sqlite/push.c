@@ -1,0 +1,432 @@
+/* push.c - pushes: the jobs rows a producer (or a handler's result, or a
+ * schedule's fire) inserts, in the open transaction or one of their own;
+ * 32 plain pushes in a row as one multi-row INSERT; unique jobs (a key
+ * held while a job with it waits or runs, or for a window) and their
+ * debounce; a job's limit key read from its payload. Uses sqlite_int.h. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "sqlite/sqlite_int.h"
+#include "base/util.h"
+
+/* A push's limit key: ?9 as given, else its payload (?2) at the path the
+ * runner declared for its name (?1), if that is a string or number of 1
+ * to 256 bytes; else NULL, unkeyed. */
+#define LIMIT_KEY_OF \
+    "coalesce(?9, (SELECT CASE WHEN json_valid(?2)" \
+    " AND json_type(?2, '$.' || lp.path) IN ('text', 'integer', 'real')" \
+    " AND length(CAST(json_extract(?2, '$.' || lp.path) AS BLOB))" \
+    " BETWEEN 1 AND 256 THEN CAST(json_extract(?2, '$.' || lp.path) AS TEXT)" \
+    " END FROM limit_paths lp WHERE lp.name = ?1))"
+
+/* A push's row but its limit key (?9, or LIMIT_KEY_OF), and ")". */
+#define INSERT_JOB \
+    "INSERT INTO jobs (name, payload, queue, priority, max_retries," \
+    " run_at, created_at, updated_at, unique_key, limit_key)" \
+    " VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?7, ?8, "
+
+static const char *const sql_text[S_COUNT] = {
+    [S_INSERT] = INSERT_JOB LIMIT_KEY_OF ")",
+    /* the same for a job whose name has no limit path: its key is ?9 (a
+     * row looks up limit_paths in a subquery of its own, about 2,300
+     * instructions; README "Batch push") */
+    [S_INSERT_BARE] = INSERT_JOB "?9)",
+    [S_LIMIT_PATH] = "SELECT 1 FROM limit_paths WHERE name = ?1",
+    /* unique jobs (README "Unique jobs"): the writer lock of BEGIN
+     * IMMEDIATE makes look-up then insert race-free; the unique index
+     * jobs_unique is the last word */
+    [S_UNIQUE_HOLDER] =
+        "SELECT id, state FROM jobs WHERE name = ?1 AND unique_key = ?2"
+        " AND unique_key IS NOT NULL AND state IN ('queued', 'running')",
+    [S_UNIQUE_WINDOW] =
+        "SELECT job_id FROM unique_keys WHERE name = ?1 AND unique_key = ?2"
+        " AND held_until > ?3 AND job_id IS NOT NULL",
+    [S_UNIQUE_TAKE] =
+        "INSERT OR REPLACE INTO unique_keys (name, unique_key, job_id,"
+        " held_until) VALUES (?1, ?2, ?3, ?4)",
+    [S_UNIQUE_REPLACE] =
+        "UPDATE jobs SET payload = ?2, run_at = ?3, updated_at = ?4"
+        " WHERE id = ?1 AND state = 'queued'",
+    /* what the trigger jobs_queue_known does, for the library's inserts:
+     * look, then insert if missing (an insert that finds the row pays the
+     * name CHECK first; INSERT ... SELECT from queues fills a temporary
+     * table first) */
+    [S_QUEUE_SEEN] = "SELECT 1 FROM queues WHERE name = ?1",
+    [S_QUEUE_KNOWN] = "INSERT INTO queues (name) VALUES (?1)",
+};
+
+static sqlite3_stmt *
+stmt(jr_backend *b, int which, jr_err *err)
+{
+    return jr_sqlite_stmt(b, which, sql_text[which], err);
+}
+
+/* Rows of one multi-row INSERT: a statement's set-up (its cursors, the
+ * constant list of the state CHECK, the sqlite_sequence write of
+ * AUTOINCREMENT) is paid once for them (README "Batch push"). */
+#define INSERT_ROWS 32
+#define INSERT_PARAMS 9         /* ?1..?9 of S_INSERT's row */
+
+/* The VALUES row of S_INSERT (S_INSERT_BARE if bare) INSERT_ROWS times,
+ * row k's ?N renumbered ?(9k + N): one text for the row, however
+ * S_INSERT changes; with RETURNING id if returning. Malloc'd. */
+static char *
+insert_many_sql(int bare, int returning)
+{
+    const char *text = sql_text[bare ? S_INSERT_BARE : S_INSERT];
+    const char *row = strstr(text, " VALUES ") + 8, *c;
+    size_t len = strlen(text) + (size_t)INSERT_ROWS * (strlen(row) * 2 + 2)
+                 + 16;
+    char *sql = malloc(len), *o;
+    int k;
+
+    if (sql == NULL)
+        return NULL;
+    o = sql + sprintf(sql, "%.*s", (int)(row - text), text);
+    for (k = 0; k < INSERT_ROWS; k++) {
+        if (k > 0)
+            *o++ = ',';
+        for (c = row; *c != '\0'; c++) {
+            *o++ = *c;
+            if (*c == '?') {
+                o += sprintf(o, "%ld", strtol(c + 1, NULL, 10) +
+                             (long)k * INSERT_PARAMS);
+                while (c[1] >= '0' && c[1] <= '9')
+                    c++;
+            }
+        }
+    }
+    strcpy(o, returning ? " RETURNING id" : "");
+    return sql;
+}
+
+/* The multi-row INSERT, with the limit path look-up (paths) or bare,
+ * with RETURNING id (ids) or not: made from S_INSERT's text at its first
+ * use, then a statement of the cache as any other. */
+static sqlite3_stmt *
+stmt_many(jr_backend *b, int paths, int ids, jr_err *err)
+{
+    int which = paths ? (ids ? S_INSERT_MANY_IDS : S_INSERT_MANY) :
+                (ids ? S_INSERT_MANY_BARE_IDS : S_INSERT_MANY_BARE);
+    sqlite3_stmt *s;
+    char *sql;
+
+    if (b->st[which] != NULL)
+        return stmt(b, which, err);
+    if ((sql = insert_many_sql(!paths, ids)) == NULL) {
+        jr_fail(err, JR_ENOMEM, "sqlite: out of memory for a statement");
+        return NULL;
+    }
+    s = jr_sqlite_prepare(b, which, sql, err);
+    free(sql);
+    return s;
+}
+
+/* ---- unique jobs ---- */
+
+/* The job holding p's key: queued or running with it, or the job of a
+ * window still held (unique_for). Returns its id, 0 if the key is free,
+ * -1 on error; *queued says whether the holder is queued. */
+static int64_t
+unique_holder(jr_backend *b, const jr_push *p, double now, int *queued,
+              jr_err *err)
+{
+    sqlite3_stmt *s;
+    int64_t id = 0;
+    int rc, which;
+
+    *queued = 0;
+    for (which = S_UNIQUE_HOLDER; which <= S_UNIQUE_WINDOW; which++) {
+        if ((s = stmt(b, which, err)) == NULL)
+            return -1;
+        bind_text(s, 1, p->name);
+        bind_text(s, 2, p->unique_key);
+        sqlite3_bind_double(s, 3, now);
+        if ((rc = sqlite3_step(s)) == SQLITE_ROW) {
+            id = sqlite3_column_int64(s, 0);
+            *queued = which == S_UNIQUE_HOLDER &&
+                      strcmp(col_text(s, 1), "queued") == 0;
+        }
+        sqlite3_reset(s);
+        if (rc != SQLITE_ROW && rc != SQLITE_DONE)
+            return jr_sqlite_fail(b, err, "looking up a unique key");
+        if (id > 0)
+            return id;
+    }
+    return 0;
+}
+
+/* A push whose key is held: debounce (on_conflict replace) moves a queued
+ * holder to p's payload and run_at; a running one is never replaced. */
+static int
+unique_conflict(jr_backend *b, const jr_push *p, int64_t holder, double now,
+                jr_err *err)
+{
+    sqlite3_stmt *s;
+    int rc;
+
+    if (p->on_conflict != JR_CONFLICT_REPLACE)
+        return JR_PUSH_DUPLICATE;
+    if ((s = stmt(b, S_UNIQUE_REPLACE, err)) == NULL)
+        return -1;
+    sqlite3_bind_int64(s, 1, holder);
+    bind_text(s, 2, p->payload ? p->payload : "{}");
+    sqlite3_bind_double(s, 3, p->run_at > 0 ? p->run_at : now + p->run_in);
+    sqlite3_bind_double(s, 4, now);
+    if ((rc = run(b, s, err, "replacing a unique job")) < 0)
+        return -1;
+    return rc > 0 ? JR_PUSH_REPLACED : JR_PUSH_DUPLICATE;
+}
+
+/* Holds p's key until now + unique_for for job id. */
+static int
+unique_take(jr_backend *b, const jr_push *p, int64_t id, double now,
+            jr_err *err)
+{
+    sqlite3_stmt *s;
+
+    if (p->unique_for <= 0)
+        return 0;
+    if ((s = stmt(b, S_UNIQUE_TAKE, err)) == NULL)
+        return -1;
+    bind_text(s, 1, p->name);
+    bind_text(s, 2, p->unique_key);
+    sqlite3_bind_int64(s, 3, id);
+    sqlite3_bind_double(s, 4, now + p->unique_for);
+    return run(b, s, err, "holding a unique key") < 0 ? -1 : 0;
+}
+
+static int insert_row(jr_backend *b, const jr_push *p, double now,
+                      int64_t *id, jr_err *err);
+
+/* Inserts p, or finds the job that holds its key. */
+int
+jr_sqlite_insert_one(jr_backend *b, const jr_push *p, double now,
+                     int64_t *id, jr_err *err)
+{
+    int64_t holder, got;
+    int queued, outcome = JR_PUSH_NEW;
+
+    if (p->unique_key == NULL) {
+        outcome = insert_row(b, p, now, id, err);
+    } else if ((holder = unique_holder(b, p, now, &queued, err)) < 0) {
+        return -1;
+    } else if (holder > 0) {
+        if ((outcome = unique_conflict(b, p, queued ? holder : 0, now,
+                                       err)) < 0)
+            return -1;
+        if (id != NULL)
+            *id = holder;
+    } else if (insert_row(b, p, now, &got, err) < 0 ||
+               unique_take(b, p, got, now, err) < 0) {
+        return -1;
+    } else if (id != NULL) {
+        *id = got;
+    }
+    if (outcome >= 0 && p->outcome != NULL)
+        *p->outcome = outcome;
+    return outcome < 0 ? -1 : 0;
+}
+
+/* Binds p as the row whose parameters start after ?base. */
+static void
+bind_row(sqlite3_stmt *s, int base, const jr_push *p, double now)
+{
+    bind_text(s, base + 1, p->name);
+    bind_text(s, base + 2, p->payload ? p->payload : "{}");
+    bind_text(s, base + 3, p->queue ? p->queue : "default");
+    sqlite3_bind_int(s, base + 4, p->priority);
+    if (p->max_retries >= 0)
+        sqlite3_bind_int(s, base + 5, p->max_retries);
+    sqlite3_bind_double(s, base + 6, p->run_at > 0 ? p->run_at :
+                        now + p->run_in);
+    sqlite3_bind_double(s, base + 7, now);
+    bind_text(s, base + 8, p->unique_key);
+    bind_text(s, base + 9, p->key);
+}
+
+static int
+cmp_id(const void *x, const void *y)
+{
+    int64_t a = *(const int64_t *)x, b = *(const int64_t *)y;
+
+    return (a > b) - (a < b);
+}
+
+/* 1 if a job of p[0..n) without a key of its own has a name its runner
+ * gave a limit path (LIMIT_KEY_OF takes its key from the payload), 0 if
+ * none, -1 on error. The write lock keeps limit_paths as read until the
+ * commit; the last name found without a path is kept till then. */
+static int
+limit_path_any(jr_backend *b, const jr_push *p, int n, jr_err *err)
+{
+    sqlite3_stmt *s;
+    size_t len;
+    int i, rc;
+
+    for (i = 0; i < n; i++) {
+        if (p[i].key != NULL || strcmp(p[i].name, b->pathless) == 0)
+            continue;
+        if ((s = stmt(b, S_LIMIT_PATH, err)) == NULL)
+            return -1;
+        bind_text(s, 1, p[i].name);
+        rc = sqlite3_step(s);
+        sqlite3_reset(s);
+        if (rc == SQLITE_ROW)
+            return 1;
+        if (rc != SQLITE_DONE)
+            return jr_sqlite_fail(b, err, "reading limit paths");
+        if ((len = strlen(p[i].name)) < sizeof b->pathless)
+            memcpy(b->pathless, p[i].name, len + 1);
+    }
+    return 0;
+}
+
+/* What the trigger jobs_queue_known does, when the triggers are off
+ * (conn.c, "the schema's triggers"): the job just inserted makes its
+ * queue known, once a transaction. */
+static int
+queue_known(jr_backend *b, const char *queue, jr_err *err)
+{
+    sqlite3_stmt *s;
+    size_t len;
+    int rc;
+
+    if (queue == NULL)
+        queue = "default";
+    if (!b->triggers_off || strcmp(queue, b->queue_known) == 0)
+        return 0;
+    if ((s = stmt(b, S_QUEUE_SEEN, err)) == NULL)
+        return -1;
+    bind_text(s, 1, queue);
+    rc = sqlite3_step(s);
+    sqlite3_reset(s);
+    if (rc != SQLITE_ROW && rc != SQLITE_DONE)
+        return jr_sqlite_fail(b, err, "looking up a queue");
+    if (rc == SQLITE_DONE) {
+        if ((s = stmt(b, S_QUEUE_KNOWN, err)) == NULL)
+            return -1;
+        bind_text(s, 1, queue);
+        if (run(b, s, err, "making a queue known") < 0)
+            return -1;
+    }
+    if ((len = strlen(queue)) < sizeof b->queue_known)
+        memcpy(b->queue_known, queue, len + 1);
+    return 0;
+}
+
+/* Inserts the INSERT_ROWS plain pushes p in one statement; ids (may be
+ * NULL) gets their ids, read back with RETURNING (AUTOINCREMENT gives
+ * increasing ids in insertion order, which is p's). Returns 0, 1 if the
+ * database refused one of them (the statement undone: the caller
+ * inserts them one by one to name the row and its reason), -1 on error. */
+static int
+insert_many(jr_backend *b, const jr_push *p, double now, int64_t *ids,
+            jr_err *err)
+{
+    sqlite3_stmt *s;
+    int k, rc, got = 0, paths = limit_path_any(b, p, INSERT_ROWS, err);
+
+    if (paths < 0)
+        return -1;
+    if ((s = stmt_many(b, paths, ids != NULL, err)) == NULL)
+        return -1;
+    for (k = 0; k < INSERT_ROWS; k++)
+        bind_row(s, k * INSERT_PARAMS, &p[k], now);
+    while ((rc = sqlite3_step(s)) == SQLITE_ROW)
+        if (ids != NULL && got < INSERT_ROWS)
+            ids[got++] = sqlite3_column_int64(s, 0);
+    sqlite3_reset(s);
+    if (jr_sqlite_error_class(rc) == JR_EINPUT)
+        return 1;
+    if (rc != SQLITE_DONE)
+        return jr_sqlite_fail(b, err, "inserting jobs");
+    if (sqlite3_changes(b->db) != INSERT_ROWS ||
+        (ids != NULL && got != INSERT_ROWS))
+        return jr_fail(err, JR_EDB, "sqlite '%s': a multi-row insert "
+                       "inserted %d rows of %d", b->path,
+                       sqlite3_changes(b->db), INSERT_ROWS);
+    if (ids != NULL)
+        qsort(ids, INSERT_ROWS, sizeof *ids, cmp_id);
+    for (k = 0; k < INSERT_ROWS; k++) {
+        if (queue_known(b, p[k].queue, err) < 0)
+            return -1;
+        if (p[k].outcome != NULL)
+            *p[k].outcome = JR_PUSH_NEW;
+    }
+    return 0;
+}
+
+static int
+insert_row(jr_backend *b, const jr_push *p, double now, int64_t *id,
+           jr_err *err)
+{
+    sqlite3_stmt *s;
+    int rc, paths = limit_path_any(b, p, 1, err);
+
+    if (paths < 0 ||
+        (s = stmt(b, paths ? S_INSERT : S_INSERT_BARE, err)) == NULL)
+        return -1;
+    bind_row(s, 0, p, now);
+    rc = sqlite3_step(s);
+    sqlite3_reset(s);
+    if (rc == SQLITE_CONSTRAINT_CHECK &&
+        strstr(sqlite3_errmsg(b->db), "json_valid") != NULL)
+        return jr_fail(err, JR_EINPUT, "job '%s': invalid JSON payload "
+                       "(refused by the database)", p->name);
+    if (rc != SQLITE_DONE)
+        return jr_fail(err, jr_sqlite_error_class(rc),
+                       "job '%s': insert %s: %s", p->name,
+                       jr_sqlite_error_class(rc) == JR_EINPUT ? "refused" :
+                       "failed", sqlite3_errmsg(b->db));
+    if (id != NULL)
+        *id = sqlite3_last_insert_rowid(b->db);
+    return queue_known(b, p->queue, err);
+}
+
+/* Checks p[0..n) and inserts them, in the open transaction. */
+int
+jr_sqlite_insert_all(jr_backend *b, const jr_push *p, int n, int64_t *ids,
+                     double now, jr_err *err)
+{
+    int i, k, singles = 0, rc;
+
+    for (i = 0; i < n; i++)
+        if (jr_push_check(&p[i], 0, err) < 0)
+            return -1;
+    for (i = 0; i < n; i++) {
+        /* INSERT_ROWS plain pushes in a row: one statement */
+        for (k = 0; singles == 0 && k < INSERT_ROWS && i + k < n &&
+             p[i + k].unique_key == NULL; k++)
+            ;
+        if (singles == 0 && k == INSERT_ROWS) {
+            if ((rc = insert_many(b, &p[i], now, ids ? &ids[i] : NULL,
+                                  err)) < 0)
+                return -1;
+            if (rc == 0) {
+                i += INSERT_ROWS - 1;
+                continue;
+            }
+            singles = INSERT_ROWS;      /* one was refused: find which */
+        }
+        if (singles > 0)
+            singles--;
+        if (jr_sqlite_insert_one(b, &p[i], now, ids ? &ids[i] : NULL, err) < 0)
+            return -1;
+    }
+    return 0;
+}
+
+int
+jr_sqlite_push(jr_backend *b, const jr_push *p, int n, int64_t *ids,
+               jr_err *err)
+{
+    if (jr_sqlite_begin(b, err) < 0)
+        return -1;
+    if (jr_sqlite_insert_all(b, p, n, ids, jr_now(), err) < 0) {
+        jr_sqlite_rollback(b);
+        return -1;
+    }
+    return jr_sqlite_commit(b, err);
+}
