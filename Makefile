@@ -103,14 +103,8 @@ $(BUILD)/%.o: %.c
 	@echo "CC $<"
 	$(Q)$(CC) $(CPPFLAGS) $(CFLAGS) -c -o $@ $<
 
-# Each schema file becomes one C string: const char jr_<engine>_sql[].
-$(BUILD)/%_sql.c: backends/%.sql
-	@mkdir -p $(dir $@)
-	$(Q){ echo 'const char jr_$*_sql[] ='; \
-	  sed -e 's/\\/\\\\/g' -e 's/"/\\"/g' -e 's/^/"/' -e 's/$$/\\n"/' $<; \
-	  echo ';'; } > $@
-
-# the same for an engine's folder: backends/<engine>/schema.sql
+# Each engine's schema, backends/<engine>/schema.sql, becomes one C string:
+# const char jr_<engine>_sql[].
 $(BUILD)/%_sql.c: backends/%/schema.sql
 	@mkdir -p $(dir $@)
 	$(Q){ echo 'const char jr_$*_sql[] ='; \

@@ -3,7 +3,7 @@
 -- while the push waited on it): a database of schema 8 is brought forward
 -- by `jobrunner migrate` with its jobs and windows intact, and its windows
 -- still hold. SQLite has no migration 9 (its pushes are serialized). The
--- schema-8 database is made from the first blocks of backends/postgres.sql.
+-- schema-8 database is made from the first blocks of backends/postgres/schema.sql.
 local jr = require "jr"
 local cjson = require "cjson"
 

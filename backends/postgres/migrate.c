@@ -1,4 +1,4 @@
-/* migrate.c - the schema's migrations: splits postgres.sql (compiled in as
+/* migrate.c - the schema's migrations: splits postgres/schema.sql (compiled in as
  * jr_postgres_sql by the Makefile) at its "-- migration N" lines and applies
  * those above the schema's version, one runner at a time. Uses conn.c. */
 
@@ -8,7 +8,7 @@
 
 #include "postgres/pg_int.h"
 
-extern const char jr_postgres_sql[];   /* postgres.sql, made by the Makefile */
+extern const char jr_postgres_sql[];   /* postgres/schema.sql, made by the Makefile */
 
 #define MAX_MIGRATIONS 64
 

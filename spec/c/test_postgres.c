@@ -153,7 +153,7 @@ test_open_errors(void)
     ops->close(NULL);
 }
 
-extern const char jr_postgres_sql[];    /* postgres.sql, compiled in */
+extern const char jr_postgres_sql[];    /* postgres/schema.sql, compiled in */
 
 /* How many times s occurs in text. */
 static long
@@ -184,7 +184,7 @@ test_migrate(void)
     CHECK_OK(ops->migrate(b, &e), e);
     CHECK(qn("SELECT count(*) FROM jrmig.migrations") ==
           occurrences(jr_postgres_sql, "\n-- migration "));
-    /* the tables of postgres.sql (jobs, queues, schedule_fires...) and
+    /* the tables of postgres/schema.sql (jobs, queues, schedule_fires...) and
      * the migrations table */
     CHECK(qn("SELECT count(*) FROM information_schema.tables "
              "WHERE table_schema = 'jrmig'") ==

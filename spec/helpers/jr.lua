@@ -408,13 +408,7 @@ end
 -- The schema file of ENGINE: backends/ENGINE/schema.sql in the engine's
 -- folder, else backends/ENGINE.sql.
 function M.schema_file(engine)
-  local path = M.root .. "/backends/" .. engine .. "/schema.sql"
-  local f = io.open(path)
-  if f then
-    f:close()
-    return path
-  end
-  return M.root .. "/backends/" .. engine .. ".sql"
+  return M.root .. "/backends/" .. engine .. "/schema.sql"
 end
 
 -- The text of the migrations up to n of ENGINE's schema file.
