@@ -1,13 +1,15 @@
 /* backend.h - the storage interface: one table of functions per engine, as
- * redis's engine table. sqlite.c and postgres.c each export only their
- * jr_backend_ops; backend.c picks one from a URL (jr_url_parse, the one
- * parser) and masks passwords in URLs (jr_url_mask, in url.h with
+ * redis's engine table. backends/sqlite/ and backends/postgres/ each
+ * export only their jr_backend_ops (jr_sqlite_ops, jr_postgres_ops, in
+ * each folder's ops.c); backend.c picks one from a URL (jr_url_parse, the
+ * one parser) and masks passwords in URLs (jr_url_mask, in url.h with
  * jr_url_engine for the code that does not include this header). Also
  * the rows that stats and the dead queue list. All calls are blocking;
- * the master never calls them from its event loop directly (see
- * dbthread.c, the only file of the runner that includes this header
- * besides commands.c, client.c and luaclient.c). The jobs, pushes and
- * results they store are job.h's. Uses err.h, job.h, url.h. */
+ * the master never calls them from its event loop directly: only db/
+ * (the database threads, dbcalls.h for master/ and services/), client/,
+ * cli/ and http/apidb.c include this header (spec/layers_spec.lua). The
+ * jobs, pushes and results they store are job.h's. Uses err.h, job.h,
+ * url.h. */
 #ifndef JR_BACKEND_H
 #define JR_BACKEND_H
 
@@ -141,11 +143,12 @@ typedef struct jr_backend_opts {
     int         async_commit;   /* PostgreSQL: commits do not wait for the
                                    WAL flush (synchronous_commit = off) */
     int         claims;         /* PostgreSQL: the connection claims: no
-                                   sequential or bitmap scans (postgres.c
-                                   session_setup) */
+                                   sequential or bitmap scans
+                                   (postgres/conn.c's session_setup) */
     int         own_timeouts;   /* PostgreSQL: the runner's connection sets
-                                   its own session timeouts (postgres.c
-                                   session_setup), whatever the role's */
+                                   its own session timeouts
+                                   (postgres/conn.c's session_setup),
+                                   whatever the role's */
     double      busy_timeout;   /* SQLite: seconds to wait for a lock */
     const char *schema;         /* PostgreSQL: schema name, NULL "jobrunner" */
     size_t      max_payload;    /* bytes; 0: no limit */

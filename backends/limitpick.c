@@ -1,9 +1,9 @@
 /* limitpick.c - one claim's limits: a hash of (limit, key) entries with
  * the running count and the bucket of each, read by the engine in the
  * claim's transaction, then consulted for each candidate in fair order.
- * The engines (sqlite.c, postgres.c) own the SQL; this file owns the rule
- * (caps first, then tokens; a job takes room in every limit on it or in
- * none). */
+ * The engines (sqlite/limits.c, postgres/limits.c) own the SQL; this
+ * file owns the rule (caps first, then tokens; a job takes room in every
+ * limit on it or in none). */
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>

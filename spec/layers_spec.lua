@@ -1,6 +1,7 @@
 -- layers_spec.lua - the folders are the layers, and this spec keeps them
--- so (DESIGN "Layer rules"): storage (backend.h) is reached from db/,
--- client/, cli/ and the HTTP database reader (http/apidb.c) only; the
+-- so (docs/design.md, "Where the code lives"): storage (backend.h) is
+-- reached from db/, client/, cli/ and the HTTP database reader
+-- (http/apidb.c) only; the
 -- master's internals (master/master_int.h) from master/ and services/
 -- only; base/ and backends/ include no Lua; and no two folders include
 -- or call each other in a circle. The rules are spec/helpers/layers.lua's

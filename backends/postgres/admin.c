@@ -68,9 +68,10 @@ pg_dead_list(jr_backend *b, int limit, jr_dead_cb cb, void *arg,
  * key in its snapshot; a push of the key in flight meanwhile is not in it,
  * and when it commits the retried row meets it in the unique index. The
  * statement then runs again: a new snapshot sees that holder and the
- * retried job runs as a plain one (README "Unique jobs": a retry never
- * fails on the unique index). Each round lost means another push of one
- * of the keys committed; DEAD_RETRY_ROUNDS bounds them all the same. */
+ * retried job runs as a plain one (docs/schedules.md, "Unique jobs": a
+ * retry never fails on the unique index). Each round lost means another
+ * push of one of the keys committed; DEAD_RETRY_ROUNDS bounds them all
+ * the same. */
 #define DEAD_RETRY_ROUNDS 20
 
 static int

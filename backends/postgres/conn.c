@@ -137,7 +137,7 @@ pg_rollback(jr_backend *b)
  * a commit does not wait for its WAL flush: a crash can only undo the
  * last few of them, and an undone claim or result makes its job run
  * again, which at-least-once allows; the flush is a third of an idle
- * claim's round (README "Performance"). A connection that claims plans
+ * claim's round (docs/performance.md). A connection that claims plans
  * no sequential or bitmap scan: every statement it runs walks an index
  * in order by design, and on the statistics of a table analyzed empty
  * (after a drain) the planner priced a claim's sequential scan, or its
@@ -163,7 +163,7 @@ session_setup(const jr_backend *b, PGconn *conn)
  * with). None (0) for each: the runner's statements are short by design,
  * the waits it makes are meant (the migration lock, a row a producer's
  * transaction holds), a vacuum or a migration may take minutes, and its
- * connections idle between rounds and LISTEN for wake-ups (README
+ * connections idle between rounds and LISTEN for wake-ups (docs/storage.md,
  * "PostgreSQL"). This runs under the role's timeouts: if it fails, the
  * error says why and the next call tries again. */
 static int

@@ -12,13 +12,14 @@
 
 /* A batch whose jobs are plain (no unique key), due now (no run_at or
  * run_in) and whose ids are not asked goes in by COPY: no unnest, and the
- * heap takes its rows a page at a time (README "Batch push"). The table's
- * CHECKs, its statement triggers (NOTIFY, queues) and defaults apply as
- * to any insert. One simple query lists the names with a limit path and
- * starts the COPY, in one transaction; if a job of the batch needs
- * limit_key_of, the COPY ends with no rows (an error would be logged by
- * the server) and the batch goes by pg_insert_jobs, as do the next
- * COPY_SKIP. One job goes by st_push_one, a round trip less. */
+ * heap takes its rows a page at a time (docs/performance.md, "Batch
+ * push"). The table's CHECKs, its statement triggers (NOTIFY, queues)
+ * and defaults apply as to any insert. One simple query lists the names
+ * with a limit path and starts the COPY, in one transaction; if a job of
+ * the batch needs limit_key_of, the COPY ends with no rows (an error
+ * would be logged by the server) and the batch goes by pg_insert_jobs, as
+ * do the next COPY_SKIP. One job goes by st_push_one, a round trip
+ * less. */
 #define COPY_PATHS 200          /* COPY_SQL's LIMIT: more names, INSERT */
 #define COPY_SKIP 100           /* batches by INSERT after a path hit */
 #define COPY_SQL \

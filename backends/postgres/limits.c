@@ -430,7 +430,7 @@ lim_take_rows(jr_lpick *p, const PGresult *res, int room, jr_buf *ids,
 }
 
 /* The claim under limits, in the open transaction: in passes, as
- * sqlite.c's claim_limited. Returns how many jobs it put in out[]. */
+ * sqlite/claim.c's claim_limited. Returns how many jobs it put in out[]. */
 int
 pg_claim_limited(jr_backend *b, const char *token, double lease,
                  const jr_claim_spec *spec, jr_job **out, jr_err *err)

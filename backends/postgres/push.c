@@ -17,7 +17,7 @@
  * sort (a LEFT JOIN on limit_paths hashed the batch and sorted it back,
  * about a tenth of the statement). limit_key_of only for a name with a
  * path: a SQL function with a subquery is not inlined, and its call per
- * row cost about half of the statement (README "Batch push"). */
+ * row cost about half of the statement (docs/performance.md, "Batch push"). */
 #define PUSH_SQL \
     "INSERT INTO {{schema}}.jobs" \
     " (name, payload, queue, priority, max_retries, run_at, limit_key)" \
@@ -52,7 +52,7 @@ static const pg_stmt st_push = {S_PUSH, "jr_push", 8,
     PUSH_SQL " RETURNING id"};
 
 /* a batch with a unique key: each push through the SQL function,
- * the one rule (README "Unique jobs"), in the batch's order */
+ * the one rule (docs/schedules.md, "Unique jobs"), in the batch's order */
 static const pg_stmt st_push_unique = {S_PUSH_UNIQUE, "jr_push_unique", 11,
     "SELECT u.ord, r.id, r.outcome"
     " FROM unnest($1::text[], $2::text[], $3::text[], $4::int[],"

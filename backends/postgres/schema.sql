@@ -1,4 +1,4 @@
--- postgres.sql - the PostgreSQL schema, as numbered migrations. Each block
+-- schema.sql - the PostgreSQL schema, as numbered migrations. Each block
 -- after a "-- migration N" line runs once, in one transaction holding an
 -- advisory lock, and is recorded in {{schema}}.migrations. {{schema}} is
 -- replaced by the quoted schema name (default "jobrunner").
@@ -92,7 +92,7 @@ EXCEPTION WHEN others THEN
 END
 $$;
 -- migration 2
--- The push rules of the runtime (jr_push_check, README "Push rules") for
+-- The push rules of the runtime (jr_push_check, docs/cli.md "Push rules") for
 -- the SQL function too: run_at must be a finite time before the year
 -- 10000 ('infinity' would never run). Names, queue, payload and
 -- max_retries are checked by the table itself.
@@ -241,10 +241,11 @@ LANGUAGE sql AS $$
     SET paused = false, paused_at = NULL, updated_at = now()
 $$;
 -- migration 4
--- Unique jobs (README "Unique jobs"). A job may carry a unique key: while
--- a job of the same name and key is queued (scheduled included) or
--- running, the unique index refuses a second one, and a push returns the
--- holder's id instead. Keys are 1 to 255 bytes (text holds no NUL byte).
+-- Unique jobs (docs/schedules.md, "Unique jobs"). A job may carry a
+-- unique key: while a job of the same name and key is queued (scheduled
+-- included) or running, the unique index refuses a second one, and a
+-- push returns the holder's id instead. Keys are 1 to 255 bytes (text
+-- holds no NUL byte).
 ALTER TABLE {{schema}}.jobs ADD COLUMN unique_key text
     CHECK (octet_length(unique_key) BETWEEN 1 AND 255);
 CREATE UNIQUE INDEX jobs_unique ON {{schema}}.jobs (name, unique_key)
@@ -417,7 +418,7 @@ CREATE TABLE {{schema}}.schedule_fires (
     PRIMARY KEY (schedule, fire_at)
 );
 -- migration 6
--- Limits per key (README "Limits"). A job may carry a limit key, given at
+-- Limits per key (docs/limits.md). A job may carry a limit key, given at
 -- push or taken from its payload at push time by the path its runner
 -- declared in limit_paths; the claim skips keys at their cap. Token
 -- buckets of rate limits are rows refilled by time: a missing row is a
@@ -501,7 +502,7 @@ RETURNS bigint LANGUAGE sql AS $$
         push.unique_key, push.unique_for, push.on_conflict, push.key) p
 $$;
 -- migration 8
--- One index fewer to keep per job (README "Performance"): a claim's new
+-- One index fewer to keep per job (docs/performance.md): a claim's new
 -- row version wrote jobs_locked_by's entry, and it served only the lease
 -- renewal, every few seconds. Renewal now reads the running jobs through
 -- jobs_lease (a runner's are a few hundred of them).

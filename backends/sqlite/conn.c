@@ -293,11 +293,11 @@ jr_sqlite_close(jr_backend *b)
  * (push.c's queue_known), and no statement here changes a job's queue.
  * A trigger is a sub-program run for each row: with them, a batch push
  * costs about 31,000 instructions a job, without them about 19,000
- * (README "Batch push"). So the connection runs without the schema's
- * triggers (SQLITE_DBCONFIG_ENABLE_TRIGGER off; TEMP triggers, and so
- * RETURNING, still work) while they are exactly those schema.sql
- * creates. Another trigger (yours) or one of ours changed turns them all
- * back on. */
+ * (docs/performance.md, "Batch push"). So the connection runs without
+ * the schema's triggers (SQLITE_DBCONFIG_ENABLE_TRIGGER off; TEMP
+ * triggers, and so RETURNING, still work) while they are exactly those
+ * schema.sql creates. Another trigger (yours) or one of ours changed
+ * turns them all back on. */
 
 /* 1 if sql is the newest text schema.sql gives the trigger name. */
 static int

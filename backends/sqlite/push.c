@@ -30,10 +30,10 @@ static const char *const sql_text[S_COUNT] = {
     [S_INSERT] = INSERT_JOB LIMIT_KEY_OF ")",
     /* the same for a job whose name has no limit path: its key is ?9 (a
      * row looks up limit_paths in a subquery of its own, about 2,300
-     * instructions; README "Batch push") */
+     * instructions; docs/performance.md, "Batch push") */
     [S_INSERT_BARE] = INSERT_JOB "?9)",
     [S_LIMIT_PATH] = "SELECT 1 FROM limit_paths WHERE name = ?1",
-    /* unique jobs (README "Unique jobs"): the writer lock of BEGIN
+    /* unique jobs (docs/schedules.md, "Unique jobs"): the writer lock of BEGIN
      * IMMEDIATE makes look-up then insert race-free; the unique index
      * jobs_unique is the last word */
     [S_UNIQUE_HOLDER] =
@@ -64,7 +64,7 @@ stmt(jr_backend *b, int which, jr_err *err)
 
 /* Rows of one multi-row INSERT: a statement's set-up (its cursors, the
  * constant list of the state CHECK, the sqlite_sequence write of
- * AUTOINCREMENT) is paid once for them (README "Batch push"). */
+ * AUTOINCREMENT) is paid once for them (docs/performance.md, "Batch push"). */
 #define INSERT_ROWS 32
 #define INSERT_PARAMS 9         /* ?1..?9 of S_INSERT's row */
 

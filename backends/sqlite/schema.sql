@@ -30,7 +30,7 @@ CREATE INDEX jobs_lease ON jobs (locked_until) WHERE state = 'running';
 CREATE INDEX jobs_locked_by ON jobs (locked_by) WHERE state = 'running';
 CREATE INDEX jobs_dead ON jobs (died_at) WHERE state = 'dead';
 -- migration 2
--- The push rules of the runtime (jr_push_check, README "Push rules") for
+-- The push rules of the runtime (jr_push_check, docs/cli.md "Push rules") for
 -- plain-SQL producers too: run_at must be a finite number of epoch seconds
 -- (an infinite one would never run, NaN arrives as NULL).
 CREATE TRIGGER jobs_run_at_check BEFORE INSERT ON jobs
@@ -139,10 +139,11 @@ BEGIN
     WHERE NOT EXISTS (SELECT 1 FROM queues WHERE name = NEW.queue);
 END;
 -- migration 4
--- Unique jobs (README "Unique jobs"). A job may carry a unique key: while
--- a job of the same name and key is queued (scheduled included) or
--- running, the unique index refuses a second one, and a push returns the
--- holder's id instead. Keys are 1 to 255 bytes without NUL bytes.
+-- Unique jobs (docs/schedules.md, "Unique jobs"). A job may carry a
+-- unique key: while a job of the same name and key is queued (scheduled
+-- included) or running, the unique index refuses a second one, and a
+-- push returns the holder's id instead. Keys are 1 to 255 bytes without
+-- NUL bytes.
 ALTER TABLE jobs ADD COLUMN unique_key TEXT
     CHECK (unique_key IS NULL OR (typeof(unique_key) = 'text'
            AND length(CAST(unique_key AS BLOB)) BETWEEN 1 AND 255
@@ -174,7 +175,7 @@ CREATE TABLE schedule_fires (
     PRIMARY KEY (schedule, fire_at)
 ) WITHOUT ROWID;
 -- migration 6
--- Limits per key (README "Limits"). A job may carry a limit key, given at
+-- Limits per key (docs/limits.md). A job may carry a limit key, given at
 -- push or taken from its payload at push time by the path its runner
 -- declared in limit_paths; the claim skips keys at their cap. Token
 -- buckets of rate limits are rows refilled by time: a missing row is a
@@ -194,7 +195,8 @@ CREATE TABLE limit_paths (
     path TEXT NOT NULL
 ) WITHOUT ROWID;
 -- migration 7
--- Cheaper checks on every insert, the same rules (README "Batch push"):
+-- Cheaper checks on every insert, the same rules (docs/performance.md,
+-- "Batch push"):
 -- the state CHECK compares with each state instead of an IN list (SQLite
 -- builds a table of the list while it checks inserted rows), and the
 -- trigger that makes a queue known runs only when the queue is not known
@@ -280,7 +282,7 @@ BEGIN
     WHERE NOT EXISTS (SELECT 1 FROM queues WHERE name = NEW.queue);
 END;
 -- migration 8
--- One index fewer to keep per job (README "Performance"): a claim wrote
+-- One index fewer to keep per job (docs/performance.md): a claim wrote
 -- jobs_locked_by's entry and the end of the job removed it again, and it
 -- served only the lease renewal, every few seconds. Renewal now reads the
 -- running jobs through jobs_lease (a runner's are a few hundred of them).

@@ -38,7 +38,8 @@ typedef struct jr_push {
     int         max_retries;    /* -1: take the handler's or the default */
     double      run_at;         /* epoch seconds; 0: use run_in */
     double      run_in;         /* seconds from the database's now */
-    /* unique jobs (README "Unique jobs"): zero means a plain push */
+    /* unique jobs (docs/schedules.md, "Unique jobs"): zero means a
+     * plain push */
     const char *unique_key;     /* NULL: not unique; else while a job of
                                    this name and key is queued or running,
                                    a push of it is a duplicate */

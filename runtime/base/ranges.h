@@ -8,7 +8,8 @@
 
 /* The ranges of the durations (seconds) and counts a config or a handler
  * file may set; outside them is an error naming the key and the range.
- * Documented in jobrunner.lua.example, the README and jobrunner(1). */
+ * Documented in jobrunner.lua.example, docs/configuration.md and
+ * jobrunner(1). */
 #define JR_RANGE_TIMEOUT_MIN   0.001    /* defaults.timeout, handler timeout */
 #define JR_RANGE_TIMEOUT_MAX   604800.0 /* 7 days */
 #define JR_RANGE_BACKOFF_MAX   JR_BACKOFF_CAP /* defaults.backoff, handler's */

@@ -61,7 +61,7 @@ typedef struct jr_client_config {
 
 /* Per-job options. Start from JR_CLIENT_OPTS_INIT (not from zero: a zero
  * max_retries means "never retry"); NULL means all defaults. The same
- * rules as every producer's (README, "Push rules"): run_at 0 or epoch
+ * rules as every producer's (docs/cli.md, "Push rules"): run_at 0 or epoch
  * seconds up to 253402300799 (9999-12-31), run_in finite and at most 100
  * years either way, not both; NaN and infinities are refused with
  * JR_CLIENT_EINPUT. */
@@ -73,8 +73,8 @@ typedef struct jr_client_opts {
     int         max_retries;    /* retries after the first failure;
                                    JR_CLIENT_UNSET: the handler's, else the
                                    runner's default */
-    const char *key;            /* limit key, 1 to 256 bytes (README
-                                   "Limits"); NULL: none, or the payload
+    const char *key;            /* limit key, 1 to 256 bytes
+                                   (docs/limits.md); NULL: none, or the payload
                                    path the runner declared */
 } jr_client_opts;
 
@@ -131,9 +131,9 @@ int jr_client_push_many(jr_client *c, const jr_client_job *jobs, size_t n,
 
 /* ---- unique jobs ---- */
 
-/* A push's unique options (README "Unique jobs"). While a job of the same
- * name and key is queued (scheduled included) or running, a push of it
- * inserts nothing and gives back that job's id. */
+/* A push's unique options (docs/schedules.md, "Unique jobs"). While a
+ * job of the same name and key is queued (scheduled included) or running,
+ * a push of it inserts nothing and gives back that job's id. */
 typedef struct jr_client_unique {
     const char *key;            /* 1 to 255 bytes; NULL: a plain push */
     double      unique_for;     /* seconds the key also stays held after

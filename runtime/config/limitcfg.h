@@ -1,5 +1,5 @@
 /* limitcfg.h - limits per job name or queue as the config's `limits` table
- * declares them (README "Limits"): a global and a per-key concurrency cap
+ * declares them (docs/limits.md): a global and a per-key concurrency cap
  * and rate (a token bucket). Reads them from Lua for keys.c and for the
  * hooks' jobrunner.limits.set; the claim that enforces them is the
  * backends' (limitpick.h). The model itself is base/limit.h's. Uses

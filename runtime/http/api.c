@@ -2,7 +2,8 @@
  * query and the JSON body, checks them (400 with the reason), and sends
  * database work to the database thread (jr_http_ask). What the runner
  * knows itself (workers, throughput) it answers at once, through its host
- * (host.h). Routes are a table, documented route by route in the README.
+ * (host.h). Routes are a table, documented route by route in
+ * docs/http.md ("The JSON API").
  * Uses http.h, host.h, api.h, job.h. */
 #define _GNU_SOURCE
 #include <ctype.h>

@@ -53,7 +53,7 @@ void jr_api_handle(jr_http *h, const jr_httphost *host,
  * (GET), -1 no route. */
 int  jr_api_is_write(const char *path);
 
-/* dash.c (generated from runtime/dash/ at build time): the dashboard's
+/* dash.c (generated from runtime/http/dash/ at build time): the dashboard's
  * files. Returns the file at path ("/", "/app.js"...) or NULL. */
 typedef struct jr_dash_file {
     const char          *path;

@@ -5,7 +5,7 @@
  * second connection and thread that records the pending results and
  * claims the next batch while the first round is still out, so the server
  * runs two rounds at once, on two cores (two runners of one worker each
- * drained 40% faster than one of two; README "Performance"). Each round
+ * drained 40% faster than one of two; docs/performance.md). Each round
  * then claims half a batch, so that the two take turns.
  *
  * Only plain rounds take the lane: no service shapes the claim (limits,

@@ -18,7 +18,7 @@ struct master;
 struct wk;
 
 /* Where each service keeps its state: m->svc[slot]. The order of the
- * calls is service.c's list, not this. */
+ * calls is master.c's list (jr_master_services), not this. */
 enum {
     JR_SVC_METRICS, JR_SVC_EVENTS, JR_SVC_VACUUM, JR_SVC_QSTATE,
     JR_SVC_LIMITS, JR_SVC_SCHED, JR_SVC_CANCEL, JR_SVC_PRUNE,

@@ -31,7 +31,7 @@ return {
     -- fails with "timed out after Ns".
     timeout = 900,
     -- Delay before a retry: seconds, or function(attempt, error) returning
-    -- seconds. Unset: attempt^4 + 15 s plus jitter (see README).
+    -- seconds. Unset: attempt^4 + 15 s plus jitter (see docs/handlers.md).
     -- backoff = function(attempt, err) return 30 * attempt end,
   },
 
@@ -75,7 +75,7 @@ return {
   tick_interval = 5,
 
   -- Lifecycle hooks, run in the runner's master process. A hook that fails
-  -- or loops is logged and never stops jobs. See README "Hooks".
+  -- or loops is logged and never stops jobs. See docs/configuration.md, "Hooks".
   hooks = {
     on_job_dead = function(e)
       io.stderr:write(("job %d (%s) is dead: %s\n"):format(e.id, e.name,
