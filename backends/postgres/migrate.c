@@ -1,6 +1,7 @@
-/* migrate.c - the schema's migrations: splits postgres/schema.sql (compiled in as
- * jr_postgres_sql by the Makefile) at its "-- migration N" lines and applies
- * those above the schema's version, one runner at a time. Uses conn.c. */
+/* migrate.c - the schema's migrations: splits postgres/schema.sql
+ * (compiled in as jr_postgres_sql by the Makefile) at its "-- migration N"
+ * lines and applies those above the schema's version, one runner at a
+ * time. Uses conn.c. */
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -8,7 +9,7 @@
 
 #include "postgres/pg_int.h"
 
-extern const char jr_postgres_sql[];   /* postgres/schema.sql, made by the Makefile */
+extern const char jr_postgres_sql[];   /* schema.sql, made by the Makefile */
 
 #define MAX_MIGRATIONS 64
 
@@ -34,7 +35,7 @@ split_migrations(block *out, int max, jr_err *err)
         if (strncmp(p, mark, strlen(mark)) == 0) {
             int v = atoi(p + strlen(mark));
             if (n == max || v <= (n > 0 ? out[n - 1].version : 0))
-                return jr_fail(err, JR_EDB, "postgres.sql: migration "
+                return jr_fail(err, JR_EDB, "postgres/schema.sql: migration "
                                "'%.20s' is out of sequence (after %d)",
                                p + strlen(mark), n > 0 ? out[n - 1].version :
                                0);
