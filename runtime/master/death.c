@@ -131,7 +131,7 @@ gone_log(master *m, wk *w, int status, const char *reason)
         jr_log(JR_LOG_ERROR, "reload failed, generation %s keeps running: "
                "the new worker exited before loading (%s)", m->gen->hash,
                reason);
-        jr_event_reload(m, 0, reason);
+        jr_service_reloaded(m, 0, reason);
     }
 }
 

@@ -129,7 +129,7 @@ config_check(master *m)
     if (jr_config_load(&c, m->cfg->file, NULL, &err) < 0) {
         jr_log(JR_LOG_ERROR, "reload failed, generation %s keeps running: "
                "%s", m->gen->hash, err.msg);
-        jr_event_reload(m, 0, err.msg);
+        jr_service_reloaded(m, 0, err.msg);
         rc = -1;
     } else {
         jr_service_reload(m, &c);  /* schedules follow the config */
@@ -166,7 +166,7 @@ probe_hello(master *m, wk *w, gen *g, int nerr, const char *first)
     if (nerr > 0) {
         jr_log(JR_LOG_ERROR, "reload failed, generation %s keeps running: %s",
                m->gen->hash, first);
-        jr_event_reload(m, 0, first);
+        jr_service_reloaded(m, 0, first);
         notify_ready(m);
         jr_gen_unref(jr_gen_ref(g));
         jr_pool_stop(m, w);
@@ -175,7 +175,7 @@ probe_hello(master *m, wk *w, gen *g, int nerr, const char *first)
                g->hash);
         jr_gen_unref(jr_gen_ref(g));
         w->gen = jr_gen_ref(m->gen);
-        jr_event_reload(m, 1, NULL);
+        jr_service_reloaded(m, 1, NULL);
         notify_ready(m);
     } else {
         jr_log(JR_LOG_INFO, "reloaded: generation %s with %d handler%s "
@@ -183,7 +183,7 @@ probe_hello(master *m, wk *w, gen *g, int nerr, const char *first)
                m->gen->hash);
         w->gen = jr_gen_ref(g);
         switch_gen(m, g);
-        jr_event_reload(m, 1, NULL);
+        jr_service_reloaded(m, 1, NULL);
         notify_ready(m);
     }
     w->ready = 1;
@@ -212,7 +212,7 @@ setup_failed(master *m, wk *w, const char *why)
     w->probe = 0;
     jr_log(JR_LOG_ERROR, "reload failed, generation %s keeps running: %s",
            m->gen->hash, why);
-    jr_event_reload(m, 0, why);
+    jr_service_reloaded(m, 0, why);
     notify_ready(m);
     jr_pool_stop(m, w);
     if (m->reload_again) {
@@ -237,7 +237,7 @@ on_hello_gen(master *m, wk *w, gen *g, int nerr, const char *first)
         if (g->n == 0)
             jr_log(JR_LOG_WARN, "no handlers loaded: no job will be claimed;"
                    " add scripts/NAME.lua returning a function");
-        jr_limitsrun_warn(m, g->names, g->n);
+        jr_service_loaded(m, g->names, g->n);
         m->want_claim = 1;
         notify_ready(m);
     } else if (strcmp(g->hash, m->gen->hash) != 0) {

@@ -248,7 +248,6 @@ void jr_qstate_target(master *m, const char *queue, double target);
 
 /* Warns of each limit on a job name that none of names[0..n) is (the
  * handler may come with a reload: not an error). */
-void jr_limitsrun_warn(master *m, const char *const *names, int n);
 
 /* pool.c: the workers */
 
@@ -336,8 +335,6 @@ void  jr_gen_hello(master *m, wk *w, jr_reader *r);
 
 /* events.c: hook events (the job ones come through service.h) */
 
-void jr_event_scale(master *m, int from, int to, const char *reason);
-void jr_event_reload(master *m, int ok, const char *error);
 void jr_event_start(master *m);
 void jr_event_stop(master *m);
 

@@ -213,7 +213,7 @@ jr_pool_set_target(master *m, int target, const char *reason)
     if (target == from)
         return;
     m->target = target;
-    jr_event_scale(m, from, target, reason);
+    jr_service_scaled(m, from, target, reason);
     jr_pool_fit(m);
 }
 

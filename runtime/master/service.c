@@ -157,6 +157,36 @@ jr_service_reload(master *m, const jr_config *cfg)
 }
 
 void
+jr_service_reloaded(master *m, int ok, const char *error)
+{
+    const jr_service *s;
+
+    EACH(s)
+        if (s->reloaded != NULL)
+            s->reloaded(m, ST(m, s), ok, error);
+}
+
+void
+jr_service_loaded(master *m, const char *const *names, int n)
+{
+    const jr_service *s;
+
+    EACH(s)
+        if (s->loaded != NULL)
+            s->loaded(m, ST(m, s), names, n);
+}
+
+void
+jr_service_scaled(master *m, int from, int to, const char *reason)
+{
+    const jr_service *s;
+
+    EACH(s)
+        if (s->scaled != NULL)
+            s->scaled(m, ST(m, s), from, to, reason);
+}
+
+void
 jr_service_stop(master *m)
 {
     const jr_service *s;

@@ -77,6 +77,15 @@ typedef struct jr_service {
     void (*tick)(struct master *m, void *st, double now);
     /* A reload read the config file again (cfg, borrowed). */
     void (*reload)(struct master *m, void *st, const jr_config *cfg);
+    /* A reload ended: ok, or failed with error (the generation before
+     * goes on). */
+    void (*reloaded)(struct master *m, void *st, int ok, const char *error);
+    /* The first generation's handlers loaded: names[0..n). */
+    void (*loaded)(struct master *m, void *st, const char *const *names,
+                   int n);
+    /* The workers' target moved from one count to another, for reason. */
+    void (*scaled)(struct master *m, void *st, int from, int to,
+                   const char *reason);
     /* The loop ended: stops what it runs on threads of its own, before
      * the database thread stops. */
     void (*stop)(struct master *m, void *st);
@@ -112,6 +121,10 @@ int  jr_service_shapes(struct master *m);      /* 1 if any shapes */
 void jr_service_figures(struct master *m, const jr_cycle *c);
 void jr_service_tick(struct master *m, double now);
 void jr_service_reload(struct master *m, const jr_config *cfg);
+void jr_service_reloaded(struct master *m, int ok, const char *error);
+void jr_service_loaded(struct master *m, const char *const *names, int n);
+void jr_service_scaled(struct master *m, int from, int to,
+                       const char *reason);
 void jr_service_stop(struct master *m);
 void jr_service_free(struct master *m);
 

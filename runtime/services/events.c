@@ -184,16 +184,11 @@ free_events(master *m, void *st)
     free(ev);
 }
 
-const jr_service jr_events_service = {
-    .name = "events", .slot = JR_SVC_EVENTS, .init = init, .due = due,
-    .fill = fill, .read = read_cycle, .job_start = job_start,
-    .job_end = job_end,
-    .free = free_events,
-};
-
-void
-jr_event_scale(master *m, int from, int to, const char *reason)
+/* The on_scale hook, and the log line. */
+static void
+scaled(master *m, void *st, int from, int to, const char *reason)
 {
+    (void)st;
     jr_log(JR_LOG_INFO, "concurrency %d -> %d (%s)", from, to, reason);
     if (jr_hook_begin(m->hooks, JR_HOOK_SCALE)) {
         jr_hook_int(m->hooks, "from", from);
@@ -203,9 +198,11 @@ jr_event_scale(master *m, int from, int to, const char *reason)
     }
 }
 
-void
-jr_event_reload(master *m, int ok, const char *error)
+/* The on_reload hook, and the reloads counted for /metrics. */
+static void
+reloaded(master *m, void *st, int ok, const char *error)
 {
+    (void)st;
     jr_metrics_reload(m->metrics, ok);
     if (jr_hook_begin(m->hooks, JR_HOOK_RELOAD)) {
         jr_hook_bool(m->hooks, "ok", ok);
@@ -214,6 +211,13 @@ jr_event_reload(master *m, int ok, const char *error)
         jr_hook_fire(m->hooks, NULL);
     }
 }
+
+const jr_service jr_events_service = {
+    .name = "events", .slot = JR_SVC_EVENTS, .init = init, .due = due,
+    .fill = fill, .read = read_cycle, .job_start = job_start,
+    .job_end = job_end, .reloaded = reloaded, .scaled = scaled,
+    .free = free_events,
+};
 
 /* The on_start hook. */
 void

@@ -233,10 +233,11 @@ figures(master *m, void *arg, const jr_cycle *c)
     jr_hook_close(m->hooks);
 }
 
-void
-jr_limitsrun_warn(master *m, const char *const *names, int n)
+/* The first generation loaded: a limit naming no handler is warned of. */
+static void
+loaded(master *m, void *st, const char *const *names, int n)
 {
-    const jr_limits *lim = &((jr_limitsrun *)m->svc[JR_SVC_LIMITS])->live;
+    const jr_limits *lim = &((jr_limitsrun *)st)->live;
     int i, k;
 
     for (i = 0; i < lim->n; i++) {
@@ -265,5 +266,5 @@ shapes(master *m, void *st)
 const jr_service jr_limits_service = {
     .name = "limits", .slot = JR_SVC_LIMITS, .init = init, .fill = fill,
     .taken = taken, .job_left = job_left, .shapes = shapes,
-    .figures = figures, .free = free_limits,
+    .figures = figures, .loaded = loaded, .free = free_limits,
 };
