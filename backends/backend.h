@@ -161,6 +161,10 @@ typedef struct jr_backend_opts {
                                    runner's pruner; cancelled rows are
                                    always recorded (only prune deletes
                                    them) */
+    double      result_ttl;     /* seconds a succeeded job with a result,
+                                   or pushed or waited on with result_ttl,
+                                   stays completed when its own is not set;
+                                   0: 3600 */
 } jr_backend_opts;
 
 #define JR_LIMIT_TOP 5          /* keys limit_use lists */

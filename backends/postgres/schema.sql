@@ -632,3 +632,56 @@ BEGIN
     END LOOP;
 END
 $$;
+-- migration 10
+-- Results (docs/handlers.md, "Return values"): a handler's return value,
+-- NULL when it returned nothing; result_ttl, seconds a push (or a
+-- producer waiting on the job) asked it to stay completed after success,
+-- NULL for the runner's own; keep_until, when a completed job kept for its
+-- result is pruned (NULL: retention.completed decides).
+ALTER TABLE {{schema}}.jobs ADD COLUMN result jsonb,
+    ADD COLUMN result_ttl double precision
+        CHECK (result_ttl IS NULL OR (result_ttl > 0 AND result_ttl <= 315360000)),
+    ADD COLUMN keep_until timestamptz;
+CREATE INDEX jobs_kept ON {{schema}}.jobs (keep_until)
+    WHERE state = 'completed' AND keep_until IS NOT NULL;
+-- Final states: each job that becomes completed, dead or cancelled (and is
+-- kept: a plain success is deleted) notifies "<schema>_finished" (cut to
+-- 63 bytes) with the payload "<id> <state>" (docs/producers.md, "Waiting
+-- for an outcome"). One statement trigger: a claim or a renewal pays one
+-- look at its rows.
+CREATE FUNCTION {{schema}}.jobs_notify_finished() RETURNS trigger
+LANGUAGE plpgsql AS $$
+DECLARE
+    r record;
+BEGIN
+    FOR r IN SELECT n.id, n.state FROM new_jobs n
+             WHERE n.state IN ('completed', 'dead', 'cancelled') LOOP
+        PERFORM pg_notify(left(TG_TABLE_SCHEMA || '_finished', 63),
+                          r.id || ' ' || r.state);
+    END LOOP;
+    RETURN NULL;
+END
+$$;
+CREATE TRIGGER jobs_finished AFTER UPDATE ON {{schema}}.jobs
+    REFERENCING NEW TABLE AS new_jobs
+    FOR EACH STATEMENT EXECUTE FUNCTION {{schema}}.jobs_notify_finished();
+-- A job's state and result: (NULL, NULL) when there is no such job (never
+-- pushed, or deleted at success without a result).
+CREATE FUNCTION {{schema}}.outcome(id bigint, OUT state text,
+                                   OUT result jsonb)
+LANGUAGE sql STABLE AS $$
+    SELECT j.state, j.result FROM {{schema}}.jobs j WHERE j.id = outcome.id
+$$;
+-- Keeps the jobs ids that are still queued or running completed for ttl
+-- seconds after success, result or not, so that a waiter finds them
+-- (a job with a result_ttl of its own keeps it). Returns how many.
+CREATE FUNCTION {{schema}}.watch(ids bigint[], ttl double precision DEFAULT 3600)
+RETURNS integer
+LANGUAGE sql AS $$
+    WITH w AS (
+        UPDATE {{schema}}.jobs j SET result_ttl = watch.ttl
+        WHERE j.id = ANY(watch.ids) AND j.state IN ('queued', 'running')
+          AND j.result_ttl IS NULL
+        RETURNING 1)
+    SELECT count(*)::integer FROM w
+$$;

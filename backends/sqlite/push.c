@@ -54,6 +54,8 @@ static const char *const sql_text[S_COUNT] = {
      * table first) */
     [S_QUEUE_SEEN] = "SELECT 1 FROM queues WHERE name = ?1",
     [S_QUEUE_KNOWN] = "INSERT INTO queues (name) VALUES (?1)",
+    /* a push's result_ttl: set after its insert (few pushes have one) */
+    [S_RESULT_TTL] = "UPDATE jobs SET result_ttl = ?2 WHERE id = ?1",
 };
 
 static sqlite3_stmt *
@@ -386,9 +388,9 @@ insert_row(jr_backend *b, const jr_push *p, double now, int64_t *id,
 }
 
 /* Checks p[0..n) and inserts them, in the open transaction. */
-int
-jr_sqlite_insert_all(jr_backend *b, const jr_push *p, int n, int64_t *ids,
-                     double now, jr_err *err)
+static int
+insert_rows(jr_backend *b, const jr_push *p, int n, int64_t *ids,
+            double now, jr_err *err)
 {
     int i, k, singles = 0, rc;
 
@@ -416,6 +418,42 @@ jr_sqlite_insert_all(jr_backend *b, const jr_push *p, int n, int64_t *ids,
             return -1;
     }
     return 0;
+}
+
+/* Sets the result_ttl of job id. */
+static int
+set_result_ttl(jr_backend *b, int64_t id, double ttl, jr_err *err)
+{
+    sqlite3_stmt *s;
+
+    if ((s = stmt(b, S_RESULT_TTL, err)) == NULL)
+        return -1;
+    sqlite3_bind_int64(s, 1, id);
+    sqlite3_bind_double(s, 2, ttl);
+    return run(b, s, err, "setting result_ttl") < 0 ? -1 : 0;
+}
+
+int
+jr_sqlite_insert_all(jr_backend *b, const jr_push *p, int n, int64_t *ids,
+                     double now, jr_err *err)
+{
+    int64_t *own = NULL;
+    int i, rc;
+
+    for (i = 0; i < n && !(p[i].result_ttl > 0); i++)
+        ;
+    if (i == n)                 /* the plain path: nothing more */
+        return insert_rows(b, p, n, ids, now, err);
+    if (ids == NULL &&
+        (ids = own = malloc((size_t)n * sizeof *ids)) == NULL)
+        return jr_fail(err, JR_ENOMEM, "sqlite: pushing %d jobs: out of "
+                       "memory", n);
+    rc = insert_rows(b, p, n, ids, now, err);
+    for (i = 0; rc == 0 && i < n; i++)
+        if (p[i].result_ttl > 0)
+            rc = set_result_ttl(b, ids[i], p[i].result_ttl, err);
+    free(own);
+    return rc;
 }
 
 int

@@ -287,3 +287,15 @@ END;
 -- served only the lease renewal, every few seconds. Renewal now reads the
 -- running jobs through jobs_lease (a runner's are a few hundred of them).
 DROP INDEX IF EXISTS jobs_locked_by;
+-- migration 10
+-- Results (docs/handlers.md, "Return values"): a handler's return value
+-- as JSON text, NULL when it returned nothing; result_ttl, seconds a push
+-- (or a producer waiting on the job) asked it to stay completed after
+-- success, NULL for the runner's own; keep_until, when a completed job
+-- kept for its result is pruned (NULL: retention.completed decides).
+ALTER TABLE jobs ADD COLUMN result TEXT;
+ALTER TABLE jobs ADD COLUMN result_ttl REAL
+    CHECK (result_ttl IS NULL OR (result_ttl > 0 AND result_ttl <= 315360000));
+ALTER TABLE jobs ADD COLUMN keep_until REAL;
+CREATE INDEX jobs_kept ON jobs (keep_until)
+    WHERE state = 'completed' AND keep_until IS NOT NULL;
