@@ -96,6 +96,9 @@ typedef struct jr_job_row {
     int         cancel_requested;
     const char *unique_key;     /* may be NULL; NULL from list */
     const char *limit_key;      /* NULL: unkeyed */
+    const char *result;         /* JSON text; NULL: none, or from list */
+    double      keep_until;     /* a job kept for its result is pruned
+                                   then; 0: not set, or from list */
 } jr_job_row;
 
 /* Which jobs list walks: NULL fields match any. */

@@ -489,6 +489,8 @@ job_row(const jr_job_row *row, void *arg)
     j.cancel_requested = row->cancel_requested;
     j.unique_key = row->unique_key;
     j.limit_key = row->limit_key;
+    j.result = row->result;
+    j.keep_until = row->keep_until;
     return a->fn(&j, a->arg);
 }
 

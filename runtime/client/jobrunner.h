@@ -279,6 +279,11 @@ typedef struct jr_client_job_info {
     const char *unique_key;     /* its unique key (jr_client_push_unique);
                                    NULL: none, or from jr_client_list */
     const char *limit_key;      /* its limit key; NULL: unkeyed */
+    const char *result;         /* what its handler returned, as JSON text
+                                   (a completed job kept for it); NULL:
+                                   none, or from jr_client_list */
+    double      keep_until;     /* a completed job kept for its result is
+                                   pruned after this; 0: not set */
 } jr_client_job_info;
 
 /* Called once per job. Return 0 to go on, non-zero to stop. */
