@@ -27,5 +27,6 @@ int jr_luaclient_list(lua_State *L);
 int jr_luaclient_pause(lua_State *L);
 int jr_luaclient_resume(lua_State *L);
 int jr_luaclient_queues(lua_State *L);
+int jr_luaclient_wait(lua_State *L);
 
 #endif
