@@ -77,6 +77,8 @@ enum {
     S_LIM_BUCKET_SET, S_LIM_PRUNE, S_LIM_PATH_SET, S_LIM_USE,
     S_LIM_USE_TOP, S_LIM_TOKENS, S_CLAIM_ONE, S_PUSH_ONE, S_PUSH_NOIDS,
     S_QUEUE_IDLE, S_QUEUE_PRUNE,
+    S_FLOW_BATCH_NEW, S_FLOW_LINK, S_FLOW_LINKS, S_FLOW_BATCH_ROW,
+    S_FLOW_MEMBERS,
     S_COUNT
 };
 _Static_assert(S_COUNT <= 64, "jr_backend.prepared has a bit per statement");
@@ -154,6 +156,18 @@ unsigned pg_reconnects(jr_backend *b);
 /* copy.c */
 int pg_push_copy(jr_backend *b, const jr_push *const *pp, int n,
                  const int64_t *ids, jr_err *err);
+
+/* flow.c: flow_any, 1 if one of pp[0..n) has after or batch;
+ * flow_link, their parents and batches once inserted as ids[0..n), in
+ * the open transaction; insert_linked, pg_insert_jobs then flow_link
+ * (ids may be NULL); push_linked, the same in a transaction of its own. */
+int pg_flow_any(const jr_push *const *pp, int n);
+int pg_flow_link(jr_backend *b, const jr_push *const *pp, int n,
+                 const int64_t *ids, jr_err *err);
+int pg_insert_linked(jr_backend *b, const jr_push *const *pp, int n,
+                     int64_t *ids, jr_err *err);
+int pg_push_linked(jr_backend *b, const jr_push *const *pp, int n,
+                   int64_t *ids, jr_err *err);
 
 /* fire.c */
 int pg_fire(jr_backend *b, jr_fire *f, int n, int keep, jr_err *err);

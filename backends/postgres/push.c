@@ -328,7 +328,9 @@ pg_push(jr_backend *b, const jr_push *p, int n, int64_t *ids, jr_err *err)
     /* one statement (or a COPY): atomic without BEGIN/COMMIT round trips;
      * one job by st_push_one, a round trip less than the COPY */
     if ((rc = pg_ready(b, err)) == 0) {
-        if (n == 1 && p->unique_key == NULL)
+        if (pg_flow_any(pp, n))
+            rc = pg_push_linked(b, pp, n, ids, err);
+        else if (n == 1 && p->unique_key == NULL)
             rc = insert_one(b, p, ids, err);
         else if ((rc = pg_push_copy(b, pp, n, ids, err)) == 1)
             rc = pg_insert_jobs(b, pp, n, ids, err);

@@ -48,7 +48,8 @@ static const char *const sql_text[S_COUNT] = {
         " unique_key FROM unique_keys WHERE held_until < ?1 LIMIT ?2)",
     [S_CANCEL_QUEUED] =
         "UPDATE jobs SET state = 'cancelled', finished_at = ?2,"
-        " updated_at = ?2 WHERE id = ?1 AND state = 'queued'",
+        " updated_at = ?2 WHERE id = ?1"
+        " AND (state = 'queued' OR state = 'waiting')",
     [S_CANCEL_RUNNING] =
         "UPDATE jobs SET cancel_requested = 1, updated_at = ?2"
         " WHERE id = ?1 AND state = 'running'",
@@ -222,7 +223,8 @@ cancel_one(jr_backend *b, int64_t id, double now, jr_err *err)
 
     if ((rc = run_id(b, S_CANCEL_QUEUED, id, now, err, "cancelling a job"))
         != 0)
-        return rc < 0 ? -1 : JR_CANCEL_DONE;
+        return rc < 0 || jr_sqlite_flow_check(b, id, "cancelled", now,
+                                              err) < 0 ? -1 : JR_CANCEL_DONE;
     if ((rc = run_id(b, S_CANCEL_RUNNING, id, now, err, "cancelling a job"))
         != 0)
         return rc < 0 ? -1 : JR_CANCEL_REQUESTED;

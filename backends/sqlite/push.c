@@ -386,9 +386,9 @@ insert_row(jr_backend *b, const jr_push *p, double now, int64_t *id,
 }
 
 /* Checks p[0..n) and inserts them, in the open transaction. */
-int
-jr_sqlite_insert_all(jr_backend *b, const jr_push *p, int n, int64_t *ids,
-                     double now, jr_err *err)
+static int
+insert_rows(jr_backend *b, const jr_push *p, int n, int64_t *ids,
+            double now, jr_err *err)
 {
     int i, k, singles = 0, rc;
 
@@ -416,6 +416,27 @@ jr_sqlite_insert_all(jr_backend *b, const jr_push *p, int n, int64_t *ids,
             return -1;
     }
     return 0;
+}
+
+/* The rows, then the workflow options of those that have some (flow.c),
+ * which need the ids. */
+int
+jr_sqlite_insert_all(jr_backend *b, const jr_push *p, int n, int64_t *ids,
+                     double now, jr_err *err)
+{
+    int64_t *own = NULL;
+    int rc;
+
+    if (!jr_sqlite_flow_any(p, n))
+        return insert_rows(b, p, n, ids, now, err);
+    if (ids == NULL &&
+        (ids = own = calloc((size_t)n, sizeof *ids)) == NULL)
+        return jr_fail(err, JR_ENOMEM, "sqlite: out of memory");
+    rc = insert_rows(b, p, n, ids, now, err);
+    if (rc == 0)
+        rc = jr_sqlite_flow_link(b, p, n, ids, now, err);
+    free(own);
+    return rc;
 }
 
 int

@@ -11,6 +11,7 @@
 #include "backend.h"
 #include "config/config.h"
 #include "base/err.h"
+#include "base/flow.h"
 #include "client/jobrunner.h"
 #include "db/dbopts.h"
 
@@ -590,4 +591,70 @@ jr_client_close(jr_client *c)
         return;
     jr_db_close(&c->db);
     free(c);
+}
+
+/* ---- workflows (docs/workflows.md) ---- */
+
+int
+jr_client_push_after(jr_client *c, const char *name, const char *payload,
+                     const jr_client_opts *opts, const jr_client_after *a,
+                     int64_t *id)
+{
+    jr_push p;
+    int64_t got;
+
+    if (c == NULL)
+        return JR_CLIENT_EUSAGE;
+    if (begin(c) < 0 || make_push(c, name, payload, opts, &p) < 0)
+        return finish(c, -1);
+    if (a != NULL) {
+        if (a->nafter > JR_AFTER_MAX)
+            return finish(c, jr_fail(&c->err, JR_EINPUT, "job '%s': %zu "
+                                     "parents (after: at most %d)", name,
+                                     a->nafter, JR_AFTER_MAX));
+        p.after = a->after;
+        p.nafter = (int)a->nafter;
+        p.on_parent_failure = a->on_parent_failure;
+        p.batch = a->batch;
+    }
+    if (jr_push_check(&p, c->max_payload, &c->err) < 0 ||
+        c->db.ops->push(c->db.b, &p, 1, &got, &c->err) < 0)
+        return finish(c, -1);
+    if (id != NULL)
+        *id = got;
+    return finish(c, 0);
+}
+
+int
+jr_client_push_flow(jr_client *c, const char *json, size_t len,
+                    jr_client_flow_fn fn, void *arg, int64_t *batch)
+{
+    jr_flow f;
+    int64_t *ids;
+    int i, rc;
+
+    if (c == NULL || json == NULL)
+        return JR_CLIENT_EUSAGE;
+    if (begin(c) < 0 || jr_flow_parse(&f, json, len, &c->err) < 0)
+        return finish(c, -1);
+    for (i = 0; i < f.n; i++)
+        if (jr_push_check(&f.jobs[i], c->max_payload, &c->err) < 0) {
+            jr_fail(&c->err, JR_EINPUT, "flow: job '%s': %s", f.refs[i],
+                    c->err.msg);
+            jr_flow_free(&f);
+            return finish(c, -1);
+        }
+    if ((ids = calloc((size_t)f.n, sizeof *ids)) == NULL) {
+        jr_flow_free(&f);
+        return finish(c, jr_fail(&c->err, JR_ENOMEM, "out of memory"));
+    }
+    rc = c->db.ops->push(c->db.b, f.jobs, f.n, ids, &c->err);
+    for (i = 0; rc == 0 && fn != NULL && i < f.n; i++)
+        if (fn(f.refs[i], ids[i], arg) != 0)
+            break;
+    if (rc == 0 && batch != NULL)
+        *batch = f.has_batch ? f.batch.id : 0;
+    free(ids);
+    jr_flow_free(&f);
+    return finish(c, rc);
 }

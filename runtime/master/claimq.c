@@ -146,6 +146,9 @@ jr_claimq_recorded(master *m, pending *p, int n, int applied)
         jr_log(JR_LOG_WARN, "%d of %d results not recorded: the job was no "
                "longer held by this runner (its lease expired and it was "
                "requeued)", n - applied, n);
+    if (m->flow_ended)          /* children or callbacks may be ready */
+        m->want_claim = 1;
+    m->flow_ended = 0;
     for (i = 0; i < n; i++) {
         if (p[i].r.npushes > 0 || p[i].r.kind == JR_RELEASE ||
             (p[i].r.kind != JR_DONE && p[i].r.kind != JR_DEAD &&

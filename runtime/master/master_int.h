@@ -156,6 +156,8 @@ struct master {
     flag_timer          renew;          /* sets renew_due */
     flag_timer          rescue;         /* sets rescue_due */
     int                 want_claim;     /* jobs may be waiting */
+    int                 flow_ended;     /* a job with children or a batch
+                                           ended: look for jobs it readied */
     int                 full_batch;     /* the last claim got all it asked */
     int                 stopping;       /* 1 graceful, 2 at once */
     double              stop_deadline;

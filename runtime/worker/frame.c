@@ -165,6 +165,8 @@ jr_frame_put_job(jr_buf *b, const jr_job *j)
     jr_put_str(b, j->name);
     jr_put_str(b, j->queue);
     jr_put_strn(b, j->payload, j->payload_len);
+    jr_put_str(b, j->parents);
+    jr_put_i64(b, j->batch);
     jr_frame_end(b, start);
 }
 
@@ -200,7 +202,10 @@ jr_frame_get_job(jr_reader *r, jr_err *err)
     size_t ln, lq, lp;
     const char *name = jr_get_str(r, &ln), *queue = jr_get_str(r, &lq);
     const char *payload = jr_get_str(r, &lp);
-    char nbuf[129], qbuf[129];
+    size_t lpar;
+    const char *parents = jr_get_str(r, &lpar);
+    int64_t batch = jr_get_i64(r);
+    char nbuf[129], qbuf[129], *pbuf = NULL;
     jr_job *j;
 
     if (r->bad || name == NULL || queue == NULL || payload == NULL ||
@@ -212,10 +217,18 @@ jr_frame_get_job(jr_reader *r, jr_err *err)
     nbuf[ln] = '\0';
     memcpy(qbuf, queue, lq);
     qbuf[lq] = '\0';
-    if ((j = jr_job_new(id, nbuf, qbuf, payload, lp)) == NULL) {
+    if (parents != NULL && (has_nul(parents, lpar) ||
+                            (pbuf = strndup(parents, lpar)) == NULL)) {
+        jr_fail(err, JR_EPROTO, "malformed job frame (parents)");
+        return NULL;
+    }
+    j = jr_job_new_parents(id, nbuf, qbuf, payload, lp, pbuf);
+    free(pbuf);
+    if (j == NULL) {
         jr_fail(err, JR_ENOMEM, "out of memory decoding a job");
         return NULL;
     }
+    j->batch = batch;
     j->attempt = attempt;
     j->max_retries = max_retries;
     j->priority = priority;
