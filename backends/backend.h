@@ -96,6 +96,9 @@ typedef struct jr_job_row {
     int         cancel_requested;
     const char *unique_key;     /* may be NULL; NULL from list */
     const char *limit_key;      /* NULL: unkeyed */
+    const char *result;         /* JSON text; NULL: none, or from list */
+    double      keep_until;     /* a job kept for its result is pruned
+                                   then; 0: not set, or from list */
 } jr_job_row;
 
 /* Which jobs list walks: NULL fields match any. */
@@ -161,6 +164,10 @@ typedef struct jr_backend_opts {
                                    runner's pruner; cancelled rows are
                                    always recorded (only prune deletes
                                    them) */
+    double      result_ttl;     /* seconds a succeeded job with a result,
+                                   or pushed or waited on with result_ttl,
+                                   stays completed when its own is not set;
+                                   0: 3600 */
 } jr_backend_opts;
 
 #define JR_LIMIT_TOP 5          /* keys limit_use lists */

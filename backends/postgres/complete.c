@@ -13,62 +13,98 @@
 #include "postgres/pg_int.h"
 #include "postgres/arrays.h"
 
+/* a job pushed or waited on with result_ttl is kept (st_keep) */
 static const pg_stmt st_done = {S_DONE, "jr_done", 2,
     "DELETE FROM {{schema}}.jobs WHERE id = ANY($2::bigint[])"
-    " AND state = 'running' AND locked_by = $1::text RETURNING id"};
+    " AND state = 'running' AND locked_by = $1::text"
+    " AND result_ttl IS NULL RETURNING id"};
 
-/* DONE with keep_completed: the row stays, completed */
-static const pg_stmt st_keep = {S_KEEP, "jr_keep", 3,
+/* DONE with a result, with keep_completed, or with a result_ttl: the row
+ * stays, completed; $5 the runner's result_ttl, $6 keep_completed. A
+ * job with a result or a result_ttl of its own stays until keep_until. */
+static const pg_stmt st_keep = {S_KEEP, "jr_keep", 6,
     "UPDATE {{schema}}.jobs j SET state = 'completed',"
     " finished_at = now(), generation = coalesce(u.gen, j.generation),"
     " locked_by = NULL, locked_until = NULL, cancel_requested = false,"
-    " updated_at = now()"
-    " FROM unnest($2::bigint[], $3::text[]) AS u(id, gen)"
+    " updated_at = now(), result = u.res::jsonb,"
+    " keep_until = CASE WHEN u.res IS NOT NULL OR j.result_ttl IS NOT NULL"
+    "  THEN now() + greatest(coalesce(j.result_ttl, $5::float8),"
+    "  $6::float8) * interval '1 second' END"
+    " FROM unnest($2::bigint[], $3::text[], $4::text[]) AS u(id, gen, res)"
     " WHERE j.id = u.id AND j.state = 'running'"
     " AND j.locked_by = $1::text RETURNING j.id"};
 
-/* Deletes the DONE jobs of r[0..n), or with keep_completed makes them
- * completed; ids of those it matched go to done[0..return), sorted. */
+/* Runs st (st_done or st_keep) on the DONE results of r[0..n) that go
+ * to it (kept: with a result or keep_completed); appends the ids it
+ * matched to done[*nd..]. Returns how many it was given, or -1. */
 static int
-finish_done(jr_backend *b, const char *token, const jr_result *r, int n,
-            int64_t *done, jr_err *err)
+run_done(jr_backend *b, const char *token, const jr_result *r, int n,
+         const pg_stmt *st, int kept, int64_t *done, int *nd, jr_err *err)
 {
-    const char *params[3];
-    char num[24];
-    jr_buf s = {0}, g = {0};
+    const char *params[6];
+    char num[24], ttl[32], keep[32];
+    jr_buf s = {0}, g = {0}, v = {0};
     PGresult *res;
-    int i, m;
+    int i, m, given = 0;
 
     for (i = 0; i < n; i++) {
-        if (r[i].kind != JR_DONE)
+        if (r[i].kind != JR_DONE || (kept >= 0 &&
+            (b->keep_completed > 0 || r[i].result != NULL) != kept))
             continue;
         snprintf(num, sizeof num, "%lld", (long long)r[i].id);
         sb_num(&s, num);
         sb_elem(&g, r[i].generation);
+        sb_elem(&v, r[i].result);
+        given++;
     }
-    if (s.len == 0)
+    if (given == 0)
         return 0;
+    snprintf(ttl, sizeof ttl, "%.17g", b->result_ttl);
+    snprintf(keep, sizeof keep, "%.17g", b->keep_completed);
     params[0] = token;
     params[1] = sb_array(&s);
     params[2] = sb_array(&g);
-    if (s.oom || g.oom) {
-        free(s.p);
-        free(g.p);
-        return jr_fail(err, JR_ENOMEM, "postgres: completing jobs: out of "
-                       "memory");
-    }
-    res = pg_run(b, b->keep_completed > 0 ? &st_keep : &st_done, params,
-                 "completing jobs", err);
+    params[3] = sb_array(&v);
+    params[4] = ttl;
+    params[5] = keep;
+    res = s.oom || g.oom || v.oom ? NULL :
+          pg_run(b, st, params, "completing jobs", err);
+    if (res == NULL && (s.oom || g.oom || v.oom))
+        jr_fail(err, JR_ENOMEM, "postgres: completing jobs: out of memory");
     free(s.p);
     free(g.p);
+    free(v.p);
     if (res == NULL)
         return -1;
     m = PQntuples(res);
     for (i = 0; i < m; i++)
-        done[i] = strtoll(PQgetvalue(res, i, 0), NULL, 10);
+        done[(*nd)++] = strtoll(PQgetvalue(res, i, 0), NULL, 10);
     PQclear(res);
-    qsort(done, (size_t)m, sizeof *done, pg_cmp_id);
-    return m;
+    return given;
+}
+
+/* Deletes the DONE jobs of r[0..n), or makes them completed (with a
+ * result, with keep_completed, or with a result_ttl); ids of those it
+ * matched go to done[0..return), sorted. The plain path is one DELETE;
+ * a second statement only when it left some of its rows. */
+static int
+finish_done(jr_backend *b, const char *token, const jr_result *r, int n,
+            int64_t *done, jr_err *err)
+{
+    int nd = 0, given;
+
+    if ((given = run_done(b, token, r, n, &st_done, 0, done, &nd,
+                          err)) < 0)
+        return -1;
+    /* ours with a result_ttl (or not ours): every DONE once more, kept;
+     * the rows already deleted or fenced off do not match */
+    if (nd < given &&
+        run_done(b, token, r, n, &st_keep, -1, done, &nd, err) < 0)
+        return -1;
+    if (run_done(b, token, r, n, &st_keep, 1, done, &nd, err) < 0)
+        return -1;
+    qsort(done, (size_t)nd, sizeof *done, pg_cmp_id);
+    return nd;
 }
 
 static const pg_stmt st_progress = {S_PROGRESS, "jr_progress", 5,

@@ -157,11 +157,11 @@ pg_insert_linked(jr_backend *b, const jr_push *const *pp, int n,
     int rc;
 
     if (!pg_flow_any(pp, n))
-        return pg_insert_jobs(b, pp, n, ids, err);
+        return pg_insert_all(b, pp, n, ids, err);
     if (ids == NULL &&
         (ids = own = calloc((size_t)n, sizeof *ids)) == NULL)
         return jr_fail(err, JR_ENOMEM, "postgres: out of memory");
-    rc = pg_insert_jobs(b, pp, n, ids, err);
+    rc = pg_insert_all(b, pp, n, ids, err);
     if (rc == 0)
         rc = pg_flow_link(b, pp, n, ids, err);
     free(own);

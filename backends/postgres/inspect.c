@@ -180,10 +180,13 @@ row_fields(const PGresult *res, int r, jr_job_row *j)
     j->cancel_requested = strcmp(PQgetvalue(res, r, 19), "t") == 0;
     j->unique_key = NULL;
     j->limit_key = PQgetisnull(res, r, 20) ? NULL : PQgetvalue(res, r, 20);
+    j->result = NULL;
+    j->keep_until = 0;
 }
 
 static const pg_stmt st_show = {S_SHOW, "jr_show", 1,
-    "SELECT " JOB_COLUMNS ", payload::text, unique_key"
+    "SELECT " JOB_COLUMNS ", payload::text, unique_key, result::text,"
+    " coalesce(extract(epoch FROM keep_until), 0)"
     " FROM {{schema}}.jobs"
     " WHERE id = $1::bigint"};
 
@@ -208,6 +211,8 @@ pg_show(jr_backend *b, int64_t id, jr_job_cb cb, void *arg, jr_err *err)
     row.payload = PQgetvalue(res, 0, 21);
     row.unique_key = PQgetisnull(res, 0, 22) ? NULL :
                      PQgetvalue(res, 0, 22);
+    row.result = col_text(res, 0, 23);
+    row.keep_until = col_number(res, 0, 24, 0);
     cb(&row, arg);
     PQclear(res);
     return 0;

@@ -46,6 +46,7 @@ struct jr_backend {
     int         set_up;         /* session_setup done on conn since its
                                    last (re)connect */
     double      keep_completed; /* seconds; 0: delete at success */
+    double      result_ttl;     /* seconds a job with a result stays */
     unsigned    rotate;         /* claims so far: which queue leads */
     unsigned    fair_only;      /* claims left before st_claim_one is tried
                                    again (it found several queues) */
@@ -68,7 +69,7 @@ enum {
     S_CLAIM, S_UNCLAIM, S_DONE, S_KEEP, S_FINISH, S_PROGRESS, S_PUSH,
     S_PAYLOAD_ERROR, S_RENEW,
     S_RESCUE, S_STATS, S_DEAD_LIST, S_DEAD_RETRY_IDS, S_DEAD_RETRY_ALL,
-    S_DEAD_PURGE, S_PRUNE_LOCK, S_PRUNE_COMPLETED, S_PRUNE_CANCELLED,
+    S_DEAD_PURGE, S_PRUNE_LOCK, S_PRUNE_COMPLETED, S_PRUNE_KEPT, S_PRUNE_CANCELLED,
     S_PRUNE_DEAD, S_CANCEL, S_CANCEL_POLL, S_PAUSE, S_RESUME, S_QUEUE_LIST,
     S_SHOW, S_LIST, S_PAUSED, S_READY_BY_QUEUE,
     S_PUSH_UNIQUE, S_PRUNE_UNIQUE,
@@ -76,6 +77,7 @@ enum {
     S_LIM_LOCK, S_LIM_RUNNING, S_LIM_BUCKETS, S_LIM_CANDIDATES, S_LIM_CLAIM,
     S_LIM_BUCKET_SET, S_LIM_PRUNE, S_LIM_PATH_SET, S_LIM_USE,
     S_LIM_USE_TOP, S_LIM_TOKENS, S_CLAIM_ONE, S_PUSH_ONE, S_PUSH_NOIDS,
+    S_RESULT_TTL,
     S_QUEUE_IDLE, S_QUEUE_PRUNE,
     S_FLOW_BATCH_NEW, S_FLOW_LINK, S_FLOW_LINKS, S_FLOW_BATCH_ROW,
     S_FLOW_MEMBERS,
@@ -159,7 +161,7 @@ int pg_push_copy(jr_backend *b, const jr_push *const *pp, int n,
 
 /* flow.c: flow_any, 1 if one of pp[0..n) has after or batch;
  * flow_link, their parents and batches once inserted as ids[0..n), in
- * the open transaction; insert_linked, pg_insert_jobs then flow_link
+ * the open transaction; insert_linked, pg_insert_all then flow_link
  * (ids may be NULL); push_linked, the same in a transaction of its own. */
 int pg_flow_any(const jr_push *const *pp, int n);
 int pg_flow_link(jr_backend *b, const jr_push *const *pp, int n,
@@ -208,6 +210,10 @@ int pg_vacuum(jr_backend *b, jr_err *err);
 int pg_cmp_id(const void *a, const void *b);
 int pg_insert_jobs(jr_backend *b, const jr_push *const *pp, int n,
                    int64_t *ids, jr_err *err);
+/* pg_insert_jobs, then the result_ttl of the pushes that have one, in
+ * the open transaction. */
+int pg_insert_all(jr_backend *b, const jr_push *const *pp, int n,
+                  int64_t *ids, jr_err *err);
 void pg_explain_push_error(jr_backend *b, const jr_push *const *pp, int n,
                            jr_err *err);
 int pg_push(jr_backend *b, const jr_push *p, int n, int64_t *ids, jr_err *err);

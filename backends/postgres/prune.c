@@ -52,6 +52,14 @@ static const pg_stmt st_prune_completed = {
     "DELETE FROM {{schema}}.jobs WHERE id IN (SELECT id"
     " FROM {{schema}}.jobs WHERE state = 'completed'"
     " AND finished_at < now() - $1::float8 * interval '1 second'"
+    " AND keep_until IS NULL LIMIT $2::int FOR UPDATE SKIP LOCKED)"};
+
+/* kept for their result (complete.c's st_keep) until keep_until */
+static const pg_stmt st_prune_kept = {
+    S_PRUNE_KEPT, "jr_prune_kept", 2,
+    "DELETE FROM {{schema}}.jobs WHERE id IN (SELECT id"
+    " FROM {{schema}}.jobs WHERE state = 'completed'"
+    " AND keep_until < now() - $1::float8 * interval '1 second'"
     " LIMIT $2::int FOR UPDATE SKIP LOCKED)"};
 
 static const pg_stmt st_prune_cancelled = {
@@ -72,9 +80,9 @@ static const pg_stmt st_prune_dead = {S_PRUNE_DEAD, "jr_prune_dead", 2,
 static int
 prune_tx(jr_backend *b, const double *age, int limit, jr_err *err)
 {
-    static const pg_stmt *const which[4] = {
+    static const pg_stmt *const which[5] = {
         &st_prune_completed, &st_prune_cancelled, &st_prune_dead,
-        &st_prune_unique};
+        &st_prune_unique, &st_prune_kept};
     char key[96];
     const char *params[1] = {key};
     PGresult *res;
@@ -86,8 +94,9 @@ prune_tx(jr_backend *b, const double *age, int limit, jr_err *err)
         return -1;
     locked = strcmp(PQgetvalue(res, 0, 0), "t") == 0;
     PQclear(res);
-    for (i = 0; i < 4 && locked; i++) {
-        /* the windows of unique keys end at held_until: age 0 */
+    for (i = 0; i < 5 && locked; i++) {
+        /* the windows of unique keys and the kept jobs end at held_until
+         * and keep_until: age 0 */
         if ((rc = prune_state(b, which[i], i < 3 ? age[i] : 0, limit - n,
                               err)) < 0)
             return -1;

@@ -312,6 +312,79 @@ pg_explain_push_error(jr_backend *b, const jr_push *const *pp, int n,
     PQclear(res);
 }
 
+/* a push's result_ttl: set after its insert (few pushes have one) */
+static const pg_stmt st_result_ttl = {S_RESULT_TTL, "jr_result_ttl", 2,
+    "UPDATE {{schema}}.jobs j SET result_ttl = u.ttl"
+    " FROM unnest($1::bigint[], $2::float8[]) AS u(id, ttl)"
+    " WHERE j.id = u.id"};
+
+/* 1 if a push of pp[0..n) has a result_ttl. */
+static int
+any_ttl(const jr_push *const *pp, int n)
+{
+    int i;
+
+    for (i = 0; i < n; i++)
+        if (pp[i]->result_ttl > 0)
+            return 1;
+    return 0;
+}
+
+int
+pg_insert_all(jr_backend *b, const jr_push *const *pp, int n, int64_t *ids,
+              jr_err *err)
+{
+    const char *params[2];
+    char num[32];
+    jr_buf s = {0}, t = {0};
+    int64_t *own = NULL;
+    int i, rc;
+
+    if (!any_ttl(pp, n))
+        return pg_insert_jobs(b, pp, n, ids, err);
+    if (ids == NULL &&
+        (ids = own = malloc((size_t)n * sizeof *ids)) == NULL)
+        return jr_fail(err, JR_ENOMEM, "postgres: pushing %d jobs: out of "
+                       "memory", n);
+    if ((rc = pg_insert_jobs(b, pp, n, ids, err)) == 0) {
+        for (i = 0; i < n; i++) {
+            if (!(pp[i]->result_ttl > 0))
+                continue;
+            snprintf(num, sizeof num, "%lld", (long long)ids[i]);
+            sb_num(&s, num);
+            snprintf(num, sizeof num, "%.17g", pp[i]->result_ttl);
+            sb_num(&t, num);
+        }
+        params[0] = sb_array(&s);
+        params[1] = sb_array(&t);
+        rc = s.oom || t.oom ? jr_fail(err, JR_ENOMEM, "postgres: pushing: "
+                                      "out of memory")
+             : pg_run_count(b, &st_result_ttl, params, "setting result_ttl",
+                            err) < 0 ? -1 : 0;
+    }
+    free(s.p);
+    free(t.p);
+    free(own);
+    return rc;
+}
+
+/* Pushes with a result_ttl: the insert and the ttl in one transaction. */
+static int
+push_kept(jr_backend *b, const jr_push *const *pp, int n, int64_t *ids,
+          jr_err *err)
+{
+    int rc;
+
+    if (pg_run_plain(b, "BEGIN", "pushing jobs", err) < 0)
+        return -1;
+    rc = pg_insert_all(b, pp, n, ids, err);
+    if (rc == 0 && pg_run_plain(b, "COMMIT", "pushing jobs", err) < 0)
+        rc = -1;
+    if (rc < 0)
+        pg_rollback(b);
+    return rc;
+}
+
 int
 pg_push(jr_backend *b, const jr_push *p, int n, int64_t *ids, jr_err *err)
 {
@@ -330,6 +403,8 @@ pg_push(jr_backend *b, const jr_push *p, int n, int64_t *ids, jr_err *err)
     if ((rc = pg_ready(b, err)) == 0) {
         if (pg_flow_any(pp, n))
             rc = pg_push_linked(b, pp, n, ids, err);
+        else if (any_ttl(pp, n))
+            rc = push_kept(b, pp, n, ids, err);
         else if (n == 1 && p->unique_key == NULL)
             rc = insert_one(b, p, ids, err);
         else if ((rc = pg_push_copy(b, pp, n, ids, err)) == 1)

@@ -632,6 +632,59 @@ BEGIN
     END LOOP;
 END
 $$;
+-- migration 10
+-- Results (docs/handlers.md, "Return values"): a handler's return value,
+-- NULL when it returned nothing; result_ttl, seconds a push (or a
+-- producer waiting on the job) asked it to stay completed after success,
+-- NULL for the runner's own; keep_until, when a completed job kept for its
+-- result is pruned (NULL: retention.completed decides).
+ALTER TABLE {{schema}}.jobs ADD COLUMN result jsonb,
+    ADD COLUMN result_ttl double precision
+        CHECK (result_ttl IS NULL OR (result_ttl > 0 AND result_ttl <= 315360000)),
+    ADD COLUMN keep_until timestamptz;
+CREATE INDEX jobs_kept ON {{schema}}.jobs (keep_until)
+    WHERE state = 'completed' AND keep_until IS NOT NULL;
+-- Final states: each job that becomes completed, dead or cancelled (and is
+-- kept: a plain success is deleted) notifies "<schema>_finished" (cut to
+-- 63 bytes) with the payload "<id> <state>" (docs/producers.md, "Waiting
+-- for an outcome"). One statement trigger: a claim or a renewal pays one
+-- look at its rows.
+CREATE FUNCTION {{schema}}.jobs_notify_finished() RETURNS trigger
+LANGUAGE plpgsql AS $$
+DECLARE
+    r record;
+BEGIN
+    FOR r IN SELECT n.id, n.state FROM new_jobs n
+             WHERE n.state IN ('completed', 'dead', 'cancelled') LOOP
+        PERFORM pg_notify(left(TG_TABLE_SCHEMA || '_finished', 63),
+                          r.id || ' ' || r.state);
+    END LOOP;
+    RETURN NULL;
+END
+$$;
+CREATE TRIGGER jobs_finished AFTER UPDATE ON {{schema}}.jobs
+    REFERENCING NEW TABLE AS new_jobs
+    FOR EACH STATEMENT EXECUTE FUNCTION {{schema}}.jobs_notify_finished();
+-- A job's state and result: (NULL, NULL) when there is no such job (never
+-- pushed, or deleted at success without a result).
+CREATE FUNCTION {{schema}}.outcome(id bigint, OUT state text,
+                                   OUT result jsonb)
+LANGUAGE sql STABLE AS $$
+    SELECT j.state, j.result FROM {{schema}}.jobs j WHERE j.id = outcome.id
+$$;
+-- Keeps the jobs ids that are still queued or running completed for ttl
+-- seconds after success, result or not, so that a waiter finds them
+-- (a job with a result_ttl of its own keeps it). Returns how many.
+CREATE FUNCTION {{schema}}.watch(ids bigint[], ttl double precision DEFAULT 3600)
+RETURNS integer
+LANGUAGE sql AS $$
+    WITH w AS (
+        UPDATE {{schema}}.jobs j SET result_ttl = watch.ttl
+        WHERE j.id = ANY(watch.ids) AND j.state IN ('queued', 'running')
+          AND j.result_ttl IS NULL
+        RETURNING 1)
+    SELECT count(*)::integer FROM w
+$$;
 -- migration 11
 -- Workflows (docs/workflows.md): a job may wait for others (its parents)
 -- and belong to a batch whose callbacks are pushed once every member
@@ -837,9 +890,9 @@ BEGIN
         RETURN NULL;
     END IF;
     IF TG_OP = 'DELETE' THEN
-        PERFORM {{schema}}.flow_settle(OLD.id, 'completed', NULL);
+        PERFORM {{schema}}.flow_settle(OLD.id, 'completed', OLD.result);
     ELSE
-        PERFORM {{schema}}.flow_settle(NEW.id, NEW.state, NULL);
+        PERFORM {{schema}}.flow_settle(NEW.id, NEW.state, NEW.result);
     END IF;
     RETURN NULL;
 END
@@ -906,15 +959,15 @@ BEGIN
                 child USING ERRCODE = 'invalid_parameter_value';
         END IF;
         UPDATE {{schema}}.jobs j SET flow = j.flow | 1 WHERE j.id = p
-        RETURNING j.state INTO pst;
+        RETURNING j.state, j.result INTO pst, pres;
         IF NOT FOUND THEN
             RAISE EXCEPTION 'jobrunner.link: job %: unknown parent id %',
                 child, p USING ERRCODE = 'invalid_parameter_value';
         END IF;
         IF pst NOT IN ('completed', 'dead', 'cancelled') THEN
             pst := NULL;
+            pres := NULL;
         END IF;
-        pres := NULL;
         INSERT INTO {{schema}}.job_deps (parent_id, child_id, parent_state,
                                          parent_result)
         VALUES (p, child, pst, pres);
@@ -949,4 +1002,17 @@ BEGIN
     END IF;
     RETURN 'not found';
 END
+$$;
+-- watch() as migration 10's, and a waiting job can be watched too.
+CREATE OR REPLACE FUNCTION {{schema}}.watch(ids bigint[],
+                                            ttl double precision DEFAULT 3600)
+RETURNS integer
+LANGUAGE sql AS $$
+    WITH w AS (
+        UPDATE {{schema}}.jobs j SET result_ttl = watch.ttl
+        WHERE j.id = ANY(watch.ids)
+          AND j.state IN ('queued', 'running', 'waiting')
+          AND j.result_ttl IS NULL
+        RETURNING 1)
+    SELECT count(*)::integer FROM w
 $$;

@@ -35,7 +35,12 @@ static const char *const sql_text[S_COUNT] = {
     /* prune: ?1 the cut-off time, ?2 how many at most */
     [S_PRUNE_COMPLETED] =
         "DELETE FROM jobs WHERE id IN (SELECT id FROM jobs"
-        " WHERE state = 'completed' AND finished_at < ?1 LIMIT ?2)",
+        " WHERE state = 'completed' AND finished_at < ?1"
+        " AND keep_until IS NULL LIMIT ?2)",
+    /* kept for their result (complete.c's S_KEEP): ?1 is now */
+    [S_PRUNE_KEPT] =
+        "DELETE FROM jobs WHERE id IN (SELECT id FROM jobs"
+        " WHERE state = 'completed' AND keep_until < ?1 LIMIT ?2)",
     [S_PRUNE_CANCELLED] =
         "DELETE FROM jobs WHERE id IN (SELECT id FROM jobs"
         " WHERE state = 'cancelled' AND finished_at < ?1 LIMIT ?2)",
@@ -181,6 +186,9 @@ jr_sqlite_prune(jr_backend *b, double older_completed,
         return -1;
     if ((rc = prune_state(b, S_PRUNE_COMPLETED, older_completed, limit,
                           err)) < 0)
+        goto fail;
+    n += rc;
+    if ((rc = prune_state(b, S_PRUNE_KEPT, 0, limit - n, err)) < 0)
         goto fail;
     n += rc;
     if ((rc = prune_state(b, S_PRUNE_CANCELLED, older_cancelled, limit - n,

@@ -24,23 +24,39 @@ struct idl {
     " finished_at = CASE WHEN cancel_requested THEN ?3 END,"
 
 static const char *const sql_text[S_COUNT] = {
+    /* a job pushed or waited on with result_ttl is kept (S_KEEP) */
     [S_DONE] =
         "DELETE FROM jobs WHERE id = ?1 AND state = 'running'"
-        " AND locked_by = ?2 AND flow = 0",
+        " AND locked_by = ?2 AND result_ttl IS NULL AND flow = 0",
     /* a job with children or in a batch (flow.c settles its end) */
     [S_DONE_FLOW] =
         "DELETE FROM jobs WHERE id = ?1 AND state = 'running'"
-        " AND locked_by = ?2 AND flow <> 0",
+        " AND locked_by = ?2 AND result_ttl IS NULL AND flow <> 0",
     /* plain successes of one batch: one statement, not one each */
     [S_DONE_MANY] =
         "DELETE FROM jobs WHERE id IN (SELECT value FROM json_each(?1))"
-        " AND state = 'running' AND locked_by = ?2 AND flow = 0",
+        " AND state = 'running' AND locked_by = ?2 AND result_ttl IS NULL"
+        " AND flow = 0",
+    /* ?7 the result (JSON or NULL), ?8 the runner's result_ttl, ?9
+     * retention.completed: a job with a result or a result_ttl of its
+     * own stays until keep_until */
     [S_KEEP] =
         "UPDATE jobs SET state = 'completed', finished_at = ?3,"
         " generation = coalesce(?6, generation), locked_by = NULL,"
-        " locked_until = NULL, cancel_requested = 0, updated_at = ?3"
+        " locked_until = NULL, cancel_requested = 0, updated_at = ?3,"
+        " result = ?7, keep_until = CASE WHEN ?7 IS NOT NULL"
+        "  OR result_ttl IS NOT NULL"
+        "  THEN ?3 + max(coalesce(result_ttl, ?8), ?9) END"
         " WHERE id = ?1 AND state = 'running' AND locked_by = ?2"
         " RETURNING flow, state",
+    /* what S_DONE_MANY left of its ids: those with a result_ttl */
+    [S_KEEP_MANY] =
+        "UPDATE jobs SET state = 'completed', finished_at = ?3,"
+        " locked_by = NULL, locked_until = NULL, cancel_requested = 0,"
+        " updated_at = ?3, keep_until = ?3 + max(result_ttl, ?4)"
+        " WHERE id IN (SELECT value FROM json_each(?1))"
+        " AND state = 'running' AND locked_by = ?2"
+        " AND result_ttl IS NOT NULL AND flow = 0",
     [S_RETRY] =
         "UPDATE jobs SET" REQUEUE_STATE " run_at = ?3 + ?4, last_error = ?5,"
         " generation = ?6, locked_by = NULL, locked_until = NULL,"
@@ -109,10 +125,11 @@ stmt(jr_backend *b, int which, jr_err *err)
 }
 
 static int
-result_stmt_index(const jr_backend *b, int kind)
+result_stmt_index(const jr_backend *b, const jr_result *r)
 {
-    switch (kind) {
-    case JR_DONE:    return b->keep_completed > 0 ? S_KEEP : S_DONE;
+    switch (r->kind) {
+    case JR_DONE:    return b->keep_completed > 0 || r->result != NULL ?
+                            S_KEEP : S_DONE;
     case JR_CANCELLED: return S_CANCELLED;
     case JR_PROGRESS: return S_PROGRESS;
     case JR_RETRY:   return S_RETRY;
@@ -167,9 +184,29 @@ done_flow(jr_backend *b, const char *token, const jr_result *r, char *st,
     return changed;
 }
 
+/* A success S_DONE did not delete: kept if ours with a result_ttl
+ * (*st as run_result sets it). */
+static int
+keep_one(jr_backend *b, const char *token, const jr_result *r, double now,
+         char *st, size_t size, jr_err *err)
+{
+    sqlite3_stmt *s;
+
+    if ((s = stmt(b, S_KEEP, err)) == NULL)
+        return -1;
+    sqlite3_bind_int64(s, 1, r->id);
+    bind_text(s, 2, token);
+    sqlite3_bind_double(s, 3, now);
+    bind_text(s, 6, r->generation);
+    sqlite3_bind_null(s, 7);
+    sqlite3_bind_double(s, 8, b->result_ttl);
+    sqlite3_bind_double(s, 9, b->keep_completed);
+    return run_result(b, s, st, size, err);
+}
+
 /* Binds r to s, the statement which of its kind. */
 static void
-bind_result(sqlite3_stmt *s, int which, const char *token,
+bind_result(jr_backend *b, sqlite3_stmt *s, int which, const char *token,
             const jr_result *r, double now)
 {
     sqlite3_bind_int64(s, 1, r->id);
@@ -184,16 +221,21 @@ bind_result(sqlite3_stmt *s, int which, const char *token,
         bind_text(s, 5, r->error);
         bind_text(s, 6, r->generation);
     }
+    if (which == S_KEEP) {
+        bind_text(s, 7, r->result);
+        sqlite3_bind_double(s, 8, b->result_ttl);
+        sqlite3_bind_double(s, 9, b->keep_completed);
+    }
 }
 
 /* Applies one result; returns 1 if the row was still ours, 0 if fenced
- * off, -1 on error. A success's pushes go in before its end is settled:
- * a member that adds to its own batch keeps the batch open. */
+ * off, -1 on error. A success's pushes go in before its end is settled
+ * (flow.c): a member that adds to its own batch keeps the batch open. */
 static int
 complete_one(jr_backend *b, const char *token, const jr_result *r, double now,
              jr_err *err)
 {
-    int which = result_stmt_index(b, r->kind), changed;
+    int which = result_stmt_index(b, r), changed;
     sqlite3_stmt *s;
     char st[16] = "";
 
@@ -202,20 +244,22 @@ complete_one(jr_backend *b, const char *token, const jr_result *r, double now,
                        (long long)r->id, r->kind);
     if ((s = stmt(b, which, err)) == NULL)
         return -1;
-    bind_result(s, which, token, r, now);
+    bind_result(b, s, which, token, r, now);
     if (which == S_DONE || which == S_PROGRESS)
         changed = run(b, s, err, "recording a result");
     else
         changed = run_result(b, s, st, sizeof st, err);
-    if (changed == 0 && which == S_DONE)
+    if (changed == 0 && which == S_DONE)    /* ours with a flow bit? */
         changed = done_flow(b, token, r, st, sizeof st, err);
+    if (changed == 0 && which == S_DONE)    /* ours with a result_ttl? */
+        changed = keep_one(b, token, r, now, st, sizeof st, err);
     if (changed <= 0)
         return changed;
     if (r->kind == JR_DONE && jr_sqlite_insert_all(b, r->pushes, r->npushes,
                                                    NULL, now, err) < 0)
         return -1;
-    if (st[0] != '\0' &&
-        jr_sqlite_flow_settle(b, r->id, st, NULL, now, err) < 0)
+    if (st[0] != '\0' && jr_sqlite_flow_settle(b, r->id, st,
+            r->kind == JR_DONE ? r->result : NULL, now, err) < 0)
         return -1;
     return 1;
 }
@@ -224,7 +268,27 @@ complete_one(jr_backend *b, const char *token, const jr_result *r, double now,
 static int
 plain_done(const jr_backend *b, const jr_result *r)
 {
-    return r->kind == JR_DONE && r->npushes == 0 && b->keep_completed <= 0;
+    return r->kind == JR_DONE && r->npushes == 0 && b->keep_completed <= 0 &&
+           r->result == NULL;
+}
+
+/* After S_DONE_MANY deleted ndone of the ids (JSON): the ones left that
+ * are ours with a result_ttl stay completed. Returns ndone plus those. */
+static int
+keep_many(jr_backend *b, const char *token, const char *ids, int ndone,
+          double now, jr_err *err)
+{
+    sqlite3_stmt *s;
+    int rc;
+
+    if ((s = stmt(b, S_KEEP_MANY, err)) == NULL)
+        return -1;
+    bind_text(s, 1, ids);
+    bind_text(s, 2, token);
+    sqlite3_bind_double(s, 3, now);
+    sqlite3_bind_double(s, 4, b->keep_completed);
+    rc = run(b, s, err, "recording results");
+    return rc < 0 ? -1 : ndone + rc;
 }
 
 /* After the one DELETE of the plain successes left some rows: those
@@ -286,6 +350,8 @@ complete_all(jr_backend *b, const char *token, const jr_result *r, int n,
     bind_text(s, 1, ids);
     bind_text(s, 2, token);
     rc = run(b, s, err, "recording results");
+    if (rc >= 0 && rc < nplain)         /* some have a result_ttl */
+        rc = keep_many(b, token, ids, rc, now, err);
     free(ids);
     if (rc < 0)
         return -1;

@@ -35,10 +35,11 @@ static const char *const sql_text[S_COUNT] = {
         "UPDATE jobs SET state = 'waiting', parents_left = ?2,"
         " on_parent_failure = ?3 WHERE id = ?1 AND state = 'queued'",
     [S_FLOW_PARENT_MARK] =
-        "UPDATE jobs SET flow = flow | 1 WHERE id = ?1 RETURNING state",
+        "UPDATE jobs SET flow = flow | 1 WHERE id = ?1 RETURNING state,"
+        " result",
     [S_FLOW_DEP_ADD] =
-        "INSERT INTO job_deps (parent_id, child_id, parent_state)"
-        " VALUES (?1, ?2, ?3)",
+        "INSERT INTO job_deps (parent_id, child_id, parent_state,"
+        " parent_result) VALUES (?1, ?2, ?3, ?4)",
     [S_FLOW_DEPS_END] =
         "UPDATE job_deps SET parent_state = ?2, parent_result = ?3"
         " WHERE parent_id = ?1 AND parent_state IS NULL RETURNING child_id",
@@ -439,7 +440,7 @@ wait_for(jr_backend *b, const jr_push *p, int64_t id, int64_t parent,
          double now, jr_err *err)
 {
     sqlite3_stmt *s = stmt(b, S_FLOW_PARENT_MARK, err);
-    char pst[16], ns[16];
+    char pst[16], ns[16], *res = NULL;
     int rc, final;
 
     if (s == NULL)
@@ -448,20 +449,31 @@ wait_for(jr_backend *b, const jr_push *p, int64_t id, int64_t parent,
         return jr_fail(err, JR_EINPUT, "job '%s': it cannot wait for "
                        "itself", p->name);
     sqlite3_bind_int64(s, 1, parent);
-    if ((rc = step_one(b, s, pst, sizeof pst, NULL, err, "linking a job"))
-        < 0)
-        return -1;
-    if (rc == 0)
+    if ((rc = sqlite3_step(s)) == SQLITE_ROW) {
+        snprintf(pst, sizeof pst, "%s", col_text(s, 0));
+        res = col_text(s, 1) ? strdup(col_text(s, 1)) : NULL;
+        rc = sqlite3_step(s);
+    } else if (rc == SQLITE_DONE) {
+        sqlite3_reset(s);
         return jr_fail(err, JR_EINPUT, "job '%s': unknown parent id %lld",
                        p->name, (long long)parent);
+    }
+    sqlite3_reset(s);
+    if (rc != SQLITE_DONE) {
+        free(res);
+        return jr_sqlite_fail(b, err, "linking a job");
+    }
     final = !strcmp(pst, "completed") || !strcmp(pst, "dead") ||
             !strcmp(pst, "cancelled");
-    if ((s = stmt(b, S_FLOW_DEP_ADD, err)) == NULL)
-        return -1;
-    sqlite3_bind_int64(s, 1, parent);
-    sqlite3_bind_int64(s, 2, id);
-    bind_text(s, 3, final ? pst : NULL);
-    if (run(b, s, err, "linking a job") < 0)
+    if ((s = stmt(b, S_FLOW_DEP_ADD, err)) != NULL) {
+        sqlite3_bind_int64(s, 1, parent);
+        sqlite3_bind_int64(s, 2, id);
+        bind_text(s, 3, final ? pst : NULL);
+        bind_text(s, 4, final ? res : NULL);
+        rc = run(b, s, err, "linking a job");
+    }
+    free(res);
+    if (s == NULL || rc < 0)
         return -1;
     if (!final)
         return 0;

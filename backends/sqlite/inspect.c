@@ -38,8 +38,8 @@ static const char *const sql_text[S_COUNT] = {
         " FROM n LEFT JOIN queues q ON q.name = n.name"
         " LEFT JOIN c ON c.queue = n.name ORDER BY n.name",
     [S_SHOW] =
-        "SELECT " JOB_COLUMNS ", payload, unique_key FROM jobs"
-        " WHERE id = ?1",
+        "SELECT " JOB_COLUMNS ", payload, unique_key, result,"
+        " coalesce(keep_until, 0) FROM jobs WHERE id = ?1",
     /* ?1 state (or scheduled, ready), ?2 name, ?3 queue, NULL: any; ?4
      * limit; ?5 now */
     [S_LIST] =
@@ -225,6 +225,8 @@ row_fields(sqlite3_stmt *s, jr_job_row *r)
     r->cancel_requested = sqlite3_column_int(s, 19);
     r->unique_key = NULL;
     r->limit_key = col_text(s, 20);
+    r->result = NULL;
+    r->keep_until = 0;
 }
 
 int
@@ -242,6 +244,8 @@ jr_sqlite_show(jr_backend *b, int64_t id, jr_job_cb cb, void *arg, jr_err *err)
         row_fields(s, &row);
         row.payload = col_text(s, 21);
         row.unique_key = col_text(s, 22);
+        row.result = col_text(s, 23);
+        row.keep_until = sqlite3_column_double(s, 24);
         cb(&row, arg);
     }
     sqlite3_reset(s);

@@ -54,6 +54,8 @@ static const char *const sql_text[S_COUNT] = {
      * table first) */
     [S_QUEUE_SEEN] = "SELECT 1 FROM queues WHERE name = ?1",
     [S_QUEUE_KNOWN] = "INSERT INTO queues (name) VALUES (?1)",
+    /* a push's result_ttl: set after its insert (few pushes have one) */
+    [S_RESULT_TTL] = "UPDATE jobs SET result_ttl = ?2 WHERE id = ?1",
 };
 
 static sqlite3_stmt *
@@ -418,6 +420,19 @@ insert_rows(jr_backend *b, const jr_push *p, int n, int64_t *ids,
     return 0;
 }
 
+/* Sets the result_ttl of job id. */
+static int
+set_result_ttl(jr_backend *b, int64_t id, double ttl, jr_err *err)
+{
+    sqlite3_stmt *s;
+
+    if ((s = stmt(b, S_RESULT_TTL, err)) == NULL)
+        return -1;
+    sqlite3_bind_int64(s, 1, id);
+    sqlite3_bind_double(s, 2, ttl);
+    return run(b, s, err, "setting result_ttl") < 0 ? -1 : 0;
+}
+
 /* The rows, then the workflow options of those that have some (flow.c),
  * which need the ids. */
 int
@@ -425,15 +440,21 @@ jr_sqlite_insert_all(jr_backend *b, const jr_push *p, int n, int64_t *ids,
                      double now, jr_err *err)
 {
     int64_t *own = NULL;
-    int rc;
+    int i, rc;
 
-    if (!jr_sqlite_flow_any(p, n))
+    for (i = 0; i < n && !(p[i].result_ttl > 0); i++)
+        ;
+    if (i == n && !jr_sqlite_flow_any(p, n))  /* the plain path */
         return insert_rows(b, p, n, ids, now, err);
     if (ids == NULL &&
-        (ids = own = calloc((size_t)n, sizeof *ids)) == NULL)
-        return jr_fail(err, JR_ENOMEM, "sqlite: out of memory");
+        (ids = own = malloc((size_t)n * sizeof *ids)) == NULL)
+        return jr_fail(err, JR_ENOMEM, "sqlite: pushing %d jobs: out of "
+                       "memory", n);
     rc = insert_rows(b, p, n, ids, now, err);
-    if (rc == 0)
+    for (i = 0; rc == 0 && i < n; i++)
+        if (p[i].result_ttl > 0)
+            rc = set_result_ttl(b, ids[i], p[i].result_ttl, err);
+    if (rc == 0 && jr_sqlite_flow_any(p, n))
         rc = jr_sqlite_flow_link(b, p, n, ids, now, err);
     free(own);
     return rc;

@@ -287,6 +287,18 @@ END;
 -- served only the lease renewal, every few seconds. Renewal now reads the
 -- running jobs through jobs_lease (a runner's are a few hundred of them).
 DROP INDEX IF EXISTS jobs_locked_by;
+-- migration 10
+-- Results (docs/handlers.md, "Return values"): a handler's return value
+-- as JSON text, NULL when it returned nothing; result_ttl, seconds a push
+-- (or a producer waiting on the job) asked it to stay completed after
+-- success, NULL for the runner's own; keep_until, when a completed job
+-- kept for its result is pruned (NULL: retention.completed decides).
+ALTER TABLE jobs ADD COLUMN result TEXT;
+ALTER TABLE jobs ADD COLUMN result_ttl REAL
+    CHECK (result_ttl IS NULL OR (result_ttl > 0 AND result_ttl <= 315360000));
+ALTER TABLE jobs ADD COLUMN keep_until REAL;
+CREATE INDEX jobs_kept ON jobs (keep_until)
+    WHERE state = 'completed' AND keep_until IS NOT NULL;
 -- migration 11
 -- Workflows (docs/workflows.md): a job may wait for others (its parents)
 -- and belong to a batch whose callbacks are pushed once every member
@@ -335,6 +347,10 @@ CREATE TABLE jobs_new (
     limit_key    TEXT
                  CHECK (limit_key IS NULL
                         OR length(CAST(limit_key AS BLOB)) BETWEEN 1 AND 256),
+    result       TEXT,
+    result_ttl   REAL
+                 CHECK (result_ttl IS NULL OR (result_ttl > 0 AND result_ttl <= 315360000)),
+    keep_until   REAL,
     flow         INTEGER NOT NULL DEFAULT 0,         -- 1 children, 2 batch
     parents_left INTEGER NOT NULL DEFAULT 0,         -- unfinished parents
     on_parent_failure TEXT
@@ -346,12 +362,13 @@ INSERT INTO jobs_new (id, name, payload, queue, priority, state, run_at,
     attempts, max_retries, last_error, generation, created_at, updated_at,
     died_at, locked_by, locked_until, started_at, finished_at,
     progress_done, progress_total, progress_note, cancel_requested,
-    unique_key, limit_key)
+    unique_key, limit_key, result, result_ttl, keep_until)
 SELECT id, name, payload, queue, priority, state, run_at,
     attempts, max_retries, last_error, generation, created_at, updated_at,
     died_at, locked_by, locked_until, started_at, finished_at,
     progress_done, progress_total, progress_note, cancel_requested,
-    unique_key, limit_key FROM jobs ORDER BY id;
+    unique_key, limit_key, result, result_ttl, keep_until FROM jobs
+ORDER BY id;
 UPDATE sqlite_sequence SET seq = max(seq, coalesce(
     (SELECT seq FROM sqlite_sequence WHERE name = 'jobs'), 0))
 WHERE name = 'jobs_new';
@@ -370,6 +387,8 @@ CREATE INDEX jobs_cancel ON jobs (locked_by)
     WHERE state = 'running' AND cancel_requested = 1;
 CREATE UNIQUE INDEX jobs_unique ON jobs (name, unique_key)
     WHERE unique_key IS NOT NULL AND state IN ('queued', 'running');
+CREATE INDEX jobs_kept ON jobs (keep_until)
+    WHERE state = 'completed' AND keep_until IS NOT NULL;
 CREATE INDEX jobs_waiting ON jobs (id) WHERE state = 'waiting';
 CREATE INDEX jobs_batch ON jobs (batch_id) WHERE batch_id IS NOT NULL;
 CREATE TRIGGER jobs_run_at_check BEFORE INSERT ON jobs
@@ -428,3 +447,4 @@ CREATE TABLE batch_jobs (
     result    TEXT,
     PRIMARY KEY (batch_id, job_id)
 ) WITHOUT ROWID;
+CREATE INDEX batch_jobs_job ON batch_jobs (job_id);

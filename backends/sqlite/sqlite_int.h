@@ -37,7 +37,7 @@ enum {
     S_INSERT, S_INSERT_BARE, S_INSERT_MANY, S_INSERT_MANY_IDS,
     S_INSERT_MANY_BARE, S_INSERT_MANY_BARE_IDS, S_LIMIT_PATH,
     S_UNIQUE_HOLDER, S_UNIQUE_WINDOW, S_UNIQUE_TAKE, S_UNIQUE_REPLACE,
-    S_QUEUE_SEEN, S_QUEUE_KNOWN,
+    S_QUEUE_SEEN, S_QUEUE_KNOWN, S_RESULT_TTL,
     /* claim.c */
     S_CLAIM_QUEUES, S_QUEUE_READY, S_CLAIM_CANDIDATES, S_LIM_CANDIDATES,
     S_CLAIM, S_CLAIM_ONE,
@@ -45,11 +45,13 @@ enum {
     S_LIM_RUNNING, S_LIM_BUCKET, S_LIM_BUCKET_SET, S_LIM_PRUNE,
     S_LIM_PATH_SET, S_LIM_USE, S_LIM_USE_TOP, S_LIM_TOKENS,
     /* complete.c */
-    S_DONE, S_DONE_FLOW, S_RESCUE_FLOW, S_DONE_MANY, S_KEEP, S_RETRY, S_DEAD, S_SNOOZE, S_RELEASE,
-    S_EXPIRED, S_CANCELLED, S_PROGRESS, S_RENEW, S_RESCUE,
+    S_DONE, S_DONE_FLOW, S_RESCUE_FLOW, S_DONE_MANY, S_KEEP, S_KEEP_MANY,
+    S_RETRY, S_DEAD, S_SNOOZE, S_RELEASE, S_EXPIRED, S_CANCELLED,
+    S_PROGRESS, S_RENEW, S_RESCUE,
     /* admin.c */
     S_DEAD_RETRY, S_DEAD_RETRY_ALL, S_DEAD_PURGE, S_DEAD_DELETE,
-    S_PRUNE_COMPLETED, S_PRUNE_CANCELLED, S_PRUNE_DEAD, S_PRUNE_UNIQUE,
+    S_PRUNE_COMPLETED, S_PRUNE_KEPT, S_PRUNE_CANCELLED, S_PRUNE_DEAD,
+    S_PRUNE_UNIQUE,
     S_CANCEL_QUEUED, S_CANCEL_RUNNING, S_EXISTS, S_CANCEL_POLL,
     S_PAUSE, S_RESUME, S_QUEUE_PRUNE,
     /* inspect.c */
@@ -82,6 +84,7 @@ struct jr_backend {
     int           busy_ms;
     int           must_exist;   /* never create the file or the tables */
     double        keep_completed; /* seconds; 0: delete at success */
+    double        result_ttl;     /* seconds a job with a result stays */
     unsigned      rotate;       /* claims so far: which queue leads */
     int           triggers_off; /* the schema's triggers are off (see
                                  * conn.c, "the schema's triggers") */

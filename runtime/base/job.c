@@ -8,6 +8,7 @@
 
 #include "base/job.h"
 #include "base/jsontext.h"
+#include "base/ranges.h"
 
 int
 jr_name_check(const char *name, const char *what, jr_err *err)
@@ -146,6 +147,10 @@ jr_push_check(const jr_push *p, size_t max_payload, jr_err *err)
     if (p->max_retries < -1)
         return jr_fail(err, JR_EINPUT, "job '%s': max_retries %d is "
                        "negative", p->name, p->max_retries);
+    if (!(p->result_ttl >= 0 && p->result_ttl <= JR_RANGE_RETENTION_MAX))
+        return jr_fail(err, JR_EINPUT, "job '%s': result_ttl %g is out of "
+                       "range (0 to %g seconds)", p->name, p->result_ttl,
+                       JR_RANGE_RETENTION_MAX);
     if (!isfinite(p->run_at) || p->run_at < 0 || p->run_at > JR_TIME_MAX)
         return jr_fail(err, JR_EINPUT, "job '%s': run_at %g is not a time "
                        "(epoch seconds from 0 to %.0f, 9999-12-31)", p->name,

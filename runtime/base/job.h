@@ -82,6 +82,10 @@ typedef struct jr_push {
     int        *outcome;        /* may be NULL; receives JR_PUSH_NEW,
                                    _DUPLICATE or _REPLACED */
     const char *key;            /* limit key (limitcfg.h); NULL: none */
+    double      result_ttl;     /* > 0: seconds the job stays completed
+                                   after success, result or not; 0: the
+                                   runner's result_ttl, and only when it
+                                   returns a result */
     /* workflows (docs/workflows.md): zero means none */
     const int64_t *after;       /* the job waits for these jobs (parents) */
     int            nafter;
@@ -150,6 +154,8 @@ typedef struct jr_result {
     double         done;        /* PROGRESS: work done so far */
     double         total;       /* PROGRESS: of this much; NAN: unknown */
     const char    *note;        /* PROGRESS: a short text, or NULL */
+    const char    *result;      /* DONE: the handler's return value as JSON
+                                   text, or NULL when it returned nothing */
 } jr_result;
 
 /* The states a job is in, as filters, gauges, the control module and the

@@ -303,6 +303,12 @@ set_unique_for(jr_push *p, const char *val, jr_err *err)
 }
 
 static int
+set_result_ttl(jr_push *p, const char *val, jr_err *err)
+{
+    return jr_parse_duration(val, "--result-ttl", &p->result_ttl, err);
+}
+
+static int
 set_on_conflict(jr_push *p, const char *val, jr_err *err)
 {
     if (strcmp(val, "keep") == 0 || strcmp(val, "replace") == 0) {
@@ -381,6 +387,7 @@ static const struct push_option {
     {"--unique-for",  1, set_unique_for},
     {"--on-conflict", 1, set_on_conflict},
     {"--key",         1, set_key},
+    {"--result-ttl",  1, set_result_ttl},
     {"--after",       1, set_after},
     {"--on-parent-failure", 1, set_on_parent_failure},
     {"--batch",       1, set_batch},
@@ -503,6 +510,7 @@ jr_cmd_push(jr_cli *cli)
     opts.queue = p.queue;
     opts.max_retries = p.max_retries;
     opts.key = p.key;
+    opts.result_ttl = p.result_ttl;
     u.key = p.unique_key;
     u.unique_for = p.unique_for;
     u.on_conflict = p.on_conflict;

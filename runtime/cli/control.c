@@ -197,6 +197,11 @@ job_json(const jr_client_job_info *j, const job_out *o)
     }
     printf(",\"key\":");
     jr_json_str(stdout, j->limit_key);
+    if (o->full) {
+        printf(",\"result\":");
+        jr_jsontext_write(stdout, j->result);
+        json_time("keep_until", j->keep_until);
+    }
     json_progress(j);
     printf("}%s", o->full ? "\n" : "");
 }
@@ -257,6 +262,12 @@ job_text_full(const jr_client_job_info *j)
     if (j->payload)
         jr_jsontext_write(stdout, j->payload);
     printf("%s\n", j->payload ? "" : "-");
+    printf("%-13s ", "result");
+    if (j->result)
+        jr_jsontext_write(stdout, j->result);
+    printf("%s\n", j->result ? "" : "-");
+    if (j->keep_until > 0)
+        text_time("kept_until", j->keep_until);
     printf("%-13s %s\n", "last_error", j->last_error ? j->last_error : "-");
 }
 

@@ -153,6 +153,7 @@ make_push(jr_client *c, const char *name, const char *payload,
     p->run_at = o->run_at;
     p->run_in = o->run_in;
     p->key = o->key;
+    p->result_ttl = o->result_ttl;
     return jr_push_check(p, c->max_payload, &c->err);
 }
 
@@ -489,6 +490,8 @@ job_row(const jr_job_row *row, void *arg)
     j.cancel_requested = row->cancel_requested;
     j.unique_key = row->unique_key;
     j.limit_key = row->limit_key;
+    j.result = row->result;
+    j.keep_until = row->keep_until;
     return a->fn(&j, a->arg);
 }
 

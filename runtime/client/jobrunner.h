@@ -76,10 +76,15 @@ typedef struct jr_client_opts {
     const char *key;            /* limit key, 1 to 256 bytes
                                    (docs/limits.md); NULL: none, or the payload
                                    path the runner declared */
+    double      result_ttl;     /* > 0: seconds the job stays completed
+                                   after success, with its result or none
+                                   (docs/producers.md); 0: the runner's
+                                   result_ttl, and only if it returns a
+                                   result */
 } jr_client_opts;
 
 #define JR_CLIENT_UNSET (-1)
-#define JR_CLIENT_OPTS_INIT { 0, 0, 0, NULL, JR_CLIENT_UNSET, NULL }
+#define JR_CLIENT_OPTS_INIT { 0, 0, 0, NULL, JR_CLIENT_UNSET, NULL, 0 }
 
 /* One job of a jr_client_push_many batch. Strings are borrowed. */
 typedef struct jr_client_job {
@@ -314,6 +319,11 @@ typedef struct jr_client_job_info {
     const char *unique_key;     /* its unique key (jr_client_push_unique);
                                    NULL: none, or from jr_client_list */
     const char *limit_key;      /* its limit key; NULL: unkeyed */
+    const char *result;         /* what its handler returned, as JSON text
+                                   (a completed job kept for it); NULL:
+                                   none, or from jr_client_list */
+    double      keep_until;     /* a completed job kept for its result is
+                                   pruned after this; 0: not set */
 } jr_client_job_info;
 
 /* Called once per job. Return 0 to go on, non-zero to stop. */

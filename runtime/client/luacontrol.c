@@ -50,7 +50,7 @@ jr_luaclient_cancel(lua_State *L)                          /* q id... */
  * (its strings unused), then each string's length (JOB_NULL for NULL)
  * and bytes. */
 enum { S_NAME, S_QUEUE, S_STATE, S_PAYLOAD, S_ERROR, S_GEN, S_LOCKED,
-       S_UKEY, S_NOTE, S_KEY, NSTR };
+       S_UKEY, S_NOTE, S_KEY, S_RESULT, NSTR };
 #define JOB_NULL ((size_t)-1)
 
 static int
@@ -58,7 +58,7 @@ job_collect(const jr_client_job_info *j, void *arg)
 {
     const char *str[NSTR] = {j->name, j->queue, j->state, j->payload,
         j->last_error, j->generation, j->locked_by, j->unique_key,
-        j->progress_note, j->limit_key};
+        j->progress_note, j->limit_key, j->result};
     jr_buf *b = arg;
     size_t len;
     int i;
@@ -119,7 +119,7 @@ push_job(lua_State *L, const jr_buf *b, size_t *at)
 {
     static const char *const keys[NSTR] = {"name", "queue", "state",
         "payload", "last_error", "generation", "locked_by", "unique_key",
-        NULL, "key"};
+        NULL, "key", "result"};
     jr_client_job_info j;
     const char *note = NULL;
     size_t len, nlen = 0;
@@ -151,6 +151,7 @@ push_job(lua_State *L, const jr_buf *b, size_t *at)
     set_num(L, "created_at", j.created_at);
     set_num(L, "started_at", j.started_at);
     set_num(L, "finished_at", j.finished_at);
+    set_num(L, "keep_until", j.keep_until);
     lua_pushboolean(L, j.cancel_requested);          /* t b */
     lua_setfield(L, -2, "cancel_requested");         /* t */
     set_progress(L, &j, note, nlen);
@@ -159,7 +160,7 @@ push_job(lua_State *L, const jr_buf *b, size_t *at)
 /* q:show(id) -> {id, name, queue, state, payload (JSON text), attempt,
  * max_retries, priority, run_at, created_at, started_at, finished_at,
  * last_error, generation, locked_by, unique_key, cancel_requested,
- * progress, key} |
+ * progress, key, result (JSON text), keep_until} |
  * nil, msg (also for an unknown id). Times are epoch seconds; fields not
  * set are absent. */
 int

@@ -35,6 +35,8 @@ jr_config_defaults(jr_config *c)
     c->log_level = JR_LOG_INFO;
     c->busy_timeout = 5;
     c->max_payload = 1 << 20;
+    c->max_result = 64 << 10;
+    c->result_ttl = 3600;
     c->tick_interval = 5;
     c->idle_timeout = 30;
     c->load_timeout = 60;

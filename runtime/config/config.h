@@ -39,6 +39,9 @@ typedef struct jr_config {
     double     busy_timeout;    /* SQLite lock wait, seconds */
     char      *schema;          /* PostgreSQL schema */
     size_t     max_payload;     /* bytes */
+    size_t     max_result;      /* bytes of a handler's result (JSON) */
+    double     result_ttl;      /* seconds a succeeded job with a result
+                                 * (or waited on) stays completed */
     double     tick_interval;   /* seconds between on_tick hooks */
     double     idle_timeout;    /* seconds before an idle worker retires */
     double     load_timeout;    /* seconds a new worker has to say hello */

@@ -217,6 +217,17 @@ k_max_payload(cfg_ctx *x, lua_State *L, const char *key)
 }
 
 static int
+k_max_result(cfg_ctx *x, lua_State *L, const char *key)
+{
+    int v;
+
+    if (get_int(x, L, key, 1, 1 << 30, &v) < 0)
+        return -1;
+    x->c->max_result = (size_t)v;
+    return 0;
+}
+
+static int
 k_synchronous(cfg_ctx *x, lua_State *L, const char *key)
 {
     const char *v = lua_tostring(L, -1);
@@ -461,14 +472,10 @@ k_serve_queues(cfg_ctx *x, lua_State *L, const char *key)
     return 0;
 }
 
-/* A retention period: seconds, or a duration string ("30s", "7d"). */
+/* A period: seconds, or a duration string ("30s", "7d"), into *out. */
 static int
-k_keep(cfg_ctx *x, lua_State *L, const char *key)
+get_period(cfg_ctx *x, lua_State *L, const char *key, double *out)
 {
-    const char *k = strchr(key, '.') + 1;
-    double *out = k[0] == 'c' && k[1] == 'o' ? &x->c->keep_completed :
-                  k[0] == 'c' ? &x->c->keep_cancelled :
-                  k[0] == 'q' ? &x->c->keep_queues : &x->c->keep_dead;
     jr_err e;
 
     if (lua_type(L, -1) != LUA_TSTRING)
@@ -481,6 +488,25 @@ k_keep(cfg_ctx *x, lua_State *L, const char *key)
         return key_fail(x, key, "is out of range (0 to %g seconds), got "
                         "%g", JR_RANGE_RETENTION_MAX, *out);
     return 0;
+}
+
+/* A retention period. */
+static int
+k_keep(cfg_ctx *x, lua_State *L, const char *key)
+{
+    const char *k = strchr(key, '.') + 1;
+    double *out = k[0] == 'c' && k[1] == 'o' ? &x->c->keep_completed :
+                  k[0] == 'c' ? &x->c->keep_cancelled :
+                  k[0] == 'q' ? &x->c->keep_queues : &x->c->keep_dead;
+
+    return get_period(x, L, key, out);
+}
+
+/* How long a succeeded job with a result (or waited on) stays. */
+static int
+k_result_ttl(cfg_ctx *x, lua_State *L, const char *key)
+{
+    return get_period(x, L, key, &x->c->result_ttl);
 }
 
 static int
@@ -545,6 +571,8 @@ static const key_row top_rows[] = {
     {"busy_timeout", k_busy},
     {"schema", k_schema},
     {"max_payload", k_max_payload},
+    {"max_result", k_max_result},
+    {"result_ttl", k_result_ttl},
     {"hooks", k_hooks},
     {"backoff", k_top_backoff},
     {"tick_interval", k_tick},

@@ -32,4 +32,5 @@ jr_dbopts_fill(jr_backend_opts *o, const jr_config *cfg, int use)
     o->own_timeouts = 1;
     o->keep_completed = cfg->keep_completed;
     o->keep_cancelled = cfg->keep_cancelled;
+    o->result_ttl = cfg->result_ttl;
 }

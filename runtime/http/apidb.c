@@ -141,6 +141,13 @@ job_row(const jr_job_row *r, void *arg)
          * too, so that a client shows it exactly as pushed */
         jr_buf_put(b, ",\"payload\":", 11);
         jr_api_str(b, r->payload);
+        /* the handler's return value as a JSON value: the worker checked
+         * it as every payload is (jsontext.h) */
+        jr_buf_put(b, ",\"result\":", 10);
+        if (r->result != NULL)
+            jr_buf_put(b, r->result, strlen(r->result));
+        else
+            jr_buf_put(b, "null", 4);
     }
     jr_buf_put(b, "}", 1);
     return 0;

@@ -381,9 +381,9 @@ enc_value(lua_State *L, enc *e, int idx)
 
 /* The encoder's message stays in e until the end, so that msg may be as
  * small as the caller likes. */
-int
-jr_json_encode(lua_State *L, int idx, jr_buf *b, char *msg,
-               size_t msgsize)
+static int
+encode_root(lua_State *L, int idx, jr_buf *b, const char *root, int payload,
+            char *msg, size_t msgsize)
 {
     enc e;
     int rc;
@@ -391,17 +391,17 @@ jr_json_encode(lua_State *L, int idx, jr_buf *b, char *msg,
     idx = lua_absindex(L, idx);
     memset(&e, 0, sizeof e);
     e.b = b;
-    snprintf(e.path, sizeof e.path, "payload");
+    snprintf(e.path, sizeof e.path, "%s", root);
     e.plen = strlen(e.path);
-    if (lua_isnoneornil(L, idx))
+    if (payload && lua_isnoneornil(L, idx))
         rc = enc_lit(&e, "{}");
-    else if (lua_type(L, idx) != LUA_TTABLE)
+    else if (payload && lua_type(L, idx) != LUA_TTABLE)
         rc = enc_fail(&e, "must be a table or nil, got %s",
                       luaL_typename(L, idx));
     else {
         lua_newtable(L);                             /* seen */
         e.seen = lua_gettop(L);
-        rc = enc_table(L, &e, idx);
+        rc = enc_value(L, &e, idx);
         lua_pop(L, 1);                               /* (nothing) */
     }
     if (rc == 0 && jr_buf_put(b, "", 1) < 0)
@@ -409,6 +409,22 @@ jr_json_encode(lua_State *L, int idx, jr_buf *b, char *msg,
     if (rc < 0 && msgsize > 0)
         snprintf(msg, msgsize, "%s", e.msg);
     return rc;
+}
+
+/* A payload: a table, or nil as {}. */
+int
+jr_json_encode(lua_State *L, int idx, jr_buf *b, char *msg,
+               size_t msgsize)
+{
+    return encode_root(L, idx, b, "payload", 1, msg, msgsize);
+}
+
+/* A result: any value. */
+int
+jr_json_encode_value(lua_State *L, int idx, jr_buf *b, char *msg,
+                     size_t msgsize)
+{
+    return encode_root(L, idx, b, "result", 0, msg, msgsize);
 }
 
 /* jobrunner.array(t?) -> t, marked to encode as a JSON array even when

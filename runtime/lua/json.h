@@ -29,6 +29,13 @@ jr_buf *jr_json_buf_new(lua_State *L);
 int jr_json_encode(lua_State *L, int idx, jr_buf *b, char *msg,
                    size_t msgsize);
 
+/* Appends any value at idx (a table, string, number, boolean, nil or
+ * jobrunner.null; nil as null) to b as JSON text and a NUL, as a
+ * handler's result: errors as jr_json_encode's, under "result".
+ * [-0, +0, m] */
+int jr_json_encode_value(lua_State *L, int idx, jr_buf *b, char *msg,
+                         size_t msgsize);
+
 /* Sets null (the light userdata NULL, as cjson.null) and array (the
  * jobrunner.array() marker function) in the module table on top.
  * [-0, +0, m] */

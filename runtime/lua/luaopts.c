@@ -123,10 +123,12 @@ read_one(lua_State *L, const char *fn, const char *k, jr_push *p,
         p->on_conflict = read_on_conflict(L, fn);
     else if (strcmp(k, "key") == 0)
         return read_key(L, fn, p, err);
+    else if (strcmp(k, "result_ttl") == 0)
+        p->result_ttl = jr_luaopts_number(L, fn, k);
     else
         luaL_error(L, "%s: unknown option '%s' (valid: run_in, run_at, "
                    "priority, queue, max_retries, unique_key, unique_for, "
-                   "on_conflict, key)", fn, k);
+                   "on_conflict, key, result_ttl)", fn, k);
     return 0;
 }
 
@@ -145,6 +147,7 @@ jr_luaopts_push(lua_State *L, int idx, const char *fn, jr_push *p,
     p->unique_for = 0;
     p->on_conflict = JR_CONFLICT_KEEP;
     p->key = NULL;
+    p->result_ttl = 0;
     jr_err_clear(err);
     if (!lua_isnoneornil(L, idx)) {
         luaL_checktype(L, idx, LUA_TTABLE);

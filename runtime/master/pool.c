@@ -466,6 +466,7 @@ send_settings(master *m, wk *w)
         .scripts = c->scripts, .max_retries = c->max_retries,
         .timeout = c->timeout, .load_timeout = c->load_timeout,
         .memory_limit = c->memory_limit, .max_payload = c->max_payload,
+        .max_result = c->max_result,
         .log_level = c->log_level, .log_json = c->log_json,
     };
 

@@ -262,7 +262,10 @@ jr_frame_put_result(jr_buf *b, const jr_result *res)
         jr_put_f64(b, p->unique_for);
         jr_put_i32(b, p->on_conflict);
         jr_put_str(b, p->key);
+        jr_put_f64(b, p->result_ttl);
     }
+    if (res->kind == JR_DONE)
+        jr_put_str(b, res->result);
     if (res->kind == JR_PROGRESS) {
         jr_put_f64(b, res->done);
         jr_put_f64(b, res->total);
@@ -271,9 +274,9 @@ jr_frame_put_result(jr_buf *b, const jr_result *res)
     jr_frame_end(b, start);
 }
 
-/* Smallest encoding of one push: five string lengths, three i32, three
+/* Smallest encoding of one push: five string lengths, three i32, four
  * f64. */
-#define PUSH_MIN_BYTES (5 * 4 + 3 * 4 + 3 * 8)
+#define PUSH_MIN_BYTES (5 * 4 + 3 * 4 + 4 * 8)
 
 int
 jr_frame_get_result(jr_reader *r, jr_result *res, void **mem, jr_err *err)
@@ -312,9 +315,12 @@ jr_frame_get_result(jr_reader *r, jr_result *res, void **mem, jr_err *err)
         pushes[i].on_conflict = jr_get_i32(r);
         pushes[i].outcome = NULL;
         pushes[i].key = arena_str(r, &arena);
+        pushes[i].result_ttl = jr_get_f64(r);
         if (pushes[i].name == NULL)
             r->bad = 1;
     }
+    if (res->kind == JR_DONE)
+        res->result = arena_str(r, &arena);
     if (res->kind == JR_PROGRESS) {
         res->done = jr_get_f64(r);
         res->total = jr_get_f64(r);
@@ -516,6 +522,7 @@ jr_frame_put_settings(jr_buf *b, const jr_settings *s)
     jr_put_f64(b, s->load_timeout);
     jr_put_i64(b, (int64_t)s->memory_limit);
     jr_put_i64(b, (int64_t)s->max_payload);
+    jr_put_i64(b, (int64_t)s->max_result);
     jr_put_u8(b, (unsigned)s->log_level);
     jr_put_u8(b, s->log_json ? 1 : 0);
     jr_frame_end(b, start);
@@ -532,7 +539,8 @@ jr_settings_free(jr_settings *s)
 
 /* NULL, or what is out of range in s. */
 static const char *
-settings_range(const jr_settings *s, int64_t mem, int64_t payload)
+settings_range(const jr_settings *s, int64_t mem, int64_t payload,
+               int64_t result)
 {
     if (s->max_retries < 0 || s->max_retries > JR_RANGE_RETRIES_MAX)
         return "max_retries";
@@ -546,6 +554,8 @@ settings_range(const jr_settings *s, int64_t mem, int64_t payload)
         return "memory_limit";
     if (payload < 1 || payload > (1 << 30))
         return "max_payload";
+    if (result < 1 || result > (1 << 30))
+        return "max_result";
     if (s->log_level < JR_LOG_DEBUG || s->log_level > JR_LOG_ERROR ||
         s->log_json > 1)
         return "log";
@@ -557,7 +567,7 @@ jr_frame_get_settings(jr_reader *r, jr_settings *out, jr_err *err)
 {
     size_t len;
     const char *dir = jr_get_str(r, &len), *bad;
-    int64_t mem, payload;
+    int64_t mem, payload, result;
 
     memset(out, 0, sizeof *out);
     out->max_retries = jr_get_i32(r);
@@ -565,6 +575,7 @@ jr_frame_get_settings(jr_reader *r, jr_settings *out, jr_err *err)
     out->load_timeout = jr_get_f64(r);
     mem = jr_get_i64(r);
     payload = jr_get_i64(r);
+    result = jr_get_i64(r);
     out->log_level = (int)jr_get_u8(r);
     out->log_json = (int)jr_get_u8(r);
     if (r->bad || r->n != 0)
@@ -573,11 +584,12 @@ jr_frame_get_settings(jr_reader *r, jr_settings *out, jr_err *err)
     if (dir == NULL || len == 0 || memchr(dir, 0, len))
         return jr_fail(err, JR_EPROTO, "malformed settings: no scripts "
                        "directory");
-    if ((bad = settings_range(out, mem, payload)) != NULL)
+    if ((bad = settings_range(out, mem, payload, result)) != NULL)
         return jr_fail(err, JR_EPROTO, "malformed settings: %s out of "
                        "range", bad);
     out->memory_limit = (size_t)mem;
     out->max_payload = (size_t)payload;
+    out->max_result = (size_t)result;
     if ((out->scripts = strndup(dir, len)) == NULL)
         return jr_fail(err, JR_ENOMEM, "settings: out of memory");
     return 0;

@@ -117,6 +117,7 @@ typedef struct jr_settings {
     double  load_timeout;       /* seconds loading the handlers may take */
     size_t  memory_limit;       /* bytes a worker's Lua may hold; 0: none */
     size_t  max_payload;        /* bytes of a handler's push */
+    size_t  max_result;         /* bytes of a handler's result (JSON) */
     int     log_level;          /* JR_LOG_* */
     int     log_json;           /* 1: JSON log lines */
 } jr_settings;

@@ -18,6 +18,7 @@
 
 #include "config/config.h"
 #include "lua/json.h"
+#include "base/jsontext.h"
 #include "base/retry.h"
 #include "worker/worker_int.h"
 
@@ -281,6 +282,63 @@ on_progress(void *arg)
     jr_worker_flush(w);         /* a failure shows at the result's */
 }
 
+/* Encodes the value at 1 into the jr_buf at upvalue 1 (a protected call:
+ * the encoder may raise on memory). Returns "" or the reason. */
+static int
+encode_result(lua_State *L)                          /* v */
+{
+    jr_buf *b = lua_touserdata(L, lua_upvalueindex(1));
+    char msg[300];
+
+    if (jr_json_encode_value(L, 1, b, msg, sizeof msg) < 0)
+        lua_pushstring(L, msg);
+    else
+        lua_pushliteral(L, "");
+    return 1;
+}
+
+/* The handler returned the value on top (not nil): res->result is its
+ * JSON text, or the attempt fails (too large, or no JSON for it).
+ * [-1, +0, -] */
+static void
+take_result(worker *w, const jr_job *j, jr_result *res)
+{
+    lua_State *L = w->L;
+    const char *why;
+    char bad[200];
+
+    jr_buf_reset(&w->result);
+    lua_pushlightuserdata(L, &w->result);            /* v b */
+    lua_pushcclosure(L, encode_result, 1);           /* v f */
+    lua_insert(L, -2);                               /* f v */
+    why = lua_pcall(L, 1, 1, 0) == LUA_OK ? lua_tostring(L, -1) : NULL;
+    if (why != NULL && *why == '\0' && !w->result.oom &&
+        w->result.len - 1 <= w->set.max_result) {
+        if (jr_jsontext_check(w->result.p, w->result.len - 1, bad,
+                              sizeof bad) == 0) {
+            lua_pop(L, 1);
+            res->result = w->result.p;
+            return;
+        }
+        why = bad;              /* what one backend would refuse */
+    }
+    if (why == NULL || *why == '\0')
+        snprintf(w->err, sizeof w->err, "job %lld: result of %zu bytes is "
+                 "over max_result (%zu)", (long long)j->id,
+                 w->result.len - 1, w->set.max_result);
+    else
+        snprintf(w->err, sizeof w->err, "job %lld: %s", (long long)j->id,
+                 why);
+    if (w->result.oom || why == NULL)
+        snprintf(w->err, sizeof w->err, "job %lld: result: out of memory",
+                 (long long)j->id);
+    lua_pop(L, 1);
+    res->result = NULL;
+    res->pushes = NULL;         /* follow-ups go with a success only */
+    res->npushes = 0;
+    failed(w, j, res);
+}
+
 /* Fills res from how the handler's call ended: rc from jr_script_xrun,
  * with its error value on top unless LUA_OK or late. [-(1|0), +0, -] */
 static void
@@ -319,6 +377,10 @@ outcome(worker *w, const jr_job *j, int rc, double timeout, jr_result *res)
         res->kind = JR_DONE;
         res->pushes = w->ctx.pushes;
         res->npushes = w->ctx.npushes;
+        if (lua_isnil(L, -1))
+            lua_pop(L, 1);
+        else
+            take_result(w, j, res);     /* may fail the attempt */
     } else if (!take_error(w, res)) {
         failed(w, j, res);
     }
@@ -362,7 +424,7 @@ jr_run_job(worker *w, const jr_job *j, jr_result *res)
         jr_script_interrupt(L); /* look at once */
     t0 = jr_mono();
     /* no instruction budget: the timeout is the handler's limit */
-    rc = jr_script_xrun(L, 1, 0, 0, timeout);        /* t | t e */
+    rc = jr_script_xrun(L, 1, 1, 0, timeout);        /* t r | t e */
     t0 = jr_mono() - t0;
     w->info->avg = w->info->avg > 0 ? 0.8 * w->info->avg + 0.2 * t0 : t0;
     running_L = NULL;

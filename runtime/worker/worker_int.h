@@ -32,6 +32,7 @@ typedef struct worker {
     jr_jobctx   ctx;
     int         decode_ref;     /* cjson.decode */
     jr_buf      out;            /* frames to write */
+    jr_buf      result;         /* the last job's result as JSON text */
     jr_memlimit mem;            /* the Lua state's allocations */
     int         recycle;        /* exit after this job's result */
     double      unflushed_since;/* mono time of the oldest unsent result */
