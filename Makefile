@@ -33,7 +33,8 @@ endif
 # folder is built: a new file needs no edit here. The producer module's
 # Lua glue (LUAMOD_SRCS, below) is not part of the runner.
 LAYERS   = base lua config worker master services db http client cli
-LUAMOD_SRCS = runtime/client/luaclient.c runtime/client/luacontrol.c
+LUAMOD_SRCS = runtime/client/luaclient.c runtime/client/luacontrol.c \
+              runtime/client/luaflow.c
 RUNTIME_SRCS = $(filter-out $(LUAMOD_SRCS),\
                  $(foreach d,$(LAYERS),$(wildcard runtime/$(d)/*.c)))
 BACKEND_SRCS = $(wildcard backends/*.c backends/*/*.c)

@@ -111,7 +111,8 @@ link_one(jr_backend *b, const jr_push *const *pp, int i, const int64_t *ids,
                                                    p->batch));
     params[0] = id;
     params[1] = sb_array(&a);
-    params[2] = jr_opf_name(p->on_parent_failure);
+    params[2] = jr_opf_name(p->on_parent_failure ? p->on_parent_failure :
+                            b->opf);
     params[3] = strcmp(bid, "0") != 0 ? bid : NULL;
     if (a.oom) {
         free(a.p);
@@ -184,4 +185,109 @@ pg_push_linked(jr_backend *b, const jr_push *const *pp, int n, int64_t *ids,
     if (rc < 0)
         pg_rollback(b);
     return rc;
+}
+
+/* ---- the reads: a job's links, a batch ---- */
+
+static const pg_stmt st_links = {S_FLOW_LINKS, "jr_flow_links", 1,
+    "SELECT 'p', d.parent_id, coalesce(d.parent_state, j.state, 'gone')"
+    " FROM {{schema}}.job_deps d LEFT JOIN {{schema}}.jobs j"
+    " ON j.id = d.parent_id WHERE d.child_id = $1::bigint"
+    " UNION ALL SELECT 'c', d.child_id, coalesce(j.state, 'gone')"
+    " FROM {{schema}}.job_deps d LEFT JOIN {{schema}}.jobs j"
+    " ON j.id = d.child_id WHERE d.parent_id = $1::bigint"
+    " UNION ALL SELECT 'b', m.batch_id, NULL FROM {{schema}}.batch_jobs m"
+    " WHERE m.job_id = $1::bigint ORDER BY 1 DESC, 2"};
+
+int
+pg_links(jr_backend *b, int64_t id, jr_link_cb cb, void *arg, jr_err *err)
+{
+    char sid[24];
+    const char *params[1] = {sid};
+    PGresult *res;
+    int i, n;
+
+    snprintf(sid, sizeof sid, "%lld", (long long)id);
+    if (pg_ready(b, err) < 0 ||
+        (res = pg_run(b, &st_links, params, "reading a job's links", err))
+        == NULL)
+        return -1;
+    n = PQntuples(res);
+    for (i = 0; i < n; i++)
+        if (cb(PQgetvalue(res, i, 0)[0],
+               strtoll(PQgetvalue(res, i, 1), NULL, 10),
+               PQgetisnull(res, i, 2) ? NULL : PQgetvalue(res, i, 2),
+               arg) != 0)
+            break;
+    PQclear(res);
+    return 0;
+}
+
+static const pg_stmt st_batch_row = {S_FLOW_BATCH_ROW, "jr_flow_batch_row",
+    1,
+    "SELECT id, on_complete, on_success, payload::text, queue,"
+    " results::int, total, pending, completed, dead, cancelled,"
+    " extract(epoch FROM created_at)::float8,"
+    " coalesce(extract(epoch FROM finished_at)::float8, 0),"
+    " coalesce(complete_job, 0), coalesce(success_job, 0)"
+    " FROM {{schema}}.batches WHERE id = $1::bigint"};
+
+static const pg_stmt st_members = {S_FLOW_MEMBERS, "jr_flow_members", 1,
+    "SELECT m.job_id, coalesce(m.state, j.state, 'gone')"
+    " FROM {{schema}}.batch_jobs m LEFT JOIN {{schema}}.jobs j"
+    " ON j.id = m.job_id WHERE m.batch_id = $1::bigint ORDER BY m.job_id"};
+
+/* Column c of row 0 of res: NULL when null. */
+static const char *
+col(const PGresult *res, int c)
+{
+    return PQgetisnull(res, 0, c) ? NULL : PQgetvalue(res, 0, c);
+}
+
+int
+pg_batch_show(jr_backend *b, int64_t id, jr_batch_cb bcb, jr_link_cb mcb,
+              void *arg, jr_err *err)
+{
+    char sid[24];
+    const char *params[1] = {sid};
+    jr_batch_row r;
+    PGresult *res;
+    int i, n, stop;
+
+    snprintf(sid, sizeof sid, "%lld", (long long)id);
+    if (pg_ready(b, err) < 0 ||
+        (res = pg_run(b, &st_batch_row, params, "reading a batch", err))
+        == NULL)
+        return -1;
+    if (PQntuples(res) == 0) {
+        PQclear(res);
+        return jr_fail(err, JR_ENOTFOUND, "no batch %lld", (long long)id);
+    }
+    r.id = strtoll(col(res, 0), NULL, 10);
+    r.on_complete = col(res, 1);
+    r.on_success = col(res, 2);
+    r.payload = col(res, 3);
+    r.queue = col(res, 4);
+    r.results = atoi(col(res, 5));
+    r.total = atol(col(res, 6));
+    r.pending = atol(col(res, 7));
+    r.completed = atol(col(res, 8));
+    r.dead = atol(col(res, 9));
+    r.cancelled = atol(col(res, 10));
+    r.created_at = strtod(col(res, 11), NULL);
+    r.finished_at = strtod(col(res, 12), NULL);
+    r.complete_job = strtoll(col(res, 13), NULL, 10);
+    r.success_job = strtoll(col(res, 14), NULL, 10);
+    stop = bcb(&r, arg);
+    PQclear(res);
+    if (stop || (res = pg_run(b, &st_members, params, "reading a batch",
+                              err)) == NULL)
+        return stop ? 0 : -1;
+    n = PQntuples(res);
+    for (i = 0; i < n; i++)
+        if (mcb('m', strtoll(PQgetvalue(res, i, 0), NULL, 10),
+                PQgetvalue(res, i, 1), arg) != 0)
+            break;
+    PQclear(res);
+    return 0;
 }

@@ -46,6 +46,7 @@ struct jr_backend {
     int         set_up;         /* session_setup done on conn since its
                                    last (re)connect */
     double      keep_completed; /* seconds; 0: delete at success */
+    int         opf;            /* JR_OPF_* of pushes that give none */
     double      result_ttl;     /* seconds a job with a result stays */
     unsigned    rotate;         /* claims so far: which queue leads */
     unsigned    fair_only;      /* claims left before st_claim_one is tried
@@ -170,6 +171,10 @@ int pg_insert_linked(jr_backend *b, const jr_push *const *pp, int n,
                      int64_t *ids, jr_err *err);
 int pg_push_linked(jr_backend *b, const jr_push *const *pp, int n,
                    int64_t *ids, jr_err *err);
+int pg_links(jr_backend *b, int64_t id, jr_link_cb cb, void *arg,
+             jr_err *err);
+int pg_batch_show(jr_backend *b, int64_t id, jr_batch_cb bcb, jr_link_cb mcb,
+                  void *arg, jr_err *err);
 
 /* fire.c */
 int pg_fire(jr_backend *b, jr_fire *f, int n, int keep, jr_err *err);

@@ -94,7 +94,7 @@ static const char *const sql_text[S_COUNT] = {
         " FROM job_deps d LEFT JOIN jobs j ON j.id = d.child_id"
         " WHERE d.parent_id = ?1"
         " UNION ALL SELECT 'b', batch_id, NULL FROM batch_jobs"
-        " WHERE job_id = ?1 ORDER BY 1, 2",
+        " WHERE job_id = ?1 ORDER BY 1 DESC, 2",
     [S_FLOW_BATCH_ROW] =
         "SELECT id, on_complete, on_success, payload, queue, results, total,"
         " pending, completed, dead, cancelled, created_at, finished_at,"
@@ -508,7 +508,8 @@ link_one(jr_backend *b, const jr_push *p, int i, const int64_t *ids,
     if (l.n > 0 && (s = stmt(b, S_FLOW_WAIT, err)) != NULL) {
         sqlite3_bind_int64(s, 1, ids[i]);
         sqlite3_bind_int(s, 2, l.n);
-        bind_text(s, 3, jr_opf_name(p[i].on_parent_failure));
+        bind_text(s, 3, jr_opf_name(p[i].on_parent_failure ?
+                                    p[i].on_parent_failure : b->opf));
         rc = run(b, s, err, "linking a job");
         if (rc == 0)
             rc = jr_fail(err, JR_EINPUT, "job '%s': a job with after is "
@@ -553,4 +554,77 @@ jr_sqlite_flow_link(jr_backend *b, const jr_push *p, int n,
         if (flow_push(&p[i]) && link_one(b, p, i, ids, now, err) < 0)
             return -1;
     return 0;
+}
+
+/* ---- the reads: a job's links, a batch ---- */
+
+int
+jr_sqlite_links(jr_backend *b, int64_t id, jr_link_cb cb, void *arg,
+                jr_err *err)
+{
+    sqlite3_stmt *s = stmt(b, S_FLOW_LINKS, err);
+    int rc;
+
+    if (s == NULL)
+        return -1;
+    sqlite3_bind_int64(s, 1, id);
+    while ((rc = sqlite3_step(s)) == SQLITE_ROW)
+        if (cb(col_text(s, 0)[0], sqlite3_column_int64(s, 1),
+               col_text(s, 2), arg) != 0)
+            break;
+    sqlite3_reset(s);
+    return rc == SQLITE_ROW || rc == SQLITE_DONE ? 0 :
+           jr_sqlite_fail(b, err, "reading a job's links");
+}
+
+/* The batch row of s (S_FLOW_BATCH_ROW's columns). */
+static void
+batch_row(sqlite3_stmt *s, jr_batch_row *r)
+{
+    r->id = sqlite3_column_int64(s, 0);
+    r->on_complete = col_text(s, 1);
+    r->on_success = col_text(s, 2);
+    r->payload = col_text(s, 3);
+    r->queue = col_text(s, 4);
+    r->results = sqlite3_column_int(s, 5);
+    r->total = sqlite3_column_int64(s, 6);
+    r->pending = sqlite3_column_int64(s, 7);
+    r->completed = sqlite3_column_int64(s, 8);
+    r->dead = sqlite3_column_int64(s, 9);
+    r->cancelled = sqlite3_column_int64(s, 10);
+    r->created_at = sqlite3_column_double(s, 11);
+    r->finished_at = sqlite3_column_double(s, 12);
+    r->complete_job = sqlite3_column_int64(s, 13);
+    r->success_job = sqlite3_column_int64(s, 14);
+}
+
+int
+jr_sqlite_batch_show(jr_backend *b, int64_t id, jr_batch_cb bcb,
+                     jr_link_cb mcb, void *arg, jr_err *err)
+{
+    sqlite3_stmt *s = stmt(b, S_FLOW_BATCH_ROW, err);
+    jr_batch_row row;
+    int rc, stop = 0;
+
+    if (s == NULL)
+        return -1;
+    sqlite3_bind_int64(s, 1, id);
+    if ((rc = sqlite3_step(s)) == SQLITE_ROW) {
+        batch_row(s, &row);
+        stop = bcb(&row, arg);
+    }
+    sqlite3_reset(s);
+    if (rc == SQLITE_DONE)
+        return jr_fail(err, JR_ENOTFOUND, "no batch %lld", (long long)id);
+    if (rc != SQLITE_ROW)
+        return jr_sqlite_fail(b, err, "reading a batch");
+    if (stop || (s = stmt(b, S_FLOW_MEMBERS, err)) == NULL)
+        return stop ? 0 : -1;
+    sqlite3_bind_int64(s, 1, id);
+    while ((rc = sqlite3_step(s)) == SQLITE_ROW)
+        if (mcb('m', sqlite3_column_int64(s, 0), col_text(s, 1), arg) != 0)
+            break;
+    sqlite3_reset(s);
+    return rc == SQLITE_ROW || rc == SQLITE_DONE ? 0 :
+           jr_sqlite_fail(b, err, "reading a batch");
 }

@@ -84,6 +84,7 @@ struct jr_backend {
     int           busy_ms;
     int           must_exist;   /* never create the file or the tables */
     double        keep_completed; /* seconds; 0: delete at success */
+    int           opf;          /* JR_OPF_* of pushes that give none */
     double        result_ttl;     /* seconds a job with a result stays */
     unsigned      rotate;       /* claims so far: which queue leads */
     int           triggers_off; /* the schema's triggers are off (see
@@ -264,6 +265,10 @@ int  jr_sqlite_flow_settle(jr_backend *b, int64_t id, const char *st,
                            const char *result, double now, jr_err *err);
 int  jr_sqlite_flow_check(jr_backend *b, int64_t id, const char *st,
                           double now, jr_err *err);
+int  jr_sqlite_links(jr_backend *b, int64_t id, jr_link_cb cb, void *arg,
+                     jr_err *err);
+int  jr_sqlite_batch_show(jr_backend *b, int64_t id, jr_batch_cb bcb,
+                          jr_link_cb mcb, void *arg, jr_err *err);
 /* limits.c */
 int  jr_sqlite_limit_paths(jr_backend *b, const jr_limit *l, int n,
                            jr_err *err);

@@ -110,8 +110,10 @@ job_key(reader *r, int i, int k, int v)
         return string(r, i, v, "ref", &r->f->refs[i]);
     if (jr_jdoc_is(&r->doc, k, "payload"))
         return (j->p.payload = text_of(r, v)) ? 0 : oom(r);
-    if (jr_jdoc_is(&r->doc, k, "after"))
-        return r->doc.n[v].type == JR_JSON_ARRAY ? 0 :
+    if (jr_jdoc_is(&r->doc, k, "after"))   /* {}: Lua's empty table */
+        return r->doc.n[v].type == JR_JSON_ARRAY ||
+               (r->doc.n[v].type == JR_JSON_OBJECT &&
+                r->doc.n[v].count == 0) ? 0 :
                jr_fail(r->err, JR_EINPUT, "flow: job %d: 'after' must be "
                        "an array", i + 1);
     if (jr_jdoc_is(&r->doc, k, "queue"))

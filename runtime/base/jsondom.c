@@ -112,7 +112,8 @@ members(parser *ps, int at, char close, int depth)
     }
     for (;;) {
         skip_ws(ps);
-        if (obj && (ps->p >= ps->end || *ps->p != '"'))
+        if (obj && ps->doc->n[at].count % 2 == 0 &&
+            (ps->p >= ps->end || *ps->p != '"'))
             return fail(ps, "expected a key");
         if ((k = value(ps, depth + 1)) < 0)
             return -1;

@@ -661,3 +661,58 @@ jr_client_push_flow(jr_client *c, const char *json, size_t len,
     jr_flow_free(&f);
     return finish(c, rc);
 }
+
+/* The backend's links callback to the public one: the same arguments. */
+int
+jr_client_links(jr_client *c, int64_t id, jr_client_link_fn fn, void *arg)
+{
+    if (c == NULL || fn == NULL)
+        return JR_CLIENT_EUSAGE;
+    if (begin(c) < 0)
+        return finish(c, -1);
+    return finish(c, c->db.ops->links(c->db.b, id, fn, arg, &c->err));
+}
+
+typedef struct batch_call {
+    jr_client_batch_fn bfn;
+    jr_client_link_fn  mfn;
+    void *arg;
+} batch_call;
+
+static int
+member_out(int kind, int64_t id, const char *state, void *arg)
+{
+    batch_call *bc = arg;
+
+    return bc->mfn(kind, id, state, bc->arg);
+}
+
+static int
+batch_row_out(const jr_batch_row *r, void *arg)
+{
+    batch_call *bc = arg;
+    jr_client_batch o = {r->id, r->on_complete, r->on_success, r->payload,
+                         r->queue, r->results, r->total, r->pending,
+                         r->completed, r->dead, r->cancelled, r->created_at,
+                         r->finished_at, r->complete_job, r->success_job};
+
+    return bc->bfn(&o, bc->arg);
+}
+
+int
+jr_client_batch_show(jr_client *c, int64_t id, jr_client_batch_fn bfn,
+                     jr_client_link_fn mfn, void *arg)
+{
+    batch_call bc = {bfn, mfn, arg};
+    int rc;
+
+    if (c == NULL || bfn == NULL || mfn == NULL)
+        return JR_CLIENT_EUSAGE;
+    if (begin(c) < 0)
+        return finish(c, -1);
+    rc = c->db.ops->batch_show(c->db.b, id, batch_row_out, member_out, &bc,
+                               &c->err);
+    if (rc < 0 && c->err.code == JR_ENOTFOUND)
+        c->err.code = E_NOJOB;
+    return finish(c, rc);
+}

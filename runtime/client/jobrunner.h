@@ -221,6 +221,41 @@ typedef int (*jr_client_flow_fn)(const char *ref, int64_t id, void *arg);
 int jr_client_push_flow(jr_client *c, const char *json, size_t len,
                         jr_client_flow_fn fn, void *arg, int64_t *batch);
 
+/* Called for each link of a job (jr_client_links): kind 'p' a parent,
+ * 'c' a child, 'b' its batch (state NULL), or for each member 'm' of a
+ * batch (jr_client_batch_show); state is the job's ("gone" once its row
+ * was deleted). Return 0 to go on, non-zero to stop. */
+typedef int (*jr_client_link_fn)(int kind, int64_t id, const char *state,
+                                 void *arg);
+
+/* Calls fn for each parent, child and the batch of job id (none: no
+ * error). */
+int jr_client_links(jr_client *c, int64_t id, jr_client_link_fn fn,
+                    void *arg);
+
+/* A batch as jr_client_batch_show gives it. Strings valid during the
+ * callback only. */
+typedef struct jr_client_batch {
+    int64_t     id;
+    const char *on_complete;    /* callbacks' names, NULL: none */
+    const char *on_success;
+    const char *payload;        /* JSON text the callbacks get */
+    const char *queue;          /* the callbacks' queue */
+    int         results;        /* the callbacks get the results */
+    long        total, pending, completed, dead, cancelled;
+    double      created_at;
+    double      finished_at;    /* 0: members still to end */
+    int64_t     complete_job;   /* the callbacks pushed, 0: none */
+    int64_t     success_job;
+} jr_client_batch;
+
+typedef int (*jr_client_batch_fn)(const jr_client_batch *b, void *arg);
+
+/* Calls bfn with batch id, then mfn for each member ('m'), by id.
+ * JR_CLIENT_ENOTFOUND when there is no such batch. */
+int jr_client_batch_show(jr_client *c, int64_t id, jr_client_batch_fn bfn,
+                         jr_client_link_fn mfn, void *arg);
+
 /* Fills total (may be NULL) with the counts over all names, and calls fn
  * (may be NULL) for each job name that has jobs. */
 int jr_client_stats(jr_client *c, jr_client_counts *total,
