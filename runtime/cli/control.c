@@ -299,14 +299,15 @@ job_print(const jr_client_job_info *j, void *arg)
 {
     job_out *o = arg;
 
-    if (o->json)
+    if (o->json) {
         job_json(j, o);
-    else if (o->full)
+    } else if (o->full) {
         job_text_full(j);
-    if (o->full && !o->json && o->links != NULL)
-        jr_cmd_links_print(o->links, 0);
-    else
+        if (o->links != NULL)
+            jr_cmd_links_print(o->links, 0);
+    } else {
         job_text_row(j, o);
+    }
     o->n++;
     return 0;
 }
