@@ -777,8 +777,10 @@ BEGIN
     RETURNING j.state INTO ns;
     IF ns = 'queued' THEN
         UPDATE {{schema}}.jobs j SET parents = (
-            SELECT jsonb_object_agg(d.parent_id::text, jsonb_build_object(
-                'state', d.parent_state, 'result', d.parent_result))
+            SELECT jsonb_object_agg(d.parent_id::text,
+                jsonb_build_object('state', d.parent_state)
+                || CASE WHEN d.parent_result IS NULL THEN '{}'::jsonb
+                   ELSE jsonb_build_object('result', d.parent_result) END)
             FROM {{schema}}.job_deps d WHERE d.child_id = child)
         WHERE j.id = child;
     END IF;

@@ -57,9 +57,11 @@ static const char *const sql_text[S_COUNT] = {
         " WHERE id = ?1 AND state = 'waiting' RETURNING state",
     [S_FLOW_PARENTS] =
         "UPDATE jobs SET parents = (SELECT json_group_object("
-        " CAST(parent_id AS TEXT), json_object('state', parent_state,"
-        " 'result', json(parent_result))) FROM job_deps WHERE child_id = ?1)"
-        " WHERE id = ?1",
+        " CAST(parent_id AS TEXT), CASE WHEN parent_result IS NULL"
+        "  THEN json_object('state', parent_state)"
+        "  ELSE json_object('state', parent_state, 'result',"
+        "  json(parent_result)) END)"
+        " FROM job_deps WHERE child_id = ?1) WHERE id = ?1",
     [S_FLOW_MEMBER_END] =
         "UPDATE batch_jobs SET state = ?2, result = ?3"
         " WHERE job_id = ?1 AND state IS NULL RETURNING batch_id",
