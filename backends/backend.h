@@ -131,6 +131,19 @@ enum {
     JR_CANCEL_NOTFOUND          /* no such job */
 };
 
+/* Where one job stands, for a waiter (outcomes). */
+typedef struct jr_outcome {
+    int64_t     id;
+    int         state;          /* jr_state (job.h); -1: no such row */
+    char       *result;         /* JSON text or NULL; malloc'd (caller
+                                   frees) */
+    char       *error;          /* last_error or NULL; malloc'd */
+} jr_outcome;
+
+/* finished's answer when it cannot tell which jobs ended (SQLite: the
+ * database changed). */
+#define JR_FINISHED_SOME (-2)
+
 typedef int (*jr_stat_cb)(const jr_stat_row *row, void *arg);
 typedef int (*jr_dead_cb)(const jr_dead_row *row, void *arg);
 typedef int (*jr_job_cb)(const jr_job_row *row, void *arg);
@@ -380,6 +393,26 @@ typedef struct jr_backend_ops {
      * open: what was committed asynchronously before may be gone, or
      * another server may answer. NULL where it never reconnects. */
     unsigned (*reconnects)(jr_backend *b);
+    /* ---- waiting for outcomes (migration 10) ---- */
+    /* With keep > 0, first sets result_ttl = keep on the jobs of
+     * ids[0..n) that have not ended and have none, so that a success
+     * keeps them completed (committed before the read). Then fills
+     * out[i] with where ids[i] stands, and *last with the highest id ever
+     * given: a job not found at or below it ended and was deleted (a
+     * plain success, or pruned), above it was never pushed. Returns 0;
+     * on -1 out holds nothing to free. */
+    int  (*outcomes)(jr_backend *b, const int64_t *ids, int n, double keep,
+                     jr_outcome *out, int64_t *last, jr_err *err);
+    /* A descriptor that becomes readable when a job may have ended (kept
+     * completed, dead or cancelled): PostgreSQL LISTENs on
+     * "<schema>_finished", SQLite watches the WAL as wake_fd does; -1 if
+     * there is none. Ask for it before the first outcomes, so that no end
+     * is missed. Valid until the next call on b. */
+    int  (*finished_fd)(jr_backend *b);
+    /* Consumes finished_fd's wake-ups: fills ids[0..max) with jobs that
+     * ended and returns how many (0: none), or JR_FINISHED_SOME when it
+     * cannot tell which (or more than max). -1 on error. */
+    int  (*finished)(jr_backend *b, int64_t *ids, int max, jr_err *err);
     /* ---- workflows (migration 11) ---- */
     /* Calls cb for each parent ('p'), child ('c') and the batch ('b') of
      * job id, parents first, by id. Returns 0 (none is no error). */

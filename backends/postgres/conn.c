@@ -348,6 +348,7 @@ pg_close(jr_backend *b)
         return;
     PQclear(b->lim_top);
     PQfinish(b->listen);
+    PQfinish(b->finished);
     PQfinish(b->conn);
     free(b->url);
     free(b);

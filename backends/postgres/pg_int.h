@@ -24,6 +24,8 @@
 struct jr_backend {
     PGconn     *conn;           /* queries; never NULL once open */
     PGconn     *listen;         /* LISTEN connection, NULL until needed */
+    PGconn     *finished;       /* wait.c's LISTEN on <schema>_finished,
+                                   NULL until needed */
     char       *url;            /* as given, to open the LISTEN connection */
     char        masked[512];    /* url with the password hidden, for messages */
     char        schema[64];     /* validated schema name */
@@ -78,7 +80,7 @@ enum {
     S_LIM_LOCK, S_LIM_RUNNING, S_LIM_BUCKETS, S_LIM_CANDIDATES, S_LIM_CLAIM,
     S_LIM_BUCKET_SET, S_LIM_PRUNE, S_LIM_PATH_SET, S_LIM_USE,
     S_LIM_USE_TOP, S_LIM_TOKENS, S_CLAIM_ONE, S_PUSH_ONE, S_PUSH_NOIDS,
-    S_RESULT_TTL,
+    S_RESULT_TTL, S_WATCH, S_OUTCOMES,
     S_QUEUE_IDLE, S_QUEUE_PRUNE,
     S_FLOW_BATCH_NEW, S_FLOW_LINK, S_FLOW_LINKS, S_FLOW_BATCH_ROW,
     S_FLOW_MEMBERS,
@@ -155,6 +157,12 @@ PGconn *pg_connect(jr_backend *b, jr_err *err);
 void pg_close(jr_backend *b);
 jr_backend *pg_open(const char *url, const jr_backend_opts *o, jr_err *err);
 unsigned pg_reconnects(jr_backend *b);
+
+/* wait.c */
+int pg_outcomes(jr_backend *b, const int64_t *ids, int n, double keep,
+                jr_outcome *out, int64_t *last, jr_err *err);
+int pg_finished_fd(jr_backend *b);
+int pg_finished(jr_backend *b, int64_t *ids, int max, jr_err *err);
 
 /* copy.c */
 int pg_push_copy(jr_backend *b, const jr_push *const *pp, int n,

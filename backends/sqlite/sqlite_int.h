@@ -57,6 +57,8 @@ enum {
     /* inspect.c */
     S_STATS, S_DEAD_LIST, S_QUEUE_LIST, S_PAUSED, S_READY_BY_QUEUE,
     S_SHOW, S_LIST,
+    /* wait.c */
+    S_WATCH, S_OUTCOMES, S_LAST_ID,
     /* flow.c */
     S_FLOW_BATCH_NEW, S_FLOW_BATCH_JOIN, S_FLOW_BATCH_EXISTS,
     S_FLOW_MEMBER_ADD, S_FLOW_JOB_BATCH, S_FLOW_WAIT, S_FLOW_PARENT_MARK,
@@ -188,6 +190,11 @@ void     jr_sqlite_close(jr_backend *b);
 int      jr_sqlite_wake_fd(jr_backend *b);
 int      jr_sqlite_changed(jr_backend *b, jr_err *err);
 unsigned jr_sqlite_reconnects(jr_backend *b);
+/* wait.c */
+int  jr_sqlite_outcomes(jr_backend *b, const int64_t *ids, int n,
+                        double keep, jr_outcome *out, int64_t *last,
+                        jr_err *err);
+int  jr_sqlite_finished(jr_backend *b, int64_t *ids, int max, jr_err *err);
 /* migrate.c */
 int  jr_sqlite_migrate(jr_backend *b, jr_err *err);
 /* push.c; insert_all and insert_one work in the open transaction */

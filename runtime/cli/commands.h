@@ -2,7 +2,7 @@
  * called by main.c with the parsed common options, and what the command
  * files share. Owns the exit statuses. commands.c holds run, push, check,
  * migrate, reload and the workers' entry; inspect.c stats and dead;
- * control.c cancel, show and list; help.c help. They use config.h, the
+ * control.c cancel, show and list; waitcmd.c wait; help.c help. They use config.h, the
  * client library (jobrunner.h) for push, stats and dead, backend.h for
  * migrate, master.h for run, worker.h for the workers. */
 #ifndef JR_COMMANDS_H
@@ -47,6 +47,7 @@ int jr_cmd_queue(jr_cli *cli);          /* queuecmd.c */
 int jr_cmd_cancel(jr_cli *cli);         /* control.c */
 int jr_cmd_show(jr_cli *cli);
 int jr_cmd_list(jr_cli *cli);
+int jr_cmd_wait(jr_cli *cli);           /* waitcmd.c */
 int jr_cmd_limits(jr_cli *cli);         /* limitscmd.c */
 int jr_cmd_push_flow(jr_cli *cli);      /* flowcmd.c */
 int jr_cmd_batch(jr_cli *cli);

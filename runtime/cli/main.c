@@ -25,7 +25,7 @@ static const struct command {
      "                           --http: serve /metrics, the dashboard and /api/ on ADDR\n"
      "                           (e.g. 127.0.0.1:8089; overrides http.listen)", 0},
     {"push", jr_cmd_push, "push NAME [JSON] [--in DURATION | --at TIME] [--priority N]\n"
-     "       [--queue Q] [--max-retries N] [--key K]\n"
+     "       [--queue Q] [--max-retries N] [--key K] [--result-ttl DURATION]\n"
      "       [--unique-key K [--unique-for DURATION] [--on-conflict keep|replace]]\n"
      "       [--after ID[,ID...] [--on-parent-failure cancel|run|dead]] [--batch ID]\n"
      "                           queue a job; prints its id (with --unique-key: the id\n"
@@ -50,6 +50,10 @@ static const struct command {
      "  cancel --batch ID        cancel a batch's members that have not ended", 1},
     {"show", jr_cmd_show, "show ID [--json]         every field of one job, payload included\n"
      "                           (exit 5 if there is no such job)", 1},
+    {"wait", jr_cmd_wait, "wait ID... [--timeout DURATION] [--json]\n"
+     "                           wait until the jobs end; prints each one's state and\n"
+     "                           result; exit 0 all completed, 1 one dead or cancelled,\n"
+     "                           124 timed out, 5 no such job", 1},
     {"list", jr_cmd_list, "list [--state S] [--name N] [--queue Q] [--limit N] [--json]\n"
      "                           jobs newest first, without payload (limit 100;\n"
      "                           0: all); S: STATES", 0},
@@ -119,7 +123,9 @@ usage(FILE *f)
             "  3  errors in the config file or in handlers (check)\n"
             "  4  no database (stats, list, show, limits, dead, queue, "
             "cancel: they\n     create none; push, run and migrate do)\n"
-            "  5  no job with that id (show; cancel: any of its ids)\n"
+            "  5  no job with that id (show, wait; cancel: any of its ids)\n"
+            "  124 wait: the timeout passed before every job ended (wait exits 1\n"
+            "     when one ended dead or cancelled)\n"
             "\nenvironment:\n"
             "  JOBRUNNER_BACKEND   the backend URL when neither --backend nor "
             "--backend-file\n"

@@ -13,16 +13,10 @@
 #include "base/err.h"
 #include "base/flow.h"
 #include "client/jobrunner.h"
+#include "client/client_int.h"
 #include "db/dbopts.h"
 
 #define DEFAULT_BACKEND "sqlite:jobrunner.db"
-#define E_NOJOB 1000            /* err code: show found no such job */
-
-struct jr_client {
-    jr_db   db;                 /* ops NULL when open failed */
-    jr_err  err;                /* the last call's status and message */
-    size_t  max_payload;        /* bytes; checked before the database */
-};
 
 /* The public status for an internal error code. */
 static int
@@ -37,6 +31,7 @@ status_of(int code)
     case JR_ENOMEM:  return JR_CLIENT_ENOMEM;
     case JR_ENOTFOUND: return JR_CLIENT_ENODB;
     case E_NOJOB:    return JR_CLIENT_ENOTFOUND;
+    case E_TIMEOUT:  return JR_CLIENT_ETIMEOUT;
     default:         return JR_CLIENT_EDB;
     }
 }
@@ -64,6 +59,18 @@ begin(jr_client *c)
                        "(jr_client_open failed or it was closed)");
     jr_err_clear(&c->err);
     return 0;
+}
+
+int
+jr_clientint_begin(jr_client *c)
+{
+    return begin(c);
+}
+
+int
+jr_clientint_finish(jr_client *c, int rc)
+{
+    return finish(c, rc);
 }
 
 static int
@@ -103,6 +110,7 @@ connect_as(jr_client *c, const char *url, const jr_config *conf,
     if (cfg->max_payload != 0)
         o.max_payload = cfg->max_payload;
     c->max_payload = o.max_payload;
+    c->result_ttl = conf->result_ttl > 0 ? conf->result_ttl : 3600;
     o.must_exist = cfg->must_exist;
     return connect_db(c, url, &o);
 }
@@ -592,6 +600,7 @@ jr_client_close(jr_client *c)
 {
     if (c == NULL)
         return;
+    jr_clientint_wait_free(c);
     jr_db_close(&c->db);
     free(c);
 }

@@ -40,7 +40,9 @@ enum {
     JR_CLIENT_EDB = 4,          /* the database failed or is unreachable */
     JR_CLIENT_ENOMEM = 7,       /* out of memory */
     JR_CLIENT_ENODB = 8,        /* must_exist and there is no database */
-    JR_CLIENT_ENOTFOUND = 9     /* no job with that id (jr_client_show) */
+    JR_CLIENT_ENOTFOUND = 9,    /* no job with that id (jr_client_show,
+                                   jr_client_wait) */
+    JR_CLIENT_ETIMEOUT = 10     /* jr_client_wait: the timeout passed */
 };
 
 /* Connection settings; NULL or a zeroed struct means the defaults. With a
@@ -405,6 +407,33 @@ typedef int (*jr_client_queue_fn)(const jr_client_queue *queue, void *arg);
 /* Calls fn for every queue that was ever paused, resumed or given a job,
  * in name order. */
 int jr_client_queue_list(jr_client *c, jr_client_queue_fn fn, void *arg);
+
+/* Where a job stands, as jr_client_wait gives it. Strings are valid until
+ * the next call on c. */
+typedef struct jr_client_outcome {
+    int64_t     id;
+    const char *state;          /* "completed", "dead" or "cancelled"; one
+                                   that has not ended: "queued", "running"
+                                   (or another state) */
+    const char *result;         /* what its handler returned, as JSON text;
+                                   NULL: nothing (or a plain success that
+                                   was deleted before the wait began) */
+    const char *error;          /* dead or cancelled: why; else NULL */
+} jr_client_outcome;
+
+/* Waits until every job of ids[0..n) has ended (completed, dead or
+ * cancelled), at most timeout seconds (<= 0: no limit), and fills
+ * out[0..n) (n slots) with each one's outcome. The wait marks the jobs
+ * that have not ended so that a success keeps them, with their result,
+ * for the config's result_ttl. It never polls the database in a loop:
+ * PostgreSQL LISTENs on "<schema>_finished", SQLite watches its WAL file
+ * (docs/producers.md, "Waiting for an outcome"). A job no longer in the
+ * table but given an id ended as a plain success before the wait began
+ * (or was pruned): "completed", with no result. Returns JR_CLIENT_OK when
+ * all ended, JR_CLIENT_ETIMEOUT when some had not (out says where each
+ * stands), JR_CLIENT_ENOTFOUND naming an id never given. */
+int jr_client_wait(jr_client *c, const int64_t *ids, size_t n,
+                   double timeout, jr_client_outcome *out);
 
 /* The status of the last call on c (JR_CLIENT_OK after a success). */
 int jr_client_errcode(const jr_client *c);

@@ -337,6 +337,7 @@ static const luaL_Reg client_methods[] = {
     {"cancel", jr_luaclient_cancel},
     {"show", jr_luaclient_show},
     {"list", jr_luaclient_list},
+    {"wait", jr_luaclient_wait},
     {"close", client_close},
     {NULL, NULL}
 };

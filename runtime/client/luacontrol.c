@@ -1,7 +1,7 @@
 /* luacontrol.c - the producer module's control methods (luaclient.c has
  * the module and pushes): q:cancel, q:show, q:list, q:pause, q:resume and
- * q:queues over the C library's jr_client_cancel, _show, _list,
- * _queue_pause, _queue_resume and _queue_list. Uses luaclient.h,
+ * q:queues, q:wait over the C library's jr_client_cancel, _show, _list,
+ * _queue_pause, _queue_resume, _queue_list and _wait. Uses luaclient.h,
  * jobrunner.h, json.h (util.h's buffer). */
 #include <stdio.h>
 #include <stdlib.h>
@@ -312,3 +312,137 @@ jr_luaclient_queues(lua_State *L)                          /* q */
     return 1;
 }
 
+
+/* --- wait ------------------------------------------------------------------ */
+
+/* Sets t.result (decoded by cjson, whole numbers as integers) and
+ * t.result_json from the JSON text json; nothing when NULL.
+ * [-0, +0, m] */
+static void
+set_result(lua_State *L, const char *json)
+{
+    if (json == NULL)
+        return;
+    lua_pushstring(L, json);                         /* t s */
+    lua_setfield(L, -2, "result_json");              /* t */
+    lua_getglobal(L, "require");                     /* t require */
+    lua_pushliteral(L, "cjson");                     /* t require "cjson" */
+    if (lua_pcall(L, 1, 1, 0) != LUA_OK || !lua_istable(L, -1)) {
+        lua_pop(L, 1);                               /* t */
+        return;                                      /* result_json only */
+    }
+    lua_getfield(L, -1, "decode");                   /* t cjson decode */
+    lua_pushstring(L, json);                         /* t cjson decode s */
+    if (lua_pcall(L, 1, 1, 0) != LUA_OK) {           /* t cjson v|e */
+        lua_pop(L, 2);
+        return;
+    }
+    jr_json_integers(L, 0);
+    if (lua_type(L, -1) == LUA_TNUMBER && !lua_isinteger(L, -1)) {
+        lua_Number v = lua_tonumber(L, -1);          /* a whole one: as
+                                                        the tables' */
+        if (v == (lua_Number)(lua_Integer)v && v >= -9007199254740992.0 &&
+            v <= 9007199254740992.0) {
+            lua_pop(L, 1);
+            lua_pushinteger(L, (lua_Integer)v);
+        }
+    }
+    lua_setfield(L, -3, "result");                   /* t cjson */
+    lua_pop(L, 1);                                   /* t */
+}
+
+/* Reads the ids at 2 (an id or a list of ids) into a new userdata on top
+ * (freed by the GC); *n gets how many.  [-0, +1, v] */
+static int64_t *
+wait_ids(lua_State *L, size_t *n)
+{
+    int64_t *ids;
+    size_t i;
+
+    if (lua_isinteger(L, 2)) {
+        ids = lua_newuserdatauv(L, sizeof *ids, 0);
+        ids[0] = (int64_t)lua_tointeger(L, 2);
+        *n = 1;
+        return ids;
+    }
+    luaL_checktype(L, 2, LUA_TTABLE);
+    *n = lua_rawlen(L, 2);
+    if (*n == 0 || *n > 100000)
+        luaL_error(L, "wait: give 1 to 100000 job ids, got %d", (int)*n);
+    ids = lua_newuserdatauv(L, *n * sizeof *ids, 0);
+    for (i = 0; i < *n; i++) {
+        if (lua_rawgeti(L, 2, (lua_Integer)i + 1) != LUA_TNUMBER ||
+            !lua_isinteger(L, -1))
+            luaL_error(L, "wait: ids[%d] is not an integer job id",
+                       (int)i + 1);
+        ids[i] = (int64_t)lua_tointeger(L, -1);
+        lua_pop(L, 1);
+    }
+    return ids;
+}
+
+/* The timeout of the options at 3 (nil: none).  [-0, +0, v] */
+static double
+wait_timeout(lua_State *L)
+{
+    double t = 0;
+
+    if (lua_isnoneornil(L, 3))
+        return 0;
+    luaL_checktype(L, 3, LUA_TTABLE);
+    lua_pushnil(L);
+    while (lua_next(L, 3) != 0) {
+        if (lua_type(L, -2) != LUA_TSTRING ||
+            strcmp(lua_tostring(L, -2), "timeout") != 0)
+            luaL_error(L, "wait: unknown option '%s' (valid: timeout)",
+                       lua_type(L, -2) == LUA_TSTRING ?
+                       lua_tostring(L, -2) : luaL_typename(L, -2));
+        if (!lua_isnumber(L, -1) || !((t = lua_tonumber(L, -1)) >= 0) ||
+            t > 1e9)
+            luaL_error(L, "wait: option 'timeout' must be seconds "
+                       "(0 to 1e9), got %s", luaL_tolstring(L, -1, NULL));
+        lua_pop(L, 1);
+    }
+    return t;
+}
+
+/* q:wait(ids, {timeout = s}) -> outcomes | nil, msg[, outcomes]: ids is
+ * an id or a list of ids; each outcome is {id, state, result (decoded),
+ * result_json, error}, in the order of ids, once every job has ended
+ * (completed, dead or cancelled). At the timeout: nil, the message, and
+ * the outcomes so far. */
+int
+jr_luaclient_wait(lua_State *L)                      /* q ids opts? */
+{
+    jr_client *c = jr_luaclient_check(L);
+    jr_client_outcome *out;
+    double timeout = wait_timeout(L);
+    int64_t *ids;
+    size_t n, i;
+    int rc;
+
+    ids = wait_ids(L, &n);                           /* q ids opts? u */
+    out = lua_newuserdatauv(L, n * sizeof *out, 0);  /* ... u o */
+    rc = jr_client_wait(c, ids, n, timeout, out);
+    if (rc != JR_CLIENT_OK && rc != JR_CLIENT_ETIMEOUT)
+        return jr_luaclient_fail(L, jr_client_errmsg(c));
+    lua_createtable(L, (int)n, 0);                   /* ... list */
+    for (i = 0; i < n; i++) {
+        lua_createtable(L, 0, 5);                    /* ... list t */
+        set_int(L, "id", (lua_Integer)out[i].id);
+        lua_pushstring(L, out[i].state);
+        lua_setfield(L, -2, "state");
+        if (out[i].error != NULL) {
+            lua_pushstring(L, out[i].error);
+            lua_setfield(L, -2, "error");
+        }
+        set_result(L, out[i].result);
+        lua_rawseti(L, -2, (lua_Integer)i + 1);      /* ... list */
+    }
+    if (rc == JR_CLIENT_OK)
+        return 1;
+    lua_pushnil(L);                                  /* ... list nil */
+    lua_pushstring(L, jr_client_errmsg(c));          /* ... list nil msg */
+    lua_rotate(L, -3, 2);                            /* ... nil msg list */
+    return 3;
+}

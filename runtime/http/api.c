@@ -289,17 +289,77 @@ static void r_queues(call *c) { jr_apireq *q = new_req(c, JR_API_QUEUES);
 static void r_jobs(call *c) { get_list(c, JR_API_JOBS); }
 static void r_dead(call *c) { get_list(c, JR_API_DEAD); }
 
+/* ?wait=S of GET /api/jobs/ID: 0 when not given; -1 after a 400. */
+static double
+wait_param(call *c)
+{
+    struct evkeyvalq kv = {0};
+    struct evkeyval *e;
+    double w = 0;
+    jr_err err;
+    int rc = 0;
+
+    if (c->query == NULL)
+        return 0;
+    if (evhttp_parse_query_str(c->query, &kv) < 0) {
+        jr_http_error(c->req, 400, "malformed query string");
+        return -1;
+    }
+    for (e = kv.tqh_first; e && rc == 0; e = e->next.tqe_next) {
+        if (strcmp(e->key, "wait") != 0)
+            rc = jr_fail(&err, JR_EINPUT, "unknown parameter '%.64s' "
+                         "(wait)", e->key);
+        else if (jr_parse_duration(e->value, "wait", &w, &err) < 0 ||
+                 w > JR_API_WAIT_MAX)
+            rc = jr_fail(&err, JR_EINPUT, "wait must be seconds from 0 to "
+                         "%d, got '%.64s'", JR_API_WAIT_MAX, e->value);
+    }
+    evhttp_clear_headers(&kv);
+    if (rc < 0)
+        jr_http_error(c->req, 400, "%s", err.msg);
+    return rc < 0 ? -1 : w;
+}
+
 static void
 r_job(call *c)
 {
     jr_apireq *q;
     int64_t id;
+    double wait;
 
-    if (job_id(c, &id) == 0 && (q = new_req(c, JR_API_JOB)) != NULL) {
+    if (job_id(c, &id) == 0 && (wait = wait_param(c)) >= 0 &&
+        (q = new_req(c, JR_API_JOB)) != NULL) {
         q->ids[0] = id;
         q->nids = 1;
+        q->wait = wait;
+        q->keep = wait > 0 ? c->host->cfg->result_ttl : 0;
         ask(c, q);
     }
+}
+
+/* POST /api/jobs: one job object, or an array pushed all or none. */
+static void
+r_push(call *c)
+{
+    struct evbuffer *in = evhttp_request_get_input_buffer(c->req);
+    size_t n = evbuffer_get_length(in);
+    const char *text = (const char *)evbuffer_pullup(in, -1);
+    jr_apireq *q = new_req(c, JR_API_PUSH);
+    char why[400];
+
+    if (q == NULL)
+        return;
+    if (n == 0 || text == NULL)
+        snprintf(why, sizeof why, "give a job {\"name\": ...} or an array "
+                 "of them");
+    if (n == 0 || text == NULL ||
+        jr_apipush_parse(text, n, c->host->cfg->max_payload, q, why,
+                         sizeof why) < 0) {
+        jr_http_error(c->req, 400, "%s", why);
+        jr_apireq_free(q);
+        return;
+    }
+    ask(c, q);
 }
 
 /* POST with a body: ids, all, older_than as the route allows. */
@@ -464,6 +524,7 @@ static const route routes[] = {
     {"runner", 0, r_runner},
     {"queues", 0, r_queues},
     {"jobs", 0, r_jobs},
+    {"jobs", 1, r_push},
     {"jobs/*", 0, r_job},
     {"dead", 0, r_dead},
     {"jobs/*/cancel", 1, r_job_cancel},
@@ -499,20 +560,29 @@ match(const char *pattern, const char *path, char *arg, size_t size)
     return *path == '\0';
 }
 
+/* The route of path for the method (post), else the first of path. */
 static const route *
-find(const char *path, char *arg, size_t size)
+find(const char *path, int post, char *arg, size_t size)
 {
+    const route *first = NULL;
+
     for (const route *r = routes; r->pattern; r++)
-        if (match(r->pattern, path, arg, size))
-            return r;
-    return NULL;
+        if (match(r->pattern, path, arg, size)) {
+            if (r->post == post)
+                return r;
+            if (first == NULL)
+                first = r;
+        }
+    if (first != NULL)
+        match(first->pattern, path, arg, size);
+    return first;
 }
 
 int
-jr_api_is_write(const char *path)
+jr_api_is_write(const char *path, int post)
 {
     char arg[160];
-    const route *r = find(path, arg, sizeof arg);
+    const route *r = find(path, post, arg, sizeof arg);
 
     return r == NULL ? -1 : r->post;
 }
@@ -551,10 +621,9 @@ jr_api_handle(jr_http *h, const jr_httphost *host,
               const char *query, int post)
 {
     call c = {h, host, req, path, query, ""};
-    const route *r = find(path, c.arg, sizeof c.arg);
+    const route *r = find(path, post, c.arg, sizeof c.arg);
     char raw[sizeof c.arg];
 
-    (void)post;
     memcpy(raw, c.arg, sizeof raw);
     if (r == NULL)
         jr_http_error(req, 404, "no such API route: /api/%.200s", path);

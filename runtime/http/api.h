@@ -9,10 +9,13 @@
 #include <stdint.h>
 
 #include "db/dbthread.h"
+#include "base/job.h"
 #include "base/util.h"
 
 #define JR_API_LIST_MAX 1000    /* jobs one list returns at most */
-#define JR_API_IDS_MAX  1000    /* ids one request names at most */
+#define JR_API_IDS_MAX  1000    /* ids one request names at most, and
+                                   jobs one POST /api/jobs pushes */
+#define JR_API_WAIT_MAX 300     /* seconds a long poll may hold */
 
 enum {                          /* what a request asks the database */
     JR_API_STATS,               /* counts per state, name and queue */
@@ -25,7 +28,9 @@ enum {                          /* what a request asks the database */
     JR_API_PAUSE,               /* pause queue */
     JR_API_RESUME,              /* resume queue */
     JR_API_QUEUES,              /* queue list */
-    JR_API_GAUGES               /* /metrics' database gauges (text) */
+    JR_API_GAUGES,              /* /metrics' database gauges (text) */
+    JR_API_PUSH,                /* push pushes[0..npushes) */
+    JR_API_OUTCOMES             /* where ids stand (the long polls') */
 };
 
 typedef struct jr_apireq {
@@ -37,6 +42,17 @@ typedef struct jr_apireq {
     char        queue[129];     /* also PAUSE, RESUME */
     int         limit;
     double      older_than;     /* PURGE: seconds */
+    double      wait;           /* JOB: seconds to hold the answer until
+                                   the job ends (?wait=); 0: at once */
+    double      keep;           /* JOB with wait: result_ttl to mark it */
+    void       *mem;            /* PUSH: one block, freed with q */
+    jr_push    *pushes;         /* PUSH: in mem; ids go to ids[] */
+    int        *outcomes;       /* PUSH: JR_PUSH_* per push, in mem */
+    int         npushes;
+    int         many;           /* PUSH: the body was an array */
+    int         ended[JR_API_IDS_MAX]; /* OUTCOMES, JOB: 1 if ids[i] has
+                                   ended (completed, dead, cancelled or
+                                   gone) */
     int         status;         /* out: HTTP status */
     jr_buf      body;           /* out: JSON, or Prometheus text */
 } jr_apireq;
@@ -44,6 +60,15 @@ typedef struct jr_apireq {
 /* Runs the request arg (a jr_apireq) over db: for jr_dbthread_request,
  * on the database thread only. */
 void jr_apidb_run(jr_db *db, void *arg);
+/* Frees q with its body and block (NULL is a no-op). */
+void jr_apireq_free(jr_apireq *q);
+
+/* apipush.c: reads POST /api/jobs' body (one job object, or an array of
+ * them) into q's pushes, each checked as every push is (max_payload: the
+ * config's). Returns 0, or -1 with the reason in why, naming the job's
+ * index and field. */
+int  jr_apipush_parse(const char *body, size_t len, size_t max_payload,
+                      jr_apireq *q, char *why, size_t size);
 
 /* Appends printf-style text to b. */
 void jr_api_printf(jr_buf *b, const char *fmt, ...)

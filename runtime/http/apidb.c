@@ -136,6 +136,9 @@ job_row(const jr_job_row *r, void *arg)
     jr_api_str(b, r->progress_note);
     jr_api_printf(b, ",\"cancel_requested\":%s",
                   r->cancel_requested ? "true" : "false");
+    w->q->ended[0] = strcmp(r->state, "completed") == 0 ||
+                     strcmp(r->state, "dead") == 0 ||
+                     strcmp(r->state, "cancelled") == 0;
     if (r->payload != NULL) {
         /* valid JSON: the database checks it at insert; given as text
          * too, so that a client shows it exactly as pushed */
@@ -337,6 +340,78 @@ outcome_list(jr_db *db, jr_apireq *q, jr_err *e)
     return 0;
 }
 
+/* PUSH: pushes[0..npushes) in one transaction; 201 with their ids. */
+static int
+push(jr_db *db, jr_apireq *q, jr_err *e)
+{
+    static const char *const said[] = {"new", "duplicate", "replaced"};
+    int i, o;
+
+    if (db->ops->push(db->b, q->pushes, q->npushes, q->ids, e) < 0)
+        return -1;
+    q->nids = q->npushes;
+    q->status = 201;
+    jr_buf_put(&q->body, q->many ? "{\"ids\":[" : "{\"id\":",
+               q->many ? 8 : 6);
+    for (i = 0; i < q->npushes; i++)
+        jr_api_printf(&q->body, "%s%lld", i ? "," : "", (long long)q->ids[i]);
+    jr_buf_put(&q->body, q->many ? "],\"outcomes\":[" : ",\"outcome\":",
+               q->many ? 14 : 11);
+    for (i = 0; i < q->npushes; i++) {
+        o = q->outcomes[i];
+        jr_api_printf(&q->body, "%s\"%s\"", i ? "," : "",
+                      said[o == JR_PUSH_DUPLICATE ? 1 :
+                           o == JR_PUSH_REPLACED ? 2 : 0]);
+    }
+    jr_buf_put(&q->body, q->many ? "]}" : "}", q->many ? 2 : 1);
+    return 0;
+}
+
+/* JOB: the job; a long poll (wait) first marks it to be kept after
+ * success (result_ttl), as `jobrunner wait` does, and notes whether it
+ * ended. */
+static int
+show(jr_db *db, jr_apireq *q, walk *w, jr_err *e)
+{
+    jr_outcome o;
+    int64_t last;
+
+    if (q->wait > 0 && q->keep > 0) {
+        if (db->ops->outcomes(db->b, q->ids, 1, q->keep, &o, &last, e) < 0)
+            return -1;
+        free(o.result);
+        free(o.error);
+        q->keep = 0;            /* once */
+    }
+    return db->ops->show(db->b, q->ids[0], job_row, w, e);
+}
+
+/* OUTCOMES: which of ids[0..nids) have ended (gone: a plain success, or
+ * pruned); the body stays empty. */
+static int
+ended(jr_db *db, jr_apireq *q, jr_err *e)
+{
+    jr_outcome *o = calloc((size_t)q->nids + 1, sizeof *o);
+    int64_t last;
+    int i, st;
+
+    if (o == NULL)
+        return jr_fail(e, JR_ENOMEM, "out of memory");
+    if (db->ops->outcomes(db->b, q->ids, q->nids, 0, o, &last, e) < 0) {
+        free(o);
+        return -1;
+    }
+    for (i = 0; i < q->nids; i++) {
+        st = o[i].state;
+        q->ended[i] = st < 0 || st == JR_STATE_COMPLETED ||
+                      st == JR_STATE_DEAD || st == JR_STATE_CANCELLED;
+        free(o[i].result);
+        free(o[i].error);
+    }
+    free(o);
+    return 0;
+}
+
 static const char *
 opt(const char *s)
 {
@@ -357,9 +432,13 @@ run(jr_db *db, jr_apireq *q, jr_err *e)
     case JR_API_GAUGES:
         return gauges(db, q, e);
     case JR_API_JOB:
-        return db->ops->show(db->b, q->ids[0], job_row, &w, e);
+        return show(db, q, &w, e);
     case JR_API_CANCEL:
         return outcome_list(db, q, e);
+    case JR_API_PUSH:
+        return push(db, q, e);
+    case JR_API_OUTCOMES:
+        return ended(db, q, e);
     case JR_API_PAUSE:
     case JR_API_RESUME:
         if ((q->kind == JR_API_PAUSE ? db->ops->pause :
@@ -390,6 +469,16 @@ run(jr_db *db, jr_apireq *q, jr_err *e)
         return -1;
     jr_buf_put(&q->body, "]", 1);
     return 0;
+}
+
+void
+jr_apireq_free(jr_apireq *q)
+{
+    if (q == NULL)
+        return;
+    jr_buf_free(&q->body);
+    free(q->mem);
+    free(q);
 }
 
 void

@@ -22,6 +22,7 @@
 #include <unistd.h>
 
 #include <event2/buffer.h>
+#include <event2/event.h>
 #include <event2/http.h>
 #include <event2/keyvalq_struct.h>
 
@@ -34,13 +35,18 @@
 #define GAUGES_COST_X  10.0     /* or this many times their read's time */
 #define GAUGES_AGE_CAP 60.0     /* but never longer */
 
-enum { ASK, GAUGES, SCRAPE };   /* what a awaited answer is for */
+#define WAIT_SWEEP 1.0          /* seconds between two looks at the jobs
+                                   long polls wait on (jobs other runners
+                                   end; this runner's ends look at once) */
+
+enum { ASK, GAUGES, SCRAPE, PARK, SWEEP };  /* what an awaited is for */
 
 typedef struct awaited {
     int                     kind;
     struct evhttp_request  *req;        /* NULL for GAUGES */
     jr_apireq              *q;          /* ASK, GAUGES */
     jr_http                *h;          /* NULL once the server stopped */
+    double                  deadline;   /* PARK: mono time to answer by */
     struct awaited         *next;
 } awaited;
 
@@ -57,6 +63,9 @@ struct jr_http {
     int                 gauges_asked;   /* a read is on its way */
     jr_db              *rdb;            /* the reads' connection, or NULL */
     jr_dbthread        *rdt;            /* and its thread */
+    awaited            *parked;         /* long polls: jobs not ended yet */
+    struct event       *sweep;          /* looks at them every WAIT_SWEEP */
+    int                 sweeping;       /* a look is on its way */
 };
 
 void
@@ -127,9 +136,7 @@ unlink_pending(jr_http *h, awaited *p)
 static void
 free_pending(awaited *p)
 {
-    if (p->q != NULL)
-        jr_buf_free(&p->q->body);
-    free(p->q);
+    jr_apireq_free(p->q);
     free(p);
 }
 
@@ -140,6 +147,126 @@ run_pending(jr_db *db, void *arg)
 }
 
 static void scrape_reply(jr_http *h, struct evhttp_request *req);
+static jr_dbthread *thread_for(jr_http *h, int kind);
+static void answered(void *arg, int ran);
+
+/* --- long polls (GET /api/jobs/ID?wait=S) ------------------------------ */
+
+/* Asks p's job again, answering whatever it is now. */
+static void
+reask(jr_http *h, awaited *p)
+{
+    p->kind = ASK;
+    p->q->wait = 0;
+    jr_buf_reset(&p->q->body);
+    p->next = h->waiting;
+    h->waiting = p;
+    if (jr_dbthread_request(thread_for(h, JR_API_JOB), run_pending,
+                            answered, p) < 0) {
+        unlink_pending(h, p);
+        jr_http_error(p->req, 503, "out of memory");
+        free_pending(p);
+    }
+}
+
+/* Takes p off the parked list and asks its job again. */
+static void
+unpark(jr_http *h, awaited *p)
+{
+    awaited **pp;
+
+    for (pp = &h->parked; *pp && *pp != p; pp = &(*pp)->next)
+        ;
+    if (*pp)
+        *pp = p->next;
+    reask(h, p);
+}
+
+/* Asks which parked jobs ended (one read for all of them). */
+static void
+look(jr_http *h)
+{
+    jr_apireq *q;
+    awaited *p, *s;
+
+    if (h->parked == NULL || h->sweeping || (q = calloc(1, sizeof *q)) ==
+        NULL)
+        return;
+    q->kind = JR_API_OUTCOMES;
+    for (p = h->parked; p && q->nids < JR_API_IDS_MAX; p = p->next)
+        q->ids[q->nids++] = p->q->ids[0];
+    if ((s = add_pending(h, SWEEP, NULL, q)) == NULL) {
+        free(q);
+        return;
+    }
+    if (jr_dbthread_request(thread_for(h, JR_API_OUTCOMES), run_pending,
+                            answered, s) < 0) {
+        unlink_pending(h, s);
+        free_pending(s);
+        return;
+    }
+    h->sweeping = 1;
+}
+
+/* The answer to a look: the parked whose job ended are asked again. */
+static void
+looked(jr_http *h, const jr_apireq *q, int ran)
+{
+    awaited *p, *next;
+    int i;
+
+    h->sweeping = 0;
+    if (!ran || q->status != 200)
+        return;
+    for (p = h->parked; p; p = next) {
+        next = p->next;
+        for (i = 0; i < q->nids && q->ids[i] != p->q->ids[0]; i++)
+            ;
+        if (i < q->nids && q->ended[i])
+            unpark(h, p);
+    }
+}
+
+static void
+sweep_cb(evutil_socket_t fd, short what, void *arg)
+{
+    jr_http *h = arg;
+    struct timeval tv = {(time_t)WAIT_SWEEP, 0};
+    double now = jr_mono();
+    awaited *p, *next;
+
+    (void)fd;
+    (void)what;
+    for (p = h->parked; p; p = next) {
+        next = p->next;
+        if (now >= p->deadline)
+            unpark(h, p);       /* answered as it stands */
+    }
+    look(h);
+    if (h->parked != NULL)
+        evtimer_add(h->sweep, &tv);
+}
+
+/* Holds p's request until its job ends or its wait is over. */
+static void
+park(jr_http *h, awaited *p)
+{
+    struct timeval tv = {(time_t)WAIT_SWEEP, 0};
+
+    p->kind = PARK;
+    p->deadline = jr_mono() + p->q->wait;
+    p->next = h->parked;
+    h->parked = p;
+    if (!evtimer_pending(h->sweep, NULL))
+        evtimer_add(h->sweep, &tv);
+}
+
+void
+jr_http_jobs_ended(jr_http *h)
+{
+    if (h != NULL)
+        look(h);
+}
 
 /* The database thread answered p (ran 0: it stopped first). */
 static void
@@ -153,6 +280,17 @@ answered(void *arg, int ran)
         return;
     }
     unlink_pending(h, p);
+    if (p->kind == SWEEP) {
+        looked(h, p->q, ran);
+        free_pending(p);
+        return;
+    }
+    if (p->kind == ASK && ran && p->q->kind == JR_API_JOB &&
+        p->q->wait > 0 && p->q->status == 200 && !p->q->ended[0] &&
+        h->sweep != NULL) {
+        park(h, p);             /* answered when the job ends */
+        return;
+    }
     if (p->kind == ASK && !ran)
         jr_http_error(p->req, 503, "the runner is stopping");
     else if (p->kind == ASK)
@@ -194,7 +332,7 @@ thread_for(jr_http *h, int kind)
 {
     switch (kind) {
     case JR_API_STATS: case JR_API_JOBS: case JR_API_JOB: case JR_API_DEAD:
-    case JR_API_QUEUES: case JR_API_GAUGES:
+    case JR_API_QUEUES: case JR_API_GAUGES: case JR_API_OUTCOMES:
         if (h->rdt != NULL)
             return h->rdt;
         break;
@@ -207,15 +345,16 @@ jr_http_ask(jr_http *h, struct evhttp_request *req, jr_apireq *q)
 {
     awaited *p = add_pending(h, ASK, req, q);
 
-    if (p == NULL || jr_dbthread_request(thread_for(h, q->kind),
+    /* a long poll's first read marks its job (a write): the runner's */
+    if (p == NULL || jr_dbthread_request(thread_for(h, q->keep > 0 ?
+                                                    JR_API_PUSH : q->kind),
                                          run_pending, answered, p) < 0) {
         if (p != NULL) {
             unlink_pending(h, p);
             p->q = NULL;
             free(p);
         }
-        jr_buf_free(&q->body);
-        free(q);
+        jr_apireq_free(q);
         jr_http_error(req, 503, "out of memory");
     }
 }
@@ -293,7 +432,7 @@ static void
 route_api(jr_http *h, struct evhttp_request *req, const char *path,
           const char *query, int post, int read)
 {
-    int write = jr_api_is_write(path + 5);
+    int write = jr_api_is_write(path + 5, post);
 
     if (write < 0)
         jr_http_error(req, 404, "no such API route: %.200s", path);
@@ -527,6 +666,8 @@ jr_http_start(const jr_httphost *host, jr_http **out, jr_err *err)
     snprintf(h->auth.host, sizeof h->auth.host, "%.*s",
              (int)(strrchr(c->http_listen, ':') - c->http_listen),
              c->http_listen);
+    /* no timer: long polls are answered at once, as plain reads */
+    h->sweep = evtimer_new(h->host.base, sweep_cb, h);
     *out = h;
     open_reader(h);
     return 0;
@@ -539,6 +680,15 @@ jr_http_stop(jr_http *h)
 
     if (h == NULL)
         return;
+    /* long polls are answered as their jobs stand: the runner stops */
+    for (p = h->parked; p; p = next) {
+        next = p->next;
+        jr_http_reply(p->req, p->q->status, "application/json",
+                      p->q->body.p, p->q->body.len);
+        free_pending(p);
+    }
+    if (h->sweep != NULL)
+        event_free(h->sweep);
     /* answers still to come find no server: they only free themselves;
      * the requests they were for go with their connections */
     for (p = h->waiting; p; p = next) {

@@ -43,6 +43,11 @@ void jr_http_error(struct evhttp_request *req, int status, const char *fmt,
  * to req. Takes q (allocated with malloc). */
 void jr_http_ask(jr_http *h, struct evhttp_request *req, jr_apireq *q);
 
+/* This runner recorded the end of some jobs: the long polls waiting on
+ * jobs (GET /api/jobs/ID?wait=S) look at once whether theirs ended.
+ * NULL is a no-op. */
+void jr_http_jobs_ended(jr_http *h);
+
 /* api.c: answers a request under /api/ (path without the prefix) of
  * server h, whose runner is host; post: the method is POST and passed the
  * write checks (token, origin, type). */
@@ -50,8 +55,9 @@ void jr_api_handle(jr_http *h, const jr_httphost *host,
                    struct evhttp_request *req, const char *path,
                    const char *query, int post);
 /* 1 if path (under /api/) names a write action (POST only), 0 a read
- * (GET), -1 no route. */
-int  jr_api_is_write(const char *path);
+ * (GET), -1 no route; post: the method is POST (a path may have both,
+ * as /api/jobs). */
+int  jr_api_is_write(const char *path, int post);
 
 /* dash.c (generated from runtime/http/dash/ at build time): the dashboard's
  * files. Returns the file at path ("/", "/app.js"...) or NULL. */

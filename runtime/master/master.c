@@ -58,7 +58,8 @@ static const int signals[NSIGNALS] = {SIGTERM, SIGINT, SIGCHLD, SIGHUP,
  *   qstate, limits, schedules, cancel act on the claimed jobs (taken);
  *     cancel last, so that the jobs it ends were seen by the others;
  *   prune after the claim's readers: its batch runs after the claim;
- *   unhandled counts on the database thread between cycles (tick). */
+ *   unhandled counts on the database thread between cycles (tick);
+ *   waits looks at the long polls' jobs after the cycle (taken). */
 const jr_service *const jr_master_services[] = {
     &jr_metrics_service,
     &jr_events_service,
@@ -69,6 +70,7 @@ const jr_service *const jr_master_services[] = {
     &jr_cancel_service,
     &jr_prune_service,
     &jr_unhandled_service,
+    &jr_waits_service,
     NULL
 };
 

@@ -22,7 +22,7 @@ struct wk;
 enum {
     JR_SVC_METRICS, JR_SVC_EVENTS, JR_SVC_VACUUM, JR_SVC_QSTATE,
     JR_SVC_LIMITS, JR_SVC_SCHED, JR_SVC_CANCEL, JR_SVC_PRUNE,
-    JR_SVC_UNHANDLED, JR_NSERVICES
+    JR_SVC_UNHANDLED, JR_SVC_WAITS, JR_NSERVICES
 };
 
 typedef struct jr_service {
@@ -103,6 +103,7 @@ extern const jr_service jr_sched_service;
 extern const jr_service jr_cancel_service;
 extern const jr_service jr_prune_service;
 extern const jr_service jr_unhandled_service;
+extern const jr_service jr_waits_service;
 
 /* The core's calls: each runs the callback of every service that has
  * one, in the list's order. */

@@ -1,0 +1,149 @@
+/* wait.c - waiting for outcomes: the mark that keeps a waited-on job
+ * completed after success (its result_ttl), where each job stands (state,
+ * result, error) and the highest id ever given; the wake-ups are the
+ * WAL's (conn.c's wake_fd and changed): SQLite cannot say which job
+ * ended. Owns their statements. Uses sqlite_int.h. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "sqlite/sqlite_int.h"
+
+static const char *const sql_text[S_COUNT] = {
+    /* ?1 the ids (JSON array), ?2 seconds */
+    [S_WATCH] =
+        "UPDATE jobs SET result_ttl = ?2"
+        " WHERE id IN (SELECT value FROM json_each(?1))"
+        " AND state NOT IN ('completed', 'dead', 'cancelled')"
+        " AND result_ttl IS NULL",
+    [S_OUTCOMES] =
+        "SELECT id, state, result, last_error FROM jobs"
+        " WHERE id IN (SELECT value FROM json_each(?1))",
+    [S_LAST_ID] =
+        "SELECT coalesce((SELECT seq FROM sqlite_sequence"
+        " WHERE name = 'jobs'), 0)",
+};
+
+static sqlite3_stmt *
+stmt(jr_backend *b, int which, jr_err *err)
+{
+    return jr_sqlite_stmt(b, which, sql_text[which], err);
+}
+
+/* ids[0..n) as a JSON array; malloc'd, NULL when out of memory. */
+static char *
+id_array(const int64_t *ids, int n)
+{
+    char *s = malloc((size_t)n * 22 + 3), *p = s;
+    int i;
+
+    if (s == NULL)
+        return NULL;
+    *p++ = '[';
+    for (i = 0; i < n; i++)
+        p += sprintf(p, "%s%lld", i ? "," : "", (long long)ids[i]);
+    strcpy(p, "]");
+    return s;
+}
+
+/* Marks the ids that have not ended: kept keep seconds after success. */
+static int
+watch(jr_backend *b, const char *ids, double keep, jr_err *err)
+{
+    sqlite3_stmt *s;
+
+    if (jr_sqlite_begin(b, err) < 0)
+        return -1;
+    if ((s = stmt(b, S_WATCH, err)) == NULL)
+        return jr_sqlite_write_end(b, -1, err);
+    bind_text(s, 1, ids);
+    sqlite3_bind_double(s, 2, keep);
+    return jr_sqlite_write_end(b, run(b, s, err, "marking waited-on jobs"),
+                               err) < 0 ? -1 : 0;
+}
+
+static char *
+dup_col(sqlite3_stmt *s, int i, int *oom)
+{
+    const char *v = col_text(s, i);
+    char *d = v ? strdup(v) : NULL;
+
+    *oom |= v != NULL && d == NULL;
+    return d;
+}
+
+/* Fills out[] from the rows of S_OUTCOMES; then the highest id given. */
+static int
+read_outcomes(jr_backend *b, const char *ids, int n, jr_outcome *out,
+              int64_t *last, jr_err *err)
+{
+    sqlite3_stmt *s;
+    int64_t id;
+    int i, rc, oom = 0;
+
+    if ((s = stmt(b, S_OUTCOMES, err)) == NULL)
+        return -1;
+    bind_text(s, 1, ids);
+    while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
+        id = sqlite3_column_int64(s, 0);
+        for (i = 0; i < n; i++) {
+            if (out[i].id != id || out[i].state >= 0)
+                continue;
+            out[i].state = jr_state_parse(col_text(s, 1));
+            out[i].result = dup_col(s, 2, &oom);
+            out[i].error = dup_col(s, 3, &oom);
+        }
+    }
+    sqlite3_reset(s);
+    if (rc != SQLITE_DONE)
+        return jr_sqlite_fail(b, err, "reading outcomes");
+    if (oom)
+        return jr_fail(err, JR_ENOMEM, "sqlite: reading outcomes: out of "
+                       "memory");
+    if ((s = stmt(b, S_LAST_ID, err)) == NULL)
+        return -1;
+    rc = sqlite3_step(s);
+    *last = rc == SQLITE_ROW ? sqlite3_column_int64(s, 0) : 0;
+    sqlite3_reset(s);
+    return rc == SQLITE_ROW ? 0 : jr_sqlite_fail(b, err, "reading ids");
+}
+
+int
+jr_sqlite_outcomes(jr_backend *b, const int64_t *ids, int n, double keep,
+                   jr_outcome *out, int64_t *last, jr_err *err)
+{
+    char *arr;
+    int i, rc;
+
+    for (i = 0; i < n; i++) {
+        memset(&out[i], 0, sizeof out[i]);
+        out[i].id = ids[i];
+        out[i].state = -1;
+    }
+    *last = 0;
+    if (n <= 0)
+        return 0;
+    if ((arr = id_array(ids, n)) == NULL)
+        return jr_fail(err, JR_ENOMEM, "sqlite: out of memory");
+    rc = keep > 0 ? watch(b, arr, keep, err) : 0;
+    if (rc == 0)
+        rc = read_outcomes(b, arr, n, out, last, err);
+    free(arr);
+    if (rc < 0)
+        for (i = 0; i < n; i++) {
+            free(out[i].result);
+            free(out[i].error);
+            out[i].result = out[i].error = NULL;
+        }
+    return rc;
+}
+
+int
+jr_sqlite_finished(jr_backend *b, int64_t *ids, int max, jr_err *err)
+{
+    int rc = jr_sqlite_changed(b, err);
+
+    (void)ids;
+    (void)max;
+    return rc <= 0 ? rc : JR_FINISHED_SOME;
+}

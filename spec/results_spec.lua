@@ -1,0 +1,184 @@
+-- results_spec.lua - a handler's return value is its job's result (JSON,
+-- max_result, kept for result_ttl then pruned), seen through show --json,
+-- the Lua client and SQL; `jobrunner wait` and client:wait for completed,
+-- dead, cancelled and timeout, with their exit statuses.
+local jr = require "jr"
+local cjson = require "cjson"
+
+local RETURNS = [[
+  local jobrunner = require "jobrunner"
+  return { max_retries = 0, handle = function(job)
+    local k = job.payload.k
+    if k == "table" then return { a = 1, b = { "x", 2.5 }, c = { d = true } } end
+    if k == "string" then return "héllo" end
+    if k == "number" then return 42 end
+    if k == "float" then return 0.5 end
+    if k == "boolean" then return false end
+    if k == "null" then return jobrunner.null end
+    if k == "big" then return string.rep("x", 70000) end
+    if k == "function" then return print end
+    if k == "nul" then return "a\0b" end
+  end }]]
+
+local function show(env, id)
+  local out, err, code = env:cli("show", tostring(id), "--json")
+  assert(code == 0, err)
+  return cjson.decode(out)
+end
+
+for _, backend in ipairs(jr.backends()) do
+  describe(backend .. " results:", function()
+    local env = jr.test_env(backend)
+
+    it("round-trips tables, strings, numbers and booleans; nothing is null", function()
+      env:script("r", RETURNS)
+      local ids = {}
+      for _, k in ipairs({ "table", "string", "number", "float", "boolean", "null", "none" }) do
+        ids[k] = env:push("r", cjson.encode({ k = k }))
+      end
+      env:start()
+      local out, err, code = env:cli("wait", tostring(ids.table), tostring(ids.string),
+        tostring(ids.number), tostring(ids.float), tostring(ids.boolean), tostring(ids.null),
+        "--json", "--timeout", "30")
+      assert.equal(0, code, err)
+      local lines = {}
+      for l in out:gmatch("[^\n]+") do lines[#lines + 1] = cjson.decode(l) end
+      assert.equal(6, #lines)
+      assert.same({ a = 1, b = { "x", 2.5 }, c = { d = true } }, lines[1].result)
+      assert.equal("héllo", lines[2].result)
+      assert.equal(42, lines[3].result)
+      assert.equal(0.5, lines[4].result)
+      assert.equal(false, lines[5].result)
+      assert.equal(cjson.null, lines[6].result)
+      for _, l in ipairs(lines) do assert.equal("completed", l.state) end
+      -- show --json carries the same value; kept for result_ttl (1h)
+      local t = show(env, ids.table)
+      assert.same({ a = 1, b = { "x", 2.5 }, c = { d = true } }, t.result)
+      assert.equal("completed", t.state)
+      assert.is_string(t.keep_until)
+      -- nothing returned: a plain success, deleted (wait says completed)
+      jr.wait_for(function() return env:job(ids.none) == nil end, 20, "none deleted")
+      out, err, code = env:cli("wait", tostring(ids.none))
+      assert.equal(0, code, err)
+      assert.equal(ids.none .. " completed -\n", out)
+      -- the Lua client: show gives the JSON text, wait the decoded value
+      local c = jr.client(env)
+      local j = assert(c:show(ids.table))
+      assert.same({ a = 1, b = { "x", 2.5 }, c = { d = true } }, cjson.decode(j.result))
+      local got = assert(c:wait({ ids.table, ids.number, ids.string }))
+      assert.same({ a = 1, b = { "x", 2.5 }, c = { d = true } }, got[1].result)
+      assert.equal(42, got[2].result)
+      assert.equal(math.type(42), math.type(got[2].result))
+      assert.equal("héllo", got[3].result)
+      assert.equal('"héllo"', got[3].result_json)
+      -- SQL
+      if backend == "postgres" then
+        local row = env:query("SELECT (" .. env.schema .. ".outcome(" .. ids.table .. ")).*")[1]
+        assert.equal("completed", row.state)
+        assert.same({ a = 1, b = { "x", 2.5 }, c = { d = true } }, row.result)
+        row = env:query("SELECT result->'c'->>'d' AS d FROM jobs WHERE id = " .. ids.table)[1]
+        assert.equal("true", row.d)
+      else
+        local row = env:query("SELECT json_extract(result, '$.c.d') AS d, result FROM jobs WHERE id = "
+          .. ids.table)[1]
+        assert.equal(1, row.d)
+        assert.same({ a = 1, b = { "x", 2.5 }, c = { d = true } }, cjson.decode(row.result))
+      end
+      c:close()
+      assert.equal(0, env:stop())
+    end)
+
+    it("fails the attempt on a result over max_result or with no JSON, naming the job", function()
+      env:config("max_result = 1000")
+      env:script("r", RETURNS)
+      local big = env:push("r", '{"k":"big"}')
+      local fn = env:push("r", '{"k":"function"}')
+      local nul = env:push("r", '{"k":"nul"}')
+      env:start()
+      local out, err, code = env:cli("wait", tostring(big), tostring(fn), tostring(nul), "--json")
+      assert.equal(1, code, out .. err)
+      local lines = {}
+      for l in out:gmatch("[^\n]+") do lines[#lines + 1] = cjson.decode(l) end
+      assert.equal("dead", lines[1].state)
+      assert.equal(("job %d: result of 70002 bytes is over max_result (1000)"):format(big),
+        lines[1].error)
+      assert.equal("dead", lines[2].state)
+      assert.matches(("^job %d: result: cannot encode a function"):format(fn), lines[2].error)
+      assert.equal("dead", lines[3].state)
+      assert.equal(("job %d: result: string holds a NUL byte (byte 2): no backend stores one")
+        :format(nul), lines[3].error)
+      assert.equal(cjson.null, lines[1].result)
+      assert.equal(0, env:stop())
+    end)
+
+    it("keeps a job with a result for result_ttl, and prunes it after", function()
+      env:config('result_ttl = "2s"')
+      env:script("r", RETURNS)
+      local a = env:push("r", '{"k":"number"}')
+      local b = env:push("r", '{"k":"none"}', "--result-ttl", "1h")
+      local n = env:push("r", '{"k":"none"}')
+      env:start()
+      assert.equal(0, select(3, env:cli("wait", tostring(a), tostring(b), tostring(n))))
+      assert.equal("completed", env:job(a).state)
+      assert.equal("completed", env:job(b).state)    -- its own result_ttl
+      assert.is_nil(env:job(n))                       -- a plain success
+      -- the pruner (every 5 s) removes a after its 2 s, never b
+      jr.wait_for(function() return env:job(a) == nil end, 20, "result pruned")
+      assert.equal("completed", env:job(b).state)
+      assert.equal(0, env:stop())
+    end)
+
+    it("waits for dead and cancelled jobs, times out with 124, refuses unknown ids with 5", function()
+      env:script("slow", [[
+        return { max_retries = 0, handle = function(job)
+          local jobrunner = require "jobrunner"
+          if job.payload.fail then error("boom") end
+          local t = os.time() + (job.payload.s or 0)
+          while os.time() < t do
+            if jobrunner.cancelled() then return end
+          end
+          return job.payload.n
+        end }]])
+      local dead = env:push("slow", '{"fail":true}')
+      local long = env:push("slow", '{"s":60}')
+      local ok = env:push("slow", '{"n":7}')
+      env:start()
+      -- a timeout: the long job runs on
+      local t0 = jr.now()
+      local out, err, code = env:cli("wait", tostring(long), "--timeout", "1")
+      assert.equal(124, code, out .. err)
+      assert.truthy(jr.now() - t0 < 10)
+      assert.matches("timed out after 1s", err, 1, true)
+      assert.matches("^" .. long .. " [a-z]+ %-\n$", out)
+      -- cancel it while a waiter waits: exit 1, state cancelled
+      local w = io.popen(("cd %s && %s -c %s wait %d %d %d; echo rc=$?"):format(env.dir, jr.bin,
+        env.config_file, ok, dead, long))
+      jr.sleep(0.5)
+      assert.equal(0, select(3, env:cli("cancel", tostring(long))))
+      out = w:read("a")
+      w:close()
+      assert.matches(ok .. " completed 7\n", out, 1, true)
+      assert.matches(dead .. " dead %- %(.*boom", out)
+      assert.matches(long .. " cancelled", out, 1, true)
+      assert.matches("rc=1\n", out, 1, true)
+      out, err, code = env:cli("wait", "999999")
+      assert.equal(5, code)
+      assert.matches("job 999999: no such job", err, 1, true)
+      -- the Lua client: a timeout gives nil, the message and the outcomes
+      local c = jr.client(env)
+      local again = env:push("slow", '{"s":60}')
+      local res, msg, outs = c:wait(again, { timeout = 0.5 })
+      assert.is_nil(res)
+      assert.matches("timed out", msg)
+      assert.equal(again, outs[1].id)
+      local got = assert(c:wait({ dead, long }))
+      assert.equal("dead", got[1].state)
+      assert.matches("boom", got[1].error)
+      assert.equal("cancelled", got[2].state)
+      assert.has_error(function() c:wait({ dead }, { timeout = -1 }) end)
+      assert.has_error(function() c:wait({ dead }, { tmeout = 1 }) end)
+      c:close()
+      env:signal("KILL")
+    end)
+  end)
+end
