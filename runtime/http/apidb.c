@@ -10,6 +10,7 @@
 
 #include "http/api.h"
 #include "backend.h"
+#include "base/flow.h"
 #include "base/jsontext.h"
 #include "lua/json.h"
 
@@ -383,7 +384,9 @@ show(jr_db *db, jr_apireq *q, walk *w, jr_err *e)
         free(o.error);
         q->keep = 0;            /* once */
     }
-    return db->ops->show(db->b, q->ids[0], job_row, w, e);
+    if (db->ops->show(db->b, q->ids[0], job_row, w, e) < 0)
+        return -1;
+    return jr_apiflow_links(db, q, e);
 }
 
 /* OUTCOMES: which of ids[0..nids) have ended (gone: a plain success, or
@@ -439,6 +442,10 @@ run(jr_db *db, jr_apireq *q, jr_err *e)
         return push(db, q, e);
     case JR_API_OUTCOMES:
         return ended(db, q, e);
+    case JR_API_BATCH:
+        return jr_apiflow_batch(db, q, e);
+    case JR_API_FLOW:
+        return jr_apiflow_push(db, q, e);
     case JR_API_PAUSE:
     case JR_API_RESUME:
         if ((q->kind == JR_API_PAUSE ? db->ops->pause :
@@ -471,6 +478,128 @@ run(jr_db *db, jr_apireq *q, jr_err *e)
     return 0;
 }
 
+/* ---- workflows: a job's links, GET /api/batches/ID, POST /api/flows ---- */
+
+typedef struct links {
+    jr_buf *b;
+    int     np, nc;
+    int64_t batch;
+    jr_buf  kids;
+} links;
+
+static int
+link_row(int kind, int64_t id, const char *state, void *arg)
+{
+    links *l = arg;
+    jr_buf *to = kind == 'p' ? l->b : &l->kids;
+    int n = kind == 'p' ? l->np++ : l->nc++;
+
+    if (kind == 'b') {
+        l->batch = id;
+        return 0;
+    }
+    jr_api_printf(to, "%s{\"id\":%lld,\"state\":", n ? "," : "",
+                  (long long)id);
+    jr_api_str(to, state);
+    jr_buf_put(to, "}", 1);
+    return 0;
+}
+
+int
+jr_apiflow_links(jr_db *db, jr_apireq *q, jr_err *e)
+{
+    links l = {&q->body, 0, 0, 0, {0}};
+    int rc;
+
+    if (q->body.len == 0 || q->body.p[q->body.len - 1] != '}')
+        return 0;
+    q->body.len--;              /* the job object opens again */
+    jr_buf_put(&q->body, ",\"parents\":[", 12);
+    rc = db->ops->links(db->b, q->ids[0], link_row, &l, e);
+    jr_buf_put(&q->body, "],\"children\":[", 14);
+    if (l.kids.len > 0)
+        jr_buf_put(&q->body, l.kids.p, l.kids.len);
+    jr_buf_free(&l.kids);
+    if (l.batch != 0)
+        jr_api_printf(&q->body, "],\"batch\":%lld}", (long long)l.batch);
+    else
+        jr_buf_put(&q->body, "],\"batch\":null}", 15);
+    return rc;
+}
+
+static int
+batch_row(const jr_batch_row *r, void *arg)
+{
+    jr_buf *b = arg;
+
+    jr_api_printf(b, "{\"id\":%lld,\"counts\":{\"pending\":%ld,"
+                  "\"completed\":%ld,\"dead\":%ld,\"cancelled\":%ld},"
+                  "\"total\":%ld,\"on_complete\":", (long long)r->id,
+                  r->pending, r->completed, r->dead, r->cancelled, r->total);
+    jr_api_str(b, r->on_complete);
+    jr_buf_put(b, ",\"on_success\":", 14);
+    jr_api_str(b, r->on_success);
+    jr_api_printf(b, ",\"done\":%s,\"finished_at\":",
+                  r->finished_at > 0 ? "true" : "false");
+    jr_api_time(b, r->finished_at);
+    jr_buf_put(b, ",\"members\":[", 12);
+    return 0;
+}
+
+static int
+member_row(int kind, int64_t id, const char *state, void *arg)
+{
+    jr_buf *b = arg;
+
+    (void)kind;
+    jr_api_printf(b, "%s{\"id\":%lld,\"state\":",
+                  b->p[b->len - 1] == '[' ? "" : ",", (long long)id);
+    jr_api_str(b, state);
+    jr_buf_put(b, "}", 1);
+    return 0;
+}
+
+int
+jr_apiflow_batch(jr_db *db, jr_apireq *q, jr_err *e)
+{
+    if (db->ops->batch_show(db->b, q->ids[0], batch_row, member_row,
+                            &q->body, e) < 0) {
+        if (e->code == JR_ENOTFOUND)
+            q->status = 404;
+        return -1;
+    }
+    jr_buf_put(&q->body, "]}", 2);
+    return 0;
+}
+
+int
+jr_apiflow_push(jr_db *db, jr_apireq *q, jr_err *e)
+{
+    jr_flow *f = q->flow;
+    int64_t *ids = calloc((size_t)f->n, sizeof *ids);
+    int i;
+
+    if (ids == NULL)
+        return jr_fail(e, JR_ENOMEM, "out of memory");
+    if (db->ops->push(db->b, f->jobs, f->n, ids, e) < 0) {
+        free(ids);
+        return -1;
+    }
+    q->status = 201;
+    jr_buf_put(&q->body, "{\"ids\":{", 8);
+    for (i = 0; i < f->n; i++) {
+        jr_api_printf(&q->body, "%s", i ? "," : "");
+        jr_api_str(&q->body, f->refs[i]);
+        jr_api_printf(&q->body, ":%lld", (long long)ids[i]);
+    }
+    if (f->has_batch)
+        jr_api_printf(&q->body, "},\"batch\":%lld}", (long long)f->batch.id);
+    else
+        jr_buf_put(&q->body, "},\"batch\":null}", 15);
+    free(ids);
+    return 0;
+}
+
 void
 jr_apireq_free(jr_apireq *q)
 {
@@ -478,6 +607,10 @@ jr_apireq_free(jr_apireq *q)
         return;
     jr_buf_free(&q->body);
     free(q->mem);
+    if (q->flow != NULL) {
+        jr_flow_free(q->flow);
+        free(q->flow);
+    }
     free(q);
 }
 
