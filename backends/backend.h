@@ -29,6 +29,7 @@ typedef struct jr_stat_row {
     long        scheduled;      /* queued, run_at in the future */
     long        running;
     long        dead;
+    long        waiting;        /* parents unfinished (workflows) */
 } jr_stat_row;
 
 /* One dead job. Strings valid during the callback only. */
@@ -121,6 +122,7 @@ typedef struct jr_queue_row {
     long        dead;
     long        cancelled;
     long        completed;
+    long        waiting;        /* parents unfinished (workflows) */
 } jr_queue_row;
 
 /* Outcomes of cancel, per id. */

@@ -287,6 +287,8 @@ stats_row(const jr_stat_row *row, void *arg)
     n.queued = row->ready + row->scheduled;
     n.running = row->running;
     n.dead = row->dead;
+    n.waiting = row->waiting;
+    a->total->waiting += n.waiting;
     a->total->ready += n.ready;
     a->total->scheduled += n.scheduled;
     a->total->queued += n.queued;

@@ -102,6 +102,7 @@ typedef struct jr_client_counts {
     long scheduled;             /* queued, due later (run_at, retry backoff) */
     long running;
     long dead;
+    long waiting;               /* parents unfinished (docs/workflows.md) */
 } jr_client_counts;
 
 /* Called once per job name with its counts, in name order. name is valid

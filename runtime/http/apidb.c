@@ -182,7 +182,7 @@ dead_row(const jr_dead_row *r, void *arg)
 
 typedef struct totals {         /* a stats walk */
     walk    w;
-    long    ready, scheduled, running, dead;
+    long    ready, scheduled, running, dead, waiting;
 } totals;
 
 static int
@@ -194,8 +194,10 @@ stat_row(const jr_stat_row *r, void *arg)
     comma(&t->w);
     jr_api_str(b, r->name);
     jr_api_printf(b, ":{\"queued\":%ld,\"ready\":%ld,\"scheduled\":%ld,"
-                  "\"running\":%ld,\"dead\":%ld}", r->ready + r->scheduled,
-                  r->ready, r->scheduled, r->running, r->dead);
+                  "\"running\":%ld,\"dead\":%ld,\"waiting\":%ld}",
+                  r->ready + r->scheduled, r->ready, r->scheduled,
+                  r->running, r->dead, r->waiting);
+    t->waiting += r->waiting;
     t->ready += r->ready;
     t->scheduled += r->scheduled;
     t->running += r->running;
@@ -217,9 +219,10 @@ queue_row(const jr_queue_row *r, void *arg)
     jr_api_time(b, r->paused_at);
     jr_api_printf(b, ",\"queued\":%ld,\"ready\":%ld,\"scheduled\":%ld,"
                   "\"running\":%ld,\"dead\":%ld,\"cancelled\":%ld,"
-                  "\"completed\":%ld}", r->ready + r->scheduled, r->ready,
-                  r->scheduled, r->running, r->dead, r->cancelled,
-                  r->completed);
+                  "\"completed\":%ld,\"waiting\":%ld}",
+                  r->ready + r->scheduled, r->ready, r->scheduled,
+                  r->running, r->dead, r->cancelled, r->completed,
+                  r->waiting);
     return 0;
 }
 
@@ -251,13 +254,25 @@ gauge_states(jr_buf *b, const char *head, const char *name, const long *v,
     }
 }
 
+/* The gauge line of state s alone. */
+static void
+gauge_at(jr_buf *b, const char *head, const char *name, int s, const long *v)
+{
+    jr_buf_put(b, head, strlen(head));
+    label(b, name);
+    jr_api_printf(b, "\",state=\"%s\"} %ld\n", jr_state_name(s), v[0]);
+}
+
 static int
 gauge_name(const jr_stat_row *r, void *arg)
 {
     long v[] = {r->ready, r->scheduled, r->running, r->dead};
 
-    gauge_states(&((jr_apireq *)arg)->body, "jobrunner_jobs{name=\"",
-                 r->name, v, 4);
+    long w[] = {r->waiting};
+    jr_buf *b = &((jr_apireq *)arg)->body;
+
+    gauge_states(b, "jobrunner_jobs{name=\"", r->name, v, 4);
+    gauge_at(b, "jobrunner_jobs{name=\"", r->name, JR_STATE_WAITING, w);
     return 0;
 }
 
@@ -270,7 +285,11 @@ gauge_queue(const jr_queue_row *r, void *arg)
                 r->completed};
     jr_buf *two = arg;
 
+    long w[] = {r->waiting};
+
     gauge_states(&two[0], "jobrunner_queue_jobs{queue=\"", r->name, v, 6);
+    gauge_at(&two[0], "jobrunner_queue_jobs{queue=\"", r->name,
+             JR_STATE_WAITING, w);
     jr_buf_put(&two[1], "jobrunner_queue_paused{queue=\"", 30);
     label(&two[1], r->name);
     jr_api_printf(&two[1], "\"} %d\n", r->paused ? 1 : 0);
@@ -305,7 +324,7 @@ gauges(jr_db *db, jr_apireq *q, jr_err *e)
 static int
 stats(jr_db *db, jr_apireq *q, jr_err *e)
 {
-    totals t = {{q, 0}, 0, 0, 0, 0};
+    totals t = {{q, 0}, 0, 0, 0, 0, 0};
     jr_buf *b = &q->body;
     jr_buf names = {0};
 
@@ -313,8 +332,9 @@ stats(jr_db *db, jr_apireq *q, jr_err *e)
     if (db->ops->stats(db->b, stat_row, &t, e) < 0)
         return -1;
     jr_api_printf(b, "},\"queued\":%ld,\"ready\":%ld,\"scheduled\":%ld,"
-                  "\"running\":%ld,\"dead\":%ld,\"queues\":[", t.ready +
-                  t.scheduled, t.ready, t.scheduled, t.running, t.dead);
+                  "\"running\":%ld,\"dead\":%ld,\"waiting\":%ld,"
+                  "\"queues\":[", t.ready + t.scheduled, t.ready,
+                  t.scheduled, t.running, t.dead, t.waiting);
     t.w.n = 0;
     if (db->ops->queue_list(db->b, queue_row, &t.w, e) < 0)
         return -1;
