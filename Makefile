@@ -378,8 +378,13 @@ $(BUILD)/bench/benchsleep.so: bench/benchsleep.c
 # "backend=B jobs=N kills=K lost=L duplicated=D stuck=S max_dup=W
 # max_held=H" (fails if lost or
 # stuck, an orphan worker, or duplicates above its bound). The long run:
-# make chaos CHAOS_JOBS=100000 CHAOS_KILLS=200. spec/chaos_spec.lua runs
-# the short one in make test.
+# make chaos CHAOS_JOBS=100000 CHAOS_KILLS=200. Then the workflow case,
+# bench/chaosflow: CHAOS_FLOWS fan-out/fan-in flows (a root, CHAOS_FANOUT
+# children, a join; one batch each with two callbacks) drained by three
+# runners on PostgreSQL while one is killed CHAOS_KILLS times; prints
+# "flows=F jobs=N kills=K lost=L early=E callbacks_bad=C waiting=W
+# stuck=S" and fails unless all but F, N and K are 0. spec/chaos_spec.lua
+# runs the short ones in make test.
 CHAOS_JOBS  ?= 5000
 CHAOS_KILLS ?= 12
 
@@ -388,6 +393,8 @@ CHAOS_KILLS ?= 12
 chaos: all
 	$(Q)CHAOS_JOBS=$(CHAOS_JOBS) CHAOS_KILLS=$(CHAOS_KILLS) \
 	    JOBRUNNER_BIN=$(CURDIR)/jobrunner $(LUA) bench/chaos
+	$(Q)CHAOS_KILLS=$(CHAOS_KILLS) JOBRUNNER_BIN=$(CURDIR)/jobrunner \
+	    $(LUA) bench/chaosflow
 
 # Fuzz targets spec/fuzz/fuzz_*.c (frame codec, config loader, job
 # decoding). make fuzz builds them with clang's libFuzzer, ASan and UBSan
