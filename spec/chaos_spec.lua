@@ -49,7 +49,7 @@ if jr.pg_url then
         "callbacks_bad=%d+ waiting=%d+ stuck=%d+)")
       assert(line, "no figures line from bench/chaosflow:\n" .. out .. err)
       local f = {}
-      for k, v in line:gmatch("(%w+)=(%w+)") do f[k] = tonumber(v) end
+      for k, v in line:gmatch("([%w_]+)=(%d+)") do f[k] = tonumber(v) end
       assert.is_true(f.kills > 0)
       for _, k in ipairs({ "lost", "early", "callbacks_bad", "waiting", "stuck" }) do
         assert.are.equal(0, f[k], k .. ": " .. err)
