@@ -122,11 +122,16 @@ link_one(jr_backend *b, const jr_push *const *pp, int i, const int64_t *ids,
     res = pg_run(b, &st_link, params, "linking a job", err);
     free(a.p);
     if (res == NULL) {
-        /* link() names the ids; the job's name goes in front */
-        if (strcmp(b->sqlstate, "22023") == 0)
-            jr_fail(err, JR_EINPUT, "job '%s': %s", p->name,
-                    strncmp(b->pgmsg, "jobrunner.link: ", 16) == 0 ?
-                    b->pgmsg + 16 : b->pgmsg);
+        /* link() names the ids; the job's name goes in front, instead of
+         * the id of a row that is rolled back */
+        if (strcmp(b->sqlstate, "22023") == 0) {
+            const char *m = b->pgmsg;
+            if (strncmp(m, "jobrunner.link: ", 16) == 0)
+                m += 16;
+            if (strncmp(m, "job ", 4) == 0 && strstr(m, ": ") != NULL)
+                m = strstr(m, ": ") + 2;
+            jr_fail(err, JR_EINPUT, "job '%s': %s", p->name, m);
+        }
         return -1;
     }
     rc = PQntuples(res) == 1 ? 0 : jr_fail(err, JR_EDB, "postgres: linking "
