@@ -182,3 +182,38 @@ for _, backend in ipairs(jr.backends()) do
     end)
   end)
 end
+
+if jr.pg_url and (os.getenv("JR_BACKENDS") or "postgres"):find("postgres") then
+  describe("postgres results: NOTIFY", function()
+    local env = jr.test_env("postgres")
+
+    it("a psql LISTEN on <schema>_finished receives '<id> <state>' for each kept end", function()
+      env:script("r", RETURNS)
+      env:script("boom", "return { max_retries = 0, handle = function() error('boom') end }")
+      local out = os.tmpname()
+      -- psql prints the notifications that came in while it slept
+      os.execute(("psql -X -q %s -c %s -c 'SELECT pg_sleep(6)' > %s 2>&1 &"):format(
+        jr.quote(jr.pg_url), jr.quote('LISTEN "' .. env.schema .. '_finished"'), out))
+      jr.sleep(1)
+      local kept = env:push("r", '{"k":"number"}')
+      local plain = env:push("r", '{"k":"none"}')
+      local dead = env:push("boom")
+      env:start()
+      assert.equal(1, select(3, env:cli("wait", tostring(kept), tostring(dead))))
+      jr.wait_for(function() return env:job(plain) == nil end, 20, "plain success deleted")
+      local text = jr.wait_for(function()
+        local f = io.open(out)
+        local s = f and f:read("a") or ""
+        if f then f:close() end
+        return s:find("pg_sleep", 1, true) and s or s:find(("%d dead"):format(dead), 1, true) and
+          jr.sleep(0.2) == nil and s
+      end, 20, "psql output")
+      os.remove(out)
+      assert.matches(('Asynchronous notification "%s_finished" with payload "%d completed"')
+        :format(env.schema, kept), text, 1, true)
+      assert.matches(('payload "%d dead"'):format(dead), text, 1, true)
+      assert.is_nil(text:find(('payload "%d '):format(plain), 1, true))  -- deleted: none
+      assert.equal(0, env:stop())
+    end)
+  end)
+end

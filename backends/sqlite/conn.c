@@ -254,6 +254,7 @@ jr_sqlite_open(const char *path, const jr_backend_opts *o, jr_err *err)
         return NULL;
     }
     b->inotify_fd = -1;
+    b->fin_fd = -1;
     b->wal_watch = -1;
     b->data_version = -1;
     b->sync_normal = o->sync_normal;
@@ -279,6 +280,8 @@ jr_sqlite_close(jr_backend *b)
     disconnect_db(b);
     if (b->inotify_fd >= 0)
         close(b->inotify_fd);
+    if (b->fin_fd >= 0)
+        close(b->fin_fd);
     for (int i = 0; i < JR_LIMIT_TOP; i++)
         free(b->lim_keys[i]);
     free(b->path);

@@ -78,6 +78,9 @@ struct jr_backend {
     char         *path;
     int           inotify_fd;   /* -1 until wake_fd is asked for */
     int           wal_watch;    /* inotify watch of the -wal file, or -1 */
+    int           fin_fd;       /* wait.c: inotify on the file's folder
+                                   (a -wal file deleted and made again
+                                   is still seen), -1 until asked for */
     sqlite3_int64 data_version; /* last seen PRAGMA data_version */
     dev_t         dev;          /* identity of the file we opened */
     ino_t         ino;          /* 0: not a file */
@@ -194,6 +197,7 @@ unsigned jr_sqlite_reconnects(jr_backend *b);
 int  jr_sqlite_outcomes(jr_backend *b, const int64_t *ids, int n,
                         double keep, jr_outcome *out, int64_t *last,
                         jr_err *err);
+int  jr_sqlite_finished_fd(jr_backend *b);
 int  jr_sqlite_finished(jr_backend *b, int64_t *ids, int max, jr_err *err);
 /* migrate.c */
 int  jr_sqlite_migrate(jr_backend *b, jr_err *err);

@@ -1,11 +1,16 @@
 /* wait.c - waiting for outcomes: the mark that keeps a waited-on job
  * completed after success (its result_ttl), where each job stands (state,
- * result, error) and the highest id ever given; the wake-ups are the
- * WAL's (conn.c's wake_fd and changed): SQLite cannot say which job
- * ended. Owns their statements. Uses sqlite_int.h. */
+ * result, error) and the highest id ever given; the wake-ups: inotify
+ * on the database's folder (the -wal file's writes), confirmed by
+ * data_version (conn.c's changed); SQLite cannot say which job ended.
+ * Owns their statements and that descriptor. Uses sqlite_int.h. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
+#ifdef __linux__
+#include <sys/inotify.h>
+#endif
 
 #include "sqlite/sqlite_int.h"
 
@@ -138,12 +143,45 @@ jr_sqlite_outcomes(jr_backend *b, const int64_t *ids, int n, double keep,
     return rc;
 }
 
+/* The folder of the database file: every commit writes its -wal file,
+ * which the last connection to close deletes and the next writer makes
+ * again (a watch of the file itself would see the first one only). */
+int
+jr_sqlite_finished_fd(jr_backend *b)
+{
+#ifdef __linux__
+    char dir[4096], *slash;
+
+    if (b->fin_fd >= 0 || b->ino == 0)
+        return b->fin_fd;
+    snprintf(dir, sizeof dir, "%s", b->path);
+    if ((slash = strrchr(dir, '/')) == NULL)
+        snprintf(dir, sizeof dir, ".");
+    else
+        slash[slash == dir] = '\0';
+    if ((b->fin_fd = inotify_init1(IN_NONBLOCK | IN_CLOEXEC)) >= 0 &&
+        inotify_add_watch(b->fin_fd, dir, IN_MODIFY | IN_CREATE) < 0) {
+        close(b->fin_fd);
+        b->fin_fd = -1;
+    }
+    return b->fin_fd;
+#else
+    (void)b;
+    return -1;
+#endif
+}
+
 int
 jr_sqlite_finished(jr_backend *b, int64_t *ids, int max, jr_err *err)
 {
-    int rc = jr_sqlite_changed(b, err);
+    char buf[4096];
+    int rc;
 
     (void)ids;
     (void)max;
+    if (b->fin_fd >= 0)         /* what changed is data_version's to say */
+        while (read(b->fin_fd, buf, sizeof buf) > 0)
+            ;
+    rc = jr_sqlite_changed(b, err);
     return rc <= 0 ? rc : JR_FINISHED_SOME;
 }

@@ -87,6 +87,11 @@ wait_args(jr_cli *cli, int *n, double *timeout, int *json)
     int i;
 
     *n = 0;
+    for (i = 0; i < cli->argc && i < cli->optend; i++)
+        if ((strcmp(cli->argv[i], "--json") == 0 ||
+             strcmp(cli->argv[i], "--timeout") == 0) &&
+            jr_cmd_once("wait", cli->argv[i], cli->argv, i) < 0)
+            return JR_EXIT_USAGE;
     for (i = 0; i < cli->argc; i++) {
         const char *a = cli->argv[i];
 

@@ -22,6 +22,9 @@
                                    descriptor (SQLite off Linux) */
 #define MIN_GAP 0.02            /* seconds between two reads (SQLite wakes
                                    at every commit) */
+#define SETTLE 0.02             /* after a wake-up that showed no change,
+                                   looks again after this, doubling up */
+#define SETTLE_MAX 0.7          /* to this */
 
 void
 jr_clientint_wait_free(jr_client *c)
@@ -105,9 +108,12 @@ concerns(const jr_client *c, const int64_t *notes, int n)
 }
 
 /* Sleeps on fd until a job of c may have ended or until deadline (0:
- * none). Returns 1 to read again, 0 at the deadline, -1 on error. */
+ * none); settle > 0: looks first after that long even if nothing wakes
+ * it (the read it follows may have come between a commit's WAL write and
+ * its showing). Returns 1 to read again, 0 at the deadline, -1 on
+ * error. */
 static int
-sleep_on(jr_client *c, int fd, double deadline)
+sleep_on(jr_client *c, int fd, double deadline, double settle)
 {
     int64_t notes[NOTES];
     double span;
@@ -115,18 +121,21 @@ sleep_on(jr_client *c, int fd, double deadline)
     int n, rc;
 
     for (;;) {
-        span = fd < 0 ? NOFD_EVERY : SAFETY;
+        span = fd < 0 ? NOFD_EVERY : settle > 0 ? settle : SAFETY;
         if (deadline > 0 && deadline - jr_mono() < span)
             span = deadline - jr_mono();
         if (span <= 0)
             return 0;
         rc = poll(&p, fd < 0 ? 0 : 1, (int)ceil(span * 1000));
-        if (rc <= 0)                /* the safety read, or the deadline */
+        if (rc <= 0 && settle == 0) /* the safety read, or the deadline */
             return deadline > 0 && jr_mono() >= deadline ? 0 : 1;
         if ((n = c->db.ops->finished(c->db.b, notes, NOTES, &c->err)) == -1)
             return -1;
         if (n == JR_FINISHED_SOME || (n > 0 && concerns(c, notes, n)))
             return 1;
+        /* woken with nothing to see: SQLite's WAL is written before the
+         * commit shows (an fsync apart), so look again a little later */
+        settle = rc > 0 ? SETTLE : settle * 2 > SETTLE_MAX ? 0 : settle * 2;
     }
 }
 
@@ -147,7 +156,7 @@ give(const jr_client *c, jr_client_outcome *out)
 static int
 wait_loop(jr_client *c, double timeout)
 {
-    double deadline = timeout > 0 ? jr_mono() + timeout : 0, last;
+    double deadline = timeout > 0 ? jr_mono() + timeout : 0, last, settle;
     int fd, left, rc;
 
     /* the descriptor first: an end between the read and the LISTEN
@@ -157,9 +166,9 @@ wait_loop(jr_client *c, double timeout)
         return -1;
     if ((left = reread(c, c->result_ttl)) <= 0)
         return left;
-    for (;;) {
+    for (settle = 0;; settle = SETTLE) {
         last = jr_mono();
-        if ((rc = sleep_on(c, fd, deadline)) <= 0)
+        if ((rc = sleep_on(c, fd, deadline, settle)) <= 0)
             break;
         if (jr_mono() - last < MIN_GAP)
             nanosleep(&(struct timespec){0, (long)(MIN_GAP * 1e9)}, NULL);

@@ -37,6 +37,9 @@ typedef struct rd {             /* the reader */
 
 typedef int (*field_fn)(jr_push *p, const jv *v, char *why, size_t size);
 
+static int fail(char *why, size_t size, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
 static int
 fail(char *why, size_t size, const char *fmt, ...)
 {

@@ -1,5 +1,5 @@
 /* test_client.c - the control calls of the producer library (jobrunner.h):
- * cancel, queue pause/resume/list, show and list, through the public API
+ * cancel, queue pause/resume/list, show and list, wait, through the public API
  * only, against SQLite (a temp file) and, when a URL is given, PostgreSQL
  * (a schema of its own, dropped after). A runner is played by the backend
  * ops where a job must be running. Usage: test_client [POSTGRES_URL];
@@ -8,6 +8,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <pthread.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <libpq-fe.h>
@@ -263,7 +265,90 @@ test_unique(void)
     jr_client_close(c);
 }
 
+/* Records the end of job id as its runner (token "runner") would: kind,
+ * with result (may be NULL). */
+static void
+end_job(int64_t id, int kind, const char *result)
+{
+    jr_backend_opts o = {.schema = schema[0] ? schema : NULL};
+    jr_result r = {.id = id, .kind = kind, .result = result,
+                   .error = kind == JR_DEAD ? "boom" : NULL};
+    jr_err e = {0};
+    jr_db db;
+
+    if (jr_db_open(&db, url, &o, &e) < 0) {
+        CHECK_OK(-1, e);
+        return;
+    }
+    CHECK(db.ops->complete(db.b, "runner", &r, 1, &e) == 1);
+    jr_db_close(&db);
+}
+
+/* Ends the jobs ids[0] (completed, with a result) and ids[1] (dead) a
+ * moment later, on a connection of its own: a thread (a forked child
+ * must not use SQLite the parent has open). */
+static void *
+ender(void *arg)
+{
+    const int64_t *ids = arg;
+
+    nanosleep(&(struct timespec){0, 300000000L}, NULL);
+    end_job(ids[0], JR_DONE, "{\"x\":1}");
+    end_job(ids[1], JR_DEAD, NULL);
+    return NULL;
+}
+
+static double
+mono(void)
+{
+    struct timespec t;
+
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + t.tv_nsec / 1e9;
+}
+
+/* jr_client_wait: a timeout, ends recorded by another process while it
+ * waits (woken at once, not by a poll), a plain success deleted before
+ * the wait, an unknown id. */
+static void
+test_wait(void)
+{
+    jr_client *c = open_client();
+    jr_client_outcome out[3];
+    int64_t ids[3], gone;
+    double t0;
+    pthread_t th;
+
+    ids[0] = push(c, "cw.a", NULL, 0);
+    ids[1] = push(c, "cw.b", NULL, 0);
+    gone = push(c, "cw.c", NULL, 0);
+    CHECK(run_one("cw.a") == ids[0] && run_one("cw.b") == ids[1] &&
+          run_one("cw.c") == gone);
+    end_job(gone, JR_DONE, NULL);           /* deleted: no result */
+    CHECK(jr_client_wait(c, ids, 1, 0.2, out) == JR_CLIENT_ETIMEOUT &&
+          strcmp(out[0].state, "running") == 0 && out[0].result == NULL &&
+          strstr(jr_client_errmsg(c), "timed out") != NULL);
+    CHECK(pthread_create(&th, NULL, ender, ids) == 0);
+    t0 = mono();
+    CHECK(jr_client_wait(c, ids, 2, 20, out) == JR_CLIENT_OK);
+    CHECK(mono() - t0 < 5);
+    CHECK(out[0].id == ids[0] && strcmp(out[0].state, "completed") == 0 &&
+          out[0].result != NULL && strstr(out[0].result, "\"x\"") != NULL);
+    CHECK(strcmp(out[1].state, "dead") == 0 && out[1].result == NULL &&
+          out[1].error != NULL && strcmp(out[1].error, "boom") == 0);
+    pthread_join(th, NULL);
+    ids[2] = gone;
+    CHECK(jr_client_wait(c, &ids[2], 1, 1, out) == JR_CLIENT_OK &&
+          strcmp(out[0].state, "completed") == 0 && out[0].result == NULL);
+    ids[2] = gone + 1000;
+    CHECK(jr_client_wait(c, &ids[2], 1, 1, out) == JR_CLIENT_ENOTFOUND &&
+          strstr(jr_client_errmsg(c), "no such job") != NULL);
+    CHECK(jr_client_wait(c, NULL, 1, 1, out) == JR_CLIENT_EUSAGE);
+    jr_client_close(c);
+}
+
 static const check_test tests[] = {
+    {"jr_client_wait", test_wait},
     {"jr_client_push_unique, jr_client_push_many_unique", test_unique},
     {"jr_client_cancel", test_cancel},
     {"jr_client_queue_pause, resume, list", test_pause},
