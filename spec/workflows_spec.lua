@@ -248,6 +248,26 @@ for _, backend in ipairs(jr.backends()) do
       assert.equal(0, env:stop())
     end)
 
+    it("prunes the edges of ended children and batches as old as retention.cancelled", function()
+      env:script("step", "return function() end")  -- no result: deleted
+      env:script("cb", CALLBACK)
+      env:config('retention = { cancelled = "1s" }')
+      write(env.dir .. "/f.json", [[{"jobs":[{"ref":"a","name":"step","payload":{"n":1}},
+        {"ref":"b","name":"step","payload":{"n":2},"after":["a"]}],
+        "batch":{"on_complete":"cb"}}]])
+      local _, err, code = env:cli("push-flow", env.dir .. "/f.json")
+      assert.equal(0, code, err)
+      assert.equal(1, #env:query("SELECT 1 AS x FROM job_deps"))
+      env:start()
+      jr.wait_for(function() return #ledger(env, "callbacks") == 1 end, 20, "callback")
+      jr.wait_for(function()
+        return #env:query("SELECT 1 AS x FROM job_deps") == 0 and
+               #env:query("SELECT 1 AS x FROM batches") == 0 and
+               #env:query("SELECT 1 AS x FROM batch_jobs") == 0
+      end, 30, "workflow rows pruned")
+      assert.equal(0, env:stop())
+    end)
+
     it("pushes from the Lua module: q:flow, q:batch and q:push with after", function()
       env:script("step", STEP)
       env:script("cb", CALLBACK)

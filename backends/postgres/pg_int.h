@@ -83,7 +83,7 @@ enum {
     S_RESULT_TTL, S_WATCH, S_OUTCOMES,
     S_QUEUE_IDLE, S_QUEUE_PRUNE,
     S_FLOW_BATCH_NEW, S_FLOW_LINK, S_FLOW_LINKS, S_FLOW_BATCH_ROW,
-    S_FLOW_MEMBERS,
+    S_FLOW_MEMBERS, S_PRUNE_DEPS, S_PRUNE_MEMBERS, S_PRUNE_BATCHES,
     S_COUNT
 };
 _Static_assert(S_COUNT <= 64, "jr_backend.prepared has a bit per statement");
