@@ -33,7 +33,8 @@ endif
 # folder is built: a new file needs no edit here. The producer module's
 # Lua glue (LUAMOD_SRCS, below) is not part of the runner.
 LAYERS   = base lua config worker master services db http client cli
-LUAMOD_SRCS = runtime/client/luaclient.c runtime/client/luacontrol.c
+LUAMOD_SRCS = runtime/client/luaclient.c runtime/client/luacontrol.c \
+              runtime/client/luaflow.c
 RUNTIME_SRCS = $(filter-out $(LUAMOD_SRCS),\
                  $(foreach d,$(LAYERS),$(wildcard runtime/$(d)/*.c)))
 BACKEND_SRCS = $(wildcard backends/*.c backends/*/*.c)
@@ -377,8 +378,13 @@ $(BUILD)/bench/benchsleep.so: bench/benchsleep.c
 # "backend=B jobs=N kills=K lost=L duplicated=D stuck=S max_dup=W
 # max_held=H" (fails if lost or
 # stuck, an orphan worker, or duplicates above its bound). The long run:
-# make chaos CHAOS_JOBS=100000 CHAOS_KILLS=200. spec/chaos_spec.lua runs
-# the short one in make test.
+# make chaos CHAOS_JOBS=100000 CHAOS_KILLS=200. Then the workflow case,
+# bench/chaosflow: CHAOS_FLOWS fan-out/fan-in flows (a root, CHAOS_FANOUT
+# children, a join; one batch each with two callbacks) drained by three
+# runners on PostgreSQL while one is killed CHAOS_KILLS times; prints
+# "flows=F jobs=N kills=K lost=L early=E callbacks_bad=C waiting=W
+# stuck=S" and fails unless all but F, N and K are 0. spec/chaos_spec.lua
+# runs the short ones in make test.
 CHAOS_JOBS  ?= 5000
 CHAOS_KILLS ?= 12
 
@@ -387,6 +393,8 @@ CHAOS_KILLS ?= 12
 chaos: all
 	$(Q)CHAOS_JOBS=$(CHAOS_JOBS) CHAOS_KILLS=$(CHAOS_KILLS) \
 	    JOBRUNNER_BIN=$(CURDIR)/jobrunner $(LUA) bench/chaos
+	$(Q)CHAOS_KILLS=$(CHAOS_KILLS) JOBRUNNER_BIN=$(CURDIR)/jobrunner \
+	    $(LUA) bench/chaosflow
 
 # Fuzz targets spec/fuzz/fuzz_*.c (frame codec, config loader, job
 # decoding). make fuzz builds them with clang's libFuzzer, ASan and UBSan

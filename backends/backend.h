@@ -29,6 +29,7 @@ typedef struct jr_stat_row {
     long        scheduled;      /* queued, run_at in the future */
     long        running;
     long        dead;
+    long        waiting;        /* parents unfinished (workflows) */
 } jr_stat_row;
 
 /* One dead job. Strings valid during the callback only. */
@@ -121,6 +122,7 @@ typedef struct jr_queue_row {
     long        dead;
     long        cancelled;
     long        completed;
+    long        waiting;        /* parents unfinished (workflows) */
 } jr_queue_row;
 
 /* Outcomes of cancel, per id. */
@@ -151,6 +153,29 @@ typedef int (*jr_queue_cb)(const jr_queue_row *row, void *arg);
 typedef int (*jr_name_cb)(const char *queue, void *arg);
 typedef int (*jr_count_cb)(const char *queue, long n, void *arg);
 
+/* A job's link (workflows): kind 'p' a parent, 'c' a child, 'b' its
+ * batch (state NULL), 'm' a batch's member; state as the link knows it
+ * ("gone": the row was deleted). */
+typedef int (*jr_link_cb)(int kind, int64_t id, const char *state,
+                          void *arg);
+
+/* A batch as batch_show gives it. Strings valid during the callback. */
+typedef struct jr_batch_row {
+    int64_t     id;
+    const char *on_complete;    /* may be NULL */
+    const char *on_success;     /* may be NULL */
+    const char *payload;        /* JSON text */
+    const char *queue;          /* the callbacks' */
+    int         results;
+    long        total, pending, completed, dead, cancelled;
+    double      created_at;
+    double      finished_at;    /* 0: not finished */
+    int64_t     complete_job;   /* the callbacks pushed, 0: none */
+    int64_t     success_job;
+} jr_batch_row;
+
+typedef int (*jr_batch_cb)(const jr_batch_row *row, void *arg);
+
 typedef int (*jr_fire_cb)(const char *schedule, double at, int64_t job_id,
                           void *arg);
 
@@ -168,6 +193,8 @@ typedef struct jr_backend_opts {
     double      busy_timeout;   /* SQLite: seconds to wait for a lock */
     const char *schema;         /* PostgreSQL: schema name, NULL "jobrunner" */
     size_t      max_payload;    /* bytes; 0: no limit */
+    int         on_parent_failure; /* JR_OPF_*: what a push that gives
+                                   none gets (config on_parent_failure) */
     int         must_exist;     /* readers: open an existing database only;
                                    SQLite creates no file, migrate creates
                                    no schema (JR_ENOTFOUND instead) */
@@ -388,6 +415,15 @@ typedef struct jr_backend_ops {
      * ended and returns how many (0: none), or JR_FINISHED_SOME when it
      * cannot tell which (or more than max). -1 on error. */
     int  (*finished)(jr_backend *b, int64_t *ids, int max, jr_err *err);
+    /* ---- workflows (migration 11) ---- */
+    /* Calls cb for each parent ('p'), child ('c') and the batch ('b') of
+     * job id, parents first, by id. Returns 0 (none is no error). */
+    int  (*links)(jr_backend *b, int64_t id, jr_link_cb cb, void *arg,
+                  jr_err *err);
+    /* Calls bcb with batch id, then mcb for each member ('m'), by id.
+     * JR_ENOTFOUND when there is no such batch. Returns 0. */
+    int  (*batch_show)(jr_backend *b, int64_t id, jr_batch_cb bcb,
+                       jr_link_cb mcb, void *arg, jr_err *err);
 } jr_backend_ops;
 
 

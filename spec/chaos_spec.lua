@@ -34,3 +34,27 @@ for _, backend in ipairs(jr.backends()) do
     end)
   end)
 end
+
+-- The workflow case (bench/chaosflow): fan-out/fan-in flows drained by
+-- three runners on PostgreSQL, one killed with SIGKILL at random a dozen
+-- times: every job runs, none before its parents completed, each batch's
+-- two callbacks are pushed once, nothing is left waiting.
+if jr.pg_url then
+  describe("postgres: chaos of workflows", function()
+    it("runs no child before its parents and fires each callback once under kills", function()
+      local out, err, code = jr.sh(("cd %s && %s bench/chaosflow"):format(
+        jr.quote(jr.root), os.getenv("LUA") or "lua5.4"))
+      io.stdout:write(out)
+      local line = out:match("(flows=%d+ jobs=%d+ kills=%d+ lost=%d+ early=%d+ " ..
+        "callbacks_bad=%d+ waiting=%d+ stuck=%d+)")
+      assert(line, "no figures line from bench/chaosflow:\n" .. out .. err)
+      local f = {}
+      for k, v in line:gmatch("([%w_]+)=(%d+)") do f[k] = tonumber(v) end
+      assert.is_true(f.kills > 0)
+      for _, k in ipairs({ "lost", "early", "callbacks_bad", "waiting", "stuck" }) do
+        assert.are.equal(0, f[k], k .. ": " .. err)
+      end
+      assert.are.equal(0, code, err)
+    end)
+  end)
+end

@@ -44,6 +44,7 @@ for _, backend in ipairs(jr.backends()) do
       { "queue", "pause" }, { "queue", "pause", "q" }, { "queue", "resume" },
       { "cancel" }, { "cancel", "1" }, { "show" }, { "show", "1" }, { "list" },
       { "limits" }, { "check" }, { "migrate" }, { "reload" }, { "schedules" },
+      { "batch" }, { "batch", "show" }, { "cancel", "--batch" },
       { "wait" }, { "wait", "1" },
     }
 

@@ -47,11 +47,10 @@ end
 
 local function objects(env)
   local t = {}
-  -- (migration 8 drops jobs_locked_by, migration 10 adds jobs_kept:
-  -- migrate brings the table to the newest schema)
+  -- (migration 8 drops jobs_locked_by: migrate brings the table to the
+  -- newest schema)
   for _, r in ipairs(env:query("SELECT type, name FROM sqlite_master " ..
-      "WHERE tbl_name = 'jobs' AND name NOT IN ('jobs_locked_by', 'jobs_kept')" ..
-      " ORDER BY name")) do
+      "WHERE tbl_name = 'jobs' AND name <> 'jobs_locked_by' ORDER BY name")) do
     t[#t + 1] = r.type .. " " .. r.name
   end
   return t
@@ -73,16 +72,19 @@ describe("sqlite: migration 7 (cheaper insert checks)", function()
     local out, err, code = env:cli("migrate")
     assert.are.equal(0, code, out .. err)
     assert.is_true(env:query("PRAGMA user_version")[1].user_version >= 7)
-    -- the columns of schema 6 as they were (later migrations add more)
+    -- the columns schema 6 had, as they were (later migrations add some)
     local after = env:query("SELECT * FROM jobs ORDER BY id")
     for i, r in ipairs(after) do
       for k in pairs(r) do
-        if rows[i][k] == nil then r[k] = nil end
+        if rows[i] and rows[i][k] == nil then r[k] = nil end
       end
     end
     assert.are.same(rows, after)
     assert.equal(seq, env:query("SELECT seq FROM sqlite_sequence WHERE name = 'jobs'")[1].seq)
-    assert.are.same(objs, objects(env))
+    -- its indexes and triggers, as they were (later migrations add some)
+    local now = {}
+    for _, o in ipairs(objects(env)) do now[o] = true end
+    for _, o in ipairs(objs) do assert.is_true(now[o] ~= nil, o) end
     assert.equal("ok", env:query("PRAGMA integrity_check")[1].integrity_check)
     -- ids go on above every id ever given, the deleted one's included
     local id = env:push("m7.ok", '{"n": 8}')

@@ -20,17 +20,21 @@
     "j.id, j.name, j.queue, j.payload::text, j.attempts," \
     " coalesce(j.max_retries, -1), j.priority," \
     " extract(epoch FROM j.run_at)::float8," \
-    " extract(epoch FROM j.created_at)::float8"
+    " extract(epoch FROM j.created_at)::float8, j.parents::text," \
+    " coalesce(j.batch_id, 0), j.flow"
 
 /* Returns a new job from row r of a claim's result (columns CLAIM_COLUMNS),
  * freed with free(); NULL when out of memory. */
 jr_job *
 pg_row_job(const PGresult *res, int r)
 {
-    jr_job *j = jr_job_new(strtoll(PQgetvalue(res, r, 0), NULL, 10),
-                           PQgetvalue(res, r, 1), PQgetvalue(res, r, 2),
-                           PQgetvalue(res, r, 3),
-                           (size_t)PQgetlength(res, r, 3));
+    jr_job *j = jr_job_new_parents(strtoll(PQgetvalue(res, r, 0), NULL, 10),
+                                   PQgetvalue(res, r, 1),
+                                   PQgetvalue(res, r, 2),
+                                   PQgetvalue(res, r, 3),
+                                   (size_t)PQgetlength(res, r, 3),
+                                   PQgetisnull(res, r, 9) ? NULL :
+                                   PQgetvalue(res, r, 9));
 
     if (j == NULL)
         return NULL;
@@ -39,6 +43,8 @@ pg_row_job(const PGresult *res, int r)
     j->priority = atoi(PQgetvalue(res, r, 6));
     j->run_at = strtod(PQgetvalue(res, r, 7), NULL);
     j->created_at = strtod(PQgetvalue(res, r, 8), NULL);
+    j->batch = strtoll(PQgetvalue(res, r, 10), NULL, 10);
+    j->flow = atoi(PQgetvalue(res, r, 11));
     return j;
 }
 
@@ -126,7 +132,7 @@ pg_claim_arrays(const jr_claim_spec *spec, jr_buf *a, jr_err *err)
 }
 
 /* Puts out[0..n) (row i of res is out[i]) in the fair order the
- * statement ranked them in, 1..n in column 9, which RETURNING does not
+ * statement ranked them in, 1..n in column 12, which RETURNING does not
  * keep. Out of memory leaves them as they came. */
 void
 pg_fair_order(const PGresult *res, jr_job **out, int n)
@@ -138,7 +144,7 @@ pg_fair_order(const PGresult *res, jr_job **out, int n)
     if (n < 2 || (tmp = calloc((size_t)n, sizeof *tmp)) == NULL)
         return;
     for (i = 0; i < n; i++) {
-        ord = atol(PQgetvalue(res, i, 9));
+        ord = atol(PQgetvalue(res, i, 12));
         if (ord < 1 || ord > n || tmp[ord - 1] != NULL)
             break;              /* not a ranking: keep the order */
         tmp[ord - 1] = out[i];
@@ -172,7 +178,7 @@ static const pg_stmt st_claim_one = {S_CLAIM_ONE, "jr_claim_one", 4,
     "   FOR UPDATE SKIP LOCKED))"
     "  RETURNING " CLAIM_COLUMNS ", 0::bigint)"
     " SELECT * FROM u UNION ALL SELECT NULL, NULL, NULL, NULL, NULL,"
-    " NULL, NULL, NULL, NULL, NULL FROM one WHERE n > 1"};
+    " NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL FROM one WHERE n > 1"};
 
 /* st_claim_one when the spec allows it (no queue capped or left out):
  * 1 with its result in *res, 0 if st_claim is to run instead, -1 with

@@ -289,7 +289,7 @@ complete_tx(jr_backend *b, const char *token, const jr_result *r, int n,
     if ((*pp = followups(r, n, done, ndone, np)) == NULL)
         return jr_fail(err, JR_ENOMEM, "postgres: completing jobs: out of "
                        "memory");
-    if (*np > 0 && pg_insert_all(b, *pp, *np, NULL, err) < 0)
+    if (*np > 0 && pg_insert_linked(b, *pp, *np, NULL, err) < 0)
         return -1;
     return ndone + nother + nprogress;
 }

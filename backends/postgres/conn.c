@@ -385,6 +385,7 @@ pg_open(const char *url, const jr_backend_opts *o, jr_err *err)
     b->claims = o ? o->claims : 0;
     b->own_timeouts = o ? o->own_timeouts : 0;
     b->keep_completed = o ? o->keep_completed : 0;
+    b->opf = o ? o->on_parent_failure : 0;
     b->result_ttl = o && o->result_ttl > 0 ? o->result_ttl : 3600;
     if ((b->conn = pg_connect(b, err)) == NULL) {
         pg_close(b);

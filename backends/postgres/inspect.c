@@ -27,7 +27,8 @@ static const pg_stmt st_stats = {S_STATS, "jr_stats", 0,
     " count(*) FILTER (WHERE state = 'queued' AND run_at <= now()),"
     " count(*) FILTER (WHERE state = 'queued' AND run_at > now()),"
     " count(*) FILTER (WHERE state = 'running'),"
-    " count(*) FILTER (WHERE state = 'dead')"
+    " count(*) FILTER (WHERE state = 'dead'),"
+    " count(*) FILTER (WHERE state = 'waiting')"
     " FROM {{schema}}.jobs GROUP BY name ORDER BY name COLLATE \"C\""};
 
 int
@@ -46,6 +47,7 @@ pg_stats(jr_backend *b, jr_stat_cb cb, void *arg, jr_err *err)
         row.scheduled = atol(PQgetvalue(res, i, 2));
         row.running = atol(PQgetvalue(res, i, 3));
         row.dead = atol(PQgetvalue(res, i, 4));
+        row.waiting = atol(PQgetvalue(res, i, 5));
         if (cb(&row, arg) != 0)
             break;
     }
@@ -60,14 +62,15 @@ static const pg_stmt st_queue_list = {S_QUEUE_LIST, "jr_queue_list", 0,
     "  count(*) FILTER (WHERE state = 'running') u,"
     "  count(*) FILTER (WHERE state = 'dead') d,"
     "  count(*) FILTER (WHERE state = 'cancelled') x,"
-    "  count(*) FILTER (WHERE state = 'completed') f"
+    "  count(*) FILTER (WHERE state = 'completed') f,"
+    "  count(*) FILTER (WHERE state = 'waiting') w"
     "  FROM {{schema}}.jobs GROUP BY queue),"
     " n AS (SELECT name FROM {{schema}}.queues UNION SELECT queue FROM c)"
     " SELECT n.name, coalesce(q.paused, false),"
     " extract(epoch FROM q.paused_at)::float8,"
     " coalesce(c.r, 0), coalesce(c.s, 0), coalesce(c.u, 0),"
-    " coalesce(c.d, 0), coalesce(c.x, 0), coalesce(c.f, 0)"
-    " FROM n LEFT JOIN {{schema}}.queues q ON q.name = n.name"
+    " coalesce(c.d, 0), coalesce(c.x, 0), coalesce(c.f, 0),"
+    " coalesce(c.w, 0) FROM n LEFT JOIN {{schema}}.queues q ON q.name = n.name"
     " LEFT JOIN c ON c.queue = n.name ORDER BY n.name COLLATE \"C\""};
 
 int
@@ -90,6 +93,7 @@ pg_queue_list(jr_backend *b, jr_queue_cb cb, void *arg, jr_err *err)
         row.dead = atol(PQgetvalue(res, i, 6));
         row.cancelled = atol(PQgetvalue(res, i, 7));
         row.completed = atol(PQgetvalue(res, i, 8));
+        row.waiting = atol(PQgetvalue(res, i, 9));
         if (cb(&row, arg) != 0)
             break;
     }

@@ -355,8 +355,8 @@ static const pg_stmt st_lim_claim = {S_LIM_CLAIM, "jr_lim_claim", 3,
     " RETURNING j.id, j.name, j.queue, j.payload::text, j.attempts,"
     " coalesce(j.max_retries, -1), j.priority,"
     " extract(epoch FROM j.run_at)::float8,"
-    " extract(epoch FROM j.created_at)::float8,"
-    " array_position($3::bigint[], j.id)"};
+    " extract(epoch FROM j.created_at)::float8, j.parents::text,"
+    " coalesce(j.batch_id, 0), j.flow, array_position($3::bigint[], j.id)"};
 
 /* Claims ids (a literal) into out[0..), in the order of ids. */
 static int

@@ -134,4 +134,6 @@ const jr_backend_ops jr_postgres_ops = {
     .limit_use = pg_limit_use,
     .vacuum = pg_vacuum,
     .reconnects = pg_reconnects,
+    .links = pg_links,
+    .batch_show = pg_batch_show,
 };

@@ -48,6 +48,7 @@ struct jr_backend {
     int         set_up;         /* session_setup done on conn since its
                                    last (re)connect */
     double      keep_completed; /* seconds; 0: delete at success */
+    int         opf;            /* JR_OPF_* of pushes that give none */
     double      result_ttl;     /* seconds a job with a result stays */
     unsigned    rotate;         /* claims so far: which queue leads */
     unsigned    fair_only;      /* claims left before st_claim_one is tried
@@ -81,6 +82,8 @@ enum {
     S_LIM_USE_TOP, S_LIM_TOKENS, S_CLAIM_ONE, S_PUSH_ONE, S_PUSH_NOIDS,
     S_RESULT_TTL, S_WATCH, S_OUTCOMES,
     S_QUEUE_IDLE, S_QUEUE_PRUNE,
+    S_FLOW_BATCH_NEW, S_FLOW_LINK, S_FLOW_LINKS, S_FLOW_BATCH_ROW,
+    S_FLOW_MEMBERS, S_PRUNE_DEPS, S_PRUNE_MEMBERS, S_PRUNE_BATCHES,
     S_COUNT
 };
 _Static_assert(S_COUNT <= 64, "jr_backend.prepared has a bit per statement");
@@ -164,6 +167,22 @@ int pg_finished(jr_backend *b, int64_t *ids, int max, jr_err *err);
 /* copy.c */
 int pg_push_copy(jr_backend *b, const jr_push *const *pp, int n,
                  const int64_t *ids, jr_err *err);
+
+/* flow.c: flow_any, 1 if one of pp[0..n) has after or batch;
+ * flow_link, their parents and batches once inserted as ids[0..n), in
+ * the open transaction; insert_linked, pg_insert_all then flow_link
+ * (ids may be NULL); push_linked, the same in a transaction of its own. */
+int pg_flow_any(const jr_push *const *pp, int n);
+int pg_flow_link(jr_backend *b, const jr_push *const *pp, int n,
+                 const int64_t *ids, jr_err *err);
+int pg_insert_linked(jr_backend *b, const jr_push *const *pp, int n,
+                     int64_t *ids, jr_err *err);
+int pg_push_linked(jr_backend *b, const jr_push *const *pp, int n,
+                   int64_t *ids, jr_err *err);
+int pg_links(jr_backend *b, int64_t id, jr_link_cb cb, void *arg,
+             jr_err *err);
+int pg_batch_show(jr_backend *b, int64_t id, jr_batch_cb bcb, jr_link_cb mcb,
+                  void *arg, jr_err *err);
 
 /* fire.c */
 int pg_fire(jr_backend *b, jr_fire *f, int n, int keep, jr_err *err);

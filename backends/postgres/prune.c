@@ -75,6 +75,46 @@ static const pg_stmt st_prune_dead = {S_PRUNE_DEAD, "jr_prune_dead", 2,
     " AND died_at < now() - $1::float8 * interval '1 second'"
     " LIMIT $2::int FOR UPDATE SKIP LOCKED)"};
 
+/* workflows: edges whose child is gone; batches finished more than $1
+ * seconds ago, their members first (kept as long as cancelled jobs) */
+static const pg_stmt st_prune_deps = {S_PRUNE_DEPS, "jr_prune_deps", 2,
+    "DELETE FROM {{schema}}.job_deps WHERE (parent_id, child_id) IN"
+    " (SELECT d.parent_id, d.child_id FROM {{schema}}.job_deps d"
+    " WHERE $1::float8 IS NOT NULL AND NOT EXISTS (SELECT 1"
+    " FROM {{schema}}.jobs j WHERE j.id = d.child_id)"
+    " LIMIT $2::int FOR UPDATE SKIP LOCKED)"};
+
+static const pg_stmt st_prune_members = {S_PRUNE_MEMBERS,
+    "jr_prune_members", 2,
+    "DELETE FROM {{schema}}.batch_jobs WHERE batch_id IN (SELECT id"
+    " FROM {{schema}}.batches"
+    " WHERE finished_at < now() - $1::float8 * interval '1 second'"
+    " LIMIT $2::int)"};
+
+static const pg_stmt st_prune_batches = {S_PRUNE_BATCHES,
+    "jr_prune_batches", 2,
+    "DELETE FROM {{schema}}.batches WHERE id IN (SELECT id"
+    " FROM {{schema}}.batches b"
+    " WHERE finished_at < now() - $1::float8 * interval '1 second'"
+    " AND NOT EXISTS (SELECT 1 FROM {{schema}}.batch_jobs m"
+    " WHERE m.batch_id = b.id) LIMIT $2::int FOR UPDATE SKIP LOCKED)"};
+
+/* Workflow rows: prune_state's for each (older_cancelled < 0: batches
+ * kept). */
+static int
+prune_flow(jr_backend *b, double older_cancelled, int limit, jr_err *err)
+{
+    int n, rc;
+
+    if ((n = prune_state(b, &st_prune_deps, 0, limit, err)) < 0 ||
+        (rc = prune_state(b, &st_prune_members, older_cancelled, limit - n,
+                          err)) < 0 ||
+        (rc = prune_state(b, &st_prune_batches, older_cancelled, limit - n,
+                          err)) < 0)
+        return -1;
+    return n + rc;
+}
+
 /* The prune transaction's body: 0 when another runner holds the prune
  * lock. */
 static int
@@ -102,7 +142,9 @@ prune_tx(jr_backend *b, const double *age, int limit, jr_err *err)
             return -1;
         n += rc;
     }
-    return n;
+    if (locked && (rc = prune_flow(b, age[1], limit - n, err)) < 0)
+        return -1;
+    return locked ? n + rc : n;
 }
 
 int

@@ -401,7 +401,9 @@ pg_push(jr_backend *b, const jr_push *p, int n, int64_t *ids, jr_err *err)
     /* one statement (or a COPY): atomic without BEGIN/COMMIT round trips;
      * one job by st_push_one, a round trip less than the COPY */
     if ((rc = pg_ready(b, err)) == 0) {
-        if (any_ttl(pp, n))
+        if (pg_flow_any(pp, n))
+            rc = pg_push_linked(b, pp, n, ids, err);
+        else if (any_ttl(pp, n))
             rc = push_kept(b, pp, n, ids, err);
         else if (n == 1 && p->unique_key == NULL)
             rc = insert_one(b, p, ids, err);

@@ -685,3 +685,336 @@ LANGUAGE sql AS $$
         RETURNING 1)
     SELECT count(*)::integer FROM w
 $$;
+-- migration 11
+-- Workflows (docs/workflows.md): a job may wait for others (its parents)
+-- and belong to a batch whose callbacks are pushed once every member
+-- ended. States gain waiting (parents unfinished: never claimed). flow is
+-- a bit set (1: the job has children, 2: it is in a batch): the triggers
+-- below run only for rows with one, so a plain job's end pays a test of
+-- one column. parents_left counts the unfinished parents;
+-- on_parent_failure says what a parent ending dead or cancelled does to
+-- the job (NULL: cancel); parents is what the handler sees as
+-- job.parents, written when the job becomes ready.
+ALTER TABLE {{schema}}.jobs
+    DROP CONSTRAINT IF EXISTS jobs_state_check,
+    ADD CONSTRAINT jobs_state_check CHECK (state IN ('queued', 'running',
+        'dead', 'cancelled', 'completed', 'waiting')),
+    ADD COLUMN flow smallint NOT NULL DEFAULT 0,
+    ADD COLUMN parents_left int NOT NULL DEFAULT 0,
+    ADD COLUMN on_parent_failure text
+        CHECK (on_parent_failure IN ('cancel', 'run', 'dead')),
+    ADD COLUMN batch_id bigint,
+    ADD COLUMN parents jsonb;
+CREATE INDEX jobs_waiting ON {{schema}}.jobs (id) WHERE state = 'waiting';
+CREATE INDEX jobs_batch ON {{schema}}.jobs (batch_id)
+    WHERE batch_id IS NOT NULL;
+-- One row per dependency. parent_state and parent_result are written
+-- once, by the transaction that records the parent's end: they outlive
+-- the parent's row (a success deletes it) for the child's job.parents.
+CREATE TABLE {{schema}}.job_deps (
+    parent_id     bigint NOT NULL,
+    child_id      bigint NOT NULL,
+    parent_state  text,                  -- NULL while the parent runs
+    parent_result jsonb,
+    PRIMARY KEY (parent_id, child_id)
+);
+CREATE INDEX job_deps_child ON {{schema}}.job_deps (child_id);
+-- A batch: pending counts the members not yet ended; the transaction
+-- that takes it to 0 (the batch's row lock orders them) sets finished_at
+-- and pushes the callbacks, so they are pushed once.
+CREATE TABLE {{schema}}.batches (
+    id           bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+    on_complete  text,                   -- job name pushed when all ended
+    on_success   text,                   -- job name pushed when all completed
+    payload      jsonb NOT NULL DEFAULT '{}',
+    queue        text NOT NULL DEFAULT 'default',  -- of the callbacks
+    results      boolean NOT NULL DEFAULT false,   -- callbacks get results
+    total        int NOT NULL DEFAULT 0,
+    pending      int NOT NULL DEFAULT 0,
+    completed    int NOT NULL DEFAULT 0,
+    dead         int NOT NULL DEFAULT 0,
+    cancelled    int NOT NULL DEFAULT 0,
+    created_at   timestamptz NOT NULL DEFAULT now(),
+    finished_at  timestamptz,            -- when the last member ended
+    complete_job bigint,                 -- the callbacks' ids, once pushed
+    success_job  bigint
+);
+CREATE TABLE {{schema}}.batch_jobs (
+    batch_id  bigint NOT NULL,
+    job_id    bigint NOT NULL,
+    state     text,                      -- NULL until the member ended
+    result    jsonb,
+    PRIMARY KEY (batch_id, job_id)
+);
+-- One parent's end reaches one waiting child: one parent fewer; the
+-- last makes it queued (with job.parents), a failed one cancels it or
+-- makes it dead by its on_parent_failure ('run' waits for the others).
+-- Returns the child's new state, NULL when it was not waiting.
+CREATE FUNCTION {{schema}}.flow_edge(child bigint, parent bigint, pst text)
+RETURNS text LANGUAGE plpgsql AS $$
+DECLARE
+    fail text;
+    ns text;
+BEGIN
+    SELECT CASE WHEN pst = 'completed' THEN NULL
+                ELSE coalesce(j.on_parent_failure, 'cancel') END
+    INTO fail FROM {{schema}}.jobs j WHERE j.id = child;
+    IF fail = 'run' THEN
+        fail := NULL;
+    END IF;
+    UPDATE {{schema}}.jobs j SET parents_left = j.parents_left - 1,
+        state = CASE WHEN fail = 'cancel' THEN 'cancelled'
+                     WHEN fail = 'dead' THEN 'dead'
+                     WHEN j.parents_left <= 1 THEN 'queued'
+                     ELSE 'waiting' END,
+        finished_at = CASE WHEN fail IS NOT NULL THEN now() END,
+        died_at = CASE WHEN fail = 'dead' THEN now() END,
+        last_error = CASE WHEN fail IS NOT NULL
+                     THEN 'parent ' || parent || ' ended ' || pst
+                     ELSE j.last_error END,
+        updated_at = now()
+    WHERE j.id = child AND j.state = 'waiting'
+    RETURNING j.state INTO ns;
+    IF ns = 'queued' THEN
+        UPDATE {{schema}}.jobs j SET parents = (
+            SELECT jsonb_object_agg(d.parent_id::text,
+                jsonb_build_object('state', d.parent_state)
+                || CASE WHEN d.parent_result IS NULL THEN '{}'::jsonb
+                   ELSE jsonb_build_object('result', d.parent_result) END)
+            FROM {{schema}}.job_deps d WHERE d.child_id = child)
+        WHERE j.id = child;
+    END IF;
+    RETURN ns;
+END
+$$;
+-- One member's end reaches its batch; the last pushes the callbacks.
+CREATE FUNCTION {{schema}}.flow_batch(bid bigint, jid bigint, st text,
+                                      res jsonb)
+RETURNS void LANGUAGE plpgsql AS $$
+DECLARE
+    r {{schema}}.batches;
+    pay jsonb;
+    cid bigint;
+    sid bigint;
+BEGIN
+    UPDATE {{schema}}.batch_jobs m SET state = st, result = res
+    WHERE m.batch_id = bid AND m.job_id = jid AND m.state IS NULL;
+    IF NOT FOUND THEN
+        RETURN;
+    END IF;
+    UPDATE {{schema}}.batches b SET pending = b.pending - 1,
+        completed = b.completed + (st = 'completed')::int,
+        dead = b.dead + (st = 'dead')::int,
+        cancelled = b.cancelled + (st = 'cancelled')::int,
+        finished_at = CASE WHEN b.pending <= 1 THEN now() END
+    WHERE b.id = bid AND b.finished_at IS NULL
+    RETURNING b.* INTO r;
+    IF NOT FOUND OR r.pending > 0 THEN
+        RETURN;
+    END IF;
+    pay := jsonb_build_object('batch', r.id,
+        'counts', jsonb_build_object('completed', r.completed,
+                                     'dead', r.dead,
+                                     'cancelled', r.cancelled),
+        'members', (SELECT jsonb_agg(m.job_id ORDER BY m.job_id)
+                    FROM {{schema}}.batch_jobs m WHERE m.batch_id = bid),
+        'payload', r.payload);
+    IF r.results THEN
+        pay := pay || jsonb_build_object('results', (
+            SELECT coalesce(jsonb_object_agg(m.job_id::text, m.result),
+                            '{}')
+            FROM {{schema}}.batch_jobs m
+            WHERE m.batch_id = bid AND m.result IS NOT NULL));
+    END IF;
+    IF r.on_complete IS NOT NULL THEN
+        INSERT INTO {{schema}}.jobs (name, payload, queue)
+        VALUES (r.on_complete, pay, r.queue) RETURNING id INTO cid;
+    END IF;
+    IF r.on_success IS NOT NULL AND r.dead = 0 AND r.cancelled = 0 THEN
+        INSERT INTO {{schema}}.jobs (name, payload, queue)
+        VALUES (r.on_success, pay, r.queue) RETURNING id INTO sid;
+    END IF;
+    UPDATE {{schema}}.batches b SET complete_job = cid, success_job = sid
+    WHERE b.id = bid;
+END
+$$;
+-- A job's end (state st, result res) reaches its children and its batch,
+-- and a child it cancels or kills reaches theirs: a list, not a
+-- recursion, so a chain of any length ends in one call.
+CREATE FUNCTION {{schema}}.flow_settle(jid bigint, st text, res jsonb)
+RETURNS void LANGUAGE plpgsql AS $$
+DECLARE
+    todo bigint[] := ARRAY[jid];
+    sts text[] := ARRAY[st];
+    ress jsonb[] := ARRAY[res];
+    i int := 1;
+    c record;
+    ns text;
+    bid bigint;
+BEGIN
+    PERFORM set_config('jobrunner.settling', 'on', true);
+    WHILE i <= cardinality(todo) LOOP
+        FOR c IN WITH u AS (
+            UPDATE {{schema}}.job_deps d
+            SET parent_state = sts[i], parent_result = ress[i]
+            WHERE d.parent_id = todo[i] AND d.parent_state IS NULL
+            RETURNING d.child_id)
+            SELECT u.child_id FROM u ORDER BY u.child_id
+        LOOP
+            ns := {{schema}}.flow_edge(c.child_id, todo[i], sts[i]);
+            IF ns IN ('cancelled', 'dead') THEN
+                todo := todo || c.child_id;
+                sts := sts || ns;
+                ress := ress || NULL::jsonb;
+            END IF;
+        END LOOP;
+        SELECT m.batch_id INTO bid FROM {{schema}}.batch_jobs m
+        WHERE m.job_id = todo[i] AND m.state IS NULL LIMIT 1;
+        IF bid IS NOT NULL THEN
+            PERFORM {{schema}}.flow_batch(bid, todo[i], sts[i], ress[i]);
+        END IF;
+        i := i + 1;
+    END LOOP;
+    PERFORM set_config('jobrunner.settling', 'off', true);
+END
+$$;
+CREATE INDEX batch_jobs_job ON {{schema}}.batch_jobs (job_id);
+-- The end of a job with a flow bit, however it is recorded (a runner's
+-- result, a cancel, a rescue, plain SQL): an update to a final state, or
+-- the delete of a running job (a success). Deferred to the commit, so
+-- the jobs a success pushes (a member adding to its own batch) are in
+-- before its end counts. While flow_settle runs, its own updates are its
+-- list's; their deferred events find nothing left to do.
+CREATE FUNCTION {{schema}}.jobs_flow() RETURNS trigger
+LANGUAGE plpgsql AS $$
+BEGIN
+    IF current_setting('jobrunner.settling', true) = 'on' THEN
+        RETURN NULL;
+    END IF;
+    IF TG_OP = 'DELETE' THEN
+        PERFORM {{schema}}.flow_settle(OLD.id, 'completed', OLD.result);
+    ELSE
+        PERFORM {{schema}}.flow_settle(NEW.id, NEW.state, NEW.result);
+    END IF;
+    RETURN NULL;
+END
+$$;
+CREATE CONSTRAINT TRIGGER jobs_flow_end AFTER UPDATE OF state
+    ON {{schema}}.jobs DEFERRABLE INITIALLY DEFERRED
+    FOR EACH ROW WHEN (OLD.flow <> 0
+        AND OLD.state IN ('queued', 'running', 'waiting')
+        AND NEW.state IN ('completed', 'dead', 'cancelled'))
+    EXECUTE FUNCTION {{schema}}.jobs_flow();
+CREATE CONSTRAINT TRIGGER jobs_flow_gone AFTER DELETE ON {{schema}}.jobs
+    DEFERRABLE INITIALLY DEFERRED FOR EACH ROW WHEN (OLD.flow <> 0 AND OLD.state = 'running')
+    EXECUTE FUNCTION {{schema}}.jobs_flow();
+-- Makes the job just pushed (id) wait for the jobs after (its parents)
+-- and join batch, in the caller's transaction. A parent already ended
+-- counts at once. The SQL producer's way:
+--   SELECT jobrunner.link(jobrunner.push('report'), ARRAY[41, 42]);
+CREATE FUNCTION {{schema}}.link(id bigint, after bigint[],
+                                on_parent_failure text DEFAULT NULL,
+                                batch bigint DEFAULT NULL)
+RETURNS bigint LANGUAGE plpgsql AS $$
+#variable_conflict use_variable
+DECLARE
+    child bigint := link.id;
+    p bigint;
+    pst text;
+    pres jsonb;
+    n int;
+BEGIN
+    IF link.on_parent_failure NOT IN ('cancel', 'run', 'dead') THEN
+        RAISE EXCEPTION 'jobrunner.link: on_parent_failure ''%'' is not cancel, run or dead',
+            link.on_parent_failure USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    IF link.batch IS NOT NULL THEN
+        UPDATE {{schema}}.batches b SET total = b.total + 1,
+            pending = b.pending + 1
+        WHERE b.id = link.batch AND b.finished_at IS NULL;
+        IF NOT FOUND THEN
+            RAISE EXCEPTION 'jobrunner.link: job %: batch % %', child,
+                link.batch, CASE WHEN EXISTS (SELECT 1 FROM {{schema}}.batches b
+                    WHERE b.id = link.batch) THEN 'is finished'
+                    ELSE 'does not exist' END
+                USING ERRCODE = 'invalid_parameter_value';
+        END IF;
+        INSERT INTO {{schema}}.batch_jobs (batch_id, job_id)
+        VALUES (link.batch, child);
+        UPDATE {{schema}}.jobs j SET batch_id = link.batch,
+            flow = j.flow | 2 WHERE j.id = child;
+    END IF;
+    SELECT count(DISTINCT a) INTO n FROM unnest(link.after) a;
+    IF n = 0 THEN
+        RETURN child;
+    END IF;
+    UPDATE {{schema}}.jobs j SET state = 'waiting', parents_left = n,
+        on_parent_failure = link.on_parent_failure
+    WHERE j.id = child AND j.state = 'queued';
+    IF NOT FOUND THEN
+        RAISE EXCEPTION 'jobrunner.link: job % is not a queued job', child
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    FOR p IN SELECT DISTINCT a FROM unnest(link.after) a ORDER BY 1 LOOP
+        IF p = child THEN
+            RAISE EXCEPTION 'jobrunner.link: job % cannot wait for itself',
+                child USING ERRCODE = 'invalid_parameter_value';
+        END IF;
+        UPDATE {{schema}}.jobs j SET flow = j.flow | 1 WHERE j.id = p
+        RETURNING j.state, j.result INTO pst, pres;
+        IF NOT FOUND THEN
+            RAISE EXCEPTION 'jobrunner.link: job %: unknown parent id %',
+                child, p USING ERRCODE = 'invalid_parameter_value';
+        END IF;
+        IF pst NOT IN ('completed', 'dead', 'cancelled') THEN
+            pst := NULL;
+            pres := NULL;
+        END IF;
+        INSERT INTO {{schema}}.job_deps (parent_id, child_id, parent_state,
+                                         parent_result)
+        VALUES (p, child, pst, pres);
+        IF pst IS NOT NULL THEN
+            PERFORM {{schema}}.flow_edge(child, p, pst);
+        END IF;
+    END LOOP;
+    RETURN child;
+END
+$$;
+-- cancel() as migration 3's, and a waiting job is cancelled at once too.
+CREATE OR REPLACE FUNCTION {{schema}}.cancel(id bigint) RETURNS text
+LANGUAGE plpgsql AS $$
+DECLARE
+    st text;
+BEGIN
+    UPDATE {{schema}}.jobs j SET
+        state = CASE WHEN j.state IN ('queued', 'waiting') THEN 'cancelled'
+                ELSE j.state END,
+        finished_at = CASE WHEN j.state IN ('queued', 'waiting') THEN now()
+                      ELSE j.finished_at END,
+        cancel_requested = j.cancel_requested OR j.state = 'running',
+        updated_at = now()
+    WHERE j.id = cancel.id AND j.state IN ('queued', 'running', 'waiting')
+    RETURNING j.state INTO st;
+    IF st = 'cancelled' THEN
+        RETURN 'cancelled';
+    ELSIF st = 'running' THEN
+        RETURN 'cancel requested';
+    ELSIF EXISTS (SELECT 1 FROM {{schema}}.jobs j WHERE j.id = cancel.id) THEN
+        RETURN 'already finished';
+    END IF;
+    RETURN 'not found';
+END
+$$;
+-- watch() as migration 10's, and a waiting job can be watched too.
+CREATE OR REPLACE FUNCTION {{schema}}.watch(ids bigint[],
+                                            ttl double precision DEFAULT 3600)
+RETURNS integer
+LANGUAGE sql AS $$
+    WITH w AS (
+        UPDATE {{schema}}.jobs j SET result_ttl = watch.ttl
+        WHERE j.id = ANY(watch.ids)
+          AND j.state IN ('queued', 'running', 'waiting')
+          AND j.result_ttl IS NULL
+        RETURNING 1)
+    SELECT count(*)::integer FROM w
+$$;

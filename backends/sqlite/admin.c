@@ -51,9 +51,24 @@ static const char *const sql_text[S_COUNT] = {
     [S_PRUNE_UNIQUE] =
         "DELETE FROM unique_keys WHERE (name, unique_key) IN (SELECT name,"
         " unique_key FROM unique_keys WHERE held_until < ?1 LIMIT ?2)",
+    /* workflows: edges whose child is gone; batches finished before ?1,
+     * their members first (kept as long as cancelled jobs) */
+    [S_PRUNE_DEPS] =
+        "DELETE FROM job_deps WHERE (parent_id, child_id) IN (SELECT"
+        " d.parent_id, d.child_id FROM job_deps d WHERE ?1 IS NOT NULL AND"
+        " NOT EXISTS (SELECT 1 FROM jobs j WHERE j.id = d.child_id)"
+        " LIMIT ?2)",
+    [S_PRUNE_MEMBERS] =
+        "DELETE FROM batch_jobs WHERE batch_id IN (SELECT id FROM batches"
+        " WHERE finished_at < ?1 LIMIT ?2)",
+    [S_PRUNE_BATCHES] =
+        "DELETE FROM batches WHERE id IN (SELECT id FROM batches b"
+        " WHERE finished_at < ?1 AND NOT EXISTS (SELECT 1 FROM batch_jobs m"
+        " WHERE m.batch_id = b.id) LIMIT ?2)",
     [S_CANCEL_QUEUED] =
         "UPDATE jobs SET state = 'cancelled', finished_at = ?2,"
-        " updated_at = ?2 WHERE id = ?1 AND state = 'queued'",
+        " updated_at = ?2 WHERE id = ?1"
+        " AND (state = 'queued' OR state = 'waiting')",
     [S_CANCEL_RUNNING] =
         "UPDATE jobs SET cancel_requested = 1, updated_at = ?2"
         " WHERE id = ?1 AND state = 'running'",
@@ -172,6 +187,22 @@ prune_state(jr_backend *b, int which, double age, int limit, jr_err *err)
     return run(b, s, err, "pruning finished jobs");
 }
 
+/* Workflow rows: edges to children gone, batches finished and kept as
+ * long as cancelled jobs (older_cancelled < 0: kept). */
+static int
+prune_flow(jr_backend *b, double older_cancelled, int limit, jr_err *err)
+{
+    int n, rc;
+
+    if ((n = prune_state(b, S_PRUNE_DEPS, 0, limit, err)) < 0 ||
+        (rc = prune_state(b, S_PRUNE_MEMBERS, older_cancelled, limit - n,
+                          err)) < 0 ||
+        (rc = prune_state(b, S_PRUNE_BATCHES, older_cancelled, limit - n,
+                          err)) < 0)
+        return -1;
+    return n + rc;
+}
+
 int
 jr_sqlite_prune(jr_backend *b, double older_completed,
                 double older_cancelled, double older_dead, int limit,
@@ -199,6 +230,9 @@ jr_sqlite_prune(jr_backend *b, double older_completed,
     n += rc;
     /* windows of unique keys that ended (unique_for) */
     if ((rc = prune_state(b, S_PRUNE_UNIQUE, 0, limit - n, err)) < 0)
+        goto fail;
+    n += rc;
+    if ((rc = prune_flow(b, older_cancelled, limit - n, err)) < 0)
         goto fail;
     n += rc;
     return jr_sqlite_commit(b, err) < 0 ? -1 : n;
@@ -230,7 +264,8 @@ cancel_one(jr_backend *b, int64_t id, double now, jr_err *err)
 
     if ((rc = run_id(b, S_CANCEL_QUEUED, id, now, err, "cancelling a job"))
         != 0)
-        return rc < 0 ? -1 : JR_CANCEL_DONE;
+        return rc < 0 || jr_sqlite_flow_check(b, id, "cancelled", now,
+                                              err) < 0 ? -1 : JR_CANCEL_DONE;
     if ((rc = run_id(b, S_CANCEL_RUNNING, id, now, err, "cancelling a job"))
         != 0)
         return rc < 0 ? -1 : JR_CANCEL_REQUESTED;

@@ -67,7 +67,7 @@ static const char *const sql_text[S_COUNT] = {
         " progress_note = NULL"
         " WHERE id IN (SELECT value FROM json_each(?4)) AND state = 'queued'"
         " RETURNING id, name, queue, payload, attempts, max_retries,"
-        " priority, run_at, created_at",
+        " priority, run_at, created_at, parents, batch_id, flow",
     /* the same when one queue has ready jobs and none is capped: its
      * first ?6 ready jobs of names ?4 in queue ?5, in one statement */
     [S_CLAIM_ONE] =
@@ -80,7 +80,7 @@ static const char *const sql_text[S_COUNT] = {
         " AND name IN (SELECT value FROM json_each(?4))"
         " ORDER BY priority, run_at, id LIMIT ?6) AND state = 'queued'"
         " RETURNING id, name, queue, payload, attempts, max_retries,"
-        " priority, run_at, created_at",
+        " priority, run_at, created_at, parents, batch_id, flow",
 };
 
 static sqlite3_stmt *
@@ -92,11 +92,11 @@ stmt(jr_backend *b, int which, jr_err *err)
 static jr_job *
 row_job(sqlite3_stmt *s)
 {
-    jr_job *j = jr_job_new(sqlite3_column_int64(s, 0),
-                           (const char *)sqlite3_column_text(s, 1),
-                           (const char *)sqlite3_column_text(s, 2),
-                           (const char *)sqlite3_column_text(s, 3),
-                           (size_t)sqlite3_column_bytes(s, 3));
+    jr_job *j = jr_job_new_parents(sqlite3_column_int64(s, 0),
+                                   col_text(s, 1), col_text(s, 2),
+                                   col_text(s, 3),
+                                   (size_t)sqlite3_column_bytes(s, 3),
+                                   col_text(s, 9));
     if (j == NULL)
         return NULL;
     j->attempt = sqlite3_column_int(s, 4);
@@ -105,6 +105,8 @@ row_job(sqlite3_stmt *s)
     j->priority = sqlite3_column_int(s, 6);
     j->run_at = sqlite3_column_double(s, 7);
     j->created_at = sqlite3_column_double(s, 8);
+    j->batch = sqlite3_column_int64(s, 10);
+    j->flow = sqlite3_column_int(s, 11);
     return j;
 }
 

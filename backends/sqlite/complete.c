@@ -12,6 +12,11 @@
 #include "sqlite/sqlite_int.h"
 #include "base/util.h"
 
+struct idl {
+    int64_t *v;
+    int      n;
+};
+
 /* A requeue (retry, snooze, release, rescue) of a job whose cancel was
  * requested ends it cancelled instead. */
 #define REQUEUE_STATE \
@@ -22,11 +27,16 @@ static const char *const sql_text[S_COUNT] = {
     /* a job pushed or waited on with result_ttl is kept (S_KEEP) */
     [S_DONE] =
         "DELETE FROM jobs WHERE id = ?1 AND state = 'running'"
-        " AND locked_by = ?2 AND result_ttl IS NULL",
+        " AND locked_by = ?2 AND result_ttl IS NULL AND flow = 0",
+    /* a job with children or in a batch (flow.c settles its end) */
+    [S_DONE_FLOW] =
+        "DELETE FROM jobs WHERE id = ?1 AND state = 'running'"
+        " AND locked_by = ?2 AND result_ttl IS NULL AND flow <> 0",
     /* plain successes of one batch: one statement, not one each */
     [S_DONE_MANY] =
         "DELETE FROM jobs WHERE id IN (SELECT value FROM json_each(?1))"
-        " AND state = 'running' AND locked_by = ?2 AND result_ttl IS NULL",
+        " AND state = 'running' AND locked_by = ?2 AND result_ttl IS NULL"
+        " AND flow = 0",
     /* ?7 the result (JSON or NULL), ?8 the runner's result_ttl, ?9
      * retention.completed: a job with a result or a result_ttl of its
      * own stays until keep_until */
@@ -37,7 +47,8 @@ static const char *const sql_text[S_COUNT] = {
         " result = ?7, keep_until = CASE WHEN ?7 IS NOT NULL"
         "  OR result_ttl IS NOT NULL"
         "  THEN ?3 + max(coalesce(result_ttl, ?8), ?9) END"
-        " WHERE id = ?1 AND state = 'running' AND locked_by = ?2",
+        " WHERE id = ?1 AND state = 'running' AND locked_by = ?2"
+        " RETURNING flow, state",
     /* what S_DONE_MANY left of its ids: those with a result_ttl */
     [S_KEEP_MANY] =
         "UPDATE jobs SET state = 'completed', finished_at = ?3,"
@@ -45,39 +56,45 @@ static const char *const sql_text[S_COUNT] = {
         " updated_at = ?3, keep_until = ?3 + max(result_ttl, ?4)"
         " WHERE id IN (SELECT value FROM json_each(?1))"
         " AND state = 'running' AND locked_by = ?2"
-        " AND result_ttl IS NOT NULL",
+        " AND result_ttl IS NOT NULL AND flow = 0",
     [S_RETRY] =
         "UPDATE jobs SET" REQUEUE_STATE " run_at = ?3 + ?4, last_error = ?5,"
         " generation = ?6, locked_by = NULL, locked_until = NULL,"
         " updated_at = ?3"
-        " WHERE id = ?1 AND state = 'running' AND locked_by = ?2",
+        " WHERE id = ?1 AND state = 'running' AND locked_by = ?2"
+        " RETURNING flow, state",
     [S_DEAD] =
         "UPDATE jobs SET state = 'dead', died_at = ?3, finished_at = ?3,"
         " last_error = ?5,"
         " generation = ?6, locked_by = NULL, locked_until = NULL,"
         " updated_at = ?3"
-        " WHERE id = ?1 AND state = 'running' AND locked_by = ?2",
+        " WHERE id = ?1 AND state = 'running' AND locked_by = ?2"
+        " RETURNING flow, state",
     [S_SNOOZE] =
         "UPDATE jobs SET" REQUEUE_STATE " run_at = ?3 + ?4,"
         " attempts = attempts - 1, generation = ?6, locked_by = NULL,"
         " locked_until = NULL, updated_at = ?3"
-        " WHERE id = ?1 AND state = 'running' AND locked_by = ?2",
+        " WHERE id = ?1 AND state = 'running' AND locked_by = ?2"
+        " RETURNING flow, state",
     [S_RELEASE] =
         "UPDATE jobs SET" REQUEUE_STATE " attempts = attempts - 1,"
         " locked_by = NULL, locked_until = NULL, updated_at = ?3"
-        " WHERE id = ?1 AND state = 'running' AND locked_by = ?2",
+        " WHERE id = ?1 AND state = 'running' AND locked_by = ?2"
+        " RETURNING flow, state",
     [S_EXPIRED] =
         "UPDATE jobs SET state = 'dead', died_at = ?3, finished_at = ?3,"
         " attempts = attempts - 1,"
         " last_error = coalesce(?5, last_error), locked_by = NULL,"
         " locked_until = NULL, updated_at = ?3"
-        " WHERE id = ?1 AND state = 'running' AND locked_by = ?2",
+        " WHERE id = ?1 AND state = 'running' AND locked_by = ?2"
+        " RETURNING flow, state",
     [S_CANCELLED] =
         "UPDATE jobs SET state = 'cancelled', finished_at = ?3,"
         " last_error = coalesce(?5, 'cancelled'),"
         " generation = coalesce(?6, generation), locked_by = NULL,"
         " locked_until = NULL, updated_at = ?3"
-        " WHERE id = ?1 AND state = 'running' AND locked_by = ?2",
+        " WHERE id = ?1 AND state = 'running' AND locked_by = ?2"
+        " RETURNING flow, state",
     [S_PROGRESS] =
         "UPDATE jobs SET progress_done = ?3, progress_total = ?4,"
         " progress_note = ?5"
@@ -85,6 +102,10 @@ static const char *const sql_text[S_COUNT] = {
     [S_RENEW] =
         "UPDATE jobs SET locked_until = ?2"
         " WHERE state = 'running' AND locked_by = ?1",
+    /* the rescue's cancels of jobs with a flow bit, settled after it */
+    [S_RESCUE_FLOW] =
+        "SELECT id FROM jobs WHERE state = 'running' AND locked_until < ?1"
+        " AND cancel_requested = 1 AND flow <> 0",
     [S_RESCUE] =
         "UPDATE jobs SET"
         " state = CASE WHEN cancel_requested THEN 'cancelled' ELSE 'queued'"
@@ -120,10 +141,54 @@ result_stmt_index(const jr_backend *b, const jr_result *r)
     }
 }
 
-/* A success S_DONE did not delete: kept if ours with a result_ttl. */
+/* Steps a result's statement, which returns the row's flow and new
+ * state when it changed it: *st gets the state when the job has a flow
+ * bit and ended (flow.c settles it), else "". Returns 1 if the row was
+ * ours, 0 if not, -1 on error. */
+static int
+run_result(jr_backend *b, sqlite3_stmt *s, char *st, size_t size,
+           jr_err *err)
+{
+    int rc = sqlite3_step(s), got = rc == SQLITE_ROW;
+
+    st[0] = '\0';
+    if (got) {
+        if (sqlite3_column_int(s, 0) != 0)
+            snprintf(st, size, "%s", col_text(s, 1));
+        rc = sqlite3_step(s);
+    }
+    sqlite3_reset(s);
+    if (rc != SQLITE_DONE)
+        return jr_sqlite_fail(b, err, "recording a result");
+    if (strcmp(st, "dead") && strcmp(st, "cancelled") &&
+        strcmp(st, "completed"))
+        st[0] = '\0';
+    return got;
+}
+
+/* A success of a job with a flow bit, which the plain statements leave
+ * alone: deleted (or kept); *st gets "completed" when it was ours. */
+static int
+done_flow(jr_backend *b, const char *token, const jr_result *r, char *st,
+          size_t size, jr_err *err)
+{
+    sqlite3_stmt *s = stmt(b, S_DONE_FLOW, err);
+    int changed;
+
+    if (s == NULL)
+        return -1;
+    sqlite3_bind_int64(s, 1, r->id);
+    bind_text(s, 2, token);
+    if ((changed = run(b, s, err, "recording a result")) > 0)
+        snprintf(st, size, "completed");
+    return changed;
+}
+
+/* A success S_DONE did not delete: kept if ours with a result_ttl
+ * (*st as run_result sets it). */
 static int
 keep_one(jr_backend *b, const char *token, const jr_result *r, double now,
-         jr_err *err)
+         char *st, size_t size, jr_err *err)
 {
     sqlite3_stmt *s;
 
@@ -136,23 +201,14 @@ keep_one(jr_backend *b, const char *token, const jr_result *r, double now,
     sqlite3_bind_null(s, 7);
     sqlite3_bind_double(s, 8, b->result_ttl);
     sqlite3_bind_double(s, 9, b->keep_completed);
-    return run(b, s, err, "recording a result");
+    return run_result(b, s, st, size, err);
 }
 
-/* Applies one result; returns 1 if the row was still ours, 0 if fenced
- * off, -1 on error. */
-static int
-complete_one(jr_backend *b, const char *token, const jr_result *r, double now,
-             jr_err *err)
+/* Binds r to s, the statement which of its kind. */
+static void
+bind_result(jr_backend *b, sqlite3_stmt *s, int which, const char *token,
+            const jr_result *r, double now)
 {
-    int which = result_stmt_index(b, r), changed;
-    sqlite3_stmt *s;
-
-    if (which < 0)
-        return jr_fail(err, JR_EPROTO, "job %lld: unknown result kind %d",
-                       (long long)r->id, r->kind);
-    if ((s = stmt(b, which, err)) == NULL)
-        return -1;
     sqlite3_bind_int64(s, 1, r->id);
     bind_text(s, 2, token);
     if (which == S_PROGRESS) {
@@ -170,13 +226,40 @@ complete_one(jr_backend *b, const char *token, const jr_result *r, double now,
         sqlite3_bind_double(s, 8, b->result_ttl);
         sqlite3_bind_double(s, 9, b->keep_completed);
     }
-    changed = run(b, s, err, "recording a result");
+}
+
+/* Applies one result; returns 1 if the row was still ours, 0 if fenced
+ * off, -1 on error. A success's pushes go in before its end is settled
+ * (flow.c): a member that adds to its own batch keeps the batch open. */
+static int
+complete_one(jr_backend *b, const char *token, const jr_result *r, double now,
+             jr_err *err)
+{
+    int which = result_stmt_index(b, r), changed;
+    sqlite3_stmt *s;
+    char st[16] = "";
+
+    if (which < 0)
+        return jr_fail(err, JR_EPROTO, "job %lld: unknown result kind %d",
+                       (long long)r->id, r->kind);
+    if ((s = stmt(b, which, err)) == NULL)
+        return -1;
+    bind_result(b, s, which, token, r, now);
+    if (which == S_DONE || which == S_PROGRESS)
+        changed = run(b, s, err, "recording a result");
+    else
+        changed = run_result(b, s, st, sizeof st, err);
+    if (changed == 0 && which == S_DONE)    /* ours with a flow bit? */
+        changed = done_flow(b, token, r, st, sizeof st, err);
     if (changed == 0 && which == S_DONE)    /* ours with a result_ttl? */
-        changed = keep_one(b, token, r, now, err);
+        changed = keep_one(b, token, r, now, st, sizeof st, err);
     if (changed <= 0)
         return changed;
     if (r->kind == JR_DONE && jr_sqlite_insert_all(b, r->pushes, r->npushes,
                                                    NULL, now, err) < 0)
+        return -1;
+    if (st[0] != '\0' && jr_sqlite_flow_settle(b, r->id, st,
+            r->kind == JR_DONE ? r->result : NULL, now, err) < 0)
         return -1;
     return 1;
 }
@@ -206,6 +289,24 @@ keep_many(jr_backend *b, const char *token, const char *ids, int ndone,
     sqlite3_bind_double(s, 4, b->keep_completed);
     rc = run(b, s, err, "recording results");
     return rc < 0 ? -1 : ndone + rc;
+}
+
+/* After the one DELETE of the plain successes left some rows: those
+ * with a flow bit, one by one (the others are gone or not ours). */
+static int
+done_rest(jr_backend *b, const char *token, const jr_result *r, int n,
+          double now, int applied, jr_err *err)
+{
+    int i, rc;
+
+    for (i = 0; i < n; i++) {
+        if (!plain_done(b, &r[i]))
+            continue;
+        if ((rc = complete_one(b, token, &r[i], now, err)) < 0)
+            return -1;
+        applied += rc;
+    }
+    return applied;
 }
 
 /* Applies r[0..n) in a transaction: the plain successes in one DELETE
@@ -252,7 +353,11 @@ complete_all(jr_backend *b, const char *token, const jr_result *r, int n,
     if (rc >= 0 && rc < nplain)         /* some have a result_ttl */
         rc = keep_many(b, token, ids, rc, now, err);
     free(ids);
-    return rc < 0 ? -1 : applied + rc;
+    if (rc < 0)
+        return -1;
+    if (rc < nplain)            /* jobs with a flow bit, or fenced off */
+        return done_rest(b, token, r, n, now, applied + rc, err);
+    return applied + rc;
 }
 
 int
@@ -312,16 +417,50 @@ jr_sqlite_renew(jr_backend *b, const char *token, double lease, jr_err *err)
     return jr_sqlite_write_end(b, run(b, s, err, "renewing leases"), err);
 }
 
+/* The ids the rescue will cancel that have a flow bit, into l. */
+static int
+rescue_flow(jr_backend *b, double now, struct idl *l, jr_err *err)
+{
+    sqlite3_stmt *s = stmt(b, S_RESCUE_FLOW, err);
+    int64_t *grown;
+    int rc;
+
+    if (s == NULL)
+        return -1;
+    sqlite3_bind_double(s, 1, now);
+    while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
+        if ((grown = realloc(l->v, (size_t)(l->n + 1) * sizeof *grown))
+            == NULL) {
+            sqlite3_reset(s);
+            return jr_fail(err, JR_ENOMEM, "sqlite: out of memory");
+        }
+        (l->v = grown)[l->n++] = sqlite3_column_int64(s, 0);
+    }
+    sqlite3_reset(s);
+    return rc == SQLITE_DONE ? 0 : jr_sqlite_fail(b, err, "rescuing jobs");
+}
+
 int
 jr_sqlite_rescue(jr_backend *b, jr_err *err)
 {
-    sqlite3_stmt *s;
+    sqlite3_stmt *s = NULL;
+    struct idl l = {NULL, 0};
+    double now = jr_now();
+    int i, rc;
 
     if (jr_sqlite_begin(b, err) < 0)
         return -1;
-    if ((s = stmt(b, S_RESCUE, err)) == NULL)
-        return jr_sqlite_write_end(b, -1, err);
-    sqlite3_bind_double(s, 1, jr_now());
-    return jr_sqlite_write_end(b, run(b, s, err, "requeueing expired "
-                                      "leases"), err);
+    rc = rescue_flow(b, now, &l, err);
+    if (rc == 0 && (s = stmt(b, S_RESCUE, err)) == NULL)
+        rc = -1;
+    if (rc == 0) {
+        sqlite3_bind_double(s, 1, now);
+        rc = run(b, s, err, "requeueing expired leases");
+    }
+    for (i = 0; rc >= 0 && i < l.n; i++)
+        if (jr_sqlite_flow_settle(b, l.v[i], "cancelled", NULL, now,
+                                  err) < 0)
+            rc = -1;
+    free(l.v);
+    return jr_sqlite_write_end(b, rc, err);
 }

@@ -260,6 +260,7 @@ jr_sqlite_open(const char *path, const jr_backend_opts *o, jr_err *err)
     b->sync_normal = o->sync_normal;
     b->must_exist = o->must_exist;
     b->keep_completed = o->keep_completed;
+    b->opf = o->on_parent_failure;
     b->result_ttl = o->result_ttl > 0 ? o->result_ttl : 3600;
     b->busy_ms = o->busy_timeout > 0 ? (int)(o->busy_timeout * 1000) : 5000;
     if (connect_db(b, err) < 0) {

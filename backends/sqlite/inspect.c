@@ -21,7 +21,8 @@ static const char *const sql_text[S_COUNT] = {
     [S_STATS] =
         "SELECT name, sum(state = 'queued' AND run_at <= ?1),"
         " sum(state = 'queued' AND run_at > ?1), sum(state = 'running'),"
-        " sum(state = 'dead') FROM jobs GROUP BY name ORDER BY name",
+        " sum(state = 'dead'), sum(state = 'waiting') FROM jobs"
+        " GROUP BY name ORDER BY name",
     [S_DEAD_LIST] =
         "SELECT id, name, queue, attempts, last_error, generation, died_at,"
         " created_at FROM jobs WHERE state = 'dead'"
@@ -30,12 +31,13 @@ static const char *const sql_text[S_COUNT] = {
         "WITH c AS (SELECT queue, sum(state = 'queued' AND run_at <= ?1) r,"
         "  sum(state = 'queued' AND run_at > ?1) s, sum(state = 'running') u,"
         "  sum(state = 'dead') d, sum(state = 'cancelled') x,"
-        "  sum(state = 'completed') f FROM jobs GROUP BY queue),"
+        "  sum(state = 'completed') f, sum(state = 'waiting') w"
+        "  FROM jobs GROUP BY queue),"
         " n AS (SELECT name FROM queues UNION SELECT queue FROM c)"
         " SELECT n.name, coalesce(q.paused, 0), q.paused_at,"
         " coalesce(c.r, 0), coalesce(c.s, 0), coalesce(c.u, 0),"
-        " coalesce(c.d, 0), coalesce(c.x, 0), coalesce(c.f, 0)"
-        " FROM n LEFT JOIN queues q ON q.name = n.name"
+        " coalesce(c.d, 0), coalesce(c.x, 0), coalesce(c.f, 0),"
+        " coalesce(c.w, 0) FROM n LEFT JOIN queues q ON q.name = n.name"
         " LEFT JOIN c ON c.queue = n.name ORDER BY n.name",
     [S_SHOW] =
         "SELECT " JOB_COLUMNS ", payload, unique_key, result,"
@@ -80,6 +82,7 @@ jr_sqlite_stats(jr_backend *b, jr_stat_cb cb, void *arg, jr_err *err)
         row.scheduled = sqlite3_column_int64(s, 2);
         row.running = sqlite3_column_int64(s, 3);
         row.dead = sqlite3_column_int64(s, 4);
+        row.waiting = sqlite3_column_int64(s, 5);
         if (cb(&row, arg) != 0)
             break;
     }
@@ -182,6 +185,7 @@ jr_sqlite_queue_list(jr_backend *b, jr_queue_cb cb, void *arg, jr_err *err)
         row.dead = sqlite3_column_int64(s, 6);
         row.cancelled = sqlite3_column_int64(s, 7);
         row.completed = sqlite3_column_int64(s, 8);
+        row.waiting = sqlite3_column_int64(s, 9);
         if (cb(&row, arg) != 0)
             break;
     }

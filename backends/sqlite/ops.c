@@ -138,4 +138,6 @@ const jr_backend_ops jr_sqlite_ops = {
     .limit_paths = jr_sqlite_limit_paths,     /* limits.c */
     .limit_use = jr_sqlite_limit_use,         /* limits.c */
     .reconnects = jr_sqlite_reconnects,       /* conn.c */
+    .links = jr_sqlite_links,                 /* flow.c */
+    .batch_show = jr_sqlite_batch_show,       /* flow.c */
 };

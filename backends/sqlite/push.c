@@ -433,6 +433,8 @@ set_result_ttl(jr_backend *b, int64_t id, double ttl, jr_err *err)
     return run(b, s, err, "setting result_ttl") < 0 ? -1 : 0;
 }
 
+/* The rows, then the workflow options of those that have some (flow.c),
+ * which need the ids. */
 int
 jr_sqlite_insert_all(jr_backend *b, const jr_push *p, int n, int64_t *ids,
                      double now, jr_err *err)
@@ -442,7 +444,7 @@ jr_sqlite_insert_all(jr_backend *b, const jr_push *p, int n, int64_t *ids,
 
     for (i = 0; i < n && !(p[i].result_ttl > 0); i++)
         ;
-    if (i == n)                 /* the plain path: nothing more */
+    if (i == n && !jr_sqlite_flow_any(p, n))  /* the plain path */
         return insert_rows(b, p, n, ids, now, err);
     if (ids == NULL &&
         (ids = own = malloc((size_t)n * sizeof *ids)) == NULL)
@@ -452,6 +454,8 @@ jr_sqlite_insert_all(jr_backend *b, const jr_push *p, int n, int64_t *ids,
     for (i = 0; rc == 0 && i < n; i++)
         if (p[i].result_ttl > 0)
             rc = set_result_ttl(b, ids[i], p[i].result_ttl, err);
+    if (rc == 0 && jr_sqlite_flow_any(p, n))
+        rc = jr_sqlite_flow_link(b, p, n, ids, now, err);
     free(own);
     return rc;
 }

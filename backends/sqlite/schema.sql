@@ -299,3 +299,152 @@ ALTER TABLE jobs ADD COLUMN result_ttl REAL
 ALTER TABLE jobs ADD COLUMN keep_until REAL;
 CREATE INDEX jobs_kept ON jobs (keep_until)
     WHERE state = 'completed' AND keep_until IS NOT NULL;
+-- migration 11
+-- Workflows (docs/workflows.md): a job may wait for others (its parents)
+-- and belong to a batch whose callbacks are pushed once every member
+-- ended. States gain waiting (parents unfinished: never claimed). flow
+-- is a bit set the completing transaction reads to know whether there
+-- is anything to decide (1: the job has children, 2: it is in a batch),
+-- so a plain job's end pays nothing; parents_left counts the unfinished
+-- parents, on_parent_failure says what a parent ending dead or cancelled
+-- does to the job (NULL: cancel), parents is the JSON the handler sees
+-- as job.parents, written when the job becomes ready. SQLite cannot
+-- change a CHECK: the table is rebuilt as in migration 7.
+CREATE TABLE jobs_new (
+    id           INTEGER PRIMARY KEY AUTOINCREMENT,  -- increasing, never reused
+    name         TEXT    NOT NULL
+                 CHECK (length(name) BETWEEN 1 AND 128
+                        AND name NOT GLOB '*[^A-Za-z0-9_.:-]*'),
+    payload      TEXT    NOT NULL DEFAULT '{}' CHECK (json_valid(payload)),
+    queue        TEXT    NOT NULL DEFAULT 'default'
+                 CHECK (length(queue) BETWEEN 1 AND 128
+                        AND queue NOT GLOB '*[^A-Za-z0-9_.:-]*'),
+    priority     INTEGER NOT NULL DEFAULT 0,         -- lower runs first
+    state        TEXT    NOT NULL DEFAULT 'queued'
+                 CHECK (state = 'queued' OR state = 'running'
+                        OR state = 'dead' OR state = 'cancelled'
+                        OR state = 'completed' OR state = 'waiting'),
+    run_at       REAL    NOT NULL DEFAULT ((julianday('now') - 2440587.5) * 86400.0),
+    attempts     INTEGER NOT NULL DEFAULT 0,         -- counted at claim
+    max_retries  INTEGER CHECK (max_retries >= 0),   -- NULL: handler's or default
+    last_error   TEXT,
+    generation   TEXT,                               -- handler code that last ran it
+    created_at   REAL    NOT NULL DEFAULT ((julianday('now') - 2440587.5) * 86400.0),
+    updated_at   REAL    NOT NULL DEFAULT ((julianday('now') - 2440587.5) * 86400.0),
+    died_at      REAL,
+    locked_by    TEXT,                               -- runner token while running
+    locked_until REAL,                               -- lease end while running
+    started_at   REAL,                               -- last claim
+    finished_at  REAL,                               -- completed, cancelled, dead
+    progress_done  REAL,                             -- NULL until reported
+    progress_total REAL,
+    progress_note  TEXT,
+    cancel_requested INTEGER NOT NULL DEFAULT 0 CHECK (cancel_requested IN (0, 1)),
+    unique_key   TEXT
+                 CHECK (unique_key IS NULL OR (typeof(unique_key) = 'text'
+                        AND length(CAST(unique_key AS BLOB)) BETWEEN 1 AND 255
+                        AND instr(CAST(unique_key AS BLOB), x'00') = 0)),
+    limit_key    TEXT
+                 CHECK (limit_key IS NULL
+                        OR length(CAST(limit_key AS BLOB)) BETWEEN 1 AND 256),
+    result       TEXT,
+    result_ttl   REAL
+                 CHECK (result_ttl IS NULL OR (result_ttl > 0 AND result_ttl <= 315360000)),
+    keep_until   REAL,
+    flow         INTEGER NOT NULL DEFAULT 0,         -- 1 children, 2 batch
+    parents_left INTEGER NOT NULL DEFAULT 0,         -- unfinished parents
+    on_parent_failure TEXT
+                 CHECK (on_parent_failure IN ('cancel', 'run', 'dead')),
+    batch_id     INTEGER,                            -- its batch, or NULL
+    parents      TEXT                                -- job.parents, JSON
+);
+INSERT INTO jobs_new (id, name, payload, queue, priority, state, run_at,
+    attempts, max_retries, last_error, generation, created_at, updated_at,
+    died_at, locked_by, locked_until, started_at, finished_at,
+    progress_done, progress_total, progress_note, cancel_requested,
+    unique_key, limit_key, result, result_ttl, keep_until)
+SELECT id, name, payload, queue, priority, state, run_at,
+    attempts, max_retries, last_error, generation, created_at, updated_at,
+    died_at, locked_by, locked_until, started_at, finished_at,
+    progress_done, progress_total, progress_note, cancel_requested,
+    unique_key, limit_key, result, result_ttl, keep_until FROM jobs
+ORDER BY id;
+UPDATE sqlite_sequence SET seq = max(seq, coalesce(
+    (SELECT seq FROM sqlite_sequence WHERE name = 'jobs'), 0))
+WHERE name = 'jobs_new';
+INSERT INTO sqlite_sequence (name, seq)
+SELECT 'jobs_new', seq FROM sqlite_sequence WHERE name = 'jobs'
+AND NOT EXISTS (SELECT 1 FROM sqlite_sequence WHERE name = 'jobs_new');
+DROP TABLE jobs;
+ALTER TABLE jobs_new RENAME TO jobs;
+CREATE INDEX jobs_claim ON jobs (queue, priority, run_at, id)
+    WHERE state = 'queued';
+CREATE INDEX jobs_lease ON jobs (locked_until) WHERE state = 'running';
+CREATE INDEX jobs_dead ON jobs (died_at) WHERE state = 'dead';
+CREATE INDEX jobs_completed ON jobs (finished_at) WHERE state = 'completed';
+CREATE INDEX jobs_cancelled ON jobs (finished_at) WHERE state = 'cancelled';
+CREATE INDEX jobs_cancel ON jobs (locked_by)
+    WHERE state = 'running' AND cancel_requested = 1;
+CREATE UNIQUE INDEX jobs_unique ON jobs (name, unique_key)
+    WHERE unique_key IS NOT NULL AND state IN ('queued', 'running');
+CREATE INDEX jobs_kept ON jobs (keep_until)
+    WHERE state = 'completed' AND keep_until IS NOT NULL;
+CREATE INDEX jobs_waiting ON jobs (id) WHERE state = 'waiting';
+CREATE INDEX jobs_batch ON jobs (batch_id) WHERE batch_id IS NOT NULL;
+CREATE TRIGGER jobs_run_at_check BEFORE INSERT ON jobs
+WHEN typeof(NEW.run_at) NOT IN ('real', 'integer')
+     OR abs(NEW.run_at) > 253402300799
+BEGIN
+    SELECT RAISE(ABORT, 'run_at must be finite epoch seconds, at most 253402300799 (9999-12-31)');
+END;
+CREATE TRIGGER jobs_queue_known AFTER INSERT ON jobs
+WHEN NOT EXISTS (SELECT 1 FROM queues WHERE name = NEW.queue)
+BEGIN
+    INSERT INTO queues (name) SELECT NEW.queue
+    WHERE NOT EXISTS (SELECT 1 FROM queues WHERE name = NEW.queue);
+END;
+CREATE TRIGGER jobs_queue_moved AFTER UPDATE OF queue ON jobs
+WHEN NOT EXISTS (SELECT 1 FROM queues WHERE name = NEW.queue)
+BEGIN
+    INSERT INTO queues (name) SELECT NEW.queue
+    WHERE NOT EXISTS (SELECT 1 FROM queues WHERE name = NEW.queue);
+END;
+-- One row per dependency. parent_state and parent_result are written once,
+-- by the transaction that records the parent's end: they outlive the
+-- parent's row (a success deletes it) for the child's job.parents.
+CREATE TABLE job_deps (
+    parent_id     INTEGER NOT NULL,
+    child_id      INTEGER NOT NULL,
+    parent_state  TEXT,                  -- NULL while the parent runs
+    parent_result TEXT,                  -- JSON, when it had one
+    PRIMARY KEY (parent_id, child_id)
+) WITHOUT ROWID;
+CREATE INDEX job_deps_child ON job_deps (child_id);
+-- A batch: pending counts the members not yet ended; the transaction
+-- that takes it to 0 sets finished_at and pushes the callbacks, so they
+-- are pushed once. Members are listed in batch_jobs with their end.
+CREATE TABLE batches (
+    id           INTEGER PRIMARY KEY AUTOINCREMENT,
+    on_complete  TEXT,                   -- job name pushed when all ended
+    on_success   TEXT,                   -- job name pushed when all completed
+    payload      TEXT NOT NULL DEFAULT '{}' CHECK (json_valid(payload)),
+    queue        TEXT NOT NULL DEFAULT 'default',  -- of the callbacks
+    results      INTEGER NOT NULL DEFAULT 0,   -- callbacks get the results
+    total        INTEGER NOT NULL DEFAULT 0,
+    pending      INTEGER NOT NULL DEFAULT 0,
+    completed    INTEGER NOT NULL DEFAULT 0,
+    dead         INTEGER NOT NULL DEFAULT 0,
+    cancelled    INTEGER NOT NULL DEFAULT 0,
+    created_at   REAL NOT NULL,
+    finished_at  REAL,                   -- when the last member ended
+    complete_job INTEGER,                -- the callbacks' ids, once pushed
+    success_job  INTEGER
+);
+CREATE TABLE batch_jobs (
+    batch_id  INTEGER NOT NULL,
+    job_id    INTEGER NOT NULL,
+    state     TEXT,                      -- NULL until the member ended
+    result    TEXT,
+    PRIMARY KEY (batch_id, job_id)
+) WITHOUT ROWID;
+CREATE INDEX batch_jobs_job ON batch_jobs (job_id);

@@ -45,12 +45,14 @@ enum {
     S_LIM_RUNNING, S_LIM_BUCKET, S_LIM_BUCKET_SET, S_LIM_PRUNE,
     S_LIM_PATH_SET, S_LIM_USE, S_LIM_USE_TOP, S_LIM_TOKENS,
     /* complete.c */
-    S_DONE, S_DONE_MANY, S_KEEP, S_KEEP_MANY, S_RETRY, S_DEAD, S_SNOOZE,
-    S_RELEASE, S_EXPIRED, S_CANCELLED, S_PROGRESS, S_RENEW, S_RESCUE,
+    S_DONE, S_DONE_FLOW, S_RESCUE_FLOW, S_DONE_MANY, S_KEEP, S_KEEP_MANY,
+    S_RETRY, S_DEAD, S_SNOOZE, S_RELEASE, S_EXPIRED, S_CANCELLED,
+    S_PROGRESS, S_RENEW, S_RESCUE,
     /* admin.c */
     S_DEAD_RETRY, S_DEAD_RETRY_ALL, S_DEAD_PURGE, S_DEAD_DELETE,
     S_PRUNE_COMPLETED, S_PRUNE_KEPT, S_PRUNE_CANCELLED, S_PRUNE_DEAD,
     S_PRUNE_UNIQUE,
+    S_PRUNE_DEPS, S_PRUNE_MEMBERS, S_PRUNE_BATCHES,
     S_CANCEL_QUEUED, S_CANCEL_RUNNING, S_EXISTS, S_CANCEL_POLL,
     S_PAUSE, S_RESUME, S_QUEUE_PRUNE,
     /* inspect.c */
@@ -58,6 +60,13 @@ enum {
     S_SHOW, S_LIST,
     /* wait.c */
     S_WATCH, S_OUTCOMES, S_LAST_ID,
+    /* flow.c */
+    S_FLOW_BATCH_NEW, S_FLOW_BATCH_JOIN, S_FLOW_BATCH_EXISTS,
+    S_FLOW_MEMBER_ADD, S_FLOW_JOB_BATCH, S_FLOW_WAIT, S_FLOW_PARENT_MARK,
+    S_FLOW_DEP_ADD, S_FLOW_DEPS_END, S_FLOW_EDGE, S_FLOW_PARENTS,
+    S_FLOW_MEMBER_END, S_FLOW_BATCH_DEC, S_FLOW_BATCH_PAYLOAD,
+    S_FLOW_BATCH_RESULTS, S_FLOW_BATCH_FIRED, S_FLOW_FLAG, S_FLOW_LINKS,
+    S_FLOW_BATCH_ROW, S_FLOW_MEMBERS,
     S_COUNT
 };
 
@@ -81,6 +90,7 @@ struct jr_backend {
     int           busy_ms;
     int           must_exist;   /* never create the file or the tables */
     double        keep_completed; /* seconds; 0: delete at success */
+    int           opf;          /* JR_OPF_* of pushes that give none */
     double        result_ttl;     /* seconds a job with a result stays */
     unsigned      rotate;       /* claims so far: which queue leads */
     int           triggers_off; /* the schema's triggers are off (see
@@ -255,6 +265,22 @@ int  jr_sqlite_fire(jr_backend *b, jr_fire *f, int n, int keep,
                     jr_err *err);
 int  jr_sqlite_last_fires(jr_backend *b, jr_fire_cb cb, void *arg,
                           jr_err *err);
+/* flow.c; all in the open transaction. flow_any: 1 if one of p[0..n)
+ * has after or batch. flow_link: their parents and batches, for p[0..n)
+ * just inserted as ids[0..n). flow_settle: the end of job id in state st
+ * (result: its JSON, or NULL) reaches its children and batch.
+ * flow_check: the same when the job has a flow bit (read from its row). */
+int  jr_sqlite_flow_any(const jr_push *p, int n);
+int  jr_sqlite_flow_link(jr_backend *b, const jr_push *p, int n,
+                         const int64_t *ids, double now, jr_err *err);
+int  jr_sqlite_flow_settle(jr_backend *b, int64_t id, const char *st,
+                           const char *result, double now, jr_err *err);
+int  jr_sqlite_flow_check(jr_backend *b, int64_t id, const char *st,
+                          double now, jr_err *err);
+int  jr_sqlite_links(jr_backend *b, int64_t id, jr_link_cb cb, void *arg,
+                     jr_err *err);
+int  jr_sqlite_batch_show(jr_backend *b, int64_t id, jr_batch_cb bcb,
+                          jr_link_cb mcb, void *arg, jr_err *err);
 /* limits.c */
 int  jr_sqlite_limit_paths(jr_backend *b, const jr_limit *l, int n,
                            jr_err *err);

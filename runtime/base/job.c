@@ -69,6 +69,55 @@ unique_check(const jr_push *p, jr_err *err)
     return 0;
 }
 
+/* The workflow options of jr_push_check (docs/workflows.md). */
+static int
+flow_check(const jr_push *p, jr_err *err)
+{
+    const jr_batch_spec *b = p->batch_new;
+    int i, flow = p->nafter > 0 || p->nafter_local > 0 || p->batch != 0 ||
+                  b != NULL;
+
+    if (p->nafter < 0 || p->nafter_local < 0 ||
+        p->nafter + p->nafter_local > JR_AFTER_MAX)
+        return jr_fail(err, JR_EINPUT, "job '%s': %d parents (after: at "
+                       "most %d)", p->name, p->nafter + p->nafter_local,
+                       JR_AFTER_MAX);
+    for (i = 0; i < p->nafter; i++)
+        if (p->after[i] <= 0)
+            return jr_fail(err, JR_EINPUT, "job '%s': after: %lld is not "
+                           "a job id", p->name, (long long)p->after[i]);
+    if (p->on_parent_failure < JR_OPF_DEFAULT ||
+        p->on_parent_failure > JR_OPF_DEAD)
+        return jr_fail(err, JR_EINPUT, "job '%s': on_parent_failure %d is "
+                       "not one of cancel, run, dead", p->name,
+                       p->on_parent_failure);
+    if (p->batch < 0 || (p->batch != 0 && b != NULL))
+        return jr_fail(err, JR_EINPUT, "job '%s': batch %lld is not a "
+                       "batch id", p->name, (long long)p->batch);
+    if (flow && p->unique_key != NULL)
+        return jr_fail(err, JR_EINPUT, "job '%s': a unique job cannot have "
+                       "after or batch", p->name);
+    if (b == NULL)
+        return 0;
+    if (b->on_complete == NULL && b->on_success == NULL)
+        return jr_fail(err, JR_EINPUT, "job '%s': its batch has neither "
+                       "on_complete nor on_success", p->name);
+    if ((b->on_complete &&
+         jr_name_check(b->on_complete, "batch on_complete", err) < 0) ||
+        (b->on_success &&
+         jr_name_check(b->on_success, "batch on_success", err) < 0) ||
+        (b->queue && jr_name_check(b->queue, "batch queue", err) < 0))
+        return -1;
+    if (b->payload != NULL) {
+        char why[200];
+        if (jr_jsontext_check(b->payload, strlen(b->payload), why,
+                              sizeof why) < 0)
+            return jr_fail(err, JR_EINPUT, "job '%s': invalid JSON batch "
+                           "payload: %s", p->name, why);
+    }
+    return 0;
+}
+
 /* The payload's JSON text: one rule for every backend (jsontext.h). */
 static int
 payload_check(const jr_push *p, jr_err *err)
@@ -117,6 +166,8 @@ jr_push_check(const jr_push *p, size_t max_payload, jr_err *err)
         return jr_fail(err, JR_EINPUT, "job '%s': limit key of %zu bytes "
                        "(key: 1 to %d bytes)", p->name, strlen(p->key),
                        JR_KEY_MAX);
+    if (flow_check(p, err) < 0)
+        return -1;
     return unique_check(p, err);
 }
 
@@ -138,11 +189,13 @@ jr_unique_key_check(const char *name, const char *key, size_t len,
 }
 
 jr_job *
-jr_job_new(int64_t id, const char *name, const char *queue,
-           const char *payload, size_t payload_len)
+jr_job_new_parents(int64_t id, const char *name, const char *queue,
+                   const char *payload, size_t payload_len,
+                   const char *parents)
 {
     size_t ln = strlen(name) + 1, lq = strlen(queue) + 1;
-    jr_job *j = malloc(sizeof *j + ln + lq + payload_len + 1);
+    size_t lp = parents != NULL ? strlen(parents) + 1 : 0;
+    jr_job *j = malloc(sizeof *j + ln + lq + payload_len + 1 + lp);
     char *p;
 
     if (j == NULL)
@@ -159,7 +212,35 @@ jr_job_new(int64_t id, const char *name, const char *queue,
     p[payload_len] = '\0';
     j->payload = p;
     j->payload_len = payload_len;
+    if (parents != NULL)
+        j->parents = memcpy(p + payload_len + 1, parents, lp);
     return j;
+}
+
+jr_job *
+jr_job_new(int64_t id, const char *name, const char *queue,
+           const char *payload, size_t payload_len)
+{
+    return jr_job_new_parents(id, name, queue, payload, payload_len, NULL);
+}
+
+static const char *const opf_names[] = {NULL, "cancel", "run", "dead"};
+
+int
+jr_opf_parse(const char *name)
+{
+    int v;
+
+    for (v = JR_OPF_CANCEL; name != NULL && v <= JR_OPF_DEAD; v++)
+        if (strcmp(name, opf_names[v]) == 0)
+            return v;
+    return -1;
+}
+
+const char *
+jr_opf_name(int v)
+{
+    return v > 0 && v <= JR_OPF_DEAD ? opf_names[v] : NULL;
 }
 
 int
@@ -182,6 +263,7 @@ static const char *const state_names[JR_NSTATES] = {
     [JR_STATE_DEAD] = "dead",
     [JR_STATE_CANCELLED] = "cancelled",
     [JR_STATE_COMPLETED] = "completed",
+    [JR_STATE_WAITING] = "waiting",
 };
 
 const char *

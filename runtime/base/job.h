@@ -27,7 +27,40 @@ typedef struct jr_job {
     const char *queue;
     const char *payload;        /* JSON text, NUL-terminated */
     size_t      payload_len;
+    const char *parents;        /* JSON text: parent id -> { state, result }
+                                   (job.parents), or NULL: no parents */
+    int64_t     batch;          /* its batch, 0: none */
+    int         flow;           /* the master's: it has children or a
+                                   batch (its end may make jobs ready) */
 } jr_job;
+
+/* What a parent ending dead or cancelled does to a job waiting for it
+ * (jr_push.on_parent_failure; docs/workflows.md). */
+enum {
+    JR_OPF_DEFAULT = 0,         /* the config's on_parent_failure, else
+                                   cancel */
+    JR_OPF_CANCEL,              /* the job is cancelled */
+    JR_OPF_RUN,                 /* the job runs once all parents ended, and
+                                   sees their states in job.parents */
+    JR_OPF_DEAD                 /* the job is dead */
+};
+
+#define JR_AFTER_MAX 1000       /* parents of one job */
+
+/* A batch a push call makes (jr_push.batch_new): the jobs of the call
+ * that point to it are its members. Strings borrowed. */
+typedef struct jr_batch_spec {
+    const char *on_complete;    /* job name pushed once every member ended,
+                                   or NULL */
+    const char *on_success;     /* job name pushed once every member
+                                   completed, or NULL; never when one ended
+                                   dead or cancelled */
+    const char *payload;        /* JSON text given to the callbacks, under
+                                   "payload"; NULL: {} */
+    const char *queue;          /* the callbacks' queue; NULL: default */
+    int         results;        /* the callbacks get the members' results */
+    int64_t     id;             /* out: the batch's id */
+} jr_batch_spec;
 
 /* A job to insert. Strings are borrowed. */
 typedef struct jr_push {
@@ -53,6 +86,16 @@ typedef struct jr_push {
                                    after success, result or not; 0: the
                                    runner's result_ttl, and only when it
                                    returns a result */
+    /* workflows (docs/workflows.md): zero means none */
+    const int64_t *after;       /* the job waits for these jobs (parents) */
+    int            nafter;
+    const int     *after_local; /* parents among the same push call: the
+                                   indexes of earlier jobs of its array */
+    int            nafter_local;
+    int            on_parent_failure;   /* JR_OPF_* */
+    int64_t        batch;       /* joins this existing, unfinished batch */
+    jr_batch_spec *batch_new;   /* joins the batch this call makes (the
+                                   first job pointing to it makes it) */
 } jr_push;
 
 /* One fire of a recurring job (a schedule): the job it inserts and the
@@ -127,6 +170,7 @@ typedef enum jr_state {
     JR_STATE_DEAD,
     JR_STATE_CANCELLED,
     JR_STATE_COMPLETED,
+    JR_STATE_WAITING,           /* parents unfinished: never claimed */
     JR_NSTATES
 } jr_state;
 
@@ -189,6 +233,17 @@ int  jr_unique_key_check(const char *name, const char *key, size_t len,
  * NULL when out of memory. Free with free(). */
 jr_job *jr_job_new(int64_t id, const char *name, const char *queue,
                    const char *payload, size_t payload_len);
+
+/* The same with job.parents' JSON text (may be NULL) in the allocation. */
+jr_job *jr_job_new_parents(int64_t id, const char *name, const char *queue,
+                           const char *payload, size_t payload_len,
+                           const char *parents);
+
+/* The on_parent_failure named name ("cancel", "run", "dead"), or -1. */
+int  jr_opf_parse(const char *name);
+
+/* The name of JR_OPF_* v, NULL for JR_OPF_DEFAULT. */
+const char *jr_opf_name(int v);
 
 /* The order jobs are claimed and run in: priority (lower first), then
  * run_at, then id. A qsort comparator over an array of jr_job pointers. */

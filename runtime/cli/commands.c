@@ -1,6 +1,7 @@
 /* commands.c - the subcommands: each parses its own arguments, loads the
  * config, opens the backend when it needs one, and says what went wrong in
  * one line on stderr. */
+#include <limits.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -327,6 +328,51 @@ set_key(jr_push *p, const char *val, jr_err *err)
     return 0;
 }
 
+/* --after ID[,ID...]: the parents (the CLI pushes one job a run) */
+static int64_t after_ids[JR_AFTER_MAX];
+
+static int
+set_after(jr_push *p, const char *val, jr_err *err)
+{
+    const char *at = val;
+    char *end;
+    long long v;
+
+    p->after = after_ids;
+    while (*at != '\0') {
+        v = strtoll(at, &end, 10);
+        if (end == at || v <= 0 || (*end != ',' && *end != '\0'))
+            return jr_fail(err, JR_EUSAGE, "invalid --after '%s': expected "
+                           "job ids separated by commas", val);
+        if (p->nafter == JR_AFTER_MAX)
+            return jr_fail(err, JR_EUSAGE, "--after: at most %d ids",
+                           JR_AFTER_MAX);
+        after_ids[p->nafter++] = v;
+        at = *end == ',' ? end + 1 : end;
+    }
+    return 0;
+}
+
+static int
+set_on_parent_failure(jr_push *p, const char *val, jr_err *err)
+{
+    if ((p->on_parent_failure = jr_opf_parse(val)) < 0)
+        return jr_fail(err, JR_EUSAGE, "invalid --on-parent-failure '%s': "
+                       "expected cancel, run or dead", val);
+    return 0;
+}
+
+static int
+set_batch(jr_push *p, const char *val, jr_err *err)
+{
+    long v;
+
+    if (jr_parse_int(val, "--batch", 1, LONG_MAX, &v, err) < 0)
+        return -1;
+    p->batch = v;
+    return 0;
+}
+
 static const struct push_option {
     const char  *name;
     int          takes;         /* takes a value: the next argument */
@@ -342,6 +388,9 @@ static const struct push_option {
     {"--on-conflict", 1, set_on_conflict},
     {"--key",         1, set_key},
     {"--result-ttl",  1, set_result_ttl},
+    {"--after",       1, set_after},
+    {"--on-parent-failure", 1, set_on_parent_failure},
+    {"--batch",       1, set_batch},
     {NULL, 0, NULL}
 };
 
@@ -465,8 +514,20 @@ jr_cmd_push(jr_cli *cli)
     u.key = p.unique_key;
     u.unique_for = p.unique_for;
     u.on_conflict = p.on_conflict;
-    if (jr_client_push_unique(client, p.name, p.payload, &opts, &u, &id,
-                              &outcome) != JR_CLIENT_OK)
+    outcome = JR_CLIENT_PUSHED;
+    if (p.nafter > 0 || p.batch != 0 || p.on_parent_failure != 0) {
+        jr_client_after a = {p.after, (size_t)p.nafter, p.on_parent_failure,
+                             p.batch};
+        if (p.unique_key != NULL)
+            rc = jr_cmd_usage("push: --unique-key cannot go with --after "
+                              "or --batch");
+        else if (jr_client_push_after(client, p.name, p.payload, &opts, &a,
+                                      &id) != JR_CLIENT_OK)
+            rc = jr_cmd_client_fail(client);
+        else
+            push_said(&c, &p, id, outcome);
+    } else if (jr_client_push_unique(client, p.name, p.payload, &opts, &u,
+                                     &id, &outcome) != JR_CLIENT_OK)
         rc = jr_cmd_client_fail(client);
     else
         push_said(&c, &p, id, outcome);

@@ -49,6 +49,15 @@ int jr_cmd_show(jr_cli *cli);
 int jr_cmd_list(jr_cli *cli);
 int jr_cmd_wait(jr_cli *cli);           /* waitcmd.c */
 int jr_cmd_limits(jr_cli *cli);         /* limitscmd.c */
+int jr_cmd_push_flow(jr_cli *cli);      /* flowcmd.c */
+int jr_cmd_batch(jr_cli *cli);
+/* cancel --batch ID (argv[0] is "--batch") */
+int jr_cmd_cancel_batch(jr_cli *cli);
+/* Job id's links (parents, children, batch) in a new string (free it),
+ * NULL on failure; jr_cmd_links_print writes them as show does, as text
+ * lines or as JSON members (",\"parents\":[...]..."). */
+char *jr_cmd_links(struct jr_client *client, int64_t id);
+void jr_cmd_links_print(const char *links, int json);
 /* help.c: `help [TOPIC]`, the arguments after "help"; where the
  * manual's chapter on TOPIC is, or the list of topics. */
 int jr_cmd_help(int argc, char **argv);

@@ -25,7 +25,7 @@ parse_ids(const char *cmd, int argc, char **argv, int64_t **ids)
     long v;
     int i;
 
-    if (argc == 0)
+    if (argc <= 0)
         return jr_cmd_usage("%s: give one or more job ids", cmd);
     if ((*ids = calloc((size_t)argc, sizeof **ids)) == NULL)
         return jr_cmd_die(JR_EXIT_FAIL, "out of memory");
@@ -100,6 +100,9 @@ jr_cmd_cancel(jr_cli *cli)
     jr_config c;
     int rc;
 
+    if (cli->argc > 0 && cli->optend > 0 &&
+        strcmp(cli->argv[0], "--batch") == 0)
+        return jr_cmd_cancel_batch(cli);
     if ((rc = parse_ids("cancel", cli->argc, cli->argv, &ids)) != 0)
         return rc;
     if ((rc = jr_cmd_config(cli, &c)) != 0) {
@@ -121,6 +124,7 @@ typedef struct job_out {
     int json;
     int n;                      /* jobs written so far */
     int full;                   /* show: every field, payload too */
+    const char *links;          /* show: jr_cmd_links' text, or NULL */
 } job_out;
 
 static void
@@ -203,6 +207,8 @@ job_json(const jr_client_job_info *j, const job_out *o)
         json_time("keep_until", j->keep_until);
     }
     json_progress(j);
+    if (o->links != NULL)
+        jr_cmd_links_print(o->links, 1);
     printf("}%s", o->full ? "\n" : "");
 }
 
@@ -293,12 +299,15 @@ job_print(const jr_client_job_info *j, void *arg)
 {
     job_out *o = arg;
 
-    if (o->json)
+    if (o->json) {
         job_json(j, o);
-    else if (o->full)
+    } else if (o->full) {
         job_text_full(j);
-    else
+        if (o->links != NULL)
+            jr_cmd_links_print(o->links, 0);
+    } else {
         job_text_row(j, o);
+    }
     o->n++;
     return 0;
 }
@@ -308,7 +317,13 @@ job_print(const jr_client_job_info *j, void *arg)
 static int
 show_job(jr_client *db, int64_t id, job_out *o)
 {
-    if (jr_client_show(db, id, job_print, o) == JR_CLIENT_OK)
+    char *links = jr_cmd_links(db, id);
+    int rc;
+
+    o->links = links;
+    rc = jr_client_show(db, id, job_print, o);
+    free(links);
+    if (rc == JR_CLIENT_OK)
         return JR_EXIT_OK;
     if (jr_client_errcode(db) != JR_CLIENT_ENOTFOUND)
         return jr_cmd_client_fail(db);

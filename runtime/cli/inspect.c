@@ -18,13 +18,13 @@
 
 typedef struct stat_row {       /* one job name's counts */
     char        *name;          /* owned */
-    long         ready, scheduled, running, dead;
+    long         ready, scheduled, running, dead, waiting;
 } stat_row;
 
 typedef struct stat_acc {
     stat_row    *rows;
     int          n, cap;
-    long         ready, scheduled, running, dead;
+    long         ready, scheduled, running, dead, waiting;
 } stat_acc;
 
 static int
@@ -48,6 +48,8 @@ stat_collect(const char *name, const jr_client_counts *n, void *arg)
     row->scheduled = n->scheduled;
     row->running = n->running;
     row->dead = n->dead;
+    row->waiting = n->waiting;
+    a->waiting += row->waiting;
     a->n++;
     a->ready += row->ready;
     a->scheduled += row->scheduled;
@@ -73,15 +75,16 @@ stats_json(const stat_acc *a, const jr_scripts *scripts)
     int i, first = 1;
 
     printf("{\"queued\":%ld,\"ready\":%ld,\"scheduled\":%ld,\"running\":%ld,"
-           "\"dead\":%ld,\"names\":{", a->ready + a->scheduled, a->ready,
-           a->scheduled, a->running, a->dead);
+           "\"dead\":%ld,\"waiting\":%ld,\"names\":{", a->ready + a->scheduled,
+           a->ready, a->scheduled, a->running, a->dead, a->waiting);
     for (i = 0; i < a->n; i++) {
         const stat_row *r = &a->rows[i];
         printf("%s", i ? "," : "");
         jr_json_str(stdout, r->name);
         printf(":{\"ready\":%ld,\"scheduled\":%ld,\"running\":%ld,\"dead\":"
-               "%ld,\"handler\":%s}", r->ready, r->scheduled, r->running,
-               r->dead, has_handler(scripts, r->name) ? "true" : "false");
+               "%ld,\"waiting\":%ld,\"handler\":%s}", r->ready, r->scheduled,
+               r->running, r->dead, r->waiting,
+               has_handler(scripts, r->name) ? "true" : "false");
     }
     printf("},\"unhandled\":[");
     for (i = 0; i < a->n; i++)
@@ -98,9 +101,11 @@ stats_text(const stat_acc *a, const jr_scripts *scripts)
 {
     int i;
 
-    printf("queued %ld (ready %ld, scheduled %ld), running %ld, dead %ld\n",
+    printf("queued %ld (ready %ld, scheduled %ld), running %ld, dead %ld%s",
            a->ready + a->scheduled, a->ready, a->scheduled, a->running,
-           a->dead);
+           a->dead, a->waiting ? ", " : "\n");
+    if (a->waiting)
+        printf("waiting %ld\n", a->waiting);
     if (a->n == 0)
         return;
     printf("\n%-32s %9s %9s %9s %9s\n", "NAME", "READY", "SCHEDULED",

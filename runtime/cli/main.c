@@ -27,8 +27,15 @@ static const struct command {
     {"push", jr_cmd_push, "push NAME [JSON] [--in DURATION | --at TIME] [--priority N]\n"
      "       [--queue Q] [--max-retries N] [--key K] [--result-ttl DURATION]\n"
      "       [--unique-key K [--unique-for DURATION] [--on-conflict keep|replace]]\n"
+     "       [--after ID[,ID...] [--on-parent-failure cancel|run|dead]] [--batch ID]\n"
      "                           queue a job; prints its id (with --unique-key: the id\n"
      "                           and new, duplicate or replaced)", 1},
+    {"push-flow", jr_cmd_push_flow, "push-flow FILE|- [--json]\n"
+     "                           push a flow (docs/workflows.md): its jobs and\n"
+     "                           their after links in one transaction; prints each\n"
+     "                           job's ref and id (and its batch)", 0},
+    {"batch", jr_cmd_batch, "batch show ID [--json]   a batch: its counts per state, callbacks and\n"
+     "                           members", 0},
     {"stats", jr_cmd_stats, "stats [--json]           counts per state and job name", 0},
     {"dead", jr_cmd_dead, "dead [list] [--json] [--limit N]\n"
      "  dead retry ID... | --all\n"
@@ -39,7 +46,8 @@ static const struct command {
      "  queue pause NAME | queue resume NAME\n"
      "                           no runner starts the queue's jobs until resumed", 1},
     {"cancel", jr_cmd_cancel, "cancel ID...             cancel jobs: queued ones never run, running ones\n"
-     "                           are stopped (exit 5 if an id is unknown)", 1},
+     "                           are stopped (exit 5 if an id is unknown)\n"
+     "  cancel --batch ID        cancel a batch's members that have not ended", 1},
     {"show", jr_cmd_show, "show ID [--json]         every field of one job, payload included\n"
      "                           (exit 5 if there is no such job)", 1},
     {"wait", jr_cmd_wait, "wait ID... [--timeout DURATION] [--json]\n"

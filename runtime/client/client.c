@@ -11,6 +11,7 @@
 #include "backend.h"
 #include "config/config.h"
 #include "base/err.h"
+#include "base/flow.h"
 #include "client/jobrunner.h"
 #include "client/client_int.h"
 #include "db/dbopts.h"
@@ -286,6 +287,8 @@ stats_row(const jr_stat_row *row, void *arg)
     n.queued = row->ready + row->scheduled;
     n.running = row->running;
     n.dead = row->dead;
+    n.waiting = row->waiting;
+    a->total->waiting += n.waiting;
     a->total->ready += n.ready;
     a->total->scheduled += n.scheduled;
     a->total->queued += n.queued;
@@ -602,4 +605,125 @@ jr_client_close(jr_client *c)
     jr_clientint_wait_free(c);
     jr_db_close(&c->db);
     free(c);
+}
+
+/* ---- workflows (docs/workflows.md) ---- */
+
+int
+jr_client_push_after(jr_client *c, const char *name, const char *payload,
+                     const jr_client_opts *opts, const jr_client_after *a,
+                     int64_t *id)
+{
+    jr_push p;
+    int64_t got;
+
+    if (c == NULL)
+        return JR_CLIENT_EUSAGE;
+    if (begin(c) < 0 || make_push(c, name, payload, opts, &p) < 0)
+        return finish(c, -1);
+    if (a != NULL) {
+        if (a->nafter > JR_AFTER_MAX)
+            return finish(c, jr_fail(&c->err, JR_EINPUT, "job '%s': %zu "
+                                     "parents (after: at most %d)", name,
+                                     a->nafter, JR_AFTER_MAX));
+        p.after = a->after;
+        p.nafter = (int)a->nafter;
+        p.on_parent_failure = a->on_parent_failure;
+        p.batch = a->batch;
+    }
+    if (jr_push_check(&p, c->max_payload, &c->err) < 0 ||
+        c->db.ops->push(c->db.b, &p, 1, &got, &c->err) < 0)
+        return finish(c, -1);
+    if (id != NULL)
+        *id = got;
+    return finish(c, 0);
+}
+
+int
+jr_client_push_flow(jr_client *c, const char *json, size_t len,
+                    jr_client_flow_fn fn, void *arg, int64_t *batch)
+{
+    jr_flow f;
+    int64_t *ids;
+    int i, rc;
+
+    if (c == NULL || json == NULL)
+        return JR_CLIENT_EUSAGE;
+    if (begin(c) < 0 || jr_flow_parse(&f, json, len, &c->err) < 0)
+        return finish(c, -1);
+    for (i = 0; i < f.n; i++)
+        if (jr_push_check(&f.jobs[i], c->max_payload, &c->err) < 0) {
+            jr_fail(&c->err, JR_EINPUT, "flow: job '%s': %s", f.refs[i],
+                    c->err.msg);
+            jr_flow_free(&f);
+            return finish(c, -1);
+        }
+    if ((ids = calloc((size_t)f.n, sizeof *ids)) == NULL) {
+        jr_flow_free(&f);
+        return finish(c, jr_fail(&c->err, JR_ENOMEM, "out of memory"));
+    }
+    rc = c->db.ops->push(c->db.b, f.jobs, f.n, ids, &c->err);
+    for (i = 0; rc == 0 && fn != NULL && i < f.n; i++)
+        if (fn(f.refs[i], ids[i], arg) != 0)
+            break;
+    if (rc == 0 && batch != NULL)
+        *batch = f.has_batch ? f.batch.id : 0;
+    free(ids);
+    jr_flow_free(&f);
+    return finish(c, rc);
+}
+
+/* The backend's links callback to the public one: the same arguments. */
+int
+jr_client_links(jr_client *c, int64_t id, jr_client_link_fn fn, void *arg)
+{
+    if (c == NULL || fn == NULL)
+        return JR_CLIENT_EUSAGE;
+    if (begin(c) < 0)
+        return finish(c, -1);
+    return finish(c, c->db.ops->links(c->db.b, id, fn, arg, &c->err));
+}
+
+typedef struct batch_call {
+    jr_client_batch_fn bfn;
+    jr_client_link_fn  mfn;
+    void *arg;
+} batch_call;
+
+static int
+member_out(int kind, int64_t id, const char *state, void *arg)
+{
+    batch_call *bc = arg;
+
+    return bc->mfn(kind, id, state, bc->arg);
+}
+
+static int
+batch_row_out(const jr_batch_row *r, void *arg)
+{
+    batch_call *bc = arg;
+    jr_client_batch o = {r->id, r->on_complete, r->on_success, r->payload,
+                         r->queue, r->results, r->total, r->pending,
+                         r->completed, r->dead, r->cancelled, r->created_at,
+                         r->finished_at, r->complete_job, r->success_job};
+
+    return bc->bfn(&o, bc->arg);
+}
+
+int
+jr_client_batch_show(jr_client *c, int64_t id, jr_client_batch_fn bfn,
+                     jr_client_link_fn mfn, void *arg)
+{
+    batch_call bc = {bfn, mfn, arg};
+    int rc;
+
+    if (c == NULL || bfn == NULL || mfn == NULL)
+        return JR_CLIENT_EUSAGE;
+    if (begin(c) < 0)
+        return finish(c, -1);
+    rc = c->db.ops->batch_show(c->db.b, id, batch_row_out, member_out, &bc,
+                               &c->err);
+    if (rc < 0 && c->err.code == JR_ENOTFOUND)
+        c->err.code = E_NOJOB;
+    return finish(c, rc);
 }

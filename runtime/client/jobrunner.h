@@ -102,6 +102,7 @@ typedef struct jr_client_counts {
     long scheduled;             /* queued, due later (run_at, retry backoff) */
     long running;
     long dead;
+    long waiting;               /* parents unfinished (docs/workflows.md) */
 } jr_client_counts;
 
 /* Called once per job name with its counts, in name order. name is valid
@@ -182,6 +183,81 @@ int jr_client_push_unique(jr_client *c, const char *name, const char *payload,
 int jr_client_push_many_unique(jr_client *c, const jr_client_job *jobs,
                                const jr_client_unique *uniques, size_t n,
                                int64_t *ids, int *outcomes);
+
+/* ---- workflows (docs/workflows.md) ---- */
+
+/* What a parent ending dead or cancelled does to a job waiting for it.
+ * The numbers are stable. */
+enum {
+    JR_CLIENT_OPF_DEFAULT = 0,  /* cancel */
+    JR_CLIENT_OPF_CANCEL = 1,   /* the job is cancelled */
+    JR_CLIENT_OPF_RUN = 2,      /* the job runs once every parent ended, and
+                                   sees their states in job.parents */
+    JR_CLIENT_OPF_DEAD = 3      /* the job is dead */
+};
+
+/* A push's workflow options. */
+typedef struct jr_client_after {
+    const int64_t *after;       /* the job waits for these jobs (at most
+                                   1000); it is "waiting", never claimed,
+                                   until they all ended; an id that is not a
+                                   job's is JR_CLIENT_EINPUT naming it */
+    size_t         nafter;
+    int            on_parent_failure;   /* JR_CLIENT_OPF_* */
+    int64_t        batch;       /* joins this batch (not finished); 0: none */
+} jr_client_after;
+
+/* jr_client_push with workflow options a (NULL: a plain push). */
+int jr_client_push_after(jr_client *c, const char *name, const char *payload,
+                         const jr_client_opts *opts, const jr_client_after *a,
+                         int64_t *id);
+
+/* Called once per job of a pushed flow with its ref (local name) and id.
+ * Return 0 to go on, non-zero to stop (the flow stays pushed). */
+typedef int (*jr_client_flow_fn)(const char *ref, int64_t id, void *arg);
+
+/* Pushes a flow, json (len bytes: docs/workflows.md, "Flows"), in one
+ * transaction: all its jobs or none. A cycle, an unknown ref, two jobs
+ * with one ref, a flow over 20,000 jobs or a bad job is JR_CLIENT_EINPUT
+ * naming the job and the reason, and nothing is pushed. fn (may be NULL)
+ * gets each job's id; batch (may be NULL) the flow's batch id, or 0. */
+int jr_client_push_flow(jr_client *c, const char *json, size_t len,
+                        jr_client_flow_fn fn, void *arg, int64_t *batch);
+
+/* Called for each link of a job (jr_client_links): kind 'p' a parent,
+ * 'c' a child, 'b' its batch (state NULL), or for each member 'm' of a
+ * batch (jr_client_batch_show); state is the job's ("gone" once its row
+ * was deleted). Return 0 to go on, non-zero to stop. */
+typedef int (*jr_client_link_fn)(int kind, int64_t id, const char *state,
+                                 void *arg);
+
+/* Calls fn for each parent, child and the batch of job id (none: no
+ * error). */
+int jr_client_links(jr_client *c, int64_t id, jr_client_link_fn fn,
+                    void *arg);
+
+/* A batch as jr_client_batch_show gives it. Strings valid during the
+ * callback only. */
+typedef struct jr_client_batch {
+    int64_t     id;
+    const char *on_complete;    /* callbacks' names, NULL: none */
+    const char *on_success;
+    const char *payload;        /* JSON text the callbacks get */
+    const char *queue;          /* the callbacks' queue */
+    int         results;        /* the callbacks get the results */
+    long        total, pending, completed, dead, cancelled;
+    double      created_at;
+    double      finished_at;    /* 0: members still to end */
+    int64_t     complete_job;   /* the callbacks pushed, 0: none */
+    int64_t     success_job;
+} jr_client_batch;
+
+typedef int (*jr_client_batch_fn)(const jr_client_batch *b, void *arg);
+
+/* Calls bfn with batch id, then mfn for each member ('m'), by id.
+ * JR_CLIENT_ENOTFOUND when there is no such batch. */
+int jr_client_batch_show(jr_client *c, int64_t id, jr_client_batch_fn bfn,
+                         jr_client_link_fn mfn, void *arg);
 
 /* Fills total (may be NULL) with the counts over all names, and calls fn
  * (may be NULL) for each job name that has jobs. */

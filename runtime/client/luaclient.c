@@ -41,7 +41,7 @@ LUAMOD_API int luaopen_jobrunner(lua_State *L);
 static int
 read_push_opts(lua_State *L, int idx, const char *fn, const char *name,
                size_t len, jr_client_opts *o, jr_client_unique *u,
-               jr_err *bad)
+               jr_client_after *a, jr_err *bad)
 {
     jr_push p = {.name = name};
 
@@ -59,6 +59,10 @@ read_push_opts(lua_State *L, int idx, const char *fn, const char *name,
     u->unique_for = p.unique_for;
     u->on_conflict = p.on_conflict == JR_CONFLICT_REPLACE ?
                      JR_CLIENT_REPLACE : JR_CLIENT_KEEP;
+    a->after = p.after;                      /* luaopts': until its next */
+    a->nafter = (size_t)p.nafter;
+    a->on_parent_failure = p.on_parent_failure;
+    a->batch = p.batch;
     return 0;
 }
 
@@ -104,19 +108,23 @@ client_push(lua_State *L)                            /* q name payload opts */
     const char *name = luaL_checklstring(L, 2, &len);
     jr_client_opts o;
     jr_client_unique u;
+    jr_client_after a;
     char msg[400];
     int64_t id;
     int outcome;
     jr_buf *b;
     jr_err bad;
 
-    if (read_push_opts(L, 4, "push", name, len, &o, &u, &bad) < 0)
+    if (read_push_opts(L, 4, "push", name, len, &o, &u, &a, &bad) < 0)
         return jr_luaclient_fail(L, bad.msg);
     lua_settop(L, 4);                                /* q name payload opts */
     b = jr_json_buf_new(L);                          /* .. b */
     if (jr_json_encode(L, 3, b, msg, sizeof msg) < 0)
         return jr_luaclient_fail(L, lua_pushfstring(L, "job '%s': %s", name, msg));
-    if (jr_client_push_unique(c, name, b->p, &o, &u, &id, &outcome)
+    outcome = JR_CLIENT_PUSHED;
+    if (a.nafter > 0 || a.batch != 0 || a.on_parent_failure != 0 ?
+        jr_client_push_after(c, name, b->p, &o, &a, &id) != JR_CLIENT_OK :
+        jr_client_push_unique(c, name, b->p, &o, &u, &id, &outcome)
         != JR_CLIENT_OK)
         return jr_luaclient_fail(L, jr_client_errmsg(c));
     lua_pushinteger(L, (lua_Integer)id);             /* .. b id */
@@ -135,6 +143,7 @@ read_job(lua_State *L, lua_Integer i, jr_buf *b, size_t *off,
     int item;
     size_t len;
     jr_err bad;
+    jr_client_after a;
 
     if (lua_rawgeti(L, 2, i) != LUA_TTABLE)          /* .. item */
         luaL_error(L, "push_many: item %d must be a table {name, payload, "
@@ -147,7 +156,10 @@ read_job(lua_State *L, lua_Integer i, jr_buf *b, size_t *off,
     j->name = lua_tolstring(L, -1, &len);            /* anchored by item */
     lua_rawgeti(L, item, 3);                         /* .. item name opts */
     if (read_push_opts(L, lua_gettop(L), "push_many", j->name, len,
-                       &j->opts, u, &bad) < 0) {
+                       &j->opts, u, &a, &bad) < 0 ||
+        ((a.nafter > 0 || a.batch != 0 || a.on_parent_failure != 0) &&
+         jr_fail(&bad, JR_EINPUT, "after, on_parent_failure and batch go "
+                 "by q:push or q:flow, not push_many") < 0)) {
         snprintf(msg, 400, "job %d of %d: %.370s", (int)i,
                  (int)lua_rawlen(L, 2), bad.msg);
         lua_pop(L, 3);                               /* .. */
@@ -316,6 +328,8 @@ client_tostring(lua_State *L)                        /* q */
 static const luaL_Reg client_methods[] = {
     {"push", client_push},
     {"push_many", client_push_many},
+    {"flow", jr_luaclient_flow},
+    {"batch", jr_luaclient_batch},
     {"stats", client_stats},
     {"pause", jr_luaclient_pause},
     {"resume", jr_luaclient_resume},

@@ -28,5 +28,8 @@ int jr_luaclient_pause(lua_State *L);
 int jr_luaclient_resume(lua_State *L);
 int jr_luaclient_queues(lua_State *L);
 int jr_luaclient_wait(lua_State *L);
+/* luaflow.c: q:flow, q:batch */
+int jr_luaclient_flow(lua_State *L);
+int jr_luaclient_batch(lua_State *L);
 
 #endif

@@ -36,6 +36,7 @@ typedef struct jr_config {
     int        log_level;       /* JR_LOG_* */
     int        log_json;        /* log.format == "json" */
     int        sync_normal;     /* synchronous = "normal" */
+    int        on_parent_failure; /* JR_OPF_* of pushes that give none */
     double     busy_timeout;    /* SQLite lock wait, seconds */
     char      *schema;          /* PostgreSQL schema */
     size_t     max_payload;     /* bytes */

@@ -239,6 +239,20 @@ k_synchronous(cfg_ctx *x, lua_State *L, const char *key)
     return 0;
 }
 
+/* What a parent ending dead or cancelled does to a job waiting for it,
+ * when its push says nothing (docs/workflows.md). */
+static int
+k_on_parent_failure(cfg_ctx *x, lua_State *L, const char *key)
+{
+    const char *v = lua_tostring(L, -1);
+
+    if (lua_type(L, -1) != LUA_TSTRING || jr_opf_parse(v) < 0)
+        return key_fail(x, key, "must be %s",
+                        "\"cancel\", \"run\" or \"dead\"");
+    x->c->on_parent_failure = jr_opf_parse(v);
+    return 0;
+}
+
 static int
 k_concurrency(cfg_ctx *x, lua_State *L, const char *key)
 {
@@ -568,6 +582,7 @@ static const key_row top_rows[] = {
     {"shutdown_timeout", k_shutdown},
     {"log", k_log},
     {"synchronous", k_synchronous},
+    {"on_parent_failure", k_on_parent_failure},
     {"busy_timeout", k_busy},
     {"schema", k_schema},
     {"max_payload", k_max_payload},

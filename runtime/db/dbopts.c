@@ -15,6 +15,7 @@ jr_dbopts_fill(jr_backend_opts *o, const jr_config *cfg, int use)
         return;
     }
     o->max_payload = cfg->max_payload;
+    o->on_parent_failure = cfg->on_parent_failure;
     if (use == JR_DBOPTS_PRODUCER) {
         o->sync_normal = cfg->sync_normal;
         return;

@@ -19,6 +19,7 @@
 #include <event2/keyvalq_struct.h>
 
 #include "http/http.h"
+#include "base/flow.h"
 #include "base/job.h"
 
 /* --- a JSON body: one object with the keys ids, all, older_than ---- */
@@ -362,6 +363,54 @@ r_push(call *c)
     ask(c, q);
 }
 
+/* POST /api/flows: a flow (docs/workflows.md), read here, pushed in one
+ * transaction; a refused flow is a 400 naming the job and why. */
+static void
+r_flow(call *c)
+{
+    struct evbuffer *in = evhttp_request_get_input_buffer(c->req);
+    size_t n = evbuffer_get_length(in);
+    const char *text = (const char *)evbuffer_pullup(in, -1);
+    jr_apireq *q = new_req(c, JR_API_FLOW);
+    jr_err err;
+    int i;
+
+    if (q == NULL)
+        return;
+    if ((q->flow = calloc(1, sizeof *q->flow)) == NULL ||
+        jr_flow_parse(q->flow, text ? text : "", text ? n : 0, &err) < 0) {
+        jr_http_error(c->req, q->flow ? 400 : 500, "%s", q->flow ?
+                      err.msg : "out of memory");
+        free(q->flow);
+        q->flow = NULL;
+        jr_apireq_free(q);
+        return;
+    }
+    for (i = 0; i < q->flow->n; i++)
+        if (jr_push_check(&q->flow->jobs[i], c->host->cfg->max_payload,
+                          &err) < 0) {
+            jr_http_error(c->req, 400, "flow: job '%s': %s",
+                          q->flow->refs[i], err.msg);
+            jr_apireq_free(q);
+            return;
+        }
+    ask(c, q);
+}
+
+/* GET /api/batches/ID */
+static void
+r_batch(call *c)
+{
+    jr_apireq *q;
+    int64_t id;
+
+    if (job_id(c, &id) == 0 && (q = new_req(c, JR_API_BATCH)) != NULL) {
+        q->ids[0] = id;
+        q->nids = 1;
+        ask(c, q);
+    }
+}
+
 /* POST with a body: ids, all, older_than as the route allows. */
 static jr_apireq *
 with_body(call *c, int kind, body *b)
@@ -526,6 +575,8 @@ static const route routes[] = {
     {"jobs", 0, r_jobs},
     {"jobs", 1, r_push},
     {"jobs/*", 0, r_job},
+    {"flows", 1, r_flow},
+    {"batches/*", 0, r_batch},
     {"dead", 0, r_dead},
     {"jobs/*/cancel", 1, r_job_cancel},
     {"jobs/*/retry", 1, r_job_retry},

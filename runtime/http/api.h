@@ -30,7 +30,9 @@ enum {                          /* what a request asks the database */
     JR_API_QUEUES,              /* queue list */
     JR_API_GAUGES,              /* /metrics' database gauges (text) */
     JR_API_PUSH,                /* push pushes[0..npushes) */
-    JR_API_OUTCOMES             /* where ids stand (the long polls') */
+    JR_API_OUTCOMES,            /* where ids stand (the long polls') */
+    JR_API_BATCH,               /* batch ids[0]: counts and members */
+    JR_API_FLOW                 /* push the flow */
 };
 
 typedef struct jr_apireq {
@@ -50,6 +52,7 @@ typedef struct jr_apireq {
     int        *outcomes;       /* PUSH: JR_PUSH_* per push, in mem */
     int         npushes;
     int         many;           /* PUSH: the body was an array */
+    struct jr_flow *flow;       /* FLOW: read in the loop; freed with q */
     int         ended[JR_API_IDS_MAX]; /* OUTCOMES, JOB: 1 if ids[i] has
                                    ended (completed, dead, cancelled or
                                    gone) */
@@ -69,6 +72,13 @@ void jr_apireq_free(jr_apireq *q);
  * index and field. */
 int  jr_apipush_parse(const char *body, size_t len, size_t max_payload,
                       jr_apireq *q, char *why, size_t size);
+
+/* apidb.c, on a database thread, for workflows: links adds a job's parents,
+ * children and batch to the job object of q->body (JOB); batch answers
+ * BATCH; push answers FLOW. */
+int  jr_apiflow_links(jr_db *db, jr_apireq *q, jr_err *e);
+int  jr_apiflow_batch(jr_db *db, jr_apireq *q, jr_err *e);
+int  jr_apiflow_push(jr_db *db, jr_apireq *q, jr_err *e);
 
 /* Appends printf-style text to b. */
 void jr_api_printf(jr_buf *b, const char *fmt, ...)

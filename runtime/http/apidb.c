@@ -10,6 +10,7 @@
 
 #include "http/api.h"
 #include "backend.h"
+#include "base/flow.h"
 #include "base/jsontext.h"
 #include "lua/json.h"
 
@@ -181,7 +182,7 @@ dead_row(const jr_dead_row *r, void *arg)
 
 typedef struct totals {         /* a stats walk */
     walk    w;
-    long    ready, scheduled, running, dead;
+    long    ready, scheduled, running, dead, waiting;
 } totals;
 
 static int
@@ -193,8 +194,10 @@ stat_row(const jr_stat_row *r, void *arg)
     comma(&t->w);
     jr_api_str(b, r->name);
     jr_api_printf(b, ":{\"queued\":%ld,\"ready\":%ld,\"scheduled\":%ld,"
-                  "\"running\":%ld,\"dead\":%ld}", r->ready + r->scheduled,
-                  r->ready, r->scheduled, r->running, r->dead);
+                  "\"running\":%ld,\"dead\":%ld,\"waiting\":%ld}",
+                  r->ready + r->scheduled, r->ready, r->scheduled,
+                  r->running, r->dead, r->waiting);
+    t->waiting += r->waiting;
     t->ready += r->ready;
     t->scheduled += r->scheduled;
     t->running += r->running;
@@ -216,9 +219,10 @@ queue_row(const jr_queue_row *r, void *arg)
     jr_api_time(b, r->paused_at);
     jr_api_printf(b, ",\"queued\":%ld,\"ready\":%ld,\"scheduled\":%ld,"
                   "\"running\":%ld,\"dead\":%ld,\"cancelled\":%ld,"
-                  "\"completed\":%ld}", r->ready + r->scheduled, r->ready,
-                  r->scheduled, r->running, r->dead, r->cancelled,
-                  r->completed);
+                  "\"completed\":%ld,\"waiting\":%ld}",
+                  r->ready + r->scheduled, r->ready, r->scheduled,
+                  r->running, r->dead, r->cancelled, r->completed,
+                  r->waiting);
     return 0;
 }
 
@@ -250,13 +254,25 @@ gauge_states(jr_buf *b, const char *head, const char *name, const long *v,
     }
 }
 
+/* The gauge line of state s alone. */
+static void
+gauge_at(jr_buf *b, const char *head, const char *name, int s, const long *v)
+{
+    jr_buf_put(b, head, strlen(head));
+    label(b, name);
+    jr_api_printf(b, "\",state=\"%s\"} %ld\n", jr_state_name(s), v[0]);
+}
+
 static int
 gauge_name(const jr_stat_row *r, void *arg)
 {
     long v[] = {r->ready, r->scheduled, r->running, r->dead};
 
-    gauge_states(&((jr_apireq *)arg)->body, "jobrunner_jobs{name=\"",
-                 r->name, v, 4);
+    long w[] = {r->waiting};
+    jr_buf *b = &((jr_apireq *)arg)->body;
+
+    gauge_states(b, "jobrunner_jobs{name=\"", r->name, v, 4);
+    gauge_at(b, "jobrunner_jobs{name=\"", r->name, JR_STATE_WAITING, w);
     return 0;
 }
 
@@ -269,7 +285,11 @@ gauge_queue(const jr_queue_row *r, void *arg)
                 r->completed};
     jr_buf *two = arg;
 
+    long w[] = {r->waiting};
+
     gauge_states(&two[0], "jobrunner_queue_jobs{queue=\"", r->name, v, 6);
+    gauge_at(&two[0], "jobrunner_queue_jobs{queue=\"", r->name,
+             JR_STATE_WAITING, w);
     jr_buf_put(&two[1], "jobrunner_queue_paused{queue=\"", 30);
     label(&two[1], r->name);
     jr_api_printf(&two[1], "\"} %d\n", r->paused ? 1 : 0);
@@ -304,7 +324,7 @@ gauges(jr_db *db, jr_apireq *q, jr_err *e)
 static int
 stats(jr_db *db, jr_apireq *q, jr_err *e)
 {
-    totals t = {{q, 0}, 0, 0, 0, 0};
+    totals t = {{q, 0}, 0, 0, 0, 0, 0};
     jr_buf *b = &q->body;
     jr_buf names = {0};
 
@@ -312,8 +332,9 @@ stats(jr_db *db, jr_apireq *q, jr_err *e)
     if (db->ops->stats(db->b, stat_row, &t, e) < 0)
         return -1;
     jr_api_printf(b, "},\"queued\":%ld,\"ready\":%ld,\"scheduled\":%ld,"
-                  "\"running\":%ld,\"dead\":%ld,\"queues\":[", t.ready +
-                  t.scheduled, t.ready, t.scheduled, t.running, t.dead);
+                  "\"running\":%ld,\"dead\":%ld,\"waiting\":%ld,"
+                  "\"queues\":[", t.ready + t.scheduled, t.ready,
+                  t.scheduled, t.running, t.dead, t.waiting);
     t.w.n = 0;
     if (db->ops->queue_list(db->b, queue_row, &t.w, e) < 0)
         return -1;
@@ -383,7 +404,9 @@ show(jr_db *db, jr_apireq *q, walk *w, jr_err *e)
         free(o.error);
         q->keep = 0;            /* once */
     }
-    return db->ops->show(db->b, q->ids[0], job_row, w, e);
+    if (db->ops->show(db->b, q->ids[0], job_row, w, e) < 0)
+        return -1;
+    return jr_apiflow_links(db, q, e);
 }
 
 /* OUTCOMES: which of ids[0..nids) have ended (gone: a plain success, or
@@ -439,6 +462,10 @@ run(jr_db *db, jr_apireq *q, jr_err *e)
         return push(db, q, e);
     case JR_API_OUTCOMES:
         return ended(db, q, e);
+    case JR_API_BATCH:
+        return jr_apiflow_batch(db, q, e);
+    case JR_API_FLOW:
+        return jr_apiflow_push(db, q, e);
     case JR_API_PAUSE:
     case JR_API_RESUME:
         if ((q->kind == JR_API_PAUSE ? db->ops->pause :
@@ -471,6 +498,128 @@ run(jr_db *db, jr_apireq *q, jr_err *e)
     return 0;
 }
 
+/* ---- workflows: a job's links, GET /api/batches/ID, POST /api/flows ---- */
+
+typedef struct links {
+    jr_buf *b;
+    int     np, nc;
+    int64_t batch;
+    jr_buf  kids;
+} links;
+
+static int
+link_row(int kind, int64_t id, const char *state, void *arg)
+{
+    links *l = arg;
+    jr_buf *to = kind == 'p' ? l->b : &l->kids;
+    int n = kind == 'p' ? l->np++ : l->nc++;
+
+    if (kind == 'b') {
+        l->batch = id;
+        return 0;
+    }
+    jr_api_printf(to, "%s{\"id\":%lld,\"state\":", n ? "," : "",
+                  (long long)id);
+    jr_api_str(to, state);
+    jr_buf_put(to, "}", 1);
+    return 0;
+}
+
+int
+jr_apiflow_links(jr_db *db, jr_apireq *q, jr_err *e)
+{
+    links l = {&q->body, 0, 0, 0, {0}};
+    int rc;
+
+    if (q->body.len == 0 || q->body.p[q->body.len - 1] != '}')
+        return 0;
+    q->body.len--;              /* the job object opens again */
+    jr_buf_put(&q->body, ",\"parents\":[", 12);
+    rc = db->ops->links(db->b, q->ids[0], link_row, &l, e);
+    jr_buf_put(&q->body, "],\"children\":[", 14);
+    if (l.kids.len > 0)
+        jr_buf_put(&q->body, l.kids.p, l.kids.len);
+    jr_buf_free(&l.kids);
+    if (l.batch != 0)
+        jr_api_printf(&q->body, "],\"batch\":%lld}", (long long)l.batch);
+    else
+        jr_buf_put(&q->body, "],\"batch\":null}", 15);
+    return rc;
+}
+
+static int
+batch_row(const jr_batch_row *r, void *arg)
+{
+    jr_buf *b = arg;
+
+    jr_api_printf(b, "{\"id\":%lld,\"counts\":{\"pending\":%ld,"
+                  "\"completed\":%ld,\"dead\":%ld,\"cancelled\":%ld},"
+                  "\"total\":%ld,\"on_complete\":", (long long)r->id,
+                  r->pending, r->completed, r->dead, r->cancelled, r->total);
+    jr_api_str(b, r->on_complete);
+    jr_buf_put(b, ",\"on_success\":", 14);
+    jr_api_str(b, r->on_success);
+    jr_api_printf(b, ",\"done\":%s,\"finished_at\":",
+                  r->finished_at > 0 ? "true" : "false");
+    jr_api_time(b, r->finished_at);
+    jr_buf_put(b, ",\"members\":[", 12);
+    return 0;
+}
+
+static int
+member_row(int kind, int64_t id, const char *state, void *arg)
+{
+    jr_buf *b = arg;
+
+    (void)kind;
+    jr_api_printf(b, "%s{\"id\":%lld,\"state\":",
+                  b->p[b->len - 1] == '[' ? "" : ",", (long long)id);
+    jr_api_str(b, state);
+    jr_buf_put(b, "}", 1);
+    return 0;
+}
+
+int
+jr_apiflow_batch(jr_db *db, jr_apireq *q, jr_err *e)
+{
+    if (db->ops->batch_show(db->b, q->ids[0], batch_row, member_row,
+                            &q->body, e) < 0) {
+        if (e->code == JR_ENOTFOUND)
+            q->status = 404;
+        return -1;
+    }
+    jr_buf_put(&q->body, "]}", 2);
+    return 0;
+}
+
+int
+jr_apiflow_push(jr_db *db, jr_apireq *q, jr_err *e)
+{
+    jr_flow *f = q->flow;
+    int64_t *ids = calloc((size_t)f->n, sizeof *ids);
+    int i;
+
+    if (ids == NULL)
+        return jr_fail(e, JR_ENOMEM, "out of memory");
+    if (db->ops->push(db->b, f->jobs, f->n, ids, e) < 0) {
+        free(ids);
+        return -1;
+    }
+    q->status = 201;
+    jr_buf_put(&q->body, "{\"ids\":{", 8);
+    for (i = 0; i < f->n; i++) {
+        jr_api_printf(&q->body, "%s", i ? "," : "");
+        jr_api_str(&q->body, f->refs[i]);
+        jr_api_printf(&q->body, ":%lld", (long long)ids[i]);
+    }
+    if (f->has_batch)
+        jr_api_printf(&q->body, "},\"batch\":%lld}", (long long)f->batch.id);
+    else
+        jr_buf_put(&q->body, "},\"batch\":null}", 15);
+    free(ids);
+    return 0;
+}
+
 void
 jr_apireq_free(jr_apireq *q)
 {
@@ -478,6 +627,10 @@ jr_apireq_free(jr_apireq *q)
         return;
     jr_buf_free(&q->body);
     free(q->mem);
+    if (q->flow != NULL) {
+        jr_flow_free(q->flow);
+        free(q->flow);
+    }
     free(q);
 }
 

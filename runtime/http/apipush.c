@@ -10,6 +10,7 @@
 #include <limits.h>
 #include <math.h>
 #include <stdarg.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -25,6 +26,7 @@ typedef struct jv {             /* one JSON value of the body */
     const char *s;              /* 's': decoded, NUL-terminated */
     double      num;            /* 'n' */
     const char *raw;            /* 'o', 'a': its text, NUL-terminated */
+    char      **arena;          /* the reader's, for a setter's copies */
 } jv;
 
 typedef struct rd {             /* the reader */
@@ -179,6 +181,63 @@ f_on_conflict(jr_push *p, const jv *v, char *why, size_t size)
     return fail(why, size, "must be \"keep\" or \"replace\"");
 }
 
+/* after: an array of job ids, copied into the arena (8-byte aligned;
+ * alloc_block leaves room for one id per 2 bytes of body). */
+static int
+f_after(jr_push *p, const jv *v, char *why, size_t size)
+{
+    const char *at;
+    char *e;
+    int64_t *ids;
+    long long id;
+    int n = 0;
+
+    if (v->type != 'a')
+        return fail(why, size, "must be an array of job ids");
+    *v->arena += (8 - ((uintptr_t)*v->arena & 7)) & 7;
+    ids = (int64_t *)(void *)*v->arena;
+    for (at = v->raw + 1; *at != '\0'; at = e + 1) {
+        while (*at == ' ' || *at == '\t' || *at == '\n' || *at == '\r')
+            at++;
+        if (*at == ']' && n == 0)
+            break;
+        errno = 0;
+        id = strtoll(at, &e, 10);
+        if (e == at || errno != 0 || id <= 0 || n == JR_AFTER_MAX)
+            return fail(why, size, "must be an array of at most %d job ids",
+                        JR_AFTER_MAX);
+        ids[n++] = id;
+        while (*e == ' ' || *e == '\t' || *e == '\n' || *e == '\r')
+            e++;
+        if (*e == ']')
+            break;
+        if (*e != ',')
+            return fail(why, size, "must be an array of job ids");
+    }
+    *v->arena += (size_t)n * sizeof *ids;
+    p->after = ids;
+    p->nafter = n;
+    return 0;
+}
+
+static int
+f_on_parent_failure(jr_push *p, const jv *v, char *why, size_t size)
+{
+    if (v->type != 's' || (p->on_parent_failure = jr_opf_parse(v->s)) < 0)
+        return fail(why, size, "must be \"cancel\", \"run\" or \"dead\"");
+    return 0;
+}
+
+static int
+f_batch(jr_push *p, const jv *v, char *why, size_t size)
+{
+    if (v->type != 'n' || v->num != floor(v->num) || v->num < 1 ||
+        v->num > 9007199254740992.0)
+        return fail(why, size, "must be a batch id");
+    p->batch = (int64_t)v->num;
+    return 0;
+}
+
 /* Every key a job object may have: a new push option is one row here. */
 static const struct field {
     const char *key;
@@ -196,6 +255,9 @@ static const struct field {
     {"on_conflict", f_on_conflict},
     {"key", f_key},
     {"result_ttl", f_result_ttl},
+    {"after", f_after},
+    {"on_parent_failure", f_on_parent_failure},
+    {"batch", f_batch},
     {NULL, NULL}
 };
 
@@ -367,6 +429,7 @@ value(rd *r, jv *v)
 
     ws(r);
     memset(v, 0, sizeof *v);
+    v->arena = &r->arena;
     if (r->p >= r->end)
         return bad(r, "expected a value");
     if (*r->p == '"')
@@ -427,7 +490,8 @@ job(rd *r, jr_push *p, const char *where)
             return snprintf(r->why, sizeof r->why, "%s: unknown key '%.40s' "
                             "(name, payload, queue, priority, run_at, delay, "
                             "max_retries, unique_key, unique_for, "
-                            "on_conflict, key, result_ttl)", where, k), -1;
+                            "on_conflict, key, result_ttl, after, "
+                            "on_parent_failure, batch)", where, k), -1;
         if (f->set(p, &v, why, sizeof why) < 0)
             return snprintf(r->why, sizeof r->why, "%s.%s: %s", where, k,
                             why), -1;
@@ -446,7 +510,9 @@ alloc_block(jr_apireq *q, size_t len, size_t nmax, rd *r)
 {
     size_t head = nmax * (sizeof(jr_push) + sizeof(int));
 
-    if ((q->mem = malloc(head + len * 2 + 16)) == NULL)
+    /* strings and copied values: twice the body; after's ids: 8 bytes
+     * for each 2 of body at most, 4 times */
+    if ((q->mem = malloc(head + len * 6 + 16 + 8 * nmax)) == NULL)
         return -1;
     q->pushes = q->mem;
     q->outcomes = (int *)(q->pushes + nmax);

@@ -98,8 +98,12 @@ keep_push(lua_State *L, jr_jobctx *ctx, const jr_push *p, const char *name,
         ctx->mem = m;
         ctx->cap = cap;
     }
-    if ((mem = malloc(nlen + plen + qlen + klen + llen)) == NULL)
+    size_t alen = (size_t)p->nafter * sizeof *p->after;
+    if ((mem = malloc(alen + nlen + plen + qlen + klen + llen)) == NULL)
         luaL_error(L, "jobrunner.push: out of memory");
+    if (alen > 0)               /* first: aligned; luaopts' is reused */
+        memcpy(mem, p->after, alen);
+    mem += alen;
     memcpy(mem, name, nlen);
     memcpy(mem + nlen, payload, plen);
     if (p->queue)
@@ -116,7 +120,8 @@ keep_push(lua_State *L, jr_jobctx *ctx, const jr_push *p, const char *name,
     slot->outcome = NULL;
     slot->key = p->key ? memcpy(mem + nlen + plen + qlen + klen, p->key,
                                 llen) : NULL;
-    ctx->mem[ctx->npushes++] = mem;
+    slot->after = alen > 0 ? (const int64_t *)(void *)(mem - alen) : NULL;
+    ctx->mem[ctx->npushes++] = mem - alen;
 }
 
 /* jobrunner.push(name, payload?, opts?): queued with this job's success.

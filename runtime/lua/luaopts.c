@@ -81,6 +81,54 @@ read_on_conflict(lua_State *L, const char *fn)
                       luaL_typename(L, -1));
 }
 
+/* The after option's ids: this thread's, until its next call. */
+static _Thread_local int64_t after_ids[JR_AFTER_MAX];
+
+/* The after option on top: an array of job ids (integers), or one id.
+ * [-0, +0, v] */
+static int
+read_after(lua_State *L, const char *fn, jr_push *p)
+{
+    lua_Integer n, k;
+
+    p->after = after_ids;
+    p->nafter = 0;
+    if (lua_isinteger(L, -1)) {
+        after_ids[p->nafter++] = jr_luaopts_int(L, fn, "after", 1,
+                                                INT64_MAX);
+        return 0;
+    }
+    if (!lua_istable(L, -1))
+        return luaL_error(L, "%s: option 'after' must be a job id or an "
+                          "array of job ids, got %s", fn,
+                          luaL_typename(L, -1));
+    if ((n = (lua_Integer)lua_rawlen(L, -1)) > JR_AFTER_MAX)
+        return luaL_error(L, "%s: option 'after': %d ids, at most %d", fn,
+                          (int)n, JR_AFTER_MAX);
+    for (k = 1; k <= n; k++) {
+        lua_rawgeti(L, -1, k);                       /* .. t id */
+        after_ids[p->nafter++] = jr_luaopts_int(L, fn, "after", 1,
+                                                INT64_MAX);
+        lua_pop(L, 1);                               /* .. t */
+    }
+    return 0;
+}
+
+/* The on_parent_failure option on top.  [-0, +0, v] */
+static int
+read_opf(lua_State *L, const char *fn)
+{
+    const char *v = lua_type(L, -1) == LUA_TSTRING ? lua_tostring(L, -1) :
+                    NULL;
+    int opf = jr_opf_parse(v);
+
+    if (opf < 0)
+        return luaL_error(L, "%s: option 'on_parent_failure' must be "
+                          "\"cancel\", \"run\" or \"dead\", got %s", fn,
+                          v ? v : luaL_typename(L, -1));
+    return opf;
+}
+
 /* The limit key on top, a string kept in the table (the caller anchors
  * it), 1 to JR_KEY_MAX bytes with no NUL.  [-0, +0, v] */
 static int
@@ -125,10 +173,17 @@ read_one(lua_State *L, const char *fn, const char *k, jr_push *p,
         return read_key(L, fn, p, err);
     else if (strcmp(k, "result_ttl") == 0)
         p->result_ttl = jr_luaopts_number(L, fn, k);
+    else if (strcmp(k, "after") == 0)
+        return read_after(L, fn, p);
+    else if (strcmp(k, "on_parent_failure") == 0)
+        p->on_parent_failure = read_opf(L, fn);
+    else if (strcmp(k, "batch") == 0)
+        p->batch = jr_luaopts_int(L, fn, k, 1, INT64_MAX);
     else
         luaL_error(L, "%s: unknown option '%s' (valid: run_in, run_at, "
                    "priority, queue, max_retries, unique_key, unique_for, "
-                   "on_conflict, key, result_ttl)", fn, k);
+                   "on_conflict, key, result_ttl, after, on_parent_failure, "
+                   "batch)", fn, k);
     return 0;
 }
 
@@ -148,6 +203,10 @@ jr_luaopts_push(lua_State *L, int idx, const char *fn, jr_push *p,
     p->on_conflict = JR_CONFLICT_KEEP;
     p->key = NULL;
     p->result_ttl = 0;
+    p->after = NULL;
+    p->nafter = 0;
+    p->on_parent_failure = JR_OPF_DEFAULT;
+    p->batch = 0;
     jr_err_clear(err);
     if (!lua_isnoneornil(L, idx)) {
         luaL_checktype(L, idx, LUA_TTABLE);

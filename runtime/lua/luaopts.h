@@ -27,7 +27,8 @@ long long jr_luaopts_int(lua_State *L, const char *fn, const char *key,
  * of range. Then checks p with jr_push_check (p->name set by the caller,
  * borrowed): returns 0, or -1 with err set for a value that is not valid
  * (a queue name with a NUL byte, run_in past 100 years...). p->queue is
- * anchored by the table.  [-0, +0, v] */
+ * anchored by the table; p->after (the option after: job ids) is valid
+ * until this thread's next call.  [-0, +0, v] */
 int jr_luaopts_push(lua_State *L, int idx, const char *fn, jr_push *p,
                     jr_err *err);
 

@@ -90,6 +90,8 @@ jr_claimq_result(master *m, const jr_result *r, void *mem)
     }
     m->res[m->nres].r = *r;
     m->res[m->nres].mem = mem;
+    m->res[m->nres].flow = m->flow_ended;
+    m->flow_ended = 0;
     m->nres++;
 }
 
@@ -147,6 +149,8 @@ jr_claimq_recorded(master *m, pending *p, int n, int applied)
                "longer held by this runner (its lease expired and it was "
                "requeued)", n - applied, n);
     for (i = 0; i < n; i++) {
+        /* a job with children or a batch: jobs may have become ready */
+        m->flow_want |= p[i].flow;
         if (p[i].r.npushes > 0 || p[i].r.kind == JR_RELEASE ||
             (p[i].r.kind != JR_DONE && p[i].r.kind != JR_DEAD &&
              p[i].r.kind != JR_EXPIRED && p[i].r.kind != JR_CANCELLED &&
@@ -450,6 +454,10 @@ jr_claimq_cycle_done(jr_cycle *c, void *arg)
     jr_service_read(m, c);
     m->cycle_want = 0;
     jr_claimq_take(m, c->claimed, c->nclaimed, c->want);
+    if (m->flow_want) {         /* after take, which judges its own claim */
+        m->want_claim = 1;
+        m->flow_want = 0;
+    }
     if (c->rescued > 0) {
         jr_log(JR_LOG_WARN, "requeued %d job%s whose runner's lease expired",
                c->rescued, c->rescued == 1 ? "" : "s");

@@ -95,6 +95,7 @@ typedef struct wk {             /* one worker process */
 typedef struct pending {        /* a result waiting for the next flush */
     jr_result  r;
     void      *mem;             /* what r's strings live in */
+    int        flow;            /* the job had children or a batch */
 } pending;
 
 typedef struct qstate {         /* one queue this runner caps or names */
@@ -156,6 +157,11 @@ struct master {
     flag_timer          renew;          /* sets renew_due */
     flag_timer          rescue;         /* sets rescue_due */
     int                 want_claim;     /* jobs may be waiting */
+    int                 flow_ended;     /* a job with children or a batch
+                                           ended: look for jobs it readied */
+    int                 flow_want;      /* recorded: a job with children or
+                                           a batch ended (jobs it readied
+                                           may wait: claim again) */
     int                 full_batch;     /* the last claim got all it asked */
     int                 stopping;       /* 1 graceful, 2 at once */
     double              stop_deadline;

@@ -379,6 +379,7 @@ jr_pool_result(master *m, wk *w, jr_reader *r)
     w->avg = w->avg > 0 ? 0.8 * w->avg + 0.2 * secs : secs;
     m->avg = m->avg > 0 ? 0.95 * m->avg + 0.05 * secs : secs;
     resolve_delay(m, w, j, &res);
+    m->flow_ended = j->flow != 0;   /* jr_claimq_result takes it */
     if (!snooze_limit(m, w, j, &res, mem)) {
         log_result(m, j, &res, secs);
         jr_service_job_end(m, j, &res, secs);

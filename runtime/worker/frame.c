@@ -165,6 +165,8 @@ jr_frame_put_job(jr_buf *b, const jr_job *j)
     jr_put_str(b, j->name);
     jr_put_str(b, j->queue);
     jr_put_strn(b, j->payload, j->payload_len);
+    jr_put_str(b, j->parents);
+    jr_put_i64(b, j->batch);
     jr_frame_end(b, start);
 }
 
@@ -200,7 +202,10 @@ jr_frame_get_job(jr_reader *r, jr_err *err)
     size_t ln, lq, lp;
     const char *name = jr_get_str(r, &ln), *queue = jr_get_str(r, &lq);
     const char *payload = jr_get_str(r, &lp);
-    char nbuf[129], qbuf[129];
+    size_t lpar;
+    const char *parents = jr_get_str(r, &lpar);
+    int64_t batch = jr_get_i64(r);
+    char nbuf[129], qbuf[129], *pbuf = NULL;
     jr_job *j;
 
     if (r->bad || name == NULL || queue == NULL || payload == NULL ||
@@ -212,16 +217,38 @@ jr_frame_get_job(jr_reader *r, jr_err *err)
     nbuf[ln] = '\0';
     memcpy(qbuf, queue, lq);
     qbuf[lq] = '\0';
-    if ((j = jr_job_new(id, nbuf, qbuf, payload, lp)) == NULL) {
+    if (parents != NULL && (has_nul(parents, lpar) ||
+                            (pbuf = strndup(parents, lpar)) == NULL)) {
+        jr_fail(err, JR_EPROTO, "malformed job frame (parents)");
+        return NULL;
+    }
+    j = jr_job_new_parents(id, nbuf, qbuf, payload, lp, pbuf);
+    free(pbuf);
+    if (j == NULL) {
         jr_fail(err, JR_ENOMEM, "out of memory decoding a job");
         return NULL;
     }
+    j->batch = batch;
     j->attempt = attempt;
     j->max_retries = max_retries;
     j->priority = priority;
     j->run_at = run_at;
     j->created_at = created_at;
     return j;
+}
+
+/* A push's workflow options (a handler's push: after, on_parent_failure,
+ * batch; never after_local nor batch_new). */
+static void
+put_flow(jr_buf *b, const jr_push *p)
+{
+    int k;
+
+    jr_put_i32(b, p->nafter);
+    for (k = 0; k < p->nafter; k++)
+        jr_put_i64(b, p->after[k]);
+    jr_put_i32(b, p->on_parent_failure);
+    jr_put_i64(b, p->batch);
 }
 
 void
@@ -250,6 +277,7 @@ jr_frame_put_result(jr_buf *b, const jr_result *res)
         jr_put_i32(b, p->on_conflict);
         jr_put_str(b, p->key);
         jr_put_f64(b, p->result_ttl);
+        put_flow(b, p);
     }
     if (res->kind == JR_DONE)
         jr_put_str(b, res->result);
@@ -261,9 +289,40 @@ jr_frame_put_result(jr_buf *b, const jr_result *res)
     jr_frame_end(b, start);
 }
 
-/* Smallest encoding of one push: five string lengths, three i32, four
- * f64. */
-#define PUSH_MIN_BYTES (5 * 4 + 3 * 4 + 4 * 8)
+/* Smallest encoding of one push: five string lengths, five i32, five
+ * f64 or i64. */
+#define PUSH_MIN_BYTES (5 * 4 + 5 * 4 + 5 * 8)
+
+/* A push's workflow options, back: the parents' ids go in the arena,
+ * aligned (the body spends 4 bytes a string more than the arena, which
+ * pays for the alignment). */
+static void
+get_flow(jr_reader *r, jr_push *p, char **arena)
+{
+    int32_t n = jr_get_i32(r), k;
+    int64_t *ids;
+
+    p->after = NULL;
+    p->nafter = 0;
+    if (n < 0 || n > JR_AFTER_MAX || (size_t)n * 8 > r->n) {
+        r->bad = 1;
+        return;
+    }
+    if (n > 0) {
+        *arena += (8 - ((uintptr_t)*arena & 7)) & 7;
+        ids = (int64_t *)(void *)*arena;
+        for (k = 0; k < n; k++)
+            ids[k] = jr_get_i64(r);
+        *arena += (size_t)n * sizeof *ids;
+        p->after = ids;
+        p->nafter = n;
+    }
+    p->after_local = NULL;
+    p->nafter_local = 0;
+    p->on_parent_failure = jr_get_i32(r);
+    p->batch = jr_get_i64(r);
+    p->batch_new = NULL;
+}
 
 int
 jr_frame_get_result(jr_reader *r, jr_result *res, void **mem, jr_err *err)
@@ -303,6 +362,7 @@ jr_frame_get_result(jr_reader *r, jr_result *res, void **mem, jr_err *err)
         pushes[i].outcome = NULL;
         pushes[i].key = arena_str(r, &arena);
         pushes[i].result_ttl = jr_get_f64(r);
+        get_flow(r, &pushes[i], &arena);
         if (pushes[i].name == NULL)
             r->bad = 1;
     }

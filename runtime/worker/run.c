@@ -30,6 +30,37 @@
 static volatile sig_atomic_t cancel_signal;
 static lua_State *volatile   running_L;     /* set while a handler runs */
 
+/* Decodes job.parents: the JSON object of the parents' ends, its keys
+ * (the parents' ids) made integers. [-0, +0, -] */
+static int
+set_parents(worker *w, const jr_job *j)
+{
+    lua_State *L = w->L;                             /* job */
+
+    lua_rawgeti(L, LUA_REGISTRYINDEX, w->decode_ref);/* job dec */
+    lua_pushstring(L, j->parents);                   /* job dec s */
+    if (lua_pcall(L, 1, 1, 0) != LUA_OK || !lua_istable(L, -1)) {
+        snprintf(w->err, sizeof w->err, "job.parents cannot be decoded: %s",
+                 lua_isstring(L, -1) ? lua_tostring(L, -1) : "not an "
+                 "object");
+        lua_pop(L, 1);                               /* job */
+        return -1;
+    }                                                /* job t */
+    jr_json_integers(L, 0);
+    lua_newtable(L);                                 /* job t p */
+    lua_pushnil(L);                                  /* job t p nil */
+    while (lua_next(L, -3) != 0) {                   /* job t p k v */
+        lua_Integer id = (lua_Integer)strtoll(lua_tostring(L, -2), NULL,
+                                              10);
+        lua_pushinteger(L, id);                      /* job t p k v id */
+        lua_insert(L, -2);                           /* job t p k id v */
+        lua_rawset(L, -4);                           /* job t p k */
+    }                                                /* job t p */
+    lua_setfield(L, -3, "parents");                  /* job t */
+    lua_pop(L, 1);                                   /* job */
+    return 0;
+}
+
 /* Decodes the payload into job.payload; on failure leaves a message in
  * w->err and returns -1. [-0, +0, -] */
 static int
@@ -47,7 +78,11 @@ set_payload(worker *w, const jr_job *j)
     }                                                /* job payload */
     jr_json_integers(L, 0);
     lua_setfield(L, -2, "payload");                  /* job */
-    return 0;
+    if (j->batch != 0) {
+        lua_pushinteger(L, (lua_Integer)j->batch);   /* job batch */
+        lua_setfield(L, -2, "batch");                /* job */
+    }
+    return j->parents != NULL ? set_parents(w, j) : 0;
 }
 
 /* The handler's backoff function for the retry policy (arg: the worker;

@@ -1,5 +1,6 @@
 /* test_client.c - the control calls of the producer library (jobrunner.h):
- * cancel, queue pause/resume/list, show and list, wait, through the public API
+ * cancel, queue pause/resume/list, show and list, wait, flows and batches
+ * (push_flow, push_after, links, batch_show), through the public API
  * only, against SQLite (a temp file) and, when a URL is given, PostgreSQL
  * (a schema of its own, dropped after). A runner is played by the backend
  * ops where a job must be running. Usage: test_client [POSTGRES_URL];
@@ -347,7 +348,133 @@ test_wait(void)
     jr_client_close(c);
 }
 
+/* --- workflows: jr_client_push_flow, push_after, links, batch_show --- */
+
+typedef struct refs {
+    int     n;
+    char    ref[8][8];
+    int64_t id[8];
+} refs;
+
+static int
+ref_fn(const char *ref, int64_t id, void *arg)
+{
+    refs *r = arg;
+
+    snprintf(r->ref[r->n], sizeof r->ref[0], "%s", ref);
+    r->id[r->n++] = id;
+    return 0;
+}
+
+static int64_t
+id_of(const refs *r, const char *ref)
+{
+    for (int i = 0; i < r->n; i++)
+        if (strcmp(r->ref[i], ref) == 0)
+            return r->id[i];
+    return -1;
+}
+
+typedef struct linked {
+    int     np, nc, nm;
+    int64_t batch;
+    char    states[64];
+} linked;
+
+static int
+link_fn(int kind, int64_t id, const char *state, void *arg)
+{
+    linked *l = arg;
+
+    if (kind == 'b')
+        l->batch = id;
+    l->np += kind == 'p';
+    l->nc += kind == 'c';
+    l->nm += kind == 'm';
+    if (state != NULL && strlen(l->states) + strlen(state) + 2 <
+        sizeof l->states)
+        strcat(strcat(l->states, state), " ");
+    return 0;
+}
+
+/* batch_show's arg: the batch, then its members as link_fn counts them
+ * (linked first: link_fn takes the same arg) */
+typedef struct shown {
+    linked          l;
+    jr_client_batch b;
+} shown;
+
+static int
+batch_fn(const jr_client_batch *b, void *arg)
+{
+    shown *out = arg;
+
+    out->b = *b;
+    out->b.on_complete = out->b.on_success = NULL;
+    out->b.payload = out->b.queue = NULL;
+    return 0;
+}
+
+static void
+test_flow(void)
+{
+    static const char diamond[] =
+        "{\"jobs\": [{\"ref\": \"d\", \"name\": \"cl.d\", \"after\": [\"b\", \"c\"]},"
+        " {\"ref\": \"a\", \"name\": \"cl.a\"},"
+        " {\"ref\": \"b\", \"name\": \"cl.b\", \"after\": [\"a\"]},"
+        " {\"ref\": \"c\", \"name\": \"cl.c\", \"after\": [\"a\"]}],"
+        " \"batch\": {\"on_complete\": \"cl.cb\", \"on_success\": \"cl.ok\"}}";
+    static const char cycle[] = "[{\"ref\": \"x\", \"name\": \"cl.x\", "
+        "\"after\": [\"y\"]}, {\"ref\": \"y\", \"name\": \"cl.y\", "
+        "\"after\": [\"x\"]}]";
+    jr_client *c = open_client();
+    jr_client_after a = {0};
+    shown sh = {0};
+    jr_client_batch b;
+    refs r = {0};
+    linked l = {0};
+    int64_t batch = 0, id, missing = 987654321;
+
+    CHECK(jr_client_push_flow(c, diamond, strlen(diamond), ref_fn, &r,
+                              &batch) == JR_CLIENT_OK);
+    CHECK(r.n == 4 && batch > 0);
+    CHECK(jr_client_links(c, id_of(&r, "d"), link_fn, &l) == JR_CLIENT_OK);
+    CHECK(l.np == 2 && l.nc == 0 && l.batch == batch);
+    CHECK(run_one("cl.d") == -1 && run_one("cl.b") == -1);  /* waiting */
+    CHECK(run_one("cl.a") == id_of(&r, "a"));
+    end_job(id_of(&r, "a"), JR_DONE, "{\"v\":1}");
+    CHECK(run_one("cl.b") == id_of(&r, "b") &&
+          run_one("cl.c") == id_of(&r, "c"));
+    end_job(id_of(&r, "b"), JR_DONE, NULL);
+    CHECK(run_one("cl.d") == -1);                          /* c runs */
+    end_job(id_of(&r, "c"), JR_DONE, NULL);
+    CHECK(run_one("cl.d") == id_of(&r, "d"));
+    end_job(id_of(&r, "d"), JR_DONE, NULL);
+    CHECK(jr_client_batch_show(c, batch, batch_fn, link_fn, &sh) ==
+          JR_CLIENT_OK);
+    b = sh.b;
+    CHECK(sh.l.nm == 4 && strcmp(sh.l.states, "completed completed "
+          "completed completed ") == 0);
+    CHECK(b.total == 4 && b.completed == 4 && b.pending == 0 &&
+          b.finished_at > 0 && b.complete_job > 0 && b.success_job > 0);
+    CHECK(run_one("cl.cb") == b.complete_job && run_one("cl.ok") ==
+          b.success_job && run_one("cl.cb") == -1);
+    /* refused: a cycle, an unknown parent; nothing pushed */
+    CHECK(jr_client_push_flow(c, cycle, strlen(cycle), NULL, NULL, NULL) ==
+          JR_CLIENT_EINPUT && strstr(jr_client_errmsg(c), "cycle") != NULL);
+    a.after = &missing;
+    a.nafter = 1;
+    CHECK(jr_client_push_after(c, "cl.x", NULL, NULL, &a, &id) ==
+          JR_CLIENT_EINPUT &&
+          strstr(jr_client_errmsg(c), "unknown parent id 987654321") != NULL);
+    CHECK(run_one("cl.x") == -1 && run_one("cl.y") == -1);
+    CHECK(jr_client_batch_show(c, batch + 1000, batch_fn, link_fn, &sh) ==
+          JR_CLIENT_ENOTFOUND);
+    jr_client_close(c);
+}
+
 static const check_test tests[] = {
+    {"jr_client_push_flow, links, batch_show", test_flow},
     {"jr_client_wait", test_wait},
     {"jr_client_push_unique, jr_client_push_many_unique", test_unique},
     {"jr_client_cancel", test_cancel},

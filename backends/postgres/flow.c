@@ -1,0 +1,298 @@
+/* flow.c - workflows on PostgreSQL (docs/workflows.md): the parents and
+ * batch of the jobs a push inserts (the schema's link(), in the push's
+ * transaction), the batches a push makes, and the reads of show and
+ * batch show. What a job's end decides (children made ready, cancelled
+ * or dead, batch callbacks pushed once) is the schema's: the triggers
+ * jobs_flow_end and jobs_flow_gone, migration 11. Owns the flow
+ * statements; uses conn.c and push.c. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "postgres/pg_int.h"
+#include "postgres/arrays.h"
+
+static const pg_stmt st_batch_new = {S_FLOW_BATCH_NEW, "jr_flow_batch_new",
+    5,
+    "INSERT INTO {{schema}}.batches (on_complete, on_success, payload,"
+    " queue, results) VALUES ($1::text, $2::text,"
+    " coalesce($3::jsonb, '{}'), coalesce($4::text, 'default'),"
+    " $5::boolean) RETURNING id"};
+
+static const pg_stmt st_link = {S_FLOW_LINK, "jr_flow_link", 4,
+    "SELECT {{schema}}.link($1::bigint, $2::bigint[], $3::text,"
+    " $4::bigint)"};
+
+/* 1 if p uses a workflow option. */
+static int
+flow_push(const jr_push *p)
+{
+    return p->nafter > 0 || p->nafter_local > 0 || p->batch != 0 ||
+           p->batch_new != NULL;
+}
+
+int
+pg_flow_any(const jr_push *const *pp, int n)
+{
+    int i;
+
+    for (i = 0; i < n; i++)
+        if (flow_push(pp[i]))
+            return 1;
+    return 0;
+}
+
+/* Makes the batch spec stands for, once a push call. */
+static int
+batch_make(jr_backend *b, jr_batch_spec *spec, jr_err *err)
+{
+    const char *params[5];
+    PGresult *res;
+
+    if (spec->id != 0)
+        return 0;
+    params[0] = spec->on_complete;
+    params[1] = spec->on_success;
+    params[2] = spec->payload;
+    params[3] = spec->queue;
+    params[4] = spec->results ? "true" : "false";
+    if ((res = pg_run(b, &st_batch_new, params, "making a batch", err))
+        == NULL)
+        return -1;
+    spec->id = strtoll(PQgetvalue(res, 0, 0), NULL, 10);
+    PQclear(res);
+    return 0;
+}
+
+/* The parent ids of pp[i] as an array literal into a (ids: the call's). */
+static int
+parents_of(const jr_push *const *pp, int i, const int64_t *ids, jr_buf *a,
+           jr_err *err)
+{
+    const jr_push *p = pp[i];
+    char num[24];
+    int k, at;
+
+    for (k = 0; k < p->nafter; k++) {
+        snprintf(num, sizeof num, "%lld", (long long)p->after[k]);
+        sb_num(a, num);
+    }
+    for (k = 0; k < p->nafter_local; k++) {
+        if ((at = p->after_local[k]) < 0 || at >= i)
+            return jr_fail(err, JR_EINPUT, "job '%s': after: %d is not an "
+                           "earlier job of the push", p->name, at);
+        snprintf(num, sizeof num, "%lld", (long long)ids[at]);
+        sb_num(a, num);
+    }
+    return 0;
+}
+
+/* The workflow options of pp[i], just inserted as ids[i]. */
+static int
+link_one(jr_backend *b, const jr_push *const *pp, int i, const int64_t *ids,
+         jr_err *err)
+{
+    const jr_push *p = pp[i];
+    const char *params[4];
+    char id[24], bid[24];
+    jr_buf a = {0};
+    PGresult *res;
+    int rc;
+
+    if (p->batch_new != NULL && batch_make(b, p->batch_new, err) < 0)
+        return -1;
+    if (parents_of(pp, i, ids, &a, err) < 0) {
+        free(a.p);
+        return -1;
+    }
+    snprintf(id, sizeof id, "%lld", (long long)ids[i]);
+    snprintf(bid, sizeof bid, "%lld", (long long)(p->batch_new != NULL ?
+                                                   p->batch_new->id :
+                                                   p->batch));
+    params[0] = id;
+    params[1] = sb_array(&a);
+    params[2] = jr_opf_name(p->on_parent_failure ? p->on_parent_failure :
+                            b->opf);
+    params[3] = strcmp(bid, "0") != 0 ? bid : NULL;
+    if (a.oom) {
+        free(a.p);
+        return jr_fail(err, JR_ENOMEM, "postgres: linking a job: out of "
+                       "memory");
+    }
+    res = pg_run(b, &st_link, params, "linking a job", err);
+    free(a.p);
+    if (res == NULL) {
+        /* link() names the ids; the job's name goes in front, instead of
+         * the id of a row that is rolled back */
+        if (strcmp(b->sqlstate, "22023") == 0) {
+            const char *m = b->pgmsg;
+            if (strncmp(m, "jobrunner.link: ", 16) == 0)
+                m += 16;
+            if (strncmp(m, "job ", 4) == 0 && strstr(m, ": ") != NULL)
+                m = strstr(m, ": ") + 2;
+            jr_fail(err, JR_EINPUT, "job '%s': %s", p->name, m);
+        }
+        return -1;
+    }
+    rc = PQntuples(res) == 1 ? 0 : jr_fail(err, JR_EDB, "postgres: linking "
+                                           "a job: no answer");
+    PQclear(res);
+    return rc;
+}
+
+int
+pg_flow_link(jr_backend *b, const jr_push *const *pp, int n,
+             const int64_t *ids, jr_err *err)
+{
+    int i;
+
+    for (i = 0; i < n; i++)
+        if (pp[i]->batch_new != NULL)
+            pp[i]->batch_new->id = 0;
+    for (i = 0; i < n; i++)
+        if (flow_push(pp[i]) && link_one(b, pp, i, ids, err) < 0)
+            return -1;
+    return 0;
+}
+
+int
+pg_insert_linked(jr_backend *b, const jr_push *const *pp, int n,
+                 int64_t *ids, jr_err *err)
+{
+    int64_t *own = NULL;
+    int rc;
+
+    if (!pg_flow_any(pp, n))
+        return pg_insert_all(b, pp, n, ids, err);
+    if (ids == NULL &&
+        (ids = own = calloc((size_t)n, sizeof *ids)) == NULL)
+        return jr_fail(err, JR_ENOMEM, "postgres: out of memory");
+    rc = pg_insert_all(b, pp, n, ids, err);
+    if (rc == 0)
+        rc = pg_flow_link(b, pp, n, ids, err);
+    free(own);
+    return rc;
+}
+
+/* pg_push for pushes with workflow options: the rows and their links in
+ * one transaction. */
+int
+pg_push_linked(jr_backend *b, const jr_push *const *pp, int n, int64_t *ids,
+               jr_err *err)
+{
+    int rc;
+
+    if (pg_run_plain(b, "BEGIN", "pushing jobs", err) < 0)
+        return -1;
+    rc = pg_insert_linked(b, pp, n, ids, err);
+    if (rc == 0 && pg_run_plain(b, "COMMIT", "pushing jobs", err) < 0)
+        rc = -1;
+    if (rc < 0)
+        pg_rollback(b);
+    return rc;
+}
+
+/* ---- the reads: a job's links, a batch ---- */
+
+static const pg_stmt st_links = {S_FLOW_LINKS, "jr_flow_links", 1,
+    "SELECT 'p', d.parent_id, coalesce(d.parent_state, j.state, 'gone')"
+    " FROM {{schema}}.job_deps d LEFT JOIN {{schema}}.jobs j"
+    " ON j.id = d.parent_id WHERE d.child_id = $1::bigint"
+    " UNION ALL SELECT 'c', d.child_id, coalesce(j.state, 'gone')"
+    " FROM {{schema}}.job_deps d LEFT JOIN {{schema}}.jobs j"
+    " ON j.id = d.child_id WHERE d.parent_id = $1::bigint"
+    " UNION ALL SELECT 'b', m.batch_id, NULL FROM {{schema}}.batch_jobs m"
+    " WHERE m.job_id = $1::bigint ORDER BY 1 DESC, 2"};
+
+int
+pg_links(jr_backend *b, int64_t id, jr_link_cb cb, void *arg, jr_err *err)
+{
+    char sid[24];
+    const char *params[1] = {sid};
+    PGresult *res;
+    int i, n;
+
+    snprintf(sid, sizeof sid, "%lld", (long long)id);
+    if (pg_ready(b, err) < 0 ||
+        (res = pg_run(b, &st_links, params, "reading a job's links", err))
+        == NULL)
+        return -1;
+    n = PQntuples(res);
+    for (i = 0; i < n; i++)
+        if (cb(PQgetvalue(res, i, 0)[0],
+               strtoll(PQgetvalue(res, i, 1), NULL, 10),
+               PQgetisnull(res, i, 2) ? NULL : PQgetvalue(res, i, 2),
+               arg) != 0)
+            break;
+    PQclear(res);
+    return 0;
+}
+
+static const pg_stmt st_batch_row = {S_FLOW_BATCH_ROW, "jr_flow_batch_row",
+    1,
+    "SELECT id, on_complete, on_success, payload::text, queue,"
+    " results::int, total, pending, completed, dead, cancelled,"
+    " extract(epoch FROM created_at)::float8,"
+    " coalesce(extract(epoch FROM finished_at)::float8, 0),"
+    " coalesce(complete_job, 0), coalesce(success_job, 0)"
+    " FROM {{schema}}.batches WHERE id = $1::bigint"};
+
+static const pg_stmt st_members = {S_FLOW_MEMBERS, "jr_flow_members", 1,
+    "SELECT m.job_id, coalesce(m.state, j.state, 'gone')"
+    " FROM {{schema}}.batch_jobs m LEFT JOIN {{schema}}.jobs j"
+    " ON j.id = m.job_id WHERE m.batch_id = $1::bigint ORDER BY m.job_id"};
+
+/* Column c of row 0 of res: NULL when null. */
+static const char *
+col(const PGresult *res, int c)
+{
+    return PQgetisnull(res, 0, c) ? NULL : PQgetvalue(res, 0, c);
+}
+
+int
+pg_batch_show(jr_backend *b, int64_t id, jr_batch_cb bcb, jr_link_cb mcb,
+              void *arg, jr_err *err)
+{
+    char sid[24];
+    const char *params[1] = {sid};
+    jr_batch_row r;
+    PGresult *res;
+    int i, n, stop;
+
+    snprintf(sid, sizeof sid, "%lld", (long long)id);
+    if (pg_ready(b, err) < 0 ||
+        (res = pg_run(b, &st_batch_row, params, "reading a batch", err))
+        == NULL)
+        return -1;
+    if (PQntuples(res) == 0) {
+        PQclear(res);
+        return jr_fail(err, JR_ENOTFOUND, "no batch %lld", (long long)id);
+    }
+    r.id = strtoll(col(res, 0), NULL, 10);
+    r.on_complete = col(res, 1);
+    r.on_success = col(res, 2);
+    r.payload = col(res, 3);
+    r.queue = col(res, 4);
+    r.results = atoi(col(res, 5));
+    r.total = atol(col(res, 6));
+    r.pending = atol(col(res, 7));
+    r.completed = atol(col(res, 8));
+    r.dead = atol(col(res, 9));
+    r.cancelled = atol(col(res, 10));
+    r.created_at = strtod(col(res, 11), NULL);
+    r.finished_at = strtod(col(res, 12), NULL);
+    r.complete_job = strtoll(col(res, 13), NULL, 10);
+    r.success_job = strtoll(col(res, 14), NULL, 10);
+    stop = bcb(&r, arg);
+    PQclear(res);
+    if (stop || (res = pg_run(b, &st_members, params, "reading a batch",
+                              err)) == NULL)
+        return stop ? 0 : -1;
+    n = PQntuples(res);
+    for (i = 0; i < n; i++)
+        if (mcb('m', strtoll(PQgetvalue(res, i, 0), NULL, 10),
+                PQgetvalue(res, i, 1), arg) != 0)
+            break;
+    PQclear(res);
+    return 0;
+}
