@@ -105,6 +105,10 @@ typedef struct jr_list_filter {
     const char *name;
     const char *queue;
     int         limit;          /* 0: all */
+    const char *where;          /* payload filter (where.h), NULL: any */
+    int64_t     before_id;      /* > 0: ids below it, newest first */
+    int64_t     after_id;       /* > 0: ids above it, oldest first (a
+                                   page back: the caller reverses it) */
 } jr_list_filter;
 
 /* One queue as queue_list gives it. */

@@ -54,7 +54,7 @@ enum {
     S_PAUSE, S_RESUME, S_QUEUE_PRUNE,
     /* inspect.c */
     S_STATS, S_DEAD_LIST, S_QUEUE_LIST, S_PAUSED, S_READY_BY_QUEUE,
-    S_SHOW, S_LIST,
+    S_SHOW, S_LIST, S_LIST_ASC,
     S_COUNT
 };
 

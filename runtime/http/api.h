@@ -25,8 +25,14 @@ enum {                          /* what a request asks the database */
     JR_API_PAUSE,               /* pause queue */
     JR_API_RESUME,              /* resume queue */
     JR_API_QUEUES,              /* queue list */
-    JR_API_GAUGES               /* /metrics' database gauges (text) */
+    JR_API_GAUGES,              /* /metrics' database gauges (text) */
+    JR_API_LIMITS,              /* each limit of the config, its use */
+    JR_API_BULK_CANCEL,         /* cancel what the list filter selects */
+    JR_API_BULK_RETRY,          /* retry its dead jobs */
+    JR_API_BULK_PURGE           /* delete its dead jobs */
 };
+
+#define JR_API_WHERE_MAX 400    /* bytes of a payload filter at most */
 
 typedef struct jr_apireq {
     int         kind;
@@ -36,6 +42,11 @@ typedef struct jr_apireq {
     char        name[129];
     char        queue[129];     /* also PAUSE, RESUME */
     int         limit;
+    char        where[JR_API_WHERE_MAX + 1];    /* payload filter (where.h) */
+    int64_t     before_id;      /* a keyset page: ids below, or */
+    int64_t     after_id;       /* above (0: not given) */
+    const struct jr_limit *limits;  /* LIMITS: the config's, borrowed */
+    int         nlimits;
     double      older_than;     /* PURGE: seconds */
     int         status;         /* out: HTTP status */
     jr_buf      body;           /* out: JSON, or Prometheus text */

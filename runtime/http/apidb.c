@@ -10,6 +10,7 @@
 
 #include "http/api.h"
 #include "backend.h"
+#include "base/limit.h"
 #include "base/jsontext.h"
 #include "lua/json.h"
 
@@ -77,13 +78,17 @@ jr_api_time(jr_buf *b, double t)
 typedef struct walk {           /* a JSON array being written */
     jr_apireq  *q;
     int         n;              /* elements so far */
+    size_t     *at;             /* NULL, or where each element starts */
 } walk;
 
 static void
 comma(walk *w)
 {
-    if (w->n++ > 0)
+    if (w->n > 0)
         jr_buf_put(&w->q->body, ",", 1);
+    if (w->at != NULL)
+        w->at[w->n] = w->q->body.len;
+    w->n++;
 }
 
 static void
@@ -294,7 +299,7 @@ gauges(jr_db *db, jr_apireq *q, jr_err *e)
 static int
 stats(jr_db *db, jr_apireq *q, jr_err *e)
 {
-    totals t = {{q, 0}, 0, 0, 0, 0};
+    totals t = {{q, 0, NULL}, 0, 0, 0, 0};
     jr_buf *b = &q->body;
     jr_buf names = {0};
 
@@ -336,12 +341,146 @@ opt(const char *s)
     return s[0] ? s : NULL;
 }
 
+/* A page of the job list; a page back (after_id) comes oldest first
+ * from the database and is turned round here, newest first as always. */
+static int
+jobs(jr_db *db, jr_apireq *q, const jr_list_filter *f, jr_err *e)
+{
+    size_t at[JR_API_LIST_MAX + 1];
+    walk w = {q, 0, f->after_id > 0 ? at : NULL};
+    jr_buf out = {0};
+    int i;
+
+    jr_buf_put(&q->body, "[", 1);
+    if (db->ops->list(db->b, f, job_row, &w, e) < 0)
+        return -1;
+    if (w.at == NULL || w.n < 2) {
+        jr_buf_put(&q->body, "]", 1);
+        return 0;
+    }
+    at[w.n] = q->body.len + 1;          /* as if a comma followed */
+    jr_buf_put(&out, "[", 1);
+    for (i = w.n - 1; i >= 0; i--) {
+        jr_buf_put(&out, q->body.p + at[i], at[i + 1] - 1 - at[i]);
+        jr_buf_put(&out, i ? "," : "]", 1);
+    }
+    if (out.oom) {
+        jr_buf_free(&out);
+        q->body.oom = 1;
+        return 0;
+    }
+    jr_buf_free(&q->body);
+    q->body = out;
+    return 0;
+}
+
+static void
+limit_set(jr_buf *b, const char *key, const jr_limit_set *s)
+{
+    jr_api_printf(b, ",\"%s\":{\"concurrency\":%d,\"rate\":", key,
+                  s->concurrency);
+    jr_api_str(b, s->rate > 0 ? s->rate_text : NULL);
+    jr_api_printf(b, ",\"per_second\":%.6g,\"burst\":%.6g}",
+                  s->rate > 0 ? s->rate : 0, s->rate > 0 ? s->burst : 0);
+}
+
+/* Each limit of the config with its use now (as `jobrunner limits
+ * --json`): running and waiting jobs, tokens, the busiest keys. */
+static int
+limits(jr_db *db, jr_apireq *q, jr_err *e)
+{
+    jr_buf *b = &q->body;
+    jr_limit_use u;
+
+    jr_buf_put(b, "[", 1);
+    for (int i = 0; i < q->nlimits; i++) {
+        const jr_limit *l = &q->limits[i];
+        if (db->ops->limit_use(db->b, l, &u, e) < 0)
+            return -1;
+        jr_buf_put(b, i ? ",{\"name\":" : "{\"name\":", i ? 9 : 8);
+        jr_api_str(b, l->scope);
+        jr_buf_put(b, ",\"key\":", 7);
+        jr_api_str(b, l->key_path);
+        limit_set(b, "limit", &l->all);
+        limit_set(b, "per_key", &l->per_key);
+        jr_api_printf(b, ",\"running\":%ld,\"waiting\":%ld,\"tokens\":",
+                      u.running, u.waiting);
+        if (u.tokens >= 0)
+            jr_api_printf(b, "%.3f", u.tokens);
+        else
+            jr_buf_put(b, "null", 4);
+        jr_buf_put(b, ",\"top_keys\":[", 13);
+        for (int k = 0; k < u.ntop; k++) {
+            jr_buf_put(b, k ? ",{\"key\":" : "{\"key\":", k ? 8 : 7);
+            jr_api_str(b, u.top_key[k]);
+            jr_api_printf(b, ",\"waiting\":%ld,\"running\":%ld}",
+                          u.top_waiting[k], u.top_running[k]);
+        }
+        jr_buf_put(b, "]}", 2);
+    }
+    jr_buf_put(b, "]", 1);
+    return 0;
+}
+
+static int
+add_id(const jr_job_row *r, void *arg)
+{
+    jr_apireq *q = arg;
+
+    q->ids[q->nids++] = r->id;
+    return 0;
+}
+
+/* A bulk action: the filter's jobs a page at a time (newest first, by
+ * keyset), each page acted on in one call; counted. Retry and purge
+ * touch dead jobs only: without a state they select the dead ones. */
+static int
+bulk(jr_db *db, jr_apireq *q, jr_list_filter *f, jr_err *e)
+{
+    static const char *const word[] = {"", "cancelled", "cancel_requested",
+                                       "finished", "not_found"};
+    long matched = 0, n[5] = {0};
+    int out[JR_API_IDS_MAX], r;
+
+    if (q->kind != JR_API_BULK_CANCEL && f->state == NULL)
+        f->state = "dead";
+    f->limit = JR_API_IDS_MAX;
+    f->after_id = 0;
+    for (;;) {
+        q->nids = 0;
+        if (db->ops->list(db->b, f, add_id, q, e) < 0)
+            return -1;
+        if (q->nids == 0)
+            break;
+        matched += q->nids;
+        f->before_id = q->ids[q->nids - 1];
+        r = q->kind == JR_API_BULK_CANCEL ?
+            db->ops->cancel(db->b, q->ids, q->nids, out, e) :
+            q->kind == JR_API_BULK_RETRY ?
+            db->ops->dead_retry(db->b, q->ids, q->nids, e) :
+            db->ops->dead_delete(db->b, q->ids, q->nids, e);
+        if (r < 0)
+            return -1;
+        for (int i = 0; q->kind == JR_API_BULK_CANCEL && i < q->nids; i++)
+            n[out[i] >= 1 && out[i] <= 4 ? out[i] : 0]++;
+        n[0] += q->kind == JR_API_BULK_CANCEL ? 0 : r;
+    }
+    jr_api_printf(&q->body, "{\"matched\":%ld", matched);
+    if (q->kind != JR_API_BULK_CANCEL)
+        jr_api_printf(&q->body, ",\"%s\":%ld}", q->kind ==
+                      JR_API_BULK_RETRY ? "retried" : "purged", n[0]);
+    for (int i = 1; q->kind == JR_API_BULK_CANCEL && i <= 4; i++)
+        jr_api_printf(&q->body, ",\"%s\":%ld%s", word[i], n[i],
+                      i == 4 ? "}" : "");
+    return 0;
+}
+
 static int
 run(jr_db *db, jr_apireq *q, jr_err *e)
 {
     jr_list_filter f = {opt(q->state), opt(q->name), opt(q->queue),
-                        q->limit};
-    walk w = {q, 0};
+                        q->limit, opt(q->where), q->before_id, q->after_id};
+    walk w = {q, 0, NULL};
     int n;
 
     switch (q->kind) {
@@ -375,9 +514,14 @@ run(jr_db *db, jr_apireq *q, jr_err *e)
                       "retried" : "purged", n);
         return 0;
     }
+    if (q->kind == JR_API_JOBS)
+        return jobs(db, q, &f, e);
+    if (q->kind == JR_API_LIMITS)
+        return limits(db, q, e);
+    if (q->kind >= JR_API_BULK_CANCEL)
+        return bulk(db, q, &f, e);
     jr_buf_put(&q->body, "[", 1);
-    if ((q->kind == JR_API_JOBS ? db->ops->list(db->b, &f, job_row, &w, e) :
-         q->kind == JR_API_DEAD ?
+    if ((q->kind == JR_API_DEAD ?
          db->ops->dead_list(db->b, q->limit, dead_row, &w, e) :
          db->ops->queue_list(db->b, queue_row, &w, e)) < 0)
         return -1;
