@@ -70,8 +70,10 @@ jr_http_reply(struct evhttp_request *req, int status, const char *type,
     evhttp_add_header(out, "Cache-Control", "no-store");
     evhttp_add_header(out, "X-Content-Type-Options", "nosniff");
     evhttp_add_header(out, "X-Frame-Options", "DENY");
-    evhttp_add_header(out, "Content-Security-Policy", "default-src 'self'; "
-                      "img-src 'self' data:; frame-ancestors 'none'");
+    evhttp_add_header(out, "Content-Security-Policy", "default-src 'none'; "
+                      "script-src 'self'; style-src 'self'; connect-src "
+                      "'self'; img-src 'self' data:; base-uri 'none'; "
+                      "form-action 'none'; frame-ancestors 'none'");
     if (buf != NULL)
         evbuffer_add(buf, body, len);
     evhttp_send_reply(req, status, NULL, buf);
