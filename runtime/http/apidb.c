@@ -96,7 +96,38 @@ num_or_null(jr_buf *b, const char *key, double v)
         jr_api_printf(b, "%.17g", v);
 }
 
-/* One job as the API shows it (show adds the payload). */
+/* GET /api/jobs/ID's "attempts": the failed attempts, oldest first,
+ * times in epoch seconds as the API's other times. */
+static void
+history(jr_buf *b, const jr_job_row *r)
+{
+    int i;
+
+    jr_buf_put(b, ",\"attempts\":[", 13);
+    for (i = 0; i < r->nhistory; i++) {
+        const jr_attempt_row *a = &r->history[i];
+        jr_api_printf(b, "%s{\"attempt\":%d,\"error\":", i ? "," : "",
+                      a->attempt);
+        jr_api_str(b, a->error);
+        jr_buf_put(b, ",\"at\":", 6);
+        jr_api_time(b, a->at);
+        num_or_null(b, "duration", a->duration);
+        jr_buf_put(b, ",\"runner\":", 10);
+        jr_api_str(b, a->runner);
+        if (a->worker > 0)
+            jr_api_printf(b, ",\"worker\":%d", a->worker);
+        else
+            jr_buf_put(b, ",\"worker\":null", 14);
+        jr_buf_put(b, ",\"generation\":", 14);
+        jr_api_str(b, a->generation);
+        jr_buf_put(b, "}", 1);
+    }
+    jr_buf_put(b, "]", 1);
+}
+
+/* One job as the API shows it: show adds the payload and the attempt
+ * history ("attempts"; a list's "attempts" is the count, as "attempt"
+ * is in both). */
 static int
 job_row(const jr_job_row *r, void *arg)
 {
@@ -110,7 +141,10 @@ job_row(const jr_job_row *r, void *arg)
     jr_api_str(b, r->queue);
     jr_buf_put(b, ",\"state\":", 9);
     jr_api_str(b, r->state);
-    jr_api_printf(b, ",\"attempts\":%d,\"max_retries\":", r->attempts);
+    jr_api_printf(b, ",\"attempt\":%d", r->attempts);
+    if (r->payload == NULL)
+        jr_api_printf(b, ",\"attempts\":%d", r->attempts);
+    jr_buf_put(b, ",\"max_retries\":", 15);
     if (r->max_retries < 0)
         jr_buf_put(b, "null", 4);
     else
@@ -141,6 +175,7 @@ job_row(const jr_job_row *r, void *arg)
          * too, so that a client shows it exactly as pushed */
         jr_buf_put(b, ",\"payload\":", 11);
         jr_api_str(b, r->payload);
+        history(b, r);
     }
     jr_buf_put(b, "}", 1);
     return 0;
