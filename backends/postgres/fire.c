@@ -3,11 +3,13 @@
  * the last fire of each schedule. Statements unprepared (a fire is rare).
  * Uses conn.c. */
 
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "postgres/pg_int.h"
+#include "base/util.h"
 
 /* Runs sql ({{schema}} expanded) with $1 schedule, $2 at (epoch seconds)
  * and $3 n, unprepared (a fire is rare). Returns its result (caller
@@ -156,6 +158,12 @@ pg_last_fires(jr_backend *b, jr_fire_cb cb, void *arg, jr_err *err)
 
 /* ---- schedule controls (migration 12) ---- */
 
+#define FIRE_SKEW 60.0          /* seconds a fire asked for by hand may be
+                                   from now: the runners fire asks up to a
+                                   minute old, and a later instant would
+                                   hold back the schedule's fires until
+                                   then */
+
 /* $1 name; $2 the fire's instant, epoch seconds (0: the current second);
  * $3 unused. FIRE returns the instant asked for. */
 static const char *const ctl_sql[] = {
@@ -225,6 +233,9 @@ pg_sched_ctl(jr_backend *b, const char *name, int what, double *at,
     if (what < JR_SCHED_PAUSE || what > JR_SCHED_FIRE)
         return jr_fail(err, JR_EINPUT, "schedule '%s': unknown control %d",
                        name, what);
+    if (what == JR_SCHED_FIRE && *at > 0 && fabs(*at - jr_now()) > FIRE_SKEW)
+        return jr_fail(err, JR_EINPUT, "schedule '%s': fire instant %.3f is "
+                       "more than %.0fs from now", name, *at, FIRE_SKEW);
     if (pg_ready(b, err) < 0 ||
         pg_run_plain(b, "BEGIN", "beginning a transaction", err) < 0)
         return -1;

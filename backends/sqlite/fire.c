@@ -137,6 +137,12 @@ jr_sqlite_last_fires(jr_backend *b, jr_fire_cb cb, void *arg, jr_err *err)
 
 /* ---- schedule controls (migration 12) ---- */
 
+#define FIRE_SKEW 60.0          /* seconds a fire asked for by hand may be
+                                   from now: the runners fire asks up to a
+                                   minute old, and a later instant would
+                                   hold back the schedule's fires until
+                                   then */
+
 static const char *const ctl_sql[] = {
     [JR_SCHED_PAUSE] =
         "INSERT INTO schedules AS s (name, paused, paused_at, updated_at)"
@@ -209,6 +215,9 @@ jr_sqlite_sched_ctl(jr_backend *b, const char *name, int what, double *at,
     if (what < JR_SCHED_PAUSE || what > JR_SCHED_FIRE)
         return jr_fail(err, JR_EINPUT, "schedule '%s': unknown control %d",
                        name, what);
+    if (what == JR_SCHED_FIRE && *at > 0 && fabs(*at - jr_now()) > FIRE_SKEW)
+        return jr_fail(err, JR_EINPUT, "schedule '%s': fire instant %.3f is "
+                       "more than %.0fs from now", name, *at, FIRE_SKEW);
     if (what == JR_SCHED_FIRE && *at <= 0)
         *at = floor(now);
     if (jr_sqlite_begin(b, err) < 0)
