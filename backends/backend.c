@@ -274,3 +274,15 @@ jr_list_filter_check(const jr_list_filter *f, jr_err *err)
                        "id >= 1), not both");
     return 0;
 }
+
+void
+jr_attempt_rows_clear(jr_attempt_row *a, int n)
+{
+    int i;
+
+    for (i = 0; i < n; i++) {
+        free(a[i].error);
+        free(a[i].runner);
+        free(a[i].generation);
+    }
+}

@@ -51,7 +51,8 @@ for _, backend in ipairs(jr.backends()) do
       finally(function() jr.write_file(env.dir .. "/stop", "") end)
       local base = H.start(env, 'concurrency = 2, defaults = { max_retries = 0 }, ' ..
         'retention = { completed = "1h" }, limits = { page = { key = "payload.user_id", ' ..
-        'concurrency = 2, rate = "5/1s", per_key = { concurrency = 1 } } }')
+        'concurrency = 2, rate = "5/1s", per_key = { concurrency = 1 } } }, ' ..
+        'schedules = { { name = "nightly", cron = "0 3 * * *", tz = "Europe/Paris" } }')
       local c = assert(client.open(env.url, { schema = env.schema }))
       local items = {}
       for i = 1, PAGED do items[i] = { "page", { user_id = i % 10, i = i } } end
@@ -131,7 +132,25 @@ for _, backend in ipairs(jr.backends()) do
       assert.equal(tostring(PAGED), page.limits[1][6])
       assert.equal(20, #page.limitWaiting)
       assert.equal("page", page.limitWaiting[1][2])
-      assert.is_string(page.schedulesNote or page.schedules[1][1])
+      -- the schedule, and Fire now: exactly one job, the one the page shows
+      assert.equal(cjson.null, page.schedulesNote)
+      assert.matches("^nightly", page.schedules[1][1])
+      assert.equal("cron 0 3 * * *", page.schedules[1][2])
+      assert.equal("Europe/Paris", page.schedules[1][3])
+      assert.equal("never", page.schedules[1][5])
+      local nexts = 0
+      for _ in page.schedules[1][6]:gmatch("%d%d%d%d%-%d%d%-%d%d %d%d:%d%d") do nexts = nexts + 1 end
+      assert.equal(3, nexts)
+      assert.matches("schedule nightly: fire asked", page.fireMessage, 1, true)
+      jr.sleep(2)                                     -- a second fire would show by now
+      local fired = env:query("SELECT id FROM jobs WHERE name = 'nightly'")
+      assert.equal(1, #fired)
+      assert.equal(tostring(math.tointeger(fired[1].id)), page.firedJob)
+      -- the dead job's attempt, on the timeline
+      assert.is_true(page.attemptsShown)
+      assert.equal(1, #page.attempts)
+      assert.matches("^attempt 1", page.attempts[1])
+      assert.matches("flaky failed: <script>", page.attempts[1], 1, true)
       assert.is_string(page.batch)
       assert.matches("Nothing at #/no/such/page", page.notFound, 1, true)
       -- every job named page, paged through by keyset: none missed or repeated
@@ -162,7 +181,8 @@ for _, backend in ipairs(jr.backends()) do
       assert.matches("queued again", page.message)
       env:wait_state(dead, "completed")
       for _, png in ipairs({ "overview", "overview-phone", "running", "dead", "job", "queues",
-                             "queue", "limits", "schedules", "batch", "jobs", "jobs-filtered" }) do
+                             "queue", "limits", "schedules", "schedules-fired", "batch", "jobs",
+                             "jobs-filtered" }) do
         local f = io.open(shots .. "/" .. png .. ".png", "rb")
         assert.is_truthy(f, png .. " not saved")
         assert.equal("\137PNG", f:read(4))

@@ -181,6 +181,8 @@ row_fields(const PGresult *res, int r, jr_job_row *j)
     j->cancel_requested = strcmp(PQgetvalue(res, r, 19), "t") == 0;
     j->unique_key = NULL;
     j->limit_key = PQgetisnull(res, r, 20) ? NULL : PQgetvalue(res, r, 20);
+    j->history = NULL;
+    j->nhistory = 0;
 }
 
 static const pg_stmt st_show = {S_SHOW, "jr_show", 1,
@@ -191,17 +193,24 @@ static const pg_stmt st_show = {S_SHOW, "jr_show", 1,
 int
 pg_show(jr_backend *b, int64_t id, jr_job_cb cb, void *arg, jr_err *err)
 {
+    jr_attempt_row att[JR_ATTEMPTS_KEPT];
     char sid[24];
     const char *params[1] = {sid};
     PGresult *res;
     jr_job_row row;
+    int natt;
 
     snprintf(sid, sizeof sid, "%lld", (long long)id);
     if (pg_ready(b, err) < 0 ||
-        (res = pg_run(b, &st_show, params, "reading a job", err)) == NULL)
+        (natt = pg_attempts(b, id, att, JR_ATTEMPTS_KEPT, err)) < 0)
         return -1;
+    if ((res = pg_run(b, &st_show, params, "reading a job", err)) == NULL) {
+        jr_attempt_rows_clear(att, natt);
+        return -1;
+    }
     if (PQntuples(res) == 0) {
         PQclear(res);
+        jr_attempt_rows_clear(att, natt);
         return jr_fail(err, JR_ENOTFOUND, "job %lld: no such job",
                        (long long)id);
     }
@@ -209,8 +218,11 @@ pg_show(jr_backend *b, int64_t id, jr_job_cb cb, void *arg, jr_err *err)
     row.payload = PQgetvalue(res, 0, 21);
     row.unique_key = PQgetisnull(res, 0, 22) ? NULL :
                      PQgetvalue(res, 0, 22);
+    row.history = att;
+    row.nhistory = natt;
     cb(&row, arg);
     PQclear(res);
+    jr_attempt_rows_clear(att, natt);
     return 0;
 }
 

@@ -155,9 +155,17 @@ unsigned pg_reconnects(jr_backend *b);
 int pg_push_copy(jr_backend *b, const jr_push *const *pp, int n,
                  const int64_t *ids, jr_err *err);
 
+/* attempts.c: fills a[0..max) with job id's newest attempts, oldest
+ * first (strings: free with jr_attempt_rows_clear); returns how many */
+int pg_attempts(jr_backend *b, int64_t id, jr_attempt_row *a, int max,
+                jr_err *err);
+
 /* fire.c */
 int pg_fire(jr_backend *b, jr_fire *f, int n, int keep, jr_err *err);
 int pg_last_fires(jr_backend *b, jr_fire_cb cb, void *arg, jr_err *err);
+int pg_sched_ctl(jr_backend *b, const char *name, int what, double *at,
+                 jr_err *err);
+int pg_sched_states(jr_backend *b, jr_sched_cb cb, void *arg, jr_err *err);
 
 /* inspect.c */
 int pg_stats(jr_backend *b, jr_stat_cb cb, void *arg, jr_err *err);

@@ -235,26 +235,36 @@ row_fields(sqlite3_stmt *s, jr_job_row *r)
     r->cancel_requested = sqlite3_column_int(s, 19);
     r->unique_key = NULL;
     r->limit_key = col_text(s, 20);
+    r->history = NULL;
+    r->nhistory = 0;
 }
 
 int
 jr_sqlite_show(jr_backend *b, int64_t id, jr_job_cb cb, void *arg, jr_err *err)
 {
-    sqlite3_stmt *s = stmt(b, S_SHOW, err);
+    jr_attempt_row att[JR_ATTEMPTS_KEPT];
+    sqlite3_stmt *s;
     jr_job_row row;
-    int rc;
+    int rc, natt;
 
-    if (s == NULL)
+    if ((natt = jr_sqlite_attempts(b, id, att, JR_ATTEMPTS_KEPT, err)) < 0)
         return -1;
+    if ((s = stmt(b, S_SHOW, err)) == NULL) {
+        jr_attempt_rows_clear(att, natt);
+        return -1;
+    }
     sqlite3_bind_int64(s, 1, id);
     rc = sqlite3_step(s);
     if (rc == SQLITE_ROW) {
         row_fields(s, &row);
         row.payload = col_text(s, 21);
         row.unique_key = col_text(s, 22);
+        row.history = att;
+        row.nhistory = natt;
         cb(&row, arg);
     }
     sqlite3_reset(s);
+    jr_attempt_rows_clear(att, natt);
     if (rc == SQLITE_DONE)
         return jr_fail(err, JR_ENOTFOUND, "job %lld: no such job",
                        (long long)id);

@@ -237,11 +237,19 @@ int  jr_sqlite_show(jr_backend *b, int64_t id, jr_job_cb cb, void *arg,
                     jr_err *err);
 int  jr_sqlite_list(jr_backend *b, const jr_list_filter *f, jr_job_cb cb,
                     void *arg, jr_err *err);
+/* attempts.c: fills a[0..max) with job id's newest attempts, oldest
+ * first (strings: free with jr_attempt_rows_clear); returns how many */
+int  jr_sqlite_attempts(jr_backend *b, int64_t id, jr_attempt_row *a,
+                        int max, jr_err *err);
 /* fire.c */
 int  jr_sqlite_fire(jr_backend *b, jr_fire *f, int n, int keep,
                     jr_err *err);
 int  jr_sqlite_last_fires(jr_backend *b, jr_fire_cb cb, void *arg,
                           jr_err *err);
+int  jr_sqlite_sched_ctl(jr_backend *b, const char *name, int what,
+                         double *at, jr_err *err);
+int  jr_sqlite_sched_states(jr_backend *b, jr_sched_cb cb, void *arg,
+                            jr_err *err);
 /* limits.c */
 int  jr_sqlite_limit_paths(jr_backend *b, const jr_limit *l, int n,
                            jr_err *err);

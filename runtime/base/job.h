@@ -107,7 +107,16 @@ typedef struct jr_result {
     double         done;        /* PROGRESS: work done so far */
     double         total;       /* PROGRESS: of this much; NAN: unknown */
     const char    *note;        /* PROGRESS: a short text, or NULL */
+    double         secs;        /* RETRY, DEAD: how long the attempt ran,
+                                   seconds (the master's measure; 0: not
+                                   known) */
+    int            worker;      /* RETRY, DEAD: the master's id of the
+                                   worker that ran it (0: not known) */
 } jr_result;
+
+/* How many failed attempts a job keeps (the attempt history: backend.h's
+ * jr_attempt_row, docs/operations.md "Attempt history"): the newest. */
+#define JR_ATTEMPTS_KEPT 20
 
 /* The states a job is in, as filters, gauges, the control module and the
  * usage text name them: the one list (the SQL schemas keep their own

@@ -27,5 +27,9 @@ int jr_luaclient_list(lua_State *L);
 int jr_luaclient_pause(lua_State *L);
 int jr_luaclient_resume(lua_State *L);
 int jr_luaclient_queues(lua_State *L);
+/* luacontrol.c: q:schedule_pause, q:schedule_resume, q:schedule_fire */
+int jr_luaclient_schedule_pause(lua_State *L);
+int jr_luaclient_schedule_resume(lua_State *L);
+int jr_luaclient_schedule_fire(lua_State *L);
 
 #endif

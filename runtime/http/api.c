@@ -20,6 +20,8 @@
 
 #include "http/http.h"
 #include "base/job.h"
+#include "config/config.h"
+#include "config/schedules.h"
 
 /* --- a JSON body: one object with the keys ids, all, older_than ---- */
 
@@ -28,6 +30,7 @@ typedef struct body {
     char        why[200];
     int         has_ids, all;
     double      older_than;     /* < 0: not given */
+    double      at;             /* fire's instant; 0: not given */
 } body;
 
 static int
@@ -141,8 +144,13 @@ member(body *b, jr_apireq *q)
             return bad(b, "'older_than' must be seconds >= 0");
         return 0;
     }
+    if (strcmp(k, "at") == 0) {
+        if (number(b, &b->at) < 0 || b->at <= 0 || b->at > JR_TIME_MAX)
+            return bad(b, "'at' must be epoch seconds");
+        return 0;
+    }
     snprintf(b->why, sizeof b->why, "unknown key '%s' in the body (ids, "
-             "all, older_than)", k);
+             "all, older_than, at)", k);
     return -1;
 }
 
@@ -480,6 +488,53 @@ r_limits(call *c)
 static void r_pause(call *c) { r_queue(c, JR_API_PAUSE); }
 static void r_resume(call *c) { r_queue(c, JR_API_RESUME); }
 
+static void
+r_schedules(call *c)
+{
+    jr_apireq *q = new_req(c, JR_API_SCHEDULES);
+
+    if (q != NULL) {
+        q->schedules = &c->host->cfg->schedules;
+        ask(c, q);
+    }
+}
+
+/* POST /api/schedules/NAME/{pause,resume,fire}: a schedule of the
+ * runner's config (404 otherwise); fire takes {"at": epoch seconds}. */
+static void
+r_sched(call *c, int what)
+{
+    const jr_schedules *ss = &c->host->cfg->schedules;
+    jr_apireq *q;
+    body b;
+    int i;
+
+    for (i = 0; i < ss->n && strcmp(ss->s[i].name, c->arg) != 0; i++)
+        ;
+    if (i == ss->n) {
+        jr_http_error(c->req, 404, "no schedule '%.128s' in the runner's "
+                      "config", c->arg);
+        return;
+    }
+    if ((q = with_body(c, JR_API_SCHED_CTL, &b)) == NULL)
+        return;
+    if ((what != JR_API_SCHED_FIRE && b.at > 0) ||
+        (b.at > 0 && fabs(b.at - jr_now()) > 60)) {
+        jr_http_error(c->req, 400, what != JR_API_SCHED_FIRE ? "'at' is for "
+                      "fire only" : "'at' must be within 60 s of now");
+        free(q);
+        return;
+    }
+    memcpy(q->name, c->arg, strlen(c->arg) + 1);    /* <= 128: a name */
+    q->what = what;
+    q->at = b.at;
+    ask(c, q);
+}
+
+static void r_sched_pause(call *c) { r_sched(c, JR_API_SCHED_PAUSE); }
+static void r_sched_resume(call *c) { r_sched(c, JR_API_SCHED_RESUME); }
+static void r_sched_fire(call *c) { r_sched(c, JR_API_SCHED_FIRE); }
+
 typedef struct listing {        /* /api/runner's "running" list */
     jr_buf     *b;
     int         n;              /* jobs in it so far */
@@ -555,6 +610,10 @@ static const route routes[] = {
     {"bulk/cancel", 1, r_bulk_cancel},
     {"bulk/retry", 1, r_bulk_retry},
     {"bulk/purge", 1, r_bulk_purge},
+    {"schedules", 0, r_schedules},
+    {"schedules/*/pause", 1, r_sched_pause},
+    {"schedules/*/resume", 1, r_sched_resume},
+    {"schedules/*/fire", 1, r_sched_fire},
     {NULL, 0, NULL}
 };
 

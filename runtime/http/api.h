@@ -26,6 +26,8 @@ enum {                          /* what a request asks the database */
     JR_API_RESUME,              /* resume queue */
     JR_API_QUEUES,              /* queue list */
     JR_API_GAUGES,              /* /metrics' database gauges (text) */
+    JR_API_SCHEDULES,           /* the config's schedules, their state */
+    JR_API_SCHED_CTL,           /* pause, resume or fire schedule name */
     JR_API_LIMITS,              /* each limit of the config, its use */
     JR_API_BULK_CANCEL,         /* cancel what the list filter selects */
     JR_API_BULK_RETRY,          /* retry its dead jobs */
@@ -33,6 +35,11 @@ enum {                          /* what a request asks the database */
 };
 
 #define JR_API_WHERE_MAX 400    /* bytes of a payload filter at most */
+
+/* jr_apireq.what of SCHED_CTL: backend.h's JR_SCHED_* (apisched.c checks) */
+enum { JR_API_SCHED_PAUSE = 1, JR_API_SCHED_RESUME, JR_API_SCHED_FIRE };
+
+struct jr_schedules;
 
 typedef struct jr_apireq {
     int         kind;
@@ -48,6 +55,10 @@ typedef struct jr_apireq {
     const struct jr_limit *limits;  /* LIMITS: the config's, borrowed */
     int         nlimits;
     double      older_than;     /* PURGE: seconds */
+    int         what;           /* SCHED_CTL: JR_API_SCHED_* */
+    double      at;             /* SCHED_CTL fire: the instant, 0: now */
+    const struct jr_schedules *schedules; /* SCHEDULES: the runner's
+                                   (immutable while it runs) */
     int         status;         /* out: HTTP status */
     jr_buf      body;           /* out: JSON, or Prometheus text */
 } jr_apireq;

@@ -1,7 +1,8 @@
 /* apidb.c - the database half of the HTTP API: runs one jr_apireq on the
  * database thread (jr_dbthread_request) through the storage interface and
- * writes the reply's JSON. Never runs in the loop. Uses api.h, backend.h,
- * json.h. */
+ * writes the reply's JSON: jobs (a job's attempt history too), queues,
+ * dead jobs, stats, the schedules and their controls. Never runs in the
+ * loop. Uses api.h, backend.h, json.h, schedules.h, cron.h. */
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -11,6 +12,8 @@
 #include "http/api.h"
 #include "backend.h"
 #include "base/limit.h"
+#include "base/cron.h"
+#include "config/schedules.h"
 #include "base/jsontext.h"
 #include "lua/json.h"
 
@@ -101,7 +104,38 @@ num_or_null(jr_buf *b, const char *key, double v)
         jr_api_printf(b, "%.17g", v);
 }
 
-/* One job as the API shows it (show adds the payload). */
+/* GET /api/jobs/ID's "attempts": the failed attempts, oldest first,
+ * times in epoch seconds as the API's other times. */
+static void
+history(jr_buf *b, const jr_job_row *r)
+{
+    int i;
+
+    jr_buf_put(b, ",\"attempts\":[", 13);
+    for (i = 0; i < r->nhistory; i++) {
+        const jr_attempt_row *a = &r->history[i];
+        jr_api_printf(b, "%s{\"attempt\":%d,\"error\":", i ? "," : "",
+                      a->attempt);
+        jr_api_str(b, a->error);
+        jr_buf_put(b, ",\"at\":", 6);
+        jr_api_time(b, a->at);
+        num_or_null(b, "duration", a->duration);
+        jr_buf_put(b, ",\"runner\":", 10);
+        jr_api_str(b, a->runner);
+        if (a->worker > 0)
+            jr_api_printf(b, ",\"worker\":%d", a->worker);
+        else
+            jr_buf_put(b, ",\"worker\":null", 14);
+        jr_buf_put(b, ",\"generation\":", 14);
+        jr_api_str(b, a->generation);
+        jr_buf_put(b, "}", 1);
+    }
+    jr_buf_put(b, "]", 1);
+}
+
+/* One job as the API shows it: show adds the payload and the attempt
+ * history ("attempts"; a list's "attempts" is the count, as "attempt"
+ * is in both). */
 static int
 job_row(const jr_job_row *r, void *arg)
 {
@@ -115,7 +149,10 @@ job_row(const jr_job_row *r, void *arg)
     jr_api_str(b, r->queue);
     jr_buf_put(b, ",\"state\":", 9);
     jr_api_str(b, r->state);
-    jr_api_printf(b, ",\"attempts\":%d,\"max_retries\":", r->attempts);
+    jr_api_printf(b, ",\"attempt\":%d", r->attempts);
+    if (r->payload == NULL)
+        jr_api_printf(b, ",\"attempts\":%d", r->attempts);
+    jr_buf_put(b, ",\"max_retries\":", 15);
     if (r->max_retries < 0)
         jr_buf_put(b, "null", 4);
     else
@@ -146,6 +183,7 @@ job_row(const jr_job_row *r, void *arg)
          * too, so that a client shows it exactly as pushed */
         jr_buf_put(b, ",\"payload\":", 11);
         jr_api_str(b, r->payload);
+        history(b, r);
     }
     jr_buf_put(b, "}", 1);
     return 0;
@@ -335,6 +373,157 @@ outcome_list(jr_db *db, jr_apireq *q, jr_err *e)
     return 0;
 }
 
+/* --- schedules: GET /api/schedules and the controls (docs/http.md) --- */
+
+#define NEXT_SHOWN 3            /* next fires given per schedule */
+
+_Static_assert((int)JR_API_SCHED_PAUSE == (int)JR_SCHED_PAUSE &&
+               (int)JR_API_SCHED_RESUME == (int)JR_SCHED_RESUME &&
+               (int)JR_API_SCHED_FIRE == (int)JR_SCHED_FIRE,
+               "api.h's controls are backend.h's");
+
+typedef struct state {          /* what the database holds of one */
+    double   last;              /* last fire instant, 0: never */
+    int64_t  job;               /* its job, 0: none */
+    int      paused;
+    double   paused_at, asked;
+} state;
+
+typedef struct states {
+    const jr_schedules *ss;
+    state              *v;      /* one per schedule of ss */
+} states;
+
+static int
+sched_find(const states *st, const char *name)
+{
+    int i;
+
+    for (i = 0; i < st->ss->n; i++)
+        if (strcmp(st->ss->s[i].name, name) == 0)
+            return i;
+    return -1;
+}
+
+static int
+on_fire(const char *schedule, double at, int64_t job, void *arg)
+{
+    states *st = arg;
+    int i = sched_find(st, schedule);
+
+    if (i >= 0) {
+        st->v[i].last = at;
+        st->v[i].job = job;
+    }
+    return 0;
+}
+
+static int
+on_ctl(const char *schedule, int paused, double paused_at, double asked,
+       void *arg)
+{
+    states *st = arg;
+    int i = sched_find(st, schedule);
+
+    if (i >= 0) {
+        st->v[i].paused = paused;
+        st->v[i].paused_at = paused_at;
+        st->v[i].asked = asked;
+    }
+    return 0;
+}
+
+/* One schedule's object. */
+static void
+put_one(jr_buf *b, const jr_schedule *s, const state *v, double now)
+{
+    double t = now;
+    int i;
+
+    jr_buf_put(b, "{\"name\":", 8);
+    jr_api_str(b, s->name);
+    jr_buf_put(b, ",\"job\":", 7);
+    jr_api_str(b, s->job);
+    if (s->cron.every > 0) {
+        jr_api_printf(b, ",\"every\":%.0f,\"cron\":null", s->cron.every);
+    } else {
+        jr_buf_put(b, ",\"every\":null,\"cron\":", 21);
+        jr_api_str(b, s->spec);
+    }
+    jr_buf_put(b, ",\"tz\":", 6);
+    jr_api_str(b, s->tz);
+    jr_buf_put(b, ",\"queue\":", 9);
+    jr_api_str(b, s->queue ? s->queue : "default");
+    jr_api_printf(b, ",\"catch_up\":\"%s\",\"paused\":%s,\"paused_at\":",
+                  jr_catchup_name(s->catch_up), v->paused ? "true" :
+                  "false");
+    jr_api_time(b, v->paused ? v->paused_at : 0);
+    jr_buf_put(b, ",\"last_fire\":", 13);
+    jr_api_time(b, v->last);
+    jr_buf_put(b, ",\"last_job\":", 12);
+    jr_api_printf(b, v->job > 0 ? "%lld" : "null", (long long)v->job);
+    jr_buf_put(b, ",\"fire_asked\":", 14);
+    jr_api_time(b, v->asked);
+    jr_buf_put(b, ",\"next\":[", 9);
+    for (i = 0; i < NEXT_SHOWN &&
+         jr_cron_next(&s->cron, s->tz, t, &t) == 0; i++)
+        jr_api_printf(b, "%s%.3f", i ? "," : "", t);
+    jr_buf_put(b, "]}", 2);
+}
+
+static int
+sched_list(jr_db *db, jr_apireq *q, jr_err *e)
+{
+    const jr_schedules *ss = q->schedules;
+    states st = {ss, calloc((size_t)(ss->n > 0 ? ss->n : 1),
+                            sizeof *st.v)};
+    double now = jr_now();
+    int i;
+
+    if (st.v == NULL)
+        return jr_fail(e, JR_ENOMEM, "out of memory listing schedules");
+    if (ss->n > 0 && (db->ops->last_fires(db->b, on_fire, &st, e) < 0 ||
+                      db->ops->sched_states(db->b, on_ctl, &st, e) < 0)) {
+        free(st.v);
+        return -1;
+    }
+    jr_api_printf(&q->body, "{\"now\":%.3f,\"schedules\":[", now);
+    for (i = 0; i < ss->n; i++) {
+        if (i > 0)
+            jr_buf_put(&q->body, ",", 1);
+        put_one(&q->body, &ss->s[i], &st.v[i], now);
+    }
+    jr_buf_put(&q->body, "]}", 2);
+    free(st.v);
+    return 0;
+}
+
+/* GET /api/schedules, and a control of one schedule. */
+static int
+schedule_req(jr_db *db, jr_apireq *q, jr_err *e)
+{
+    double at = q->at;
+    int rc;
+
+    if (q->kind == JR_API_SCHEDULES)
+        return sched_list(db, q, e);
+    if ((rc = db->ops->sched_ctl(db->b, q->name, q->what, &at, e)) < 0)
+        return -1;
+    if (q->what == JR_SCHED_FIRE)
+        q->status = 202;        /* a runner fires it within a second */
+    jr_buf_put(&q->body, "{\"schedule\":", 12);
+    jr_api_str(&q->body, q->name);
+    jr_api_printf(&q->body, ",\"%s\":%s", q->what == JR_SCHED_FIRE ?
+                  "asked" : "changed", rc > 0 ? "true" : "false");
+    if (q->what == JR_SCHED_FIRE)
+        jr_api_printf(&q->body, ",\"at\":%.3f", at);
+    else
+        jr_api_printf(&q->body, ",\"paused\":%s", q->what ==
+                      JR_SCHED_PAUSE ? "true" : "false");
+    jr_buf_put(&q->body, "}", 1);
+    return 0;
+}
+
 static const char *
 opt(const char *s)
 {
@@ -486,6 +675,9 @@ run(jr_db *db, jr_apireq *q, jr_err *e)
     switch (q->kind) {
     case JR_API_STATS:
         return stats(db, q, e);
+    case JR_API_SCHEDULES:
+    case JR_API_SCHED_CTL:
+        return schedule_req(db, q, e);
     case JR_API_GAUGES:
         return gauges(db, q, e);
     case JR_API_JOB:
@@ -518,7 +710,8 @@ run(jr_db *db, jr_apireq *q, jr_err *e)
         return jobs(db, q, &f, e);
     if (q->kind == JR_API_LIMITS)
         return limits(db, q, e);
-    if (q->kind >= JR_API_BULK_CANCEL)
+    if (q->kind == JR_API_BULK_CANCEL || q->kind == JR_API_BULK_RETRY ||
+        q->kind == JR_API_BULK_PURGE)
         return bulk(db, q, &f, e);
     jr_buf_put(&q->body, "[", 1);
     if ((q->kind == JR_API_DEAD ?
@@ -540,7 +733,8 @@ jr_apidb_run(jr_db *db, void *arg)
         return;
     jr_buf_reset(&q->body);
     q->body.oom = 0;
-    q->status = e.code == JR_ENOTFOUND ? 404 : e.code == JR_EINPUT ? 400 :
+    q->status = e.code == JR_ENOTFOUND ? 404 : e.code == JR_EINPUT ?
+                (q->kind == JR_API_SCHED_CTL ? 409 : 400) :
                 e.code == 0 ? 500 : 503;
     jr_buf_put(&q->body, "{\"error\":", 9);
     jr_api_str(&q->body, e.code ? e.msg : "out of memory");

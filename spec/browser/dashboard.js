@@ -132,6 +132,8 @@ async function views(page, out) {
   out.detailId = await page.$eval("#d-id", (e) => e.textContent);
   out.detailHtml = await page.$eval("#detail", (e) => e.innerHTML);
   out.scriptsAfter = await page.$$eval("script", (s) => s.length);
+  out.attempts = await page.$$eval("#d-attempts li", (ls) => ls.map((l) => l.textContent));
+  out.attemptsShown = await page.$eval("#d-attempts-box", (e) => !e.hidden);
   await shot(page, "job");
 
   out.loadMs.queues = await open(page, "/queues", "queues");
@@ -152,6 +154,21 @@ async function views(page, out) {
   out.schedules = await texts(page, "#schedules tbody tr");
   out.schedulesNote = await page.$eval("#s-none", (e) => e.hidden ? null : e.textContent);
   await shot(page, "schedules");
+  // Fire now on the first schedule: the page then shows its job as the last fire
+  if (!out.schedulesNote && out.schedules.length) {
+    await page.$$eval("#schedules tbody tr", (rows) => Array.from(rows[0].querySelectorAll("button"))
+      .find((b) => b.textContent === "Fire now").click());
+    await page.waitForFunction(() => /fire asked|fired/.test(
+      document.getElementById("message").textContent), T);
+    out.fireMessage = await page.$eval("#message", (e) => e.textContent);
+    await page.waitForFunction(() => {
+      const r = document.querySelector("#schedules tbody tr");
+      return r && r.cells[4] && r.cells[4].querySelector("a");
+    }, T);
+    out.firedJob = await page.$eval("#schedules tbody tr", (r) => r.cells[4].querySelector("a").textContent);
+    out.schedulesAfter = await texts(page, "#schedules tbody tr");
+    await shot(page, "schedules-fired");
+  }
 
   out.loadMs.batch = await open(page, "/batches/1", "batch");
   out.batch = await page.$eval("#bt-done", (e) => e.textContent);

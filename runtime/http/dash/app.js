@@ -49,7 +49,7 @@
     return future ? "in " + v : v + " ago";
   }
 
-  function when(t) { return t ? new Date(t * 1000).toISOString().replace("T", " ").slice(0, 19) + " (" + ago(t) + ")" : ""; }
+  function when(t) { return t ? new Date(t * 1000).toISOString().replace("T", " ").slice(0, 19) + " UTC (" + ago(t) + ")" : ""; }
 
   function dur(s) {
     return s < 60 ? s.toFixed(1) + "s" : Math.floor(s / 60) + "m" + Math.round(s % 60) + "s";
@@ -360,7 +360,8 @@
       shown = j.id;
       $("d-id").textContent = j.id + " (" + j.name + ")";
       var st = stateOf(j), q = link(j.queue, "#/queues/" + encodeURIComponent(j.queue));
-      fields($("d-fields"), [["state", badge(st)], ["queue", q], ["attempts", j.attempts +
+      var count = Array.isArray(j.attempts) ? j.attempt : j.attempts;
+      fields($("d-fields"), [["state", badge(st)], ["queue", q], ["attempts", count +
         (j.max_retries !== null ? " of " + (j.max_retries + 1) : "")],
        ["priority", j.priority], ["run at", when(j.run_at)],
        ["created", when(j.created_at)], ["started", when(j.started_at)],
@@ -372,7 +373,7 @@
       $("d-result-box").hidden = j.result === undefined || j.result === null;
       $("d-result").textContent = j.result === undefined || j.result === null ? "" : jsonText(j.result);
       $("d-error").textContent = j.last_error || "(none)";
-      attempts(j.attempts_list || (Array.isArray(j.attempts) ? j.attempts : null));
+      attempts(Array.isArray(j.attempts) ? j.attempts : null);
       $("d-retry").hidden = $("d-purge").hidden = j.state !== "dead";
       $("d-cancel").hidden = j.state !== "queued" && j.state !== "running" && j.state !== "waiting";
     }).catch(function (e) {
@@ -429,6 +430,13 @@
     return span;
   }
 
+  function period(s) {
+    if (typeof s !== "number") return String(s);
+    return [[86400, "d"], [3600, "h"], [60, "m"], [1, "s"]].filter(function (u) {
+      return s % u[0] === 0;
+    }).map(function (u) { return s / u[0] + u[1]; })[0] || s + "s";
+  }
+
   function loadSchedules() {
     return api("schedules").then(function (list) {
       $("s-none").hidden = true;
@@ -438,13 +446,14 @@
         var name = el("span", s.name + " ");
         if (s.paused) name.appendChild(badge("paused"));
         var next = (pick(s, ["next", "next_fires"]) || []).map(function (t) { return when(t); });
-        return tr([name, s.cron ? "cron " + s.cron : every !== null ? "every " + every + (typeof every === "number" ? "s" : "") : "",
+        return tr([name, s.cron ? "cron " + s.cron : every !== null ? "every " + period(every) : "",
           pick(s, ["tz", "time_zone", "timezone"]) || "local", String(pick(s, ["catch_up"]) === null ? "" : pick(s, ["catch_up"])),
           lastFire(s), el("span", next.join("\n"), "lines"),
           buttons([["Fire now", function () { fire(s.name, n); }],
                    [s.paused ? "Resume" : "Pause", function () {
-                     act("schedules/" + n + (s.paused ? "/resume" : "/pause"), {}, function () {
-                       return "schedule " + s.name + (s.paused ? " resumed" : " paused");
+                     act("schedules/" + n + (s.paused ? "/resume" : "/pause"), {}, function (r) {
+                       return "schedule " + s.name + (r.changed === false ? " was already" : "") +
+                         (s.paused ? " resumed" : " paused");
                      });
                    }]])]);
       }, "no schedules in the config");
@@ -458,8 +467,9 @@
 
   function fire(name, n) {
     act("schedules/" + n + "/fire", {}, function (r) {
-      var job = pick(r, ["job", "job_id", "id"]);
-      return "schedule " + name + " fired" + (job ? ": job " + job : "");
+      var job = pick(r, ["job", "job_id"]);
+      return "schedule " + name + (job ? " fired: job " + job : r.asked === false ? ": not fired" :
+        ": fire asked" + (r.at ? " for " + when(r.at) : "") + ", its job shows as the last fire");
     });
   }
 
