@@ -209,6 +209,8 @@ typedef struct jr_limit_use {
     const char *top_key[JR_LIMIT_TOP];  /* keys by ready jobs, most first */
     long        top_waiting[JR_LIMIT_TOP];
     long        top_running[JR_LIMIT_TOP];
+    double      top_tokens[JR_LIMIT_TOP];   /* in each key's bucket; -1:
+                                               no per-key rate */
 } jr_limit_use;
 
 /* Every function returns -1 with err set on failure unless said otherwise.

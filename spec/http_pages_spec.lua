@@ -7,6 +7,7 @@
 local jr = require "jr"
 local H = require "jrhttp"
 local client = require "jobrunner"
+local cjson = require "cjson"
 
 local function url_escape(s)
   return (s:gsub("[^%w%-_.~]", function(c) return ("%%%02X"):format(c:byte()) end))
@@ -136,7 +137,8 @@ for _, backend in ipairs(jr.backends()) do
 
     it("lists each limit with its use and busiest keys, a read open on loopback without a token", function()
       local base = H.start(env, [[limits = { ["lim"] = { key = "payload.account",
-        concurrency = 3, rate = "10/1s", per_key = { concurrency = 1 } } }]], { token = false })
+        concurrency = 3, rate = "10/1s", per_key = { concurrency = 1, rate = "2/1s" } } }]],
+        { token = false })
       push_many(5, function(i) return { "lim", { account = i <= 3 and "a" or "b" } } end)
       jr.wait_for(function()
         local l = H.json(base .. "/api/limits", 200, { token = false })
@@ -149,11 +151,29 @@ for _, backend in ipairs(jr.backends()) do
       assert.equal(3, l[1].limit.concurrency)
       assert.equal("10/1s", l[1].limit.rate)
       assert.equal(1, l[1].per_key.concurrency)
+      assert.equal("2/1s", l[1].per_key.rate)
       assert.equal(0, l[1].running)
       assert.is_number(l[1].tokens)
       assert.equal("a", l[1].top_keys[1].key)
       assert.equal(3, l[1].top_keys[1].waiting)
       assert.equal("b", l[1].top_keys[2].key)
+      assert.equal(2, l[1].top_keys[1].tokens)         -- no claim yet: a full bucket
+      assert.equal(10, l[1].tokens)
+    end)
+
+    it("shows a busy key's tokens going down as its jobs run", function()
+      env:script("lr", "return function(job) end")
+      local base = H.start(env, [[limits = { ["lr"] = { key = "payload.k",
+        per_key = { rate = "2/1h" } } }]], { token = false })
+      push_many(3, function() return { "lr", { k = "a" } } end)
+      jr.wait_for(function() return env:count("queued") == 1 end, 10, "two of three ran")
+      local l = H.json(base .. "/api/limits", 200, { token = false })
+      assert.equal("a", l[1].top_keys[1].key)
+      assert.equal(1, l[1].top_keys[1].waiting)
+      assert.is_true(l[1].top_keys[1].tokens < 0.1, "tokens " .. l[1].top_keys[1].tokens)
+      assert.equal(cjson.null, l[1].tokens)              -- no rate of its own
+      local out = env:cli("limits")
+      assert.matches("key a%s+0 running%s+1 waiting%s+0%.0 tokens", out)
     end)
   end)
 end

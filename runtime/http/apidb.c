@@ -602,8 +602,12 @@ limits(jr_db *db, jr_apireq *q, jr_err *e)
         for (int k = 0; k < u.ntop; k++) {
             jr_buf_put(b, k ? ",{\"key\":" : "{\"key\":", k ? 8 : 7);
             jr_api_str(b, u.top_key[k]);
-            jr_api_printf(b, ",\"waiting\":%ld,\"running\":%ld}",
-                          u.top_waiting[k], u.top_running[k]);
+            jr_api_printf(b, ",\"waiting\":%ld,\"running\":%ld,"
+                          "\"tokens\":", u.top_waiting[k], u.top_running[k]);
+            if (u.top_tokens[k] >= 0)
+                jr_api_printf(b, "%.3f}", u.top_tokens[k]);
+            else
+                jr_buf_put(b, "null}", 5);
         }
         jr_buf_put(b, "]}", 2);
     }

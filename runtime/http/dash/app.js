@@ -494,7 +494,8 @@
 
   function topKeys(l) {
     return el("span", l.top_keys.map(function (k) {
-      return k.key + ": " + k.running + " running, " + k.waiting + " waiting";
+      return k.key + ": " + k.running + " running, " + k.waiting + " waiting" +
+        (k.tokens !== null && k.tokens !== undefined ? ", " + Number(k.tokens).toFixed(1) + " tokens" : "");
     }).join("\n") || "–", "lines");
   }
 
