@@ -44,6 +44,8 @@ for _, backend in ipairs(jr.backends()) do
       { "queue", "pause" }, { "queue", "pause", "q" }, { "queue", "resume" },
       { "cancel" }, { "cancel", "1" }, { "show" }, { "show", "1" }, { "list" },
       { "limits" }, { "check" }, { "migrate" }, { "reload" }, { "schedules" },
+      { "schedule" }, { "schedule", "pause" }, { "schedule", "pause", "s" },
+      { "schedule", "fire", "s" },
     }
 
     -- No database: no SQLite file, no PostgreSQL schema.

@@ -72,7 +72,13 @@ describe("sqlite: migration 7 (cheaper insert checks)", function()
     local out, err, code = env:cli("migrate")
     assert.are.equal(0, code, out .. err)
     assert.is_true(env:query("PRAGMA user_version")[1].user_version >= 7)
-    assert.are.same(rows, env:query("SELECT * FROM jobs ORDER BY id"))
+    -- later migrations add columns (12: attempt_log), empty on old rows
+    local now = env:query("SELECT * FROM jobs ORDER BY id")
+    for _, r in ipairs(now) do
+      assert.equal(require("cjson").null, r.attempt_log)
+      r.attempt_log = nil
+    end
+    assert.are.same(rows, now)
     assert.equal(seq, env:query("SELECT seq FROM sqlite_sequence WHERE name = 'jobs'")[1].seq)
     assert.are.same(objs, objects(env))
     assert.equal("ok", env:query("PRAGMA integrity_check")[1].integrity_check)

@@ -85,15 +85,17 @@ pg_fire_one(jr_backend *b, jr_fire *f, int keep, jr_err *err)
         pg_run_plain(b, "BEGIN", "beginning a transaction", err) < 0)
         return -1;
     /* nothing when this fire or a later one is recorded: another runner's
-     * (a concurrent insert of the same fire waits, then does nothing) */
+     * (a concurrent insert of the same fire waits, then does nothing; a
+     * fire asked for by hand: this one only), or when the schedule is
+     * paused */
     rc = fire_count(b, "INSERT INTO {{schema}}.schedule_fires (schedule, "
                     "fire_at) SELECT $1, to_timestamp($2::float8) WHERE "
-                    "$3::bigint = 0 AND NOT EXISTS (SELECT 1 FROM "
+                    "($3::bigint = 1 OR NOT EXISTS (SELECT 1 FROM "
                     "{{schema}}.schedule_fires WHERE schedule = $1 AND "
-                    "fire_at >= to_timestamp($2::float8)) AND NOT EXISTS "
+                    "fire_at >= to_timestamp($2::float8))) AND NOT EXISTS "
                     "(SELECT 1 FROM {{schema}}.schedules WHERE name = $1 "
                     "AND paused) ON CONFLICT DO NOTHING", f->schedule,
-                    f->at, 0, err);
+                    f->at, f->manual != 0, err);
     if (rc == 0 && (rc = paused(b, f->schedule, err)) > 0) {
         f->inserted = -2;       /* paused: refused, as if fired */
         rc = 0;

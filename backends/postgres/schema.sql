@@ -673,8 +673,9 @@ CREATE TABLE {{schema}}.schedules (
 -- A resume records its instant as the schedule's last fire (no job): the
 -- fires of the paused time never run, catch-up after a restart included.
 -- fire_schedule asks the runners for a fire at the given instant (the
--- current second by default) and returns it; two asks for one instant
--- make one job. A paused schedule is not fired (an exception).
+-- current second by default, at most 60 s from now) and returns it; two
+-- asks for one instant make one job. A paused schedule is not fired (an
+-- exception).
 CREATE FUNCTION {{schema}}.pause_schedule(name text) RETURNS void
 LANGUAGE sql AS $$
     INSERT INTO {{schema}}.schedules AS s (name, paused, paused_at,
@@ -699,9 +700,14 @@ $$;
 CREATE FUNCTION {{schema}}.fire_schedule(name text,
                                          at timestamptz DEFAULT NULL)
 RETURNS timestamptz LANGUAGE plpgsql AS $$
+#variable_conflict use_column
 DECLARE
     t timestamptz := coalesce(fire_schedule.at, date_trunc('second', now()));
 BEGIN
+    IF abs(extract(epoch FROM t - now())) > 60 THEN
+        RAISE EXCEPTION 'jobrunner.fire_schedule: the instant % is more than 60 s from now',
+            t USING ERRCODE = 'invalid_parameter_value';
+    END IF;
     IF EXISTS (SELECT 1 FROM {{schema}}.schedules s
                WHERE s.name = fire_schedule.name AND s.paused) THEN
         RAISE EXCEPTION 'jobrunner.fire_schedule: schedule ''%'' is paused',

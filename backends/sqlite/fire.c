@@ -64,13 +64,14 @@ fire_one(jr_backend *b, jr_fire *f, int keep, jr_err *err)
     if (jr_push_check(&f->job, 0, err) < 0 || jr_sqlite_begin(b, err) < 0)
         return -1;
     /* nothing when this fire or a later one is recorded (another
-     * runner's), or when the schedule is paused */
+     * runner's; a fire asked for by hand: this one only), or when the
+     * schedule is paused */
     rc = fire_sql(b, "INSERT OR IGNORE INTO schedule_fires (schedule, "
-                  "fire_at) SELECT ?1, ?2 WHERE NOT EXISTS "
+                  "fire_at) SELECT ?1, ?2 WHERE (?3 = 1 OR NOT EXISTS "
                   "(SELECT 1 FROM schedule_fires WHERE schedule = ?1 "
-                  "AND fire_at >= ?2) AND NOT EXISTS (SELECT 1 FROM "
+                  "AND fire_at >= ?2)) AND NOT EXISTS (SELECT 1 FROM "
                   "schedules WHERE name = ?1 AND paused = 1)", f->schedule,
-                  f->at, 0, err);
+                  f->at, f->manual != 0, err);
     if (rc == 0 && (rc = paused(b, f->schedule, err)) > 0) {
         f->inserted = -2;
         rc = 0;

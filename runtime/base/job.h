@@ -60,6 +60,8 @@ typedef struct jr_fire {
     int64_t     id;             /* out: the job's id, when inserted */
     int         inserted;       /* out: 1 inserted here, 0 not (another
                                    runner fired it, or a later fire) */
+    int         manual;         /* asked for by hand: once per instant,
+                                   even when a later fire is recorded */
 } jr_fire;
 /* What a duplicate push does (jr_push.on_conflict). */
 enum {

@@ -3,9 +3,11 @@
  * with its job, once across runners: backend.h's fire), catch-up after
  * downtime from the last fires the database holds (read again after a
  * reconnect), catch-up whenever the runner finds itself behind (a stall,
- * a clock step), fires retried until recorded, and the config's
- * schedules followed on reload. A service (service.h) owning its
- * schedules, fires and timer. Uses cron.h, schedules.h, dbthread.h. */
+ * a clock step), fires retried until recorded, the operator's controls
+ * read each second (pause, fire now: schedq.c follows them), and the
+ * config's schedules followed on reload. A service (service.h) owning
+ * its schedules, fires and timer; the fire queue is schedq.c's (sched.h).
+ * Uses cron.h, schedules.h, dbthread.h. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>

@@ -209,6 +209,7 @@ static void
 asked(jr_sched *sc, ent *e, double at, double now)
 {
     char when[40];
+    int i;
 
     e->asked = at;
     jr_time_iso(at, when, sizeof when);
@@ -219,6 +220,10 @@ asked(jr_sched *sc, ent *e, double at, double now)
     }
     jr_log(JR_LOG_INFO, "schedule '%s': fire asked for %s", e->s.name, when);
     jr_schedq_add(sc, e, at);
+    for (i = 0; i < sc->npending; i++)      /* once: not a catch-up */
+        if (sc->pending[i].f.at == at &&
+            strcmp(sc->pending[i].f.schedule, e->s.name) == 0)
+            sc->pending[i].f.manual = 1;
 }
 
 void
