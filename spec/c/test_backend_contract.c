@@ -1112,7 +1112,7 @@ static listed
 list(jr_db *db, const char *state, const char *name, const char *queue,
      int limit)
 {
-    jr_list_filter f = {state, name, queue, limit};
+    jr_list_filter f = {state, name, queue, limit, NULL, 0, 0};
     listed l;
     jr_err e = {0};
 
@@ -1183,6 +1183,64 @@ test_show_list(void)
     bad.queue = "no/such";
     CHECK(db.ops->list(db.b, &bad, list_cb, &l, &e) < 0 &&
           e.code == JR_EINPUT && strstr(e.msg, "queue name"));
+    jr_db_close(&db);
+}
+
+/* list pages by keyset (before_id: below, newest first; after_id: above,
+ * oldest first) and filters on a payload field, typed. */
+static void
+test_list_page_where(void)
+{
+    static const char *const payload[5] = {
+        "{\"u\": 42}", "{\"u\": \"42\"}", "{\"u\": 42.0, \"d\": {\"ok\": true}}",
+        "{\"v\": 1}", "{\"u\": null}"};
+    jr_db db = conn();
+    jr_push p = job("c.where");
+    jr_list_filter f = {.name = "c.where"};
+    int64_t id[5];
+    jr_err e = {0};
+    listed l;
+    int i;
+
+    for (i = 0; i < 5; i++) {
+        p.payload = payload[i];
+        id[i] = push1(&db, p);
+    }
+    f.before_id = id[3];
+    memset(&l, 0, sizeof l);
+    CHECK_OK(db.ops->list(db.b, &f, list_cb, &l, &e), e);
+    CHECK(l.n == 3 && l.id[0] == id[2] && l.id[2] == id[0]);
+    f.before_id = 0;
+    f.after_id = id[1];
+    f.limit = 2;
+    memset(&l, 0, sizeof l);
+    CHECK_OK(db.ops->list(db.b, &f, list_cb, &l, &e), e);
+    CHECK(l.n == 2 && l.id[0] == id[2] && l.id[1] == id[3]);
+    f.after_id = 0;
+    f.limit = 0;
+    f.where = "payload.u = 42";             /* 42 and 42.0, not "42" */
+    memset(&l, 0, sizeof l);
+    CHECK_OK(db.ops->list(db.b, &f, list_cb, &l, &e), e);
+    CHECK(l.n == 2 && l.id[0] == id[2] && l.id[1] == id[0]);
+    f.where = "payload.u = \"42\"";
+    memset(&l, 0, sizeof l);
+    CHECK_OK(db.ops->list(db.b, &f, list_cb, &l, &e), e);
+    CHECK(l.n == 1 && l.id[0] == id[1]);
+    f.where = "payload.u = null";           /* a missing key is not null */
+    memset(&l, 0, sizeof l);
+    CHECK_OK(db.ops->list(db.b, &f, list_cb, &l, &e), e);
+    CHECK(l.n == 1 && l.id[0] == id[4]);
+    f.where = "payload.d.ok = true";
+    memset(&l, 0, sizeof l);
+    CHECK_OK(db.ops->list(db.b, &f, list_cb, &l, &e), e);
+    CHECK(l.n == 1 && l.id[0] == id[2]);
+    f.where = "payload.u >= 1";
+    CHECK(db.ops->list(db.b, &f, list_cb, &l, &e) < 0 &&
+          e.code == JR_EINPUT && strstr(e.msg, "payload filter"));
+    f.where = NULL;
+    f.before_id = f.after_id = id[2];
+    CHECK(db.ops->list(db.b, &f, list_cb, &l, &e) < 0 &&
+          e.code == JR_EINPUT && strstr(e.msg, "not both"));
     jr_db_close(&db);
 }
 
@@ -1436,6 +1494,7 @@ static const check_test tests[] = {
     {"progress result", test_progress},
     {"retention and prune", test_retention},
     {"show and list", test_show_list},
+    {"list pages and payload filter", test_list_page_where},
     {"queue_list counts", test_queue_list},
     {"attempt history: fenced, bounded, failures only", test_attempt_history},
     {"schedule controls: pause, resume, fire asks", test_sched_ctl},
