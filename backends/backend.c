@@ -268,5 +268,21 @@ jr_list_filter_check(const jr_list_filter *f, jr_err *err)
     if (f->limit < 0)
         return jr_fail(err, JR_EINPUT, "list limit %d is negative",
                        f->limit);
+    if (f->before_id < 0 || f->after_id < 0 ||
+        (f->before_id > 0 && f->after_id > 0))
+        return jr_fail(err, JR_EINPUT, "give before_id or after_id (a job "
+                       "id >= 1), not both");
     return 0;
+}
+
+void
+jr_attempt_rows_clear(jr_attempt_row *a, int n)
+{
+    int i;
+
+    for (i = 0; i < n; i++) {
+        free(a[i].error);
+        free(a[i].runner);
+        free(a[i].generation);
+    }
 }

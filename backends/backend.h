@@ -70,6 +70,22 @@ typedef struct jr_claim_spec {
     double              *limit_next;
 } jr_claim_spec;
 
+/* One failed attempt of a job (the attempt history, schema.sql's
+ * migration 12), as show gives them, oldest first. */
+typedef struct jr_attempt_row {
+    int         attempt;        /* the job's attempt number then */
+    char       *error;          /* may be NULL */
+    double      at;             /* epoch seconds it ended (a lost lease:
+                                   when its loss was found) */
+    double      duration;       /* seconds it ran; NAN: not known */
+    char       *runner;         /* the runner's lease token; may be NULL */
+    int         worker;         /* that runner's worker id; 0: not known */
+    char       *generation;     /* handler code that ran it; may be NULL */
+} jr_attempt_row;
+
+/* Frees the strings of a[0..n) (as the engines' show made them). */
+void jr_attempt_rows_clear(jr_attempt_row *a, int n);
+
 /* One job as show and list give it. Strings valid during the callback
  * only; times are epoch seconds, 0 when not set. */
 typedef struct jr_job_row {
@@ -100,6 +116,10 @@ typedef struct jr_job_row {
     const char *result;         /* JSON text; NULL: none, or from list */
     double      keep_until;     /* a job kept for its result is pruned
                                    then; 0: not set, or from list */
+    const jr_attempt_row *history; /* show: its failed attempts, oldest
+                                   first, at most JR_ATTEMPTS_KEPT; list:
+                                   NULL */
+    int         nhistory;
 } jr_job_row;
 
 /* Which jobs list walks: NULL fields match any. */
@@ -109,6 +129,10 @@ typedef struct jr_list_filter {
     const char *name;
     const char *queue;
     int         limit;          /* 0: all */
+    const char *where;          /* payload filter (where.h), NULL: any */
+    int64_t     before_id;      /* > 0: ids below it, newest first */
+    int64_t     after_id;       /* > 0: ids above it, oldest first (a
+                                   page back: the caller reverses it) */
 } jr_list_filter;
 
 /* One queue as queue_list gives it. */
@@ -178,6 +202,17 @@ typedef int (*jr_batch_cb)(const jr_batch_row *row, void *arg);
 
 typedef int (*jr_fire_cb)(const char *schedule, double at, int64_t job_id,
                           void *arg);
+/* One row of the schedule controls: paused (paused_at epoch seconds, 0
+ * when not paused) and the last fire asked for by hand (0: none). */
+typedef int (*jr_sched_cb)(const char *schedule, int paused,
+                           double paused_at, double fire_at, void *arg);
+
+/* What sched_ctl does to one schedule. */
+enum {
+    JR_SCHED_PAUSE = 1,         /* its fires are refused until resumed */
+    JR_SCHED_RESUME,            /* fires again, from the resume on */
+    JR_SCHED_FIRE               /* asks the runners for a fire now */
+};
 
 typedef struct jr_backend_opts {
     int         sync_normal;    /* SQLite: synchronous=NORMAL instead of FULL */
@@ -221,6 +256,8 @@ typedef struct jr_limit_use {
     const char *top_key[JR_LIMIT_TOP];  /* keys by ready jobs, most first */
     long        top_waiting[JR_LIMIT_TOP];
     long        top_running[JR_LIMIT_TOP];
+    double      top_tokens[JR_LIMIT_TOP];   /* in each key's bucket; -1:
+                                               no per-key rate */
 } jr_limit_use;
 
 /* Every function returns -1 with err set on failure unless said otherwise.
@@ -424,6 +461,24 @@ typedef struct jr_backend_ops {
      * JR_ENOTFOUND when there is no such batch. Returns 0. */
     int  (*batch_show)(jr_backend *b, int64_t id, jr_batch_cb bcb,
                        jr_link_cb mcb, void *arg, jr_err *err);
+    /* ---- schedule controls (migration 12, docs/schedules.md) ---- */
+    /* In one transaction, on schedule name (jr_name_check, JR_EINPUT
+     * otherwise; any valid name, the engines know no config), creating
+     * its row. JR_SCHED_PAUSE: from its commit on, fire refuses every
+     * fire of it (f->inserted -2). JR_SCHED_RESUME: if it was paused,
+     * resumes it and records the resume instant as its last fire with no
+     * job, so the instants of the paused time never fire (catch-up after
+     * a restart included); else nothing. JR_SCHED_FIRE: asks the runners
+     * for a fire at *at (0: the database's current second, which *at
+     * receives), kept unless a later one was asked for; a runner fires
+     * it as any fire, through fire, once; JR_EINPUT when the schedule is
+     * paused. Returns 1 if the row changed, else 0. */
+    int  (*sched_ctl)(jr_backend *b, const char *name, int what, double *at,
+                      jr_err *err);
+    /* Calls cb for each row of the schedule controls, by name; a
+     * non-zero return from cb stops the walk. Returns 0. */
+    int  (*sched_states)(jr_backend *b, jr_sched_cb cb, void *arg,
+                         jr_err *err);
 } jr_backend_ops;
 
 

@@ -91,6 +91,17 @@ local rows = {
   { "scale_r3_cpu_us", "scale-out, 3 runners: CPU per job, whole machine (us)", nil, nil, "%.1f" },
   { "chaos_dup_per_kill", "re-runs per kill -9 at full speed, mean", nil, nil, "%.1f" },
   { "chaos_dup_max", "re-runs after one kill -9, most", { "<", 250 }, { "<", 500 }, "%.0f" },
+  -- the dashboard's views: their API calls one after the other (ms)
+  { "dash_overview_ms", "dashboard #/ load, jobs table of BENCH_DASH_N (ms)", { "<", 200 }, { "<", 200 }, "%.1f" },
+  { "dash_jobs_ms", "dashboard #/jobs, newest 50 (ms)", { "<", 200 }, { "<", 200 }, "%.1f" },
+  { "dash_jobs_deep_page_ms", "dashboard #/jobs, a page near the oldest (ms)", { "<", 200 }, { "<", 200 }, "%.1f" },
+  { "dash_jobs_payload_filter_ms", "dashboard #/jobs?where=payload.user_id = 42 (ms)", { "<", 200 }, { "<", 200 }, "%.1f" },
+  { "dash_jobs_state_filter_none_ms", "dashboard #/jobs?state=dead, none dead (ms)", { "<", 200 }, { "<", 200 }, "%.1f" },
+  { "dash_job_ms", "dashboard #/jobs/ID (ms)", { "<", 200 }, { "<", 200 }, "%.1f" },
+  { "dash_running_ms", "dashboard #/running (ms)", { "<", 200 }, { "<", 200 }, "%.1f" },
+  { "dash_dead_ms", "dashboard #/dead (ms)", { "<", 200 }, { "<", 200 }, "%.1f" },
+  { "dash_queues_ms", "dashboard #/queues (ms)", { "<", 200 }, { "<", 200 }, "%.1f" },
+  { "dash_limits_ms", "dashboard #/limits, with its waiting jobs (ms)", { "<", 200 }, { "<", 200 }, "%.1f" },
 }
 
 local function cell(s, fmt)

@@ -1,15 +1,22 @@
 -- browser_spec.lua - the dashboard in a real browser (Debian's headless
 -- chromium driven by puppeteer-core: spec/browser/dashboard.js), on each
--- backend: a runner with jobs in every state, what the page shows after
--- its scripts ran, a payload and an error holding <script> shown as text,
--- Retry clicked on a dead job that then runs, and screenshots saved in the
--- test's temp dir (JR_KEEP=1 keeps it).
+-- backend: a runner with jobs in every state, 5,000 more under a limit,
+-- one reporting progress; every view opened by its URL (#/, #/running,
+-- #/dead, #/jobs/ID, #/queues, #/queues/mail, #/limits, #/schedules,
+-- #/batches/1, #/jobs?name=page) with a screenshot of each kept under
+-- spec/browser/screenshots/BACKEND/ (gitignored; CI keeps them); a
+-- payload and an error holding <script> shown as text; the 5,000 jobs
+-- paged through by keyset with none missed; a payload filter; a bulk
+-- cancel of the filtered set, confirmed and counted; Retry clicked on a
+-- dead job that then runs.
 local jr = require "jr"
 local H = require "jrhttp"
 local cjson = require "cjson"
+local client = require "jobrunner"
 
 local q = jr.quote
 local NODE_DIR = jr.root .. "/spec/browser"
+local PAGED = 5000          -- jobs named "page" (no handler takes them)
 
 local FLAKY = [[
 return function(job)
@@ -18,8 +25,10 @@ return function(job)
 end
 ]]
 local SLOW = [[
+local jobrunner = require "jobrunner"
 return function(job)
-  for _ = 1, 300 do
+  jobrunner.progress(3, 10, "resizing <b>3</b>")
+  for _ = 1, 900 do
     local f = io.open(os.getenv("PWD") .. "/stop")
     if f then f:close(); return end
     os.execute("sleep 0.1")
@@ -31,7 +40,8 @@ for _, backend in ipairs(jr.backends()) do
   describe(backend .. " dashboard in a browser:", function()
     local env = jr.test_env(backend)
 
-    it("shows every state, escapes <script>, and retries a dead job on a click", function()
+    it("opens every view by its URL, escapes <script>, pages, filters, bulk-cancels and retries",
+      function()
       assert.is_truthy(io.open(NODE_DIR .. "/node_modules/puppeteer-core/package.json"),
         "puppeteer-core is missing: run make deps")
       env:script("ok", "return function(job) end")
@@ -40,7 +50,14 @@ for _, backend in ipairs(jr.backends()) do
       jr.write_file(env.dir .. "/fail", "")
       finally(function() jr.write_file(env.dir .. "/stop", "") end)
       local base = H.start(env, 'concurrency = 2, defaults = { max_retries = 0 }, ' ..
-        'retention = { completed = "1h" }')
+        'retention = { completed = "1h" }, limits = { page = { key = "payload.user_id", ' ..
+        'concurrency = 2, rate = "5/1s", per_key = { concurrency = 1 } } }, ' ..
+        'schedules = { { name = "nightly", cron = "0 3 * * *", tz = "Europe/Paris" } }')
+      local c = assert(client.open(env.url, { schema = env.schema }))
+      local items = {}
+      for i = 1, PAGED do items[i] = { "page", { user_id = i % 10, i = i } } end
+      local paged = assert(c:push_many(items))
+      c:close()
       local done = env:push("ok", '{"n":1}')
       local dead = env:push("flaky", '{"html":"<script>alert(1)</script>"}')
       local running = env:push("slow")
@@ -51,19 +68,27 @@ for _, backend in ipairs(jr.backends()) do
       env:wait_state(dead, "dead")
       env:wait_state(done, "completed")
       env:wait_state(running, "running")
+      jr.wait_for(function()
+        return #env:query("SELECT id FROM jobs WHERE progress_done = 3 AND id = " .. running) == 1
+      end, 10,
+        "the slow job's progress")
       os.remove(env.dir .. "/fail")                  -- the retry will succeed
       jr.wait_for(function() return env:log():find("named 'nohandler'", 1, true) end,
         30, "the runner counted the job no handler takes")
 
-      local out, err, code = jr.sh(("cd %s && timeout 60 node dashboard.js %s %s %s %s"):format(
-        q(NODE_DIR), q(base), q(H.TOKEN), q(tostring(dead)), q(env.dir)))
+      local shots = jr.root .. "/spec/browser/screenshots/" .. backend
+      jr.sh("rm -rf " .. q(shots) .. " && mkdir -p " .. q(shots))
+      local out, err, code = jr.sh(("cd %s && timeout 240 node dashboard.js %s %s %s %s"):format(
+        q(NODE_DIR), q(base), q(H.TOKEN), q(tostring(dead)), q(shots)))
       assert.equal(0, code, err)
       local page = cjson.decode(out)
       assert.is_nil(page.failure, page.failure)
       assert.same({}, page.errors)
-      assert.same({}, page.dialogs)
-      assert.equal("jobrunner", page.title)
-      assert.equal(1, page.cards.ready)
+      -- the one dialog: the bulk cancel's confirmation
+      assert.same({ "Cancel every job matching name page, where payload.user_id = 7?" },
+        page.dialogs)
+      assert.equal("jobrunner · overview", page.title)
+      assert.equal(PAGED + 1, page.cards.ready)
       assert.equal(1, page.cards.scheduled)
       assert.equal(1, page.cards.running)
       assert.equal(1, page.cards.dead)
@@ -79,27 +104,86 @@ for _, backend in ipairs(jr.backends()) do
       local names = {}
       for _, r in ipairs(page.names) do names[r[1]] = r end
       assert.equal("1", names.nohandler[2])
-      -- the names no handler takes, above the names
-      assert.matches("No handler for: nohandler (1 queued)", page.unhandled or "", 1, true)
-      local states = {}
-      for _, r in ipairs(page.jobs) do states[r[4]] = true end
-      for _, s in ipairs({ "ready", "scheduled", "running", "dead", "cancelled", "completed" }) do
-        assert.is_true(states[s], "no " .. s .. " job in the list")
-      end
-      for _, r in ipairs(page.deadFiltered) do assert.equal("dead", r[4]) end
+      assert.equal(tostring(PAGED), names.page[2])
+      assert.matches("nohandler (1 queued)", page.unhandled or "", 1, true)
       assert.is_true(page.chartBars >= 1)
-      -- escaped: shown as text, no element made of it, no new script ran
+      -- running, with its progress bar and note (as text)
+      assert.equal(tostring(running), page.progress[1][1])
+      assert.matches("3 / 10 (30%)", page.progress[1][6], 1, true)
+      assert.equal("resizing <b>3</b>", page.progress[1][7])
+      assert.same({ 3, 10 }, page.progressBar)
+      -- the job by its URL: escaped, shown as text, no element made of it
+      assert.matches(tostring(dead) .. " (flaky)", page.detailId, 1, true)
       assert.matches('"html": "<script>alert(1)</script>"', page.payload, 1, true)
       assert.matches("<script>alert('err')</script>", page.error, 1, true)
       assert.matches("&lt;script&gt;", page.detailHtml, 1, true)
       assert.is_nil(page.detailHtml:find("<script>", 1, true))
       assert.equal(1, page.scripts)
       assert.equal(1, page.scriptsAfter)
+      -- queues, one queue, limits, schedules, a batch, a bad URL
+      local queues = {}
+      for _, r in ipairs(page.qlist) do queues[r[1]] = r end
+      assert.is_table(queues.mail)
+      assert.equal("mail", page.queueName)
+      assert.equal(1, page.queueCards.cancelled)
+      assert.equal("page", page.limits[1][1])
+      assert.equal("payload.user_id", page.limits[1][2])
+      assert.matches("0 / 2 running", page.limits[1][5], 1, true)
+      assert.equal(tostring(PAGED), page.limits[1][6])
+      assert.equal(20, #page.limitWaiting)
+      assert.equal("page", page.limitWaiting[1][2])
+      -- the schedule, and Fire now: exactly one job, the one the page shows
+      assert.equal(cjson.null, page.schedulesNote)
+      assert.matches("^nightly", page.schedules[1][1])
+      assert.equal("cron 0 3 * * *", page.schedules[1][2])
+      assert.equal("Europe/Paris", page.schedules[1][3])
+      assert.equal("never", page.schedules[1][5])
+      local nexts = 0
+      for _ in page.schedules[1][6]:gmatch("%d%d%d%d%-%d%d%-%d%d %d%d:%d%d") do nexts = nexts + 1 end
+      assert.equal(3, nexts)
+      assert.matches("schedule nightly: fire asked", page.fireMessage, 1, true)
+      jr.sleep(2)                                     -- a second fire would show by now
+      local fired = env:query("SELECT id FROM jobs WHERE name = 'nightly'")
+      assert.equal(1, #fired)
+      assert.equal(tostring(math.tointeger(fired[1].id)), page.firedJob)
+      -- the dead job's attempt, on the timeline
+      assert.is_true(page.attemptsShown)
+      assert.equal(1, #page.attempts)
+      assert.matches("^attempt 1", page.attempts[1])
+      assert.matches("flaky failed: <script>", page.attempts[1], 1, true)
+      assert.is_string(page.batch)
+      assert.matches("Nothing at #/no/such/page", page.notFound, 1, true)
+      -- every job named page, paged through by keyset: none missed or repeated
+      assert.equal(PAGED / 50, page.pages)
+      assert.equal(PAGED, #page.pagedIds)
+      assert.is_true(page.newerDisabledFirst)
+      for k, id in ipairs(page.pagedIds) do
+        assert.equal(math.tointeger(paged[PAGED - k + 1]), id)
+      end
+      assert.matches("before_id=", page.lastHash, 1, true)
+      assert.equal(math.tointeger(paged[150]), page.backFirst)   -- two pages up
+      assert.equal(50, page.backCount)
+      assert.equal(page.backFirst, page.reloadFirst)
+      -- the payload filter, then the bulk cancel of what it selected
+      assert.matches("where=payload.user_id = 7", page.filterHash, 1, true)
+      assert.equal(50, #page.filtered)
+      local index = {}
+      for i, id in ipairs(paged) do index[math.tointeger(id)] = i end
+      for _, id in ipairs(page.filtered) do assert.equal(7, index[id] % 10) end
+      assert.equal("500 jobs matched: 500 cancelled, 0 running told to stop, 0 already finished",
+        page.bulkMessage)
+      for _, st in ipairs(page.afterBulk) do assert.equal("cancelled", st) end
+      assert.equal(500, #env:query("SELECT id FROM jobs WHERE state = 'cancelled' AND name = 'page'"))
+      assert.equal(PAGED - 500, #env:query("SELECT id FROM jobs WHERE state = 'queued' AND name = 'page'"))
+      assert.matches("payload filter 'payload.user id = 7'", page.badFilter, 1, true)
+      for _, ms in pairs(page.loadMs) do assert.is_number(ms) end
       -- the click retried it, and it ran (and succeeded this time)
       assert.matches("queued again", page.message)
       env:wait_state(dead, "completed")
-      for _, png in ipairs({ "dashboard.png", "dashboard-phone.png" }) do
-        local f = io.open(env.dir .. "/" .. png, "rb")
+      for _, png in ipairs({ "overview", "overview-phone", "running", "dead", "job", "queues",
+                             "queue", "limits", "schedules", "schedules-fired", "batch", "jobs",
+                             "jobs-filtered" }) do
+        local f = io.open(shots .. "/" .. png .. ".png", "rb")
         assert.is_truthy(f, png .. " not saved")
         assert.equal("\137PNG", f:read(4))
         f:close()

@@ -46,6 +46,8 @@ for _, backend in ipairs(jr.backends()) do
       { "limits" }, { "check" }, { "migrate" }, { "reload" }, { "schedules" },
       { "batch" }, { "batch", "show" }, { "cancel", "--batch" },
       { "wait" }, { "wait", "1" },
+      { "schedule" }, { "schedule", "pause" }, { "schedule", "pause", "s" },
+      { "schedule", "fire", "s" },
     }
 
     -- No database: no SQLite file, no PostgreSQL schema.

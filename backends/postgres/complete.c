@@ -160,12 +160,29 @@ finish_progress(jr_backend *b, const char *token, const jr_result *r, int n,
     return rc < 0 ? rc : rc + superseded;
 }
 
+#define STR_(x) #x
+#define STR(x) STR_(x)
+/* A failed attempt joins the job's history (schema.sql, migration 12):
+ * the newest JR_ATTEMPTS_KEPT entries, oldest first. SET expressions see
+ * the row as it was: attempts is this attempt's number (counted at
+ * claim). */
+#define ATTEMPT_LOG(err, dur, runner, worker, gen) \
+    "(CASE WHEN jsonb_array_length(j.attempt_log) >= " \
+    STR(JR_ATTEMPTS_KEPT) " THEN j.attempt_log - 0" \
+    "  ELSE coalesce(j.attempt_log, '[]') END) || jsonb_build_array(" \
+    "  jsonb_build_object('attempt', j.attempts, 'error', " err "," \
+    "  'at', extract(epoch FROM now()), 'duration', " dur "," \
+    "  'runner', " runner ", 'worker', " worker ", 'generation', " gen "))"
+
 /* RETRY, DEAD, SNOOZE, RELEASE, EXPIRED and CANCELLED in one
  * statement; kinds are the JR_ values of job.h (2 retry, 3 dead, 4
  * snooze, 5 release, 6 expired, 7 cancelled). A requeue of a job
  * whose cancel was requested ends it cancelled. */
-static const pg_stmt st_finish = {S_FINISH, "jr_finish", 6,
+static const pg_stmt st_finish = {S_FINISH, "jr_finish", 8,
     "UPDATE {{schema}}.jobs j SET"
+    " attempt_log = CASE WHEN u.kind IN (2, 3) THEN "
+    ATTEMPT_LOG("u.err", "u.secs", "$1::text", "u.worker", "u.gen")
+    "  ELSE j.attempt_log END,"
     " state = CASE WHEN u.kind IN (3, 6) THEN 'dead'"
     "  WHEN u.kind = 7 OR j.cancel_requested THEN 'cancelled'"
     "  ELSE 'queued' END,"
@@ -184,7 +201,8 @@ static const pg_stmt st_finish = {S_FINISH, "jr_finish", 6,
     " died_at = CASE WHEN u.kind IN (3, 6) THEN now() END,"
     " locked_by = NULL, locked_until = NULL, updated_at = now()"
     " FROM unnest($2::bigint[], $3::int[], $4::float8[], $5::text[],"
-    "  $6::text[]) AS u(id, kind, delay, err, gen)"
+    "  $6::text[], $7::float8[], $8::int[])"
+    "  AS u(id, kind, delay, err, gen, secs, worker)"
     " WHERE j.id = u.id AND j.state = 'running'"
     " AND j.locked_by = $1::text"};
 
@@ -194,10 +212,10 @@ static int
 finish_others(jr_backend *b, const char *token, const jr_result *r, int n,
               jr_err *err)
 {
-    const char *params[6];
+    const char *params[8];
     char num[32];
-    jr_buf a[5];
-    int i, k, rc;
+    jr_buf a[7];
+    int i, k, rc, oom = 0;
 
     memset(a, 0, sizeof a);
     for (i = 0; i < n; i++) {
@@ -212,16 +230,22 @@ finish_others(jr_backend *b, const char *token, const jr_result *r, int n,
         sb_num(&a[2], num);
         sb_elem(&a[3], r[i].error);
         sb_elem(&a[4], r[i].generation);
+        snprintf(num, sizeof num, "%.17g", r[i].secs);  /* the history's */
+        sb_num(&a[5], r[i].secs > 0 && isfinite(r[i].secs) ? num : "NULL");
+        snprintf(num, sizeof num, "%d", r[i].worker);
+        sb_num(&a[6], r[i].worker > 0 ? num : "NULL");
     }
     if (a[0].len == 0)
         return 0;
     params[0] = token;
-    for (k = 0; k < 5; k++)
+    for (k = 0; k < 7; k++) {
         params[k + 1] = sb_array(&a[k]);
-    rc = a[0].oom || a[1].oom || a[2].oom || a[3].oom || a[4].oom
-         ? jr_fail(err, JR_ENOMEM, "postgres: completing jobs: out of memory")
+        oom |= a[k].oom;
+    }
+    rc = oom ? jr_fail(err, JR_ENOMEM, "postgres: completing jobs: out of "
+                       "memory")
          : pg_run_count(b, &st_finish, params, "completing jobs", err);
-    for (k = 0; k < 5; k++)
+    for (k = 0; k < 7; k++)
         free(a[k].p);
     return rc;
 }
@@ -400,8 +424,15 @@ pg_renew(jr_backend *b, const char *token, double lease, jr_err *err)
     return pg_run_count(b, &st_renew, params, "renewing leases", err);
 }
 
+/* The lost attempt joins the history: its runner was the lease's, its
+ * worker and generation are not known. */
 static const pg_stmt st_rescue = {S_RESCUE, "jr_rescue", 0,
-    "UPDATE {{schema}}.jobs SET"
+    "UPDATE {{schema}}.jobs j SET attempt_log = "
+    ATTEMPT_LOG("CASE WHEN j.cancel_requested"
+                " THEN 'cancelled: lease expired: runner lost'"
+                " ELSE 'lease expired: runner lost' END",
+                "extract(epoch FROM now() - j.started_at)::float8",
+                "j.locked_by", "NULL::int", "NULL::text") ","
     " state = CASE WHEN cancel_requested THEN 'cancelled'"
     "  ELSE 'queued' END,"
     " finished_at = CASE WHEN cancel_requested THEN now() END,"

@@ -3,11 +3,13 @@
  * the last fire of each schedule. Statements unprepared (a fire is rare).
  * Uses conn.c. */
 
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "postgres/pg_int.h"
+#include "base/util.h"
 
 /* Runs sql ({{schema}} expanded) with $1 schedule, $2 at (epoch seconds)
  * and $3 n, unprepared (a fire is rare). Returns its result (caller
@@ -53,6 +55,22 @@ fire_count(jr_backend *b, const char *tmpl, const char *schedule, double at,
     return rows;
 }
 
+/* Whether schedule is paused (1) or not (0); -1 with err set. */
+static int
+paused(jr_backend *b, const char *schedule, jr_err *err)
+{
+    PGresult *res = fire_sql(b, "SELECT 1 FROM {{schema}}.schedules WHERE "
+                             "name = $1 AND paused AND $2::float8 = 0 AND "
+                             "$3::bigint = 0", schedule, 0, 0, err);
+    int p;
+
+    if (res == NULL)
+        return -1;
+    p = PQntuples(res) > 0;
+    PQclear(res);
+    return p;
+}
+
 static int
 pg_fire_one(jr_backend *b, jr_fire *f, int keep, jr_err *err)
 {
@@ -67,13 +85,21 @@ pg_fire_one(jr_backend *b, jr_fire *f, int keep, jr_err *err)
         pg_run_plain(b, "BEGIN", "beginning a transaction", err) < 0)
         return -1;
     /* nothing when this fire or a later one is recorded: another runner's
-     * (a concurrent insert of the same fire waits, then does nothing) */
+     * (a concurrent insert of the same fire waits, then does nothing; a
+     * fire asked for by hand: this one only), or when the schedule is
+     * paused */
     rc = fire_count(b, "INSERT INTO {{schema}}.schedule_fires (schedule, "
                     "fire_at) SELECT $1, to_timestamp($2::float8) WHERE "
-                    "$3::bigint = 0 AND NOT EXISTS (SELECT 1 FROM "
+                    "($3::bigint = 1 OR NOT EXISTS (SELECT 1 FROM "
                     "{{schema}}.schedule_fires WHERE schedule = $1 AND "
-                    "fire_at >= to_timestamp($2::float8)) "
-                    "ON CONFLICT DO NOTHING", f->schedule, f->at, 0, err);
+                    "fire_at >= to_timestamp($2::float8))) AND NOT EXISTS "
+                    "(SELECT 1 FROM {{schema}}.schedules WHERE name = $1 "
+                    "AND paused) ON CONFLICT DO NOTHING", f->schedule,
+                    f->at, f->manual != 0, err);
+    if (rc == 0 && (rc = paused(b, f->schedule, err)) > 0) {
+        f->inserted = -2;       /* paused: refused, as if fired */
+        rc = 0;
+    }
     if (rc <= 0) {
         pg_rollback(b);
         return rc;
@@ -127,6 +153,122 @@ pg_last_fires(jr_backend *b, jr_fire_cb cb, void *arg, jr_err *err)
     for (i = 0; i < PQntuples(res); i++)
         if (cb(PQgetvalue(res, i, 0), strtod(PQgetvalue(res, i, 1), NULL),
                strtoll(PQgetvalue(res, i, 2), NULL, 10), arg) != 0)
+            break;
+    PQclear(res);
+    return 0;
+}
+
+/* ---- schedule controls (migration 12) ---- */
+
+#define FIRE_SKEW 60.0          /* seconds a fire asked for by hand may be
+                                   from now: the runners fire asks up to a
+                                   minute old, and a later instant would
+                                   hold back the schedule's fires until
+                                   then */
+
+/* $1 name; $2 the fire's instant, epoch seconds (0: the current second);
+ * $3 unused. FIRE returns the instant asked for. */
+static const char *const ctl_sql[] = {
+    [JR_SCHED_PAUSE] =
+        "INSERT INTO {{schema}}.schedules AS s (name, paused, paused_at,"
+        " updated_at) SELECT $1, true, now(), now()"
+        " WHERE $2::float8 = 0 AND $3::bigint = 0"
+        " ON CONFLICT (name) DO UPDATE SET paused = true,"
+        " paused_at = now(), updated_at = now() WHERE NOT s.paused",
+    /* the resume instant is the last fire: the paused time never fires */
+    [JR_SCHED_RESUME] =
+        "WITH r AS (UPDATE {{schema}}.schedules SET paused = false,"
+        "  paused_at = NULL, updated_at = now()"
+        "  WHERE name = $1 AND paused AND $2::float8 = 0"
+        "  AND $3::bigint = 0 RETURNING name),"
+        " f AS (INSERT INTO {{schema}}.schedule_fires (schedule, fire_at)"
+        "  SELECT name, now() FROM r ON CONFLICT DO NOTHING)"
+        " SELECT count(*) FROM r",
+    [JR_SCHED_FIRE] =
+        "WITH t AS (SELECT CASE WHEN $2::float8 > 0"
+        "  THEN to_timestamp($2::float8)"
+        "  ELSE date_trunc('second', now()) END AS at, $3::bigint AS z),"
+        " u AS (INSERT INTO {{schema}}.schedules AS s (name, fire_at,"
+        "  updated_at) SELECT $1, at, now() FROM t"
+        "  ON CONFLICT (name) DO UPDATE SET fire_at = excluded.fire_at,"
+        "  updated_at = now()"
+        "  WHERE s.fire_at IS NULL OR s.fire_at < excluded.fire_at"
+        "  RETURNING 1)"
+        " SELECT extract(epoch FROM at)::float8, (SELECT count(*) FROM u)"
+        " FROM t",
+};
+
+/* The body of sched_ctl's transaction: the row's change (1 or 0). */
+static int
+ctl_tx(jr_backend *b, const char *name, int what, double *at, jr_err *err)
+{
+    PGresult *res;
+    int rc;
+
+    if (what == JR_SCHED_FIRE && (rc = paused(b, name, err)) != 0)
+        return rc < 0 ? -1 : jr_fail(err, JR_EINPUT, "schedule '%s' is "
+                                     "paused: resume it first", name);
+    if (what == JR_SCHED_PAUSE)
+        return fire_count(b, ctl_sql[what], name, 0, 0, err);
+    res = fire_sql(b, ctl_sql[what], name, what == JR_SCHED_FIRE ? *at : 0,
+                   0, err);
+    if (res == NULL)
+        return -1;
+    if (what == JR_SCHED_FIRE) {
+        *at = strtod(PQgetvalue(res, 0, 0), NULL);
+        rc = atoi(PQgetvalue(res, 0, 1));
+    } else {
+        rc = atoi(PQgetvalue(res, 0, 0));
+    }
+    PQclear(res);
+    return rc;
+}
+
+int
+pg_sched_ctl(jr_backend *b, const char *name, int what, double *at,
+             jr_err *err)
+{
+    int rc;
+
+    if (jr_name_check(name, "schedule name", err) < 0)
+        return -1;
+    if (what < JR_SCHED_PAUSE || what > JR_SCHED_FIRE)
+        return jr_fail(err, JR_EINPUT, "schedule '%s': unknown control %d",
+                       name, what);
+    if (what == JR_SCHED_FIRE && *at > 0 && fabs(*at - jr_now()) > FIRE_SKEW)
+        return jr_fail(err, JR_EINPUT, "schedule '%s': fire instant %.3f is "
+                       "more than %.0fs from now", name, *at, FIRE_SKEW);
+    if (pg_ready(b, err) < 0 ||
+        pg_run_plain(b, "BEGIN", "beginning a transaction", err) < 0)
+        return -1;
+    if ((rc = ctl_tx(b, name, what, at, err)) < 0 ||
+        pg_run_plain(b, "COMMIT", "committing a schedule control",
+                     err) < 0) {
+        pg_rollback(b);
+        return -1;
+    }
+    return rc > 0;
+}
+
+int
+pg_sched_states(jr_backend *b, jr_sched_cb cb, void *arg, jr_err *err)
+{
+    PGresult *res;
+    int i;
+
+    if (pg_ready(b, err) < 0 ||
+        (res = fire_sql(b, "SELECT name, paused, coalesce(extract(epoch FROM"
+                        " paused_at)::float8, 0), coalesce(extract(epoch"
+                        " FROM fire_at)::float8, 0) FROM"
+                        " {{schema}}.schedules WHERE $1::text IS NULL AND"
+                        " $2::float8 = 0 AND $3::bigint = 0"
+                        " ORDER BY name COLLATE \"C\"", NULL, 0, 0,
+                        err)) == NULL)
+        return -1;
+    for (i = 0; i < PQntuples(res); i++)
+        if (cb(PQgetvalue(res, i, 0), strcmp(PQgetvalue(res, i, 1), "t") == 0,
+               strtod(PQgetvalue(res, i, 2), NULL),
+               strtod(PQgetvalue(res, i, 3), NULL), arg) != 0)
             break;
     PQclear(res);
     return 0;

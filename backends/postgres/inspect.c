@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "postgres/pg_int.h"
+#include "where.h"
 #include "postgres/arrays.h"
 
 /* The columns of show and list, in the order row_fields reads them. */
@@ -186,6 +187,8 @@ row_fields(const PGresult *res, int r, jr_job_row *j)
     j->limit_key = PQgetisnull(res, r, 20) ? NULL : PQgetvalue(res, r, 20);
     j->result = NULL;
     j->keep_until = 0;
+    j->history = NULL;
+    j->nhistory = 0;
 }
 
 static const pg_stmt st_show = {S_SHOW, "jr_show", 1,
@@ -197,17 +200,24 @@ static const pg_stmt st_show = {S_SHOW, "jr_show", 1,
 int
 pg_show(jr_backend *b, int64_t id, jr_job_cb cb, void *arg, jr_err *err)
 {
+    jr_attempt_row att[JR_ATTEMPTS_KEPT];
     char sid[24];
     const char *params[1] = {sid};
     PGresult *res;
     jr_job_row row;
+    int natt;
 
     snprintf(sid, sizeof sid, "%lld", (long long)id);
     if (pg_ready(b, err) < 0 ||
-        (res = pg_run(b, &st_show, params, "reading a job", err)) == NULL)
+        (natt = pg_attempts(b, id, att, JR_ATTEMPTS_KEPT, err)) < 0)
         return -1;
+    if ((res = pg_run(b, &st_show, params, "reading a job", err)) == NULL) {
+        jr_attempt_rows_clear(att, natt);
+        return -1;
+    }
     if (PQntuples(res) == 0) {
         PQclear(res);
+        jr_attempt_rows_clear(att, natt);
         return jr_fail(err, JR_ENOTFOUND, "job %lld: no such job",
                        (long long)id);
     }
@@ -217,44 +227,65 @@ pg_show(jr_backend *b, int64_t id, jr_job_cb cb, void *arg, jr_err *err)
                      PQgetvalue(res, 0, 22);
     row.result = col_text(res, 0, 23);
     row.keep_until = col_number(res, 0, 24, 0);
+    row.history = att;
+    row.nhistory = natt;
     cb(&row, arg);
     PQclear(res);
+    jr_attempt_rows_clear(att, natt);
     return 0;
 }
 
 /* $1 state (or scheduled, ready), $2 name, $3 queue: NULL any; $4
- * limit, NULL: all */
-static const pg_stmt st_list = {S_LIST, "jr_list", 4,
-    "SELECT " JOB_COLUMNS " FROM {{schema}}.jobs"
-    " WHERE ($1::text IS NULL OR state = $1::text"
-    "  OR ($1::text = 'scheduled' AND state = 'queued'"
-    "   AND run_at > now())"
-    "  OR ($1::text = 'ready' AND state = 'queued' AND run_at <= now()))"
-    " AND ($2::text IS NULL OR name = $2::text)"
-    " AND ($3::text IS NULL OR queue = $3::text)"
-    " ORDER BY id DESC LIMIT $4::bigint"};
+ * limit, NULL: all; $5 a payload path as text[], $6 the JSON it equals
+ * (where.h; NULL: any); ids below $7, above $8 (a keyset page: an index
+ * range on the primary key, never an offset) */
+#define LIST_SQL(order) \
+    "SELECT " JOB_COLUMNS " FROM {{schema}}.jobs" \
+    " WHERE id < coalesce($7::bigint, 9223372036854775807)" \
+    " AND id > coalesce($8::bigint, 0)" \
+    " AND ($1::text IS NULL OR state = $1::text" \
+    "  OR ($1::text = 'scheduled' AND state = 'queued'" \
+    "   AND run_at > now())" \
+    "  OR ($1::text = 'ready' AND state = 'queued' AND run_at <= now()))" \
+    " AND ($2::text IS NULL OR name = $2::text)" \
+    " AND ($3::text IS NULL OR queue = $3::text)" \
+    " AND ($5::text[] IS NULL OR payload #> $5::text[] = $6::jsonb)" \
+    " ORDER BY id " order " LIMIT $4::bigint"
+static const pg_stmt st_list = {S_LIST, "jr_list", 8, LIST_SQL("DESC")};
+static const pg_stmt st_list_asc = {S_LIST_ASC, "jr_list_asc", 8,
+                                    LIST_SQL("ASC")};
 
 int
 pg_list(jr_backend *b, const jr_list_filter *f, jr_job_cb cb, void *arg,
         jr_err *err)
 {
     static const jr_list_filter all;
-    char slimit[16];
-    const char *params[4];
+    char slimit[16], sbefore[24], safter[24];
+    const char *params[8] = {0};
     PGresult *res;
+    jr_where w;
     jr_job_row row;
     int i;
 
     if (f == NULL)
         f = &all;
-    if (jr_list_filter_check(f, err) < 0 || pg_ready(b, err) < 0)
+    if (jr_list_filter_check(f, err) < 0 ||
+        (f->where != NULL && jr_where_parse(f->where, &w, err) < 0) ||
+        pg_ready(b, err) < 0)
         return -1;
     snprintf(slimit, sizeof slimit, "%d", f->limit);
+    snprintf(sbefore, sizeof sbefore, "%lld", (long long)f->before_id);
+    snprintf(safter, sizeof safter, "%lld", (long long)f->after_id);
     params[0] = f->state;
     params[1] = f->name;
     params[2] = f->queue;
     params[3] = f->limit > 0 ? slimit : NULL;
-    if ((res = pg_run(b, &st_list, params, "listing jobs", err)) == NULL)
+    params[4] = f->where ? w.pg_path : NULL;
+    params[5] = f->where ? w.literal : NULL;
+    params[6] = f->before_id > 0 ? sbefore : NULL;
+    params[7] = f->after_id > 0 ? safter : NULL;
+    if ((res = pg_run(b, f->after_id > 0 ? &st_list_asc : &st_list, params,
+                      "listing jobs", err)) == NULL)
         return -1;
     for (i = 0; i < PQntuples(res); i++) {
         row_fields(res, i, &row);

@@ -533,10 +533,36 @@ static const pg_stmt st_lim_use_top = {S_LIM_USE_TOP, "jr_lim_use_top", 3,
     " AND ($2::text IS NULL OR queue = $2::text)"
     " GROUP BY limit_key ORDER BY w DESC, limit_key LIMIT $3::int"};
 
-static const pg_stmt st_lim_tokens = {S_LIM_TOKENS, "jr_lim_tokens", 1,
+static const pg_stmt st_lim_tokens = {S_LIM_TOKENS, "jr_lim_tokens", 2,
     "SELECT tokens, updated_at, extract(epoch FROM now())::float8"
     " FROM {{schema}}.limit_buckets WHERE scope = $1::text"
-    " AND key = ''"};
+    " AND key = $2::text"};
+
+/* The tokens in scope's bucket of key ("": the scope's own) at rate and
+ * burst of set now: a bucket with no row is full. */
+static int
+bucket_tokens(jr_backend *b, const char *scope, const char *key,
+              const jr_limit_set *set, double *tokens, jr_err *err)
+{
+    const char *params[2] = {scope, key};
+    PGresult *res;
+    double at, now;
+
+    *tokens = set->burst;
+    if ((res = pg_run(b, &st_lim_tokens, params, "reading a limit's use",
+                      err)) == NULL)
+        return -1;
+    if (PQntuples(res) == 1) {
+        at = strtod(PQgetvalue(res, 0, 1), NULL);
+        now = strtod(PQgetvalue(res, 0, 2), NULL);
+        *tokens = strtod(PQgetvalue(res, 0, 0), NULL) +
+                  (now > at ? now - at : 0) * set->rate;
+        if (*tokens > set->burst)
+            *tokens = set->burst;
+    }
+    PQclear(res);
+    return 0;
+}
 
 int
 pg_limit_use(jr_backend *b, const jr_limit *l, jr_limit_use *u,
@@ -546,7 +572,6 @@ pg_limit_use(jr_backend *b, const jr_limit *l, jr_limit_use *u,
     const char *params[3] = {q ? NULL : l->scope, q ? l->scope + 6 : NULL,
                              "5"};
     PGresult *res;
-    double at, now;
 
     memset(u, 0, sizeof *u);
     PQclear(b->lim_top);
@@ -568,21 +593,14 @@ pg_limit_use(jr_backend *b, const jr_limit *l, jr_limit_use *u,
     }
     u->ntop = r;
     b->lim_top = res;
-    u->tokens = l->all.rate > 0 ? l->all.burst : -1;
-    if (l->all.rate <= 0)
-        return 0;
-    params[0] = l->scope;
-    if ((res = pg_run(b, &st_lim_tokens, params, "reading a limit's use", err))
-        == NULL)
-        return -1;
-    if (PQntuples(res) == 1) {
-        at = strtod(PQgetvalue(res, 0, 1), NULL);
-        now = strtod(PQgetvalue(res, 0, 2), NULL);
-        u->tokens = strtod(PQgetvalue(res, 0, 0), NULL) +
-                    (now > at ? now - at : 0) * l->all.rate;
-        if (u->tokens > l->all.burst)
-            u->tokens = l->all.burst;
+    for (r = 0; r < u->ntop; r++) {
+        u->top_tokens[r] = -1;
+        if (l->per_key.rate > 0 &&
+            bucket_tokens(b, l->scope, u->top_key[r], &l->per_key,
+                          &u->top_tokens[r], err) < 0)
+            return -1;
     }
-    PQclear(res);
-    return 0;
+    u->tokens = -1;
+    return l->all.rate > 0 ?
+           bucket_tokens(b, l->scope, "", &l->all, &u->tokens, err) : 0;
 }

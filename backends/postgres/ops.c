@@ -96,6 +96,21 @@ durable_fire(jr_backend *b, jr_fire *f, int n, int keep, jr_err *err)
     return durable(b, D_FIRE, NULL, NULL, n, 0, f, keep, err);
 }
 
+/* A schedule control answered over HTTP: as durable as the others. */
+static int
+durable_sched_ctl(jr_backend *b, const char *name, int what, double *at,
+                  jr_err *err)
+{
+    int rc;
+
+    if (pg_ready(b, err) < 0)
+        return -1;
+    set_durable(b, 1);
+    rc = pg_sched_ctl(b, name, what, at, err);
+    set_durable(b, 0);
+    return rc;
+}
+
 const jr_backend_ops jr_postgres_ops = {
     .name = "postgres",
     .open = pg_open,
@@ -136,4 +151,6 @@ const jr_backend_ops jr_postgres_ops = {
     .reconnects = pg_reconnects,
     .links = pg_links,
     .batch_show = pg_batch_show,
+    .sched_ctl = durable_sched_ctl,
+    .sched_states = pg_sched_states,
 };

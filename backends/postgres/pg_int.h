@@ -84,6 +84,7 @@ enum {
     S_QUEUE_IDLE, S_QUEUE_PRUNE,
     S_FLOW_BATCH_NEW, S_FLOW_LINK, S_FLOW_LINKS, S_FLOW_BATCH_ROW,
     S_FLOW_MEMBERS, S_PRUNE_DEPS, S_PRUNE_MEMBERS, S_PRUNE_BATCHES,
+    S_LIST_ASC,
     S_COUNT
 };
 _Static_assert(S_COUNT <= 64, "jr_backend.prepared has a bit per statement");
@@ -183,10 +184,17 @@ int pg_links(jr_backend *b, int64_t id, jr_link_cb cb, void *arg,
              jr_err *err);
 int pg_batch_show(jr_backend *b, int64_t id, jr_batch_cb bcb, jr_link_cb mcb,
                   void *arg, jr_err *err);
+/* attempts.c: fills a[0..max) with job id's newest attempts, oldest
+ * first (strings: free with jr_attempt_rows_clear); returns how many */
+int pg_attempts(jr_backend *b, int64_t id, jr_attempt_row *a, int max,
+                jr_err *err);
 
 /* fire.c */
 int pg_fire(jr_backend *b, jr_fire *f, int n, int keep, jr_err *err);
 int pg_last_fires(jr_backend *b, jr_fire_cb cb, void *arg, jr_err *err);
+int pg_sched_ctl(jr_backend *b, const char *name, int what, double *at,
+                 jr_err *err);
+int pg_sched_states(jr_backend *b, jr_sched_cb cb, void *arg, jr_err *err);
 
 /* inspect.c */
 int pg_stats(jr_backend *b, jr_stat_cb cb, void *arg, jr_err *err);

@@ -1017,4 +1017,91 @@ LANGUAGE sql AS $$
           AND j.result_ttl IS NULL
         RETURNING 1)
     SELECT count(*)::integer FROM w
+-- migration 12
+-- The attempt history (docs/operations.md, "Attempt history"). Each
+-- failed attempt of a job (its handler's error or timeout, a worker's
+-- death blamed on it, a lease lost with its runner) appends
+-- {"attempt", "error", "at", "duration", "runner", "worker",
+-- "generation"} to attempt_log, a JSON array of the newest 20
+-- (JR_ATTEMPTS_KEPT), in the statement that records the failure ("at" in
+-- epoch seconds). It stays NULL for a job that never failed (a success
+-- writes nothing more) and goes with its row. The view reads it as rows,
+-- oldest first (n):
+--   SELECT * FROM jobrunner.job_attempts WHERE job_id = 42 ORDER BY n;
+ALTER TABLE {{schema}}.jobs ADD COLUMN attempt_log jsonb;
+CREATE VIEW {{schema}}.job_attempts AS
+SELECT j.id AS job_id, e.n::int AS n, (e.v->>'attempt')::int AS attempt,
+       e.v->>'error' AS error, to_timestamp((e.v->>'at')::float8) AS at,
+       (e.v->>'duration')::float8 AS duration, e.v->>'runner' AS runner,
+       (e.v->>'worker')::int AS worker, e.v->>'generation' AS generation
+FROM {{schema}}.jobs j,
+     jsonb_array_elements(j.attempt_log) WITH ORDINALITY AS e(v, n)
+WHERE j.attempt_log IS NOT NULL;
+-- Schedule controls (docs/schedules.md, "Pause, resume, fire now"): a
+-- row per schedule an operator paused, resumed or fired by hand. While
+-- paused every fire of the schedule is refused (the fire's transaction
+-- reads it). fire_at is the instant of the last fire asked for by hand:
+-- a runner fires it through the fires table like any fire, once.
+CREATE TABLE {{schema}}.schedules (
+    name       text        PRIMARY KEY
+               CHECK (length(name) BETWEEN 1 AND 128
+                      AND name ~ '^[A-Za-z0-9_.:-]+$'),
+    paused     boolean     NOT NULL DEFAULT false,
+    paused_at  timestamptz,
+    fire_at    timestamptz,                     -- fire asked by hand
+    updated_at timestamptz NOT NULL DEFAULT now()
+);
+-- Pauses, resumes and fires a schedule from SQL:
+--   SELECT jobrunner.pause_schedule('nightly');
+--   SELECT jobrunner.resume_schedule('nightly');
+--   SELECT jobrunner.fire_schedule('nightly');
+-- A resume records its instant as the schedule's last fire (no job): the
+-- fires of the paused time never run, catch-up after a restart included.
+-- fire_schedule asks the runners for a fire at the given instant (the
+-- current second by default, at most 60 s from now) and returns it; two
+-- asks for one instant make one job. A paused schedule is not fired (an
+-- exception).
+CREATE FUNCTION {{schema}}.pause_schedule(name text) RETURNS void
+LANGUAGE sql AS $$
+    INSERT INTO {{schema}}.schedules AS s (name, paused, paused_at,
+                                           updated_at)
+    VALUES (pause_schedule.name, true, now(), now())
+    ON CONFLICT (name) DO UPDATE
+    SET paused = true, paused_at = coalesce(s.paused_at, now()),
+        updated_at = now()
+$$;
+CREATE FUNCTION {{schema}}.resume_schedule(name text) RETURNS void
+LANGUAGE plpgsql AS $$
+BEGIN
+    UPDATE {{schema}}.schedules s SET paused = false, paused_at = NULL,
+        updated_at = now()
+    WHERE s.name = resume_schedule.name AND s.paused;
+    IF FOUND THEN
+        INSERT INTO {{schema}}.schedule_fires (schedule, fire_at)
+        VALUES (resume_schedule.name, now()) ON CONFLICT DO NOTHING;
+    END IF;
+END
+$$;
+CREATE FUNCTION {{schema}}.fire_schedule(name text,
+                                         at timestamptz DEFAULT NULL)
+RETURNS timestamptz LANGUAGE plpgsql AS $$
+#variable_conflict use_column
+DECLARE
+    t timestamptz := coalesce(fire_schedule.at, date_trunc('second', now()));
+BEGIN
+    IF abs(extract(epoch FROM t - now())) > 60 THEN
+        RAISE EXCEPTION 'jobrunner.fire_schedule: the instant % is more than 60 s from now',
+            t USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    IF EXISTS (SELECT 1 FROM {{schema}}.schedules s
+               WHERE s.name = fire_schedule.name AND s.paused) THEN
+        RAISE EXCEPTION 'jobrunner.fire_schedule: schedule ''%'' is paused',
+            fire_schedule.name USING ERRCODE = 'object_not_in_prerequisite_state';
+    END IF;
+    INSERT INTO {{schema}}.schedules AS s (name, fire_at, updated_at)
+    VALUES (fire_schedule.name, t, now())
+    ON CONFLICT (name) DO UPDATE
+    SET fire_at = greatest(s.fire_at, excluded.fire_at), updated_at = now();
+    RETURN t;
+END
 $$;

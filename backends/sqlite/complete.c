@@ -23,6 +23,22 @@ struct idl {
     " state = CASE WHEN cancel_requested THEN 'cancelled' ELSE 'queued' END," \
     " finished_at = CASE WHEN cancel_requested THEN ?3 END,"
 
+#define STR_(x) #x
+#define STR(x) STR_(x)
+/* A failed attempt joins the job's history (schema.sql, migration 12):
+ * the newest JR_ATTEMPTS_KEPT entries, oldest first. SET expressions see
+ * the row as it was: attempts is this attempt's number (counted at
+ * claim). */
+#define ATTEMPT_LOG(err, at, dur, runner, worker, gen) \
+    " attempt_log = json_insert(CASE WHEN json_array_length(attempt_log)" \
+    "  >= " STR(JR_ATTEMPTS_KEPT) " THEN json_remove(attempt_log, '$[0]')" \
+    "  ELSE coalesce(attempt_log, '[]') END, '$[#]', json_object(" \
+    "  'attempt', attempts, 'error', " err ", 'at', " at "," \
+    "  'duration', " dur ", 'runner', " runner ", 'worker', " worker "," \
+    "  'generation', " gen ")),"
+/* ?7 the attempt's seconds, ?8 its worker (NULL: not known) */
+#define FAILED_ATTEMPT ATTEMPT_LOG("?5", "?3", "?7", "?2", "?8", "?6")
+
 static const char *const sql_text[S_COUNT] = {
     /* a job pushed or waited on with result_ttl is kept (S_KEEP) */
     [S_DONE] =
@@ -58,14 +74,15 @@ static const char *const sql_text[S_COUNT] = {
         " AND state = 'running' AND locked_by = ?2"
         " AND result_ttl IS NOT NULL AND flow = 0",
     [S_RETRY] =
-        "UPDATE jobs SET" REQUEUE_STATE " run_at = ?3 + ?4, last_error = ?5,"
+        "UPDATE jobs SET" REQUEUE_STATE FAILED_ATTEMPT
+        " run_at = ?3 + ?4, last_error = ?5,"
         " generation = ?6, locked_by = NULL, locked_until = NULL,"
         " updated_at = ?3"
         " WHERE id = ?1 AND state = 'running' AND locked_by = ?2"
         " RETURNING flow, state",
     [S_DEAD] =
         "UPDATE jobs SET state = 'dead', died_at = ?3, finished_at = ?3,"
-        " last_error = ?5,"
+        FAILED_ATTEMPT " last_error = ?5,"
         " generation = ?6, locked_by = NULL, locked_until = NULL,"
         " updated_at = ?3"
         " WHERE id = ?1 AND state = 'running' AND locked_by = ?2"
@@ -106,8 +123,15 @@ static const char *const sql_text[S_COUNT] = {
     [S_RESCUE_FLOW] =
         "SELECT id FROM jobs WHERE state = 'running' AND locked_until < ?1"
         " AND cancel_requested = 1 AND flow <> 0",
+    /* the lost attempt joins the history: its runner was the lease's,
+     * its worker and generation are not known */
     [S_RESCUE] =
         "UPDATE jobs SET"
+        ATTEMPT_LOG("CASE WHEN cancel_requested"
+                    " THEN 'cancelled: lease expired: runner lost'"
+                    " ELSE 'lease expired: runner lost' END", "?1",
+                    "CASE WHEN started_at > 0 THEN ?1 - started_at END",
+                    "locked_by", "NULL", "NULL")
         " state = CASE WHEN cancel_requested THEN 'cancelled' ELSE 'queued'"
         "  END,"
         " finished_at = CASE WHEN cancel_requested THEN ?1 END,"
@@ -220,6 +244,12 @@ bind_result(jr_backend *b, sqlite3_stmt *s, int which, const char *token,
         sqlite3_bind_double(s, 4, r->delay);
         bind_text(s, 5, r->error);
         bind_text(s, 6, r->generation);
+        if (which == S_RETRY || which == S_DEAD) {
+            if (r->secs > 0)
+                sqlite3_bind_double(s, 7, r->secs);
+            if (r->worker > 0)
+                sqlite3_bind_int(s, 8, r->worker);
+        }
     }
     if (which == S_KEEP) {
         bind_text(s, 7, r->result);

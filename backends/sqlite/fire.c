@@ -4,6 +4,7 @@
  * schedule read back at start. Its statements are prepared per call (a
  * fire is rare), not kept in the cache. Uses sqlite_int.h; push.c for
  * the job. */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -33,6 +34,25 @@ fire_sql(jr_backend *b, const char *sql, const char *schedule, double at,
     return sqlite3_changes(b->db);
 }
 
+/* Whether schedule is paused (1), or not (0); -1 with err set. */
+static int
+paused(jr_backend *b, const char *schedule, jr_err *err)
+{
+    sqlite3_stmt *s;
+    int rc, p = 0;
+
+    if (sqlite3_prepare_v2(b->db, "SELECT paused FROM schedules WHERE "
+                           "name = ?1", -1, &s, NULL) != SQLITE_OK)
+        return jr_sqlite_fail(b, err, "reading a schedule's pause");
+    bind_text(s, 1, schedule);
+    if ((rc = sqlite3_step(s)) == SQLITE_ROW)
+        p = sqlite3_column_int(s, 0) != 0;
+    sqlite3_finalize(s);
+    if (rc != SQLITE_ROW && rc != SQLITE_DONE)
+        return jr_sqlite_fail(b, err, "reading a schedule's pause");
+    return p;
+}
+
 static int
 fire_one(jr_backend *b, jr_fire *f, int keep, jr_err *err)
 {
@@ -43,11 +63,19 @@ fire_one(jr_backend *b, jr_fire *f, int keep, jr_err *err)
     f->job.run_in = 0;
     if (jr_push_check(&f->job, 0, err) < 0 || jr_sqlite_begin(b, err) < 0)
         return -1;
-    /* nothing when this fire or a later one is recorded: another runner's */
+    /* nothing when this fire or a later one is recorded (another
+     * runner's; a fire asked for by hand: this one only), or when the
+     * schedule is paused */
     rc = fire_sql(b, "INSERT OR IGNORE INTO schedule_fires (schedule, "
-                  "fire_at) SELECT ?1, ?2 WHERE NOT EXISTS "
+                  "fire_at) SELECT ?1, ?2 WHERE (?3 = 1 OR NOT EXISTS "
                   "(SELECT 1 FROM schedule_fires WHERE schedule = ?1 "
-                  "AND fire_at >= ?2)", f->schedule, f->at, 0, err);
+                  "AND fire_at >= ?2)) AND NOT EXISTS (SELECT 1 FROM "
+                  "schedules WHERE name = ?1 AND paused = 1)", f->schedule,
+                  f->at, f->manual != 0, err);
+    if (rc == 0 && (rc = paused(b, f->schedule, err)) > 0) {
+        f->inserted = -2;
+        rc = 0;
+    }
     if (rc <= 0) {
         jr_sqlite_rollback(b);
         return rc;
@@ -105,5 +133,124 @@ jr_sqlite_last_fires(jr_backend *b, jr_fire_cb cb, void *arg, jr_err *err)
     sqlite3_finalize(s);
     if (rc != SQLITE_ROW && rc != SQLITE_DONE)
         return jr_sqlite_fail(b, err, "reading the last fires");
+    return 0;
+}
+
+/* ---- schedule controls (migration 12) ---- */
+
+#define FIRE_SKEW 60.0          /* seconds a fire asked for by hand may be
+                                   from now: the runners fire asks up to a
+                                   minute old, and a later instant would
+                                   hold back the schedule's fires until
+                                   then */
+
+static const char *const ctl_sql[] = {
+    [JR_SCHED_PAUSE] =
+        "INSERT INTO schedules AS s (name, paused, paused_at, updated_at)"
+        " VALUES (?1, 1, ?2, ?2) ON CONFLICT (name) DO UPDATE"
+        " SET paused = 1, paused_at = coalesce(s.paused_at, ?2),"
+        " updated_at = ?2 WHERE s.paused = 0",
+    [JR_SCHED_RESUME] =
+        "UPDATE schedules SET paused = 0, paused_at = NULL, updated_at = ?2"
+        " WHERE name = ?1 AND paused = 1",
+    [JR_SCHED_FIRE] =
+        "INSERT INTO schedules AS s (name, fire_at, updated_at)"
+        " VALUES (?1, ?3, ?2) ON CONFLICT (name) DO UPDATE"
+        " SET fire_at = ?3, updated_at = ?2"
+        " WHERE s.fire_at IS NULL OR s.fire_at < ?3",
+};
+
+/* Asks for a fire of name at instant at (kept unless a later one was
+ * asked for). Returns 1 if the row changed, 0, or -1 with err set. */
+static int
+ask_fire(jr_backend *b, const char *name, double now, double at,
+         jr_err *err)
+{
+    sqlite3_stmt *s;
+    int rc;
+
+    if ((rc = paused(b, name, err)) != 0)
+        return rc < 0 ? -1 : jr_fail(err, JR_EINPUT, "schedule '%s' is "
+                                     "paused: resume it first", name);
+    if (sqlite3_prepare_v2(b->db, ctl_sql[JR_SCHED_FIRE], -1, &s, NULL) !=
+        SQLITE_OK)
+        return jr_sqlite_fail(b, err, "asking for a schedule's fire");
+    bind_text(s, 1, name);
+    sqlite3_bind_double(s, 2, now);
+    sqlite3_bind_double(s, 3, at);
+    rc = sqlite3_step(s);
+    sqlite3_finalize(s);
+    if (rc != SQLITE_DONE)
+        return jr_sqlite_fail(b, err, "asking for a schedule's fire");
+    return sqlite3_changes(b->db);
+}
+
+/* The body of sched_ctl's transaction. */
+static int
+ctl_tx(jr_backend *b, const char *name, int what, double now, double at,
+       jr_err *err)
+{
+    int rc;
+
+    if (what == JR_SCHED_FIRE)
+        return ask_fire(b, name, now, at, err);
+    if ((rc = fire_sql(b, ctl_sql[what], name, now, 0, err)) < 0)
+        return -1;
+    /* the resume instant is the last fire: the paused time never fires */
+    if (what == JR_SCHED_RESUME && rc > 0 &&
+        fire_sql(b, "INSERT OR IGNORE INTO schedule_fires (schedule, "
+                 "fire_at) VALUES (?1, ?2)", name, now, 0, err) < 0)
+        return -1;
+    return rc;
+}
+
+int
+jr_sqlite_sched_ctl(jr_backend *b, const char *name, int what, double *at,
+                    jr_err *err)
+{
+    double now = jr_now();
+    int rc;
+
+    if (jr_name_check(name, "schedule name", err) < 0)
+        return -1;
+    if (what < JR_SCHED_PAUSE || what > JR_SCHED_FIRE)
+        return jr_fail(err, JR_EINPUT, "schedule '%s': unknown control %d",
+                       name, what);
+    if (what == JR_SCHED_FIRE && *at > 0 && fabs(*at - jr_now()) > FIRE_SKEW)
+        return jr_fail(err, JR_EINPUT, "schedule '%s': fire instant %.3f is "
+                       "more than %.0fs from now", name, *at, FIRE_SKEW);
+    if (what == JR_SCHED_FIRE && *at <= 0)
+        *at = floor(now);
+    if (jr_sqlite_begin(b, err) < 0)
+        return -1;
+    if ((rc = ctl_tx(b, name, what, now, what == JR_SCHED_FIRE ? *at : 0,
+                     err)) < 0) {
+        jr_sqlite_rollback(b);
+        return -1;
+    }
+    return jr_sqlite_commit(b, err) < 0 ? -1 : rc > 0;
+}
+
+int
+jr_sqlite_sched_states(jr_backend *b, jr_sched_cb cb, void *arg,
+                       jr_err *err)
+{
+    sqlite3_stmt *s;
+    int rc;
+
+    if (jr_sqlite_file_check(b, err) < 0)
+        return -1;
+    if (sqlite3_prepare_v2(b->db, "SELECT name, paused, coalesce(paused_at,"
+                           " 0), coalesce(fire_at, 0) FROM schedules"
+                           " ORDER BY name", -1, &s, NULL) != SQLITE_OK)
+        return jr_sqlite_fail(b, err, "reading the schedule controls");
+    while ((rc = sqlite3_step(s)) == SQLITE_ROW)
+        if (cb(col_text(s, 0), sqlite3_column_int(s, 1),
+               sqlite3_column_double(s, 2), sqlite3_column_double(s, 3),
+               arg) != 0)
+            break;
+    sqlite3_finalize(s);
+    if (rc != SQLITE_ROW && rc != SQLITE_DONE)
+        return jr_sqlite_fail(b, err, "reading the schedule controls");
     return 0;
 }

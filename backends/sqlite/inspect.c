@@ -9,6 +9,7 @@
 
 #include "sqlite/sqlite_int.h"
 #include "base/util.h"
+#include "where.h"
 
 /* The columns of show and list, in the order row_fields reads them. */
 #define JOB_COLUMNS \
@@ -16,6 +17,18 @@
     " created_at, updated_at, started_at, finished_at, last_error," \
     " generation, locked_by, locked_until, progress_done, progress_total," \
     " progress_note, cancel_requested, limit_key"
+
+#define LIST_SQL(order) \
+    "SELECT " JOB_COLUMNS " FROM jobs" \
+    " WHERE id < coalesce(?8, 9223372036854775807) AND id > coalesce(?9, 0)" \
+    " AND (?1 IS NULL OR state = ?1" \
+    "  OR (?1 = 'scheduled' AND state = 'queued' AND run_at > ?5)" \
+    "  OR (?1 = 'ready' AND state = 'queued' AND run_at <= ?5))" \
+    " AND (?2 IS NULL OR name = ?2) AND (?3 IS NULL OR queue = ?3)" \
+    " AND (?6 IS NULL OR (json_extract(payload, ?6) IS json_extract(?7, '$')" \
+    "  AND replace(json_type(payload, ?6), 'integer', 'real')" \
+    "   = replace(json_type(?7), 'integer', 'real')))" \
+    " ORDER BY id " order " LIMIT ?4"
 
 static const char *const sql_text[S_COUNT] = {
     [S_STATS] =
@@ -43,14 +56,11 @@ static const char *const sql_text[S_COUNT] = {
         "SELECT " JOB_COLUMNS ", payload, unique_key, result,"
         " coalesce(keep_until, 0) FROM jobs WHERE id = ?1",
     /* ?1 state (or scheduled, ready), ?2 name, ?3 queue, NULL: any; ?4
-     * limit; ?5 now */
-    [S_LIST] =
-        "SELECT " JOB_COLUMNS " FROM jobs"
-        " WHERE (?1 IS NULL OR state = ?1"
-        "  OR (?1 = 'scheduled' AND state = 'queued' AND run_at > ?5)"
-        "  OR (?1 = 'ready' AND state = 'queued' AND run_at <= ?5))"
-        " AND (?2 IS NULL OR name = ?2) AND (?3 IS NULL OR queue = ?3)"
-        " ORDER BY id DESC LIMIT ?4",
+     * limit; ?5 now; ?6 a payload path, ?7 the JSON literal it equals
+     * (where.h; NULL: any); ids below ?8, above ?9 (a keyset page: the
+     * rowid range is an index seek, never an offset) */
+    [S_LIST] = LIST_SQL("DESC"),
+    [S_LIST_ASC] = LIST_SQL("ASC"),
     [S_PAUSED] = "SELECT name FROM queues WHERE paused = 1 ORDER BY name",
     [S_READY_BY_QUEUE] =
         "SELECT queue, count(*) FROM (SELECT queue FROM jobs"
@@ -231,17 +241,24 @@ row_fields(sqlite3_stmt *s, jr_job_row *r)
     r->limit_key = col_text(s, 20);
     r->result = NULL;
     r->keep_until = 0;
+    r->history = NULL;
+    r->nhistory = 0;
 }
 
 int
 jr_sqlite_show(jr_backend *b, int64_t id, jr_job_cb cb, void *arg, jr_err *err)
 {
-    sqlite3_stmt *s = stmt(b, S_SHOW, err);
+    jr_attempt_row att[JR_ATTEMPTS_KEPT];
+    sqlite3_stmt *s;
     jr_job_row row;
-    int rc;
+    int rc, natt;
 
-    if (s == NULL)
+    if ((natt = jr_sqlite_attempts(b, id, att, JR_ATTEMPTS_KEPT, err)) < 0)
         return -1;
+    if ((s = stmt(b, S_SHOW, err)) == NULL) {
+        jr_attempt_rows_clear(att, natt);
+        return -1;
+    }
     sqlite3_bind_int64(s, 1, id);
     rc = sqlite3_step(s);
     if (rc == SQLITE_ROW) {
@@ -250,13 +267,26 @@ jr_sqlite_show(jr_backend *b, int64_t id, jr_job_cb cb, void *arg, jr_err *err)
         row.unique_key = col_text(s, 22);
         row.result = col_text(s, 23);
         row.keep_until = sqlite3_column_double(s, 24);
+        row.history = att;
+        row.nhistory = natt;
         cb(&row, arg);
     }
     sqlite3_reset(s);
+    jr_attempt_rows_clear(att, natt);
     if (rc == SQLITE_DONE)
         return jr_fail(err, JR_ENOTFOUND, "job %lld: no such job",
                        (long long)id);
     return rc == SQLITE_ROW ? 0 : jr_sqlite_fail(b, err, "reading a job");
+}
+
+/* Binds id as parameter i, or NULL when it is 0 (not given). */
+static void
+bind_id(sqlite3_stmt *s, int i, int64_t id)
+{
+    if (id > 0)
+        sqlite3_bind_int64(s, i, id);
+    else
+        sqlite3_bind_null(s, i);
 }
 
 int
@@ -265,19 +295,25 @@ jr_sqlite_list(jr_backend *b, const jr_list_filter *f, jr_job_cb cb,
 {
     static const jr_list_filter all;
     sqlite3_stmt *s;
+    jr_where w;
     jr_job_row row;
     int rc;
 
     if (f == NULL)
         f = &all;
     if (jr_list_filter_check(f, err) < 0 ||
-        (s = stmt(b, S_LIST, err)) == NULL)
+        (f->where != NULL && jr_where_parse(f->where, &w, err) < 0) ||
+        (s = stmt(b, f->after_id > 0 ? S_LIST_ASC : S_LIST, err)) == NULL)
         return -1;
     bind_text(s, 1, f->state);
     bind_text(s, 2, f->name);
     bind_text(s, 3, f->queue);
     sqlite3_bind_int(s, 4, f->limit > 0 ? f->limit : -1);
     sqlite3_bind_double(s, 5, jr_now());
+    bind_text(s, 6, f->where ? w.sqlite_path : NULL);
+    bind_text(s, 7, f->where ? w.literal : NULL);
+    bind_id(s, 8, f->before_id);
+    bind_id(s, 9, f->after_id);
     while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
         row_fields(s, &row);
         if (cb(&row, arg) != 0)

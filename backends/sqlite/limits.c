@@ -41,7 +41,7 @@ static const char *const sql_text[S_COUNT] = {
         " GROUP BY limit_key ORDER BY w DESC, limit_key LIMIT ?4",
     [S_LIM_TOKENS] =
         "SELECT tokens, updated_at FROM limit_buckets"
-        " WHERE scope = ?1 AND key = ''",
+        " WHERE scope = ?1 AND key = ?2",
     [S_LIM_PATH_SET] =
         "INSERT OR REPLACE INTO limit_paths (name, path) VALUES (?1, ?2)",
     /* the schema's triggers (see triggers_check) */
@@ -316,11 +316,37 @@ bind_scope(sqlite3_stmt *s, const jr_limit *l, double now)
     sqlite3_bind_double(s, 3, now);
 }
 
+/* The tokens in scope's bucket of key ("": the scope's own) at rate and
+ * burst of set at now: a bucket with no row is full. */
+static int
+bucket_tokens(jr_backend *b, const char *scope, const char *key,
+              const jr_limit_set *set, double now, double *tokens,
+              jr_err *err)
+{
+    sqlite3_stmt *s = stmt(b, S_LIM_TOKENS, err);
+    double at;
+
+    *tokens = set->burst;
+    if (s == NULL)
+        return -1;
+    bind_text(s, 1, scope);
+    bind_text(s, 2, key);
+    if (sqlite3_step(s) == SQLITE_ROW) {
+        at = sqlite3_column_double(s, 1);
+        *tokens = sqlite3_column_double(s, 0) +
+                  (now > at ? now - at : 0) * set->rate;
+        if (*tokens > set->burst)
+            *tokens = set->burst;
+    }
+    sqlite3_reset(s);
+    return 0;
+}
+
 int
 jr_sqlite_limit_use(jr_backend *b, const jr_limit *l, jr_limit_use *u,
                     jr_err *err)
 {
-    double now = jr_now(), at;
+    double now = jr_now();
     sqlite3_stmt *s;
     int rc, i;
 
@@ -350,17 +376,14 @@ jr_sqlite_limit_use(jr_backend *b, const jr_limit *l, jr_limit_use *u,
         u->top_running[u->ntop++] = (long)sqlite3_column_int64(s, 2);
     }
     sqlite3_reset(s);
-    u->tokens = l->all.rate > 0 ? l->all.burst : -1;
-    if (l->all.rate > 0 && (s = stmt(b, S_LIM_TOKENS, err)) != NULL) {
-        bind_text(s, 1, l->scope);
-        if (sqlite3_step(s) == SQLITE_ROW) {
-            at = sqlite3_column_double(s, 1);
-            u->tokens = sqlite3_column_double(s, 0) +
-                        (now > at ? now - at : 0) * l->all.rate;
-            if (u->tokens > l->all.burst)
-                u->tokens = l->all.burst;
-        }
-        sqlite3_reset(s);
+    for (i = 0; i < u->ntop; i++) {
+        u->top_tokens[i] = -1;
+        if (l->per_key.rate > 0 &&
+            bucket_tokens(b, l->scope, u->top_key[i], &l->per_key, now,
+                          &u->top_tokens[i], err) < 0)
+            return -1;
     }
-    return 0;
+    u->tokens = -1;
+    return l->all.rate > 0 ?
+           bucket_tokens(b, l->scope, "", &l->all, now, &u->tokens, err) : 0;
 }

@@ -100,6 +100,20 @@ durable_cancel(jr_backend *b, const int64_t *ids, int n, int *outcome,
                                          .outcome = outcome}, err);
 }
 
+/* A schedule control answered over HTTP: as durable as the others. */
+static int
+durable_sched_ctl(jr_backend *b, const char *name, int what, double *at,
+                  jr_err *err)
+{
+    int rc;
+
+    if (set_full(b, 1, err) < 0)
+        return -1;
+    rc = jr_sqlite_sched_ctl(b, name, what, at, err);
+    set_full(b, 0, err);
+    return rc;
+}
+
 /* Each op with the file that holds it; FULL: through durable(). */
 const jr_backend_ops jr_sqlite_ops = {
     .name = "sqlite",
@@ -140,4 +154,6 @@ const jr_backend_ops jr_sqlite_ops = {
     .reconnects = jr_sqlite_reconnects,       /* conn.c */
     .links = jr_sqlite_links,                 /* flow.c */
     .batch_show = jr_sqlite_batch_show,       /* flow.c */
+    .sched_ctl = durable_sched_ctl,           /* fire.c, FULL */
+    .sched_states = jr_sqlite_sched_states,   /* fire.c */
 };

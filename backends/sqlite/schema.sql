@@ -448,3 +448,44 @@ CREATE TABLE batch_jobs (
     PRIMARY KEY (batch_id, job_id)
 ) WITHOUT ROWID;
 CREATE INDEX batch_jobs_job ON batch_jobs (job_id);
+-- migration 12
+-- The attempt history (docs/operations.md, "Attempt history"). Each
+-- failed attempt of a job (its handler's error or timeout, a worker's
+-- death blamed on it, a lease lost with its runner) appends
+-- {"attempt", "error", "at", "duration", "runner", "worker",
+-- "generation"} to attempt_log, a JSON array of the newest 20
+-- (JR_ATTEMPTS_KEPT), in the statement that records the failure. It
+-- stays NULL for a job that never failed (a success writes nothing more)
+-- and goes with its row. The view reads it as rows, oldest first (n):
+--   SELECT * FROM job_attempts WHERE job_id = 42 ORDER BY n;
+ALTER TABLE jobs ADD COLUMN attempt_log TEXT;
+CREATE VIEW job_attempts AS
+SELECT j.id AS job_id, e.key + 1 AS n,
+       json_extract(e.value, '$.attempt') AS attempt,
+       json_extract(e.value, '$.error') AS error,
+       json_extract(e.value, '$.at') AS at,
+       json_extract(e.value, '$.duration') AS duration,
+       json_extract(e.value, '$.runner') AS runner,
+       json_extract(e.value, '$.worker') AS worker,
+       json_extract(e.value, '$.generation') AS generation
+FROM jobs j, json_each(j.attempt_log) e
+WHERE j.attempt_log IS NOT NULL;
+-- Schedule controls (docs/schedules.md, "Pause, resume, fire now"): a
+-- row per schedule an operator paused, resumed or fired by hand. While
+-- paused = 1 every fire of the schedule is refused (the fire's
+-- transaction reads it). fire_at is the instant of the last fire asked
+-- for by hand: a runner fires it through the fires table like any fire,
+-- once. Plain SQL pauses with
+--   INSERT INTO schedules (name, paused, paused_at) VALUES ('nightly', 1,
+--       (julianday('now') - 2440587.5) * 86400.0)
+--   ON CONFLICT (name) DO UPDATE SET paused = 1,
+--       paused_at = excluded.paused_at;
+CREATE TABLE schedules (
+    name       TEXT    PRIMARY KEY
+               CHECK (length(name) BETWEEN 1 AND 128
+                      AND name NOT GLOB '*[^A-Za-z0-9_.:-]*'),
+    paused     INTEGER NOT NULL DEFAULT 0 CHECK (paused IN (0, 1)),
+    paused_at  REAL,
+    fire_at    REAL,                                -- fire asked by hand
+    updated_at REAL    NOT NULL DEFAULT ((julianday('now') - 2440587.5) * 86400.0)
+) WITHOUT ROWID;

@@ -57,7 +57,7 @@ enum {
     S_PAUSE, S_RESUME, S_QUEUE_PRUNE,
     /* inspect.c */
     S_STATS, S_DEAD_LIST, S_QUEUE_LIST, S_PAUSED, S_READY_BY_QUEUE,
-    S_SHOW, S_LIST,
+    S_SHOW, S_LIST, S_LIST_ASC,
     /* wait.c */
     S_WATCH, S_OUTCOMES, S_LAST_ID,
     /* flow.c */
@@ -260,6 +260,10 @@ int  jr_sqlite_show(jr_backend *b, int64_t id, jr_job_cb cb, void *arg,
                     jr_err *err);
 int  jr_sqlite_list(jr_backend *b, const jr_list_filter *f, jr_job_cb cb,
                     void *arg, jr_err *err);
+/* attempts.c: fills a[0..max) with job id's newest attempts, oldest
+ * first (strings: free with jr_attempt_rows_clear); returns how many */
+int  jr_sqlite_attempts(jr_backend *b, int64_t id, jr_attempt_row *a,
+                        int max, jr_err *err);
 /* fire.c */
 int  jr_sqlite_fire(jr_backend *b, jr_fire *f, int n, int keep,
                     jr_err *err);
@@ -281,6 +285,10 @@ int  jr_sqlite_links(jr_backend *b, int64_t id, jr_link_cb cb, void *arg,
                      jr_err *err);
 int  jr_sqlite_batch_show(jr_backend *b, int64_t id, jr_batch_cb bcb,
                           jr_link_cb mcb, void *arg, jr_err *err);
+int  jr_sqlite_sched_ctl(jr_backend *b, const char *name, int what,
+                         double *at, jr_err *err);
+int  jr_sqlite_sched_states(jr_backend *b, jr_sched_cb cb, void *arg,
+                            jr_err *err);
 /* limits.c */
 int  jr_sqlite_limit_paths(jr_backend *b, const jr_limit *l, int n,
                            jr_err *err);

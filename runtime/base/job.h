@@ -107,6 +107,8 @@ typedef struct jr_fire {
     int64_t     id;             /* out: the job's id, when inserted */
     int         inserted;       /* out: 1 inserted here, 0 not (another
                                    runner fired it, or a later fire) */
+    int         manual;         /* asked for by hand: once per instant,
+                                   even when a later fire is recorded */
 } jr_fire;
 /* What a duplicate push does (jr_push.on_conflict). */
 enum {
@@ -156,7 +158,16 @@ typedef struct jr_result {
     const char    *note;        /* PROGRESS: a short text, or NULL */
     const char    *result;      /* DONE: the handler's return value as JSON
                                    text, or NULL when it returned nothing */
+    double         secs;        /* RETRY, DEAD: how long the attempt ran,
+                                   seconds (the master's measure; 0: not
+                                   known) */
+    int            worker;      /* RETRY, DEAD: the master's id of the
+                                   worker that ran it (0: not known) */
 } jr_result;
+
+/* How many failed attempts a job keeps (the attempt history: backend.h's
+ * jr_attempt_row, docs/operations.md "Attempt history"): the newest. */
+#define JR_ATTEMPTS_KEPT 20
 
 /* The states a job is in, as filters, gauges, the control module and the
  * usage text name them: the one list (the SQL schemas keep their own

@@ -163,6 +163,34 @@ json_progress(const jr_client_job_info *j)
     printf("}");
 }
 
+/* show --json's "attempts": the failed attempts, oldest first, times as
+ * the other times are written. */
+static void
+json_history(const jr_client_job_info *j)
+{
+    int i;
+
+    printf(",\"attempts\":[");
+    for (i = 0; i < j->nhistory; i++) {
+        const jr_client_attempt *a = &j->history[i];
+        printf("%s{\"attempt\":%d,\"error\":", i ? "," : "", a->attempt);
+        jr_json_str(stdout, a->error);
+        json_time("at", a->at);
+        json_num("duration", a->duration);
+        printf(",\"runner\":");
+        jr_json_str(stdout, a->runner);
+        printf(",\"worker\":");
+        if (a->worker > 0)
+            printf("%d", a->worker);
+        else
+            printf("null");
+        printf(",\"generation\":");
+        jr_json_str(stdout, a->generation);
+        printf("}");
+    }
+    printf("]");
+}
+
 static void
 job_json(const jr_client_job_info *j, const job_out *o)
 {
@@ -209,6 +237,8 @@ job_json(const jr_client_job_info *j, const job_out *o)
     json_progress(j);
     if (o->links != NULL)
         jr_cmd_links_print(o->links, 1);
+    if (o->full)
+        json_history(j);
     printf("}%s", o->full ? "\n" : "");
 }
 
@@ -237,6 +267,35 @@ text_time(const char *key, double t)
     char buf[40];
 
     printf("%-13s %s\n", key, t > 0 ? jr_time_iso(t, buf, sizeof buf) : "-");
+}
+
+/* The failed attempts, oldest first: a line each, the error's first
+ * line. */
+static void
+text_history(const jr_client_job_info *j)
+{
+    char at[40], dur[32], who[160];
+    int i;
+
+    printf("%-13s %s\n", "attempts", j->nhistory ? "" : "- (no failed "
+           "attempt)");
+    for (i = 0; i < j->nhistory; i++) {
+        const jr_client_attempt *a = &j->history[i];
+        const char *e = a->error ? a->error : "-";
+        if (isnan(a->duration))
+            snprintf(dur, sizeof dur, "-");
+        else
+            snprintf(dur, sizeof dur, "%.3fs", a->duration);
+        if (a->worker > 0)
+            snprintf(who, sizeof who, "%s worker %d", a->runner ?
+                     a->runner : "-", a->worker);
+        else
+            snprintf(who, sizeof who, "%s", a->runner ? a->runner : "-");
+        printf("  #%-3d %s  %8s  %s  gen %s  %.*s\n", a->attempt,
+               jr_time_iso(a->at, at, sizeof at), dur, who,
+               a->generation ? a->generation : "-", (int)strcspn(e, "\n"),
+               e);
+    }
 }
 
 static void
@@ -275,6 +334,7 @@ job_text_full(const jr_client_job_info *j)
     if (j->keep_until > 0)
         text_time("kept_until", j->keep_until);
     printf("%-13s %s\n", "last_error", j->last_error ? j->last_error : "-");
+    text_history(j);
 }
 
 static void

@@ -50,8 +50,12 @@ one_json(const jr_limit *l, const jr_limit_use *u, int first)
     for (i = 0; i < u->ntop; i++) {
         printf("%s{\"key\":", i ? "," : "");
         jr_json_str(stdout, u->top_key[i]);
-        printf(",\"waiting\":%ld,\"running\":%ld}", u->top_waiting[i],
-               u->top_running[i]);
+        printf(",\"waiting\":%ld,\"running\":%ld,\"tokens\":",
+               u->top_waiting[i], u->top_running[i]);
+        if (u->top_tokens[i] >= 0)
+            printf("%.3f}", u->top_tokens[i]);
+        else
+            printf("null}");
     }
     printf("]}");
 }
@@ -86,9 +90,13 @@ one_text(const jr_limit *l, const jr_limit_use *u, int first)
            set_text(&l->all, all, sizeof all),
            set_text(&l->per_key, per, sizeof per), u->running, u->waiting,
            tok);
-    for (i = 0; i < u->ntop; i++)
-        printf("  key %-40s %8ld running %8ld waiting\n", u->top_key[i],
+    for (i = 0; i < u->ntop; i++) {
+        printf("  key %-40s %8ld running %8ld waiting", u->top_key[i],
                u->top_running[i], u->top_waiting[i]);
+        if (u->top_tokens[i] >= 0)
+            printf(" %8.1f tokens", u->top_tokens[i]);
+        printf("\n");
+    }
 }
 
 int

@@ -64,6 +64,12 @@ static const struct command {
     {"reload", jr_cmd_reload, "reload                   make the running runner reload its handlers (SIGHUP)", 0},
     {"schedules", jr_cmd_schedules, "schedules [--json]       each schedule (config `schedules`): its zone, last\n"
      "                           fire, and next three fires in its zone and UTC", 0},
+    {"schedule", jr_cmd_schedule, "schedule pause NAME | schedule resume NAME\n"
+     "                           no runner fires the schedule until resumed; a resume\n"
+     "                           skips the paused time (no catch-up of it)\n"
+     "  schedule fire NAME [--at TIME]\n"
+     "                           fire it now (or at TIME) through the runners' fire\n"
+     "                           path: one job per instant, whoever asks", 0},
     {"__worker", jr_cmd_worker, NULL, 1},
     {NULL, NULL, NULL, 0}
 };

@@ -28,7 +28,30 @@ typedef struct last {
 typedef struct lasts {
     last *v;
     int   n;
+    last *paused;               /* the paused schedules (at: since) */
+    int   npaused;
 } lasts;
+
+static int
+collect_paused(const char *schedule, int paused, double since, double asked,
+               void *arg)
+{
+    lasts *l = arg;
+    last *more;
+
+    (void)asked;
+    if (!paused)
+        return 0;
+    if ((more = realloc(l->paused, (size_t)(l->npaused + 1) * sizeof *more))
+        == NULL)
+        return 1;
+    l->paused = more;
+    if ((more[l->npaused].name = strdup(schedule)) == NULL)
+        return 1;
+    more[l->npaused].at = since;
+    more[l->npaused++].id = 0;
+    return 0;
+}
 
 static int
 collect(const char *schedule, double at, int64_t id, void *arg)
@@ -56,7 +79,8 @@ read_lasts(const jr_config *c, lasts *l)
 
     if (rc != 0)                /* none: no fires yet */
         return rc == JR_EXIT_NODB ? 0 : JR_EXIT_FAIL;
-    if (db.ops->last_fires(db.b, collect, l, &err) < 0 &&
+    if ((db.ops->last_fires(db.b, collect, l, &err) < 0 ||
+         db.ops->sched_states(db.b, collect_paused, l, &err) < 0) &&
         err.code != JR_ENOTFOUND) {
         fprintf(stderr, "jobrunner: %s\n", err.msg);
         rc = JR_EXIT_FAIL;
@@ -83,13 +107,13 @@ local_time(const char *tz, double t, char *buf, size_t size, char *abbr,
 }
 
 static const last *
-find_last(const lasts *l, const char *name)
+find_in(const last *v, int n, const char *name)
 {
     int i;
 
-    for (i = 0; i < l->n; i++)
-        if (strcmp(l->v[i].name, name) == 0)
-            return &l->v[i];
+    for (i = 0; i < n; i++)
+        if (strcmp(v[i].name, name) == 0)
+            return &v[i];
     return NULL;
 }
 
@@ -106,7 +130,7 @@ nexts(const jr_schedule *s, double now, double *t)
 }
 
 static void
-print_text(const jr_schedule *s, const last *l, double now)
+print_text(const jr_schedule *s, const last *l, const last *p, double now)
 {
     char loc[96], utc[40], abbr[16];
     double t[NEXT_SHOWN];
@@ -115,10 +139,17 @@ print_text(const jr_schedule *s, const last *l, double now)
     printf("%s: %s, zone %s, job %s, queue %s, catch_up %s\n", s->name,
            s->spec, s->tz, s->job, s->queue ? s->queue : "default",
            jr_catchup_name(s->catch_up));
+    if (p != NULL)
+        printf("  paused since %s: these fires are skipped until resumed\n",
+               jr_time_iso(p->at, utc, sizeof utc));
     if (l != NULL) {
         local_time(s->tz, l->at, loc, sizeof loc, abbr, sizeof abbr);
-        printf("  last fire: %s %s (%s), job %lld\n", loc, abbr,
-               jr_time_iso(l->at, utc, sizeof utc), (long long)l->id);
+        printf("  last fire: %s %s (%s), ", loc, abbr,
+               jr_time_iso(l->at, utc, sizeof utc));
+        if (l->id > 0)
+            printf("job %lld\n", (long long)l->id);
+        else
+            printf("no job (a resume: the paused time is skipped)\n");
     } else {
         printf("  last fire: never\n");
     }
@@ -132,7 +163,8 @@ print_text(const jr_schedule *s, const last *l, double now)
 }
 
 static void
-print_json(const jr_schedule *s, const last *l, double now, int first)
+print_json(const jr_schedule *s, const last *l, const last *p, double now,
+           int first)
 {
     char loc[96], utc[40], abbr[16];
     double t[NEXT_SHOWN];
@@ -151,12 +183,13 @@ print_json(const jr_schedule *s, const last *l, double now, int first)
     jr_json_str(stdout, s->tz);
     printf(",\"queue\":");
     jr_json_str(stdout, s->queue ? s->queue : "default");
-    printf(",\"catch_up\":\"%s\",\"last_fire\":",
-           jr_catchup_name(s->catch_up));
+    printf(",\"catch_up\":\"%s\",\"paused\":%s,\"last_fire\":",
+           jr_catchup_name(s->catch_up), p ? "true" : "false");
     if (l != NULL) {
         local_time(s->tz, l->at, loc, sizeof loc, abbr, sizeof abbr);
-        printf("{\"local\":\"%s\",\"utc\":\"%s\",\"job_id\":%lld}", loc,
-               jr_time_iso(l->at, utc, sizeof utc), (long long)l->id);
+        printf("{\"local\":\"%s\",\"utc\":\"%s\",\"job_id\":", loc,
+               jr_time_iso(l->at, utc, sizeof utc));
+        printf(l->id > 0 ? "%lld}" : "null}", (long long)l->id);
     } else {
         printf("null");
     }
@@ -196,16 +229,21 @@ jr_cmd_schedules(jr_cli *cli)
         printf("no schedules in %s\n", c.file ? c.file : "the config");
     for (i = 0; i < c.schedules.n; i++) {
         const jr_schedule *s = &c.schedules.s[i];
+        const last *at = find_in(l.v, l.n, s->name),
+                   *p = find_in(l.paused, l.npaused, s->name);
         if (json)
-            print_json(s, find_last(&l, s->name), now, i == 0);
+            print_json(s, at, p, now, i == 0);
         else
-            print_text(s, find_last(&l, s->name), now);
+            print_text(s, at, p, now);
     }
     if (json)
         printf("]}\n");
     for (i = 0; i < l.n; i++)
         free(l.v[i].name);
+    for (i = 0; i < l.npaused; i++)
+        free(l.paused[i].name);
     free(l.v);
+    free(l.paused);
     jr_config_free(&c);
     return JR_EXIT_OK;
 }

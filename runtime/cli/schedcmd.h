@@ -9,6 +9,9 @@
 
 /* jobrunner schedules [--json] */
 int jr_cmd_schedules(jr_cli *cli);
+/* jobrunner schedule list|pause|resume|fire NAME [--at TIME]
+ * (schedctl.c) */
+int jr_cmd_schedule(jr_cli *cli);
 /* Prints to stderr a warning, with the config's file:line, for each
  * schedule of c that never fires (a cron no date matches) and each whose
  * job is not among the handlers h[0..n). Returns how many. */

@@ -18,6 +18,9 @@
 
 #define DEFAULT_BACKEND "sqlite:jobrunner.db"
 
+_Static_assert(JR_CLIENT_ATTEMPTS_KEPT == JR_ATTEMPTS_KEPT,
+               "jobrunner.h says how many attempts a job keeps");
+
 /* The public status for an internal error code. */
 static int
 status_of(int code)
@@ -467,6 +470,47 @@ jr_client_queue_resume(jr_client *c, const char *queue)
     return set_paused(c, queue, 0);
 }
 
+/* Pauses, resumes or fires (what, backend.h's JR_SCHED_*) schedule name. */
+static int
+schedule_ctl(jr_client *c, const char *name, int what, double *at)
+{
+    double now = 0;
+
+    if (c == NULL)
+        return JR_CLIENT_EUSAGE;
+    if (begin(c) < 0)
+        return finish(c, -1);
+    if (name == NULL)
+        return finish(c, jr_fail(&c->err, JR_EUSAGE, "schedule: name is "
+                                 "NULL"));
+    if (at == NULL)
+        at = &now;
+    if (!isfinite(*at) || *at < 0 || *at > JR_TIME_MAX)
+        return finish(c, jr_fail(&c->err, JR_EINPUT, "schedule '%s': fire "
+                                 "instant %g is not epoch seconds", name,
+                                 *at));
+    return finish(c, c->db.ops->sched_ctl(c->db.b, name, what, at,
+                                          &c->err));
+}
+
+int
+jr_client_schedule_pause(jr_client *c, const char *name)
+{
+    return schedule_ctl(c, name, JR_SCHED_PAUSE, NULL);
+}
+
+int
+jr_client_schedule_resume(jr_client *c, const char *name)
+{
+    return schedule_ctl(c, name, JR_SCHED_RESUME, NULL);
+}
+
+int
+jr_client_schedule_fire(jr_client *c, const char *name, double *at)
+{
+    return schedule_ctl(c, name, JR_SCHED_FIRE, at);
+}
+
 typedef struct job_acc {
     jr_client_job_fn fn;
     void            *arg;
@@ -477,6 +521,16 @@ job_row(const jr_job_row *row, void *arg)
 {
     job_acc *a = arg;
     jr_client_job_info j;
+    jr_client_attempt h[JR_ATTEMPTS_KEPT];
+    int i;
+
+    for (i = 0; i < row->nhistory && i < JR_ATTEMPTS_KEPT; i++)
+        h[i] = (jr_client_attempt){row->history[i].attempt,
+            row->history[i].error, row->history[i].at,
+            row->history[i].duration, row->history[i].runner,
+            row->history[i].worker, row->history[i].generation};
+    j.history = i > 0 ? h : NULL;
+    j.nhistory = i;
 
     j.id = row->id;
     j.name = row->name;

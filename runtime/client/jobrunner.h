@@ -325,6 +325,38 @@ int jr_client_queue_pause(jr_client *c, const char *queue);
 /* Resumes a paused queue (a queue that is not paused: a no-op). */
 int jr_client_queue_resume(jr_client *c, const char *queue);
 
+/* Schedule controls (docs/schedules.md, "Pause, resume, fire now"), for
+ * schedule name of the runners' config (any valid name is taken: the
+ * library reads no config). A paused schedule does not fire; a resume
+ * skips the paused time (its instants never fire, catch_up or not).
+ * Pausing a paused schedule, or resuming one not paused, is a no-op. */
+int jr_client_schedule_pause(jr_client *c, const char *name);
+int jr_client_schedule_resume(jr_client *c, const char *name);
+
+/* Asks the runners to fire schedule name now, through the same path as
+ * its timed fires: a runner inserts the fire (schedule, instant) and its
+ * job once, within a second or so. The instant is *at (epoch seconds),
+ * or with at NULL or *at 0 the database's current second, which *at
+ * receives: asks for one instant make one job. JR_CLIENT_EINPUT when the
+ * schedule is paused. */
+int jr_client_schedule_fire(jr_client *c, const char *name, double *at);
+
+/* One failed attempt of a job (its attempt history), oldest first. */
+#define JR_CLIENT_ATTEMPTS_KEPT 20      /* failed attempts kept per job */
+typedef struct jr_client_attempt {
+    int         attempt;        /* the job's attempt number then */
+    const char *error;          /* its error, cut as last_error; may be
+                                   NULL */
+    double      at;             /* when it ended, epoch seconds (a lease
+                                   lost with its runner: when the loss
+                                   was found) */
+    double      duration;       /* seconds it ran; NAN: not known */
+    const char *runner;         /* the runner (its lease token,
+                                   host:pid:random); may be NULL */
+    int         worker;         /* that runner's worker id; 0: not known */
+    const char *generation;     /* handler code that ran it; may be NULL */
+} jr_client_attempt;
+
 /* One job as jr_client_show and jr_client_list give it. Strings are valid
  * during the callback only and may be NULL where said; times are epoch
  * seconds, 0 when not set. */
@@ -362,6 +394,11 @@ typedef struct jr_client_job_info {
                                    none, or from jr_client_list */
     double      keep_until;     /* a completed job kept for its result is
                                    pruned after this; 0: not set */
+    const jr_client_attempt *history; /* jr_client_show: its failed
+                                   attempts, oldest first, the newest
+                                   JR_CLIENT_ATTEMPTS_KEPT; NULL when
+                                   none, and from jr_client_list */
+    int         nhistory;
 } jr_client_job_info;
 
 /* Called once per job. Return 0 to go on, non-zero to stop. */

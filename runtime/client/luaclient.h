@@ -31,5 +31,9 @@ int jr_luaclient_wait(lua_State *L);
 /* luaflow.c: q:flow, q:batch */
 int jr_luaclient_flow(lua_State *L);
 int jr_luaclient_batch(lua_State *L);
+/* luacontrol.c: q:schedule_pause, q:schedule_resume, q:schedule_fire */
+int jr_luaclient_schedule_pause(lua_State *L);
+int jr_luaclient_schedule_resume(lua_State *L);
+int jr_luaclient_schedule_fire(lua_State *L);
 
 #endif

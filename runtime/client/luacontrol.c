@@ -53,6 +53,30 @@ enum { S_NAME, S_QUEUE, S_STATE, S_PAYLOAD, S_ERROR, S_GEN, S_LOCKED,
        S_UKEY, S_NOTE, S_KEY, S_RESULT, NSTR };
 #define JOB_NULL ((size_t)-1)
 
+/* After the job: each failed attempt (the info, then its error, runner
+ * and generation as the job's strings are). Returns 1 when out of
+ * memory. */
+static int
+history_collect(const jr_client_job_info *j, jr_buf *b)
+{
+    size_t len;
+    int i, k;
+
+    for (i = 0; i < j->nhistory; i++) {
+        const jr_client_attempt *a = &j->history[i];
+        const char *str[3] = {a->error, a->runner, a->generation};
+        if (jr_buf_put(b, a, sizeof *a) < 0)
+            return 1;
+        for (k = 0; k < 3; k++) {
+            len = str[k] ? strlen(str[k]) : JOB_NULL;
+            if (jr_buf_put(b, &len, sizeof len) < 0 ||
+                (str[k] && jr_buf_put(b, str[k], len) < 0))
+                return 1;
+        }
+    }
+    return 0;
+}
+
 static int
 job_collect(const jr_client_job_info *j, void *arg)
 {
@@ -71,7 +95,7 @@ job_collect(const jr_client_job_info *j, void *arg)
             (str[i] && jr_buf_put(b, str[i], len) < 0))
             return 1;           /* b->oom tells the caller */
     }
-    return 0;
+    return history_collect(j, b);
 }
 
 /* Sets t[key] = v for the table on top; nothing when v is 0 (not set).
@@ -112,10 +136,45 @@ set_progress(lua_State *L, const jr_client_job_info *j, const char *note,
     lua_setfield(L, -2, "progress");                 /* t */
 }
 
-/* Pushes the job copied at b->p + *at as a table and moves *at past it.
- * [-0, +1, m] */
+/* Sets t.attempts to the n failed attempts copied at b->p + *at
+ * (history_collect), oldest first, and moves *at past them.
+ * [-0, +0, m] */
 static void
-push_job(lua_State *L, const jr_buf *b, size_t *at)
+set_history(lua_State *L, const jr_buf *b, size_t *at, int n)
+{
+    static const char *const keys[3] = {"error", "runner", "generation"};
+    jr_client_attempt a;
+    size_t len;
+    int i, k;
+
+    lua_createtable(L, n, 0);                        /* t h */
+    for (i = 0; i < n; i++) {
+        memcpy(&a, b->p + *at, sizeof a);
+        *at += sizeof a;
+        lua_createtable(L, 0, 7);                    /* t h e */
+        set_int(L, "attempt", a.attempt);
+        set_num(L, "at", a.at);
+        set_num(L, "duration", a.duration);
+        if (a.worker > 0)
+            set_int(L, "worker", a.worker);
+        for (k = 0; k < 3; k++) {
+            memcpy(&len, b->p + *at, sizeof len);
+            *at += sizeof len;
+            if (len == JOB_NULL)
+                continue;
+            lua_pushlstring(L, b->p + *at, len);     /* t h e s */
+            lua_setfield(L, -2, keys[k]);            /* t h e */
+            *at += len;
+        }
+        lua_rawseti(L, -2, i + 1);                   /* t h */
+    }
+    lua_setfield(L, -2, "attempts");                 /* t */
+}
+
+/* Pushes the job copied at b->p + *at as a table and moves *at past it;
+ * full (show): with its attempt history, t.attempts. [-0, +1, m] */
+static void
+push_job(lua_State *L, const jr_buf *b, size_t *at, int full)
 {
     static const char *const keys[NSTR] = {"name", "queue", "state",
         "payload", "last_error", "generation", "locked_by", "unique_key",
@@ -155,14 +214,18 @@ push_job(lua_State *L, const jr_buf *b, size_t *at)
     lua_pushboolean(L, j.cancel_requested);          /* t b */
     lua_setfield(L, -2, "cancel_requested");         /* t */
     set_progress(L, &j, note, nlen);
+    if (full)
+        set_history(L, b, at, j.nhistory);
 }
 
 /* q:show(id) -> {id, name, queue, state, payload (JSON text), attempt,
  * max_retries, priority, run_at, created_at, started_at, finished_at,
  * last_error, generation, locked_by, unique_key, cancel_requested,
- * progress, key, result (JSON text), keep_until} |
+ * progress, key, result (JSON text), keep_until,
+ * attempts} |
  * nil, msg (also for an unknown id). Times are epoch seconds; fields not
- * set are absent. */
+ * set are absent. attempts: the failed attempts, oldest first, each
+ * {attempt, error, at, duration, runner, worker, generation}. */
 int
 jr_luaclient_show(lua_State *L)                            /* q id */
 {
@@ -175,7 +238,7 @@ jr_luaclient_show(lua_State *L)                            /* q id */
         return jr_luaclient_fail(L, jr_client_errmsg(c));
     if (b->oom)
         return jr_luaclient_fail(L, "show: out of memory");
-    push_job(L, b, &at);                             /* q id b t */
+    push_job(L, b, &at, 1);                          /* q id b t */
     return 1;
 }
 
@@ -212,7 +275,7 @@ jr_luaclient_list(lua_State *L)                            /* q f? */
         return jr_luaclient_fail(L, "list: out of memory");
     lua_newtable(L);                                 /* .. b t */
     while (at < b->len) {
-        push_job(L, b, &at);                         /* .. b t job */
+        push_job(L, b, &at, 0);                      /* .. b t job */
         lua_rawseti(L, -2, ++n);                     /* .. b t */
     }
     return 1;
@@ -242,6 +305,52 @@ int
 jr_luaclient_resume(lua_State *L)
 {
     return client_pause_resume(L, 0);
+}
+
+/* q:schedule_pause(name) / q:schedule_resume(name) -> true | nil, msg
+ * (docs/schedules.md, "Pause, resume, fire now") */
+static int
+client_schedule(lua_State *L, int pause)             /* q name */
+{
+    jr_client *c = jr_luaclient_check(L);
+    const char *name = luaL_checkstring(L, 2);
+
+    if ((pause ? jr_client_schedule_pause(c, name) :
+         jr_client_schedule_resume(c, name)) != JR_CLIENT_OK)
+        return jr_luaclient_fail(L, jr_client_errmsg(c));
+    lua_pushboolean(L, 1);                           /* q name true */
+    return 1;
+}
+
+int
+jr_luaclient_schedule_pause(lua_State *L)
+{
+    return client_schedule(L, 1);
+}
+
+int
+jr_luaclient_schedule_resume(lua_State *L)
+{
+    return client_schedule(L, 0);
+}
+
+/* q:schedule_fire(name [, at]) -> at | nil, msg: asks the runners for a
+ * fire of schedule name at instant at (epoch seconds; default: the
+ * database's current second), returned; asks for one instant make one
+ * job. */
+int
+jr_luaclient_schedule_fire(lua_State *L)             /* q name [at] */
+{
+    jr_client *c = jr_luaclient_check(L);
+    const char *name = luaL_checkstring(L, 2);
+    double at = luaL_optnumber(L, 3, 0);
+
+    luaL_argcheck(L, at >= 0 && at <= 253402300799.0, 3,
+                  "at must be epoch seconds");
+    if (jr_client_schedule_fire(c, name, &at) != JR_CLIENT_OK)
+        return jr_luaclient_fail(L, jr_client_errmsg(c));
+    lua_pushnumber(L, at);                           /* q name [at] at */
+    return 1;
 }
 
 typedef struct queue_rec {      /* one queue in the buffer; name follows */

@@ -133,6 +133,30 @@ jr_cycle_free_fires(jr_cycle *c)
     free(c->last_fires);
     c->last_fires = NULL;
     c->nlast_fires = -1;
+    for (i = 0; i < c->nsched_ctl; i++)
+        free(c->sched_ctl[i].schedule);
+    free(c->sched_ctl);
+    c->sched_ctl = NULL;
+    c->nsched_ctl = -1;
+}
+
+static int
+add_ctl(const char *schedule, int paused, double paused_at, double fire_at,
+        void *arg)
+{
+    jr_cycle *c = arg;
+    jr_sched_ctl *more = realloc(c->sched_ctl, (size_t)(c->nsched_ctl + 1)
+                                 * sizeof *more);
+
+    (void)paused_at;
+    if (more == NULL)
+        return 1;
+    c->sched_ctl = more;
+    if ((more[c->nsched_ctl].schedule = strdup(schedule)) == NULL)
+        return 1;
+    more[c->nsched_ctl].paused = paused;
+    more[c->nsched_ctl++].fire_at = fire_at;
+    return 0;
 }
 
 static int
@@ -162,6 +186,18 @@ jr_cycle_fires(jr_db *db, jr_cycle *c)
     jr_err e;
     int i;
 
+    c->nsched_ctl = -1;
+    if (c->read_ctl) {          /* before the fires: those asked by hand */
+        c->nsched_ctl = 0;
+        if (ops->sched_states(db->b, add_ctl, c, &e) < 0) {
+            for (i = 0; i < c->nsched_ctl; i++)
+                free(c->sched_ctl[i].schedule);
+            free(c->sched_ctl);
+            c->sched_ctl = NULL;
+            c->nsched_ctl = -1;
+            jr_cycle_err(c, &e);
+        }
+    }
     if (c->read_fires) {
         c->nlast_fires = 0;
         if (ops->last_fires(db->b, add_last_fire, c, &e) < 0) {

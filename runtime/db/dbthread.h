@@ -49,6 +49,13 @@ typedef struct jr_last_fire {
     int64_t  id;                /* its job, or 0 */
 } jr_last_fire;
 
+/* A schedule's controls, as a cycle reads them (read_ctl). */
+typedef struct jr_sched_ctl {
+    char    *schedule;          /* owned by the cycle's array */
+    int      paused;
+    double   fire_at;           /* the last fire asked for by hand, or 0 */
+} jr_sched_ctl;
+
 /* One unit of work. The master fills the inputs, must not touch the cycle
  * while it runs, and reads the outputs in its done callback. */
 typedef struct jr_cycle {
@@ -113,7 +120,8 @@ typedef struct jr_cycle {
     /* schedules (sched.c): inputs, then outputs */
     jr_fire            *fires;          /* record these fires (each
                                            inserted: 1 yes, 0 another
-                                           runner's, -1 refused) */
+                                           runner's, -1 refused, -2 the
+                                           schedule is paused) */
     int                 nfires;
     int                 fires_keep;     /* fire rows kept per schedule */
     int                 read_fires;     /* read each schedule's last fire */
@@ -125,9 +133,13 @@ typedef struct jr_cycle {
                                            recorded (trouble): retry */
     int                 reconnected;    /* the connection was opened again
                                            since the last cycle */
+    int                 read_ctl;       /* read the schedule controls */
+    jr_sched_ctl       *sched_ctl;      /* read_ctl: freed with
+                                           jr_cycle_free_fires */
+    int                 nsched_ctl;     /* or -1: not read */
 } jr_cycle;
 
-/* Frees what a cycle returned in last_fires. */
+/* Frees what a cycle returned in last_fires and sched_ctl. */
 void jr_cycle_free_fires(jr_cycle *c);
 
 /* Frees what a cycle returned in paused and ready_q. */

@@ -21,6 +21,8 @@
 #include "http/http.h"
 #include "base/flow.h"
 #include "base/job.h"
+#include "config/config.h"
+#include "config/schedules.h"
 
 /* --- a JSON body: one object with the keys ids, all, older_than ---- */
 
@@ -29,6 +31,7 @@ typedef struct body {
     char        why[200];
     int         has_ids, all;
     double      older_than;     /* < 0: not given */
+    double      at;             /* fire's instant; 0: not given */
 } body;
 
 static int
@@ -142,8 +145,13 @@ member(body *b, jr_apireq *q)
             return bad(b, "'older_than' must be seconds >= 0");
         return 0;
     }
+    if (strcmp(k, "at") == 0) {
+        if (number(b, &b->at) < 0 || b->at <= 0 || b->at > JR_TIME_MAX)
+            return bad(b, "'at' must be epoch seconds");
+        return 0;
+    }
     snprintf(b->why, sizeof b->why, "unknown key '%s' in the body (ids, "
-             "all, older_than)", k);
+             "all, older_than, at)", k);
     return -1;
 }
 
@@ -220,6 +228,59 @@ job_id(call *c, int64_t *id)
     return 0;
 }
 
+/* A keyset cursor: a job id >= 1 into *id. */
+static int
+cursor(const char *v, const char *what, int64_t *id, jr_err *err)
+{
+    char *end;
+    long long n;
+
+    errno = 0;
+    n = strtoll(v, &end, 10);
+    if (!isdigit((unsigned char)v[0]) || *end || errno || n < 1)
+        return jr_fail(err, JR_EINPUT, "%s '%.64s': want a job id >= 1",
+                       what, v);
+    *id = n;
+    return 0;
+}
+
+/* One query parameter into q's filter. */
+static int
+filter(jr_apireq *q, const char *k, const char *v, jr_err *err)
+{
+    char *slot = strcmp(k, "state") == 0 ? q->state :
+                 strcmp(k, "name") == 0 ? q->name :
+                 strcmp(k, "queue") == 0 ? q->queue :
+                 strcmp(k, "where") == 0 ? q->where : NULL;
+    size_t size = slot == q->state ? sizeof q->state :
+                  slot == q->where ? sizeof q->where : sizeof q->name;
+    long n;
+    int rc;
+
+    if (v[0] == '\0')
+        return 0;               /* an empty filter matches any */
+    if (strcmp(k, "limit") == 0) {
+        rc = jr_parse_int(v, "limit", 1, JR_API_LIST_MAX, &n, err);
+        q->limit = (int)n;
+        return rc;
+    }
+    if (strcmp(k, "before_id") == 0)
+        return cursor(v, k, &q->before_id, err);
+    if (strcmp(k, "after_id") == 0)
+        return cursor(v, k, &q->after_id, err);
+    if (slot == NULL)
+        return jr_fail(err, JR_EINPUT, "unknown parameter '%.64s' (state, "
+                       "name, queue, where, limit, before_id, after_id)", k);
+    if (strlen(v) >= size)
+        return jr_fail(err, JR_EINPUT, "%s is too long (%zu bytes at most)",
+                       k, size - 1);
+    strcpy(slot, v);
+    if (slot == q->name || slot == q->queue)
+        return jr_name_check(slot, slot == q->name ? "job name" :
+                             "queue name", err);
+    return 0;
+}
+
 /* Reads the query string's filters into q; replies 400 on a bad one. */
 static int
 filters(call *c, jr_apireq *q)
@@ -227,7 +288,6 @@ filters(call *c, jr_apireq *q)
     struct evkeyvalq kv = {0};
     struct evkeyval *e;
     jr_err err;
-    long n;
     int rc = 0;
 
     q->limit = 100;
@@ -241,29 +301,8 @@ filters(call *c, jr_apireq *q)
         jr_http_error(c->req, 400, "the query string has a NUL byte (%%00)");
         return -1;
     }
-    for (e = kv.tqh_first; e && rc == 0; e = e->next.tqe_next) {
-        char *slot = strcmp(e->key, "state") == 0 ? q->state :
-                     strcmp(e->key, "name") == 0 ? q->name :
-                     strcmp(e->key, "queue") == 0 ? q->queue : NULL;
-        size_t size = slot == q->state ? sizeof q->state : sizeof q->name;
-        if (e->value[0] == '\0')
-            continue;           /* an empty filter matches any */
-        if (strcmp(e->key, "limit") == 0) {
-            rc = jr_parse_int(e->value, "limit", 1, JR_API_LIST_MAX, &n,
-                              &err);
-            q->limit = (int)n;
-        } else if (slot == NULL) {
-            rc = jr_fail(&err, JR_EINPUT, "unknown parameter '%.64s' "
-                         "(state, name, queue, limit)", e->key);
-        } else if (strlen(e->value) >= size) {
-            rc = jr_fail(&err, JR_EINPUT, "%s is too long", e->key);
-        } else {
-            strcpy(slot, e->value);
-            if (slot != q->state)
-                rc = jr_name_check(slot, slot == q->name ? "job name" :
-                                   "queue name", &err);
-        }
-    }
+    for (e = kv.tqh_first; e && rc == 0; e = e->next.tqe_next)
+        rc = filter(q, e->key, e->value, &err);
     evhttp_clear_headers(&kv);
     if (rc < 0)
         jr_http_error(c->req, 400, "%s", err.msg);
@@ -509,8 +548,101 @@ r_queue(call *c, int kind)
     }
 }
 
+/* POST /api/bulk/ACTION?FILTER: the list's filter, at least one part. */
+static void
+r_bulk(call *c, int kind)
+{
+    jr_apireq *q = new_req(c, kind);
+    body b;
+
+    if (q == NULL)
+        return;
+    if (filters(c, q) < 0) {
+        free(q);
+        return;
+    }
+    if (parse_body(c->req, &b, q) < 0 || b.has_ids || b.all ||
+        b.older_than >= 0) {
+        jr_http_error(c->req, 400, "%s", b.why[0] ? b.why : "a bulk action "
+                      "takes the list's filter in the query, and no body");
+        free(q);
+        return;
+    }
+    if (!q->state[0] && !q->name[0] && !q->queue[0] && !q->where[0]) {
+        jr_http_error(c->req, 400, "give a filter (state, name, queue or "
+                      "where) in the query: a bulk action never takes "
+                      "every job");
+        free(q);
+        return;
+    }
+    ask(c, q);
+}
+
+static void r_bulk_cancel(call *c) { r_bulk(c, JR_API_BULK_CANCEL); }
+static void r_bulk_retry(call *c) { r_bulk(c, JR_API_BULK_RETRY); }
+static void r_bulk_purge(call *c) { r_bulk(c, JR_API_BULK_PURGE); }
+
+static void
+r_limits(call *c)
+{
+    jr_apireq *q = new_req(c, JR_API_LIMITS);
+
+    if (q != NULL) {
+        q->limits = c->host->cfg->limits.l;
+        q->nlimits = c->host->cfg->limits.n;
+        ask(c, q);
+    }
+}
+
 static void r_pause(call *c) { r_queue(c, JR_API_PAUSE); }
 static void r_resume(call *c) { r_queue(c, JR_API_RESUME); }
+
+static void
+r_schedules(call *c)
+{
+    jr_apireq *q = new_req(c, JR_API_SCHEDULES);
+
+    if (q != NULL) {
+        q->schedules = &c->host->cfg->schedules;
+        ask(c, q);
+    }
+}
+
+/* POST /api/schedules/NAME/{pause,resume,fire}: a schedule of the
+ * runner's config (404 otherwise); fire takes {"at": epoch seconds}. */
+static void
+r_sched(call *c, int what)
+{
+    const jr_schedules *ss = &c->host->cfg->schedules;
+    jr_apireq *q;
+    body b;
+    int i;
+
+    for (i = 0; i < ss->n && strcmp(ss->s[i].name, c->arg) != 0; i++)
+        ;
+    if (i == ss->n) {
+        jr_http_error(c->req, 404, "no schedule '%.128s' in the runner's "
+                      "config", c->arg);
+        return;
+    }
+    if ((q = with_body(c, JR_API_SCHED_CTL, &b)) == NULL)
+        return;
+    if ((what != JR_API_SCHED_FIRE && b.at > 0) ||
+        (b.at > 0 && fabs(b.at - jr_now()) > 60)) {
+        jr_http_error(c->req, 400, what != JR_API_SCHED_FIRE ? "'at' is for "
+                      "fire only" : "'at' must be within 60 s of now");
+        free(q);
+        return;
+    }
+    memcpy(q->name, c->arg, strlen(c->arg) + 1);    /* <= 128: a name */
+    q->what = what;
+    q->at = b.at;
+    ask(c, q);
+}
+
+static void r_sched_pause(call *c) { r_sched(c, JR_API_SCHED_PAUSE); }
+static void r_sched_resume(call *c) { r_sched(c, JR_API_SCHED_RESUME); }
+static void r_sched_fire(call *c) { r_sched(c, JR_API_SCHED_FIRE); }
 
 typedef struct listing {        /* /api/runner's "running" list */
     jr_buf     *b;
@@ -574,6 +706,7 @@ static const route routes[] = {
     {"queues", 0, r_queues},
     {"jobs", 0, r_jobs},
     {"jobs", 1, r_push},
+    {"limits", 0, r_limits},
     {"jobs/*", 0, r_job},
     {"flows", 1, r_flow},
     {"batches/*", 0, r_batch},
@@ -586,6 +719,13 @@ static const route routes[] = {
     {"dead/purge", 1, r_dead_purge},
     {"queues/*/pause", 1, r_pause},
     {"queues/*/resume", 1, r_resume},
+    {"bulk/cancel", 1, r_bulk_cancel},
+    {"bulk/retry", 1, r_bulk_retry},
+    {"bulk/purge", 1, r_bulk_purge},
+    {"schedules", 0, r_schedules},
+    {"schedules/*/pause", 1, r_sched_pause},
+    {"schedules/*/resume", 1, r_sched_resume},
+    {"schedules/*/fire", 1, r_sched_fire},
     {NULL, 0, NULL}
 };
 

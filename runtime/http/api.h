@@ -32,8 +32,21 @@ enum {                          /* what a request asks the database */
     JR_API_PUSH,                /* push pushes[0..npushes) */
     JR_API_OUTCOMES,            /* where ids stand (the long polls') */
     JR_API_BATCH,               /* batch ids[0]: counts and members */
-    JR_API_FLOW                 /* push the flow */
+    JR_API_FLOW,                /* push the flow */
+    JR_API_SCHEDULES,           /* the config's schedules, their state */
+    JR_API_SCHED_CTL,           /* pause, resume or fire schedule name */
+    JR_API_LIMITS,              /* each limit of the config, its use */
+    JR_API_BULK_CANCEL,         /* cancel what the list filter selects */
+    JR_API_BULK_RETRY,          /* retry its dead jobs */
+    JR_API_BULK_PURGE           /* delete its dead jobs */
 };
+
+#define JR_API_WHERE_MAX 400    /* bytes of a payload filter at most */
+
+/* jr_apireq.what of SCHED_CTL: backend.h's JR_SCHED_* (apisched.c checks) */
+enum { JR_API_SCHED_PAUSE = 1, JR_API_SCHED_RESUME, JR_API_SCHED_FIRE };
+
+struct jr_schedules;
 
 typedef struct jr_apireq {
     int         kind;
@@ -43,6 +56,11 @@ typedef struct jr_apireq {
     char        name[129];
     char        queue[129];     /* also PAUSE, RESUME */
     int         limit;
+    char        where[JR_API_WHERE_MAX + 1];    /* payload filter (where.h) */
+    int64_t     before_id;      /* a keyset page: ids below, or */
+    int64_t     after_id;       /* above (0: not given) */
+    const struct jr_limit *limits;  /* LIMITS: the config's, borrowed */
+    int         nlimits;
     double      older_than;     /* PURGE: seconds */
     double      wait;           /* JOB: seconds to hold the answer until
                                    the job ends (?wait=); 0: at once */
@@ -56,6 +74,10 @@ typedef struct jr_apireq {
     int         ended[JR_API_IDS_MAX]; /* OUTCOMES, JOB: 1 if ids[i] has
                                    ended (completed, dead, cancelled or
                                    gone) */
+    int         what;           /* SCHED_CTL: JR_API_SCHED_* */
+    double      at;             /* SCHED_CTL fire: the instant, 0: now */
+    const struct jr_schedules *schedules; /* SCHEDULES: the runner's
+                                   (immutable while it runs) */
     int         status;         /* out: HTTP status */
     jr_buf      body;           /* out: JSON, or Prometheus text */
 } jr_apireq;

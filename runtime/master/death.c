@@ -149,7 +149,7 @@ gone_jobs(master *m, wk *w, const char *reason)
         } else if (m->stopping && !w->kill_reason[0])
             jr_claimq_release(m, w->jobs[0]);
         else {
-            jr_pool_fail(m, w->gen, w->jobs[0], reason);
+            jr_pool_fail(m, w, w->jobs[0], reason);
             free(w->jobs[0]);
         }
     }

@@ -280,9 +280,10 @@ int  jr_spawn_worker(master *m, jr_spawned *out, jr_err *err);
 void jr_spawn_unshare(wk *w);           /* unmaps w's shared page */
 void jr_pool_stop(master *m, wk *w);    /* asks w to exit */
 void jr_pool_kill(wk *w, int sig);      /* w and its process group */
-/* A failure the master decides for job j (borrowed) of generation g: a
- * retry or dead by the retry policy, its result queued. */
-void jr_pool_fail(master *m, const gen *g, const jr_job *j,
+/* A failure the master decides for job j (borrowed) that worker w ran
+ * (since w->started): a retry or dead by the retry policy, its result
+ * queued with w's generation, id and the attempt's duration. */
+void jr_pool_fail(master *m, const wk *w, const jr_job *j,
                   const char *reason);
 /* w's socket is readable: reads its frames (hello, results). */
 void jr_pool_read(struct bufferevent *bev, void *arg);

@@ -56,10 +56,12 @@ jr_pool_retry_in(master *m, const gen *g, const jr_job *j, const char *error,
  * dead by the retry policy, without the handler's backoff function (it
  * lives in the workers). */
 void
-jr_pool_fail(master *m, const gen *g, const jr_job *j, const char *reason)
+jr_pool_fail(master *m, const wk *w, const jr_job *j, const char *reason)
 {
+    const gen *g = w->gen;
     jr_retry_in in;
-    jr_result r = {.id = j->id};
+    jr_result r = {.id = j->id, .secs = jr_mono() - w->started,
+                   .worker = w->id};
     size_t len = strlen(reason) + 1;
     char *mem = malloc(len + 17);   /* the error, then the generation */
 
@@ -329,7 +331,7 @@ snooze_limit(master *m, wk *w, const jr_job *j, const jr_result *res,
     snprintf(reason, sizeof reason, "snoozed more than %d times in a row "
              "(max_snoozes)", m->cfg->max_snoozes);
     free(mem);
-    jr_pool_fail(m, w->gen, j, reason);
+    jr_pool_fail(m, w, j, reason);
     return 1;
 }
 
@@ -380,6 +382,8 @@ jr_pool_result(master *m, wk *w, jr_reader *r)
     m->avg = m->avg > 0 ? 0.95 * m->avg + 0.05 * secs : secs;
     resolve_delay(m, w, j, &res);
     m->flow_ended = j->flow != 0;   /* jr_claimq_result takes it */
+    res.secs = secs;                /* the attempt history's */
+    res.worker = w->id;
     if (!snooze_limit(m, w, j, &res, mem)) {
         log_result(m, j, &res, secs);
         jr_service_job_end(m, j, &res, secs);

@@ -3,9 +3,11 @@
  * with its job, once across runners: backend.h's fire), catch-up after
  * downtime from the last fires the database holds (read again after a
  * reconnect), catch-up whenever the runner finds itself behind (a stall,
- * a clock step), fires retried until recorded, and the config's
- * schedules followed on reload. A service (service.h) owning its
- * schedules, fires and timer. Uses cron.h, schedules.h, dbthread.h. */
+ * a clock step), fires retried until recorded, the operator's controls
+ * read each second (pause, fire now: schedq.c follows them), and the
+ * config's schedules followed on reload. A service (service.h) owning
+ * its schedules, fires and timer; the fire queue is schedq.c's (sched.h).
+ * Uses cron.h, schedules.h, dbthread.h. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -14,44 +16,7 @@
 #include "base/log.h"
 #include "master/master_int.h"
 #include "config/schedules.h"
-
-#define FIRES_MAX 1000          /* fires waiting at most (all schedules) */
-#define BEHIND    2.0           /* the schedules looked at again this many
-                                   seconds after the last look (they look
-                                   each second, whatever the database
-                                   does): the runner was behind (stalled,
-                                   the clock stepped); catch_up applies */
-#define RETRY_FOR 60.0          /* a fire not recorded is retried; once
-                                   this late, catch_up applies to it */
-
-typedef struct ent {            /* one schedule and where it stands */
-    jr_schedule s;              /* a copy of the config's */
-    int         loaded;         /* its last fire was read: next is known */
-    double      next;           /* its next fire instant */
-    int         warned_gen;     /* generation its missing handler was
-                                   reported for */
-    int         reread;         /* unloaded by a reconnect: next is what
-                                   this runner had reached */
-} ent;
-
-typedef struct fire_req {       /* a fire waiting or in flight */
-    jr_fire f;                  /* strings point into mem */
-    char   *mem;
-    int     drop;               /* expire's mark */
-} fire_req;
-
-typedef struct jr_sched {
-    jr_schedules cfg;           /* owns the entries' strings */
-    ent         *e;
-    int          n;
-    int          need_last;     /* read the last fires before firing */
-    fire_req    *pending;
-    int          npending;
-    fire_req    *inflight;      /* the running cycle's */
-    int          ninflight;
-    int          failing;       /* fires failed since the last recorded */
-    int          dropping;      /* fires expired since then (logged) */
-} jr_sched;
+#include "services/sched.h"
 
 typedef struct svc {            /* the service's state */
     jr_sched   *sc;             /* replaced whole by a reload */
@@ -59,141 +24,6 @@ typedef struct svc {            /* the service's state */
     flag_timer  tick;           /* sets fire_due each second */
     double      looked;         /* wall time of the last look (0: none) */
 } svc;
-
-/* ---- fires ---- */
-
-static char *
-put(char **p, const char *s)
-{
-    char *start = *p;
-
-    if (s == NULL)
-        return NULL;
-    memcpy(*p, s, strlen(s) + 1);
-    *p += strlen(s) + 1;
-    return start;
-}
-
-/* How many fires of schedule name wait with an instant after at, and
- * (*same) whether one waits at at. */
-static int
-newer(const jr_sched *sc, const char *name, double at, int *same)
-{
-    int i, n = 0;
-
-    *same = 0;
-    for (i = 0; i < sc->npending; i++)
-        if (strcmp(sc->pending[i].f.schedule, name) == 0) {
-            n += sc->pending[i].f.at > at;
-            *same |= sc->pending[i].f.at == at;
-        }
-    return n;
-}
-
-/* Queues a fire of e at instant at (once); its strings copied. */
-static void
-add_fire(jr_sched *sc, const ent *e, double at)
-{
-    const jr_schedule *s = &e->s;
-    size_t size = strlen(s->name) + strlen(s->job) + strlen(s->payload) +
-                  (s->queue ? strlen(s->queue) : 0) + 4;
-    fire_req *r, *more;
-    char *p;
-    int same;
-
-    newer(sc, s->name, at, &same);
-    if (same)
-        return;
-    if (sc->npending >= FIRES_MAX) {
-        jr_log(JR_LOG_ERROR, "schedule '%s': %d fires already wait for the "
-               "database; the fire at %.0f is skipped", s->name, FIRES_MAX,
-               at);
-        return;
-    }
-    more = realloc(sc->pending, (size_t)(sc->npending + 1) * sizeof *more);
-    if (more == NULL || (p = malloc(size)) == NULL) {
-        if (more != NULL)
-            sc->pending = more;
-        jr_log(JR_LOG_ERROR, "schedule '%s': out of memory; the fire at "
-               "%.0f is skipped", s->name, at);
-        return;
-    }
-    sc->pending = more;
-    r = &more[sc->npending++];
-    memset(r, 0, sizeof *r);
-    r->mem = p;
-    r->f.schedule = put(&p, s->name);
-    r->f.at = at;
-    r->f.job.name = put(&p, s->job);
-    r->f.job.payload = put(&p, s->payload);
-    r->f.job.queue = put(&p, s->queue);
-    r->f.job.priority = s->priority;
-    r->f.job.max_retries = s->max_retries;
-    r->f.job.run_at = at;
-}
-
-static void
-free_fires(fire_req *r, int n)
-{
-    int i;
-
-    for (i = 0; i < n; i++)
-        free(r[i].mem);
-}
-
-/* The fire after t, or 0 (logged once) when it never fires again. */
-static double
-next_after(const ent *e, double t)
-{
-    double next;
-
-    if (jr_cron_next(&e->s.cron, e->s.tz, t, &next) < 0)
-        return 0;
-    return next;
-}
-
-/* Catch-up of e: the fires missed after last up to now (after downtime:
- * last is its last fire in the database; when the runner was behind: the
- * instant before its oldest missed one), as catch_up says: none, the most
- * recent one, or the JR_CATCHUP_MAX most recent; why ends the log line.
- * Looks back a day, then twice as far, until it has enough or reaches
- * last. */
-static void
-catch_up(jr_sched *sc, ent *e, double last, double now, const char *why)
-{
-    int want = e->s.catch_up == JR_CATCHUP_NONE ? 0 :
-               e->s.catch_up == JR_CATCHUP_LAST ? 1 : JR_CATCHUP_MAX;
-    int cap = want > 0 ? want : 1;      /* none: counts them only */
-    double ring[JR_CATCHUP_MAX], span = 86400, from, t;
-    long seen = 0;
-    int i, n;
-
-    for (;;) {
-        from = now - span > last ? now - span : last;
-        for (seen = 0, t = next_after(e, from); t > 0 && t <= now;
-             t = next_after(e, t))
-            ring[seen++ % cap] = t;
-        if (seen >= cap || from <= last)
-            break;
-        span *= 2;
-    }
-    n = seen < want ? (int)seen : want;
-    for (i = 0; i < n; i++)
-        add_fire(sc, e, ring[(seen - n + i) % cap]);
-    if (n > 0 || seen > 0)
-        jr_log(JR_LOG_INFO, "schedule '%s': %ld%s fire%s missed %s, %d "
-               "to run (catch_up = \"%s\")", e->s.name, seen,
-               from > last ? " or more" : "", seen == 1 ? "" : "s", why, n,
-               jr_catchup_name(e->s.catch_up));
-}
-
-static int
-by_instant(const void *a, const void *b)
-{
-    double x = ((const fire_req *)a)->f.at, y = ((const fire_req *)b)->f.at;
-
-    return (x > y) - (x < y);
-}
 
 /* After a reconnect, e had reached its next fire: the database's last
  * fire may be older (a crash undid fires, another server answers): the
@@ -204,10 +34,10 @@ reload_one(jr_sched *sc, ent *e, double last, double now)
     double upto = e->next > 0 && e->next - 0.5 < now ? e->next - 0.5 : now;
 
     if (last > 0 && last < upto)
-        catch_up(sc, e, last, upto, "since the last one the database "
+        jr_schedq_catch_up(sc, e, last, upto, "since the last one the database "
                  "holds (read again after a reconnect)");
     if (e->next > 0 && e->next <= last)
-        e->next = next_after(e, last);
+        e->next = jr_schedq_next(e, last);
 }
 
 /* The last fires came back: each schedule not loaded catches up and
@@ -232,8 +62,8 @@ load(jr_sched *sc, const jr_cycle *c)
             continue;
         }
         if (last > 0)
-            catch_up(sc, e, last, now, "since the last one");
-        e->next = next_after(e, last > now ? last : now);
+            jr_schedq_catch_up(sc, e, last, now, "since the last one");
+        e->next = jr_schedq_next(e, last > now ? last : now);
         if (e->next == 0)
             jr_log(JR_LOG_WARN, "schedule '%s': '%s' never fires again",
                    e->s.name, e->s.spec);
@@ -241,7 +71,7 @@ load(jr_sched *sc, const jr_cycle *c)
     sc->need_last = 0;
     if (sc->npending > 1)       /* each schedule's fires in order */
         qsort(sc->pending, (size_t)sc->npending, sizeof *sc->pending,
-              by_instant);
+              jr_schedq_by_instant);
 }
 
 /* ---- the set of schedules ---- */
@@ -285,8 +115,8 @@ free_sched(jr_sched *sc)
 {
     if (sc == NULL)
         return;
-    free_fires(sc->pending, sc->npending);
-    free_fires(sc->inflight, sc->ninflight);
+    jr_schedq_free(sc->pending, sc->npending);
+    jr_schedq_free(sc->inflight, sc->ninflight);
     free(sc->pending);
     free(sc->inflight);
     free(sc->e);
@@ -305,17 +135,6 @@ free_svc(master *m, void *st)
     if (v != NULL)
         free_sched(v->sc);
     free(v);
-}
-
-static const ent *
-find(const jr_sched *sc, const char *name)
-{
-    int i;
-
-    for (i = 0; i < sc->n; i++)
-        if (strcmp(sc->e[i].s.name, name) == 0)
-            return &sc->e[i];
-    return NULL;
 }
 
 /* Follows the schedules of a config just reloaded (borrowed): added ones
@@ -338,7 +157,7 @@ reload(master *m, void *st, const jr_config *conf)
     }
     for (i = 0; i < sc->n; i++) {
         ent *e = &sc->e[i];
-        if ((o = find(old, e->s.name)) == NULL) {
+        if ((o = jr_schedq_find(old, e->s.name)) == NULL) {
             added++;
         } else if (!jr_schedule_same(&o->s, &e->s) || !o->loaded) {
             changed += o->loaded;
@@ -348,10 +167,12 @@ reload(master *m, void *st, const jr_config *conf)
             e->loaded = 1;
             e->next = o->next;
             e->warned_gen = o->warned_gen;
+            e->asked = o->asked;
+            e->paused = o->paused;
         }
     }
     for (i = 0; i < old->n; i++)
-        removed += find(sc, old->e[i].s.name) == NULL;
+        removed += jr_schedq_find(sc, old->e[i].s.name) == NULL;
     sc->need_last = added + changed > 0;
     /* fires waiting for schedules still the same stay; in flight ones
      * finish with the old set's memory (theirs) */
@@ -360,9 +181,9 @@ reload(master *m, void *st, const jr_config *conf)
     old->inflight = NULL;
     old->ninflight = 0;
     for (i = 0; i < old->npending; i++) {
-        const ent *e = find(sc, old->pending[i].f.schedule);
+        const ent *e = jr_schedq_find(sc, old->pending[i].f.schedule);
         if (e != NULL && e->loaded)
-            add_fire(sc, e, old->pending[i].f.at);
+            jr_schedq_add(sc, e, old->pending[i].f.at);
     }
     v->sc = sc;
     free_sched(old);
@@ -371,49 +192,6 @@ reload(master *m, void *st, const jr_config *conf)
 }
 
 /* ---- each second ---- */
-
-/* Whether the waiting fire r, not recorded for RETRY_FOR, is past its
- * schedule's catch_up (as a missed fire): none drops it, last keeps the
- * most recent, all the JR_CATCHUP_MAX most recent. */
-static int
-expired(const jr_sched *sc, const fire_req *r, double now)
-{
-    const ent *e = find(sc, r->f.schedule);
-    int n, same;
-
-    if (r->f.at >= now - RETRY_FOR)
-        return 0;
-    n = newer(sc, r->f.schedule, r->f.at, &same);
-    return e == NULL || e->s.catch_up == JR_CATCHUP_NONE ||
-           (e->s.catch_up == JR_CATCHUP_LAST && n > 0) || n >= JR_CATCHUP_MAX;
-}
-
-/* Drops the waiting fires past their catch_up, logging each. */
-static void
-expire(jr_sched *sc, double now)
-{
-    char at[40];
-    int i, j;
-
-    for (i = 0; i < sc->npending; i++)
-        sc->pending[i].drop = expired(sc, &sc->pending[i], now);
-    for (i = j = 0; i < sc->npending; i++) {
-        fire_req *r = &sc->pending[i];
-        if (!r->drop) {
-            sc->pending[j++] = *r;
-            continue;
-        }
-        jr_time_iso(r->f.at, at, sizeof at);
-        jr_log(sc->dropping ? JR_LOG_DEBUG : JR_LOG_WARN, "schedule '%s': "
-               "the fire at %s is not recorded after %.0fs of trying: "
-               "dropped as missed (catch_up)%s", r->f.schedule, at,
-               RETRY_FOR, sc->dropping ? "" : "; more such drops until the "
-               "database records fires again are logged at debug level");
-        sc->dropping = 1;
-        free(r->mem);
-    }
-    sc->npending = j;
-}
 
 /* Reports once per generation the schedules whose job has no handler:
  * their jobs wait like any job without one. */
@@ -449,6 +227,7 @@ due(master *m, void *st)
         return sc->need_last || sc->npending > 0;
     v->fire_due = 0;
     warn_handlers(m, sc);
+    sc->want_ctl = sc->n > 0;   /* each second: pauses, fires asked for */
     if (sc->need_last)
         return 1;
     now = jr_now();
@@ -457,18 +236,18 @@ due(master *m, void *st)
     for (i = 0; i < sc->n; i++) {
         ent *e = &sc->e[i];
         if (behind && e->loaded && e->next > 0 && e->next < now - BEHIND) {
-            catch_up(sc, e, e->next - 0.5, now, "while the runner was "
+            jr_schedq_catch_up(sc, e, e->next - 0.5, now, "while the runner was "
                      "behind");
-            e->next = next_after(e, now);
+            e->next = jr_schedq_next(e, now);
         }
         while (e->loaded && e->next > 0 && e->next <= now &&
                sc->npending < FIRES_MAX) {
-            add_fire(sc, e, e->next);
-            e->next = next_after(e, e->next);
+            jr_schedq_add(sc, e, e->next);
+            e->next = jr_schedq_next(e, e->next);
         }
     }
-    expire(sc, now);
-    return sc->npending > 0;
+    jr_schedq_expire(sc, now);
+    return sc->npending > 0 || sc->want_ctl;
 }
 
 /* Puts the fires due (or the read of the last fires) into cycle c. */
@@ -480,8 +259,11 @@ fill(master *m, void *st, jr_cycle *c)
 
     (void)m;
     c->nlast_fires = -1;
+    c->nsched_ctl = -1;
     if (sc == NULL || sc->ninflight > 0)
         return;
+    c->read_ctl = sc->want_ctl;
+    sc->want_ctl = 0;
     c->read_fires = sc->need_last;
     c->fires_keep = JR_FIRES_KEEP;
     if (sc->need_last || sc->npending == 0 ||
@@ -530,7 +312,7 @@ again(jr_sched *sc, int done)
             jr_log(JR_LOG_ERROR, "schedule '%s': out of memory; the fire at "
                    "%.0f is skipped", sc->inflight[i].f.schedule,
                    sc->inflight[i].f.at);
-        free_fires(sc->inflight + done, n);
+        jr_schedq_free(sc->inflight + done, n);
         return 0;
     }
     memcpy(all, sc->inflight + done, (size_t)n * sizeof *all);
@@ -566,6 +348,9 @@ fired(master *m, const jr_fire *f)
     } else if (f->inserted == 0) {
         jr_log(JR_LOG_DEBUG, "schedule '%s': %s fired by another runner",
                f->schedule, at);
+    } else if (f->inserted == -2) {
+        jr_log(JR_LOG_DEBUG, "schedule '%s': paused: the fire at %s is "
+               "skipped", f->schedule, at);
     }
 }
 
@@ -586,7 +371,7 @@ taken(master *m, void *st, jr_cycle *c)
     c->fires = NULL;
     c->nfires = 0;
     n = again(sc, done);
-    free_fires(sc->inflight, done);
+    jr_schedq_free(sc->inflight, done);
     sc->ninflight = 0;
     if (n > 0 || (c->read_fires && c->nlast_fires < 0 && c->err.code != 0))
         failed(sc, c, n);
@@ -596,6 +381,8 @@ taken(master *m, void *st, jr_cycle *c)
         reread(sc);
     else if (c->read_fires && c->nlast_fires >= 0)
         load(sc, c);
+    if (c->nsched_ctl >= 0 && !c->reconnected)
+        jr_schedq_controls(sc, c, jr_now());
     if (sc->npending > 0)
         v->fire_due = 1;        /* catch-up and retried fires: next cycle */
     jr_cycle_free_fires(c);

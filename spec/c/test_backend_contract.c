@@ -1112,7 +1112,7 @@ static listed
 list(jr_db *db, const char *state, const char *name, const char *queue,
      int limit)
 {
-    jr_list_filter f = {state, name, queue, limit};
+    jr_list_filter f = {state, name, queue, limit, NULL, 0, 0};
     listed l;
     jr_err e = {0};
 
@@ -1186,6 +1186,64 @@ test_show_list(void)
     jr_db_close(&db);
 }
 
+/* list pages by keyset (before_id: below, newest first; after_id: above,
+ * oldest first) and filters on a payload field, typed. */
+static void
+test_list_page_where(void)
+{
+    static const char *const payload[5] = {
+        "{\"u\": 42}", "{\"u\": \"42\"}", "{\"u\": 42.0, \"d\": {\"ok\": true}}",
+        "{\"v\": 1}", "{\"u\": null}"};
+    jr_db db = conn();
+    jr_push p = job("c.where");
+    jr_list_filter f = {.name = "c.where"};
+    int64_t id[5];
+    jr_err e = {0};
+    listed l;
+    int i;
+
+    for (i = 0; i < 5; i++) {
+        p.payload = payload[i];
+        id[i] = push1(&db, p);
+    }
+    f.before_id = id[3];
+    memset(&l, 0, sizeof l);
+    CHECK_OK(db.ops->list(db.b, &f, list_cb, &l, &e), e);
+    CHECK(l.n == 3 && l.id[0] == id[2] && l.id[2] == id[0]);
+    f.before_id = 0;
+    f.after_id = id[1];
+    f.limit = 2;
+    memset(&l, 0, sizeof l);
+    CHECK_OK(db.ops->list(db.b, &f, list_cb, &l, &e), e);
+    CHECK(l.n == 2 && l.id[0] == id[2] && l.id[1] == id[3]);
+    f.after_id = 0;
+    f.limit = 0;
+    f.where = "payload.u = 42";             /* 42 and 42.0, not "42" */
+    memset(&l, 0, sizeof l);
+    CHECK_OK(db.ops->list(db.b, &f, list_cb, &l, &e), e);
+    CHECK(l.n == 2 && l.id[0] == id[2] && l.id[1] == id[0]);
+    f.where = "payload.u = \"42\"";
+    memset(&l, 0, sizeof l);
+    CHECK_OK(db.ops->list(db.b, &f, list_cb, &l, &e), e);
+    CHECK(l.n == 1 && l.id[0] == id[1]);
+    f.where = "payload.u = null";           /* a missing key is not null */
+    memset(&l, 0, sizeof l);
+    CHECK_OK(db.ops->list(db.b, &f, list_cb, &l, &e), e);
+    CHECK(l.n == 1 && l.id[0] == id[4]);
+    f.where = "payload.d.ok = true";
+    memset(&l, 0, sizeof l);
+    CHECK_OK(db.ops->list(db.b, &f, list_cb, &l, &e), e);
+    CHECK(l.n == 1 && l.id[0] == id[2]);
+    f.where = "payload.u >= 1";
+    CHECK(db.ops->list(db.b, &f, list_cb, &l, &e) < 0 &&
+          e.code == JR_EINPUT && strstr(e.msg, "payload filter"));
+    f.where = NULL;
+    f.before_id = f.after_id = id[2];
+    CHECK(db.ops->list(db.b, &f, list_cb, &l, &e) < 0 &&
+          e.code == JR_EINPUT && strstr(e.msg, "not both"));
+    jr_db_close(&db);
+}
+
 /* queue_list counts each state per queue. */
 static void
 test_queue_list(void)
@@ -1221,6 +1279,199 @@ test_queue_list(void)
     jr_db_close(&db);
 }
 
+/* ---- migration 12: the attempt history and the schedule controls ---- */
+
+typedef struct history {        /* what show gave of a job's attempts */
+    int    n;
+    int    attempt[JR_ATTEMPTS_KEPT], worker[JR_ATTEMPTS_KEPT];
+    double at[JR_ATTEMPTS_KEPT], duration[JR_ATTEMPTS_KEPT];
+    char   error[JR_ATTEMPTS_KEPT][32], runner[JR_ATTEMPTS_KEPT][32];
+    char   gen[JR_ATTEMPTS_KEPT][32];
+} history;
+
+static int
+history_cb(const jr_job_row *row, void *arg)
+{
+    history *h = arg;
+    int i;
+
+    h->n = row->nhistory;
+    for (i = 0; i < row->nhistory && i < JR_ATTEMPTS_KEPT; i++) {
+        const jr_attempt_row *a = &row->history[i];
+        h->attempt[i] = a->attempt;
+        h->worker[i] = a->worker;
+        h->at[i] = a->at;
+        h->duration[i] = a->duration;
+        snprintf(h->error[i], sizeof h->error[i], "%s", a->error ? a->error : "");
+        snprintf(h->runner[i], sizeof h->runner[i], "%s", a->runner ? a->runner : "");
+        snprintf(h->gen[i], sizeof h->gen[i], "%s", a->generation ? a->generation : "");
+    }
+    return 0;
+}
+
+static history
+attempts_of(jr_db *db, int64_t id)
+{
+    history h = {.n = -1};
+    jr_err e = {0};
+
+    CHECK_OK(db->ops->show(db->b, id, history_cb, &h, &e), e);
+    return h;
+}
+
+/* Claims job name once under token and records a failure of kind. */
+static int
+fail_once(jr_db *db, const char *token, const char *name, int kind,
+          const char *error, double secs, int worker)
+{
+    const char *names[1] = {name};
+    jr_result r;
+    jr_job *j[1];
+    jr_err e = {0};
+    int n;
+
+    if (claim_spec(db, token, ALL_QUEUES(names, 1, 1), j) != 1)
+        return -1;
+    memset(&r, 0, sizeof r);
+    r.id = j[0]->id;
+    r.kind = kind;
+    r.error = error;
+    r.generation = "g1";
+    r.secs = secs;
+    r.worker = worker;
+    free(j[0]);
+    n = db->ops->complete(db->b, token, &r, 1, &e);
+    CHECK_OK(n, e);
+    return n;
+}
+
+/* Each fenced failure appends its attempt; the newest JR_ATTEMPTS_KEPT
+ * stay; a success, a snooze and a foreign token add none. */
+static void
+test_attempt_history(void)
+{
+    jr_db db = conn_keep(3600);
+    int64_t id = push1(&db, job("c.att")), ok = push1(&db, job("c.attok"));
+    jr_result r;
+    jr_err e = {0};
+    history h;
+    char err[32];
+    int i;
+
+    CHECK(fail_once(&db, "T", "c.att", JR_RETRY, "first", 0.5, 3) == 1);
+    CHECK(fail_once(&db, "U", "c.att", JR_SNOOZE, NULL, 0, 0) == 1);
+    CHECK(fail_once(&db, "T", "c.att", JR_DEAD, "second", 0, 0) == 1);
+    h = attempts_of(&db, id);
+    CHECK(h.n == 2);
+    CHECK(h.attempt[0] == 1 && strcmp(h.error[0], "first") == 0 &&
+          fabs(h.duration[0] - 0.5) < 1e-9 && h.worker[0] == 3 &&
+          strcmp(h.runner[0], "T") == 0 && strcmp(h.gen[0], "g1") == 0 &&
+          h.at[0] > 0);
+    CHECK(h.attempt[1] == 2 && strcmp(h.error[1], "second") == 0 &&
+          isnan(h.duration[1]) && h.worker[1] == 0 && h.at[1] >= h.at[0]);
+    memset(&r, 0, sizeof r);    /* a foreign token: fenced, nothing added */
+    r.id = id;
+    r.kind = JR_RETRY;
+    r.error = "stale";
+    CHECK(db.ops->complete(db.b, "other", &r, 1, &e) == 0);
+    CHECK(attempts_of(&db, id).n == 2);
+    CHECK(db.ops->dead_retry(db.b, &id, 1, &e) == 1);
+    for (i = 0; i < JR_ATTEMPTS_KEPT + 3; i++) {
+        snprintf(err, sizeof err, "e%d", i + 1);
+        CHECK(fail_once(&db, "T", "c.att", JR_RETRY, err, 0.1, 1) == 1);
+    }
+    h = attempts_of(&db, id);
+    CHECK(h.n == JR_ATTEMPTS_KEPT);
+    CHECK(h.attempt[0] == 4 && strcmp(h.error[0], "e4") == 0);
+    CHECK(h.attempt[JR_ATTEMPTS_KEPT - 1] == JR_ATTEMPTS_KEPT + 3);
+    CHECK(fail_once(&db, "T", "c.attok", JR_DONE, NULL, 0.1, 1) == 1);
+    CHECK(attempts_of(&db, ok).n == 0);
+    jr_db_close(&db);
+}
+
+typedef struct ctl_seen {
+    int    found, paused;
+    double fire_at;
+} ctl_seen;
+
+static int
+ctl_cb(const char *schedule, int paused, double paused_at, double fire_at,
+       void *arg)
+{
+    ctl_seen *c = arg;
+
+    (void)paused_at;
+    if (strcmp(schedule, "c.s") == 0) {
+        c->found = 1;
+        c->paused = paused;
+        c->fire_at = fire_at;
+    }
+    return 0;
+}
+
+static int
+last_cb(const char *schedule, double at, int64_t job_id, void *arg)
+{
+    double *v = arg;
+
+    if (strcmp(schedule, "c.s") == 0) {
+        v[0] = at;
+        v[1] = (double)job_id;
+    }
+    return 0;
+}
+
+/* One fire of c.s at at (manual: asked for by hand); returns inserted. */
+static int
+fire_at(jr_db *db, double at, int manual)
+{
+    jr_fire f = {.schedule = "c.s", .at = at, .job = job("c.s"),
+                 .manual = manual};
+    jr_err e = {0};
+
+    CHECK_OK(db->ops->fire(db->b, &f, 1, 10, &e), e);
+    return f.inserted;
+}
+
+/* Pause refuses fires; resume records its instant as the last fire (no
+ * job); fire asks are once per instant, refused while paused. */
+static void
+test_sched_ctl(void)
+{
+    jr_db db = conn();
+    double at = 0, now = floor((double)time(NULL)), last[2] = {0, -1};
+    ctl_seen c = {0};
+    jr_err e = {0};
+
+    CHECK(db.ops->sched_ctl(db.b, "c.s", JR_SCHED_PAUSE, &at, &e) == 1);
+    CHECK(db.ops->sched_ctl(db.b, "c.s", JR_SCHED_PAUSE, &at, &e) == 0);
+    CHECK_OK(db.ops->sched_states(db.b, ctl_cb, &c, &e), e);
+    CHECK(c.found && c.paused && c.fire_at == 0);
+    CHECK(fire_at(&db, now - 5, 0) == -2);
+    CHECK(db.ops->sched_ctl(db.b, "c.s", JR_SCHED_FIRE, &at, &e) < 0 &&
+          e.code == JR_EINPUT && strstr(e.msg, "paused"));
+    CHECK(db.ops->sched_ctl(db.b, "c.s", JR_SCHED_RESUME, &at, &e) == 1);
+    CHECK(db.ops->sched_ctl(db.b, "c.s", JR_SCHED_RESUME, &at, &e) == 0);
+    CHECK_OK(db.ops->last_fires(db.b, last_cb, last, &e), e);
+    CHECK(last[0] >= now - 5 && last[1] == 0);
+    CHECK(fire_at(&db, now - 5, 0) == 0);       /* the paused time */
+    at = 0;
+    CHECK(db.ops->sched_ctl(db.b, "c.s", JR_SCHED_FIRE, &at, &e) == 1);
+    CHECK(at == floor(at) && fabs(at - now) <= 2);
+    CHECK(db.ops->sched_ctl(db.b, "c.s", JR_SCHED_FIRE, &at, &e) == 0);
+    c.found = 0;
+    CHECK_OK(db.ops->sched_states(db.b, ctl_cb, &c, &e), e);
+    CHECK(c.found && !c.paused && c.fire_at == at);
+    CHECK(fire_at(&db, at, 1) == 1);            /* once per instant */
+    CHECK(fire_at(&db, at, 1) == 0);
+    at = now + 3600;
+    CHECK(db.ops->sched_ctl(db.b, "c.s", JR_SCHED_FIRE, &at, &e) < 0 &&
+          e.code == JR_EINPUT);
+    CHECK(db.ops->sched_ctl(db.b, "no such", JR_SCHED_PAUSE, &at, &e) < 0 &&
+          e.code == JR_EINPUT && strstr(e.msg, "schedule name"));
+    jr_db_close(&db);
+}
+
 static const check_test tests[] = {
     {"open, migrate, close", test_open_migrate},
     {"push", test_push},
@@ -1243,7 +1494,10 @@ static const check_test tests[] = {
     {"progress result", test_progress},
     {"retention and prune", test_retention},
     {"show and list", test_show_list},
+    {"list pages and payload filter", test_list_page_where},
     {"queue_list counts", test_queue_list},
+    {"attempt history: fenced, bounded, failures only", test_attempt_history},
+    {"schedule controls: pause, resume, fire asks", test_sched_ctl},
 };
 
 int

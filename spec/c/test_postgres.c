@@ -185,10 +185,13 @@ test_migrate(void)
     CHECK(qn("SELECT count(*) FROM jrmig.migrations") ==
           occurrences(jr_postgres_sql, "\n-- migration "));
     /* the tables of postgres/schema.sql (jobs, queues, schedule_fires...) and
-     * the migrations table */
+     * the migrations table; its views (job_attempts) */
     CHECK(qn("SELECT count(*) FROM information_schema.tables "
-             "WHERE table_schema = 'jrmig'") ==
+             "WHERE table_schema = 'jrmig' AND table_type = 'BASE TABLE'") ==
           occurrences(jr_postgres_sql, "CREATE TABLE {{schema}}.") + 1);
+    CHECK(qn("SELECT count(*) FROM information_schema.views "
+             "WHERE table_schema = 'jrmig'") ==
+          occurrences(jr_postgres_sql, "CREATE VIEW {{schema}}."));
     ops->close(b);
     /* another process migrating the same schema again */
     b = ops->open(url, &o, &e);

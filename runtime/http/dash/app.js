@@ -1,12 +1,17 @@
-// app.js - the dashboard: reads /api/ every few seconds and draws it.
+// app.js - the dashboard: one page, its views chosen by the URL's hash
+// (#/jobs/123, #/jobs?state=dead, #/queues/media, #/schedules, #/limits,
+// #/running, #/dead, #/batches/7), so that a view survives a reload and
+// can be linked to. Each view reads /api/ and redraws every few seconds.
 // Every value from the server goes in through textContent (never as
-// HTML), so a payload or an error holding <script> shows as text.
+// HTML), so a payload or an error holding <script> shows as text. Fields
+// a runner does not serve (result, attempts, batches, schedules) are left
+// out quietly.
 "use strict";
 (function () {
-  var REFRESH_MS = 2000;
+  var REFRESH_MS = 2000, PAGE = 50;
   var $ = function (id) { return document.getElementById(id); };
-  var filters = { state: "", name: "", queue: "" };
-  var shown = null;                         // id of the job in the detail
+  var route = { page: "overview", arg: null, params: {} };
+  var shown = null;                         // the job in the detail view
 
   function token() { return localStorage.getItem("jobrunner.token") || ""; }
 
@@ -20,7 +25,7 @@
     }
     return fetch("/api/" + path, opts).then(function (r) {
       return r.json().then(function (j) {
-        if (!r.ok) throw new Error(r.status + ": " + (j.error || r.statusText));
+        if (!r.ok) { var e = new Error(r.status + ": " + (j.error || r.statusText)); e.status = r.status; throw e; }
         return j;
       });
     });
@@ -33,6 +38,8 @@
     return e;
   }
 
+  function link(text, hash) { var a = el("a", text); a.href = hash; return a; }
+
   function ago(t) {
     if (!t) return "";
     var s = Date.now() / 1000 - t;
@@ -41,6 +48,8 @@
             s < 86400 ? (s / 3600).toFixed(1) + "h" : (s / 86400).toFixed(1) + "d";
     return future ? "in " + v : v + " ago";
   }
+
+  function when(t) { return t ? new Date(t * 1000).toISOString().replace("T", " ").slice(0, 19) + " UTC (" + ago(t) + ")" : ""; }
 
   function dur(s) {
     return s < 60 ? s.toFixed(1) + "s" : Math.floor(s / 60) + "m" + Math.round(s % 60) + "s";
@@ -68,6 +77,12 @@
     return r;
   }
 
+  function go(hash) { return function () { location.hash = hash; }; }
+
+  function stateOf(j) {
+    return j.state === "queued" ? (j.run_at && j.run_at > Date.now() / 1000 ? "scheduled" : "ready") : j.state;
+  }
+
   function badge(state) { return el("span", state, "state " + state); }
 
   function button(text, fn, cls) {
@@ -78,7 +93,7 @@
 
   function buttons(list) {
     var span = el("span", null, "actions");
-    list.forEach(function (b) { span.appendChild(button(b[0], b[1], b[2])); });
+    list.forEach(function (b) { if (b) span.appendChild(button(b[0], b[1], b[2])); });
     return span;
   }
 
@@ -87,7 +102,7 @@
     m.textContent = text; m.className = "message" + (error ? " error" : "");
     m.hidden = false;
     clearTimeout(say.t);
-    say.t = setTimeout(function () { m.hidden = true; }, 4000);
+    say.t = setTimeout(function () { m.hidden = true; }, 6000);
   }
 
   function act(path, body, done) {
@@ -96,53 +111,56 @@
     }).catch(function (e) { say(e.message, true); });
   }
 
-  function summary(s) {
-    var box = $("summary");
+  function fields(dl, list) {
+    dl.textContent = "";
+    list.forEach(function (f) {
+      if (f[1] === null || f[1] === undefined || f[1] === "") return;
+      dl.appendChild(el("dt", f[0]));
+      var dd = el("dd"); dd.appendChild(f[1] instanceof Node ? f[1] : document.createTextNode(String(f[1])));
+      dl.appendChild(dd);
+    });
+  }
+
+  function cards(box, list) {
     box.textContent = "";
-    [["ready", s.ready], ["scheduled", s.scheduled], ["running", s.running],
-     ["dead", s.dead]].forEach(function (c) {
+    list.forEach(function (c) {
       var d = el("div", null, "card " + c[0]);
       d.appendChild(el("div", c[1], "n")); d.appendChild(el("div", c[0], "l"));
       box.appendChild(d);
     });
   }
 
+  /* ---- the overview ---- */
+
   function drawStats(s) {
-    summary(s);
+    cards($("summary"), [["ready", s.ready], ["scheduled", s.scheduled],
+                         ["running", s.running], ["dead", s.dead]]);
     rows("queues", s.queues, function (q) {
-      var name = el("span", q.name + " ");
-      if (q.paused) name.appendChild(badge("paused"));
-      return tr([name, q.ready, q.scheduled, q.running, q.dead,
-        button(q.paused ? "Resume" : "Pause", function () {
-          act("queues/" + encodeURIComponent(q.name) + (q.paused ? "/resume" : "/pause"),
-              {}, function () { return "queue " + q.name + (q.paused ? " resumed" : " paused"); });
-        })]);
+      var name = el("span", null);
+      name.appendChild(link(q.name, "#/queues/" + encodeURIComponent(q.name)));
+      if (q.paused) { name.appendChild(document.createTextNode(" ")); name.appendChild(badge("paused")); }
+      return tr([name, q.ready, q.scheduled, q.running, q.dead, pauseButton(q)]);
     }, "no queues yet");
     var names = Object.keys(s.names).sort();
     rows("names", names, function (n) {
       var c = s.names[n];
-      return tr([n, c.ready, c.scheduled, c.running, c.dead], function () {
-        $("f-name").value = n; filters.name = n; loadJobs();
-      });
+      return tr([n, c.ready, c.scheduled, c.running, c.dead], go("#/jobs?name=" + encodeURIComponent(n)));
     }, "no jobs");
   }
 
-  function drawRunner(r) {
+  function pauseButton(q) {
+    return button(q.paused ? "Resume" : "Pause", function () {
+      act("queues/" + encodeURIComponent(q.name) + (q.paused ? "/resume" : "/pause"),
+          {}, function () { return "queue " + q.name + (q.paused ? " resumed" : " paused"); });
+    });
+  }
+
+  function drawRunning(r) {
     rows("running", r.running, function (j) {
       return tr([j.id, j.name, j.queue, "#" + j.worker + " (pid " + j.pid + ")",
-                 (j.generation || "").slice(0, 8), dur(j.seconds)],
-                function () { show(j.id); });
+                 (j.generation || "").slice(0, 8), dur(j.seconds)], go("#/jobs/" + j.id));
     }, "no job running");
-    $("status").textContent = "pid " + r.pid + " · workers " + r.workers.busy + "/" +
-      r.workers.total + " busy · generation " + (r.generation || "?").slice(0, 8) +
-      (r.stopping ? " · stopping" : "");
     chart(r.throughput.minutes);
-    // queued jobs no handler of this runner takes: they would wait unseen
-    var u = $("unhandled"), list = r.unhandled || [];
-    u.hidden = list.length === 0;
-    u.textContent = "No handler for: " + list.map(function (x) {
-      return x.name + " (" + x.queued + " queued)";
-    }).join(", ") + " (their jobs wait until one is loaded)";
   }
 
   function chart(mins) {
@@ -174,106 +192,466 @@
       " · peak " + max + "/min";
   }
 
-  function drawDead(list) {
-    rows("dead", list, function (d) {
-      return tr([d.id, d.name, d.queue, d.attempts, ago(d.died_at),
-        el("span", (d.last_error || "").split("\n")[0]),
-        buttons([["Retry", function () {
-          act("jobs/" + d.id + "/retry", {}, function (r) { return "job " + d.id + (r.retried ? " queued again" : " was not dead"); });
-        }], ["Purge", function () {
-          if (confirm("Delete dead job " + d.id + "?"))
-            act("jobs/" + d.id + "/purge", {}, function (r) { return "job " + d.id + (r.purged ? " purged" : " was not dead"); });
-        }, "danger"]])], function () { show(d.id); });
-    }, "no dead jobs");
-    Array.prototype.forEach.call($("dead").tBodies[0].rows, function (r) {
-      if (r.cells[5]) r.cells[5].className = "err";
+  function loadOverview() {
+    return Promise.all([api("stats").then(drawStats), api("runner").then(drawRunning)]);
+  }
+
+  /* ---- running jobs, with progress ---- */
+
+  function progressCell(j) {
+    var span = el("span", null, "prog");
+    if (j.progress_done === null || j.progress_done === undefined) return el("span", "–", "muted");
+    if (j.progress_total) {
+      var p = el("progress"); p.max = j.progress_total; p.value = Math.min(j.progress_done, j.progress_total);
+      span.appendChild(p);
+      span.appendChild(el("span", " " + j.progress_done + " / " + j.progress_total + " (" +
+        Math.round(100 * j.progress_done / j.progress_total) + "%)"));
+    } else {
+      span.appendChild(el("span", String(j.progress_done)));
+    }
+    return span;
+  }
+
+  function loadRunning() {
+    return Promise.all([api("jobs?state=running&limit=500"), api("runner")]).then(function (v) {
+      var workers = {};
+      v[1].running.forEach(function (r) { workers[r.id] = r; });
+      rows("progress", v[0], function (j) {
+        var w = workers[j.id];
+        return tr([j.id, j.name, j.queue, (j.locked_by || "") + (w ? " #" + w.worker : ""),
+          ago(j.started_at), progressCell(j), j.progress_note || "",
+          buttons([["Cancel", function () { cancelJob(j.id); }]])], go("#/jobs/" + j.id));
+      }, "no job running");
     });
   }
+
+  function cancelJob(id) {
+    return act("jobs/" + id + "/cancel", {}, function (r) {
+      var o = r.jobs[0].outcome;
+      return "job " + id + ": " + (o === "cancel_requested" ? "cancel requested (its worker is told to stop)" :
+        o === "finished" ? "already finished, nothing cancelled" : o.replace("_", " "));
+    });
+  }
+
+  /* ---- dead jobs ---- */
+
+  function loadDead() {
+    return api("dead?limit=100").then(function (list) {
+      rows("dead", list, function (d) {
+        var r = tr([d.id, d.name, d.queue, d.attempts, ago(d.died_at),
+          el("span", (d.last_error || "").split("\n")[0]),
+          buttons([["Retry", function () { retryJob(d.id); }],
+                   ["Purge", function () { purgeJob(d.id); }, "danger"]])], go("#/jobs/" + d.id));
+        r.cells[5].className = "err";
+        return r;
+      }, "no dead jobs");
+    });
+  }
+
+  function retryJob(id) {
+    return act("jobs/" + id + "/retry", {}, function (r) {
+      return "job " + id + (r.retried ? " queued again" : " was not dead: nothing retried");
+    });
+  }
+
+  function purgeJob(id, after) {
+    if (!confirm("Delete dead job " + id + "?")) return;
+    return act("jobs/" + id + "/purge", {}, function (r) {
+      if (after && r.purged) location.hash = after;
+      return "job " + id + (r.purged ? " purged" : " was not dead: nothing purged");
+    });
+  }
+
+  /* ---- the job list: filters, keyset pages, bulk actions ---- */
+
+  var FILTERS = ["state", "name", "queue", "where"];
+
+  function filterQuery(p) {
+    return FILTERS.filter(function (k) { return p[k]; }).map(function (k) {
+      return k + "=" + encodeURIComponent(p[k]);
+    }).join("&");
+  }
+
+  function jobsHash(p) { var q = filterQuery(p); return "#/jobs" + (q ? "?" + q : ""); }
 
   function loadJobs() {
-    var q = ["limit=50"];
-    ["state", "name", "queue"].forEach(function (k) {
-      if (filters[k]) q.push(k + "=" + encodeURIComponent(filters[k]));
-    });
-    return api("jobs?" + q.join("&")).then(function (list) {
+    var p = route.params, q = filterQuery(p);
+    FILTERS.forEach(function (k) { var i = $("f-" + k); if (document.activeElement !== i) i.value = p[k] || ""; });
+    var cursor = p.after_id ? "&after_id=" + encodeURIComponent(p.after_id) :
+                 p.before_id ? "&before_id=" + encodeURIComponent(p.before_id) : "";
+    return api("jobs?limit=" + (PAGE + 1) + (q ? "&" + q : "") + cursor).then(function (list) {
+      var more = list.length > PAGE;
+      list = p.after_id ? list.slice(Math.max(0, list.length - PAGE)) : list.slice(0, PAGE);
       rows("jobs", list, function (j) {
-        var st = j.state === "queued" ? (j.run_at && j.run_at > Date.now() / 1000 ? "scheduled" : "ready") : j.state;
-        return tr([j.id, j.name, j.queue, badge(st), j.attempts, ago(j.run_at)],
-                  function () { show(j.id); });
+        return tr([j.id, j.name, j.queue, badge(stateOf(j)), j.attempts, ago(j.run_at)], go("#/jobs/" + j.id));
       }, "no jobs match");
-    }).catch(function (e) { say(e.message, true); });
+      $("p-older").disabled = p.after_id ? !list.length : !more;
+      $("p-newer").disabled = p.after_id ? !more : !p.before_id;
+      $("p-newest").disabled = !p.after_id && !p.before_id;
+      $("p-older").dataset.to = list.length ? list[list.length - 1].id : "";
+      $("p-newer").dataset.to = list.length ? list[0].id : "";
+      $("j-count").textContent = list.length ? "· ids " + list[0].id + " to " + list[list.length - 1].id : "";
+    });
   }
 
-  function show(id) {
-    return api("jobs/" + id).then(function (j) {
-      shown = id;
-      $("detail").hidden = false;
-      $("d-id").textContent = j.id + " (" + j.name + ")";
-      var dl = $("d-fields"); dl.textContent = "";
-      [["state", j.state], ["queue", j.queue], ["attempts", j.attempts +
-        (j.max_retries !== null ? " of " + (j.max_retries + 1) : "")],
-       ["priority", j.priority], ["run at", j.run_at && new Date(j.run_at * 1000).toISOString()],
-       ["created", ago(j.created_at)], ["started", ago(j.started_at)],
-       ["finished", ago(j.finished_at)], ["generation", j.generation],
-       ["runner", j.locked_by],
-       ["progress", j.progress_done !== null ? j.progress_done + (j.progress_total !== null ? " / " + j.progress_total : "") + (j.progress_note ? " " + j.progress_note : "") : null]
-      ].forEach(function (f) {
-        if (f[1] === null || f[1] === undefined || f[1] === "") return;
-        dl.appendChild(el("dt", f[0])); dl.appendChild(el("dd", f[1]));
+  function page(dir) {
+    var p = {}, to = $(dir === "older" ? "p-older" : "p-newer").dataset.to;
+    FILTERS.forEach(function (k) { if (route.params[k]) p[k] = route.params[k]; });
+    var q = filterQuery(p);
+    location.hash = "#/jobs?" + (q ? q + "&" : "") + (dir === "older" ? "before_id=" : "after_id=") + to;
+  }
+
+  function bulk(action, verb) {
+    var q = filterQuery(route.params);
+    if (!q) { say("set a filter first: a bulk action never takes every job", true); return; }
+    var what = FILTERS.filter(function (k) { return route.params[k]; }).map(function (k) {
+      return k + " " + route.params[k];
+    }).join(", ");
+    if (!confirm(verb + " every job matching " + what + "?")) return;
+    act("bulk/" + action + "?" + q, {}, function (r) {
+      if (action === "cancel")
+        return r.matched + " jobs matched: " + r.cancelled + " cancelled, " + r.cancel_requested +
+          " running told to stop, " + r.finished + " already finished";
+      return r.matched + " dead jobs matched: " + (action === "retry" ? r.retried + " queued again" : r.purged + " purged");
+    });
+  }
+
+  /* ---- one job ---- */
+
+  function jsonText(v) {
+    if (typeof v !== "string") return JSON.stringify(v, null, 2);
+    try { return JSON.stringify(JSON.parse(v), null, 2); } catch (e) { return v; }
+  }
+
+  function relations(j) {
+    var box = $("d-links"); box.textContent = "";
+    [["parents", j.parents], ["children", j.children]].forEach(function (x) {
+      if (!Array.isArray(x[1]) || !x[1].length) return;
+      var p = el("p", x[0] + ": ", "rel");
+      x[1].forEach(function (r) {
+        p.appendChild(link(String(r.id), "#/jobs/" + r.id)); p.appendChild(document.createTextNode(" "));
+        if (r.state) { p.appendChild(badge(r.state)); p.appendChild(document.createTextNode(" ")); }
       });
-      var p = j.payload;
-      try { p = JSON.stringify(JSON.parse(p), null, 2); } catch (e) { /* as stored */ }
-      $("d-payload").textContent = p;
+      box.appendChild(p);
+    });
+    if (j.batch !== undefined && j.batch !== null) {
+      var b = el("p", "batch: ", "rel"); b.appendChild(link(String(j.batch), "#/batches/" + j.batch));
+      box.appendChild(b);
+    }
+  }
+
+  function attempts(list) {
+    $("d-attempts-box").hidden = !Array.isArray(list) || !list.length;
+    var ol = $("d-attempts"); ol.textContent = "";
+    (list || []).forEach(function (a) {
+      var li = el("li");
+      li.appendChild(el("span", "attempt " + a.attempt, "at-n"));
+      li.appendChild(el("span", " " + when(a.at) + (a.duration !== undefined && a.duration !== null ? " · ran " + dur(a.duration) : "") +
+        (a.runner ? " · " + a.runner : "") + (a.worker !== undefined && a.worker !== null ? " #" + a.worker : "") +
+        (a.generation ? " · gen " + String(a.generation).slice(0, 8) : ""), "muted"));
+      li.appendChild(el("pre", a.error || "(no error)"));
+      ol.appendChild(li);
+    });
+  }
+
+  function loadJob() {
+    var id = route.arg;
+    return api("jobs/" + encodeURIComponent(id)).then(function (j) {
+      shown = j.id;
+      $("d-id").textContent = j.id + " (" + j.name + ")";
+      var st = stateOf(j), q = link(j.queue, "#/queues/" + encodeURIComponent(j.queue));
+      var count = Array.isArray(j.attempts) ? j.attempt : j.attempts;
+      fields($("d-fields"), [["state", badge(st)], ["queue", q], ["attempts", count +
+        (j.max_retries !== null ? " of " + (j.max_retries + 1) : "")],
+       ["priority", j.priority], ["run at", when(j.run_at)],
+       ["created", when(j.created_at)], ["started", when(j.started_at)],
+       ["finished", when(j.finished_at)], ["generation", j.generation],
+       ["runner", j.locked_by], ["progress", j.progress_done !== null ? progressCell(j) : null],
+       ["note", j.progress_note], ["cancel", j.cancel_requested ? "requested" : null]]);
+      relations(j);
+      $("d-payload").textContent = jsonText(j.payload);
+      $("d-result-box").hidden = j.result === undefined || j.result === null;
+      $("d-result").textContent = j.result === undefined || j.result === null ? "" : jsonText(j.result);
       $("d-error").textContent = j.last_error || "(none)";
+      attempts(Array.isArray(j.attempts) ? j.attempts : null);
       $("d-retry").hidden = $("d-purge").hidden = j.state !== "dead";
-      $("d-cancel").hidden = j.state !== "queued" && j.state !== "running";
-      $("detail").scrollIntoView({ behavior: "smooth", block: "nearest" });
-    }).catch(function (e) { say(e.message, true); });
+      $("d-cancel").hidden = j.state !== "queued" && j.state !== "running" && j.state !== "waiting";
+    }).catch(function (e) {
+      if (e.status !== 404) throw e;
+      shown = null;
+      $("d-id").textContent = id + ": no such job (purged, pruned, or never pushed)";
+      ["d-fields", "d-payload", "d-error", "d-links"].forEach(function (x) { $(x).textContent = ""; });
+      $("d-retry").hidden = $("d-purge").hidden = $("d-cancel").hidden = true;
+      $("d-result-box").hidden = $("d-attempts-box").hidden = true;
+    });
+  }
+
+  /* ---- queues ---- */
+
+  function loadQueues() {
+    return api("queues").then(function (list) {
+      rows("qlist", list, function (q) {
+        return tr([q.name, q.ready, q.scheduled, q.running, q.dead, q.cancelled, q.completed, pauseButton(q)],
+                  go("#/queues/" + encodeURIComponent(q.name)));
+      }, "no queues yet");
+    });
+  }
+
+  function loadQueue() {
+    var name = route.arg;
+    $("q-name").textContent = name;
+    $("q-all").href = "#/jobs?queue=" + encodeURIComponent(name);
+    return Promise.all([api("queues"), api("jobs?limit=20&queue=" + encodeURIComponent(name))]).then(function (v) {
+      var q = v[0].filter(function (x) { return x.name === name; })[0] ||
+              { name: name, paused: false, ready: 0, scheduled: 0, running: 0, dead: 0, cancelled: 0, completed: 0 };
+      cards($("q-cards"), [["ready", q.ready], ["scheduled", q.scheduled], ["running", q.running],
+        ["dead", q.dead], ["cancelled", q.cancelled], ["completed", q.completed]]);
+      $("q-paused").textContent = ""; if (q.paused) $("q-paused").appendChild(badge("paused"));
+      $("q-toggle").textContent = q.paused ? "Resume" : "Pause";
+      $("q-toggle").dataset.paused = q.paused ? "1" : "";
+      rows("qjobs", v[1], function (j) {
+        return tr([j.id, j.name, badge(stateOf(j)), j.attempts, ago(j.run_at)], go("#/jobs/" + j.id));
+      }, "no jobs in this queue");
+    });
+  }
+
+  /* ---- schedules (GET /api/schedules; absent on a runner without it) ---- */
+
+  function pick(o, keys) {
+    for (var i = 0; i < keys.length; i++) if (o[keys[i]] !== undefined && o[keys[i]] !== null) return o[keys[i]];
+    return null;
+  }
+
+  function lastFire(s) {
+    var lf = s.last_fire, at = lf && typeof lf === "object" ? pick(lf, ["at", "time"]) : pick(s, ["last_fire_at", "last_fire"]);
+    var job = lf && typeof lf === "object" ? pick(lf, ["job", "job_id", "id"]) : pick(s, ["last_job_id", "last_job"]);
+    var span = el("span", at ? when(at) : "never");
+    if (job) { span.appendChild(document.createTextNode(" · job ")); span.appendChild(link(String(job), "#/jobs/" + job)); }
+    return span;
+  }
+
+  function period(s) {
+    if (typeof s !== "number") return String(s);
+    return [[86400, "d"], [3600, "h"], [60, "m"], [1, "s"]].filter(function (u) {
+      return s % u[0] === 0;
+    }).map(function (u) { return s / u[0] + u[1]; })[0] || s + "s";
+  }
+
+  function loadSchedules() {
+    return api("schedules").then(function (list) {
+      $("s-none").hidden = true;
+      list = Array.isArray(list) ? list : list.schedules || [];
+      rows("schedules", list, function (s) {
+        var n = encodeURIComponent(s.name), every = pick(s, ["every", "interval"]);
+        var name = el("span", s.name + " ");
+        if (s.paused) name.appendChild(badge("paused"));
+        var next = (pick(s, ["next", "next_fires"]) || []).map(function (t) { return when(t); });
+        return tr([name, s.cron ? "cron " + s.cron : every !== null ? "every " + period(every) : "",
+          pick(s, ["tz", "time_zone", "timezone"]) || "local", String(pick(s, ["catch_up"]) === null ? "" : pick(s, ["catch_up"])),
+          lastFire(s), el("span", next.join("\n"), "lines"),
+          buttons([["Fire now", function () { fire(s.name, n); }],
+                   [s.paused ? "Resume" : "Pause", function () {
+                     act("schedules/" + n + (s.paused ? "/resume" : "/pause"), {}, function (r) {
+                       return "schedule " + s.name + (r.changed === false ? " was already" : "") +
+                         (s.paused ? " resumed" : " paused");
+                     });
+                   }]])]);
+      }, "no schedules in the config");
+    }).catch(function (e) {
+      if (e.status !== 404) throw e;
+      rows("schedules", [], null, "");
+      $("s-none").hidden = false;
+      $("s-none").textContent = "This runner serves no schedules API (GET /api/schedules).";
+    });
+  }
+
+  function fire(name, n) {
+    act("schedules/" + n + "/fire", {}, function (r) {
+      var job = pick(r, ["job", "job_id"]);
+      return "schedule " + name + (job ? " fired: job " + job : r.asked === false ? ": not fired" :
+        ": fire asked" + (r.at ? " for " + when(r.at) : "") + ", its job shows as the last fire");
+    });
+  }
+
+  /* ---- limits ---- */
+
+  function setText(s) {
+    var a = [];
+    if (s.concurrency) a.push(s.concurrency + " at once");
+    if (s.rate) a.push(s.rate);
+    return a.join(", ") || "–";
+  }
+
+  function useCell(l) {
+    var span = el("span", null, "prog");
+    if (l.limit.concurrency) {
+      var p = el("progress"); p.max = l.limit.concurrency; p.value = Math.min(l.running, l.limit.concurrency);
+      span.appendChild(p);
+    }
+    span.appendChild(el("span", " " + l.running + (l.limit.concurrency ? " / " + l.limit.concurrency : "") + " running"));
+    return span;
+  }
+
+  function topKeys(l) {
+    return el("span", l.top_keys.map(function (k) {
+      return k.key + ": " + k.running + " running, " + k.waiting + " waiting" +
+        (k.tokens !== null && k.tokens !== undefined ? ", " + Number(k.tokens).toFixed(1) + " tokens" : "");
+    }).join("\n") || "–", "lines");
+  }
+
+  function scopeQuery(scope) {
+    return scope.indexOf("queue:") === 0 ? "queue=" + encodeURIComponent(scope.slice(6)) :
+           "name=" + encodeURIComponent(scope);
+  }
+
+  function loadLimits() {
+    return api("limits").then(function (list) {
+      rows("limits", list, function (l) {
+        return tr([l.name, l.key ? "payload." + l.key : "–", setText(l.limit), setText(l.per_key), useCell(l),
+                   l.waiting, l.tokens === null ? "–" : Number(l.tokens).toFixed(1), topKeys(l)],
+                  go("#/jobs?state=ready&" + scopeQuery(l.name)));
+      }, "no limits in the config");
+      var busy = list.filter(function (l) { return l.waiting > 0; });
+      return Promise.all(busy.map(function (l) {
+        return api("jobs?state=ready&limit=20&" + scopeQuery(l.name)).then(function (js) {
+          return js.map(function (j) { j.limit = l.name; return j; });
+        });
+      })).then(function (lists) {
+        rows("lwaiting", [].concat.apply([], lists), function (j) {
+          return tr([j.id, j.limit, j.name, j.queue, ago(j.run_at)], go("#/jobs/" + j.id));
+        }, "no job waits on a limit");
+      });
+    });
+  }
+
+  /* ---- a batch (GET /api/batches/ID; absent on a runner without it) ---- */
+
+  function loadBatch() {
+    var id = route.arg;
+    $("bt-id").textContent = id;
+    return api("batches/" + encodeURIComponent(id)).then(function (b) {
+      $("bt-done").textContent = ""; $("bt-done").appendChild(badge(b.done ? "completed" : "running"));
+      var c = b.counts || {};
+      cards($("bt-cards"), Object.keys(c).sort().map(function (k) { return [k, c[k]]; }));
+      fields($("bt-fields"), [["on complete", b.on_complete], ["on success", b.on_success]].map(function (f) {
+        return [f[0], f[1] && typeof f[1] === "object" ? JSON.stringify(f[1]) : f[1]];
+      }));
+      rows("bt-members", b.members || [], function (m) {
+        var mid = typeof m === "object" ? m.id : m;
+        return tr([mid, m.state ? badge(m.state) : ""], go("#/jobs/" + mid));
+      }, "no members");
+    }).catch(function (e) {
+      if (e.status !== 404) throw e;
+      $("bt-done").textContent = /no such API route/.test(e.message) ?
+        "(this runner serves no batches API)" : "(no such batch)";
+      cards($("bt-cards"), []); $("bt-fields").textContent = "";
+      rows("bt-members", [], null, "");
+    });
+  }
+
+  /* ---- the router ---- */
+
+  var PAGES = {
+    overview: loadOverview, running: loadRunning, dead: loadDead, jobs: loadJobs,
+    job: loadJob, queues: loadQueues, queue: loadQueue, schedules: loadSchedules,
+    limits: loadLimits, batch: loadBatch, notfound: function () { return Promise.resolve(); }
+  };
+  var ROUTES = [["", "overview"], ["running", "running"], ["dead", "dead"], ["jobs", "jobs"],
+    ["jobs/*", "job"], ["queues", "queues"], ["queues/*", "queue"], ["schedules", "schedules"],
+    ["limits", "limits"], ["batches/*", "batch"]];
+
+  function parse() {
+    var h = location.hash.replace(/^#\/?/, ""), i = h.indexOf("?");
+    var path = (i < 0 ? h : h.slice(0, i)).replace(/\/+$/, ""), params = {};
+    new URLSearchParams(i < 0 ? "" : h.slice(i + 1)).forEach(function (v, k) { params[k] = v; });
+    var parts = path ? path.split("/") : [];
+    for (var r = 0; r < ROUTES.length; r++) {
+      var pat = ROUTES[r][0] ? ROUTES[r][0].split("/") : [];
+      if (pat.length !== parts.length) continue;
+      var arg = null, ok = pat.every(function (p, k) {
+        if (p === "*") { arg = decodeURIComponent(parts[k]); return arg !== ""; }
+        return p === parts[k];
+      });
+      if (ok) return { page: ROUTES[r][1], arg: arg, params: params };
+    }
+    return { page: "notfound", arg: path, params: params };
+  }
+
+  function navigate() {
+    route = parse();
+    var nav = route.page === "job" || route.page === "batch" ? "jobs" : route.page === "queue" ? "queues" : route.page;
+    Array.prototype.forEach.call(document.querySelectorAll(".page"), function (p) {
+      p.hidden = p.dataset.page !== route.page;
+    });
+    Array.prototype.forEach.call(document.querySelectorAll("#nav a"), function (a) {
+      var page = a.getAttribute("href").replace(/^#\/?/, "") || "overview";
+      a.className = page === nav ? "on" : "";
+    });
+    $("nf-text").textContent = "Nothing at #/" + (route.arg || "") + ".";
+    document.title = "jobrunner · " + (route.arg ? route.page + " " + route.arg : route.page);
+    document.body.dataset.loaded = "";
+    refresh();
+  }
+
+  function status(r) {
+    $("status").textContent = "pid " + r.pid + " · workers " + r.workers.busy + "/" +
+      r.workers.total + " busy · generation " + (r.generation || "?").slice(0, 8) +
+      (r.stopping ? " · stopping" : "");
+    var u = $("unhandled"), list = r.unhandled || [];
+    u.hidden = list.length === 0;
+    u.textContent = "No handler for: " + list.map(function (x) {
+      return x.name + " (" + x.queued + " queued)";
+    }).join(", ") + " (their jobs wait until one is loaded)";
   }
 
   function refresh() {
-    return Promise.all([
-      api("stats").then(drawStats),
-      api("runner").then(drawRunner),
-      api("dead?limit=100").then(drawDead),
-      loadJobs()
-    ]).then(function () {
-      document.body.dataset.loaded = "1";
+    var at = location.hash;
+    return Promise.all([api("runner").then(status), PAGES[route.page]()]).then(function () {
+      if (location.hash === at) document.body.dataset.loaded = route.page;
     }).catch(function (e) {
       $("status").textContent = e.message;
       if (/^401/.test(e.message)) $("token").focus();
     });
   }
 
-  $("tokenform").addEventListener("submit", function (e) {
-    e.preventDefault();
-    localStorage.setItem("jobrunner.token", $("token").value);
-    $("token").value = "";
-    say("token saved"); refresh();
-  });
-  $("filters").addEventListener("submit", function (e) {
-    e.preventDefault();
-    filters = { state: $("f-state").value, name: $("f-name").value.trim(), queue: $("f-queue").value.trim() };
-    loadJobs();
-  });
-  $("retryall").addEventListener("click", function () {
-    act("dead/retry", { all: true }, function (r) { return r.retried + " dead jobs queued again"; });
-  });
-  $("purgeall").addEventListener("click", function () {
-    if (confirm("Delete every dead job?"))
-      act("dead/purge", { all: true }, function (r) { return r.purged + " dead jobs purged"; });
-  });
-  $("d-retry").addEventListener("click", function () {
-    act("jobs/" + shown + "/retry", {}, function () { return "job " + shown + " queued again"; });
-  });
-  $("d-purge").addEventListener("click", function () {
-    if (confirm("Delete dead job " + shown + "?"))
-      act("jobs/" + shown + "/purge", {}, function () { return "job " + shown + " purged"; });
-  });
-  $("d-cancel").addEventListener("click", function () {
-    act("jobs/" + shown + "/cancel", {}, function (r) { return "job " + shown + ": " + r.jobs[0].outcome.replace("_", " "); });
-  });
-  $("d-close").addEventListener("click", function () { $("detail").hidden = true; shown = null; });
-  refresh();
+  function wire() {
+    $("tokenform").addEventListener("submit", function (e) {
+      e.preventDefault();
+      localStorage.setItem("jobrunner.token", $("token").value);
+      $("token").value = "";
+      say("token saved"); refresh();
+    });
+    $("filters").addEventListener("submit", function (e) {
+      e.preventDefault();
+      var p = {};
+      FILTERS.forEach(function (k) { p[k] = $("f-" + k).value.trim(); });
+      location.hash = jobsHash(p);
+    });
+    $("p-older").addEventListener("click", function () { page("older"); });
+    $("p-newer").addEventListener("click", function () { page("newer"); });
+    $("p-newest").addEventListener("click", function () { location.hash = jobsHash(route.params); });
+    $("b-cancel").addEventListener("click", function () { bulk("cancel", "Cancel"); });
+    $("b-retry").addEventListener("click", function () { bulk("retry", "Retry the dead of"); });
+    $("b-purge").addEventListener("click", function () { bulk("purge", "Delete the dead of"); });
+    $("retryall").addEventListener("click", function () {
+      act("dead/retry", { all: true }, function (r) { return r.retried + " dead jobs queued again"; });
+    });
+    $("purgeall").addEventListener("click", function () {
+      if (confirm("Delete every dead job?"))
+        act("dead/purge", { all: true }, function (r) { return r.purged + " dead jobs purged"; });
+    });
+    $("d-retry").addEventListener("click", function () { retryJob(shown); });
+    $("d-purge").addEventListener("click", function () { purgeJob(shown, "#/dead"); });
+    $("d-cancel").addEventListener("click", function () { cancelJob(shown); });
+    $("q-toggle").addEventListener("click", function () {
+      var paused = !!$("q-toggle").dataset.paused, name = route.arg;
+      act("queues/" + encodeURIComponent(name) + (paused ? "/resume" : "/pause"), {},
+          function () { return "queue " + name + (paused ? " resumed" : " paused"); });
+    });
+    window.addEventListener("hashchange", navigate);
+  }
+
+  wire();
+  navigate();
   setInterval(refresh, REFRESH_MS);
 })();
