@@ -78,7 +78,11 @@ for _, backend in ipairs(jr.backends()) do
       assert.are.same(before, env:query(OBJECTS[backend]))
       assert.are.same(ready, env:query("SELECT * FROM my_ready ORDER BY id"))
       if backend == "sqlite" then
-        assert.equal(8, env:query("PRAGMA user_version")[1].user_version)
+        local last = 0          -- the schema file's last migration
+        for n in jr.read_file(jr.schema_file("sqlite")):gmatch("\n%-%- migration (%d+)\n") do
+          last = math.max(last, tonumber(n))
+        end
+        assert.equal(last, env:query("PRAGMA user_version")[1].user_version)
         assert.equal("ok", env:query("PRAGMA integrity_check")[1].integrity_check)
         -- the index holds every row (INDEXED BY fails if it cannot serve)
         assert.equal(2, #env:query(
