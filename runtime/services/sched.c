@@ -182,8 +182,10 @@ reload(master *m, void *st, const jr_config *conf)
     old->ninflight = 0;
     for (i = 0; i < old->npending; i++) {
         const ent *e = jr_schedq_find(sc, old->pending[i].f.schedule);
-        if (e != NULL && e->loaded)
-            jr_schedq_add(sc, e, old->pending[i].f.at);
+        fire_req *r = e != NULL && e->loaded ?
+                      jr_schedq_add(sc, e, old->pending[i].f.at) : NULL;
+        if (r != NULL)          /* one asked for by hand stays so */
+            r->f.manual = old->pending[i].f.manual;
     }
     v->sc = sc;
     free_sched(old);

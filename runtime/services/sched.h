@@ -53,8 +53,10 @@ typedef struct jr_sched {
     int          want_ctl;      /* read the controls in the next cycle */
 } jr_sched;
 
-/* Queues a fire of e at instant at (once); its strings copied. */
-void jr_schedq_add(jr_sched *sc, const ent *e, double at);
+/* Queues a fire of e at instant at (once); its strings copied. Returns
+ * it, or NULL when it was not queued (one waits for that instant, or no
+ * room: logged). */
+fire_req *jr_schedq_add(jr_sched *sc, const ent *e, double at);
 void jr_schedq_free(fire_req *r, int n);    /* the fires' memory */
 /* The fire of e after t, or 0 when it never fires again. */
 double jr_schedq_next(const ent *e, double t);

@@ -42,7 +42,7 @@ newer(const jr_sched *sc, const char *name, double at, int *same)
 }
 
 /* Queues a fire of e at instant at (once); its strings copied. */
-void
+fire_req *
 jr_schedq_add(jr_sched *sc, const ent *e, double at)
 {
     const jr_schedule *s = &e->s;
@@ -54,12 +54,12 @@ jr_schedq_add(jr_sched *sc, const ent *e, double at)
 
     newer(sc, s->name, at, &same);
     if (same)
-        return;
+        return NULL;
     if (sc->npending >= FIRES_MAX) {
         jr_log(JR_LOG_ERROR, "schedule '%s': %d fires already wait for the "
                "database; the fire at %.0f is skipped", s->name, FIRES_MAX,
                at);
-        return;
+        return NULL;
     }
     more = realloc(sc->pending, (size_t)(sc->npending + 1) * sizeof *more);
     if (more == NULL || (p = malloc(size)) == NULL) {
@@ -67,7 +67,7 @@ jr_schedq_add(jr_sched *sc, const ent *e, double at)
             sc->pending = more;
         jr_log(JR_LOG_ERROR, "schedule '%s': out of memory; the fire at "
                "%.0f is skipped", s->name, at);
-        return;
+        return NULL;
     }
     sc->pending = more;
     r = &more[sc->npending++];
@@ -81,6 +81,7 @@ jr_schedq_add(jr_sched *sc, const ent *e, double at)
     r->f.job.priority = s->priority;
     r->f.job.max_retries = s->max_retries;
     r->f.job.run_at = at;
+    return r;
 }
 
 void
