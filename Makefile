@@ -316,6 +316,42 @@ uninstall-systemd:
 	rm -f $(SD_UNITS:%=$(DESTDIR)$(SYSTEMDUNITDIR)/%) \
 	    $(DESTDIR)$(SYSUSERSDIR)/jobrunner.conf
 
+# --- Debian packages (debian/) -----------------------------------------------
+# make deb: copies the tree (the files git knows, tracked or new, without
+# build/) to build/deb/jobrunner-$(VERSION), runs dpkg-buildpackage -b
+# there (debian/rules calls make all and make install PREFIX=/usr) and
+# leaves jobrunner, libjobrunner0, libjobrunner-dev, lua-jobrunner (and
+# their -dbgsym) with the .changes in build/deb/, then runs lintian on the
+# .changes: a warning or an error fails. The copy keeps this tree's build/
+# and ../ untouched. spec/deb_spec.lua installs what it built.
+DEB_DIR = build/deb
+DEB_SRC = $(DEB_DIR)/jobrunner-$(VERSION)
+
+.PHONY: deb
+deb:
+	$(Q)rm -rf $(DEB_DIR) && mkdir -p $(DEB_SRC)
+	$(Q)if git rev-parse --is-inside-work-tree >/dev/null 2>&1; then \
+	    git ls-files -z --cached --others --exclude-standard | \
+	        tar --null -T - --ignore-failed-read -cf - 2>/dev/null; \
+	else \
+	    tar --exclude=./build --exclude=./spec/browser/node_modules -cf - .; \
+	fi | tar -xf - -C $(DEB_SRC)
+	$(Q)cd $(DEB_SRC) && env -u MAKEFLAGS -u MFLAGS -u MAKELEVEL -u BUILD \
+	    -u SANITIZE -u CC -u CFLAGS dpkg-buildpackage -us -uc -b -jauto \
+	    >../build.log 2>&1 || { tail -n 40 ../build.log; \
+	    echo "make deb: dpkg-buildpackage failed (log: $(DEB_DIR)/build.log)"; \
+	    exit 1; }
+	$(Q)rm -rf $(DEB_SRC)
+	$(Q)ls $(DEB_DIR)/*.deb
+	$(Q)if command -v lintian >/dev/null; then \
+	    lintian --fail-on error,warning \
+	        $(DEB_DIR)/jobrunner_$(VERSION)_*.changes \
+	        >$(DEB_DIR)/lintian.log 2>&1; rc=$$?; \
+	    grep -v '^running with root privileges' $(DEB_DIR)/lintian.log; \
+	    [ $$rc = 0 ] || { echo "make deb: lintian failed"; exit 1; }; \
+	    echo "lintian: no error, no warning"; \
+	else echo "make deb: no lintian (make deps installs it)"; fi
+
 # --- LuaRocks: jobrunner-0.1.0-1.rockspec ------------------------------------
 # `luarocks make` runs `make rock` with LUA_INCDIR, JOBRUNNER_INCDIR and
 # JOBRUNNER_LIBDIR (where it found the installed jobrunner.h and
