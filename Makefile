@@ -48,31 +48,43 @@ CTESTS   = $(patsubst spec/c/%.c,$(BUILD)/spec/c/%,$(wildcard spec/c/test_*.c))
 # all: and test: are defined once, at the end, after every part's variables.
 .DEFAULT_GOAL := all
 
-# Debian packages: the build needs the -dev ones, the tests busted, cjson,
-# sqlite3 and a PostgreSQL 15 server.
-DEB_PKGS = pkg-config gcc make liblua5.4-dev lua5.4 libsqlite3-dev sqlite3 \
-           libpq-dev libevent-dev lua-cjson lua-busted postgresql-15 \
-           postgresql-client-15 clang libclang-rt-14-dev tzdata \
-           prometheus chromium nodejs
-# luarocks: spec/luarocks_spec.lua builds the rockspec with it
-DEB_PKGS += luarocks
-deps: deps-debian spec/browser/node_modules/.package-lock.json
+# Debian packages, in two lists. make run installs DEB_RUN_PKGS: what
+# building the runner, its library and Lua module needs, and tzdata for
+# the schedules' time zones. make test (and make deps, what CI calls) adds
+# DEB_TEST_PKGS: busted and cjson for the specs, the sqlite3 shell, a
+# PostgreSQL 15 server, clang (its build and the fuzzers), prometheus
+# (promtool), chromium and nodejs (the browser spec, whose npm packages
+# come with it), luarocks (spec/luarocks_spec.lua) and what builds and
+# checks the Debian packages (spec/deb_spec.lua).
+DEB_RUN_PKGS  = pkg-config gcc make liblua5.4-dev libsqlite3-dev \
+                libpq-dev libevent-dev tzdata
+DEB_TEST_PKGS = lua5.4 lua-cjson lua-busted sqlite3 postgresql-15 \
+                postgresql-client-15 clang libclang-rt-14-dev \
+                prometheus chromium nodejs luarocks \
+                debhelper lintian devscripts
+DEB_PKGS      = $(DEB_RUN_PKGS) $(DEB_TEST_PKGS)
+
+.PHONY: deps-run deps-test deps-debian
+deps: deps-test spec/browser/node_modules/.package-lock.json
+deps-debian: deps-test
 
 # the browser spec's driver (puppeteer-core, from npm's registry, pinned by
 # the lockfile) without its own browser: it drives Debian's chromium. npm
 # comes with some nodejs builds; Debian's own is the package npm.
 spec/browser/node_modules/.package-lock.json: spec/browser/package.json \
                                              spec/browser/package-lock.json \
-                                             | deps-debian
+                                             | deps-test
 	$(Q)command -v npm >/dev/null || { SUDO=; [ "$$(id -u)" = 0 ] || \
 	    SUDO=sudo; DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install \
 	    -y -q npm; }
 	$(Q)cd spec/browser && PUPPETEER_SKIP_DOWNLOAD=1 npm ci --no-audit \
 	    --no-fund --loglevel=error >/dev/null
 
-.PHONY: deps-debian
-deps-debian:
-	@missing=$$(for p in $(DEB_PKGS); do \
+# $(call apt_install,PACKAGES): apt-get install those dpkg does not list
+# as installed (none installed: no apt-get at all), with sudo when not
+# root, apt-get update only if the first try fails.
+define apt_install
+	@missing=$$(for p in $(1); do \
 	    dpkg-query -W -f='$${Status}\n' $$p 2>/dev/null | \
 	        grep -q 'ok installed' || echo $$p; done); \
 	if [ -n "$$missing" ]; then \
@@ -83,10 +95,17 @@ deps-debian:
 	    { $$SUDO apt-get update -q >/dev/null && \
 	      $$SUDO apt-get install -y -q $$missing; } || exit 1; \
 	fi
+endef
+
+deps-run:
+	$(call apt_install,$(DEB_RUN_PKGS))
+
+deps-test: deps-run
+	$(call apt_install,$(DEB_TEST_PKGS))
 
 check-deps:
 	@for m in $(PKGS); do $(PKG_CONFIG) --exists $$m || { \
-	    echo "missing pkg-config module '$$m': run 'make deps' (Debian:" \
+	    echo "missing pkg-config module '$$m': run 'make deps-run' (Debian:" \
 	         "liblua5.4-dev libsqlite3-dev libpq-dev libevent-dev)"; \
 	    exit 1; }; done
 
@@ -132,7 +151,7 @@ $(BUILD)/spec/c/%: spec/c/%.c $(LIBOBJS)
 	@echo "CC $<"
 	$(Q)$(CC) $(CPPFLAGS) $(CFLAGS) $(LDFLAGS) -o $@ $< $(LIBOBJS) $(LDLIBS)
 
-run: deps all
+run: deps-run all
 	./jobrunner run
 
 ifdef SANITIZE
