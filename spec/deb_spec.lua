@@ -131,7 +131,9 @@ describe("Debian packages", function()
                     "./usr/lib/sysusers.d/jobrunner.conf",
                     "./usr/lib/tmpfiles.d/jobrunner.conf",
                     "./usr/share/man/man1/jobrunner.1.gz",
-                    "./usr/share/doc/jobrunner/examples/jobrunner.lua.example" },
+                    "./usr/share/doc/jobrunner/examples/jobrunner.lua.example",
+                    "./usr/share/doc/jobrunner/examples/jobrunner.rules.yml",
+                    "./usr/share/doc/jobrunner/examples/sqlite-to-postgres.sh" },
       libjobrunner0 = { "/libjobrunner.so.0" },
       ["libjobrunner-dev"] = { "./usr/include/jobrunner.h",
                                "/libjobrunner.a", "/libjobrunner.so ->",
@@ -153,12 +155,16 @@ describe("Debian packages", function()
     assert.equal(CONF, trim(conff))
   end)
 
-  it("installs: the jobrunner user, its state directory, no unit enabled", function()
+  local function install()
     local debs = {}
     for _, p in ipairs(PKGS) do
       debs[#debs + 1] = q(("%s/%s_%s_amd64.deb"):format(deb, p, VERSION))
     end
-    local out, err, code = dpkg("-i " .. table.concat(debs, " "))
+    return dpkg("-i " .. table.concat(debs, " "))
+  end
+
+  it("installs: the jobrunner user, its state directory, no unit enabled", function()
+    local out, err, code = install()
     assert.equal(0, code, out .. err)
     local pw = h.sh("getent passwd jobrunner")
     assert.matches("^jobrunner:x:%d+:%d+:[^:]*:/var/lib/jobrunner:" ..
@@ -230,9 +236,29 @@ print(package.searchpath("jobrunner", package.cpath), id)
     assert.matches("^/usr/lib/[^ ]*/lua/5%.4/jobrunner%.so%s+1\n", out)
   end)
 
-  it("purges: state and configuration gone, the user's files with them", function()
+  it("upgrades in place: the edited config and the database stay", function()
+    local f = assert(io.open(CONF, "a"))
+    f:write("-- edited by the administrator\n")
+    f:close()
+    local uid = h.sh("id -u jobrunner")
+    local out, err, code = install()
+    assert.equal(0, code, out .. err)
+    assert.matches("edited by the administrator", h.read_file(CONF))
+    assert.equal(uid, h.sh("id -u jobrunner"))
+    assert.is_true(ok("test -s " .. q(STATE .. "/jobs.db")))
+    out, err, code = h.sh(as_runner("jobrunner -c " .. CONF .. " stats --json"))
+    assert.equal(0, code, err)
+  end)
+
+  it("removes, keeping state and configuration, then purges them", function()
     os.remove(HANDLER)
-    local out, err, code = dpkg("--purge lua-jobrunner libjobrunner-dev " ..
+    local out, err, code = dpkg("--remove lua-jobrunner libjobrunner-dev " ..
+      "libjobrunner0 jobrunner")
+    assert.equal(0, code, out .. err)
+    assert.is_false(ok("test -e /usr/bin/jobrunner"))
+    assert.is_true(ok("test -s " .. q(STATE .. "/jobs.db")), "remove lost the database")
+    assert.is_true(ok("test -f " .. q(CONF)), "remove lost the config")
+    out, err, code = dpkg("--purge lua-jobrunner libjobrunner-dev " ..
       "libjobrunner0 jobrunner")
     assert.equal(0, code, out .. err)
     for _, p in ipairs(PKGS) do
