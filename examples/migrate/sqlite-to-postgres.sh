@@ -31,6 +31,9 @@ JOBRUNNER=${JOBRUNNER:-jobrunner}
 ident='^[a-z_][a-z0-9_]*$'
 
 [ -f "$db" ] || die "$db: no such file"
+case $db in
+*'"'*|*'\'*) die "$db: a path with a quote or a backslash is refused" ;;
+esac
 echo "$schema" | grep -Eq "$ident" ||
     die "schema '$schema': use a lower-case name of letters, digits and _"
 for tool in sqlite3 psql "$JOBRUNNER"; do
