@@ -80,6 +80,7 @@ tables="queues jobs $tables"
 
 script=$tmp/move.sql
 : > "$script"
+last=0
 for t in $tables; do
     echo "$t" | grep -Eq "$ident" || die "table '$t': unexpected name"
     pg -F '|' -c "SELECT column_name, data_type FROM information_schema.columns
@@ -118,16 +119,22 @@ CREATE TEMP TABLE imp_$t (r jsonb);
 INSERT INTO $schema.$t ($insert_cols) OVERRIDING SYSTEM VALUE
 SELECT $select_cols FROM imp_$t;
 EOF
+    # generated ids (jobs.id, and any other identity or serial column)
+    # continue after every id SQLite gave, deleted ones included
+    for c in $(pg -c "SELECT column_name FROM information_schema.columns
+                      WHERE table_schema = '$schema' AND table_name = '$t'
+                        AND (is_identity = 'YES'
+                             OR column_default LIKE 'nextval(%')"); do
+        case ", $insert_cols, " in *", $c, "*) ;; *) continue ;; esac
+        top=$(lite "SELECT max(coalesce((SELECT seq FROM sqlite_sequence
+                                         WHERE name = '$t'), 0),
+                                coalesce((SELECT max($c) FROM $t), 0))")
+        [ "$t" != jobs ] || last=$top
+        [ "$top" -gt 0 ] || continue
+        echo "SELECT setval(pg_get_serial_sequence('$schema.$t', '$c')," \
+             "$top) \\g /dev/null" >> "$script"
+    done
 done
-
-# ids continue after every id SQLite gave (deleted ones included)
-last=$(lite "SELECT max(coalesce((SELECT seq FROM sqlite_sequence
-                                  WHERE name = 'jobs'), 0),
-                         coalesce((SELECT max(id) FROM jobs), 0))")
-if [ "$last" -gt 0 ]; then
-    echo "SELECT setval(pg_get_serial_sequence('$schema.jobs', 'id'), $last) \\g /dev/null" \
-        >> "$script"
-fi
 
 pg --single-transaction -f "$script"
 
