@@ -199,14 +199,14 @@ end
     local log = work .. "/runner.log"
     runner_pid = trim(h.sh(as_runner(cli .. " run") .. " >" .. q(log) ..
       " 2>&1 & echo $!"))
-    local got = h.wait_file(STATE .. "/debspec-" .. id, 20,
+    local got = h.wait_file(STATE .. "/debspec-" .. id, 60,
       "the job's file (runner log: " .. log .. ")")
     assert.equal("hello deb", got)
     assert.equal("jobrunner", trim(h.sh("stat -c %U " ..
       q(STATE .. "/debspec-" .. id))))
     assert.equal("jobrunner", trim(h.sh("stat -c %U " .. q(STATE .. "/jobs.db"))))
     os.execute("kill -TERM " .. runner_pid)
-    h.wait_for(function() return not ok("kill -0 " .. runner_pid) end, 30,
+    h.wait_for(function() return not ok("kill -0 " .. runner_pid) end, 60,
       "the runner to stop")
     runner_pid = nil
     assert.matches("stopped: 1 done, 0 failed", h.read_file(log))
