@@ -189,3 +189,47 @@ if h.pg_url then
     end)
   end)
 end
+
+describe("the set-up (Makefile)", function()
+  -- the packages a target's apt_install names, from make -n
+  local function pkgs(target)
+    local out = h.sh(("cd %s && env -u MAKEFLAGS make -s -n %s"):format(
+      q(h.root), target))
+    local set = {}
+    for list in out:gmatch("for p in ([^;]+); do") do
+      for p in list:gmatch("%S+") do set[p] = true end
+    end
+    return set
+  end
+
+  it("make run installs what building and running need, no test tool", function()
+    local run = pkgs("deps-run")
+    for _, p in ipairs({ "gcc", "make", "pkg-config", "liblua5.4-dev",
+                         "libsqlite3-dev", "libpq-dev", "libevent-dev",
+                         "tzdata" }) do
+      assert.is_true(run[p], p .. " missing from DEB_RUN_PKGS")
+    end
+    for _, p in ipairs({ "lua-busted", "postgresql-15", "chromium",
+                         "prometheus", "nodejs", "clang", "lintian",
+                         "debhelper", "devscripts", "luarocks" }) do
+      assert.is_nil(run[p], p .. " is a test tool in DEB_RUN_PKGS")
+    end
+    -- what debian/control builds with is what make run installs
+    local control = assert(h.read_file(h.root .. "/debian/control"))
+    local bd = control:match("Build%-Depends:(.-)\n%S")
+    for p in bd:gmatch("([%w%.%-+]+)[^,]*") do
+      if p ~= "debhelper-compat" then
+        assert.is_true(run[p], p .. " (Build-Depends) not in DEB_RUN_PKGS")
+      end
+    end
+  end)
+
+  it("make test adds the test tools", function()
+    local all = pkgs("deps-test")
+    for _, p in ipairs({ "lua-busted", "lua-cjson", "postgresql-15",
+                         "chromium", "prometheus", "nodejs", "lintian",
+                         "debhelper", "devscripts", "gcc" }) do
+      assert.is_true(all[p], p .. " missing from make deps")
+    end
+  end)
+end)
