@@ -4,7 +4,9 @@
 -- SQLite backups (sqlite3 .backup, VACUUM INTO) taken under a running
 -- runner open with every job; examples/migrate/sqlite-to-postgres.sh moves
 -- a database with jobs in every state to PostgreSQL (when spec/run started
--- one), refuses a file a runner holds and a schema that has jobs.
+-- one), refuses a file a runner holds and a schema that has jobs; make
+-- run's package list (DEB_RUN_PKGS) holds what the build needs and no
+-- test tool, make deps adds them.
 local h = require "jr"
 local cjson = require "cjson"
 local q = h.quote
