@@ -126,9 +126,9 @@ EOF
                         AND (is_identity = 'YES'
                              OR column_default LIKE 'nextval(%')"); do
         case ", $insert_cols, " in *", $c, "*) ;; *) continue ;; esac
-        top=$(lite "SELECT max(coalesce((SELECT seq FROM sqlite_sequence
+        top=$(lite "SELECT max(coalesce( (SELECT seq FROM sqlite_sequence
                                          WHERE name = '$t'), 0),
-                                coalesce((SELECT max($c) FROM $t), 0))")
+                                coalesce( (SELECT max($c) FROM $t), 0))")
         [ "$t" != jobs ] || last=$top
         [ "$top" -gt 0 ] || continue
         echo "SELECT setval(pg_get_serial_sequence('$schema.$t', '$c')," \
