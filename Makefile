@@ -363,8 +363,7 @@ deb:
 	$(Q)rm -rf $(DEB_SRC)
 	$(Q)ls $(DEB_DIR)/*.deb
 	$(Q)if command -v lintian >/dev/null; then \
-	    lintian --fail-on error,warning \
-	        $(DEB_DIR)/jobrunner_$(VERSION)_*.changes \
+	    lintian --fail-on error,warning $(DEB_DIR)/*.changes \
 	        >$(DEB_DIR)/lintian.log 2>&1; rc=$$?; \
 	    grep -v '^running with root privileges' $(DEB_DIR)/lintian.log; \
 	    [ $$rc = 0 ] || { echo "make deb: lintian failed"; exit 1; }; \
