@@ -17,7 +17,10 @@ local q = h.quote
 
 local PKGS = { "jobrunner", "libjobrunner0", "libjobrunner-dev",
                "lua-jobrunner" }
-local VERSION = "0.1.0"
+-- the packages' version: debian/changelog's first entry
+local VERSION = io.open(h.root .. "/debian/changelog"):read("l"):match(
+  "^jobrunner %(([^)]+)%)")
+local ARCH = io.popen("dpkg --print-architecture 2>/dev/null"):read("l") or "amd64"
 local CONF = "/etc/jobrunner/jobrunner.lua"
 local HANDLER = "/etc/jobrunner/scripts/debspec.lua"
 local STATE = "/var/lib/jobrunner"
@@ -141,7 +144,7 @@ describe("Debian packages", function()
       ["lua-jobrunner"] = { "/lua/5.4/jobrunner.so" },
     }
     for pkg, want in pairs(files) do
-      local path = ("%s/%s_%s_amd64.deb"):format(deb, pkg, VERSION)
+      local path = ("%s/%s_%s_" .. ARCH .. ".deb"):format(deb, pkg, VERSION)
       local list, lerr, lcode = h.sh("dpkg-deb -c " .. q(path))
       assert.equal(0, lcode, lerr)
       for _, f in ipairs(want) do
@@ -150,7 +153,7 @@ describe("Debian packages", function()
     end
     -- the runner's config is a conffile; nothing of the library in -dev
     local conff = h.sh("dpkg-deb --ctrl-tarfile " ..
-      q(deb .. "/jobrunner_" .. VERSION .. "_amd64.deb") ..
+      q(deb .. "/jobrunner_" .. VERSION .. "_" .. ARCH .. ".deb") ..
       " | tar -xOf - ./conffiles")
     assert.equal(CONF, trim(conff))
   end)
@@ -158,7 +161,7 @@ describe("Debian packages", function()
   local function install()
     local debs = {}
     for _, p in ipairs(PKGS) do
-      debs[#debs + 1] = q(("%s/%s_%s_amd64.deb"):format(deb, p, VERSION))
+      debs[#debs + 1] = q(("%s/%s_%s_" .. ARCH .. ".deb"):format(deb, p, VERSION))
     end
     return dpkg("-i " .. table.concat(debs, " "))
   end
