@@ -49,31 +49,43 @@ CTESTS   = $(patsubst spec/c/%.c,$(BUILD)/spec/c/%,$(wildcard spec/c/test_*.c))
 # all: and test: are defined once, at the end, after every part's variables.
 .DEFAULT_GOAL := all
 
-# Debian packages: the build needs the -dev ones, the tests busted, cjson,
-# sqlite3 and a PostgreSQL 15 server.
-DEB_PKGS = pkg-config gcc make liblua5.4-dev lua5.4 libsqlite3-dev sqlite3 \
-           libpq-dev libevent-dev lua-cjson lua-busted postgresql-15 \
-           postgresql-client-15 clang libclang-rt-14-dev tzdata \
-           prometheus chromium nodejs
-# luarocks: spec/luarocks_spec.lua builds the rockspec with it
-DEB_PKGS += luarocks
-deps: deps-debian spec/browser/node_modules/.package-lock.json
+# Debian packages, in two lists. make run installs DEB_RUN_PKGS: what
+# building the runner, its library and Lua module needs, and tzdata for
+# the schedules' time zones. make test (and make deps, what CI calls) adds
+# DEB_TEST_PKGS: busted and cjson for the specs, the sqlite3 shell, a
+# PostgreSQL 15 server, clang (its build and the fuzzers), prometheus
+# (promtool), chromium and nodejs (the browser spec, whose npm packages
+# come with it), luarocks (spec/luarocks_spec.lua) and what builds and
+# checks the Debian packages (spec/deb_spec.lua).
+DEB_RUN_PKGS  = pkg-config gcc make liblua5.4-dev libsqlite3-dev \
+                libpq-dev libevent-dev tzdata
+DEB_TEST_PKGS = lua5.4 lua-cjson lua-busted sqlite3 postgresql-15 \
+                postgresql-client-15 clang libclang-rt-14-dev \
+                prometheus chromium nodejs luarocks \
+                debhelper lintian devscripts
+DEB_PKGS      = $(DEB_RUN_PKGS) $(DEB_TEST_PKGS)
+
+.PHONY: deps-run deps-test deps-debian
+deps: deps-test spec/browser/node_modules/.package-lock.json
+deps-debian: deps-test
 
 # the browser spec's driver (puppeteer-core, from npm's registry, pinned by
 # the lockfile) without its own browser: it drives Debian's chromium. npm
 # comes with some nodejs builds; Debian's own is the package npm.
 spec/browser/node_modules/.package-lock.json: spec/browser/package.json \
                                              spec/browser/package-lock.json \
-                                             | deps-debian
+                                             | deps-test
 	$(Q)command -v npm >/dev/null || { SUDO=; [ "$$(id -u)" = 0 ] || \
 	    SUDO=sudo; DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install \
 	    -y -q npm; }
 	$(Q)cd spec/browser && PUPPETEER_SKIP_DOWNLOAD=1 npm ci --no-audit \
 	    --no-fund --loglevel=error >/dev/null
 
-.PHONY: deps-debian
-deps-debian:
-	@missing=$$(for p in $(DEB_PKGS); do \
+# $(call apt_install,PACKAGES): apt-get install those dpkg does not list
+# as installed (none installed: no apt-get at all), with sudo when not
+# root, apt-get update only if the first try fails.
+define apt_install
+	@missing=$$(for p in $(1); do \
 	    dpkg-query -W -f='$${Status}\n' $$p 2>/dev/null | \
 	        grep -q 'ok installed' || echo $$p; done); \
 	if [ -n "$$missing" ]; then \
@@ -84,10 +96,17 @@ deps-debian:
 	    { $$SUDO apt-get update -q >/dev/null && \
 	      $$SUDO apt-get install -y -q $$missing; } || exit 1; \
 	fi
+endef
+
+deps-run:
+	$(call apt_install,$(DEB_RUN_PKGS))
+
+deps-test: deps-run
+	$(call apt_install,$(DEB_TEST_PKGS))
 
 check-deps:
 	@for m in $(PKGS); do $(PKG_CONFIG) --exists $$m || { \
-	    echo "missing pkg-config module '$$m': run 'make deps' (Debian:" \
+	    echo "missing pkg-config module '$$m': run 'make deps-run' (Debian:" \
 	         "liblua5.4-dev libsqlite3-dev libpq-dev libevent-dev)"; \
 	    exit 1; }; done
 
@@ -133,7 +152,7 @@ $(BUILD)/spec/c/%: spec/c/%.c $(LIBOBJS)
 	@echo "CC $<"
 	$(Q)$(CC) $(CPPFLAGS) $(CFLAGS) $(LDFLAGS) -o $@ $< $(LIBOBJS) $(LDLIBS)
 
-run: deps all
+run: deps-run all
 	./jobrunner run
 
 ifdef SANITIZE
@@ -317,6 +336,41 @@ install-systemd:
 uninstall-systemd:
 	rm -f $(SD_UNITS:%=$(DESTDIR)$(SYSTEMDUNITDIR)/%) \
 	    $(DESTDIR)$(SYSUSERSDIR)/jobrunner.conf
+
+# --- Debian packages (debian/) -----------------------------------------------
+# make deb: copies the tree (the files git knows, tracked or new, without
+# build/) to build/deb/jobrunner-$(VERSION), runs dpkg-buildpackage -b
+# there (debian/rules calls make all and make install PREFIX=/usr) and
+# leaves jobrunner, libjobrunner0, libjobrunner-dev, lua-jobrunner (and
+# their -dbgsym) with the .changes in build/deb/, then runs lintian on the
+# .changes: a warning or an error fails. The copy keeps this tree's build/
+# and ../ untouched. spec/deb_spec.lua installs what it built.
+DEB_DIR = build/deb
+DEB_SRC = $(DEB_DIR)/jobrunner-$(VERSION)
+
+.PHONY: deb
+deb:
+	$(Q)rm -rf $(DEB_DIR) && mkdir -p $(DEB_SRC)
+	$(Q)if git rev-parse --is-inside-work-tree >/dev/null 2>&1; then \
+	    git ls-files -z --cached --others --exclude-standard | \
+	        tar --null -T - --ignore-failed-read -cf - 2>/dev/null; \
+	else \
+	    tar --exclude=./build --exclude=./spec/browser/node_modules -cf - .; \
+	fi | tar -xf - -C $(DEB_SRC)
+	$(Q)cd $(DEB_SRC) && env -u MAKEFLAGS -u MFLAGS -u MAKELEVEL -u BUILD \
+	    -u SANITIZE -u CC -u CFLAGS dpkg-buildpackage -us -uc -b -jauto \
+	    >../build.log 2>&1 || { tail -n 40 ../build.log; \
+	    echo "make deb: dpkg-buildpackage failed (log: $(DEB_DIR)/build.log)"; \
+	    exit 1; }
+	$(Q)rm -rf $(DEB_SRC)
+	$(Q)ls $(DEB_DIR)/*.deb
+	$(Q)if command -v lintian >/dev/null; then \
+	    lintian --fail-on error,warning $(DEB_DIR)/*.changes \
+	        >$(DEB_DIR)/lintian.log 2>&1; rc=$$?; \
+	    grep -v '^running with root privileges' $(DEB_DIR)/lintian.log; \
+	    [ $$rc = 0 ] || { echo "make deb: lintian failed"; exit 1; }; \
+	    echo "lintian: no error, no warning"; \
+	else echo "make deb: no lintian (make deps installs it)"; fi
 
 # --- LuaRocks: jobrunner-0.1.0-1.rockspec ------------------------------------
 # `luarocks make` runs `make rock` with LUA_INCDIR, JOBRUNNER_INCDIR and

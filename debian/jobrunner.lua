@@ -1,0 +1,27 @@
+-- /etc/jobrunner/jobrunner.lua - the configuration of jobrunner.service
+-- (Debian package). Every key, with its default and range, is described
+-- in /usr/share/doc/jobrunner/examples/jobrunner.lua.example and
+-- jobrunner(1). It is Lua run once at start and must return a table; an
+-- unknown key is an error naming it and its file:line.
+--
+-- The service does not start until you enable it:
+--   1. write handlers in /etc/jobrunner/scripts (NAME.lua runs jobs NAME)
+--   2. sudo -u jobrunner jobrunner -c /etc/jobrunner/jobrunner.lua check
+--   3. sudo systemctl enable --now jobrunner
+-- Run the command line as the jobrunner user with this file
+-- (sudo -u jobrunner jobrunner -c /etc/jobrunner/jobrunner.lua push ...),
+-- so that a SQLite database it creates belongs to that user.
+return {
+  -- SQLite in the service's state directory (the only directory the unit
+  -- lets the runner write). For PostgreSQL: "postgresql://runner@db/app"
+  -- (a password belongs in ~jobrunner/.pgpass or JOBRUNNER_BACKEND, not
+  -- here: this file is readable by every user).
+  backend = "sqlite:/var/lib/jobrunner/jobs.db",
+
+  -- The handlers: files of the administrator, kept in /etc with the rest
+  -- of the configuration, owned by root and only read by the runner.
+  scripts = "/etc/jobrunner/scripts",
+
+  -- The HTTP server: /metrics, the dashboard, the JSON API. Off until set.
+  -- http = { listen = "127.0.0.1:8089" },
+}
