@@ -1017,6 +1017,7 @@ LANGUAGE sql AS $$
           AND j.result_ttl IS NULL
         RETURNING 1)
     SELECT count(*)::integer FROM w
+$$;
 -- migration 12
 -- The attempt history (docs/operations.md, "Attempt history"). Each
 -- failed attempt of a job (its handler's error or timeout, a worker's
