@@ -2,7 +2,7 @@
 PKG_CONFIG ?= pkg-config
 LUA_PC     ?= lua5.4
 LUA        ?= lua5.4
-PKGS        = $(LUA_PC) sqlite3 libpq libevent
+PKGS        = $(LUA_PC) sqlite3 libpq libevent libcurl
 WERROR     ?= -Werror
 PREFIX     ?= /usr/local
 CC         ?= cc
@@ -53,7 +53,7 @@ CTESTS   = $(patsubst spec/c/%.c,$(BUILD)/spec/c/%,$(wildcard spec/c/test_*.c))
 DEB_PKGS = pkg-config gcc make liblua5.4-dev lua5.4 libsqlite3-dev sqlite3 \
            libpq-dev libevent-dev lua-cjson lua-busted postgresql-15 \
            postgresql-client-15 clang libclang-rt-14-dev tzdata \
-           prometheus chromium nodejs
+           prometheus chromium nodejs libcurl4-openssl-dev openssl
 # luarocks: spec/luarocks_spec.lua builds the rockspec with it
 DEB_PKGS += luarocks
 deps: deps-debian spec/browser/node_modules/.package-lock.json
@@ -87,7 +87,8 @@ deps-debian:
 check-deps:
 	@for m in $(PKGS); do $(PKG_CONFIG) --exists $$m || { \
 	    echo "missing pkg-config module '$$m': run 'make deps' (Debian:" \
-	         "liblua5.4-dev libsqlite3-dev libpq-dev libevent-dev)"; \
+	         "liblua5.4-dev libsqlite3-dev libpq-dev libevent-dev" \
+	         "libcurl4-openssl-dev)"; \
 	    exit 1; }; done
 
 # replaced by rename, so a running runner keeps its binary
@@ -357,7 +358,16 @@ bench: check-deps jobrunner bench-tools
 profile: check-deps jobrunner bench-tools
 	$(Q)BUILD=$(BUILD) JOBRUNNER_BIN=$(CURDIR)/jobrunner ./bench/profile
 
-bench-tools: $(BUILD)/bench/jrbench $(BUILD)/bench/benchsleep.so
+bench-tools: $(BUILD)/bench/jrbench $(BUILD)/bench/benchsleep.so \
+             $(BUILD)/bench/slowhttp
+
+# a loopback HTTP server answering after a delay (the I/O-bound bench and
+# the specs of jobrunner.http)
+$(BUILD)/bench/slowhttp: bench/slowhttp.c
+	@mkdir -p $(dir $@)
+	@echo "CC $<"
+	$(Q)$(CC) $(CPPFLAGS) $(CFLAGS) $(LDFLAGS) -o $@ $< \
+	    $(shell $(PKG_CONFIG) --libs libevent)
 
 $(BUILD)/bench/jrbench: bench/jrbench.c $(BUILD)/libjobrunner.a
 	@mkdir -p $(dir $@)
@@ -469,7 +479,8 @@ $(BUILD)/spec/c/test_fuzz_%: spec/fuzz/fuzz_%.c spec/fuzz/replay.c \
 # only what dpkg says is missing: with everything there it runs no apt-get.
 all: check-deps jobrunner lib luamod
 
-test: deps check-deps $(TEST_BIN) $(CTESTS) $(FUZZ_REPLAYS) $(SPEC_LUAMOD)
+test: deps check-deps $(TEST_BIN) $(CTESTS) $(FUZZ_REPLAYS) $(SPEC_LUAMOD) \
+      $(BUILD)/bench/slowhttp
 	$(Q)LUA=$(LUA) BUILD=$(BUILD) JOBRUNNER_BIN=$(CURDIR)/$(BUILD)/jobrunner ./spec/run
 
 # generated schema sources are kept, not rebuilt on every make
