@@ -350,13 +350,33 @@ rock: $(BUILD)/luaclient.map
 BENCH_LIBS = $(shell $(PKG_CONFIG) --libs sqlite3 libpq $(LUA_PC) 2>/dev/null) \
              -lm -lpthread
 
-.PHONY: bench-tools profile
+.PHONY: bench-tools profile bench-peers
 
 bench: check-deps jobrunner bench-tools
 	$(Q)BUILD=$(BUILD) LUA=$(LUA) JOBRUNNER_BIN=$(CURDIR)/jobrunner ./bench/run
 
 profile: check-deps jobrunner bench-tools
 	$(Q)BUILD=$(BUILD) JOBRUNNER_BIN=$(CURDIR)/jobrunner ./bench/profile
+
+# make bench-peers (optional, in neither test nor bench): bench/peers/run
+# runs jobrunner and graphile-worker on one throwaway PostgreSQL, the no-op
+# drain and the I/O-bound drain against build/bench/slowhttp, prints one
+# table with the ratios and writes bench/peers/results.json. graphile-worker
+# comes from npm's registry into bench/peers/node_modules, pinned by the
+# lockfile; Node is Debian's nodejs (make deps).
+bench-peers: check-deps jobrunner bench-tools \
+             bench/peers/node_modules/.package-lock.json
+	$(Q)BUILD=$(BUILD) JOBRUNNER_BIN=$(CURDIR)/jobrunner ./bench/peers/run
+
+bench/peers/node_modules/.package-lock.json: bench/peers/package.json \
+                                            bench/peers/package-lock.json
+	$(Q)command -v node >/dev/null && command -v npm >/dev/null || \
+	    $(MAKE) --no-print-directory deps-debian
+	$(Q)command -v npm >/dev/null || { SUDO=; [ "$$(id -u)" = 0 ] || \
+	    SUDO=sudo; DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install \
+	    -y -q npm; }
+	$(Q)cd bench/peers && npm ci --no-audit --no-fund --loglevel=error \
+	    >/dev/null
 
 bench-tools: $(BUILD)/bench/jrbench $(BUILD)/bench/benchsleep.so \
              $(BUILD)/bench/slowhttp
