@@ -1,26 +1,28 @@
 #!/usr/bin/env node
 // gw.js - the graphile-worker half of `make bench-peers` (bench/peers/run
 // drives it). Installs graphile-worker's schema, pushes jobs in bulk and
-// times one graphile-worker runner (its library API, one Node process)
+// times graphile-worker runners (its library API, one Node process each)
 // draining them. Prints one line of "key=value" pairs per command, as
 // bench/jrbench does. The database is PEERS_PG_URL (a libpq URL).
 //
 //   node gw.js migrate                  graphile-worker's schema
 //   node gw.js push N TASK              N jobs TASK through WorkerUtils'
 //                                       addJobs (add_jobs), batches of 1000
-//   node gw.js drain N TASK CONC MODE [URL]
-//                                       one runner with concurrentJobs CONC
-//                                       works the N jobs TASK queued; MODE
+//   node gw.js drain N TASK PROCS CONC MODE [URL]
+//                                       PROCS runners (child processes),
+//                                       each with concurrentJobs CONC, work
+//                                       the N jobs TASK queued; MODE
 //                                       "default" is the library's defaults,
 //                                       "batched" adds its throughput options
 //                                       (localQueue, completeJobBatchDelay)
 //
 // Tasks: "noop" returns at once; "http" GETs URL with Node's fetch, reads
-// the body and fails on a status other than 200. The clock starts when
-// run() is called (Node and graphile-worker already loaded, schema in
-// place) and stops when every job has succeeded and the jobs table, polled
-// every 4 ms, holds none: batched completions are counted only once they
-// reach the database.
+// the body and fails on a status other than 200. The clock starts when the
+// runners are told to call run() (Node and graphile-worker already loaded
+// in each, schema in place) and stops when every job has succeeded and
+// the jobs table, polled every 4 ms from the parent, holds none: batched
+// completions are counted only once they reach the database. rss_kib is
+// the sum of the runners' largest RSS.
 "use strict";
 
 const { run, runMigrations, makeWorkerUtils } = require("graphile-worker");
@@ -122,35 +124,74 @@ async function remaining(client) {
   return r.rows[0].n;
 }
 
-async function drain(n, task, conc, mode, url) {
+// one runner in a child process: loaded, it says "ready"; on "go" it
+// calls run() and reports its successes, failures and RSS every 10 ms; on
+// "stop" it stops the runner and exits
+async function child(task, procs, conc, mode, url) {
+  const pool = makePool(Math.min(conc + 2, Math.floor(POOL_MAX / procs)));
+  const st = { ok: 0, failed: 0, err: null, rss: 0 };
+  let runner = null, timer = null;
+  const report = () => {
+    st.rss = Math.max(st.rss, process.memoryUsage().rss);
+    process.send(st);
+  };
+  process.on("message", async (m) => {
+    if (m === "go") {
+      runner = await run(options(conc, mode, pool), tasks(url));
+      runner.events.on("job:success", () => { st.ok++; });
+      runner.events.on("job:error", ({ error }) => {
+        st.failed++;
+        if (!st.err) st.err = String(error && error.message || error);
+      });
+      timer = setInterval(report, 10);
+    } else if (m === "stop") {
+      clearInterval(timer);
+      report();
+      if (runner) await runner.stop();
+      await pool.end();
+      process.exit(0);
+    }
+  });
+  process.send("ready");
+}
+
+async function drain(n, task, procs, conc, mode, url) {
   if (task === "http" && !url) die("drain http: no URL");
-  const pool = makePool(Math.min(conc + 2, POOL_MAX));
+  options(conc, mode, null);            // checks MODE before anything runs
+  const { fork } = require("child_process");
   const watch = makePool(1);
   const queued = await remaining(watch);
   if (queued !== n) die(`drain: ${queued} jobs queued, expected ${n}`);
-  let ok = 0, failed = 0, firstErr = null, rss = 0;
+  const kids = [], st = [];
+  for (let i = 0; i < procs; i++) {
+    const k = fork(__filename,
+      ["child", task, String(procs), String(conc), mode, url || ""]);
+    k.on("exit", (code) => { if (!k.stopping) die(`drain: runner ${i} exited (${code})`); });
+    kids.push(k);
+  }
+  await Promise.all(kids.map((k, i) => new Promise((resolve) =>
+    k.on("message", (m) => { if (m === "ready") resolve(); else st[i] = m; }))));
   const t0 = now();
-  const runner = await run(options(conc, mode, pool), tasks(url));
-  runner.events.on("job:success", () => { ok++; });
-  runner.events.on("job:error", ({ error }) => {
-    failed++;
-    if (!firstErr) firstErr = String(error && error.message || error);
-  });
+  for (const k of kids) k.send("go");
   let t = t0;
+  const sum = (f) => st.reduce((a, x) => a + (x ? x[f] : 0), 0);
   for (;;) {
     await new Promise((r) => setTimeout(r, 4));
-    rss = Math.max(rss, process.memoryUsage().rss);
     t = now();
-    if (failed > 0) die(`drain: ${failed} jobs failed; first: ${firstErr}`);
-    if (ok >= n && (await remaining(watch)) === 0) break;
-    if (t - t0 > 600) die(`drain: ${ok} of ${n} done after 600 s`);
+    if (sum("failed") > 0)
+      die(`drain: ${sum("failed")} jobs failed; first: ${st.find((x) => x && x.err).err}`);
+    if (sum("ok") >= n && (await remaining(watch)) === 0) break;
+    if (t - t0 > 600) die(`drain: ${sum("ok")} of ${n} done after 600 s`);
   }
   const secs = t - t0;
-  await runner.stop();
+  await Promise.all(kids.map((k) => new Promise((resolve) => {
+    k.stopping = true;
+    k.on("exit", resolve);
+    k.send("stop");
+  })));
   await watch.end();
-  await pool.end();
   console.log(`secs=${secs.toFixed(6)} rate=${(n / secs).toFixed(1)} ` +
-    `rss_kib=${Math.round(rss / 1024)} ok=${ok}`);
+    `rss_kib=${Math.round(sum("rss") / 1024)} ok=${sum("ok")}`);
 }
 
 async function main(argv) {
@@ -158,11 +199,14 @@ async function main(argv) {
   const [cmd, ...a] = argv;
   if (cmd === "migrate" && a.length === 0) return migrate();
   if (cmd === "push" && a.length === 2) return push(Number(a[0]), a[1]);
-  if (cmd === "drain" && (a.length === 4 || a.length === 5))
-    return drain(Number(a[0]), a[1], Number(a[2]), a[3], a[4]);
-  die("usage: gw.js migrate | push N TASK | drain N TASK CONC MODE [URL]");
+  if (cmd === "drain" && (a.length === 5 || a.length === 6))
+    return drain(Number(a[0]), a[1], Number(a[2]), Number(a[3]), a[4], a[5]);
+  if (cmd === "child" && a.length === 5)
+    return child(a[0], Number(a[1]), Number(a[2]), a[3], a[4]);
+  die("usage: gw.js migrate | push N TASK | " +
+    "drain N TASK PROCS CONC MODE [URL]");
 }
 
 main(process.argv.slice(2)).then(
-  () => process.exit(0),
+  () => { if (process.argv[2] !== "child") process.exit(0); },
   (err) => die(err && err.stack || String(err)));

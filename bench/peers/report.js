@@ -48,6 +48,12 @@ const setting = {
   },
 };
 
+// graphile-worker's processes, when more than one
+const procs = (s) => cfg.gw_procs && cfg.gw_procs !== "1" ?
+  `${cfg.gw_procs} processes x ${s}` : s;
+for (const k of ["noop", "io"])
+  for (const p of [GWD, GWB]) setting[k][p] = procs(setting[k][p]);
+
 const fmt = (x) => Math.round(x).toLocaleString("en-US");
 const cell = (s) => !s ? "-" : s.runs === 1 ? `${fmt(s.median)} (1 run)` :
   `${fmt(s.median)} (${fmt(s.min)}-${fmt(s.max)})`;
