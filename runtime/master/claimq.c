@@ -392,14 +392,16 @@ jr_claimq_dispatch(master *m)
 
     if (m->qlen == 0)
         return;
-    /* jobs running in coroutines are not counted: they run anyway, as a
-     * worker's one job does, and a cap on them would cap the inflight */
+    /* jobs running in coroutines are not counted, nor held back: they run
+     * anyway, as a worker's one job does, and a cap on them (or on the
+     * results they make) would cap the inflight */
     for (w = m->workers; w; w = w->next)
         out += w->co ? 0 : w->njobs;
     for (pass = 0; pass < 2 && m->qlen > 0; pass++)
         for (w = m->workers; w && m->qlen > 0; w = w->next)
             while (m->qlen > 0 && slots(w) > 0 && (pass || w->njobs == 0) &&
-                   fits(w, m->queue[m->qhead]) && !held_full(m, out))
+                   fits(w, m->queue[m->qhead]) &&
+                   (w->co || !held_full(m, out)))
                 out += send_or_cancel(m, w, jr_claimq_pop(m)) && !w->co;
 }
 
