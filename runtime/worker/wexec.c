@@ -227,7 +227,7 @@ on_timeout(evutil_socket_t fd, short what, void *arg)
 /* The child's side after fork: its own group, dies with the worker,
  * pipes on 0 1 2, then execvp. Async-signal-safe calls only. */
 static void
-in_child(char **argv, char **envp, int p[3][2])
+in_child(char **argv, char **envp, const char *cwd, int p[3][2])
 {
     sigset_t none;
     int i;
@@ -249,6 +249,11 @@ in_child(char **argv, char **envp, int p[3][2])
     }
     if (envp != NULL)
         environ = envp;
+    if (cwd != NULL && chdir(cwd) < 0) {
+        dprintf(2, "jobrunner.exec: cannot enter '%s': %s\n", cwd,
+                strerror(errno));
+        _exit(127);
+    }
     execvp(argv[0], argv);
     dprintf(2, "jobrunner.exec: cannot run '%s': %s\n", argv[0],
             strerror(errno));
@@ -258,7 +263,7 @@ in_child(char **argv, char **envp, int p[3][2])
 /* Starts argv with envp (NULL: the worker's); c's fds set. -1 with
  * errno set when it could not. */
 static int
-spawn(child *c, char **argv, char **envp)
+spawn(child *c, char **argv, char **envp, const char *cwd)
 {
     int p[3][2] = {{-1, -1}, {-1, -1}, {-1, -1}}, i, e;
 
@@ -268,7 +273,7 @@ spawn(child *c, char **argv, char **envp)
     if ((c->pid = fork()) < 0)
         goto fail;
     if (c->pid == 0)
-        in_child(argv, envp, p);
+        in_child(argv, envp, cwd, p);
     setpgid(c->pid, c->pid);    /* before we may kill the group */
     kid_track(c->pid, 1);
     c->fd[0] = p[0][1];
@@ -418,15 +423,15 @@ arm(child *c, struct event_base *base)
     return 0;
 }
 
-/* jobrunner.exec(argv, { stdin =, timeout =, env = }): runs argv[1] with
- * no shell; { status, stdout, stderr } (signal too when killed), or nil
+/* jobrunner.exec(argv, { stdin =, timeout =, env =, cwd = }): runs argv[1]
+ * with no shell; { status, stdout, stderr } (signal too when killed), or nil
  * and a message. The handler's coroutine waits meanwhile. */
 static int
 wexec_exec(lua_State *L)
 {
     jr_task *t;
     char **argv, **envp;
-    const char *in = NULL;
+    const char *in = NULL, *cwd = NULL;
     size_t inlen = 0;
     double timeout;
     child *c;
@@ -443,7 +448,11 @@ wexec_exec(lua_State *L)
         luaL_argcheck(L, lua_isnil(L, -1) || lua_type(L, -1) == LUA_TSTRING,
                       2, "'stdin' must be a string");
         in = lua_tolstring(L, -1, &inlen);
-        lua_pop(L, 1);          /* the options table keeps it */
+        lua_getfield(L, 2, "cwd");
+        luaL_argcheck(L, lua_isnil(L, -1) || lua_type(L, -1) == LUA_TSTRING,
+                      2, "'cwd' must be a string");
+        cwd = lua_tostring(L, -1);
+        lua_pop(L, 2);          /* the options table keeps them */
     }
     if ((c = calloc(1, sizeof *c)) == NULL)
         return luaL_error(L, "jobrunner.exec: out of memory");
@@ -454,7 +463,7 @@ wexec_exec(lua_State *L)
     if (in != NULL)
         jr_buf_put(&c->in, in, inlen);
     envp = read_env(L, &oom);   /* raises before it allocates */
-    if (oom || spawn(c, argv, envp) < 0) {
+    if (oom || spawn(c, argv, envp, cwd) < 0) {
         e = oom ? ENOMEM : errno;
         free_env(envp);
         child_free(c);
