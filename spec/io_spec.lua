@@ -244,6 +244,70 @@ for _, backend in ipairs(jr.backends()) do
       assert.is_true(tonumber(get(base .. "/peak")) <= 4)
     end)
 
+    it("keeps each coroutine job's context: push, progress, snooze, discard", function()
+      env:config("concurrency = 1, retention = { completed = '1h' }")
+      env:script("ctx", [[
+        local jobrunner = require "jobrunner"
+        return { inflight = 10, handle = function(job)
+          local i = job.payload.i
+          jobrunner.progress(i, 10, "job " .. i)
+          jobrunner.sleep(0.2 + 0.01 * (10 - i))   -- they end out of order
+          if i == 3 then jobrunner.snooze(3600) end
+          if i == 4 then
+            jobrunner.push("ctx.never", { from = i })
+            jobrunner.discard("four is out")
+          end
+          jobrunner.push("ctx.next", { from = i })
+        end }]])
+      env:script("ctx.next", "return function() end")
+      push_many(env, "ctx", 10, function(i) return { i = i } end)
+      env:start()
+      jr.wait_for(function()
+        return #env:jobs("name = 'ctx' AND state IN ('queued', 'running')") == 1 and
+               env:count("dead") == 1
+      end, 30)
+      -- the snoozed one waits, the discarded one is dead without its push
+      local snoozed = env:jobs("name = 'ctx' AND state = 'queued'")
+      assert.equal(1, #snoozed)
+      assert.truthy(snoozed[1].payload:find('"i":%s*3[,}]'))
+      local dead = env:jobs("state = 'dead'")[1]
+      assert.equal("four is out", dead.last_error)
+      assert.equal(0, #env:jobs("name = 'ctx.never'"))
+      -- the others pushed their own follow-up, once each, and kept their
+      -- own progress
+      jr.wait_for(function()
+        return #env:jobs("name = 'ctx.next' AND state = 'completed'") == 8
+      end, 20)
+      assert.equal(8, #env:jobs("name = 'ctx' AND state = 'completed'"))
+      local cjson = require "cjson"
+      for _, i in ipairs({ 1, 5, 10 }) do
+        local out = env:cli("show", tostring(i), "--json")
+        local j = cjson.decode(out)
+        assert.same({ done = i, total = 10, note = "job " .. i }, j.progress)
+      end
+    end)
+
+    it("fails the job over the memory limit, the others rerun unblamed", function()
+      env:config("memory_limit = 32, concurrency = 1")
+      env:script("mem", [[
+        local jobrunner = require "jobrunner"
+        return { inflight = 10, max_retries = 0, handle = function(job)
+          jobrunner.sleep(0.3)
+          if job.payload.i == 1 then
+            local t = {}
+            for i = 1, 1e8 do t[i] = ("x"):rep(64) .. i end
+          end
+          jobrunner.sleep(0.5)
+        end }]])
+      push_many(env, "mem", 10, function(i) return { i = i } end)
+      env:start()
+      jr.wait_for(function() return env:count() == 1 end, 60)
+      local dead = env:jobs("state = 'dead'")
+      assert.equal(1, #dead)
+      assert.truthy(dead[1].payload:find('"i":%s*1[,}]'))
+      assert.equal("memory limit of 32 MiB exceeded", dead[1].last_error)
+    end)
+
     it("verifies TLS unless given the CA", function()
       local dir = env.dir
       assert(os.execute(("openssl req -x509 -newkey rsa:2048 -nodes -keyout %s/k.pem " ..
