@@ -145,6 +145,33 @@ for _, backend in ipairs(jr.backends()) do
       end, 10)
     end)
 
+    it("waits in a plain handler (inflight 1): http, exec, its cancel", function()
+      local base, stop = slow_server(100)
+      finally(stop)
+      env:config("concurrency = 1")
+      env:script("plainio", [[
+        local jobrunner = require "jobrunner"
+        return function(job)
+          local r = assert(jobrunner.http{ url = job.payload.url })
+          assert(r.status == 200 and r.body == "ok\n")
+          print("plain http " .. r.status)
+          jobrunner.exec({ "sh", "-c", "sleep 60 & echo $! > " .. job.payload.file .. "; wait" })
+          error("not cancelled")
+        end]])
+      local file = env.dir .. "/plain.pid"
+      local id = env:push("plainio", ('{"url":"%s/x","file":"%s"}'):format(base, file))
+      env:start()
+      local pid = jr.wait_file(file, 10):match("%d+")
+      env:cli("cancel", tostring(id))
+      jr.wait_for(function() return not os.execute("kill -0 " .. pid .. " 2>/dev/null") end,
+                  10, "the plain job's child")
+      jr.wait_for(function()
+        local j = env:job(id)
+        return j == nil or j.state == "cancelled"
+      end, 10)
+      assert.truthy(env:log():find("plain http 200", 1, true))
+    end)
+
     it("collects jobrunner.all's branches, a failing one reported", function()
       env:config("concurrency = 1")
       env:script("fan", [[

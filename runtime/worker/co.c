@@ -155,12 +155,15 @@ wait_plain(lua_State *L, jr_task *t, const char *fn)
                 return luaL_error(L, "job %lld cancelled",
                                   (long long)w->ctx.job->id);
             return luaL_error(L, "jobrunner.%s: timed out after %gs (the "
-                              "job's timeout)", fn, w->set.timeout);
+                              "job's timeout)", fn, w->sync_timeout);
         }
         tv.tv_sec = (long)left;
         tv.tv_usec = (long)((left - (double)tv.tv_sec) * 1e6);
         evtimer_add(w->co->wake, &tv);
-        event_base_loop(w->base, EVLOOP_ONCE);
+        /* the master's frames (a cancel, prefetched jobs) are read into
+         * w->in as they come, for the cancel check and the frame loop */
+        if (jr_co_loop(w))
+            jr_run_read(w);
     }
     evtimer_del(w->co->wake);
     t->cancel = NULL;

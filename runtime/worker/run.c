@@ -145,8 +145,8 @@ find_handler(worker *w, const jr_job *j, jr_result *res)
 }
 
 /* Reads what the master sent meanwhile, without blocking. */
-static void
-read_more(worker *w)
+void
+jr_run_read(worker *w)
 {
     ssize_t n;
 
@@ -179,7 +179,7 @@ jr_run_cancel_listed(worker *w, int64_t id)
 
     if (sig) {
         cancel_signal = 0;      /* before reading: a later one counts */
-        read_more(w);
+        jr_run_read(w);
     }
     found = jr_frame_find_cancel(w->in.p + w->used, w->in.len - w->used, id,
                                  &any);
@@ -329,6 +329,7 @@ jr_run_job(worker *w, const jr_job *j, jr_result *res)
         jr_script_interrupt(L); /* look at once */
     t0 = jr_mono();
     w->sync_deadline = t0 + timeout;
+    w->sync_timeout = timeout;
     /* no instruction budget: the timeout is the handler's limit */
     rc = jr_script_xrun(L, 1, 0, 0, timeout);        /* t | t e */
     t0 = jr_mono() - t0;

@@ -53,6 +53,7 @@ typedef struct worker {
     struct event *ev_fd;        /* w->fd readable, while coroutines run */
     int         fd_ready;       /* it fired */
     double      sync_deadline;  /* the plain job's deadline (mono), or 0 */
+    double      sync_timeout;   /* and its timeout, seconds */
     struct jr_co   *co;         /* co.c's */
     struct jr_http *http;       /* whttp.c's */
 } worker;
@@ -123,6 +124,8 @@ int  jr_run_cancel_listed(worker *w, int64_t id);
 /* Sets the running handler's cancel check and its jobrunner.cancelled()
  * and jobrunner.progress() hooks, before the libraries open. */
 void jr_run_hooks(worker *w);
+/* Reads what the master sent meanwhile into w->in, without blocking. */
+void jr_run_read(worker *w);
 /* SIGUSR1's handler: a CANCEL frame is on its way or there. */
 void jr_run_cancel_signal(int sig);
 /* Fills res after a failure whose message is in w->err, for the job of
