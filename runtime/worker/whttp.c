@@ -19,11 +19,14 @@
 
 #define HTTP_TIMEOUT  30.0              /* seconds, when none is given */
 #define HTTP_MAX_SIZE (16L << 20)       /* response bytes, when none */
+#define EASY_KEPT     512               /* easy handles kept for reuse */
 
 typedef struct jr_http {
     CURLM              *multi;
     struct event_base  *base;
     struct event       *timer;
+    CURL               *easy[EASY_KEPT];/* reset, for the next requests */
+    int                 neasy;
 } jr_http;
 
 typedef struct xfer {                   /* one request in flight */
@@ -143,8 +146,15 @@ on_header(char *p, size_t size, size_t n, void *arg)
 static void
 xfer_free(xfer *x)
 {
-    curl_multi_remove_handle(x->h->multi, x->easy);
-    curl_easy_cleanup(x->easy);
+    jr_http *h = x->h;
+
+    curl_multi_remove_handle(h->multi, x->easy);
+    if (h->neasy < EASY_KEPT) {
+        curl_easy_reset(x->easy);
+        h->easy[h->neasy++] = x->easy;
+    } else {
+        curl_easy_cleanup(x->easy);
+    }
     curl_slist_free_all(x->headers);
     free(x->body);
     jr_buf_free(&x->resp);
@@ -367,7 +377,8 @@ whttp_http(lua_State *L)
     t = jr_task_of(L, "http");
     h = lua_touserdata(L, lua_upvalueindex(1));
     if ((x = calloc(1, sizeof *x)) == NULL ||
-        (x->easy = curl_easy_init()) == NULL) {
+        (x->easy = h->neasy > 0 ? h->easy[--h->neasy] :
+                   curl_easy_init()) == NULL) {
         free(x);
         return luaL_error(L, "jobrunner.http: out of memory");
     }
@@ -418,6 +429,8 @@ jr_whttp_close(worker *w)
 
     if (h == NULL)
         return;
+    while (h->neasy > 0)
+        curl_easy_cleanup(h->easy[--h->neasy]);
     if (h->multi != NULL)
         curl_multi_cleanup(h->multi);
     if (h->timer != NULL)
