@@ -119,6 +119,7 @@ typedef struct jr_settings {
     size_t  max_payload;        /* bytes of a handler's push */
     int     log_level;          /* JR_LOG_* */
     int     log_json;           /* 1: JSON log lines */
+    int     inflight;           /* defaults.inflight: jobs at once */
 } jr_settings;
 
 /* Encodes settings. s borrowed. */

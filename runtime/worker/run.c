@@ -71,9 +71,9 @@ handler_backoff(void *arg, const jr_job *j, int max_retries,
 
 /* Fills res after a failure whose message is in w->err: dead, or a retry
  * whose delay is the handler's, else JR_RETRY_UNRESOLVED (the master
- * applies the config's). */
-static void
-failed(worker *w, const jr_job *j, jr_result *res)
+ * applies the config's). worker_int.h. */
+void
+jr_run_failed(worker *w, const jr_job *j, jr_result *res)
 {
     jr_retry_in in = {
         .job = j, .error = w->err,
@@ -101,8 +101,8 @@ decided(worker *w, jr_result *res)
 
 /* Turns the error value on top into w->err, or fills res from a signal.
  * Returns 1 if it was a signal. [-1, +0, -] */
-static int
-take_error(worker *w, jr_result *res)
+int
+jr_run_take_error(worker *w, jr_result *res)
 {
     const jr_signal *s = jr_jrlib_signal(w->L, -1);
 
@@ -145,8 +145,8 @@ find_handler(worker *w, const jr_job *j, jr_result *res)
 }
 
 /* Reads what the master sent meanwhile, without blocking. */
-static void
-read_more(worker *w)
+void
+jr_run_read(worker *w)
 {
     ssize_t n;
 
@@ -179,7 +179,7 @@ jr_run_cancel_listed(worker *w, int64_t id)
 
     if (sig) {
         cancel_signal = 0;      /* before reading: a later one counts */
-        read_more(w);
+        jr_run_read(w);
     }
     found = jr_frame_find_cancel(w->in.p + w->used, w->in.len - w->used, id,
                                  &any);
@@ -191,10 +191,12 @@ jr_run_cancel_listed(worker *w, int64_t id)
 /* The count hook's check (luabridge.h): raises once the running job's
  * cancel arrived. Cheap until a SIGUSR1 came. */
 static const char *
-cancel_check(void *arg)
+cancel_check(void *arg, void *owner, lua_State *L)
 {
     worker *w = arg;
 
+    if (owner != NULL)
+        return jr_co_check(w, owner, L);
     if (w->ctx.job == NULL)
         return NULL;
     if (!w->ctx.cancelled && cancel_signal &&
@@ -275,17 +277,17 @@ outcome(worker *w, const jr_job *j, int rc, double timeout, jr_result *res)
             lua_pop(L, 1);
         snprintf(w->err, sizeof w->err, "memory limit of %zu MiB exceeded",
                  w->set.memory_limit >> 20);
-        failed(w, j, res);
+        jr_run_failed(w, j, res);
         w->recycle = 1;
     } else if (rc == JR_SCRIPT_LATE) {
         snprintf(w->err, sizeof w->err, "timed out after %gs", timeout);
-        failed(w, j, res);
+        jr_run_failed(w, j, res);
     } else if (rc == LUA_OK) {
         res->kind = JR_DONE;
         res->pushes = w->ctx.pushes;
         res->npushes = w->ctx.npushes;
-    } else if (!take_error(w, res)) {
-        failed(w, j, res);
+    } else if (!jr_run_take_error(w, res)) {
+        jr_run_failed(w, j, res);
     }
 }
 
@@ -326,6 +328,8 @@ jr_run_job(worker *w, const jr_job *j, jr_result *res)
     if (cancel_signal)
         jr_script_interrupt(L); /* look at once */
     t0 = jr_mono();
+    w->sync_deadline = t0 + timeout;
+    w->sync_timeout = timeout;
     /* no instruction budget: the timeout is the handler's limit */
     rc = jr_script_xrun(L, 1, 0, 0, timeout);        /* t | t e */
     t0 = jr_mono() - t0;
