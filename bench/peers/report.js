@@ -30,6 +30,7 @@ const get = (peer, key) => stat(data[peer] && data[peer][key]);
 const cfg = Object.fromEntries((machine.config || "").split(" ")
   .map((kv) => kv.split("=")));
 const JR = "jobrunner", GWD = "gw_default", GWB = "gw_batched";
+const fmt = (x) => Math.round(x).toLocaleString("en-US");
 const label = {
   [JR]: "jobrunner",
   [GWD]: "graphile-worker",
@@ -38,7 +39,7 @@ const label = {
 const setting = {
   noop: {
     [JR]: `${machine.cores} workers (its default)`,
-    [GWD]: "concurrentJobs 1 (its default)",
+    [GWD]: `concurrentJobs 1 (its default), ${fmt(Number(cfg.n1))} jobs`,
     [GWB]: `concurrentJobs ${cfg.gw_conc}`,
   },
   io: {
@@ -54,7 +55,6 @@ const procs = (s) => cfg.gw_procs && cfg.gw_procs !== "1" ?
 for (const k of ["noop", "io"])
   for (const p of [GWD, GWB]) setting[k][p] = procs(setting[k][p]);
 
-const fmt = (x) => Math.round(x).toLocaleString("en-US");
 const cell = (s) => !s ? "-" : s.runs === 1 ? `${fmt(s.median)} (1 run)` :
   `${fmt(s.median)} (${fmt(s.min)}-${fmt(s.max)})`;
 
