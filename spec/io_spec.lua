@@ -229,14 +229,23 @@ for _, backend in ipairs(jr.backends()) do
             os.execute("sleep 30")     -- blocks the worker: no yield
           elseif job.payload.i == 2 then
             os.execute("sleep 0.5")    -- blocks, returns: named in the log
+          elseif job.payload.i == 3 and not io.open(job.payload.file) then
+            jobrunner.exec({ "sh", "-c", "sleep 60 & echo $! > " ..
+                             job.payload.file .. "; wait" }, { timeout = 30 })
           else
             jobrunner.sleep(1)
           end
           print("mix done " .. job.payload.i)
         end }]])
-      push_many(env, "mix", 10, function(i) return { i = i } end)
+      local file = env.dir .. "/kid3.pid"
+      push_many(env, "mix", 10, function(i) return { i = i, file = file } end)
       env:start()
+      local kid = jr.wait_file(file, 10):match("%d+")
       jr.wait_for(function() return env:count() <= 1 and env:count("dead") == 1 end, 40)
+      -- the child a neighbour ran with exec, in a group of its own, died
+      -- with the worker
+      jr.wait_for(function() return not os.execute("kill -0 " .. kid .. " 2>/dev/null") end,
+                  10, "the exec child of a job in the killed worker")
       local dead = env:jobs("state = 'dead'")
       assert.equal(1, #dead)
       assert.truthy(dead[1].payload:find('"i":%s*1[,}]'))

@@ -192,7 +192,7 @@ worker_gone(master *m, wk *w, int status)
 
     drain_worker(w);
     shared_results(w);
-    kill(-w->pid, SIGKILL);     /* what its handlers started dies with it */
+    jr_pool_kill(w, SIGKILL);   /* what its handlers started dies with it */
     jr_output_done(w);
     gone_reason(m, w, status, reason, sizeof reason);
     gone_log(m, w, status, reason);

@@ -92,8 +92,14 @@ jr_pool_fail(master *m, const gen *g, const jr_job *j, const char *reason)
 void
 jr_pool_kill(wk *w, int sig)
 {
+    int i;
+
     if (kill(-w->pid, sig) < 0)
         kill(w->pid, sig);
+    /* jobrunner.exec's children, in groups of their own (worker.h) */
+    for (i = 0; sig == SIGKILL && w->share != NULL && i < JR_SHARE_KIDS; i++)
+        if (w->share->kids[i] > 0)
+            kill(-w->share->kids[i], SIGKILL);
 }
 
 void

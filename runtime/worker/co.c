@@ -716,7 +716,7 @@ jr_co_open(worker *w, jr_err *err)
     lua_getfield(L, -1, "loaded");                   /* p loaded */
     lua_getfield(L, -1, "jobrunner");                /* p loaded M */
     jr_coall_open(L);
-    jr_wexec_open(L);
+    jr_wexec_open(L, w->share);
     if (jr_whttp_open(w, L, err) < 0) {
         lua_pop(L, 3);
         return -1;

@@ -49,7 +49,10 @@ typedef struct child {
 } child;
 
 static volatile pid_t kids[KIDS_MAX];   /* groups to kill on the way out */
+static jr_share *page;          /* the master's copy of the first ones */
 
+/* Lists (on) or forgets the group of child pid, here and, for the master
+ * to kill if this worker dies, in the shared page. */
 static void
 kid_track(pid_t pid, int on)
 {
@@ -58,6 +61,9 @@ kid_track(pid_t pid, int on)
     for (i = 0; i < KIDS_MAX; i++)
         if (on ? kids[i] == 0 : kids[i] == pid) {
             kids[i] = on ? pid : 0;
+            if (page != NULL && i < JR_SHARE_KIDS)
+                __atomic_store_n(&page->kids[i], on ? (int32_t)pid : 0,
+                                 __ATOMIC_RELEASE);
             return;
         }
 }
@@ -481,8 +487,9 @@ wexec_exec(lua_State *L)
 }
 
 void
-jr_wexec_open(lua_State *L)
+jr_wexec_open(lua_State *L, jr_share *share)
 {
+    page = share;
     lua_pushcfunction(L, wexec_exec);
     lua_setfield(L, -2, "exec");
 }

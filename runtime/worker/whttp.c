@@ -355,6 +355,23 @@ setup(lua_State *L, xfer *x)
     curl_easy_setopt(e, CURLOPT_PRIVATE, x);
 }
 
+/* libcurl and the multi handle, at the first request: a worker whose
+ * handlers make none pays nothing for them. -1 when they cannot start. */
+static int
+start(jr_http *h)
+{
+    if (h->multi != NULL)
+        return 0;
+    if (curl_global_init(CURL_GLOBAL_DEFAULT) != CURLE_OK ||
+        (h->multi = curl_multi_init()) == NULL)
+        return -1;
+    curl_multi_setopt(h->multi, CURLMOPT_SOCKETFUNCTION, socket_cb);
+    curl_multi_setopt(h->multi, CURLMOPT_SOCKETDATA, h);
+    curl_multi_setopt(h->multi, CURLMOPT_TIMERFUNCTION, timer_cb);
+    curl_multi_setopt(h->multi, CURLMOPT_TIMERDATA, h);
+    return 0;
+}
+
 /* setup under a protected call: (request, x). */
 static int
 setup_p(lua_State *L)
@@ -376,6 +393,8 @@ whttp_http(lua_State *L)
     luaL_checktype(L, 1, LUA_TTABLE);
     t = jr_task_of(L, "http");
     h = lua_touserdata(L, lua_upvalueindex(1));
+    if (start(h) < 0)
+        return luaL_error(L, "jobrunner.http: cannot start libcurl");
     if ((x = calloc(1, sizeof *x)) == NULL ||
         (x->easy = h->neasy > 0 ? h->easy[--h->neasy] :
                    curl_easy_init()) == NULL) {
@@ -404,18 +423,12 @@ jr_whttp_open(worker *w, lua_State *L, jr_err *err)
 {
     jr_http *h;
 
-    if (curl_global_init(CURL_GLOBAL_DEFAULT) != CURLE_OK ||
-        (h = calloc(1, sizeof *h)) == NULL ||
-        (h->multi = curl_multi_init()) == NULL)
-        return jr_fail(err, JR_ENOMEM, "worker: cannot start libcurl");
+    if ((h = calloc(1, sizeof *h)) == NULL)
+        return jr_fail(err, JR_ENOMEM, "worker: out of memory");
     h->base = w->base;
     w->http = h;
     if ((h->timer = evtimer_new(w->base, on_timer, h)) == NULL)
-        return jr_fail(err, JR_ENOMEM, "worker: cannot start libcurl");
-    curl_multi_setopt(h->multi, CURLMOPT_SOCKETFUNCTION, socket_cb);
-    curl_multi_setopt(h->multi, CURLMOPT_SOCKETDATA, h);
-    curl_multi_setopt(h->multi, CURLMOPT_TIMERFUNCTION, timer_cb);
-    curl_multi_setopt(h->multi, CURLMOPT_TIMERDATA, h);
+        return jr_fail(err, JR_ENOMEM, "worker: out of memory");
     lua_pushlightuserdata(L, h);                     /* M h */
     lua_pushcclosure(L, whttp_http, 1);              /* M f */
     lua_setfield(L, -2, "http");                     /* M */

@@ -188,7 +188,7 @@ void jr_coall_open(lua_State *L);
 /* whttp.c, wexec.c: their functions into the module table on top. */
 int  jr_whttp_open(worker *w, lua_State *L, jr_err *err);
 void jr_whttp_close(worker *w);
-void jr_wexec_open(lua_State *L);
+void jr_wexec_open(lua_State *L, jr_share *share);
 void jr_wexec_killall(void);    /* async-signal-safe: kills the children */
 
 #endif
