@@ -414,6 +414,7 @@ resume(jr_task *t, int nargs)
     int64_t outer = w->share ? w->share->running : 0;
     double outer_start = w->share ? w->share->started : 0;
     lua_State *outer_L = jr_block_resumed(t->L);
+    cojob *outer_job = co->current;
     int rc, nres = 0, enforce = w->mem.enforce;
 
     if (cj->over) {
@@ -425,7 +426,9 @@ resume(jr_task *t, int nargs)
     if (co->depth++ == 0)
         jr_block_watch(cj, 1);
     w->mem.enforce = 1;
+    co->current = cj;
     rc = jr_script_resume(t->L, w->L, nargs, &nres);
+    co->current = outer_job;
     w->mem.enforce = enforce;
     jr_block_resumed(outer_L);
     if (--co->depth == 0)
@@ -676,13 +679,17 @@ jr_co_loop(worker *w)
 
 /* --- the module ------------------------------------------------------------ */
 
+/* The context of the job L runs for: its task's, or (in a coroutine the
+ * handler made) the job being resumed. */
 static jr_jobctx *
 ctx_of(void *arg, lua_State *L)
 {
     jr_task *t = task_lookup(L);
+    worker *w = arg;
 
-    (void)arg;
-    return t != NULL ? &t->job->ctx : NULL;
+    if (t != NULL)
+        return &t->job->ctx;
+    return w->co->current != NULL ? &w->co->current->ctx : NULL;
 }
 
 static void

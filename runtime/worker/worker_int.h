@@ -107,6 +107,7 @@ typedef struct jr_co {           /* co.c's state, w->co */
     jr_task       plain;        /* the plain job's waits */
     struct event *wake;         /* the plain wait's deadline */
     int           depth;        /* resumes in progress */
+    cojob        *current;      /* the job being resumed, or NULL */
     char          warned[64][64];/* handlers warned of blocking */
     int           nwarned;
     int           any;          /* a handler runs > 1 at once; -1: unknown */
