@@ -1,7 +1,8 @@
 /* block.c - the warning of a blocking call in a handler that runs many
- * jobs at once: a resume of a coroutine job arms an interval timer of
- * JR_BLOCK_WARN; when it fires (the job has not yielded: os.execute,
- * io.popen, a C module), the count hook is made to look at once, and at
+ * jobs at once: while coroutine jobs run, an interval timer ticks every
+ * BLOCK_TICK; a resume notes its start, and a tick that finds one running
+ * over JR_BLOCK_WARN (the job has not yielded: os.execute, io.popen, a C
+ * module) makes the count hook look at once, and at
  * the next Lua instruction, after the blocking call returned, the file and
  * line are logged once per handler. A call that never returns is the
  * master's to kill (the job's timeout). Owns SIGALRM in a worker after
@@ -12,6 +13,7 @@
 #include <stdio.h>
 #include <string.h>
 #include <sys/time.h>
+#include <time.h>
 
 #include <lua.h>
 
@@ -19,9 +21,20 @@
 #include "worker/worker_int.h"
 
 #define BLOCK_WARN JR_BLOCK_WARN
+#define BLOCK_TICK 0.05         /* seconds between the timer's looks */
 
 static volatile sig_atomic_t blocked;
 static lua_State *volatile   resumed;   /* the thread being resumed */
+static int64_t               since_us;  /* its start, or 0 (atomic) */
+
+static int64_t
+now_us(void)
+{
+    struct timespec ts;
+
+    clock_gettime(CLOCK_MONOTONIC, &ts);    /* async-signal-safe */
+    return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
+}
 
 /* A stretch between yields longer than BLOCK_WARN: SIGALRM marks it and
  * has the count hook look at once, which names the line (jr_co_check). */
@@ -29,8 +42,11 @@ static void
 on_alarm(int sig)
 {
     lua_State *L = resumed;
+    int64_t s = __atomic_load_n(&since_us, __ATOMIC_ACQUIRE);
 
     (void)sig;
+    if (s == 0 || now_us() - s < (int64_t)(BLOCK_WARN * 1e6))
+        return;
     blocked = 1;
     if (L != NULL)
         jr_script_interrupt(L);
@@ -48,25 +64,39 @@ warned(const jr_co *co, const char *name)
 }
 
 void
-jr_block_watch(const cojob *cj, int on)
+jr_block_arm(int on)
 {
-    static int armed;           /* SIGALRM is ours (after the loading's) */
+    static int ours;            /* SIGALRM is ours (after the loading's) */
+    static int armed;
     struct itimerval it;
     struct sigaction sa;
 
-    if (!armed) {
+    if (on == armed)
+        return;                 /* the common case: no system call */
+    armed = on;
+    if (!ours) {
         memset(&sa, 0, sizeof sa);
         sa.sa_handler = on_alarm;
         sa.sa_flags = SA_RESTART;   /* a blocking call goes on */
         sigaction(SIGALRM, &sa, NULL);
-        armed = 1;
+        ours = 1;
     }
     memset(&it, 0, sizeof it);
-    if (on && (cj->w->co->nwarned >= 64 || warned(cj->w->co, cj->j->name)))
-        return;
-    if (on)
-        it.it_value.tv_usec = (long)(BLOCK_WARN * 1e6);
+    if (on) {
+        it.it_interval.tv_usec = (long)(BLOCK_TICK * 1e6);
+        it.it_value = it.it_interval;
+    }
     setitimer(ITIMER_REAL, &it, NULL);
+}
+
+void
+jr_block_watch(const cojob *cj, int on)
+{
+    int64_t s = 0;
+
+    if (on && cj->w->co->nwarned < 64 && !warned(cj->w->co, cj->j->name))
+        s = now_us();
+    __atomic_store_n(&since_us, s, __ATOMIC_RELEASE);
     if (!on)
         blocked = 0;
 }

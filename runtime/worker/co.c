@@ -42,32 +42,50 @@ task_register(lua_State *L, jr_task *t)
     lua_pop(L, 1);
 }
 
-/* Makes a task on a new thread bound to job cj's limit; the thread gets
- * nothing on its stack. NULL when out of memory. */
+/* Makes a task bound to job cj's limit on a thread with nothing on its
+ * stack: a kept one whose function returned (a Lua thread can run
+ * another function then), else a new one. NULL when out of memory. */
 static jr_task *
 task_new(cojob *cj)
 {
     lua_State *L = cj->w->L;
-    jr_task *t = calloc(1, sizeof *t);
+    jr_co *co = cj->w->co;
+    jr_task *t;
 
-    if (t == NULL)
-        return NULL;
-    t->L = lua_newthread(L);                         /* th */
-    t->ref = luaL_ref(L, LUA_REGISTRYINDEX);         /* (nothing) */
+    if (co->npool > 0) {
+        t = co->pool[--co->npool];
+        memset(&t->on_end, 0, sizeof *t - offsetof(jr_task, on_end));
+    } else {
+        if ((t = calloc(1, sizeof *t)) == NULL)
+            return NULL;
+        t->L = lua_newthread(L);                     /* th */
+        t->ref = luaL_ref(L, LUA_REGISTRYINDEX);     /* (nothing) */
+        task_register(L, t);
+    }
     t->job = cj;
     jr_script_bind(t->L, &cj->lim);
-    task_register(L, t);
     t->next = cj->tasks;
     cj->tasks = t;
     return t;
 }
 
-/* Ends t's wait (cancel) and forgets its thread. */
+/* Ends t's wait (cancel), and keeps its thread for another task if its
+ * function returned, else forgets it. */
 static void
 task_free(lua_State *L, jr_task *t)
 {
+    jr_co *co = the_worker->co;
+
     if (t->cancel != NULL)
         t->cancel(t->op);
+    t->cancel = NULL;
+    t->job = NULL;
+    if (co->npool < JR_TASKS_KEPT && lua_status(t->L) == LUA_OK &&
+        lua_gettop(t->L) == 0) {
+        jr_script_bind(t->L, NULL);
+        co->pool[co->npool++] = t;
+        return;
+    }
     lua_getfield(L, LUA_REGISTRYINDEX, THREADS_KEY); /* T */
     lua_rawgeti(L, LUA_REGISTRYINDEX, t->ref);       /* T th */
     lua_pushnil(L);
@@ -96,7 +114,7 @@ jr_task_of(lua_State *L, const char *fn)
     worker *w = the_worker;
     jr_task *t = task_lookup(L);
 
-    if (t != NULL && !t->job->over)
+    if (t != NULL && t->job != NULL && !t->job->over)
         return t;
     if (w->ctx.job != NULL) {   /* the plain job, on any of its threads */
         w->co->plain.L = L;
@@ -309,20 +327,56 @@ outcome(cojob *cj, int rc, jr_result *res)
     }
 }
 
+/* Frees what job cj holds, and keeps cj (its timer and push arrays) for
+ * a next job while fewer than JR_TASKS_KEPT are kept. */
 static void
 job_free(cojob *cj)
 {
+    jr_co *co = cj->w->co;
     jr_task *t;
 
     while ((t = cj->tasks) != NULL) {
         cj->tasks = t->next;
         task_free(cj->w->L, t);
     }
+    free(cj->j);
+    cj->j = NULL;
+    if (cj->timer != NULL && co->nkept < JR_TASKS_KEPT) {
+        evtimer_del(cj->timer);
+        jr_jobctx_clear(&cj->ctx);
+        cj->next = co->kept;
+        co->kept = cj;
+        co->nkept++;
+        return;
+    }
     if (cj->timer != NULL)
         event_free(cj->timer);
     jr_jobctx_free(&cj->ctx);
-    free(cj->j);
     free(cj);
+}
+
+/* A cojob with all fields zero but a kept one's timer and push arrays,
+ * or NULL when out of memory. */
+static cojob *
+job_alloc(worker *w)
+{
+    jr_co *co = w->co;
+    cojob *cj = co->kept;
+    jr_jobctx keep;
+    struct event *timer;
+
+    if (cj == NULL)
+        return calloc(1, sizeof *cj);
+    co->kept = cj->next;
+    co->nkept--;
+    keep = cj->ctx;
+    timer = cj->timer;
+    memset(cj, 0, sizeof *cj);
+    cj->ctx.pushes = keep.pushes;
+    cj->ctx.mem = keep.mem;
+    cj->ctx.cap = keep.cap;
+    cj->timer = timer;
+    return cj;
 }
 
 /* The job ended (rc as outcome's): its waits cancelled, its result frame
@@ -414,6 +468,7 @@ resume(jr_task *t, int nargs)
     int64_t outer = w->share ? w->share->running : 0;
     double outer_start = w->share ? w->share->started : 0;
     lua_State *outer_L = jr_block_resumed(t->L);
+    cojob *outer_job = co->current;
     int rc, nres = 0, enforce = w->mem.enforce;
 
     if (cj->over) {
@@ -422,10 +477,14 @@ resume(jr_task *t, int nargs)
     }
     t->waiting = 0;
     share_running(w, cj->j->id, cj->started);
-    if (co->depth++ == 0)
+    if (co->depth++ == 0) {
+        jr_block_arm(1);        /* a no-op while armed */
         jr_block_watch(cj, 1);
+    }
     w->mem.enforce = 1;
+    co->current = cj;
     rc = jr_script_resume(t->L, w->L, nargs, &nres);
+    co->current = outer_job;
     w->mem.enforce = enforce;
     jr_block_resumed(outer_L);
     if (--co->depth == 0)
@@ -521,57 +580,10 @@ co_on_progress(void *arg)
     put_progress(cj);
 }
 
-/* The plain result for a job that cannot start: no handler here, or a
- * payload that does not decode. */
-static void
-refuse(worker *w, jr_job *j, int kind, const char *why)
-{
-    jr_result res;
-    size_t from = w->out.len;
-
-    memset(&res, 0, sizeof res);
-    res.id = j->id;
-    res.generation = w->scripts.generation;
-    res.kind = kind;
-    res.delay = 1;
-    snprintf(w->err, sizeof w->err, "%s", why);
-    res.error = w->err;
-    jr_frame_put_result(&w->out, &res);
-    jr_worker_share(w, from);
-    free(j);
-}
-
-/* Pushes job j's handle function and job table (with its payload) on w->L,
- * or fills *why and returns -1. [-0, +(2|0), -] */
-static int
-push_call(worker *w, const jr_job *j, const jr_handler *info, char *why,
-          size_t size)
-{
-    lua_State *L = w->L;
-    int top = lua_gettop(L);
-
-    jr_scripts_push(L, &w->scripts, j->name);        /* t */
-    lua_getfield(L, -1, "handle");                   /* t f */
-    lua_remove(L, -2);                               /* f */
-    jr_script_push_job(L, j, jr_retry_max(j, info->max_retries,
-                                          w->set.max_retries)); /* f job */
-    lua_rawgeti(L, LUA_REGISTRYINDEX, w->decode_ref);/* f job dec */
-    lua_pushlstring(L, j->payload, j->payload_len);  /* f job dec s */
-    if (lua_pcall(L, 1, 1, 0) != LUA_OK) {           /* f job msg */
-        snprintf(why, size, "payload cannot be decoded: %s",
-                 lua_tostring(L, -1));
-        lua_settop(L, top);
-        return -1;
-    }                                                /* f job payload */
-    jr_json_integers(L, 0);
-    lua_setfield(L, -2, "payload");                  /* f job */
-    return 0;
-}
-
 static cojob *
 job_new(worker *w, jr_job *j, jr_handler *info)
 {
-    cojob *cj = calloc(1, sizeof *cj);
+    cojob *cj = job_alloc(w);
     struct timeval tv;
 
     if (cj == NULL)
@@ -591,8 +603,9 @@ job_new(worker *w, jr_job *j, jr_handler *info)
     cj->lim.owner = cj;
     tv.tv_sec = (long)cj->timeout;
     tv.tv_usec = (long)((cj->timeout - (double)tv.tv_sec) * 1e6);
-    if ((cj->timer = evtimer_new(w->base, on_timeout, cj)) == NULL ||
-        task_new(cj) == NULL) {
+    if (cj->timer == NULL)      /* a kept one's calls on_timeout(cj) */
+        cj->timer = evtimer_new(w->base, on_timeout, cj);
+    if (cj->timer == NULL || task_new(cj) == NULL) {
         job_free(cj);
         return NULL;
     }
@@ -610,16 +623,16 @@ jr_co_start(worker *w, jr_job *j)
     if (info == NULL) {
         snprintf(why, sizeof why, "no handler for '%s' in this worker",
                  j->name);
-        refuse(w, j, JR_RETRY, why);
+        jr_run_refuse(w, j, JR_RETRY, why);
         return;
     }
-    if (push_call(w, j, info, why, sizeof why) < 0) {
-        refuse(w, j, JR_DEAD, why);     /* retrying won't help */
+    if (jr_run_push_call(w, j, info, why, sizeof why) < 0) {
+        jr_run_refuse(w, j, JR_DEAD, why);     /* retrying won't help */
         return;
     }                                                /* f job */
     if ((cj = job_new(w, j, info)) == NULL) {
         lua_pop(w->L, 2);
-        refuse(w, j, JR_RETRY, "out of memory");
+        jr_run_refuse(w, j, JR_RETRY, "out of memory");
         return;
     }
     lua_xmove(w->L, cj->tasks->L, 2);
@@ -676,13 +689,17 @@ jr_co_loop(worker *w)
 
 /* --- the module ------------------------------------------------------------ */
 
+/* The context of the job L runs for: its task's, or (in a coroutine the
+ * handler made) the job being resumed. */
 static jr_jobctx *
 ctx_of(void *arg, lua_State *L)
 {
     jr_task *t = task_lookup(L);
+    worker *w = arg;
 
-    (void)arg;
-    return t != NULL ? &t->job->ctx : NULL;
+    if (t != NULL && t->job != NULL)
+        return &t->job->ctx;
+    return w->co->current != NULL ? &w->co->current->ctx : NULL;
 }
 
 static void
@@ -745,6 +762,14 @@ jr_co_close(worker *w)
         event_free(w->ev_fd);
     if (w->base != NULL)
         event_base_free(w->base);
+    while (w->co->npool > 0)
+        free(w->co->pool[--w->co->npool]);
+    while ((cj = w->co->kept) != NULL) {
+        w->co->kept = cj->next;
+        event_free(cj->timer);
+        jr_jobctx_free(&cj->ctx);
+        free(cj);
+    }
     free(w->co);
     w->co = NULL;
 }

@@ -343,6 +343,53 @@ jr_run_job(worker *w, const jr_job *j, jr_result *res)
     lua_settop(L, top);                              /* (nothing) */
 }
 
+/* The plain result for a job that cannot start: no handler here, or a
+ * payload that does not decode. */
+void
+jr_run_refuse(worker *w, jr_job *j, int kind, const char *why)
+{
+    jr_result res;
+    size_t from = w->out.len;
+
+    memset(&res, 0, sizeof res);
+    res.id = j->id;
+    res.generation = w->scripts.generation;
+    res.kind = kind;
+    res.delay = 1;
+    snprintf(w->err, sizeof w->err, "%s", why);
+    res.error = w->err;
+    jr_frame_put_result(&w->out, &res);
+    jr_worker_share(w, from);
+    free(j);
+}
+
+/* Pushes job j's handle function and job table (with its payload) on w->L,
+ * or fills *why and returns -1. [-0, +(2|0), -] */
+int
+jr_run_push_call(worker *w, const jr_job *j, const jr_handler *info,
+                 char *why, size_t size)
+{
+    lua_State *L = w->L;
+    int top = lua_gettop(L);
+
+    jr_scripts_push(L, &w->scripts, j->name);        /* t */
+    lua_getfield(L, -1, "handle");                   /* t f */
+    lua_remove(L, -2);                               /* f */
+    jr_script_push_job(L, j, jr_retry_max(j, info->max_retries,
+                                          w->set.max_retries)); /* f job */
+    lua_rawgeti(L, LUA_REGISTRYINDEX, w->decode_ref);/* f job dec */
+    lua_pushlstring(L, j->payload, j->payload_len);  /* f job dec s */
+    if (lua_pcall(L, 1, 1, 0) != LUA_OK) {           /* f job msg */
+        snprintf(why, size, "payload cannot be decoded: %s",
+                 lua_tostring(L, -1));
+        lua_settop(L, top);
+        return -1;
+    }                                                /* f job payload */
+    jr_json_integers(L, 0);
+    lua_setfield(L, -2, "payload");                  /* f job */
+    return 0;
+}
+
 void
 jr_run_hooks(worker *w)
 {

@@ -96,6 +96,7 @@ to_coroutine(worker *w, jr_job *j)
         if (w->out.len > 0 && jr_worker_flush(w) < 0)
             return -1;
     }
+    jr_block_arm(0);
     return 0;
 }
 
@@ -217,6 +218,8 @@ serve(worker *w)
                 goto out;
             continue;
         }
+        if (jr_co_count(w) == 0)
+            jr_block_arm(0);    /* idle, or a plain job may come */
         if (in->cap - in->len < 65536) {
             size_t cap = in->cap ? in->cap * 2 : 65536;
             char *p = realloc(in->p, cap);

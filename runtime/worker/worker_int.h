@@ -63,6 +63,7 @@ typedef struct worker {
  * which waits by running the loop until its wait ends. */
 typedef struct jr_task jr_task;
 typedef struct cojob cojob;
+#define JR_TASKS_KEPT 256       /* finished threads kept for new tasks */
 typedef void (*jr_task_cancel_fn)(void *op);
 /* A branch task's end: its thread returned (rc LUA_OK, nres values on
  * it) or failed (the error on it). */
@@ -107,6 +108,11 @@ typedef struct jr_co {           /* co.c's state, w->co */
     jr_task       plain;        /* the plain job's waits */
     struct event *wake;         /* the plain wait's deadline */
     int           depth;        /* resumes in progress */
+    cojob        *current;      /* the job being resumed, or NULL */
+    jr_task      *pool[JR_TASKS_KEPT];/* tasks whose thread may run again */
+    int           npool;
+    cojob        *kept;         /* ended jobs kept for the next ones */
+    int           nkept;
     char          warned[64][64];/* handlers warned of blocking */
     int           nwarned;
     int           any;          /* a handler runs > 1 at once; -1: unknown */
@@ -124,6 +130,12 @@ int  jr_run_cancel_listed(worker *w, int64_t id);
 /* Sets the running handler's cancel check and its jobrunner.cancelled()
  * and jobrunner.progress() hooks, before the libraries open. */
 void jr_run_hooks(worker *w);
+/* For a coroutine job: pushes job j's handle function and job table
+ * (with its payload) on w->L, or fills why and returns -1. The other:
+ * queues the result of a job that cannot start (kind, why); takes j. */
+int  jr_run_push_call(worker *w, const jr_job *j, const jr_handler *info,
+                      char *why, size_t size);
+void jr_run_refuse(worker *w, jr_job *j, int kind, const char *why);
 /* Reads what the master sent meanwhile into w->in, without blocking. */
 void jr_run_read(worker *w);
 /* SIGUSR1's handler: a CANCEL frame is on its way or there. */
@@ -175,7 +187,11 @@ void  jr_task_end_job(jr_task *t);          /* ends its job now */
 /* block.c: a blocking call between two yields of a coroutine job, named
  * once per handler (file:line). */
 #define JR_BLOCK_WARN 0.2       /* seconds between yields that warn */
-/* Arms (on) or disarms the watch of the resume of cj about to run. */
+/* Starts (on) or stops the timer that looks at resumes: on when a
+ * coroutine job starts, off before the worker blocks idle or runs a plain
+ * job (whose C calls it must not interrupt). A no-op when already so. */
+void jr_block_arm(int on);
+/* Notes the start of the resume of cj about to run (on), or its end. */
 void jr_block_watch(const cojob *cj, int on);
 /* Sets the thread being resumed (NULL: none); returns the one before. */
 lua_State *jr_block_resumed(lua_State *L);

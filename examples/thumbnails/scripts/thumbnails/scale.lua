@@ -9,8 +9,9 @@
 local jobrunner = require "jobrunner"
 local sh = require "thumbnails._sh"
 
--- An awk program: reads an ASCII (P2) PGM on stdin, writes a P2 PGM W
--- pixels wide (aspect kept), each pixel the mean of the ones it covers.
+-- An awk program: reads an ASCII (P2) PGM (the file named after it),
+-- writes a P2 PGM W pixels wide (aspect kept), each pixel the mean of the
+-- ones it covers.
 local SCALE = [[
 function tok() {
   while (ti > tn) {
@@ -51,15 +52,11 @@ return {
     local out = p.out or "out"
     local base = p.src:match("([^/]+)%.pgm$") or "image"
     sh.run({ "mkdir", "-p", out })
-    local f = assert(io.open(p.src, "rb"))
-    local image = f:read("a")
-    f:close()
     local branches = {}
     for i, w in ipairs(p.widths or { 64 }) do
       branches[i] = function()
         local dest = ("%s/%s-%d.pgm"):format(out, base, w)
-        sh.write(dest, sh.run({ "awk", "-v", "W=" .. w, SCALE },
-          { stdin = image }))
+        sh.write(dest, sh.run({ "awk", "-v", "W=" .. w, SCALE, p.src }))
         return dest
       end
     end
