@@ -152,6 +152,7 @@ async function child(task, procs, conc, mode, url) {
       process.exit(0);
     }
   });
+  process.on("disconnect", () => process.exit(1));   // the parent died
   process.send("ready");
 }
 
