@@ -2,7 +2,7 @@
 PKG_CONFIG ?= pkg-config
 LUA_PC     ?= lua5.4
 LUA        ?= lua5.4
-PKGS        = $(LUA_PC) sqlite3 libpq libevent
+PKGS        = $(LUA_PC) sqlite3 libpq libevent libcurl
 WERROR     ?= -Werror
 PREFIX     ?= /usr/local
 CC         ?= cc
@@ -51,18 +51,20 @@ CTESTS   = $(patsubst spec/c/%.c,$(BUILD)/spec/c/%,$(wildcard spec/c/test_*.c))
 
 # Debian packages, in two lists. make run installs DEB_RUN_PKGS: what
 # building the runner, its library and Lua module needs, and tzdata for
-# the schedules' time zones. make test (and make deps, what CI calls) adds
+# the schedules' time zones, libcurl for jobrunner.http. make test (and
+# make deps, what CI calls) adds
 # DEB_TEST_PKGS: busted and cjson for the specs, the sqlite3 shell, a
 # PostgreSQL 15 server, clang (its build and the fuzzers), prometheus
 # (promtool), chromium and nodejs (the browser spec, whose npm packages
 # come with it), luarocks (spec/luarocks_spec.lua) and what builds and
-# checks the Debian packages (spec/deb_spec.lua).
+# checks the Debian packages (spec/deb_spec.lua); openssl makes the
+# TLS spec's certificates.
 DEB_RUN_PKGS  = pkg-config gcc make liblua5.4-dev libsqlite3-dev \
-                libpq-dev libevent-dev tzdata
+                libpq-dev libevent-dev libcurl4-openssl-dev tzdata
 DEB_TEST_PKGS = lua5.4 lua-cjson lua-busted sqlite3 postgresql-15 \
                 postgresql-client-15 clang libclang-rt-14-dev \
                 prometheus chromium nodejs luarocks \
-                debhelper lintian devscripts
+                debhelper lintian devscripts openssl
 DEB_PKGS      = $(DEB_RUN_PKGS) $(DEB_TEST_PKGS)
 
 .PHONY: deps-run deps-test deps-debian
@@ -107,7 +109,8 @@ deps-test: deps-run
 check-deps:
 	@for m in $(PKGS); do $(PKG_CONFIG) --exists $$m || { \
 	    echo "missing pkg-config module '$$m': run 'make deps-run' (Debian:" \
-	         "liblua5.4-dev libsqlite3-dev libpq-dev libevent-dev)"; \
+	         "liblua5.4-dev libsqlite3-dev libpq-dev libevent-dev" \
+	         "libcurl4-openssl-dev)"; \
 	    exit 1; }; done
 
 # replaced by rename, so a running runner keeps its binary
@@ -405,7 +408,7 @@ rock: $(BUILD)/luaclient.map
 BENCH_LIBS = $(shell $(PKG_CONFIG) --libs sqlite3 libpq $(LUA_PC) 2>/dev/null) \
              -lm -lpthread
 
-.PHONY: bench-tools profile
+.PHONY: bench-tools profile bench-peers
 
 bench: check-deps jobrunner bench-tools
 	$(Q)BUILD=$(BUILD) LUA=$(LUA) JOBRUNNER_BIN=$(CURDIR)/jobrunner ./bench/run
@@ -413,7 +416,36 @@ bench: check-deps jobrunner bench-tools
 profile: check-deps jobrunner bench-tools
 	$(Q)BUILD=$(BUILD) JOBRUNNER_BIN=$(CURDIR)/jobrunner ./bench/profile
 
-bench-tools: $(BUILD)/bench/jrbench $(BUILD)/bench/benchsleep.so
+# make bench-peers (optional, in neither test nor bench): bench/peers/run
+# runs jobrunner and graphile-worker on one throwaway PostgreSQL, the no-op
+# drain and the I/O-bound drain against build/bench/slowhttp, prints one
+# table with the ratios and writes bench/peers/results.json. graphile-worker
+# comes from npm's registry into bench/peers/node_modules, pinned by the
+# lockfile; Node is Debian's nodejs (make deps).
+bench-peers: check-deps jobrunner bench-tools \
+             bench/peers/node_modules/.package-lock.json
+	$(Q)BUILD=$(BUILD) JOBRUNNER_BIN=$(CURDIR)/jobrunner ./bench/peers/run
+
+bench/peers/node_modules/.package-lock.json: bench/peers/package.json \
+                                            bench/peers/package-lock.json
+	$(Q)command -v node >/dev/null && command -v npm >/dev/null || \
+	    $(MAKE) --no-print-directory deps-debian
+	$(Q)command -v npm >/dev/null || { SUDO=; [ "$$(id -u)" = 0 ] || \
+	    SUDO=sudo; DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install \
+	    -y -q npm; }
+	$(Q)cd bench/peers && npm ci --no-audit --no-fund --loglevel=error \
+	    >/dev/null
+
+bench-tools: $(BUILD)/bench/jrbench $(BUILD)/bench/benchsleep.so \
+             $(BUILD)/bench/slowhttp
+
+# a loopback HTTP server answering after a delay (the I/O-bound bench and
+# the specs of jobrunner.http)
+$(BUILD)/bench/slowhttp: bench/slowhttp.c
+	@mkdir -p $(dir $@)
+	@echo "CC $<"
+	$(Q)$(CC) $(CPPFLAGS) $(CFLAGS) $(LDFLAGS) -o $@ $< \
+	    $(shell $(PKG_CONFIG) --libs libevent)
 
 $(BUILD)/bench/jrbench: bench/jrbench.c $(BUILD)/libjobrunner.a
 	@mkdir -p $(dir $@)
@@ -532,7 +564,8 @@ $(BUILD)/spec/c/test_fuzz_%: spec/fuzz/fuzz_%.c spec/fuzz/replay.c \
 # only what dpkg says is missing: with everything there it runs no apt-get.
 all: check-deps jobrunner lib luamod
 
-test: deps check-deps $(TEST_BIN) $(CTESTS) $(FUZZ_REPLAYS) $(SPEC_LUAMOD)
+test: deps check-deps $(TEST_BIN) $(CTESTS) $(FUZZ_REPLAYS) $(SPEC_LUAMOD) \
+      $(BUILD)/bench/slowhttp
 	$(Q)LUA=$(LUA) BUILD=$(BUILD) JOBRUNNER_BIN=$(CURDIR)/$(BUILD)/jobrunner ./spec/run
 
 # generated schema sources are kept, not rebuilt on every make

@@ -43,6 +43,9 @@ for _, b in ipairs(backends) do
     if c and (not best or v.median > best.median) then best, bestc = v, tonumber(c) end
   end
   r.drain_best_jobs_s, r.drain_best_concurrency = best, bestc
+  if r.drain_co_jobs_s and r.drain_inflight1_jobs_s then
+    r.drain_co_ratio = r.drain_co_jobs_s.median / r.drain_inflight1_jobs_s.median
+  end
   if r.mix_c16_jobs_s and r.mix_c1_jobs_s then
     r.mix_speedup = r.mix_c16_jobs_s.median / r.mix_c1_jobs_s.median
   end
@@ -83,6 +86,12 @@ local rows = {
   { "mix_c1_jobs_s", "1 ms handlers, concurrency 1, warm (jobs/s)", nil, nil, "%.0f" },
   { "mix_c16_jobs_s", "1 ms handlers, concurrency 16, warm (jobs/s)", nil, nil, "%.0f" },
   { "mix_speedup", "1 ms handlers, concurrency 16 / 1 (x)", { ">=", 12 }, { ">=", 12 }, "%.1f" },
+  { "io_jobs_s", "I/O-bound: GET answered in 100 ms, 2 workers x 500 (jobs/s)", { ">=", 8000 }, { ">=", 8000 }, "%.0f" },
+  { "io_mem_kib_per_job", "worker RSS / jobs in flight, 1000 in flight (KiB)", { "<=", 64 }, { "<=", 64 }, "%.1f" },
+  { "io_mem_peak", "  requests the server held at once then", nil, nil, "%.0f" },
+  { "drain_inflight1_jobs_s", "drain, no-op, inflight 1, beside the next (jobs/s)", nil, nil, "%.0f" },
+  { "drain_co_jobs_s", "drain, no-op, coroutine path: inflight 32 (jobs/s)", nil, nil, "%.0f" },
+  { "drain_co_ratio", "  coroutine / plain no-op drain (x)", { ">=", 0.95 }, { ">=", 0.95 }, "%.2f" },
   { "scale_r1_jobs_s", "scale-out: 1 runner, warm (jobs/s)", nil, nil, "%.0f" },
   { "scale_r2_jobs_s", "scale-out: 2 runners, one database (jobs/s)", nil, nil, "%.0f" },
   { "scale_r3_jobs_s", "scale-out: 3 runners, one database (jobs/s)", nil, nil, "%.0f" },

@@ -206,6 +206,8 @@ typedef struct jr_handler {
     int     max_retries;        /* -1: not set */
     double  timeout;            /* seconds; 0: not set */
     double  backoff;            /* seconds; -1: not set or a function */
+    int     inflight;           /* jobs a worker runs at once, each in a
+                                   coroutine; 0: not set (the config's) */
     double  avg;                /* a worker's: its mean run time there, s
                                    (0: not run yet) */
 } jr_handler;

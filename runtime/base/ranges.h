@@ -23,6 +23,7 @@
 #define JR_RANGE_BUSY_MAX      3600.0
 #define JR_RANGE_LOAD_MIN      0.1      /* load_timeout */
 #define JR_RANGE_LOAD_MAX      3600.0
+#define JR_RANGE_INFLIGHT_MAX  10000    /* defaults.inflight, handler's */
 #define JR_RANGE_RETENTION_MAX 315360000.0 /* retention: 10 years */
 
 #endif

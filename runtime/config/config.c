@@ -29,6 +29,7 @@ jr_config_defaults(jr_config *c)
     c->conc_min = c->conc_max = n > 0 ? (int)n : 2;
     c->max_retries = 20;
     c->timeout = 900;
+    c->inflight = 1;
     c->lease = 30;
     c->poll_interval = 1;
     c->shutdown_timeout = 25;

@@ -30,6 +30,8 @@ typedef struct jr_config {
     int        conc_max;        /* workers at most */
     int        max_retries;     /* defaults.max_retries */
     double     timeout;         /* defaults.timeout, seconds */
+    int        inflight;        /* defaults.inflight: jobs a worker runs
+                                   at once (1: one, no coroutine) */
     double     lease;           /* seconds a claim holds without renewal */
     double     poll_interval;   /* seconds between fallback polls */
     double     shutdown_timeout;/* seconds running jobs get on SIGTERM */

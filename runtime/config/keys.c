@@ -300,6 +300,12 @@ k_timeout(cfg_ctx *x, lua_State *L, const char *key)
 }
 
 static int
+k_inflight(cfg_ctx *x, lua_State *L, const char *key)
+{
+    return get_int(x, L, key, 1, JR_RANGE_INFLIGHT_MAX, &x->c->inflight);
+}
+
+static int
 k_backoff(cfg_ctx *x, lua_State *L, const char *key)
 {
     double v;
@@ -314,7 +320,7 @@ k_defaults(cfg_ctx *x, lua_State *L, const char *key)
 {
     static const key_row rows[] = {
         {"max_retries", k_max_retries}, {"timeout", k_timeout},
-        {"backoff", k_backoff}, {NULL, NULL}};
+        {"backoff", k_backoff}, {"inflight", k_inflight}, {NULL, NULL}};
     (void)key;
     if (lua_type(L, -1) != LUA_TTABLE)
         return key_fail(x, "defaults", "must be a table, got %s",

@@ -34,6 +34,13 @@ get_ctx(lua_State *L)
     lua_getfield(L, LUA_REGISTRYINDEX, CTX_KEY);     /* ctx */
     ctx = lua_touserdata(L, -1);
     lua_pop(L, 1);                                   /* (nothing) */
+    if (ctx != NULL && ctx->of_thread != NULL) {
+        int main = lua_pushthread(L);                /* th */
+        lua_pop(L, 1);                               /* (nothing) */
+        jr_jobctx *c = main ? NULL : ctx->of_thread(ctx->hook_arg, L);
+        if (c != NULL)
+            return c;
+    }
     return ctx;
 }
 

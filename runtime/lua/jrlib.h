@@ -25,7 +25,8 @@ typedef struct jr_signal {
 } jr_signal;
 
 /* The job a worker runs now. Visible: worker/run.c fills and drains it. */
-typedef struct jr_jobctx {
+typedef struct jr_jobctx jr_jobctx;
+struct jr_jobctx {
     const jr_job *job;          /* NULL between jobs */
     jr_push      *pushes;       /* their strings live in mem[i] */
     char        **mem;          /* mem[i]: pushes[i]'s strings, one
@@ -43,12 +44,15 @@ typedef struct jr_jobctx {
     void        (*on_cancelled)(void *arg);
     void        (*on_progress)(void *arg);
     void         *hook_arg;
+    /* The context of the job whose coroutine L is, or NULL for this one
+     * (the worker's, for jobs that run many at once). */
+    struct jr_jobctx *(*of_thread)(void *arg, lua_State *L);
     int           progress_dirty;   /* a value not sent yet */
     double        progress_done;
     double        progress_total;   /* NAN: unknown */
     int           progress_has_note;
     char          progress_note[JR_NOTE_MAX + 1];
-} jr_jobctx;
+};
 
 /* Installs package.loaded.jobrunner for handlers, bound to ctx (borrowed,
  * must outlive L). Returns 0 or -1 with the Lua error in err. */

@@ -71,13 +71,9 @@ jr_script_xpcall(lua_State *L, int nargs, int nres)
 
 /* What the running call may still use. One per jr_script_run level; the
  * state's extra space points at the innermost, so nested runs restore the
- * outer one when they return. */
-typedef struct limit {
-    long    left;               /* instructions; <= 0 once exceeded */
-    long    budget;             /* as given, for the message; 0: none */
-    double  deadline;           /* jr_mono() seconds; 0: none */
-    double  secs;               /* the timeout, for the message */
-} limit;
+ * outer one when they return. A coroutine bound by jr_script_bind points
+ * at its job's (luabridge.h). */
+typedef jr_script_limit limit;
 
 /* "1s", "0.5s": the way %g prints, which lua_pushfstring lacks. */
 static const char *
@@ -124,7 +120,7 @@ limit_hook(lua_State *L, lua_Debug *ar)
     if (lim->budget > 0)
         lim->left -= BUDGET_STEP;
     if (check_fn != NULL)
-        stop = check_fn(check_arg);
+        stop = check_fn(check_arg, lim->owner, L);
     if (stop == NULL && (lim->budget <= 0 || lim->left > 0) &&
         (lim->deadline <= 0 || jr_mono() <= lim->deadline))
         return;
@@ -146,7 +142,7 @@ int
 jr_script_xrun(lua_State *L, int nargs, int nres, long budget,
                double timeout)
 {
-    limit lim = {budget, budget, 0, timeout}, *outer = *limit_slot(L);
+    limit lim = {budget, budget, 0, timeout, NULL}, *outer = *limit_slot(L);
     lua_Hook oldhook = lua_gethook(L);
     int oldmask = lua_gethookmask(L), oldcount = lua_gethookcount(L);
     int rc;
@@ -163,6 +159,31 @@ jr_script_xrun(lua_State *L, int nargs, int nres, long budget,
     *limit_slot(L) = outer;
     if (rc == LUA_OK && timeout > 0 && jr_mono() > lim.deadline)
         rc = JR_SCRIPT_LATE;    /* finished, but past its deadline */
+    return rc;
+}
+
+void
+jr_script_bind(lua_State *co, jr_script_limit *lim)
+{
+    *limit_slot(co) = lim;
+    if (lim != NULL && (lim->budget > 0 || lim->deadline > 0 ||
+                        check_fn != NULL))
+        lua_sethook(co, limit_hook, LUA_MASKCOUNT, BUDGET_STEP);
+    else
+        lua_sethook(co, NULL, 0, 0);
+}
+
+int
+jr_script_resume(lua_State *co, lua_State *from, int nargs, int *nres)
+{
+    int rc = lua_resume(co, from, nargs, nres);
+
+    if (rc != LUA_OK && rc != LUA_YIELD &&
+        luaL_testudata(co, -1, JR_SIGNAL_MT) == NULL) {
+        jr_script_errstr(co);                    /* .. s */
+        luaL_traceback(co, co, lua_tostring(co, -1), 0); /* .. s tb */
+        lua_remove(co, -2);                      /* .. tb */
+    }
     return rc;
 }
 

@@ -66,12 +66,35 @@ int jr_script_run(lua_State *L, int nargs, int nres, long budget,
 int jr_script_xrun(lua_State *L, int nargs, int nres, long budget,
                    double timeout);
 
+/* The limit of a call or of a coroutine: instructions left, deadline.
+ * Visible so that a coroutine's owner can keep one for it across yields
+ * (jr_script_bind). */
+typedef struct jr_script_limit {
+    long    left;               /* instructions; <= 0 once exceeded */
+    long    budget;             /* as given, for the message; 0: none */
+    double  deadline;           /* jr_mono() seconds; 0: none */
+    double  secs;               /* the timeout, for the message */
+    void   *owner;              /* passed to the check; NULL for a run */
+} jr_script_limit;
+
+/* Binds coroutine co to lim (borrowed, must outlive co's runs; NULL
+ * unbinds): the count hook enforces lim in co whenever it runs, and the
+ * check (jr_script_set_check) gets lim->owner. */
+void jr_script_bind(lua_State *co, jr_script_limit *lim);
+
+/* lua_resume for a coroutine: an error value other than a jobrunner signal
+ * becomes a string with co's traceback. Returns lua_resume's status.
+ * [-(nargs), +(nres|1), -] on co */
+int  jr_script_resume(lua_State *co, lua_State *from, int nargs, int *nres);
+
 /* A check the count hook of jr_script_xrun makes at each of its checks (a
  * worker's cancel): NULL to go on, or a message to raise at the Lua line
  * that runs, and again at every later check, so that a pcall cannot
  * swallow it. One per process (a worker's one state); fn NULL: none.
- * While one is set every jr_script_xrun installs the count hook. */
-typedef const char *(*jr_script_check_fn)(void *arg);
+ * While one is set every jr_script_xrun installs the count hook. owner is
+ * the running limit's (NULL in a jr_script_xrun), L the running thread. */
+typedef const char *(*jr_script_check_fn)(void *arg, void *owner,
+                                          lua_State *L);
 void jr_script_set_check(jr_script_check_fn fn, void *arg);
 
 /* Makes the count hook of the call running in L check at its next

@@ -141,7 +141,7 @@ add_error(loader *ld, const char *fmt, ...)
 
 static int
 add_handler(loader *ld, const char *name, int max_retries, double timeout,
-            double backoff)
+            double backoff, int inflight)
 {
     jr_handler *h;
 
@@ -158,6 +158,8 @@ add_handler(loader *ld, const char *name, int max_retries, double timeout,
     h->max_retries = max_retries;
     h->timeout = timeout;
     h->backoff = backoff;
+    h->inflight = inflight;
+    h->avg = 0;
     ld->s->n++;
     return 0;
 }
@@ -169,7 +171,7 @@ unknown_key(lua_State *L)                          /* t */
 {
     static char msg[256];
     static const char *const known[] = {"handle", "max_retries", "timeout",
-                                        "backoff", NULL};
+                                        "backoff", "inflight", NULL};
     int i;
 
     lua_pushnil(L);                              /* t nil */
@@ -182,7 +184,8 @@ unknown_key(lua_State *L)                          /* t */
         if (known[i] == NULL) {
             lua_pop(L, 1);                       /* t */
             snprintf(msg, sizeof msg, "unknown handler option '%.64s' "
-                     "(valid: handle, max_retries, timeout, backoff)", k);
+                     "(valid: handle, max_retries, timeout, backoff, "
+                     "inflight)", k);
             return msg;
         }
     }                                            /* t */
@@ -242,6 +245,26 @@ check_table(lua_State *L, int *max_retries, double *timeout, double *backoff)
     return NULL;
 }
 
+/* The handler table on top's inflight: a whole number of jobs a worker
+ * runs at once (read into *inflight). NULL, or what is wrong.
+ * [-0, +0, -] */
+static const char *
+check_inflight(lua_State *L, int *inflight)
+{
+    int t = lua_getfield(L, -1, "inflight");
+
+    if (t != LUA_TNIL && (!lua_isinteger(L, -1) || lua_tointeger(L, -1) < 1 ||
+                          lua_tointeger(L, -1) > JR_RANGE_INFLIGHT_MAX)) {
+        lua_pop(L, 1);
+        return "'inflight' must be a whole number in range (1 to "
+               JR_STR(JR_RANGE_INFLIGHT_MAX) ")";
+    }
+    if (t != LUA_TNIL)
+        *inflight = (int)lua_tointeger(L, -1);
+    lua_pop(L, 1);
+    return NULL;
+}
+
 /* An error while loading whose message names no place (one raised in C,
  * as coroutine.yield's "attempt to yield from outside a coroutine") gets
  * the innermost Lua line of the traceback in msg, else path. Cuts the
@@ -285,7 +308,7 @@ load_one(loader *ld, const char *path, const char *name)
 {
     lua_State *L = ld->L;
     const char *bad;
-    int max_retries = -1;
+    int max_retries = -1, inflight = 0;
     double timeout = 0, backoff = -1;
     jr_err err;
     int rc;
@@ -320,12 +343,13 @@ load_one(loader *ld, const char *path, const char *name)
         lua_pop(L, 1);                               /* H */
         return;
     }                                                /* H t */
-    if ((bad = check_table(L, &max_retries, &timeout, &backoff)) != NULL) {
+    if ((bad = check_table(L, &max_retries, &timeout, &backoff)) != NULL ||
+        (bad = check_inflight(L, &inflight)) != NULL) {
         add_error(ld, "%s: %s", path, bad);
         lua_pop(L, 1);                               /* H */
         return;
     }
-    if (add_handler(ld, name, max_retries, timeout, backoff) < 0) {
+    if (add_handler(ld, name, max_retries, timeout, backoff, inflight) < 0) {
         add_error(ld, "%s: %s", path, "out of memory");
         lua_pop(L, 1);
         return;
@@ -344,7 +368,7 @@ compile_one(loader *ld, const char *path, const char *name)
         return;
     }                                                    /* chunk */
     lua_pop(ld->L, 1);                                   /* (nothing) */
-    if (add_handler(ld, name, -1, 0, -1) < 0)
+    if (add_handler(ld, name, -1, 0, -1, 0) < 0)
         add_error(ld, "%s: %s", path, "out of memory");
 }
 

@@ -241,6 +241,21 @@ jr_claimq_flush(master *m)
     return 0;
 }
 
+/* The most jobs w may run at once: its jobs' handlers' inflight, or the
+ * largest of its generation for an idle worker. */
+static int
+co_cap(const wk *w)
+{
+    int i, k = w->inflight;
+
+    for (i = 0; i < w->gen->n; i++)
+        if (w->gen->h[i].inflight > k)
+            k = w->gen->h[i].inflight;
+    if (w->njobs > 0)
+        k = jr_pool_inflight(w, w->jobs[0]);
+    return k;
+}
+
 static int
 slots(const wk *w)
 {
@@ -249,11 +264,30 @@ slots(const wk *w)
     if (!w->ready || w->bev == NULL || w->kill_reason[0] ||
         w->retiring || w->stopping || w->gen != w->m->gen)
         return 0;
+    /* jobs that run at once: as many as the handler's inflight (a worker
+     * with none yet may take its generation's largest) */
+    if (w->gen->co_any < 0)
+        jr_pool_inflight(w, NULL);      /* looks once per generation */
+    if (w->co || (w->njobs == 0 && w->gen->co_any > 0))
+        return co_cap(w) - w->njobs;
     /* about PREFETCH_TIME of work queued in a worker: many no-op jobs,
      * one or two 1 ms jobs, one long one */
     n = w->avg > 0 ? (int)(PREFETCH_TIME / w->avg) : 1;
     n = n < 1 ? 1 : n > SLOTS_MAX ? SLOTS_MAX : n;
     return n - w->njobs;
+}
+
+/* 1 if w may take job j now: a job of a coroutine handler goes to an idle
+ * worker or one running such jobs below the handler's inflight; another
+ * one to a worker with no coroutine jobs, as before. */
+static int
+fits(const wk *w, const jr_job *j)
+{
+    int k = jr_pool_inflight(w, j);
+
+    if (k > 1)
+        return w->njobs == 0 || (w->co && w->njobs < k);
+    return !w->co;
 }
 
 /* How many jobs to claim: the free slots of the workers, and while jobs
@@ -281,13 +315,36 @@ capacity(master *m)
     return free_slots - (int)m->qlen - m->cycle_want - m->lane_want;
 }
 
+/* Makes room for one more job in w's arrays; -1 when out of memory. */
+static int
+grow(wk *w)
+{
+    int cap = w->capjobs ? w->capjobs * 2 : SLOTS_MAX;
+    jr_job **jobs;
+    double *since;
+
+    if (w->njobs < w->capjobs)
+        return 0;
+    if ((jobs = realloc(w->jobs, (size_t)cap * sizeof *jobs)) == NULL)
+        return -1;
+    w->jobs = jobs;
+    if ((since = realloc(w->since, (size_t)cap * sizeof *since)) == NULL)
+        return -1;
+    w->since = since;
+    w->capjobs = cap;
+    return 0;
+}
+
 static void
 send_job(master *m, wk *w, jr_job *j)
 {
     jr_buf_reset(&m->out);
     jr_frame_put_job(&m->out, j);
+    if (w->njobs == 0)
+        w->co = jr_pool_inflight(w, j) > 1;
+    w->since[w->njobs] = w->co ? jr_mono() : 0;
     w->jobs[w->njobs++] = j;
-    if (w->njobs == 1) {
+    if (w->njobs == 1 || w->co) {
         w->started = jr_mono();
         jr_service_job_start(m, j, w->id);
     }
@@ -306,6 +363,11 @@ send_or_cancel(master *m, wk *w, jr_job *j)
 {
     if (jr_service_refuse(m, j, "cancelled before it started")) {
         free(j);
+        return 0;
+    }
+    if (grow(w) < 0) {          /* try again at the next pass */
+        if (jr_claimq_push(m, j, 1) < 0)
+            jr_claimq_release(m, j);
         return 0;
     }
     send_job(m, w, j);
@@ -334,13 +396,17 @@ jr_claimq_dispatch(master *m)
 
     if (m->qlen == 0)
         return;
+    /* jobs running in coroutines are not counted, nor held back: they run
+     * anyway, as a worker's one job does, and a cap on them (or on the
+     * results they make) would cap the inflight */
     for (w = m->workers; w; w = w->next)
-        out += w->njobs;
+        out += w->co ? 0 : w->njobs;
     for (pass = 0; pass < 2 && m->qlen > 0; pass++)
         for (w = m->workers; w && m->qlen > 0; w = w->next)
             while (m->qlen > 0 && slots(w) > 0 && (pass || w->njobs == 0) &&
-                   !held_full(m, out))
-                out += send_or_cancel(m, w, jr_claimq_pop(m));
+                   fits(w, m->queue[m->qhead]) &&
+                   (w->co || !held_full(m, out)))
+                out += send_or_cancel(m, w, jr_claimq_pop(m)) && !w->co;
 }
 
 static void

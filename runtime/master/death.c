@@ -67,7 +67,7 @@ shared_results(wk *w)
             peek = r;
             if (jr_frame_get_result(&peek, &res, &mem, &err) == 0) {
                 int ours = res.kind != JR_PROGRESS &&
-                           res.id == w->jobs[0]->id;
+                           jr_pool_index(w, res.id) >= 0;
                 free(mem);
                 if (ours)
                     jr_pool_result(w->m, w, &r);
@@ -141,7 +141,16 @@ static void
 gone_jobs(master *m, wk *w, const char *reason)
 {
     /* jobs[0] was in the handler: the death is its; the rest go back */
-    int i, ran = w->njobs > 0 && was_running(w);
+    int i, ran;
+
+    if (w->co && w->share != NULL &&
+        (i = jr_pool_index(w, w->share->running)) > 0) {
+        jr_job *j = w->jobs[0];     /* of the jobs running at once, the one
+                                       in the handler is blamed */
+        w->jobs[0] = w->jobs[i];
+        w->jobs[i] = j;
+    }
+    ran = w->njobs > 0 && was_running(w);
 
     if (ran) {
         if (jr_service_refuse(m, w->jobs[0], reason)) {
@@ -183,7 +192,7 @@ worker_gone(master *m, wk *w, int status)
 
     drain_worker(w);
     shared_results(w);
-    kill(-w->pid, SIGKILL);     /* what its handlers started dies with it */
+    jr_pool_kill(w, SIGKILL);   /* what its handlers started dies with it */
     jr_output_done(w);
     gone_reason(m, w, status, reason, sizeof reason);
     gone_log(m, w, status, reason);
@@ -195,7 +204,7 @@ worker_gone(master *m, wk *w, int status)
     if (!m->stopping && !w->stopping)
         respawn_later(m, w);
     jr_spawn_unshare(w);
-    free(w);
+    jr_pool_free(w);
 }
 
 void

@@ -70,6 +70,7 @@ gen_new(master *m, jr_hello *hello, int log_errors)
     for (i = 0; log_errors && i < hello->nerrors; i++)
         jr_log(JR_LOG_ERROR, "%s (handler not loaded)", hello->errors[i]);
     g->id = ++m->ngens;
+    g->co_any = -1;
     return g;
 }
 

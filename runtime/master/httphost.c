@@ -42,15 +42,18 @@ running(void *runner, void (*each)(void *arg, const jr_httprun *r),
     for (wk *w = m->workers; w; w = w->next) {
         if (w->njobs == 0 || w->started == 0)
             continue;
-        r.id = w->jobs[0]->id;
-        r.name = w->jobs[0]->name;
-        r.queue = w->jobs[0]->queue;
-        r.attempt = w->jobs[0]->attempt;
-        r.worker = w->id;
-        r.pid = (int)w->pid;
-        r.generation = w->gen ? w->gen->hash : NULL;
-        r.seconds = now - w->started;
-        each(arg, &r);
+        /* one job, or every job of a worker that runs them at once */
+        for (int i = 0; i < (w->co ? w->njobs : 1); i++) {
+            r.id = w->jobs[i]->id;
+            r.name = w->jobs[i]->name;
+            r.queue = w->jobs[i]->queue;
+            r.attempt = w->jobs[i]->attempt;
+            r.worker = w->id;
+            r.pid = (int)w->pid;
+            r.generation = w->gen ? w->gen->hash : NULL;
+            r.seconds = now - (w->co ? w->since[i] : w->started);
+            each(arg, &r);
+        }
     }
 }
 

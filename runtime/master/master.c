@@ -407,7 +407,7 @@ reap_workers(master *m, double until)
                     bufferevent_free(w->bev);
                 jr_gen_unref(w->gen);
                 jr_spawn_unshare(w);
-                free(w);
+                jr_pool_free(w);
                 break;
             }
     }
@@ -457,7 +457,7 @@ cleanup(master *m)
         jr_output_close(w);
         jr_gen_unref(w->gen);
         jr_spawn_unshare(w);
-        free(w);
+        jr_pool_free(w);
     }
     if (m->out_file >= 0)
         close(m->out_file);

@@ -59,6 +59,8 @@ typedef struct gen {            /* one generation of handler code */
     int          n;
     const char **names;         /* h[i].name, for claims */
     int          refs;          /* the master, workers, a running cycle */
+    int          co_any;        /* a handler sets inflight > 1; -1: not
+                                   looked yet */
 } gen;
 
 typedef struct wk {             /* one worker process */
@@ -73,8 +75,13 @@ typedef struct wk {             /* one worker process */
     int                 stopping;       /* told to exit */
     double              idle_since;     /* mono time it last went idle */
     long                jobs_run;       /* results received */
-    jr_job             *jobs[SLOTS_MAX];/* outstanding, oldest first */
-    int                 njobs;
+    jr_job            **jobs;           /* outstanding, oldest first */
+    double             *since;          /* when each started (co), or 0 */
+    int                 njobs, capjobs;
+    int                 co;             /* its jobs run at once, each in a
+                                           coroutine (a handler's inflight
+                                           > 1): every one has started */
+    int                 inflight;       /* the defaults.inflight it got */
     double              started;        /* mono time jobs[0] started */
     double              avg;            /* moving average job seconds */
     char                kill_reason[64];/* why we killed it, or "" */
@@ -265,6 +272,13 @@ int  jr_pool_alive(master *m);
 /* While no worker can be started: after a lease without one, gives the
  * local queue back to the database. */
 void jr_pool_starved(master *m, double now);
+
+/* The jobs of j's handler w runs at once (1: one after another). */
+int  jr_pool_inflight(const wk *w, const jr_job *j);
+/* Frees w's record (the process is gone) and what it holds of its own. */
+void jr_pool_free(wk *w);
+/* The index of job id among w's jobs, or -1. */
+int  jr_pool_index(const wk *w, int64_t id);
 
 /* A worker process just started (spawn.c): the master's end of its socket,
  * the read end of its output pipe (or -1), its pid. */

@@ -94,8 +94,14 @@ jr_pool_fail(master *m, const wk *w, const jr_job *j, const char *reason)
 void
 jr_pool_kill(wk *w, int sig)
 {
+    int i;
+
     if (kill(-w->pid, sig) < 0)
         kill(w->pid, sig);
+    /* jobrunner.exec's children, in groups of their own (worker.h) */
+    for (i = 0; sig == SIGKILL && w->share != NULL && i < JR_SHARE_KIDS; i++)
+        if (w->share->kids[i] > 0)
+            kill(-w->share->kids[i], SIGKILL);
 }
 
 void
@@ -349,6 +355,64 @@ resolve_delay(master *m, const wk *w, const jr_job *j, jr_result *res)
     res->delay = jr_retry_delay(&in);
 }
 
+int
+jr_pool_inflight(const wk *w, const jr_job *j)
+{
+    gen *g = w->gen;
+    const jr_handler *h;
+    int i;
+
+    if (g == NULL)
+        return 1;
+    if (g->co_any < 0) {        /* once per generation */
+        g->co_any = w->inflight > 1;
+        for (i = 0; i < g->n; i++)
+            g->co_any |= g->h[i].inflight > 1;
+    }
+    if (!g->co_any || j == NULL)
+        return 1;               /* the plain path pays one test */
+    if ((h = jr_gen_handler(g, j->name)) == NULL)
+        return 1;
+    return h->inflight > 0 ? h->inflight : w->inflight;
+}
+
+int
+jr_pool_index(const wk *w, int64_t id)
+{
+    int i;
+
+    if (!w->co)                 /* one at a time: the oldest runs */
+        return w->njobs > 0 && w->jobs[0]->id == id ? 0 : -1;
+    for (i = 0; i < w->njobs; i++)
+        if (w->jobs[i]->id == id)
+            return i;
+    return -1;
+}
+
+void
+jr_pool_free(wk *w)
+{
+    free(w->jobs);
+    free(w->since);
+    free(w);
+}
+
+/* Takes job i out of w's jobs; returns it and the seconds it ran. */
+static jr_job *
+take_job(wk *w, int i, double now, double *secs)
+{
+    jr_job *j = w->jobs[i];
+
+    *secs = now - (w->co ? w->since[i] : w->started);
+    w->njobs--;
+    memmove(w->jobs + i, w->jobs + i + 1, (size_t)(w->njobs - i) *
+            sizeof *w->jobs);
+    if (w->co)
+        memmove(w->since + i, w->since + i + 1, (size_t)(w->njobs - i) *
+                sizeof *w->since);
+    return j;
+}
+
 void
 jr_pool_result(master *m, wk *w, jr_reader *r)
 {
@@ -358,26 +422,23 @@ jr_pool_result(master *m, wk *w, jr_reader *r)
     jr_job *j;
     double now = jr_mono(), secs;
     int bad = jr_frame_get_result(r, &res, &mem, &err) < 0;
+    int at = bad ? -1 : jr_pool_index(w, res.id);
 
-    if (!bad && res.kind == JR_PROGRESS && w->njobs > 0 &&
-        w->jobs[0]->id == res.id) {
+    if (!bad && res.kind == JR_PROGRESS && at >= 0) {
         jr_log(JR_LOG_DEBUG, "job %lld progress %g/%g", (long long)res.id,
                res.done, res.total);
         jr_claimq_result(m, &res, mem);  /* the job runs on */
         return;
     }
     jr_output_done(w);             /* what the job printed is logged as its */
-    if (bad || res.kind == JR_PROGRESS || w->njobs == 0 ||
-        w->jobs[0]->id != res.id) {
+    if (bad || res.kind == JR_PROGRESS || at < 0) {
         jr_log(JR_LOG_ERROR, "worker %d: %s", w->id, w->njobs == 0 ?
                "result for a job it does not hold" : "malformed result");
         free(mem);
         kill(w->pid, SIGKILL);
         return;
     }
-    j = w->jobs[0];
-    memmove(w->jobs, w->jobs + 1, (size_t)--w->njobs * sizeof *w->jobs);
-    secs = now - w->started;
+    j = take_job(w, at, now, &secs);
     w->avg = w->avg > 0 ? 0.8 * w->avg + 0.2 * secs : secs;
     m->avg = m->avg > 0 ? 0.95 * m->avg + 0.05 * secs : secs;
     resolve_delay(m, w, j, &res);
@@ -396,10 +457,11 @@ jr_pool_result(master *m, wk *w, jr_reader *r)
         w->retiring = 1;            /* recycled: bounds slow leaks */
         jr_pool_fit(m);
     }
-    if (w->njobs > 0) {
+    if (w->njobs > 0 && !w->co) {
         w->started = now;
         jr_service_job_start(m, w->jobs[0], w->id);
-    } else {
+    } else if (w->njobs == 0) {
+        w->co = 0;
         w->idle_since = now;
         if (w->retiring)
             jr_pool_stop(m, w);
@@ -472,7 +534,10 @@ send_settings(master *m, wk *w)
         .memory_limit = c->memory_limit, .max_payload = c->max_payload,
         .max_result = c->max_result,
         .log_level = c->log_level, .log_json = c->log_json,
+        .inflight = c->inflight,
     };
+
+    w->inflight = c->inflight;
 
     jr_buf_reset(&m->out);
     jr_frame_put_settings(&m->out, &s);

@@ -7,6 +7,7 @@
 #include "config/config.h"
 #include "worker/frame.h"
 #include "base/log.h"
+#include "base/ranges.h"
 
 #define NULL_LEN 0xffffffffu    /* string length that encodes NULL */
 
@@ -439,6 +440,7 @@ jr_frame_put_hello(jr_buf *b, const jr_scripts *s, const char *setup_error)
         jr_put_i32(b, s->h[i].max_retries);
         jr_put_f64(b, s->h[i].timeout);
         jr_put_f64(b, s->h[i].backoff);
+        jr_put_i32(b, s->h[i].inflight);
     }
     jr_put_i32(b, s->nerrors);
     for (i = 0; i < s->nerrors; i++)
@@ -474,6 +476,8 @@ get_handler(jr_reader *r, jr_handler *h)
     h->max_retries = jr_get_i32(r);
     h->timeout = jr_get_f64(r);
     h->backoff = jr_get_f64(r);
+    h->inflight = jr_get_i32(r);
+    h->avg = 0;
     if (r->bad)
         return "truncated in a handler";
     if (name == NULL || len == 0 || len > 128 || memchr(name, 0, len))
@@ -483,7 +487,8 @@ get_handler(jr_reader *r, jr_handler *h)
     if (jr_name_check(h->name, "job name", NULL) < 0)
         return "a handler without a valid name";
     if (h->max_retries < -1 || !isfinite(h->timeout) || h->timeout < 0 ||
-        !isfinite(h->backoff) || h->backoff < -1)
+        !isfinite(h->backoff) || h->backoff < -1 || h->inflight < 0 ||
+        h->inflight > JR_RANGE_INFLIGHT_MAX)
         return "a handler with options out of range";
     return NULL;
 }
@@ -572,6 +577,7 @@ jr_frame_put_settings(jr_buf *b, const jr_settings *s)
     jr_put_i64(b, (int64_t)s->max_result);
     jr_put_u8(b, (unsigned)s->log_level);
     jr_put_u8(b, s->log_json ? 1 : 0);
+    jr_put_i32(b, s->inflight);
     jr_frame_end(b, start);
 }
 
@@ -606,6 +612,8 @@ settings_range(const jr_settings *s, int64_t mem, int64_t payload,
     if (s->log_level < JR_LOG_DEBUG || s->log_level > JR_LOG_ERROR ||
         s->log_json > 1)
         return "log";
+    if (s->inflight < 1 || s->inflight > JR_RANGE_INFLIGHT_MAX)
+        return "inflight";
     return NULL;
 }
 
@@ -625,6 +633,7 @@ jr_frame_get_settings(jr_reader *r, jr_settings *out, jr_err *err)
     result = jr_get_i64(r);
     out->log_level = (int)jr_get_u8(r);
     out->log_json = (int)jr_get_u8(r);
+    out->inflight = jr_get_i32(r);
     if (r->bad || r->n != 0)
         return jr_fail(err, JR_EPROTO, "malformed settings: %s", r->bad ?
                        "truncated" : "trailing bytes");

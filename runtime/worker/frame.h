@@ -120,6 +120,7 @@ typedef struct jr_settings {
     size_t  max_result;         /* bytes of a handler's result (JSON) */
     int     log_level;          /* JR_LOG_* */
     int     log_json;           /* 1: JSON log lines */
+    int     inflight;           /* defaults.inflight: jobs at once */
 } jr_settings;
 
 /* Encodes settings. s borrowed. */

@@ -107,9 +107,9 @@ handler_backoff(void *arg, const jr_job *j, int max_retries,
 
 /* Fills res after a failure whose message is in w->err: dead, or a retry
  * whose delay is the handler's, else JR_RETRY_UNRESOLVED (the master
- * applies the config's). */
-static void
-failed(worker *w, const jr_job *j, jr_result *res)
+ * applies the config's). worker_int.h. */
+void
+jr_run_failed(worker *w, const jr_job *j, jr_result *res)
 {
     jr_retry_in in = {
         .job = j, .error = w->err,
@@ -137,8 +137,8 @@ decided(worker *w, jr_result *res)
 
 /* Turns the error value on top into w->err, or fills res from a signal.
  * Returns 1 if it was a signal. [-1, +0, -] */
-static int
-take_error(worker *w, jr_result *res)
+int
+jr_run_take_error(worker *w, jr_result *res)
 {
     const jr_signal *s = jr_jrlib_signal(w->L, -1);
 
@@ -181,8 +181,8 @@ find_handler(worker *w, const jr_job *j, jr_result *res)
 }
 
 /* Reads what the master sent meanwhile, without blocking. */
-static void
-read_more(worker *w)
+void
+jr_run_read(worker *w)
 {
     ssize_t n;
 
@@ -215,7 +215,7 @@ jr_run_cancel_listed(worker *w, int64_t id)
 
     if (sig) {
         cancel_signal = 0;      /* before reading: a later one counts */
-        read_more(w);
+        jr_run_read(w);
     }
     found = jr_frame_find_cancel(w->in.p + w->used, w->in.len - w->used, id,
                                  &any);
@@ -227,10 +227,12 @@ jr_run_cancel_listed(worker *w, int64_t id)
 /* The count hook's check (luabridge.h): raises once the running job's
  * cancel arrived. Cheap until a SIGUSR1 came. */
 static const char *
-cancel_check(void *arg)
+cancel_check(void *arg, void *owner, lua_State *L)
 {
     worker *w = arg;
 
+    if (owner != NULL)
+        return jr_co_check(w, owner, L);
     if (w->ctx.job == NULL)
         return NULL;
     if (!w->ctx.cancelled && cancel_signal &&
@@ -298,10 +300,10 @@ encode_result(lua_State *L)                          /* v */
 }
 
 /* The handler returned the value on top (not nil): res->result is its
- * JSON text, or the attempt fails (too large, or no JSON for it).
- * [-1, +0, -] */
-static void
-take_result(worker *w, const jr_job *j, jr_result *res)
+ * JSON text (0), or -1 with w->err saying why the attempt fails (too
+ * large, or no JSON for it). worker_int.h. [-1, +0, -] */
+int
+jr_run_take_result(worker *w, const jr_job *j, jr_result *res)
 {
     lua_State *L = w->L;
     const char *why;
@@ -318,7 +320,7 @@ take_result(worker *w, const jr_job *j, jr_result *res)
                               sizeof bad) == 0) {
             lua_pop(L, 1);
             res->result = w->result.p;
-            return;
+            return 0;
         }
         why = bad;              /* what one backend would refuse */
     }
@@ -336,7 +338,7 @@ take_result(worker *w, const jr_job *j, jr_result *res)
     res->result = NULL;
     res->pushes = NULL;         /* follow-ups go with a success only */
     res->npushes = 0;
-    failed(w, j, res);
+    return -1;
 }
 
 /* Fills res from how the handler's call ended: rc from jr_script_xrun,
@@ -368,21 +370,21 @@ outcome(worker *w, const jr_job *j, int rc, double timeout, jr_result *res)
             lua_pop(L, 1);
         snprintf(w->err, sizeof w->err, "memory limit of %zu MiB exceeded",
                  w->set.memory_limit >> 20);
-        failed(w, j, res);
+        jr_run_failed(w, j, res);
         w->recycle = 1;
     } else if (rc == JR_SCRIPT_LATE) {
         snprintf(w->err, sizeof w->err, "timed out after %gs", timeout);
-        failed(w, j, res);
+        jr_run_failed(w, j, res);
     } else if (rc == LUA_OK) {
         res->kind = JR_DONE;
         res->pushes = w->ctx.pushes;
         res->npushes = w->ctx.npushes;
         if (lua_isnil(L, -1))
             lua_pop(L, 1);
-        else
-            take_result(w, j, res);     /* may fail the attempt */
-    } else if (!take_error(w, res)) {
-        failed(w, j, res);
+        else if (jr_run_take_result(w, j, res) < 0)
+            jr_run_failed(w, j, res);   /* the attempt fails */
+    } else if (!jr_run_take_error(w, res)) {
+        jr_run_failed(w, j, res);
     }
 }
 
@@ -423,6 +425,8 @@ jr_run_job(worker *w, const jr_job *j, jr_result *res)
     if (cancel_signal)
         jr_script_interrupt(L); /* look at once */
     t0 = jr_mono();
+    w->sync_deadline = t0 + timeout;
+    w->sync_timeout = timeout;
     /* no instruction budget: the timeout is the handler's limit */
     rc = jr_script_xrun(L, 1, 1, 0, timeout);        /* t r | t e */
     t0 = jr_mono() - t0;
@@ -434,6 +438,53 @@ jr_run_job(worker *w, const jr_job *j, jr_result *res)
     w->ctx.job = NULL;
     outcome(w, j, rc, timeout, res);
     lua_settop(L, top);                              /* (nothing) */
+}
+
+/* The plain result for a job that cannot start: no handler here, or a
+ * payload that does not decode. */
+void
+jr_run_refuse(worker *w, jr_job *j, int kind, const char *why)
+{
+    jr_result res;
+    size_t from = w->out.len;
+
+    memset(&res, 0, sizeof res);
+    res.id = j->id;
+    res.generation = w->scripts.generation;
+    res.kind = kind;
+    res.delay = 1;
+    snprintf(w->err, sizeof w->err, "%s", why);
+    res.error = w->err;
+    jr_frame_put_result(&w->out, &res);
+    jr_worker_share(w, from);
+    free(j);
+}
+
+/* Pushes job j's handle function and job table (with its payload) on w->L,
+ * or fills *why and returns -1. [-0, +(2|0), -] */
+int
+jr_run_push_call(worker *w, const jr_job *j, const jr_handler *info,
+                 char *why, size_t size)
+{
+    lua_State *L = w->L;
+    int top = lua_gettop(L);
+
+    jr_scripts_push(L, &w->scripts, j->name);        /* t */
+    lua_getfield(L, -1, "handle");                   /* t f */
+    lua_remove(L, -2);                               /* f */
+    jr_script_push_job(L, j, jr_retry_max(j, info->max_retries,
+                                          w->set.max_retries)); /* f job */
+    lua_rawgeti(L, LUA_REGISTRYINDEX, w->decode_ref);/* f job dec */
+    lua_pushlstring(L, j->payload, j->payload_len);  /* f job dec s */
+    if (lua_pcall(L, 1, 1, 0) != LUA_OK) {           /* f job msg */
+        snprintf(why, size, "payload cannot be decoded: %s",
+                 lua_tostring(L, -1));
+        lua_settop(L, top);
+        return -1;
+    }                                                /* f job payload */
+    jr_json_integers(L, 0);
+    lua_setfield(L, -2, "payload");                  /* f job */
+    return 0;
 }
 
 void

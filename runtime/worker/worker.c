@@ -56,8 +56,8 @@ jr_worker_flush(worker *w)
 /* Copies the frames appended to out since byte from into the shared page,
  * for the master to read if this worker dies before it writes them; what
  * does not fit is written now. Returns 0 or -1 (a failed write). */
-static int
-share_results(worker *w, size_t from)
+int
+jr_worker_share(worker *w, size_t from)
 {
     jr_share *sh = w->share;
     size_t n = w->out.len - from;
@@ -81,6 +81,40 @@ send_hello(worker *w, const char *setup_error)
     return jr_worker_flush(w);
 }
 
+/* Starts job j (taken) in a coroutine when its handler runs many at once
+ * (1), or waits until no coroutine job runs and returns 0 for the plain
+ * path (the master sends none meanwhile); -1 when a write failed. */
+static int
+to_coroutine(worker *w, jr_job *j)
+{
+    if (jr_co_inflight(w, j) > 1) {
+        jr_co_start(w, j);      /* runs until its first wait */
+        return 1;
+    }
+    while (jr_co_count(w) > 0) {
+        jr_co_loop(w);
+        if (w->out.len > 0 && jr_worker_flush(w) < 0)
+            return -1;
+    }
+    jr_block_arm(0);
+    return 0;
+}
+
+/* While coroutine jobs run: the loop once, then their results written.
+ * Returns 1 when the master's socket is readable, 0 to look again, or
+ * sets *rc and returns -1 (a failed write, a recycle). */
+static int
+co_wait(worker *w, int *rc)
+{
+    int readable = jr_co_loop(w);
+
+    if (w->out.len > 0 && jr_worker_flush(w) < 0)
+        return *rc = -1, -1;
+    if (w->recycle)
+        return *rc = 2, -1;
+    return readable;
+}
+
 static int
 handle_frame(worker *w, const char *data, int more)
 {
@@ -93,8 +127,12 @@ handle_frame(worker *w, const char *data, int more)
 
     if (type == JR_F_STOP)
         return 1;
-    if (type == JR_F_CANCEL)
-        return 0;               /* its job ended, or was skipped */
+    if (type == JR_F_CANCEL) {  /* a coroutine job's, or one that ended */
+        int64_t id = jr_frame_get_cancel(&r, &err);
+        if (id > 0)
+            jr_co_cancel(w, id);
+        return 0;
+    }
     if (type != JR_F_JOB) {
         jr_log(JR_LOG_ERROR, "unexpected frame type %d from master", type);
         return -1;
@@ -105,6 +143,8 @@ handle_frame(worker *w, const char *data, int more)
     }
     if (w->out.len == 0)
         w->unflushed_since = jr_mono();
+    if ((type = to_coroutine(w, j)) != 0)
+        return type < 0 ? -1 : 0;
     if (w->share != NULL) {
         w->share->started = jr_mono();
         __atomic_store_n(&w->share->running, j->id, __ATOMIC_RELEASE);
@@ -123,7 +163,7 @@ handle_frame(worker *w, const char *data, int more)
     jr_frame_put_result(&w->out, &res);
     jr_jobctx_clear(&w->ctx);
     free(j);
-    if (share_results(w, from) < 0)
+    if (jr_worker_share(w, from) < 0)
         return -1;
     if (w->share != NULL)
         w->share->running = 0;  /* its result is where the master finds it */
@@ -173,6 +213,13 @@ serve(worker *w)
             in->len -= w->used;
             w->used = 0;
         }
+        if (jr_co_count(w) > 0 && (n = co_wait(w, &rc)) <= 0) {
+            if (n < 0)
+                goto out;
+            continue;
+        }
+        if (jr_co_count(w) == 0)
+            jr_block_arm(0);    /* idle, or a plain job may come */
         if (in->cap - in->len < 65536) {
             size_t cap = in->cap ? in->cap * 2 : 65536;
             char *p = realloc(in->p, cap);
@@ -266,7 +313,7 @@ setup(worker *w, jr_err *err)
     w->mem.limit = w->set.memory_limit;
     w->ctx.max_payload = w->set.max_payload;
     jr_run_hooks(w);
-    if (jr_jrlib_open(L, &w->ctx, err) < 0)
+    if (jr_jrlib_open(L, &w->ctx, err) < 0 || jr_co_open(w, err) < 0)
         return -1;
     lua_getglobal(L, "os");                          /* os */
     lua_pushcfunction(L, no_exit);                   /* os f */
@@ -292,6 +339,7 @@ setup(worker *w, jr_err *err)
 static void
 kill_group(void)
 {
+    jr_wexec_killall();         /* jobrunner.exec's, in groups of their own */
     if (getpgrp() == getpid())
         kill(0, SIGKILL);
 }
@@ -322,6 +370,7 @@ jr_worker_output(int out)
 static void
 cleanup(worker *w)
 {
+    jr_co_close(w);
     jr_jobctx_free(&w->ctx);
     jr_scripts_free(&w->scripts);
     jr_buf_free(&w->out);

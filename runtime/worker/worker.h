@@ -18,6 +18,7 @@
  * the worker is dead, and the running job's id and start for its timeout
  * kill while it lives, so no write is added per job. */
 #define JR_SHARE_SIZE 65536
+#define JR_SHARE_KIDS 256       /* jobrunner.exec's groups listed */
 typedef struct jr_share {
     int64_t  running;           /* the job in the handler, 0 between jobs;
                                    written after started (release order) */
@@ -25,7 +26,10 @@ typedef struct jr_share {
                                    (the master's clock is the same) */
     uint32_t len;               /* bytes of buf: frames not written yet */
     uint32_t pad;
-    char     buf[JR_SHARE_SIZE - 24];
+    int32_t  kids[JR_SHARE_KIDS];/* process groups of jobrunner.exec's
+                                   children (in groups of their own), 0 in
+                                   free slots: killed with the worker */
+    char     buf[JR_SHARE_SIZE - 24 - 4 * JR_SHARE_KIDS];
 } jr_share;
 
 /* Runs a worker on descriptor fd (a socketpair end): reads the master's

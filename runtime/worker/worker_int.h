@@ -4,6 +4,13 @@
  *             batching and the page shared with the master
  *   run.c     one job in its handler: payload, deadline, cancel and
  *             progress while it runs, the outcome and the retry decision
+ *   co.c      jobs that run many at once (inflight > 1), each in a
+ *             coroutine on the worker's libevent loop; the waits they
+ *             yield on (tasks)
+ *   coall.c   jobrunner.sleep and jobrunner.all
+ *   block.c   the warning of a blocking call between two yields
+ *   whttp.c   jobrunner.http: libcurl's multi-socket interface on the loop
+ *   wexec.c   jobrunner.exec: a child process, its pipes on the loop
  * Uses frame.h, script.h, jrlib.h, luabridge.h, worker.h, util.h. */
 #ifndef JR_WORKER_INT_H
 #define JR_WORKER_INT_H
@@ -12,6 +19,7 @@
 #include <stdint.h>
 
 #include <lua.h>
+#include <signal.h>
 
 #include "worker/frame.h"
 #include "lua/jrlib.h"
@@ -42,7 +50,76 @@ typedef struct worker {
     char        cancel_msg[64]; /* what the cancel raises */
     char        err[2048];      /* last failure message */
     jr_share   *share;          /* shared with the master, or NULL */
+    struct event_base *base;    /* the loop of coroutines and waits */
+    struct event *ev_fd;        /* w->fd readable, while coroutines run */
+    int         fd_ready;       /* it fired */
+    double      sync_deadline;  /* the plain job's deadline (mono), or 0 */
+    double      sync_timeout;   /* and its timeout, seconds */
+    struct jr_co   *co;         /* co.c's */
+    struct jr_http *http;       /* whttp.c's */
 } worker;
+
+/* A Lua thread of a job that waits on the loop: a coroutine job's own
+ * thread, a branch of its jobrunner.all, or the plain job (inflight 1),
+ * which waits by running the loop until its wait ends. */
+typedef struct jr_task jr_task;
+typedef struct cojob cojob;
+#define JR_TASKS_KEPT 256       /* finished threads kept for new tasks */
+typedef void (*jr_task_cancel_fn)(void *op);
+/* A branch task's end: its thread returned (rc LUA_OK, nres values on
+ * it) or failed (the error on it). */
+typedef void (*jr_task_end_fn)(jr_task *t, int rc, int nres);
+
+struct jr_task {                /* visible: co.c, coall.c, block.c */
+    lua_State         *L;       /* the thread */
+    int                ref;     /* registry ref of L; LUA_NOREF: plain */
+    cojob             *job;     /* NULL: the plain job */
+    jr_task_end_fn     on_end;  /* a branch's (jr_task_branch), or NULL */
+    void              *end_arg;
+    int                slot;
+    jr_task_cancel_fn  cancel;  /* the wait in progress, or NULL */
+    void              *op;
+    int                waiting; /* it yielded in jr_task_wait */
+    int                woken;   /* plain: the wait ended */
+    int                nres;
+    jr_task           *next;    /* the job's tasks */
+};
+
+struct cojob {                  /* a job in a coroutine (co.c) */
+    worker          *w;
+    jr_job          *j;         /* owned */
+    jr_handler      *info;
+    jr_jobctx        ctx;
+    jr_script_limit  lim;       /* owner: this */
+    jr_task         *tasks;     /* the job's own thread first */
+    struct event    *timer;     /* its timeout */
+    double           started;
+    double           timeout;
+    double           progress_sent;
+    int              late;      /* its timeout fired */
+    int              over;      /* finished: its result is out */
+    int              returned;  /* its return value is on top of w->L */
+    char             cancel_msg[64];
+    cojob           *next;
+};
+
+typedef struct jr_co {           /* co.c's state, w->co */
+    cojob        *jobs;
+    cojob        *dead;         /* ended, freed by reap */
+    int           n;
+    jr_task       plain;        /* the plain job's waits */
+    struct event *wake;         /* the plain wait's deadline */
+    int           depth;        /* resumes in progress */
+    cojob        *current;      /* the job being resumed, or NULL */
+    jr_task      *pool[JR_TASKS_KEPT];/* tasks whose thread may run again */
+    int           npool;
+    cojob        *kept;         /* ended jobs kept for the next ones */
+    int           nkept;
+    char          warned[64][64];/* handlers warned of blocking */
+    int           nwarned;
+    int           any;          /* a handler runs > 1 at once; -1: unknown */
+} jr_co;
+
 
 /* worker.c: writes the frames in w->out; 0, or -1 when the write failed. */
 int  jr_worker_flush(worker *w);
@@ -55,7 +132,85 @@ int  jr_run_cancel_listed(worker *w, int64_t id);
 /* Sets the running handler's cancel check and its jobrunner.cancelled()
  * and jobrunner.progress() hooks, before the libraries open. */
 void jr_run_hooks(worker *w);
+/* For a coroutine job: pushes job j's handle function and job table
+ * (with its payload) on w->L, or fills why and returns -1. The other:
+ * queues the result of a job that cannot start (kind, why); takes j. */
+int  jr_run_push_call(worker *w, const jr_job *j, const jr_handler *info,
+                      char *why, size_t size);
+void jr_run_refuse(worker *w, jr_job *j, int kind, const char *why);
+/* Reads what the master sent meanwhile into w->in, without blocking. */
+void jr_run_read(worker *w);
 /* SIGUSR1's handler: a CANCEL frame is on its way or there. */
 void jr_run_cancel_signal(int sig);
+/* Fills res after a failure whose message is in w->err, for the job of
+ * handler w->info whose table is at w->h of w->L (the retry policy). */
+void jr_run_failed(worker *w, const jr_job *j, jr_result *res);
+/* Turns the error value on top of w->L into w->err, or fills res from a
+ * signal. Returns 1 if it was a signal. [-1, +0, -] */
+int  jr_run_take_error(worker *w, jr_result *res);
+/* Turns the handler's return value on top of w->L (not nil) into
+ * res->result (JSON text in w->result, valid until the next call), or
+ * returns -1 with w->err saying why the attempt fails. [-1, +0, -] */
+int  jr_run_take_result(worker *w, const jr_job *j, jr_result *res);
+
+/* worker.c: copies the frames appended to w->out since byte from into the
+ * shared page. 0 or -1 (a failed write). */
+int  jr_worker_share(worker *w, size_t from);
+
+/* co.c: jobs that run many at once */
+int  jr_co_open(worker *w, jr_err *err);    /* the loop, the functions */
+void jr_co_close(worker *w);
+/* The number of jobs of j's handler a worker runs at once (1: plain). */
+int  jr_co_inflight(const worker *w, const jr_job *j);
+void jr_co_start(worker *w, jr_job *j);     /* takes j */
+int  jr_co_count(const worker *w);          /* coroutine jobs running */
+/* Runs the loop once, w->fd watched; 1 if w->fd became readable. */
+int  jr_co_loop(worker *w);
+void jr_co_cancel(worker *w, int64_t id);   /* a coroutine job's cancel */
+/* The count hook's check for a coroutine job (owner). */
+const char *jr_co_check(worker *w, void *owner, lua_State *L);
+
+/* The task L runs in, or raises "jobrunner.<fn>: ..." when L is no job's.
+ * [-0, +0, v] */
+jr_task *jr_task_of(lua_State *L, const char *fn);
+struct event_base *jr_task_base(const jr_task *t);
+/* Waits: returns what the C function on L returns (it yields, or for the
+ * plain job runs the loop until jr_task_wake). cancel(op) frees the wait
+ * if the task ends first (timeout, cancel). [-0, +n, v] */
+int  jr_task_wait(lua_State *L, jr_task *t, jr_task_cancel_fn cancel,
+                  void *op);
+/* The wait ended: its nres results are pushed on jr_task_thread(t). */
+void jr_task_wake(jr_task *t, int nres);
+lua_State *jr_task_thread(const jr_task *t);
+/* A new task of t's job on a new thread (nothing on it), whose end calls
+ * on_end instead of ending the job; arg and slot for it (jr_task_arg).
+ * NULL when out of memory. */
+jr_task *jr_task_branch(jr_task *t, jr_task_end_fn on_end, void *arg,
+                        int slot);
+void  jr_task_run(jr_task *t, int nargs);   /* resumes it with nargs */
+void  jr_task_end_job(jr_task *t);          /* ends its job now */
+
+/* block.c: a blocking call between two yields of a coroutine job, named
+ * once per handler (file:line). */
+#define JR_BLOCK_WARN 0.2       /* seconds between yields that warn */
+/* Starts (on) or stops the timer that looks at resumes: on when a
+ * coroutine job starts, off before the worker blocks idle or runs a plain
+ * job (whose C calls it must not interrupt). A no-op when already so. */
+void jr_block_arm(int on);
+/* Notes the start of the resume of cj about to run (on), or its end. */
+void jr_block_watch(const cojob *cj, int on);
+/* Sets the thread being resumed (NULL: none); returns the one before. */
+lua_State *jr_block_resumed(lua_State *L);
+/* The count hook's part: logs where cj's thread L is if the watch fired. */
+void jr_block_check(cojob *cj, lua_State *L);
+
+/* coall.c: jobrunner.sleep and jobrunner.all into the module on top. */
+void jr_coall_open(lua_State *L);
+
+/* whttp.c, wexec.c: their functions into the module table on top. */
+int  jr_whttp_open(worker *w, lua_State *L, jr_err *err);
+void jr_whttp_close(worker *w);
+void jr_wexec_open(lua_State *L, jr_share *share);
+void jr_wexec_killall(void);    /* async-signal-safe: kills the children */
 
 #endif

@@ -1,28 +1,28 @@
--- thumbnails/_sh: running external commands from handlers (a helper for
--- require, not a handler: its name starts with "_").
+-- thumbnails/_sh: running external programs from handlers (a helper for
+-- require, not a handler: its name starts with "_"). jobrunner.exec runs
+-- the program without a shell (nothing to quote), and while it runs the
+-- worker runs the handler's other jobs (docs/io.md).
+local jobrunner = require "jobrunner"
 local M = {}
 
--- Quotes s for the shell.
-function M.quote(s)
-  return "'" .. tostring(s):gsub("'", "'\\''") .. "'"
+-- Runs argv (the program and its arguments) with opts (stdin, cwd,
+-- timeout, env) and returns its stdout. A program that cannot start or
+-- exits non-zero raises with its stderr, so the job fails and is retried.
+function M.run(argv, opts)
+  local r, err = jobrunner.exec(argv, opts)
+  if not r then error(err, 2) end
+  if r.status ~= 0 then
+    error(("command failed (exit %d): %s\n%s"):format(r.status,
+      table.concat(argv, " "), r.stderr), 2)
+  end
+  return r.stdout
 end
 
--- Runs cmd (a shell command line) and returns its stdout. A non-zero exit
--- raises with the command's stderr, so the job fails and is retried.
-function M.run(cmd)
-  local errfile = os.tmpname()
-  local p = assert(io.popen(cmd .. " 2>" .. M.quote(errfile)))
-  local out = p:read("a")
-  local ok, how, code = p:close()
-  local f = io.open(errfile)
-  local err = f and f:read("a") or ""
-  if f then f:close() end
-  os.remove(errfile)
-  if not ok then
-    error(("command failed (%s %s): %s\n%s"):format(how, tostring(code), cmd,
-      err), 2)
-  end
-  return out
+-- Writes data to path.
+function M.write(path, data)
+  local f = assert(io.open(path, "wb"))
+  assert(f:write(data))
+  assert(f:close())
 end
 
 return M

@@ -11,12 +11,12 @@ return function(job)
   local names = {}
   for i, f in ipairs(p.files) do
     -- sha256sum and tar run inside dir, so the manifest has plain names
-    names[i] = sh.quote(f:match("[^/]+$"))
+    names[i] = f:match("[^/]+$")
   end
-  local list = table.concat(names, " ")
-  local cd = "cd " .. sh.quote(p.dir) .. " && "
-  sh.run(cd .. "sha256sum " .. list .. " > SHA256SUMS")
+  local sums = sh.run({ "sha256sum", table.unpack(names) }, { cwd = p.dir })
+  sh.write(p.dir .. "/SHA256SUMS", sums)
   local archive = p.archive:match("[^/]+$")
-  sh.run(cd .. "tar czf " .. sh.quote(archive) .. " SHA256SUMS " .. list)
+  sh.run({ "tar", "czf", archive, "SHA256SUMS", table.unpack(names) },
+    { cwd = p.dir })
   require("jobrunner").log("info", "published", archive)
 end

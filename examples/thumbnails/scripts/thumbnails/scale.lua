@@ -1,14 +1,17 @@
 -- thumbnails.scale: makes thumbnails of one greyscale PGM image, one per
--- requested width, by running awk over the file (a box filter), then
--- queues thumbnails.publish for them. The follow-up is pushed with
--- jobrunner.push, so it exists only if this job succeeds.
+-- requested width, by running awk over the image (a box filter) with
+-- jobrunner.exec, the widths at once (jobrunner.all), then queues
+-- thumbnails.publish for them. The follow-up is pushed with
+-- jobrunner.push, so it exists only if this job succeeds. inflight = 4:
+-- a worker scales four images at once while their awk processes run.
 --
 -- payload: { src = "in/photo.pgm", out = "out", widths = { 128, 64 } }
 local jobrunner = require "jobrunner"
 local sh = require "thumbnails._sh"
 
--- An awk program: reads an ASCII (P2) PGM on stdin, writes a P2 PGM W
--- pixels wide (aspect kept), each pixel the mean of the ones it covers.
+-- An awk program: reads an ASCII (P2) PGM (the file named after it),
+-- writes a P2 PGM W pixels wide (aspect kept), each pixel the mean of the
+-- ones it covers.
 local SCALE = [[
 function tok() {
   while (ti > tn) {
@@ -42,18 +45,25 @@ BEGIN {
 return {
   max_retries = 3,
   timeout = 120,
+  inflight = 4,
   handle = function(job)
     local p = job.payload
     assert(type(p.src) == "string", "payload.src: the image to scale")
     local out = p.out or "out"
     local base = p.src:match("([^/]+)%.pgm$") or "image"
-    sh.run("mkdir -p " .. sh.quote(out))
+    sh.run({ "mkdir", "-p", out })
+    local branches = {}
+    for i, w in ipairs(p.widths or { 64 }) do
+      branches[i] = function()
+        local dest = ("%s/%s-%d.pgm"):format(out, base, w)
+        sh.write(dest, sh.run({ "awk", "-v", "W=" .. w, SCALE, p.src }))
+        return dest
+      end
+    end
     local files = {}
-    for _, w in ipairs(p.widths or { 64 }) do
-      local dest = ("%s/%s-%d.pgm"):format(out, base, w)
-      sh.run(("awk -v W=%d %s < %s > %s"):format(w, sh.quote(SCALE),
-        sh.quote(p.src), sh.quote(dest)))
-      files[#files + 1] = dest
+    for i, r in ipairs(jobrunner.all(branches)) do
+      if not r.ok then error(r.error, 0) end
+      files[i] = r[1]
     end
     jobrunner.log("info", "scaled", p.src, "into", #files, "thumbnails")
     jobrunner.push("thumbnails.publish", { dir = out, files = files,

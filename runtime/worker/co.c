@@ -1,0 +1,789 @@
+/* co.c - jobs that run many at once in one worker (a handler's inflight
+ * > 1): each job runs in a Lua coroutine of the worker's state, with its
+ * own job context (push, progress, snooze, discard, cancelled), its own
+ * deadline (a count hook bound to the coroutine while it runs, a timer of
+ * the worker's libevent loop while it waits), and ends with one result
+ * frame, batched like the plain path's. The C functions that wait
+ * (jobrunner.sleep, jobrunner.all here; jobrunner.http in whttp.c,
+ * jobrunner.exec in wexec.c) yield the coroutine with lua_yieldk and are
+ * resumed from the loop; in a plain job (inflight 1) they run the loop
+ * until their wait ends instead. Owns the coroutine jobs, their tasks and
+ * the loop. Uses worker_int.h, jrlib.h, luabridge.h, json.h, retry.h. */
+#define _GNU_SOURCE
+#include <math.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+
+#include <event2/event.h>
+#include <lauxlib.h>
+#include <lua.h>
+
+#include "base/log.h"
+#include "base/retry.h"
+#include "lua/json.h"
+#include "worker/worker_int.h"
+
+#define THREADS_KEY "jobrunner.threads"  /* registry: thread -> task */
+
+static worker *the_worker;      /* one per process */
+
+/* --- tasks -------------------------------------------------------------- */
+
+static void
+task_register(lua_State *L, jr_task *t)
+{
+    lua_getfield(L, LUA_REGISTRYINDEX, THREADS_KEY); /* T */
+    lua_rawgeti(L, LUA_REGISTRYINDEX, t->ref);       /* T th */
+    lua_pushlightuserdata(L, t);                     /* T th t */
+    lua_rawset(L, -3);                               /* T */
+    lua_pop(L, 1);
+}
+
+/* Makes a task bound to job cj's limit on a thread with nothing on its
+ * stack: a kept one whose function returned (a Lua thread can run
+ * another function then), else a new one. NULL when out of memory. */
+static jr_task *
+task_new(cojob *cj)
+{
+    lua_State *L = cj->w->L;
+    jr_co *co = cj->w->co;
+    jr_task *t;
+
+    if (co->npool > 0) {
+        t = co->pool[--co->npool];
+        memset(&t->on_end, 0, sizeof *t - offsetof(jr_task, on_end));
+    } else {
+        if ((t = calloc(1, sizeof *t)) == NULL)
+            return NULL;
+        t->L = lua_newthread(L);                     /* th */
+        t->ref = luaL_ref(L, LUA_REGISTRYINDEX);     /* (nothing) */
+        task_register(L, t);
+    }
+    t->job = cj;
+    jr_script_bind(t->L, &cj->lim);
+    t->next = cj->tasks;
+    cj->tasks = t;
+    return t;
+}
+
+/* Ends t's wait (cancel), and keeps its thread for another task if its
+ * function returned, else forgets it. */
+static void
+task_free(lua_State *L, jr_task *t)
+{
+    jr_co *co = the_worker->co;
+
+    if (t->cancel != NULL)
+        t->cancel(t->op);
+    t->cancel = NULL;
+    t->job = NULL;
+    if (co->npool < JR_TASKS_KEPT && lua_status(t->L) == LUA_OK &&
+        lua_gettop(t->L) == 0) {
+        jr_script_bind(t->L, NULL);
+        co->pool[co->npool++] = t;
+        return;
+    }
+    lua_getfield(L, LUA_REGISTRYINDEX, THREADS_KEY); /* T */
+    lua_rawgeti(L, LUA_REGISTRYINDEX, t->ref);       /* T th */
+    lua_pushnil(L);
+    lua_rawset(L, -3);                               /* T */
+    lua_pop(L, 1);
+    luaL_unref(L, LUA_REGISTRYINDEX, t->ref);
+    free(t);
+}
+
+static jr_task *
+task_lookup(lua_State *L)
+{
+    jr_task *t;
+
+    lua_getfield(L, LUA_REGISTRYINDEX, THREADS_KEY); /* T */
+    lua_pushthread(L);                               /* T th */
+    lua_rawget(L, -2);                               /* T t */
+    t = lua_touserdata(L, -1);
+    lua_pop(L, 2);
+    return t;
+}
+
+jr_task *
+jr_task_of(lua_State *L, const char *fn)
+{
+    worker *w = the_worker;
+    jr_task *t = task_lookup(L);
+
+    if (t != NULL && t->job != NULL && !t->job->over)
+        return t;
+    if (w->ctx.job != NULL) {   /* the plain job, on any of its threads */
+        w->co->plain.L = L;
+        return &w->co->plain;
+    }
+    luaL_error(L, "jobrunner.%s: called outside a running job, or in a "
+               "coroutine the job did not start (use jobrunner.all)", fn);
+    return NULL;
+}
+
+struct event_base *
+jr_task_base(const jr_task *t)
+{
+    (void)t;
+    return the_worker->base;
+}
+
+lua_State *
+jr_task_thread(const jr_task *t)
+{
+    return t->L;
+}
+
+static int
+wait_k(lua_State *L, int status, lua_KContext ctx)
+{
+    (void)status;
+    return lua_gettop(L) - (int)ctx;    /* what the wake pushed */
+}
+
+static void
+on_wake(evutil_socket_t fd, short what, void *arg)
+{
+    (void)fd;
+    (void)what;
+    (void)arg;                  /* the loop returns: the wait looks again */
+}
+
+/* The plain job's wait: runs the loop until the wait ends, the job's
+ * deadline passes or its cancel comes. [-0, +n, v] */
+static int
+wait_plain(lua_State *L, jr_task *t, const char *fn)
+{
+    worker *w = the_worker;
+    double left;
+    struct timeval tv;
+
+    while (!t->woken) {
+        left = w->sync_deadline - jr_mono();
+        if (w->ctx.cancelled || jr_run_cancel_listed(w, w->ctx.job->id) ||
+            left <= 0) {
+            w->ctx.cancelled |= left > 0;
+            t->cancel(t->op);
+            t->cancel = NULL;
+            if (left > 0)
+                return luaL_error(L, "job %lld cancelled",
+                                  (long long)w->ctx.job->id);
+            return luaL_error(L, "jobrunner.%s: timed out after %gs (the "
+                              "job's timeout)", fn, w->sync_timeout);
+        }
+        tv.tv_sec = (long)left;
+        tv.tv_usec = (long)((left - (double)tv.tv_sec) * 1e6);
+        evtimer_add(w->co->wake, &tv);
+        /* the master's frames (a cancel, prefetched jobs) are read into
+         * w->in as they come, for the cancel check and the frame loop */
+        if (jr_co_loop(w))
+            jr_run_read(w);
+    }
+    evtimer_del(w->co->wake);
+    t->cancel = NULL;
+    return t->nres;
+}
+
+int
+jr_task_wait(lua_State *L, jr_task *t, jr_task_cancel_fn cancel, void *op)
+{
+    t->cancel = cancel;
+    t->op = op;
+    t->woken = 0;
+    if (t->job == NULL)
+        return wait_plain(L, t, "wait");
+    if (!lua_isyieldable(L)) {
+        t->cancel = NULL;
+        cancel(op);
+        return luaL_error(L, "jobrunner: cannot wait here (inside a "
+                          "metamethod or a C function's callback)");
+    }
+    t->waiting = 1;
+    return lua_yieldk(L, 0, lua_gettop(L), wait_k);
+}
+
+static void resume(jr_task *t, int nargs);
+static jr_task *task_new(cojob *cj);
+static void finish(cojob *cj, int rc);
+
+jr_task *
+jr_task_branch(jr_task *t, jr_task_end_fn on_end, void *arg, int slot)
+{
+    jr_task *b = task_new(t->job);
+
+    if (b != NULL) {
+        b->on_end = on_end;
+        b->end_arg = arg;
+        b->slot = slot;
+    }
+    return b;
+}
+
+void
+jr_task_run(jr_task *t, int nargs)
+{
+    resume(t, nargs);
+}
+
+
+
+
+
+void
+jr_task_end_job(jr_task *t)
+{
+    finish(t->job, -1);
+}
+
+
+void
+jr_task_wake(jr_task *t, int nres)
+{
+    t->cancel = NULL;
+    t->op = NULL;
+    t->woken = 1;
+    t->nres = nres;
+    if (t->job != NULL)
+        resume(t, nres);
+}
+
+/* --- the result of a coroutine job ------------------------------------ */
+
+/* Queues the job's latest progress as a JR_PROGRESS result. */
+static void
+put_progress(cojob *cj)
+{
+    jr_result p = {.id = cj->j->id, .kind = JR_PROGRESS};
+
+    p.done = cj->ctx.progress_done;
+    p.total = cj->ctx.progress_total;
+    p.note = cj->ctx.progress_has_note ? cj->ctx.progress_note : NULL;
+    jr_frame_put_result(&cj->w->out, &p);
+    cj->ctx.progress_dirty = 0;
+    cj->progress_sent = jr_mono();
+}
+
+/* A failure whose message is in w->err: the retry policy, with the
+ * handler's table on the main stack for its backoff. */
+static void
+co_failed(cojob *cj, jr_result *res)
+{
+    worker *w = cj->w;
+    int top = lua_gettop(w->L);
+
+    jr_scripts_push(w->L, &w->scripts, cj->j->name); /* t */
+    w->h = lua_gettop(w->L);
+    w->info = cj->info;
+    jr_run_failed(w, cj->j, res);
+    lua_settop(w->L, top);
+}
+
+/* Fills res from how the job ended: rc LUA_OK, or an error whose value is
+ * on top of w->L (moved there), or -1 (its timeout or a cancel). */
+static void
+outcome(cojob *cj, int rc, jr_result *res)
+{
+    worker *w = cj->w;
+    int err = rc != LUA_OK && rc != -1;
+
+    res->id = cj->j->id;
+    res->generation = w->scripts.generation;
+    if (cj->ctx.cancelled || (cj->ctx.decided && err) || (err && !w->mem.hit
+        && jr_jrlib_signal(w->L, -1) == NULL && cj->late)) {
+        if (err)
+            lua_pop(w->L, 1);
+        err = 0;
+    }
+    if (cj->ctx.cancelled) {
+        snprintf(w->err, sizeof w->err, "%s", "cancelled while running");
+        res->kind = JR_CANCELLED;
+        res->error = w->err;
+    } else if (cj->ctx.decided) {
+        const jr_signal *s = &cj->ctx.decision;
+        res->kind = s->kind;
+        res->delay = s->delay;
+        snprintf(w->err, sizeof w->err, "%s", s->reason);
+        res->error = s->kind == JR_DEAD ? w->err : NULL;
+    } else if (w->mem.hit) {
+        if (err)
+            lua_pop(w->L, 1);
+        snprintf(w->err, sizeof w->err, "memory limit of %zu MiB exceeded",
+                 w->set.memory_limit >> 20);
+        co_failed(cj, res);
+        w->recycle = 1;
+    } else if (cj->late || (rc == LUA_OK && jr_mono() > cj->lim.deadline)) {
+        snprintf(w->err, sizeof w->err, "timed out after %gs", cj->timeout);
+        co_failed(cj, res);
+    } else if (rc == LUA_OK) {
+        res->kind = JR_DONE;
+        res->pushes = cj->ctx.pushes;
+        res->npushes = cj->ctx.npushes;
+        if (cj->returned) {
+            cj->returned = 0;
+            if (jr_run_take_result(w, cj->j, res) < 0)
+                co_failed(cj, res);
+        }
+    } else if (!jr_run_take_error(w, res)) {
+        co_failed(cj, res);
+    }
+    if (cj->returned) {         /* not a success: the value goes */
+        cj->returned = 0;
+        lua_pop(w->L, 1);
+    }
+}
+
+/* Frees what job cj holds, and keeps cj (its timer and push arrays) for
+ * a next job while fewer than JR_TASKS_KEPT are kept. */
+static void
+job_free(cojob *cj)
+{
+    jr_co *co = cj->w->co;
+    jr_task *t;
+
+    while ((t = cj->tasks) != NULL) {
+        cj->tasks = t->next;
+        task_free(cj->w->L, t);
+    }
+    free(cj->j);
+    cj->j = NULL;
+    if (cj->timer != NULL && co->nkept < JR_TASKS_KEPT) {
+        evtimer_del(cj->timer);
+        jr_jobctx_clear(&cj->ctx);
+        cj->next = co->kept;
+        co->kept = cj;
+        co->nkept++;
+        return;
+    }
+    if (cj->timer != NULL)
+        event_free(cj->timer);
+    jr_jobctx_free(&cj->ctx);
+    free(cj);
+}
+
+/* A cojob with all fields zero but a kept one's timer and push arrays,
+ * or NULL when out of memory. */
+static cojob *
+job_alloc(worker *w)
+{
+    jr_co *co = w->co;
+    cojob *cj = co->kept;
+    jr_jobctx keep;
+    struct event *timer;
+
+    if (cj == NULL)
+        return calloc(1, sizeof *cj);
+    co->kept = cj->next;
+    co->nkept--;
+    keep = cj->ctx;
+    timer = cj->timer;
+    memset(cj, 0, sizeof *cj);
+    cj->ctx.pushes = keep.pushes;
+    cj->ctx.mem = keep.mem;
+    cj->ctx.cap = keep.cap;
+    cj->timer = timer;
+    return cj;
+}
+
+/* The job ended (rc as outcome's): its waits cancelled, its result frame
+ * and a copy in the shared page; it joins the dead, freed by reap (its
+ * threads may be on the C stack now). */
+static void
+finish(cojob *cj, int rc)
+{
+    worker *w = cj->w;
+    jr_co *co = w->co;
+    jr_result res;
+    size_t from;
+    cojob **p;
+    jr_task *t;
+
+    if (cj->over)
+        return;
+    cj->over = 1;
+    for (t = cj->tasks; t != NULL; t = t->next)
+        if (t->cancel != NULL) {
+            t->cancel(t->op);
+            t->cancel = NULL;
+        }
+    for (p = &co->jobs; *p != NULL && *p != cj; p = &(*p)->next)
+        ;
+    if (*p == cj) {
+        *p = cj->next;
+        co->n--;
+    }
+    cj->next = co->dead;
+    co->dead = cj;
+    memset(&res, 0, sizeof res);
+    outcome(cj, rc, &res);
+    if (cj->ctx.progress_dirty)
+        put_progress(cj);
+    from = w->out.len;
+    jr_frame_put_result(&w->out, &res);
+    jr_worker_share(w, from);   /* a failed write shows at the flush */
+    jr_jobctx_clear(&cj->ctx);  /* its pushes are in the frame now */
+}
+
+/* Frees the jobs that ended, between resumes. */
+static void
+reap(jr_co *co)
+{
+    cojob *cj;
+
+    while (co->depth == 0 && (cj = co->dead) != NULL) {
+        co->dead = cj->next;
+        job_free(cj);
+    }
+}
+
+/* --- resuming ----------------------------------------------------------- */
+
+const char *
+jr_co_check(worker *w, void *owner, lua_State *L)
+{
+    cojob *cj = owner;
+
+    jr_block_check(cj, L);
+    if (!cj->ctx.cancelled && jr_run_cancel_listed(w, cj->j->id))
+        cj->ctx.cancelled = 1;
+    if (!cj->ctx.cancelled)
+        return NULL;
+    snprintf(cj->cancel_msg, sizeof cj->cancel_msg, "job %lld cancelled",
+             (long long)cj->j->id);
+    return cj->cancel_msg;
+}
+
+/* Names the job in the handler in the shared page (the master's kill for
+ * a job stuck in C blames it), around one resume. */
+static void
+share_running(worker *w, int64_t id, double started)
+{
+    if (w->share == NULL)
+        return;
+    if (id != 0)
+        w->share->started = started;
+    __atomic_store_n(&w->share->running, id, __ATOMIC_RELEASE);
+}
+
+static void
+resume(jr_task *t, int nargs)
+{
+    cojob *cj = t->job;
+    worker *w = cj->w;
+    jr_co *co = w->co;
+    int64_t outer = w->share ? w->share->running : 0;
+    double outer_start = w->share ? w->share->started : 0;
+    lua_State *outer_L = jr_block_resumed(t->L);
+    cojob *outer_job = co->current;
+    int rc, nres = 0, enforce = w->mem.enforce;
+
+    if (cj->over) {
+        lua_pop(t->L, nargs);
+        return;
+    }
+    t->waiting = 0;
+    share_running(w, cj->j->id, cj->started);
+    if (co->depth++ == 0) {
+        jr_block_arm(1);        /* a no-op while armed */
+        jr_block_watch(cj, 1);
+    }
+    w->mem.enforce = 1;
+    co->current = cj;
+    rc = jr_script_resume(t->L, w->L, nargs, &nres);
+    co->current = outer_job;
+    w->mem.enforce = enforce;
+    jr_block_resumed(outer_L);
+    if (--co->depth == 0)
+        jr_block_watch(cj, 0);
+    share_running(w, outer, outer_start);
+    if (rc == LUA_YIELD) {
+        lua_pop(t->L, nres);
+        if (cj->over || (t->waiting && !w->mem.hit))
+            return;
+        rc = w->mem.hit ? LUA_ERRMEM : LUA_ERRRUN;
+        lua_pushstring(t->L, w->mem.hit ? "not enough memory" :
+                       "coroutine.yield called outside a coroutine the "
+                       "handler created");
+        nres = 0;
+    }
+    if (t->on_end != NULL && !w->mem.hit) {
+        t->on_end(t, rc, nres);
+        return;
+    }
+    if (rc == LUA_OK && nres > 0 && !lua_isnil(t->L, -nres)) {
+        lua_pop(t->L, nres - 1);        /* the first is the job's result */
+        lua_xmove(t->L, w->L, 1);
+        cj->returned = 1;
+    } else if (rc == LUA_OK) {
+        lua_pop(t->L, nres);
+    } else {
+        lua_xmove(t->L, w->L, 1);
+    }
+    finish(cj, rc);
+    w->mem.hit = 0;
+}
+
+/* --- jobs ----------------------------------------------------------------- */
+
+static jr_handler *
+handler_of(const worker *w, const char *name)
+{
+    int i;
+
+    for (i = 0; i < w->scripts.n; i++)
+        if (strcmp(w->scripts.h[i].name, name) == 0)
+            return &w->scripts.h[i];
+    return NULL;
+}
+
+int
+jr_co_inflight(const worker *w, const jr_job *j)
+{
+    const jr_handler *h;
+
+    if (w->co == NULL)
+        return 1;
+    if (w->co->any < 0) {       /* once, after the handlers loaded */
+        int i;
+        w->co->any = w->set.inflight > 1;
+        for (i = 0; i < w->scripts.n; i++)
+            w->co->any |= w->scripts.h[i].inflight > 1;
+    }
+    if (!w->co->any)
+        return 1;               /* the plain path pays one test */
+    h = handler_of(w, j->name);
+    if (h == NULL)
+        return 1;
+    return h->inflight > 0 ? h->inflight : w->set.inflight;
+}
+
+static void
+on_timeout(evutil_socket_t fd, short what, void *arg)
+{
+    cojob *cj = arg;
+
+    (void)fd;
+    (void)what;
+    cj->late = 1;
+    finish(cj, -1);
+    reap(cj->w->co);
+}
+
+/* jobrunner.cancelled() asks: look for this job's cancel now. */
+static void
+co_on_cancelled(void *arg)
+{
+    cojob *cj = arg;
+
+    if (jr_run_cancel_listed(cj->w, cj->j->id))
+        cj->ctx.cancelled = 1;
+}
+
+/* jobrunner.progress(): sent at most once a second, the last with the
+ * result. */
+static void
+co_on_progress(void *arg)
+{
+    cojob *cj = arg;
+
+    if (cj->progress_sent > 0 && jr_mono() - cj->progress_sent < 1.0)
+        return;
+    put_progress(cj);
+}
+
+static cojob *
+job_new(worker *w, jr_job *j, jr_handler *info)
+{
+    cojob *cj = job_alloc(w);
+    struct timeval tv;
+
+    if (cj == NULL)
+        return NULL;
+    cj->w = w;
+    cj->j = j;
+    cj->info = info;
+    cj->ctx.job = j;
+    cj->ctx.max_payload = w->set.max_payload;
+    cj->ctx.on_cancelled = co_on_cancelled;
+    cj->ctx.on_progress = co_on_progress;
+    cj->ctx.hook_arg = cj;
+    cj->started = jr_mono();
+    cj->timeout = info->timeout > 0 ? info->timeout : w->set.timeout;
+    cj->lim.deadline = cj->started + cj->timeout;
+    cj->lim.secs = cj->timeout;
+    cj->lim.owner = cj;
+    tv.tv_sec = (long)cj->timeout;
+    tv.tv_usec = (long)((cj->timeout - (double)tv.tv_sec) * 1e6);
+    if (cj->timer == NULL)      /* a kept one's calls on_timeout(cj) */
+        cj->timer = evtimer_new(w->base, on_timeout, cj);
+    if (cj->timer == NULL || task_new(cj) == NULL) {
+        job_free(cj);
+        return NULL;
+    }
+    evtimer_add(cj->timer, &tv);
+    return cj;
+}
+
+void
+jr_co_start(worker *w, jr_job *j)
+{
+    jr_handler *info = handler_of(w, j->name);
+    char why[2048];
+    cojob *cj;
+
+    if (info == NULL) {
+        snprintf(why, sizeof why, "no handler for '%s' in this worker",
+                 j->name);
+        jr_run_refuse(w, j, JR_RETRY, why);
+        return;
+    }
+    if (jr_run_push_call(w, j, info, why, sizeof why) < 0) {
+        jr_run_refuse(w, j, JR_DEAD, why);     /* retrying won't help */
+        return;
+    }                                                /* f job */
+    if ((cj = job_new(w, j, info)) == NULL) {
+        lua_pop(w->L, 2);
+        jr_run_refuse(w, j, JR_RETRY, "out of memory");
+        return;
+    }
+    lua_xmove(w->L, cj->tasks->L, 2);
+    cj->next = w->co->jobs;
+    w->co->jobs = cj;
+    w->co->n++;
+    resume(cj->tasks, 1);
+    reap(w->co);
+}
+
+int
+jr_co_count(const worker *w)
+{
+    return w->co != NULL ? w->co->n : 0;
+}
+
+void
+jr_co_cancel(worker *w, int64_t id)
+{
+    cojob *cj;
+
+    for (cj = w->co ? w->co->jobs : NULL; cj != NULL; cj = cj->next)
+        if (cj->j->id == id) {
+            cj->ctx.cancelled = 1;
+            finish(cj, -1);
+            break;
+        }
+    if (w->co != NULL)
+        reap(w->co);
+}
+
+static void
+on_fd(evutil_socket_t fd, short what, void *arg)
+{
+    worker *w = arg;
+
+    (void)fd;
+    (void)what;
+    w->fd_ready = 1;
+}
+
+int
+jr_co_loop(worker *w)
+{
+    if (w->ev_fd == NULL &&
+        (w->ev_fd = event_new(w->base, w->fd, EV_READ, on_fd, w)) == NULL)
+        return 1;               /* out of memory: read, blocking */
+    w->fd_ready = 0;
+    event_add(w->ev_fd, NULL);
+    event_base_loop(w->base, EVLOOP_ONCE);
+    reap(w->co);
+    return w->fd_ready;
+}
+
+/* --- the module ------------------------------------------------------------ */
+
+/* The context of the job L runs for: its task's, or (in a coroutine the
+ * handler made) the job being resumed. */
+static jr_jobctx *
+ctx_of(void *arg, lua_State *L)
+{
+    jr_task *t = task_lookup(L);
+    worker *w = arg;
+
+    if (t != NULL && t->job != NULL)
+        return &t->job->ctx;
+    return w->co->current != NULL ? &w->co->current->ctx : NULL;
+}
+
+static void
+raise_files(void)
+{
+    struct rlimit rl;
+
+    if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < rl.rlim_max) {
+        rl.rlim_cur = rl.rlim_max;  /* a socket per request in flight */
+        setrlimit(RLIMIT_NOFILE, &rl);
+    }
+}
+
+int
+jr_co_open(worker *w, jr_err *err)
+{
+    lua_State *L = w->L;
+
+    the_worker = w;
+    if ((w->co = calloc(1, sizeof *w->co)) == NULL ||
+        (w->base = event_base_new()) == NULL ||
+        (w->co->wake = evtimer_new(w->base, on_wake, NULL)) == NULL)
+        return jr_fail(err, JR_ENOMEM, "worker: cannot make its loop");
+    w->co->plain.ref = LUA_NOREF;
+    w->co->any = -1;
+    raise_files();
+    w->ctx.of_thread = ctx_of;
+    lua_newtable(L);
+    lua_setfield(L, LUA_REGISTRYINDEX, THREADS_KEY);
+    lua_getglobal(L, "package");                     /* p */
+    lua_getfield(L, -1, "loaded");                   /* p loaded */
+    lua_getfield(L, -1, "jobrunner");                /* p loaded M */
+    jr_coall_open(L);
+    jr_wexec_open(L, w->share);
+    if (jr_whttp_open(w, L, err) < 0) {
+        lua_pop(L, 3);
+        return -1;
+    }
+    lua_pop(L, 3);
+    return 0;
+}
+
+void
+jr_co_close(worker *w)
+{
+    cojob *cj;
+
+    if (w->co == NULL)
+        return;
+    while ((cj = w->co->jobs) != NULL) {
+        w->co->jobs = cj->next;
+        cj->over = 1;
+        job_free(cj);
+    }
+    reap(w->co);
+    jr_whttp_close(w);
+    if (w->co->wake != NULL)
+        event_free(w->co->wake);
+    if (w->ev_fd != NULL)
+        event_free(w->ev_fd);
+    if (w->base != NULL)
+        event_base_free(w->base);
+    while (w->co->npool > 0)
+        free(w->co->pool[--w->co->npool]);
+    while ((cj = w->co->kept) != NULL) {
+        w->co->kept = cj->next;
+        event_free(cj->timer);
+        jr_jobctx_free(&cj->ctx);
+        free(cj);
+    }
+    free(w->co);
+    w->co = NULL;
+}

@@ -1,0 +1,495 @@
+/* wexec.c - jobrunner.exec(argv, { stdin =, timeout =, env = }) in
+ * handlers: a child process without a shell (fork and execvp), in a
+ * process group of its own, its stdin, stdout and stderr pipes on the
+ * worker's loop and its exit through a pidfd; the calling task waits
+ * (co.c). On its timeout, or when the job ends first (its timeout, a
+ * cancel), the whole group is killed. Owns the children in flight. Uses
+ * worker_int.h. */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <math.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+#ifdef __linux__
+#include <sys/prctl.h>
+#endif
+
+#include <event2/event.h>
+#include <lauxlib.h>
+#include <lua.h>
+
+#include "worker/worker_int.h"
+
+#define EXEC_MAX_OUT  (64L << 20)       /* bytes kept of stdout, of stderr */
+#define KIDS_MAX      4096
+
+extern char **environ;
+
+typedef struct child {
+    jr_task       *t;
+    pid_t          pid;
+    int            fd[3];           /* stdin (ours to write), out, err */
+    struct event  *ev[3];
+    int            pidfd;
+    struct event  *ev_exit;         /* pidfd readable, or a poll timer */
+    struct event  *ev_timeout;
+    jr_buf         in, out, err;
+    size_t         in_at;
+    int            status;          /* waitpid's, once exited */
+    int            exited;
+    int            timed_out;
+    double         timeout;
+    char           name[128];       /* argv[0], for messages */
+} child;
+
+static volatile pid_t kids[KIDS_MAX];   /* groups to kill on the way out */
+static jr_share *page;          /* the master's copy of the first ones */
+
+/* Lists (on) or forgets the group of child pid, here and, for the master
+ * to kill if this worker dies, in the shared page. */
+static void
+kid_track(pid_t pid, int on)
+{
+    int i;
+
+    for (i = 0; i < KIDS_MAX; i++)
+        if (on ? kids[i] == 0 : kids[i] == pid) {
+            kids[i] = on ? pid : 0;
+            if (page != NULL && i < JR_SHARE_KIDS)
+                __atomic_store_n(&page->kids[i], on ? (int32_t)pid : 0,
+                                 __ATOMIC_RELEASE);
+            return;
+        }
+}
+
+void
+jr_wexec_killall(void)
+{
+    int i;
+
+    for (i = 0; i < KIDS_MAX; i++)
+        if (kids[i] > 0)
+            kill(-kids[i], SIGKILL);
+}
+
+static void
+close_fd(child *c, int i)
+{
+    if (c->ev[i] != NULL)
+        event_free(c->ev[i]);
+    c->ev[i] = NULL;
+    if (c->fd[i] >= 0)
+        close(c->fd[i]);
+    c->fd[i] = -1;
+}
+
+/* Frees c; a child still running is killed with its group and reaped. */
+static void
+child_free(child *c)
+{
+    int i;
+
+    if (!c->exited && c->pid > 0) {
+        kill(-c->pid, SIGKILL);
+        while (waitpid(c->pid, NULL, 0) < 0 && errno == EINTR)
+            ;
+    }
+    if (c->pid > 0)
+        kid_track(c->pid, 0);
+    for (i = 0; i < 3; i++)
+        close_fd(c, i);
+    if (c->ev_exit != NULL)
+        event_free(c->ev_exit);
+    if (c->ev_timeout != NULL)
+        event_free(c->ev_timeout);
+    if (c->pidfd >= 0)
+        close(c->pidfd);
+    jr_buf_free(&c->in);
+    jr_buf_free(&c->out);
+    jr_buf_free(&c->err);
+    free(c);
+}
+
+static void
+child_cancel(void *op)
+{
+    child_free(op);
+}
+
+/* Done once it exited and both its output pipes reached their end. */
+static void
+maybe_done(child *c)
+{
+    lua_State *L;
+    jr_task *t = c->t;
+
+    if (!c->exited || c->fd[1] >= 0 || c->fd[2] >= 0)
+        return;
+    L = jr_task_thread(t);
+    if (c->timed_out) {
+        lua_pushnil(L);
+        lua_pushfstring(L, "jobrunner.exec: '%s' timed out after %fs (its "
+                        "process group was killed)", c->name, c->timeout);
+        child_free(c);
+        jr_task_wake(t, 2);
+        return;
+    }
+    lua_createtable(L, 0, 4);
+    lua_pushinteger(L, WIFEXITED(c->status) ? WEXITSTATUS(c->status) :
+                    128 + WTERMSIG(c->status));
+    lua_setfield(L, -2, "status");
+    if (WIFSIGNALED(c->status)) {
+        lua_pushinteger(L, WTERMSIG(c->status));
+        lua_setfield(L, -2, "signal");
+    }
+    lua_pushlstring(L, c->out.p ? c->out.p : "", c->out.len);
+    lua_setfield(L, -2, "stdout");
+    lua_pushlstring(L, c->err.p ? c->err.p : "", c->err.len);
+    lua_setfield(L, -2, "stderr");
+    child_free(c);
+    jr_task_wake(t, 1);
+}
+
+static void
+on_output(evutil_socket_t fd, short what, void *arg)
+{
+    child *c = arg;
+    int i = fd == c->fd[1] ? 1 : 2;
+    jr_buf *b = i == 1 ? &c->out : &c->err;
+    char buf[16384];
+    ssize_t n;
+
+    (void)what;
+    n = read(fd, buf, sizeof buf);
+    if (n < 0 && (errno == EAGAIN || errno == EINTR))
+        return;
+    if (n <= 0) {
+        close_fd(c, i);
+        maybe_done(c);
+        return;
+    }
+    if (b->len + (size_t)n <= (size_t)EXEC_MAX_OUT)
+        jr_buf_put(b, buf, (size_t)n);
+}
+
+static void
+on_input(evutil_socket_t fd, short what, void *arg)
+{
+    child *c = arg;
+    ssize_t n;
+
+    (void)what;
+    n = write(fd, c->in.p + c->in_at, c->in.len - c->in_at);
+    if (n < 0 && (errno == EAGAIN || errno == EINTR))
+        return;
+    if (n > 0)
+        c->in_at += (size_t)n;
+    if (n < 0 || c->in_at >= c->in.len)
+        close_fd(c, 0);         /* all written, or it stopped reading */
+}
+
+static void
+on_exit_ev(evutil_socket_t fd, short what, void *arg)
+{
+    child *c = arg;
+    pid_t r;
+
+    (void)fd;
+    (void)what;
+    r = waitpid(c->pid, &c->status, WNOHANG);
+    if (r == 0) {
+        if (c->pidfd < 0) {     /* no pidfd: look again soon */
+            struct timeval tv = {0, 20000};
+            evtimer_add(c->ev_exit, &tv);
+        }
+        return;
+    }
+    c->exited = 1;
+    kid_track(c->pid, 0);
+    event_del(c->ev_exit);
+    if (c->ev_timeout != NULL)
+        event_del(c->ev_timeout);
+    kill(-c->pid, SIGKILL);     /* what it left behind in its group */
+    maybe_done(c);
+}
+
+static void
+on_timeout(evutil_socket_t fd, short what, void *arg)
+{
+    child *c = arg;
+
+    (void)fd;
+    (void)what;
+    c->timed_out = 1;
+    kill(-c->pid, SIGKILL);
+}
+
+/* The child's side after fork: its own group, dies with the worker,
+ * pipes on 0 1 2, then execvp. Async-signal-safe calls only. */
+static void
+in_child(char **argv, char **envp, const char *cwd, int p[3][2])
+{
+    sigset_t none;
+    int i;
+
+    setpgid(0, 0);
+#ifdef __linux__
+    prctl(PR_SET_PDEATHSIG, SIGKILL);
+#endif
+    sigemptyset(&none);
+    sigprocmask(SIG_SETMASK, &none, NULL);
+    for (i = 1; i < NSIG; i++)
+        signal(i, SIG_DFL);
+    dup2(p[0][0], 0);
+    dup2(p[1][1], 1);
+    dup2(p[2][1], 2);
+    for (i = 0; i < 3; i++) {
+        close(p[i][0]);
+        close(p[i][1]);
+    }
+    if (envp != NULL)
+        environ = envp;
+    if (cwd != NULL && chdir(cwd) < 0) {
+        dprintf(2, "jobrunner.exec: cannot enter '%s': %s\n", cwd,
+                strerror(errno));
+        _exit(127);
+    }
+    execvp(argv[0], argv);
+    dprintf(2, "jobrunner.exec: cannot run '%s': %s\n", argv[0],
+            strerror(errno));
+    _exit(127);
+}
+
+/* Starts argv with envp (NULL: the worker's); c's fds set. -1 with
+ * errno set when it could not. */
+static int
+spawn(child *c, char **argv, char **envp, const char *cwd)
+{
+    int p[3][2] = {{-1, -1}, {-1, -1}, {-1, -1}}, i, e;
+
+    for (i = 0; i < 3; i++)
+        if (pipe2(p[i], O_CLOEXEC) < 0)
+            goto fail;
+    if ((c->pid = fork()) < 0)
+        goto fail;
+    if (c->pid == 0)
+        in_child(argv, envp, cwd, p);
+    setpgid(c->pid, c->pid);    /* before we may kill the group */
+    kid_track(c->pid, 1);
+    c->fd[0] = p[0][1];
+    c->fd[1] = p[1][0];
+    c->fd[2] = p[2][0];
+    close(p[0][0]);
+    close(p[1][1]);
+    close(p[2][1]);
+    for (i = 0; i < 3; i++)
+        fcntl(c->fd[i], F_SETFL, fcntl(c->fd[i], F_GETFL) | O_NONBLOCK);
+    return 0;
+fail:
+    e = errno;
+    for (i = 0; i < 3; i++) {
+        if (p[i][0] >= 0)
+            close(p[i][0]);
+        if (p[i][1] >= 0)
+            close(p[i][1]);
+    }
+    errno = e;
+    return -1;
+}
+
+/* The argv table at 1 as a NULL-ended array on the Lua stack's memory
+ * (a userdata left on the stack). [-0, +1, v] */
+static char **
+read_argv(lua_State *L)
+{
+    int n = (int)luaL_len(L, 1), i;
+    char **argv;
+
+    luaL_argcheck(L, n >= 1, 1, "must be a non-empty list of strings");
+    argv = lua_newuserdatauv(L, (size_t)(n + 1) * sizeof *argv, 0);
+    for (i = 1; i <= n; i++) {
+        if (lua_geti(L, 1, i) != LUA_TSTRING && !lua_isnumber(L, -1))
+            luaL_argerror(L, 1, "must be a non-empty list of strings");
+        const char *s = lua_tostring(L, -1);
+        memcpy(&argv[i - 1], &s, sizeof s);     /* execvp's type */
+        lua_pop(L, 1);          /* the argv table keeps it */
+    }
+    argv[n] = NULL;
+    return argv;
+}
+
+/* The options' env (names to strings) over the worker's environment:
+ * a malloc'd NULL-ended array of malloc'd strings (free with free_env),
+ * or NULL without one. Raises on a bad table before it allocates.
+ * [-0, +0, v] */
+static char **
+read_env(lua_State *L, int *oom)
+{
+    int n = 0, k = 0, i;
+    char **envp;
+
+    *oom = 0;
+    if (lua_type(L, 2) != LUA_TTABLE)
+        return NULL;
+    if (lua_getfield(L, 2, "env") == LUA_TNIL)
+        return lua_pop(L, 1), NULL;
+    luaL_argcheck(L, lua_istable(L, -1), 2, "'env' must be a table");
+    for (lua_pushnil(L); lua_next(L, -2); lua_pop(L, 1), n++)
+        if (lua_type(L, -2) != LUA_TSTRING || lua_type(L, -1) != LUA_TSTRING)
+            luaL_argerror(L, 2, "'env' must map names to strings");
+    for (i = 0; environ[i] != NULL; i++)
+        ;
+    if ((envp = calloc((size_t)(n + i + 1), sizeof *envp)) == NULL)
+        return lua_pop(L, 1), *oom = 1, NULL;
+    for (lua_pushnil(L); lua_next(L, -2); lua_pop(L, 1)) {
+        size_t a = lua_rawlen(L, -2), b = lua_rawlen(L, -1);
+        if ((envp[k] = malloc(a + b + 2)) == NULL)
+            continue;
+        memcpy(envp[k], lua_tostring(L, -2), a);
+        envp[k][a] = '=';
+        memcpy(envp[k] + a + 1, lua_tostring(L, -1), b + 1);
+        k++;
+    }
+    for (i = 0; environ[i] != NULL; i++) {
+        const char *eq = strchr(environ[i], '=');
+        lua_pushlstring(L, environ[i], eq ? (size_t)(eq - environ[i]) : 0);
+        if (lua_rawget(L, -2) == LUA_TNIL && (envp[k] = strdup(environ[i])))
+            k++;
+        lua_pop(L, 1);
+    }
+    lua_pop(L, 1);
+    return envp;
+}
+
+static void
+free_env(char **envp)
+{
+    int i;
+
+    for (i = 0; envp != NULL && envp[i] != NULL; i++)
+        free(envp[i]);
+    free(envp);
+}
+
+static double
+opt_timeout(lua_State *L)
+{
+    double t = 0;
+
+    if (lua_type(L, 2) != LUA_TTABLE)
+        return 0;
+    if (lua_getfield(L, 2, "timeout") != LUA_TNIL) {
+        t = lua_tonumber(L, -1);
+        luaL_argcheck(L, lua_type(L, -1) == LUA_TNUMBER && isfinite(t) &&
+                      t > 0, 2, "'timeout' must be a number of seconds > 0");
+    }
+    lua_pop(L, 1);
+    return t;
+}
+
+/* Arms c's events: its pipes, its exit (pidfd, else a poll), its
+ * timeout. -1 when out of memory. */
+static int
+arm(child *c, struct event_base *base)
+{
+    struct timeval tv = {0, 20000};
+    int i;
+
+    c->pidfd = (int)syscall(SYS_pidfd_open, c->pid, 0);
+    c->ev_exit = c->pidfd >= 0 ?
+        event_new(base, c->pidfd, EV_READ | EV_PERSIST, on_exit_ev, c) :
+        evtimer_new(base, on_exit_ev, c);
+    if (c->ev_exit == NULL)
+        return -1;
+    event_add(c->ev_exit, c->pidfd >= 0 ? NULL : &tv);
+    for (i = 0; i < 3; i++) {
+        if (i == 0 && c->in.len == 0) {
+            close_fd(c, 0);
+            continue;
+        }
+        c->ev[i] = event_new(base, c->fd[i], (short)((i ? EV_READ : EV_WRITE)
+                             | EV_PERSIST), i ? on_output : on_input, c);
+        if (c->ev[i] == NULL)
+            return -1;
+        event_add(c->ev[i], NULL);
+    }
+    if (c->timeout > 0) {
+        tv.tv_sec = (long)c->timeout;
+        tv.tv_usec = (long)((c->timeout - (double)tv.tv_sec) * 1e6);
+        if ((c->ev_timeout = evtimer_new(base, on_timeout, c)) == NULL)
+            return -1;
+        evtimer_add(c->ev_timeout, &tv);
+    }
+    return 0;
+}
+
+/* jobrunner.exec(argv, { stdin =, timeout =, env =, cwd = }): runs argv[1]
+ * with no shell; { status, stdout, stderr } (signal too when killed), or nil
+ * and a message. The handler's coroutine waits meanwhile. */
+static int
+wexec_exec(lua_State *L)
+{
+    jr_task *t;
+    char **argv, **envp;
+    const char *in = NULL, *cwd = NULL;
+    size_t inlen = 0;
+    double timeout;
+    child *c;
+    int oom, e;
+
+    luaL_checktype(L, 1, LUA_TTABLE);
+    if (!lua_isnoneornil(L, 2))
+        luaL_checktype(L, 2, LUA_TTABLE);
+    t = jr_task_of(L, "exec");
+    argv = read_argv(L);                             /* .. argv */
+    timeout = opt_timeout(L);
+    if (lua_type(L, 2) == LUA_TTABLE) {
+        lua_getfield(L, 2, "stdin");
+        luaL_argcheck(L, lua_isnil(L, -1) || lua_type(L, -1) == LUA_TSTRING,
+                      2, "'stdin' must be a string");
+        in = lua_tolstring(L, -1, &inlen);
+        lua_getfield(L, 2, "cwd");
+        luaL_argcheck(L, lua_isnil(L, -1) || lua_type(L, -1) == LUA_TSTRING,
+                      2, "'cwd' must be a string");
+        cwd = lua_tostring(L, -1);
+        lua_pop(L, 2);          /* the options table keeps them */
+    }
+    if ((c = calloc(1, sizeof *c)) == NULL)
+        return luaL_error(L, "jobrunner.exec: out of memory");
+    c->fd[0] = c->fd[1] = c->fd[2] = c->pidfd = -1;
+    c->t = t;
+    c->timeout = timeout;
+    snprintf(c->name, sizeof c->name, "%s", argv[0]);
+    if (in != NULL)
+        jr_buf_put(&c->in, in, inlen);
+    envp = read_env(L, &oom);   /* raises before it allocates */
+    if (oom || spawn(c, argv, envp, cwd) < 0) {
+        e = oom ? ENOMEM : errno;
+        free_env(envp);
+        child_free(c);
+        lua_pushnil(L);
+        lua_pushfstring(L, "jobrunner.exec: cannot run '%s': %s", argv[0],
+                        strerror(e));
+        return 2;
+    }
+    free_env(envp);
+    if (arm(c, jr_task_base(t)) < 0) {
+        child_free(c);
+        return luaL_error(L, "jobrunner.exec: out of memory");
+    }
+    return jr_task_wait(L, t, child_cancel, c);
+}
+
+void
+jr_wexec_open(lua_State *L, jr_share *share)
+{
+    page = share;
+    lua_pushcfunction(L, wexec_exec);
+    lua_setfield(L, -2, "exec");
+}
