@@ -88,6 +88,44 @@ for _, backend in ipairs(jr.backends()) do
       assert.equal(0, env:stop())
     end)
 
+    it("keeps the return value of jobs run many at once in coroutines (inflight)", function()
+      env:config("max_result = 1000")
+      env:script("co", [[
+        local jobrunner = require "jobrunner"
+        return { inflight = 8, max_retries = 0, handle = function(job)
+          jobrunner.sleep(0.05)
+          local k = job.payload.k
+          if k == "big" then return string.rep("x", 2000) end
+          if k == "none" then return end
+          if k == "cancel" then
+            while true do jobrunner.sleep(0.05) end
+          end
+          return { n = job.payload.n, twice = job.payload.n * 2 }
+        end }]])
+      local ids = {}
+      for n = 1, 20 do ids[n] = env:push("co", cjson.encode({ n = n })) end
+      local big = env:push("co", '{"k":"big","n":0}')
+      local none = env:push("co", '{"k":"none","n":0}')
+      env:start()
+      local args = { "wait", "--json", "--timeout", "30" }
+      for _, id in ipairs(ids) do args[#args + 1] = tostring(id) end
+      args[#args + 1] = tostring(big)
+      local out, err, code = env:cli(table.unpack(args))
+      assert.equal(1, code, out .. err)
+      local lines = {}
+      for l in out:gmatch("[^\n]+") do lines[#lines + 1] = cjson.decode(l) end
+      assert.equal(21, #lines)
+      for n = 1, 20 do
+        assert.equal("completed", lines[n].state)
+        assert.same({ n = n, twice = 2 * n }, lines[n].result)
+      end
+      assert.equal("dead", lines[21].state)
+      assert.equal(("job %d: result of 2002 bytes is over max_result (1000)"):format(big),
+        lines[21].error)
+      jr.wait_for(function() return env:job(none) == nil end, 20, "none deleted")
+      assert.equal(0, env:stop())
+    end)
+
     it("fails the attempt on a result over max_result or with no JSON, naming the job", function()
       env:config("max_result = 1000")
       env:script("r", RETURNS)
