@@ -405,6 +405,17 @@ crash: all crash-tools
 
 crash-tools: $(BUILD)/bench/crashvfs.so
 
+# spec/crash_spec.lua preloads build/bench/crashvfs.so into lua5.4 and the
+# sqlite3 shell too: a plain one, whatever the build
+ifeq ($(BUILD),build)
+SPEC_CRASHVFS = build/bench/crashvfs.so
+else
+SPEC_CRASHVFS = spec-crashvfs
+endif
+.PHONY: spec-crashvfs
+spec-crashvfs:
+	$(Q)$(MAKE) SANITIZE= BUILD=build build/bench/crashvfs.so
+
 $(BUILD)/bench/crashvfs.so: bench/crashvfs.c
 	@mkdir -p $(dir $@)
 	@echo "CC $<"
@@ -493,7 +504,8 @@ $(BUILD)/spec/c/test_fuzz_%: spec/fuzz/fuzz_%.c spec/fuzz/replay.c \
 # only what dpkg says is missing: with everything there it runs no apt-get.
 all: check-deps jobrunner lib luamod
 
-test: deps check-deps $(TEST_BIN) $(CTESTS) $(FUZZ_REPLAYS) $(SPEC_LUAMOD)
+test: deps check-deps $(TEST_BIN) $(CTESTS) $(FUZZ_REPLAYS) $(SPEC_LUAMOD) \
+      $(SPEC_CRASHVFS)
 	$(Q)LUA=$(LUA) BUILD=$(BUILD) JOBRUNNER_BIN=$(CURDIR)/$(BUILD)/jobrunner ./spec/run
 
 # generated schema sources are kept, not rebuilt on every make
