@@ -482,6 +482,41 @@ chaos: all
 	$(Q)CHAOS_KILLS=$(CHAOS_KILLS) JOBRUNNER_BIN=$(CURDIR)/jobrunner \
 	    $(LUA) bench/chaosflow
 
+# make crash: bench/crash cuts the power under SQLite (a test VFS,
+# bench/crashvfs.c, injected with LD_PRELOAD: never linked into jobrunner),
+# injects I/O errors through it and kills PostgreSQL with -9, and counts
+# what became of every acknowledged push (docs/reliability.md). The long
+# run: make crash CRASH_SQLITE_CUTS=1000 CRASH_IO=200 CRASH_PG=100.
+# spec/crash_spec.lua runs a short one in make test.
+CRASH_SQLITE_CUTS ?= 100
+CRASH_IO          ?= 20
+CRASH_PG          ?= 10
+
+.PHONY: crash crash-tools
+crash: all crash-tools
+	$(Q)CRASH_SQLITE_CUTS=$(CRASH_SQLITE_CUTS) CRASH_IO=$(CRASH_IO) \
+	    CRASH_PG=$(CRASH_PG) CRASHVFS=$(CURDIR)/$(BUILD)/bench/crashvfs.so \
+	    JOBRUNNER_BIN=$(CURDIR)/jobrunner $(LUA) bench/crash
+
+crash-tools: $(BUILD)/bench/crashvfs.so
+
+# spec/crash_spec.lua preloads build/bench/crashvfs.so into lua5.4 and the
+# sqlite3 shell too: a plain one, whatever the build
+ifeq ($(BUILD),build)
+SPEC_CRASHVFS = build/bench/crashvfs.so
+else
+SPEC_CRASHVFS = spec-crashvfs
+endif
+.PHONY: spec-crashvfs
+spec-crashvfs:
+	$(Q)$(MAKE) SANITIZE= BUILD=build build/bench/crashvfs.so
+
+$(BUILD)/bench/crashvfs.so: bench/crashvfs.c
+	@mkdir -p $(dir $@)
+	@echo "CC $<"
+	$(Q)$(CC) $(CPPFLAGS) $(CFLAGS) -fPIC -shared -o $@ $< \
+	    $(shell $(PKG_CONFIG) --libs sqlite3 2>/dev/null)
+
 # Fuzz targets spec/fuzz/fuzz_*.c (frame codec, config loader, job
 # decoding). make fuzz builds them with clang's libFuzzer, ASan and UBSan
 # under build/fuzz (Debian: clang, libclang-rt-14-dev) and runs each for
@@ -565,7 +600,7 @@ $(BUILD)/spec/c/test_fuzz_%: spec/fuzz/fuzz_%.c spec/fuzz/replay.c \
 all: check-deps jobrunner lib luamod
 
 test: deps check-deps $(TEST_BIN) $(CTESTS) $(FUZZ_REPLAYS) $(SPEC_LUAMOD) \
-      $(BUILD)/bench/slowhttp
+      $(BUILD)/bench/slowhttp $(SPEC_CRASHVFS)
 	$(Q)LUA=$(LUA) BUILD=$(BUILD) JOBRUNNER_BIN=$(CURDIR)/$(BUILD)/jobrunner ./spec/run
 
 # generated schema sources are kept, not rebuilt on every make

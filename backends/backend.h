@@ -305,9 +305,13 @@ typedef struct jr_backend_ops {
                            const jr_result *r, int nr, int *applied,
                            double lease, const jr_claim_spec *spec,
                            jr_job **out, jr_err *err);
-    /* Extends to now + lease every lease held by token. Returns count. */
+    /* Extends to now + lease the leases of jobs ids[0..n) that token
+     * holds (running, locked by it). Only the jobs the runner knows it
+     * holds: a row that bears its token without being one of them (its
+     * completion or claim undone by a crash of the database while the
+     * runner stayed up) is left to expire and be rescued. Returns count. */
     int  (*renew)(jr_backend *b, const char *token, double lease,
-                  jr_err *err);
+                  const int64_t *ids, int n, jr_err *err);
     /* Requeues running jobs whose lease expired (any runner's), with
      * last_error 'lease expired: runner lost' and the lost attempt counted
      * (it was counted at claim). It never decides death: the runner that

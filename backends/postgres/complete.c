@@ -407,21 +407,47 @@ pg_complete_claim(jr_backend *b, const char *token, const jr_result *r,
     return n;
 }
 
-static const pg_stmt st_renew = {S_RENEW, "jr_renew", 2,
+static const pg_stmt st_renew = {S_RENEW, "jr_renew", 3,
     "UPDATE {{schema}}.jobs"
     " SET locked_until = now() + $2::float8 * interval '1 second'"
-    " WHERE state = 'running' AND locked_by = $1::text"};
+    " WHERE state = 'running' AND locked_by = $1::text"
+    " AND id = ANY($3::bigint[])"};
+
+/* The ids as a PostgreSQL array literal (malloc'd; NULL: no memory). */
+static char *
+ids_array(const int64_t *ids, int n)
+{
+    char *t = malloc((size_t)n * 21 + 3), *p = t;
+    int i;
+
+    if (t == NULL)
+        return NULL;
+    *p++ = '{';
+    for (i = 0; i < n; i++)
+        p += sprintf(p, i ? ",%lld" : "%lld", (long long)ids[i]);
+    strcpy(p, "}");
+    return t;
+}
 
 int
-pg_renew(jr_backend *b, const char *token, double lease, jr_err *err)
+pg_renew(jr_backend *b, const char *token, double lease, const int64_t *ids,
+         int n, jr_err *err)
 {
-    char slease[32];
-    const char *params[2] = {token, slease};
+    char slease[32], *list;
+    const char *params[3] = {token, slease, NULL};
+    int rc;
 
+    if (n <= 0)
+        return 0;
     snprintf(slease, sizeof slease, "%.17g", lease);
     if (pg_ready(b, err) < 0)
         return -1;
-    return pg_run_count(b, &st_renew, params, "renewing leases", err);
+    if ((list = ids_array(ids, n)) == NULL)
+        return jr_fail(err, JR_ENOMEM, "postgres: renewing leases: out of memory");
+    params[2] = list;
+    rc = pg_run_count(b, &st_renew, params, "renewing leases", err);
+    free(list);
+    return rc;
 }
 
 /* The lost attempt joins the history: its runner was the lease's, its

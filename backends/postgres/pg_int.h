@@ -134,7 +134,8 @@ int pg_complete(jr_backend *b, const char *token, const jr_result *r, int n,
 int pg_complete_claim(jr_backend *b, const char *token, const jr_result *r,
                       int nr, int *applied, double lease,
                       const jr_claim_spec *spec, jr_job **out, jr_err *err);
-int pg_renew(jr_backend *b, const char *token, double lease, jr_err *err);
+int pg_renew(jr_backend *b, const char *token, double lease,
+             const int64_t *ids, int n, jr_err *err);
 int pg_rescue(jr_backend *b, jr_err *err);
 
 /* conn.c */

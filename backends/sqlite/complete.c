@@ -118,7 +118,8 @@ static const char *const sql_text[S_COUNT] = {
         " WHERE id = ?1 AND state = 'running' AND locked_by = ?2",
     [S_RENEW] =
         "UPDATE jobs SET locked_until = ?2"
-        " WHERE state = 'running' AND locked_by = ?1",
+        " WHERE state = 'running' AND locked_by = ?1"
+        " AND id IN (SELECT value FROM json_each(?3))",
     /* the rescue's cancels of jobs with a flow bit, settled after it */
     [S_RESCUE_FLOW] =
         "SELECT id FROM jobs WHERE state = 'running' AND locked_until < ?1"
@@ -433,18 +434,48 @@ jr_sqlite_complete_claim(jr_backend *b, const char *token,
     return jr_sqlite_commit_claimed(b, out, n, err);
 }
 
+/* The ids as a JSON array, for json_each (malloc'd; NULL: no memory). */
+static char *
+ids_json(const int64_t *ids, int n)
+{
+    char *t = malloc((size_t)n * 21 + 3), *p = t;
+    int i;
+
+    if (t == NULL)
+        return NULL;
+    *p++ = '[';
+    for (i = 0; i < n; i++)
+        p += sprintf(p, i ? ",%lld" : "%lld", (long long)ids[i]);
+    strcpy(p, "]");
+    return t;
+}
+
 int
-jr_sqlite_renew(jr_backend *b, const char *token, double lease, jr_err *err)
+jr_sqlite_renew(jr_backend *b, const char *token, double lease,
+                const int64_t *ids, int n, jr_err *err)
 {
     sqlite3_stmt *s;
+    char *list;
+    int rc;
 
-    if (jr_sqlite_begin(b, err) < 0)
+    if (n <= 0)
+        return 0;
+    if ((list = ids_json(ids, n)) == NULL)
+        return jr_fail(err, JR_ENOMEM, "sqlite: renewing leases: out of memory");
+    if (jr_sqlite_begin(b, err) < 0) {
+        free(list);
         return -1;
-    if ((s = stmt(b, S_RENEW, err)) == NULL)
+    }
+    if ((s = stmt(b, S_RENEW, err)) == NULL) {
+        free(list);
         return jr_sqlite_write_end(b, -1, err);
+    }
     bind_text(s, 1, token);
     sqlite3_bind_double(s, 2, jr_now() + lease);
-    return jr_sqlite_write_end(b, run(b, s, err, "renewing leases"), err);
+    sqlite3_bind_text(s, 3, list, -1, SQLITE_TRANSIENT);
+    rc = jr_sqlite_write_end(b, run(b, s, err, "renewing leases"), err);
+    free(list);
+    return rc;
 }
 
 /* The ids the rescue will cancel that have a flow bit, into l. */

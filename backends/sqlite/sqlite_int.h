@@ -226,7 +226,7 @@ int  jr_sqlite_complete_claim(jr_backend *b, const char *token,
                               double lease, const jr_claim_spec *spec,
                               jr_job **out, jr_err *err);
 int  jr_sqlite_renew(jr_backend *b, const char *token, double lease,
-                     jr_err *err);
+                     const int64_t *ids, int n, jr_err *err);
 int  jr_sqlite_rescue(jr_backend *b, jr_err *err);
 /* admin.c */
 int  jr_sqlite_dead_retry(jr_backend *b, const int64_t *ids, int n,

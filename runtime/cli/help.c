@@ -55,7 +55,11 @@ static const struct topic {
      "sqlite postgres postgresql database sql"},
     {"operations", "Operations and reliability",
      "shutdown, leases, systemd, reload, what can go wrong, chaos",
-     "SYSTEMD, HANDLER OUTPUT", "reliability systemd reload production"},
+     "SYSTEMD, HANDLER OUTPUT", "systemd reload production"},
+    {"reliability", "Reliability",
+     "power cuts, I/O errors and server crashes: the promises, the trades, "
+     "make crash and its figures", NULL,
+     "durability durable crash power fsync synchronous"},
     {"design", "Design",
      "processes and threads, where the code lives, where a new part goes",
      NULL, "architecture code"},

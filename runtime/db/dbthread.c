@@ -231,7 +231,8 @@ run_cycle(jr_dbthread *t, jr_cycle *c)
         (c->nclaimed = ops->claim(b, t->token, t->lease, &spec, c->claimed,
                                   &e)) < 0)
         jr_cycle_err(c, &e);
-    if (c->renew && (c->renewed = ops->renew(b, t->token, t->lease, &e)) < 0)
+    if (c->renew && (c->renewed = ops->renew(b, t->token, t->lease, c->held,
+                                      c->nheld, &e)) < 0)
         jr_cycle_err(c, &e);
     if (c->rescue &&
         (c->rescued = ops->rescue(b, &e)) < 0)

@@ -68,7 +68,10 @@ typedef struct jr_cycle {
     int                 claim_always;   /* claim even if changed() says 0 */
     const char *const  *names;          /* borrowed handler names */
     int                 nnames;
-    int                 renew;          /* renew this runner's leases */
+    int                 renew;          /* renew the leases of held[] */
+    int64_t            *held;           /* the jobs this runner holds
+                                           (the master's: it frees them) */
+    int                 nheld;
     int                 rescue;         /* requeue expired leases */
     int                 count_ready;    /* count ready jobs (up to 1e6),
                                            per queue too */

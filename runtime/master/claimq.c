@@ -509,6 +509,8 @@ jr_claimq_cycle_done(jr_cycle *c, void *arg)
 
     free(c->results);
     c->results = NULL;
+    free(c->held);
+    c->held = NULL;
     jr_gen_unref(m->cycle_gen);
     m->cycle_gen = NULL;
     if (c->applied < 0) {
@@ -566,6 +568,39 @@ send_results(master *m, jr_cycle *c)
     return 0;
 }
 
+/* The ids of the jobs this runner holds, for a renewal: claimed and
+ * queued here, out at a worker, or finished with the result not yet
+ * recorded. Only these leases are renewed: a row that bears our token
+ * without being one of them was put back by a database crash that undid
+ * its completion (or its claim's answer never came): it must expire and
+ * be rescued, not be kept running for ever. NULL with *n = 0 when none
+ * (or out of memory: no renewal this time, the next one comes soon). */
+static int64_t *
+held_ids(master *m, int *n)
+{
+    size_t cap = m->qlen + (size_t)m->nres + (size_t)m->ninflight, i;
+    int64_t *ids;
+    wk *w;
+    int k = 0, s;
+
+    for (w = m->workers; w != NULL; w = w->next)
+        cap += (size_t)w->njobs;
+    *n = 0;
+    if (cap == 0 || (ids = malloc(cap * sizeof *ids)) == NULL)
+        return NULL;
+    for (i = 0; i < m->qlen; i++)
+        ids[k++] = m->queue[(m->qhead + i) % m->qcap]->id;
+    for (w = m->workers; w != NULL; w = w->next)
+        for (s = 0; s < w->njobs; s++)
+            ids[k++] = w->jobs[s]->id;
+    for (s = 0; s < m->nres; s++)
+        ids[k++] = m->res[s].r.id;
+    for (s = 0; s < m->ninflight; s++)
+        ids[k++] = m->inflight[s].r.id;
+    *n = k;
+    return ids;
+}
+
 /* Fills cycle c's inputs for a claim of want jobs: the core's, then each
  * service's. */
 static void
@@ -580,6 +615,8 @@ fill(master *m, jr_cycle *c, int want)
         c->nnames = m->gen->n;
     }
     c->renew = m->renew_due;
+    if (c->renew)
+        c->held = held_ids(m, &c->nheld);
     c->rescue = m->rescue_due;
     c->claimed = m->claimed;
     m->wake_due = m->renew_due = m->rescue_due = 0;

@@ -331,6 +331,8 @@ stop_db_thread(master *m)
     if ((c = jr_dbthread_wait(m->dbt)) != NULL) {
         free(c->results);
         c->results = NULL;
+        free(c->held);
+        c->held = NULL;
         if (c->applied < 0)
             jr_claimq_back(m);
         else

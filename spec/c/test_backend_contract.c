@@ -403,6 +403,7 @@ test_renew_rescue(void)
     jr_push p = job("c.lease");
     jr_job *j[4];
     jr_err e = {0};
+    int64_t held, other = 999999;
     int n;
 
     push1(&db, p);
@@ -413,9 +414,15 @@ test_renew_rescue(void)
     CHECK(n == 2);
     free_jobs(j, n);
     n = claim(&db, "alive", 0.05, "c.held", j, 4);
+    CHECK(n == 1);
+    held = n == 1 ? j[0]->id : 0;
     free_jobs(j, n);
-    CHECK(db.ops->renew(db.b, "alive", 60, &e) == 1);
-    CHECK(db.ops->renew(db.b, "nobody", 60, &e) == 0);
+    /* only the jobs named: a row of the token not among them is left to
+     * expire (a completion a crash undid) */
+    CHECK(db.ops->renew(db.b, "alive", 60, NULL, 0, &e) == 0);
+    CHECK(db.ops->renew(db.b, "alive", 60, &other, 1, &e) == 0);
+    CHECK(db.ops->renew(db.b, "alive", 60, &held, 1, &e) == 1);
+    CHECK(db.ops->renew(db.b, "nobody", 60, &held, 1, &e) == 0);
     nap(0.2);
     /* requeued with the attempt counted, never dead, even at max_retries 0:
      * the runner that claims it next decides (JR_EXPIRED) */

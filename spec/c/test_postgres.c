@@ -510,17 +510,21 @@ test_renew(void)
     jr_backend *b = fresh();
     jr_job *j[2];
     jr_err e = {0};
+    int64_t ids[2];
     int n;
 
     push1(b, job("r", NULL));
     push1(b, job("r", NULL));
     n = claim_all(b, "R", 10, "r", j, 2);
     CHECK(n == 2);
+    ids[0] = n == 2 ? j[0]->id : 0;
+    ids[1] = n == 2 ? j[1]->id : 0;
     free_jobs(j, n);
-    CHECK(ops->renew(b, "R", 100, &e) == 2);
+    CHECK(ops->renew(b, "R", 100, ids, 1, &e) == 1);   /* only those named */
+    CHECK(ops->renew(b, "R", 100, ids, 2, &e) == 2);
     CHECK(qn("SELECT count(*) FROM jrtest.jobs WHERE locked_until > now() "
              "+ interval '90 s'") == 2);
-    CHECK(ops->renew(b, "nobody", 100, &e) == 0);
+    CHECK(ops->renew(b, "nobody", 100, ids, 2, &e) == 0);
     ops->close(b);
 }
 

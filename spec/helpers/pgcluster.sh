@@ -6,6 +6,10 @@
 #                              (DIR defaults to a new mktemp -d under /tmp)
 #   pgcluster.sh restart DIR   restart it (pg_ctl restart -m fast)
 #   pgcluster.sh stop DIR      stop it (pg_ctl stop -m fast) and remove DIR
+#   pgcluster.sh kill DIR      crash it: SIGKILL to the postmaster and every
+#                              server process (what a power cut leaves to
+#                              crash recovery, bar the page cache)
+#   pgcluster.sh resume DIR    start it again after a kill (crash recovery)
 #
 # PGCLUSTER_EXTRA: lines added to postgresql.conf at start (e.g. to log slow
 # statements' plans with auto_explain while `make bench` runs).
@@ -93,6 +97,25 @@ case $cmd in
             -m fast restart >/dev/null ||
             die "server did not restart, see $2/server.log"
         ;;
+    kill)
+        [ $# -eq 2 ] || die "usage: pgcluster.sh kill DIR"
+        check "$2"
+        pid=$(head -n 1 "$2/data/postmaster.pid" 2>/dev/null) ||
+            die "no postmaster.pid in '$2/data'"
+        # the children first would let the postmaster start a recovery
+        kids=$(pgrep -P "$pid" || true)
+        kill -9 "$pid" $kids 2>/dev/null || true
+        while kill -0 "$pid" 2>/dev/null ||
+            { [ -n "$kids" ] && kill -0 $kids 2>/dev/null; }; do
+            sleep 0.01
+        done
+        ;;
+    resume)
+        [ $# -eq 2 ] || die "usage: pgcluster.sh resume DIR"
+        check "$2"
+        as_pg "$PGBIN/pg_ctl" -D "$2/data" -l "$2/server.log" -w -t 60 \
+            start >/dev/null || die "server did not start, see $2/server.log"
+        ;;
     stop)
         [ $# -eq 2 ] || die "usage: pgcluster.sh stop DIR"
         check "$2"
@@ -103,7 +126,8 @@ case $cmd in
         rm -rf "$2"
         ;;
     *)
-        echo "usage: pgcluster.sh start [DIR] | restart DIR | stop DIR" >&2
+        echo "usage: pgcluster.sh start [DIR] | restart DIR | kill DIR |" \
+            "resume DIR | stop DIR" >&2
         exit 2
         ;;
 esac
