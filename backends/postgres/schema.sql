@@ -646,25 +646,23 @@ CREATE INDEX jobs_kept ON {{schema}}.jobs (keep_until)
     WHERE state = 'completed' AND keep_until IS NOT NULL;
 -- Final states: each job that becomes completed, dead or cancelled (and is
 -- kept: a plain success is deleted) notifies "<schema>_finished" (cut to
--- 63 bytes) with the payload "<id> <state>" (docs/producers.md, "Waiting
--- for an outcome"). One statement trigger: a claim or a renewal pays one
--- look at its rows.
+-- 63 bytes) with the payload "<id> <state>" (docs/producers.md, "Results
+-- and waiting"). A row trigger whose WHEN is checked in the executor: a
+-- claim or a requeue calls no function; a renewal or a progress report
+-- (no state in their SET) is not even looked at.
 CREATE FUNCTION {{schema}}.jobs_notify_finished() RETURNS trigger
 LANGUAGE plpgsql AS $$
-DECLARE
-    r record;
 BEGIN
-    FOR r IN SELECT n.id, n.state FROM new_jobs n
-             WHERE n.state IN ('completed', 'dead', 'cancelled') LOOP
-        PERFORM pg_notify(left(TG_TABLE_SCHEMA || '_finished', 63),
-                          r.id || ' ' || r.state);
-    END LOOP;
+    PERFORM pg_notify(left(TG_TABLE_SCHEMA || '_finished', 63),
+                      NEW.id || ' ' || NEW.state);
     RETURN NULL;
 END
 $$;
-CREATE TRIGGER jobs_finished AFTER UPDATE ON {{schema}}.jobs
-    REFERENCING NEW TABLE AS new_jobs
-    FOR EACH STATEMENT EXECUTE FUNCTION {{schema}}.jobs_notify_finished();
+CREATE TRIGGER jobs_finished AFTER UPDATE OF state ON {{schema}}.jobs
+    FOR EACH ROW
+    WHEN (NEW.state IN ('completed', 'dead', 'cancelled')
+          AND OLD.state IS DISTINCT FROM NEW.state)
+    EXECUTE FUNCTION {{schema}}.jobs_notify_finished();
 -- A job's state and result: (NULL, NULL) when there is no such job (never
 -- pushed, or deleted at success without a result).
 CREATE FUNCTION {{schema}}.outcome(id bigint, OUT state text,
