@@ -1,10 +1,10 @@
 /* api.c - the JSON API under /api/, in the loop: parses the path, the
- * query and the JSON body, checks them (400 with the reason), and sends
+ * query and the JSON body (apibody.c), checks them (400 with the reason), and sends
  * database work to the database thread (jr_http_ask). What the runner
  * knows itself (workers, throughput) it answers at once, through its host
  * (host.h). Routes are a table, documented route by route in
  * docs/http.md ("The JSON API").
- * Uses http.h, host.h, api.h, job.h. */
+ * Uses http.h, host.h, api.h, apibody.h, job.h. */
 #define _GNU_SOURCE
 #include <ctype.h>
 #include <errno.h>
@@ -19,168 +19,13 @@
 #include <event2/keyvalq_struct.h>
 
 #include "http/http.h"
+#include "http/apibody.h"
 #include "base/flow.h"
 #include "base/job.h"
 #include "config/config.h"
 #include "config/schedules.h"
 
-/* --- a JSON body: one object with the keys ids, all, older_than ---- */
-
-typedef struct body {
-    const char *s, *p, *end;
-    char        why[200];
-    int         has_ids, all;
-    double      older_than;     /* < 0: not given */
-    double      at;             /* fire's instant; 0: not given */
-} body;
-
-static int
-bad(body *b, const char *what)
-{
-    snprintf(b->why, sizeof b->why, "invalid JSON body at byte %d: %s",
-             (int)(b->p - b->s) + 1, what);
-    return -1;
-}
-
-static void
-ws(body *b)
-{
-    while (b->p < b->end && isspace((unsigned char)*b->p))
-        b->p++;
-}
-
-static int
-lit(body *b, char c)
-{
-    ws(b);
-    if (b->p < b->end && *b->p == c) {
-        b->p++;
-        return 1;
-    }
-    return 0;
-}
-
-/* A key: plain ASCII letters and underscores only. */
-static int
-key(body *b, char *out, size_t size)
-{
-    size_t n = 0;
-
-    if (!lit(b, '"'))
-        return bad(b, "expected a key string");
-    while (b->p < b->end && *b->p != '"') {
-        if (n + 1 >= size || !(isalpha((unsigned char)*b->p) ||
-                               *b->p == '_'))
-            return bad(b, "unexpected character in key");
-        out[n++] = *b->p++;
-    }
-    out[n] = '\0';
-    if (b->p++ >= b->end)
-        return bad(b, "unterminated string");
-    return lit(b, ':') ? 0 : bad(b, "expected ':' after a key");
-}
-
-static int
-number(body *b, double *v)
-{
-    char tmp[64], *end;
-    size_t n = 0;
-
-    ws(b);
-    while (b->p + n < b->end && n < sizeof tmp - 1 &&
-           strchr("0123456789+-.eE", b->p[n]) != NULL)
-        n++;
-    memcpy(tmp, b->p, n);
-    tmp[n] = '\0';
-    errno = 0;
-    *v = strtod(tmp, &end);
-    if (n == 0 || end != tmp + n || errno != 0 || !isfinite(*v))
-        return bad(b, "expected a number");
-    b->p += n;
-    return 0;
-}
-
-static int
-ids(body *b, jr_apireq *q)
-{
-    double v;
-
-    if (!lit(b, '['))
-        return bad(b, "'ids' must be an array of job ids");
-    if (lit(b, ']'))
-        return 0;
-    do {
-        if (number(b, &v) < 0)
-            return -1;
-        if (v < 1 || v > 9007199254740992.0 || v != floor(v))
-            return bad(b, "a job id is a whole number >= 1");
-        if (q->nids == JR_API_IDS_MAX)
-            return bad(b, "more than 1000 ids");
-        q->ids[q->nids++] = (int64_t)v;
-    } while (lit(b, ','));
-    return lit(b, ']') ? 0 : bad(b, "expected ',' or ']' in 'ids'");
-}
-
-static int
-member(body *b, jr_apireq *q)
-{
-    char k[32];
-
-    if (key(b, k, sizeof k) < 0)
-        return -1;
-    ws(b);
-    if (strcmp(k, "ids") == 0) {
-        b->has_ids = 1;
-        return ids(b, q);
-    }
-    if (strcmp(k, "all") == 0) {
-        if (b->end - b->p >= 4 && memcmp(b->p, "true", 4) == 0)
-            return b->p += 4, b->all = 1, 0;
-        if (b->end - b->p >= 5 && memcmp(b->p, "false", 5) == 0)
-            return b->p += 5, 0;
-        return bad(b, "'all' must be true or false");
-    }
-    if (strcmp(k, "older_than") == 0) {
-        if (number(b, &b->older_than) < 0 || b->older_than < 0)
-            return bad(b, "'older_than' must be seconds >= 0");
-        return 0;
-    }
-    if (strcmp(k, "at") == 0) {
-        if (number(b, &b->at) < 0 || b->at <= 0 || b->at > JR_TIME_MAX)
-            return bad(b, "'at' must be epoch seconds");
-        return 0;
-    }
-    snprintf(b->why, sizeof b->why, "unknown key '%s' in the body (ids, "
-             "all, older_than, at)", k);
-    return -1;
-}
-
-/* Parses req's body (empty is {}) into b and q. -1 with b->why set. */
-static int
-parse_body(struct evhttp_request *req, body *b, jr_apireq *q)
-{
-    struct evbuffer *in = evhttp_request_get_input_buffer(req);
-    size_t n = evbuffer_get_length(in);
-
-    memset(b, 0, sizeof *b);
-    b->older_than = -1;
-    b->s = b->p = (const char *)evbuffer_pullup(in, -1);
-    b->end = b->s + n;
-    if (n == 0)
-        return 0;
-    if (!lit(b, '{'))
-        return bad(b, "expected an object");
-    if (!lit(b, '}')) {
-        do {
-            if (member(b, q) < 0)
-                return -1;
-        } while (lit(b, ','));
-        if (!lit(b, '}'))
-            return bad(b, "expected ',' or '}'");
-    }
-    ws(b);
-    return b->p == b->end ? 0 : bad(b, "unexpected text after the object");
-}
+typedef jr_apibody body;
 
 /* --- routes ---------------------------------------------------------- */
 
@@ -456,7 +301,7 @@ with_body(call *c, int kind, body *b)
 {
     jr_apireq *q = new_req(c, kind);
 
-    if (q != NULL && parse_body(c->req, b, q) < 0) {
+    if (q != NULL && jr_apibody_parse(c->req, b, q) < 0) {
         jr_http_error(c->req, 400, "%s", b->why);
         free(q);
         return NULL;
@@ -561,7 +406,7 @@ r_bulk(call *c, int kind)
         free(q);
         return;
     }
-    if (parse_body(c->req, &b, q) < 0 || b.has_ids || b.all ||
+    if (jr_apibody_parse(c->req, &b, q) < 0 || b.has_ids || b.all ||
         b.older_than >= 0) {
         jr_http_error(c->req, 400, "%s", b.why[0] ? b.why : "a bulk action "
                       "takes the list's filter in the query, and no body");

@@ -5,7 +5,7 @@
 -- the function's folder found from its definition, "jr_x(" at the start of
 -- a line as the style puts it). check(root) returns one line per
 -- violation, "file:line: what", sorted:
---   - backend.h included outside db/, client/, cli/ and http/apidb.c;
+--   - backend.h included outside db/, client/, cli/ and http/apidb*.[ch];
 --   - master/master_int.h included outside master/ and services/;
 --   - Lua (lua.h, lauxlib.h, lualib.h) included in base/ or backends/;
 --   - folders that include or call each other in a circle: each edge of a
@@ -121,9 +121,9 @@ local function include_rules(f, n, name, target, bad)
   if target == "backends/backend.h" and f.folder ~= "backends" and
      not f.folder:match("^backends/") and
      f.folder ~= "runtime/db" and f.folder ~= "runtime/client" and
-     f.folder ~= "runtime/cli" and f.path ~= "runtime/http/apidb.c" then
+     f.folder ~= "runtime/cli" and not f.path:match("^runtime/http/apidb[a-z]*%.[ch]$") then
     bad[#bad + 1] = at .. "includes backend.h (storage is reached from db/, " ..
-                    "client/, cli/ and http/apidb.c only)"
+                    "client/, cli/ and http/apidb*.[ch] only)"
   end
   if target == "runtime/master/master_int.h" and
      f.folder ~= "runtime/master" and f.folder ~= "runtime/services" then
