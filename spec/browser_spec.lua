@@ -8,7 +8,10 @@
 -- payload and an error holding <script> shown as text; the 5,000 jobs
 -- paged through by keyset with none missed; a payload filter; a bulk
 -- cancel of the filtered set, confirmed and counted; Retry clicked on a
--- dead job that then runs.
+-- dead job that then runs. Then the workflow views (spec/browser/workflow.js):
+-- a diamond flow in a batch, its last job opened while it waits (parents
+-- and states, the batch link), the batch's counts and members before and
+-- after the flow ran (done, both callbacks pushed), a member's result.
 local jr = require "jr"
 local H = require "jrhttp"
 local cjson = require "cjson"
@@ -33,6 +36,24 @@ return function(job)
     if f then f:close(); return end
     os.execute("sleep 0.1")
   end
+end
+]]
+-- the workflow views: a diamond flow's first job blocks until "go" exists
+local GATE = [[
+return function(job)
+  for _ = 1, 1800 do
+    local f = io.open(os.getenv("PWD") .. "/go")
+    if f then f:close(); return { step = "a" } end
+    os.execute("sleep 0.1")
+  end
+  error("no go")
+end
+]]
+local STEP = [[
+return function(job)
+  local n = 0
+  for _ in pairs(job.parents or {}) do n = n + 1 end
+  return { id = job.id, parents = n }
 end
 ]]
 
@@ -183,6 +204,108 @@ for _, backend in ipairs(jr.backends()) do
       for _, png in ipairs({ "overview", "overview-phone", "running", "dead", "job", "queues",
                              "queue", "limits", "schedules", "schedules-fired", "batch", "jobs",
                              "jobs-filtered" }) do
+        local f = io.open(shots .. "/" .. png .. ".png", "rb")
+        assert.is_truthy(f, png .. " not saved")
+        assert.equal("\137PNG", f:read(4))
+        f:close()
+      end
+    end)
+
+    it("shows a waiting job's parents, its batch's counts and members, and the batch done",
+      function()
+      assert.is_truthy(io.open(NODE_DIR .. "/node_modules/puppeteer-core/package.json"),
+        "puppeteer-core is missing: run make deps")
+      env:script("gate", GATE)
+      env:script("step", STEP)
+      env:script("report", "return function(job) end")
+      finally(function() jr.write_file(env.dir .. "/go", "") end)
+      local base = H.start(env, 'concurrency = 2, retention = { completed = "1h" }')
+      jr.write_file(env.dir .. "/flow.json", cjson.encode({
+        jobs = { { ref = "a", name = "gate" }, { ref = "b", name = "step", after = { "a" } },
+                 { ref = "c", name = "step", after = { "a" } },
+                 { ref = "d", name = "step", after = { "b", "c" } } },
+        batch = { on_complete = "report", on_success = "report" } }))
+      local out, err, code = env:cli("push-flow", "flow.json")
+      assert.equal(0, code, err)
+      local ids = {}
+      for ref, id in out:gmatch("(%w+) (%d+)") do ids[ref] = id end
+      assert.is_string(ids.d, out)
+      assert.is_string(ids.batch, out)
+      env:wait_state(tonumber(ids.a), "running")
+
+      local shots = jr.root .. "/spec/browser/screenshots/" .. backend
+      local pngs = { "jobs-waiting", "flow-job", "flow-batch", "flow-batch-done", "flow-job-done" }
+      jr.sh("mkdir -p " .. q(shots))
+      for _, png in ipairs(pngs) do os.remove(shots .. "/" .. png .. ".png") end
+      out, err, code = jr.sh(("cd %s && timeout 180 node workflow.js %s %s %s %s %s %s %s"):format(
+        q(NODE_DIR), q(base), q(H.TOKEN), ids.d, ids.b, ids.batch, q(env.dir .. "/go"), q(shots)))
+      assert.equal(0, code, err)
+      local page = cjson.decode(out)
+      assert.is_nil(page.failure, page.failure)
+      assert.same({}, page.errors)
+      -- the overview counts b, c and d as waiting, by total and by name
+      assert.equal(3, page.cards.waiting)
+      assert.equal(1, page.cards.running)
+      assert.equal("Waiting", page.namesHead[4])
+      local names = {}
+      for _, r in ipairs(page.names) do names[r[1]] = r end
+      assert.equal("3", names.step[4])
+      assert.equal("1", names.gate[5])
+      assert.equal("3", page.queues[1][4])
+      -- the state filter offers waiting, and lists those three
+      assert.truthy(table.concat(page.stateOptions, ","):find("waiting", 1, true))
+      assert.equal("waiting", page.stateSelected)
+      local waiting = {}
+      for _, r in ipairs(page.waitingRows) do
+        assert.equal("waiting", r[4]); waiting[#waiting + 1] = r[1]
+      end
+      table.sort(waiting)
+      assert.same({ ids.b, ids.c, ids.d }, waiting)
+      -- d, opened by its URL while it waits: its parents with their states, its batch
+      assert.matches(ids.d .. " (step)", page.d.title, 1, true)
+      assert.equal("waiting", page.d.fields.state)
+      assert.is_false(page.d.resultShown)
+      assert.same({
+        { kind = "parents", links = {
+          { id = ids.b, href = "#/jobs/" .. ids.b, state = "waiting" },
+          { id = ids.c, href = "#/jobs/" .. ids.c, state = "waiting" } } },
+        { kind = "batch", links = { { id = ids.batch, href = "#/batches/" .. ids.batch, state = cjson.null } } },
+      }, page.d.links)
+      -- b: its running parent and its waiting child
+      assert.same({ id = ids.a, href = "#/jobs/" .. ids.a, state = "running" }, page.b.links[1].links[1])
+      assert.equal("parents", page.b.links[1].kind)
+      assert.same({ kind = "children", links = { { id = ids.d, href = "#/jobs/" .. ids.d,
+        state = "waiting" } } }, page.b.links[2])
+      -- the batch, reached by d's link, before and after
+      assert.equal("#/batches/" .. ids.batch, page.batchHash)
+      assert.matches("running", page.before.done)
+      assert.same({ pending = 4, completed = 0, dead = 0, cancelled = 0, total = 4 }, page.before.cards)
+      assert.equal("report", page.before.fields["on complete"])
+      assert.equal("report", page.before.fields["on success"])
+      assert.equal("no", page.before.fields.done)
+      assert.is_nil(page.before.fields.finished)
+      local members = {}
+      for _, r in ipairs(page.before.members) do members[r[1]] = r[2] end
+      assert.same({ [ids.a] = "running", [ids.b] = "waiting", [ids.c] = "waiting",
+                    [ids.d] = "waiting" }, members)
+      assert.matches("completed", page.after.done)
+      assert.same({ pending = 0, completed = 4, dead = 0, cancelled = 0, total = 4 }, page.after.cards)
+      assert.equal("yes", page.after.fields.done)
+      assert.matches("^%d%d%d%d%-%d%d%-%d%d %d%d:%d%d:%d%d UTC", page.after.fields.finished)
+      for _, r in ipairs(page.after.members) do assert.equal("completed", r[2]) end
+      -- a member's row opens its job: d done, with its result and its parents completed
+      assert.equal("#/jobs/" .. ids.d, page.memberHash)
+      assert.equal("completed", page.dDone.fields.state)
+      assert.is_true(page.dDone.resultShown)
+      local result = cjson.decode(page.dDone.result)
+      assert.equal(math.tointeger(tonumber(ids.d)), result.id)
+      assert.equal(2, result.parents)
+      for _, l in ipairs(page.dDone.links[1].links) do assert.equal("completed", l.state) end
+      -- on_complete and on_success: each pushed once, shown in the list
+      assert.equal(2, #page.reports)
+      local reports = env:query("SELECT id FROM jobs WHERE name = 'report'")
+      assert.equal(2, #reports)
+      for _, png in ipairs(pngs) do
         local f = io.open(shots .. "/" .. png .. ".png", "rb")
         assert.is_truthy(f, png .. " not saved")
         assert.equal("\137PNG", f:read(4))

@@ -1,8 +1,8 @@
 -- http_spec.lua - the runner's HTTP server on each backend: /metrics in
 -- the Prometheus text format (checked by promtool), the JSON API under
 -- /api/ and its bad input (400, 401, 403, 404, 405, 413), the token and
--- loopback rules, cross-site writes refused, and slow clients that never
--- stall the jobs.
+-- loopback rules, cross-site writes refused, slow clients that never
+-- stall the jobs, and waiting jobs counted by name and queue.
 local jr = require "jr"
 local H = require "jrhttp"
 
@@ -190,6 +190,47 @@ for _, backend in ipairs(jr.backends()) do
       assert.is_false(H.json(base .. "/api/queues/mail/resume", 200, { method = "POST" }).paused)
     end)
 
+    it("counts waiting jobs in /metrics by name and by queue, and in /api/stats", function()
+      local base = H.start(env, "")
+      local parent = env:push("nohandler", "{}", "--in", "1h")
+      local kids = {}
+      for i = 1, 2 do
+        kids[i] = env:push("child", "{}", "--after", tostring(parent), "--queue", "media")
+      end
+      for _, id in ipairs(kids) do assert.equal("waiting", env:job(id).state) end
+      local function metrics()
+        local code, text = H.req(base .. "/metrics", { token = true })
+        assert.equal(200, code, text)
+        local rc, why = promtool(text)
+        assert.equal(0, rc, why)
+        return text
+      end
+      local text = metrics()
+      for _, want in ipairs({
+        'jobrunner_jobs{name="child",state="waiting"} 2\n',
+        'jobrunner_jobs{name="child",state="ready"} 0\n',
+        'jobrunner_jobs{name="nohandler",state="waiting"} 0\n',
+        'jobrunner_jobs{name="nohandler",state="scheduled"} 1\n',
+        'jobrunner_queue_jobs{queue="media",state="waiting"} 2\n',
+        'jobrunner_queue_jobs{queue="default",state="waiting"} 0\n',
+      }) do
+        assert.matches(want, text, 1, true)
+      end
+      local stats = H.json(base .. "/api/stats")
+      assert.equal(2, stats.waiting)
+      assert.equal(2, stats.names.child.waiting)
+      -- the parent cancelled: its children with it, and nothing waits
+      assert.equal(0, select(3, env:cli("cancel", tostring(parent))))
+      for _, id in ipairs(kids) do env:wait_state(id, "cancelled") end
+      -- the gauges are read again from the database within a minute
+      jr.wait_for(function()
+        text = metrics()
+        return text:find('jobrunner_jobs{name="child",state="waiting"} 0\n', 1, true)
+      end, 65, "the waiting gauge back to 0")
+      assert.matches('jobrunner_queue_jobs{queue="media",state="waiting"} 0\n', text, 1, true)
+      assert.matches('jobrunner_queue_jobs{queue="media",state="cancelled"} 2\n', text, 1, true)
+      assert.equal(0, H.json(base .. "/api/stats").waiting)
+    end)
 
     it("keeps draining jobs while a client sends nothing and another reads nothing", function()
       env:script("ok", OK)

@@ -74,9 +74,14 @@ async function filtering(page, out) {
   await open(page, "/jobs", "jobs");
   await page.type("#f-name", "page");
   await page.type("#f-where", "payload.user_id = 7");
+  // the unfiltered list's "loaded" mark cleared first: the hash changes
+  // before the page's hashchange handler clears it, and a wait in between
+  // would read the unfiltered rows
+  await page.evaluate(() => { document.body.dataset.loaded = ""; });
   await page.click("#filters button");
   await page.waitForFunction(() => /where=/.test(location.hash) &&
-    document.body.dataset.loaded === "jobs", T);
+    document.body.dataset.loaded === "jobs" && Array.from(document.querySelectorAll("#jobs tbody tr"))
+    .every((r) => r.cells[1] && r.cells[1].textContent === "page"), T);
   out.filterHash = await page.evaluate(() => decodeURIComponent(location.hash));
   out.filtered = (await texts(page, "#jobs tbody tr")).map((r) => Number(r[0]));
   await shot(page, "jobs-filtered");

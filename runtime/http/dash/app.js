@@ -133,18 +133,18 @@
   /* ---- the overview ---- */
 
   function drawStats(s) {
-    cards($("summary"), [["ready", s.ready], ["scheduled", s.scheduled],
+    cards($("summary"), [["ready", s.ready], ["scheduled", s.scheduled], ["waiting", s.waiting || 0],
                          ["running", s.running], ["dead", s.dead]]);
     rows("queues", s.queues, function (q) {
       var name = el("span", null);
       name.appendChild(link(q.name, "#/queues/" + encodeURIComponent(q.name)));
       if (q.paused) { name.appendChild(document.createTextNode(" ")); name.appendChild(badge("paused")); }
-      return tr([name, q.ready, q.scheduled, q.running, q.dead, pauseButton(q)]);
+      return tr([name, q.ready, q.scheduled, q.waiting || 0, q.running, q.dead, pauseButton(q)]);
     }, "no queues yet");
     var names = Object.keys(s.names).sort();
     rows("names", names, function (n) {
       var c = s.names[n];
-      return tr([n, c.ready, c.scheduled, c.running, c.dead], go("#/jobs?name=" + encodeURIComponent(n)));
+      return tr([n, c.ready, c.scheduled, c.waiting || 0, c.running, c.dead], go("#/jobs?name=" + encodeURIComponent(n)));
     }, "no jobs");
   }
 
@@ -391,7 +391,7 @@
   function loadQueues() {
     return api("queues").then(function (list) {
       rows("qlist", list, function (q) {
-        return tr([q.name, q.ready, q.scheduled, q.running, q.dead, q.cancelled, q.completed, pauseButton(q)],
+        return tr([q.name, q.ready, q.scheduled, q.waiting || 0, q.running, q.dead, q.cancelled, q.completed, pauseButton(q)],
                   go("#/queues/" + encodeURIComponent(q.name)));
       }, "no queues yet");
     });
@@ -403,8 +403,8 @@
     $("q-all").href = "#/jobs?queue=" + encodeURIComponent(name);
     return Promise.all([api("queues"), api("jobs?limit=20&queue=" + encodeURIComponent(name))]).then(function (v) {
       var q = v[0].filter(function (x) { return x.name === name; })[0] ||
-              { name: name, paused: false, ready: 0, scheduled: 0, running: 0, dead: 0, cancelled: 0, completed: 0 };
-      cards($("q-cards"), [["ready", q.ready], ["scheduled", q.scheduled], ["running", q.running],
+              { name: name, paused: false, ready: 0, scheduled: 0, waiting: 0, running: 0, dead: 0, cancelled: 0, completed: 0 };
+      cards($("q-cards"), [["ready", q.ready], ["scheduled", q.scheduled], ["waiting", q.waiting || 0], ["running", q.running],
         ["dead", q.dead], ["cancelled", q.cancelled], ["completed", q.completed]]);
       $("q-paused").textContent = ""; if (q.paused) $("q-paused").appendChild(badge("paused"));
       $("q-toggle").textContent = q.paused ? "Resume" : "Pause";
@@ -532,10 +532,11 @@
     return api("batches/" + encodeURIComponent(id)).then(function (b) {
       $("bt-done").textContent = ""; $("bt-done").appendChild(badge(b.done ? "completed" : "running"));
       var c = b.counts || {};
-      cards($("bt-cards"), Object.keys(c).sort().map(function (k) { return [k, c[k]]; }));
-      fields($("bt-fields"), [["on complete", b.on_complete], ["on success", b.on_success]].map(function (f) {
-        return [f[0], f[1] && typeof f[1] === "object" ? JSON.stringify(f[1]) : f[1]];
-      }));
+      cards($("bt-cards"), ["pending", "completed", "dead", "cancelled"].filter(function (k) {
+        return c[k] !== undefined;
+      }).map(function (k) { return [k, c[k]]; }).concat(b.total !== undefined ? [["total", b.total]] : []));
+      fields($("bt-fields"), [["on complete", b.on_complete], ["on success", b.on_success],
+        ["done", b.done ? "yes" : "no"], ["finished", when(b.finished_at)]]);
       rows("bt-members", b.members || [], function (m) {
         var mid = typeof m === "object" ? m.id : m;
         return tr([mid, m.state ? badge(m.state) : ""], go("#/jobs/" + mid));
