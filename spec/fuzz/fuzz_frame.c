@@ -297,6 +297,7 @@ hello_round_trip(fz *f)
     int i, n = 0;
 
     memset(&s, 0, sizeof s);
+    memset(h, 0, sizeof h);
     snprintf(s.generation, sizeof s.generation, "%016llx",
              (unsigned long long)fz_int(f, 8));
     for (i = 0; i < (int)(flags % (MAXH + 1)); i++) {
@@ -311,6 +312,7 @@ hello_round_trip(fz *f)
         h[n].max_retries = (int)(fz_int(f, 1) % 50) - 1;
         h[n].timeout = (double)fz_int(f, 2);
         h[n].backoff = (double)fz_int(f, 2) - 1;
+        h[n].inflight = (int)(fz_int(f, 2) % JR_RANGE_INFLIGHT_MAX);
         n++;
     }
     s.h = h;
@@ -334,6 +336,7 @@ hello_round_trip(fz *f)
         CHECK(d.h[i].max_retries == h[i].max_retries);
         CHECK(same_f64(d.h[i].timeout, h[i].timeout) &&
               same_f64(d.h[i].backoff, h[i].backoff));
+        CHECK(d.h[i].inflight == h[i].inflight);
     }
     for (i = 0; i < d.nerrors; i++)
         CHECK(strcmp(d.errors[i], errs[i]) == 0);
@@ -361,8 +364,10 @@ settings_round_trip(fz *f)
     s.load_timeout = fz_double(f);
     s.memory_limit = (size_t)fz_int(f, 8);
     s.max_payload = (size_t)fz_int(f, 8);
+    s.max_result = (size_t)fz_int(f, 8);
     s.log_level = (int)(fz_int(f, 1) % 6);
     s.log_json = (int)(fz_int(f, 1) % 2);
+    s.inflight = (int)(int32_t)fz_int(f, 4);
     ok = dir[0] != '\0' && s.max_retries >= 0 &&
          s.max_retries <= JR_RANGE_RETRIES_MAX &&
          s.timeout >= JR_RANGE_TIMEOUT_MIN &&
@@ -370,7 +375,9 @@ settings_round_trip(fz *f)
          s.load_timeout >= JR_RANGE_LOAD_MIN &&
          s.load_timeout <= JR_RANGE_LOAD_MAX &&
          s.memory_limit <= ((size_t)1 << 40) && s.max_payload >= 1 &&
-         s.max_payload <= (1u << 30) && s.log_level <= JR_LOG_ERROR;
+         s.max_payload <= (1u << 30) && s.max_result >= 1 &&
+         s.max_result <= (1u << 30) && s.log_level <= JR_LOG_ERROR &&
+         s.inflight >= 1 && s.inflight <= JR_RANGE_INFLIGHT_MAX;
     jr_frame_put_settings(&b, &s);
     CHECK(!b.oom);
     CHECK(jr_frame_complete(b.p, b.len, &err) == (long)b.len);
@@ -382,7 +389,9 @@ settings_round_trip(fz *f)
         CHECK(same_f64(d.timeout, s.timeout) &&
               same_f64(d.load_timeout, s.load_timeout));
         CHECK(d.memory_limit == s.memory_limit &&
-              d.max_payload == s.max_payload);
+              d.max_payload == s.max_payload &&
+              d.max_result == s.max_result);
+        CHECK(d.inflight == s.inflight);
         CHECK(d.log_level == s.log_level && d.log_json == s.log_json);
     } else {
         CHECK(!ok && err.code == JR_EPROTO);
