@@ -298,7 +298,8 @@ deps_end(jr_backend *b, int64_t parent, const char *st, const char *result,
     sqlite3_reset(s);
     if (rc != SQLITE_DONE)
         return jr_sqlite_fail(b, err, "ending a parent");
-    qsort(l->v, (size_t)l->n, sizeof *l->v, cmp_id);
+    if (l->n > 1)
+        qsort(l->v, (size_t)l->n, sizeof *l->v, cmp_id);
     return 0;
 }
 
@@ -427,7 +428,8 @@ parents_of(const jr_push *p, int i, const int64_t *ids, idlist *l,
         if (ids_add(l, ids[p[i].after_local[k]], err) < 0)
             return -1;
     }
-    qsort(l->v, (size_t)l->n, sizeof *l->v, cmp_id);
+    if (l->n > 1)
+        qsort(l->v, (size_t)l->n, sizeof *l->v, cmp_id);
     for (k = m = 0; k < l->n; k++)
         if (m == 0 || l->v[m - 1] != l->v[k])
             l->v[m++] = l->v[k];
