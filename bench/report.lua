@@ -52,7 +52,7 @@ for _, b in ipairs(backends) do
   results[b] = r
 end
 
--- the table: each figure of issue #16 with its target per backend
+-- the table: each figure with its target per backend
 -- ({op, value}, nil: no target) and whether this run met it
 local K = function(v) return v * 1000 end
 local rows = {
@@ -190,8 +190,8 @@ for _, b in ipairs(backends) do
 end
 print(table.concat(lines, "\n"))
 print()
-print("Targets are issue #16's: PostgreSQL drain 2.5x graphile-worker " ..
-  "(18.6k there), SQLite 16x plainjob; peers are not run here.")
+print("Targets: docs/performance.md. PostgreSQL drain 2.5x graphile-worker " ..
+  "(18.6k there), SQLite 16x plainjob; the peers run in make bench-peers.")
 for _, e in ipairs(extra) do print(e) end
 local m = {}
 for _, k in ipairs(order) do m[#m + 1] = ("%s: %s"):format(k, machine[k]) end
