@@ -353,8 +353,11 @@ CREATE TABLE jobs_new (
     keep_until   REAL,
     flow         INTEGER NOT NULL DEFAULT 0,         -- 1 children, 2 batch
     parents_left INTEGER NOT NULL DEFAULT 0,         -- unfinished parents
+    -- ORs, not IN (...): SQLite builds an IN list's table for every row
+    -- a CHECK looks at (a page zeroed per insert), as for state above
     on_parent_failure TEXT
-                 CHECK (on_parent_failure IN ('cancel', 'run', 'dead')),
+                 CHECK (on_parent_failure = 'cancel' OR on_parent_failure = 'run'
+                        OR on_parent_failure = 'dead'),
     batch_id     INTEGER,                            -- its batch, or NULL
     parents      TEXT                                -- job.parents, JSON
 );
