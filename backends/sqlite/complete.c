@@ -166,6 +166,53 @@ result_stmt_index(const jr_backend *b, const jr_result *r)
     }
 }
 
+/* The plain twin of a result statement that ends in RETURNING (whose
+ * rows SQLite buffers in a table of its own, set up at each run: a
+ * zeroed page a job): the same text with "AND flow = 0" instead, for
+ * the jobs without children or batch, which have nothing to settle. */
+static int
+plain_slot(int which)
+{
+    switch (which) {
+    case S_KEEP:      return S_KEEP_P;
+    case S_RETRY:     return S_RETRY_P;
+    case S_DEAD:      return S_DEAD_P;
+    case S_SNOOZE:    return S_SNOOZE_P;
+    case S_RELEASE:   return S_RELEASE_P;
+    case S_EXPIRED:   return S_EXPIRED_P;
+    case S_CANCELLED: return S_CANCELLED_P;
+    default:          return -1;
+    }
+}
+
+/* Returns the plain twin of which (plain_slot), prepared at first use. */
+static sqlite3_stmt *
+plain_stmt(jr_backend *b, int which, jr_err *err)
+{
+    static const char ret[] = " RETURNING flow, state";
+    int slot = plain_slot(which);
+    const char *text = sql_text[which];
+    size_t n = strlen(text) - (sizeof ret - 1);
+    sqlite3_stmt *s;
+    char *sql;
+
+    if (b->st[slot] != NULL)
+        return jr_sqlite_stmt(b, slot, "", err);
+    if (strcmp(text + n, ret) != 0) {
+        jr_fail(err, JR_EDB, "sqlite: statement %d ends in no RETURNING",
+                which);
+        return NULL;
+    }
+    if ((sql = malloc(n + 32)) == NULL) {
+        jr_fail(err, JR_ENOMEM, "sqlite: out of memory for a statement");
+        return NULL;
+    }
+    snprintf(sql, n + 32, "%.*s AND flow = 0", (int)n, text);
+    s = jr_sqlite_prepare(b, slot, sql, err);
+    free(sql);
+    return s;
+}
+
 /* Steps a result's statement, which returns the row's flow and new
  * state when it changed it: *st gets the state when the job has a flow
  * bit and ended (flow.c settles it), else "". Returns 1 if the row was
@@ -216,17 +263,23 @@ keep_one(jr_backend *b, const char *token, const jr_result *r, double now,
          char *st, size_t size, jr_err *err)
 {
     sqlite3_stmt *s;
+    int k, changed = 0;
 
-    if ((s = stmt(b, S_KEEP, err)) == NULL)
-        return -1;
-    sqlite3_bind_int64(s, 1, r->id);
-    bind_text(s, 2, token);
-    sqlite3_bind_double(s, 3, now);
-    bind_text(s, 6, r->generation);
-    sqlite3_bind_null(s, 7);
-    sqlite3_bind_double(s, 8, b->result_ttl);
-    sqlite3_bind_double(s, 9, b->keep_completed);
-    return run_result(b, s, st, size, err);
+    for (k = 0; k < 2 && changed == 0; k++) {
+        if ((s = k ? stmt(b, S_KEEP, err) : plain_stmt(b, S_KEEP, err)) ==
+            NULL)
+            return -1;
+        sqlite3_bind_int64(s, 1, r->id);
+        bind_text(s, 2, token);
+        sqlite3_bind_double(s, 3, now);
+        bind_text(s, 6, r->generation);
+        sqlite3_bind_null(s, 7);
+        sqlite3_bind_double(s, 8, b->result_ttl);
+        sqlite3_bind_double(s, 9, b->keep_completed);
+        changed = k ? run_result(b, s, st, size, err) :
+                      run(b, s, err, "recording a result");
+    }
+    return changed;
 }
 
 /* Binds r to s, the statement which of its kind. */
@@ -273,13 +326,22 @@ complete_one(jr_backend *b, const char *token, const jr_result *r, double now,
     if (which < 0)
         return jr_fail(err, JR_EPROTO, "job %lld: unknown result kind %d",
                        (long long)r->id, r->kind);
-    if ((s = stmt(b, which, err)) == NULL)
-        return -1;
-    bind_result(b, s, which, token, r, now);
-    if (which == S_DONE || which == S_PROGRESS)
+    if (which == S_DONE || which == S_PROGRESS) {
+        if ((s = stmt(b, which, err)) == NULL)
+            return -1;
+        bind_result(b, s, which, token, r, now);
         changed = run(b, s, err, "recording a result");
-    else
-        changed = run_result(b, s, st, sizeof st, err);
+    } else {                    /* the plain twin, then the flow one */
+        if ((s = plain_stmt(b, which, err)) == NULL)
+            return -1;
+        bind_result(b, s, which, token, r, now);
+        if ((changed = run(b, s, err, "recording a result")) == 0) {
+            if ((s = stmt(b, which, err)) == NULL)
+                return -1;
+            bind_result(b, s, which, token, r, now);
+            changed = run_result(b, s, st, sizeof st, err);
+        }
+    }
     if (changed == 0 && which == S_DONE)    /* ours with a flow bit? */
         changed = done_flow(b, token, r, st, sizeof st, err);
     if (changed == 0 && which == S_DONE)    /* ours with a result_ttl? */

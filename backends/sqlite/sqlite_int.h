@@ -46,6 +46,10 @@ enum {
     S_LIM_PATH_SET, S_LIM_USE, S_LIM_USE_TOP, S_LIM_TOKENS,
     /* complete.c */
     S_DONE, S_DONE_FLOW, S_RESCUE_FLOW, S_DONE_MANY, S_KEEP, S_KEEP_MANY,
+    /* complete.c: the result statements without RETURNING, for jobs
+     * without a flow bit (made from the others' text) */
+    S_KEEP_P, S_RETRY_P, S_DEAD_P, S_SNOOZE_P, S_RELEASE_P, S_EXPIRED_P,
+    S_CANCELLED_P,
     S_RETRY, S_DEAD, S_SNOOZE, S_RELEASE, S_EXPIRED, S_CANCELLED,
     S_PROGRESS, S_RENEW, S_RESCUE,
     /* admin.c */
