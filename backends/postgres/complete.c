@@ -13,15 +13,20 @@
 #include "postgres/pg_int.h"
 #include "postgres/arrays.h"
 
-/* a job pushed or waited on with result_ttl is kept (st_keep) */
+/* a job pushed or waited on with result_ttl is kept (st_keep), and so is
+ * one with a flow bit: its end is a change of state, which the schema's
+ * jobs_end trigger settles (migration 13); the table has no DELETE
+ * trigger for a plain success to pay */
 static const pg_stmt st_done = {S_DONE, "jr_done", 2,
     "DELETE FROM {{schema}}.jobs WHERE id = ANY($2::bigint[])"
     " AND state = 'running' AND locked_by = $1::text"
-    " AND result_ttl IS NULL RETURNING id"};
+    " AND result_ttl IS NULL AND flow = 0 RETURNING id"};
 
-/* DONE with a result, with keep_completed, or with a result_ttl: the row
- * stays, completed; $5 the runner's result_ttl, $6 keep_completed. A
- * job with a result or a result_ttl of its own stays until keep_until. */
+/* DONE with a result, with keep_completed, with a result_ttl or a flow
+ * bit: the row stays, completed; $5 the runner's result_ttl, $6
+ * keep_completed. A job with a result or a result_ttl of its own stays
+ * until keep_until; one kept only for its flow bit goes at the next
+ * prune (or as retention.completed says). */
 static const pg_stmt st_keep = {S_KEEP, "jr_keep", 6,
     "UPDATE {{schema}}.jobs j SET state = 'completed',"
     " finished_at = now(), generation = coalesce(u.gen, j.generation),"
@@ -29,7 +34,8 @@ static const pg_stmt st_keep = {S_KEEP, "jr_keep", 6,
     " updated_at = now(), result = u.res::jsonb,"
     " keep_until = CASE WHEN u.res IS NOT NULL OR j.result_ttl IS NOT NULL"
     "  THEN now() + greatest(coalesce(j.result_ttl, $5::float8),"
-    "  $6::float8) * interval '1 second' END"
+    "  $6::float8) * interval '1 second'"
+    "  WHEN j.flow <> 0 AND $6::float8 <= 0 THEN now() END"
     " FROM unnest($2::bigint[], $3::text[], $4::text[]) AS u(id, gen, res)"
     " WHERE j.id = u.id AND j.state = 'running'"
     " AND j.locked_by = $1::text RETURNING j.id"};

@@ -2,8 +2,8 @@
  * batch of the jobs a push inserts (the schema's link(), in the push's
  * transaction), the batches a push makes, and the reads of show and
  * batch show. What a job's end decides (children made ready, cancelled
- * or dead, batch callbacks pushed once) is the schema's: the triggers
- * jobs_flow_end and jobs_flow_gone, migration 11. Owns the flow
+ * or dead, batch callbacks pushed once) is the schema's: flow_settle,
+ * migration 11, run by the trigger jobs_end, migration 13. Owns the flow
  * statements; uses conn.c and push.c. */
 #include <stdio.h>
 #include <stdlib.h>

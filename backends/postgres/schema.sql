@@ -1104,3 +1104,38 @@ BEGIN
     RETURN t;
 END
 $$;
+-- migration 13
+-- One trigger for a job's end instead of three. PostgreSQL fetches the
+-- old row and tests the WHEN of every AFTER row trigger on each row an
+-- UPDATE or DELETE touches: a claim paid for two, a success's DELETE for
+-- one, in every statement of a plain drain. jobs_end, deferred to the
+-- commit (a NOTIFY is sent at commit anyway), sends the finished NOTIFY
+-- of migration 10 and settles the workflow of a job with a flow bit as
+-- jobs_flow did. A runner records the success of a job with a flow bit
+-- as an update to completed (pruned at the next prune unless kept), not
+-- a delete, so no DELETE trigger is needed: a plain success runs no
+-- trigger code. Plain SQL ends a job by setting its state; deleting the
+-- row of a running job with a flow bit settles nothing.
+DROP TRIGGER IF EXISTS jobs_finished ON {{schema}}.jobs;
+DROP TRIGGER IF EXISTS jobs_flow_end ON {{schema}}.jobs;
+DROP TRIGGER IF EXISTS jobs_flow_gone ON {{schema}}.jobs;
+DROP FUNCTION IF EXISTS {{schema}}.jobs_notify_finished();
+DROP FUNCTION IF EXISTS {{schema}}.jobs_flow();
+CREATE FUNCTION {{schema}}.jobs_end() RETURNS trigger
+LANGUAGE plpgsql AS $$
+BEGIN
+    PERFORM pg_notify(left(TG_TABLE_SCHEMA || '_finished', 63),
+                      NEW.id || ' ' || NEW.state);
+    IF OLD.flow <> 0 AND OLD.state IN ('queued', 'running', 'waiting')
+       AND current_setting('jobrunner.settling', true)
+           IS DISTINCT FROM 'on' THEN
+        PERFORM {{schema}}.flow_settle(NEW.id, NEW.state, NEW.result);
+    END IF;
+    RETURN NULL;
+END
+$$;
+CREATE CONSTRAINT TRIGGER jobs_end AFTER UPDATE OF state
+    ON {{schema}}.jobs DEFERRABLE INITIALLY DEFERRED
+    FOR EACH ROW WHEN (NEW.state IN ('completed', 'dead', 'cancelled')
+        AND OLD.state IS DISTINCT FROM NEW.state)
+    EXECUTE FUNCTION {{schema}}.jobs_end();
