@@ -46,6 +46,9 @@ for _, b in ipairs(backends) do
   if r.drain_co_jobs_s and r.drain_inflight1_jobs_s then
     r.drain_co_ratio = r.drain_co_jobs_s.median / r.drain_inflight1_jobs_s.median
   end
+  if r.drain_now_jobs_s and r.drain_base_jobs_s then
+    r.drain_base_ratio = r.drain_now_jobs_s.median / r.drain_base_jobs_s.median
+  end
   if r.mix_c16_jobs_s and r.mix_c1_jobs_s then
     r.mix_speedup = r.mix_c16_jobs_s.median / r.mix_c1_jobs_s.median
   end
@@ -67,6 +70,9 @@ local rows = {
   { "drain_plain_jobs_s", "drain, one queue, default concurrency (jobs/s)", nil, nil, "%.0f" },
   { "drain_http_jobs_s", "the same, HTTP on, /metrics scraped every 100 ms (jobs/s)", nil, nil, "%.0f" },
   { "drain_queues4_jobs_s", "drain, 4 queues capped 8/32/128/512 (jobs/s)", nil, nil, "%.0f" },
+  { "drain_now_jobs_s", "drain, plain, in turn with the baseline below (jobs/s)", nil, nil, "%.0f" },
+  { "drain_base_jobs_s", ("  the same, baseline %s (jobs/s)"):format(machine.baseline or "-"), nil, nil, "%.0f" },
+  { "drain_base_ratio", "  this code / baseline, plain drain (x)", { ">=", 0.95 }, { ">=", 0.95 }, "%.2f" },
   { "drain_keys1000_jobs_s", "drain, 1000 limit keys, per-key concurrency 2 (jobs/s)", nil, nil, "%.0f" },
   { "drain_keep_jobs_s", ("drain, concurrency %d, retention completed = 1d (jobs/s)"):format(cores), nil, nil, "%.0f" },
   { "latency_p50_ms", "latency push->start p50 (ms)", { "<=", 1 }, { "<=", 1 }, "%.2f" },

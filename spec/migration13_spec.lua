@@ -1,13 +1,16 @@
--- migration13_spec.lua - migration 13 (PostgreSQL only; SQLite settles a
--- job's end in the library's completing transaction and has no such
--- triggers) replaces the three end triggers (jobs_finished, jobs_flow_end,
--- jobs_flow_gone) with one deferred trigger, jobs_end. A database of
--- schema 12 with jobs in every state and two unfinished flows is brought
--- forward by `jobrunner migrate` with every job and edge intact; then a
--- parent ended by plain SQL settles its child at commit and notifies,
--- and a lost runner's parent is rescued, succeeds and makes its child
--- ready. The schema-12 database is made from the first blocks of
--- backends/postgres/schema.sql.
+-- migration13_spec.lua - migration 13 takes out what a plain job paid for
+-- without using it. On both backends: the kept jobs' index names
+-- keep_until alone, the indexes of waiting jobs and batch members are
+-- dropped. On PostgreSQL: one deferred trigger, jobs_end, replaces the
+-- three end triggers (jobs_finished, jobs_flow_end, jobs_flow_gone);
+-- SQLite settles a job's end in the library's completing transaction and
+-- has none. A database of schema 12 with jobs in every state and two
+-- unfinished flows is brought forward by `jobrunner migrate` with every
+-- job and edge intact; then a parent ended by plain SQL (PostgreSQL) or
+-- by `cancel` settles its child, a lost runner's parent is rescued,
+-- succeeds and makes its child ready, and a job kept for its result is
+-- pruned after its result_ttl. The schema-12 database is made from the
+-- first blocks of backends/*/schema.sql.
 local jr = require "jr"
 local cjson = require "cjson"
 
@@ -41,7 +44,20 @@ local function snapshot(env)
   return t
 end
 
+local function indexes(env)
+  local t = {}
+  local sql = env.backend == "postgres"
+    and "SELECT indexname AS name FROM pg_indexes WHERE tablename = 'jobs'" ..
+        " AND indexname IN ('jobs_kept', 'jobs_waiting', 'jobs_batch')" ..
+        " ORDER BY indexname"
+    or "SELECT name FROM sqlite_master WHERE type = 'index' AND name IN" ..
+       " ('jobs_kept', 'jobs_waiting', 'jobs_batch') ORDER BY name"
+  for _, r in ipairs(env:query(sql)) do t[#t + 1] = r.name end
+  return t
+end
+
 local function triggers(env)
+  if env.backend ~= "postgres" then return {} end
   local t = {}
   for _, r in ipairs(env:query("SELECT tgname FROM pg_trigger WHERE tgrelid" ..
       " = 'jobs'::regclass AND tgname IN ('jobs_finished', 'jobs_flow_end'," ..
@@ -52,28 +68,35 @@ local function triggers(env)
 end
 
 for _, backend in ipairs(jr.backends()) do
-  if backend == "postgres" then
-  describe(backend .. ": migration 13 (one end trigger)", function()
+  local pg = backend == "postgres"
+  describe(backend .. ": migration 13 (what a plain job does not use)", function()
     local env
     before_each(function() env = jr.env(backend) end)
     after_each(function() env:cleanup() end)
 
-    it("upgrades a schema-12 database with its jobs and flows intact; the new trigger settles them", function()
+    it("upgrades a schema-12 database with its jobs and flows intact; flows settle, kept jobs go", function()
       jr.make_schema(env, 12)
       old_jobs(env)
-      assert.are.same({ "jobs_finished", "jobs_flow_end", "jobs_flow_gone" },
-        triggers(env))
+      assert.are.same(pg and { "jobs_finished", "jobs_flow_end", "jobs_flow_gone" }
+        or {}, triggers(env))
+      assert.are.same({ "jobs_batch", "jobs_kept", "jobs_waiting" }, indexes(env))
       local before = snapshot(env)
       local out, err, code = env:cli("migrate")
       assert.are.equal(0, code, out .. err)
       assert.are.same(before, snapshot(env))
-      assert.are.same({ "jobs_end" }, triggers(env))
+      assert.are.same(pg and { "jobs_end" } or {}, triggers(env))
+      assert.are.same({ "jobs_kept" }, indexes(env))
       out, err, code = env:cli("migrate")
       assert.are.equal(0, code, out .. err)
       assert.are.same(before, snapshot(env))
-      -- plain SQL ends parent 1: its child is cancelled in the same
-      -- commit, and each end is notified
-      env:exec("UPDATE jobs SET state = 'cancelled', finished_at = now() WHERE id = 1")
+      -- parent 1 ends cancelled (plain SQL on PostgreSQL: the trigger
+      -- settles it at commit): its child is cancelled with it
+      if pg then
+        env:exec("UPDATE jobs SET state = 'cancelled', finished_at = now() WHERE id = 1")
+      else
+        out, err, code = env:cli("cancel", "1")
+        assert.are.equal(0, code, out .. err)
+      end
       assert.are.equal("cancelled", env:job(1).state)
       local child = env:job(2)
       assert.are.equal("cancelled", child.state)
@@ -89,10 +112,15 @@ for _, backend in ipairs(jr.backends()) do
         end]])
       env:config("lease = 1")
       env:start()
+      -- a job kept for its result (the new jobs_kept) goes after its ttl
+      local kept = env:push("m13.a", '{"n": 9}', "--result-ttl", "1")
       local ok = pcall(jr.wait_for, function()
         return #jr.lines(env.dir .. "/b") == 1 end, 20, "the child ran")
       assert(ok, "the child ran: " .. env:log() .. cjson.encode(env:jobs()))
       assert.are.same({ "3 completed 3" }, jr.lines(env.dir .. "/b"))
+      ok = pcall(jr.wait_for, function() return env:job(kept) == nil end, 30,
+        "the kept job pruned")
+      assert(ok, "the kept job pruned: " .. cjson.encode(env:jobs()))
       assert.are.equal(0, env:stop())
       -- the old ended jobs are as they were, the scheduled one waits
       assert.are.equal("queued", env:job(8).state)
@@ -100,5 +128,4 @@ for _, backend in ipairs(jr.backends()) do
       assert.are.equal("cancelled", env:job(6).state)
     end)
   end)
-  end
 end

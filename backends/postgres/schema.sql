@@ -1116,6 +1116,15 @@ $$;
 -- a delete, so no DELETE trigger is needed: a plain success runs no
 -- trigger code. Plain SQL ends a job by setting its state; deleting the
 -- row of a running job with a flow bit settles nothing.
+-- Indexes likewise: a claim's new row version goes into every index whose
+-- predicate it meets, each predicate tested: the kept jobs' index names
+-- keep_until alone (set only when a job is kept), and the indexes of
+-- waiting jobs and of batch members, which no query needed, are gone.
+DROP INDEX IF EXISTS {{schema}}.jobs_kept;
+DROP INDEX IF EXISTS {{schema}}.jobs_waiting;
+DROP INDEX IF EXISTS {{schema}}.jobs_batch;
+CREATE INDEX jobs_kept ON {{schema}}.jobs (keep_until)
+    WHERE keep_until IS NOT NULL;
 DROP TRIGGER IF EXISTS jobs_finished ON {{schema}}.jobs;
 DROP TRIGGER IF EXISTS jobs_flow_end ON {{schema}}.jobs;
 DROP TRIGGER IF EXISTS jobs_flow_gone ON {{schema}}.jobs;

@@ -492,3 +492,15 @@ CREATE TABLE schedules (
     fire_at    REAL,                                -- fire asked by hand
     updated_at REAL    NOT NULL DEFAULT ((julianday('now') - 2440587.5) * 86400.0)
 ) WITHOUT ROWID;
+-- migration 13
+-- Indexes a plain job does not pay for. An UPDATE maintains every index
+-- whose columns or WHERE name a column it sets, and a DELETE every index:
+-- a claim sets state, so the kept jobs' index now names keep_until alone
+-- (set only when a job is kept: prune still finds them by it); the index
+-- of waiting jobs and the one of batch members had no query that needed
+-- them (a batch's members are batch_jobs rows; a waiting job is reached
+-- by its id).
+DROP INDEX IF EXISTS jobs_kept;
+DROP INDEX IF EXISTS jobs_waiting;
+DROP INDEX IF EXISTS jobs_batch;
+CREATE INDEX jobs_kept ON jobs (keep_until) WHERE keep_until IS NOT NULL;
