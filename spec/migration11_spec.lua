@@ -24,15 +24,7 @@ local function old_jobs(env)
   ]]):format(past, later, past, later, past, past, past, past, past, past, result))
 end
 
-local function snapshot(env)
-  local t = {}
-  for _, r in ipairs(env:jobs()) do
-    t[r.id] = { name = r.name, payload = cjson.decode(r.payload), queue = r.queue,
-                state = r.state, attempts = r.attempts, locked_by = r.locked_by,
-                last_error = r.last_error }
-  end
-  return t
-end
+local snapshot = jr.job_snapshot
 
 for _, backend in ipairs(jr.backends()) do
   describe(backend .. ": migration 11 (workflows)", function()

@@ -34,15 +34,7 @@ local function old_jobs(env)
   env:exec("INSERT INTO job_deps (parent_id, child_id) VALUES (1, 2), (3, 4)")
 end
 
-local function snapshot(env)
-  local t = {}
-  for _, r in ipairs(env:jobs()) do
-    t[r.id] = { name = r.name, payload = cjson.decode(r.payload), queue = r.queue,
-                state = r.state, attempts = r.attempts, locked_by = r.locked_by,
-                last_error = r.last_error }
-  end
-  return t
-end
+local snapshot = jr.job_snapshot
 
 local function indexes(env)
   local t = {}

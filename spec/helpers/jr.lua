@@ -433,6 +433,19 @@ function M.past_later(env)
   return now .. " - 3600", now .. " + 3600"
 end
 
+-- What the migration specs compare before and after an upgrade: each
+-- job's name, payload, queue, state, attempts, holder and last error by id.
+function M.job_snapshot(env)
+  local cjson = require "cjson"
+  local t = {}
+  for _, r in ipairs(env:jobs()) do
+    t[r.id] = { name = r.name, payload = cjson.decode(r.payload), queue = r.queue,
+                state = r.state, attempts = r.attempts, locked_by = r.locked_by,
+                last_error = r.last_error }
+  end
+  return t
+end
+
 -- Makes env's database at schema n, as a release of that schema left it,
 -- from the first n blocks of backends/*.sql with the engine's own client
 -- (sqlite3 or psql): the migration specs upgrade it from there.
