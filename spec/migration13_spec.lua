@@ -40,6 +40,7 @@ local function indexes(env)
   local t = {}
   local sql = env.backend == "postgres"
     and "SELECT indexname AS name FROM pg_indexes WHERE tablename = 'jobs'" ..
+        " AND schemaname = current_schema()" ..
         " AND indexname IN ('jobs_kept', 'jobs_waiting', 'jobs_batch')" ..
         " ORDER BY indexname"
     or "SELECT name FROM sqlite_master WHERE type = 'index' AND name IN" ..
