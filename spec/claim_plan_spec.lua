@@ -27,6 +27,21 @@ describe("postgres: claims on stale statistics", function()
       " WHERE schemaname = '%s' AND relname = 'jobs'"):format(env.schema)))
   end
 
+  -- the count once the setup's own scans are in: a backend sends its
+  -- counts when it exits, which can be after its client has gone (the
+  -- DELETE below scans the table; under load its count arrived after the
+  -- drain had started and was taken for the runner's)
+  local function settled_seq_scans()
+    local prev = seq_scans()
+    for _ = 1, 20 do
+      jr.sleep(0.5)
+      local cur = seq_scans()
+      if cur == prev then return cur end
+      prev = cur
+    end
+    return prev
+  end
+
   for _, limits in ipairs({ false, true }) do
     it("drains a backlog pushed after an empty analyze without a sequential scan" ..
        (limits and ", under limits per key" or ""), function()
@@ -44,7 +59,7 @@ describe("postgres: claims on stale statistics", function()
       env:exec("INSERT INTO jobs (name, payload) SELECT 'rec'," ..
                " json_build_object('key', g % 50)::jsonb" ..
                " FROM generate_series(1, 20000) g")
-      local before = seq_scans()
+      local before = settled_seq_scans()
       local ledger = env.dir .. "/ledger"
       -- and the runner's sessions price index pages dear, as a table's
       -- statistics can: a plan made on costs alone would read it whole
@@ -53,8 +68,13 @@ describe("postgres: claims on stale statistics", function()
       jr.wait_for(function() return jr.ledger_count(ledger) >= 20000 end,
                   120, "drain")
       assert.equal(0, env:stop("TERM", p))
-      -- the runner's sessions have ended: their counts are in
-      assert.equal(before, seq_scans())
+      -- the runner's sessions have ended: their counts are in. A plan
+      -- that reads the table whole does it at every claim, hundreds of
+      -- times in this drain; one scan more is tolerated, from outside the
+      -- claims (a backend's count can arrive late: see settled_seq_scans)
+      local after = settled_seq_scans()
+      assert(after - before <= 1, ("%d sequential scans of jobs during the" ..
+        " drain"):format(after - before))
     end)
   end
 end)
