@@ -12,6 +12,10 @@
 #include "sqlite/sqlite_int.h"
 #include "base/util.h"
 
+/* what a claim reads of a job (row_job) */
+#define CLAIM_COLUMNS "id, name, queue, payload, attempts, max_retries," \
+    " priority, run_at, created_at, parents, batch_id, flow"
+
 static const char *const sql_text[S_COUNT] = {
     /* the queues a claim may take from, by name: those with a queued job
      * (a skip scan of jobs_claim, one seek per such queue) and not paused,
@@ -60,27 +64,28 @@ static const char *const sql_text[S_COUNT] = {
         "   WHERE (r.key = jobs.name OR r.key = 'queue:' || jobs.queue)"
         "   AND lb.tokens + (?2 - lb.updated_at) * r.value < 1))"
         " ORDER BY priority, run_at, id LIMIT ?4",
+    /* a claim reads its jobs, then marks them running by id in the same
+     * transaction (it holds the write lock: nothing changes between).
+     * Not an UPDATE ... RETURNING: SQLite loads every column of the old
+     * row for RETURNING and buffers the rows in a table of its own, which
+     * cost a claimed row more than the update itself */
     [S_CLAIM] =
         "UPDATE jobs SET state = 'running', attempts = attempts + 1,"
         " locked_by = ?1, locked_until = ?2, updated_at = ?3,"
         " started_at = ?3, progress_done = NULL, progress_total = NULL,"
         " progress_note = NULL"
-        " WHERE id IN (SELECT value FROM json_each(?4)) AND state = 'queued'"
-        " RETURNING id, name, queue, payload, attempts, max_retries,"
-        " priority, run_at, created_at, parents, batch_id, flow",
+        " WHERE id IN (SELECT value FROM json_each(?4)) AND state = 'queued'",
+    /* the jobs of ids ?1 a claim takes, as they are before it */
+    [S_CLAIM_READ] =
+        "SELECT " CLAIM_COLUMNS " FROM jobs"
+        " WHERE id IN (SELECT value FROM json_each(?1)) AND state = 'queued'",
     /* the same when one queue has ready jobs and none is capped: its
-     * first ?6 ready jobs of names ?4 in queue ?5, in one statement */
+     * first ?4 ready jobs of names ?3 in queue ?1, in claim order */
     [S_CLAIM_ONE] =
-        "UPDATE jobs SET state = 'running', attempts = attempts + 1,"
-        " locked_by = ?1, locked_until = ?2, updated_at = ?3,"
-        " started_at = ?3, progress_done = NULL, progress_total = NULL,"
-        " progress_note = NULL"
-        " WHERE id IN (SELECT id FROM jobs WHERE state = 'queued'"
-        " AND queue = ?5 AND run_at <= ?3"
-        " AND name IN (SELECT value FROM json_each(?4))"
-        " ORDER BY priority, run_at, id LIMIT ?6) AND state = 'queued'"
-        " RETURNING id, name, queue, payload, attempts, max_retries,"
-        " priority, run_at, created_at, parents, batch_id, flow",
+        "SELECT " CLAIM_COLUMNS " FROM jobs WHERE state = 'queued'"
+        " AND queue = ?1 AND run_at <= ?2"
+        " AND name IN (SELECT value FROM json_each(?3))"
+        " ORDER BY priority, run_at, id LIMIT ?4",
 };
 
 static sqlite3_stmt *
@@ -89,6 +94,8 @@ stmt(jr_backend *b, int which, jr_err *err)
     return jr_sqlite_stmt(b, which, sql_text[which], err);
 }
 
+/* A job read by S_CLAIM_READ or S_CLAIM_ONE, as the claim that follows
+ * the read leaves it (its attempt counted). */
 static jr_job *
 row_job(sqlite3_stmt *s)
 {
@@ -99,7 +106,7 @@ row_job(sqlite3_stmt *s)
                                    col_text(s, 9));
     if (j == NULL)
         return NULL;
-    j->attempt = sqlite3_column_int(s, 4);
+    j->attempt = sqlite3_column_int(s, 4) + 1;
     j->max_retries = sqlite3_column_type(s, 5) == SQLITE_NULL ? -1 :
                      sqlite3_column_int(s, 5);
     j->priority = sqlite3_column_int(s, 6);
@@ -272,9 +279,10 @@ candidate_id(const void *a, const void *b)
     return (x->id > y->id) - (x->id < y->id);
 }
 
-/* Writes [id,id,...] of c[0..n) into a new string. */
+/* Writes [id,id,...] of c[0..n), or of jobs[0..n) when c is NULL, into
+ * a new string. */
 static char *
-ids_json(const candidate *c, int n)
+ids_json(const candidate *c, jr_job *const *jobs, int n)
 {
     char *s = malloc((size_t)n * 22 + 3), *p = s;
     int i;
@@ -283,15 +291,43 @@ ids_json(const candidate *c, int n)
         return NULL;
     *p++ = '[';
     for (i = 0; i < n; i++)
-        p += sprintf(p, "%s%lld", i ? "," : "", (long long)c[i].id);
+        p += sprintf(p, "%s%lld", i ? "," : "",
+                     (long long)(c ? c[i].id : jobs[i]->id));
     *p++ = ']';
     *p = '\0';
     return s;
 }
 
-/* Marks the first n candidates running in one statement (a statement per
- * row costs a statement journal each) and puts them in out[] in their fair
- * order: c[i].rank is reused as the position. Returns how many. */
+/* Marks the n jobs of ids json running under token, in one statement (a
+ * statement per row costs a statement journal each). The transaction
+ * holds the write lock since they were read, so all n are still queued:
+ * another count is an error. */
+static int
+mark_claimed(jr_backend *b, const char *token, double lease, double now,
+             const char *json, int n, jr_err *err)
+{
+    sqlite3_stmt *s = stmt(b, S_CLAIM, err);
+    int rc;
+
+    if (s == NULL)
+        return -1;
+    bind_text(s, 1, token);
+    sqlite3_bind_double(s, 2, now + lease);
+    sqlite3_bind_double(s, 3, now);
+    bind_text(s, 4, json);
+    rc = sqlite3_step(s);
+    sqlite3_reset(s);
+    if (rc != SQLITE_DONE)
+        return jr_sqlite_fail(b, err, "claiming jobs");
+    if (sqlite3_changes(b->db) != n)
+        return jr_fail(err, JR_EDB, "sqlite: a claim marked %d of the %d "
+                       "jobs it read", sqlite3_changes(b->db), n);
+    return 0;
+}
+
+/* Reads the first n candidates and marks them running, and puts them in
+ * out[] in their fair order: c[i].rank is reused as the position.
+ * Returns how many. */
 static int
 claim_picked(jr_backend *b, const char *token, double lease, candidate *c,
              int n, jr_job **out, double now, jr_err *err)
@@ -304,9 +340,10 @@ claim_picked(jr_backend *b, const char *token, double lease, candidate *c,
 
     if (n == 0)
         return 0;
-    json = ids_json(c, n);
+    json = ids_json(c, NULL, n);
     tmp = calloc((size_t)n, sizeof *tmp);
-    if (json == NULL || tmp == NULL || (s = stmt(b, S_CLAIM, err)) == NULL) {
+    if (json == NULL || tmp == NULL ||
+        (s = stmt(b, S_CLAIM_READ, err)) == NULL) {
         free(json);
         free(tmp);
         return json && tmp ? -1 : jr_fail(err, JR_ENOMEM, "sqlite: out of "
@@ -315,10 +352,7 @@ claim_picked(jr_backend *b, const char *token, double lease, candidate *c,
     for (i = 0; i < n; i++)
         c[i].rank = i;
     qsort(c, (size_t)n, sizeof *c, candidate_id);
-    bind_text(s, 1, token);
-    sqlite3_bind_double(s, 2, now + lease);
-    sqlite3_bind_double(s, 3, now);
-    bind_text(s, 4, json);
+    bind_text(s, 1, json);
     while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
         if ((j = row_job(s)) == NULL) {
             rc = SQLITE_NOMEM;
@@ -333,17 +367,20 @@ claim_picked(jr_backend *b, const char *token, double lease, candidate *c,
         tmp[at->rank] = j;
     }
     sqlite3_reset(s);
-    free(json);
     for (i = 0; i < n; i++)
         if (tmp[i] != NULL)
             out[k++] = tmp[i];
     free(tmp);
-    if (rc != SQLITE_DONE) {
+    if (rc != SQLITE_DONE)
         jr_sqlite_fail(b, err, "claiming jobs");
+    if (rc != SQLITE_DONE ||
+        mark_claimed(b, token, lease, now, json, k, err) < 0) {
+        free(json);
         while (k > 0)
             free(out[--k]);
         return -1;
     }
+    free(json);
     return k;
 }
 
@@ -441,8 +478,8 @@ ready_queue(jr_backend *b, const char *json, double now, char **queue,
 }
 
 /* S_CLAIM_ONE when one queue has ready jobs and the spec caps none: the
- * claim without the fair reads (there is one queue to be fair to) in one
- * statement, its jobs sorted into claim order. Returns how many, or -2 if
+ * claim without the fair reads (there is one queue to be fair to), one
+ * read in claim order and one update. Returns how many, or -2 if
  * the fair claim is to run instead. */
 static int
 claim_one(jr_backend *b, const char *token, double lease,
@@ -450,7 +487,7 @@ claim_one(jr_backend *b, const char *token, double lease,
           double now, jr_err *err)
 {
     sqlite3_stmt *s;
-    char *queue;
+    char *queue, *ids;
     int n = 0, rc;
 
     if (spec->nqueues > 0 || spec->others < spec->max)
@@ -461,28 +498,35 @@ claim_one(jr_backend *b, const char *token, double lease,
         free(queue);
         return -1;
     }
-    bind_text(s, 1, token);
-    sqlite3_bind_double(s, 2, now + lease);
-    sqlite3_bind_double(s, 3, now);
-    bind_text(s, 4, json);
-    bind_text(s, 5, queue);
-    sqlite3_bind_int(s, 6, spec->max);
+    bind_text(s, 1, queue);
+    sqlite3_bind_double(s, 2, now);
+    bind_text(s, 3, json);
+    sqlite3_bind_int(s, 4, spec->max);
     while ((rc = sqlite3_step(s)) == SQLITE_ROW && n < spec->max)
-        if ((out[n++] = row_job(s)) == NULL) {          /* LIMIT ?6 */
+        if ((out[n++] = row_job(s)) == NULL) {          /* LIMIT ?4 */
             n--;
             rc = SQLITE_NOMEM;
             break;
         }
     sqlite3_reset(s);
     free(queue);
+    if (rc == SQLITE_DONE && n > 0) {
+        if ((ids = ids_json(NULL, out, n)) == NULL)
+            rc = SQLITE_NOMEM;
+        else if (mark_claimed(b, token, lease, now, ids, n, err) < 0)
+            rc = SQLITE_ERROR;
+        free(ids);
+    }
     if (rc != SQLITE_DONE) {
         while (n > 0)
             free(out[--n]);
+        if (rc == SQLITE_ERROR)
+            return -1;                  /* mark_claimed said why */
         return rc == SQLITE_NOMEM ? jr_fail(err, JR_ENOMEM, "sqlite: out "
                                             "of memory") :
                jr_sqlite_fail(b, err, "claiming jobs");
     }
-    qsort(out, (size_t)n, sizeof *out, jr_claimed_cmp);
+    /* ORDER BY priority, run_at, id: already in claim order */
     return n;
 }
 
