@@ -103,6 +103,89 @@ for _, backend in ipairs(jr.backends()) do
       assert.equal(0, env:stop())
     end)
 
+    it("answers a parked long poll whose job another process ended, behind more polls than one read names", function()
+      -- no handler for "held": this runner never ends those jobs, so only
+      -- its looks at the parked polls' jobs can answer them
+      env:script("other", "return function() end")
+      local n = 1100
+      local base = H.start(env, nil, { http = "max_connections = 1500" })
+      local hexport = ("%04X"):format(tonumber(base:match(":(%d+)$")))
+      local ids = {}
+      for from = 1, n + 1, 1000 do
+        local jobs = {}
+        for _ = from, math.min(from + 999, n + 1) do jobs[#jobs + 1] = { name = "held" } end
+        for _, id in ipairs(H.json(base .. "/api/jobs", 201, { body = cjson.encode(jobs) }).ids) do
+          ids[#ids + 1] = math.tointeger(id)
+        end
+      end
+      local first = table.remove(ids, 1)
+      local dir = os.tmpname()
+      os.remove(dir)
+      assert(os.execute("mkdir " .. dir))
+      local function connected(count)
+        jr.wait_for(function()
+          local f, c = io.open("/proc/net/tcp"), 0
+          for line in f:lines() do
+            if line:match("^%s*%d+: %x+:" .. hexport .. " %x+:%x+ 01 ") then c = c + 1 end
+          end
+          f:close()
+          return c >= count
+        end, 60, "the long polls' connections")
+        jr.sleep(2)             -- and their first look at the job made
+      end
+      -- curl holds at most 300 transfers at once: a curl per 275 polls
+      local curls = 0
+      local function polls(list)
+        curls = curls + 1
+        local cfg = assert(io.open(("%s/curl%d.cfg"):format(dir, curls), "w"))
+        cfg:write(("header = %q\n"):format("Authorization: Bearer " .. H.TOKEN))
+        for _, id in ipairs(list) do
+          cfg:write(('url = "%s/api/jobs/%d?wait=120"\noutput = "%s/%d"\n'):format(base, id, dir, id))
+        end
+        cfg:close()
+        os.execute(("(curl -s --no-progress-meter -m 130 -Z --parallel-immediate" ..
+          " --parallel-max 300 -K %s/curl%d.cfg; touch %s/done%d) &"):format(dir, curls, dir, curls))
+      end
+      local function answered(from, to)
+        return jr.wait_for(function()
+          for i = from, to do
+            local f = io.open(("%s/done%d"):format(dir, i))
+            if not f then return false end
+            f:close()
+          end
+          return true
+        end, 60, "the long polls answered")
+      end
+      local function state(id)
+        local f = assert(io.open(("%s/%d"):format(dir, id)))
+        local job = cjson.decode(f:read("a"))
+        f:close()
+        return job.state
+      end
+      -- a poll parked first, then more than a read's worth after it
+      polls({ first })
+      connected(1)
+      for from = 1, n, 275 do
+        polls(table.move(ids, from, math.min(from + 274, n), 1, {}))
+      end
+      connected(n + 1)
+      -- another process ends the first one's job: answered long before
+      -- its wait of 120 s is over, though newer polls are parked
+      env:cli("cancel", tostring(first))
+      answered(1, 1)
+      assert.equal("cancelled", state(first))
+      -- and then all the others'
+      local args = { "cancel" }
+      for _, id in ipairs(ids) do args[#args + 1] = tostring(id) end
+      env:cli(table.unpack(args))
+      answered(2, curls)
+      for _, id in ipairs(ids) do
+        assert.equal("cancelled", state(id), "job " .. id)
+      end
+      os.execute("rm -rf " .. dir)
+      assert.equal(0, env:stop())
+    end)
+
     it("holds long polls until their jobs end, and answers a timeout as the job stands", function()
       env:script("slow", [[
         return { max_retries = 0, handle = function(job)

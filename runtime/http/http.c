@@ -66,7 +66,7 @@ struct jr_http {
     jr_dbthread        *rdt;            /* and its thread */
     awaited            *parked;         /* long polls: jobs not ended yet */
     struct event       *sweep;          /* looks at them every WAIT_SWEEP */
-    int                 sweeping;       /* a look is on its way */
+    int                 sweeping;       /* looks on their way */
 };
 
 void
@@ -185,47 +185,65 @@ unpark(jr_http *h, awaited *p)
     reask(h, p);
 }
 
-/* Asks which parked jobs ended (one read for all of them). */
+/* Asks which parked jobs ended: one read per JR_API_IDS_MAX of them, so
+ * every long poll is looked at, however many are parked. */
 static void
 look(jr_http *h)
 {
     jr_apireq *q;
-    awaited *p, *s;
+    awaited *p = h->parked, *s;
 
-    if (h->parked == NULL || h->sweeping || (q = calloc(1, sizeof *q)) ==
-        NULL)
+    if (h->sweeping)
         return;
-    q->kind = JR_API_OUTCOMES;
-    for (p = h->parked; p && q->nids < JR_API_IDS_MAX; p = p->next)
-        q->ids[q->nids++] = p->q->ids[0];
-    if ((s = add_pending(h, SWEEP, NULL, q)) == NULL) {
-        free(q);
-        return;
+    while (p != NULL) {
+        if ((q = calloc(1, sizeof *q)) == NULL)
+            return;
+        q->kind = JR_API_OUTCOMES;
+        for (; p && q->nids < JR_API_IDS_MAX; p = p->next)
+            q->ids[q->nids++] = p->q->ids[0];
+        if ((s = add_pending(h, SWEEP, NULL, q)) == NULL) {
+            free(q);
+            return;
+        }
+        if (jr_dbthread_request(thread_for(h, JR_API_OUTCOMES), run_pending,
+                                answered, s) < 0) {
+            unlink_pending(h, s);
+            free_pending(s);
+            return;
+        }
+        h->sweeping++;
     }
-    if (jr_dbthread_request(thread_for(h, JR_API_OUTCOMES), run_pending,
-                            answered, s) < 0) {
-        unlink_pending(h, s);
-        free_pending(s);
-        return;
-    }
-    h->sweeping = 1;
+}
+
+static int
+id_cmp(const void *a, const void *b)
+{
+    int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
+
+    return (x > y) - (x < y);
 }
 
 /* The answer to a look: the parked whose job ended are asked again. */
 static void
 looked(jr_http *h, const jr_apireq *q, int ran)
 {
+    int64_t ended[JR_API_IDS_MAX];
     awaited *p, *next;
+    size_t n = 0;
     int i;
 
-    h->sweeping = 0;
+    h->sweeping--;
     if (!ran || q->status != 200)
         return;
+    for (i = 0; i < q->nids; i++)
+        if (q->ended[i])
+            ended[n++] = q->ids[i];
+    if (n == 0)
+        return;
+    qsort(ended, n, sizeof *ended, id_cmp);
     for (p = h->parked; p; p = next) {
         next = p->next;
-        for (i = 0; i < q->nids && q->ids[i] != p->q->ids[0]; i++)
-            ;
-        if (i < q->nids && q->ended[i])
+        if (bsearch(&p->q->ids[0], ended, n, sizeof *ended, id_cmp))
             unpark(h, p);
     }
 }

@@ -9,13 +9,14 @@ local M = {}
 M.TOKEN = "spec-token-0123456789abcdef"
 
 -- Starts env's runner listening on a free loopback port (port 0) with the
--- token (opts.token false: none; a string: that one) and extra config.
--- Returns the base URL.
+-- token (opts.token false: none; a string: that one), opts.http (more
+-- keys of the http table, as text) and extra config. Returns the base URL.
 function M.start(env, extra, opts)
   opts = opts or {}
   local token = opts.token == nil and M.TOKEN or opts.token
-  local http = ('http = { listen = "127.0.0.1:0"%s }'):format(
-    token and (', token = %q'):format(token) or "")
+  local http = ('http = { listen = "127.0.0.1:0"%s%s }'):format(
+    token and (', token = %q'):format(token) or "",
+    opts.http and (", " .. opts.http) or "")
   env:config(http .. (extra and extra ~= "" and (", " .. extra) or ""))
   env:start()
   local port = jr.wait_for(function()
