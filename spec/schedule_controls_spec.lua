@@ -96,6 +96,28 @@ for _, backend in ipairs(jr.backends()) do
       env:stop(nil, env.procs[2])
     end)
 
+    it("the HTTP API follows the schedules of a reload", function()
+      env:script("report", "return function() end")
+      local base = H.start(env, 'schedules = { { name = "report", cron = "0 6 * * *" } }')
+      assert.equal("report", H.json(base .. "/api/schedules").schedules[1].name)
+      env:config(('http = { listen = "127.0.0.1:0", token = %q },'):format(H.TOKEN) ..
+        ' schedules = { { name = "weekly", job = "report", cron = "0 7 * * 1" } }')
+      ok_cli(env, "reload")
+      jr.wait_for(function()
+        return env:log():find("reload: schedules: 1 added, 0 changed, 1 removed")
+      end, 15, "reload logged")
+      local l = H.json(base .. "/api/schedules").schedules
+      assert.equal(1, #l)
+      assert.equal("weekly", l[1].name)
+      assert.equal("0 7 * * 1", l[1].cron)
+      local r = H.json(base .. "/api/schedules/weekly/pause", 200, { method = "POST" })
+      assert.same({ schedule = "weekly", changed = true, paused = true }, r)
+      local code, text = H.req(base .. "/api/schedules/report/pause", { method = "POST", token = true })
+      assert.equal(404, code)
+      assert.matches("no schedule 'report'", text)
+      assert.equal(0, env:stop())
+    end)
+
     it("the HTTP API lists, pauses, resumes and fires, with the token", function()
       env:script("report", "return function() end")
       local base = H.start(env, 'retention = { completed = "1h" }, schedules = {' ..

@@ -447,10 +447,17 @@ r_schedules(call *c)
 {
     jr_apireq *q = new_req(c, JR_API_SCHEDULES);
 
-    if (q != NULL) {
-        q->schedules = &c->host->cfg->schedules;
-        ask(c, q);
+    if (q == NULL)
+        return;
+    /* a copy: a reload may replace the runner's while the read runs */
+    if ((q->schedules = calloc(1, sizeof *q->schedules)) == NULL ||
+        jr_schedules_copy(q->schedules,
+                          c->host->schedules(c->host->runner)) < 0) {
+        jr_http_error(c->req, 503, "out of memory");
+        jr_apireq_free(q);
+        return;
     }
+    ask(c, q);
 }
 
 /* POST /api/schedules/NAME/{pause,resume,fire}: a schedule of the
@@ -458,7 +465,7 @@ r_schedules(call *c)
 static void
 r_sched(call *c, int what)
 {
-    const jr_schedules *ss = &c->host->cfg->schedules;
+    const jr_schedules *ss = c->host->schedules(c->host->runner);
     jr_apireq *q;
     body b;
     int i;

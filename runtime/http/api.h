@@ -76,8 +76,8 @@ typedef struct jr_apireq {
                                    gone) */
     int         what;           /* SCHED_CTL: JR_API_SCHED_* */
     double      at;             /* SCHED_CTL fire: the instant, 0: now */
-    const struct jr_schedules *schedules; /* SCHEDULES: the runner's
-                                   (immutable while it runs) */
+    struct jr_schedules *schedules; /* SCHEDULES: a copy of those the
+                                   runner follows now; freed with q */
     int         status;         /* out: HTTP status */
     jr_buf      body;           /* out: JSON, or Prometheus text */
 } jr_apireq;

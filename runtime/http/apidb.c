@@ -15,6 +15,7 @@
 #include "backend.h"
 #include "base/flow.h"
 #include "base/jsontext.h"
+#include "config/schedules.h"
 #include "lua/json.h"
 
 void
@@ -593,6 +594,10 @@ jr_apireq_free(jr_apireq *q)
     if (q->flow != NULL) {
         jr_flow_free(q->flow);
         free(q->flow);
+    }
+    if (q->schedules != NULL) {
+        jr_schedules_free(q->schedules);
+        free(q->schedules);
     }
     free(q);
 }

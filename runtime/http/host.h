@@ -78,6 +78,9 @@ typedef struct jr_httphost {
      * throughput minutes as JSON. */
     void (*metrics_text)(const struct jr_httphost *h, jr_buf *b);
     void (*throughput)(const struct jr_httphost *h, jr_buf *b);
+    /* The schedules the runner follows now: its config's, as last
+     * reloaded. Valid until the loop runs again. */
+    const struct jr_schedules *(*schedules)(void *runner);
 } jr_httphost;
 
 #endif

@@ -3,12 +3,14 @@
  * queues, unhandled names) read from the master's fields when a page is
  * made, and the loop, config and database thread the server works with.
  * The only file that knows both the master and the server. Uses
- * httphost.h, master_int.h, http.h, host.h, metrics.h, unhandled.h. */
+ * httphost.h, master_int.h, http.h, host.h, metrics.h, schedlist.h,
+ * unhandled.h. */
 #include "master/httphost.h"
 #include "master/master_int.h"
 #include "http/http.h"
 #include "http/host.h"
 #include "services/metrics.h"
+#include "services/schedlist.h"
 #include "services/unhandled.h"
 
 static void
@@ -86,6 +88,12 @@ unhandled_json(void *runner, jr_buf *b)
     jr_unhandled_json(runner, b);
 }
 
+static const jr_schedules *
+schedules(void *runner)
+{
+    return jr_sched_list(runner);
+}
+
 static void
 metrics_text(const jr_httphost *h, jr_buf *b)
 {
@@ -106,7 +114,7 @@ jr_httphost_start(master *m, jr_err *err)
         .dbt = m->dbt, .gauges = gauges, .running = running,
         .queues = queues, .unhandled_metrics = unhandled_metrics,
         .unhandled_json = unhandled_json, .metrics_text = metrics_text,
-        .throughput = throughput,
+        .throughput = throughput, .schedules = schedules,
     };
 
     if (m->cfg->http_listen == NULL)

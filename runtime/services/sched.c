@@ -7,7 +7,8 @@
  * read each second (pause, fire now: schedq.c follows them), and the
  * config's schedules followed on reload. A service (service.h) owning
  * its schedules, fires and timer; the fire queue is schedq.c's (sched.h).
- * Uses cron.h, schedules.h, dbthread.h. */
+ * The list it follows is read through schedlist.h. Uses cron.h,
+ * schedules.h, dbthread.h. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -17,6 +18,7 @@
 #include "master/master_int.h"
 #include "config/schedules.h"
 #include "services/sched.h"
+#include "services/schedlist.h"
 
 typedef struct svc {            /* the service's state */
     jr_sched   *sc;             /* replaced whole by a reload */
@@ -388,6 +390,15 @@ taken(master *m, void *st, jr_cycle *c)
     if (sc->npending > 0)
         v->fire_due = 1;        /* catch-up and retried fires: next cycle */
     jr_cycle_free_fires(c);
+}
+
+const jr_schedules *
+jr_sched_list(const master *m)
+{
+    static const jr_schedules none;
+    const svc *v = m->svc[JR_SVC_SCHED];
+
+    return v != NULL && v->sc != NULL ? &v->sc->cfg : &none;
 }
 
 const jr_service jr_sched_service = {.name = "schedules",
