@@ -189,6 +189,52 @@ for _, backend in ipairs(jr.backends()) do
       assert.equal(0, env:stop())
     end)
 
+    it("holds a long poll without a read each second, answered when another process ends its job", function()
+      env:script("other", "return function() end")
+      local base = H.start(env, 'log = { level = "debug" }')
+      local id = env:push("held", "{}")     -- no handler: never ends here
+      local p = poll(base .. "/api/jobs/" .. id .. "?wait=60", 60)
+      local function looks()
+        local n = 0
+        for _ in env:log():gmatch("http: a look at the jobs of") do n = n + 1 end
+        return n
+      end
+      jr.sleep(3)               -- parked, and the looks its own write woke
+      local before = looks()
+      jr.sleep(4)
+      assert.equal(before, looks(), "looks while nothing ended")
+      env:cli("cancel", tostring(id))
+      local code, body = p.read()
+      assert.equal(200, code, body)
+      assert.equal("cancelled", cjson.decode(body).state)
+      assert.truthy(looks() > before)
+      assert.equal(0, env:stop())
+    end)
+
+    if backend == "postgres" then
+      it("answers long polls once a second when the watch on the ends of jobs is lost", function()
+        env:script("other", "return function() end")
+        local base = H.start(env)
+        local chan = env.schema .. "_finished"
+        jr.wait_for(function()
+          return #env:query(("SELECT pid FROM pg_stat_activity WHERE query = 'LISTEN \"%s\"'")
+            :format(chan)) >= 1
+        end, 10, "the watch's LISTEN")
+        env:exec(("SELECT pg_terminate_backend(pid) FROM pg_stat_activity" ..
+          " WHERE query = 'LISTEN \"%s\"'"):format(chan))
+        local id = env:push("held", "{}")
+        local p = poll(base .. "/api/jobs/" .. id .. "?wait=60", 60)
+        jr.wait_for(function() return env:log():find("watch on the ends of jobs is lost") end,
+          20, "the loss logged")
+        env:cli("cancel", tostring(id))
+        local code, body, took = p.read()
+        assert.equal(200, code, body)
+        assert.equal("cancelled", cjson.decode(body).state)
+        assert.truthy(took < 30, took)
+        assert.equal(0, env:stop())
+      end)
+    end
+
     it("holds long polls until their jobs end, and answers a timeout as the job stands", function()
       env:script("slow", [[
         return { max_retries = 0, handle = function(job)

@@ -30,6 +30,7 @@
 #include "http/auth.h"
 #include "http/http.h"
 #include "http/httpconn.h"
+#include "db/dbends.h"
 #include "base/log.h"
 
 #define GAUGES_MAX_AGE 5.0      /* seconds the database gauges are kept, */
@@ -37,8 +38,14 @@
 #define GAUGES_AGE_CAP 60.0     /* but never longer */
 
 #define WAIT_SWEEP 1.0          /* seconds between two looks at the jobs
-                                   long polls wait on (jobs other runners
-                                   end; this runner's ends look at once) */
+                                   long polls wait on without a watch on
+                                   the ends of jobs (dbends.h; this
+                                   runner's own ends look at once) */
+#define WAIT_SAFETY 30.0        /* with one: seconds between two looks
+                                   nothing asked for */
+#define LOOK_GAP   0.05         /* seconds between two looks the watch
+                                   asks for (SQLite's wakes at each
+                                   commit) */
 
 enum { ASK, GAUGES, SCRAPE, PARK, SWEEP };  /* what an awaited is for */
 
@@ -48,6 +55,7 @@ typedef struct awaited {
     jr_apireq              *q;          /* ASK, GAUGES */
     jr_http                *h;          /* NULL once the server stopped */
     double                  deadline;   /* PARK: mono time to answer by */
+    double                  asked;      /* mono time its read was asked */
     struct awaited         *next;
 } awaited;
 
@@ -65,8 +73,17 @@ struct jr_http {
     jr_db              *rdb;            /* the reads' connection, or NULL */
     jr_dbthread        *rdt;            /* and its thread */
     awaited            *parked;         /* long polls: jobs not ended yet */
-    struct event       *sweep;          /* looks at them every WAIT_SWEEP */
+    struct event       *sweep;          /* answers them at their deadline;
+                                           looks each WAIT_SWEEP without
+                                           a watch */
     int                 sweeping;       /* looks on their way */
+    int                 again;          /* look again once they are back */
+    double              looked_at;      /* mono time of the last look */
+    jr_dbends          *ends;           /* the watch on the ends of jobs,
+                                           or NULL */
+    double              woke_at;        /* mono time it last told of one */
+    struct event       *soon;           /* a look it asked for, LOOK_GAP
+                                           after the last */
 };
 
 void
@@ -119,6 +136,7 @@ add_pending(jr_http *h, int kind, struct evhttp_request *req, jr_apireq *q)
     p->req = req;
     p->q = q;
     p->h = h;
+    p->asked = jr_mono();
     p->next = h->waiting;
     h->waiting = p;
     return p;
@@ -192,9 +210,19 @@ look(jr_http *h)
 {
     jr_apireq *q;
     awaited *p = h->parked, *s;
+    int n = 0;
 
-    if (h->sweeping)
+    if (h->sweeping) {
+        h->again = h->parked != NULL;
         return;
+    }
+    h->again = 0;
+    h->looked_at = jr_mono();
+    for (s = p; s; s = s->next)
+        n++;
+    if (n > 0)
+        jr_log(JR_LOG_DEBUG, "http: a look at the jobs of %d long poll%s",
+               n, n == 1 ? "" : "s");
     while (p != NULL) {
         if ((q = calloc(1, sizeof *q)) == NULL)
             return;
@@ -215,6 +243,55 @@ look(jr_http *h)
     }
 }
 
+/* A look now, or LOOK_GAP after the last one (the watch may ask at every
+ * commit). */
+static void
+look_soon(jr_http *h)
+{
+    double gap = jr_mono() - h->looked_at;
+    struct timeval tv;
+
+    if (h->parked == NULL)
+        return;
+    if (gap >= LOOK_GAP || h->soon == NULL) {
+        look(h);
+        return;
+    }
+    if (evtimer_pending(h->soon, NULL))
+        return;
+    tv.tv_sec = 0;
+    tv.tv_usec = (long)((LOOK_GAP - gap) * 1e6);
+    evtimer_add(h->soon, &tv);
+}
+
+static void
+soon_cb(evutil_socket_t fd, short what, void *arg)
+{
+    (void)fd;
+    (void)what;
+    look_soon(arg);
+}
+
+/* The watch (dbends.h) told of jobs that ended: ids[0..n), or n < 0 some
+ * not known. A look when one is a parked poll's job, or may be. */
+static void
+ends_cb(void *arg, const int64_t *ids, int n)
+{
+    jr_http *h = arg;
+    awaited *p;
+    int i;
+
+    h->woke_at = jr_mono();
+    for (p = h->parked; p && n > 0; p = p->next)
+        for (i = 0; i < n; i++)
+            if (ids[i] == p->q->ids[0]) {
+                look_soon(h);
+                return;
+            }
+    if (n < 0)
+        look_soon(h);
+}
+
 static int
 id_cmp(const void *a, const void *b)
 {
@@ -233,19 +310,20 @@ looked(jr_http *h, const jr_apireq *q, int ran)
     int i;
 
     h->sweeping--;
-    if (!ran || q->status != 200)
-        return;
-    for (i = 0; i < q->nids; i++)
+    for (i = 0; ran && q->status == 200 && i < q->nids; i++)
         if (q->ended[i])
             ended[n++] = q->ids[i];
-    if (n == 0)
-        return;
-    qsort(ended, n, sizeof *ended, id_cmp);
-    for (p = h->parked; p; p = next) {
-        next = p->next;
-        if (bsearch(&p->q->ids[0], ended, n, sizeof *ended, id_cmp))
-            unpark(h, p);
+    if (n > 0) {
+        qsort(ended, n, sizeof *ended, id_cmp);
+        for (p = h->parked; p; p = next) {
+            next = p->next;
+            if (bsearch(&p->q->ids[0], ended, n, sizeof *ended, id_cmp))
+                unpark(h, p);
+        }
     }
+    /* the watch told of ends while this look was out */
+    if (h->sweeping == 0 && h->again)
+        look_soon(h);
 }
 
 static void
@@ -263,7 +341,8 @@ sweep_cb(evutil_socket_t fd, short what, void *arg)
         if (now >= p->deadline)
             unpark(h, p);       /* answered as it stands */
     }
-    look(h);
+    if (!jr_dbends_live(h->ends) || now - h->looked_at >= WAIT_SAFETY)
+        look(h);
     if (h->parked != NULL)
         evtimer_add(h->sweep, &tv);
 }
@@ -280,6 +359,9 @@ park(jr_http *h, awaited *p)
     h->parked = p;
     if (!evtimer_pending(h->sweep, NULL))
         evtimer_add(h->sweep, &tv);
+    /* its job may have ended between its read and now, told then */
+    if (h->woke_at >= p->asked)
+        look_soon(h);
 }
 
 void
@@ -607,6 +689,19 @@ open_reader(jr_http *h)
                "share the runner's", e.msg);
 }
 
+/* The watch on the ends of jobs, for long polls: without it they look
+ * once a second. */
+static void
+open_ends(jr_http *h)
+{
+    jr_err e = {0};
+
+    if ((h->ends = jr_dbends_new(h->host.cfg, h->host.base, ends_cb, h,
+                                 &e)) == NULL)
+        jr_log(JR_LOG_WARN, "http: no watch on the ends of jobs (%s): long "
+               "polls look once a second", e.msg);
+}
+
 /* http.max_connections, or the default; at most half the descriptors
  * this process may open (the rest are for workers and the database). */
 static int
@@ -693,8 +788,10 @@ jr_http_start(const jr_httphost *host, jr_http **out, jr_err *err)
              c->http_listen);
     /* no timer: long polls are answered at once, as plain reads */
     h->sweep = evtimer_new(h->host.base, sweep_cb, h);
+    h->soon = evtimer_new(h->host.base, soon_cb, h);
     *out = h;
     open_reader(h);
+    open_ends(h);
     return 0;
 }
 
@@ -714,6 +811,9 @@ jr_http_stop(jr_http *h)
     }
     if (h->sweep != NULL)
         event_free(h->sweep);
+    if (h->soon != NULL)
+        event_free(h->soon);
+    jr_dbends_free(h->ends);
     /* answers still to come find no server: they only free themselves;
      * the requests they were for go with their connections */
     for (p = h->waiting; p; p = next) {

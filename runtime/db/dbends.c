@@ -1,0 +1,147 @@
+/* dbends.c - the watch on the ends of jobs (dbends.h): the backend's
+ * finished descriptor in the loop, its wake-ups consumed and handed on.
+ * SQLite's WAL is written a little before its commit shows: a wake-up
+ * that shows nothing is looked at again after SETTLE, doubling up to
+ * SETTLE_MAX, as the client's wait does. Uses dbends.h, dbopts.h,
+ * backend.h, log.h; libevent. */
+#include <stdlib.h>
+
+#include <event2/event.h>
+
+#include "backend.h"
+#include "db/dbends.h"
+#include "db/dbopts.h"
+#include "base/log.h"
+
+#define NOTES      256          /* ended ids read from one wake-up */
+#define SETTLE     0.02         /* seconds before a wake-up is looked at
+                                   again when it showed no change */
+#define SETTLE_MAX 0.7          /* doubling up to this */
+
+struct jr_dbends {
+    jr_db          db;          /* the connection of its own */
+    struct event  *ev;          /* finished_fd readable; NULL once lost */
+    struct event  *again;       /* the settle timer */
+    double         settle;      /* its next span, 0: none running */
+    jr_dbends_cb   cb;
+    void          *arg;
+};
+
+static void consume(jr_dbends *e);
+
+static void
+lost(jr_dbends *e, const char *why)
+{
+    jr_log(JR_LOG_WARN, "http: the watch on the ends of jobs is lost (%s): "
+           "long polls look once a second", why);
+    event_free(e->ev);
+    e->ev = NULL;
+    evtimer_del(e->again);
+    e->cb(e->arg, NULL, -1);
+}
+
+/* Reads what woke fd: the ids that ended, or that something changed. */
+static void
+consume(jr_dbends *e)
+{
+    int64_t ids[NOTES];
+    struct timeval tv;
+    jr_err err = {0};
+    int n;
+
+    if (e->ev == NULL)
+        return;
+    if ((n = e->db.ops->finished(e->db.b, ids, NOTES, &err)) == -1) {
+        lost(e, err.msg);
+        return;
+    }
+    if (n != 0) {
+        e->settle = 0;
+        e->cb(e->arg, ids, n > 0 ? n : -1);
+        return;
+    }
+    /* nothing shown yet: a commit whose WAL write came first */
+    e->settle = e->settle == 0 ? SETTLE : e->settle * 2;
+    if (e->settle > SETTLE_MAX) {
+        e->settle = 0;
+        return;
+    }
+    tv.tv_sec = 0;
+    tv.tv_usec = (long)(e->settle * 1e6);
+    evtimer_add(e->again, &tv);
+}
+
+static void
+on_readable(evutil_socket_t fd, short what, void *arg)
+{
+    jr_dbends *e = arg;
+
+    (void)fd;
+    (void)what;
+    e->settle = 0;
+    consume(e);
+}
+
+static void
+on_again(evutil_socket_t fd, short what, void *arg)
+{
+    (void)fd;
+    (void)what;
+    consume(arg);
+}
+
+jr_dbends *
+jr_dbends_new(const jr_config *cfg, struct event_base *base,
+              jr_dbends_cb cb, void *arg, jr_err *err)
+{
+    jr_dbends *e = calloc(1, sizeof *e);
+    jr_backend_opts o;
+    int fd;
+
+    if (e == NULL) {
+        jr_fail(err, JR_ENOMEM, "out of memory");
+        return NULL;
+    }
+    e->cb = cb;
+    e->arg = arg;
+    jr_dbopts_fill(&o, cfg, JR_DBOPTS_RUNNER);
+    o.must_exist = 1;           /* never the create path (dbopen.c) */
+    if (jr_db_open(&e->db, cfg->backend, &o, err) < 0) {
+        free(e);
+        return NULL;
+    }
+    /* the descriptor, then what it held so far: start from now */
+    fd = e->db.ops->finished_fd ? e->db.ops->finished_fd(e->db.b) : -1;
+    if (fd < 0) {
+        jr_fail(err, JR_EDB, "the database gives no descriptor for it");
+    } else if (e->db.ops->finished(e->db.b, NULL, 0, err) != -1 &&
+               (e->ev = event_new(base, fd, EV_READ | EV_PERSIST,
+                                  on_readable, e)) != NULL &&
+               (e->again = evtimer_new(base, on_again, e)) != NULL &&
+               event_add(e->ev, NULL) == 0) {
+        return e;
+    } else if (err->code == 0) {
+        jr_fail(err, JR_ENOMEM, "out of memory");
+    }
+    jr_dbends_free(e);
+    return NULL;
+}
+
+int
+jr_dbends_live(const jr_dbends *e)
+{
+    return e != NULL && e->ev != NULL;
+}
+
+void
+jr_dbends_free(jr_dbends *e)
+{
+    if (e == NULL)
+        return;
+    if (e->ev != NULL)
+        event_free(e->ev);
+    if (e->again != NULL)
+        event_free(e->again);
+    jr_db_close(&e->db);
+    free(e);
+}

@@ -1,0 +1,34 @@
+/* dbends.h - the ends of jobs as the database tells them, for the HTTP
+ * server's long polls: a connection of its own whose finished_fd
+ * (backend.h: LISTEN on "<schema>_finished" on PostgreSQL, the WAL's
+ * folder on SQLite) is watched in the loop, so a job another runner or
+ * process ends answers its polls without a read each second. Each
+ * wake-up is consumed without waiting on the database. Uses backend.h,
+ * dbopts.h, log.h; libevent. */
+#ifndef JR_DBENDS_H
+#define JR_DBENDS_H
+
+#include <stdint.h>
+
+#include "config/config.h"
+#include "base/err.h"
+
+struct event_base;
+typedef struct jr_dbends jr_dbends;
+
+/* Called in the loop with ids[0..n) that ended (kept completed, dead or
+ * cancelled), or n < 0 when some job may have ended, which ones not known
+ * (SQLite; more than one wake-up holds; the watch was lost). */
+typedef void (*jr_dbends_cb)(void *arg, const int64_t *ids, int n);
+
+/* Opens cfg's database (it exists) and watches the ends of jobs in base's
+ * loop. NULL with err set when it has no such descriptor or refused the
+ * connection. Blocks while it connects: call at start. */
+jr_dbends *jr_dbends_new(const jr_config *cfg, struct event_base *base,
+                         jr_dbends_cb cb, void *arg, jr_err *err);
+/* Whether it still watches: a lost connection stops it for good (the
+ * loop does not wait for a new one), with one warning. */
+int        jr_dbends_live(const jr_dbends *e);
+void       jr_dbends_free(jr_dbends *e);       /* NULL is a no-op */
+
+#endif
