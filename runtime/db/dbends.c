@@ -2,9 +2,11 @@
  * finished descriptor in the loop, its wake-ups consumed and handed on.
  * SQLite's WAL is written a little before its commit shows: a wake-up
  * that shows nothing is looked at again after SETTLE, doubling up to
- * SETTLE_MAX, as the client's wait does. Uses dbends.h, dbopts.h,
+ * SETTLE_MAX, as the client's wait does; with no long poll waiting, its
+ * wake-ups (one per commit) are left unread. Uses dbends.h, dbopts.h,
  * backend.h, log.h; libevent. */
 #include <stdlib.h>
+#include <string.h>
 
 #include <event2/event.h>
 
@@ -21,13 +23,13 @@
 struct jr_dbends {
     jr_db          db;          /* the connection of its own */
     struct event  *ev;          /* finished_fd readable; NULL once lost */
+    int            held;        /* a long poll waits */
+    int            armed;       /* ev is added */
     struct event  *again;       /* the settle timer */
     double         settle;      /* its next span, 0: none running */
     jr_dbends_cb   cb;
     void          *arg;
 };
-
-static void consume(jr_dbends *e);
 
 static void
 lost(jr_dbends *e, const char *why)
@@ -51,6 +53,12 @@ consume(jr_dbends *e)
 
     if (e->ev == NULL)
         return;
+    if (!e->held && strcmp(e->db.ops->name, "sqlite") == 0) {
+        event_del(e->ev);       /* a WAL write each commit: none read */
+        e->armed = 0;
+        evtimer_del(e->again);
+        return;
+    }
     if ((n = e->db.ops->finished(e->db.b, ids, NOTES, &err)) == -1) {
         lost(e, err.msg);
         return;
@@ -119,12 +127,23 @@ jr_dbends_new(const jr_config *cfg, struct event_base *base,
                                   on_readable, e)) != NULL &&
                (e->again = evtimer_new(base, on_again, e)) != NULL &&
                event_add(e->ev, NULL) == 0) {
+        e->armed = 1;
         return e;
     } else if (err->code == 0) {
         jr_fail(err, JR_ENOMEM, "out of memory");
     }
     jr_dbends_free(e);
     return NULL;
+}
+
+void
+jr_dbends_hold(jr_dbends *e, int held)
+{
+    if (e == NULL || e->ev == NULL)
+        return;
+    e->held = held;
+    if (held && !e->armed && event_add(e->ev, NULL) == 0)
+        e->armed = 1;           /* readable still if anything changed */
 }
 
 int

@@ -26,6 +26,11 @@ typedef void (*jr_dbends_cb)(void *arg, const int64_t *ids, int n);
  * connection. Blocks while it connects: call at start. */
 jr_dbends *jr_dbends_new(const jr_config *cfg, struct event_base *base,
                          jr_dbends_cb cb, void *arg, jr_err *err);
+/* Whether a long poll waits (held 1) or none does (0). With none,
+ * wake-ups that can wait are left unread: SQLite's only say that the
+ * file changed (read once one waits, they still tell); PostgreSQL's are
+ * read and dropped, as its server would queue them without end. */
+void       jr_dbends_hold(jr_dbends *e, int held);
 /* Whether it still watches: a lost connection stops it for good (the
  * loop does not wait for a new one), with one warning. */
 int        jr_dbends_live(const jr_dbends *e);

@@ -282,6 +282,7 @@ ends_cb(void *arg, const int64_t *ids, int n)
     int i;
 
     h->woke_at = jr_mono();
+    jr_dbends_hold(h->ends, h->parked != NULL);
     for (p = h->parked; p && n > 0; p = p->next)
         for (i = 0; i < n; i++)
             if (ids[i] == p->q->ids[0]) {
@@ -357,6 +358,7 @@ park(jr_http *h, awaited *p)
     p->deadline = jr_mono() + p->q->wait;
     p->next = h->parked;
     h->parked = p;
+    jr_dbends_hold(h->ends, 1);
     if (!evtimer_pending(h->sweep, NULL))
         evtimer_add(h->sweep, &tv);
     /* its job may have ended between its read and now, told then */
