@@ -212,9 +212,9 @@ for _, backend in ipairs(jr.backends()) do
     end)
 
     if backend == "postgres" then
-      it("answers long polls once a second when the watch on the ends of jobs is lost", function()
+      it("answers long polls while the watch on the ends of jobs is lost, and opens it again", function()
         env:script("other", "return function() end")
-        local base = H.start(env)
+        local base = H.start(env, 'log = { level = "debug" }')
         local chan = env.schema .. "_finished"
         jr.wait_for(function()
           return #env:query(("SELECT pid FROM pg_stat_activity WHERE query = 'LISTEN \"%s\"'")
@@ -231,6 +231,23 @@ for _, backend in ipairs(jr.backends()) do
         assert.equal(200, code, body)
         assert.equal("cancelled", cjson.decode(body).state)
         assert.truthy(took < 30, took)
+        -- opened again on the reads' thread, and looking only at ends
+        jr.wait_for(function() return env:log():find("watch on the ends of jobs is back") end,
+          30, "the watch back")
+        id = env:push("held", "{}")
+        p = poll(base .. "/api/jobs/" .. id .. "?wait=60", 60)
+        jr.sleep(2)
+        local function looks()
+          local n = 0
+          for _ in env:log():gmatch("http: a look at the jobs of") do n = n + 1 end
+          return n
+        end
+        local before = looks()
+        jr.sleep(3)
+        assert.equal(before, looks(), "looks while nothing ended")
+        env:cli("cancel", tostring(id))
+        code, body = p.read()
+        assert.equal("cancelled", cjson.decode(body).state)
         assert.equal(0, env:stop())
       end)
     end

@@ -12,6 +12,7 @@
 
 #include "config/config.h"
 #include "base/err.h"
+#include "db/dbthread.h"
 
 struct event_base;
 typedef struct jr_dbends jr_dbends;
@@ -23,16 +24,22 @@ typedef void (*jr_dbends_cb)(void *arg, const int64_t *ids, int n);
 
 /* Opens cfg's database (it exists) and watches the ends of jobs in base's
  * loop. NULL with err set when it has no such descriptor or refused the
- * connection. Blocks while it connects: call at start. */
+ * connection. Blocks while it connects: call at start. A lost watch is
+ * opened again every JR_DBENDS_RETRY seconds on thread t (the loop never
+ * waits for a connection), if t is not NULL; free t first at the end. */
 jr_dbends *jr_dbends_new(const jr_config *cfg, struct event_base *base,
-                         jr_dbends_cb cb, void *arg, jr_err *err);
+                         jr_dbthread *t, jr_dbends_cb cb, void *arg,
+                         jr_err *err);
 /* Whether a long poll waits (held 1) or none does (0). With none,
  * wake-ups that can wait are left unread: SQLite's only say that the
  * file changed (read once one waits, they still tell); PostgreSQL's are
  * read and dropped, as its server would queue them without end. */
 void       jr_dbends_hold(jr_dbends *e, int held);
-/* Whether it still watches: a lost connection stops it for good (the
- * loop does not wait for a new one), with one warning. */
+#define JR_DBENDS_RETRY 5.0     /* seconds between two reopens of a lost
+                                   watch */
+
+/* Whether it watches now: not from its loss (logged) until it is back
+ * (logged too); cb got n < 0 at each. */
 int        jr_dbends_live(const jr_dbends *e);
 void       jr_dbends_free(jr_dbends *e);       /* NULL is a no-op */
 

@@ -698,8 +698,8 @@ open_ends(jr_http *h)
 {
     jr_err e = {0};
 
-    if ((h->ends = jr_dbends_new(h->host.cfg, h->host.base, ends_cb, h,
-                                 &e)) == NULL)
+    if ((h->ends = jr_dbends_new(h->host.cfg, h->host.base, h->rdt, ends_cb,
+                                 h, &e)) == NULL)
         jr_log(JR_LOG_WARN, "http: no watch on the ends of jobs (%s): long "
                "polls look once a second", e.msg);
 }
@@ -815,7 +815,6 @@ jr_http_stop(jr_http *h)
         event_free(h->sweep);
     if (h->soon != NULL)
         event_free(h->soon);
-    jr_dbends_free(h->ends);
     /* answers still to come find no server: they only free themselves;
      * the requests they were for go with their connections */
     for (p = h->waiting; p; p = next) {
@@ -826,6 +825,7 @@ jr_http_stop(jr_http *h)
             free_pending(p);
     }
     jr_dbthread_free(h->rdt);   /* its answers find no server */
+    jr_dbends_free(h->ends);    /* after: its reopen runs there */
     jr_dbthread_close(h->rdb);
     jr_httpconn_free(h->conns);
     evhttp_free(h->http);
