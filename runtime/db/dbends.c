@@ -105,7 +105,8 @@ static void
 lost(jr_dbends *e, const char *why)
 {
     jr_log(JR_LOG_WARN, "http: the watch on the ends of jobs is lost (%s): "
-           "long polls look once a second until it is back", why);
+           "long polls look once a second%s", why,
+           e->t != NULL ? " until it is back" : "");
     event_free(e->ev);
     e->ev = NULL;
     evtimer_del(e->again);
