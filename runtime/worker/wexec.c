@@ -303,8 +303,12 @@ fail:
     return -1;
 }
 
-/* The argv table at 1 as a NULL-ended array on the Lua stack's memory
- * (a userdata left on the stack). [-0, +1, v] */
+/* The argv table at 1 as a NULL-ended array in a userdata left on the
+ * stack. Its strings are anchored in the userdata's user value: a number
+ * is converted on the stack only, and the collector would free its string
+ * once popped, while argv still points at it. Raises on an element that is
+ * not a string or a number, or that holds a NUL byte (execvp would cut the
+ * rest). [-0, +1, v] */
 static char **
 read_argv(lua_State *L)
 {
@@ -312,69 +316,96 @@ read_argv(lua_State *L)
     char **argv;
 
     luaL_argcheck(L, n >= 1, 1, "must be a non-empty list of strings");
-    argv = lua_newuserdatauv(L, (size_t)(n + 1) * sizeof *argv, 0);
+    argv = lua_newuserdatauv(L, (size_t)(n + 1) * sizeof *argv, 1);
+    lua_createtable(L, n, 0);                        /* .. u strs */
     for (i = 1; i <= n; i++) {
-        if (lua_geti(L, 1, i) != LUA_TSTRING && !lua_isnumber(L, -1))
+        int ty = lua_geti(L, 1, i);                  /* .. u strs v */
+        size_t len;
+        const char *s;
+
+        if (ty != LUA_TSTRING && ty != LUA_TNUMBER)
             luaL_argerror(L, 1, "must be a non-empty list of strings");
-        const char *s = lua_tostring(L, -1);
-        memcpy(&argv[i - 1], &s, sizeof s);     /* execvp's type */
-        lua_pop(L, 1);          /* the argv table keeps it */
+        s = lua_tolstring(L, -1, &len);              /* .. u strs s */
+        if (strlen(s) != len)
+            luaL_error(L, "jobrunner.exec: argv[%d] contains a NUL byte", i);
+        memcpy(&argv[i - 1], &s, sizeof s);          /* execvp's type */
+        lua_rawseti(L, -2, i);                       /* .. u strs */
     }
     argv[n] = NULL;
+    lua_setiuservalue(L, -2, 1);                     /* .. u */
     return argv;
 }
 
-/* The options' env (names to strings) over the worker's environment:
- * a malloc'd NULL-ended array of malloc'd strings (free with free_env),
- * or NULL without one. Raises on a bad table before it allocates.
- * [-0, +0, v] */
-static char **
-read_env(lua_State *L, int *oom)
+/* Checks the env pair on the stack: a name and a value, both strings
+ * without NUL bytes, the name not empty and without '='. Raises with the
+ * name (never the value: it may be a secret). [-0, +0, v] */
+static void
+check_env_pair(lua_State *L)
 {
-    int n = 0, k = 0, i;
-    char **envp;
+    size_t nlen, vlen;
+    const char *name;
 
-    *oom = 0;
+    if (lua_type(L, -2) != LUA_TSTRING)              /* .. name value */
+        luaL_error(L, "jobrunner.exec: env names must be strings, got %s",
+                   luaL_typename(L, -2));
+    name = lua_tolstring(L, -2, &nlen);
+    if (lua_type(L, -1) != LUA_TSTRING)
+        luaL_error(L, "jobrunner.exec: env '%s' must be a string, got %s",
+                   name, luaL_typename(L, -1));
+    if (nlen == 0)
+        luaL_error(L, "jobrunner.exec: an env name is empty");
+    if (strlen(name) != nlen)
+        luaL_error(L, "jobrunner.exec: env name '%s' contains a NUL byte",
+                   name);
+    if (strchr(name, '=') != NULL)
+        luaL_error(L, "jobrunner.exec: env name '%s' contains '='", name);
+    if (strlen(lua_tolstring(L, -1, &vlen)) != vlen)
+        luaL_error(L, "jobrunner.exec: env '%s' contains a NUL byte", name);
+}
+
+/* The options' env (names to strings) over the worker's environment, as a
+ * NULL-ended array in a userdata left on the stack, its NAME=value strings
+ * (the worker's own copied too) anchored in the userdata's user value; or
+ * NULL and nothing pushed without one. Raises on a bad table (see
+ * check_env_pair) before it pushes anything. [-0, +(0|1), v] */
+static char **
+read_env(lua_State *L)
+{
+    int n = 0, k = 0, e, i;
+    char **envp;
+    const char *s;
+
     if (lua_type(L, 2) != LUA_TTABLE)
         return NULL;
-    if (lua_getfield(L, 2, "env") == LUA_TNIL)
+    if (lua_getfield(L, 2, "env") == LUA_TNIL)       /* .. env */
         return lua_pop(L, 1), NULL;
     luaL_argcheck(L, lua_istable(L, -1), 2, "'env' must be a table");
     for (lua_pushnil(L); lua_next(L, -2); lua_pop(L, 1), n++)
-        if (lua_type(L, -2) != LUA_TSTRING || lua_type(L, -1) != LUA_TSTRING)
-            luaL_argerror(L, 2, "'env' must map names to strings");
-    for (i = 0; environ[i] != NULL; i++)
+        check_env_pair(L);                           /* .. env name value */
+    for (e = 0; environ[e] != NULL; e++)
         ;
-    if ((envp = calloc((size_t)(n + i + 1), sizeof *envp)) == NULL)
-        return lua_pop(L, 1), *oom = 1, NULL;
-    for (lua_pushnil(L); lua_next(L, -2); lua_pop(L, 1)) {
-        size_t a = lua_rawlen(L, -2), b = lua_rawlen(L, -1);
-        if ((envp[k] = malloc(a + b + 2)) == NULL)
-            continue;
-        memcpy(envp[k], lua_tostring(L, -2), a);
-        envp[k][a] = '=';
-        memcpy(envp[k] + a + 1, lua_tostring(L, -1), b + 1);
-        k++;
+    envp = lua_newuserdatauv(L, (size_t)(n + e + 1) * sizeof *envp, 1);
+    lua_createtable(L, n + e, 0);                    /* .. env u strs */
+    for (lua_pushnil(L); lua_next(L, -4); lua_pop(L, 1)) {
+        s = lua_pushfstring(L, "%s=%s", lua_tostring(L, -2),
+                            lua_tostring(L, -1));    /* .. strs name v s */
+        memcpy(&envp[k], &s, sizeof s);
+        lua_rawseti(L, -4, ++k);                     /* .. strs name v */
     }
-    for (i = 0; environ[i] != NULL; i++) {
+    for (i = 0; i < e; i++) {                        /* .. env u strs */
         const char *eq = strchr(environ[i], '=');
         lua_pushlstring(L, environ[i], eq ? (size_t)(eq - environ[i]) : 0);
-        if (lua_rawget(L, -2) == LUA_TNIL && (envp[k] = strdup(environ[i])))
-            k++;
-        lua_pop(L, 1);
+        if (lua_rawget(L, -4) == LUA_TNIL) {         /* .. strs v */
+            s = lua_pushstring(L, environ[i]);       /* .. strs v s */
+            memcpy(&envp[k], &s, sizeof s);
+            lua_rawseti(L, -3, ++k);                 /* .. strs v */
+        }
+        lua_pop(L, 1);                               /* .. env u strs */
     }
-    lua_pop(L, 1);
+    envp[k] = NULL;
+    lua_setiuservalue(L, -2, 1);                     /* .. env u */
+    lua_remove(L, -2);                               /* .. u */
     return envp;
-}
-
-static void
-free_env(char **envp)
-{
-    int i;
-
-    for (i = 0; envp != NULL && envp[i] != NULL; i++)
-        free(envp[i]);
-    free(envp);
 }
 
 static double
@@ -438,10 +469,10 @@ wexec_exec(lua_State *L)
     jr_task *t;
     char **argv, **envp;
     const char *in = NULL, *cwd = NULL;
-    size_t inlen = 0;
+    size_t inlen = 0, cwdlen = 0;
     double timeout;
     child *c;
-    int oom, e;
+    int e;
 
     luaL_checktype(L, 1, LUA_TTABLE);
     if (!lua_isnoneornil(L, 2))
@@ -457,28 +488,29 @@ wexec_exec(lua_State *L)
         lua_getfield(L, 2, "cwd");
         luaL_argcheck(L, lua_isnil(L, -1) || lua_type(L, -1) == LUA_TSTRING,
                       2, "'cwd' must be a string");
-        cwd = lua_tostring(L, -1);
+        cwd = lua_tolstring(L, -1, &cwdlen);
+        if (cwd != NULL && strlen(cwd) != cwdlen)
+            luaL_error(L, "jobrunner.exec: 'cwd' contains a NUL byte");
         lua_pop(L, 2);          /* the options table keeps them */
     }
+    envp = read_env(L);                              /* .. argv [envp] */
+    /* all read and checked: from here c is freed before anything raises,
+     * until the task's wait owns it */
     if ((c = calloc(1, sizeof *c)) == NULL)
         return luaL_error(L, "jobrunner.exec: out of memory");
     c->fd[0] = c->fd[1] = c->fd[2] = c->pidfd = -1;
     c->t = t;
     c->timeout = timeout;
     snprintf(c->name, sizeof c->name, "%s", argv[0]);
-    if (in != NULL)
-        jr_buf_put(&c->in, in, inlen);
-    envp = read_env(L, &oom);   /* raises before it allocates */
-    if (oom || spawn(c, argv, envp, cwd) < 0) {
-        e = oom ? ENOMEM : errno;
-        free_env(envp);
+    if ((in != NULL && jr_buf_put(&c->in, in, inlen) < 0) ||
+        spawn(c, argv, envp, cwd) < 0) {
+        e = c->in.oom ? ENOMEM : errno;
         child_free(c);
         lua_pushnil(L);
         lua_pushfstring(L, "jobrunner.exec: cannot run '%s': %s", argv[0],
                         strerror(e));
         return 2;
     }
-    free_env(envp);
     if (arm(c, jr_task_base(t)) < 0) {
         child_free(c);
         return luaL_error(L, "jobrunner.exec: out of memory");
