@@ -1,9 +1,42 @@
--- io_input_spec.lua - what handlers hand to jobrunner.exec: its argv of
--- numbers reaches the child intact under a collector that runs all the
--- time, a refused exec frees what it took (the worker's memory stays flat
--- over a hundred of them), NUL bytes in argv and env are refused, not cut.
+-- io_input_spec.lua - what handlers hand to jobrunner.exec and
+-- jobrunner.http: exec's argv of numbers reaches the child intact under a
+-- collector that runs all the time, a refused exec frees what it took (the
+-- worker's memory stays flat over a hundred of them), NUL bytes in argv
+-- and env are refused, not cut; http refuses CR, LF and other control
+-- bytes in the method, a header's name or value and the url, so nothing
+-- injected reaches the server (spec/helpers/rawhttp.c records the bytes it
+-- receives).
 local jr = require "jr"
+local q = jr.quote
 local cjson = require "cjson"
+
+local rawhttp_bin
+
+-- Builds the recording server once into a temp dir.
+local function rawhttp()
+  if rawhttp_bin then return rawhttp_bin end
+  local dir = jr.sh("mktemp -d /tmp/jrrawhttp.XXXXXX"):gsub("%s+$", "")
+  rawhttp_bin = dir .. "/rawhttp"
+  local _, err, code = jr.sh(("%s -std=c11 -o %s %s"):format(
+    os.getenv("CC") or "cc", q(rawhttp_bin),
+    q(jr.root .. "/spec/helpers/rawhttp.c")))
+  assert(code == 0, "cannot build rawhttp: " .. err)
+  return rawhttp_bin
+end
+
+-- Starts the recorder writing what it receives to out; returns its base
+-- URL and a stop.
+local function recorder(out)
+  local log = out .. ".log"
+  local pid = jr.sh(("%s %s 300 > %s 2>&1 & echo $!"):format(q(rawhttp()),
+    q(out), q(log))):match("%d+")
+  local port = jr.wait_for(function()
+    return (jr.read_file(log) or ""):match("port (%d+)")
+  end, 10, "rawhttp listening")
+  return "http://127.0.0.1:" .. port, function()
+    os.execute("kill " .. pid .. " 2>/dev/null")
+  end
+end
 
 -- Runs one job of handler name with payload (a table; "out" is added) and
 -- returns the lines it wrote to the file named by its payload's "out".
@@ -126,5 +159,79 @@ for _, backend in ipairs(jr.backends()) do
       end
       assert.equal("ran: a\tb 7|", lines[8])
     end)
+
+    for _, inflight in ipairs({ 1, 4 }) do
+      it("refuses control bytes in http's request (inflight " .. inflight .. ")", function()
+        local rec = env.dir .. "/received"
+        local base, stop = recorder(rec)
+        finally(stop)
+        env:config("concurrency = 1")
+        env:script("inject", OUT .. [[
+          return { inflight = ]] .. inflight .. [[, handle = function(job)
+            local base = job.payload.base
+            local function try(what, req)
+              req.url = req.url or base .. "/ok"
+              req.timeout = 10
+              local ok, r, err = pcall(jobrunner.http, req)
+              out(job, what .. ": " .. (ok and (r and ("status " .. r.status)
+                                                   or ("nil, " .. err)) or r))
+            end
+            try("value", { headers = { ["X-A"] = "1\r\nX-Injected: yes" } })
+            try("value lf", { headers = { ["X-A"] = "1\nX-Injected: yes" } })
+            try("value cr", { headers = { ["X-A"] = "1\rX-Injected: yes" } })
+            try("value nul", { headers = { ["X-A"] = "1\0X-Injected: yes" } })
+            try("value del", { headers = { ["X-A"] = "1\127" } })
+            try("name", { headers = { ["X-A: 1\r\nX-Injected"] = "yes" } })
+            try("name colon", { headers = { ["X-Injected: yes\r\nX-B"] = "1" } })
+            try("name space", { headers = { ["X A"] = "1" } })
+            try("name empty", { headers = { [""] = "1" } })
+            try("method", { method = "GET /smuggled HTTP/1.1\r\nHost: x\r\n\r\nGET" })
+            try("method lf", { method = "GET\nX-Injected: yes\n" })
+            try("method space", { method = "GET /smuggled" })
+            try("method empty", { method = "" })
+            try("url", { url = base .. "/ok HTTP/1.1\r\nX-Injected: yes\r\n\r\nGET /smuggled" })
+            try("url lf", { url = base .. "/ok\nX-Injected: yes" })
+            try("url space", { url = base .. "/ok /smuggled" })
+            try("url nul", { url = base .. "/ok\0/smuggled" })
+            try("good", { method = "PATCH", headers = { ["X-Good"] = "a\tb c" } })
+          end }]])
+        local lines = run_job(env, "inject", { base = base })
+        local want = {
+          { "value", "header 'X-A' value has byte 13 at position 2" },
+          { "value lf", "header 'X-A' value has byte 10 at position 2" },
+          { "value cr", "header 'X-A' value has byte 13 at position 2" },
+          { "value nul", "header 'X-A' value has byte 0 at position 2" },
+          { "value del", "header 'X-A' value has byte 127 at position 2" },
+          { "name", "header name 'X-A' has byte 58 at position 4" },
+          { "name colon", "header name 'X-Injected' has byte 58 at position 11" },
+          { "name space", "header name 'X' has byte 32 at position 2" },
+          { "name empty", "a header name is empty" },
+          { "method", "the method has byte 32 at position 4" },
+          { "method lf", "the method has byte 10 at position 4" },
+          { "method space", "the method has byte 32 at position 4" },
+          { "method empty", "the method is empty" },
+          { "url", "the url has byte 32 at position " .. #base + 4 },
+          { "url lf", "the url has byte 10 at position " .. #base + 4 },
+          { "url space", "the url has byte 32 at position " .. #base + 4 },
+          { "url nul", "the url has byte 0 at position " .. #base + 4 },
+          { "good", "status 200" },
+        }
+        assert.equal(#want, #lines, table.concat(lines, "\n"))
+        for i, w in ipairs(want) do
+          assert.equal(w[1] .. ":", lines[i]:match("^[^:]*:"))
+          assert.truthy(lines[i]:find(w[2], 1, true),
+                        "want " .. w[2] .. ", got " .. lines[i])
+        end
+        -- the good request reached the recorder, nothing injected did
+        local got = jr.wait_for(function()
+          local s = jr.read_file(rec) or ""
+          return s:find("X-Good: a\tb c", 1, true) and s
+        end, 10, "the good request")
+        assert.falsy(got:find("X-Injected", 1, true), got)
+        assert.falsy(got:find("smuggled", 1, true), got)
+        local _, requests = got:gsub("HTTP/1.1\r\n", "")
+        assert.equal(1, requests, got)
+      end)
+    end
   end)
 end

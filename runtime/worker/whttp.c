@@ -244,10 +244,11 @@ check_done(jr_http *h)
         }
 }
 
-/* Reads request field key of the table at 1 as a string, or NULL. Raises
- * on another type. [-0, +0, v] */
+/* Reads request field key of the table at 1 as a string, or NULL; its
+ * length in *len unless len is NULL. Raises on another type.
+ * [-0, +0, v] */
 static const char *
-opt_str(lua_State *L, const char *key)
+opt_str(lua_State *L, const char *key, size_t *len)
 {
     const char *s;
 
@@ -259,9 +260,72 @@ opt_str(lua_State *L, const char *key)
     if (lua_type(L, -1) != LUA_TSTRING)
         luaL_error(L, "jobrunner.http: '%s' must be a string, got %s", key,
                    luaL_typename(L, -1));
-    s = lua_tostring(L, -1);
+    s = lua_tolstring(L, -1, len);
     lua_pop(L, 1);              /* the request table keeps it alive */
     return s;
+}
+
+/* A byte of a token (RFC 9110's tchar): a method, a header's name. */
+static int
+tchar(unsigned char c)
+{
+    return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'z') ||
+           (c >= 'A' && c <= 'Z') ||
+           (c != 0 && strchr("!#$%&'*+-.^_`|~", c) != NULL);
+}
+
+/* A byte of a header's value: no control byte but tab (CR and LF would
+ * end the header and start another, or a request). */
+static int
+vchar(unsigned char c)
+{
+    return c == '\t' || (c >= 0x20 && c != 0x7f);
+}
+
+/* A byte of the url as it goes to libcurl: no control byte, no space. */
+static int
+uchar(unsigned char c)
+{
+    return c > 0x20 && c != 0x7f;
+}
+
+/* Raises unless every byte of s (len bytes) passes ok. what names the part
+ * of the request, kind what its bytes must be. [-0, +0, v] */
+static void
+check_bytes(lua_State *L, const char *s, size_t len, int (*ok)(unsigned char),
+            const char *what, const char *kind)
+{
+    size_t i;
+
+    for (i = 0; i < len; i++)
+        if (!ok((unsigned char)s[i]))
+            luaL_error(L, "jobrunner.http: %s has byte %d at position %d, "
+                       "not allowed in %s", what, (int)(unsigned char)s[i],
+                       (int)(i + 1), kind);
+}
+
+/* Raises unless name is a token and value a header's value. The message
+ * names the header, or the part of its name before the byte refused;
+ * never the value (it may be a secret). [-0, +0, v] */
+static void
+check_header(lua_State *L, const char *name, size_t nlen, const char *value,
+             size_t vlen)
+{
+    size_t i;
+
+    if (nlen == 0)
+        luaL_error(L, "jobrunner.http: a header name is empty");
+    for (i = 0; i < nlen && tchar((unsigned char)name[i]); i++)
+        ;
+    if (i < nlen) {
+        lua_pushlstring(L, name, i);
+        luaL_error(L, "jobrunner.http: header name '%s' has byte %d at "
+                   "position %d, not allowed in a token", lua_tostring(L, -1),
+                   (int)(unsigned char)name[i], (int)(i + 1));
+    }
+    lua_pushfstring(L, "header '%s' value", name);
+    check_bytes(L, value, vlen, vchar, lua_tostring(L, -1), "a header value");
+    lua_pop(L, 1);
 }
 
 static double
@@ -284,16 +348,25 @@ opt_num(lua_State *L, const char *key, double dflt, double lo, double hi)
 static void
 set_headers(lua_State *L, xfer *x)
 {
+    struct curl_slist *l;
+    const char *name, *value;
+    size_t nlen, vlen;
+
     if (lua_getfield(L, 1, "headers") == LUA_TTABLE) {
         lua_pushnil(L);
         while (lua_next(L, -2)) {
             if (lua_type(L, -2) != LUA_TSTRING || !lua_isstring(L, -1))
                 luaL_error(L, "jobrunner.http: headers must map names to "
                            "strings");
-            lua_pushfstring(L, "%s: %s", lua_tostring(L, -2),
-                            lua_tostring(L, -1));
-            x->headers = curl_slist_append(x->headers, lua_tostring(L, -1));
-            lua_pop(L, 2);
+            name = lua_tolstring(L, -2, &nlen);      /* .. hs name value */
+            value = lua_tolstring(L, -1, &vlen);     /* a number: a string */
+            check_header(L, name, nlen, value, vlen);
+            lua_pushfstring(L, "%s: %s", name, value);
+            if ((l = curl_slist_append(x->headers, lua_tostring(L, -1))) ==
+                NULL)           /* x->headers is still the list */
+                luaL_error(L, "jobrunner.http: out of memory");
+            x->headers = l;
+            lua_pop(L, 2);                           /* .. hs name */
         }
     } else if (!lua_isnil(L, -1)) {
         luaL_error(L, "jobrunner.http: 'headers' must be a table");
@@ -305,8 +378,10 @@ set_headers(lua_State *L, xfer *x)
 static void
 setup(lua_State *L, xfer *x)
 {
-    const char *url = opt_str(L, "url"), *method = opt_str(L, "method");
-    const char *cainfo = opt_str(L, "cainfo"), *body;
+    size_t ulen = 0, mlen = 0;
+    const char *url = opt_str(L, "url", &ulen);
+    const char *method = opt_str(L, "method", &mlen);
+    const char *cainfo = opt_str(L, "cainfo", NULL), *body;
     double timeout = opt_num(L, "timeout", HTTP_TIMEOUT, 0.001, 86400);
     long redirects = (long)opt_num(L, "redirects", 0, 0, 100);
     size_t blen = 0;
@@ -314,6 +389,11 @@ setup(lua_State *L, xfer *x)
 
     if (url == NULL)
         luaL_error(L, "jobrunner.http: the request has no 'url'");
+    check_bytes(L, url, ulen, uchar, "the url", "a URL");
+    if (method != NULL && mlen == 0)
+        luaL_error(L, "jobrunner.http: the method is empty");
+    if (method != NULL)
+        check_bytes(L, method, mlen, tchar, "the method", "a token");
     snprintf(x->url, sizeof x->url, "%s", url);
     x->max_size = (long)opt_num(L, "max_size", (double)HTTP_MAX_SIZE, 0,
                                 1 << 30);
