@@ -10,13 +10,13 @@ local jr = require "jr"
 local q = jr.quote
 local cjson = require "cjson"
 
-local rawhttp_bin
+local rawhttp_dir, rawhttp_bin
 
--- Builds the recording server once into a temp dir.
+-- Builds the recording server once into a temp dir (removed at the end).
 local function rawhttp()
   if rawhttp_bin then return rawhttp_bin end
-  local dir = jr.sh("mktemp -d /tmp/jrrawhttp.XXXXXX"):gsub("%s+$", "")
-  rawhttp_bin = dir .. "/rawhttp"
+  rawhttp_dir = jr.sh("mktemp -d /tmp/jrrawhttp.XXXXXX"):gsub("%s+$", "")
+  rawhttp_bin = rawhttp_dir .. "/rawhttp"
   local _, err, code = jr.sh(("%s -std=c11 -o %s %s"):format(
     os.getenv("CC") or "cc", q(rawhttp_bin),
     q(jr.root .. "/spec/helpers/rawhttp.c")))
@@ -61,6 +61,10 @@ local function out(job, line)
   f:close()
 end
 ]]
+
+teardown(function()
+  if rawhttp_dir then os.execute("rm -rf " .. q(rawhttp_dir)) end
+end)
 
 for _, backend in ipairs(jr.backends()) do
   describe(backend .. " what handlers hand to exec and http:", function()
