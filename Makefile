@@ -193,6 +193,7 @@ LIB_SRCS      = $(wildcard runtime/base/*.c runtime/config/*.c) \
                 runtime/db/dbopts.c \
                 runtime/lua/hooks.c \
                 runtime/lua/script.c runtime/lua/luabridge.c runtime/lua/json.c \
+                runtime/lua/jsondec.c \
                 $(BACKEND_SRCS)
 LIB_PIC       = $(LIB_SRCS:%.c=$(BUILD)/pic/%.o) \
                 $(BUILD)/pic/sqlite_sql.o $(BUILD)/pic/postgres_sql.o
@@ -388,6 +389,7 @@ LUA_INCDIR       ?= $(patsubst -I%,%,$(filter -I%,$(shell $(PKG_CONFIG) \
 JOBRUNNER_INCDIR ?= $(INCLUDEDIR)
 JOBRUNNER_LIBDIR ?= $(LIBDIR)
 ROCK_SRCS         = $(LUAMOD_SRCS) runtime/lua/luaopts.c runtime/lua/json.c \
+                    runtime/lua/jsondec.c \
                     runtime/base/jsontext.c runtime/base/util.c \
                     runtime/base/err.c runtime/base/job.c
 

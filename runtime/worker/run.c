@@ -18,6 +18,7 @@
 
 #include "config/config.h"
 #include "lua/json.h"
+#include "lua/jsondec.h"
 #include "base/jsontext.h"
 #include "base/retry.h"
 #include "worker/worker_int.h"
@@ -36,17 +37,20 @@ static int
 set_parents(worker *w, const jr_job *j)
 {
     lua_State *L = w->L;                             /* job */
+    char why[200];
 
-    lua_rawgeti(L, LUA_REGISTRYINDEX, w->decode_ref);/* job dec */
-    lua_pushstring(L, j->parents);                   /* job dec s */
-    if (lua_pcall(L, 1, 1, 0) != LUA_OK || !lua_istable(L, -1)) {
+    if (jr_json_decode_safe(L, j->parents, strlen(j->parents), why,
+                            sizeof why) < 0) {       /* job */
         snprintf(w->err, sizeof w->err, "job.parents cannot be decoded: %s",
-                 lua_isstring(L, -1) ? lua_tostring(L, -1) : "not an "
-                 "object");
-        lua_pop(L, 1);                               /* job */
+                 why);
         return -1;
     }                                                /* job t */
-    jr_json_integers(L, 0);
+    if (!lua_istable(L, -1)) {
+        snprintf(w->err, sizeof w->err, "job.parents cannot be decoded: "
+                 "not an object");
+        lua_pop(L, 1);                               /* job */
+        return -1;
+    }
     lua_newtable(L);                                 /* job t p */
     lua_pushnil(L);                                  /* job t p nil */
     while (lua_next(L, -3) != 0) {                   /* job t p k v */
@@ -67,16 +71,14 @@ static int
 set_payload(worker *w, const jr_job *j)
 {
     lua_State *L = w->L;                             /* job */
+    char why[200];
 
-    lua_rawgeti(L, LUA_REGISTRYINDEX, w->decode_ref);/* job dec */
-    lua_pushlstring(L, j->payload, j->payload_len);  /* job dec s */
-    if (lua_pcall(L, 1, 1, 0) != LUA_OK) {           /* job msg */
+    if (jr_json_decode_safe(L, j->payload, j->payload_len, why,
+                            sizeof why) < 0) {       /* job */
         snprintf(w->err, sizeof w->err, "payload cannot be decoded: %s",
-                 lua_tostring(L, -1));
-        lua_pop(L, 1);                               /* job */
+                 why);
         return -1;
     }                                                /* job payload */
-    jr_json_integers(L, 0);
     lua_setfield(L, -2, "payload");                  /* job */
     if (j->batch != 0) {
         lua_pushinteger(L, (lua_Integer)j->batch);   /* job batch */
@@ -468,21 +470,19 @@ jr_run_push_call(worker *w, const jr_job *j, const jr_handler *info,
 {
     lua_State *L = w->L;
     int top = lua_gettop(L);
+    char bad[200];
 
     jr_scripts_push(L, &w->scripts, j->name);        /* t */
     lua_getfield(L, -1, "handle");                   /* t f */
     lua_remove(L, -2);                               /* f */
     jr_script_push_job(L, j, jr_retry_max(j, info->max_retries,
                                           w->set.max_retries)); /* f job */
-    lua_rawgeti(L, LUA_REGISTRYINDEX, w->decode_ref);/* f job dec */
-    lua_pushlstring(L, j->payload, j->payload_len);  /* f job dec s */
-    if (lua_pcall(L, 1, 1, 0) != LUA_OK) {           /* f job msg */
-        snprintf(why, size, "payload cannot be decoded: %s",
-                 lua_tostring(L, -1));
+    if (jr_json_decode_safe(L, j->payload, j->payload_len, bad,
+                            sizeof bad) < 0) {       /* f job */
+        snprintf(why, size, "payload cannot be decoded: %s", bad);
         lua_settop(L, top);
         return -1;
     }                                                /* f job payload */
-    jr_json_integers(L, 0);
     lua_setfield(L, -2, "payload");                  /* f job */
     return 0;
 }

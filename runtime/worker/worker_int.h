@@ -38,7 +38,6 @@ typedef struct worker {
     jr_handler *info;           /* the running job's handler */
     int         h;              /* stack index of its handler table */
     jr_jobctx   ctx;
-    int         decode_ref;     /* cjson.decode */
     jr_buf      out;            /* frames to write */
     jr_buf      result;         /* the last job's result as JSON text */
     jr_memlimit mem;            /* the Lua state's allocations */
