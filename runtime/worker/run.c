@@ -302,8 +302,11 @@ encode_result(lua_State *L)                          /* v */
 }
 
 /* The handler returned the value on top (not nil): res->result is its
- * JSON text (0), or -1 with w->err saying why the attempt fails (too
- * large, or no JSON for it). worker_int.h. [-1, +0, -] */
+ * JSON text (0); or the value has no JSON (a function, a table mixing
+ * keys, a string that is not UTF-8): the job's work is done and doing it
+ * again would give the same, so it stays a success without a result,
+ * res->error saying why (1); or -1 with w->err saying why the attempt
+ * fails (too large, out of memory). worker_int.h. [-1, +0, -] */
 int
 jr_run_take_result(worker *w, const jr_job *j, jr_result *res)
 {
@@ -316,28 +319,29 @@ jr_run_take_result(worker *w, const jr_job *j, jr_result *res)
     lua_pushcclosure(L, encode_result, 1);           /* v f */
     lua_insert(L, -2);                               /* f v */
     why = lua_pcall(L, 1, 1, 0) == LUA_OK ? lua_tostring(L, -1) : NULL;
-    if (why != NULL && *why == '\0' && !w->result.oom &&
-        w->result.len - 1 <= w->set.max_result) {
+    res->result = NULL;
+    if (why != NULL && *why == '\0' && !w->result.oom) {
         if (jr_jsontext_check(w->result.p, w->result.len - 1, bad,
-                              sizeof bad) == 0) {
-            lua_pop(L, 1);
+                              sizeof bad) < 0)
+            why = bad;          /* what one backend would refuse */
+        else if (w->result.len - 1 <= w->set.max_result)
             res->result = w->result.p;
-            return 0;
-        }
-        why = bad;              /* what one backend would refuse */
     }
-    if (why == NULL || *why == '\0')
-        snprintf(w->err, sizeof w->err, "job %lld: result of %zu bytes is "
-                 "over max_result (%zu)", (long long)j->id,
-                 w->result.len - 1, w->set.max_result);
-    else
-        snprintf(w->err, sizeof w->err, "job %lld: %s", (long long)j->id,
-                 why);
+    if (res->result != NULL || (why != NULL && *why != '\0')) {
+        if (res->result == NULL)
+            snprintf(w->err, sizeof w->err, "result not stored: %s", why);
+        res->error = res->result == NULL ? w->err : NULL;
+        lua_pop(L, 1);          /* "" or the reason */
+        return res->result != NULL ? 0 : 1;
+    }
     if (w->result.oom || why == NULL)
         snprintf(w->err, sizeof w->err, "job %lld: result: out of memory",
                  (long long)j->id);
+    else
+        snprintf(w->err, sizeof w->err, "job %lld: result of %zu bytes is "
+                 "over max_result (%zu)", (long long)j->id,
+                 w->result.len - 1, w->set.max_result);
     lua_pop(L, 1);
-    res->result = NULL;
     res->pushes = NULL;         /* follow-ups go with a success only */
     res->npushes = 0;
     return -1;

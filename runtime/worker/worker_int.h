@@ -148,8 +148,10 @@ void jr_run_failed(worker *w, const jr_job *j, jr_result *res);
  * signal. Returns 1 if it was a signal. [-1, +0, -] */
 int  jr_run_take_error(worker *w, jr_result *res);
 /* Turns the handler's return value on top of w->L (not nil) into
- * res->result (JSON text in w->result, valid until the next call), or
- * returns -1 with w->err saying why the attempt fails. [-1, +0, -] */
+ * res->result (JSON text in w->result, valid until the next call): 0; or
+ * 1 when the value has no JSON: a success with no result, res->error
+ * saying why; or -1 with w->err saying why the attempt fails (too large,
+ * out of memory). [-1, +0, -] */
 int  jr_run_take_result(worker *w, const jr_job *j, jr_result *res);
 
 /* worker.c: copies the frames appended to w->out since byte from into the
