@@ -63,6 +63,55 @@ local function c_push(env, name, json)
   return assert(tonumber(out:match("%d+")))
 end
 
+describe("json.decode", function()
+  local json = require("jobrunner.client").json
+
+  it("reads what the encoder writes, integers exact, null and arrays as before", function()
+    local v = assert(json.decode(
+      '{"a":[1,null,{"b":[]}],"i":-9223372036854775808,"w":3.0,"e":2e3,"f":0.5,' ..
+      '"big":1e400,"over":9223372036854775808,"s":"\\u00e9\\ud83d\\ude00\\n\\"","t":true}'))
+    assert.equal(1, v.a[1])
+    assert.equal(require("jobrunner.client").null, v.a[2])
+    assert.same({}, v.a[3].b)
+    assert.is_nil(getmetatable(v.a[3].b))
+    assert.equal(math.mininteger, v.i)
+    assert.equal("integer", math.type(v.w))
+    assert.equal(2000, v.e)
+    assert.equal("integer", math.type(v.e))
+    assert.equal(0.5, v.f)
+    assert.equal(math.huge, v.big)
+    assert.equal("float", math.type(v.over))
+    assert.equal("é😀\n\"", v.s)
+    assert.is_true(v.t)
+    assert.equal(math.maxinteger, json.decode("9223372036854775807"))
+  end)
+
+  it("says what is wrong and at which byte", function()
+    local deep = ("["):rep(1001) .. ("]"):rep(1001)
+    for _, c in ipairs({
+      { "", "byte 1: unexpected end of text (expected a value)" },
+      { '{"a":1,}', "byte 8: expected a string key" },
+      { "[1 2]", "byte 4: expected ',' or ']'" },
+      { '{"a" 1}', "byte 6: expected ':'" },
+      { '"\\ud800"', "byte 2: \\ud800: a high surrogate without a low one" },
+      { '"\\udc00"', "byte 2: \\udc00: a low surrogate without a high one" },
+      { '"\\x"', "byte 2: invalid escape '\\x'" },
+      { '"a\255b"', "byte 3: not valid UTF-8 (JSON text must be UTF-8)" },
+      { '"a\tb"', "byte 3: control character 0x09 in a string (escape it)" },
+      { '"abc', "byte 1: unterminated string" },
+      { "1.", "byte 3: expected a digit after '.'" },
+      { "nul", "byte 1: expected a value" },
+      { "{} x", "byte 4: text after the JSON value" },
+      { deep, "byte 1001: nested deeper than 1000" },
+    }) do
+      local v, err = json.decode(c[1])
+      assert.is_nil(v, c[1])
+      assert.equal(c[2], err)
+    end
+    assert.is_table(json.decode(("["):rep(1000) .. ("]"):rep(1000)))
+  end)
+end)
+
 for _, backend in ipairs(jr.backends()) do
   describe(backend .. " payload json:", function()
     local env = jr.test_env(backend)
@@ -85,6 +134,20 @@ for _, backend in ipairs(jr.backends()) do
       assert.not_matches("not found", env:log(), 1, true)
       assert.equal(0, env:stop())
     end)
+
+    if backend == "sqlite" then
+      -- only a plain SQL insert on SQLite can store such text
+      it("ends a job whose payload does not decode dead, saying why", function()
+        env:script("seen", SEEN)
+        env:start()
+        env:exec("INSERT INTO jobs (name, payload) VALUES ('seen', CAST(X'7B2261223A22FF227D' AS TEXT))")
+        local row = env:wait_state(1, "dead", 30)
+        assert.equal('payload cannot be decoded: byte 7: not valid UTF-8 (JSON text must be UTF-8)',
+          row.last_error)
+        assert.equal(1, row.attempts)
+        assert.equal(0, env:stop())
+      end)
+    end
 
     it("gives the handler and the result exact integers from every producer", function()
       env:script("seen", SEEN)
