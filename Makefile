@@ -193,6 +193,7 @@ LIB_SRCS      = $(wildcard runtime/base/*.c runtime/config/*.c) \
                 runtime/db/dbopts.c \
                 runtime/lua/hooks.c \
                 runtime/lua/script.c runtime/lua/luabridge.c runtime/lua/json.c \
+                runtime/lua/jsondec.c \
                 $(BACKEND_SRCS)
 LIB_PIC       = $(LIB_SRCS:%.c=$(BUILD)/pic/%.o) \
                 $(BUILD)/pic/sqlite_sql.o $(BUILD)/pic/postgres_sql.o
@@ -388,6 +389,7 @@ LUA_INCDIR       ?= $(patsubst -I%,%,$(filter -I%,$(shell $(PKG_CONFIG) \
 JOBRUNNER_INCDIR ?= $(INCLUDEDIR)
 JOBRUNNER_LIBDIR ?= $(LIBDIR)
 ROCK_SRCS         = $(LUAMOD_SRCS) runtime/lua/luaopts.c runtime/lua/json.c \
+                    runtime/lua/jsondec.c \
                     runtime/base/jsontext.c runtime/base/util.c \
                     runtime/base/err.c runtime/base/job.c
 
@@ -520,16 +522,16 @@ $(BUILD)/bench/crashvfs.so: bench/crashvfs.c
 	    $(shell $(PKG_CONFIG) --libs sqlite3 2>/dev/null)
 
 # Fuzz targets spec/fuzz/fuzz_*.c (frame codec, config loader, job
-# decoding). make fuzz builds them with clang's libFuzzer, ASan and UBSan
-# under build/fuzz (Debian: clang, libclang-rt-14-dev) and runs each for
-# its share of FUZZ_SECONDS on its committed corpus; new inputs go to
-# build/fuzz/new/TARGET, crashes to build/fuzz/TARGET-crash-* (replay one:
-# build/fuzz/TARGET FILE). make test replays the corpora
+# decoding, payload decoder). make fuzz builds them with clang's libFuzzer,
+# ASan and UBSan under build/fuzz (Debian: clang, libclang-rt-14-dev) and
+# runs each for its share of FUZZ_SECONDS on its committed corpus; new
+# inputs go to build/fuzz/new/TARGET, crashes to build/fuzz/TARGET-crash-*
+# (replay one: build/fuzz/TARGET FILE). make test replays the corpora
 # spec/fuzz/corpus/TARGET/ through the same targets built with $(CC) and
 # spec/fuzz/replay.c: C tests build/spec/c/test_fuzz_*, one per file.
 FUZZ_CC      ?= clang
 FUZZ_SECONDS ?= 60
-FUZZ_TARGETS  = fuzz_frame fuzz_config fuzz_job
+FUZZ_TARGETS  = fuzz_frame fuzz_config fuzz_job fuzz_json
 FUZZ_DIR      = build/fuzz
 FUZZ_SAN      = -fsanitize=address,undefined -fno-sanitize-recover=undefined
 FUZZ_CFLAGS   = -std=c11 -g -O1 -fno-omit-frame-pointer $(FUZZ_SAN)
@@ -543,7 +545,7 @@ FUZZ_BINS     = $(FUZZ_TARGETS:%=$(FUZZ_DIR)/%)
 FUZZ_REPLAYS  = $(FUZZ_TARGETS:fuzz_%=$(BUILD)/spec/c/test_fuzz_%)
 
 fuzz: fuzz-build
-	$(Q)per=$$(( $(FUZZ_SECONDS) / 3 )); [ $$per -ge 1 ] || per=1; \
+	$(Q)per=$$(( $(FUZZ_SECONDS) / $(words $(FUZZ_TARGETS)) )); [ $$per -ge 1 ] || per=1; \
 	failed=; \
 	for t in $(FUZZ_TARGETS); do \
 	    mkdir -p $(FUZZ_DIR)/new/$$t; \

@@ -126,26 +126,88 @@ for _, backend in ipairs(jr.backends()) do
       assert.equal(0, env:stop())
     end)
 
-    it("fails the attempt on a result over max_result or with no JSON, naming the job", function()
+    it("fails the attempt on a result over max_result, naming the job", function()
       env:config("max_result = 1000")
       env:script("r", RETURNS)
       local big = env:push("r", '{"k":"big"}')
-      local fn = env:push("r", '{"k":"function"}')
-      local nul = env:push("r", '{"k":"nul"}')
       env:start()
-      local out, err, code = env:cli("wait", tostring(big), tostring(fn), tostring(nul), "--json")
+      local out, err, code = env:cli("wait", tostring(big), "--json")
       assert.equal(1, code, out .. err)
-      local lines = {}
-      for l in out:gmatch("[^\n]+") do lines[#lines + 1] = cjson.decode(l) end
-      assert.equal("dead", lines[1].state)
+      local l = cjson.decode(out)
+      assert.equal("dead", l.state)
       assert.equal(("job %d: result of 70002 bytes is over max_result (1000)"):format(big),
-        lines[1].error)
-      assert.equal("dead", lines[2].state)
-      assert.matches(("^job %d: result: cannot encode a function"):format(fn), lines[2].error)
-      assert.equal("dead", lines[3].state)
-      assert.equal(("job %d: result: string holds a NUL byte (byte 2): no backend stores one")
-        :format(nul), lines[3].error)
-      assert.equal(cjson.null, lines[1].result)
+        l.error)
+      assert.equal(cjson.null, l.result)
+      assert.equal(0, env:stop())
+    end)
+
+    -- the work is done: doing it again would give the same value
+    it("completes a job whose return value has no JSON once, without a result, saying why", function()
+      local body = jr.RECORD .. [[
+        local jobrunner = require "jobrunner"
+        return { max_retries = 3, inflight = INFLIGHT, handle = function(job)
+          record("runs", job.name .. " " .. job.id .. " " .. job.attempt)
+          if INFLIGHT > 1 then jobrunner.sleep(0.01) end
+          local k = job.payload.k
+          if k == "function" then return print end
+          if k == "thread" then return coroutine.create(print) end
+          if k == "nul" then return "a\0b" end
+          jobrunner.push("after", { from = job.id })
+          return { 1, a = 2 }
+        end }]]
+      env:script("plain", (body:gsub("INFLIGHT", "1")))
+      env:script("co", (body:gsub("INFLIGHT", "4")))
+      env:script("after", jr.RECORD .. [[
+        return function(job) record("after", tostring(job.payload.from)) end]])
+      local why = {
+        ["function"] = "result not stored: result: cannot encode a function (JSON has "
+          .. "tables, strings, numbers, booleans and jobrunner.null)",
+        thread = "result not stored: result: cannot encode a thread (JSON has tables, "
+          .. "strings, numbers, booleans and jobrunner.null)",
+        nul = "result not stored: result: string holds a NUL byte (byte 2): no backend "
+          .. "stores one",
+        mixed = "result not stored: result: table mixes string keys and array indexes "
+          .. "('a' and 1): JSON needs an object or an array",
+      }
+      local ids, all = {}, {}
+      for _, name in ipairs({ "plain", "co" }) do
+        for _, k in ipairs({ "function", "thread", "nul", "mixed" }) do
+          local id = env:push(name, cjson.encode({ k = k }), "--result-ttl", "1h")
+          ids[#ids + 1] = { id = id, name = name, k = k }
+          all[#all + 1] = tostring(id)
+        end
+      end
+      local gone = env:push("plain", '{"k":"function"}')     -- not kept: deleted
+      env:start()
+      local out, err, code = env:cli("wait", "--json", "--timeout", "60", table.unpack(all))
+      assert.equal(0, code, out .. err)
+      local n = 0
+      for l in out:gmatch("[^\n]+") do
+        n = n + 1
+        local o, want = cjson.decode(l), ids[n]
+        assert.equal(want.id, o.id)
+        assert.equal("completed", o.state)
+        assert.equal(cjson.null, o.result)
+        assert.equal(why[want.k], o.error)
+        local row = env:job(want.id)
+        assert.equal("completed", row.state)
+        assert.equal(1, row.attempts)               -- no retry
+        assert.equal(why[want.k], row.last_error)
+        local shown = env:cli("show", tostring(want.id))
+        assert.matches("last_error +" .. why[want.k]:gsub("%p", "%%%0"), shown)
+        assert.matches(("job %d %%(%s%%) done in [%%d.]+ms, its %s"):format(want.id,
+          want.name, why[want.k]:gsub("%p", "%%%0")), env:log())
+      end
+      assert.equal(#ids, n)
+      -- a success: its follow-ups go in; and the job not kept is deleted
+      jr.wait_for(function() return #jr.lines(env.dir .. "/after") == 2 end, 30, "follow-ups")
+      jr.wait_for(function() return env:job(gone) == nil end, 20, "deleted")
+      assert.matches(("job %d %%(plain%%) done in [%%d.]+ms, its result not stored"):format(gone),
+        env:log())
+      -- each ran once
+      local runs = jr.lines(env.dir .. "/runs")
+      assert.equal(#ids + 1, #runs, table.concat(runs, "\n"))
+      for _, r in ipairs(runs) do assert.matches(" 1$", r) end
       assert.equal(0, env:stop())
     end)
 

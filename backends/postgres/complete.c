@@ -24,19 +24,22 @@ static const pg_stmt st_done = {S_DONE, "jr_done", 2,
 
 /* DONE with a result, with keep_completed, with a result_ttl or a flow
  * bit: the row stays, completed; $5 the runner's result_ttl, $6
- * keep_completed. A job with a result or a result_ttl of its own stays
- * until keep_until; one kept only for its flow bit goes at the next
- * prune (or as retention.completed says). */
-static const pg_stmt st_keep = {S_KEEP, "jr_keep", 6,
+ * keep_completed, $7 why a return value was not stored. A job with a
+ * result or a result_ttl of its own stays until keep_until; one kept only
+ * for its flow bit goes at the next prune (or as retention.completed
+ * says). */
+static const pg_stmt st_keep = {S_KEEP, "jr_keep", 7,
     "UPDATE {{schema}}.jobs j SET state = 'completed',"
     " finished_at = now(), generation = coalesce(u.gen, j.generation),"
     " locked_by = NULL, locked_until = NULL, cancel_requested = false,"
     " updated_at = now(), result = u.res::jsonb,"
+    " last_error = coalesce(u.err, j.last_error),"
     " keep_until = CASE WHEN u.res IS NOT NULL OR j.result_ttl IS NOT NULL"
     "  THEN now() + greatest(coalesce(j.result_ttl, $5::float8),"
     "  $6::float8) * interval '1 second'"
     "  WHEN j.flow <> 0 AND $6::float8 <= 0 THEN now() END"
-    " FROM unnest($2::bigint[], $3::text[], $4::text[]) AS u(id, gen, res)"
+    " FROM unnest($2::bigint[], $3::text[], $4::text[], $7::text[])"
+    "  AS u(id, gen, res, err)"
     " WHERE j.id = u.id AND j.state = 'running'"
     " AND j.locked_by = $1::text RETURNING j.id"};
 
@@ -47,9 +50,9 @@ static int
 run_done(jr_backend *b, const char *token, const jr_result *r, int n,
          const pg_stmt *st, int kept, int64_t *done, int *nd, jr_err *err)
 {
-    const char *params[6];
+    const char *params[7];
     char num[24], ttl[32], keep[32];
-    jr_buf s = {0}, g = {0}, v = {0};
+    jr_buf s = {0}, g = {0}, v = {0}, e = {0};
     PGresult *res;
     int i, m, given = 0;
 
@@ -61,6 +64,7 @@ run_done(jr_backend *b, const char *token, const jr_result *r, int n,
         sb_num(&s, num);
         sb_elem(&g, r[i].generation);
         sb_elem(&v, r[i].result);
+        sb_elem(&e, r[i].error);
         given++;
     }
     if (given == 0)
@@ -73,13 +77,15 @@ run_done(jr_backend *b, const char *token, const jr_result *r, int n,
     params[3] = sb_array(&v);
     params[4] = ttl;
     params[5] = keep;
-    res = s.oom || g.oom || v.oom ? NULL :
+    params[6] = sb_array(&e);
+    res = s.oom || g.oom || v.oom || e.oom ? NULL :
           pg_run(b, st, params, "completing jobs", err);
-    if (res == NULL && (s.oom || g.oom || v.oom))
+    if (res == NULL && (s.oom || g.oom || v.oom || e.oom))
         jr_fail(err, JR_ENOMEM, "postgres: completing jobs: out of memory");
     free(s.p);
     free(g.p);
     free(v.p);
+    free(e.p);
     if (res == NULL)
         return -1;
     m = PQntuples(res);

@@ -55,11 +55,12 @@ static const char *const sql_text[S_COUNT] = {
         " AND flow = 0",
     /* ?7 the result (JSON or NULL), ?8 the runner's result_ttl, ?9
      * retention.completed: a job with a result or a result_ttl of its
-     * own stays until keep_until */
+     * own stays until keep_until; ?5 why a return value was not stored */
     [S_KEEP] =
         "UPDATE jobs SET state = 'completed', finished_at = ?3,"
         " generation = coalesce(?6, generation), locked_by = NULL,"
         " locked_until = NULL, cancel_requested = 0, updated_at = ?3,"
+        " last_error = coalesce(?5, last_error),"
         " result = ?7, keep_until = CASE WHEN ?7 IS NOT NULL"
         "  OR result_ttl IS NOT NULL"
         "  THEN ?3 + max(coalesce(result_ttl, ?8), ?9) END"
@@ -272,6 +273,7 @@ keep_one(jr_backend *b, const char *token, const jr_result *r, double now,
         sqlite3_bind_int64(s, 1, r->id);
         bind_text(s, 2, token);
         sqlite3_bind_double(s, 3, now);
+        bind_text(s, 5, r->error);
         bind_text(s, 6, r->generation);
         sqlite3_bind_null(s, 7);
         sqlite3_bind_double(s, 8, b->result_ttl);
@@ -357,12 +359,13 @@ complete_one(jr_backend *b, const char *token, const jr_result *r, double now,
     return 1;
 }
 
-/* 1 if r is a success whose row is simply deleted. */
+/* 1 if r is a success whose row is simply deleted (one that says why
+ * its result was not stored goes alone: kept, it records why). */
 static int
 plain_done(const jr_backend *b, const jr_result *r)
 {
     return r->kind == JR_DONE && r->npushes == 0 && b->keep_completed <= 0 &&
-           r->result == NULL;
+           r->result == NULL && r->error == NULL;
 }
 
 /* After S_DONE_MANY deleted ndone of the ids (JSON): the ones left that

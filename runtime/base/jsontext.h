@@ -10,7 +10,7 @@
 #include <stddef.h>
 #include <stdio.h>
 
-#define JR_JSONTEXT_DEPTH 1000  /* nesting a handler can decode (cjson's) */
+#define JR_JSONTEXT_DEPTH 1000  /* nesting a handler can decode (jsondec.c) */
 
 /* Length of the UTF-8 sequence at s (n > 0 bytes left), or 0 if it is not
  * valid UTF-8: overlong forms, surrogates and code points past U+10FFFF

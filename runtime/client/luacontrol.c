@@ -13,6 +13,7 @@
 #include "base/job.h"
 #include "client/jobrunner.h"
 #include "lua/json.h"
+#include "lua/jsondec.h"
 #include "client/luaclient.h"
 
 /* --- control: cancel, show, list ------------------------------------------ */
@@ -424,40 +425,22 @@ jr_luaclient_queues(lua_State *L)                          /* q */
 
 /* --- wait ------------------------------------------------------------------ */
 
-/* Sets t.result (decoded by cjson, whole numbers as integers) and
- * t.result_json from the JSON text json; nothing when NULL.
+/* Sets t.result (decoded by jsondec.c: integers exact) and t.result_json
+ * from the JSON text json; nothing when NULL. Text that does not decode
+ * (a plain SQL update may have stored it) leaves result_json only.
  * [-0, +0, m] */
 static void
 set_result(lua_State *L, const char *json)
 {
+    char why[200];
+
     if (json == NULL)
         return;
     lua_pushstring(L, json);                         /* t s */
     lua_setfield(L, -2, "result_json");              /* t */
-    lua_getglobal(L, "require");                     /* t require */
-    lua_pushliteral(L, "cjson");                     /* t require "cjson" */
-    if (lua_pcall(L, 1, 1, 0) != LUA_OK || !lua_istable(L, -1)) {
-        lua_pop(L, 1);                               /* t */
-        return;                                      /* result_json only */
-    }
-    lua_getfield(L, -1, "decode");                   /* t cjson decode */
-    lua_pushstring(L, json);                         /* t cjson decode s */
-    if (lua_pcall(L, 1, 1, 0) != LUA_OK) {           /* t cjson v|e */
-        lua_pop(L, 2);
-        return;
-    }
-    jr_json_integers(L, 0);
-    if (lua_type(L, -1) == LUA_TNUMBER && !lua_isinteger(L, -1)) {
-        lua_Number v = lua_tonumber(L, -1);          /* a whole one: as
-                                                        the tables' */
-        if (v == (lua_Number)(lua_Integer)v && v >= -9007199254740992.0 &&
-            v <= 9007199254740992.0) {
-            lua_pop(L, 1);
-            lua_pushinteger(L, (lua_Integer)v);
-        }
-    }
-    lua_setfield(L, -3, "result");                   /* t cjson */
-    lua_pop(L, 1);                                   /* t */
+    if (jr_json_decode(L, json, strlen(json), why, sizeof why) < 0)
+        return;                                      /* t */
+    lua_setfield(L, -2, "result");                   /* t */
 }
 
 /* Reads the ids at 2 (an id or a list of ids) into a new userdata on top

@@ -5,7 +5,7 @@
  * the finished job, so they exist only if it succeeded; their options are
  * read by luaopts.c and their payloads encoded by json.c, as the producer
  * module's are, and the module carries json.c's null and array() markers
- * too. snooze() and discard() unwind the handler by raising a
+ * and its json.encode/decode too. snooze() and discard() unwind the handler by raising a
  * jobrunner.signal userdata that the traceback handler lets through
  * untouched. */
 #include <math.h>

@@ -26,6 +26,7 @@
 #include <lua.h>
 
 #include "lua/json.h"
+#include "lua/jsondec.h"
 #include "base/jsontext.h"
 
 #define MAX_DEPTH    1000               /* as cjson's encode_max_depth */
@@ -443,6 +444,44 @@ json_array(lua_State *L)                             /* t? */
     return 1;
 }
 
+/* jobrunner.json.encode(v) -> the JSON text of v (a table, string,
+ * number, boolean, nil or jobrunner.null), or nil, message. */
+static int
+json_encode(lua_State *L)                            /* v */
+{
+    jr_buf *b;
+    char msg[400];
+
+    lua_settop(L, 1);                                /* v */
+    b = jr_json_buf_new(L);                          /* v b */
+    if (encode_root(L, 1, b, "value", 0, msg, sizeof msg) < 0 || b->oom) {
+        lua_pushnil(L);                              /* v b nil */
+        lua_pushstring(L, b->oom ? "value: out of memory" : msg);
+        return 2;                                    /* nil msg */
+    }
+    lua_pushlstring(L, b->p, b->len - 1);            /* v b s */
+    return 1;
+}
+
+/* jobrunner.json.decode(s) -> the value of the JSON text s, with the
+ * payloads' conventions (jsondec.h), or nil, message. */
+static int
+json_decode(lua_State *L)                            /* s */
+{
+    size_t n;
+    const char *s = luaL_checklstring(L, 1, &n);
+    char msg[200];
+
+    if (jr_json_decode(L, s, n, msg, sizeof msg) == 0)
+        return 1;                                    /* s v */
+    lua_pushnil(L);                                  /* s nil */
+    lua_pushstring(L, msg);                          /* s nil msg */
+    return 2;
+}
+
+static const luaL_Reg json_funcs[] = {
+    {"encode", json_encode}, {"decode", json_decode}, {NULL, NULL}};
+
 void
 jr_json_set_markers(lua_State *L)                    /* M */
 {
@@ -452,29 +491,6 @@ jr_json_set_markers(lua_State *L)                    /* M */
     lua_setfield(L, -2, "array");                    /* M */
     lua_pushlightuserdata(L, NULL);                  /* M null */
     lua_setfield(L, -2, "null");                     /* M */
-}
-
-/* lua-cjson decodes every JSON number as a float: turn whole ones back
- * into integers (exact up to 2^53) in the value on top, so 3 is 3 and not
- * 3.0. [-0, +0, -] */
-void
-jr_json_integers(lua_State *L, int depth)
-{
-    if (!lua_istable(L, -1) || depth > 100 || !lua_checkstack(L, 4))
-        return;
-    lua_pushnil(L);                                  /* t k */
-    while (lua_next(L, -2)) {                        /* t k v */
-        if (lua_type(L, -1) == LUA_TNUMBER && !lua_isinteger(L, -1)) {
-            lua_Integer i;
-            if (lua_numbertointeger(lua_tonumber(L, -1), &i) &&
-                (double)i == lua_tonumber(L, -1)) {
-                lua_pushvalue(L, -2);                /* t k v k */
-                lua_pushinteger(L, i);               /* t k v k i */
-                lua_rawset(L, -5);                   /* t k v */
-            }
-        } else if (lua_istable(L, -1)) {
-            jr_json_integers(L, depth + 1);
-        }
-        lua_pop(L, 1);                               /* t k */
-    }                                                /* t */
+    luaL_newlib(L, json_funcs);                      /* M json */
+    lua_setfield(L, -2, "json");                     /* M */
 }

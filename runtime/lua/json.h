@@ -36,14 +36,10 @@ int jr_json_encode(lua_State *L, int idx, jr_buf *b, char *msg,
 int jr_json_encode_value(lua_State *L, int idx, jr_buf *b, char *msg,
                          size_t msgsize);
 
-/* Sets null (the light userdata NULL, as cjson.null) and array (the
- * jobrunner.array() marker function) in the module table on top.
- * [-0, +0, m] */
+/* Sets null (the light userdata NULL, as cjson.null), array (the
+ * jobrunner.array() marker function) and json (encode(v) and decode(s),
+ * each a value or nil, message; jsondec.h's rules) in the module table on
+ * top.  [-0, +0, m] */
 void jr_json_set_markers(lua_State *L);
-
-/* lua-cjson decodes every JSON number as a float: turns whole ones back
- * into integers (exact up to 2^53) in the table on top, depth levels deep
- * already (call with 0). [-0, +0, -] */
-void jr_json_integers(lua_State *L, int depth);
 
 #endif

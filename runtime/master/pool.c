@@ -255,8 +255,12 @@ log_result(master *m, const jr_job *j, const jr_result *r, double secs)
     switch (r->kind) {
     case JR_DONE:
         m->done++;
-        jr_log(JR_LOG_DEBUG, "job %lld (%s) done in %.1fms", (long long)j->id,
-               j->name, secs * 1000);
+        if (r->error != NULL)   /* its return value has no JSON */
+            jr_log(JR_LOG_WARN, "job %lld (%s) done in %.1fms, its %s",
+                   (long long)j->id, j->name, secs * 1000, first);
+        else
+            jr_log(JR_LOG_DEBUG, "job %lld (%s) done in %.1fms",
+                   (long long)j->id, j->name, secs * 1000);
         break;
     case JR_RETRY:
         m->failed++;

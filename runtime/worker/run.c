@@ -18,6 +18,7 @@
 
 #include "config/config.h"
 #include "lua/json.h"
+#include "lua/jsondec.h"
 #include "base/jsontext.h"
 #include "base/retry.h"
 #include "worker/worker_int.h"
@@ -36,17 +37,20 @@ static int
 set_parents(worker *w, const jr_job *j)
 {
     lua_State *L = w->L;                             /* job */
+    char why[200];
 
-    lua_rawgeti(L, LUA_REGISTRYINDEX, w->decode_ref);/* job dec */
-    lua_pushstring(L, j->parents);                   /* job dec s */
-    if (lua_pcall(L, 1, 1, 0) != LUA_OK || !lua_istable(L, -1)) {
+    if (jr_json_decode_safe(L, j->parents, strlen(j->parents), why,
+                            sizeof why) < 0) {       /* job */
         snprintf(w->err, sizeof w->err, "job.parents cannot be decoded: %s",
-                 lua_isstring(L, -1) ? lua_tostring(L, -1) : "not an "
-                 "object");
-        lua_pop(L, 1);                               /* job */
+                 why);
         return -1;
     }                                                /* job t */
-    jr_json_integers(L, 0);
+    if (!lua_istable(L, -1)) {
+        snprintf(w->err, sizeof w->err, "job.parents cannot be decoded: "
+                 "not an object");
+        lua_pop(L, 1);                               /* job */
+        return -1;
+    }
     lua_newtable(L);                                 /* job t p */
     lua_pushnil(L);                                  /* job t p nil */
     while (lua_next(L, -3) != 0) {                   /* job t p k v */
@@ -67,16 +71,14 @@ static int
 set_payload(worker *w, const jr_job *j)
 {
     lua_State *L = w->L;                             /* job */
+    char why[200];
 
-    lua_rawgeti(L, LUA_REGISTRYINDEX, w->decode_ref);/* job dec */
-    lua_pushlstring(L, j->payload, j->payload_len);  /* job dec s */
-    if (lua_pcall(L, 1, 1, 0) != LUA_OK) {           /* job msg */
+    if (jr_json_decode_safe(L, j->payload, j->payload_len, why,
+                            sizeof why) < 0) {       /* job */
         snprintf(w->err, sizeof w->err, "payload cannot be decoded: %s",
-                 lua_tostring(L, -1));
-        lua_pop(L, 1);                               /* job */
+                 why);
         return -1;
     }                                                /* job payload */
-    jr_json_integers(L, 0);
     lua_setfield(L, -2, "payload");                  /* job */
     if (j->batch != 0) {
         lua_pushinteger(L, (lua_Integer)j->batch);   /* job batch */
@@ -300,8 +302,11 @@ encode_result(lua_State *L)                          /* v */
 }
 
 /* The handler returned the value on top (not nil): res->result is its
- * JSON text (0), or -1 with w->err saying why the attempt fails (too
- * large, or no JSON for it). worker_int.h. [-1, +0, -] */
+ * JSON text (0); or the value has no JSON (a function, a table mixing
+ * keys, a string that is not UTF-8): the job's work is done and doing it
+ * again would give the same, so it stays a success without a result,
+ * res->error saying why (1); or -1 with w->err saying why the attempt
+ * fails (too large, out of memory). worker_int.h. [-1, +0, -] */
 int
 jr_run_take_result(worker *w, const jr_job *j, jr_result *res)
 {
@@ -314,28 +319,29 @@ jr_run_take_result(worker *w, const jr_job *j, jr_result *res)
     lua_pushcclosure(L, encode_result, 1);           /* v f */
     lua_insert(L, -2);                               /* f v */
     why = lua_pcall(L, 1, 1, 0) == LUA_OK ? lua_tostring(L, -1) : NULL;
-    if (why != NULL && *why == '\0' && !w->result.oom &&
-        w->result.len - 1 <= w->set.max_result) {
+    res->result = NULL;
+    if (why != NULL && *why == '\0' && !w->result.oom) {
         if (jr_jsontext_check(w->result.p, w->result.len - 1, bad,
-                              sizeof bad) == 0) {
-            lua_pop(L, 1);
+                              sizeof bad) < 0)
+            why = bad;          /* what one backend would refuse */
+        else if (w->result.len - 1 <= w->set.max_result)
             res->result = w->result.p;
-            return 0;
-        }
-        why = bad;              /* what one backend would refuse */
     }
-    if (why == NULL || *why == '\0')
-        snprintf(w->err, sizeof w->err, "job %lld: result of %zu bytes is "
-                 "over max_result (%zu)", (long long)j->id,
-                 w->result.len - 1, w->set.max_result);
-    else
-        snprintf(w->err, sizeof w->err, "job %lld: %s", (long long)j->id,
-                 why);
+    if (res->result != NULL || (why != NULL && *why != '\0')) {
+        if (res->result == NULL)
+            snprintf(w->err, sizeof w->err, "result not stored: %s", why);
+        res->error = res->result == NULL ? w->err : NULL;
+        lua_pop(L, 1);          /* "" or the reason */
+        return res->result != NULL ? 0 : 1;
+    }
     if (w->result.oom || why == NULL)
         snprintf(w->err, sizeof w->err, "job %lld: result: out of memory",
                  (long long)j->id);
+    else
+        snprintf(w->err, sizeof w->err, "job %lld: result of %zu bytes is "
+                 "over max_result (%zu)", (long long)j->id,
+                 w->result.len - 1, w->set.max_result);
     lua_pop(L, 1);
-    res->result = NULL;
     res->pushes = NULL;         /* follow-ups go with a success only */
     res->npushes = 0;
     return -1;
@@ -468,21 +474,19 @@ jr_run_push_call(worker *w, const jr_job *j, const jr_handler *info,
 {
     lua_State *L = w->L;
     int top = lua_gettop(L);
+    char bad[200];
 
     jr_scripts_push(L, &w->scripts, j->name);        /* t */
     lua_getfield(L, -1, "handle");                   /* t f */
     lua_remove(L, -2);                               /* f */
     jr_script_push_job(L, j, jr_retry_max(j, info->max_retries,
                                           w->set.max_retries)); /* f job */
-    lua_rawgeti(L, LUA_REGISTRYINDEX, w->decode_ref);/* f job dec */
-    lua_pushlstring(L, j->payload, j->payload_len);  /* f job dec s */
-    if (lua_pcall(L, 1, 1, 0) != LUA_OK) {           /* f job msg */
-        snprintf(why, size, "payload cannot be decoded: %s",
-                 lua_tostring(L, -1));
+    if (jr_json_decode_safe(L, j->payload, j->payload_len, bad,
+                            sizeof bad) < 0) {       /* f job */
+        snprintf(why, size, "payload cannot be decoded: %s", bad);
         lua_settop(L, top);
         return -1;
     }                                                /* f job payload */
-    jr_json_integers(L, 0);
     lua_setfield(L, -2, "payload");                  /* f job */
     return 0;
 }

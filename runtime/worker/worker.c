@@ -319,13 +319,6 @@ setup(worker *w, jr_err *err)
     lua_pushcfunction(L, no_exit);                   /* os f */
     lua_setfield(L, -2, "exit");                     /* os */
     lua_pop(L, 1);                                   /* (nothing) */
-    lua_getglobal(L, "require");                     /* require */
-    lua_pushliteral(L, "cjson");                     /* require "cjson" */
-    if (jr_script_pcall(L, 1, 1, err) < 0)           /* cjson */
-        return -1;
-    lua_getfield(L, -1, "decode");                   /* cjson decode */
-    w->decode_ref = luaL_ref(L, LUA_REGISTRYINDEX);  /* cjson */
-    lua_pop(L, 1);                                   /* (nothing) */
     /* a file blocked outside Lua: exit naming it (the master's hello
      * deadline, a little later, is the backstop) */
     jr_scripts_watchdog(w->set.load_timeout, JR_WORKER_LOAD_STUCK);

@@ -38,7 +38,6 @@ typedef struct worker {
     jr_handler *info;           /* the running job's handler */
     int         h;              /* stack index of its handler table */
     jr_jobctx   ctx;
-    int         decode_ref;     /* cjson.decode */
     jr_buf      out;            /* frames to write */
     jr_buf      result;         /* the last job's result as JSON text */
     jr_memlimit mem;            /* the Lua state's allocations */
@@ -149,8 +148,10 @@ void jr_run_failed(worker *w, const jr_job *j, jr_result *res);
  * signal. Returns 1 if it was a signal. [-1, +0, -] */
 int  jr_run_take_error(worker *w, jr_result *res);
 /* Turns the handler's return value on top of w->L (not nil) into
- * res->result (JSON text in w->result, valid until the next call), or
- * returns -1 with w->err saying why the attempt fails. [-1, +0, -] */
+ * res->result (JSON text in w->result, valid until the next call): 0; or
+ * 1 when the value has no JSON: a success with no result, res->error
+ * saying why; or -1 with w->err saying why the attempt fails (too large,
+ * out of memory). [-1, +0, -] */
 int  jr_run_take_result(worker *w, const jr_job *j, jr_result *res);
 
 /* worker.c: copies the frames appended to w->out since byte from into the
