@@ -431,19 +431,24 @@ answered(void *arg, int ran)
     free_pending(p);
 }
 
+/* Whether request kind only reads. */
+static int
+is_read(int kind)
+{
+    switch (kind) {
+    case JR_API_STATS: case JR_API_JOBS: case JR_API_JOB: case JR_API_DEAD:
+    case JR_API_QUEUES: case JR_API_GAUGES: case JR_API_OUTCOMES:
+        return 1;
+    }
+    return 0;
+}
+
 /* The thread that runs request kind: reads go to the reader when there
  * is one. */
 static jr_dbthread *
 thread_for(jr_http *h, int kind)
 {
-    switch (kind) {
-    case JR_API_STATS: case JR_API_JOBS: case JR_API_JOB: case JR_API_DEAD:
-    case JR_API_QUEUES: case JR_API_GAUGES: case JR_API_OUTCOMES:
-        if (h->rdt != NULL)
-            return h->rdt;
-        break;
-    }
-    return h->host.dbt;
+    return is_read(kind) && h->rdt != NULL ? h->rdt : h->host.dbt;
 }
 
 void
@@ -840,7 +845,9 @@ jr_http_stop(jr_http *h)
      * the requests they were for go with their connections */
     for (p = h->waiting; p; p = next) {
         next = p->next;
-        if (p->req != NULL)     /* its answer would find no server */
+        /* a read's answer would find no server: a 503 says so; a write
+         * may be done or not (one running now ends): no answer */
+        if (p->req != NULL && p->q != NULL && is_read(p->q->kind))
             jr_http_error(p->req, 503, "the runner is stopping");
         p->h = NULL;
         p->req = NULL;

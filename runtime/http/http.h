@@ -34,7 +34,7 @@ int  jr_http_start(const jr_httphost *host, jr_http **out, jr_err *err);
  * not held. NULL is a no-op. */
 void jr_http_stopping(jr_http *h);
 /* Stops serving: long polls still held are answered as their jobs stand,
- * requests whose answer from the database is still to come get a 503,
+ * reads whose answer from the database is still to come get a 503,
  * and what was answered is written out (for up to JR_HTTP_FLUSH seconds)
  * before the connections close. NULL is a no-op. */
 void jr_http_stop(jr_http *h);
