@@ -144,10 +144,10 @@ walk(cfg_ctx *x, lua_State *L, const key_row *rows, const char *prefix)
     const key_row *r;
     size_t n;
 
-    if (jr_json_map(L, -1, odd, sizeof odd) < 0 && *prefix == '\0')
-        return jr_fail(x->err, JR_ECONFIG, "%s: config keys must be "
-                       "strings, found the key %s", x->file, odd);
     if (jr_json_map(L, -1, odd, sizeof odd) < 0) {
+        if (*prefix == '\0')
+            return jr_fail(x->err, JR_ECONFIG, "%s: config keys must be "
+                           "strings, found the key %s", x->file, odd);
         snprintf(key, sizeof key, "%.*s", (int)strlen(prefix) - 1, prefix);
         return key_fail(x, key, "must be a table of named keys, found the "
                         "key %s", odd);
