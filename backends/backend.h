@@ -216,6 +216,12 @@ enum {
 
 typedef struct jr_backend_opts {
     int         sync_normal;    /* SQLite: synchronous=NORMAL instead of FULL */
+    int         durable_push;   /* SQLite: with sync_normal, pushes commit
+                                   with synchronous=FULL all the same (the
+                                   runner's connection: HTTP pushes are
+                                   acknowledged). PostgreSQL's runner
+                                   connection does so with
+                                   synchronous_commit = on, always */
     int         async_commit;   /* PostgreSQL: commits do not wait for the
                                    WAL flush (synchronous_commit = off) */
     int         claims;         /* PostgreSQL: the connection claims: no

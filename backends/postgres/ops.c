@@ -96,6 +96,25 @@ durable_fire(jr_backend *b, jr_fire *f, int n, int keep, jr_err *err)
     return durable(b, D_FIRE, NULL, NULL, n, 0, f, keep, err);
 }
 
+/* A push on the runner's connection (POST /api/jobs, /api/flows) commits
+ * with synchronous_commit = on before it is acknowledged; producers'
+ * connections are not async_commit: nothing changes for them. */
+static int
+durable_push(jr_backend *b, const jr_push *p, int n, int64_t *ids,
+             jr_err *err)
+{
+    int rc;
+
+    if (!b->async_commit)
+        return pg_push(b, p, n, ids, err);
+    if (n > 0 && pg_ready(b, err) < 0)
+        return -1;
+    set_durable(b, 1);
+    rc = pg_push(b, p, n, ids, err);
+    set_durable(b, 0);
+    return rc;
+}
+
 /* A schedule control answered over HTTP: as durable as the others. */
 static int
 durable_sched_ctl(jr_backend *b, const char *name, int what, double *at,
@@ -115,7 +134,7 @@ const jr_backend_ops jr_postgres_ops = {
     .name = "postgres",
     .open = pg_open,
     .migrate = pg_migrate,
-    .push = pg_push,
+    .push = durable_push,
     .claim = pg_claim,
     .complete = pg_complete,
     .complete_claim = pg_complete_claim,

@@ -258,6 +258,7 @@ jr_sqlite_open(const char *path, const jr_backend_opts *o, jr_err *err)
     b->wal_watch = -1;
     b->data_version = -1;
     b->sync_normal = o->sync_normal;
+    b->durable_push = o->durable_push;
     b->must_exist = o->must_exist;
     b->keep_completed = o->keep_completed;
     b->opf = o->on_parent_failure;

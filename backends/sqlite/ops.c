@@ -100,6 +100,24 @@ durable_cancel(jr_backend *b, const int64_t *ids, int n, int *outcome,
                                          .outcome = outcome}, err);
 }
 
+/* A push on the runner's connection (POST /api/jobs, /api/flows): FULL,
+ * as the command line's, before it is acknowledged; a producer's own
+ * connection keeps its config's synchronous. */
+static int
+durable_push(jr_backend *b, const jr_push *p, int n, int64_t *ids,
+             jr_err *err)
+{
+    int rc;
+
+    if (!b->durable_push)
+        return jr_sqlite_push(b, p, n, ids, err);
+    if (set_full(b, 1, err) < 0)
+        return -1;
+    rc = jr_sqlite_push(b, p, n, ids, err);
+    set_full(b, 0, err);
+    return rc;
+}
+
 /* A schedule control answered over HTTP: as durable as the others. */
 static int
 durable_sched_ctl(jr_backend *b, const char *name, int what, double *at,
@@ -119,7 +137,7 @@ const jr_backend_ops jr_sqlite_ops = {
     .name = "sqlite",
     .open = jr_sqlite_open,                   /* conn.c */
     .migrate = jr_sqlite_migrate,             /* migrate.c */
-    .push = jr_sqlite_push,                   /* push.c */
+    .push = durable_push,                     /* push.c, FULL: runner's */
     .claim = jr_sqlite_claim,                 /* claim.c */
     .complete = jr_sqlite_complete,           /* complete.c */
     .complete_claim = jr_sqlite_complete_claim, /* complete.c */

@@ -90,6 +90,7 @@ struct jr_backend {
     dev_t         dev;          /* identity of the file we opened */
     ino_t         ino;          /* 0: not a file */
     int           sync_normal;
+    int           durable_push; /* pushes commit FULL (jr_backend_opts) */
     unsigned      reconnects;   /* reopened: the file was put back */
     int           busy_ms;
     int           must_exist;   /* never create the file or the tables */

@@ -36,6 +36,25 @@ jr_fail_errno(jr_err *err, int code, int errnum, const char *fmt, ...)
     return -1;
 }
 
+int
+jr_err_prefix(jr_err *err, const char *fmt, ...)
+{
+    char was[sizeof err->msg];
+    va_list ap;
+    size_t n;
+
+    if (err == NULL)
+        return -1;
+    memcpy(was, err->msg, sizeof was);
+    was[sizeof was - 1] = '\0';
+    va_start(ap, fmt);
+    vsnprintf(err->msg, sizeof err->msg, fmt, ap);
+    va_end(ap);
+    n = strlen(err->msg);
+    snprintf(err->msg + n, sizeof err->msg - n, ": %s", was);
+    return -1;
+}
+
 void
 jr_err_clear(jr_err *err)
 {

@@ -28,6 +28,11 @@ int jr_fail(jr_err *err, int code, const char *fmt, ...)
 /* Like jr_fail, then appends ": " and strerror(errnum). */
 int jr_fail_errno(jr_err *err, int code, int errnum, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
+/* Puts the formatted text and ": " before err's message, keeping its code
+ * (the message may not be an argument of fmt: it is copied first). Returns
+ * -1; err may be NULL. */
+int jr_err_prefix(jr_err *err, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
 /* Clears err (NULL is a no-op). */
 void jr_err_clear(jr_err *err);
 

@@ -84,6 +84,22 @@ number(reader *r, int i, int v, const char *key, double lo, double hi,
     return 0;
 }
 
+/* A whole number option of job i into *out, in [lo, hi]: a fraction is
+ * refused, not cut. */
+static int
+whole(reader *r, int i, int v, const char *key, int lo, int hi, int *out)
+{
+    double d;
+
+    if (number(r, i, v, key, lo, hi, &d) < 0)
+        return -1;
+    if (d != floor(d))
+        return jr_fail(r->err, JR_EINPUT, "flow: job %d: '%s' %g is not a "
+                       "whole number", i + 1, key, d);
+    *out = (int)d;
+    return 0;
+}
+
 /* A string option of job i. */
 static int
 string(reader *r, int i, int v, const char *key, const char **out)
@@ -101,7 +117,6 @@ static int
 job_key(reader *r, int i, int k, int v)
 {
     fjob *j = &r->j[i];
-    double d;
     const char *s;
 
     if (jr_jdoc_is(&r->doc, k, "name"))
@@ -129,16 +144,10 @@ job_key(reader *r, int i, int k, int v)
                            "run, dead", i + 1, s);
         return 0;
     }
-    if (jr_jdoc_is(&r->doc, k, "priority")) {
-        if (number(r, i, v, "priority", INT_MIN, INT_MAX, &d) < 0)
-            return -1;
-        return j->p.priority = (int)d, 0;
-    }
-    if (jr_jdoc_is(&r->doc, k, "max_retries")) {
-        if (number(r, i, v, "max_retries", 0, INT_MAX, &d) < 0)
-            return -1;
-        return j->p.max_retries = (int)d, 0;
-    }
+    if (jr_jdoc_is(&r->doc, k, "priority"))
+        return whole(r, i, v, "priority", INT_MIN, INT_MAX, &j->p.priority);
+    if (jr_jdoc_is(&r->doc, k, "max_retries"))
+        return whole(r, i, v, "max_retries", 0, INT_MAX, &j->p.max_retries);
     if (jr_jdoc_is(&r->doc, k, "run_in"))
         return number(r, i, v, "run_in", -JR_DELAY_MAX, JR_DELAY_MAX,
                       &j->p.run_in);
@@ -205,7 +214,13 @@ job_after(reader *r, int i)
         return oom(r);
     for (v = r->doc.n[a].first; v >= 0; v = r->doc.n[v].next) {
         if (r->doc.n[v].type == JR_JSON_NUMBER) {
-            j->ext[ne++] = strtoll(r->doc.n[v].at, NULL, 10);
+            const jr_jnode *n = &r->doc.n[v];
+            char *end;
+            j->ext[ne++] = strtoll(n->at, &end, 10);
+            if (end != n->at + n->len)    /* 1.5, 2e3: not cut to an id */
+                return jr_fail(r->err, JR_EINPUT, "flow: job '%s': after: "
+                               "%.*s is not a job id (a whole number)",
+                               r->f->refs[i], (int)n->len, n->at);
             continue;
         }
         if (r->doc.n[v].type != JR_JSON_STRING || (ref = text_of(r, v))
@@ -366,8 +381,7 @@ place(reader *r)
     f->n = r->n;
     for (i = 0; i < r->n; i++)
         if (jr_push_check(&f->jobs[i], 0, r->err) < 0)
-            return jr_fail(r->err, JR_EINPUT, "flow: job '%s': %s",
-                           refs[i], r->err->msg);
+            return jr_err_prefix(r->err, "flow: job '%s'", refs[i]);
     return 0;
 }
 

@@ -39,6 +39,13 @@ jr_name_check_len(const char *name, size_t len, const char *what,
     return 0;
 }
 
+int
+jr_conflict_alone(const char *name, jr_err *err)
+{
+    return jr_fail(err, JR_EINPUT, "job '%s': on_conflict needs a "
+                   "unique_key", name);
+}
+
 /* The rules every push follows, whichever way it comes (CLI, C library,
  * Lua module, handler push, backend): checked here, once, before anything
  * reaches a database. */
@@ -50,8 +57,7 @@ unique_check(const jr_push *p, jr_err *err)
         return jr_fail(err, JR_EINPUT, "job '%s': unique_for needs a "
                        "unique_key", p->name);
     if (p->unique_key == NULL && p->on_conflict != JR_CONFLICT_KEEP)
-        return jr_fail(err, JR_EINPUT, "job '%s': on_conflict needs a "
-                       "unique_key", p->name);
+        return jr_conflict_alone(p->name, err);
     if (p->unique_key == NULL)
         return 0;
     if (jr_unique_key_check(p->name, p->unique_key, strlen(p->unique_key),

@@ -236,6 +236,11 @@ int  jr_name_check_len(const char *name, size_t len, const char *what,
  * or -1 with err set (JR_EINPUT) naming the job and the option. */
 int  jr_push_check(const jr_push *p, size_t max_payload, jr_err *err);
 
+/* The refusal of an on_conflict given without a unique key (keep is the
+ * value a push holds when none is given: a producer that reads the option
+ * itself tells "given" apart and says it this way). Returns -1. */
+int  jr_conflict_alone(const char *name, jr_err *err);
+
 /* Checks a unique key of len bytes (a Lua string may hold NUL bytes):
  * not empty, at most JR_UNIQUE_KEY_MAX bytes, no NUL byte. name is the
  * job's, for the message. */

@@ -403,7 +403,7 @@ push_args(jr_cli *cli, jr_push *p)
     const struct push_option *o;
     unsigned given = 0;         /* bit k: push_options[k] seen */
     jr_err err;
-    int i, rc;
+    int i, rc, conflict = 0;
 
     for (i = 0; i < cli->argc; i++) {
         const char *a = cli->argv[i];
@@ -423,6 +423,7 @@ push_args(jr_cli *cli, jr_push *p)
             return jr_cmd_usage("push: option '%s' given twice (give it "
                                 "once)", a);
         given |= 1u << (o - push_options);
+        conflict |= o->set == set_on_conflict;
         if (o->takes && i + 1 >= cli->argc)
             return jr_cmd_usage("push: option '%s' needs a value", a);
         rc = o->set(p, o->takes ? cli->argv[i + 1] : NULL, &err);
@@ -434,6 +435,9 @@ push_args(jr_cli *cli, jr_push *p)
     }
     if (p->name == NULL)
         return jr_cmd_usage("push: missing the job %s", "NAME");
+    if (conflict && p->unique_key == NULL)  /* keep too: as if not given */
+        return jr_conflict_alone(p->name, &err),
+               jr_cmd_die(JR_EXIT_USAGE, err.msg);
     return 0;
 }
 

@@ -218,11 +218,7 @@ jr_client_push_unique(jr_client *c, const char *name, const char *payload,
 static void
 name_position(jr_err *err, size_t i, size_t n)
 {
-    char msg[sizeof err->msg];
-
-    snprintf(msg, sizeof msg, "%s", err->msg);
-    snprintf(err->msg, sizeof err->msg, "job %zu of %zu: %.460s", i + 1, n,
-             msg);
+    jr_err_prefix(err, "job %zu of %zu", i + 1, n);
 }
 
 int
@@ -707,8 +703,7 @@ jr_client_push_flow(jr_client *c, const char *json, size_t len,
         return finish(c, -1);
     for (i = 0; i < f.n; i++)
         if (jr_push_check(&f.jobs[i], c->max_payload, &c->err) < 0) {
-            jr_fail(&c->err, JR_EINPUT, "flow: job '%s': %s", f.refs[i],
-                    c->err.msg);
+            jr_err_prefix(&c->err, "flow: job '%s'", f.refs[i]);
             jr_flow_free(&f);
             return finish(c, -1);
         }

@@ -14,6 +14,7 @@
 #include "config/config.h"
 #include "config/keys.h"
 #include "lua/hooks.h"
+#include "lua/json.h"
 #include "base/log.h"
 #include "base/util.h"
 
@@ -57,6 +58,21 @@ key_line(const cfg_ctx *x, const char *key)
     return 0;
 }
 
+/* The line of a dotted key: its last part's, else its first part's (a
+ * list item, "http.?", has no line of its own), or 0. */
+static int
+path_line(const cfg_ctx *x, const char *key)
+{
+    char first[64];
+    const char *dot = strrchr(key, '.');
+    int line = key_line(x, dot ? dot + 1 : key);
+
+    if (line > 0 || dot == NULL)
+        return line;
+    snprintf(first, sizeof first, "%.*s", (int)strcspn(key, "."), key);
+    return key_line(x, first);
+}
+
 __attribute__((format(printf, 3, 4))) static int
 key_fail(cfg_ctx *x, const char *key, const char *fmt, ...)
 {
@@ -67,8 +83,7 @@ key_fail(cfg_ctx *x, const char *key, const char *fmt, ...)
     vsnprintf(what, sizeof what, fmt, ap);
     va_end(ap);
     return jr_fail(x->err, JR_ECONFIG, "%s:%d: '%s' %s", x->file,
-                   key_line(x, strrchr(key, '.') ? strrchr(key, '.') + 1 :
-                            key), key, what);
+                   path_line(x, key), key, what);
 }
 
 /* Value at the top of L as a number of seconds in [lo, hi]. */
@@ -125,18 +140,20 @@ get_string(cfg_ctx *x, lua_State *L, const char *key, char **out)
 static int
 walk(cfg_ctx *x, lua_State *L, const key_row *rows, const char *prefix)
 {
-    char key[128], valid[512];
+    char key[128], valid[512], odd[120];
     const key_row *r;
     size_t n;
 
+    if (jr_json_map(L, -1, odd, sizeof odd) < 0) {
+        if (*prefix == '\0')
+            return jr_fail(x->err, JR_ECONFIG, "%s: config keys must be "
+                           "strings, found the key %s", x->file, odd);
+        snprintf(key, sizeof key, "%.*s", (int)strlen(prefix) - 1, prefix);
+        return key_fail(x, key, "must be a table of named keys, found the "
+                        "key %s", odd);
+    }
     lua_pushnil(L);                                  /* t nil */
     while (lua_next(L, -2)) {                        /* t k v */
-        if (lua_type(L, -2) != LUA_TSTRING) {
-            lua_pop(L, 2);
-            return jr_fail(x->err, JR_ECONFIG, "%s: %sconfig keys must be "
-                           "strings, found a %s key", x->file, prefix,
-                           luaL_typename(L, -1));
-        }
         snprintf(key, sizeof key, "%s%s", prefix, lua_tostring(L, -2));
         for (r = rows; r->key; r++)
             if (strcmp(r->key, lua_tostring(L, -2)) == 0)
@@ -148,8 +165,7 @@ walk(cfg_ctx *x, lua_State *L, const key_row *rows, const char *prefix)
             lua_pop(L, 2);
             return jr_fail(x->err, JR_ECONFIG, "%s:%d: unknown key '%s' in "
                            "config (valid keys: %s)", x->file,
-                           key_line(x, strrchr(key, '.') ?
-                                    strrchr(key, '.') + 1 : key), key, valid);
+                           path_line(x, key), key, valid);
         }
         if (r->fn(x, L, key) < 0) {                  /* t k v */
             lua_pop(L, 2);
@@ -268,6 +284,22 @@ k_concurrency(cfg_ctx *x, lua_State *L, const char *key)
     if (lua_type(L, -1) != LUA_TTABLE)
         return key_fail(x, key, "must be a number or { min = A, max = B }, "
                         "got %s", luaL_typename(L, -1));
+    lua_pushnil(L);                                  /* t nil */
+    while (lua_next(L, -2)) {                        /* t k v */
+        lua_pop(L, 1);                               /* t k */
+        if (lua_type(L, -1) != LUA_TSTRING ||
+            (strcmp(lua_tostring(L, -1), "min") != 0 &&
+             strcmp(lua_tostring(L, -1), "max") != 0)) {
+            if (lua_type(L, -1) != LUA_TSTRING)  /* { 1, 4 }: a list */
+                return lua_pop(L, 1), key_fail(x, key, "must be a number "
+                                               "or { min = A, max = B }, "
+                                               "got a list");
+            snprintf(sub, sizeof sub, "%.40s", lua_tostring(L, -1));
+            lua_pop(L, 1);                           /* t */
+            return key_fail(x, key, "has an unknown key '%s' (valid: min, "
+                            "max)", sub);
+        }
+    }                                                /* t */
     lua_getfield(L, -1, "min");                      /* t min */
     snprintf(sub, sizeof sub, "%s.min", key);
     lo = 1;
@@ -411,9 +443,14 @@ k_watch(cfg_ctx *x, lua_State *L, const char *key)
 static int
 k_hooks(cfg_ctx *x, lua_State *L, const char *key)
 {
+    char odd[120];
+
     if (lua_type(L, -1) != LUA_TTABLE)
         return key_fail(x, key, "must be a table of functions, got %s",
                         luaL_typename(L, -1));
+    if (jr_json_map(L, -1, odd, sizeof odd) < 0)
+        return key_fail(x, key, "must be a table of NAME = function, found "
+                        "the key %s", odd);
     return jr_hooks_check(L, x->file, x->err);
 }
 

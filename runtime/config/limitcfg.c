@@ -164,7 +164,11 @@ read_set(lua_State *L, jr_limit *l, jr_limit_set *set, int top,
                  snprintf(here, sizeof here, "%s", key) > 0)
             rc = read_set(L, l, &l->per_key, 0, here, key, keysz, what,
                           whatsz);
-        else {
+        else if (top && strcmp(k, "per_key") == 0) {
+            snprintf(what, whatsz, "must be a table such as { concurrency "
+                     "= 1 }, got %s", luaL_typename(L, -1));
+            rc = -1;
+        } else {
             snprintf(what, whatsz, "is not a limit setting (valid: "
                      "concurrency, rate, burst%s)",
                      top ? ", key, per_key (a table)" : "");

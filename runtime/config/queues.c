@@ -10,6 +10,7 @@
 
 #include "base/job.h"
 #include "config/queues.h"
+#include "lua/json.h"
 
 const jr_queue_conf *
 jr_queues_find(const jr_queues *qs, const char *name)
@@ -149,12 +150,18 @@ jr_queues_read(lua_State *L, jr_queues *qs, char *key, size_t keysz,
                char *what, size_t whatsz)
 {
     jr_queue_conf *q, *more;
+    char odd[120];
     jr_err err;
 
     snprintf(key, keysz, "queues");
     if (lua_type(L, -1) != LUA_TTABLE) {
         snprintf(what, whatsz, "must be a table of queue = concurrency, "
                  "got %s", luaL_typename(L, -1));
+        return -1;
+    }
+    if (jr_json_map(L, -1, odd, sizeof odd) < 0) {
+        snprintf(what, whatsz, "must be a table of queue = concurrency, "
+                 "found the key %s", odd);
         return -1;
     }
     lua_pushnil(L);                                  /* t nil */
@@ -208,10 +215,17 @@ add_serve(jr_queues *qs, const char *name, size_t len)
 int
 jr_queues_read_serve(lua_State *L, jr_queues *qs, char *what, size_t whatsz)
 {
+    char odd[120];
     jr_err err;
     lua_Integer i, n;
 
     free_serve(qs);
+    if (lua_type(L, -1) == LUA_TTABLE &&
+        jr_json_list(L, -1, odd, sizeof odd) < 0) {
+        snprintf(what, whatsz, "must be a list of queue names, found the "
+                 "key %s", odd);
+        return -1;
+    }
     if (lua_type(L, -1) != LUA_TTABLE || (n = luaL_len(L, -1)) < 1) {
         snprintf(what, whatsz, "must be a list of queue names, got %s",
                  lua_type(L, -1) == LUA_TTABLE ? "an empty table" :

@@ -103,10 +103,12 @@ sfail(sctx *x, const char *field, const char *fmt, ...)
     vsnprintf(what, sizeof what, fmt, ap);
     va_end(ap);
     if (x->s != NULL && x->s->name != NULL)
-        snprintf(who, sizeof who, "schedule '%s'", x->s->name);
-    else
-        snprintf(who, sizeof who, "schedules[%d]", x->index);
-    return jr_fail(x->err, JR_ECONFIG, "%s:%d: %s: '%s' %s", x->file,
+        snprintf(who, sizeof who, "schedule '%s': ", x->s->name);
+    else if (x->index > 0)
+        snprintf(who, sizeof who, "schedules[%d]: ", x->index);
+    else                        /* the whole table */
+        who[0] = '\0';
+    return jr_fail(x->err, JR_ECONFIG, "%s:%d: %s'%s' %s", x->file,
                    field_line(x, field), who, field, what);
 }
 
@@ -314,7 +316,8 @@ walk(sctx *x, lua_State *L)
     return 0;
 }
 
-/* Where the quoted name stands in text, or NULL. */
+/* Where the quoted name stands in text, else where `name =` is written
+ * after `schedules =` (a schedule keyed by its name), or NULL. */
 static const char *
 name_at(const char *text, const char *name)
 {
@@ -327,7 +330,11 @@ name_at(const char *text, const char *name)
     if ((p = strstr(text, q)) != NULL)
         return p;
     snprintf(q, sizeof q, "'%s'", name);
-    return strstr(text, q);
+    if ((p = strstr(text, q)) != NULL)
+        return p;
+    if ((p = find_assign(text, text, NULL, "schedules", 0)) == NULL)
+        return NULL;
+    return find_assign(text, p, NULL, name, 0);
 }
 
 static int
@@ -365,21 +372,102 @@ read_one(sctx *x, lua_State *L)
     return 0;
 }
 
+static int
+by_text(const void *a, const void *b)
+{
+    return strcmp(*(const char *const *)a, *(const char *const *)b);
+}
+
+/* Schedule x->index from the table on top, keyed by its name: the key is
+ * the name, a `name` field must say the same.  [-0, +0, m] */
+static int
+read_keyed(sctx *x, lua_State *L, const char *key)
+{
+    sctx whole = *x;
+    jr_err e;
+    int rc;
+
+    whole.index = 0;
+    whole.s = NULL;
+    if (lua_type(L, -1) != LUA_TTABLE)
+        return sfail(&whole, "schedules", "must hold tables, '%s' is %s",
+                     key, luaL_typename(L, -1));
+    if (jr_name_check(key, "name", &e) < 0)
+        return sfail(&whole, "schedules", "has a key that is not a "
+                     "schedule's name: %s", e.msg);
+    lua_pushstring(L, key);                          /* t key */
+    rc = f_name(x, L, "name");
+    lua_getfield(L, -2, "name");                     /* t key name */
+    if (rc == 0 && !lua_isnil(L, -1) && (lua_type(L, -1) != LUA_TSTRING ||
+                                         strcmp(lua_tostring(L, -1), key)))
+        rc = sfail(x, "name", "differs from its key '%s' (a schedule "
+                   "written as NAME = { ... } is named by its key)", key);
+    lua_pop(L, 2);                                   /* t */
+    return rc < 0 ? -1 : read_one(x, L);
+}
+
+/* The schedules written as a map, NAME = { ... }: read in the order of
+ * their names (a map has none of its own).  [-0, +0, m] */
+static int
+read_map(sctx *x, lua_State *L, jr_schedules *ss)
+{
+    const char **keys;
+    int n = 0, i, rc = 0;
+
+    lua_pushnil(L);                                  /* t nil */
+    while (lua_next(L, -2))                          /* t k v */
+        lua_pop(L, 1), n++;                          /* t k */
+    if (n > JR_SCHEDULES_MAX)
+        return sfail(x, "schedules", "has %d schedules, at most %d", n,
+                     JR_SCHEDULES_MAX);
+    if ((keys = calloc((size_t)n + 1, sizeof *keys)) == NULL ||
+        (n > 0 && (ss->s = calloc((size_t)n, sizeof *ss->s)) == NULL)) {
+        free(keys);
+        return jr_fail(x->err, JR_ENOMEM, "out of memory");
+    }
+    n = 0;
+    lua_pushnil(L);                                  /* t nil */
+    while (lua_next(L, -2))      /* t k v: the table anchors the keys */
+        lua_pop(L, 1), keys[n++] = lua_tostring(L, -1);
+    qsort(keys, (size_t)n, sizeof *keys, by_text);
+    for (i = 0; rc == 0 && i < n; i++) {
+        x->index = i + 1;
+        x->s = &ss->s[i];
+        x->at = NULL;
+        ss->n = i + 1;
+        lua_getfield(L, -1, keys[i]);                /* t v */
+        rc = read_keyed(x, L, keys[i]);
+        lua_pop(L, 1);                               /* t */
+    }
+    free(keys);
+    return rc;
+}
+
 int
 jr_schedules_read(lua_State *L, jr_schedules *ss, const char *file,
                   const char *text, jr_err *err)
 {
     sctx x = {file, text, NULL, 0, NULL, err};
     lua_Integer n, i;
-    char *tz = ss->timezone;
+    char *tz = ss->timezone, odd[120];
 
     ss->timezone = NULL;
     jr_schedules_free(ss);
     ss->timezone = tz;
     if (lua_type(L, -1) != LUA_TTABLE)
-        return sfail(&x, "schedules", "must be a list of tables, got %s",
-                     luaL_typename(L, -1));
-    n = (lua_Integer)lua_rawlen(L, -1);
+        return sfail(&x, "schedules", "must be a list of tables or a map "
+                     "of NAME = { ... }, got %s", luaL_typename(L, -1));
+    if ((n = jr_json_list(L, -1, odd, sizeof odd)) < 0 &&
+        lua_rawlen(L, -1) == 0) {
+        if (jr_json_map(L, -1, odd, sizeof odd) < 0)
+            return sfail(&x, "schedules", "keys must be schedule names, "
+                         "found the key %s", odd);
+        return read_map(&x, L, ss);
+    }
+    if (n < 0)
+        return sfail(&x, "schedules", "mixes a list and names: found the "
+                     "key %s beside the list; write a list of { name = "
+                     "..., ... } or a map of NAME = { ... }", odd);
     if (n > JR_SCHEDULES_MAX)
         return sfail(&x, "schedules", "has %lld schedules, at most %d",
                      (long long)n, JR_SCHEDULES_MAX);

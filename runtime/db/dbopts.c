@@ -28,6 +28,8 @@ jr_dbopts_fill(jr_backend_opts *o, const jr_config *cfg, int use)
      * runner's connection; producers' connections keep the server's. */
     o->sync_normal = 1;
     o->async_commit = 1;
+    /* but the pushes it makes for HTTP are acknowledged: durable first */
+    o->durable_push = 1;
     /* statement_timeout and the like set on the role or database are for
      * the application's sessions: the runner's set their own */
     o->own_timeouts = 1;

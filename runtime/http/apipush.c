@@ -470,6 +470,8 @@ job(rd *r, jr_push *p, const char *where)
     const struct field *f;
     const char *k;
     char why[200];
+    jr_err err;
+    int conflict = 0;
     jv v;
 
     memset(p, 0, sizeof *p);
@@ -495,12 +497,19 @@ job(rd *r, jr_push *p, const char *where)
         if (f->set(p, &v, why, sizeof why) < 0)
             return snprintf(r->why, sizeof r->why, "%s.%s: %s", where, k,
                             why), -1;
+        conflict |= f->set == f_on_conflict;
     } while (lit(r, ','));
     if (!lit(r, '}'))
         return bad(r, "expected ',' or '}'");
     if (p->name == NULL)
         return snprintf(r->why, sizeof r->why, "%s: 'name' is missing",
                         where), -1;
+    if (conflict && p->unique_key == NULL) {  /* keep too, as the CLI */
+        int one = strcmp(where, "job") == 0;  /* as jr_apipush_parse says */
+        jr_conflict_alone(p->name, &err);
+        return snprintf(r->why, sizeof r->why, "%s%s%.250s", one ? "" :
+                        where, one ? "" : ": ", err.msg), -1;
+    }
     return 0;
 }
 

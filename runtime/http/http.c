@@ -84,6 +84,7 @@ struct jr_http {
     double              woke_at;        /* mono time it last told of one */
     struct event       *soon;           /* a look it asked for, LOOK_GAP
                                            after the last */
+    int                 stopping;       /* the runner is: hold no poll */
 };
 
 void
@@ -392,7 +393,7 @@ answered(void *arg, int ran)
     }
     if (p->kind == ASK && ran && p->q->kind == JR_API_JOB &&
         p->q->wait > 0 && p->q->status == 200 && !p->q->ended[0] &&
-        h->sweep != NULL) {
+        h->sweep != NULL && !h->stopping) {
         park(h, p);             /* answered when the job ends */
         return;
     }
@@ -430,19 +431,24 @@ answered(void *arg, int ran)
     free_pending(p);
 }
 
+/* Whether request kind only reads. */
+static int
+is_read(int kind)
+{
+    switch (kind) {
+    case JR_API_STATS: case JR_API_JOBS: case JR_API_JOB: case JR_API_DEAD:
+    case JR_API_QUEUES: case JR_API_GAUGES: case JR_API_OUTCOMES:
+        return 1;
+    }
+    return 0;
+}
+
 /* The thread that runs request kind: reads go to the reader when there
  * is one. */
 static jr_dbthread *
 thread_for(jr_http *h, int kind)
 {
-    switch (kind) {
-    case JR_API_STATS: case JR_API_JOBS: case JR_API_JOB: case JR_API_DEAD:
-    case JR_API_QUEUES: case JR_API_GAUGES: case JR_API_OUTCOMES:
-        if (h->rdt != NULL)
-            return h->rdt;
-        break;
-    }
-    return h->host.dbt;
+    return is_read(kind) && h->rdt != NULL ? h->rdt : h->host.dbt;
 }
 
 void
@@ -797,6 +803,32 @@ jr_http_start(const jr_httphost *host, jr_http **out, jr_err *err)
     return 0;
 }
 
+/* Answers the long polls held with their jobs as they stand (their last
+ * read's answer). */
+static void
+answer_parked(jr_http *h)
+{
+    awaited *p, *next;
+
+    for (p = h->parked; p; p = next) {
+        next = p->next;
+        jr_http_reply(p->req, p->q->status, "application/json",
+                      p->q->body.p, p->q->body.len);
+        free_pending(p);
+    }
+    h->parked = NULL;
+    jr_dbends_hold(h->ends, 0);
+}
+
+void
+jr_http_stopping(jr_http *h)
+{
+    if (h == NULL)
+        return;
+    h->stopping = 1;
+    answer_parked(h);
+}
+
 void
 jr_http_stop(jr_http *h)
 {
@@ -804,13 +836,7 @@ jr_http_stop(jr_http *h)
 
     if (h == NULL)
         return;
-    /* long polls are answered as their jobs stand: the runner stops */
-    for (p = h->parked; p; p = next) {
-        next = p->next;
-        jr_http_reply(p->req, p->q->status, "application/json",
-                      p->q->body.p, p->q->body.len);
-        free_pending(p);
-    }
+    answer_parked(h);           /* the runner stops: as their jobs stand */
     if (h->sweep != NULL)
         event_free(h->sweep);
     if (h->soon != NULL)
@@ -819,11 +845,16 @@ jr_http_stop(jr_http *h)
      * the requests they were for go with their connections */
     for (p = h->waiting; p; p = next) {
         next = p->next;
+        /* a read's answer would find no server: a 503 says so; a write
+         * may be done or not (one running now ends): no answer */
+        if (p->req != NULL && p->q != NULL && is_read(p->q->kind))
+            jr_http_error(p->req, 503, "the runner is stopping");
         p->h = NULL;
         p->req = NULL;
         if (p->kind == SCRAPE)
             free_pending(p);
     }
+    jr_httpconn_flush(h->conns, JR_HTTP_FLUSH);
     jr_dbthread_free(h->rdt);   /* its answers find no server */
     jr_dbends_free(h->ends);    /* after: its reopen runs there */
     jr_dbthread_close(h->rdb);

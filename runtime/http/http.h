@@ -29,9 +29,16 @@ typedef struct jr_http jr_http;
  * must outlive the server. Refuses an invalid address, one in use, and a
  * non-loopback one without a token. Returns 0, or -1 with err set. */
 int  jr_http_start(const jr_httphost *host, jr_http **out, jr_err *err);
-/* Stops serving: open connections close, answers still to come from the
- * database are dropped. NULL is a no-op. */
+/* The runner is stopping (SIGTERM): the long polls held are answered now
+ * with their jobs as they stand, and those to come are answered at once,
+ * not held. NULL is a no-op. */
+void jr_http_stopping(jr_http *h);
+/* Stops serving: long polls still held are answered as their jobs stand,
+ * reads whose answer from the database is still to come get a 503,
+ * and what was answered is written out (for up to JR_HTTP_FLUSH seconds)
+ * before the connections close. NULL is a no-op. */
 void jr_http_stop(jr_http *h);
+#define JR_HTTP_FLUSH 2.0
 
 /* Replies to req with status and body (len bytes, borrowed) of type. */
 void jr_http_reply(struct evhttp_request *req, int status, const char *type,

@@ -8,6 +8,7 @@
  * util.h; libevent. */
 #define _GNU_SOURCE
 #include <errno.h>
+#include <poll.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -509,6 +510,38 @@ jr_httpconn_busy(jr_httpconn *o, struct evhttp_request *req)
     evtimer_del(c->deadline);
     evhttp_request_set_on_complete_cb(req, replied, c);
     adjust(o);
+}
+
+/* Writes c's output to its socket until it is empty or until (mono). */
+static void
+flush_conn(conn *c, double until)
+{
+    struct evbuffer *out = bufferevent_get_output(c->bev);
+    evutil_socket_t fd = bufferevent_getfd(c->bev);
+    struct pollfd pfd = {fd, POLLOUT, 0};
+    double left;
+
+    while (fd >= 0 && evbuffer_get_length(out) > 0) {
+        if (evbuffer_write(out, fd) >= 0)
+            continue;
+        if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)
+            return;             /* the peer is gone */
+        if ((left = until - jr_mono()) <= 0)
+            return;
+        if (poll(&pfd, 1, (int)(left * 1000) + 1) < 0 && errno != EINTR)
+            return;
+    }
+}
+
+void
+jr_httpconn_flush(jr_httpconn *o, double secs)
+{
+    double until = jr_mono() + secs;
+    conn *c;
+
+    for (c = o ? o->head : NULL; c; c = c->next)
+        if (c->bev != NULL)
+            flush_conn(c, until);
 }
 
 int

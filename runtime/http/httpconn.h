@@ -32,6 +32,10 @@ jr_httpconn *jr_httpconn_new(struct evhttp *http,
 void jr_httpconn_free(jr_httpconn *c);
 /* req arrived whole: its connection is busy until its reply is sent. */
 void jr_httpconn_busy(jr_httpconn *c, struct evhttp_request *req);
+/* Writes out what the connections have yet to send (replies made while
+ * the loop no longer runs: the runner stops), waiting at most secs in
+ * all for sockets to take it. NULL is a no-op. */
+void jr_httpconn_flush(jr_httpconn *c, double secs);
 /* Connections open now. */
 int  jr_httpconn_count(const jr_httpconn *c);
 

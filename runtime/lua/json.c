@@ -428,6 +428,56 @@ jr_json_encode_value(lua_State *L, int idx, jr_buf *b, char *msg,
     return encode_root(L, idx, b, "result", 0, msg, msgsize);
 }
 
+/* Names the key below the value on top, for jr_json_list and jr_json_map. */
+static void
+key_name(lua_State *L, char *odd, size_t size)
+{
+    if (lua_type(L, -2) == LUA_TSTRING)
+        snprintf(odd, size, "'%.100s'", lua_tostring(L, -2));
+    else if (lua_isinteger(L, -2))
+        snprintf(odd, size, "[%lld]", (long long)lua_tointeger(L, -2));
+    else if (lua_type(L, -2) == LUA_TNUMBER)
+        snprintf(odd, size, "[%g]", lua_tonumber(L, -2));
+    else
+        snprintf(odd, size, "a %s key", luaL_typename(L, -2));
+}
+
+long long
+jr_json_list(lua_State *L, int idx, char *odd, size_t size)
+{
+    lua_Integer n, k;
+
+    idx = lua_absindex(L, idx);
+    n = (lua_Integer)lua_rawlen(L, idx);
+    lua_pushnil(L);                                  /* nil */
+    while (lua_next(L, idx)) {                       /* k v */
+        k = lua_isinteger(L, -2) ? lua_tointeger(L, -2) : 0;
+        if (k < 1 || k > n) {
+            key_name(L, odd, size);
+            lua_pop(L, 2);                           /* (nothing) */
+            return -1;
+        }
+        lua_pop(L, 1);                               /* k */
+    }                                                /* (nothing) */
+    return n;
+}
+
+int
+jr_json_map(lua_State *L, int idx, char *odd, size_t size)
+{
+    idx = lua_absindex(L, idx);
+    lua_pushnil(L);                                  /* nil */
+    while (lua_next(L, idx)) {                       /* k v */
+        if (lua_type(L, -2) != LUA_TSTRING) {
+            key_name(L, odd, size);
+            lua_pop(L, 2);                           /* (nothing) */
+            return -1;
+        }
+        lua_pop(L, 1);                               /* k */
+    }                                                /* (nothing) */
+    return 0;
+}
+
 /* jobrunner.array(t?) -> t, marked to encode as a JSON array even when
  * empty. */
 static int

@@ -42,4 +42,16 @@ int jr_json_encode_value(lua_State *L, int idx, jr_buf *b, char *msg,
  * top.  [-0, +0, m] */
 void jr_json_set_markers(lua_State *L);
 
+/* Config readers and option readers ask the shape of a table here too.
+ * The length n of the list at idx: its keys are 1..n and nothing else
+ * (an empty table is a list of 0). Else -1, with odd set to the first
+ * other key as a message names it ("'nightly'", "[0]", "[2.5]").
+ * [-0, +0, -] */
+long long jr_json_list(lua_State *L, int idx, char *odd, size_t size);
+
+/* 0 when every key of the table at idx is a string (a map; an empty table
+ * is one too), else -1 with odd set to the first other key as
+ * jr_json_list names it.  [-0, +0, -] */
+int       jr_json_map(lua_State *L, int idx, char *odd, size_t size);
+
 #endif

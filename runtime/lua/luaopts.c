@@ -8,6 +8,7 @@
 #include <lauxlib.h>
 #include <lua.h>
 
+#include "lua/json.h"
 #include "lua/luaopts.h"
 
 double
@@ -90,6 +91,7 @@ static int
 read_after(lua_State *L, const char *fn, jr_push *p)
 {
     lua_Integer n, k;
+    char odd[120];
 
     p->after = after_ids;
     p->nafter = 0;
@@ -102,7 +104,10 @@ read_after(lua_State *L, const char *fn, jr_push *p)
         return luaL_error(L, "%s: option 'after' must be a job id or an "
                           "array of job ids, got %s", fn,
                           luaL_typename(L, -1));
-    if ((n = (lua_Integer)lua_rawlen(L, -1)) > JR_AFTER_MAX)
+    if ((n = (lua_Integer)jr_json_list(L, -1, odd, sizeof odd)) < 0)
+        return luaL_error(L, "%s: option 'after' must be an array of job "
+                          "ids, found the key %s", fn, odd);
+    if (n > JR_AFTER_MAX)
         return luaL_error(L, "%s: option 'after': %d ids, at most %d", fn,
                           (int)n, JR_AFTER_MAX);
     for (k = 1; k <= n; k++) {

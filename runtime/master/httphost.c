@@ -126,6 +126,12 @@ jr_httphost_start(master *m, jr_err *err)
 }
 
 void
+jr_httphost_stopping(master *m)
+{
+    jr_http_stopping(m->http);
+}
+
+void
 jr_httphost_stop(master *m)
 {
     jr_http_stop(m->http);

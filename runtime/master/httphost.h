@@ -12,6 +12,8 @@ struct master;
  * the counters /metrics shows); after the database thread. Returns 0, or
  * -1 with err set. */
 int  jr_httphost_start(struct master *m, jr_err *err);
+/* The runner begins to stop: the server answers its long polls now. */
+void jr_httphost_stopping(struct master *m);
 /* Stops the server, if any. */
 void jr_httphost_stop(struct master *m);
 

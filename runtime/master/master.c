@@ -128,6 +128,7 @@ begin_stop(master *m)
 
     m->stopping = 1;
     jr_notify_send(m->notify, "STOPPING=1");
+    jr_httphost_stopping(m);
     m->stop_deadline = jr_mono() + m->cfg->shutdown_timeout;
     while ((j = jr_claimq_pop(m)) != NULL)
         jr_claimq_release(m, j);

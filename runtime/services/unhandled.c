@@ -1,12 +1,13 @@
 /* unhandled.c - the queued jobs whose name no handler of this runner
  * takes. A runner claims only the names it has handlers for: a job pushed
  * under a misspelt name, or before its handler is deployed, waits without
- * a word. A few seconds after each new generation, then again and again,
- * the runner counts the queued jobs (ready or scheduled) per name: the
- * backend's stats, on the master's database thread between two cycles.
- * The next count waits 100 times as long as the last one took, at least a
- * minute and at most ten, so counting takes at most a hundredth of that
- * thread. Each name no handler takes is logged once (again only after it
+ * a word. A few seconds after each new generation, at once after each
+ * reload (even one that kept the handlers: the operator's way to ask for
+ * a count now), then again and again, the runner counts the queued jobs
+ * (ready or scheduled) per name: the backend's stats, on the master's
+ * database thread between two cycles. The next count waits 100 times as
+ * long as the last one took, at least a minute and at most ten, so
+ * counting takes at most a hundredth of that thread. Each name no handler takes is logged once (again only after it
  * was gone), with its count; the last count is in /metrics and
  * /api/runner. Uses unhandled.h, master_int.h, dbcalls.h, dbthread.h,
  * api.h, log.h. */
@@ -38,6 +39,7 @@ typedef struct list {
 struct jr_unhandled {
     master *m;
     int     busy;               /* a count is on its way */
+    int     again;              /* a reload asked for one after it */
     int     gen_id;             /* the generation last seen (0: none) */
     double  next;               /* mono: the next count */
     double  asked;              /* mono: when the one on its way went */
@@ -140,6 +142,8 @@ done(void *arg, int ran)
     u->busy = 0;
     u->next = now + (wait < EVERY_MIN ? EVERY_MIN :
                      wait > EVERY_MAX ? EVERY_MAX : wait);
+    if (u->again)               /* it may have counted before the reload */
+        u->next = now, u->again = 0;
     if (ran && u->rc < 0)
         jr_log(JR_LOG_DEBUG, "cannot count the jobs per name: %s",
                u->err.msg);
@@ -174,6 +178,24 @@ tick(master *m, void *st, double now)
         u->busy = 1;
     else
         u->next = now + EVERY_MIN;
+}
+
+/* A reload, done (ok) or refused: its handlers, changed or not, are
+ * counted against at the next tick, or as soon as a count on its way is
+ * back. */
+static void
+reloaded(master *m, void *st, int ok, const char *error)
+{
+    jr_unhandled *u = st;
+
+    (void)m;
+    (void)error;
+    if (u == NULL || !ok)
+        return;
+    if (u->busy)
+        u->again = 1;
+    else
+        u->next = jr_mono();
 }
 
 void
@@ -220,5 +242,5 @@ free_unhandled(master *m, void *st)
 
 const jr_service jr_unhandled_service = {
     .name = "unhandled", .slot = JR_SVC_UNHANDLED, .tick = tick,
-    .free = free_unhandled,
+    .reloaded = reloaded, .free = free_unhandled,
 };
