@@ -207,10 +207,26 @@ worker_gone(master *m, wk *w, int status)
     jr_pool_free(w);
 }
 
+/* Workers have exited: a reload that waited for room starts, and when
+ * one of them had been told to stop (leaving: freed), the replacement
+ * held back for it (a crashed one's keeps its backoff: respawn_later). */
+static void
+room_freed(master *m, int freed)
+{
+    if (m->stopping)
+        return;
+    if (freed && !event_pending(m->ev_spawn, EV_TIMEOUT, NULL))
+        jr_pool_fit(m);
+    if (m->reload_again && m->probe == NULL) {
+        m->reload_again = 0;
+        jr_gen_reload(m);
+    }
+}
+
 void
 jr_death_reap(master *m)
 {
-    int status;
+    int status, freed = 0, reaped = 0;
     pid_t pid;
     wk **pw, *w;
 
@@ -222,8 +238,12 @@ jr_death_reap(master *m)
             continue;
         *pw = w->next;
         m->nworkers--;
+        freed |= w->stopping || w->retiring;
+        reaped = 1;
         worker_gone(m, w, status);
     }
+    if (reaped)
+        room_freed(m, freed);
     jr_master_kick(m);
 }
 

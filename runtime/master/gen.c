@@ -144,7 +144,10 @@ jr_gen_reload(master *m)
 {
     if (m->stopping || m->gen == NULL)
         return;
-    if (m->probe != NULL) {
+    /* one loader at a time, and only beside at most concurrency.max
+     * workers: while leaving ones are still there, it waits for their
+     * exit (jr_death_reap starts it) */
+    if (m->probe != NULL || jr_pool_procs(m) > m->cfg->conc_max) {
         m->reload_again = 1;
         return;
     }

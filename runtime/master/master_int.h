@@ -267,6 +267,8 @@ void jr_qstate_target(master *m, const char *queue, double target);
 /* Starts a worker; NULL when it cannot (logged once per cause while it
  * fails, and jr_pool_fit retried with backoff). */
 wk  *jr_pool_spawn(master *m);
+/* Worker processes but the probe, leaving ones too (not yet reaped). */
+int  jr_pool_procs(master *m);
 /* Workers that may take jobs: not leaving, not killed, not a probe. */
 int  jr_pool_alive(master *m);
 /* While no worker can be started: after a lease without one, gives the
