@@ -19,6 +19,7 @@
 
 #define LOCAL_QUEUE   512       /* claimed ahead while jobs are short */
 #define SHORT_JOB     0.005     /* seconds: below this, claim ahead */
+#define SKIP_MAX      128       /* queued jobs a free worker looks past */
 #define PREFETCH_TIME 0.002     /* seconds of work a worker may have queued */
 #define RECHECKS      48        /* re-looks after a wake-up: 20 ms in all, */
 #define RECHECKS_FAST 10        /* the first ones RECHECK_FAST_US apart */
@@ -290,6 +291,36 @@ fits(const wk *w, const jr_job *j)
     return !w->co;
 }
 
+/* The place in the local queue (0: its head) of the first job w may take
+ * now, or -1 when none of the first SKIP_MAX. A job no free worker can
+ * take (a plain one while the free slots are coroutine workers', or the
+ * other way round) waits there without holding back the jobs behind it. */
+static long
+first_fit(const master *m, const wk *w)
+{
+    size_t i, n = m->qlen < SKIP_MAX ? m->qlen : SKIP_MAX;
+
+    for (i = 0; i < n; i++)
+        if (fits(w, m->queue[(m->qhead + i) % m->qcap]))
+            return (long)i;
+    return -1;
+}
+
+/* Takes the job at place i of the local queue out of it; the ones before
+ * it keep their order. */
+static jr_job *
+take_at(master *m, size_t i)
+{
+    jr_job *j = m->queue[(m->qhead + i) % m->qcap];
+
+    for (; i > 0; i--)
+        m->queue[(m->qhead + i) % m->qcap] =
+            m->queue[(m->qhead + i - 1) % m->qcap];
+    m->qhead = (m->qhead + 1) % m->qcap;
+    m->qlen--;
+    return j;
+}
+
 /* How many jobs to claim: the free slots of the workers, and while jobs
  * are short a local queue of them too (graphile-worker's local queue), so
  * each database round feeds many jobs. The queue is refilled once it is
@@ -392,6 +423,7 @@ void
 jr_claimq_dispatch(master *m)
 {
     int pass, out = 0;
+    long at;
     wk *w;
 
     if (m->qlen == 0)
@@ -404,9 +436,10 @@ jr_claimq_dispatch(master *m)
     for (pass = 0; pass < 2 && m->qlen > 0; pass++)
         for (w = m->workers; w && m->qlen > 0; w = w->next)
             while (m->qlen > 0 && slots(w) > 0 && (pass || w->njobs == 0) &&
-                   fits(w, m->queue[m->qhead]) &&
-                   (w->co || !held_full(m, out)))
-                out += send_or_cancel(m, w, jr_claimq_pop(m)) && !w->co;
+                   (w->co || !held_full(m, out)) &&
+                   (at = first_fit(m, w)) >= 0)
+                out += send_or_cancel(m, w, take_at(m, (size_t)at)) &&
+                       !w->co;
 }
 
 static void
