@@ -115,7 +115,10 @@ gone_reason(master *m, const wk *w, int status, char *reason, size_t size)
 static void
 gone_log(master *m, wk *w, int status, const char *reason)
 {
-    if (WIFEXITED(status) && WEXITSTATUS(status) == JR_WORKER_RECYCLE &&
+    if (w->nostart)             /* said once by jr_spawn_cannot */
+        jr_log(JR_LOG_DEBUG, "worker %d (pid %d) could not start: %s",
+               w->id, (int)w->pid, reason);
+    else if (WIFEXITED(status) && WEXITSTATUS(status) == JR_WORKER_RECYCLE &&
         w->njobs == 0)
         jr_log(JR_LOG_INFO, "worker %d (pid %d) %s", w->id, (int)w->pid,
                reason);
@@ -169,13 +172,13 @@ gone_jobs(master *m, wk *w, const char *reason)
 }
 
 /* Schedules a replacement; workers that die right away (a crashing
- * module) back off. */
+ * module) or could not start (however long that took) back off. */
 static void
 respawn_later(master *m, const wk *w)
 {
     struct timeval tv = {0, 0};
 
-    m->spawn_delay = jr_mono() - w->spawned < 1 ?
+    m->spawn_delay = jr_mono() - w->spawned < 1 || w->nostart ?
         (m->spawn_delay ? m->spawn_delay * 2 : 0.1) : 0;
     if (m->spawn_delay > SPAWN_DELAY_MAX)
         m->spawn_delay = SPAWN_DELAY_MAX;
@@ -195,6 +198,9 @@ worker_gone(master *m, wk *w, int status)
     jr_pool_kill(w, SIGKILL);   /* what its handlers started dies with it */
     jr_output_done(w);
     gone_reason(m, w, status, reason, sizeof reason);
+    if (!w->ready && !w->probe && !w->stopping && !w->nostart &&
+        !m->stopping)           /* gone before its hello */
+        jr_spawn_cannot(m, w, reason);
     gone_log(m, w, status, reason);
     gone_jobs(m, w, reason);
     if (w->bev != NULL)

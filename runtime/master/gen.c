@@ -207,9 +207,7 @@ static void
 setup_failed(master *m, wk *w, const char *why)
 {
     if (!w->probe) {
-        jr_log(JR_LOG_ERROR, "worker %d could not start, %s: %s", w->id,
-               m->gen ? "the running generation goes on" :
-               "no handlers until one starts", why);
+        jr_spawn_cannot(m, w, why);
         return;
     }
     m->probe = NULL;
@@ -230,6 +228,7 @@ setup_failed(master *m, wk *w, const char *why)
 static void
 on_hello_gen(master *m, wk *w, gen *g, int nerr, const char *first)
 {
+    jr_spawn_started(m);
     if (w->probe) {
         probe_hello(m, w, g, nerr, first);
         return;

@@ -433,8 +433,10 @@ finish(master *m)
         jr_log(JR_LOG_ERROR, "%d results could not be recorded; their "
                "leases will requeue the jobs", m->nres);
     reap_workers(m, until);
-    if (m->pidfile[0])
+    if (m->pidfile[0]) {
+        jr_pidfile_state(m->pidfile, NULL);
         jr_pidfile_remove(m->pidfile);
+    }
     jr_event_stop(m);
     jr_log(JR_LOG_INFO, "stopped: %ld done, %ld failed, %ld dead", m->done,
            m->failed, m->dead);

@@ -84,6 +84,8 @@ typedef struct wk {             /* one worker process */
     int                 inflight;       /* the defaults.inflight it got */
     double              started;        /* mono time jobs[0] started */
     double              avg;            /* moving average job seconds */
+    int                 nostart;        /* it could not start (logged as
+                                           the runner's nostart) */
     char                kill_reason[64];/* why we killed it, or "" */
     int64_t             kill_job;       /* the job killed for, or 0 */
     double              spawned;        /* mono time of spawn */
@@ -178,6 +180,8 @@ struct master {
     int                 spawn_fails;    /* spawns failed in a row */
     double              spawn_backoff;  /* seconds to the next try */
     char                spawn_cause[512];/* the failure last logged */
+    char                nostart[1024];  /* why workers cannot start (set
+                                           up, load), or "" while they do */
     double              starved_since;  /* mono time no worker was alive
                                            while spawns failed, or 0 */
     long                done, failed, dead;
@@ -294,6 +298,12 @@ typedef struct jr_spawned {
  * (err set, nothing left open). */
 int  jr_spawn_worker(master *m, jr_spawned *out, jr_err *err);
 void jr_spawn_unshare(wk *w);           /* unmaps w's shared page */
+/* Worker w could not start, for why (borrowed): its set-up failed, or it
+ * went before its hello. Logged once per reason, not at each respawn;
+ * the reason is what /api/runner and `jobrunner stats` show (the state
+ * file beside the pid file) until a worker starts (jr_spawn_started). */
+void jr_spawn_cannot(master *m, wk *w, const char *why);
+void jr_spawn_started(master *m);       /* a worker said a good hello */
 void jr_pool_stop(master *m, wk *w);    /* asks w to exit */
 void jr_pool_kill(wk *w, int sig);      /* w and its process group */
 /* A failure the master decides for job j (borrowed) that worker w ran
