@@ -58,5 +58,38 @@ for _, backend in ipairs(jr.backends()) do
       jr.wait_for(function() return env:count() == 0 end, 60, "all done")
       assert.equal(0, env:stop())
     end)
+
+    it("claims a plain job per idle worker beside a handler of inflight 24",
+       function()
+      env:config("concurrency = { min = 2, max = 2 }")
+      env:script("co", CO:format(24))
+      env:script("plain", PLAIN)
+      env:start()
+      if backend == "postgres" then
+        env:exec("INSERT INTO jobs (name) SELECT 'plain' FROM generate_series(1, 48)")
+      else
+        env:exec("WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 " ..
+                 "FROM c WHERE x < 48) INSERT INTO jobs (name) SELECT 'plain' FROM c")
+      end
+      jr.wait_for(function()
+        local n = 0
+        for id = 1, 48 do
+          if exists(env.dir .. "/plain." .. id) then n = n + 1 end
+        end
+        return n == 2
+      end, 60, "two plain jobs started")
+      -- the old claim sized an idle worker by the largest inflight: 48
+      -- jobs claimed (running) for 2 workers, 46 of them waiting here
+      local most = 0
+      for _ = 1, 15 do
+        local n = env:count("running")
+        if n > most then most = n end
+        jr.sleep(0.2)
+      end
+      assert.is_true(most <= 2, most .. " jobs claimed for 2 workers")
+      jr.write_file(env.dir .. "/release", "1")
+      jr.wait_for(function() return env:count() == 0 end, 120, "all done")
+      assert.equal(0, env:stop())
+    end)
   end)
 end

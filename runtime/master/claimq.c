@@ -321,27 +321,62 @@ take_at(master *m, size_t i)
     return j;
 }
 
-/* How many jobs to claim: the free slots of the workers, and while jobs
+/* The jobs idle worker w can surely start at once, whatever the claim
+ * brings: one while its generation has a plain handler, else the
+ * smallest inflight of its handlers. */
+static int
+idle_cap(const wk *w)
+{
+    const gen *g = w->gen;
+    int i, k, least = 0;
+
+    for (i = 0; g->co_any > 0 && i < g->n; i++) {
+        k = g->h[i].inflight > 0 ? g->h[i].inflight : w->inflight;
+        if (least == 0 || k < least)
+            least = k;
+    }
+    return least > 1 ? least : 1;
+}
+
+/* How many jobs to claim: what the workers can start now, and while jobs
  * are short a local queue of them too (graphile-worker's local queue), so
  * each database round feeds many jobs. The queue is refilled once it is
  * half empty, before it runs dry: the workers keep busy on its other half
  * while the claim runs. Long jobs are not claimed ahead: they would wait
- * behind others while another runner could run them. */
+ * behind others while another runner could run them. What can start: a
+ * job per idle worker (a coroutine handler's inflight when every handler
+ * has one), the spare slots of workers running short plain jobs; and
+ * when there are none, the free coroutine slots, with a claim of those
+ * handlers' names alone (m->claim_co): a plain job claimed for them would
+ * wait here until they drained. */
 static int
 capacity(master *m)
 {
-    int free_slots = 0;
+    int plain = 0, co = 0, free_slots, n;
     wk *w;
 
+    m->claim_co = 0;
     /* no worker (none can be started, or all are being replaced):
      * nothing would run them here, while another runner could */
     if (jr_pool_alive(m) == 0)
         return 0;
-    for (w = m->workers; w; w = w->next)
-        free_slots += slots(w) > 0 ? slots(w) : 0;
+    for (w = m->workers; w; w = w->next) {
+        if ((n = slots(w)) <= 0)
+            continue;
+        if (w->co)
+            co += n;
+        else if (w->njobs == 0 && w->gen->co_any > 0)
+            plain += idle_cap(w) < n ? idle_cap(w) : n;
+        else
+            plain += n;
+    }
+    free_slots = plain > 0 ? plain : co;
+    m->claim_co = plain == 0 && co > 0;
     if (m->avg > 0 && m->avg < SHORT_JOB &&
-        (free_slots > 0 || m->qlen <= LOCAL_QUEUE / 2))
+        (free_slots > 0 || m->qlen <= LOCAL_QUEUE / 2)) {
         free_slots += LOCAL_QUEUE;
+        m->claim_co = 0;
+    }
     /* less what claims on their way will bring */
     return free_slots - (int)m->qlen - m->cycle_want - m->lane_want;
 }
@@ -646,6 +681,10 @@ fill(master *m, jr_cycle *c, int want)
         m->cycle_gen = jr_gen_ref(m->gen);
         c->names = m->gen->names;
         c->nnames = m->gen->n;
+        if (m->claim_co) {
+            c->claim_names = m->gen->co_names;
+            c->nclaim_names = m->gen->nco;
+        }
     }
     c->renew = m->renew_due;
     if (c->renew)
@@ -676,8 +715,9 @@ jr_claimq_work(evutil_socket_t fd, short what, void *arg)
     due = jr_service_due(m);
     if (jr_dbthread_busy(m->dbt)) {
         /* a second round on the lane while this one is out (lane.c) */
-        if (m->want_claim && m->db_retry_at == 0 && m->gen != NULL)
-            jr_lane_round(m, capacity(m));
+        if (m->want_claim && m->db_retry_at == 0 && m->gen != NULL &&
+            (want = capacity(m)) > 0 && !m->claim_co)
+            jr_lane_round(m, want);   /* it claims every name */
         return;                 /* jr_claimq_cycle_done kicks again */
     }
     if (m->db_retry_at > 0 && jr_mono() < m->db_retry_at)

@@ -55,8 +55,9 @@ gen_new(master *m, jr_hello *hello, int log_errors)
     gen *g = calloc(1, sizeof *g);
     int i;
 
-    if (g == NULL ||
-        (g->names = calloc((size_t)hello->n + 1, sizeof *g->names)) == NULL) {
+    /* names, NULL, then co_names, NULL: one block */
+    if (g == NULL || (g->names = calloc(2 * ((size_t)hello->n + 1),
+                                        sizeof *g->names)) == NULL) {
         free(g);
         return NULL;
     }
@@ -65,8 +66,13 @@ gen_new(master *m, jr_hello *hello, int log_errors)
     g->n = hello->n;
     hello->h = NULL;
     hello->n = 0;
-    for (i = 0; i < g->n; i++)
+    g->co_names = g->names + g->n + 1;
+    for (i = 0; i < g->n; i++) {
         g->names[i] = g->h[i].name;
+        /* as jr_pool_inflight: the handler's, else defaults.inflight */
+        if ((g->h[i].inflight > 0 ? g->h[i].inflight : m->cfg->inflight) > 1)
+            g->co_names[g->nco++] = g->h[i].name;
+    }
     for (i = 0; log_errors && i < hello->nerrors; i++)
         jr_log(JR_LOG_ERROR, "%s (handler not loaded)", hello->errors[i]);
     g->id = ++m->ngens;

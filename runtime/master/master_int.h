@@ -61,6 +61,9 @@ typedef struct gen {            /* one generation of handler code */
     int          refs;          /* the master, workers, a running cycle */
     int          co_any;        /* a handler sets inflight > 1; -1: not
                                    looked yet */
+    const char **co_names;      /* the names of handlers that run jobs at
+                                   once (inflight > 1), in names' block */
+    int          nco;
 } gen;
 
 typedef struct wk {             /* one worker process */
@@ -153,6 +156,9 @@ struct master {
     jr_dbthread        *dbt;
     jr_cycle            cycle;
     int                 cycle_want;     /* the claim of the cycle out */
+    int                 claim_co;       /* capacity found only coroutine
+                                           workers' slots: the claim takes
+                                           their handlers' names alone */
     struct jr_lane     *lane;           /* a second round (lane.c) */
     int                 lane_want;      /* the claim of the lane's round */
     jr_job             *claimed[CLAIM_MAX];
