@@ -263,7 +263,7 @@ slots(const wk *w)
     int n;
 
     if (!w->ready || w->bev == NULL || w->kill_reason[0] ||
-        w->retiring || w->stopping || w->gen != w->m->gen)
+        w->retiring || w->stopping || w->gen != w->m->gen || w->alone)
         return 0;
     /* jobs that run at once: as many as the handler's inflight (a worker
      * with none yet may take its generation's largest) */
@@ -285,6 +285,9 @@ static int
 fits(const wk *w, const jr_job *j)
 {
     int k = jr_pool_inflight(w, j);
+
+    if (w->m->nsuspects > 0 && jr_death_suspect(w->m, j->id))
+        return w->njobs == 0;   /* alone: a death then is its own */
 
     if (k > 1)
         return w->njobs == 0 || (w->co && w->njobs < k);
@@ -406,8 +409,10 @@ send_job(master *m, wk *w, jr_job *j)
 {
     jr_buf_reset(&m->out);
     jr_frame_put_job(&m->out, j);
-    if (w->njobs == 0)
+    if (w->njobs == 0) {
         w->co = jr_pool_inflight(w, j) > 1;
+        w->alone = m->nsuspects > 0 && jr_death_suspect(m, j->id);
+    }
     w->since[w->njobs] = w->co ? jr_mono() : 0;
     w->jobs[w->njobs++] = j;
     if (w->njobs == 1 || w->co) {

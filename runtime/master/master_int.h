@@ -87,6 +87,8 @@ typedef struct wk {             /* one worker process */
     int                 inflight;       /* the defaults.inflight it got */
     double              started;        /* mono time jobs[0] started */
     double              avg;            /* moving average job seconds */
+    int                 alone;          /* runs a suspect job (death.c):
+                                           takes no other until it ends */
     int                 nostart;        /* it could not start (logged as
                                            the runner's nostart) */
     char                kill_reason[64];/* why we killed it, or "" */
@@ -194,6 +196,11 @@ struct master {
     double              avg;            /* moving average job seconds */
     int                 rechecks;       /* wake-ups that saw nothing yet */
     struct event       *ev_recheck;
+    int64_t            *suspects;       /* jobs in flight in a coroutine
+                                           worker that died between
+                                           resumes: each runs alone
+                                           (death.c), oldest first */
+    int                 nsuspects, capsuspects;
     snoozed            *snoozes;        /* jobs snoozed here, unordered */
     size_t              nsnoozes, capsnoozes;
     qstate             *qs;             /* queues capped or served, by
@@ -341,6 +348,11 @@ void jr_death_kill_for(wk *w, const jr_job *j, const char *why);
 /* The job in w's handler, or NULL between jobs; *since is when it
  * started (mono time). Borrowed: valid while w holds it. */
 const jr_job *jr_death_running(const wk *w, double *since);
+/* 1 if job id was in flight in a coroutine worker that died between
+ * resumes, blaming none: it runs alone in a worker (claimq.c), so that a
+ * death then is its own. jr_death_cleared forgets it once it ended. */
+int   jr_death_suspect(const master *m, int64_t id);
+void  jr_death_cleared(master *m, int64_t id);
 
 /* pool.c: the workers (continued) */
 

@@ -467,6 +467,8 @@ jr_pool_result(master *m, wk *w, jr_reader *r)
         jr_claimq_result(m, &res, mem);
     }
     jr_service_job_left(m, j, res.kind);
+    if (m->nsuspects > 0)
+        jr_death_cleared(m, j->id);     /* it ended: no killer */
     free(j);
     if (m->cfg->max_jobs_per_worker > 0 &&
         ++w->jobs_run >= m->cfg->max_jobs_per_worker && !w->retiring) {
@@ -478,6 +480,7 @@ jr_pool_result(master *m, wk *w, jr_reader *r)
         jr_service_job_start(m, w->jobs[0], w->id);
     } else if (w->njobs == 0) {
         w->co = 0;
+        w->alone = 0;
         w->idle_since = now;
         if (w->retiring)
             jr_pool_stop(m, w);
