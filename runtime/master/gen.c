@@ -154,6 +154,10 @@ jr_gen_reload(master *m)
      * workers: while leaving ones are still there, it waits for their
      * exit (jr_death_reap starts it) */
     if (m->probe != NULL || jr_pool_procs(m) > m->cfg->conc_max) {
+        if (m->probe == NULL && !m->reload_again)
+            jr_log(JR_LOG_INFO, "reload: %d worker processes (max %d): "
+                   "waiting for leaving ones to exit first",
+                   jr_pool_procs(m), m->cfg->conc_max);
         m->reload_again = 1;
         return;
     }

@@ -225,8 +225,10 @@ write_pidfile(master *m, jr_err *err)
     int rc;
 
     jr_pidfile_path(m->cfg, m->pidfile, sizeof m->pidfile);
-    if ((rc = jr_pidfile_write(m->pidfile, err)) >= 0)
+    if ((rc = jr_pidfile_write(m->pidfile, err)) >= 0) {
+        jr_pidfile_state(m->pidfile, NULL); /* a killed runner's, stale */
         return 0;
+    }
     m->pidfile[0] = '\0';
     if (rc == -2 && m->cfg->pid_file == NULL &&
         jr_url_engine(m->cfg->backend, NULL) == JR_URL_POSTGRES)
