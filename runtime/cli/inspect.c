@@ -1,8 +1,9 @@
 /* inspect.c - the commands that look into the queue and tend the dead:
- * stats (counts per state and job name, and which names have a handler
- * file) and dead (list, retry, purge). Both go through the producer
- * library, as every command that only touches jobs does. Uses
- * commands.h, jobrunner.h, script.h (handler names), util.h. */
+ * stats (counts per state and job name, which names have a handler
+ * file, and what the runner says of itself beside its pid file) and dead
+ * (list, retry, purge). Both go through the producer library, as every
+ * command that only touches jobs does. Uses commands.h, jobrunner.h,
+ * script.h (handler names), reload.h (the pid file), util.h. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -12,6 +13,7 @@
 #include "config/config.h"
 #include "client/jobrunner.h"
 #include "lua/script.h"
+#include "master/reload.h"
 #include "base/util.h"
 
 /* --- stats ------------------------------------------------------------ */
@@ -69,8 +71,25 @@ has_handler(const jr_scripts *s, const char *name)
     return 0;
 }
 
+#define NOSTART "workers cannot start: "
+
+/* The runner's state line (reload.h), when the pid file of config c
+ * names a live runner that wrote one; else "". */
 static void
-stats_json(const stat_acc *a, const jr_scripts *scripts)
+runner_state(const jr_config *c, char *buf, size_t size)
+{
+    char path[4096];
+    jr_err err;
+
+    buf[0] = '\0';
+    jr_pidfile_path(c, path, sizeof path);
+    if (jr_pidfile_read(path, &err) < 0 ||
+        jr_pidfile_state_read(path, buf, size) < 0)
+        buf[0] = '\0';
+}
+
+static void
+stats_json(const stat_acc *a, const jr_scripts *scripts, const char *state)
 {
     int i, first = 1;
 
@@ -93,13 +112,20 @@ stats_json(const stat_acc *a, const jr_scripts *scripts)
             jr_json_str(stdout, a->rows[i].name);
             first = 0;
         }
-    printf("]");
+    printf("],\"workers_cannot_start\":");
+    if (strncmp(state, NOSTART, strlen(NOSTART)) == 0)
+        jr_json_str(stdout, state + strlen(NOSTART));
+    else
+        printf("null");
 }
 
 static void
-stats_text(const stat_acc *a, const jr_scripts *scripts)
+stats_text(const stat_acc *a, const jr_scripts *scripts, const char *state)
 {
     int i;
+
+    if (state[0] != '\0')
+        printf("%s\n", state);
 
     printf("queued %ld (ready %ld, scheduled %ld), running %ld, dead %ld%s",
            a->ready + a->scheduled, a->ready, a->scheduled, a->running,
@@ -182,6 +208,7 @@ jr_cmd_stats(jr_cli *cli)
     jr_client *client;
     jr_client_counts total;
     jr_config c;
+    char state[512];
     int json = 0, i, rc;
 
     for (i = 0; i < cli->argc; i++) {
@@ -201,13 +228,14 @@ jr_cmd_stats(jr_cli *cli)
      * code, which could loop or block */
     if (jr_scripts_names(c.scripts, &s, &err) < 0)
         memset(&s, 0, sizeof s);    /* no scripts dir: nothing handled */
+    runner_state(&c, state, sizeof state);
     if (jr_client_stats(client, &total, stat_collect, &a) != JR_CLIENT_OK)
         rc = jr_cmd_client_fail(client);
     else {
         if (json)
-            stats_json(&a, &s);
+            stats_json(&a, &s, state);
         else
-            stats_text(&a, &s);
+            stats_text(&a, &s, state);
         if (stats_progress(client, json) < 0)
             rc = jr_cmd_client_fail(client);
     }

@@ -188,6 +188,11 @@ run_cycle(jr_dbthread *t, jr_cycle *c)
     jr_backend *b = t->db->b;
     jr_claim_spec spec = {.names = c->names, .nnames = c->nnames};
     jr_queue_want *wants = NULL;
+
+    if (c->claim_names != NULL) {
+        spec.names = c->claim_names;
+        spec.nnames = c->nclaim_names;
+    }
     jr_err e;
     int changed = 1, want, nres;
 

@@ -68,6 +68,10 @@ typedef struct jr_cycle {
     int                 claim_always;   /* claim even if changed() says 0 */
     const char *const  *names;          /* borrowed handler names */
     int                 nnames;
+    const char *const  *claim_names;    /* the claim's names when only
+                                           some of names (borrowed), or
+                                           NULL: names */
+    int                 nclaim_names;
     int                 renew;          /* renew the leases of held[] */
     int64_t            *held;           /* the jobs this runner holds
                                            (the master's: it frees them) */

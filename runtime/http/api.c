@@ -527,6 +527,7 @@ r_runner(call *c)
     jr_httpgauges g;
     jr_buf b = {0};
     listing l = {&b, 0};
+    char first[512];
 
     host->gauges(host->runner, &g);
     jr_api_printf(&b, "{\"pid\":%d,\"workers\":{\"busy\":%d,\"total\":%d,"
@@ -538,7 +539,12 @@ r_runner(call *c)
                   "\"running\":[", g.done, g.failed, g.dead, g.cancelled,
                   g.local, g.stopping ? "true" : "false");
     host->running(host->runner, put_running, &l);
-    jr_buf_put(&b, "],\"throughput\":", 15);
+    jr_buf_put(&b, "],\"workers_cannot_start\":", 25);
+    if (g.nostart != NULL)      /* its first line: a traceback may follow */
+        snprintf(first, sizeof first, "%.*s",
+                 (int)strcspn(g.nostart, "\n"), g.nostart);
+    jr_api_str(&b, g.nostart != NULL ? first : NULL);
+    jr_buf_put(&b, ",\"throughput\":", 14);
     host->throughput(host, &b);
     host->unhandled_json(host->runner, &b);
     jr_buf_put(&b, "}", 1);

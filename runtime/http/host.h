@@ -30,6 +30,8 @@ typedef struct jr_httpgauges {  /* the runner now */
     int         generation_id;  /* 1, 2, ... */
     long        done, failed, dead, cancelled;  /* jobs since the start */
     int         stopping;       /* the runner is stopping */
+    const char *nostart;        /* why workers cannot start (its first
+                                   line), or NULL while they do */
 } jr_httpgauges;
 
 typedef struct jr_httprun {     /* a job running in a worker */

@@ -19,6 +19,7 @@
 
 #define LOCAL_QUEUE   512       /* claimed ahead while jobs are short */
 #define SHORT_JOB     0.005     /* seconds: below this, claim ahead */
+#define SKIP_MAX      128       /* queued jobs a free worker looks past */
 #define PREFETCH_TIME 0.002     /* seconds of work a worker may have queued */
 #define RECHECKS      48        /* re-looks after a wake-up: 20 ms in all, */
 #define RECHECKS_FAST 10        /* the first ones RECHECK_FAST_US apart */
@@ -262,7 +263,7 @@ slots(const wk *w)
     int n;
 
     if (!w->ready || w->bev == NULL || w->kill_reason[0] ||
-        w->retiring || w->stopping || w->gen != w->m->gen)
+        w->retiring || w->stopping || w->gen != w->m->gen || w->alone)
         return 0;
     /* jobs that run at once: as many as the handler's inflight (a worker
      * with none yet may take its generation's largest) */
@@ -285,32 +286,100 @@ fits(const wk *w, const jr_job *j)
 {
     int k = jr_pool_inflight(w, j);
 
+    if (w->m->nsuspects > 0 && jr_death_suspect(w->m, j->id))
+        return w->njobs == 0;   /* alone: a death then is its own */
+
     if (k > 1)
         return w->njobs == 0 || (w->co && w->njobs < k);
     return !w->co;
 }
 
-/* How many jobs to claim: the free slots of the workers, and while jobs
+/* The place in the local queue (0: its head) of the first job w may take
+ * now, or -1 when none of the first SKIP_MAX. A job no free worker can
+ * take (a plain one while the free slots are coroutine workers', or the
+ * other way round) waits there without holding back the jobs behind it. */
+static long
+first_fit(const master *m, const wk *w)
+{
+    size_t i, n = m->qlen < SKIP_MAX ? m->qlen : SKIP_MAX;
+
+    for (i = 0; i < n; i++)
+        if (fits(w, m->queue[(m->qhead + i) % m->qcap]))
+            return (long)i;
+    return -1;
+}
+
+/* Takes the job at place i of the local queue out of it; the ones before
+ * it keep their order. */
+static jr_job *
+take_at(master *m, size_t i)
+{
+    jr_job *j = m->queue[(m->qhead + i) % m->qcap];
+
+    for (; i > 0; i--)
+        m->queue[(m->qhead + i) % m->qcap] =
+            m->queue[(m->qhead + i - 1) % m->qcap];
+    m->qhead = (m->qhead + 1) % m->qcap;
+    m->qlen--;
+    return j;
+}
+
+/* The jobs idle worker w can surely start at once, whatever the claim
+ * brings: one while its generation has a plain handler, else the
+ * smallest inflight of its handlers. */
+static int
+idle_cap(const wk *w)
+{
+    const gen *g = w->gen;
+    int i, k, least = 0;
+
+    for (i = 0; g->co_any > 0 && i < g->n; i++) {
+        k = g->h[i].inflight > 0 ? g->h[i].inflight : w->inflight;
+        if (least == 0 || k < least)
+            least = k;
+    }
+    return least > 1 ? least : 1;
+}
+
+/* How many jobs to claim: what the workers can start now, and while jobs
  * are short a local queue of them too (graphile-worker's local queue), so
  * each database round feeds many jobs. The queue is refilled once it is
  * half empty, before it runs dry: the workers keep busy on its other half
  * while the claim runs. Long jobs are not claimed ahead: they would wait
- * behind others while another runner could run them. */
+ * behind others while another runner could run them. What can start: a
+ * job per idle worker (a coroutine handler's inflight when every handler
+ * has one), the spare slots of workers running short plain jobs; and
+ * when there are none, the free coroutine slots, with a claim of those
+ * handlers' names alone (m->claim_co): a plain job claimed for them would
+ * wait here until they drained. */
 static int
 capacity(master *m)
 {
-    int free_slots = 0;
+    int plain = 0, co = 0, free_slots, n;
     wk *w;
 
+    m->claim_co = 0;
     /* no worker (none can be started, or all are being replaced):
      * nothing would run them here, while another runner could */
     if (jr_pool_alive(m) == 0)
         return 0;
-    for (w = m->workers; w; w = w->next)
-        free_slots += slots(w) > 0 ? slots(w) : 0;
+    for (w = m->workers; w; w = w->next) {
+        if ((n = slots(w)) <= 0)
+            continue;
+        if (w->co)
+            co += n;
+        else if (w->njobs == 0 && w->gen->co_any > 0)
+            plain += idle_cap(w) < n ? idle_cap(w) : n;
+        else
+            plain += n;
+    }
+    free_slots = plain > 0 ? plain : co;
+    m->claim_co = plain == 0 && co > 0;
     if (m->avg > 0 && m->avg < SHORT_JOB &&
-        (free_slots > 0 || m->qlen <= LOCAL_QUEUE / 2))
+        (free_slots > 0 || m->qlen <= LOCAL_QUEUE / 2)) {
         free_slots += LOCAL_QUEUE;
+        m->claim_co = 0;
+    }
     /* less what claims on their way will bring */
     return free_slots - (int)m->qlen - m->cycle_want - m->lane_want;
 }
@@ -340,8 +409,10 @@ send_job(master *m, wk *w, jr_job *j)
 {
     jr_buf_reset(&m->out);
     jr_frame_put_job(&m->out, j);
-    if (w->njobs == 0)
+    if (w->njobs == 0) {
         w->co = jr_pool_inflight(w, j) > 1;
+        w->alone = m->nsuspects > 0 && jr_death_suspect(m, j->id);
+    }
     w->since[w->njobs] = w->co ? jr_mono() : 0;
     w->jobs[w->njobs++] = j;
     if (w->njobs == 1 || w->co) {
@@ -392,6 +463,7 @@ void
 jr_claimq_dispatch(master *m)
 {
     int pass, out = 0;
+    long at;
     wk *w;
 
     if (m->qlen == 0)
@@ -404,9 +476,10 @@ jr_claimq_dispatch(master *m)
     for (pass = 0; pass < 2 && m->qlen > 0; pass++)
         for (w = m->workers; w && m->qlen > 0; w = w->next)
             while (m->qlen > 0 && slots(w) > 0 && (pass || w->njobs == 0) &&
-                   fits(w, m->queue[m->qhead]) &&
-                   (w->co || !held_full(m, out)))
-                out += send_or_cancel(m, w, jr_claimq_pop(m)) && !w->co;
+                   (w->co || !held_full(m, out)) &&
+                   (at = first_fit(m, w)) >= 0)
+                out += send_or_cancel(m, w, take_at(m, (size_t)at)) &&
+                       !w->co;
 }
 
 static void
@@ -613,6 +686,10 @@ fill(master *m, jr_cycle *c, int want)
         m->cycle_gen = jr_gen_ref(m->gen);
         c->names = m->gen->names;
         c->nnames = m->gen->n;
+        if (m->claim_co) {
+            c->claim_names = m->gen->co_names;
+            c->nclaim_names = m->gen->nco;
+        }
     }
     c->renew = m->renew_due;
     if (c->renew)
@@ -643,8 +720,9 @@ jr_claimq_work(evutil_socket_t fd, short what, void *arg)
     due = jr_service_due(m);
     if (jr_dbthread_busy(m->dbt)) {
         /* a second round on the lane while this one is out (lane.c) */
-        if (m->want_claim && m->db_retry_at == 0 && m->gen != NULL)
-            jr_lane_round(m, capacity(m));
+        if (m->want_claim && m->db_retry_at == 0 && m->gen != NULL &&
+            (want = capacity(m)) > 0 && !m->claim_co)
+            jr_lane_round(m, want);   /* it claims every name */
         return;                 /* jr_claimq_cycle_done kicks again */
     }
     if (m->db_retry_at > 0 && jr_mono() < m->db_retry_at)

@@ -24,6 +24,7 @@
 #define KILL_GRACE      5.0     /* seconds past a timeout before SIGKILL */
 #define HELLO_GRACE     2.0     /* seconds past load_timeout before SIGKILL */
 #define SPAWN_DELAY_MAX 10.0    /* seconds between spawns while they die */
+#define SUSPECTS_MAX    4096    /* suspect jobs remembered; oldest go first */
 
 /* Reads what a dead worker wrote before it died: its last results count,
  * not the way it died. */
@@ -115,7 +116,10 @@ gone_reason(master *m, const wk *w, int status, char *reason, size_t size)
 static void
 gone_log(master *m, wk *w, int status, const char *reason)
 {
-    if (WIFEXITED(status) && WEXITSTATUS(status) == JR_WORKER_RECYCLE &&
+    if (w->nostart)             /* said once by jr_spawn_cannot */
+        jr_log(JR_LOG_DEBUG, "worker %d (pid %d) could not start: %s",
+               w->id, (int)w->pid, reason);
+    else if (WIFEXITED(status) && WEXITSTATUS(status) == JR_WORKER_RECYCLE &&
         w->njobs == 0)
         jr_log(JR_LOG_INFO, "worker %d (pid %d) %s", w->id, (int)w->pid,
                reason);
@@ -135,10 +139,78 @@ gone_log(master *m, wk *w, int status, const char *reason)
     }
 }
 
-/* The jobs w held: the running one fails (retry policy), or is released
- * when the runner stops; the ones it never started go back in line. */
+int
+jr_death_suspect(const master *m, int64_t id)
+{
+    for (int i = m->nsuspects - 1; i >= 0; i--)
+        if (m->suspects[i] == id)
+            return 1;
+    return 0;
+}
+
+void
+jr_death_cleared(master *m, int64_t id)
+{
+    for (int i = 0; i < m->nsuspects; i++)
+        if (m->suspects[i] == id) {
+            memmove(m->suspects + i, m->suspects + i + 1,
+                    (size_t)(m->nsuspects - i - 1) * sizeof *m->suspects);
+            m->nsuspects--;
+            return;
+        }
+}
+
 static void
-gone_jobs(master *m, wk *w, const char *reason)
+add_suspect(master *m, int64_t id)
+{
+    if (jr_death_suspect(m, id))
+        return;
+    if (m->nsuspects == SUSPECTS_MAX)
+        jr_death_cleared(m, m->suspects[0]);
+    if (m->nsuspects == m->capsuspects) {
+        int cap = m->capsuspects ? m->capsuspects * 2 : 16;
+        int64_t *p = realloc(m->suspects, (size_t)cap * sizeof *p);
+        if (p == NULL)
+            return;             /* it may die with others again: unblamed */
+        m->suspects = p;
+        m->capsuspects = cap;
+    }
+    m->suspects[m->nsuspects++] = id;
+}
+
+/* A coroutine worker died between resumes (no job in its handler) with
+ * jobs in flight. Alone, the job is blamed: nothing else ran there. With
+ * several, which one killed it (a response buffered past the memory, a
+ * child that killed it) is not known; blaming all would kill innocent
+ * ones with the guilty one, blaming none let it kill them again and
+ * again. They go back unblamed, each to run alone (jr_death_suspect):
+ * the next death is one job's. Returns 1 when jobs[0] is blamed. */
+static int
+co_blame(master *m, wk *w, int crashed)
+{
+    int i;
+
+    if (!w->co || w->njobs == 0 || !crashed || w->kill_reason[0] ||
+        (w->share != NULL && w->share->running != 0))
+        return 0;
+    if (w->njobs == 1)
+        return 1;
+    if (m->stopping)
+        return 0;
+    for (i = 0; i < w->njobs; i++)
+        add_suspect(m, w->jobs[i]->id);
+    jr_log(JR_LOG_WARN, "worker %d died between resumes with %d jobs in "
+           "flight (job %lld and %d more): none is blamed; each runs alone "
+           "until it ends, so that a death names its job", w->id, w->njobs,
+           (long long)w->jobs[0]->id, w->njobs - 1);
+    return 0;
+}
+
+/* The jobs w held: the running one fails (retry policy), or is released
+ * when the runner stops; the ones it never started go back in line.
+ * crashed: it did not exit on its own (recycled, stopped). */
+static void
+gone_jobs(master *m, wk *w, const char *reason, int crashed)
 {
     /* jobs[0] was in the handler: the death is its; the rest go back */
     int i, ran;
@@ -150,7 +222,7 @@ gone_jobs(master *m, wk *w, const char *reason)
         w->jobs[0] = w->jobs[i];
         w->jobs[i] = j;
     }
-    ran = w->njobs > 0 && was_running(w);
+    ran = w->njobs > 0 && (was_running(w) || co_blame(m, w, crashed));
 
     if (ran) {
         if (jr_service_refuse(m, w->jobs[0], reason)) {
@@ -169,13 +241,13 @@ gone_jobs(master *m, wk *w, const char *reason)
 }
 
 /* Schedules a replacement; workers that die right away (a crashing
- * module) back off. */
+ * module) or could not start (however long that took) back off. */
 static void
 respawn_later(master *m, const wk *w)
 {
     struct timeval tv = {0, 0};
 
-    m->spawn_delay = jr_mono() - w->spawned < 1 ?
+    m->spawn_delay = jr_mono() - w->spawned < 1 || w->nostart ?
         (m->spawn_delay ? m->spawn_delay * 2 : 0.1) : 0;
     if (m->spawn_delay > SPAWN_DELAY_MAX)
         m->spawn_delay = SPAWN_DELAY_MAX;
@@ -195,8 +267,13 @@ worker_gone(master *m, wk *w, int status)
     jr_pool_kill(w, SIGKILL);   /* what its handlers started dies with it */
     jr_output_done(w);
     gone_reason(m, w, status, reason, sizeof reason);
+    if (!w->ready && !w->probe && !w->stopping && !w->nostart &&
+        !m->stopping)           /* gone before its hello */
+        jr_spawn_cannot(m, w, reason);
     gone_log(m, w, status, reason);
-    gone_jobs(m, w, reason);
+    gone_jobs(m, w, reason, !WIFEXITED(status) ||
+              (WEXITSTATUS(status) != 0 &&
+               WEXITSTATUS(status) != JR_WORKER_RECYCLE));
     if (w->bev != NULL)
         bufferevent_free(w->bev);
     jr_output_close(w);
@@ -207,10 +284,26 @@ worker_gone(master *m, wk *w, int status)
     jr_pool_free(w);
 }
 
+/* Workers have exited: a reload that waited for room starts, and when
+ * one of them had been told to stop (leaving: freed), the replacement
+ * held back for it (a crashed one's keeps its backoff: respawn_later). */
+static void
+room_freed(master *m, int freed)
+{
+    if (m->stopping)
+        return;
+    if (freed && !event_pending(m->ev_spawn, EV_TIMEOUT, NULL))
+        jr_pool_fit(m);
+    if (m->reload_again && m->probe == NULL) {
+        m->reload_again = 0;
+        jr_gen_reload(m);
+    }
+}
+
 void
 jr_death_reap(master *m)
 {
-    int status;
+    int status, freed = 0, reaped = 0;
     pid_t pid;
     wk **pw, *w;
 
@@ -222,8 +315,12 @@ jr_death_reap(master *m)
             continue;
         *pw = w->next;
         m->nworkers--;
+        freed |= w->stopping || w->retiring;
+        reaped = 1;
         worker_gone(m, w, status);
     }
+    if (reaped)
+        room_freed(m, freed);
     jr_master_kick(m);
 }
 

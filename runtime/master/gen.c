@@ -55,8 +55,9 @@ gen_new(master *m, jr_hello *hello, int log_errors)
     gen *g = calloc(1, sizeof *g);
     int i;
 
-    if (g == NULL ||
-        (g->names = calloc((size_t)hello->n + 1, sizeof *g->names)) == NULL) {
+    /* names, NULL, then co_names, NULL: one block */
+    if (g == NULL || (g->names = calloc(2 * ((size_t)hello->n + 1),
+                                        sizeof *g->names)) == NULL) {
         free(g);
         return NULL;
     }
@@ -65,8 +66,13 @@ gen_new(master *m, jr_hello *hello, int log_errors)
     g->n = hello->n;
     hello->h = NULL;
     hello->n = 0;
-    for (i = 0; i < g->n; i++)
+    g->co_names = g->names + g->n + 1;
+    for (i = 0; i < g->n; i++) {
         g->names[i] = g->h[i].name;
+        /* as jr_pool_inflight: the handler's, else defaults.inflight */
+        if ((g->h[i].inflight > 0 ? g->h[i].inflight : m->cfg->inflight) > 1)
+            g->co_names[g->nco++] = g->h[i].name;
+    }
     for (i = 0; log_errors && i < hello->nerrors; i++)
         jr_log(JR_LOG_ERROR, "%s (handler not loaded)", hello->errors[i]);
     g->id = ++m->ngens;
@@ -144,7 +150,14 @@ jr_gen_reload(master *m)
 {
     if (m->stopping || m->gen == NULL)
         return;
-    if (m->probe != NULL) {
+    /* one loader at a time, and only beside at most concurrency.max
+     * workers: while leaving ones are still there, it waits for their
+     * exit (jr_death_reap starts it) */
+    if (m->probe != NULL || jr_pool_procs(m) > m->cfg->conc_max) {
+        if (m->probe == NULL && !m->reload_again)
+            jr_log(JR_LOG_INFO, "reload: %d worker processes (max %d): "
+                   "waiting for leaving ones to exit first",
+                   jr_pool_procs(m), m->cfg->conc_max);
         m->reload_again = 1;
         return;
     }
@@ -204,9 +217,7 @@ static void
 setup_failed(master *m, wk *w, const char *why)
 {
     if (!w->probe) {
-        jr_log(JR_LOG_ERROR, "worker %d could not start, %s: %s", w->id,
-               m->gen ? "the running generation goes on" :
-               "no handlers until one starts", why);
+        jr_spawn_cannot(m, w, why);
         return;
     }
     m->probe = NULL;
@@ -227,6 +238,7 @@ setup_failed(master *m, wk *w, const char *why)
 static void
 on_hello_gen(master *m, wk *w, gen *g, int nerr, const char *first)
 {
+    jr_spawn_started(m);
     if (w->probe) {
         probe_hello(m, w, g, nerr, first);
         return;

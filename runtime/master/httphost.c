@@ -31,6 +31,7 @@ gauges(void *runner, jr_httpgauges *g)
     g->dead = m->dead;
     g->cancelled = m->cancelled;
     g->stopping = m->stopping != 0;
+    g->nostart = m->nostart[0] ? m->nostart : NULL;
 }
 
 static void

@@ -226,8 +226,10 @@ write_pidfile(master *m, jr_err *err)
     int rc;
 
     jr_pidfile_path(m->cfg, m->pidfile, sizeof m->pidfile);
-    if ((rc = jr_pidfile_write(m->pidfile, err)) >= 0)
+    if ((rc = jr_pidfile_write(m->pidfile, err)) >= 0) {
+        jr_pidfile_state(m->pidfile, NULL); /* a killed runner's, stale */
         return 0;
+    }
     m->pidfile[0] = '\0';
     if (rc == -2 && m->cfg->pid_file == NULL &&
         jr_url_engine(m->cfg->backend, NULL) == JR_URL_POSTGRES)
@@ -434,8 +436,10 @@ finish(master *m)
         jr_log(JR_LOG_ERROR, "%d results could not be recorded; their "
                "leases will requeue the jobs", m->nres);
     reap_workers(m, until);
-    if (m->pidfile[0])
+    if (m->pidfile[0]) {
+        jr_pidfile_state(m->pidfile, NULL);
         jr_pidfile_remove(m->pidfile);
+    }
     jr_event_stop(m);
     jr_log(JR_LOG_INFO, "stopped: %ld done, %ld failed, %ld dead", m->done,
            m->failed, m->dead);
@@ -483,6 +487,7 @@ cleanup(master *m)
         free(m->inflight[k].mem);
     free(m->inflight);
     free(m->snoozes);
+    free(m->suspects);
     jr_gen_unref(m->cycle_gen);
     jr_gen_unref(m->gen);
     jr_hooks_free(m->hooks);

@@ -61,6 +61,9 @@ typedef struct gen {            /* one generation of handler code */
     int          refs;          /* the master, workers, a running cycle */
     int          co_any;        /* a handler sets inflight > 1; -1: not
                                    looked yet */
+    const char **co_names;      /* the names of handlers that run jobs at
+                                   once (inflight > 1), in names' block */
+    int          nco;
 } gen;
 
 typedef struct wk {             /* one worker process */
@@ -84,6 +87,10 @@ typedef struct wk {             /* one worker process */
     int                 inflight;       /* the defaults.inflight it got */
     double              started;        /* mono time jobs[0] started */
     double              avg;            /* moving average job seconds */
+    int                 alone;          /* runs a suspect job (death.c):
+                                           takes no other until it ends */
+    int                 nostart;        /* it could not start (logged as
+                                           the runner's nostart) */
     char                kill_reason[64];/* why we killed it, or "" */
     int64_t             kill_job;       /* the job killed for, or 0 */
     double              spawned;        /* mono time of spawn */
@@ -151,6 +158,9 @@ struct master {
     jr_dbthread        *dbt;
     jr_cycle            cycle;
     int                 cycle_want;     /* the claim of the cycle out */
+    int                 claim_co;       /* capacity found only coroutine
+                                           workers' slots: the claim takes
+                                           their handlers' names alone */
     struct jr_lane     *lane;           /* a second round (lane.c) */
     int                 lane_want;      /* the claim of the lane's round */
     jr_job             *claimed[CLAIM_MAX];
@@ -178,12 +188,19 @@ struct master {
     int                 spawn_fails;    /* spawns failed in a row */
     double              spawn_backoff;  /* seconds to the next try */
     char                spawn_cause[512];/* the failure last logged */
+    char                nostart[1024];  /* why workers cannot start (set
+                                           up, load), or "" while they do */
     double              starved_since;  /* mono time no worker was alive
                                            while spawns failed, or 0 */
     long                done, failed, dead;
     double              avg;            /* moving average job seconds */
     int                 rechecks;       /* wake-ups that saw nothing yet */
     struct event       *ev_recheck;
+    int64_t            *suspects;       /* jobs in flight in a coroutine
+                                           worker that died between
+                                           resumes: each runs alone
+                                           (death.c), oldest first */
+    int                 nsuspects, capsuspects;
     snoozed            *snoozes;        /* jobs snoozed here, unordered */
     size_t              nsnoozes, capsnoozes;
     qstate             *qs;             /* queues capped or served, by
@@ -267,6 +284,8 @@ void jr_qstate_target(master *m, const char *queue, double target);
 /* Starts a worker; NULL when it cannot (logged once per cause while it
  * fails, and jr_pool_fit retried with backoff). */
 wk  *jr_pool_spawn(master *m);
+/* Worker processes but the probe, leaving ones too (not yet reaped). */
+int  jr_pool_procs(master *m);
 /* Workers that may take jobs: not leaving, not killed, not a probe. */
 int  jr_pool_alive(master *m);
 /* While no worker can be started: after a lease without one, gives the
@@ -292,6 +311,12 @@ typedef struct jr_spawned {
  * (err set, nothing left open). */
 int  jr_spawn_worker(master *m, jr_spawned *out, jr_err *err);
 void jr_spawn_unshare(wk *w);           /* unmaps w's shared page */
+/* Worker w could not start, for why (borrowed): its set-up failed, or it
+ * went before its hello. Logged once per reason, not at each respawn;
+ * the reason is what /api/runner and `jobrunner stats` show (the state
+ * file beside the pid file) until a worker starts (jr_spawn_started). */
+void jr_spawn_cannot(master *m, wk *w, const char *why);
+void jr_spawn_started(master *m);       /* a worker said a good hello */
 void jr_pool_stop(master *m, wk *w);    /* asks w to exit */
 void jr_pool_kill(wk *w, int sig);      /* w and its process group */
 /* A failure the master decides for job j (borrowed) that worker w ran
@@ -323,6 +348,11 @@ void jr_death_kill_for(wk *w, const jr_job *j, const char *why);
 /* The job in w's handler, or NULL between jobs; *since is when it
  * started (mono time). Borrowed: valid while w holds it. */
 const jr_job *jr_death_running(const wk *w, double *since);
+/* 1 if job id was in flight in a coroutine worker that died between
+ * resumes, blaming none: it runs alone in a worker (claimq.c), so that a
+ * death then is its own. jr_death_cleared forgets it once it ended. */
+int   jr_death_suspect(const master *m, int64_t id);
+void  jr_death_cleared(master *m, int64_t id);
 
 /* pool.c: the workers (continued) */
 

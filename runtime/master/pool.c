@@ -129,6 +129,20 @@ jr_pool_active(master *m)
     return n;
 }
 
+/* Worker processes but the probe, leaving ones included: each runs until
+ * it is reaped, and concurrency.max bounds them all (a reload's loader
+ * comes on top: max + 1). */
+int
+jr_pool_procs(master *m)
+{
+    int n = 0;
+    wk *w;
+
+    for (w = m->workers; w; w = w->next)
+        n += !w->probe;
+    return n;
+}
+
 int
 jr_pool_alive(master *m)
 {
@@ -179,16 +193,18 @@ jr_pool_busy(master *m)
 }
 
 /* Starts or stops workers until the active ones match the target: idle
- * ones stop now, busy ones after their job. */
+ * ones stop now, busy ones after their job. A replacement waits until
+ * the worker it replaces has exited (jr_death_reap fits again), so the
+ * processes stay within concurrency.max. */
 void
 jr_pool_fit(master *m)
 {
     wk *w;
-    int n = jr_pool_active(m);
+    int n = jr_pool_active(m), procs = jr_pool_procs(m);
 
     if (m->stopping)
         return;
-    for (; n < m->target; n++)
+    for (; n < m->target && procs < m->cfg->conc_max; n++, procs++)
         if (jr_pool_spawn(m) == NULL)
             break;              /* spawn_failed tries again later */
     if (n >= m->target && m->spawn_fails > 0) {
@@ -455,6 +471,8 @@ jr_pool_result(master *m, wk *w, jr_reader *r)
         jr_claimq_result(m, &res, mem);
     }
     jr_service_job_left(m, j, res.kind);
+    if (m->nsuspects > 0)
+        jr_death_cleared(m, j->id);     /* it ended: no killer */
     free(j);
     if (m->cfg->max_jobs_per_worker > 0 &&
         ++w->jobs_run >= m->cfg->max_jobs_per_worker && !w->retiring) {
@@ -466,6 +484,7 @@ jr_pool_result(master *m, wk *w, jr_reader *r)
         jr_service_job_start(m, w->jobs[0], w->id);
     } else if (w->njobs == 0) {
         w->co = 0;
+        w->alone = 0;
         w->idle_since = now;
         if (w->retiring)
             jr_pool_stop(m, w);

@@ -339,3 +339,60 @@ jr_pidfile_remove(const char *path)
     close(own.fd);
     own.fd = -1;
 }
+
+int
+jr_pidfile_state(const char *path, const char *text)
+{
+    char file[4200], tmp[4210];
+    size_t len;
+    int fd, e, ok;
+
+    if (own.fd < 0)
+        return 0;               /* not ours: another runner's, or none */
+    snprintf(file, sizeof file, "%s.state", path);
+    if (text == NULL)
+        return unlink(file) < 0 && errno != ENOENT ? -1 : 0;
+    snprintf(tmp, sizeof tmp, "%s.tmp", file);
+    fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_NONBLOCK |
+              O_CLOEXEC, 0644);
+    if (fd < 0)
+        return -1;
+    len = strlen(text);
+    ok = write(fd, text, len) == (ssize_t)len && write(fd, "\n", 1) == 1;
+    e = errno;
+    if (close(fd) < 0 && ok) {
+        ok = 0;
+        e = errno;
+    }
+    if (!ok) {
+        unlink(tmp);
+        errno = e;
+        return -1;
+    }
+    /* a rename replaces a symlink at file itself, never its target */
+    if (rename(tmp, file) < 0) {
+        e = errno;
+        unlink(tmp);
+        errno = e;
+        return -1;
+    }
+    return 0;
+}
+
+int
+jr_pidfile_state_read(const char *path, char *buf, size_t size)
+{
+    char file[4200];
+    FILE *f;
+
+    snprintf(file, sizeof file, "%s.state", path);
+    if ((f = fopen(file, "r")) == NULL)
+        return -1;
+    if (fgets(buf, (int)size, f) == NULL) {
+        fclose(f);
+        return -1;
+    }
+    fclose(f);
+    buf[strcspn(buf, "\n")] = '\0';
+    return 0;
+}

@@ -37,5 +37,13 @@ void jr_pidfile_remove(const char *path);
 /* Returns the pid in the file if that process is alive, or -1 with err
  * set. */
 long jr_pidfile_read(const char *path, jr_err *err);
+/* The runner's state beside its pid file (path + ".state"), for readers
+ * such as `jobrunner stats`: one line of text, or NULL to remove it.
+ * Written only by the process that holds the pid file; never through a
+ * symlink. Returns 0 or -1 (errno set). */
+int  jr_pidfile_state(const char *path, const char *text);
+/* Reads that line into buf (size bytes, the newline dropped): 0, or -1
+ * when there is none. */
+int  jr_pidfile_state_read(const char *path, char *buf, size_t size);
 
 #endif

@@ -1,7 +1,9 @@
 /* spawn.c - starting a worker process: its socket and output
  * descriptors, fork and exec of `jobrunner __worker 3[:4]` in its own
- * process group. What the master then does with it (its settings frame,
- * its events, its death) is pool.c's. Uses master_int.h. */
+ * process group; and whether workers can start at all (the reason they
+ * cannot, logged once and kept for the readers of the runner's state).
+ * What the master then does with it (its settings frame, its events, its
+ * death) is pool.c's. Uses master_int.h. */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
@@ -211,4 +213,46 @@ jr_spawn_worker(master *m, jr_spawned *out, jr_err *err)
     out->pid = pid;
     out->share = f.share;
     return 0;
+}
+
+/* The runner's state line for readers (`jobrunner stats`), beside its
+ * pid file; text NULL removes it. */
+static void
+put_state(master *m, const char *text)
+{
+    if (m->pidfile[0] && jr_pidfile_state(m->pidfile, text) < 0)
+        jr_log(JR_LOG_WARN, "state file beside pid file '%s': %s",
+               m->pidfile, strerror(errno));
+}
+
+void
+jr_spawn_cannot(master *m, wk *w, const char *why)
+{
+    char reason[sizeof m->nostart], line[512];
+
+    w->nostart = 1;
+    snprintf(reason, sizeof reason, "%s", why);
+    if (strcmp(reason, m->nostart) == 0) {
+        jr_log(JR_LOG_DEBUG, "worker %d (pid %d) could not start either",
+               w->id, (int)w->pid);
+        return;
+    }
+    memcpy(m->nostart, reason, sizeof reason);
+    jr_log(JR_LOG_ERROR, "workers cannot start (each is replaced with "
+           "backoff; logged again when the reason changes), %s: %s",
+           m->gen ? "the running generation goes on" :
+           "no handlers until one starts", why);
+    snprintf(line, sizeof line, "workers cannot start: %.*s",
+             (int)strcspn(why, "\n"), why);
+    put_state(m, line);
+}
+
+void
+jr_spawn_started(master *m)
+{
+    if (m->nostart[0] == '\0')
+        return;
+    jr_log(JR_LOG_INFO, "workers start again");
+    m->nostart[0] = '\0';
+    put_state(m, NULL);
 }

@@ -598,6 +598,9 @@
     $("status").textContent = "pid " + r.pid + " · workers " + r.workers.busy + "/" +
       r.workers.total + " busy · generation " + (r.generation || "?").slice(0, 8) +
       (r.stopping ? " · stopping" : "");
+    var ns = $("nostart");
+    ns.hidden = !r.workers_cannot_start;
+    ns.textContent = "workers cannot start: " + (r.workers_cannot_start || "");
     var u = $("unhandled"), list = r.unhandled || [];
     u.hidden = list.length === 0;
     u.textContent = "No handler for: " + list.map(function (x) {

@@ -1,0 +1,95 @@
+-- coroutine_claims_spec.lua - a generation with a handler of inflight > 1
+-- beside plain ones: the runner claims what its workers can start (a plain
+-- job per idle worker, coroutine jobs up to the inflight of the workers
+-- running them), and a plain job waiting in the local queue does not hold
+-- back the coroutine jobs behind it.
+local jr = require "jr"
+
+local function exists(path)
+  local f = io.open(path)
+  if f then f:close() end
+  return f ~= nil
+end
+
+-- A coroutine handler: each job marks its start, then waits (yielding)
+-- for the file "release".
+local CO = [[
+  local jobrunner = require "jobrunner"
+  return { inflight = %d, handle = function(job)
+    local dir = os.getenv("PWD")
+    local f = assert(io.open(dir .. "/co." .. job.id, "w"))
+    f:write("1") f:close()
+    while not io.open(dir .. "/release") do jobrunner.sleep(0.05) end
+  end }]]
+
+-- A plain handler: marks its start, then waits (blocking) for "release".
+local PLAIN = [[
+  return function(job)
+    local dir = os.getenv("PWD")
+    local f = assert(io.open(dir .. "/plain." .. job.id, "w"))
+    f:write("1") f:close()
+    while not io.open(dir .. "/release") do os.execute("sleep 0.05") end
+  end]]
+
+for _, backend in ipairs(jr.backends()) do
+  describe(backend .. " coroutine claims:", function()
+    local env = jr.test_env(backend)
+
+    it("starts coroutine jobs past a plain job that waits", function()
+      env:config("concurrency = { min = 1, max = 1 }")
+      env:script("co", CO:format(8))
+      env:script("plain", PLAIN)
+      env:start()
+      local ids = { (env:push("co")) }
+      local plain = env:push("plain")
+      for _ = 1, 5 do ids[#ids + 1] = env:push("co") end
+      -- the one worker runs coroutine jobs: all six start while the plain
+      -- job waits (the old dispatch stopped at the plain one until the
+      -- coroutine jobs ended, which they never do here unreleased)
+      jr.wait_for(function()
+        for _, id in ipairs(ids) do
+          if not exists(env.dir .. "/co." .. id) then return false end
+        end
+        return true
+      end, 60, "the six coroutine jobs started")
+      assert.is_false(exists(env.dir .. "/plain." .. plain))
+      jr.write_file(env.dir .. "/release", "1")
+      jr.wait_file(env.dir .. "/plain." .. plain, 60)
+      jr.wait_for(function() return env:count() == 0 end, 60, "all done")
+      assert.equal(0, env:stop())
+    end)
+
+    it("claims a plain job per idle worker beside a handler of inflight 24",
+       function()
+      env:config("concurrency = { min = 2, max = 2 }")
+      env:script("co", CO:format(24))
+      env:script("plain", PLAIN)
+      env:start()
+      if backend == "postgres" then
+        env:exec("INSERT INTO jobs (name) SELECT 'plain' FROM generate_series(1, 48)")
+      else
+        env:exec("WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 " ..
+                 "FROM c WHERE x < 48) INSERT INTO jobs (name) SELECT 'plain' FROM c")
+      end
+      jr.wait_for(function()
+        local n = 0
+        for id = 1, 48 do
+          if exists(env.dir .. "/plain." .. id) then n = n + 1 end
+        end
+        return n == 2
+      end, 60, "two plain jobs started")
+      -- the old claim sized an idle worker by the largest inflight: 48
+      -- jobs claimed (running) for 2 workers, 46 of them waiting here
+      local most = 0
+      for _ = 1, 15 do
+        local n = env:count("running")
+        if n > most then most = n end
+        jr.sleep(0.2)
+      end
+      assert.is_true(most <= 2, most .. " jobs claimed for 2 workers")
+      jr.write_file(env.dir .. "/release", "1")
+      jr.wait_for(function() return env:count() == 0 end, 120, "all done")
+      assert.equal(0, env:stop())
+    end)
+  end)
+end
