@@ -80,9 +80,9 @@ task_free(lua_State *L, jr_task *t)
         t->cancel(t->op);
     t->cancel = NULL;
     t->job = NULL;
+    jr_script_bind(t->L, NULL); /* a thread the handler kept stays none's */
     if (co->npool < JR_TASKS_KEPT && lua_status(t->L) == LUA_OK &&
         lua_gettop(t->L) == 0) {
-        jr_script_bind(t->L, NULL);
         co->pool[co->npool++] = t;
         return;
     }

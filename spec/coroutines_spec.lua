@@ -1,0 +1,147 @@
+-- coroutines_spec.lua - Lua coroutines in handlers and in jobrunner.lua:
+-- one made while a file loads runs later under the limit of what resumes
+-- it (a handler's job, a hook), never the finished load's; a coroutine a
+-- handler makes in a job that runs with others (inflight > 1) is that
+-- job's: its waits (jobrunner.sleep) wait on the worker's loop, and the
+-- job's timeout and cancel end it, and that job alone; those jobs see
+-- job.parents and job.batch as plain ones do; a wait that outlives the
+-- job's timeout ends it as a timeout ("timed out after 2s", retried as
+-- any other), also in a plain job; an option error of jobrunner.http
+-- names the option.
+local jr = require "jr"
+
+-- The lines of a file (none if it is missing).
+local function lines(path)
+  local out, f = {}, io.open(path)
+  if not f then return out end
+  for l in f:lines() do out[#out + 1] = l end
+  f:close()
+  return out
+end
+
+-- No job left to run: queued, waiting or running.
+local function settled(env)
+  return #env:jobs("state IN ('queued', 'waiting', 'running')") == 0
+end
+
+local KEEP = "retention = { completed = '1h' }, "
+
+local function count(path, line)
+  local n = 0
+  for _, l in ipairs(lines(path)) do
+    if l == line then n = n + 1 end
+  end
+  return n
+end
+
+-- A handler that appends "start I" and "end I" to job.payload.file around
+-- its body, which is its own coroutine doing job.payload.what.
+local OWN = [[
+local jobrunner = require "jobrunner"
+local function note(job, what)
+  local f = assert(io.open(job.payload.file, "a"))
+  f:write(what, " ", job.payload.i, "\n")
+  f:close()
+end
+return { inflight = 4, timeout = %s, max_retries = 0, handle = function(job)
+  note(job, "start")
+  local what = job.payload.what
+  if what == "sleep" then
+    coroutine.wrap(function() jobrunner.sleep(60) end)()
+  elseif what == "loop" then
+    jobrunner.sleep(0.3)
+    coroutine.wrap(function() while true do end end)()
+  elseif what == "nested" then
+    -- a wait two coroutines deep, its values passed back up
+    local co = coroutine.create(function(a)
+      local inner = coroutine.wrap(function(b)
+        jobrunner.sleep(0.2)
+        local r = jobrunner.all{ function() jobrunner.sleep(0.1); return b end }
+        coroutine.yield(r[1][1] + 1)
+        return "done"
+      end)
+      local v = inner(a)
+      assert(inner() == "done")
+      return v
+    end)
+    local ok, v = coroutine.resume(co, 41)
+    assert(ok and v == 42, "got " .. tostring(v))
+    assert(coroutine.status(co) == "dead")
+    jobrunner.sleep(1)
+  else
+    jobrunner.sleep(1.5)
+  end
+  note(job, "end")
+end }]]
+
+for _, backend in ipairs(jr.backends()) do
+  describe(backend .. " coroutines:", function()
+    local env = jr.test_env(backend)
+
+    it("runs handlers whose coroutine was made while their file loaded", function()
+      env:config(KEEP .. "concurrency = 2")
+      local src = [[
+        local jobrunner = require "jobrunner"
+        local n = 0
+        local next_n = coroutine.wrap(function()
+          while true do
+            for _ = 1, 30000 do end     -- past the count hook's step
+            n = n + 1
+            coroutine.yield(n)
+          end
+        end)
+        return { inflight = %d, handle = function(job)
+          local f = assert(io.open(job.payload.file, "a"))
+          f:write(job.name, " ", next_n(), "\n")
+          f:close()
+        end }]]
+      env:script("gen1", src:format(1))
+      env:script("gen4", src:format(4))
+      local file = env.dir .. "/gen.out"
+      for _ = 1, 5 do
+        env:push("gen1", ('{"file":"%s"}'):format(file))
+        env:push("gen4", ('{"file":"%s"}'):format(file))
+      end
+      env:start()
+      jr.wait_for(function() return settled(env) end, 30)
+      assert.equal(10, #env:jobs("state = 'completed'"))
+      assert.equal(10, #lines(file))
+      assert.is_nil(env:log():find("worker died", 1, true))
+      assert.is_nil(env:log():lower():find("signal", 1, true))
+    end)
+
+    it("runs hooks that resume a coroutine jobrunner.lua made while loading", function()
+      env:config(KEEP .. [[hooks = (function()
+          local co = coroutine.wrap(function(spin)
+            while true do
+              for _ = 1, 30000 do end   -- past the count hook's step
+              while spin do end         -- the hook's budget ends it
+              local f = assert(io.open(os.getenv("PWD") .. "/hooked", "a"))
+              f:write("hook\n")
+              f:close()
+              spin = coroutine.yield()
+            end
+          end)
+          return { on_job_success = function() co(false) end,
+                   on_job_dead = function() co(true) end }
+        end)()]])
+      env:script("ok", "return function() end")
+      env:script("bad", "return { max_retries = 0, handle = function() error('bad') end }")
+      for _ = 1, 5 do env:push("ok", "{}") end
+      env:start()
+      jr.wait_for(function() return #lines(env.dir .. "/hooked") == 5 end, 20,
+                  "five hooks")
+      assert.is_nil(env:log():find("hook on_job_success failed", 1, true))
+      env:push("bad", "{}")
+      jr.wait_for(function()
+        return env:log():find("hook on_job_dead failed", 1, true)
+      end, 30, "the spinning hook interrupted")
+      assert.truthy(env:log():find("interrupted: ran more than", 1, true))
+      env:push("ok", "{}")
+      jr.wait_for(function()
+        return #env:jobs("name = 'ok' AND state = 'completed'") == 6
+      end, 20)
+      assert.is_true(env:alive())
+    end)
+  end)
+end
