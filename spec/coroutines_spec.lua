@@ -143,5 +143,59 @@ for _, backend in ipairs(jr.backends()) do
       end, 20)
       assert.is_true(env:alive())
     end)
+
+    it("ends one job whose own coroutine waits or loops past its timeout, the others once", function()
+      env:config(KEEP .. "concurrency = 1")
+      -- the loop holds the worker up to its job's timeout: its
+      -- neighbours, still in flight then, have a longer one
+      env:script("own", OWN:format(2))
+      env:script("ownok", OWN:format(30))
+      local file = env.dir .. "/own.out"
+      local whats = { "sleep", "loop", "nested", "plain" }
+      local ids = {}
+      for i, what in ipairs(whats) do
+        ids[i] = env:push(i <= 2 and "own" or "ownok",
+                          ('{"file":"%s","i":%d,"what":"%s"}'):format(file, i, what))
+      end
+      env:start()
+      jr.wait_for(function() return settled(env) end, 40)
+      -- the wait by the job's timer, the loop by the count hook (with
+      -- the line it was at)
+      local j = env:job(ids[1])
+      assert.equal("dead", j.state)
+      assert.equal("timed out after 2s", j.last_error)
+      j = env:job(ids[2])
+      assert.equal("dead", j.state)
+      assert.truthy(j.last_error:find("timed out after 2s", 1, true), j.last_error)
+      for i = 3, 4 do
+        assert.equal("completed", env:job(ids[i]).state)
+        assert.equal(1, count(file, "start " .. i))
+        assert.equal(1, count(file, "end " .. i))
+      end
+      assert.equal(1, count(file, "start 1"))
+      assert.equal(1, count(file, "start 2"))
+      assert.is_nil(env:log():find("worker killed", 1, true))
+    end)
+
+    it("cancels one job whose own coroutine waits, the others run once", function()
+      env:config(KEEP .. "concurrency = 1")
+      env:script("own", OWN:format(60))
+      local file = env.dir .. "/own.out"
+      local id = env:push("own", ('{"file":"%s","i":1,"what":"sleep"}'):format(file))
+      for i = 2, 4 do
+        env:push("own", ('{"file":"%s","i":%d,"what":"plain"}'):format(file, i))
+      end
+      env:start()
+      jr.wait_for(function() return count(file, "start 4") == 1 end, 20)
+      env:cli("cancel", tostring(id))
+      jr.wait_for(function() return settled(env) end, 30)
+      local j = env:job(id)
+      assert.is_true(j == nil or j.state == "cancelled")
+      for i = 2, 4 do
+        assert.equal(1, count(file, "start " .. i))
+        assert.equal(1, count(file, "end " .. i))
+      end
+      assert.equal(0, count(file, "end 1"))
+    end)
   end)
 end

@@ -116,12 +116,14 @@ jr_task_of(lua_State *L, const char *fn)
 
     if (t != NULL && t->job != NULL && !t->job->over)
         return t;
+    t = w->co->task;            /* a coroutine the handler made resumed */
+    if (t != NULL && t->job != NULL && !t->job->over)
+        return t;
     if (w->ctx.job != NULL) {   /* the plain job, on any of its threads */
         w->co->plain.L = L;
         return &w->co->plain;
     }
-    luaL_error(L, "jobrunner.%s: called outside a running job, or in a "
-               "coroutine the job did not start (use jobrunner.all)", fn);
+    luaL_error(L, "jobrunner.%s: called outside a running job", fn);
     return NULL;
 }
 
@@ -191,19 +193,26 @@ wait_plain(lua_State *L, jr_task *t, const char *fn)
 int
 jr_task_wait(lua_State *L, jr_task *t, jr_task_cancel_fn cancel, void *op)
 {
+    int top = lua_gettop(L);
+
     t->cancel = cancel;
     t->op = op;
     t->woken = 0;
     if (t->job == NULL)
         return wait_plain(L, t, "wait");
-    if (!lua_isyieldable(L)) {
+    if (!lua_isyieldable(L) || !lua_isyieldable(t->L)) {
         t->cancel = NULL;
-        cancel(op);
+        if (cancel != NULL)
+            cancel(op);
         return luaL_error(L, "jobrunner: cannot wait here (inside a "
                           "metamethod or a C function's callback)");
     }
     t->waiting = 1;
-    return lua_yieldk(L, 0, lua_gettop(L), wait_k);
+    if (L == t->L)
+        return lua_yieldk(L, 0, top, wait_k);
+    jr_coown_push_mark(L);      /* a coroutine the handler made: its
+                                   resumers pass the mark on to t's */
+    return lua_yieldk(L, 1, top, wait_k);
 }
 
 static void resume(jr_task *t, int nargs);
@@ -229,16 +238,11 @@ jr_task_run(jr_task *t, int nargs)
     resume(t, nargs);
 }
 
-
-
-
-
 void
 jr_task_end_job(jr_task *t)
 {
     finish(t->job, -1);
 }
-
 
 void
 jr_task_wake(jr_task *t, int nres)
@@ -478,6 +482,7 @@ resume(jr_task *t, int nargs)
     double outer_start = w->share ? w->share->started : 0;
     lua_State *outer_L = jr_block_resumed(t->L);
     cojob *outer_job = co->current;
+    jr_task *outer_task = co->task;
     int rc, nres = 0, enforce = w->mem.enforce;
 
     if (cj->over) {
@@ -492,8 +497,10 @@ resume(jr_task *t, int nargs)
     }
     w->mem.enforce = 1;
     co->current = cj;
+    co->task = t;
     rc = jr_script_resume(t->L, w->L, nargs, &nres);
     co->current = outer_job;
+    co->task = outer_task;
     w->mem.enforce = enforce;
     jr_block_resumed(outer_L);
     if (--co->depth == 0)
@@ -748,7 +755,7 @@ jr_co_open(worker *w, jr_err *err)
     lua_getfield(L, -1, "jobrunner");                /* p loaded M */
     jr_coall_open(L);
     jr_wexec_open(L, w->share);
-    if (jr_whttp_open(w, L, err) < 0) {
+    if (jr_whttp_open(w, L, err) < 0 || jr_coown_open(L, err) < 0) {
         lua_pop(L, 3);
         return -1;
     }

@@ -8,6 +8,7 @@
  *             coroutine on the worker's libevent loop; the waits they
  *             yield on (tasks)
  *   coall.c   jobrunner.sleep and jobrunner.all
+ *   coown.c   the handler's own coroutines: their waits pass through
  *   block.c   the warning of a blocking call between two yields
  *   whttp.c   jobrunner.http: libcurl's multi-socket interface on the loop
  *   wexec.c   jobrunner.exec: a child process, its pipes on the loop
@@ -111,6 +112,7 @@ typedef struct jr_co {           /* co.c's state, w->co */
     struct event *wake;         /* the plain wait's deadline */
     int           depth;        /* resumes in progress */
     cojob        *current;      /* the job being resumed, or NULL */
+    jr_task      *task;         /* and its task */
     jr_task      *pool[JR_TASKS_KEPT];/* tasks whose thread may run again */
     int           npool;
     cojob        *kept;         /* ended jobs kept for the next ones */
@@ -170,13 +172,15 @@ void jr_co_cancel(worker *w, int64_t id);   /* a coroutine job's cancel */
 /* The count hook's check for a coroutine job (owner). */
 const char *jr_co_check(worker *w, void *owner, lua_State *L);
 
-/* The task L runs in, or raises "jobrunner.<fn>: ..." when L is no job's.
- * [-0, +0, v] */
+/* The task L runs in (for a coroutine the handler made, the task being
+ * resumed, which resumed it), or raises "jobrunner.<fn>: ..." when L is
+ * no job's. [-0, +0, v] */
 jr_task *jr_task_of(lua_State *L, const char *fn);
 struct event_base *jr_task_base(const jr_task *t);
 /* Waits: returns what the C function on L returns (it yields, or for the
  * plain job runs the loop until jr_task_wake). cancel(op) frees the wait
- * if the task ends first (timeout, cancel). [-0, +n, v] */
+ * if the task ends first (timeout, cancel); NULL: nothing to free (the
+ * job ended: the task yields for good). [-0, +n, v] */
 int  jr_task_wait(lua_State *L, jr_task *t, jr_task_cancel_fn cancel,
                   void *op);
 /* The wait ended: its nres results are pushed on jr_task_thread(t). */
@@ -206,6 +210,12 @@ void jr_block_check(cojob *cj, lua_State *L);
 
 /* coall.c: jobrunner.sleep and jobrunner.all into the module on top. */
 void jr_coall_open(lua_State *L);
+
+/* coown.c: coroutine.resume and coroutine.wrap that pass a wait's mark
+ * on (0, or -1 with err set); the mark, which a wait in a coroutine the
+ * handler made yields. */
+int  jr_coown_open(lua_State *L, jr_err *err);
+void jr_coown_push_mark(lua_State *L);
 
 /* whttp.c, wexec.c: their functions into the module table on top. */
 int  jr_whttp_open(worker *w, lua_State *L, jr_err *err);
