@@ -56,9 +56,12 @@ task_new(cojob *cj)
         t = co->pool[--co->npool];
         memset(&t->on_end, 0, sizeof *t - offsetof(jr_task, on_end));
     } else {
-        if ((t = calloc(1, sizeof *t)) == NULL)
+        lua_State *th = lua_newthread(L);            /* th (may raise) */
+        if ((t = calloc(1, sizeof *t)) == NULL) {
+            lua_pop(L, 1);
             return NULL;
-        t->L = lua_newthread(L);                     /* th */
+        }
+        t->L = th;
         t->ref = luaL_ref(L, LUA_REGISTRYINDEX);     /* (nothing) */
         task_register(L, t);
     }
