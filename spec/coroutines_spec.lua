@@ -197,5 +197,39 @@ for _, backend in ipairs(jr.backends()) do
       end
       assert.equal(0, count(file, "end 1"))
     end)
+
+    it("gives job.parents and job.batch to a handler with inflight = 2", function()
+      env:config(KEEP .. "concurrency = 1")
+      local file = env.dir .. "/fl.out"
+      env:script("fl", ([[
+        local jobrunner = require "jobrunner"
+        return { inflight = 2, handle = function(job)
+          jobrunner.sleep(0.1)
+          local ps = {}
+          for id, p in pairs(job.parents or {}) do
+            ps[#ps + 1] = math.tointeger(id) .. ":" .. p.state .. ":" ..
+                          tostring(p.result)
+          end
+          local f = assert(io.open(%q, "a"))
+          f:write(job.payload.n, " batch=", tostring(job.batch),
+                  " parents=", table.concat(ps, ","), "\n")
+          f:close()
+          return job.payload.n
+        end }]]):format(file))
+      env:script("cb", "return function() end")
+      local q = jr.client(env)
+      local ids, batch = q:flow({ jobs = {
+        { ref = "a", name = "fl", payload = { n = "a" } },
+        { ref = "b", name = "fl", payload = { n = "b" }, after = { "a" } } },
+        batch = { on_complete = "cb" } })
+      q:close()
+      env:start()
+      jr.wait_for(function() return #lines(file) == 2 end, 20)
+      local got = lines(file)
+      local b = math.tointeger(batch) or batch
+      assert.equal(("a batch=%d parents="):format(b), got[1])
+      assert.equal(("b batch=%d parents=%d:completed:a"):format(b,
+                   math.tointeger(ids.a) or ids.a), got[2])
+    end)
   end)
 end

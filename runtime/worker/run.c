@@ -460,8 +460,8 @@ jr_run_refuse(worker *w, jr_job *j, int kind, const char *why)
     free(j);
 }
 
-/* Pushes job j's handle function and job table (with its payload) on w->L,
- * or fills *why and returns -1. [-0, +(2|0), -] */
+/* Pushes job j's handle function and job table (with its payload, batch
+ * and parents) on w->L, or fills *why and returns -1. [-0, +(2|0), -] */
 int
 jr_run_push_call(worker *w, const jr_job *j, const jr_handler *info,
                  char *why, size_t size)
@@ -474,16 +474,11 @@ jr_run_push_call(worker *w, const jr_job *j, const jr_handler *info,
     lua_remove(L, -2);                               /* f */
     jr_script_push_job(L, j, jr_retry_max(j, info->max_retries,
                                           w->set.max_retries)); /* f job */
-    lua_rawgeti(L, LUA_REGISTRYINDEX, w->decode_ref);/* f job dec */
-    lua_pushlstring(L, j->payload, j->payload_len);  /* f job dec s */
-    if (lua_pcall(L, 1, 1, 0) != LUA_OK) {           /* f job msg */
-        snprintf(why, size, "payload cannot be decoded: %s",
-                 lua_tostring(L, -1));
+    if (set_payload(w, j) < 0) {    /* and job.batch, job.parents */
+        snprintf(why, size, "%s", w->err);
         lua_settop(L, top);
         return -1;
-    }                                                /* f job payload */
-    jr_json_integers(L, 0);
-    lua_setfield(L, -2, "payload");                  /* f job */
+    }
     return 0;
 }
 

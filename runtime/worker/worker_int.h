@@ -135,7 +135,7 @@ int  jr_run_cancel_listed(worker *w, int64_t id);
  * and jobrunner.progress() hooks, before the libraries open. */
 void jr_run_hooks(worker *w);
 /* For a coroutine job: pushes job j's handle function and job table
- * (with its payload) on w->L, or fills why and returns -1. The other:
+ * (with its payload, batch and parents, as a plain job's) on w->L, or fills why and returns -1. The other:
  * queues the result of a job that cannot start (kind, why); takes j. */
 int  jr_run_push_call(worker *w, const jr_job *j, const jr_handler *info,
                       char *why, size_t size);
