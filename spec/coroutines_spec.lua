@@ -231,5 +231,47 @@ for _, backend in ipairs(jr.backends()) do
       assert.equal(("b batch=%d parents=%d:completed:a"):format(b,
                    math.tointeger(ids.a) or ids.a), got[2])
     end)
+
+    it("times a wait out as the job's timeout, retried, plain and at once", function()
+      env:config(KEEP .. "concurrency = 1")
+      env:script("nap1", [[
+        local jobrunner = require "jobrunner"
+        return { timeout = 2, max_retries = 1, backoff = 0, handle = function(job)
+          if job.payload.caught then
+            local ok, err = pcall(jobrunner.sleep, 1e9)
+            error("went on after: " .. tostring(err))
+          end
+          jobrunner.sleep(10)
+        end }]])
+      env:script("nap2", [[
+        local jobrunner = require "jobrunner"
+        return { inflight = 2, timeout = 2, max_retries = 1, backoff = 0,
+                 handle = function(job) jobrunner.sleep(1e9) end }]])
+      local a = env:push("nap1", "{}")
+      local b = env:push("nap1", '{"caught":true}')
+      local c = env:push("nap2", "{}")
+      env:start()
+      jr.wait_for(function() return env:count("dead") == 3 end, 60)
+      for _, id in ipairs({ a, b, c }) do
+        local j = env:job(id)
+        assert.equal("timed out after 2s", j.last_error)
+        assert.equal(2, math.tointeger(j.attempts))
+      end
+    end)
+
+    it("names the option in jobrunner.http's option error", function()
+      env:config(KEEP .. "concurrency = 1")
+      env:script("badopt", [[
+        local jobrunner = require "jobrunner"
+        return { max_retries = 0, handle = function(job)
+          jobrunner.http{ url = "http://127.0.0.1:1/", timeout = -1 }
+        end }]])
+      local id = env:push("badopt", "{}")
+      env:start()
+      jr.wait_for(function() return env:count("dead") == 1 end, 20)
+      local err = env:job(id).last_error
+      assert.truthy(err:find("jobrunner.http: 'timeout' must be a " ..
+                             "number from 0.001 to 86400.0", 1, true), err)
+    end)
   end)
 end

@@ -166,19 +166,22 @@ wait_plain(lua_State *L, jr_task *t, const char *fn)
     worker *w = the_worker;
     double left;
     struct timeval tv;
+    char secs[32];
 
     while (!t->woken) {
         left = w->sync_deadline - jr_mono();
         if (w->ctx.cancelled || jr_run_cancel_listed(w, w->ctx.job->id) ||
             left <= 0) {
             w->ctx.cancelled |= left > 0;
+            w->sync_late |= left <= 0;  /* a timeout, whatever catches it */
             t->cancel(t->op);
             t->cancel = NULL;
             if (left > 0)
-                return luaL_error(L, "job %lld cancelled",
-                                  (long long)w->ctx.job->id);
-            return luaL_error(L, "jobrunner.%s: timed out after %gs (the "
-                              "job's timeout)", fn, w->sync_timeout);
+                return luaL_error(L, "job %I cancelled",
+                                  (lua_Integer)w->ctx.job->id);
+            snprintf(secs, sizeof secs, "%g", w->sync_timeout);
+            return luaL_error(L, "jobrunner.%s: timed out after %ss (the "
+                              "job's timeout)", fn, secs);
         }
         tv.tv_sec = (long)left;
         tv.tv_usec = (long)((left - (double)tv.tv_sec) * 1e6);
@@ -219,7 +222,6 @@ jr_task_wait(lua_State *L, jr_task *t, jr_task_cancel_fn cancel, void *op)
 }
 
 static void resume(jr_task *t, int nargs);
-static jr_task *task_new(cojob *cj);
 static void finish(cojob *cj, int rc);
 
 jr_task *

@@ -372,7 +372,12 @@ outcome(worker *w, const jr_job *j, int rc, double timeout, jr_result *res)
                  w->set.memory_limit >> 20);
         jr_run_failed(w, j, res);
         w->recycle = 1;
-    } else if (rc == JR_SCRIPT_LATE) {
+    } else if (rc == JR_SCRIPT_LATE ||
+               (w->sync_late && rc != LUA_OK &&
+                jr_jrlib_signal(L, -1) == NULL)) {
+        /* also a wait's timeout, however the handler took its error */
+        if (rc != JR_SCRIPT_LATE)
+            lua_pop(L, 1);
         snprintf(w->err, sizeof w->err, "timed out after %gs", timeout);
         jr_run_failed(w, j, res);
     } else if (rc == LUA_OK) {
@@ -427,6 +432,7 @@ jr_run_job(worker *w, const jr_job *j, jr_result *res)
     t0 = jr_mono();
     w->sync_deadline = t0 + timeout;
     w->sync_timeout = timeout;
+    w->sync_late = 0;
     /* no instruction budget: the timeout is the handler's limit */
     rc = jr_script_xrun(L, 1, 1, 0, timeout);        /* t r | t e */
     t0 = jr_mono() - t0;

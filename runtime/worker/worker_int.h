@@ -56,6 +56,7 @@ typedef struct worker {
     int         fd_ready;       /* it fired */
     double      sync_deadline;  /* the plain job's deadline (mono), or 0 */
     double      sync_timeout;   /* and its timeout, seconds */
+    int         sync_late;      /* a wait of it saw its deadline pass */
     struct jr_co   *co;         /* co.c's */
     struct jr_http *http;       /* whttp.c's */
 } worker;
