@@ -7,8 +7,9 @@
  * (jobrunner.sleep, jobrunner.all here; jobrunner.http in whttp.c,
  * jobrunner.exec in wexec.c) yield the coroutine with lua_yieldk and are
  * resumed from the loop; in a plain job (inflight 1) they run the loop
- * until their wait ends instead. Owns the coroutine jobs, their tasks and
- * the loop. Uses worker_int.h, jrlib.h, luabridge.h, json.h, retry.h. */
+ * until their wait ends instead (coplain.c). Owns the coroutine jobs,
+ * their tasks and the loop. Uses worker_int.h, jrlib.h, luabridge.h,
+ * json.h, retry.h. */
 #define _GNU_SOURCE
 #include <math.h>
 #include <signal.h>
@@ -150,52 +151,6 @@ wait_k(lua_State *L, int status, lua_KContext ctx)
     return lua_gettop(L) - (int)ctx;    /* what the wake pushed */
 }
 
-static void
-on_wake(evutil_socket_t fd, short what, void *arg)
-{
-    (void)fd;
-    (void)what;
-    (void)arg;                  /* the loop returns: the wait looks again */
-}
-
-/* The plain job's wait: runs the loop until the wait ends, the job's
- * deadline passes or its cancel comes. [-0, +n, v] */
-static int
-wait_plain(lua_State *L, jr_task *t, const char *fn)
-{
-    worker *w = the_worker;
-    double left;
-    struct timeval tv;
-    char secs[32];
-
-    while (!t->woken) {
-        left = w->sync_deadline - jr_mono();
-        if (w->ctx.cancelled || jr_run_cancel_listed(w, w->ctx.job->id) ||
-            left <= 0) {
-            w->ctx.cancelled |= left > 0;
-            w->sync_late |= left <= 0;  /* a timeout, whatever catches it */
-            t->cancel(t->op);
-            t->cancel = NULL;
-            if (left > 0)
-                return luaL_error(L, "job %I cancelled",
-                                  (lua_Integer)w->ctx.job->id);
-            snprintf(secs, sizeof secs, "%g", w->sync_timeout);
-            return luaL_error(L, "jobrunner.%s: timed out after %ss (the "
-                              "job's timeout)", fn, secs);
-        }
-        tv.tv_sec = (long)left;
-        tv.tv_usec = (long)((left - (double)tv.tv_sec) * 1e6);
-        evtimer_add(w->co->wake, &tv);
-        /* the master's frames (a cancel, prefetched jobs) are read into
-         * w->in as they come, for the cancel check and the frame loop */
-        if (jr_co_loop(w))
-            jr_run_read(w);
-    }
-    evtimer_del(w->co->wake);
-    t->cancel = NULL;
-    return t->nres;
-}
-
 int
 jr_task_wait(lua_State *L, jr_task *t, jr_task_cancel_fn cancel, void *op)
 {
@@ -205,7 +160,7 @@ jr_task_wait(lua_State *L, jr_task *t, jr_task_cancel_fn cancel, void *op)
     t->op = op;
     t->woken = 0;
     if (t->job == NULL)
-        return wait_plain(L, t, "wait");
+        return jr_wait_plain(the_worker, L, t, "wait");
     if (!lua_isyieldable(L) || !lua_isyieldable(t->L)) {
         t->cancel = NULL;
         if (cancel != NULL)
@@ -746,8 +701,7 @@ jr_co_open(worker *w, jr_err *err)
 
     the_worker = w;
     if ((w->co = calloc(1, sizeof *w->co)) == NULL ||
-        (w->base = event_base_new()) == NULL ||
-        (w->co->wake = evtimer_new(w->base, on_wake, NULL)) == NULL)
+        (w->base = event_base_new()) == NULL)
         return jr_fail(err, JR_ENOMEM, "worker: cannot make its loop");
     w->co->plain.ref = LUA_NOREF;
     w->co->any = -1;

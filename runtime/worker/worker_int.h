@@ -9,6 +9,7 @@
  *             yield on (tasks)
  *   coall.c   jobrunner.sleep and jobrunner.all
  *   coown.c   the handler's own coroutines: their waits pass through
+ *   coplain.c the waits of a plain job (inflight 1), on the loop
  *   block.c   the warning of a blocking call between two yields
  *   whttp.c   jobrunner.http: libcurl's multi-socket interface on the loop
  *   wexec.c   jobrunner.exec: a child process, its pipes on the loop
@@ -211,6 +212,11 @@ void jr_block_check(cojob *cj, lua_State *L);
 
 /* coall.c: jobrunner.sleep and jobrunner.all into the module on top. */
 void jr_coall_open(lua_State *L);
+
+/* coplain.c: the plain job's wait of task t (jr_task_wait's part): runs
+ * the loop until jr_task_wake, the job's deadline (w->sync_late set) or
+ * its cancel; what the C function on L returns. [-0, +n, v] */
+int  jr_wait_plain(worker *w, lua_State *L, jr_task *t, const char *fn);
 
 /* coown.c: coroutine.resume and coroutine.wrap that pass a wait's mark
  * on (0, or -1 with err set); the mark, which a wait in a coroutine the
