@@ -450,6 +450,8 @@ resume(jr_task *t, int nargs)
         return;
     }
     t->waiting = 0;
+    /* the loop's clock, which timers start from: a long run made it late */
+    event_base_update_cache_time(w->base);
     share_running(w, cj->j->id, cj->started);
     if (co->depth++ == 0) {
         jr_block_arm(1);        /* a no-op while armed */
