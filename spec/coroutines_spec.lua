@@ -67,7 +67,18 @@ return { inflight = 4, timeout = %s, max_retries = 0, handle = function(job)
     local ok, v = coroutine.resume(co, 41)
     assert(ok and v == 42, "got " .. tostring(v))
     assert(coroutine.status(co) == "dead")
+    -- a wait whose resumer cannot yield (in table.sort's comparator)
+    -- raises, and leaves nothing behind to wake the job later
+    local ok2, err = pcall(coroutine.wrap(function()
+      table.sort({ 2, 1 }, function(x, y)
+        coroutine.wrap(function() jobrunner.sleep(0.1) end)()
+        return x < y
+      end)
+    end))
+    assert(not ok2 and err:find("cannot wait here", 1, true), tostring(err))
+    local t0 = jobrunner.now()
     jobrunner.sleep(1)
+    assert(jobrunner.now() - t0 >= 0.9, "woken early")
   else
     jobrunner.sleep(1.5)
   end
@@ -168,7 +179,8 @@ for _, backend in ipairs(jr.backends()) do
       assert.equal("dead", j.state)
       assert.truthy(j.last_error:find("timed out after 2s", 1, true), j.last_error)
       for i = 3, 4 do
-        assert.equal("completed", env:job(ids[i]).state)
+        local j = env:job(ids[i])
+        assert.equal("completed", j.state, j.last_error)
         assert.equal(1, count(file, "start " .. i))
         assert.equal(1, count(file, "end " .. i))
       end

@@ -28,6 +28,8 @@
 #include "worker/worker_int.h"
 
 #define THREADS_KEY "jobrunner.threads"  /* registry: thread -> task */
+#define CANNOT_WAIT "jobrunner: cannot wait here (inside a metamethod or " \
+                    "a C function's callback)"
 
 static worker *the_worker;      /* one per process */
 
@@ -148,6 +150,8 @@ static int
 wait_k(lua_State *L, int status, lua_KContext ctx)
 {
     (void)status;
+    if (lua_gettop(L) - (int)ctx == 1 && jr_coown_is_mark(L, -1))
+        return luaL_error(L, "%s", CANNOT_WAIT);
     return lua_gettop(L) - (int)ctx;    /* what the wake pushed */
 }
 
@@ -165,8 +169,7 @@ jr_task_wait(lua_State *L, jr_task *t, jr_task_cancel_fn cancel, void *op)
         t->cancel = NULL;
         if (cancel != NULL)
             cancel(op);
-        return luaL_error(L, "jobrunner: cannot wait here (inside a "
-                          "metamethod or a C function's callback)");
+        return luaL_error(L, "%s", CANNOT_WAIT);
     }
     t->waiting = 1;
     if (L == t->L)

@@ -14,13 +14,19 @@
 
 static char wait_mark;          /* its address: the mark, a light userdata */
 
-/* resume yield WAIT -> the worker's coroutine.resume */
+/* resume yield isyieldable unwait WAIT -> the worker's coroutine.resume;
+ * a thread that cannot yield the mark on (inside a C function's callback)
+ * drops the wait and gives the mark back: the wait raises */
 static const char through[] =
-    "local resume, yield, WAIT = ...\n"
+    "local resume, yield, isyieldable, unwait, WAIT = ...\n"
     "local select = select\n"
     "local function through(co, ok, ...)\n"
     "  if ok and select('#', ...) == 1 and ... == WAIT then\n"
-    "    return through(co, resume(co, yield(WAIT)))\n"
+    "    if isyieldable() then\n"
+    "      return through(co, resume(co, yield(WAIT)))\n"
+    "    end\n"
+    "    unwait()\n"
+    "    return through(co, resume(co, WAIT))\n"
     "  end\n"
     "  return ok, ...\n"
     "end\n"
@@ -82,6 +88,27 @@ co_wrap(lua_State *L)
     return 1;
 }
 
+/* Drops the wait of the task being resumed, which a coroutine it
+ * resumed began and cannot wait for. */
+static int
+co_unwait(lua_State *L)
+{
+    jr_task *t = jr_task_of(L, "wait");
+
+    if (t->cancel != NULL)
+        t->cancel(t->op);
+    t->cancel = NULL;
+    t->op = NULL;
+    t->waiting = 0;
+    return 0;
+}
+
+int
+jr_coown_is_mark(lua_State *L, int idx)
+{
+    return lua_touserdata(L, idx) == &wait_mark;
+}
+
 void
 jr_coown_push_mark(lua_State *L)
 {
@@ -100,9 +127,11 @@ jr_coown_open(lua_State *L, jr_err *err)
     lua_getglobal(L, "coroutine");                   /* f co */
     lua_getfield(L, -1, "resume");                   /* f co r */
     lua_getfield(L, -2, "yield");                    /* f co r y */
-    jr_coown_push_mark(L);                           /* f co r y W */
-    lua_remove(L, -4);                               /* f r y W */
-    if (jr_script_pcall(L, 3, 1, err) < 0)           /* resume */
+    lua_getfield(L, -3, "isyieldable");              /* f co r y i */
+    lua_pushcfunction(L, co_unwait);                 /* f co r y i u */
+    jr_coown_push_mark(L);                           /* f co r y i u W */
+    lua_remove(L, -6);                               /* f r y i u W */
+    if (jr_script_pcall(L, 5, 1, err) < 0)           /* resume */
         return -1;
     lua_getglobal(L, "coroutine");                   /* resume co */
     lua_pushvalue(L, -2);                            /* resume co resume */

@@ -220,9 +220,11 @@ int  jr_wait_plain(worker *w, lua_State *L, jr_task *t, const char *fn);
 
 /* coown.c: coroutine.resume and coroutine.wrap that pass a wait's mark
  * on (0, or -1 with err set); the mark, which a wait in a coroutine the
- * handler made yields. */
+ * handler made yields, and which resumes it when a thread on the way
+ * cannot yield (the wait then raises). */
 int  jr_coown_open(lua_State *L, jr_err *err);
 void jr_coown_push_mark(lua_State *L);
+int  jr_coown_is_mark(lua_State *L, int idx);
 
 /* whttp.c, wexec.c: their functions into the module table on top. */
 int  jr_whttp_open(worker *w, lua_State *L, jr_err *err);
