@@ -69,11 +69,18 @@ jr_script_xpcall(lua_State *L, int nargs, int nres)
 
 #define BUDGET_STEP 10000       /* instructions between hook calls */
 
-/* What the running call may still use. One per jr_script_run level; the
- * state's extra space points at the innermost, so nested runs restore the
- * outer one when they return. A coroutine bound by jr_script_bind points
- * at its job's (luabridge.h). */
+/* What the running call may still use. One per jr_script_run level, on
+ * its C stack: running points at the innermost, and nested runs restore
+ * the outer one when they return. A thread's extra space holds only the
+ * limit jr_script_bind gave it (a job's, which outlives its runs), else
+ * NULL: lua_newthread copies the main thread's extra space into every
+ * thread, also into a coroutine made while a run's limit was there, which
+ * would keep it past the run. A thread bound to none (the main thread, a
+ * coroutine the Lua code made) runs under the limit of the run or the
+ * bound coroutine's resume in progress, which is what resumed it. */
 typedef jr_script_limit limit;
+
+static __thread limit *running;         /* the innermost run's, or NULL */
 
 /* "1s", "0.5s": the way %g prints, which lua_pushfstring lacks. */
 static const char *
@@ -107,16 +114,15 @@ limit_slot(lua_State *L)
 static void
 limit_hook(lua_State *L, lua_Debug *ar)
 {
-    limit *lim = *limit_slot(L);
+    limit *lim = *limit_slot(L) != NULL ? *limit_slot(L) : running;
     char where[256] = "";
     const char *stop = NULL;
 
-    if (lim == NULL) {          /* an interrupt that came after the call */
-        lua_sethook(L, NULL, 0, 0);
-        return;
-    }
     if (lua_gethookcount(L) != BUDGET_STEP)     /* after an interrupt */
         lua_sethook(L, limit_hook, LUA_MASKCOUNT, BUDGET_STEP);
+    if (lim == NULL)            /* Lua that C called outside any run; the
+                                   hook stays for a coroutine's next run */
+        return;
     if (lim->budget > 0)
         lim->left -= BUDGET_STEP;
     if (check_fn != NULL)
@@ -142,21 +148,21 @@ int
 jr_script_xrun(lua_State *L, int nargs, int nres, long budget,
                double timeout)
 {
-    limit lim = {budget, budget, 0, timeout, NULL}, *outer = *limit_slot(L);
+    limit lim = {budget, budget, 0, timeout, NULL}, *outer = running;
     lua_Hook oldhook = lua_gethook(L);
     int oldmask = lua_gethookmask(L), oldcount = lua_gethookcount(L);
     int rc;
 
     if (timeout > 0)
         lim.deadline = jr_mono() + timeout;
-    *limit_slot(L) = &lim;
+    running = &lim;
     if (budget > 0 || timeout > 0 || check_fn != NULL)
         lua_sethook(L, limit_hook, LUA_MASKCOUNT, BUDGET_STEP);
     else
         lua_sethook(L, NULL, 0, 0);
     rc = jr_script_xpcall(L, nargs, nres);      /* r1..rn | e */
     lua_sethook(L, oldhook, oldmask, oldcount);
-    *limit_slot(L) = outer;
+    running = outer;
     if (rc == LUA_OK && timeout > 0 && jr_mono() > lim.deadline)
         rc = JR_SCRIPT_LATE;    /* finished, but past its deadline */
     return rc;
@@ -176,7 +182,13 @@ jr_script_bind(lua_State *co, jr_script_limit *lim)
 int
 jr_script_resume(lua_State *co, lua_State *from, int nargs, int *nres)
 {
-    int rc = lua_resume(co, from, nargs, nres);
+    limit *outer = running;
+    int rc;
+
+    if (*limit_slot(co) != NULL)
+        running = *limit_slot(co);  /* for the coroutines co resumes */
+    rc = lua_resume(co, from, nargs, nres);
+    running = outer;
 
     if (rc != LUA_OK && rc != LUA_YIELD &&
         luaL_testudata(co, -1, JR_SIGNAL_MT) == NULL) {
@@ -294,8 +306,10 @@ panic(lua_State *L)
 static lua_State *
 new_state(lua_State *L, const char *scripts_dir, jr_err *err)
 {
-    if (L != NULL)
+    if (L != NULL) {
         lua_atpanic(L, panic);
+        *limit_slot(L) = NULL;  /* copied into every new thread */
+    }
     if (L == NULL) {
         jr_fail(err, JR_ENOMEM, "cannot create a Lua state: out of memory");
         return NULL;

@@ -1,7 +1,8 @@
 /* luabridge.h - every entry from C into Lua: states, protected calls with
  * a traceback, instruction budgets and timeouts (one count hook), the job
- * table handlers see. Owns the limit of the call that runs, in each
- * state's extra space. Uses err.h, job.h. The functions keep the
+ * table handlers see. Owns the limit of the call that runs (the
+ * innermost's, per C thread) and a bound coroutine's, in its extra
+ * space. Uses err.h, job.h. The functions keep the
  * jr_script_ names they had in script.h, which includes this header. */
 #ifndef JR_LUABRIDGE_H
 #define JR_LUABRIDGE_H
@@ -78,8 +79,10 @@ typedef struct jr_script_limit {
 } jr_script_limit;
 
 /* Binds coroutine co to lim (borrowed, must outlive co's runs; NULL
- * unbinds): the count hook enforces lim in co whenever it runs, and the
- * check (jr_script_set_check) gets lim->owner. */
+ * unbinds): the count hook enforces lim in co whenever it runs, and in
+ * the coroutines bound to none that co resumes (jr_script_resume), and
+ * the check (jr_script_set_check) gets lim->owner. A coroutine bound to
+ * none runs under the limit of what resumed it. */
 void jr_script_bind(lua_State *co, jr_script_limit *lim);
 
 /* lua_resume for a coroutine: an error value other than a jobrunner signal

@@ -7,8 +7,9 @@
  * (jobrunner.sleep, jobrunner.all here; jobrunner.http in whttp.c,
  * jobrunner.exec in wexec.c) yield the coroutine with lua_yieldk and are
  * resumed from the loop; in a plain job (inflight 1) they run the loop
- * until their wait ends instead. Owns the coroutine jobs, their tasks and
- * the loop. Uses worker_int.h, jrlib.h, luabridge.h, json.h, retry.h. */
+ * until their wait ends instead (coplain.c). Owns the coroutine jobs,
+ * their tasks and the loop. Uses worker_int.h, jrlib.h, luabridge.h,
+ * json.h, retry.h. */
 #define _GNU_SOURCE
 #include <math.h>
 #include <signal.h>
@@ -27,6 +28,8 @@
 #include "worker/worker_int.h"
 
 #define THREADS_KEY "jobrunner.threads"  /* registry: thread -> task */
+#define CANNOT_WAIT "jobrunner: cannot wait here (inside a metamethod or " \
+                    "a C function's callback)"
 
 static worker *the_worker;      /* one per process */
 
@@ -56,9 +59,12 @@ task_new(cojob *cj)
         t = co->pool[--co->npool];
         memset(&t->on_end, 0, sizeof *t - offsetof(jr_task, on_end));
     } else {
-        if ((t = calloc(1, sizeof *t)) == NULL)
+        lua_State *th = lua_newthread(L);            /* th (may raise) */
+        if ((t = calloc(1, sizeof *t)) == NULL) {
+            lua_pop(L, 1);
             return NULL;
-        t->L = lua_newthread(L);                     /* th */
+        }
+        t->L = th;
         t->ref = luaL_ref(L, LUA_REGISTRYINDEX);     /* (nothing) */
         task_register(L, t);
     }
@@ -80,9 +86,9 @@ task_free(lua_State *L, jr_task *t)
         t->cancel(t->op);
     t->cancel = NULL;
     t->job = NULL;
+    jr_script_bind(t->L, NULL); /* a thread the handler kept stays none's */
     if (co->npool < JR_TASKS_KEPT && lua_status(t->L) == LUA_OK &&
         lua_gettop(t->L) == 0) {
-        jr_script_bind(t->L, NULL);
         co->pool[co->npool++] = t;
         return;
     }
@@ -116,12 +122,14 @@ jr_task_of(lua_State *L, const char *fn)
 
     if (t != NULL && t->job != NULL && !t->job->over)
         return t;
+    t = w->co->task;            /* a coroutine the handler made resumed */
+    if (t != NULL && t->job != NULL && !t->job->over)
+        return t;
     if (w->ctx.job != NULL) {   /* the plain job, on any of its threads */
         w->co->plain.L = L;
         return &w->co->plain;
     }
-    luaL_error(L, "jobrunner.%s: called outside a running job, or in a "
-               "coroutine the job did not start (use jobrunner.all)", fn);
+    luaL_error(L, "jobrunner.%s: called outside a running job", fn);
     return NULL;
 }
 
@@ -142,72 +150,36 @@ static int
 wait_k(lua_State *L, int status, lua_KContext ctx)
 {
     (void)status;
+    if (lua_gettop(L) - (int)ctx == 1 && jr_coown_is_mark(L, -1))
+        return luaL_error(L, "%s", CANNOT_WAIT);
     return lua_gettop(L) - (int)ctx;    /* what the wake pushed */
-}
-
-static void
-on_wake(evutil_socket_t fd, short what, void *arg)
-{
-    (void)fd;
-    (void)what;
-    (void)arg;                  /* the loop returns: the wait looks again */
-}
-
-/* The plain job's wait: runs the loop until the wait ends, the job's
- * deadline passes or its cancel comes. [-0, +n, v] */
-static int
-wait_plain(lua_State *L, jr_task *t, const char *fn)
-{
-    worker *w = the_worker;
-    double left;
-    struct timeval tv;
-
-    while (!t->woken) {
-        left = w->sync_deadline - jr_mono();
-        if (w->ctx.cancelled || jr_run_cancel_listed(w, w->ctx.job->id) ||
-            left <= 0) {
-            w->ctx.cancelled |= left > 0;
-            t->cancel(t->op);
-            t->cancel = NULL;
-            if (left > 0)
-                return luaL_error(L, "job %lld cancelled",
-                                  (long long)w->ctx.job->id);
-            return luaL_error(L, "jobrunner.%s: timed out after %gs (the "
-                              "job's timeout)", fn, w->sync_timeout);
-        }
-        tv.tv_sec = (long)left;
-        tv.tv_usec = (long)((left - (double)tv.tv_sec) * 1e6);
-        evtimer_add(w->co->wake, &tv);
-        /* the master's frames (a cancel, prefetched jobs) are read into
-         * w->in as they come, for the cancel check and the frame loop */
-        if (jr_co_loop(w))
-            jr_run_read(w);
-    }
-    evtimer_del(w->co->wake);
-    t->cancel = NULL;
-    return t->nres;
 }
 
 int
 jr_task_wait(lua_State *L, jr_task *t, jr_task_cancel_fn cancel, void *op)
 {
+    int top = lua_gettop(L);
+
     t->cancel = cancel;
     t->op = op;
     t->woken = 0;
     if (t->job == NULL)
-        return wait_plain(L, t, "wait");
-    if (!lua_isyieldable(L)) {
+        return jr_wait_plain(the_worker, L, t, "wait");
+    if (!lua_isyieldable(L) || !lua_isyieldable(t->L)) {
         t->cancel = NULL;
-        cancel(op);
-        return luaL_error(L, "jobrunner: cannot wait here (inside a "
-                          "metamethod or a C function's callback)");
+        if (cancel != NULL)
+            cancel(op);
+        return luaL_error(L, "%s", CANNOT_WAIT);
     }
     t->waiting = 1;
-    return lua_yieldk(L, 0, lua_gettop(L), wait_k);
+    if (L == t->L)
+        return lua_yieldk(L, 0, top, wait_k);
+    jr_coown_push_mark(L);      /* a coroutine the handler made: its
+                                   resumers pass the mark on to t's */
+    return lua_yieldk(L, 1, top, wait_k);
 }
 
 static void resume(jr_task *t, int nargs);
-static jr_task *task_new(cojob *cj);
 static void finish(cojob *cj, int rc);
 
 jr_task *
@@ -229,16 +201,11 @@ jr_task_run(jr_task *t, int nargs)
     resume(t, nargs);
 }
 
-
-
-
-
 void
 jr_task_end_job(jr_task *t)
 {
     finish(t->job, -1);
 }
-
 
 void
 jr_task_wake(jr_task *t, int nres)
@@ -478,6 +445,7 @@ resume(jr_task *t, int nargs)
     double outer_start = w->share ? w->share->started : 0;
     lua_State *outer_L = jr_block_resumed(t->L);
     cojob *outer_job = co->current;
+    jr_task *outer_task = co->task;
     int rc, nres = 0, enforce = w->mem.enforce;
 
     if (cj->over) {
@@ -485,6 +453,8 @@ resume(jr_task *t, int nargs)
         return;
     }
     t->waiting = 0;
+    /* the loop's clock, which timers start from: a long run made it late */
+    event_base_update_cache_time(w->base);
     share_running(w, cj->j->id, cj->started);
     if (co->depth++ == 0) {
         jr_block_arm(1);        /* a no-op while armed */
@@ -492,8 +462,10 @@ resume(jr_task *t, int nargs)
     }
     w->mem.enforce = 1;
     co->current = cj;
+    co->task = t;
     rc = jr_script_resume(t->L, w->L, nargs, &nres);
     co->current = outer_job;
+    co->task = outer_task;
     w->mem.enforce = enforce;
     jr_block_resumed(outer_L);
     if (--co->depth == 0)
@@ -734,8 +706,7 @@ jr_co_open(worker *w, jr_err *err)
 
     the_worker = w;
     if ((w->co = calloc(1, sizeof *w->co)) == NULL ||
-        (w->base = event_base_new()) == NULL ||
-        (w->co->wake = evtimer_new(w->base, on_wake, NULL)) == NULL)
+        (w->base = event_base_new()) == NULL)
         return jr_fail(err, JR_ENOMEM, "worker: cannot make its loop");
     w->co->plain.ref = LUA_NOREF;
     w->co->any = -1;
@@ -748,7 +719,7 @@ jr_co_open(worker *w, jr_err *err)
     lua_getfield(L, -1, "jobrunner");                /* p loaded M */
     jr_coall_open(L);
     jr_wexec_open(L, w->share);
-    if (jr_whttp_open(w, L, err) < 0) {
+    if (jr_whttp_open(w, L, err) < 0 || jr_coown_open(L, err) < 0) {
         lua_pop(L, 3);
         return -1;
     }

@@ -165,9 +165,9 @@ all_plain(lua_State *L, int n)
 static int
 co_all(lua_State *L)
 {
-    jr_task *t = jr_task_of(L, "all"), *b;
+    jr_task *t = jr_task_of(L, "all"), **bs;
     allop *a;
-    int n, i;
+    int n, i, ref;
 
     luaL_checktype(L, 1, LUA_TTABLE);
     n = (int)luaL_len(L, 1);
@@ -176,29 +176,37 @@ co_all(lua_State *L)
                       "must be a list of functions");
         lua_pop(L, 1);
     }
-    if (t->job == NULL || !lua_isyieldable(L))
-        return all_plain(L, n);
-    if ((a = calloc(1, sizeof *a)) == NULL)
+    if (t->job == NULL || !lua_isyieldable(L) || !lua_isyieldable(t->L))
+        return all_plain(L, n); /* (the last two: its waits will say) */
+    /* everything that may fail (a Lua allocation raises) before the first
+     * branch starts: a started branch uses a until it ends; an unstarted
+     * one is an idle thread of the job until the job ends */
+    bs = lua_newuserdatauv(L, (size_t)n * sizeof *bs + 1, 0);
+    for (i = 1; i <= n; i++) {
+        if ((bs[i - 1] = jr_task_branch(t, branch_done, NULL, i)) == NULL)
+            return luaL_error(L, "jobrunner.all: out of memory");
+        lua_geti(L, 1, i);
+        lua_xmove(L, bs[i - 1]->L, 1);
+    }
+    lua_createtable(L, n, 0);
+    ref = luaL_ref(L, LUA_REGISTRYINDEX);
+    if ((a = calloc(1, sizeof *a)) == NULL) {
+        luaL_unref(L, LUA_REGISTRYINDEX, ref);
         return luaL_error(L, "jobrunner.all: out of memory");
+    }
     lua_rawgeti(L, LUA_REGISTRYINDEX, LUA_RIDX_MAINTHREAD);
     a->main = lua_tothread(L, -1);
     lua_pop(L, 1);
     a->t = t;
     a->left = n;
-    lua_createtable(L, n, 0);
-    a->ref = luaL_ref(L, LUA_REGISTRYINDEX);
+    a->ref = ref;
     for (i = 1; i <= n && !t->job->over; i++) {
-        if ((b = jr_task_branch(t, branch_done, a, i)) == NULL) {
-            all_cancel(a);
-            return luaL_error(L, "jobrunner.all: out of memory");
-        }
-        lua_geti(L, 1, i);
-        lua_xmove(L, b->L, 1);
-        jr_task_run(b, 0);
+        bs[i - 1]->end_arg = a;
+        jr_task_run(bs[i - 1], 0);
     }
     if (t->job->over) {         /* a branch ended the job */
         all_cancel(a);
-        return lua_yield(L, 0);
+        return jr_task_wait(L, t, NULL, NULL);  /* for good */
     }
     if (a->left == 0) {
         lua_rawgeti(L, LUA_REGISTRYINDEX, a->ref);

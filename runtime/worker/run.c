@@ -378,7 +378,12 @@ outcome(worker *w, const jr_job *j, int rc, double timeout, jr_result *res)
                  w->set.memory_limit >> 20);
         jr_run_failed(w, j, res);
         w->recycle = 1;
-    } else if (rc == JR_SCRIPT_LATE) {
+    } else if (rc == JR_SCRIPT_LATE ||
+               (w->sync_late && rc != LUA_OK &&
+                jr_jrlib_signal(L, -1) == NULL)) {
+        /* also a wait's timeout, however the handler took its error */
+        if (rc != JR_SCRIPT_LATE)
+            lua_pop(L, 1);
         snprintf(w->err, sizeof w->err, "timed out after %gs", timeout);
         jr_run_failed(w, j, res);
     } else if (rc == LUA_OK) {
@@ -433,6 +438,7 @@ jr_run_job(worker *w, const jr_job *j, jr_result *res)
     t0 = jr_mono();
     w->sync_deadline = t0 + timeout;
     w->sync_timeout = timeout;
+    w->sync_late = 0;
     /* no instruction budget: the timeout is the handler's limit */
     rc = jr_script_xrun(L, 1, 1, 0, timeout);        /* t r | t e */
     t0 = jr_mono() - t0;
@@ -466,28 +472,25 @@ jr_run_refuse(worker *w, jr_job *j, int kind, const char *why)
     free(j);
 }
 
-/* Pushes job j's handle function and job table (with its payload) on w->L,
- * or fills *why and returns -1. [-0, +(2|0), -] */
+/* Pushes job j's handle function and job table (with its payload, batch
+ * and parents) on w->L, or fills *why and returns -1. [-0, +(2|0), -] */
 int
 jr_run_push_call(worker *w, const jr_job *j, const jr_handler *info,
                  char *why, size_t size)
 {
     lua_State *L = w->L;
     int top = lua_gettop(L);
-    char bad[200];
 
     jr_scripts_push(L, &w->scripts, j->name);        /* t */
     lua_getfield(L, -1, "handle");                   /* t f */
     lua_remove(L, -2);                               /* f */
     jr_script_push_job(L, j, jr_retry_max(j, info->max_retries,
                                           w->set.max_retries)); /* f job */
-    if (jr_json_decode_safe(L, j->payload, j->payload_len, bad,
-                            sizeof bad) < 0) {       /* f job */
-        snprintf(why, size, "payload cannot be decoded: %s", bad);
+    if (set_payload(w, j) < 0) {    /* and job.batch, job.parents */
+        snprintf(why, size, "%s", w->err);
         lua_settop(L, top);
         return -1;
-    }                                                /* f job payload */
-    lua_setfield(L, -2, "payload");                  /* f job */
+    }
     return 0;
 }
 

@@ -337,8 +337,8 @@ opt_num(lua_State *L, const char *key, double dflt, double lo, double hi)
     if (!lua_isnil(L, -1)) {
         if (lua_type(L, -1) != LUA_TNUMBER ||
             !((v = lua_tonumber(L, -1)) >= lo && v <= hi))
-            luaL_error(L, "jobrunner.http: '%s' must be a number from %g "
-                       "to %g", key, lo, hi);
+            luaL_error(L, "jobrunner.http: '%s' must be a number from %f "
+                       "to %f", key, lo, hi);
     }
     lua_pop(L, 1);
     return v;

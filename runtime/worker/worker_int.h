@@ -8,6 +8,8 @@
  *             coroutine on the worker's libevent loop; the waits they
  *             yield on (tasks)
  *   coall.c   jobrunner.sleep and jobrunner.all
+ *   coown.c   the handler's own coroutines: their waits pass through
+ *   coplain.c the waits of a plain job (inflight 1), on the loop
  *   block.c   the warning of a blocking call between two yields
  *   whttp.c   jobrunner.http: libcurl's multi-socket interface on the loop
  *   wexec.c   jobrunner.exec: a child process, its pipes on the loop
@@ -54,6 +56,7 @@ typedef struct worker {
     int         fd_ready;       /* it fired */
     double      sync_deadline;  /* the plain job's deadline (mono), or 0 */
     double      sync_timeout;   /* and its timeout, seconds */
+    int         sync_late;      /* a wait of it saw its deadline pass */
     struct jr_co   *co;         /* co.c's */
     struct jr_http *http;       /* whttp.c's */
 } worker;
@@ -110,6 +113,7 @@ typedef struct jr_co {           /* co.c's state, w->co */
     struct event *wake;         /* the plain wait's deadline */
     int           depth;        /* resumes in progress */
     cojob        *current;      /* the job being resumed, or NULL */
+    jr_task      *task;         /* and its task */
     jr_task      *pool[JR_TASKS_KEPT];/* tasks whose thread may run again */
     int           npool;
     cojob        *kept;         /* ended jobs kept for the next ones */
@@ -132,7 +136,7 @@ int  jr_run_cancel_listed(worker *w, int64_t id);
  * and jobrunner.progress() hooks, before the libraries open. */
 void jr_run_hooks(worker *w);
 /* For a coroutine job: pushes job j's handle function and job table
- * (with its payload) on w->L, or fills why and returns -1. The other:
+ * (with its payload, batch and parents, as a plain job's) on w->L, or fills why and returns -1. The other:
  * queues the result of a job that cannot start (kind, why); takes j. */
 int  jr_run_push_call(worker *w, const jr_job *j, const jr_handler *info,
                       char *why, size_t size);
@@ -171,13 +175,15 @@ void jr_co_cancel(worker *w, int64_t id);   /* a coroutine job's cancel */
 /* The count hook's check for a coroutine job (owner). */
 const char *jr_co_check(worker *w, void *owner, lua_State *L);
 
-/* The task L runs in, or raises "jobrunner.<fn>: ..." when L is no job's.
- * [-0, +0, v] */
+/* The task L runs in (for a coroutine the handler made, the task being
+ * resumed, which resumed it), or raises "jobrunner.<fn>: ..." when L is
+ * no job's. [-0, +0, v] */
 jr_task *jr_task_of(lua_State *L, const char *fn);
 struct event_base *jr_task_base(const jr_task *t);
 /* Waits: returns what the C function on L returns (it yields, or for the
  * plain job runs the loop until jr_task_wake). cancel(op) frees the wait
- * if the task ends first (timeout, cancel). [-0, +n, v] */
+ * if the task ends first (timeout, cancel); NULL: nothing to free (the
+ * job ended: the task yields for good). [-0, +n, v] */
 int  jr_task_wait(lua_State *L, jr_task *t, jr_task_cancel_fn cancel,
                   void *op);
 /* The wait ended: its nres results are pushed on jr_task_thread(t). */
@@ -207,6 +213,19 @@ void jr_block_check(cojob *cj, lua_State *L);
 
 /* coall.c: jobrunner.sleep and jobrunner.all into the module on top. */
 void jr_coall_open(lua_State *L);
+
+/* coplain.c: the plain job's wait of task t (jr_task_wait's part): runs
+ * the loop until jr_task_wake, the job's deadline (w->sync_late set) or
+ * its cancel; what the C function on L returns. [-0, +n, v] */
+int  jr_wait_plain(worker *w, lua_State *L, jr_task *t, const char *fn);
+
+/* coown.c: coroutine.resume and coroutine.wrap that pass a wait's mark
+ * on (0, or -1 with err set); the mark, which a wait in a coroutine the
+ * handler made yields, and which resumes it when a thread on the way
+ * cannot yield (the wait then raises). */
+int  jr_coown_open(lua_State *L, jr_err *err);
+void jr_coown_push_mark(lua_State *L);
+int  jr_coown_is_mark(lua_State *L, int idx);
 
 /* whttp.c, wexec.c: their functions into the module table on top. */
 int  jr_whttp_open(worker *w, lua_State *L, jr_err *err);
