@@ -87,6 +87,36 @@ for _, backend in ipairs(jr.backends()) do
       assert.matches("job " .. (kept + 1000) .. ": no such job", err, 1, true)
     end)
 
+    it("says completed for a deleted job whose success a child or its batch recorded", function()
+      env:script("five", "return function() return 5 end")
+      env:config('result_ttl = "1s"')
+      local function flow(json)
+        local path = env.dir .. "/flow.json"
+        local f = assert(io.open(path, "w"))
+        f:write(json)
+        f:close()
+        local out, err, code = env:cli("push-flow", path)
+        assert.equal(0, code, err)
+        local ids = {}
+        for ref, id in out:gmatch("(%w+) (%d+)") do ids[ref] = tonumber(id) end
+        return ids
+      end
+      -- the child and the batch's callback wait in a queue no runner serves
+      local a = flow('[{"ref": "a", "name": "five"},' ..
+        ' {"ref": "b", "name": "five", "after": ["a"], "queue": "later"}]')
+      local m = flow('{"jobs": [{"ref": "m", "name": "five"},' ..
+        ' {"ref": "n", "name": "five", "queue": "later"}],' ..
+        ' "batch": {"on_complete": "five", "queue": "later", "results": true}}')
+      env:start(nil, { args = { "--queues", "default" } })
+      -- kept 1 s for their results, then pruned (every 5 s)
+      jr.wait_for(function() return env:job(a.a) == nil and env:job(m.m) == nil end, 30,
+        "a and m pruned")
+      assert.equal(0, env:stop())
+      local out, err, code = env:cli("wait", tostring(a.a), tostring(m.m))
+      assert.equal(0, code, out .. err)
+      assert.equal(("%d completed 5\n%d completed 5\n"):format(a.a, m.m), out)
+    end)
+
     it("prints an error only for a job that ended failed, on its one line", function()
       -- a tab, a newline, an escape and a backslash in the error
       env:script("flaky", [[

@@ -23,13 +23,25 @@ static const pg_stmt st_watch = {S_WATCH, "jr_watch", 2,
     " AND result_ttl IS NULL"};
 
 /* one row per id asked, in the order asked (row r is the r-th id), with
- * the highest id given, read once */
+ * the highest id given, read once. A job whose row is gone may have left
+ * its success behind: as a batch's member, or as a parent for its
+ * children (written by the transaction that recorded it; a dead end
+ * there may have been retried since, a success is final) */
 static const pg_stmt st_outcomes = {S_OUTCOMES, "jr_outcomes", 1,
-    "SELECT u.id, j.state, j.result::text, j.last_error,"
+    "SELECT u.id, coalesce(j.state, m.state,"
+    "  (SELECT d.parent_state FROM {{schema}}.job_deps d"
+    "   WHERE d.parent_id = u.id AND d.parent_state = 'completed' LIMIT 1)),"
+    " CASE WHEN j.id IS NOT NULL THEN j.result::text"
+    "  WHEN m.state = 'completed' THEN m.result::text"
+    "  ELSE (SELECT d.parent_result::text FROM {{schema}}.job_deps d"
+    "   WHERE d.parent_id = u.id AND d.parent_state = 'completed' LIMIT 1)"
+    " END, j.last_error,"
     " (SELECT coalesce(pg_sequence_last_value("
     "  pg_get_serial_sequence('{{schema}}.jobs', 'id')), 0))"
     " FROM unnest($1::bigint[]) WITH ORDINALITY AS u(id, n)"
-    " LEFT JOIN {{schema}}.jobs j ON j.id = u.id ORDER BY u.n"};
+    " LEFT JOIN {{schema}}.jobs j ON j.id = u.id"
+    " LEFT JOIN {{schema}}.batch_jobs m ON j.id IS NULL AND m.job_id = u.id"
+    "  AND m.state = 'completed' ORDER BY u.n"};
 
 static char *
 dup_val(const PGresult *res, int r, int c, int *oom)

@@ -21,11 +21,23 @@ static const char *const sql_text[S_COUNT] = {
         " WHERE id IN (SELECT value FROM json_each(?1))"
         " AND state NOT IN ('completed', 'dead', 'cancelled')"
         " AND result_ttl IS NULL",
-    /* one row per id asked, in the order asked (row r is the r-th id) */
+    /* one row per id asked, in the order asked (row r is the r-th id); a
+     * job whose row is gone may have left its success behind: as a
+     * batch's member, or as a parent for its children (written by the
+     * transaction that recorded it; a dead end there may have been
+     * retried since, a success is final) */
     [S_OUTCOMES] =
-        "SELECT u.value, j.state, j.result, j.last_error"
+        "SELECT u.value, coalesce(j.state, m.state,"
+        "  (SELECT d.parent_state FROM job_deps d WHERE d.parent_id ="
+        "   u.value AND d.parent_state = 'completed' LIMIT 1)),"
+        " CASE WHEN j.id IS NOT NULL THEN j.result"
+        "  WHEN m.state = 'completed' THEN m.result"
+        "  ELSE (SELECT d.parent_result FROM job_deps d WHERE d.parent_id ="
+        "   u.value AND d.parent_state = 'completed' LIMIT 1) END,"
+        " j.last_error"
         " FROM json_each(?1) AS u LEFT JOIN jobs j ON j.id = u.value"
-        " ORDER BY u.key",
+        " LEFT JOIN batch_jobs m ON j.id IS NULL AND m.job_id = u.value"
+        "  AND m.state = 'completed' ORDER BY u.key",
     [S_LAST_ID] =
         "SELECT coalesce((SELECT seq FROM sqlite_sequence"
         " WHERE name = 'jobs'), 0)",

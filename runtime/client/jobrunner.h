@@ -459,7 +459,9 @@ typedef struct jr_client_outcome {
                                    known (a plain success deleted before
                                    the wait began, a job pruned by
                                    retention or purged, on PostgreSQL a
-                                   push rolled back); not ended: "queued",
+                                   push rolled back; one whose success a
+                                   child or its batch recorded is
+                                   "completed"); not ended: "queued",
                                    "running" (or another state) */
     const char *result;         /* what its handler returned, as JSON text;
                                    NULL: nothing */
