@@ -462,7 +462,9 @@ typedef struct jr_client_outcome {
                                    push rolled back; one whose success a
                                    child or its batch recorded is
                                    "completed"); not ended: "queued",
-                                   "running" (or another state) */
+                                   "running" (or another state);
+                                   "unknown": never read (a failure
+                                   before the first read) */
     const char *result;         /* what its handler returned, as JSON text;
                                    NULL: nothing */
     const char *error;          /* dead or cancelled: why; else NULL (a
