@@ -2,9 +2,11 @@
 -- results_spec: a job whose row is gone (a plain success, a dead job
 -- purged, a cancelled one pruned, a push rolled back) is "gone", exit 6,
 -- never completed; an error is printed only for a job that ended failed,
--- and stays on its one line (plain: escaped; --json: valid JSON); on
--- PostgreSQL a wait whose connections are terminated opens them again
--- and sees the end, and one that cannot gives up with exit 7.
+-- and stays on its one line (plain: escaped; --json: valid JSON); a gone
+-- job whose success a child or its batch recorded is completed; on
+-- PostgreSQL a wait whose connections are terminated (or closed by its
+-- role's idle_session_timeout) opens them again and sees the end, even
+-- one it missed meanwhile, and one that cannot gives up with exit 7.
 local jr = require "jr"
 local cjson = require "cjson"
 
@@ -190,26 +192,56 @@ for _, backend in ipairs(jr.backends()) do
         assert.equal(0, env:stop())
       end)
 
-      it("sees an end it missed while its connections were down", function()
-        env:script("r", "return function() return 5 end")
-        local id = env:push("r", "{}")
-        -- a role of its own, whose logins can be refused
+      -- Runs fn(as_role) with a role of its own on env's schema, whose
+      -- logins can be refused; as_role(true) makes the config use it,
+      -- as_role(false) the cluster's owner again. Drops the role after.
+      local function with_role(env, fn)
         local role = ("jrw_%d"):format(math.random(1, 1e9))
         env:exec(("CREATE ROLE %s LOGIN; GRANT USAGE ON SCHEMA %s TO %s;" ..
           " GRANT SELECT, UPDATE ON ALL TABLES IN SCHEMA %s TO %s;" ..
           " GRANT SELECT ON ALL SEQUENCES IN SCHEMA %s TO %s"):format(role, env.schema,
           role, env.schema, role, env.schema, role))
-        local ok, e = pcall(function()
-          env.url = jr.pg_url:gsub("user=postgres", "user=" .. role)
+        local ok, e = pcall(fn, role, function(on)
+          env.url = on and jr.pg_url:gsub("user=postgres", "user=" .. role) or jr.pg_url
           env:config("")
+        end)
+        env.url = jr.pg_url
+        env:config("")
+        env:exec(("DROP OWNED BY %s; DROP ROLE %s"):format(role, role))
+        assert(ok, e)
+      end
+
+      it("waits on through its role's idle_session_timeout", function()
+        env:script("r", "return function() return 3 end")
+        local id = env:push("r", "{}")
+        with_role(env, function(role, as_role)
+          env:exec(("ALTER ROLE %s SET idle_session_timeout = '1s'"):format(role))
+          as_role(true)
+          local read = wait_bg(env, tostring(id), "--timeout", "120")
+          jr.wait_for(function() return #env:query(wait_backends(env)) >= 1 end, 30,
+            "the wait's LISTEN or read")
+          jr.sleep(3)           -- its idle connections closed, more than once
+          as_role(false)
+          env:start()
+          local out, err, code = read()
+          assert.equal(0, code, out .. err)
+          assert.equal(id .. " completed 3\n", out)
+          assert.equal(0, env:stop())
+        end)
+      end)
+
+      it("sees an end it missed while its connections were down", function()
+        env:script("r", "return function() return 5 end")
+        local id = env:push("r", "{}")
+        with_role(env, function(role, as_role)
+          as_role(true)
           local read = wait_bg(env, tostring(id), "--timeout", "120")
           jr.wait_for(function() return #env:query(wait_backends(env)) >= 2 end, 30,
             "the wait's LISTEN and read")
           env:exec(("ALTER ROLE %s NOLOGIN; SELECT pg_terminate_backend(pid) FROM (%s) w")
             :format(role, wait_backends(env)))
           -- the job ends while the wait cannot connect
-          env.url = jr.pg_url
-          env:config("")
+          as_role(false)
           env:start()
           env:wait_state(id, "completed", 30)
           assert.equal(0, env:stop())
@@ -219,8 +251,7 @@ for _, backend in ipairs(jr.backends()) do
           assert.equal(id .. " completed 5\n", out)
           -- refused until the timeout: a give-up, exit 7
           local other = env:push("r", "{}")
-          env.url = jr.pg_url:gsub("user=postgres", "user=" .. role)
-          env:config("")
+          as_role(true)
           read = wait_bg(env, tostring(other), "--timeout", "10")
           jr.wait_for(function() return #env:query(wait_backends(env)) >= 2 end, 30,
             "the wait's LISTEN and read")
@@ -231,10 +262,6 @@ for _, backend in ipairs(jr.backends()) do
           assert.equal("", out)
           assert.matches("could not be read again", err, 1, true)
         end)
-        env.url = jr.pg_url
-        env:config("")
-        env:exec(("DROP OWNED BY %s; DROP ROLE %s"):format(role, role))
-        assert(ok, e)
       end)
     end
   end)
