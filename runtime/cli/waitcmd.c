@@ -93,8 +93,8 @@ wait_ids(jr_client *client, const int64_t *ids, int n, double timeout,
     if (rc != JR_CLIENT_OK && rc != JR_CLIENT_ETIMEOUT) {
         free(out);
         if (rc == JR_CLIENT_ENOTFOUND || rc == JR_CLIENT_ELOST) {
-            fprintf(stderr, "jobrunner: wait: %s\n",
-                    jr_client_errmsg(client));
+            fprintf(stderr, "jobrunner: %s%s\n", rc == JR_CLIENT_ENOTFOUND ?
+                    "wait: " : "", jr_client_errmsg(client));
             return rc == JR_CLIENT_ELOST ? EXIT_LOST : JR_EXIT_NOTFOUND;
         }
         return jr_cmd_client_fail(client);
