@@ -446,10 +446,13 @@ typedef struct jr_backend_ops {
     /* With keep > 0, first sets result_ttl = keep on the jobs of
      * ids[0..n) that have not ended and have none, so that a success
      * keeps them completed (committed before the read). Then fills
-     * out[i] with where ids[i] stands, and *last with the highest id ever
-     * given: a job not found at or below it ended and was deleted (a
-     * plain success, or pruned), above it was never pushed. Returns 0;
-     * on -1 out holds nothing to free. */
+     * out[i] with where ids[i] stands (completed, with its result, when
+     * its row is gone but a batch's member or a child's parent recorded
+     * its success; state -1 when nothing says), and *last with the
+     * highest id ever given: a job not found at or below it ended and was
+     * deleted (a plain success, pruned or purged) or, on PostgreSQL, its
+     * push rolled back; above it was never pushed. Returns 0; on -1 out
+     * holds nothing to free. */
     int  (*outcomes)(jr_backend *b, const int64_t *ids, int n, double keep,
                      jr_outcome *out, int64_t *last, jr_err *err);
     /* A descriptor that becomes readable when a job may have ended (kept

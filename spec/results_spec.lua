@@ -56,11 +56,12 @@ for _, backend in ipairs(jr.backends()) do
       assert.same({ a = 1, b = { "x", 2.5 }, c = { d = true } }, t.result)
       assert.equal("completed", t.state)
       assert.is_string(t.keep_until)
-      -- nothing returned: a plain success, deleted (wait says completed)
+      -- nothing returned: a plain success, deleted before anyone waited
+      -- (nothing tells it from a job pruned or purged: gone, exit 6)
       jr.wait_for(function() return env:job(ids.none) == nil end, 20, "none deleted")
       out, err, code = env:cli("wait", tostring(ids.none))
-      assert.equal(0, code, err)
-      assert.equal(ids.none .. " completed -\n", out)
+      assert.equal(6, code, err)
+      assert.equal(ids.none .. " gone -\n", out)
       -- the Lua client: show gives the JSON text, wait the decoded value
       local c = jr.client(env)
       local j = assert(c:show(ids.table))
@@ -218,10 +219,11 @@ for _, backend in ipairs(jr.backends()) do
       local b = env:push("r", '{"k":"none"}', "--result-ttl", "1h")
       local n = env:push("r", '{"k":"none"}')
       env:start()
-      assert.equal(0, select(3, env:cli("wait", tostring(a), tostring(b), tostring(n))))
+      assert.equal(0, select(3, env:cli("wait", tostring(a), tostring(b))))
       assert.equal("completed", env:job(a).state)
       assert.equal("completed", env:job(b).state)    -- its own result_ttl
-      assert.is_nil(env:job(n))                       -- a plain success
+      -- a plain success nobody waited on
+      jr.wait_for(function() return env:job(n) == nil end, 20, "plain success deleted")
       -- the pruner (every 5 s) removes a after its 2 s, never b
       jr.wait_for(function() return env:job(a) == nil end, 20, "result pruned")
       assert.equal("completed", env:job(b).state)

@@ -22,13 +22,26 @@ static const pg_stmt st_watch = {S_WATCH, "jr_watch", 2,
     " AND state NOT IN ('completed', 'dead', 'cancelled')"
     " AND result_ttl IS NULL"};
 
-/* one row per id asked, with the highest id given */
+/* one row per id asked, in the order asked (row r is the r-th id), with
+ * the highest id given, read once. A job whose row is gone may have left
+ * its success behind: as a batch's member, or as a parent for its
+ * children (written by the transaction that recorded it; a dead end
+ * there may have been retried since, a success is final) */
 static const pg_stmt st_outcomes = {S_OUTCOMES, "jr_outcomes", 1,
-    "SELECT u.id, j.state, j.result::text, j.last_error,"
-    " coalesce(pg_sequence_last_value("
-    "  pg_get_serial_sequence('{{schema}}.jobs', 'id')), 0)"
-    " FROM unnest($1::bigint[]) AS u(id)"
-    " LEFT JOIN {{schema}}.jobs j ON j.id = u.id"};
+    "SELECT u.id, coalesce(j.state, m.state,"
+    "  (SELECT d.parent_state FROM {{schema}}.job_deps d"
+    "   WHERE d.parent_id = u.id AND d.parent_state = 'completed' LIMIT 1)),"
+    " CASE WHEN j.id IS NOT NULL THEN j.result::text"
+    "  WHEN m.state = 'completed' THEN m.result::text"
+    "  ELSE (SELECT d.parent_result::text FROM {{schema}}.job_deps d"
+    "   WHERE d.parent_id = u.id AND d.parent_state = 'completed' LIMIT 1)"
+    " END, j.last_error,"
+    " (SELECT coalesce(pg_sequence_last_value("
+    "  pg_get_serial_sequence('{{schema}}.jobs', 'id')), 0))"
+    " FROM unnest($1::bigint[]) WITH ORDINALITY AS u(id, n)"
+    " LEFT JOIN {{schema}}.jobs j ON j.id = u.id"
+    " LEFT JOIN {{schema}}.batch_jobs m ON j.id IS NULL AND m.job_id = u.id"
+    "  AND m.state = 'completed' ORDER BY u.n"};
 
 static char *
 dup_val(const PGresult *res, int r, int c, int *oom)
@@ -41,24 +54,21 @@ dup_val(const PGresult *res, int r, int c, int *oom)
     return d;
 }
 
-/* Fills out[0..n) from st_outcomes' rows (one per id, in any order). */
+/* Fills out[0..n) from st_outcomes' rows, row r for out[r]. */
 static int
 fill(const PGresult *res, int n, jr_outcome *out, int64_t *last)
 {
-    int64_t id;
-    int r, i, oom = 0;
+    int r, oom = 0;
 
-    for (r = 0; r < PQntuples(res); r++) {
-        id = strtoll(PQgetvalue(res, r, 0), NULL, 10);
+    if (PQntuples(res) != n)
+        return -2;
+    for (r = 0; r < n; r++) {
         *last = strtoll(PQgetvalue(res, r, 4), NULL, 10);
-        for (i = 0; i < n; i++) {
-            if (out[i].id != id || out[i].state >= 0 ||
-                out[i].result != NULL || PQgetisnull(res, r, 1))
-                continue;
-            out[i].state = jr_state_parse(PQgetvalue(res, r, 1));
-            out[i].result = dup_val(res, r, 2, &oom);
-            out[i].error = dup_val(res, r, 3, &oom);
-        }
+        if (PQgetisnull(res, r, 1))
+            continue;
+        out[r].state = jr_state_parse(PQgetvalue(res, r, 1));
+        out[r].result = dup_val(res, r, 2, &oom);
+        out[r].error = dup_val(res, r, 3, &oom);
     }
     return oom ? -1 : 0;
 }
@@ -94,7 +104,13 @@ pg_outcomes(jr_backend *b, const int64_t *ids, int n, double keep,
                            err)) != NULL)
         rc = fill(res, n, out, last);
     if (res != NULL && rc < 0) {
-        jr_fail(err, JR_ENOMEM, "postgres: reading outcomes: out of memory");
+        if (rc == -2)
+            jr_fail(err, JR_EDB, "postgres: reading outcomes: %d rows for "
+                    "%d ids", PQntuples(res), n);
+        else
+            jr_fail(err, JR_ENOMEM, "postgres: reading outcomes: out of "
+                    "memory");
+        rc = -1;
         for (i = 0; i < n; i++) {
             free(out[i].result);
             free(out[i].error);

@@ -21,9 +21,23 @@ static const char *const sql_text[S_COUNT] = {
         " WHERE id IN (SELECT value FROM json_each(?1))"
         " AND state NOT IN ('completed', 'dead', 'cancelled')"
         " AND result_ttl IS NULL",
+    /* one row per id asked, in the order asked (row r is the r-th id); a
+     * job whose row is gone may have left its success behind: as a
+     * batch's member, or as a parent for its children (written by the
+     * transaction that recorded it; a dead end there may have been
+     * retried since, a success is final) */
     [S_OUTCOMES] =
-        "SELECT id, state, result, last_error FROM jobs"
-        " WHERE id IN (SELECT value FROM json_each(?1))",
+        "SELECT u.value, coalesce(j.state, m.state,"
+        "  (SELECT d.parent_state FROM job_deps d WHERE d.parent_id ="
+        "   u.value AND d.parent_state = 'completed' LIMIT 1)),"
+        " CASE WHEN j.id IS NOT NULL THEN j.result"
+        "  WHEN m.state = 'completed' THEN m.result"
+        "  ELSE (SELECT d.parent_result FROM job_deps d WHERE d.parent_id ="
+        "   u.value AND d.parent_state = 'completed' LIMIT 1) END,"
+        " j.last_error"
+        " FROM json_each(?1) AS u LEFT JOIN jobs j ON j.id = u.value"
+        " LEFT JOIN batch_jobs m ON j.id IS NULL AND m.job_id = u.value"
+        "  AND m.state = 'completed' ORDER BY u.key",
     [S_LAST_ID] =
         "SELECT coalesce((SELECT seq FROM sqlite_sequence"
         " WHERE name = 'jobs'), 0)",
@@ -77,34 +91,35 @@ dup_col(sqlite3_stmt *s, int i, int *oom)
     return d;
 }
 
-/* Fills out[] from the rows of S_OUTCOMES; then the highest id given. */
+/* Fills out[0..n) from the rows of S_OUTCOMES, row r for out[r]; then
+ * the highest id given. */
 static int
 read_outcomes(jr_backend *b, const char *ids, int n, jr_outcome *out,
               int64_t *last, jr_err *err)
 {
     sqlite3_stmt *s;
-    int64_t id;
-    int i, rc, oom = 0;
+    int r = 0, rc, oom = 0;
 
     if ((s = stmt(b, S_OUTCOMES, err)) == NULL)
         return -1;
     bind_text(s, 1, ids);
-    while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
-        id = sqlite3_column_int64(s, 0);
-        for (i = 0; i < n; i++) {
-            if (out[i].id != id || out[i].state >= 0)
-                continue;
-            out[i].state = jr_state_parse(col_text(s, 1));
-            out[i].result = dup_col(s, 2, &oom);
-            out[i].error = dup_col(s, 3, &oom);
+    while ((rc = sqlite3_step(s)) == SQLITE_ROW && r < n) {
+        if (col_text(s, 1) != NULL) {
+            out[r].state = jr_state_parse(col_text(s, 1));
+            out[r].result = dup_col(s, 2, &oom);
+            out[r].error = dup_col(s, 3, &oom);
         }
+        r++;
     }
     sqlite3_reset(s);
-    if (rc != SQLITE_DONE)
+    if (rc != SQLITE_DONE && rc != SQLITE_ROW)
         return jr_sqlite_fail(b, err, "reading outcomes");
     if (oom)
         return jr_fail(err, JR_ENOMEM, "sqlite: reading outcomes: out of "
                        "memory");
+    if (r != n || rc == SQLITE_ROW)
+        return jr_fail(err, JR_EDB, "sqlite: reading outcomes: not one row "
+                       "per id (%d ids)", n);
     if ((s = stmt(b, S_LAST_ID, err)) == NULL)
         return -1;
     rc = sqlite3_step(s);

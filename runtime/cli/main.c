@@ -53,7 +53,8 @@ static const struct command {
     {"wait", jr_cmd_wait, "wait ID... [--timeout DURATION] [--json]\n"
      "                           wait until the jobs end; prints each one's state and\n"
      "                           result; exit 0 all completed, 1 one dead or cancelled,\n"
-     "                           124 timed out, 5 no such job", 1},
+     "                           6 one gone (no row: outcome unknown), 7 database\n"
+     "                           lost, 124 timed out, 5 no such job", 1},
     {"list", jr_cmd_list, "list [--state S] [--name N] [--queue Q] [--limit N] [--json]\n"
      "                           jobs newest first, without payload (limit 100;\n"
      "                           0: all); S: STATES", 0},
@@ -130,8 +131,11 @@ usage(FILE *f)
             "  4  no database (stats, list, show, limits, dead, queue, "
             "cancel: they\n     create none; push, run and migrate do)\n"
             "  5  no job with that id (show, wait; cancel: any of its ids)\n"
-            "  124 wait: the timeout passed before every job ended (wait exits 1\n"
-            "     when one ended dead or cancelled)\n"
+            "  6  wait: a job is gone (no row has its id: ended and deleted, its\n"
+            "     outcome unknown; wait exits 1 when one ended dead or cancelled)\n"
+            "  7  wait: the database could not be read again for 60 s after its\n"
+            "     connection was lost\n"
+            "  124 wait: the timeout passed before every job ended\n"
             "\nenvironment:\n"
             "  JOBRUNNER_BACKEND   the backend URL when neither --backend nor "
             "--backend-file\n"

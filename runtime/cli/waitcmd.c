@@ -1,8 +1,10 @@
 /* waitcmd.c - `jobrunner wait ID... [--timeout S] [--json]`: waits until
  * each job has ended (jr_client_wait: no polling loop), prints each one's
- * outcome and result, and exits 0 when all completed, 1 when one ended
- * dead or cancelled, 124 at the timeout, 5 for an id never given. Uses
- * the client library (jobrunner.h), commands.h. */
+ * outcome and result, one line per job, and exits 0 when all completed,
+ * 1 when one ended dead or cancelled, 6 when one is gone (outcome
+ * unknown), 7 when the database could not be read again after a loss,
+ * 124 at the timeout, 5 for an id never given. Uses the client library
+ * (jobrunner.h), commands.h. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -11,7 +13,29 @@
 #include "base/util.h"
 #include "cli/commands.h"
 
+#define EXIT_GONE 6             /* a job's row is gone, outcome unknown */
+#define EXIT_LOST 7             /* the database not back after a loss */
 #define EXIT_TIMEOUT 124        /* as timeout(1) */
+
+/* Writes s on one line: a backslash, a newline, a tab, a carriage return
+ * as \\, \n, \t, \r; other control bytes as \xNN. */
+static void
+put_line(const char *s)
+{
+    static const char from[] = "\\\n\t\r", to[] = "\\ntr";
+    const char *e;
+
+    for (; *s != '\0'; s++) {
+        unsigned char ch = (unsigned char)*s;
+
+        if ((e = strchr(from, *s)) != NULL)
+            printf("\\%c", to[e - from]);
+        else if (ch < 0x20 || ch == 0x7f)
+            printf("\\x%02x", ch);
+        else
+            putchar(ch);
+    }
+}
 
 /* Prints one outcome: a line of text, or a JSON object on a line. */
 static void
@@ -32,8 +56,11 @@ say(const jr_client_outcome *o, int json)
         jr_jsontext_write(stdout, o->result);
     else
         printf("-");
-    if (o->error != NULL)
-        printf(" (%s)", o->error);
+    if (o->error != NULL) {
+        printf(" (");
+        put_line(o->error);
+        printf(")");
+    }
     printf("\n");
 }
 
@@ -41,14 +68,16 @@ say(const jr_client_outcome *o, int json)
 static int
 status_of(const jr_client_outcome *out, int n, int rc)
 {
-    int i, failed = 0;
+    int i, failed = 0, gone = 0;
 
-    for (i = 0; i < n; i++)
+    for (i = 0; i < n; i++) {
         failed |= strcmp(out[i].state, "dead") == 0 ||
                   strcmp(out[i].state, "cancelled") == 0;
+        gone |= strcmp(out[i].state, "gone") == 0;
+    }
     if (rc == JR_CLIENT_ETIMEOUT)
         return EXIT_TIMEOUT;
-    return failed ? JR_EXIT_FAIL : JR_EXIT_OK;
+    return failed ? JR_EXIT_FAIL : gone ? EXIT_GONE : JR_EXIT_OK;
 }
 
 static int
@@ -63,10 +92,10 @@ wait_ids(jr_client *client, const int64_t *ids, int n, double timeout,
     rc = jr_client_wait(client, ids, (size_t)n, timeout, out);
     if (rc != JR_CLIENT_OK && rc != JR_CLIENT_ETIMEOUT) {
         free(out);
-        if (rc == JR_CLIENT_ENOTFOUND) {
-            fprintf(stderr, "jobrunner: wait: %s\n",
-                    jr_client_errmsg(client));
-            return JR_EXIT_NOTFOUND;
+        if (rc == JR_CLIENT_ENOTFOUND || rc == JR_CLIENT_ELOST) {
+            fprintf(stderr, "jobrunner: %s%s\n", rc == JR_CLIENT_ENOTFOUND ?
+                    "wait: " : "", jr_client_errmsg(client));
+            return rc == JR_CLIENT_ELOST ? EXIT_LOST : JR_EXIT_NOTFOUND;
         }
         return jr_cmd_client_fail(client);
     }

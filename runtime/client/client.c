@@ -35,6 +35,7 @@ status_of(int code)
     case JR_ENOTFOUND: return JR_CLIENT_ENODB;
     case E_NOJOB:    return JR_CLIENT_ENOTFOUND;
     case E_TIMEOUT:  return JR_CLIENT_ETIMEOUT;
+    case E_LOST:     return JR_CLIENT_ELOST;
     default:         return JR_CLIENT_EDB;
     }
 }

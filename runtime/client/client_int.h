@@ -13,6 +13,7 @@
 
 #define E_NOJOB 1000            /* err code: no such job (show, wait) */
 #define E_TIMEOUT 1001          /* err code: wait's timeout passed */
+#define E_LOST 1002             /* err code: wait's database not back */
 
 struct jr_client {
     jr_db       db;             /* ops NULL when open failed */
@@ -21,6 +22,7 @@ struct jr_client {
     double      result_ttl;     /* seconds a waited-on job is kept */
     jr_outcome *outs;           /* the last jr_client_wait's, or NULL */
     int         nouts;
+    struct jr_waitidx *byid;    /* outs' ids sorted, with their index */
 };
 
 /* client.c: checks c is usable (0, or -1 with c->err set) and ends a call

@@ -3,8 +3,10 @@
  * (kept after success for result_ttl) and says where each stands; then it
  * sleeps on the backend's finished descriptor (PostgreSQL's LISTEN,
  * SQLite's WAL watch) and reads the jobs again only when one of them may
- * have ended. Owns the outcomes of the last wait. Uses client_int.h,
- * backend.h. */
+ * have ended. A lost connection is opened again, the jobs read again for
+ * the ends it missed. Owns the outcomes of the last wait. Uses
+ * client_int.h, backend.h. */
+#include <assert.h>
 #include <math.h>
 #include <poll.h>
 #include <stdlib.h>
@@ -25,6 +27,15 @@
 #define SETTLE 0.02             /* after a wake-up that showed no change,
                                    looks again after this, doubling up */
 #define SETTLE_MAX 0.7          /* to this */
+#define RETRY 1.0               /* seconds between tries after a loss */
+#define GIVE_UP 60.0            /* seconds a loss may last (jobrunner.h) */
+#define GONE (-2)               /* outs' state: no row, but an id given */
+
+/* One id of the wait and its index in c->outs; c->byid is sorted by id. */
+struct jr_waitidx {
+    int64_t id;
+    int     i;
+};
 
 void
 jr_clientint_wait_free(jr_client *c)
@@ -36,7 +47,9 @@ jr_clientint_wait_free(jr_client *c)
         free(c->outs[i].error);
     }
     free(c->outs);
+    free(c->byid);
     c->outs = NULL;
+    c->byid = NULL;
     c->nouts = 0;
 }
 
@@ -44,7 +57,30 @@ static int
 ended(int state)
 {
     return state == JR_STATE_COMPLETED || state == JR_STATE_DEAD ||
-           state == JR_STATE_CANCELLED;
+           state == JR_STATE_CANCELLED || state == GONE;
+}
+
+/* Takes fresh, where the job of o stands now, into o (a row gone is
+ * GONE, an id never given an error). Returns 0 or -1. */
+static int
+take(jr_client *c, jr_outcome *o, jr_outcome *fresh, int64_t last)
+{
+    assert(fresh->id == o->id);     /* the backend's out[i] is ids[i] */
+    free(o->result);
+    free(o->error);
+    *o = *fresh;
+    memset(fresh, 0, sizeof *fresh);
+    if (o->state >= 0)
+        return 0;
+    if (o->id > 0 && o->id <= last) {
+        /* given, and no row: ended and deleted (a plain success, pruned
+         * or purged), or a push rolled back (PostgreSQL); nothing says
+         * which */
+        o->state = GONE;
+        return 0;
+    }
+    return jr_fail(&c->err, E_NOJOB, "job %lld: no such job",
+                   (long long)o->id);
 }
 
 /* Reads the outcomes of the jobs of c->outs that have not ended (all of
@@ -55,7 +91,7 @@ reread(jr_client *c, double keep)
 {
     jr_outcome *o = c->outs, *fresh = NULL;
     int64_t *ids = NULL, last = 0;
-    int i, k = 0, left = 0;
+    int i, j, k = 0, left = 0, rc = 0;
 
     if ((ids = calloc((size_t)c->nouts, sizeof *ids)) == NULL ||
         (fresh = calloc((size_t)c->nouts, sizeof *fresh)) == NULL) {
@@ -67,43 +103,75 @@ reread(jr_client *c, double keep)
             ids[k++] = o[i].id;
     if (c->db.ops->outcomes(c->db.b, ids, k, keep, fresh, &last,
                             &c->err) < 0)
-        k = -1;
-    for (i = 0; k > 0 && i < c->nouts; i++) {
-        jr_outcome *f;
-
+        k = rc = -1;
+    /* fresh[j] is ids[j]: the jobs not ended, in their order */
+    for (i = j = 0; j < k && i < c->nouts; i++) {
         if (ended(o[i].state))
             continue;
-        for (f = fresh; f < fresh + k && f->id != o[i].id; f++)
-            ;
-        free(o[i].result);
-        free(o[i].error);
-        o[i] = *f;
-        memset(f, 0, sizeof *f);
-        if (o[i].state < 0 && o[i].id > 0 && o[i].id <= last)
-            o[i].state = JR_STATE_COMPLETED;    /* deleted at success */
-        else if (o[i].state < 0) {
-            free(fresh);
-            free(ids);
-            return jr_fail(&c->err, E_NOJOB, "job %lld: no such job",
-                           (long long)o[i].id);
-        }
+        if (rc == 0 && take(c, &o[i], &fresh[j], last) < 0)
+            rc = -1;
+        free(fresh[j].result);      /* what a failure left untaken */
+        free(fresh[j].error);
+        j++;
         left += !ended(o[i].state);
     }
     free(fresh);
     free(ids);
-    return k < 0 ? -1 : left;
+    return rc < 0 ? -1 : left;
+}
+
+static int
+idx_cmp(const void *a, const void *b)
+{
+    const struct jr_waitidx *x = a, *y = b;
+
+    return (x->id > y->id) - (x->id < y->id);
+}
+
+/* Sorts the ids of c->outs into c->byid. Returns 0 or -1. */
+static int
+index_ids(jr_client *c)
+{
+    int i;
+
+    c->byid = calloc(c->nouts ? (size_t)c->nouts : 1, sizeof *c->byid);
+    if (c->byid == NULL)
+        return jr_fail(&c->err, JR_ENOMEM, "wait: out of memory");
+    for (i = 0; i < c->nouts; i++)
+        c->byid[i] = (struct jr_waitidx){c->outs[i].id, i};
+    qsort(c->byid, (size_t)c->nouts, sizeof *c->byid, idx_cmp);
+    return 0;
+}
+
+/* 1 if job id is one of c->outs that has not ended. */
+static int
+pending(const jr_client *c, int64_t id)
+{
+    int lo = 0, hi = c->nouts;     /* the first at or above id: lo */
+
+    while (lo < hi) {
+        int mid = lo + (hi - lo) / 2;
+
+        if (c->byid[mid].id < id)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    for (; lo < c->nouts && c->byid[lo].id == id; lo++)
+        if (!ended(c->outs[c->byid[lo].i].state))
+            return 1;
+    return 0;
 }
 
 /* 1 if one of notes[0..n) is a job of c->outs that has not ended. */
 static int
 concerns(const jr_client *c, const int64_t *notes, int n)
 {
-    int i, k;
+    int k;
 
-    for (i = 0; i < c->nouts; i++)
-        for (k = 0; !ended(c->outs[i].state) && k < n; k++)
-            if (notes[k] == c->outs[i].id)
-                return 1;
+    for (k = 0; k < n; k++)
+        if (pending(c, notes[k]))
+            return 1;
     return 0;
 }
 
@@ -111,7 +179,7 @@ concerns(const jr_client *c, const int64_t *notes, int n)
  * none); settle > 0: looks first after that long even if nothing wakes
  * it (the read it follows may have come between a commit's WAL write and
  * its showing). Returns 1 to read again, 0 at the deadline, -1 on
- * error. */
+ * error (the watch's connection lost). */
 static int
 sleep_on(jr_client *c, int fd, double deadline, double settle)
 {
@@ -139,47 +207,93 @@ sleep_on(jr_client *c, int fd, double deadline, double settle)
     }
 }
 
-/* Copies c->outs to the caller's out. */
-static void
-give(const jr_client *c, jr_client_outcome *out)
+/* The watch first (opened again after a loss; an end between the read
+ * and the watch would not wake us), then the read. *fd gets the watch's
+ * descriptor. Returns what reread does. */
+static int
+look(jr_client *c, double keep, int *fd)
 {
-    int i;
+    *fd = c->db.ops->finished_fd ? c->db.ops->finished_fd(c->db.b) : -1;
+    if (c->db.ops->finished(c->db.b, NULL, 0, &c->err) == -1)
+        return -1;
+    if (*fd < 0 && c->db.ops->finished_fd)  /* opened by finished */
+        *fd = c->db.ops->finished_fd(c->db.b);
+    return reread(c, keep);
+}
 
-    for (i = 0; i < c->nouts; i++) {
-        out[i].id = c->outs[i].id;
-        out[i].state = jr_state_name(c->outs[i].state);
-        out[i].result = c->outs[i].result;
-        out[i].error = c->outs[i].error;
+/* After a failed look or watch at time now, lost since *lost (0: it was
+ * not lost): 0 to look again, after a pause if it failed before, or -1
+ * when the failure is not a loss or has lasted GIVE_UP seconds or past
+ * the deadline. */
+static int
+lost_for(jr_client *c, double *lost, double deadline)
+{
+    double now = jr_mono(), span;
+
+    if (c->err.code != JR_EDB)      /* out of memory, no such job */
+        return -1;
+    if (*lost == 0) {               /* the first failure: at once */
+        *lost = now;
+        return 0;
     }
+    span = *lost + GIVE_UP - now;
+    if (deadline > 0 && deadline - now < span)
+        span = deadline - now;
+    if (span <= 0)
+        return jr_fail(&c->err, E_LOST, "wait: the database could not be "
+                       "read again for %.0fs after a loss, giving up: %s",
+                       now - *lost, c->err.msg);
+    span = span < RETRY ? span : RETRY;
+    nanosleep(&(struct timespec){(time_t)span,
+                                 (long)((span - floor(span)) * 1e9)}, NULL);
+    return 0;
 }
 
 static int
 wait_loop(jr_client *c, double timeout)
 {
-    double deadline = timeout > 0 ? jr_mono() + timeout : 0, last, settle;
+    double deadline = timeout > 0 ? jr_mono() + timeout : 0, last = 0;
+    double keep = c->result_ttl, settle = 0, lost = 0;
     int fd, left, rc;
 
-    /* the descriptor first: an end between the read and the LISTEN
-     * would not wake us */
-    fd = c->db.ops->finished_fd ? c->db.ops->finished_fd(c->db.b) : -1;
-    if (fd >= 0 && c->db.ops->finished(c->db.b, NULL, 0, &c->err) == -1)
-        return -1;
-    if ((left = reread(c, c->result_ttl)) <= 0)
-        return left;
-    for (settle = 0;; settle = SETTLE) {
-        last = jr_mono();
-        if ((rc = sleep_on(c, fd, deadline, settle)) <= 0)
-            break;
+    for (;;) {
         if (jr_mono() - last < MIN_GAP)
             nanosleep(&(struct timespec){0, (long)(MIN_GAP * 1e9)}, NULL);
-        if ((left = reread(c, 0)) <= 0)
-            return left;
-        fd = c->db.ops->finished_fd(c->db.b);  /* may be a new one */
+        last = jr_mono();
+        if ((left = look(c, keep, &fd)) == 0)
+            return 0;
+        if (left > 0) {
+            keep = lost = 0;        /* marked, and read */
+            rc = sleep_on(c, fd, deadline, settle);
+            settle = SETTLE;
+            if (rc == 0)
+                break;
+            if (rc > 0)
+                continue;
+        }
+        if (lost_for(c, &lost, deadline) < 0)
+            return -1;
     }
-    if (rc < 0)
-        return -1;
     return jr_fail(&c->err, E_TIMEOUT, "wait: timed out after %gs with %d "
                    "job%s not ended", timeout, left, left == 1 ? "" : "s");
+}
+
+/* Copies c->outs to the caller's out: an error only for a job that ended
+ * failed (dead or cancelled), not one a retry followed. */
+static void
+give(const jr_client *c, jr_client_outcome *out)
+{
+    int i, s;
+
+    for (i = 0; i < c->nouts; i++) {
+        s = c->outs[i].state;
+        out[i].id = c->outs[i].id;
+        out[i].state = s == GONE ? "gone" : s < 0 ? "unknown" :
+                       jr_state_name(s);
+        out[i].result = c->outs[i].result;
+        out[i].error = s == JR_STATE_DEAD || s == JR_STATE_CANCELLED ?
+                       c->outs[i].error : NULL;
+    }
 }
 
 int
@@ -207,7 +321,9 @@ jr_client_wait(jr_client *c, const int64_t *ids, size_t n, double timeout,
         c->outs[i].id = ids[i];
         c->outs[i].state = -1;
     }
-    rc = wait_loop(c, timeout);
+    rc = index_ids(c);
+    if (rc == 0)
+        rc = wait_loop(c, timeout);
     give(c, out);
     return jr_clientint_finish(c, rc);
 }

@@ -42,7 +42,10 @@ enum {
     JR_CLIENT_ENODB = 8,        /* must_exist and there is no database */
     JR_CLIENT_ENOTFOUND = 9,    /* no job with that id (jr_client_show,
                                    jr_client_wait) */
-    JR_CLIENT_ETIMEOUT = 10     /* jr_client_wait: the timeout passed */
+    JR_CLIENT_ETIMEOUT = 10,    /* jr_client_wait: the timeout passed */
+    JR_CLIENT_ELOST = 11        /* jr_client_wait: the database could not
+                                   be read again after a lost connection
+                                   (60 s, or until the timeout) */
 };
 
 /* Connection settings; NULL or a zeroed struct means the defaults. With a
@@ -450,26 +453,41 @@ int jr_client_queue_list(jr_client *c, jr_client_queue_fn fn, void *arg);
  * the next call on c. */
 typedef struct jr_client_outcome {
     int64_t     id;
-    const char *state;          /* "completed", "dead" or "cancelled"; one
-                                   that has not ended: "queued", "running"
-                                   (or another state) */
+    const char *state;          /* ended: "completed", "dead", "cancelled",
+                                   or "gone": no row has the id, though it
+                                   was given out, so the outcome is not
+                                   known (a plain success deleted before
+                                   the wait began, a job pruned by
+                                   retention or purged, on PostgreSQL a
+                                   push rolled back; one whose success a
+                                   child or its batch recorded is
+                                   "completed"); not ended: "queued",
+                                   "running" (or another state);
+                                   "unknown": never read (a failure
+                                   before the first read) */
     const char *result;         /* what its handler returned, as JSON text;
-                                   NULL: nothing (or a plain success that
-                                   was deleted before the wait began) */
-    const char *error;          /* dead or cancelled: why; else NULL */
+                                   NULL: nothing */
+    const char *error;          /* dead or cancelled: why; else NULL (a
+                                   job that failed before it completed
+                                   too) */
 } jr_client_outcome;
 
-/* Waits until every job of ids[0..n) has ended (completed, dead or
- * cancelled), at most timeout seconds (<= 0: no limit), and fills
- * out[0..n) (n slots) with each one's outcome. The wait marks the jobs
- * that have not ended so that a success keeps them, with their result,
- * for the config's result_ttl. It never polls the database in a loop:
- * PostgreSQL LISTENs on "<schema>_finished", SQLite watches its WAL file
- * (docs/producers.md, "Waiting for an outcome"). A job no longer in the
- * table but given an id ended as a plain success before the wait began
- * (or was pruned): "completed", with no result. Returns JR_CLIENT_OK when
- * all ended, JR_CLIENT_ETIMEOUT when some had not (out says where each
- * stands), JR_CLIENT_ENOTFOUND naming an id never given. */
+/* Waits until every job of ids[0..n) (n at most 100,000) has ended
+ * (completed, dead, cancelled or gone), at most timeout seconds (<= 0: no
+ * limit), and fills out[0..n) (n slots) with each one's outcome. The wait
+ * marks the jobs that have not ended so that a success keeps them, with
+ * their result, for the config's result_ttl: a job seen before it ended
+ * is never gone unless it was purged or pruned. It never polls the
+ * database in a loop: PostgreSQL LISTENs on "<schema>_finished", SQLite
+ * watches its WAL file (docs/producers.md, "Results and waiting"). A
+ * connection lost meanwhile (a server restart, idle_session_timeout,
+ * pg_terminate_backend) is opened again, at once and then each second,
+ * and the jobs read again for the ends it missed. Returns JR_CLIENT_OK
+ * when all ended, JR_CLIENT_ETIMEOUT when some had not (out says where
+ * each stands), JR_CLIENT_ENOTFOUND naming an id never given (above every
+ * id given out), JR_CLIENT_ELOST when the database could not be read
+ * again for 60 s after a loss, or until the timeout (out says where each
+ * stood before). */
 int jr_client_wait(jr_client *c, const int64_t *ids, size_t n,
                    double timeout, jr_client_outcome *out);
 

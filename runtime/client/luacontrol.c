@@ -501,8 +501,8 @@ wait_timeout(lua_State *L)
 /* q:wait(ids, {timeout = s}) -> outcomes | nil, msg[, outcomes]: ids is
  * an id or a list of ids; each outcome is {id, state, result (decoded),
  * result_json, error}, in the order of ids, once every job has ended
- * (completed, dead or cancelled). At the timeout: nil, the message, and
- * the outcomes so far. */
+ * (completed, dead, cancelled, or gone: no row, outcome unknown). At the
+ * timeout: nil, the message, and the outcomes so far. */
 int
 jr_luaclient_wait(lua_State *L)                      /* q ids opts? */
 {

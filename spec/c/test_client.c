@@ -338,13 +338,81 @@ test_wait(void)
     CHECK(strcmp(out[1].state, "dead") == 0 && out[1].result == NULL &&
           out[1].error != NULL && strcmp(out[1].error, "boom") == 0);
     pthread_join(th, NULL);
-    ids[2] = gone;
+    ids[2] = gone;                          /* no row: outcome unknown */
     CHECK(jr_client_wait(c, &ids[2], 1, 1, out) == JR_CLIENT_OK &&
-          strcmp(out[0].state, "completed") == 0 && out[0].result == NULL);
+          strcmp(out[0].state, "gone") == 0 && out[0].result == NULL &&
+          out[0].error == NULL);
     ids[2] = gone + 1000;
     CHECK(jr_client_wait(c, &ids[2], 1, 1, out) == JR_CLIENT_ENOTFOUND &&
           strstr(jr_client_errmsg(c), "no such job") != NULL);
     CHECK(jr_client_wait(c, NULL, 1, 1, out) == JR_CLIENT_EUSAGE);
+    jr_client_close(c);
+}
+
+/* Cancels the jobs of arg (MANY ids) in CHUNKS steps, on a handle of its
+ * own, while a waiter waits on them all: each step wakes it. */
+#define MANY 100000
+#define CHUNKS 20
+static void *
+canceller(void *arg)
+{
+    const int64_t *ids = arg;
+    jr_client *c = open_client();
+    int i;
+
+    for (i = 0; i < CHUNKS; i++) {
+        nanosleep(&(struct timespec){0, 50000000L}, NULL);
+        CHECK(jr_client_cancel(c, ids + i * (MANY / CHUNKS), MANY / CHUNKS,
+                               NULL) == JR_CLIENT_OK);
+    }
+    jr_client_close(c);
+    return NULL;
+}
+
+/* jr_client_wait on 100,000 ids (the most it takes), pushed in one batch:
+ * all of them given back, in order, while queued (at the timeout) and once
+ * cancelled in 20 steps while it waits (a read of those not ended at each
+ * wake-up). Each id's outcome is found by its order or a sorted search: a
+ * scan per id took 10 s of CPU for the first read alone; SIGALRM stops
+ * the test after 240 s. */
+static void
+test_wait_many(void)
+{
+    enum { N = MANY };
+    jr_client *c = open_client();
+    jr_client_job *jobs = calloc(N, sizeof *jobs);
+    jr_client_outcome *out = calloc(N, sizeof *out);
+    int64_t *ids = calloc(N, sizeof *ids);
+    int i, queued = 0, cancelled = 0, inorder = 0;
+    clock_t t0 = clock();
+    pthread_t th;
+
+    CHECK(jobs != NULL && out != NULL && ids != NULL);
+    for (i = 0; i < N; i++)
+        jobs[i] = (jr_client_job){.name = "cw.many",
+                                  .opts = JR_CLIENT_OPTS_INIT};
+    CHECK(jr_client_push_many(c, jobs, N, ids) == JR_CLIENT_OK);
+    alarm(240);
+    CHECK(jr_client_wait(c, ids, N, 0.2, out) == JR_CLIENT_ETIMEOUT);
+    for (i = 0; i < N; i++) {
+        inorder += out[i].id == ids[i];
+        queued += strcmp(out[i].state, "queued") == 0;
+    }
+    CHECK(inorder == N && queued == N);
+    CHECK(pthread_create(&th, NULL, canceller, ids) == 0);
+    CHECK(jr_client_wait(c, ids, N, 200, out) == JR_CLIENT_OK);
+    pthread_join(th, NULL);
+    for (i = inorder = 0; i < N; i++) {
+        inorder += out[i].id == ids[i];
+        cancelled += strcmp(out[i].state, "cancelled") == 0;
+    }
+    alarm(0);
+    CHECK(inorder == N && cancelled == N);
+    printf("%s: jr_client_wait on %d ids: %.2f s of CPU in all\n", engine, N,
+           (double)(clock() - t0) / CLOCKS_PER_SEC);
+    free(ids);
+    free(out);
+    free(jobs);
     jr_client_close(c);
 }
 
@@ -476,6 +544,7 @@ test_flow(void)
 static const check_test tests[] = {
     {"jr_client_push_flow, links, batch_show", test_flow},
     {"jr_client_wait", test_wait},
+    {"jr_client_wait on 100,000 ids", test_wait_many},
     {"jr_client_push_unique, jr_client_push_many_unique", test_unique},
     {"jr_client_cancel", test_cancel},
     {"jr_client_queue_pause, resume, list", test_pause},
