@@ -1,11 +1,13 @@
--- migration14_spec.lua - migration 14 (PostgreSQL; SQLite has no SQL
--- functions and needs none): jobrunner.link refuses a cycle (a job after
--- its own child, two jobs each after the other), naming both ids, and a
--- child made dead by a dead parent gets job.parents (the parents that had
--- ended) for when it is retried. A database of schema 13 with a waiting
--- child and a parent whose child dies with it is brought forward by
--- `jobrunner migrate` with every job intact. The schema-13 database is
--- made from the first blocks of backends/postgres/schema.sql.
+-- migration14_spec.lua - migration 14. On both backends: the jobs with a
+-- unique key are indexed by it (jobs_key), which a dead job's retry reads
+-- to find who holds its key. On PostgreSQL (SQLite has no SQL functions
+-- and needs none): jobrunner.link refuses a cycle (a job after its own
+-- child, two jobs each after the other), naming both ids, and a child made
+-- dead by a dead parent gets job.parents (the parents that had ended) for
+-- when it is retried. A database of schema 13 with a waiting child, a
+-- parent whose child dies with it and dead jobs with keys is brought
+-- forward by `jobrunner migrate` with every job intact. The schema-13
+-- database is made from the first blocks of backends/*/schema.sql.
 local jr = require "jr"
 local cjson = require "cjson"
 
@@ -19,29 +21,59 @@ local function old_jobs(env)
   local past = jr.past_later(env)
   env:exec(([[
     INSERT INTO jobs (name, payload, queue, state, run_at, attempts, flow,
-                      parents_left, on_parent_failure)
-    VALUES ('m14.a', '{"n": 1}', 'default', 'queued', %s, 0, 1, 0, NULL),
-           ('m14.b', '{"n": 2}', 'default', 'waiting', %s, 0, 0, 1, NULL),
-           ('m14.a', '{"n": 3}', 'default', 'queued', %s, 0, 1, 0, NULL),
-           ('m14.b', '{"n": 4}', 'default', 'waiting', %s, 0, 0, 1, 'dead')
-  ]]):format(past, past, past, past))
+                      parents_left, on_parent_failure, unique_key, died_at)
+    VALUES ('m14.a', '{"n": 1}', 'default', 'queued', %s, 0, 1, 0, NULL, NULL, NULL),
+           ('m14.b', '{"n": 2}', 'default', 'waiting', %s, 0, 0, 1, NULL, NULL, NULL),
+           ('m14.a', '{"n": 3}', 'default', 'queued', %s, 0, 1, 0, NULL, NULL, NULL),
+           ('m14.b', '{"n": 4}', 'default', 'waiting', %s, 0, 0, 1, 'dead', NULL, NULL),
+           ('m14.k', '{"n": 5}', 'default', 'dead', %s, 4, 0, 0, NULL, 'k1', %s),
+           ('m14.k', '{"n": 6}', 'default', 'dead', %s, 4, 0, 0, NULL, 'k1', %s),
+           ('m14.k', '{"n": 7}', 'default', 'dead', %s, 4, 0, 0, NULL, 'k2', %s),
+           ('m14.k', '{"n": 8}', 'default', 'queued', %s, 0, 0, 0, NULL, 'k2', NULL)
+  ]]):format(past, past, past, past, past, past, past, past, past, past, past))
   env:exec("INSERT INTO job_deps (parent_id, child_id) VALUES (1, 2), (3, 4)")
 end
 
+local function has_index(env)
+  local sql = env.backend == "postgres"
+    and "SELECT indexname AS name FROM pg_indexes WHERE tablename = 'jobs'" ..
+        " AND schemaname = current_schema() AND indexname = 'jobs_key'"
+    or "SELECT name FROM sqlite_master WHERE type = 'index' AND name = 'jobs_key'"
+  return #env:query(sql) == 1
+end
+
+local function key_of(env, id)
+  local k = env:query("SELECT unique_key FROM jobs WHERE id = " .. id)[1].unique_key
+  return k ~= cjson.null and k or nil
+end
+
 for _, backend in ipairs(jr.backends()) do
-  if backend == "postgres" then
-  describe(backend .. ": migration 14 (link's cycles, a dead child's parents)", function()
+  local pg = backend == "postgres"
+  describe(backend .. ": migration 14 (jobs_key; link's cycles, a dead child's parents)", function()
     local env
     before_each(function() env = jr.env(backend) end)
     after_each(function() env:cleanup() end)
 
-    it("upgrades a schema-13 database with its jobs intact; link refuses cycles", function()
+    it("upgrades a schema-13 database with its jobs intact; retries, link refuses cycles", function()
       jr.make_schema(env, 13)
       old_jobs(env)
+      assert.is_false(has_index(env))
       local before = jr.job_snapshot(env)
       local out, err, code = env:cli("migrate")
       assert.are.equal(0, code, out .. err)
       assert.are.same(before, jr.job_snapshot(env))
+      assert.is_true(has_index(env))
+      -- the retried dead jobs: 6 keeps k1 (the newest dead), 5 and 7 run
+      -- as plain jobs (a newer dead one, a queued one hold their keys)
+      out, err, code = env:cli("dead", "retry", "--all")
+      assert.are.equal(0, code, out .. err)
+      for id = 5, 7 do assert.are.equal("queued", env:job(id).state) end
+      assert.is_nil(key_of(env, 5))
+      assert.are.equal("k1", key_of(env, 6))
+      assert.is_nil(key_of(env, 7))
+      assert.are.equal("k2", key_of(env, 8))
+      if not pg then return end
+      before = jr.job_snapshot(env)
       -- a queued job after its own child
       out, err, code = psql(env, "SELECT link(1, ARRAY[2])")
       assert.are_not.equal(0, code, out)
@@ -77,5 +109,4 @@ for _, backend in ipairs(jr.backends()) do
       assert.are.equal(0, code, out .. err)
     end)
   end)
-  end
 end

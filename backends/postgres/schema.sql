@@ -1149,6 +1149,11 @@ CREATE CONSTRAINT TRIGGER jobs_end AFTER UPDATE OF state
         AND OLD.state IS DISTINCT FROM NEW.state)
     EXECUTE FUNCTION {{schema}}.jobs_end();
 -- migration 14
+-- The jobs with a unique key by it: a dead job retried looks up who else
+-- holds its key here (admin.c's RETRY_KEY), where it read the table once
+-- per job a bulk retry requeued. A job without a key is never in it.
+CREATE INDEX jobs_key ON {{schema}}.jobs (name, unique_key)
+    WHERE unique_key IS NOT NULL;
 -- flow_edge as migration 11's, and a child made dead by a failed parent
 -- gets job.parents too (the parents that had ended), for when it is
 -- retried (dead retry); a queued one still gets all of them.
