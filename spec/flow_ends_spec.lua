@@ -38,15 +38,15 @@ for _, backend in ipairs(jr.backends()) do
         local rows = env:jobs("name = 'cb' AND state = 'dead'")
         return rows[1]
       end, 20, "the callback dead")
-      assert.truthy(cb.last_error:find("batch " .. batch .. " is finished", 1, true),
+      assert.truthy(cb.last_error:find("job 'member': batch " .. batch .. " is finished", 1, true),
         cb.last_error)
       assert.equal(0, env:stop())
       out, err, code = env:cli("push", "member", "--batch", batch)
       assert.are_not.equal(0, code)
-      assert.truthy(err:find("batch " .. batch .. " is finished", 1, true), err)
+      assert.truthy(err:find("job 'member': batch " .. batch .. " is finished", 1, true), err)
       out, err, code = env:cli("push", "member", "--batch", "999")
       assert.are_not.equal(0, code)
-      assert.truthy(err:find("batch 999 does not exist", 1, true), err)
+      assert.truthy(err:find("job 'member': batch 999 does not exist", 1, true), err)
     end)
 
     it("shows a child made dead by its dead parent that parent when retried", function()
