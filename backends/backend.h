@@ -166,6 +166,11 @@ typedef struct jr_outcome {
     char       *error;          /* last_error or NULL; malloc'd */
 } jr_outcome;
 
+/* Jobs a bulk action (a retry or purge of every dead job, an HTTP bulk
+ * action's page) changes in one transaction at most: between two, the
+ * other writers get in (SQLite has one write lock) and a runner can stop. */
+#define JR_BULK_ROWS 500
+
 /* finished's answer when it cannot tell which jobs ended (SQLite: the
  * database changed). */
 #define JR_FINISHED_SOME (-2)
@@ -334,11 +339,13 @@ typedef struct jr_backend_ops {
     int  (*dead_list)(jr_backend *b, int limit, jr_dead_cb cb, void *arg,
                       jr_err *err);
     /* Requeues dead jobs ids[0..n) (n < 0: all dead jobs) with attempts 0
-     * and no cancel request. Returns how many. */
+     * and no cancel request, JR_BULK_ROWS jobs a transaction. Returns how
+     * many; on -1 the transactions before stay done. */
     int  (*dead_retry)(jr_backend *b, const int64_t *ids, int n,
                        jr_err *err);
     /* Deletes dead jobs that died more than older_than seconds ago
-     * (0: all). Returns how many. */
+     * (0: all), JR_BULK_ROWS jobs a transaction. Returns how many; on -1
+     * the transactions before stay done. */
     int  (*dead_purge)(jr_backend *b, double older_than, jr_err *err);
     /* Deletes at most limit finished jobs in one short transaction:
      * completed ones finished more than older_completed seconds ago,

@@ -14,10 +14,13 @@
 
 /* A dead job retried keeps its unique key only if no queued or running
  * job holds it and no newer dead job has it; else it runs as a plain job
- * (the unique index would refuse the retry). */
+ * (the unique index would refuse the retry). A job without a key looks
+ * for nothing, one with a key in jobs_key (migration 14): a bulk retry
+ * read the table once per job. */
 #define RETRY_KEY \
-    " unique_key = CASE WHEN EXISTS (SELECT 1 FROM {{schema}}.jobs o" \
-    "  WHERE o.name = jobs.name AND o.unique_key = jobs.unique_key" \
+    " unique_key = CASE WHEN unique_key IS NOT NULL AND EXISTS (SELECT 1" \
+    "  FROM {{schema}}.jobs o WHERE o.name = jobs.name" \
+    "  AND o.unique_key = jobs.unique_key AND o.unique_key IS NOT NULL" \
     "  AND (o.state IN ('queued', 'running')" \
     "  OR (o.state = 'dead' AND o.id > jobs.id)))" \
     "  THEN NULL ELSE unique_key END"
@@ -97,11 +100,34 @@ static const pg_stmt st_dead_retry_ids = {
     " WHERE state = 'dead' AND id = ANY($1::bigint[])"};
 
 static const pg_stmt st_dead_retry_all = {
-    S_DEAD_RETRY_ALL, "jr_dead_retry_all", 0,
+    S_DEAD_RETRY_ALL, "jr_dead_retry_all", 1,
     "UPDATE {{schema}}.jobs SET state = 'queued', attempts = 0,"
     " run_at = now(), died_at = NULL, finished_at = NULL,"
     " cancel_requested = false, updated_at = now()," RETRY_KEY
-    " WHERE state = 'dead'"};
+    " WHERE state = 'dead' AND id IN (SELECT id FROM {{schema}}.jobs"
+    "  WHERE state = 'dead' LIMIT $1::int)"};
+
+/* Runs statement st ($1 JR_BULK_ROWS, then the params after) until it
+ * changes fewer rows than that, each run a transaction of its own.
+ * Returns how many it changed, or -1 (the runs before stay done). */
+static int
+bulk_run(jr_backend *b, const pg_stmt *st, const char *arg,
+         const char *what, jr_err *err)
+{
+    char rows[16];
+    const char *params[2] = {rows, arg};
+    int total = 0, rc;
+
+    snprintf(rows, sizeof rows, "%d", JR_BULK_ROWS);
+    do {
+        if ((rc = st == &st_dead_retry_all ?
+             dead_retry_run(b, st, params, err) :
+             pg_run_count(b, st, params, what, err)) < 0)
+            return -1;
+        total += rc;
+    } while (rc == JR_BULK_ROWS);
+    return total;
+}
 
 int
 pg_dead_retry(jr_backend *b, const int64_t *ids, int n, jr_err *err)
@@ -109,24 +135,31 @@ pg_dead_retry(jr_backend *b, const int64_t *ids, int n, jr_err *err)
     const char *params[1];
     char num[24];
     jr_buf s = {0};
-    int i, rc;
+    int i, k, rc, total = 0;
 
     if (n == 0)
         return 0;
     if (pg_ready(b, err) < 0)
         return -1;
     if (n < 0)
-        return dead_retry_run(b, &st_dead_retry_all, NULL, err);
-    for (i = 0; i < n; i++) {
-        snprintf(num, sizeof num, "%lld", (long long)ids[i]);
-        sb_num(&s, num);
+        return bulk_run(b, &st_dead_retry_all, NULL, "retrying dead jobs",
+                        err);
+    for (i = 0; i < n; i += JR_BULK_ROWS) {     /* a statement each */
+        s.len = 0;
+        for (k = i; k < n && k < i + JR_BULK_ROWS; k++) {
+            snprintf(num, sizeof num, "%lld", (long long)ids[k]);
+            sb_num(&s, num);
+        }
+        params[0] = sb_array(&s);
+        rc = s.oom ? jr_fail(err, JR_ENOMEM, "postgres: retrying dead "
+                             "jobs: out of memory")
+             : dead_retry_run(b, &st_dead_retry_ids, params, err);
+        if (rc < 0)
+            break;
+        total += rc;
     }
-    params[0] = sb_array(&s);
-    rc = s.oom ? jr_fail(err, JR_ENOMEM, "postgres: retrying dead jobs: "
-                         "out of memory")
-         : dead_retry_run(b, &st_dead_retry_ids, params, err);
     free(s.p);
-    return rc;
+    return rc < 0 ? -1 : total;
 }
 
 static const pg_stmt st_dead_delete_ids = {
@@ -159,22 +192,23 @@ pg_dead_delete(jr_backend *b, const int64_t *ids, int n, jr_err *err)
     return rc;
 }
 
-static const pg_stmt st_dead_purge = {S_DEAD_PURGE, "jr_dead_purge", 1,
+static const pg_stmt st_dead_purge = {S_DEAD_PURGE, "jr_dead_purge", 2,
     "DELETE FROM {{schema}}.jobs WHERE state = 'dead'"
-    " AND ($1::float8 <= 0"
-    "  OR died_at < now() - $1::float8 * interval '1 second')"};
+    " AND id IN (SELECT id FROM {{schema}}.jobs WHERE state = 'dead'"
+    " AND ($2::float8 <= 0"
+    "  OR died_at < now() - $2::float8 * interval '1 second')"
+    " LIMIT $1::int)"};
 
 int
 pg_dead_purge(jr_backend *b, double older_than, jr_err *err)
 {
     char sage[32];
-    const char *params[1] = {sage};
 
     snprintf(sage, sizeof sage, "%.17g", isfinite(older_than) ? older_than
              : 0.0);
     if (pg_ready(b, err) < 0)
         return -1;
-    return pg_run_count(b, &st_dead_purge, params, "purging dead jobs", err);
+    return bulk_run(b, &st_dead_purge, sage, "purging dead jobs", err);
 }
 
 /* The JR_CANCEL_* value of jobrunner.cancel()'s text. */

@@ -12,10 +12,13 @@
 
 /* A dead job retried keeps its unique key only if no queued or running
  * job holds it and no newer dead job has it; else it runs as a plain job
- * (the unique index would refuse the retry). */
+ * (the unique index would refuse the retry). A job without a key looks
+ * for nothing, one with a key in jobs_key (migration 14): a bulk retry
+ * scanned the table once per job. */
 #define RETRY_KEY \
-    " unique_key = CASE WHEN EXISTS (SELECT 1 FROM jobs o" \
-    "  WHERE o.name = jobs.name AND o.unique_key = jobs.unique_key" \
+    " unique_key = CASE WHEN unique_key IS NOT NULL AND EXISTS (SELECT 1" \
+    "  FROM jobs o WHERE o.name = jobs.name" \
+    "  AND o.unique_key = jobs.unique_key AND o.unique_key IS NOT NULL" \
     "  AND (o.state IN ('queued', 'running')" \
     "  OR (o.state = 'dead' AND o.id > jobs.id)))" \
     "  THEN NULL ELSE unique_key END,"
@@ -28,9 +31,11 @@ static const char *const sql_text[S_COUNT] = {
     [S_DEAD_RETRY_ALL] =
         "UPDATE jobs SET state = 'queued', attempts = 0, run_at = ?1,"
         " died_at = NULL, finished_at = NULL, cancel_requested = 0,"
-        RETRY_KEY " updated_at = ?1 WHERE state = 'dead'",
+        RETRY_KEY " updated_at = ?1 WHERE id IN (SELECT id FROM jobs"
+        " WHERE state = 'dead' LIMIT ?2)",
     [S_DEAD_PURGE] =
-        "DELETE FROM jobs WHERE state = 'dead' AND died_at <= ?1",
+        "DELETE FROM jobs WHERE id IN (SELECT id FROM jobs"
+        " WHERE state = 'dead' AND died_at <= ?1 LIMIT ?2)",
     [S_DEAD_DELETE] = "DELETE FROM jobs WHERE state = 'dead' AND id = ?1",
     /* prune: ?1 the cut-off time, ?2 how many at most */
     [S_PRUNE_COMPLETED] =
@@ -105,22 +110,56 @@ stmt(jr_backend *b, int which, jr_err *err)
     return jr_sqlite_stmt(b, which, sql_text[which], err);
 }
 
+/* After a transaction of a bulk action that began at t0 (jr_mono()):
+ * waits as long as it took, 0.2 s at most, so that the writers it kept
+ * waiting (pushes, a runner's results) get the lock before its next. */
+static void
+bulk_pause(double t0)
+{
+    double d = jr_mono() - t0;
+
+    sqlite3_sleep(d < 0.001 ? 1 : d > 0.2 ? 200 : (int)(d * 1000));
+}
+
+/* Runs statement which (?1 its time, ?2 JR_BULK_ROWS) in transactions of
+ * its own until it changes fewer rows than that. Returns how many it
+ * changed, or -1 (the transactions before stay done). */
+static int
+bulk_run(jr_backend *b, int which, double at, const char *what,
+         jr_err *err)
+{
+    sqlite3_stmt *s;
+    double t0;
+    int total = 0, rc;
+
+    do {
+        t0 = jr_mono();
+        if (jr_sqlite_begin(b, err) < 0)
+            return -1;
+        if ((s = stmt(b, which, err)) == NULL)
+            return jr_sqlite_write_end(b, -1, err);
+        sqlite3_bind_double(s, 1, at);
+        sqlite3_bind_int(s, 2, JR_BULK_ROWS);
+        if ((rc = jr_sqlite_write_end(b, run(b, s, err, what), err)) < 0)
+            return -1;
+        total += rc;
+        if (rc == JR_BULK_ROWS)
+            bulk_pause(t0);
+    } while (rc == JR_BULK_ROWS);
+    return total;
+}
+
 int
 jr_sqlite_dead_retry(jr_backend *b, const int64_t *ids, int n, jr_err *err)
 {
     sqlite3_stmt *s;
-    double now = jr_now();
+    double now = jr_now(), t0 = jr_mono();
     int total = 0, i, rc;
 
+    if (n < 0)
+        return bulk_run(b, S_DEAD_RETRY_ALL, now, "retrying dead jobs", err);
     if (jr_sqlite_begin(b, err) < 0)
         return -1;
-    if (n < 0) {
-        if ((s = stmt(b, S_DEAD_RETRY_ALL, err)) == NULL)
-            goto fail;
-        sqlite3_bind_double(s, 1, now);
-        if ((total = run(b, s, err, "retrying dead jobs")) < 0)
-            goto fail;
-    }
     for (i = 0; i < n; i++) {
         if ((s = stmt(b, S_DEAD_RETRY, err)) == NULL)
             goto fail;
@@ -129,6 +168,15 @@ jr_sqlite_dead_retry(jr_backend *b, const int64_t *ids, int n, jr_err *err)
         if ((rc = run(b, s, err, "retrying a dead job")) < 0)
             goto fail;
         total += rc;
+        /* a long list, JR_BULK_ROWS a transaction */
+        if ((i + 1) % JR_BULK_ROWS == 0 && i + 1 < n) {
+            if (jr_sqlite_commit(b, err) < 0)
+                return -1;
+            bulk_pause(t0);
+            t0 = jr_mono();
+            if (jr_sqlite_begin(b, err) < 0)
+                return -1;
+        }
     }
     return jr_sqlite_commit(b, err) < 0 ? -1 : total;
 fail:
@@ -139,14 +187,8 @@ fail:
 int
 jr_sqlite_dead_purge(jr_backend *b, double older_than, jr_err *err)
 {
-    sqlite3_stmt *s;
-
-    if (jr_sqlite_begin(b, err) < 0)
-        return -1;
-    if ((s = stmt(b, S_DEAD_PURGE, err)) == NULL)
-        return jr_sqlite_write_end(b, -1, err);
-    sqlite3_bind_double(s, 1, jr_now() - older_than);
-    return jr_sqlite_write_end(b, run(b, s, err, "purging dead jobs"), err);
+    return bulk_run(b, S_DEAD_PURGE, jr_now() - older_than,
+                    "purging dead jobs", err);
 }
 
 int

@@ -61,7 +61,8 @@ static const char *const sql_text[S_COUNT] = {
         "  THEN json_object('state', parent_state)"
         "  ELSE json_object('state', parent_state, 'result',"
         "  json(parent_result)) END)"
-        " FROM job_deps WHERE child_id = ?1) WHERE id = ?1",
+        " FROM job_deps WHERE child_id = ?1 AND parent_state IS NOT NULL)"
+        " WHERE id = ?1",
     [S_FLOW_MEMBER_END] =
         "UPDATE batch_jobs SET state = ?2, result = ?3"
         " WHERE job_id = ?1 AND state IS NULL RETURNING batch_id",
@@ -181,7 +182,9 @@ edge(jr_backend *b, int64_t child, int64_t parent, const char *pst,
     sqlite3_bind_double(s, 4, now);
     if ((rc = step_one(b, s, ns, size, NULL, err, "readying a job")) <= 0)
         return rc;
-    if (strcmp(ns, "queued") != 0)
+    /* a child made dead is retried by hand (dead retry): it sees the
+     * parents that had ended when it died, as a queued one sees all */
+    if (strcmp(ns, "queued") != 0 && strcmp(ns, "dead") != 0)
         return 0;
     if ((s = stmt(b, S_FLOW_PARENTS, err)) == NULL)
         return -1;
@@ -392,8 +395,10 @@ batch_join(jr_backend *b, const jr_push *p, int64_t id, int64_t bid,
     if ((rc = run(b, s, err, "joining a batch")) < 0)
         return -1;
     if (rc == 0) {
-        if ((s = stmt(b, S_FLOW_BATCH_EXISTS, err)) == NULL ||
-            (rc = step_one(b, s, NULL, 0, NULL, err, "joining a batch")) < 0)
+        if ((s = stmt(b, S_FLOW_BATCH_EXISTS, err)) == NULL)
+            return -1;
+        sqlite3_bind_int64(s, 1, bid);
+        if ((rc = step_one(b, s, NULL, 0, NULL, err, "joining a batch")) < 0)
             return -1;
         return jr_fail(err, JR_EINPUT, "job '%s': batch %lld %s", p->name,
                        (long long)bid, rc ? "is finished" : "does not exist");

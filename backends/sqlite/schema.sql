@@ -504,3 +504,9 @@ DROP INDEX IF EXISTS jobs_kept;
 DROP INDEX IF EXISTS jobs_waiting;
 DROP INDEX IF EXISTS jobs_batch;
 CREATE INDEX jobs_kept ON jobs (keep_until) WHERE keep_until IS NOT NULL;
+-- migration 14
+-- The jobs with a unique key by it: a dead job retried looks up who else
+-- holds its key here (admin.c's RETRY_KEY), where it scanned the table,
+-- once per job a bulk retry requeued. Only a change of name or key
+-- maintains it; a job without a key is never in it.
+CREATE INDEX jobs_key ON jobs (name, unique_key) WHERE unique_key IS NOT NULL;

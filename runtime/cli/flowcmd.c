@@ -10,6 +10,7 @@
 #include "cli/commands.h"
 #include "config/config.h"
 #include "client/jobrunner.h"
+#include "backend.h"
 #include "base/util.h"
 
 /* The whole of stdin, in a new string. */
@@ -272,9 +273,12 @@ jr_cmd_cancel_batch(jr_cli *cli)
                  jr_cmd_die(JR_EXIT_NOTFOUND, "cancel --batch: no such "
                             "batch") : jr_cmd_client_fail(client);
         else if (l.n > 0 && (out = calloc((size_t)l.n, sizeof *out))) {
-            if (jr_client_cancel(client, l.v, (size_t)l.n, out) !=
-                JR_CLIENT_OK)
-                rc = jr_cmd_client_fail(client);
+            /* JR_BULK_ROWS a transaction: the other writers get in */
+            for (i = 0; rc == 0 && i < l.n; i += JR_BULK_ROWS)
+                if (jr_client_cancel(client, l.v + i, (size_t)(l.n - i <
+                    JR_BULK_ROWS ? l.n - i : JR_BULK_ROWS), out + i) !=
+                    JR_CLIENT_OK)
+                    rc = jr_cmd_client_fail(client);
             for (i = 0; rc == 0 && i < l.n; i++)
                 n[out[i] == JR_CLIENT_CANCELLED ? 0 :
                   out[i] == JR_CLIENT_CANCEL_REQUESTED ? 1 : 2]++;

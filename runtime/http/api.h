@@ -6,6 +6,7 @@
 #ifndef JR_API_H
 #define JR_API_H
 
+#include <stdatomic.h>
 #include <stdint.h>
 
 #include "db/dbthread.h"
@@ -78,6 +79,8 @@ typedef struct jr_apireq {
     double      at;             /* SCHED_CTL fire: the instant, 0: now */
     struct jr_schedules *schedules; /* SCHEDULES: a copy of those the
                                    runner follows now; freed with q */
+    atomic_int  stop;           /* set by the loop when the server stops:
+                                   a bulk action ends after its page */
     int         status;         /* out: HTTP status */
     jr_buf      body;           /* out: JSON, or Prometheus text */
 } jr_apireq;

@@ -5,9 +5,11 @@
  * list's filter selects (cancel, retry, purge), counted. Part of apidb.c's
  * database reader (apidb.h); never runs in the loop. Uses backend.h,
  * api.h, cron.h, schedules.h, limit.h. */
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "http/api.h"
 #include "http/apidb.h"
@@ -228,9 +230,13 @@ add_id(const jr_job_row *r, void *arg)
     return 0;
 }
 
-/* A bulk action: the filter's jobs a page at a time (newest first, by
- * keyset), each page acted on in one call; counted. Retry and purge
- * touch dead jobs only: without a state they select the dead ones. */
+/* A bulk action: the filter's jobs a page of JR_BULK_ROWS at a time
+ * (newest first, by keyset), each page acted on in one call, one
+ * transaction; counted. After a page it waits as long as the page took
+ * (0.2 s at most), so that the other writers get in (SQLite has one write
+ * lock), and it ends there when the server stops (503, with the count so
+ * far). Retry and purge touch dead jobs only: without a state they select
+ * the dead ones. */
 int
 jr_apidb_bulk(jr_db *db, jr_apireq *q, jr_list_filter *f, jr_err *e)
 {
@@ -238,12 +244,14 @@ jr_apidb_bulk(jr_db *db, jr_apireq *q, jr_list_filter *f, jr_err *e)
                                        "finished", "not_found"};
     long matched = 0, n[5] = {0};
     int out[JR_API_IDS_MAX], r;
+    double t0, d;
 
     if (q->kind != JR_API_BULK_CANCEL && f->state == NULL)
         f->state = "dead";
-    f->limit = JR_API_IDS_MAX;
+    f->limit = JR_BULK_ROWS;
     f->after_id = 0;
     for (;;) {
+        t0 = jr_mono();
         q->nids = 0;
         if (db->ops->list(db->b, f, add_id, q, e) < 0)
             return -1;
@@ -261,6 +269,18 @@ jr_apidb_bulk(jr_db *db, jr_apireq *q, jr_list_filter *f, jr_err *e)
         for (int i = 0; q->kind == JR_API_BULK_CANCEL && i < q->nids; i++)
             n[out[i] >= 1 && out[i] <= 4 ? out[i] : 0]++;
         n[0] += q->kind == JR_API_BULK_CANCEL ? 0 : r;
+        if (q->nids < JR_BULK_ROWS)
+            break;
+        if (atomic_load(&q->stop))
+            return jr_fail(e, JR_EDB, "the runner is stopping: %ld jobs "
+                           "matched so far, %ld %s", matched,
+                           q->kind == JR_API_BULK_CANCEL ? n[1] + n[2] :
+                           n[0], q->kind == JR_API_BULK_CANCEL ?
+                           "cancelled or cancel requested" : q->kind ==
+                           JR_API_BULK_RETRY ? "retried" : "purged");
+        d = jr_mono() - t0;
+        d = d > 0.2 ? 0.2 : d;
+        nanosleep(&(struct timespec){0, (long)(d * 1e9)}, NULL);
     }
     jr_api_printf(&q->body, "{\"matched\":%ld", matched);
     if (q->kind != JR_API_BULK_CANCEL)

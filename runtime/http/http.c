@@ -851,6 +851,8 @@ jr_http_stop(jr_http *h)
             jr_http_error(p->req, 503, "the runner is stopping");
         p->h = NULL;
         p->req = NULL;
+        if (p->q != NULL)       /* a bulk action ends after its page */
+            atomic_store(&p->q->stop, 1);
         if (p->kind == SCRAPE)
             free_pending(p);
     }

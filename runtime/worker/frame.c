@@ -6,6 +6,7 @@
 
 #include "config/config.h"
 #include "worker/frame.h"
+#include "base/jsontext.h"
 #include "base/log.h"
 #include "base/ranges.h"
 
@@ -49,6 +50,32 @@ void
 jr_put_str(jr_buf *b, const char *s)
 {
     jr_put_strn(b, s, s ? strlen(s) : 0);
+}
+
+/* A handler's text (an error, a discard's reason, a progress note) as
+ * jr_put_str, but each byte that is not UTF-8 as U+FFFD: PostgreSQL
+ * refuses such text, and what reads either engine expects UTF-8. This is
+ * where all of it leaves the worker for the database. */
+static void
+put_text(jr_buf *b, const char *s)
+{
+    static const char bad[] = "\xef\xbf\xbd";     /* U+FFFD */
+    const unsigned char *u = (const unsigned char *)s;
+    size_t n = s ? strlen(s) : 0, i, k, out = 0;
+
+    for (i = 0; i < n; i += k ? k : 1) {
+        k = jr_jsontext_utf8_len(u + i, n - i);
+        out += k ? k : sizeof bad - 1;
+    }
+    if (out == n) {             /* all UTF-8 (or NULL) */
+        jr_put_str(b, s);
+        return;
+    }
+    put_le(b, out, 4);
+    for (i = 0; i < n; i += k ? k : 1) {
+        k = jr_jsontext_utf8_len(u + i, n - i);
+        jr_buf_put(b, k ? (const char *)u + i : bad, k ? k : sizeof bad - 1);
+    }
 }
 
 size_t
@@ -261,7 +288,7 @@ jr_frame_put_result(jr_buf *b, const jr_result *res)
     jr_put_i64(b, res->id);
     jr_put_u8(b, (unsigned)res->kind);
     jr_put_f64(b, res->delay);
-    jr_put_str(b, res->error);
+    put_text(b, res->error);
     jr_put_str(b, res->generation);
     jr_put_i32(b, res->npushes);
     for (i = 0; i < res->npushes; i++) {
@@ -285,7 +312,7 @@ jr_frame_put_result(jr_buf *b, const jr_result *res)
     if (res->kind == JR_PROGRESS) {
         jr_put_f64(b, res->done);
         jr_put_f64(b, res->total);
-        jr_put_str(b, res->note);
+        put_text(b, res->note);
     }
     jr_frame_end(b, start);
 }

@@ -506,6 +506,60 @@ test_dead(void)
     jr_db_close(&db);
 }
 
+/* Claims the n jobs named name and records them dead; ids[] gets them. */
+static void
+kill_all(jr_db *db, const char *name, int n, int64_t *ids)
+{
+    jr_job **j = calloc((size_t)n, sizeof *j);
+    jr_result *r = calloc((size_t)n, sizeof *r);
+    jr_err e = {0};
+    int i, got;
+
+    CHECK(j != NULL && r != NULL);
+    got = claim(db, "T", 30, name, j, n);
+    CHECK(got == n);
+    for (i = 0; i < got; i++) {
+        r[i].id = ids[i] = j[i]->id;
+        r[i].kind = JR_DEAD;
+        r[i].error = "x";
+    }
+    CHECK(db->ops->complete(db->b, "T", r, got, &e) == got);
+    free_jobs(j, got);
+    free(j);
+    free(r);
+}
+
+/* Retrying and purging more dead jobs than one transaction takes
+ * (JR_BULK_ROWS): by ids and all of them, each counted once. */
+static void
+test_dead_bulk(void)
+{
+    enum { N = 2 * JR_BULK_ROWS + 7 };
+    jr_db db = conn();
+    jr_push *p = calloc(N, sizeof *p);
+    int64_t *ids = calloc(N, sizeof *ids);
+    jr_err e = {0};
+    int i, before = dead_list(&db, 0).n;
+
+    CHECK(p != NULL && ids != NULL);
+    for (i = 0; i < N; i++)
+        p[i] = job("c.bulk");
+    CHECK(db.ops->push(db.b, p, N, NULL, &e) == 0);
+    kill_all(&db, "c.bulk", N, ids);
+    STATE(&db, "c.bulk", 0, 0, 0, N);
+    CHECK(db.ops->dead_retry(db.b, ids, N, &e) == N);
+    STATE(&db, "c.bulk", N, 0, 0, 0);
+    kill_all(&db, "c.bulk", N, ids);
+    CHECK(db.ops->dead_retry(db.b, NULL, -1, &e) == N + before);
+    STATE(&db, "c.bulk", N, 0, 0, 0);
+    kill_all(&db, "c.bulk", N, ids);
+    CHECK(db.ops->dead_purge(db.b, 0, &e) == N);
+    STATE(&db, "c.bulk", 0, 0, 0, 0);
+    free(p);
+    free(ids);
+    jr_db_close(&db);
+}
+
 /* Another connection's push makes the wake descriptor readable and
  * changed() say so; then it says nothing changed. */
 static void
@@ -1490,6 +1544,7 @@ static const check_test tests[] = {
     {"renew, rescue", test_renew_rescue},
     {"count_ready", test_count_ready},
     {"dead list, retry, purge", test_dead},
+    {"dead retry and purge past one transaction", test_dead_bulk},
     {"wake_fd, changed", test_wake},
     {"fair claim across queues with a backlog in one", test_fair_claim},
     {"claim caps per queue, others 0, total", test_queue_caps},
