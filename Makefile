@@ -51,7 +51,9 @@ CTESTS   = $(patsubst spec/c/%.c,$(BUILD)/spec/c/%,$(wildcard spec/c/test_*.c))
 
 # Debian packages, in two lists. make run installs DEB_RUN_PKGS: what
 # building the runner, its library and Lua module needs, and tzdata for
-# the schedules' time zones, libcurl for jobrunner.http. make test (and
+# the schedules' time zones, libcurl and ca-certificates for
+# jobrunner.http (spec/debdeps_spec.lua checks that what the runner
+# needs at run time is here and in debian/control). make test (and
 # make deps, what CI calls) adds
 # DEB_TEST_PKGS: busted and cjson for the specs, the sqlite3 shell, a
 # PostgreSQL 15 server, clang (its build and the fuzzers), prometheus
@@ -59,9 +61,11 @@ CTESTS   = $(patsubst spec/c/%.c,$(BUILD)/spec/c/%,$(wildcard spec/c/test_*.c))
 # come with it), luarocks (spec/luarocks_spec.lua) and DEB_DEB_PKGS;
 # openssl makes the TLS spec's certificates. make deb installs
 # DEB_RUN_PKGS and DEB_DEB_PKGS (deps-deb): with them, debian/control's
-# Build-Depends and what dpkg-buildpackage and lintian need.
+# Build-Depends (the same spec checks) and what dpkg-buildpackage and
+# lintian need.
 DEB_RUN_PKGS  = pkg-config gcc make liblua5.4-dev libsqlite3-dev \
-                libpq-dev libevent-dev libcurl4-openssl-dev tzdata
+                libpq-dev libevent-dev libcurl4-openssl-dev tzdata \
+                ca-certificates
 DEB_DEB_PKGS  = build-essential dpkg-dev debhelper fakeroot lintian
 DEB_TEST_PKGS = lua5.4 lua-cjson lua-busted sqlite3 postgresql-15 \
                 postgresql-client-15 clang libclang-rt-14-dev \
