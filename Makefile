@@ -58,11 +58,11 @@ CTESTS   = $(patsubst spec/c/%.c,$(BUILD)/spec/c/%,$(wildcard spec/c/test_*.c))
 # DEB_TEST_PKGS: busted and cjson for the specs, the sqlite3 shell, a
 # PostgreSQL 15 server, clang (its build and the fuzzers), prometheus
 # (promtool), chromium and nodejs (the browser spec, whose npm packages
-# come with it), luarocks (spec/luarocks_spec.lua) and DEB_DEB_PKGS;
-# openssl makes the TLS spec's certificates. make deb installs
-# DEB_RUN_PKGS and DEB_DEB_PKGS (deps-deb): with them, debian/control's
-# Build-Depends (the same spec checks) and what dpkg-buildpackage and
-# lintian need.
+# come with it), luarocks (spec/luarocks_spec.lua), DEB_DEB_PKGS and
+# debootstrap (make deb-check's clean roots); openssl makes the TLS
+# spec's certificates. make deb installs DEB_RUN_PKGS and DEB_DEB_PKGS
+# (deps-deb): with them, debian/control's Build-Depends (the same spec
+# checks) and what dpkg-buildpackage and lintian need.
 DEB_RUN_PKGS  = pkg-config gcc make liblua5.4-dev libsqlite3-dev \
                 libpq-dev libevent-dev libcurl4-openssl-dev tzdata \
                 ca-certificates
@@ -70,7 +70,7 @@ DEB_DEB_PKGS  = build-essential dpkg-dev debhelper fakeroot lintian
 DEB_TEST_PKGS = lua5.4 lua-cjson lua-busted sqlite3 postgresql-15 \
                 postgresql-client-15 clang libclang-rt-14-dev \
                 prometheus chromium nodejs luarocks \
-                $(DEB_DEB_PKGS) devscripts openssl
+                $(DEB_DEB_PKGS) devscripts debootstrap openssl
 DEB_PKGS      = $(DEB_RUN_PKGS) $(DEB_TEST_PKGS)
 
 .PHONY: deps-run deps-test deps-debian deps-deb
@@ -386,6 +386,17 @@ deb: deps-deb
 	    [ $$rc = 0 ] || { echo "make deb: lintian failed"; exit 1; }; \
 	    echo "lintian: no error, no warning"; \
 	else echo "make deb: no lintian (make deps-deb installs it)"; fi
+
+# make deb-check (root; .ci/run calls it after make test): .ci/deb-check
+# builds the packages, installs them with apt in a clean Debian 12 root
+# made by debootstrap and runs a job with the installed unit's command
+# line; then, in a second clean root, make run from a copy of this tree
+# and the README's first job. It ends with "N passed, N failed". The
+# bootstrapped root is cached in /var/cache/jobrunner-deb-check.
+.PHONY: deb-check
+deb-check: deps-deb
+	$(call apt_install,debootstrap)
+	$(Q).ci/deb-check
 
 # --- LuaRocks: jobrunner-0.1.0-1.rockspec ------------------------------------
 # `luarocks make` runs `make rock` with LUA_INCDIR, JOBRUNNER_INCDIR and
