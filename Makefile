@@ -390,9 +390,9 @@ deb: deps-deb
 # make deb-check (root; .ci/run calls it after make test): .ci/deb-check
 # builds the packages, installs them with apt in a clean Debian 12 root
 # made by debootstrap and runs a job with the installed unit's command
-# line; then, in a second clean root, make run from a copy of this tree
-# and the README's first job. It ends with "N passed, N failed". The
-# bootstrapped root is cached in /var/cache/jobrunner-deb-check.
+# line; then, in a second clean root, make run from a copy of this tree,
+# the README's first job and make deb. It ends with "N passed, N failed".
+# The bootstrapped root is cached in /var/cache/jobrunner-deb-check.
 .PHONY: deb-check
 deb-check: deps-deb
 	$(call apt_install,debootstrap)
