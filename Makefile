@@ -51,23 +51,29 @@ CTESTS   = $(patsubst spec/c/%.c,$(BUILD)/spec/c/%,$(wildcard spec/c/test_*.c))
 
 # Debian packages, in two lists. make run installs DEB_RUN_PKGS: what
 # building the runner, its library and Lua module needs, and tzdata for
-# the schedules' time zones, libcurl for jobrunner.http. make test (and
+# the schedules' time zones, libcurl and ca-certificates for
+# jobrunner.http (spec/debdeps_spec.lua checks that what the runner
+# needs at run time is here and in debian/control). make test (and
 # make deps, what CI calls) adds
 # DEB_TEST_PKGS: busted and cjson for the specs, the sqlite3 shell, a
 # PostgreSQL 15 server, clang (its build and the fuzzers), prometheus
 # (promtool), chromium and nodejs (the browser spec, whose npm packages
-# come with it), luarocks (spec/luarocks_spec.lua) and what builds and
-# checks the Debian packages (spec/deb_spec.lua); openssl makes the
-# TLS spec's certificates.
+# come with it), luarocks (spec/luarocks_spec.lua), DEB_DEB_PKGS and
+# debootstrap (make deb-check's clean roots); openssl makes the TLS
+# spec's certificates. make deb installs DEB_RUN_PKGS and DEB_DEB_PKGS
+# (deps-deb): with them, debian/control's Build-Depends (the same spec
+# checks) and what dpkg-buildpackage and lintian need.
 DEB_RUN_PKGS  = pkg-config gcc make liblua5.4-dev libsqlite3-dev \
-                libpq-dev libevent-dev libcurl4-openssl-dev tzdata
+                libpq-dev libevent-dev libcurl4-openssl-dev tzdata \
+                ca-certificates
+DEB_DEB_PKGS  = build-essential dpkg-dev debhelper fakeroot lintian
 DEB_TEST_PKGS = lua5.4 lua-cjson lua-busted sqlite3 postgresql-15 \
                 postgresql-client-15 clang libclang-rt-14-dev \
                 prometheus chromium nodejs luarocks \
-                debhelper lintian devscripts openssl
+                $(DEB_DEB_PKGS) devscripts debootstrap openssl
 DEB_PKGS      = $(DEB_RUN_PKGS) $(DEB_TEST_PKGS)
 
-.PHONY: deps-run deps-test deps-debian
+.PHONY: deps-run deps-test deps-debian deps-deb
 deps: deps-test spec/browser/node_modules/.package-lock.json
 deps-debian: deps-test
 
@@ -105,6 +111,9 @@ deps-run:
 
 deps-test: deps-run
 	$(call apt_install,$(DEB_TEST_PKGS))
+
+deps-deb: deps-run
+	$(call apt_install,$(DEB_DEB_PKGS))
 
 check-deps:
 	@for m in $(PKGS); do $(PKG_CONFIG) --exists $$m || { \
@@ -350,12 +359,13 @@ uninstall-systemd:
 # leaves jobrunner, libjobrunner0, libjobrunner-dev, lua-jobrunner (and
 # their -dbgsym) with the .changes in build/deb/, then runs lintian on the
 # .changes: a warning or an error fails. The copy keeps this tree's build/
-# and ../ untouched. spec/deb_spec.lua installs what it built.
+# and ../ untouched. It installs what the build needs first (deps-deb).
+# spec/deb_spec.lua installs what it built.
 DEB_DIR = build/deb
 DEB_SRC = $(DEB_DIR)/jobrunner-$(VERSION)
 
 .PHONY: deb
-deb:
+deb: deps-deb
 	$(Q)rm -rf $(DEB_DIR) && mkdir -p $(DEB_SRC)
 	$(Q)if git rev-parse --is-inside-work-tree >/dev/null 2>&1; then \
 	    git ls-files -z --cached --others --exclude-standard | \
@@ -376,7 +386,18 @@ deb:
 	    grep -v '^running with root privileges' $(DEB_DIR)/lintian.log; \
 	    [ $$rc = 0 ] || { echo "make deb: lintian failed"; exit 1; }; \
 	    echo "lintian: no error, no warning"; \
-	else echo "make deb: no lintian (make deps installs it)"; fi
+	else echo "make deb: no lintian (make deps-deb installs it)"; fi
+
+# make deb-check (root; .ci/run calls it after make test): .ci/deb-check
+# builds the packages, installs them with apt in a clean Debian 12 root
+# made by debootstrap and runs a job with the installed unit's command
+# line; then, in a second clean root, make run from a copy of this tree,
+# the README's first job and make deb. It ends with "N passed, N failed".
+# The bootstrapped root is cached in /var/cache/jobrunner-deb-check.
+.PHONY: deb-check
+deb-check: deps-deb
+	$(call apt_install,debootstrap)
+	$(Q).ci/deb-check
 
 # --- LuaRocks: jobrunner-0.1.0-1.rockspec ------------------------------------
 # `luarocks make` runs `make rock` with LUA_INCDIR, JOBRUNNER_INCDIR and

@@ -14,8 +14,8 @@
 return {
   -- SQLite in the service's state directory (the only directory the unit
   -- lets the runner write). For PostgreSQL: "postgresql://runner@db/app"
-  -- (a password belongs in ~jobrunner/.pgpass or JOBRUNNER_BACKEND, not
-  -- here: this file is readable by every user).
+  -- (a password is best kept in ~jobrunner/.pgpass or JOBRUNNER_BACKEND;
+  -- this file is root:jobrunner 0640: root and the runner read it).
   backend = "sqlite:/var/lib/jobrunner/jobs.db",
 
   -- The handlers: files of the administrator, kept in /etc with the rest
@@ -23,5 +23,9 @@ return {
   scripts = "/etc/jobrunner/scripts",
 
   -- The HTTP server: /metrics, the dashboard, the JSON API. Off until set.
-  -- http = { listen = "127.0.0.1:8089" },
+  -- Its token (writes need one, and any address but loopback) in a file
+  -- others may not read (the runner refuses to start otherwise):
+  --   sudo sh -c 'umask 027; head -c 32 /dev/urandom | base64 >/etc/jobrunner/token'
+  --   sudo chgrp jobrunner /etc/jobrunner/token
+  -- http = { listen = "127.0.0.1:8089", token_file = "/etc/jobrunner/token" },
 }

@@ -2,7 +2,7 @@
 -- this machine. `make deb` builds jobrunner, libjobrunner0,
 -- libjobrunner-dev and lua-jobrunner into build/deb/ and lintian passes
 -- them; dpkg installs them (the jobrunner user, /var/lib/jobrunner, the
--- conffile, no unit enabled); `jobrunner check` and a job run as the
+-- conffile root:jobrunner 0640, no unit enabled); `jobrunner check` and a job run as the
 -- jobrunner user with a handler in /etc/jobrunner/scripts; the C library
 -- and the Lua module push jobs; purge removes the state and the
 -- configuration. The teardown purges whatever is still installed, and
@@ -174,7 +174,9 @@ describe("Debian packages", function()
       "/usr/sbin/nologin", pw)
     assert.equal("jobrunner jobrunner 700", trim(h.sh("stat -c '%U %G %a' " ..
       q(STATE))))
-    assert.equal("root 644", trim(h.sh("stat -c '%U %a' " .. q(CONF))))
+    -- it may hold a password: root writes it, the runner's group reads it
+    assert.equal("root jobrunner 640", trim(h.sh("stat -c '%U %G %a' " ..
+      q(CONF))))
     assert.matches("sqlite:/var/lib/jobrunner/jobs.db", h.read_file(CONF))
     -- installed, not enabled, not started: no wants link, no state
     assert.is_false(ok("test -e /etc/systemd/system/multi-user.target.wants/" ..
@@ -247,6 +249,8 @@ print(package.searchpath("jobrunner", package.cpath), id)
     local out, err, code = install()
     assert.equal(0, code, out .. err)
     assert.matches("edited by the administrator", h.read_file(CONF))
+    assert.equal("root jobrunner 640", trim(h.sh("stat -c '%U %G %a' " ..
+      q(CONF))))
     assert.equal(uid, h.sh("id -u jobrunner"))
     assert.is_true(ok("test -s " .. q(STATE .. "/jobs.db")))
     out, err, code = h.sh(as_runner("jobrunner -c " .. CONF .. " stats --json"))

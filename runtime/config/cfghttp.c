@@ -1,12 +1,19 @@
 /* cfghttp.c - the config's `http` table: { listen = "127.0.0.1:8089",
- * token = "...", max_connections = 256 }. The address itself is checked when the server starts
- * (http.c); here only the types, the keys and the token's length. The
- * token is never logged. Uses config.h. */
+ * token = "...", max_connections = 256 }, the token given in the file
+ * itself, in a file of its own (token_file, read here) or in the
+ * environment (token_env). The address itself is checked when the server
+ * starts (http.c); here only the types, the keys and the token's length.
+ * The token is never logged. Uses config.h. */
 #include <ctype.h>
+#include <errno.h>
+#include <fcntl.h>
 #include <lauxlib.h>
 #include <lua.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "config/config.h"
 
@@ -87,6 +94,127 @@ token_why(const char *token, char *what, size_t whatsize)
     return 0;
 }
 
+/* The token in file path, its trailing blanks (a final newline) dropped,
+ * into *slot. -1 with what set when the file cannot be read, is not a
+ * regular file, others may read or write it, or it holds a NUL byte. */
+static int
+token_file(const char *path, char **slot, char *what, size_t whatsize)
+{
+    char buf[JR_HTTP_TOKEN_MAX + 64];
+    struct stat st;
+    size_t len = 0;
+    ssize_t n = 1;
+    int fd, e, rc = -1;
+    jr_err err;
+
+    /* O_NONBLOCK: a FIFO named here must not hang the start */
+    fd = open(path, O_RDONLY | O_NOCTTY | O_NONBLOCK | O_CLOEXEC);
+    if (fd < 0) {
+        e = errno;
+        snprintf(what, whatsize, "names '%s', which cannot be read: %s",
+                 path, strerror(e));
+        return -1;
+    }
+    if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode)) {
+        snprintf(what, whatsize, "names '%s', which is not a regular file",
+                 path);
+        goto done;
+    }
+    if (st.st_mode & (S_IROTH | S_IWOTH)) {
+        snprintf(what, whatsize, "names '%s', which others may read or "
+                 "write (mode %04o): chmod o-rw it", path,
+                 (unsigned)(st.st_mode & 07777));
+        goto done;
+    }
+    while (len < sizeof buf - 1 &&
+           (n = read(fd, buf + len, sizeof buf - 1 - len)) != 0) {
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n < 0) {
+            e = errno;
+            snprintf(what, whatsize, "names '%s', which cannot be read: %s",
+                     path, strerror(e));
+            goto done;
+        }
+        len += (size_t)n;
+    }
+    while (len > 0 && isspace((unsigned char)buf[len - 1]))
+        len--;
+    buf[len] = '\0';
+    if (memchr(buf, '\0', len) != NULL)
+        snprintf(what, whatsize, "names '%s', which holds a NUL byte", path);
+    else if (jr_config_set(slot, buf, &err) < 0)
+        snprintf(what, whatsize, "%s", err.msg);
+    else
+        rc = 0;
+done:
+    memset(buf, 0, sizeof buf);
+    close(fd);
+    return rc;
+}
+
+/* The token in environment variable name into *slot; -1 with what set
+ * when it is not set or empty. */
+static int
+token_env(const char *name, char **slot, char *what, size_t whatsize)
+{
+    const char *v = getenv(name);
+    jr_err err;
+
+    if (v == NULL || v[0] == '\0') {
+        snprintf(what, whatsize, "names the environment variable '%s', "
+                 "which is %s", name, v == NULL ? "not set" : "empty");
+        return -1;
+    }
+    if (jr_config_set(slot, v, &err) < 0) {
+        snprintf(what, whatsize, "%s", err.msg);
+        return -1;
+    }
+    return 0;
+}
+
+/* http.token, http.token_file or http.token_env (one at most) into
+ * c->http_token, checked by token_why. -1 with key and what set. */
+static int
+token_keys(lua_State *L, jr_config *c, char *key, size_t keysize,
+           char *what, size_t whatsize)
+{
+    char *file = NULL, *env = NULL, why[160];
+    int rc = -1;
+
+    if (string_key(L, "token", &c->http_token, key, keysize, what,
+                   whatsize) < 0 ||
+        string_key(L, "token_file", &file, key, keysize, what,
+                   whatsize) < 0 ||
+        string_key(L, "token_env", &env, key, keysize, what, whatsize) < 0)
+        goto done;
+    if ((c->http_token != NULL) + (file != NULL) + (env != NULL) > 1) {
+        snprintf(key, keysize, "http.%s", file && env ? "token_env" :
+                 "token");
+        snprintf(what, whatsize, "is set with another of http.token, "
+                 "http.token_file and http.token_env: set one");
+        goto done;
+    }
+    snprintf(key, keysize, "http.%s", file ? "token_file" : env ?
+             "token_env" : "token");
+    if ((file && token_file(file, &c->http_token, what, whatsize) < 0) ||
+        (env && token_env(env, &c->http_token, what, whatsize) < 0))
+        goto done;
+    if (c->http_token != NULL && token_why(c->http_token, why,
+                                           sizeof why) < 0) {
+        if (file || env)
+            snprintf(what, whatsize, "gives a token that %s", why);
+        else
+            snprintf(what, whatsize, "%s", why);
+        goto done;
+    }
+    rc = 0;
+done:
+    free(file);
+    free(env);
+    return rc;
+}
+
 int
 jr_config_http(lua_State *L, jr_config *c, char *key, size_t keysize,
                char *what, size_t whatsize)
@@ -103,10 +231,11 @@ jr_config_http(lua_State *L, jr_config *c, char *key, size_t keysize,
     while (lua_next(L, -2) != 0) {                   /* t k v */
         k = lua_type(L, -2) == LUA_TSTRING ? lua_tostring(L, -2) : "?";
         if (strcmp(k, "listen") != 0 && strcmp(k, "token") != 0 &&
+            strcmp(k, "token_file") != 0 && strcmp(k, "token_env") != 0 &&
             strcmp(k, "max_connections") != 0) {
             snprintf(key, keysize, "http.%.40s", k);
             snprintf(what, whatsize, "is not a key of http (listen, "
-                     "token, max_connections)");
+                     "token, token_file, token_env, max_connections)");
             lua_pop(L, 2);                           /* t */
             return -1;
         }
@@ -114,14 +243,8 @@ jr_config_http(lua_State *L, jr_config *c, char *key, size_t keysize,
     }                                                /* t */
     if (string_key(L, "listen", &c->http_listen, key, keysize, what,
                    whatsize) < 0 ||
-        string_key(L, "token", &c->http_token, key, keysize, what,
-                   whatsize) < 0 ||
+        token_keys(L, c, key, keysize, what, whatsize) < 0 ||
         conns_key(L, &c->http_max_conns, key, keysize, what, whatsize) < 0)
         return -1;
-    if (c->http_token != NULL && token_why(c->http_token, what,
-                                           whatsize) < 0) {
-        snprintf(key, keysize, "http.token");
-        return -1;
-    }
     return 0;
 }
