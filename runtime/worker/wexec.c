@@ -50,6 +50,7 @@ typedef struct child {
 
 static volatile pid_t kids[KIDS_MAX];   /* groups to kill on the way out */
 static jr_share *page;          /* the master's copy of the first ones */
+static lua_State *build;        /* a thread of our own for the results */
 
 /* Lists (on) or forgets the group of child pid, here and, for the master
  * to kill if this worker dies, in the shared page. */
@@ -122,23 +123,16 @@ child_cancel(void *op)
     child_free(op);
 }
 
-/* Done once it exited and both its output pipes reached their end. */
-static void
-maybe_done(child *c)
+/* The result of c on L: { status, stdout, stderr, signal? }, or nil and
+ * the timeout's message. Allocates: run protected (done_p). */
+static int
+push_result(lua_State *L, const child *c)
 {
-    lua_State *L;
-    jr_task *t = c->t;
-
-    if (!c->exited || c->fd[1] >= 0 || c->fd[2] >= 0)
-        return;
-    L = jr_task_thread(t);
     if (c->timed_out) {
         lua_pushnil(L);
         lua_pushfstring(L, "jobrunner.exec: '%s' timed out after %fs (its "
                         "process group was killed)", c->name, c->timeout);
-        child_free(c);
-        jr_task_wake(t, 2);
-        return;
+        return 2;
     }
     lua_createtable(L, 0, 4);
     lua_pushinteger(L, WIFEXITED(c->status) ? WEXITSTATUS(c->status) :
@@ -152,8 +146,63 @@ maybe_done(child *c)
     lua_setfield(L, -2, "stdout");
     lua_pushlstring(L, c->err.p ? c->err.p : "", c->err.len);
     lua_setfield(L, -2, "stderr");
+    return 1;
+}
+
+static int
+done_p(lua_State *L)
+{
+    return push_result(L, lua_touserdata(L, 1));
+}
+
+/* The message of a result that did not fit in memory. */
+static int
+nomem_p(lua_State *L)
+{
+    const child *c = lua_touserdata(L, 1);
+
+    lua_pushnil(L);
+    lua_pushfstring(L, "jobrunner.exec: '%s': not enough memory for its "
+                    "output (%d bytes)", c->name,
+                    (int)(c->out.len + c->err.len));
+    return 2;
+}
+
+/* Done once it exited and both its output pipes reached their end. The
+ * result is built on the thread `build` under a protected call, then
+ * moved to the task's: this runs in the loop's callback, where a memory
+ * error (memory_limit) must not jump out through libevent, and the task's
+ * thread may be a suspended coroutine, where no call can run. The job's
+ * memory_limit holds meanwhile, as while the job runs: an output over it
+ * fails the call, then the job. */
+static void
+maybe_done(child *c)
+{
+    jr_task *t = c->t;
+    jr_memlimit *ml = t->job != NULL ? &t->job->w->mem : NULL;
+    int n, enforce = ml != NULL ? ml->enforce : 0;
+
+    if (!c->exited || c->fd[1] >= 0 || c->fd[2] >= 0)
+        return;
+    if (ml != NULL)
+        ml->enforce = 1;
+    lua_pushcfunction(build, done_p);
+    lua_pushlightuserdata(build, c);
+    if (lua_pcall(build, 1, LUA_MULTRET, 0) != LUA_OK) {
+        lua_pushcfunction(build, nomem_p);
+        lua_pushlightuserdata(build, c);
+        if (lua_pcall(build, 1, 2, 0) != LUA_OK) {
+            lua_pushnil(build);                      /* err nil */
+            lua_insert(build, -2);                   /* nil err */
+        }
+        lua_remove(build, 1);                        /* the first error */
+    }
+    if (ml != NULL)
+        ml->enforce = enforce;
+    n = lua_gettop(build);
+    lua_xmove(build, jr_task_thread(t), n);
     child_free(c);
-    jr_task_wake(t, 1);
+    jr_task_wake(t, n);
 }
 
 static void
@@ -522,6 +571,8 @@ void
 jr_wexec_open(lua_State *L, jr_share *share)
 {
     page = share;
+    build = lua_newthread(L);
+    luaL_ref(L, LUA_REGISTRYINDEX);     /* kept for the worker's life */
     lua_pushcfunction(L, wexec_exec);
     lua_setfield(L, -2, "exec");
 }

@@ -27,6 +27,7 @@ typedef struct jr_http {
     struct event       *timer;
     CURL               *easy[EASY_KEPT];/* reset, for the next requests */
     int                 neasy;
+    lua_State          *build;          /* a thread of our own (complete) */
 } jr_http;
 
 typedef struct xfer {                   /* one request in flight */
@@ -197,13 +198,11 @@ push_headers(lua_State *L, const jr_buf *b)
     }
 }
 
-/* The transfer ended with rc: the response or nil and the error for the
- * task, which resumes. */
-static void
-complete(xfer *x, CURLcode rc)
+/* The outcome of x, ended with rc, on L: the response, or nil and the
+ * error. Allocates: run protected (done_p). */
+static int
+push_outcome(lua_State *L, xfer *x, CURLcode rc)
 {
-    lua_State *L = jr_task_thread(x->t);
-    jr_task *t = x->t;
     long status = 0;
 
     if (rc == CURLE_OK) {
@@ -215,9 +214,7 @@ complete(xfer *x, CURLcode rc)
         lua_setfield(L, -2, "headers");
         lua_pushlstring(L, x->resp.p ? x->resp.p : "", x->resp.len);
         lua_setfield(L, -2, "body");
-        xfer_free(x);
-        jr_task_wake(t, 1);
-        return;
+        return 1;
     }
     lua_pushnil(L);
     if (x->too_big)
@@ -226,8 +223,63 @@ complete(xfer *x, CURLcode rc)
     else
         lua_pushfstring(L, "jobrunner.http: %s: %s", x->url,
                         x->errbuf[0] ? x->errbuf : curl_easy_strerror(rc));
+    return 2;
+}
+
+static int
+done_p(lua_State *L)
+{
+    return push_outcome(L, lua_touserdata(L, 1),
+                        (CURLcode)lua_tointeger(L, 2));
+}
+
+/* The message of a response that did not fit in memory. */
+static int
+nomem_p(lua_State *L)
+{
+    const xfer *x = lua_touserdata(L, 1);
+
+    lua_pushnil(L);
+    lua_pushfstring(L, "jobrunner.http: %s: not enough memory for the "
+                    "response (%d bytes)", x->url, (int)x->resp.len);
+    return 2;
+}
+
+/* The transfer ended with rc: the response or nil and the error for the
+ * task, which resumes. They are built on the thread h->build under a
+ * protected call, then moved to the task's: this runs in the loop's
+ * callback, where a memory error (memory_limit) must not jump out through
+ * libevent, and the task's thread may be a suspended coroutine, where no
+ * call can run. The job's memory_limit holds meanwhile, as while the job
+ * runs: a response over it fails the call, then the job. */
+static void
+complete(xfer *x, CURLcode rc)
+{
+    lua_State *B = x->h->build;
+    jr_task *t = x->t;
+    jr_memlimit *ml = t->job != NULL ? &t->job->w->mem : NULL;
+    int n, enforce = ml != NULL ? ml->enforce : 0;
+
+    if (ml != NULL)
+        ml->enforce = 1;
+    lua_pushcfunction(B, done_p);
+    lua_pushlightuserdata(B, x);
+    lua_pushinteger(B, rc);
+    if (lua_pcall(B, 2, LUA_MULTRET, 0) != LUA_OK) {
+        lua_pushcfunction(B, nomem_p);
+        lua_pushlightuserdata(B, x);
+        if (lua_pcall(B, 1, 2, 0) != LUA_OK) {
+            lua_pushnil(B);                          /* err nil */
+            lua_insert(B, -2);                       /* nil err */
+        }
+        lua_remove(B, 1);                            /* the first error */
+    }
+    if (ml != NULL)
+        ml->enforce = enforce;
+    n = lua_gettop(B);
+    lua_xmove(B, jr_task_thread(t), n);
     xfer_free(x);
-    jr_task_wake(t, 2);
+    jr_task_wake(t, n);
 }
 
 static void
@@ -509,6 +561,8 @@ jr_whttp_open(worker *w, lua_State *L, jr_err *err)
     w->http = h;
     if ((h->timer = evtimer_new(w->base, on_timer, h)) == NULL)
         return jr_fail(err, JR_ENOMEM, "worker: out of memory");
+    h->build = lua_newthread(L);                     /* M th */
+    luaL_ref(L, LUA_REGISTRYINDEX);     /* kept for the worker's life */
     lua_pushlightuserdata(L, h);                     /* M h */
     lua_pushcclosure(L, whttp_http, 1);              /* M f */
     lua_setfield(L, -2, "http");                     /* M */

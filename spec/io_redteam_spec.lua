@@ -1,0 +1,135 @@
+-- io_redteam_spec.lua - jobrunner.exec and jobrunner.http against what an
+-- attacker or a careless handler hands them: a result too large for the
+-- Lua state's memory_limit (it was built in the loop's callback, and the
+-- memory error jumped through libevent), a child's descendant that left
+-- its process group holding stdout, the worker's sockets inherited by a
+-- child, a timeout too large for a timeval, a HEAD request, a
+-- Content-Length that disagrees with the body (a smuggled request),
+-- credentials in the url shown in messages, request heads over libcurl's
+-- limit, many headers. The HTTP servers are bench/slowhttp (build/bench/)
+-- and spec/helpers/rawhttp.c (built here), which records the bytes it
+-- receives.
+local jr = require "jr"
+local q = jr.quote
+local cjson = require "cjson"
+
+local SLOWHTTP = (os.getenv("BUILD") or "build") .. "/bench/slowhttp"
+
+-- Starts slowhttp answering at once; returns its base URL and a stop.
+local function slow_server()
+  local out = os.tmpname()
+  local pid = jr.sh(("%s 0 > %s 2>&1 & echo $!"):format(SLOWHTTP, out))
+  local port = jr.wait_for(function()
+    return (jr.read_file(out) or ""):match("port (%d+)")
+  end, 10, "slowhttp")
+  return "http://127.0.0.1:" .. port, function()
+    os.execute("kill " .. pid:match("%d+"))
+    os.remove(out)
+  end
+end
+
+local rawhttp_dir, rawhttp_bin
+
+-- Builds the recording server once into a temp dir (removed at the end).
+local function rawhttp()
+  if rawhttp_bin then return rawhttp_bin end
+  rawhttp_dir = jr.sh("mktemp -d /tmp/jrrawhttp.XXXXXX"):gsub("%s+$", "")
+  rawhttp_bin = rawhttp_dir .. "/rawhttp"
+  local _, err, code = jr.sh(("%s -std=c11 -o %s %s"):format(
+    os.getenv("CC") or "cc", q(rawhttp_bin),
+    q(jr.root .. "/spec/helpers/rawhttp.c")))
+  assert(code == 0, "cannot build rawhttp: " .. err)
+  return rawhttp_bin
+end
+
+-- Starts the recorder writing what it receives to out; returns its base
+-- URL and a stop.
+local function recorder(out)
+  local log = out .. ".log"
+  local pid = jr.sh(("%s %s 300 > %s 2>&1 & echo $!"):format(q(rawhttp()),
+    q(out), q(log))):match("%d+")
+  local port = jr.wait_for(function()
+    return (jr.read_file(log) or ""):match("port (%d+)")
+  end, 10, "rawhttp listening")
+  return "http://127.0.0.1:" .. port, function()
+    os.execute("kill " .. pid .. " 2>/dev/null")
+  end
+end
+
+-- Pushes one job of handler name with payload (a table; "out" is added),
+-- waits for it to end (done or dead) and returns the lines it wrote to the
+-- file named by its payload's "out" and its row when it went dead.
+local function run_job(env, name, payload, wait)
+  local out = env.dir .. "/" .. name .. (payload and payload.tag or "") .. ".out"
+  payload = payload or {}
+  payload.out = out
+  env:push(name, cjson.encode(payload))
+  if not env.proc then env:start() end
+  jr.wait_for(function() return env:count() == 0 or env:count("dead") > 0 end,
+              wait or 120, "job " .. name)
+  return jr.lines(out), env:jobs("state = 'dead'")[1]
+end
+
+local OUT = [[
+local jobrunner = require "jobrunner"
+local function out(job, line)
+  local f = assert(io.open(job.payload.out, "a"))
+  f:write((tostring(line):gsub("\n", "|")), "\n")
+  f:close()
+end
+local function now()
+  local f = assert(io.open("/proc/uptime"))
+  local s = f:read("n")
+  f:close()
+  return s
+end
+]]
+
+teardown(function()
+  if rawhttp_dir then os.execute("rm -rf " .. q(rawhttp_dir)) end
+end)
+
+for _, backend in ipairs(jr.backends()) do
+  describe(backend .. " exec and http attacked:", function()
+    local env = jr.test_env(backend)
+
+    for _, inflight in ipairs({ 1, 4 }) do
+      it("fails a result over memory_limit as the job's, the worker goes on (inflight "
+         .. inflight .. ")", function()
+        local base, stop = slow_server()
+        finally(stop)
+        env:config("concurrency = 1, memory_limit = 32")
+        env:script("big", OUT .. [[
+          return { inflight = ]] .. inflight .. [[, max_retries = 0, timeout = 60,
+            handle = function(job)
+              local r, err
+              if job.payload.what == "exec" then
+                r, err = jobrunner.exec({ "head", "-c", "50000000", "/dev/zero" })
+              else
+                r, err = jobrunner.http{ url = job.payload.base .. "/?bytes=50000000",
+                                         max_size = 60000000 }
+              end
+              out(job, r and ("got " .. #(r.stdout or r.body)) or ("nil, " .. err))
+            end }]])
+        env:script("small", OUT .. [[
+          return function(job)
+            out(job, jobrunner.exec({ "echo", "after" }).stdout)
+          end]])
+        for _, what in ipairs({ "exec", "http" }) do
+          local lines, dead = run_job(env, "big", { what = what, base = base,
+                                                tag = what }, 60)
+          assert.truthy(dead, "the job did not fail")
+          assert.truthy(dead.last_error:find("memory limit of 32 MiB exceeded", 1, true),
+                        dead.last_error)
+          assert.equal(1, #lines, table.concat(lines, "\n"))
+          assert.truthy(lines[1]:find("^nil, jobrunner%." .. what .. ": .*memory"),
+                        lines[1])
+          env:exec("DELETE FROM jobs")
+        end
+        local lines = run_job(env, "small")
+        assert.same({ "after|" }, lines)
+        assert.falsy(env:log():find("reentrant", 1, true), env:log())
+      end)
+    end
+  end)
+end
