@@ -15,10 +15,11 @@ local cjson = require "cjson"
 
 local SLOWHTTP = (os.getenv("BUILD") or "build") .. "/bench/slowhttp"
 
--- Starts slowhttp answering at once; returns its base URL and a stop.
-local function slow_server()
+-- Starts slowhttp answering after ms (default at once); returns its base
+-- URL and a stop.
+local function slow_server(ms)
   local out = os.tmpname()
-  local pid = jr.sh(("%s 0 > %s 2>&1 & echo $!"):format(SLOWHTTP, out))
+  local pid = jr.sh(("%s %d > %s 2>&1 & echo $!"):format(SLOWHTTP, ms or 0, out))
   local port = jr.wait_for(function()
     return (jr.read_file(out) or ""):match("port (%d+)")
   end, 10, "slowhttp")
@@ -129,6 +130,45 @@ for _, backend in ipairs(jr.backends()) do
         local lines = run_job(env, "small")
         assert.same({ "after|" }, lines)
         assert.falsy(env:log():find("reentrant", 1, true), env:log())
+      end)
+
+      it("gives a child no fd but 0 1 2, waits not for what left its group, "
+         .. "takes any timeout (inflight " .. inflight .. ")", function()
+        local base, stop = slow_server()
+        finally(stop)
+        local pidfile = env.dir .. "/escaped.pid"
+        finally(function()
+          local pid = (jr.read_file(pidfile) or ""):match("%d+")
+          if pid then os.execute("kill " .. pid .. " 2>/dev/null") end
+        end)
+        env:config("concurrency = 1")
+        env:script("kids", OUT .. [[
+          return { inflight = ]] .. inflight .. [[, max_retries = 0, timeout = 40,
+            handle = function(job)
+              -- a request first: libcurl keeps its connection and sockets
+              local r = assert(jobrunner.http{ url = job.payload.base .. "/" })
+              local f = assert(io.open(job.payload.out .. ".open", "w"))
+              r = assert(jobrunner.exec({ "sh", "-c", "ls /proc/$$/fd" }))
+              f:close()
+              out(job, "fds " .. r.stdout)
+              -- a grandchild that leaves the group and keeps stdout
+              local t0 = now()
+              r = assert(jobrunner.exec({ "sh", "-c",
+                "setsid sh -c 'echo $$ > " .. job.payload.pidfile .. "; exec sleep 60' & " ..
+                "sleep 1; echo started" }, { timeout = 5 }))
+              out(job, ("escaped: status %d, %s in %s"):format(r.status, r.stdout,
+                now() - t0 < 20 and "time" or (now() - t0) .. "s"))
+              r, err = jobrunner.exec({ "sh", "-c", "sleep 0.3; echo ok" },
+                                      { timeout = 1e300 })
+              out(job, "timeout 1e300: " .. (r and r.stdout or err))
+              r, err = jobrunner.exec({ "sh", "-c", "sleep 0.3; echo ok" },
+                                      { timeout = 2^63 })
+              out(job, "timeout 2^63: " .. (r and r.stdout or err))
+            end }]])
+        local lines, dead = run_job(env, "kids", { base = base, pidfile = pidfile }, 60)
+        assert.falsy(dead, dead and dead.last_error)
+        assert.same({ "fds 0|1|2|", "escaped: status 0, started| in time",
+                      "timeout 1e300: ok|", "timeout 2^63: ok|" }, lines)
       end)
     end
   end)

@@ -28,6 +28,7 @@
 
 #define EXEC_MAX_OUT  (64L << 20)       /* bytes kept of stdout, of stderr */
 #define KIDS_MAX      4096
+#define EXEC_TIMEOUT_MAX 1e9            /* s; past it none (a timeval's) */
 
 extern char **environ;
 
@@ -227,6 +228,29 @@ on_output(evutil_socket_t fd, short what, void *arg)
         jr_buf_put(b, buf, (size_t)n);
 }
 
+/* After the exit: reads what is left in pipe i, then closes it. What
+ * still holds it open left the group (setsid, a daemon) and is not
+ * waited for: the call would last as long as it, past its timeout. */
+static void
+drain(child *c, int i)
+{
+    jr_buf *b = i == 1 ? &c->out : &c->err;
+    char buf[16384];
+    ssize_t n;
+    int k;
+
+    for (k = 0; k < 64 && c->fd[i] >= 0; k++) {     /* 1 MiB at most */
+        n = read(c->fd[i], buf, sizeof buf);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0)
+            break;
+        if (b->len + (size_t)n <= (size_t)EXEC_MAX_OUT)
+            jr_buf_put(b, buf, (size_t)n);
+    }
+    close_fd(c, i);
+}
+
 static void
 on_input(evutil_socket_t fd, short what, void *arg)
 {
@@ -265,6 +289,8 @@ on_exit_ev(evutil_socket_t fd, short what, void *arg)
     if (c->ev_timeout != NULL)
         event_del(c->ev_timeout);
     kill(-c->pid, SIGKILL);     /* what it left behind in its group */
+    drain(c, 1);
+    drain(c, 2);
     maybe_done(c);
 }
 
@@ -298,10 +324,13 @@ in_child(char **argv, char **envp, const char *cwd, int p[3][2])
     dup2(p[0][0], 0);
     dup2(p[1][1], 1);
     dup2(p[2][1], 2);
-    for (i = 0; i < 3; i++) {
-        close(p[i][0]);
-        close(p[i][1]);
-    }
+    /* nothing else of the worker's: its sockets (libcurl's, with requests
+     * in flight) and a handler's open files are not marked close-on-exec */
+#ifdef SYS_close_range
+    if (syscall(SYS_close_range, 3U, ~0U, 0U) < 0)
+#endif
+        for (i = 3; i < 65536; i++)
+            close(i);
     if (envp != NULL)
         environ = envp;
     if (cwd != NULL && chdir(cwd) < 0) {
@@ -499,7 +528,7 @@ arm(child *c, struct event_base *base)
             return -1;
         event_add(c->ev[i], NULL);
     }
-    if (c->timeout > 0) {
+    if (c->timeout > 0 && c->timeout < EXEC_TIMEOUT_MAX) {
         tv.tv_sec = (long)c->timeout;
         tv.tv_usec = (long)((c->timeout - (double)tv.tv_sec) * 1e6);
         if ((c->ev_timeout = evtimer_new(base, on_timeout, c)) == NULL)
