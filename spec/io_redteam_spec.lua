@@ -171,5 +171,75 @@ for _, backend in ipairs(jr.backends()) do
                       "timeout 1e300: ok|", "timeout 2^63: ok|" }, lines)
       end)
     end
+
+    for _, inflight in ipairs({ 1, 4 }) do
+      it("sends HEAD, no smuggling Content-Length, no password in messages, "
+         .. "heads within limits (inflight " .. inflight .. ")", function()
+        local base, stop = slow_server()
+        finally(stop)
+        local rec = env.dir .. "/received"
+        local rbase, rstop = recorder(rec)
+        finally(rstop)
+        env:config("concurrency = 1")
+        env:script("req", OUT .. [[
+          return { inflight = ]] .. inflight .. [[, max_retries = 0, timeout = 100,
+            handle = function(job)
+              local function try(what, req)
+                req.url = req.url or job.payload.rbase .. "/ok"
+                req.timeout = req.timeout or 20
+                local t0 = now()
+                local ok, r, err = pcall(jobrunner.http, req)
+                out(job, what .. ": " .. (ok and (r and ("status " .. r.status ..
+                  (#r.body > 0 and " body" or "")) or ("nil, " .. err)) or r) ..
+                  (now() - t0 < 8 and "" or " slow"))
+              end
+              try("head", { url = job.payload.base .. "/", method = "HEAD" })
+              local smuggle = "GET /smuggled HTTP/1.1\r\nHost: x\r\n\r\n"
+              try("cl 0", { body = smuggle, headers = { ["Content-Length"] = "0" } })
+              try("cl less", { body = smuggle, headers = { ["content-length"] = 5 } })
+              try("cl no body", { method = "PUT", headers = { ["Content-Length"] = "10" } })
+              try("cl te", { body = "abc", headers = { ["Content-Length"] = "3",
+                                                       ["Transfer-Encoding"] = "chunked" } })
+              try("cl right", { body = "abc", headers = { ["Content-Length"] = "3" } })
+              try("password", { url = "http://user:s3cret@127.0.0.1:1/x?a=b@c" })
+              -- over libcurl's 1 MiB: "Out of memory", or "No URL set" past 8 MB
+              try("url 2MB", { url = job.payload.rbase .. "/?" .. ("a"):rep(2000000) })
+              try("url 9MB", { url = job.payload.rbase .. "/?" .. ("a"):rep(9000000) })
+              try("header 2MB", { headers = { ["X-Big"] = ("v"):rep(2000000) } })
+              try("header 900kB", { headers = { ["X-Big"] = ("v"):rep(900000) } })
+              local hs = {}
+              for i = 1, 70000 do hs["X-H" .. i] = "v" end
+              try("70k headers", { headers = hs, timeout = 60 })
+            end }]])
+        local lines, dead = run_job(env, "req", { base = base, rbase = rbase }, 200)
+        assert.falsy(dead, dead and dead.last_error)
+        local want = {
+          { "head", "^status 200$" },
+          { "cl 0", "header 'Content%-Length' is not the body's length %(35 bytes%)$" },
+          { "cl less", "header 'content%-length' is not the body's length %(35 bytes%)$" },
+          { "cl no body", "header 'Content%-Length' is not the body's length %(0 bytes%)$" },
+          { "cl te", "headers 'Content%-Length' and 'Transfer%-Encoding' together$" },
+          { "cl right", "^status 200 body$" },
+          { "password", "^nil, jobrunner%.http: http://%*%*%*@127%.0%.0%.1:1/x%?a=b@c: " },
+          { "url 2MB", "the url takes 200%d%d%d%d bytes, more than 1000000 a request may send$" },
+          { "url 9MB", "the url takes 900%d%d%d%d bytes, more than 1000000 a request may send$" },
+          { "header 2MB", "the url and headers take over 1000000 bytes" },
+          { "header 900kB", "^status 200 body$" },
+          { "70k headers", "^status 200 body$" },
+        }
+        assert.equal(#want, #lines, table.concat(lines, "\n"))
+        local wrong = {}
+        for i, w in ipairs(want) do
+          local what, rest = lines[i]:match("^([^:]*): (.*)$")
+          if what ~= w[1] or not rest:find(w[2]) then
+            wrong[#wrong + 1] = "want " .. w[2] .. ", got " .. lines[i]:sub(1, 300)
+          end
+        end
+        assert.equal("", table.concat(wrong, "\n"))
+        assert.falsy(table.concat(lines, "\n"):find("s3cret", 1, true))
+        local got = jr.read_file(rec) or ""
+        assert.falsy(got:find("smuggled", 1, true), got:sub(1, 2000))
+      end)
+    end
   end)
 end

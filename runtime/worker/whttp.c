@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include <curl/curl.h>
 #include <event2/event.h>
@@ -20,6 +21,8 @@
 #define HTTP_TIMEOUT  30.0              /* seconds, when none is given */
 #define HTTP_MAX_SIZE (16L << 20)       /* response bytes, when none */
 #define EASY_KEPT     512               /* easy handles kept for reuse */
+#define HTTP_MAX_HEAD 1000000           /* url and headers; libcurl's 1 MiB
+                                         * head holds its own lines too */
 
 typedef struct jr_http {
     CURLM              *multi;
@@ -396,14 +399,21 @@ opt_num(lua_State *L, const char *key, double dflt, double lo, double hi)
     return v;
 }
 
-/* The headers table of the request: name = value pairs. [-0, +0, v] */
+/* The headers table of the request: name = value pairs, appended at the
+ * list's end (curl_slist_append walks it from the node it is given).
+ * *head grows by each header's line. A Content-Length must be the body's
+ * length, blen, and comes without a Transfer-Encoding: another would have
+ * the server read the body's end as a request of its own. [-0, +0, v] */
 static void
-set_headers(lua_State *L, xfer *x)
+set_headers(lua_State *L, xfer *x, size_t blen, size_t *head)
 {
-    struct curl_slist *l;
+    struct curl_slist *l, *last = NULL;
     const char *name, *value;
     size_t nlen, vlen;
+    int cl = 0, te = 0;
+    char len[32];
 
+    snprintf(len, sizeof len, "%zu", blen);
     if (lua_getfield(L, 1, "headers") == LUA_TTABLE) {
         lua_pushnil(L);
         while (lua_next(L, -2)) {
@@ -413,17 +423,52 @@ set_headers(lua_State *L, xfer *x)
             name = lua_tolstring(L, -2, &nlen);      /* .. hs name value */
             value = lua_tolstring(L, -1, &vlen);     /* a number: a string */
             check_header(L, name, nlen, value, vlen);
+            if (strcasecmp(name, "Content-Length") == 0) {
+                if (strcmp(value, len) != 0)
+                    luaL_error(L, "jobrunner.http: header '%s' is not the "
+                               "body's length (%s bytes)", name, len);
+                cl = 1;
+            }
+            te |= strcasecmp(name, "Transfer-Encoding") == 0;
+            *head += nlen + vlen + 4;
+            if (*head > HTTP_MAX_HEAD)
+                luaL_error(L, "jobrunner.http: the url and headers take "
+                           "over %d bytes, more than a request may send",
+                           HTTP_MAX_HEAD);
             lua_pushfstring(L, "%s: %s", name, value);
-            if ((l = curl_slist_append(x->headers, lua_tostring(L, -1))) ==
-                NULL)           /* x->headers is still the list */
+            if ((l = curl_slist_append(last, lua_tostring(L, -1))) == NULL)
                 luaL_error(L, "jobrunner.http: out of memory");
-            x->headers = l;
+            if (last == NULL)   /* x->headers holds what was appended */
+                x->headers = last = l;
+            else
+                last = last->next;
             lua_pop(L, 2);                           /* .. hs name */
         }
     } else if (!lua_isnil(L, -1)) {
         luaL_error(L, "jobrunner.http: 'headers' must be a table");
     }
+    if (cl && te)
+        luaL_error(L, "jobrunner.http: headers 'Content-Length' and "
+                   "'Transfer-Encoding' together");
     lua_pop(L, 1);
+}
+
+/* The url for messages, at most sizeof x->url: without the user and
+ * password it may hold (scheme://user:password@host/...). */
+static void
+set_msg_url(xfer *x, const char *url)
+{
+    const char *sep = strstr(url, "://"), *auth = sep ? sep + 3 : url;
+    const char *end = auth + strcspn(auth, "/?#"), *at = NULL, *p;
+
+    for (p = auth; p < end; p++)
+        if (*p == '@')
+            at = p;
+    if (at == NULL)
+        snprintf(x->url, sizeof x->url, "%s", url);
+    else
+        snprintf(x->url, sizeof x->url, "%.*s***%s", (int)(auth - url), url,
+                 at);
 }
 
 /* Sets x's easy handle from the request table at 1. [-0, +0, v] */
@@ -446,17 +491,22 @@ setup(lua_State *L, xfer *x)
         luaL_error(L, "jobrunner.http: the method is empty");
     if (method != NULL)
         check_bytes(L, method, mlen, tchar, "the method", "a token");
-    snprintf(x->url, sizeof x->url, "%s", url);
+    if (ulen > HTTP_MAX_HEAD)
+        luaL_error(L, "jobrunner.http: the url takes %d bytes, more than "
+                   "%d a request may send", (int)ulen, HTTP_MAX_HEAD);
+    set_msg_url(x, url);
     x->max_size = (long)opt_num(L, "max_size", (double)HTTP_MAX_SIZE, 0,
                                 1 << 30);
     lua_getfield(L, 1, "body");
     body = lua_isnil(L, -1) ? NULL : lua_tolstring(L, -1, &blen);
     if (body == NULL && !lua_isnil(L, -1))
         luaL_error(L, "jobrunner.http: 'body' must be a string");
-    if (body != NULL && (x->body = malloc(blen + 1)) != NULL)
+    if (body != NULL && (x->body = malloc(blen + 1)) == NULL)
+        luaL_error(L, "jobrunner.http: out of memory");
+    if (body != NULL)
         memcpy(x->body, body, blen + 1);
     lua_pop(L, 1);
-    set_headers(L, x);
+    set_headers(L, x, blen, &ulen);
     curl_easy_setopt(e, CURLOPT_URL, url);
     curl_easy_setopt(e, CURLOPT_PROTOCOLS_STR, "http,https");
     curl_easy_setopt(e, CURLOPT_REDIR_PROTOCOLS_STR, "http,https");
@@ -474,6 +524,8 @@ setup(lua_State *L, xfer *x)
         curl_easy_setopt(e, CURLOPT_CAINFO, cainfo);
     if (method != NULL)
         curl_easy_setopt(e, CURLOPT_CUSTOMREQUEST, method);
+    if (method != NULL && strcmp(method, "HEAD") == 0)
+        curl_easy_setopt(e, CURLOPT_NOBODY, 1L);    /* else it waits for one */
     if (x->body != NULL) {
         curl_easy_setopt(e, CURLOPT_POSTFIELDS, x->body);
         curl_easy_setopt(e, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)blen);
