@@ -201,6 +201,7 @@ for _, backend in ipairs(jr.backends()) do
               try("cl te", { body = "abc", headers = { ["Content-Length"] = "3",
                                                        ["Transfer-Encoding"] = "chunked" } })
               try("cl right", { body = "abc", headers = { ["Content-Length"] = "3" } })
+              try("verify string", { verify = "false" })
               try("password", { url = "http://user:s3cret@127.0.0.1:1/x?a=b@c" })
               -- over libcurl's 1 MiB: "Out of memory", or "No URL set" past 8 MB
               try("url 2MB", { url = job.payload.rbase .. "/?" .. ("a"):rep(2000000) })
@@ -220,6 +221,7 @@ for _, backend in ipairs(jr.backends()) do
           { "cl no body", "header 'Content%-Length' is not the body's length %(0 bytes%)$" },
           { "cl te", "headers 'Content%-Length' and 'Transfer%-Encoding' together$" },
           { "cl right", "^status 200 body$" },
+          { "verify string", "jobrunner%.http: 'verify' must be a boolean, got string$" },
           { "password", "^nil, jobrunner%.http: http://%*%*%*@127%.0%.0%.1:1/x%?a=b@c: " },
           { "url 2MB", "the url takes 200%d%d%d%d bytes, more than 1000000 a request may send$" },
           { "url 9MB", "the url takes 900%d%d%d%d bytes, more than 1000000 a request may send$" },

@@ -514,7 +514,10 @@ setup(lua_State *L, xfer *x)
     curl_easy_setopt(e, CURLOPT_TIMEOUT_MS, (long)(timeout * 1000));
     curl_easy_setopt(e, CURLOPT_FOLLOWLOCATION, redirects > 0 ? 1L : 0L);
     curl_easy_setopt(e, CURLOPT_MAXREDIRS, redirects);
-    lua_getfield(L, 1, "verify");
+    if (lua_getfield(L, 1, "verify") != LUA_TNIL &&
+        lua_type(L, -1) != LUA_TBOOLEAN)    /* "false" would verify */
+        luaL_error(L, "jobrunner.http: 'verify' must be a boolean, got %s",
+                   luaL_typename(L, -1));
     if (lua_type(L, -1) == LUA_TBOOLEAN && !lua_toboolean(L, -1)) {
         curl_easy_setopt(e, CURLOPT_SSL_VERIFYPEER, 0L);
         curl_easy_setopt(e, CURLOPT_SSL_VERIFYHOST, 0L);
