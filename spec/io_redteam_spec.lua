@@ -6,7 +6,7 @@
 -- child, a timeout too large for a timeval, a HEAD request, a
 -- Content-Length that disagrees with the body (a smuggled request),
 -- credentials in the url shown in messages, request heads over libcurl's
--- limit, many headers. The HTTP servers are bench/slowhttp (build/bench/)
+-- limit, many headers, a 'verify' that is not a boolean. The HTTP servers are bench/slowhttp (build/bench/)
 -- and spec/helpers/rawhttp.c (built here), which records the bytes it
 -- receives.
 local jr = require "jr"
