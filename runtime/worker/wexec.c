@@ -239,7 +239,7 @@ drain(child *c, int i)
     ssize_t n;
     int k;
 
-    for (k = 0; k < 64 && c->fd[i] >= 0; k++) {     /* 1 MiB at most */
+    for (k = 0; k < EXEC_MAX_OUT / (long)sizeof buf && c->fd[i] >= 0; k++) {
         n = read(c->fd[i], buf, sizeof buf);
         if (n < 0 && errno == EINTR)
             continue;
