@@ -211,6 +211,15 @@ for _, backend in ipairs(jr.backends()) do
               local hs = {}
               for i = 1, 70000 do hs["X-H" .. i] = "v" end
               try("70k headers", { headers = hs, timeout = 60 })
+              -- the worker out of descriptors: the message says so
+              local held, r, err = {}, nil, nil
+              repeat
+                local f = io.open("/dev/null")
+                held[#held + 1] = f
+              until f == nil
+              r, err = jobrunner.http{ url = "http://127.0.0.1:1/", timeout = 20 }
+              for _, f in ipairs(held) do f:close() end
+              out(job, "no fd: " .. (r and "status " .. r.status or "nil, " .. err))
             end }]])
         local lines, dead = run_job(env, "req", { base = base, rbase = rbase }, 200)
         assert.falsy(dead, dead and dead.last_error)
@@ -228,6 +237,7 @@ for _, backend in ipairs(jr.backends()) do
           { "header 2MB", "the url and headers take over 1000000 bytes" },
           { "header 900kB", "^status 200 body$" },
           { "70k headers", "^status 200 body$" },
+          { "no fd", "^nil, jobrunner%.http: http://127%.0%.0%.1:1/: cannot open a socket: Too many open files$" },
         }
         assert.equal(#want, #lines, table.concat(lines, "\n"))
         local wrong = {}

@@ -6,10 +6,12 @@
  * worker_int.h, luaopts-free Lua reads of the request table, log.h. */
 #define _GNU_SOURCE
 #include <ctype.h>
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/socket.h>
 
 #include <curl/curl.h>
 #include <event2/event.h>
@@ -43,6 +45,7 @@ typedef struct xfer {                   /* one request in flight */
     jr_buf              head;           /* the last response's headers */
     long                max_size;
     int                 too_big;
+    int                 sock_errno;     /* socket()'s failure, or 0 */
     char                url[256];       /* for messages */
     char                errbuf[CURL_ERROR_SIZE];
 } xfer;
@@ -118,6 +121,20 @@ timer_cb(CURLM *multi, long ms, void *userp)
     if (ms < 0)
         return evtimer_del(h->timer);
     return evtimer_add(h->timer, &tv);
+}
+
+/* CURLOPT_OPENSOCKETFUNCTION: the socket, close-on-exec; socket()'s
+ * errno kept (libcurl says "Couldn't connect to server" of EMFILE). */
+static curl_socket_t
+open_socket(void *arg, curlsocktype purpose, struct curl_sockaddr *a)
+{
+    xfer *x = arg;
+    curl_socket_t fd;
+
+    (void)purpose;
+    if ((fd = socket(a->family, a->socktype | SOCK_CLOEXEC, a->protocol)) < 0)
+        x->sock_errno = errno;
+    return fd;
 }
 
 static size_t
@@ -220,7 +237,10 @@ push_outcome(lua_State *L, xfer *x, CURLcode rc)
         return 1;
     }
     lua_pushnil(L);
-    if (x->too_big)
+    if (x->sock_errno != 0)
+        lua_pushfstring(L, "jobrunner.http: %s: cannot open a socket: %s",
+                        x->url, strerror(x->sock_errno));
+    else if (x->too_big)
         lua_pushfstring(L, "jobrunner.http: %s: response larger than "
                         "max_size (%d bytes)", x->url, (int)x->max_size);
     else
@@ -539,6 +559,8 @@ setup(lua_State *L, xfer *x)
     curl_easy_setopt(e, CURLOPT_HEADERFUNCTION, on_header);
     curl_easy_setopt(e, CURLOPT_HEADERDATA, x);
     curl_easy_setopt(e, CURLOPT_ERRORBUFFER, x->errbuf);
+    curl_easy_setopt(e, CURLOPT_OPENSOCKETFUNCTION, open_socket);
+    curl_easy_setopt(e, CURLOPT_OPENSOCKETDATA, x);
     curl_easy_setopt(e, CURLOPT_PRIVATE, x);
 }
 
