@@ -164,11 +164,17 @@ for _, backend in ipairs(jr.backends()) do
               r, err = jobrunner.exec({ "sh", "-c", "sleep 0.3; echo ok" },
                                       { timeout = 2^63 })
               out(job, "timeout 2^63: " .. (r and r.stdout or err))
+              -- a length no table has: (n + 1) pointers overflowed an int
+              local ok, e = pcall(jobrunner.exec, setmetatable({}, {
+                __len = function() return 2^31 - 1 end }))
+              out(job, "huge len: " .. tostring(e))
             end }]])
         local lines, dead = run_job(env, "kids", { base = base, pidfile = pidfile }, 60)
         assert.falsy(dead, dead and dead.last_error)
         assert.same({ "fds 0|1|2|", "escaped: status 0, started| in time",
-                      "timeout 1e300: ok|", "timeout 2^63: ok|" }, lines)
+                      "timeout 1e300: ok|", "timeout 2^63: ok|",
+                      "huge len: jobrunner.exec: argv has 2147483647 elements, "
+                      .. "more than 1048576" }, lines)
       end)
     end
 

@@ -29,6 +29,7 @@
 #define EXEC_MAX_OUT  (64L << 20)       /* bytes kept of stdout, of stderr */
 #define KIDS_MAX      4096
 #define EXEC_TIMEOUT_MAX 1e9            /* s; past it none (a timeval's) */
+#define EXEC_MAX_ARGS (1 << 20)         /* execve takes fewer (ARG_MAX) */
 
 extern char **environ;
 
@@ -390,10 +391,14 @@ fail:
 static char **
 read_argv(lua_State *L)
 {
-    int n = (int)luaL_len(L, 1), i;
+    lua_Integer count = luaL_len(L, 1); /* a __len may say anything */
+    int n = (int)count, i;
     char **argv;
 
-    luaL_argcheck(L, n >= 1, 1, "must be a non-empty list of strings");
+    luaL_argcheck(L, count >= 1, 1, "must be a non-empty list of strings");
+    if (count > EXEC_MAX_ARGS)
+        luaL_error(L, "jobrunner.exec: argv has %I elements, more than %d",
+                   count, EXEC_MAX_ARGS);
     argv = lua_newuserdatauv(L, (size_t)(n + 1) * sizeof *argv, 1);
     lua_createtable(L, n, 0);                        /* .. u strs */
     for (i = 1; i <= n; i++) {
