@@ -28,6 +28,8 @@
 
 #define EXEC_MAX_OUT  (64L << 20)       /* bytes kept of stdout, of stderr */
 #define KIDS_MAX      4096
+#define EXEC_TIMEOUT_MAX 1e9            /* s; past it none (a timeval's) */
+#define EXEC_MAX_ARGS (1 << 20)         /* execve takes fewer (ARG_MAX) */
 
 extern char **environ;
 
@@ -50,6 +52,7 @@ typedef struct child {
 
 static volatile pid_t kids[KIDS_MAX];   /* groups to kill on the way out */
 static jr_share *page;          /* the master's copy of the first ones */
+static lua_State *build;        /* a thread of our own for the results */
 
 /* Lists (on) or forgets the group of child pid, here and, for the master
  * to kill if this worker dies, in the shared page. */
@@ -122,23 +125,16 @@ child_cancel(void *op)
     child_free(op);
 }
 
-/* Done once it exited and both its output pipes reached their end. */
-static void
-maybe_done(child *c)
+/* The result of c on L: { status, stdout, stderr, signal? }, or nil and
+ * the timeout's message. Allocates: run protected (done_p). */
+static int
+push_result(lua_State *L, const child *c)
 {
-    lua_State *L;
-    jr_task *t = c->t;
-
-    if (!c->exited || c->fd[1] >= 0 || c->fd[2] >= 0)
-        return;
-    L = jr_task_thread(t);
     if (c->timed_out) {
         lua_pushnil(L);
         lua_pushfstring(L, "jobrunner.exec: '%s' timed out after %fs (its "
                         "process group was killed)", c->name, c->timeout);
-        child_free(c);
-        jr_task_wake(t, 2);
-        return;
+        return 2;
     }
     lua_createtable(L, 0, 4);
     lua_pushinteger(L, WIFEXITED(c->status) ? WEXITSTATUS(c->status) :
@@ -152,8 +148,63 @@ maybe_done(child *c)
     lua_setfield(L, -2, "stdout");
     lua_pushlstring(L, c->err.p ? c->err.p : "", c->err.len);
     lua_setfield(L, -2, "stderr");
+    return 1;
+}
+
+static int
+done_p(lua_State *L)
+{
+    return push_result(L, lua_touserdata(L, 1));
+}
+
+/* The message of a result that did not fit in memory. */
+static int
+nomem_p(lua_State *L)
+{
+    const child *c = lua_touserdata(L, 1);
+
+    lua_pushnil(L);
+    lua_pushfstring(L, "jobrunner.exec: '%s': not enough memory for its "
+                    "output (%d bytes)", c->name,
+                    (int)(c->out.len + c->err.len));
+    return 2;
+}
+
+/* Done once it exited and both its output pipes reached their end. The
+ * result is built on the thread `build` under a protected call, then
+ * moved to the task's: this runs in the loop's callback, where a memory
+ * error (memory_limit) must not jump out through libevent, and the task's
+ * thread may be a suspended coroutine, where no call can run. The job's
+ * memory_limit holds meanwhile, as while the job runs: an output over it
+ * fails the call, then the job. */
+static void
+maybe_done(child *c)
+{
+    jr_task *t = c->t;
+    jr_memlimit *ml = t->job != NULL ? &t->job->w->mem : NULL;
+    int n, enforce = ml != NULL ? ml->enforce : 0;
+
+    if (!c->exited || c->fd[1] >= 0 || c->fd[2] >= 0)
+        return;
+    if (ml != NULL)
+        ml->enforce = 1;
+    lua_pushcfunction(build, done_p);
+    lua_pushlightuserdata(build, c);
+    if (lua_pcall(build, 1, LUA_MULTRET, 0) != LUA_OK) {
+        lua_pushcfunction(build, nomem_p);
+        lua_pushlightuserdata(build, c);
+        if (lua_pcall(build, 1, 2, 0) != LUA_OK) {
+            lua_pushnil(build);                      /* err nil */
+            lua_insert(build, -2);                   /* nil err */
+        }
+        lua_remove(build, 1);                        /* the first error */
+    }
+    if (ml != NULL)
+        ml->enforce = enforce;
+    n = lua_gettop(build);
+    lua_xmove(build, jr_task_thread(t), n);
     child_free(c);
-    jr_task_wake(t, 1);
+    jr_task_wake(t, n);
 }
 
 static void
@@ -176,6 +227,29 @@ on_output(evutil_socket_t fd, short what, void *arg)
     }
     if (b->len + (size_t)n <= (size_t)EXEC_MAX_OUT)
         jr_buf_put(b, buf, (size_t)n);
+}
+
+/* After the exit: reads what is left in pipe i, then closes it. What
+ * still holds it open left the group (setsid, a daemon) and is not
+ * waited for: the call would last as long as it, past its timeout. */
+static void
+drain(child *c, int i)
+{
+    jr_buf *b = i == 1 ? &c->out : &c->err;
+    char buf[16384];
+    ssize_t n;
+    int k;
+
+    for (k = 0; k < EXEC_MAX_OUT / (long)sizeof buf && c->fd[i] >= 0; k++) {
+        n = read(c->fd[i], buf, sizeof buf);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0)
+            break;
+        if (b->len + (size_t)n <= (size_t)EXEC_MAX_OUT)
+            jr_buf_put(b, buf, (size_t)n);
+    }
+    close_fd(c, i);
 }
 
 static void
@@ -216,6 +290,8 @@ on_exit_ev(evutil_socket_t fd, short what, void *arg)
     if (c->ev_timeout != NULL)
         event_del(c->ev_timeout);
     kill(-c->pid, SIGKILL);     /* what it left behind in its group */
+    drain(c, 1);
+    drain(c, 2);
     maybe_done(c);
 }
 
@@ -249,10 +325,13 @@ in_child(char **argv, char **envp, const char *cwd, int p[3][2])
     dup2(p[0][0], 0);
     dup2(p[1][1], 1);
     dup2(p[2][1], 2);
-    for (i = 0; i < 3; i++) {
-        close(p[i][0]);
-        close(p[i][1]);
-    }
+    /* nothing else of the worker's: its sockets (libcurl's, with requests
+     * in flight) and a handler's open files are not marked close-on-exec */
+#ifdef SYS_close_range
+    if (syscall(SYS_close_range, 3U, ~0U, 0U) < 0)
+#endif
+        for (i = 3; i < 65536; i++)
+            close(i);
     if (envp != NULL)
         environ = envp;
     if (cwd != NULL && chdir(cwd) < 0) {
@@ -312,10 +391,14 @@ fail:
 static char **
 read_argv(lua_State *L)
 {
-    int n = (int)luaL_len(L, 1), i;
+    lua_Integer count = luaL_len(L, 1); /* a __len may say anything */
+    int n = (int)count, i;
     char **argv;
 
-    luaL_argcheck(L, n >= 1, 1, "must be a non-empty list of strings");
+    luaL_argcheck(L, count >= 1, 1, "must be a non-empty list of strings");
+    if (count > EXEC_MAX_ARGS)
+        luaL_error(L, "jobrunner.exec: argv has %I elements, more than %d",
+                   count, EXEC_MAX_ARGS);
     argv = lua_newuserdatauv(L, (size_t)(n + 1) * sizeof *argv, 1);
     lua_createtable(L, n, 0);                        /* .. u strs */
     for (i = 1; i <= n; i++) {
@@ -450,7 +533,7 @@ arm(child *c, struct event_base *base)
             return -1;
         event_add(c->ev[i], NULL);
     }
-    if (c->timeout > 0) {
+    if (c->timeout > 0 && c->timeout < EXEC_TIMEOUT_MAX) {
         tv.tv_sec = (long)c->timeout;
         tv.tv_usec = (long)((c->timeout - (double)tv.tv_sec) * 1e6);
         if ((c->ev_timeout = evtimer_new(base, on_timeout, c)) == NULL)
@@ -522,6 +605,8 @@ void
 jr_wexec_open(lua_State *L, jr_share *share)
 {
     page = share;
+    build = lua_newthread(L);
+    luaL_ref(L, LUA_REGISTRYINDEX);     /* kept for the worker's life */
     lua_pushcfunction(L, wexec_exec);
     lua_setfield(L, -2, "exec");
 }

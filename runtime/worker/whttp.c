@@ -6,9 +6,12 @@
  * worker_int.h, luaopts-free Lua reads of the request table, log.h. */
 #define _GNU_SOURCE
 #include <ctype.h>
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
+#include <sys/socket.h>
 
 #include <curl/curl.h>
 #include <event2/event.h>
@@ -20,6 +23,8 @@
 #define HTTP_TIMEOUT  30.0              /* seconds, when none is given */
 #define HTTP_MAX_SIZE (16L << 20)       /* response bytes, when none */
 #define EASY_KEPT     512               /* easy handles kept for reuse */
+#define HTTP_MAX_HEAD 1000000           /* url and headers; libcurl's 1 MiB
+                                         * head holds its own lines too */
 
 typedef struct jr_http {
     CURLM              *multi;
@@ -27,6 +32,7 @@ typedef struct jr_http {
     struct event       *timer;
     CURL               *easy[EASY_KEPT];/* reset, for the next requests */
     int                 neasy;
+    lua_State          *build;          /* a thread of our own (complete) */
 } jr_http;
 
 typedef struct xfer {                   /* one request in flight */
@@ -39,6 +45,7 @@ typedef struct xfer {                   /* one request in flight */
     jr_buf              head;           /* the last response's headers */
     long                max_size;
     int                 too_big;
+    int                 sock_errno;     /* socket()'s failure, or 0 */
     char                url[256];       /* for messages */
     char                errbuf[CURL_ERROR_SIZE];
 } xfer;
@@ -114,6 +121,20 @@ timer_cb(CURLM *multi, long ms, void *userp)
     if (ms < 0)
         return evtimer_del(h->timer);
     return evtimer_add(h->timer, &tv);
+}
+
+/* CURLOPT_OPENSOCKETFUNCTION: the socket, close-on-exec; socket()'s
+ * errno kept (libcurl says "Couldn't connect to server" of EMFILE). */
+static curl_socket_t
+open_socket(void *arg, curlsocktype purpose, struct curl_sockaddr *a)
+{
+    xfer *x = arg;
+    curl_socket_t fd;
+
+    (void)purpose;
+    if ((fd = socket(a->family, a->socktype | SOCK_CLOEXEC, a->protocol)) < 0)
+        x->sock_errno = errno;
+    return fd;
 }
 
 static size_t
@@ -197,13 +218,11 @@ push_headers(lua_State *L, const jr_buf *b)
     }
 }
 
-/* The transfer ended with rc: the response or nil and the error for the
- * task, which resumes. */
-static void
-complete(xfer *x, CURLcode rc)
+/* The outcome of x, ended with rc, on L: the response, or nil and the
+ * error. Allocates: run protected (done_p). */
+static int
+push_outcome(lua_State *L, xfer *x, CURLcode rc)
 {
-    lua_State *L = jr_task_thread(x->t);
-    jr_task *t = x->t;
     long status = 0;
 
     if (rc == CURLE_OK) {
@@ -215,19 +234,75 @@ complete(xfer *x, CURLcode rc)
         lua_setfield(L, -2, "headers");
         lua_pushlstring(L, x->resp.p ? x->resp.p : "", x->resp.len);
         lua_setfield(L, -2, "body");
-        xfer_free(x);
-        jr_task_wake(t, 1);
-        return;
+        return 1;
     }
     lua_pushnil(L);
-    if (x->too_big)
+    if (x->sock_errno != 0)
+        lua_pushfstring(L, "jobrunner.http: %s: cannot open a socket: %s",
+                        x->url, strerror(x->sock_errno));
+    else if (x->too_big)
         lua_pushfstring(L, "jobrunner.http: %s: response larger than "
                         "max_size (%d bytes)", x->url, (int)x->max_size);
     else
         lua_pushfstring(L, "jobrunner.http: %s: %s", x->url,
                         x->errbuf[0] ? x->errbuf : curl_easy_strerror(rc));
+    return 2;
+}
+
+static int
+done_p(lua_State *L)
+{
+    return push_outcome(L, lua_touserdata(L, 1),
+                        (CURLcode)lua_tointeger(L, 2));
+}
+
+/* The message of a response that did not fit in memory. */
+static int
+nomem_p(lua_State *L)
+{
+    const xfer *x = lua_touserdata(L, 1);
+
+    lua_pushnil(L);
+    lua_pushfstring(L, "jobrunner.http: %s: not enough memory for the "
+                    "response (%d bytes)", x->url, (int)x->resp.len);
+    return 2;
+}
+
+/* The transfer ended with rc: the response or nil and the error for the
+ * task, which resumes. They are built on the thread h->build under a
+ * protected call, then moved to the task's: this runs in the loop's
+ * callback, where a memory error (memory_limit) must not jump out through
+ * libevent, and the task's thread may be a suspended coroutine, where no
+ * call can run. The job's memory_limit holds meanwhile, as while the job
+ * runs: a response over it fails the call, then the job. */
+static void
+complete(xfer *x, CURLcode rc)
+{
+    lua_State *B = x->h->build;
+    jr_task *t = x->t;
+    jr_memlimit *ml = t->job != NULL ? &t->job->w->mem : NULL;
+    int n, enforce = ml != NULL ? ml->enforce : 0;
+
+    if (ml != NULL)
+        ml->enforce = 1;
+    lua_pushcfunction(B, done_p);
+    lua_pushlightuserdata(B, x);
+    lua_pushinteger(B, rc);
+    if (lua_pcall(B, 2, LUA_MULTRET, 0) != LUA_OK) {
+        lua_pushcfunction(B, nomem_p);
+        lua_pushlightuserdata(B, x);
+        if (lua_pcall(B, 1, 2, 0) != LUA_OK) {
+            lua_pushnil(B);                          /* err nil */
+            lua_insert(B, -2);                       /* nil err */
+        }
+        lua_remove(B, 1);                            /* the first error */
+    }
+    if (ml != NULL)
+        ml->enforce = enforce;
+    n = lua_gettop(B);
+    lua_xmove(B, jr_task_thread(t), n);
     xfer_free(x);
-    jr_task_wake(t, 2);
+    jr_task_wake(t, n);
 }
 
 static void
@@ -344,14 +419,21 @@ opt_num(lua_State *L, const char *key, double dflt, double lo, double hi)
     return v;
 }
 
-/* The headers table of the request: name = value pairs. [-0, +0, v] */
+/* The headers table of the request: name = value pairs, appended at the
+ * list's end (curl_slist_append walks it from the node it is given).
+ * *head grows by each header's line. A Content-Length must be the body's
+ * length, blen, and comes without a Transfer-Encoding: another would have
+ * the server read the body's end as a request of its own. [-0, +0, v] */
 static void
-set_headers(lua_State *L, xfer *x)
+set_headers(lua_State *L, xfer *x, size_t blen, size_t *head)
 {
-    struct curl_slist *l;
+    struct curl_slist *l, *last = NULL;
     const char *name, *value;
     size_t nlen, vlen;
+    int cl = 0, te = 0;
+    char len[32];
 
+    snprintf(len, sizeof len, "%zu", blen);
     if (lua_getfield(L, 1, "headers") == LUA_TTABLE) {
         lua_pushnil(L);
         while (lua_next(L, -2)) {
@@ -361,17 +443,52 @@ set_headers(lua_State *L, xfer *x)
             name = lua_tolstring(L, -2, &nlen);      /* .. hs name value */
             value = lua_tolstring(L, -1, &vlen);     /* a number: a string */
             check_header(L, name, nlen, value, vlen);
+            if (strcasecmp(name, "Content-Length") == 0) {
+                if (strcmp(value, len) != 0)
+                    luaL_error(L, "jobrunner.http: header '%s' is not the "
+                               "body's length (%s bytes)", name, len);
+                cl = 1;
+            }
+            te |= strcasecmp(name, "Transfer-Encoding") == 0;
+            *head += nlen + vlen + 4;
+            if (*head > HTTP_MAX_HEAD)
+                luaL_error(L, "jobrunner.http: the url and headers take "
+                           "over %d bytes, more than a request may send",
+                           HTTP_MAX_HEAD);
             lua_pushfstring(L, "%s: %s", name, value);
-            if ((l = curl_slist_append(x->headers, lua_tostring(L, -1))) ==
-                NULL)           /* x->headers is still the list */
+            if ((l = curl_slist_append(last, lua_tostring(L, -1))) == NULL)
                 luaL_error(L, "jobrunner.http: out of memory");
-            x->headers = l;
+            if (last == NULL)   /* x->headers holds what was appended */
+                x->headers = last = l;
+            else
+                last = last->next;
             lua_pop(L, 2);                           /* .. hs name */
         }
     } else if (!lua_isnil(L, -1)) {
         luaL_error(L, "jobrunner.http: 'headers' must be a table");
     }
+    if (cl && te)
+        luaL_error(L, "jobrunner.http: headers 'Content-Length' and "
+                   "'Transfer-Encoding' together");
     lua_pop(L, 1);
+}
+
+/* The url for messages, at most sizeof x->url: without the user and
+ * password it may hold (scheme://user:password@host/...). */
+static void
+set_msg_url(xfer *x, const char *url)
+{
+    const char *sep = strstr(url, "://"), *auth = sep ? sep + 3 : url;
+    const char *end = auth + strcspn(auth, "/?#"), *at = NULL, *p;
+
+    for (p = auth; p < end; p++)
+        if (*p == '@')
+            at = p;
+    if (at == NULL)
+        snprintf(x->url, sizeof x->url, "%s", url);
+    else
+        snprintf(x->url, sizeof x->url, "%.*s***%s", (int)(auth - url), url,
+                 at);
 }
 
 /* Sets x's easy handle from the request table at 1. [-0, +0, v] */
@@ -394,17 +511,22 @@ setup(lua_State *L, xfer *x)
         luaL_error(L, "jobrunner.http: the method is empty");
     if (method != NULL)
         check_bytes(L, method, mlen, tchar, "the method", "a token");
-    snprintf(x->url, sizeof x->url, "%s", url);
+    if (ulen > HTTP_MAX_HEAD)
+        luaL_error(L, "jobrunner.http: the url takes %d bytes, more than "
+                   "%d a request may send", (int)ulen, HTTP_MAX_HEAD);
+    set_msg_url(x, url);
     x->max_size = (long)opt_num(L, "max_size", (double)HTTP_MAX_SIZE, 0,
                                 1 << 30);
     lua_getfield(L, 1, "body");
     body = lua_isnil(L, -1) ? NULL : lua_tolstring(L, -1, &blen);
     if (body == NULL && !lua_isnil(L, -1))
         luaL_error(L, "jobrunner.http: 'body' must be a string");
-    if (body != NULL && (x->body = malloc(blen + 1)) != NULL)
+    if (body != NULL && (x->body = malloc(blen + 1)) == NULL)
+        luaL_error(L, "jobrunner.http: out of memory");
+    if (body != NULL)
         memcpy(x->body, body, blen + 1);
     lua_pop(L, 1);
-    set_headers(L, x);
+    set_headers(L, x, blen, &ulen);
     curl_easy_setopt(e, CURLOPT_URL, url);
     curl_easy_setopt(e, CURLOPT_PROTOCOLS_STR, "http,https");
     curl_easy_setopt(e, CURLOPT_REDIR_PROTOCOLS_STR, "http,https");
@@ -412,7 +534,10 @@ setup(lua_State *L, xfer *x)
     curl_easy_setopt(e, CURLOPT_TIMEOUT_MS, (long)(timeout * 1000));
     curl_easy_setopt(e, CURLOPT_FOLLOWLOCATION, redirects > 0 ? 1L : 0L);
     curl_easy_setopt(e, CURLOPT_MAXREDIRS, redirects);
-    lua_getfield(L, 1, "verify");
+    if (lua_getfield(L, 1, "verify") != LUA_TNIL &&
+        lua_type(L, -1) != LUA_TBOOLEAN)    /* "false" would verify */
+        luaL_error(L, "jobrunner.http: 'verify' must be a boolean, got %s",
+                   luaL_typename(L, -1));
     if (lua_type(L, -1) == LUA_TBOOLEAN && !lua_toboolean(L, -1)) {
         curl_easy_setopt(e, CURLOPT_SSL_VERIFYPEER, 0L);
         curl_easy_setopt(e, CURLOPT_SSL_VERIFYHOST, 0L);
@@ -422,6 +547,8 @@ setup(lua_State *L, xfer *x)
         curl_easy_setopt(e, CURLOPT_CAINFO, cainfo);
     if (method != NULL)
         curl_easy_setopt(e, CURLOPT_CUSTOMREQUEST, method);
+    if (method != NULL && strcmp(method, "HEAD") == 0)
+        curl_easy_setopt(e, CURLOPT_NOBODY, 1L);    /* else it waits for one */
     if (x->body != NULL) {
         curl_easy_setopt(e, CURLOPT_POSTFIELDS, x->body);
         curl_easy_setopt(e, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)blen);
@@ -432,6 +559,8 @@ setup(lua_State *L, xfer *x)
     curl_easy_setopt(e, CURLOPT_HEADERFUNCTION, on_header);
     curl_easy_setopt(e, CURLOPT_HEADERDATA, x);
     curl_easy_setopt(e, CURLOPT_ERRORBUFFER, x->errbuf);
+    curl_easy_setopt(e, CURLOPT_OPENSOCKETFUNCTION, open_socket);
+    curl_easy_setopt(e, CURLOPT_OPENSOCKETDATA, x);
     curl_easy_setopt(e, CURLOPT_PRIVATE, x);
 }
 
@@ -509,6 +638,8 @@ jr_whttp_open(worker *w, lua_State *L, jr_err *err)
     w->http = h;
     if ((h->timer = evtimer_new(w->base, on_timer, h)) == NULL)
         return jr_fail(err, JR_ENOMEM, "worker: out of memory");
+    h->build = lua_newthread(L);                     /* M th */
+    luaL_ref(L, LUA_REGISTRYINDEX);     /* kept for the worker's life */
     lua_pushlightuserdata(L, h);                     /* M h */
     lua_pushcclosure(L, whttp_http, 1);              /* M f */
     lua_setfield(L, -2, "http");                     /* M */
