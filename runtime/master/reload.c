@@ -353,7 +353,11 @@ jr_pidfile_state(const char *path, const char *text)
     if (text == NULL)
         return unlink(file) < 0 && errno != ENOENT ? -1 : 0;
     snprintf(tmp, sizeof tmp, "%s.tmp", file);
-    fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_NONBLOCK |
+    /* a new file, never one put at tmp (a hard link to another file
+     * would have it truncated and written) */
+    if (unlink(tmp) < 0 && errno != ENOENT)
+        return -1;
+    fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_NONBLOCK |
               O_CLOEXEC, 0644);
     if (fd < 0)
         return -1;
@@ -383,16 +387,24 @@ int
 jr_pidfile_state_read(const char *path, char *buf, size_t size)
 {
     char file[4200];
-    FILE *f;
+    struct stat st;
+    ssize_t n;
+    int fd;
 
     snprintf(file, sizeof file, "%s.state", path);
-    if ((f = fopen(file, "r")) == NULL)
+    /* the runner writes a regular file: a symlink or a FIFO put there
+     * by another is not read (it could name any file, or block us) */
+    fd = open(file, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY |
+              O_CLOEXEC);
+    if (fd < 0)
         return -1;
-    if (fgets(buf, (int)size, f) == NULL) {
-        fclose(f);
+    if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode) ||
+        (n = read(fd, buf, size - 1)) < 0) {
+        close(fd);
         return -1;
     }
-    fclose(f);
+    close(fd);
+    buf[n] = '\0';
     buf[strcspn(buf, "\n")] = '\0';
     return 0;
 }

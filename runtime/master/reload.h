@@ -43,7 +43,8 @@ long jr_pidfile_read(const char *path, jr_err *err);
  * symlink. Returns 0 or -1 (errno set). */
 int  jr_pidfile_state(const char *path, const char *text);
 /* Reads that line into buf (size bytes, the newline dropped): 0, or -1
- * when there is none. */
+ * when there is none, or what is there is no regular file (a symlink or
+ * a FIFO is neither followed nor waited on). */
 int  jr_pidfile_state_read(const char *path, char *buf, size_t size);
 
 #endif
