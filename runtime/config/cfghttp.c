@@ -86,11 +86,13 @@ token_why(const char *token, char *what, size_t whatsize)
     if (n > JR_HTTP_TOKEN_MAX)
         return snprintf(what, whatsize, "is too long: at most %d "
                         "characters", JR_HTTP_TOKEN_MAX), -1;
+    /* a browser sends a header's non-ASCII text as Latin-1, not as the
+     * UTF-8 of the file: the dashboard could never match such a token */
     for (i = 0; i < n; i++)
-        if ((unsigned char)token[i] <= ' ' || token[i] == 0x7f)
-            return snprintf(what, whatsize, "has a space or a control "
-                            "character (character %zu): a Bearer token "
-                            "cannot carry it", i + 1), -1;
+        if ((unsigned char)token[i] <= ' ' || (unsigned char)token[i] >= 0x7f)
+            return snprintf(what, whatsize, "has a space, a control "
+                            "character or a non-ASCII byte (character %zu): "
+                            "a Bearer token cannot carry it", i + 1), -1;
     return 0;
 }
 
@@ -161,6 +163,11 @@ token_env(const char *name, char **slot, char *what, size_t whatsize)
     const char *v = getenv(name);
     jr_err err;
 
+    if (name[0] == '\0' || strchr(name, '=') != NULL) {
+        snprintf(what, whatsize, "must name an environment variable (no "
+                 "'=' in the name, not empty), got '%s'", name);
+        return -1;
+    }
     if (v == NULL || v[0] == '\0') {
         snprintf(what, whatsize, "names the environment variable '%s', "
                  "which is %s", name, v == NULL ? "not set" : "empty");
