@@ -3,7 +3,9 @@
 -- user could plant in that directory: a FIFO there must not hang `stats`,
 -- a symlink must not make `stats` show the file it points to, control
 -- bytes in the reason must not reach the terminal raw (escape sequences),
--- and a hard link planted at the runner's temporary name must not have
+-- a killed runner's pid file whose pid is another's now names no runner
+-- (stats showed its stale reason, reload sent that process SIGHUP), and
+-- a hard link planted at the runner's temporary name must not have
 -- its target overwritten. The file is the runner's, not the engine's:
 -- SQLite only.
 local jr = require "jr"
@@ -72,6 +74,28 @@ describe("the runner's state file, planted by another:", function()
     -- JSON carries the reason as it is, escaped by JSON itself
     assert.equal("a\27[2J\27]0;x\7b\rc", env:stats().workers_cannot_start)
     assert.equal(0, env:stop())
+  end)
+
+  it("a killed runner's pid file, its pid now another's, names no runner",
+     function()
+    env:script("ok", "return function() end")
+    local p = env:start()
+    jr.write_file(state_path(), "workers cannot start: stale\n")
+    os.execute("kill -9 " .. p.pid)
+    jr.wait_for(function() return not env:alive(p) end, 20, "runner gone")
+    -- its pid given to another process since: a sleep stands for it
+    local other = tonumber(jr.sh("sleep 120 >/dev/null 2>&1 & echo $!")
+                           :match("%d+"))
+    jr.write_file(env.dir .. "/jobs.db.pid", other .. "\n")
+    local out, err, code = stats()
+    assert.equal(0, code, err)
+    assert.is_nil(out:find("stale", 1, true), out)
+    out, err, code = env:cli("reload")
+    assert.not_equal(0, code, out)
+    assert.matches("does not hold its lock", err, 1, true)
+    -- the stranger was not sent SIGHUP (which would have ended it)
+    assert.truthy(os.execute("kill -0 " .. other))
+    os.execute("kill " .. other)
   end)
 
   it("a hard link at the runner's temporary name keeps its target",

@@ -308,17 +308,32 @@ jr_pidfile_write(const char *path, jr_err *err)
 long
 jr_pidfile_read(const char *path, jr_err *err)
 {
-    FILE *f = fopen(path, "r");
+    /* O_NONBLOCK: a FIFO put there must not hang us */
+    int fd = open(path, O_RDONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
+    FILE *f = fd < 0 ? NULL : fdopen(fd, "r");
     long pid = -1;
+    int locked;
 
-    if (f == NULL)
-        return jr_fail_errno(err, JR_ENOTFOUND, errno, "no runner: cannot "
+    if (f == NULL) {
+        int e = errno;
+
+        if (fd >= 0)
+            close(fd);
+        return jr_fail_errno(err, JR_ENOTFOUND, e, "no runner: cannot "
                              "read pid file '%s'", path);
+    }
     if (fscanf(f, "%ld", &pid) != 1)
         pid = -1;
+    /* a live runner holds the lock; a killed one's file names a pid that
+     * another process may have been given since */
+    locked = flock(fd, LOCK_SH | LOCK_NB) < 0 && errno == EWOULDBLOCK;
     fclose(f);
     if (pid <= 0)
         return jr_fail(err, JR_ENOTFOUND, "pid file '%s' holds no pid", path);
+    if (!locked)
+        return jr_fail(err, JR_ENOTFOUND, "no runner: process %ld from '%s' "
+                       "does not hold its lock (the file of a runner that "
+                       "was killed)", pid, path);
     if (kill((pid_t)pid, 0) < 0)
         return jr_fail(err, JR_ENOTFOUND, "no runner: process %ld from '%s' "
                        "is gone", pid, path);
