@@ -2,7 +2,9 @@
 -- user would set them: a variable name that is empty or holds '=' (the
 -- C library finds another variable's tail for "A=B") is refused as such;
 -- a token with a non-ASCII byte, which the dashboard's browser would send
--- as Latin-1 and never match, is refused at start; a reload after the
+-- as Latin-1 and never match, is refused at start; a file longer than a
+-- token and its blanks is refused (a token followed by thousands of blank
+-- lines and more text was taken silently); a reload after the
 -- token file changed says the server keeps the old token (it does), and
 -- never the token itself. The config is the same on both engines: SQLite
 -- only.
@@ -60,6 +62,24 @@ describe("http token, red team:", function()
     assert.matches("'http.token' has a space, a control character or a " ..
                    "non-ASCII byte (character 1)", err, 1, true)
     assert.is_nil(err:find(TOKEN, 1, true), err)
+  end)
+
+  it("refuses a file longer than a token, not reading it all", function()
+    env:script("ok", OK)
+    -- the token, then more blank lines than a token's blanks, then more
+    local path = token_file(env, TOKEN .. ("\n"):rep(5000) .. "junk\n")
+    local code, err = check(env, ("token_file = %q"):format(path))
+    assert.equal(3, code, err)
+    assert.matches(("'http.token_file' names '%s', which is too long to " ..
+                    "hold a token (at most 4158 bytes)"):format(path), err,
+                   1, true)
+    -- a sparse file of 1 GiB is refused as quickly
+    os.execute(("truncate -s 1G %s"):format(q(path)))
+    local t0 = jr.now()
+    code, err = check(env, ("token_file = %q"):format(path))
+    assert.equal(3, code, err)
+    assert.matches("which is too long to hold a token", err, 1, true)
+    assert.truthy(jr.now() - t0 < 30)
   end)
 
   it("a reload after the token file changed says the old token stays",

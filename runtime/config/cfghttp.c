@@ -98,7 +98,9 @@ token_why(const char *token, char *what, size_t whatsize)
 
 /* The token in file path, its trailing blanks (a final newline) dropped,
  * into *slot. -1 with what set when the file cannot be read, is not a
- * regular file, others may read or write it, or it holds a NUL byte. */
+ * regular file, others may read or write it, is longer than any token
+ * with its blanks (read no further: it may be huge), or it holds a NUL
+ * byte. */
 static int
 token_file(const char *path, char **slot, char *what, size_t whatsize)
 {
@@ -139,6 +141,11 @@ token_file(const char *path, char **slot, char *what, size_t whatsize)
             goto done;
         }
         len += (size_t)n;
+    }
+    if (len == sizeof buf - 1) {    /* more than a token and its blanks */
+        snprintf(what, whatsize, "names '%s', which is too long to hold "
+                 "a token (at most %zu bytes)", path, sizeof buf - 2);
+        goto done;
     }
     while (len > 0 && isspace((unsigned char)buf[len - 1]))
         len--;
