@@ -119,13 +119,35 @@ stats_json(const stat_acc *a, const jr_scripts *scripts, const char *state)
         printf("null");
 }
 
+/* Writes s for a terminal: a backslash, a tab, a carriage return as \\,
+ * \t, \r; other control bytes (an escape sequence's) as \xNN. */
+static void
+put_line(const char *s)
+{
+    static const char from[] = "\\\t\r", to[] = "\\tr";
+    const char *e;
+
+    for (; *s != '\0'; s++) {
+        unsigned char ch = (unsigned char)*s;
+
+        if ((e = strchr(from, *s)) != NULL)
+            printf("\\%c", to[e - from]);
+        else if (ch < 0x20 || ch == 0x7f)
+            printf("\\x%02x", ch);
+        else
+            putchar(ch);
+    }
+}
+
 static void
 stats_text(const stat_acc *a, const jr_scripts *scripts, const char *state)
 {
     int i;
 
-    if (state[0] != '\0')
-        printf("%s\n", state);
+    if (state[0] != '\0') {
+        put_line(state);
+        putchar('\n');
+    }
 
     printf("queued %ld (ready %ld, scheduled %ld), running %ld, dead %ld%s",
            a->ready + a->scheduled, a->ready, a->scheduled, a->running,

@@ -86,17 +86,21 @@ token_why(const char *token, char *what, size_t whatsize)
     if (n > JR_HTTP_TOKEN_MAX)
         return snprintf(what, whatsize, "is too long: at most %d "
                         "characters", JR_HTTP_TOKEN_MAX), -1;
+    /* a browser sends a header's non-ASCII text as Latin-1, not as the
+     * UTF-8 of the file: the dashboard could never match such a token */
     for (i = 0; i < n; i++)
-        if ((unsigned char)token[i] <= ' ' || token[i] == 0x7f)
-            return snprintf(what, whatsize, "has a space or a control "
-                            "character (character %zu): a Bearer token "
-                            "cannot carry it", i + 1), -1;
+        if ((unsigned char)token[i] <= ' ' || (unsigned char)token[i] >= 0x7f)
+            return snprintf(what, whatsize, "has a space, a control "
+                            "character or a non-ASCII byte (character %zu): "
+                            "a Bearer token cannot carry it", i + 1), -1;
     return 0;
 }
 
 /* The token in file path, its trailing blanks (a final newline) dropped,
  * into *slot. -1 with what set when the file cannot be read, is not a
- * regular file, others may read or write it, or it holds a NUL byte. */
+ * regular file, others may read or write it, is longer than any token
+ * with its blanks (read no further: it may be huge), or it holds a NUL
+ * byte. */
 static int
 token_file(const char *path, char **slot, char *what, size_t whatsize)
 {
@@ -138,6 +142,11 @@ token_file(const char *path, char **slot, char *what, size_t whatsize)
         }
         len += (size_t)n;
     }
+    if (len == sizeof buf - 1) {    /* more than a token and its blanks */
+        snprintf(what, whatsize, "names '%s', which is too long to hold "
+                 "a token (at most %zu bytes)", path, sizeof buf - 2);
+        goto done;
+    }
     while (len > 0 && isspace((unsigned char)buf[len - 1]))
         len--;
     buf[len] = '\0';
@@ -161,6 +170,11 @@ token_env(const char *name, char **slot, char *what, size_t whatsize)
     const char *v = getenv(name);
     jr_err err;
 
+    if (name[0] == '\0' || strchr(name, '=') != NULL) {
+        snprintf(what, whatsize, "must name an environment variable (no "
+                 "'=' in the name, not empty), got '%s'", name);
+        return -1;
+    }
     if (v == NULL || v[0] == '\0') {
         snprintf(what, whatsize, "names the environment variable '%s', "
                  "which is %s", name, v == NULL ? "not set" : "empty");

@@ -119,6 +119,20 @@ notify_ready(master *m)
     jr_notify_send(m->notify, msg);
 }
 
+/* The HTTP server keeps the token it started with: a reload after the
+ * token (or its file or variable) changed says so, never the token. */
+static void
+token_changed(const master *m, const jr_config *c)
+{
+    const char *was = m->cfg->http_token, *now = c->http_token;
+
+    if ((was == NULL) != (now == NULL) ||
+        (was != NULL && strcmp(was, now) != 0))
+        jr_log(JR_LOG_WARN, "reload: the http token changed; the HTTP "
+               "server keeps the one it started with (the old token "
+               "still works) until the runner is restarted");
+}
+
 /* Checks the config file again before a reload, as the runner's start
  * did: a broken one fails the reload and the current generation keeps
  * running. Workers never read it (they get the master's settings), so
@@ -140,6 +154,7 @@ config_check(master *m)
         rc = -1;
     } else {
         jr_service_reload(m, &c);  /* schedules follow the config */
+        token_changed(m, &c);
     }
     jr_config_free(&c);
     return rc;

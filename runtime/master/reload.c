@@ -308,17 +308,32 @@ jr_pidfile_write(const char *path, jr_err *err)
 long
 jr_pidfile_read(const char *path, jr_err *err)
 {
-    FILE *f = fopen(path, "r");
+    /* O_NONBLOCK: a FIFO put there must not hang us */
+    int fd = open(path, O_RDONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
+    FILE *f = fd < 0 ? NULL : fdopen(fd, "r");
     long pid = -1;
+    int locked;
 
-    if (f == NULL)
-        return jr_fail_errno(err, JR_ENOTFOUND, errno, "no runner: cannot "
+    if (f == NULL) {
+        int e = errno;
+
+        if (fd >= 0)
+            close(fd);
+        return jr_fail_errno(err, JR_ENOTFOUND, e, "no runner: cannot "
                              "read pid file '%s'", path);
+    }
     if (fscanf(f, "%ld", &pid) != 1)
         pid = -1;
+    /* a live runner holds the lock; a killed one's file names a pid that
+     * another process may have been given since */
+    locked = flock(fd, LOCK_SH | LOCK_NB) < 0 && errno == EWOULDBLOCK;
     fclose(f);
     if (pid <= 0)
         return jr_fail(err, JR_ENOTFOUND, "pid file '%s' holds no pid", path);
+    if (!locked)
+        return jr_fail(err, JR_ENOTFOUND, "no runner: process %ld from '%s' "
+                       "does not hold its lock (the file of a runner that "
+                       "was killed)", pid, path);
     if (kill((pid_t)pid, 0) < 0)
         return jr_fail(err, JR_ENOTFOUND, "no runner: process %ld from '%s' "
                        "is gone", pid, path);
@@ -353,7 +368,11 @@ jr_pidfile_state(const char *path, const char *text)
     if (text == NULL)
         return unlink(file) < 0 && errno != ENOENT ? -1 : 0;
     snprintf(tmp, sizeof tmp, "%s.tmp", file);
-    fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_NONBLOCK |
+    /* a new file, never one put at tmp (a hard link to another file
+     * would have it truncated and written) */
+    if (unlink(tmp) < 0 && errno != ENOENT)
+        return -1;
+    fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_NONBLOCK |
               O_CLOEXEC, 0644);
     if (fd < 0)
         return -1;
@@ -383,16 +402,24 @@ int
 jr_pidfile_state_read(const char *path, char *buf, size_t size)
 {
     char file[4200];
-    FILE *f;
+    struct stat st;
+    ssize_t n;
+    int fd;
 
     snprintf(file, sizeof file, "%s.state", path);
-    if ((f = fopen(file, "r")) == NULL)
+    /* the runner writes a regular file: a symlink or a FIFO put there
+     * by another is not read (it could name any file, or block us) */
+    fd = open(file, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY |
+              O_CLOEXEC);
+    if (fd < 0)
         return -1;
-    if (fgets(buf, (int)size, f) == NULL) {
-        fclose(f);
+    if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode) ||
+        (n = read(fd, buf, size - 1)) < 0) {
+        close(fd);
         return -1;
     }
-    fclose(f);
+    close(fd);
+    buf[n] = '\0';
     buf[strcspn(buf, "\n")] = '\0';
     return 0;
 }

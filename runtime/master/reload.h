@@ -34,8 +34,8 @@ int  jr_pidfile_write(const char *path, jr_err *err);
 /* Removes the pid file only if it is still the one we wrote (same inode),
  * and drops the lock. */
 void jr_pidfile_remove(const char *path);
-/* Returns the pid in the file if that process is alive, or -1 with err
- * set. */
+/* Returns the pid in the file if that process is alive and holds the
+ * file's lock (a runner), or -1 with err set. */
 long jr_pidfile_read(const char *path, jr_err *err);
 /* The runner's state beside its pid file (path + ".state"), for readers
  * such as `jobrunner stats`: one line of text, or NULL to remove it.
@@ -43,7 +43,8 @@ long jr_pidfile_read(const char *path, jr_err *err);
  * symlink. Returns 0 or -1 (errno set). */
 int  jr_pidfile_state(const char *path, const char *text);
 /* Reads that line into buf (size bytes, the newline dropped): 0, or -1
- * when there is none. */
+ * when there is none, or what is there is no regular file (a symlink or
+ * a FIFO is neither followed nor waited on). */
 int  jr_pidfile_state_read(const char *path, char *buf, size_t size);
 
 #endif
