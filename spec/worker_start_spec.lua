@@ -71,22 +71,5 @@ for _, backend in ipairs(jr.backends()) do
       jr.wait_file(env.dir .. "/ok." .. id, 60)
       assert.equal(0, env:stop())
     end)
-
-    it("say why once when a library the worker needs is missing", function()
-      env:config('concurrency = 2, log = { level = "debug" }')
-      env:script("ok", "return function() end")
-      env:start("LUA_CPATH='/nonexistent/?.so'", { wait = false })
-      jr.wait_for(function()
-        return count(env:log(), "worker %d+ started %(pid") >= 4
-      end, 60, "four workers started")
-      local log = env:log()
-      assert.equal(1, count(log, "workers cannot start"), log)
-      assert.matches("no handlers until one starts: module 'cjson' not " ..
-                     "found", log)
-      assert.is_nil(log:find("exit 0%) while idle"), log)
-      assert.matches("^module 'cjson' not found",
-                     env:stats().workers_cannot_start)
-      assert.equal(0, env:stop())
-    end)
   end)
 end
