@@ -1,0 +1,88 @@
+-- json_redteam_spec.lua - what a careless producer or handler can hand the
+-- runner's JSON paths: job.parents (and job.batch) reach a handler with
+-- inflight above 1 as they reach a plain one, and a parents column a plain
+-- SQL statement filled with something else than an object of job ids ends
+-- the job dead with the reason, never kills its worker; on both backends.
+local jr = require "jr"
+
+-- the handler returns what it sees of job.parents and job.batch
+local SEES = [[
+  return { inflight = INFLIGHT, max_retries = 0, handle = function(job)
+    local ids = {}
+    for id, p in pairs(job.parents or {}) do
+      ids[#ids + 1] = math.type(id) .. ":" .. tostring(id) .. "=" .. p.state ..
+        "/" .. tostring(type(p.result) == "table" and p.result.n or p.result)
+    end
+    table.sort(ids)
+    return { parents = table.concat(ids, " "), batch = job.batch or false }
+  end }]]
+
+local function result(env, id)
+  return jr.wait_for(function()
+    local r = env:query("SELECT state, result, last_error FROM jobs WHERE id = " .. id)[1]
+    return r and r.state ~= "queued" and r.state ~= "running" and
+      r.state ~= "waiting" and r
+  end, 30, "job " .. id .. " ended")
+end
+
+-- a stored result: JSON text on SQLite, decoded by the query on PostgreSQL
+local function value(r)
+  return type(r.result) == "string" and require("cjson").decode(r.result) or r.result
+end
+
+for _, backend in ipairs(jr.backends()) do
+  describe(backend .. " json red team:", function()
+    local env = jr.test_env(backend)
+
+    for _, inflight in ipairs({ 1, 4 }) do
+      it("gives job.parents and job.batch to a handler with inflight " .. inflight, function()
+        env:script("parent", [[return function(job) return { n = job.payload.n } end]])
+        env:script("child", (SEES:gsub("INFLIGHT", inflight)))
+        local a = env:push("parent", '{"n":9007199254740993}')
+        local b = env:push("parent", '{"n":-9223372036854775808}')
+        local c = env:push("child", "{}", "--after", a .. "," .. b)
+        env:start()
+        local r = result(env, c)
+        assert.equal("completed", r.state)
+        local got = value(r)
+        assert.equal(("integer:%d=completed/9007199254740993 " ..
+          "integer:%d=completed/-9223372036854775808"):format(a, b), got.parents)
+        jr.write_file(env.dir .. "/flow.json", '{"jobs":[{"ref":"m","name":"child"}],' ..
+          '"batch":{"on_complete":"parent"}}')
+        local out, err, code = env:cli("push-flow", env.dir .. "/flow.json")
+        assert.equal(0, code, err)
+        local child = assert(tonumber(out:match("m (%d+)")), out)
+        r = result(env, child)
+        assert.equal("completed", r.state)
+        assert.is_number(value(r).batch)
+      end)
+    end
+
+    for _, inflight in ipairs({ 1, 4 }) do
+      it("ends dead a job whose parents SQL set to no object of ids, inflight " .. inflight, function()
+        env:script("child", (SEES:gsub("INFLIGHT", inflight)))
+        local bad = {
+          ['[1,2]'] = "job.parents cannot be decoded: key 1 is not a job id",
+          ['{"x":{"state":"completed"}}'] = "job.parents cannot be decoded: key 'x' is not a job id",
+          ['{"12abc":{"state":"completed"}}'] = "job.parents cannot be decoded: key '12abc' is not a job id",
+          ['5'] = "job.parents cannot be decoded: not an object",
+        }
+        local good = env:push("child", "{}")   -- makes the schema
+        local ids = {}
+        for text, want in pairs(bad) do
+          env:exec(("INSERT INTO jobs (name, payload, parents) VALUES ('child', '{}', '%s')"):format(text))
+          ids[env:query("SELECT max(id) AS id FROM jobs")[1].id] = want
+        end
+        env:start()
+        for id, want in pairs(ids) do
+          local r = result(env, id)
+          assert.equal("dead", r.state)
+          assert.equal(want, r.last_error)
+        end
+        assert.equal("completed", result(env, good).state)
+        assert.is_nil(env:log():find("worker died"), env:log())
+        assert.is_nil(env:log():find("unprotected"), env:log())
+      end)
+    end
+  end)
+end
