@@ -3,6 +3,8 @@
 -- inflight above 1 as they reach a plain one, and a parents column a plain
 -- SQL statement filled with something else than an object of job ids ends
 -- the job dead with the reason, never kills its worker; on both backends.
+-- A value whose keys a finalizer adds or removes while json.encode reads
+-- it gives its text, never a corrupt heap.
 local jr = require "jr"
 
 -- the handler returns what it sees of job.parents and job.batch
@@ -25,10 +27,51 @@ local function result(env, id)
   end, 30, "job " .. id .. " ended")
 end
 
+-- Returns a table of five keys; while it is encoded, finalizers run by a
+-- collector that never pauses add 100 keys (ADD) or remove them (else).
+local SHIFTING = [[
+  local function shifting(add)
+    local t = {}
+    for i = 1, 5 do t[("k%d"):rep(8):format(i, i, i, i, i, i, i, i)] = i end
+    local n = 0
+    local function arm()
+      setmetatable({}, { __gc = function()
+        n = n + 1
+        if n > 200 then return end
+        for i = 1, 100 do
+          if add then t["g" .. n .. "_" .. i] = i else t[next(t) or 1] = nil end
+        end
+        arm()
+      end })
+    end
+    collectgarbage("incremental", 0, 1000, 0)
+    arm()
+    return t
+  end]]
+
 -- a stored result: JSON text on SQLite, decoded by the query on PostgreSQL
 local function value(r)
   return type(r.result) == "string" and require("cjson").decode(r.result) or r.result
 end
+
+describe("json.encode", function()
+  it("takes a table whose keys a finalizer changes meanwhile", function()
+    local file = os.tmpname()
+    jr.write_file(file, ("package.cpath = %q\n"):format(package.cpath) .. SHIFTING .. [[
+      local json = require("jobrunner.client").json
+      local made = 0
+      for round = 1, 400 do
+        local v, err = json.encode(shifting(round % 2 == 0))
+        assert(v, err)
+        made = made + (v:match("^{.*}$") and 1 or 0)
+      end
+      print("encoded " .. made)]])
+    local out, err, code = jr.sh("lua5.4 " .. jr.quote(file))
+    os.remove(file)
+    assert.equal("encoded 400\n", out, err)
+    assert.equal(0, code)
+  end)
+end)
 
 for _, backend in ipairs(jr.backends()) do
   describe(backend .. " json red team:", function()
