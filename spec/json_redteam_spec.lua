@@ -3,6 +3,9 @@
 -- inflight above 1 as they reach a plain one, and a parents column a plain
 -- SQL statement filled with something else than an object of job ids ends
 -- the job dead with the reason, never kills its worker; on both backends.
+-- A flow's document is JSON by the grammar (its numbers were read by
+-- strtod: 0x10, 1. and 01 taken, a number past 63 characters refused) and
+-- a job's refusal says once which job and why.
 -- A value whose keys a finalizer adds or removes while json.encode reads
 -- it gives its text, never a corrupt heap.
 local jr = require "jr"
@@ -127,5 +130,39 @@ for _, backend in ipairs(jr.backends()) do
         assert.is_nil(env:log():find("unprotected"), env:log())
       end)
     end
+
+    it("reads a flow's numbers as JSON does, and names a refused job once", function()
+      env:config("max_payload = 200")
+      env:script("a", [[return function(job) return { t = math.type(job.payload.n) } end]])
+      env:push("a", "{}")
+      local function flow(doc)
+        local file = env.dir .. "/flow.json"
+        jr.write_file(file, doc)
+        return env:cli("push-flow", file)
+      end
+      for _, p in ipairs({ "0x10", "1.", "01", "-inf", "-" }) do
+        local out, err, code = flow('{"jobs":[{"name":"a","priority":' .. p .. "}]}")
+        assert.equal(2, code, p .. ": " .. out)
+        assert.matches("^jobrunner: flow: invalid JSON at byte %d+: ", err)
+      end
+      local long = "1" .. ("0"):rep(99)
+      local out, err, code = flow('{"jobs":[{"ref":"r","name":"a","priority":-1E+1,' ..
+        '"payload":{"n":' .. long .. "}}]}")
+      assert.equal(0, code, err)
+      local id = assert(tonumber(out:match("r (%d+)")), out)
+      local row = env:query("SELECT priority FROM jobs WHERE id = " .. id)[1]
+      assert.equal(-10, row.priority)
+      _, err, code = flow('{"jobs":[{"ref":"r","name":"a","payload":{"s":"\\ud800"}}]}')
+      assert.equal(2, code)
+      assert.equal("jobrunner: flow: job 'r': job 'a': invalid JSON payload: byte 7: " ..
+        "\\ud800: a high surrogate without a low one\n", err)
+      local ok, msg = jr.client(env):flow({ jobs = { { ref = "r", name = "a",
+        payload = { s = ("x"):rep(300) } } } })
+      assert.is_nil(ok)
+      assert.equal("flow: job 'r': job 'a': payload of 308 bytes is over the limit " ..
+        "of 200 (max_payload)", msg)
+      env:start()
+      assert.same({ t = "float" }, value(result(env, id)))
+    end)
   end)
 end

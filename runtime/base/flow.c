@@ -366,9 +366,17 @@ place(reader *r)
     f->n = r->n;
     for (i = 0; i < r->n; i++)
         if (jr_push_check(&f->jobs[i], 0, r->err) < 0)
-            return jr_fail(r->err, JR_EINPUT, "flow: job '%s': %s",
-                           refs[i], r->err->msg);
+            return jr_flow_job_fail(r->err, refs[i]);
     return 0;
+}
+
+int
+jr_flow_job_fail(jr_err *err, const char *ref)
+{
+    char why[sizeof err->msg];
+
+    snprintf(why, sizeof why, "%s", err->msg);
+    return jr_fail(err, JR_EINPUT, "flow: job '%s': %s", ref, why);
 }
 
 /* The jobs array a and the batch (b, or -1) of the document. */

@@ -38,5 +38,8 @@ typedef struct jr_flow {
  * unknown job 'x'", "flow: cycle: a -> b -> a"). */
 int  jr_flow_parse(jr_flow *f, const char *text, size_t len, jr_err *err);
 void jr_flow_free(jr_flow *f);  /* and zeroes it; zeroed f is a no-op */
+/* Puts "flow: job 'ref': " before the message in err (err's own message
+ * must not be a source of the jr_fail that rewrites it); returns -1. */
+int  jr_flow_job_fail(jr_err *err, const char *ref);
 
 #endif

@@ -63,6 +63,43 @@ scan_string(parser *ps)
     return 0;
 }
 
+static const char *
+skip_digits(const char *s, const char *end)
+{
+    while (s < end && *s >= '0' && *s <= '9')
+        s++;
+    return s;
+}
+
+/* The length of the JSON number at p, by the grammar alone (its range is
+ * the push check's), or 0: strtod on a 63-byte copy cut longer numbers
+ * and took what JSON has not (0x10, 1., 01, -inf). */
+static size_t
+number_len(const char *p, const char *end)
+{
+    const char *s = p + (*p == '-');
+
+    if (s < end && *s == '0')
+        s++;
+    else if (s < end && *s >= '1' && *s <= '9')
+        s = skip_digits(s, end);
+    else
+        return 0;
+    if (s < end && *s == '.') {
+        if (++s >= end || *s < '0' || *s > '9')
+            return 0;
+        s = skip_digits(s, end);
+    }
+    if (s < end && (*s == 'e' || *s == 'E')) {
+        if (++s < end && (*s == '+' || *s == '-'))
+            s++;
+        if (s >= end || *s < '0' || *s > '9')
+            return 0;
+        s = skip_digits(s, end);
+    }
+    return (size_t)(s - p);
+}
+
 static int
 scan_literal(parser *ps, int *type)
 {
@@ -70,7 +107,6 @@ scan_literal(parser *ps, int *type)
         {"null", JR_JSON_NULL}, {"false", JR_JSON_FALSE},
         {"true", JR_JSON_TRUE}};
     size_t i, n;
-    char *e;
 
     for (i = 0; i < 3; i++) {
         n = strlen(lit[i].w);
@@ -81,15 +117,9 @@ scan_literal(parser *ps, int *type)
         }
     }
     if (*ps->p == '-' || (*ps->p >= '0' && *ps->p <= '9')) {
-        char buf[64];
-        n = (size_t)(ps->end - ps->p) < sizeof buf - 1 ?
-            (size_t)(ps->end - ps->p) : sizeof buf - 1;
-        memcpy(buf, ps->p, n);
-        buf[n] = '\0';
-        strtod(buf, &e);
-        if (e == buf)
+        if ((n = number_len(ps->p, ps->end)) == 0)
             return fail(ps, "not a number");
-        ps->p += e - buf;
+        ps->p += n;
         *type = JR_JSON_NUMBER;
         return 0;
     }

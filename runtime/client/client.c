@@ -707,8 +707,7 @@ jr_client_push_flow(jr_client *c, const char *json, size_t len,
         return finish(c, -1);
     for (i = 0; i < f.n; i++)
         if (jr_push_check(&f.jobs[i], c->max_payload, &c->err) < 0) {
-            jr_fail(&c->err, JR_EINPUT, "flow: job '%s': %s", f.refs[i],
-                    c->err.msg);
+            jr_flow_job_fail(&c->err, f.refs[i]);
             jr_flow_free(&f);
             return finish(c, -1);
         }
