@@ -6,6 +6,8 @@
 -- A flow's document is JSON by the grammar (its numbers were read by
 -- strtod: 0x10, 1. and 01 taken, a number past 63 characters refused) and
 -- a job's refusal says once which job and why.
+-- Floats are written with a '.' under a LC_NUMERIC whose point is a comma
+-- (printf's: [1.5] was the valid [1,5]).
 -- A value whose keys a finalizer adds or removes while json.encode reads
 -- it gives its text, never a corrupt heap.
 local jr = require "jr"
@@ -52,12 +54,33 @@ local SHIFTING = [[
     return t
   end]]
 
+-- A folder with de_DE.UTF-8 made by localedef (for LOCPATH), or nil.
+local function comma_locale(dir)
+  local _, _, code = jr.sh("localedef -i de_DE -f UTF-8 " .. jr.quote(dir .. "/de_DE.UTF-8"))
+  return code == 0 and dir or nil
+end
+
 -- a stored result: JSON text on SQLite, decoded by the query on PostgreSQL
 local function value(r)
   return type(r.result) == "string" and require("cjson").decode(r.result) or r.result
 end
 
 describe("json.encode", function()
+  it("writes floats with a point under a numeric locale with a comma", function()
+    local dir = jr.sh("mktemp -d /tmp/jrspec.XXXXXX"):gsub("%s+$", "")
+    if not comma_locale(dir) then
+      os.execute("rm -rf " .. jr.quote(dir))
+      return pending("localedef cannot make de_DE.UTF-8 here")
+    end
+    jr.write_file(dir .. "/enc.lua", ("package.cpath = %q\n"):format(package.cpath) .. [[
+      local json = require("jobrunner.client").json
+      assert(os.setlocale("de_DE.UTF-8", "numeric"))
+      print(tostring(0.5), json.encode({ 1.5, { x = 0.25, y = 1e300 } }))]])
+    local out, err = jr.sh("LOCPATH=" .. jr.quote(dir) .. " lua5.4 " .. jr.quote(dir .. "/enc.lua"))
+    os.execute("rm -rf " .. jr.quote(dir))
+    assert.equal('0,5\t[1.5,{"x":0.25,"y":1e+300}]\n', out, err)
+  end)
+
   it("takes a table whose keys a finalizer changes meanwhile", function()
     local file = os.tmpname()
     jr.write_file(file, ("package.cpath = %q\n"):format(package.cpath) .. SHIFTING .. [[
@@ -130,6 +153,26 @@ for _, backend in ipairs(jr.backends()) do
         assert.is_nil(env:log():find("unprotected"), env:log())
       end)
     end
+
+    it("stores a float result with a point when the handler set a comma locale", function()
+      if not comma_locale(env.dir) then return pending("no localedef de_DE.UTF-8") end
+      env:script("loc", [[
+        local jobrunner = require "jobrunner"
+        return { inflight = 2, handle = function(job)
+          assert(os.setlocale("de_DE.UTF-8", "numeric"))
+          jobrunner.push("loc", { 2.5 }, { run_in = 3600 })
+          return { 1.5, tostring(0.5) }
+        end }]])
+      local id = env:push("loc", "{}")
+      env:start("LOCPATH=" .. jr.quote(env.dir))
+      local r = result(env, id)
+      assert.equal("completed", r.state, r.last_error)
+      assert.same({ 1.5, "0,5" }, value(r))
+      local rows = env:query("SELECT payload FROM jobs WHERE id > " .. id)
+      assert.equal(1, #rows)
+      local p = rows[1].payload
+      assert.same({ 2.5 }, type(p) == "string" and require("cjson").decode(p) or p)
+    end)
 
     it("reads a flow's numbers as JSON does, and names a refused job once", function()
       env:config("max_payload = 200")

@@ -16,6 +16,7 @@
  *     not UTF-8 or hold a NUL byte are errors: "payload.path: what is
  *     wrong".
  * Tables are read raw: metamethods (__index, __pairs) are not consulted. */
+#include <locale.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -148,11 +149,13 @@ enc_string(enc *e, const char *s, size_t n)
 }
 
 /* Appends the number at idx: integers exactly, floats with the fewest of
- * 15..17 significant digits that read back the same. */
+ * 15..17 significant digits that read back the same, with a '.' whatever
+ * LC_NUMERIC a handler set (printf writes the locale's point: 1.5 was
+ * "1,5", and [1.5] the valid [1,5]). */
 static int
 enc_number(lua_State *L, enc *e, int idx)
 {
-    char s[64];
+    char s[64], point = localeconv()->decimal_point[0], *dot;
     int n, prec;
 
     if (lua_isinteger(L, idx)) {
@@ -168,6 +171,8 @@ enc_number(lua_State *L, enc *e, int idx)
                 break;
         }
         n = snprintf(s, sizeof s, "%.*g", prec, d);
+        if (point != '.' && (dot = strchr(s, point)) != NULL)
+            *dot = '.';
     }
     return enc_put(e, s, (size_t)n);
 }
