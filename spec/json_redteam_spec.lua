@@ -61,8 +61,9 @@ local function comma_locale(dir)
 end
 
 -- a stored result: JSON text on SQLite, decoded by the query on PostgreSQL
-local function value(r)
-  return type(r.result) == "string" and require("cjson").decode(r.result) or r.result
+local function value(env, r)
+  if env.backend == "postgres" then return r.result end
+  return require("cjson").decode(r.result)
 end
 
 describe("json.encode", function()
@@ -113,7 +114,7 @@ for _, backend in ipairs(jr.backends()) do
         env:start()
         local r = result(env, c)
         assert.equal("completed", r.state)
-        local got = value(r)
+        local got = value(env, r)
         assert.equal(("integer:%d=completed/9007199254740993 " ..
           "integer:%d=completed/-9223372036854775808"):format(a, b), got.parents)
         jr.write_file(env.dir .. "/flow.json", '{"jobs":[{"ref":"m","name":"child"}],' ..
@@ -123,7 +124,7 @@ for _, backend in ipairs(jr.backends()) do
         local child = assert(tonumber(out:match("m (%d+)")), out)
         r = result(env, child)
         assert.equal("completed", r.state)
-        assert.is_number(value(r).batch)
+        assert.is_number(value(env, r).batch)
       end)
     end
 
@@ -167,11 +168,50 @@ for _, backend in ipairs(jr.backends()) do
       env:start("LOCPATH=" .. jr.quote(env.dir))
       local r = result(env, id)
       assert.equal("completed", r.state, r.last_error)
-      assert.same({ 1.5, "0,5" }, value(r))
+      assert.same({ 1.5, "0,5" }, value(env, r))
       local rows = env:query("SELECT payload FROM jobs WHERE id > " .. id)
       assert.equal(1, #rows)
       local p = rows[1].payload
       assert.same({ 2.5 }, type(p) == "string" and require("cjson").decode(p) or p)
+    end)
+
+    it("gives a batch callback its members' results and payload exact", function()
+      env:script("member", [[
+        local jobrunner = require "jobrunner"
+        return function(job)
+          local k = job.payload.k
+          if k == 1 then return { 9007199254740993, math.mininteger, 0.1, -0.0 } end
+          if k == 2 then return { e = jobrunner.array(), o = {}, n = jobrunner.null } end
+          if k == 3 then return "\u{2028}é\"\\/\t" end
+          return 1e300
+        end]])
+      env:script("done", [[
+        local jobrunner = require "jobrunner"
+        return function(job)
+          local r, t = job.payload.results, {}
+          for _, id in ipairs(job.payload.members) do
+            t[#t + 1] = jobrunner.json.encode(r[tostring(id)])
+          end
+          t[#t + 1] = jobrunner.json.encode(job.payload.payload)
+          return table.concat(t, " ")
+        end]])
+      local jobs = {}
+      for k = 1, 4 do
+        jobs[k] = ('{"ref":"m%d","name":"member","payload":{"k":%d}}'):format(k, k)
+      end
+      jr.write_file(env.dir .. "/flow.json", '{"jobs":[' .. table.concat(jobs, ",") ..
+        '],"batch":{"on_complete":"done","results":true,' ..
+        '"payload":{"big":-9223372036854775808,"f":2.5e-7,"s":"\\ud83d\\ude00"}}}')
+      local out, err, code = env:cli("push-flow", env.dir .. "/flow.json")
+      assert.equal(0, code, err)
+      env:start()
+      local r = jr.wait_for(function()
+        return env:query("SELECT state, result FROM jobs WHERE name = 'done' AND " ..
+          "state = 'completed'")[1]
+      end, 30, "callback done")
+      assert.equal('[9007199254740993,-9223372036854775808,0.1,0] ' ..
+        '{"e":{},"n":null,"o":{}} "\u{2028}é\\"\\\\/\\t" 1e+300 ' ..
+        '{"big":-9223372036854775808,"f":2.5e-07,"s":"😀"}', value(env, r))
     end)
 
     it("reads a flow's numbers as JSON does, and names a refused job once", function()
@@ -205,7 +245,7 @@ for _, backend in ipairs(jr.backends()) do
       assert.equal("flow: job 'r': job 'a': payload of 308 bytes is over the limit " ..
         "of 200 (max_payload)", msg)
       env:start()
-      assert.same({ t = "float" }, value(result(env, id)))
+      assert.same({ t = "float" }, value(env, result(env, id)))
     end)
   end)
 end
