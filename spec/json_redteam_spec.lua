@@ -8,6 +8,10 @@
 -- a job's refusal says once which job and why.
 -- Floats are written with a '.' under a LC_NUMERIC whose point is a comma
 -- (printf's: [1.5] was the valid [1,5]).
+-- A text the worker sends for a text column (an error, a reason)
+-- holds UTF-8 alone: a handler's error with a byte that is not UTF-8, or a
+-- message cut inside a character, made PostgreSQL refuse the completion
+-- and the job dead at once.
 -- A value whose keys a finalizer adds or removes while json.encode reads
 -- it gives its text, never a corrupt heap.
 local jr = require "jr"
@@ -212,6 +216,34 @@ for _, backend in ipairs(jr.backends()) do
       assert.equal('[9007199254740993,-9223372036854775808,0.1,0] ' ..
         '{"e":{},"n":null,"o":{}} "\u{2028}é\\"\\\\/\\t" 1e+300 ' ..
         '{"big":-9223372036854775808,"f":2.5e-07,"s":"😀"}', value(env, r))
+    end)
+
+    it("keeps a handler's error and reason to UTF-8", function()
+      env:script("u", [[
+        local jobrunner = require "jobrunner"
+        return { max_retries = 1, handle = function(job)
+          local k = job.payload.k
+          if k == "error" then error("bad \xff byte", 0) end
+          if k == "discard" then jobrunner.discard("gone \xc3") end
+          return { ["a" .. ("é"):rep(40)] = print }
+        end }]])
+      local err = env:push("u", '{"k":"error"}')
+      local dis = env:push("u", '{"k":"discard"}')
+      local cut = env:push("u", '{"k":"cut"}', "--result-ttl", "1h")
+      env:start()
+      local r = jr.wait_for(function()
+        local row = env:job(err)
+        return row.attempts == 1 and row.state == "queued" and row
+      end, 30, "job retried")
+      assert.equal("bad \u{FFFD} byte\n", r.last_error:match("^[^\n]*\n"))
+      r = result(env, dis)
+      assert.equal("dead", r.state)
+      assert.equal("gone \u{FFFD}", r.last_error)
+      r = result(env, cut)
+      assert.equal("completed", r.state)
+      assert.equal("result not stored: result.a" .. ("é"):rep(31) .. "\u{FFFD}: cannot " ..
+        "encode a function (JSON has tables, strings, numbers, booleans and " ..
+        "jobrunner.null)", r.last_error)
     end)
 
     it("reads a flow's numbers as JSON does, and names a refused job once", function()

@@ -6,6 +6,7 @@
 
 #include "config/config.h"
 #include "worker/frame.h"
+#include "base/jsontext.h"
 #include "base/log.h"
 #include "base/ranges.h"
 
@@ -252,6 +253,31 @@ put_flow(jr_buf *b, const jr_push *p)
     jr_put_i64(b, p->batch);
 }
 
+/* Text for a text column (an error): s with each byte that is not
+ * UTF-8 as U+FFFD. A handler's error("...\xff") or a message cut inside
+ * a character made PostgreSQL refuse the whole completion. */
+static void
+put_text(jr_buf *b, const char *s)
+{
+    const unsigned char *u = (const unsigned char *)s;
+    size_t n, k, len = 0, i;
+
+    if (s == NULL) {
+        jr_put_str(b, s);
+        return;
+    }
+    n = strlen(s);
+    for (i = 0; i < n; i += k > 0 ? k : 1) {
+        k = jr_jsontext_utf8_len(u + i, n - i);
+        len += k > 0 ? k : 3;
+    }
+    put_le(b, (uint32_t)len, 4);
+    for (i = 0; i < n; i += k > 0 ? k : 1) {
+        k = jr_jsontext_utf8_len(u + i, n - i);
+        jr_buf_put(b, k > 0 ? s + i : "\xef\xbf\xbd", k > 0 ? k : 3);
+    }
+}
+
 void
 jr_frame_put_result(jr_buf *b, const jr_result *res)
 {
@@ -261,7 +287,7 @@ jr_frame_put_result(jr_buf *b, const jr_result *res)
     jr_put_i64(b, res->id);
     jr_put_u8(b, (unsigned)res->kind);
     jr_put_f64(b, res->delay);
-    jr_put_str(b, res->error);
+    put_text(b, res->error);
     jr_put_str(b, res->generation);
     jr_put_i32(b, res->npushes);
     for (i = 0; i < res->npushes; i++) {
