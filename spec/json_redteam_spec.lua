@@ -12,6 +12,7 @@
 -- holds UTF-8 alone: a handler's error with a byte that is not UTF-8, or a
 -- message cut inside a character, made PostgreSQL refuse the completion
 -- and the job dead at once.
+-- A flow's payload may be nested as deep as a push's (1000; 60 before).
 -- A value whose keys a finalizer adds or removes while json.encode reads
 -- it gives its text, never a corrupt heap.
 local jr = require "jr"
@@ -244,6 +245,30 @@ for _, backend in ipairs(jr.backends()) do
       assert.equal("result not stored: result.a" .. ("é"):rep(31) .. "\u{FFFD}: cannot " ..
         "encode a function (JSON has tables, strings, numbers, booleans and " ..
         "jobrunner.null)", r.last_error)
+    end)
+
+    it("takes a flow whose payloads are nested as deep as a push's", function()
+      env:script("deep", [[
+        return function(job)
+          local d, v = 0, job.payload
+          while type(v) == "table" do d, v = d + 1, v[1] end
+          return { depth = d }
+        end]])
+      local deep = ("["):rep(1000) .. "1" .. ("]"):rep(1000)
+      jr.write_file(env.dir .. "/flow.json", '{"jobs":[{"ref":"p","name":"deep","payload":' ..
+        deep .. '}],"batch":{"on_complete":"deep","payload":[[[1]]]}}')
+      local out, err, code = env:cli("push-flow", env.dir .. "/flow.json")
+      assert.equal(0, code, err)
+      local id = assert(tonumber(out:match("p (%d+)")), out)
+      jr.write_file(env.dir .. "/flow.json", '{"jobs":[{"name":"deep","payload":[' ..
+        deep .. ']}]}')
+      out, err, code = env:cli("push-flow", env.dir .. "/flow.json")
+      assert.equal(2, code, out)
+      assert.matches("^jobrunner: flow: invalid JSON at byte %d+: nested too deep\n$", err)
+      env:start()
+      local r = result(env, id)
+      assert.equal("completed", r.state, r.last_error)
+      assert.same({ depth = 1000 }, value(env, r))
     end)
 
     it("reads a flow's numbers as JSON does, and names a refused job once", function()

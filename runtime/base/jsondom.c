@@ -5,6 +5,13 @@
 #include <string.h>
 
 #include "base/jsondom.h"
+#include "base/jsontext.h"
+
+/* A flow's payload may be nested as deep as any push's (the push check
+ * holds it to JR_JSONTEXT_DEPTH), a scalar in its deepest array, under
+ * the flow's three levels (the document, its jobs, the job): 64 refused
+ * any payload nested deeper than 60. */
+#define DEPTH_MAX (JR_JSONTEXT_DEPTH + 3)
 
 typedef struct parser {
     jr_jdoc    *doc;
@@ -180,8 +187,8 @@ value(parser *ps, int depth)
     skip_ws(ps);
     if (ps->p >= ps->end)
         return fail(ps, "unexpected end");
-    if (depth > 64)
-        return fail(ps, "nested deeper than 64");
+    if (depth > DEPTH_MAX)
+        return fail(ps, "nested too deep");
     if (*ps->p == '{' || *ps->p == '[')
         type = *ps->p == '{' ? JR_JSON_OBJECT : JR_JSON_ARRAY;
     else if (*ps->p == '"')
