@@ -13,6 +13,10 @@
 -- message cut inside a character, made PostgreSQL refuse the completion
 -- and the job dead at once.
 -- A flow's payload may be nested as deep as a push's (1000; 60 before).
+-- A child and a batch callback read a parent's result and a batch payload
+-- nested 1000 deep (the most the encoder and the push check take), though
+-- job.parents and the callback's payload put them two levels deeper (the
+-- callback was refused on SQLite, and its member's end never recorded).
 -- A value whose keys a finalizer adds or removes while json.encode reads
 -- it gives its text, never a corrupt heap.
 local jr = require "jr"
@@ -269,6 +273,48 @@ for _, backend in ipairs(jr.backends()) do
       local r = result(env, id)
       assert.equal("completed", r.state, r.last_error)
       assert.same({ depth = 1000 }, value(env, r))
+    end)
+
+    it("gives a child and a callback results and payloads nested 1000 deep", function()
+      env:script("deep", [[
+        return function(job)
+          local t = {}
+          for _ = 2, 1000 do t = { t } end
+          return t
+        end]])
+      -- the depths of the parents' results, the batch results, the batch payload
+      env:script("count", [[
+        return function(job)
+          local function depth(v)
+            local d = 0
+            if type(v) ~= "table" then return 0 end
+            for _, x in pairs(v) do d = math.max(d, depth(x)) end
+            return d + 1
+          end
+          local parents, results = {}, {}
+          for _, p in pairs(job.parents or {}) do parents[#parents + 1] = depth(p.result) end
+          for _, x in pairs(job.payload.results or {}) do results[#results + 1] = depth(x) end
+          table.sort(results)
+          return { parents = parents, results = results,
+                   payload = job.payload.payload and depth(job.payload.payload) or false }
+        end]])
+      local deep = ("["):rep(1000) .. ("]"):rep(1000)
+      jr.write_file(env.dir .. "/flow.json", '{"jobs":[{"ref":"p","name":"deep"},' ..
+        '{"ref":"c","name":"count","after":["p"]}],' ..
+        '"batch":{"on_complete":"count","results":true,"payload":' .. deep .. '}}')
+      local out, err, code = env:cli("push-flow", env.dir .. "/flow.json")
+      assert.equal(0, code, err)
+      local child = assert(tonumber(out:match("c (%d+)")), out)
+      env:start()
+      local r = result(env, child)
+      assert.equal("completed", r.state, r.last_error)
+      assert.same({ parents = { 1000 }, results = {}, payload = false }, value(env, r))
+      r = jr.wait_for(function()
+        return env:query("SELECT state, result, last_error FROM jobs WHERE id > " .. child ..
+          " AND state <> 'queued' AND state <> 'running'")[1]
+      end, 30, "callback ended")
+      assert.equal("completed", r.state, r.last_error)
+      assert.same({ parents = {}, results = { 2, 1000 }, payload = 1000 }, value(env, r))
     end)
 
     it("reads a flow's numbers as JSON does, and names a refused job once", function()
