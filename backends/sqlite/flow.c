@@ -235,7 +235,7 @@ batch_fire(jr_backend *b, int64_t bid, double now, jr_err *err)
     if (rc == 0 && (queue == NULL || pay == NULL))
         rc = jr_fail(err, JR_ENOMEM, "sqlite: out of memory");
     if (rc == 0)
-        rc = jr_sqlite_insert_all(b, p, n, ids, now, err);
+        rc = jr_sqlite_insert_fired(b, p, n, ids, now, err);
     if (rc == 0 && (s = stmt(b, S_FLOW_BATCH_FIRED, err)) != NULL) {
         sqlite3_bind_int64(s, 1, bid);
         for (i = 0, n = 0; i < 2; i++) {

@@ -387,14 +387,15 @@ insert_row(jr_backend *b, const jr_push *p, double now, int64_t *id,
     return queue_known(b, p->queue, err);
 }
 
-/* Checks p[0..n) and inserts them, in the open transaction. */
+/* Checks p[0..n) (unless check is 0) and inserts them, in the open
+ * transaction. */
 static int
 insert_rows(jr_backend *b, const jr_push *p, int n, int64_t *ids,
-            double now, jr_err *err)
+            double now, int check, jr_err *err)
 {
     int i, k, singles = 0, rc;
 
-    for (i = 0; i < n; i++)
+    for (i = 0; check && i < n; i++)
         if (jr_push_check(&p[i], 0, err) < 0)
             return -1;
     for (i = 0; i < n; i++) {
@@ -435,9 +436,9 @@ set_result_ttl(jr_backend *b, int64_t id, double ttl, jr_err *err)
 
 /* The rows, then the workflow options of those that have some (flow.c),
  * which need the ids. */
-int
-jr_sqlite_insert_all(jr_backend *b, const jr_push *p, int n, int64_t *ids,
-                     double now, jr_err *err)
+static int
+insert_all(jr_backend *b, const jr_push *p, int n, int64_t *ids,
+           double now, int check, jr_err *err)
 {
     int64_t *own = NULL;
     int i, rc;
@@ -445,12 +446,12 @@ jr_sqlite_insert_all(jr_backend *b, const jr_push *p, int n, int64_t *ids,
     for (i = 0; i < n && !(p[i].result_ttl > 0); i++)
         ;
     if (i == n && !jr_sqlite_flow_any(p, n))  /* the plain path */
-        return insert_rows(b, p, n, ids, now, err);
+        return insert_rows(b, p, n, ids, now, check, err);
     if (ids == NULL &&
         (ids = own = malloc((size_t)n * sizeof *ids)) == NULL)
         return jr_fail(err, JR_ENOMEM, "sqlite: pushing %d jobs: out of "
                        "memory", n);
-    rc = insert_rows(b, p, n, ids, now, err);
+    rc = insert_rows(b, p, n, ids, now, check, err);
     for (i = 0; rc == 0 && i < n; i++)
         if (p[i].result_ttl > 0)
             rc = set_result_ttl(b, ids[i], p[i].result_ttl, err);
@@ -458,6 +459,20 @@ jr_sqlite_insert_all(jr_backend *b, const jr_push *p, int n, int64_t *ids,
         rc = jr_sqlite_flow_link(b, p, n, ids, now, err);
     free(own);
     return rc;
+}
+
+int
+jr_sqlite_insert_all(jr_backend *b, const jr_push *p, int n, int64_t *ids,
+                     double now, jr_err *err)
+{
+    return insert_all(b, p, n, ids, now, 1, err);
+}
+
+int
+jr_sqlite_insert_fired(jr_backend *b, const jr_push *p, int n, int64_t *ids,
+                       double now, jr_err *err)
+{
+    return insert_all(b, p, n, ids, now, 0, err);
 }
 
 int

@@ -212,6 +212,12 @@ int  jr_sqlite_push(jr_backend *b, const jr_push *p, int n, int64_t *ids,
                     jr_err *err);
 int  jr_sqlite_insert_all(jr_backend *b, const jr_push *p, int n,
                           int64_t *ids, double now, jr_err *err);
+/* insert_all without the push check, for the jobs the database composed
+ * (a batch's callbacks): their parts were checked when pushed, and the
+ * payload that wraps them may be nested two levels past the check's
+ * depth; refused, the member's end could never be recorded */
+int  jr_sqlite_insert_fired(jr_backend *b, const jr_push *p, int n,
+                            int64_t *ids, double now, jr_err *err);
 int  jr_sqlite_insert_one(jr_backend *b, const jr_push *p, double now,
                           int64_t *id, jr_err *err);
 /* claim.c; claim_rows works in the open transaction, commit_claimed ends

@@ -5,6 +5,13 @@
 #include <string.h>
 
 #include "base/jsondom.h"
+#include "base/jsontext.h"
+
+/* A flow's payload may be nested as deep as any push's (the push check
+ * holds it to JR_JSONTEXT_DEPTH), a scalar in its deepest array, under
+ * the flow's three levels (the document, its jobs, the job): 64 refused
+ * any payload nested deeper than 60. */
+#define DEPTH_MAX (JR_JSONTEXT_DEPTH + 3)
 
 typedef struct parser {
     jr_jdoc    *doc;
@@ -63,6 +70,43 @@ scan_string(parser *ps)
     return 0;
 }
 
+static const char *
+skip_digits(const char *s, const char *end)
+{
+    while (s < end && *s >= '0' && *s <= '9')
+        s++;
+    return s;
+}
+
+/* The length of the JSON number at p, by the grammar alone (its range is
+ * the push check's), or 0: strtod on a 63-byte copy cut longer numbers
+ * and took what JSON has not (0x10, 1., 01, -inf). */
+static size_t
+number_len(const char *p, const char *end)
+{
+    const char *s = p + (*p == '-');
+
+    if (s < end && *s == '0')
+        s++;
+    else if (s < end && *s >= '1' && *s <= '9')
+        s = skip_digits(s, end);
+    else
+        return 0;
+    if (s < end && *s == '.') {
+        if (++s >= end || *s < '0' || *s > '9')
+            return 0;
+        s = skip_digits(s, end);
+    }
+    if (s < end && (*s == 'e' || *s == 'E')) {
+        if (++s < end && (*s == '+' || *s == '-'))
+            s++;
+        if (s >= end || *s < '0' || *s > '9')
+            return 0;
+        s = skip_digits(s, end);
+    }
+    return (size_t)(s - p);
+}
+
 static int
 scan_literal(parser *ps, int *type)
 {
@@ -70,7 +114,6 @@ scan_literal(parser *ps, int *type)
         {"null", JR_JSON_NULL}, {"false", JR_JSON_FALSE},
         {"true", JR_JSON_TRUE}};
     size_t i, n;
-    char *e;
 
     for (i = 0; i < 3; i++) {
         n = strlen(lit[i].w);
@@ -81,15 +124,9 @@ scan_literal(parser *ps, int *type)
         }
     }
     if (*ps->p == '-' || (*ps->p >= '0' && *ps->p <= '9')) {
-        char buf[64];
-        n = (size_t)(ps->end - ps->p) < sizeof buf - 1 ?
-            (size_t)(ps->end - ps->p) : sizeof buf - 1;
-        memcpy(buf, ps->p, n);
-        buf[n] = '\0';
-        strtod(buf, &e);
-        if (e == buf)
+        if ((n = number_len(ps->p, ps->end)) == 0)
             return fail(ps, "not a number");
-        ps->p += e - buf;
+        ps->p += n;
         *type = JR_JSON_NUMBER;
         return 0;
     }
@@ -150,8 +187,8 @@ value(parser *ps, int depth)
     skip_ws(ps);
     if (ps->p >= ps->end)
         return fail(ps, "unexpected end");
-    if (depth > 64)
-        return fail(ps, "nested deeper than 64");
+    if (depth > DEPTH_MAX)
+        return fail(ps, "nested too deep");
     if (*ps->p == '{' || *ps->p == '[')
         type = *ps->p == '{' ? JR_JSON_OBJECT : JR_JSON_ARRAY;
     else if (*ps->p == '"')

@@ -16,6 +16,7 @@
  *     not UTF-8 or hold a NUL byte are errors: "payload.path: what is
  *     wrong".
  * Tables are read raw: metamethods (__index, __pairs) are not consulted. */
+#include <locale.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -148,11 +149,13 @@ enc_string(enc *e, const char *s, size_t n)
 }
 
 /* Appends the number at idx: integers exactly, floats with the fewest of
- * 15..17 significant digits that read back the same. */
+ * 15..17 significant digits that read back the same, with a '.' whatever
+ * LC_NUMERIC a handler set (printf writes the locale's point: 1.5 was
+ * "1,5", and [1.5] the valid [1,5]). */
 static int
 enc_number(lua_State *L, enc *e, int idx)
 {
-    char s[64];
+    char s[64], point = localeconv()->decimal_point[0], *dot;
     int n, prec;
 
     if (lua_isinteger(L, idx)) {
@@ -168,6 +171,8 @@ enc_number(lua_State *L, enc *e, int idx)
                 break;
         }
         n = snprintf(s, sizeof s, "%.*g", prec, d);
+        if (point != '.' && (dot = strchr(s, point)) != NULL)
+            *dot = '.';
     }
     return enc_put(e, s, (size_t)n);
 }
@@ -242,7 +247,7 @@ enc_array(lua_State *L, enc *e, int idx, lua_Integer max)
 }
 
 typedef struct skey {
-    const char *s;              /* anchored by the table being encoded */
+    const char *s;              /* anchored by enc_object's list */
     size_t      n;
 } skey;
 
@@ -256,21 +261,29 @@ skey_cmp(const void *a, const void *b)
 }
 
 /* Appends the object of the table at idx (all keys strings), keys sorted
- * so that equal tables give equal text.  [-0, +0, m] */
+ * so that equal tables give equal text. The keys are taken at most count
+ * and anchored in a list of their own: a finalizer run by the collector
+ * between two steps may add keys to the table or remove some (a removed
+ * key's string is not kept alive by the table).  [-0, +0, m] */
 static int
 enc_object(lua_State *L, enc *e, int idx, lua_Integer count)
 {
     skey *keys = lua_newuserdatauv(L, (size_t)count * sizeof *keys, 0);
     lua_Integer i = 0;                               /* keys */
     size_t old;
-    int rc = 0;
+    int rc = 0, top;
 
-    lua_pushnil(L);                                  /* keys nil */
-    while (lua_next(L, idx)) {                       /* keys k v */
-        lua_pop(L, 1);                               /* keys k */
+    lua_createtable(L, (int)count, 0);               /* keys list */
+    top = lua_gettop(L);
+    lua_pushnil(L);                                  /* keys list nil */
+    while (i < count && lua_next(L, idx)) {          /* keys list k v */
+        lua_pop(L, 1);                               /* keys list k */
         keys[i].s = lua_tolstring(L, -1, &keys[i].n);
-        i++;
-    }                                                /* keys */
+        lua_pushvalue(L, -1);                        /* keys list k k */
+        lua_rawseti(L, -3, ++i);                     /* keys list k */
+    }                                                /* keys list [k] */
+    lua_settop(L, top);                              /* keys list */
+    count = i;
     qsort(keys, (size_t)count, sizeof *keys, skey_cmp);
     if (enc_lit(e, "{") < 0)
         rc = -1;
@@ -280,14 +293,14 @@ enc_object(lua_State *L, enc *e, int idx, lua_Integer count)
             rc = -1;
             break;
         }
-        lua_pushlstring(L, keys[i].s, keys[i].n);    /* keys k */
-        lua_rawget(L, idx);                          /* keys v */
+        lua_pushlstring(L, keys[i].s, keys[i].n);    /* keys list k */
+        lua_rawget(L, idx);                          /* keys list v */
         old = path_push(e, keys[i].s, 0);
         rc = enc_value(L, e, lua_gettop(L));
         path_pop(e, old);
-        lua_pop(L, 1);                               /* keys */
+        lua_pop(L, 1);                               /* keys list */
     }
-    lua_pop(L, 1);                                   /* (nothing) */
+    lua_pop(L, 2);                                   /* (nothing) */
     return rc < 0 ? -1 : enc_lit(e, "}");
 }
 

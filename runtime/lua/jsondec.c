@@ -23,7 +23,7 @@ typedef struct dec {
     lua_State           *L;
     const unsigned char *s;
     size_t               n, i;          /* length, position */
-    int                  depth;
+    int                  depth, max;        /* nesting, its limit */
     char                *msg;
     size_t               size;
 } dec;
@@ -294,8 +294,8 @@ container(dec *d)
     unsigned char close = d->s[d->i] == '[' ? ']' : '}';
     lua_Integer next = 1;
 
-    if (++d->depth > JR_JSONTEXT_DEPTH)
-        return fail(d, d->i, "nested deeper than %d", JR_JSONTEXT_DEPTH);
+    if (++d->depth > d->max)
+        return fail(d, d->i, "nested deeper than %d", d->max);
     if (!lua_checkstack(L, 4))
         return fail(d, d->i, "nested too deep for the Lua stack");
     d->i++;
@@ -373,11 +373,12 @@ value(dec *d)
     }
 }
 
-int
-jr_json_decode(lua_State *L, const char *s, size_t n, char *msg,
-               size_t size)
+/* jr_json_decode with max as the nesting limit. */
+static int
+decode(lua_State *L, const char *s, size_t n, int max, char *msg,
+       size_t size)
 {
-    dec d = {L, (const unsigned char *)s, n, 0, 0, msg, size};
+    dec d = {L, (const unsigned char *)s, n, 0, 0, max, msg, size};
     int top = lua_gettop(L);
 
     if (value(&d) == 0) {                            /* v */
@@ -389,6 +390,13 @@ jr_json_decode(lua_State *L, const char *s, size_t n, char *msg,
     }
     lua_settop(L, top);                              /* (nothing) */
     return -1;
+}
+
+int
+jr_json_decode(lua_State *L, const char *s, size_t n, char *msg,
+               size_t size)
+{
+    return decode(L, s, n, JR_JSONTEXT_DEPTH, msg, size);
 }
 
 /* What jr_json_decode_safe passes to its protected call. */
@@ -408,7 +416,7 @@ decode_call(lua_State *L)                            /* c */
     call *c = lua_touserdata(L, 1);
 
     lua_pop(L, 1);                                   /* (nothing) */
-    c->rc = jr_json_decode(L, c->s, c->n, c->msg, c->size);
+    c->rc = decode(L, c->s, c->n, JR_JSONDEC_RUNNER_DEPTH, c->msg, c->size);
     return c->rc == 0;                               /* v? */
 }
 

@@ -23,8 +23,15 @@ typedef struct lua_State lua_State;
 int jr_json_decode(lua_State *L, const char *s, size_t n, char *msg,
                    size_t size);
 
-/* jr_json_decode in a protected call: out of memory is -1 with "out of
- * memory" in msg, never raised.  [-0, +(1|0), -] */
+/* The nesting the worker's texts may reach: a batch callback's payload
+ * and job.parents put two levels around values the push check and the
+ * result's encoder hold to JR_JSONTEXT_DEPTH. */
+#define JR_JSONDEC_RUNNER_DEPTH (JR_JSONTEXT_DEPTH + 2)
+
+/* jr_json_decode in a protected call, nesting up to
+ * JR_JSONDEC_RUNNER_DEPTH, for the worker's payloads and parents: out of
+ * memory is -1 with "out of memory" in msg, never raised.
+ * [-0, +(1|0), -] */
 int jr_json_decode_safe(lua_State *L, const char *s, size_t n, char *msg,
                         size_t size);
 

@@ -31,6 +31,22 @@
 static volatile sig_atomic_t cancel_signal;
 static lua_State *volatile   running_L;     /* set while a handler runs */
 
+/* The job id the key at k is (a string of digits), into *id; -1 if
+ * none. [-0, +0, -] */
+static int
+parent_id(lua_State *L, int k, lua_Integer *id)
+{
+    const char *s;
+    char *end;
+
+    if (lua_type(L, k) != LUA_TSTRING)
+        return -1;
+    s = lua_tostring(L, k);
+    errno = 0;
+    *id = (lua_Integer)strtoll(s, &end, 10);
+    return *s >= '1' && *s <= '9' && *end == '\0' && errno == 0 ? 0 : -1;
+}
+
 /* Decodes job.parents: the JSON object of the parents' ends, its keys
  * (the parents' ids) made integers. [-0, +0, -] */
 static int
@@ -54,8 +70,21 @@ set_parents(worker *w, const jr_job *j)
     lua_newtable(L);                                 /* job t p */
     lua_pushnil(L);                                  /* job t p nil */
     while (lua_next(L, -3) != 0) {                   /* job t p k v */
-        lua_Integer id = (lua_Integer)strtoll(lua_tostring(L, -2), NULL,
-                                              10);
+        lua_Integer id;
+        if (parent_id(L, -2, &id) < 0) {
+            /* a parents column plain SQL filled: an array's keys are no
+             * strings, and lua_tostring on one would break lua_next */
+            if (lua_type(L, -2) == LUA_TSTRING)
+                snprintf(w->err, sizeof w->err, "job.parents cannot be "
+                         "decoded: key '%.40s' is not a job id",
+                         lua_tostring(L, -2));
+            else                /* an array's */
+                snprintf(w->err, sizeof w->err, "job.parents cannot be "
+                         "decoded: key %lld is not a job id",
+                         (long long)lua_tointeger(L, -2));
+            lua_pop(L, 4);                           /* job */
+            return -1;
+        }
         lua_pushinteger(L, id);                      /* job t p k v id */
         lua_insert(L, -2);                           /* job t p k id v */
         lua_rawset(L, -4);                           /* job t p k */
