@@ -179,6 +179,45 @@ jr_script_bind(lua_State *co, jr_script_limit *lim)
         lua_sethook(co, NULL, 0, 0);
 }
 
+/* The error value and co (a light userdata): the value as a string with
+ * co's traceback. */
+static int
+traceback_of(lua_State *L)                       /* e co */
+{
+    lua_State *co = lua_touserdata(L, 2);
+
+    lua_settop(L, 1);                            /* e */
+    jr_script_errstr(L);                         /* s */
+    luaL_traceback(L, co, lua_tostring(L, -1), 0);   /* s tb */
+    return 1;
+}
+
+/* Makes the error value on top of co, which failed, a string with co's
+ * traceback. Built on from in a protected call (a dead coroutine can run
+ * none; an error object's __tostring may raise) with the memory limit
+ * lifted: this is the runtime's allocation, and one refused outside a
+ * protected call would abort the worker. [-1, +1, -] on co */
+static void
+resume_error(lua_State *co, lua_State *from)
+{
+    int enforce = jr_memlimit_lift(co);
+
+    if (from != NULL && lua_checkstack(from, 3)) {
+        lua_pushcfunction(from, traceback_of);   /* f */
+        lua_xmove(co, from, 1);                  /* f e */
+        lua_pushlightuserdata(from, co);         /* f e co */
+        if (lua_pcall(from, 2, 1, 0) != LUA_OK &&
+            lua_type(from, -1) != LUA_TSTRING) { /* tb | e2 */
+            lua_pop(from, 1);
+            lua_pushliteral(from, "error object whose __tostring "
+                            "raised an error object that is not a "
+                            "string");
+        }
+        lua_xmove(from, co, 1);                  /* co: .. tb */
+    }
+    jr_memlimit_restore(co, enforce);
+}
+
 int
 jr_script_resume(lua_State *co, lua_State *from, int nargs, int *nres)
 {
@@ -191,11 +230,8 @@ jr_script_resume(lua_State *co, lua_State *from, int nargs, int *nres)
     running = outer;
 
     if (rc != LUA_OK && rc != LUA_YIELD &&
-        luaL_testudata(co, -1, JR_SIGNAL_MT) == NULL) {
-        jr_script_errstr(co);                    /* .. s */
-        luaL_traceback(co, co, lua_tostring(co, -1), 0); /* .. s tb */
-        lua_remove(co, -2);                      /* .. tb */
-    }
+        luaL_testudata(co, -1, JR_SIGNAL_MT) == NULL)
+        resume_error(co, from);                  /* co: .. tb */
     return rc;
 }
 
@@ -253,12 +289,17 @@ pmain_open(lua_State *L)                         /* dir */
 }
 
 /* The allocator of limited states: counts, and refuses growth past the
- * limit while a handler runs (outside, our own C code must not fail). */
+ * limit while a handler runs (outside, our own C code must not fail).
+ * Lua answers a refusal with an emergency collection (frees only) and
+ * then asks again for the same block: a refusal counts as a failure
+ * (ml->hit) only if that retry is refused too, or if the next request is
+ * another one (no retry came: Lua raised at once). */
 static void *
 limited_alloc(void *ud, void *ptr, size_t osize, size_t nsize)
 {
     jr_memlimit *ml = ud;
     size_t old = ptr ? osize : 0;
+    int again;
     void *p;
 
     if (nsize == 0) {
@@ -266,15 +307,68 @@ limited_alloc(void *ud, void *ptr, size_t osize, size_t nsize)
         ml->used -= old;
         return NULL;
     }
+    again = ml->refused && ml->rptr == ptr && ml->rosize == osize &&
+            ml->rnsize == nsize;
+    if (ml->refused && !again)
+        ml->hit = 1;
+    ml->refused = 0;
     if (ml->enforce && ml->limit && nsize > old &&
         ml->used + (nsize - old) > ml->limit) {
-        ml->hit = 1;
+        if (again)
+            ml->hit = 1;
+        else {
+            ml->refused = 1;
+            ml->rptr = ptr;
+            ml->rosize = osize;
+            ml->rnsize = nsize;
+        }
         return NULL;
     }
     if ((p = realloc(ptr, nsize)) != NULL)
         ml->used = ml->used - old + nsize;
+    else if (again)
+        ml->hit = 1;
     return p;
 }
+
+int
+jr_memlimit_failed(const jr_memlimit *ml)
+{
+    /* a refusal still waiting for its retry is final once Lua returned */
+    return ml->hit || ml->refused;
+}
+
+void
+jr_memlimit_clear(jr_memlimit *ml)
+{
+    ml->hit = 0;
+    ml->refused = 0;
+}
+
+int
+jr_memlimit_lift(lua_State *L)
+{
+    void *ud;
+    jr_memlimit *ml;
+    int enforce;
+
+    if (lua_getallocf(L, &ud) != limited_alloc)
+        return 0;
+    ml = ud;
+    enforce = ml->enforce;
+    ml->enforce = 0;
+    return enforce;
+}
+
+void
+jr_memlimit_restore(lua_State *L, int enforce)
+{
+    void *ud;
+
+    if (lua_getallocf(L, &ud) == limited_alloc)
+        ((jr_memlimit *)ud)->enforce = enforce;
+}
+
 
 static lua_State *
 new_state(lua_State *L, const char *scripts_dir, jr_err *err);

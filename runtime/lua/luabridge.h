@@ -26,8 +26,23 @@ typedef struct jr_memlimit {
     size_t used;                /* bytes held by the state */
     size_t limit;               /* refuse beyond this while enforced */
     int    enforce;             /* only while a handler runs */
-    int    hit;                 /* a refusal happened */
+    int    hit;                 /* an allocation failed for good */
+    int    refused;             /* the last request was refused, */
+    void  *rptr;                /* this one, and Lua's retry after its */
+    size_t rosize, rnsize;      /* emergency collection may still pass */
 } jr_memlimit;
+
+/* 1 if an allocation of ml's state was refused for good since the last
+ * jr_memlimit_clear: refused again after Lua's emergency collection (or
+ * with none), so that Lua raised its memory error, caught or not. A
+ * refusal whose retry passed is none. */
+int  jr_memlimit_failed(const jr_memlimit *ml);
+void jr_memlimit_clear(jr_memlimit *ml);
+
+/* Lifts the limit of L's state (if it has one) for the runtime's own
+ * allocations on an error path; returns what to give jr_memlimit_restore. */
+int  jr_memlimit_lift(lua_State *L);
+void jr_memlimit_restore(lua_State *L, int enforce);
 
 /* Like jr_script_state, with allocations counted in ml (borrowed, must
  * outlive the state) and refused past ml->limit while ml->enforce is set. */

@@ -180,6 +180,7 @@ jr_task_wait(lua_State *L, jr_task *t, jr_task_cancel_fn cancel, void *op)
 }
 
 static void resume(jr_task *t, int nargs);
+static void resumed(jr_task *t, int rc, int nres);
 static void finish(cojob *cj, int rc);
 
 jr_task *
@@ -259,8 +260,9 @@ outcome(cojob *cj, int rc, jr_result *res)
 
     res->id = cj->j->id;
     res->generation = w->scripts.generation;
-    if (cj->ctx.cancelled || (cj->ctx.decided && err) || (err && !w->mem.hit
-        && jr_jrlib_signal(w->L, -1) == NULL && cj->late)) {
+    if (cj->ctx.cancelled || (cj->ctx.decided && err) ||
+        (err && !jr_memlimit_failed(&w->mem) &&
+         jr_jrlib_signal(w->L, -1) == NULL && cj->late)) {
         if (err)
             lua_pop(w->L, 1);
         err = 0;
@@ -275,7 +277,7 @@ outcome(cojob *cj, int rc, jr_result *res)
         res->delay = s->delay;
         snprintf(w->err, sizeof w->err, "%s", s->reason);
         res->error = s->kind == JR_DEAD ? w->err : NULL;
-    } else if (w->mem.hit) {
+    } else if (jr_memlimit_failed(&w->mem)) {
         if (err)
             lua_pop(w->L, 1);
         snprintf(w->err, sizeof w->err, "memory limit of %zu MiB exceeded",
@@ -466,22 +468,38 @@ resume(jr_task *t, int nargs)
     rc = jr_script_resume(t->L, w->L, nargs, &nres);
     co->current = outer_job;
     co->task = outer_task;
-    w->mem.enforce = enforce;
+    /* what follows is the runtime's: unprotected, it must not meet the
+     * limit (a refusal would abort the worker); a resume nested in a
+     * handler's call gives the limit back when it returns */
+    w->mem.enforce = 0;
     jr_block_resumed(outer_L);
     if (--co->depth == 0)
         jr_block_watch(cj, 0);
     share_running(w, outer, outer_start);
+    resumed(t, rc, nres);
+    w->mem.enforce = enforce;
+}
+
+/* After a resume of t that returned rc with nres values: waits, ends a
+ * branch (its on_end), or ends the job. */
+static void
+resumed(jr_task *t, int rc, int nres)
+{
+    cojob *cj = t->job;
+    worker *w = cj->w;
+    int failed = jr_memlimit_failed(&w->mem);
+
     if (rc == LUA_YIELD) {
         lua_pop(t->L, nres);
-        if (cj->over || (t->waiting && !w->mem.hit))
+        if (cj->over || (t->waiting && !failed))
             return;
-        rc = w->mem.hit ? LUA_ERRMEM : LUA_ERRRUN;
-        lua_pushstring(t->L, w->mem.hit ? "not enough memory" :
+        rc = failed ? LUA_ERRMEM : LUA_ERRRUN;
+        lua_pushstring(t->L, failed ? "not enough memory" :
                        "coroutine.yield called outside a coroutine the "
                        "handler created");
         nres = 0;
     }
-    if (t->on_end != NULL && !w->mem.hit) {
+    if (t->on_end != NULL && !failed) {
         t->on_end(t, rc, nres);
         return;
     }
@@ -495,7 +513,7 @@ resume(jr_task *t, int nargs)
         lua_xmove(t->L, w->L, 1);
     }
     finish(cj, rc);
-    w->mem.hit = 0;
+    jr_memlimit_clear(&w->mem);
 }
 
 /* --- jobs ----------------------------------------------------------------- */

@@ -396,9 +396,9 @@ outcome(worker *w, const jr_job *j, int rc, double timeout, jr_result *res)
         if (rc != LUA_OK && rc != JR_SCRIPT_LATE)
             lua_pop(L, 1);
         decided(w, res);
-        if (w->mem.hit)
+        if (jr_memlimit_failed(&w->mem))
             w->recycle = 1;
-    } else if (w->mem.hit) {
+    } else if (jr_memlimit_failed(&w->mem)) {
         /* a refused allocation may have left the handler's state half
          * made: fail the job and give the worker's place to a fresh one */
         if (rc != LUA_OK)
@@ -452,7 +452,7 @@ jr_run_job(worker *w, const jr_job *j, jr_result *res)
     }
     w->ctx.job = j;
     w->progress_sent = 0;
-    w->mem.hit = 0;
+    jr_memlimit_clear(&w->mem);
     w->mem.enforce = 1;
     /* results waiting for company go out before a job that may be long
      * (its handler has not run here yet, or takes FLUSH_DELAY or more):
