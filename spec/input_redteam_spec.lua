@@ -1,0 +1,105 @@
+-- input_redteam_spec.lua - input a careless user or an attacker gives the
+-- config: tables with metatables (their __index ran unprotected inside
+-- the readers: a raise aborted `check` and the runner, a loop hung them),
+-- strings holding a NUL byte (read cut short: "scripts\0x" was
+-- "scripts"), and os.exit (it ended `check` without a word, and the
+-- runner itself at a reload). Each refused naming the key and its line.
+local jr = require "jr"
+
+local first_backend = jr.backends()[1]
+
+-- Each case: the bad key's text (on a line of its own) and the whole
+-- message after "jobrunner.lua:LINE: ".
+local CASES = {
+  { 'concurrency = setmetatable({}, { __index = function() error("x") end })',
+    "'concurrency' has a metatable: the config's tables must be plain tables" },
+  { 'http = setmetatable({}, { __index = function() while true do end end })',
+    "'http' has a metatable: the config's tables must be plain tables" },
+  { 'schedules = { setmetatable({ name = "a", every = 60 }, {}) }',
+    "'schedules[1]' has a metatable: the config's tables must be plain " ..
+    "tables" },
+  { 'pid_file = "run.pid\\0evil"',
+    "'pid_file' holds a NUL byte (byte 8)" },
+  { 'timezone = "UTC\\0junk"',
+    "'timezone' holds a NUL byte (byte 4)" },
+  { 'queues = { ["mail\\0x"] = 2 }',
+    "'queues' has a key holding a NUL byte ('mail' then NUL)" },
+  { 'serve_queues = { "mail\\0x" }',
+    "'serve_queues[1]' holds a NUL byte (byte 5)" },
+  { 'limits = { x = { per_key = { rate = "1/1s\\0zz" } } }',
+    "'limits.x.per_key.rate' holds a NUL byte (byte 5)" },
+  { 'schedules = { { name = "a", every = 60, tz = "UTC\\0x" } }',
+    "'schedules[1].tz' holds a NUL byte (byte 4)" },
+}
+
+describe("config input:", function()
+  local env = jr.test_env(first_backend)
+
+  for _, case in ipairs(CASES) do
+    it("refuses " .. case[1] .. " naming the key and its line", function()
+      env:config("watch = false,\n  " .. case[1])
+      local line = jr.line_of(env, case[1])
+      local _, err, code = jr.sh("cd " .. env.dir .. " && timeout 60 " ..
+        jr.bin .. " -c " .. env.config_file .. " check")
+      assert.equal(3, code, err)
+      assert.equal(("jobrunner: %s:%d: %s\n"):format(env.config_file, line,
+        case[2]), err)
+    end)
+  end
+
+  it("refuses a returned table with a metatable", function()
+    env:config("watch = false")
+    local f = assert(io.open(env.config_file, "w"))
+    f:write('return setmetatable({}, { __index = function(_, k) ' ..
+      'error("index " .. k) end })\n')
+    f:close()
+    local _, err, code = env:cli("check")
+    assert.equal(3, code, err)
+    assert.equal(("jobrunner: %s: the table it returns has a metatable: " ..
+      "the config's tables must be plain tables\n"):format(env.config_file),
+      err)
+  end)
+
+  it("refuses os.exit while loading, saying so", function()
+    env:config("watch = false")
+    local text = jr.read_file(env.config_file)
+    local f = assert(io.open(env.config_file, "w"))
+    f:write("os.exit(0)\n" .. text)
+    f:close()
+    local _, err, code = env:cli("check")
+    assert.equal(3, code, err)
+    assert.matches("^jobrunner: " .. env.config_file:gsub("%p", "%%%0") ..
+      ":1: os.exit%(0%) called by the config: it cannot stop the runner\n",
+      err)
+  end)
+end)
+
+for _, backend in ipairs(jr.backends()) do
+  describe(backend .. " config reload:", function()
+    local env = jr.test_env(backend)
+
+    it("keeps running when the new config calls os.exit", function()
+      env:script("h", jr.RECORD .. [[
+        return function(job) record("ran", job.id) end]])
+      env:config("watch = false")
+      local text = jr.read_file(env.config_file)
+      env:start()
+      local f = assert(io.open(env.config_file, "w"))
+      f:write("os.exit(0)\n" .. text)
+      f:close()
+      env:signal("HUP")
+      jr.wait_for(function() return env:log():find("reload failed") end, 30,
+        "the reload's failure")
+      assert.matches("os.exit%(0%) called by the config", env:log())
+      assert.is_true(env:alive())
+      f = assert(io.open(env.config_file, "w"))
+      f:write(text)
+      f:close()
+      local id = env:push("h")
+      jr.wait_for(function()
+        return jr.lines(env.dir .. "/ran")[1] == tostring(id)
+      end, 30, "the job run after the failed reload")
+      assert.equal(0, env:stop())
+    end)
+  end)
+end
