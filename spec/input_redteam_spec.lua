@@ -103,3 +103,64 @@ for _, backend in ipairs(jr.backends()) do
     end)
   end)
 end
+
+-- Flows a careless producer writes, and the exact message every producer
+-- gives: a NUL character in a name, a key or a ref (read cut short:
+-- "step\u0000x" was pushed as a step job), an unknown top-level key (a
+-- misspelt "bacth" dropped the batch without a word), an after id past
+-- 2^63 (made 2^63 - 1), and the push check's "job 'NAME': " said twice
+-- when the ref is the name.
+local FLOWS = {
+  { '{"jobs":[{"name":"step\\u0000x"}]}',
+    "flow: job 1: 'name' holds a NUL character (\\u0000)" },
+  { '{"jobs":[{"name":"step","key":"k\\u0000x"}]}',
+    "flow: job 1: 'key' holds a NUL character (\\u0000)" },
+  { '{"jobs":[{"name":"step","ref":"a\\u0000b"},{"name":"step"}]}',
+    "flow: job 1: 'ref' holds a NUL character (\\u0000)" },
+  { '{"jobs":[{"name":"step"}],"bacth":{"on_complete":"step"}}',
+    "flow: unknown key 'bacth' (valid: jobs, batch)" },
+  { '{"jobs":[{"name":"step","after":[9223372036854775808]}]}',
+    "flow: job 'step': after: 9223372036854775808 is not a job id (a " ..
+    "whole number)" },
+  { '{"jobs":[{"name":"step","after":[-1]}]}',
+    "flow: job 'step': after: -1 is not a job id" },
+  { '{"jobs":[{"name":"step"}],"batch":{}}',
+    "flow: job 'step': its batch has neither on_complete nor on_success" },
+}
+
+for _, backend in ipairs(jr.backends()) do
+  describe(backend .. " flow input:", function()
+    local env = jr.test_env(backend)
+
+    it("push-flow, POST /api/flows and q:flow refuse them alike", function()
+      local H = require "jrhttp"
+      local cjson = require "cjson"
+      env:script("step", "return function() end")
+      local base = H.start(env)
+      local q = jr.client(env)
+      for i, case in ipairs(FLOWS) do
+        local path = ("%s/f%d.json"):format(env.dir, i)
+        jr.write_file(path, case[1])
+        local out, err, code = env:cli("push-flow", path)
+        assert.equal(2, code, out .. err)
+        assert.equal("jobrunner: " .. case[2] .. "\n", err)
+        local status, body = H.req(base .. "/api/flows",
+          { body = case[1], token = true })
+        assert.equal(400, status, body)
+        assert.equal(case[2], cjson.decode(body).error)
+      end
+      -- the Lua module: its encoder refuses the NUL byte itself
+      local ids, msg = q:flow({ jobs = { { name = "step\0x" } } })
+      assert.is_nil(ids)
+      assert.equal("flow: payload.jobs[1].name: string holds a NUL byte " ..
+        "(byte 5): no backend stores one", msg)
+      ids, msg = q:flow({ jobs = { { name = "step" } },
+                          bacth = { on_complete = "step" } })
+      assert.is_nil(ids)
+      assert.equal(FLOWS[4][2], msg)
+      q:close()
+      assert.equal(0, env:count())
+      assert.equal(0, env:stop())
+    end)
+  end)
+end
