@@ -164,3 +164,28 @@ for _, backend in ipairs(jr.backends()) do
     end)
   end)
 end
+
+for _, backend in ipairs(jr.backends()) do
+  describe(backend .. " long poll input:", function()
+    local env = jr.test_env(backend)
+
+    it("refuses a wait holding a NUL byte, as the list's filters", function()
+      local H = require "jrhttp"
+      local cjson = require "cjson"
+      env:script("step", "return function() end")
+      local base = H.start(env)
+      local id = env:push("nohandler")
+      -- "1%00x" was read as a wait of 1 s
+      local code, body = H.req(("%s/api/jobs/%d?wait=1%%00x"):format(base,
+        id), { token = true })
+      assert.equal(400, code, body)
+      assert.equal("the query string has a NUL byte (%00)",
+        cjson.decode(body).error)
+      code, body = H.req(("%s/api/jobs/%d?wait=0"):format(base, id),
+        { token = true })
+      assert.equal(200, code, body)
+      assert.equal("queued", cjson.decode(body).state)
+      assert.equal(0, env:stop())
+    end)
+  end)
+end
