@@ -3,7 +3,8 @@
 -- the readers: a raise aborted `check` and the runner, a loop hung them),
 -- strings holding a NUL byte (read cut short: "scripts\0x" was
 -- "scripts"), and os.exit (it ended `check` without a word, and the
--- runner itself at a reload). Each refused naming the key and its line.
+-- runner itself at a reload). Each refused naming the key and its line,
+-- as a bad hook now is.
 local jr = require "jr"
 
 local first_backend = jr.backends()[1]
@@ -30,6 +31,13 @@ local CASES = {
     "'limits.x.per_key.rate' holds a NUL byte (byte 5)" },
   { 'schedules = { { name = "a", every = 60, tz = "UTC\\0x" } }',
     "'schedules[1].tz' holds a NUL byte (byte 4)" },
+  -- a hook's error named the file without its line
+  { 'hooks = { on_strat = function() end }',
+    "unknown hook 'hooks.on_strat' (valid: on_start, on_stop, on_reload, " ..
+    "on_job_start, on_job_success, on_job_retry, on_job_dead, on_scale, " ..
+    "on_tick)" },
+  { 'hooks = { on_start = 5 }',
+    "'hooks.on_start' must be a function" },
 }
 
 describe("config input:", function()

@@ -443,7 +443,7 @@ k_watch(cfg_ctx *x, lua_State *L, const char *key)
 static int
 k_hooks(cfg_ctx *x, lua_State *L, const char *key)
 {
-    char odd[120];
+    char odd[120], where[4096 + 16];
 
     if (lua_type(L, -1) != LUA_TTABLE)
         return key_fail(x, key, "must be a table of functions, got %s",
@@ -451,7 +451,8 @@ k_hooks(cfg_ctx *x, lua_State *L, const char *key)
     if (jr_json_map(L, -1, odd, sizeof odd) < 0)
         return key_fail(x, key, "must be a table of NAME = function, found "
                         "the key %s", odd);
-    return jr_hooks_check(L, x->file, x->err);
+    snprintf(where, sizeof where, "%s:%d", x->file, key_line(x, key));
+    return jr_hooks_check(L, where, x->err);
 }
 
 static int
