@@ -174,7 +174,7 @@ for _, backend in ipairs(jr.backends()) do
 end
 
 for _, backend in ipairs(jr.backends()) do
-  describe(backend .. " long poll input:", function()
+  describe(backend .. " http input:", function()
     local env = jr.test_env(backend)
 
     it("refuses a wait holding a NUL byte, as the list's filters", function()
@@ -193,6 +193,33 @@ for _, backend in ipairs(jr.backends()) do
         { token = true })
       assert.equal(200, code, body)
       assert.equal("queued", cjson.decode(body).state)
+      assert.equal(0, env:stop())
+    end)
+
+    it("POST /api/jobs names a bad after id, not the list's length", function()
+      local H = require "jrhttp"
+      local cjson = require "cjson"
+      local base = H.start(env)
+      -- each said "must be an array of at most 1000 job ids"
+      for _, case in ipairs({
+        { '{"name":"step","after":[-1]}', "job.after: -1" },
+        { '[{"name":"step","after":[1, 9223372036854775808]}]',
+          "jobs[0].after: 9223372036854775808" },
+        { '{"name":"step","after":[0]}', "job.after: 0" } }) do
+        local code, body = H.req(base .. "/api/jobs",
+          { body = case[1], token = true })
+        assert.equal(400, code, body)
+        assert.equal(case[2] .. " is not a job id (a whole number from 1 " ..
+          "to 9223372036854775807)", cjson.decode(body).error)
+      end
+      local ids = {}
+      for i = 1, 1001 do ids[i] = 1 end
+      local code, body = H.req(base .. "/api/jobs", { token = true,
+        body = cjson.encode({ name = "step", after = ids }) })
+      assert.equal(400, code, body)
+      assert.equal("job.after: must be an array of at most 1000 job ids",
+        cjson.decode(body).error)
+      assert.equal(0, env:count())
       assert.equal(0, env:stop())
     end)
   end)
