@@ -31,6 +31,13 @@ local CASES = {
     "'limits.x.per_key.rate' holds a NUL byte (byte 5)" },
   { 'schedules = { { name = "a", every = 60, tz = "UTC\\0x" } }',
     "'schedules[1].tz' holds a NUL byte (byte 4)" },
+  -- these passed `check`; `run` then stopped at the server's start
+  { 'http = { listen = "127.0.0.1:8080.5" }',
+    "'http.listen' '127.0.0.1:8080.5' is not HOST:PORT with a port from 0 " ..
+    "to 65535, such as \"127.0.0.1:8089\"" },
+  { 'http = { listen = "127.0.0.1: 8089" }',
+    "'http.listen' '127.0.0.1: 8089' is not HOST:PORT with a port from 0 " ..
+    "to 65535, such as \"127.0.0.1:8089\"" },
   -- a hook's error named the file without its line
   { 'hooks = { on_strat = function() end }',
     "unknown hook 'hooks.on_strat' (valid: on_start, on_stop, on_reload, " ..
