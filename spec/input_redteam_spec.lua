@@ -141,6 +141,16 @@ local FLOWS = {
     "flow: job 'step': after: -1 is not a job id" },
   { '{"jobs":[{"name":"step"}],"batch":{}}',
     "flow: job 'step': its batch has neither on_complete nor on_success" },
+  -- the first "jobs" was pushed, the second dropped
+  { '{"jobs":[{"name":"step"}],"jobs":[{"name":"other"}]}',
+    "flow: 'jobs' is given twice" },
+  -- a payload nested 1001 deep: refused as a push refuses it (the flow
+  -- reader stopped at 64 below the flow: 100 deep, pushed by push, was
+  -- refused in a flow)
+  { '{"jobs":[{"name":"step","payload":{"a":' .. ("["):rep(1000) ..
+    ("]"):rep(1000) .. '}}]}',
+    "flow: job 'step': invalid JSON payload: byte 1005: nested deeper " ..
+    "than 1000" },
 }
 
 for _, backend in ipairs(jr.backends()) do
@@ -164,6 +174,16 @@ for _, backend in ipairs(jr.backends()) do
         assert.equal(400, status, body)
         assert.equal(case[2], cjson.decode(body).error)
       end
+      -- a payload as deep as a push takes goes in a flow too
+      local deep = '{"a":' .. ("["):rep(999) .. ("]"):rep(999) .. '}'
+      local path = env.dir .. "/deep.json"
+      jr.write_file(path, '{"jobs":[{"name":"parked","payload":' .. deep ..
+        '}]}')
+      local out, err, code = env:cli("push-flow", path)
+      assert.equal(0, code, out .. err)
+      local row = env:job(tonumber(out:match("parked (%d+)")))
+      assert.equal(deep, (row.payload:gsub(" ", "")))
+      env:exec("DELETE FROM jobs")
       -- the Lua module: its encoder refuses the NUL byte itself
       local ids, msg = q:flow({ jobs = { { name = "step\0x" } } })
       assert.is_nil(ids)

@@ -451,19 +451,23 @@ read_all(reader *r, int a, int b)
     return sort_jobs(r) < 0 ? -1 : place(r);
 }
 
-/* The flow object's keys are jobs and batch: another ("bacth") would be
- * a batch silently dropped. */
+/* The flow object's keys are jobs and batch, each once: another
+ * ("bacth") would be a batch silently dropped, a second one a part of
+ * the flow. */
 static int
 top_keys(reader *r)
 {
-    int k;
+    int k, jobs = 0, batch = 0;
 
     for (k = r->doc.n[0].first; k >= 0; k = r->doc.n[r->doc.n[k].next].next)
-        if (!jr_jdoc_is(&r->doc, k, "jobs") &&
-            !jr_jdoc_is(&r->doc, k, "batch"))
+        if (!(jr_jdoc_is(&r->doc, k, "jobs") && ++jobs) &&
+            !(jr_jdoc_is(&r->doc, k, "batch") && ++batch))
             return jr_fail(r->err, JR_EINPUT, "flow: unknown key '%s' "
                            "(valid: jobs, batch)", text_of(r, k) ?
                            r->f->owned[r->f->nowned - 1] : "?");
+    if (jobs > 1 || batch > 1)
+        return jr_fail(r->err, JR_EINPUT, "flow: '%s' is given twice",
+                       jobs > 1 ? "jobs" : "batch");
     return 0;
 }
 

@@ -5,6 +5,11 @@
 #include <string.h>
 
 #include "base/jsondom.h"
+#include "base/jsontext.h"
+
+/* A flow's payloads nest as deep as a push's, below the flow object, its
+ * jobs array and a job (64 refused what every producer pushes). */
+#define JR_JDOC_DEPTH (JR_JSONTEXT_DEPTH + 3)
 
 typedef struct parser {
     jr_jdoc    *doc;
@@ -150,8 +155,11 @@ value(parser *ps, int depth)
     skip_ws(ps);
     if (ps->p >= ps->end)
         return fail(ps, "unexpected end");
-    if (depth > 64)
-        return fail(ps, "nested deeper than 64");
+    if (depth > JR_JDOC_DEPTH) {
+        char why[48];
+        snprintf(why, sizeof why, "nested deeper than %d", JR_JDOC_DEPTH);
+        return fail(ps, why);
+    }
     if (*ps->p == '{' || *ps->p == '[')
         type = *ps->p == '{' ? JR_JSON_OBJECT : JR_JSON_ARRAY;
     else if (*ps->p == '"')
