@@ -62,6 +62,20 @@ describe("config input:", function()
     end)
   end
 
+  it("says a directory given as a file is one", function()
+    -- the config and push-flow said "Cannot allocate memory" and nothing
+    local _, err, code = jr.sh("cd " .. env.dir .. " && " .. jr.bin ..
+      " -c " .. env.dir .. " check")
+    assert.equal(3, code, err)
+    assert.equal(("jobrunner: cannot read config '%s': Is a directory\n")
+      :format(env.dir), err)
+    env:config("watch = false")
+    _, err, code = env:cli("push-flow", env.dir)
+    assert.equal(2, code, err)
+    assert.equal(("jobrunner: push-flow: cannot read '%s': Is a " ..
+      "directory\n"):format(env.dir), err)
+  end)
+
   it("refuses a returned table with a metatable", function()
     env:config("watch = false")
     local f = assert(io.open(env.config_file, "w"))
