@@ -38,6 +38,10 @@ local CASES = {
   { 'http = { listen = "127.0.0.1: 8089" }',
     "'http.listen' '127.0.0.1: 8089' is not HOST:PORT with a port from 0 " ..
     "to 65535, such as \"127.0.0.1:8089\"" },
+  -- each fire pushes it: PostgreSQL refused every fire, SQLite took it
+  { 'max_payload = 10, schedules = { { name = "a", every = 60, ' ..
+    'payload = { s = "0123456789ab" } } }',
+    "schedule 'a': 'payload' is 20 bytes as JSON, over max_payload (10)" },
   -- a hook's error named the file without its line
   { 'hooks = { on_strat = function() end }',
     "unknown hook 'hooks.on_strat' (valid: on_start, on_stop, on_reload, " ..

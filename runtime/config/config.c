@@ -143,7 +143,8 @@ jr_config_load(jr_config *c, const char *file, lua_State *L, jr_err *err)
     }                                                /* t */
     rc = jr_keys_read(c, L, file, text, err);        /* t */
     if (rc == 0)
-        rc = jr_schedules_finish(&c->schedules, file, text, err);
+        rc = jr_schedules_finish(&c->schedules, c->max_payload, file,
+                                 text, err);
     free(text);
     c->ref = luaL_ref(L, LUA_REGISTRYINDEX);         /* (nothing) */
     return rc;
