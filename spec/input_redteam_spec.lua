@@ -42,6 +42,10 @@ local CASES = {
   { 'max_payload = 10, schedules = { { name = "a", every = 60, ' ..
     'payload = { s = "0123456789ab" } } }',
     "schedule 'a': 'payload' is 20 bytes as JSON, over max_payload (10)" },
+  -- the count's error named the last limit read ('limits.n17.concurrency')
+  { 'limits = (function() local l = {} for i = 1, 300 do ' ..
+    'l["n" .. i] = { concurrency = 1 } end return l end)()',
+    "'limits' has more than 256 limits" },
   -- a hook's error named the file without its line
   { 'hooks = { on_strat = function() end }',
     "unknown hook 'hooks.on_strat' (valid: on_start, on_stop, on_reload, " ..
