@@ -279,9 +279,15 @@ for _, backend in ipairs(jr.backends()) do
       end
       fails('http = { listen = "0.0.0.0:0" }', "http.listen '0.0.0.0:0' is not a loopback address: set http.token")
       fails('http = { listen = "[::]:0" }', "is not a loopback address")
-      fails('http = { listen = "nonsense" }', "http.listen 'nonsense': invalid address")
       fails('http = { listen = "example.com:80", token = "' .. H.TOKEN .. '" }', "invalid address")
-      fails('http = { listen = "127.0.0.1:99999" }', "invalid address")
+      -- not HOST:PORT at all: `check` says so, with the line
+      for _, bad in ipairs({ "nonsense", "127.0.0.1:99999" }) do
+        env:config('http = { listen = "' .. bad .. '" }')
+        local _, err, code = env:cli("check")
+        assert.equal(3, code, err)
+        assert.matches("'http.listen' '" .. bad .. "' is not HOST:PORT", err,
+          1, true)
+      end
       local base = H.start(env)
       fails('pid_file = "second.pid", http = { listen = "' .. base:match("//(.*)$") .. '" }',
         "http.listen '" .. base:match("//(.*)$") .. "': cannot listen: Address already in use")

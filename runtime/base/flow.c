@@ -2,6 +2,7 @@
  * pushes, the local names resolved, the graph ordered parents first
  * (Kahn's), a cycle found and named. Owns the pushes and their strings;
  * uses jsondom.h and job.h. */
+#include <errno.h>
 #include <limits.h>
 #include <math.h>
 #include <stdio.h>
@@ -62,6 +63,21 @@ text_of(reader *r, int v)
     return own(r, strndup(n->at, n->len));
 }
 
+/* 1 if string node v holds \u0000: C would read its text cut short
+ * ("step\u0000x" was the job "step"). */
+static int
+has_nul(const reader *r, int v)
+{
+    const jr_jnode *n = &r->doc.n[v];
+    const char *p = n->at + 1, *end = n->at + n->len - 1;
+
+    for (; p < end; p++)
+        if (*p == '\\' && *++p == 'u' && end - p > 4 &&
+            strncmp(p + 1, "0000", 4) == 0)
+            return 1;
+    return 0;
+}
+
 static int
 oom(reader *r)
 {
@@ -107,6 +123,9 @@ string(reader *r, int i, int v, const char *key, const char **out)
     if (r->doc.n[v].type != JR_JSON_STRING)
         return jr_fail(r->err, JR_EINPUT, "flow: job %d: '%s' must be a "
                        "string", i + 1, key);
+    if (has_nul(r, v))
+        return jr_fail(r->err, JR_EINPUT, "flow: job %d: '%s' holds a NUL "
+                       "character (\\u0000)", i + 1, key);
     if ((*out = text_of(r, v)) == NULL)
         return oom(r);
     return 0;
@@ -216,15 +235,17 @@ job_after(reader *r, int i)
         if (r->doc.n[v].type == JR_JSON_NUMBER) {
             const jr_jnode *n = &r->doc.n[v];
             char *end;
+            errno = 0;
             j->ext[ne++] = strtoll(n->at, &end, 10);
-            if (end != n->at + n->len)    /* 1.5, 2e3: not cut to an id */
+            if (end != n->at + n->len ||  /* 1.5, 2e3: not cut to an id */
+                errno == ERANGE)          /* 2^63: not made 2^63 - 1 */
                 return jr_fail(r->err, JR_EINPUT, "flow: job '%s': after: "
                                "%.*s is not a job id (a whole number)",
                                r->f->refs[i], (int)n->len, n->at);
             continue;
         }
-        if (r->doc.n[v].type != JR_JSON_STRING || (ref = text_of(r, v))
-            == NULL)
+        if (r->doc.n[v].type != JR_JSON_STRING || has_nul(r, v) ||
+            (ref = text_of(r, v)) == NULL)
             return jr_fail(r->err, JR_EINPUT, "flow: job '%s': after: "
                            "each is a job's ref or an id", r->f->refs[i]);
         if ((j->local[nl++] = find_ref(r, ref)) < 0)
@@ -343,6 +364,7 @@ batch_read(reader *r, int b)
                            "queue, results)", text_of(r, k) ?
                            r->f->owned[r->f->nowned - 1] : "?");
         if (out != NULL && (r->doc.n[v].type != JR_JSON_STRING ||
+                            has_nul(r, v) ||
                             (*out = text_of(r, v)) == NULL))
             return jr_fail(r->err, JR_EINPUT, "flow: batch: '%s' must be "
                            "a job name", text_of(r, k) ?
@@ -350,6 +372,19 @@ batch_read(reader *r, int b)
     }
     r->f->has_batch = 1;
     return 0;
+}
+
+/* A job's push check failed: its message named with the job's ref, once
+ * (the check's own "job 'NAME': " is the ref's when they are alike). */
+static int
+check_fail(reader *r, const char *ref)
+{
+    char head[300];
+
+    snprintf(head, sizeof head, "job '%s': ", ref);
+    if (strncmp(r->err->msg, head, strlen(head)) == 0)
+        return jr_err_prefix(r->err, "flow");
+    return jr_err_prefix(r->err, "flow: job '%s'", ref);
 }
 
 /* The jobs, in sorted order, into f->jobs; refs follow. */
@@ -381,7 +416,7 @@ place(reader *r)
     f->n = r->n;
     for (i = 0; i < r->n; i++)
         if (jr_push_check(&f->jobs[i], 0, r->err) < 0)
-            return jr_err_prefix(r->err, "flow: job '%s'", refs[i]);
+            return check_fail(r, refs[i]);
     return 0;
 }
 
@@ -416,6 +451,26 @@ read_all(reader *r, int a, int b)
     return sort_jobs(r) < 0 ? -1 : place(r);
 }
 
+/* The flow object's keys are jobs and batch, each once: another
+ * ("bacth") would be a batch silently dropped, a second one a part of
+ * the flow. */
+static int
+top_keys(reader *r)
+{
+    int k, jobs = 0, batch = 0;
+
+    for (k = r->doc.n[0].first; k >= 0; k = r->doc.n[r->doc.n[k].next].next)
+        if (!(jr_jdoc_is(&r->doc, k, "jobs") && ++jobs) &&
+            !(jr_jdoc_is(&r->doc, k, "batch") && ++batch))
+            return jr_fail(r->err, JR_EINPUT, "flow: unknown key '%s' "
+                           "(valid: jobs, batch)", text_of(r, k) ?
+                           r->f->owned[r->f->nowned - 1] : "?");
+    if (jobs > 1 || batch > 1)
+        return jr_fail(r->err, JR_EINPUT, "flow: '%s' is given twice",
+                       jobs > 1 ? "jobs" : "batch");
+    return 0;
+}
+
 int
 jr_flow_parse(jr_flow *f, const char *text, size_t len, jr_err *err)
 {
@@ -430,7 +485,9 @@ jr_flow_parse(jr_flow *f, const char *text, size_t len, jr_err *err)
         a = jr_jdoc_get(&r.doc, 0, "jobs");
         b = jr_jdoc_get(&r.doc, 0, "batch");
     }
-    rc = read_all(&r, a, b);
+    rc = r.doc.n[0].type == JR_JSON_OBJECT ? top_keys(&r) : 0;
+    if (rc == 0)
+        rc = read_all(&r, a, b);
     for (i = 0; i < r.n && r.j != NULL; i++) {
         if (rc == 0)
             own(&r, (char *)r.j[i].local);  /* after_local points there */

@@ -7,11 +7,9 @@
 #include "base/jsondom.h"
 #include "base/jsontext.h"
 
-/* A flow's payload may be nested as deep as any push's (the push check
- * holds it to JR_JSONTEXT_DEPTH), a scalar in its deepest array, under
- * the flow's three levels (the document, its jobs, the job): 64 refused
- * any payload nested deeper than 60. */
-#define DEPTH_MAX (JR_JSONTEXT_DEPTH + 3)
+/* A flow's payloads nest as deep as a push's, below the flow object, its
+ * jobs array and a job (64 refused what every producer pushes). */
+#define JR_JDOC_DEPTH (JR_JSONTEXT_DEPTH + 3)
 
 typedef struct parser {
     jr_jdoc    *doc;
@@ -187,8 +185,11 @@ value(parser *ps, int depth)
     skip_ws(ps);
     if (ps->p >= ps->end)
         return fail(ps, "unexpected end");
-    if (depth > DEPTH_MAX)
-        return fail(ps, "nested too deep");
+    if (depth > JR_JDOC_DEPTH) {
+        char why[48];
+        snprintf(why, sizeof why, "nested deeper than %d", JR_JDOC_DEPTH);
+        return fail(ps, why);
+    }
     if (*ps->p == '{' || *ps->p == '[')
         type = *ps->p == '{' ? JR_JSON_OBJECT : JR_JSON_ARRAY;
     else if (*ps->p == '"')

@@ -31,7 +31,8 @@ typedef struct jr_jdoc {
 } jr_jdoc;
 
 /* Parses text (len bytes, borrowed: the nodes point into it) into doc.
- * Depth at most 64. Returns 0, or -1 with err set (JR_EINPUT) naming the
+ * Depth at most JR_JSONTEXT_DEPTH + 3 (a flow's payloads nest as a push's).
+ * Returns 0, or -1 with err set (JR_EINPUT) naming the
  * byte offset and what was wrong; what names the document. */
 int  jr_jdoc_parse(jr_jdoc *doc, const char *text, size_t len,
                    const char *what, jr_err *err);

@@ -266,10 +266,16 @@ jr_read_file(const char *file)
 {
     FILE *f = fopen(file, "rb");
     char *s = NULL;
+    struct stat st;
     long n;
 
     if (f == NULL)
         return NULL;
+    if (fstat(fileno(f), &st) == 0 && S_ISDIR(st.st_mode)) {
+        fclose(f);              /* its size is no length: ENOMEM was said */
+        errno = EISDIR;
+        return NULL;
+    }
     if (fseek(f, 0, SEEK_END) == 0 && (n = ftell(f)) >= 0 &&
         fseek(f, 0, SEEK_SET) == 0 && (s = malloc((size_t)n + 1)) != NULL) {
         n = (long)fread(s, 1, (size_t)n, f);

@@ -3,6 +3,7 @@
  * batch side of cancel (--batch) and the links show prints (parents,
  * children, batch). All through the producer library. Uses commands.h,
  * jobrunner.h, util.h. */
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -73,9 +74,11 @@ jr_cmd_push_flow(jr_cli *cli)
     if (file == NULL)
         return jr_cmd_usage("push-flow: give the flow's FILE (or - for "
                             "stdin)");
+    errno = 0;
     text = strcmp(file, "-") == 0 ? read_stdin() : jr_read_file(file);
     if (text == NULL) {
-        fprintf(stderr, "jobrunner: push-flow: cannot read '%s'\n", file);
+        fprintf(stderr, "jobrunner: push-flow: cannot read '%s': %s\n", file,
+                errno ? strerror(errno) : "out of memory");
         return JR_EXIT_USAGE;
     }
     if ((rc = jr_cmd_config(cli, &c)) != 0) {

@@ -68,6 +68,23 @@ conns_key(lua_State *L, int *slot, char *key, size_t keysize, char *what,
     return ok ? 0 : -1;
 }
 
+/* -1 with what set when listen is not HOST:PORT with a port of digits
+ * from 0 to 65535 ("127.0.0.1:8080.5" passed `check` and stopped `run`;
+ * the host itself is resolved when the server starts, http.c). */
+static int
+listen_why(const char *addr, char *what, size_t whatsize)
+{
+    const char *colon = strrchr(addr, ':');
+    size_t n = colon ? strspn(colon + 1, "0123456789") : 0;
+
+    if (colon == NULL || colon == addr || n == 0 || n > 5 ||
+        colon[1 + n] != '\0' || atol(colon + 1) > 65535)
+        return snprintf(what, whatsize, "'%.200s' is not HOST:PORT with a "
+                        "port from 0 to 65535, such as \"127.0.0.1:8089\"",
+                        addr), -1;
+    return 0;
+}
+
 /* -1 with what set when token cannot be sent as a Bearer token or is
  * too easy to guess. */
 static int
@@ -260,5 +277,10 @@ jr_config_http(lua_State *L, jr_config *c, char *key, size_t keysize,
         token_keys(L, c, key, keysize, what, whatsize) < 0 ||
         conns_key(L, &c->http_max_conns, key, keysize, what, whatsize) < 0)
         return -1;
+    if (c->http_listen != NULL && listen_why(c->http_listen, what,
+                                             whatsize) < 0) {
+        snprintf(key, keysize, "http.listen");
+        return -1;
+    }
     return 0;
 }

@@ -64,6 +64,28 @@ jr_config_set(char **slot, const char *value, jr_err *err)
     return 0;
 }
 
+/* os.exit would end the process reading the config: `check` without a
+ * word, and the runner itself at a reload (SIGHUP), leaving its jobs
+ * leased and its pid file behind. The config and its hooks get this
+ * instead, as handlers get theirs (worker.c). */
+static int
+config_exit(lua_State *L)
+{
+    return luaL_error(L, "os.exit(%s) called by the config: it cannot stop "
+                      "the runner", lua_isnone(L, 1) ? "" :
+                      luaL_tolstring(L, 1, NULL));
+}
+
+static void
+no_exit(lua_State *L)                                /* [-0, +0, m] */
+{
+    if (lua_getglobal(L, "os") == LUA_TTABLE) {      /* os */
+        lua_pushcfunction(L, config_exit);           /* os f */
+        lua_setfield(L, -2, "exit");                 /* os */
+    }
+    lua_pop(L, 1);                                   /* (nothing) */
+}
+
 /* Runs the file under the Lua budget (a config that loops forever would
  * hang every command); leaves its table on the stack. */
 static int
@@ -112,6 +134,7 @@ jr_config_load(jr_config *c, const char *file, lua_State *L, jr_err *err)
             return -1;
         }
         c->owns_L = 1;
+        no_exit(L);
     }
     c->L = L;
     if (run_file(c, L, err) < 0) {
@@ -120,7 +143,8 @@ jr_config_load(jr_config *c, const char *file, lua_State *L, jr_err *err)
     }                                                /* t */
     rc = jr_keys_read(c, L, file, text, err);        /* t */
     if (rc == 0)
-        rc = jr_schedules_finish(&c->schedules, file, text, err);
+        rc = jr_schedules_finish(&c->schedules, c->max_payload, file,
+                                 text, err);
     free(text);
     c->ref = luaL_ref(L, LUA_REGISTRYINDEX);         /* (nothing) */
     return rc;

@@ -59,7 +59,7 @@ key_line(const cfg_ctx *x, const char *key)
 }
 
 /* The line of a dotted key: its last part's, else its first part's (a
- * list item, "http.?", has no line of its own), or 0. */
+ * list item, "http.?" or "schedules[2]", has no line of its own), or 0. */
 static int
 path_line(const cfg_ctx *x, const char *key)
 {
@@ -67,9 +67,9 @@ path_line(const cfg_ctx *x, const char *key)
     const char *dot = strrchr(key, '.');
     int line = key_line(x, dot ? dot + 1 : key);
 
-    if (line > 0 || dot == NULL)
+    if (line > 0)
         return line;
-    snprintf(first, sizeof first, "%.*s", (int)strcspn(key, "."), key);
+    snprintf(first, sizeof first, "%.*s", (int)strcspn(key, ".["), key);
     return key_line(x, first);
 }
 
@@ -443,7 +443,7 @@ k_watch(cfg_ctx *x, lua_State *L, const char *key)
 static int
 k_hooks(cfg_ctx *x, lua_State *L, const char *key)
 {
-    char odd[120];
+    char odd[120], where[4096 + 16];
 
     if (lua_type(L, -1) != LUA_TTABLE)
         return key_fail(x, key, "must be a table of functions, got %s",
@@ -451,7 +451,8 @@ k_hooks(cfg_ctx *x, lua_State *L, const char *key)
     if (jr_json_map(L, -1, odd, sizeof odd) < 0)
         return key_fail(x, key, "must be a table of NAME = function, found "
                         "the key %s", odd);
-    return jr_hooks_check(L, x->file, x->err);
+    snprintf(where, sizeof where, "%s:%d", x->file, key_line(x, key));
+    return jr_hooks_check(L, where, x->err);
 }
 
 static int
@@ -654,6 +655,56 @@ static const key_row top_rows[] = {
     {NULL, NULL}
 };
 
+/* How deep plain() looks: limits.NAME.per_key.rate is the deepest key. */
+#define PLAIN_DEPTH 4
+
+/* The table at the top of L and the tables in it, PLAIN_DEPTH deep: no
+ * metatable (its __index, __len or __tostring would run inside the
+ * readers, outside any protected call and budget: a raise aborted the
+ * runner, a loop hung it) and no string, value or key, holding a NUL
+ * byte (C would read it cut short: "scripts\0x" was "scripts"). path
+ * names the table ("" at the top).  [-0, +0, m] */
+static int
+plain(cfg_ctx *x, lua_State *L, const char *path, int depth)
+{
+    char sub[128];
+    size_t n, nul;
+
+    if (lua_getmetatable(L, -1)) {                   /* t mt */
+        lua_pop(L, 1);                               /* t */
+        return *path ? key_fail(x, path, "has a metatable: the config's "
+                                "tables must be plain tables%s", "") :
+               jr_fail(x->err, JR_ECONFIG, "%s: the table it returns has a "
+                       "metatable: the config's tables must be plain "
+                       "tables", x->file);
+    }
+    lua_pushnil(L);                                  /* t nil */
+    while (lua_next(L, -2)) {                        /* t k v */
+        if (lua_type(L, -2) == LUA_TSTRING) {
+            const char *k = lua_tolstring(L, -2, &n);
+            snprintf(sub, sizeof sub, "%s%s%s", path, *path ? "." : "", k);
+            if (strlen(k) != n)
+                return lua_pop(L, 2), key_fail(x, path, "has a key holding "
+                                               "a NUL byte ('%s' then NUL)",
+                                               k);
+        } else if (lua_isinteger(L, -2)) {
+            snprintf(sub, sizeof sub, "%s[%lld]", path,
+                     (long long)lua_tointeger(L, -2));
+        } else {
+            snprintf(sub, sizeof sub, "%s", path);   /* walk names it */
+        }
+        if (lua_type(L, -1) == LUA_TSTRING &&
+            (nul = strlen(lua_tolstring(L, -1, &n))) != n)
+            return lua_pop(L, 2), key_fail(x, sub, "holds a NUL byte (byte "
+                                           "%zu)", nul + 1);
+        if (lua_type(L, -1) == LUA_TTABLE && depth < PLAIN_DEPTH &&
+            plain(x, L, sub, depth + 1) < 0)
+            return lua_pop(L, 2), -1;
+        lua_pop(L, 1);                               /* t k */
+    }                                                /* t */
+    return 0;
+}
+
 int
 jr_keys_read(jr_config *c, lua_State *L, const char *file, const char *text,
              jr_err *err)
@@ -661,7 +712,8 @@ jr_keys_read(jr_config *c, lua_State *L, const char *file, const char *text,
     cfg_ctx x = {c, file, text, err};
     char what[300];
 
-    if (walk(&x, L, top_rows, "") < 0)               /* t */
+    if (plain(&x, L, "", 0) < 0 ||
+        walk(&x, L, top_rows, "") < 0)               /* t */
         return -1;
     if (jr_queues_check_serve(&c->queues, what, sizeof what) < 0)
         return key_fail(&x, "serve_queues", "names %s", what);

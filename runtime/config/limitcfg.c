@@ -233,6 +233,7 @@ jr_limits_read(lua_State *L, jr_limits *ls, char *key, size_t keysz,
     }
     lua_pushnil(L);                                  /* t nil */
     while (rc == 0 && lua_next(L, -2)) {             /* t k v */
+        snprintf(key, keysz, "limits");  /* not the last limit read */
         if (lua_type(L, -2) != LUA_TSTRING) {
             snprintf(what, whatsz, "keys must be job names or "
                      "\"queue:NAME\", found a %s", luaL_typename(L, -2));

@@ -496,8 +496,8 @@ jr_schedules_read(lua_State *L, jr_schedules *ss, const char *file,
 }
 
 int
-jr_schedules_finish(jr_schedules *ss, const char *file, const char *text,
-                    jr_err *err)
+jr_schedules_finish(jr_schedules *ss, size_t max_payload, const char *file,
+                    const char *text, jr_err *err)
 {
     sctx x = {file, text, NULL, 0, NULL, err};
     const char *tz = ss->timezone ? ss->timezone : "UTC";
@@ -522,6 +522,12 @@ jr_schedules_finish(jr_schedules *ss, const char *file, const char *text,
             return sfail(&x, "tz", "'%s' is not a time zone of the tz "
                          "database (e.g. \"Europe/Paris\"; see "
                          "/usr/share/zoneinfo)", s->tz);
+        /* each fire is a push: PostgreSQL refused every one of them, and
+         * SQLite took them past max_payload */
+        if (strlen(s->payload) > max_payload)
+            return sfail(&x, "payload", "is %zu bytes as JSON, over "
+                         "max_payload (%zu)", strlen(s->payload),
+                         max_payload);
     }
     return 0;
 }

@@ -45,9 +45,10 @@ typedef struct jr_schedules {
 int  jr_schedules_read(lua_State *L, jr_schedules *ss, const char *file,
                        const char *text, jr_err *err);
 /* After the whole config is read: resolves each zone (`timezone` is the
- * default) and checks it is in the tz database. -1 with err set. */
-int  jr_schedules_finish(jr_schedules *ss, const char *file,
-                         const char *text, jr_err *err);
+ * default) and checks it is in the tz database, and each payload within
+ * max_payload bytes. -1 with err set. */
+int  jr_schedules_finish(jr_schedules *ss, size_t max_payload,
+                         const char *file, const char *text, jr_err *err);
 /* Whether a and b fire the same jobs at the same times. */
 int  jr_schedule_same(const jr_schedule *a, const jr_schedule *b);
 /* Copies src into dst (a new set, free with jr_schedules_free). -1 when

@@ -186,6 +186,10 @@ wait_param(call *c)
 
     if (c->query == NULL)
         return 0;
+    if (strstr(c->query, "%00") != NULL) {   /* "1%00x" read as 1 */
+        jr_http_error(c->req, 400, "the query string has a NUL byte (%%00)");
+        return -1;
+    }
     if (evhttp_parse_query_str(c->query, &kv) < 0) {
         jr_http_error(c->req, 400, "malformed query string");
         return -1;

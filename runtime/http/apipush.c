@@ -203,9 +203,13 @@ f_after(jr_push *p, const jv *v, char *why, size_t size)
             break;
         errno = 0;
         id = strtoll(at, &e, 10);
-        if (e == at || errno != 0 || id <= 0 || n == JR_AFTER_MAX)
+        if (n == JR_AFTER_MAX)
             return fail(why, size, "must be an array of at most %d job ids",
                         JR_AFTER_MAX);
+        if (e == at || errno != 0 || id <= 0)   /* -1, 2^63: said so */
+            return fail(why, size, "%.*s is not a job id (a whole number "
+                        "from 1 to 9223372036854775807)",
+                        (int)strcspn(at, ",] \t\r\n"), at);
         ids[n++] = id;
         while (*e == ' ' || *e == '\t' || *e == '\n' || *e == '\r')
             e++;

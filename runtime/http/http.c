@@ -595,7 +595,8 @@ resolve(const char *addr, struct addrinfo **ai, jr_err *err)
     long port = colon ? strtol(colon + 1, &end, 10) : -1;
     int rc;
 
-    if (colon == NULL || colon == addr || colon[1] == '\0' || *end ||
+    if (colon == NULL || colon == addr || colon[1] < '0' || colon[1] > '9' ||
+        *end ||
         port < 0 || port > 65535 || (size_t)(colon - addr) >= sizeof host)
         return jr_fail(err, JR_ECONFIG, "http.listen '%.200s': invalid "
                        "address, want HOST:PORT such as 127.0.0.1:8089",
