@@ -1,0 +1,69 @@
+-- wait_redteam_spec.lua - `jobrunner wait` given what a careless user
+-- or a plain SQL producer gives it: more ids than one wait takes (a clear
+-- error naming the limit, not the C library's "ids, out and n"), a
+-- --timeout without its value (said so, not "unknown option"), and on
+-- SQLite a result a plain UPDATE stored with newlines or as text that is
+-- not JSON (still one line per job, and --json lines that decode).
+local jr = require "jr"
+local cjson = require "cjson"
+
+local q = jr.quote
+
+for _, backend in ipairs(jr.backends()) do
+  describe(backend .. " wait, red team:", function()
+    local env = jr.test_env(backend)
+
+    it("refuses more than 100000 ids with a message naming the limit", function()
+      env:script("ok", "return function() return 1 end")
+      local id = env:push("ok", "{}", "--result-ttl", "1h")
+      -- the ids expand in the shell: one argument of the shell's own
+      -- command line could not hold them all
+      local base = ("cd %s && %s -c %s wait --timeout 1"):format(
+        q(env.dir), q(jr.bin), q(env.config_file))
+      local out, err, code = jr.sh(base .. (" $(yes %d | head -100001)"):format(id))
+      assert.equal(2, code, out .. err)
+      assert.equal("", out)
+      assert.matches("wait: 100001 job ids given, at most 100000 in one wait", err, 1, true)
+      -- 100000 are taken: the job has not run, each is printed as it stands
+      out, err, code = jr.sh(base .. (" $(yes %d | head -100000)"):format(id))
+      assert.equal(124, code, err)
+      assert.equal((id .. " queued -\n"):rep(100000), out)
+      assert.matches("timed out after 1s with 100000 jobs not ended", err, 1, true)
+    end)
+
+    it("says a --timeout at the end of the line lacks its duration", function()
+      local out, err, code = env:cli("wait", "1", "--timeout")
+      assert.equal(2, code, out .. err)
+      assert.matches("wait: --timeout needs a duration", err, 1, true)
+      assert.not_matches("unknown option", err)
+    end)
+
+    if backend == "sqlite" then
+      it("keeps a result stored by plain SQL on one line, and --json valid", function()
+        env:script("ok", "return function() return 1 end")
+        local a = env:push("ok", "{}", "--result-ttl", "1h")
+        local b = env:push("ok", "{}", "--result-ttl", "1h")
+        env:start()
+        env:wait_state(a, "completed", 30)
+        env:wait_state(b, "completed", 30)
+        assert.equal(0, env:stop())
+        -- JSON laid out on lines, and text that is not JSON at all
+        env:exec(("UPDATE jobs SET result = '{' || char(10) || '  \"a\": [1,' || char(13, 10)" ..
+          " || char(9) || '2]' || char(10) || '}' WHERE id = %d"):format(a))
+        env:exec(("UPDATE jobs SET result = 'not' || char(10) || 'json \"' WHERE id = %d")
+          :format(b))
+        local out, err, code = env:cli("wait", tostring(a), tostring(b))
+        assert.equal(0, code, err)
+        assert.equal(('%d completed {   "a": [1,   2] }\n%d completed "not\\njson \\""\n')
+          :format(a, b), out)
+        out, err, code = env:cli("wait", "--json", tostring(a), tostring(b))
+        assert.equal(0, code, err)
+        local l = {}
+        for line in out:gmatch("([^\n]*)\n") do l[#l + 1] = cjson.decode(line) end
+        assert.equal(2, #l, out)
+        assert.same({ a = { 1, 2 } }, l[1].result)
+        assert.equal('not\njson "', l[2].result)
+      end)
+    end
+  end)
+end
