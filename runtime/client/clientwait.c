@@ -9,6 +9,7 @@
 #include <assert.h>
 #include <math.h>
 #include <poll.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -229,6 +230,7 @@ static int
 lost_for(jr_client *c, double *lost, double deadline)
 {
     double now = jr_mono(), span;
+    char why[sizeof c->err.msg];
 
     if (c->err.code != JR_EDB)      /* out of memory, no such job */
         return -1;
@@ -239,10 +241,14 @@ lost_for(jr_client *c, double *lost, double deadline)
     span = *lost + GIVE_UP - now;
     if (deadline > 0 && deadline - now < span)
         span = deadline - now;
-    if (span <= 0)
+    if (span <= 0) {
+        /* the cause is copied out: formatted into c->err, it would be
+         * overwritten while it is read */
+        snprintf(why, sizeof why, "%s", c->err.msg);
         return jr_fail(&c->err, E_LOST, "wait: the database could not be "
                        "read again for %.0fs after a loss, giving up: %s",
-                       now - *lost, c->err.msg);
+                       now - *lost, why);
+    }
     span = span < RETRY ? span : RETRY;
     nanosleep(&(struct timespec){(time_t)span,
                                  (long)((span - floor(span)) * 1e9)}, NULL);
