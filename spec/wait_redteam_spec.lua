@@ -3,7 +3,9 @@
 -- error naming the limit, not the C library's "ids, out and n"), a
 -- --timeout without its value (said so, not "unknown option"), and on
 -- SQLite a result a plain UPDATE stored with newlines or as text that is
--- not JSON (still one line per job, and --json lines that decode).
+-- not JSON (still one line per job, and --json lines that decode); the
+-- Lua client's q:wait given 7.0 (job 7, as Lua's own functions take it)
+-- or a fraction (said to be no integer job id, not "table expected").
 local jr = require "jr"
 local cjson = require "cjson"
 
@@ -36,6 +38,31 @@ for _, backend in ipairs(jr.backends()) do
       assert.equal(2, code, out .. err)
       assert.matches("wait: --timeout needs a duration", err, 1, true)
       assert.not_matches("unknown option", err)
+    end)
+
+    it("takes an id the Lua client's q:wait gets as a float with an integer value", function()
+      env:script("ok", "return function() return 1 end")
+      local id = env:push("ok", "{}", "--result-ttl", "1h")
+      env:start()
+      env:wait_state(id, "completed", 30)
+      assert.equal(0, env:stop())
+      local c = jr.client(env)
+      -- 2^53 and a JSON decoder give floats: 7.0 is job 7
+      local got = assert(c:wait(id + 0.0))
+      assert.same({ id = id, state = "completed", result = 1, result_json = "1" }, got[1])
+      got = assert(c:wait({ id + 0.0, id }))
+      assert.equal(2, #got)
+      -- a fraction, or what is no id at all, says what an id is
+      local ok, e = pcall(c.wait, c, id + 0.5)
+      assert.is_false(ok)
+      assert.matches("not an integer job id", e, 1, true)
+      ok, e = pcall(c.wait, c, tostring(id))
+      assert.is_false(ok)
+      assert.matches("job id or list of job ids expected, got string", e, 1, true)
+      ok, e = pcall(c.wait, c, { id, id + 0.5 })
+      assert.is_false(ok)
+      assert.matches("wait: ids[2] is not an integer job id", e, 1, true)
+      c:close()
     end)
 
     if backend == "sqlite" then
