@@ -5,7 +5,10 @@
 -- SQLite a result a plain UPDATE stored with newlines or as text that is
 -- not JSON (still one line per job, and --json lines that decode); the
 -- Lua client's q:wait given 7.0 (job 7, as Lua's own functions take it)
--- or a fraction (said to be no integer job id, not "table expected").
+-- or a fraction (said to be no integer job id, not "table expected");
+-- on SQLite a database file put back under a wait (a backup restored) is
+-- the one it reads from then on, and one deleted is a loss (exit 7): it
+-- read the file it had opened before, and waited to its timeout.
 local jr = require "jr"
 local cjson = require "cjson"
 
@@ -66,6 +69,59 @@ for _, backend in ipairs(jr.backends()) do
     end)
 
     if backend == "sqlite" then
+      -- Starts `jobrunner wait ARGS...` in the background; returns a
+      -- function that reads its stdout, stderr and exit status.
+      local function wait_bg(...)
+        local args = {}
+        for _, a in ipairs({ ... }) do args[#args + 1] = q(a) end
+        local out, err = env.dir .. "/wait.out", env.dir .. "/wait.err"
+        local f = io.popen(("cd %s && %s -c %s wait %s >%s 2>%s; echo $?"):format(
+          q(env.dir), q(jr.bin), q(env.config_file), table.concat(args, " "), q(out), q(err)))
+        return function()
+          local code = tonumber(f:read("a"):match("%d+"))
+          f:close()
+          return jr.read_file(out) or "", jr.read_file(err) or "", code
+        end
+      end
+
+      -- the wait's connection, its pid's open file of the database
+      local function wait_opened(path)
+        local o = jr.sh(("for p in $(pgrep -f %s); do ls -l /proc/$p/fd; done 2>/dev/null")
+          :format(q(env.config_file .. " wait")))
+        return o:find(path, 1, true) ~= nil
+      end
+
+      it("sees the end of its job in a database file put back under it", function()
+        env:script("ok", "return function() return 2 end")
+        local id = env:push("ok", "{}", "--result-ttl", "1h")
+        local path = env:sqlite_path()
+        local read = wait_bg(tostring(id), "--timeout", "120")
+        jr.wait_for(function() return wait_opened(path) end, 30, "the wait's connection")
+        jr.sleep(1)           -- past its first read
+        -- a backup restored: a copy put in its place with rename
+        assert.equal(0, select(3, jr.sh(("cp %s %s.new && rm -f %s-wal %s-shm && mv %s.new %s")
+          :format(q(path), q(path), q(path), q(path), q(path), q(path)))))
+        env:start()
+        local out, err, code = read()
+        assert.equal(0, code, out .. err)
+        assert.equal(id .. " completed 2\n", out)
+        assert.equal(0, env:stop())
+      end)
+
+      it("gives up on a database file deleted under it: exit 7, not queued", function()
+        env:script("ok", "return function() return 2 end")
+        local id = env:push("ok", "{}", "--in", "1h")
+        local path = env:sqlite_path()
+        local read = wait_bg(tostring(id), "--timeout", "5")
+        jr.wait_for(function() return wait_opened(path) end, 30, "the wait's connection")
+        jr.sleep(1)
+        assert.equal(0, select(3, jr.sh(("rm -f %s %s-wal %s-shm"):format(q(path), q(path), q(path)))))
+        local out, err, code = read()
+        assert.equal(7, code, out .. err)
+        assert.equal("", out)
+        assert.matches("the database file is gone", err, 1, true)
+      end)
+
       it("keeps a result stored by plain SQL on one line, and --json valid", function()
         env:script("ok", "return function() return 1 end")
         local a = env:push("ok", "{}", "--result-ttl", "1h")
