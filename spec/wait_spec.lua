@@ -261,6 +261,9 @@ for _, backend in ipairs(jr.backends()) do
           assert.equal(7, code, out .. err)
           assert.equal("", out)
           assert.matches("could not be read again", err, 1, true)
+          -- said once, with its cause whole
+          assert.equal(1, select(2, err:gsub("giving up", "")), err)
+          assert.matches("not permitted to log in", err, 1, true)
         end)
       end)
     end

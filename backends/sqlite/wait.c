@@ -190,6 +190,7 @@ int
 jr_sqlite_finished(jr_backend *b, int64_t *ids, int max, jr_err *err)
 {
     char buf[4096];
+    unsigned was = b->reconnects;
     int rc;
 
     (void)ids;
@@ -197,6 +198,12 @@ jr_sqlite_finished(jr_backend *b, int64_t *ids, int max, jr_err *err)
     if (b->fin_fd >= 0)         /* what changed is data_version's to say */
         while (read(b->fin_fd, buf, sizeof buf) > 0)
             ;
+    /* a file put back at the path (a backup restored) is the one the
+     * runners now write: reopened, it is all new to us; a file gone is
+     * an error until it is back */
+    if (jr_sqlite_file_check(b, err) < 0)
+        return -1;
     rc = jr_sqlite_changed(b, err);
-    return rc <= 0 ? rc : JR_FINISHED_SOME;
+    return rc < 0 ? rc : rc > 0 || b->reconnects != was ?
+           JR_FINISHED_SOME : 0;
 }

@@ -16,6 +16,7 @@
 #define EXIT_GONE 6             /* a job's row is gone, outcome unknown */
 #define EXIT_LOST 7             /* the database not back after a loss */
 #define EXIT_TIMEOUT 124        /* as timeout(1) */
+#define WAIT_MAX 100000         /* ids in one wait (jr_client_wait's) */
 
 /* Writes s on one line: a backslash, a newline, a tab, a carriage return
  * as \\, \n, \t, \r; other control bytes as \xNN. */
@@ -37,6 +38,23 @@ put_line(const char *s)
     }
 }
 
+/* Writes the stored result r (not NULL) as JSON on one line: valid JSON's
+ * newlines, carriage returns and tabs can only be whitespace between its
+ * tokens, written as spaces; text that is not JSON (a plain SQL update may
+ * have stored it) as a JSON string. */
+static void
+put_result(const char *r)
+{
+    char why[100];
+
+    if (jr_jsontext_check(r, strlen(r), why, sizeof why) < 0) {
+        jr_json_str(stdout, r);
+        return;
+    }
+    for (; *r != '\0'; r++)
+        putchar(*r == '\n' || *r == '\r' || *r == '\t' ? ' ' : *r);
+}
+
 /* Prints one outcome: a line of text, or a JSON object on a line. */
 static void
 say(const jr_client_outcome *o, int json)
@@ -45,7 +63,10 @@ say(const jr_client_outcome *o, int json)
         printf("{\"id\":%lld,\"state\":", (long long)o->id);
         jr_json_str(stdout, o->state);
         printf(",\"result\":");
-        jr_jsontext_write(stdout, o->result);
+        if (o->result != NULL)
+            put_result(o->result);
+        else
+            printf("null");
         printf(",\"error\":");
         jr_json_str(stdout, o->error);
         printf("}\n");
@@ -53,7 +74,7 @@ say(const jr_client_outcome *o, int json)
     }
     printf("%lld %s ", (long long)o->id, o->state);
     if (o->result != NULL)
-        jr_jsontext_write(stdout, o->result);
+        put_result(o->result);
     else
         printf("-");
     if (o->error != NULL) {
@@ -128,7 +149,9 @@ wait_args(jr_cli *cli, int *n, double *timeout, int *json)
             cli->argv[(*n)++] = cli->argv[i];
         } else if (strcmp(a, "--json") == 0) {
             *json = 1;
-        } else if (strcmp(a, "--timeout") == 0 && i + 1 < cli->argc) {
+        } else if (strcmp(a, "--timeout") == 0) {
+            if (i + 1 >= cli->argc)
+                return jr_cmd_usage("wait: --timeout needs a duration");
             if (jr_parse_duration(cli->argv[++i], "--timeout", timeout,
                                   &err) < 0)
                 return jr_cmd_die(JR_EXIT_USAGE, err.msg);
@@ -138,6 +161,9 @@ wait_args(jr_cli *cli, int *n, double *timeout, int *json)
     }
     if (*n == 0)
         return jr_cmd_usage("wait: give one or more job ids");
+    if (*n > WAIT_MAX)
+        return jr_cmd_usage("wait: %d job ids given, at most %d in one "
+                            "wait", *n, WAIT_MAX);
     return 0;
 }
 

@@ -9,6 +9,7 @@
 #include <assert.h>
 #include <math.h>
 #include <poll.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -207,15 +208,27 @@ sleep_on(jr_client *c, int fd, double deadline, double settle)
     }
 }
 
+static unsigned
+reconnects(const jr_client *c)
+{
+    return c->db.ops->reconnects ? c->db.ops->reconnects(c->db.b) : 0;
+}
+
 /* The watch first (opened again after a loss; an end between the read
- * and the watch would not wake us), then the read. *fd gets the watch's
+ * and the watch would not wake us), then the read, which marks the jobs
+ * again when the backend reopened its database since *rec (a SQLite file
+ * put back at its path has not our marks). *fd gets the watch's
  * descriptor. Returns what reread does. */
 static int
-look(jr_client *c, double keep, int *fd)
+look(jr_client *c, double keep, int *fd, unsigned *rec)
 {
     *fd = c->db.ops->finished_fd ? c->db.ops->finished_fd(c->db.b) : -1;
     if (c->db.ops->finished(c->db.b, NULL, 0, &c->err) == -1)
         return -1;
+    if (reconnects(c) != *rec) {
+        *rec = reconnects(c);
+        keep = c->result_ttl;
+    }
     if (*fd < 0 && c->db.ops->finished_fd)  /* opened by finished */
         *fd = c->db.ops->finished_fd(c->db.b);
     return reread(c, keep);
@@ -229,6 +242,7 @@ static int
 lost_for(jr_client *c, double *lost, double deadline)
 {
     double now = jr_mono(), span;
+    char why[sizeof c->err.msg];
 
     if (c->err.code != JR_EDB)      /* out of memory, no such job */
         return -1;
@@ -239,10 +253,14 @@ lost_for(jr_client *c, double *lost, double deadline)
     span = *lost + GIVE_UP - now;
     if (deadline > 0 && deadline - now < span)
         span = deadline - now;
-    if (span <= 0)
+    if (span <= 0) {
+        /* the cause is copied out: formatted into c->err, it would be
+         * overwritten while it is read */
+        snprintf(why, sizeof why, "%s", c->err.msg);
         return jr_fail(&c->err, E_LOST, "wait: the database could not be "
                        "read again for %.0fs after a loss, giving up: %s",
-                       now - *lost, c->err.msg);
+                       now - *lost, why);
+    }
     span = span < RETRY ? span : RETRY;
     nanosleep(&(struct timespec){(time_t)span,
                                  (long)((span - floor(span)) * 1e9)}, NULL);
@@ -254,13 +272,14 @@ wait_loop(jr_client *c, double timeout)
 {
     double deadline = timeout > 0 ? jr_mono() + timeout : 0, last = 0;
     double keep = c->result_ttl, settle = 0, lost = 0;
+    unsigned rec = reconnects(c);
     int fd, left, rc;
 
     for (;;) {
         if (jr_mono() - last < MIN_GAP)
             nanosleep(&(struct timespec){0, (long)(MIN_GAP * 1e9)}, NULL);
         last = jr_mono();
-        if ((left = look(c, keep, &fd)) == 0)
+        if ((left = look(c, keep, &fd, &rec)) == 0)
             return 0;
         if (left > 0) {
             keep = lost = 0;        /* marked, and read */

@@ -450,24 +450,28 @@ wait_ids(lua_State *L, size_t *n)
 {
     int64_t *ids;
     size_t i;
+    int isint;
 
-    if (lua_isinteger(L, 2)) {
+    if (lua_type(L, 2) == LUA_TNUMBER) {             /* 7 or 7.0 */
         ids = lua_newuserdatauv(L, sizeof *ids, 0);
-        ids[0] = (int64_t)lua_tointeger(L, 2);
+        ids[0] = (int64_t)lua_tointegerx(L, 2, &isint);
+        if (!isint)
+            luaL_argerror(L, 2, "not an integer job id");
         *n = 1;
         return ids;
     }
-    luaL_checktype(L, 2, LUA_TTABLE);
+    if (lua_type(L, 2) != LUA_TTABLE)
+        luaL_typeerror(L, 2, "job id or list of job ids");
     *n = lua_rawlen(L, 2);
     if (*n == 0 || *n > 100000)
         luaL_error(L, "wait: give 1 to 100000 job ids, got %d", (int)*n);
     ids = lua_newuserdatauv(L, *n * sizeof *ids, 0);
     for (i = 0; i < *n; i++) {
-        if (lua_rawgeti(L, 2, (lua_Integer)i + 1) != LUA_TNUMBER ||
-            !lua_isinteger(L, -1))
+        lua_rawgeti(L, 2, (lua_Integer)i + 1);       /* ... u id */
+        ids[i] = (int64_t)lua_tointegerx(L, -1, &isint);
+        if (!isint || lua_type(L, -1) != LUA_TNUMBER)
             luaL_error(L, "wait: ids[%d] is not an integer job id",
                        (int)i + 1);
-        ids[i] = (int64_t)lua_tointeger(L, -1);
         lua_pop(L, 1);
     }
     return ids;
