@@ -72,7 +72,41 @@ local function with(over)
   return files
 end
 
+-- The Makefile's LAYERS as make expands it.
+local function make_layers()
+  local mk = os.tmpname()
+  local f = assert(io.open(mk, "w"))
+  f:write("print-layers:\n\t@echo '$(LAYERS)'\n")
+  f:close()
+  local p = assert(io.popen("make -s --no-print-directory -f Makefile -f " ..
+                            mk .. " print-layers 2>&1"))
+  local out = p:read("a")
+  p:close()
+  os.remove(mk)
+  return out
+end
+
 describe("layers:", function()
+  it("are named once, in runtime/LAYERS, which the Makefile builds",
+     function()
+    local order, seen, runtime = layers.order(), {}, {}
+    for _, name in ipairs(order) do
+      local dir = name == "backends" and name or "runtime/" .. name
+      assert(lfs.attributes(dir, "mode") == "directory",
+             "runtime/LAYERS names " .. name .. ", which is no folder")
+      seen[name] = true
+      if name ~= "backends" then runtime[#runtime + 1] = name end
+    end
+    assert.is_true(seen.backends and #runtime >= 10)
+    for e in lfs.dir("runtime") do
+      if e:sub(1, 1) ~= "." and e ~= "LAYERS" and
+         lfs.attributes("runtime/" .. e, "mode") == "directory" then
+        assert(seen[e], "runtime/" .. e .. " is not in runtime/LAYERS")
+      end
+    end
+    assert.equal(table.concat(runtime, " ") .. "\n", make_layers())
+  end)
+
   it("the repository keeps the layer rules", function()
     local bad = layers.check(".")
     assert(#bad == 0, #bad .. " violations of the layer rules:\n" ..

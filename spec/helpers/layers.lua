@@ -9,10 +9,9 @@
 --   - master/master_int.h included outside master/ and services/;
 --   - Lua (lua.h, lauxlib.h, lualib.h) included in base/ or backends/;
 --   - folders that include or call each other in a circle: each edge of a
---     cycle that goes up the layers (ORDER below), with every file and
---     line that makes it
---     (services/ counts as part of master/, backends/*/ as backends/:
---     see unit below).
+--     cycle that goes up the layers (runtime/LAYERS, read below), with
+--     every file and line that makes it (services/ counts as part of
+--     master/, backends/*/ as backends/: see unit below).
 local lfs = require "lfs"
 
 local M = {}
@@ -239,19 +238,37 @@ local function short(folder)
   return (folder:gsub("^runtime/", "")) .. "/"
 end
 
--- The layers from the bottom up: a folder uses only those below it. Every
--- cycle has an edge that goes up this list, and each edge between two
--- folders of one cycle lies on a cycle; so the edges up are the ones to
--- name. http/ sits below master/: the master starts the server and hands
--- it a host interface, the server never reaches into the master.
-local ORDER = { "runtime/base", "backends", "runtime/lua", "runtime/config",
-                "runtime/worker", "runtime/db", "runtime/http",
-                "runtime/master", "runtime/client", "runtime/cli" }
+-- The repository's runtime/LAYERS, found from this file's place
+-- (spec/helpers/): the layer names from the bottom, as the Makefile reads
+-- them ("base", "backends", ...; "#" starts a comment).
+local LAYERS_FILE = (debug.getinfo(1, "S").source:match("^@(.*)/[^/]*$")
+                     or ".") .. "/../../runtime/LAYERS"
+
+function M.order()
+  local names = {}
+  for line in io.lines(LAYERS_FILE) do
+    for name in line:gsub("#.*", ""):gmatch("%S+") do
+      names[#names + 1] = name
+    end
+  end
+  return names
+end
+
+-- The layers from the bottom up as folders: a folder uses only those
+-- below it. Every cycle has an edge that goes up this list, and each edge
+-- between two folders of one cycle lies on a cycle; so the edges up are
+-- the ones to name. http/ sits below master/: the master starts the server
+-- and hands it a host interface, the server never reaches into the master.
+-- services/ is ranked as master/ (unit above).
 local RANK = {}
-for i, v in ipairs(ORDER) do RANK[v] = i end
+for i, v in ipairs(M.order()) do
+  local folder = v == "backends" and v or "runtime/" .. v
+  if unit(folder) == folder then RANK[folder] = i end
+end
 
 -- Whether the edge a -> b of a cycle is to be named: it goes up the
--- layers, or the cycle has a folder outside ORDER (then every edge is).
+-- layers, or the cycle has a folder outside runtime/LAYERS (then every
+-- edge is).
 local function named(comp, a, b)
   for _, v in ipairs(comp) do
     if not RANK[v] then return true end
