@@ -28,11 +28,11 @@ else
 Q = @
 endif
 
-# runtime/: one folder per layer, in the order a job passes through them
-# (README "Where the code lives"); backends/: the engines. Every .c of a
-# folder is built: a new file needs no edit here. The producer module's
-# Lua glue (LUAMOD_SRCS, below) is not part of the runner.
-LAYERS   = base lua config worker master services db http client cli
+# runtime/: one folder per layer, named from the bottom in runtime/LAYERS
+# (which spec/layers_spec.lua reads too); backends/: the engines. Every .c
+# of a folder is built: a new file needs no edit here. The producer
+# module's Lua glue (LUAMOD_SRCS, below) is not part of the runner.
+LAYERS  := $(filter-out backends,$(shell sed 's/\#.*//' runtime/LAYERS))
 LUAMOD_SRCS = runtime/client/luaclient.c runtime/client/luacontrol.c \
               runtime/client/luaflow.c
 RUNTIME_SRCS = $(filter-out $(LUAMOD_SRCS),\

@@ -1,7 +1,7 @@
--- badinput_spec.lua - every bad input of issue 2 on each backend: bad
--- pushes, config typos, broken handlers, handlers that raise odd errors,
--- exit, loop or kill their worker. Each asserts the message a user sees
--- (file:line, key, job id) and that no job is lost.
+-- badinput_spec.lua - bad input on each backend: bad pushes, config typos,
+-- broken handlers, handlers that raise odd errors, exit, loop or kill their
+-- worker. Each asserts the message a user sees (file:line, key, job id) and
+-- that no job is lost.
 local jr = require "jr"
 local cjson = require "cjson"
 

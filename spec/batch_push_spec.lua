@@ -1,9 +1,9 @@
 -- batch_push_spec.lua - a batch push goes to the database in multi-row
--- statements (SQLite: 32 plain jobs per INSERT; issue 16). What a batch
--- promised before stays: every job in order with its own fields, ids
--- increasing and never reused, a row the database refuses refuses the
--- whole batch with that row's reason, unique jobs in the middle of plain
--- ones keep their outcomes.
+-- statements (SQLite: 32 plain jobs per INSERT). What a batch promised
+-- before stays: every job in order with its own fields, ids increasing and
+-- never reused, a row the database refuses refuses the whole batch with
+-- that row's reason, unique jobs in the middle of plain ones keep their
+-- outcomes.
 local h = require "jr"
 local jr = require "jobrunner"
 

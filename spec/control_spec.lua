@@ -1,9 +1,9 @@
--- control_spec.lua - the runner's side of issue 12's control surface, on
--- both backends: cancel (queued, scheduled, running in Lua, stuck in C,
--- a handler that checks cancelled(); finished and unknown ids), show and
--- list (JSON fields, filters, bad input), retention with pruning, and
--- progress (throttled in the worker, the last value kept); on PostgreSQL
--- cancel racing completion with two runners.
+-- control_spec.lua - the runner's side of the operator's controls, on both
+-- backends: cancel (queued, scheduled, running in Lua, stuck in C, a
+-- handler that checks cancelled(); finished and unknown ids), show and list
+-- (JSON fields, filters, bad input), retention with pruning, and progress
+-- (throttled in the worker, the last value kept); on PostgreSQL cancel
+-- racing completion with two runners.
 local jr = require "jr"
 local cjson = require "cjson"
 

@@ -179,3 +179,40 @@ describe("jobrunner help", function()
     assert.matches("docs/", man:match("%.SH SEE ALSO.*$"), 1, true)
   end)
 end)
+
+-- A spec's header says what it checks; the tracker's numbering is not
+-- part of it.
+describe("the specs' header comments", function()
+  -- the leading comment of a spec: its "--" lines, or a C file's first
+  -- block comment
+  local function header(path, text)
+    if path:match("%.lua$") then
+      local lines = {}
+      for line in (text .. "\n"):gmatch("([^\n]*)\n") do
+        if not line:match("^%-%-") then break end
+        lines[#lines + 1] = line
+      end
+      return table.concat(lines, "\n")
+    end
+    return text:match("^/%*.-%*/") or ""
+  end
+
+  it("name no issue numbers or rounds", function()
+    local p = assert(io.popen("cd " .. q(jr.root) ..
+      " && ls spec/*.lua spec/helpers/*.lua spec/c/*.c spec/c/*.h"))
+    local bad, n = {}, 0
+    for path in p:lines() do
+      n = n + 1
+      local head = header(path, assert(jr.read_file(jr.root .. "/" .. path)))
+      local lower = head:lower()
+      if lower:match("issue%s+#?%d") or lower:match("#%d") or
+         lower:match("round %d") or lower:match("round one") or
+         lower:match("round two") or lower:match("round three") then
+        bad[#bad + 1] = path
+      end
+    end
+    p:close()
+    assert.is_true(n > 50, "found " .. n .. " specs")
+    assert.same({}, bad)
+  end)
+end)

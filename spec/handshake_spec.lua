@@ -1,8 +1,8 @@
--- handshake_spec.lua - a worker gets its settings from the master (issue
--- 11, step 4): it never reads jobrunner.lua itself, so the config's globals
--- do not leak into handlers and a config file changed or broken after the
--- start does not reach new workers; a config backoff function still sets
--- the delay of a retry the worker decides.
+-- handshake_spec.lua - a worker gets its settings from the master: it never
+-- reads jobrunner.lua itself, so the config's globals do not leak into
+-- handlers and a config file changed or broken after the start does not
+-- reach new workers; a config backoff function still sets the delay of a
+-- retry the worker decides.
 local jr = require "jr"
 
 local function write(path, text)

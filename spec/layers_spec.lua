@@ -1,12 +1,14 @@
--- layers_spec.lua - the folders are the layers, and this spec keeps them
--- so (docs/design.md, "Where the code lives"): storage (backend.h) is
--- reached from db/, client/, cli/ and the HTTP database reader
--- (http/apidb*.c) only; the
--- master's internals (master/master_int.h) from master/ and services/
--- only; base/ and backends/ include no Lua; and no two folders include
--- or call each other in a circle. The rules are spec/helpers/layers.lua's
--- check(root); it runs here on the repository, and on small trees built
--- in a temp dir, one breaking each rule, to show that it fails on them.
+-- layers_spec.lua - the folders are the layers, and this spec keeps them so
+-- (docs/design.md, "Where the code lives"): storage (backend.h) is reached
+-- from db/, client/, cli/ and the HTTP database reader (http/apidb*.c)
+-- only; the master's internals (master/master_int.h) from master/ and
+-- services/ only; base/ and backends/ include no Lua; and no two folders
+-- include or call each other in a circle. The order of the layers is
+-- runtime/LAYERS, which the Makefile reads too; the "Uses" sentence of a
+-- file's header comment names only headers it includes. The rules are
+-- spec/helpers/layers.lua's check(root); it runs here on the repository,
+-- and on small trees built in a temp dir, one breaking each rule, to show
+-- that it fails on them.
 local lfs = require "lfs"
 local layers = require "layers"
 
@@ -72,7 +74,41 @@ local function with(over)
   return files
 end
 
+-- The Makefile's LAYERS as make expands it.
+local function make_layers()
+  local mk = os.tmpname()
+  local f = assert(io.open(mk, "w"))
+  f:write("print-layers:\n\t@echo '$(LAYERS)'\n")
+  f:close()
+  local p = assert(io.popen("make -s --no-print-directory -f Makefile -f " ..
+                            mk .. " print-layers 2>&1"))
+  local out = p:read("a")
+  p:close()
+  os.remove(mk)
+  return out
+end
+
 describe("layers:", function()
+  it("are named once, in runtime/LAYERS, which the Makefile builds",
+     function()
+    local order, seen, runtime = layers.order(), {}, {}
+    for _, name in ipairs(order) do
+      local dir = name == "backends" and name or "runtime/" .. name
+      assert(lfs.attributes(dir, "mode") == "directory",
+             "runtime/LAYERS names " .. name .. ", which is no folder")
+      seen[name] = true
+      if name ~= "backends" then runtime[#runtime + 1] = name end
+    end
+    assert.is_true(seen.backends and #runtime >= 10)
+    for e in lfs.dir("runtime") do
+      if e:sub(1, 1) ~= "." and e ~= "LAYERS" and
+         lfs.attributes("runtime/" .. e, "mode") == "directory" then
+        assert(seen[e], "runtime/" .. e .. " is not in runtime/LAYERS")
+      end
+    end
+    assert.equal(table.concat(runtime, " ") .. "\n", make_layers())
+  end)
+
   it("the repository keeps the layer rules", function()
     local bad = layers.check(".")
     assert(#bad == 0, #bad .. " violations of the layer rules:\n" ..
@@ -103,6 +139,29 @@ describe("layers:", function()
       "runtime/http/api.c:3: includes master/master_int.h (master/ and " ..
         "services/ only)",
     }, layers.check(root))
+  end)
+
+  it("the files' Uses lines name only what they include", function()
+    local bad = layers.uses(".")
+    assert(#bad == 0, #bad .. " stale Uses lines:\n" ..
+                      table.concat(bad, "\n"))
+  end)
+
+  it("fails a Uses line that names what the file does not include",
+     function()
+    local root = tree(with({
+      ["runtime/http/http.h"] = '#include "base/err.h"\n',
+      ["runtime/http/http.c"] = "/* http.c - the server. Uses http.h,\n" ..
+        " * err.h (through http.h), host.h's jr_httphost,\n" ..
+        " * gone.c. */\n" .. '#include "http/http.h"\n',
+      ["runtime/http/host.h"] = "/* host.h - Uses err.h. */\n",
+      ["runtime/http/host.c"] = '#include "base/err.h"\n',
+    }))
+    finally(function() remove(root) end)
+    assert.same({
+      "runtime/http/http.c: Uses names gone.c, which is no file of the tree",
+      "runtime/http/http.c: Uses names host.h, which it does not include",
+    }, layers.uses(root))
   end)
 
   it("fails a tree of unknown folders in a circle, naming every edge",

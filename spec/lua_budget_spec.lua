@@ -1,8 +1,8 @@
 -- lua_budget_spec.lua - Lua that never ends or fails in odd ways stays
--- confined to its file, job or call (issue 10, items 2, 3, 4, 12, 19): a
--- handler file that loops while loading, a broken config on reload, a
--- config backoff that loops in the master, discard/snooze under pcall,
--- error objects that describe themselves badly.
+-- confined to its file, job or call: a handler file that loops while
+-- loading, a broken config on reload, a config backoff that loops in the
+-- master, discard/snooze under pcall, error objects that describe
+-- themselves badly.
 local jr = require "jr"
 
 local function q(s)

@@ -1,9 +1,9 @@
--- lua_modules_spec.lua - the two Lua modules have distinct names (issue 11,
--- step 5): the producer module is "jobrunner.client" (build/jobrunner.so),
--- with "jobrunner" kept as its alias outside the runner so existing
--- producers do not break; inside handlers "jobrunner" is the handler
--- module, and a handler can open the producer module as "jobrunner.client"
--- when it is installed where Lua finds C modules.
+-- lua_modules_spec.lua - the two Lua modules have distinct names: the
+-- producer module is "jobrunner.client" (build/jobrunner.so), with
+-- "jobrunner" kept as its alias outside the runner so existing producers do
+-- not break; inside handlers "jobrunner" is the handler module, and a
+-- handler can open the producer module as "jobrunner.client" when it is
+-- installed where Lua finds C modules.
 local h = require "jr"
 
 for _, backend in ipairs(h.backends()) do

@@ -1,5 +1,5 @@
 -- migration7_spec.lua - SQLite's migration 7 rebuilds the jobs table with
--- cheaper checks of the same rules (issue 16, batch push): a schema-6
+-- cheaper checks of the same rules (for faster batch pushes): a schema-6
 -- database with jobs in every state is brought forward by `jobrunner
 -- migrate` with every row, id and the AUTOINCREMENT sequence intact, and
 -- the table still refuses what it refused (plain-SQL producers) and still

@@ -1,10 +1,10 @@
 -- migration8_spec.lua - migration 8 drops the jobs_locked_by index (one
--- index fewer written per claim; issue 16): a database of schema 7 is
--- brought forward by `jobrunner migrate` with every job intact, and lease
--- renewal, which used that index, still keeps a long job's lease alive
--- (it now reads the running jobs through jobs_lease), while a lost
--- runner's expired lease is still rescued. The schema-7 database is made
--- from the first blocks of backends/*.sql with the sqlite3 or psql client.
+-- index fewer written per claim): a database of schema 7 is brought forward
+-- by `jobrunner migrate` with every job intact, and lease renewal, which
+-- used that index, still keeps a long job's lease alive (it now reads the
+-- running jobs through jobs_lease), while a lost runner's expired lease is
+-- still rescued. The schema-7 database is made from the first blocks of
+-- backends/*.sql with the sqlite3 or psql client.
 local jr = require "jr"
 local cjson = require "cjson"
 

@@ -1,7 +1,7 @@
--- push_options_spec.lua - one reader for push options (issue 11, step 5):
--- the producer module's q:push and a handler's jobrunner.push read the
--- same options table the same way, so the same mistake gets the same
--- message (option name, what was given, the range) from both.
+-- push_options_spec.lua - one reader for push options: the producer
+-- module's q:push and a handler's jobrunner.push read the same options
+-- table the same way, so the same mistake gets the same message (option
+-- name, what was given, the range) from both.
 local h = require "jr"
 local jr = require "jobrunner"
 

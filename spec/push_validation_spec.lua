@@ -2,7 +2,7 @@
 -- client, handler pushes), a follow-up push the database refuses fails only
 -- its own job, NUL bytes in names, real messages for out-of-range options,
 -- impossible dates, and one max_retries rule for the lease rescue and the
--- config's backoff (issue 10, items 1, 11, 13, 15, 17).
+-- config's backoff.
 local h = require "jr"
 local jr = require "jobrunner"
 

@@ -1,11 +1,11 @@
 -- sqlite_triggers_spec.lua - the library's SQLite connection runs without
 -- the schema's own triggers (jobs_run_at_check, jobs_queue_known,
 -- jobs_queue_moved: a sub-program for every row, the biggest cost of a
--- batch push; issue 16) and keeps their rules itself. What this must not
--- change: plain SQL is held to them as before; a push through the library
--- makes its queue known as the trigger did; and any other trigger (yours),
--- or one of ours changed, is run for the library's writes, also when it
--- was made while the library had the database open.
+-- batch push) and keeps their rules itself. What this must not change:
+-- plain SQL is held to them as before; a push through the library makes its
+-- queue known as the trigger did; and any other trigger (yours), or one of
+-- ours changed, is run for the library's writes, also when it was made
+-- while the library had the database open.
 local h = require "jr"
 local jr = require "jobrunner"
 

@@ -1,7 +1,7 @@
 /* config.h - the runner's settings: defaults, then jobrunner.lua, then the
  * command line. Owns the config file's Lua state (hooks and backoff live
- * there). Uses script.h for the state and protected calls, hooks.h to
- * check the hooks table. */
+ * there). Uses script.h for the state and protected calls. Its key
+ * readers (keys.c) check the hooks table with hooks.h. */
 #ifndef JR_CONFIG_H
 #define JR_CONFIG_H
 

@@ -3,7 +3,7 @@
  * multi handle per worker; its sockets and its timer are events of the
  * loop, no thread, no shell). The calling task waits (co.c) until the
  * transfer ends. Owns the multi handle and the transfers in flight. Uses
- * worker_int.h, luaopts-free Lua reads of the request table, log.h. */
+ * worker_int.h and plain Lua reads of the request table. */
 #define _GNU_SOURCE
 #include <ctype.h>
 #include <errno.h>

@@ -1,6 +1,6 @@
 /* worker.h - a worker process: loads every handler into its own Lua state,
  * tells the master which it has, then runs the jobs the master sends, one at
- * a time, and answers each with a result. Uses config.h, script.h, jrlib.h,
+ * a time, and answers each with a result. Uses script.h, jrlib.h,
  * frame.h. */
 #ifndef JR_WORKER_H
 #define JR_WORKER_H

@@ -9,10 +9,11 @@
 --   - master/master_int.h included outside master/ and services/;
 --   - Lua (lua.h, lauxlib.h, lualib.h) included in base/ or backends/;
 --   - folders that include or call each other in a circle: each edge of a
---     cycle that goes up the layers (ORDER below), with every file and
---     line that makes it
---     (services/ counts as part of master/, backends/*/ as backends/:
---     see unit below).
+--     cycle that goes up the layers (runtime/LAYERS, read below), with
+--     every file and line that makes it (services/ counts as part of
+--     master/, backends/*/ as backends/: see unit below).
+-- uses(root), at the end, checks the "Uses" sentences of the files'
+-- header comments against their includes.
 local lfs = require "lfs"
 
 local M = {}
@@ -239,19 +240,37 @@ local function short(folder)
   return (folder:gsub("^runtime/", "")) .. "/"
 end
 
--- The layers from the bottom up: a folder uses only those below it. Every
--- cycle has an edge that goes up this list, and each edge between two
--- folders of one cycle lies on a cycle; so the edges up are the ones to
--- name. http/ sits below master/: the master starts the server and hands
--- it a host interface, the server never reaches into the master.
-local ORDER = { "runtime/base", "backends", "runtime/lua", "runtime/config",
-                "runtime/worker", "runtime/db", "runtime/http",
-                "runtime/master", "runtime/client", "runtime/cli" }
+-- The repository's runtime/LAYERS, found from this file's place
+-- (spec/helpers/): the layer names from the bottom, as the Makefile reads
+-- them ("base", "backends", ...; "#" starts a comment).
+local LAYERS_FILE = (debug.getinfo(1, "S").source:match("^@(.*)/[^/]*$")
+                     or ".") .. "/../../runtime/LAYERS"
+
+function M.order()
+  local names = {}
+  for line in io.lines(LAYERS_FILE) do
+    for name in line:gsub("#.*", ""):gmatch("%S+") do
+      names[#names + 1] = name
+    end
+  end
+  return names
+end
+
+-- The layers from the bottom up as folders: a folder uses only those
+-- below it. Every cycle has an edge that goes up this list, and each edge
+-- between two folders of one cycle lies on a cycle; so the edges up are
+-- the ones to name. http/ sits below master/: the master starts the server
+-- and hands it a host interface, the server never reaches into the master.
+-- services/ is ranked as master/ (unit above).
 local RANK = {}
-for i, v in ipairs(ORDER) do RANK[v] = i end
+for i, v in ipairs(M.order()) do
+  local folder = v == "backends" and v or "runtime/" .. v
+  if unit(folder) == folder then RANK[folder] = i end
+end
 
 -- Whether the edge a -> b of a cycle is to be named: it goes up the
--- layers, or the cycle has a folder outside ORDER (then every edge is).
+-- layers, or the cycle has a folder outside runtime/LAYERS (then every
+-- edge is).
 local function named(comp, a, b)
   for _, v in ipairs(comp) do
     if not RANK[v] then return true end
@@ -310,6 +329,57 @@ function M.edges(root)
   end
   table.sort(lines)
   return lines
+end
+
+
+-- The "Uses" sentences of the files' header comments, checked: in the
+-- first comment of each .c and .h, a sentence that starts "Uses " names
+-- the headers (x.h) and files (x.c) the file works with. Each header
+-- named must be in reach of the file's includes (directly or through the
+-- tree's headers it includes; for a header, also those of its own .c)
+-- and each file named must exist in the tree. Returns one line per
+-- stale name, "file: Uses names x.h, which it does not include", sorted.
+function M.uses(root)
+  local all, by_path, by_name = files(root), {}, {}
+  for _, f in ipairs(all) do
+    f.name = f.path:match("[^/]+$")
+    by_path[f.path], by_name[f.name] = f, true
+  end
+  local function reach(f, seen)
+    for _, line in ipairs(f.lines) do
+      local name = line:match('^%s*#%s*include%s*"([^"]+)"')
+      local target = name and by_path[resolve(root, f, name) or ""]
+      if target and not seen[target.name] then
+        seen[target.name] = true
+        reach(target, seen)
+      end
+    end
+    return seen
+  end
+  local bad = {}
+  for _, f in ipairs(all) do
+    local head = table.concat(f.lines, "\n"):match("^/%*.-%*/") or ""
+    head = head:gsub("\n%s*%*", " ")
+    local seen
+    for uses in head:gmatch("Uses%s(.-)%.%f[%s%z*]") do
+      if not seen then
+        seen = reach(f, {})
+        local own = by_path[f.path:gsub("%.h$", ".c")]
+        if own and own ~= f then reach(own, seen) end
+      end
+      for name in (uses .. "."):gmatch("([%w_]+%.[ch])%f[^%w_]") do
+        if name ~= f.name and name:match("%.h$") and not seen[name] then
+          bad[#bad + 1] = f.path .. ": Uses names " .. name ..
+                          ", which it does not include"
+        elseif name:match("%.c$") and not by_name[name] then
+          bad[#bad + 1] = f.path .. ": Uses names " .. name ..
+                          ", which is no file of the tree"
+        end
+      end
+    end
+  end
+  table.sort(bad)
+  return bad
 end
 
 return M
