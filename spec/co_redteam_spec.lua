@@ -72,6 +72,25 @@ local SHARED = [[
     note(job, "close", tostring(ok), tostring(e))
   end]]
 
+-- Lua's own coroutine.resume, reached through the debug library: the
+-- wait it starts is passed on by nothing, and the job's next wait must
+-- not be woken by it.
+local RAW = [[
+  local raw
+  for i = 1, 10 do
+    local n, v = debug.getupvalue(coroutine.resume, i)
+    if n == nil then break end
+    for k = 1, 10 do
+      local n2, v2 = debug.getupvalue(type(v) == "function" and v or print, k)
+      if n2 == "resume" then raw = v2 end
+    end
+  end
+  local co = coroutine.create(function() jobrunner.sleep(0.3) end)
+  note(job, "raw", tostring(raw ~= nil), tostring(select(2, raw(co)) ~= nil))
+  local t0 = jobrunner.now()
+  jobrunner.sleep(1)
+  note(job, "slept", tostring(jobrunner.now() - t0 >= 0.9))]]
+
 for _, backend in ipairs(jr.backends()) do
   describe(backend .. " coroutines misused:", function()
     local env = jr.test_env(backend)
@@ -127,6 +146,13 @@ for _, backend in ipairs(jr.backends()) do
       end
       assert.truthy(close and close:find("^false .*cannot close a coroutine while it waits"),
                     tostring(close))
+    end)
+
+    it("drops a wait that Lua's own resume left behind at the job's next wait", function()
+      local file, ids = run(RAW, { "a" })
+      assert.equal("completed", env:job(ids.a).state)
+      assert.equal(1, count(env, file, "a raw true true"))
+      assert.equal(1, count(env, file, "a slept true"))
     end)
   end)
 end

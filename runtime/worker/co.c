@@ -164,6 +164,9 @@ jr_task_wait(lua_State *L, jr_task *t, jr_task_cancel_fn cancel, void *op)
 {
     int top = lua_gettop(L);
 
+    if (t->job != NULL && t->cancel != NULL)
+        t->cancel(t->op);       /* one no resume passed on (a resume not
+                                   the worker's): it would wake this one */
     t->cancel = cancel;
     t->op = op;
     t->woken = 0;
