@@ -3,7 +3,8 @@
 -- kept in a global) resumed or closed by another job or by its own
 -- jobrunner.all branch, and a coroutine of the handler's that waits
 -- (jobrunner.sleep) for one job resumed by another, are refused; the job
--- that waits runs once, sleeps in full and completes.
+-- that waits runs once, sleeps in full and completes. A resume of no
+-- thread names the handler's line.
 local jr = require "jr"
 
 local KEEP = "retention = { completed = '1h', dead = '1h' }, "
@@ -47,6 +48,8 @@ local STEAL = [[
     note(job, "resume", tostring(ok), tostring(e))
     ok, e = pcall(coroutine.close, MINE)
     note(job, "close", tostring(ok), tostring(e))
+    ok, e = pcall(function() local r = coroutine.resume(nil); return r end)
+    note(job, "nil", tostring(ok), tostring(e))
   else
     local me = coroutine.running()
     local r = jobrunner.all{ function()
@@ -128,6 +131,11 @@ for _, backend in ipairs(jr.backends()) do
                     tostring(close))
       assert.equal(1, count(env, file,
         "c branch false cannot resume a job's own coroutine"))
+      -- no thread: blamed on the handler's line, as Lua's own resume does
+      local bad
+      for _, l in ipairs(jr.lines(file)) do bad = bad or l:match("^b nil (.*)") end
+      assert.truthy(bad and bad:find("^false [^ ]*/h%.lua:%d+: bad argument #1 " ..
+                    "to 'resume' %(coroutine expected%)$"), tostring(bad))
     end)
 
     it("refuses to resume or close a coroutine that waits for another job", function()

@@ -9,7 +9,8 @@
  * job, under the job's timeout and cancel. A job's own thread, and a
  * coroutine that waits for a resume in progress, cannot be resumed or
  * closed by the handler's code (another job's, a branch's): it would run
- * that job's code, or end its wait early. Uses worker_int.h. */
+ * that job's code, or end its wait early. An argument that is no thread
+ * is blamed on the handler's line, as Lua's. Uses worker_int.h. */
 #include <lauxlib.h>
 #include <lua.h>
 
@@ -24,7 +25,7 @@ static char wait_mark;          /* its address: the mark, a light userdata */
  * passes on, for good if that job ends first. */
 static const char through[] =
     "local resume, close, yield, isyieldable, unwait, isjob, WAIT = ...\n"
-    "local select, error = select, error\n"
+    "local select, error, type = select, error, type\n"
     "local busy = setmetatable({}, { __mode = 'k' })\n"
     "local through\n"
     "local function back(co, ...)\n"
@@ -43,7 +44,10 @@ static const char through[] =
     "  return ok, ...\n"
     "end\n"
     "local function refused(co, verb)\n"
-    "  if busy[co] then\n"
+    "  if type(co) ~= 'thread' then\n"
+    "    error(\"bad argument #1 to '\" .. verb .. \"' (coroutine \"\n"
+    "          .. 'expected)', 3)\n"
+    "  elseif busy[co] then\n"
     "    return 'cannot ' .. verb .. ' a coroutine while it waits '\n"
     "           .. '(jobrunner.sleep, http, exec or all)'\n"
     "  elseif isjob(co) then\n"
