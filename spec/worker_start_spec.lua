@@ -71,5 +71,45 @@ for _, backend in ipairs(jr.backends()) do
       jr.wait_file(env.dir .. "/ok." .. id, 60)
       assert.equal(0, env:stop())
     end)
+
+    it("say why when a handler that loaded fails in a new worker, and give " ..
+       "it no job of that handler", function()
+      env:config('concurrency = 1, watch = false, log = { level = "debug" }')
+      env:script("flaky", [[
+        local f = io.open(os.getenv("PWD") .. "/flag")
+        if f then f:close(); error("flaky today") end
+        return function(job)
+          local out = assert(io.open(os.getenv("PWD") .. "/ran." .. job.id, "a"))
+          out:write("ran\n") out:close()
+        end]])
+      local p = env:start()
+      local flag = env.dir .. "/flag"
+      assert(io.open(flag, "w")):close()
+      local w = jr.wait_for(function() return children(p.pid)[1] end, 10)
+      os.execute("kill -9 " .. w)
+      local id = env:push("flaky")
+      jr.wait_for(function()
+        return env:log():find("workers cannot start", 1, true)
+      end, 30, "the reason logged")
+      jr.wait_for(function()
+        return count(env:log(), "worker %d+ started %(pid") >= 4
+      end, 60, "three replacements")
+      local log = env:log()
+      assert.equal(1, count(log, "workers cannot start"), log)
+      assert.matches("the running generation goes on: [^\n]*/scripts/" ..
+                     "flaky%.lua:2: flaky today", log)
+      assert.is_nil(log:find("no handler for", 1, true), log)
+      assert.matches("flaky%.lua:2: flaky today",
+                     env:stats().workers_cannot_start)
+      assert.equal(0, math.tointeger(env:job(id).attempts))
+      -- it loads again: the job runs, once
+      os.remove(flag)
+      jr.wait_file(env.dir .. "/ran." .. id, 60)
+      jr.wait_for(function() return env:job(id) == nil or
+        env:job(id).state == "completed" end, 30)
+      assert.truthy(env:log():find("workers start again", 1, true))
+      assert.equal(1, #jr.lines(env.dir .. "/ran." .. id))
+      assert.equal(0, env:stop())
+    end)
   end)
 end

@@ -253,6 +253,15 @@ setup_failed(master *m, wk *w, const char *why)
 static void
 on_hello_gen(master *m, wk *w, gen *g, int nerr, const char *first)
 {
+    if (m->gen != NULL && !w->probe && nerr > 0 && g->n < m->gen->n &&
+        strcmp(g->hash, m->gen->hash) == 0) {
+        /* the same files, but one failed here (it fails now and then):
+         * jobs of it given to this worker would find no handler */
+        jr_gen_unref(jr_gen_ref(g));
+        jr_spawn_cannot(m, w, first);
+        jr_pool_stop(m, w);
+        return;
+    }
     jr_spawn_started(m);
     if (w->probe) {
         probe_hello(m, w, g, nerr, first);

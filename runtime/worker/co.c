@@ -42,7 +42,11 @@ task_register(lua_State *L, jr_task *t)
     lua_rawgeti(L, LUA_REGISTRYINDEX, t->ref);       /* T th */
     lua_pushlightuserdata(L, t);                     /* T th t */
     lua_rawset(L, -3);                               /* T */
-    lua_pop(L, 1);
+    lua_getfield(L, LUA_REGISTRYINDEX, JR_JOB_THREADS_KEY); /* T J */
+    lua_rawgeti(L, LUA_REGISTRYINDEX, t->ref);       /* T J th */
+    lua_pushboolean(L, 1);                           /* T J th true */
+    lua_rawset(L, -3);                               /* T J */
+    lua_pop(L, 2);
 }
 
 /* Makes a task bound to job cj's limit on a thread with nothing on its
@@ -160,6 +164,9 @@ jr_task_wait(lua_State *L, jr_task *t, jr_task_cancel_fn cancel, void *op)
 {
     int top = lua_gettop(L);
 
+    if (t->job != NULL && t->cancel != NULL)
+        t->cancel(t->op);       /* one no resume passed on (a resume not
+                                   the worker's): it would wake this one */
     t->cancel = cancel;
     t->op = op;
     t->woken = 0;

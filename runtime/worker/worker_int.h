@@ -224,6 +224,7 @@ int  jr_wait_plain(worker *w, lua_State *L, jr_task *t, const char *fn);
  * handler made yields, and which resumes it when a thread on the way
  * cannot yield (the wait then raises). */
 int  jr_coown_open(lua_State *L, jr_err *err);
+#define JR_JOB_THREADS_KEY "jobrunner.jobthreads" /* registry: weak set */
 void jr_coown_push_mark(lua_State *L);
 int  jr_coown_is_mark(lua_State *L, int idx);
 
