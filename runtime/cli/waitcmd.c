@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/esc.h"
 #include "base/jsontext.h"
 #include "base/util.h"
 #include "cli/commands.h"
@@ -16,26 +17,6 @@
 #define EXIT_GONE 6             /* a job's row is gone, outcome unknown */
 #define EXIT_LOST 7             /* the database not back after a loss */
 #define EXIT_TIMEOUT 124        /* as timeout(1) */
-
-/* Writes s on one line: a backslash, a newline, a tab, a carriage return
- * as \\, \n, \t, \r; other control bytes as \xNN. */
-static void
-put_line(const char *s)
-{
-    static const char from[] = "\\\n\t\r", to[] = "\\ntr";
-    const char *e;
-
-    for (; *s != '\0'; s++) {
-        unsigned char ch = (unsigned char)*s;
-
-        if ((e = strchr(from, *s)) != NULL)
-            printf("\\%c", to[e - from]);
-        else if (ch < 0x20 || ch == 0x7f)
-            printf("\\x%02x", ch);
-        else
-            putchar(ch);
-    }
-}
 
 /* Prints one outcome: a line of text, or a JSON object on a line. */
 static void
@@ -58,7 +39,7 @@ say(const jr_client_outcome *o, int json)
         printf("-");
     if (o->error != NULL) {
         printf(" (");
-        put_line(o->error);
+        jr_esc_put(stdout, o->error);
         printf(")");
     }
     printf("\n");
