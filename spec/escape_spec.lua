@@ -90,6 +90,25 @@ for _, backend in ipairs(jr.backends()) do
       assert.equal("x\194\155[31m\127y", cjson.decode(out).payload.s)
     end)
 
+    it("in a limit key print escaped in show and limits", function()
+      env:script("lk", "return function(job) end")
+      env:config([[limits = { lk = { per_key = { concurrency = 1 } } }]])
+      local key = "k\27]0;title\7\r\n2026-01-01 fake"
+      local shown = [[k\x1b]0;title\x07\r\n2026-01-01 fake]]
+      local id = env:push("lk", "{}", "--key", key, "--at", "2099-01-01T00:00:00Z")
+      local out, err, code = env:cli("show", tostring(id))
+      assert.equal(0, code, err)
+      assert.truthy(out:find("\nkey           " .. shown .. "\n", 1, true), out)
+      assert.falsy(out:find("[\27\7\r]"), out)
+      out, err, code = env:cli("show", tostring(id), "--json")
+      assert.equal(0, code, err)
+      assert.equal(key, cjson.decode(out).key)
+      out, err, code = env:cli("limits")
+      assert.equal(0, code, err)
+      assert.truthy(out:find("  key " .. shown, 1, true), out)
+      assert.falsy(out:find("[\27\7\r]"), out)
+    end)
+
     it("stay valid JSON in a JSON log", function()
       evil(env)
       env:config('log = { format = "json" }')
