@@ -316,7 +316,7 @@ jr_jsontext_write(FILE *f, const char *s)
         return;
     }
     for (n = strlen(s); n > 0; s += k, n -= k) {
-        for (k = 0; k < n && (unsigned char)s[k] < 0x80; k++)
+        for (k = 0; k < n && (unsigned char)s[k] < 0x7f; k++)
             ;
         if (k > 0) {
             fwrite(s, 1, k, f);
@@ -325,6 +325,11 @@ jr_jsontext_write(FILE *f, const char *s)
         if ((k = jr_jsontext_utf8_len((const unsigned char *)s, n)) == 0) {
             fputs("\\ufffd", f);
             k = 1;
+        } else if (k == 1 || (k == 2 && (unsigned char)s[1] < 0xa0 &&
+                              (unsigned char)s[0] == 0xc2)) {
+            /* DEL, a C1 control: only in a string, where a terminal
+             * would act on it raw */
+            fprintf(f, "\\u%04x", k == 1 ? 0x7f : (unsigned char)s[1]);
         } else {
             fwrite(s, 1, k, f);
         }

@@ -26,7 +26,9 @@ int jr_jsontext_check(const char *text, size_t len, char *why, size_t size);
 
 /* Writes the stored JSON text s to f as it is, but each byte that is not
  * UTF-8 (only possible inside a string) as \ufffd, so what is printed is
- * valid UTF-8 JSON. NULL is written as null. */
+ * valid UTF-8 JSON, and DEL and the C1 controls (U+0080..U+009F, raw only
+ * inside a string) as \u007f..\u009f, so a terminal shows them as text.
+ * NULL is written as null. */
 void jr_jsontext_write(FILE *f, const char *s);
 
 /* The one JSON string escaper (payloads, JSON log lines, the CLI's

@@ -1,10 +1,13 @@
 /* log.c - log lines on stderr. One write per line so lines of several
- * processes sharing the descriptor do not interleave. */
+ * processes sharing the descriptor do not interleave; what a line says
+ * is escaped (esc.h, or JSON's escapes), so no text a handler or a
+ * payload put in it can move the cursor or start a line of its own. */
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 #include <unistd.h>
 
+#include "base/esc.h"
 #include "base/jsontext.h"
 #include "base/log.h"
 #include "base/util.h"
@@ -64,7 +67,7 @@ json_escape(char *buf, size_t size, size_t n, const char *s)
 void
 jr_log(int level, const char *fmt, ...)
 {
-    char msg[2048], line[4600], ts[40];
+    char msg[2048], esc[4 * sizeof msg], line[sizeof esc + 200], ts[40];
     va_list ap;
     size_t n;
 
@@ -81,8 +84,9 @@ jr_log(int level, const char *fmt, ...)
         n = json_escape(line, sizeof line, n, msg);
         n += (size_t)snprintf(line + n, sizeof line - n, "\"}\n");
     } else {
+        jr_esc_text(esc, sizeof esc, msg, strlen(msg));
         n = (size_t)snprintf(line, sizeof line, "%s %-5s [%s] %s\n", ts,
-                             level_names[level], log_who, msg);
+                             level_names[level], log_who, esc);
     }
     if (n >= sizeof line)
         n = sizeof line - 1;

@@ -1,5 +1,7 @@
 /* log.h - the runner's log: one line per event on stderr, text or JSON,
- * filtered by level. Never given payloads. Uses nothing. */
+ * filtered by level. Never given payloads. A message's control bytes and
+ * bytes that are not UTF-8 are escaped (text: esc.h's rule; JSON: its
+ * string escapes). Uses esc.h, jsontext.h. */
 #ifndef JR_LOG_H
 #define JR_LOG_H
 

@@ -2,7 +2,8 @@
  * (per id: cancelled, cancel requested, already finished, unknown), show
  * (every field of one job) and list (jobs newest first, filtered). All go
  * through the producer library, as every command that only touches jobs
- * does. Uses commands.h, jobrunner.h, util.h. */
+ * does. Text from handlers and producers is printed escaped (esc.h).
+ * Uses commands.h, jobrunner.h, esc.h, util.h. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -11,6 +12,7 @@
 #include "cli/commands.h"
 #include "config/config.h"
 #include "client/jobrunner.h"
+#include "base/esc.h"
 #include "base/jsontext.h"
 #include "base/util.h"
 
@@ -242,22 +244,24 @@ job_json(const jr_client_job_info *j, const job_out *o)
     printf("}%s", o->full ? "\n" : "");
 }
 
-/* "3/10 (30%) note", "3 note", or "-". */
+/* "3/10 (30%) note", "3 note", or "-"; the note escaped. */
 static const char *
 progress_str(const jr_client_job_info *j, char *buf, size_t size)
 {
     int n = 0;
 
     if (isnan(j->progress_done))
-        return j->progress_note ? j->progress_note : "-";
+        return jr_esc_str(buf, size, j->progress_note);
     if (isnan(j->progress_total))
         n = snprintf(buf, size, "%g", j->progress_done);
     else
         n = snprintf(buf, size, "%g/%g (%.0f%%)", j->progress_done,
                      j->progress_total, j->progress_total > 0 ?
                      100 * j->progress_done / j->progress_total : 100.0);
-    if (j->progress_note && n > 0 && (size_t)n < size)
-        snprintf(buf + n, size - (size_t)n, " %s", j->progress_note);
+    if (j->progress_note && n > 0 && (size_t)n + 1 < size) {
+        buf[n] = ' ';
+        jr_esc_str(buf + n + 1, size - (size_t)n - 1, j->progress_note);
+    }
     return buf;
 }
 
@@ -274,7 +278,7 @@ text_time(const char *key, double t)
 static void
 text_history(const jr_client_job_info *j)
 {
-    char at[40], dur[32], who[160];
+    char at[40], dur[32], who[160], first[512];
     int i;
 
     printf("%-13s %s\n", "attempts", j->nhistory ? "" : "- (no failed "
@@ -291,11 +295,42 @@ text_history(const jr_client_job_info *j)
                      a->runner : "-", a->worker);
         else
             snprintf(who, sizeof who, "%s", a->runner ? a->runner : "-");
-        printf("  #%-3d %s  %8s  %s  gen %s  %.*s\n", a->attempt,
-               jr_time_iso(a->at, at, sizeof at), dur, who,
-               a->generation ? a->generation : "-", (int)strcspn(e, "\n"),
-               e);
+        printf("  #%-3d %s  %8s  ", a->attempt,
+               jr_time_iso(a->at, at, sizeof at), dur);
+        jr_esc_put(stdout, who);
+        printf("  gen ");
+        jr_esc_put(stdout, a->generation);
+        printf("  %s\n", jr_esc_first(first, sizeof first, e));
     }
+}
+
+/* "key           value", the value (NULL as "-") escaped. */
+static void
+text_field(const char *key, const char *v, const char *more)
+{
+    printf("%-13s ", key);
+    jr_esc_put(stdout, v);
+    printf("%s\n", more);
+}
+
+/* A text that may have lines (an error and its traceback): each line
+ * escaped, the ones after the first indented under it. */
+static void
+text_lines(const char *key, const char *v)
+{
+    size_t n;
+
+    printf("%-13s ", key);
+    if (v == NULL)
+        v = "-";
+    for (;; v += n + 1) {
+        n = strcspn(v, "\n");
+        jr_esc_putn(stdout, v, n);
+        if (v[n] == '\0')
+            break;
+        printf("\n%-13s ", "");
+    }
+    putchar('\n');
 }
 
 static void
@@ -303,26 +338,30 @@ job_text_full(const jr_client_job_info *j)
 {
     char prog[512];
 
-    printf("%-13s %lld\n%-13s %s\n%-13s %s\n%-13s %s%s\n", "id",
-           (long long)j->id, "name", j->name, "queue", j->queue, "state",
-           j->state, j->cancel_requested ? " (cancel requested)" : "");
+    printf("%-13s %lld\n", "id", (long long)j->id);
+    text_field("name", j->name, "");
+    text_field("queue", j->queue, "");
+    text_field("state", j->state, j->cancel_requested ?
+               " (cancel requested)" : "");
     printf("%-13s %d\n", "attempt", j->attempts);
     if (j->max_retries == JR_CLIENT_UNSET)
         printf("%-13s - (the handler's or the config's)\n", "max_retries");
     else
         printf("%-13s %d\n", "max_retries", j->max_retries);
     printf("%-13s %d\n", "priority", j->priority);
-    printf("%-13s %s\n", "unique_key", j->unique_key ? j->unique_key : "-");
+    text_field("unique_key", j->unique_key, "");
     text_time("run_at", j->run_at);
     text_time("created_at", j->created_at);
     text_time("started_at", j->started_at);
     text_time("finished_at", j->finished_at);
-    printf("%-13s %s\n%-13s %s\n%-13s %s\n", "generation",
-           j->generation ? j->generation : "-", "locked_by",
-           j->locked_by ? j->locked_by : "-", "progress",
-           progress_str(j, prog, sizeof prog));
-    printf("%-13s %s\n", "key", j->limit_key ? j->limit_key :
-           "- (unkeyed: no key given, none at its name's payload path)");
+    text_field("generation", j->generation, "");
+    text_field("locked_by", j->locked_by, "");
+    printf("%-13s %s\n", "progress", progress_str(j, prog, sizeof prog));
+    if (j->limit_key)
+        text_field("key", j->limit_key, "");
+    else
+        printf("%-13s - (unkeyed: no key given, none at its name's payload "
+               "path)\n", "key");
     printf("%-13s ", "payload");
     if (j->payload)
         jr_jsontext_write(stdout, j->payload);
@@ -333,25 +372,25 @@ job_text_full(const jr_client_job_info *j)
     printf("%s\n", j->result ? "" : "-");
     if (j->keep_until > 0)
         text_time("kept_until", j->keep_until);
-    printf("%-13s %s\n", "last_error", j->last_error ? j->last_error : "-");
+    text_lines("last_error", j->last_error);
     text_history(j);
 }
 
 static void
 job_text_row(const jr_client_job_info *j, const job_out *o)
 {
-    char created[40], prog[512], first[120];
-    const char *err = j->last_error ? j->last_error : "";
+    char created[40], prog[512], first[120], name[200], queue[200];
 
     if (o->n == 0)
         printf("%-10s %-24s %-12s %-10s %7s  %-24s %-16s %s\n", "ID", "NAME",
                "QUEUE", "STATE", "ATTEMPT", "CREATED AT", "PROGRESS",
                "LAST ERROR");
-    snprintf(first, sizeof first, "%.*s", (int)strcspn(err, "\n"), err);
     printf("%-10lld %-24s %-12s %-10s %7d  %-24s %-16s %s\n",
-           (long long)j->id, j->name, j->queue, j->state, j->attempts,
+           (long long)j->id, jr_esc_str(name, sizeof name, j->name),
+           jr_esc_str(queue, sizeof queue, j->queue), j->state, j->attempts,
            jr_time_iso(j->created_at, created, sizeof created),
-           progress_str(j, prog, sizeof prog), first);
+           progress_str(j, prog, sizeof prog),
+           jr_esc_first(first, sizeof first, j->last_error));
 }
 
 static int

@@ -12,6 +12,7 @@
 #include "config/config.h"
 #include "client/jobrunner.h"
 #include "backend.h"
+#include "base/esc.h"
 #include "base/util.h"
 
 /* The whole of stdin, in a new string. */
@@ -134,9 +135,11 @@ batch_said(const jr_client_batch *b, void *arg)
     printf("batch %lld: %ld members: %ld pending, %ld completed, %ld dead, "
            "%ld cancelled\n", (long long)b->id, b->total, b->pending,
            b->completed, b->dead, b->cancelled);
-    printf("on_complete: %s\non_success: %s\n",
-           b->on_complete ? b->on_complete : "-",
-           b->on_success ? b->on_success : "-");
+    printf("on_complete: ");
+    jr_esc_put(stdout, b->on_complete);
+    printf("\non_success: ");
+    jr_esc_put(stdout, b->on_success);
+    putchar('\n');
     printf("finished:    %s\n", b->finished_at > 0 ?
            jr_time_iso(b->finished_at, t, sizeof t) : "no");
     if (b->complete_job || b->success_job)

@@ -14,6 +14,7 @@
 #include "client/jobrunner.h"
 #include "lua/script.h"
 #include "master/reload.h"
+#include "base/esc.h"
 #include "base/util.h"
 
 /* --- stats ------------------------------------------------------------ */
@@ -119,33 +120,14 @@ stats_json(const stat_acc *a, const jr_scripts *scripts, const char *state)
         printf("null");
 }
 
-/* Writes s for a terminal: a backslash, a tab, a carriage return as \\,
- * \t, \r; other control bytes (an escape sequence's) as \xNN. */
-static void
-put_line(const char *s)
-{
-    static const char from[] = "\\\t\r", to[] = "\\tr";
-    const char *e;
-
-    for (; *s != '\0'; s++) {
-        unsigned char ch = (unsigned char)*s;
-
-        if ((e = strchr(from, *s)) != NULL)
-            printf("\\%c", to[e - from]);
-        else if (ch < 0x20 || ch == 0x7f)
-            printf("\\x%02x", ch);
-        else
-            putchar(ch);
-    }
-}
-
 static void
 stats_text(const stat_acc *a, const jr_scripts *scripts, const char *state)
 {
+    char name[200];
     int i;
 
     if (state[0] != '\0') {
-        put_line(state);
+        jr_esc_put(stdout, state);
         putchar('\n');
     }
 
@@ -160,7 +142,8 @@ stats_text(const stat_acc *a, const jr_scripts *scripts, const char *state)
            "RUNNING", "DEAD");
     for (i = 0; i < a->n; i++) {
         const stat_row *r = &a->rows[i];
-        printf("%-32s %9ld %9ld %9ld %9ld%s\n", r->name, r->ready,
+        printf("%-32s %9ld %9ld %9ld %9ld%s\n",
+               jr_esc_str(name, sizeof name, r->name), r->ready,
                r->scheduled, r->running, r->dead,
                has_handler(scripts, r->name) ? "" : "  (no handler file)");
     }
@@ -176,15 +159,20 @@ static int
 prog_print(const jr_client_job_info *j, void *arg)
 {
     prog_out *o = arg;
+    char name[200];
 
     if (isnan(j->progress_done) && j->progress_note == NULL)
         return 0;
     if (!o->json) {
         printf("%s%-10lld %-24s %g", o->n ? "" : "\nRUNNING WITH "
-               "PROGRESS\n", (long long)j->id, j->name, j->progress_done);
+               "PROGRESS\n", (long long)j->id, jr_esc_str(name, sizeof name, j->name),
+               j->progress_done);
         if (!isnan(j->progress_total))
             printf("/%g", j->progress_total);
-        printf(" %s\n", j->progress_note ? j->progress_note : "");
+        putchar(' ');
+        if (j->progress_note)
+            jr_esc_put(stdout, j->progress_note);
+        putchar('\n');
         o->n++;
         return 0;
     }
@@ -281,9 +269,7 @@ static int
 dead_print(const jr_client_dead *r, void *arg)
 {
     dead_out *o = arg;
-    char died[40], created[40], first[120];
-    const char *err = r->last_error ? r->last_error : "";
-    size_t len = strcspn(err, "\n");
+    char died[40], created[40], first[120], name[200];
 
     jr_time_iso(r->died_at, died, sizeof died);
     jr_time_iso(r->created_at, created, sizeof created);
@@ -301,9 +287,9 @@ dead_print(const jr_client_dead *r, void *arg)
         if (o->n == 0)
             printf("%-10s %-24s %8s  %-24s %s\n", "ID", "NAME", "ATTEMPTS",
                    "DIED AT", "LAST ERROR");
-        snprintf(first, sizeof first, "%.*s", (int)len, err);
-        printf("%-10lld %-24s %8d  %-24s %s\n", (long long)r->id, r->name,
-               r->attempts, died, first);
+        printf("%-10lld %-24s %8d  %-24s %s\n", (long long)r->id,
+               jr_esc_str(name, sizeof name, r->name), r->attempts, died,
+               jr_esc_first(first, sizeof first, r->last_error));
     }
     o->n++;
     return 0;

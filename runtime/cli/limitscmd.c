@@ -9,6 +9,7 @@
 
 #include "backend.h"
 #include "cli/commands.h"
+#include "base/esc.h"
 #include "base/util.h"
 
 static void
@@ -91,7 +92,10 @@ one_text(const jr_limit *l, const jr_limit_use *u, int first)
            set_text(&l->per_key, per, sizeof per), u->running, u->waiting,
            tok);
     for (i = 0; i < u->ntop; i++) {
-        printf("  key %-40s %8ld running %8ld waiting", u->top_key[i],
+        char key[512];
+
+        printf("  key %-40s %8ld running %8ld waiting",
+               jr_esc_str(key, sizeof key, u->top_key[i]),
                u->top_running[i], u->top_waiting[i]);
         if (u->top_tokens[i] >= 0)
             printf(" %8.1f tokens", u->top_tokens[i]);

@@ -11,6 +11,7 @@
 #include "base/job.h"
 #include "client/jobrunner.h"
 #include "config/queues.h"
+#include "base/esc.h"
 #include "base/util.h"
 
 typedef struct list_out {
@@ -38,7 +39,7 @@ list_one(const jr_client_queue *q, void *arg)
 {
     list_out *o = arg;
     const jr_queue_conf *qc = jr_queues_find(o->conf, q->name);
-    char conc[16] = "-";
+    char conc[16] = "-", name[200];
 
     if (o->json) {
         list_json(q, qc, o->n == 0);
@@ -48,7 +49,8 @@ list_one(const jr_client_queue *q, void *arg)
                    "READY", "SCHEDULED", "RUNNING", "DEAD", "CONCURRENCY");
         if (qc != NULL)
             snprintf(conc, sizeof conc, "%d", qc->max);
-        printf("%-32s %-7s %9ld %9ld %9ld %9ld %11s\n", q->name,
+        printf("%-32s %-7s %9ld %9ld %9ld %9ld %11s\n",
+               jr_esc_str(name, sizeof name, q->name),
                q->paused ? "paused" : "active", q->ready, q->scheduled,
                q->running, q->dead, conc);
     }

@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/esc.h"
 #include "base/jsontext.h"
 #include "base/util.h"
 #include "cli/commands.h"
@@ -17,26 +18,6 @@
 #define EXIT_LOST 7             /* the database not back after a loss */
 #define EXIT_TIMEOUT 124        /* as timeout(1) */
 #define WAIT_MAX 100000         /* ids in one wait (jr_client_wait's) */
-
-/* Writes s on one line: a backslash, a newline, a tab, a carriage return
- * as \\, \n, \t, \r; other control bytes as \xNN. */
-static void
-put_line(const char *s)
-{
-    static const char from[] = "\\\n\t\r", to[] = "\\ntr";
-    const char *e;
-
-    for (; *s != '\0'; s++) {
-        unsigned char ch = (unsigned char)*s;
-
-        if ((e = strchr(from, *s)) != NULL)
-            printf("\\%c", to[e - from]);
-        else if (ch < 0x20 || ch == 0x7f)
-            printf("\\x%02x", ch);
-        else
-            putchar(ch);
-    }
-}
 
 /* Writes the stored result r (not NULL) as JSON on one line: valid JSON's
  * newlines, carriage returns and tabs can only be whitespace between its
@@ -79,7 +60,7 @@ say(const jr_client_outcome *o, int json)
         printf("-");
     if (o->error != NULL) {
         printf(" (");
-        put_line(o->error);
+        jr_esc_put(stdout, o->error);
         printf(")");
     }
     printf("\n");

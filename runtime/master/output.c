@@ -71,8 +71,8 @@ output_line(wk *w, const char *s, size_t n, int cut)
                    OUT_JOB_LINES);
         return;
     }
-    for (i = 0; i < n; i++)     /* no terminal escapes in the log */
-        line[i] = (unsigned char)s[i] < 0x20 && s[i] != '\t' ? '?' : s[i];
+    for (i = 0; i < n; i++)     /* jr_log escapes the rest; not a C string's end */
+        line[i] = s[i] == '\0' ? '?' : s[i];
     if (j)
         jr_log(JR_LOG_INFO, "job %lld (%s) output: %.*s%s", (long long)id,
                j->name, (int)n, line, cut ? " [line cut]" : "");
