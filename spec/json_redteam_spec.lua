@@ -268,7 +268,7 @@ for _, backend in ipairs(jr.backends()) do
         deep .. ']}]}')
       out, err, code = env:cli("push-flow", env.dir .. "/flow.json")
       assert.equal(2, code, out)
-      assert.matches("^jobrunner: flow: invalid JSON at byte %d+: nested too deep\n$", err)
+      assert.matches("^jobrunner: flow: invalid JSON at byte %d+: nested deeper than 1003\n$", err)
       env:start()
       local r = result(env, id)
       assert.equal("completed", r.state, r.last_error)
