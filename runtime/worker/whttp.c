@@ -1,7 +1,7 @@
 /* whttp.c - jobrunner.http(request) in handlers: an HTTP request with
  * libcurl's multi-socket interface on the worker's libevent loop (one
  * multi handle per worker; its sockets and its timer are events of the
- * loop, no thread, no shell). The calling task waits (co.c) until the
+ * loop, no thread, no shell). The calling task waits (task.c) until the
  * transfer ends. Owns the multi handle and the transfers in flight. Uses
  * worker_int.h and plain Lua reads of the request table. */
 #define _GNU_SOURCE
