@@ -1,7 +1,7 @@
 /* client_int.h - what the C library's files share, private to them: the
  * handle (jobrunner.h's opaque jr_client) and the start and end of a
- * call. client.c owns the handle; clientwait.c waits on outcomes. Uses
- * backend.h, err.h. */
+ * call. client.c owns the handle and writes; clientread.c reads;
+ * clientwait.c waits on outcomes. Uses backend.h, err.h. */
 #ifndef JR_CLIENT_INT_H
 #define JR_CLIENT_INT_H
 

@@ -8,8 +8,8 @@
  * jobrunner.exec in wexec.c) yield the coroutine with lua_yieldk and are
  * resumed from the loop; in a plain job (inflight 1) they run the loop
  * until their wait ends instead (coplain.c). Owns the coroutine jobs,
- * their tasks and the loop. Uses worker_int.h, jrlib.h, luabridge.h,
- * json.h, retry.h. */
+ * their resumes and the loop; their tasks' threads are task.c's. Uses
+ * worker_int.h, jrlib.h, luabridge.h, json.h, retry.h. */
 #define _GNU_SOURCE
 #include <math.h>
 #include <signal.h>
@@ -27,181 +27,11 @@
 #include "lua/json.h"
 #include "worker/worker_int.h"
 
-#define THREADS_KEY "jobrunner.threads"  /* registry: thread -> task */
-#define CANNOT_WAIT "jobrunner: cannot wait here (inside a metamethod or " \
-                    "a C function's callback)"
-
-static worker *the_worker;      /* one per process */
-
-/* --- tasks -------------------------------------------------------------- */
-
-static void
-task_register(lua_State *L, jr_task *t)
-{
-    lua_getfield(L, LUA_REGISTRYINDEX, THREADS_KEY); /* T */
-    lua_rawgeti(L, LUA_REGISTRYINDEX, t->ref);       /* T th */
-    lua_pushlightuserdata(L, t);                     /* T th t */
-    lua_rawset(L, -3);                               /* T */
-    lua_getfield(L, LUA_REGISTRYINDEX, JR_JOB_THREADS_KEY); /* T J */
-    lua_rawgeti(L, LUA_REGISTRYINDEX, t->ref);       /* T J th */
-    lua_pushboolean(L, 1);                           /* T J th true */
-    lua_rawset(L, -3);                               /* T J */
-    lua_pop(L, 2);
-}
-
-/* Makes a task bound to job cj's limit on a thread with nothing on its
- * stack: a kept one whose function returned (a Lua thread can run
- * another function then), else a new one. NULL when out of memory. */
-static jr_task *
-task_new(cojob *cj)
-{
-    lua_State *L = cj->w->L;
-    jr_co *co = cj->w->co;
-    jr_task *t;
-
-    if (co->npool > 0) {
-        t = co->pool[--co->npool];
-        memset(&t->on_end, 0, sizeof *t - offsetof(jr_task, on_end));
-    } else {
-        lua_State *th = lua_newthread(L);            /* th (may raise) */
-        if ((t = calloc(1, sizeof *t)) == NULL) {
-            lua_pop(L, 1);
-            return NULL;
-        }
-        t->L = th;
-        t->ref = luaL_ref(L, LUA_REGISTRYINDEX);     /* (nothing) */
-        task_register(L, t);
-    }
-    t->job = cj;
-    jr_script_bind(t->L, &cj->lim);
-    t->next = cj->tasks;
-    cj->tasks = t;
-    return t;
-}
-
-/* Ends t's wait (cancel), and keeps its thread for another task if its
- * function returned, else forgets it. */
-static void
-task_free(lua_State *L, jr_task *t)
-{
-    jr_co *co = the_worker->co;
-
-    if (t->cancel != NULL)
-        t->cancel(t->op);
-    t->cancel = NULL;
-    t->job = NULL;
-    jr_script_bind(t->L, NULL); /* a thread the handler kept stays none's */
-    if (co->npool < JR_TASKS_KEPT && lua_status(t->L) == LUA_OK &&
-        lua_gettop(t->L) == 0) {
-        co->pool[co->npool++] = t;
-        return;
-    }
-    lua_getfield(L, LUA_REGISTRYINDEX, THREADS_KEY); /* T */
-    lua_rawgeti(L, LUA_REGISTRYINDEX, t->ref);       /* T th */
-    lua_pushnil(L);
-    lua_rawset(L, -3);                               /* T */
-    lua_pop(L, 1);
-    luaL_unref(L, LUA_REGISTRYINDEX, t->ref);
-    free(t);
-}
-
-static jr_task *
-task_lookup(lua_State *L)
-{
-    jr_task *t;
-
-    lua_getfield(L, LUA_REGISTRYINDEX, THREADS_KEY); /* T */
-    lua_pushthread(L);                               /* T th */
-    lua_rawget(L, -2);                               /* T t */
-    t = lua_touserdata(L, -1);
-    lua_pop(L, 2);
-    return t;
-}
-
-jr_task *
-jr_task_of(lua_State *L, const char *fn)
-{
-    worker *w = the_worker;
-    jr_task *t = task_lookup(L);
-
-    if (t != NULL && t->job != NULL && !t->job->over)
-        return t;
-    t = w->co->task;            /* a coroutine the handler made resumed */
-    if (t != NULL && t->job != NULL && !t->job->over)
-        return t;
-    if (w->ctx.job != NULL) {   /* the plain job, on any of its threads */
-        w->co->plain.L = L;
-        return &w->co->plain;
-    }
-    luaL_error(L, "jobrunner.%s: called outside a running job", fn);
-    return NULL;
-}
-
-struct event_base *
-jr_task_base(const jr_task *t)
-{
-    (void)t;
-    return the_worker->base;
-}
-
-lua_State *
-jr_task_thread(const jr_task *t)
-{
-    return t->L;
-}
-
-static int
-wait_k(lua_State *L, int status, lua_KContext ctx)
-{
-    (void)status;
-    if (lua_gettop(L) - (int)ctx == 1 && jr_coown_is_mark(L, -1))
-        return luaL_error(L, "%s", CANNOT_WAIT);
-    return lua_gettop(L) - (int)ctx;    /* what the wake pushed */
-}
-
-int
-jr_task_wait(lua_State *L, jr_task *t, jr_task_cancel_fn cancel, void *op)
-{
-    int top = lua_gettop(L);
-
-    if (t->job != NULL && t->cancel != NULL)
-        t->cancel(t->op);       /* one no resume passed on (a resume not
-                                   the worker's): it would wake this one */
-    t->cancel = cancel;
-    t->op = op;
-    t->woken = 0;
-    if (t->job == NULL)
-        return jr_wait_plain(the_worker, L, t, "wait");
-    if (!lua_isyieldable(L) || !lua_isyieldable(t->L)) {
-        t->cancel = NULL;
-        if (cancel != NULL)
-            cancel(op);
-        return luaL_error(L, "%s", CANNOT_WAIT);
-    }
-    t->waiting = 1;
-    if (L == t->L)
-        return lua_yieldk(L, 0, top, wait_k);
-    jr_coown_push_mark(L);      /* a coroutine the handler made: its
-                                   resumers pass the mark on to t's */
-    return lua_yieldk(L, 1, top, wait_k);
-}
+/* --- tasks: their resume ----------------------------------------------- */
 
 static void resume(jr_task *t, int nargs);
 static void resumed(jr_task *t, int rc, int nres);
 static void finish(cojob *cj, int rc);
-
-jr_task *
-jr_task_branch(jr_task *t, jr_task_end_fn on_end, void *arg, int slot)
-{
-    jr_task *b = task_new(t->job);
-
-    if (b != NULL) {
-        b->on_end = on_end;
-        b->end_arg = arg;
-        b->slot = slot;
-    }
-    return b;
-}
 
 void
 jr_task_run(jr_task *t, int nargs)
@@ -322,7 +152,7 @@ job_free(cojob *cj)
 
     while ((t = cj->tasks) != NULL) {
         cj->tasks = t->next;
-        task_free(cj->w->L, t);
+        jr_task_free(cj->w->L, t);
     }
     free(cj->j);
     cj->j = NULL;
@@ -616,7 +446,7 @@ job_new(worker *w, jr_job *j, jr_handler *info)
     tv.tv_usec = (long)((cj->timeout - (double)tv.tv_sec) * 1e6);
     if (cj->timer == NULL)      /* a kept one's calls on_timeout(cj) */
         cj->timer = evtimer_new(w->base, on_timeout, cj);
-    if (cj->timer == NULL || task_new(cj) == NULL) {
+    if (cj->timer == NULL || jr_task_new(cj) == NULL) {
         job_free(cj);
         return NULL;
     }
@@ -705,7 +535,7 @@ jr_co_loop(worker *w)
 static jr_jobctx *
 ctx_of(void *arg, lua_State *L)
 {
-    jr_task *t = task_lookup(L);
+    jr_task *t = jr_task_lookup(L);
     worker *w = arg;
 
     if (t != NULL && t->job != NULL)
@@ -729,7 +559,6 @@ jr_co_open(worker *w, jr_err *err)
 {
     lua_State *L = w->L;
 
-    the_worker = w;
     if ((w->co = calloc(1, sizeof *w->co)) == NULL ||
         (w->base = event_base_new()) == NULL)
         return jr_fail(err, JR_ENOMEM, "worker: cannot make its loop");
@@ -737,8 +566,7 @@ jr_co_open(worker *w, jr_err *err)
     w->co->any = -1;
     raise_files();
     w->ctx.of_thread = ctx_of;
-    lua_newtable(L);
-    lua_setfield(L, LUA_REGISTRYINDEX, THREADS_KEY);
+    jr_task_open(w);
     lua_getglobal(L, "package");                     /* p */
     lua_getfield(L, -1, "loaded");                   /* p loaded */
     lua_getfield(L, -1, "jobrunner");                /* p loaded M */

@@ -1,6 +1,6 @@
 /* coall.c - jobrunner.sleep(seconds) and jobrunner.all{ f1, f2, ... } in
  * handlers: a timer of the worker's loop, and branches of the job, each a
- * task of its own (co.c) whose outcomes are collected in order. Owns the
+ * task of its own (task.c) whose outcomes are collected in order. Owns the
  * sleeps and the all() waits in progress. Uses worker_int.h, jrlib.h,
  * luabridge.h. */
 #include <math.h>

@@ -2,7 +2,7 @@
  * handlers: a child process without a shell (fork and execvp), in a
  * process group of its own, its stdin, stdout and stderr pipes on the
  * worker's loop and its exit through a pidfd; the calling task waits
- * (co.c). On its timeout, or when the job ends first (its timeout, a
+ * (task.c). On its timeout, or when the job ends first (its timeout, a
  * cancel), the whole group is killed. Owns the children in flight. Uses
  * worker_int.h. */
 #define _GNU_SOURCE

@@ -1,7 +1,7 @@
 /* whttp.c - jobrunner.http(request) in handlers: an HTTP request with
  * libcurl's multi-socket interface on the worker's libevent loop (one
  * multi handle per worker; its sockets and its timer are events of the
- * loop, no thread, no shell). The calling task waits (co.c) until the
+ * loop, no thread, no shell). The calling task waits (task.c) until the
  * transfer ends. Owns the multi handle and the transfers in flight. Uses
  * worker_int.h and plain Lua reads of the request table. */
 #define _GNU_SOURCE
@@ -491,6 +491,24 @@ set_msg_url(xfer *x, const char *url)
                  at);
 }
 
+/* Sets e's certificate checks from the request table at 1: 'verify'
+ * (false: none) and cainfo (NULL: libcurl's). [-0, +0, v] */
+static void
+set_tls(lua_State *L, CURL *e, const char *cainfo)
+{
+    if (lua_getfield(L, 1, "verify") != LUA_TNIL &&
+        lua_type(L, -1) != LUA_TBOOLEAN)    /* "false" would verify */
+        luaL_error(L, "jobrunner.http: 'verify' must be a boolean, got %s",
+                   luaL_typename(L, -1));
+    if (lua_type(L, -1) == LUA_TBOOLEAN && !lua_toboolean(L, -1)) {
+        curl_easy_setopt(e, CURLOPT_SSL_VERIFYPEER, 0L);
+        curl_easy_setopt(e, CURLOPT_SSL_VERIFYHOST, 0L);
+    }
+    lua_pop(L, 1);
+    if (cainfo != NULL)
+        curl_easy_setopt(e, CURLOPT_CAINFO, cainfo);
+}
+
 /* Sets x's easy handle from the request table at 1. [-0, +0, v] */
 static void
 setup(lua_State *L, xfer *x)
@@ -534,17 +552,7 @@ setup(lua_State *L, xfer *x)
     curl_easy_setopt(e, CURLOPT_TIMEOUT_MS, (long)(timeout * 1000));
     curl_easy_setopt(e, CURLOPT_FOLLOWLOCATION, redirects > 0 ? 1L : 0L);
     curl_easy_setopt(e, CURLOPT_MAXREDIRS, redirects);
-    if (lua_getfield(L, 1, "verify") != LUA_TNIL &&
-        lua_type(L, -1) != LUA_TBOOLEAN)    /* "false" would verify */
-        luaL_error(L, "jobrunner.http: 'verify' must be a boolean, got %s",
-                   luaL_typename(L, -1));
-    if (lua_type(L, -1) == LUA_TBOOLEAN && !lua_toboolean(L, -1)) {
-        curl_easy_setopt(e, CURLOPT_SSL_VERIFYPEER, 0L);
-        curl_easy_setopt(e, CURLOPT_SSL_VERIFYHOST, 0L);
-    }
-    lua_pop(L, 1);
-    if (cainfo != NULL)
-        curl_easy_setopt(e, CURLOPT_CAINFO, cainfo);
+    set_tls(L, e, cainfo);
     if (method != NULL)
         curl_easy_setopt(e, CURLOPT_CUSTOMREQUEST, method);
     if (method != NULL && strcmp(method, "HEAD") == 0)

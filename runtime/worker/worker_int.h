@@ -5,8 +5,8 @@
  *   run.c     one job in its handler: payload, deadline, cancel and
  *             progress while it runs, the outcome and the retry decision
  *   co.c      jobs that run many at once (inflight > 1), each in a
- *             coroutine on the worker's libevent loop; the waits they
- *             yield on (tasks)
+ *             coroutine on the worker's libevent loop: their resumes
+ *   task.c    a job's tasks (its threads) and the waits they yield on
  *   coall.c   jobrunner.sleep and jobrunner.all
  *   coown.c   the handler's own coroutines: their waits pass through
  *   coplain.c the waits of a plain job (inflight 1), on the loop
@@ -72,7 +72,7 @@ typedef void (*jr_task_cancel_fn)(void *op);
  * it) or failed (the error on it). */
 typedef void (*jr_task_end_fn)(jr_task *t, int rc, int nres);
 
-struct jr_task {                /* visible: co.c, coall.c, block.c */
+struct jr_task {                /* visible: task.c, co.c, coall.c, block.c */
     lua_State         *L;       /* the thread */
     int                ref;     /* registry ref of L; LUA_NOREF: plain */
     cojob             *job;     /* NULL: the plain job */
@@ -105,7 +105,7 @@ struct cojob {                  /* a job in a coroutine (co.c) */
     cojob           *next;
 };
 
-typedef struct jr_co {           /* co.c's state, w->co */
+typedef struct jr_co {           /* co.c's and task.c's state, w->co */
     cojob        *jobs;
     cojob        *dead;         /* ended, freed by reap */
     int           n;
@@ -175,6 +175,14 @@ void jr_co_cancel(worker *w, int64_t id);   /* a coroutine job's cancel */
 /* The count hook's check for a coroutine job (owner). */
 const char *jr_co_check(worker *w, void *owner, lua_State *L);
 
+/* task.c: a job's tasks. jr_task_open keeps w and makes the registry's
+ * table of threads; jr_task_new makes a task of cj (NULL when out of
+ * memory), jr_task_free ends its wait and keeps or frees its thread;
+ * jr_task_lookup is the task whose thread L is, or NULL. */
+void     jr_task_open(worker *w);
+jr_task *jr_task_new(cojob *cj);
+void     jr_task_free(lua_State *L, jr_task *t);
+jr_task *jr_task_lookup(lua_State *L);
 /* The task L runs in (for a coroutine the handler made, the task being
  * resumed, which resumed it), or raises "jobrunner.<fn>: ..." when L is
  * no job's. [-0, +0, v] */
@@ -187,15 +195,15 @@ struct event_base *jr_task_base(const jr_task *t);
 int  jr_task_wait(lua_State *L, jr_task *t, jr_task_cancel_fn cancel,
                   void *op);
 /* The wait ended: its nres results are pushed on jr_task_thread(t). */
-void jr_task_wake(jr_task *t, int nres);
+void jr_task_wake(jr_task *t, int nres);        /* co.c */
 lua_State *jr_task_thread(const jr_task *t);
 /* A new task of t's job on a new thread (nothing on it), whose end calls
  * on_end instead of ending the job; arg and slot for it (jr_task_arg).
  * NULL when out of memory. */
 jr_task *jr_task_branch(jr_task *t, jr_task_end_fn on_end, void *arg,
                         int slot);
-void  jr_task_run(jr_task *t, int nargs);   /* resumes it with nargs */
-void  jr_task_end_job(jr_task *t);          /* ends its job now */
+void  jr_task_run(jr_task *t, int nargs);   /* co.c: resumes it, nargs */
+void  jr_task_end_job(jr_task *t);          /* co.c: ends its job now */
 
 /* block.c: a blocking call between two yields of a coroutine job, named
  * once per handler (file:line). */
