@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "config/config.h"
+#include "lua/luaopts.h"
 
 static int
 string_key(lua_State *L, const char *k, char **slot, char *key,
@@ -50,12 +51,12 @@ static int
 conns_key(lua_State *L, int *slot, char *key, size_t keysize, char *what,
           size_t whatsize)
 {
-    lua_Integer v = 0;
+    long long v = 0;
     int ok;
 
     lua_getfield(L, -1, "max_connections");          /* t v */
-    ok = lua_isnil(L, -1) || (lua_isinteger(L, -1) &&
-         (v = lua_tointeger(L, -1)) >= 1 && v <= JR_HTTP_CONNS_MAX);
+    ok = lua_isnil(L, -1) ||
+         jr_luaopts_whole(L, 1, JR_HTTP_CONNS_MAX, 1, &v) == JR_WHOLE_OK;
     if (!ok) {
         snprintf(key, keysize, "http.max_connections");
         snprintf(what, whatsize, "must be a whole number from 1 to %d, "

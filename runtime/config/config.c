@@ -27,28 +27,9 @@ jr_config_defaults(jr_config *c)
 
     memset(c, 0, sizeof *c);
     c->conc_min = c->conc_max = n > 0 ? (int)n : 2;
-    c->max_retries = 20;
-    c->timeout = 900;
-    c->inflight = 1;
-    c->lease = 30;
-    c->poll_interval = 1;
-    c->shutdown_timeout = 25;
+    jr_keys_defaults(c);        /* the plain keys', from their rows */
     c->log_level = JR_LOG_INFO;
-    c->busy_timeout = 5;
-    c->max_payload = 1 << 20;
-    c->max_result = 64 << 10;
-    c->result_ttl = 3600;
-    c->tick_interval = 5;
-    c->idle_timeout = 30;
-    c->load_timeout = 60;
-    c->max_snoozes = 100;
-    c->watch = 1;
-    c->memory_limit = (size_t)256 << 20;
     c->wait_for_db = -1;
-    c->vacuum_every = JR_VACUUM_EVERY;
-    c->keep_cancelled = 7 * JR_RANGE_DAY;
-    c->keep_dead = -1;
-    c->keep_queues = 3600;
     c->ref = LUA_NOREF;
 }
 

@@ -1,9 +1,12 @@
-/* keys.c - the config's key table: one row per top-level key of
- * jobrunner.lua and the reader of each (types, ranges, the line of a
- * wrong key); the sections' own readers are queues.c, schedules.c,
- * limitcfg.c, cfghttp.c and cfgbackoff.c. Uses config.h, hooks.h,
- * log.h, util.h. */
+/* keys.c - the config's keys as rows: one per key of jobrunner.lua (its
+ * type, field, range, default, words and one-line doc), the plain keys'
+ * reader and defaults from them, and the readers of the keys of their
+ * own shape (the line of a wrong key); the sections' own readers are
+ * queues.c, schedules.c, limitcfg.c, cfghttp.c and cfgbackoff.c. Uses
+ * config.h, hooks.h, luaopts.h, log.h, util.h. */
+#include <math.h>
 #include <stdarg.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -15,22 +18,53 @@
 #include "config/keys.h"
 #include "lua/hooks.h"
 #include "lua/json.h"
+#include "lua/luaopts.h"
 #include "base/log.h"
 #include "base/util.h"
 
+typedef struct key_row key_row;
+
 typedef struct cfg_ctx {
-    jr_config  *c;
-    const char *file;
-    const char *text;           /* file contents, to find a key's line */
-    jr_err     *err;
+    jr_config     *c;
+    const char    *file;
+    const char    *text;        /* file contents, to find a key's line */
+    jr_err        *err;
+    const key_row *row;         /* the row being read */
 } cfg_ctx;
 
 typedef int (*key_fn)(cfg_ctx *x, lua_State *L, const char *key);
 
-typedef struct key_row {
+/* How a plain key is read and stored (at its field in jr_config), or
+ * K_FN: its own reader. */
+typedef enum {
+    K_FN,
+    K_SECS,                     /* seconds in lo..hi, a double */
+    K_PERIOD,                   /* seconds or a duration ("7d"), a double */
+    K_INT,                      /* a whole number in lo..hi, an int */
+    K_SIZE,                     /* bytes, a size_t */
+    K_MIB,                      /* MiB, a size_t of bytes */
+    K_LONG,                     /* a whole number, a long */
+    K_STR,                      /* a string, a char * */
+    K_BOOL                      /* true or false, an int */
+} key_type;
+
+/* A key of the config: one row, in the file's own units. The defaults
+ * (jr_keys_defaults), the ranges the readers check, and the tables of
+ * docs/configuration.md and jobrunner.lua.example come from these rows
+ * (spec/example_config_spec.lua reads them). */
+struct key_row {
     const char *key;
-    key_fn      fn;
-} key_row;
+    key_type    type;
+    size_t      off;            /* plain key: its field in jr_config */
+    double      lo, hi;         /* its range; both 0: none */
+    double      def;            /* its default; NONE: none or its own */
+    const char *words;          /* the values it takes, as its error says */
+    key_fn      fn;             /* K_FN: its reader */
+    const char *doc;            /* one line */
+};
+
+#define NONE NAN
+#define AT(field) offsetof(jr_config, field)
 
 /* The line where key is first assigned in the file, or 0. */
 static int
@@ -107,23 +141,21 @@ get_number(cfg_ctx *x, lua_State *L, const char *key, double lo, double hi,
 static int
 get_int(cfg_ctx *x, lua_State *L, const char *key, int lo, int hi, int *out)
 {
-    lua_Integer v;
-    double d;
+    long long v;
 
-    if (lua_type(L, -1) != LUA_TNUMBER)
-        return key_fail(x, key, "must be a whole number, got %s",
-                        luaL_typename(L, -1));
-    d = lua_tonumber(L, -1);
-    /* range first: casting an out-of-range double is undefined */
-    if (!(d >= lo && d <= hi))
+    switch (jr_luaopts_whole(L, lo, hi, 0, &v)) {
+    case JR_WHOLE_OK:
+        *out = (int)v;
+        return 0;
+    case JR_WHOLE_RANGE:
         return key_fail(x, key, "is out of range (%d to %d)", lo, hi);
-    if (!lua_isinteger(L, -1) && !lua_numbertointeger(d, &v))
-        return key_fail(x, key, "must be a whole number, got %s", "NaN");
-    if (!lua_isinteger(L, -1) && (double)(v = (lua_Integer)d) != d)
+    case JR_WHOLE_FRACTION:
         return key_fail(x, key, "must be a whole number, got %s",
                         "a fraction");
-    *out = (int)d;
-    return 0;
+    default:
+        return key_fail(x, key, "must be a whole number, got %s",
+                        luaL_typename(L, -1));
+    }
 }
 
 static int
@@ -134,6 +166,8 @@ get_string(cfg_ctx *x, lua_State *L, const char *key, char **out)
                         luaL_typename(L, -1));
     return jr_config_set(out, lua_tostring(L, -1), x->err);
 }
+
+static int k_plain(cfg_ctx *x, lua_State *L, const char *key);
 
 /* Walks the table at the top of L, calling the row for each key; unknown
  * keys are errors listing the valid ones. prefix is "" or "defaults.". */
@@ -167,7 +201,8 @@ walk(cfg_ctx *x, lua_State *L, const key_row *rows, const char *prefix)
                            "config (valid keys: %s)", x->file,
                            path_line(x, key), key, valid);
         }
-        if (r->fn(x, L, key) < 0) {                  /* t k v */
+        x->row = r;
+        if ((r->fn ? r->fn : k_plain)(x, L, key) < 0) { /* t k v */
             lua_pop(L, 2);
             return -1;
         }
@@ -176,82 +211,84 @@ walk(cfg_ctx *x, lua_State *L, const key_row *rows, const char *prefix)
     return 0;
 }
 
+/* A period: seconds, or a duration string ("30s", "7d"), into *out. */
 static int
-k_backend(cfg_ctx *x, lua_State *L, const char *key)
+get_period(cfg_ctx *x, lua_State *L, const char *key, double *out)
 {
-    return get_string(x, L, key, &x->c->backend);
-}
+    jr_err e;
 
-static int
-k_scripts(cfg_ctx *x, lua_State *L, const char *key)
-{
-    return get_string(x, L, key, &x->c->scripts);
-}
-
-static int
-k_schema(cfg_ctx *x, lua_State *L, const char *key)
-{
-    return get_string(x, L, key, &x->c->schema);
-}
-
-static int
-k_lease(cfg_ctx *x, lua_State *L, const char *key)
-{
-    return get_number(x, L, key, JR_RANGE_LEASE_MIN,
-                      JR_RANGE_LEASE_MAX, &x->c->lease);
-}
-
-static int
-k_poll(cfg_ctx *x, lua_State *L, const char *key)
-{
-    return get_number(x, L, key, JR_RANGE_POLL_MIN, JR_RANGE_POLL_MAX,
-                      &x->c->poll_interval);
-}
-
-static int
-k_shutdown(cfg_ctx *x, lua_State *L, const char *key)
-{
-    return get_number(x, L, key, 0, JR_RANGE_DAY, &x->c->shutdown_timeout);
-}
-
-static int
-k_busy(cfg_ctx *x, lua_State *L, const char *key)
-{
-    return get_number(x, L, key, 0, JR_RANGE_BUSY_MAX,
-                      &x->c->busy_timeout);
-}
-
-static int
-k_max_payload(cfg_ctx *x, lua_State *L, const char *key)
-{
-    int v;
-
-    if (get_int(x, L, key, 1, 1 << 30, &v) < 0)
-        return -1;
-    x->c->max_payload = (size_t)v;
+    if (lua_type(L, -1) != LUA_TSTRING)
+        return get_number(x, L, key, 0, JR_RANGE_RETENTION_MAX, out);
+    if (jr_parse_duration(lua_tostring(L, -1), key, out, &e) < 0)
+        return key_fail(x, key, "must be seconds or a duration such as "
+                        "\"30s\", \"15m\", \"7d\", got \"%.64s\"",
+                        lua_tostring(L, -1));
+    if (*out > JR_RANGE_RETENTION_MAX)
+        return key_fail(x, key, "is out of range (0 to %g seconds), got "
+                        "%g", JR_RANGE_RETENTION_MAX, *out);
     return 0;
 }
 
+/* A plain key: read by its row's type into its field. */
 static int
-k_max_result(cfg_ctx *x, lua_State *L, const char *key)
+k_plain(cfg_ctx *x, lua_State *L, const char *key)
 {
-    int v;
+    const key_row *r = x->row;
+    char *at = (char *)x->c + r->off;
+    int n;
 
-    if (get_int(x, L, key, 1, 1 << 30, &v) < 0)
+    switch (r->type) {
+    case K_SECS:
+        return get_number(x, L, key, r->lo, r->hi, (double *)at);
+    case K_PERIOD:
+        return get_period(x, L, key, (double *)at);
+    case K_STR:
+        return get_string(x, L, key, (char **)at);
+    case K_BOOL:
+        if (lua_type(L, -1) != LUA_TBOOLEAN)
+            return key_fail(x, key, "must be true or false, got %s",
+                            luaL_typename(L, -1));
+        *(int *)at = lua_toboolean(L, -1);
+        return 0;
+    default:
+        break;
+    }
+    if (get_int(x, L, key, (int)r->lo, (int)r->hi, &n) < 0)
         return -1;
-    x->c->max_result = (size_t)v;
+    if (r->type == K_INT)
+        *(int *)at = n;
+    else if (r->type == K_SIZE)
+        *(size_t *)at = (size_t)n;
+    else if (r->type == K_MIB)
+        *(size_t *)at = (size_t)n << 20;
+    else
+        *(long *)at = n;
     return 0;
+}
+
+/* A key of enum words: the index of the value in list (NULL-ended), or
+ * the row's words as its error. */
+static int
+get_word(cfg_ctx *x, lua_State *L, const char *key, const char *const *list)
+{
+    const char *v = lua_tostring(L, -1);
+    int i;
+
+    for (i = 0; lua_type(L, -1) == LUA_TSTRING && list[i]; i++)
+        if (strcmp(v, list[i]) == 0)
+            return i;
+    return key_fail(x, key, "must be %s", x->row->words);
 }
 
 static int
 k_synchronous(cfg_ctx *x, lua_State *L, const char *key)
 {
-    const char *v = lua_tostring(L, -1);
+    static const char *const list[] = {"full", "normal", NULL};
+    int i = get_word(x, L, key, list);
 
-    if (lua_type(L, -1) != LUA_TSTRING ||
-        (strcmp(v, "full") != 0 && strcmp(v, "normal") != 0))
-        return key_fail(x, key, "must be %s", "\"full\" or \"normal\"");
-    x->c->sync_normal = strcmp(v, "normal") == 0;
+    if (i < 0)
+        return -1;
+    x->c->sync_normal = i == 1;
     return 0;
 }
 
@@ -263,8 +300,7 @@ k_on_parent_failure(cfg_ctx *x, lua_State *L, const char *key)
     const char *v = lua_tostring(L, -1);
 
     if (lua_type(L, -1) != LUA_TSTRING || jr_opf_parse(v) < 0)
-        return key_fail(x, key, "must be %s",
-                        "\"cancel\", \"run\" or \"dead\"");
+        return key_fail(x, key, "must be %s", x->row->words);
     x->c->on_parent_failure = jr_opf_parse(v);
     return 0;
 }
@@ -273,10 +309,10 @@ static int
 k_concurrency(cfg_ctx *x, lua_State *L, const char *key)
 {
     char sub[64];
-    int lo, hi;
+    int lo, hi, top = (int)x->row->hi;
 
     if (lua_type(L, -1) == LUA_TNUMBER) {
-        if (get_int(x, L, key, 1, 4096, &lo) < 0)
+        if (get_int(x, L, key, 1, top, &lo) < 0)
             return -1;
         x->c->conc_min = x->c->conc_max = lo;
         return 0;
@@ -303,12 +339,12 @@ k_concurrency(cfg_ctx *x, lua_State *L, const char *key)
     lua_getfield(L, -1, "min");                      /* t min */
     snprintf(sub, sizeof sub, "%s.min", key);
     lo = 1;
-    if (!lua_isnil(L, -1) && get_int(x, L, sub, 1, 4096, &lo) < 0)
+    if (!lua_isnil(L, -1) && get_int(x, L, sub, 1, top, &lo) < 0)
         return lua_pop(L, 1), -1;
     lua_getfield(L, -2, "max");                      /* t min max */
     snprintf(sub, sizeof sub, "%s.max", key);
     hi = lo > x->c->conc_max ? lo : x->c->conc_max;
-    if (!lua_isnil(L, -1) && get_int(x, L, sub, 1, 4096, &hi) < 0)
+    if (!lua_isnil(L, -1) && get_int(x, L, sub, 1, top, &hi) < 0)
         return lua_pop(L, 2), -1;
     lua_pop(L, 2);                                   /* t */
     if (hi < lo)
@@ -319,45 +355,35 @@ k_concurrency(cfg_ctx *x, lua_State *L, const char *key)
 }
 
 static int
-k_max_retries(cfg_ctx *x, lua_State *L, const char *key)
-{
-    return get_int(x, L, key, 0, JR_RANGE_RETRIES_MAX, &x->c->max_retries);
-}
-
-static int
-k_timeout(cfg_ctx *x, lua_State *L, const char *key)
-{
-    return get_number(x, L, key, JR_RANGE_TIMEOUT_MIN,
-                      JR_RANGE_TIMEOUT_MAX, &x->c->timeout);
-}
-
-static int
-k_inflight(cfg_ctx *x, lua_State *L, const char *key)
-{
-    return get_int(x, L, key, 1, JR_RANGE_INFLIGHT_MAX, &x->c->inflight);
-}
-
-static int
 k_backoff(cfg_ctx *x, lua_State *L, const char *key)
 {
     double v;
 
     if (lua_type(L, -1) == LUA_TFUNCTION)
         return 0;               /* the master calls it (retry.c) */
-    return get_number(x, L, key, 0, JR_RANGE_BACKOFF_MAX, &v);
+    return get_number(x, L, key, x->row->lo, x->row->hi, &v);
 }
+
+static const key_row defaults_rows[] = {
+    {"max_retries", K_INT, AT(max_retries), 0, JR_RANGE_RETRIES_MAX, 20,
+     NULL, NULL, "retries of a failing job before it is dead"},
+    {"timeout", K_SECS, AT(timeout), JR_RANGE_TIMEOUT_MIN,
+     JR_RANGE_TIMEOUT_MAX, 900, NULL, NULL, "seconds a job may run"},
+    {"backoff", K_FN, 0, 0, JR_RANGE_BACKOFF_MAX, NONE, NULL, k_backoff,
+     "seconds before a retry, or a function(attempt, err)"},
+    {"inflight", K_INT, AT(inflight), 1, JR_RANGE_INFLIGHT_MAX, 1, NULL,
+     NULL, "jobs a worker runs at once"},
+    {NULL, K_FN, 0, 0, 0, NONE, NULL, NULL, NULL}
+};
 
 static int
 k_defaults(cfg_ctx *x, lua_State *L, const char *key)
 {
-    static const key_row rows[] = {
-        {"max_retries", k_max_retries}, {"timeout", k_timeout},
-        {"backoff", k_backoff}, {"inflight", k_inflight}, {NULL, NULL}};
     (void)key;
     if (lua_type(L, -1) != LUA_TTABLE)
         return key_fail(x, "defaults", "must be a table, got %s",
                         luaL_typename(L, -1));
-    return walk(x, L, rows, "defaults.");
+    return walk(x, L, defaults_rows, "defaults.");
 }
 
 static int
@@ -367,8 +393,7 @@ k_level(cfg_ctx *x, lua_State *L, const char *key)
     int level = lua_type(L, -1) == LUA_TSTRING ? jr_log_level(v) : -1;
 
     if (level < 0)
-        return key_fail(x, key, "must be %s",
-                        "\"debug\", \"info\", \"warn\" or \"error\"");
+        return key_fail(x, key, "must be %s", x->row->words);
     x->c->log_level = level;
     return 0;
 }
@@ -376,68 +401,32 @@ k_level(cfg_ctx *x, lua_State *L, const char *key)
 static int
 k_format(cfg_ctx *x, lua_State *L, const char *key)
 {
-    const char *v = lua_tostring(L, -1);
+    static const char *const list[] = {"text", "json", NULL};
+    int i = get_word(x, L, key, list);
 
-    if (lua_type(L, -1) != LUA_TSTRING ||
-        (strcmp(v, "text") != 0 && strcmp(v, "json") != 0))
-        return key_fail(x, key, "must be %s", "\"text\" or \"json\"");
-    x->c->log_json = strcmp(v, "json") == 0;
+    if (i < 0)
+        return -1;
+    x->c->log_json = i == 1;
     return 0;
 }
+
+static const key_row log_rows[] = {
+    {"level", K_FN, 0, 0, 0, NONE,
+     "\"debug\", \"info\", \"warn\" or \"error\"", k_level,
+     "the least level logged"},
+    {"format", K_FN, 0, 0, 0, NONE, "\"text\" or \"json\"", k_format,
+     "lines of text, or one JSON object per line"},
+    {NULL, K_FN, 0, 0, 0, NONE, NULL, NULL, NULL}
+};
 
 static int
 k_log(cfg_ctx *x, lua_State *L, const char *key)
 {
-    static const key_row rows[] = {
-        {"level", k_level}, {"format", k_format}, {NULL, NULL}};
     (void)key;
     if (lua_type(L, -1) != LUA_TTABLE)
         return key_fail(x, "log", "must be a table, got %s",
                         luaL_typename(L, -1));
-    return walk(x, L, rows, "log.");
-}
-
-static int
-k_tick(cfg_ctx *x, lua_State *L, const char *key)
-{
-    return get_number(x, L, key, JR_RANGE_TICK_MIN, JR_RANGE_DAY,
-                      &x->c->tick_interval);
-}
-
-static int
-k_idle(cfg_ctx *x, lua_State *L, const char *key)
-{
-    return get_number(x, L, key, JR_RANGE_TICK_MIN, JR_RANGE_DAY,
-                      &x->c->idle_timeout);
-}
-
-static int
-k_load_timeout(cfg_ctx *x, lua_State *L, const char *key)
-{
-    return get_number(x, L, key, JR_RANGE_LOAD_MIN, JR_RANGE_LOAD_MAX,
-                      &x->c->load_timeout);
-}
-
-static int
-k_max_snoozes(cfg_ctx *x, lua_State *L, const char *key)
-{
-    return get_int(x, L, key, 0, 1 << 30, &x->c->max_snoozes);
-}
-
-static int
-k_pid_file(cfg_ctx *x, lua_State *L, const char *key)
-{
-    return get_string(x, L, key, &x->c->pid_file);
-}
-
-static int
-k_watch(cfg_ctx *x, lua_State *L, const char *key)
-{
-    if (lua_type(L, -1) != LUA_TBOOLEAN)
-        return key_fail(x, key, "must be true or false, got %s",
-                        luaL_typename(L, -1));
-    x->c->watch = lua_toboolean(L, -1);
-    return 0;
+    return walk(x, L, log_rows, "log.");
 }
 
 static int
@@ -465,28 +454,6 @@ k_top_backoff(cfg_ctx *x, lua_State *L, const char *key)
 }
 
 static int
-k_memory(cfg_ctx *x, lua_State *L, const char *key)
-{
-    int mib;
-
-    if (get_int(x, L, key, 0, 1 << 20, &mib) < 0)
-        return -1;
-    x->c->memory_limit = (size_t)mib << 20;
-    return 0;
-}
-
-static int
-k_count(cfg_ctx *x, lua_State *L, const char *key)
-{
-    int n;
-
-    if (get_int(x, L, key, 0, 1 << 30, &n) < 0)
-        return -1;
-    *(key[0] == 'm' ? &x->c->max_jobs_per_worker : &x->c->vacuum_every) = n;
-    return 0;
-}
-
-static int
 k_wait_for_db(cfg_ctx *x, lua_State *L, const char *key)
 {
     if (lua_type(L, -1) == LUA_TBOOLEAN) {
@@ -496,15 +463,14 @@ k_wait_for_db(cfg_ctx *x, lua_State *L, const char *key)
     if (lua_type(L, -1) != LUA_TNUMBER)
         return key_fail(x, key, "must be true, false or seconds, got %s",
                         luaL_typename(L, -1));
-    return get_number(x, L, key, 0, JR_RANGE_DAY, &x->c->wait_for_db);
+    return get_number(x, L, key, x->row->lo, x->row->hi, &x->c->wait_for_db);
 }
 
 static int
 k_handler_output(cfg_ctx *x, lua_State *L, const char *key)
 {
     if (lua_type(L, -1) != LUA_TSTRING || *lua_tostring(L, -1) == '\0')
-        return key_fail(x, key, "must be %s", "\"log\", \"inherit\" or "
-                        "a file path");
+        return key_fail(x, key, "must be %s", x->row->words);
     return get_string(x, L, key, &x->c->handler_output);
 }
 
@@ -530,54 +496,26 @@ k_serve_queues(cfg_ctx *x, lua_State *L, const char *key)
     return 0;
 }
 
-/* A period: seconds, or a duration string ("30s", "7d"), into *out. */
-static int
-get_period(cfg_ctx *x, lua_State *L, const char *key, double *out)
-{
-    jr_err e;
-
-    if (lua_type(L, -1) != LUA_TSTRING)
-        return get_number(x, L, key, 0, JR_RANGE_RETENTION_MAX, out);
-    if (jr_parse_duration(lua_tostring(L, -1), key, out, &e) < 0)
-        return key_fail(x, key, "must be seconds or a duration such as "
-                        "\"30s\", \"15m\", \"7d\", got \"%.64s\"",
-                        lua_tostring(L, -1));
-    if (*out > JR_RANGE_RETENTION_MAX)
-        return key_fail(x, key, "is out of range (0 to %g seconds), got "
-                        "%g", JR_RANGE_RETENTION_MAX, *out);
-    return 0;
-}
-
-/* A retention period. */
-static int
-k_keep(cfg_ctx *x, lua_State *L, const char *key)
-{
-    const char *k = strchr(key, '.') + 1;
-    double *out = k[0] == 'c' && k[1] == 'o' ? &x->c->keep_completed :
-                  k[0] == 'c' ? &x->c->keep_cancelled :
-                  k[0] == 'q' ? &x->c->keep_queues : &x->c->keep_dead;
-
-    return get_period(x, L, key, out);
-}
-
-/* How long a succeeded job with a result (or waited on) stays. */
-static int
-k_result_ttl(cfg_ctx *x, lua_State *L, const char *key)
-{
-    return get_period(x, L, key, &x->c->result_ttl);
-}
+static const key_row retention_rows[] = {
+    {"completed", K_PERIOD, AT(keep_completed), 0, JR_RANGE_RETENTION_MAX,
+     0, NULL, NULL, "how long completed jobs stay; 0: none"},
+    {"cancelled", K_PERIOD, AT(keep_cancelled), 0, JR_RANGE_RETENTION_MAX,
+     7 * JR_RANGE_DAY, NULL, NULL, "how long cancelled jobs stay"},
+    {"dead", K_PERIOD, AT(keep_dead), 0, JR_RANGE_RETENTION_MAX, -1, NULL,
+     NULL, "how long dead jobs stay; by default until purged"},
+    {"queues", K_PERIOD, AT(keep_queues), 0, JR_RANGE_RETENTION_MAX, 3600,
+     NULL, NULL, "how long an idle queue keeps its row"},
+    {NULL, K_FN, 0, 0, 0, NONE, NULL, NULL, NULL}
+};
 
 static int
 k_retention(cfg_ctx *x, lua_State *L, const char *key)
 {
-    static const key_row rows[] = {{"completed", k_keep},
-        {"cancelled", k_keep}, {"dead", k_keep}, {"queues", k_keep},
-        {NULL, NULL}};
     (void)key;
     if (lua_type(L, -1) != LUA_TTABLE)
         return key_fail(x, "retention", "must be a table, got %s",
                         luaL_typename(L, -1));
-    return walk(x, L, rows, "retention.");
+    return walk(x, L, retention_rows, "retention.");
 }
 
 static int
@@ -585,12 +523,6 @@ k_schedules(cfg_ctx *x, lua_State *L, const char *key)
 {
     (void)key;
     return jr_schedules_read(L, &x->c->schedules, x->file, x->text, x->err);
-}
-
-static int
-k_timezone(cfg_ctx *x, lua_State *L, const char *key)
-{
-    return get_string(x, L, key, &x->c->schedules.timezone);
 }
 
 static int
@@ -616,44 +548,112 @@ k_limits(cfg_ctx *x, lua_State *L, const char *key)
     return 0;
 }
 
+/* The top-level keys, in the order an unknown key's error lists them. */
 static const key_row top_rows[] = {
-    {"backend", k_backend},
-    {"scripts", k_scripts},
-    {"concurrency", k_concurrency},
-    {"defaults", k_defaults},
-    {"lease", k_lease},
-    {"poll_interval", k_poll},
-    {"shutdown_timeout", k_shutdown},
-    {"log", k_log},
-    {"synchronous", k_synchronous},
-    {"on_parent_failure", k_on_parent_failure},
-    {"busy_timeout", k_busy},
-    {"schema", k_schema},
-    {"max_payload", k_max_payload},
-    {"max_result", k_max_result},
-    {"result_ttl", k_result_ttl},
-    {"hooks", k_hooks},
-    {"backoff", k_top_backoff},
-    {"tick_interval", k_tick},
-    {"idle_timeout", k_idle},
-    {"load_timeout", k_load_timeout},
-    {"max_snoozes", k_max_snoozes},
-    {"pid_file", k_pid_file},
-    {"watch", k_watch},
-    {"memory_limit", k_memory},
-    {"max_jobs_per_worker", k_count},
-    {"vacuum_every", k_count},
-    {"wait_for_db", k_wait_for_db},
-    {"handler_output", k_handler_output},
-    {"queues", k_queues},
-    {"serve_queues", k_serve_queues},
-    {"retention", k_retention},
-    {"schedules", k_schedules},
-    {"timezone", k_timezone},
-    {"http", k_http},
-    {"limits", k_limits},
-    {NULL, NULL}
+    {"backend", K_STR, AT(backend), 0, 0, NONE, NULL, NULL,
+     "the database URL"},
+    {"scripts", K_STR, AT(scripts), 0, 0, NONE, NULL, NULL,
+     "the directory of the handler files"},
+    {"concurrency", K_FN, 0, 1, 4096, NONE, NULL, k_concurrency,
+     "workers: a number, or { min = A, max = B }"},
+    {"defaults", K_FN, 0, 0, 0, NONE, NULL, k_defaults,
+     "the job settings a handler file does not set"},
+    {"lease", K_SECS, AT(lease), JR_RANGE_LEASE_MIN, JR_RANGE_LEASE_MAX, 30,
+     NULL, NULL, "seconds a claim holds without renewal"},
+    {"poll_interval", K_SECS, AT(poll_interval), JR_RANGE_POLL_MIN,
+     JR_RANGE_POLL_MAX, 1, NULL, NULL, "seconds between fallback polls"},
+    {"shutdown_timeout", K_SECS, AT(shutdown_timeout), 0, JR_RANGE_DAY, 25,
+     NULL, NULL, "seconds running jobs get on SIGTERM"},
+    {"log", K_FN, 0, 0, 0, NONE, NULL, k_log, "the log's level and format"},
+    {"synchronous", K_FN, 0, 0, 0, NONE, "\"full\" or \"normal\"",
+     k_synchronous, "SQLite: how a commit reaches the disk"},
+    {"on_parent_failure", K_FN, 0, 0, 0, NONE,
+     "\"cancel\", \"run\" or \"dead\"", k_on_parent_failure,
+     "what a failed parent does to a job waiting for it"},
+    {"busy_timeout", K_SECS, AT(busy_timeout), 0, JR_RANGE_BUSY_MAX, 5,
+     NULL, NULL, "SQLite: seconds to wait for a lock"},
+    {"schema", K_STR, AT(schema), 0, 0, NONE, NULL, NULL,
+     "PostgreSQL: the schema of the tables"},
+    {"max_payload", K_SIZE, AT(max_payload), 1, 1 << 30, 1 << 20, NULL,
+     NULL, "bytes of a job's payload"},
+    {"max_result", K_SIZE, AT(max_result), 1, 1 << 30, 64 << 10, NULL, NULL,
+     "bytes of a handler's result"},
+    {"result_ttl", K_PERIOD, AT(result_ttl), 0, JR_RANGE_RETENTION_MAX, 3600,
+     NULL, NULL, "how long a job with a result stays completed"},
+    {"hooks", K_FN, 0, 0, 0, NONE, NULL, k_hooks,
+     "functions the master calls at its moments"},
+    {"backoff", K_FN, 0, 0, 0, NONE, NULL, k_top_backoff,
+     "a function(job, attempt, err) of the retry delay"},
+    {"tick_interval", K_SECS, AT(tick_interval), JR_RANGE_TICK_MIN,
+     JR_RANGE_DAY, 5, NULL, NULL, "seconds between on_tick hooks"},
+    {"idle_timeout", K_SECS, AT(idle_timeout), JR_RANGE_TICK_MIN,
+     JR_RANGE_DAY, 30, NULL, NULL, "seconds before an idle worker retires"},
+    {"load_timeout", K_SECS, AT(load_timeout), JR_RANGE_LOAD_MIN,
+     JR_RANGE_LOAD_MAX, 60, NULL, NULL,
+     "seconds a new worker has to load its handlers"},
+    {"max_snoozes", K_INT, AT(max_snoozes), 0, 1 << 30, 100, NULL, NULL,
+     "snoozes of one job before it fails; 0: no limit"},
+    {"pid_file", K_STR, AT(pid_file), 0, 0, NONE, NULL, NULL,
+     "the pid file `jobrunner reload` reads"},
+    {"watch", K_BOOL, AT(watch), 0, 0, 1, NULL, NULL,
+     "reload when the handler files change"},
+    {"memory_limit", K_MIB, AT(memory_limit), 0, 1 << 20, 256, NULL, NULL,
+     "MiB a worker's Lua may hold; 0: no limit"},
+    {"max_jobs_per_worker", K_LONG, AT(max_jobs_per_worker), 0, 1 << 30, 0,
+     NULL, NULL, "jobs before a worker is replaced; 0: never"},
+    {"vacuum_every", K_LONG, AT(vacuum_every), 0, 1 << 30, JR_VACUUM_EVERY,
+     NULL, NULL, "PostgreSQL: finished jobs between vacuums; 0: never"},
+    {"wait_for_db", K_FN, 0, 0, JR_RANGE_DAY, NONE, NULL, k_wait_for_db,
+     "seconds to retry the database at start, or true / false"},
+    {"handler_output", K_FN, 0, 0, 0, NONE,
+     "\"log\", \"inherit\" or a file path", k_handler_output,
+     "where handlers' print and stdout go"},
+    {"queues", K_FN, 0, 0, 0, NONE, NULL, k_queues,
+     "the named queues and their workers"},
+    {"serve_queues", K_FN, 0, 0, 0, NONE, NULL, k_serve_queues,
+     "the queues this runner claims from"},
+    {"retention", K_FN, 0, 0, 0, NONE, NULL, k_retention,
+     "how long finished jobs stay"},
+    {"schedules", K_FN, 0, 0, 0, NONE, NULL, k_schedules,
+     "recurring jobs"},
+    {"timezone", K_STR, AT(schedules.timezone), 0, 0, NONE, NULL, NULL,
+     "the schedules' time zone"},
+    {"http", K_FN, 0, 0, 0, NONE, NULL, k_http, "the HTTP server"},
+    {"limits", K_FN, 0, 0, 0, NONE, NULL, k_limits,
+     "caps and rates per name or queue"},
+    {NULL, K_FN, 0, 0, 0, NONE, NULL, NULL, NULL}
 };
+
+/* The default of each plain key of rows, into c. */
+static void
+row_defaults(jr_config *c, const key_row *rows)
+{
+    const key_row *r;
+
+    for (r = rows; r->key; r++) {
+        char *at = (char *)c + r->off;
+        if (r->type == K_FN || isnan(r->def))
+            continue;
+        if (r->type == K_SECS || r->type == K_PERIOD)
+            *(double *)at = r->def;
+        else if (r->type == K_INT || r->type == K_BOOL)
+            *(int *)at = (int)r->def;
+        else if (r->type == K_SIZE)
+            *(size_t *)at = (size_t)r->def;
+        else if (r->type == K_MIB)
+            *(size_t *)at = (size_t)r->def << 20;
+        else if (r->type == K_LONG)
+            *(long *)at = (long)r->def;
+    }
+}
+
+void
+jr_keys_defaults(jr_config *c)
+{
+    row_defaults(c, top_rows);
+    row_defaults(c, defaults_rows);
+    row_defaults(c, retention_rows);
+}
 
 /* How deep plain() looks: limits.NAME.per_key.rate is the deepest key. */
 #define PLAIN_DEPTH 4
@@ -709,7 +709,7 @@ int
 jr_keys_read(jr_config *c, lua_State *L, const char *file, const char *text,
              jr_err *err)
 {
-    cfg_ctx x = {c, file, text, err};
+    cfg_ctx x = {c, file, text, err, NULL};
     char what[300];
 
     if (plain(&x, L, "", 0) < 0 ||

@@ -13,6 +13,7 @@
 
 #include "base/job.h"
 #include "config/limitcfg.h"
+#include "lua/luaopts.h"
 #include "base/util.h"
 
 #define QPLEN (sizeof JR_LIMIT_QPREFIX - 1)
@@ -57,21 +58,21 @@ jr_limit_parse_rate(const char *s, double *per_sec, double *count,
 static int
 cap_value(lua_State *L, int *out, char *what, size_t whatsz)
 {
-    double d;
+    long long v;
 
-    if (lua_type(L, -1) != LUA_TNUMBER) {
+    switch (jr_luaopts_whole(L, 0, JR_LIMIT_CAP_MAX, 0, &v)) {
+    case JR_WHOLE_OK:
+        *out = (int)v;
+        return 0;
+    case JR_WHOLE_TYPE:
         snprintf(what, whatsz, "must be a whole number, got %s",
                  luaL_typename(L, -1));
         return -1;
-    }
-    d = lua_tonumber(L, -1);
-    if (!(d >= 0 && d <= JR_LIMIT_CAP_MAX) || d != floor(d)) {
+    default:
         snprintf(what, whatsz, "must be a whole number from 0 to %d "
                  "(0: no cap)", JR_LIMIT_CAP_MAX);
         return -1;
     }
-    *out = (int)d;
-    return 0;
 }
 
 /* The rate string at the top of L into set (burst: its count, at least

@@ -11,6 +11,7 @@
 #include "base/job.h"
 #include "config/queues.h"
 #include "lua/json.h"
+#include "lua/luaopts.h"
 
 const jr_queue_conf *
 jr_queues_find(const jr_queues *qs, const char *name)
@@ -63,24 +64,23 @@ jr_queues_free(jr_queues *qs)
 static int
 cap_value(lua_State *L, int *out, char *what, size_t whatsz)
 {
-    double d;
+    long long v;
 
-    if (lua_type(L, -1) != LUA_TNUMBER) {
+    switch (jr_luaopts_whole(L, 0, JR_QUEUE_CAP_MAX, 0, &v)) {
+    case JR_WHOLE_OK:
+        *out = (int)v;
+        return 0;
+    case JR_WHOLE_RANGE:
+        snprintf(what, whatsz, "is out of range (0 to %d)", JR_QUEUE_CAP_MAX);
+        return -1;
+    case JR_WHOLE_FRACTION:
+        snprintf(what, whatsz, "must be a whole number, got a fraction");
+        return -1;
+    default:
         snprintf(what, whatsz, "must be a whole number, got %s",
                  luaL_typename(L, -1));
         return -1;
     }
-    d = lua_tonumber(L, -1);
-    if (!(d >= 0 && d <= JR_QUEUE_CAP_MAX)) {
-        snprintf(what, whatsz, "is out of range (0 to %d)", JR_QUEUE_CAP_MAX);
-        return -1;
-    }
-    if (d != (double)(int)d) {
-        snprintf(what, whatsz, "must be a whole number, got a fraction");
-        return -1;
-    }
-    *out = (int)d;
-    return 0;
 }
 
 /* { min = A, max = B } at the top of L. [-0, +0, m] */

@@ -12,6 +12,7 @@
 
 #include "base/job.h"
 #include "lua/json.h"
+#include "lua/luaopts.h"
 #include "config/schedules.h"
 #include "base/util.h"
 
@@ -238,18 +239,20 @@ f_payload(sctx *x, lua_State *L, const char *field)
 static int
 get_int(sctx *x, lua_State *L, const char *field, int lo, int hi, int *out)
 {
-    lua_Integer v;
+    long long v = 0;
 
-    if (!lua_isinteger(L, -1))
+    switch (jr_luaopts_whole(L, lo, hi, 1, &v)) {
+    case JR_WHOLE_OK:
+        *out = (int)v;
+        return 0;
+    case JR_WHOLE_RANGE:
+        return sfail(x, field, "is out of range (%d to %d), got %lld", lo,
+                     hi, v);
+    default:
         return sfail(x, field, "must be an integer, got %s",
                      lua_type(L, -1) == LUA_TNUMBER ? "a float" :
                      luaL_typename(L, -1));
-    v = lua_tointeger(L, -1);
-    if (v < lo || v > hi)
-        return sfail(x, field, "is out of range (%d to %d), got %lld", lo,
-                     hi, (long long)v);
-    *out = (int)v;
-    return 0;
+    }
 }
 
 static int

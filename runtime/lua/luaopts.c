@@ -24,17 +24,21 @@ long long
 jr_luaopts_int(lua_State *L, const char *fn, const char *key, long long lo,
                long long hi)
 {
-    lua_Integer v;
+    long long v = 0;
 
-    if (!lua_isinteger(L, -1))
+    switch (jr_luaopts_whole(L, lo, hi, 1, &v)) {
+    case JR_WHOLE_OK:
+        break;
+    case JR_WHOLE_RANGE:
+        luaL_error(L, "%s: option '%s' is out of range: %I (from %I to %I)",
+                   fn, key, (lua_Integer)v, (lua_Integer)lo, (lua_Integer)hi);
+        break;
+    default:
         luaL_error(L, "%s: option '%s' must be an integer, got %s", fn, key,
                    lua_type(L, -1) == LUA_TNUMBER ? "a float" :
                    luaL_typename(L, -1));
-    v = lua_tointeger(L, -1);
-    if (v < lo || v > hi)
-        luaL_error(L, "%s: option '%s' is out of range: %I (from %I to %I)",
-                   fn, key, v, (lua_Integer)lo, (lua_Integer)hi);
-    return (long long)v;
+    }
+    return v;
 }
 
 /* The queue option on top: a string (a number is not one), whose NUL

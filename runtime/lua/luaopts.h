@@ -3,13 +3,55 @@
  * luaclient.c) and of jobrunner.push (handlers, jrlib.c), and the typed
  * option checks the producer module's open() uses too. Types are checked
  * here; values by jr_push_check (job.h), so both modules say the same
- * thing for the same mistake. Uses job.h. */
+ * thing for the same mistake. Also the one reader of a whole number
+ * from lo to hi, the config's too. Uses job.h. */
 #ifndef JR_LUAOPTS_H
 #define JR_LUAOPTS_H
 
+#include <lua.h>
+
 #include "base/job.h"
 
-typedef struct lua_State lua_State;
+/* What a whole number read from Lua can be: one, or why not. */
+typedef enum {
+    JR_WHOLE_OK,                /* *out set */
+    JR_WHOLE_TYPE,              /* not a number */
+    JR_WHOLE_FLOAT,             /* strict: a float, even 3.0 */
+    JR_WHOLE_RANGE,             /* outside lo..hi (NaN too) */
+    JR_WHOLE_FRACTION           /* not strict: 2.5 */
+} jr_whole;
+
+/* The one reader of "a whole number from lo to hi" (config keys, push
+ * options): the value on top of the stack into *out, or why not; the
+ * callers word the error. strict asks for Lua's integer subtype and
+ * compares as integers (*out holds the value even when out of range);
+ * otherwise any number of whole value, the range checked first as a
+ * double (casting an out-of-range double is undefined). Inline: the
+ * config's readers link into libjobrunner, which has no luaopts.c.
+ * [-0, +0, -] */
+static inline jr_whole
+jr_luaopts_whole(lua_State *L, long long lo, long long hi, int strict,
+                 long long *out)
+{
+    double d;
+
+    if (strict) {
+        if (!lua_isinteger(L, -1))
+            return lua_type(L, -1) == LUA_TNUMBER ? JR_WHOLE_FLOAT :
+                   JR_WHOLE_TYPE;
+        *out = (long long)lua_tointeger(L, -1);
+        return *out < lo || *out > hi ? JR_WHOLE_RANGE : JR_WHOLE_OK;
+    }
+    if (lua_type(L, -1) != LUA_TNUMBER)
+        return JR_WHOLE_TYPE;
+    d = lua_tonumber(L, -1);
+    if (!(d >= (double)lo && d <= (double)hi))       /* NaN too */
+        return JR_WHOLE_RANGE;
+    if (d != (double)(long long)d)
+        return JR_WHOLE_FRACTION;
+    *out = (long long)d;
+    return JR_WHOLE_OK;
+}
 
 /* The number on top of the stack, or raises "FN: option 'KEY' must be a
  * number, got TYPE".  [-0, +0, v] */
