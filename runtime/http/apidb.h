@@ -8,12 +8,12 @@
 #include "http/api.h"
 #include "backend.h"
 
-/* GET /api/schedules (JR_API_SCHEDULES) or one schedule's control
- * (JR_API_SCHED_CTL): q->body gets the reply. 0, or -1 with e set. */
+/* GET /api/schedules (jr_apiop_schedules) or one schedule's control
+ * (jr_apiop_sched_ctl): q->body gets the reply. 0, or -1 with e set. */
 int jr_apidb_schedule(jr_db *db, jr_apireq *q, jr_err *e);
 /* GET /api/limits. 0, or -1 with e set. */
 int jr_apidb_limits(jr_db *db, jr_apireq *q, jr_err *e);
-/* A bulk action (JR_API_BULK_*) on what list filter f selects; f is
+/* A bulk action (jr_apiop_bulk_*) on what list filter f selects; f is
  * changed (its state, limit and cursors). 0, or -1 with e set. */
 int jr_apidb_bulk(jr_db *db, jr_apireq *q, jr_list_filter *f, jr_err *e);
 

@@ -150,7 +150,7 @@ jr_apidb_schedule(jr_db *db, jr_apireq *q, jr_err *e)
     double at = q->at;
     int rc;
 
-    if (q->kind == JR_API_SCHEDULES)
+    if (q->op == &jr_apiop_schedules)
         return sched_list(db, q, e);
     if ((rc = db->ops->sched_ctl(db->b, q->name, q->what, &at, e)) < 0)
         return -1;
@@ -246,7 +246,7 @@ jr_apidb_bulk(jr_db *db, jr_apireq *q, jr_list_filter *f, jr_err *e)
     int out[JR_API_IDS_MAX], r;
     double t0, d;
 
-    if (q->kind != JR_API_BULK_CANCEL && f->state == NULL)
+    if (q->op != &jr_apiop_bulk_cancel && f->state == NULL)
         f->state = "dead";
     f->limit = JR_BULK_ROWS;
     f->after_id = 0;
@@ -259,34 +259,34 @@ jr_apidb_bulk(jr_db *db, jr_apireq *q, jr_list_filter *f, jr_err *e)
             break;
         matched += q->nids;
         f->before_id = q->ids[q->nids - 1];
-        r = q->kind == JR_API_BULK_CANCEL ?
+        r = q->op == &jr_apiop_bulk_cancel ?
             db->ops->cancel(db->b, q->ids, q->nids, out, e) :
-            q->kind == JR_API_BULK_RETRY ?
+            q->op == &jr_apiop_bulk_retry ?
             db->ops->dead_retry(db->b, q->ids, q->nids, e) :
             db->ops->dead_delete(db->b, q->ids, q->nids, e);
         if (r < 0)
             return -1;
-        for (int i = 0; q->kind == JR_API_BULK_CANCEL && i < q->nids; i++)
+        for (int i = 0; q->op == &jr_apiop_bulk_cancel && i < q->nids; i++)
             n[out[i] >= 1 && out[i] <= 4 ? out[i] : 0]++;
-        n[0] += q->kind == JR_API_BULK_CANCEL ? 0 : r;
+        n[0] += q->op == &jr_apiop_bulk_cancel ? 0 : r;
         if (q->nids < JR_BULK_ROWS)
             break;
         if (atomic_load(&q->stop))
             return jr_fail(e, JR_EDB, "the runner is stopping: %ld jobs "
                            "matched so far, %ld %s", matched,
-                           q->kind == JR_API_BULK_CANCEL ? n[1] + n[2] :
-                           n[0], q->kind == JR_API_BULK_CANCEL ?
-                           "cancelled or cancel requested" : q->kind ==
-                           JR_API_BULK_RETRY ? "retried" : "purged");
+                           q->op == &jr_apiop_bulk_cancel ? n[1] + n[2] :
+                           n[0], q->op == &jr_apiop_bulk_cancel ?
+                           "cancelled or cancel requested" : q->op ==
+                           &jr_apiop_bulk_retry ? "retried" : "purged");
         d = jr_mono() - t0;
         d = d > 0.2 ? 0.2 : d;
         nanosleep(&(struct timespec){0, (long)(d * 1e9)}, NULL);
     }
     jr_api_printf(&q->body, "{\"matched\":%ld", matched);
-    if (q->kind != JR_API_BULK_CANCEL)
-        jr_api_printf(&q->body, ",\"%s\":%ld}", q->kind ==
-                      JR_API_BULK_RETRY ? "retried" : "purged", n[0]);
-    for (int i = 1; q->kind == JR_API_BULK_CANCEL && i <= 4; i++)
+    if (q->op != &jr_apiop_bulk_cancel)
+        jr_api_printf(&q->body, ",\"%s\":%ld}", q->op ==
+                      &jr_apiop_bulk_retry ? "retried" : "purged", n[0]);
+    for (int i = 1; q->op == &jr_apiop_bulk_cancel && i <= 4; i++)
         jr_api_printf(&q->body, ",\"%s\":%ld%s", word[i], n[i],
                       i == 4 ? "}" : "");
     return 0;

@@ -169,7 +169,7 @@ run_pending(jr_db *db, void *arg)
 }
 
 static void scrape_reply(jr_http *h, struct evhttp_request *req);
-static jr_dbthread *thread_for(jr_http *h, int kind);
+static jr_dbthread *thread_for(jr_http *h, const jr_apiop *op);
 static void answered(void *arg, int ran);
 
 /* --- long polls (GET /api/jobs/ID?wait=S) ------------------------------ */
@@ -183,7 +183,7 @@ reask(jr_http *h, awaited *p)
     jr_buf_reset(&p->q->body);
     p->next = h->waiting;
     h->waiting = p;
-    if (jr_dbthread_request(thread_for(h, JR_API_JOB), run_pending,
+    if (jr_dbthread_request(thread_for(h, &jr_apiop_job), run_pending,
                             answered, p) < 0) {
         unlink_pending(h, p);
         jr_http_error(p->req, 503, "out of memory");
@@ -227,15 +227,15 @@ look(jr_http *h)
     while (p != NULL) {
         if ((q = calloc(1, sizeof *q)) == NULL)
             return;
-        q->kind = JR_API_OUTCOMES;
+        q->op = &jr_apiop_outcomes;
         for (; p && q->nids < JR_API_IDS_MAX; p = p->next)
             q->ids[q->nids++] = p->q->ids[0];
         if ((s = add_pending(h, SWEEP, NULL, q)) == NULL) {
             free(q);
             return;
         }
-        if (jr_dbthread_request(thread_for(h, JR_API_OUTCOMES), run_pending,
-                                answered, s) < 0) {
+        if (jr_dbthread_request(thread_for(h, &jr_apiop_outcomes),
+                                run_pending, answered, s) < 0) {
             unlink_pending(h, s);
             free_pending(s);
             return;
@@ -391,7 +391,7 @@ answered(void *arg, int ran)
         free_pending(p);
         return;
     }
-    if (p->kind == ASK && ran && p->q->kind == JR_API_JOB &&
+    if (p->kind == ASK && ran && p->q->op == &jr_apiop_job &&
         p->q->wait > 0 && p->q->status == 200 && !p->q->ended[0] &&
         h->sweep != NULL && !h->stopping) {
         park(h, p);             /* answered when the job ends */
@@ -431,24 +431,12 @@ answered(void *arg, int ran)
     free_pending(p);
 }
 
-/* Whether request kind only reads. */
-static int
-is_read(int kind)
-{
-    switch (kind) {
-    case JR_API_STATS: case JR_API_JOBS: case JR_API_JOB: case JR_API_DEAD:
-    case JR_API_QUEUES: case JR_API_GAUGES: case JR_API_OUTCOMES:
-        return 1;
-    }
-    return 0;
-}
-
-/* The thread that runs request kind: reads go to the reader when there
- * is one. */
+/* The thread that runs operation op: the reader's when op reads only
+ * and there is one. */
 static jr_dbthread *
-thread_for(jr_http *h, int kind)
+thread_for(jr_http *h, const jr_apiop *op)
 {
-    return is_read(kind) && h->rdt != NULL ? h->rdt : h->host.dbt;
+    return op->reader && h->rdt != NULL ? h->rdt : h->host.dbt;
 }
 
 void
@@ -457,9 +445,10 @@ jr_http_ask(jr_http *h, struct evhttp_request *req, jr_apireq *q)
     awaited *p = add_pending(h, ASK, req, q);
 
     /* a long poll's first read marks its job (a write): the runner's */
-    if (p == NULL || jr_dbthread_request(thread_for(h, q->keep > 0 ?
-                                                    JR_API_PUSH : q->kind),
-                                         run_pending, answered, p) < 0) {
+    if (p == NULL ||
+        jr_dbthread_request(q->keep > 0 ? h->host.dbt :
+                            thread_for(h, q->op), run_pending,
+                            answered, p) < 0) {
         if (p != NULL) {
             unlink_pending(h, p);
             p->q = NULL;
@@ -519,8 +508,8 @@ scrape(jr_http *h, struct evhttp_request *req)
         free(q);
         return;                 /* answered by the next scrape's read */
     }
-    q->kind = JR_API_GAUGES;
-    if (jr_dbthread_request(thread_for(h, q->kind), run_pending, answered,
+    q->op = &jr_apiop_gauges;
+    if (jr_dbthread_request(thread_for(h, q->op), run_pending, answered,
                             p) < 0) {
         unlink_pending(h, p);
         free_pending(p);
@@ -848,7 +837,7 @@ jr_http_stop(jr_http *h)
         next = p->next;
         /* a read's answer would find no server: a 503 says so; a write
          * may be done or not (one running now ends): no answer */
-        if (p->req != NULL && p->q != NULL && is_read(p->q->kind))
+        if (p->req != NULL && p->q != NULL && p->q->op->reader)
             jr_http_error(p->req, 503, "the runner is stopping");
         p->h = NULL;
         p->req = NULL;
