@@ -1,9 +1,10 @@
 /* api.c - the JSON API under /api/, in the loop: parses the path, the
- * query and the JSON body (apibody.c), checks them (400 with the reason), and sends
- * database work to the database thread (jr_http_ask). What the runner
- * knows itself (workers, throughput) it answers at once, through its host
- * (host.h). Routes are a table, documented route by route in
- * docs/http.md ("The JSON API").
+ * query and the JSON body (apibody.c), checks them (400 with the
+ * reason), and asks the database an operation (a row of apidb.c's
+ * table, api.h) through jr_http_ask. What the runner knows itself
+ * (workers, throughput) it answers at once, through its host (host.h).
+ * Routes are a table, documented route by route in docs/http.md ("The
+ * JSON API").
  * Uses http.h, host.h, api.h, apibody.h, job.h. */
 #define _GNU_SOURCE
 #include <ctype.h>

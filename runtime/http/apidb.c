@@ -557,54 +557,6 @@ queues(jr_db *db, jr_apireq *q, jr_err *e)
     return 0;
 }
 
-/* PAUSE and RESUME of q->queue. */
-static int
-pause_queue(jr_db *db, jr_apireq *q, int paused, jr_err *e)
-{
-    if ((paused ? db->ops->pause : db->ops->resume)(db->b, q->queue, e) < 0)
-        return -1;
-    jr_buf_put(&q->body, "{\"queue\":", 9);
-    jr_api_str(&q->body, q->queue);
-    jr_api_printf(&q->body, ",\"paused\":%s}", paused ? "true" : "false");
-    return 0;
-}
-
-static int
-queue_pause(jr_db *db, jr_apireq *q, jr_err *e)
-{
-    return pause_queue(db, q, 1, e);
-}
-
-static int
-queue_resume(jr_db *db, jr_apireq *q, jr_err *e)
-{
-    return pause_queue(db, q, 0, e);
-}
-
-/* RETRY of dead ids, PURGE of dead ids or of those older_than. */
-static int
-retry(jr_db *db, jr_apireq *q, jr_err *e)
-{
-    int n = db->ops->dead_retry(db->b, q->ids, q->nids, e);
-
-    if (n < 0)
-        return -1;
-    jr_api_printf(&q->body, "{\"retried\":%d}", n);
-    return 0;
-}
-
-static int
-purge(jr_db *db, jr_apireq *q, jr_err *e)
-{
-    int n = q->nids > 0 ? db->ops->dead_delete(db->b, q->ids, q->nids, e) :
-            db->ops->dead_purge(db->b, q->older_than, e);
-
-    if (n < 0)
-        return -1;
-    jr_api_printf(&q->body, "{\"purged\":%d}", n);
-    return 0;
-}
-
 static int
 bulk(jr_db *db, jr_apireq *q, jr_err *e)
 {
@@ -613,7 +565,9 @@ bulk(jr_db *db, jr_apireq *q, jr_err *e)
     return jr_apidb_bulk(db, q, &f, e);
 }
 
-/* The operations: name, reads on the reader, scope, run. */
+/* The operations (api.h): name; reader, 1 when it may run on the reads'
+ * own connection (batch, schedules and limits only read too, but on the
+ * runner's); scope; run. */
 #define R JR_SCOPE_READ
 #define W JR_SCOPE_WRITE
 #define P JR_SCOPE_PUSH
@@ -630,10 +584,10 @@ const jr_apiop jr_apiop_limits      = {"limits",      0, R, jr_apidb_limits};
 const jr_apiop jr_apiop_push        = {"push",        0, P, push};
 const jr_apiop jr_apiop_flow        = {"flow",        0, P, jr_apiflow_push};
 const jr_apiop jr_apiop_cancel      = {"cancel",      0, W, outcome_list};
-const jr_apiop jr_apiop_retry       = {"retry",       0, W, retry};
-const jr_apiop jr_apiop_purge       = {"purge",       0, W, purge};
-const jr_apiop jr_apiop_pause       = {"pause",       0, W, queue_pause};
-const jr_apiop jr_apiop_resume      = {"resume",      0, W, queue_resume};
+const jr_apiop jr_apiop_retry       = {"retry",       0, W, jr_apidb_retry};
+const jr_apiop jr_apiop_purge       = {"purge",       0, W, jr_apidb_purge};
+const jr_apiop jr_apiop_pause       = {"pause",       0, W, jr_apidb_pause};
+const jr_apiop jr_apiop_resume      = {"resume",      0, W, jr_apidb_resume};
 const jr_apiop jr_apiop_sched_ctl   = {"sched_ctl",   0, W, jr_apidb_schedule};
 const jr_apiop jr_apiop_bulk_cancel = {"bulk_cancel", 0, W, bulk};
 const jr_apiop jr_apiop_bulk_retry  = {"bulk_retry",  0, W, bulk};

@@ -2,7 +2,8 @@
  * GET /api/schedules (each schedule with its state and next fires) and the
  * controls of one schedule (pause, resume, fire now), GET /api/limits
  * (each limit's use, its busiest keys) and the bulk actions on what a job
- * list's filter selects (cancel, retry, purge), counted. Part of apidb.c's
+ * list's filter selects (cancel, retry, purge), counted; a queue's pause
+ * and resume, and the retry and purge of dead jobs. Part of apidb.c's
  * database reader (apidb.h); never runs in the loop. Uses backend.h,
  * api.h, cron.h, schedules.h, limit.h. */
 #include <stdatomic.h>
@@ -289,5 +290,53 @@ jr_apidb_bulk(jr_db *db, jr_apireq *q, jr_list_filter *f, jr_err *e)
     for (int i = 1; q->op == &jr_apiop_bulk_cancel && i <= 4; i++)
         jr_api_printf(&q->body, ",\"%s\":%ld%s", word[i], n[i],
                       i == 4 ? "}" : "");
+    return 0;
+}
+
+/* --- a queue's pause and resume, a dead job's retry and purge --- */
+
+static int
+pause_queue(jr_db *db, jr_apireq *q, int paused, jr_err *e)
+{
+    if ((paused ? db->ops->pause : db->ops->resume)(db->b, q->queue, e) < 0)
+        return -1;
+    jr_buf_put(&q->body, "{\"queue\":", 9);
+    jr_api_str(&q->body, q->queue);
+    jr_api_printf(&q->body, ",\"paused\":%s}", paused ? "true" : "false");
+    return 0;
+}
+
+int
+jr_apidb_pause(jr_db *db, jr_apireq *q, jr_err *e)
+{
+    return pause_queue(db, q, 1, e);
+}
+
+int
+jr_apidb_resume(jr_db *db, jr_apireq *q, jr_err *e)
+{
+    return pause_queue(db, q, 0, e);
+}
+
+int
+jr_apidb_retry(jr_db *db, jr_apireq *q, jr_err *e)
+{
+    int n = db->ops->dead_retry(db->b, q->ids, q->nids, e);
+
+    if (n < 0)
+        return -1;
+    jr_api_printf(&q->body, "{\"retried\":%d}", n);
+    return 0;
+}
+
+int
+jr_apidb_purge(jr_db *db, jr_apireq *q, jr_err *e)
+{
+    int n = q->nids > 0 ? db->ops->dead_delete(db->b, q->ids, q->nids, e) :
+            db->ops->dead_purge(db->b, q->older_than, e);
+
+    if (n < 0)
+        return -1;
+    jr_api_printf(&q->body, "{\"purged\":%d}", n);
     return 0;
 }
