@@ -1,9 +1,10 @@
 /* api.c - the JSON API under /api/, in the loop: parses the path, the
- * query and the JSON body (apibody.c), checks them (400 with the reason), and sends
- * database work to the database thread (jr_http_ask). What the runner
- * knows itself (workers, throughput) it answers at once, through its host
- * (host.h). Routes are a table, documented route by route in
- * docs/http.md ("The JSON API").
+ * query and the JSON body (apibody.c), checks them (400 with the
+ * reason), and asks the database an operation (a row of apidb.c's
+ * table, api.h) through jr_http_ask. What the runner knows itself
+ * (workers, throughput) it answers at once, through its host (host.h).
+ * Routes are a table, documented route by route in docs/http.md ("The
+ * JSON API").
  * Uses http.h, host.h, api.h, apibody.h, job.h. */
 #define _GNU_SOURCE
 #include <ctype.h>
@@ -39,14 +40,14 @@ typedef struct call {           /* one request being routed */
 } call;
 
 static jr_apireq *
-new_req(call *c, int kind)
+new_req(call *c, const jr_apiop *op)
 {
     jr_apireq *q = calloc(1, sizeof *q);
 
     if (q == NULL)
         jr_http_error(c->req, 503, "out of memory");
     else
-        q->kind = kind;
+        q->op = op;
     return q;
 }
 
@@ -155,9 +156,9 @@ filters(call *c, jr_apireq *q)
 }
 
 static void
-get_list(call *c, int kind)
+get_list(call *c, const jr_apiop *op)
 {
-    jr_apireq *q = new_req(c, kind);
+    jr_apireq *q = new_req(c, op);
 
     if (q != NULL && filters(c, q) < 0) {
         free(q);
@@ -167,12 +168,12 @@ get_list(call *c, int kind)
         ask(c, q);
 }
 
-static void r_stats(call *c) { jr_apireq *q = new_req(c, JR_API_STATS);
+static void r_stats(call *c) { jr_apireq *q = new_req(c, &jr_apiop_stats);
                                if (q) ask(c, q); }
-static void r_queues(call *c) { jr_apireq *q = new_req(c, JR_API_QUEUES);
+static void r_queues(call *c) { jr_apireq *q = new_req(c, &jr_apiop_queues);
                                 if (q) ask(c, q); }
-static void r_jobs(call *c) { get_list(c, JR_API_JOBS); }
-static void r_dead(call *c) { get_list(c, JR_API_DEAD); }
+static void r_jobs(call *c) { get_list(c, &jr_apiop_jobs); }
+static void r_dead(call *c) { get_list(c, &jr_apiop_dead); }
 
 /* ?wait=S of GET /api/jobs/ID: 0 when not given; -1 after a 400. */
 static double
@@ -217,7 +218,7 @@ r_job(call *c)
     double wait;
 
     if (job_id(c, &id) == 0 && (wait = wait_param(c)) >= 0 &&
-        (q = new_req(c, JR_API_JOB)) != NULL) {
+        (q = new_req(c, &jr_apiop_job)) != NULL) {
         q->ids[0] = id;
         q->nids = 1;
         q->wait = wait;
@@ -233,7 +234,7 @@ r_push(call *c)
     struct evbuffer *in = evhttp_request_get_input_buffer(c->req);
     size_t n = evbuffer_get_length(in);
     const char *text = (const char *)evbuffer_pullup(in, -1);
-    jr_apireq *q = new_req(c, JR_API_PUSH);
+    jr_apireq *q = new_req(c, &jr_apiop_push);
     char why[400];
 
     if (q == NULL)
@@ -259,7 +260,7 @@ r_flow(call *c)
     struct evbuffer *in = evhttp_request_get_input_buffer(c->req);
     size_t n = evbuffer_get_length(in);
     const char *text = (const char *)evbuffer_pullup(in, -1);
-    jr_apireq *q = new_req(c, JR_API_FLOW);
+    jr_apireq *q = new_req(c, &jr_apiop_flow);
     jr_err err;
     int i;
 
@@ -292,7 +293,7 @@ r_batch(call *c)
     jr_apireq *q;
     int64_t id;
 
-    if (job_id(c, &id) == 0 && (q = new_req(c, JR_API_BATCH)) != NULL) {
+    if (job_id(c, &id) == 0 && (q = new_req(c, &jr_apiop_batch)) != NULL) {
         q->ids[0] = id;
         q->nids = 1;
         ask(c, q);
@@ -301,9 +302,9 @@ r_batch(call *c)
 
 /* POST with a body: ids, all, older_than as the route allows. */
 static jr_apireq *
-with_body(call *c, int kind, body *b)
+with_body(call *c, const jr_apiop *op, body *b)
 {
-    jr_apireq *q = new_req(c, kind);
+    jr_apireq *q = new_req(c, op);
 
     if (q != NULL && jr_apibody_parse(c->req, b, q) < 0) {
         jr_http_error(c->req, 400, "%s", b->why);
@@ -314,28 +315,28 @@ with_body(call *c, int kind, body *b)
 }
 
 static void
-r_job_action(call *c, int kind)
+r_job_action(call *c, const jr_apiop *op)
 {
     jr_apireq *q;
     body b;
     int64_t id;
 
-    if (job_id(c, &id) < 0 || (q = with_body(c, kind, &b)) == NULL)
+    if (job_id(c, &id) < 0 || (q = with_body(c, op, &b)) == NULL)
         return;
     q->ids[0] = id;
     q->nids = 1;
     ask(c, q);
 }
 
-static void r_job_cancel(call *c) { r_job_action(c, JR_API_CANCEL); }
-static void r_job_purge(call *c) { r_job_action(c, JR_API_PURGE); }
-static void r_job_retry(call *c) { r_job_action(c, JR_API_RETRY); }
+static void r_job_cancel(call *c) { r_job_action(c, &jr_apiop_cancel); }
+static void r_job_purge(call *c) { r_job_action(c, &jr_apiop_purge); }
+static void r_job_retry(call *c) { r_job_action(c, &jr_apiop_retry); }
 
 static void
 r_cancel(call *c)
 {
     body b;
-    jr_apireq *q = with_body(c, JR_API_CANCEL, &b);
+    jr_apireq *q = with_body(c, &jr_apiop_cancel, &b);
 
     if (q != NULL && (!b.has_ids || q->nids == 0)) {
         jr_http_error(c->req, 400, "give the jobs to cancel: {\"ids\": "
@@ -350,7 +351,7 @@ static void
 r_dead_retry(call *c)
 {
     body b;
-    jr_apireq *q = with_body(c, JR_API_RETRY, &b);
+    jr_apireq *q = with_body(c, &jr_apiop_retry, &b);
 
     if (q != NULL && b.has_ids == b.all) {
         jr_http_error(c->req, 400, "give either {\"ids\": [1, 2]} or "
@@ -367,7 +368,7 @@ static void
 r_dead_purge(call *c)
 {
     body b;
-    jr_apireq *q = with_body(c, JR_API_PURGE, &b);
+    jr_apireq *q = with_body(c, &jr_apiop_purge, &b);
 
     if (q != NULL && (b.has_ids + b.all + (b.older_than >= 0) != 1 ||
                       (b.has_ids && q->nids == 0))) {
@@ -381,7 +382,7 @@ r_dead_purge(call *c)
 }
 
 static void
-r_queue(call *c, int kind)
+r_queue(call *c, const jr_apiop *op)
 {
     jr_apireq *q;
     body b;
@@ -391,7 +392,7 @@ r_queue(call *c, int kind)
         jr_http_error(c->req, 400, "%s", err.msg);
         return;
     }
-    if ((q = with_body(c, kind, &b)) != NULL) {
+    if ((q = with_body(c, op, &b)) != NULL) {
         memcpy(q->queue, c->arg, strlen(c->arg) + 1);  /* checked: <= 128 */
         ask(c, q);
     }
@@ -399,9 +400,9 @@ r_queue(call *c, int kind)
 
 /* POST /api/bulk/ACTION?FILTER: the list's filter, at least one part. */
 static void
-r_bulk(call *c, int kind)
+r_bulk(call *c, const jr_apiop *op)
 {
-    jr_apireq *q = new_req(c, kind);
+    jr_apireq *q = new_req(c, op);
     body b;
 
     if (q == NULL)
@@ -427,14 +428,14 @@ r_bulk(call *c, int kind)
     ask(c, q);
 }
 
-static void r_bulk_cancel(call *c) { r_bulk(c, JR_API_BULK_CANCEL); }
-static void r_bulk_retry(call *c) { r_bulk(c, JR_API_BULK_RETRY); }
-static void r_bulk_purge(call *c) { r_bulk(c, JR_API_BULK_PURGE); }
+static void r_bulk_cancel(call *c) { r_bulk(c, &jr_apiop_bulk_cancel); }
+static void r_bulk_retry(call *c) { r_bulk(c, &jr_apiop_bulk_retry); }
+static void r_bulk_purge(call *c) { r_bulk(c, &jr_apiop_bulk_purge); }
 
 static void
 r_limits(call *c)
 {
-    jr_apireq *q = new_req(c, JR_API_LIMITS);
+    jr_apireq *q = new_req(c, &jr_apiop_limits);
 
     if (q != NULL) {
         q->limits = c->host->cfg->limits.l;
@@ -443,13 +444,13 @@ r_limits(call *c)
     }
 }
 
-static void r_pause(call *c) { r_queue(c, JR_API_PAUSE); }
-static void r_resume(call *c) { r_queue(c, JR_API_RESUME); }
+static void r_pause(call *c) { r_queue(c, &jr_apiop_pause); }
+static void r_resume(call *c) { r_queue(c, &jr_apiop_resume); }
 
 static void
 r_schedules(call *c)
 {
-    jr_apireq *q = new_req(c, JR_API_SCHEDULES);
+    jr_apireq *q = new_req(c, &jr_apiop_schedules);
 
     if (q == NULL)
         return;
@@ -481,7 +482,7 @@ r_sched(call *c, int what)
                       "config", c->arg);
         return;
     }
-    if ((q = with_body(c, JR_API_SCHED_CTL, &b)) == NULL)
+    if ((q = with_body(c, &jr_apiop_sched_ctl, &b)) == NULL)
         return;
     if ((what != JR_API_SCHED_FIRE && b.at > 0) ||
         (b.at > 0 && fabs(b.at - jr_now()) > 60)) {

@@ -1,8 +1,8 @@
 /* api.h - the HTTP server's JSON API (api.c, in the loop) and its
- * database half (apidb.c, on the database thread): a request kind with its
- * inputs goes to the thread, which answers with an HTTP status and a JSON
- * body. Also the small writers that metrics.c and the API share. Uses
- * dbthread.h, util.h. */
+ * database half (apidb.c, on the database thread): a request, an
+ * operation's row with its inputs, goes to the thread, which answers
+ * with an HTTP status and a JSON body. Also the small writers that
+ * metrics.c and the API share. Uses dbthread.h, util.h. */
 #ifndef JR_API_H
 #define JR_API_H
 
@@ -18,29 +18,51 @@
                                    jobs one POST /api/jobs pushes */
 #define JR_API_WAIT_MAX 300     /* seconds a long poll may hold */
 
-enum {                          /* what a request asks the database */
-    JR_API_STATS,               /* counts per state, name and queue */
-    JR_API_JOBS,                /* list (filter: state, name, queue) */
-    JR_API_JOB,                 /* show id */
-    JR_API_DEAD,                /* dead list */
-    JR_API_RETRY,               /* dead retry ids (nids < 0: all) */
-    JR_API_PURGE,               /* dead purge ids, else older_than */
-    JR_API_CANCEL,              /* cancel ids */
-    JR_API_PAUSE,               /* pause queue */
-    JR_API_RESUME,              /* resume queue */
-    JR_API_QUEUES,              /* queue list */
-    JR_API_GAUGES,              /* /metrics' database gauges (text) */
-    JR_API_PUSH,                /* push pushes[0..npushes) */
-    JR_API_OUTCOMES,            /* where ids stand (the long polls') */
-    JR_API_BATCH,               /* batch ids[0]: counts and members */
-    JR_API_FLOW,                /* push the flow */
-    JR_API_SCHEDULES,           /* the config's schedules, their state */
-    JR_API_SCHED_CTL,           /* pause, resume or fire schedule name */
-    JR_API_LIMITS,              /* each limit of the config, its use */
-    JR_API_BULK_CANCEL,         /* cancel what the list filter selects */
-    JR_API_BULK_RETRY,          /* retry its dead jobs */
-    JR_API_BULK_PURGE           /* delete its dead jobs */
-};
+struct jr_apireq;
+
+/* Who may ask an operation: what the token of the coming scoped tokens
+ * must grant. Today's single token grants all three. */
+enum { JR_SCOPE_READ, JR_SCOPE_WRITE, JR_SCOPE_PUSH };
+
+/* One thing a request asks the database: a row of apidb.c's table,
+ * named jr_apiop_<name> below. A new operation is its run function and
+ * its row. */
+typedef struct jr_apiop {
+    const char *name;           /* "stats", "jobs"...: the logs' word */
+    int         reader;         /* 1: reads only and may run on the reads'
+                                   own connection; a stop answers it 503
+                                   (0: the runner's database thread, and
+                                   a stop leaves it unanswered) */
+    int         scope;          /* JR_SCOPE_*: what it needs granted */
+    /* Runs q on the database thread: q->body gets the JSON (or the
+     * Prometheus text). 0, or -1 with e set (e's code picks the HTTP
+     * status: JR_ENOTFOUND 404, JR_EINPUT 400 (409 for sched_ctl),
+     * else 503). */
+    int       (*run)(jr_db *db, struct jr_apireq *q, jr_err *e);
+} jr_apiop;
+
+extern const jr_apiop
+    jr_apiop_stats,             /* counts per state, name and queue */
+    jr_apiop_jobs,              /* list (filter: state, name, queue) */
+    jr_apiop_job,               /* show ids[0] */
+    jr_apiop_dead,              /* dead list */
+    jr_apiop_retry,             /* dead retry ids (nids < 0: all) */
+    jr_apiop_purge,             /* dead purge ids, else older_than */
+    jr_apiop_cancel,            /* cancel ids */
+    jr_apiop_pause,             /* pause queue */
+    jr_apiop_resume,            /* resume queue */
+    jr_apiop_queues,            /* queue list */
+    jr_apiop_gauges,            /* /metrics' database gauges (text) */
+    jr_apiop_push,              /* push pushes[0..npushes) */
+    jr_apiop_outcomes,          /* where ids stand (the long polls') */
+    jr_apiop_batch,             /* batch ids[0]: counts and members */
+    jr_apiop_flow,              /* push the flow */
+    jr_apiop_schedules,         /* the config's schedules, their state */
+    jr_apiop_sched_ctl,         /* pause, resume or fire schedule name */
+    jr_apiop_limits,            /* each limit of the config, its use */
+    jr_apiop_bulk_cancel,       /* cancel what the list filter selects */
+    jr_apiop_bulk_retry,        /* retry its dead jobs */
+    jr_apiop_bulk_purge;        /* delete its dead jobs */
 
 #define JR_API_WHERE_MAX 400    /* bytes of a payload filter at most */
 
@@ -50,7 +72,7 @@ enum { JR_API_SCHED_PAUSE = 1, JR_API_SCHED_RESUME, JR_API_SCHED_FIRE };
 struct jr_schedules;
 
 typedef struct jr_apireq {
-    int         kind;
+    const jr_apiop *op;         /* what it asks */
     int64_t     ids[JR_API_IDS_MAX];    /* JOB: ids[0]; RETRY, CANCEL */
     int         nids;
     char        state[16];      /* filters; "" matches any */

@@ -2,8 +2,9 @@
  * database thread (jr_dbthread_request) through the storage interface and
  * writes the reply's JSON: jobs (a job's attempt history too), queues,
  * dead jobs, stats, pushes and outcomes; the schedules, limits and bulk
- * actions are apidbsched.c's, the workflows apidbflow.c's. Never runs in
- * the loop. Uses api.h, apidb.h, backend.h, json.h. */
+ * actions are apidbsched.c's, the workflows apidbflow.c's. The table of
+ * the operations (api.h's jr_apiop_*) is at its end. Never runs in the
+ * loop. Uses api.h, apidb.h, backend.h, json.h. */
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -435,8 +436,9 @@ push(jr_db *db, jr_apireq *q, jr_err *e)
  * success (result_ttl), as `jobrunner wait` does, and notes whether it
  * ended. */
 static int
-show(jr_db *db, jr_apireq *q, walk *w, jr_err *e)
+show(jr_db *db, jr_apireq *q, jr_err *e)
 {
+    walk w = {q, 0, NULL};
     jr_outcome o;
     int64_t last;
 
@@ -447,7 +449,7 @@ show(jr_db *db, jr_apireq *q, walk *w, jr_err *e)
         free(o.error);
         q->keep = 0;            /* once */
     }
-    if (db->ops->show(db->b, q->ids[0], job_row, w, e) < 0)
+    if (db->ops->show(db->b, q->ids[0], job_row, &w, e) < 0)
         return -1;
     return jr_apiflow_links(db, q, e);
 }
@@ -485,18 +487,30 @@ opt(const char *s)
     return s[0] ? s : NULL;
 }
 
-/* A page of the job list; a page back (after_id) comes oldest first
- * from the database and is turned round here, newest first as always. */
-static int
-jobs(jr_db *db, jr_apireq *q, const jr_list_filter *f, jr_err *e)
+/* q's list filter; "" matches any. */
+static jr_list_filter
+list_filter(const jr_apireq *q)
 {
+    jr_list_filter f = {opt(q->state), opt(q->name), opt(q->queue),
+                        q->limit, opt(q->where), q->before_id, q->after_id};
+
+    return f;
+}
+
+/* JOBS: a page of the job list; a page back (after_id) comes oldest
+ * first from the database and is turned round here, newest first as
+ * always. */
+static int
+jobs(jr_db *db, jr_apireq *q, jr_err *e)
+{
+    jr_list_filter f = list_filter(q);
     size_t at[JR_API_LIST_MAX + 1];
-    walk w = {q, 0, f->after_id > 0 ? at : NULL};
+    walk w = {q, 0, f.after_id > 0 ? at : NULL};
     jr_buf out = {0};
     int i;
 
     jr_buf_put(&q->body, "[", 1);
-    if (db->ops->list(db->b, f, job_row, &w, e) < 0)
+    if (db->ops->list(db->b, &f, job_row, &w, e) < 0)
         return -1;
     if (w.at == NULL || w.n < 2) {
         jr_buf_put(&q->body, "]", 1);
@@ -518,71 +532,69 @@ jobs(jr_db *db, jr_apireq *q, const jr_list_filter *f, jr_err *e)
     return 0;
 }
 
+/* DEAD and QUEUES: the whole list. */
 static int
-run(jr_db *db, jr_apireq *q, jr_err *e)
+dead(jr_db *db, jr_apireq *q, jr_err *e)
 {
-    jr_list_filter f = {opt(q->state), opt(q->name), opt(q->queue),
-                        q->limit, opt(q->where), q->before_id, q->after_id};
     walk w = {q, 0, NULL};
-    int n;
 
-    switch (q->kind) {
-    case JR_API_STATS:
-        return stats(db, q, e);
-    case JR_API_SCHEDULES:
-    case JR_API_SCHED_CTL:
-        return jr_apidb_schedule(db, q, e);
-    case JR_API_GAUGES:
-        return gauges(db, q, e);
-    case JR_API_JOB:
-        return show(db, q, &w, e);
-    case JR_API_CANCEL:
-        return outcome_list(db, q, e);
-    case JR_API_PUSH:
-        return push(db, q, e);
-    case JR_API_OUTCOMES:
-        return ended(db, q, e);
-    case JR_API_BATCH:
-        return jr_apiflow_batch(db, q, e);
-    case JR_API_FLOW:
-        return jr_apiflow_push(db, q, e);
-    case JR_API_PAUSE:
-    case JR_API_RESUME:
-        if ((q->kind == JR_API_PAUSE ? db->ops->pause :
-             db->ops->resume)(db->b, q->queue, e) < 0)
-            return -1;
-        jr_buf_put(&q->body, "{\"queue\":", 9);
-        jr_api_str(&q->body, q->queue);
-        jr_api_printf(&q->body, ",\"paused\":%s}",
-                      q->kind == JR_API_PAUSE ? "true" : "false");
-        return 0;
-    case JR_API_RETRY:
-    case JR_API_PURGE:
-        n = q->kind == JR_API_RETRY ?
-            db->ops->dead_retry(db->b, q->ids, q->nids, e) :
-            q->nids > 0 ? db->ops->dead_delete(db->b, q->ids, q->nids, e) :
-            db->ops->dead_purge(db->b, q->older_than, e);
-        if (n < 0)
-            return -1;
-        jr_api_printf(&q->body, "{\"%s\":%d}", q->kind == JR_API_RETRY ?
-                      "retried" : "purged", n);
-        return 0;
-    }
-    if (q->kind == JR_API_JOBS)
-        return jobs(db, q, &f, e);
-    if (q->kind == JR_API_LIMITS)
-        return jr_apidb_limits(db, q, e);
-    if (q->kind == JR_API_BULK_CANCEL || q->kind == JR_API_BULK_RETRY ||
-        q->kind == JR_API_BULK_PURGE)
-        return jr_apidb_bulk(db, q, &f, e);
     jr_buf_put(&q->body, "[", 1);
-    if ((q->kind == JR_API_DEAD ?
-         db->ops->dead_list(db->b, q->limit, dead_row, &w, e) :
-         db->ops->queue_list(db->b, queue_row, &w, e)) < 0)
+    if (db->ops->dead_list(db->b, q->limit, dead_row, &w, e) < 0)
         return -1;
     jr_buf_put(&q->body, "]", 1);
     return 0;
 }
+
+static int
+queues(jr_db *db, jr_apireq *q, jr_err *e)
+{
+    walk w = {q, 0, NULL};
+
+    jr_buf_put(&q->body, "[", 1);
+    if (db->ops->queue_list(db->b, queue_row, &w, e) < 0)
+        return -1;
+    jr_buf_put(&q->body, "]", 1);
+    return 0;
+}
+
+static int
+bulk(jr_db *db, jr_apireq *q, jr_err *e)
+{
+    jr_list_filter f = list_filter(q);
+
+    return jr_apidb_bulk(db, q, &f, e);
+}
+
+/* The operations (api.h): name; reader, 1 when it may run on the reads'
+ * own connection (batch, schedules and limits only read too, but on the
+ * runner's); scope; run. */
+#define R JR_SCOPE_READ
+#define W JR_SCOPE_WRITE
+#define P JR_SCOPE_PUSH
+const jr_apiop jr_apiop_stats       = {"stats",       1, R, stats};
+const jr_apiop jr_apiop_jobs        = {"jobs",        1, R, jobs};
+const jr_apiop jr_apiop_job         = {"job",         1, R, show};
+const jr_apiop jr_apiop_dead        = {"dead",        1, R, dead};
+const jr_apiop jr_apiop_queues      = {"queues",      1, R, queues};
+const jr_apiop jr_apiop_gauges      = {"gauges",      1, R, gauges};
+const jr_apiop jr_apiop_outcomes    = {"outcomes",    1, R, ended};
+const jr_apiop jr_apiop_batch       = {"batch",       0, R, jr_apiflow_batch};
+const jr_apiop jr_apiop_schedules   = {"schedules",   0, R, jr_apidb_schedule};
+const jr_apiop jr_apiop_limits      = {"limits",      0, R, jr_apidb_limits};
+const jr_apiop jr_apiop_push        = {"push",        0, P, push};
+const jr_apiop jr_apiop_flow        = {"flow",        0, P, jr_apiflow_push};
+const jr_apiop jr_apiop_cancel      = {"cancel",      0, W, outcome_list};
+const jr_apiop jr_apiop_retry       = {"retry",       0, W, jr_apidb_retry};
+const jr_apiop jr_apiop_purge       = {"purge",       0, W, jr_apidb_purge};
+const jr_apiop jr_apiop_pause       = {"pause",       0, W, jr_apidb_pause};
+const jr_apiop jr_apiop_resume      = {"resume",      0, W, jr_apidb_resume};
+const jr_apiop jr_apiop_sched_ctl   = {"sched_ctl",   0, W, jr_apidb_schedule};
+const jr_apiop jr_apiop_bulk_cancel = {"bulk_cancel", 0, W, bulk};
+const jr_apiop jr_apiop_bulk_retry  = {"bulk_retry",  0, W, bulk};
+const jr_apiop jr_apiop_bulk_purge  = {"bulk_purge",  0, W, bulk};
+#undef R
+#undef W
+#undef P
 
 void
 jr_apireq_free(jr_apireq *q)
@@ -609,12 +621,12 @@ jr_apidb_run(jr_db *db, void *arg)
     jr_err e = {0};
 
     q->status = 200;
-    if (run(db, q, &e) == 0 && !q->body.oom)
+    if (q->op->run(db, q, &e) == 0 && !q->body.oom)
         return;
     jr_buf_reset(&q->body);
     q->body.oom = 0;
     q->status = e.code == JR_ENOTFOUND ? 404 : e.code == JR_EINPUT ?
-                (q->kind == JR_API_SCHED_CTL ? 409 : 400) :
+                (q->op == &jr_apiop_sched_ctl ? 409 : 400) :
                 e.code == 0 ? 500 : 503;
     jr_buf_put(&q->body, "{\"error\":", 9);
     jr_api_str(&q->body, e.code ? e.msg : "out of memory");

@@ -2,7 +2,8 @@
  * GET /api/schedules (each schedule with its state and next fires) and the
  * controls of one schedule (pause, resume, fire now), GET /api/limits
  * (each limit's use, its busiest keys) and the bulk actions on what a job
- * list's filter selects (cancel, retry, purge), counted. Part of apidb.c's
+ * list's filter selects (cancel, retry, purge), counted; a queue's pause
+ * and resume, and the retry and purge of dead jobs. Part of apidb.c's
  * database reader (apidb.h); never runs in the loop. Uses backend.h,
  * api.h, cron.h, schedules.h, limit.h. */
 #include <stdatomic.h>
@@ -150,7 +151,7 @@ jr_apidb_schedule(jr_db *db, jr_apireq *q, jr_err *e)
     double at = q->at;
     int rc;
 
-    if (q->kind == JR_API_SCHEDULES)
+    if (q->op == &jr_apiop_schedules)
         return sched_list(db, q, e);
     if ((rc = db->ops->sched_ctl(db->b, q->name, q->what, &at, e)) < 0)
         return -1;
@@ -246,7 +247,7 @@ jr_apidb_bulk(jr_db *db, jr_apireq *q, jr_list_filter *f, jr_err *e)
     int out[JR_API_IDS_MAX], r;
     double t0, d;
 
-    if (q->kind != JR_API_BULK_CANCEL && f->state == NULL)
+    if (q->op != &jr_apiop_bulk_cancel && f->state == NULL)
         f->state = "dead";
     f->limit = JR_BULK_ROWS;
     f->after_id = 0;
@@ -259,35 +260,83 @@ jr_apidb_bulk(jr_db *db, jr_apireq *q, jr_list_filter *f, jr_err *e)
             break;
         matched += q->nids;
         f->before_id = q->ids[q->nids - 1];
-        r = q->kind == JR_API_BULK_CANCEL ?
+        r = q->op == &jr_apiop_bulk_cancel ?
             db->ops->cancel(db->b, q->ids, q->nids, out, e) :
-            q->kind == JR_API_BULK_RETRY ?
+            q->op == &jr_apiop_bulk_retry ?
             db->ops->dead_retry(db->b, q->ids, q->nids, e) :
             db->ops->dead_delete(db->b, q->ids, q->nids, e);
         if (r < 0)
             return -1;
-        for (int i = 0; q->kind == JR_API_BULK_CANCEL && i < q->nids; i++)
+        for (int i = 0; q->op == &jr_apiop_bulk_cancel && i < q->nids; i++)
             n[out[i] >= 1 && out[i] <= 4 ? out[i] : 0]++;
-        n[0] += q->kind == JR_API_BULK_CANCEL ? 0 : r;
+        n[0] += q->op == &jr_apiop_bulk_cancel ? 0 : r;
         if (q->nids < JR_BULK_ROWS)
             break;
         if (atomic_load(&q->stop))
             return jr_fail(e, JR_EDB, "the runner is stopping: %ld jobs "
                            "matched so far, %ld %s", matched,
-                           q->kind == JR_API_BULK_CANCEL ? n[1] + n[2] :
-                           n[0], q->kind == JR_API_BULK_CANCEL ?
-                           "cancelled or cancel requested" : q->kind ==
-                           JR_API_BULK_RETRY ? "retried" : "purged");
+                           q->op == &jr_apiop_bulk_cancel ? n[1] + n[2] :
+                           n[0], q->op == &jr_apiop_bulk_cancel ?
+                           "cancelled or cancel requested" : q->op ==
+                           &jr_apiop_bulk_retry ? "retried" : "purged");
         d = jr_mono() - t0;
         d = d > 0.2 ? 0.2 : d;
         nanosleep(&(struct timespec){0, (long)(d * 1e9)}, NULL);
     }
     jr_api_printf(&q->body, "{\"matched\":%ld", matched);
-    if (q->kind != JR_API_BULK_CANCEL)
-        jr_api_printf(&q->body, ",\"%s\":%ld}", q->kind ==
-                      JR_API_BULK_RETRY ? "retried" : "purged", n[0]);
-    for (int i = 1; q->kind == JR_API_BULK_CANCEL && i <= 4; i++)
+    if (q->op != &jr_apiop_bulk_cancel)
+        jr_api_printf(&q->body, ",\"%s\":%ld}", q->op ==
+                      &jr_apiop_bulk_retry ? "retried" : "purged", n[0]);
+    for (int i = 1; q->op == &jr_apiop_bulk_cancel && i <= 4; i++)
         jr_api_printf(&q->body, ",\"%s\":%ld%s", word[i], n[i],
                       i == 4 ? "}" : "");
+    return 0;
+}
+
+/* --- a queue's pause and resume, a dead job's retry and purge --- */
+
+static int
+pause_queue(jr_db *db, jr_apireq *q, int paused, jr_err *e)
+{
+    if ((paused ? db->ops->pause : db->ops->resume)(db->b, q->queue, e) < 0)
+        return -1;
+    jr_buf_put(&q->body, "{\"queue\":", 9);
+    jr_api_str(&q->body, q->queue);
+    jr_api_printf(&q->body, ",\"paused\":%s}", paused ? "true" : "false");
+    return 0;
+}
+
+int
+jr_apidb_pause(jr_db *db, jr_apireq *q, jr_err *e)
+{
+    return pause_queue(db, q, 1, e);
+}
+
+int
+jr_apidb_resume(jr_db *db, jr_apireq *q, jr_err *e)
+{
+    return pause_queue(db, q, 0, e);
+}
+
+int
+jr_apidb_retry(jr_db *db, jr_apireq *q, jr_err *e)
+{
+    int n = db->ops->dead_retry(db->b, q->ids, q->nids, e);
+
+    if (n < 0)
+        return -1;
+    jr_api_printf(&q->body, "{\"retried\":%d}", n);
+    return 0;
+}
+
+int
+jr_apidb_purge(jr_db *db, jr_apireq *q, jr_err *e)
+{
+    int n = q->nids > 0 ? db->ops->dead_delete(db->b, q->ids, q->nids, e) :
+            db->ops->dead_purge(db->b, q->older_than, e);
+
+    if (n < 0)
+        return -1;
+    jr_api_printf(&q->body, "{\"purged\":%d}", n);
     return 0;
 }

@@ -1,13 +1,14 @@
 /* http.c - the HTTP server: listening (address, loopback and token
  * rules), routing (the token and cross-site checks are auth.c's), static
- * files, and the answers that come back from the database thread.
- * /metrics is the runner's counters (metrics.c) plus the database's
- * gauges, read at most
- * every 5 s whatever the scrape rate (less often when a read is slow).
- * The reads (gauges, lists, a job) run on a connection and thread of their
- * own, so that a scan of the jobs table never waits in front of a claim;
- * writes go through the runner's database thread. Uses http.h, host.h,
- * auth.h, httpconn.h, api.h, log.h; libevent's evhttp. */
+ * files, and the answers that come back from the database thread (the
+ * long polls they start are httpwait.c's). /metrics is the runner's
+ * counters (metrics.c) plus the database's gauges, read at most every
+ * 5 s whatever the scrape rate (less often when a read is slow). An
+ * operation that only reads (its row's reader, api.h) runs on a
+ * connection and thread of its own, so that a scan of the jobs table
+ * never waits in front of a claim; writes go through the runner's
+ * database thread. Uses http.h, http_int.h, host.h, auth.h, httpconn.h,
+ * api.h, log.h; libevent's evhttp. */
 #define _GNU_SOURCE
 #include <arpa/inet.h>
 #include <errno.h>
@@ -29,6 +30,7 @@
 
 #include "http/auth.h"
 #include "http/http.h"
+#include "http/http_int.h"
 #include "http/httpconn.h"
 #include "db/dbends.h"
 #include "base/log.h"
@@ -36,56 +38,6 @@
 #define GAUGES_MAX_AGE 5.0      /* seconds the database gauges are kept, */
 #define GAUGES_COST_X  10.0     /* or this many times their read's time */
 #define GAUGES_AGE_CAP 60.0     /* but never longer */
-
-#define WAIT_SWEEP 1.0          /* seconds between two looks at the jobs
-                                   long polls wait on without a watch on
-                                   the ends of jobs (dbends.h; this
-                                   runner's own ends look at once) */
-#define WAIT_SAFETY 30.0        /* with one: seconds between two looks
-                                   nothing asked for */
-#define LOOK_GAP   0.05         /* seconds between two looks the watch
-                                   asks for (SQLite's wakes at each
-                                   commit) */
-
-enum { ASK, GAUGES, SCRAPE, PARK, SWEEP };  /* what an awaited is for */
-
-typedef struct awaited {
-    int                     kind;
-    struct evhttp_request  *req;        /* NULL for GAUGES */
-    jr_apireq              *q;          /* ASK, GAUGES */
-    jr_http                *h;          /* NULL once the server stopped */
-    double                  deadline;   /* PARK: mono time to answer by */
-    double                  asked;      /* mono time its read was asked */
-    struct awaited         *next;
-} awaited;
-
-struct jr_http {
-    jr_httphost         host;           /* the runner it serves */
-    struct evhttp      *http;
-    jr_httpconn        *conns;          /* its connections */
-    jr_auth             auth;           /* token, host and port */
-    awaited            *waiting;        /* answers still to come */
-    jr_buf              gauges;         /* the last database gauges */
-    double              gauges_at;      /* mono time read; 0: never */
-    double              gauges_keep;    /* seconds to keep them */
-    double              asked_at;       /* mono time the read was asked */
-    int                 gauges_asked;   /* a read is on its way */
-    jr_db              *rdb;            /* the reads' connection, or NULL */
-    jr_dbthread        *rdt;            /* and its thread */
-    awaited            *parked;         /* long polls: jobs not ended yet */
-    struct event       *sweep;          /* answers them at their deadline;
-                                           looks each WAIT_SWEEP without
-                                           a watch */
-    int                 sweeping;       /* looks on their way */
-    int                 again;          /* look again once they are back */
-    double              looked_at;      /* mono time of the last look */
-    jr_dbends          *ends;           /* the watch on the ends of jobs,
-                                           or NULL */
-    double              woke_at;        /* mono time it last told of one */
-    struct event       *soon;           /* a look it asked for, LOOK_GAP
-                                           after the last */
-    int                 stopping;       /* the runner is: hold no poll */
-};
 
 void
 jr_http_reply(struct evhttp_request *req, int status, const char *type,
@@ -126,8 +78,9 @@ jr_http_error(struct evhttp_request *req, int status, const char *fmt, ...)
     jr_buf_free(&b);
 }
 
-static awaited *
-add_pending(jr_http *h, int kind, struct evhttp_request *req, jr_apireq *q)
+awaited *
+jr_http_await(jr_http *h, int kind, struct evhttp_request *req,
+              jr_apireq *q)
 {
     awaited *p = calloc(1, sizeof *p);
 
@@ -143,8 +96,8 @@ add_pending(jr_http *h, int kind, struct evhttp_request *req, jr_apireq *q)
     return p;
 }
 
-static void
-unlink_pending(jr_http *h, awaited *p)
+void
+jr_http_unawait(jr_http *h, awaited *p)
 {
     awaited **pp;
 
@@ -155,246 +108,42 @@ unlink_pending(jr_http *h, awaited *p)
         }
 }
 
-static void
-free_pending(awaited *p)
+void
+jr_http_awaited_free(awaited *p)
 {
     jr_apireq_free(p->q);
     free(p);
 }
 
-static void
-run_pending(jr_db *db, void *arg)
+void
+jr_http_run(jr_db *db, void *arg)
 {
     jr_apidb_run(db, ((awaited *)arg)->q);
 }
 
 static void scrape_reply(jr_http *h, struct evhttp_request *req);
-static jr_dbthread *thread_for(jr_http *h, int kind);
-static void answered(void *arg, int ran);
-
-/* --- long polls (GET /api/jobs/ID?wait=S) ------------------------------ */
-
-/* Asks p's job again, answering whatever it is now. */
-static void
-reask(jr_http *h, awaited *p)
-{
-    p->kind = ASK;
-    p->q->wait = 0;
-    jr_buf_reset(&p->q->body);
-    p->next = h->waiting;
-    h->waiting = p;
-    if (jr_dbthread_request(thread_for(h, JR_API_JOB), run_pending,
-                            answered, p) < 0) {
-        unlink_pending(h, p);
-        jr_http_error(p->req, 503, "out of memory");
-        free_pending(p);
-    }
-}
-
-/* Takes p off the parked list and asks its job again. */
-static void
-unpark(jr_http *h, awaited *p)
-{
-    awaited **pp;
-
-    for (pp = &h->parked; *pp && *pp != p; pp = &(*pp)->next)
-        ;
-    if (*pp)
-        *pp = p->next;
-    reask(h, p);
-}
-
-/* Asks which parked jobs ended: one read per JR_API_IDS_MAX of them, so
- * every long poll is looked at, however many are parked. */
-static void
-look(jr_http *h)
-{
-    jr_apireq *q;
-    awaited *p = h->parked, *s;
-    int n = 0;
-
-    if (h->sweeping) {
-        h->again = h->parked != NULL;
-        return;
-    }
-    h->again = 0;
-    h->looked_at = jr_mono();
-    for (s = p; s; s = s->next)
-        n++;
-    if (n > 0)
-        jr_log(JR_LOG_DEBUG, "http: a look at the jobs of %d long poll%s",
-               n, n == 1 ? "" : "s");
-    while (p != NULL) {
-        if ((q = calloc(1, sizeof *q)) == NULL)
-            return;
-        q->kind = JR_API_OUTCOMES;
-        for (; p && q->nids < JR_API_IDS_MAX; p = p->next)
-            q->ids[q->nids++] = p->q->ids[0];
-        if ((s = add_pending(h, SWEEP, NULL, q)) == NULL) {
-            free(q);
-            return;
-        }
-        if (jr_dbthread_request(thread_for(h, JR_API_OUTCOMES), run_pending,
-                                answered, s) < 0) {
-            unlink_pending(h, s);
-            free_pending(s);
-            return;
-        }
-        h->sweeping++;
-    }
-}
-
-/* A look now, or LOOK_GAP after the last one (the watch may ask at every
- * commit). */
-static void
-look_soon(jr_http *h)
-{
-    double gap = jr_mono() - h->looked_at;
-    struct timeval tv;
-
-    if (h->parked == NULL)
-        return;
-    if (gap >= LOOK_GAP || h->soon == NULL) {
-        look(h);
-        return;
-    }
-    if (evtimer_pending(h->soon, NULL))
-        return;
-    tv.tv_sec = 0;
-    tv.tv_usec = (long)((LOOK_GAP - gap) * 1e6);
-    evtimer_add(h->soon, &tv);
-}
-
-static void
-soon_cb(evutil_socket_t fd, short what, void *arg)
-{
-    (void)fd;
-    (void)what;
-    look_soon(arg);
-}
-
-/* The watch (dbends.h) told of jobs that ended: ids[0..n), or n < 0 some
- * not known. A look when one is a parked poll's job, or may be. */
-static void
-ends_cb(void *arg, const int64_t *ids, int n)
-{
-    jr_http *h = arg;
-    awaited *p;
-    int i;
-
-    h->woke_at = jr_mono();
-    jr_dbends_hold(h->ends, h->parked != NULL);
-    for (p = h->parked; p && n > 0; p = p->next)
-        for (i = 0; i < n; i++)
-            if (ids[i] == p->q->ids[0]) {
-                look_soon(h);
-                return;
-            }
-    if (n < 0)
-        look_soon(h);
-}
-
-static int
-id_cmp(const void *a, const void *b)
-{
-    int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
-
-    return (x > y) - (x < y);
-}
-
-/* The answer to a look: the parked whose job ended are asked again. */
-static void
-looked(jr_http *h, const jr_apireq *q, int ran)
-{
-    int64_t ended[JR_API_IDS_MAX];
-    awaited *p, *next;
-    size_t n = 0;
-    int i;
-
-    h->sweeping--;
-    for (i = 0; ran && q->status == 200 && i < q->nids; i++)
-        if (q->ended[i])
-            ended[n++] = q->ids[i];
-    if (n > 0) {
-        qsort(ended, n, sizeof *ended, id_cmp);
-        for (p = h->parked; p; p = next) {
-            next = p->next;
-            if (bsearch(&p->q->ids[0], ended, n, sizeof *ended, id_cmp))
-                unpark(h, p);
-        }
-    }
-    /* the watch told of ends while this look was out */
-    if (h->sweeping == 0 && h->again)
-        look_soon(h);
-}
-
-static void
-sweep_cb(evutil_socket_t fd, short what, void *arg)
-{
-    jr_http *h = arg;
-    struct timeval tv = {(time_t)WAIT_SWEEP, 0};
-    double now = jr_mono();
-    awaited *p, *next;
-
-    (void)fd;
-    (void)what;
-    for (p = h->parked; p; p = next) {
-        next = p->next;
-        if (now >= p->deadline)
-            unpark(h, p);       /* answered as it stands */
-    }
-    if (!jr_dbends_live(h->ends) || now - h->looked_at >= WAIT_SAFETY)
-        look(h);
-    if (h->parked != NULL)
-        evtimer_add(h->sweep, &tv);
-}
-
-/* Holds p's request until its job ends or its wait is over. */
-static void
-park(jr_http *h, awaited *p)
-{
-    struct timeval tv = {(time_t)WAIT_SWEEP, 0};
-
-    p->kind = PARK;
-    p->deadline = jr_mono() + p->q->wait;
-    p->next = h->parked;
-    h->parked = p;
-    jr_dbends_hold(h->ends, 1);
-    if (!evtimer_pending(h->sweep, NULL))
-        evtimer_add(h->sweep, &tv);
-    /* its job may have ended between its read and now, told then */
-    if (h->woke_at >= p->asked)
-        look_soon(h);
-}
-
-void
-jr_http_jobs_ended(jr_http *h)
-{
-    if (h != NULL)
-        look(h);
-}
 
 /* The database thread answered p (ran 0: it stopped first). */
-static void
-answered(void *arg, int ran)
+void
+jr_http_answered(void *arg, int ran)
 {
     awaited *p = arg, *w, *next;
     jr_http *h = p->h;
 
     if (h == NULL) {            /* the server stopped meanwhile */
-        free_pending(p);
+        jr_http_awaited_free(p);
         return;
     }
-    unlink_pending(h, p);
+    jr_http_unawait(h, p);
     if (p->kind == SWEEP) {
-        looked(h, p->q, ran);
-        free_pending(p);
+        jr_httpwait_looked(h, p->q, ran);
+        jr_http_awaited_free(p);
         return;
     }
-    if (p->kind == ASK && ran && p->q->kind == JR_API_JOB &&
+    if (p->kind == ASK && ran && p->q->op == &jr_apiop_job &&
         p->q->wait > 0 && p->q->status == 200 && !p->q->ended[0] &&
         h->sweep != NULL && !h->stopping) {
-        park(h, p);             /* answered when the job ends */
+        jr_httpwait_park(h, p);        /* answered when the job ends */
         return;
     }
     if (p->kind == ASK && !ran)
@@ -422,46 +171,35 @@ answered(void *arg, int ran)
         for (w = h->waiting; w; w = next) {
             next = w->next;
             if (w->kind == SCRAPE) {
-                unlink_pending(h, w);
+                jr_http_unawait(h, w);
                 scrape_reply(h, w->req);
-                free_pending(w);
+                jr_http_awaited_free(w);
             }
         }
     }
-    free_pending(p);
+    jr_http_awaited_free(p);
 }
 
-/* Whether request kind only reads. */
-static int
-is_read(int kind)
+/* The thread that runs operation op: the reader's when op reads only
+ * and there is one. */
+jr_dbthread *
+jr_http_thread(jr_http *h, const jr_apiop *op)
 {
-    switch (kind) {
-    case JR_API_STATS: case JR_API_JOBS: case JR_API_JOB: case JR_API_DEAD:
-    case JR_API_QUEUES: case JR_API_GAUGES: case JR_API_OUTCOMES:
-        return 1;
-    }
-    return 0;
-}
-
-/* The thread that runs request kind: reads go to the reader when there
- * is one. */
-static jr_dbthread *
-thread_for(jr_http *h, int kind)
-{
-    return is_read(kind) && h->rdt != NULL ? h->rdt : h->host.dbt;
+    return op->reader && h->rdt != NULL ? h->rdt : h->host.dbt;
 }
 
 void
 jr_http_ask(jr_http *h, struct evhttp_request *req, jr_apireq *q)
 {
-    awaited *p = add_pending(h, ASK, req, q);
+    awaited *p = jr_http_await(h, ASK, req, q);
 
     /* a long poll's first read marks its job (a write): the runner's */
-    if (p == NULL || jr_dbthread_request(thread_for(h, q->keep > 0 ?
-                                                    JR_API_PUSH : q->kind),
-                                         run_pending, answered, p) < 0) {
+    if (p == NULL ||
+        jr_dbthread_request(q->keep > 0 ? h->host.dbt :
+                            jr_http_thread(h, q->op), jr_http_run,
+                            jr_http_answered, p) < 0) {
         if (p != NULL) {
-            unlink_pending(h, p);
+            jr_http_unawait(h, p);
             p->q = NULL;
             free(p);
         }
@@ -508,22 +246,22 @@ scrape(jr_http *h, struct evhttp_request *req)
         scrape_reply(h, req);
         return;
     }
-    if (add_pending(h, SCRAPE, req, NULL) == NULL) {
+    if (jr_http_await(h, SCRAPE, req, NULL) == NULL) {
         jr_http_error(req, 503, "out of memory");
         return;
     }
     if (h->gauges_asked)
         return;
     if ((q = calloc(1, sizeof *q)) == NULL ||
-        (p = add_pending(h, GAUGES, NULL, q)) == NULL) {
+        (p = jr_http_await(h, GAUGES, NULL, q)) == NULL) {
         free(q);
         return;                 /* answered by the next scrape's read */
     }
-    q->kind = JR_API_GAUGES;
-    if (jr_dbthread_request(thread_for(h, q->kind), run_pending, answered,
-                            p) < 0) {
-        unlink_pending(h, p);
-        free_pending(p);
+    q->op = &jr_apiop_gauges;
+    if (jr_dbthread_request(jr_http_thread(h, q->op), jr_http_run,
+                            jr_http_answered, p) < 0) {
+        jr_http_unawait(h, p);
+        jr_http_awaited_free(p);
         return;
     }
     h->gauges_asked = 1;
@@ -698,19 +436,6 @@ open_reader(jr_http *h)
                "share the runner's", e.msg);
 }
 
-/* The watch on the ends of jobs, for long polls: without it they look
- * once a second. */
-static void
-open_ends(jr_http *h)
-{
-    jr_err e = {0};
-
-    if ((h->ends = jr_dbends_new(h->host.cfg, h->host.base, h->rdt, ends_cb,
-                                 h, &e)) == NULL)
-        jr_log(JR_LOG_WARN, "http: no watch on the ends of jobs (%s): long "
-               "polls look once a second", e.msg);
-}
-
 /* http.max_connections, or the default; at most half the descriptors
  * this process may open (the rest are for workers and the database). */
 static int
@@ -795,39 +520,10 @@ jr_http_start(const jr_httphost *host, jr_http **out, jr_err *err)
     snprintf(h->auth.host, sizeof h->auth.host, "%.*s",
              (int)(strrchr(c->http_listen, ':') - c->http_listen),
              c->http_listen);
-    /* no timer: long polls are answered at once, as plain reads */
-    h->sweep = evtimer_new(h->host.base, sweep_cb, h);
-    h->soon = evtimer_new(h->host.base, soon_cb, h);
     *out = h;
     open_reader(h);
-    open_ends(h);
+    jr_httpwait_start(h);       /* after: its watch reads there */
     return 0;
-}
-
-/* Answers the long polls held with their jobs as they stand (their last
- * read's answer). */
-static void
-answer_parked(jr_http *h)
-{
-    awaited *p, *next;
-
-    for (p = h->parked; p; p = next) {
-        next = p->next;
-        jr_http_reply(p->req, p->q->status, "application/json",
-                      p->q->body.p, p->q->body.len);
-        free_pending(p);
-    }
-    h->parked = NULL;
-    jr_dbends_hold(h->ends, 0);
-}
-
-void
-jr_http_stopping(jr_http *h)
-{
-    if (h == NULL)
-        return;
-    h->stopping = 1;
-    answer_parked(h);
 }
 
 void
@@ -837,25 +533,21 @@ jr_http_stop(jr_http *h)
 
     if (h == NULL)
         return;
-    answer_parked(h);           /* the runner stops: as their jobs stand */
-    if (h->sweep != NULL)
-        event_free(h->sweep);
-    if (h->soon != NULL)
-        event_free(h->soon);
+    jr_httpwait_stop(h);        /* the runner stops: as their jobs stand */
     /* answers still to come find no server: they only free themselves;
      * the requests they were for go with their connections */
     for (p = h->waiting; p; p = next) {
         next = p->next;
         /* a read's answer would find no server: a 503 says so; a write
          * may be done or not (one running now ends): no answer */
-        if (p->req != NULL && p->q != NULL && is_read(p->q->kind))
+        if (p->req != NULL && p->q != NULL && p->q->op->reader)
             jr_http_error(p->req, 503, "the runner is stopping");
         p->h = NULL;
         p->req = NULL;
         if (p->q != NULL)       /* a bulk action ends after its page */
             atomic_store(&p->q->stop, 1);
         if (p->kind == SCRAPE)
-            free_pending(p);
+            jr_http_awaited_free(p);
     }
     jr_httpconn_flush(h->conns, JR_HTTP_FLUSH);
     jr_dbthread_free(h->rdt);   /* its answers find no server */
