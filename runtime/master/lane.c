@@ -56,14 +56,13 @@ static void
 run(jr_db *db, void *arg)
 {
     jr_lane *l = arg;
-    jr_claim_spec spec = {.names = l->gen->names, .nnames = l->gen->n,
-                          .max = l->want, .others = l->want};
 
     l->applied = 0;
     memset(&l->err, 0, sizeof l->err);
     l->nclaimed = jr_dbcall_complete_claim(db, l->m->token, l->results,
                                           l->ninflight, &l->applied,
-                                          l->lease, &spec, l->claimed,
+                                          l->lease, l->gen->names,
+                                          l->gen->n, l->want, l->claimed,
                                           &l->err);
 }
 
