@@ -9,6 +9,8 @@
 --   - master/master_int.h included outside master/ and services/;
 --   - Lua (lua.h, lauxlib.h, lualib.h) included in base/ or backends/;
 --     these include rules hold through the tree's headers too;
+--   - runtime/ naming its engine (ops->name, "sqlite", "postgres")
+--     instead of asking a capability (caps.h);
 --   - folders that include or call each other in a circle: each edge of a
 --     cycle that goes up the layers (runtime/LAYERS, read below), with
 --     every file and line that makes it (services/ counts as part of
@@ -139,6 +141,26 @@ local function include_rules(f, n, name, target, bad, via)
   end
 end
 
+-- runtime/ asks what its engine can do (caps.h), never which one it is:
+-- no engine's name read (ops->name) or compared ("sqlite", "postgres").
+local function identity_rules(f, n, line, code, in_comment, bad)
+  if not f.folder:match("^runtime/") then return end
+  local what = code:match("ops%s*%->%s*name%f[^%w_]") or
+               code:match("ops%s*%.%s*name%f[^%w_]")
+  for _, word in ipairs({ '"sqlite"', '"postgres"', '"postgresql"' }) do
+    local at = line:find(word, 1, true)
+    local pre = at and line:sub(1, at - 1)
+    if pre and not pre:find("//", 1, true) and
+       not select(2, strip(pre, in_comment)) then
+      what = word
+    end
+  end
+  if what then
+    bad[#bad + 1] = f.path .. ":" .. n .. ": asks which engine it talks " ..
+                    "to (" .. what .. "): ask its capability (caps.h)"
+  end
+end
+
 -- What a tree header includes, directly or through the tree's headers
 -- it includes: a list of { name, target } (target nil: not in the tree),
 -- each header once. The include rules hold for these too.
@@ -211,8 +233,9 @@ local function graph(root, all, bad)
       elseif angled then
         include_rules(f, n, angled, nil, bad)
       else
-        local code
+        local code, was = nil, in_comment
         code, in_comment = strip(line, in_comment)
+        identity_rules(f, n, line, code, was, bad)
         if not line:match("^jr_[%w_]+%(") then
           for name in code:gmatch("[%w_]+") do
             if name:match("^jr_") and def[name] then
