@@ -58,16 +58,22 @@ jr_url_parse(const char *url, const char **arg, jr_err *err)
     return NULL;
 }
 
-int
-jr_url_engine(const char *url, const char **path)
+const jr_backend_caps *
+jr_url_caps(const char *url)
 {
     const char *arg;
     const jr_backend_ops *ops = jr_url_parse(url, &arg, NULL);
 
-    if (path != NULL)
-        *path = ops == &jr_sqlite_ops ? arg : NULL;
-    return ops == &jr_sqlite_ops ? JR_URL_SQLITE :
-           ops == &jr_postgres_ops ? JR_URL_POSTGRES : JR_URL_NONE;
+    return ops != NULL ? &ops->caps : &jr_sqlite_ops.caps;
+}
+
+const char *
+jr_url_file(const char *url)
+{
+    const char *arg;
+    const jr_backend_ops *ops = jr_url_parse(url, &arg, NULL);
+
+    return ops != NULL && ops->file != NULL ? ops->file(arg) : NULL;
 }
 
 int

@@ -2,14 +2,16 @@
  * redis's engine table. backends/sqlite/ and backends/postgres/ each
  * export only their jr_backend_ops (jr_sqlite_ops, jr_postgres_ops, in
  * each folder's ops.c); backend.c picks one from a URL (jr_url_parse, the
- * one parser) and masks passwords in URLs (jr_url_mask, in url.h with
- * jr_url_engine for the code that does not include this header). Also
+ * one parser) and masks passwords in URLs (jr_url_mask, in url.h for the
+ * code that does not include this header, as jr_url_caps in caps.h). Each
+ * table carries what its engine can do (caps.h): the runtime asks those,
+ * never which engine it talks to. Also
  * the rows that stats and the dead queue list. All calls are blocking;
  * the master never calls them from its event loop directly: only db/
  * (the database threads, dbcalls.h for master/ and services/), client/,
  * cli/ and http/apidb.c include this header (spec/layers_spec.lua). The
  * jobs, pushes and results they store are job.h's. Uses err.h, job.h,
- * url.h. */
+ * caps.h, url.h. */
 #ifndef JR_BACKEND_H
 #define JR_BACKEND_H
 
@@ -18,6 +20,7 @@
 
 #include "base/err.h"
 #include "base/job.h"
+#include "caps.h"
 #include "url.h"
 
 typedef struct jr_backend jr_backend;   /* opaque; each engine defines it */
@@ -274,7 +277,13 @@ typedef struct jr_limit_use {
 /* Every function returns -1 with err set on failure unless said otherwise.
  * Times are judged by the database's clock. */
 typedef struct jr_backend_ops {
-    const char *name;           /* "sqlite" or "postgres" */
+    const char *name;           /* "sqlite" or "postgres", for messages:
+                                   the runtime asks caps, not the name */
+    jr_backend_caps caps;       /* what the engine can do (caps.h) */
+    /* The database's file on this machine for what open takes (arg of
+     * jr_url_parse), or NULL (a server, a database in memory); NULL: a
+     * server's engine (jr_url_file). */
+    const char *(*file)(const char *arg);
     /* Opens a connection. url is what followed the scheme check in
      * backend.c (whole URL for postgres, the path for sqlite). Does not
      * create tables: call migrate. NULL with err set on failure. */
@@ -549,8 +558,8 @@ long jr_db_count_ready(const jr_db *db, const char *const *names, int nnames,
  * may be NULL) when it names none. */
 const jr_backend_ops *jr_url_parse(const char *url, const char **arg,
                                    jr_err *err);
-/* jr_url_engine and jr_url_mask, for callers without backend.h, are in
- * url.h. */
+/* jr_url_caps, jr_url_file (caps.h) and jr_url_mask (url.h) are for
+ * callers without backend.h. */
 
 /* Checks a list filter: state one of the states, "scheduled" or "ready";
  * name and queue as jr_name_check; limit >= 0. JR_EINPUT naming the

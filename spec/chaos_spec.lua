@@ -24,8 +24,8 @@ for _, backend in ipairs(jr.backends()) do
         "at most (%d+) jobs held by a killed runner")
       assert(per_kill, "no in-flight figures from bench/chaos:\n" .. err)
       assert.is_true(tonumber(per_kill) <= tonumber(held), err)
-      -- HELD_MAX in runtime/master/claimq.c: jobs out at the workers or not
-      -- recorded yet, the most a kill can make run again
+      -- the engine's held (caps in backends/*/ops.c): jobs out at the
+      -- workers or not recorded yet, the most a kill can make run again
       assert.is_true(tonumber(per_kill) <= (backend == "postgres" and 480 or 240), err)
       assert.is_true(f.duplicated <= tonumber(held) * f.kills, err)
       assert.is_nil(err:find("not explained by a kill", 1, true), err)

@@ -2,8 +2,10 @@
 -- (docs/design.md, "Where the code lives"): storage (backend.h) is reached
 -- from db/, client/, cli/ and the HTTP database reader (http/apidb*.c)
 -- only; the master's internals (master/master_int.h) from master/ and
--- services/ only; base/ and backends/ include no Lua; and no two folders
--- include or call each other in a circle. The order of the layers is
+-- services/ only; base/ and backends/ include no Lua (each of these
+-- through the headers a file includes, too); runtime/ asks its engine's
+-- capabilities (caps.h), never its name; and no two folders include or
+-- call each other in a circle. The order of the layers is
 -- runtime/LAYERS, which the Makefile reads too; the "Uses" sentence of a
 -- file's header comment names only headers it includes. The rules are
 -- spec/helpers/layers.lua's check(root); it runs here on the repository,
@@ -138,6 +140,54 @@ describe("layers:", function()
         "db/, client/, cli/ and http/apidb*.[ch] only)",
       "runtime/http/api.c:3: includes master/master_int.h (master/ and " ..
         "services/ only)",
+    }, layers.check(root))
+  end)
+
+  it("fails a forbidden include reached through the tree's headers",
+     function()
+    local root = tree(with({
+      ["runtime/db/dbcalls.h"] = '#include "base/err.h"\n' ..
+        '#include "db/dbinner.h"\n',
+      ["runtime/db/dbinner.h"] = '#include "backend.h"\n',
+      ["runtime/master/lane.c"] = '#include "master/master_int.h"\n' ..
+        '#include "db/dbcalls.h"\n',
+      ["runtime/base/err.h"] = '#include "base/lua_glue.h"\n' ..
+        "int jr_err_x(void);\n",
+      ["runtime/base/lua_glue.h"] = "#include <lua.h>\n",
+    }))
+    finally(function() remove(root) end)
+    assert.same({
+      "backends/backend.c:2: includes lua.h (base/ and backends/ use no " ..
+        "Lua) (through base/err.h)",
+      "runtime/base/err.c:1: includes lua.h (base/ and backends/ use no " ..
+        "Lua) (through base/err.h)",
+      "runtime/base/err.h:1: includes lua.h (base/ and backends/ use no " ..
+        "Lua) (through base/lua_glue.h)",
+      "runtime/base/lua_glue.h:1: includes lua.h (base/ and backends/ use " ..
+        "no Lua)",
+      "runtime/master/lane.c:2: includes backend.h (storage is reached " ..
+        "from db/, client/, cli/ and http/apidb*.[ch] only) (through " ..
+        "db/dbcalls.h)",
+    }, layers.check(root))
+  end)
+
+  it("fails runtime/ code that asks which engine it talks to", function()
+    local root = tree(with({
+      ["runtime/db/dbends.c"] = '#include "backend.h"\n' ..
+        "/* on \"sqlite\" a commit wakes */\n" ..
+        'static const char *u = "sqlite:x.db";\n' ..
+        "int\njr_dbends_x(const jr_db *db)\n{\n" ..
+        '    return strcmp(db->ops->name, "sqlite") == 0;\n}\n',
+      ["runtime/master/lane.c"] = '#include "master/master_int.h"\n' ..
+        "static int\nlane(const jr_backend_ops ops)\n{\n" ..
+        "    return ops.name[0] == 'p';\n}\n",
+    }))
+    finally(function() remove(root) end)
+    assert.same({
+      "runtime/db/dbends.c:7: asks which engine it talks to (\"sqlite\"): " ..
+        "ask its capability (caps.h)",
+      "runtime/master/lane.c:5: asks which engine it talks to (ops.name): " ..
+        "ask its capability (caps.h)",
     }, layers.check(root))
   end)
 

@@ -130,8 +130,13 @@ durable_sched_ctl(jr_backend *b, const char *name, int what, double *at,
     return rc;
 }
 
+/* A server many runners share; two claim rounds in flight (the lane);
+ * its cycles are longer, so a runner holds more; the ends' fd wakes on
+ * the jobs' ends only (LISTEN). */
 const jr_backend_ops jr_postgres_ops = {
     .name = "postgres",
+    .caps = {.remote = 1, .rounds = 2, .held = 480,
+             .wakes_every_commit = 0},
     .open = pg_open,
     .migrate = pg_migrate,
     .push = durable_push,

@@ -4,6 +4,8 @@
  * live in the file of their concern: conn.c (open, close, wake-ups),
  * migrate.c, push.c, claim.c, complete.c, admin.c, inspect.c, fire.c,
  * limits.c. Uses sqlite_int.h. */
+#include <string.h>
+
 #include "sqlite/sqlite_int.h"
 
 /* ---- actions that someone is told succeeded: durable ---- */
@@ -132,9 +134,21 @@ durable_sched_ctl(jr_backend *b, const char *name, int what, double *at,
     return rc;
 }
 
-/* Each op with the file that holds it; FULL: through durable(). */
+/* The database file: the path, unless empty or ":memory:". */
+static const char *
+db_file(const char *arg)
+{
+    return *arg != '\0' && strcmp(arg, ":memory:") != 0 ? arg : NULL;
+}
+
+/* Each op with the file that holds it; FULL: through durable(). A file of
+ * this machine with one writer: one claim round at a time; every commit
+ * writes the WAL, which the ends' fd watches. */
 const jr_backend_ops jr_sqlite_ops = {
     .name = "sqlite",
+    .caps = {.remote = 0, .rounds = 1, .held = 240,
+             .wakes_every_commit = 1},
+    .file = db_file,
     .open = jr_sqlite_open,                   /* conn.c */
     .migrate = jr_sqlite_migrate,             /* migrate.c */
     .push = durable_push,                     /* push.c, FULL: runner's */

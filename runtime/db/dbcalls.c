@@ -1,20 +1,42 @@
-/* dbcalls.c - the backend calls of dbcalls.h: one line each, so that no
- * file of master/ or services/ names backend.h. Uses dbcalls.h. */
+/* dbcalls.c - the backend calls of dbcalls.h: one op each, so that no
+ * file of master/ or services/ names backend.h. Uses dbcalls.h,
+ * backend.h. */
 #include "db/dbcalls.h"
+#include "backend.h"
 
 int
 jr_dbcall_complete_claim(jr_db *db, const char *token, const jr_result *r,
                          int nr, int *applied, double lease,
-                         const jr_claim_spec *spec, jr_job **out, jr_err *err)
+                         const char *const *names, int nnames, int max,
+                         jr_job **out, jr_err *err)
 {
-    return db->ops->complete_claim(db->b, token, r, nr, applied, lease, spec,
-                                   out, err);
+    jr_claim_spec spec = {.names = names, .nnames = nnames, .max = max,
+                          .others = max};
+
+    return db->ops->complete_claim(db->b, token, r, nr, applied, lease,
+                                   &spec, out, err);
+}
+
+/* What jr_dbcall_queued walks with: the caller's function and argument. */
+typedef struct queued_walk {
+    jr_dbcall_queued_cb cb;
+    void               *arg;
+} queued_walk;
+
+static int
+queued_row(const jr_stat_row *row, void *arg)
+{
+    queued_walk *w = arg;
+
+    return w->cb(row->name, row->ready + row->scheduled, w->arg);
 }
 
 int
-jr_dbcall_stats(jr_db *db, jr_stat_cb cb, void *arg, jr_err *err)
+jr_dbcall_queued(jr_db *db, jr_dbcall_queued_cb cb, void *arg, jr_err *err)
 {
-    return db->ops->stats(db->b, cb, arg, err);
+    queued_walk w = {cb, arg};
+
+    return db->ops->stats(db->b, queued_row, &w, err);
 }
 
 int

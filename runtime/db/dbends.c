@@ -125,7 +125,7 @@ consume(jr_dbends *e)
 
     if (e->ev == NULL)
         return;
-    if (!e->held && strcmp(e->db.ops->name, "sqlite") == 0) {
+    if (!e->held && e->db.ops->caps.wakes_every_commit) {
         event_del(e->ev);       /* a WAL write each commit: none read */
         e->armed = 0;
         evtimer_del(e->again);

@@ -13,7 +13,7 @@
 
 #include "base/log.h"
 #include "master/master_int.h"
-#include "url.h"
+#include "caps.h"
 #include "master/lane.h"
 #include "master/service.h"
 
@@ -25,14 +25,6 @@
 #define RECHECKS_FAST 10        /* the first ones RECHECK_FAST_US apart */
 #define RECHECK_FAST_US 100     /* (a commit shows an fsync after its write) */
 #define RECHECK_US    500
-/* Jobs handed out and not yet recorded (out at the workers, their results
- * pending or in flight, the lane's too) above which no more are handed out
- * until a cycle records some: what a kill -9 makes run again is at most
- * this (issue 16: under 250 on SQLite, 500 on PostgreSQL). It counted the
- * results only, and the workers' jobs came on top: a kill re-ran 256 with
- * a cap of 200. PostgreSQL's cycles are longer. */
-#define HELD_MAX      240
-#define HELD_MAX_PG   480
 
 int
 jr_claimq_push(master *m, jr_job *j, int front)
@@ -445,15 +437,16 @@ send_or_cancel(master *m, wk *w, jr_job *j)
     return 1;
 }
 
-/* 1 while HELD_MAX jobs are out at the workers (out) or wait to be
- * recorded: jobs stay queued here until the running cycle commits some
- * (jr_claimq_cycle_done dispatches). */
+/* 1 while the engine's held jobs (caps.h) are out at the workers (out)
+ * or wait to be recorded (their results pending or in flight, the lane's
+ * too): jobs stay queued here until the running cycle commits some
+ * (jr_claimq_cycle_done dispatches), so what a kill -9 makes run again is
+ * at most that. The workers' jobs count as well as the results. */
 static int
 held_full(master *m, int out)
 {
     if (m->held_max == 0)
-        m->held_max = jr_url_engine(m->cfg->backend, NULL) ==
-                       JR_URL_POSTGRES ? HELD_MAX_PG : HELD_MAX;
+        m->held_max = jr_url_caps(m->cfg->backend)->held;
     return out + m->nres + m->ninflight + jr_lane_held(m) >= m->held_max;
 }
 

@@ -16,7 +16,7 @@
  * outage) stays on the first connection. SQLite has one writer: no lane.
  * Opened at the first round that wants it; if the database refuses the
  * connection, the runner logs it and uses the one. Uses lane.h,
- * master_int.h, dbthread.h, dbcalls.h, url.h, log.h. */
+ * master_int.h, dbthread.h, dbcalls.h, caps.h, log.h. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -25,7 +25,7 @@
 #include "master/lane.h"
 #include "base/log.h"
 #include "master/master_int.h"
-#include "url.h"
+#include "caps.h"
 #include "services/vacuum.h"
 
 #define LANE_MIN     64         /* jobs: a smaller claim waits for the first
@@ -37,7 +37,7 @@ struct jr_lane {
     master      *m;
     jr_db       *db;            /* its connection, NULL until the first */
     jr_dbthread *t;             /* and thread */
-    int          pg;            /* the backend is PostgreSQL */
+    int          rounds;        /* the engine's claim rounds (caps.h) */
     int          opened;        /* tried: t NULL means refused */
     int          busy;          /* a round is out */
     double       off_until;     /* mono: paused after a failure */
@@ -56,14 +56,13 @@ static void
 run(jr_db *db, void *arg)
 {
     jr_lane *l = arg;
-    jr_claim_spec spec = {.names = l->gen->names, .nnames = l->gen->n,
-                          .max = l->want, .others = l->want};
 
     l->applied = 0;
     memset(&l->err, 0, sizeof l->err);
     l->nclaimed = jr_dbcall_complete_claim(db, l->m->token, l->results,
                                           l->ninflight, &l->applied,
-                                          l->lease, &spec, l->claimed,
+                                          l->lease, l->gen->names,
+                                          l->gen->n, l->want, l->claimed,
                                           &l->err);
 }
 
@@ -123,18 +122,18 @@ lane_of(master *m)
 
     if (l == NULL && (l = m->lane = calloc(1, sizeof *l)) != NULL) {
         l->m = m;
-        l->pg = jr_url_engine(m->cfg->backend, NULL) == JR_URL_POSTGRES;
+        l->rounds = jr_url_caps(m->cfg->backend)->rounds;
     }
     return l;
 }
 
-/* Whether rounds may take the lane at all: PostgreSQL, a connection not
- * refused, and plain claims (no service shapes them: no limits, no capped
- * or served-only queues). */
+/* Whether rounds may take the lane at all: an engine of two rounds in
+ * flight (PostgreSQL), a connection not refused, and plain claims (no
+ * service shapes them: no limits, no capped or served-only queues). */
 static int
 lane_fits(master *m, const jr_lane *l)
 {
-    return l != NULL && l->pg && !(l->opened && l->t == NULL) &&
+    return l != NULL && l->rounds > 1 && !(l->opened && l->t == NULL) &&
            !jr_service_shapes(m);
 }
 

@@ -34,6 +34,7 @@
 #include "worker/worker.h"
 #include "master/master_int.h"
 #include "master/notify.h"
+#include "caps.h"
 #include "url.h"
 #include "master/httphost.h"
 #include "master/lane.h"
@@ -232,7 +233,7 @@ write_pidfile(master *m, jr_err *err)
     }
     m->pidfile[0] = '\0';
     if (rc == -2 && m->cfg->pid_file == NULL &&
-        jr_url_engine(m->cfg->backend, NULL) == JR_URL_POSTGRES)
+        jr_url_caps(m->cfg->backend)->remote)
         jr_log(JR_LOG_WARN, "%s; going on without a pid file (set "
                "pid_file per runner to reach each with 'jobrunner "
                "reload')", err->msg);

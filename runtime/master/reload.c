@@ -19,7 +19,7 @@
 
 #include "base/log.h"
 #include "master/reload.h"
-#include "url.h"
+#include "caps.h"
 #include "base/util.h"
 
 struct jr_watch {
@@ -165,13 +165,12 @@ jr_watch_free(jr_watch *w)
 void
 jr_pidfile_path(const jr_config *cfg, char *out, size_t size)
 {
-    const char *arg;
+    const char *file;
 
     if (cfg->pid_file != NULL)
         snprintf(out, size, "%s", cfg->pid_file);
-    else if (jr_url_engine(cfg->backend, &arg) == JR_URL_SQLITE &&
-             *arg != '\0' && strcmp(arg, ":memory:") != 0)
-        snprintf(out, size, "%s.pid", arg);
+    else if ((file = jr_url_file(cfg->backend)) != NULL)
+        snprintf(out, size, "%s.pid", file);
     else
         snprintf(out, size, "jobrunner.pid");
 }

@@ -90,13 +90,13 @@ list_find(const list *l, const char *name)
 
 /* On the thread: one name's counts. */
 static int
-collect(const jr_stat_row *r, void *arg)
+collect(const char *name, long queued, void *arg)
 {
     jr_unhandled *u = arg;
 
-    if (r->ready + r->scheduled == 0)
+    if (queued == 0)
         return 0;
-    return list_add(&u->fresh, strdup(r->name), r->ready + r->scheduled) < 0;
+    return list_add(&u->fresh, strdup(name), queued) < 0;
 }
 
 static void
@@ -105,7 +105,7 @@ run(jr_db *db, void *arg)
     jr_unhandled *u = arg;
 
     list_clear(&u->fresh);
-    u->rc = jr_dbcall_stats(db, collect, u, &u->err);
+    u->rc = jr_dbcall_queued(db, collect, u, &u->err);
 }
 
 /* In the loop: the names of the count that the current generation has no

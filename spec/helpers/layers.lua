@@ -8,6 +8,9 @@
 --   - backend.h included outside db/, client/, cli/ and http/apidb*.[ch];
 --   - master/master_int.h included outside master/ and services/;
 --   - Lua (lua.h, lauxlib.h, lualib.h) included in base/ or backends/;
+--     these include rules hold through the tree's headers too;
+--   - runtime/ naming its engine (ops->name, "sqlite", "postgres")
+--     instead of asking a capability (caps.h);
 --   - folders that include or call each other in a circle: each edge of a
 --     cycle that goes up the layers (runtime/LAYERS, read below), with
 --     every file and line that makes it (services/ counts as part of
@@ -115,27 +118,68 @@ end
 local LUA_HEADERS = { ["lua.h"] = true, ["lauxlib.h"] = true,
                       ["lualib.h"] = true }
 
--- The include rules for one include of file f at line n.
-local function include_rules(f, n, name, target, bad)
+-- The include rules for one include of file f at line n (via: what the
+-- message adds when the header is reached through another).
+local function include_rules(f, n, name, target, bad, via)
   local at = f.path .. ":" .. n .. ": "
+  local function add(what) bad[#bad + 1] = at .. what .. (via or "") end
   local top = f.folder:match("^[^/]+/?[^/]*")
   if target == "backends/backend.h" and f.folder ~= "backends" and
      not f.folder:match("^backends/") and
      f.folder ~= "runtime/db" and f.folder ~= "runtime/client" and
      f.folder ~= "runtime/cli" and not f.path:match("^runtime/http/apidb[a-z]*%.[ch]$") then
-    bad[#bad + 1] = at .. "includes backend.h (storage is reached from db/, " ..
-                    "client/, cli/ and http/apidb*.[ch] only)"
+    add("includes backend.h (storage is reached from db/, client/, " ..
+        "cli/ and http/apidb*.[ch] only)")
   end
   if target == "runtime/master/master_int.h" and
      f.folder ~= "runtime/master" and f.folder ~= "runtime/services" then
-    bad[#bad + 1] = at .. "includes master/master_int.h (master/ and " ..
-                    "services/ only)"
+    add("includes master/master_int.h (master/ and services/ only)")
   end
   if LUA_HEADERS[name] and (top == "runtime/base" or
                             f.folder:match("^backends")) then
-    bad[#bad + 1] = at .. "includes " .. name .. " (base/ and backends/ " ..
-                    "use no Lua)"
+    add("includes " .. name .. " (base/ and backends/ use no Lua)")
   end
+end
+
+-- runtime/ asks what its engine can do (caps.h), never which one it is:
+-- no engine's name read (ops->name) or compared ("sqlite", "postgres").
+local function identity_rules(f, n, line, code, in_comment, bad)
+  if not f.folder:match("^runtime/") then return end
+  local what = code:match("ops%s*%->%s*name%f[^%w_]") or
+               code:match("ops%s*%.%s*name%f[^%w_]")
+  for _, word in ipairs({ '"sqlite"', '"postgres"', '"postgresql"' }) do
+    local at = line:find(word, 1, true)
+    local pre = at and line:sub(1, at - 1)
+    if pre and not pre:find("//", 1, true) and
+       not select(2, strip(pre, in_comment)) then
+      what = word
+    end
+  end
+  if what then
+    bad[#bad + 1] = f.path .. ":" .. n .. ": asks which engine it talks " ..
+                    "to (" .. what .. "): ask its capability (caps.h)"
+  end
+end
+
+-- What a tree header includes, directly or through the tree's headers
+-- it includes: a list of { name, target } (target nil: not in the tree),
+-- each header once. The include rules hold for these too.
+local function through(root, by_path, path)
+  local out, seen = {}, { [path] = true }
+  local function walk(f)
+    for _, line in ipairs(f.lines) do
+      local name = line:match('^%s*#%s*include%s*"([^"]+)"') or
+                   line:match("^%s*#%s*include%s*<([^>]+)>")
+      local target = name and line:match('"') and resolve(root, f, name)
+      if name and not seen[target or name] then
+        seen[target or name] = true
+        out[#out + 1] = { name = name, target = target }
+        if by_path[target or ""] then walk(by_path[target]) end
+      end
+    end
+  end
+  if by_path[path] then walk(by_path[path]) end
+  return out
 end
 
 -- Which folder defines each exported function: "jr_x(" at the start of a
@@ -160,7 +204,8 @@ end
 
 -- The folder graph: edges[a][b] = list of "file:line (why)" from a to b.
 local function graph(root, all, bad)
-  local def, edges = definitions(all), {}
+  local def, edges, by_path = definitions(all), {}, {}
+  for _, f in ipairs(all) do by_path[f.path] = f end
   local function edge(f, n, to, why)
     local from = unit(f.folder)
     if not to or to == from then return end
@@ -177,14 +222,20 @@ local function graph(root, all, bad)
       if quoted then
         local target = resolve(root, f, quoted)
         include_rules(f, n, quoted, target, bad)
+        for _, inner in ipairs(target and through(root, by_path, target)
+                               or {}) do
+          include_rules(f, n, inner.name, inner.target, bad,
+                        " (through " .. quoted .. ")")
+        end
         if target then
           edge(f, n, folder_of(target), 'includes "' .. quoted .. '"')
         end
       elseif angled then
         include_rules(f, n, angled, nil, bad)
       else
-        local code
+        local code, was = nil, in_comment
         code, in_comment = strip(line, in_comment)
+        identity_rules(f, n, line, code, was, bad)
         if not line:match("^jr_[%w_]+%(") then
           for name in code:gmatch("[%w_]+") do
             if name:match("^jr_") and def[name] then
