@@ -94,9 +94,9 @@ collect(const jr_stat_row *r, void *arg)
 {
     jr_unhandled *u = arg;
 
-    if (r->ready + r->scheduled == 0)
+    if (r->n[JR_STATE_QUEUED] == 0)
         return 0;
-    return list_add(&u->fresh, strdup(r->name), r->ready + r->scheduled) < 0;
+    return list_add(&u->fresh, strdup(r->name), r->n[JR_STATE_QUEUED]) < 0;
 }
 
 static void

@@ -225,7 +225,7 @@ test_pause(void)
     CHECK(jr_db_count_ready(&other, names, 1, 100, &e) == 0);
     q = queue_list(&db, "pause.");
     CHECK(q.n == 2 && q.row[0].paused && !q.row[1].paused &&
-          q.row[0].ready == 2 && q.row[0].paused_at > 0);
+          q.row[0].n[JR_STATE_READY] == 2 && q.row[0].paused_at > 0);
     CHECK_OK(db.ops->resume(db.b, "pause.q", &e), e);
     n = claim_spec(&other, "T", ALL_QUEUES(names, 1, 4), j);
     CHECK(n == 2);
@@ -233,7 +233,7 @@ test_pause(void)
     /* a queue no job used yet */
     CHECK_OK(db.ops->pause(db.b, "pause.new", &e), e);
     q = queue_list(&db, "pause.new");
-    CHECK(q.n == 1 && q.row[0].paused && q.row[0].ready == 0);
+    CHECK(q.n == 1 && q.row[0].paused && q.row[0].n[JR_STATE_READY] == 0);
     push_q(&db, "c.pause", "pause.new", 0, 0);      /* stays paused */
     CHECK(claim_spec(&other, "T", ALL_QUEUES(names, 1, 4), j) == 0);
     CHECK_OK(db.ops->resume(db.b, "pause.new", &e), e);
@@ -277,9 +277,12 @@ test_queue_list(void)
     if (q.n == 2) {
         jr_queue_row *r = &q.row[0];
         CHECK(strcmp(r->name, "ql.q") == 0 && !r->paused &&
-              r->ready == 1 && r->scheduled == 1 && r->running == 1 &&
-              r->dead == 1 && r->cancelled == 1 && r->completed == 1);
-        CHECK(strcmp(q.row[1].name, "ql.r") == 0 && q.row[1].ready == 1);
+              r->n[JR_STATE_READY] == 1 && r->n[JR_STATE_SCHEDULED] == 1 &&
+              r->n[JR_STATE_RUNNING] == 1 && r->n[JR_STATE_DEAD] == 1 &&
+              r->n[JR_STATE_CANCELLED] == 1 &&
+              r->n[JR_STATE_COMPLETED] == 1 && r->n[JR_STATE_QUEUED] == 2);
+        CHECK(strcmp(q.row[1].name, "ql.r") == 0 &&
+              q.row[1].n[JR_STATE_READY] == 1);
     }
     jr_db_close(&db);
 }
