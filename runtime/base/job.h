@@ -171,7 +171,7 @@ typedef struct jr_result {
 
 /* The states a job is in, as filters, gauges, the control module and the
  * usage text name them: the one list, in the order every count of them
- * is printed (stats, /api/stats, /metrics, the dashboard). Each row is
+ * is printed (stats --json, /api/stats, /metrics). Each row is
  * X(ENUM, "name", flags): JR_ST_NAME counts the state per job name too
  * (stats' names, the jobrunner_jobs gauge), not only per queue;
  * JR_ST_SUM is no stored state but the sum of others (no gauge of its
