@@ -25,14 +25,12 @@
 
 typedef struct jr_backend jr_backend;   /* opaque; each engine defines it */
 
-/* One row of stats: counts for one job name. */
+/* One row of stats: counts for one job name, n[s] of state s (job.h's
+ * jr_state: ready and scheduled split queued by run_at, queued is their
+ * sum; every state is counted, JR_ST_NAME says which ones are shown). */
 typedef struct jr_stat_row {
     const char *name;
-    long        ready;          /* queued and due */
-    long        scheduled;      /* queued, run_at in the future */
-    long        running;
-    long        dead;
-    long        waiting;        /* parents unfinished (workflows) */
+    long        n[JR_NSTATES];
 } jr_stat_row;
 
 /* One dead job. Strings valid during the callback only. */
@@ -143,13 +141,7 @@ typedef struct jr_queue_row {
     const char *name;
     int         paused;
     double      paused_at;      /* 0 when not paused */
-    long        ready;          /* queued and due */
-    long        scheduled;      /* queued, run_at in the future */
-    long        running;
-    long        dead;
-    long        cancelled;
-    long        completed;
-    long        waiting;        /* parents unfinished (workflows) */
+    long        n[JR_NSTATES];  /* jobs of state s, as jr_stat_row's */
 } jr_queue_row;
 
 /* Outcomes of cancel, per id. */

@@ -23,13 +23,31 @@
     " locked_by, extract(epoch FROM locked_until)::float8, progress_done," \
     " progress_total, progress_note, cancel_requested, limit_key"
 
-static const pg_stmt st_stats = {S_STATS, "jr_stats", 0,
-    "SELECT name,"
-    " count(*) FILTER (WHERE state = 'queued' AND run_at <= now()),"
-    " count(*) FILTER (WHERE state = 'queued' AND run_at > now()),"
-    " count(*) FILTER (WHERE state = 'running'),"
-    " count(*) FILTER (WHERE state = 'dead'),"
+/* One count per stored state (job.h's JR_STATES, queued split by run_at
+ * into ready and scheduled), in the list's order: what state_counts
+ * reads. A new state is a count here. */
+#define STATE_COUNTS \
+    "count(*) FILTER (WHERE state = 'queued' AND run_at <= now())," \
+    " count(*) FILTER (WHERE state = 'queued' AND run_at > now())," \
+    " count(*) FILTER (WHERE state = 'running')," \
+    " count(*) FILTER (WHERE state = 'dead')," \
+    " count(*) FILTER (WHERE state = 'cancelled')," \
+    " count(*) FILTER (WHERE state = 'completed')," \
     " count(*) FILTER (WHERE state = 'waiting')"
+
+/* Reads STATE_COUNTS of row i from column col on into n (a queue without
+ * jobs: NULLs, read as 0), and the sums. */
+static void
+state_counts(const PGresult *res, int i, int col, long *n)
+{
+    for (int st = 0; st < JR_NSTATES; st++)
+        if (!(jr_state_flags(st) & JR_ST_SUM))
+            n[st] = atol(PQgetvalue(res, i, col++));
+    jr_state_sum(n);
+}
+
+static const pg_stmt st_stats = {S_STATS, "jr_stats", 0,
+    "SELECT name, " STATE_COUNTS
     " FROM {{schema}}.jobs GROUP BY name ORDER BY name COLLATE \"C\""};
 
 int
@@ -44,11 +62,7 @@ pg_stats(jr_backend *b, jr_stat_cb cb, void *arg, jr_err *err)
         return -1;
     for (i = 0; i < PQntuples(res); i++) {
         row.name = PQgetvalue(res, i, 0);
-        row.ready = atol(PQgetvalue(res, i, 1));
-        row.scheduled = atol(PQgetvalue(res, i, 2));
-        row.running = atol(PQgetvalue(res, i, 3));
-        row.dead = atol(PQgetvalue(res, i, 4));
-        row.waiting = atol(PQgetvalue(res, i, 5));
+        state_counts(res, i, 1, row.n);
         if (cb(&row, arg) != 0)
             break;
     }
@@ -57,21 +71,12 @@ pg_stats(jr_backend *b, jr_stat_cb cb, void *arg, jr_err *err)
 }
 
 static const pg_stmt st_queue_list = {S_QUEUE_LIST, "jr_queue_list", 0,
-    "WITH c AS (SELECT queue,"
-    "  count(*) FILTER (WHERE state = 'queued' AND run_at <= now()) r,"
-    "  count(*) FILTER (WHERE state = 'queued' AND run_at > now()) s,"
-    "  count(*) FILTER (WHERE state = 'running') u,"
-    "  count(*) FILTER (WHERE state = 'dead') d,"
-    "  count(*) FILTER (WHERE state = 'cancelled') x,"
-    "  count(*) FILTER (WHERE state = 'completed') f,"
-    "  count(*) FILTER (WHERE state = 'waiting') w"
+    "WITH c AS (SELECT queue, " STATE_COUNTS
     "  FROM {{schema}}.jobs GROUP BY queue),"
     " n AS (SELECT name FROM {{schema}}.queues UNION SELECT queue FROM c)"
     " SELECT n.name, coalesce(q.paused, false),"
-    " extract(epoch FROM q.paused_at)::float8,"
-    " coalesce(c.r, 0), coalesce(c.s, 0), coalesce(c.u, 0),"
-    " coalesce(c.d, 0), coalesce(c.x, 0), coalesce(c.f, 0),"
-    " coalesce(c.w, 0) FROM n LEFT JOIN {{schema}}.queues q ON q.name = n.name"
+    " extract(epoch FROM q.paused_at)::float8, c.*"
+    " FROM n LEFT JOIN {{schema}}.queues q ON q.name = n.name"
     " LEFT JOIN c ON c.queue = n.name ORDER BY n.name COLLATE \"C\""};
 
 int
@@ -88,13 +93,7 @@ pg_queue_list(jr_backend *b, jr_queue_cb cb, void *arg, jr_err *err)
         row.name = PQgetvalue(res, i, 0);
         row.paused = strcmp(PQgetvalue(res, i, 1), "t") == 0;
         row.paused_at = strtod(PQgetvalue(res, i, 2), NULL);
-        row.ready = atol(PQgetvalue(res, i, 3));
-        row.scheduled = atol(PQgetvalue(res, i, 4));
-        row.running = atol(PQgetvalue(res, i, 5));
-        row.dead = atol(PQgetvalue(res, i, 6));
-        row.cancelled = atol(PQgetvalue(res, i, 7));
-        row.completed = atol(PQgetvalue(res, i, 8));
-        row.waiting = atol(PQgetvalue(res, i, 9));
+        state_counts(res, i, 4, row.n);        /* 3: c.queue */
         if (cb(&row, arg) != 0)
             break;
     }

@@ -30,27 +30,28 @@
     "   = replace(json_type(?7), 'integer', 'real')))" \
     " ORDER BY id " order " LIMIT ?4"
 
+/* One count per stored state (job.h's JR_STATES, queued split by run_at
+ * into ready and scheduled), in the list's order: what state_counts
+ * reads. A new state is a sum here. */
+#define STATE_COUNTS \
+    "sum(state = 'queued' AND run_at <= ?1)," \
+    " sum(state = 'queued' AND run_at > ?1), sum(state = 'running')," \
+    " sum(state = 'dead'), sum(state = 'cancelled')," \
+    " sum(state = 'completed'), sum(state = 'waiting')"
+
 static const char *const sql_text[S_COUNT] = {
     [S_STATS] =
-        "SELECT name, sum(state = 'queued' AND run_at <= ?1),"
-        " sum(state = 'queued' AND run_at > ?1), sum(state = 'running'),"
-        " sum(state = 'dead'), sum(state = 'waiting') FROM jobs"
-        " GROUP BY name ORDER BY name",
+        "SELECT name, " STATE_COUNTS " FROM jobs GROUP BY name"
+        " ORDER BY name",
     [S_DEAD_LIST] =
         "SELECT id, name, queue, attempts, last_error, generation, died_at,"
         " created_at FROM jobs WHERE state = 'dead'"
         " ORDER BY died_at DESC, id DESC LIMIT ?1",
     [S_QUEUE_LIST] =
-        "WITH c AS (SELECT queue, sum(state = 'queued' AND run_at <= ?1) r,"
-        "  sum(state = 'queued' AND run_at > ?1) s, sum(state = 'running') u,"
-        "  sum(state = 'dead') d, sum(state = 'cancelled') x,"
-        "  sum(state = 'completed') f, sum(state = 'waiting') w"
-        "  FROM jobs GROUP BY queue),"
+        "WITH c AS (SELECT queue, " STATE_COUNTS " FROM jobs GROUP BY queue),"
         " n AS (SELECT name FROM queues UNION SELECT queue FROM c)"
-        " SELECT n.name, coalesce(q.paused, 0), q.paused_at,"
-        " coalesce(c.r, 0), coalesce(c.s, 0), coalesce(c.u, 0),"
-        " coalesce(c.d, 0), coalesce(c.x, 0), coalesce(c.f, 0),"
-        " coalesce(c.w, 0) FROM n LEFT JOIN queues q ON q.name = n.name"
+        " SELECT n.name, coalesce(q.paused, 0), q.paused_at, c.*"
+        " FROM n LEFT JOIN queues q ON q.name = n.name"
         " LEFT JOIN c ON c.queue = n.name ORDER BY n.name",
     [S_SHOW] =
         "SELECT " JOB_COLUMNS ", payload, unique_key, result,"
@@ -76,6 +77,17 @@ stmt(jr_backend *b, int which, jr_err *err)
     return jr_sqlite_stmt(b, which, sql_text[which], err);
 }
 
+/* Reads STATE_COUNTS from column col on into n (a queue without jobs:
+ * NULLs, read as 0), and the sums. */
+static void
+state_counts(sqlite3_stmt *s, int col, long *n)
+{
+    for (int st = 0; st < JR_NSTATES; st++)
+        if (!(jr_state_flags(st) & JR_ST_SUM))
+            n[st] = sqlite3_column_int64(s, col++);
+    jr_state_sum(n);
+}
+
 int
 jr_sqlite_stats(jr_backend *b, jr_stat_cb cb, void *arg, jr_err *err)
 {
@@ -88,11 +100,7 @@ jr_sqlite_stats(jr_backend *b, jr_stat_cb cb, void *arg, jr_err *err)
     sqlite3_bind_double(s, 1, jr_now());
     while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
         row.name = (const char *)sqlite3_column_text(s, 0);
-        row.ready = sqlite3_column_int64(s, 1);
-        row.scheduled = sqlite3_column_int64(s, 2);
-        row.running = sqlite3_column_int64(s, 3);
-        row.dead = sqlite3_column_int64(s, 4);
-        row.waiting = sqlite3_column_int64(s, 5);
+        state_counts(s, 1, row.n);
         if (cb(&row, arg) != 0)
             break;
     }
@@ -189,13 +197,7 @@ jr_sqlite_queue_list(jr_backend *b, jr_queue_cb cb, void *arg, jr_err *err)
         row.name = (const char *)sqlite3_column_text(s, 0);
         row.paused = sqlite3_column_int(s, 1);
         row.paused_at = sqlite3_column_double(s, 2);
-        row.ready = sqlite3_column_int64(s, 3);
-        row.scheduled = sqlite3_column_int64(s, 4);
-        row.running = sqlite3_column_int64(s, 5);
-        row.dead = sqlite3_column_int64(s, 6);
-        row.cancelled = sqlite3_column_int64(s, 7);
-        row.completed = sqlite3_column_int64(s, 8);
-        row.waiting = sqlite3_column_int64(s, 9);
+        state_counts(s, 4, row.n);     /* 3: c.queue */
         if (cb(&row, arg) != 0)
             break;
     }

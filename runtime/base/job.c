@@ -262,15 +262,28 @@ jr_job_order(const void *pa, const void *pb)
 }
 
 static const char *const state_names[JR_NSTATES] = {
-    [JR_STATE_QUEUED] = "queued",
-    [JR_STATE_READY] = "ready",
-    [JR_STATE_SCHEDULED] = "scheduled",
-    [JR_STATE_RUNNING] = "running",
-    [JR_STATE_DEAD] = "dead",
-    [JR_STATE_CANCELLED] = "cancelled",
-    [JR_STATE_COMPLETED] = "completed",
-    [JR_STATE_WAITING] = "waiting",
+#define STATE_NAME(e, name, flags) [JR_STATE_##e] = name,
+    JR_STATES(STATE_NAME)
+#undef STATE_NAME
 };
+
+static const int state_flags[JR_NSTATES] = {
+#define STATE_FLAGS(e, name, flags) [JR_STATE_##e] = flags,
+    JR_STATES(STATE_FLAGS)
+#undef STATE_FLAGS
+};
+
+int
+jr_state_flags(int s)
+{
+    return s >= 0 && s < JR_NSTATES ? state_flags[s] : 0;
+}
+
+void
+jr_state_sum(long *n)
+{
+    n[JR_STATE_QUEUED] = n[JR_STATE_READY] + n[JR_STATE_SCHEDULED];
+}
 
 const char *
 jr_state_name(int s)

@@ -170,20 +170,40 @@ typedef struct jr_result {
 #define JR_ATTEMPTS_KEPT 20
 
 /* The states a job is in, as filters, gauges, the control module and the
- * usage text name them: the one list (the SQL schemas keep their own
- * CHECK lists). queued is split in two: ready (due) and scheduled (not
- * yet due); the others are stored as they are named. */
+ * usage text name them: the one list, in the order every count of them
+ * is printed (stats --json, /api/stats, /metrics). Each row is
+ * X(ENUM, "name", flags): JR_ST_NAME counts the state per job name too
+ * (stats' names, the jobrunner_jobs gauge), not only per queue;
+ * JR_ST_SUM is no stored state but the sum of others (no gauge of its
+ * own). queued is split in two: ready (due) and scheduled (not yet
+ * due); the others are stored as they are named, and the SQL schemas
+ * keep their own CHECK lists. Counts per state are arrays indexed by
+ * jr_state (jr_stat_row.n, jr_queue_row.n). */
+#define JR_ST_NAME 1
+#define JR_ST_SUM  2
+#define JR_STATES(X)                                                        \
+    X(QUEUED, "queued", JR_ST_NAME | JR_ST_SUM)                             \
+    X(READY, "ready", JR_ST_NAME)           /* queued and due */            \
+    X(SCHEDULED, "scheduled", JR_ST_NAME)   /* queued, due later */         \
+    X(RUNNING, "running", JR_ST_NAME)                                       \
+    X(DEAD, "dead", JR_ST_NAME)                                             \
+    X(CANCELLED, "cancelled", 0)                                            \
+    X(COMPLETED, "completed", 0)                                            \
+    X(WAITING, "waiting", JR_ST_NAME)       /* parents unfinished */
+
 typedef enum jr_state {
-    JR_STATE_QUEUED = 0,
-    JR_STATE_READY,             /* queued and due */
-    JR_STATE_SCHEDULED,         /* queued, due later */
-    JR_STATE_RUNNING,
-    JR_STATE_DEAD,
-    JR_STATE_CANCELLED,
-    JR_STATE_COMPLETED,
-    JR_STATE_WAITING,           /* parents unfinished: never claimed */
+#define JR_STATE_ENUM(e, name, flags) JR_STATE_##e,
+    JR_STATES(JR_STATE_ENUM)
+#undef JR_STATE_ENUM
     JR_NSTATES
 } jr_state;
+
+/* State s's JR_ST_* flags, 0 when s is not a state. */
+int  jr_state_flags(int s);
+
+/* Sets the sums of counts n[JR_NSTATES] (queued: ready + scheduled)
+ * from the stored states' counts. */
+void jr_state_sum(long *n);
 
 /* The name of state s ("queued", ...), or "" when s is not a state. */
 const char *jr_state_name(int s);

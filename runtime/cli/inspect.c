@@ -3,7 +3,8 @@
  * file, and what the runner says of itself beside its pid file) and dead
  * (list, retry, purge). Both go through the producer library, as every
  * command that only touches jobs does. Uses commands.h, jobrunner.h,
- * script.h (handler names), reload.h (the pid file), util.h. */
+ * job.h (the states), script.h (handler names), reload.h (the pid file),
+ * util.h. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -15,19 +16,20 @@
 #include "lua/script.h"
 #include "master/reload.h"
 #include "base/esc.h"
+#include "base/job.h"
 #include "base/util.h"
 
 /* --- stats ------------------------------------------------------------ */
 
 typedef struct stat_row {       /* one job name's counts */
     char        *name;          /* owned */
-    long         ready, scheduled, running, dead, waiting;
+    long         n[JR_NSTATES]; /* by jr_state (job.h) */
 } stat_row;
 
 typedef struct stat_acc {
     stat_row    *rows;
     int          n, cap;
-    long         ready, scheduled, running, dead, waiting;
+    long         total[JR_NSTATES];
 } stat_acc;
 
 static int
@@ -47,17 +49,17 @@ stat_collect(const char *name, const jr_client_counts *n, void *arg)
     row = &a->rows[a->n];
     if ((row->name = strdup(name)) == NULL)
         return 1;
-    row->ready = n->ready;
-    row->scheduled = n->scheduled;
-    row->running = n->running;
-    row->dead = n->dead;
-    row->waiting = n->waiting;
-    a->waiting += row->waiting;
+    /* the library's named counts, mapped to the states once */
+    memset(row->n, 0, sizeof row->n);
+    row->n[JR_STATE_QUEUED] = n->queued;
+    row->n[JR_STATE_READY] = n->ready;
+    row->n[JR_STATE_SCHEDULED] = n->scheduled;
+    row->n[JR_STATE_RUNNING] = n->running;
+    row->n[JR_STATE_DEAD] = n->dead;
+    row->n[JR_STATE_WAITING] = n->waiting;
+    for (int s = 0; s < JR_NSTATES; s++)
+        a->total[s] += row->n[s];
     a->n++;
-    a->ready += row->ready;
-    a->scheduled += row->scheduled;
-    a->running += row->running;
-    a->dead += row->dead;
     return 0;
 }
 
@@ -89,21 +91,38 @@ runner_state(const jr_config *c, char *buf, size_t size)
         buf[0] = '\0';
 }
 
+/* "state":n[s],... of the states counted per job name (JR_ST_NAME),
+ * their sums too unless parts. */
+static void
+counts_json(const long *n, int parts)
+{
+    const char *sep = "";
+
+    for (int s = 0; s < JR_NSTATES; s++) {
+        int f = jr_state_flags(s);
+
+        if (!(f & JR_ST_NAME) || (parts && (f & JR_ST_SUM)))
+            continue;
+        printf("%s\"%s\":%ld", sep, jr_state_name(s), n[s]);
+        sep = ",";
+    }
+}
+
 static void
 stats_json(const stat_acc *a, const jr_scripts *scripts, const char *state)
 {
     int i, first = 1;
 
-    printf("{\"queued\":%ld,\"ready\":%ld,\"scheduled\":%ld,\"running\":%ld,"
-           "\"dead\":%ld,\"waiting\":%ld,\"names\":{", a->ready + a->scheduled,
-           a->ready, a->scheduled, a->running, a->dead, a->waiting);
+    printf("{");
+    counts_json(a->total, 0);
+    printf(",\"names\":{");
     for (i = 0; i < a->n; i++) {
         const stat_row *r = &a->rows[i];
         printf("%s", i ? "," : "");
         jr_json_str(stdout, r->name);
-        printf(":{\"ready\":%ld,\"scheduled\":%ld,\"running\":%ld,\"dead\":"
-               "%ld,\"waiting\":%ld,\"handler\":%s}", r->ready, r->scheduled,
-               r->running, r->dead, r->waiting,
+        printf(":{");
+        counts_json(r->n, 1);
+        printf(",\"handler\":%s}",
                has_handler(scripts, r->name) ? "true" : "false");
     }
     printf("},\"unhandled\":[");
@@ -124,6 +143,7 @@ static void
 stats_text(const stat_acc *a, const jr_scripts *scripts, const char *state)
 {
     char name[200];
+    const long *t = a->total;
     int i;
 
     if (state[0] != '\0') {
@@ -132,10 +152,11 @@ stats_text(const stat_acc *a, const jr_scripts *scripts, const char *state)
     }
 
     printf("queued %ld (ready %ld, scheduled %ld), running %ld, dead %ld%s",
-           a->ready + a->scheduled, a->ready, a->scheduled, a->running,
-           a->dead, a->waiting ? ", " : "\n");
-    if (a->waiting)
-        printf("waiting %ld\n", a->waiting);
+           t[JR_STATE_QUEUED], t[JR_STATE_READY], t[JR_STATE_SCHEDULED],
+           t[JR_STATE_RUNNING], t[JR_STATE_DEAD],
+           t[JR_STATE_WAITING] ? ", " : "\n");
+    if (t[JR_STATE_WAITING])
+        printf("waiting %ld\n", t[JR_STATE_WAITING]);
     if (a->n == 0)
         return;
     printf("\n%-32s %9s %9s %9s %9s\n", "NAME", "READY", "SCHEDULED",
@@ -143,8 +164,9 @@ stats_text(const stat_acc *a, const jr_scripts *scripts, const char *state)
     for (i = 0; i < a->n; i++) {
         const stat_row *r = &a->rows[i];
         printf("%-32s %9ld %9ld %9ld %9ld%s\n",
-               jr_esc_str(name, sizeof name, r->name), r->ready,
-               r->scheduled, r->running, r->dead,
+               jr_esc_str(name, sizeof name, r->name), r->n[JR_STATE_READY],
+               r->n[JR_STATE_SCHEDULED], r->n[JR_STATE_RUNNING],
+               r->n[JR_STATE_DEAD],
                has_handler(scripts, r->name) ? "" : "  (no handler file)");
     }
 }

@@ -23,12 +23,12 @@ stats_row(const jr_stat_row *row, void *arg)
     stats_acc *a = arg;
     jr_client_counts n;
 
-    n.ready = row->ready;
-    n.scheduled = row->scheduled;
-    n.queued = row->ready + row->scheduled;
-    n.running = row->running;
-    n.dead = row->dead;
-    n.waiting = row->waiting;
+    n.queued = row->n[JR_STATE_QUEUED];
+    n.ready = row->n[JR_STATE_READY];
+    n.scheduled = row->n[JR_STATE_SCHEDULED];
+    n.running = row->n[JR_STATE_RUNNING];
+    n.dead = row->n[JR_STATE_DEAD];
+    n.waiting = row->n[JR_STATE_WAITING];
     a->total->waiting += n.waiting;
     a->total->ready += n.ready;
     a->total->scheduled += n.scheduled;
@@ -213,12 +213,12 @@ queue_row(const jr_queue_row *row, void *arg)
     q.name = row->name;
     q.paused = row->paused;
     q.paused_at = row->paused_at;
-    q.ready = row->ready;
-    q.scheduled = row->scheduled;
-    q.running = row->running;
-    q.dead = row->dead;
-    q.cancelled = row->cancelled;
-    q.completed = row->completed;
+    q.ready = row->n[JR_STATE_READY];
+    q.scheduled = row->n[JR_STATE_SCHEDULED];
+    q.running = row->n[JR_STATE_RUNNING];
+    q.dead = row->n[JR_STATE_DEAD];
+    q.cancelled = row->n[JR_STATE_CANCELLED];
+    q.completed = row->n[JR_STATE_COMPLETED];
     return a->fn(&q, a->arg);
 }
 

@@ -28,7 +28,7 @@ queued_row(const jr_stat_row *row, void *arg)
 {
     queued_walk *w = arg;
 
-    return w->cb(row->name, row->ready + row->scheduled, w->arg);
+    return w->cb(row->name, row->n[JR_STATE_QUEUED], w->arg);
 }
 
 int

@@ -226,8 +226,22 @@ dead_row(const jr_dead_row *r, void *arg)
 
 typedef struct totals {         /* a stats walk */
     walk    w;
-    long    ready, scheduled, running, dead, waiting;
+    long    n[JR_NSTATES];      /* the names' counts summed */
 } totals;
+
+/* "state":n[s],... of the states whose flags hold all of flags, in the
+ * list's order. */
+static void
+counts_json(jr_buf *b, const long *n, int flags)
+{
+    const char *sep = "";
+
+    for (int s = 0; s < JR_NSTATES; s++)
+        if ((jr_state_flags(s) & flags) == flags) {
+            jr_api_printf(b, "%s\"%s\":%ld", sep, jr_state_name(s), n[s]);
+            sep = ",";
+        }
+}
 
 static int
 stat_row(const jr_stat_row *r, void *arg)
@@ -237,15 +251,11 @@ stat_row(const jr_stat_row *r, void *arg)
 
     comma(&t->w);
     jr_api_str(b, r->name);
-    jr_api_printf(b, ":{\"queued\":%ld,\"ready\":%ld,\"scheduled\":%ld,"
-                  "\"running\":%ld,\"dead\":%ld,\"waiting\":%ld}",
-                  r->ready + r->scheduled, r->ready, r->scheduled,
-                  r->running, r->dead, r->waiting);
-    t->waiting += r->waiting;
-    t->ready += r->ready;
-    t->scheduled += r->scheduled;
-    t->running += r->running;
-    t->dead += r->dead;
+    jr_buf_put(b, ":{", 2);
+    counts_json(b, r->n, JR_ST_NAME);
+    jr_buf_put(b, "}", 1);
+    for (int s = 0; s < JR_NSTATES; s++)
+        t->n[s] += r->n[s];
     return 0;
 }
 
@@ -261,12 +271,9 @@ queue_row(const jr_queue_row *r, void *arg)
     jr_api_printf(b, ",\"paused\":%s,\"paused_at\":",
                   r->paused ? "true" : "false");
     jr_api_time(b, r->paused_at);
-    jr_api_printf(b, ",\"queued\":%ld,\"ready\":%ld,\"scheduled\":%ld,"
-                  "\"running\":%ld,\"dead\":%ld,\"cancelled\":%ld,"
-                  "\"completed\":%ld,\"waiting\":%ld}",
-                  r->ready + r->scheduled, r->ready, r->scheduled,
-                  r->running, r->dead, r->cancelled, r->completed,
-                  r->waiting);
+    jr_buf_put(b, ",", 1);
+    counts_json(b, r->n, 0);
+    jr_buf_put(b, "}", 1);
     return 0;
 }
 
@@ -284,39 +291,28 @@ label(jr_buf *b, const char *s)
     }
 }
 
-/* One gauge line per state from ready on:
- * METRIC{LABEL="name",state="s"} v[i]. */
+/* One gauge line per stored state whose flags hold all of flags, in the
+ * list's order: METRIC{LABEL="name",state="s"} n[s]. */
 static void
-gauge_states(jr_buf *b, const char *head, const char *name, const long *v,
-             int n)
+gauge_states(jr_buf *b, const char *head, const char *name, const long *n,
+             int flags)
 {
-    for (int i = 0; i < n; i++) {       /* v[i]: state JR_STATE_READY + i */
+    for (int s = 0; s < JR_NSTATES; s++) {
+        int f = jr_state_flags(s);
+
+        if ((f & JR_ST_SUM) || (f & flags) != flags)
+            continue;
         jr_buf_put(b, head, strlen(head));
         label(b, name);
-        jr_api_printf(b, "\",state=\"%s\"} %ld\n",
-                      jr_state_name(JR_STATE_READY + i), v[i]);
+        jr_api_printf(b, "\",state=\"%s\"} %ld\n", jr_state_name(s), n[s]);
     }
-}
-
-/* The gauge line of state s alone. */
-static void
-gauge_at(jr_buf *b, const char *head, const char *name, int s, const long *v)
-{
-    jr_buf_put(b, head, strlen(head));
-    label(b, name);
-    jr_api_printf(b, "\",state=\"%s\"} %ld\n", jr_state_name(s), v[0]);
 }
 
 static int
 gauge_name(const jr_stat_row *r, void *arg)
 {
-    long v[] = {r->ready, r->scheduled, r->running, r->dead};
-
-    long w[] = {r->waiting};
-    jr_buf *b = &((jr_apireq *)arg)->body;
-
-    gauge_states(b, "jobrunner_jobs{name=\"", r->name, v, 4);
-    gauge_at(b, "jobrunner_jobs{name=\"", r->name, JR_STATE_WAITING, w);
+    gauge_states(&((jr_apireq *)arg)->body, "jobrunner_jobs{name=\"",
+                 r->name, r->n, JR_ST_NAME);
     return 0;
 }
 
@@ -325,15 +321,9 @@ gauge_name(const jr_stat_row *r, void *arg)
 static int
 gauge_queue(const jr_queue_row *r, void *arg)
 {
-    long v[] = {r->ready, r->scheduled, r->running, r->dead, r->cancelled,
-                r->completed};
     jr_buf *two = arg;
 
-    long w[] = {r->waiting};
-
-    gauge_states(&two[0], "jobrunner_queue_jobs{queue=\"", r->name, v, 6);
-    gauge_at(&two[0], "jobrunner_queue_jobs{queue=\"", r->name,
-             JR_STATE_WAITING, w);
+    gauge_states(&two[0], "jobrunner_queue_jobs{queue=\"", r->name, r->n, 0);
     jr_buf_put(&two[1], "jobrunner_queue_paused{queue=\"", 30);
     label(&two[1], r->name);
     jr_api_printf(&two[1], "\"} %d\n", r->paused ? 1 : 0);
@@ -368,17 +358,16 @@ gauges(jr_db *db, jr_apireq *q, jr_err *e)
 static int
 stats(jr_db *db, jr_apireq *q, jr_err *e)
 {
-    totals t = {{q, 0, NULL}, 0, 0, 0, 0, 0};
+    totals t = {{q, 0, NULL}, {0}};
     jr_buf *b = &q->body;
     jr_buf names = {0};
 
     jr_buf_put(b, "{\"names\":{", 10);
     if (db->ops->stats(db->b, stat_row, &t, e) < 0)
         return -1;
-    jr_api_printf(b, "},\"queued\":%ld,\"ready\":%ld,\"scheduled\":%ld,"
-                  "\"running\":%ld,\"dead\":%ld,\"waiting\":%ld,"
-                  "\"queues\":[", t.ready + t.scheduled, t.ready,
-                  t.scheduled, t.running, t.dead, t.waiting);
+    jr_buf_put(b, "},", 2);
+    counts_json(b, t.n, JR_ST_NAME);
+    jr_buf_put(b, ",\"queues\":[", 11);
     t.w.n = 0;
     if (db->ops->queue_list(db->b, queue_row, &t.w, e) < 0)
         return -1;

@@ -104,10 +104,10 @@ count_cb(const jr_stat_row *row, void *arg)
     counts *c = arg;
 
     if (strcmp(row->name, c->name) == 0) {
-        c->v[0] = row->ready;
-        c->v[1] = row->scheduled;
-        c->v[2] = row->running;
-        c->v[3] = row->dead;
+        c->v[0] = row->n[JR_STATE_READY];
+        c->v[1] = row->n[JR_STATE_SCHEDULED];
+        c->v[2] = row->n[JR_STATE_RUNNING];
+        c->v[3] = row->n[JR_STATE_DEAD];
     }
     return 0;
 }

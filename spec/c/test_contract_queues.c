@@ -225,7 +225,7 @@ test_pause(void)
     CHECK(jr_db_count_ready(&other, names, 1, 100, &e) == 0);
     q = queue_list(&db, "pause.");
     CHECK(q.n == 2 && q.row[0].paused && !q.row[1].paused &&
-          q.row[0].ready == 2 && q.row[0].paused_at > 0);
+          q.row[0].n[JR_STATE_READY] == 2 && q.row[0].paused_at > 0);
     CHECK_OK(db.ops->resume(db.b, "pause.q", &e), e);
     n = claim_spec(&other, "T", ALL_QUEUES(names, 1, 4), j);
     CHECK(n == 2);
@@ -233,7 +233,7 @@ test_pause(void)
     /* a queue no job used yet */
     CHECK_OK(db.ops->pause(db.b, "pause.new", &e), e);
     q = queue_list(&db, "pause.new");
-    CHECK(q.n == 1 && q.row[0].paused && q.row[0].ready == 0);
+    CHECK(q.n == 1 && q.row[0].paused && q.row[0].n[JR_STATE_READY] == 0);
     push_q(&db, "c.pause", "pause.new", 0, 0);      /* stays paused */
     CHECK(claim_spec(&other, "T", ALL_QUEUES(names, 1, 4), j) == 0);
     CHECK_OK(db.ops->resume(db.b, "pause.new", &e), e);
@@ -249,7 +249,19 @@ test_pause(void)
     jr_db_close(&db);
 }
 
-/* queue_list counts each state per queue. */
+/* The counts of name from stats, by state. */
+static int
+name_counts(const jr_stat_row *row, void *arg)
+{
+    jr_stat_row *want = arg;
+
+    if (strcmp(row->name, want->name) == 0)
+        memcpy(want->n, row->n, sizeof want->n);
+    return 0;
+}
+
+/* queue_list and stats count each state of job.h's list (one job in
+ * each here), queued the sum of ready and scheduled. */
 static void
 test_queue_list(void)
 {
@@ -259,6 +271,9 @@ test_queue_list(void)
     jr_job *j[3];
     jr_err e = {0};
     queues q;
+    jr_push child;
+    jr_stat_row byname;
+    int64_t parent;
     int out, i;
 
     for (i = 0; i < 3; i++)
@@ -268,7 +283,12 @@ test_queue_list(void)
     CHECK(result(&db, "T", j[1]->id, JR_DEAD) == 1);
     free_jobs(j, 3);
     push_q(&db, "c.ql", "ql.q", 0, 0);
-    push_q(&db, "c.ql", "ql.q", 0, 3600);
+    parent = push_q(&db, "c.ql", "ql.q", 0, 3600);
+    child = job("c.ql");
+    child.queue = "ql.q";
+    child.after = &parent;
+    child.nafter = 1;
+    push1(&db, child);                                  /* waiting */
     id = push_q(&db, "c.ql", "ql.q", 0, 0);
     CHECK_OK(db.ops->cancel(db.b, &id, 1, &out, &e), e);
     push_q(&db, "c.ql", "ql.r", 0, 0);
@@ -276,11 +296,28 @@ test_queue_list(void)
     CHECK(q.n == 2);
     if (q.n == 2) {
         jr_queue_row *r = &q.row[0];
-        CHECK(strcmp(r->name, "ql.q") == 0 && !r->paused &&
-              r->ready == 1 && r->scheduled == 1 && r->running == 1 &&
-              r->dead == 1 && r->cancelled == 1 && r->completed == 1);
-        CHECK(strcmp(q.row[1].name, "ql.r") == 0 && q.row[1].ready == 1);
+        CHECK(strcmp(r->name, "ql.q") == 0 && !r->paused);
+        for (i = 0; i < JR_NSTATES; i++)
+            if (r->n[i] != (i == JR_STATE_QUEUED ? 2 : 1)) {
+                CHECK(!"one job of each state in ql.q");
+                fprintf(stderr, "  state %s: %ld\n", jr_state_name(i),
+                        r->n[i]);
+            }
+        CHECK(strcmp(q.row[1].name, "ql.r") == 0 &&
+              q.row[1].n[JR_STATE_READY] == 1 &&
+              q.row[1].n[JR_STATE_QUEUED] == 1);
     }
+    /* by name: ql.r's ready job too */
+    memset(&byname, 0, sizeof byname);
+    byname.name = "c.ql";
+    CHECK_OK(db.ops->stats(db.b, name_counts, &byname, &e), e);
+    for (i = 0; i < JR_NSTATES; i++)
+        if (byname.n[i] != (i == JR_STATE_QUEUED ? 3 :
+                            i == JR_STATE_READY ? 2 : 1)) {
+            CHECK(!"stats of c.ql: one job of each state, ready 2");
+            fprintf(stderr, "  state %s: %ld\n", jr_state_name(i),
+                    byname.n[i]);
+        }
     jr_db_close(&db);
 }
 

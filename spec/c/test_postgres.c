@@ -576,10 +576,10 @@ stat_cb(const jr_stat_row *row, void *arg)
 
     if (s->n < 8) {
         snprintf(s->names[s->n], sizeof s->names[0], "%s", row->name);
-        s->v[s->n][0] = row->ready;
-        s->v[s->n][1] = row->scheduled;
-        s->v[s->n][2] = row->running;
-        s->v[s->n][3] = row->dead;
+        s->v[s->n][0] = row->n[JR_STATE_READY];
+        s->v[s->n][1] = row->n[JR_STATE_SCHEDULED];
+        s->v[s->n][2] = row->n[JR_STATE_RUNNING];
+        s->v[s->n][3] = row->n[JR_STATE_DEAD];
         s->n++;
     }
     return 0;
