@@ -42,7 +42,7 @@ local function remove(path)
 end
 
 -- A tree that keeps every rule: each layer uses the one below, services
--- see the master's internals and the master lists the services.
+-- see the master's internals and call it, the master calls none.
 local GOOD = {
   ["backends/backend.h"] = "int jr_db_open(void);\n",
   ["backends/backend.c"] = '#include "backend.h"\n#include "base/err.h"\n' ..
@@ -55,8 +55,7 @@ local GOOD = {
   ["runtime/lua/script.c"] = "#include <lua.h>\n#include \"base/err.h\"\n",
   ["runtime/master/master_int.h"] = "int jr_master_kick(void);\n",
   ["runtime/master/master.c"] = '#include "master/master_int.h"\n' ..
-    '#include "services/cancel.h"\n' ..
-    "int\njr_master_kick(void)\n{\n    return jr_cancel_tick();\n}\n",
+    "int\njr_master_kick(void)\n{\n    return 0;\n}\n",
   ["runtime/services/cancel.h"] = "int jr_cancel_tick(void);\n",
   ["runtime/services/cancel.c"] = '#include "master/master_int.h"\n' ..
     "int\njr_cancel_tick(void)\n{\n    return jr_master_kick();\n}\n",
@@ -228,6 +227,21 @@ describe("layers:", function()
         'includes "bb/b.h"',
       "runtime/bb/b.c:1: folders in a cycle (aa/ bb/): bb/ -> aa/: " ..
         'includes "aa/a.h"',
+    }, layers.check(root))
+  end)
+
+  it("fails a tree whose master calls a service", function()
+    local root = tree(with({
+      ["runtime/master/master.c"] = '#include "master/master_int.h"\n' ..
+        '#include "services/cancel.h"\n' ..
+        "int\njr_master_kick(void)\n{\n    return jr_cancel_tick();\n}\n",
+    }))
+    finally(function() remove(root) end)
+    assert.same({      -- services/ is above master/: both edges up named
+      "runtime/master/master.c:2: folders in a cycle (master/ services/): " ..
+        'master/ -> services/: includes "services/cancel.h"',
+      "runtime/master/master.c:6: folders in a cycle (master/ services/): " ..
+        "master/ -> services/: calls jr_cancel_tick",
     }, layers.check(root))
   end)
 

@@ -24,6 +24,7 @@
 #include "master/master.h"
 #include "master/reload.h"
 #include "lua/script.h"
+#include "services/list.h"
 #include "base/util.h"
 #include "worker/worker.h"
 
@@ -212,7 +213,7 @@ jr_cmd_run(jr_cli *cli)
         jr_config_free(&c);
         return jr_cmd_die(JR_EXIT_USAGE, err.msg);
     }
-    rc = jr_master_run(&c, cli->self);
+    rc = jr_master_run(&c, cli->self, jr_services);
     jr_config_free(&c);
     return rc;
 }

@@ -1,17 +1,15 @@
 /* httphost.c - the master as the HTTP server's host (host.h): what
  * /metrics and /api/runner show of the runner (workers, running jobs,
- * queues, unhandled names) read from the master's fields when a page is
- * made, and the loop, config and database thread the server works with.
- * The only file that knows both the master and the server. Uses
- * httphost.h, master_int.h, http.h, host.h, metrics.h, schedlist.h,
- * unhandled.h. */
+ * queues) read from the master's fields when a page is made, and the
+ * loop, config and database thread the server works with; the services
+ * fill in what they show (jr_service_host: metrics, unhandled names,
+ * schedules). The only file of master/ that knows the server. Uses
+ * httphost.h, master_int.h, service.h, http.h, host.h. */
 #include "master/httphost.h"
 #include "master/master_int.h"
 #include "http/http.h"
 #include "http/host.h"
-#include "services/metrics.h"
-#include "services/schedlist.h"
-#include "services/unhandled.h"
+#include "master/service.h"
 
 static void
 gauges(void *runner, jr_httpgauges *g)
@@ -77,52 +75,19 @@ queues(void *runner, void (*each)(void *arg, const jr_httpqueue *q),
     }
 }
 
-static void
-unhandled_metrics(void *runner, jr_buf *b)
-{
-    jr_unhandled_metrics(runner, b);
-}
-
-static void
-unhandled_json(void *runner, jr_buf *b)
-{
-    jr_unhandled_json(runner, b);
-}
-
-static const jr_schedules *
-schedules(void *runner)
-{
-    return jr_sched_list(runner);
-}
-
-static void
-metrics_text(const jr_httphost *h, jr_buf *b)
-{
-    jr_metrics_write(h, b);
-}
-
-static void
-throughput(const jr_httphost *h, jr_buf *b)
-{
-    jr_metrics_throughput(h->metrics, b);
-}
-
 int
 jr_httphost_start(master *m, jr_err *err)
 {
     jr_httphost host = {
         .runner = m, .base = m->base, .cfg = m->cfg, .token = m->token,
         .dbt = m->dbt, .gauges = gauges, .running = running,
-        .queues = queues, .unhandled_metrics = unhandled_metrics,
-        .unhandled_json = unhandled_json, .metrics_text = metrics_text,
-        .throughput = throughput, .schedules = schedules,
+        .queues = queues,
     };
 
     if (m->cfg->http_listen == NULL)
         return 0;
-    if ((m->metrics = jr_metrics_new()) == NULL)
+    if (jr_service_host(m, &host) < 0)
         return jr_fail(err, JR_ENOMEM, "http: cannot start the server");
-    host.metrics = m->metrics;
     return jr_http_start(&host, &m->http, err);
 }
 

@@ -26,7 +26,6 @@
 #include "base/log.h"
 #include "master/master_int.h"
 #include "caps.h"
-#include "services/vacuum.h"
 
 #define LANE_MIN     64         /* jobs: a smaller claim waits for the first
                                    connection's round */
@@ -94,7 +93,7 @@ done(void *arg, int ran)
                "claimed", l->ninflight, l->nclaimed);
         jr_claimq_recorded(m, l->inflight, l->ninflight, l->applied);
         if (!m->stopping)
-            jr_vacuum_note(m, l->applied, 0);
+            jr_service_recorded(m, l->applied);
         l->ninflight = 0;
         jr_claimq_take(m, l->claimed, l->nclaimed, l->want);
     }

@@ -5,8 +5,8 @@
  * jobs and starts a database cycle. Its other concerns sit beside it and
  * share master_int.h: claimq.c (local queue, results, database cycle),
  * pool.c, death.c and output.c (workers), gen.c (reload). The services
- * beside the claim (services/) are listed here, jr_master_services, and
- * called only through service.h. */
+ * beside the claim (services/) come as a list from the command that runs
+ * the master, and are called only through service.h. */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
@@ -49,31 +49,6 @@
 static const int signals[NSIGNALS] = {SIGTERM, SIGINT, SIGCHLD, SIGHUP,
                                       SIGTTIN, SIGTTOU};
 
-/* The services, in the order the core calls each of their callbacks
- * (service.h). The order matters where two touch one thing:
- *   metrics first: a cycle's time is read before anything else runs;
- *   events before qstate: on_tick's count (fill) decides whether the
- *     cycle reads the paused queues, and on_tick (read) sees the local
- *     queue before the cycle's claims join it;
- *   vacuum reads how many jobs a cycle recorded;
- *   qstate, limits, schedules, cancel act on the claimed jobs (taken);
- *     cancel last, so that the jobs it ends were seen by the others;
- *   prune after the claim's readers: its batch runs after the claim;
- *   unhandled counts on the database thread between cycles (tick);
- *   waits looks at the long polls' jobs after the cycle (taken). */
-const jr_service *const jr_master_services[] = {
-    &jr_metrics_service,
-    &jr_events_service,
-    &jr_vacuum_service,
-    &jr_qstate_service,
-    &jr_limits_service,
-    &jr_sched_service,
-    &jr_cancel_service,
-    &jr_prune_service,
-    &jr_unhandled_service,
-    &jr_waits_service,
-    NULL
-};
 
 static void
 on_watch(void *arg)
@@ -319,7 +294,7 @@ start(master *m, jr_err *err)
            "%d worker%s (max %d), pid %d", JR_VERSION, m->url,
            m->cfg->scripts, m->cfg->conc_min, m->cfg->conc_min == 1 ? "" : "s",
            m->cfg->conc_max, (int)getpid());
-    jr_event_start(m);
+    jr_service_started(m);
     m->target = m->cfg->conc_min;
     jr_pool_fit(m);
     return 0;
@@ -441,7 +416,7 @@ finish(master *m)
         jr_pidfile_state(m->pidfile, NULL);
         jr_pidfile_remove(m->pidfile);
     }
-    jr_event_stop(m);
+    jr_service_stopped(m);
     jr_log(JR_LOG_INFO, "stopped: %ld done, %ld failed, %ld dead", m->done,
            m->failed, m->dead);
 }
@@ -500,7 +475,8 @@ cleanup(master *m)
 }
 
 int
-jr_master_run(jr_config *cfg, const char *self)
+jr_master_run(jr_config *cfg, const char *self,
+              const jr_service *const *services)
 {
     master m;
     jr_err err;
@@ -510,6 +486,7 @@ jr_master_run(jr_config *cfg, const char *self)
     m.out_file = -1;
     m.cfg = cfg;
     m.self = self;
+    m.services = services;
     if (start(&m, &err) < 0) {
         jr_log(JR_LOG_ERROR, "%s", err.msg);
         if (m.pidfile[0])

@@ -8,8 +8,13 @@
 
 #include "config/config.h"
 
+struct jr_service;
+
 /* Runs until SIGTERM/SIGINT; returns the process exit status. self is the
- * path of this binary (to exec workers). */
-int jr_master_run(jr_config *cfg, const char *self);
+ * path of this binary (to exec workers); services the services beside the
+ * claim, in the order the core calls them, NULL-ended (service.h;
+ * services/list.h's jr_services). */
+int jr_master_run(jr_config *cfg, const char *self,
+                  const struct jr_service *const *services);
 
 #endif

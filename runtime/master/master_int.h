@@ -14,8 +14,9 @@
  *   gen.c      generations of handler code: hello, probe, reload
  *   service.c  the core's calls into the services (service.h)
  * A feature beside the claim is a service in services/ (service.h): it
- * keeps its state in its own struct at svc[its slot]; the core calls it
- * through the list and never by name. Uses config.h, dbthread.h (the
+ * keeps its state in its own struct, held for it at its place in the
+ * list (jr_service_state); the core calls it through the list and never
+ * by name. Uses config.h, dbthread.h (the
  * database, which only it sees), frame.h, hooks.h, reload.h, script.h,
  * service.h, util.h. */
 #ifndef JR_MASTER_INT_H
@@ -216,8 +217,10 @@ struct master {
                                            NULL when off */
     double              cycle_at;       /* when the last cycle went */
     struct jr_metrics  *metrics;        /* its counters (metrics.c) */
-    void               *svc[JR_NSERVICES]; /* each service's state, by its
-                                           slot (service.h) */
+    const jr_service *const *services;  /* the services, in the order the
+                                           core calls them; NULL-ended */
+    void              **svc;            /* each one's state, by its place
+                                           in services (service.c) */
 };
 
 /* master.c: the loop */
@@ -231,8 +234,6 @@ jr_master_kick(master *m)
 /* Arms t to set *flag and kick every secs seconds (t->ev NULL when out of
  * memory; event_free it). */
 void jr_master_flag(master *m, flag_timer *t, double secs, int *flag);
-/* The services, in the order the core calls them; NULL-terminated. */
-extern const jr_service *const jr_master_services[];
 
 /* claimq.c: the local queue, results, the database cycle */
 
@@ -268,16 +269,6 @@ void    jr_claimq_watch_wake(master *m, int fd);
 void    jr_claimq_work(evutil_socket_t fd, short what, void *arg);
 void    jr_claimq_cycle_done(jr_cycle *c, void *arg);
 void    jr_claimq_wake(evutil_socket_t fd, short what, void *arg);
-
-/* qstate.c: per-queue caps, served queues, the paused set */
-
-/* Sets queue's target (on_tick), clamped to its min..max. */
-void jr_qstate_target(master *m, const char *queue, double target);
-
-/* limitsrun.c: limits per key in the master */
-
-/* Warns of each limit on a job name that none of names[0..n) is (the
- * handler may come with a reload: not an error). */
 
 /* pool.c: the workers */
 
@@ -383,10 +374,5 @@ const jr_handler *jr_gen_handler(const gen *g, const char *name);
 void  jr_gen_reload(master *m);
 /* A worker's hello frame in r. */
 void  jr_gen_hello(master *m, wk *w, jr_reader *r);
-
-/* events.c: hook events (the job ones come through service.h) */
-
-void jr_event_start(master *m);
-void jr_event_stop(master *m);
 
 #endif

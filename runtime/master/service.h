@@ -3,10 +3,13 @@
  * schedules, cancel, retention, unhandled names) is a table of callbacks
  * the core calls at fixed points of its loop, in the spirit of Oban's
  * plugins and River's maintenance services. The core (claimq.c, pool.c,
- * master.c's loop) names no feature: it calls jr_service_*, which walk
- * master.c's list (jr_master_services) in its order (service.c). A
- * service keeps its state in its own struct, at m->svc[its slot]. Every callback may be NULL (not wanted); all run in
- * the master's loop thread. Uses master_int.h, dbthread.h's jr_cycle. */
+ * master.c's loop, lane.c, httphost.c) names no feature: it calls
+ * jr_service_*, which walk the list the runner was started with
+ * (services/list.c's jr_services, handed over by the command) in its
+ * order (service.c). A service keeps its state in its own struct, which
+ * the core holds for it by its place in that list (jr_service_state).
+ * Every callback may be NULL (not wanted); all run in the master's loop
+ * thread. Uses master_int.h, dbthread.h's jr_cycle. */
 #ifndef JR_SERVICE_H
 #define JR_SERVICE_H
 
@@ -16,22 +19,20 @@
 
 struct master;
 struct wk;
-
-/* Where each service keeps its state: m->svc[slot]. The order of the
- * calls is master.c's list (jr_master_services), not this. */
-enum {
-    JR_SVC_METRICS, JR_SVC_EVENTS, JR_SVC_VACUUM, JR_SVC_QSTATE,
-    JR_SVC_LIMITS, JR_SVC_SCHED, JR_SVC_CANCEL, JR_SVC_PRUNE,
-    JR_SVC_UNHANDLED, JR_SVC_WAITS, JR_NSERVICES
-};
+struct jr_httphost;
 
 typedef struct jr_service {
     const char *name;           /* for messages: "schedules" */
-    int         slot;           /* JR_SVC_*: its state is m->svc[slot] */
+    /* The HTTP server is about to start (before init): fills in its part
+     * of the server's host h (the callbacks for what it shows). -1 when
+     * out of memory (the runner does not start). */
+    int  (*host)(struct master *m, struct jr_httphost *h);
     /* At start, once the loop, the database thread and the hooks exist:
      * sets *st to its state (or leaves it NULL). -1 when out of memory
      * (the runner does not start; free still runs). */
     int  (*init)(struct master *m, void **st);
+    /* The runner started: its workers are about to be spawned. */
+    void (*started)(struct master *m, void *st);
     /* Each pass of work with no cycle out: 1 if the next database cycle
      * has work for it (a cycle starts even with nothing to claim). Every
      * service is asked, each pass. */
@@ -47,6 +48,9 @@ typedef struct jr_service {
     /* The same cycle, after its claimed jobs joined the local queue:
      * takes the outputs that act on them. */
     void (*taken)(struct master *m, void *st, jr_cycle *c);
+    /* n more jobs were recorded finished by a round that is not a cycle
+     * (the second connection's, lane.c). */
+    void (*recorded)(struct master *m, void *st, long n);
     /* The runner stops and cycle c finished unread: frees what fill put
      * into it, acts on nothing. */
     void (*drop)(struct master *m, void *st, jr_cycle *c);
@@ -89,29 +93,23 @@ typedef struct jr_service {
     /* The loop ended: stops what it runs on threads of its own, before
      * the database thread stops. */
     void (*stop)(struct master *m, void *st);
+    /* The runner stopped: its workers are gone, its results recorded. */
+    void (*stopped)(struct master *m, void *st);
     /* Frees its state, after the database thread is gone. st may be
      * NULL. */
     void (*free)(struct master *m, void *st);
 } jr_service;
 
-extern const jr_service jr_metrics_service;
-extern const jr_service jr_events_service;
-extern const jr_service jr_vacuum_service;
-extern const jr_service jr_qstate_service;
-extern const jr_service jr_limits_service;
-extern const jr_service jr_sched_service;
-extern const jr_service jr_cancel_service;
-extern const jr_service jr_prune_service;
-extern const jr_service jr_unhandled_service;
-extern const jr_service jr_waits_service;
-
 /* The core's calls: each runs the callback of every service that has
  * one, in the list's order. */
+int  jr_service_host(struct master *m, struct jr_httphost *h); /* -1: ENOMEM */
 int  jr_service_init(struct master *m);         /* -1: out of memory */
+void jr_service_started(struct master *m);
 int  jr_service_due(struct master *m);          /* 1 if any is due */
 void jr_service_fill(struct master *m, jr_cycle *c);
 void jr_service_read(struct master *m, jr_cycle *c);
 void jr_service_taken(struct master *m, jr_cycle *c);
+void jr_service_recorded(struct master *m, long n);
 void jr_service_drop(struct master *m, jr_cycle *c);
 void jr_service_job_start(struct master *m, const jr_job *j, int worker);
 void jr_service_job_end(struct master *m, const jr_job *j,
@@ -127,6 +125,11 @@ void jr_service_loaded(struct master *m, const char *const *names, int n);
 void jr_service_scaled(struct master *m, int from, int to,
                        const char *reason);
 void jr_service_stop(struct master *m);
+void jr_service_stopped(struct master *m);
 void jr_service_free(struct master *m);
+/* The state service s keeps (its init's), for its own files' calls from
+ * outside its callbacks; NULL before init, after free, or if it has
+ * none. */
+void *jr_service_state(const struct master *m, const jr_service *s);
 
 #endif

@@ -256,7 +256,7 @@ free_cancels(master *m, void *st)
 }
 
 const jr_service jr_cancel_service = {
-    .name = "cancel", .slot = JR_SVC_CANCEL, .init = init, .due = due,
+    .name = "cancel", .init = init, .due = due,
     .fill = fill, .taken = taken, .refuse = refuse, .tick = tick,
     .free = free_cancels,
 };

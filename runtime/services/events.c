@@ -10,6 +10,7 @@
 #include "base/log.h"
 #include "master/master_int.h"
 #include "services/metrics.h"
+#include "services/qstate.h"
 
 typedef struct events {         /* the service's state */
     long        tick_done, tick_failed; /* counters at last tick */
@@ -212,17 +213,11 @@ reloaded(master *m, void *st, int ok, const char *error)
     }
 }
 
-const jr_service jr_events_service = {
-    .name = "events", .slot = JR_SVC_EVENTS, .init = init, .due = due,
-    .fill = fill, .read = read_cycle, .job_start = job_start,
-    .job_end = job_end, .reloaded = reloaded, .scaled = scaled,
-    .free = free_events,
-};
-
 /* The on_start hook. */
-void
-jr_event_start(master *m)
+static void
+started(master *m, void *st)
 {
+    (void)st;
     if (jr_hook_begin(m->hooks, JR_HOOK_START)) {
         jr_hook_int(m->hooks, "pid", getpid());
         jr_hook_str(m->hooks, "backend", m->url);
@@ -234,9 +229,10 @@ jr_event_start(master *m)
 }
 
 /* The on_stop hook. */
-void
-jr_event_stop(master *m)
+static void
+stopped(master *m, void *st)
 {
+    (void)st;
     if (jr_hook_begin(m->hooks, JR_HOOK_STOP)) {
         jr_hook_int(m->hooks, "done", m->done);
         jr_hook_int(m->hooks, "failed", m->failed);
@@ -244,3 +240,10 @@ jr_event_stop(master *m)
         jr_hook_fire(m->hooks, NULL);
     }
 }
+
+const jr_service jr_events_service = {
+    .name = "events", .init = init, .due = due,
+    .fill = fill, .read = read_cycle, .job_start = job_start,
+    .job_end = job_end, .reloaded = reloaded, .scaled = scaled,
+    .free = free_events, .started = started, .stopped = stopped,
+};

@@ -1,11 +1,14 @@
 /* limits.h - the limits service's state (jr_limits_service, service.h),
  * private to its two files: limitsrun.c (the master's side: cycles,
- * figures, timer) and limitslua.c (the hooks' get and set). Lives at
- * m->svc[JR_SVC_LIMITS]. Uses limitcfg.h. */
+ * figures, timer) and limitslua.c (the hooks' get and set). The core holds
+ * it for the service (jr_service_state). Uses limitcfg.h, service.h. */
 #ifndef JR_LIMITS_H
 #define JR_LIMITS_H
 
 #include "config/limitcfg.h"
+#include "master/service.h"
+
+extern const jr_service jr_limits_service;        /* limitsrun.c */
 
 struct event;
 struct master;

@@ -26,7 +26,7 @@ self(lua_State *L)
 static jr_limitsrun *
 lims(master *m)
 {
-    return m->svc[JR_SVC_LIMITS];
+    return jr_service_state(m, &jr_limits_service);
 }
 
 /* Pushes one set as { concurrency, rate, per_second, burst }.

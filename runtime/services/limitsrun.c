@@ -264,7 +264,7 @@ shapes(master *m, void *st)
 }
 
 const jr_service jr_limits_service = {
-    .name = "limits", .slot = JR_SVC_LIMITS, .init = init, .fill = fill,
+    .name = "limits", .init = init, .fill = fill,
     .taken = taken, .job_left = job_left, .shapes = shapes,
     .figures = figures, .loaded = loaded, .free = free_limits,
 };

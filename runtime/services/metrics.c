@@ -411,6 +411,30 @@ read_cycle(master *m, void *st, jr_cycle *c)
     jr_metrics_cycle_end(m->metrics, c->rescued);
 }
 
+static void
+host_text(const jr_httphost *h, jr_buf *b)
+{
+    jr_metrics_write(h, b);
+}
+
+static void
+host_throughput(const jr_httphost *h, jr_buf *b)
+{
+    jr_metrics_throughput(h->metrics, b);
+}
+
+/* The HTTP server starts: the series begin (none without it). */
+static int
+host(master *m, jr_httphost *h)
+{
+    if ((m->metrics = jr_metrics_new()) == NULL)
+        return -1;
+    h->metrics = m->metrics;
+    h->metrics_text = host_text;
+    h->throughput = host_throughput;
+    return 0;
+}
+
 /* The series live as long as the master (the HTTP server makes them). */
 static void
 free_metrics(master *m, void *st)
@@ -421,6 +445,6 @@ free_metrics(master *m, void *st)
 }
 
 const jr_service jr_metrics_service = {
-    .name = "metrics", .slot = JR_SVC_METRICS, .fill = fill,
+    .name = "metrics", .host = host, .fill = fill,
     .read = read_cycle, .free = free_metrics,
 };

@@ -69,6 +69,6 @@ free_prune(master *m, void *st)
 }
 
 const jr_service jr_prune_service = {
-    .name = "prune", .slot = JR_SVC_PRUNE, .init = init, .due = due,
+    .name = "prune", .init = init, .due = due,
     .fill = fill, .taken = taken, .free = free_prune,
 };

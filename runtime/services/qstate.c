@@ -13,6 +13,9 @@
 
 #include "base/log.h"
 #include "master/master_int.h"
+#include "services/qstate.h"
+
+extern const jr_service jr_qstate_service;   /* below */
 
 typedef struct qsvc {           /* the service's state */
     const char **qnames;        /* a claim's caps, for the cycle */
@@ -26,7 +29,7 @@ typedef struct qsvc {           /* the service's state */
 static qsvc *
 qv(const master *m)
 {
-    return m->svc[JR_SVC_QSTATE];
+    return jr_service_state(m, &jr_qstate_service);
 }
 
 static qstate *
@@ -371,7 +374,7 @@ shapes(master *m, void *st)
 }
 
 const jr_service jr_qstate_service = {
-    .name = "queues", .slot = JR_SVC_QSTATE, .init = init, .due = due,
+    .name = "queues", .init = init, .due = due,
     .fill = fill, .taken = taken, .job_left = job_left, .shapes = shapes,
     .figures = figures, .free = free_qstate,
 };

@@ -7,8 +7,8 @@
  * read each second (pause, fire now: schedq.c follows them), and the
  * config's schedules followed on reload. A service (service.h) owning
  * its schedules, fires and timer; the fire queue is schedq.c's (sched.h).
- * The list it follows is read through schedlist.h. Uses cron.h,
- * schedules.h, dbthread.h. */
+ * The HTTP API reads the list it follows through its host callback.
+ * Uses cron.h, schedules.h, dbthread.h, host.h. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -18,7 +18,9 @@
 #include "master/master_int.h"
 #include "config/schedules.h"
 #include "services/sched.h"
-#include "services/schedlist.h"
+#include "http/host.h"
+
+extern const jr_service jr_sched_service;   /* below */
 
 typedef struct svc {            /* the service's state */
     jr_sched   *sc;             /* replaced whole by a reload */
@@ -392,15 +394,25 @@ taken(master *m, void *st, jr_cycle *c)
     jr_cycle_free_fires(c);
 }
 
-const jr_schedules *
-jr_sched_list(const master *m)
+/* The schedules the runner follows now, for the HTTP API's list and
+ * controls; valid until the next reload (borrowed). */
+static const jr_schedules *
+host_list(void *runner)
 {
     static const jr_schedules none;
-    const svc *v = m->svc[JR_SVC_SCHED];
+    const svc *v = jr_service_state(runner, &jr_sched_service);
 
     return v != NULL && v->sc != NULL ? &v->sc->cfg : &none;
 }
 
-const jr_service jr_sched_service = {.name = "schedules",
-    .slot = JR_SVC_SCHED, .init = init, .due = due, .fill = fill,
-    .taken = taken, .drop = taken, .reload = reload, .free = free_svc};
+static int
+host(master *m, jr_httphost *h)
+{
+    (void)m;
+    h->schedules = host_list;
+    return 0;
+}
+
+const jr_service jr_sched_service = {
+    .name = "schedules", .host = host, .init = init, .due = due,
+    .fill = fill, .taken = taken, .drop = taken, .reload = reload, .free = free_svc};

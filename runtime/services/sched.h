@@ -3,7 +3,7 @@
  * each second's look, the cycle's fires and last fires, reload) and
  * schedq.c (the fires waiting for the database: adding, catch-up,
  * expiry, and the controls an operator set: pause and fire now). Lives
- * at m->svc[JR_SVC_SCHED]. Uses schedules.h, job.h, dbthread.h. */
+ * where the core holds the service's state (jr_service_state). Uses schedules.h, job.h, dbthread.h. */
 #ifndef JR_SCHED_H
 #define JR_SCHED_H
 

@@ -9,7 +9,8 @@
  * long as the last one took, at least a minute and at most ten, so
  * counting takes at most a hundredth of that thread. Each name no handler takes is logged once (again only after it
  * was gone), with its count; the last count is in /metrics and
- * /api/runner. Uses unhandled.h, master_int.h, dbcalls.h, dbthread.h,
+ * /api/runner through the HTTP host's callbacks (host). A service
+ * (service.h). Uses master_int.h, host.h, dbcalls.h, dbthread.h,
  * api.h, log.h. */
 #include <stdlib.h>
 #include <string.h>
@@ -19,7 +20,9 @@
 #include "db/dbthread.h"
 #include "base/log.h"
 #include "master/master_int.h"
-#include "services/unhandled.h"
+#include "http/host.h"
+
+extern const jr_service jr_unhandled_service;   /* below */
 
 #define FIRST_AFTER 2.0         /* s from a new generation to its count */
 #define EVERY_MIN   60.0        /* s between counts, at least */
@@ -35,6 +38,8 @@ typedef struct list {
     named *v;
     int    n, cap;
 } list;
+
+typedef struct jr_unhandled jr_unhandled;
 
 struct jr_unhandled {
     master *m;
@@ -162,8 +167,7 @@ tick(master *m, void *st, double now)
 
     if (m->gen == NULL || m->dbt == NULL || m->stopping)
         return;
-    if (u == NULL &&
-        (u = m->svc[JR_SVC_UNHANDLED] = calloc(1, sizeof *u)) == NULL)
+    if (u == NULL)
         return;
     u->m = m;
     if (u->gen_id != m->gen->id) {      /* new handlers: count soon */
@@ -198,10 +202,11 @@ reloaded(master *m, void *st, int ok, const char *error)
         u->next = jr_mono();
 }
 
-void
-jr_unhandled_metrics(const master *m, jr_buf *b)
+/* /metrics: the gauge jobrunner_unhandled_jobs{name} of the last count. */
+static void
+host_metrics(void *runner, jr_buf *b)
 {
-    const jr_unhandled *u = m->svc[JR_SVC_UNHANDLED];
+    const jr_unhandled *u = jr_service_state(runner, &jr_unhandled_service);
 
     jr_api_printf(b, "# HELP jobrunner_unhandled_jobs Queued jobs (ready or "
                   "scheduled) whose name no handler of this runner takes, "
@@ -212,10 +217,12 @@ jr_unhandled_metrics(const master *m, jr_buf *b)
                       u->shown.v[i].name, u->shown.v[i].queued);
 }
 
-void
-jr_unhandled_json(const master *m, jr_buf *b)
+/* /api/runner: ,"unhandled":[{"name":...,"queued":N}...] of the last
+ * count. */
+static void
+host_json(void *runner, jr_buf *b)
 {
-    const jr_unhandled *u = m->svc[JR_SVC_UNHANDLED];
+    const jr_unhandled *u = jr_service_state(runner, &jr_unhandled_service);
 
     jr_buf_put(b, ",\"unhandled\":[", 14);
     for (int i = 0; u != NULL && i < u->shown.n; i++) {
@@ -224,6 +231,22 @@ jr_unhandled_json(const master *m, jr_buf *b)
         jr_api_printf(b, ",\"queued\":%ld}", u->shown.v[i].queued);
     }
     jr_buf_put(b, "]", 1);
+}
+
+static int
+host(master *m, jr_httphost *h)
+{
+    (void)m;
+    h->unhandled_metrics = host_metrics;
+    h->unhandled_json = host_json;
+    return 0;
+}
+
+static int
+init(master *m, void **st)
+{
+    (void)m;
+    return (*st = calloc(1, sizeof(jr_unhandled))) == NULL ? -1 : 0;
 }
 
 /* After the database thread is gone (a count on its way heard ran 0). */
@@ -241,6 +264,6 @@ free_unhandled(master *m, void *st)
 }
 
 const jr_service jr_unhandled_service = {
-    .name = "unhandled", .slot = JR_SVC_UNHANDLED, .tick = tick,
+    .name = "unhandled", .host = host, .init = init, .tick = tick,
     .reloaded = reloaded, .free = free_unhandled,
 };

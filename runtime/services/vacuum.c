@@ -11,23 +11,25 @@
  * connection and thread of their own, opened at the first, so that claims
  * never wait on it; one at a time. SQLite needs none (its backend has no
  * vacuum op). A service (service.h): owns its connection and thread.
- * Uses vacuum.h, master_int.h, dbthread.h, dbcalls.h, log.h. */
+ * Uses master_int.h, dbthread.h, dbcalls.h, log.h. */
 #include <stdlib.h>
 
 #include "db/dbcalls.h"
 #include "db/dbthread.h"
 #include "base/log.h"
 #include "master/master_int.h"
-#include "services/vacuum.h"
 
 #define SLOW_N    100           /* a claim of this many jobs taking */
 #define SLOW_SECS 0.1           /* this long asks for a vacuum early */
+
+typedef struct jr_vacuum jr_vacuum;
 
 struct jr_vacuum {
     jr_db       *db;            /* its connection, NULL until the first */
     jr_dbthread *t;             /* and thread */
     long         count;         /* jobs finished since the last one asked */
     int          started;       /* one was asked already */
+    int          stopped;       /* the runner stops: no more */
     int          busy;          /* one is on its way */
     int          rc;            /* its result (set on the thread) */
     double       at;            /* when it was asked (mono) */
@@ -71,16 +73,15 @@ open_thread(master *m, jr_vacuum *v)
     return -1;
 }
 
-void
-jr_vacuum_note(master *m, long n, int slow)
+/* n more jobs were recorded finished, and the cycle was slow (a big claim
+ * that took long) or not: asks for a vacuum when it is time. */
+static void
+note(master *m, jr_vacuum *v, long n, int slow)
 {
-    jr_vacuum *v = m->svc[JR_SVC_VACUUM];
     long every = m->cfg->vacuum_every;
 
-    if (every <= 0 || !jr_dbcall_can_vacuum(m->db))
-        return;
-    if (v == NULL && (v = m->svc[JR_SVC_VACUUM] = calloc(1, sizeof *v)) ==
-        NULL)
+    if (every <= 0 || v == NULL || v->stopped ||
+        !jr_dbcall_can_vacuum(m->db))
         return;
     v->count += n > 0 ? n : 0;
     if (v->busy || v->count < (slow ? every / 20 : every) ||
@@ -95,19 +96,42 @@ jr_vacuum_note(master *m, long n, int slow)
         v->busy = 1;
 }
 
+static int
+init(master *m, void **st)
+{
+    (void)m;
+    return (*st = calloc(1, sizeof(jr_vacuum))) == NULL ? -1 : 0;
+}
+
 /* Waits for a vacuum on its way (it skips when locked, so not long),
- * closes the connection. */
+ * closes the connection; asks for none after. */
 static void
 stop(master *m, void *st)
 {
     jr_vacuum *v = st;
 
+    (void)m;
     if (v == NULL)
         return;
     jr_dbthread_free(v->t);     /* a request not run hears ran = 0 */
     jr_dbthread_close(v->db);
-    free(v);
-    m->svc[JR_SVC_VACUUM] = NULL;
+    v->t = NULL;
+    v->db = NULL;
+    v->stopped = 1;
+}
+
+static void
+free_vacuum(master *m, void *st)
+{
+    stop(m, st);
+    free(st);
+}
+
+/* The second connection's round recorded n jobs. */
+static void
+recorded(master *m, void *st, long n)
+{
+    note(m, st, n, 0);
 }
 
 /* Cycle c recorded its results: they count, and a big claim that took
@@ -115,13 +139,12 @@ stop(master *m, void *st)
 static void
 read_cycle(master *m, void *st, jr_cycle *c)
 {
-    (void)st;
     if (c->applied >= 0)
-        jr_vacuum_note(m, c->applied, c->nclaimed >= SLOW_N &&
+        note(m, st, c->applied, c->nclaimed >= SLOW_N &&
                        jr_mono() - m->cycle_at >= SLOW_SECS);
 }
 
 const jr_service jr_vacuum_service = {
-    .name = "vacuum", .slot = JR_SVC_VACUUM, .read = read_cycle,
-    .stop = stop, .free = stop,
+    .name = "vacuum", .init = init, .read = read_cycle,
+    .recorded = recorded, .stop = stop, .free = free_vacuum,
 };

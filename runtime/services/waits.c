@@ -54,6 +54,6 @@ free_waits(master *m, void *st)
 }
 
 const jr_service jr_waits_service = {
-    .name = "waits", .slot = JR_SVC_WAITS, .init = init,
+    .name = "waits", .init = init,
     .job_end = job_end, .taken = taken, .free = free_waits,
 };

@@ -13,8 +13,8 @@
 --     instead of asking a capability (caps.h);
 --   - folders that include or call each other in a circle: each edge of a
 --     cycle that goes up the layers (runtime/LAYERS, read below), with
---     every file and line that makes it (services/ counts as part of
---     master/, backends/*/ as backends/: see unit below).
+--     every file and line that makes it (backends/*/ counts as
+--     backends/: see unit below).
 -- uses(root), at the end, checks the "Uses" sentences of the files'
 -- header comments against their includes.
 local lfs = require "lfs"
@@ -103,11 +103,9 @@ local function resolve(root, f, name)
 end
 
 -- The unit of the cycle rule a folder belongs to: each folder is its own,
--- but services/ sits with master/ (services are the master's, and see its
--- internals through master_int.h while master.c lists them) and every
--- engine's folder with backends/ (backend.c names their ops tables).
+-- but every engine's folder sits with backends/ (backend.c names their
+-- ops tables).
 local function unit(folder)
-  if folder == "runtime/services" then return "runtime/master" end
   return (folder:gsub("^backends/.*", "backends"))
 end
 
@@ -287,7 +285,6 @@ local function cycles(nodes, edges)
 end
 
 local function short(folder)
-  if folder == "runtime/master" then return "master/+services/" end
   return (folder:gsub("^runtime/", "")) .. "/"
 end
 
@@ -312,7 +309,6 @@ end
 -- between two folders of one cycle lies on a cycle; so the edges up are
 -- the ones to name. http/ sits below master/: the master starts the server
 -- and hands it a host interface, the server never reaches into the master.
--- services/ is ranked as master/ (unit above).
 local RANK = {}
 for i, v in ipairs(M.order()) do
   local folder = v == "backends" and v or "runtime/" .. v
