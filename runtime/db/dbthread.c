@@ -181,6 +181,32 @@ reconnected(jr_dbthread *t)
     return 1;
 }
 
+/* A cycle's outputs, emptied before it runs. */
+static void
+cycle_reset(jr_cycle *c)
+{
+    memset(&c->err, 0, sizeof c->err);
+    c->applied = c->nclaimed = c->rescued = c->renewed = 0;
+    c->paused = NULL;
+    c->ready_q = NULL;
+    c->npaused = -1;
+    c->nready_q = 0;
+}
+
+/* The claim's queues (wants, or none), caps and limits for want jobs. */
+static void
+fill_spec(jr_cycle *c, jr_claim_spec *spec, jr_queue_want *wants, int want)
+{
+    spec->queues = wants;
+    spec->nqueues = wants ? c->nqueues : 0;
+    spec->others = c->others < want ? c->others : want;
+    spec->max = want;
+    spec->limits = c->limits;
+    spec->nlimits = c->nlimits;
+    spec->limit_next = &c->limit_next;
+    c->limit_next = 0;
+}
+
 static void
 run_cycle(jr_dbthread *t, jr_cycle *c)
 {
@@ -196,26 +222,14 @@ run_cycle(jr_dbthread *t, jr_cycle *c)
     jr_err e;
     int changed = 1, want, nres;
 
-    memset(&c->err, 0, sizeof c->err);
-    c->applied = c->nclaimed = c->rescued = c->renewed = 0;
-    c->paused = NULL;
-    c->ready_q = NULL;
-    c->npaused = -1;
-    c->nready_q = 0;
+    cycle_reset(c);
     if (c->consume_wake && (changed = ops->changed(b, &e)) < 0)
         jr_cycle_err(c, &e);
     c->unchanged = c->consume_wake && changed == 0;
     want = changed == 0 && !c->claim_always ? 0 : c->want;
     if (want > 0 && c->nqueues > 0 && (wants = queue_wants(c)) == NULL)
         want = 0;               /* out of memory: claim next time */
-    spec.queues = wants;
-    spec.nqueues = wants ? c->nqueues : 0;
-    spec.others = c->others < want ? c->others : want;
-    spec.max = want;
-    spec.limits = c->limits;
-    spec.nlimits = c->nlimits;
-    spec.limit_next = &c->limit_next;
-    c->limit_next = 0;
+    fill_spec(c, &spec, wants, want);
     nres = c->nresults;
     if (nres > 0 && want > 0 && ops->complete_claim != NULL &&
         (c->nclaimed = ops->complete_claim(b, t->token, c->results, nres,
