@@ -1,11 +1,11 @@
 /* keys.c - the config's keys as rows: one per key of jobrunner.lua (its
  * type, field, range, default, words and one-line doc), the plain keys'
- * reader and defaults from them, and the readers of the keys of their
- * own shape (the line of a wrong key); the sections' own readers are
- * queues.c, schedules.c, limitcfg.c, cfghttp.c and cfgbackoff.c. Uses
- * config.h, hooks.h, luaopts.h, log.h, util.h. */
+ * defaults from them, and the readers of the keys of their own shape;
+ * the plain keys' reader and the walk by rows are keyread.c, the
+ * sections' own readers queues.c, schedules.c, limitcfg.c, cfghttp.c and
+ * cfgbackoff.c. Uses config.h, keys.h, hooks.h, json.h, luaopts.h, log.h,
+ * util.h. */
 #include <math.h>
-#include <stdarg.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -22,269 +22,14 @@
 #include "base/log.h"
 #include "base/util.h"
 
-typedef struct key_row key_row;
-
-typedef struct cfg_ctx {
-    jr_config     *c;
-    const char    *file;
-    const char    *text;        /* file contents, to find a key's line */
-    jr_err        *err;
-    const key_row *row;         /* the row being read */
-} cfg_ctx;
-
-typedef int (*key_fn)(cfg_ctx *x, lua_State *L, const char *key);
-
-/* How a plain key is read and stored (at its field in jr_config), or
- * K_FN: its own reader. */
-typedef enum {
-    K_FN,
-    K_SECS,                     /* seconds in lo..hi, a double */
-    K_PERIOD,                   /* seconds or a duration ("7d"), a double */
-    K_INT,                      /* a whole number in lo..hi, an int */
-    K_SIZE,                     /* bytes, a size_t */
-    K_MIB,                      /* MiB, a size_t of bytes */
-    K_LONG,                     /* a whole number, a long */
-    K_STR,                      /* a string, a char * */
-    K_BOOL                      /* true or false, an int */
-} key_type;
-
-/* A key of the config: one row, in the file's own units. The defaults
- * (jr_keys_defaults), the ranges the readers check, and the tables of
- * docs/configuration.md and jobrunner.lua.example come from these rows
- * (spec/example_config_spec.lua reads them). */
-struct key_row {
-    const char *key;
-    key_type    type;
-    size_t      off;            /* plain key: its field in jr_config */
-    double      lo, hi;         /* its range; both 0: none */
-    double      def;            /* its default; NONE: none or its own */
-    const char *words;          /* the values it takes, as its error says */
-    key_fn      fn;             /* K_FN: its reader */
-    const char *doc;            /* one line */
-};
-
 #define NONE NAN
 #define AT(field) offsetof(jr_config, field)
-
-/* The line where key is first assigned in the file, or 0. */
-static int
-key_line(const cfg_ctx *x, const char *key)
-{
-    const char *p = x->text;
-    size_t n = strlen(key);
-
-    while (p && (p = strstr(p, key)) != NULL) {
-        const char *q = p + n;
-        int word_start = p == x->text || !(p[-1] == '_' ||
-                         (p[-1] >= 'a' && p[-1] <= 'z') ||
-                         (p[-1] >= 'A' && p[-1] <= 'Z'));
-        while (*q == ' ' || *q == '\t')
-            q++;
-        if (word_start && *q == '=' && q[1] != '=') {
-            int line = 1;
-            const char *s;
-            for (s = x->text; s < p; s++)
-                line += *s == '\n';
-            return line;
-        }
-        p += n;
-    }
-    return 0;
-}
-
-/* The line of a dotted key: its last part's, else its first part's (a
- * list item, "http.?" or "schedules[2]", has no line of its own), or 0. */
-static int
-path_line(const cfg_ctx *x, const char *key)
-{
-    char first[64];
-    const char *dot = strrchr(key, '.');
-    int line = key_line(x, dot ? dot + 1 : key);
-
-    if (line > 0)
-        return line;
-    snprintf(first, sizeof first, "%.*s", (int)strcspn(key, ".["), key);
-    return key_line(x, first);
-}
-
-__attribute__((format(printf, 3, 4))) static int
-key_fail(cfg_ctx *x, const char *key, const char *fmt, ...)
-{
-    char what[256];
-    va_list ap;
-
-    va_start(ap, fmt);
-    vsnprintf(what, sizeof what, fmt, ap);
-    va_end(ap);
-    return jr_fail(x->err, JR_ECONFIG, "%s:%d: '%s' %s", x->file,
-                   path_line(x, key), key, what);
-}
-
-/* Value at the top of L as a number of seconds in [lo, hi]. */
-static int
-get_number(cfg_ctx *x, lua_State *L, const char *key, double lo, double hi,
-           double *out)
-{
-    double v;
-
-    if (lua_type(L, -1) != LUA_TNUMBER)
-        return key_fail(x, key, "must be a number, got %s",
-                        luaL_typename(L, -1));
-    v = lua_tonumber(L, -1);
-    if (!(v >= lo && v <= hi))          /* NaN too */
-        return key_fail(x, key, "is out of range (%g to %g seconds), got %g",
-                        lo, hi, v);
-    *out = v;
-    return 0;
-}
-
-static int
-get_int(cfg_ctx *x, lua_State *L, const char *key, int lo, int hi, int *out)
-{
-    long long v;
-
-    switch (jr_luaopts_whole(L, lo, hi, 0, &v)) {
-    case JR_WHOLE_OK:
-        *out = (int)v;
-        return 0;
-    case JR_WHOLE_RANGE:
-        return key_fail(x, key, "is out of range (%d to %d)", lo, hi);
-    case JR_WHOLE_FRACTION:
-        return key_fail(x, key, "must be a whole number, got %s",
-                        "a fraction");
-    default:
-        return key_fail(x, key, "must be a whole number, got %s",
-                        luaL_typename(L, -1));
-    }
-}
-
-static int
-get_string(cfg_ctx *x, lua_State *L, const char *key, char **out)
-{
-    if (lua_type(L, -1) != LUA_TSTRING)
-        return key_fail(x, key, "must be a string, got %s",
-                        luaL_typename(L, -1));
-    return jr_config_set(out, lua_tostring(L, -1), x->err);
-}
-
-static int k_plain(cfg_ctx *x, lua_State *L, const char *key);
-
-/* Walks the table at the top of L, calling the row for each key; unknown
- * keys are errors listing the valid ones. prefix is "" or "defaults.". */
-static int
-walk(cfg_ctx *x, lua_State *L, const key_row *rows, const char *prefix)
-{
-    char key[128], valid[512], odd[120];
-    const key_row *r;
-    size_t n;
-
-    if (jr_json_map(L, -1, odd, sizeof odd) < 0) {
-        if (*prefix == '\0')
-            return jr_fail(x->err, JR_ECONFIG, "%s: config keys must be "
-                           "strings, found the key %s", x->file, odd);
-        snprintf(key, sizeof key, "%.*s", (int)strlen(prefix) - 1, prefix);
-        return key_fail(x, key, "must be a table of named keys, found the "
-                        "key %s", odd);
-    }
-    lua_pushnil(L);                                  /* t nil */
-    while (lua_next(L, -2)) {                        /* t k v */
-        snprintf(key, sizeof key, "%s%s", prefix, lua_tostring(L, -2));
-        for (r = rows; r->key; r++)
-            if (strcmp(r->key, lua_tostring(L, -2)) == 0)
-                break;
-        if (r->key == NULL) {
-            for (n = 0, valid[0] = '\0', r = rows; r->key; r++)
-                n += (size_t)snprintf(valid + n, sizeof valid - n, "%s%s",
-                                      n ? ", " : "", r->key);
-            lua_pop(L, 2);
-            return jr_fail(x->err, JR_ECONFIG, "%s:%d: unknown key '%s' in "
-                           "config (valid keys: %s)", x->file,
-                           path_line(x, key), key, valid);
-        }
-        x->row = r;
-        if ((r->fn ? r->fn : k_plain)(x, L, key) < 0) { /* t k v */
-            lua_pop(L, 2);
-            return -1;
-        }
-        lua_pop(L, 1);                               /* t k */
-    }                                                /* t */
-    return 0;
-}
-
-/* A period: seconds, or a duration string ("30s", "7d"), into *out. */
-static int
-get_period(cfg_ctx *x, lua_State *L, const char *key, double *out)
-{
-    jr_err e;
-
-    if (lua_type(L, -1) != LUA_TSTRING)
-        return get_number(x, L, key, 0, JR_RANGE_RETENTION_MAX, out);
-    if (jr_parse_duration(lua_tostring(L, -1), key, out, &e) < 0)
-        return key_fail(x, key, "must be seconds or a duration such as "
-                        "\"30s\", \"15m\", \"7d\", got \"%.64s\"",
-                        lua_tostring(L, -1));
-    if (*out > JR_RANGE_RETENTION_MAX)
-        return key_fail(x, key, "is out of range (0 to %g seconds), got "
-                        "%g", JR_RANGE_RETENTION_MAX, *out);
-    return 0;
-}
-
-/* A plain key: read by its row's type into its field. */
-static int
-k_plain(cfg_ctx *x, lua_State *L, const char *key)
-{
-    const key_row *r = x->row;
-    char *at = (char *)x->c + r->off;
-    int n;
-
-    switch (r->type) {
-    case K_SECS:
-        return get_number(x, L, key, r->lo, r->hi, (double *)at);
-    case K_PERIOD:
-        return get_period(x, L, key, (double *)at);
-    case K_STR:
-        return get_string(x, L, key, (char **)at);
-    case K_BOOL:
-        if (lua_type(L, -1) != LUA_TBOOLEAN)
-            return key_fail(x, key, "must be true or false, got %s",
-                            luaL_typename(L, -1));
-        *(int *)at = lua_toboolean(L, -1);
-        return 0;
-    default:
-        break;
-    }
-    if (get_int(x, L, key, (int)r->lo, (int)r->hi, &n) < 0)
-        return -1;
-    if (r->type == K_INT)
-        *(int *)at = n;
-    else if (r->type == K_SIZE)
-        *(size_t *)at = (size_t)n;
-    else if (r->type == K_MIB)
-        *(size_t *)at = (size_t)n << 20;
-    else
-        *(long *)at = n;
-    return 0;
-}
-
-/* A key of enum words: the index of the value in list (NULL-ended), or
- * the row's words as its error. */
-static int
-get_word(cfg_ctx *x, lua_State *L, const char *key, const char *const *list)
-{
-    const char *v = lua_tostring(L, -1);
-    int i;
-
-    for (i = 0; lua_type(L, -1) == LUA_TSTRING && list[i]; i++)
-        if (strcmp(v, list[i]) == 0)
-            return i;
-    return key_fail(x, key, "must be %s", x->row->words);
-}
 
 static int
 k_synchronous(cfg_ctx *x, lua_State *L, const char *key)
 {
     static const char *const list[] = {"full", "normal", NULL};
-    int i = get_word(x, L, key, list);
+    int i = jr_key_word(x, L, key, list);
 
     if (i < 0)
         return -1;
@@ -300,7 +45,7 @@ k_on_parent_failure(cfg_ctx *x, lua_State *L, const char *key)
     const char *v = lua_tostring(L, -1);
 
     if (lua_type(L, -1) != LUA_TSTRING || jr_opf_parse(v) < 0)
-        return key_fail(x, key, "must be %s", x->row->words);
+        return jr_key_fail(x, key, "must be %s", x->row->words);
     x->c->on_parent_failure = jr_opf_parse(v);
     return 0;
 }
@@ -312,14 +57,14 @@ k_concurrency(cfg_ctx *x, lua_State *L, const char *key)
     int lo, hi, top = (int)x->row->hi;
 
     if (lua_type(L, -1) == LUA_TNUMBER) {
-        if (get_int(x, L, key, 1, top, &lo) < 0)
+        if (jr_key_int(x, L, key, 1, top, &lo) < 0)
             return -1;
         x->c->conc_min = x->c->conc_max = lo;
         return 0;
     }
     if (lua_type(L, -1) != LUA_TTABLE)
-        return key_fail(x, key, "must be a number or { min = A, max = B }, "
-                        "got %s", luaL_typename(L, -1));
+        return jr_key_fail(x, key, "must be a number or { min = A, max = B }, "
+                           "got %s", luaL_typename(L, -1));
     lua_pushnil(L);                                  /* t nil */
     while (lua_next(L, -2)) {                        /* t k v */
         lua_pop(L, 1);                               /* t k */
@@ -327,28 +72,28 @@ k_concurrency(cfg_ctx *x, lua_State *L, const char *key)
             (strcmp(lua_tostring(L, -1), "min") != 0 &&
              strcmp(lua_tostring(L, -1), "max") != 0)) {
             if (lua_type(L, -1) != LUA_TSTRING)  /* { 1, 4 }: a list */
-                return lua_pop(L, 1), key_fail(x, key, "must be a number "
-                                               "or { min = A, max = B }, "
-                                               "got a list");
+                return lua_pop(L, 1), jr_key_fail(x, key, "must be a number "
+                                                  "or { min = A, max = B }, "
+                                                  "got a list");
             snprintf(sub, sizeof sub, "%.40s", lua_tostring(L, -1));
             lua_pop(L, 1);                           /* t */
-            return key_fail(x, key, "has an unknown key '%s' (valid: min, "
-                            "max)", sub);
+            return jr_key_fail(x, key, "has an unknown key '%s' (valid: min, "
+                               "max)", sub);
         }
     }                                                /* t */
     lua_getfield(L, -1, "min");                      /* t min */
     snprintf(sub, sizeof sub, "%s.min", key);
     lo = 1;
-    if (!lua_isnil(L, -1) && get_int(x, L, sub, 1, top, &lo) < 0)
+    if (!lua_isnil(L, -1) && jr_key_int(x, L, sub, 1, top, &lo) < 0)
         return lua_pop(L, 1), -1;
     lua_getfield(L, -2, "max");                      /* t min max */
     snprintf(sub, sizeof sub, "%s.max", key);
     hi = lo > x->c->conc_max ? lo : x->c->conc_max;
-    if (!lua_isnil(L, -1) && get_int(x, L, sub, 1, top, &hi) < 0)
+    if (!lua_isnil(L, -1) && jr_key_int(x, L, sub, 1, top, &hi) < 0)
         return lua_pop(L, 2), -1;
     lua_pop(L, 2);                                   /* t */
     if (hi < lo)
-        return key_fail(x, key, "has max below min%s", "");
+        return jr_key_fail(x, key, "has max below min%s", "");
     x->c->conc_min = lo;
     x->c->conc_max = hi;
     return 0;
@@ -361,7 +106,7 @@ k_backoff(cfg_ctx *x, lua_State *L, const char *key)
 
     if (lua_type(L, -1) == LUA_TFUNCTION)
         return 0;               /* the master calls it (retry.c) */
-    return get_number(x, L, key, x->row->lo, x->row->hi, &v);
+    return jr_key_number(x, L, key, x->row->lo, x->row->hi, &v);
 }
 
 static const key_row defaults_rows[] = {
@@ -381,9 +126,9 @@ k_defaults(cfg_ctx *x, lua_State *L, const char *key)
 {
     (void)key;
     if (lua_type(L, -1) != LUA_TTABLE)
-        return key_fail(x, "defaults", "must be a table, got %s",
-                        luaL_typename(L, -1));
-    return walk(x, L, defaults_rows, "defaults.");
+        return jr_key_fail(x, "defaults", "must be a table, got %s",
+                           luaL_typename(L, -1));
+    return jr_key_walk(x, L, defaults_rows, "defaults.");
 }
 
 static int
@@ -393,7 +138,7 @@ k_level(cfg_ctx *x, lua_State *L, const char *key)
     int level = lua_type(L, -1) == LUA_TSTRING ? jr_log_level(v) : -1;
 
     if (level < 0)
-        return key_fail(x, key, "must be %s", x->row->words);
+        return jr_key_fail(x, key, "must be %s", x->row->words);
     x->c->log_level = level;
     return 0;
 }
@@ -402,7 +147,7 @@ static int
 k_format(cfg_ctx *x, lua_State *L, const char *key)
 {
     static const char *const list[] = {"text", "json", NULL};
-    int i = get_word(x, L, key, list);
+    int i = jr_key_word(x, L, key, list);
 
     if (i < 0)
         return -1;
@@ -424,9 +169,9 @@ k_log(cfg_ctx *x, lua_State *L, const char *key)
 {
     (void)key;
     if (lua_type(L, -1) != LUA_TTABLE)
-        return key_fail(x, "log", "must be a table, got %s",
-                        luaL_typename(L, -1));
-    return walk(x, L, log_rows, "log.");
+        return jr_key_fail(x, "log", "must be a table, got %s",
+                           luaL_typename(L, -1));
+    return jr_key_walk(x, L, log_rows, "log.");
 }
 
 static int
@@ -435,12 +180,12 @@ k_hooks(cfg_ctx *x, lua_State *L, const char *key)
     char odd[120], where[4096 + 16];
 
     if (lua_type(L, -1) != LUA_TTABLE)
-        return key_fail(x, key, "must be a table of functions, got %s",
-                        luaL_typename(L, -1));
+        return jr_key_fail(x, key, "must be a table of functions, got %s",
+                           luaL_typename(L, -1));
     if (jr_json_map(L, -1, odd, sizeof odd) < 0)
-        return key_fail(x, key, "must be a table of NAME = function, found "
-                        "the key %s", odd);
-    snprintf(where, sizeof where, "%s:%d", x->file, key_line(x, key));
+        return jr_key_fail(x, key, "must be a table of NAME = function, found "
+                           "the key %s", odd);
+    snprintf(where, sizeof where, "%s:%d", x->file, jr_key_line(x, key));
     return jr_hooks_check(L, where, x->err);
 }
 
@@ -448,8 +193,8 @@ static int
 k_top_backoff(cfg_ctx *x, lua_State *L, const char *key)
 {
     if (lua_type(L, -1) != LUA_TFUNCTION)
-        return key_fail(x, key, "must be a function(job, attempt, err), "
-                        "got %s", luaL_typename(L, -1));
+        return jr_key_fail(x, key, "must be a function(job, attempt, err), "
+                           "got %s", luaL_typename(L, -1));
     return 0;
 }
 
@@ -461,17 +206,18 @@ k_wait_for_db(cfg_ctx *x, lua_State *L, const char *key)
         return 0;
     }
     if (lua_type(L, -1) != LUA_TNUMBER)
-        return key_fail(x, key, "must be true, false or seconds, got %s",
-                        luaL_typename(L, -1));
-    return get_number(x, L, key, x->row->lo, x->row->hi, &x->c->wait_for_db);
+        return jr_key_fail(x, key, "must be true, false or seconds, got %s",
+                           luaL_typename(L, -1));
+    return jr_key_number(x, L, key, x->row->lo, x->row->hi,
+                         &x->c->wait_for_db);
 }
 
 static int
 k_handler_output(cfg_ctx *x, lua_State *L, const char *key)
 {
     if (lua_type(L, -1) != LUA_TSTRING || *lua_tostring(L, -1) == '\0')
-        return key_fail(x, key, "must be %s", x->row->words);
-    return get_string(x, L, key, &x->c->handler_output);
+        return jr_key_fail(x, key, "must be %s", x->row->words);
+    return jr_key_string(x, L, key, &x->c->handler_output);
 }
 
 static int
@@ -482,7 +228,7 @@ k_queues(cfg_ctx *x, lua_State *L, const char *key)
     (void)key;
     if (jr_queues_read(L, &x->c->queues, sub, sizeof sub, what,
                        sizeof what) < 0)
-        return key_fail(x, sub, "%s", what);
+        return jr_key_fail(x, sub, "%s", what);
     return 0;
 }
 
@@ -492,7 +238,7 @@ k_serve_queues(cfg_ctx *x, lua_State *L, const char *key)
     char what[300];
 
     if (jr_queues_read_serve(L, &x->c->queues, what, sizeof what) < 0)
-        return key_fail(x, key, "%s", what);
+        return jr_key_fail(x, key, "%s", what);
     return 0;
 }
 
@@ -513,9 +259,9 @@ k_retention(cfg_ctx *x, lua_State *L, const char *key)
 {
     (void)key;
     if (lua_type(L, -1) != LUA_TTABLE)
-        return key_fail(x, "retention", "must be a table, got %s",
-                        luaL_typename(L, -1));
-    return walk(x, L, retention_rows, "retention.");
+        return jr_key_fail(x, "retention", "must be a table, got %s",
+                           luaL_typename(L, -1));
+    return jr_key_walk(x, L, retention_rows, "retention.");
 }
 
 static int
@@ -532,7 +278,7 @@ k_http(cfg_ctx *x, lua_State *L, const char *key)
 
     snprintf(sub, sizeof sub, "%s", key);
     if (jr_config_http(L, x->c, sub, sizeof sub, what, sizeof what) < 0)
-        return key_fail(x, sub, "%s", what);
+        return jr_key_fail(x, sub, "%s", what);
     return 0;
 }
 
@@ -544,7 +290,7 @@ k_limits(cfg_ctx *x, lua_State *L, const char *key)
     (void)key;
     if (jr_limits_read(L, &x->c->limits, sub, sizeof sub, what,
                        sizeof what) < 0)
-        return key_fail(x, sub, "%s", what);
+        return jr_key_fail(x, sub, "%s", what);
     return 0;
 }
 
@@ -655,55 +401,6 @@ jr_keys_defaults(jr_config *c)
     row_defaults(c, retention_rows);
 }
 
-/* How deep plain() looks: limits.NAME.per_key.rate is the deepest key. */
-#define PLAIN_DEPTH 4
-
-/* The table at the top of L and the tables in it, PLAIN_DEPTH deep: no
- * metatable (its __index, __len or __tostring would run inside the
- * readers, outside any protected call and budget: a raise aborted the
- * runner, a loop hung it) and no string, value or key, holding a NUL
- * byte (C would read it cut short: "scripts\0x" was "scripts"). path
- * names the table ("" at the top).  [-0, +0, m] */
-static int
-plain(cfg_ctx *x, lua_State *L, const char *path, int depth)
-{
-    char sub[128];
-    size_t n, nul;
-
-    if (lua_getmetatable(L, -1)) {                   /* t mt */
-        lua_pop(L, 1);                               /* t */
-        return *path ? key_fail(x, path, "has a metatable: the config's "
-                                "tables must be plain tables%s", "") :
-               jr_fail(x->err, JR_ECONFIG, "%s: the table it returns has a "
-                       "metatable: the config's tables must be plain "
-                       "tables", x->file);
-    }
-    lua_pushnil(L);                                  /* t nil */
-    while (lua_next(L, -2)) {                        /* t k v */
-        if (lua_type(L, -2) == LUA_TSTRING) {
-            const char *k = lua_tolstring(L, -2, &n);
-            snprintf(sub, sizeof sub, "%s%s%s", path, *path ? "." : "", k);
-            if (strlen(k) != n)
-                return lua_pop(L, 2), key_fail(x, path, "has a key holding "
-                                               "a NUL byte ('%s' then NUL)",
-                                               k);
-        } else if (lua_isinteger(L, -2)) {
-            snprintf(sub, sizeof sub, "%s[%lld]", path,
-                     (long long)lua_tointeger(L, -2));
-        } else {
-            snprintf(sub, sizeof sub, "%s", path);   /* walk names it */
-        }
-        if (lua_type(L, -1) == LUA_TSTRING &&
-            (nul = strlen(lua_tolstring(L, -1, &n))) != n)
-            return lua_pop(L, 2), key_fail(x, sub, "holds a NUL byte (byte "
-                                           "%zu)", nul + 1);
-        if (lua_type(L, -1) == LUA_TTABLE && depth < PLAIN_DEPTH &&
-            plain(x, L, sub, depth + 1) < 0)
-            return lua_pop(L, 2), -1;
-        lua_pop(L, 1);                               /* t k */
-    }                                                /* t */
-    return 0;
-}
 
 int
 jr_keys_read(jr_config *c, lua_State *L, const char *file, const char *text,
@@ -712,10 +409,10 @@ jr_keys_read(jr_config *c, lua_State *L, const char *file, const char *text,
     cfg_ctx x = {c, file, text, err, NULL};
     char what[300];
 
-    if (plain(&x, L, "", 0) < 0 ||
-        walk(&x, L, top_rows, "") < 0)               /* t */
+    if (jr_key_plain(&x, L, "", 0) < 0 ||
+        jr_key_walk(&x, L, top_rows, "") < 0)        /* t */
         return -1;
     if (jr_queues_check_serve(&c->queues, what, sizeof what) < 0)
-        return key_fail(&x, "serve_queues", "names %s", what);
+        return jr_key_fail(&x, "serve_queues", "names %s", what);
     return 0;
 }

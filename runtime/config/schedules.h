@@ -2,7 +2,8 @@
  * (a list of tables: name, cron or every, tz, payload, queue, priority,
  * max_retries, catch_up, job) and `timezone` (the default zone). Reads
  * them from Lua for keys.c and checks every field, naming file:line,
- * the schedule and the field at fault. Uses cron.h, err.h. */
+ * the schedule and the field at fault; schedset.c compares, copies and
+ * frees a set once read. Uses cron.h, err.h. */
 #ifndef JR_SCHEDULES_H
 #define JR_SCHEDULES_H
 
