@@ -209,6 +209,8 @@ int pg_list(jr_backend *b, const jr_list_filter *f, jr_job_cb cb, void *arg,
 /* limits.c */
 int pg_claim_limited(jr_backend *b, const char *token, double lease,
                      const jr_claim_spec *spec, jr_job **out, jr_err *err);
+
+/* limituse.c */
 int pg_limit_paths(jr_backend *b, const struct jr_limit *l, int n,
                    jr_err *err);
 int pg_limit_use(jr_backend *b, const struct jr_limit *l, jr_limit_use *u,

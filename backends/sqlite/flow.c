@@ -1,12 +1,11 @@
-/* flow.c - workflows on SQLite (docs/workflows.md): the parents a pushed
- * job waits for and the batch it joins (link), what a job's end does to
- * the jobs waiting for it and to its batch (settle: the last parent makes
- * a child queued, a failed one cancels it or kills it by its
- * on_parent_failure, the last member pushes the batch's callbacks once),
- * and the reads of show and batch show. Everything runs in the caller's
- * transaction, so a job's end and what it decides commit together. Owns
- * the flow statements; uses sqlite_int.h and push.c (the callbacks are
- * inserted as any push). */
+/* flow.c - dependencies on SQLite (docs/workflows.md): the parents a
+ * pushed job waits for (link), what a job's end does to the jobs waiting
+ * for it (settle: the last parent makes a child queued, a failed one
+ * cancels it or kills it by its on_parent_failure) and hands on to its
+ * batch (batch.c), and the read of show's links. Everything runs in the
+ * caller's transaction, so a job's end and what it decides commit
+ * together. Owns the dependency statements; uses sqlite_int.h and
+ * batch.c. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -19,18 +18,6 @@
               " <> 'run')"
 
 static const char *const sql_text[S_COUNT] = {
-    [S_FLOW_BATCH_NEW] =
-        "INSERT INTO batches (on_complete, on_success, payload, queue,"
-        " results, created_at) VALUES (?1, ?2, coalesce(?3, '{}'),"
-        " coalesce(?4, 'default'), ?5, ?6)",
-    [S_FLOW_BATCH_JOIN] =
-        "UPDATE batches SET total = total + 1, pending = pending + 1"
-        " WHERE id = ?1 AND finished_at IS NULL",
-    [S_FLOW_BATCH_EXISTS] = "SELECT 1 FROM batches WHERE id = ?1",
-    [S_FLOW_MEMBER_ADD] =
-        "INSERT INTO batch_jobs (batch_id, job_id) VALUES (?1, ?2)",
-    [S_FLOW_JOB_BATCH] =
-        "UPDATE jobs SET batch_id = ?2, flow = flow | 2 WHERE id = ?1",
     [S_FLOW_WAIT] =
         "UPDATE jobs SET state = 'waiting', parents_left = ?2,"
         " on_parent_failure = ?3 WHERE id = ?1 AND state = 'queued'",
@@ -63,31 +50,6 @@ static const char *const sql_text[S_COUNT] = {
         "  json(parent_result)) END)"
         " FROM job_deps WHERE child_id = ?1 AND parent_state IS NOT NULL)"
         " WHERE id = ?1",
-    [S_FLOW_MEMBER_END] =
-        "UPDATE batch_jobs SET state = ?2, result = ?3"
-        " WHERE job_id = ?1 AND state IS NULL RETURNING batch_id",
-    [S_FLOW_BATCH_DEC] =
-        "UPDATE batches SET pending = pending - 1,"
-        " completed = completed + (?2 = 'completed'),"
-        " dead = dead + (?2 = 'dead'),"
-        " cancelled = cancelled + (?2 = 'cancelled'),"
-        " finished_at = CASE WHEN pending <= 1 THEN ?3 END"
-        " WHERE id = ?1 AND finished_at IS NULL RETURNING pending",
-    [S_FLOW_BATCH_PAYLOAD] =
-        "SELECT on_complete, CASE WHEN dead = 0 AND cancelled = 0"
-        " THEN on_success END, queue, json_object('batch', id,"
-        " 'counts', json_object('completed', completed, 'dead', dead,"
-        " 'cancelled', cancelled),"
-        " 'members', (SELECT json_group_array(job_id) FROM (SELECT job_id"
-        "  FROM batch_jobs WHERE batch_id = ?1 ORDER BY job_id)),"
-        " 'payload', json(payload)), results FROM batches WHERE id = ?1",
-    [S_FLOW_BATCH_RESULTS] =
-        "SELECT json_set(?2, '$.results', json(coalesce((SELECT"
-        " json_group_object(CAST(job_id AS TEXT), json(result))"
-        " FROM batch_jobs WHERE batch_id = ?1 AND result IS NOT NULL),"
-        " '{}')))",
-    [S_FLOW_BATCH_FIRED] =
-        "UPDATE batches SET complete_job = ?2, success_job = ?3 WHERE id = ?1",
     [S_FLOW_FLAG] = "SELECT flow FROM jobs WHERE id = ?1",
     [S_FLOW_LINKS] =
         "SELECT 'p', d.parent_id, coalesce(d.parent_state, j.state, 'gone')"
@@ -98,14 +60,6 @@ static const char *const sql_text[S_COUNT] = {
         " WHERE d.parent_id = ?1"
         " UNION ALL SELECT 'b', batch_id, NULL FROM batch_jobs"
         " WHERE job_id = ?1 ORDER BY 1 DESC, 2",
-    [S_FLOW_BATCH_ROW] =
-        "SELECT id, on_complete, on_success, payload, queue, results, total,"
-        " pending, completed, dead, cancelled, created_at, finished_at,"
-        " complete_job, success_job FROM batches WHERE id = ?1",
-    [S_FLOW_MEMBERS] =
-        "SELECT m.job_id, coalesce(m.state, j.state, 'gone')"
-        " FROM batch_jobs m LEFT JOIN jobs j ON j.id = m.job_id"
-        " WHERE m.batch_id = ?1 ORDER BY m.job_id",
 };
 
 static sqlite3_stmt *
@@ -146,9 +100,9 @@ cmp_id(const void *a, const void *b)
 /* Steps s, which returns at most one row, into *out (column 0 as text,
  * copied into buf, or as an int64 when buf is NULL). Returns 1 with a
  * row, 0 without, -1 on error. */
-static int
-step_one(jr_backend *b, sqlite3_stmt *s, char *buf, size_t size,
-         int64_t *out, jr_err *err, const char *what)
+int
+jr_sqlite_step_one(jr_backend *b, sqlite3_stmt *s, char *buf, size_t size,
+                   int64_t *out, jr_err *err, const char *what)
 {
     int rc = sqlite3_step(s), got = rc == SQLITE_ROW;
 
@@ -180,7 +134,8 @@ edge(jr_backend *b, int64_t child, int64_t parent, const char *pst,
     sqlite3_bind_int64(s, 2, parent);
     bind_text(s, 3, pst);
     sqlite3_bind_double(s, 4, now);
-    if ((rc = step_one(b, s, ns, size, NULL, err, "readying a job")) <= 0)
+    if ((rc = jr_sqlite_step_one(b, s, ns, size, NULL, err,
+                                 "readying a job")) <= 0)
         return rc;
     /* a child made dead is retried by hand (dead retry): it sees the
      * parents that had ended when it died, as a queued one sees all */
@@ -190,93 +145,6 @@ edge(jr_backend *b, int64_t child, int64_t parent, const char *pst,
         return -1;
     sqlite3_bind_int64(s, 1, child);
     return run(b, s, err, "readying a job") < 0 ? -1 : 0;
-}
-
-/* Pushes a finished batch's callbacks, once: only the transaction that
- * took pending to 0 gets here. */
-static int
-batch_fire(jr_backend *b, int64_t bid, double now, jr_err *err)
-{
-    sqlite3_stmt *s = stmt(b, S_FLOW_BATCH_PAYLOAD, err);
-    char *name[2] = {NULL, NULL}, *queue = NULL, *pay = NULL;
-    jr_push p[2];
-    int64_t ids[2] = {0, 0};
-    int rc, i, n = 0, results = 0;
-
-    if (s == NULL)
-        return -1;
-    sqlite3_bind_int64(s, 1, bid);
-    if ((rc = sqlite3_step(s)) == SQLITE_ROW) {
-        for (i = 0; i < 2; i++)
-            name[i] = col_text(s, i) ? strdup(col_text(s, i)) : NULL;
-        queue = strdup(col_text(s, 2));
-        pay = strdup(col_text(s, 3));
-        results = sqlite3_column_int(s, 4);
-    }
-    sqlite3_reset(s);
-    rc = rc == SQLITE_ROW ? 0 : jr_sqlite_fail(b, err, "firing a batch");
-    if (rc == 0 && results && (s = stmt(b, S_FLOW_BATCH_RESULTS, err))) {
-        sqlite3_bind_int64(s, 1, bid);
-        bind_text(s, 2, pay);
-        if (sqlite3_step(s) == SQLITE_ROW) {
-            free(pay);
-            pay = strdup(col_text(s, 0));
-        }
-        sqlite3_reset(s);
-    }
-    memset(p, 0, sizeof p);
-    for (i = 0; i < 2; i++)
-        if (name[i] != NULL) {
-            p[n].name = name[i];
-            p[n].payload = pay;
-            p[n].queue = queue;
-            p[n++].max_retries = -1;
-        }
-    if (rc == 0 && (queue == NULL || pay == NULL))
-        rc = jr_fail(err, JR_ENOMEM, "sqlite: out of memory");
-    if (rc == 0)
-        rc = jr_sqlite_insert_fired(b, p, n, ids, now, err);
-    if (rc == 0 && (s = stmt(b, S_FLOW_BATCH_FIRED, err)) != NULL) {
-        sqlite3_bind_int64(s, 1, bid);
-        for (i = 0, n = 0; i < 2; i++) {
-            if (name[i] != NULL && ids[n] != 0)
-                sqlite3_bind_int64(s, 2 + i, ids[n++]);
-        }
-        rc = run(b, s, err, "firing a batch") < 0 ? -1 : 0;
-    }
-    free(name[0]);
-    free(name[1]);
-    free(queue);
-    free(pay);
-    return rc;
-}
-
-/* A member's end (state st) reaches its batch, if it is in one. */
-static int
-batch_end(jr_backend *b, int64_t id, const char *st, const char *result,
-          double now, jr_err *err)
-{
-    sqlite3_stmt *s = stmt(b, S_FLOW_MEMBER_END, err);
-    int64_t bid = 0, pending = -1;
-    int rc;
-
-    if (s == NULL)
-        return -1;
-    sqlite3_bind_int64(s, 1, id);
-    bind_text(s, 2, st);
-    bind_text(s, 3, result);
-    if ((rc = step_one(b, s, NULL, 0, &bid, err, "ending a batch member"))
-        <= 0)
-        return rc;
-    if ((s = stmt(b, S_FLOW_BATCH_DEC, err)) == NULL)
-        return -1;
-    sqlite3_bind_int64(s, 1, bid);
-    bind_text(s, 2, st);
-    sqlite3_bind_double(s, 3, now);
-    if ((rc = step_one(b, s, NULL, 0, &pending, err,
-                       "ending a batch member")) <= 0)
-        return rc;
-    return pending == 0 ? batch_fire(b, bid, now, err) : 0;
 }
 
 /* The children of parent whose edge its end (st, result) just decided,
@@ -330,8 +198,8 @@ jr_sqlite_flow_settle(jr_backend *b, int64_t id, const char *st,
                 (sts = grown)[todo.n - 1] = ns[0];
         }
         if (rc == 0)
-            rc = batch_end(b, todo.v[i], s, i == 0 ? result : NULL, now,
-                           err);
+            rc = jr_sqlite_batch_end(b, todo.v[i], s,
+                                     i == 0 ? result : NULL, now, err);
         i++;
     }
     free(todo.v);
@@ -351,69 +219,13 @@ jr_sqlite_flow_check(jr_backend *b, int64_t id, const char *st,
     if (s == NULL)
         return -1;
     sqlite3_bind_int64(s, 1, id);
-    if ((rc = step_one(b, s, NULL, 0, &flow, err, "reading a job")) <= 0)
+    if ((rc = jr_sqlite_step_one(b, s, NULL, 0, &flow, err,
+                                 "reading a job")) <= 0)
         return rc;
     return flow != 0 ? jr_sqlite_flow_settle(b, id, st, NULL, now, err) : 0;
 }
 
 /* ---- link: the pushed job's batch and parents ---- */
-
-/* Makes the batch spec stands for, once a push call (spec->id 0 until
- * then: the caller zeroes it). */
-static int
-batch_make(jr_backend *b, jr_batch_spec *spec, double now, jr_err *err)
-{
-    sqlite3_stmt *s;
-
-    if (spec->id != 0)
-        return 0;
-    if ((s = stmt(b, S_FLOW_BATCH_NEW, err)) == NULL)
-        return -1;
-    bind_text(s, 1, spec->on_complete);
-    bind_text(s, 2, spec->on_success);
-    bind_text(s, 3, spec->payload);
-    bind_text(s, 4, spec->queue);
-    sqlite3_bind_int(s, 5, spec->results != 0);
-    sqlite3_bind_double(s, 6, now);
-    if (run(b, s, err, "making a batch") < 0)
-        return -1;
-    spec->id = sqlite3_last_insert_rowid(b->db);
-    return 0;
-}
-
-/* Job id (p) joins batch bid. */
-static int
-batch_join(jr_backend *b, const jr_push *p, int64_t id, int64_t bid,
-           jr_err *err)
-{
-    sqlite3_stmt *s = stmt(b, S_FLOW_BATCH_JOIN, err);
-    int rc;
-
-    if (s == NULL)
-        return -1;
-    sqlite3_bind_int64(s, 1, bid);
-    if ((rc = run(b, s, err, "joining a batch")) < 0)
-        return -1;
-    if (rc == 0) {
-        if ((s = stmt(b, S_FLOW_BATCH_EXISTS, err)) == NULL)
-            return -1;
-        sqlite3_bind_int64(s, 1, bid);
-        if ((rc = step_one(b, s, NULL, 0, NULL, err, "joining a batch")) < 0)
-            return -1;
-        return jr_fail(err, JR_EINPUT, "job '%s': batch %lld %s", p->name,
-                       (long long)bid, rc ? "is finished" : "does not exist");
-    }
-    if ((s = stmt(b, S_FLOW_MEMBER_ADD, err)) == NULL)
-        return -1;
-    sqlite3_bind_int64(s, 1, bid);
-    sqlite3_bind_int64(s, 2, id);
-    if (run(b, s, err, "joining a batch") < 0 ||
-        (s = stmt(b, S_FLOW_JOB_BATCH, err)) == NULL)
-        return -1;
-    sqlite3_bind_int64(s, 1, id);
-    sqlite3_bind_int64(s, 2, bid);
-    return run(b, s, err, "joining a batch") < 0 ? -1 : 0;
-}
 
 /* The parent ids of p[i], sorted and unique, into l. */
 static int
@@ -489,7 +301,7 @@ wait_for(jr_backend *b, const jr_push *p, int64_t id, int64_t parent,
     if (edge(b, id, parent, pst, now, ns, sizeof ns, err) < 0)
         return -1;
     if (strcmp(ns, "dead") == 0 || strcmp(ns, "cancelled") == 0)
-        return batch_end(b, id, ns, NULL, now, err);
+        return jr_sqlite_batch_end(b, id, ns, NULL, now, err);
     return 0;
 }
 
@@ -504,11 +316,11 @@ link_one(jr_backend *b, const jr_push *p, int i, const int64_t *ids,
     int k, rc = 0;
 
     if (p[i].batch_new != NULL) {
-        if (batch_make(b, p[i].batch_new, now, err) < 0)
+        if (jr_sqlite_batch_make(b, p[i].batch_new, now, err) < 0)
             return -1;
         bid = p[i].batch_new->id;
     }
-    if (bid != 0 && batch_join(b, &p[i], ids[i], bid, err) < 0)
+    if (bid != 0 && jr_sqlite_batch_join(b, &p[i], ids[i], bid, err) < 0)
         return -1;
     if (parents_of(p, i, ids, &l, err) < 0) {
         free(l.v);
@@ -565,7 +377,7 @@ jr_sqlite_flow_link(jr_backend *b, const jr_push *p, int n,
     return 0;
 }
 
-/* ---- the reads: a job's links, a batch ---- */
+/* ---- the read: a job's links ---- */
 
 int
 jr_sqlite_links(jr_backend *b, int64_t id, jr_link_cb cb, void *arg,
@@ -584,56 +396,4 @@ jr_sqlite_links(jr_backend *b, int64_t id, jr_link_cb cb, void *arg,
     sqlite3_reset(s);
     return rc == SQLITE_ROW || rc == SQLITE_DONE ? 0 :
            jr_sqlite_fail(b, err, "reading a job's links");
-}
-
-/* The batch row of s (S_FLOW_BATCH_ROW's columns). */
-static void
-batch_row(sqlite3_stmt *s, jr_batch_row *r)
-{
-    r->id = sqlite3_column_int64(s, 0);
-    r->on_complete = col_text(s, 1);
-    r->on_success = col_text(s, 2);
-    r->payload = col_text(s, 3);
-    r->queue = col_text(s, 4);
-    r->results = sqlite3_column_int(s, 5);
-    r->total = sqlite3_column_int64(s, 6);
-    r->pending = sqlite3_column_int64(s, 7);
-    r->completed = sqlite3_column_int64(s, 8);
-    r->dead = sqlite3_column_int64(s, 9);
-    r->cancelled = sqlite3_column_int64(s, 10);
-    r->created_at = sqlite3_column_double(s, 11);
-    r->finished_at = sqlite3_column_double(s, 12);
-    r->complete_job = sqlite3_column_int64(s, 13);
-    r->success_job = sqlite3_column_int64(s, 14);
-}
-
-int
-jr_sqlite_batch_show(jr_backend *b, int64_t id, jr_batch_cb bcb,
-                     jr_link_cb mcb, void *arg, jr_err *err)
-{
-    sqlite3_stmt *s = stmt(b, S_FLOW_BATCH_ROW, err);
-    jr_batch_row row;
-    int rc, stop = 0;
-
-    if (s == NULL)
-        return -1;
-    sqlite3_bind_int64(s, 1, id);
-    if ((rc = sqlite3_step(s)) == SQLITE_ROW) {
-        batch_row(s, &row);
-        stop = bcb(&row, arg);
-    }
-    sqlite3_reset(s);
-    if (rc == SQLITE_DONE)
-        return jr_fail(err, JR_ENOTFOUND, "no batch %lld", (long long)id);
-    if (rc != SQLITE_ROW)
-        return jr_sqlite_fail(b, err, "reading a batch");
-    if (stop || (s = stmt(b, S_FLOW_MEMBERS, err)) == NULL)
-        return stop ? 0 : -1;
-    sqlite3_bind_int64(s, 1, id);
-    while ((rc = sqlite3_step(s)) == SQLITE_ROW)
-        if (mcb('m', sqlite3_column_int64(s, 0), col_text(s, 1), arg) != 0)
-            break;
-    sqlite3_reset(s);
-    return rc == SQLITE_ROW || rc == SQLITE_DONE ? 0 :
-           jr_sqlite_fail(b, err, "reading a batch");
 }

@@ -64,7 +64,7 @@ enum {
     S_SHOW, S_LIST, S_LIST_ASC,
     /* wait.c */
     S_WATCH, S_OUTCOMES, S_LAST_ID,
-    /* flow.c */
+    /* flow.c and batch.c */
     S_FLOW_BATCH_NEW, S_FLOW_BATCH_JOIN, S_FLOW_BATCH_EXISTS,
     S_FLOW_MEMBER_ADD, S_FLOW_JOB_BATCH, S_FLOW_WAIT, S_FLOW_PARENT_MARK,
     S_FLOW_DEP_ADD, S_FLOW_DEPS_END, S_FLOW_EDGE, S_FLOW_PARENTS,
@@ -294,6 +294,23 @@ int  jr_sqlite_flow_check(jr_backend *b, int64_t id, const char *st,
                           double now, jr_err *err);
 int  jr_sqlite_links(jr_backend *b, int64_t id, jr_link_cb cb, void *arg,
                      jr_err *err);
+/* Steps s, which returns at most one row: column 0 as text into buf
+ * (size), or as an int64 into *out when buf is NULL. 1 with a row, 0
+ * without, -1 on error (what: the error's context). */
+int  jr_sqlite_step_one(jr_backend *b, sqlite3_stmt *s, char *buf,
+                        size_t size, int64_t *out, jr_err *err,
+                        const char *what);
+/* batch.c; in the open transaction, from flow.c. batch_make: the batch
+ * spec stands for, once a push call (spec->id 0 until then). batch_join:
+ * job id (p) joins batch bid. batch_end: a member's end (state st, its
+ * result or NULL) reaches its batch, if it is in one; the last pushes
+ * the batch's callbacks. batch_show: the read of batch show. */
+int  jr_sqlite_batch_make(jr_backend *b, jr_batch_spec *spec, double now,
+                          jr_err *err);
+int  jr_sqlite_batch_join(jr_backend *b, const jr_push *p, int64_t id,
+                          int64_t bid, jr_err *err);
+int  jr_sqlite_batch_end(jr_backend *b, int64_t id, const char *st,
+                         const char *result, double now, jr_err *err);
 int  jr_sqlite_batch_show(jr_backend *b, int64_t id, jr_batch_cb bcb,
                           jr_link_cb mcb, void *arg, jr_err *err);
 int  jr_sqlite_sched_ctl(jr_backend *b, const char *name, int what,

@@ -1,0 +1,127 @@
+/* limituse.c - a limit's names and use: the key paths of the names'
+ * limits recorded, and a limit's use (running and waiting jobs, the
+ * busiest keys, the tokens in its buckets) for `limits`. Owns those
+ * statements. Uses conn.c, limitpick.h (the limit types). */
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "limitpick.h"
+#include "postgres/pg_int.h"
+
+static const pg_stmt st_lim_path_set = {S_LIM_PATH_SET, "jr_lim_path_set", 2,
+    "INSERT INTO {{schema}}.limit_paths (name, path)"
+    " VALUES ($1::text, $2::text)"
+    " ON CONFLICT (name) DO UPDATE SET path = excluded.path"};
+
+int
+pg_limit_paths(jr_backend *b, const jr_limit *l, int n, jr_err *err)
+{
+    const char *params[2];
+    PGresult *res;
+    int i;
+
+    if (pg_ready(b, err) < 0)
+        return -1;
+    for (i = 0; i < n; i++) {
+        if (l[i].key_path == NULL ||
+            strncmp(l[i].scope, JR_LIMIT_QPREFIX, 6) == 0)
+            continue;
+        params[0] = l[i].scope;
+        params[1] = l[i].key_path;
+        if ((res = pg_run(b, &st_lim_path_set, params, "recording a limit key "
+                          "path", err)) == NULL)
+            return -1;
+        PQclear(res);
+    }
+    return 0;
+}
+
+/* a limit's use: $1 its job name or $2 its queue (the other NULL) */
+static const pg_stmt st_lim_use = {S_LIM_USE, "jr_lim_use", 2,
+    "SELECT count(*) FILTER (WHERE state = 'running'),"
+    " count(*) FILTER (WHERE state = 'queued' AND run_at <= now())"
+    " FROM {{schema}}.jobs WHERE state IN ('running', 'queued')"
+    " AND ($1::text IS NULL OR name = $1::text)"
+    " AND ($2::text IS NULL OR queue = $2::text)"};
+
+static const pg_stmt st_lim_use_top = {S_LIM_USE_TOP, "jr_lim_use_top", 3,
+    "SELECT limit_key, count(*) FILTER (WHERE state = 'queued'"
+    " AND run_at <= now()) AS w, count(*) FILTER (WHERE"
+    " state = 'running') FROM {{schema}}.jobs"
+    " WHERE state IN ('running', 'queued') AND limit_key IS NOT NULL"
+    " AND ($1::text IS NULL OR name = $1::text)"
+    " AND ($2::text IS NULL OR queue = $2::text)"
+    " GROUP BY limit_key ORDER BY w DESC, limit_key LIMIT $3::int"};
+
+static const pg_stmt st_lim_tokens = {S_LIM_TOKENS, "jr_lim_tokens", 2,
+    "SELECT tokens, updated_at, extract(epoch FROM now())::float8"
+    " FROM {{schema}}.limit_buckets WHERE scope = $1::text"
+    " AND key = $2::text"};
+
+/* The tokens in scope's bucket of key ("": the scope's own) at rate and
+ * burst of set now: a bucket with no row is full. */
+static int
+bucket_tokens(jr_backend *b, const char *scope, const char *key,
+              const jr_limit_set *set, double *tokens, jr_err *err)
+{
+    const char *params[2] = {scope, key};
+    PGresult *res;
+    double at, now;
+
+    *tokens = set->burst;
+    if ((res = pg_run(b, &st_lim_tokens, params, "reading a limit's use",
+                      err)) == NULL)
+        return -1;
+    if (PQntuples(res) == 1) {
+        at = strtod(PQgetvalue(res, 0, 1), NULL);
+        now = strtod(PQgetvalue(res, 0, 2), NULL);
+        *tokens = strtod(PQgetvalue(res, 0, 0), NULL) +
+                  (now > at ? now - at : 0) * set->rate;
+        if (*tokens > set->burst)
+            *tokens = set->burst;
+    }
+    PQclear(res);
+    return 0;
+}
+
+int
+pg_limit_use(jr_backend *b, const jr_limit *l, jr_limit_use *u,
+             jr_err *err)
+{
+    int q = strncmp(l->scope, JR_LIMIT_QPREFIX, 6) == 0, r;
+    const char *params[3] = {q ? NULL : l->scope, q ? l->scope + 6 : NULL,
+                             "5"};
+    PGresult *res;
+
+    memset(u, 0, sizeof *u);
+    PQclear(b->lim_top);
+    b->lim_top = NULL;
+    if (pg_ready(b, err) < 0 ||
+        (res = pg_run(b, &st_lim_use, params, "reading a limit's use", err)) ==
+        NULL)
+        return -1;
+    u->running = atol(PQgetvalue(res, 0, 0));
+    u->waiting = atol(PQgetvalue(res, 0, 1));
+    PQclear(res);
+    if ((res = pg_run(b, &st_lim_use_top, params, "reading a limit's use",
+                      err)) == NULL)
+        return -1;
+    for (r = 0; r < PQntuples(res) && r < JR_LIMIT_TOP; r++) {
+        u->top_key[r] = PQgetvalue(res, r, 0);
+        u->top_waiting[r] = atol(PQgetvalue(res, r, 1));
+        u->top_running[r] = atol(PQgetvalue(res, r, 2));
+    }
+    u->ntop = r;
+    b->lim_top = res;
+    for (r = 0; r < u->ntop; r++) {
+        u->top_tokens[r] = -1;
+        if (l->per_key.rate > 0 &&
+            bucket_tokens(b, l->scope, u->top_key[r], &l->per_key,
+                          &u->top_tokens[r], err) < 0)
+            return -1;
+    }
+    u->tokens = -1;
+    return l->all.rate > 0 ?
+           bucket_tokens(b, l->scope, "", &l->all, &u->tokens, err) : 0;
+}
