@@ -12,7 +12,9 @@
  *   coplain.c the waits of a plain job (inflight 1), on the loop
  *   block.c   the warning of a blocking call between two yields
  *   whttp.c   jobrunner.http: libcurl's multi-socket interface on the loop
+ *   whttpreq.c  a request's table checked and set on its easy handle
  *   wexec.c   jobrunner.exec: a child process, its pipes on the loop
+ *   wexecarg.c  jobrunner.exec's arguments read and checked
  * Uses frame.h, script.h, jrlib.h, luabridge.h, worker.h, util.h. */
 #ifndef JR_WORKER_INT_H
 #define JR_WORKER_INT_H
@@ -241,5 +243,13 @@ int  jr_whttp_open(worker *w, lua_State *L, jr_err *err);
 void jr_whttp_close(worker *w);
 void jr_wexec_open(lua_State *L, jr_share *share);
 void jr_wexec_killall(void);    /* async-signal-safe: kills the children */
+
+/* wexecarg.c: jobrunner.exec's arguments, read from its argv table at 1
+ * and options table at 2; each raises on a bad one. [-0, +1, v] for argv,
+ * [-0, +(0|1), v] for env (NULL without one), [-0, +0, v] for the
+ * timeout (0 without one). */
+char   **jr_wexec_read_argv(lua_State *L);
+char   **jr_wexec_read_env(lua_State *L);
+double   jr_wexec_opt_timeout(lua_State *L);
 
 #endif

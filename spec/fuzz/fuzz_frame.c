@@ -1,4 +1,5 @@
-/* fuzz_frame.c - the frame codec between master and workers (frame.c).
+/* fuzz_frame.c - the frame codec between master and workers (frame.c,
+ * framectl.c).
  * Input byte 0 picks the mode:
  *   even: the rest is a byte stream from a peer: split into frames with
  *         jr_frame_complete, open each and decode it as a job, a result, a
@@ -35,7 +36,7 @@ same_str(const char *a, const char *b)
            (a != NULL && b != NULL && strcmp(a, b) == 0);
 }
 
-/* Decodes a hello with the master's decoder (frame.c): it must refuse a
+/* Decodes a hello with the master's decoder (framectl.c): it must refuse a
  * malformed body with JR_EPROTO (or JR_ENOMEM), never half-build one. */
 static void
 read_hello(jr_reader r)
@@ -65,7 +66,7 @@ read_hello(jr_reader r)
     jr_hello_free(&h);
 }
 
-/* Decodes settings with the worker's decoder (frame.c): refused with
+/* Decodes settings with the worker's decoder (framectl.c): refused with
  * JR_EPROTO (or JR_ENOMEM), or every value in the config's ranges. */
 static void
 read_settings(jr_reader r)
