@@ -233,7 +233,9 @@ describe("the runner's Debian dependencies", function()
     local have = with_depends(run_pkgs)
     local needed = {}
     for lib in h.sh("objdump -p " .. q(h.bin)):gmatch("NEEDED%s+(%S+)") do
-      needed[#needed + 1] = lib
+      -- a sanitizer build (make asan) links the sanitizers' runtimes,
+      -- which the package's build never does
+      if not lib:match("^lib%a*san%.so") then needed[#needed + 1] = lib end
     end
     assert.is_true(#needed > 0)
     local ldd = h.sh("ldd " .. q(h.bin))
