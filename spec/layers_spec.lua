@@ -249,8 +249,8 @@ describe("layers:", function()
     local root = tree(with({
       ["runtime/config/config.h"] = "int jr_config_load(void);\n",
       ["runtime/config/config.c"] = '#include "lua/script.h"\n' ..
-        "int\njr_config_load(void)\n{\n    return jr_script_run();\n}\n",
-      ["runtime/lua/script.h"] = "int jr_script_run(void);\n",
+        "int\njr_config_load(void)\n{\n    return jr_luabridge_run();\n}\n",
+      ["runtime/lua/script.h"] = "int jr_luabridge_run(void);\n",
       ["runtime/lua/script.c"] = "#include <lua.h>\n" ..
         "int\njr_script_run(void)\n{\n    return jr_config_load();\n}\n",
     }))

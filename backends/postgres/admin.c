@@ -33,7 +33,7 @@ static const pg_stmt st_dead_list = {S_DEAD_LIST, "jr_dead_list", 1,
     " ORDER BY died_at DESC, id DESC LIMIT $1::bigint"};
 
 int
-pg_dead_list(jr_backend *b, int limit, jr_dead_cb cb, void *arg,
+jr_pg_dead_list(jr_backend *b, int limit, jr_dead_cb cb, void *arg,
              jr_err *err)
 {
     char slimit[16];
@@ -46,8 +46,8 @@ pg_dead_list(jr_backend *b, int limit, jr_dead_cb cb, void *arg,
         snprintf(slimit, sizeof slimit, "%d", limit);
         params[0] = slimit;
     }
-    if (pg_ready(b, err) < 0 ||
-        (res = pg_run(b, &st_dead_list, params, "listing dead jobs",
+    if (jr_pg_ready(b, err) < 0 ||
+        (res = jr_pg_run(b, &st_dead_list, params, "listing dead jobs",
                       err)) == NULL)
         return -1;
     for (i = 0; i < PQntuples(res); i++) {
@@ -84,9 +84,9 @@ dead_retry_run(jr_backend *b, const pg_stmt *s, const char *const *params,
     int round, rc = -1;
 
     for (round = 0; round < DEAD_RETRY_ROUNDS; round++) {
-        rc = pg_run_count(b, s, params, "retrying dead jobs", err);
+        rc = jr_pg_run_count(b, s, params, "retrying dead jobs", err);
         if (rc >= 0 || strcmp(b->sqlstate, "23505") != 0 ||
-            pg_ready(b, err) < 0)
+            jr_pg_ready(b, err) < 0)
             break;
     }
     return rc;
@@ -122,7 +122,7 @@ bulk_run(jr_backend *b, const pg_stmt *st, const char *arg,
     do {
         if ((rc = st == &st_dead_retry_all ?
              dead_retry_run(b, st, params, err) :
-             pg_run_count(b, st, params, what, err)) < 0)
+             jr_pg_run_count(b, st, params, what, err)) < 0)
             return -1;
         total += rc;
     } while (rc == JR_BULK_ROWS);
@@ -130,7 +130,7 @@ bulk_run(jr_backend *b, const pg_stmt *st, const char *arg,
 }
 
 int
-pg_dead_retry(jr_backend *b, const int64_t *ids, int n, jr_err *err)
+jr_pg_dead_retry(jr_backend *b, const int64_t *ids, int n, jr_err *err)
 {
     const char *params[1];
     char num[24];
@@ -139,7 +139,7 @@ pg_dead_retry(jr_backend *b, const int64_t *ids, int n, jr_err *err)
 
     if (n == 0)
         return 0;
-    if (pg_ready(b, err) < 0)
+    if (jr_pg_ready(b, err) < 0)
         return -1;
     if (n < 0)
         return bulk_run(b, &st_dead_retry_all, NULL, "retrying dead jobs",
@@ -168,7 +168,7 @@ static const pg_stmt st_dead_delete_ids = {
     " WHERE state = 'dead' AND id = ANY($1::bigint[])"};
 
 int
-pg_dead_delete(jr_backend *b, const int64_t *ids, int n, jr_err *err)
+jr_pg_dead_delete(jr_backend *b, const int64_t *ids, int n, jr_err *err)
 {
     const char *params[1];
     char num[24];
@@ -177,7 +177,7 @@ pg_dead_delete(jr_backend *b, const int64_t *ids, int n, jr_err *err)
 
     if (n <= 0)
         return 0;
-    if (pg_ready(b, err) < 0)
+    if (jr_pg_ready(b, err) < 0)
         return -1;
     for (i = 0; i < n; i++) {
         snprintf(num, sizeof num, "%lld", (long long)ids[i]);
@@ -186,7 +186,7 @@ pg_dead_delete(jr_backend *b, const int64_t *ids, int n, jr_err *err)
     params[0] = sb_array(&s);
     rc = s.oom ? jr_fail(err, JR_ENOMEM, "postgres: deleting dead jobs: "
                          "out of memory")
-         : pg_run_count(b, &st_dead_delete_ids, params,
+         : jr_pg_run_count(b, &st_dead_delete_ids, params,
                         "deleting dead jobs", err);
     free(s.p);
     return rc;
@@ -200,13 +200,13 @@ static const pg_stmt st_dead_purge = {S_DEAD_PURGE, "jr_dead_purge", 2,
     " LIMIT $1::int)"};
 
 int
-pg_dead_purge(jr_backend *b, double older_than, jr_err *err)
+jr_pg_dead_purge(jr_backend *b, double older_than, jr_err *err)
 {
     char sage[32];
 
     snprintf(sage, sizeof sage, "%.17g", isfinite(older_than) ? older_than
              : 0.0);
-    if (pg_ready(b, err) < 0)
+    if (jr_pg_ready(b, err) < 0)
         return -1;
     return bulk_run(b, &st_dead_purge, sage, "purging dead jobs", err);
 }
@@ -231,7 +231,7 @@ static const pg_stmt st_cancel = {S_CANCEL, "jr_cancel", 1,
     " ORDER BY u.ord"};
 
 int
-pg_cancel(jr_backend *b, const int64_t *ids, int n, int *outcome,
+jr_pg_cancel(jr_backend *b, const int64_t *ids, int n, int *outcome,
           jr_err *err)
 {
     const char *params[1];
@@ -242,7 +242,7 @@ pg_cancel(jr_backend *b, const int64_t *ids, int n, int *outcome,
 
     if (n <= 0)
         return 0;
-    if (pg_ready(b, err) < 0)
+    if (jr_pg_ready(b, err) < 0)
         return -1;
     for (i = 0; i < n; i++) {
         snprintf(num, sizeof num, "%lld", (long long)ids[i]);
@@ -254,7 +254,7 @@ pg_cancel(jr_backend *b, const int64_t *ids, int n, int *outcome,
         return jr_fail(err, JR_ENOMEM, "postgres: cancelling jobs: out of "
                        "memory");
     }
-    res = pg_run(b, &st_cancel, params, "cancelling jobs", err);
+    res = jr_pg_run(b, &st_cancel, params, "cancelling jobs", err);
     free(s.p);
     if (res == NULL)
         return -1;
@@ -275,7 +275,7 @@ static const pg_stmt st_cancel_poll = {S_CANCEL_POLL, "jr_cancel_poll", 2,
     " ORDER BY id LIMIT $2::int"};
 
 int
-pg_cancelled(jr_backend *b, const char *token, int64_t *ids, int max,
+jr_pg_cancelled(jr_backend *b, const char *token, int64_t *ids, int max,
              jr_err *err)
 {
     char smax[16];
@@ -286,7 +286,7 @@ pg_cancelled(jr_backend *b, const char *token, int64_t *ids, int max,
     if (max <= 0)
         return 0;
     snprintf(smax, sizeof smax, "%d", max);
-    if (pg_ready(b, err) < 0 || (res = pg_run(b, &st_cancel_poll, params,
+    if (jr_pg_ready(b, err) < 0 || (res = jr_pg_run(b, &st_cancel_poll, params,
                                               "reading cancel requests",
                                               err)) == NULL)
         return -1;
@@ -307,16 +307,16 @@ set_paused(jr_backend *b, const pg_stmt *which, const char *queue,
     const char *params[1] = {queue};
     PGresult *res;
 
-    if (jr_name_check(queue, "queue name", err) < 0 || pg_ready(b, err) < 0)
+    if (jr_name_check(queue, "queue name", err) < 0 || jr_pg_ready(b, err) < 0)
         return -1;
-    res = pg_run(b, which, params, which == &st_pause ? "pausing a queue" :
+    res = jr_pg_run(b, which, params, which == &st_pause ? "pausing a queue" :
                  "resuming a queue", err);
     PQclear(res);
     return res == NULL ? -1 : 0;
 }
 
 int
-pg_pause(jr_backend *b, const char *queue, jr_err *err)
+jr_pg_pause(jr_backend *b, const char *queue, jr_err *err)
 {
     return set_paused(b, &st_pause, queue, err);
 }
@@ -325,7 +325,7 @@ static const pg_stmt st_resume = {S_RESUME, "jr_resume", 1,
     "SELECT {{schema}}.resume($1::text)"};
 
 int
-pg_resume(jr_backend *b, const char *queue, jr_err *err)
+jr_pg_resume(jr_backend *b, const char *queue, jr_err *err)
 {
     return set_paused(b, &st_resume, queue, err);
 }
@@ -335,13 +335,13 @@ static const pg_stmt st_paused = {S_PAUSED, "jr_paused", 0,
     " ORDER BY name COLLATE \"C\""};
 
 int
-pg_paused(jr_backend *b, jr_name_cb cb, void *arg, jr_err *err)
+jr_pg_paused(jr_backend *b, jr_name_cb cb, void *arg, jr_err *err)
 {
     PGresult *res;
     int i;
 
-    if (pg_ready(b, err) < 0 ||
-        (res = pg_run(b, &st_paused, NULL, "reading the paused queues",
+    if (jr_pg_ready(b, err) < 0 ||
+        (res = jr_pg_run(b, &st_paused, NULL, "reading the paused queues",
                       err)) == NULL)
         return -1;
     for (i = 0; i < PQntuples(res); i++)

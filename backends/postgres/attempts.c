@@ -37,7 +37,7 @@ attempt_fields(const PGresult *res, int r, jr_attempt_row *a, int *oom)
 }
 
 int
-pg_attempts(jr_backend *b, int64_t id, jr_attempt_row *a, int max,
+jr_pg_attempts(jr_backend *b, int64_t id, jr_attempt_row *a, int max,
             jr_err *err)
 {
     char sid[24], smax[16], *sql;
@@ -48,7 +48,7 @@ pg_attempts(jr_backend *b, int64_t id, jr_attempt_row *a, int max,
     snprintf(sid, sizeof sid, "%lld", (long long)id);
     snprintf(smax, sizeof smax, "%d", max);
     /* the newest max, in order */
-    sql = pg_expand(b, "SELECT * FROM (SELECT attempt, error,"
+    sql = jr_pg_expand(b, "SELECT * FROM (SELECT attempt, error,"
                     " extract(epoch FROM at)::float8, duration, runner,"
                     " worker, generation, n FROM {{schema}}.job_attempts"
                     " WHERE job_id = $1::bigint ORDER BY n DESC"
@@ -58,7 +58,7 @@ pg_attempts(jr_backend *b, int64_t id, jr_attempt_row *a, int max,
     res = PQexecParams(b->conn, sql, 2, NULL, params, NULL, NULL, 0);
     free(sql);
     if (PQresultStatus(res) != PGRES_TUPLES_OK) {
-        pg_fail(b, res, "reading a job's attempts", err);
+        jr_pg_fail(b, res, "reading a job's attempts", err);
         PQclear(res);
         return -1;
     }

@@ -10,7 +10,7 @@
 #include "postgres/pg_int.h"
 #include "postgres/arrays.h"
 
-/* What a claim sets on its rows, and returns (pg_row_job's columns). */
+/* What a claim sets on its rows, and returns (jr_pg_row_job's columns). */
 #define CLAIM_SET \
     "state = 'running', attempts = j.attempts + 1, locked_by = $1::text," \
     " locked_until = now() + $2::float8 * interval '1 second'," \
@@ -26,7 +26,7 @@
 /* Returns a new job from row r of a claim's result (columns CLAIM_COLUMNS),
  * freed with free(); NULL when out of memory. */
 jr_job *
-pg_row_job(const PGresult *res, int r)
+jr_pg_row_job(const PGresult *res, int r)
 {
     jr_job *j = jr_job_new_parents(strtoll(PQgetvalue(res, r, 0), NULL, 10),
                                    PQgetvalue(res, r, 1),
@@ -59,7 +59,7 @@ static const pg_stmt st_unclaim = {S_UNCLAIM, "jr_unclaim", 2,
 /* Out of memory after a claim: gives the jobs back (best effort; if this
  * fails too, their leases expire and rescue requeues them). */
 static void
-pg_unclaim(jr_backend *b, const char *token, const PGresult *res)
+jr_pg_unclaim(jr_backend *b, const char *token, const PGresult *res)
 {
     const char *params[2];
     jr_buf s = {0};
@@ -70,7 +70,7 @@ pg_unclaim(jr_backend *b, const char *token, const PGresult *res)
     params[0] = token;
     params[1] = sb_array(&s);
     if (!s.oom)
-        PQclear(pg_run(b, &st_unclaim, params, "unclaim", NULL));
+        PQclear(jr_pg_run(b, &st_unclaim, params, "unclaim", NULL));
     free(s.p);
 }
 
@@ -112,7 +112,7 @@ static const pg_stmt st_claim = {S_CLAIM, "jr_claim", 8,
 /* The claim spec's names and queue caps as the array parameters of
  * st_claim, into a[0..3); -1 with err set when out of memory. */
 int
-pg_claim_arrays(const jr_claim_spec *spec, jr_buf *a, jr_err *err)
+jr_pg_claim_arrays(const jr_claim_spec *spec, jr_buf *a, jr_err *err)
 {
     char num[16];
     int i;
@@ -135,7 +135,7 @@ pg_claim_arrays(const jr_claim_spec *spec, jr_buf *a, jr_err *err)
  * statement ranked them in, 1..n in column 12, which RETURNING does not
  * keep. Out of memory leaves them as they came. */
 void
-pg_fair_order(const PGresult *res, jr_job **out, int n)
+jr_pg_fair_order(const PGresult *res, jr_job **out, int n)
 {
     jr_job **tmp;
     long ord;
@@ -196,7 +196,7 @@ claim_one(jr_backend *b, const jr_claim_spec *spec,
         b->fair_only--;
         return 0;
     }
-    if ((*res = pg_run(b, &st_claim_one, params, "claiming jobs",
+    if ((*res = jr_pg_run(b, &st_claim_one, params, "claiming jobs",
                        err)) == NULL)
         return -1;
     n = PQntuples(*res);
@@ -211,7 +211,7 @@ claim_one(jr_backend *b, const jr_claim_spec *spec,
 
 /* The claim statement, in whatever transaction is open. */
 int
-pg_claim_stmt(jr_backend *b, const char *token, double lease,
+jr_pg_claim_stmt(jr_backend *b, const char *token, double lease,
               const jr_claim_spec *spec, jr_job **out, jr_err *err)
 {
     char slease[32], smax[16], sothers[16], srot[16];
@@ -223,9 +223,9 @@ pg_claim_stmt(jr_backend *b, const char *token, double lease,
     if (spec->nnames <= 0 || spec->max <= 0)
         return 0;
     if (spec->nlimits > 0)
-        return pg_claim_limited(b, token, lease, spec, out, err);
+        return jr_pg_claim_limited(b, token, lease, spec, out, err);
     memset(a, 0, sizeof a);
-    if (pg_claim_arrays(spec, a, err) < 0) {
+    if (jr_pg_claim_arrays(spec, a, err) < 0) {
         for (i = 0; i < 3; i++)
             free(a[i].p);
         return -1;
@@ -243,17 +243,17 @@ pg_claim_stmt(jr_backend *b, const char *token, double lease,
     snprintf(srot, sizeof srot, "%u", b->rotate++ % 1000000u);
     params[7] = srot;           /* the queue that leads the round */
     if ((one = claim_one(b, spec, params, &res, err)) == 0)
-        res = pg_run(b, &st_claim, params, "claiming jobs", err);
+        res = jr_pg_run(b, &st_claim, params, "claiming jobs", err);
     for (i = 0; i < 3; i++)
         free(a[i].p);
     if (res == NULL)
         return -1;
     n = PQntuples(res);
     for (i = 0; i < n; i++) {
-        if ((out[i] = pg_row_job(res, i)) == NULL) {
+        if ((out[i] = jr_pg_row_job(res, i)) == NULL) {
             while (i-- > 0)
                 free(out[i]);
-            pg_unclaim(b, token, res);
+            jr_pg_unclaim(b, token, res);
             PQclear(res);
             return jr_fail(err, JR_ENOMEM, "postgres: claiming %d jobs: "
                            "out of memory", n);
@@ -262,31 +262,31 @@ pg_claim_stmt(jr_backend *b, const char *token, double lease,
     if (one)
         qsort(out, (size_t)n, sizeof *out, jr_claimed_cmp);
     else
-        pg_fair_order(res, out, n);
+        jr_pg_fair_order(res, out, n);
     PQclear(res);
     return n;
 }
 
 int
-pg_claim(jr_backend *b, const char *token, double lease,
+jr_pg_claim(jr_backend *b, const char *token, double lease,
          const jr_claim_spec *spec, jr_job **out, jr_err *err)
 {
     if (spec->nnames <= 0 || spec->max <= 0)
         return 0;
-    if (pg_ready(b, err) < 0)
+    if (jr_pg_ready(b, err) < 0)
         return -1;
     if (spec->nlimits > 0) {    /* several statements: one transaction */
         int n = -1;
-        if (pg_run_plain(b, "BEGIN", "claiming jobs", err) == 0 &&
-            (n = pg_claim_stmt(b, token, lease, spec, out, err)) >= 0 &&
-            pg_run_plain(b, "COMMIT", "claiming jobs", err) < 0) {
+        if (jr_pg_run_plain(b, "BEGIN", "claiming jobs", err) == 0 &&
+            (n = jr_pg_claim_stmt(b, token, lease, spec, out, err)) >= 0 &&
+            jr_pg_run_plain(b, "COMMIT", "claiming jobs", err) < 0) {
             while (n > 0)
                 free(out[--n]);
             n = -1;
         }
         if (n < 0)
-            pg_rollback(b);
+            jr_pg_rollback(b);
         return n;
     }
-    return pg_claim_stmt(b, token, lease, spec, out, err);
+    return jr_pg_claim_stmt(b, token, lease, spec, out, err);
 }

@@ -79,7 +79,7 @@ run_done(jr_backend *b, const char *token, const jr_result *r, int n,
     params[5] = keep;
     params[6] = sb_array(&e);
     res = s.oom || g.oom || v.oom || e.oom ? NULL :
-          pg_run(b, st, params, "completing jobs", err);
+          jr_pg_run(b, st, params, "completing jobs", err);
     if (res == NULL && (s.oom || g.oom || v.oom || e.oom))
         jr_fail(err, JR_ENOMEM, "postgres: completing jobs: out of memory");
     free(s.p);
@@ -115,7 +115,7 @@ finish_done(jr_backend *b, const char *token, const jr_result *r, int n,
         return -1;
     if (run_done(b, token, r, n, &st_keep, 1, done, &nd, err) < 0)
         return -1;
-    qsort(done, (size_t)nd, sizeof *done, pg_cmp_id);
+    qsort(done, (size_t)nd, sizeof *done, jr_pg_cmp_id);
     return nd;
 }
 
@@ -166,7 +166,7 @@ finish_progress(jr_backend *b, const char *token, const jr_result *r, int n,
     rc = a[0].oom || a[1].oom || a[2].oom || a[3].oom
          ? jr_fail(err, JR_ENOMEM, "postgres: recording progress: out of "
                    "memory")
-         : pg_run_count(b, &st_progress, params, "recording progress", err);
+         : jr_pg_run_count(b, &st_progress, params, "recording progress", err);
     for (k = 0; k < 4; k++)
         free(a[k].p);
     return rc < 0 ? rc : rc + superseded;
@@ -256,7 +256,7 @@ finish_others(jr_backend *b, const char *token, const jr_result *r, int n,
     }
     rc = oom ? jr_fail(err, JR_ENOMEM, "postgres: completing jobs: out of "
                        "memory")
-         : pg_run_count(b, &st_finish, params, "completing jobs", err);
+         : jr_pg_run_count(b, &st_finish, params, "completing jobs", err);
     for (k = 0; k < 7; k++)
         free(a[k].p);
     return rc;
@@ -279,7 +279,7 @@ followups(const jr_result *r, int n, const int64_t *done, int ndone,
         return NULL;
     for (i = 0; i < n; i++) {
         if (r[i].kind != JR_DONE || r[i].npushes <= 0 ||
-            !bsearch(&r[i].id, done, (size_t)ndone, sizeof *done, pg_cmp_id))
+            !bsearch(&r[i].id, done, (size_t)ndone, sizeof *done, jr_pg_cmp_id))
             continue;
         for (k = 0; k < r[i].npushes; k++)
             pp[(*np)++] = &r[i].pushes[k];
@@ -325,7 +325,7 @@ complete_tx(jr_backend *b, const char *token, const jr_result *r, int n,
     if ((*pp = followups(r, n, done, ndone, np)) == NULL)
         return jr_fail(err, JR_ENOMEM, "postgres: completing jobs: out of "
                        "memory");
-    if (*np > 0 && pg_insert_linked(b, *pp, *np, NULL, err) < 0)
+    if (*np > 0 && jr_pg_insert_linked(b, *pp, *np, NULL, err) < 0)
         return -1;
     return ndone + nother + nprogress;
 }
@@ -344,7 +344,7 @@ only_done(const jr_result *r, int n)
 }
 
 int
-pg_complete(jr_backend *b, const char *token, const jr_result *r, int n,
+jr_pg_complete(jr_backend *b, const char *token, const jr_result *r, int n,
             jr_err *err)
 {
     const jr_push **pp = NULL;
@@ -353,7 +353,7 @@ pg_complete(jr_backend *b, const char *token, const jr_result *r, int n,
 
     if (n <= 0)
         return 0;
-    if (check_followups(b, r, n, err) < 0 || pg_ready(b, err) < 0)
+    if (check_followups(b, r, n, err) < 0 || jr_pg_ready(b, err) < 0)
         return -1;
     if ((done = malloc((size_t)n * sizeof *done)) == NULL)
         return jr_fail(err, JR_ENOMEM, "postgres: completing %d jobs: out "
@@ -364,14 +364,14 @@ pg_complete(jr_backend *b, const char *token, const jr_result *r, int n,
         free(done);
         return rc;
     }
-    if ((rc = pg_run_plain(b, "BEGIN", "completing jobs", err)) == 0) {
+    if ((rc = jr_pg_run_plain(b, "BEGIN", "completing jobs", err)) == 0) {
         rc = complete_tx(b, token, r, n, done, &pp, &np, err);
-        if (rc >= 0 && pg_run_plain(b, "COMMIT", "completing jobs", err) < 0)
+        if (rc >= 0 && jr_pg_run_plain(b, "COMMIT", "completing jobs", err) < 0)
             rc = -1;
         if (rc < 0) {
-            pg_rollback(b);
+            jr_pg_rollback(b);
             if (np > 0)
-                pg_explain_push_error(b, pp, np, err);
+                jr_pg_explain_push_error(b, pp, np, err);
         }
     }
     free(pp);
@@ -382,7 +382,7 @@ pg_complete(jr_backend *b, const char *token, const jr_result *r, int n,
 /* Records results and claims in one transaction: one commit (one WAL
  * flush) a round instead of two. */
 int
-pg_complete_claim(jr_backend *b, const char *token, const jr_result *r,
+jr_pg_complete_claim(jr_backend *b, const char *token, const jr_result *r,
                   int nr, int *applied, double lease,
                   const jr_claim_spec *spec, jr_job **out, jr_err *err)
 {
@@ -391,25 +391,25 @@ pg_complete_claim(jr_backend *b, const char *token, const jr_result *r,
     int np = 0, rc = -1, n = -1;
 
     *applied = 0;
-    if (check_followups(b, r, nr, err) < 0 || pg_ready(b, err) < 0)
+    if (check_followups(b, r, nr, err) < 0 || jr_pg_ready(b, err) < 0)
         return -1;
     if ((done = malloc((size_t)(nr > 0 ? nr : 1) * sizeof *done)) == NULL)
         return jr_fail(err, JR_ENOMEM, "postgres: completing %d jobs: out "
                        "of memory", nr);
     b->insert_failed = 0;
-    if (pg_run_plain(b, "BEGIN", "completing jobs", err) == 0) {
+    if (jr_pg_run_plain(b, "BEGIN", "completing jobs", err) == 0) {
         rc = nr > 0 ? complete_tx(b, token, r, nr, done, &pp, &np, err) : 0;
         if (rc >= 0)
-            n = pg_claim_stmt(b, token, lease, spec, out, err);
-        if (n >= 0 && pg_run_plain(b, "COMMIT", "claiming jobs", err) < 0) {
+            n = jr_pg_claim_stmt(b, token, lease, spec, out, err);
+        if (n >= 0 && jr_pg_run_plain(b, "COMMIT", "claiming jobs", err) < 0) {
             while (n > 0)
                 free(out[--n]);
             n = -1;
         }
         if (n < 0) {
-            pg_rollback(b);
+            jr_pg_rollback(b);
             if (rc < 0 && np > 0)
-                pg_explain_push_error(b, pp, np, err);
+                jr_pg_explain_push_error(b, pp, np, err);
         } else {
             *applied = rc;
         }
@@ -442,7 +442,7 @@ ids_array(const int64_t *ids, int n)
 }
 
 int
-pg_renew(jr_backend *b, const char *token, double lease, const int64_t *ids,
+jr_pg_renew(jr_backend *b, const char *token, double lease, const int64_t *ids,
          int n, jr_err *err)
 {
     char slease[32], *list;
@@ -452,12 +452,12 @@ pg_renew(jr_backend *b, const char *token, double lease, const int64_t *ids,
     if (n <= 0)
         return 0;
     snprintf(slease, sizeof slease, "%.17g", lease);
-    if (pg_ready(b, err) < 0)
+    if (jr_pg_ready(b, err) < 0)
         return -1;
     if ((list = ids_array(ids, n)) == NULL)
         return jr_fail(err, JR_ENOMEM, "postgres: renewing leases: out of memory");
     params[2] = list;
-    rc = pg_run_count(b, &st_renew, params, "renewing leases", err);
+    rc = jr_pg_run_count(b, &st_renew, params, "renewing leases", err);
     free(list);
     return rc;
 }
@@ -481,9 +481,9 @@ static const pg_stmt st_rescue = {S_RESCUE, "jr_rescue", 0,
     " WHERE state = 'running' AND locked_until < now()"};
 
 int
-pg_rescue(jr_backend *b, jr_err *err)
+jr_pg_rescue(jr_backend *b, jr_err *err)
 {
-    if (pg_ready(b, err) < 0)
+    if (jr_pg_ready(b, err) < 0)
         return -1;
-    return pg_run_count(b, &st_rescue, NULL, "rescuing expired leases", err);
+    return jr_pg_run_count(b, &st_rescue, NULL, "rescuing expired leases", err);
 }

@@ -1,6 +1,6 @@
 /* conn.c - the PostgreSQL engine's connection: open and close, the
  * session's settings and its own timeouts, the reconnect that the next call
- * makes (pg_ready), the prepared-statement cache (pg_run_params prepares a
+ * makes (jr_pg_ready), the prepared-statement cache (jr_pg_run_params prepares a
  * pg_stmt once per connection) and the helpers that run statements and
  * report their failures. Owns struct jr_backend's life. Uses pg_int.h. */
 
@@ -23,7 +23,7 @@ quiet(void *arg, const char *message)
 /* Copies src into dst on one line: runs of white space (libpq's messages
  * span lines) become one space; no trailing space. */
 void
-pg_oneline(char *dst, size_t size, const char *src)
+jr_pg_oneline(char *dst, size_t size, const char *src)
 {
     size_t n = 0;
 
@@ -45,7 +45,7 @@ pg_oneline(char *dst, size_t size, const char *src)
 /* Returns a new string: tmpl[0..len) with every {{schema}} replaced by the
  * quoted schema; NULL when out of memory. */
 char *
-pg_expand_n(const jr_backend *b, const char *tmpl, size_t len)
+jr_pg_expand_n(const jr_backend *b, const char *tmpl, size_t len)
 {
     static const char mark[] = "{{schema}}";
     const char *end = tmpl + len, *p;
@@ -65,17 +65,17 @@ pg_expand_n(const jr_backend *b, const char *tmpl, size_t len)
     return s.p;
 }
 
-/* pg_expand_n over all of tmpl. */
+/* jr_pg_expand_n over all of tmpl. */
 char *
-pg_expand(const jr_backend *b, const char *tmpl)
+jr_pg_expand(const jr_backend *b, const char *tmpl)
 {
-    return pg_expand_n(b, tmpl, strlen(tmpl));
+    return jr_pg_expand_n(b, tmpl, strlen(tmpl));
 }
 
 /* Fills err for a failed statement (res may be NULL): what failed, then
  * "connection lost" if so, then the server's message and detail. */
 int
-pg_fail(jr_backend *b, const PGresult *res, const char *what, jr_err *err)
+jr_pg_fail(jr_backend *b, const PGresult *res, const char *what, jr_err *err)
 {
     const char *primary = NULL, *detail = NULL, *state = NULL;
     char msg[400], det[300], tag[24] = "";
@@ -86,8 +86,8 @@ pg_fail(jr_backend *b, const PGresult *res, const char *what, jr_err *err)
         state = PQresultErrorField(res, PG_DIAG_SQLSTATE);
     }
     snprintf(b->sqlstate, sizeof b->sqlstate, "%s", state ? state : "");
-    pg_oneline(msg, sizeof msg, primary ? primary : PQerrorMessage(b->conn));
-    pg_oneline(det, sizeof det, detail);
+    jr_pg_oneline(msg, sizeof msg, primary ? primary : PQerrorMessage(b->conn));
+    jr_pg_oneline(det, sizeof det, detail);
     /* class 57 (operator intervention): a statement_timeout or a cancel
      * (57014), a shutdown; the code tells them apart in a log */
     if (strncmp(b->sqlstate, "57", 2) == 0)
@@ -108,21 +108,21 @@ pg_fail(jr_backend *b, const PGresult *res, const char *what, jr_err *err)
 
 /* Runs sql (no parameters) and checks it worked. */
 int
-pg_run_plain(jr_backend *b, const char *sql, const char *what, jr_err *err)
+jr_pg_run_plain(jr_backend *b, const char *sql, const char *what, jr_err *err)
 {
     PGresult *res = PQexec(b->conn, sql);
     ExecStatusType st = PQresultStatus(res);
     int rc = 0;
 
     if (st != PGRES_COMMAND_OK && st != PGRES_TUPLES_OK)
-        rc = pg_fail(b, res, what, err);
+        rc = jr_pg_fail(b, res, what, err);
     PQclear(res);
     return rc;
 }
 
 /* Ends any transaction left open, if the connection is up. */
 void
-pg_rollback(jr_backend *b)
+jr_pg_rollback(jr_backend *b)
 {
     if (PQstatus(b->conn) == CONNECTION_OK &&
         PQtransactionStatus(b->conn) != PQTRANS_IDLE)
@@ -188,7 +188,7 @@ session_timeouts(const jr_backend *b, PGconn *conn, jr_err *err)
     }
     state = PQresultErrorField(res, PG_DIAG_SQLSTATE);
     primary = PQresultErrorField(res, PG_DIAG_MESSAGE_PRIMARY);
-    pg_oneline(msg, sizeof msg, primary ? primary : PQerrorMessage(conn));
+    jr_pg_oneline(msg, sizeof msg, primary ? primary : PQerrorMessage(conn));
     jr_fail(err, JR_EDB, "postgres: setting the session's own timeouts "
             "(statement_timeout, lock_timeout, idle timeouts: 0) on '%s' "
             "failed: %s [SQLSTATE %s]; tried again at the next call",
@@ -201,7 +201,7 @@ session_timeouts(const jr_backend *b, PGconn *conn, jr_err *err)
  * ends any transaction a failure left open, and sets the session up if
  * that has not worked yet. */
 int
-pg_ready(jr_backend *b, jr_err *err)
+jr_pg_ready(jr_backend *b, jr_err *err)
 {
     if (PQstatus(b->conn) != CONNECTION_OK) {
         PQreset(b->conn);
@@ -211,12 +211,12 @@ pg_ready(jr_backend *b, jr_err *err)
             b->reconnects++;
         if (PQstatus(b->conn) != CONNECTION_OK) {
             char msg[300];
-            pg_oneline(msg, sizeof msg, PQerrorMessage(b->conn));
+            jr_pg_oneline(msg, sizeof msg, PQerrorMessage(b->conn));
             return jr_fail(err, JR_EDB, "postgres: connection to '%s' lost "
                            "and reconnecting failed: %s", b->masked, msg);
         }
     }
-    pg_rollback(b);
+    jr_pg_rollback(b);
     if (!b->set_up) {
         if (session_timeouts(b, b->conn, err) < 0)
             return -1;
@@ -230,7 +230,7 @@ pg_ready(jr_backend *b, jr_err *err)
  * not; lens NULL: params are text, else all binary, of those lengths.
  * Returns its result (caller PQclears) or NULL with err set. */
 PGresult *
-pg_run_params(jr_backend *b, const pg_stmt *st, const char *const *params,
+jr_pg_run_params(jr_backend *b, const pg_stmt *st, const char *const *params,
               const int *lens, const char *what, jr_err *err)
 {
     static const int binary[16] = {1, 1, 1, 1, 1, 1, 1, 1,
@@ -239,7 +239,7 @@ pg_run_params(jr_backend *b, const pg_stmt *st, const char *const *params,
     ExecStatusType rs;
 
     if (!(b->prepared & (1ull << st->id))) {
-        char *sql = pg_expand(b, st->sql);
+        char *sql = jr_pg_expand(b, st->sql);
         if (sql == NULL) {
             jr_fail(err, JR_ENOMEM, "postgres: %s: out of memory", what);
             return NULL;
@@ -247,7 +247,7 @@ pg_run_params(jr_backend *b, const pg_stmt *st, const char *const *params,
         res = PQprepare(b->conn, st->name, sql, st->nparams, NULL);
         free(sql);
         if (PQresultStatus(res) != PGRES_COMMAND_OK) {
-            pg_fail(b, res, what, err);
+            jr_pg_fail(b, res, what, err);
             PQclear(res);
             return NULL;
         }
@@ -259,27 +259,27 @@ pg_run_params(jr_backend *b, const pg_stmt *st, const char *const *params,
                          lens, lens != NULL ? binary : NULL, 0);
     rs = PQresultStatus(res);
     if (rs != PGRES_COMMAND_OK && rs != PGRES_TUPLES_OK) {
-        pg_fail(b, res, what, err);
+        jr_pg_fail(b, res, what, err);
         PQclear(res);
         return NULL;
     }
     return res;
 }
 
-/* pg_run_params with text parameters. */
+/* jr_pg_run_params with text parameters. */
 PGresult *
-pg_run(jr_backend *b, const pg_stmt *st, const char *const *params,
+jr_pg_run(jr_backend *b, const pg_stmt *st, const char *const *params,
        const char *what, jr_err *err)
 {
-    return pg_run_params(b, st, params, NULL, what, err);
+    return jr_pg_run_params(b, st, params, NULL, what, err);
 }
 
 /* Runs a statement for its row count; -1 with err set on failure. */
 int
-pg_run_count(jr_backend *b, const pg_stmt *st, const char *const *params,
+jr_pg_run_count(jr_backend *b, const pg_stmt *st, const char *const *params,
              const char *what, jr_err *err)
 {
-    PGresult *res = pg_run(b, st, params, what, err);
+    PGresult *res = jr_pg_run(b, st, params, what, err);
     int n;
 
     if (res == NULL)
@@ -312,7 +312,7 @@ schema_check(const char *s, jr_err *err)
 
 /* Opens a connection to b->url; NULL with err set on failure. */
 PGconn *
-pg_connect(jr_backend *b, jr_err *err)
+jr_pg_connect(jr_backend *b, jr_err *err)
 {
     static const char *const keys[] = {"dbname", "fallback_application_name",
                                        NULL};
@@ -327,7 +327,7 @@ pg_connect(jr_backend *b, jr_err *err)
     }
     PQsetNoticeProcessor(conn, quiet, NULL);
     if (PQstatus(conn) != CONNECTION_OK) {
-        pg_oneline(msg, sizeof msg, PQerrorMessage(conn));
+        jr_pg_oneline(msg, sizeof msg, PQerrorMessage(conn));
         jr_fail(err, JR_EDB, "cannot connect to PostgreSQL at '%s': %s",
                 b->masked, msg);
         PQfinish(conn);
@@ -342,7 +342,7 @@ pg_connect(jr_backend *b, jr_err *err)
 }
 
 void
-pg_close(jr_backend *b)
+jr_pg_close(jr_backend *b)
 {
     if (b == NULL)
         return;
@@ -355,7 +355,7 @@ pg_close(jr_backend *b)
 }
 
 jr_backend *
-pg_open(const char *url, const jr_backend_opts *o, jr_err *err)
+jr_pg_open(const char *url, const jr_backend_opts *o, jr_err *err)
 {
     const char *schema = o && o->schema ? o->schema : "jobrunner";
     jr_backend *b;
@@ -372,7 +372,7 @@ pg_open(const char *url, const jr_backend_opts *o, jr_err *err)
         /* never handed to libpq, whose errors would quote pieces of it */
         jr_fail(err, JR_EUSAGE, "cannot connect to PostgreSQL: %s",
                 b->masked);
-        pg_close(b);
+        jr_pg_close(b);
         return NULL;
     }
     snprintf(b->schema, sizeof b->schema, "%s", schema);
@@ -387,8 +387,8 @@ pg_open(const char *url, const jr_backend_opts *o, jr_err *err)
     b->keep_completed = o ? o->keep_completed : 0;
     b->opf = o ? o->on_parent_failure : 0;
     b->result_ttl = o && o->result_ttl > 0 ? o->result_ttl : 3600;
-    if ((b->conn = pg_connect(b, err)) == NULL) {
-        pg_close(b);
+    if ((b->conn = jr_pg_connect(b, err)) == NULL) {
+        jr_pg_close(b);
         return NULL;
     }
     b->set_up = 1;
@@ -396,7 +396,7 @@ pg_open(const char *url, const jr_backend_opts *o, jr_err *err)
 }
 
 unsigned
-pg_reconnects(jr_backend *b)
+jr_pg_reconnects(jr_backend *b)
 {
     return b->reconnects;
 }

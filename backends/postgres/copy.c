@@ -17,7 +17,7 @@
  * and defaults apply as to any insert. One simple query lists the names
  * with a limit path and starts the COPY, in one transaction; if a job of
  * the batch needs limit_key_of, the COPY ends with no rows (an error
- * would be logged by the server) and the batch goes by pg_insert_jobs, as
+ * would be logged by the server) and the batch goes by jr_pg_insert_jobs, as
  * do the next COPY_SKIP. One job goes by st_push_one, a round trip
  * less. */
 #define COPY_PATHS 200          /* COPY_SQL's LIMIT: more names, INSERT */
@@ -109,7 +109,7 @@ copy_start(jr_backend *b, PGresult **paths, const char *what, jr_err *err)
             continue;
         }
         if (rc == 0)
-            rc = pg_fail(b, res, what, err);
+            rc = jr_pg_fail(b, res, what, err);
         PQclear(res);
     }
     return rc < 0 ? rc : jr_fail(err, JR_EDB, "postgres: %s: the COPY did "
@@ -127,12 +127,12 @@ copy_end(jr_backend *b, const char *data, size_t len, int n,
 
     if (PQputCopyData(b->conn, data, (int)len) != 1 ||
         PQputCopyEnd(b->conn, NULL) != 1)
-        rc = pg_fail(b, NULL, what, err);
+        rc = jr_pg_fail(b, NULL, what, err);
     while ((res = PQgetResult(b->conn)) != NULL) {
         if (rc == 0) {
             if (PQresultStatus(res) != PGRES_COMMAND_OK) {
                 b->insert_failed = 1;
-                rc = pg_fail(b, res, what, err);
+                rc = jr_pg_fail(b, res, what, err);
             } else if (atoi(PQcmdTuples(res)) != n) {
                 rc = jr_fail(err, JR_EDB, "postgres: %s: %s rows went in",
                              what, PQcmdTuples(res));
@@ -144,9 +144,9 @@ copy_end(jr_backend *b, const char *data, size_t len, int n,
 }
 
 /* Pushes pp[0..n) by COPY if it can: 0 done, 1 not done (push it by
- * pg_insert_jobs; nothing was written), -1 with err set. */
+ * jr_pg_insert_jobs; nothing was written), -1 with err set. */
 int
-pg_push_copy(jr_backend *b, const jr_push *const *pp, int n,
+jr_pg_push_copy(jr_backend *b, const jr_push *const *pp, int n,
              const int64_t *ids, jr_err *err)
 {
     PGresult *paths = NULL;
@@ -170,14 +170,14 @@ pg_push_copy(jr_backend *b, const jr_push *const *pp, int n,
         copy_row(&d, pp[i]);
     }
     jr_buf_put(&d, "\377\377", 2);          /* trailer: field count -1 */
-    if (d.oom || d.len > INT32_MAX || (sql = pg_expand(b, COPY_SQL)) == NULL) {
+    if (d.oom || d.len > INT32_MAX || (sql = jr_pg_expand(b, COPY_SQL)) == NULL) {
         free(d.p);
         return jr_fail(err, JR_ENOMEM, "postgres: pushing %d jobs: out of "
                        "memory", n);
     }
     snprintf(what, sizeof what, "pushing %d job%s", n, n == 1 ? "" : "s");
     rc = PQsendQuery(b->conn, sql) == 1 ? copy_start(b, &paths, what, err) :
-         pg_fail(b, NULL, what, err);
+         jr_pg_fail(b, NULL, what, err);
     free(sql);
     if (rc == 0 && paths != NULL && copy_needs_key(paths, pp, n)) {
         static const char none[] = "PGCOPY\n\377\r\n\0\0\0\0\0\0\0\0\0"

@@ -18,7 +18,7 @@ static PGresult *
 fire_sql(jr_backend *b, const char *tmpl, const char *schedule, double at,
          long long n, jr_err *err)
 {
-    char ats[40], ns[32], *sql = pg_expand(b, tmpl);
+    char ats[40], ns[32], *sql = jr_pg_expand(b, tmpl);
     const char *params[3] = {schedule, ats, ns};
     PGresult *res;
     ExecStatusType st;
@@ -33,7 +33,7 @@ fire_sql(jr_backend *b, const char *tmpl, const char *schedule, double at,
     free(sql);
     st = PQresultStatus(res);
     if (st != PGRES_COMMAND_OK && st != PGRES_TUPLES_OK) {
-        pg_fail(b, res, "recording a schedule's fire", err);
+        jr_pg_fail(b, res, "recording a schedule's fire", err);
         PQclear(res);
         return NULL;
     }
@@ -72,7 +72,7 @@ paused(jr_backend *b, const char *schedule, jr_err *err)
 }
 
 static int
-pg_fire_one(jr_backend *b, jr_fire *f, int keep, jr_err *err)
+jr_pg_fire_one(jr_backend *b, jr_fire *f, int keep, jr_err *err)
 {
     const jr_push *pp = &f->job;
     int rc;
@@ -81,8 +81,8 @@ pg_fire_one(jr_backend *b, jr_fire *f, int keep, jr_err *err)
     f->job.run_at = f->at;
     f->job.run_in = 0;
     if (jr_push_check(&f->job, b->max_payload, err) < 0 ||
-        pg_ready(b, err) < 0 ||
-        pg_run_plain(b, "BEGIN", "beginning a transaction", err) < 0)
+        jr_pg_ready(b, err) < 0 ||
+        jr_pg_run_plain(b, "BEGIN", "beginning a transaction", err) < 0)
         return -1;
     /* nothing when this fire or a later one is recorded: another runner's
      * (a concurrent insert of the same fire waits, then does nothing; a
@@ -101,10 +101,10 @@ pg_fire_one(jr_backend *b, jr_fire *f, int keep, jr_err *err)
         rc = 0;
     }
     if (rc <= 0) {
-        pg_rollback(b);
+        jr_pg_rollback(b);
         return rc;
     }
-    if (pg_insert_jobs(b, &pp, 1, &f->id, err) < 0 ||
+    if (jr_pg_insert_jobs(b, &pp, 1, &f->id, err) < 0 ||
         fire_count(b, "UPDATE {{schema}}.schedule_fires SET job_id = $3 "
                    "WHERE schedule = $1 AND fire_at = "
                    "to_timestamp($2::float8)", f->schedule, f->at, f->id,
@@ -115,8 +115,8 @@ pg_fire_one(jr_backend *b, jr_fire *f, int keep, jr_err *err)
                    "$2::float8 IS NOT NULL ORDER BY fire_at DESC LIMIT 1 "
                    "OFFSET $3)", f->schedule, f->at, keep > 0 ? keep - 1 : 0,
                    err) < 0 ||
-        pg_run_plain(b, "COMMIT", "committing a schedule's fire", err) < 0) {
-        pg_rollback(b);
+        jr_pg_run_plain(b, "COMMIT", "committing a schedule's fire", err) < 0) {
+        jr_pg_rollback(b);
         return -1;
     }
     f->inserted = 1;
@@ -124,12 +124,12 @@ pg_fire_one(jr_backend *b, jr_fire *f, int keep, jr_err *err)
 }
 
 int
-pg_fire(jr_backend *b, jr_fire *f, int n, int keep, jr_err *err)
+jr_pg_fire(jr_backend *b, jr_fire *f, int n, int keep, jr_err *err)
 {
     int i, rc, count = 0;
 
     for (i = 0; i < n; i++) {
-        if ((rc = pg_fire_one(b, &f[i], keep, err)) < 0)
+        if ((rc = jr_pg_fire_one(b, &f[i], keep, err)) < 0)
             return -1;
         count += rc;
     }
@@ -137,12 +137,12 @@ pg_fire(jr_backend *b, jr_fire *f, int n, int keep, jr_err *err)
 }
 
 int
-pg_last_fires(jr_backend *b, jr_fire_cb cb, void *arg, jr_err *err)
+jr_pg_last_fires(jr_backend *b, jr_fire_cb cb, void *arg, jr_err *err)
 {
     PGresult *res;
     int i;
 
-    if (pg_ready(b, err) < 0 ||
+    if (jr_pg_ready(b, err) < 0 ||
         (res = fire_sql(b, "SELECT DISTINCT ON (schedule) schedule, "
                         "extract(epoch FROM fire_at)::float8, "
                         "coalesce(job_id, 0) FROM {{schema}}.schedule_fires "
@@ -225,7 +225,7 @@ ctl_tx(jr_backend *b, const char *name, int what, double *at, jr_err *err)
 }
 
 int
-pg_sched_ctl(jr_backend *b, const char *name, int what, double *at,
+jr_pg_sched_ctl(jr_backend *b, const char *name, int what, double *at,
              jr_err *err)
 {
     int rc;
@@ -238,25 +238,25 @@ pg_sched_ctl(jr_backend *b, const char *name, int what, double *at,
     if (what == JR_SCHED_FIRE && *at > 0 && fabs(*at - jr_now()) > FIRE_SKEW)
         return jr_fail(err, JR_EINPUT, "schedule '%s': fire instant %.3f is "
                        "more than %.0fs from now", name, *at, FIRE_SKEW);
-    if (pg_ready(b, err) < 0 ||
-        pg_run_plain(b, "BEGIN", "beginning a transaction", err) < 0)
+    if (jr_pg_ready(b, err) < 0 ||
+        jr_pg_run_plain(b, "BEGIN", "beginning a transaction", err) < 0)
         return -1;
     if ((rc = ctl_tx(b, name, what, at, err)) < 0 ||
-        pg_run_plain(b, "COMMIT", "committing a schedule control",
+        jr_pg_run_plain(b, "COMMIT", "committing a schedule control",
                      err) < 0) {
-        pg_rollback(b);
+        jr_pg_rollback(b);
         return -1;
     }
     return rc > 0;
 }
 
 int
-pg_sched_states(jr_backend *b, jr_sched_cb cb, void *arg, jr_err *err)
+jr_pg_sched_states(jr_backend *b, jr_sched_cb cb, void *arg, jr_err *err)
 {
     PGresult *res;
     int i;
 
-    if (pg_ready(b, err) < 0 ||
+    if (jr_pg_ready(b, err) < 0 ||
         (res = fire_sql(b, "SELECT name, paused, coalesce(extract(epoch FROM"
                         " paused_at)::float8, 0), coalesce(extract(epoch"
                         " FROM fire_at)::float8, 0) FROM"

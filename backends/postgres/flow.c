@@ -32,7 +32,7 @@ flow_push(const jr_push *p)
 }
 
 int
-pg_flow_any(const jr_push *const *pp, int n)
+jr_pg_flow_any(const jr_push *const *pp, int n)
 {
     int i;
 
@@ -56,7 +56,7 @@ batch_make(jr_backend *b, jr_batch_spec *spec, jr_err *err)
     params[2] = spec->payload;
     params[3] = spec->queue;
     params[4] = spec->results ? "true" : "false";
-    if ((res = pg_run(b, &st_batch_new, params, "making a batch", err))
+    if ((res = jr_pg_run(b, &st_batch_new, params, "making a batch", err))
         == NULL)
         return -1;
     spec->id = strtoll(PQgetvalue(res, 0, 0), NULL, 10);
@@ -119,7 +119,7 @@ link_one(jr_backend *b, const jr_push *const *pp, int i, const int64_t *ids,
         return jr_fail(err, JR_ENOMEM, "postgres: linking a job: out of "
                        "memory");
     }
-    res = pg_run(b, &st_link, params, "linking a job", err);
+    res = jr_pg_run(b, &st_link, params, "linking a job", err);
     free(a.p);
     if (res == NULL) {
         /* link() names the ids; the job's name goes in front, instead of
@@ -141,7 +141,7 @@ link_one(jr_backend *b, const jr_push *const *pp, int i, const int64_t *ids,
 }
 
 int
-pg_flow_link(jr_backend *b, const jr_push *const *pp, int n,
+jr_pg_flow_link(jr_backend *b, const jr_push *const *pp, int n,
              const int64_t *ids, jr_err *err)
 {
     int i;
@@ -156,39 +156,39 @@ pg_flow_link(jr_backend *b, const jr_push *const *pp, int n,
 }
 
 int
-pg_insert_linked(jr_backend *b, const jr_push *const *pp, int n,
+jr_pg_insert_linked(jr_backend *b, const jr_push *const *pp, int n,
                  int64_t *ids, jr_err *err)
 {
     int64_t *own = NULL;
     int rc;
 
-    if (!pg_flow_any(pp, n))
-        return pg_insert_all(b, pp, n, ids, err);
+    if (!jr_pg_flow_any(pp, n))
+        return jr_pg_insert_all(b, pp, n, ids, err);
     if (ids == NULL &&
         (ids = own = calloc((size_t)n, sizeof *ids)) == NULL)
         return jr_fail(err, JR_ENOMEM, "postgres: out of memory");
-    rc = pg_insert_all(b, pp, n, ids, err);
+    rc = jr_pg_insert_all(b, pp, n, ids, err);
     if (rc == 0)
-        rc = pg_flow_link(b, pp, n, ids, err);
+        rc = jr_pg_flow_link(b, pp, n, ids, err);
     free(own);
     return rc;
 }
 
-/* pg_push for pushes with workflow options: the rows and their links in
+/* jr_pg_push for pushes with workflow options: the rows and their links in
  * one transaction. */
 int
-pg_push_linked(jr_backend *b, const jr_push *const *pp, int n, int64_t *ids,
+jr_pg_push_linked(jr_backend *b, const jr_push *const *pp, int n, int64_t *ids,
                jr_err *err)
 {
     int rc;
 
-    if (pg_run_plain(b, "BEGIN", "pushing jobs", err) < 0)
+    if (jr_pg_run_plain(b, "BEGIN", "pushing jobs", err) < 0)
         return -1;
-    rc = pg_insert_linked(b, pp, n, ids, err);
-    if (rc == 0 && pg_run_plain(b, "COMMIT", "pushing jobs", err) < 0)
+    rc = jr_pg_insert_linked(b, pp, n, ids, err);
+    if (rc == 0 && jr_pg_run_plain(b, "COMMIT", "pushing jobs", err) < 0)
         rc = -1;
     if (rc < 0)
-        pg_rollback(b);
+        jr_pg_rollback(b);
     return rc;
 }
 
@@ -205,7 +205,7 @@ static const pg_stmt st_links = {S_FLOW_LINKS, "jr_flow_links", 1,
     " WHERE m.job_id = $1::bigint ORDER BY 1 DESC, 2"};
 
 int
-pg_links(jr_backend *b, int64_t id, jr_link_cb cb, void *arg, jr_err *err)
+jr_pg_links(jr_backend *b, int64_t id, jr_link_cb cb, void *arg, jr_err *err)
 {
     char sid[24];
     const char *params[1] = {sid};
@@ -213,8 +213,8 @@ pg_links(jr_backend *b, int64_t id, jr_link_cb cb, void *arg, jr_err *err)
     int i, n;
 
     snprintf(sid, sizeof sid, "%lld", (long long)id);
-    if (pg_ready(b, err) < 0 ||
-        (res = pg_run(b, &st_links, params, "reading a job's links", err))
+    if (jr_pg_ready(b, err) < 0 ||
+        (res = jr_pg_run(b, &st_links, params, "reading a job's links", err))
         == NULL)
         return -1;
     n = PQntuples(res);
@@ -250,7 +250,7 @@ col(const PGresult *res, int c)
 }
 
 int
-pg_batch_show(jr_backend *b, int64_t id, jr_batch_cb bcb, jr_link_cb mcb,
+jr_pg_batch_show(jr_backend *b, int64_t id, jr_batch_cb bcb, jr_link_cb mcb,
               void *arg, jr_err *err)
 {
     char sid[24];
@@ -260,8 +260,8 @@ pg_batch_show(jr_backend *b, int64_t id, jr_batch_cb bcb, jr_link_cb mcb,
     int i, n, stop;
 
     snprintf(sid, sizeof sid, "%lld", (long long)id);
-    if (pg_ready(b, err) < 0 ||
-        (res = pg_run(b, &st_batch_row, params, "reading a batch", err))
+    if (jr_pg_ready(b, err) < 0 ||
+        (res = jr_pg_run(b, &st_batch_row, params, "reading a batch", err))
         == NULL)
         return -1;
     if (PQntuples(res) == 0) {
@@ -285,7 +285,7 @@ pg_batch_show(jr_backend *b, int64_t id, jr_batch_cb bcb, jr_link_cb mcb,
     r.success_job = strtoll(col(res, 14), NULL, 10);
     stop = bcb(&r, arg);
     PQclear(res);
-    if (stop || (res = pg_run(b, &st_members, params, "reading a batch",
+    if (stop || (res = jr_pg_run(b, &st_members, params, "reading a batch",
                               err)) == NULL)
         return stop ? 0 : -1;
     n = PQntuples(res);

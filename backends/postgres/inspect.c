@@ -51,14 +51,14 @@ static const pg_stmt st_stats = {S_STATS, "jr_stats", 0,
     " FROM {{schema}}.jobs GROUP BY name ORDER BY name COLLATE \"C\""};
 
 int
-pg_stats(jr_backend *b, jr_stat_cb cb, void *arg, jr_err *err)
+jr_pg_stats(jr_backend *b, jr_stat_cb cb, void *arg, jr_err *err)
 {
     PGresult *res;
     jr_stat_row row;
     int i;
 
-    if (pg_ready(b, err) < 0 ||
-        (res = pg_run(b, &st_stats, NULL, "reading stats", err)) == NULL)
+    if (jr_pg_ready(b, err) < 0 ||
+        (res = jr_pg_run(b, &st_stats, NULL, "reading stats", err)) == NULL)
         return -1;
     for (i = 0; i < PQntuples(res); i++) {
         row.name = PQgetvalue(res, i, 0);
@@ -80,14 +80,14 @@ static const pg_stmt st_queue_list = {S_QUEUE_LIST, "jr_queue_list", 0,
     " LEFT JOIN c ON c.queue = n.name ORDER BY n.name COLLATE \"C\""};
 
 int
-pg_queue_list(jr_backend *b, jr_queue_cb cb, void *arg, jr_err *err)
+jr_pg_queue_list(jr_backend *b, jr_queue_cb cb, void *arg, jr_err *err)
 {
     PGresult *res;
     jr_queue_row row;
     int i;
 
-    if (pg_ready(b, err) < 0 ||
-        (res = pg_run(b, &st_queue_list, NULL, "listing queues", err)) == NULL)
+    if (jr_pg_ready(b, err) < 0 ||
+        (res = jr_pg_run(b, &st_queue_list, NULL, "listing queues", err)) == NULL)
         return -1;
     for (i = 0; i < PQntuples(res); i++) {
         row.name = PQgetvalue(res, i, 0);
@@ -110,7 +110,7 @@ static const pg_stmt st_ready_by_queue = {
     " LIMIT $2::bigint) t GROUP BY queue ORDER BY queue COLLATE \"C\""};
 
 int
-pg_ready_by_queue(jr_backend *b, const char *const *names, int nnames,
+jr_pg_ready_by_queue(jr_backend *b, const char *const *names, int nnames,
                   long limit, jr_count_cb cb, void *arg, jr_err *err)
 {
     char slimit[24];
@@ -121,7 +121,7 @@ pg_ready_by_queue(jr_backend *b, const char *const *names, int nnames,
 
     if (nnames <= 0)
         return 0;
-    if (pg_ready(b, err) < 0)
+    if (jr_pg_ready(b, err) < 0)
         return -1;
     for (i = 0; i < nnames; i++)
         sb_elem(&s, names[i]);
@@ -132,7 +132,7 @@ pg_ready_by_queue(jr_backend *b, const char *const *names, int nnames,
         free(s.p);
         return jr_fail(err, JR_ENOMEM, "postgres: out of memory");
     }
-    res = pg_run(b, &st_ready_by_queue, params, "counting ready jobs", err);
+    res = jr_pg_run(b, &st_ready_by_queue, params, "counting ready jobs", err);
     free(s.p);
     if (res == NULL)
         return -1;
@@ -197,7 +197,7 @@ static const pg_stmt st_show = {S_SHOW, "jr_show", 1,
     " WHERE id = $1::bigint"};
 
 int
-pg_show(jr_backend *b, int64_t id, jr_job_cb cb, void *arg, jr_err *err)
+jr_pg_show(jr_backend *b, int64_t id, jr_job_cb cb, void *arg, jr_err *err)
 {
     jr_attempt_row att[JR_ATTEMPTS_KEPT];
     char sid[24];
@@ -207,10 +207,10 @@ pg_show(jr_backend *b, int64_t id, jr_job_cb cb, void *arg, jr_err *err)
     int natt;
 
     snprintf(sid, sizeof sid, "%lld", (long long)id);
-    if (pg_ready(b, err) < 0 ||
-        (natt = pg_attempts(b, id, att, JR_ATTEMPTS_KEPT, err)) < 0)
+    if (jr_pg_ready(b, err) < 0 ||
+        (natt = jr_pg_attempts(b, id, att, JR_ATTEMPTS_KEPT, err)) < 0)
         return -1;
-    if ((res = pg_run(b, &st_show, params, "reading a job", err)) == NULL) {
+    if ((res = jr_pg_run(b, &st_show, params, "reading a job", err)) == NULL) {
         jr_attempt_rows_clear(att, natt);
         return -1;
     }
@@ -255,7 +255,7 @@ static const pg_stmt st_list_asc = {S_LIST_ASC, "jr_list_asc", 8,
                                     LIST_SQL("ASC")};
 
 int
-pg_list(jr_backend *b, const jr_list_filter *f, jr_job_cb cb, void *arg,
+jr_pg_list(jr_backend *b, const jr_list_filter *f, jr_job_cb cb, void *arg,
         jr_err *err)
 {
     static const jr_list_filter all;
@@ -270,7 +270,7 @@ pg_list(jr_backend *b, const jr_list_filter *f, jr_job_cb cb, void *arg,
         f = &all;
     if (jr_list_filter_check(f, err) < 0 ||
         (f->where != NULL && jr_where_parse(f->where, &w, err) < 0) ||
-        pg_ready(b, err) < 0)
+        jr_pg_ready(b, err) < 0)
         return -1;
     snprintf(slimit, sizeof slimit, "%d", f->limit);
     snprintf(sbefore, sizeof sbefore, "%lld", (long long)f->before_id);
@@ -283,7 +283,7 @@ pg_list(jr_backend *b, const jr_list_filter *f, jr_job_cb cb, void *arg,
     params[5] = f->where ? w.literal : NULL;
     params[6] = f->before_id > 0 ? sbefore : NULL;
     params[7] = f->after_id > 0 ? safter : NULL;
-    if ((res = pg_run(b, f->after_id > 0 ? &st_list_asc : &st_list, params,
+    if ((res = jr_pg_run(b, f->after_id > 0 ? &st_list_asc : &st_list, params,
                       "listing jobs", err)) == NULL)
         return -1;
     for (i = 0; i < PQntuples(res); i++) {

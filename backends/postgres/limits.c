@@ -35,7 +35,7 @@ lim_read(jr_backend *b, jr_lpick *p, jr_buf *sk, jr_err *err)
     params[1] = sb_array(&sk[1]);
     if (sk[0].oom || sk[1].oom)
         return jr_fail(err, JR_ENOMEM, "postgres: out of memory");
-    if ((res = pg_run(b, &st_lim_buckets, params, "reading limits",
+    if ((res = jr_pg_run(b, &st_lim_buckets, params, "reading limits",
                       err)) == NULL)
         return -1;
     for (r = 0; r < PQntuples(res); r++)
@@ -85,7 +85,7 @@ lim_load(jr_backend *b, const jr_claim_spec *spec, jr_err *err)
     double now;
 
     snprintf(lock, sizeof lock, "jobrunner.limits:%s", b->schema);
-    if ((res = pg_run(b, &st_lim_lock, params, "locking limits", err)) == NULL)
+    if ((res = jr_pg_run(b, &st_lim_lock, params, "locking limits", err)) == NULL)
         return NULL;
     now = strtod(PQgetvalue(res, 0, 1), NULL);
     PQclear(res);
@@ -93,7 +93,7 @@ lim_load(jr_backend *b, const jr_claim_spec *spec, jr_err *err)
         jr_fail(err, JR_ENOMEM, "postgres: claiming jobs: out of memory");
         return NULL;
     }
-    if ((res = pg_run(b, &st_lim_running, NULL, "reading limits",
+    if ((res = jr_pg_run(b, &st_lim_running, NULL, "reading limits",
                       err)) == NULL)
         goto fail;
     for (r = 0; r < PQntuples(res); r++)
@@ -178,7 +178,7 @@ lim_save(jr_backend *b, const jr_claim_spec *spec, const jr_lpick *p,
         params[3] = now;
         if (a.scope.oom || a.key.oom || a.tokens.oom)
             rc = jr_fail(err, JR_ENOMEM, "postgres: out of memory");
-        else if ((res = pg_run(b, &st_lim_bucket_set, params, "saving token "
+        else if ((res = jr_pg_run(b, &st_lim_bucket_set, params, "saving token "
                                "buckets", err)) == NULL)
             rc = -1;
         PQclear(res);
@@ -200,7 +200,7 @@ lim_save(jr_backend *b, const jr_claim_spec *spec, const jr_lpick *p,
             params[1] = now;
             params[2] = rate;
             params[3] = burst;
-            if ((res = pg_run(b, &st_lim_prune, params, "forgetting full "
+            if ((res = jr_pg_run(b, &st_lim_prune, params, "forgetting full "
                               "buckets", err)) == NULL)
                 return -1;
             PQclear(res);
@@ -309,7 +309,7 @@ lim_candidates(jr_backend *b, const jr_claim_spec *spec, int max,
     snprintf(snow, sizeof snow, "%.17g", jr_lpick_now(p));
     params[13] = snow;
     ok = bn && bp && bq && !a[3].oom && !a[4].oom;
-    if (ok && pg_claim_arrays(spec, a, err) == 0) {
+    if (ok && jr_pg_claim_arrays(spec, a, err) == 0) {
         snprintf(smax, sizeof smax, "%d", max);
         snprintf(sothers, sizeof sothers, "%d", spec->others);
         snprintf(srot, sizeof srot, "%u", b->rotate % 1000000u);
@@ -325,7 +325,7 @@ lim_candidates(jr_backend *b, const jr_claim_spec *spec, int max,
         params[9] = tql = lit_copy(tq);
         params[10] = tnl = lit_copy(tn);
         if (tql && tnl)
-            res = pg_run(b, &st_lim_candidates, params, "claiming jobs", err);
+            res = jr_pg_run(b, &st_lim_candidates, params, "claiming jobs", err);
         else
             jr_fail(err, JR_ENOMEM, "postgres: claiming jobs: out of memory");
     } else if (!ok) {
@@ -369,18 +369,18 @@ lim_claim_ids(jr_backend *b, const char *token, double lease,
     int i, n;
 
     snprintf(slease, sizeof slease, "%.17g", lease);
-    if ((res = pg_run(b, &st_lim_claim, params, "claiming jobs", err)) == NULL)
+    if ((res = jr_pg_run(b, &st_lim_claim, params, "claiming jobs", err)) == NULL)
         return -1;
     n = PQntuples(res);
     for (i = 0; i < n; i++)
-        if ((out[i] = pg_row_job(res, i)) == NULL) {
+        if ((out[i] = jr_pg_row_job(res, i)) == NULL) {
             while (i-- > 0)
                 free(out[i]);
             PQclear(res);
             return jr_fail(err, JR_ENOMEM, "postgres: claiming %d jobs: "
                            "out of memory", n);
         }
-    pg_fair_order(res, out, n);
+    jr_pg_fair_order(res, out, n);
     PQclear(res);
     return n;
 }
@@ -432,7 +432,7 @@ lim_take_rows(jr_lpick *p, const PGresult *res, int room, jr_buf *ids,
 /* The claim under limits, in the open transaction: in passes, as
  * sqlite/claim.c's claim_limited. Returns how many jobs it put in out[]. */
 int
-pg_claim_limited(jr_backend *b, const char *token, double lease,
+jr_pg_claim_limited(jr_backend *b, const char *token, double lease,
                  const jr_claim_spec *spec, jr_job **out, jr_err *err)
 {
     jr_lpick *p = lim_load(b, spec, err);

@@ -15,13 +15,13 @@ static const pg_stmt st_lim_path_set = {S_LIM_PATH_SET, "jr_lim_path_set", 2,
     " ON CONFLICT (name) DO UPDATE SET path = excluded.path"};
 
 int
-pg_limit_paths(jr_backend *b, const jr_limit *l, int n, jr_err *err)
+jr_pg_limit_paths(jr_backend *b, const jr_limit *l, int n, jr_err *err)
 {
     const char *params[2];
     PGresult *res;
     int i;
 
-    if (pg_ready(b, err) < 0)
+    if (jr_pg_ready(b, err) < 0)
         return -1;
     for (i = 0; i < n; i++) {
         if (l[i].key_path == NULL ||
@@ -29,7 +29,7 @@ pg_limit_paths(jr_backend *b, const jr_limit *l, int n, jr_err *err)
             continue;
         params[0] = l[i].scope;
         params[1] = l[i].key_path;
-        if ((res = pg_run(b, &st_lim_path_set, params, "recording a limit key "
+        if ((res = jr_pg_run(b, &st_lim_path_set, params, "recording a limit key "
                           "path", err)) == NULL)
             return -1;
         PQclear(res);
@@ -70,7 +70,7 @@ bucket_tokens(jr_backend *b, const char *scope, const char *key,
     double at, now;
 
     *tokens = set->burst;
-    if ((res = pg_run(b, &st_lim_tokens, params, "reading a limit's use",
+    if ((res = jr_pg_run(b, &st_lim_tokens, params, "reading a limit's use",
                       err)) == NULL)
         return -1;
     if (PQntuples(res) == 1) {
@@ -86,7 +86,7 @@ bucket_tokens(jr_backend *b, const char *scope, const char *key,
 }
 
 int
-pg_limit_use(jr_backend *b, const jr_limit *l, jr_limit_use *u,
+jr_pg_limit_use(jr_backend *b, const jr_limit *l, jr_limit_use *u,
              jr_err *err)
 {
     int q = strncmp(l->scope, JR_LIMIT_QPREFIX, 6) == 0, r;
@@ -97,14 +97,14 @@ pg_limit_use(jr_backend *b, const jr_limit *l, jr_limit_use *u,
     memset(u, 0, sizeof *u);
     PQclear(b->lim_top);
     b->lim_top = NULL;
-    if (pg_ready(b, err) < 0 ||
-        (res = pg_run(b, &st_lim_use, params, "reading a limit's use", err)) ==
+    if (jr_pg_ready(b, err) < 0 ||
+        (res = jr_pg_run(b, &st_lim_use, params, "reading a limit's use", err)) ==
         NULL)
         return -1;
     u->running = atol(PQgetvalue(res, 0, 0));
     u->waiting = atol(PQgetvalue(res, 0, 1));
     PQclear(res);
-    if ((res = pg_run(b, &st_lim_use_top, params, "reading a limit's use",
+    if ((res = jr_pg_run(b, &st_lim_use_top, params, "reading a limit's use",
                       err)) == NULL)
         return -1;
     for (r = 0; r < PQntuples(res) && r < JR_LIMIT_TOP; r++) {

@@ -16,12 +16,12 @@ listen_open(jr_backend *b, jr_err *err)
 
     if (b->listen != NULL)
         return 0;
-    if ((b->listen = pg_connect(b, err)) == NULL)
+    if ((b->listen = jr_pg_connect(b, err)) == NULL)
         return -1;
     snprintf(sql, sizeof sql, "LISTEN \"%s\"", b->channel);
     res = PQexec(b->listen, sql);
     if (PQresultStatus(res) != PGRES_COMMAND_OK) {
-        pg_oneline(msg, sizeof msg, PQresultErrorMessage(res));
+        jr_pg_oneline(msg, sizeof msg, PQresultErrorMessage(res));
         PQclear(res);
         PQfinish(b->listen);
         b->listen = NULL;
@@ -33,7 +33,7 @@ listen_open(jr_backend *b, jr_err *err)
 }
 
 int
-pg_wake_fd(jr_backend *b)
+jr_pg_wake_fd(jr_backend *b)
 {
     if (b->listen == NULL && listen_open(b, NULL) < 0)
         return -1;
@@ -59,7 +59,7 @@ listen_read(PGconn *c)
 }
 
 int
-pg_changed(jr_backend *b, jr_err *err)
+jr_pg_changed(jr_backend *b, jr_err *err)
 {
     PGnotify *note;
     char msg[300];
@@ -70,7 +70,7 @@ pg_changed(jr_backend *b, jr_err *err)
         return listen_open(b, err) < 0 ? -1 : 1;
     }
     if (listen_read(b->listen) < 0) {
-        pg_oneline(msg, sizeof msg, PQerrorMessage(b->listen));
+        jr_pg_oneline(msg, sizeof msg, PQerrorMessage(b->listen));
         PQfinish(b->listen);
         b->listen = NULL;
         return jr_fail(err, JR_EDB, "postgres: LISTEN connection to '%s' "

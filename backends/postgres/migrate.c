@@ -64,7 +64,7 @@ schema_version(jr_backend *b, jr_err *err)
     res = PQexecParams(b->conn, "SELECT to_regclass($1::text) IS NOT NULL",
                        1, NULL, params, NULL, NULL, 0);
     if (PQresultStatus(res) != PGRES_TUPLES_OK) {
-        pg_fail(b, res, "reading the schema version", err);
+        jr_pg_fail(b, res, "reading the schema version", err);
         PQclear(res);
         return -1;
     }
@@ -73,14 +73,14 @@ schema_version(jr_backend *b, jr_err *err)
         return 0;
     }
     PQclear(res);
-    sql = pg_expand(b, "SELECT coalesce(max(version), 0) FROM "
+    sql = jr_pg_expand(b, "SELECT coalesce(max(version), 0) FROM "
                     "{{schema}}.migrations");
     if (sql == NULL)
         return jr_fail(err, JR_ENOMEM, "postgres: migrate: out of memory");
     res = PQexec(b->conn, sql);
     free(sql);
     if (PQresultStatus(res) != PGRES_TUPLES_OK)
-        v = pg_fail(b, res, "reading the schema version", err);
+        v = jr_pg_fail(b, res, "reading the schema version", err);
     else
         v = atoi(PQgetvalue(res, 0, 0));
     PQclear(res);
@@ -98,20 +98,20 @@ apply(jr_backend *b, const block *blk, jr_err *err)
 
     snprintf(what, sizeof what, "schema '%s' migration %d", b->schema,
              blk->version);
-    if ((sql = pg_expand_n(b, blk->sql, blk->len)) == NULL)
+    if ((sql = jr_pg_expand_n(b, blk->sql, blk->len)) == NULL)
         return jr_fail(err, JR_ENOMEM, "postgres: %s: out of memory", what);
-    rc = pg_run_plain(b, sql, what, err);
+    rc = jr_pg_run_plain(b, sql, what, err);
     free(sql);
     if (rc < 0)
         return -1;
-    if ((sql = pg_expand(b, "INSERT INTO {{schema}}.migrations (version) "
+    if ((sql = jr_pg_expand(b, "INSERT INTO {{schema}}.migrations (version) "
                          "VALUES ($1::int)")) == NULL)
         return jr_fail(err, JR_ENOMEM, "postgres: %s: out of memory", what);
     snprintf(ver, sizeof ver, "%d", blk->version);
     res = PQexecParams(b->conn, sql, 1, NULL, params, NULL, NULL, 0);
     free(sql);
     rc = PQresultStatus(res) == PGRES_COMMAND_OK ? 0
-         : pg_fail(b, res, what, err);
+         : jr_pg_fail(b, res, what, err);
     PQclear(res);
     return rc;
 }
@@ -159,15 +159,15 @@ schema_create(jr_backend *b, jr_err *err)
         " FROM (SELECT 1) x LEFT JOIN pg_namespace n ON n.nspname = $1::text",
         1, NULL, params, NULL, NULL, 0);
     if (PQresultStatus(res) != PGRES_TUPLES_OK || PQntuples(res) != 1)
-        rc = pg_fail(b, res, "migrate: looking for the schema", err);
+        rc = jr_pg_fail(b, res, "migrate: looking for the schema", err);
     else
         rc = create_rights(b, res, err);
     PQclear(res);
     if (rc <= 0)
         return rc;
-    if ((sql = pg_expand(b, "CREATE SCHEMA IF NOT EXISTS {{schema}}")) == NULL)
+    if ((sql = jr_pg_expand(b, "CREATE SCHEMA IF NOT EXISTS {{schema}}")) == NULL)
         return jr_fail(err, JR_ENOMEM, "postgres: migrate: out of memory");
-    rc = pg_run_plain(b, sql, "migrate: creating the schema", err);
+    rc = jr_pg_run_plain(b, sql, "migrate: creating the schema", err);
     free(sql);
     return rc;
 }
@@ -186,18 +186,18 @@ migrate_locked(jr_backend *b, const block *blk, int nblk, jr_err *err)
     res = PQexecParams(b->conn, "SELECT pg_advisory_xact_lock("
                        "hashtext($1::text))", 1, NULL, params, NULL, NULL, 0);
     rc = PQresultStatus(res) == PGRES_TUPLES_OK ? 0
-         : pg_fail(b, res, "migrate: taking the migration lock", err);
+         : jr_pg_fail(b, res, "migrate: taking the migration lock", err);
     PQclear(res);
     if (rc < 0)
         return -1;
     if (schema_create(b, err) < 0)
         return -1;
-    sql = pg_expand(b, "CREATE TABLE IF NOT EXISTS {{schema}}.migrations ("
+    sql = jr_pg_expand(b, "CREATE TABLE IF NOT EXISTS {{schema}}.migrations ("
                     "version int PRIMARY KEY, "
                     "applied_at timestamptz NOT NULL DEFAULT now())");
     if (sql == NULL)
         return jr_fail(err, JR_ENOMEM, "postgres: migrate: out of memory");
-    rc = pg_run_plain(b, sql, "migrate: creating the migrations table", err);
+    rc = jr_pg_run_plain(b, sql, "migrate: creating the migrations table", err);
     free(sql);
     if (rc < 0 || (v = schema_version(b, err)) < 0)
         return -1;
@@ -208,13 +208,13 @@ migrate_locked(jr_backend *b, const block *blk, int nblk, jr_err *err)
 }
 
 int
-pg_migrate(jr_backend *b, jr_err *err)
+jr_pg_migrate(jr_backend *b, jr_err *err)
 {
     block blk[MAX_MIGRATIONS];
     int nblk, v, last;
 
     if ((nblk = split_migrations(blk, MAX_MIGRATIONS, err)) < 0 ||
-        pg_ready(b, err) < 0 || (v = schema_version(b, err)) < 0)
+        jr_pg_ready(b, err) < 0 || (v = schema_version(b, err)) < 0)
         return -1;
     last = nblk > 0 ? blk[nblk - 1].version : 0;
     if (v > last)
@@ -227,11 +227,11 @@ pg_migrate(jr_backend *b, jr_err *err)
         return jr_fail(err, JR_ENOTFOUND, "postgres: the database does not "
                        "exist (schema '%s' has no jobrunner tables; 'jobrunner "
                        "migrate' creates them)", b->schema);
-    if (pg_run_plain(b, "BEGIN", "migrate", err) < 0)
+    if (jr_pg_run_plain(b, "BEGIN", "migrate", err) < 0)
         return -1;
     if (migrate_locked(b, blk, nblk, err) < 0 ||
-        pg_run_plain(b, "COMMIT", "migrate: commit", err) < 0) {
-        pg_rollback(b);
+        jr_pg_run_plain(b, "COMMIT", "migrate: commit", err) < 0) {
+        jr_pg_rollback(b);
         return -1;
     }
     return 0;

@@ -27,10 +27,10 @@ durable_cancel(jr_backend *b, const int64_t *ids, int n, int *outcome,
 {
     int rc;
 
-    if (n > 0 && pg_ready(b, err) < 0)
+    if (n > 0 && jr_pg_ready(b, err) < 0)
         return -1;
     set_durable(b, 1);
-    rc = pg_cancel(b, ids, n, outcome, err);
+    rc = jr_pg_cancel(b, ids, n, outcome, err);
     set_durable(b, 0);
     return rc;
 }
@@ -45,16 +45,16 @@ durable(jr_backend *b, int which, const char *queue, const int64_t *ids,
 {
     int rc = -1;
 
-    if (pg_ready(b, err) < 0)
+    if (jr_pg_ready(b, err) < 0)
         return -1;
     set_durable(b, 1);
     switch (which) {
-    case D_PAUSE:  rc = pg_pause(b, queue, err); break;
-    case D_RESUME: rc = pg_resume(b, queue, err); break;
-    case D_RETRY:  rc = pg_dead_retry(b, ids, n, err); break;
-    case D_DELETE: rc = pg_dead_delete(b, ids, n, err); break;
-    case D_PURGE:  rc = pg_dead_purge(b, age, err); break;
-    case D_FIRE:   rc = pg_fire(b, f, n, keep, err); break;
+    case D_PAUSE:  rc = jr_pg_pause(b, queue, err); break;
+    case D_RESUME: rc = jr_pg_resume(b, queue, err); break;
+    case D_RETRY:  rc = jr_pg_dead_retry(b, ids, n, err); break;
+    case D_DELETE: rc = jr_pg_dead_delete(b, ids, n, err); break;
+    case D_PURGE:  rc = jr_pg_dead_purge(b, age, err); break;
+    case D_FIRE:   rc = jr_pg_fire(b, f, n, keep, err); break;
     }
     set_durable(b, 0);
     return rc;
@@ -106,11 +106,11 @@ durable_push(jr_backend *b, const jr_push *p, int n, int64_t *ids,
     int rc;
 
     if (!b->async_commit)
-        return pg_push(b, p, n, ids, err);
-    if (n > 0 && pg_ready(b, err) < 0)
+        return jr_pg_push(b, p, n, ids, err);
+    if (n > 0 && jr_pg_ready(b, err) < 0)
         return -1;
     set_durable(b, 1);
-    rc = pg_push(b, p, n, ids, err);
+    rc = jr_pg_push(b, p, n, ids, err);
     set_durable(b, 0);
     return rc;
 }
@@ -122,10 +122,10 @@ durable_sched_ctl(jr_backend *b, const char *name, int what, double *at,
 {
     int rc;
 
-    if (pg_ready(b, err) < 0)
+    if (jr_pg_ready(b, err) < 0)
         return -1;
     set_durable(b, 1);
-    rc = pg_sched_ctl(b, name, what, at, err);
+    rc = jr_pg_sched_ctl(b, name, what, at, err);
     set_durable(b, 0);
     return rc;
 }
@@ -137,44 +137,44 @@ const jr_backend_ops jr_postgres_ops = {
     .name = "postgres",
     .caps = {.remote = 1, .rounds = 2, .held = 480,
              .wakes_every_commit = 0},
-    .open = pg_open,
-    .migrate = pg_migrate,
+    .open = jr_pg_open,
+    .migrate = jr_pg_migrate,
     .push = durable_push,
-    .claim = pg_claim,
-    .complete = pg_complete,
-    .complete_claim = pg_complete_claim,
-    .renew = pg_renew,
-    .rescue = pg_rescue,
-    .stats = pg_stats,
-    .dead_list = pg_dead_list,
+    .claim = jr_pg_claim,
+    .complete = jr_pg_complete,
+    .complete_claim = jr_pg_complete_claim,
+    .renew = jr_pg_renew,
+    .rescue = jr_pg_rescue,
+    .stats = jr_pg_stats,
+    .dead_list = jr_pg_dead_list,
     .dead_retry = durable_dead_retry,
     .dead_purge = durable_dead_purge,
-    .prune = pg_prune,
-    .queue_prune = pg_queue_prune,
+    .prune = jr_pg_prune,
+    .queue_prune = jr_pg_queue_prune,
     .cancel = durable_cancel,
-    .cancelled = pg_cancelled,
+    .cancelled = jr_pg_cancelled,
     .pause = durable_pause,
     .resume = durable_resume,
-    .queue_list = pg_queue_list,
-    .paused = pg_paused,
-    .ready_by_queue = pg_ready_by_queue,
-    .show = pg_show,
-    .list = pg_list,
-    .wake_fd = pg_wake_fd,
-    .changed = pg_changed,
-    .outcomes = pg_outcomes,
-    .finished_fd = pg_finished_fd,
-    .finished = pg_finished,
-    .close = pg_close,
+    .queue_list = jr_pg_queue_list,
+    .paused = jr_pg_paused,
+    .ready_by_queue = jr_pg_ready_by_queue,
+    .show = jr_pg_show,
+    .list = jr_pg_list,
+    .wake_fd = jr_pg_wake_fd,
+    .changed = jr_pg_changed,
+    .outcomes = jr_pg_outcomes,
+    .finished_fd = jr_pg_finished_fd,
+    .finished = jr_pg_finished,
+    .close = jr_pg_close,
     .fire = durable_fire,
-    .last_fires = pg_last_fires,
+    .last_fires = jr_pg_last_fires,
     .dead_delete = durable_dead_delete,
-    .limit_paths = pg_limit_paths,
-    .limit_use = pg_limit_use,
-    .vacuum = pg_vacuum,
-    .reconnects = pg_reconnects,
-    .links = pg_links,
-    .batch_show = pg_batch_show,
+    .limit_paths = jr_pg_limit_paths,
+    .limit_use = jr_pg_limit_use,
+    .vacuum = jr_pg_vacuum,
+    .reconnects = jr_pg_reconnects,
+    .links = jr_pg_links,
+    .batch_show = jr_pg_batch_show,
     .sched_ctl = durable_sched_ctl,
-    .sched_states = pg_sched_states,
+    .sched_states = jr_pg_sched_states,
 };

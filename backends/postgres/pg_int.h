@@ -20,7 +20,7 @@
 #pragma GCC visibility push(hidden)
 
 /* The engine's connection handle (backend.h's opaque jr_backend): made by
- * conn.c's pg_open, read and written by every file of the folder. */
+ * conn.c's jr_pg_open, read and written by every file of the folder. */
 struct jr_backend {
     PGconn     *conn;           /* queries; never NULL once open */
     PGconn     *listen;         /* LISTEN connection, NULL until needed */
@@ -35,8 +35,8 @@ struct jr_backend {
     unsigned long long prepared; /* bit S_X set: statement X prepared
                                     on conn */
     char        sqlstate[6];    /* SQLSTATE of the last failed statement */
-    int         insert_failed;  /* the last pg_insert_jobs failed in the db */
-    int         copy_skip;      /* batches left that skip pg_push_copy
+    int         insert_failed;  /* the last jr_pg_insert_jobs failed in the db */
+    int         copy_skip;      /* batches left that skip jr_pg_push_copy
                                    (a job of the last tried needed
                                    limit_key_of) */
     char        pgmsg[400];     /* its message and detail */
@@ -104,143 +104,143 @@ _Static_assert(S_COUNT <= 64, "jr_backend.prepared has a bit per statement");
     "  FROM {{schema}}.queues p WHERE p.name = wq.name AND p.paused)),"
 
 /* Each file's functions that others call: the helpers' contracts are at
- * their definitions, the ops' (pg_open, pg_claim...) in backend.h. */
+ * their definitions, the ops' (jr_pg_open, jr_pg_claim...) in backend.h. */
 /* admin.c */
-int pg_dead_list(jr_backend *b, int limit, jr_dead_cb cb, void *arg,
+int jr_pg_dead_list(jr_backend *b, int limit, jr_dead_cb cb, void *arg,
                  jr_err *err);
-int pg_dead_retry(jr_backend *b, const int64_t *ids, int n, jr_err *err);
-int pg_dead_delete(jr_backend *b, const int64_t *ids, int n, jr_err *err);
-int pg_dead_purge(jr_backend *b, double older_than, jr_err *err);
-int pg_cancel(jr_backend *b, const int64_t *ids, int n, int *outcome,
+int jr_pg_dead_retry(jr_backend *b, const int64_t *ids, int n, jr_err *err);
+int jr_pg_dead_delete(jr_backend *b, const int64_t *ids, int n, jr_err *err);
+int jr_pg_dead_purge(jr_backend *b, double older_than, jr_err *err);
+int jr_pg_cancel(jr_backend *b, const int64_t *ids, int n, int *outcome,
               jr_err *err);
-int pg_cancelled(jr_backend *b, const char *token, int64_t *ids, int max,
+int jr_pg_cancelled(jr_backend *b, const char *token, int64_t *ids, int max,
                  jr_err *err);
-int pg_pause(jr_backend *b, const char *queue, jr_err *err);
-int pg_resume(jr_backend *b, const char *queue, jr_err *err);
-int pg_paused(jr_backend *b, jr_name_cb cb, void *arg, jr_err *err);
+int jr_pg_pause(jr_backend *b, const char *queue, jr_err *err);
+int jr_pg_resume(jr_backend *b, const char *queue, jr_err *err);
+int jr_pg_paused(jr_backend *b, jr_name_cb cb, void *arg, jr_err *err);
 
 /* claim.c */
-jr_job *pg_row_job(const PGresult *res, int r);
-int pg_claim_arrays(const jr_claim_spec *spec, jr_buf *a, jr_err *err);
-void pg_fair_order(const PGresult *res, jr_job **out, int n);
-int pg_claim_stmt(jr_backend *b, const char *token, double lease,
+jr_job *jr_pg_row_job(const PGresult *res, int r);
+int jr_pg_claim_arrays(const jr_claim_spec *spec, jr_buf *a, jr_err *err);
+void jr_pg_fair_order(const PGresult *res, jr_job **out, int n);
+int jr_pg_claim_stmt(jr_backend *b, const char *token, double lease,
                   const jr_claim_spec *spec, jr_job **out, jr_err *err);
-int pg_claim(jr_backend *b, const char *token, double lease,
+int jr_pg_claim(jr_backend *b, const char *token, double lease,
              const jr_claim_spec *spec, jr_job **out, jr_err *err);
 
 /* complete.c */
-int pg_complete(jr_backend *b, const char *token, const jr_result *r, int n,
+int jr_pg_complete(jr_backend *b, const char *token, const jr_result *r, int n,
                 jr_err *err);
-int pg_complete_claim(jr_backend *b, const char *token, const jr_result *r,
+int jr_pg_complete_claim(jr_backend *b, const char *token, const jr_result *r,
                       int nr, int *applied, double lease,
                       const jr_claim_spec *spec, jr_job **out, jr_err *err);
-int pg_renew(jr_backend *b, const char *token, double lease,
+int jr_pg_renew(jr_backend *b, const char *token, double lease,
              const int64_t *ids, int n, jr_err *err);
-int pg_rescue(jr_backend *b, jr_err *err);
+int jr_pg_rescue(jr_backend *b, jr_err *err);
 
 /* conn.c */
-void pg_oneline(char *dst, size_t size, const char *src);
-char *pg_expand_n(const jr_backend *b, const char *tmpl, size_t len);
-char *pg_expand(const jr_backend *b, const char *tmpl);
-int pg_fail(jr_backend *b, const PGresult *res, const char *what, jr_err *err);
-int pg_run_plain(jr_backend *b, const char *sql, const char *what,
+void jr_pg_oneline(char *dst, size_t size, const char *src);
+char *jr_pg_expand_n(const jr_backend *b, const char *tmpl, size_t len);
+char *jr_pg_expand(const jr_backend *b, const char *tmpl);
+int jr_pg_fail(jr_backend *b, const PGresult *res, const char *what, jr_err *err);
+int jr_pg_run_plain(jr_backend *b, const char *sql, const char *what,
                  jr_err *err);
-void pg_rollback(jr_backend *b);
-int pg_ready(jr_backend *b, jr_err *err);
-PGresult *pg_run_params(jr_backend *b, const pg_stmt *st,
+void jr_pg_rollback(jr_backend *b);
+int jr_pg_ready(jr_backend *b, jr_err *err);
+PGresult *jr_pg_run_params(jr_backend *b, const pg_stmt *st,
                         const char *const *params,
                         const int *lens, const char *what, jr_err *err);
-PGresult *pg_run(jr_backend *b, const pg_stmt *st, const char *const *params,
+PGresult *jr_pg_run(jr_backend *b, const pg_stmt *st, const char *const *params,
                  const char *what, jr_err *err);
-int pg_run_count(jr_backend *b, const pg_stmt *st,
+int jr_pg_run_count(jr_backend *b, const pg_stmt *st,
                  const char *const *params,
                  const char *what, jr_err *err);
-PGconn *pg_connect(jr_backend *b, jr_err *err);
-void pg_close(jr_backend *b);
-jr_backend *pg_open(const char *url, const jr_backend_opts *o, jr_err *err);
-unsigned pg_reconnects(jr_backend *b);
+PGconn *jr_pg_connect(jr_backend *b, jr_err *err);
+void jr_pg_close(jr_backend *b);
+jr_backend *jr_pg_open(const char *url, const jr_backend_opts *o, jr_err *err);
+unsigned jr_pg_reconnects(jr_backend *b);
 
 /* wait.c */
-int pg_outcomes(jr_backend *b, const int64_t *ids, int n, double keep,
+int jr_pg_outcomes(jr_backend *b, const int64_t *ids, int n, double keep,
                 jr_outcome *out, int64_t *last, jr_err *err);
-int pg_finished_fd(jr_backend *b);
-int pg_finished(jr_backend *b, int64_t *ids, int max, jr_err *err);
+int jr_pg_finished_fd(jr_backend *b);
+int jr_pg_finished(jr_backend *b, int64_t *ids, int max, jr_err *err);
 
 /* copy.c */
-int pg_push_copy(jr_backend *b, const jr_push *const *pp, int n,
+int jr_pg_push_copy(jr_backend *b, const jr_push *const *pp, int n,
                  const int64_t *ids, jr_err *err);
 
 /* flow.c: flow_any, 1 if one of pp[0..n) has after or batch;
  * flow_link, their parents and batches once inserted as ids[0..n), in
- * the open transaction; insert_linked, pg_insert_all then flow_link
+ * the open transaction; insert_linked, jr_pg_insert_all then flow_link
  * (ids may be NULL); push_linked, the same in a transaction of its own. */
-int pg_flow_any(const jr_push *const *pp, int n);
-int pg_flow_link(jr_backend *b, const jr_push *const *pp, int n,
+int jr_pg_flow_any(const jr_push *const *pp, int n);
+int jr_pg_flow_link(jr_backend *b, const jr_push *const *pp, int n,
                  const int64_t *ids, jr_err *err);
-int pg_insert_linked(jr_backend *b, const jr_push *const *pp, int n,
+int jr_pg_insert_linked(jr_backend *b, const jr_push *const *pp, int n,
                      int64_t *ids, jr_err *err);
-int pg_push_linked(jr_backend *b, const jr_push *const *pp, int n,
+int jr_pg_push_linked(jr_backend *b, const jr_push *const *pp, int n,
                    int64_t *ids, jr_err *err);
-int pg_links(jr_backend *b, int64_t id, jr_link_cb cb, void *arg,
+int jr_pg_links(jr_backend *b, int64_t id, jr_link_cb cb, void *arg,
              jr_err *err);
-int pg_batch_show(jr_backend *b, int64_t id, jr_batch_cb bcb, jr_link_cb mcb,
+int jr_pg_batch_show(jr_backend *b, int64_t id, jr_batch_cb bcb, jr_link_cb mcb,
                   void *arg, jr_err *err);
 /* attempts.c: fills a[0..max) with job id's newest attempts, oldest
  * first (strings: free with jr_attempt_rows_clear); returns how many */
-int pg_attempts(jr_backend *b, int64_t id, jr_attempt_row *a, int max,
+int jr_pg_attempts(jr_backend *b, int64_t id, jr_attempt_row *a, int max,
                 jr_err *err);
 
 /* fire.c */
-int pg_fire(jr_backend *b, jr_fire *f, int n, int keep, jr_err *err);
-int pg_last_fires(jr_backend *b, jr_fire_cb cb, void *arg, jr_err *err);
-int pg_sched_ctl(jr_backend *b, const char *name, int what, double *at,
+int jr_pg_fire(jr_backend *b, jr_fire *f, int n, int keep, jr_err *err);
+int jr_pg_last_fires(jr_backend *b, jr_fire_cb cb, void *arg, jr_err *err);
+int jr_pg_sched_ctl(jr_backend *b, const char *name, int what, double *at,
                  jr_err *err);
-int pg_sched_states(jr_backend *b, jr_sched_cb cb, void *arg, jr_err *err);
+int jr_pg_sched_states(jr_backend *b, jr_sched_cb cb, void *arg, jr_err *err);
 
 /* inspect.c */
-int pg_stats(jr_backend *b, jr_stat_cb cb, void *arg, jr_err *err);
-int pg_queue_list(jr_backend *b, jr_queue_cb cb, void *arg, jr_err *err);
-int pg_ready_by_queue(jr_backend *b, const char *const *names, int nnames,
+int jr_pg_stats(jr_backend *b, jr_stat_cb cb, void *arg, jr_err *err);
+int jr_pg_queue_list(jr_backend *b, jr_queue_cb cb, void *arg, jr_err *err);
+int jr_pg_ready_by_queue(jr_backend *b, const char *const *names, int nnames,
                       long limit, jr_count_cb cb, void *arg, jr_err *err);
-int pg_show(jr_backend *b, int64_t id, jr_job_cb cb, void *arg, jr_err *err);
-int pg_list(jr_backend *b, const jr_list_filter *f, jr_job_cb cb, void *arg,
+int jr_pg_show(jr_backend *b, int64_t id, jr_job_cb cb, void *arg, jr_err *err);
+int jr_pg_list(jr_backend *b, const jr_list_filter *f, jr_job_cb cb, void *arg,
             jr_err *err);
 
 /* limits.c */
-int pg_claim_limited(jr_backend *b, const char *token, double lease,
+int jr_pg_claim_limited(jr_backend *b, const char *token, double lease,
                      const jr_claim_spec *spec, jr_job **out, jr_err *err);
 
 /* limituse.c */
-int pg_limit_paths(jr_backend *b, const struct jr_limit *l, int n,
+int jr_pg_limit_paths(jr_backend *b, const struct jr_limit *l, int n,
                    jr_err *err);
-int pg_limit_use(jr_backend *b, const struct jr_limit *l, jr_limit_use *u,
+int jr_pg_limit_use(jr_backend *b, const struct jr_limit *l, jr_limit_use *u,
                  jr_err *err);
 
 /* listen.c */
-int pg_wake_fd(jr_backend *b);
-int pg_changed(jr_backend *b, jr_err *err);
+int jr_pg_wake_fd(jr_backend *b);
+int jr_pg_changed(jr_backend *b, jr_err *err);
 
 /* migrate.c */
-int pg_migrate(jr_backend *b, jr_err *err);
+int jr_pg_migrate(jr_backend *b, jr_err *err);
 
 /* prune.c */
-int pg_prune(jr_backend *b, double older_completed, double older_cancelled,
+int jr_pg_prune(jr_backend *b, double older_completed, double older_cancelled,
              double older_dead, int limit, jr_err *err);
-int pg_queue_prune(jr_backend *b, double idle, const char *const *keep,
+int jr_pg_queue_prune(jr_backend *b, double idle, const char *const *keep,
                    int nkeep, int limit, jr_err *err);
-int pg_vacuum(jr_backend *b, jr_err *err);
+int jr_pg_vacuum(jr_backend *b, jr_err *err);
 
 /* push.c */
-int pg_cmp_id(const void *a, const void *b);
-int pg_insert_jobs(jr_backend *b, const jr_push *const *pp, int n,
+int jr_pg_cmp_id(const void *a, const void *b);
+int jr_pg_insert_jobs(jr_backend *b, const jr_push *const *pp, int n,
                    int64_t *ids, jr_err *err);
-/* pg_insert_jobs, then the result_ttl of the pushes that have one, in
+/* jr_pg_insert_jobs, then the result_ttl of the pushes that have one, in
  * the open transaction. */
-int pg_insert_all(jr_backend *b, const jr_push *const *pp, int n,
+int jr_pg_insert_all(jr_backend *b, const jr_push *const *pp, int n,
                   int64_t *ids, jr_err *err);
-void pg_explain_push_error(jr_backend *b, const jr_push *const *pp, int n,
+void jr_pg_explain_push_error(jr_backend *b, const jr_push *const *pp, int n,
                            jr_err *err);
-int pg_push(jr_backend *b, const jr_push *p, int n, int64_t *ids, jr_err *err);
+int jr_pg_push(jr_backend *b, const jr_push *p, int n, int64_t *ids, jr_err *err);
 
 #pragma GCC visibility pop
 

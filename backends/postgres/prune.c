@@ -34,7 +34,7 @@ prune_state(jr_backend *b, const pg_stmt *which, double age, int limit,
         return 0;
     snprintf(sage, sizeof sage, "%.17g", age);
     snprintf(slimit, sizeof slimit, "%d", limit);
-    return pg_run_count(b, which, params, "pruning finished jobs", err);
+    return jr_pg_run_count(b, which, params, "pruning finished jobs", err);
 }
 
 static const pg_stmt st_prune_unique = {S_PRUNE_UNIQUE, "jr_prune_unique", 2,
@@ -129,7 +129,7 @@ prune_tx(jr_backend *b, const double *age, int limit, jr_err *err)
     int n = 0, rc, i, locked;
 
     snprintf(key, sizeof key, "jobrunner.prune.%s", b->schema);
-    if ((res = pg_run(b, &st_prune_lock, params, "pruning finished jobs",
+    if ((res = jr_pg_run(b, &st_prune_lock, params, "pruning finished jobs",
                       err)) == NULL)
         return -1;
     locked = strcmp(PQgetvalue(res, 0, 0), "t") == 0;
@@ -148,7 +148,7 @@ prune_tx(jr_backend *b, const double *age, int limit, jr_err *err)
 }
 
 int
-pg_prune(jr_backend *b, double older_completed, double older_cancelled,
+jr_pg_prune(jr_backend *b, double older_completed, double older_cancelled,
          double older_dead, int limit, jr_err *err)
 {
     const double age[3] = {older_completed, older_cancelled, older_dead};
@@ -156,12 +156,12 @@ pg_prune(jr_backend *b, double older_completed, double older_cancelled,
 
     if (limit <= 0)
         return 0;
-    if (pg_ready(b, err) < 0 ||
-        pg_run_plain(b, "BEGIN", "pruning finished jobs", err) < 0)
+    if (jr_pg_ready(b, err) < 0 ||
+        jr_pg_run_plain(b, "BEGIN", "pruning finished jobs", err) < 0)
         return -1;
     if ((n = prune_tx(b, age, limit, err)) < 0 ||
-        pg_run_plain(b, "COMMIT", "pruning finished jobs", err) < 0) {
-        pg_rollback(b);
+        jr_pg_run_plain(b, "COMMIT", "pruning finished jobs", err) < 0) {
+        jr_pg_rollback(b);
         return -1;
     }
     return n;
@@ -193,12 +193,12 @@ queue_prune_tx(jr_backend *b, const char *const *params, jr_err *err)
 
     b->sqlstate[0] = '\0';
     snprintf(key, sizeof key, "jobrunner.queues.%s", b->schema);
-    if ((res = pg_run(b, &st_prune_lock, lock, "pruning idle queues", err)) ==
+    if ((res = jr_pg_run(b, &st_prune_lock, lock, "pruning idle queues", err)) ==
         NULL)
         return -1;
     n = strcmp(PQgetvalue(res, 0, 0), "t") == 0;
     PQclear(res);
-    if (!n || (res = pg_run(b, &st_queue_idle, params, "pruning idle queues",
+    if (!n || (res = jr_pg_run(b, &st_queue_idle, params, "pruning idle queues",
                             err)) == NULL)
         return n ? -1 : 0;
     for (r = 0; r < PQntuples(res); r++)
@@ -210,10 +210,10 @@ queue_prune_tx(jr_backend *b, const char *const *params, jr_err *err)
              " %s.jobs IN SHARE MODE", b->qschema);
     if (n > 0 && names.oom)
         n = jr_fail(err, JR_ENOMEM, "postgres: out of memory");
-    else if (n > 0 && pg_run_plain(b, sql, "pruning idle queues", err) < 0)
+    else if (n > 0 && jr_pg_run_plain(b, sql, "pruning idle queues", err) < 0)
         n = -1;
     else if (n > 0)
-        n = pg_run_count(b, &st_queue_prune, del, "pruning idle queues", err);
+        n = jr_pg_run_count(b, &st_queue_prune, del, "pruning idle queues", err);
     jr_buf_free(&names);
     /* a lock not had in 200 ms (jobs, or a queue row being paused) is for
      * a later round, not an error */
@@ -221,7 +221,7 @@ queue_prune_tx(jr_backend *b, const char *const *params, jr_err *err)
 }
 
 int
-pg_queue_prune(jr_backend *b, double idle, const char *const *keep,
+jr_pg_queue_prune(jr_backend *b, double idle, const char *const *keep,
                int nkeep, int limit, jr_err *err)
 {
     char sidle[32], slimit[16];
@@ -240,16 +240,16 @@ pg_queue_prune(jr_backend *b, double idle, const char *const *keep,
         jr_buf_free(&kept);
         return jr_fail(err, JR_ENOMEM, "postgres: out of memory");
     }
-    if (pg_ready(b, err) < 0 ||
-        pg_run_plain(b, "BEGIN", "pruning idle queues", err) < 0) {
+    if (jr_pg_ready(b, err) < 0 ||
+        jr_pg_run_plain(b, "BEGIN", "pruning idle queues", err) < 0) {
         jr_buf_free(&kept);
         return -1;
     }
     n = queue_prune_tx(b, params, err);
     jr_buf_free(&kept);
-    if (n > 0 && pg_run_plain(b, "COMMIT", "pruning idle queues", err) < 0)
+    if (n > 0 && jr_pg_run_plain(b, "COMMIT", "pruning idle queues", err) < 0)
         n = -1;
-    pg_rollback(b);                /* nothing deleted, or it failed */
+    jr_pg_rollback(b);                /* nothing deleted, or it failed */
     return n;
 }
 
@@ -259,13 +259,13 @@ pg_queue_prune(jr_backend *b, double idle, const char *const *keep,
  * times over. SKIP_LOCKED: another runner's vacuum, or autovacuum, is
  * as good. */
 int
-pg_vacuum(jr_backend *b, jr_err *err)
+jr_pg_vacuum(jr_backend *b, jr_err *err)
 {
     char sql[128];
 
     snprintf(sql, sizeof sql, "VACUUM (ANALYZE, SKIP_LOCKED) %s.jobs",
              b->qschema);
-    if (pg_ready(b, err) < 0)
+    if (jr_pg_ready(b, err) < 0)
         return -1;
-    return pg_run_plain(b, sql, "vacuuming the jobs table", err);
+    return jr_pg_run_plain(b, sql, "vacuuming the jobs table", err);
 }

@@ -35,7 +35,7 @@
 
 /* qsort and bsearch order of int64_t ids. */
 int
-pg_cmp_id(const void *a, const void *b)
+jr_pg_cmp_id(const void *a, const void *b)
 {
     int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
     return (x > y) - (x < y);
@@ -112,7 +112,7 @@ push_arrays(jr_backend *b, const jr_push *const *pp, int n, jr_buf *a,
     return 0;
 }
 
-/* pg_insert_jobs for a batch where some push has a unique key: one
+/* jr_pg_insert_jobs for a batch where some push has a unique key: one
  * statement, each row through the SQL function push_unique; ids (may be
  * NULL) and each push's outcome say what became of it. */
 static int
@@ -123,7 +123,7 @@ push_unique(jr_backend *b, const jr_push *const *pp, int n, int64_t *ids,
     PGresult *res;
     int i;
 
-    res = pg_run_params(b, &st_push_unique, params, lens, what, err);
+    res = jr_pg_run_params(b, &st_push_unique, params, lens, what, err);
     if (res == NULL) {
         b->insert_failed = 1;
         return -1;
@@ -156,7 +156,7 @@ static const pg_stmt st_push_noids = {S_PUSH_NOIDS, "jr_push_noids", 8,
 /* Inserts pp[0..n) with one statement; ids (may be NULL) gets their ids in
  * order. On a database error, b->sqlstate and b->pgmsg say why. */
 int
-pg_insert_jobs(jr_backend *b, const jr_push *const *pp, int n, int64_t *ids,
+jr_pg_insert_jobs(jr_backend *b, const jr_push *const *pp, int n, int64_t *ids,
                jr_err *err)
 {
     jr_buf a[PUSH_ARRAYS];
@@ -182,7 +182,7 @@ pg_insert_jobs(jr_backend *b, const jr_push *const *pp, int n, int64_t *ids,
         goto out;
     }
     /* ids only when asked: 1000 rows back cost the server and us */
-    res = pg_run_params(b, ids != NULL ? &st_push : &st_push_noids, params,
+    res = jr_pg_run_params(b, ids != NULL ? &st_push : &st_push_noids, params,
                         lens, what, err);
     if (res == NULL) {
         b->insert_failed = 1;
@@ -201,7 +201,7 @@ pg_insert_jobs(jr_backend *b, const jr_push *const *pp, int n, int64_t *ids,
         /* ids are increasing in insertion order, which is pp's order */
         for (i = 0; i < n; i++)
             ids[i] = strtoll(PQgetvalue(res, i, 0), NULL, 10);
-        qsort(ids, (size_t)n, sizeof *ids, pg_cmp_id);
+        qsort(ids, (size_t)n, sizeof *ids, jr_pg_cmp_id);
     }
     rc = 0;
 out:
@@ -251,7 +251,7 @@ insert_one(jr_backend *b, const jr_push *p, int64_t *ids, jr_err *err)
     params[5] = p->run_at != 0 ? at : NULL;
     params[6] = in;
     params[7] = p->key;
-    if ((res = pg_run(b, &st_push_one, params, "pushing 1 job",
+    if ((res = jr_pg_run(b, &st_push_one, params, "pushing 1 job",
                       err)) == NULL) {
         b->insert_failed = 1;
         return -1;
@@ -275,10 +275,10 @@ static const pg_stmt st_payload_error = {
     " WHERE {{schema}}.payload_error(u.p) IS NOT NULL"
     " ORDER BY u.ord LIMIT 1"};
 
-/* After pg_insert_jobs failed with a data error and the transaction ended:
+/* After jr_pg_insert_jobs failed with a data error and the transaction ended:
  * finds the first job whose payload the database refuses and names it. */
 void
-pg_explain_push_error(jr_backend *b, const jr_push *const *pp, int n,
+jr_pg_explain_push_error(jr_backend *b, const jr_push *const *pp, int n,
                       jr_err *err)
 {
     char pgmsg[sizeof b->pgmsg];
@@ -299,7 +299,7 @@ pg_explain_push_error(jr_backend *b, const jr_push *const *pp, int n,
         free(s.p);
         return;
     }
-    res = pg_run(b, &st_payload_error, params, "checking payloads", &ignored);
+    res = jr_pg_run(b, &st_payload_error, params, "checking payloads", &ignored);
     free(s.p);
     if (res != NULL && PQntuples(res) == 1) {
         i = atoi(PQgetvalue(res, 0, 0)) - 1;
@@ -331,7 +331,7 @@ any_ttl(const jr_push *const *pp, int n)
 }
 
 int
-pg_insert_all(jr_backend *b, const jr_push *const *pp, int n, int64_t *ids,
+jr_pg_insert_all(jr_backend *b, const jr_push *const *pp, int n, int64_t *ids,
               jr_err *err)
 {
     const char *params[2];
@@ -341,12 +341,12 @@ pg_insert_all(jr_backend *b, const jr_push *const *pp, int n, int64_t *ids,
     int i, rc;
 
     if (!any_ttl(pp, n))
-        return pg_insert_jobs(b, pp, n, ids, err);
+        return jr_pg_insert_jobs(b, pp, n, ids, err);
     if (ids == NULL &&
         (ids = own = malloc((size_t)n * sizeof *ids)) == NULL)
         return jr_fail(err, JR_ENOMEM, "postgres: pushing %d jobs: out of "
                        "memory", n);
-    if ((rc = pg_insert_jobs(b, pp, n, ids, err)) == 0) {
+    if ((rc = jr_pg_insert_jobs(b, pp, n, ids, err)) == 0) {
         for (i = 0; i < n; i++) {
             if (!(pp[i]->result_ttl > 0))
                 continue;
@@ -359,7 +359,7 @@ pg_insert_all(jr_backend *b, const jr_push *const *pp, int n, int64_t *ids,
         params[1] = sb_array(&t);
         rc = s.oom || t.oom ? jr_fail(err, JR_ENOMEM, "postgres: pushing: "
                                       "out of memory")
-             : pg_run_count(b, &st_result_ttl, params, "setting result_ttl",
+             : jr_pg_run_count(b, &st_result_ttl, params, "setting result_ttl",
                             err) < 0 ? -1 : 0;
     }
     free(s.p);
@@ -375,18 +375,18 @@ push_kept(jr_backend *b, const jr_push *const *pp, int n, int64_t *ids,
 {
     int rc;
 
-    if (pg_run_plain(b, "BEGIN", "pushing jobs", err) < 0)
+    if (jr_pg_run_plain(b, "BEGIN", "pushing jobs", err) < 0)
         return -1;
-    rc = pg_insert_all(b, pp, n, ids, err);
-    if (rc == 0 && pg_run_plain(b, "COMMIT", "pushing jobs", err) < 0)
+    rc = jr_pg_insert_all(b, pp, n, ids, err);
+    if (rc == 0 && jr_pg_run_plain(b, "COMMIT", "pushing jobs", err) < 0)
         rc = -1;
     if (rc < 0)
-        pg_rollback(b);
+        jr_pg_rollback(b);
     return rc;
 }
 
 int
-pg_push(jr_backend *b, const jr_push *p, int n, int64_t *ids, jr_err *err)
+jr_pg_push(jr_backend *b, const jr_push *p, int n, int64_t *ids, jr_err *err)
 {
     const jr_push **pp;
     int i, rc;
@@ -400,17 +400,17 @@ pg_push(jr_backend *b, const jr_push *p, int n, int64_t *ids, jr_err *err)
         pp[i] = &p[i];
     /* one statement (or a COPY): atomic without BEGIN/COMMIT round trips;
      * one job by st_push_one, a round trip less than the COPY */
-    if ((rc = pg_ready(b, err)) == 0) {
-        if (pg_flow_any(pp, n))
-            rc = pg_push_linked(b, pp, n, ids, err);
+    if ((rc = jr_pg_ready(b, err)) == 0) {
+        if (jr_pg_flow_any(pp, n))
+            rc = jr_pg_push_linked(b, pp, n, ids, err);
         else if (any_ttl(pp, n))
             rc = push_kept(b, pp, n, ids, err);
         else if (n == 1 && p->unique_key == NULL)
             rc = insert_one(b, p, ids, err);
-        else if ((rc = pg_push_copy(b, pp, n, ids, err)) == 1)
-            rc = pg_insert_jobs(b, pp, n, ids, err);
+        else if ((rc = jr_pg_push_copy(b, pp, n, ids, err)) == 1)
+            rc = jr_pg_insert_jobs(b, pp, n, ids, err);
         if (rc < 0)
-            pg_explain_push_error(b, pp, n, err);
+            jr_pg_explain_push_error(b, pp, n, err);
     }
     free(pp);
     return rc;

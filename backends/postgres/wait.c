@@ -74,7 +74,7 @@ fill(const PGresult *res, int n, jr_outcome *out, int64_t *last)
 }
 
 int
-pg_outcomes(jr_backend *b, const int64_t *ids, int n, double keep,
+jr_pg_outcomes(jr_backend *b, const int64_t *ids, int n, double keep,
             jr_outcome *out, int64_t *last, jr_err *err)
 {
     char num[32];
@@ -97,10 +97,10 @@ pg_outcomes(jr_backend *b, const int64_t *ids, int n, double keep,
     snprintf(num, sizeof num, "%.17g", keep);
     if (s.oom)
         jr_fail(err, JR_ENOMEM, "postgres: reading outcomes: out of memory");
-    else if (pg_ready(b, err) == 0 &&
-             (keep <= 0 || pg_run_count(b, &st_watch, params,
+    else if (jr_pg_ready(b, err) == 0 &&
+             (keep <= 0 || jr_pg_run_count(b, &st_watch, params,
                                         "marking waited-on jobs", err) >= 0) &&
-             (res = pg_run(b, &st_outcomes, params, "reading outcomes",
+             (res = jr_pg_run(b, &st_outcomes, params, "reading outcomes",
                            err)) != NULL)
         rc = fill(res, n, out, last);
     if (res != NULL && rc < 0) {
@@ -131,14 +131,14 @@ finished_open(jr_backend *b, jr_err *err)
 
     if (b->finished != NULL)
         return 0;
-    if ((b->finished = pg_connect(b, err)) == NULL)
+    if ((b->finished = jr_pg_connect(b, err)) == NULL)
         return -1;
     snprintf(chan, sizeof chan, "%s_finished", b->schema);
     chan[63] = '\0';            /* left(schema || '_finished', 63) */
     snprintf(sql, sizeof sql, "LISTEN \"%s\"", chan);
     res = PQexec(b->finished, sql);
     if (PQresultStatus(res) != PGRES_COMMAND_OK) {
-        pg_oneline(msg, sizeof msg, PQresultErrorMessage(res));
+        jr_pg_oneline(msg, sizeof msg, PQresultErrorMessage(res));
         PQclear(res);
         PQfinish(b->finished);
         b->finished = NULL;
@@ -150,7 +150,7 @@ finished_open(jr_backend *b, jr_err *err)
 }
 
 int
-pg_finished_fd(jr_backend *b)
+jr_pg_finished_fd(jr_backend *b)
 {
     if (b->finished == NULL && finished_open(b, NULL) < 0)
         return -1;
@@ -158,7 +158,7 @@ pg_finished_fd(jr_backend *b)
 }
 
 int
-pg_finished(jr_backend *b, int64_t *ids, int max, jr_err *err)
+jr_pg_finished(jr_backend *b, int64_t *ids, int max, jr_err *err)
 {
     struct pollfd p;
     PGnotify *note;
@@ -172,7 +172,7 @@ pg_finished(jr_backend *b, int64_t *ids, int max, jr_err *err)
     do {
         if (!PQconsumeInput(b->finished) ||
             PQstatus(b->finished) != CONNECTION_OK) {
-            pg_oneline(msg, sizeof msg, PQerrorMessage(b->finished));
+            jr_pg_oneline(msg, sizeof msg, PQerrorMessage(b->finished));
             PQfinish(b->finished);
             b->finished = NULL;
             return jr_fail(err, JR_EDB, "postgres: LISTEN connection to "

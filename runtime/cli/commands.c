@@ -243,7 +243,7 @@ load_handlers(const char *scripts, lua_State **L, jr_scripts *s,
               jr_jobctx *ctx, jr_err *err)
 {
     memset(s, 0, sizeof *s);
-    if ((*L = jr_script_state(scripts, err)) == NULL)
+    if ((*L = jr_luabridge_state(scripts, err)) == NULL)
         return -1;
     if (jr_jrlib_open(*L, ctx, err) < 0 ||
         jr_scripts_load(*L, scripts, s, err) < 0) {

@@ -17,7 +17,7 @@ jr_config_backoff_call(lua_State *L, int nargs, const jr_job *j)
     jr_err err;
     double d = -1;
 
-    if (jr_script_run(L, nargs, 1, JR_LUA_BUDGET, &err) < 0) { /* (nothing) */
+    if (jr_luabridge_run(L, nargs, 1, JR_LUA_BUDGET, &err) < 0) { /* (nothing) */
         jr_log(JR_LOG_WARN, "job %lld (%s): backoff failed, using the "
                "default: %s", (long long)j->id, j->name, err.msg);
         return -1;
@@ -45,7 +45,7 @@ jr_config_backoff(const jr_config *c, const jr_job *j, int max_retries,
     top = lua_gettop(L);
     lua_rawgeti(L, LUA_REGISTRYINDEX, c->ref);       /* cfg */
     if (lua_getfield(L, -1, "backoff") == LUA_TFUNCTION) {  /* cfg f */
-        jr_script_push_job(L, j, max_retries);       /* cfg f job */
+        jr_luabridge_push_job(L, j, max_retries);       /* cfg f job */
         lua_pushinteger(L, j->attempt);              /* cfg f job attempt */
         lua_pushstring(L, error);                    /* cfg f job a err */
         d = jr_config_backoff_call(L, 3, j);                   /* cfg */

@@ -80,7 +80,7 @@ run_file(jr_config *c, lua_State *L, jr_err *err)
         lua_pop(L, 1);
         return -1;
     }                                                /* chunk */
-    rc = jr_script_run(L, 0, 1, JR_LUA_BUDGET, err); /* t | (nothing) */
+    rc = jr_luabridge_run(L, 0, 1, JR_LUA_BUDGET, err); /* t | (nothing) */
     if (rc < 0) {
         err->code = JR_ECONFIG;
         return -1;
@@ -110,7 +110,7 @@ jr_config_load(jr_config *c, const char *file, lua_State *L, jr_err *err)
         return jr_fail_errno(err, JR_ECONFIG, errno, "cannot read config "
                              "'%s'", file);
     if (L == NULL) {
-        if ((L = jr_script_state(NULL, err)) == NULL) {
+        if ((L = jr_luabridge_state(NULL, err)) == NULL) {
             free(text);
             return -1;
         }

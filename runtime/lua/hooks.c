@@ -1,6 +1,6 @@
 /* hooks.c - lifecycle hooks. Each defined hook is a registry ref taken once
  * at start; firing pushes the function, builds the event table in place,
- * and calls it through jr_script_run under JR_LUA_BUDGET instructions.
+ * and calls it through jr_luabridge_run under JR_LUA_BUDGET instructions.
  * A failure is logged with its traceback and never reaches the runner. */
 #include <stdlib.h>
 #include <string.h>
@@ -192,7 +192,7 @@ jr_hook_fire_targets(jr_hooks *h, double *result, jr_hook_target_fn fn,
     jr_err err;
     int rc = 0;
 
-    if (jr_script_run(L, 1, 1, JR_LUA_BUDGET, &err) < 0) { /* (nothing) */
+    if (jr_luabridge_run(L, 1, 1, JR_LUA_BUDGET, &err) < 0) { /* (nothing) */
         jr_log(JR_LOG_ERROR, "hook %s failed (jobs go on): %s",
                hook_names[h->which], err.msg);
         lua_settop(L, h->top);

@@ -354,7 +354,7 @@ jr_jrlib_open(lua_State *L, jr_jobctx *ctx, jr_err *err)
 {
     lua_pushcfunction(L, open_module);               /* f */
     lua_pushlightuserdata(L, ctx);                   /* f ctx */
-    return jr_script_pcall(L, 1, 0, err);
+    return jr_luabridge_pcall(L, 1, 0, err);
 }
 
 const jr_signal *

@@ -2,8 +2,8 @@
  * libraries, package.path, an optional allocation limit), protected calls
  * with a traceback, and the one count hook that enforces instruction
  * budgets and wall-clock timeouts; also the plain job table a handler sees.
- * Used by the config, the hooks, the loader and the workers. The functions
- * keep the jr_script_ names they had when this lived in script.c. */
+ * Used by the config, the hooks, the loader and the workers. Its
+ * functions are jr_luabridge_*, named for this file. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -16,7 +16,7 @@
 #include "base/util.h"
 
 const char *
-jr_script_errstr(lua_State *L)                   /* [-1, +1, m] */
+jr_luabridge_errstr(lua_State *L)                   /* [-1, +1, m] */
 {
     const char *what = NULL;
 
@@ -47,13 +47,13 @@ add_traceback(lua_State *L)                      /* e */
 {
     if (luaL_testudata(L, 1, JR_SIGNAL_MT) != NULL)
         return 1;
-    jr_script_errstr(L);                         /* s */
+    jr_luabridge_errstr(L);                         /* s */
     luaL_traceback(L, L, lua_tostring(L, -1), 1);/* s tb */
     return 1;
 }
 
 int
-jr_script_xpcall(lua_State *L, int nargs, int nres)
+jr_luabridge_xpcall(lua_State *L, int nargs, int nres)
 {
     int fn = lua_gettop(L) - nargs;              /* f a1..an */
     int rc;
@@ -69,16 +69,16 @@ jr_script_xpcall(lua_State *L, int nargs, int nres)
 
 #define BUDGET_STEP 10000       /* instructions between hook calls */
 
-/* What the running call may still use. One per jr_script_run level, on
+/* What the running call may still use. One per jr_luabridge_run level, on
  * its C stack: running points at the innermost, and nested runs restore
  * the outer one when they return. A thread's extra space holds only the
- * limit jr_script_bind gave it (a job's, which outlives its runs), else
+ * limit jr_luabridge_bind gave it (a job's, which outlives its runs), else
  * NULL: lua_newthread copies the main thread's extra space into every
  * thread, also into a coroutine made while a run's limit was there, which
  * would keep it past the run. A thread bound to none (the main thread, a
  * coroutine the Lua code made) runs under the limit of the run or the
  * bound coroutine's resume in progress, which is what resumed it. */
-typedef jr_script_limit limit;
+typedef jr_luabridge_limit limit;
 
 static __thread limit *running;         /* the innermost run's, or NULL */
 
@@ -92,11 +92,11 @@ secs_str(double secs)
     return buf;
 }
 
-static jr_script_check_fn check_fn;     /* jr_script_set_check's */
+static jr_luabridge_check_fn check_fn;     /* jr_luabridge_set_check's */
 static void              *check_arg;
 
 void
-jr_script_set_check(jr_script_check_fn fn, void *arg)
+jr_luabridge_set_check(jr_luabridge_check_fn fn, void *arg)
 {
     check_fn = fn;
     check_arg = arg;
@@ -145,7 +145,7 @@ limit_hook(lua_State *L, lua_Debug *ar)
 }
 
 int
-jr_script_xrun(lua_State *L, int nargs, int nres, long budget,
+jr_luabridge_xrun(lua_State *L, int nargs, int nres, long budget,
                double timeout)
 {
     limit lim = {budget, budget, 0, timeout, NULL}, *outer = running;
@@ -160,7 +160,7 @@ jr_script_xrun(lua_State *L, int nargs, int nres, long budget,
         lua_sethook(L, limit_hook, LUA_MASKCOUNT, BUDGET_STEP);
     else
         lua_sethook(L, NULL, 0, 0);
-    rc = jr_script_xpcall(L, nargs, nres);      /* r1..rn | e */
+    rc = jr_luabridge_xpcall(L, nargs, nres);      /* r1..rn | e */
     lua_sethook(L, oldhook, oldmask, oldcount);
     running = outer;
     if (rc == LUA_OK && timeout > 0 && jr_mono() > lim.deadline)
@@ -169,7 +169,7 @@ jr_script_xrun(lua_State *L, int nargs, int nres, long budget,
 }
 
 void
-jr_script_bind(lua_State *co, jr_script_limit *lim)
+jr_luabridge_bind(lua_State *co, jr_luabridge_limit *lim)
 {
     *limit_slot(co) = lim;
     if (lim != NULL && (lim->budget > 0 || lim->deadline > 0 ||
@@ -187,7 +187,7 @@ traceback_of(lua_State *L)                       /* e co */
     lua_State *co = lua_touserdata(L, 2);
 
     lua_settop(L, 1);                            /* e */
-    jr_script_errstr(L);                         /* s */
+    jr_luabridge_errstr(L);                         /* s */
     luaL_traceback(L, co, lua_tostring(L, -1), 0);   /* s tb */
     return 1;
 }
@@ -219,7 +219,7 @@ resume_error(lua_State *co, lua_State *from)
 }
 
 int
-jr_script_resume(lua_State *co, lua_State *from, int nargs, int *nres)
+jr_luabridge_resume(lua_State *co, lua_State *from, int nargs, int *nres)
 {
     limit *outer = running;
     int rc;
@@ -236,30 +236,30 @@ jr_script_resume(lua_State *co, lua_State *from, int nargs, int *nres)
 }
 
 void
-jr_script_interrupt(lua_State *L)
+jr_luabridge_interrupt(lua_State *L)
 {
     lua_sethook(L, limit_hook, LUA_MASKCOUNT, 1);
 }
 
 int
-jr_script_run(lua_State *L, int nargs, int nres, long budget, jr_err *err)
+jr_luabridge_run(lua_State *L, int nargs, int nres, long budget, jr_err *err)
 {
-    int rc = jr_script_xrun(L, nargs, nres, budget, 0);
+    int rc = jr_luabridge_xrun(L, nargs, nres, budget, 0);
 
     if (rc == LUA_OK)
         return 0;
     if (lua_type(L, -1) == LUA_TSTRING)
         jr_fail(err, JR_ELUA, "%s", lua_tostring(L, -1));
     else
-        jr_fail(err, JR_ELUA, "%s", jr_script_errstr(L));
+        jr_fail(err, JR_ELUA, "%s", jr_luabridge_errstr(L));
     lua_pop(L, 1);                               /* (nothing) */
     return -1;
 }
 
 int
-jr_script_pcall(lua_State *L, int nargs, int nres, jr_err *err)
+jr_luabridge_pcall(lua_State *L, int nargs, int nres, jr_err *err)
 {
-    if (jr_script_xpcall(L, nargs, nres) == LUA_OK)
+    if (jr_luabridge_xpcall(L, nargs, nres) == LUA_OK)
         return 0;
     if (lua_type(L, -1) == LUA_TSTRING)
         jr_fail(err, JR_ELUA, "%s", lua_tostring(L, -1));
@@ -374,14 +374,14 @@ static lua_State *
 new_state(lua_State *L, const char *scripts_dir, jr_err *err);
 
 lua_State *
-jr_script_state_limited(const char *scripts_dir, jr_memlimit *ml,
+jr_luabridge_state_limited(const char *scripts_dir, jr_memlimit *ml,
                         jr_err *err)
 {
     return new_state(lua_newstate(limited_alloc, ml), scripts_dir, err);
 }
 
 lua_State *
-jr_script_state(const char *scripts_dir, jr_err *err)
+jr_luabridge_state(const char *scripts_dir, jr_err *err)
 {
     return new_state(luaL_newstate(), scripts_dir, err);
 }
@@ -413,7 +413,7 @@ new_state(lua_State *L, const char *scripts_dir, jr_err *err)
         lua_pushstring(L, scripts_dir);          /* f dir */
     else
         lua_pushnil(L);                          /* f nil */
-    if (jr_script_pcall(L, 1, 0, err) < 0) {
+    if (jr_luabridge_pcall(L, 1, 0, err) < 0) {
         lua_close(L);
         return NULL;
     }
@@ -421,7 +421,7 @@ new_state(lua_State *L, const char *scripts_dir, jr_err *err)
 }
 
 void
-jr_script_push_job(lua_State *L, const jr_job *j, int max_retries)
+jr_luabridge_push_job(lua_State *L, const jr_job *j, int max_retries)
 {
     lua_createtable(L, 0, 9);                        /* job */
     lua_pushinteger(L, j->id);

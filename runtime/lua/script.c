@@ -326,7 +326,7 @@ load_one(loader *ld, const char *path, const char *name)
     lua_setupvalue(L, -2, 1);                        /* H chunk */
     /* under a budget: a file that loops while loading is its own error */
     snprintf(loading, sizeof loading, "%s", path);
-    rc = jr_script_run(L, 0, 1, JR_LUA_BUDGET, &err);
+    rc = jr_luabridge_run(L, 0, 1, JR_LUA_BUDGET, &err);
     loading[0] = '\0';
     if (rc < 0) {                                    /* H */
         locate(err.msg, sizeof err.msg, path);

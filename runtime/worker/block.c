@@ -49,7 +49,7 @@ on_alarm(int sig)
         return;
     blocked = 1;
     if (L != NULL)
-        jr_script_interrupt(L);
+        jr_luabridge_interrupt(L);
 }
 
 static int

@@ -302,7 +302,7 @@ resume(jr_task *t, int nargs)
     w->mem.enforce = 1;
     co->current = cj;
     co->task = t;
-    rc = jr_script_resume(t->L, w->L, nargs, &nres);
+    rc = jr_luabridge_resume(t->L, w->L, nargs, &nres);
     co->current = outer_job;
     co->task = outer_task;
     /* what follows is the runtime's: unprotected, it must not meet the

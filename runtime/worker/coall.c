@@ -96,7 +96,7 @@ store_branch(lua_State *L, int ref, int slot, lua_State *from, int ok,
     lua_pushboolean(L, ok);
     lua_setfield(L, -2, "ok");
     if (!ok) {
-        jr_script_errstr(from);
+        jr_luabridge_errstr(from);
         lua_xmove(from, L, 1);                       /* R r e */
         lua_setfield(L, -2, "error");                /* R r */
     } else {
@@ -140,7 +140,7 @@ all_plain(lua_State *L, int n)
     for (i = 1; i <= n; i++) {
         lua_geti(L, 1, i);                           /* R f */
         top = lua_gettop(L) - 1;
-        int ok = jr_script_xpcall(L, 0, LUA_MULTRET) == LUA_OK;
+        int ok = jr_luabridge_xpcall(L, 0, LUA_MULTRET) == LUA_OK;
         if (!ok && jr_jrlib_signal(L, -1) != NULL)
             return lua_error(L);                     /* snooze, discard */
         lua_createtable(L, 0, 2);                    /* R v.. r */
@@ -148,7 +148,7 @@ all_plain(lua_State *L, int n)
         lua_pushboolean(L, ok);
         lua_setfield(L, top + 1, "ok");
         if (!ok) {
-            jr_script_errstr(L);
+            jr_luabridge_errstr(L);
             lua_setfield(L, top + 1, "error");
         } else {
             for (int k = lua_gettop(L) - top - 1; k >= 1; k--)

@@ -181,7 +181,7 @@ jr_coown_open(lua_State *L, jr_err *err)
     lua_pushcfunction(L, co_isjob);                  /* f co r c y i u j */
     jr_coown_push_mark(L);                           /* f co r c y i u j W */
     lua_remove(L, -8);                               /* f r c y i u j W */
-    if (jr_script_pcall(L, 7, 2, err) < 0)           /* resume close */
+    if (jr_luabridge_pcall(L, 7, 2, err) < 0)           /* resume close */
         return -1;
     lua_getglobal(L, "coroutine");                   /* resume close co */
     lua_insert(L, -3);                               /* co resume close */

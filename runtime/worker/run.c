@@ -26,7 +26,7 @@
 #define PROGRESS_EVERY 1.0      /* seconds between progress sends, at least */
 
 /* SIGUSR1: the master sent a CANCEL frame. The handler sets the flag and
- * makes the running call's count hook look at once (jr_script_interrupt);
+ * makes the running call's count hook look at once (jr_luabridge_interrupt);
  * the hook reads the frame (cancel_check). */
 static volatile sig_atomic_t cancel_signal;
 static lua_State *volatile   running_L;     /* set while a handler runs */
@@ -181,7 +181,7 @@ jr_run_take_error(worker *w, jr_result *res)
         lua_pop(w->L, 1);
         return 1;
     }
-    snprintf(w->err, sizeof w->err, "%s", jr_script_errstr(w->L));
+    snprintf(w->err, sizeof w->err, "%s", jr_luabridge_errstr(w->L));
     lua_pop(w->L, 1);
     return 0;
 }
@@ -376,7 +376,7 @@ jr_run_take_result(worker *w, const jr_job *j, jr_result *res)
     return -1;
 }
 
-/* Fills res from how the handler's call ended: rc from jr_script_xrun,
+/* Fills res from how the handler's call ended: rc from jr_luabridge_xrun,
  * with its error value on top unless LUA_OK or late. [-(1|0), +0, -] */
 static void
 outcome(worker *w, const jr_job *j, int rc, double timeout, jr_result *res)
@@ -443,7 +443,7 @@ jr_run_job(worker *w, const jr_job *j, jr_result *res)
     max_retries = jr_retry_max(j, w->info->max_retries, w->set.max_retries);
     timeout = w->info->timeout > 0 ? w->info->timeout : w->set.timeout;
     lua_getfield(L, w->h, "handle");                 /* t f */
-    jr_script_push_job(L, j, max_retries);           /* t f job */
+    jr_luabridge_push_job(L, j, max_retries);           /* t f job */
     if (set_payload(w, j) < 0) {
         res->kind = JR_DEAD;                         /* retrying won't help */
         res->error = w->err;
@@ -463,13 +463,13 @@ jr_run_job(worker *w, const jr_job *j, jr_result *res)
         jr_worker_flush(w);     /* a failure shows at the result's */
     running_L = L;
     if (cancel_signal)
-        jr_script_interrupt(L); /* look at once */
+        jr_luabridge_interrupt(L); /* look at once */
     t0 = jr_mono();
     w->sync_deadline = t0 + timeout;
     w->sync_timeout = timeout;
     w->sync_late = 0;
     /* no instruction budget: the timeout is the handler's limit */
-    rc = jr_script_xrun(L, 1, 1, 0, timeout);        /* t r | t e */
+    rc = jr_luabridge_xrun(L, 1, 1, 0, timeout);        /* t r | t e */
     t0 = jr_mono() - t0;
     w->info->avg = w->info->avg > 0 ? 0.8 * w->info->avg + 0.2 * t0 : t0;
     running_L = NULL;
@@ -513,7 +513,7 @@ jr_run_push_call(worker *w, const jr_job *j, const jr_handler *info,
     jr_scripts_push(L, &w->scripts, j->name);        /* t */
     lua_getfield(L, -1, "handle");                   /* t f */
     lua_remove(L, -2);                               /* f */
-    jr_script_push_job(L, j, jr_retry_max(j, info->max_retries,
+    jr_luabridge_push_job(L, j, jr_retry_max(j, info->max_retries,
                                           w->set.max_retries)); /* f job */
     if (set_payload(w, j) < 0) {    /* and job.batch, job.parents */
         snprintf(why, size, "%s", w->err);
@@ -529,7 +529,7 @@ jr_run_hooks(worker *w)
     w->ctx.on_cancelled = on_cancelled;
     w->ctx.on_progress = on_progress;
     w->ctx.hook_arg = w;
-    jr_script_set_check(cancel_check, w);
+    jr_luabridge_set_check(cancel_check, w);
 }
 
 void
@@ -540,5 +540,5 @@ jr_run_cancel_signal(int sig)
     (void)sig;
     cancel_signal = 1;
     if (L != NULL)
-        jr_script_interrupt(L);
+        jr_luabridge_interrupt(L);
 }

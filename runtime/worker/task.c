@@ -56,7 +56,7 @@ jr_task_new(cojob *cj)
         task_register(L, t);
     }
     t->job = cj;
-    jr_script_bind(t->L, &cj->lim);
+    jr_luabridge_bind(t->L, &cj->lim);
     t->next = cj->tasks;
     cj->tasks = t;
     return t;
@@ -73,7 +73,7 @@ jr_task_free(lua_State *L, jr_task *t)
         t->cancel(t->op);
     t->cancel = NULL;
     t->job = NULL;
-    jr_script_bind(t->L, NULL); /* a thread the handler kept stays none's */
+    jr_luabridge_bind(t->L, NULL); /* a thread the handler kept stays none's */
     if (co->npool < JR_TASKS_KEPT && lua_status(t->L) == LUA_OK &&
         lua_gettop(t->L) == 0) {
         co->pool[co->npool++] = t;

@@ -308,7 +308,7 @@ setup(worker *w, jr_err *err)
     lua_State *L;
     int rc;
 
-    if ((L = w->L = jr_script_state_limited(scripts, &w->mem, err)) == NULL)
+    if ((L = w->L = jr_luabridge_state_limited(scripts, &w->mem, err)) == NULL)
         return -1;
     w->mem.limit = w->set.memory_limit;
     w->ctx.max_payload = w->set.max_payload;

@@ -94,7 +94,7 @@ struct cojob {                  /* a job in a coroutine (co.c) */
     jr_job          *j;         /* owned */
     jr_handler      *info;
     jr_jobctx        ctx;
-    jr_script_limit  lim;       /* owner: this */
+    jr_luabridge_limit  lim;       /* owner: this */
     jr_task         *tasks;     /* the job's own thread first */
     struct event    *timer;     /* its timeout */
     double           started;
