@@ -1,14 +1,12 @@
 /* api.c - the JSON API under /api/, in the loop: parses the path, the
- * query and the JSON body (apibody.c), checks them (400 with the
- * reason), and asks the database an operation (a row of apidb.c's
- * table, api.h) through jr_http_ask. What the runner knows itself
+ * query (apiquery.c) and the JSON body (apibody.c), checks them (400
+ * with the reason), and asks the database an operation (a row of
+ * apidb.c's table, api.h) through jr_http_ask. What the runner knows itself
  * (workers, throughput) it answers at once, through its host (host.h).
  * Routes are a table, documented route by route in docs/http.md ("The
  * JSON API").
  * Uses http.h, host.h, api.h, apibody.h, job.h. */
 #define _GNU_SOURCE
-#include <ctype.h>
-#include <errno.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -57,110 +55,12 @@ ask(call *c, jr_apireq *q)
     jr_http_ask(c->h, c->req, q);
 }
 
-static int
-job_id(call *c, int64_t *id)
-{
-    char *end;
-    long long v;
-
-    errno = 0;
-    v = strtoll(c->arg, &end, 10);
-    if (!isdigit((unsigned char)c->arg[0]) || *end || errno || v < 1) {
-        jr_http_error(c->req, 400, "invalid job id '%.64s': want a whole "
-                      "number >= 1", c->arg);
-        return -1;
-    }
-    *id = v;
-    return 0;
-}
-
-/* A keyset cursor: a job id >= 1 into *id. */
-static int
-cursor(const char *v, const char *what, int64_t *id, jr_err *err)
-{
-    char *end;
-    long long n;
-
-    errno = 0;
-    n = strtoll(v, &end, 10);
-    if (!isdigit((unsigned char)v[0]) || *end || errno || n < 1)
-        return jr_fail(err, JR_EINPUT, "%s '%.64s': want a job id >= 1",
-                       what, v);
-    *id = n;
-    return 0;
-}
-
-/* One query parameter into q's filter. */
-static int
-filter(jr_apireq *q, const char *k, const char *v, jr_err *err)
-{
-    char *slot = strcmp(k, "state") == 0 ? q->state :
-                 strcmp(k, "name") == 0 ? q->name :
-                 strcmp(k, "queue") == 0 ? q->queue :
-                 strcmp(k, "where") == 0 ? q->where : NULL;
-    size_t size = slot == q->state ? sizeof q->state :
-                  slot == q->where ? sizeof q->where : sizeof q->name;
-    long n;
-    int rc;
-
-    if (v[0] == '\0')
-        return 0;               /* an empty filter matches any */
-    if (strcmp(k, "limit") == 0) {
-        rc = jr_parse_int(v, "limit", 1, JR_API_LIST_MAX, &n, err);
-        q->limit = (int)n;
-        return rc;
-    }
-    if (strcmp(k, "before_id") == 0)
-        return cursor(v, k, &q->before_id, err);
-    if (strcmp(k, "after_id") == 0)
-        return cursor(v, k, &q->after_id, err);
-    if (slot == NULL)
-        return jr_fail(err, JR_EINPUT, "unknown parameter '%.64s' (state, "
-                       "name, queue, where, limit, before_id, after_id)", k);
-    if (strlen(v) >= size)
-        return jr_fail(err, JR_EINPUT, "%s is too long (%zu bytes at most)",
-                       k, size - 1);
-    strcpy(slot, v);
-    if (slot == q->name || slot == q->queue)
-        return jr_name_check(slot, slot == q->name ? "job name" :
-                             "queue name", err);
-    return 0;
-}
-
-/* Reads the query string's filters into q; replies 400 on a bad one. */
-static int
-filters(call *c, jr_apireq *q)
-{
-    struct evkeyvalq kv = {0};
-    struct evkeyval *e;
-    jr_err err;
-    int rc = 0;
-
-    q->limit = 100;
-    if (c->query != NULL && evhttp_parse_query_str(c->query, &kv) < 0) {
-        jr_http_error(c->req, 400, "malformed query string");
-        return -1;
-    }
-    /* a decoded NUL would cut a value short: "%00x" would read as "" */
-    if (c->query != NULL && strstr(c->query, "%00") != NULL) {
-        evhttp_clear_headers(&kv);
-        jr_http_error(c->req, 400, "the query string has a NUL byte (%%00)");
-        return -1;
-    }
-    for (e = kv.tqh_first; e && rc == 0; e = e->next.tqe_next)
-        rc = filter(q, e->key, e->value, &err);
-    evhttp_clear_headers(&kv);
-    if (rc < 0)
-        jr_http_error(c->req, 400, "%s", err.msg);
-    return rc;
-}
-
 static void
 get_list(call *c, const jr_apiop *op)
 {
     jr_apireq *q = new_req(c, op);
 
-    if (q != NULL && filters(c, q) < 0) {
+    if (q != NULL && jr_api_filters(c->req, c->query, q) < 0) {
         free(q);
         return;
     }
@@ -175,41 +75,6 @@ static void r_queues(call *c) { jr_apireq *q = new_req(c, &jr_apiop_queues);
 static void r_jobs(call *c) { get_list(c, &jr_apiop_jobs); }
 static void r_dead(call *c) { get_list(c, &jr_apiop_dead); }
 
-/* ?wait=S of GET /api/jobs/ID: 0 when not given; -1 after a 400. */
-static double
-wait_param(call *c)
-{
-    struct evkeyvalq kv = {0};
-    struct evkeyval *e;
-    double w = 0;
-    jr_err err;
-    int rc = 0;
-
-    if (c->query == NULL)
-        return 0;
-    if (strstr(c->query, "%00") != NULL) {   /* "1%00x" read as 1 */
-        jr_http_error(c->req, 400, "the query string has a NUL byte (%%00)");
-        return -1;
-    }
-    if (evhttp_parse_query_str(c->query, &kv) < 0) {
-        jr_http_error(c->req, 400, "malformed query string");
-        return -1;
-    }
-    for (e = kv.tqh_first; e && rc == 0; e = e->next.tqe_next) {
-        if (strcmp(e->key, "wait") != 0)
-            rc = jr_fail(&err, JR_EINPUT, "unknown parameter '%.64s' "
-                         "(wait)", e->key);
-        else if (jr_parse_duration(e->value, "wait", &w, &err) < 0 ||
-                 w > JR_API_WAIT_MAX)
-            rc = jr_fail(&err, JR_EINPUT, "wait must be seconds from 0 to "
-                         "%d, got '%.64s'", JR_API_WAIT_MAX, e->value);
-    }
-    evhttp_clear_headers(&kv);
-    if (rc < 0)
-        jr_http_error(c->req, 400, "%s", err.msg);
-    return rc < 0 ? -1 : w;
-}
-
 static void
 r_job(call *c)
 {
@@ -217,7 +82,8 @@ r_job(call *c)
     int64_t id;
     double wait;
 
-    if (job_id(c, &id) == 0 && (wait = wait_param(c)) >= 0 &&
+    if (jr_api_job_id(c->req, c->arg, &id) == 0 &&
+        (wait = jr_api_wait(c->req, c->query)) >= 0 &&
         (q = new_req(c, &jr_apiop_job)) != NULL) {
         q->ids[0] = id;
         q->nids = 1;
@@ -293,7 +159,8 @@ r_batch(call *c)
     jr_apireq *q;
     int64_t id;
 
-    if (job_id(c, &id) == 0 && (q = new_req(c, &jr_apiop_batch)) != NULL) {
+    if (jr_api_job_id(c->req, c->arg, &id) == 0 &&
+        (q = new_req(c, &jr_apiop_batch)) != NULL) {
         q->ids[0] = id;
         q->nids = 1;
         ask(c, q);
@@ -321,7 +188,8 @@ r_job_action(call *c, const jr_apiop *op)
     body b;
     int64_t id;
 
-    if (job_id(c, &id) < 0 || (q = with_body(c, op, &b)) == NULL)
+    if (jr_api_job_id(c->req, c->arg, &id) < 0 ||
+        (q = with_body(c, op, &b)) == NULL)
         return;
     q->ids[0] = id;
     q->nids = 1;
@@ -407,7 +275,7 @@ r_bulk(call *c, const jr_apiop *op)
 
     if (q == NULL)
         return;
-    if (filters(c, q) < 0) {
+    if (jr_api_filters(c->req, c->query, q) < 0) {
         free(q);
         return;
     }
@@ -641,34 +509,6 @@ jr_api_is_write(const char *path, int post)
     return r == NULL ? -1 : r->post;
 }
 
-static int
-hex(char c)
-{
-    return c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ?
-           c - 'a' + 10 : c >= 'A' && c <= 'F' ? c - 'A' + 10 : -1;
-}
-
-/* Decodes a path segment's %XX in place, once. -1 on a bad escape or a
- * NUL byte. */
-static int
-unescape(char *s)
-{
-    char *out = s;
-
-    for (; *s; s++) {
-        if (*s != '%') {
-            *out++ = *s;
-            continue;
-        }
-        if (hex(s[1]) < 0 || hex(s[2]) < 0 || (s[1] == '0' && s[2] == '0'))
-            return -1;
-        *out++ = (char)(hex(s[1]) * 16 + hex(s[2]));
-        s += 2;
-    }
-    *out = '\0';
-    return 0;
-}
-
 void
 jr_api_handle(jr_http *h, const jr_httphost *host,
               struct evhttp_request *req, const char *path,
@@ -681,7 +521,7 @@ jr_api_handle(jr_http *h, const jr_httphost *host,
     memcpy(raw, c.arg, sizeof raw);
     if (r == NULL)
         jr_http_error(req, 404, "no such API route: /api/%.200s", path);
-    else if (unescape(c.arg) < 0)
+    else if (jr_api_unescape(c.arg) < 0)
         jr_http_error(req, 400, "invalid percent-encoding in '%.64s' (a "
                       "bad %%XX or a NUL byte)", raw);
     else

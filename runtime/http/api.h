@@ -1,8 +1,9 @@
 /* api.h - the HTTP server's JSON API (api.c, in the loop) and its
  * database half (apidb.c, on the database thread): a request, an
  * operation's row with its inputs, goes to the thread, which answers
- * with an HTTP status and a JSON body. Also the small writers that
- * metrics.c and the API share. Uses dbthread.h, util.h. */
+ * with an HTTP status and a JSON body; apiquery.c's readers of a
+ * request's path and query. Also the small writers that metrics.c and
+ * the API share. Uses dbthread.h, util.h. */
 #ifndef JR_API_H
 #define JR_API_H
 
@@ -126,6 +127,20 @@ int  jr_apipush_parse(const char *body, size_t len, size_t max_payload,
 int  jr_apiflow_links(jr_db *db, jr_apireq *q, jr_err *e);
 int  jr_apiflow_batch(jr_db *db, jr_apireq *q, jr_err *e);
 int  jr_apiflow_push(jr_db *db, jr_apireq *q, jr_err *e);
+
+/* apiquery.c, in the loop: a request's path and query. Each replies 400
+ * on req with the reason and returns -1 on a bad one. The job id of the
+ * path's arg (>= 1) into *id; the list filters of query (state, name,
+ * queue, where, limit, before_id, after_id) into q; ?wait=S of GET
+ * /api/jobs/ID (0 when not given). Unescape decodes a path segment's
+ * %XX in place, once: -1 on a bad escape or a NUL byte (no reply). */
+struct evhttp_request;
+int    jr_api_job_id(struct evhttp_request *req, const char *arg,
+                     int64_t *id);
+int    jr_api_filters(struct evhttp_request *req, const char *query,
+                      jr_apireq *q);
+double jr_api_wait(struct evhttp_request *req, const char *query);
+int    jr_api_unescape(char *s);
 
 /* Appends printf-style text to b. */
 void jr_api_printf(jr_buf *b, const char *fmt, ...)

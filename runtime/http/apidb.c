@@ -1,12 +1,10 @@
 /* apidb.c - the database half of the HTTP API: runs one jr_apireq on the
  * database thread (jr_dbthread_request) through the storage interface and
- * writes the reply's JSON: jobs (a job's attempt history too), queues,
- * dead jobs, stats, pushes and outcomes; the schedules, limits and bulk
- * actions are apidbsched.c's, the workflows apidbflow.c's. The table of
- * the operations (api.h's jr_apiop_*) is at its end. Never runs in the
- * loop. Uses api.h, apidb.h, backend.h, json.h. */
-#include <math.h>
-#include <stdarg.h>
+ * writes the reply's JSON: jobs, queues, dead jobs, stats, pushes and
+ * outcomes, with apidbrows.c's writers of the rows; the schedules, limits
+ * and bulk actions are apidbsched.c's, the workflows apidbflow.c's. The
+ * table of the operations (api.h's jr_apiop_*) is at its end. Never runs
+ * in the loop. Uses api.h, apidb.h, backend.h, json.h. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -15,320 +13,11 @@
 #include "http/apidb.h"
 #include "backend.h"
 #include "base/flow.h"
-#include "base/jsontext.h"
 #include "config/schedules.h"
 #include "lua/json.h"
 
-void
-jr_api_printf(jr_buf *b, const char *fmt, ...)
-{
-    char small[256], *big;
-    va_list ap;
-    int n;
-
-    va_start(ap, fmt);
-    n = vsnprintf(small, sizeof small, fmt, ap);
-    va_end(ap);
-    if (n < 0)
-        return;
-    if ((size_t)n < sizeof small) {
-        jr_buf_put(b, small, (size_t)n);
-        return;
-    }
-    if ((big = malloc((size_t)n + 1)) == NULL) {
-        b->oom = 1;
-        return;
-    }
-    va_start(ap, fmt);
-    vsnprintf(big, (size_t)n + 1, fmt, ap);
-    va_end(ap);
-    jr_buf_put(b, big, (size_t)n);
-    free(big);
-}
-
-void
-jr_api_str(jr_buf *b, const char *s)
-{
-    size_t n, k, used;
-    char out[6];
-
-    if (s == NULL) {
-        jr_buf_put(b, "null", 4);
-        return;
-    }
-    jr_buf_put(b, "\"", 1);
-    for (n = strlen(s); n > 0; s += used, n -= used) {
-        if (*s == '<' || *s == '>' || *s == '&') {
-            jr_api_printf(b, "\\u%04x", (unsigned)*s);
-            used = 1;
-        } else if ((k = jr_jsontext_escape_char(s, n, out, &used)) == 0) {
-            jr_buf_put(b, JR_JSONTEXT_BADBYTE, strlen(JR_JSONTEXT_BADBYTE));
-            used = 1;
-        } else {
-            jr_buf_put(b, out, k);
-        }
-    }
-    jr_buf_put(b, "\"", 1);
-}
-
-void
-jr_api_time(jr_buf *b, double t)
-{
-    if (t == 0 || !isfinite(t))
-        jr_buf_put(b, "null", 4);
-    else
-        jr_api_printf(b, "%.3f", t);
-}
-
-typedef struct walk {           /* a JSON array being written */
-    jr_apireq  *q;
-    int         n;              /* elements so far */
-    size_t     *at;             /* NULL, or where each element starts */
-} walk;
-
-static void
-comma(walk *w)
-{
-    if (w->n > 0)
-        jr_buf_put(&w->q->body, ",", 1);
-    if (w->at != NULL)
-        w->at[w->n] = w->q->body.len;
-    w->n++;
-}
-
-static void
-num_or_null(jr_buf *b, const char *key, double v)
-{
-    jr_api_printf(b, ",\"%s\":", key);
-    if (isnan(v))
-        jr_buf_put(b, "null", 4);
-    else
-        jr_api_printf(b, "%.17g", v);
-}
-
-/* GET /api/jobs/ID's "attempts": the failed attempts, oldest first,
- * times in epoch seconds as the API's other times. */
-static void
-history(jr_buf *b, const jr_job_row *r)
-{
-    int i;
-
-    jr_buf_put(b, ",\"attempts\":[", 13);
-    for (i = 0; i < r->nhistory; i++) {
-        const jr_attempt_row *a = &r->history[i];
-        jr_api_printf(b, "%s{\"attempt\":%d,\"error\":", i ? "," : "",
-                      a->attempt);
-        jr_api_str(b, a->error);
-        jr_buf_put(b, ",\"at\":", 6);
-        jr_api_time(b, a->at);
-        num_or_null(b, "duration", a->duration);
-        jr_buf_put(b, ",\"runner\":", 10);
-        jr_api_str(b, a->runner);
-        if (a->worker > 0)
-            jr_api_printf(b, ",\"worker\":%d", a->worker);
-        else
-            jr_buf_put(b, ",\"worker\":null", 14);
-        jr_buf_put(b, ",\"generation\":", 14);
-        jr_api_str(b, a->generation);
-        jr_buf_put(b, "}", 1);
-    }
-    jr_buf_put(b, "]", 1);
-}
-
-/* One job as the API shows it: show adds the payload and the attempt
- * history ("attempts"; a list's "attempts" is the count, as "attempt"
- * is in both). */
-static int
-job_row(const jr_job_row *r, void *arg)
-{
-    walk *w = arg;
-    jr_buf *b = &w->q->body;
-
-    comma(w);
-    jr_api_printf(b, "{\"id\":%lld,\"name\":", (long long)r->id);
-    jr_api_str(b, r->name);
-    jr_buf_put(b, ",\"queue\":", 9);
-    jr_api_str(b, r->queue);
-    jr_buf_put(b, ",\"state\":", 9);
-    jr_api_str(b, r->state);
-    jr_api_printf(b, ",\"attempt\":%d", r->attempts);
-    if (r->payload == NULL)
-        jr_api_printf(b, ",\"attempts\":%d", r->attempts);
-    jr_buf_put(b, ",\"max_retries\":", 15);
-    if (r->max_retries < 0)
-        jr_buf_put(b, "null", 4);
-    else
-        jr_api_printf(b, "%d", r->max_retries);
-    jr_api_printf(b, ",\"priority\":%d", r->priority);
-    const struct { const char *k; double v; } times[] = {
-        {"run_at", r->run_at}, {"created_at", r->created_at},
-        {"updated_at", r->updated_at}, {"started_at", r->started_at},
-        {"finished_at", r->finished_at}, {"locked_until", r->locked_until}};
-    for (size_t i = 0; i < sizeof times / sizeof times[0]; i++) {
-        jr_api_printf(b, ",\"%s\":", times[i].k);
-        jr_api_time(b, times[i].v);
-    }
-    jr_buf_put(b, ",\"last_error\":", 14);
-    jr_api_str(b, r->last_error);
-    jr_buf_put(b, ",\"generation\":", 14);
-    jr_api_str(b, r->generation);
-    jr_buf_put(b, ",\"locked_by\":", 13);
-    jr_api_str(b, r->locked_by);
-    num_or_null(b, "progress_done", r->progress_done);
-    num_or_null(b, "progress_total", r->progress_total);
-    jr_buf_put(b, ",\"progress_note\":", 17);
-    jr_api_str(b, r->progress_note);
-    jr_api_printf(b, ",\"cancel_requested\":%s",
-                  r->cancel_requested ? "true" : "false");
-    w->q->ended[0] = strcmp(r->state, "completed") == 0 ||
-                     strcmp(r->state, "dead") == 0 ||
-                     strcmp(r->state, "cancelled") == 0;
-    if (r->payload != NULL) {
-        /* valid JSON: the database checks it at insert; given as text
-         * too, so that a client shows it exactly as pushed */
-        jr_buf_put(b, ",\"payload\":", 11);
-        jr_api_str(b, r->payload);
-        /* the handler's return value as a JSON value: the worker checked
-         * it as every payload is (jsontext.h) */
-        jr_buf_put(b, ",\"result\":", 10);
-        if (r->result != NULL)
-            jr_buf_put(b, r->result, strlen(r->result));
-        else
-            jr_buf_put(b, "null", 4);
-        history(b, r);
-    }
-    jr_buf_put(b, "}", 1);
-    return 0;
-}
-
-static int
-dead_row(const jr_dead_row *r, void *arg)
-{
-    walk *w = arg;
-    jr_buf *b = &w->q->body;
-
-    comma(w);
-    jr_api_printf(b, "{\"id\":%lld,\"name\":", (long long)r->id);
-    jr_api_str(b, r->name);
-    jr_buf_put(b, ",\"queue\":", 9);
-    jr_api_str(b, r->queue);
-    jr_api_printf(b, ",\"attempts\":%d,\"last_error\":", r->attempts);
-    jr_api_str(b, r->last_error);
-    jr_buf_put(b, ",\"generation\":", 14);
-    jr_api_str(b, r->generation);
-    jr_buf_put(b, ",\"died_at\":", 11);
-    jr_api_time(b, r->died_at);
-    jr_buf_put(b, ",\"created_at\":", 14);
-    jr_api_time(b, r->created_at);
-    jr_buf_put(b, "}", 1);
-    return 0;
-}
-
-typedef struct totals {         /* a stats walk */
-    walk    w;
-    long    n[JR_NSTATES];      /* the names' counts summed */
-} totals;
-
-/* "state":n[s],... of the states whose flags hold all of flags, in the
- * list's order. */
-static void
-counts_json(jr_buf *b, const long *n, int flags)
-{
-    const char *sep = "";
-
-    for (int s = 0; s < JR_NSTATES; s++)
-        if ((jr_state_flags(s) & flags) == flags) {
-            jr_api_printf(b, "%s\"%s\":%ld", sep, jr_state_name(s), n[s]);
-            sep = ",";
-        }
-}
-
-static int
-stat_row(const jr_stat_row *r, void *arg)
-{
-    totals *t = arg;
-    jr_buf *b = &t->w.q->body;
-
-    comma(&t->w);
-    jr_api_str(b, r->name);
-    jr_buf_put(b, ":{", 2);
-    counts_json(b, r->n, JR_ST_NAME);
-    jr_buf_put(b, "}", 1);
-    for (int s = 0; s < JR_NSTATES; s++)
-        t->n[s] += r->n[s];
-    return 0;
-}
-
-static int
-queue_row(const jr_queue_row *r, void *arg)
-{
-    walk *w = arg;
-    jr_buf *b = &w->q->body;
-
-    comma(w);
-    jr_buf_put(b, "{\"name\":", 8);
-    jr_api_str(b, r->name);
-    jr_api_printf(b, ",\"paused\":%s,\"paused_at\":",
-                  r->paused ? "true" : "false");
-    jr_api_time(b, r->paused_at);
-    jr_buf_put(b, ",", 1);
-    counts_json(b, r->n, 0);
-    jr_buf_put(b, "}", 1);
-    return 0;
-}
-
-/* Prometheus label values: backslash, quote and newline escaped. */
-static void
-label(jr_buf *b, const char *s)
-{
-    for (; *s; s++) {
-        if (*s == '\\' || *s == '"')
-            jr_buf_put(b, "\\", 1);
-        if (*s == '\n')
-            jr_buf_put(b, "\\n", 2);
-        else
-            jr_buf_put(b, s, 1);
-    }
-}
-
-/* One gauge line per stored state whose flags hold all of flags, in the
- * list's order: METRIC{LABEL="name",state="s"} n[s]. */
-static void
-gauge_states(jr_buf *b, const char *head, const char *name, const long *n,
-             int flags)
-{
-    for (int s = 0; s < JR_NSTATES; s++) {
-        int f = jr_state_flags(s);
-
-        if ((f & JR_ST_SUM) || (f & flags) != flags)
-            continue;
-        jr_buf_put(b, head, strlen(head));
-        label(b, name);
-        jr_api_printf(b, "\",state=\"%s\"} %ld\n", jr_state_name(s), n[s]);
-    }
-}
-
-static int
-gauge_name(const jr_stat_row *r, void *arg)
-{
-    gauge_states(&((jr_apireq *)arg)->body, "jobrunner_jobs{name=\"",
-                 r->name, r->n, JR_ST_NAME);
-    return 0;
-}
-
-/* One queue's state gauges into the body, its paused gauge into the
- * second buffer (one read of the queues for both families). */
-static int
-gauge_queue(const jr_queue_row *r, void *arg)
-{
-    jr_buf *two = arg;
-
-    gauge_states(&two[0], "jobrunner_queue_jobs{queue=\"", r->name, r->n, 0);
-    jr_buf_put(&two[1], "jobrunner_queue_paused{queue=\"", 30);
-    label(&two[1], r->name);
-    jr_api_printf(&two[1], "\"} %d\n", r->paused ? 1 : 0);
-    return 0;
-}
+typedef jr_apiwalk walk;
+typedef jr_apitotals totals;
 
 static int
 gauges(jr_db *db, jr_apireq *q, jr_err *e)
@@ -339,7 +28,7 @@ gauges(jr_db *db, jr_apireq *q, jr_err *e)
     jr_api_printf(b, "# HELP jobrunner_jobs Jobs in the database by job "
                   "name and state (the whole database: the same from every "
                   "runner).\n# TYPE jobrunner_jobs gauge\n");
-    if (db->ops->stats(db->b, gauge_name, q, e) < 0)
+    if (db->ops->stats(db->b, jr_apidb_gauge_name, q, e) < 0)
         return -1;
     jr_api_printf(b, "# HELP jobrunner_queue_jobs Jobs in the database by "
                   "queue and state (the whole database).\n"
@@ -347,7 +36,7 @@ gauges(jr_db *db, jr_apireq *q, jr_err *e)
     two[0] = *b;                /* the body grows in two[0] */
     jr_api_printf(&two[1], "# HELP jobrunner_queue_paused 1 while the queue "
                   "is paused.\n# TYPE jobrunner_queue_paused gauge\n");
-    rc = db->ops->queue_list(db->b, gauge_queue, two, e);
+    rc = db->ops->queue_list(db->b, jr_apidb_gauge_queue, two, e);
     *b = two[0];
     if (rc == 0)
         jr_buf_put(b, two[1].p, two[1].len);
@@ -363,13 +52,13 @@ stats(jr_db *db, jr_apireq *q, jr_err *e)
     jr_buf names = {0};
 
     jr_buf_put(b, "{\"names\":{", 10);
-    if (db->ops->stats(db->b, stat_row, &t, e) < 0)
+    if (db->ops->stats(db->b, jr_apidb_stat_row, &t, e) < 0)
         return -1;
     jr_buf_put(b, "},", 2);
-    counts_json(b, t.n, JR_ST_NAME);
+    jr_apidb_counts(b, t.n, JR_ST_NAME);
     jr_buf_put(b, ",\"queues\":[", 11);
     t.w.n = 0;
-    if (db->ops->queue_list(db->b, queue_row, &t.w, e) < 0)
+    if (db->ops->queue_list(db->b, jr_apidb_queue_row, &t.w, e) < 0)
         return -1;
     jr_buf_put(b, "]}", 2);
     jr_buf_free(&names);
@@ -438,7 +127,7 @@ show(jr_db *db, jr_apireq *q, jr_err *e)
         free(o.error);
         q->keep = 0;            /* once */
     }
-    if (db->ops->show(db->b, q->ids[0], job_row, &w, e) < 0)
+    if (db->ops->show(db->b, q->ids[0], jr_apidb_job_row, &w, e) < 0)
         return -1;
     return jr_apiflow_links(db, q, e);
 }
@@ -499,7 +188,7 @@ jobs(jr_db *db, jr_apireq *q, jr_err *e)
     int i;
 
     jr_buf_put(&q->body, "[", 1);
-    if (db->ops->list(db->b, &f, job_row, &w, e) < 0)
+    if (db->ops->list(db->b, &f, jr_apidb_job_row, &w, e) < 0)
         return -1;
     if (w.at == NULL || w.n < 2) {
         jr_buf_put(&q->body, "]", 1);
@@ -528,7 +217,7 @@ dead(jr_db *db, jr_apireq *q, jr_err *e)
     walk w = {q, 0, NULL};
 
     jr_buf_put(&q->body, "[", 1);
-    if (db->ops->dead_list(db->b, q->limit, dead_row, &w, e) < 0)
+    if (db->ops->dead_list(db->b, q->limit, jr_apidb_dead_row, &w, e) < 0)
         return -1;
     jr_buf_put(&q->body, "]", 1);
     return 0;
@@ -540,7 +229,7 @@ queues(jr_db *db, jr_apireq *q, jr_err *e)
     walk w = {q, 0, NULL};
 
     jr_buf_put(&q->body, "[", 1);
-    if (db->ops->queue_list(db->b, queue_row, &w, e) < 0)
+    if (db->ops->queue_list(db->b, jr_apidb_queue_row, &w, e) < 0)
         return -1;
     jr_buf_put(&q->body, "]", 1);
     return 0;

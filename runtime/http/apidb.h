@@ -1,12 +1,39 @@
 /* apidb.h - what the files of the HTTP API's database reader share,
- * private to them: apidb.c runs a request and calls apidbsched.c for the
- * schedules, limits and the operator's actions (apidbflow.c's calls are
- * in api.h). All run on the database thread. Uses api.h, backend.h. */
+ * private to them: apidb.c runs a request, writing its rows with
+ * apidbrows.c, and calls apidbsched.c for the schedules, limits and the
+ * operator's actions (apidbflow.c's calls are in api.h). All run on the
+ * database thread. Uses api.h, backend.h. */
 #ifndef JR_APIDB_H
 #define JR_APIDB_H
 
 #include "http/api.h"
 #include "backend.h"
+
+typedef struct jr_apiwalk {     /* a JSON array being written */
+    jr_apireq  *q;
+    int         n;              /* elements so far */
+    size_t     *at;             /* NULL, or where each element starts */
+} jr_apiwalk;
+
+typedef struct jr_apitotals {   /* a stats walk */
+    jr_apiwalk  w;
+    long        n[JR_NSTATES];  /* the names' counts summed */
+} jr_apitotals;
+
+/* apidbrows.c: the walks' callbacks (arg: a jr_apiwalk, of q->body). A
+ * job (as show writes it, with its payload and "attempts", when the walk
+ * is of one job and no list), a dead job, a queue; a name's counts (arg:
+ * a jr_apitotals, summing them). 0 always. */
+int jr_apidb_job_row(const jr_job_row *r, void *arg);
+int jr_apidb_dead_row(const jr_dead_row *r, void *arg);
+int jr_apidb_queue_row(const jr_queue_row *r, void *arg);
+int jr_apidb_stat_row(const jr_stat_row *r, void *arg);
+/* "state":n[s],... of the states whose flags hold all of flags. */
+void jr_apidb_counts(jr_buf *b, const long *n, int flags);
+/* The Prometheus gauges of a name (arg: the jr_apireq) and of a queue
+ * (arg: two buffers: the state gauges, the paused gauge). 0 always. */
+int jr_apidb_gauge_name(const jr_stat_row *r, void *arg);
+int jr_apidb_gauge_queue(const jr_queue_row *r, void *arg);
 
 /* GET /api/schedules (jr_apiop_schedules) or one schedule's control
  * (jr_apiop_sched_ctl): q->body gets the reply. 0, or -1 with e set. */
