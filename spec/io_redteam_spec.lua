@@ -29,33 +29,7 @@ local function slow_server(ms)
   end
 end
 
-local rawhttp_dir, rawhttp_bin
-
--- Builds the recording server once into a temp dir (removed at the end).
-local function rawhttp()
-  if rawhttp_bin then return rawhttp_bin end
-  rawhttp_dir = jr.sh("mktemp -d /tmp/jrrawhttp.XXXXXX"):gsub("%s+$", "")
-  rawhttp_bin = rawhttp_dir .. "/rawhttp"
-  local _, err, code = jr.sh(("%s -std=c11 -o %s %s"):format(
-    os.getenv("CC") or "cc", q(rawhttp_bin),
-    q(jr.root .. "/spec/helpers/rawhttp.c")))
-  assert(code == 0, "cannot build rawhttp: " .. err)
-  return rawhttp_bin
-end
-
--- Starts the recorder writing what it receives to out; returns its base
--- URL and a stop.
-local function recorder(out)
-  local log = out .. ".log"
-  local pid = jr.sh(("%s %s 300 > %s 2>&1 & echo $!"):format(q(rawhttp()),
-    q(out), q(log))):match("%d+")
-  local port = jr.wait_for(function()
-    return (jr.read_file(log) or ""):match("port (%d+)")
-  end, 10, "rawhttp listening")
-  return "http://127.0.0.1:" .. port, function()
-    os.execute("kill " .. pid .. " 2>/dev/null")
-  end
-end
+local recorder = require("rawhttp").recorder
 
 -- Pushes one job of handler name with payload (a table; "out" is added),
 -- waits for it to end (done or dead) and returns the lines it wrote to the
@@ -86,9 +60,7 @@ local function now()
 end
 ]]
 
-teardown(function()
-  if rawhttp_dir then os.execute("rm -rf " .. q(rawhttp_dir)) end
-end)
+teardown(function() require("rawhttp").cleanup() end)
 
 for _, backend in ipairs(jr.backends()) do
   describe(backend .. " exec and http attacked:", function()
