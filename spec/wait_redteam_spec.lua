@@ -69,20 +69,7 @@ for _, backend in ipairs(jr.backends()) do
     end)
 
     if backend == "sqlite" then
-      -- Starts `jobrunner wait ARGS...` in the background; returns a
-      -- function that reads its stdout, stderr and exit status.
-      local function wait_bg(...)
-        local args = {}
-        for _, a in ipairs({ ... }) do args[#args + 1] = q(a) end
-        local out, err = env.dir .. "/wait.out", env.dir .. "/wait.err"
-        local f = io.popen(("cd %s && %s -c %s wait %s >%s 2>%s; echo $?"):format(
-          q(env.dir), q(jr.bin), q(env.config_file), table.concat(args, " "), q(out), q(err)))
-        return function()
-          local code = tonumber(f:read("a"):match("%d+"))
-          f:close()
-          return jr.read_file(out) or "", jr.read_file(err) or "", code
-        end
-      end
+      local function wait_bg(...) return jr.wait_bg(env, ...) end
 
       -- the wait's connection, its pid's open file of the database
       local function wait_opened(path)

@@ -18,20 +18,7 @@ local function lines(out)
   return t
 end
 
--- Starts `jobrunner wait ARGS...` in the background; returns a function
--- that reads its stdout, stderr and exit status once it ended.
-local function wait_bg(env, ...)
-  local args = {}
-  for _, a in ipairs({ ... }) do args[#args + 1] = q(a) end
-  local out, err = env.dir .. "/wait.out", env.dir .. "/wait.err"
-  local f = io.popen(("cd %s && %s -c %s wait %s >%s 2>%s; echo $?"):format(
-    q(env.dir), q(jr.bin), q(env.config_file), table.concat(args, " "), q(out), q(err)))
-  return function()
-    local code = tonumber(f:read("a"):match("%d+"))
-    f:close()
-    return jr.read_file(out) or "", jr.read_file(err) or "", code
-  end
-end
+local wait_bg = jr.wait_bg
 
 for _, backend in ipairs(jr.backends()) do
   describe(backend .. " wait:", function()

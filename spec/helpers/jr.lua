@@ -510,4 +510,19 @@ function M.line_of(env, text)
   end
 end
 
+-- Starts `jobrunner wait ARGS...` in the background; returns a function
+-- that reads its stdout, stderr and exit status once it ended.
+function M.wait_bg(env, ...)
+  local args = {}
+  for _, a in ipairs({ ... }) do args[#args + 1] = q(a) end
+  local out, err = env.dir .. "/wait.out", env.dir .. "/wait.err"
+  local f = io.popen(("cd %s && %s -c %s wait %s >%s 2>%s; echo $?"):format(
+    q(env.dir), q(M.bin), q(env.config_file), table.concat(args, " "), q(out), q(err)))
+  return function()
+    local code = tonumber(f:read("a"):match("%d+"))
+    f:close()
+    return M.read_file(out) or "", M.read_file(err) or "", code
+  end
+end
+
 return M
