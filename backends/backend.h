@@ -266,28 +266,26 @@ typedef struct jr_limit_use {
                                                no per-key rate */
 } jr_limit_use;
 
-/* Every function returns -1 with err set on failure unless said otherwise.
- * Times are judged by the database's clock. */
-typedef struct jr_backend_ops {
-    const char *name;           /* "sqlite" or "postgres", for messages:
-                                   the runtime asks caps, not the name */
-    jr_backend_caps caps;       /* what the engine can do (caps.h) */
-    /* The database's file on this machine for what open takes (arg of
-     * jr_url_parse), or NULL (a server, a database in memory); NULL: a
-     * server's engine (jr_url_file). */
-    const char *(*file)(const char *arg);
+/* The ops, one row each: X(return type, name, (parameters)), with its
+ * contract above it. The one list makes jr_backend_ops's fields and each
+ * engine's declarations of its own (jr_sqlite_<name>, jr_pg_<name>, in
+ * sqlite_int.h and pg_int.h), so a function of an op's name whose
+ * parameters differ from its row does not compile. Every op returns -1
+ * with err set on failure unless said otherwise. Times are judged by the
+ * database's clock. */
+#define JR_BACKEND_OPS(X) \
     /* Opens a connection. url is what followed the scheme check in
      * backend.c (whole URL for postgres, the path for sqlite). Does not
-     * create tables: call migrate. NULL with err set on failure. */
-    jr_backend *(*open)(const char *url, const jr_backend_opts *o,
-                        jr_err *err);
+     * create tables: call migrate. NULL with err set on failure. */ \
+    X(jr_backend *, open, (const char *url, const jr_backend_opts *o, \
+                           jr_err *err)) \
     /* Creates or upgrades the schema; safe to run from many processes at
-     * once. Returns 0. */
-    int  (*migrate)(jr_backend *b, jr_err *err);
+     * once. Returns 0. */ \
+    X(int, migrate, (jr_backend *b, jr_err *err)) \
     /* Inserts n jobs in one transaction; all or none. ids (may be NULL)
-     * receives their ids. Returns 0. */
-    int  (*push)(jr_backend *b, const jr_push *p, int n, int64_t *ids,
-                 jr_err *err);
+     * receives their ids. Returns 0. */ \
+    X(int, push, (jr_backend *b, const jr_push *p, int n, int64_t *ids, \
+                  jr_err *err)) \
     /* Claims up to spec->max ready jobs (state queued, run_at <= now) whose
      * name is one of spec->names, from queues that are not paused, at most
      * the spec's cap from each queue: marks them running under token until
@@ -298,82 +296,82 @@ typedef struct jr_backend_ops {
      * next (so one-job claims alternate too); within a queue priority,
      * run_at, id. Fills out[] (spec->max slots) with new jobs in that
      * order (caller frees each). Returns how many, or -1 and then nothing
-     * was claimed. */
-    int  (*claim)(jr_backend *b, const char *token, double lease,
-                  const jr_claim_spec *spec, jr_job **out, jr_err *err);
+     * was claimed. */ \
+    X(int, claim, (jr_backend *b, const char *token, double lease, \
+                   const jr_claim_spec *spec, jr_job **out, jr_err *err)) \
     /* Records n results in one transaction, each fenced: a row changes only
      * if it is still running under token. Returns how many were applied.
      * JR_DONE deletes the row, or with keep_completed makes it completed
      * with finished_at; JR_CANCELLED makes it cancelled; JR_PROGRESS sets
      * its progress and leaves it running; a JR_RETRY, JR_SNOOZE or
      * JR_RELEASE of a job whose cancel was requested makes it cancelled
-     * (never queued again). */
-    int  (*complete)(jr_backend *b, const char *token, const jr_result *r,
-                     int n, jr_err *err);
+     * (never queued again). */ \
+    X(int, complete, (jr_backend *b, const char *token, \
+                      const jr_result *r, int n, jr_err *err)) \
     /* Optional (NULL: complete, then claim): both in one transaction.
      * Returns what claim returns and sets *applied as complete would; on
-     * -1 nothing was recorded nor claimed. */
-    int  (*complete_claim)(jr_backend *b, const char *token,
-                           const jr_result *r, int nr, int *applied,
-                           double lease, const jr_claim_spec *spec,
-                           jr_job **out, jr_err *err);
+     * -1 nothing was recorded nor claimed. */ \
+    X(int, complete_claim, (jr_backend *b, const char *token, \
+                            const jr_result *r, int nr, int *applied, \
+                            double lease, const jr_claim_spec *spec, \
+                            jr_job **out, jr_err *err)) \
     /* Extends to now + lease the leases of jobs ids[0..n) that token
      * holds (running, locked by it). Only the jobs the runner knows it
      * holds: a row that bears its token without being one of them (its
      * completion or claim undone by a crash of the database while the
-     * runner stayed up) is left to expire and be rescued. Returns count. */
-    int  (*renew)(jr_backend *b, const char *token, double lease,
-                  const int64_t *ids, int n, jr_err *err);
+     * runner stayed up) is left to expire and be rescued. Returns count. */ \
+    X(int, renew, (jr_backend *b, const char *token, double lease, \
+                   const int64_t *ids, int n, jr_err *err)) \
     /* Requeues running jobs whose lease expired (any runner's), with
      * last_error 'lease expired: runner lost' and the lost attempt counted
      * (it was counted at claim). It never decides death: the runner that
      * claims the job next knows its handler's max_retries and records a
      * job out of retries as JR_EXPIRED without running it. A job whose
      * cancel was requested becomes cancelled instead. Returns how many
-     * rows it changed. */
-    int  (*rescue)(jr_backend *b, jr_err *err);
+     * rows it changed. */ \
+    X(int, rescue, (jr_backend *b, jr_err *err)) \
     /* Calls cb for each job name with any job, ordered by name. A non-zero
-     * return from cb stops the walk (still a success). */
-    int  (*stats)(jr_backend *b, jr_stat_cb cb, void *arg, jr_err *err);
+     * return from cb stops the walk (still a success). */ \
+    X(int, stats, (jr_backend *b, jr_stat_cb cb, void *arg, jr_err *err)) \
     /* Calls cb for up to limit dead jobs (limit 0: all of them), newest
-     * death first; a non-zero return from cb stops the walk. */
-    int  (*dead_list)(jr_backend *b, int limit, jr_dead_cb cb, void *arg,
-                      jr_err *err);
+     * death first; a non-zero return from cb stops the walk. */ \
+    X(int, dead_list, (jr_backend *b, int limit, jr_dead_cb cb, void *arg, \
+                       jr_err *err)) \
     /* Requeues dead jobs ids[0..n) (n < 0: all dead jobs) with attempts 0
      * and no cancel request, JR_BULK_ROWS jobs a transaction. Returns how
-     * many; on -1 the transactions before stay done. */
-    int  (*dead_retry)(jr_backend *b, const int64_t *ids, int n,
-                       jr_err *err);
+     * many; on -1 the transactions before stay done. */ \
+    X(int, dead_retry, (jr_backend *b, const int64_t *ids, int n, \
+                        jr_err *err)) \
     /* Deletes dead jobs that died more than older_than seconds ago
      * (0: all), JR_BULK_ROWS jobs a transaction. Returns how many; on -1
-     * the transactions before stay done. */
-    int  (*dead_purge)(jr_backend *b, double older_than, jr_err *err);
+     * the transactions before stay done. */ \
+    X(int, dead_purge, (jr_backend *b, double older_than, jr_err *err)) \
     /* Deletes at most limit finished jobs in one short transaction:
      * completed ones finished more than older_completed seconds ago,
      * cancelled ones more than older_cancelled, dead ones (by died_at)
      * more than older_dead; a threshold < 0 keeps that state. Call again
      * while it returns limit. On PostgreSQL one runner at a time prunes:
-     * another's call returns 0. Returns how many. */
-    int  (*prune)(jr_backend *b, double older_completed,
-                  double older_cancelled, double older_dead, int limit,
-                  jr_err *err);
+     * another's call returns 0. Returns how many. */ \
+    X(int, prune, (jr_backend *b, double older_completed, \
+                   double older_cancelled, double older_dead, int limit, \
+                   jr_err *err)) \
     /* Cancels jobs ids[0..n), each in the same transaction; outcome[i]
-     * receives JR_CANCEL_* for ids[i]. Returns 0. */
-    int  (*cancel)(jr_backend *b, const int64_t *ids, int n, int *outcome,
-                   jr_err *err);
+     * receives JR_CANCEL_* for ids[i]. Returns 0. */ \
+    X(int, cancel, (jr_backend *b, const int64_t *ids, int n, \
+                    int *outcome, jr_err *err)) \
     /* Fills ids[0..max) with running jobs held by token whose cancel was
      * requested (an index makes this cheap enough to poll each second).
-     * Returns how many. */
-    int  (*cancelled)(jr_backend *b, const char *token, int64_t *ids,
-                      int max, jr_err *err);
+     * Returns how many. */ \
+    X(int, cancelled, (jr_backend *b, const char *token, int64_t *ids, \
+                       int max, jr_err *err)) \
     /* Pauses or resumes queue (a valid queue name, JR_EINPUT otherwise),
-     * creating its row if no job used it yet. Returns 0. */
-    int  (*pause)(jr_backend *b, const char *queue, jr_err *err);
-    int  (*resume)(jr_backend *b, const char *queue, jr_err *err);
+     * creating its row if no job used it yet. Returns 0. */ \
+    X(int, pause, (jr_backend *b, const char *queue, jr_err *err)) \
+    X(int, resume, (jr_backend *b, const char *queue, jr_err *err)) \
     /* Calls cb for each queue (in the queues table or with any job), by
-     * name; a non-zero return from cb stops the walk. Returns 0. */
-    int  (*queue_list)(jr_backend *b, jr_queue_cb cb, void *arg,
-                       jr_err *err);
+     * name; a non-zero return from cb stops the walk. Returns 0. */ \
+    X(int, queue_list, (jr_backend *b, jr_queue_cb cb, void *arg, \
+                        jr_err *err)) \
     /* Deletes at most limit rows of the queues table that are not
      * paused, have no queued, running or dead job, were made or last
      * paused or resumed more than idle seconds ago, and are not among
@@ -382,75 +380,75 @@ typedef struct jr_backend_ops {
      * queue known again. Pushes that
      * race with it are safe (SQLite: one writer; PostgreSQL: it takes a
      * SHARE lock on jobs for the delete, only when it found some). On
-     * PostgreSQL one runner at a time prunes. Returns how many. */
-    int  (*queue_prune)(jr_backend *b, double idle,
-                        const char *const *keep, int nkeep, int limit,
-                        jr_err *err);
+     * PostgreSQL one runner at a time prunes. Returns how many. */ \
+    X(int, queue_prune, (jr_backend *b, double idle, \
+                         const char *const *keep, int nkeep, int limit, \
+                         jr_err *err)) \
     /* Calls cb with the name of each paused queue. Reads the queues
      * table only: cheap enough for a runner to poll every second. A
-     * non-zero return from cb stops the walk. Returns 0. */
-    int  (*paused)(jr_backend *b, jr_name_cb cb, void *arg, jr_err *err);
+     * non-zero return from cb stops the walk. Returns 0. */ \
+    X(int, paused, (jr_backend *b, jr_name_cb cb, void *arg, jr_err *err)) \
     /* Calls cb(queue, n) for each queue not paused with ready jobs whose
      * name is in names[0..nnames), counting limit jobs at most in all.
-     * Returns 0. */
-    int  (*ready_by_queue)(jr_backend *b, const char *const *names,
-                           int nnames, long limit, jr_count_cb cb,
-                           void *arg, jr_err *err);
+     * Returns 0. */ \
+    X(int, ready_by_queue, (jr_backend *b, const char *const *names, \
+                            int nnames, long limit, jr_count_cb cb, \
+                            void *arg, jr_err *err)) \
     /* Calls cb once with every field of job id, payload included; -1 with
-     * JR_ENOTFOUND naming the id if there is none. */
-    int  (*show)(jr_backend *b, int64_t id, jr_job_cb cb, void *arg,
-                 jr_err *err);
+     * JR_ENOTFOUND naming the id if there is none. */ \
+    X(int, show, (jr_backend *b, int64_t id, jr_job_cb cb, void *arg, \
+                  jr_err *err)) \
     /* Calls cb for the jobs f matches (f NULL: all), newest (highest id)
      * first, without payload; a non-zero return from cb stops the walk.
-     * JR_EINPUT for a bad filter. Returns 0. */
-    int  (*list)(jr_backend *b, const jr_list_filter *f, jr_job_cb cb,
-                 void *arg, jr_err *err);
+     * JR_EINPUT for a bad filter. Returns 0. */ \
+    X(int, list, (jr_backend *b, const jr_list_filter *f, jr_job_cb cb, \
+                  void *arg, jr_err *err)) \
     /* A descriptor that becomes readable when another process may have
      * added work (PostgreSQL's LISTEN socket, SQLite's inotify on the WAL),
-     * or -1 if there is none. Valid until the next call on b. */
-    int  (*wake_fd)(jr_backend *b);
+     * or -1 if there is none. Valid until the next call on b. */ \
+    X(int, wake_fd, (jr_backend *b)) \
     /* Consumes pending wake-ups; returns 1 if the database changed since
-     * the last call, 0 if not, -1 on error (e.g. connection lost). */
-    int  (*changed)(jr_backend *b, jr_err *err);
-    /* Closes the connection; NULL is a no-op. */
-    void (*close)(jr_backend *b);
+     * the last call, 0 if not, -1 on error (e.g. connection lost). */ \
+    X(int, changed, (jr_backend *b, jr_err *err)) \
+    /* Closes the connection; NULL is a no-op. */ \
+    X(void, close, (jr_backend *b)) \
     /* Schedules (migration 5). Inserts each fire of f[0..n), in a
      * transaction of its own: a row of the fires table (schedule, at) and
      * its job (run_at = at), or nothing when the schedule already has a
      * fire at or after at (another runner got there first; a primary key
      * on (schedule, at) settles a race): then f[i].inserted is 0, not an
      * error. Keeps the newest keep fire rows of the schedule. Returns how
-     * many were inserted; on -1 the fires before the failed one stand. */
-    int  (*fire)(jr_backend *b, jr_fire *f, int n, int keep, jr_err *err);
+     * many were inserted; on -1 the fires before the failed one stand. */ \
+    X(int, fire, (jr_backend *b, jr_fire *f, int n, int keep, jr_err *err)) \
     /* Calls cb(schedule, at, job id or 0) with the last fire of each
-     * schedule that has one, by name. Returns 0. */
-    int  (*last_fires)(jr_backend *b, jr_fire_cb cb, void *arg,
-                       jr_err *err);
+     * schedule that has one, by name. Returns 0. */ \
+    X(int, last_fires, (jr_backend *b, jr_fire_cb cb, void *arg, \
+                        jr_err *err)) \
     /* Deletes the dead jobs among ids[0..n) (the others are left alone),
-     * in one transaction. Returns how many. */
-    int  (*dead_delete)(jr_backend *b, const int64_t *ids, int n,
-                        jr_err *err);
-    /* ---- limits per key (limitcfg.h) ---- */
+     * in one transaction. Returns how many. */ \
+    X(int, dead_delete, (jr_backend *b, const int64_t *ids, int n, \
+                         jr_err *err)) \
+    /* ---- limits per key (limitcfg.h) ---- */ \
     /* Records, for each limit of l[0..n) on a job name with a key path,
      * the path pushes of that name take their limit key from (other
-     * names' paths stay). Returns 0. */
-    int  (*limit_paths)(jr_backend *b, const struct jr_limit *l, int n,
-                        jr_err *err);
+     * names' paths stay). Returns 0. */ \
+    X(int, limit_paths, (jr_backend *b, const struct jr_limit *l, int n, \
+                         jr_err *err)) \
     /* Fills u with limit l's use now: running jobs, ready ones, tokens
      * and its keys with most jobs ready. Strings valid until the next call
-     * on b. Returns 0. */
-    int  (*limit_use)(jr_backend *b, const struct jr_limit *l,
-                      jr_limit_use *u, jr_err *err);
+     * on b. Returns 0. */ \
+    X(int, limit_use, (jr_backend *b, const struct jr_limit *l, \
+                       jr_limit_use *u, jr_err *err)) \
     /* Vacuums the jobs table (its dead rows and index entries), skipping
      * it when another vacuum holds it; NULL where the engine needs none
      * (SQLite removes a row's index entries with the row). Slow: never on
-     * the claim's connection. Returns 0. */
-    int  (*vacuum)(jr_backend *b, jr_err *err);
+     * the claim's connection. Returns 0. */ \
+    X(int, vacuum, (jr_backend *b, jr_err *err)) \
     /* How many times the connection was opened again after a loss since
      * open: what was committed asynchronously before may be gone, or
-     * another server may answer. NULL where it never reconnects. */
-    unsigned (*reconnects)(jr_backend *b);
-    /* ---- waiting for outcomes (migration 10) ---- */
+     * another server may answer. NULL where it never reconnects. */ \
+    X(unsigned, reconnects, (jr_backend *b)) \
+    /* ---- waiting for outcomes (migration 10) ---- */ \
     /* With keep > 0, first sets result_ttl = keep on the jobs of
      * ids[0..n) that have not ended and have none, so that a success
      * keeps them completed (committed before the read). Then fills
@@ -460,29 +458,30 @@ typedef struct jr_backend_ops {
      * highest id ever given: a job not found at or below it ended and was
      * deleted (a plain success, pruned or purged) or, on PostgreSQL, its
      * push rolled back; above it was never pushed. Returns 0; on -1 out
-     * holds nothing to free. */
-    int  (*outcomes)(jr_backend *b, const int64_t *ids, int n, double keep,
-                     jr_outcome *out, int64_t *last, jr_err *err);
+     * holds nothing to free. */ \
+    X(int, outcomes, (jr_backend *b, const int64_t *ids, int n, \
+                      double keep, jr_outcome *out, int64_t *last, \
+                      jr_err *err)) \
     /* A descriptor that becomes readable when a job may have ended (kept
      * completed, dead or cancelled): PostgreSQL LISTENs on
      * "<schema>_finished", SQLite watches the WAL as wake_fd does; -1 if
      * there is none. Ask for it before the first outcomes, so that no end
-     * is missed. Valid until the next call on b. */
-    int  (*finished_fd)(jr_backend *b);
+     * is missed. Valid until the next call on b. */ \
+    X(int, finished_fd, (jr_backend *b)) \
     /* Consumes finished_fd's wake-ups: fills ids[0..max) with jobs that
      * ended and returns how many (0: none), or JR_FINISHED_SOME when it
-     * cannot tell which (or more than max). -1 on error. */
-    int  (*finished)(jr_backend *b, int64_t *ids, int max, jr_err *err);
-    /* ---- workflows (migration 11) ---- */
+     * cannot tell which (or more than max). -1 on error. */ \
+    X(int, finished, (jr_backend *b, int64_t *ids, int max, jr_err *err)) \
+    /* ---- workflows (migration 11) ---- */ \
     /* Calls cb for each parent ('p'), child ('c') and the batch ('b') of
-     * job id, parents first, by id. Returns 0 (none is no error). */
-    int  (*links)(jr_backend *b, int64_t id, jr_link_cb cb, void *arg,
-                  jr_err *err);
+     * job id, parents first, by id. Returns 0 (none is no error). */ \
+    X(int, links, (jr_backend *b, int64_t id, jr_link_cb cb, void *arg, \
+                   jr_err *err)) \
     /* Calls bcb with batch id, then mcb for each member ('m'), by id.
-     * JR_ENOTFOUND when there is no such batch. Returns 0. */
-    int  (*batch_show)(jr_backend *b, int64_t id, jr_batch_cb bcb,
-                       jr_link_cb mcb, void *arg, jr_err *err);
-    /* ---- schedule controls (migration 12, docs/schedules.md) ---- */
+     * JR_ENOTFOUND when there is no such batch. Returns 0. */ \
+    X(int, batch_show, (jr_backend *b, int64_t id, jr_batch_cb bcb, \
+                        jr_link_cb mcb, void *arg, jr_err *err)) \
+    /* ---- schedule controls (migration 12, docs/schedules.md) ---- */ \
     /* In one transaction, on schedule name (jr_name_check, JR_EINPUT
      * otherwise; any valid name, the engines know no config), creating
      * its row. JR_SCHED_PAUSE: from its commit on, fire refuses every
@@ -493,13 +492,26 @@ typedef struct jr_backend_ops {
      * for a fire at *at (0: the database's current second, which *at
      * receives), kept unless a later one was asked for; a runner fires
      * it as any fire, through fire, once; JR_EINPUT when the schedule is
-     * paused. Returns 1 if the row changed, else 0. */
-    int  (*sched_ctl)(jr_backend *b, const char *name, int what, double *at,
-                      jr_err *err);
+     * paused. Returns 1 if the row changed, else 0. */ \
+    X(int, sched_ctl, (jr_backend *b, const char *name, int what, \
+                       double *at, jr_err *err)) \
     /* Calls cb for each row of the schedule controls, by name; a
-     * non-zero return from cb stops the walk. Returns 0. */
-    int  (*sched_states)(jr_backend *b, jr_sched_cb cb, void *arg,
-                         jr_err *err);
+     * non-zero return from cb stops the walk. Returns 0. */ \
+    X(int, sched_states, (jr_backend *b, jr_sched_cb cb, void *arg, \
+                          jr_err *err))
+
+#define JR_BACKEND_OP_FIELD(ret, name, params) ret (*name) params;
+
+/* Each engine's table: what it can do, and its ops. */
+typedef struct jr_backend_ops {
+    const char *name;           /* "sqlite" or "postgres", for messages:
+                                   the runtime asks caps, not the name */
+    jr_backend_caps caps;       /* what the engine can do (caps.h) */
+    /* The database's file on this machine for what open takes (arg of
+     * jr_url_parse), or NULL (a server, a database in memory); NULL: a
+     * server's engine (jr_url_file). */
+    const char *(*file)(const char *arg);
+    JR_BACKEND_OPS(JR_BACKEND_OP_FIELD)
 } jr_backend_ops;
 
 

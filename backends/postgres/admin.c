@@ -25,7 +25,7 @@
     "  OR (o.state = 'dead' AND o.id > jobs.id)))" \
     "  THEN NULL ELSE unique_key END"
 
-static const pg_stmt st_dead_list = {S_DEAD_LIST, "jr_dead_list", 1,
+static const pg_stmt st_dead_list = {"jr_dead_list", 1,
     "SELECT id, name, queue, attempts, coalesce(last_error, ''),"
     " generation, extract(epoch FROM died_at)::float8,"
     " extract(epoch FROM created_at)::float8"
@@ -93,14 +93,14 @@ dead_retry_run(jr_backend *b, const pg_stmt *s, const char *const *params,
 }
 
 static const pg_stmt st_dead_retry_ids = {
-    S_DEAD_RETRY_IDS, "jr_dead_retry_ids", 1,
+    "jr_dead_retry_ids", 1,
     "UPDATE {{schema}}.jobs SET state = 'queued', attempts = 0,"
     " run_at = now(), died_at = NULL, finished_at = NULL,"
     " cancel_requested = false, updated_at = now()," RETRY_KEY
     " WHERE state = 'dead' AND id = ANY($1::bigint[])"};
 
 static const pg_stmt st_dead_retry_all = {
-    S_DEAD_RETRY_ALL, "jr_dead_retry_all", 1,
+    "jr_dead_retry_all", 1,
     "UPDATE {{schema}}.jobs SET state = 'queued', attempts = 0,"
     " run_at = now(), died_at = NULL, finished_at = NULL,"
     " cancel_requested = false, updated_at = now()," RETRY_KEY
@@ -163,7 +163,7 @@ jr_pg_dead_retry(jr_backend *b, const int64_t *ids, int n, jr_err *err)
 }
 
 static const pg_stmt st_dead_delete_ids = {
-    S_DEAD_DELETE_IDS, "jr_dead_delete_ids", 1,
+    "jr_dead_delete_ids", 1,
     "DELETE FROM {{schema}}.jobs"
     " WHERE state = 'dead' AND id = ANY($1::bigint[])"};
 
@@ -192,7 +192,7 @@ jr_pg_dead_delete(jr_backend *b, const int64_t *ids, int n, jr_err *err)
     return rc;
 }
 
-static const pg_stmt st_dead_purge = {S_DEAD_PURGE, "jr_dead_purge", 2,
+static const pg_stmt st_dead_purge = {"jr_dead_purge", 2,
     "DELETE FROM {{schema}}.jobs WHERE state = 'dead'"
     " AND id IN (SELECT id FROM {{schema}}.jobs WHERE state = 'dead'"
     " AND ($2::float8 <= 0"
@@ -225,7 +225,7 @@ cancel_outcome(const char *text)
 }
 
 /* the SQL function is the one rule; one call per id, in order */
-static const pg_stmt st_cancel = {S_CANCEL, "jr_cancel", 1,
+static const pg_stmt st_cancel = {"jr_cancel", 1,
     "SELECT u.ord, {{schema}}.cancel(u.id)"
     " FROM unnest($1::bigint[]) WITH ORDINALITY AS u(id, ord)"
     " ORDER BY u.ord"};
@@ -269,7 +269,7 @@ jr_pg_cancel(jr_backend *b, const int64_t *ids, int n, int *outcome,
     return 0;
 }
 
-static const pg_stmt st_cancel_poll = {S_CANCEL_POLL, "jr_cancel_poll", 2,
+static const pg_stmt st_cancel_poll = {"jr_cancel_poll", 2,
     "SELECT id FROM {{schema}}.jobs WHERE state = 'running'"
     " AND cancel_requested AND locked_by = $1::text"
     " ORDER BY id LIMIT $2::int"};
@@ -297,7 +297,7 @@ jr_pg_cancelled(jr_backend *b, const char *token, int64_t *ids, int max,
     return i;
 }
 
-static const pg_stmt st_pause = {S_PAUSE, "jr_pause", 1,
+static const pg_stmt st_pause = {"jr_pause", 1,
     "SELECT {{schema}}.pause($1::text)"};
 
 static int
@@ -321,7 +321,7 @@ jr_pg_pause(jr_backend *b, const char *queue, jr_err *err)
     return set_paused(b, &st_pause, queue, err);
 }
 
-static const pg_stmt st_resume = {S_RESUME, "jr_resume", 1,
+static const pg_stmt st_resume = {"jr_resume", 1,
     "SELECT {{schema}}.resume($1::text)"};
 
 int
@@ -330,7 +330,7 @@ jr_pg_resume(jr_backend *b, const char *queue, jr_err *err)
     return set_paused(b, &st_resume, queue, err);
 }
 
-static const pg_stmt st_paused = {S_PAUSED, "jr_paused", 0,
+static const pg_stmt st_paused = {"jr_paused", 0,
     "SELECT name FROM {{schema}}.queues WHERE paused"
     " ORDER BY name COLLATE \"C\""};
 

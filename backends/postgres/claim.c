@@ -49,7 +49,7 @@ jr_pg_row_job(const PGresult *res, int r)
 }
 
 /* Undoes a claim the caller could not take (out of memory). */
-static const pg_stmt st_unclaim = {S_UNCLAIM, "jr_unclaim", 2,
+static const pg_stmt st_unclaim = {"jr_unclaim", 2,
     "UPDATE {{schema}}.jobs SET state = 'queued',"
     " attempts = attempts - 1, locked_by = NULL, locked_until = NULL,"
     " updated_at = now()"
@@ -79,7 +79,7 @@ jr_pg_unclaim(jr_backend *b, const char *token, const PGresult *res)
  * within it; then round robin over the ranks, the queue that leads
  * each round rotating ($8) over the queues with jobs. $5/$6 list caps,
  * $7 is the cap of the others; $4 the total. */
-static const pg_stmt st_claim = {S_CLAIM, "jr_claim", 8,
+static const pg_stmt st_claim = {"jr_claim", 8,
     WORK_QUEUES
     " q AS (SELECT qq.name, least(coalesce(w.cap, $7::int), $4::int)"
     "  AS cap FROM qq"
@@ -163,7 +163,7 @@ jr_pg_fair_order(const PGresult *res, jr_job **out, int n)
  * work of st_claim for 512 jobs). Rows come in no order (claim_one
  * sorts them). Claims nothing with several queues and returns one
  * row of NULLs: the caller then runs st_claim. */
-static const pg_stmt st_claim_one = {S_CLAIM_ONE, "jr_claim_one", 4,
+static const pg_stmt st_claim_one = {"jr_claim_one", 4,
     /* qq holds the queues with queued jobs already (WORK_QUEUES'
      * seeks): the first two will do */
     WORK_QUEUES

@@ -17,7 +17,7 @@
  * one with a flow bit: its end is a change of state, which the schema's
  * jobs_end trigger settles (migration 13); the table has no DELETE
  * trigger for a plain success to pay */
-static const pg_stmt st_done = {S_DONE, "jr_done", 2,
+static const pg_stmt st_done = {"jr_done", 2,
     "DELETE FROM {{schema}}.jobs WHERE id = ANY($2::bigint[])"
     " AND state = 'running' AND locked_by = $1::text"
     " AND result_ttl IS NULL AND flow = 0 RETURNING id"};
@@ -28,7 +28,7 @@ static const pg_stmt st_done = {S_DONE, "jr_done", 2,
  * result or a result_ttl of its own stays until keep_until; one kept only
  * for its flow bit goes at the next prune (or as retention.completed
  * says). */
-static const pg_stmt st_keep = {S_KEEP, "jr_keep", 7,
+static const pg_stmt st_keep = {"jr_keep", 7,
     "UPDATE {{schema}}.jobs j SET state = 'completed',"
     " finished_at = now(), generation = coalesce(u.gen, j.generation),"
     " locked_by = NULL, locked_until = NULL, cancel_requested = false,"
@@ -119,7 +119,7 @@ finish_done(jr_backend *b, const char *token, const jr_result *r, int n,
     return nd;
 }
 
-static const pg_stmt st_progress = {S_PROGRESS, "jr_progress", 5,
+static const pg_stmt st_progress = {"jr_progress", 5,
     "UPDATE {{schema}}.jobs j SET progress_done = u.done,"
     " progress_total = u.total, progress_note = u.note"
     " FROM unnest($2::bigint[], $3::float8[], $4::float8[], $5::text[])"
@@ -190,7 +190,7 @@ finish_progress(jr_backend *b, const char *token, const jr_result *r, int n,
  * statement; kinds are the JR_ values of job.h (2 retry, 3 dead, 4
  * snooze, 5 release, 6 expired, 7 cancelled). A requeue of a job
  * whose cancel was requested ends it cancelled. */
-static const pg_stmt st_finish = {S_FINISH, "jr_finish", 8,
+static const pg_stmt st_finish = {"jr_finish", 8,
     "UPDATE {{schema}}.jobs j SET"
     " attempt_log = CASE WHEN u.kind IN (2, 3) THEN "
     ATTEMPT_LOG("u.err", "u.secs", "$1::text", "u.worker", "u.gen")
@@ -419,7 +419,7 @@ jr_pg_complete_claim(jr_backend *b, const char *token, const jr_result *r,
     return n;
 }
 
-static const pg_stmt st_renew = {S_RENEW, "jr_renew", 3,
+static const pg_stmt st_renew = {"jr_renew", 3,
     "UPDATE {{schema}}.jobs"
     " SET locked_until = now() + $2::float8 * interval '1 second'"
     " WHERE state = 'running' AND locked_by = $1::text"
@@ -464,7 +464,7 @@ jr_pg_renew(jr_backend *b, const char *token, double lease, const int64_t *ids,
 
 /* The lost attempt joins the history: its runner was the lease's, its
  * worker and generation are not known. */
-static const pg_stmt st_rescue = {S_RESCUE, "jr_rescue", 0,
+static const pg_stmt st_rescue = {"jr_rescue", 0,
     "UPDATE {{schema}}.jobs j SET attempt_log = "
     ATTEMPT_LOG("CASE WHEN j.cancel_requested"
                 " THEN 'cancelled: lease expired: runner lost'"

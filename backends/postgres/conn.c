@@ -205,7 +205,7 @@ jr_pg_ready(jr_backend *b, jr_err *err)
 {
     if (PQstatus(b->conn) != CONNECTION_OK) {
         PQreset(b->conn);
-        b->prepared = 0;
+        jr_stmtmap_clear(&b->prepared);
         b->set_up = 0;
         if (PQstatus(b->conn) == CONNECTION_OK)
             b->reconnects++;
@@ -238,8 +238,9 @@ jr_pg_run_params(jr_backend *b, const pg_stmt *st, const char *const *params,
     PGresult *res;
     ExecStatusType rs;
 
-    if (!(b->prepared & (1ull << st->id))) {
-        char *sql = jr_pg_expand(b, st->sql);
+    if (jr_stmtmap_get(&b->prepared, st) == NULL) {
+        char *sql = jr_stmtmap_room(&b->prepared) < 0 ? NULL :
+                    jr_pg_expand(b, st->sql);
         if (sql == NULL) {
             jr_fail(err, JR_ENOMEM, "postgres: %s: out of memory", what);
             return NULL;
@@ -252,7 +253,7 @@ jr_pg_run_params(jr_backend *b, const pg_stmt *st, const char *const *params,
             return NULL;
         }
         PQclear(res);
-        b->prepared |= 1ull << st->id;
+        jr_stmtmap_put(&b->prepared, st, b->conn); /* has room */
     }
     assert(lens == NULL || st->nparams <= 16);
     res = PQexecPrepared(b->conn, st->name, st->nparams, params,
@@ -351,6 +352,7 @@ jr_pg_close(jr_backend *b)
     PQfinish(b->finished);
     PQfinish(b->conn);
     free(b->url);
+    jr_stmtmap_free(&b->prepared);
     free(b);
 }
 

@@ -12,14 +12,14 @@
 #include "postgres/pg_int.h"
 #include "postgres/arrays.h"
 
-static const pg_stmt st_batch_new = {S_FLOW_BATCH_NEW, "jr_flow_batch_new",
+static const pg_stmt st_batch_new = {"jr_flow_batch_new",
     5,
     "INSERT INTO {{schema}}.batches (on_complete, on_success, payload,"
     " queue, results) VALUES ($1::text, $2::text,"
     " coalesce($3::jsonb, '{}'), coalesce($4::text, 'default'),"
     " $5::boolean) RETURNING id"};
 
-static const pg_stmt st_link = {S_FLOW_LINK, "jr_flow_link", 4,
+static const pg_stmt st_link = {"jr_flow_link", 4,
     "SELECT {{schema}}.link($1::bigint, $2::bigint[], $3::text,"
     " $4::bigint)"};
 
@@ -194,7 +194,7 @@ jr_pg_push_linked(jr_backend *b, const jr_push *const *pp, int n, int64_t *ids,
 
 /* ---- the reads: a job's links, a batch ---- */
 
-static const pg_stmt st_links = {S_FLOW_LINKS, "jr_flow_links", 1,
+static const pg_stmt st_links = {"jr_flow_links", 1,
     "SELECT 'p', d.parent_id, coalesce(d.parent_state, j.state, 'gone')"
     " FROM {{schema}}.job_deps d LEFT JOIN {{schema}}.jobs j"
     " ON j.id = d.parent_id WHERE d.child_id = $1::bigint"
@@ -228,7 +228,7 @@ jr_pg_links(jr_backend *b, int64_t id, jr_link_cb cb, void *arg, jr_err *err)
     return 0;
 }
 
-static const pg_stmt st_batch_row = {S_FLOW_BATCH_ROW, "jr_flow_batch_row",
+static const pg_stmt st_batch_row = {"jr_flow_batch_row",
     1,
     "SELECT id, on_complete, on_success, payload::text, queue,"
     " results::int, total, pending, completed, dead, cancelled,"
@@ -237,7 +237,7 @@ static const pg_stmt st_batch_row = {S_FLOW_BATCH_ROW, "jr_flow_batch_row",
     " coalesce(complete_job, 0), coalesce(success_job, 0)"
     " FROM {{schema}}.batches WHERE id = $1::bigint"};
 
-static const pg_stmt st_members = {S_FLOW_MEMBERS, "jr_flow_members", 1,
+static const pg_stmt st_members = {"jr_flow_members", 1,
     "SELECT m.job_id, coalesce(m.state, j.state, 'gone')"
     " FROM {{schema}}.batch_jobs m LEFT JOIN {{schema}}.jobs j"
     " ON j.id = m.job_id WHERE m.batch_id = $1::bigint ORDER BY m.job_id"};

@@ -46,7 +46,7 @@ state_counts(const PGresult *res, int i, int col, long *n)
     jr_state_sum(n);
 }
 
-static const pg_stmt st_stats = {S_STATS, "jr_stats", 0,
+static const pg_stmt st_stats = {"jr_stats", 0,
     "SELECT name, " STATE_COUNTS
     " FROM {{schema}}.jobs GROUP BY name ORDER BY name COLLATE \"C\""};
 
@@ -70,7 +70,7 @@ jr_pg_stats(jr_backend *b, jr_stat_cb cb, void *arg, jr_err *err)
     return 0;
 }
 
-static const pg_stmt st_queue_list = {S_QUEUE_LIST, "jr_queue_list", 0,
+static const pg_stmt st_queue_list = {"jr_queue_list", 0,
     "WITH c AS (SELECT queue, " STATE_COUNTS
     "  FROM {{schema}}.jobs GROUP BY queue),"
     " n AS (SELECT name FROM {{schema}}.queues UNION SELECT queue FROM c)"
@@ -102,7 +102,7 @@ jr_pg_queue_list(jr_backend *b, jr_queue_cb cb, void *arg, jr_err *err)
 }
 
 static const pg_stmt st_ready_by_queue = {
-    S_READY_BY_QUEUE, "jr_ready_by_queue", 2,
+    "jr_ready_by_queue", 2,
     "SELECT queue, count(*) FROM (SELECT queue FROM {{schema}}.jobs"
     " WHERE state = 'queued' AND run_at <= now()"
     " AND name = ANY($1::text[]) AND queue NOT IN"
@@ -190,7 +190,7 @@ row_fields(const PGresult *res, int r, jr_job_row *j)
     j->nhistory = 0;
 }
 
-static const pg_stmt st_show = {S_SHOW, "jr_show", 1,
+static const pg_stmt st_show = {"jr_show", 1,
     "SELECT " JOB_COLUMNS ", payload::text, unique_key, result::text,"
     " coalesce(extract(epoch FROM keep_until), 0)"
     " FROM {{schema}}.jobs"
@@ -250,8 +250,8 @@ jr_pg_show(jr_backend *b, int64_t id, jr_job_cb cb, void *arg, jr_err *err)
     " AND ($3::text IS NULL OR queue = $3::text)" \
     " AND ($5::text[] IS NULL OR payload #> $5::text[] = $6::jsonb)" \
     " ORDER BY id " order " LIMIT $4::bigint"
-static const pg_stmt st_list = {S_LIST, "jr_list", 8, LIST_SQL("DESC")};
-static const pg_stmt st_list_asc = {S_LIST_ASC, "jr_list_asc", 8,
+static const pg_stmt st_list = {"jr_list", 8, LIST_SQL("DESC")};
+static const pg_stmt st_list_asc = {"jr_list_asc", 8,
                                     LIST_SQL("ASC")};
 
 int

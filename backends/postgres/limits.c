@@ -13,7 +13,7 @@
 #include "postgres/arrays.h"
 
 /* the buckets of scopes $1 and keys $2 (pairs) that have a row */
-static const pg_stmt st_lim_buckets = {S_LIM_BUCKETS, "jr_lim_buckets", 2,
+static const pg_stmt st_lim_buckets = {"jr_lim_buckets", 2,
     "SELECT lb.scope, lb.key, lb.tokens, lb.updated_at"
     " FROM unnest($1::text[], $2::text[]) AS u(scope, key)"
     " JOIN {{schema}}.limit_buckets lb"
@@ -62,11 +62,11 @@ lim_need(const char *scope, const char *key, void *arg)
 
 /* Claims under limits serialize on one advisory lock per schema ($1),
  * taken in the claim's transaction. */
-static const pg_stmt st_lim_lock = {S_LIM_LOCK, "jr_lim_lock", 1,
+static const pg_stmt st_lim_lock = {"jr_lim_lock", 1,
     "SELECT pg_advisory_xact_lock(hashtext($1::text)),"
     " extract(epoch FROM now())::float8"};
 
-static const pg_stmt st_lim_running = {S_LIM_RUNNING, "jr_lim_running", 0,
+static const pg_stmt st_lim_running = {"jr_lim_running", 0,
     "SELECT name, queue, limit_key, count(*) FROM {{schema}}.jobs"
     " WHERE state = 'running' GROUP BY name, queue, limit_key"};
 
@@ -142,7 +142,7 @@ lim_bucket_elem(const char *scope, const char *key, double tokens,
 }
 
 static const pg_stmt st_lim_bucket_set = {
-    S_LIM_BUCKET_SET, "jr_lim_bucket_set", 4,
+    "jr_lim_bucket_set", 4,
     "INSERT INTO {{schema}}.limit_buckets AS lb"
     " (scope, key, tokens, updated_at)"
     " SELECT u.scope, u.key, u.tokens, $4::float8"
@@ -152,7 +152,7 @@ static const pg_stmt st_lim_bucket_set = {
     " SET tokens = excluded.tokens, updated_at = excluded.updated_at"};
 
 /* buckets of scope $1 full again by now $2 at rate $3, burst $4 */
-static const pg_stmt st_lim_prune = {S_LIM_PRUNE, "jr_lim_prune", 4,
+static const pg_stmt st_lim_prune = {"jr_lim_prune", 4,
     "DELETE FROM {{schema}}.limit_buckets WHERE scope = $1::text"
     " AND tokens + ($2::float8 - updated_at) * $3::float8 >= $4::float8"};
 
@@ -249,7 +249,7 @@ lim_rate_elem(const char *scope, double rate, void *arg)
  * look-up by primary key per job passed over: the cost follows the
  * keys with jobs, not the buckets) */
 static const pg_stmt st_lim_candidates = {
-    S_LIM_CANDIDATES, "jr_lim_candidates", 14,
+    "jr_lim_candidates", 14,
     WORK_QUEUES
     " q AS (SELECT qq.name, least(coalesce(w.cap, $5::int), $2::int)"
     "  - coalesce(t.taken, 0) AS cap FROM qq"
@@ -341,7 +341,7 @@ lim_candidates(jr_backend *b, const jr_claim_spec *spec, int max,
     return res;
 }
 
-static const pg_stmt st_lim_claim = {S_LIM_CLAIM, "jr_lim_claim", 3,
+static const pg_stmt st_lim_claim = {"jr_lim_claim", 3,
     "UPDATE {{schema}}.jobs j SET state = 'running',"
     " attempts = j.attempts + 1, locked_by = $1::text,"
     " locked_until = now() + $2::float8 * interval '1 second',"

@@ -9,7 +9,7 @@
 #include "limitpick.h"
 #include "postgres/pg_int.h"
 
-static const pg_stmt st_lim_path_set = {S_LIM_PATH_SET, "jr_lim_path_set", 2,
+static const pg_stmt st_lim_path_set = {"jr_lim_path_set", 2,
     "INSERT INTO {{schema}}.limit_paths (name, path)"
     " VALUES ($1::text, $2::text)"
     " ON CONFLICT (name) DO UPDATE SET path = excluded.path"};
@@ -38,14 +38,14 @@ jr_pg_limit_paths(jr_backend *b, const jr_limit *l, int n, jr_err *err)
 }
 
 /* a limit's use: $1 its job name or $2 its queue (the other NULL) */
-static const pg_stmt st_lim_use = {S_LIM_USE, "jr_lim_use", 2,
+static const pg_stmt st_lim_use = {"jr_lim_use", 2,
     "SELECT count(*) FILTER (WHERE state = 'running'),"
     " count(*) FILTER (WHERE state = 'queued' AND run_at <= now())"
     " FROM {{schema}}.jobs WHERE state IN ('running', 'queued')"
     " AND ($1::text IS NULL OR name = $1::text)"
     " AND ($2::text IS NULL OR queue = $2::text)"};
 
-static const pg_stmt st_lim_use_top = {S_LIM_USE_TOP, "jr_lim_use_top", 3,
+static const pg_stmt st_lim_use_top = {"jr_lim_use_top", 3,
     "SELECT limit_key, count(*) FILTER (WHERE state = 'queued'"
     " AND run_at <= now()) AS w, count(*) FILTER (WHERE"
     " state = 'running') FROM {{schema}}.jobs"
@@ -54,7 +54,7 @@ static const pg_stmt st_lim_use_top = {S_LIM_USE_TOP, "jr_lim_use_top", 3,
     " AND ($2::text IS NULL OR queue = $2::text)"
     " GROUP BY limit_key ORDER BY w DESC, limit_key LIMIT $3::int"};
 
-static const pg_stmt st_lim_tokens = {S_LIM_TOKENS, "jr_lim_tokens", 2,
+static const pg_stmt st_lim_tokens = {"jr_lim_tokens", 2,
     "SELECT tokens, updated_at, extract(epoch FROM now())::float8"
     " FROM {{schema}}.limit_buckets WHERE scope = $1::text"
     " AND key = $2::text"};

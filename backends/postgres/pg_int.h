@@ -1,10 +1,10 @@
 /* pg_int.h - what the files of the PostgreSQL engine share, and nothing
  * outside backends/postgres/ sees (as SQLite keeps btreeInt.h): struct
- * jr_backend, the engine's connection handle; the statements' numbers in the
- * prepared cache and the pg_stmt that carries one; the SQL fragment the
- * claims share; the functions each file lends its neighbours, and the ops
- * that ops.c puts in jr_postgres_ops (the folder's one exported symbol).
- * Uses backend.h, util.h and libpq. */
+ * jr_backend, the engine's connection handle; the pg_stmt that carries
+ * a statement; the SQL fragment the claims share; the functions each file
+ * lends its neighbours, and the ops that ops.c puts in jr_postgres_ops
+ * (the folder's one exported symbol).
+ * Uses backend.h, stmtmap.h, util.h and libpq. */
 #ifndef JR_PG_INT_H
 #define JR_PG_INT_H
 #include <stddef.h>
@@ -13,6 +13,7 @@
 #include <libpq-fe.h>
 
 #include "backend.h"
+#include "stmtmap.h"
 #include "base/util.h"
 
 /* Shared between the folder's files only: kept out of the shared library's
@@ -32,8 +33,8 @@ struct jr_backend {
     char        qschema[68];    /* the same, double-quoted for SQL */
     char        channel[72];    /* NOTIFY channel: schema_jobs, cut to 63 */
     size_t      max_payload;    /* bytes; 0: no limit */
-    unsigned long long prepared; /* bit S_X set: statement X prepared
-                                    on conn */
+    jr_stmtmap  prepared;       /* the pg_stmts prepared on conn (each
+                                   to conn) */
     char        sqlstate[6];    /* SQLSTATE of the last failed statement */
     int         insert_failed;  /* the last jr_pg_insert_jobs failed in the db */
     int         copy_skip;      /* batches left that skip jr_pg_push_copy
@@ -56,38 +57,17 @@ struct jr_backend {
     PGresult   *lim_top;        /* limit_use's top keys, kept till next */
 };
 
-/* A statement, prepared on first use, once per connection: its number
- * (the bit in prepared), its name on the server, its parameters, its text,
- * where {{schema}} becomes the quoted schema. Each file keeps its own
- * statements next to the code that runs them, as static pg_stmt st_*. */
+/* A statement, prepared on first use, once per connection: its name on
+ * the server, its parameters, its text, where {{schema}} becomes the
+ * quoted schema. Each file keeps its own statements next to the code
+ * that runs them, as static const pg_stmt st_*: the connection knows
+ * which it prepared by their address (stmtmap.h), so a new one is its
+ * definition alone. */
 typedef struct pg_stmt {
-    int         id;             /* S_X: bit in jr_backend.prepared */
     const char *name;           /* "jr_x", the prepared statement's name */
     int         nparams;
     const char *sql;            /* with {{schema}} marks */
 } pg_stmt;
-
-/* The statements' numbers; one pg_stmt each, in the file of its user. */
-enum {
-    S_CLAIM, S_UNCLAIM, S_DONE, S_KEEP, S_FINISH, S_PROGRESS, S_PUSH,
-    S_PAYLOAD_ERROR, S_RENEW,
-    S_RESCUE, S_STATS, S_DEAD_LIST, S_DEAD_RETRY_IDS, S_DEAD_RETRY_ALL,
-    S_DEAD_PURGE, S_PRUNE_LOCK, S_PRUNE_COMPLETED, S_PRUNE_KEPT, S_PRUNE_CANCELLED,
-    S_PRUNE_DEAD, S_CANCEL, S_CANCEL_POLL, S_PAUSE, S_RESUME, S_QUEUE_LIST,
-    S_SHOW, S_LIST, S_PAUSED, S_READY_BY_QUEUE,
-    S_PUSH_UNIQUE, S_PRUNE_UNIQUE,
-    S_DEAD_DELETE_IDS,
-    S_LIM_LOCK, S_LIM_RUNNING, S_LIM_BUCKETS, S_LIM_CANDIDATES, S_LIM_CLAIM,
-    S_LIM_BUCKET_SET, S_LIM_PRUNE, S_LIM_PATH_SET, S_LIM_USE,
-    S_LIM_USE_TOP, S_LIM_TOKENS, S_CLAIM_ONE, S_PUSH_ONE, S_PUSH_NOIDS,
-    S_RESULT_TTL, S_WATCH, S_OUTCOMES,
-    S_QUEUE_IDLE, S_QUEUE_PRUNE,
-    S_FLOW_BATCH_NEW, S_FLOW_LINK, S_FLOW_LINKS, S_FLOW_BATCH_ROW,
-    S_FLOW_MEMBERS, S_PRUNE_DEPS, S_PRUNE_MEMBERS, S_PRUNE_BATCHES,
-    S_LIST_ASC,
-    S_COUNT
-};
-_Static_assert(S_COUNT <= 64, "jr_backend.prepared has a bit per statement");
 
 /* The claims' queues qq (name, paused): those with a queued job, found
  * by a skip scan of jobs_claim (one seek per such queue), less the
@@ -103,21 +83,13 @@ _Static_assert(S_COUNT <= 64, "jr_backend.prepared has a bit per statement");
     "  WHERE wq.name IS NOT NULL AND NOT EXISTS (SELECT 1" \
     "  FROM {{schema}}.queues p WHERE p.name = wq.name AND p.paused)),"
 
-/* Each file's functions that others call: the helpers' contracts are at
- * their definitions, the ops' (jr_pg_open, jr_pg_claim...) in backend.h. */
-/* admin.c */
-int jr_pg_dead_list(jr_backend *b, int limit, jr_dead_cb cb, void *arg,
-                 jr_err *err);
-int jr_pg_dead_retry(jr_backend *b, const int64_t *ids, int n, jr_err *err);
-int jr_pg_dead_delete(jr_backend *b, const int64_t *ids, int n, jr_err *err);
-int jr_pg_dead_purge(jr_backend *b, double older_than, jr_err *err);
-int jr_pg_cancel(jr_backend *b, const int64_t *ids, int n, int *outcome,
-              jr_err *err);
-int jr_pg_cancelled(jr_backend *b, const char *token, int64_t *ids, int max,
-                 jr_err *err);
-int jr_pg_pause(jr_backend *b, const char *queue, jr_err *err);
-int jr_pg_resume(jr_backend *b, const char *queue, jr_err *err);
-int jr_pg_paused(jr_backend *b, jr_name_cb cb, void *arg, jr_err *err);
+/* jr_pg_<op> for each op of backend.h's list (its contract there),
+ * defined in the file of its concern; ops.c's table names it. */
+#define JR_PG_OP(ret, name, params) ret jr_pg_##name params;
+JR_BACKEND_OPS(JR_PG_OP)
+
+/* Each file's functions that others call: their contracts are at their
+ * definitions. */
 
 /* claim.c */
 jr_job *jr_pg_row_job(const PGresult *res, int r);
@@ -125,18 +97,6 @@ int jr_pg_claim_arrays(const jr_claim_spec *spec, jr_buf *a, jr_err *err);
 void jr_pg_fair_order(const PGresult *res, jr_job **out, int n);
 int jr_pg_claim_stmt(jr_backend *b, const char *token, double lease,
                   const jr_claim_spec *spec, jr_job **out, jr_err *err);
-int jr_pg_claim(jr_backend *b, const char *token, double lease,
-             const jr_claim_spec *spec, jr_job **out, jr_err *err);
-
-/* complete.c */
-int jr_pg_complete(jr_backend *b, const char *token, const jr_result *r, int n,
-                jr_err *err);
-int jr_pg_complete_claim(jr_backend *b, const char *token, const jr_result *r,
-                      int nr, int *applied, double lease,
-                      const jr_claim_spec *spec, jr_job **out, jr_err *err);
-int jr_pg_renew(jr_backend *b, const char *token, double lease,
-             const int64_t *ids, int n, jr_err *err);
-int jr_pg_rescue(jr_backend *b, jr_err *err);
 
 /* conn.c */
 void jr_pg_oneline(char *dst, size_t size, const char *src);
@@ -156,15 +116,6 @@ int jr_pg_run_count(jr_backend *b, const pg_stmt *st,
                  const char *const *params,
                  const char *what, jr_err *err);
 PGconn *jr_pg_connect(jr_backend *b, jr_err *err);
-void jr_pg_close(jr_backend *b);
-jr_backend *jr_pg_open(const char *url, const jr_backend_opts *o, jr_err *err);
-unsigned jr_pg_reconnects(jr_backend *b);
-
-/* wait.c */
-int jr_pg_outcomes(jr_backend *b, const int64_t *ids, int n, double keep,
-                jr_outcome *out, int64_t *last, jr_err *err);
-int jr_pg_finished_fd(jr_backend *b);
-int jr_pg_finished(jr_backend *b, int64_t *ids, int max, jr_err *err);
 
 /* copy.c */
 int jr_pg_push_copy(jr_backend *b, const jr_push *const *pp, int n,
@@ -181,54 +132,14 @@ int jr_pg_insert_linked(jr_backend *b, const jr_push *const *pp, int n,
                      int64_t *ids, jr_err *err);
 int jr_pg_push_linked(jr_backend *b, const jr_push *const *pp, int n,
                    int64_t *ids, jr_err *err);
-int jr_pg_links(jr_backend *b, int64_t id, jr_link_cb cb, void *arg,
-             jr_err *err);
-int jr_pg_batch_show(jr_backend *b, int64_t id, jr_batch_cb bcb, jr_link_cb mcb,
-                  void *arg, jr_err *err);
 /* attempts.c: fills a[0..max) with job id's newest attempts, oldest
  * first (strings: free with jr_attempt_rows_clear); returns how many */
 int jr_pg_attempts(jr_backend *b, int64_t id, jr_attempt_row *a, int max,
                 jr_err *err);
 
-/* fire.c */
-int jr_pg_fire(jr_backend *b, jr_fire *f, int n, int keep, jr_err *err);
-int jr_pg_last_fires(jr_backend *b, jr_fire_cb cb, void *arg, jr_err *err);
-int jr_pg_sched_ctl(jr_backend *b, const char *name, int what, double *at,
-                 jr_err *err);
-int jr_pg_sched_states(jr_backend *b, jr_sched_cb cb, void *arg, jr_err *err);
-
-/* inspect.c */
-int jr_pg_stats(jr_backend *b, jr_stat_cb cb, void *arg, jr_err *err);
-int jr_pg_queue_list(jr_backend *b, jr_queue_cb cb, void *arg, jr_err *err);
-int jr_pg_ready_by_queue(jr_backend *b, const char *const *names, int nnames,
-                      long limit, jr_count_cb cb, void *arg, jr_err *err);
-int jr_pg_show(jr_backend *b, int64_t id, jr_job_cb cb, void *arg, jr_err *err);
-int jr_pg_list(jr_backend *b, const jr_list_filter *f, jr_job_cb cb, void *arg,
-            jr_err *err);
-
 /* limits.c */
 int jr_pg_claim_limited(jr_backend *b, const char *token, double lease,
                      const jr_claim_spec *spec, jr_job **out, jr_err *err);
-
-/* limituse.c */
-int jr_pg_limit_paths(jr_backend *b, const struct jr_limit *l, int n,
-                   jr_err *err);
-int jr_pg_limit_use(jr_backend *b, const struct jr_limit *l, jr_limit_use *u,
-                 jr_err *err);
-
-/* listen.c */
-int jr_pg_wake_fd(jr_backend *b);
-int jr_pg_changed(jr_backend *b, jr_err *err);
-
-/* migrate.c */
-int jr_pg_migrate(jr_backend *b, jr_err *err);
-
-/* prune.c */
-int jr_pg_prune(jr_backend *b, double older_completed, double older_cancelled,
-             double older_dead, int limit, jr_err *err);
-int jr_pg_queue_prune(jr_backend *b, double idle, const char *const *keep,
-                   int nkeep, int limit, jr_err *err);
-int jr_pg_vacuum(jr_backend *b, jr_err *err);
 
 /* push.c */
 int jr_pg_cmp_id(const void *a, const void *b);
@@ -240,7 +151,6 @@ int jr_pg_insert_all(jr_backend *b, const jr_push *const *pp, int n,
                   int64_t *ids, jr_err *err);
 void jr_pg_explain_push_error(jr_backend *b, const jr_push *const *pp, int n,
                            jr_err *err);
-int jr_pg_push(jr_backend *b, const jr_push *p, int n, int64_t *ids, jr_err *err);
 
 #pragma GCC visibility pop
 

@@ -37,18 +37,18 @@ prune_state(jr_backend *b, const pg_stmt *which, double age, int limit,
     return jr_pg_run_count(b, which, params, "pruning finished jobs", err);
 }
 
-static const pg_stmt st_prune_unique = {S_PRUNE_UNIQUE, "jr_prune_unique", 2,
+static const pg_stmt st_prune_unique = {"jr_prune_unique", 2,
     "DELETE FROM {{schema}}.unique_keys WHERE (name, unique_key) IN"
     " (SELECT name, unique_key FROM {{schema}}.unique_keys"
     " WHERE held_until < now() - $1::float8 * interval '1 second'"
     " LIMIT $2::int FOR UPDATE SKIP LOCKED)"};
 
 /* One runner at a time, small batches, never waiting on a row. */
-static const pg_stmt st_prune_lock = {S_PRUNE_LOCK, "jr_prune_lock", 1,
+static const pg_stmt st_prune_lock = {"jr_prune_lock", 1,
     "SELECT pg_try_advisory_xact_lock(hashtext($1::text))"};
 
 static const pg_stmt st_prune_completed = {
-    S_PRUNE_COMPLETED, "jr_prune_completed", 2,
+    "jr_prune_completed", 2,
     "DELETE FROM {{schema}}.jobs WHERE id IN (SELECT id"
     " FROM {{schema}}.jobs WHERE state = 'completed'"
     " AND finished_at < now() - $1::float8 * interval '1 second'"
@@ -56,20 +56,20 @@ static const pg_stmt st_prune_completed = {
 
 /* kept for their result (complete.c's st_keep) until keep_until */
 static const pg_stmt st_prune_kept = {
-    S_PRUNE_KEPT, "jr_prune_kept", 2,
+    "jr_prune_kept", 2,
     "DELETE FROM {{schema}}.jobs WHERE id IN (SELECT id"
     " FROM {{schema}}.jobs WHERE state = 'completed'"
     " AND keep_until < now() - $1::float8 * interval '1 second'"
     " LIMIT $2::int FOR UPDATE SKIP LOCKED)"};
 
 static const pg_stmt st_prune_cancelled = {
-    S_PRUNE_CANCELLED, "jr_prune_cancelled", 2,
+    "jr_prune_cancelled", 2,
     "DELETE FROM {{schema}}.jobs WHERE id IN (SELECT id"
     " FROM {{schema}}.jobs WHERE state = 'cancelled'"
     " AND finished_at < now() - $1::float8 * interval '1 second'"
     " LIMIT $2::int FOR UPDATE SKIP LOCKED)"};
 
-static const pg_stmt st_prune_dead = {S_PRUNE_DEAD, "jr_prune_dead", 2,
+static const pg_stmt st_prune_dead = {"jr_prune_dead", 2,
     "DELETE FROM {{schema}}.jobs WHERE id IN (SELECT id"
     " FROM {{schema}}.jobs WHERE state = 'dead'"
     " AND died_at < now() - $1::float8 * interval '1 second'"
@@ -77,21 +77,21 @@ static const pg_stmt st_prune_dead = {S_PRUNE_DEAD, "jr_prune_dead", 2,
 
 /* workflows: edges whose child is gone; batches finished more than $1
  * seconds ago, their members first (kept as long as cancelled jobs) */
-static const pg_stmt st_prune_deps = {S_PRUNE_DEPS, "jr_prune_deps", 2,
+static const pg_stmt st_prune_deps = {"jr_prune_deps", 2,
     "DELETE FROM {{schema}}.job_deps WHERE (parent_id, child_id) IN"
     " (SELECT d.parent_id, d.child_id FROM {{schema}}.job_deps d"
     " WHERE $1::float8 IS NOT NULL AND NOT EXISTS (SELECT 1"
     " FROM {{schema}}.jobs j WHERE j.id = d.child_id)"
     " LIMIT $2::int FOR UPDATE SKIP LOCKED)"};
 
-static const pg_stmt st_prune_members = {S_PRUNE_MEMBERS,
+static const pg_stmt st_prune_members = {
     "jr_prune_members", 2,
     "DELETE FROM {{schema}}.batch_jobs WHERE batch_id IN (SELECT id"
     " FROM {{schema}}.batches"
     " WHERE finished_at < now() - $1::float8 * interval '1 second'"
     " LIMIT $2::int)"};
 
-static const pg_stmt st_prune_batches = {S_PRUNE_BATCHES,
+static const pg_stmt st_prune_batches = {
     "jr_prune_batches", 2,
     "DELETE FROM {{schema}}.batches WHERE id IN (SELECT id"
     " FROM {{schema}}.batches b"
@@ -168,12 +168,12 @@ jr_pg_prune(jr_backend *b, double older_completed, double older_cancelled,
 }
 
 /* Idle queues: $1 seconds, $2 names kept, $3 at most. */
-static const pg_stmt st_queue_idle = {S_QUEUE_IDLE, "jr_queue_idle", 3,
+static const pg_stmt st_queue_idle = {"jr_queue_idle", 3,
     "SELECT q.name FROM {{schema}}.queues q WHERE" QUEUE_IDLE
     " AND q.name <> ALL($2::text[]) ORDER BY q.name LIMIT $3::int"};
 
 /* the same again for names $2, under the SHARE lock on jobs */
-static const pg_stmt st_queue_prune = {S_QUEUE_PRUNE, "jr_queue_prune", 2,
+static const pg_stmt st_queue_prune = {"jr_queue_prune", 2,
     "DELETE FROM {{schema}}.queues q WHERE q.name = ANY($2::text[])"
     " AND" QUEUE_IDLE};
 

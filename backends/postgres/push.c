@@ -48,12 +48,12 @@ static const uint32_t push_types[PUSH_ARRAYS] = {
     OID_TEXT, OID_TEXT, OID_TEXT, OID_INT4, OID_INT4, OID_FLOAT8,
     OID_FLOAT8, OID_TEXT, OID_TEXT, OID_FLOAT8, OID_TEXT};
 
-static const pg_stmt st_push = {S_PUSH, "jr_push", 8,
+static const pg_stmt st_push = {"jr_push", 8,
     PUSH_SQL " RETURNING id"};
 
 /* a batch with a unique key: each push through the SQL function,
  * the one rule (docs/schedules.md, "Unique jobs"), in the batch's order */
-static const pg_stmt st_push_unique = {S_PUSH_UNIQUE, "jr_push_unique", 11,
+static const pg_stmt st_push_unique = {"jr_push_unique", 11,
     "SELECT u.ord, r.id, r.outcome"
     " FROM unnest($1::text[], $2::text[], $3::text[], $4::int[],"
     "  $5::int[], $6::float8[], $7::float8[], $8::text[], $9::text[],"
@@ -150,7 +150,7 @@ push_unique(jr_backend *b, const jr_push *const *pp, int n, int64_t *ids,
     return 0;
 }
 
-static const pg_stmt st_push_noids = {S_PUSH_NOIDS, "jr_push_noids", 8,
+static const pg_stmt st_push_noids = {"jr_push_noids", 8,
     PUSH_SQL};
 
 /* Inserts pp[0..n) with one statement; ids (may be NULL) gets their ids in
@@ -215,7 +215,7 @@ out:
  * arrays of unknown length, was planned anew at every call (0.2 ms of
  * an idle push's 0.4 ms on the server, before the runner could hear
  * of the job), where this plan is made once and kept */
-static const pg_stmt st_push_one = {S_PUSH_ONE, "jr_push_one", 8,
+static const pg_stmt st_push_one = {"jr_push_one", 8,
     "INSERT INTO {{schema}}.jobs"
     " (name, payload, queue, priority, max_retries, run_at, limit_key)"
     " VALUES ($1::text, $2::text::jsonb, $3::text, $4::int, $5::int,"
@@ -270,7 +270,7 @@ insert_one(jr_backend *b, const jr_push *p, int64_t *ids, jr_err *err)
 }
 
 static const pg_stmt st_payload_error = {
-    S_PAYLOAD_ERROR, "jr_payload_error", 1,
+    "jr_payload_error", 1,
     "SELECT u.ord FROM unnest($1::text[]) WITH ORDINALITY AS u(p, ord)"
     " WHERE {{schema}}.payload_error(u.p) IS NOT NULL"
     " ORDER BY u.ord LIMIT 1"};
@@ -313,7 +313,7 @@ jr_pg_explain_push_error(jr_backend *b, const jr_push *const *pp, int n,
 }
 
 /* a push's result_ttl: set after its insert (few pushes have one) */
-static const pg_stmt st_result_ttl = {S_RESULT_TTL, "jr_result_ttl", 2,
+static const pg_stmt st_result_ttl = {"jr_result_ttl", 2,
     "UPDATE {{schema}}.jobs j SET result_ttl = u.ttl"
     " FROM unnest($1::bigint[], $2::float8[]) AS u(id, ttl)"
     " WHERE j.id = u.id"};

@@ -16,7 +16,7 @@
 /* its own statement, committed before the read: a success that raced
  * with it either deleted the row first (the read sees it gone) or finds
  * the mark and keeps the row, which notifies */
-static const pg_stmt st_watch = {S_WATCH, "jr_watch", 2,
+static const pg_stmt st_watch = {"jr_watch", 2,
     "UPDATE {{schema}}.jobs SET result_ttl = $2::float8"
     " WHERE id = ANY($1::bigint[])"
     " AND state NOT IN ('completed', 'dead', 'cancelled')"
@@ -27,7 +27,7 @@ static const pg_stmt st_watch = {S_WATCH, "jr_watch", 2,
  * its success behind: as a batch's member, or as a parent for its
  * children (written by the transaction that recorded it; a dead end
  * there may have been retried since, a success is final) */
-static const pg_stmt st_outcomes = {S_OUTCOMES, "jr_outcomes", 1,
+static const pg_stmt st_outcomes = {"jr_outcomes", 1,
     "SELECT u.id, coalesce(j.state, m.state,"
     "  (SELECT d.parent_state FROM {{schema}}.job_deps d"
     "   WHERE d.parent_id = u.id AND d.parent_state = 'completed' LIMIT 1)),"

@@ -16,6 +16,14 @@
 #define CLAIM_COLUMNS "id, name, queue, payload, attempts, max_retries," \
     " priority, run_at, created_at, parents, batch_id, flow"
 
+/* This file's statements: slots of its sql_text[] (the cache knows each
+ * by its entry's address, stmtmap.h). */
+enum {
+    S_CLAIM_QUEUES, S_QUEUE_READY, S_CLAIM_CANDIDATES, S_LIM_CANDIDATES,
+    S_CLAIM, S_CLAIM_READ, S_CLAIM_ONE,
+    S_COUNT
+};
+
 static const char *const sql_text[S_COUNT] = {
     /* the queues a claim may take from, by name: those with a queued job
      * (a skip scan of jobs_claim, one seek per such queue) and not paused,
@@ -91,7 +99,7 @@ static const char *const sql_text[S_COUNT] = {
 static sqlite3_stmt *
 stmt(jr_backend *b, int which, jr_err *err)
 {
-    return jr_sqlite_stmt(b, which, sql_text[which], err);
+    return jr_sqlite_stmt(b, &sql_text[which], err);
 }
 
 /* A job read by S_CLAIM_READ or S_CLAIM_ONE, as the claim that follows

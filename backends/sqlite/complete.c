@@ -39,6 +39,19 @@ struct idl {
 /* ?7 the attempt's seconds, ?8 its worker (NULL: not known) */
 #define FAILED_ATTEMPT ATTEMPT_LOG("?5", "?3", "?7", "?2", "?8", "?6")
 
+/* This file's statements: slots of its sql_text[] (the cache knows each
+ * by its entry's address, stmtmap.h). */
+enum {
+    S_DONE, S_DONE_FLOW, S_RESCUE_FLOW, S_DONE_MANY, S_KEEP, S_KEEP_MANY,
+    /* the result statements without RETURNING, for jobs without a flow
+     * bit (made from the others' text) */
+    S_KEEP_P, S_RETRY_P, S_DEAD_P, S_SNOOZE_P, S_RELEASE_P, S_EXPIRED_P,
+    S_CANCELLED_P,
+    S_RETRY, S_DEAD, S_SNOOZE, S_RELEASE, S_EXPIRED, S_CANCELLED,
+    S_PROGRESS, S_RENEW, S_RESCUE,
+    S_COUNT
+};
+
 static const char *const sql_text[S_COUNT] = {
     /* a job pushed or waited on with result_ttl is kept (S_KEEP) */
     [S_DONE] =
@@ -147,7 +160,7 @@ static const char *const sql_text[S_COUNT] = {
 static sqlite3_stmt *
 stmt(jr_backend *b, int which, jr_err *err)
 {
-    return jr_sqlite_stmt(b, which, sql_text[which], err);
+    return jr_sqlite_stmt(b, &sql_text[which], err);
 }
 
 static int
@@ -197,8 +210,8 @@ plain_stmt(jr_backend *b, int which, jr_err *err)
     sqlite3_stmt *s;
     char *sql;
 
-    if (b->st[slot] != NULL)
-        return jr_sqlite_stmt(b, slot, "", err);
+    if (jr_stmtmap_get(&b->st, &sql_text[slot]) != NULL)
+        return jr_sqlite_stmt(b, &sql_text[slot], err);
     if (strcmp(text + n, ret) != 0) {
         jr_fail(err, JR_EDB, "sqlite: statement %d ends in no RETURNING",
                 which);
@@ -209,7 +222,7 @@ plain_stmt(jr_backend *b, int which, jr_err *err)
         return NULL;
     }
     snprintf(sql, n + 32, "%.*s AND flow = 0", (int)n, text);
-    s = jr_sqlite_prepare(b, slot, sql, err);
+    s = jr_sqlite_prepare(b, &sql_text[slot], sql, err);
     free(sql);
     return s;
 }

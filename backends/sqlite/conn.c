@@ -20,6 +20,14 @@
 
 #include "sqlite/sqlite_int.h"
 
+/* This file's statements: slots of its sql_text[] (the cache knows each
+ * by its entry's address, stmtmap.h). */
+enum {
+    S_BEGIN, S_COMMIT, S_ROLLBACK, S_SCHEMA_VERSION, S_TRIGGERS,
+    S_DATA_VERSION,
+    S_COUNT
+};
+
 static const char *const sql_text[S_COUNT] = {
     [S_BEGIN] = "BEGIN IMMEDIATE",
     [S_COMMIT] = "COMMIT",
@@ -34,7 +42,7 @@ static const char *const sql_text[S_COUNT] = {
 static sqlite3_stmt *
 stmt(jr_backend *b, int which, jr_err *err)
 {
-    return jr_sqlite_stmt(b, which, sql_text[which], err);
+    return jr_sqlite_stmt(b, &sql_text[which], err);
 }
 
 /* JR_EINPUT when SQLite refused the row itself (a constraint, a value
@@ -66,12 +74,13 @@ jr_sqlite_fail(jr_backend *b, jr_err *err, const char *what)
 /* The cache's slow path (jr_sqlite_stmt is the fast one). sql NULL is a
  * bug: the statement has no text in the file that asked for it. */
 sqlite3_stmt *
-jr_sqlite_prepare(jr_backend *b, int which, const char *sql, jr_err *err)
+jr_sqlite_prepare(jr_backend *b, const char *const *key, const char *sql,
+                  jr_err *err)
 {
     sqlite3_stmt *s;
 
     if (sql == NULL) {
-        jr_fail(err, JR_EDB, "sqlite: statement %d has no text", which);
+        jr_fail(err, JR_EDB, "sqlite: a statement has no text");
         return NULL;
     }
     if (sqlite3_prepare_v3(b->db, sql, -1, SQLITE_PREPARE_PERSISTENT, &s,
@@ -79,7 +88,11 @@ jr_sqlite_prepare(jr_backend *b, int which, const char *sql, jr_err *err)
         jr_sqlite_fail(b, err, "preparing a statement");
         return NULL;
     }
-    b->st[which] = s;
+    if (jr_stmtmap_put(&b->st, key, s) < 0) {
+        sqlite3_finalize(s);
+        jr_fail(err, JR_ENOMEM, "sqlite: out of memory for a statement");
+        return NULL;
+    }
     return s;
 }
 
@@ -187,12 +200,12 @@ connect_db(jr_backend *b, jr_err *err)
 static void
 disconnect_db(jr_backend *b)
 {
-    int i;
+    unsigned i;
 
-    for (i = 0; i < S_COUNT; i++) {
-        sqlite3_finalize(b->st[i]);
-        b->st[i] = NULL;
-    }
+    for (i = 0; i < b->st.cap; i++)
+        if (b->st.key[i] != NULL)
+            sqlite3_finalize(b->st.val[i]);
+    jr_stmtmap_clear(&b->st);
     sqlite3_close(b->db);
     b->db = NULL;
 }
@@ -266,6 +279,7 @@ jr_sqlite_open(const char *path, const jr_backend_opts *o, jr_err *err)
     b->busy_ms = o->busy_timeout > 0 ? (int)(o->busy_timeout * 1000) : 5000;
     if (connect_db(b, err) < 0) {
         disconnect_db(b);
+        jr_stmtmap_free(&b->st);
         free(b->path);
         free(b);
         return NULL;
@@ -285,6 +299,7 @@ jr_sqlite_close(jr_backend *b)
         close(b->fin_fd);
     for (int i = 0; i < JR_LIMIT_TOP; i++)
         free(b->lim_keys[i]);
+    jr_stmtmap_free(&b->st);
     free(b->path);
     free(b);
 }

@@ -39,6 +39,14 @@
     " sum(state = 'dead'), sum(state = 'cancelled')," \
     " sum(state = 'completed'), sum(state = 'waiting')"
 
+/* This file's statements: slots of its sql_text[] (the cache knows each
+ * by its entry's address, stmtmap.h). */
+enum {
+    S_STATS, S_DEAD_LIST, S_QUEUE_LIST, S_PAUSED, S_READY_BY_QUEUE,
+    S_SHOW, S_LIST, S_LIST_ASC,
+    S_COUNT
+};
+
 static const char *const sql_text[S_COUNT] = {
     [S_STATS] =
         "SELECT name, " STATE_COUNTS " FROM jobs GROUP BY name"
@@ -74,7 +82,7 @@ static const char *const sql_text[S_COUNT] = {
 static sqlite3_stmt *
 stmt(jr_backend *b, int which, jr_err *err)
 {
-    return jr_sqlite_stmt(b, which, sql_text[which], err);
+    return jr_sqlite_stmt(b, &sql_text[which], err);
 }
 
 /* Reads STATE_COUNTS from column col on into n (a queue without jobs:

@@ -11,6 +11,14 @@
 #include "sqlite/sqlite_int.h"
 #include "base/util.h"
 
+/* This file's statements: slots of its sql_text[] (the cache knows each
+ * by its entry's address, stmtmap.h). */
+enum {
+    S_LIM_RUNNING, S_LIM_BUCKET, S_LIM_BUCKET_SET, S_LIM_PRUNE,
+    S_LIM_PATH_SET, S_LIM_USE, S_LIM_USE_TOP, S_LIM_TOKENS,
+    S_COUNT
+};
+
 static const char *const sql_text[S_COUNT] = {
     [S_LIM_RUNNING] =
         "SELECT name, queue, limit_key, count(*) FROM jobs"
@@ -50,7 +58,7 @@ static const char *const sql_text[S_COUNT] = {
 static sqlite3_stmt *
 stmt(jr_backend *b, int which, jr_err *err)
 {
-    return jr_sqlite_stmt(b, which, sql_text[which], err);
+    return jr_sqlite_stmt(b, &sql_text[which], err);
 }
 
 /* Reads scope's bucket of key ("": the scope's own) into p; no row is a

@@ -26,6 +26,16 @@
     " run_at, created_at, updated_at, unique_key, limit_key)" \
     " VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?7, ?8, "
 
+/* This file's statements: slots of its sql_text[] (the cache knows each
+ * by its entry's address, stmtmap.h). */
+enum {
+    S_INSERT, S_INSERT_BARE, S_INSERT_MANY, S_INSERT_MANY_IDS,
+    S_INSERT_MANY_BARE, S_INSERT_MANY_BARE_IDS, S_LIMIT_PATH,
+    S_UNIQUE_HOLDER, S_UNIQUE_WINDOW, S_UNIQUE_TAKE, S_UNIQUE_REPLACE,
+    S_QUEUE_SEEN, S_QUEUE_KNOWN, S_RESULT_TTL,
+    S_COUNT
+};
+
 static const char *const sql_text[S_COUNT] = {
     [S_INSERT] = INSERT_JOB LIMIT_KEY_OF ")",
     /* the same for a job whose name has no limit path: its key is ?9 (a
@@ -61,7 +71,7 @@ static const char *const sql_text[S_COUNT] = {
 static sqlite3_stmt *
 stmt(jr_backend *b, int which, jr_err *err)
 {
-    return jr_sqlite_stmt(b, which, sql_text[which], err);
+    return jr_sqlite_stmt(b, &sql_text[which], err);
 }
 
 /* Rows of one multi-row INSERT: a statement's set-up (its cursors, the
@@ -114,13 +124,13 @@ stmt_many(jr_backend *b, int paths, int ids, jr_err *err)
     sqlite3_stmt *s;
     char *sql;
 
-    if (b->st[which] != NULL)
+    if (jr_stmtmap_get(&b->st, &sql_text[which]) != NULL)
         return stmt(b, which, err);
     if ((sql = insert_many_sql(!paths, ids)) == NULL) {
         jr_fail(err, JR_ENOMEM, "sqlite: out of memory for a statement");
         return NULL;
     }
-    s = jr_sqlite_prepare(b, which, sql, err);
+    s = jr_sqlite_prepare(b, &sql_text[which], sql, err);
     free(sql);
     return s;
 }

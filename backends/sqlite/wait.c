@@ -14,6 +14,13 @@
 
 #include "sqlite/sqlite_int.h"
 
+/* This file's statements: slots of its sql_text[] (the cache knows each
+ * by its entry's address, stmtmap.h). */
+enum {
+    S_WATCH, S_OUTCOMES, S_LAST_ID,
+    S_COUNT
+};
+
 static const char *const sql_text[S_COUNT] = {
     /* ?1 the ids (JSON array), ?2 seconds */
     [S_WATCH] =
@@ -39,14 +46,15 @@ static const char *const sql_text[S_COUNT] = {
         " LEFT JOIN batch_jobs m ON j.id IS NULL AND m.job_id = u.value"
         "  AND m.state = 'completed' ORDER BY u.key",
     [S_LAST_ID] =
-        "SELECT coalesce((SELECT seq FROM sqlite_sequence"
+        "SELECT coalesce((SELECT seq"
+        " FROM sqlite_sequence"
         " WHERE name = 'jobs'), 0)",
 };
 
 static sqlite3_stmt *
 stmt(jr_backend *b, int which, jr_err *err)
 {
-    return jr_sqlite_stmt(b, which, sql_text[which], err);
+    return jr_sqlite_stmt(b, &sql_text[which], err);
 }
 
 /* ids[0..n) as a JSON array; malloc'd, NULL when out of memory. */
