@@ -1,7 +1,7 @@
-/* api.h - the HTTP server's JSON API (api.c, in the loop) and its
- * database half (apidb.c, on the database thread): a request, an
- * operation's row with its inputs, goes to the thread, which answers
- * with an HTTP status and a JSON body; apiquery.c's readers of a
+/* api.h - the HTTP server's JSON API (api.c and its topics' routes, in
+ * the loop) and its database half (apidb.c, on the database thread): a
+ * request, an operation's row with its inputs, goes to the thread, which
+ * answers with an HTTP status and a JSON body; apiquery.c's readers of a
  * request's path and query. Also the small writers that metrics.c and
  * the API share. Uses dbthread.h, util.h. */
 #ifndef JR_API_H
@@ -25,9 +25,10 @@ struct jr_apireq;
  * must grant. Today's single token grants all three. */
 enum { JR_SCOPE_READ, JR_SCOPE_WRITE, JR_SCOPE_PUSH };
 
-/* One thing a request asks the database: a row of apidb.c's table,
- * named jr_apiop_<name> below. A new operation is its run function and
- * its row. */
+/* One thing a request asks the database: a row in the file of its topic
+ * (apidbjobs.c, apidbaction.c, apidbflow.c, apidbsched.c), beside its
+ * run function and the routes that ask it; only those below are named
+ * outside their file. A new operation is its run function and its row. */
 typedef struct jr_apiop {
     const char *name;           /* "stats", "jobs"...: the logs' word */
     int         reader;         /* 1: reads only and may run on the reads'
@@ -37,37 +38,20 @@ typedef struct jr_apiop {
     int         scope;          /* JR_SCOPE_*: what it needs granted */
     /* Runs q on the database thread: q->body gets the JSON (or the
      * Prometheus text). 0, or -1 with e set (e's code picks the HTTP
-     * status: JR_ENOTFOUND 404, JR_EINPUT 400 (409 for sched_ctl),
+     * status: JR_ENOTFOUND 404, JR_EINPUT 400 or the row's einput,
      * else 503). */
     int       (*run)(jr_db *db, struct jr_apireq *q, jr_err *e);
+    int         einput;         /* the status of JR_EINPUT; 0: 400 */
 } jr_apiop;
 
 extern const jr_apiop
-    jr_apiop_stats,             /* counts per state, name and queue */
-    jr_apiop_jobs,              /* list (filter: state, name, queue) */
-    jr_apiop_job,               /* show ids[0] */
-    jr_apiop_dead,              /* dead list */
-    jr_apiop_retry,             /* dead retry ids (nids < 0: all) */
-    jr_apiop_purge,             /* dead purge ids, else older_than */
-    jr_apiop_cancel,            /* cancel ids */
-    jr_apiop_pause,             /* pause queue */
-    jr_apiop_resume,            /* resume queue */
-    jr_apiop_queues,            /* queue list */
+    jr_apiop_job,               /* show ids[0] (http.c's long polls) */
     jr_apiop_gauges,            /* /metrics' database gauges (text) */
-    jr_apiop_push,              /* push pushes[0..npushes) */
-    jr_apiop_outcomes,          /* where ids stand (the long polls') */
-    jr_apiop_batch,             /* batch ids[0]: counts and members */
-    jr_apiop_flow,              /* push the flow */
-    jr_apiop_schedules,         /* the config's schedules, their state */
-    jr_apiop_sched_ctl,         /* pause, resume or fire schedule name */
-    jr_apiop_limits,            /* each limit of the config, its use */
-    jr_apiop_bulk_cancel,       /* cancel what the list filter selects */
-    jr_apiop_bulk_retry,        /* retry its dead jobs */
-    jr_apiop_bulk_purge;        /* delete its dead jobs */
+    jr_apiop_outcomes;          /* where ids stand (the long polls') */
 
 #define JR_API_WHERE_MAX 400    /* bytes of a payload filter at most */
 
-/* jr_apireq.what of SCHED_CTL: backend.h's JR_SCHED_* (apisched.c checks) */
+/* jr_apireq.what of SCHED_CTL: backend.h's JR_SCHED_* (apidbsched.c checks) */
 enum { JR_API_SCHED_PAUSE = 1, JR_API_SCHED_RESUME, JR_API_SCHED_FIRE };
 
 struct jr_schedules;
@@ -121,12 +105,9 @@ void jr_apireq_free(jr_apireq *q);
 int  jr_apipush_parse(const char *body, size_t len, size_t max_payload,
                       jr_apireq *q, char *why, size_t size);
 
-/* apidb.c, on a database thread, for workflows: links adds a job's parents,
- * children and batch to the job object of q->body (JOB); batch answers
- * BATCH; push answers FLOW. */
+/* apidbflow.c, on a database thread: adds a job's parents, children and
+ * batch to the job object of q->body (JOB). */
 int  jr_apiflow_links(jr_db *db, jr_apireq *q, jr_err *e);
-int  jr_apiflow_batch(jr_db *db, jr_apireq *q, jr_err *e);
-int  jr_apiflow_push(jr_db *db, jr_apireq *q, jr_err *e);
 
 /* apiquery.c, in the loop: a request's path and query. Each replies 400
  * on req with the reason and returns -1 on a bad one. The job id of the

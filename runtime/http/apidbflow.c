@@ -1,15 +1,20 @@
-/* apidbflow.c - the HTTP API's workflows on the database thread: a job's
- * parents, children and batch (for GET /api/jobs/ID), GET /api/batches/ID
- * (counts and members) and POST /api/flows (a graph pushed in one
- * transaction). Part of apidb.c's database reader; never runs in the
- * loop. Uses backend.h, api.h, flow.h. */
+/* apidbflow.c - the HTTP API's workflows: a job's parents, children and
+ * batch (for GET /api/jobs/ID), GET /api/batches/ID (counts and members)
+ * and POST /api/flows (a graph pushed in one transaction). Each route
+ * (checked in the loop), the operation it asks and the operation's run
+ * function on the database thread. Uses apiroute.h, backend.h, flow.h,
+ * config.h. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "http/api.h"
+#include <event2/buffer.h>
+#include <event2/http.h>
+
+#include "http/apiroute.h"
 #include "backend.h"
 #include "base/flow.h"
+#include "config/config.h"
 
 /* ---- workflows: a job's links, GET /api/batches/ID, POST /api/flows ---- */
 
@@ -92,8 +97,8 @@ member_row(int kind, int64_t id, const char *state, void *arg)
     return 0;
 }
 
-int
-jr_apiflow_batch(jr_db *db, jr_apireq *q, jr_err *e)
+static int
+batch(jr_db *db, jr_apireq *q, jr_err *e)
 {
     if (db->ops->batch_show(db->b, q->ids[0], batch_row, member_row,
                             &q->body, e) < 0) {
@@ -105,8 +110,8 @@ jr_apiflow_batch(jr_db *db, jr_apireq *q, jr_err *e)
     return 0;
 }
 
-int
-jr_apiflow_push(jr_db *db, jr_apireq *q, jr_err *e)
+static int
+flow_push(jr_db *db, jr_apireq *q, jr_err *e)
 {
     jr_flow *f = q->flow;
     int64_t *ids = calloc((size_t)f->n, sizeof *ids);
@@ -132,3 +137,65 @@ jr_apiflow_push(jr_db *db, jr_apireq *q, jr_err *e)
     free(ids);
     return 0;
 }
+
+/* The operations (api.h): name, reader (a batch reads on the runner's
+ * connection), scope, run. */
+static const jr_apiop op_batch = {"batch", 0, JR_SCOPE_READ, batch, 0};
+static const jr_apiop op_flow  = {"flow",  0, JR_SCOPE_PUSH, flow_push, 0};
+
+/* ---- the routes, in the loop ---- */
+
+/* POST /api/flows: a flow (docs/workflows.md), read here, pushed in one
+ * transaction; a refused flow is a 400 naming the job and why. */
+static void
+r_flow(jr_apicall *c)
+{
+    struct evbuffer *in = evhttp_request_get_input_buffer(c->req);
+    size_t n = evbuffer_get_length(in);
+    const char *text = (const char *)evbuffer_pullup(in, -1);
+    jr_apireq *q = jr_api_req(c, &op_flow);
+    jr_err err;
+    int i;
+
+    if (q == NULL)
+        return;
+    if ((q->flow = calloc(1, sizeof *q->flow)) == NULL ||
+        jr_flow_parse(q->flow, text ? text : "", text ? n : 0, &err) < 0) {
+        jr_http_error(c->req, q->flow ? 400 : 500, "%s", q->flow ?
+                      err.msg : "out of memory");
+        free(q->flow);
+        q->flow = NULL;
+        jr_apireq_free(q);
+        return;
+    }
+    for (i = 0; i < q->flow->n; i++)
+        if (jr_push_check(&q->flow->jobs[i], c->host->cfg->max_payload,
+                          &err) < 0) {
+            jr_http_error(c->req, 400, "flow: job '%s': %s",
+                          q->flow->refs[i], err.msg);
+            jr_apireq_free(q);
+            return;
+        }
+    jr_api_ask(c, q);
+}
+
+/* GET /api/batches/ID */
+static void
+r_batch(jr_apicall *c)
+{
+    jr_apireq *q;
+    int64_t id;
+
+    if (jr_api_job_id(c->req, c->arg, &id) == 0 &&
+        (q = jr_api_req(c, &op_batch)) != NULL) {
+        q->ids[0] = id;
+        q->nids = 1;
+        jr_api_ask(c, q);
+    }
+}
+
+const jr_apiroute jr_apiroutes_flow[] = {
+    {"flows", 1, r_flow},
+    {"batches/*", 0, r_batch},
+    {NULL, 0, NULL}
+};

@@ -1,22 +1,23 @@
-/* apidbsched.c - the HTTP API's operator pages on the database thread:
- * GET /api/schedules (each schedule with its state and next fires) and the
- * controls of one schedule (pause, resume, fire now), GET /api/limits
- * (each limit's use, its busiest keys) and the bulk actions on what a job
- * list's filter selects (cancel, retry, purge), counted; a queue's pause
- * and resume, and the retry and purge of dead jobs. Part of apidb.c's
- * database reader (apidb.h); never runs in the loop. Uses backend.h,
- * api.h, cron.h, schedules.h, limit.h. */
-#include <stdatomic.h>
+/* apidbsched.c - the HTTP API's schedules and limits: GET /api/schedules
+ * (each schedule with its state and next fires), the controls of one
+ * schedule (POST /api/schedules/NAME/{pause,resume,fire}) and GET
+ * /api/limits (each limit's use, its busiest keys). Each route (checked
+ * in the loop), the operation it asks and the operation's run function on
+ * the database thread. Uses apiroute.h, apidb.h, backend.h, cron.h,
+ * schedules.h, limit.h, config.h. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
-#include "http/api.h"
+#include <math.h>
+
+#include "http/apiroute.h"
 #include "http/apidb.h"
 #include "backend.h"
 #include "base/cron.h"
 #include "base/limit.h"
+#include "config/config.h"
 #include "config/schedules.h"
 
 /* --- schedules: GET /api/schedules and the controls (docs/http.md) --- */
@@ -144,15 +145,13 @@ sched_list(jr_db *db, jr_apireq *q, jr_err *e)
     return 0;
 }
 
-/* GET /api/schedules, and a control of one schedule. apidb.h. */
-int
-jr_apidb_schedule(jr_db *db, jr_apireq *q, jr_err *e)
+/* A control of one schedule: pause, resume or fire (q->what). */
+static int
+sched_ctl(jr_db *db, jr_apireq *q, jr_err *e)
 {
     double at = q->at;
     int rc;
 
-    if (q->op == &jr_apiop_schedules)
-        return sched_list(db, q, e);
     if ((rc = db->ops->sched_ctl(db->b, q->name, q->what, &at, e)) < 0)
         return -1;
     if (q->what == JR_SCHED_FIRE)
@@ -182,8 +181,8 @@ limit_set(jr_buf *b, const char *key, const jr_limit_set *s)
 
 /* Each limit of the config with its use now (as `jobrunner limits
  * --json`): running and waiting jobs, tokens, the busiest keys. */
-int
-jr_apidb_limits(jr_db *db, jr_apireq *q, jr_err *e)
+static int
+limits(jr_db *db, jr_apireq *q, jr_err *e)
 {
     jr_buf *b = &q->body;
     jr_limit_use u;
@@ -222,121 +221,89 @@ jr_apidb_limits(jr_db *db, jr_apireq *q, jr_err *e)
     return 0;
 }
 
-static int
-add_id(const jr_job_row *r, void *arg)
+/* The operations (api.h): name; reader (these only read, but on the
+ * runner's connection); scope; run; the status of JR_EINPUT (the fire
+ * of a paused schedule: 409). */
+static const jr_apiop op_schedules = {"schedules", 0, JR_SCOPE_READ,
+                                      sched_list, 0};
+static const jr_apiop op_sched_ctl = {"sched_ctl", 0, JR_SCOPE_WRITE,
+                                      sched_ctl, 409};
+static const jr_apiop op_limits    = {"limits", 0, JR_SCOPE_READ, limits,
+                                      0};
+
+/* ---- the routes, in the loop ---- */
+
+static void
+r_limits(jr_apicall *c)
 {
-    jr_apireq *q = arg;
+    jr_apireq *q = jr_api_req(c, &op_limits);
 
-    q->ids[q->nids++] = r->id;
-    return 0;
-}
-
-/* A bulk action: the filter's jobs a page of JR_BULK_ROWS at a time
- * (newest first, by keyset), each page acted on in one call, one
- * transaction; counted. After a page it waits as long as the page took
- * (0.2 s at most), so that the other writers get in (SQLite has one write
- * lock), and it ends there when the server stops (503, with the count so
- * far). Retry and purge touch dead jobs only: without a state they select
- * the dead ones. */
-int
-jr_apidb_bulk(jr_db *db, jr_apireq *q, jr_list_filter *f, jr_err *e)
-{
-    static const char *const word[] = {"", "cancelled", "cancel_requested",
-                                       "finished", "not_found"};
-    long matched = 0, n[5] = {0};
-    int out[JR_API_IDS_MAX], r;
-    double t0, d;
-
-    if (q->op != &jr_apiop_bulk_cancel && f->state == NULL)
-        f->state = "dead";
-    f->limit = JR_BULK_ROWS;
-    f->after_id = 0;
-    for (;;) {
-        t0 = jr_mono();
-        q->nids = 0;
-        if (db->ops->list(db->b, f, add_id, q, e) < 0)
-            return -1;
-        if (q->nids == 0)
-            break;
-        matched += q->nids;
-        f->before_id = q->ids[q->nids - 1];
-        r = q->op == &jr_apiop_bulk_cancel ?
-            db->ops->cancel(db->b, q->ids, q->nids, out, e) :
-            q->op == &jr_apiop_bulk_retry ?
-            db->ops->dead_retry(db->b, q->ids, q->nids, e) :
-            db->ops->dead_delete(db->b, q->ids, q->nids, e);
-        if (r < 0)
-            return -1;
-        for (int i = 0; q->op == &jr_apiop_bulk_cancel && i < q->nids; i++)
-            n[out[i] >= 1 && out[i] <= 4 ? out[i] : 0]++;
-        n[0] += q->op == &jr_apiop_bulk_cancel ? 0 : r;
-        if (q->nids < JR_BULK_ROWS)
-            break;
-        if (atomic_load(&q->stop))
-            return jr_fail(e, JR_EDB, "the runner is stopping: %ld jobs "
-                           "matched so far, %ld %s", matched,
-                           q->op == &jr_apiop_bulk_cancel ? n[1] + n[2] :
-                           n[0], q->op == &jr_apiop_bulk_cancel ?
-                           "cancelled or cancel requested" : q->op ==
-                           &jr_apiop_bulk_retry ? "retried" : "purged");
-        d = jr_mono() - t0;
-        d = d > 0.2 ? 0.2 : d;
-        nanosleep(&(struct timespec){0, (long)(d * 1e9)}, NULL);
+    if (q != NULL) {
+        q->limits = c->host->cfg->limits.l;
+        q->nlimits = c->host->cfg->limits.n;
+        jr_api_ask(c, q);
     }
-    jr_api_printf(&q->body, "{\"matched\":%ld", matched);
-    if (q->op != &jr_apiop_bulk_cancel)
-        jr_api_printf(&q->body, ",\"%s\":%ld}", q->op ==
-                      &jr_apiop_bulk_retry ? "retried" : "purged", n[0]);
-    for (int i = 1; q->op == &jr_apiop_bulk_cancel && i <= 4; i++)
-        jr_api_printf(&q->body, ",\"%s\":%ld%s", word[i], n[i],
-                      i == 4 ? "}" : "");
-    return 0;
 }
 
-/* --- a queue's pause and resume, a dead job's retry and purge --- */
-
-static int
-pause_queue(jr_db *db, jr_apireq *q, int paused, jr_err *e)
+static void
+r_schedules(jr_apicall *c)
 {
-    if ((paused ? db->ops->pause : db->ops->resume)(db->b, q->queue, e) < 0)
-        return -1;
-    jr_buf_put(&q->body, "{\"queue\":", 9);
-    jr_api_str(&q->body, q->queue);
-    jr_api_printf(&q->body, ",\"paused\":%s}", paused ? "true" : "false");
-    return 0;
+    jr_apireq *q = jr_api_req(c, &op_schedules);
+
+    if (q == NULL)
+        return;
+    /* a copy: a reload may replace the runner's while the read runs */
+    if ((q->schedules = calloc(1, sizeof *q->schedules)) == NULL ||
+        jr_schedules_copy(q->schedules,
+                          c->host->schedules(c->host->runner)) < 0) {
+        jr_http_error(c->req, 503, "out of memory");
+        jr_apireq_free(q);
+        return;
+    }
+    jr_api_ask(c, q);
 }
 
-int
-jr_apidb_pause(jr_db *db, jr_apireq *q, jr_err *e)
+/* POST /api/schedules/NAME/{pause,resume,fire}: a schedule of the
+ * runner's config (404 otherwise); fire takes {"at": epoch seconds}. */
+static void
+r_sched(jr_apicall *c, int what)
 {
-    return pause_queue(db, q, 1, e);
+    const jr_schedules *ss = c->host->schedules(c->host->runner);
+    jr_apireq *q;
+    jr_apibody b;
+    int i;
+
+    for (i = 0; i < ss->n && strcmp(ss->s[i].name, c->arg) != 0; i++)
+        ;
+    if (i == ss->n) {
+        jr_http_error(c->req, 404, "no schedule '%.128s' in the runner's "
+                      "config", c->arg);
+        return;
+    }
+    if ((q = jr_api_with_body(c, &op_sched_ctl, &b)) == NULL)
+        return;
+    if ((what != JR_API_SCHED_FIRE && b.at > 0) ||
+        (b.at > 0 && fabs(b.at - jr_now()) > 60)) {
+        jr_http_error(c->req, 400, what != JR_API_SCHED_FIRE ? "'at' is for "
+                      "fire only" : "'at' must be within 60 s of now");
+        free(q);
+        return;
+    }
+    memcpy(q->name, c->arg, strlen(c->arg) + 1);    /* <= 128: a name */
+    q->what = what;
+    q->at = b.at;
+    jr_api_ask(c, q);
 }
 
-int
-jr_apidb_resume(jr_db *db, jr_apireq *q, jr_err *e)
-{
-    return pause_queue(db, q, 0, e);
-}
+static void r_sched_pause(jr_apicall *c) { r_sched(c, JR_API_SCHED_PAUSE); }
+static void r_sched_resume(jr_apicall *c) { r_sched(c, JR_API_SCHED_RESUME); }
+static void r_sched_fire(jr_apicall *c) { r_sched(c, JR_API_SCHED_FIRE); }
 
-int
-jr_apidb_retry(jr_db *db, jr_apireq *q, jr_err *e)
-{
-    int n = db->ops->dead_retry(db->b, q->ids, q->nids, e);
-
-    if (n < 0)
-        return -1;
-    jr_api_printf(&q->body, "{\"retried\":%d}", n);
-    return 0;
-}
-
-int
-jr_apidb_purge(jr_db *db, jr_apireq *q, jr_err *e)
-{
-    int n = q->nids > 0 ? db->ops->dead_delete(db->b, q->ids, q->nids, e) :
-            db->ops->dead_purge(db->b, q->older_than, e);
-
-    if (n < 0)
-        return -1;
-    jr_api_printf(&q->body, "{\"purged\":%d}", n);
-    return 0;
-}
+const jr_apiroute jr_apiroutes_sched[] = {
+    {"limits", 0, r_limits},
+    {"schedules", 0, r_schedules},
+    {"schedules/*/pause", 1, r_sched_pause},
+    {"schedules/*/resume", 1, r_sched_resume},
+    {"schedules/*/fire", 1, r_sched_fire},
+    {NULL, 0, NULL}
+};
