@@ -23,17 +23,12 @@
     "  OR (o.state = 'dead' AND o.id > jobs.id)))" \
     "  THEN NULL ELSE unique_key END,"
 
-/* This file's statements: slots of its sql_text[] (the cache knows each
- * by its entry's address, stmtmap.h). */
-enum {
-    S_DEAD_RETRY, S_DEAD_RETRY_ALL, S_DEAD_PURGE, S_DEAD_DELETE,
-    S_PRUNE_COMPLETED, S_PRUNE_KEPT, S_PRUNE_CANCELLED, S_PRUNE_DEAD,
-    S_PRUNE_UNIQUE,
-    S_PRUNE_DEPS, S_PRUNE_MEMBERS, S_PRUNE_BATCHES,
-    S_CANCEL_QUEUED, S_CANCEL_RUNNING, S_EXISTS, S_CANCEL_POLL,
-    S_PAUSE, S_RESUME, S_QUEUE_PRUNE,
-    S_COUNT
-};
+/* The file's statements: slots of sql_text[] (sqlite_int.h). */
+enum { S_DEAD_RETRY, S_DEAD_RETRY_ALL, S_DEAD_PURGE, S_DEAD_DELETE,
+       S_PRUNE_COMPLETED, S_PRUNE_KEPT, S_PRUNE_CANCELLED, S_PRUNE_DEAD,
+       S_PRUNE_UNIQUE, S_PRUNE_DEPS, S_PRUNE_MEMBERS, S_PRUNE_BATCHES,
+       S_CANCEL_QUEUED, S_CANCEL_RUNNING, S_EXISTS, S_CANCEL_POLL, S_PAUSE,
+       S_RESUME, S_QUEUE_PRUNE, S_COUNT };
 
 static const char *const sql_text[S_COUNT] = {
     [S_DEAD_RETRY] =

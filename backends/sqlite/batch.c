@@ -10,15 +10,11 @@
 
 #include "sqlite/sqlite_int.h"
 
-/* This file's statements: slots of its sql_text[] (the cache knows each
- * by its entry's address, stmtmap.h). */
-enum {
-    S_FLOW_BATCH_NEW, S_FLOW_BATCH_JOIN, S_FLOW_BATCH_EXISTS,
-    S_FLOW_MEMBER_ADD, S_FLOW_JOB_BATCH, S_FLOW_MEMBER_END,
-    S_FLOW_BATCH_DEC, S_FLOW_BATCH_PAYLOAD, S_FLOW_BATCH_RESULTS,
-    S_FLOW_BATCH_FIRED, S_FLOW_BATCH_ROW, S_FLOW_MEMBERS,
-    S_COUNT
-};
+/* The file's statements: slots of sql_text[] (sqlite_int.h). */
+enum { S_FLOW_BATCH_NEW, S_FLOW_BATCH_JOIN, S_FLOW_BATCH_EXISTS,
+       S_FLOW_MEMBER_ADD, S_FLOW_JOB_BATCH, S_FLOW_MEMBER_END,
+       S_FLOW_BATCH_DEC, S_FLOW_BATCH_PAYLOAD, S_FLOW_BATCH_RESULTS,
+       S_FLOW_BATCH_FIRED, S_FLOW_BATCH_ROW, S_FLOW_MEMBERS, S_COUNT };
 
 static const char *const sql_text[S_COUNT] = {
     [S_FLOW_BATCH_NEW] =

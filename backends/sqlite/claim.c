@@ -16,13 +16,9 @@
 #define CLAIM_COLUMNS "id, name, queue, payload, attempts, max_retries," \
     " priority, run_at, created_at, parents, batch_id, flow"
 
-/* This file's statements: slots of its sql_text[] (the cache knows each
- * by its entry's address, stmtmap.h). */
-enum {
-    S_CLAIM_QUEUES, S_QUEUE_READY, S_CLAIM_CANDIDATES, S_LIM_CANDIDATES,
-    S_CLAIM, S_CLAIM_READ, S_CLAIM_ONE,
-    S_COUNT
-};
+/* The file's statements: slots of sql_text[] (sqlite_int.h). */
+enum { S_CLAIM_QUEUES, S_QUEUE_READY, S_CLAIM_CANDIDATES, S_LIM_CANDIDATES,
+       S_CLAIM, S_CLAIM_READ, S_CLAIM_ONE, S_COUNT };
 
 static const char *const sql_text[S_COUNT] = {
     /* the queues a claim may take from, by name: those with a queued job

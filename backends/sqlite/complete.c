@@ -39,18 +39,13 @@ struct idl {
 /* ?7 the attempt's seconds, ?8 its worker (NULL: not known) */
 #define FAILED_ATTEMPT ATTEMPT_LOG("?5", "?3", "?7", "?2", "?8", "?6")
 
-/* This file's statements: slots of its sql_text[] (the cache knows each
- * by its entry's address, stmtmap.h). */
-enum {
-    S_DONE, S_DONE_FLOW, S_RESCUE_FLOW, S_DONE_MANY, S_KEEP, S_KEEP_MANY,
-    /* the result statements without RETURNING, for jobs without a flow
-     * bit (made from the others' text) */
-    S_KEEP_P, S_RETRY_P, S_DEAD_P, S_SNOOZE_P, S_RELEASE_P, S_EXPIRED_P,
-    S_CANCELLED_P,
-    S_RETRY, S_DEAD, S_SNOOZE, S_RELEASE, S_EXPIRED, S_CANCELLED,
-    S_PROGRESS, S_RENEW, S_RESCUE,
-    S_COUNT
-};
+/* The file's statements: slots of sql_text[] (sqlite_int.h); the _P
+ * ones, made from the others' text without RETURNING, are for jobs
+ * without a flow bit. */
+enum { S_DONE, S_DONE_FLOW, S_RESCUE_FLOW, S_DONE_MANY, S_KEEP, S_KEEP_MANY,
+       S_KEEP_P, S_RETRY_P, S_DEAD_P, S_SNOOZE_P, S_RELEASE_P, S_EXPIRED_P,
+       S_CANCELLED_P, S_RETRY, S_DEAD, S_SNOOZE, S_RELEASE, S_EXPIRED,
+       S_CANCELLED, S_PROGRESS, S_RENEW, S_RESCUE, S_COUNT };
 
 static const char *const sql_text[S_COUNT] = {
     /* a job pushed or waited on with result_ttl is kept (S_KEEP) */

@@ -20,13 +20,9 @@
 
 #include "sqlite/sqlite_int.h"
 
-/* This file's statements: slots of its sql_text[] (the cache knows each
- * by its entry's address, stmtmap.h). */
-enum {
-    S_BEGIN, S_COMMIT, S_ROLLBACK, S_SCHEMA_VERSION, S_TRIGGERS,
-    S_DATA_VERSION,
-    S_COUNT
-};
+/* The file's statements: slots of sql_text[] (sqlite_int.h). */
+enum { S_BEGIN, S_COMMIT, S_ROLLBACK, S_SCHEMA_VERSION, S_TRIGGERS,
+       S_DATA_VERSION, S_COUNT };
 
 static const char *const sql_text[S_COUNT] = {
     [S_BEGIN] = "BEGIN IMMEDIATE",

@@ -17,13 +17,9 @@
 #define FAILS "(?3 <> 'completed' AND coalesce(on_parent_failure, 'cancel')" \
               " <> 'run')"
 
-/* This file's statements: slots of its sql_text[] (the cache knows each
- * by its entry's address, stmtmap.h). */
-enum {
-    S_FLOW_WAIT, S_FLOW_PARENT_MARK, S_FLOW_DEP_ADD, S_FLOW_DEPS_END,
-    S_FLOW_EDGE, S_FLOW_PARENTS, S_FLOW_FLAG, S_FLOW_LINKS,
-    S_COUNT
-};
+/* The file's statements: slots of sql_text[] (sqlite_int.h). */
+enum { S_FLOW_WAIT, S_FLOW_PARENT_MARK, S_FLOW_DEP_ADD, S_FLOW_DEPS_END,
+       S_FLOW_EDGE, S_FLOW_PARENTS, S_FLOW_FLAG, S_FLOW_LINKS, S_COUNT };
 
 static const char *const sql_text[S_COUNT] = {
     [S_FLOW_WAIT] =

@@ -39,13 +39,9 @@
     " sum(state = 'dead'), sum(state = 'cancelled')," \
     " sum(state = 'completed'), sum(state = 'waiting')"
 
-/* This file's statements: slots of its sql_text[] (the cache knows each
- * by its entry's address, stmtmap.h). */
-enum {
-    S_STATS, S_DEAD_LIST, S_QUEUE_LIST, S_PAUSED, S_READY_BY_QUEUE,
-    S_SHOW, S_LIST, S_LIST_ASC,
-    S_COUNT
-};
+/* The file's statements: slots of sql_text[] (sqlite_int.h). */
+enum { S_STATS, S_DEAD_LIST, S_QUEUE_LIST, S_PAUSED, S_READY_BY_QUEUE, S_SHOW,
+       S_LIST, S_LIST_ASC, S_COUNT };
 
 static const char *const sql_text[S_COUNT] = {
     [S_STATS] =

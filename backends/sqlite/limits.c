@@ -11,13 +11,9 @@
 #include "sqlite/sqlite_int.h"
 #include "base/util.h"
 
-/* This file's statements: slots of its sql_text[] (the cache knows each
- * by its entry's address, stmtmap.h). */
-enum {
-    S_LIM_RUNNING, S_LIM_BUCKET, S_LIM_BUCKET_SET, S_LIM_PRUNE,
-    S_LIM_PATH_SET, S_LIM_USE, S_LIM_USE_TOP, S_LIM_TOKENS,
-    S_COUNT
-};
+/* The file's statements: slots of sql_text[] (sqlite_int.h). */
+enum { S_LIM_RUNNING, S_LIM_BUCKET, S_LIM_BUCKET_SET, S_LIM_PRUNE,
+       S_LIM_PATH_SET, S_LIM_USE, S_LIM_USE_TOP, S_LIM_TOKENS, S_COUNT };
 
 static const char *const sql_text[S_COUNT] = {
     [S_LIM_RUNNING] =

@@ -26,15 +26,12 @@
     " run_at, created_at, updated_at, unique_key, limit_key)" \
     " VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?7, ?8, "
 
-/* This file's statements: slots of its sql_text[] (the cache knows each
- * by its entry's address, stmtmap.h). */
-enum {
-    S_INSERT, S_INSERT_BARE, S_INSERT_MANY, S_INSERT_MANY_IDS,
-    S_INSERT_MANY_BARE, S_INSERT_MANY_BARE_IDS, S_LIMIT_PATH,
-    S_UNIQUE_HOLDER, S_UNIQUE_WINDOW, S_UNIQUE_TAKE, S_UNIQUE_REPLACE,
-    S_QUEUE_SEEN, S_QUEUE_KNOWN, S_RESULT_TTL,
-    S_COUNT
-};
+/* The file's statements: slots of sql_text[] (sqlite_int.h);
+ * S_UNIQUE_HOLDER, S_UNIQUE_WINDOW in this order (unique_holder). */
+enum { S_INSERT, S_INSERT_BARE, S_INSERT_MANY, S_INSERT_MANY_IDS,
+       S_INSERT_MANY_BARE, S_INSERT_MANY_BARE_IDS, S_LIMIT_PATH,
+       S_UNIQUE_HOLDER, S_UNIQUE_WINDOW, S_UNIQUE_TAKE, S_UNIQUE_REPLACE,
+       S_QUEUE_SEEN, S_QUEUE_KNOWN, S_RESULT_TTL, S_COUNT };
 
 static const char *const sql_text[S_COUNT] = {
     [S_INSERT] = INSERT_JOB LIMIT_KEY_OF ")",

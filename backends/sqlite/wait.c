@@ -14,12 +14,8 @@
 
 #include "sqlite/sqlite_int.h"
 
-/* This file's statements: slots of its sql_text[] (the cache knows each
- * by its entry's address, stmtmap.h). */
-enum {
-    S_WATCH, S_OUTCOMES, S_LAST_ID,
-    S_COUNT
-};
+/* The file's statements: slots of sql_text[] (sqlite_int.h). */
+enum { S_WATCH, S_OUTCOMES, S_LAST_ID, S_COUNT };
 
 static const char *const sql_text[S_COUNT] = {
     /* ?1 the ids (JSON array), ?2 seconds */
