@@ -227,11 +227,11 @@ late_wake(jr_dbthread *t, jr_cycle *c)
         jr_cycle_err(c, &e);
         return 0;
     }
-    if (changed > 0) {
+    if (changed == 1) {
         c->consume_wake = 1;    /* for jr_cycle_reads */
         c->unchanged = 0;
     }
-    return changed > 0;
+    return changed == 1;
 }
 
 /* A wake-up that came while cycle c recorded its results or claimed, when
