@@ -1,7 +1,8 @@
 // report.js RAW JSON - turns bench/peers/run's raw lines ("peer metric
-// value") into one table on stdout and the JSON file: each figure's median
-// with min, max and the number of runs, jobrunner's ratio to each
-// graphile-worker setting, and the targets with "met" or "NOT met".
+// value") into tables on stdout (the drains, then the latency case) and
+// the JSON file: each figure's median with min, max and the number of
+// runs, jobrunner's ratio to each graphile-worker setting, and the
+// targets with "met" or "NOT met".
 "use strict";
 
 const fs = require("fs");
