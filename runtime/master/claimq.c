@@ -669,9 +669,8 @@ held_ids(master *m, int *n)
     return ids;
 }
 
-/* Fills cycle c's inputs for a claim of want jobs (if woken: only if a
- * wake-up comes by the time its results are recorded): the core's, then
- * each service's. */
+/* Fills cycle c's inputs for a claim of want jobs (not woken: only if a
+ * wake-up comes while the cycle runs): the core's, then each service's. */
 static void
 fill(master *m, jr_cycle *c, int want, int woken)
 {
