@@ -444,8 +444,9 @@ profile: check-deps jobrunner bench-tools
 
 # make bench-peers (optional, in neither test nor bench): bench/peers/run
 # runs jobrunner and graphile-worker on one throwaway PostgreSQL, the no-op
-# drain and the I/O-bound drain against build/bench/slowhttp, prints one
-# table with the ratios and writes bench/peers/results.json. graphile-worker
+# drain, the I/O-bound drain against build/bench/slowhttp and push-to-start
+# latency, prints tables with the ratios and writes bench/peers/results.json
+# (PEERS_ONLY=latency: the latency case alone). graphile-worker
 # comes from npm's registry into bench/peers/node_modules, pinned by the
 # lockfile; Node is Debian's nodejs (make deps).
 bench-peers: check-deps jobrunner bench-tools \

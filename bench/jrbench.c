@@ -9,7 +9,9 @@
  *   jrbench fill URL N NAME           queue N jobs NAME (batches of 5000)
  *   jrbench fillq URL N NAME Q1,Q2    N jobs spread over the queues
  *   jrbench fillk URL N NAME K        N jobs spread over K limit keys
- *   jrbench latency URL N MS NAME     N single pushes MS milliseconds apart
+ *   jrbench latency URL N MS NAME     N single pushes MS milliseconds apart,
+ *                                     each with payload {"t": the wall
+ *                                     clock in seconds before its push}
  *   jrbench drain URL BIN CONFIG LOG  start BIN -c CONFIG run, time until
  *                                     the jobs table is empty, then stop it
  *   jrbench idle BIN CONFIG LOG SECS  CPU% of the runner and its workers
@@ -248,10 +250,15 @@ cmd_latency(char **argv)
 
     for (i = 0; i < n; i++) {
         double now = mono();
+        struct timespec ts;
+        char payload[64];
         if (next > now)
             sleep_s(next - now);
         next += gap;
-        if (jr_client_push(c, argv[3], "{}", NULL, NULL) != JR_CLIENT_OK)
+        clock_gettime(CLOCK_REALTIME, &ts);
+        snprintf(payload, sizeof payload, "{\"t\":%lld.%09ld}",
+                 (long long)ts.tv_sec, ts.tv_nsec);
+        if (jr_client_push(c, argv[3], payload, NULL, NULL) != JR_CLIENT_OK)
             die("push", jr_client_errmsg(c));
     }
     jr_client_close(c);

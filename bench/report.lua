@@ -49,6 +49,9 @@ for _, b in ipairs(backends) do
   if r.drain_now_jobs_s and r.drain_base_jobs_s then
     r.drain_base_ratio = r.drain_now_jobs_s.median / r.drain_base_jobs_s.median
   end
+  if r.latency_busy_p99_ms and r.latency_p99_ms then
+    r.latency_busy_ratio = r.latency_busy_p99_ms.median / r.latency_p99_ms.median
+  end
   if r.mix_c16_jobs_s and r.mix_c1_jobs_s then
     r.mix_speedup = r.mix_c16_jobs_s.median / r.mix_c1_jobs_s.median
   end
@@ -78,6 +81,10 @@ local rows = {
   { "latency_p50_ms", "latency push->start p50 (ms)", { "<=", 1 }, { "<=", 1 }, "%.2f" },
   { "latency_p99_ms", "latency push->start p99 (ms)", { "<=", 2 }, { "<=", 3 }, "%.2f" },
   { "latency_max_ms", "latency push->start max (ms)", nil, nil, "%.2f" },
+  { "latency_busy_p50_ms", "the same, a CPU burner on core 0: p50 (ms)", nil, nil, "%.2f" },
+  { "latency_busy_p99_ms", "  p99 (ms)", nil, nil, "%.2f" },
+  { "latency_busy_max_ms", "  max (ms)", nil, nil, "%.2f" },
+  { "latency_busy_ratio", "  busy p99 / quiet p99 (x)", nil, { "<=", 2 }, "%.2f" },
   { "fanin_ms", "fan-out of 10000: last child's end -> fan-in callback's start (ms)", nil, nil, "%.2f" },
   { "chain_p50_ms", "chain of 1000: a link's end -> the next one's start, p50 (ms)", nil, nil, "%.2f" },
   { "chain_p99_ms", "chain of 1000: the same, p99 (ms)", nil, nil, "%.2f" },

@@ -15,9 +15,17 @@
 //                                       "default" is the library's defaults,
 //                                       "batched" adds its throughput options
 //                                       (localQueue, completeJobBatchDelay)
+//   node gw.js latency N MS             one runner with the library's
+//                                       defaults, idle; N jobs "lat" added
+//                                       one at a time (addJob) MS ms apart;
+//                                       prints p50_ms p99_ms max_ms of their
+//                                       push-to-start latencies
 //
 // Tasks: "noop" returns at once; "http" GETs URL with Node's fetch, reads
-// the body and fails on a status other than 200. The clock starts when the
+// the body and fails on a status other than 200; "lat" keeps the time from
+// its payload's t (the producer's clock right before addJob) to its start.
+// Both clocks are process.hrtime, CLOCK_MONOTONIC, one clock for the
+// machine's processes. In drain, the clock starts when the
 // runners are told to call run() (Node and graphile-worker already loaded
 // in each, schema in place) and stops when every job has succeeded and
 // the jobs table, polled every 4 ms from the parent, holds none: batched
@@ -62,9 +70,16 @@ function quietLogger() {
   });
 }
 
+function ms() {
+  return Number(process.hrtime.bigint()) / 1e6;
+}
+
+const lats = [];
+
 function tasks(url) {
   return {
     noop: async () => {},
+    lat: async (payload) => { lats.push(ms() - payload.t); },
     http: async () => {
       const res = await fetch(url);
       await res.arrayBuffer();
@@ -146,6 +161,7 @@ async function child(task, procs, conc, mode, url) {
       timer = setInterval(report, 10);
     } else if (m === "stop") {
       clearInterval(timer);
+      if (task === "lat") st.lats = lats;
       report();
       if (runner) await runner.stop();
       await pool.end();
@@ -195,6 +211,50 @@ async function drain(n, task, procs, conc, mode, url) {
     `rss_kib=${Math.round(sum("rss") / 1024)} ok=${sum("ok")}`);
 }
 
+const sleep = (secs) => new Promise((r) => setTimeout(r, secs * 1000));
+
+// p-th percentile of the sorted a, as bench/run's: the value at rank
+// ceil(n * p / 100)
+const pct = (a, p) => a[Math.max(0, Math.ceil(a.length * p / 100) - 1)];
+
+async function latency(n, gapMs) {
+  const { fork } = require("child_process");
+  const pool = makePool(2);
+  const utils = await makeWorkerUtils({ pgPool: pool, logger: quietLogger() });
+  const k = fork(__filename, ["child", "lat", "1", "1", "default", ""]);
+  let st = null;
+  k.on("exit", (code) => { if (!k.stopping) die(`latency: the runner exited (${code})`); });
+  await new Promise((resolve) => k.on("message", (m) => {
+    if (m === "ready") resolve(); else st = m;
+  }));
+  k.send("go");
+  await sleep(0.5);                     // as bench/run's runner: 0.5 s idle
+  let next = now();
+  for (let i = 0; i < n; i++) {
+    const wait = next - now();
+    if (wait > 0) await sleep(wait);
+    next += gapMs / 1000;
+    await utils.addJob("lat", { t: ms() });
+  }
+  const t0 = now();
+  while (!st || st.ok + st.failed < n) {
+    if (now() - t0 > 30) die(`latency: ${st ? st.ok : 0} of ${n} jobs done after 30 s`);
+    await sleep(0.01);
+  }
+  if (st.failed > 0) die(`latency: ${st.failed} jobs failed; first: ${st.err}`);
+  const final = await new Promise((resolve) => {
+    k.stopping = true;
+    k.removeAllListeners("message");
+    k.on("message", (m) => { if (m.lats) resolve(m); });
+    k.send("stop");
+  });
+  await utils.release();
+  await pool.end();
+  const a = final.lats.sort((x, y) => x - y);
+  console.log(`p50_ms=${pct(a, 50).toFixed(3)} p99_ms=${pct(a, 99).toFixed(3)} ` +
+    `max_ms=${a[a.length - 1].toFixed(3)} n=${a.length}`);
+}
+
 async function main(argv) {
   if (!URL_) die("PEERS_PG_URL is not set");
   const [cmd, ...a] = argv;
@@ -202,10 +262,12 @@ async function main(argv) {
   if (cmd === "push" && a.length === 2) return push(Number(a[0]), a[1]);
   if (cmd === "drain" && (a.length === 5 || a.length === 6))
     return drain(Number(a[0]), a[1], Number(a[2]), Number(a[3]), a[4], a[5]);
+  if (cmd === "latency" && a.length === 2)
+    return latency(Number(a[0]), Number(a[1]));
   if (cmd === "child" && a.length === 5)
     return child(a[0], Number(a[1]), Number(a[2]), a[3], a[4]);
   die("usage: gw.js migrate | push N TASK | " +
-    "drain N TASK PROCS CONC MODE [URL]");
+    "drain N TASK PROCS CONC MODE [URL] | latency N MS");
 }
 
 main(process.argv.slice(2)).then(

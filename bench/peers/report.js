@@ -1,7 +1,8 @@
 // report.js RAW JSON - turns bench/peers/run's raw lines ("peer metric
-// value") into one table on stdout and the JSON file: each figure's median
-// with min, max and the number of runs, jobrunner's ratio to each
-// graphile-worker setting, and the targets with "met" or "NOT met".
+// value") into tables on stdout (the drains, then the latency case) and
+// the JSON file: each figure's median with min, max and the number of
+// runs, jobrunner's ratio to each graphile-worker setting, and the
+// targets with "met" or "NOT met".
 "use strict";
 
 const fs = require("fs");
@@ -65,6 +66,7 @@ const verdict = (ok) => ok ? "met" : "NOT met";
 
 function section(kase, metric, title, targetFor) {
   const jr = get(JR, metric);
+  if (!jr && !get(GWD, metric) && !get(GWB, metric)) return;   // not run
   for (const peer of [JR, GWD, GWB]) {
     const s = get(peer, metric);
     if (!s && peer !== JR) continue;
@@ -85,7 +87,7 @@ function section(kase, metric, title, targetFor) {
   }
 }
 
-{
+if (get(JR, "push_jobs_s")) {
   const jr = get(JR, "push_jobs_s"), gw = get("gw", "push_jobs_s");
   out.figures["push.jobrunner"] = jr;
   out.figures["push.graphile_worker"] = gw;
@@ -103,9 +105,46 @@ section("io", "io_jobs_s", `I/O-bound, ${fmt(Number(cfg.io_n))} GETs of ${cfg.de
 
 const widths = rows[0].map((_, i) => Math.max(...rows.map((r) => r[i].length)));
 const line = (r) => r.map((c, i) => c.padEnd(widths[i])).join("  ").trimEnd();
-console.log(line(rows[0]));
-console.log("-".repeat(line(rows[0]).length));
-for (const r of rows.slice(1)) console.log(line(r));
+if (rows.length > 1) {
+  console.log(line(rows[0]));
+  console.log("-".repeat(line(rows[0]).length));
+  for (const r of rows.slice(1)) console.log(line(r));
+}
+
+// the latency case: jobrunner on each engine against graphile-worker's
+// figures of the same run; the target is jobrunner below it on p50 and p99
+const lat = [["latency push->start, " + (cfg.lat_n || "?") +
+  " jobs 10 ms apart", "p50 ms", "p99 ms", "max ms", "it / jobrunner p50, p99",
+  "target: p50 and p99 below graphile-worker's"]];
+const msCell = (s) => !s ? "-" : s.runs === 1 ? `${s.median.toFixed(2)} (1 run)` :
+  `${s.median.toFixed(2)} (${s.min.toFixed(2)}-${s.max.toFixed(2)})`;
+const gwl = { p50: get("gw", "lat_p50_ms"), p99: get("gw", "lat_p99_ms") };
+out.latency = {};
+for (const [peer, name] of [["jr_postgres", "jobrunner, PostgreSQL"],
+  ["jr_sqlite", "jobrunner, SQLite"], ["gw", "graphile-worker, PostgreSQL"]]) {
+  const p50 = get(peer, "lat_p50_ms"), p99 = get(peer, "lat_p99_ms");
+  if (!p50) continue;
+  const o = { p50_ms: p50, p99_ms: p99, max_ms: get(peer, "lat_max_ms") };
+  let ratio = "", tt = "";
+  if (peer !== "gw" && gwl.p50 && gwl.p99) {
+    o.gw_over_p50 = gwl.p50.median / p50.median;
+    o.gw_over_p99 = gwl.p99.median / p99.median;
+    o.met = p50.median < gwl.p50.median && p99.median < gwl.p99.median;
+    ratio = `${o.gw_over_p50.toFixed(2)}x, ${o.gw_over_p99.toFixed(2)}x`;
+    tt = `p50 ${p50.median < gwl.p50.median ? "below" : "NOT below"}, ` +
+      `p99 ${p99.median < gwl.p99.median ? "below" : "NOT below"}: ${verdict(o.met)}`;
+  }
+  out.latency[peer] = o;
+  lat.push([name, msCell(p50), msCell(p99), msCell(o.max_ms), ratio, tt]);
+}
+if (lat.length > 1) {
+  const w = lat[0].map((_, i) => Math.max(...lat.map((r) => r[i].length)));
+  const l = (r) => r.map((c, i) => c.padEnd(w[i])).join("  ").trimEnd();
+  console.log();
+  console.log(l(lat[0]));
+  console.log("-".repeat(l(lat[0]).length));
+  for (const r of lat.slice(1)) console.log(l(r));
+}
 
 const extra = [];
 for (const peer of [JR, GWD, GWB]) {
@@ -123,10 +162,12 @@ out.figures["io_worker_rss_mib.jobrunner"] = wr;
 out.figures["io_rss_mib.gw_default"] = get(GWD, "io_rss_mib");
 out.figures["io_rss_mib.gw_batched"] = get(GWB, "io_rss_mib");
 console.log();
-console.log("batched: graphile-worker's throughput options, localQueue " +
-  "(size concurrentJobs + 1, at least 500) and completeJobBatchDelay 0.");
-console.log("Clocks: jobrunner's from the runner's fork+exec, graphile-worker's " +
-  "from run() (Node and the library loaded), both to the empty jobs table.");
+if (rows.length > 1) {
+  console.log("batched: graphile-worker's throughput options, localQueue " +
+    "(size concurrentJobs + 1, at least 500) and completeJobBatchDelay 0.");
+  console.log("Clocks: jobrunner's from the runner's fork+exec, graphile-worker's " +
+    "from run() (Node and the library loaded), both to the empty jobs table.");
+}
 for (const e of extra) console.log(e);
 console.log(Object.entries(machine).map(([k, v]) => `${k}: ${v}`).join("; "));
 fs.writeFileSync(jsonPath, JSON.stringify(out, null, 2) + "\n");

@@ -6,6 +6,7 @@
 #define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
+#include <poll.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
@@ -207,6 +208,54 @@ fill_spec(jr_cycle *c, jr_claim_spec *spec, jr_queue_want *wants, int want)
     c->limit_next = 0;
 }
 
+/* 1 if a wake-up came while cycle c ran (its descriptor is readable and
+ * changed() says so), consumed as a consume_wake cycle does. An engine
+ * whose every commit wakes (SQLite's WAL) is never asked: the cycle's own
+ * writes would wake it. */
+static int
+late_wake(jr_dbthread *t, jr_cycle *c)
+{
+    const jr_backend_ops *ops = t->db->ops;
+    struct pollfd p = {.fd = ops->wake_fd(t->db->b), .events = POLLIN};
+    jr_err e;
+    int changed;
+
+    if (ops->caps.wakes_every_commit || c->err.code != 0 || p.fd < 0 ||
+        poll(&p, 1, 0) != 1)
+        return 0;
+    if ((changed = ops->changed(t->db->b, &e)) < 0) {
+        jr_cycle_err(c, &e);
+        return 0;
+    }
+    if (changed == 1) {
+        c->consume_wake = 1;    /* for jr_cycle_reads */
+        c->unchanged = 0;
+    }
+    return changed == 1;
+}
+
+/* A wake-up that came while cycle c recorded its results or claimed, when
+ * it claimed nothing (or asked nothing: claim_if_woken): claims now, with
+ * the same spec, not after a round through the loop and a cycle of its
+ * own. Returns 1 if it consumed one. */
+static int
+late_claim(jr_dbthread *t, jr_cycle *c, jr_claim_spec *spec,
+           jr_queue_want **wants)
+{
+    jr_err e;
+
+    if (c->want <= 0 || c->nclaimed != 0 || !late_wake(t, c))
+        return 0;
+    if (c->nqueues > 0 && *wants == NULL &&
+        (*wants = queue_wants(c)) == NULL)
+        return 1;               /* out of memory: claim next time */
+    fill_spec(c, spec, *wants, c->want);
+    if ((c->nclaimed = t->db->ops->claim(t->db->b, t->token, t->lease, spec,
+                                         c->claimed, &e)) < 0)
+        jr_cycle_err(c, &e);
+    return 1;
+}
+
 static void
 run_cycle(jr_dbthread *t, jr_cycle *c)
 {
@@ -226,7 +275,8 @@ run_cycle(jr_dbthread *t, jr_cycle *c)
     if (c->consume_wake && (changed = ops->changed(b, &e)) < 0)
         jr_cycle_err(c, &e);
     c->unchanged = c->consume_wake && changed == 0;
-    want = changed == 0 && !c->claim_always ? 0 : c->want;
+    want = (changed == 0 && !c->claim_always) || c->claim_if_woken ? 0 :
+           c->want;
     if (want > 0 && c->nqueues > 0 && (wants = queue_wants(c)) == NULL)
         want = 0;               /* out of memory: claim next time */
     fill_spec(c, &spec, wants, want);
@@ -250,6 +300,10 @@ run_cycle(jr_dbthread *t, jr_cycle *c)
         (c->nclaimed = ops->claim(b, t->token, t->lease, &spec, c->claimed,
                                   &e)) < 0)
         jr_cycle_err(c, &e);
+    if (late_claim(t, c, &spec, &wants))
+        changed = 1;
+    else if (c->claim_if_woken)
+        c->want = 0;            /* none asked, none claimed */
     if (c->renew && (c->renewed = ops->renew(b, t->token, t->lease, c->held,
                                       c->nheld, &e)) < 0)
         jr_cycle_err(c, &e);

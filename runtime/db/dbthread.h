@@ -66,6 +66,13 @@ typedef struct jr_cycle {
     int                 want;           /* claim up to this many; 0: none */
     int                 consume_wake;   /* call changed() first */
     int                 claim_always;   /* claim even if changed() says 0 */
+    int                 claim_if_woken; /* claim want only if a wake-up
+                                           comes while the cycle runs
+                                           (never on an engine whose every
+                                           commit wakes); want is 0 after
+                                           if none came. Any cycle that
+                                           claimed nothing claims too if
+                                           one came */
     const char *const  *names;          /* borrowed handler names */
     int                 nnames;
     const char *const  *claim_names;    /* the claim's names when only

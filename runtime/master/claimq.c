@@ -507,7 +507,9 @@ jr_claimq_wake(evutil_socket_t fd, short what, void *arg)
 }
 
 /* Watches the backend's wake descriptor, which may change when it
- * reconnects. */
+ * reconnects. Not while a cycle is out (jr_claimq_work): the cycle reads
+ * it, and the loop woken by a wake-up the cycle then consumed would run
+ * a cycle that finds nothing. */
 void
 jr_claimq_watch_wake(master *m, int fd)
 {
@@ -667,12 +669,13 @@ held_ids(master *m, int *n)
     return ids;
 }
 
-/* Fills cycle c's inputs for a claim of want jobs: the core's, then each
- * service's. */
+/* Fills cycle c's inputs for a claim of want jobs (not woken: only if a
+ * wake-up comes while the cycle runs): the core's, then each service's. */
 static void
-fill(master *m, jr_cycle *c, int want)
+fill(master *m, jr_cycle *c, int want, int woken)
 {
     c->want = want > 0 ? want : 0;
+    c->claim_if_woken = !woken && c->want > 0;
     c->consume_wake = m->wake_due;
     c->claim_always = m->want_claim;
     if (m->gen != NULL) {
@@ -700,7 +703,7 @@ jr_claimq_work(evutil_socket_t fd, short what, void *arg)
 {
     master *m = arg;
     jr_cycle *c = &m->cycle;
-    int want, due;
+    int want, due, woken;
 
     (void)fd;
     (void)what;
@@ -723,18 +726,23 @@ jr_claimq_work(evutil_socket_t fd, short what, void *arg)
     want = jr_lane_split(m, capacity(m));
     if (want > CLAIM_MAX)
         want = CLAIM_MAX;
-    if (m->stopping || m->gen == NULL || m->gen->n == 0 ||
-        !(m->want_claim || m->wake_due))
+    if (m->stopping || m->gen == NULL || m->gen->n == 0)
         want = 0;
-    if (m->nres == 0 && want <= 0 && !m->renew_due && !m->rescue_due &&
-        !m->wake_due && !due)
+    /* not woken, a cycle claims only if a wake-up comes while it runs */
+    woken = m->want_claim || m->wake_due;
+    if (m->nres == 0 && (want <= 0 || !woken) && !m->renew_due &&
+        !m->rescue_due && !m->wake_due && !due)
         return;
     memset(c, 0, sizeof *c);
     if (send_results(m, c) < 0)
         return;
-    fill(m, c, want);
+    fill(m, c, want, woken);
     m->cycle_at = jr_mono();
     m->cycle_want = c->want;
-    if (jr_dbthread_submit(m->dbt, c) < 0)
+    if (m->ev_wake != NULL)
+        event_del(m->ev_wake);  /* until the cycle is back */
+    if (jr_dbthread_submit(m->dbt, c) < 0) {
         jr_log(JR_LOG_ERROR, "internal: database thread busy");
+        jr_claimq_watch_wake(m, m->wake_fd);
+    }
 }
