@@ -63,11 +63,11 @@ typedef struct jr_svc_iter {    /* a walk over the workers; start it
                                    zeroed */
     struct wk *w;               /* the worker of the last job returned */
     int        k;               /* that job's place in it */
-    int        started;
+    int        started;         /* 0 before the walk's first call */
 } jr_svc_iter;
 
-/* The next job a worker holds (in its handler, or waiting in a worker
- * that runs its jobs at once), or NULL at the end. Borrowed: valid until
+/* The next job a worker holds (handed to it and not ended: in its
+ * handler or waiting for it), or NULL at the end. Borrowed: valid until
  * the loop runs again. */
 const jr_job *jr_svc_held(master *m, jr_svc_iter *it);
 /* The next worker's job in its handler (its start in *since, mono time),
