@@ -1,8 +1,8 @@
 -- layers_spec.lua - the folders are the layers, and this spec keeps them so
 -- (docs/design.md, "Where the code lives"): storage (backend.h) is reached
 -- from db/, client/, cli/ and the HTTP database reader (http/apidb*.c)
--- only; the master's internals (master/master_int.h) from master/ and
--- services/ only; base/ and backends/ include no Lua (each of these
+-- only; the master's internals (master/master_int.h) from master/ only
+-- (the services see master/svc.h); base/ and backends/ include no Lua (each of these
 -- through the headers a file includes, too); runtime/ asks its engine's
 -- capabilities (caps.h), never its name; and no two folders include or
 -- call each other in a circle. The order of the layers is
@@ -42,7 +42,7 @@ local function remove(path)
 end
 
 -- A tree that keeps every rule: each layer uses the one below, services
--- see the master's internals and call it, the master calls none.
+-- call the master through master/svc.h, the master calls none.
 local GOOD = {
   ["backends/backend.h"] = "int jr_db_open(void);\n",
   ["backends/backend.c"] = '#include "backend.h"\n#include "base/err.h"\n' ..
@@ -53,12 +53,16 @@ local GOOD = {
   ["runtime/base/err.c"] = '#include "base/err.h"\n' ..
     "int\njr_err_x(void)\n{\n    return 0;\n}\n",
   ["runtime/lua/script.c"] = "#include <lua.h>\n#include \"base/err.h\"\n",
-  ["runtime/master/master_int.h"] = "int jr_master_kick(void);\n",
+  ["runtime/master/master_int.h"] = '#include "master/svc.h"\n' ..
+    "int jr_master_kick(void);\n",
   ["runtime/master/master.c"] = '#include "master/master_int.h"\n' ..
     "int\njr_master_kick(void)\n{\n    return 0;\n}\n",
+  ["runtime/master/svc.h"] = "int jr_svc_kick(void);\n",
+  ["runtime/master/svc.c"] = '#include "master/master_int.h"\n' ..
+    "int\njr_svc_kick(void)\n{\n    return jr_master_kick();\n}\n",
   ["runtime/services/cancel.h"] = "int jr_cancel_tick(void);\n",
-  ["runtime/services/cancel.c"] = '#include "master/master_int.h"\n' ..
-    "int\njr_cancel_tick(void)\n{\n    return jr_master_kick();\n}\n",
+  ["runtime/services/cancel.c"] = '#include "master/svc.h"\n' ..
+    "int\njr_cancel_tick(void)\n{\n    return jr_svc_kick();\n}\n",
   ["runtime/db/dbthread.c"] = '#include "backend.h"\n',
   ["runtime/http/apidb.c"] = '#include "backend.h"\n',
   ["runtime/http/apidbflow.c"] = '#include "backend.h"\n',
@@ -137,8 +141,8 @@ describe("layers:", function()
         "no Lua)",
       "runtime/http/api.c:2: includes backend.h (storage is reached from " ..
         "db/, client/, cli/ and http/apidb*.[ch] only)",
-      "runtime/http/api.c:3: includes master/master_int.h (master/ and " ..
-        "services/ only)",
+      "runtime/http/api.c:3: includes master/master_int.h (master/ only: " ..
+        "services/ use master/svc.h)",
     }, layers.check(root))
   end)
 
@@ -167,6 +171,28 @@ describe("layers:", function()
       "runtime/master/lane.c:2: includes backend.h (storage is reached " ..
         "from db/, client/, cli/ and http/apidb*.[ch] only) (through " ..
         "db/dbcalls.h)",
+    }, layers.check(root))
+  end)
+
+  it("fails a service that reaches the master's internals, directly or " ..
+     "through a header", function()
+    local root = tree(with({
+      ["runtime/services/cancel.c"] = '#include "master/master_int.h"\n' ..
+        "int\njr_cancel_tick(void)\n{\n    return jr_master_kick();\n}\n",
+      ["runtime/services/prune.h"] = '#include "master/master_int.h"\n',
+      ["runtime/services/prune.c"] = '#include "services/prune.h"\n',
+      ["runtime/master/service.h"] = '#include "master/master_int.h"\n',
+      ["runtime/services/waits.c"] = '#include "master/service.h"\n' ..
+        '#include "master/svc.h"\n',
+    }))
+    finally(function() remove(root) end)
+    local why = "includes master/master_int.h (master/ only: services/ " ..
+                "use master/svc.h)"
+    assert.same({
+      "runtime/services/cancel.c:1: " .. why,
+      "runtime/services/prune.c:1: " .. why .. " (through services/prune.h)",
+      "runtime/services/prune.h:1: " .. why,
+      "runtime/services/waits.c:1: " .. why .. " (through master/service.h)",
     }, layers.check(root))
   end)
 

@@ -1,8 +1,8 @@
 /* httphost.c - the master as the HTTP server's host (host.h): what
- * /metrics and /api/runner show of the runner (workers, running jobs,
- * queues) read from the master's fields when a page is made, and the
- * loop, config and database thread the server works with; the services
- * fill in what they show (jr_service_host: metrics, unhandled names,
+ * /metrics and /api/runner show of the runner (workers, running jobs)
+ * read from the master's fields when a page is made, and the loop,
+ * config and database thread the server works with; the services fill
+ * in what they show (jr_service_host: metrics, queues, unhandled names,
  * schedules). The only file of master/ that knows the server. Uses
  * httphost.h, master_int.h, service.h, http.h, host.h. */
 #include "master/httphost.h"
@@ -58,30 +58,12 @@ running(void *runner, void (*each)(void *arg, const jr_httprun *r),
     }
 }
 
-static void
-queues(void *runner, void (*each)(void *arg, const jr_httpqueue *q),
-       void *arg)
-{
-    master *m = runner;
-    jr_httpqueue q;
-
-    for (int k = 0; k < m->nqs; k++) {
-        q.name = m->qs[k].name;
-        q.running = m->qs[k].running;
-        q.local = m->qs[k].held - m->qs[k].running;
-        q.capped = m->qs[k].capped;
-        q.target = m->qs[k].target;
-        each(arg, &q);
-    }
-}
-
 int
 jr_httphost_start(master *m, jr_err *err)
 {
     jr_httphost host = {
         .runner = m, .base = m->base, .cfg = m->cfg, .token = m->token,
         .dbt = m->dbt, .gauges = gauges, .running = running,
-        .queues = queues,
     };
 
     if (m->cfg->http_listen == NULL)

@@ -66,11 +66,11 @@ on_spawn(evutil_socket_t fd, short what, void *arg)
     jr_pool_fit(m);
 }
 
-/* A flag_timer fired: set its flag, kick. */
+/* A jr_flag_timer fired: set its flag, kick. */
 static void
 on_flag(evutil_socket_t fd, short what, void *arg)
 {
-    flag_timer *t = arg;
+    jr_flag_timer *t = arg;
 
     (void)fd;
     (void)what;
@@ -168,7 +168,7 @@ add_timer(master *m, double secs, event_callback_fn fn, void *arg)
 
 /* Arms t to set *flag and kick every secs seconds. */
 void
-jr_master_flag(master *m, flag_timer *t, double secs, int *flag)
+jr_master_flag(master *m, jr_flag_timer *t, double secs, int *flag)
 {
     t->m = m;
     t->flag = flag;
@@ -278,13 +278,14 @@ start(master *m, jr_err *err)
     if ((m->db = jr_dbthread_open(m->cfg, err)) == NULL)
         return -1;
     make_token(m);
-    if (make_loop(m, err) < 0 || start_db(m, err) < 0 ||
-        jr_httphost_start(m, err) < 0)
+    if (make_loop(m, err) < 0 || start_db(m, err) < 0)
         return -1;
     m->notify = jr_notify_open(m->base);    /* READY=1: gen.c, on hello */
     m->hooks = jr_hooks_new(m->cfg->L, m->cfg->ref);
     if (jr_service_init(m) < 0)
         return jr_fail(err, JR_ENOMEM, "out of memory");
+    if (jr_httphost_start(m, err) < 0)      /* shows the services' state */
+        return -1;
     if (m->cfg->watch &&
         (m->watch = jr_watch_new(m->base, m->cfg->scripts, WATCH_DEBOUNCE,
                                  on_watch, m, err)) == NULL)

@@ -1,5 +1,5 @@
-/* master_int.h - what the master's files and the services share, private
- * to them: the master, its workers, generations and pending results (the
+/* master_int.h - what the master's files share, private to them: the
+ * master, its workers, generations and pending results (the
  * structs are visible on purpose: each file works on the fields of its
  * concern), and the functions one file calls in another. The files, by
  * concern:
@@ -13,12 +13,13 @@
  *              at a deadline
  *   gen.c      generations of handler code: hello, probe, reload
  *   service.c  the core's calls into the services (service.h)
+ *   svc.c      what the services may do to the master (svc.h)
  * A feature beside the claim is a service in services/ (service.h): it
  * keeps its state in its own struct, held for it at its place in the
  * list (jr_service_state); the core calls it through the list and never
- * by name. Uses config.h, dbthread.h (the
- * database, which only it sees), frame.h, hooks.h, reload.h, script.h,
- * service.h, util.h. */
+ * by name, and it sees none of this file, only svc.h. Uses config.h,
+ * dbthread.h (the database, which only it sees), frame.h, hooks.h,
+ * reload.h, script.h, service.h, svc.h, util.h. */
 #ifndef JR_MASTER_INT_H
 #define JR_MASTER_INT_H
 
@@ -33,6 +34,7 @@
 #include "lua/hooks.h"
 #include "master/reload.h"
 #include "master/service.h"
+#include "master/svc.h"
 #include "base/retry.h"
 #include "lua/script.h"
 #include "base/util.h"
@@ -42,14 +44,6 @@
 #define OUT_LINE      1024      /* bytes of one line of handler output logged */
 /* SIGTERM SIGINT SIGCHLD SIGHUP SIGTTIN SIGTTOU: master.c's signals[] */
 #define NSIGNALS      6
-
-typedef struct master master;
-
-typedef struct flag_timer {     /* a timer that sets a flag and kicks */
-    master             *m;
-    int                *flag;           /* a field of m */
-    struct event       *ev;             /* NULL when not armed */
-} flag_timer;
 
 enum { OUT_LOG, OUT_INHERIT, OUT_FILE };       /* handler_output */
 
@@ -113,17 +107,6 @@ typedef struct pending {        /* a result waiting for the next flush */
     int        flow;            /* the job had children or a batch */
 } pending;
 
-typedef struct qstate {         /* one queue this runner caps or names */
-    const char *name;           /* the config's */
-    int         capped;         /* listed in `queues`: min..max apply */
-    int         min, max;
-    int         target;         /* its cap now: max, or on_tick's choice */
-    int         held;           /* claimed here: local queue + workers */
-    int         running;        /* of them, in workers */
-    int         asked;          /* the last claim's cap for it */
-    int         more;           /* it may have more ready: claim again
-                                   when one of its jobs ends */
-} qstate;
 typedef struct snoozed {        /* a job that snoozed under this runner */
     int64_t     id;
     int         n;              /* snoozes in a row */
@@ -171,9 +154,9 @@ struct master {
     struct event       *ev_work, *ev_tick;
     struct event       *ev_wake, *ev_spawn;
     struct event       *ev_sig[NSIGNALS];
-    flag_timer          poll;           /* sets want_claim */
-    flag_timer          renew;          /* sets renew_due */
-    flag_timer          rescue;         /* sets rescue_due */
+    jr_flag_timer       poll;           /* sets want_claim */
+    jr_flag_timer       renew;          /* sets renew_due */
+    jr_flag_timer       rescue;         /* sets rescue_due */
     int                 want_claim;     /* jobs may be waiting */
     int                 flow_ended;     /* a job with children or a batch
                                            ended: look for jobs it readied */
@@ -204,11 +187,6 @@ struct master {
     int                 nsuspects, capsuspects;
     snoozed            *snoozes;        /* jobs snoozed here, unordered */
     size_t              nsnoozes, capsnoozes;
-    qstate             *qs;             /* queues capped or served, by
-                                           name (qstate.c; /metrics
-                                           reads them) */
-    int                 nqs;
-    int                 serve_all;      /* no serve list: every queue */
     long                cancelled;      /* jobs recorded cancelled */
     struct jr_notify   *notify;         /* systemd's socket, or NULL */
     int                 held_max;       /* results held unrecorded at most
@@ -216,7 +194,6 @@ struct master {
     struct jr_http     *http;           /* the HTTP server (http.c), or
                                            NULL when off */
     double              cycle_at;       /* when the last cycle went */
-    struct jr_metrics  *metrics;        /* its counters (metrics.c) */
     const jr_service *const *services;  /* the services, in the order the
                                            core calls them; NULL-ended */
     void              **svc;            /* each one's state, by its place
@@ -233,7 +210,7 @@ jr_master_kick(master *m)
 }
 /* Arms t to set *flag and kick every secs seconds (t->ev NULL when out of
  * memory; event_free it). */
-void jr_master_flag(master *m, flag_timer *t, double secs, int *flag);
+void jr_master_flag(master *m, jr_flag_timer *t, double secs, int *flag);
 
 /* claimq.c: the local queue, results, the database cycle */
 

@@ -9,7 +9,8 @@
  * order (service.c). A service keeps its state in its own struct, which
  * the core holds for it by its place in that list (jr_service_state).
  * Every callback may be NULL (not wanted); all run in the master's loop
- * thread. Uses master_int.h, dbthread.h's jr_cycle. */
+ * thread. The master is opaque to a service: what it may do to it is
+ * svc.h. Uses dbthread.h's jr_cycle. */
 #ifndef JR_SERVICE_H
 #define JR_SERVICE_H
 
@@ -23,7 +24,7 @@ struct jr_httphost;
 
 typedef struct jr_service {
     const char *name;           /* for messages: "schedules" */
-    /* The HTTP server is about to start (before init): fills in its part
+    /* The HTTP server is about to start (after init): fills in its part
      * of the server's host h (the callbacks for what it shows). -1 when
      * out of memory (the runner does not start). */
     int  (*host)(struct master *m, struct jr_httphost *h);

@@ -7,16 +7,15 @@
  * JR_CANCELLED). A worker stuck outside Lua is killed after CANCEL_GRACE
  * seconds, and its job is recorded cancelled (the core asks each
  * service's refuse). A service (service.h): owns the cancels told and its
- * poll timer. Uses master_int.h. */
-#include <signal.h>
+ * poll timer. Uses service.h, svc.h. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include <event2/bufferevent.h>
-
 #include "base/log.h"
-#include "master/master_int.h"
+#include "base/util.h"
+#include "master/service.h"
+#include "master/svc.h"
 
 /* Seconds a cancelled job's worker has to stop before it is killed. */
 #define CANCEL_GRACE 5.0
@@ -31,21 +30,16 @@ typedef struct cancels {        /* the service's state */
     cancelling *v;              /* running jobs told to stop */
     int         n, cap;
     int         due;            /* look for cancels of our jobs */
-    flag_timer  poll;           /* sets due every CANCEL_POLL */
+    jr_flag_timer poll;         /* sets due every CANCEL_POLL */
 } cancels;
 
 /* 1 if it holds any job. */
 static int
-holds(const master *m)
+holds(master *m)
 {
-    const wk *w;
+    jr_svc_iter it = {0};
 
-    if (m->qlen > 0)
-        return 1;
-    for (w = m->workers; w; w = w->next)
-        if (w->njobs > 0)
-            return 1;
-    return 0;
+    return jr_svc_queued(m) > 0 || jr_svc_held(m, &it) != NULL;
 }
 
 static cancelling *
@@ -69,9 +63,7 @@ record(master *m, const jr_job *j, const char *why)
     r.error = mem ? mem : "cancelled";
     jr_log(JR_LOG_INFO, "job %lld (%s) cancelled: %s", (long long)j->id,
            j->name, r.error);
-    m->cancelled++;
-    jr_service_job_end(m, j, &r, 0);
-    jr_claimq_result(m, &r, mem);
+    jr_svc_end(m, j, &r, mem);
 }
 
 /* Takes job id out of the local queue and records it cancelled. Returns
@@ -79,44 +71,17 @@ record(master *m, const jr_job *j, const char *why)
 static int
 from_queue(master *m, int64_t id)
 {
-    size_t i, k;
+    size_t i;
     jr_job *j;
 
-    for (i = 0; i < m->qlen; i++) {
-        j = m->queue[(m->qhead + i) % m->qcap];
-        if (j->id != id)
+    for (i = 0; i < jr_svc_queued(m); i++) {
+        if (jr_svc_queue_at(m, i)->id != id)
             continue;
-        for (k = i; k + 1 < m->qlen; k++)
-            m->queue[(m->qhead + k) % m->qcap] =
-                m->queue[(m->qhead + k + 1) % m->qcap];
-        m->qlen--;
+        j = jr_svc_queue_take(m, i);
         record(m, j, "cancelled before it started");
         free(j);
         return 1;
     }
-    return 0;
-}
-
-/* Tells the worker holding job id to stop it. Returns 1 if one holds it. */
-static int
-to_worker(master *m, int64_t id)
-{
-    wk *w;
-    int k;
-
-    for (w = m->workers; w; w = w->next)
-        for (k = 0; k < w->njobs; k++) {
-            if (w->jobs[k]->id != id)
-                continue;
-            jr_buf_reset(&m->out);
-            jr_frame_put_cancel(&m->out, id);
-            if (w->bev != NULL && !m->out.oom)
-                bufferevent_write(w->bev, m->out.p, m->out.len);
-            kill(w->pid, SIGUSR1);  /* it reads the frame at once */
-            jr_log(JR_LOG_INFO, "job %lld (%s): cancel requested; telling "
-                   "worker %d", (long long)id, w->jobs[k]->name, w->id);
-            return 1;
-        }
     return 0;
 }
 
@@ -158,10 +123,10 @@ seen(master *m, cancels *cs, const int64_t *ids, int n)
      * unstarted): recorded there too */
     for (i = 0; i < n; i++)
         if (!from_queue(m, ids[i]) && find(cs, ids[i]) == NULL &&
-            to_worker(m, ids[i]))
+            jr_svc_cancel(m, ids[i]))
             remember(cs, ids[i], now);
     if (n > 0)
-        jr_master_kick(m);
+        jr_svc_kick(m);
 }
 
 /* Kills workers still running a cancelled job after the grace period. */
@@ -169,24 +134,23 @@ static void
 tick(master *m, void *st, double now)
 {
     cancels *cs = st;
+    jr_svc_iter it = {0};
     const jr_job *j;
     cancelling *c;
     double since;
     char why[64];
-    wk *w;
 
     /* the job in the handler: jobs[0] may have ended already, its result
      * still in the worker's page, and the one running is not cancelled */
-    for (w = m->workers; w; w = w->next) {
-        if (w->kill_reason[0] || (j = jr_death_running(w, &since)) == NULL ||
-            (c = find(cs, j->id)) == NULL || now - c->told <= CANCEL_GRACE)
+    while ((j = jr_svc_running(m, &it, &since)) != NULL) {
+        if ((c = find(cs, j->id)) == NULL || now - c->told <= CANCEL_GRACE)
             continue;
         jr_log(JR_LOG_WARN, "job %lld (%s): cancelled, but still running "
                "%gs later (stuck outside Lua?); killing worker %d",
-               (long long)j->id, j->name, CANCEL_GRACE, w->id);
+               (long long)j->id, j->name, CANCEL_GRACE, jr_svc_worker(&it));
         snprintf(why, sizeof why, "cancelled (worker killed: still running "
                  "%gs after the cancel)", CANCEL_GRACE);
-        jr_death_kill_for(w, j, why);
+        jr_svc_kill_for(&it, j, why);
     }
 }
 
@@ -197,7 +161,7 @@ init(master *m, void **st)
 
     if ((*st = cs) == NULL)
         return -1;
-    jr_master_flag(m, &cs->poll, CANCEL_POLL, &cs->due);
+    jr_svc_flag(m, &cs->poll, CANCEL_POLL, &cs->due);
     return 0;
 }
 
@@ -249,8 +213,7 @@ free_cancels(master *m, void *st)
     (void)m;
     if (cs == NULL)
         return;
-    if (cs->poll.ev != NULL)
-        event_free(cs->poll.ev);
+    jr_svc_unflag(&cs->poll);
     free(cs->v);
     free(cs);
 }

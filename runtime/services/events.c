@@ -2,14 +2,15 @@
  * on_start and on_stop, a job's start and end (success, retry, dead),
  * on_tick with the figures of its interval, on_scale and on_reload.
  * hooks.c runs them in the config's Lua state. A service (service.h):
- * owns the figures of on_tick's interval and its timer. Uses
- * master_int.h. */
+ * owns the figures of on_tick's interval and its timer. Uses service.h,
+ * svc.h. */
 #include <stdlib.h>
 #include <unistd.h>
 
 #include "base/log.h"
-#include "master/master_int.h"
-#include "services/metrics.h"
+#include "base/util.h"
+#include "master/service.h"
+#include "master/svc.h"
 #include "services/qstate.h"
 
 typedef struct events {         /* the service's state */
@@ -18,7 +19,7 @@ typedef struct events {         /* the service's state */
     double      lat[256];       /* start latencies since last tick */
     int         nlat;
     int         count_due;      /* a tick wants the ready count */
-    flag_timer  tick;           /* sets count_due: the cycle counts the
+    jr_flag_timer tick;         /* sets count_due: the cycle counts the
                                    backlog, then on_tick fires */
 } events;
 
@@ -27,20 +28,20 @@ static void
 job_start(master *m, void *st, const jr_job *j, int worker)
 {
     events *ev = st;
+    jr_hooks *h = jr_svc_hooks(m);
 
-    jr_metrics_start(m->metrics, j, jr_now() - j->run_at);
     if (ev->nlat < (int)(sizeof ev->lat / sizeof ev->lat[0]) &&
-        jr_hooks_has(m->hooks, JR_HOOK_TICK))
+        jr_hooks_has(h, JR_HOOK_TICK))
         ev->lat[ev->nlat++] = jr_now() - j->run_at;
-    if (jr_hook_begin(m->hooks, JR_HOOK_JOB_START)) {
-        jr_hook_int(m->hooks, "id", j->id);
-        jr_hook_str(m->hooks, "name", j->name);
-        jr_hook_int(m->hooks, "attempt", j->attempt);
-        jr_hook_str(m->hooks, "queue", j->queue);
-        jr_hook_int(m->hooks, "priority", j->priority);
-        jr_hook_int(m->hooks, "worker", worker);
-        jr_hook_num(m->hooks, "waited", jr_now() - j->run_at);
-        jr_hook_fire(m->hooks, NULL);
+    if (jr_hook_begin(h, JR_HOOK_JOB_START)) {
+        jr_hook_int(h, "id", j->id);
+        jr_hook_str(h, "name", j->name);
+        jr_hook_int(h, "attempt", j->attempt);
+        jr_hook_str(h, "queue", j->queue);
+        jr_hook_int(h, "priority", j->priority);
+        jr_hook_int(h, "worker", worker);
+        jr_hook_num(h, "waited", jr_now() - j->run_at);
+        jr_hook_fire(h, NULL);
     }
 }
 
@@ -54,10 +55,9 @@ job_end(master *m, void *st, const jr_job *j, const jr_result *r,
         [JR_SNOOZE] = -1, [JR_RELEASE] = -1,
         [JR_EXPIRED] = JR_HOOK_JOB_DEAD, [JR_CANCELLED] = -1,
         [JR_PROGRESS] = -1};
-    jr_hooks *h = m->hooks;
+    jr_hooks *h = jr_svc_hooks(m);
 
     (void)st;
-    jr_metrics_job(m->metrics, j, r, secs);
     if (h == NULL || which[r->kind] < 0 || !jr_hook_begin(h, which[r->kind]))
         return;
     jr_hook_int(h, "id", j->id);
@@ -94,46 +94,52 @@ queue_target(const char *queue, double v, void *arg)
 static void
 on_tick(master *m, events *ev, const jr_cycle *c)
 {
-    long ready = c->ready;
+    long ready = c->ready, done, failed;
     double now = jr_mono(), secs = now - ev->tick_at, target;
-    long done = m->done - ev->tick_done, failed = m->failed + m->dead -
-                ev->tick_failed;
-    int busy = jr_pool_busy(m), total = jr_pool_active(m);
+    jr_hooks *h = jr_svc_hooks(m);
+    jr_svc_counts n;
+    int busy, total;
 
-    if (!jr_hook_begin(m->hooks, JR_HOOK_TICK))
+    jr_svc_count(m, &n);
+    done = n.done - ev->tick_done;
+    failed = n.failed + n.dead - ev->tick_failed;
+    busy = n.busy;
+    total = n.active;
+
+    if (!jr_hook_begin(h, JR_HOOK_TICK))
         return;
     qsort(ev->lat, (size_t)ev->nlat, sizeof ev->lat[0], by_value);
-    jr_hook_open(m->hooks, "workers");
-    jr_hook_int(m->hooks, "busy", busy);
-    jr_hook_int(m->hooks, "idle", total - busy > 0 ? total - busy : 0);
-    jr_hook_int(m->hooks, "total", total);
-    jr_hook_int(m->hooks, "target", m->target);
-    jr_hook_int(m->hooks, "min", m->cfg->conc_min);
-    jr_hook_int(m->hooks, "max", m->cfg->conc_max);
-    jr_hook_close(m->hooks);
-    jr_hook_int(m->hooks, "backlog", ready + (long)m->qlen);
-    jr_hook_num(m->hooks, "jobs_per_s", secs > 0 ? (double)done / secs : 0);
-    jr_hook_num(m->hooks, "failure_rate", done + failed > 0 ?
+    jr_hook_open(h, "workers");
+    jr_hook_int(h, "busy", busy);
+    jr_hook_int(h, "idle", total - busy > 0 ? total - busy : 0);
+    jr_hook_int(h, "total", total);
+    jr_hook_int(h, "target", n.target);
+    jr_hook_int(h, "min", jr_svc_config(m)->conc_min);
+    jr_hook_int(h, "max", jr_svc_config(m)->conc_max);
+    jr_hook_close(h);
+    jr_hook_int(h, "backlog", ready + (long)jr_svc_queued(m));
+    jr_hook_num(h, "jobs_per_s", secs > 0 ? (double)done / secs : 0);
+    jr_hook_num(h, "failure_rate", done + failed > 0 ?
                 (double)failed / (double)(done + failed) : 0);
-    jr_hook_open(m->hooks, "latency");
+    jr_hook_open(h, "latency");
     if (ev->nlat > 0) {
-        jr_hook_num(m->hooks, "p50", ev->lat[ev->nlat / 2]);
-        jr_hook_num(m->hooks, "p99", ev->lat[ev->nlat * 99 / 100]);
-        jr_hook_num(m->hooks, "max", ev->lat[ev->nlat - 1]);
+        jr_hook_num(h, "p50", ev->lat[ev->nlat / 2]);
+        jr_hook_num(h, "p99", ev->lat[ev->nlat * 99 / 100]);
+        jr_hook_num(h, "max", ev->lat[ev->nlat - 1]);
     }
-    jr_hook_close(m->hooks);
-    jr_hook_int(m->hooks, "done", m->done);
-    jr_hook_int(m->hooks, "failed", m->failed);
-    jr_hook_int(m->hooks, "dead", m->dead);
-    jr_hook_num(m->hooks, "interval", secs);
+    jr_hook_close(h);
+    jr_hook_int(h, "done", n.done);
+    jr_hook_int(h, "failed", n.failed);
+    jr_hook_int(h, "dead", n.dead);
+    jr_hook_num(h, "interval", secs);
     jr_service_figures(m, c);  /* queues, limits */
     ev->tick_at = now;
-    ev->tick_done = m->done;
-    ev->tick_failed = m->failed + m->dead;
+    ev->tick_done = n.done;
+    ev->tick_failed = n.failed + n.dead;
     ev->nlat = 0;
-    if (jr_hook_fire_targets(m->hooks, &target, queue_target, m) == 1 &&
+    if (jr_hook_fire_targets(h, &target, queue_target, m) == 1 &&
         target == target)
-        jr_pool_set_target(m, (int)(target + 0.5), "tick");
+        jr_svc_set_target(m, (int)(target + 0.5), "tick");
 }
 
 static int
@@ -143,8 +149,9 @@ init(master *m, void **st)
 
     if ((*st = ev) == NULL)
         return -1;
-    if (jr_hooks_has(m->hooks, JR_HOOK_TICK))
-        jr_master_flag(m, &ev->tick, m->cfg->tick_interval, &ev->count_due);
+    if (jr_hooks_has(jr_svc_hooks(m), JR_HOOK_TICK))
+        jr_svc_flag(m, &ev->tick, jr_svc_config(m)->tick_interval,
+                    &ev->count_due);
     ev->tick_at = jr_mono();
     return 0;
 }
@@ -180,8 +187,8 @@ free_events(master *m, void *st)
     events *ev = st;
 
     (void)m;
-    if (ev != NULL && ev->tick.ev != NULL)
-        event_free(ev->tick.ev);
+    if (ev != NULL)
+        jr_svc_unflag(&ev->tick);
     free(ev);
 }
 
@@ -189,27 +196,32 @@ free_events(master *m, void *st)
 static void
 scaled(master *m, void *st, int from, int to, const char *reason)
 {
+    jr_hooks *h = jr_svc_hooks(m);
+
     (void)st;
     jr_log(JR_LOG_INFO, "concurrency %d -> %d (%s)", from, to, reason);
-    if (jr_hook_begin(m->hooks, JR_HOOK_SCALE)) {
-        jr_hook_int(m->hooks, "from", from);
-        jr_hook_int(m->hooks, "to", to);
-        jr_hook_str(m->hooks, "reason", reason);
-        jr_hook_fire(m->hooks, NULL);
+    if (jr_hook_begin(h, JR_HOOK_SCALE)) {
+        jr_hook_int(h, "from", from);
+        jr_hook_int(h, "to", to);
+        jr_hook_str(h, "reason", reason);
+        jr_hook_fire(h, NULL);
     }
 }
 
-/* The on_reload hook, and the reloads counted for /metrics. */
+/* The on_reload hook. */
 static void
 reloaded(master *m, void *st, int ok, const char *error)
 {
+    jr_hooks *h = jr_svc_hooks(m);
+    const char *hash;
+
     (void)st;
-    jr_metrics_reload(m->metrics, ok);
-    if (jr_hook_begin(m->hooks, JR_HOOK_RELOAD)) {
-        jr_hook_bool(m->hooks, "ok", ok);
-        jr_hook_str(m->hooks, "generation", m->gen ? m->gen->hash : NULL);
-        jr_hook_str(m->hooks, "error", error);
-        jr_hook_fire(m->hooks, NULL);
+    jr_svc_gen(m, &hash);
+    if (jr_hook_begin(h, JR_HOOK_RELOAD)) {
+        jr_hook_bool(h, "ok", ok);
+        jr_hook_str(h, "generation", hash);
+        jr_hook_str(h, "error", error);
+        jr_hook_fire(h, NULL);
     }
 }
 
@@ -217,14 +229,17 @@ reloaded(master *m, void *st, int ok, const char *error)
 static void
 started(master *m, void *st)
 {
+    const jr_config *cfg = jr_svc_config(m);
+    jr_hooks *h = jr_svc_hooks(m);
+
     (void)st;
-    if (jr_hook_begin(m->hooks, JR_HOOK_START)) {
-        jr_hook_int(m->hooks, "pid", getpid());
-        jr_hook_str(m->hooks, "backend", m->url);
-        jr_hook_str(m->hooks, "scripts", m->cfg->scripts);
-        jr_hook_int(m->hooks, "min", m->cfg->conc_min);
-        jr_hook_int(m->hooks, "max", m->cfg->conc_max);
-        jr_hook_fire(m->hooks, NULL);
+    if (jr_hook_begin(h, JR_HOOK_START)) {
+        jr_hook_int(h, "pid", getpid());
+        jr_hook_str(h, "backend", jr_svc_url(m));
+        jr_hook_str(h, "scripts", cfg->scripts);
+        jr_hook_int(h, "min", cfg->conc_min);
+        jr_hook_int(h, "max", cfg->conc_max);
+        jr_hook_fire(h, NULL);
     }
 }
 
@@ -232,12 +247,16 @@ started(master *m, void *st)
 static void
 stopped(master *m, void *st)
 {
+    jr_hooks *h = jr_svc_hooks(m);
+    jr_svc_counts n;
+
     (void)st;
-    if (jr_hook_begin(m->hooks, JR_HOOK_STOP)) {
-        jr_hook_int(m->hooks, "done", m->done);
-        jr_hook_int(m->hooks, "failed", m->failed);
-        jr_hook_int(m->hooks, "dead", m->dead);
-        jr_hook_fire(m->hooks, NULL);
+    jr_svc_count(m, &n);
+    if (jr_hook_begin(h, JR_HOOK_STOP)) {
+        jr_hook_int(h, "done", n.done);
+        jr_hook_int(h, "failed", n.failed);
+        jr_hook_int(h, "dead", n.dead);
+        jr_hook_fire(h, NULL);
     }
 }
 

@@ -3,7 +3,7 @@
  * module) in the master's config state, with get and set over the
  * master's live limits (limitsrun.c, limits.h). A change reaches the
  * next claim; limits hold in this runner until it stops (the config's
- * come back at the next start). Uses master_int.h, limits.h. */
+ * come back at the next start). Uses svc.h, limits.h. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -12,7 +12,7 @@
 #include <lua.h>
 
 #include "base/log.h"
-#include "master/master_int.h"
+#include "master/svc.h"
 #include "services/limits.h"
 
 /* The master, the upvalue of every function here.  [-0, +0, -] */
@@ -132,8 +132,8 @@ limits_set(lua_State *L)
            l->per_key.concurrency,
            l->per_key.rate > 0 ? l->per_key.rate_text : "none");
     lims(m)->changed = 1;
-    m->want_claim = 1;          /* a higher cap may let jobs through now */
-    jr_master_kick(m);
+    jr_svc_want_claim(m);       /* a higher cap may let jobs through now */
+    jr_svc_kick(m);
     lua_pushboolean(L, 1);                           /* name t true */
     return 1;
 }
@@ -144,7 +144,7 @@ static const luaL_Reg limits_fns[] = {
 void
 jr_limitslua_open(master *m)
 {
-    lua_State *L = m->cfg->L;
+    lua_State *L = jr_svc_config(m)->L;
 
     if (L == NULL)
         return;

@@ -2,14 +2,15 @@
  * config's, as hooks change them with jobrunner.limits.set), the copy a
  * database cycle borrows, the wait for a rate's next token, claims again
  * when a limited job ends, and the per-limit figures of on_tick. The
- * claim that enforces them is the backends' (limitpick.c). */
+ * claim that enforces them is the backends' (limitpick.c). Uses svc.h,
+ * limits.h. */
 #include <stdlib.h>
 #include <string.h>
 
 #include <event2/event.h>
 
 #include "base/log.h"
-#include "master/master_int.h"
+#include "master/svc.h"
 #include "services/limits.h"
 #include "base/util.h"
 
@@ -33,8 +34,8 @@ on_limit(evutil_socket_t fd, short what, void *arg)
 
     (void)fd;
     (void)what;
-    m->want_claim = 1;
-    jr_master_kick(m);
+    jr_svc_want_claim(m);
+    jr_svc_kick(m);
 }
 
 static int
@@ -42,12 +43,13 @@ init(master *m, void **st)
 {
     jr_limitsrun *lr = calloc(1, sizeof *lr);
 
-    if ((*st = lr) == NULL || jr_limits_copy(&lr->live, &m->cfg->limits) < 0
+    if ((*st = lr) == NULL || jr_limits_copy(&lr->live,
+                                                 &jr_svc_config(m)->limits) < 0
         || (lr->stats = calloc(1, sizeof(lstats))) == NULL)
         return -1;
     lr->changed = 1;
     jr_limitslua_open(m);
-    lr->ev = event_new(m->base, -1, 0, on_limit, m);
+    lr->ev = event_new(jr_svc_base(m), -1, 0, on_limit, m);
     return lr->ev ? 0 : -1;
 }
 
@@ -101,7 +103,7 @@ taken(master *m, void *st, jr_cycle *c)
     wait = c->limit_next - jr_now();
     if (wait < 0.001)
         wait = 0.001;
-    if (wait > m->cfg->poll_interval)
+    if (wait > jr_svc_config(m)->poll_interval)
         return;                 /* the poll comes first */
     tv.tv_sec = (time_t)wait;
     tv.tv_usec = (suseconds_t)((wait - (double)tv.tv_sec) * 1e6);
@@ -150,23 +152,22 @@ job_left(master *m, void *arg, const jr_job *j, int kind)
             st->s[i].failed++;
     }
     if (hit)
-        m->want_claim = 1;      /* room freed: claim with the result */
+        jr_svc_want_claim(m);   /* room freed: claim with the result */
 }
 
 /* Jobs of limit l this runner holds (running or claimed ahead). */
 static long
 held(master *m, const jr_limit *l)
 {
+    jr_svc_iter it = {0};
+    const jr_job *jb;
     long n = 0;
     size_t k;
-    wk *w;
-    int j;
 
-    for (w = m->workers; w != NULL; w = w->next)
-        for (j = 0; j < w->njobs; j++)
-            n += applies(l, w->jobs[j]->name, w->jobs[j]->queue);
-    for (k = 0; k < m->qlen; k++) {
-        const jr_job *jb = m->queue[(m->qhead + k) % m->qcap];
+    while ((jb = jr_svc_held(m, &it)) != NULL)
+        n += applies(l, jb->name, jb->queue);
+    for (k = 0; k < jr_svc_queued(m); k++) {
+        jb = jr_svc_queue_at(m, k);
         n += applies(l, jb->name, jb->queue);
     }
     return n;
@@ -205,32 +206,33 @@ figures(master *m, void *arg, const jr_cycle *c)
     jr_limitsrun *lr = arg;
     const jr_limits *lim = &lr->live;
     lstats *st = lr->stats;
+    jr_hooks *h = jr_svc_hooks(m);
     long n;
     int i;
 
     if (lim->n == 0)
         return;
-    jr_hook_open(m->hooks, "limits");
+    jr_hook_open(h, "limits");
     for (i = 0; i < lim->n; i++) {
         const jr_limit *l = &lim->l[i];
         lstat s = st && i < st->n ? st->s[i] : (lstat){0, 0};
-        jr_hook_open(m->hooks, l->scope);
-        jr_hook_int(m->hooks, "running", held(m, l));
+        jr_hook_open(h, l->scope);
+        jr_hook_int(h, "running", held(m, l));
         if ((n = cycle_count(c, c->lim_waiting, l->scope)) >= 0)
-            jr_hook_int(m->hooks, "waiting", n);
+            jr_hook_int(h, "waiting", n);
         if ((n = cycle_count(c, c->lim_running, l->scope)) >= 0)
-            jr_hook_int(m->hooks, "running_all", n);
-        jr_hook_int(m->hooks, "done", s.done);
-        jr_hook_int(m->hooks, "failed", s.failed);
-        jr_hook_num(m->hooks, "failure_rate", s.done + s.failed > 0 ?
+            jr_hook_int(h, "running_all", n);
+        jr_hook_int(h, "done", s.done);
+        jr_hook_int(h, "failed", s.failed);
+        jr_hook_num(h, "failure_rate", s.done + s.failed > 0 ?
                     (double)s.failed / (double)(s.done + s.failed) : 0);
-        tick_set(m->hooks, "limit", &l->all);
-        tick_set(m->hooks, "per_key", &l->per_key);
-        jr_hook_close(m->hooks);
+        tick_set(h, "limit", &l->all);
+        tick_set(h, "per_key", &l->per_key);
+        jr_hook_close(h);
         if (st && i < st->n)
             st->s[i] = (lstat){0, 0};
     }
-    jr_hook_close(m->hooks);
+    jr_hook_close(h);
 }
 
 /* The first generation loaded: a limit naming no handler is warned of. */
@@ -248,8 +250,9 @@ loaded(master *m, void *st, const char *const *names, int n)
             ;
         if (k == n)
             jr_log(JR_LOG_WARN, "%s: limit '%s': no handler of that name "
-                   "(yet): it applies once one loads", m->cfg->file ?
-                   m->cfg->file : "config", s);
+                   "(yet): it applies once one loads",
+                   jr_svc_config(m)->file ? jr_svc_config(m)->file :
+                   "config", s);
     }
 }
 

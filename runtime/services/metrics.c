@@ -1,9 +1,11 @@
 /* metrics.c - the runner's own counters and histograms, kept as jobs pass
- * (events.c and claimq.c call in), written in the Prometheus text format
- * (version 0.0.4) for /metrics. Series are few (one per job name, queue
- * and outcome), kept in small arrays searched in order; the runner's
- * gauges (workers, queues) come from the HTTP host when written. Uses
- * metrics.h, host.h, api.h, job.h. */
+ * (its service's callbacks count them), written in the Prometheus text
+ * format (version 0.0.4) for /metrics. Series are few (one per job name,
+ * queue and outcome), kept in small arrays searched in order; the
+ * runner's gauges (workers, queues) come from the HTTP host when written.
+ * A service (service.h) whose state is its jr_metrics, made only when
+ * the HTTP server runs. Uses metrics.h, host.h, api.h, job.h, service.h,
+ * svc.h. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -12,8 +14,8 @@
 #include "http/api.h"
 #include "http/host.h"
 #include "base/job.h"
-#include "master/master_int.h"
 #include "master/service.h"
+#include "master/svc.h"
 #include "services/metrics.h"
 
 #define MINUTES 60              /* throughput kept, by minute */
@@ -394,21 +396,58 @@ jr_metrics_throughput(jr_metrics *x, jr_buf *b)
     jr_buf_put(b, "]}", 2);
 }
 
-/* ---- the service (service.h): the cycle times, and the series' end ---- */
+/* ---- the service (service.h): jobs, cycle times, reloads ---- */
+
+extern const jr_service jr_metrics_service;   /* below */
+
+/* The series begin with the runner when the HTTP server will show them;
+ * without it the state stays NULL and nothing is counted. */
+static int
+init(master *m, void **st)
+{
+    if (jr_svc_config(m)->http_listen == NULL)
+        return 0;
+    return (*st = jr_metrics_new()) == NULL ? -1 : 0;
+}
+
+static void
+job_start(master *m, void *st, const jr_job *j, int worker)
+{
+    (void)m;
+    (void)worker;
+    jr_metrics_start(st, j, jr_now() - j->run_at);
+}
+
+static void
+job_end(master *m, void *st, const jr_job *j, const jr_result *r,
+        double secs)
+{
+    (void)m;
+    jr_metrics_job(st, j, r, secs);
+}
+
+/* The reloads counted for /metrics. */
+static void
+reloaded(master *m, void *st, int ok, const char *error)
+{
+    (void)m;
+    (void)error;
+    jr_metrics_reload(st, ok);
+}
 
 static void
 fill(master *m, void *st, jr_cycle *c)
 {
-    (void)st;
+    (void)m;
     (void)c;
-    jr_metrics_cycle_begin(m->metrics);
+    jr_metrics_cycle_begin(st);
 }
 
 static void
 read_cycle(master *m, void *st, jr_cycle *c)
 {
-    (void)st;
-    jr_metrics_cycle_end(m->metrics, c->rescued);
+    (void)m;
+    jr_metrics_cycle_end(st, c->rescued);
 }
 
 static void
@@ -423,28 +462,26 @@ host_throughput(const jr_httphost *h, jr_buf *b)
     jr_metrics_throughput(h->metrics, b);
 }
 
-/* The HTTP server starts: the series begin (none without it). */
+/* The HTTP server starts: it shows the series init made. */
 static int
 host(master *m, jr_httphost *h)
 {
-    if ((m->metrics = jr_metrics_new()) == NULL)
-        return -1;
-    h->metrics = m->metrics;
+    h->metrics = jr_service_state(m, &jr_metrics_service);
     h->metrics_text = host_text;
     h->throughput = host_throughput;
     return 0;
 }
 
-/* The series live as long as the master (the HTTP server makes them). */
+/* The series live as long as the master. */
 static void
 free_metrics(master *m, void *st)
 {
-    (void)st;
-    jr_metrics_free(m->metrics);
-    m->metrics = NULL;
+    (void)m;
+    jr_metrics_free(st);
 }
 
 const jr_service jr_metrics_service = {
-    .name = "metrics", .host = host, .fill = fill,
+    .name = "metrics", .host = host, .init = init, .job_start = job_start,
+    .job_end = job_end, .reloaded = reloaded, .fill = fill,
     .read = read_cycle, .free = free_metrics,
 };

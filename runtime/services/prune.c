@@ -2,17 +2,18 @@
  * batch of finished jobs past their keep_* time (and now and then the
  * rows of idle queues past keep_queues), on the database thread after the
  * claim, so that it never delays one; a full batch asks for another at
- * once. A service (service.h): owns its timer. Uses master_int.h. */
+ * once. A service (service.h): owns its timer. Uses service.h, svc.h. */
 #include <stdlib.h>
 
 #include "base/log.h"
-#include "master/master_int.h"
+#include "master/service.h"
+#include "master/svc.h"
 
 #define PRUNE_EVERY 5.0         /* seconds between prunes */
 
 typedef struct prune {          /* the service's state */
     int         due;            /* prune a batch of finished jobs */
-    flag_timer  tick;           /* sets due every PRUNE_EVERY */
+    jr_flag_timer tick;         /* sets due every PRUNE_EVERY */
 } prune;
 
 static int
@@ -22,7 +23,7 @@ init(master *m, void **st)
 
     if ((*st = p) == NULL)
         return -1;
-    jr_master_flag(m, &p->tick, PRUNE_EVERY, &p->due);
+    jr_svc_flag(m, &p->tick, PRUNE_EVERY, &p->due);
     return 0;
 }
 
@@ -39,10 +40,10 @@ fill(master *m, void *st, jr_cycle *c)
     prune *p = st;
 
     c->prune = p->due;
-    c->keep_completed = m->cfg->keep_completed;
-    c->keep_cancelled = m->cfg->keep_cancelled;
-    c->keep_dead = m->cfg->keep_dead;
-    c->keep_queues = m->cfg->keep_queues;
+    c->keep_completed = jr_svc_config(m)->keep_completed;
+    c->keep_cancelled = jr_svc_config(m)->keep_cancelled;
+    c->keep_dead = jr_svc_config(m)->keep_dead;
+    c->keep_queues = jr_svc_config(m)->keep_queues;
     p->due = 0;
 }
 
@@ -63,8 +64,8 @@ free_prune(master *m, void *st)
     prune *p = st;
 
     (void)m;
-    if (p != NULL && p->tick.ev != NULL)
-        event_free(p->tick.ev);
+    if (p != NULL)
+        jr_svc_unflag(&p->tick);
     free(p);
 }
 

@@ -5,25 +5,42 @@
  * paused, so that jobs of a paused queue claimed ahead are given back
  * instead of started; and the per-queue figures and targets of on_tick.
  * Fairness between queues is the claim's (backend.h). A service
- * (service.h): owns the paused set, its timer and a claim's caps; the
- * queues (m->qs) stay the master's, as /metrics reads them. Uses
- * master_int.h. */
+ * (service.h): owns the queues, the paused set, its timer and a claim's
+ * caps; /metrics reads the queues through its host callback. Uses
+ * service.h, svc.h, host.h. */
 #include <stdlib.h>
 #include <string.h>
 
 #include "base/log.h"
-#include "master/master_int.h"
+#include "http/host.h"
+#include "master/service.h"
+#include "master/svc.h"
 #include "services/qstate.h"
 
 extern const jr_service jr_qstate_service;   /* below */
 
+typedef struct qstate {         /* one queue this runner caps or names */
+    const char *name;           /* the config's */
+    int         capped;         /* listed in `queues`: min..max apply */
+    int         min, max;
+    int         target;         /* its cap now: max, or on_tick's choice */
+    int         held;           /* claimed here: local queue + workers */
+    int         running;        /* of them, in workers */
+    int         asked;          /* the last claim's cap for it */
+    int         more;           /* it may have more ready: claim again
+                                   when one of its jobs ends */
+} qstate;
+
 typedef struct qsvc {           /* the service's state */
+    qstate      *qs;            /* queues capped or served, by name */
+    int          nqs;
+    int          serve_all;     /* no serve list: every queue */
     const char **qnames;        /* a claim's caps, for the cycle */
     int         *qmax;
     char       **paused;        /* paused queues, last read */
     int          npaused;
     int          paused_due;    /* read the paused queues */
-    flag_timer   tick;          /* sets paused_due each second */
+    jr_flag_timer tick;         /* sets paused_due each second */
 } qsvc;
 
 static qsvc *
@@ -33,25 +50,25 @@ qv(const master *m)
 }
 
 static qstate *
-find(master *m, const char *queue)
+find(qsvc *v, const char *queue)
 {
     int i;
 
-    for (i = 0; i < m->nqs; i++)
-        if (strcmp(m->qs[i].name, queue) == 0)
-            return &m->qs[i];
+    for (i = 0; i < v->nqs; i++)
+        if (strcmp(v->qs[i].name, queue) == 0)
+            return &v->qs[i];
     return NULL;
 }
 
-/* Adds queue to m->qs (room is there) unless it is in already. */
+/* Adds queue to v->qs (room is there) unless it is in already. */
 static qstate *
-add(master *m, const char *queue)
+add(qsvc *v, const char *queue)
 {
-    qstate *q = find(m, queue);
+    qstate *q = find(v, queue);
 
     if (q != NULL)
         return q;
-    q = &m->qs[m->nqs++];
+    q = &v->qs[v->nqs++];
     memset(q, 0, sizeof *q);
     q->name = queue;
     return q;
@@ -77,32 +94,32 @@ log_served(const jr_queues *cq)
 static int
 init(master *m, void **st)
 {
-    const jr_queues *cq = &m->cfg->queues;
+    const jr_queues *cq = &jr_svc_config(m)->queues;
     int i, n = cq->n + cq->nserve;
     qsvc *v = calloc(1, sizeof *v);
     qstate *q;
 
     if ((*st = v) == NULL)
         return -1;
-    jr_master_flag(m, &v->tick, 1.0, &v->paused_due);
-    m->serve_all = cq->nserve == 0;
+    jr_svc_flag(m, &v->tick, 1.0, &v->paused_due);
+    v->serve_all = cq->nserve == 0;
     if (n == 0)
         return 0;
-    m->qs = calloc((size_t)n, sizeof *m->qs);
+    v->qs = calloc((size_t)n, sizeof *v->qs);
     v->qnames = calloc((size_t)n, sizeof *v->qnames);
     v->qmax = calloc((size_t)n, sizeof *v->qmax);
-    if (m->qs == NULL || v->qnames == NULL || v->qmax == NULL)
+    if (v->qs == NULL || v->qnames == NULL || v->qmax == NULL)
         return -1;
     for (i = 0; i < cq->n; i++) {
-        if (!m->serve_all && !jr_queues_served(cq, cq->q[i].name))
+        if (!v->serve_all && !jr_queues_served(cq, cq->q[i].name))
             continue;           /* not served: never claimed, no cap */
-        q = add(m, cq->q[i].name);
+        q = add(v, cq->q[i].name);
         q->capped = 1;
         q->min = cq->q[i].min;
         q->max = q->target = cq->q[i].max;
     }
     for (i = 0; i < cq->nserve; i++)
-        add(m, cq->serve[i]);
+        add(v, cq->serve[i]);
     log_served(cq);
     return 0;
 }
@@ -113,13 +130,11 @@ free_qstate(master *m, void *st)
     qsvc *v = st;
     int i;
 
-    free(m->qs);
-    m->qs = NULL;
-    m->nqs = 0;
+    (void)m;
     if (v == NULL)
         return;
-    if (v->tick.ev != NULL)
-        event_free(v->tick.ev);
+    jr_svc_unflag(&v->tick);
+    free(v->qs);
     for (i = 0; i < v->npaused; i++)
         free(v->paused[i]);
     free(v->paused);
@@ -130,31 +145,31 @@ free_qstate(master *m, void *st)
 
 /* Counts what each queue holds here: the local queue and the workers. */
 static void
-count_held(master *m)
+count_held(master *m, qsvc *v)
 {
+    jr_svc_iter it = {0};
+    const jr_job *j;
     qstate *q;
     size_t i;
-    wk *w;
     int k;
 
-    for (k = 0; k < m->nqs; k++)
-        m->qs[k].held = m->qs[k].running = 0;
-    for (i = 0; i < m->qlen; i++)
-        if ((q = find(m, m->queue[(m->qhead + i) % m->qcap]->queue)))
+    for (k = 0; k < v->nqs; k++)
+        v->qs[k].held = v->qs[k].running = 0;
+    for (i = 0; i < jr_svc_queued(m); i++)
+        if ((q = find(v, jr_svc_queue_at(m, i)->queue)))
             q->held++;
-    for (w = m->workers; w; w = w->next)
-        for (k = 0; k < w->njobs; k++)
-            if ((q = find(m, w->jobs[k]->queue))) {
-                q->held++;
-                q->running++;
-            }
+    while ((j = jr_svc_held(m, &it)) != NULL)
+        if ((q = find(v, j->queue))) {
+            q->held++;
+            q->running++;
+        }
 }
 
 /* Jobs of a paused queue are held here: read the paused set. */
 static int
 due(master *m, void *st)
 {
-    return ((qsvc *)st)->paused_due && m->qlen > 0;
+    return ((qsvc *)st)->paused_due && jr_svc_queued(m) > 0;
 }
 
 /* Fills c's queue caps (each queue's target less what it holds here) for
@@ -168,16 +183,17 @@ fill(master *m, void *st, jr_cycle *c)
     qstate *q;
 
     /* jobs claimed ahead must not start once their queue is paused */
-    c->poll_paused = (v->paused_due && m->qlen > 0) || c->count_ready;
-    c->ahead = m->qlen > 0;
+    c->poll_paused = (v->paused_due && jr_svc_queued(m) > 0) ||
+                     c->count_ready;
+    c->ahead = jr_svc_queued(m) > 0;
     v->paused_due = 0;
-    c->others = m->serve_all ? want : 0;
+    c->others = v->serve_all ? want : 0;
     c->nqueues = 0;
-    if (m->nqs == 0)
+    if (v->nqs == 0)
         return;
-    count_held(m);
-    for (k = 0; k < m->nqs; k++) {
-        q = &m->qs[k];
+    count_held(m, v);
+    for (k = 0; k < v->nqs; k++) {
+        q = &v->qs[k];
         free_slots = q->capped ? q->target - q->held : want;
         q->asked = free_slots > 0 ? free_slots : 0;
         v->qnames[k] = q->name;
@@ -185,7 +201,7 @@ fill(master *m, void *st, jr_cycle *c)
     }
     c->qnames = v->qnames;
     c->qmax = v->qmax;
-    c->nqueues = m->nqs;
+    c->nqueues = v->nqs;
 }
 
 /* Jobs of a paused queue claimed ahead go back to the database. */
@@ -193,20 +209,19 @@ static void
 release_paused(master *m)
 {
     const qsvc *v = qv(m);
-    size_t n = m->qlen, i;
-    jr_job *j;
+    size_t i = 0;
     int k, gone = 0;
 
-    for (i = 0; i < n; i++) {
-        j = jr_claimq_pop(m);
+    while (i < jr_svc_queued(m)) {
+        const jr_job *j = jr_svc_queue_at(m, i);
         for (k = 0; k < v->npaused; k++)
             if (strcmp(v->paused[k], j->queue) == 0)
                 break;
         if (k < v->npaused) {
-            jr_claimq_release(m, j);
+            jr_svc_release(m, jr_svc_queue_take(m, i));
             gone++;
-        } else if (jr_claimq_push(m, j, 0) < 0) {
-            jr_claimq_release(m, j);
+        } else {
+            i++;
         }
     }
     if (gone > 0)
@@ -230,7 +245,7 @@ take_paused(master *m, jr_cycle *c)
     v->npaused = c->npaused;
     c->paused = NULL;
     c->npaused = -1;
-    if (v->npaused > 0 && m->qlen > 0)
+    if (v->npaused > 0 && jr_svc_queued(m) > 0)
         release_paused(m);
 }
 
@@ -240,25 +255,25 @@ static void
 taken(master *m, void *st, jr_cycle *c)
 {
     int i, k, *got;
+    qsvc *v = st;
 
-    (void)st;
     take_paused(m, c);
-    if (m->nqs == 0 || c->want <= 0 || c->nclaimed < 0)
+    if (v->nqs == 0 || c->want <= 0 || c->nclaimed < 0)
         return;
-    if ((got = calloc((size_t)m->nqs, sizeof *got)) == NULL)
+    if ((got = calloc((size_t)v->nqs, sizeof *got)) == NULL)
         return;
     for (i = 0; i < c->nclaimed; i++)
-        for (k = 0; k < m->nqs; k++)
-            if (strcmp(m->qs[k].name, c->claimed[i]->queue) == 0)
+        for (k = 0; k < v->nqs; k++)
+            if (strcmp(v->qs[k].name, c->claimed[i]->queue) == 0)
                 got[k]++;
     /* a capped queue that gave all it was asked (or was full) may have
      * more: claim when one of its jobs ends, not at the next poll; and
      * now if some ended while this cycle ran */
-    count_held(m);
-    for (k = 0; k < m->nqs; k++) {
-        m->qs[k].more = m->qs[k].capped && got[k] >= m->qs[k].asked;
-        if (m->qs[k].more && m->qs[k].held < m->qs[k].target)
-            m->want_claim = 1;
+    count_held(m, v);
+    for (k = 0; k < v->nqs; k++) {
+        v->qs[k].more = v->qs[k].capped && got[k] >= v->qs[k].asked;
+        if (v->qs[k].more && v->qs[k].held < v->qs[k].target)
+            jr_svc_want_claim(m);
     }
     free(got);
 }
@@ -268,20 +283,20 @@ taken(master *m, void *st, jr_cycle *c)
 static void
 job_left(master *m, void *st, const jr_job *j, int kind)
 {
+    qsvc *v = st;
     qstate *q;
 
-    (void)st;
     (void)kind;
-    if (m->nqs > 0 && (q = find(m, j->queue)) != NULL && q->more) {
+    if (v->nqs > 0 && (q = find(v, j->queue)) != NULL && q->more) {
         q->more = 0;
-        m->want_claim = 1;
+        jr_svc_want_claim(m);
     }
 }
 
 void
 jr_qstate_target(master *m, const char *queue, double target)
 {
-    qstate *q = find(m, queue);
+    qstate *q = find(qv(m), queue);
     int t;
 
     if (q == NULL || !q->capped || target != target) {
@@ -299,7 +314,7 @@ jr_qstate_target(master *m, const char *queue, double target)
     if (t > q->target)
         q->more = 1;
     q->target = t;
-    m->want_claim = 1;
+    jr_svc_want_claim(m);
 }
 
 static int
@@ -317,12 +332,12 @@ is_paused(const master *m, const char *queue)
 static int
 running_of(master *m, const char *queue)
 {
-    int n = 0, k;
-    wk *w;
+    jr_svc_iter it = {0};
+    const jr_job *j;
+    int n = 0;
 
-    for (w = m->workers; w; w = w->next)
-        for (k = 0; k < w->njobs; k++)
-            n += strcmp(w->jobs[k]->queue, queue) == 0;
+    while ((j = jr_svc_held(m, &it)) != NULL)
+        n += strcmp(j->queue, queue) == 0;
     return n;
 }
 
@@ -330,7 +345,7 @@ running_of(master *m, const char *queue)
 static void
 tick_queue(master *m, const char *name, long ready, const qstate *q)
 {
-    jr_hooks *h = m->hooks;
+    jr_hooks *h = jr_svc_hooks(m);
 
     jr_hook_open(h, name);
     jr_hook_int(h, "ready", ready);
@@ -348,33 +363,62 @@ tick_queue(master *m, const char *name, long ready, const qstate *q)
 static void
 figures(master *m, void *st, const jr_cycle *c)
 {
+    qsvc *v = st;
     long ready;
     int i, k;
 
-    (void)st;
-    jr_hook_open(m->hooks, "queues");
-    for (k = 0; k < m->nqs; k++) {
+    jr_hook_open(jr_svc_hooks(m), "queues");
+    for (k = 0; k < v->nqs; k++) {
         for (ready = 0, i = 0; i < c->nready_q; i++)
-            if (strcmp(c->ready_q[i].queue, m->qs[k].name) == 0)
+            if (strcmp(c->ready_q[i].queue, v->qs[k].name) == 0)
                 ready = c->ready_q[i].n;
-        tick_queue(m, m->qs[k].name, ready, &m->qs[k]);
+        tick_queue(m, v->qs[k].name, ready, &v->qs[k]);
     }
     for (i = 0; i < c->nready_q; i++)
-        if (find(m, c->ready_q[i].queue) == NULL)
+        if (find(v, c->ready_q[i].queue) == NULL)
             tick_queue(m, c->ready_q[i].queue, c->ready_q[i].n, NULL);
-    jr_hook_close(m->hooks);
+    jr_hook_close(jr_svc_hooks(m));
 }
 
 /* Capped queues, or a serve list, shape claims. */
 static int
 shapes(master *m, void *st)
 {
-    (void)st;
-    return m->nqs > 0 || !m->serve_all;
+    qsvc *v = st;
+
+    (void)m;
+    return v->nqs > 0 || !v->serve_all;
+}
+
+/* The HTTP host's queues: each queue capped or served, as counted last
+ * (a claim's fill or after a cycle). */
+static void
+host_queues(void *runner, void (*each)(void *arg, const jr_httpqueue *q),
+            void *arg)
+{
+    const qsvc *v = qv(runner);
+    jr_httpqueue q;
+
+    for (int k = 0; v != NULL && k < v->nqs; k++) {
+        q.name = v->qs[k].name;
+        q.running = v->qs[k].running;
+        q.local = v->qs[k].held - v->qs[k].running;
+        q.capped = v->qs[k].capped;
+        q.target = v->qs[k].target;
+        each(arg, &q);
+    }
+}
+
+static int
+host(master *m, jr_httphost *h)
+{
+    (void)m;
+    h->queues = host_queues;
+    return 0;
 }
 
 const jr_service jr_qstate_service = {
-    .name = "queues", .init = init, .due = due,
+    .name = "queues", .host = host, .init = init, .due = due,
     .fill = fill, .taken = taken, .job_left = job_left, .shapes = shapes,
     .figures = figures, .free = free_qstate,
 };

@@ -1,6 +1,5 @@
 /* qstate.h - the queues service's one call for another service
- * (qstate.c): the on_tick hook's queue targets (events.c). Uses
- * master_int.h. */
+ * (qstate.c): the on_tick hook's queue targets (events.c). */
 #ifndef JR_QSTATE_H
 #define JR_QSTATE_H
 

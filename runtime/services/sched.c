@@ -8,14 +8,16 @@
  * config's schedules followed on reload. A service (service.h) owning
  * its schedules, fires and timer; the fire queue is schedq.c's (sched.h).
  * The HTTP API reads the list it follows through its host callback.
- * Uses cron.h, schedules.h, dbthread.h, host.h. */
+ * Uses service.h, svc.h, cron.h, schedules.h, dbthread.h, host.h. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "base/cron.h"
 #include "base/log.h"
-#include "master/master_int.h"
+#include "base/util.h"
+#include "master/service.h"
+#include "master/svc.h"
 #include "config/schedules.h"
 #include "services/sched.h"
 #include "http/host.h"
@@ -25,7 +27,7 @@ extern const jr_service jr_sched_service;   /* below */
 typedef struct svc {            /* the service's state */
     jr_sched   *sc;             /* replaced whole by a reload */
     int         fire_due;       /* look for fires due */
-    flag_timer  tick;           /* sets fire_due each second */
+    jr_flag_timer tick;         /* sets fire_due each second */
     double      looked;         /* wall time of the last look (0: none) */
 } svc;
 
@@ -105,12 +107,12 @@ init(master *m, void **st)
     svc *v = calloc(1, sizeof *v);
 
     if ((*st = v) == NULL || (v->sc = calloc(1, sizeof *v->sc)) == NULL ||
-        build(v->sc, &m->cfg->schedules) < 0)
+        build(v->sc, &jr_svc_config(m)->schedules) < 0)
         return -1;
     if (v->sc->n > 0)
         jr_log(JR_LOG_INFO, "%d schedule%s", v->sc->n,
                v->sc->n == 1 ? "" : "s");
-    jr_master_flag(m, &v->tick, 1.0, &v->fire_due);
+    jr_svc_flag(m, &v->tick, 1.0, &v->fire_due);
     return 0;
 }
 
@@ -134,10 +136,10 @@ free_svc(master *m, void *st)
     svc *v = st;
 
     (void)m;
-    if (v != NULL && v->tick.ev != NULL)
-        event_free(v->tick.ev);
-    if (v != NULL)
+    if (v != NULL) {
+        jr_svc_unflag(&v->tick);
         free_sched(v->sc);
+    }
     free(v);
 }
 
@@ -204,17 +206,17 @@ reload(master *m, void *st, const jr_config *conf)
 static void
 warn_handlers(master *m, jr_sched *sc)
 {
-    int i;
+    int i, gen = jr_svc_gen(m, NULL);
 
-    for (i = 0; m->gen != NULL && i < sc->n; i++) {
+    for (i = 0; gen != 0 && i < sc->n; i++) {
         ent *e = &sc->e[i];
-        if (e->warned_gen == m->gen->id)
+        if (e->warned_gen == gen)
             continue;
-        e->warned_gen = m->gen->id;
-        if (jr_gen_handler(m->gen, e->s.job) == NULL)
+        e->warned_gen = gen;
+        if (!jr_svc_handles(m, e->s.job))
             jr_log(JR_LOG_WARN, "schedule '%s': no handler for job '%s' in "
                    "%s; its jobs wait until one is loaded", e->s.name,
-                   e->s.job, m->cfg->scripts);
+                   e->s.job, jr_svc_config(m)->scripts);
     }
 }
 
@@ -227,7 +229,7 @@ due(master *m, void *st)
     double now;
     int i, behind;
 
-    if (sc == NULL || m->stopping)
+    if (sc == NULL || jr_svc_stopping(m))
         return 0;
     if (!v->fire_due)           /* waiting or retried fires */
         return sc->need_last || sc->npending > 0;
@@ -350,7 +352,7 @@ fired(master *m, const jr_fire *f)
     if (f->inserted > 0) {
         jr_log(JR_LOG_INFO, "schedule '%s': fired job %lld (%s) for %s",
                f->schedule, (long long)f->id, f->job.name, at);
-        m->want_claim = 1;
+        jr_svc_want_claim(m);
     } else if (f->inserted == 0) {
         jr_log(JR_LOG_DEBUG, "schedule '%s': %s fired by another runner",
                f->schedule, at);

@@ -10,7 +10,7 @@
  * counting takes at most a hundredth of that thread. Each name no handler takes is logged once (again only after it
  * was gone), with its count; the last count is in /metrics and
  * /api/runner through the HTTP host's callbacks (host). A service
- * (service.h). Uses master_int.h, host.h, dbcalls.h, dbthread.h,
+ * (service.h). Uses service.h, svc.h, host.h, dbcalls.h, dbthread.h,
  * api.h, log.h. */
 #include <stdlib.h>
 #include <string.h>
@@ -19,7 +19,9 @@
 #include "db/dbcalls.h"
 #include "db/dbthread.h"
 #include "base/log.h"
-#include "master/master_int.h"
+#include "base/util.h"
+#include "master/service.h"
+#include "master/svc.h"
 #include "http/host.h"
 
 extern const jr_service jr_unhandled_service;   /* below */
@@ -123,13 +125,14 @@ compare(jr_unhandled *u)
 
     for (int i = 0; i < u->fresh.n; i++) {
         const named *f = &u->fresh.v[i];
-        if (jr_gen_handler(m->gen, f->name) != NULL)
+        if (jr_svc_handles(m, f->name))
             continue;
         if (list_find(&u->shown, f->name) == NULL)
             jr_log(JR_LOG_WARN, "%ld queued job%s named '%s': no handler "
                    "for it in %s; %s until one is loaded (a misspelt name, "
                    "or a handler not deployed yet?)", f->queued,
-                   f->queued == 1 ? "" : "s", f->name, m->cfg->scripts,
+                   f->queued == 1 ? "" : "s", f->name,
+                   jr_svc_config(m)->scripts,
                    f->queued == 1 ? "it waits" : "they wait");
         if (list_add(&now, strdup(f->name), f->queued) < 0)
             break;
@@ -152,7 +155,7 @@ done(void *arg, int ran)
     if (ran && u->rc < 0)
         jr_log(JR_LOG_DEBUG, "cannot count the jobs per name: %s",
                u->err.msg);
-    else if (ran && u->m->gen != NULL)
+    else if (ran && jr_svc_gen(u->m, NULL) != 0)
         compare(u);
     list_clear(&u->fresh);
 }
@@ -164,21 +167,22 @@ static void
 tick(master *m, void *st, double now)
 {
     jr_unhandled *u = st;
+    int gen = jr_svc_gen(m, NULL);
 
-    if (m->gen == NULL || m->dbt == NULL || m->stopping)
+    if (gen == 0 || jr_svc_dbthread(m) == NULL || jr_svc_stopping(m))
         return;
     if (u == NULL)
         return;
     u->m = m;
-    if (u->gen_id != m->gen->id) {      /* new handlers: count soon */
-        u->gen_id = m->gen->id;
+    if (u->gen_id != gen) {             /* new handlers: count soon */
+        u->gen_id = gen;
         if (u->next > now + FIRST_AFTER || u->next == 0)
             u->next = now + FIRST_AFTER;
     }
     if (u->busy || now < u->next)
         return;
     u->asked = now;
-    if (jr_dbthread_request(m->dbt, run, done, u) == 0)
+    if (jr_dbthread_request(jr_svc_dbthread(m), run, done, u) == 0)
         u->busy = 1;
     else
         u->next = now + EVERY_MIN;

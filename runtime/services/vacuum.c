@@ -11,13 +11,15 @@
  * connection and thread of their own, opened at the first, so that claims
  * never wait on it; one at a time. SQLite needs none (its backend has no
  * vacuum op). A service (service.h): owns its connection and thread.
- * Uses master_int.h, dbthread.h, dbcalls.h, log.h. */
+ * Uses service.h, svc.h, dbthread.h, dbcalls.h, log.h. */
 #include <stdlib.h>
 
 #include "db/dbcalls.h"
 #include "db/dbthread.h"
 #include "base/log.h"
-#include "master/master_int.h"
+#include "base/util.h"
+#include "master/service.h"
+#include "master/svc.h"
 
 #define SLOW_N    100           /* a claim of this many jobs taking */
 #define SLOW_SECS 0.1           /* this long asks for a vacuum early */
@@ -65,8 +67,8 @@ open_thread(master *m, jr_vacuum *v)
 {
     jr_err e = {0};
 
-    if ((v->t = jr_dbthread_side(m->cfg, m->token, m->base, 0,
-                                 &v->db, &e)) != NULL)
+    if ((v->t = jr_dbthread_side(jr_svc_config(m), jr_svc_token(m),
+                                 jr_svc_base(m), 0, &v->db, &e)) != NULL)
         return 0;
     jr_log(JR_LOG_WARN, "vacuum: no connection of its own (%s): the jobs "
            "table is left to autovacuum", e.msg);
@@ -78,10 +80,10 @@ open_thread(master *m, jr_vacuum *v)
 static void
 note(master *m, jr_vacuum *v, long n, int slow)
 {
-    long every = m->cfg->vacuum_every;
+    long every = jr_svc_config(m)->vacuum_every;
 
     if (every <= 0 || v == NULL || v->stopped ||
-        !jr_dbcall_can_vacuum(m->db))
+        !jr_dbcall_can_vacuum(jr_svc_db(m)))
         return;
     v->count += n > 0 ? n : 0;
     if (v->busy || v->count < (slow ? every / 20 : every) ||
@@ -141,7 +143,7 @@ read_cycle(master *m, void *st, jr_cycle *c)
 {
     if (c->applied >= 0)
         note(m, st, c->applied, c->nclaimed >= SLOW_N &&
-                       jr_mono() - m->cycle_at >= SLOW_SECS);
+                       jr_mono() - jr_svc_cycle_at(m) >= SLOW_SECS);
 }
 
 const jr_service jr_vacuum_service = {

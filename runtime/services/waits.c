@@ -4,11 +4,12 @@
  * jr_http_jobs_ended; nothing when none waits), so that a poll is answered
  * once its job's end is recorded, without waiting for the HTTP server's
  * own look each second. A service (service.h): per job, one flag set.
- * Uses master_int.h, http.h. */
+ * Uses service.h, svc.h, http.h. */
 #include <stdlib.h>
 
 #include "http/http.h"
-#include "master/master_int.h"
+#include "master/service.h"
+#include "master/svc.h"
 
 typedef struct waits {
     int         cycles;         /* cycles left to look after (an end is
@@ -30,7 +31,7 @@ job_end(master *m, void *st, const jr_job *j, const jr_result *r,
     (void)j;
     (void)r;
     (void)secs;
-    if (m->http != NULL)
+    if (jr_svc_http(m) != NULL)
         ((waits *)st)->cycles = 2;
 }
 
@@ -42,7 +43,7 @@ taken(master *m, void *st, jr_cycle *c)
     (void)c;
     if (w->cycles > 0) {
         w->cycles--;
-        jr_http_jobs_ended(m->http);
+        jr_http_jobs_ended(jr_svc_http(m));
     }
 }
 

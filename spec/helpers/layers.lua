@@ -6,7 +6,8 @@
 -- a line as the style puts it). check(root) returns one line per
 -- violation, "file:line: what", sorted:
 --   - backend.h included outside db/, client/, cli/ and http/apidb*.[ch];
---   - master/master_int.h included outside master/ and services/;
+--   - master/master_int.h included outside master/ (services/ reach
+--     the master through master/svc.h);
 --   - Lua (lua.h, lauxlib.h, lualib.h) included in base/ or backends/;
 --     these include rules hold through the tree's headers too;
 --   - runtime/ naming its engine (ops->name, "sqlite", "postgres")
@@ -130,8 +131,9 @@ local function include_rules(f, n, name, target, bad, via)
         "cli/ and http/apidb*.[ch] only)")
   end
   if target == "runtime/master/master_int.h" and
-     f.folder ~= "runtime/master" and f.folder ~= "runtime/services" then
-    add("includes master/master_int.h (master/ and services/ only)")
+     f.folder ~= "runtime/master" then
+    add("includes master/master_int.h (master/ only: services/ use " ..
+        "master/svc.h)")
   end
   if LUA_HEADERS[name] and (top == "runtime/base" or
                             f.folder:match("^backends")) then
