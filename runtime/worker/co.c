@@ -194,6 +194,35 @@ job_alloc(worker *w)
     return cj;
 }
 
+/* Links cj first among the running jobs. */
+static void
+link_job(jr_co *co, cojob *cj)
+{
+    cj->prev = NULL;
+    cj->next = co->jobs;
+    if (co->jobs != NULL)
+        co->jobs->prev = cj;
+    co->jobs = cj;
+    co->n++;
+}
+
+/* Takes cj out of the running jobs, whatever their number: a job's end
+ * costs the same with a thousand in flight as with one. */
+static void
+unlink_job(jr_co *co, cojob *cj)
+{
+    if (cj->prev == NULL && co->jobs != cj)
+        return;                 /* not among them */
+    if (cj->prev != NULL)
+        cj->prev->next = cj->next;
+    else
+        co->jobs = cj->next;
+    if (cj->next != NULL)
+        cj->next->prev = cj->prev;
+    cj->next = cj->prev = NULL;
+    co->n--;
+}
+
 /* The job ended (rc as outcome's): its waits cancelled, its result frame
  * and a copy in the shared page; it joins the dead, freed by reap (its
  * threads may be on the C stack now). */
@@ -204,7 +233,6 @@ finish(cojob *cj, int rc)
     jr_co *co = w->co;
     jr_result res;
     size_t from;
-    cojob **p;
     jr_task *t;
 
     if (cj->over)
@@ -215,12 +243,7 @@ finish(cojob *cj, int rc)
             t->cancel(t->op);
             t->cancel = NULL;
         }
-    for (p = &co->jobs; *p != NULL && *p != cj; p = &(*p)->next)
-        ;
-    if (*p == cj) {
-        *p = cj->next;
-        co->n--;
-    }
+    unlink_job(co, cj);
     cj->next = co->dead;
     co->dead = cj;
     memset(&res, 0, sizeof res);
@@ -477,9 +500,7 @@ jr_co_start(worker *w, jr_job *j)
         return;
     }
     lua_xmove(w->L, cj->tasks->L, 2);
-    cj->next = w->co->jobs;
-    w->co->jobs = cj;
-    w->co->n++;
+    link_job(w->co, cj);
     resume(cj->tasks, 1);
     reap(w->co);
 }
@@ -526,6 +547,13 @@ jr_co_loop(worker *w)
     event_base_loop(w->base, EVLOOP_ONCE);
     reap(w->co);
     return w->fd_ready;
+}
+
+void
+jr_co_kick(worker *w)
+{
+    event_base_loop(w->base, EVLOOP_NONBLOCK);
+    reap(w->co);
 }
 
 /* --- the module ------------------------------------------------------------ */
