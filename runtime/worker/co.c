@@ -143,7 +143,7 @@ outcome(cojob *cj, int rc, jr_result *res)
 }
 
 /* Frees what job cj holds, and keeps cj (its timer and push arrays) for
- * a next job while fewer than JR_TASKS_KEPT are kept. */
+ * a next job while fewer than jr_co_kept are kept. */
 static void
 job_free(cojob *cj)
 {
@@ -156,7 +156,7 @@ job_free(cojob *cj)
     }
     free(cj->j);
     cj->j = NULL;
-    if (cj->timer != NULL && co->nkept < JR_TASKS_KEPT) {
+    if (cj->timer != NULL && co->nkept < jr_co_kept(cj->w)) {
         evtimer_del(cj->timer);
         jr_jobctx_clear(&cj->ctx);
         cj->next = co->kept;
@@ -506,6 +506,26 @@ jr_co_start(worker *w, jr_job *j)
 }
 
 int
+jr_co_kept(worker *w)
+{
+    jr_co *co = w->co;
+    jr_task **pool;
+    int i, k = w->set.inflight;
+
+    if (co->kept_max > 0)
+        return co->kept_max;
+    for (i = 0; i < w->scripts.n; i++)
+        if (w->scripts.h[i].inflight > k)
+            k = w->scripts.h[i].inflight;
+    if (k < JR_TASKS_KEPT)
+        k = JR_TASKS_KEPT;
+    if ((pool = calloc((size_t)k, sizeof *pool)) == NULL)
+        return 0;               /* keeps none; asks again */
+    co->pool = pool;
+    return co->kept_max = k;
+}
+
+int
 jr_co_count(const worker *w)
 {
     return w->co != NULL ? w->co->n : 0;
@@ -630,6 +650,7 @@ jr_co_close(worker *w)
         event_base_free(w->base);
     while (w->co->npool > 0)
         free(w->co->pool[--w->co->npool]);
+    free(w->co->pool);
     while ((cj = w->co->kept) != NULL) {
         w->co->kept = cj->next;
         event_free(cj->timer);

@@ -250,20 +250,6 @@ check_done(jr_http *h)
         }
 }
 
-/* The requests a worker may have in flight at once, as far as it knows:
- * the largest inflight of its handlers (a job may make more, with
- * jobrunner.all; those are not kept). */
-static int
-largest_inflight(const worker *w)
-{
-    int i, k = w->set.inflight;
-
-    for (i = 0; i < w->scripts.n; i++)
-        if (w->scripts.h[i].inflight > k)
-            k = w->scripts.h[i].inflight;
-    return k > HTTP_KEPT_MIN ? k : HTTP_KEPT_MIN;
-}
-
 /* libcurl and the multi handle, at the first request: a worker whose
  * handlers make none pays nothing for them. Its connection cache and
  * its pool of easy handles hold as many as the worker runs at once, so
@@ -275,8 +261,8 @@ start(jr_http *h)
 {
     if (h->multi != NULL)
         return 0;
-    h->kept = largest_inflight(h->w);
-    if (curl_global_init(CURL_GLOBAL_DEFAULT) != CURLE_OK ||
+    if ((h->kept = jr_co_kept(h->w)) <= 0 ||
+        curl_global_init(CURL_GLOBAL_DEFAULT) != CURLE_OK ||
         (h->easy == NULL &&
          (h->easy = calloc((size_t)h->kept, sizeof *h->easy)) == NULL) ||
         (h->multi = curl_multi_init()) == NULL)

@@ -13,8 +13,6 @@
 
 #define HTTP_TIMEOUT  30.0              /* seconds, when none is given */
 #define HTTP_MAX_SIZE (16L << 20)       /* response bytes, when none */
-#define HTTP_KEPT_MIN 64                /* connections and easy handles
-                                         * kept, at least */
 #define HTTP_MAX_HEAD 1000000           /* url and headers; libcurl's 1 MiB
                                          * head holds its own lines too */
 
@@ -26,7 +24,7 @@ typedef struct jr_http {
     CURL              **easy;           /* reset, for the next requests */
     int                 neasy;
     int                 kept;           /* easy handles and connections
-                                         * kept: the largest inflight */
+                                         * kept: jr_co_kept */
     lua_State          *build;          /* a thread of our own (complete) */
 } jr_http;
 

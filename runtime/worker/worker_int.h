@@ -71,7 +71,9 @@ typedef struct worker {
  * which waits by running the loop until its wait ends. */
 typedef struct jr_task jr_task;
 typedef struct cojob cojob;
-#define JR_TASKS_KEPT 256       /* finished threads kept for new tasks */
+#define JR_TASKS_KEPT 256       /* finished threads and jobs kept for new
+                                 * ones, at least (else the largest
+                                 * inflight: jr_co_kept) */
 typedef void (*jr_task_cancel_fn)(void *op);
 /* A branch task's end: its thread returned (rc LUA_OK, nres values on
  * it) or failed (the error on it). */
@@ -121,8 +123,10 @@ typedef struct jr_co {           /* co.c's and task.c's state, w->co */
     int           depth;        /* resumes in progress */
     cojob        *current;      /* the job being resumed, or NULL */
     jr_task      *task;         /* and its task */
-    jr_task      *pool[JR_TASKS_KEPT];/* tasks whose thread may run again */
+    jr_task     **pool;         /* tasks whose thread may run again */
     int           npool;
+    int           kept_max;     /* of them and of kept: jr_co_kept; 0:
+                                 * not known yet */
     cojob        *kept;         /* ended jobs kept for the next ones */
     int           nkept;
     char          warned[64][64];/* handlers warned of blocking */
@@ -176,6 +180,11 @@ void jr_co_close(worker *w);
 int  jr_co_inflight(const worker *w, const jr_job *j);
 void jr_co_start(worker *w, jr_job *j);     /* takes j */
 int  jr_co_count(const worker *w);          /* coroutine jobs running */
+/* The jobs a worker may run at once, as far as it knows: the largest
+ * inflight of its handlers, JR_TASKS_KEPT at least. What it keeps for
+ * its next jobs is sized by it: threads, jobs, easy handles, connections
+ * (a job that makes more at once with jobrunner.all does not keep them). */
+int  jr_co_kept(worker *w);
 /* Runs the loop once, w->fd watched; 1 if w->fd became readable. */
 int  jr_co_loop(worker *w);
 /* Runs what is ready on the loop without waiting: the waits the jobs
