@@ -726,9 +726,9 @@ jr_claimq_work(evutil_socket_t fd, short what, void *arg)
      * schedules take a fire's instant on time even while cycles fail */
     due = jr_service_due(m);
     if (jr_dbthread_busy(m->dbt)) {
-        /* a second round on the lane while this one is out (lane.c) */
-        /* it claims every name: when they are all coroutine handlers',
-         * as a claim for their slots would */
+        /* a second round on the lane while this one is out (lane.c);
+         * it claims every name, so a claim for coroutine slots takes it
+         * when every handler is a coroutine one */
         if (m->want_claim && m->db_retry_at == 0 && m->gen != NULL &&
             (want = capacity(m)) > 0 &&
             (!m->claim_co || m->gen->nco == m->gen->n))
