@@ -1,8 +1,9 @@
 -- coroutine_claims_spec.lua - a generation with a handler of inflight > 1
 -- beside plain ones: the runner claims what its workers can start (a plain
 -- job per idle worker, coroutine jobs up to the inflight of the workers
--- running them), and a plain job waiting in the local queue does not hold
--- back the coroutine jobs behind it.
+-- running them, and an eighth of that ahead, waiting here for a slot),
+-- fills a worker's thousand slots in one claim, and a plain job waiting
+-- in the local queue does not hold back the coroutine jobs behind it.
 local jr = require "jr"
 
 local function exists(path)
@@ -89,6 +90,54 @@ for _, backend in ipairs(jr.backends()) do
       assert.is_true(most <= 2, most .. " jobs claimed for 2 workers")
       jr.write_file(env.dir .. "/release", "1")
       jr.wait_for(function() return env:count() == 0 end, 120, "all done")
+      assert.equal(0, env:stop())
+    end)
+
+    it("claims an eighth of a worker's inflight ahead of its slots",
+       function()
+      env:config("concurrency = { min = 1, max = 1 }")
+      env:script("co", CO:format(16))
+      env:start()
+      for _ = 1, 40 do env:push("co") end
+      local function started()
+        local n = 0
+        for id = 1, 40 do
+          if exists(env.dir .. "/co." .. id) then n = n + 1 end
+        end
+        return n
+      end
+      jr.wait_for(function() return started() == 16 end, 60, "16 started")
+      -- 2 more claimed (running in the table) wait here for a slot: a job
+      -- that ends is followed at once, not after a database round
+      jr.wait_for(function() return env:count("running") == 18 end, 60,
+                  "18 claimed")
+      assert.equal(16, started())
+      jr.write_file(env.dir .. "/release", "1")
+      jr.wait_for(function() return env:count() == 0 end, 120, "all done")
+      assert.equal(40, started())
+      assert.equal(0, env:stop())
+    end)
+
+    it("fills a worker of inflight 1000 in one claim", function()
+      env:config("concurrency = { min = 1, max = 1 }, " ..
+                 "log = { level = \"debug\" }")
+      env:script("nap", [[
+        local jobrunner = require "jobrunner"
+        return { inflight = 1000, handle = function() jobrunner.sleep(1) end }]])
+      local q = assert(require("jobrunner").open(env.url,
+                                                 { schema = env.schema }))
+      local batch = {}
+      for i = 1, 1000 do batch[i] = { "nap", {} } end
+      assert(q:push_many(batch))
+      q:close()
+      env:start()
+      jr.wait_for(function() return env:count() == 0 end, 120, "all done")
+      -- one round, where there were two (512 and 488)
+      local claims = {}
+      for n in env:log():gmatch("claimed (%d+) jobs") do
+        claims[#claims + 1] = n
+      end
+      assert.equal("1000", table.concat(claims, " "))
       assert.equal(0, env:stop())
     end)
   end)

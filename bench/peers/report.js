@@ -100,6 +100,8 @@ section("noop", "noop_jobs_s", `no-op drain, ${fmt(Number(cfg.N))} jobs`, null);
 section("io", "io_jobs_s", `I/O-bound, ${fmt(Number(cfg.io_n))} GETs of ${cfg.delay_ms} ms`,
   (peer, s, jr) => {
     if (peer === JR) return { text: ">= 8,000", met: jr ? jr.median >= 8000 : null };
+    if (peer === GWD)
+      return { text: "jobrunner >= 6x", met: jr && s ? jr.median >= 6 * s.median : null };
     return { text: "jobrunner above", met: jr && s ? jr.median > s.median : null };
   });
 

@@ -21,6 +21,8 @@
 #define SHORT_JOB     0.005     /* seconds: below this, claim ahead */
 #define SKIP_MAX      128       /* queued jobs a free worker looks past */
 #define PREFETCH_TIME 0.002     /* seconds of work a worker may have queued */
+#define CO_AHEAD      8         /* a coroutine worker's inflight / CO_AHEAD
+                                 * jobs claimed ahead for it */
 #define RECHECKS      48        /* re-looks after a wake-up: 20 ms in all, */
 #define RECHECKS_FAST 10        /* the first ones RECHECK_FAST_US apart */
 #define RECHECK_FAST_US 100     /* (a commit shows an fsync after its write) */
@@ -249,13 +251,20 @@ co_cap(const wk *w)
     return k;
 }
 
+/* 1 if w may be given jobs: started, current and not on its way out */
+static int
+open_for_jobs(const wk *w)
+{
+    return w->ready && w->bev != NULL && !w->kill_reason[0] &&
+           !w->retiring && !w->stopping && w->gen == w->m->gen && !w->alone;
+}
+
 static int
 slots(const wk *w)
 {
     int n;
 
-    if (!w->ready || w->bev == NULL || w->kill_reason[0] ||
-        w->retiring || w->stopping || w->gen != w->m->gen || w->alone)
+    if (!open_for_jobs(w))
         return 0;
     /* jobs that run at once: as many as the handler's inflight (a worker
      * with none yet may take its generation's largest) */
@@ -347,7 +356,7 @@ idle_cap(const wk *w)
 static int
 capacity(master *m)
 {
-    int plain = 0, co = 0, free_slots, n;
+    int plain = 0, co = 0, ahead = 0, free_slots, n;
     wk *w;
 
     m->claim_co = 0;
@@ -356,6 +365,8 @@ capacity(master *m)
     if (jr_pool_alive(m) == 0)
         return 0;
     for (w = m->workers; w; w = w->next) {
+        if (w->co && open_for_jobs(w))
+            ahead += co_cap(w) / CO_AHEAD;
         if ((n = slots(w)) <= 0)
             continue;
         if (w->co)
@@ -365,8 +376,11 @@ capacity(master *m)
         else
             plain += n;
     }
-    free_slots = plain > 0 ? plain : co;
-    m->claim_co = plain == 0 && co > 0;
+    /* coroutine workers: a few jobs wait here for their slots, so that a
+     * slot a job leaves takes the next at once, not after a database
+     * round (their jobs end in waves as they started) */
+    free_slots = plain > 0 ? plain : co + ahead;
+    m->claim_co = plain == 0 && co + ahead > 0;
     if (m->avg > 0 && m->avg < SHORT_JOB &&
         (free_slots > 0 || m->qlen <= LOCAL_QUEUE / 2)) {
         free_slots += LOCAL_QUEUE;
@@ -703,7 +717,7 @@ jr_claimq_work(evutil_socket_t fd, short what, void *arg)
 {
     master *m = arg;
     jr_cycle *c = &m->cycle;
-    int want, due, woken;
+    int want, due, woken, most;
 
     (void)fd;
     (void)what;
@@ -715,17 +729,23 @@ jr_claimq_work(evutil_socket_t fd, short what, void *arg)
      * schedules take a fire's instant on time even while cycles fail */
     due = jr_service_due(m);
     if (jr_dbthread_busy(m->dbt)) {
-        /* a second round on the lane while this one is out (lane.c) */
+        /* a second round on the lane while this one is out (lane.c);
+         * it claims every name, so a claim for coroutine slots takes it
+         * when every handler is a coroutine one */
         if (m->want_claim && m->db_retry_at == 0 && m->gen != NULL &&
-            (want = capacity(m)) > 0 && !m->claim_co)
-            jr_lane_round(m, want);   /* it claims every name */
+            (want = capacity(m)) > 0 &&
+            (!m->claim_co || m->gen->nco == m->gen->n))
+            jr_lane_round(m, want);
         return;                 /* jr_claimq_cycle_done kicks again */
     }
     if (m->db_retry_at > 0 && jr_mono() < m->db_retry_at)
         return;                 /* a retry timer is armed */
     want = jr_lane_split(m, capacity(m));
-    if (want > CLAIM_MAX)
-        want = CLAIM_MAX;
+    /* a generation of coroutine handlers fills its workers' thousands of
+     * slots in one round, not in four */
+    most = m->gen != NULL && m->gen->co_any > 0 ? CLAIM_CO_MAX : CLAIM_MAX;
+    if (want > most)
+        want = most;
     if (m->stopping || m->gen == NULL || m->gen->n == 0)
         want = 0;
     /* not woken, a cycle claims only if a wake-up comes while it runs */

@@ -167,11 +167,12 @@ open_lane(master *m, jr_lane *l)
 
 /* While the lane may be used, a round claims at most half of what one
  * claim may: the two connections take turns at the local queue instead
- * of the first taking all of it. */
+ * of the first taking all of it. Coroutine workers' slots are filled in
+ * one round: they start all it brings at once. */
 int
 jr_lane_split(master *m, int want)
 {
-    if (!lane_fits(m, lane_of(m)))
+    if (!lane_fits(m, lane_of(m)) || (m->gen != NULL && m->gen->co_any > 0))
         return want;
     return want > LANE_ROUND ? LANE_ROUND : want;
 }

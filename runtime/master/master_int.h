@@ -41,6 +41,7 @@
 
 #define SLOTS_MAX     32        /* jobs outstanding per worker at most */
 #define CLAIM_MAX     512       /* jobs per claim statement */
+#define CLAIM_CO_MAX  2048      /* the same, for coroutine workers' slots */
 #define OUT_LINE      1024      /* bytes of one line of handler output logged */
 /* SIGTERM SIGINT SIGCHLD SIGHUP SIGTTIN SIGTTOU: master.c's signals[] */
 #define NSIGNALS      6
@@ -147,7 +148,7 @@ struct master {
                                            their handlers' names alone */
     struct jr_lane     *lane;           /* a second round (lane.c) */
     int                 lane_want;      /* the claim of the lane's round */
-    jr_job             *claimed[CLAIM_MAX];
+    jr_job             *claimed[CLAIM_CO_MAX];
     int                 wake_fd;
     int                 renew_due, rescue_due, wake_due;
     jr_buf              out;

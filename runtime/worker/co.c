@@ -143,7 +143,7 @@ outcome(cojob *cj, int rc, jr_result *res)
 }
 
 /* Frees what job cj holds, and keeps cj (its timer and push arrays) for
- * a next job while fewer than JR_TASKS_KEPT are kept. */
+ * a next job while fewer than jr_co_kept are kept. */
 static void
 job_free(cojob *cj)
 {
@@ -156,7 +156,7 @@ job_free(cojob *cj)
     }
     free(cj->j);
     cj->j = NULL;
-    if (cj->timer != NULL && co->nkept < JR_TASKS_KEPT) {
+    if (cj->timer != NULL && co->nkept < jr_co_kept(cj->w)) {
         evtimer_del(cj->timer);
         jr_jobctx_clear(&cj->ctx);
         cj->next = co->kept;
@@ -194,6 +194,35 @@ job_alloc(worker *w)
     return cj;
 }
 
+/* Links cj first among the running jobs. */
+static void
+link_job(jr_co *co, cojob *cj)
+{
+    cj->prev = NULL;
+    cj->next = co->jobs;
+    if (co->jobs != NULL)
+        co->jobs->prev = cj;
+    co->jobs = cj;
+    co->n++;
+}
+
+/* Takes cj out of the running jobs, whatever their number: a job's end
+ * costs the same with a thousand in flight as with one. */
+static void
+unlink_job(jr_co *co, cojob *cj)
+{
+    if (cj->prev == NULL && co->jobs != cj)
+        return;                 /* not among them */
+    if (cj->prev != NULL)
+        cj->prev->next = cj->next;
+    else
+        co->jobs = cj->next;
+    if (cj->next != NULL)
+        cj->next->prev = cj->prev;
+    cj->next = cj->prev = NULL;
+    co->n--;
+}
+
 /* The job ended (rc as outcome's): its waits cancelled, its result frame
  * and a copy in the shared page; it joins the dead, freed by reap (its
  * threads may be on the C stack now). */
@@ -204,7 +233,6 @@ finish(cojob *cj, int rc)
     jr_co *co = w->co;
     jr_result res;
     size_t from;
-    cojob **p;
     jr_task *t;
 
     if (cj->over)
@@ -215,12 +243,7 @@ finish(cojob *cj, int rc)
             t->cancel(t->op);
             t->cancel = NULL;
         }
-    for (p = &co->jobs; *p != NULL && *p != cj; p = &(*p)->next)
-        ;
-    if (*p == cj) {
-        *p = cj->next;
-        co->n--;
-    }
+    unlink_job(co, cj);
     cj->next = co->dead;
     co->dead = cj;
     memset(&res, 0, sizeof res);
@@ -477,11 +500,29 @@ jr_co_start(worker *w, jr_job *j)
         return;
     }
     lua_xmove(w->L, cj->tasks->L, 2);
-    cj->next = w->co->jobs;
-    w->co->jobs = cj;
-    w->co->n++;
+    link_job(w->co, cj);
     resume(cj->tasks, 1);
     reap(w->co);
+}
+
+int
+jr_co_kept(worker *w)
+{
+    jr_co *co = w->co;
+    jr_task **pool;
+    int i, k = w->set.inflight;
+
+    if (co->kept_max > 0)
+        return co->kept_max;
+    for (i = 0; i < w->scripts.n; i++)
+        if (w->scripts.h[i].inflight > k)
+            k = w->scripts.h[i].inflight;
+    if (k < JR_TASKS_KEPT)
+        k = JR_TASKS_KEPT;
+    if ((pool = calloc((size_t)k, sizeof *pool)) == NULL)
+        return 0;               /* keeps none; asks again */
+    co->pool = pool;
+    return co->kept_max = k;
 }
 
 int
@@ -526,6 +567,13 @@ jr_co_loop(worker *w)
     event_base_loop(w->base, EVLOOP_ONCE);
     reap(w->co);
     return w->fd_ready;
+}
+
+void
+jr_co_kick(worker *w)
+{
+    event_base_loop(w->base, EVLOOP_NONBLOCK);
+    reap(w->co);
 }
 
 /* --- the module ------------------------------------------------------------ */
@@ -602,6 +650,7 @@ jr_co_close(worker *w)
         event_base_free(w->base);
     while (w->co->npool > 0)
         free(w->co->pool[--w->co->npool]);
+    free(w->co->pool);
     while ((cj = w->co->kept) != NULL) {
         w->co->kept = cj->next;
         event_free(cj->timer);

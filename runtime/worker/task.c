@@ -74,7 +74,7 @@ jr_task_free(lua_State *L, jr_task *t)
     t->cancel = NULL;
     t->job = NULL;
     jr_luabridge_bind(t->L, NULL); /* a thread the handler kept stays none's */
-    if (co->npool < JR_TASKS_KEPT && lua_status(t->L) == LUA_OK &&
+    if (co->npool < jr_co_kept(the_worker) && lua_status(t->L) == LUA_OK &&
         lua_gettop(t->L) == 0) {
         co->pool[co->npool++] = t;
         return;

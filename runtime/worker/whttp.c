@@ -101,7 +101,7 @@ xfer_free(xfer *x)
     jr_http *h = x->h;
 
     curl_multi_remove_handle(h->multi, x->easy);
-    if (h->neasy < EASY_KEPT) {
+    if (h->neasy < h->kept) {
         curl_easy_reset(x->easy);
         h->easy[h->neasy++] = x->easy;
     } else {
@@ -251,15 +251,23 @@ check_done(jr_http *h)
 }
 
 /* libcurl and the multi handle, at the first request: a worker whose
- * handlers make none pays nothing for them. -1 when they cannot start. */
+ * handlers make none pays nothing for them. Its connection cache and
+ * its pool of easy handles hold as many as the worker runs at once, so
+ * that a dip in the requests in flight closes no connection (libcurl's
+ * own cache is 4 times the handles in flight at the moment one ends).
+ * -1 when they cannot start. */
 static int
 start(jr_http *h)
 {
     if (h->multi != NULL)
         return 0;
-    if (curl_global_init(CURL_GLOBAL_DEFAULT) != CURLE_OK ||
+    if ((h->kept = jr_co_kept(h->w)) <= 0 ||
+        curl_global_init(CURL_GLOBAL_DEFAULT) != CURLE_OK ||
+        (h->easy == NULL &&
+         (h->easy = calloc((size_t)h->kept, sizeof *h->easy)) == NULL) ||
         (h->multi = curl_multi_init()) == NULL)
         return -1;
+    curl_multi_setopt(h->multi, CURLMOPT_MAXCONNECTS, (long)h->kept);
     curl_multi_setopt(h->multi, CURLMOPT_SOCKETFUNCTION, socket_cb);
     curl_multi_setopt(h->multi, CURLMOPT_SOCKETDATA, h);
     curl_multi_setopt(h->multi, CURLMOPT_TIMERFUNCTION, timer_cb);
@@ -321,6 +329,7 @@ jr_whttp_open(worker *w, lua_State *L, jr_err *err)
     if ((h = calloc(1, sizeof *h)) == NULL)
         return jr_fail(err, JR_ENOMEM, "worker: out of memory");
     h->base = w->base;
+    h->w = w;
     w->http = h;
     if ((h->timer = evtimer_new(w->base, on_timer, h)) == NULL)
         return jr_fail(err, JR_ENOMEM, "worker: out of memory");
@@ -341,6 +350,7 @@ jr_whttp_close(worker *w)
         return;
     while (h->neasy > 0)
         curl_easy_cleanup(h->easy[--h->neasy]);
+    free(h->easy);
     if (h->multi != NULL)
         curl_multi_cleanup(h->multi);
     if (h->timer != NULL)

@@ -13,7 +13,6 @@
 
 #define HTTP_TIMEOUT  30.0              /* seconds, when none is given */
 #define HTTP_MAX_SIZE (16L << 20)       /* response bytes, when none */
-#define EASY_KEPT     512               /* easy handles kept for reuse */
 #define HTTP_MAX_HEAD 1000000           /* url and headers; libcurl's 1 MiB
                                          * head holds its own lines too */
 
@@ -21,8 +20,11 @@ typedef struct jr_http {
     CURLM              *multi;
     struct event_base  *base;
     struct event       *timer;
-    CURL               *easy[EASY_KEPT];/* reset, for the next requests */
+    worker             *w;              /* its handlers' inflight */
+    CURL              **easy;           /* reset, for the next requests */
     int                 neasy;
+    int                 kept;           /* easy handles and connections
+                                         * kept: jr_co_kept */
     lua_State          *build;          /* a thread of our own (complete) */
 } jr_http;
 

@@ -89,6 +89,12 @@ to_coroutine(worker *w, jr_job *j)
 {
     if (jr_co_inflight(w, j) > 1) {
         jr_co_start(w, j);      /* runs until its first wait */
+        /* a thousand jobs read at once: the first ones' requests go out
+         * while the last ones start, not after them all */
+        if (++w->co_started >= CO_KICK) {
+            w->co_started = 0;
+            jr_co_kick(w);
+        }
         return 1;
     }
     while (jr_co_count(w) > 0) {

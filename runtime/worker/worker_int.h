@@ -33,6 +33,8 @@
 #include "worker/worker.h"
 
 #define FLUSH_DELAY 0.002       /* seconds a result may wait for company */
+#define CO_KICK     32          /* coroutine jobs started between two looks
+                                 * at the loop, while more wait to start */
 
 typedef struct worker {
     int         fd;
@@ -56,6 +58,7 @@ typedef struct worker {
     struct event_base *base;    /* the loop of coroutines and waits */
     struct event *ev_fd;        /* w->fd readable, while coroutines run */
     int         fd_ready;       /* it fired */
+    int         co_started;     /* coroutine jobs started since a kick */
     double      sync_deadline;  /* the plain job's deadline (mono), or 0 */
     double      sync_timeout;   /* and its timeout, seconds */
     int         sync_late;      /* a wait of it saw its deadline pass */
@@ -68,7 +71,9 @@ typedef struct worker {
  * which waits by running the loop until its wait ends. */
 typedef struct jr_task jr_task;
 typedef struct cojob cojob;
-#define JR_TASKS_KEPT 256       /* finished threads kept for new tasks */
+#define JR_TASKS_KEPT 256       /* finished threads and jobs kept for new
+                                 * ones, at least (else the largest
+                                 * inflight: jr_co_kept) */
 typedef void (*jr_task_cancel_fn)(void *op);
 /* A branch task's end: its thread returned (rc LUA_OK, nres values on
  * it) or failed (the error on it). */
@@ -104,7 +109,9 @@ struct cojob {                  /* a job in a coroutine (co.c) */
     int              over;      /* finished: its result is out */
     int              returned;  /* its return value is on top of w->L */
     char             cancel_msg[64];
-    cojob           *next;
+    cojob           *next;      /* the running jobs (co->jobs), or the
+                                 * dead or kept ones */
+    cojob           *prev;      /* the running jobs: unlinked in O(1) */
 };
 
 typedef struct jr_co {           /* co.c's and task.c's state, w->co */
@@ -116,8 +123,10 @@ typedef struct jr_co {           /* co.c's and task.c's state, w->co */
     int           depth;        /* resumes in progress */
     cojob        *current;      /* the job being resumed, or NULL */
     jr_task      *task;         /* and its task */
-    jr_task      *pool[JR_TASKS_KEPT];/* tasks whose thread may run again */
+    jr_task     **pool;         /* tasks whose thread may run again */
     int           npool;
+    int           kept_max;     /* of them and of kept: jr_co_kept; 0:
+                                 * not known yet */
     cojob        *kept;         /* ended jobs kept for the next ones */
     int           nkept;
     char          warned[64][64];/* handlers warned of blocking */
@@ -171,8 +180,17 @@ void jr_co_close(worker *w);
 int  jr_co_inflight(const worker *w, const jr_job *j);
 void jr_co_start(worker *w, jr_job *j);     /* takes j */
 int  jr_co_count(const worker *w);          /* coroutine jobs running */
+/* The jobs a worker may run at once, as far as it knows: the largest
+ * inflight of its handlers, JR_TASKS_KEPT at least. What it keeps for
+ * its next jobs is sized by it: threads, jobs, easy handles, connections
+ * (a job that makes more at once with jobrunner.all does not keep them). */
+int  jr_co_kept(worker *w);
 /* Runs the loop once, w->fd watched; 1 if w->fd became readable. */
 int  jr_co_loop(worker *w);
+/* Runs what is ready on the loop without waiting: the waits the jobs
+ * just started began (their requests go out, their connections open)
+ * while more of the jobs read wait to start. */
+void jr_co_kick(worker *w);
 void jr_co_cancel(worker *w, int64_t id);   /* a coroutine job's cancel */
 /* The count hook's check for a coroutine job (owner). */
 const char *jr_co_check(worker *w, void *owner, lua_State *L);

@@ -1,0 +1,79 @@
+-- io_conns_spec.lua - jobrunner.http keeps its connections while the
+-- requests in flight dip: a worker's connection cache holds as many as
+-- its handlers' inflight (libcurl's own cache shrinks to four times the
+-- requests in flight as they end), so a second wave of jobs no larger
+-- than the first reuses the first one's connections and opens none. The
+-- server (bench/slowhttp) counts the connections it accepts.
+local jr = require "jr"
+
+local SLOWHTTP = (os.getenv("BUILD") or "build") .. "/bench/slowhttp"
+
+-- Starts slowhttp answering after ms; returns its base URL and a stop.
+local function slow_server(ms)
+  local out = os.tmpname()
+  local pid = jr.sh(("%s %d > %s 2>&1 & echo $!"):format(SLOWHTTP, ms, out))
+  local port = jr.wait_for(function()
+    local f = io.open(out)
+    local s = f and f:read("a")
+    if f then f:close() end
+    return s and s:match("port (%d+)")
+  end, 10, "slowhttp")
+  return "http://127.0.0.1:" .. port, function()
+    os.execute("kill " .. pid:match("%d+"))
+    os.remove(out)
+  end
+end
+
+-- A counter of the server's; each call is a connection of its own, which
+-- /accepts counts too.
+local function get(url)
+  return tonumber(jr.sh("curl -s " .. url):match("%d+"))
+end
+
+local function push_many(env, n, url)
+  local q = assert(require("jobrunner").open(env.url, { schema = env.schema }))
+  local batch = {}
+  for i = 1, n do batch[i] = { "get", { url = url } } end
+  assert(q:push_many(batch))
+  q:close()
+end
+
+local GET = [[
+local jobrunner = require "jobrunner"
+return { inflight = 200, handle = function(job)
+  local r, err = jobrunner.http{ url = job.payload.url }
+  assert(r, err)
+  assert(r.status == 200, "got " .. tostring(r.status))
+end }]]
+
+for _, backend in ipairs(jr.backends()) do
+  describe(backend .. " jobrunner.http connections:", function()
+    local env = jr.test_env(backend)
+
+    it("reuses the first wave's connections for a second one", function()
+      local base, stop = slow_server(500)
+      finally(stop)
+      env:config("concurrency = 1")
+      env:script("get", GET)
+      push_many(env, 200, base .. "/x")
+      get(base .. "/reset")
+      env:start()
+      jr.wait_for(function() return env:count() == 0 end, 120, "wave 1")
+      -- every request ended: in flight went from the first wave's peak to
+      -- none, and the worker waits idle with its connections
+      local peak = get(base .. "/peak")
+      local before = get(base .. "/accepts")
+      local opened = before - 2   -- less the calls to /peak and /accepts
+      assert.is_true(peak >= 2, "peak " .. peak)
+      assert.is_true(opened >= peak, opened .. " opened for " .. peak)
+      push_many(env, peak, base .. "/x")
+      jr.wait_for(function() return env:count() == 0 end, 120, "wave 2")
+      assert.equal(200 + peak, get(base .. "/count"))
+      -- the calls to /count and /accepts are the only new connections
+      assert.equal(before + 2, get(base .. "/accepts"),
+                   "connections opened by the second wave of " .. peak)
+      assert.equal(0, env:count("dead"))
+      assert.equal(0, env:stop())
+    end)
+  end)
+end
