@@ -1,8 +1,9 @@
 /* limitsrun.c - limits per key in the master: the live limits (the
  * config's, as hooks change them with jobrunner.limits.set), the copy a
  * database cycle borrows, the wait for a rate's next token, claims again
- * when a limited job ends, and the per-limit figures of on_tick. The
- * claim that enforces them is the backends' (limitpick.c). */
+ * when a limited job ends, and the per-limit figures of on_tick (with
+ * the cycle's counts, counts.h). The claim that enforces them is the
+ * backends' (limitpick.c). */
 #include <stdlib.h>
 #include <string.h>
 
@@ -11,6 +12,7 @@
 #include "base/log.h"
 #include "master/master_int.h"
 #include "services/limits.h"
+#include "services/counts.h"
 #include "base/util.h"
 
 #define QPLEN (sizeof JR_LIMIT_QPREFIX - 1)
@@ -184,7 +186,8 @@ tick_set(jr_hooks *h, const char *key, const jr_limit_set *s)
     jr_hook_close(h);
 }
 
-/* Cycle c's count for the limit of scope (from arr), or -1. */
+/* Cycle c's count for the limit of scope (from arr, on_tick's counts of
+ * c's limits), or -1. */
 static long
 cycle_count(const jr_cycle *c, const long *arr, const char *scope)
 {
@@ -204,6 +207,7 @@ figures(master *m, void *arg, const jr_cycle *c)
 {
     jr_limitsrun *lr = arg;
     const jr_limits *lim = &lr->live;
+    const jr_counts *k = jr_cycle_io(c, &jr_counts_step);
     lstats *st = lr->stats;
     long n;
     int i;
@@ -216,9 +220,9 @@ figures(master *m, void *arg, const jr_cycle *c)
         lstat s = st && i < st->n ? st->s[i] : (lstat){0, 0};
         jr_hook_open(m->hooks, l->scope);
         jr_hook_int(m->hooks, "running", held(m, l));
-        if ((n = cycle_count(c, c->lim_waiting, l->scope)) >= 0)
+        if ((n = cycle_count(c, k ? k->lim_waiting : NULL, l->scope)) >= 0)
             jr_hook_int(m->hooks, "waiting", n);
-        if ((n = cycle_count(c, c->lim_running, l->scope)) >= 0)
+        if ((n = cycle_count(c, k ? k->lim_running : NULL, l->scope)) >= 0)
             jr_hook_int(m->hooks, "running_all", n);
         jr_hook_int(m->hooks, "done", s.done);
         jr_hook_int(m->hooks, "failed", s.failed);

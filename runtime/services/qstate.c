@@ -5,17 +5,28 @@
  * paused, so that jobs of a paused queue claimed ahead are given back
  * instead of started; and the per-queue figures and targets of on_tick.
  * Fairness between queues is the claim's (backend.h). A service
- * (service.h): owns the paused set, its timer and a claim's caps; the
- * queues (m->qs) stay the master's, as /metrics reads them. Uses
- * master_int.h. */
+ * (service.h): owns the paused set, its timer, a claim's caps and the
+ * cycle's read of the paused queues (paused_step); the queues (m->qs)
+ * stay the master's, as /metrics reads them. Uses master_int.h,
+ * dbcalls.h, counts.h. */
 #include <stdlib.h>
 #include <string.h>
 
+#include "db/dbcalls.h"
 #include "base/log.h"
 #include "master/master_int.h"
 #include "services/qstate.h"
+#include "services/counts.h"
 
 extern const jr_service jr_qstate_service;   /* below */
+
+typedef struct paused_io {      /* its cycle step's in/out */
+    int          poll;          /* read the paused queues */
+    int          ahead;         /* jobs are claimed ahead: read them also
+                                   when woken by a change */
+    char       **paused;        /* out: paused queue names */
+    int          npaused;       /* or -1: not read */
+} paused_io;
 
 typedef struct qsvc {           /* the service's state */
     const char **qnames;        /* a claim's caps, for the cycle */
@@ -24,6 +35,7 @@ typedef struct qsvc {           /* the service's state */
     int          npaused;
     int          paused_due;    /* read the paused queues */
     flag_timer   tick;          /* sets paused_due each second */
+    paused_io    io;            /* the cycle's while it runs */
 } qsvc;
 
 static qsvc *
@@ -157,8 +169,61 @@ due(master *m, void *st)
     return ((qsvc *)st)->paused_due && m->qlen > 0;
 }
 
+static void
+paused_clear(void *arg)
+{
+    paused_io *io = arg;
+    int i;
+
+    for (i = 0; i < io->npaused; i++)
+        free(io->paused[i]);
+    free(io->paused);
+    io->paused = NULL;
+    io->npaused = -1;
+}
+
+static int
+add_paused(const char *queue, void *arg)
+{
+    paused_io *io = arg;
+    char **more = realloc(io->paused, (size_t)(io->npaused + 1) *
+                          sizeof *more);
+
+    if (more == NULL)
+        return 1;
+    io->paused = more;
+    if ((more[io->npaused] = strdup(queue)) == NULL)
+        return 1;
+    io->npaused++;
+    return 0;
+}
+
+/* On the database thread, last in the cycle: the paused queues, when
+ * asked or when jobs are claimed ahead and a change woke the cycle. */
+static int
+paused_run(jr_db *db, const char *token, jr_cycle *c, void *arg,
+           jr_err *err)
+{
+    paused_io *io = arg;
+
+    (void)token;
+    if (!io->poll && !(io->ahead && c->consume_wake && !c->unchanged))
+        return 0;
+    io->npaused = 0;
+    if (jr_dbcall_paused(db, add_paused, io, err) < 0) {
+        paused_clear(io);
+        return -1;
+    }
+    return 0;
+}
+
+static const jr_cycle_step paused_step = {
+    .name = "paused queues", .when = JR_STEP_LAST, .run = paused_run,
+    .clear = paused_clear,
+};
+
 /* Fills c's queue caps (each queue's target less what it holds here) for
- * its claim of up to c->want jobs, and whether it reads the paused
+ * its claim of up to c->want jobs, and attaches the read of the paused
  * queues. */
 static void
 fill(master *m, void *st, jr_cycle *c)
@@ -167,9 +232,14 @@ fill(master *m, void *st, jr_cycle *c)
     qsvc *v = st;
     qstate *q;
 
-    /* jobs claimed ahead must not start once their queue is paused */
-    c->poll_paused = (v->paused_due && m->qlen > 0) || c->count_ready;
-    c->ahead = m->qlen > 0;
+    /* jobs claimed ahead must not start once their queue is paused;
+     * on_tick shows whether each queue is (events attached its counts) */
+    v->io.npaused = -1;
+    v->io.poll = (v->paused_due && m->qlen > 0) ||
+                 jr_cycle_io(c, &jr_counts_step) != NULL;
+    v->io.ahead = m->qlen > 0;
+    if (v->io.poll || v->io.ahead)
+        jr_cycle_attach(c, &paused_step, &v->io);
     v->paused_due = 0;
     c->others = m->serve_all ? want : 0;
     c->nqueues = 0;
@@ -214,22 +284,21 @@ release_paused(master *m)
                gone, gone == 1 ? "" : "s");
 }
 
-/* Takes the paused queues cycle c read. */
+/* Takes the paused queues the cycle read. */
 static void
-take_paused(master *m, jr_cycle *c)
+take_paused(master *m, qsvc *v)
 {
-    qsvc *v = qv(m);
     int i;
 
-    if (c->npaused < 0)
+    if (v->io.npaused < 0)
         return;
     for (i = 0; i < v->npaused; i++)
         free(v->paused[i]);
     free(v->paused);
-    v->paused = c->paused;
-    v->npaused = c->npaused;
-    c->paused = NULL;
-    c->npaused = -1;
+    v->paused = v->io.paused;
+    v->npaused = v->io.npaused;
+    v->io.paused = NULL;
+    v->io.npaused = -1;
     if (v->npaused > 0 && m->qlen > 0)
         release_paused(m);
 }
@@ -241,8 +310,7 @@ taken(master *m, void *st, jr_cycle *c)
 {
     int i, k, *got;
 
-    (void)st;
-    take_paused(m, c);
+    take_paused(m, st);
     if (m->nqs == 0 || c->want <= 0 || c->nclaimed < 0)
         return;
     if ((got = calloc((size_t)m->nqs, sizeof *got)) == NULL)
@@ -348,20 +416,24 @@ tick_queue(master *m, const char *name, long ready, const qstate *q)
 static void
 figures(master *m, void *st, const jr_cycle *c)
 {
+    static const jr_counts none = {.ready = -1};
+    const jr_counts *n = jr_cycle_io(c, &jr_counts_step);
     long ready;
     int i, k;
 
     (void)st;
+    if (n == NULL)
+        n = &none;
     jr_hook_open(m->hooks, "queues");
     for (k = 0; k < m->nqs; k++) {
-        for (ready = 0, i = 0; i < c->nready_q; i++)
-            if (strcmp(c->ready_q[i].queue, m->qs[k].name) == 0)
-                ready = c->ready_q[i].n;
+        for (ready = 0, i = 0; i < n->nq; i++)
+            if (strcmp(n->q[i].queue, m->qs[k].name) == 0)
+                ready = n->q[i].n;
         tick_queue(m, m->qs[k].name, ready, &m->qs[k]);
     }
-    for (i = 0; i < c->nready_q; i++)
-        if (find(m, c->ready_q[i].queue) == NULL)
-            tick_queue(m, c->ready_q[i].queue, c->ready_q[i].n, NULL);
+    for (i = 0; i < n->nq; i++)
+        if (find(m, n->q[i].queue) == NULL)
+            tick_queue(m, n->q[i].queue, n->q[i].n, NULL);
     jr_hook_close(m->hooks);
 }
 
