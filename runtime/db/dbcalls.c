@@ -50,3 +50,72 @@ jr_dbcall_can_vacuum(const jr_db *db)
 {
     return db->ops->vacuum != NULL;
 }
+
+int
+jr_dbcall_cancelled(jr_db *db, const char *token, int64_t *ids, int max,
+                    jr_err *err)
+{
+    return db->ops->cancelled(db->b, token, ids, max, err);
+}
+
+int
+jr_dbcall_prune(jr_db *db, double keep_completed, double keep_cancelled,
+                double keep_dead, int limit, jr_err *err)
+{
+    return db->ops->prune(db->b, keep_completed, keep_cancelled, keep_dead,
+                          limit, err);
+}
+
+int
+jr_dbcall_queue_prune(jr_db *db, double idle, const char *const *keep,
+                      int nkeep, int limit, jr_err *err)
+{
+    return db->ops->queue_prune(db->b, idle, keep, nkeep, limit, err);
+}
+
+int
+jr_dbcall_paused(jr_db *db, jr_dbcall_name_cb cb, void *arg, jr_err *err)
+{
+    return db->ops->paused(db->b, cb, arg, err);
+}
+
+int
+jr_dbcall_ready_by_queue(jr_db *db, const char *const *names, int nnames,
+                         long limit, jr_dbcall_count_cb cb, void *arg,
+                         jr_err *err)
+{
+    return db->ops->ready_by_queue(db->b, names, nnames, limit, cb, arg,
+                                   err);
+}
+
+int
+jr_dbcall_limit_use(jr_db *db, const struct jr_limit *l, long *waiting,
+                    long *running, jr_err *err)
+{
+    jr_limit_use u;
+
+    if (db->ops->limit_use(db->b, l, &u, err) < 0)
+        return -1;
+    *waiting = u.waiting;
+    *running = u.running;
+    return 0;
+}
+
+int
+jr_dbcall_sched_states(jr_db *db, jr_dbcall_ctl_cb cb, void *arg,
+                       jr_err *err)
+{
+    return db->ops->sched_states(db->b, cb, arg, err);
+}
+
+int
+jr_dbcall_last_fires(jr_db *db, jr_dbcall_fire_cb cb, void *arg, jr_err *err)
+{
+    return db->ops->last_fires(db->b, cb, arg, err);
+}
+
+int
+jr_dbcall_fire(jr_db *db, jr_fire *f, int keep, jr_err *err)
+{
+    return db->ops->fire(db->b, f, 1, keep, err);
+}

@@ -2,7 +2,7 @@
  * cycle is handed over under a mutex; completion comes back as one byte on
  * a pipe that the event loop watches, so the done callback runs on the
  * loop's thread and nothing else is shared. Its connections are opened by
- * dbopen.c; the reads and schedule fires a cycle adds are cycle.c's. */
+ * dbopen.c; the services' steps a cycle runs are cycle.c's to run. */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
@@ -20,7 +20,6 @@
 #include "db/cycle.h"
 #include "db/dbthread.h"
 #include "base/log.h"
-#include "base/util.h"
 
 
 struct jr_dbthread {
@@ -41,12 +40,7 @@ struct jr_dbthread {
     void            *arg;
     jr_dbreq        *reqs;          /* requests waiting, oldest first */
     jr_dbreq        *reqs_done;     /* run, for the loop */
-    double           queues_at;     /* jr_mono() of the last queue prune */
 };
-
-/* Seconds between two prunes of idle queues at most: each may read the
- * running and dead jobs' queues once. */
-#define QUEUE_PRUNE_EVERY 60.0
 
 struct jr_dbreq {               /* one request off the claim path */
     jr_dbreq_run     run;
@@ -132,39 +126,6 @@ queue_wants(const jr_cycle *c)
     return w;
 }
 
-/* The cycle's checks off the claim path: the cancels of this runner's
- * running jobs, and one small batch of pruning (after the claim, so it
- * never delays one; the backend lets one runner at a time prune). */
-static void
-extras(jr_dbthread *t, jr_cycle *c)
-{
-    const jr_backend_ops *ops = t->db->ops;
-    jr_err e;
-
-    c->ncancel = c->pruned = 0;
-    if (c->err.code != 0) {
-        c->ncancel = -1;        /* not looked: forget no cancel */
-        return;
-    }
-    if (c->check_cancel &&
-        (c->ncancel = ops->cancelled(t->db->b, t->token, c->cancel_ids,
-                                     JR_CANCEL_MAX, &e)) < 0)
-        jr_cycle_err(c, &e);
-    if (c->prune &&
-        (c->pruned = ops->prune(t->db->b, c->keep_completed,
-                                c->keep_cancelled, c->keep_dead,
-                                JR_PRUNE_BATCH, &e)) < 0)
-        jr_cycle_err(c, &e);
-    if (c->prune && c->pruned >= 0 &&
-        jr_mono() - t->queues_at >= (c->keep_queues < QUEUE_PRUNE_EVERY ?
-                                     c->keep_queues : QUEUE_PRUNE_EVERY)) {
-        t->queues_at = jr_mono();
-        if (ops->queue_prune(t->db->b, c->keep_queues, c->qnames,
-                             c->nqueues, JR_PRUNE_BATCH, &e) < 0)
-            jr_cycle_err(c, &e);
-    }
-}
-
 /* Whether the backend opened its connection again since the last look:
  * what it committed asynchronously before may be gone, or another server
  * answers now. */
@@ -188,10 +149,6 @@ cycle_reset(jr_cycle *c)
 {
     memset(&c->err, 0, sizeof c->err);
     c->applied = c->nclaimed = c->rescued = c->renewed = 0;
-    c->paused = NULL;
-    c->ready_q = NULL;
-    c->npaused = -1;
-    c->nready_q = 0;
 }
 
 /* The claim's queues (wants, or none), caps and limits for want jobs. */
@@ -275,6 +232,7 @@ run_cycle(jr_dbthread *t, jr_cycle *c)
     if (c->consume_wake && (changed = ops->changed(b, &e)) < 0)
         jr_cycle_err(c, &e);
     c->unchanged = c->consume_wake && changed == 0;
+    jr_cycle_steps(t->db, t->token, c, JR_STEP_BEFORE);
     want = (changed == 0 && !c->claim_always) || c->claim_if_woken ? 0 :
            c->want;
     if (want > 0 && c->nqueues > 0 && (wants = queue_wants(c)) == NULL)
@@ -311,12 +269,8 @@ run_cycle(jr_dbthread *t, jr_cycle *c)
         (c->rescued = ops->rescue(b, &e)) < 0)
         jr_cycle_err(c, &e);
     free(wants);
-    c->nlast_fires = -1;
-    c->nfires_done = 0;
-    if (c->err.code == 0)
-        jr_cycle_fires(t->db, c);
-    extras(t, c);
-    jr_cycle_reads(t->db, c, changed);
+    jr_cycle_steps(t->db, t->token, c, JR_STEP_AFTER);
+    jr_cycle_steps(t->db, t->token, c, JR_STEP_LAST);
     c->wake_fd = ops->wake_fd(b);
     c->reconnected = reconnected(t);
 }

@@ -1,8 +1,9 @@
 /* dbthread.h - the master's database thread and its connection. The
  * event loop never waits on the database: it hands one cycle at a time
- * (record results, claim, renew, rescue) to this thread, which alone uses
- * the backend connection while the loop runs, and is told through a pipe
- * when the cycle is done. Owns the runner's backend connection: it is the
+ * (record results, claim, renew, rescue, and the steps the services
+ * attach: jr_cycle_step) to this thread, which alone uses the backend
+ * connection while the loop runs, and is told through a pipe when the
+ * cycle is done. Owns the runner's backend connection: it is the
  * master's only way to the storage interface (backend.h), which the rest
  * of the master never sees. Uses config.h, job.h; libevent for the
  * pipe. */
@@ -16,8 +17,6 @@
 #include "base/job.h"
 
 #define JR_DB_RETRY_MAX 5.0     /* seconds between retries when it fails */
-#define JR_CANCEL_MAX   256     /* cancelled running jobs seen per cycle */
-#define JR_PRUNE_BATCH  500     /* finished jobs deleted per cycle */
 
 struct event_base;
 typedef struct jr_db jr_db;     /* opaque here: a connection (backend.h) */
@@ -36,29 +35,57 @@ int    jr_dbthread_wake_fd(jr_db *db);
  * returns how many, or -1 with err set. */
 int    jr_dbthread_rescue(jr_db *db, jr_err *err);
 
-/* Ready jobs of one queue, as a tick's cycle counts them. */
-typedef struct jr_queue_count {
-    char *queue;                /* owned by the cycle's array */
-    long  n;
-} jr_queue_count;
+typedef struct jr_cycle jr_cycle;
 
-/* A schedule's last fire, as a cycle reads them (read_fires). */
-typedef struct jr_last_fire {
-    char    *schedule;          /* owned by the cycle's array */
-    double   at;
-    int64_t  id;                /* its job, or 0 */
-} jr_last_fire;
+/* Where a step runs in its cycle (jr_cycle_step's when). */
+enum {
+    JR_STEP_BEFORE,             /* before the results and the claim (after
+                                   the wake-up is consumed): may set the
+                                   claim's inputs */
+    JR_STEP_AFTER,              /* after the claim, the renewal and the
+                                   rescue: writes and reads that must see
+                                   the claim done */
+    JR_STEP_LAST                /* after those: the reads that describe
+                                   where the cycle leaves the database */
+};
 
-/* A schedule's controls, as a cycle reads them (read_ctl). */
-typedef struct jr_sched_ctl {
-    char    *schedule;          /* owned by the cycle's array */
-    int      paused;
-    double   fire_at;           /* the last fire asked for by hand, or 0 */
-} jr_sched_ctl;
+/* A service's database work in a cycle: the service defines its step
+ * (one static const each) and an in/out struct of its own, and attaches
+ * both to each cycle that has work for it (jr_cycle_attach, in its fill
+ * callback); the database thread runs the attached steps, in the order
+ * of when and then of attachment, over the cycle's connection, each
+ * through db/dbcalls.h. A step runs only while the cycle has no error
+ * (the first error is the cycle's and the loop retries): its service
+ * sets io's outputs to "not run" before attaching it. Between fill and
+ * the service's read the io is the database thread's. */
+typedef struct jr_cycle_step {
+    const char *name;           /* for messages: "cancels" */
+    int         when;           /* JR_STEP_* */
+    /* On the database thread: does what io asks for and leaves its
+     * outputs in io. token is the runner's (its leases). Reads c's claim
+     * fields (names, queues, limits, what it claimed); a JR_STEP_BEFORE
+     * step may set the claim's inputs. Returns 0, or -1 with err set
+     * (the cycle's error unless it has one already). */
+    int  (*run)(jr_db *db, const char *token, jr_cycle *c, void *io,
+                jr_err *err);
+    /* In the loop, once the services read the cycle (or dropped it):
+     * frees what run left in io that its service did not take. NULL:
+     * nothing to free. */
+    void (*clear)(void *io);
+} jr_cycle_step;
 
-/* One unit of work. The master fills the inputs, must not touch the cycle
- * while it runs, and reads the outputs in its done callback. */
-typedef struct jr_cycle {
+#define JR_CYCLE_STEPS 16       /* steps attached to one cycle at most */
+
+typedef struct jr_cycle_att {   /* a step attached to a cycle */
+    const jr_cycle_step *step;
+    void                *io;    /* the service's (borrowed) */
+} jr_cycle_att;
+
+/* One unit of work: the claim's (results, claim, renewal, rescue) and
+ * the steps the services attached. The master fills the inputs, must
+ * not touch the cycle while it runs, and reads the outputs in its done
+ * callback. */
+struct jr_cycle {
     /* inputs */
     jr_result          *results;        /* the master's (it frees them);
                                            recorded first */
@@ -84,80 +111,39 @@ typedef struct jr_cycle {
                                            (the master's: it frees them) */
     int                 nheld;
     int                 rescue;         /* requeue expired leases */
-    int                 count_ready;    /* count ready jobs (up to 1e6),
-                                           per queue too */
     const char *const  *qnames;         /* claim at most qmax[i] jobs of */
     const int          *qmax;           /* queue qnames[i]; borrowed */
     int                 nqueues;
     int                 others;         /* at most this many from each
                                            queue not listed (0: none) */
-    int                 poll_paused;    /* read the paused queues */
-    int                 ahead;          /* jobs are claimed ahead: read
-                                           them also when woken by a
-                                           change */
-    int                 check_cancel;   /* look for cancels of our jobs */
-    int                 prune;          /* delete one batch of old jobs */
-    double              keep_completed; /* prune: seconds each state stays */
-    double              keep_cancelled;
-    double              keep_dead;      /* < 0: forever */
-    double              keep_queues;    /* prune: seconds an idle queue
-                                           not in qnames keeps its row */
     const struct jr_limit *limits;      /* borrowed; see jr_claim_spec */
     int                 nlimits;
-    double              limit_next;     /* out: a refused rate's next
-                                           token, epoch seconds, or 0 */
-    long               *lim_waiting;    /* out (count_ready): per limit,
-                                           jobs ready, or NULL; freed by
-                                           jr_cycle_free_out */
-    long               *lim_running;    /* the same: running, all runners
-                                           (same allocation) */
+    jr_cycle_att        steps[JR_CYCLE_STEPS];  /* jr_cycle_attach's */
+    int                 nsteps;
     /* outputs */
+    double              limit_next;     /* a refused rate's next token,
+                                           epoch seconds, or 0 */
     int                 applied;        /* results recorded, or -1 */
     jr_job            **claimed;        /* want slots, filled; caller owns */
     int                 nclaimed;       /* or -1 */
     int                 rescued;        /* or -1 */
     int                 renewed;        /* or -1 */
-    long                ready;          /* ready jobs, or -1 */
-    int64_t             cancel_ids[JR_CANCEL_MAX]; /* running jobs of ours
-                                           whose cancel was requested */
-    int                 ncancel;        /* or -1 */
-    int                 pruned;         /* jobs pruned, or -1 */
     int                 unchanged;      /* woken, but nothing new yet */
     int                 wake_fd;        /* the backend's wake descriptor */
-    char              **paused;         /* paused queue names (caller
-                                           frees with jr_cycle_free_out) */
-    int                 npaused;        /* or -1: not read */
-    jr_queue_count     *ready_q;        /* ready jobs per queue (count_ready;
-                                           jr_cycle_free_out frees them) */
-    int                 nready_q;
-    jr_err              err;            /* the first error, if any */
-    /* schedules (sched.c): inputs, then outputs */
-    jr_fire            *fires;          /* record these fires (each
-                                           inserted: 1 yes, 0 another
-                                           runner's, -1 refused, -2 the
-                                           schedule is paused) */
-    int                 nfires;
-    int                 fires_keep;     /* fire rows kept per schedule */
-    int                 read_fires;     /* read each schedule's last fire */
-    jr_last_fire       *last_fires;     /* read_fires: caller frees with
-                                           jr_cycle_free_fires */
-    int                 nlast_fires;    /* or -1: not read */
-    int                 nfires_done;    /* fires[0..this) have their
-                                           outcome; the others were not
-                                           recorded (trouble): retry */
     int                 reconnected;    /* the connection was opened again
                                            since the last cycle */
-    int                 read_ctl;       /* read the schedule controls */
-    jr_sched_ctl       *sched_ctl;      /* read_ctl: freed with
-                                           jr_cycle_free_fires */
-    int                 nsched_ctl;     /* or -1: not read */
-} jr_cycle;
+    jr_err              err;            /* the first error, if any */
+};
 
-/* Frees what a cycle returned in last_fires and sched_ctl. */
-void jr_cycle_free_fires(jr_cycle *c);
-
-/* Frees what a cycle returned in paused and ready_q. */
-void jr_cycle_free_out(jr_cycle *c);
+/* Attaches step s with its in/out struct io (borrowed until the cycle is
+ * read) to c, in a fill callback. Returns 0, or -1 (logged) when c has
+ * JR_CYCLE_STEPS already: the step does not run. */
+int   jr_cycle_attach(jr_cycle *c, const jr_cycle_step *s, void *io);
+/* The io attached to c for step s, or NULL when s is not attached. */
+void *jr_cycle_io(const jr_cycle *c, const jr_cycle_step *s);
+/* Frees what c's steps left in their io (each step's clear): after the
+ * services read the cycle, or when it is dropped. */
+void  jr_cycle_free_out(jr_cycle *c);
 
 typedef struct jr_dbthread jr_dbthread;
 typedef void (*jr_cycle_done)(jr_cycle *c, void *arg);

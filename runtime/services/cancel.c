@@ -1,17 +1,18 @@
 /* cancel.c - the master's side of cancelling running jobs. About once a
- * second, while this runner holds jobs, the database cycle lists the jobs
- * it holds whose cancel was requested (jr_cycle's cancel_ids); here each
+ * second, while this runner holds jobs, a step of the database cycle lists
+ * the jobs it holds whose cancel was requested (cancel_step); here each
  * one still in the local queue is recorded cancelled without running, and
  * each one in a worker gets a CANCEL frame and SIGUSR1 (the worker raises
  * an error at the handler's next Lua instruction and answers
  * JR_CANCELLED). A worker stuck outside Lua is killed after CANCEL_GRACE
  * seconds, and its job is recorded cancelled (the core asks each
- * service's refuse). A service (service.h): owns the cancels told and its
- * poll timer. Uses service.h, svc.h. */
+ * service's refuse). A service (service.h): owns the cancels told, its
+ * poll timer and its cycle step. Uses service.h, svc.h, dbcalls.h. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "db/dbcalls.h"
 #include "base/log.h"
 #include "base/util.h"
 #include "master/service.h"
@@ -20,17 +21,25 @@
 /* Seconds a cancelled job's worker has to stop before it is killed. */
 #define CANCEL_GRACE 5.0
 #define CANCEL_POLL  1.0        /* seconds between looks for cancels */
+#define CANCEL_MAX   256        /* cancelled running jobs seen per cycle */
 
 typedef struct cancelling {     /* a running job told to stop */
     int64_t     id;
     double      told;           /* mono time its worker was told */
 } cancelling;
 
+typedef struct cancel_io {      /* its cycle step's in/out */
+    int64_t     ids[CANCEL_MAX];    /* running jobs of ours whose cancel
+                                   was requested */
+    int         n;              /* or -1: not looked */
+} cancel_io;
+
 typedef struct cancels {        /* the service's state */
     cancelling *v;              /* running jobs told to stop */
     int         n, cap;
     int         due;            /* look for cancels of our jobs */
     jr_flag_timer poll;         /* sets due every CANCEL_POLL */
+    cancel_io   io;             /* the cycle's while it runs */
 } cancels;
 
 /* 1 if it holds any job. */
@@ -175,21 +184,42 @@ due(master *m, void *st)
     return cs->due;
 }
 
+/* On the database thread, after the claim: the cancels of the jobs this
+ * runner holds. */
+static int
+run(jr_db *db, const char *token, jr_cycle *c, void *arg, jr_err *err)
+{
+    cancel_io *io = arg;
+
+    (void)c;
+    io->n = jr_dbcall_cancelled(db, token, io->ids, CANCEL_MAX, err);
+    return io->n < 0 ? -1 : 0;
+}
+
+static const jr_cycle_step cancel_step = {
+    .name = "cancels", .when = JR_STEP_AFTER, .run = run,
+};
+
 static void
 fill(master *m, void *st, jr_cycle *c)
 {
     cancels *cs = st;
 
     (void)m;
-    c->check_cancel = cs->due;
+    cs->io.n = -1;
+    if (cs->due)
+        jr_cycle_attach(c, &cancel_step, &cs->io);
     cs->due = 0;
 }
 
 static void
 taken(master *m, void *st, jr_cycle *c)
 {
-    if (c->check_cancel && c->ncancel >= 0)
-        seen(m, st, c->cancel_ids, c->ncancel);
+    cancels *cs = st;
+
+    (void)c;
+    if (cs->io.n >= 0)
+        seen(m, st, cs->io.ids, cs->io.n);
 }
 
 /* A job told to stop ends as a cancel, however it ends: unstarted (its

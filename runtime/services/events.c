@@ -2,8 +2,8 @@
  * on_start and on_stop, a job's start and end (success, retry, dead),
  * on_tick with the figures of its interval, on_scale and on_reload.
  * hooks.c runs them in the config's Lua state. A service (service.h):
- * owns the figures of on_tick's interval and its timer. Uses service.h,
- * svc.h. */
+ * owns the figures of on_tick's interval, its timer and the cycle's
+ * counts for it (counts.h). Uses service.h, svc.h, counts.h. */
 #include <stdlib.h>
 #include <unistd.h>
 
@@ -12,6 +12,7 @@
 #include "master/service.h"
 #include "master/svc.h"
 #include "services/qstate.h"
+#include "services/counts.h"
 
 typedef struct events {         /* the service's state */
     long        tick_done, tick_failed; /* counters at last tick */
@@ -21,6 +22,7 @@ typedef struct events {         /* the service's state */
     int         count_due;      /* a tick wants the ready count */
     jr_flag_timer tick;         /* sets count_due: the cycle counts the
                                    backlog, then on_tick fires */
+    jr_counts   counts;         /* the cycle's while it runs */
 } events;
 
 /* Job j starts now in worker number worker. */
@@ -94,7 +96,7 @@ queue_target(const char *queue, double v, void *arg)
 static void
 on_tick(master *m, events *ev, const jr_cycle *c)
 {
-    long ready = c->ready, done, failed;
+    long ready = ev->counts.ready, done, failed;
     double now = jr_mono(), secs = now - ev->tick_at, target;
     jr_hooks *h = jr_svc_hooks(m);
     jr_svc_counts n;
@@ -170,14 +172,16 @@ fill(master *m, void *st, jr_cycle *c)
     events *ev = st;
 
     (void)m;
-    c->count_ready = ev->count_due;
+    jr_counts_reset(&ev->counts);
+    if (ev->count_due)
+        jr_cycle_attach(c, &jr_counts_step, &ev->counts);
     ev->count_due = 0;
 }
 
 static void
 read_cycle(master *m, void *st, jr_cycle *c)
 {
-    if (c->count_ready)
+    if (jr_cycle_io(c, &jr_counts_step) != NULL)
         on_tick(m, st, c);
 }
 

@@ -1,9 +1,9 @@
 /* limitsrun.c - limits per key in the master: the live limits (the
  * config's, as hooks change them with jobrunner.limits.set), the copy a
  * database cycle borrows, the wait for a rate's next token, claims again
- * when a limited job ends, and the per-limit figures of on_tick. The
- * claim that enforces them is the backends' (limitpick.c). Uses svc.h,
- * limits.h. */
+ * when a limited job ends, and the per-limit figures of on_tick (with
+ * the cycle's counts, counts.h). The claim that enforces them is the
+ * backends' (limitpick.c). Uses svc.h, limits.h, counts.h. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -12,6 +12,7 @@
 #include "base/log.h"
 #include "master/svc.h"
 #include "services/limits.h"
+#include "services/counts.h"
 #include "base/util.h"
 
 #define QPLEN (sizeof JR_LIMIT_QPREFIX - 1)
@@ -185,7 +186,8 @@ tick_set(jr_hooks *h, const char *key, const jr_limit_set *s)
     jr_hook_close(h);
 }
 
-/* Cycle c's count for the limit of scope (from arr), or -1. */
+/* Cycle c's count for the limit of scope (from arr, on_tick's counts of
+ * c's limits), or -1. */
 static long
 cycle_count(const jr_cycle *c, const long *arr, const char *scope)
 {
@@ -205,6 +207,7 @@ figures(master *m, void *arg, const jr_cycle *c)
 {
     jr_limitsrun *lr = arg;
     const jr_limits *lim = &lr->live;
+    const jr_counts *k = jr_cycle_io(c, &jr_counts_step);
     lstats *st = lr->stats;
     jr_hooks *h = jr_svc_hooks(m);
     long n;
@@ -218,9 +221,9 @@ figures(master *m, void *arg, const jr_cycle *c)
         lstat s = st && i < st->n ? st->s[i] : (lstat){0, 0};
         jr_hook_open(h, l->scope);
         jr_hook_int(h, "running", held(m, l));
-        if ((n = cycle_count(c, c->lim_waiting, l->scope)) >= 0)
+        if ((n = cycle_count(c, k ? k->lim_waiting : NULL, l->scope)) >= 0)
             jr_hook_int(h, "waiting", n);
-        if ((n = cycle_count(c, c->lim_running, l->scope)) >= 0)
+        if ((n = cycle_count(c, k ? k->lim_running : NULL, l->scope)) >= 0)
             jr_hook_int(h, "running_all", n);
         jr_hook_int(h, "done", s.done);
         jr_hook_int(h, "failed", s.failed);

@@ -13,6 +13,10 @@
  *   qstate, limits, schedules, cancel act on the claimed jobs (taken);
  *     cancel last, so that the jobs it ends were seen by the others;
  *   prune after the claim's readers: its batch runs after the claim;
+ *   the steps they attach to a cycle (fill) run in this order within
+ *     their place (db/dbthread.h's JR_STEP_*): after the claim the
+ *     schedules' fires, the cancels, the prune; last on_tick's counts,
+ *     then the paused queues;
  *   unhandled counts on the database thread between cycles (tick);
  *   waits looks at the long polls' jobs after the cycle (taken).
  * A new service is its file and its line here. */

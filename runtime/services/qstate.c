@@ -5,17 +5,20 @@
  * paused, so that jobs of a paused queue claimed ahead are given back
  * instead of started; and the per-queue figures and targets of on_tick.
  * Fairness between queues is the claim's (backend.h). A service
- * (service.h): owns the queues, the paused set, its timer and a claim's
- * caps; /metrics reads the queues through its host callback. Uses
- * service.h, svc.h, host.h. */
+ * (service.h): owns the queues, the paused set, its timer, a claim's
+ * caps and the cycle's read of the paused queues (paused_step); /metrics
+ * reads the queues through its host callback. Uses service.h, svc.h,
+ * host.h, dbcalls.h, counts.h. */
 #include <stdlib.h>
 #include <string.h>
 
+#include "db/dbcalls.h"
 #include "base/log.h"
 #include "http/host.h"
 #include "master/service.h"
 #include "master/svc.h"
 #include "services/qstate.h"
+#include "services/counts.h"
 
 extern const jr_service jr_qstate_service;   /* below */
 
@@ -31,6 +34,14 @@ typedef struct qstate {         /* one queue this runner caps or names */
                                    when one of its jobs ends */
 } qstate;
 
+typedef struct paused_io {      /* its cycle step's in/out */
+    int          poll;          /* read the paused queues */
+    int          ahead;         /* jobs are claimed ahead: read them also
+                                   when woken by a change */
+    char       **paused;        /* out: paused queue names */
+    int          npaused;       /* or -1: not read */
+} paused_io;
+
 typedef struct qsvc {           /* the service's state */
     qstate      *qs;            /* queues capped or served, by name */
     int          nqs;
@@ -41,6 +52,7 @@ typedef struct qsvc {           /* the service's state */
     int          npaused;
     int          paused_due;    /* read the paused queues */
     jr_flag_timer tick;         /* sets paused_due each second */
+    paused_io    io;            /* the cycle's while it runs */
 } qsvc;
 
 static qsvc *
@@ -172,8 +184,61 @@ due(master *m, void *st)
     return ((qsvc *)st)->paused_due && jr_svc_queued(m) > 0;
 }
 
+static void
+paused_clear(void *arg)
+{
+    paused_io *io = arg;
+    int i;
+
+    for (i = 0; i < io->npaused; i++)
+        free(io->paused[i]);
+    free(io->paused);
+    io->paused = NULL;
+    io->npaused = -1;
+}
+
+static int
+add_paused(const char *queue, void *arg)
+{
+    paused_io *io = arg;
+    char **more = realloc(io->paused, (size_t)(io->npaused + 1) *
+                          sizeof *more);
+
+    if (more == NULL)
+        return 1;
+    io->paused = more;
+    if ((more[io->npaused] = strdup(queue)) == NULL)
+        return 1;
+    io->npaused++;
+    return 0;
+}
+
+/* On the database thread, last in the cycle: the paused queues, when
+ * asked or when jobs are claimed ahead and a change woke the cycle. */
+static int
+paused_run(jr_db *db, const char *token, jr_cycle *c, void *arg,
+           jr_err *err)
+{
+    paused_io *io = arg;
+
+    (void)token;
+    if (!io->poll && !(io->ahead && c->consume_wake && !c->unchanged))
+        return 0;
+    io->npaused = 0;
+    if (jr_dbcall_paused(db, add_paused, io, err) < 0) {
+        paused_clear(io);
+        return -1;
+    }
+    return 0;
+}
+
+static const jr_cycle_step paused_step = {
+    .name = "paused queues", .when = JR_STEP_LAST, .run = paused_run,
+    .clear = paused_clear,
+};
+
 /* Fills c's queue caps (each queue's target less what it holds here) for
- * its claim of up to c->want jobs, and whether it reads the paused
+ * its claim of up to c->want jobs, and attaches the read of the paused
  * queues. */
 static void
 fill(master *m, void *st, jr_cycle *c)
@@ -182,10 +247,14 @@ fill(master *m, void *st, jr_cycle *c)
     qsvc *v = st;
     qstate *q;
 
-    /* jobs claimed ahead must not start once their queue is paused */
-    c->poll_paused = (v->paused_due && jr_svc_queued(m) > 0) ||
-                     c->count_ready;
-    c->ahead = jr_svc_queued(m) > 0;
+    /* jobs claimed ahead must not start once their queue is paused;
+     * on_tick shows whether each queue is (events attached its counts) */
+    v->io.npaused = -1;
+    v->io.poll = (v->paused_due && jr_svc_queued(m) > 0) ||
+                 jr_cycle_io(c, &jr_counts_step) != NULL;
+    v->io.ahead = jr_svc_queued(m) > 0;
+    if (v->io.poll || v->io.ahead)
+        jr_cycle_attach(c, &paused_step, &v->io);
     v->paused_due = 0;
     c->others = v->serve_all ? want : 0;
     c->nqueues = 0;
@@ -229,22 +298,21 @@ release_paused(master *m)
                gone, gone == 1 ? "" : "s");
 }
 
-/* Takes the paused queues cycle c read. */
+/* Takes the paused queues the cycle read. */
 static void
-take_paused(master *m, jr_cycle *c)
+take_paused(master *m, qsvc *v)
 {
-    qsvc *v = qv(m);
     int i;
 
-    if (c->npaused < 0)
+    if (v->io.npaused < 0)
         return;
     for (i = 0; i < v->npaused; i++)
         free(v->paused[i]);
     free(v->paused);
-    v->paused = c->paused;
-    v->npaused = c->npaused;
-    c->paused = NULL;
-    c->npaused = -1;
+    v->paused = v->io.paused;
+    v->npaused = v->io.npaused;
+    v->io.paused = NULL;
+    v->io.npaused = -1;
     if (v->npaused > 0 && jr_svc_queued(m) > 0)
         release_paused(m);
 }
@@ -257,7 +325,7 @@ taken(master *m, void *st, jr_cycle *c)
     int i, k, *got;
     qsvc *v = st;
 
-    take_paused(m, c);
+    take_paused(m, v);
     if (v->nqs == 0 || c->want <= 0 || c->nclaimed < 0)
         return;
     if ((got = calloc((size_t)v->nqs, sizeof *got)) == NULL)
@@ -363,20 +431,24 @@ tick_queue(master *m, const char *name, long ready, const qstate *q)
 static void
 figures(master *m, void *st, const jr_cycle *c)
 {
+    static const jr_counts none = {.ready = -1};
+    const jr_counts *n = jr_cycle_io(c, &jr_counts_step);
     qsvc *v = st;
     long ready;
     int i, k;
 
+    if (n == NULL)
+        n = &none;
     jr_hook_open(jr_svc_hooks(m), "queues");
     for (k = 0; k < v->nqs; k++) {
-        for (ready = 0, i = 0; i < c->nready_q; i++)
-            if (strcmp(c->ready_q[i].queue, v->qs[k].name) == 0)
-                ready = c->ready_q[i].n;
+        for (ready = 0, i = 0; i < n->nq; i++)
+            if (strcmp(n->q[i].queue, v->qs[k].name) == 0)
+                ready = n->q[i].n;
         tick_queue(m, v->qs[k].name, ready, &v->qs[k]);
     }
-    for (i = 0; i < c->nready_q; i++)
-        if (find(v, c->ready_q[i].queue) == NULL)
-            tick_queue(m, c->ready_q[i].queue, c->ready_q[i].n, NULL);
+    for (i = 0; i < n->nq; i++)
+        if (find(v, n->q[i].queue) == NULL)
+            tick_queue(m, n->q[i].queue, n->q[i].n, NULL);
     jr_hook_close(jr_svc_hooks(m));
 }
 

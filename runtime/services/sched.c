@@ -1,7 +1,7 @@
 /* sched.c - recurring jobs in the master: each schedule's next fire, the
- * fires due each second handed to the database cycle (which inserts each
- * with its job, once across runners: backend.h's fire), catch-up after
- * downtime from the last fires the database holds (read again after a
+ * fires due each second handed to the database cycle (whose step,
+ * schedstep.c, inserts each with its job, once across runners), catch-up
+ * after downtime from the last fires the database holds (read again after a
  * reconnect), catch-up whenever the runner finds itself behind (a stall,
  * a clock step), fires retried until recorded, the operator's controls
  * read each second (pause, fire now: schedq.c follows them), and the
@@ -29,6 +29,7 @@ typedef struct svc {            /* the service's state */
     int         fire_due;       /* look for fires due */
     jr_flag_timer tick;         /* sets fire_due each second */
     double      looked;         /* wall time of the last look (0: none) */
+    jr_sched_io io;             /* the cycle's while it runs */
 } svc;
 
 /* After a reconnect, e had reached its next fire: the database's last
@@ -49,7 +50,7 @@ reload_one(jr_sched *sc, ent *e, double last, double now)
 /* The last fires came back: each schedule not loaded catches up and
  * learns its next fire. A schedule never fired starts from now. */
 static void
-load(jr_sched *sc, const jr_cycle *c)
+load(jr_sched *sc, const jr_sched_io *io)
 {
     double now = jr_now(), last;
     int i, j;
@@ -58,9 +59,9 @@ load(jr_sched *sc, const jr_cycle *c)
         ent *e = &sc->e[i];
         if (e->loaded)
             continue;
-        for (last = 0, j = 0; j < c->nlast_fires; j++)
-            if (strcmp(c->last_fires[j].schedule, e->s.name) == 0)
-                last = c->last_fires[j].at;
+        for (last = 0, j = 0; j < io->nlast_fires; j++)
+            if (strcmp(io->last_fires[j].schedule, e->s.name) == 0)
+                last = io->last_fires[j].at;
         e->loaded = 1;
         if (e->reread) {
             e->reread = 0;
@@ -258,28 +259,33 @@ due(master *m, void *st)
     return sc->npending > 0 || sc->want_ctl;
 }
 
-/* Puts the fires due (or the read of the last fires) into cycle c. */
+/* Attaches to cycle c the step with the fires due (or the read of the
+ * last fires) and the read of the controls. */
 static void
 fill(master *m, void *st, jr_cycle *c)
 {
-    jr_sched *sc = ((svc *)st)->sc;
+    svc *v = st;
+    jr_sched *sc = v->sc;
+    jr_sched_io *io = &v->io;
     int i;
 
     (void)m;
-    c->nlast_fires = -1;
-    c->nsched_ctl = -1;
+    jr_sched_io_reset(io);
     if (sc == NULL || sc->ninflight > 0)
         return;
-    c->read_ctl = sc->want_ctl;
+    io->read_ctl = sc->want_ctl;
     sc->want_ctl = 0;
-    c->read_fires = sc->need_last;
-    c->fires_keep = JR_FIRES_KEEP;
+    io->read_fires = sc->need_last;
+    if (io->read_ctl || io->read_fires || (sc->npending > 0 &&
+                                           !sc->need_last))
+        jr_cycle_attach(c, &jr_sched_step, io);
     if (sc->need_last || sc->npending == 0 ||
-        (c->fires = malloc((size_t)sc->npending * sizeof *c->fires)) == NULL)
+        (io->fires = malloc((size_t)sc->npending * sizeof *io->fires)) ==
+        NULL)
         return;
     for (i = 0; i < sc->npending; i++)
-        c->fires[i] = sc->pending[i].f;
-    c->nfires = sc->npending;
+        io->fires[i] = sc->pending[i].f;
+    io->nfires = sc->npending;
     free(sc->inflight);
     sc->inflight = sc->pending;
     sc->ninflight = sc->npending;
@@ -368,32 +374,34 @@ taken(master *m, void *st, jr_cycle *c)
 {
     svc *v = st;
     jr_sched *sc = v->sc;
+    jr_sched_io *io = &v->io;
     int i, n, done;
 
     if (sc == NULL)
         return;
-    done = c->nfires_done < sc->ninflight ? c->nfires_done : sc->ninflight;
-    for (i = 0; i < done && i < c->nfires; i++)
-        fired(m, &c->fires[i]);
-    free(c->fires);
-    c->fires = NULL;
-    c->nfires = 0;
+    done = io->nfires_done < sc->ninflight ? io->nfires_done :
+           sc->ninflight;
+    for (i = 0; i < done && i < io->nfires; i++)
+        fired(m, &io->fires[i]);
+    free(io->fires);
+    io->fires = NULL;
+    io->nfires = 0;
     n = again(sc, done);
     jr_schedq_free(sc->inflight, done);
     sc->ninflight = 0;
-    if (n > 0 || (c->read_fires && c->nlast_fires < 0 && c->err.code != 0))
+    if (n > 0 || (io->read_fires && io->nlast_fires < 0 && c->err.code != 0))
         failed(sc, c, n);
-    else if (done > 0 || c->nlast_fires >= 0)
+    else if (done > 0 || io->nlast_fires >= 0)
         sc->failing = sc->dropping = 0;
     if (c->reconnected)
         reread(sc);
-    else if (c->read_fires && c->nlast_fires >= 0)
-        load(sc, c);
-    if (c->nsched_ctl >= 0 && !c->reconnected)
-        jr_schedq_controls(sc, c, jr_now());
+    else if (io->read_fires && io->nlast_fires >= 0)
+        load(sc, io);
+    if (io->nctl >= 0 && !c->reconnected)
+        jr_schedq_controls(sc, io, jr_now());
     if (sc->npending > 0)
         v->fire_due = 1;        /* catch-up and retried fires: next cycle */
-    jr_cycle_free_fires(c);
+    jr_sched_io_free(io);
 }
 
 /* The schedules the runner follows now, for the HTTP API's list and

@@ -1,9 +1,11 @@
 /* sched.h - the schedules service's state (jr_sched_service, service.h),
- * private to its two files: sched.c (the service: the set of schedules,
- * each second's look, the cycle's fires and last fires, reload) and
+ * private to its three files: sched.c (the service: the set of schedules,
+ * each second's look, the cycle's fires and last fires, reload),
  * schedq.c (the fires waiting for the database: adding, catch-up,
- * expiry, and the controls an operator set: pause and fire now). Lives
- * where the core holds the service's state (jr_service_state). Uses schedules.h, job.h, dbthread.h. */
+ * expiry, and the controls an operator set: pause and fire now) and
+ * schedstep.c (the cycle's step that records the fires and reads the
+ * last fires and the controls). Lives where the core holds the service's
+ * state (jr_service_state). Uses schedules.h, job.h, dbthread.h. */
 #ifndef JR_SCHED_H
 #define JR_SCHED_H
 
@@ -39,6 +41,46 @@ typedef struct fire_req {       /* a fire waiting or in flight */
     int     drop;               /* expire's mark */
 } fire_req;
 
+/* A schedule's last fire, as the step reads them. */
+typedef struct jr_last_fire {
+    char    *schedule;          /* owned by the io's array */
+    double   at;
+    int64_t  id;                /* its job, or 0 */
+} jr_last_fire;
+
+/* A schedule's controls, as the step reads them. */
+typedef struct jr_sched_ctl {
+    char    *schedule;          /* owned by the io's array */
+    int      paused;
+    double   fire_at;           /* the last fire asked for by hand, or 0 */
+} jr_sched_ctl;
+
+/* The step's in/out (schedstep.c): inputs, then outputs. */
+typedef struct jr_sched_io {
+    jr_fire      *fires;        /* record these fires (each inserted: 1
+                                   yes, 0 another runner's, -1 refused,
+                                   -2 the schedule is paused) */
+    int           nfires;
+    int           read_fires;   /* read each schedule's last fire */
+    int           read_ctl;     /* read the schedule controls */
+    int           nfires_done;  /* fires[0..this) have their outcome; the
+                                   others were not recorded (trouble):
+                                   retry */
+    jr_last_fire *last_fires;   /* read_fires: freed by jr_sched_io_free */
+    int           nlast_fires;  /* or -1: not read */
+    jr_sched_ctl *ctl;          /* read_ctl: freed by jr_sched_io_free */
+    int           nctl;         /* or -1: not read */
+} jr_sched_io;
+
+/* Empties io: nothing asked, nothing read. */
+void jr_sched_io_reset(jr_sched_io *io);
+/* Frees what the step read into io (last_fires, ctl), not fires. */
+void jr_sched_io_free(jr_sched_io *io);
+/* After the claim: reads the controls, then the last fires, if asked,
+ * then records the fires one by one (a fire the database refuses for
+ * its input is marked -1 and the others go on; trouble stops there). */
+extern const jr_cycle_step jr_sched_step;
+
 typedef struct jr_sched {
     jr_schedules cfg;           /* owns the entries' strings */
     ent         *e;
@@ -68,9 +110,9 @@ int  jr_schedq_by_instant(const void *a, const void *b);  /* qsort */
 /* Drops the waiting fires past their catch_up, logging each. */
 void jr_schedq_expire(jr_sched *sc, double now);
 const ent *jr_schedq_find(const jr_sched *sc, const char *name);
-/* Follows the controls a cycle read (c->sched_ctl): each schedule's
- * pause, and the fires asked for by hand since the last read, queued as
- * any fire (those older than RETRY_FOR are dropped, logged). */
-void jr_schedq_controls(jr_sched *sc, const jr_cycle *c, double now);
+/* Follows the controls a cycle read (io->ctl): each schedule's pause,
+ * and the fires asked for by hand since the last read, queued as any
+ * fire (those older than RETRY_FOR are dropped, logged). */
+void jr_schedq_controls(jr_sched *sc, const jr_sched_io *io, double now);
 
 #endif

@@ -228,16 +228,16 @@ asked(jr_sched *sc, ent *e, double at, double now)
 }
 
 void
-jr_schedq_controls(jr_sched *sc, const jr_cycle *c, double now)
+jr_schedq_controls(jr_sched *sc, const jr_sched_io *io, double now)
 {
     int i, k, added = 0;
 
     for (i = 0; i < sc->n; i++) {
         ent *e = &sc->e[i];
         const jr_sched_ctl *x = NULL;
-        for (k = 0; k < c->nsched_ctl && x == NULL; k++)
-            if (strcmp(c->sched_ctl[k].schedule, e->s.name) == 0)
-                x = &c->sched_ctl[k];
+        for (k = 0; k < io->nctl && x == NULL; k++)
+            if (strcmp(io->ctl[k].schedule, e->s.name) == 0)
+                x = &io->ctl[k];
         if (x == NULL)
             continue;
         if (x->paused != e->paused)
