@@ -54,6 +54,20 @@ struct jr_backend {
     unsigned    fair_only;      /* claims left before st_claim_one is tried
                                    again (it found several queues) */
     PGresult   *lim_top;        /* limit_use's top keys, kept till next */
+    int         woken;          /* jr_pg_woken read a wake-up (or opened
+                                   the LISTEN) that jr_pg_changed is still
+                                   to report */
+    /* claim.c's place in the one queue with work: where its last full
+     * batch ended, so the next claim starts there and not at the front
+     * of jobs_claim (whose claimed entries a held snapshot keeps); ""
+     * when there is none. Forgotten at any wake-up (listen.c), after
+     * place_secs and when a claim from it comes back short. */
+    char        place_queue[129];
+    int         place_priority;
+    char        place_run_at[40]; /* as the server wrote it */
+    int64_t     place_id;
+    double      place_set;      /* jr_mono() of the full claim that set it */
+    double      place_secs;     /* how long it holds (claim.c) */
 };
 
 /* A statement, prepared on first use, once per connection: its number
@@ -84,7 +98,7 @@ enum {
     S_QUEUE_IDLE, S_QUEUE_PRUNE,
     S_FLOW_BATCH_NEW, S_FLOW_LINK, S_FLOW_LINKS, S_FLOW_BATCH_ROW,
     S_FLOW_MEMBERS, S_PRUNE_DEPS, S_PRUNE_MEMBERS, S_PRUNE_BATCHES,
-    S_LIST_ASC,
+    S_LIST_ASC, S_CLAIM_FROM,
     S_COUNT
 };
 _Static_assert(S_COUNT <= 64, "jr_backend.prepared has a bit per statement");
@@ -219,6 +233,7 @@ int jr_pg_limit_use(jr_backend *b, const struct jr_limit *l, jr_limit_use *u,
 /* listen.c */
 int jr_pg_wake_fd(jr_backend *b);
 int jr_pg_changed(jr_backend *b, jr_err *err);
+int jr_pg_woken(jr_backend *b);
 
 /* migrate.c */
 int jr_pg_migrate(jr_backend *b, jr_err *err);
