@@ -210,13 +210,27 @@ static const pg_stmt st_claim_from = {S_CLAIM_FROM, "jr_claim_from", 8,
 #define JR_PG_PLACE_SECS 0.5
 #define JR_PG_PLACE_COST 50
 
+/* FNV-1a of the claim's names (the array parameter): a place holds for
+ * the names it was found with only (a name left out then may have jobs
+ * before it). */
+static uint64_t
+names_hash(const char *s)
+{
+    uint64_t h = 14695981039346656037ull;
+
+    while (*s)
+        h = (h ^ (unsigned char)*s++) * 1099511628211ull;
+    return h;
+}
+
 /* Remembers where a full batch of st_claim_one or st_claim_from (res)
  * ended: its last job in (priority, run_at, id) order, with run_at as
- * the server wrote it (column 13: a float8 of seconds would round it).
- * The time it was set is that of the last claim from the front (from is
- * 0). */
+ * the server wrote it (column 13: a float8 of seconds would round it),
+ * and the names claimed. The time it was set is that of the last claim
+ * from the front (from is 0). */
 static void
-place_set(jr_backend *b, const PGresult *res, const jr_job *last, int from)
+place_set(jr_backend *b, const PGresult *res, const jr_job *last,
+          uint64_t names, int from)
 {
     int r;
 
@@ -232,6 +246,7 @@ place_set(jr_backend *b, const PGresult *res, const jr_job *last, int from)
     strcpy(b->place_run_at, PQgetvalue(res, r, 13));
     b->place_priority = last->priority;
     b->place_id = last->id;
+    b->place_names = names;
     if (!from)
         b->place_set = jr_mono();
 }
@@ -246,6 +261,7 @@ claim_from(jr_backend *b, const char *const *params, PGresult **res,
     const char *p[8];
 
     if (b->place_queue[0] == '\0' ||
+        b->place_names != names_hash(params[2]) ||
         jr_mono() - b->place_set > b->place_secs || jr_pg_woken(b)) {
         b->place_queue[0] = '\0';
         return 0;
@@ -315,6 +331,7 @@ jr_pg_claim_stmt(jr_backend *b, const char *token, double lease,
     const char *params[8];
     jr_buf a[3];
     PGresult *res = NULL;
+    uint64_t names;
     int i, n, one;
 
     if (spec->nnames <= 0 || spec->max <= 0)
@@ -341,6 +358,7 @@ jr_pg_claim_stmt(jr_backend *b, const char *token, double lease,
     params[7] = srot;           /* the queue that leads the round */
     if ((one = claim_one(b, spec, params, &res, err)) == 0)
         res = jr_pg_run(b, &st_claim, params, "claiming jobs", err);
+    names = names_hash(params[2]);
     for (i = 0; i < 3; i++)
         free(a[i].p);
     if (res == NULL)
@@ -359,7 +377,7 @@ jr_pg_claim_stmt(jr_backend *b, const char *token, double lease,
     if (one) {
         qsort(out, (size_t)n, sizeof *out, jr_claimed_cmp);
         if (n == spec->max)
-            place_set(b, res, out[n - 1], one == 2);
+            place_set(b, res, out[n - 1], names, one == 2);
     } else
         jr_pg_fair_order(res, out, n);
     PQclear(res);

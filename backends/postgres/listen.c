@@ -90,10 +90,10 @@ jr_pg_changed(jr_backend *b, jr_err *err)
 
 /* Whether a wake-up came since the last look, read now without waiting
  * (a claim asks before it trusts its place: claim.c): 1 if one came, or
- * if the LISTEN connection was not open to tell (it is opened now: the
- * second connection of a runner, which jr_pg_changed never reads, gets
- * one of its own so); 0 if none. What it reads, jr_pg_changed reports
- * still; a lost connection is left to it. */
+ * if the LISTEN connection was not open to tell (it is opened now); 0 if
+ * none. What it reads, jr_pg_changed reports still (the runner's second
+ * connection never asks it: its wake-ups are read here only); a lost
+ * connection is left to it. */
 int
 jr_pg_woken(jr_backend *b)
 {

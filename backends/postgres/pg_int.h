@@ -66,6 +66,7 @@ struct jr_backend {
     int         place_priority;
     char        place_run_at[40]; /* as the server wrote it */
     int64_t     place_id;
+    uint64_t    place_names;    /* claim.c's names_hash of its names */
     double      place_set;      /* jr_mono() of the full claim that set it */
     double      place_secs;     /* how long it holds (claim.c) */
 };
