@@ -69,9 +69,11 @@ jr_pg_changed(jr_backend *b, jr_err *err)
     b->woken = 0;
     if (b->listen == NULL) {
         /* first call, or after a loss: wake-ups may have been missed */
+        b->place_queue[0] = '\0';
         return listen_open(b, err) < 0 ? -1 : 1;
     }
     if (listen_read(b->listen) < 0) {
+        b->place_queue[0] = '\0';
         jr_pg_oneline(msg, sizeof msg, PQerrorMessage(b->listen));
         PQfinish(b->listen);
         b->listen = NULL;
