@@ -100,6 +100,53 @@ describe("postgres: a drain under a held snapshot", function()
       :format(lease, N))
   end)
 
+  -- A vacuum while the same snapshot is held as at the last one can
+  -- remove nothing that one did not, and reads the whole table and its
+  -- indexes for it (half a second a time by 200,000 jobs): the runner
+  -- refreshes the statistics only.
+  it("vacuums once while the snapshot stays, then only analyzes", function()
+    local tag = ("jr_snapshot_%d"):format(math.random(1, 1e9))
+    local n = 10000
+    env:config("concurrency = 2, vacuum_every = 1000")
+    env:script("rec", jr.LEDGER)
+    env:cli("migrate")
+    jr.sh(("PGAPPNAME=%s psql -X -q %s -c %s -c %s -c %s >/dev/null 2>&1 &")
+      :format(tag, jr.quote(jr.pg_url),
+              jr.quote("BEGIN ISOLATION LEVEL REPEATABLE READ"),
+              jr.quote("SELECT 1"), jr.quote("SELECT pg_sleep(600)")))
+    finally(function()
+      psql(("SELECT pg_terminate_backend(pid) FROM pg_stat_activity" ..
+            " WHERE application_name = '%s'"):format(tag))
+    end)
+    jr.wait_for(function()
+      return psql(("SELECT count(*) FROM pg_stat_activity WHERE" ..
+        " application_name = '%s' AND backend_xmin IS NOT NULL"):format(tag))
+        :match("1") ~= nil
+    end, 30, "the held snapshot")
+    local function counts()
+      local v, a = psql(("SELECT vacuum_count || ' ' || analyze_count FROM" ..
+        " pg_stat_user_tables WHERE schemaname = '%s' AND relname = 'jobs'")
+        :format(env.schema)):match("(%d+) (%d+)")
+      return tonumber(v), tonumber(a)
+    end
+    local v0, a0 = counts()
+    env:exec(("INSERT INTO jobs (name, payload) SELECT 'rec', '{}'" ..
+              " FROM generate_series(1, %d)"):format(n))
+    local ledger = env.dir .. "/ledger"
+    local p = env:start(jr.ledger_env(ledger))
+    jr.wait_for(function() return jr.ledger_count(ledger) >= n end, 300,
+                "drain")
+    -- a vacuum (or analyze) every 1,000 finished jobs: several by now
+    jr.wait_for(function()
+      local v, a = counts()
+      return (v - v0) + (a - a0) >= 4
+    end, 60, "the runner's vacuums")
+    assert.equal(0, env:stop("TERM", p))
+    local v, a = counts()
+    -- the first vacuum finds the snapshot; from then on it is the same
+    assert(v - v0 <= 1, ("%d vacuums, %d analyzes"):format(v - v0, a - a0))
+  end)
+
   -- The place is only a hint: a job queued before it (here one of a
   -- higher priority, pushed in the middle of a drain) sends a wake-up,
   -- which makes the next claim start from the front again. Trusted

@@ -67,6 +67,9 @@ struct jr_backend {
     char        place_run_at[40]; /* as the server wrote it */
     int64_t     place_id;
     uint64_t    place_names;    /* claim.c's names_hash of its names */
+    char        vacuum_horizon[24]; /* prune.c: the oldest transaction
+                                   holding back removal at the last vacuum
+                                   ("": none) */
     double      place_set;      /* jr_mono() of the full claim that set it */
     double      place_secs;     /* how long it holds (claim.c) */
 };
@@ -99,7 +102,7 @@ enum {
     S_QUEUE_IDLE, S_QUEUE_PRUNE,
     S_FLOW_BATCH_NEW, S_FLOW_LINK, S_FLOW_LINKS, S_FLOW_BATCH_ROW,
     S_FLOW_MEMBERS, S_PRUNE_DEPS, S_PRUNE_MEMBERS, S_PRUNE_BATCHES,
-    S_LIST_ASC, S_CLAIM_FROM,
+    S_LIST_ASC, S_CLAIM_FROM, S_VACUUM_HORIZON,
     S_COUNT
 };
 _Static_assert(S_COUNT <= 64, "jr_backend.prepared has a bit per statement");
