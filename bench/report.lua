@@ -117,6 +117,15 @@ local rows = {
   { "scale_r1_cpu_us", "scale-out, 1 runner: CPU per job, whole machine (us)", nil, nil, "%.1f" },
   { "scale_r1_runner_us", "scale-out, 1 runner: of which the runner's (us)", nil, nil, "%.1f" },
   { "scale_r3_cpu_us", "scale-out, 3 runners: CPU per job, whole machine (us)", nil, nil, "%.1f" },
+  -- PostgreSQL, another session holding a snapshot (bench/run pg_snapshot)
+  { "snap_plain_jobs_s", "drain, BENCH_SNAP_N jobs, beside the next (jobs/s)", nil, nil, "%.0f" },
+  { "snap_held_jobs_s", "  the same, another session holding a snapshot (jobs/s)", nil, nil, "%.0f" },
+  { "snap_ratio", "  held snapshot / none, in turn (x)", nil, { ">=", 0.80 }, "%.2f" },
+  { "snap_dead_tuples", "  dead rows in jobs after a drain under it", nil, nil, "%.0f" },
+  { "snap_table_kib", "  jobs table then (KiB)", nil, nil, "%.0f" },
+  { "snap_claim_index_kib", "  its claim index, jobs_claim (KiB)", nil, nil, "%.0f" },
+  { "snap_lease_index_kib", "  its lease index, jobs_lease (KiB)", nil, nil, "%.0f" },
+  { "snap_pkey_kib", "  its primary key (KiB)", nil, nil, "%.0f" },
   { "chaos_dup_per_kill", "re-runs per kill -9 at full speed, mean", nil, nil, "%.1f" },
   { "chaos_dup_max", "re-runs after one kill -9, most", { "<", 250 }, { "<", 500 }, "%.0f" },
   -- the dashboard's views: their API calls one after the other (ms)

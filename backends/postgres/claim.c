@@ -176,29 +176,140 @@ static const pg_stmt st_claim_one = {"jr_claim_one", 4,
     "   AND name = ANY($3::text[])"
     "   ORDER BY priority, run_at, id LIMIT $4::int"
     "   FOR UPDATE SKIP LOCKED))"
-    "  RETURNING " CLAIM_COLUMNS ", 0::bigint)"
+    "  RETURNING " CLAIM_COLUMNS ", 0::bigint, j.run_at::text)"
     " SELECT * FROM u UNION ALL SELECT NULL, NULL, NULL, NULL, NULL,"
-    " NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL FROM one WHERE n > 1"};
+    " NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL FROM one"
+    " WHERE n > 1"};
 
-/* st_claim_one when the spec allows it (no queue capped or left out):
- * 1 with its result in *res, 0 if st_claim is to run instead, -1 with
- * err set on failure. */
+/* st_claim_one from a place in its queue ($5), not from the front of
+ * jobs_claim: the jobs after (priority, run_at, id) ($6, $7, $8). A job
+ * claimed leaves its entry in jobs_claim until vacuum removes it, and
+ * while a snapshot older than the claim is open (an idle transaction, a
+ * long report) vacuum cannot, nor can a scan mark it dead: a claim from
+ * the front steps over every job claimed since, each one a heap fetch.
+ * Rows come in no order (claim_one sorts them). */
+static const pg_stmt st_claim_from = {"jr_claim_from", 8,
+    "UPDATE {{schema}}.jobs j SET " CLAIM_SET
+    " WHERE j.id = ANY(ARRAY(SELECT id FROM {{schema}}.jobs"
+    "  WHERE state = 'queued' AND queue = $5::text"
+    "  AND (priority, run_at, id) > ($6::int, $7::timestamptz, $8::bigint)"
+    "  AND run_at <= now() AND name = ANY($3::text[])"
+    "  AND NOT EXISTS (SELECT 1 FROM {{schema}}.queues p"
+    "   WHERE p.name = $5::text AND p.paused)"
+    "  ORDER BY priority, run_at, id LIMIT $4::int"
+    "  FOR UPDATE SKIP LOCKED))"
+    " RETURNING " CLAIM_COLUMNS ", 0::bigint, j.run_at::text"};
+
+/* How long a place is trusted without a wake-up: a job queued before
+ * it makes a wake-up (schema.sql, jobs_requeued), but a job of a higher
+ * priority that only became due does not, nor one whose claim by
+ * another runner was rolled back; they wait this long at most, or 50
+ * times what the last claim from the front took, when that is longer
+ * (that claim walked the dead entries: a fiftieth of the time goes to
+ * it). */
+#define JR_PG_PLACE_SECS 0.5
+#define JR_PG_PLACE_COST 50
+
+/* FNV-1a of the claim's names (the array parameter): a place holds for
+ * the names it was found with only (a name left out then may have jobs
+ * before it). */
+static uint64_t
+names_hash(const char *s)
+{
+    uint64_t h = 14695981039346656037ull;
+
+    while (*s)
+        h = (h ^ (unsigned char)*s++) * 1099511628211ull;
+    return h;
+}
+
+/* Remembers where a full batch of st_claim_one or st_claim_from (res)
+ * ended: its last job in (priority, run_at, id) order, with run_at as
+ * the server wrote it (column 13: a float8 of seconds would round it),
+ * and the names claimed. The time it was set is that of the last claim
+ * from the front (from is 0). */
+static void
+place_set(jr_backend *b, const PGresult *res, const jr_job *last,
+          uint64_t names, int from)
+{
+    int r;
+
+    for (r = 0; r < PQntuples(res); r++)
+        if (strtoll(PQgetvalue(res, r, 0), NULL, 10) == last->id)
+            break;
+    if (r == PQntuples(res) || strlen(last->queue) >= sizeof b->place_queue
+        || (size_t)PQgetlength(res, r, 13) >= sizeof b->place_run_at) {
+        b->place_queue[0] = '\0';
+        return;
+    }
+    strcpy(b->place_queue, last->queue);
+    strcpy(b->place_run_at, PQgetvalue(res, r, 13));
+    b->place_priority = last->priority;
+    b->place_id = last->id;
+    b->place_names = names;
+    if (!from)
+        b->place_set = jr_mono();
+}
+
+/* st_claim_from, when the last claim left a place that still holds: 1
+ * with its result in *res, 0 if there is none, -1 with err set. */
+static int
+claim_from(jr_backend *b, const char *const *params, PGresult **res,
+           jr_err *err)
+{
+    char prio[16], id[24];
+    const char *p[8];
+
+    if (b->place_queue[0] == '\0' ||
+        b->place_names != names_hash(params[2]) ||
+        jr_mono() - b->place_set > b->place_secs || jr_pg_woken(b)) {
+        b->place_queue[0] = '\0';
+        return 0;
+    }
+    snprintf(prio, sizeof prio, "%d", b->place_priority);
+    snprintf(id, sizeof id, "%lld", (long long)b->place_id);
+    memcpy(p, params, 4 * sizeof *p);
+    p[4] = b->place_queue;
+    p[5] = prio;
+    p[6] = b->place_run_at;
+    p[7] = id;
+    if ((*res = jr_pg_run(b, &st_claim_from, p, "claiming jobs",
+                          err)) == NULL)
+        return -1;
+    return 1;
+}
+
+/* st_claim_one when the spec allows it (no queue capped or left out),
+ * from the place the last one left when it holds (claim_from): 1 with
+ * its result in *res (2 when it claimed from the place), 0 if st_claim
+ * is to run instead, -1 with err set on failure. */
 static int
 claim_one(jr_backend *b, const jr_claim_spec *spec,
           const char *const *params, PGresult **res, jr_err *err)
 {
-    int n;
+    double t;
+    int n, from;
 
     *res = NULL;
-    if (spec->nqueues > 0 || spec->others < spec->max)
+    if (spec->nqueues > 0 || spec->others < spec->max) {
+        b->place_queue[0] = '\0';
         return 0;
+    }
     if (b->fair_only > 0) {
         b->fair_only--;
         return 0;
     }
-    if ((*res = jr_pg_run(b, &st_claim_one, params, "claiming jobs",
-                       err)) == NULL)
+    if ((from = claim_from(b, params, res, err)) < 0)
         return -1;
+    if (!from) {
+        t = jr_mono();
+        if ((*res = jr_pg_run(b, &st_claim_one, params, "claiming jobs",
+                              err)) == NULL)
+            return -1;
+        b->place_secs = JR_PG_PLACE_COST * (jr_mono() - t);
+        if (b->place_secs < JR_PG_PLACE_SECS)
+            b->place_secs = JR_PG_PLACE_SECS;
+    }
     n = PQntuples(*res);
     if (n > 0 && PQgetisnull(*res, n - 1, 0)) {
         PQclear(*res);          /* several queues: nothing was claimed */
@@ -206,7 +317,9 @@ claim_one(jr_backend *b, const jr_claim_spec *spec,
         b->fair_only = 100;
         return 0;
     }
-    return 1;
+    if (n < spec->max)          /* the queue ran short: from the front */
+        b->place_queue[0] = '\0';
+    return 1 + from;
 }
 
 /* The claim statement, in whatever transaction is open. */
@@ -218,6 +331,7 @@ jr_pg_claim_stmt(jr_backend *b, const char *token, double lease,
     const char *params[8];
     jr_buf a[3];
     PGresult *res = NULL;
+    uint64_t names;
     int i, n, one;
 
     if (spec->nnames <= 0 || spec->max <= 0)
@@ -244,6 +358,7 @@ jr_pg_claim_stmt(jr_backend *b, const char *token, double lease,
     params[7] = srot;           /* the queue that leads the round */
     if ((one = claim_one(b, spec, params, &res, err)) == 0)
         res = jr_pg_run(b, &st_claim, params, "claiming jobs", err);
+    names = names_hash(params[2]);
     for (i = 0; i < 3; i++)
         free(a[i].p);
     if (res == NULL)
@@ -259,9 +374,11 @@ jr_pg_claim_stmt(jr_backend *b, const char *token, double lease,
                            "out of memory", n);
         }
     }
-    if (one)
+    if (one) {
         qsort(out, (size_t)n, sizeof *out, jr_claimed_cmp);
-    else
+        if (n == spec->max)
+            place_set(b, res, out[n - 1], names, one == 2);
+    } else
         jr_pg_fair_order(res, out, n);
     PQclear(res);
     return n;

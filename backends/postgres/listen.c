@@ -1,6 +1,7 @@
 /* listen.c - wake-ups: a second connection, opened on demand, LISTENs on
  * the schema's channel; its socket for the loop, and whether anything was
- * notified since the last look. Uses conn.c. */
+ * notified since the last look (asked by claims too, before they trust
+ * their place: claim.c). Uses conn.c. */
 
 #include <poll.h>
 #include <stdio.h>
@@ -63,13 +64,16 @@ jr_pg_changed(jr_backend *b, jr_err *err)
 {
     PGnotify *note;
     char msg[300];
-    int any = 0;
+    int any = b->woken;
 
+    b->woken = 0;
     if (b->listen == NULL) {
         /* first call, or after a loss: wake-ups may have been missed */
+        b->place_queue[0] = '\0';
         return listen_open(b, err) < 0 ? -1 : 1;
     }
     if (listen_read(b->listen) < 0) {
+        b->place_queue[0] = '\0';
         jr_pg_oneline(msg, sizeof msg, PQerrorMessage(b->listen));
         PQfinish(b->listen);
         b->listen = NULL;
@@ -80,6 +84,38 @@ jr_pg_changed(jr_backend *b, jr_err *err)
     while ((note = PQnotifies(b->listen)) != NULL) {
         any = 1;
         PQfreemem(note);
+    }
+    if (any)
+        b->place_queue[0] = '\0';  /* a job may be queued before it */
+    return any;
+}
+
+/* Whether a wake-up came since the last look, read now without waiting
+ * (a claim asks before it trusts its place: claim.c): 1 if one came, or
+ * if the LISTEN connection was not open to tell (it is opened now); 0 if
+ * none. What it reads, jr_pg_changed reports still (the runner's second
+ * connection never asks it: its wake-ups are read here only); a lost
+ * connection is left to it. */
+int
+jr_pg_woken(jr_backend *b)
+{
+    PGnotify *note;
+    int any = 0;
+
+    if (b->listen == NULL) {
+        if (listen_open(b, NULL) == 0)
+            b->woken = 1;       /* wake-ups may have been missed */
+        return 1;
+    }
+    if (listen_read(b->listen) < 0)
+        return 1;
+    while ((note = PQnotifies(b->listen)) != NULL) {
+        any = 1;
+        PQfreemem(note);
+    }
+    if (any) {
+        b->woken = 1;
+        b->place_queue[0] = '\0';
     }
     return any;
 }

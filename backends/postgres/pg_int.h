@@ -55,6 +55,24 @@ struct jr_backend {
     unsigned    fair_only;      /* claims left before st_claim_one is tried
                                    again (it found several queues) */
     PGresult   *lim_top;        /* limit_use's top keys, kept till next */
+    int         woken;          /* jr_pg_woken read a wake-up (or opened
+                                   the LISTEN) that jr_pg_changed is still
+                                   to report */
+    /* claim.c's place in the one queue with work: where its last full
+     * batch ended, so the next claim starts there and not at the front
+     * of jobs_claim (whose claimed entries a held snapshot keeps); ""
+     * when there is none. Forgotten at any wake-up (listen.c), after
+     * place_secs and when a claim from it comes back short. */
+    char        place_queue[129];
+    int         place_priority;
+    char        place_run_at[40]; /* as the server wrote it */
+    int64_t     place_id;
+    uint64_t    place_names;    /* claim.c's names_hash of its names */
+    char        vacuum_horizon[24]; /* prune.c: the oldest transaction
+                                   holding back removal at the last vacuum
+                                   ("": none) */
+    double      place_set;      /* jr_mono() of the full claim that set it */
+    double      place_secs;     /* how long it holds (claim.c) */
 };
 
 /* A statement, prepared on first use, once per connection: its name on
@@ -140,6 +158,9 @@ int jr_pg_attempts(jr_backend *b, int64_t id, jr_attempt_row *a, int max,
 /* limits.c */
 int jr_pg_claim_limited(jr_backend *b, const char *token, double lease,
                      const jr_claim_spec *spec, jr_job **out, jr_err *err);
+
+/* listen.c */
+int jr_pg_woken(jr_backend *b);
 
 /* push.c */
 int jr_pg_cmp_id(const void *a, const void *b);

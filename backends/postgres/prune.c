@@ -253,19 +253,50 @@ jr_pg_queue_prune(jr_backend *b, double idle, const char *const *keep,
     return n;
 }
 
+/* The oldest transaction id that holds back what vacuum may remove, as
+ * far as this role can see (a session's snapshot or transaction in this
+ * database, a replication slot, a prepared transaction); no row if none. */
+static const pg_stmt st_horizon = {"jr_vacuum_horizon", 0,
+    "SELECT x::text FROM (SELECT backend_xmin AS x FROM pg_stat_activity"
+    "  WHERE datname = current_database() AND pid <> pg_backend_pid()"
+    "  AND backend_xmin IS NOT NULL"
+    " UNION ALL SELECT backend_xid FROM pg_stat_activity"
+    "  WHERE datname = current_database() AND pid <> pg_backend_pid()"
+    "  AND backend_xid IS NOT NULL"
+    " UNION ALL SELECT xmin FROM pg_replication_slots WHERE xmin IS NOT NULL"
+    " UNION ALL SELECT transaction FROM pg_prepared_xacts) s"
+    " ORDER BY age(x) DESC LIMIT 1"};
+
 /* Deleted and claimed jobs leave their entries in jobs_claim until a
  * vacuum, and each claim walks past them from the index's start: between
  * two autovacuums (a minute apart by default) a fast drain slows several
  * times over. SKIP_LOCKED: another runner's vacuum, or autovacuum, is
- * as good. */
+ * as good. When the oldest transaction that holds back removal is the
+ * one of the last vacuum (a session holding a snapshot open all along),
+ * a vacuum can remove nothing the last one did not, and would read the
+ * whole table and its indexes for it: the statistics only are refreshed
+ * (ANALYZE). */
 int
 jr_pg_vacuum(jr_backend *b, jr_err *err)
 {
     char sql[128];
+    const char *x = "";
+    PGresult *res;
+    jr_err ignored;
+    int held;
 
-    snprintf(sql, sizeof sql, "VACUUM (ANALYZE, SKIP_LOCKED) %s.jobs",
-             b->qschema);
     if (jr_pg_ready(b, err) < 0)
         return -1;
+    /* unreadable: vacuum as if nothing held it */
+    res = jr_pg_run(b, &st_horizon, NULL, "vacuuming the jobs table",
+                    &ignored);
+    if (res != NULL && PQntuples(res) == 1)
+        x = PQgetvalue(res, 0, 0);
+    held = x[0] != '\0' && strcmp(x, b->vacuum_horizon) == 0;
+    if (strlen(x) < sizeof b->vacuum_horizon)
+        strcpy(b->vacuum_horizon, x);
+    PQclear(res);
+    snprintf(sql, sizeof sql, held ? "ANALYZE (SKIP_LOCKED) %s.jobs" :
+             "VACUUM (ANALYZE, SKIP_LOCKED) %s.jobs", b->qschema);
     return jr_pg_run_plain(b, sql, "vacuuming the jobs table", err);
 }
