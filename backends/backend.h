@@ -410,7 +410,9 @@ typedef struct jr_backend_ops {
      * or -1 if there is none. Valid until the next call on b. */
     int  (*wake_fd)(jr_backend *b);
     /* Consumes pending wake-ups; returns 1 if the database changed since
-     * the last call, 0 if not, -1 on error (e.g. connection lost). */
+     * the last call, 0 if not, 2 if not yet but another's commit may be
+     * on its way (SQLite: a writer holds the lock; the caller looks again
+     * soon), -1 on error (e.g. connection lost). */
     int  (*changed)(jr_backend *b, jr_err *err);
     /* Closes the connection; NULL is a no-op. */
     void (*close)(jr_backend *b);

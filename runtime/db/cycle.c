@@ -100,7 +100,7 @@ jr_cycle_reads(jr_db *db, jr_cycle *c, int changed)
     jr_err e;
 
     c->npaused = -1;
-    if ((c->poll_paused || (c->ahead && c->consume_wake && changed > 0)) &&
+    if ((c->poll_paused || (c->ahead && c->consume_wake && changed == 1)) &&
         c->err.code == 0) {
         c->npaused = 0;
         if (ops->paused(db->b, add_paused, c, &e) < 0) {

@@ -207,6 +207,31 @@ fill_spec(jr_cycle *c, jr_claim_spec *spec, jr_queue_want *wants, int want)
     c->limit_next = 0;
 }
 
+/* An engine that wakes at every commit (SQLite's inotify on the WAL)
+ * wakes us for our own writes too, and each such wake-up cost the loop a
+ * cycle that found nothing. After a cycle that wrote, its wake-ups are
+ * consumed here, as changed() does at the next one: another's commit seen
+ * on the way sets changed_after (claim again), one still on its way
+ * unchanged (look again soon). */
+static void
+own_wakes(jr_dbthread *t, jr_cycle *c)
+{
+    const jr_backend_ops *ops = t->db->ops;
+    jr_err e;
+    int rc;
+
+    c->changed_after = 0;
+    if (!ops->caps.wakes_every_commit || c->err.code != 0 ||
+        (c->applied <= 0 && c->nclaimed <= 0 && c->rescued <= 0 &&
+         c->renewed <= 0 && c->nfires_done <= 0 && c->pruned <= 0))
+        return;
+    if ((rc = ops->changed(t->db->b, &e)) < 0)
+        jr_cycle_err(c, &e);
+    c->changed_after = rc == 1;
+    if (rc == 2)
+        c->unchanged = 1;
+}
+
 static void
 run_cycle(jr_dbthread *t, jr_cycle *c)
 {
@@ -225,8 +250,9 @@ run_cycle(jr_dbthread *t, jr_cycle *c)
     cycle_reset(c);
     if (c->consume_wake && (changed = ops->changed(b, &e)) < 0)
         jr_cycle_err(c, &e);
-    c->unchanged = c->consume_wake && changed == 0;
-    want = changed == 0 && !c->claim_always ? 0 : c->want;
+    /* 2: nothing yet, but a commit is on its way (look again soon) */
+    c->unchanged = c->consume_wake && changed == 2;
+    want = changed != 1 && !c->claim_always ? 0 : c->want;
     if (want > 0 && c->nqueues > 0 && (wants = queue_wants(c)) == NULL)
         want = 0;               /* out of memory: claim next time */
     fill_spec(c, &spec, wants, want);
@@ -263,6 +289,7 @@ run_cycle(jr_dbthread *t, jr_cycle *c)
         jr_cycle_fires(t->db, c);
     extras(t, c);
     jr_cycle_reads(t->db, c, changed);
+    own_wakes(t, c);
     c->wake_fd = ops->wake_fd(b);
     c->reconnected = reconnected(t);
 }

@@ -116,6 +116,10 @@ typedef struct jr_cycle {
     int                 ncancel;        /* or -1 */
     int                 pruned;         /* jobs pruned, or -1 */
     int                 unchanged;      /* woken, but nothing new yet */
+    int                 changed_after;  /* the engine wakes at every commit
+                                           (caps.h): after the cycle's own
+                                           writes, their wake-ups consumed
+                                           and another's commit seen */
     int                 wake_fd;        /* the backend's wake descriptor */
     char              **paused;         /* paused queue names (caller
                                            frees with jr_cycle_free_out) */
