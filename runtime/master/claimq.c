@@ -588,7 +588,8 @@ jr_claimq_cycle_done(jr_cycle *c, void *arg)
     jr_service_read(m, c);
     m->cycle_want = 0;
     jr_claimq_take(m, c->claimed, c->nclaimed, c->want);
-    if (m->flow_want) {         /* after take, which judges its own claim */
+    if (m->flow_want || c->changed_after) {
+        /* after take, which judges its own claim: jobs may wait */
         m->want_claim = 1;
         m->flow_want = 0;
     }
@@ -602,6 +603,13 @@ jr_claimq_cycle_done(jr_cycle *c, void *arg)
     jr_claimq_watch_wake(m, c->wake_fd);
     note_health(m, c);
     jr_claimq_dispatch(m);
+    if (m->solo && c->want > 0) {
+        /* start-up: the first worker's claim is in; the others start
+         * now (loading, they would have kept this claim from the CPU) */
+        struct timeval now = {0, 0};
+        m->solo = 0;
+        event_add(m->ev_spawn, &now);
+    }
     jr_master_kick(m);
 }
 

@@ -185,6 +185,10 @@ struct master {
     double              stop_deadline;
     double              db_retry_at;    /* mono; 0 when the database is fine */
     double              db_backoff;
+    int                 solo;           /* start-up: one worker until its
+                                           first claim is in, SOLO_SECS at
+                                           most (master.c): it loads and
+                                           claims at full speed */
     double              spawn_delay;    /* grows while workers die at once */
     int                 spawn_fails;    /* spawns failed in a row */
     double              spawn_backoff;  /* seconds to the next try */
