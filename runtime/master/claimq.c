@@ -708,10 +708,11 @@ jr_claimq_work(evutil_socket_t fd, short what, void *arg)
 {
     master *m = arg;
     jr_cycle *c = &m->cycle;
-    int want, due;
+    int want, due, hold;
 
     (void)fd;
     (void)what;
+    m->passes++;
     jr_claimq_dispatch(m);
     jr_pool_scale_up(m);
     if (m->dbt == NULL || m->stopping == 2)
@@ -734,13 +735,20 @@ jr_claimq_work(evutil_socket_t fd, short what, void *arg)
     if (m->stopping || m->gen == NULL || m->gen->n == 0 ||
         !(m->want_claim || m->wake_due))
         want = 0;
+    /* a wake-up with no slot to fill waits, unread, for one (a result or
+     * a hello kicks): read now, it was a cycle per push for nothing, and
+     * the change it saw was forgotten */
+    hold = m->wake_due && want <= 0 && m->qlen == 0 && !m->stopping &&
+           m->gen != NULL && m->gen->n > 0;
     if (m->nres == 0 && want <= 0 && !m->renew_due && !m->rescue_due &&
-        !m->wake_due && !due)
+        !(m->wake_due && !hold) && !due)
         return;
     memset(c, 0, sizeof *c);
     if (send_results(m, c) < 0)
         return;
+    m->wake_due &= !hold;
     fill(m, c, want);
+    m->wake_due = hold;
     m->cycle_at = jr_mono();
     m->cycle_want = c->want;
     if (jr_dbthread_submit(m->dbt, c) < 0)

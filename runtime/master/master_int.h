@@ -220,6 +220,7 @@ struct master {
     struct jr_http     *http;           /* the HTTP server (http.c), or
                                            NULL when off */
     double              cycle_at;       /* when the last cycle went */
+    long                passes;         /* jr_claimq_work's, for /metrics */
     struct jr_metrics  *metrics;        /* its counters (metrics.c) */
     const jr_service *const *services;  /* the services, in the order the
                                            core calls them; NULL-ended */
