@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <event2/event.h>
@@ -46,6 +47,10 @@ struct jr_dbthread {
 /* Seconds between two prunes of idle queues at most: each may read the
  * running and dead jobs' queues once. */
 #define QUEUE_PRUNE_EVERY 60.0
+/* Microseconds a cycle waits for another's commit on its way (changed()
+ * 2), and the first of them looked at more often. */
+#define AWAIT_US      20000
+#define AWAIT_FAST_US 2000
 
 struct jr_dbreq {               /* one request off the claim path */
     jr_dbreq_run     run;
@@ -207,6 +212,31 @@ fill_spec(jr_cycle *c, jr_claim_spec *spec, jr_queue_want *wants, int want)
     c->limit_next = 0;
 }
 
+/* changed() said 2: another's commit is on its way (SQLite: its WAL
+ * write woke us, its fsync is still running). It is waited for here, a
+ * look every 0.1 ms for 2 ms and then every 0.5 ms, 20 ms at most (then
+ * the loop looks again later): each look costs a lock probe, where a
+ * re-check from the loop cost a pass of it and a cycle. Our own writes
+ * would wait for that writer's lock anyway. Returns changed()'s answer. */
+static int
+await_commit(jr_dbthread *t, jr_err *e, jr_cycle *c)
+{
+    struct timespec ts;
+    long waited = 0, step;
+    int changed = 2;
+
+    while (changed == 2 && waited < AWAIT_US) {
+        step = waited < AWAIT_FAST_US ? 100 : 500;
+        ts.tv_sec = 0;
+        ts.tv_nsec = step * 1000;
+        nanosleep(&ts, NULL);
+        waited += step;
+        if ((changed = t->db->ops->changed(t->db->b, e)) < 0)
+            jr_cycle_err(c, e);
+    }
+    return changed;
+}
+
 /* An engine that wakes at every commit (SQLite's inotify on the WAL)
  * wakes us for our own writes too, and each such wake-up cost the loop a
  * cycle that found nothing. After a cycle that wrote, its wake-ups are
@@ -250,6 +280,8 @@ run_cycle(jr_dbthread *t, jr_cycle *c)
     cycle_reset(c);
     if (c->consume_wake && (changed = ops->changed(b, &e)) < 0)
         jr_cycle_err(c, &e);
+    if (changed == 2)
+        changed = await_commit(t, &e, c);
     /* 2: nothing yet, but a commit is on its way (look again soon) */
     c->unchanged = c->consume_wake && changed == 2;
     want = changed != 1 && !c->claim_always ? 0 : c->want;
