@@ -43,7 +43,7 @@
 #define TICK_SECS      0.25     /* on_tick: deadlines, shutdown, idle */
 #define WATCH_DEBOUNCE 0.2      /* seconds of quiet in scripts/ to reload */
 #define STOP_WAIT      2.0      /* seconds finish waits for workers to exit */
-#define SOLO_SECS      0.5      /* start-up: the first worker's claim
+#define SOLO_SECS      2.0      /* start-up: the first worker's claim
                                    awaited before the others start */
 
 /* What the master handles (NSIGNALS of them): stop, stop now on a second
@@ -302,7 +302,8 @@ start(master *m, jr_err *err)
     m->solo = m->target > 1;
     jr_pool_fit(m);
     if (m->solo) {
-        struct timeval tv = {0, (long)(SOLO_SECS * 1e6)};
+        struct timeval tv = {(long)SOLO_SECS, (long)((SOLO_SECS -
+                             (double)(long)SOLO_SECS) * 1e6)};
         event_add(m->ev_spawn, &tv);
     }
     return 0;
