@@ -301,7 +301,7 @@ start(master *m, jr_err *err)
     m->target = m->cfg->conc_min;
     m->solo = m->target > 1;
     jr_pool_fit(m);
-    if (m->solo) {
+    if (m->solo && !event_pending(m->ev_spawn, EV_TIMEOUT, NULL)) {
         struct timeval tv = {(long)SOLO_SECS, (long)((SOLO_SECS -
                              (double)(long)SOLO_SECS) * 1e6)};
         event_add(m->ev_spawn, &tv);
