@@ -53,7 +53,7 @@ struct jr_dbthread {
 /* Microseconds a cycle waits for another's commit on its way (changed()
  * 2), and the first of them looked at more often. */
 #define AWAIT_US      20000
-#define AWAIT_FAST_US 2000
+#define AWAIT_FAST_US 1000
 
 struct jr_dbreq {               /* one request off the claim path */
     jr_dbreq_run     run;
@@ -217,7 +217,7 @@ fill_spec(jr_cycle *c, jr_claim_spec *spec, jr_queue_want *wants, int want)
 
 /* changed() said 2: another's commit is on its way (SQLite: its WAL
  * write woke us, its fsync is still running). It is waited for here, a
- * look every 0.1 ms for 2 ms and then every 0.5 ms, 20 ms at most (then
+ * look every 0.1 ms for 1 ms and then every 0.5 ms, 20 ms at most (then
  * the loop looks again later): each look costs a lock probe, where a
  * re-check from the loop cost a pass of it and a cycle. Our own writes
  * would wait for that writer's lock anyway. Returns changed()'s answer. */
