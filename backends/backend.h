@@ -408,7 +408,9 @@ typedef struct jr_limit_use {
      * or -1 if there is none. Valid until the next call on b. */ \
     X(int, wake_fd, (jr_backend *b)) \
     /* Consumes pending wake-ups; returns 1 if the database changed since
-     * the last call, 0 if not, -1 on error (e.g. connection lost). */ \
+     * the last call, 0 if not, 2 if not yet but another's commit may be
+     * on its way (SQLite: a writer holds the lock; the caller looks again
+     * soon), -1 on error (e.g. connection lost). */ \
     X(int, changed, (jr_backend *b, jr_err *err)) \
     /* Closes the connection; NULL is a no-op. */ \
     X(void, close, (jr_backend *b)) \

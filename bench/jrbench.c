@@ -15,6 +15,8 @@
  *   jrbench drain URL BIN CONFIG LOG  start BIN -c CONFIG run, time until
  *                                     the jobs table is empty, then stop it
  *   jrbench idle BIN CONFIG LOG SECS  CPU% of the runner and its workers
+ *   jrbench first URL BIN CONFIG LOG  start BIN -c CONFIG run with a job
+ *                                     queued: seconds until it is claimed
  *   jrbench empty URL                 wait (30 s at most) for an empty table
  *   jrbench warm URL BIN CONFIGS LOG N NAME WORKERS
  *                                     N jobs NAME queued in the paused
@@ -382,6 +384,33 @@ watch_empty(watcher *w)
     return empty;
 }
 
+/* 1 while a job is queued (not yet claimed), 0 once none is. */
+static int
+watch_queued(watcher *w)
+{
+    static const char sql[] = "SELECT EXISTS (SELECT 1 FROM %sjobs WHERE "
+                              "state = 'queued')";
+    char q[160];
+    int queued = 1;
+
+    snprintf(q, sizeof q, sql, w->db != NULL ? "" : "jobrunner.");
+    if (w->db != NULL) {
+        sqlite3_stmt *s;
+        if (sqlite3_prepare_v2(w->db, q, -1, &s, NULL) != SQLITE_OK)
+            die("poll", sqlite3_errmsg(w->db));
+        if (sqlite3_step(s) == SQLITE_ROW)
+            queued = sqlite3_column_int(s, 0) != 0;
+        sqlite3_finalize(s);
+    } else {
+        PGresult *r = PQexec(w->pg, q);
+        if (PQresultStatus(r) != PGRES_TUPLES_OK)
+            die("poll", PQerrorMessage(w->pg));
+        queued = strcmp(PQgetvalue(r, 0, 0), "t") == 0;
+        PQclear(r);
+    }
+    return queued;
+}
+
 static void
 watch_close(watcher *w)
 {
@@ -621,6 +650,37 @@ cmd_idle(char **argv)
     return 0;
 }
 
+/* The runner started with one job queued: the time until it is claimed
+ * (no job queued any more), polled every millisecond. */
+static int
+cmd_first(char **argv)
+{
+    watcher w;
+    double t0, t = 0;
+    pid_t pid;
+    int status;
+
+    watch_open(&w, argv[0]);
+    t0 = mono();
+    pid = start_runner(argv[1], argv[2], argv[3]);
+    for (;;) {
+        t = mono();
+        if (!watch_queued(&w))
+            break;
+        if (waitpid(pid, &status, WNOHANG) == pid)
+            die("first", "the runner exited early (see its log)");
+        if (t - t0 > 60) {
+            stop_runner(pid);
+            die("first", "no job claimed after 60 s");
+        }
+        sleep_s(0.001);
+    }
+    stop_runner(pid);
+    watch_close(&w);
+    printf("secs=%.6f\n", t - t0);
+    return 0;
+}
+
 static int
 cmd_empty(char **argv)
 {
@@ -712,6 +772,7 @@ main(int argc, char **argv)
         {"fillq", 4, cmd_fillq}, {"fillk", 4, cmd_fillk},
         {"latency", 4, cmd_latency}, {"drain", 4, cmd_drain},
         {"idle", 4, cmd_idle}, {"empty", 1, cmd_empty},
+        {"first", 4, cmd_first},
         {"warm", 7, cmd_warm},
     };
     size_t i;
@@ -720,7 +781,8 @@ main(int argc, char **argv)
     for (i = 0; argc >= 2 && i < sizeof cmds / sizeof cmds[0]; i++)
         if (strcmp(argv[1], cmds[i].name) == 0 && argc == 2 + cmds[i].nargs)
             return cmds[i].fn(argv + 2);
-    fprintf(stderr, "usage: jrbench push|fill|latency|drain|idle|empty|warm "
+    fprintf(stderr, "usage: jrbench push|fill|latency|drain|idle|first|"
+            "empty|warm "
             "... "
             "(see bench/jrbench.c)\n");
     return 2;

@@ -57,6 +57,7 @@ for _, backend in ipairs(jr.backends()) do
         'jobrunner_queue_jobs{queue="default",state="dead"} 1',
         'jobrunner_workers_target ',
         'jobrunner_db_cycle_seconds_count ',
+        'jobrunner_loop_passes_total ',
         'jobrunner_reloads_total{result="ok"} 0',
         'jobrunner_lease_rescues_total 0',
         'jobrunner_generation_info{generation="',

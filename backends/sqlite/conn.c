@@ -418,21 +418,49 @@ jr_sqlite_wake_fd(jr_backend *b)
 #endif
 }
 
+/* 1 if another connection holds the write lock now (its WAL write may be
+ * an fsync away from its commit), or when that cannot be told; 0 if none
+ * does. A BEGIN IMMEDIATE that does not wait: our own connection is
+ * between transactions here. */
+static int
+writer_busy(jr_backend *b)
+{
+    sqlite3_stmt *s = stmt(b, S_BEGIN, NULL);
+    int rc;
+
+    if (s == NULL || !sqlite3_get_autocommit(b->db))
+        return 1;
+    sqlite3_busy_timeout(b->db, 0);
+    rc = sqlite3_step(s);
+    sqlite3_reset(s);
+    sqlite3_busy_timeout(b->db, b->busy_ms);
+    if (rc != SQLITE_DONE)
+        return 1;
+    simple(b, S_ROLLBACK, NULL, "");
+    return 0;
+}
+
+/* Every WAL write wakes us, our own commits' too: data_version tells
+ * another process's commit (1) from none (0). A producer's write wakes us
+ * an fsync before its commit shows: while another connection still holds
+ * the write lock, 2 (look again soon). The lock is looked at first: a
+ * commit that ends in between shows in data_version. */
 int
 jr_sqlite_changed(jr_backend *b, jr_err *err)
 {
     sqlite3_int64 v;
     char buf[4096];
-    int rc;
+    int rc, busy;
 
     if (b->inotify_fd >= 0)
         while (read(b->inotify_fd, buf, sizeof buf) > 0)
             ;
+    busy = writer_busy(b);
     if (pragma_int(b, S_DATA_VERSION, "reading data_version", &v, err) < 0)
         return -1;
     rc = v != b->data_version;
     b->data_version = v;
-    return rc;
+    return rc ? 1 : busy ? 2 : 0;
 }
 
 unsigned

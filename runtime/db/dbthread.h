@@ -128,7 +128,14 @@ struct jr_cycle {
     int                 nclaimed;       /* or -1 */
     int                 rescued;        /* or -1 */
     int                 renewed;        /* or -1 */
+    int                 changed;        /* changed()'s answer (1 when the
+                                           cycle consumed no wake-up) */
+    int                 wrote;          /* a step wrote (set by it) */
     int                 unchanged;      /* woken, but nothing new yet */
+    int                 changed_after;  /* the engine wakes at every commit
+                                           (caps.h): after the cycle's own
+                                           writes, their wake-ups consumed
+                                           and another's commit seen */
     int                 wake_fd;        /* the backend's wake descriptor */
     int                 reconnected;    /* the connection was opened again
                                            since the last cycle */

@@ -30,6 +30,7 @@ typedef struct jr_httpgauges {  /* the runner now */
     int         generation_id;  /* 1, 2, ... */
     long        done, failed, dead, cancelled;  /* jobs since the start */
     int         stopping;       /* the runner is stopping */
+    long        passes;         /* passes of the master's loop's work */
     const char *nostart;        /* why workers cannot start (its first
                                    line), or NULL while they do */
 } jr_httpgauges;

@@ -604,7 +604,8 @@ jr_claimq_cycle_done(jr_cycle *c, void *arg)
     jr_service_read(m, c);
     m->cycle_want = 0;
     jr_claimq_take(m, c->claimed, c->nclaimed, c->want);
-    if (m->flow_want) {         /* after take, which judges its own claim */
+    if (m->flow_want || c->changed_after) {
+        /* after take, which judges its own claim: jobs may wait */
         m->want_claim = 1;
         m->flow_want = 0;
     }
@@ -618,6 +619,13 @@ jr_claimq_cycle_done(jr_cycle *c, void *arg)
     jr_claimq_watch_wake(m, c->wake_fd);
     note_health(m, c);
     jr_claimq_dispatch(m);
+    if (m->solo && c->want > 0) {
+        /* start-up: the first worker's claim is in; the others start
+         * now (loading, they would have kept this claim from the CPU) */
+        struct timeval now = {0, 0};
+        m->solo = 0;
+        event_add(m->ev_spawn, &now);
+    }
     jr_master_kick(m);
 }
 
@@ -717,10 +725,11 @@ jr_claimq_work(evutil_socket_t fd, short what, void *arg)
 {
     master *m = arg;
     jr_cycle *c = &m->cycle;
-    int want, due, woken, most;
+    int want, due, woken, most, hold;
 
     (void)fd;
     (void)what;
+    m->passes++;
     jr_claimq_dispatch(m);
     jr_pool_scale_up(m);
     if (m->dbt == NULL || m->stopping == 2)
@@ -748,15 +757,22 @@ jr_claimq_work(evutil_socket_t fd, short what, void *arg)
         want = most;
     if (m->stopping || m->gen == NULL || m->gen->n == 0)
         want = 0;
-    /* not woken, a cycle claims only if a wake-up comes while it runs */
+    /* not woken, a cycle claims only if a wake-up comes while it runs;
+     * a wake-up with no slot to fill waits, unread, for one (a result or
+     * a hello kicks): read now, it was a cycle per push for nothing, and
+     * the change it saw was forgotten */
     woken = m->want_claim || m->wake_due;
+    hold = m->wake_due && want <= 0 && m->qlen == 0 && !m->stopping &&
+           m->gen != NULL && m->gen->n > 0;
     if (m->nres == 0 && (want <= 0 || !woken) && !m->renew_due &&
-        !m->rescue_due && !m->wake_due && !due)
+        !m->rescue_due && !(m->wake_due && !hold) && !due)
         return;
     memset(c, 0, sizeof *c);
     if (send_results(m, c) < 0)
         return;
+    m->wake_due &= !hold;
     fill(m, c, want, woken);
+    m->wake_due = hold;
     m->cycle_at = jr_mono();
     m->cycle_want = c->want;
     if (m->ev_wake != NULL)

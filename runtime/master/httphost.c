@@ -29,6 +29,7 @@ gauges(void *runner, jr_httpgauges *g)
     g->dead = m->dead;
     g->cancelled = m->cancelled;
     g->stopping = m->stopping != 0;
+    g->passes = m->passes;
     g->nostart = m->nostart[0] ? m->nostart : NULL;
 }
 

@@ -43,6 +43,8 @@
 #define TICK_SECS      0.25     /* on_tick: deadlines, shutdown, idle */
 #define WATCH_DEBOUNCE 0.2      /* seconds of quiet in scripts/ to reload */
 #define STOP_WAIT      2.0      /* seconds finish waits for workers to exit */
+#define SOLO_SECS      2.0      /* start-up: the first worker's claim
+                                   awaited before the others start */
 
 /* What the master handles (NSIGNALS of them): stop, stop now on a second
  * one, reap, reload, one worker more, one less. */
@@ -63,6 +65,7 @@ on_spawn(evutil_socket_t fd, short what, void *arg)
 
     (void)fd;
     (void)what;
+    m->solo = 0;                /* the first worker is slow: all start */
     jr_pool_fit(m);
 }
 
@@ -297,7 +300,13 @@ start(master *m, jr_err *err)
            m->cfg->conc_max, (int)getpid());
     jr_service_started(m);
     m->target = m->cfg->conc_min;
+    m->solo = m->target > 1;
     jr_pool_fit(m);
+    if (m->solo && !event_pending(m->ev_spawn, EV_TIMEOUT, NULL)) {
+        struct timeval tv = {(long)SOLO_SECS, (long)((SOLO_SECS -
+                             (double)(long)SOLO_SECS) * 1e6)};
+        event_add(m->ev_spawn, &tv);
+    }
     return 0;
 }
 

@@ -169,6 +169,10 @@ struct master {
     double              stop_deadline;
     double              db_retry_at;    /* mono; 0 when the database is fine */
     double              db_backoff;
+    int                 solo;           /* start-up: one worker until its
+                                           first claim is in, SOLO_SECS at
+                                           most (master.c): it loads and
+                                           claims at full speed */
     double              spawn_delay;    /* grows while workers die at once */
     int                 spawn_fails;    /* spawns failed in a row */
     double              spawn_backoff;  /* seconds to the next try */
@@ -195,6 +199,7 @@ struct master {
     struct jr_http     *http;           /* the HTTP server (http.c), or
                                            NULL when off */
     double              cycle_at;       /* when the last cycle went */
+    long                passes;         /* jr_claimq_work's, for /metrics */
     const jr_service *const *services;  /* the services, in the order the
                                            core calls them; NULL-ended */
     void              **svc;            /* each one's state, by its place

@@ -26,6 +26,7 @@
 
 #define SPAWN_RETRY_MAX 5.0     /* seconds between spawns while they fail */
 #define SNOOZES_MAX     65536   /* jobs remembered; the oldest go first */
+#define SPAWN_BATCH     4       /* workers forked per pass of the loop */
 
 /* The config's backoff for the retry policy: arg is the master. */
 static double
@@ -199,14 +200,24 @@ jr_pool_busy(master *m)
 void
 jr_pool_fit(master *m)
 {
+    struct timeval now = {0, 0};
     wk *w;
-    int n = jr_pool_active(m), procs = jr_pool_procs(m);
+    int n = jr_pool_active(m), procs = jr_pool_procs(m), k = 0;
 
     if (m->stopping)
         return;
-    for (; n < m->target && procs < m->cfg->conc_max; n++, procs++)
+    /* at start-up one first: 64 loading at once on 2 cores each got a
+     * 64th of them, and the first claim waited for the last hello. And a
+     * few per pass of the loop: 64 forks in a row held it 0.1 s */
+    for (; n < m->target && procs < m->cfg->conc_max &&
+         !(m->solo && procs > 0); n++, procs++, k++) {
+        if (k == SPAWN_BATCH) {
+            event_add(m->ev_spawn, &now);   /* the rest after a pass */
+            break;
+        }
         if (jr_pool_spawn(m) == NULL)
             break;              /* spawn_failed tries again later */
+    }
     if (n >= m->target && m->spawn_fails > 0) {
         m->spawn_fails = 0;     /* none missing (the target came down) */
         m->spawn_backoff = 0;

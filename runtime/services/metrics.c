@@ -361,6 +361,9 @@ jr_metrics_write(const jr_httphost *host, jr_buf *b)
          "(record results, claim, renew, rescue) of this runner.");
     write_histo(b, "jobrunner_db_cycle_seconds", NULL, x->cycle_n,
                 cycle_buckets, NCYCLE, x->cycle_sum, x->cycles);
+    head(b, "jobrunner_loop_passes_total", "counter", "Passes of work of "
+         "the master's event loop (events: results, wake-ups, timers).");
+    jr_api_printf(b, "jobrunner_loop_passes_total %ld\n", g.passes);
     head(b, "jobrunner_reloads_total", "counter", "Handler reloads by "
          "result.");
     jr_api_printf(b, "jobrunner_reloads_total{result=\"ok\"} %ld\n"

@@ -68,6 +68,7 @@ run(jr_db *db, const char *token, jr_cycle *c, void *arg, jr_err *err)
                                       io->keep_cancelled, io->keep_dead,
                                       PRUNE_BATCH, err)) < 0)
         return -1;
+    c->wrote |= io->pruned > 0;
     if (jr_mono() - io->queues_at < every)
         return 0;
     io->queues_at = jr_mono();

@@ -222,7 +222,7 @@ paused_run(jr_db *db, const char *token, jr_cycle *c, void *arg,
     paused_io *io = arg;
 
     (void)token;
-    if (!io->poll && !(io->ahead && c->consume_wake && !c->unchanged))
+    if (!io->poll && !(io->ahead && c->consume_wake && c->changed == 1))
         return 0;
     io->npaused = 0;
     if (jr_dbcall_paused(db, add_paused, io, err) < 0) {

@@ -114,7 +114,6 @@ run(jr_db *db, const char *token, jr_cycle *c, void *arg, jr_err *err)
     int i, rc;
 
     (void)token;
-    (void)c;
     rc = reads(db, io, err);
     for (i = 0; i < io->nfires && rc == 0; i++)
         if (jr_dbcall_fire(db, &io->fires[i], JR_FIRES_KEEP, &e) < 0) {
@@ -128,6 +127,7 @@ run(jr_db *db, const char *token, jr_cycle *c, void *arg, jr_err *err)
             io->fires[i].inserted = -1;
         }
     io->nfires_done = i;
+    c->wrote |= i > 0;
     return rc;
 }
 

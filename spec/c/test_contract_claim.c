@@ -2,6 +2,8 @@
  * claim, renew and rescue, count_ready, the wake descriptor. Usage:
  * test_contract_claim [POSTGRES_URL]; spec/run passes the throwaway
  * cluster's. Prints "N passed, N failed". */
+#include <sqlite3.h>
+
 #include "contract.h"
 
 static void
@@ -129,11 +131,48 @@ test_wake(void)
     jr_db_close(&db);
 }
 
+/* SQLite: a wake-up comes with the producer's WAL write, an fsync before
+ * its commit shows. While another connection holds the write lock,
+ * changed() says 2 (look again soon); once none does and nothing
+ * changed, 0: the runner's own commits end their wake-ups there. */
+static void
+test_wake_writer(void)
+{
+    jr_db db;
+    sqlite3 *raw = NULL;
+    jr_err e = {0};
+
+    if (strcmp(engine, "sqlite") != 0)
+        return;
+    db = conn();
+    CHECK(db.ops->changed(db.b, &e) >= 0);
+    CHECK(db.ops->changed(db.b, &e) == 0);
+    CHECK(sqlite3_open(url + strlen("sqlite:"), &raw) == SQLITE_OK);
+    CHECK(sqlite3_exec(raw, "BEGIN IMMEDIATE", NULL, NULL, NULL) ==
+          SQLITE_OK);
+    CHECK(db.ops->changed(db.b, &e) == 2);
+    CHECK(db.ops->changed(db.b, &e) == 2);
+    CHECK(sqlite3_exec(raw, "ROLLBACK", NULL, NULL, NULL) == SQLITE_OK);
+    CHECK(db.ops->changed(db.b, &e) == 0);
+    /* the probe leaves our connection as it was: it still writes */
+    push1(&db, job("c.wake2"));
+    CHECK(sqlite3_exec(raw, "BEGIN IMMEDIATE; UPDATE jobs SET priority = "
+                       "priority + 1 WHERE name = 'c.wake2'", NULL, NULL,
+                       NULL) == SQLITE_OK);
+    CHECK(db.ops->changed(db.b, &e) == 2);
+    CHECK(sqlite3_exec(raw, "COMMIT", NULL, NULL, NULL) == SQLITE_OK);
+    CHECK(db.ops->changed(db.b, &e) == 1);
+    CHECK(db.ops->changed(db.b, &e) == 0);
+    sqlite3_close(raw);
+    jr_db_close(&db);
+}
+
 static const check_test tests[] = {
     {"claim", test_claim},
     {"renew, rescue", test_renew_rescue},
     {"count_ready", test_count_ready},
     {"wake_fd, changed", test_wake},
+    {"changed while another writes (SQLite)", test_wake_writer},
 };
 
 int

@@ -1,0 +1,74 @@
+-- master_idle_spec.lua - the master works per event: long jobs ending one
+-- after another cost it a few passes of its loop and database cycles
+-- each (its own commits' wake-ups no longer start a round of re-checks),
+-- and a runner with many workers runs its first job before all of them
+-- are up (one loads first, the others once its claim is in).
+local jr = require "jr"
+local H = require "jrhttp"
+
+-- The value of a /metrics series (the first line that starts so), or nil.
+local function metric(text, series)
+  local esc = series:gsub("[%p]", "%%%0")
+  return tonumber(text:match("\n" .. esc .. " (%d+)"))
+end
+
+local function scrape(base)
+  local code, text = H.req(base .. "/metrics", { token = true })
+  assert.equal(200, code, text)
+  local fin = metric(text, 'jobrunner_jobs_finished_total{name="long",' ..
+                     'queue="default",outcome="succeeded"}') or 0
+  return metric(text, "jobrunner_loop_passes_total"),
+    assert(metric(text, "jobrunner_db_cycle_seconds_count"), text), fin
+end
+
+for _, backend in ipairs(jr.backends()) do
+  describe(backend .. " master at rest:", function()
+    local env = jr.test_env(backend)
+
+    it("spends a few loop passes and database cycles per long job that " ..
+       "ends, not a round of re-checks", function()
+      local N = 12
+      env:script("long", 'return function() os.execute("sleep 0.15") end')
+      for _ = 1, N do env:push("long") end
+      local base = H.start(env, "concurrency = 1, watch = false")
+      local p0, c0, f0 = scrape(base)
+      jr.wait_for(function() return env:count("queued") == 0 and
+                    env:count("running") == 0 end, 60, "all done")
+      local p1, c1, f1 = scrape(base)
+      local ended = f1 - f0
+      assert.is_true(ended >= 4, "too few jobs ended while watched: " ..
+                     ended)
+      -- each job's end: its result recorded and the next one claimed (one
+      -- cycle), the runner's own commit woke it (formerly 20 ms of
+      -- re-checks, some 40 cycles and passes); the timers add a few
+      assert.is_true((c1 - c0) / ended <= 8, ("%d cycles for %d jobs")
+                     :format(c1 - c0, ended))
+      assert.is_true((p1 - p0) / ended <= 16, ("%d passes for %d jobs")
+                     :format(p1 - p0, ended))
+      assert.equal(0, env:stop())
+    end)
+
+    it("runs its first job before all of its 16 workers are up", function()
+      env:config('concurrency = 16, watch = false, log = { level = "debug" }')
+      env:script("ok", [[return function(job)
+        local f = assert(io.open(os.getenv("PWD") .. "/ok." .. job.id, "w"))
+        f:write("1") f:close() end]])
+      local id = env:push("ok")
+      env:start()
+      jr.wait_file(env.dir .. "/ok." .. id, 60)
+      jr.wait_for(function()
+        return env:log():find("worker 16 started", 1, true)
+      end, 60, "16 workers")
+      local log = env:log()
+      local sent = log:find(("job %d (ok) to worker"):format(id), 1, true)
+      assert.truthy(sent, log)
+      assert.is_true(sent < log:find("worker 16 started", 1, true), log)
+      -- and the first worker alone before it: its hello, then its claim
+      assert.is_true(log:find("worker 1 started", 1, true) <
+                     log:find("loaded 1 handler", 1, true), log)
+      assert.is_true(log:find("loaded 1 handler", 1, true) <
+                     log:find("worker 2 started", 1, true), log)
+      assert.equal(0, env:stop())
+    end)
+  end)
+end
