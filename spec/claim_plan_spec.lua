@@ -15,12 +15,7 @@ end
 describe("postgres: claims on stale statistics", function()
   local env = jr.test_env("postgres")
 
-  local function psql(sql)
-    local out, err, code = jr.sh(("psql -X -q -A -t -v ON_ERROR_STOP=1 %s -c %s"):format(
-      jr.quote(jr.pg_url), jr.quote(sql)))
-    assert(code == 0, sql .. ": " .. err)
-    return out
-  end
+  local psql = jr.psql
 
   local function seq_scans()
     return tonumber(psql(("SELECT seq_scan FROM pg_stat_user_tables" ..

@@ -13,21 +13,7 @@ local jr = require "jr"
 local q = jr.quote
 local cjson = require "cjson"
 
-local SLOWHTTP = (os.getenv("BUILD") or "build") .. "/bench/slowhttp"
-
--- Starts slowhttp answering after ms (default at once); returns its base
--- URL and a stop.
-local function slow_server(ms)
-  local out = os.tmpname()
-  local pid = jr.sh(("%s %d > %s 2>&1 & echo $!"):format(SLOWHTTP, ms or 0, out))
-  local port = jr.wait_for(function()
-    return (jr.read_file(out) or ""):match("port (%d+)")
-  end, 10, "slowhttp")
-  return "http://127.0.0.1:" .. port, function()
-    os.execute("kill " .. pid:match("%d+"))
-    os.remove(out)
-  end
-end
+local slow_server = require("rawhttp").slow
 
 local recorder = require("rawhttp").recorder
 

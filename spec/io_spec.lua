@@ -6,24 +6,7 @@
 -- count jobs. The local HTTP server is bench/slowhttp (build/bench/).
 local jr = require "jr"
 
-local SLOWHTTP = (os.getenv("BUILD") or "build") .. "/bench/slowhttp"
-
--- Starts slowhttp answering after ms; returns its base URL and a stop.
-local function slow_server(ms)
-  local out = os.tmpname()
-  local pid = jr.sh(("%s %d > %s 2>&1 & echo $!"):format(SLOWHTTP, ms, out))
-  local port = jr.wait_for(function()
-    local f = io.open(out)
-    local s = f and f:read("a")
-    if f then f:close() end
-    return s and s:match("port (%d+)")
-  end, 10, "slowhttp")
-  local base = "http://127.0.0.1:" .. port
-  return base, function()
-    os.execute("kill " .. pid:match("%d+"))
-    os.remove(out)
-  end
-end
+local slow_server = require("rawhttp").slow
 
 local function get(url)
   return jr.sh("curl -s " .. url):match("%d+")

@@ -19,12 +19,7 @@ describe("postgres: a drain under a held snapshot", function()
   local env = jr.test_env("postgres")
   local N = 20000
 
-  local function psql(sql)
-    local out, err, code = jr.sh(("psql -X -q -A -t -v ON_ERROR_STOP=1 %s -c %s"):format(
-      jr.quote(jr.pg_url), jr.quote(sql)))
-    assert(code == 0, sql .. ": " .. err)
-    return out
-  end
+  local psql = jr.psql
 
   -- index name -> entries read from it so far
   local function reads()
@@ -52,12 +47,10 @@ describe("postgres: a drain under a held snapshot", function()
     return prev
   end
 
-  it("reads the claim and lease indexes in proportion to the jobs", function()
+  -- Another session holds a repeatable-read snapshot, asleep in it, until
+  -- the test ends (ended then by its application name).
+  local function hold_snapshot()
     local tag = ("jr_snapshot_%d"):format(math.random(1, 1e9))
-    env:config("concurrency = 2")
-    env:script("rec", jr.LEDGER)
-    env:cli("migrate")
-    -- the holder: a repeatable-read snapshot, then asleep in it
     jr.sh(("PGAPPNAME=%s psql -X -q %s -c %s -c %s -c %s >/dev/null 2>&1 &")
       :format(tag, jr.quote(jr.pg_url),
               jr.quote("BEGIN ISOLATION LEVEL REPEATABLE READ"),
@@ -71,6 +64,14 @@ describe("postgres: a drain under a held snapshot", function()
         " application_name = '%s' AND backend_xmin IS NOT NULL"):format(tag))
         :match("1") ~= nil
     end, 30, "the held snapshot")
+    return tag
+  end
+
+  it("reads the claim and lease indexes in proportion to the jobs", function()
+    env:config("concurrency = 2")
+    env:script("rec", jr.LEDGER)
+    env:cli("migrate")
+    local tag = hold_snapshot()
     env:exec(("INSERT INTO jobs (name, payload) SELECT 'rec', '{}'" ..
               " FROM generate_series(1, %d)"):format(N))
     local before = settled_reads()
@@ -105,24 +106,11 @@ describe("postgres: a drain under a held snapshot", function()
   -- indexes for it (half a second a time by 200,000 jobs): the runner
   -- refreshes the statistics only.
   it("vacuums once while the snapshot stays, then only analyzes", function()
-    local tag = ("jr_snapshot_%d"):format(math.random(1, 1e9))
     local n = 10000
     env:config("concurrency = 2, vacuum_every = 1000")
     env:script("rec", jr.LEDGER)
     env:cli("migrate")
-    jr.sh(("PGAPPNAME=%s psql -X -q %s -c %s -c %s -c %s >/dev/null 2>&1 &")
-      :format(tag, jr.quote(jr.pg_url),
-              jr.quote("BEGIN ISOLATION LEVEL REPEATABLE READ"),
-              jr.quote("SELECT 1"), jr.quote("SELECT pg_sleep(600)")))
-    finally(function()
-      psql(("SELECT pg_terminate_backend(pid) FROM pg_stat_activity" ..
-            " WHERE application_name = '%s'"):format(tag))
-    end)
-    jr.wait_for(function()
-      return psql(("SELECT count(*) FROM pg_stat_activity WHERE" ..
-        " application_name = '%s' AND backend_xmin IS NOT NULL"):format(tag))
-        :match("1") ~= nil
-    end, 30, "the held snapshot")
+    hold_snapshot()
     local function counts()
       local v, a = psql(("SELECT vacuum_count || ' ' || analyze_count FROM" ..
         " pg_stat_user_tables WHERE schemaname = '%s' AND relname = 'jobs'")

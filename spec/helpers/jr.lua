@@ -326,6 +326,15 @@ function Env:sqlite_path()
   return (self.url:gsub("^sqlite:", ""))
 end
 
+-- Runs sql on the test PostgreSQL as psql -A -t prints it (unaligned,
+-- no headers), asserting it succeeded.
+function M.psql(sql)
+  local out, err, code = M.sh(("psql -X -q -A -t -v ON_ERROR_STOP=1 %s -c %s"):format(
+    q(M.pg_url), q(sql)))
+  assert(code == 0, sql .. ": " .. err)
+  return out
+end
+
 -- Runs SQL and returns rows as tables. Column names as selected.
 function Env:query(sql)
   local out, err, code

@@ -1,6 +1,7 @@
--- rawhttp.lua - the recording HTTP server of the io specs
--- (spec/helpers/rawhttp.c): built once per spec file into a temp dir,
--- started per test, writing the raw bytes it receives to a file.
+-- rawhttp.lua - the HTTP servers of the io specs: the recorder
+-- (spec/helpers/rawhttp.c), built once per spec file into a temp dir,
+-- started per test, writing the raw bytes it receives to a file; and
+-- bench/slowhttp (make build/bench/slowhttp), answering after a delay.
 local jr = require "jr"
 local q = jr.quote
 
@@ -37,6 +38,21 @@ end
 function M.cleanup()
   if dir then os.execute("rm -rf " .. q(dir)) end
   dir, bin = nil, nil
+end
+
+-- Starts bench/slowhttp answering after ms (0 when nil); returns its base
+-- URL and a stop.
+function M.slow(ms)
+  local out = os.tmpname()
+  local pid = jr.sh(("%s %d > %s 2>&1 & echo $!"):format(
+    (os.getenv("BUILD") or "build") .. "/bench/slowhttp", ms or 0, out))
+  local port = jr.wait_for(function()
+    return (jr.read_file(out) or ""):match("port (%d+)")
+  end, 10, "slowhttp")
+  return "http://127.0.0.1:" .. port, function()
+    os.execute("kill " .. pid:match("%d+"))
+    os.remove(out)
+  end
 end
 
 return M
