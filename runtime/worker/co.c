@@ -310,7 +310,10 @@ resume(jr_task *t, int nargs)
     jr_task *outer_task = co->task;
     int rc, nres = 0, enforce = w->mem.enforce;
 
-    if (cj->over) {
+    /* a worker to be replaced (a job passed memory_limit) resumes no
+     * other job: its state may still be at the limit, and the jobs it
+     * holds go back unblamed when it exits */
+    if (cj->over || w->recycle) {
         lua_pop(t->L, nargs);
         return;
     }
