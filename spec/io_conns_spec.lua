@@ -3,7 +3,10 @@
 -- its handlers' inflight (libcurl's own cache shrinks to four times the
 -- requests in flight as they end), so a second wave of jobs no larger
 -- than the first reuses the first one's connections and opens none. The
--- server (bench/slowhttp) counts the connections it accepts.
+-- server (bench/slowhttp) counts the connections it accepts. A request
+-- made while every connection is busy skips libcurl's look for an idle
+-- one (it walks them all): a wave larger than the last opens only the
+-- connections the idle ones cannot serve.
 local jr = require "jr"
 
 local slow_server = require("rawhttp").slow
@@ -56,6 +59,35 @@ for _, backend in ipairs(jr.backends()) do
       -- the calls to /count and /accepts are the only new connections
       assert.equal(before + 2, get(base .. "/accepts"),
                    "connections opened by the second wave of " .. peak)
+      assert.equal(0, env:count("dead"))
+      assert.equal(0, env:stop())
+    end)
+
+    it("opens for a larger wave only what its idle connections cannot serve",
+       function()
+      local base, stop = slow_server(1000)
+      finally(stop)
+      env:config("concurrency = 1")
+      env:script("get", GET)
+      push_many(env, 60, base .. "/x")
+      get(base .. "/reset")
+      env:start()
+      jr.wait_for(function() return env:count() == 0 end, 120, "wave 1")
+      local before = get(base .. "/accepts")
+      local idle = before - 1     -- less the call to /accepts
+      assert.is_true(idle >= 2 and idle <= 60, idle .. " opened for 60")
+      -- 150 jobs, inflight 200: the idle connections serve as many, and
+      -- the others open one each at most (fewer when a request ends
+      -- before the last starts); a request told to skip the look while
+      -- an idle connection waited would open more
+      push_many(env, 150, base .. "/x")
+      jr.wait_for(function() return env:count() == 0 end, 120, "wave 2")
+      assert.equal(60 + 150, get(base .. "/count"))
+      -- less the calls to /count and /accepts
+      local opened = get(base .. "/accepts") - before - 2
+      assert.is_true(opened <= 150 - idle, opened .. " opened by a wave of "
+                     .. "150 with " .. idle .. " idle connections")
+      assert.is_true(opened >= 1, "none opened for 150 with " .. idle)
       assert.equal(0, env:count("dead"))
       assert.equal(0, env:stop())
     end)

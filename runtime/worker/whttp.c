@@ -101,6 +101,7 @@ xfer_free(xfer *x)
     jr_http *h = x->h;
 
     curl_multi_remove_handle(h->multi, x->easy);
+    h->added -= x->added;
     if (h->neasy < h->kept) {
         curl_easy_reset(x->easy);
         h->easy[h->neasy++] = x->easy;
@@ -318,6 +319,8 @@ whttp_http(lua_State *L)
         xfer_free(x);
         return luaL_error(L, "jobrunner.http: cannot start the request");
     }
+    x->added = 1;
+    h->added++;
     return jr_task_wait(L, t, xfer_cancel, x);
 }
 

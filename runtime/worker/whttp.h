@@ -25,6 +25,9 @@ typedef struct jr_http {
     int                 neasy;
     int                 kept;           /* easy handles and connections
                                          * kept: jr_co_kept */
+    int                 conns;          /* sockets open: libcurl's
+                                         * connections, busy and idle */
+    int                 added;          /* transfers in the multi handle */
     lua_State          *build;          /* a thread of our own (complete) */
 } jr_http;
 
@@ -39,6 +42,7 @@ typedef struct xfer {                   /* one request in flight */
     long                max_size;
     int                 too_big;
     int                 sock_errno;     /* socket()'s failure, or 0 */
+    int                 added;          /* in the multi handle */
     char                url[256];       /* for messages */
     char                errbuf[CURL_ERROR_SIZE];
 } xfer;

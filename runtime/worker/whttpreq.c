@@ -11,6 +11,7 @@
 #include <string.h>
 #include <strings.h>
 #include <sys/socket.h>
+#include <unistd.h>
 
 #include <curl/curl.h>
 #include <lauxlib.h>
@@ -29,7 +30,33 @@ open_socket(void *arg, curlsocktype purpose, struct curl_sockaddr *a)
     (void)purpose;
     if ((fd = socket(a->family, a->socktype | SOCK_CLOEXEC, a->protocol)) < 0)
         x->sock_errno = errno;
+    else
+        x->h->conns++;
     return fd;
+}
+
+/* CURLOPT_CLOSESOCKETFUNCTION: the count of sockets open follows. Its
+ * data is the multi's (a connection outlives its first transfer). */
+static int
+close_socket(void *arg, curl_socket_t fd)
+{
+    jr_http *h = arg;
+
+    h->conns--;
+    return close(fd);
+}
+
+/* Whether x may skip libcurl's look for an idle connection to reuse: a
+ * plain http url (one request a connection: HTTPS may multiplex many on
+ * one), and no more sockets open than transfers in the multi, each of
+ * which holds one or will take one. The look walks every connection to
+ * the host, busy ones included: with a thousand in flight, a thousand
+ * for each new request while the connections grow. An idle connection
+ * that appears before the transfer starts stays for the next one. */
+static int
+fresh(const xfer *x, const char *url)
+{
+    return strncasecmp(url, "http://", 7) == 0 && x->h->conns <= x->h->added;
 }
 
 static size_t
@@ -309,5 +336,9 @@ jr_whttp_setup(lua_State *L, xfer *x)
     curl_easy_setopt(e, CURLOPT_ERRORBUFFER, x->errbuf);
     curl_easy_setopt(e, CURLOPT_OPENSOCKETFUNCTION, open_socket);
     curl_easy_setopt(e, CURLOPT_OPENSOCKETDATA, x);
+    curl_easy_setopt(e, CURLOPT_CLOSESOCKETFUNCTION, close_socket);
+    curl_easy_setopt(e, CURLOPT_CLOSESOCKETDATA, x->h);
+    if (fresh(x, url))
+        curl_easy_setopt(e, CURLOPT_FRESH_CONNECT, 1L);
     curl_easy_setopt(e, CURLOPT_PRIVATE, x);
 }
