@@ -2,7 +2,8 @@
 -- after another cost it a few passes of its loop and database cycles
 -- each (its own commits' wake-ups no longer start a round of re-checks),
 -- and a runner with many workers runs its first job before all of them
--- are up (one loads first, the others once its claim is in).
+-- are up (one loads first, the others once its claim is in). Nor does a
+-- job cost it page faults: the memory a claim frees stays for the next.
 local jr = require "jr"
 local H = require "jrhttp"
 
@@ -45,6 +46,39 @@ for _, backend in ipairs(jr.backends()) do
                      :format(c1 - c0, ended))
       assert.is_true((p1 - p0) / ended <= 16, ("%d passes for %d jobs")
                      :format(p1 - p0, ended))
+      assert.equal(0, env:stop())
+    end)
+
+    it("takes no page fault per job once running", function()
+      env:config("concurrency = 4, watch = false")
+      env:script("short", 'return function() os.execute("sleep 0.05") end')
+      local p = env:start()
+      local function minflt()
+        local stat = assert(jr.read_file("/proc/" .. p.pid .. "/stat"))
+        -- field 10, after the command's (parenthesized) name
+        return tonumber(stat:match("^%d+ %b() (.*)$"):match(
+          "^%S+ %S+ %S+ %S+ %S+ %S+ %S+ (%d+)"))
+      end
+      assert.equal(jr.bin:match("[^/]+$"):sub(1, 15), (jr.read_file(
+        "/proc/" .. p.pid .. "/comm") or ""):match("%S+"))
+      local q = assert(require("jobrunner").open(env.url,
+                                                 { schema = env.schema }))
+      local function feed(n)    -- one at a time, as a producer does
+        for _ = 1, n do
+          assert(q:push("short"))
+          os.execute("sleep 0.02")
+        end
+        jr.wait_for(function() return env:count("queued") == 0 and
+                      env:count("running") == 0 end, 60, "all done")
+      end
+      feed(20)                  -- what the runner allocates once
+      local f0 = minflt()
+      feed(60)
+      local faults = minflt() - f0
+      q:close()
+      -- a SQLite claim freed its sorter's pages back to the system, 14
+      -- faults a job to take them again
+      assert.is_true(faults <= 60, faults .. " page faults for 60 jobs")
       assert.equal(0, env:stop())
     end)
 
