@@ -356,15 +356,12 @@ idle_cap(const wk *w)
 static int
 capacity(master *m)
 {
-    int plain = 0, co = 0, ahead = 0, free_slots, n;
+    int plain = 0, co = 0, ahead = 0, alive = 0, free_slots, n;
     wk *w;
 
     m->claim_co = 0;
-    /* no worker (none can be started, or all are being replaced):
-     * nothing would run them here, while another runner could */
-    if (jr_pool_alive(m) == 0)
-        return 0;
     for (w = m->workers; w; w = w->next) {
+        alive += jr_pool_is_alive(w);   /* jr_pool_alive's, one walk */
         if (w->co && open_for_jobs(w))
             ahead += co_cap(w) / CO_AHEAD;
         if ((n = slots(w)) <= 0)
@@ -376,6 +373,10 @@ capacity(master *m)
         else
             plain += n;
     }
+    /* no worker (none can be started, or all are being replaced):
+     * nothing would run them here, while another runner could */
+    if (alive == 0)
+        return 0;
     /* coroutine workers: a few jobs wait here for their slots, so that a
      * slot a job leaves takes the next at once, not after a database
      * round (their jobs end in waves as they started) */
@@ -413,9 +414,11 @@ grow(wk *w)
 static void
 send_job(master *m, wk *w, jr_job *j)
 {
+    int idle = w->njobs == 0;
+
     jr_buf_reset(&m->out);
     jr_frame_put_job(&m->out, j);
-    if (w->njobs == 0) {
+    if (idle) {
         w->co = jr_pool_inflight(w, j) > 1;
         w->alone = m->nsuspects > 0 && jr_death_suspect(m, j->id);
     }
@@ -425,7 +428,7 @@ send_job(master *m, wk *w, jr_job *j)
         w->started = jr_mono();
         jr_service_job_start(m, j, w->id);
     }
-    if (m->out.oom || bufferevent_write(w->bev, m->out.p, m->out.len) < 0)
+    if (m->out.oom || jr_pool_send(w, m->out.p, m->out.len, idle) < 0)
         jr_log(JR_LOG_ERROR, "worker %d: cannot send job %lld", w->id,
                (long long)j->id);
     jr_log(JR_LOG_DEBUG, "job %lld (%s) to worker %d, attempt %d",

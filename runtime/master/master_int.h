@@ -262,6 +262,13 @@ wk  *jr_pool_spawn(master *m);
 int  jr_pool_procs(master *m);
 /* Workers that may take jobs: not leaving, not killed, not a probe. */
 int  jr_pool_alive(master *m);
+/* 1 if w counts for jr_pool_alive: not stopping, retiring, a probe or
+ * being killed */
+static inline int
+jr_pool_is_alive(const wk *w)
+{
+    return !w->stopping && !w->retiring && !w->probe && !w->kill_reason[0];
+}
 /* While no worker can be started: after a lease without one, gives the
  * local queue back to the database. */
 void jr_pool_starved(master *m, double now);
@@ -300,6 +307,12 @@ void jr_pool_fail(master *m, const wk *w, const jr_job *j,
                   const char *reason);
 /* w's socket is readable: reads its frames (hello, results). */
 void jr_pool_read(struct bufferevent *bev, void *arg);
+/* Sends len bytes to worker w: written now when now is set and nothing
+ * waits before them (a job to an idle worker: the loop's pass to write
+ * it and the two epoll changes around it saved), the rest by its
+ * bufferevent, which gathers a burst's frames into a few writes. -1 when
+ * they cannot be queued. */
+int  jr_pool_send(wk *w, const char *p, size_t len, int now);
 /* A result frame r from w. */
 void jr_pool_result(master *m, wk *w, jr_reader *r);
 int  jr_pool_active(master *m);         /* workers counting to the target */

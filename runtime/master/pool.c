@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -105,6 +106,23 @@ jr_pool_kill(wk *w, int sig)
             kill(-w->share->kids[i], SIGKILL);
 }
 
+int
+jr_pool_send(wk *w, const char *p, size_t len, int now)
+{
+    struct evbuffer *out = bufferevent_get_output(w->bev);
+    ssize_t n;
+
+    if (now && evbuffer_get_length(out) == 0) {
+        n = send(bufferevent_getfd(w->bev), p, len,
+                 MSG_DONTWAIT | MSG_NOSIGNAL);
+        if (n > 0) {
+            p += n;
+            len -= (size_t)n;
+        }
+    }
+    return len > 0 ? bufferevent_write(w->bev, p, len) : 0;
+}
+
 void
 jr_pool_stop(master *m, wk *w)
 {
@@ -151,7 +169,7 @@ jr_pool_alive(master *m)
     wk *w;
 
     for (w = m->workers; w; w = w->next)
-        n += !w->stopping && !w->retiring && !w->probe && !w->kill_reason[0];
+        n += jr_pool_is_alive(w);
     return n;
 }
 
