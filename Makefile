@@ -437,7 +437,7 @@ BENCH_LIBS = $(shell $(PKG_CONFIG) --libs sqlite3 libpq $(LUA_PC) 2>/dev/null) \
 .PHONY: bench-tools profile bench-peers
 
 bench: check-deps jobrunner bench-tools
-	$(Q)BUILD=$(BUILD) LUA=$(LUA) JOBRUNNER_BIN=$(CURDIR)/jobrunner ./bench/run
+	$(Q)BUILD=$(BUILD) LUA=$(LUA) JOBRUNNER_BIN=$${JOBRUNNER_BIN:-$(CURDIR)/jobrunner} ./bench/run
 
 profile: check-deps jobrunner bench-tools
 	$(Q)BUILD=$(BUILD) JOBRUNNER_BIN=$(CURDIR)/jobrunner ./bench/profile
