@@ -752,6 +752,11 @@ jr_claimq_work(evutil_socket_t fd, short what, void *arg)
     }
     if (m->db_retry_at > 0 && jr_mono() < m->db_retry_at)
         return;                 /* a retry timer is armed */
+    woken = m->want_claim || m->wake_due;
+    /* nothing to record, renew, rescue or fire and no wake-up: no cycle
+     * (the test below), and no walk of the workers for their room */
+    if (!woken && m->nres == 0 && !m->renew_due && !m->rescue_due && !due)
+        return;
     want = jr_lane_split(m, capacity(m));
     /* a generation of coroutine handlers fills its workers' thousands of
      * slots in one round, not in four */
@@ -764,7 +769,6 @@ jr_claimq_work(evutil_socket_t fd, short what, void *arg)
      * a wake-up with no slot to fill waits, unread, for one (a result or
      * a hello kicks): read now, it was a cycle per push for nothing, and
      * the change it saw was forgotten */
-    woken = m->want_claim || m->wake_due;
     hold = m->wake_due && want <= 0 && m->qlen == 0 && !m->stopping &&
            m->gen != NULL && m->gen->n > 0;
     if (m->nres == 0 && (want <= 0 || !woken) && !m->renew_due &&
