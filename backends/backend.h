@@ -121,6 +121,8 @@ typedef struct jr_job_row {
                                    first, at most JR_ATTEMPTS_KEPT; list:
                                    NULL */
     int         nhistory;
+    const char *steps;          /* show: its steps' records, a JSON array
+                                   (jrsteps.c), or NULL; list: NULL */
 } jr_job_row;
 
 /* Which jobs list walks: NULL fields match any. */

@@ -30,6 +30,9 @@ typedef struct jr_job {
     const char *parents;        /* JSON text: parent id -> { state, result }
                                    (job.parents), or NULL: no parents */
     int64_t     batch;          /* its batch, 0: none */
+    const char *steps;          /* JSON text: the records of its steps
+                                   (docs/handlers.md, "Steps and cursors"),
+                                   or NULL: none */
     int         flow;           /* the master's: it has children or a
                                    batch (its end may make jobs ready) */
 } jr_job;
@@ -141,7 +144,9 @@ enum {
                                    counted, last_error kept unless given */
     JR_CANCELLED,               /* stopped because its cancel was requested:
                                    cancelled, never retried */
-    JR_PROGRESS                 /* still running: records done, total, note */
+    JR_PROGRESS,                /* still running: records done, total, note */
+    JR_STEP                     /* still running: records its steps (the
+                                   whole list, JSON text in result) */
 };
 
 /* What became of one claimed job. Strings and pushes are borrowed. */
@@ -163,7 +168,12 @@ typedef struct jr_result {
                                    known) */
     int            worker;      /* RETRY, DEAD: the master's id of the
                                    worker that ran it (0: not known) */
+    int            durable;     /* STEP: > 0, the record's number, whose
+                                   commit the worker waits for */
 } jr_result;
+
+/* 1 if a result of kind k ends no run: the job runs on (PROGRESS, STEP). */
+#define JR_RESULT_RUNS_ON(k) ((k) == JR_PROGRESS || (k) == JR_STEP)
 
 /* How many failed attempts a job keeps (the attempt history: backend.h's
  * jr_attempt_row, docs/operations.md "Attempt history"): the newest. */
@@ -276,6 +286,10 @@ jr_job *jr_job_new(int64_t id, const char *name, const char *queue,
 jr_job *jr_job_new_parents(int64_t id, const char *name, const char *queue,
                            const char *payload, size_t payload_len,
                            const char *parents);
+/* The same with the steps' records too (JSON text, may be NULL). */
+jr_job *jr_job_new_steps(int64_t id, const char *name, const char *queue,
+                         const char *payload, size_t payload_len,
+                         const char *parents, const char *steps);
 
 /* The on_parent_failure named name ("cancel", "run", "dead"), or -1. */
 int  jr_opf_parse(const char *name);

@@ -402,6 +402,11 @@ typedef struct jr_client_job_info {
                                    JR_CLIENT_ATTEMPTS_KEPT; NULL when
                                    none, and from jr_client_list */
     int         nhistory;
+    const char *steps;          /* jr_client_show: its steps' records, a
+                                   JSON array of {"name", "value" (a step
+                                   that returned) or "cursor" (its last
+                                   checkpoint), "at", "secs", "attempt"};
+                                   NULL: none, and from jr_client_list */
 } jr_client_job_info;
 
 /* Called once per job. Return 0 to go on, non-zero to stop. */

@@ -476,6 +476,7 @@ jr_run_job(worker *w, const jr_job *j, jr_result *res)
     w->mem.enforce = 0;
     if (w->ctx.progress_dirty)
         put_progress(w);        /* the last value is always recorded */
+    jr_wsteps_end(w, &w->ctx);  /* so is the steps' list */
     w->ctx.job = NULL;
     outcome(w, j, rc, timeout, res);
     lua_settop(L, top);                              /* (nothing) */
@@ -529,6 +530,7 @@ jr_run_hooks(worker *w)
     w->ctx.on_cancelled = on_cancelled;
     w->ctx.on_progress = on_progress;
     w->ctx.hook_arg = w;
+    jr_wsteps_hooks(w, &w->ctx, NULL);
     jr_luabridge_set_check(cancel_check, w);
 }
 

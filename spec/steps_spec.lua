@@ -1,0 +1,222 @@
+-- steps_spec.lua - jobrunner.step and jobrunner.checkpoint, on both
+-- engines: a step's value is recorded and a later attempt gets it back
+-- without running the step again; a name used twice in an attempt, or
+-- names in another order than the recorded ones, fail the attempt naming
+-- the step call's file:line; a cursor resumes after a SIGTERM, the job
+-- handed back without counting an attempt; a durable step survives a
+-- kill -9 of its worker right after it returned (a default one runs
+-- again); coroutine jobs (inflight = 50) with steps; show lists them.
+local jr = require "jr"
+local cjson = require "cjson"
+
+local PID = [[
+  local function pid()
+    local f = assert(io.open("/proc/self/stat"))
+    local p = f:read("*l"):match("^(%d+)")
+    f:close()
+    return p
+  end
+]]
+
+local function show(env, id)
+  local out, err, code = env:cli("show", tostring(id), "--json")
+  assert(code == 0, err)
+  return cjson.decode(out)
+end
+
+local function steps_of(env, id)
+  local col = env.backend == "postgres" and "steps::text AS steps" or "steps"
+  local s = env:query("SELECT " .. col .. " FROM jobs WHERE id = " .. id)[1].steps
+  return s ~= nil and s ~= cjson.null and cjson.decode(s) or nil
+end
+
+local function count(lines, want)
+  local n = 0
+  for _, l in ipairs(lines) do n = n + (l == want and 1 or 0) end
+  return n
+end
+
+for _, backend in ipairs(jr.backends()) do
+  describe(backend .. " steps:", function()
+    local env = jr.test_env(backend)
+
+    it("replays a step's value on the next attempt; a failed step runs again", function()
+      env:script("s", jr.RECORD .. [[
+        local jobrunner = require "jobrunner"
+        return { max_retries = 3, backoff = 0, handle = function(job)
+          local a = jobrunner.step("a", function()
+            record("runs", "a " .. job.attempt)
+            return { n = 1, s = "x" }
+          end)
+          local b = jobrunner.step("b", function()
+            record("runs", "b " .. job.attempt)
+            if job.attempt == 1 then error("boom") end
+            return a.n + 1
+          end)
+          return { a = a, b = b }
+        end }]])
+      local id = env:push("s", "{}")
+      env:start()
+      env:wait_state(id, "completed", 30)
+      assert.same({ "a 1", "b 1", "b 2" }, jr.lines(env.dir .. "/runs"))
+      local j = show(env, id)
+      assert.same({ a = { n = 1, s = "x" }, b = 2 }, j.result)
+      assert.equal(2, tonumber(env:job(id).attempts))
+      assert.equal(2, #j.steps)
+      assert.equal("a", j.steps[1].name)
+      assert.equal("done", j.steps[1].state)
+      assert.same({ n = 1, s = "x" }, j.steps[1].value)
+      assert.equal(1, j.steps[1].attempt)
+      assert.equal("b", j.steps[2].name)
+      assert.equal(2, j.steps[2].value)
+      assert.equal(2, j.steps[2].attempt)
+      assert.is_number(j.steps[2].duration)
+      assert.truthy(j.steps[2].at:match("^%d%d%d%d%-%d%d%-%d%dT"), j.steps[2].at)
+      -- the text form names them
+      local out = env:cli("show", tostring(id))
+      assert.truthy(out:find("steps:", 1, true), out)
+      assert.truthy(out:match("a%s+recorded"), out)
+    end)
+
+    it("fails an attempt that calls a name twice or in another order, naming file:line", function()
+      local path = env:script("dup", [[
+        local jobrunner = require "jobrunner"
+        return { max_retries = 0, handle = function(job)
+          jobrunner.step("one", function() return 1 end)
+          jobrunner.step("one", function() return 2 end)
+        end }]])
+      env:script("order", [[
+        local jobrunner = require "jobrunner"
+        return { max_retries = 1, backoff = 0, handle = function(job)
+          if job.attempt == 1 then
+            jobrunner.step("x", function() return 1 end)
+            error("again")
+          end
+          jobrunner.step("y", function() return 2 end)
+        end }]])
+      local d = env:push("dup", "{}")
+      local o = env:push("order", "{}")
+      env:start()
+      local row = env:wait_state(d, "dead", 30)
+      assert.truthy(row.last_error:find(path .. ":4: jobrunner.step: step 'one' is called twice", 1, true),
+        row.last_error)
+      row = env:wait_state(o, "dead", 30)
+      assert.truthy(row.last_error:find("order.lua:7: jobrunner.step: step 'y' is step 1, where the " ..
+        "job's records have 'x'", 1, true), row.last_error)
+    end)
+
+    it("resumes a cursor after SIGTERM without counting an attempt", function()
+      env:config("shutdown_timeout = 20")
+      env:script("rows", jr.RECORD .. [[
+        local jobrunner = require "jobrunner"
+        return { max_retries = 0, timeout = 120, handle = function(job)
+          return jobrunner.step("rows", function(cursor)
+            local i = cursor or 0
+            while i < 300 do
+              i = i + 1
+              record("rows", tostring(i))
+              local t = jobrunner.now() + 0.01
+              while jobrunner.now() < t do end
+              jobrunner.checkpoint(i)
+            end
+            return i
+          end)
+        end }]])
+      local id = env:push("rows", "{}")
+      local p = env:start()
+      jr.wait_for(function() return #jr.lines(env.dir .. "/rows") >= 20 end, 30, "20 rows")
+      env:stop("TERM", p, 30)
+      local row = env:job(id)
+      assert.equal("queued", row.state)
+      assert.equal(0, tonumber(row.attempts))
+      local st = steps_of(env, id)
+      local done = #jr.lines(env.dir .. "/rows")
+      assert.equal("rows", st[1].name)
+      assert.equal(done, st[1].cursor)
+      assert.is_nil(st[1].value)
+      assert.truthy(done < 300, done)
+      env:start()
+      env:wait_state(id, "completed", 60)
+      local lines = jr.lines(env.dir .. "/rows")
+      assert.equal(300, #lines)
+      for i, l in ipairs(lines) do assert.equal(tostring(i), l) end
+      assert.equal(1, tonumber(env:job(id).attempts))
+      assert.equal(300, show(env, id).result)
+    end)
+
+    for _, durable in ipairs({ true, false }) do
+      it((durable and "never runs a durable step again" or "runs a default step again") ..
+         " after a kill -9 right after it returned", function()
+        env:script("charge", jr.RECORD .. PID .. [[
+          local jobrunner = require "jobrunner"
+          return { max_retries = 2, backoff = 0, timeout = 60, handle = function(job)
+            local v = jobrunner.step("charge", function()
+              record("charges", tostring(job.attempt))
+              return "paid"
+            end, { durable = ]] .. tostring(durable) .. [[ })
+            if job.attempt == 1 then
+              record("pid", pid())
+              while true do end
+            end
+            return v
+          end }]])
+        local id = env:push("charge", "{}")
+        env:start()
+        local pid = jr.wait_file(env.dir .. "/pid", 30):match("%d+")
+        os.execute("kill -9 " .. pid)
+        env:wait_state(id, "completed", 60)
+        local charges = jr.lines(env.dir .. "/charges")
+        if durable then
+          assert.same({ "1" }, charges)
+        else
+          assert.same({ "1", "2" }, charges)
+        end
+        assert.equal("paid", show(env, id).result)
+      end)
+    end
+
+    it("runs steps in coroutine jobs (inflight = 50), durable ones too", function()
+      env:config("concurrency = 2")
+      env:script("co", jr.RECORD .. [[
+        local jobrunner = require "jobrunner"
+        return { inflight = 50, max_retries = 2, backoff = 0, handle = function(job)
+          local a = jobrunner.step("a", function()
+            record("co", "a " .. job.id)
+            jobrunner.sleep(0.05)
+            return job.id
+          end)
+          local b = jobrunner.step("b", function()
+            record("co", "b " .. job.id)
+            return a * 2
+          end, { durable = true })
+          if job.attempt == 1 and job.id % 3 == 0 then error("again") end
+          local c = jobrunner.step("c", function()
+            jobrunner.sleep(0.01)
+            record("co", "c " .. job.id)
+            return b + 1
+          end)
+          return c
+        end }]])
+      local ids = {}
+      for i = 1, 100 do ids[i] = env:push("co", "{}") end
+      env:start()
+      for _, id in ipairs(ids) do env:wait_state(id, "completed", 60) end
+      local lines = jr.lines(env.dir .. "/co")
+      for _, id in ipairs(ids) do
+        assert.equal(1, count(lines, "a " .. id), "a " .. id)
+        assert.equal(1, count(lines, "b " .. id), "b " .. id)
+        assert.equal(1, count(lines, "c " .. id), "c " .. id)
+        assert.equal(id * 2 + 1, show(env, id).result)
+      end
+    end)
+
+    it("leaves handlers without steps as they were: no steps recorded", function()
+      env:script("plain", "return function(job) return 1 end")
+      local id = env:push("plain", "{}")
+      env:start()
+      env:wait_state(id, "completed", 30)
+      assert.is_nil(steps_of(env, id))
+      assert.equal(cjson.null, show(env, id).steps)
+    end)
+  end)
+end
