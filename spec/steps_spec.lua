@@ -210,6 +210,72 @@ for _, backend in ipairs(jr.backends()) do
       end
     end)
 
+    it("reruns a finished job from a step: only the later steps run again", function()
+      env:script("three", jr.RECORD .. [[
+        local jobrunner = require "jobrunner"
+        return { max_retries = 0, handle = function(job)
+          local out = {}
+          for _, n in ipairs({ "a", "b", "c" }) do
+            out[#out + 1] = jobrunner.step(n, function()
+              record("three", n .. " " .. job.payload.v)
+              if job.payload.die == n then error("stop at " .. n) end
+              return n .. job.payload.v
+            end)
+          end
+          return table.concat(out, ",")
+        end }]])
+      env:script("busy", [[
+        return { timeout = 60, handle = function(job)
+          local t = os.time() + 30
+          while os.time() < t do end
+        end }]])
+      local id = env:push("three", '{"v": 1}')
+      local dead = env:push("three", '{"v": 1, "die": "c"}')
+      env:start()
+      env:wait_state(id, "completed", 30)
+      env:wait_state(dead, "dead", 30)
+      assert.equal("a1,b1,c1", show(env, id).result)
+      -- from b with a new payload: a replays, b and c run with it
+      local out, err, code = env:cli("rerun", tostring(id), "--from-step", "b",
+        "--payload", '{"v": 2}')
+      assert.equal(0, code, err)
+      assert.equal(id .. " queued from step 'b'\n", out)
+      jr.wait_for(function()
+        local j = show(env, id)
+        return j.state == "completed" and j.result == "a1,b2,c2"
+      end, 30, "rerun completed")
+      -- the dead one from b, its payload as it was: a replays, b runs, c
+      -- fails again
+      out, err, code = env:cli("rerun", tostring(dead), "--from-step", "b")
+      assert.equal(0, code, err)
+      jr.wait_for(function()
+        return #jr.lines(env.dir .. "/three") == 10
+      end, 30, "the dead job's c again")
+      env:wait_state(dead, "dead", 30)
+      local lines = jr.lines(env.dir .. "/three")
+      assert.equal(2, count(lines, "a 1"))           -- once a job
+      assert.equal(3, count(lines, "b 1"))           -- id once, dead twice
+      assert.equal(3, count(lines, "c 1"))
+      assert.equal(1, count(lines, "b 2"))
+      assert.equal(1, count(lines, "c 2"))
+      -- a step never recorded (c, which raised) is no place to start from
+      out, err, code = env:cli("rerun", tostring(dead), "--from-step", "c")
+      assert.equal(2, code)
+      assert.truthy(err:find("job " .. dead .. ": no step 'c' recorded", 1, true), err)
+      -- no such step, a running job, no such job: refused, nothing changed
+      out, err, code = env:cli("rerun", tostring(id), "--from-step", "zz")
+      assert.equal(2, code)
+      assert.truthy(err:find("job " .. id .. ": no step 'zz' recorded", 1, true), err)
+      local busy = env:push("busy", "{}")
+      env:wait_state(busy, "running", 30)
+      out, err, code = env:cli("rerun", tostring(busy))
+      assert.equal(2, code)
+      assert.truthy(err:find("job " .. busy .. " is running", 1, true), err)
+      out, err, code = env:cli("rerun", "999999")
+      assert.equal(5, code)
+      assert.equal("completed", show(env, id).state)
+    end)
+
     it("leaves handlers without steps as they were: no steps recorded", function()
       env:script("plain", "return function(job) return 1 end")
       local id = env:push("plain", "{}")

@@ -56,6 +56,42 @@ jr_steprec_each(const char *text, jr_steprec_fn fn, void *arg, jr_err *err)
     return n;
 }
 
+int
+jr_steprec_cut(const char *text, const char *name, char **out, jr_err *err)
+{
+    jr_jdoc d;
+    int o, nm, last = -1;
+    size_t n;
+
+    *out = NULL;
+    if (text == NULL)
+        return jr_fail(err, JR_EINPUT, "no step '%s' recorded (the job has "
+                       "no steps)", name);
+    if (jr_jdoc_parse(&d, text, strlen(text), "steps", err) < 0)
+        return -1;
+    for (o = d.n[0].type == JR_JSON_ARRAY ? d.n[0].first : -1; o >= 0;
+         last = o, o = d.n[o].next)
+        if (d.n[o].type == JR_JSON_OBJECT &&
+            (nm = jr_jdoc_get(&d, o, "name")) >= 0 &&
+            jr_jdoc_is(&d, nm, name))
+            break;
+    if (o < 0) {
+        jr_jdoc_free(&d);
+        return jr_fail(err, JR_EINPUT, "no step '%s' recorded", name);
+    }
+    if (last >= 0) {
+        n = (size_t)(d.n[last].at + d.n[last].len - text);
+        if ((*out = malloc(n + 2)) == NULL) {
+            jr_jdoc_free(&d);
+            return jr_fail(err, JR_ENOMEM, "steps: out of memory");
+        }
+        memcpy(*out, text, n);
+        memcpy(*out + n, "]", 2);
+    }
+    jr_jdoc_free(&d);
+    return 0;
+}
+
 static int
 put_json(const jr_steprec *r, void *arg)
 {

@@ -30,6 +30,13 @@ typedef int (*jr_steprec_fn)(const jr_steprec *r, void *arg);
 int jr_steprec_each(const char *text, jr_steprec_fn fn, void *arg,
                     jr_err *err);
 
+/* The list text without its records from the one named name on, into
+ * *out: a new string (free with free()), or NULL when no record stays.
+ * Returns 0, or -1 with err set: JR_EINPUT when text holds no record
+ * named name (or is no list), JR_ENOMEM. */
+int  jr_steprec_cut(const char *text, const char *name, char **out,
+                    jr_err *err);
+
 /* Appends the list as show --json and the API give it: an array of
  * {"name","state" ("done" or "checkpoint"),"value" or "cursor","at" (ISO
  * 8601),"duration","attempt"}; null when text is NULL or no such list. */
