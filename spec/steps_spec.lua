@@ -7,6 +7,7 @@
 -- kill -9 of its worker right after it returned (a default one runs
 -- again); coroutine jobs (inflight = 50) with steps; show lists them.
 local jr = require "jr"
+local H = require "jrhttp"
 local cjson = require "cjson"
 
 local PID = [[
@@ -274,6 +275,51 @@ for _, backend in ipairs(jr.backends()) do
       out, err, code = env:cli("rerun", "999999")
       assert.equal(5, code)
       assert.equal("completed", show(env, id).state)
+    end)
+
+    it("lists steps in GET /api/jobs/ID and reruns from POST /api/jobs/ID/rerun", function()
+      env:script("two", jr.RECORD .. [[
+        local jobrunner = require "jobrunner"
+        return { max_retries = 0, handle = function(job)
+          local a = jobrunner.step("a", function()
+            record("two", "a " .. job.payload.v)
+            return job.payload.v
+          end)
+          return jobrunner.step("b", function()
+            record("two", "b " .. job.payload.v)
+            return a + job.payload.v
+          end)
+        end }]])
+      local base = H.start(env)
+      local id = env:push("two", '{"v": 1}')
+      env:wait_state(id, "completed", 30)
+      local j = H.json(base .. "/api/jobs/" .. id, 200)
+      assert.equal(2, #j.steps)
+      assert.equal("a", j.steps[1].name)
+      assert.equal("done", j.steps[1].state)
+      assert.equal(1, j.steps[1].value)
+      assert.equal(1, j.steps[2].attempt)
+      local r = H.json(base .. "/api/jobs/" .. id .. "/rerun?from_step=b", 200,
+        { method = "POST", body = '{"v": 5}' })
+      assert.same({ id = id, state = "queued" }, r)
+      jr.wait_for(function()
+        local k = H.json(base .. "/api/jobs/" .. id, 200)
+        return k.state == "completed" and k.result == 6
+      end, 30, "rerun over HTTP")
+      assert.same({ "a 1", "b 1", "b 5" }, jr.lines(env.dir .. "/two"))
+      -- refused: no such step, bad payload, no token, no such job
+      local code, body = H.req(base .. "/api/jobs/" .. id .. "/rerun?from_step=zz",
+        { method = "POST", token = true })
+      assert.equal(400, code)
+      assert.truthy(body:find("no step 'zz' recorded", 1, true), body)
+      code, body = H.req(base .. "/api/jobs/" .. id .. "/rerun", { body = "{x", token = true })
+      assert.equal(400, code)
+      assert.truthy(body:find("invalid JSON payload", 1, true), body)
+      code = H.req(base .. "/api/jobs/" .. id .. "/rerun", { method = "POST" })
+      assert.equal(401, code)
+      code = H.req(base .. "/api/jobs/999999/rerun", { method = "POST", token = true })
+      assert.equal(404, code)
+      assert.equal("completed", env:job(id).state)
     end)
 
     it("leaves handlers without steps as they were: no steps recorded", function()
