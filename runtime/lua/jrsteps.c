@@ -33,6 +33,8 @@ struct jr_steps {
     char   **names;             /* their names, owned */
     int      cap;
     jr_buf   out;               /* the list as it stands: "[...]" */
+    jr_buf   val;               /* a value being encoded, kept for the
+                                   next */
     size_t   done;              /* bytes of out through the last step that
                                    returned, before the closing "]" */
     int      running;           /* a step's fn runs (names[n - 1]) */
@@ -52,6 +54,7 @@ jr_steps_free(jr_steps *st)
         free(st->names[i]);
     free(st->names);
     free(st->out.p);
+    free(st->val.p);
     free(st);
 }
 
@@ -70,6 +73,24 @@ static void
 put_s(jr_buf *b, const char *s)
 {
     jr_buf_put(b, s, strlen(s));
+}
+
+/* Appends u as a whole number, or (micro) as millionths: "S.UUUUUU"
+ * (the records' numbers, without printf). */
+static void
+put_num(jr_buf *b, unsigned long long u, int micro)
+{
+    char d[32], *p = d + sizeof d;
+    int i;
+
+    for (i = 0; micro && i < 6; i++, u /= 10)
+        *--p = (char)('0' + u % 10);
+    if (micro)
+        *--p = '.';
+    do
+        *--p = (char)('0' + u % 10);
+    while ((u /= 10) > 0);
+    jr_buf_put(b, p, (size_t)(d + sizeof d - p));
 }
 
 /* The job's steps, made at its first step call: its records parsed (a
@@ -111,29 +132,40 @@ static void
 put_record(lua_State *L, jr_jobctx *ctx, jr_steps *st, const char *key,
            int idx, int done)
 {
-    jr_buf *b = &st->out;
-    jr_buf v = {0};
+    jr_buf *b = &st->out, *v = &st->val;
     char msg[300];
-    int rc = jr_json_encode_value(L, idx, &v, msg, sizeof msg);
+    double now = jr_now();
+    long long at = now > 0 ? (long long)(now * 1e6) : 0;
+    long long us = (long long)((now - st->started) * 1e6);
+    int rc;
 
-    if (rc == 0 && ctx->max_result > 0 && v.len - 1 > ctx->max_result)
+    if (us < 0)
+        us = 0;                 /* the wall clock stepped back */
+
+    jr_buf_reset(v);
+    rc = jr_json_encode_value(L, idx, v, msg, sizeof msg);
+    if (rc == 0 && ctx->max_result > 0 && v->len - 1 > ctx->max_result)
         snprintf(msg, sizeof msg, "%zu bytes, over max_result (%zu)",
-                 v.len - 1, ctx->max_result), rc = -1;
-    if (rc < 0 || v.oom) {
-        free(v.p);
+                 v->len - 1, ctx->max_result), rc = -1;
+    if (rc < 0 || v->oom) {
+        v->oom = 0;
         luaL_error(L, "jobrunner.%s: step '%s': its %s: %s",
                    done ? "step" : "checkpoint", st->names[st->n - 1], key,
-                   v.oom ? "out of memory" : msg);
+                   rc < 0 ? msg : "out of memory");
     }
+    /* no printf: it took a sixth of a no-op step */
     b->len = st->done;
-    snprintf(msg, sizeof msg, "%s{\"name\":\"%s\",\"%s\":",
-             st->done > 1 ? "," : "", st->names[st->n - 1], key);
-    put_s(b, msg);
-    jr_buf_put(b, v.p, v.len - 1);
-    snprintf(msg, sizeof msg, ",\"at\":%.6f,\"secs\":%.6f,\"attempt\":%d}]",
-             jr_now(), jr_now() - st->started, ctx->job->attempt);
-    put_s(b, msg);
-    free(v.p);
+    put_s(b, st->done > 1 ? ",{\"name\":\"" : "{\"name\":\"");
+    put_s(b, st->names[st->n - 1]);
+    put_s(b, done ? "\",\"value\":" : "\",\"cursor\":");
+    jr_buf_put(b, v->p, v->len - 1);
+    put_s(b, ",\"at\":");
+    put_num(b, (unsigned long long)at, 1);
+    put_s(b, ",\"secs\":");
+    put_num(b, (unsigned long long)us, 1);
+    put_s(b, ",\"attempt\":");
+    put_num(b, (unsigned long long)ctx->job->attempt, 0);
+    put_s(b, "}]");
     if (b->oom)
         luaL_error(L, "jobrunner.step: out of memory");
     if (done)
