@@ -307,8 +307,13 @@ for _, backend in ipairs(jr.backends()) do
         return k.state == "completed" and k.result == 6
       end, 30, "rerun over HTTP")
       assert.same({ "a 1", "b 1", "b 5" }, jr.lines(env.dir .. "/two"))
+      -- /metrics: the records sent (a, b, then b again; a replayed is none)
+      local code, text = H.req(base .. "/metrics", { token = true })
+      assert.equal(200, code)
+      assert.equal("3", text:match("\njobrunner_steps_recorded_total (%d+)\n"), text)
       -- refused: no such step, bad payload, no token, no such job
-      local code, body = H.req(base .. "/api/jobs/" .. id .. "/rerun?from_step=zz",
+      local body
+      code, body = H.req(base .. "/api/jobs/" .. id .. "/rerun?from_step=zz",
         { method = "POST", token = true })
       assert.equal(400, code)
       assert.truthy(body:find("no step 'zz' recorded", 1, true), body)

@@ -158,7 +158,8 @@ typedef struct jr_result {
     const char    *generation;  /* handler generation that ran it, or NULL */
     const jr_push *pushes;      /* DONE: follow-up jobs, inserted atomically */
     int            npushes;
-    double         done;        /* PROGRESS: work done so far */
+    double         done;        /* PROGRESS: work done so far; STEP: the
+                                   records new since its last list */
     double         total;       /* PROGRESS: of this much; NAN: unknown */
     const char    *note;        /* PROGRESS: a short text, or NULL */
     const char    *result;      /* DONE: the handler's return value as JSON

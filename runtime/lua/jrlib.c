@@ -77,6 +77,7 @@ jr_jobctx_clear(jr_jobctx *ctx)
     ctx->steps = NULL;
     ctx->steps_dirty = 0;
     ctx->steps_task = NULL;
+    ctx->steps_told = 0;
 }
 
 void

@@ -69,6 +69,7 @@ struct jr_jobctx {
     double        steps_sent;   /* mono time it was last sent */
     void         *steps_task;   /* a durable step's wait (jr_task), NULL */
     int           steps_wait;   /* and the record it waits for */
+    int           steps_told;   /* records counted in the lists sent */
 };
 
 /* Installs package.loaded.jobrunner for handlers, bound to ctx (borrowed,

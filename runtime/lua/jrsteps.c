@@ -58,6 +58,12 @@ jr_steps_free(jr_steps *st)
     free(st);
 }
 
+int
+jr_steps_made(const jr_jobctx *ctx)
+{
+    return ctx->steps != NULL ? ctx->steps->seq : 0;
+}
+
 const char *
 jr_steps_text(jr_jobctx *ctx, size_t *len)
 {

@@ -20,6 +20,10 @@ void jr_steps_open(lua_State *L);
  * when the job recorded no step in this attempt (or out of memory). */
 const char *jr_steps_text(jr_jobctx *ctx, size_t *len);
 
+/* The records the job's steps made in this attempt (steps that returned,
+ * checkpoints), 0 before its first step. */
+int  jr_steps_made(const jr_jobctx *ctx);
+
 void jr_steps_free(jr_steps *st);     /* NULL is a no-op */
 
 #endif

@@ -461,6 +461,7 @@ jr_pool_result(master *m, wk *w, jr_reader *r)
         if (res.kind == JR_PROGRESS)
             jr_log(JR_LOG_DEBUG, "job %lld progress %g/%g",
                    (long long)res.id, res.done, res.total);
+        jr_service_ran_on(m, &res);
         jr_claimq_result(m, &res, mem);  /* the job runs on */
         return;
     }

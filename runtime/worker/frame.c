@@ -317,8 +317,10 @@ jr_frame_put_result(jr_buf *b, const jr_result *res)
     }
     if (res->kind == JR_DONE || res->kind == JR_STEP)
         jr_put_str(b, res->result);
-    if (res->kind == JR_STEP)
+    if (res->kind == JR_STEP) {
         jr_put_i32(b, res->durable);
+        jr_put_f64(b, res->done);
+    }
     if (res->kind == JR_PROGRESS) {
         jr_put_f64(b, res->done);
         jr_put_f64(b, res->total);
@@ -408,7 +410,8 @@ jr_frame_get_result(jr_reader *r, jr_result *res, void **mem, jr_err *err)
         res->result = arena_str(r, &arena);
     if (res->kind == JR_STEP) {
         res->durable = jr_get_i32(r);
-        if (res->result == NULL || res->durable < 0)
+        res->done = jr_get_f64(r);
+        if (res->result == NULL || res->durable < 0 || !(res->done >= 0))
             r->bad = 1;
     }
     if (res->kind == JR_PROGRESS) {

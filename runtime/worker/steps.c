@@ -28,6 +28,8 @@ send_steps(worker *w, jr_jobctx *ctx, int seq)
 
     if (text == NULL)
         return;
+    r.done = jr_steps_made(ctx) - ctx->steps_told;
+    ctx->steps_told = jr_steps_made(ctx);
     jr_frame_put_result(&w->out, &r);
     ctx->steps_dirty = 0;
     ctx->steps_sent = jr_mono();
