@@ -176,6 +176,38 @@ for _, backend in ipairs(jr.backends()) do
       end)
     end
 
+    it("hands the jobs of a killed coroutine worker on with their steps: none runs again", function()
+      env:config("concurrency = 1")
+      env:script("held", jr.RECORD .. PID .. [[
+        local jobrunner = require "jobrunner"
+        return { inflight = 5, max_retries = 3, backoff = 0, timeout = 60, handle = function(job)
+          local v = jobrunner.step("a", function()
+            record("held", "a " .. job.id)
+            return job.id
+          end, { durable = job.id % 2 == 0 })
+          if not io.open(os.getenv("PWD") .. "/killed") then
+            record("pids", pid())
+            jobrunner.sleep(60)
+          end
+          return v
+        end }]])
+      local ids = {}
+      for i = 1, 5 do ids[i] = env:push("held", "{}") end
+      env:start()
+      jr.wait_for(function() return #jr.lines(env.dir .. "/pids") == 5 end, 30, "5 in flight")
+      -- the default steps' records went with their lists (2 ms at most)
+      jr.wait_for(function()
+        local n = 0
+        for _, id in ipairs(ids) do n = n + (steps_of(env, id) and 1 or 0) end
+        return n == 5
+      end, 30, "5 lists recorded")
+      jr.write_file(env.dir .. "/killed", "")
+      os.execute("kill -9 " .. jr.lines(env.dir .. "/pids")[1])
+      for _, id in ipairs(ids) do env:wait_state(id, "completed", 60) end
+      local lines = jr.lines(env.dir .. "/held")
+      for _, id in ipairs(ids) do assert.equal(1, count(lines, "a " .. id), "a " .. id) end
+    end)
+
     it("runs steps in coroutine jobs (inflight = 50), durable ones too", function()
       env:config("concurrency = 2")
       env:script("co", jr.RECORD .. [[

@@ -242,6 +242,25 @@ jr_job_new(int64_t id, const char *name, const char *queue,
     return jr_job_new_parents(id, name, queue, payload, payload_len, NULL);
 }
 
+jr_job *
+jr_job_with_steps(const jr_job *o, const char *steps)
+{
+    jr_job *j = jr_job_new_steps(o->id, o->name, o->queue, o->payload,
+                                 o->payload_len, o->parents, steps);
+    jr_job keep;
+
+    if (j == NULL)
+        return NULL;
+    keep = *j;                  /* its strings, in its own allocation */
+    *j = *o;
+    j->name = keep.name;
+    j->queue = keep.queue;
+    j->payload = keep.payload;
+    j->parents = keep.parents;
+    j->steps = keep.steps;
+    return j;
+}
+
 static const char *const opf_names[] = {NULL, "cancel", "run", "dead"};
 
 int

@@ -292,6 +292,11 @@ jr_job *jr_job_new_steps(int64_t id, const char *name, const char *queue,
                          const char *payload, size_t payload_len,
                          const char *parents, const char *steps);
 
+/* A copy of job o with its steps' records replaced by steps (JSON text,
+ * may be NULL), every other field as o's; NULL when out of memory. Free
+ * with free(). */
+jr_job *jr_job_with_steps(const jr_job *o, const char *steps);
+
 /* The on_parent_failure named name ("cancel", "run", "dead"), or -1. */
 int  jr_opf_parse(const char *name);
 

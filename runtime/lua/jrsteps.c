@@ -16,6 +16,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <lauxlib.h>
 #include <lua.h>
@@ -231,6 +232,23 @@ match(lua_State *L, jr_steps *st, const char *name)
     return r;
 }
 
+/* A durable record's number, which the master's answer names: from a
+ * counter that starts at a random place in each worker, so that an answer
+ * for another worker's or another attempt's record of the same job (a job
+ * handed on after its worker died) never ends this one's wait. */
+static lua_Integer
+token(void)
+{
+    static unsigned next;
+
+    if (next == 0)
+        next = (unsigned)getpid() * 2654435761u ^ (unsigned)(jr_now() * 1e6);
+    next = (next + 1) & 0x7fffffff;
+    if (next == 0)
+        next = 1;
+    return (lua_Integer)next;
+}
+
 /* begin(name, fn, opts): true, value for a step replayed; else false,
  * cursor (nil the first time), and fn is to run. */
 static int
@@ -310,7 +328,7 @@ steps_finish(lua_State *L)
     st->running = 0;
     put_record(L, ctx, st, "value", 1, 1);
     st->seq++;
-    lua_pushinteger(L, durable ? st->seq : 0);
+    lua_pushinteger(L, durable ? token() : 0);
     if (ctx->on_step != NULL && !durable)
         ctx->on_step(ctx->hook_arg, L, 0);
     return 1;

@@ -446,6 +446,21 @@ take_job(wk *w, int i, double now, double *secs)
     return j;
 }
 
+/* A job's steps as its worker last sent them, kept with the job it
+ * holds: a job handed to another worker after its worker died (death.c)
+ * starts from them, not from the claim's (the list may wait for its
+ * commit in the results: it goes in before anything else of the job). */
+static void
+keep_steps(wk *w, int at, const char *steps)
+{
+    jr_job *j = jr_job_with_steps(w->jobs[at], steps);
+
+    if (j == NULL)
+        return;                 /* out of memory: the claim's stay */
+    free(w->jobs[at]);
+    w->jobs[at] = j;
+}
+
 void
 jr_pool_result(master *m, wk *w, jr_reader *r)
 {
@@ -462,6 +477,8 @@ jr_pool_result(master *m, wk *w, jr_reader *r)
             jr_log(JR_LOG_DEBUG, "job %lld progress %g/%g",
                    (long long)res.id, res.done, res.total);
         jr_service_ran_on(m, &res);
+        if (res.kind == JR_STEP)
+            keep_steps(w, at, res.result);
         jr_claimq_result(m, &res, mem);  /* the job runs on */
         return;
     }

@@ -90,7 +90,7 @@ int64_t jr_frame_get_cancel(jr_reader *r, jr_err *err);
  * fills *seq, or -1 with err set for a malformed body. */
 void    jr_frame_put_stepok(jr_buf *b, int64_t id, int seq);
 int64_t jr_frame_get_stepok(jr_reader *r, int *seq, jr_err *err);
-/* 1 if a JR_F_STEPOK frame for job id, record seq or later, is among the
+/* 1 if a JR_F_STEPOK frame for job id and record seq is among the
  * frames at data[0..n); with type JR_F_HANDBACK (id, seq unused), 1 if
  * one of those is. */
 int     jr_frame_find_step(const char *data, size_t n, int type, int64_t id,

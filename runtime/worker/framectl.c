@@ -56,7 +56,7 @@ jr_frame_find_step(const char *data, size_t n, int type, int64_t id,
     while ((len = jr_frame_complete(data, n, &err)) > 0) {
         if (jr_frame_open(&r, data) == type &&
             (type == JR_F_HANDBACK ||
-             (jr_frame_get_stepok(&r, &got, &err) == id && got >= seq)))
+             (jr_frame_get_stepok(&r, &got, &err) == id && got == seq)))
             return 1;
         data += len;
         n -= (size_t)len;

@@ -8,6 +8,7 @@
 #include <poll.h>
 #include <string.h>
 
+#include <event2/event.h>
 #include <lauxlib.h>
 #include <lua.h>
 
@@ -35,14 +36,48 @@ send_steps(worker *w, jr_jobctx *ctx, int seq)
     ctx->steps_sent = jr_mono();
 }
 
+/* The lists left waiting go when the worker's loop runs FLUSH_DELAY
+ * later (a job that waits after a quick step: jobrunner.sleep, http). */
+static struct event *flush_ev;
+
+static void
+on_flush(evutil_socket_t fd, short what, void *arg)
+{
+    worker *w = arg;
+    cojob *cj;
+
+    (void)fd;
+    (void)what;
+    if (w->ctx.job != NULL && w->ctx.steps_dirty)
+        send_steps(w, &w->ctx, 0);
+    for (cj = w->co != NULL ? w->co->jobs : NULL; cj != NULL; cj = cj->next)
+        if (cj->ctx.steps_dirty)
+            send_steps(w, &cj->ctx, 0);
+    if (w->out.len > 0)
+        jr_worker_flush(w);     /* a failure shows at the next result's */
+}
+
+static void
+arm_flush(worker *w)
+{
+    struct timeval tv = {0, (long)(FLUSH_DELAY * 1e6)};
+
+    if (flush_ev == NULL && w->base != NULL)
+        flush_ev = evtimer_new(w->base, on_flush, w);
+    if (flush_ev != NULL && !evtimer_pending(flush_ev, NULL))
+        evtimer_add(flush_ev, &tv);
+}
+
 /* The list changed: it goes now when durable or when none went out
- * FLUSH_DELAY before (a job of quick steps sends it with its result).
- * Returns 1 when it went into w->out. */
+ * FLUSH_DELAY before (a job of quick steps sends it with its result),
+ * else when the loop runs next past FLUSH_DELAY. Returns 1 when it went
+ * into w->out. */
 static int
 note(worker *w, jr_jobctx *ctx, int seq)
 {
     if (seq == 0 && jr_mono() - ctx->steps_sent < FLUSH_DELAY) {
         ctx->steps_dirty = 1;
+        arm_flush(w);
         return 0;
     }
     send_steps(w, ctx, seq);
@@ -174,7 +209,7 @@ jr_wsteps_frame(worker *w, int type, jr_reader *r)
         return -1;
     for (cj = w->co != NULL ? w->co->jobs : NULL; cj != NULL; cj = cj->next)
         if (cj->j->id == id && cj->ctx.steps_task != NULL &&
-            seq >= cj->ctx.steps_wait) {
+            seq == cj->ctx.steps_wait) {
             t = cj->ctx.steps_task;
             cj->ctx.steps_task = NULL;
             t->cancel = NULL;

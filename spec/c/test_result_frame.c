@@ -94,6 +94,7 @@ test_step_result_and_answer(void)
     jr_frame_put_stepok(&b, 9, 3);
     CHECK(jr_frame_find_step(b.p, b.len, JR_F_STEPOK, 9, 3) == 1);
     CHECK(jr_frame_find_step(b.p, b.len, JR_F_STEPOK, 9, 4) == 0);
+    CHECK(jr_frame_find_step(b.p, b.len, JR_F_STEPOK, 9, 2) == 0);
     CHECK(jr_frame_find_step(b.p, b.len, JR_F_STEPOK, 8, 1) == 0);
     CHECK(jr_frame_find_step(b.p, b.len, JR_F_HANDBACK, 0, 0) == 0);
     CHECK(jr_frame_open(&r, b.p) == JR_F_STEPOK);
