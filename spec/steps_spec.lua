@@ -145,16 +145,20 @@ for _, backend in ipairs(jr.backends()) do
       assert.equal(300, show(env, id).result)
     end)
 
-    for _, durable in ipairs({ true, false }) do
-      it((durable and "never runs a durable step again" or "runs a default step again") ..
+    for _, case in ipairs({ { "a durable step", true, "true", "nil" },
+                            { "a step of a handler with durable_steps", true, "nil", "true" },
+                            { "a default step", false, "nil", "nil" } }) do
+      local what, durable, opt, handler = table.unpack(case)
+      it((durable and "never runs " or "runs ") .. what .. (durable and " again" or " again") ..
          " after a kill -9 right after it returned", function()
         env:script("charge", jr.RECORD .. PID .. [[
           local jobrunner = require "jobrunner"
-          return { max_retries = 2, backoff = 0, timeout = 60, handle = function(job)
+          return { max_retries = 2, backoff = 0, timeout = 60, durable_steps = ]] .. handler .. [[,
+                   handle = function(job)
             local v = jobrunner.step("charge", function()
               record("charges", tostring(job.attempt))
               return "paid"
-            end, { durable = ]] .. tostring(durable) .. [[ })
+            end, { durable = ]] .. opt .. [[ })
             if job.attempt == 1 then
               record("pid", pid())
               while true do end
@@ -357,6 +361,13 @@ for _, backend in ipairs(jr.backends()) do
       code = H.req(base .. "/api/jobs/999999/rerun", { method = "POST", token = true })
       assert.equal(404, code)
       assert.equal("completed", env:job(id).state)
+    end)
+
+    it("refuses a durable_steps that is not true or false, naming the file", function()
+      local path = env:script("bad", "return { durable_steps = 1, handle = function() end }\n")
+      local out, err, code = env:cli("check")
+      assert.equal(3, code)
+      assert.truthy((out .. err):find(path .. ": 'durable_steps' must be true or false", 1, true), out .. err)
     end)
 
     it("leaves handlers without steps as they were: no steps recorded", function()
