@@ -132,13 +132,13 @@ plain_step(void *arg, lua_State *L, int seq)
     return seq > 0 ? plain_wait(w, L, w->ctx.job->id, seq) : 0;
 }
 
-/* A plain job's checkpoint: has the master asked its jobs back? It
- * reads what came at most every HANDBACK_LOOK seconds. */
+/* A checkpoint: has the master asked its jobs back? It reads what came
+ * at most every HANDBACK_LOOK seconds (a coroutine job's loop of
+ * checkpoints that never yields lets the frame loop read nothing). */
 static int
-plain_handback(void *arg)
+look_handback(worker *w)
 {
     static double looked;
-    worker *w = arg;
     double now = jr_mono();
 
     if (w->handback)
@@ -177,11 +177,17 @@ co_step(void *arg, lua_State *L, int seq)
 }
 
 static int
+plain_handback(void *arg)
+{
+    return look_handback(arg);
+}
+
+static int
 co_handback(void *arg)
 {
     cojob *cj = arg;
 
-    return cj->w->handback;
+    return look_handback(cj->w);
 }
 
 void
