@@ -496,10 +496,15 @@ $(BUILD)/bench/benchsleep.so: bench/benchsleep.c
 # children, a join; one batch each with two callbacks) drained by three
 # runners on PostgreSQL while one is killed CHAOS_KILLS times; prints
 # "flows=F jobs=N kills=K lost=L early=E callbacks_bad=C waiting=W
-# stuck=S" and fails unless all but F, N and K are 0. spec/chaos_spec.lua
-# runs the short ones in make test.
+# stuck=S" and fails unless all but F, N and K are 0. Then the steps case,
+# bench/chaossteps: CHAOS_STEP_JOBS jobs of 20 steps (half durable) while
+# workers and runners are killed CHAOS_STEP_KILLS times; prints the steps
+# that ran again per kind and fails if a durable one ran after its call
+# returned. spec/chaos_spec.lua runs the short ones in make test.
 CHAOS_JOBS  ?= 5000
 CHAOS_KILLS ?= 12
+CHAOS_STEP_JOBS  ?= 2000
+CHAOS_STEP_KILLS ?= 40
 
 .PHONY: chaos fuzz fuzz-build
 
@@ -508,6 +513,9 @@ chaos: all
 	    JOBRUNNER_BIN=$(CURDIR)/jobrunner $(LUA) bench/chaos
 	$(Q)CHAOS_KILLS=$(CHAOS_KILLS) JOBRUNNER_BIN=$(CURDIR)/jobrunner \
 	    $(LUA) bench/chaosflow
+	$(Q)CHAOS_STEP_JOBS=$(CHAOS_STEP_JOBS) \
+	    CHAOS_STEP_KILLS=$(CHAOS_STEP_KILLS) \
+	    JOBRUNNER_BIN=$(CURDIR)/jobrunner $(LUA) bench/chaossteps
 
 # make crash: bench/crash cuts the power under SQLite (a test VFS,
 # bench/crashvfs.c, injected with LD_PRELOAD: never linked into jobrunner),

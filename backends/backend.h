@@ -121,6 +121,8 @@ typedef struct jr_job_row {
                                    first, at most JR_ATTEMPTS_KEPT; list:
                                    NULL */
     int         nhistory;
+    const char *steps;          /* show: its steps' records, a JSON array
+                                   (jrsteps.c), or NULL; list: NULL */
 } jr_job_row;
 
 /* Which jobs list walks: NULL fields match any. */
@@ -346,6 +348,16 @@ typedef struct jr_limit_use {
      * (0: all), JR_BULK_ROWS jobs a transaction. Returns how many; on -1
      * the transactions before stay done. */ \
     X(int, dead_purge, (jr_backend *b, double older_than, jr_err *err)) \
+    /* Runs job id again (rerun), in one transaction: a job completed,
+     * dead, cancelled or queued becomes queued, due now, with attempts 0,
+     * no result, no cancel request; its steps' records from the one
+     * named from_step on are removed (from_step NULL: all of them); its
+     * payload replaced when payload (JSON text, checked by the caller) is
+     * not NULL; its attempt history kept. Returns 0, or -1 with err set
+     * and nothing changed: JR_ENOTFOUND no such job, JR_EINPUT a job
+     * running or waiting, or no step from_step recorded. */ \
+    X(int, rerun, (jr_backend *b, int64_t id, const char *from_step, \
+                   const char *payload, jr_err *err)) \
     /* Deletes at most limit finished jobs in one short transaction:
      * completed ones finished more than older_completed seconds ago,
      * cancelled ones more than older_cancelled, dead ones (by died_at)

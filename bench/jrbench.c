@@ -599,6 +599,7 @@ cmd_drain(char **argv)
     long mrss = 0, wrss = 0;
     double poll = strncmp(argv[0], "sqlite:", 7) == 0 ? 0.002 : 0.004;
     double t0, t, last_sample = 0, secs;
+    long ticks;
     pid_t pid;
     int status;
 
@@ -622,11 +623,12 @@ cmd_drain(char **argv)
         }
     }
     secs = t - t0;
-    sample(pid, &mrss, &wrss);
+    ticks = sample(pid, &mrss, &wrss);
     stop_runner(pid);
     watch_close(&w);
     printf("secs=%.6f master_rss_kib=%ld worker_rss_kib=%ld "
-           "worker_anon_kib=%ld\n", secs, mrss, wrss, worker_anon_kib);
+           "worker_anon_kib=%ld cpu_s=%.3f\n", secs, mrss, wrss,
+           worker_anon_kib, (double)ticks / (double)sysconf(_SC_CLK_TCK));
     return 0;
 }
 

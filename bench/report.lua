@@ -130,6 +130,11 @@ local rows = {
   { "snap_claim_index_kib", "  its claim index, jobs_claim (KiB)", nil, nil, "%.0f" },
   { "snap_lease_index_kib", "  its lease index, jobs_lease (KiB)", nil, nil, "%.0f" },
   { "snap_pkey_kib", "  its primary key (KiB)", nil, nil, "%.0f" },
+  -- steps (bench/run steps_case): jobrunner.step's cost
+  { "steps_per_s", "steps: 20 no-op steps a job, drained (steps/s)", { ">=", K(400) }, nil, "%.0f" },
+  { "steps_jobs_s", "  the same in jobs/s", nil, nil, "%.0f" },
+  { "steps_plain_jobs_s", "  plain no-op jobs beside it, in turn (jobs/s)", nil, nil, "%.0f" },
+  { "steps_durable_cpu_us", "runner CPU a durable step, over a plain job's (us)", nil, { "<=", 100 }, "%.1f" },
   { "chaos_dup_per_kill", "re-runs per kill -9 at full speed, mean", nil, nil, "%.1f" },
   { "chaos_dup_max", "re-runs after one kill -9, most", { "<", 250 }, { "<", 500 }, "%.0f" },
   -- the dashboard's views: their API calls one after the other (ms)

@@ -22,19 +22,25 @@
     " extract(epoch FROM j.run_at)::float8," \
     " extract(epoch FROM j.created_at)::float8, j.parents::text," \
     " coalesce(j.batch_id, 0), j.flow"
+/* The job's steps, last in every claim's RETURNING (found by its name):
+ * NULL, and no cost but a null, for a job that records none. */
+#define CLAIM_STEPS ", j.steps::text AS steps"
 
 /* Returns a new job from row r of a claim's result (columns CLAIM_COLUMNS),
  * freed with free(); NULL when out of memory. */
 jr_job *
 jr_pg_row_job(const PGresult *res, int r)
 {
-    jr_job *j = jr_job_new_parents(strtoll(PQgetvalue(res, r, 0), NULL, 10),
-                                   PQgetvalue(res, r, 1),
-                                   PQgetvalue(res, r, 2),
-                                   PQgetvalue(res, r, 3),
-                                   (size_t)PQgetlength(res, r, 3),
-                                   PQgetisnull(res, r, 9) ? NULL :
-                                   PQgetvalue(res, r, 9));
+    int st = PQfnumber(res, "steps");
+    jr_job *j = jr_job_new_steps(strtoll(PQgetvalue(res, r, 0), NULL, 10),
+                                 PQgetvalue(res, r, 1),
+                                 PQgetvalue(res, r, 2),
+                                 PQgetvalue(res, r, 3),
+                                 (size_t)PQgetlength(res, r, 3),
+                                 PQgetisnull(res, r, 9) ? NULL :
+                                 PQgetvalue(res, r, 9),
+                                 st < 0 || PQgetisnull(res, r, st) ? NULL :
+                                 PQgetvalue(res, r, st));
 
     if (j == NULL)
         return NULL;
@@ -107,7 +113,7 @@ static const pg_stmt st_claim = {"jr_claim", 8,
     "  ORDER BY rn, turn, priority, run_at, id LIMIT $4::int)"
     " UPDATE {{schema}}.jobs j SET " CLAIM_SET
     " FROM pick WHERE j.id = pick.id"
-    " RETURNING " CLAIM_COLUMNS ", pick.ord"};
+    " RETURNING " CLAIM_COLUMNS ", pick.ord" CLAIM_STEPS};
 
 /* The claim spec's names and queue caps as the array parameters of
  * st_claim, into a[0..3); -1 with err set when out of memory. */
@@ -176,9 +182,10 @@ static const pg_stmt st_claim_one = {"jr_claim_one", 4,
     "   AND name = ANY($3::text[])"
     "   ORDER BY priority, run_at, id LIMIT $4::int"
     "   FOR UPDATE SKIP LOCKED))"
-    "  RETURNING " CLAIM_COLUMNS ", 0::bigint, j.run_at::text)"
+    "  RETURNING " CLAIM_COLUMNS ", 0::bigint, j.run_at::text"
+    CLAIM_STEPS ")"
     " SELECT * FROM u UNION ALL SELECT NULL, NULL, NULL, NULL, NULL,"
-    " NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL FROM one"
+    " NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL FROM one"
     " WHERE n > 1"};
 
 /* st_claim_one from a place in its queue ($5), not from the front of
@@ -198,7 +205,8 @@ static const pg_stmt st_claim_from = {"jr_claim_from", 8,
     "   WHERE p.name = $5::text AND p.paused)"
     "  ORDER BY priority, run_at, id LIMIT $4::int"
     "  FOR UPDATE SKIP LOCKED))"
-    " RETURNING " CLAIM_COLUMNS ", 0::bigint, j.run_at::text"};
+    " RETURNING " CLAIM_COLUMNS ", 0::bigint, j.run_at::text"
+    CLAIM_STEPS};
 
 /* How long a place is trusted without a wake-up: a job queued before
  * it makes a wake-up (schema.sql, jobs_requeued), but a job of a higher

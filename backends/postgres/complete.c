@@ -133,6 +133,52 @@ static const pg_stmt st_progress = {"jr_progress", 5,
     " WHERE j.id = u.id AND j.state = 'running'"
     " AND j.locked_by = $1::text"};
 
+static const pg_stmt st_steps = {"jr_steps", 3,
+    "UPDATE {{schema}}.jobs j SET steps = u.steps::jsonb"
+    " FROM unnest($2::bigint[], $3::text[]) AS u(id, steps)"
+    " WHERE j.id = u.id AND j.state = 'running'"
+    " AND j.locked_by = $1::text"};
+
+/* Records the STEP results of r[0..n): each holds the job's whole list,
+ * so only a job's last one in the batch goes in. */
+static int
+finish_steps(jr_backend *b, const char *token, const jr_result *r, int n,
+             jr_err *err)
+{
+    const char *params[3];
+    char num[32];
+    jr_buf a[2];
+    int i, k, rc, superseded = 0;
+
+    memset(a, 0, sizeof a);
+    for (i = 0; i < n; i++) {
+        if (r[i].kind != JR_STEP)
+            continue;
+        for (k = i + 1; k < n && !(r[k].kind == JR_STEP &&
+                                   r[k].id == r[i].id); k++)
+            ;
+        if (k < n) {
+            superseded++;       /* counted as applied: the later one is */
+            continue;
+        }
+        snprintf(num, sizeof num, "%lld", (long long)r[i].id);
+        sb_num(&a[0], num);
+        sb_elem(&a[1], r[i].result);
+    }
+    if (a[0].len == 0)
+        return 0;
+    params[0] = token;
+    params[1] = sb_array(&a[0]);
+    params[2] = sb_array(&a[1]);
+    rc = a[0].oom || a[1].oom
+         ? jr_fail(err, JR_ENOMEM, "postgres: recording steps: out of "
+                   "memory")
+         : jr_pg_run_count(b, &st_steps, params, "recording steps", err);
+    free(a[0].p);
+    free(a[1].p);
+    return rc < 0 ? rc : rc + superseded;
+}
+
 /* Records the PROGRESS results of r[0..n). */
 static int
 finish_progress(jr_backend *b, const char *token, const jr_result *r, int n,
@@ -237,7 +283,7 @@ finish_others(jr_backend *b, const char *token, const jr_result *r, int n,
 
     memset(a, 0, sizeof a);
     for (i = 0; i < n; i++) {
-        if (r[i].kind == JR_DONE || r[i].kind == JR_PROGRESS)
+        if (r[i].kind == JR_DONE || JR_RESULT_RUNS_ON(r[i].kind))
             continue;
         snprintf(num, sizeof num, "%lld", (long long)r[i].id);
         sb_num(&a[0], num);
@@ -301,7 +347,7 @@ check_followups(const jr_backend *b, const jr_result *r, int n, jr_err *err)
     int i, k;
 
     for (i = 0; i < n; i++) {
-        if (r[i].kind < JR_DONE || r[i].kind > JR_PROGRESS)
+        if (r[i].kind < JR_DONE || r[i].kind > JR_STEP)
             return jr_fail(err, JR_EINPUT, "job %lld: unknown result kind "
                            "%d", (long long)r[i].id, r[i].kind);
         for (k = 0; r[i].kind == JR_DONE && k < r[i].npushes; k++) {
@@ -320,11 +366,13 @@ static int
 complete_tx(jr_backend *b, const char *token, const jr_result *r, int n,
             int64_t *done, const jr_push ***pp, int *np, jr_err *err)
 {
-    int ndone, nother, nprogress;
+    int ndone, nother, nprogress, nsteps;
 
-    /* progress first: a job's last report comes in the same batch as its
-     * end, and the end fences progress out (the row stops running) */
-    if ((nprogress = finish_progress(b, token, r, n, err)) < 0 ||
+    /* progress and steps first: a job's last report comes in the same
+     * batch as its end, and the end fences them out (the row stops
+     * running) */
+    if ((nsteps = finish_steps(b, token, r, n, err)) < 0 ||
+        (nprogress = finish_progress(b, token, r, n, err)) < 0 ||
         (ndone = finish_done(b, token, r, n, done, err)) < 0 ||
         (nother = finish_others(b, token, r, n, err)) < 0)
         return -1;
@@ -333,7 +381,7 @@ complete_tx(jr_backend *b, const char *token, const jr_result *r, int n,
                        "memory");
     if (*np > 0 && jr_pg_insert_linked(b, *pp, *np, NULL, err) < 0)
         return -1;
-    return ndone + nother + nprogress;
+    return ndone + nother + nprogress + nsteps;
 }
 
 /* 1 if r[0..n) are all DONE without follow-ups: their one statement

@@ -35,6 +35,20 @@ durable_cancel(jr_backend *b, const int64_t *ids, int n, int *outcome,
     return rc;
 }
 
+static int
+durable_rerun(jr_backend *b, int64_t id, const char *from_step,
+              const char *payload, jr_err *err)
+{
+    int rc;
+
+    if (jr_pg_ready(b, err) < 0)
+        return -1;
+    set_durable(b, 1);
+    rc = jr_pg_rerun(b, id, from_step, payload, err);
+    set_durable(b, 0);
+    return rc;
+}
+
 /* Runs op (pause, resume, the dead ones' retry, delete and purge, fire)
  * durably; which picks it, the arguments follow. */
 enum { D_PAUSE, D_RESUME, D_RETRY, D_DELETE, D_PURGE, D_FIRE };
@@ -152,6 +166,7 @@ const jr_backend_ops jr_postgres_ops = {
     .prune = jr_pg_prune,
     .queue_prune = jr_pg_queue_prune,
     .cancel = durable_cancel,
+    .rerun = durable_rerun,
     .cancelled = jr_pg_cancelled,
     .pause = durable_pause,
     .resume = durable_resume,

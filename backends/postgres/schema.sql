@@ -1282,3 +1282,11 @@ BEGIN
     RETURN child;
 END
 $$;
+-- migration 15
+-- A job's steps (docs/handlers.md, "Steps and cursors"): the records of
+-- jobrunner.step and jobrunner.checkpoint, a JSON array in the order the
+-- steps ran, each {"name", "value" (once the step returned) or "cursor"
+-- (its last checkpoint), "at", "secs", "attempt"}. NULL for a job that
+-- records none: the claim returns it with its row, and a plain job pays
+-- a null. Set only by the runner that holds the job (and by rerun).
+ALTER TABLE {{schema}}.jobs ADD COLUMN steps jsonb;

@@ -45,7 +45,7 @@ struct idl {
 enum { S_DONE, S_DONE_FLOW, S_RESCUE_FLOW, S_DONE_MANY, S_KEEP, S_KEEP_MANY,
        S_KEEP_P, S_RETRY_P, S_DEAD_P, S_SNOOZE_P, S_RELEASE_P, S_EXPIRED_P,
        S_CANCELLED_P, S_RETRY, S_DEAD, S_SNOOZE, S_RELEASE, S_EXPIRED,
-       S_CANCELLED, S_PROGRESS, S_RENEW, S_RESCUE, S_COUNT };
+       S_CANCELLED, S_PROGRESS, S_RENEW, S_RESCUE, S_STEP, S_COUNT };
 
 static const char *const sql_text[S_COUNT] = {
     /* a job pushed or waited on with result_ttl is kept (S_KEEP) */
@@ -125,6 +125,10 @@ static const char *const sql_text[S_COUNT] = {
         "UPDATE jobs SET progress_done = ?3, progress_total = ?4,"
         " progress_note = ?5"
         " WHERE id = ?1 AND state = 'running' AND locked_by = ?2",
+    /* a job's steps: the whole list, only its holder's */
+    [S_STEP] =
+        "UPDATE jobs SET steps = ?3"
+        " WHERE id = ?1 AND state = 'running' AND locked_by = ?2",
     [S_RENEW] =
         "UPDATE jobs SET locked_until = ?2"
         " WHERE state = 'running' AND locked_by = ?1"
@@ -166,6 +170,7 @@ result_stmt_index(const jr_backend *b, const jr_result *r)
                             S_KEEP : S_DONE;
     case JR_CANCELLED: return S_CANCELLED;
     case JR_PROGRESS: return S_PROGRESS;
+    case JR_STEP:    return S_STEP;
     case JR_RETRY:   return S_RETRY;
     case JR_DEAD:    return S_DEAD;
     case JR_SNOOZE:  return S_SNOOZE;
@@ -299,7 +304,9 @@ bind_result(jr_backend *b, sqlite3_stmt *s, int which, const char *token,
 {
     sqlite3_bind_int64(s, 1, r->id);
     bind_text(s, 2, token);
-    if (which == S_PROGRESS) {
+    if (which == S_STEP) {
+        bind_text(s, 3, r->result);
+    } else if (which == S_PROGRESS) {
         bind_number(s, 3, r->done);
         bind_number(s, 4, r->total);
         bind_text(s, 5, r->note);
@@ -322,12 +329,29 @@ bind_result(jr_backend *b, sqlite3_stmt *s, int which, const char *token,
     }
 }
 
+/* 1 if the STEP result r is followed in its batch (which ends before
+ * end), at most STEP_LOOK results on, by a STEP of the same job: each
+ * holds the job's whole list, so only the last is written (a look that
+ * misses one writes it twice, in order). */
+#define STEP_LOOK 64
+
+static int
+superseded(const jr_result *r, const jr_result *end)
+{
+    const jr_result *k;
+
+    for (k = r + 1; k < end && k <= r + STEP_LOOK; k++)
+        if (k->kind == JR_STEP && k->id == r->id)
+            return 1;
+    return 0;
+}
+
 /* Applies one result; returns 1 if the row was still ours, 0 if fenced
  * off, -1 on error. A success's pushes go in before its end is settled
  * (flow.c): a member that adds to its own batch keeps the batch open. */
 static int
-complete_one(jr_backend *b, const char *token, const jr_result *r, double now,
-             jr_err *err)
+complete_one(jr_backend *b, const char *token, const jr_result *r,
+             const jr_result *end, double now, jr_err *err)
 {
     int which = result_stmt_index(b, r), changed;
     sqlite3_stmt *s;
@@ -336,7 +360,9 @@ complete_one(jr_backend *b, const char *token, const jr_result *r, double now,
     if (which < 0)
         return jr_fail(err, JR_EPROTO, "job %lld: unknown result kind %d",
                        (long long)r->id, r->kind);
-    if (which == S_DONE || which == S_PROGRESS) {
+    if (which == S_STEP && superseded(r, end))
+        return 1;               /* counted as applied: the later one is */
+    if (which == S_DONE || which == S_PROGRESS || which == S_STEP) {
         if ((s = stmt(b, which, err)) == NULL)
             return -1;
         bind_result(b, s, which, token, r, now);
@@ -406,7 +432,7 @@ done_rest(jr_backend *b, const char *token, const jr_result *r, int n,
     for (i = 0; i < n; i++) {
         if (!plain_done(b, &r[i]))
             continue;
-        if ((rc = complete_one(b, token, &r[i], now, err)) < 0)
+        if ((rc = complete_one(b, token, &r[i], r + n, now, err)) < 0)
             return -1;
         applied += rc;
     }
@@ -438,7 +464,7 @@ complete_all(jr_backend *b, const char *token, const jr_result *r, int n,
                          (long long)r[i].id);
             continue;
         }
-        if ((rc = complete_one(b, token, &r[i], now, err)) < 0) {
+        if ((rc = complete_one(b, token, &r[i], r + n, now, err)) < 0) {
             free(ids);
             return -1;
         }

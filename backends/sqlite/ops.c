@@ -25,7 +25,8 @@ set_full(jr_backend *b, int on, jr_err *err)
     return 0;
 }
 
-enum { D_PAUSE, D_RESUME, D_RETRY, D_DELETE, D_PURGE, D_FIRE, D_CANCEL };
+enum { D_PAUSE, D_RESUME, D_RETRY, D_DELETE, D_PURGE, D_FIRE, D_CANCEL,
+       D_RERUN };
 
 typedef struct dargs {
     const char    *queue;
@@ -34,6 +35,8 @@ typedef struct dargs {
     double         age;
     jr_fire       *f;
     int           *outcome;
+    int64_t        id;          /* rerun's */
+    const char    *from_step, *payload;
 } dargs;
 
 static int
@@ -53,9 +56,20 @@ durable(jr_backend *b, int which, const dargs *a, jr_err *err)
     case D_CANCEL:
         rc = jr_sqlite_cancel(b, a->ids, a->n, a->outcome, err);
         break;
+    case D_RERUN:
+        rc = jr_sqlite_rerun(b, a->id, a->from_step, a->payload, err);
+        break;
     }
     set_full(b, 0, err);
     return rc;
+}
+
+static int
+durable_rerun(jr_backend *b, int64_t id, const char *from_step,
+              const char *payload, jr_err *err)
+{
+    return durable(b, D_RERUN, &(dargs){.id = id, .from_step = from_step,
+                                        .payload = payload}, err);
 }
 
 static int
@@ -164,6 +178,7 @@ const jr_backend_ops jr_sqlite_ops = {
     .prune = jr_sqlite_prune,                 /* admin.c */
     .queue_prune = jr_sqlite_queue_prune,     /* admin.c */
     .cancel = durable_cancel,                 /* admin.c, FULL */
+    .rerun = durable_rerun,                   /* rerun.c, FULL */
     .cancelled = jr_sqlite_cancelled,         /* admin.c */
     .pause = durable_pause,                   /* admin.c, FULL */
     .resume = durable_resume,                 /* admin.c, FULL */

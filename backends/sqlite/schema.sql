@@ -510,3 +510,11 @@ CREATE INDEX jobs_kept ON jobs (keep_until) WHERE keep_until IS NOT NULL;
 -- once per job a bulk retry requeued. Only a change of name or key
 -- maintains it; a job without a key is never in it.
 CREATE INDEX jobs_key ON jobs (name, unique_key) WHERE unique_key IS NOT NULL;
+-- migration 15
+-- A job's steps (docs/handlers.md, "Steps and cursors"): the records of
+-- jobrunner.step and jobrunner.checkpoint, a JSON array in the order the
+-- steps ran, each {"name", "value" (once the step returned) or "cursor"
+-- (its last checkpoint), "at", "secs", "attempt"}. NULL for a job that
+-- records none: the claim reads it in its own SELECT, and a plain job
+-- pays a null. Set only by the runner that holds the job (and by rerun).
+ALTER TABLE jobs ADD COLUMN steps TEXT;

@@ -195,13 +195,14 @@ jr_unique_key_check(const char *name, const char *key, size_t len,
 }
 
 jr_job *
-jr_job_new_parents(int64_t id, const char *name, const char *queue,
-                   const char *payload, size_t payload_len,
-                   const char *parents)
+jr_job_new_steps(int64_t id, const char *name, const char *queue,
+                 const char *payload, size_t payload_len,
+                 const char *parents, const char *steps)
 {
     size_t ln = strlen(name) + 1, lq = strlen(queue) + 1;
     size_t lp = parents != NULL ? strlen(parents) + 1 : 0;
-    jr_job *j = malloc(sizeof *j + ln + lq + payload_len + 1 + lp);
+    size_t ls = steps != NULL ? strlen(steps) + 1 : 0;
+    jr_job *j = malloc(sizeof *j + ln + lq + payload_len + 1 + lp + ls);
     char *p;
 
     if (j == NULL)
@@ -220,7 +221,18 @@ jr_job_new_parents(int64_t id, const char *name, const char *queue,
     j->payload_len = payload_len;
     if (parents != NULL)
         j->parents = memcpy(p + payload_len + 1, parents, lp);
+    if (steps != NULL)
+        j->steps = memcpy(p + payload_len + 1 + lp, steps, ls);
     return j;
+}
+
+jr_job *
+jr_job_new_parents(int64_t id, const char *name, const char *queue,
+                   const char *payload, size_t payload_len,
+                   const char *parents)
+{
+    return jr_job_new_steps(id, name, queue, payload, payload_len, parents,
+                            NULL);
 }
 
 jr_job *
@@ -228,6 +240,25 @@ jr_job_new(int64_t id, const char *name, const char *queue,
            const char *payload, size_t payload_len)
 {
     return jr_job_new_parents(id, name, queue, payload, payload_len, NULL);
+}
+
+jr_job *
+jr_job_with_steps(const jr_job *o, const char *steps)
+{
+    jr_job *j = jr_job_new_steps(o->id, o->name, o->queue, o->payload,
+                                 o->payload_len, o->parents, steps);
+    jr_job keep;
+
+    if (j == NULL)
+        return NULL;
+    keep = *j;                  /* its strings, in its own allocation */
+    *j = *o;
+    j->name = keep.name;
+    j->queue = keep.queue;
+    j->payload = keep.payload;
+    j->parents = keep.parents;
+    j->steps = keep.steps;
+    return j;
 }
 
 static const char *const opf_names[] = {NULL, "cancel", "run", "dead"};

@@ -30,6 +30,9 @@ typedef struct jr_job {
     const char *parents;        /* JSON text: parent id -> { state, result }
                                    (job.parents), or NULL: no parents */
     int64_t     batch;          /* its batch, 0: none */
+    const char *steps;          /* JSON text: the records of its steps
+                                   (docs/handlers.md, "Steps and cursors"),
+                                   or NULL: none */
     int         flow;           /* the master's: it has children or a
                                    batch (its end may make jobs ready) */
 } jr_job;
@@ -141,7 +144,9 @@ enum {
                                    counted, last_error kept unless given */
     JR_CANCELLED,               /* stopped because its cancel was requested:
                                    cancelled, never retried */
-    JR_PROGRESS                 /* still running: records done, total, note */
+    JR_PROGRESS,                /* still running: records done, total, note */
+    JR_STEP                     /* still running: records its steps (the
+                                   whole list, JSON text in result) */
 };
 
 /* What became of one claimed job. Strings and pushes are borrowed. */
@@ -153,7 +158,8 @@ typedef struct jr_result {
     const char    *generation;  /* handler generation that ran it, or NULL */
     const jr_push *pushes;      /* DONE: follow-up jobs, inserted atomically */
     int            npushes;
-    double         done;        /* PROGRESS: work done so far */
+    double         done;        /* PROGRESS: work done so far; STEP: the
+                                   records new since its last list */
     double         total;       /* PROGRESS: of this much; NAN: unknown */
     const char    *note;        /* PROGRESS: a short text, or NULL */
     const char    *result;      /* DONE: the handler's return value as JSON
@@ -163,7 +169,12 @@ typedef struct jr_result {
                                    known) */
     int            worker;      /* RETRY, DEAD: the master's id of the
                                    worker that ran it (0: not known) */
+    int            durable;     /* STEP: > 0, the record's number, whose
+                                   commit the worker waits for */
 } jr_result;
+
+/* 1 if a result of kind k ends no run: the job runs on (PROGRESS, STEP). */
+#define JR_RESULT_RUNS_ON(k) ((k) == JR_PROGRESS || (k) == JR_STEP)
 
 /* How many failed attempts a job keeps (the attempt history: backend.h's
  * jr_attempt_row, docs/operations.md "Attempt history"): the newest. */
@@ -230,6 +241,8 @@ typedef struct jr_handler {
                                    coroutine; 0: not set (the config's) */
     double  avg;                /* a worker's: its mean run time there, s
                                    (0: not run yet) */
+    int     durable_steps;      /* a worker's: its steps wait for their
+                                   commit unless told otherwise */
 } jr_handler;
 
 /* Checks a job or queue name: [A-Za-z0-9_.:-]{1,128}. what names the field
@@ -276,6 +289,15 @@ jr_job *jr_job_new(int64_t id, const char *name, const char *queue,
 jr_job *jr_job_new_parents(int64_t id, const char *name, const char *queue,
                            const char *payload, size_t payload_len,
                            const char *parents);
+/* The same with the steps' records too (JSON text, may be NULL). */
+jr_job *jr_job_new_steps(int64_t id, const char *name, const char *queue,
+                         const char *payload, size_t payload_len,
+                         const char *parents, const char *steps);
+
+/* A copy of job o with its steps' records replaced by steps (JSON text,
+ * may be NULL), every other field as o's; NULL when out of memory. Free
+ * with free(). */
+jr_job *jr_job_with_steps(const jr_job *o, const char *steps);
 
 /* The on_parent_failure named name ("cancel", "run", "dead"), or -1. */
 int  jr_opf_parse(const char *name);

@@ -45,6 +45,7 @@ int jr_cmd_reload(jr_cli *cli);
 int jr_cmd_worker(jr_cli *cli);
 int jr_cmd_queue(jr_cli *cli);          /* queuecmd.c */
 int jr_cmd_cancel(jr_cli *cli);         /* control.c */
+int jr_cmd_rerun(jr_cli *cli);          /* rerun.c */
 int jr_cmd_show(jr_cli *cli);
 int jr_cmd_list(jr_cli *cli);
 int jr_cmd_wait(jr_cli *cli);           /* waitcmd.c */

@@ -14,6 +14,7 @@
 #include "client/jobrunner.h"
 #include "base/esc.h"
 #include "base/jsontext.h"
+#include "base/steprec.h"
 #include "base/util.h"
 
 #define LIST_LIMIT 100          /* jobs list prints unless --limit */
@@ -193,6 +194,46 @@ json_history(const jr_client_job_info *j)
     printf("]");
 }
 
+/* show --json's "steps": steprec.h's form, null when none. */
+static void
+json_steps(const jr_client_job_info *j)
+{
+    jr_buf b = {0};
+
+    jr_steprec_json(&b, j->steps);
+    printf(",\"steps\":%.*s", b.oom ? 4 : (int)b.len, b.oom ? "null" : b.p);
+    jr_buf_free(&b);
+}
+
+/* One line of show's steps: name, state, when, how long, which attempt,
+ * then the value or cursor (escaped, cut). */
+static int
+text_step(const jr_steprec *r, void *arg)
+{
+    char at[40], v[200];
+
+    (void)arg;
+    printf("  %-20s %-10s %s  %8.3fs  attempt %-3d %s ", r->name,
+           r->done ? "recorded" : "checkpoint", jr_time_iso(r->at, at,
+           sizeof at), r->secs, r->attempt, r->done ? "value" : "cursor");
+    snprintf(v, sizeof v, "%.*s", (int)r->len, r->value);
+    jr_esc_put(stdout, v);
+    putchar('\n');
+    return 0;
+}
+
+static void
+text_steps(const jr_client_job_info *j)
+{
+    jr_err err;
+
+    if (j->steps == NULL)
+        return;
+    printf("steps:\n");
+    if (jr_steprec_each(j->steps, text_step, NULL, &err) < 0)
+        printf("  (unreadable: %s)\n", err.msg);
+}
+
 static void
 job_json(const jr_client_job_info *j, const job_out *o)
 {
@@ -239,8 +280,10 @@ job_json(const jr_client_job_info *j, const job_out *o)
     json_progress(j);
     if (o->links != NULL)
         jr_cmd_links_print(o->links, 1);
-    if (o->full)
+    if (o->full) {
         json_history(j);
+        json_steps(j);
+    }
     printf("}%s", o->full ? "\n" : "");
 }
 
@@ -374,6 +417,7 @@ job_text_full(const jr_client_job_info *j)
         text_time("kept_until", j->keep_until);
     text_lines("last_error", j->last_error);
     text_history(j);
+    text_steps(j);
 }
 
 static void

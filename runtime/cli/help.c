@@ -16,8 +16,9 @@ static const struct topic {
     const char *aliases;        /* other words for it, space-separated */
 } topics[] = {
     {"handlers", "Handlers",
-     "handler files, the job, the jobrunner module, retries, the dead queue",
-     "DESCRIPTION, FILES (scripts/)", "handler retries retry dead backoff"},
+     "handler files, the job, the jobrunner module, retries, the dead queue, "
+     "steps and cursors", "DESCRIPTION, FILES (scripts/), COMMANDS (rerun)",
+     "handler retries retry dead backoff steps step checkpoint rerun"},
     {"io", "I/O in handlers",
      "jobrunner.http, sleep, exec and all; inflight: many jobs per worker",
      "FILES (scripts/, jobrunner.lua)", "inflight http exec coroutine"},

@@ -48,6 +48,10 @@ static const struct command {
     {"cancel", jr_cmd_cancel, "cancel ID...             cancel jobs: queued ones never run, running ones\n"
      "                           are stopped (exit 5 if an id is unknown)\n"
      "  cancel --batch ID        cancel a batch's members that have not ended", 1},
+    {"rerun", jr_cmd_rerun, "rerun ID [--from-step NAME] [--payload JSON]\n"
+     "                           run a finished or queued job again: its steps from\n"
+     "                           NAME on run again (all without it), those before\n"
+     "                           replay (exit 5 if there is no such job)", 1},
     {"show", jr_cmd_show, "show ID [--json]         every field of one job, payload included\n"
      "                           (exit 5 if there is no such job)", 1},
     {"wait", jr_cmd_wait, "wait ID... [--timeout DURATION] [--json]\n"

@@ -14,6 +14,7 @@
 #include "config/config.h"
 #include "base/err.h"
 #include "base/flow.h"
+#include "base/jsontext.h"
 #include "client/jobrunner.h"
 #include "client/client_int.h"
 #include "db/dbopts.h"
@@ -501,4 +502,30 @@ jr_client_push_flow(jr_client *c, const char *json, size_t len,
     free(ids);
     jr_flow_free(&f);
     return finish(c, rc);
+}
+
+int
+jr_client_rerun(jr_client *c, int64_t id, const char *from_step,
+                const char *payload)
+{
+    char why[200];
+
+    if (c == NULL)
+        return JR_CLIENT_EUSAGE;
+    if (begin(c) < 0)
+        return finish(c, -1);
+    if (payload != NULL &&
+        jr_jsontext_check(payload, strlen(payload), why, sizeof why) < 0)
+        return finish(c, jr_fail(&c->err, JR_EINPUT, "job %lld: invalid "
+                                 "JSON payload: %s", (long long)id, why));
+    if (payload != NULL && c->max_payload > 0 &&
+        strlen(payload) > c->max_payload)
+        return finish(c, jr_fail(&c->err, JR_EINPUT, "job %lld: payload of "
+                                 "%zu bytes is over max_payload (%zu)",
+                                 (long long)id, strlen(payload),
+                                 c->max_payload));
+    if (c->db.ops->rerun(c->db.b, id, from_step, payload, &c->err) < 0 &&
+        c->err.code == JR_ENOTFOUND)
+        c->err.code = E_NOJOB;
+    return finish(c, c->err.code != JR_OK ? -1 : 0);
 }

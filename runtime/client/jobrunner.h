@@ -319,6 +319,17 @@ enum {
 int jr_client_cancel(jr_client *c, const int64_t *ids, size_t n,
                      int *outcomes);
 
+/* Runs job id again (docs/handlers.md, "Steps and cursors"): a job
+ * completed, dead, cancelled or queued is queued, due now, its attempts
+ * counted from 0 again and its attempt history kept; its steps' records
+ * from the step named from_step on are cleared (from_step NULL: all of
+ * them), so those steps run again and the ones before replay; payload
+ * (JSON text; NULL: keep it) replaces its payload. JR_CLIENT_ENOTFOUND
+ * when there is no such job; JR_CLIENT_EINPUT for a running or waiting
+ * job, a step never recorded, or a bad payload. */
+int jr_client_rerun(jr_client *c, int64_t id, const char *from_step,
+                    const char *payload);
+
 /* Pauses queue: every runner stops claiming its jobs (within about a
  * second); running ones finish. Persistent in the database; pausing a
  * queue no job has used yet creates it paused. queue must be a valid
@@ -402,6 +413,11 @@ typedef struct jr_client_job_info {
                                    JR_CLIENT_ATTEMPTS_KEPT; NULL when
                                    none, and from jr_client_list */
     int         nhistory;
+    const char *steps;          /* jr_client_show: its steps' records, a
+                                   JSON array of {"name", "value" (a step
+                                   that returned) or "cursor" (its last
+                                   checkpoint), "at", "secs", "attempt"};
+                                   NULL: none, and from jr_client_list */
 } jr_client_job_info;
 
 /* Called once per job. Return 0 to go on, non-zero to stop. */

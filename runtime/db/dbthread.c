@@ -80,9 +80,10 @@ complete_one(jr_db *db, const char *token, const jr_result *res,
     if ((rc = ops->complete(db->b, token, &r, 1, err)) >= 0 ||
         err->code != JR_EINPUT)
         return rc;
-    if (r.kind == JR_PROGRESS) {    /* the job runs on: drop the report */
-        jr_log(JR_LOG_WARN, "job %lld: progress refused by the database: "
-               "%s", (long long)r.id, err->msg);
+    if (JR_RESULT_RUNS_ON(r.kind)) {    /* the job runs on: drop it */
+        jr_log(JR_LOG_WARN, "job %lld: %s refused by the database: %s",
+               (long long)r.id, r.kind == JR_STEP ? "steps" : "progress",
+               err->msg);
         return 1;
     }
     snprintf(msg, sizeof msg, "%s refused by the database: %s",

@@ -14,6 +14,7 @@
 #include "http/apidb.h"
 #include "backend.h"
 #include "base/jsontext.h"
+#include "base/steprec.h"
 
 typedef jr_apiwalk walk;
 typedef jr_apitotals totals;
@@ -189,6 +190,8 @@ jr_apidb_job_row(const jr_job_row *r, void *arg)
         else
             jr_buf_put(b, "null", 4);
         history(b, r);
+        jr_buf_put(b, ",\"steps\":", 9);
+        jr_steprec_json(b, r->steps);
     }
     jr_buf_put(b, "}", 1);
     return 0;

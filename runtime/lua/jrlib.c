@@ -22,6 +22,7 @@
 #include "base/log.h"
 #include "lua/luaopts.h"
 #include "lua/luabridge.h"
+#include "lua/jrsteps.h"
 #include "base/util.h"
 
 #define CTX_KEY "jobrunner.ctx"         /* registry: lightuserdata ctx */
@@ -55,6 +56,12 @@ job_ctx(lua_State *L, const char *fn)
     return ctx;
 }
 
+jr_jobctx *
+jr_jrlib_ctx(lua_State *L, const char *fn)
+{
+    return job_ctx(L, fn);
+}
+
 void
 jr_jobctx_clear(jr_jobctx *ctx)
 {
@@ -66,6 +73,11 @@ jr_jobctx_clear(jr_jobctx *ctx)
     ctx->decided = 0;
     ctx->cancelled = 0;
     ctx->progress_dirty = 0;
+    jr_steps_free(ctx->steps);
+    ctx->steps = NULL;
+    ctx->steps_dirty = 0;
+    ctx->steps_task = NULL;
+    ctx->steps_told = 0;
 }
 
 void
@@ -168,9 +180,9 @@ jrlib_push(lua_State *L)                             /* name payload opts */
 
 /* Records the decision in the job's context (the first one stands), then
  * unwinds the handler with a jobrunner.signal. */
-static int
-raise_signal(lua_State *L, jr_jobctx *ctx, int kind, double delay,
-             const char *reason)
+int
+jr_jrlib_raise(lua_State *L, jr_jobctx *ctx, int kind, double delay,
+               const char *reason)
 {
     jr_signal *s = lua_newuserdatauv(L, sizeof *s, 0);   /* .. s */
 
@@ -196,7 +208,7 @@ jrlib_snooze(lua_State *L)
 
     luaL_argcheck(L, s >= 0, 1, "seconds must be >= 0");
     ctx = job_ctx(L, "snooze");
-    return raise_signal(L, ctx, JR_SNOOZE, s < JR_SNOOZE_MIN ?
+    return jr_jrlib_raise(L, ctx, JR_SNOOZE, s < JR_SNOOZE_MIN ?
                         JR_SNOOZE_MIN : s, NULL);
 }
 
@@ -207,7 +219,7 @@ jrlib_discard(lua_State *L)
     const char *reason = luaL_optstring(L, 1, "discarded by handler");
     jr_jobctx *ctx = job_ctx(L, "discard");
 
-    return raise_signal(L, ctx, JR_DEAD, 0, reason);
+    return jr_jrlib_raise(L, ctx, JR_DEAD, 0, reason);
 }
 
 /* tostring(signal): "jobrunner.snooze(5)", "jobrunner.discard(reason)". */
@@ -340,6 +352,7 @@ open_module(lua_State *L)                            /* ctx */
     lua_getfield(L, -1, "loaded");                   /* package loaded */
     luaL_newlib(L, jrlib_funcs);                     /* package loaded M */
     jr_json_set_markers(L);                          /* package loaded M */
+    jr_steps_open(L);                                /* package loaded M */
     lua_setfield(L, -2, "jobrunner");                /* package loaded */
     lua_pop(L, 2);                                   /* (nothing) */
     luaL_newmetatable(L, JR_SIGNAL_MT);              /* mt */

@@ -52,6 +52,24 @@ struct jr_jobctx {
     double        progress_total;   /* NAN: unknown */
     int           progress_has_note;
     char          progress_note[JR_NOTE_MAX + 1];
+    /* steps (jrsteps.c, docs/handlers.md "Steps and cursors") */
+    struct jr_steps *steps;     /* this attempt's, or NULL: no step yet */
+    size_t        max_result;   /* bytes of a step's value or cursor */
+    int           durable_steps;/* a step waits for its commit unless its
+                                   options say durable = false */
+    /* Called after a step or a checkpoint changed the job's list
+     * (jr_steps_text); seq > 0: a durable step's record, number seq,
+     * whose commit the call waits for. Returns what the C function on L
+     * returns (a wait may yield). */
+    int         (*on_step)(void *arg, lua_State *L, int seq);
+    /* 1 when the runner asks its jobs back (a stop, a reload): the next
+     * checkpoint hands the job back. NULL: never. */
+    int         (*handback)(void *arg);
+    int           steps_dirty;  /* the list changed since it was sent */
+    double        steps_sent;   /* mono time it was last sent */
+    void         *steps_task;   /* a durable step's wait (jr_task), NULL */
+    int           steps_wait;   /* and the record it waits for */
+    int           steps_told;   /* records counted in the lists sent */
 };
 
 /* Installs package.loaded.jobrunner for handlers, bound to ctx (borrowed,
@@ -61,6 +79,14 @@ int  jr_jrlib_open(lua_State *L, jr_jobctx *ctx, jr_err *err);
 void jr_jobctx_clear(jr_jobctx *ctx);
 /* Clears ctx and frees its arrays (the worker's exit). */
 void jr_jobctx_free(jr_jobctx *ctx);
+/* Records a decision (JR_SNOOZE, JR_DEAD, JR_RELEASE) in ctx, the first
+ * one standing, and unwinds the handler with a jobrunner.signal.
+ * [-0, +1, v] */
+int  jr_jrlib_raise(lua_State *L, jr_jobctx *ctx, int kind, double delay,
+                    const char *reason);
+/* The job L runs for, or raises "jobrunner.<fn>: called outside a
+ * running job". [-0, +0, v] */
+jr_jobctx *jr_jrlib_ctx(lua_State *L, const char *fn);
 /* Returns the signal at idx, or NULL if the value is not one. */
 const jr_signal *jr_jrlib_signal(lua_State *L, int idx);
 

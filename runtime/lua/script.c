@@ -141,7 +141,7 @@ add_error(loader *ld, const char *fmt, ...)
 
 static int
 add_handler(loader *ld, const char *name, int max_retries, double timeout,
-            double backoff, int inflight)
+            double backoff, int inflight, int durable)
 {
     jr_handler *h;
 
@@ -159,6 +159,7 @@ add_handler(loader *ld, const char *name, int max_retries, double timeout,
     h->timeout = timeout;
     h->backoff = backoff;
     h->inflight = inflight;
+    h->durable_steps = durable;
     h->avg = 0;
     ld->s->n++;
     return 0;
@@ -171,7 +172,8 @@ unknown_key(lua_State *L)                          /* t */
 {
     static char msg[256];
     static const char *const known[] = {"handle", "max_retries", "timeout",
-                                        "backoff", "inflight", NULL};
+                                        "backoff", "inflight",
+                                        "durable_steps", NULL};
     int i;
 
     lua_pushnil(L);                              /* t nil */
@@ -185,7 +187,7 @@ unknown_key(lua_State *L)                          /* t */
             lua_pop(L, 1);                       /* t */
             snprintf(msg, sizeof msg, "unknown handler option '%.64s' "
                      "(valid: handle, max_retries, timeout, backoff, "
-                     "inflight)", k);
+                     "inflight, durable_steps)", k);
             return msg;
         }
     }                                            /* t */
@@ -242,6 +244,10 @@ check_table(lua_State *L, int *max_retries, double *timeout, double *backoff)
     lua_pop(L, 1);
     if (i != LUA_TNIL && i != LUA_TNUMBER && i != LUA_TFUNCTION)
         return "'backoff' must be a number of seconds or a function";
+    i = lua_getfield(L, -1, "durable_steps");
+    lua_pop(L, 1);
+    if (i != LUA_TNIL && i != LUA_TBOOLEAN)
+        return "'durable_steps' must be true or false";
     return NULL;
 }
 
@@ -308,7 +314,7 @@ load_one(loader *ld, const char *path, const char *name)
 {
     lua_State *L = ld->L;
     const char *bad;
-    int max_retries = -1, inflight = 0;
+    int max_retries = -1, inflight = 0, durable;
     double timeout = 0, backoff = -1;
     jr_err err;
     int rc;
@@ -349,7 +355,11 @@ load_one(loader *ld, const char *path, const char *name)
         lua_pop(L, 1);                               /* H */
         return;
     }
-    if (add_handler(ld, name, max_retries, timeout, backoff, inflight) < 0) {
+    lua_getfield(L, -1, "durable_steps");            /* H t d */
+    durable = lua_toboolean(L, -1);
+    lua_pop(L, 1);                                   /* H t */
+    if (add_handler(ld, name, max_retries, timeout, backoff, inflight,
+                    durable) < 0) {
         add_error(ld, "%s: %s", path, "out of memory");
         lua_pop(L, 1);
         return;
@@ -368,7 +378,7 @@ compile_one(loader *ld, const char *path, const char *name)
         return;
     }                                                    /* chunk */
     lua_pop(ld->L, 1);                                   /* (nothing) */
-    if (add_handler(ld, name, -1, 0, -1, 0) < 0)
+    if (add_handler(ld, name, -1, 0, -1, 0, 0) < 0)
         add_error(ld, "%s: %s", path, "out of memory");
 }
 

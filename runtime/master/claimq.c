@@ -132,8 +132,26 @@ jr_claimq_release(master *m, jr_job *j)
     free(j);
 }
 
+/* A durable step's record of job id, number seq, is committed: the
+ * worker that holds the job hears it (JR_F_STEPOK). */
+static void
+step_committed(master *m, int64_t id, int seq)
+{
+    wk *w;
+
+    for (w = m->workers; w != NULL; w = w->next)
+        if (w->bev != NULL && jr_pool_index(w, id) >= 0) {
+            jr_buf_reset(&m->out);
+            jr_frame_put_stepok(&m->out, id, seq);
+            if (!m->out.oom)
+                bufferevent_write(w->bev, m->out.p, m->out.len);
+            return;
+        }
+}
+
 /* After results were recorded: look again for jobs if some may have
- * become ready (our own commits wake no one), free them. */
+ * become ready (our own commits wake no one), tell durable steps, free
+ * them. */
 void
 jr_claimq_recorded(master *m, pending *p, int n, int applied)
 {
@@ -144,12 +162,14 @@ jr_claimq_recorded(master *m, pending *p, int n, int applied)
                "longer held by this runner (its lease expired and it was "
                "requeued)", n - applied, n);
     for (i = 0; i < n; i++) {
+        if (p[i].r.kind == JR_STEP && p[i].r.durable > 0)
+            step_committed(m, p[i].r.id, p[i].r.durable);
         /* a job with children or a batch: jobs may have become ready */
         m->flow_want |= p[i].flow;
         if (p[i].r.npushes > 0 || p[i].r.kind == JR_RELEASE ||
             (p[i].r.kind != JR_DONE && p[i].r.kind != JR_DEAD &&
              p[i].r.kind != JR_EXPIRED && p[i].r.kind != JR_CANCELLED &&
-             p[i].r.kind != JR_PROGRESS &&
+             !JR_RESULT_RUNS_ON(p[i].r.kind) &&
              p[i].r.delay < m->cfg->poll_interval))
             m->want_claim = 1;
         free(p[i].mem);

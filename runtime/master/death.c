@@ -67,7 +67,7 @@ shared_results(wk *w)
         if (jr_frame_open(&r, sh->buf + at) == JR_F_RESULT) {
             peek = r;
             if (jr_frame_get_result(&peek, &res, &mem, &err) == 0) {
-                int ours = res.kind != JR_PROGRESS &&
+                int ours = !JR_RESULT_RUNS_ON(res.kind) &&
                            jr_pool_index(w, res.id) >= 0;
                 free(mem);
                 if (ours)

@@ -108,7 +108,7 @@ static int
 has_progress(const pending *p, int n)
 {
     for (int i = 0; i < n; i++)
-        if (p[i].r.kind == JR_PROGRESS)
+        if (JR_RESULT_RUNS_ON(p[i].r.kind))
             return 1;
     return 0;
 }

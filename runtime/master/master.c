@@ -115,9 +115,11 @@ begin_stop(master *m)
            "job%s", m->cfg->shutdown_timeout, jr_pool_busy(m),
            jr_pool_busy(m) == 1 ? "" : "s");
     for (w = m->workers; w; w = w->next)
-        if (w->njobs == 0 && w->bev != NULL) {
+        if (w->bev != NULL) {
+            /* a busy one's checkpoints hand their jobs back */
             jr_buf_reset(&m->out);
-            jr_frame_end(&m->out, jr_frame_begin(&m->out, JR_F_STOP));
+            jr_frame_end(&m->out, jr_frame_begin(&m->out, w->njobs == 0 ?
+                                                 JR_F_STOP : JR_F_HANDBACK));
             bufferevent_write(w->bev, m->out.p, m->out.len);
         }
     jr_master_kick(m);

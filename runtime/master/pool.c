@@ -132,6 +132,8 @@ jr_pool_stop(master *m, wk *w)
     if (w->bev == NULL)
         return;
     jr_buf_reset(&m->out);
+    if (w->njobs > 0)           /* its checkpoints hand their jobs back */
+        jr_frame_end(&m->out, jr_frame_begin(&m->out, JR_F_HANDBACK));
     jr_frame_end(&m->out, jr_frame_begin(&m->out, JR_F_STOP));
     bufferevent_write(w->bev, m->out.p, m->out.len);
 }
@@ -462,6 +464,21 @@ take_job(wk *w, int i, double now, double *secs)
     return j;
 }
 
+/* A job's steps as its worker last sent them, kept with the job it
+ * holds: a job handed to another worker after its worker died (death.c)
+ * starts from them, not from the claim's (the list may wait for its
+ * commit in the results: it goes in before anything else of the job). */
+static void
+keep_steps(wk *w, int at, const char *steps)
+{
+    jr_job *j = jr_job_with_steps(w->jobs[at], steps);
+
+    if (j == NULL)
+        return;                 /* out of memory: the claim's stay */
+    free(w->jobs[at]);
+    w->jobs[at] = j;
+}
+
 void
 jr_pool_result(master *m, wk *w, jr_reader *r)
 {
@@ -473,14 +490,18 @@ jr_pool_result(master *m, wk *w, jr_reader *r)
     int bad = jr_frame_get_result(r, &res, &mem, &err) < 0;
     int at = bad ? -1 : jr_pool_index(w, res.id);
 
-    if (!bad && res.kind == JR_PROGRESS && at >= 0) {
-        jr_log(JR_LOG_DEBUG, "job %lld progress %g/%g", (long long)res.id,
-               res.done, res.total);
+    if (!bad && JR_RESULT_RUNS_ON(res.kind) && at >= 0) {
+        if (res.kind == JR_PROGRESS)
+            jr_log(JR_LOG_DEBUG, "job %lld progress %g/%g",
+                   (long long)res.id, res.done, res.total);
+        jr_service_ran_on(m, &res);
+        if (res.kind == JR_STEP)
+            keep_steps(w, at, res.result);
         jr_claimq_result(m, &res, mem);  /* the job runs on */
         return;
     }
     jr_output_done(w);             /* what the job printed is logged as its */
-    if (bad || res.kind == JR_PROGRESS || at < 0) {
+    if (bad || JR_RESULT_RUNS_ON(res.kind) || at < 0) {
         jr_log(JR_LOG_ERROR, "worker %d: %s", w->id, w->njobs == 0 ?
                "result for a job it does not hold" : "malformed result");
         free(mem);

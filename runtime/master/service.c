@@ -144,6 +144,16 @@ jr_service_job_start(master *m, const jr_job *j, int worker)
 }
 
 void
+jr_service_ran_on(master *m, const jr_result *r)
+{
+    const jr_service *s;
+
+    EACH(m, s)
+        if (s->ran_on != NULL)
+            s->ran_on(m, ST(m, s), r);
+}
+
+void
 jr_service_job_end(master *m, const jr_job *j, const jr_result *r,
                    double secs)
 {

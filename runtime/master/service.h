@@ -63,6 +63,9 @@ typedef struct jr_service {
      * both. Per job: cheap. */
     void (*job_end)(struct master *m, void *st, const jr_job *j,
                     const jr_result *r, double secs);
+    /* A job still running reported r (progress, its steps: the kinds of
+     * JR_RESULT_RUNS_ON). Borrows r. Per report: cheap. */
+    void (*ran_on)(struct master *m, void *st, const jr_result *r);
     /* Job j's worker answered with a result of kind: it left its slot.
      * Per job: cheap. */
     void (*job_left)(struct master *m, void *st, const jr_job *j,
@@ -110,6 +113,7 @@ int  jr_service_due(struct master *m);          /* 1 if any is due */
 void jr_service_fill(struct master *m, jr_cycle *c);
 void jr_service_read(struct master *m, jr_cycle *c);
 void jr_service_taken(struct master *m, jr_cycle *c);
+void jr_service_ran_on(struct master *m, const jr_result *r);
 void jr_service_recorded(struct master *m, long n);
 void jr_service_drop(struct master *m, jr_cycle *c);
 void jr_service_job_start(struct master *m, const jr_job *j, int worker);

@@ -57,6 +57,7 @@ struct jr_metrics {
     double      cycle_sum, cycle_at;
     long        cycles;
     long        reloads_ok, reloads_failed, rescued;
+    long        steps;          /* step records reported (ran_on) */
     double      started;        /* epoch */
     long        min_done[MINUTES], min_failed[MINUTES];
     long        minute;         /* epoch minute of slot minute % MINUTES */
@@ -191,11 +192,12 @@ jr_metrics_job(jr_metrics *x, const jr_job *j, const jr_result *r,
 {
     static const int which[] = {[JR_DONE] = 0, [JR_RETRY] = 1,
         [JR_DEAD] = 2, [JR_EXPIRED] = 2, [JR_CANCELLED] = 3,
-        [JR_SNOOZE] = 4, [JR_RELEASE] = -1, [JR_PROGRESS] = -1};
+        [JR_SNOOZE] = 4, [JR_RELEASE] = -1, [JR_PROGRESS] = -1,
+        [JR_STEP] = -1};
     per_name *p;
     int o, slot;
 
-    if (x == NULL || r->kind < JR_DONE || r->kind > JR_PROGRESS ||
+    if (x == NULL || r->kind < JR_DONE || r->kind > JR_STEP ||
         (o = which[r->kind]) < 0)
         return;
     count_finished(x, j, o);
@@ -377,6 +379,10 @@ jr_metrics_write(const jr_httphost *host, jr_buf *b)
     head(b, "jobrunner_lease_rescues_total", "counter", "Jobs whose lease "
          "had expired that this runner put back in the queue.");
     jr_api_printf(b, "jobrunner_lease_rescues_total %ld\n", x->rescued);
+    head(b, "jobrunner_steps_recorded_total", "counter", "Step records "
+         "(steps that returned, checkpoints) this runner's workers sent "
+         "to be recorded.");
+    jr_api_printf(b, "jobrunner_steps_recorded_total %ld\n", x->steps);
     write_queues(host, b);
     host->unhandled_metrics(host->runner, b);
     head(b, "jobrunner_start_time_seconds", "gauge", "When this runner "
@@ -427,6 +433,17 @@ job_end(master *m, void *st, const jr_job *j, const jr_result *r,
 {
     (void)m;
     jr_metrics_job(st, j, r, secs);
+}
+
+/* A running job's steps: their new records counted (jr_result.done). */
+static void
+ran_on(master *m, void *st, const jr_result *r)
+{
+    jr_metrics *x = st;
+
+    (void)m;
+    if (x != NULL && r->kind == JR_STEP && r->done > 0)  /* NULL: no http */
+        x->steps += (long)r->done;
 }
 
 /* The reloads counted for /metrics. */
@@ -485,6 +502,6 @@ free_metrics(master *m, void *st)
 
 const jr_service jr_metrics_service = {
     .name = "metrics", .host = host, .init = init, .job_start = job_start,
-    .job_end = job_end, .reloaded = reloaded, .fill = fill,
+    .job_end = job_end, .ran_on = ran_on, .reloaded = reloaded, .fill = fill,
     .read = read_cycle, .free = free_metrics,
 };

@@ -250,6 +250,7 @@ finish(cojob *cj, int rc)
     outcome(cj, rc, &res);
     if (cj->ctx.progress_dirty)
         put_progress(cj);
+    jr_wsteps_end(w, &cj->ctx);
     from = w->out.len;
     jr_frame_put_result(&w->out, &res);
     jr_worker_share(w, from);   /* a failed write shows at the flush */
@@ -460,9 +461,11 @@ job_new(worker *w, jr_job *j, jr_handler *info)
     cj->info = info;
     cj->ctx.job = j;
     cj->ctx.max_payload = w->set.max_payload;
+    cj->ctx.durable_steps = info->durable_steps;
     cj->ctx.on_cancelled = co_on_cancelled;
     cj->ctx.on_progress = co_on_progress;
     cj->ctx.hook_arg = cj;
+    jr_wsteps_hooks(w, &cj->ctx, cj);
     cj->started = jr_mono();
     cj->timeout = info->timeout > 0 ? info->timeout : w->set.timeout;
     cj->lim.deadline = cj->started + cj->timeout;

@@ -193,6 +193,7 @@ jr_frame_put_job(jr_buf *b, const jr_job *j)
     jr_put_strn(b, j->payload, j->payload_len);
     jr_put_str(b, j->parents);
     jr_put_i64(b, j->batch);
+    jr_put_str(b, j->steps);
     jr_frame_end(b, start);
 }
 
@@ -231,7 +232,9 @@ jr_frame_get_job(jr_reader *r, jr_err *err)
     size_t lpar;
     const char *parents = jr_get_str(r, &lpar);
     int64_t batch = jr_get_i64(r);
-    char nbuf[129], qbuf[129], *pbuf = NULL;
+    size_t lst;
+    const char *steps = jr_get_str(r, &lst);
+    char nbuf[129], qbuf[129], *pbuf = NULL, *sbuf = NULL;
     jr_job *j;
 
     if (r->bad || name == NULL || queue == NULL || payload == NULL ||
@@ -248,8 +251,15 @@ jr_frame_get_job(jr_reader *r, jr_err *err)
         jr_fail(err, JR_EPROTO, "malformed job frame (parents)");
         return NULL;
     }
-    j = jr_job_new_parents(id, nbuf, qbuf, payload, lp, pbuf);
+    if (steps != NULL && (has_nul(steps, lst) ||
+                          (sbuf = strndup(steps, lst)) == NULL)) {
+        free(pbuf);
+        jr_fail(err, JR_EPROTO, "malformed job frame (steps)");
+        return NULL;
+    }
+    j = jr_job_new_steps(id, nbuf, qbuf, payload, lp, pbuf, sbuf);
     free(pbuf);
+    free(sbuf);
     if (j == NULL) {
         jr_fail(err, JR_ENOMEM, "out of memory decoding a job");
         return NULL;
@@ -305,8 +315,12 @@ jr_frame_put_result(jr_buf *b, const jr_result *res)
         jr_put_f64(b, p->result_ttl);
         put_flow(b, p);
     }
-    if (res->kind == JR_DONE)
+    if (res->kind == JR_DONE || res->kind == JR_STEP)
         jr_put_str(b, res->result);
+    if (res->kind == JR_STEP) {
+        jr_put_i32(b, res->durable);
+        jr_put_f64(b, res->done);
+    }
     if (res->kind == JR_PROGRESS) {
         jr_put_f64(b, res->done);
         jr_put_f64(b, res->total);
@@ -372,7 +386,7 @@ jr_frame_get_result(jr_reader *r, jr_result *res, void **mem, jr_err *err)
     res->generation = arena_str(r, &arena);
     n = jr_get_i32(r);
     if (r->bad || n < 0 || (size_t)n > maxpush || res->kind < JR_DONE ||
-        res->kind > JR_PROGRESS || res->kind == JR_EXPIRED)
+        res->kind > JR_STEP || res->kind == JR_EXPIRED)
         return jr_fail(err, JR_EPROTO, "malformed result frame");
     for (i = 0; i < n && !r->bad; i++) {
         pushes[i].name = arena_str(r, &arena);
@@ -392,8 +406,14 @@ jr_frame_get_result(jr_reader *r, jr_result *res, void **mem, jr_err *err)
         if (pushes[i].name == NULL)
             r->bad = 1;
     }
-    if (res->kind == JR_DONE)
+    if (res->kind == JR_DONE || res->kind == JR_STEP)
         res->result = arena_str(r, &arena);
+    if (res->kind == JR_STEP) {
+        res->durable = jr_get_i32(r);
+        res->done = jr_get_f64(r);
+        if (res->result == NULL || res->durable < 0 || !(res->done >= 0))
+            r->bad = 1;
+    }
     if (res->kind == JR_PROGRESS) {
         res->done = jr_get_f64(r);
         res->total = jr_get_f64(r);

@@ -23,7 +23,11 @@ enum {
     JR_F_RESULT,        /* worker -> master: what became of it */
     JR_F_STOP,          /* master -> worker: exit when idle */
     JR_F_SETTINGS,      /* master -> worker, first: what to run with */
-    JR_F_CANCEL         /* master -> worker: stop this job (cancelled) */
+    JR_F_CANCEL,        /* master -> worker: stop this job (cancelled) */
+    JR_F_STEPOK,        /* master -> worker: this job's durable step is
+                           committed */
+    JR_F_HANDBACK       /* master -> worker: the runner stops or reloads:
+                           hand jobs back at their next checkpoint */
 };
 
 /* Writing (into util.h's jr_buf: its oom set means the frame is unusable): jr_frame_begin, then puts, then jr_frame_end fills the length. */
@@ -66,7 +70,8 @@ void jr_frame_put_job(jr_buf *b, const jr_job *j);
 /* Returns a new job from a JR_F_JOB body, or NULL with err set. */
 jr_job *jr_frame_get_job(jr_reader *r, jr_err *err);
 
-/* A JR_PROGRESS result also carries done, total and note; the other kinds
+/* A JR_PROGRESS result also carries done, total and note; a JR_STEP
+ * result its steps' JSON text (in result) and durable; the other kinds
  * do not. */
 void jr_frame_put_result(jr_buf *b, const jr_result *res);
 /* Decodes a JR_F_RESULT body into res. Strings are copied into one new
@@ -79,6 +84,17 @@ int  jr_frame_get_result(jr_reader *r, jr_result *res, void **mem,
  * or -1 with err set for a malformed body (an id < 1, trailing bytes). */
 void    jr_frame_put_cancel(jr_buf *b, int64_t id);
 int64_t jr_frame_get_cancel(jr_reader *r, jr_err *err);
+
+/* A durable step's record committed: the job's id and the record's
+ * number (jr_result.durable). jr_frame_get_stepok returns the id and
+ * fills *seq, or -1 with err set for a malformed body. */
+void    jr_frame_put_stepok(jr_buf *b, int64_t id, int seq);
+int64_t jr_frame_get_stepok(jr_reader *r, int *seq, jr_err *err);
+/* 1 if a JR_F_STEPOK frame for job id and record seq is among the
+ * frames at data[0..n); with type JR_F_HANDBACK (id, seq unused), 1 if
+ * one of those is. */
+int     jr_frame_find_step(const char *data, size_t n, int type, int64_t id,
+                           int seq);
 
 /* 1 if a complete JR_F_CANCEL frame for job id is among the frames at
  * data[0..n) (a worker looks ahead while it runs a job); *any (may be

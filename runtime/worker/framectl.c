@@ -23,6 +23,47 @@ jr_frame_put_cancel(jr_buf *b, int64_t id)
     jr_frame_end(b, start);
 }
 
+void
+jr_frame_put_stepok(jr_buf *b, int64_t id, int seq)
+{
+    size_t start = jr_frame_begin(b, JR_F_STEPOK);
+
+    jr_put_i64(b, id);
+    jr_put_i32(b, seq);
+    jr_frame_end(b, start);
+}
+
+int64_t
+jr_frame_get_stepok(jr_reader *r, int *seq, jr_err *err)
+{
+    int64_t id = jr_get_i64(r);
+
+    *seq = jr_get_i32(r);
+    if (r->bad || r->n != 0 || id < 1 || *seq < 1)
+        return jr_fail(err, JR_EPROTO, "malformed step frame");
+    return id;
+}
+
+int
+jr_frame_find_step(const char *data, size_t n, int type, int64_t id,
+                   int seq)
+{
+    jr_reader r;
+    jr_err err;
+    long len;
+    int got;
+
+    while ((len = jr_frame_complete(data, n, &err)) > 0) {
+        if (jr_frame_open(&r, data) == type &&
+            (type == JR_F_HANDBACK ||
+             (jr_frame_get_stepok(&r, &got, &err) == id && got == seq)))
+            return 1;
+        data += len;
+        n -= (size_t)len;
+    }
+    return 0;
+}
+
 int64_t
 jr_frame_get_cancel(jr_reader *r, jr_err *err)
 {

@@ -451,6 +451,7 @@ jr_run_job(worker *w, const jr_job *j, jr_result *res)
         return;
     }
     w->ctx.job = j;
+    w->ctx.durable_steps = w->info->durable_steps;
     w->progress_sent = 0;
     jr_memlimit_clear(&w->mem);
     w->mem.enforce = 1;
@@ -476,6 +477,7 @@ jr_run_job(worker *w, const jr_job *j, jr_result *res)
     w->mem.enforce = 0;
     if (w->ctx.progress_dirty)
         put_progress(w);        /* the last value is always recorded */
+    jr_wsteps_end(w, &w->ctx);  /* so is the steps' list */
     w->ctx.job = NULL;
     outcome(w, j, rc, timeout, res);
     lua_settop(L, top);                              /* (nothing) */
@@ -529,6 +531,7 @@ jr_run_hooks(worker *w)
     w->ctx.on_cancelled = on_cancelled;
     w->ctx.on_progress = on_progress;
     w->ctx.hook_arg = w;
+    jr_wsteps_hooks(w, &w->ctx, NULL);
     jr_luabridge_set_check(cancel_check, w);
 }
 

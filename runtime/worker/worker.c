@@ -133,6 +133,8 @@ handle_frame(worker *w, const char *data, int more)
 
     if (type == JR_F_STOP)
         return 1;
+    if (type == JR_F_STEPOK || type == JR_F_HANDBACK)
+        return jr_wsteps_frame(w, type, &r);
     if (type == JR_F_CANCEL) {  /* a coroutine job's, or one that ended */
         int64_t id = jr_frame_get_cancel(&r, &err);
         if (id > 0)

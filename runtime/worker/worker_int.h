@@ -64,6 +64,7 @@ typedef struct worker {
     int         sync_late;      /* a wait of it saw its deadline pass */
     struct jr_co   *co;         /* co.c's */
     struct jr_http *http;       /* whttp.c's */
+    int         handback;       /* the master asked jobs back (steps.c) */
 } worker;
 
 /* A Lua thread of a job that waits on the loop: a coroutine job's own
@@ -255,6 +256,14 @@ int  jr_coown_open(lua_State *L, jr_err *err);
 #define JR_JOB_THREADS_KEY "jobrunner.jobthreads" /* registry: weak set */
 void jr_coown_push_mark(lua_State *L);
 int  jr_coown_is_mark(lua_State *L, int idx);
+
+/* steps.c: a job's steps. jr_wsteps_hooks sets ctx's (cj: the coroutine
+ * job's, NULL: the plain job's); jr_wsteps_end sends the job's last list
+ * before its result; jr_wsteps_frame takes a JR_F_STEPOK or
+ * JR_F_HANDBACK frame from the frame loop (0, or -1: malformed). */
+void jr_wsteps_hooks(worker *w, jr_jobctx *ctx, cojob *cj);
+void jr_wsteps_end(worker *w, jr_jobctx *ctx);
+int  jr_wsteps_frame(worker *w, int type, jr_reader *r);
 
 /* whttp.c, wexec.c: their functions into the module table on top. */
 int  jr_whttp_open(worker *w, lua_State *L, jr_err *err);

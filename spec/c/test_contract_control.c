@@ -1,6 +1,6 @@
 /* test_contract_control.c - the backend contract on both engines
- * (contract.h): cancel (every outcome, racing completion), progress,
- * retention and prune. Usage: test_contract_control [POSTGRES_URL]; spec/run
+ * (contract.h): cancel (every outcome, racing completion), progress, a
+ * job's steps and rerun, retention and prune. Usage: test_contract_control [POSTGRES_URL]; spec/run
  * passes the throwaway cluster's. Prints "N passed, N failed". */
 #include "contract.h"
 
@@ -165,6 +165,54 @@ test_progress(void)
     jr_db_close(&db);
 }
 
+/* A job's steps: written under its token while it runs, kept by a retry,
+ * claimed with it; rerun cuts them at a step, replaces the payload,
+ * queues the job, and refuses a running job, a step never recorded and
+ * an unknown id. */
+static void
+test_steps_rerun(void)
+{
+    jr_db db = conn();
+    const char *names[1] = {"c.steps"};
+    jr_result r;
+    jr_job *j[1];
+    jr_err e = {0};
+    int64_t id = push_q(&db, "c.steps", "default", 0, 0);
+    shown s;
+
+    CHECK(claim_spec(&db, "T", ALL_QUEUES(names, 1, 1), j) == 1);
+    CHECK(j[0]->steps == NULL);
+    free(j[0]);
+    memset(&r, 0, sizeof r);
+    r.id = id;
+    r.kind = JR_STEP;
+    r.result = "[{\"name\":\"a\",\"value\":1},{\"name\":\"b\",\"value\":2}]";
+    CHECK(db.ops->complete(db.b, "other", &r, 1, &e) == 0);
+    CHECK(db.ops->complete(db.b, "T", &r, 1, &e) == 1);
+    CHECK(db.ops->rerun(db.b, id, NULL, NULL, &e) < 0 &&
+          e.code == JR_EINPUT && strstr(e.msg, "is running"));
+    CHECK(result(&db, "T", id, JR_DEAD) == 1);
+    CHECK(db.ops->rerun(db.b, id, "zz", NULL, &e) < 0 &&
+          e.code == JR_EINPUT && strstr(e.msg, "no step 'zz' recorded"));
+    STATE_IS(&db, id, "dead");
+    CHECK(db.ops->rerun(db.b, 999999999, NULL, NULL, &e) < 0 &&
+          e.code == JR_ENOTFOUND);
+    CHECK_OK(db.ops->rerun(db.b, id, "b", "{\"v\":2}", &e), e);
+    s = show(&db, id);
+    CHECK(strcmp(s.state, "queued") == 0 && s.attempts == 0 &&
+          strstr(s.payload, "\"v\"") != NULL);
+    CHECK(claim_spec(&db, "T", ALL_QUEUES(names, 1, 1), j) == 1);
+    CHECK(j[0]->steps != NULL && strstr(j[0]->steps, "\"a\"") != NULL &&
+          strstr(j[0]->steps, "\"b\"") == NULL);
+    free(j[0]);
+    CHECK(result(&db, "T", id, JR_RETRY) == 1);
+    CHECK_OK(db.ops->rerun(db.b, id, "a", NULL, &e), e);
+    CHECK(claim_spec(&db, "T", ALL_QUEUES(names, 1, 1), j) == 1);
+    CHECK(j[0]->steps == NULL);
+    free(j[0]);
+    jr_db_close(&db);
+}
+
 /* keep_completed keeps succeeded jobs as completed; prune deletes
  * finished jobs older than each threshold, at most limit at a time. */
 static void
@@ -218,6 +266,7 @@ static const check_test tests[] = {
     {"cancel: every outcome", test_cancel},
     {"cancel racing completion: one outcome", test_cancel_race},
     {"progress result", test_progress},
+    {"steps and rerun", test_steps_rerun},
     {"retention and prune", test_retention},
 };
 

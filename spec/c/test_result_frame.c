@@ -1,6 +1,7 @@
 /* test_result_frame.c - the result frame a worker sends: a retry or dead
  * result that carries no error still decodes with a message, so nothing
- * downstream (the log line, last_error) reads a missing one. Each test is
+ * downstream (the log line, last_error) reads a missing one; a step's
+ * record and the master's answer to a durable one. Each test is
  * a function; main runs them all and prints "N passed, N failed". */
 #include <stdio.h>
 #include <stdlib.h>
@@ -67,6 +68,40 @@ test_error_and_success_unchanged(void)
     free(mem);
 }
 
+/* A step's record: its list and durable number go and come back; one
+ * without its list is malformed. And the master's answer to it. */
+static void
+test_step_result_and_answer(void)
+{
+    jr_result res = {0}, out;
+    void *mem = NULL;
+    jr_buf b = {0};
+    jr_reader r;
+    jr_err err;
+    int seq = 0;
+
+    res.id = 9;
+    res.kind = JR_STEP;
+    res.result = "[{\"name\":\"a\",\"value\":1}]";
+    res.durable = 3;
+    CHECK(round_trip(&res, &out, &mem) == 0);
+    CHECK(out.kind == JR_STEP && out.durable == 3);
+    CHECK(out.result != NULL && strcmp(out.result, res.result) == 0);
+    free(mem);
+    res.result = NULL;
+    CHECK(round_trip(&res, &out, &mem) < 0);
+    free(mem);
+    jr_frame_put_stepok(&b, 9, 3);
+    CHECK(jr_frame_find_step(b.p, b.len, JR_F_STEPOK, 9, 3) == 1);
+    CHECK(jr_frame_find_step(b.p, b.len, JR_F_STEPOK, 9, 4) == 0);
+    CHECK(jr_frame_find_step(b.p, b.len, JR_F_STEPOK, 9, 2) == 0);
+    CHECK(jr_frame_find_step(b.p, b.len, JR_F_STEPOK, 8, 1) == 0);
+    CHECK(jr_frame_find_step(b.p, b.len, JR_F_HANDBACK, 0, 0) == 0);
+    CHECK(jr_frame_open(&r, b.p) == JR_F_STEPOK);
+    CHECK(jr_frame_get_stepok(&r, &seq, &err) == 9 && seq == 3);
+    jr_buf_free(&b);
+}
+
 int
 main(void)
 {
@@ -77,6 +112,7 @@ main(void)
         {"failure_without_error_gets_a_message",
          test_failure_without_error_gets_a_message},
         {"error_and_success_unchanged", test_error_and_success_unchanged},
+        {"step_result_and_answer", test_step_result_and_answer},
     };
     int passed = 0, nfailed = 0;
     size_t i;

@@ -354,6 +354,31 @@
     });
   }
 
+  /* A job's steps as a timeline, each with a button that reruns the job
+   * from it (its payload as it is). */
+  var shownJob = null;
+  function steps(list) {
+    $("d-steps-box").hidden = !Array.isArray(list) || !list.length;
+    var ol = $("d-steps"); ol.textContent = "";
+    (list || []).forEach(function (s) {
+      var li = el("li");
+      li.appendChild(el("span", s.name, "at-n"));
+      li.appendChild(el("span", " " + (s.state === "done" ? "recorded" : "checkpoint") + " " + when(s.at) +
+        " · ran " + dur(s.duration) + " · attempt " + s.attempt, "muted"));
+      var b = el("button", "rerun from here");
+      b.addEventListener("click", function () { rerunJob(shown, s.name); });
+      li.appendChild(b);
+      li.appendChild(el("pre", (s.state === "done" ? "" : "cursor ") + JSON.stringify(s.state === "done" ? s.value : s.cursor)));
+      ol.appendChild(li);
+    });
+  }
+
+  function rerunJob(id, step) {
+    var body = shownJob && shownJob.payload ? JSON.parse(shownJob.payload) : {};
+    return act("jobs/" + id + "/rerun" + (step ? "?from_step=" + encodeURIComponent(step) : ""), body,
+      function () { return "job " + id + " queued again" + (step ? " from step " + step : ""); });
+  }
+
   function loadJob() {
     var id = route.arg;
     return api("jobs/" + encodeURIComponent(id)).then(function (j) {
@@ -374,6 +399,9 @@
       $("d-result").textContent = j.result === undefined || j.result === null ? "" : jsonText(j.result);
       $("d-error").textContent = j.last_error || "(none)";
       attempts(Array.isArray(j.attempts) ? j.attempts : null);
+      shownJob = j;
+      steps(j.steps);
+      $("d-rerun").hidden = j.state === "running" || j.state === "waiting";
       $("d-retry").hidden = $("d-purge").hidden = j.state !== "dead";
       $("d-cancel").hidden = j.state !== "queued" && j.state !== "running" && j.state !== "waiting";
     }).catch(function (e) {
@@ -381,8 +409,8 @@
       shown = null;
       $("d-id").textContent = id + ": no such job (purged, pruned, or never pushed)";
       ["d-fields", "d-payload", "d-error", "d-links"].forEach(function (x) { $(x).textContent = ""; });
-      $("d-retry").hidden = $("d-purge").hidden = $("d-cancel").hidden = true;
-      $("d-result-box").hidden = $("d-attempts-box").hidden = true;
+      $("d-retry").hidden = $("d-purge").hidden = $("d-cancel").hidden = $("d-rerun").hidden = true;
+      $("d-result-box").hidden = $("d-attempts-box").hidden = $("d-steps-box").hidden = true;
     });
   }
 
@@ -647,6 +675,7 @@
     $("d-retry").addEventListener("click", function () { retryJob(shown); });
     $("d-purge").addEventListener("click", function () { purgeJob(shown, "#/dead"); });
     $("d-cancel").addEventListener("click", function () { cancelJob(shown); });
+    $("d-rerun").addEventListener("click", function () { rerunJob(shown, null); });
     $("q-toggle").addEventListener("click", function () {
       var paused = !!$("q-toggle").dataset.paused, name = route.arg;
       act("queues/" + encodeURIComponent(name) + (paused ? "/resume" : "/pause"), {},
