@@ -1282,3 +1282,74 @@ BEGIN
     RETURN child;
 END
 $$;
+-- migration 16
+-- Signals and durable sleep (docs/handlers.md, "Signals and durable
+-- sleep"). waits is the job's record of them, NULL for a job that never
+-- waited nor was signalled, read by the claim with the job: {"signals":
+-- {name: {"payload", "at"}}, "timeouts": {name: deadline}, "deadlines":
+-- {name: deadline}, "sleeps": {"1": wake, ...}}. A waiting job (state
+-- 'waiting', as a flow's child waiting for its parents) waits for the
+-- signal wait_on, or for the date wake_at (a sleep, or a signal's
+-- deadline).
+ALTER TABLE {{schema}}.jobs ADD COLUMN waits jsonb,
+    ADD COLUMN wait_on text, ADD COLUMN wake_at timestamptz;
+CREATE INDEX jobs_wake ON {{schema}}.jobs (wake_at)
+    WHERE wake_at IS NOT NULL;
+CREATE INDEX jobs_wait_on ON {{schema}}.jobs (wait_on)
+    WHERE wait_on IS NOT NULL;
+-- signal(job_id, signal_name, payload): sends the signal. Kept in the
+-- job's waits for its wait_signal(signal_name); a job waiting for it now
+-- is made ready in the same statement. Returns the job's state after it
+-- ('queued' when it was made ready). Refused, nothing changed, for no
+-- such job (SQLSTATE P0002), a finished job, a signal of that name sent
+-- already or one whose wait timed out (22023):
+--   SELECT jobrunner.signal(42, 'approved', '{"by":"ada"}');
+CREATE OR REPLACE FUNCTION {{schema}}.signal(job_id bigint,
+        signal_name text, payload jsonb DEFAULT '{}') RETURNS text
+LANGUAGE plpgsql AS $$
+DECLARE
+    st text;
+    w jsonb;
+BEGIN
+    IF signal_name IS NULL OR signal_name !~ '^[A-Za-z0-9_.:-]{1,128}$' THEN
+        RAISE EXCEPTION 'jobrunner.signal: signal name ''%'' must be 1 to 128 characters of A-Z a-z 0-9 _ . : -',
+            signal_name USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    UPDATE {{schema}}.jobs j SET
+        waits = jsonb_set(coalesce(j.waits, '{}'), '{signals}',
+            coalesce(j.waits->'signals', '{}') || jsonb_build_object(
+                signal_name, jsonb_build_object('payload',
+                    coalesce(signal.payload, '{}'),
+                    'at', extract(epoch FROM now())::float8))),
+        state = CASE WHEN j.state = 'waiting' AND j.wait_on = signal_name
+                THEN 'queued' ELSE j.state END,
+        run_at = CASE WHEN j.state = 'waiting' AND j.wait_on = signal_name
+                 THEN now() ELSE j.run_at END,
+        wake_at = CASE WHEN j.state = 'waiting' AND j.wait_on = signal_name
+                  THEN NULL ELSE j.wake_at END,
+        wait_on = CASE WHEN j.state = 'waiting' AND j.wait_on = signal_name
+                  THEN NULL ELSE j.wait_on END,
+        updated_at = now()
+    WHERE j.id = job_id AND j.state IN ('queued', 'running', 'waiting')
+      AND NOT coalesce(j.waits->'signals' ? signal_name, false)
+      AND NOT coalesce(j.waits->'timeouts' ? signal_name, false)
+    RETURNING j.state INTO st;
+    IF FOUND THEN
+        RETURN st;
+    END IF;
+    SELECT j.state, j.waits INTO st, w FROM {{schema}}.jobs j
+    WHERE j.id = job_id;
+    IF NOT FOUND THEN
+        RAISE EXCEPTION 'jobrunner.signal: signal ''%'' to job % refused: no such job',
+            signal_name, job_id USING ERRCODE = 'no_data_found';
+    ELSIF st NOT IN ('queued', 'running', 'waiting') THEN
+        RAISE EXCEPTION 'jobrunner.signal: signal ''%'' to job % refused: the job is % (finished)',
+            signal_name, job_id, st USING ERRCODE = 'invalid_parameter_value';
+    ELSIF coalesce(w->'timeouts' ? signal_name, false) THEN
+        RAISE EXCEPTION 'jobrunner.signal: signal ''%'' to job % refused: its wait for it timed out',
+            signal_name, job_id USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    RAISE EXCEPTION 'jobrunner.signal: signal ''%'' to job % refused: it was sent already (a signal is delivered once)',
+        signal_name, job_id USING ERRCODE = 'invalid_parameter_value';
+END
+$$;

@@ -199,9 +199,19 @@ jr_job_new_parents(int64_t id, const char *name, const char *queue,
                    const char *payload, size_t payload_len,
                    const char *parents)
 {
+    return jr_job_new_waits(id, name, queue, payload, payload_len, parents,
+                            NULL);
+}
+
+jr_job *
+jr_job_new_waits(int64_t id, const char *name, const char *queue,
+                 const char *payload, size_t payload_len,
+                 const char *parents, const char *waits)
+{
     size_t ln = strlen(name) + 1, lq = strlen(queue) + 1;
     size_t lp = parents != NULL ? strlen(parents) + 1 : 0;
-    jr_job *j = malloc(sizeof *j + ln + lq + payload_len + 1 + lp);
+    size_t lw = waits != NULL ? strlen(waits) + 1 : 0;
+    jr_job *j = malloc(sizeof *j + ln + lq + payload_len + 1 + lp + lw);
     char *p;
 
     if (j == NULL)
@@ -220,6 +230,8 @@ jr_job_new_parents(int64_t id, const char *name, const char *queue,
     j->payload_len = payload_len;
     if (parents != NULL)
         j->parents = memcpy(p + payload_len + 1, parents, lp);
+    if (waits != NULL)
+        j->waits = memcpy(p + payload_len + 1 + lp, waits, lw);
     return j;
 }
 
@@ -334,4 +346,42 @@ jr_result_word(int kind)
     if (kind == JR_DONE || kind == JR_RETRY || kind == JR_SNOOZE)
         return word[kind];
     return NULL;
+}
+
+int
+jr_signal_check(const char *name, const char *payload, size_t max_payload,
+                jr_err *err)
+{
+    char why[200];
+    size_t len;
+
+    if (jr_name_check(name, "signal name", err) < 0)
+        return -1;
+    if (payload == NULL)
+        return 0;
+    len = strlen(payload);
+    if (max_payload > 0 && len > max_payload)
+        return jr_fail(err, JR_EINPUT, "signal '%s': payload is %zu bytes, "
+                       "over max_payload (%zu)", name, len, max_payload);
+    if (jr_jsontext_check(payload, len, why, sizeof why) < 0)
+        return jr_fail(err, JR_EINPUT, "signal '%s': payload is not JSON: "
+                       "%s", name, why);
+    return 0;
+}
+
+int
+jr_signal_refused(jr_err *err, int64_t id, const char *name,
+                  const char *state, int timed_out)
+{
+    if (strcmp(state, "queued") && strcmp(state, "running") &&
+        strcmp(state, "waiting"))
+        return jr_fail(err, JR_EINPUT, "signal '%s' to job %lld refused: "
+                       "the job is %s (finished)", name, (long long)id,
+                       state);
+    if (timed_out)
+        return jr_fail(err, JR_EINPUT, "signal '%s' to job %lld refused: "
+                       "its wait for it timed out", name, (long long)id);
+    return jr_fail(err, JR_EINPUT, "signal '%s' to job %lld refused: it "
+                   "was sent already (a signal is delivered once)", name,
+                   (long long)id);
 }

@@ -32,6 +32,8 @@ typedef struct jr_job {
     int64_t     batch;          /* its batch, 0: none */
     int         flow;           /* the master's: it has children or a
                                    batch (its end may make jobs ready) */
+    const char *waits;          /* JSON text: its signals and sleeps
+                                   (jobs.waits), or NULL: none */
 } jr_job;
 
 /* What a parent ending dead or cancelled does to a job waiting for it
@@ -141,7 +143,9 @@ enum {
                                    counted, last_error kept unless given */
     JR_CANCELLED,               /* stopped because its cancel was requested:
                                    cancelled, never retried */
-    JR_PROGRESS                 /* still running: records done, total, note */
+    JR_PROGRESS,                /* still running: records done, total, note */
+    JR_WAIT                     /* waits for a signal or a date: waiting,
+                                   attempt not counted */
 };
 
 /* What became of one claimed job. Strings and pushes are borrowed. */
@@ -163,6 +167,10 @@ typedef struct jr_result {
                                    known) */
     int            worker;      /* RETRY, DEAD: the master's id of the
                                    worker that ran it (0: not known) */
+    const char    *wait_on;     /* WAIT: the signal's name, NULL: a sleep */
+    double         wake_at;     /* WAIT: epoch seconds of its deadline or
+                                   wake; INFINITY: a signal, no timeout */
+    int            sleep_n;     /* WAIT: a sleep's number in the attempt */
 } jr_result;
 
 /* How many failed attempts a job keeps (the attempt history: backend.h's
@@ -276,6 +284,24 @@ jr_job *jr_job_new(int64_t id, const char *name, const char *queue,
 jr_job *jr_job_new_parents(int64_t id, const char *name, const char *queue,
                            const char *payload, size_t payload_len,
                            const char *parents);
+
+/* The same with the waits' JSON text too (may be NULL). */
+jr_job *jr_job_new_waits(int64_t id, const char *name, const char *queue,
+                         const char *payload, size_t payload_len,
+                         const char *parents, const char *waits);
+
+/* Checks a signal before it reaches the database: its name as
+ * jr_name_check ("signal name"), its payload (NULL: {}) one JSON value as
+ * jr_jsontext_check says, at most max_payload bytes (0: no limit).
+ * Returns 0, or -1 with err set (JR_EINPUT). */
+int  jr_signal_check(const char *name, const char *payload,
+                     size_t max_payload, jr_err *err);
+
+/* The refusal of signal name to job id in state (timed_out: its wait for
+ * it timed out; else a job not finished has had it already), the same
+ * words on both engines. Returns -1 with err set (JR_EINPUT). */
+int  jr_signal_refused(jr_err *err, int64_t id, const char *name,
+                       const char *state, int timed_out);
 
 /* The on_parent_failure named name ("cancel", "run", "dead"), or -1. */
 int  jr_opf_parse(const char *name);

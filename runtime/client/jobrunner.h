@@ -319,6 +319,18 @@ enum {
 int jr_client_cancel(jr_client *c, const int64_t *ids, size_t n,
                      int *outcomes);
 
+/* Sends signal name with its JSON payload (NULL: {}) to job id, for the
+ * job's jobrunner.wait_signal(name) (docs/handlers.md, "Signals and
+ * durable sleep"): a job waiting for it is made ready at once (*woken,
+ * which may be NULL, gets 1), else the signal is kept and its wait
+ * returns it at once (*woken 0). A signal is delivered once: refused,
+ * nothing changed, with JR_CLIENT_EINPUT when the job is finished
+ * (completed, dead, cancelled), had this signal already or timed out
+ * waiting for it, or name or payload is bad; JR_CLIENT_ENOTFOUND when
+ * there is no such job. */
+int jr_client_signal(jr_client *c, int64_t id, const char *name,
+                     const char *payload, int *woken);
+
 /* Pauses queue: every runner stops claiming its jobs (within about a
  * second); running ones finish. Persistent in the database; pausing a
  * queue no job has used yet creates it paused. queue must be a valid

@@ -193,6 +193,7 @@ jr_frame_put_job(jr_buf *b, const jr_job *j)
     jr_put_strn(b, j->payload, j->payload_len);
     jr_put_str(b, j->parents);
     jr_put_i64(b, j->batch);
+    jr_put_str(b, j->waits);
     jr_frame_end(b, start);
 }
 
@@ -231,7 +232,9 @@ jr_frame_get_job(jr_reader *r, jr_err *err)
     size_t lpar;
     const char *parents = jr_get_str(r, &lpar);
     int64_t batch = jr_get_i64(r);
-    char nbuf[129], qbuf[129], *pbuf = NULL;
+    size_t lw;
+    const char *waits = jr_get_str(r, &lw);
+    char nbuf[129], qbuf[129], *pbuf = NULL, *wbuf = NULL;
     jr_job *j;
 
     if (r->bad || name == NULL || queue == NULL || payload == NULL ||
@@ -248,8 +251,15 @@ jr_frame_get_job(jr_reader *r, jr_err *err)
         jr_fail(err, JR_EPROTO, "malformed job frame (parents)");
         return NULL;
     }
-    j = jr_job_new_parents(id, nbuf, qbuf, payload, lp, pbuf);
+    if (waits != NULL && (has_nul(waits, lw) ||
+                          (wbuf = strndup(waits, lw)) == NULL)) {
+        free(pbuf);
+        jr_fail(err, JR_EPROTO, "malformed job frame (waits)");
+        return NULL;
+    }
+    j = jr_job_new_waits(id, nbuf, qbuf, payload, lp, pbuf, wbuf);
     free(pbuf);
+    free(wbuf);
     if (j == NULL) {
         jr_fail(err, JR_ENOMEM, "out of memory decoding a job");
         return NULL;
@@ -312,6 +322,11 @@ jr_frame_put_result(jr_buf *b, const jr_result *res)
         jr_put_f64(b, res->total);
         put_text(b, res->note);
     }
+    if (res->kind == JR_WAIT) {
+        jr_put_str(b, res->wait_on);
+        jr_put_f64(b, res->wake_at);
+        jr_put_i32(b, res->sleep_n);
+    }
     jr_frame_end(b, start);
 }
 
@@ -372,7 +387,7 @@ jr_frame_get_result(jr_reader *r, jr_result *res, void **mem, jr_err *err)
     res->generation = arena_str(r, &arena);
     n = jr_get_i32(r);
     if (r->bad || n < 0 || (size_t)n > maxpush || res->kind < JR_DONE ||
-        res->kind > JR_PROGRESS || res->kind == JR_EXPIRED)
+        res->kind > JR_WAIT || res->kind == JR_EXPIRED)
         return jr_fail(err, JR_EPROTO, "malformed result frame");
     for (i = 0; i < n && !r->bad; i++) {
         pushes[i].name = arena_str(r, &arena);
@@ -398,6 +413,14 @@ jr_frame_get_result(jr_reader *r, jr_result *res, void **mem, jr_err *err)
         res->done = jr_get_f64(r);
         res->total = jr_get_f64(r);
         res->note = arena_str(r, &arena);
+    }
+    if (res->kind == JR_WAIT) {
+        res->wait_on = arena_str(r, &arena);
+        res->wake_at = jr_get_f64(r);
+        res->sleep_n = jr_get_i32(r);
+        if (res->wait_on != NULL &&
+            jr_name_check(res->wait_on, "signal name", NULL) < 0)
+            r->bad = 1;
     }
     if (r->bad)
         return jr_fail(err, JR_EPROTO, "malformed result frame");
