@@ -180,7 +180,7 @@ static const pg_stmt st_claim_one = {"jr_claim_one", 4,
     "   FOR UPDATE SKIP LOCKED))"
     "  RETURNING " CLAIM_COLUMNS ", 0::bigint, j.run_at::text)"
     " SELECT * FROM u UNION ALL SELECT NULL, NULL, NULL, NULL, NULL,"
-    " NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL FROM one"
+    " NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL FROM one"
     " WHERE n > 1"};
 
 /* st_claim_one from a place in its queue ($5), not from the front of

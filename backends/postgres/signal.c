@@ -5,14 +5,16 @@
  * jobs whose wait's date came (a sleep ends, a signal's wait times out),
  * and the counts of waiting jobs. A signal and a wake-up meet at the
  * row's lock: the wake-up skips a row a signal holds, and a signal that
- * waited for a wake-up's commit finds the wait timed out. Uses conn.c. */
+ * waited for a wake-up's commit reads the row again and finds the wait
+ * timed out. Uses conn.c. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "postgres/pg_int.h"
 
-/* $1 the job, $2 the signal, $3 its payload: the job's state after it */
+/* $1 the job, $2 the signal, $3 its payload: 'ready' when it made the
+ * job ready, else the job's state */
 static const pg_stmt st_signal = {"jr_signal", 3,
     "SELECT {{schema}}.signal($1::bigint, $2::text, $3::jsonb)"};
 
@@ -25,6 +27,7 @@ jr_pg_signal(jr_backend *b, int64_t id, const char *name,
     const char *params[3] = {sid, name, payload != NULL ? payload : "{}"};
     const char *m;
     PGresult *res;
+    int woken;
 
     if (jr_signal_check(name, payload, b->max_payload, err) < 0)
         return -1;
@@ -39,13 +42,15 @@ jr_pg_signal(jr_backend *b, int64_t id, const char *name,
             b->pgmsg + sizeof prefix - 1 : b->pgmsg;
         return jr_fail(err, notfound ? JR_ENOTFOUND : JR_EINPUT, "%s", m);
     }
-    snprintf(state, size, "%s", PQgetvalue(res, 0, 0));
+    woken = strcmp(PQgetvalue(res, 0, 0), "ready") == 0;
+    snprintf(state, size, "%s", woken ? "queued" : PQgetvalue(res, 0, 0));
     PQclear(res);
-    return strcmp(state, "queued") == 0;
+    return woken;
 }
 
 /* the first $1 jobs whose wait's date came: a sleep ends, a signal's
- * wait times out (recorded for the later attempts); a row a signal holds
+ * wait times out (recorded for the later attempts, with its deadline as
+ * the wait recorded it: wake_at holds microseconds); a row a signal holds
  * is skipped (it decides); a row left with a date by a cancel only loses
  * it */
 static const pg_stmt st_wake = {"jr_wake", 1,
@@ -55,7 +60,8 @@ static const pg_stmt st_wake = {"jr_wake", 1,
     " waits = CASE WHEN j.state = 'waiting' AND j.wait_on IS NOT NULL"
     "  THEN jsonb_set(coalesce(j.waits, '{}'), '{timeouts}',"
     "  coalesce(j.waits->'timeouts', '{}') || jsonb_build_object(j.wait_on,"
-    "  extract(epoch FROM j.wake_at)::float8)) ELSE j.waits END,"
+    "  coalesce(j.waits->'deadlines'->j.wait_on,"
+    "  to_jsonb(extract(epoch FROM j.wake_at)::float8)))) ELSE j.waits END,"
     " wait_on = NULL, wake_at = NULL, updated_at = now()"
     " FROM (SELECT id FROM {{schema}}.jobs WHERE wake_at <= now()"
     "  ORDER BY wake_at LIMIT $1::int FOR UPDATE SKIP LOCKED) w"

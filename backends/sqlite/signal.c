@@ -12,7 +12,7 @@
 #include "base/util.h"
 
 /* The file's statements: slots of sql_text[] (sqlite_int.h). */
-enum { S_SIGNAL, S_SIGNAL_WHY, S_WAKE, S_WAIT_COUNTS, S_COUNT };
+enum { S_SIGNAL, S_SIGNAL_READ, S_WAKE, S_WAIT_COUNTS, S_COUNT };
 
 static const char *const sql_text[S_COUNT] = {
     /* ?1 the job, ?2 the signal, ?3 its payload (JSON), ?4 now, ?5 the
@@ -35,10 +35,13 @@ static const char *const sql_text[S_COUNT] = {
         " AND json_type(waits, ?5) IS NULL"
         " AND json_type(waits, '$.timeouts.\"' || ?2 || '\"') IS NULL"
         " RETURNING state",
-    /* why S_SIGNAL changed nothing */
-    [S_SIGNAL_WHY] =
-        "SELECT state, json_type(waits, '$.timeouts.\"' || ?2 || '\"')"
-        " IS NOT NULL FROM jobs WHERE id = ?1",
+    /* the job as the signal finds it (the write lock held): its state,
+     * whether it waits for ?2 now, timed out waiting for it, had it */
+    [S_SIGNAL_READ] =
+        "SELECT state, state = 'waiting' AND wait_on IS ?2,"
+        " json_type(waits, '$.timeouts.\"' || ?2 || '\"') IS NOT NULL,"
+        " json_type(waits, '$.signals.\"' || ?2 || '\"') IS NOT NULL"
+        " FROM jobs WHERE id = ?1",
     /* the first ?2 jobs whose wait's date came by ?1: a sleep ends, a
      * signal's wait times out (recorded for the later attempts); a row
      * left with a date by a cancel only loses it */
@@ -66,13 +69,15 @@ stmt(jr_backend *b, int which, jr_err *err)
     return jr_sqlite_stmt(b, &sql_text[which], err);
 }
 
-/* Why S_SIGNAL refused the signal: fills err, returns -1. */
+/* Reads job id as the signal name finds it, in the write transaction:
+ * returns 1 if it waits for it now, 0 if the signal is to be kept, or -1
+ * with err set when it is refused (st gets its state, size bytes). */
 static int
-refused(jr_backend *b, int64_t id, const char *name, jr_err *err)
+signal_read(jr_backend *b, int64_t id, const char *name, char *st,
+            size_t size, jr_err *err)
 {
-    sqlite3_stmt *s = stmt(b, S_SIGNAL_WHY, err);
-    char st[16];
-    int rc, timed_out;
+    sqlite3_stmt *s = stmt(b, S_SIGNAL_READ, err);
+    int rc, waits_now, timed_out, had;
 
     if (s == NULL)
         return -1;
@@ -85,43 +90,60 @@ refused(jr_backend *b, int64_t id, const char *name, jr_err *err)
                                            "job", name, (long long)id)
                                  : jr_sqlite_fail(b, err, "sending a signal");
     }
-    snprintf(st, sizeof st, "%s", col_text(s, 0));
-    timed_out = sqlite3_column_int(s, 1);
+    snprintf(st, size, "%s", col_text(s, 0));
+    waits_now = sqlite3_column_int(s, 1);
+    timed_out = sqlite3_column_int(s, 2);
+    had = sqlite3_column_int(s, 3);
     sqlite3_reset(s);
-    return jr_signal_refused(err, id, name, st, timed_out);
+    if (had || timed_out || (strcmp(st, "queued") && strcmp(st, "running")
+                             && strcmp(st, "waiting")))
+        return jr_signal_refused(err, id, name, st, timed_out);
+    return waits_now;
+}
+
+/* Sends the signal to the job signal_read found open. */
+static int
+signal_write(jr_backend *b, int64_t id, const char *name,
+             const char *payload, jr_err *err)
+{
+    sqlite3_stmt *s = stmt(b, S_SIGNAL, err);
+    char path[160];
+    int rc;
+
+    if (s == NULL)
+        return -1;
+    snprintf(path, sizeof path, "$.signals.\"%s\"", name);
+    sqlite3_bind_int64(s, 1, id);
+    bind_text(s, 2, name);
+    bind_text(s, 3, payload != NULL ? payload : "{}");
+    sqlite3_bind_double(s, 4, jr_now());
+    bind_text(s, 5, path);
+    rc = sqlite3_step(s);
+    sqlite3_reset(s);
+    if (rc != SQLITE_ROW && rc != SQLITE_DONE)
+        return jr_sqlite_fail(b, err, "sending a signal");
+    return rc == SQLITE_ROW ? 0 : jr_fail(err, JR_EDB, "signal '%s' to "
+                                          "job %lld: the job changed under "
+                                          "the write lock", name,
+                                          (long long)id);
 }
 
 int
 jr_sqlite_signal(jr_backend *b, int64_t id, const char *name,
                  const char *payload, char *state, size_t size, jr_err *err)
 {
-    sqlite3_stmt *s;
-    char path[160];
-    int rc, ready;
+    int woken;
 
     if (jr_signal_check(name, payload, 0, err) < 0)
         return -1;
-    snprintf(path, sizeof path, "$.signals.\"%s\"", name);
     if (jr_sqlite_begin(b, err) < 0)
         return -1;
-    if ((s = stmt(b, S_SIGNAL, err)) == NULL)
-        return jr_sqlite_write_end(b, -1, err);
-    sqlite3_bind_int64(s, 1, id);
-    bind_text(s, 2, name);
-    bind_text(s, 3, payload != NULL ? payload : "{}");
-    sqlite3_bind_double(s, 4, jr_now());
-    bind_text(s, 5, path);
-    if ((rc = sqlite3_step(s)) == SQLITE_ROW)
-        snprintf(state, size, "%s", col_text(s, 0));
-    sqlite3_reset(s);
-    if (rc != SQLITE_ROW) {
-        rc = rc == SQLITE_DONE ? refused(b, id, name, err)
-                               : jr_sqlite_fail(b, err, "sending a signal");
+    if ((woken = signal_read(b, id, name, state, size, err)) < 0 ||
+        signal_write(b, id, name, payload, err) < 0) {
         jr_sqlite_rollback(b);
         return -1;
     }
-    ready = strcmp(state, "queued") == 0;
-    return jr_sqlite_commit(b, err) < 0 ? -1 : ready;
+    return jr_sqlite_commit(b, err) < 0 ? -1 : woken;
 }
 
 int
