@@ -10,6 +10,7 @@
 -- (inflight = 50) wait and are signalled. The wait never counts an
 -- attempt.
 local jr = require "jr"
+local H = require "jrhttp"
 local cjson = require "cjson"
 
 -- The handler: records each start in runs.log, waits for the signal
@@ -171,6 +172,38 @@ for _, backend in ipairs(jr.backends()) do
         end
       end
       assert.are.equal(12, signalled + timed_out)
+    end)
+  end)
+
+  describe(backend .. ": POST /api/jobs/ID/signal", function()
+    local env = jr.test_env(backend)
+
+    it("needs the token, checks its body, refuses as the CLI does, makes a waiting job ready", function()
+      env:script("appr", APPROVAL)
+      local base = H.start(env, "concurrency = 1")
+      local id = env:push("appr", "{}")
+      env:wait_state(id, "waiting")
+      local url = ("%s/api/jobs/%d/signal"):format(base, id)
+      local body = '{"name": "approved", "payload": {"by": "http"}}'
+      assert.are.equal(401, (H.req(url, { body = body })))
+      local code, text = H.req(url, { body = '{"name": "bad name"}', token = true })
+      assert.are.equal(400, code, text)
+      assert.truthy(text:find("signal name", 1, true), text)
+      code, text = H.req(url, { body = '{"nom": "approved"}', token = true })
+      assert.are.equal(400, code, text)
+      assert.truthy(text:find("unknown key 'nom'", 1, true), text)
+      code, text = H.req(base .. "/api/jobs/999999/signal", { body = body, token = true })
+      assert.are.equal(404, code, text)
+      assert.are.equal("waiting", env:job(id).state)
+      code, text = H.req(url, { body = body, token = true })
+      assert.are.equal(200, code, text)
+      local r = cjson.decode(text)
+      assert.are.same({ id = id, signal = "approved", outcome = "ready", state = "queued" }, r)
+      env:wait_state(id, "completed")
+      assert.are.same({ v = { by = "http" } }, result_of(env, id))
+      code, text = H.req(url, { body = body, token = true })
+      assert.are.equal(409, code, text)
+      assert.truthy(text:find("the job is completed (finished)", 1, true), text)
     end)
   end)
 

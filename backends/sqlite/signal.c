@@ -143,6 +143,8 @@ jr_sqlite_signal(jr_backend *b, int64_t id, const char *name,
         jr_sqlite_rollback(b);
         return -1;
     }
+    if (woken)
+        snprintf(state, size, "queued");
     return jr_sqlite_commit(b, err) < 0 ? -1 : woken;
 }
 
