@@ -183,6 +183,18 @@ for _, backend in ipairs(jr.backends()) do
       local base = H.start(env, "concurrency = 1")
       local id = env:push("appr", "{}")
       env:wait_state(id, "waiting")
+      -- a second job, signalled before it runs, then sleeping: /metrics
+      -- counts one job waiting on a signal and one on a date
+      local sleeper = env:push("appr", '{"sleep": 600}')
+      assert.are.equal(0, select(3, env:cli("signal", tostring(sleeper), "approved")))
+      jr.wait_for(function()
+        local w = waits_of(env, sleeper)
+        return w ~= cjson.null and w and w.sleeps
+      end, 30, "the second job's sleep")
+      local mcode, metrics = H.req(base .. "/metrics", { token = true })
+      assert.are.equal(200, mcode, metrics)
+      assert.truthy(metrics:find('jobrunner_jobs_waiting{on="signal"} 1\n', 1, true), metrics)
+      assert.truthy(metrics:find('jobrunner_jobs_waiting{on="date"} 1\n', 1, true), metrics)
       local url = ("%s/api/jobs/%d/signal"):format(base, id)
       local body = '{"name": "approved", "payload": {"by": "http"}}'
       assert.are.equal(401, (H.req(url, { body = body })))
