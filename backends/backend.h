@@ -121,6 +121,13 @@ typedef struct jr_job_row {
                                    first, at most JR_ATTEMPTS_KEPT; list:
                                    NULL */
     int         nhistory;
+    const char *wait_on;        /* show: the signal a waiting job waits
+                                   for, or NULL; NULL from list */
+    double      wake_at;        /* show: the date a waiting job waits for
+                                   (a sleep, or the signal's deadline);
+                                   0: none, or from list */
+    const char *waits;          /* show: its signals' and sleeps' records
+                                   (JSON text), or NULL */
 } jr_job_row;
 
 /* Which jobs list walks: NULL fields match any. */

@@ -152,6 +152,9 @@ job_row(const jr_job_row *row, void *arg)
     j.limit_key = row->limit_key;
     j.result = row->result;
     j.keep_until = row->keep_until;
+    j.wait_on = row->wait_on;
+    j.wake_at = row->wake_at;
+    j.waits = row->waits;
     return a->fn(&j, a->arg);
 }
 

@@ -414,6 +414,16 @@ typedef struct jr_client_job_info {
                                    JR_CLIENT_ATTEMPTS_KEPT; NULL when
                                    none, and from jr_client_list */
     int         nhistory;
+    const char *wait_on;        /* jr_client_show: the signal a waiting
+                                   job waits for (its wait_signal), or
+                                   NULL */
+    double      wake_at;        /* jr_client_show: the date a waiting job
+                                   waits for (a sleep, or its signal's
+                                   deadline); 0: none */
+    const char *waits;          /* jr_client_show: the records of its
+                                   signals and sleeps, JSON text, or NULL
+                                   (docs/handlers.md, "Signals and
+                                   durable sleep") */
 } jr_client_job_info;
 
 /* Called once per job. Return 0 to go on, non-zero to stop. */
