@@ -348,3 +348,16 @@ for _, backend in ipairs(jr.backends()) do
     end)
   end)
 end
+
+describe("examples/approval", function()
+  it("runs: two expenses wait for a decision, are signalled, one is paid after a durable sleep", function()
+    local dir = jr.sh("mktemp -d /tmp/jrapproval.XXXXXX"):gsub("%s+$", "")
+    local out, err, code = jr.sh(("JOBRUNNER=%s timeout 120 %s/examples/approval/run.sh %s"):format(
+      jr.quote(jr.bin), jr.quote(jr.root), jr.quote(dir)))
+    os.execute("rm -rf " .. jr.quote(dir))
+    assert.are.equal(0, code, out .. err)
+    assert.truthy(out:find("waiting_for   signal 'decision' until", 1, true), out)
+    assert.truthy(out:find("expense 1: 120 paid, approved by ada", 1, true), out)
+    assert.truthy(out:find('"outcome":"refused"', 1, true), out)
+  end)
+end)
