@@ -335,8 +335,8 @@ bind_wait(sqlite3_stmt *s, const jr_result *r)
         snprintf(path, sizeof path, "$.deadlines.\"%s\"", r->wait_on);
     else
         snprintf(path, sizeof path, "$.sleeps.\"%d\"", r->sleep_n);
-    if (isfinite(r->wake_at))
-        bind_text(s, 7, path);
+    if (isfinite(r->wake_at))   /* path dies here: SQLite copies it */
+        sqlite3_bind_text(s, 7, path, -1, SQLITE_TRANSIENT);
     else
         sqlite3_bind_null(s, 7);
 }
