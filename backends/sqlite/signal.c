@@ -12,7 +12,8 @@
 #include "base/util.h"
 
 /* The file's statements: slots of sql_text[] (sqlite_int.h). */
-enum { S_SIGNAL, S_SIGNAL_READ, S_WAKE, S_WAIT_COUNTS, S_COUNT };
+enum { S_SIGNAL, S_SIGNAL_READ, S_WAKE_ANY, S_WAKE, S_WAIT_COUNTS,
+       S_COUNT };
 
 static const char *const sql_text[S_COUNT] = {
     /* ?1 the job, ?2 the signal, ?3 its payload (JSON), ?4 now, ?5 the
@@ -42,6 +43,9 @@ static const char *const sql_text[S_COUNT] = {
         " json_type(waits, '$.timeouts.\"' || ?2 || '\"') IS NOT NULL,"
         " json_type(waits, '$.signals.\"' || ?2 || '\"') IS NOT NULL"
         " FROM jobs WHERE id = ?1",
+    /* whether a job's wait's date came by ?1: read first, so that a look
+     * that finds none takes no write lock */
+    [S_WAKE_ANY] = "SELECT 1 FROM jobs WHERE wake_at <= ?1 LIMIT 1",
     /* the first ?2 jobs whose wait's date came by ?1: a sleep ends, a
      * signal's wait times out (recorded for the later attempts); a row
      * left with a date by a cancel only loses it */
@@ -152,9 +156,18 @@ int
 jr_sqlite_wake(jr_backend *b, int max, jr_err *err)
 {
     sqlite3_stmt *s;
+    int rc;
 
     if (max <= 0)
         return 0;
+    if ((s = stmt(b, S_WAKE_ANY, err)) == NULL)
+        return -1;
+    sqlite3_bind_double(s, 1, jr_now());
+    rc = sqlite3_step(s);
+    sqlite3_reset(s);
+    if (rc != SQLITE_ROW)
+        return rc == SQLITE_DONE ? 0 : jr_sqlite_fail(b, err,
+                                                      "waking waiting jobs");
     if (jr_sqlite_begin(b, err) < 0)
         return -1;
     if ((s = stmt(b, S_WAKE, err)) == NULL)

@@ -1,20 +1,25 @@
 /* wakes.c - the waiting jobs whose date came (docs/handlers.md, "Signals
- * and durable sleep"): every WAKE_EVERY seconds a step of the database
- * cycle, after the claim, makes ready the jobs whose sleep ended and
- * those whose wait for a signal timed out (the timeout recorded for
+ * and durable sleep"): a step of the database cycle, after the claim, at
+ * most every WAKE_EVERY seconds, makes ready the jobs whose sleep ended
+ * and those whose wait for a signal timed out (the timeout recorded for
  * their next run), in one transaction of the backend's wake op; a full
  * batch asks for another at once, and jobs woken ask the next pass to
- * claim. Every runner runs it: the backend's statement decides each row
- * once. A service (service.h): owns its timer and its cycle step. Uses
- * service.h, svc.h, dbcalls.h. */
+ * claim. It rides on the cycles that run anyway (an idle runner's poll,
+ * every poll_interval), and asks for one of its own only every
+ * WAKE_BACKSTOP seconds: a runner at rest wakes no more often for it.
+ * Every runner runs it: the backend's statement decides each row once. A
+ * service (service.h): owns its timer and its cycle step. Uses
+ * service.h, svc.h, dbcalls.h, util.h. */
 #include <stdlib.h>
 
 #include "db/dbcalls.h"
 #include "base/log.h"
+#include "base/util.h"
 #include "master/service.h"
 #include "master/svc.h"
 
-#define WAKE_EVERY 1.0          /* seconds between looks */
+#define WAKE_EVERY 1.0          /* seconds between looks at least */
+#define WAKE_BACKSTOP 10.0      /* a cycle of its own at least this often */
 #define WAKE_BATCH 500          /* jobs woken per cycle at most */
 
 typedef struct wake_io {        /* its cycle step's in/out */
@@ -22,8 +27,9 @@ typedef struct wake_io {        /* its cycle step's in/out */
 } wake_io;
 
 typedef struct wakes {          /* the service's state */
-    int         due;            /* look for jobs to wake */
-    jr_flag_timer tick;         /* sets due every WAKE_EVERY */
+    int         due;            /* look now, in a cycle of its own */
+    double      last;           /* jr_mono() of the last look */
+    jr_flag_timer tick;         /* sets due every WAKE_BACKSTOP */
     wake_io     io;             /* the cycle's while it runs */
 } wakes;
 
@@ -35,7 +41,7 @@ init(master *m, void **st)
     if ((*st = w) == NULL)
         return -1;
     w->due = 1;
-    jr_svc_flag(m, &w->tick, WAKE_EVERY, &w->due);
+    jr_svc_flag(m, &w->tick, WAKE_BACKSTOP, &w->due);
     return 0;
 }
 
@@ -70,8 +76,10 @@ fill(master *m, void *st, jr_cycle *c)
 
     (void)m;
     w->io.woken = 0;
-    if (w->due)
+    if (w->due || jr_mono() - w->last >= WAKE_EVERY) {
         jr_cycle_attach(c, &wake_step, &w->io);
+        w->last = jr_mono();
+    }
     w->due = 0;
 }
 
