@@ -123,6 +123,13 @@ typedef struct jr_job_row {
     int         nhistory;
     const char *steps;          /* show: its steps' records, a JSON array
                                    (jrsteps.c), or NULL; list: NULL */
+    const char *wait_on;        /* show: the signal a waiting job waits
+                                   for, or NULL; NULL from list */
+    double      wake_at;        /* show: the date a waiting job waits for
+                                   (a sleep, or the signal's deadline);
+                                   0: none, or from list */
+    const char *waits;          /* show: its signals' and sleeps' records
+                                   (JSON text), or NULL */
 } jr_job_row;
 
 /* Which jobs list walks: NULL fields match any. */
@@ -512,7 +519,30 @@ typedef struct jr_limit_use {
     /* Calls cb for each row of the schedule controls, by name; a
      * non-zero return from cb stops the walk. Returns 0. */ \
     X(int, sched_states, (jr_backend *b, jr_sched_cb cb, void *arg, \
-                          jr_err *err))
+                          jr_err *err)) \
+    /* Sends signal name with its JSON payload (NULL: {}) to job id, in
+     * one transaction (docs/handlers.md, "Signals and durable sleep"):
+     * kept in the job's waits for its wait_signal(name), and a job
+     * waiting for it now is made ready (queued, due now). Refused,
+     * nothing changed, with -1 and err: JR_ENOTFOUND for no such job,
+     * JR_EINPUT for a bad name or payload, a finished job (completed,
+     * dead, cancelled), a signal of that name sent already, or one whose
+     * wait timed out (jr_signal_refused's words). A signal and the
+     * timeout of its wait (wake) decide on the row under its lock:
+     * whichever commits first. Returns 1 if the job was made ready, 0 if
+     * kept (state receives the job's state, size bytes). */ \
+    X(int, signal, (jr_backend *b, int64_t id, const char *name, \
+                    const char *payload, char *state, size_t size, \
+                    jr_err *err)) \
+    /* Wakes, in one transaction, up to max waiting jobs whose wait's
+     * date came: a sleep ends (queued, due now), a signal's wait times
+     * out (queued, its timeout recorded in the job's waits so that its
+     * wait_signal returns nil, "timeout"). Returns how many. */ \
+    X(int, wake, (jr_backend *b, int max, jr_err *err)) \
+    /* Counts the jobs waiting for a signal and those waiting for a date
+     * (a sleep) into *on_signal and *on_date. Returns 0. */ \
+    X(int, wait_counts, (jr_backend *b, long *on_signal, long *on_date, \
+                         jr_err *err))
 
 #define JR_BACKEND_OP_FIELD(ret, name, params) ret (*name) params;
 

@@ -45,7 +45,7 @@ for _, backend in ipairs(jr.backends()) do
       { "cancel" }, { "cancel", "1" }, { "show" }, { "show", "1" }, { "list" },
       { "limits" }, { "check" }, { "migrate" }, { "reload" }, { "schedules" },
       { "batch" }, { "batch", "show" }, { "cancel", "--batch" },
-      { "wait" }, { "wait", "1" },
+      { "wait" }, { "wait", "1" }, { "signal" }, { "signal", "1", "go" },
       { "schedule" }, { "schedule", "pause" }, { "schedule", "pause", "s" },
       { "schedule", "fire", "s" },
     }

@@ -21,7 +21,7 @@
     " coalesce(j.max_retries, -1), j.priority," \
     " extract(epoch FROM j.run_at)::float8," \
     " extract(epoch FROM j.created_at)::float8, j.parents::text," \
-    " coalesce(j.batch_id, 0), j.flow"
+    " coalesce(j.batch_id, 0), j.flow, j.waits::text"
 /* The job's steps, last in every claim's RETURNING (found by its name):
  * NULL, and no cost but a null, for a job that records none. */
 #define CLAIM_STEPS ", j.steps::text AS steps"
@@ -32,7 +32,7 @@ jr_job *
 jr_pg_row_job(const PGresult *res, int r)
 {
     int st = PQfnumber(res, "steps");
-    jr_job *j = jr_job_new_steps(strtoll(PQgetvalue(res, r, 0), NULL, 10),
+    jr_job *j = jr_job_new_full(strtoll(PQgetvalue(res, r, 0), NULL, 10),
                                  PQgetvalue(res, r, 1),
                                  PQgetvalue(res, r, 2),
                                  PQgetvalue(res, r, 3),
@@ -40,7 +40,9 @@ jr_pg_row_job(const PGresult *res, int r)
                                  PQgetisnull(res, r, 9) ? NULL :
                                  PQgetvalue(res, r, 9),
                                  st < 0 || PQgetisnull(res, r, st) ? NULL :
-                                 PQgetvalue(res, r, st));
+                                 PQgetvalue(res, r, st),
+                                 PQgetisnull(res, r, 12) ? NULL :
+                                 PQgetvalue(res, r, 12));
 
     if (j == NULL)
         return NULL;
@@ -150,7 +152,7 @@ jr_pg_fair_order(const PGresult *res, jr_job **out, int n)
     if (n < 2 || (tmp = calloc((size_t)n, sizeof *tmp)) == NULL)
         return;
     for (i = 0; i < n; i++) {
-        ord = atol(PQgetvalue(res, i, 12));
+        ord = atol(PQgetvalue(res, i, 13));
         if (ord < 1 || ord > n || tmp[ord - 1] != NULL)
             break;              /* not a ranking: keep the order */
         tmp[ord - 1] = out[i];
@@ -185,7 +187,8 @@ static const pg_stmt st_claim_one = {"jr_claim_one", 4,
     "  RETURNING " CLAIM_COLUMNS ", 0::bigint, j.run_at::text"
     CLAIM_STEPS ")"
     " SELECT * FROM u UNION ALL SELECT NULL, NULL, NULL, NULL, NULL,"
-    " NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL FROM one"
+    " NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL"
+    " FROM one"
     " WHERE n > 1"};
 
 /* st_claim_one from a place in its queue ($5), not from the front of
@@ -233,7 +236,7 @@ names_hash(const char *s)
 
 /* Remembers where a full batch of st_claim_one or st_claim_from (res)
  * ended: its last job in (priority, run_at, id) order, with run_at as
- * the server wrote it (column 13: a float8 of seconds would round it),
+ * the server wrote it (column 14: a float8 of seconds would round it),
  * and the names claimed. The time it was set is that of the last claim
  * from the front (from is 0). */
 static void
@@ -246,12 +249,12 @@ place_set(jr_backend *b, const PGresult *res, const jr_job *last,
         if (strtoll(PQgetvalue(res, r, 0), NULL, 10) == last->id)
             break;
     if (r == PQntuples(res) || strlen(last->queue) >= sizeof b->place_queue
-        || (size_t)PQgetlength(res, r, 13) >= sizeof b->place_run_at) {
+        || (size_t)PQgetlength(res, r, 14) >= sizeof b->place_run_at) {
         b->place_queue[0] = '\0';
         return;
     }
     strcpy(b->place_queue, last->queue);
-    strcpy(b->place_run_at, PQgetvalue(res, r, 13));
+    strcpy(b->place_run_at, PQgetvalue(res, r, 14));
     b->place_priority = last->priority;
     b->place_id = last->id;
     b->place_names = names;

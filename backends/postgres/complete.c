@@ -283,7 +283,8 @@ finish_others(jr_backend *b, const char *token, const jr_result *r, int n,
 
     memset(a, 0, sizeof a);
     for (i = 0; i < n; i++) {
-        if (r[i].kind == JR_DONE || JR_RESULT_RUNS_ON(r[i].kind))
+        if (r[i].kind == JR_DONE || JR_RESULT_RUNS_ON(r[i].kind) ||
+            r[i].kind == JR_WAIT)
             continue;
         snprintf(num, sizeof num, "%lld", (long long)r[i].id);
         sb_num(&a[0], num);
@@ -312,6 +313,63 @@ finish_others(jr_backend *b, const char *token, const jr_result *r, int n,
     for (k = 0; k < 7; k++)
         free(a[k].p);
     return rc;
+}
+
+/* A wait (schema.sql, migration 16): waiting until signal $3 or date $4
+ * (NULL: none), the attempt not counted, or ready at once when the signal
+ * came while it ran; the record a later attempt reads (its deadline or
+ * wake, $5 the section, $6 the key) joins jobs.waits. $7 the generation. */
+#define SIGNALLED "coalesce(j.waits->'signals' ? $3::text, false)"
+static const pg_stmt st_wait = {"jr_wait", 7,
+    "UPDATE {{schema}}.jobs j SET"
+    " state = CASE WHEN j.cancel_requested THEN 'cancelled'"
+    "  WHEN " SIGNALLED " THEN 'queued' ELSE 'waiting' END,"
+    " finished_at = CASE WHEN j.cancel_requested THEN now()"
+    "  ELSE j.finished_at END,"
+    " run_at = CASE WHEN " SIGNALLED " THEN now() ELSE j.run_at END,"
+    " wait_on = CASE WHEN j.cancel_requested OR " SIGNALLED " THEN NULL"
+    "  ELSE $3::text END,"
+    " wake_at = CASE WHEN j.cancel_requested OR " SIGNALLED " THEN NULL"
+    "  ELSE to_timestamp($4::float8) END,"
+    " waits = CASE WHEN $4::float8 IS NULL THEN j.waits"
+    "  ELSE jsonb_set(coalesce(j.waits, '{}'), ARRAY[$5::text],"
+    "  coalesce(j.waits->$5::text, '{}')"
+    "  || jsonb_build_object($6::text, $4::float8)) END,"
+    " attempts = j.attempts - 1, generation = coalesce($7::text,"
+    "  j.generation), locked_by = NULL, locked_until = NULL,"
+    " updated_at = now()"
+    " WHERE j.id = $2::bigint AND j.state = 'running'"
+    " AND j.locked_by = $1::text"};
+
+/* Applies the WAIT results of r[0..n), one statement each (a wait is
+ * rare: a job waits once in many runs of others). */
+static int
+finish_waits(jr_backend *b, const char *token, const jr_result *r, int n,
+             jr_err *err)
+{
+    const char *params[7];
+    char id[32], wake[32], key[16];
+    int i, rc, applied = 0;
+
+    for (i = 0; i < n; i++) {
+        if (r[i].kind != JR_WAIT)
+            continue;
+        snprintf(id, sizeof id, "%lld", (long long)r[i].id);
+        snprintf(wake, sizeof wake, "%.17g", r[i].wake_at);
+        snprintf(key, sizeof key, "%d", r[i].sleep_n);
+        params[0] = token;
+        params[1] = id;
+        params[2] = r[i].wait_on;
+        params[3] = isfinite(r[i].wake_at) ? wake : NULL;
+        params[4] = r[i].wait_on != NULL ? "deadlines" : "sleeps";
+        params[5] = r[i].wait_on != NULL ? r[i].wait_on : key;
+        params[6] = r[i].generation;
+        if ((rc = jr_pg_run_count(b, &st_wait, params, "recording a wait",
+                                  err)) < 0)
+            return -1;
+        applied += rc;
+    }
+    return applied;
 }
 
 /* The follow-up jobs of the DONE results whose delete matched (ids in
@@ -347,7 +405,7 @@ check_followups(const jr_backend *b, const jr_result *r, int n, jr_err *err)
     int i, k;
 
     for (i = 0; i < n; i++) {
-        if (r[i].kind < JR_DONE || r[i].kind > JR_STEP)
+        if (r[i].kind < JR_DONE || r[i].kind > JR_WAIT)
             return jr_fail(err, JR_EINPUT, "job %lld: unknown result kind "
                            "%d", (long long)r[i].id, r[i].kind);
         for (k = 0; r[i].kind == JR_DONE && k < r[i].npushes; k++) {
@@ -366,7 +424,7 @@ static int
 complete_tx(jr_backend *b, const char *token, const jr_result *r, int n,
             int64_t *done, const jr_push ***pp, int *np, jr_err *err)
 {
-    int ndone, nother, nprogress, nsteps;
+    int ndone, nother, nprogress, nsteps, nwait;
 
     /* progress and steps first: a job's last report comes in the same
      * batch as its end, and the end fences them out (the row stops
@@ -374,14 +432,15 @@ complete_tx(jr_backend *b, const char *token, const jr_result *r, int n,
     if ((nsteps = finish_steps(b, token, r, n, err)) < 0 ||
         (nprogress = finish_progress(b, token, r, n, err)) < 0 ||
         (ndone = finish_done(b, token, r, n, done, err)) < 0 ||
-        (nother = finish_others(b, token, r, n, err)) < 0)
+        (nother = finish_others(b, token, r, n, err)) < 0 ||
+        (nwait = finish_waits(b, token, r, n, err)) < 0)
         return -1;
     if ((*pp = followups(r, n, done, ndone, np)) == NULL)
         return jr_fail(err, JR_ENOMEM, "postgres: completing jobs: out of "
                        "memory");
     if (*np > 0 && jr_pg_insert_linked(b, *pp, *np, NULL, err) < 0)
         return -1;
-    return ndone + nother + nprogress + nsteps;
+    return ndone + nother + nprogress + nsteps + nwait;
 }
 
 /* 1 if r[0..n) are all DONE without follow-ups: their one statement

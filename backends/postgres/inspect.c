@@ -189,11 +189,15 @@ row_fields(const PGresult *res, int r, jr_job_row *j)
     j->history = NULL;
     j->nhistory = 0;
     j->steps = NULL;
+    j->wait_on = NULL;
+    j->wake_at = 0;
+    j->waits = NULL;
 }
 
 static const pg_stmt st_show = {"jr_show", 1,
     "SELECT " JOB_COLUMNS ", payload::text, unique_key, result::text,"
-    " coalesce(extract(epoch FROM keep_until), 0), steps::text"
+    " coalesce(extract(epoch FROM keep_until), 0), wait_on,"
+    " coalesce(extract(epoch FROM wake_at), 0), waits::text, steps::text"
     " FROM {{schema}}.jobs"
     " WHERE id = $1::bigint"};
 
@@ -227,7 +231,10 @@ jr_pg_show(jr_backend *b, int64_t id, jr_job_cb cb, void *arg, jr_err *err)
                      PQgetvalue(res, 0, 22);
     row.result = col_text(res, 0, 23);
     row.keep_until = col_number(res, 0, 24, 0);
-    row.steps = col_text(res, 0, 25);
+    row.wait_on = col_text(res, 0, 25);
+    row.wake_at = col_number(res, 0, 26, 0);
+    row.waits = col_text(res, 0, 27);
+    row.steps = col_text(res, 0, 28);
     row.history = att;
     row.nhistory = natt;
     cb(&row, arg);

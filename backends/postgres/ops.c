@@ -144,6 +144,21 @@ durable_sched_ctl(jr_backend *b, const char *name, int what, double *at,
     return rc;
 }
 
+/* A signal answered over HTTP: as durable as the others. */
+static int
+durable_signal(jr_backend *b, int64_t id, const char *name,
+               const char *payload, char *state, size_t size, jr_err *err)
+{
+    int rc;
+
+    if (jr_pg_ready(b, err) < 0)
+        return -1;
+    set_durable(b, 1);
+    rc = jr_pg_signal(b, id, name, payload, state, size, err);
+    set_durable(b, 0);
+    return rc;
+}
+
 /* A server many runners share; two claim rounds in flight (the lane);
  * its cycles are longer, so a runner holds more; the ends' fd wakes on
  * the jobs' ends only (LISTEN). */
@@ -192,4 +207,7 @@ const jr_backend_ops jr_postgres_ops = {
     .batch_show = jr_pg_batch_show,
     .sched_ctl = durable_sched_ctl,
     .sched_states = jr_pg_sched_states,
+    .signal = durable_signal,
+    .wake = jr_pg_wake,
+    .wait_counts = jr_pg_wait_counts,
 };

@@ -1290,3 +1290,71 @@ $$;
 -- records none: the claim returns it with its row, and a plain job pays
 -- a null. Set only by the runner that holds the job (and by rerun).
 ALTER TABLE {{schema}}.jobs ADD COLUMN steps jsonb;
+-- migration 16
+-- Signals and durable sleep (docs/handlers.md, "Signals and durable
+-- sleep"). waits is the job's record of them, NULL for a job that never
+-- waited nor was signalled, read by the claim with the job: {"signals":
+-- {name: {"payload", "at"}}, "timeouts": {name: deadline}, "deadlines":
+-- {name: deadline}, "sleeps": {"1": wake, ...}}. A waiting job (state
+-- 'waiting', as a flow's child waiting for its parents) waits for the
+-- signal wait_on, or for the date wake_at (a sleep, or a signal's
+-- deadline).
+ALTER TABLE {{schema}}.jobs ADD COLUMN waits jsonb,
+    ADD COLUMN wait_on text, ADD COLUMN wake_at timestamptz;
+CREATE INDEX jobs_wake ON {{schema}}.jobs (wake_at)
+    WHERE wake_at IS NOT NULL;
+CREATE INDEX jobs_wait_on ON {{schema}}.jobs (wait_on)
+    WHERE wait_on IS NOT NULL;
+-- signal(job_id, signal_name, payload): sends the signal. Kept in the
+-- job's waits for its wait_signal(signal_name); a job waiting for it now
+-- is made ready (queued, due now) in the same transaction. Returns
+-- 'ready' when it made the job ready, else the job's state (the signal
+-- kept). Refused, nothing changed, for no such job (SQLSTATE P0002), a
+-- finished job, a signal of that name sent already or one whose wait
+-- timed out (22023). The row is locked first: a wake-up that timed the
+-- wait out before is seen, and one after sees the signal.
+--   SELECT jobrunner.signal(42, 'approved', '{"by":"ada"}');
+CREATE OR REPLACE FUNCTION {{schema}}.signal(job_id bigint,
+        signal_name text, payload jsonb DEFAULT '{}') RETURNS text
+LANGUAGE plpgsql AS $$
+DECLARE
+    st text;
+    won text;
+    w jsonb;
+    woken boolean;
+BEGIN
+    IF signal_name IS NULL OR signal_name !~ '^[A-Za-z0-9_.:-]{1,128}$' THEN
+        RAISE EXCEPTION 'jobrunner.signal: signal name ''%'' must be 1 to 128 characters of A-Z a-z 0-9 _ . : -',
+            signal_name USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    SELECT j.state, j.wait_on, j.waits INTO st, won, w
+    FROM {{schema}}.jobs j WHERE j.id = job_id FOR UPDATE;
+    IF NOT FOUND THEN
+        RAISE EXCEPTION 'jobrunner.signal: signal ''%'' to job % refused: no such job',
+            signal_name, job_id USING ERRCODE = 'no_data_found';
+    ELSIF st NOT IN ('queued', 'running', 'waiting') THEN
+        RAISE EXCEPTION 'jobrunner.signal: signal ''%'' to job % refused: the job is % (finished)',
+            signal_name, job_id, st USING ERRCODE = 'invalid_parameter_value';
+    ELSIF coalesce(w->'timeouts' ? signal_name, false) THEN
+        RAISE EXCEPTION 'jobrunner.signal: signal ''%'' to job % refused: its wait for it timed out',
+            signal_name, job_id USING ERRCODE = 'invalid_parameter_value';
+    ELSIF coalesce(w->'signals' ? signal_name, false) THEN
+        RAISE EXCEPTION 'jobrunner.signal: signal ''%'' to job % refused: it was sent already (a signal is delivered once)',
+            signal_name, job_id USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    woken := st = 'waiting' AND won IS NOT DISTINCT FROM signal_name;
+    UPDATE {{schema}}.jobs j SET
+        waits = jsonb_set(coalesce(j.waits, '{}'), '{signals}',
+            coalesce(j.waits->'signals', '{}') || jsonb_build_object(
+                signal_name, jsonb_build_object('payload',
+                    coalesce(signal.payload, '{}'),
+                    'at', extract(epoch FROM now())::float8))),
+        state = CASE WHEN woken THEN 'queued' ELSE j.state END,
+        run_at = CASE WHEN woken THEN now() ELSE j.run_at END,
+        wake_at = CASE WHEN woken THEN NULL ELSE j.wake_at END,
+        wait_on = CASE WHEN woken THEN NULL ELSE j.wait_on END,
+        updated_at = now()
+    WHERE j.id = job_id;
+    RETURN CASE WHEN woken THEN 'ready' ELSE st END;
+END
+$$;

@@ -14,7 +14,7 @@
 
 /* what a claim reads of a job (row_job) */
 #define CLAIM_COLUMNS "id, name, queue, payload, attempts, max_retries," \
-    " priority, run_at, created_at, parents, batch_id, flow, steps"
+    " priority, run_at, created_at, parents, batch_id, flow, steps, waits"
 
 /* The file's statements: slots of sql_text[] (sqlite_int.h). */
 enum { S_CLAIM_QUEUES, S_QUEUE_READY, S_CLAIM_CANDIDATES, S_LIM_CANDIDATES,
@@ -103,11 +103,12 @@ stmt(jr_backend *b, int which, jr_err *err)
 static jr_job *
 row_job(sqlite3_stmt *s)
 {
-    jr_job *j = jr_job_new_steps(sqlite3_column_int64(s, 0),
-                                 col_text(s, 1), col_text(s, 2),
-                                 col_text(s, 3),
-                                 (size_t)sqlite3_column_bytes(s, 3),
-                                 col_text(s, 9), col_text(s, 12));
+    jr_job *j = jr_job_new_full(sqlite3_column_int64(s, 0),
+                                col_text(s, 1), col_text(s, 2),
+                                col_text(s, 3),
+                                (size_t)sqlite3_column_bytes(s, 3),
+                                col_text(s, 9), col_text(s, 12),
+                                col_text(s, 13));
     if (j == NULL)
         return NULL;
     j->attempt = sqlite3_column_int(s, 4) + 1;

@@ -5,6 +5,7 @@
  * in one transaction; lease renewal, and the rescue of jobs whose lease
  * ran out (their runner lost). Uses sqlite_int.h; push.c for the jobs a
  * success pushes, claim.c for the claim. */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -45,7 +46,8 @@ struct idl {
 enum { S_DONE, S_DONE_FLOW, S_RESCUE_FLOW, S_DONE_MANY, S_KEEP, S_KEEP_MANY,
        S_KEEP_P, S_RETRY_P, S_DEAD_P, S_SNOOZE_P, S_RELEASE_P, S_EXPIRED_P,
        S_CANCELLED_P, S_RETRY, S_DEAD, S_SNOOZE, S_RELEASE, S_EXPIRED,
-       S_CANCELLED, S_PROGRESS, S_RENEW, S_RESCUE, S_STEP, S_COUNT };
+       S_CANCELLED, S_PROGRESS, S_RENEW, S_RESCUE, S_STEP, S_WAIT, S_WAIT_P,
+       S_WAIT_READY, S_COUNT };
 
 static const char *const sql_text[S_COUNT] = {
     /* a job pushed or waited on with result_ttl is kept (S_KEEP) */
@@ -154,6 +156,30 @@ static const char *const sql_text[S_COUNT] = {
         "  ELSE 'lease expired: runner lost' END,"
         " locked_by = NULL, locked_until = NULL, updated_at = ?1"
         " WHERE state = 'running' AND locked_until < ?1",
+    /* a wait (schema.sql, migration 16): waiting until signal ?5 or
+     * date ?4 (NULL: none), the attempt not counted; ?7 the path of the
+     * record the wait keeps for later attempts (its deadline or wake),
+     * NULL: none */
+    [S_WAIT] =
+        "UPDATE jobs SET"
+        " state = CASE WHEN cancel_requested THEN 'cancelled'"
+        "  ELSE 'waiting' END,"
+        " finished_at = CASE WHEN cancel_requested THEN ?3 END,"
+        " wait_on = CASE WHEN cancel_requested THEN NULL ELSE ?5 END,"
+        " wake_at = CASE WHEN cancel_requested THEN NULL ELSE ?4 END,"
+        " waits = CASE WHEN ?7 IS NULL THEN waits"
+        "  ELSE json_set(coalesce(waits, '{}'), ?7, ?4) END,"
+        " attempts = attempts - 1, generation = ?6, locked_by = NULL,"
+        " locked_until = NULL, updated_at = ?3"
+        " WHERE id = ?1 AND state = 'running' AND locked_by = ?2"
+        " RETURNING flow, state",
+    /* the signal a wait asks for came while the job ran: ready now */
+    [S_WAIT_READY] =
+        "UPDATE jobs SET state = 'queued', run_at = ?2, wait_on = NULL,"
+        " wake_at = NULL"
+        " WHERE id = ?1 AND state = 'waiting' AND wait_on IS NOT NULL"
+        " AND json_type(waits, '$.signals.\"' || wait_on || '\"')"
+        "  IS NOT NULL",
 };
 
 static sqlite3_stmt *
@@ -176,6 +202,7 @@ result_stmt_index(const jr_backend *b, const jr_result *r)
     case JR_SNOOZE:  return S_SNOOZE;
     case JR_RELEASE: return S_RELEASE;
     case JR_EXPIRED: return S_EXPIRED;
+    case JR_WAIT:    return S_WAIT;
     default:         return -1;
     }
 }
@@ -195,6 +222,7 @@ plain_slot(int which)
     case S_RELEASE:   return S_RELEASE_P;
     case S_EXPIRED:   return S_EXPIRED_P;
     case S_CANCELLED: return S_CANCELLED_P;
+    case S_WAIT:      return S_WAIT_P;
     default:          return -1;
     }
 }
@@ -297,6 +325,40 @@ keep_one(jr_backend *b, const char *token, const jr_result *r, double now,
     return changed;
 }
 
+/* Binds a wait's date (?4), signal (?5) and record's path (?7). */
+static void
+bind_wait(sqlite3_stmt *s, const jr_result *r)
+{
+    char path[200];
+
+    if (isfinite(r->wake_at))
+        sqlite3_bind_double(s, 4, r->wake_at);
+    else
+        sqlite3_bind_null(s, 4);
+    bind_text(s, 5, r->wait_on);
+    if (r->wait_on != NULL)     /* a name of [A-Za-z0-9_.:-] */
+        snprintf(path, sizeof path, "$.deadlines.\"%s\"", r->wait_on);
+    else
+        snprintf(path, sizeof path, "$.sleeps.\"%d\"", r->sleep_n);
+    if (isfinite(r->wake_at))   /* path dies here: SQLite copies it */
+        sqlite3_bind_text(s, 7, path, -1, SQLITE_TRANSIENT);
+    else
+        sqlite3_bind_null(s, 7);
+}
+
+/* A wait recorded: ready at once when its signal came while it ran. */
+static int
+wait_ready(jr_backend *b, const jr_result *r, double now, jr_err *err)
+{
+    sqlite3_stmt *s = stmt(b, S_WAIT_READY, err);
+
+    if (s == NULL)
+        return -1;
+    sqlite3_bind_int64(s, 1, r->id);
+    sqlite3_bind_double(s, 2, now);
+    return run(b, s, err, "recording a wait");
+}
+
 /* Binds r to s, the statement which of its kind. */
 static void
 bind_result(jr_backend *b, sqlite3_stmt *s, int which, const char *token,
@@ -327,6 +389,8 @@ bind_result(jr_backend *b, sqlite3_stmt *s, int which, const char *token,
         sqlite3_bind_double(s, 8, b->result_ttl);
         sqlite3_bind_double(s, 9, b->keep_completed);
     }
+    if (which == S_WAIT)
+        bind_wait(s, r);
 }
 
 /* 1 if the STEP result r is followed in its batch (which ends before
@@ -384,6 +448,9 @@ complete_one(jr_backend *b, const char *token, const jr_result *r,
         changed = keep_one(b, token, r, now, st, sizeof st, err);
     if (changed <= 0)
         return changed;
+    if (r->kind == JR_WAIT && r->wait_on != NULL &&
+        wait_ready(b, r, now, err) < 0)
+        return -1;
     if (r->kind == JR_DONE && jr_sqlite_insert_all(b, r->pushes, r->npushes,
                                                    NULL, now, err) < 0)
         return -1;

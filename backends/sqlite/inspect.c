@@ -59,7 +59,8 @@ static const char *const sql_text[S_COUNT] = {
         " LEFT JOIN c ON c.queue = n.name ORDER BY n.name",
     [S_SHOW] =
         "SELECT " JOB_COLUMNS ", payload, unique_key, result,"
-        " coalesce(keep_until, 0), steps FROM jobs WHERE id = ?1",
+        " coalesce(keep_until, 0), wait_on, coalesce(wake_at, 0), waits,"
+        " steps FROM jobs WHERE id = ?1",
     /* ?1 state (or scheduled, ready), ?2 name, ?3 queue, NULL: any; ?4
      * limit; ?5 now; ?6 a payload path, ?7 the JSON literal it equals
      * (where.h; NULL: any); ids below ?8, above ?9 (a keyset page: the
@@ -250,6 +251,9 @@ row_fields(sqlite3_stmt *s, jr_job_row *r)
     r->history = NULL;
     r->nhistory = 0;
     r->steps = NULL;
+    r->wait_on = NULL;
+    r->wake_at = 0;
+    r->waits = NULL;
 }
 
 int
@@ -274,7 +278,10 @@ jr_sqlite_show(jr_backend *b, int64_t id, jr_job_cb cb, void *arg, jr_err *err)
         row.unique_key = col_text(s, 22);
         row.result = col_text(s, 23);
         row.keep_until = sqlite3_column_double(s, 24);
-        row.steps = col_text(s, 25);
+        row.wait_on = col_text(s, 25);
+        row.wake_at = sqlite3_column_double(s, 26);
+        row.waits = col_text(s, 27);
+        row.steps = col_text(s, 28);
         row.history = att;
         row.nhistory = natt;
         cb(&row, arg);

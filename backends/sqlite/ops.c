@@ -148,6 +148,20 @@ durable_sched_ctl(jr_backend *b, const char *name, int what, double *at,
     return rc;
 }
 
+/* A signal answered over HTTP: as durable as the others. */
+static int
+durable_signal(jr_backend *b, int64_t id, const char *name,
+               const char *payload, char *state, size_t size, jr_err *err)
+{
+    int rc;
+
+    if (set_full(b, 1, err) < 0)
+        return -1;
+    rc = jr_sqlite_signal(b, id, name, payload, state, size, err);
+    set_full(b, 0, err);
+    return rc;
+}
+
 /* The database file: the path, unless empty or ":memory:". */
 static const char *
 db_file(const char *arg)
@@ -203,4 +217,7 @@ const jr_backend_ops jr_sqlite_ops = {
     .batch_show = jr_sqlite_batch_show,       /* flow.c */
     .sched_ctl = durable_sched_ctl,           /* fire.c, FULL */
     .sched_states = jr_sqlite_sched_states,   /* fire.c */
+    .signal = durable_signal,                 /* signal.c, FULL */
+    .wake = jr_sqlite_wake,                   /* signal.c */
+    .wait_counts = jr_sqlite_wait_counts,     /* signal.c */
 };

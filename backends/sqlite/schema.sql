@@ -518,3 +518,34 @@ CREATE INDEX jobs_key ON jobs (name, unique_key) WHERE unique_key IS NOT NULL;
 -- records none: the claim reads it in its own SELECT, and a plain job
 -- pays a null. Set only by the runner that holds the job (and by rerun).
 ALTER TABLE jobs ADD COLUMN steps TEXT;
+-- migration 16
+-- Signals and durable sleep (docs/handlers.md, "Signals and durable
+-- sleep"). waits is the job's record of them, NULL for a job that never
+-- waited nor was signalled, read by the claim with the job: {"signals":
+-- {name: {"payload", "at"}}, "timeouts": {name: deadline}, "deadlines":
+-- {name: deadline}, "sleeps": {"1": wake, ...}}. A waiting job (state
+-- 'waiting', as a flow's child waiting for its parents) waits for the
+-- signal wait_on, or for the date wake_at (a sleep, or a signal's
+-- deadline). Plain SQL sends a signal as the runtime does: the row
+-- changes unless the job ended, had this signal already or timed out
+-- waiting for it (RETURNING no row: refused, nothing changed):
+--   UPDATE jobs SET waits = json_set(coalesce(waits, '{}'),
+--       '$.signals."approved"', json_object('payload', json('{"by":"ada"}'),
+--       'at', (julianday('now') - 2440587.5) * 86400.0)),
+--     state = CASE WHEN state = 'waiting' AND wait_on = 'approved'
+--       THEN 'queued' ELSE state END,
+--     run_at = CASE WHEN state = 'waiting' AND wait_on = 'approved'
+--       THEN (julianday('now') - 2440587.5) * 86400.0 ELSE run_at END,
+--     wake_at = CASE WHEN state = 'waiting' AND wait_on = 'approved'
+--       THEN NULL ELSE wake_at END,
+--     wait_on = CASE WHEN state = 'waiting' AND wait_on = 'approved'
+--       THEN NULL ELSE wait_on END
+--   WHERE id = 42 AND state IN ('queued', 'running', 'waiting')
+--     AND json_type(waits, '$.signals."approved"') IS NULL
+--     AND json_type(waits, '$.timeouts."approved"') IS NULL
+--   RETURNING state;
+ALTER TABLE jobs ADD COLUMN waits TEXT;
+ALTER TABLE jobs ADD COLUMN wait_on TEXT;
+ALTER TABLE jobs ADD COLUMN wake_at REAL;
+CREATE INDEX jobs_wake ON jobs (wake_at) WHERE wake_at IS NOT NULL;
+CREATE INDEX jobs_wait_on ON jobs (wait_on) WHERE wait_on IS NOT NULL;

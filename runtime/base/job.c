@@ -195,14 +195,16 @@ jr_unique_key_check(const char *name, const char *key, size_t len,
 }
 
 jr_job *
-jr_job_new_steps(int64_t id, const char *name, const char *queue,
-                 const char *payload, size_t payload_len,
-                 const char *parents, const char *steps)
+jr_job_new_full(int64_t id, const char *name, const char *queue,
+                const char *payload, size_t payload_len,
+                const char *parents, const char *steps, const char *waits)
 {
     size_t ln = strlen(name) + 1, lq = strlen(queue) + 1;
     size_t lp = parents != NULL ? strlen(parents) + 1 : 0;
     size_t ls = steps != NULL ? strlen(steps) + 1 : 0;
-    jr_job *j = malloc(sizeof *j + ln + lq + payload_len + 1 + lp + ls);
+    size_t lw = waits != NULL ? strlen(waits) + 1 : 0;
+    jr_job *j = malloc(sizeof *j + ln + lq + payload_len + 1 + lp + ls +
+                       lw);
     char *p;
 
     if (j == NULL)
@@ -223,6 +225,8 @@ jr_job_new_steps(int64_t id, const char *name, const char *queue,
         j->parents = memcpy(p + payload_len + 1, parents, lp);
     if (steps != NULL)
         j->steps = memcpy(p + payload_len + 1 + lp, steps, ls);
+    if (waits != NULL)
+        j->waits = memcpy(p + payload_len + 1 + lp + ls, waits, lw);
     return j;
 }
 
@@ -231,8 +235,8 @@ jr_job_new_parents(int64_t id, const char *name, const char *queue,
                    const char *payload, size_t payload_len,
                    const char *parents)
 {
-    return jr_job_new_steps(id, name, queue, payload, payload_len, parents,
-                            NULL);
+    return jr_job_new_full(id, name, queue, payload, payload_len, parents,
+                           NULL, NULL);
 }
 
 jr_job *
@@ -245,8 +249,8 @@ jr_job_new(int64_t id, const char *name, const char *queue,
 jr_job *
 jr_job_with_steps(const jr_job *o, const char *steps)
 {
-    jr_job *j = jr_job_new_steps(o->id, o->name, o->queue, o->payload,
-                                 o->payload_len, o->parents, steps);
+    jr_job *j = jr_job_new_full(o->id, o->name, o->queue, o->payload,
+                                o->payload_len, o->parents, steps, o->waits);
     jr_job keep;
 
     if (j == NULL)
@@ -258,6 +262,7 @@ jr_job_with_steps(const jr_job *o, const char *steps)
     j->payload = keep.payload;
     j->parents = keep.parents;
     j->steps = keep.steps;
+    j->waits = keep.waits;
     return j;
 }
 
@@ -365,4 +370,42 @@ jr_result_word(int kind)
     if (kind == JR_DONE || kind == JR_RETRY || kind == JR_SNOOZE)
         return word[kind];
     return NULL;
+}
+
+int
+jr_signal_check(const char *name, const char *payload, size_t max_payload,
+                jr_err *err)
+{
+    char why[200];
+    size_t len;
+
+    if (jr_name_check(name, "signal name", err) < 0)
+        return -1;
+    if (payload == NULL)
+        return 0;
+    len = strlen(payload);
+    if (max_payload > 0 && len > max_payload)
+        return jr_fail(err, JR_EINPUT, "signal '%s': payload is %zu bytes, "
+                       "over max_payload (%zu)", name, len, max_payload);
+    if (jr_jsontext_check(payload, len, why, sizeof why) < 0)
+        return jr_fail(err, JR_EINPUT, "signal '%s': payload is not JSON: "
+                       "%s", name, why);
+    return 0;
+}
+
+int
+jr_signal_refused(jr_err *err, int64_t id, const char *name,
+                  const char *state, int timed_out)
+{
+    if (strcmp(state, "queued") && strcmp(state, "running") &&
+        strcmp(state, "waiting"))
+        return jr_fail(err, JR_EINPUT, "signal '%s' to job %lld refused: "
+                       "the job is %s (finished)", name, (long long)id,
+                       state);
+    if (timed_out)
+        return jr_fail(err, JR_EINPUT, "signal '%s' to job %lld refused: "
+                       "its wait for it timed out", name, (long long)id);
+    return jr_fail(err, JR_EINPUT, "signal '%s' to job %lld refused: it "
+                   "was sent already (a signal is delivered once)", name,
+                   (long long)id);
 }

@@ -35,6 +35,8 @@ typedef struct jr_job {
                                    or NULL: none */
     int         flow;           /* the master's: it has children or a
                                    batch (its end may make jobs ready) */
+    const char *waits;          /* JSON text: its signals and sleeps
+                                   (jobs.waits), or NULL: none */
 } jr_job;
 
 /* What a parent ending dead or cancelled does to a job waiting for it
@@ -145,8 +147,10 @@ enum {
     JR_CANCELLED,               /* stopped because its cancel was requested:
                                    cancelled, never retried */
     JR_PROGRESS,                /* still running: records done, total, note */
-    JR_STEP                     /* still running: records its steps (the
+    JR_STEP,                    /* still running: records its steps (the
                                    whole list, JSON text in result) */
+    JR_WAIT                     /* waits for a signal or a date: waiting,
+                                   attempt not counted */
 };
 
 /* What became of one claimed job. Strings and pushes are borrowed. */
@@ -171,6 +175,10 @@ typedef struct jr_result {
                                    worker that ran it (0: not known) */
     int            durable;     /* STEP: > 0, the record's number, whose
                                    commit the worker waits for */
+    const char    *wait_on;     /* WAIT: the signal's name, NULL: a sleep */
+    double         wake_at;     /* WAIT: epoch seconds of its deadline or
+                                   wake; INFINITY: a signal, no timeout */
+    int            sleep_n;     /* WAIT: a sleep's number in the attempt */
 } jr_result;
 
 /* 1 if a result of kind k ends no run: the job runs on (PROGRESS, STEP). */
@@ -289,15 +297,30 @@ jr_job *jr_job_new(int64_t id, const char *name, const char *queue,
 jr_job *jr_job_new_parents(int64_t id, const char *name, const char *queue,
                            const char *payload, size_t payload_len,
                            const char *parents);
-/* The same with the steps' records too (JSON text, may be NULL). */
-jr_job *jr_job_new_steps(int64_t id, const char *name, const char *queue,
-                         const char *payload, size_t payload_len,
-                         const char *parents, const char *steps);
+/* The same with the steps' records and the waits' records too (JSON
+ * texts, each may be NULL). */
+jr_job *jr_job_new_full(int64_t id, const char *name, const char *queue,
+                        const char *payload, size_t payload_len,
+                        const char *parents, const char *steps,
+                        const char *waits);
 
 /* A copy of job o with its steps' records replaced by steps (JSON text,
  * may be NULL), every other field as o's; NULL when out of memory. Free
  * with free(). */
 jr_job *jr_job_with_steps(const jr_job *o, const char *steps);
+
+/* Checks a signal before it reaches the database: its name as
+ * jr_name_check ("signal name"), its payload (NULL: {}) one JSON value as
+ * jr_jsontext_check says, at most max_payload bytes (0: no limit).
+ * Returns 0, or -1 with err set (JR_EINPUT). */
+int  jr_signal_check(const char *name, const char *payload,
+                     size_t max_payload, jr_err *err);
+
+/* The refusal of signal name to job id in state (timed_out: its wait for
+ * it timed out; else a job not finished has had it already), the same
+ * words on both engines. Returns -1 with err set (JR_EINPUT). */
+int  jr_signal_refused(jr_err *err, int64_t id, const char *name,
+                       const char *state, int timed_out);
 
 /* The on_parent_failure named name ("cancel", "run", "dead"), or -1. */
 int  jr_opf_parse(const char *name);

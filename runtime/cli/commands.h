@@ -52,6 +52,7 @@ int jr_cmd_wait(jr_cli *cli);           /* waitcmd.c */
 int jr_cmd_limits(jr_cli *cli);         /* limitscmd.c */
 int jr_cmd_push_flow(jr_cli *cli);      /* flowcmd.c */
 int jr_cmd_batch(jr_cli *cli);
+int jr_cmd_signal(jr_cli *cli);         /* signalcmd.c */
 /* cancel --batch ID (argv[0] is "--batch") */
 int jr_cmd_cancel_batch(jr_cli *cli);
 /* Job id's links (parents, children, batch) in a new string (free it),

@@ -276,6 +276,11 @@ job_json(const jr_client_job_info *j, const job_out *o)
         printf(",\"result\":");
         jr_jsontext_write(stdout, j->result);
         json_time("keep_until", j->keep_until);
+        printf(",\"wait_on\":");
+        jr_json_str(stdout, j->wait_on);
+        json_time("wake_at", j->wake_at);
+        printf(",\"waits\":");
+        jr_jsontext_write(stdout, j->waits);
     }
     json_progress(j);
     if (o->links != NULL)
@@ -314,6 +319,25 @@ text_time(const char *key, double t)
     char buf[40];
 
     printf("%-13s %s\n", key, t > 0 ? jr_time_iso(t, buf, sizeof buf) : "-");
+}
+
+/* What a waiting job waits for: a signal (until its deadline), or a
+ * date (a durable sleep). */
+static void
+text_wait(const jr_client_job_info *j)
+{
+    char buf[40], name[300];
+
+    if (j->wait_on == NULL && j->wake_at <= 0)
+        return;
+    printf("%-13s ", "waiting_for");
+    if (j->wait_on != NULL)
+        printf("signal '%s'", jr_esc_str(name, sizeof name, j->wait_on));
+    if (j->wait_on != NULL && j->wake_at > 0)
+        printf(" until %s", jr_time_iso(j->wake_at, buf, sizeof buf));
+    else if (j->wait_on == NULL)
+        printf("date %s", jr_time_iso(j->wake_at, buf, sizeof buf));
+    printf("\n");
 }
 
 /* The failed attempts, oldest first: a line each, the error's first
@@ -415,6 +439,7 @@ job_text_full(const jr_client_job_info *j)
     printf("%s\n", j->result ? "" : "-");
     if (j->keep_until > 0)
         text_time("kept_until", j->keep_until);
+    text_wait(j);
     text_lines("last_error", j->last_error);
     text_history(j);
     text_steps(j);

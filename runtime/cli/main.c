@@ -52,6 +52,10 @@ static const struct command {
      "                           run a finished or queued job again: its steps from\n"
      "                           NAME on run again (all without it), those before\n"
      "                           replay (exit 5 if there is no such job)", 1},
+    {"signal", jr_cmd_signal, "signal ID NAME [JSON]    send signal NAME (and its payload) to the job's\n"
+     "                           wait_signal: a job waiting for it is ready at once,\n"
+     "                           else it is kept; refused for a finished job, a\n"
+     "                           signal sent already or timed out (exit 5 no such job)", 1},
     {"show", jr_cmd_show, "show ID [--json]         every field of one job, payload included\n"
      "                           (exit 5 if there is no such job)", 1},
     {"wait", jr_cmd_wait, "wait ID... [--timeout DURATION] [--json]\n"
@@ -133,8 +137,9 @@ usage(FILE *f)
             "  2  bad command line or bad input (name, JSON, duration)\n"
             "  3  errors in the config file or in handlers (check)\n"
             "  4  no database (stats, list, show, limits, dead, queue, "
-            "cancel: they\n     create none; push, run and migrate do)\n"
-            "  5  no job with that id (show, wait; cancel: any of its ids)\n"
+            "cancel,\n     signal: they create none; push, run and migrate "
+            "do)\n"
+            "  5  no job with that id (show, wait, signal; cancel: any of its ids)\n"
             "  6  wait: a job is gone (no row has its id: ended and deleted, its\n"
             "     outcome unknown; wait exits 1 when one ended dead or cancelled)\n"
             "  7  wait: the database could not be read again for 60 s after its\n"

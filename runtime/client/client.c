@@ -345,6 +345,32 @@ jr_client_cancel(jr_client *c, const int64_t *ids, size_t n, int *outcomes)
     return finish(c, rc);
 }
 
+/* jobrunner.h: a signal to a job's wait_signal. */
+int
+jr_client_signal(jr_client *c, int64_t id, const char *name,
+                 const char *payload, int *woken)
+{
+    char state[16];
+    int rc;
+
+    if (c == NULL)
+        return JR_CLIENT_EUSAGE;
+    if (begin(c) < 0)
+        return finish(c, -1);
+    if (name == NULL)
+        return finish(c, jr_fail(&c->err, JR_EUSAGE, "signal: name is "
+                                 "NULL"));
+    if (jr_signal_check(name, payload, c->max_payload, &c->err) < 0)
+        return finish(c, -1);
+    rc = c->db.ops->signal(c->db.b, id, name, payload, state, sizeof state,
+                           &c->err);
+    if (rc < 0 && c->err.code == JR_ENOTFOUND)
+        c->err.code = E_NOJOB;
+    if (rc >= 0 && woken != NULL)
+        *woken = rc;
+    return finish(c, rc);
+}
+
 /* Pauses (pause 1) or resumes queue. */
 static int
 set_paused(jr_client *c, const char *queue, int pause)

@@ -153,6 +153,9 @@ job_row(const jr_job_row *row, void *arg)
     j.result = row->result;
     j.keep_until = row->keep_until;
     j.steps = row->steps;
+    j.wait_on = row->wait_on;
+    j.wake_at = row->wake_at;
+    j.waits = row->waits;
     return a->fn(&j, a->arg);
 }
 

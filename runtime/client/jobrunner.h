@@ -329,6 +329,17 @@ int jr_client_cancel(jr_client *c, const int64_t *ids, size_t n,
  * job, a step never recorded, or a bad payload. */
 int jr_client_rerun(jr_client *c, int64_t id, const char *from_step,
                     const char *payload);
+/* Sends signal name with its JSON payload (NULL: {}) to job id, for the
+ * job's jobrunner.wait_signal(name) (docs/handlers.md, "Signals and
+ * durable sleep"): a job waiting for it is made ready at once (*woken,
+ * which may be NULL, gets 1), else the signal is kept and its wait
+ * returns it at once (*woken 0). A signal is delivered once: refused,
+ * nothing changed, with JR_CLIENT_EINPUT when the job is finished
+ * (completed, dead, cancelled), had this signal already or timed out
+ * waiting for it, or name or payload is bad; JR_CLIENT_ENOTFOUND when
+ * there is no such job. */
+int jr_client_signal(jr_client *c, int64_t id, const char *name,
+                     const char *payload, int *woken);
 
 /* Pauses queue: every runner stops claiming its jobs (within about a
  * second); running ones finish. Persistent in the database; pausing a
@@ -418,6 +429,16 @@ typedef struct jr_client_job_info {
                                    that returned) or "cursor" (its last
                                    checkpoint), "at", "secs", "attempt"};
                                    NULL: none, and from jr_client_list */
+    const char *wait_on;        /* jr_client_show: the signal a waiting
+                                   job waits for (its wait_signal), or
+                                   NULL */
+    double      wake_at;        /* jr_client_show: the date a waiting job
+                                   waits for (a sleep, or its signal's
+                                   deadline); 0: none */
+    const char *waits;          /* jr_client_show: the records of its
+                                   signals and sleeps, JSON text, or NULL
+                                   (docs/handlers.md, "Signals and
+                                   durable sleep") */
 } jr_client_job_info;
 
 /* Called once per job. Return 0 to go on, non-zero to stop. */

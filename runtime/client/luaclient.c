@@ -341,6 +341,7 @@ static const luaL_Reg client_methods[] = {
     {"show", jr_luaclient_show},
     {"list", jr_luaclient_list},
     {"wait", jr_luaclient_wait},
+    {"signal", jr_luaclient_signal},
     {"close", client_close},
     {NULL, NULL}
 };

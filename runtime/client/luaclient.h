@@ -35,5 +35,7 @@ int jr_luaclient_batch(lua_State *L);
 int jr_luaclient_schedule_pause(lua_State *L);
 int jr_luaclient_schedule_resume(lua_State *L);
 int jr_luaclient_schedule_fire(lua_State *L);
+/* luacontrol.c: q:signal */
+int jr_luaclient_signal(lua_State *L);
 
 #endif

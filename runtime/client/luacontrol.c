@@ -1,7 +1,8 @@
 /* luacontrol.c - the producer module's control methods (luaclient.c has
  * the module and pushes): q:cancel, q:show, q:list, q:pause, q:resume and
- * q:queues, q:wait over the C library's jr_client_cancel, _show, _list,
- * _queue_pause, _queue_resume, _queue_list and _wait. Uses luaclient.h,
+ * q:queues, q:wait, q:signal over the C library's jr_client_cancel,
+ * _show, _list, _queue_pause, _queue_resume, _queue_list, _wait and
+ * _signal. Uses luaclient.h,
  * jobrunner.h, json.h (util.h's buffer). */
 #include <stdio.h>
 #include <stdlib.h>
@@ -541,4 +542,30 @@ jr_luaclient_wait(lua_State *L)                      /* q ids opts? */
     lua_pushstring(L, jr_client_errmsg(c));          /* ... list nil msg */
     lua_rotate(L, -3, 2);                            /* ... nil msg list */
     return 3;
+}
+
+/* q:signal(id, name [, payload]) -> true (the job waited for it and is
+ * ready now) | false (kept for its wait_signal) | nil, msg (refused:
+ * no such job, a finished job, a signal sent already or timed out).
+ * [-0, +(1|2), v] */
+int
+jr_luaclient_signal(lua_State *L)               /* q id name payload */
+{
+    jr_client *c = jr_luaclient_check(L);
+    lua_Integer id = luaL_checkinteger(L, 2);
+    const char *name = luaL_checkstring(L, 3);
+    char msg[400];
+    int woken = 0;
+    jr_buf *b;
+
+    lua_settop(L, 4);                           /* q id name payload */
+    b = jr_json_buf_new(L);                     /* q id name payload b */
+    if (jr_json_encode(L, 4, b, msg, sizeof msg) < 0)
+        return jr_luaclient_fail(L, lua_pushfstring(L, "signal '%s': %s",
+                                                    name, msg));
+    if (jr_client_signal(c, (int64_t)id, name, b->p, &woken) !=
+        JR_CLIENT_OK)
+        return jr_luaclient_fail(L, jr_client_errmsg(c));
+    lua_pushboolean(L, woken);                  /* .. b woken */
+    return 1;
 }

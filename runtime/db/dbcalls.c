@@ -59,6 +59,19 @@ jr_dbcall_cancelled(jr_db *db, const char *token, int64_t *ids, int max,
 }
 
 int
+jr_dbcall_wake(jr_db *db, int max, jr_err *err)
+{
+    return db->ops->wake(db->b, max, err);
+}
+
+int
+jr_dbcall_wait_counts(jr_db *db, long *on_signal, long *on_date,
+                      jr_err *err)
+{
+    return db->ops->wait_counts(db->b, on_signal, on_date, err);
+}
+
+int
 jr_dbcall_prune(jr_db *db, double keep_completed, double keep_cancelled,
                 double keep_dead, int limit, jr_err *err)
 {

@@ -35,6 +35,12 @@ int jr_dbcall_can_vacuum(const jr_db *db);   /* the backend has vacuum */
  * requested; returns how many. */
 int jr_dbcall_cancelled(jr_db *db, const char *token, int64_t *ids, int max,
                         jr_err *err);
+/* The backend's wake op (backend.h): up to max waiting jobs whose date
+ * came made ready. Returns how many, or -1 with err set. */
+int jr_dbcall_wake(jr_db *db, int max, jr_err *err);
+/* The backend's wait_counts op: jobs waiting for a signal, for a date. */
+int jr_dbcall_wait_counts(jr_db *db, long *on_signal, long *on_date,
+                          jr_err *err);
 /* Deletes up to limit finished jobs older than their state's keep
  * (seconds; < 0 keeps that state); returns how many. */
 int jr_dbcall_prune(jr_db *db, double keep_completed, double keep_cancelled,

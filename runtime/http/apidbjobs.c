@@ -24,6 +24,24 @@ typedef jr_apitotals totals;
 
 /* ---- on the database thread ---- */
 
+/* The jobs waiting for a signal and for a date (a sleep). */
+static int
+waiting_gauges(jr_db *db, jr_buf *b, jr_err *e)
+{
+    long on_signal, on_date;
+
+    if (db->ops->wait_counts(db->b, &on_signal, &on_date, e) < 0)
+        return -1;
+    jr_api_printf(b, "# HELP jobrunner_jobs_waiting Jobs waiting in "
+                  "wait_signal or a durable sleep, by what they wait on "
+                  "(the whole database).\n"
+                  "# TYPE jobrunner_jobs_waiting gauge\n"
+                  "jobrunner_jobs_waiting{on=\"signal\"} %ld\n"
+                  "jobrunner_jobs_waiting{on=\"date\"} %ld\n",
+                  on_signal, on_date);
+    return 0;
+}
+
 static int
 gauges(jr_db *db, jr_apireq *q, jr_err *e)
 {
@@ -46,7 +64,7 @@ gauges(jr_db *db, jr_apireq *q, jr_err *e)
     if (rc == 0)
         jr_buf_put(b, two[1].p, two[1].len);
     jr_buf_free(&two[1]);
-    return rc < 0 ? -1 : 0;
+    return rc < 0 ? -1 : waiting_gauges(db, b, e);
 }
 
 static int

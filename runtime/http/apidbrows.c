@@ -189,6 +189,15 @@ jr_apidb_job_row(const jr_job_row *r, void *arg)
             jr_buf_put(b, r->result, strlen(r->result));
         else
             jr_buf_put(b, "null", 4);
+        jr_buf_put(b, ",\"wait_on\":", 11);
+        jr_api_str(b, r->wait_on);
+        jr_buf_put(b, ",\"wake_at\":", 11);
+        jr_api_time(b, r->wake_at);
+        jr_buf_put(b, ",\"waits\":", 9);
+        if (r->waits != NULL)
+            jr_buf_put(b, r->waits, strlen(r->waits));
+        else
+            jr_buf_put(b, "null", 4);
         history(b, r);
         jr_buf_put(b, ",\"steps\":", 9);
         jr_steprec_json(b, r->steps);

@@ -18,6 +18,7 @@
 
 #include "base/jsontext.h"
 #include "lua/jrlib.h"
+#include "lua/jrwait.h"
 #include "lua/json.h"
 #include "base/log.h"
 #include "lua/luaopts.h"
@@ -46,20 +47,14 @@ get_ctx(lua_State *L)
 }
 
 /* The job running now, or raises naming the function misused. */
-static jr_jobctx *
-job_ctx(lua_State *L, const char *fn)
+jr_jobctx *
+jr_jrlib_job(lua_State *L, const char *fn)
 {
     jr_jobctx *ctx = get_ctx(L);
 
     if (ctx == NULL || ctx->job == NULL)
         luaL_error(L, "jobrunner.%s: called outside a running job", fn);
     return ctx;
-}
-
-jr_jobctx *
-jr_jrlib_ctx(lua_State *L, const char *fn)
-{
-    return job_ctx(L, fn);
 }
 
 void
@@ -72,6 +67,7 @@ jr_jobctx_clear(jr_jobctx *ctx)
     ctx->npushes = 0;
     ctx->decided = 0;
     ctx->cancelled = 0;
+    ctx->nsleeps = 0;
     ctx->progress_dirty = 0;
     jr_steps_free(ctx->steps);
     ctx->steps = NULL;
@@ -162,7 +158,7 @@ jrlib_push(lua_State *L)                             /* name payload opts */
         luaL_checktype(L, 2, LUA_TTABLE);
     p.name = name;
     rc = jr_luaopts_push(L, 3, "jobrunner.push", &p, &err);
-    ctx = job_ctx(L, "push");
+    ctx = jr_jrlib_job(L, "push");
     if (rc < 0 || jr_name_check_len(name, len, "job name", &err) < 0)
         return luaL_error(L, "jobrunner.push: %s", err.msg);
     lua_settop(L, 3);                                /* name payload opts */
@@ -178,24 +174,33 @@ jrlib_push(lua_State *L)                             /* name payload opts */
     return 0;
 }
 
-/* Records the decision in the job's context (the first one stands), then
- * unwinds the handler with a jobrunner.signal. */
 int
-jr_jrlib_raise(lua_State *L, jr_jobctx *ctx, int kind, double delay,
-               const char *reason)
+jr_jrlib_raise(lua_State *L, jr_jobctx *ctx, const jr_signal *sig)
 {
     jr_signal *s = lua_newuserdatauv(L, sizeof *s, 0);   /* .. s */
 
-    memset(s, 0, sizeof *s);
-    s->kind = kind;
-    s->delay = delay;
-    snprintf(s->reason, sizeof s->reason, "%s", reason ? reason : "");
+    *s = *sig;
     luaL_setmetatable(L, JR_SIGNAL_MT);
     if (!ctx->decided) {
         ctx->decision = *s;
         ctx->decided = 1;
     }
     return lua_error(L);
+}
+
+/* Records the decision in the job's context (the first one stands), then
+ * unwinds the handler with a jobrunner.signal. */
+int
+jr_jrlib_raise_kind(lua_State *L, jr_jobctx *ctx, int kind, double delay,
+                    const char *reason)
+{
+    jr_signal s;
+
+    memset(&s, 0, sizeof s);
+    s.kind = kind;
+    s.delay = delay;
+    snprintf(s.reason, sizeof s.reason, "%s", reason ? reason : "");
+    return jr_jrlib_raise(L, ctx, &s);
 }
 
 /* jobrunner.snooze(seconds): run again later, after JR_SNOOZE_MIN seconds
@@ -207,9 +212,9 @@ jrlib_snooze(lua_State *L)
     jr_jobctx *ctx;
 
     luaL_argcheck(L, s >= 0, 1, "seconds must be >= 0");
-    ctx = job_ctx(L, "snooze");
-    return jr_jrlib_raise(L, ctx, JR_SNOOZE, s < JR_SNOOZE_MIN ?
-                        JR_SNOOZE_MIN : s, NULL);
+    ctx = jr_jrlib_job(L, "snooze");
+    return jr_jrlib_raise_kind(L, ctx, JR_SNOOZE, s < JR_SNOOZE_MIN ?
+                               JR_SNOOZE_MIN : s, NULL);
 }
 
 /* jobrunner.discard(reason): straight to the dead queue. */
@@ -217,9 +222,9 @@ static int
 jrlib_discard(lua_State *L)
 {
     const char *reason = luaL_optstring(L, 1, "discarded by handler");
-    jr_jobctx *ctx = job_ctx(L, "discard");
+    jr_jobctx *ctx = jr_jrlib_job(L, "discard");
 
-    return jr_jrlib_raise(L, ctx, JR_DEAD, 0, reason);
+    return jr_jrlib_raise_kind(L, ctx, JR_DEAD, 0, reason);
 }
 
 /* tostring(signal): "jobrunner.snooze(5)", "jobrunner.discard(reason)". */
@@ -230,6 +235,10 @@ signal_tostring(lua_State *L)
 
     if (s->kind == JR_SNOOZE)
         lua_pushfstring(L, "jobrunner.snooze(%f)", s->delay);
+    else if (s->kind == JR_WAIT && s->wait_on[0] != '\0')
+        lua_pushfstring(L, "jobrunner.wait_signal(%s)", s->wait_on);
+    else if (s->kind == JR_WAIT)
+        lua_pushfstring(L, "jobrunner.sleep_until(%f)", s->wake_at);
     else
         lua_pushfstring(L, "jobrunner.discard(%s)", s->reason);
     return 1;
@@ -269,7 +278,7 @@ jrlib_log(lua_State *L)
 static int
 jrlib_cancelled(lua_State *L)
 {
-    jr_jobctx *ctx = job_ctx(L, "cancelled");
+    jr_jobctx *ctx = jr_jrlib_job(L, "cancelled");
 
     if (!ctx->cancelled && ctx->on_cancelled != NULL)
         ctx->on_cancelled(ctx->hook_arg);
@@ -310,7 +319,7 @@ jrlib_progress(lua_State *L)
                   "must be nil or a finite number >= 0");
     luaL_argcheck(L, note == NULL || text_ok(note, len), 3,
                   "must be UTF-8 text without NUL bytes");
-    ctx = job_ctx(L, "progress");
+    ctx = jr_jrlib_job(L, "progress");
     if (len > JR_NOTE_MAX)
         for (len = JR_NOTE_MAX; (note[len] & 0xC0) == 0x80; len--)
             ;
@@ -351,6 +360,7 @@ open_module(lua_State *L)                            /* ctx */
     lua_getglobal(L, "package");                     /* package */
     lua_getfield(L, -1, "loaded");                   /* package loaded */
     luaL_newlib(L, jrlib_funcs);                     /* package loaded M */
+    jr_jrwait_register(L);                           /* package loaded M */
     jr_json_set_markers(L);                          /* package loaded M */
     jr_steps_open(L);                                /* package loaded M */
     lua_setfield(L, -2, "jobrunner");                /* package loaded */

@@ -17,11 +17,16 @@ typedef struct lua_State lua_State;
 /* Bytes of a progress note kept (cut at a character boundary). */
 #define JR_NOTE_MAX 256
 
-/* What a handler's jobrunner.snooze/discard raised. */
+/* What a handler's jobrunner.snooze/discard (or a wait, jrwait.h)
+ * raised. */
 typedef struct jr_signal {
-    int    kind;                /* JR_SNOOZE or JR_DEAD */
+    int    kind;                /* JR_SNOOZE, JR_DEAD or JR_WAIT */
     double delay;               /* snooze seconds */
     char   reason[512];         /* discard reason */
+    char   wait_on[129];        /* WAIT: the signal's name, "": a sleep */
+    double wake_at;             /* WAIT: deadline or wake, epoch seconds;
+                                   INFINITY: no timeout */
+    int    sleep_n;             /* WAIT: the sleep's number */
 } jr_signal;
 
 /* The job a worker runs now. Visible: worker/run.c fills and drains it. */
@@ -38,6 +43,7 @@ struct jr_jobctx {
     int           decided;      /* snooze or discard was called */
     jr_signal     decision;     /* the first of them: a pcall can't undo it */
     int           cancelled;    /* its cancel arrived (run.c sets it) */
+    int           nsleeps;      /* sleep_until/sleep_for calls so far */
     /* Called by cancelled() before it answers, and by progress() after it
      * stored a value (run.c's: read the master's frames, send the
      * progress if a second passed). arg is hook_arg. */
@@ -82,12 +88,15 @@ void jr_jobctx_free(jr_jobctx *ctx);
 /* Records a decision (JR_SNOOZE, JR_DEAD, JR_RELEASE) in ctx, the first
  * one standing, and unwinds the handler with a jobrunner.signal.
  * [-0, +1, v] */
-int  jr_jrlib_raise(lua_State *L, jr_jobctx *ctx, int kind, double delay,
-                    const char *reason);
-/* The job L runs for, or raises "jobrunner.<fn>: called outside a
- * running job". [-0, +0, v] */
-jr_jobctx *jr_jrlib_ctx(lua_State *L, const char *fn);
+int  jr_jrlib_raise_kind(lua_State *L, jr_jobctx *ctx, int kind,
+                         double delay, const char *reason);
 /* Returns the signal at idx, or NULL if the value is not one. */
 const jr_signal *jr_jrlib_signal(lua_State *L, int idx);
+/* The context of the job running now, or raises "jobrunner.<fn>: called
+ * outside a running job". [-0, +0, v] */
+jr_jobctx *jr_jrlib_job(lua_State *L, const char *fn);
+/* Records s (copied) as ctx's decision unless one was taken, and unwinds
+ * the handler with it. Does not return. [-0, +1, v] */
+int  jr_jrlib_raise(lua_State *L, jr_jobctx *ctx, const jr_signal *s);
 
 #endif

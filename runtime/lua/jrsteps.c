@@ -266,7 +266,7 @@ steps_begin(lua_State *L)
     luaL_checktype(L, 2, LUA_TFUNCTION);
     if (!lua_isnoneornil(L, 3))
         luaL_checktype(L, 3, LUA_TTABLE);
-    ctx = jr_jrlib_ctx(L, "step");
+    ctx = jr_jrlib_job(L, "step");
     st = steps_of(L, ctx);
     if (st->running)
         return luaL_error(L, "%sjobrunner.step: step '%s' inside step '%s' "
@@ -313,7 +313,7 @@ steps_begin(lua_State *L)
 static int
 steps_finish(lua_State *L)
 {
-    jr_jobctx *ctx = jr_jrlib_ctx(L, "step");
+    jr_jobctx *ctx = jr_jrlib_job(L, "step");
     jr_steps *st = ctx->steps;
     int durable = ctx->durable_steps;
 
@@ -339,7 +339,7 @@ static int
 steps_wait(lua_State *L)
 {
     int seq = (int)luaL_checkinteger(L, 1);
-    jr_jobctx *ctx = jr_jrlib_ctx(L, "step");
+    jr_jobctx *ctx = jr_jrlib_job(L, "step");
 
     if (ctx->on_step == NULL)
         return 0;
@@ -352,7 +352,7 @@ steps_wait(lua_State *L)
 static int
 jrlib_checkpoint(lua_State *L)
 {
-    jr_jobctx *ctx = jr_jrlib_ctx(L, "checkpoint");
+    jr_jobctx *ctx = jr_jrlib_job(L, "checkpoint");
     jr_steps *st = ctx->steps;
 
     if (st == NULL || !st->running)
@@ -364,7 +364,7 @@ jrlib_checkpoint(lua_State *L)
     if (ctx->on_step != NULL)
         ctx->on_step(ctx->hook_arg, L, 0);
     if (ctx->handback != NULL && ctx->handback(ctx->hook_arg))
-        return jr_jrlib_raise(L, ctx, JR_RELEASE, 0,
+        return jr_jrlib_raise_kind(L, ctx, JR_RELEASE, 0,
                               "handed back at a checkpoint");
     return 0;
 }

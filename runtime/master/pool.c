@@ -325,6 +325,14 @@ log_result(master *m, const jr_job *j, const jr_result *r, double secs)
         jr_log(JR_LOG_INFO, "job %lld (%s) snoozed for %.1fs",
                (long long)j->id, j->name, r->delay);
         break;
+    case JR_WAIT:
+        if (r->wait_on != NULL)
+            jr_log(JR_LOG_INFO, "job %lld (%s) waits for signal '%s'",
+                   (long long)j->id, j->name, r->wait_on);
+        else
+            jr_log(JR_LOG_INFO, "job %lld (%s) sleeps for %.1fs",
+                   (long long)j->id, j->name, r->wake_at - jr_now());
+        break;
     case JR_CANCELLED:
         m->cancelled++;
         jr_log(JR_LOG_INFO, "job %lld (%s) cancelled: %s", (long long)j->id,

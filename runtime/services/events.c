@@ -56,7 +56,7 @@ job_end(master *m, void *st, const jr_job *j, const jr_result *r,
         [JR_RETRY] = JR_HOOK_JOB_RETRY, [JR_DEAD] = JR_HOOK_JOB_DEAD,
         [JR_SNOOZE] = -1, [JR_RELEASE] = -1,
         [JR_EXPIRED] = JR_HOOK_JOB_DEAD, [JR_CANCELLED] = -1,
-        [JR_PROGRESS] = -1, [JR_STEP] = -1};
+        [JR_PROGRESS] = -1, [JR_STEP] = -1, [JR_WAIT] = -1};
     jr_hooks *h = jr_svc_hooks(m);
 
     (void)st;

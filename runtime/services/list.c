@@ -13,6 +13,7 @@
  *   qstate, limits, schedules, cancel act on the claimed jobs (taken);
  *     cancel last, so that the jobs it ends were seen by the others;
  *   prune after the claim's readers: its batch runs after the claim;
+ *   wakes after prune: its step too (the jobs whose wait's date came);
  *   the steps they attach to a cycle (fill) run in this order within
  *     their place (db/dbthread.h's JR_STEP_*): after the claim the
  *     schedules' fires, the cancels, the prune; last on_tick's counts,
@@ -29,6 +30,7 @@
     X(sched) \
     X(cancel) \
     X(prune) \
+    X(wakes) \
     X(unhandled) \
     X(waits)
 

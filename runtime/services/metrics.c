@@ -193,11 +193,11 @@ jr_metrics_job(jr_metrics *x, const jr_job *j, const jr_result *r,
     static const int which[] = {[JR_DONE] = 0, [JR_RETRY] = 1,
         [JR_DEAD] = 2, [JR_EXPIRED] = 2, [JR_CANCELLED] = 3,
         [JR_SNOOZE] = 4, [JR_RELEASE] = -1, [JR_PROGRESS] = -1,
-        [JR_STEP] = -1};
+        [JR_STEP] = -1, [JR_WAIT] = -1};
     per_name *p;
     int o, slot;
 
-    if (x == NULL || r->kind < JR_DONE || r->kind > JR_STEP ||
+    if (x == NULL || r->kind < JR_DONE || r->kind > JR_WAIT ||
         (o = which[r->kind]) < 0)
         return;
     count_finished(x, j, o);

@@ -109,11 +109,7 @@ outcome(cojob *cj, int rc, jr_result *res)
         res->kind = JR_CANCELLED;
         res->error = w->err;
     } else if (cj->ctx.decided) {
-        const jr_signal *s = &cj->ctx.decision;
-        res->kind = s->kind;
-        res->delay = s->delay;
-        snprintf(w->err, sizeof w->err, "%s", s->reason);
-        res->error = s->kind == JR_DEAD ? w->err : NULL;
+        jr_run_signal_result(w, &cj->ctx.decision, res);
     } else if (jr_memlimit_failed(&w->mem)) {
         if (err)
             lua_pop(w->L, 1);

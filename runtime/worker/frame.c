@@ -194,6 +194,7 @@ jr_frame_put_job(jr_buf *b, const jr_job *j)
     jr_put_str(b, j->parents);
     jr_put_i64(b, j->batch);
     jr_put_str(b, j->steps);
+    jr_put_str(b, j->waits);
     jr_frame_end(b, start);
 }
 
@@ -232,9 +233,10 @@ jr_frame_get_job(jr_reader *r, jr_err *err)
     size_t lpar;
     const char *parents = jr_get_str(r, &lpar);
     int64_t batch = jr_get_i64(r);
-    size_t lst;
+    size_t lst, lw;
     const char *steps = jr_get_str(r, &lst);
-    char nbuf[129], qbuf[129], *pbuf = NULL, *sbuf = NULL;
+    const char *waits = jr_get_str(r, &lw);
+    char nbuf[129], qbuf[129], *pbuf = NULL, *sbuf = NULL, *wbuf = NULL;
     jr_job *j;
 
     if (r->bad || name == NULL || queue == NULL || payload == NULL ||
@@ -257,9 +259,17 @@ jr_frame_get_job(jr_reader *r, jr_err *err)
         jr_fail(err, JR_EPROTO, "malformed job frame (steps)");
         return NULL;
     }
-    j = jr_job_new_steps(id, nbuf, qbuf, payload, lp, pbuf, sbuf);
+    if (waits != NULL && (has_nul(waits, lw) ||
+                          (wbuf = strndup(waits, lw)) == NULL)) {
+        free(pbuf);
+        free(sbuf);
+        jr_fail(err, JR_EPROTO, "malformed job frame (waits)");
+        return NULL;
+    }
+    j = jr_job_new_full(id, nbuf, qbuf, payload, lp, pbuf, sbuf, wbuf);
     free(pbuf);
     free(sbuf);
+    free(wbuf);
     if (j == NULL) {
         jr_fail(err, JR_ENOMEM, "out of memory decoding a job");
         return NULL;
@@ -326,6 +336,11 @@ jr_frame_put_result(jr_buf *b, const jr_result *res)
         jr_put_f64(b, res->total);
         put_text(b, res->note);
     }
+    if (res->kind == JR_WAIT) {
+        jr_put_str(b, res->wait_on);
+        jr_put_f64(b, res->wake_at);
+        jr_put_i32(b, res->sleep_n);
+    }
     jr_frame_end(b, start);
 }
 
@@ -386,7 +401,7 @@ jr_frame_get_result(jr_reader *r, jr_result *res, void **mem, jr_err *err)
     res->generation = arena_str(r, &arena);
     n = jr_get_i32(r);
     if (r->bad || n < 0 || (size_t)n > maxpush || res->kind < JR_DONE ||
-        res->kind > JR_STEP || res->kind == JR_EXPIRED)
+        res->kind > JR_WAIT || res->kind == JR_EXPIRED)
         return jr_fail(err, JR_EPROTO, "malformed result frame");
     for (i = 0; i < n && !r->bad; i++) {
         pushes[i].name = arena_str(r, &arena);
@@ -418,6 +433,14 @@ jr_frame_get_result(jr_reader *r, jr_result *res, void **mem, jr_err *err)
         res->done = jr_get_f64(r);
         res->total = jr_get_f64(r);
         res->note = arena_str(r, &arena);
+    }
+    if (res->kind == JR_WAIT) {
+        res->wait_on = arena_str(r, &arena);
+        res->wake_at = jr_get_f64(r);
+        res->sleep_n = jr_get_i32(r);
+        if (res->wait_on != NULL &&
+            jr_name_check(res->wait_on, "signal name", NULL) < 0)
+            r->bad = 1;
     }
     if (r->bad)
         return jr_fail(err, JR_EPROTO, "malformed result frame");

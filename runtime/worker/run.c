@@ -154,16 +154,26 @@ jr_run_failed(worker *w, const jr_job *j, jr_result *res)
     jr_retry_decide(&in, res);
 }
 
-/* Fills res from the snooze or discard the handler called. */
-static void
-decided(worker *w, jr_result *res)
+void
+jr_run_signal_result(worker *w, const jr_signal *s, jr_result *res)
 {
-    const jr_signal *s = &w->ctx.decision;
-
     res->kind = s->kind;
     res->delay = s->delay;
     snprintf(w->err, sizeof w->err, "%s", s->reason);
     res->error = s->kind == JR_DEAD ? w->err : NULL;
+    if (s->kind == JR_WAIT) {
+        snprintf(w->wait_on, sizeof w->wait_on, "%s", s->wait_on);
+        res->wait_on = w->wait_on[0] != '\0' ? w->wait_on : NULL;
+        res->wake_at = s->wake_at;
+        res->sleep_n = s->sleep_n;
+    }
+}
+
+/* Fills res from the snooze, discard or wait the handler called. */
+static void
+decided(worker *w, jr_result *res)
+{
+    jr_run_signal_result(w, &w->ctx.decision, res);
 }
 
 /* Turns the error value on top into w->err, or fills res from a signal.
@@ -174,10 +184,7 @@ jr_run_take_error(worker *w, jr_result *res)
     const jr_signal *s = jr_jrlib_signal(w->L, -1);
 
     if (s != NULL) {
-        res->kind = s->kind;
-        res->delay = s->delay;
-        snprintf(w->err, sizeof w->err, "%s", s->reason);
-        res->error = s->kind == JR_DEAD ? w->err : NULL;
+        jr_run_signal_result(w, s, res);
         lua_pop(w->L, 1);
         return 1;
     }

@@ -54,6 +54,7 @@ typedef struct worker {
     double      progress_sent;  /* mono time of the job's last progress */
     char        cancel_msg[64]; /* what the cancel raises */
     char        err[2048];      /* last failure message */
+    char        wait_on[129];   /* the last wait's signal name */
     jr_share   *share;          /* shared with the master, or NULL */
     struct event_base *base;    /* the loop of coroutines and waits */
     struct event *ev_fd;        /* w->fd readable, while coroutines run */
@@ -163,6 +164,9 @@ void jr_run_failed(worker *w, const jr_job *j, jr_result *res);
 /* Turns the error value on top of w->L into w->err, or fills res from a
  * signal. Returns 1 if it was a signal. [-1, +0, -] */
 int  jr_run_take_error(worker *w, jr_result *res);
+/* Fills res from signal s (a snooze, a discard or a wait); its strings are
+ * copied into w, valid until the next result. */
+void jr_run_signal_result(worker *w, const jr_signal *s, jr_result *res);
 /* Turns the handler's return value on top of w->L (not nil) into
  * res->result (JSON text in w->result, valid until the next call): 0; or
  * 1 when the value has no JSON: a success with no result, res->error

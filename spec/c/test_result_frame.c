@@ -1,7 +1,8 @@
 /* test_result_frame.c - the result frame a worker sends: a retry or dead
  * result that carries no error still decodes with a message, so nothing
  * downstream (the log line, last_error) reads a missing one; a step's
- * record and the master's answer to a durable one. Each test is
+ * record and the master's answer to a durable one; a wait's fields come
+ * back, a bad signal name is refused. Each test is
  * a function; main runs them all and prints "N passed, N failed". */
 #include <stdio.h>
 #include <stdlib.h>
@@ -102,6 +103,35 @@ test_step_result_and_answer(void)
     jr_buf_free(&b);
 }
 
+/* A wait: its signal, date and sleep number come back; a bad signal name
+ * (a worker's frame is input too) is a malformed frame. */
+static void
+test_wait(void)
+{
+    jr_result res = {0}, out;
+    void *mem = NULL;
+
+    res.id = 9;
+    res.kind = JR_WAIT;
+    res.wait_on = "approved";
+    res.wake_at = 1800000000.5;
+    CHECK(round_trip(&res, &out, &mem) == 0);
+    CHECK(out.kind == JR_WAIT && out.wait_on != NULL &&
+          strcmp(out.wait_on, "approved") == 0 &&
+          out.wake_at == 1800000000.5 && out.sleep_n == 0);
+    free(mem);
+    mem = NULL;
+    res.wait_on = NULL;
+    res.sleep_n = 3;
+    CHECK(round_trip(&res, &out, &mem) == 0);
+    CHECK(out.wait_on == NULL && out.sleep_n == 3);
+    free(mem);
+    mem = NULL;
+    res.wait_on = "bad name";
+    CHECK(round_trip(&res, &out, &mem) < 0);
+    free(mem);
+}
+
 int
 main(void)
 {
@@ -113,6 +143,7 @@ main(void)
          test_failure_without_error_gets_a_message},
         {"error_and_success_unchanged", test_error_and_success_unchanged},
         {"step_result_and_answer", test_step_result_and_answer},
+        {"wait", test_wait},
     };
     int passed = 0, nfailed = 0;
     size_t i;

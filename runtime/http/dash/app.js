@@ -379,6 +379,13 @@
       function () { return "job " + id + " queued again" + (step ? " from step " + step : ""); });
   }
 
+  /* a waiting job's signal and its deadline, or the date of its sleep */
+  function waitsFor(j) {
+    if (j.state !== "waiting" || (!j.wait_on && !j.wake_at)) return null;
+    if (!j.wait_on) return "a date: " + when(j.wake_at);
+    return "signal '" + j.wait_on + "'" + (j.wake_at ? ", until " + when(j.wake_at) : ", no deadline");
+  }
+
   function loadJob() {
     var id = route.arg;
     return api("jobs/" + encodeURIComponent(id)).then(function (j) {
@@ -392,7 +399,8 @@
        ["created", when(j.created_at)], ["started", when(j.started_at)],
        ["finished", when(j.finished_at)], ["generation", j.generation],
        ["runner", j.locked_by], ["progress", j.progress_done !== null ? progressCell(j) : null],
-       ["note", j.progress_note], ["cancel", j.cancel_requested ? "requested" : null]]);
+       ["note", j.progress_note], ["cancel", j.cancel_requested ? "requested" : null],
+       ["waits for", waitsFor(j)]]);
       relations(j);
       $("d-payload").textContent = jsonText(j.payload);
       $("d-result-box").hidden = j.result === undefined || j.result === null;
