@@ -249,6 +249,12 @@ typedef struct jr_backend_opts {
                                    or pushed or waited on with result_ttl,
                                    stays completed when its own is not set;
                                    0: 3600 */
+    const char *handler_role;   /* PostgreSQL: jobrunner.sql statements run
+                                   under SET LOCAL ROLE to it; NULL: the
+                                   runner's own role */
+    const char *attach;         /* SQLite: a file ATTACHed as "app" on the
+                                   runner's connection, for jobrunner.sql
+                                   statements; NULL: none */
 } jr_backend_opts;
 
 #define JR_LIMIT_TOP 5          /* keys limit_use lists */

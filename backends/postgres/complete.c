@@ -12,6 +12,7 @@
 
 #include "postgres/pg_int.h"
 #include "postgres/arrays.h"
+#include "sqlres.h"
 
 /* a job pushed or waited on with result_ttl is kept (st_keep), and so is
  * one with a flow bit: its end is a change of state, which the schema's
@@ -317,8 +318,8 @@ check_followups(const jr_backend *b, const jr_result *r, int n, jr_err *err)
 
 /* The body of the complete transaction. */
 static int
-complete_tx(jr_backend *b, const char *token, const jr_result *r, int n,
-            int64_t *done, const jr_push ***pp, int *np, jr_err *err)
+complete_rows(jr_backend *b, const char *token, const jr_result *r, int n,
+              int64_t *done, const jr_push ***pp, int *np, jr_err *err)
 {
     int ndone, nother, nprogress;
 
@@ -336,6 +337,25 @@ complete_tx(jr_backend *b, const char *token, const jr_result *r, int n,
     return ndone + nother + nprogress;
 }
 
+/* complete_rows, after the successes' statements ran (sqlrun.c) on a
+ * copy of the results in which a success whose statement failed is a
+ * failed attempt; results without statements pay one loop. *own gets the
+ * copy (free it after the transaction: the follow-ups point into it). */
+static int
+complete_tx(jr_backend *b, const char *token, const jr_result *r, int n,
+            int64_t *done, const jr_push ***pp, int *np, jr_result **own,
+            jr_err *err)
+{
+    if (!jr_sqlres_any(r, n))
+        return complete_rows(b, token, r, n, done, pp, np, err);
+    if ((*own = jr_sqlres_copy(r, n)) == NULL)
+        return jr_fail(err, JR_ENOMEM, "postgres: completing jobs: out of "
+                       "memory");
+    if (jr_pg_sql_run(b, token, *own, n, err) < 0)
+        return -1;
+    return complete_rows(b, token, *own, n, done, pp, np, err);
+}
+
 /* 1 if r[0..n) are all DONE without follow-ups: their one statement
  * needs no transaction around it (a round trip instead of three). */
 static int
@@ -344,7 +364,7 @@ only_done(const jr_result *r, int n)
     int i;
 
     for (i = 0; i < n; i++)
-        if (r[i].kind != JR_DONE || r[i].npushes > 0)
+        if (r[i].kind != JR_DONE || r[i].npushes > 0 || r[i].nsql > 0)
             return 0;
     return 1;
 }
@@ -354,6 +374,7 @@ jr_pg_complete(jr_backend *b, const char *token, const jr_result *r, int n,
             jr_err *err)
 {
     const jr_push **pp = NULL;
+    jr_result *own = NULL;
     int64_t *done;
     int np = 0, rc;
 
@@ -371,7 +392,7 @@ jr_pg_complete(jr_backend *b, const char *token, const jr_result *r, int n,
         return rc;
     }
     if ((rc = jr_pg_run_plain(b, "BEGIN", "completing jobs", err)) == 0) {
-        rc = complete_tx(b, token, r, n, done, &pp, &np, err);
+        rc = complete_tx(b, token, r, n, done, &pp, &np, &own, err);
         if (rc >= 0 && jr_pg_run_plain(b, "COMMIT", "completing jobs", err) < 0)
             rc = -1;
         if (rc < 0) {
@@ -381,6 +402,7 @@ jr_pg_complete(jr_backend *b, const char *token, const jr_result *r, int n,
         }
     }
     free(pp);
+    free(own);
     free(done);
     return rc;
 }
@@ -393,6 +415,7 @@ jr_pg_complete_claim(jr_backend *b, const char *token, const jr_result *r,
                   const jr_claim_spec *spec, jr_job **out, jr_err *err)
 {
     const jr_push **pp = NULL;
+    jr_result *own = NULL;
     int64_t *done;
     int np = 0, rc = -1, n = -1;
 
@@ -404,7 +427,8 @@ jr_pg_complete_claim(jr_backend *b, const char *token, const jr_result *r,
                        "of memory", nr);
     b->insert_failed = 0;
     if (jr_pg_run_plain(b, "BEGIN", "completing jobs", err) == 0) {
-        rc = nr > 0 ? complete_tx(b, token, r, nr, done, &pp, &np, err) : 0;
+        rc = nr > 0 ? complete_tx(b, token, r, nr, done, &pp, &np, &own,
+                                  err) : 0;
         if (rc >= 0)
             n = jr_pg_claim_stmt(b, token, lease, spec, out, err);
         if (n >= 0 && jr_pg_run_plain(b, "COMMIT", "claiming jobs", err) < 0) {
@@ -421,6 +445,7 @@ jr_pg_complete_claim(jr_backend *b, const char *token, const jr_result *r,
         }
     }
     free(pp);
+    free(own);
     free(done);
     return n;
 }

@@ -41,6 +41,8 @@ struct jr_backend {
                                    (a job of the last tried needed
                                    limit_key_of) */
     char        pgmsg[400];     /* its message and detail */
+    char        role_sql[160];  /* "; SET LOCAL ROLE \"r\"" for
+                                   handler_role, or "" (sqlrun.c) */
     int         must_exist;     /* migrate creates no schema */
     int         async_commit;   /* synchronous_commit = off on conn */
     unsigned    reconnects;     /* connections opened again after a loss */
@@ -174,5 +176,17 @@ void jr_pg_explain_push_error(jr_backend *b, const jr_push *const *pp, int n,
                            jr_err *err);
 
 #pragma GCC visibility pop
+
+/* ---- sqlrun.c: a job's jobrunner.sql statements ---- */
+
+/* Sets the role jobrunner.sql statements run under (NULL: the runner's
+ * own). 0, or -1 with err set for a name PostgreSQL cannot hold. */
+int  jr_pg_role_set(jr_backend *b, const char *role, jr_err *err);
+/* Runs the statements of the successes of r[0..n) still held by token,
+ * each job's in a savepoint; a success whose statement failed becomes
+ * the failed attempt its sql_kind says (sqlres.h). Returns 0, or -1 with
+ * err set when the connection is in trouble (the whole batch fails). */
+int  jr_pg_sql_run(jr_backend *b, const char *token, jr_result *r, int n,
+                   jr_err *err);
 
 #endif

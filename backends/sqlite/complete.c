@@ -11,6 +11,7 @@
 
 #include "sqlite/sqlite_int.h"
 #include "base/util.h"
+#include "sqlres.h"
 
 struct idl {
     int64_t *v;
@@ -418,8 +419,8 @@ done_rest(jr_backend *b, const char *token, const jr_result *r, int n,
  * the rest one statement each, in order. Returns how many rows were
  * still ours. */
 static int
-complete_all(jr_backend *b, const char *token, const jr_result *r, int n,
-             double now, jr_err *err)
+complete_rows(jr_backend *b, const char *token, const jr_result *r, int n,
+              double now, jr_err *err)
 {
     sqlite3_stmt *s;
     char *ids = NULL, *p = NULL;
@@ -462,6 +463,26 @@ complete_all(jr_backend *b, const char *token, const jr_result *r, int n,
     if (rc < nplain)            /* jobs with a flow bit, or fenced off */
         return done_rest(b, token, r, n, now, applied + rc, err);
     return applied + rc;
+}
+
+/* complete_rows, after the successes' statements ran (sqlrun.c) on a
+ * copy of the results in which a success whose statement failed is a
+ * failed attempt; results without statements pay one loop. */
+static int
+complete_all(jr_backend *b, const char *token, const jr_result *r, int n,
+             double now, jr_err *err)
+{
+    jr_result *own;
+    int rc;
+
+    if (!jr_sqlres_any(r, n))
+        return complete_rows(b, token, r, n, now, err);
+    if ((own = jr_sqlres_copy(r, n)) == NULL)
+        return jr_fail(err, JR_ENOMEM, "sqlite: out of memory");
+    rc = jr_sqlite_sql_run(b, token, own, n, err) < 0 ? -1 :
+         complete_rows(b, token, own, n, now, err);
+    free(own);
+    return rc;
 }
 
 int

@@ -39,6 +39,7 @@ struct jr_backend {
     jr_stmtmap    st;           /* sqlite3_stmt by its text's entry,
                                    prepared on first use */
     char         *path;
+    char         *attach;       /* ATTACHed as app (opts), or NULL */
     int           inotify_fd;   /* -1 until wake_fd is asked for */
     int           wal_watch;    /* inotify watch of the -wal file, or -1 */
     int           fin_fd;       /* wait.c: inotify on the file's folder
@@ -66,6 +67,17 @@ struct jr_backend {
                                  * in this transaction; "": none yet */
     char         *lim_keys[JR_LIMIT_TOP]; /* limit_use's top keys */
 };
+
+/* ---- sqlrun.c: a job's jobrunner.sql statements ---- */
+
+/* Runs the statements of the successes of r[0..n) still held by token,
+ * each job's in a savepoint; a success whose statement failed becomes
+ * the failed attempt its sql_kind says (sqlres.h). Returns 0, or -1 with
+ * err set when the database is in trouble (the whole batch fails). */
+int  jr_sqlite_sql_run(jr_backend *b, const char *token, jr_result *r,
+                       int n, jr_err *err);
+/* ATTACHes b->attach as app, when set. 0 or -1 with err set. */
+int  jr_sqlite_attach(jr_backend *b, jr_err *err);
 
 /* ---- conn.c: errors, the statement cache, transactions ---- */
 

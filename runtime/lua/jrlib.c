@@ -45,8 +45,8 @@ get_ctx(lua_State *L)
 }
 
 /* The job running now, or raises naming the function misused. */
-static jr_jobctx *
-job_ctx(lua_State *L, const char *fn)
+jr_jobctx *
+jr_jrlib_job(lua_State *L, const char *fn)
 {
     jr_jobctx *ctx = get_ctx(L);
 
@@ -63,6 +63,8 @@ jr_jobctx_clear(jr_jobctx *ctx)
     for (i = 0; i < ctx->npushes; i++)
         free(ctx->mem[i]);
     ctx->npushes = 0;
+    jr_buf_reset(&ctx->sql);
+    ctx->nsql = 0;
     ctx->decided = 0;
     ctx->cancelled = 0;
     ctx->progress_dirty = 0;
@@ -74,6 +76,7 @@ jr_jobctx_free(jr_jobctx *ctx)
     jr_jobctx_clear(ctx);
     free(ctx->pushes);
     free(ctx->mem);
+    jr_buf_free(&ctx->sql);
     ctx->pushes = NULL;
     ctx->mem = NULL;
     ctx->cap = 0;
@@ -150,7 +153,7 @@ jrlib_push(lua_State *L)                             /* name payload opts */
         luaL_checktype(L, 2, LUA_TTABLE);
     p.name = name;
     rc = jr_luaopts_push(L, 3, "jobrunner.push", &p, &err);
-    ctx = job_ctx(L, "push");
+    ctx = jr_jrlib_job(L, "push");
     if (rc < 0 || jr_name_check_len(name, len, "job name", &err) < 0)
         return luaL_error(L, "jobrunner.push: %s", err.msg);
     lua_settop(L, 3);                                /* name payload opts */
@@ -195,7 +198,7 @@ jrlib_snooze(lua_State *L)
     jr_jobctx *ctx;
 
     luaL_argcheck(L, s >= 0, 1, "seconds must be >= 0");
-    ctx = job_ctx(L, "snooze");
+    ctx = jr_jrlib_job(L, "snooze");
     return raise_signal(L, ctx, JR_SNOOZE, s < JR_SNOOZE_MIN ?
                         JR_SNOOZE_MIN : s, NULL);
 }
@@ -205,7 +208,7 @@ static int
 jrlib_discard(lua_State *L)
 {
     const char *reason = luaL_optstring(L, 1, "discarded by handler");
-    jr_jobctx *ctx = job_ctx(L, "discard");
+    jr_jobctx *ctx = jr_jrlib_job(L, "discard");
 
     return raise_signal(L, ctx, JR_DEAD, 0, reason);
 }
@@ -257,7 +260,7 @@ jrlib_log(lua_State *L)
 static int
 jrlib_cancelled(lua_State *L)
 {
-    jr_jobctx *ctx = job_ctx(L, "cancelled");
+    jr_jobctx *ctx = jr_jrlib_job(L, "cancelled");
 
     if (!ctx->cancelled && ctx->on_cancelled != NULL)
         ctx->on_cancelled(ctx->hook_arg);
@@ -298,7 +301,7 @@ jrlib_progress(lua_State *L)
                   "must be nil or a finite number >= 0");
     luaL_argcheck(L, note == NULL || text_ok(note, len), 3,
                   "must be UTF-8 text without NUL bytes");
-    ctx = job_ctx(L, "progress");
+    ctx = jr_jrlib_job(L, "progress");
     if (len > JR_NOTE_MAX)
         for (len = JR_NOTE_MAX; (note[len] & 0xC0) == 0x80; len--)
             ;
@@ -340,6 +343,7 @@ open_module(lua_State *L)                            /* ctx */
     lua_getfield(L, -1, "loaded");                   /* package loaded */
     luaL_newlib(L, jrlib_funcs);                     /* package loaded M */
     jr_json_set_markers(L);                          /* package loaded M */
+    jr_jrsql_register(L);                            /* package loaded M */
     lua_setfield(L, -2, "jobrunner");                /* package loaded */
     lua_pop(L, 2);                                   /* (nothing) */
     luaL_newmetatable(L, JR_SIGNAL_MT);              /* mt */

@@ -22,6 +22,7 @@
 #include "base/log.h"
 #include "master/master_int.h"
 #include "base/retry.h"
+#include "base/sqlstmt.h"
 #include "worker/worker.h"
 
 #define SPAWN_RETRY_MAX 5.0     /* seconds between spawns while they fail */
@@ -386,6 +387,24 @@ resolve_delay(master *m, const wk *w, const jr_job *j, jr_result *res)
     res->delay = jr_retry_delay(&in);
 }
 
+/* A success with jobrunner.sql statements: what its attempt becomes if
+ * one of them fails when it is recorded (the retry rule, as a failure
+ * the master decides), and the handler's name for the message. */
+static void
+sql_fallback(master *m, const wk *w, const jr_job *j, jr_result *res)
+{
+    jr_result f = {0};
+    jr_retry_in in;
+
+    if (res->kind != JR_DONE || res->nsql <= 0)
+        return;
+    jr_pool_retry_in(m, w->gen, j, "a statement failed", &in);
+    jr_retry_decide(&in, &f);
+    res->sql_kind = f.kind;
+    res->sql_delay = f.delay;
+    snprintf(res->sql_handler, 129, "%s", j->name);
+}
+
 int
 jr_pool_inflight(const wk *w, const jr_job *j)
 {
@@ -473,6 +492,7 @@ jr_pool_result(master *m, wk *w, jr_reader *r)
     w->avg = w->avg > 0 ? 0.8 * w->avg + 0.2 * secs : secs;
     m->avg = m->avg > 0 ? 0.95 * m->avg + 0.05 * secs : secs;
     resolve_delay(m, w, j, &res);
+    sql_fallback(m, w, j, &res);
     m->flow_ended = j->flow != 0;   /* jr_claimq_result takes it */
     res.secs = secs;                /* the attempt history's */
     res.worker = w->id;
