@@ -208,5 +208,60 @@ for _, backend in ipairs(jr.backends()) do
       assert.equal(1, #rows(env, t))
       assert.equal(0, env:stop())
     end)
+
+    if backend == "postgres" then
+      it("confines statements to what handler_role may write", function()
+        local t = ledger(env)
+        local role = "jr_h_" .. env.schema
+        jr.psql("CREATE ROLE " .. role .. " NOLOGIN")
+        finally(function()
+          jr.psql("DROP OWNED BY " .. role .. "; DROP ROLE " .. role)
+        end)
+        jr.psql("GRANT USAGE ON SCHEMA " .. env.schema .. " TO " .. role ..
+          "; GRANT SELECT, INSERT ON " .. t .. " TO " .. role)
+        env:script("pay", ([[
+          local jobrunner = require "jobrunner"
+          return { max_retries = 0, handle = function(job)
+            jobrunner.sql("INSERT INTO %s (job, s) VALUES ($1, current_user)", job.id)
+            if job.payload.evil then
+              jobrunner.sql("DELETE FROM %s.jobs")
+            end
+          end }]]):format(t, env.schema))
+        env:config(("handler_role = %q"):format(role))
+        env:start()
+        local ok = env:push("pay")
+        local evil = env:push("pay", '{"evil": true}')
+        jr.wait_for(function()
+          local j = env:job(evil)
+          return env:job(ok) == nil and j and j.state == "dead"
+        end)
+        local got = rows(env, t)
+        assert.equal(1, #got)
+        assert.equal(role, got[1].s)
+        local e = env:job(evil).last_error
+        assert.truthy(e:find("statement 2 of 'pay' failed: permission denied", 1, true), e)
+        assert.truthy(e:find("SQLSTATE 42501", 1, true), e)
+        -- the runner's own writes after the statements ran as itself
+        local again = env:push("pay")
+        jr.wait_for(function() return env:job(again) == nil end)
+        assert.equal(0, env:stop())
+      end)
+    else
+      it("writes to the file named by attach, as app", function()
+        local app = env.dir .. "/app.db"
+        jr.sh(("sqlite3 %s 'CREATE TABLE ledger (job INTEGER PRIMARY KEY, s TEXT)'"):format(app))
+        env:script("pay", [[
+          local jobrunner = require "jobrunner"
+          return function(job)
+            jobrunner.sql("INSERT INTO app.ledger (job, s) VALUES (?1, ?2)", job.id, "x")
+          end]])
+        env:config(("attach = %q"):format(app))
+        env:start()
+        local id = env:push("pay")
+        jr.wait_for(function() return env:job(id) == nil end)
+        assert.equal(tostring(id) .. "|x\n", jr.sh(("sqlite3 %s 'SELECT * FROM ledger'"):format(app)))
+        assert.equal(0, env:stop())
+      end)
+    end
   end)
 end
