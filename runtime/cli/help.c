@@ -16,8 +16,10 @@ static const struct topic {
     const char *aliases;        /* other words for it, space-separated */
 } topics[] = {
     {"handlers", "Handlers",
-     "handler files, the job, the jobrunner module, retries, the dead queue",
-     "DESCRIPTION, FILES (scripts/)", "handler retries retry dead backoff"},
+     "handler files, the job, the jobrunner module, writes that commit "
+     "with the job, retries, the dead queue",
+     "DESCRIPTION, FILES (scripts/)",
+     "handler retries retry dead backoff sql transaction"},
     {"io", "I/O in handlers",
      "jobrunner.http, sleep, exec and all; inflight: many jobs per worker",
      "FILES (scripts/, jobrunner.lua)", "inflight http exec coroutine"},
