@@ -3,6 +3,7 @@
 -- of its own (docs/handlers.md, "Writes that commit with the job").
 local jr = require "jr"
 local cjson = require "cjson"
+local H = require "jrhttp"
 
 -- The ledger table of env, as handlers name it: in the env's schema on
 -- PostgreSQL (the runner's connection keeps the default search_path).
@@ -60,8 +61,7 @@ for _, backend in ipairs(jr.backends()) do
           end
         end }]]):format(t, t))
       env:exec("INSERT INTO " .. (backend == "postgres" and t or "ledger") .. " (job, s) VALUES (-1, 'taken')")
-      env:config("concurrency = 1")
-      env:start()
+      local base = H.start(env, "concurrency = 1")
       local ids = {}
       for i = 1, 6 do
         ids[i] = env:push("pay", i == 3 and '{"bad": true}' or "{}")
@@ -82,6 +82,9 @@ for _, backend in ipairs(jr.backends()) do
       local log = env:query("SELECT attempt_log FROM jobs WHERE id = " .. ids[3])[1].attempt_log
       if type(log) == "string" then log = cjson.decode(log) end
       assert.truthy(log[1].error:find("statement 2 of 'pay'", 1, true))
+      local _, text = H.req(base .. "/metrics", { token = true })
+      assert.truthy(text:find("\njobrunner_sql_statements_total 7\n", 1, true), text)
+      assert.truthy(text:find("\njobrunner_sql_failures_total 1\n", 1, true), text)
       assert.equal(0, env:stop())
     end)
 

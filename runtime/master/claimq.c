@@ -146,10 +146,12 @@ jr_claimq_recorded(master *m, pending *p, int n, int applied)
     for (i = 0; i < n; i++) {
         /* a job with children or a batch: jobs may have become ready */
         m->flow_want |= p[i].flow;
-        if (p[i].r.nsql > 0 && p[i].r.sql_error[0] != '\0')
+        if (p[i].r.nsql > 0 && p[i].r.sql_error[0] != '\0') {
+            m->sql_failed++;
             jr_log(JR_LOG_WARN, "job %lld: %s; the attempt failed and none "
                    "of its statements applied", (long long)p[i].r.id,
                    p[i].r.sql_error);
+        }
         if (p[i].r.npushes > 0 || p[i].r.kind == JR_RELEASE ||
             (p[i].r.kind != JR_DONE && p[i].r.kind != JR_DEAD &&
              p[i].r.kind != JR_EXPIRED && p[i].r.kind != JR_CANCELLED &&

@@ -200,6 +200,8 @@ struct master {
                                            NULL when off */
     double              cycle_at;       /* when the last cycle went */
     long                passes;         /* jr_claimq_work's, for /metrics */
+    long                sql_failed;     /* successes whose statement failed
+                                           when recorded, for /metrics */
     const jr_service *const *services;  /* the services, in the order the
                                            core calls them; NULL-ended */
     void              **svc;            /* each one's state, by its place
