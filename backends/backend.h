@@ -311,7 +311,11 @@ typedef struct jr_limit_use {
      * with finished_at; JR_CANCELLED makes it cancelled; JR_PROGRESS sets
      * its progress and leaves it running; a JR_RETRY, JR_SNOOZE or
      * JR_RELEASE of a job whose cancel was requested makes it cancelled
-     * (never queued again). */ \
+     * (never queued again). A JR_DONE with statements (jr_result.sql)
+     * runs them first, if the job is still held by token, in a savepoint
+     * of its own; when one fails, its statements are rolled back and the
+     * result is recorded as the failed attempt sql_kind says, with
+     * sql_error filled (sqlres.h); the others of the batch go on. */ \
     X(int, complete, (jr_backend *b, const char *token, \
                       const jr_result *r, int n, jr_err *err)) \
     /* Optional (NULL: complete, then claim): both in one transaction.
