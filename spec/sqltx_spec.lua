@@ -55,8 +55,10 @@ for _, backend in ipairs(jr.backends()) do
       env:script("pay", ([[
         local jobrunner = require "jobrunner"
         return { max_retries = 0, handle = function(job)
-          jobrunner.sql("INSERT INTO %s (job, s) VALUES ($1, 'first')", job.id)
-          if job.payload.bad then
+          if not job.payload.only then
+            jobrunner.sql("INSERT INTO %s (job, s) VALUES ($1, 'first')", job.id)
+          end
+          if job.payload.bad or job.payload.only then
             jobrunner.sql("INSERT INTO %s (job, s) VALUES ($1, 'dup')", -1)
           end
         end }]]):format(t, t))
@@ -66,6 +68,7 @@ for _, backend in ipairs(jr.backends()) do
       for i = 1, 6 do
         ids[i] = env:push("pay", i == 3 and '{"bad": true}' or "{}")
       end
+      local only = env:push("pay", '{"only": true}')  -- one statement, failing
       jr.wait_for(function() return env:count("queued") == 0 and env:count("running") == 0 end)
       local got = rows(env, t, " WHERE job <> -1")
       assert.equal(5, #got)
@@ -82,9 +85,12 @@ for _, backend in ipairs(jr.backends()) do
       local log = env:query("SELECT attempt_log FROM jobs WHERE id = " .. ids[3])[1].attempt_log
       if type(log) == "string" then log = cjson.decode(log) end
       assert.truthy(log[1].error:find("statement 2 of 'pay'", 1, true))
+      local e = env:job(only).last_error
+      assert.truthy(e:find("jobrunner.sql statement 1 of 'pay' failed", 1, true), e)
+      assert.equal(1, #rows(env, t, " WHERE job = -1"))
       local _, text = H.req(base .. "/metrics", { token = true })
-      assert.truthy(text:find("\njobrunner_sql_statements_total 7\n", 1, true), text)
-      assert.truthy(text:find("\njobrunner_sql_failures_total 1\n", 1, true), text)
+      assert.truthy(text:find("\njobrunner_sql_statements_total 8\n", 1, true), text)
+      assert.truthy(text:find("\njobrunner_sql_failures_total 2\n", 1, true), text)
       assert.equal(0, env:stop())
     end)
 

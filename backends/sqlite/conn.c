@@ -204,6 +204,7 @@ disconnect_db(jr_backend *b)
         if (b->st.key[i] != NULL)
             sqlite3_finalize(b->st.val[i]);
     jr_stmtmap_clear(&b->st);
+    jr_sqlite_sql_forget(b);
     sqlite3_close(b->db);
     b->db = NULL;
 }

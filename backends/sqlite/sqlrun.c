@@ -6,6 +6,7 @@
  * ATTACHed as "app" on the connection (conn.c). Uses sqlite_int.h,
  * sqlstmt.h, sqlres.h. */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "sqlite/sqlite_int.h"
@@ -17,6 +18,84 @@
 static const char *const st_ours =
     "SELECT 1 FROM jobs WHERE id = ?1 AND state = 'running'"
     " AND locked_by = ?2";
+
+/* the savepoint of a job's statements, prepared once a connection */
+static const char *const st_save = "SAVEPOINT jr_sql";
+static const char *const st_release = "RELEASE jr_sql";
+static const char *const st_undo = "ROLLBACK TO jr_sql";
+
+/* Runs one of the savepoint statements above; 0 or -1 with err set. */
+static int
+simple(jr_backend *b, const char *const *text, jr_err *err)
+{
+    sqlite3_stmt *s = jr_sqlite_stmt(b, text, err);
+
+    return s == NULL || run(b, s, err, "a job's savepoint") < 0 ? -1 : 0;
+}
+
+/* The prepared statement of text from the connection's cache of handler
+ * statements (most handlers send the same few texts), or a new one put
+ * there in place of the oldest. NULL and SQLite's code in *rc, with *tail
+ * set, when it does not prepare. */
+static sqlite3_stmt *
+cached(jr_backend *b, const jr_sqlstmt *st, int *rc, const char **tail)
+{
+    jr_sqlite_cached *c;
+    sqlite3_stmt *s = NULL;
+    char *copy;
+    int i;
+
+    *tail = NULL;
+    for (i = 0; i < JR_SQLITE_SQL_CACHE; i++) {
+        c = &b->sql_cache[i];
+        if (c->text != NULL && c->len == st->len &&
+            memcmp(c->text, st->text, st->len) == 0) {
+            sqlite3_reset(c->s);
+            sqlite3_clear_bindings(c->s);
+            *rc = SQLITE_OK;
+            return c->s;
+        }
+    }
+    *rc = sqlite3_prepare_v3(b->db, st->text, (int)st->len + 1,
+                             SQLITE_PREPARE_PERSISTENT, &s, tail);
+    if (*rc != SQLITE_OK || s == NULL || (copy = malloc(st->len + 1)) == NULL)
+        return s;               /* an uncached one is finalized by run_one */
+    memcpy(copy, st->text, st->len + 1);
+    c = &b->sql_cache[b->sql_next];
+    b->sql_next = (b->sql_next + 1) % JR_SQLITE_SQL_CACHE;
+    sqlite3_finalize(c->s);
+    free(c->text);
+    c->text = copy;
+    c->len = st->len;
+    c->s = s;
+    return s;
+}
+
+/* 1 when s is in the cache (kept, not finalized after its run). */
+static int
+in_cache(const jr_backend *b, const sqlite3_stmt *s)
+{
+    int i;
+
+    for (i = 0; i < JR_SQLITE_SQL_CACHE; i++)
+        if (b->sql_cache[i].s == s)
+            return 1;
+    return 0;
+}
+
+void
+jr_sqlite_sql_forget(jr_backend *b)
+{
+    int i;
+
+    for (i = 0; i < JR_SQLITE_SQL_CACHE; i++) {
+        sqlite3_finalize(b->sql_cache[i].s);
+        free(b->sql_cache[i].text);
+        b->sql_cache[i].s = NULL;
+        b->sql_cache[i].text = NULL;
+    }
+    b->sql_next = 0;
+}
 
 /* 1 when SQLite's rc is the database's trouble (a retry of the whole
  * batch may pass), not the statement's. */
@@ -81,67 +160,75 @@ bind(sqlite3_stmt *s, const jr_sqlstmt *st)
 static int
 run_one(jr_backend *b, const jr_sqlstmt *st, char *why, size_t size)
 {
-    sqlite3_stmt *s = NULL;
-    const char *tail = NULL;
-    int rc;
+    const char *tail;
+    int rc, np;
+    sqlite3_stmt *s = cached(b, st, &rc, &tail);
 
-    rc = sqlite3_prepare_v2(b->db, st->text, (int)st->len + 1, &s, &tail);
     if (rc == SQLITE_OK && tail != NULL) {
         while (*tail == ' ' || *tail == '\t' || *tail == '\n' ||
                *tail == '\r' || *tail == ';')
             tail++;
         if (*tail != '\0') {
-            sqlite3_finalize(s);
             snprintf(why, size, "the text holds more than one statement");
-            return SQLITE_ERROR;
+            rc = SQLITE_ERROR;
         }
     }
     if (rc == SQLITE_OK && s != NULL &&
-        sqlite3_bind_parameter_count(s) != st->nparams) {
+        (np = sqlite3_bind_parameter_count(s)) != st->nparams) {
         snprintf(why, size, "the statement takes %d parameters, %d given",
-                 sqlite3_bind_parameter_count(s), st->nparams);
-        sqlite3_finalize(s);
-        return SQLITE_RANGE;
-    }
-    if (rc == SQLITE_OK && s != NULL) {
+                 np, st->nparams);
+        rc = SQLITE_RANGE;
+    } else if (rc == SQLITE_OK && s != NULL) {
         bind(s, st);
         while ((rc = sqlite3_step(s)) == SQLITE_ROW)
             ;
         rc = rc == SQLITE_DONE ? SQLITE_OK : rc;
-    }
-    if (rc != SQLITE_OK)
+        if (rc != SQLITE_OK)
+            snprintf(why, size, "%s (%s)", sqlite3_errmsg(b->db),
+                     sqlite3_errstr(rc));
+        sqlite3_reset(s);
+    } else if (rc != SQLITE_OK) {
         snprintf(why, size, "%s (%s)", sqlite3_errmsg(b->db),
                  sqlite3_errstr(rc));
-    sqlite3_finalize(s);
+    }
+    if (s != NULL && !in_cache(b, s))
+        sqlite3_finalize(s);
     return rc;
 }
 
 /* Runs r's statements in a savepoint; 0 (r a failed attempt if one of
- * them failed), or -1 with err set for the database's trouble. */
+ * them failed), or -1 with err set for the database's trouble. A job of
+ * one statement takes none: SQLite backs out a failed statement's own
+ * changes (its statement journal), which is all a savepoint would undo.
+ * A statement that ended the transaction (INSERT OR ROLLBACK) took the
+ * batch with it: refused as input, so that the caller records the batch
+ * again one result at a time (db/dbthread.c) and this job ends dead. */
 static int
 run_job(jr_backend *b, jr_result *r, jr_err *err)
 {
+    int k = 0, rc = SQLITE_OK, save = r->nsql > 1;
+    char why[JR_SQL_ERR_MAX - 100];
     jr_sqlstmt st;
     size_t pos = 0;
-    char why[JR_SQL_ERR_MAX - 100];
-    int k = 0, rc = SQLITE_OK;
 
-    if (sqlite3_exec(b->db, "SAVEPOINT jr_sql", NULL, NULL, NULL) != 0)
-        return jr_sqlite_fail(b, err, "a savepoint for a job's statements");
+    if (save && simple(b, &st_save, err) < 0)
+        return -1;
     while (jr_sql_next(r->sql, r->sql_len, &pos, &st) == 1) {
         k++;
         if ((rc = run_one(b, &st, why, sizeof why)) != SQLITE_OK)
             break;
     }
     if (rc == SQLITE_OK) {
-        if (sqlite3_exec(b->db, "RELEASE jr_sql", NULL, NULL, NULL) != 0)
-            return jr_sqlite_fail(b, err, "releasing a job's savepoint");
         r->sql_error[0] = '\0';
-        return 0;
+        return save ? simple(b, &st_release, err) : 0;
     }
-    if (sqlite3_exec(b->db, "ROLLBACK TO jr_sql; RELEASE jr_sql", NULL, NULL,
-                     NULL) != 0)
-        return jr_sqlite_fail(b, err, "rolling back a job's statements");
+    if (sqlite3_get_autocommit(b->db))
+        return jr_fail(err, JR_EINPUT, "sqlite: job %lld: statement %d "
+                       "ended the transaction: %s", (long long)r->id, k,
+                       why);
+    if (save && (simple(b, &st_undo, err) < 0 ||
+                 simple(b, &st_release, err) < 0))
+        return -1;
     if (db_trouble(rc))
         return jr_fail(err, JR_EDB, "sqlite: a job's statement: %s", why);
     jr_sqlres_fail(r, k, why);
