@@ -41,7 +41,7 @@ struct jr_backend {
                                    (a job of the last tried needed
                                    limit_key_of) */
     char        pgmsg[400];     /* its message and detail */
-    char        role_sql[160];  /* "; SET LOCAL ROLE \"r\"" for
+    char        role_sql[160];  /* "SET LOCAL ROLE \"r\"" for
                                    handler_role, or "" (sqlrun.c) */
     int         must_exist;     /* migrate creates no schema */
     int         async_commit;   /* synchronous_commit = off on conn */

@@ -1,10 +1,15 @@
 /* sqlrun.c - a job's jobrunner.sql statements (job.h's jr_result.sql),
  * run on the runner's connection in the transaction recording its
- * success, each job's in a savepoint of its own, under SET LOCAL ROLE to
- * the config's handler_role when one is set: a statement that fails
- * rolls back that job's statements only, and its success becomes a
- * failed attempt with the server's message and SQLSTATE (sqlres.h).
+ * success, under SET LOCAL ROLE to the config's handler_role when one is
+ * set, all of a batch in one pipeline (libpq's pipeline mode: one round
+ * trip). First all of them in one savepoint; when a statement fails,
+ * that is rolled back and they run again with a savepoint a job, so
+ * that a failing statement rolls back its job's statements only and its
+ * success becomes a failed attempt with the server's message and
+ * SQLSTATE (sqlres.h).
  * Uses pg_int.h, arrays.h, sqlstmt.h, sqlres.h. */
+#include <errno.h>
+#include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -42,7 +47,7 @@ jr_pg_role_set(jr_backend *b, const char *role, jr_err *err)
     }
     *p++ = '"';
     *p = '\0';
-    snprintf(b->role_sql, sizeof b->role_sql, "; SET LOCAL ROLE %s", q);
+    snprintf(b->role_sql, sizeof b->role_sql, "SET LOCAL ROLE %s", q);
     return 0;
 }
 
@@ -101,30 +106,6 @@ param_text(const jr_sqlval *v, char *buf, size_t size)
     }
 }
 
-/* Runs one statement; NULL, or the server's error (res, to PQclear). A
- * connection lost is reported in *lost. */
-static PGresult *
-run_one(jr_backend *b, const jr_sqlstmt *st, int *lost)
-{
-    char nums[JR_SQL_PARAMS_MAX][32];
-    const char *values[JR_SQL_PARAMS_MAX];
-    ExecStatusType t;
-    PGresult *res;
-    int i;
-
-    for (i = 0; i < st->nparams; i++)
-        values[i] = param_text(&st->params[i], nums[i], sizeof nums[i]);
-    res = PQexecParams(b->conn, st->text, st->nparams, NULL, values, NULL,
-                       NULL, 0);
-    t = PQresultStatus(res);
-    if (t == PGRES_COMMAND_OK || t == PGRES_TUPLES_OK) {
-        PQclear(res);
-        return NULL;
-    }
-    *lost = PQstatus(b->conn) != CONNECTION_OK;
-    return res;
-}
-
 /* The server's message of res, with its detail and SQLSTATE, in why. */
 static void
 describe(const PGresult *res, const PGconn *c, char *why, size_t size)
@@ -137,46 +118,221 @@ describe(const PGresult *res, const PGconn *c, char *why, size_t size)
     jr_pg_oneline(msg, sizeof msg, primary ? primary : PQerrorMessage(c));
     jr_pg_oneline(det, sizeof det, detail);
     snprintf(why, size, "%.250s%s%.180s%s (SQLSTATE %.5s)", msg,
-             *det ? " (" : "",
-             det, *det ? ")" : "", state ? state : "?");
+             *det ? " (" : "", det, *det ? ")" : "", state ? state : "?");
 }
 
-/* Runs r's statements in a savepoint; 0 (r a failed attempt if one of
- * them failed), or -1 with err set when the connection is in trouble. */
-static int
-run_job(jr_backend *b, jr_result *r, jr_err *err)
-{
-    char open[200], why[JR_SQL_ERR_MAX - 100];
-    PGresult *res = NULL;
-    jr_sqlstmt st;
-    size_t pos = 0;
-    int k = 0, lost = 0;
+/* Which job of the pipeline, and which of its statements, its i-th
+ * command is. */
+typedef struct cmd {
+    int job;                    /* index into the pipeline's jobs */
+    int stmt;                   /* 1, 2, ...; 0: a savepoint's or role's */
+} cmd;
 
-    snprintf(open, sizeof open, "SAVEPOINT jr_sql%s", b->role_sql);
-    if (jr_pg_run_plain(b, open, "a savepoint for a job's statements",
-                        err) < 0)
+#define CHUNK 256               /* jobs a pipeline carries at most */
+
+/* What one pipeline runs: jobs at[0..n) of r, each in a savepoint of its
+ * own (each) or all in one. */
+typedef struct plan {
+    jr_result *r;
+    const int *at;
+    int        n;
+    int        each;
+    cmd       *c;               /* the commands sent */
+    int        nc;
+} plan;
+
+/* Queues one command (st: its text and parameters, or NULL: text); 0, or
+ * -1 when libpq would not take it. */
+static int
+send(plan *p, jr_backend *b, const char *text, const jr_sqlstmt *st,
+     int job, int stmt)
+{
+    char nums[JR_SQL_PARAMS_MAX][32];
+    const char *values[JR_SQL_PARAMS_MAX];
+    int i, n = st ? st->nparams : 0;
+
+    for (i = 0; i < n; i++)
+        values[i] = param_text(&st->params[i], nums[i], sizeof nums[i]);
+    if (PQsendQueryParams(b->conn, st ? st->text : text, n, NULL,
+                          n ? values : NULL, NULL, NULL, 0) != 1)
         return -1;
-    while (res == NULL && jr_sql_next(r->sql, r->sql_len, &pos, &st) == 1) {
-        k++;
-        res = run_one(b, &st, &lost);
+    p->c[p->nc].job = job;
+    p->c[p->nc].stmt = stmt;
+    p->nc++;
+    return 0;
+}
+
+/* Queues a savepoint and the role (open), or the role's end and the
+ * release, for job (-1: all). A role refused fails its first statement. */
+static int
+send_edge(plan *p, jr_backend *b, int open, int job)
+{
+    const char *sp = p->each ? "jr_sql" : "jr_sql_all";
+    char text[40];
+    int role = b->role_sql[0] != '\0';
+
+    snprintf(text, sizeof text, "%s %s", open ? "SAVEPOINT" : "RELEASE", sp);
+    if (open)
+        return send(p, b, text, NULL, job, 0) < 0 ||
+               (role && send(p, b, b->role_sql, NULL, job, 1) < 0) ? -1 : 0;
+    return (role && send(p, b, "RESET ROLE", NULL, job, 0) < 0) ||
+           send(p, b, text, NULL, job, 0) < 0 ? -1 : 0;
+}
+
+/* Queues every command of the pipeline. */
+static int
+send_all(plan *p, jr_backend *b)
+{
+    const jr_result *r;
+    jr_sqlstmt st;
+    size_t pos;
+    int i, k;
+
+    if (!p->each && send_edge(p, b, 1, 0) < 0)
+        return -1;
+    for (i = 0; i < p->n; i++) {
+        r = &p->r[p->at[i]];
+        if (p->each && send_edge(p, b, 1, i) < 0)
+            return -1;
+        for (pos = 0, k = 0; jr_sql_next(r->sql, r->sql_len, &pos, &st) == 1;)
+            if (send(p, b, NULL, &st, i, ++k) < 0)
+                return -1;
+        if (p->each && send_edge(p, b, 0, i) < 0)
+            return -1;
     }
-    if (res == NULL) {
-        r->sql_error[0] = '\0';
-        return jr_pg_run_plain(b, b->role_sql[0] ? "RESET ROLE; RELEASE "
-                               "jr_sql" : "RELEASE jr_sql",
-                               "releasing a job's savepoint", err);
+    return !p->each && send_edge(p, b, 0, p->n - 1) < 0 ? -1 : 0;
+}
+
+/* Sends what libpq holds, reading the server's answers meanwhile (so
+ * that neither side waits on the other's full buffer). 0 or -1. */
+static int
+flush_all(jr_backend *b)
+{
+    struct pollfd fd = {.fd = PQsocket(b->conn), .events = POLLIN | POLLOUT};
+    int rc;
+
+    while ((rc = PQflush(b->conn)) == 1) {
+        if (poll(&fd, 1, -1) < 0 && errno != EINTR)
+            return -1;
+        if ((fd.revents & POLLIN) && PQconsumeInput(b->conn) == 0)
+            return -1;
     }
-    if (lost) {
-        jr_pg_fail(b, res, "a job's statement", err);
+    return rc;
+}
+
+/* Reads the pipeline's results up to its sync: the index of the first
+ * command that failed (the server's message in why), -1 none, -2 the
+ * connection lost. */
+static int
+read_errors(jr_backend *b, int ncmd, char *why, size_t size)
+{
+    int i = 0, failed = -1;
+    ExecStatusType t;
+    PGresult *res;
+
+    for (;;) {
+        if ((res = PQgetResult(b->conn)) == NULL) {
+            if (PQstatus(b->conn) != CONNECTION_OK)
+                return -2;
+            continue;           /* the end of one command's results */
+        }
+        t = PQresultStatus(res);
+        if (t == PGRES_FATAL_ERROR && failed < 0 && i < ncmd) {
+            failed = i;
+            describe(res, b->conn, why, size);
+        }
         PQclear(res);
-        return -1;
+        if (t == PGRES_PIPELINE_SYNC)
+            return failed;
+        i++;
     }
-    describe(res, b->conn, why, sizeof why);
-    PQclear(res);
-    if (jr_pg_run_plain(b, "ROLLBACK TO jr_sql; RELEASE jr_sql",
-                        "rolling back a job's statements", err) < 0)
-        return -1;
-    jr_sqlres_fail(r, k, why);
+}
+
+/* Runs pipeline p; *failed gets the job (its index in p->at) whose
+ * command failed first, -1 none, and *stmt which statement, why what the
+ * server said. 0, or -1 with err set (the connection's trouble). */
+static int
+run_pipe(plan *p, jr_backend *b, int *failed, int *stmt, char *why,
+         size_t size, jr_err *err)
+{
+    int i, total = 4, f = -3, ok;
+
+    for (i = 0; i < p->n; i++)
+        total += p->r[p->at[i]].nsql + 4;
+    if ((p->c = malloc((size_t)total * sizeof *p->c)) == NULL)
+        return jr_fail(err, JR_ENOMEM, "postgres: out of memory");
+    p->nc = 0;
+    ok = PQenterPipelineMode(b->conn) == 1;
+    if (ok && PQsetnonblocking(b->conn, 1) == 0) {
+        if (send_all(p, b) == 0 && PQpipelineSync(b->conn) == 1 &&
+            flush_all(b) == 0)
+            f = read_errors(b, p->nc, why, size);
+        PQsetnonblocking(b->conn, 0);
+    }
+    if (ok && f >= -1)
+        PQexitPipelineMode(b->conn);
+    if (f < -1) {
+        free(p->c);
+        return jr_pg_fail(b, NULL, "running a job's statements", err);
+    }
+    *failed = f < 0 ? -1 : p->c[f].job;
+    *stmt = f < 0 ? 0 : p->c[f].stmt > 0 ? p->c[f].stmt : 1;
+    free(p->c);
+    return 0;
+}
+
+/* The jobs at[0..n) of r, a pipeline a CHUNK, each job in a savepoint:
+ * a job whose statement fails has its savepoint rolled back and becomes
+ * a failed attempt, and the jobs after it go in a pipeline again. */
+static int
+run_each(jr_backend *b, jr_result *r, const int *at, int n, jr_err *err)
+{
+    char why[JR_SQL_ERR_MAX - 100];
+    int from = 0, failed = -1, stmt = 0, m;
+    plan p;
+
+    while (from < n) {
+        m = n - from < CHUNK ? n - from : CHUNK;
+        p = (plan){.r = r, .at = at + from, .n = m, .each = 1};
+        if (run_pipe(&p, b, &failed, &stmt, why, sizeof why, err) < 0)
+            return -1;
+        if (failed < 0) {
+            from += m;
+            continue;
+        }
+        if (jr_pg_run_plain(b, "ROLLBACK TO jr_sql; RELEASE jr_sql",
+                            "rolling back a job's statements", err) < 0)
+            return -1;
+        jr_sqlres_fail(&r[at[from + failed]], stmt, why);
+        from += failed + 1;
+    }
+    return 0;
+}
+
+/* The jobs at[0..n) of r: first all in one savepoint (a savepoint a job,
+ * a subtransaction each, cost as much as the rows), a pipeline a CHUNK;
+ * when a statement fails, that savepoint is rolled back and the chunk
+ * runs again with a savepoint a job (run_each). Each job's statements
+ * apply all or none either way. */
+static int
+run_jobs(jr_backend *b, jr_result *r, const int *at, int n, jr_err *err)
+{
+    char why[JR_SQL_ERR_MAX - 100];
+    int from = 0, failed = -1, stmt = 0, m;
+    plan p;
+
+    for (from = 0; from < n; from += m) {
+        m = n - from < CHUNK ? n - from : CHUNK;
+        p = (plan){.r = r, .at = at + from, .n = m, .each = 0};
+        if (run_pipe(&p, b, &failed, &stmt, why, sizeof why, err) < 0)
+            return -1;
+        if (failed < 0)
+            continue;
+        if (jr_pg_run_plain(b, "ROLLBACK TO jr_sql_all; RELEASE jr_sql_all",
+                            "rolling back the jobs' statements", err) < 0 ||
+            run_each(b, r, at + from, m, err) < 0)
+            return -1;
+    }
     return 0;
 }
 
@@ -185,20 +341,19 @@ jr_pg_sql_run(jr_backend *b, const char *token, jr_result *r, int n,
               jr_err *err)
 {
     int64_t *ids = malloc((size_t)n * sizeof *ids);
-    int i, m, rc = 0;
+    int *at = malloc((size_t)n * sizeof *at);
+    int i, m, k = 0, rc = -1;
 
-    if (ids == NULL)
-        return jr_fail(err, JR_ENOMEM, "postgres: out of memory");
-    if ((m = ours(b, token, r, n, ids, err)) < 0) {
-        free(ids);
-        return -1;
-    }
-    for (i = 0; i < n && rc == 0; i++) {
-        if (r[i].kind != JR_DONE || r[i].nsql <= 0 ||
-            !bsearch(&r[i].id, ids, (size_t)m, sizeof *ids, jr_pg_cmp_id))
-            continue;
-        rc = run_job(b, &r[i], err);
+    if (ids == NULL || at == NULL) {
+        jr_fail(err, JR_ENOMEM, "postgres: out of memory");
+    } else if ((m = ours(b, token, r, n, ids, err)) >= 0) {
+        for (i = 0; i < n; i++)
+            if (r[i].kind == JR_DONE && r[i].nsql > 0 &&
+                bsearch(&r[i].id, ids, (size_t)m, sizeof *ids, jr_pg_cmp_id))
+                at[k++] = i;
+        rc = run_jobs(b, r, at, k, err);
     }
     free(ids);
+    free(at);
     return rc;
 }
