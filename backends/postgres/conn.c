@@ -351,6 +351,7 @@ jr_pg_close(jr_backend *b)
     PQfinish(b->listen);
     PQfinish(b->finished);
     PQfinish(b->conn);
+    jr_pg_sql_forget(b);
     free(b->url);
     jr_stmtmap_free(&b->prepared);
     free(b);

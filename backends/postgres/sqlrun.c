@@ -126,6 +126,7 @@ describe(const PGresult *res, const PGconn *c, char *why, size_t size)
 typedef struct cmd {
     int job;                    /* index into the pipeline's jobs */
     int stmt;                   /* 1, 2, ...; 0: a savepoint's or role's */
+    int slot;                   /* a Parse of sqlc[slot]; -1: not one */
 } cmd;
 
 #define CHUNK 256               /* jobs a pipeline carries at most */
@@ -141,6 +142,65 @@ typedef struct plan {
     int        nc;
 } plan;
 
+/* The slot of sqlc holding st's text prepared on this connection, its
+ * Parse queued now if it was not (noted as a command of p); -2 when no
+ * slot can hold it (out of memory: the text goes unnamed), -1 when libpq
+ * would not take the Parse. Most handlers send the same few texts: a
+ * statement prepared once skips the server's parse and plan. */
+static int
+prepared(plan *p, jr_backend *b, const jr_sqlstmt *st, int job, int stmt)
+{
+    jr_pg_sqlc *c;
+    char *copy;
+    int i;
+
+    for (i = 0; i < JR_PG_SQL_CACHE; i++) {
+        c = &b->sqlc[i];
+        if (c->text != NULL && c->ready && c->conn == b->reconnects &&
+            c->len == st->len && memcmp(c->text, st->text, st->len) == 0)
+            return i;
+    }
+    if ((copy = malloc(st->len + 1)) == NULL)
+        return -2;
+    memcpy(copy, st->text, st->len + 1);
+    i = (int)(b->sqlc_next++ % JR_PG_SQL_CACHE);
+    c = &b->sqlc[i];
+    if (c->text != NULL && c->ready && c->conn == b->reconnects) {
+        /* the name it held goes: a Close would need libpq 17 */
+        char drop[48];
+        snprintf(drop, sizeof drop, "DEALLOCATE %s", c->name);
+        if (PQsendQueryParams(b->conn, drop, 0, NULL, NULL, NULL, NULL,
+                              0) != 1) {
+            free(copy);
+            return -1;
+        }
+        p->c[p->nc++] = (cmd){.job = job, .stmt = 0, .slot = -1};
+    }
+    free(c->text);
+    c->text = copy;
+    c->len = st->len;
+    c->conn = b->reconnects;
+    c->ready = 1;               /* unless its Parse fails (read_errors) */
+    snprintf(c->name, sizeof c->name, "jr_h%u", b->sqlc_names++);
+    if (PQsendPrepare(b->conn, c->name, st->text, 0, NULL) != 1) {
+        c->ready = 0;
+        return -1;
+    }
+    p->c[p->nc++] = (cmd){.job = job, .stmt = stmt, .slot = i};
+    return i;
+}
+
+void
+jr_pg_sql_forget(jr_backend *b)
+{
+    int i;
+
+    for (i = 0; i < JR_PG_SQL_CACHE; i++) {
+        free(b->sqlc[i].text);
+        b->sqlc[i].text = NULL;
+    }
+}
+
 /* Queues one command (st: its text and parameters, or NULL: text); 0, or
  * -1 when libpq would not take it. */
 static int
@@ -149,15 +209,22 @@ send(plan *p, jr_backend *b, const char *text, const jr_sqlstmt *st,
 {
     char nums[JR_SQL_PARAMS_MAX][32];
     const char *values[JR_SQL_PARAMS_MAX];
-    int i, n = st ? st->nparams : 0;
+    int i, n = st ? st->nparams : 0, slot;
 
     for (i = 0; i < n; i++)
         values[i] = param_text(&st->params[i], nums[i], sizeof nums[i]);
-    if (PQsendQueryParams(b->conn, st ? st->text : text, n, NULL,
-                          n ? values : NULL, NULL, NULL, 0) != 1)
+    if (st != NULL && (slot = prepared(p, b, st, job, stmt)) >= -1) {
+        if (slot < 0 || PQsendQueryPrepared(b->conn, b->sqlc[slot].name, n,
+                                            n ? values : NULL, NULL, NULL,
+                                            0) != 1)
+            return -1;
+    } else if (PQsendQueryParams(b->conn, st ? st->text : text, n, NULL,
+                                 n ? values : NULL, NULL, NULL, 0) != 1) {
         return -1;
+    }
     p->c[p->nc].job = job;
     p->c[p->nc].stmt = stmt;
+    p->c[p->nc].slot = -1;
     p->nc++;
     return 0;
 }
@@ -224,7 +291,7 @@ flush_all(jr_backend *b)
  * command that failed (the server's message in why), -1 none, -2 the
  * connection lost. */
 static int
-read_errors(jr_backend *b, int ncmd, char *why, size_t size)
+read_errors(jr_backend *b, const cmd *c, int ncmd, char *why, size_t size)
 {
     int i = 0, failed = -1;
     ExecStatusType t;
@@ -237,6 +304,8 @@ read_errors(jr_backend *b, int ncmd, char *why, size_t size)
             continue;           /* the end of one command's results */
         }
         t = PQresultStatus(res);
+        if (i < ncmd && c[i].slot >= 0 && t != PGRES_COMMAND_OK)
+            b->sqlc[c[i].slot].ready = 0;   /* not prepared: again */
         if (t == PGRES_FATAL_ERROR && failed < 0 && i < ncmd) {
             failed = i;
             describe(res, b->conn, why, size);
@@ -257,8 +326,8 @@ run_pipe(plan *p, jr_backend *b, int *failed, int *stmt, char *why,
 {
     int i, total = 4, f = -3, ok;
 
-    for (i = 0; i < p->n; i++)
-        total += p->r[p->at[i]].nsql + 4;
+    for (i = 0; i < p->n; i++)        /* a Parse and a DEALLOCATE each */
+        total += 3 * p->r[p->at[i]].nsql + 4;
     if ((p->c = malloc((size_t)total * sizeof *p->c)) == NULL)
         return jr_fail(err, JR_ENOMEM, "postgres: out of memory");
     p->nc = 0;
@@ -266,7 +335,7 @@ run_pipe(plan *p, jr_backend *b, int *failed, int *stmt, char *why,
     if (ok && PQsetnonblocking(b->conn, 1) == 0) {
         if (send_all(p, b) == 0 && PQpipelineSync(b->conn) == 1 &&
             flush_all(b) == 0)
-            f = read_errors(b, p->nc, why, size);
+            f = read_errors(b, p->c, p->nc, why, size);
         PQsetnonblocking(b->conn, 0);
     }
     if (ok && f >= -1)
