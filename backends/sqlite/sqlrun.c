@@ -13,11 +13,12 @@
 #include "base/sqlstmt.h"
 #include "sqlres.h"
 
-/* the job is still this runner's: its statements may run (one writer at
- * a time: nothing changes the row before the commit) */
+/* the jobs of the batch still this runner's, whose statements may run
+ * (one writer at a time: nothing changes their rows before the commit);
+ * one statement a batch */
 static const char *const st_ours =
-    "SELECT 1 FROM jobs WHERE id = ?1 AND state = 'running'"
-    " AND locked_by = ?2";
+    "SELECT id FROM jobs WHERE id IN (SELECT value FROM json_each(?1))"
+    " AND state = 'running' AND locked_by = ?2 ORDER BY id";
 
 /* the savepoint of a job's statements, prepared once a connection */
 static const char *const st_save = "SAVEPOINT jr_sql";
@@ -117,22 +118,45 @@ db_trouble(int rc)
 }
 
 static int
-ours(jr_backend *b, const char *token, int64_t id, jr_err *err)
+cmp_id(const void *a, const void *b)
 {
-    sqlite3_stmt *s = jr_sqlite_stmt(b, &st_ours, err);
-    int rc;
+    int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
 
-    if (s == NULL)
+    return (x > y) - (x < y);
+}
+
+/* The ids of the successes of r[0..n) with statements that are ours,
+ * sorted, into ids (n slots); how many, or -1. */
+static int
+ours(jr_backend *b, const char *token, const jr_result *r, int n,
+     int64_t *ids, jr_err *err)
+{
+    char *list = malloc((size_t)n * 22 + 3), *p = list;
+    sqlite3_stmt *s;
+    int i, m = 0, rc;
+
+    if (list == NULL)
+        return jr_fail(err, JR_ENOMEM, "sqlite: out of memory");
+    *p++ = '[';
+    for (i = 0; i < n; i++)
+        if (r[i].kind == JR_DONE && r[i].nsql > 0)
+            p += sprintf(p, "%s%lld", p == list + 1 ? "" : ",",
+                         (long long)r[i].id);
+    strcpy(p, "]");
+    if ((s = jr_sqlite_stmt(b, &st_ours, err)) == NULL) {
+        free(list);
         return -1;
-    sqlite3_bind_int64(s, 1, id);
+    }
+    bind_text(s, 1, list);
     bind_text(s, 2, token);
-    rc = sqlite3_step(s);
+    while ((rc = sqlite3_step(s)) == SQLITE_ROW && m < n)
+        ids[m++] = sqlite3_column_int64(s, 0);
     sqlite3_reset(s);
-    if (rc == SQLITE_ROW)
-        return 1;
-    if (rc == SQLITE_DONE)
-        return 0;
-    return jr_sqlite_fail(b, err, "checking a job before its statements");
+    free(list);
+    if (rc != SQLITE_ROW && rc != SQLITE_DONE)
+        return jr_sqlite_fail(b, err, "checking jobs before their "
+                              "statements");
+    return m;
 }
 
 static void
@@ -239,17 +263,19 @@ int
 jr_sqlite_sql_run(jr_backend *b, const char *token, jr_result *r, int n,
                   jr_err *err)
 {
-    int i, rc;
+    int64_t *ids = malloc((size_t)n * sizeof *ids);
+    int i, m, rc = 0;
 
-    for (i = 0; i < n; i++) {
-        if (r[i].kind != JR_DONE || r[i].nsql <= 0)
-            continue;
-        if ((rc = ours(b, token, r[i].id, err)) < 0)
-            return -1;
-        if (rc == 1 && run_job(b, &r[i], err) < 0)
-            return -1;
-    }
-    return 0;
+    if (ids == NULL)
+        return jr_fail(err, JR_ENOMEM, "sqlite: out of memory");
+    if ((m = ours(b, token, r, n, ids, err)) < 0)
+        rc = -1;
+    for (i = 0; i < n && rc == 0; i++)
+        if (r[i].kind == JR_DONE && r[i].nsql > 0 &&
+            bsearch(&r[i].id, ids, (size_t)m, sizeof *ids, cmp_id))
+            rc = run_job(b, &r[i], err);
+    free(ids);
+    return rc;
 }
 
 int
