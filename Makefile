@@ -510,7 +510,7 @@ CHAOS_LEDGER_JOBS ?= 20000
 
 .PHONY: chaos fuzz fuzz-build
 
-chaos: all $(BUILD)/bench/benchsleep.so
+chaos: all
 	$(Q)CHAOS_JOBS=$(CHAOS_JOBS) CHAOS_KILLS=$(CHAOS_KILLS) \
 	    JOBRUNNER_BIN=$(CURDIR)/jobrunner $(LUA) bench/chaos
 	$(Q)CHAOS_KILLS=$(CHAOS_KILLS) JOBRUNNER_BIN=$(CURDIR)/jobrunner \
