@@ -338,8 +338,15 @@ run_pipe(plan *p, jr_backend *b, int *failed, int *stmt, char *why,
             f = read_errors(b, p->c, p->nc, why, size);
         PQsetnonblocking(b->conn, 0);
     }
-    if (ok && f >= -1)
-        PQexitPipelineMode(b->conn);
+    if (ok && PQexitPipelineMode(b->conn) != 1) {
+        /* results left unread (a send failed half-way): the session is
+         * given up; the next call connects again (conn.c) */
+        PQreset(b->conn);
+        b->set_up = 0;
+        b->reconnects++;
+        jr_stmtmap_clear(&b->prepared);
+        f = f < -1 ? f : -3;
+    }
     if (f < -1) {
         free(p->c);
         return jr_pg_fail(b, NULL, "running a job's statements", err);
