@@ -18,6 +18,16 @@ jr_sqlres_any(const jr_result *r, int n)
     return 0;
 }
 
+void
+jr_sqlres_clear(const jr_result *r, int n)
+{
+    int i;
+
+    for (i = 0; i < n; i++)
+        if (r[i].kind == JR_DONE && r[i].nsql > 0)
+            r[i].sql_error[0] = '\0';
+}
+
 jr_result *
 jr_sqlres_copy(const jr_result *r, int n)
 {

@@ -11,6 +11,10 @@
 /* 1 when a result of r[0..n) is a success with statements. */
 int        jr_sqlres_any(const jr_result *r, int n);
 
+/* Empties the sql_error of r[0..n)'s successes with statements (a batch
+ * tried again starts afresh). */
+void       jr_sqlres_clear(const jr_result *r, int n);
+
 /* Returns a new copy of r[0..n) (free with free()), or NULL when out of
  * memory. Strings stay borrowed from r; the successes' sql_error are
  * emptied (shared with r: a batch tried again starts afresh). */

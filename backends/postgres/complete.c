@@ -319,7 +319,8 @@ check_followups(const jr_backend *b, const jr_result *r, int n, jr_err *err)
 /* The body of the complete transaction. */
 static int
 complete_rows(jr_backend *b, const char *token, const jr_result *r, int n,
-              int64_t *done, const jr_push ***pp, int *np, jr_err *err)
+              int64_t *done, int *nd, const jr_push ***pp, int *np,
+              jr_err *err)
 {
     int ndone, nother, nprogress;
 
@@ -329,6 +330,7 @@ complete_rows(jr_backend *b, const char *token, const jr_result *r, int n,
         (ndone = finish_done(b, token, r, n, done, err)) < 0 ||
         (nother = finish_others(b, token, r, n, err)) < 0)
         return -1;
+    *nd = ndone;
     if ((*pp = followups(r, n, done, ndone, np)) == NULL)
         return jr_fail(err, JR_ENOMEM, "postgres: completing jobs: out of "
                        "memory");
@@ -337,23 +339,43 @@ complete_rows(jr_backend *b, const char *token, const jr_result *r, int n,
     return ndone + nother + nprogress;
 }
 
-/* complete_rows, after the successes' statements ran (sqlrun.c) on a
- * copy of the results in which a success whose statement failed is a
- * failed attempt; results without statements pay one loop. *own gets the
- * copy (free it after the transaction: the follow-ups point into it). */
+/* complete_rows with the successes' statements (sqlrun.c); results
+ * without statements pay one loop. First as if every statement passes,
+ * in a savepoint: the completion's own fenced writes tell which jobs are
+ * still this runner's (and lock their rows), and their statements follow
+ * in one pipeline. When one fails, all of it is rolled back and done
+ * again: the jobs still ours locked first, each job's statements in a
+ * savepoint, on a copy of the results in which a success whose statement
+ * failed is a failed attempt. *own gets the copy (free it after the
+ * transaction: the follow-ups point into it). */
 static int
 complete_tx(jr_backend *b, const char *token, const jr_result *r, int n,
             int64_t *done, const jr_push ***pp, int *np, jr_result **own,
             jr_err *err)
 {
+    int nd = 0, rc, failed;
+
     if (!jr_sqlres_any(r, n))
-        return complete_rows(b, token, r, n, done, pp, np, err);
+        return complete_rows(b, token, r, n, done, &nd, pp, np, err);
+    jr_sqlres_clear(r, n);
+    if (jr_pg_run_plain(b, "SAVEPOINT jr_done", "completing jobs", err) < 0 ||
+        (rc = complete_rows(b, token, r, n, done, &nd, pp, np, err)) < 0 ||
+        (failed = jr_pg_sql_try(b, r, n, done, nd, err)) < 0)
+        return -1;
+    if (!failed)
+        return rc;
+    free(*pp);
+    *pp = NULL;
+    *np = 0;
+    if (jr_pg_run_plain(b, "ROLLBACK TO jr_done; RELEASE jr_done",
+                        "completing jobs", err) < 0)
+        return -1;
     if ((*own = jr_sqlres_copy(r, n)) == NULL)
         return jr_fail(err, JR_ENOMEM, "postgres: completing jobs: out of "
                        "memory");
     if (jr_pg_sql_run(b, token, *own, n, err) < 0)
         return -1;
-    return complete_rows(b, token, *own, n, done, pp, np, err);
+    return complete_rows(b, token, *own, n, done, &nd, pp, np, err);
 }
 
 /* 1 if r[0..n) are all DONE without follow-ups: their one statement

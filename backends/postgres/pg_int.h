@@ -199,6 +199,13 @@ void jr_pg_sql_forget(jr_backend *b);
 /* Sets the role jobrunner.sql statements run under (NULL: the runner's
  * own). 0, or -1 with err set for a name PostgreSQL cannot hold. */
 int  jr_pg_role_set(jr_backend *b, const char *role, jr_err *err);
+/* Runs the statements of the successes of r[0..n) whose ids are in
+ * done[0..nd) (sorted: the completion's fenced writes matched them), in
+ * one pipeline a chunk, no savepoint of their own (the caller's). 0 when
+ * all passed, 1 when one failed (the caller rolls back), -1 with err set
+ * when the connection is in trouble. */
+int  jr_pg_sql_try(jr_backend *b, const jr_result *r, int n,
+                   const int64_t *done, int nd, jr_err *err);
 /* Runs the statements of the successes of r[0..n) still held by token,
  * each job's in a savepoint; a success whose statement failed becomes
  * the failed attempt its sql_kind says (sqlres.h). Returns 0, or -1 with

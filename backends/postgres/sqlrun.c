@@ -134,10 +134,11 @@ typedef struct cmd {
 /* What one pipeline runs: jobs at[0..n) of r, each in a savepoint of its
  * own (each) or all in one. */
 typedef struct plan {
-    jr_result *r;
+    const jr_result *r;
     const int *at;
     int        n;
     int        each;
+    int        bare;            /* no savepoint at all: the caller's */
     cmd       *c;               /* the commands sent */
     int        nc;
 } plan;
@@ -240,10 +241,10 @@ send_edge(plan *p, jr_backend *b, int open, int job)
 
     snprintf(text, sizeof text, "%s %s", open ? "SAVEPOINT" : "RELEASE", sp);
     if (open)
-        return send(p, b, text, NULL, job, 0) < 0 ||
+        return (!p->bare && send(p, b, text, NULL, job, 0) < 0) ||
                (role && send(p, b, b->role_sql, NULL, job, 1) < 0) ? -1 : 0;
     return (role && send(p, b, "RESET ROLE", NULL, job, 0) < 0) ||
-           send(p, b, text, NULL, job, 0) < 0 ? -1 : 0;
+           (!p->bare && send(p, b, text, NULL, job, 0) < 0) ? -1 : 0;
 }
 
 /* Queues every command of the pipeline. */
@@ -385,31 +386,31 @@ run_each(jr_backend *b, jr_result *r, const int *at, int n, jr_err *err)
     return 0;
 }
 
-/* The jobs at[0..n) of r: first all in one savepoint (a savepoint a job,
- * a subtransaction each, cost as much as the rows), a pipeline a CHUNK;
- * when a statement fails, that savepoint is rolled back and the chunk
- * runs again with a savepoint a job (run_each). Each job's statements
- * apply all or none either way. */
-static int
-run_jobs(jr_backend *b, jr_result *r, const int *at, int n, jr_err *err)
+int
+jr_pg_sql_try(jr_backend *b, const jr_result *r, int n, const int64_t *done,
+              int nd, jr_err *err)
 {
     char why[JR_SQL_ERR_MAX - 100];
-    int from = 0, failed = -1, stmt = 0, m;
+    int *at = malloc((size_t)n * sizeof *at);
+    int i, k = 0, from, m, failed = -1, stmt = 0;
     plan p;
 
-    for (from = 0; from < n; from += m) {
-        m = n - from < CHUNK ? n - from : CHUNK;
-        p = (plan){.r = r, .at = at + from, .n = m, .each = 0};
-        if (run_pipe(&p, b, &failed, &stmt, why, sizeof why, err) < 0)
+    if (at == NULL)
+        return jr_fail(err, JR_ENOMEM, "postgres: out of memory");
+    for (i = 0; i < n; i++)
+        if (r[i].kind == JR_DONE && r[i].nsql > 0 &&
+            bsearch(&r[i].id, done, (size_t)nd, sizeof *done, jr_pg_cmp_id))
+            at[k++] = i;
+    for (from = 0; from < k && failed < 0; from += m) {
+        m = k - from < CHUNK ? k - from : CHUNK;
+        p = (plan){.r = r, .at = at + from, .n = m, .bare = 1};
+        if (run_pipe(&p, b, &failed, &stmt, why, sizeof why, err) < 0) {
+            free(at);
             return -1;
-        if (failed < 0)
-            continue;
-        if (jr_pg_run_plain(b, "ROLLBACK TO jr_sql_all; RELEASE jr_sql_all",
-                            "rolling back the jobs' statements", err) < 0 ||
-            run_each(b, r, at + from, m, err) < 0)
-            return -1;
+        }
     }
-    return 0;
+    free(at);
+    return failed >= 0;
 }
 
 int
@@ -427,7 +428,7 @@ jr_pg_sql_run(jr_backend *b, const char *token, jr_result *r, int n,
             if (r[i].kind == JR_DONE && r[i].nsql > 0 &&
                 bsearch(&r[i].id, ids, (size_t)m, sizeof *ids, jr_pg_cmp_id))
                 at[k++] = i;
-        rc = run_jobs(b, r, at, k, err);
+        rc = run_each(b, r, at, k, err);
     }
     free(ids);
     free(at);
