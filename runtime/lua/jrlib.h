@@ -72,6 +72,12 @@ jr_jobctx *jr_jrlib_job(lua_State *L, const char *fn);
 /* Sets sql and query in the module table on top (jrsql.c).
  * [-0, +0, m] */
 void jr_jrsql_register(lua_State *L);
+/* Sets the database jobrunner.query reads (url: the runner's backend URL;
+ * attach, role as the config's, NULL when not set); connects nothing yet.
+ * 0, or -1 when out of memory. */
+int  jr_jrsql_setup(const char *url, const char *attach, const char *role);
+/* Closes jobrunner.query's connection (the worker's exit). */
+void jr_jrsql_close(void);
 /* Returns the signal at idx, or NULL if the value is not one. */
 const jr_signal *jr_jrlib_signal(lua_State *L, int idx);
 

@@ -4,8 +4,11 @@
  * sqlstmt.h's encoding, to the job's context; the worker sends them with
  * a success only, and the backend runs them in the transaction that
  * records it, in a savepoint of the job's own. Nothing runs here: a
- * snooze, discard or failure after a call applies none of them. Uses
- * jrlib.h for the job's context, sqlstmt.h for the caps and encoding. */
+ * snooze, discard or failure after a call applies none of them.
+ * jobrunner.query reads, now, on a read-only connection of the worker's
+ * own, outside the transaction that records the job. Uses jrlib.h for
+ * the job's context, sqlstmt.h for the caps and encoding, roquery.h for
+ * query's connection. */
 #include <stdio.h>
 #include <string.h>
 
@@ -14,6 +17,11 @@
 
 #include "base/sqlstmt.h"
 #include "lua/jrlib.h"
+#include "roquery.h"
+
+/* jobrunner.query's connection (roquery.h), made by jr_jrsql_setup,
+ * connected at the first query and kept for the worker's life. */
+static jr_roq *reads;
 
 /* Reads the value at idx as parameter v; NULL, or why not (into why).
  * Strings stay on the Lua stack, borrowed by v.  [-0, +0, -] */
@@ -169,9 +177,98 @@ jrsql_sql(lua_State *L)
     return 0;
 }
 
+/* Pushes value v.  [-0, +1, m] */
+static void
+push_value(lua_State *L, const jr_sqlval *v)
+{
+    switch (v->type) {
+    case JR_SQLV_INT:
+        lua_pushinteger(L, (lua_Integer)v->i);
+        break;
+    case JR_SQLV_FLOAT:
+        lua_pushnumber(L, v->f);
+        break;
+    case JR_SQLV_BOOL:
+        lua_pushboolean(L, (int)v->i);
+        break;
+    case JR_SQLV_TEXT:
+        lua_pushlstring(L, v->s, v->len);
+        break;
+    default:
+        lua_pushnil(L);
+    }
+}
+
+/* jobrunner.query(text, ...): the rows text reads now, with the
+ * parameters that follow it bound, as a list of tables keyed by column
+ * name (a NULL column absent). Blocks the worker until they come.
+ * [-0, +1, v] */
+static int
+jrsql_query(lua_State *L)
+{
+    jr_jobctx *ctx = jr_jrlib_job(L, "query");
+    const char *name = ctx->job != NULL && ctx->job->name != NULL
+                       ? ctx->job->name : "?", *bad;
+    const jr_roq_result *res;
+    jr_sqlstmt st;
+    char why[600], what[160];
+    int top = lua_gettop(L), i, r, c;
+
+    if (lua_type(L, 1) != LUA_TSTRING)
+        return luaL_error(L, "jobrunner.query of '%s': the text is a %s, "
+                          "not a string", name, luaL_typename(L, 1));
+    st.text = lua_tolstring(L, 1, &st.len);
+    if ((bad = jr_sql_text_check(st.text, st.len)) != NULL)
+        return luaL_error(L, "jobrunner.query of '%s': %s", name, bad);
+    if (top - 1 > JR_SQL_PARAMS_MAX)
+        return luaL_error(L, "jobrunner.query of '%s': %d parameters, over "
+                          "%d", name, top - 1, JR_SQL_PARAMS_MAX);
+    st.nparams = top - 1;
+    for (i = 0; i < st.nparams; i++)
+        if ((bad = param(L, i + 2, &st.params[i], what, sizeof what)) != NULL)
+            return luaL_error(L, "jobrunner.query of '%s': parameter %d %s",
+                              name, i + 1, bad);
+    if (reads == NULL)
+        return luaL_error(L, "jobrunner.query of '%s': no database here "
+                          "(it runs in the runner's workers)", name);
+    if (jr_roq_run(reads, &st, &res, why, sizeof why) < 0)
+        return luaL_error(L, "jobrunner.query of '%s' failed: %s", name, why);
+    luaL_checkstack(L, 4, "jobrunner.query");
+    lua_createtable(L, res->nrows, 0);               /* rows */
+    for (r = 0; r < res->nrows; r++) {
+        lua_createtable(L, 0, res->ncols);           /* rows row */
+        for (c = 0; c < res->ncols; c++) {
+            const jr_sqlval *v = &res->vals[(size_t)r * res->ncols + c];
+            if (v->type == JR_SQLV_NULL)
+                continue;
+            push_value(L, v);                        /* rows row v */
+            lua_setfield(L, -2, res->names[c]);      /* rows row */
+        }
+        lua_rawseti(L, -2, r + 1);                   /* rows */
+    }
+    return 1;
+}
+
+int
+jr_jrsql_setup(const char *url, const char *attach, const char *role)
+{
+    jr_roq_free(reads);
+    reads = url != NULL && *url ? jr_roq_new(url, attach, role) : NULL;
+    return url != NULL && *url && reads == NULL ? -1 : 0;
+}
+
+void
+jr_jrsql_close(void)
+{
+    jr_roq_free(reads);
+    reads = NULL;
+}
+
 void
 jr_jrsql_register(lua_State *L)                      /* M */
 {
     lua_pushcfunction(L, jrsql_sql);                 /* M f */
     lua_setfield(L, -2, "sql");                      /* M */
+    lua_pushcfunction(L, jrsql_query);               /* M f */
+    lua_setfield(L, -2, "query");                    /* M */
 }

@@ -589,6 +589,8 @@ send_settings(master *m, wk *w)
         .max_result = c->max_result,
         .log_level = c->log_level, .log_json = c->log_json,
         .inflight = c->inflight,
+        .db_url = c->backend, .attach = c->attach,
+        .handler_role = c->handler_role,
     };
 
     w->inflight = c->inflight;
