@@ -269,8 +269,8 @@ jr_pool_scale_up(master *m)
     jr_pool_set_target(m, m->target + 1, "backlog");
 }
 
-static void
-log_result(master *m, const jr_job *j, const jr_result *r, double secs)
+void
+jr_pool_outcome(master *m, const jr_job *j, const jr_result *r, double secs)
 {
     char first[300] = "(no error message)";
     const char *nl;
@@ -312,6 +312,7 @@ log_result(master *m, const jr_job *j, const jr_result *r, double secs)
                j->name, first);
         break;
     }
+    jr_service_job_end(m, j, r, secs);
 }
 
 /* Counts a snooze of job id and returns how many in a row, or forgets the
@@ -471,7 +472,7 @@ jr_pool_result(master *m, wk *w, jr_reader *r)
     void *mem;
     jr_job *j;
     double now = jr_mono(), secs;
-    int bad = jr_frame_get_result(r, &res, &mem, &err) < 0;
+    int bad = jr_frame_get_result(r, &res, &mem, &err) < 0, kept = 0;
     int at = bad ? -1 : jr_pool_index(w, res.id);
 
     if (!bad && res.kind == JR_PROGRESS && at >= 0) {
@@ -497,14 +498,19 @@ jr_pool_result(master *m, wk *w, jr_reader *r)
     res.secs = secs;                /* the attempt history's */
     res.worker = w->id;
     if (!snooze_limit(m, w, j, &res, mem)) {
-        log_result(m, j, &res, secs);
-        jr_service_job_end(m, j, &res, secs);
-        jr_claimq_result(m, &res, mem);
+        if (res.kind == JR_DONE && res.nsql > 0) {
+            /* its statements may still fail it: told once recorded */
+            kept = jr_pending_job(m, &res, mem, j, secs);
+        } else {
+            jr_pool_outcome(m, j, &res, secs);
+            jr_claimq_result(m, &res, mem);
+        }
     }
     jr_service_job_left(m, j, res.kind);
     if (m->nsuspects > 0)
         jr_death_cleared(m, j->id);     /* it ended: no killer */
-    free(j);
+    if (!kept)
+        free(j);
     if (m->cfg->max_jobs_per_worker > 0 &&
         ++w->jobs_run >= m->cfg->max_jobs_per_worker && !w->retiring) {
         w->retiring = 1;            /* recycled: bounds slow leaks */

@@ -200,8 +200,7 @@ jr_metrics_job(jr_metrics *x, const jr_job *j, const jr_result *r,
         (o = which[r->kind]) < 0)
         return;
     count_finished(x, j, o);
-    if (r->kind == JR_DONE)
-        x->sql += r->nsql;
+    x->sql += r->nsql;          /* a success's, also one they failed */
     if (secs > 0 && (p = name_of(x, j->name)) != NULL)
         observe(&p->dur, secs);
     slot = minute_slot(x);
