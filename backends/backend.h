@@ -117,6 +117,9 @@ typedef struct jr_job_row {
     const char *result;         /* JSON text; NULL: none, or from list */
     double      keep_until;     /* a job kept for its result is pruned
                                    then; 0: not set, or from list */
+    int         sql_statements; /* the jobrunner.sql statements its
+                                   success committed; 0: none, or from
+                                   list */
     const jr_attempt_row *history; /* show: its failed attempts, oldest
                                    first, at most JR_ATTEMPTS_KEPT; list:
                                    NULL */

@@ -31,12 +31,13 @@ static const pg_stmt st_done = {"jr_done", 2,
 
 /* DONE with a result, with keep_completed, with a result_ttl or a flow
  * bit: the row stays, completed; $5 the runner's result_ttl, $6
- * keep_completed, $7 why a return value was not stored. A job with a
+ * keep_completed, $7 why a return value was not stored, $8 its
+ * jobrunner.sql statements (NULL: none). A job with a
  * result or a result_ttl of its own stays until keep_until; one kept only
  * for its flow bit goes at the next prune (or as retention.completed
  * says). */
-static const pg_stmt st_keep = {"jr_keep", 7,
-    "UPDATE {{schema}}.jobs j SET state = 'completed',"
+static const pg_stmt st_keep = {"jr_keep", 8,
+    "UPDATE {{schema}}.jobs j SET state = 'completed', sql_statements = u.nsql,"
     " finished_at = now(), generation = coalesce(u.gen, j.generation),"
     " locked_by = NULL, locked_until = NULL, cancel_requested = false,"
     " updated_at = now(), result = u.res::jsonb,"
@@ -45,8 +46,8 @@ static const pg_stmt st_keep = {"jr_keep", 7,
     "  THEN now() + greatest(coalesce(j.result_ttl, $5::float8),"
     "  $6::float8) * interval '1 second'"
     "  WHEN j.flow <> 0 AND $6::float8 <= 0 THEN now() END"
-    " FROM unnest($2::bigint[], $3::text[], $4::text[], $7::text[])"
-    "  AS u(id, gen, res, err)"
+    " FROM unnest($2::bigint[], $3::text[], $4::text[], $7::text[],"
+    "  $8::int[]) AS u(id, gen, res, err, nsql)"
     " WHERE j.id = u.id AND j.state = " RUNNING
     " AND j.locked_by = $1::text RETURNING j.id"};
 
@@ -57,9 +58,9 @@ static int
 run_done(jr_backend *b, const char *token, const jr_result *r, int n,
          const pg_stmt *st, int kept, int64_t *done, int *nd, jr_err *err)
 {
-    const char *params[7];
-    char num[24], ttl[32], keep[32];
-    jr_buf s = {0}, g = {0}, v = {0}, e = {0};
+    const char *params[8];
+    char num[24], ttl[32], keep[32], nsql[16];
+    jr_buf s = {0}, g = {0}, v = {0}, e = {0}, q = {0};
     PGresult *res;
     int i, m, given = 0;
 
@@ -72,6 +73,10 @@ run_done(jr_backend *b, const char *token, const jr_result *r, int n,
         sb_elem(&g, r[i].generation);
         sb_elem(&v, r[i].result);
         sb_elem(&e, r[i].error);
+        if (st == &st_keep) {
+            snprintf(nsql, sizeof nsql, "%d", r[i].nsql);
+            sb_elem(&q, r[i].nsql > 0 ? nsql : NULL);
+        }
         given++;
     }
     if (given == 0)
@@ -85,14 +90,16 @@ run_done(jr_backend *b, const char *token, const jr_result *r, int n,
     params[4] = ttl;
     params[5] = keep;
     params[6] = sb_array(&e);
-    res = s.oom || g.oom || v.oom || e.oom ? NULL :
+    params[7] = st == &st_keep ? sb_array(&q) : NULL;
+    res = s.oom || g.oom || v.oom || e.oom || q.oom ? NULL :
           jr_pg_run(b, st, params, "completing jobs", err);
-    if (res == NULL && (s.oom || g.oom || v.oom || e.oom))
+    if (res == NULL && (s.oom || g.oom || v.oom || e.oom || q.oom))
         jr_fail(err, JR_ENOMEM, "postgres: completing jobs: out of memory");
     free(s.p);
     free(g.p);
     free(v.p);
     free(e.p);
+    free(q.p);
     if (res == NULL)
         return -1;
     m = PQntuples(res);

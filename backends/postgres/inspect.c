@@ -186,13 +186,15 @@ row_fields(const PGresult *res, int r, jr_job_row *j)
     j->limit_key = PQgetisnull(res, r, 20) ? NULL : PQgetvalue(res, r, 20);
     j->result = NULL;
     j->keep_until = 0;
+    j->sql_statements = 0;
     j->history = NULL;
     j->nhistory = 0;
 }
 
 static const pg_stmt st_show = {"jr_show", 1,
     "SELECT " JOB_COLUMNS ", payload::text, unique_key, result::text,"
-    " coalesce(extract(epoch FROM keep_until), 0)"
+    " coalesce(extract(epoch FROM keep_until), 0),"
+    " coalesce(sql_statements, 0)"
     " FROM {{schema}}.jobs"
     " WHERE id = $1::bigint"};
 
@@ -226,6 +228,7 @@ jr_pg_show(jr_backend *b, int64_t id, jr_job_cb cb, void *arg, jr_err *err)
                      PQgetvalue(res, 0, 22);
     row.result = col_text(res, 0, 23);
     row.keep_until = col_number(res, 0, 24, 0);
+    row.sql_statements = atoi(PQgetvalue(res, 0, 25));
     row.history = att;
     row.nhistory = natt;
     cb(&row, arg);

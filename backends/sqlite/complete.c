@@ -64,9 +64,11 @@ static const char *const sql_text[S_COUNT] = {
         " AND flow = 0",
     /* ?7 the result (JSON or NULL), ?8 the runner's result_ttl, ?9
      * retention.completed: a job with a result or a result_ttl of its
-     * own stays until keep_until; ?5 why a return value was not stored */
+     * own stays until keep_until; ?5 why a return value was not stored;
+     * ?10 its jobrunner.sql statements (NULL: none) */
     [S_KEEP] =
         "UPDATE jobs SET state = 'completed', finished_at = ?3,"
+        " sql_statements = ?10,"
         " generation = coalesce(?6, generation), locked_by = NULL,"
         " locked_until = NULL, cancel_requested = 0, updated_at = ?3,"
         " last_error = coalesce(?5, last_error),"
@@ -266,6 +268,16 @@ done_flow(jr_backend *b, const char *token, const jr_result *r, char *st,
     return changed;
 }
 
+/* Binds S_KEEP's ?10: r's jobrunner.sql statements, NULL for none. */
+static void
+bind_nsql(sqlite3_stmt *s, const jr_result *r)
+{
+    if (r->nsql > 0)
+        sqlite3_bind_int(s, 10, r->nsql);
+    else
+        sqlite3_bind_null(s, 10);
+}
+
 /* A success S_DONE did not delete: kept if ours with a result_ttl
  * (*st as run_result sets it). */
 static int
@@ -287,6 +299,7 @@ keep_one(jr_backend *b, const char *token, const jr_result *r, double now,
         sqlite3_bind_null(s, 7);
         sqlite3_bind_double(s, 8, b->result_ttl);
         sqlite3_bind_double(s, 9, b->keep_completed);
+        bind_nsql(s, r);
         changed = k ? run_result(b, s, st, size, err) :
                       run(b, s, err, "recording a result");
     }
@@ -320,6 +333,7 @@ bind_result(jr_backend *b, sqlite3_stmt *s, int which, const char *token,
         bind_text(s, 7, r->result);
         sqlite3_bind_double(s, 8, b->result_ttl);
         sqlite3_bind_double(s, 9, b->keep_completed);
+        bind_nsql(s, r);
     }
 }
 
@@ -369,12 +383,13 @@ complete_one(jr_backend *b, const char *token, const jr_result *r, double now,
 }
 
 /* 1 if r is a success whose row is simply deleted (one that says why
- * its result was not stored goes alone: kept, it records why). */
+ * its result was not stored goes alone: kept, it records why; so does
+ * one with statements: kept, it records how many). */
 static int
 plain_done(const jr_backend *b, const jr_result *r)
 {
     return r->kind == JR_DONE && r->npushes == 0 && b->keep_completed <= 0 &&
-           r->result == NULL && r->error == NULL;
+           r->result == NULL && r->error == NULL && r->nsql == 0;
 }
 
 /* After S_DONE_MANY deleted ndone of the ids (JSON): the ones left that

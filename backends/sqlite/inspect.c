@@ -59,7 +59,8 @@ static const char *const sql_text[S_COUNT] = {
         " LEFT JOIN c ON c.queue = n.name ORDER BY n.name",
     [S_SHOW] =
         "SELECT " JOB_COLUMNS ", payload, unique_key, result,"
-        " coalesce(keep_until, 0) FROM jobs WHERE id = ?1",
+        " coalesce(keep_until, 0), coalesce(sql_statements, 0)"
+        " FROM jobs WHERE id = ?1",
     /* ?1 state (or scheduled, ready), ?2 name, ?3 queue, NULL: any; ?4
      * limit; ?5 now; ?6 a payload path, ?7 the JSON literal it equals
      * (where.h; NULL: any); ids below ?8, above ?9 (a keyset page: the
@@ -247,6 +248,7 @@ row_fields(sqlite3_stmt *s, jr_job_row *r)
     r->limit_key = col_text(s, 20);
     r->result = NULL;
     r->keep_until = 0;
+    r->sql_statements = 0;
     r->history = NULL;
     r->nhistory = 0;
 }
@@ -273,6 +275,7 @@ jr_sqlite_show(jr_backend *b, int64_t id, jr_job_cb cb, void *arg, jr_err *err)
         row.unique_key = col_text(s, 22);
         row.result = col_text(s, 23);
         row.keep_until = sqlite3_column_double(s, 24);
+        row.sql_statements = sqlite3_column_int(s, 25);
         row.history = att;
         row.nhistory = natt;
         cb(&row, arg);

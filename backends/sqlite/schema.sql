@@ -510,3 +510,8 @@ CREATE INDEX jobs_kept ON jobs (keep_until) WHERE keep_until IS NOT NULL;
 -- once per job a bulk retry requeued. Only a change of name or key
 -- maintains it; a job without a key is never in it.
 CREATE INDEX jobs_key ON jobs (name, unique_key) WHERE unique_key IS NOT NULL;
+-- migration 17
+-- How many jobrunner.sql statements a job's success committed, for show
+-- and the API: set only on a success that carried some and stays
+-- completed; NULL for every other job, which pays nothing for it.
+ALTER TABLE jobs ADD COLUMN sql_statements INTEGER;

@@ -235,6 +235,10 @@ job_json(const jr_client_job_info *j, const job_out *o)
         printf(",\"result\":");
         jr_jsontext_write(stdout, j->result);
         json_time("keep_until", j->keep_until);
+        if (j->sql_statements > 0)
+            printf(",\"sql_statements\":%d", j->sql_statements);
+        else
+            printf(",\"sql_statements\":null");
     }
     json_progress(j);
     if (o->links != NULL)
@@ -372,6 +376,9 @@ job_text_full(const jr_client_job_info *j)
     printf("%s\n", j->result ? "" : "-");
     if (j->keep_until > 0)
         text_time("kept_until", j->keep_until);
+    if (j->sql_statements > 0)
+        printf("%-13s %d (jobrunner.sql, committed with its success)\n",
+               "statements", j->sql_statements);
     text_lines("last_error", j->last_error);
     text_history(j);
 }

@@ -152,6 +152,7 @@ job_row(const jr_job_row *row, void *arg)
     j.limit_key = row->limit_key;
     j.result = row->result;
     j.keep_until = row->keep_until;
+    j.sql_statements = row->sql_statements;
     return a->fn(&j, a->arg);
 }
 

@@ -188,6 +188,10 @@ jr_apidb_job_row(const jr_job_row *r, void *arg)
             jr_buf_put(b, r->result, strlen(r->result));
         else
             jr_buf_put(b, "null", 4);
+        if (r->sql_statements > 0)
+            jr_api_printf(b, ",\"sql_statements\":%d", r->sql_statements);
+        else
+            jr_buf_put(b, ",\"sql_statements\":null", 22);
         history(b, r);
     }
     jr_buf_put(b, "}", 1);
