@@ -107,5 +107,41 @@ for _, backend in ipairs(jr.backends()) do
       assert.are.equal(3, #env:query("SELECT job FROM " .. t))
       assert.are.equal(0, env:stop())
     end)
+
+    it("lists them for successes kept for their result_ttl, in a batch or alone", function()
+      if backend == "postgres" then
+        jr.psql("CREATE SCHEMA IF NOT EXISTS " .. env.schema)
+        jr.psql("CREATE TABLE " .. env.schema .. ".ledger (job bigint, k int)")
+      else
+        env:exec("CREATE TABLE ledger (job INTEGER, k INTEGER)")
+      end
+      local t = backend == "postgres" and env.schema .. ".ledger" or "ledger"
+      env:script("pay", ([[
+        local jobrunner = require "jobrunner"
+        return { inflight = 12, handle = function(job)
+          jobrunner.sleep(0.5)  -- they end together: one batch of results
+          for k = 1, job.payload.n do
+            jobrunner.sql("INSERT INTO %s (job, k) VALUES ($1, $2)", job.id, k)
+          end
+        end }]]):format(t))
+      local ids = {}
+      for i = 1, 12 do
+        ids[i] = env:push("pay", ('{"n": %d}'):format(i % 3), "--result-ttl", "1h")
+      end
+      env:config("concurrency = 1")
+      env:start()
+      jr.wait_for(function()
+        for _, id in ipairs(ids) do
+          if env:job(id).state ~= "completed" then return false end
+        end
+        return true
+      end)
+      for i, id in ipairs(ids) do
+        local out = env:cli("show", tostring(id), "--json")
+        local want = i % 3 > 0 and i % 3 or cjson.null
+        assert.are.equal(want, cjson.decode(out).sql_statements, out)
+      end
+      assert.are.equal(0, env:stop())
+    end)
   end)
 end

@@ -46,7 +46,7 @@ struct idl {
 enum { S_DONE, S_DONE_FLOW, S_RESCUE_FLOW, S_DONE_MANY, S_KEEP, S_KEEP_MANY,
        S_KEEP_P, S_RETRY_P, S_DEAD_P, S_SNOOZE_P, S_RELEASE_P, S_EXPIRED_P,
        S_CANCELLED_P, S_RETRY, S_DEAD, S_SNOOZE, S_RELEASE, S_EXPIRED,
-       S_CANCELLED, S_PROGRESS, S_RENEW, S_RESCUE, S_COUNT };
+       S_CANCELLED, S_PROGRESS, S_RENEW, S_RESCUE, S_KEPT_SQL, S_COUNT };
 
 static const char *const sql_text[S_COUNT] = {
     /* a job pushed or waited on with result_ttl is kept (S_KEEP) */
@@ -77,6 +77,10 @@ static const char *const sql_text[S_COUNT] = {
         "  THEN ?3 + max(coalesce(result_ttl, ?8), ?9) END"
         " WHERE id = ?1 AND state = 'running' AND locked_by = ?2"
         " RETURNING flow, state",
+    /* a success with statements that S_KEEP_MANY kept, now (?3) */
+    [S_KEPT_SQL] =
+        "UPDATE jobs SET sql_statements = ?2"
+        " WHERE id = ?1 AND state = 'completed' AND finished_at = ?3",
     /* what S_DONE_MANY left of its ids: those with a result_ttl */
     [S_KEEP_MANY] =
         "UPDATE jobs SET state = 'completed', finished_at = ?3,"
@@ -383,13 +387,12 @@ complete_one(jr_backend *b, const char *token, const jr_result *r, double now,
 }
 
 /* 1 if r is a success whose row is simply deleted (one that says why
- * its result was not stored goes alone: kept, it records why; so does
- * one with statements: kept, it records how many). */
+ * its result was not stored goes alone: kept, it records why). */
 static int
 plain_done(const jr_backend *b, const jr_result *r)
 {
     return r->kind == JR_DONE && r->npushes == 0 && b->keep_completed <= 0 &&
-           r->result == NULL && r->error == NULL && r->nsql == 0;
+           r->result == NULL && r->error == NULL;
 }
 
 /* After S_DONE_MANY deleted ndone of the ids (JSON): the ones left that
@@ -409,6 +412,29 @@ keep_many(jr_backend *b, const char *token, const char *ids, int ndone,
     sqlite3_bind_double(s, 4, b->keep_completed);
     rc = run(b, s, err, "recording results");
     return rc < 0 ? -1 : ndone + rc;
+}
+
+/* After S_KEEP_MANY kept some of the plain successes: the number of
+ * statements of those that carried some (rare: a result_ttl and
+ * statements). 0 or -1. */
+static int
+kept_sql(jr_backend *b, const jr_result *r, int n, double now, jr_err *err)
+{
+    sqlite3_stmt *s;
+    int i;
+
+    for (i = 0; i < n; i++) {
+        if (!plain_done(b, &r[i]) || r[i].nsql <= 0)
+            continue;
+        if ((s = stmt(b, S_KEPT_SQL, err)) == NULL)
+            return -1;
+        sqlite3_bind_int64(s, 1, r[i].id);
+        sqlite3_bind_int(s, 2, r[i].nsql);
+        sqlite3_bind_double(s, 3, now);
+        if (run(b, s, err, "recording a result's statements") < 0)
+            return -1;
+    }
+    return 0;
 }
 
 /* After the one DELETE of the plain successes left some rows: those
@@ -470,8 +496,12 @@ complete_rows(jr_backend *b, const char *token, const jr_result *r, int n,
     bind_text(s, 1, ids);
     bind_text(s, 2, token);
     rc = run(b, s, err, "recording results");
-    if (rc >= 0 && rc < nplain)         /* some have a result_ttl */
+    if (rc >= 0 && rc < nplain) {       /* some have a result_ttl */
+        int deleted = rc;
         rc = keep_many(b, token, ids, rc, now, err);
+        if (rc > deleted && kept_sql(b, r, n, now, err) < 0)
+            rc = -1;
+    }
     free(ids);
     if (rc < 0)
         return -1;
