@@ -501,10 +501,18 @@ $(BUILD)/bench/benchsleep.so: bench/benchsleep.c
 # workers and runners are killed CHAOS_STEP_KILLS times; prints the steps
 # that ran again per kind and fails if a durable one ran after its call
 # returned. spec/chaos_spec.lua runs the short ones in make test.
-CHAOS_JOBS  ?= 5000
-CHAOS_KILLS ?= 12
 CHAOS_STEP_JOBS  ?= 2000
 CHAOS_STEP_KILLS ?= 40
+# Then the exactly-once ledger, bench/chaosledger: CHAOS_LEDGER_JOBS jobs (20000)
+# each writing a ledger row and a count through jobrunner.sql while
+# runners are killed every 0.7 s (PostgreSQL: three runners, a worker
+# kill, a server restart); prints "backend=B ... rows=N counter=N
+# duplicates=0 missing=0 reruns=X stuck=0" and fails unless rows and
+# counter are N and the rest 0. spec/chaos_spec.lua runs the short ones
+# in make test.
+CHAOS_JOBS  ?= 5000
+CHAOS_KILLS ?= 12
+CHAOS_LEDGER_JOBS ?= 20000
 
 .PHONY: chaos fuzz fuzz-build
 
@@ -516,6 +524,8 @@ chaos: all
 	$(Q)CHAOS_STEP_JOBS=$(CHAOS_STEP_JOBS) \
 	    CHAOS_STEP_KILLS=$(CHAOS_STEP_KILLS) \
 	    JOBRUNNER_BIN=$(CURDIR)/jobrunner $(LUA) bench/chaossteps
+	$(Q)CHAOS_LEDGER_JOBS=$(CHAOS_LEDGER_JOBS) \
+	    JOBRUNNER_BIN=$(CURDIR)/jobrunner $(LUA) bench/chaosledger
 
 # make crash: bench/crash cuts the power under SQLite (a test VFS,
 # bench/crashvfs.c, injected with LD_PRELOAD: never linked into jobrunner),

@@ -117,6 +117,9 @@ typedef struct jr_job_row {
     const char *result;         /* JSON text; NULL: none, or from list */
     double      keep_until;     /* a job kept for its result is pruned
                                    then; 0: not set, or from list */
+    int         sql_statements; /* the jobrunner.sql statements its
+                                   success committed; 0: none, or from
+                                   list */
     const jr_attempt_row *history; /* show: its failed attempts, oldest
                                    first, at most JR_ATTEMPTS_KEPT; list:
                                    NULL */
@@ -258,6 +261,12 @@ typedef struct jr_backend_opts {
                                    or pushed or waited on with result_ttl,
                                    stays completed when its own is not set;
                                    0: 3600 */
+    const char *handler_role;   /* PostgreSQL: jobrunner.sql statements run
+                                   under SET LOCAL ROLE to it; NULL: the
+                                   runner's own role */
+    const char *attach;         /* SQLite: a file ATTACHed as "app" on the
+                                   runner's connection, for jobrunner.sql
+                                   statements; NULL: none */
 } jr_backend_opts;
 
 #define JR_LIMIT_TOP 5          /* keys limit_use lists */
@@ -314,7 +323,11 @@ typedef struct jr_limit_use {
      * with finished_at; JR_CANCELLED makes it cancelled; JR_PROGRESS sets
      * its progress and leaves it running; a JR_RETRY, JR_SNOOZE or
      * JR_RELEASE of a job whose cancel was requested makes it cancelled
-     * (never queued again). */ \
+     * (never queued again). A JR_DONE with statements (jr_result.sql)
+     * runs them first, if the job is still held by token, in a savepoint
+     * of its own; when one fails, its statements are rolled back and the
+     * result is recorded as the failed attempt sql_kind says, with
+     * sql_error filled (sqlres.h); the others of the batch go on. */ \
     X(int, complete, (jr_backend *b, const char *token, \
                       const jr_result *r, int n, jr_err *err)) \
     /* Optional (NULL: complete, then claim): both in one transaction.

@@ -121,6 +121,10 @@ local rows = {
   { "scale_r1_cpu_us", "scale-out, 1 runner: CPU per job, whole machine (us)", nil, nil, "%.1f" },
   { "scale_r1_runner_us", "scale-out, 1 runner: of which the runner's (us)", nil, nil, "%.1f" },
   { "scale_r3_cpu_us", "scale-out, 3 runners: CPU per job, whole machine (us)", nil, nil, "%.1f" },
+  -- every job writes one row through jobrunner.sql (bench/run sqltx)
+  { "sqltx_plain_jobs_s", "drain, BENCH_SQLTX_N no-op jobs, beside the next (jobs/s)", nil, nil, "%.0f" },
+  { "sqltx_jobs_s", "  the same, each job writing a row through jobrunner.sql (jobs/s)", nil, nil, "%.0f" },
+  { "sqltx_ratio", "  jobrunner.sql row / no-op, in turn (x)", { ">=", 0.85 }, { ">=", 0.85 }, "%.2f" },
   -- PostgreSQL, another session holding a snapshot (bench/run pg_snapshot)
   { "snap_plain_jobs_s", "drain, BENCH_SNAP_N jobs, beside the next (jobs/s)", nil, nil, "%.0f" },
   { "snap_held_jobs_s", "  the same, another session holding a snapshot (jobs/s)", nil, nil, "%.0f" },

@@ -35,6 +35,30 @@ for _, backend in ipairs(jr.backends()) do
   end)
 end
 
+-- The exactly-once ledger (bench/chaosledger), short: each job writes a
+-- ledger row and a count through jobrunner.sql while the runners are
+-- killed; the rows and the count are exactly the jobs, however many
+-- times the handlers ran.
+for _, backend in ipairs(jr.backends()) do
+  describe(backend .. ": chaos of the ledger", function()
+    it("writes each job's row and count once when runners are killed", function()
+      local out, err, code = jr.sh(("cd %s && CHAOS_BACKENDS=%s CHAOS_LEDGER_JOBS=2000 %s bench/chaosledger"):format(
+        jr.quote(jr.root), backend, os.getenv("LUA") or "lua5.4"))
+      io.stdout:write(out)
+      local f = {}
+      for k, v in out:gmatch("([%w_]+)=(%w+)") do f[k] = tonumber(v) or v end
+      assert(f.rows, "no figures line from bench/chaosledger:\n" .. out .. err)
+      assert.are.equal(backend, f.backend)
+      assert.is_true(f.kills > 0, out)
+      assert.are.equal(2000, f.rows, out)
+      assert.are.equal(2000, f.counter, out)
+      assert.are.equal(0, f.duplicates, out)
+      assert.are.equal(0, f.stuck, out)
+      assert.are.equal(0, code, err)
+    end)
+  end)
+end
+
 -- The workflow case (bench/chaosflow): fan-out/fan-in flows drained by
 -- three runners on PostgreSQL, one killed with SIGKILL at random a dozen
 -- times: every job runs, none before its parents completed, each batch's

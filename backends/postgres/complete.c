@@ -12,6 +12,7 @@
 
 #include "postgres/pg_int.h"
 #include "postgres/arrays.h"
+#include "sqlres.h"
 
 /* a job pushed or waited on with result_ttl is kept (st_keep), and so is
  * one with a flow bit: its end is a change of state, which the schema's
@@ -30,12 +31,13 @@ static const pg_stmt st_done = {"jr_done", 2,
 
 /* DONE with a result, with keep_completed, with a result_ttl or a flow
  * bit: the row stays, completed; $5 the runner's result_ttl, $6
- * keep_completed, $7 why a return value was not stored. A job with a
+ * keep_completed, $7 why a return value was not stored, $8 its
+ * jobrunner.sql statements (NULL: none). A job with a
  * result or a result_ttl of its own stays until keep_until; one kept only
  * for its flow bit goes at the next prune (or as retention.completed
  * says). */
-static const pg_stmt st_keep = {"jr_keep", 7,
-    "UPDATE {{schema}}.jobs j SET state = 'completed',"
+static const pg_stmt st_keep = {"jr_keep", 8,
+    "UPDATE {{schema}}.jobs j SET state = 'completed', sql_statements = u.nsql,"
     " finished_at = now(), generation = coalesce(u.gen, j.generation),"
     " locked_by = NULL, locked_until = NULL, cancel_requested = false,"
     " updated_at = now(), result = u.res::jsonb,"
@@ -44,8 +46,8 @@ static const pg_stmt st_keep = {"jr_keep", 7,
     "  THEN now() + greatest(coalesce(j.result_ttl, $5::float8),"
     "  $6::float8) * interval '1 second'"
     "  WHEN j.flow <> 0 AND $6::float8 <= 0 THEN now() END"
-    " FROM unnest($2::bigint[], $3::text[], $4::text[], $7::text[])"
-    "  AS u(id, gen, res, err)"
+    " FROM unnest($2::bigint[], $3::text[], $4::text[], $7::text[],"
+    "  $8::int[]) AS u(id, gen, res, err, nsql)"
     " WHERE j.id = u.id AND j.state = " RUNNING
     " AND j.locked_by = $1::text RETURNING j.id"};
 
@@ -56,9 +58,9 @@ static int
 run_done(jr_backend *b, const char *token, const jr_result *r, int n,
          const pg_stmt *st, int kept, int64_t *done, int *nd, jr_err *err)
 {
-    const char *params[7];
-    char num[24], ttl[32], keep[32];
-    jr_buf s = {0}, g = {0}, v = {0}, e = {0};
+    const char *params[8];
+    char num[24], ttl[32], keep[32], nsql[16];
+    jr_buf s = {0}, g = {0}, v = {0}, e = {0}, q = {0};
     PGresult *res;
     int i, m, given = 0;
 
@@ -71,6 +73,10 @@ run_done(jr_backend *b, const char *token, const jr_result *r, int n,
         sb_elem(&g, r[i].generation);
         sb_elem(&v, r[i].result);
         sb_elem(&e, r[i].error);
+        if (st == &st_keep) {
+            snprintf(nsql, sizeof nsql, "%d", r[i].nsql);
+            sb_elem(&q, r[i].nsql > 0 ? nsql : NULL);
+        }
         given++;
     }
     if (given == 0)
@@ -84,14 +90,16 @@ run_done(jr_backend *b, const char *token, const jr_result *r, int n,
     params[4] = ttl;
     params[5] = keep;
     params[6] = sb_array(&e);
-    res = s.oom || g.oom || v.oom || e.oom ? NULL :
+    params[7] = st == &st_keep ? sb_array(&q) : NULL;
+    res = s.oom || g.oom || v.oom || e.oom || q.oom ? NULL :
           jr_pg_run(b, st, params, "completing jobs", err);
-    if (res == NULL && (s.oom || g.oom || v.oom || e.oom))
+    if (res == NULL && (s.oom || g.oom || v.oom || e.oom || q.oom))
         jr_fail(err, JR_ENOMEM, "postgres: completing jobs: out of memory");
     free(s.p);
     free(g.p);
     free(v.p);
     free(e.p);
+    free(q.p);
     if (res == NULL)
         return -1;
     m = PQntuples(res);
@@ -421,8 +429,9 @@ check_followups(const jr_backend *b, const jr_result *r, int n, jr_err *err)
 
 /* The body of the complete transaction. */
 static int
-complete_tx(jr_backend *b, const char *token, const jr_result *r, int n,
-            int64_t *done, const jr_push ***pp, int *np, jr_err *err)
+complete_rows(jr_backend *b, const char *token, const jr_result *r, int n,
+              int64_t *done, int *nd, const jr_push ***pp, int *np,
+              jr_err *err)
 {
     int ndone, nother, nprogress, nsteps, nwait;
 
@@ -435,12 +444,52 @@ complete_tx(jr_backend *b, const char *token, const jr_result *r, int n,
         (nother = finish_others(b, token, r, n, err)) < 0 ||
         (nwait = finish_waits(b, token, r, n, err)) < 0)
         return -1;
+    *nd = ndone;
     if ((*pp = followups(r, n, done, ndone, np)) == NULL)
         return jr_fail(err, JR_ENOMEM, "postgres: completing jobs: out of "
                        "memory");
     if (*np > 0 && jr_pg_insert_linked(b, *pp, *np, NULL, err) < 0)
         return -1;
     return ndone + nother + nprogress + nsteps + nwait;
+}
+
+/* complete_rows with the successes' statements (sqlrun.c); results
+ * without statements pay one loop. First as if every statement passes,
+ * in a savepoint: the completion's own fenced writes tell which jobs are
+ * still this runner's (and lock their rows), and their statements follow
+ * in one pipeline. When one fails, all of it is rolled back and done
+ * again: the jobs still ours locked first, each job's statements in a
+ * savepoint, on a copy of the results in which a success whose statement
+ * failed is a failed attempt. *own gets the copy (free it after the
+ * transaction: the follow-ups point into it). */
+static int
+complete_tx(jr_backend *b, const char *token, const jr_result *r, int n,
+            int64_t *done, const jr_push ***pp, int *np, jr_result **own,
+            jr_err *err)
+{
+    int nd = 0, rc, failed;
+
+    if (!jr_sqlres_any(r, n))
+        return complete_rows(b, token, r, n, done, &nd, pp, np, err);
+    jr_sqlres_clear(r, n);
+    if (jr_pg_run_plain(b, "SAVEPOINT jr_done", "completing jobs", err) < 0 ||
+        (rc = complete_rows(b, token, r, n, done, &nd, pp, np, err)) < 0 ||
+        (failed = jr_pg_sql_try(b, r, n, done, nd, err)) < 0)
+        return -1;
+    if (!failed)
+        return rc;
+    free(*pp);
+    *pp = NULL;
+    *np = 0;
+    if (jr_pg_run_plain(b, "ROLLBACK TO jr_done; RELEASE jr_done",
+                        "completing jobs", err) < 0)
+        return -1;
+    if ((*own = jr_sqlres_copy(r, n)) == NULL)
+        return jr_fail(err, JR_ENOMEM, "postgres: completing jobs: out of "
+                       "memory");
+    if (jr_pg_sql_run(b, token, *own, n, err) < 0)
+        return -1;
+    return complete_rows(b, token, *own, n, done, &nd, pp, np, err);
 }
 
 /* 1 if r[0..n) are all DONE without follow-ups: their one statement
@@ -451,7 +500,7 @@ only_done(const jr_result *r, int n)
     int i;
 
     for (i = 0; i < n; i++)
-        if (r[i].kind != JR_DONE || r[i].npushes > 0)
+        if (r[i].kind != JR_DONE || r[i].npushes > 0 || r[i].nsql > 0)
             return 0;
     return 1;
 }
@@ -461,6 +510,7 @@ jr_pg_complete(jr_backend *b, const char *token, const jr_result *r, int n,
             jr_err *err)
 {
     const jr_push **pp = NULL;
+    jr_result *own = NULL;
     int64_t *done;
     int np = 0, rc;
 
@@ -478,7 +528,7 @@ jr_pg_complete(jr_backend *b, const char *token, const jr_result *r, int n,
         return rc;
     }
     if ((rc = jr_pg_run_plain(b, "BEGIN", "completing jobs", err)) == 0) {
-        rc = complete_tx(b, token, r, n, done, &pp, &np, err);
+        rc = complete_tx(b, token, r, n, done, &pp, &np, &own, err);
         if (rc >= 0 && jr_pg_run_plain(b, "COMMIT", "completing jobs", err) < 0)
             rc = -1;
         if (rc < 0) {
@@ -488,6 +538,7 @@ jr_pg_complete(jr_backend *b, const char *token, const jr_result *r, int n,
         }
     }
     free(pp);
+    free(own);
     free(done);
     return rc;
 }
@@ -500,6 +551,7 @@ jr_pg_complete_claim(jr_backend *b, const char *token, const jr_result *r,
                   const jr_claim_spec *spec, jr_job **out, jr_err *err)
 {
     const jr_push **pp = NULL;
+    jr_result *own = NULL;
     int64_t *done;
     int np = 0, rc = -1, n = -1;
 
@@ -511,7 +563,8 @@ jr_pg_complete_claim(jr_backend *b, const char *token, const jr_result *r,
                        "of memory", nr);
     b->insert_failed = 0;
     if (jr_pg_run_plain(b, "BEGIN", "completing jobs", err) == 0) {
-        rc = nr > 0 ? complete_tx(b, token, r, nr, done, &pp, &np, err) : 0;
+        rc = nr > 0 ? complete_tx(b, token, r, nr, done, &pp, &np, &own,
+                                  err) : 0;
         if (rc >= 0)
             n = jr_pg_claim_stmt(b, token, lease, spec, out, err);
         if (n >= 0 && jr_pg_run_plain(b, "COMMIT", "claiming jobs", err) < 0) {
@@ -528,6 +581,7 @@ jr_pg_complete_claim(jr_backend *b, const char *token, const jr_result *r,
         }
     }
     free(pp);
+    free(own);
     free(done);
     return n;
 }

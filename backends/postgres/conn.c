@@ -351,6 +351,7 @@ jr_pg_close(jr_backend *b)
     PQfinish(b->listen);
     PQfinish(b->finished);
     PQfinish(b->conn);
+    jr_pg_sql_forget(b);
     free(b->url);
     jr_stmtmap_free(&b->prepared);
     free(b);
@@ -389,6 +390,10 @@ jr_pg_open(const char *url, const jr_backend_opts *o, jr_err *err)
     b->keep_completed = o ? o->keep_completed : 0;
     b->opf = o ? o->on_parent_failure : 0;
     b->result_ttl = o && o->result_ttl > 0 ? o->result_ttl : 3600;
+    if (jr_pg_role_set(b, o ? o->handler_role : NULL, err) < 0) {
+        jr_pg_close(b);
+        return NULL;
+    }
     if ((b->conn = jr_pg_connect(b, err)) == NULL) {
         jr_pg_close(b);
         return NULL;

@@ -22,6 +22,17 @@
 
 /* The engine's connection handle (backend.h's opaque jr_backend): made by
  * conn.c's jr_pg_open, read and written by every file of the folder. */
+/* A handler statement prepared on the connection (sqlrun.c): its text,
+ * its name, and the connection it was prepared on. */
+#define JR_PG_SQL_CACHE 16
+typedef struct jr_pg_sqlc {
+    char       *text;           /* NULL: a free slot */
+    size_t      len;
+    char        name[24];       /* jr_h<N> */
+    unsigned    conn;           /* reconnects when prepared */
+    int         ready;          /* its Parse succeeded */
+} jr_pg_sqlc;
+
 struct jr_backend {
     PGconn     *conn;           /* queries; never NULL once open */
     PGconn     *listen;         /* LISTEN connection, NULL until needed */
@@ -41,6 +52,12 @@ struct jr_backend {
                                    (a job of the last tried needed
                                    limit_key_of) */
     char        pgmsg[400];     /* its message and detail */
+    jr_pg_sqlc  sqlc[JR_PG_SQL_CACHE]; /* handler statements prepared
+                                   on conn (sqlrun.c) */
+    unsigned    sqlc_next;      /* the slot to replace next */
+    unsigned    sqlc_names;     /* names given so far: jr_h<N> */
+    char        role_sql[160];  /* "SET LOCAL ROLE \"r\"" for
+                                   handler_role, or "" (sqlrun.c) */
     int         must_exist;     /* migrate creates no schema */
     int         async_commit;   /* synchronous_commit = off on conn */
     unsigned    reconnects;     /* connections opened again after a loss */
@@ -174,5 +191,26 @@ void jr_pg_explain_push_error(jr_backend *b, const jr_push *const *pp, int n,
                            jr_err *err);
 
 #pragma GCC visibility pop
+
+/* ---- sqlrun.c: a job's jobrunner.sql statements ---- */
+
+/* Frees the cache of prepared handler statements (the backend closes). */
+void jr_pg_sql_forget(jr_backend *b);
+/* Sets the role jobrunner.sql statements run under (NULL: the runner's
+ * own). 0, or -1 with err set for a name PostgreSQL cannot hold. */
+int  jr_pg_role_set(jr_backend *b, const char *role, jr_err *err);
+/* Runs the statements of the successes of r[0..n) whose ids are in
+ * done[0..nd) (sorted: the completion's fenced writes matched them), in
+ * one pipeline a chunk, no savepoint of their own (the caller's). 0 when
+ * all passed, 1 when one failed (the caller rolls back), -1 with err set
+ * when the connection is in trouble. */
+int  jr_pg_sql_try(jr_backend *b, const jr_result *r, int n,
+                   const int64_t *done, int nd, jr_err *err);
+/* Runs the statements of the successes of r[0..n) still held by token,
+ * each job's in a savepoint; a success whose statement failed becomes
+ * the failed attempt its sql_kind says (sqlres.h). Returns 0, or -1 with
+ * err set when the connection is in trouble (the whole batch fails). */
+int  jr_pg_sql_run(jr_backend *b, const char *token, jr_result *r, int n,
+                   jr_err *err);
 
 #endif

@@ -1358,3 +1358,9 @@ BEGIN
     RETURN CASE WHEN woken THEN 'ready' ELSE st END;
 END
 $$;
+-- migration 17
+-- How many jobrunner.sql statements a job's success committed, for show
+-- and the API: set only on a success that carried some and stays
+-- completed; NULL for every other job, which pays nothing for it (a
+-- nullable column without a default: no table rewrite).
+ALTER TABLE {{schema}}.jobs ADD COLUMN sql_statements integer;

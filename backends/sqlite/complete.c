@@ -12,6 +12,7 @@
 
 #include "sqlite/sqlite_int.h"
 #include "base/util.h"
+#include "sqlres.h"
 
 struct idl {
     int64_t *v;
@@ -47,7 +48,7 @@ enum { S_DONE, S_DONE_FLOW, S_RESCUE_FLOW, S_DONE_MANY, S_KEEP, S_KEEP_MANY,
        S_KEEP_P, S_RETRY_P, S_DEAD_P, S_SNOOZE_P, S_RELEASE_P, S_EXPIRED_P,
        S_CANCELLED_P, S_RETRY, S_DEAD, S_SNOOZE, S_RELEASE, S_EXPIRED,
        S_CANCELLED, S_PROGRESS, S_RENEW, S_RESCUE, S_STEP, S_WAIT, S_WAIT_P,
-       S_WAIT_READY, S_COUNT };
+       S_WAIT_READY, S_KEPT_SQL, S_COUNT };
 
 static const char *const sql_text[S_COUNT] = {
     /* a job pushed or waited on with result_ttl is kept (S_KEEP) */
@@ -65,9 +66,11 @@ static const char *const sql_text[S_COUNT] = {
         " AND flow = 0",
     /* ?7 the result (JSON or NULL), ?8 the runner's result_ttl, ?9
      * retention.completed: a job with a result or a result_ttl of its
-     * own stays until keep_until; ?5 why a return value was not stored */
+     * own stays until keep_until; ?5 why a return value was not stored;
+     * ?10 its jobrunner.sql statements (NULL: none) */
     [S_KEEP] =
         "UPDATE jobs SET state = 'completed', finished_at = ?3,"
+        " sql_statements = ?10,"
         " generation = coalesce(?6, generation), locked_by = NULL,"
         " locked_until = NULL, cancel_requested = 0, updated_at = ?3,"
         " last_error = coalesce(?5, last_error),"
@@ -76,6 +79,10 @@ static const char *const sql_text[S_COUNT] = {
         "  THEN ?3 + max(coalesce(result_ttl, ?8), ?9) END"
         " WHERE id = ?1 AND state = 'running' AND locked_by = ?2"
         " RETURNING flow, state",
+    /* a success with statements that S_KEEP_MANY kept, now (?3) */
+    [S_KEPT_SQL] =
+        "UPDATE jobs SET sql_statements = ?2"
+        " WHERE id = ?1 AND state = 'completed' AND finished_at = ?3",
     /* what S_DONE_MANY left of its ids: those with a result_ttl */
     [S_KEEP_MANY] =
         "UPDATE jobs SET state = 'completed', finished_at = ?3,"
@@ -298,6 +305,16 @@ done_flow(jr_backend *b, const char *token, const jr_result *r, char *st,
     return changed;
 }
 
+/* Binds S_KEEP's ?10: r's jobrunner.sql statements, NULL for none. */
+static void
+bind_nsql(sqlite3_stmt *s, const jr_result *r)
+{
+    if (r->nsql > 0)
+        sqlite3_bind_int(s, 10, r->nsql);
+    else
+        sqlite3_bind_null(s, 10);
+}
+
 /* A success S_DONE did not delete: kept if ours with a result_ttl
  * (*st as run_result sets it). */
 static int
@@ -319,6 +336,7 @@ keep_one(jr_backend *b, const char *token, const jr_result *r, double now,
         sqlite3_bind_null(s, 7);
         sqlite3_bind_double(s, 8, b->result_ttl);
         sqlite3_bind_double(s, 9, b->keep_completed);
+        bind_nsql(s, r);
         changed = k ? run_result(b, s, st, size, err) :
                       run(b, s, err, "recording a result");
     }
@@ -388,6 +406,7 @@ bind_result(jr_backend *b, sqlite3_stmt *s, int which, const char *token,
         bind_text(s, 7, r->result);
         sqlite3_bind_double(s, 8, b->result_ttl);
         sqlite3_bind_double(s, 9, b->keep_completed);
+        bind_nsql(s, r);
     }
     if (which == S_WAIT)
         bind_wait(s, r);
@@ -488,6 +507,29 @@ keep_many(jr_backend *b, const char *token, const char *ids, int ndone,
     return rc < 0 ? -1 : ndone + rc;
 }
 
+/* After S_KEEP_MANY kept some of the plain successes: the number of
+ * statements of those that carried some (rare: a result_ttl and
+ * statements). 0 or -1. */
+static int
+kept_sql(jr_backend *b, const jr_result *r, int n, double now, jr_err *err)
+{
+    sqlite3_stmt *s;
+    int i;
+
+    for (i = 0; i < n; i++) {
+        if (!plain_done(b, &r[i]) || r[i].nsql <= 0)
+            continue;
+        if ((s = stmt(b, S_KEPT_SQL, err)) == NULL)
+            return -1;
+        sqlite3_bind_int64(s, 1, r[i].id);
+        sqlite3_bind_int(s, 2, r[i].nsql);
+        sqlite3_bind_double(s, 3, now);
+        if (run(b, s, err, "recording a result's statements") < 0)
+            return -1;
+    }
+    return 0;
+}
+
 /* After the one DELETE of the plain successes left some rows: those
  * with a flow bit, one by one (the others are gone or not ours). */
 static int
@@ -511,8 +553,8 @@ done_rest(jr_backend *b, const char *token, const jr_result *r, int n,
  * the rest one statement each, in order. Returns how many rows were
  * still ours. */
 static int
-complete_all(jr_backend *b, const char *token, const jr_result *r, int n,
-             double now, jr_err *err)
+complete_rows(jr_backend *b, const char *token, const jr_result *r, int n,
+              double now, jr_err *err)
 {
     sqlite3_stmt *s;
     char *ids = NULL, *p = NULL;
@@ -547,14 +589,38 @@ complete_all(jr_backend *b, const char *token, const jr_result *r, int n,
     bind_text(s, 1, ids);
     bind_text(s, 2, token);
     rc = run(b, s, err, "recording results");
-    if (rc >= 0 && rc < nplain)         /* some have a result_ttl */
+    if (rc >= 0 && rc < nplain) {       /* some have a result_ttl */
+        int deleted = rc;
         rc = keep_many(b, token, ids, rc, now, err);
+        if (rc > deleted && kept_sql(b, r, n, now, err) < 0)
+            rc = -1;
+    }
     free(ids);
     if (rc < 0)
         return -1;
     if (rc < nplain)            /* jobs with a flow bit, or fenced off */
         return done_rest(b, token, r, n, now, applied + rc, err);
     return applied + rc;
+}
+
+/* complete_rows, after the successes' statements ran (sqlrun.c) on a
+ * copy of the results in which a success whose statement failed is a
+ * failed attempt; results without statements pay one loop. */
+static int
+complete_all(jr_backend *b, const char *token, const jr_result *r, int n,
+             double now, jr_err *err)
+{
+    jr_result *own;
+    int rc;
+
+    if (!jr_sqlres_any(r, n))
+        return complete_rows(b, token, r, n, now, err);
+    if ((own = jr_sqlres_copy(r, n)) == NULL)
+        return jr_fail(err, JR_ENOMEM, "sqlite: out of memory");
+    rc = jr_sqlite_sql_run(b, token, own, n, err) < 0 ? -1 :
+         complete_rows(b, token, own, n, now, err);
+    free(own);
+    return rc;
 }
 
 int

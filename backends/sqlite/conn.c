@@ -186,6 +186,8 @@ connect_db(jr_backend *b, jr_err *err)
         usleep(10000);
     if (rc != SQLITE_OK)
         return jr_sqlite_fail(b, err, "setting WAL mode");
+    if (jr_sqlite_attach(b, err) < 0)
+        return -1;
     if (stat(b->path, &st) == 0) {
         b->dev = st.st_dev;
         b->ino = st.st_ino;
@@ -202,6 +204,7 @@ disconnect_db(jr_backend *b)
         if (b->st.key[i] != NULL)
             sqlite3_finalize(b->st.val[i]);
     jr_stmtmap_clear(&b->st);
+    jr_sqlite_sql_forget(b);
     sqlite3_close(b->db);
     b->db = NULL;
 }
@@ -257,7 +260,10 @@ jr_sqlite_open(const char *path, const jr_backend_opts *o, jr_err *err)
         create_private(path, err) < 0)
         return NULL;
     b = calloc(1, sizeof *b);
-    if (b == NULL || (b->path = strdup(path)) == NULL) {
+    if (b == NULL || (b->path = strdup(path)) == NULL ||
+        (o->attach != NULL && (b->attach = strdup(o->attach)) == NULL)) {
+        if (b != NULL)
+            free(b->path);
         free(b);
         jr_fail(err, JR_ENOMEM, "sqlite: out of memory");
         return NULL;
@@ -276,6 +282,7 @@ jr_sqlite_open(const char *path, const jr_backend_opts *o, jr_err *err)
     if (connect_db(b, err) < 0) {
         disconnect_db(b);
         jr_stmtmap_free(&b->st);
+        free(b->attach);
         free(b->path);
         free(b);
         return NULL;
@@ -296,6 +303,7 @@ jr_sqlite_close(jr_backend *b)
     for (int i = 0; i < JR_LIMIT_TOP; i++)
         free(b->lim_keys[i]);
     jr_stmtmap_free(&b->st);
+    free(b->attach);
     free(b->path);
     free(b);
 }

@@ -549,3 +549,8 @@ ALTER TABLE jobs ADD COLUMN wait_on TEXT;
 ALTER TABLE jobs ADD COLUMN wake_at REAL;
 CREATE INDEX jobs_wake ON jobs (wake_at) WHERE wake_at IS NOT NULL;
 CREATE INDEX jobs_wait_on ON jobs (wait_on) WHERE wait_on IS NOT NULL;
+-- migration 17
+-- How many jobrunner.sql statements a job's success committed, for show
+-- and the API: set only on a success that carried some and stays
+-- completed; NULL for every other job, which pays nothing for it.
+ALTER TABLE jobs ADD COLUMN sql_statements INTEGER;

@@ -34,11 +34,22 @@ extern const char jr_sqlite_sql[];      /* schema.sql, build/sqlite_sql.c */
 #define NAME_BUF 129            /* a job or queue name (1 to 128 bytes), NUL */
 
 /* The connection handle every op gets (opaque outside this folder). */
+/* A handler statement kept prepared (sqlrun.c): its text, and it. */
+#define JR_SQLITE_SQL_CACHE 8
+typedef struct jr_sqlite_cached {
+    char         *text;
+    size_t        len;
+    sqlite3_stmt *s;
+} jr_sqlite_cached;
+
 struct jr_backend {
     sqlite3      *db;
     jr_stmtmap    st;           /* sqlite3_stmt by its text's entry,
                                    prepared on first use */
     char         *path;
+    char         *attach;       /* ATTACHed as app (opts), or NULL */
+    jr_sqlite_cached sql_cache[JR_SQLITE_SQL_CACHE]; /* sqlrun.c's */
+    int           sql_next;     /* the cache's slot to replace next */
     int           inotify_fd;   /* -1 until wake_fd is asked for */
     int           wal_watch;    /* inotify watch of the -wal file, or -1 */
     int           fin_fd;       /* wait.c: inotify on the file's folder
@@ -66,6 +77,20 @@ struct jr_backend {
                                  * in this transaction; "": none yet */
     char         *lim_keys[JR_LIMIT_TOP]; /* limit_use's top keys */
 };
+
+/* ---- sqlrun.c: a job's jobrunner.sql statements ---- */
+
+/* Runs the statements of the successes of r[0..n) still held by token,
+ * each job's in a savepoint; a success whose statement failed becomes
+ * the failed attempt its sql_kind says (sqlres.h). Returns 0, or -1 with
+ * err set when the database is in trouble (the whole batch fails). */
+int  jr_sqlite_sql_run(jr_backend *b, const char *token, jr_result *r,
+                       int n, jr_err *err);
+/* Finalizes the handler statements kept prepared (the connection
+ * closes). */
+void jr_sqlite_sql_forget(jr_backend *b);
+/* ATTACHes b->attach as app, when set. 0 or -1 with err set. */
+int  jr_sqlite_attach(jr_backend *b, jr_err *err);
 
 /* ---- conn.c: errors, the statement cache, transactions ---- */
 

@@ -179,6 +179,21 @@ typedef struct jr_result {
     double         wake_at;     /* WAIT: epoch seconds of its deadline or
                                    wake; INFINITY: a signal, no timeout */
     int            sleep_n;     /* WAIT: a sleep's number in the attempt */
+    /* DONE: the handler's jobrunner.sql statements (sqlstmt.h's
+     * encoding), run in the transaction that records the success, in a
+     * savepoint of the job's own; nsql 0: none, and no savepoint */
+    const char    *sql;
+    size_t         sql_len;
+    int            nsql;
+    int            sql_kind;    /* what the attempt becomes when one of
+                                   them fails: JR_RETRY or JR_DEAD (the
+                                   master's retry rule) */
+    double         sql_delay;   /* JR_RETRY's seconds from now */
+    char          *sql_error;   /* JR_SQL_ERR_MAX bytes the backend fills
+                                   with the failed statement's message
+                                   ("": none failed); NULL when nsql is 0 */
+    char          *sql_handler; /* the handler's name, for that message
+                                   (the master's, 129 bytes) */
 } jr_result;
 
 /* 1 if a result of kind k ends no run: the job runs on (PROGRESS, STEP). */

@@ -281,6 +281,10 @@ job_json(const jr_client_job_info *j, const job_out *o)
         json_time("wake_at", j->wake_at);
         printf(",\"waits\":");
         jr_jsontext_write(stdout, j->waits);
+        if (j->sql_statements > 0)
+            printf(",\"sql_statements\":%d", j->sql_statements);
+        else
+            printf(",\"sql_statements\":null");
     }
     json_progress(j);
     if (o->links != NULL)
@@ -440,6 +444,9 @@ job_text_full(const jr_client_job_info *j)
     if (j->keep_until > 0)
         text_time("kept_until", j->keep_until);
     text_wait(j);
+    if (j->sql_statements > 0)
+        printf("%-13s %d (jobrunner.sql, committed with its success)\n",
+               "statements", j->sql_statements);
     text_lines("last_error", j->last_error);
     text_history(j);
     text_steps(j);

@@ -16,9 +16,11 @@ static const struct topic {
     const char *aliases;        /* other words for it, space-separated */
 } topics[] = {
     {"handlers", "Handlers",
-     "handler files, the job, the jobrunner module, retries, the dead queue, "
-     "steps and cursors", "DESCRIPTION, FILES (scripts/), COMMANDS (rerun)",
-     "handler retries retry dead backoff steps step checkpoint rerun"},
+     "handler files, the job, the jobrunner module, writes that commit "
+     "with the job, retries, the dead queue, steps and cursors",
+     "DESCRIPTION, FILES (scripts/), COMMANDS (rerun)",
+     "handler retries retry dead backoff sql transaction steps step "
+     "checkpoint rerun"},
     {"io", "I/O in handlers",
      "jobrunner.http, sleep, exec and all; inflight: many jobs per worker",
      "FILES (scripts/, jobrunner.lua)", "inflight http exec coroutine"},

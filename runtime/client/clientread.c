@@ -156,6 +156,7 @@ job_row(const jr_job_row *row, void *arg)
     j.wait_on = row->wait_on;
     j.wake_at = row->wake_at;
     j.waits = row->waits;
+    j.sql_statements = row->sql_statements;
     return a->fn(&j, a->arg);
 }
 

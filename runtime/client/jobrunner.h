@@ -439,6 +439,10 @@ typedef struct jr_client_job_info {
                                    signals and sleeps, JSON text, or NULL
                                    (docs/handlers.md, "Signals and
                                    durable sleep") */
+    int         sql_statements; /* the jobrunner.sql statements its
+                                   success committed (a completed job
+                                   kept); 0: none, and from
+                                   jr_client_list */
 } jr_client_job_info;
 
 /* Called once per job. Return 0 to go on, non-zero to stop. */

@@ -140,6 +140,8 @@ jr_config_free(jr_config *c)
     free(c->backend);
     free(c->scripts);
     free(c->schema);
+    free(c->handler_role);
+    free(c->attach);
     free(c->pid_file);
     free(c->handler_output);
     free(c->http_listen);

@@ -41,6 +41,8 @@ typedef struct jr_config {
     int        on_parent_failure; /* JR_OPF_* of pushes that give none */
     double     busy_timeout;    /* SQLite lock wait, seconds */
     char      *schema;          /* PostgreSQL schema */
+    char      *handler_role;    /* PostgreSQL: jobrunner.sql's role */
+    char      *attach;          /* SQLite: file attached as app */
     size_t     max_payload;     /* bytes */
     size_t     max_result;      /* bytes of a handler's result (JSON) */
     double     result_ttl;      /* seconds a succeeded job with a result

@@ -36,4 +36,7 @@ jr_dbopts_fill(jr_backend_opts *o, const jr_config *cfg, int use)
     o->keep_completed = cfg->keep_completed;
     o->keep_cancelled = cfg->keep_cancelled;
     o->result_ttl = cfg->result_ttl;
+    /* jobrunner.sql statements run on the runner's connections only */
+    o->handler_role = cfg->handler_role;
+    o->attach = cfg->attach;
 }

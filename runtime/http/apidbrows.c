@@ -198,6 +198,10 @@ jr_apidb_job_row(const jr_job_row *r, void *arg)
             jr_buf_put(b, r->waits, strlen(r->waits));
         else
             jr_buf_put(b, "null", 4);
+        if (r->sql_statements > 0)
+            jr_api_printf(b, ",\"sql_statements\":%d", r->sql_statements);
+        else
+            jr_buf_put(b, ",\"sql_statements\":null", 22);
         history(b, r);
         jr_buf_put(b, ",\"steps\":", 9);
         jr_steprec_json(b, r->steps);

@@ -31,6 +31,8 @@ typedef struct jr_httpgauges {  /* the runner now */
     long        done, failed, dead, cancelled;  /* jobs since the start */
     int         stopping;       /* the runner is stopping */
     long        passes;         /* passes of the master's loop's work */
+    long        sql_failed;     /* successes whose jobrunner.sql statement
+                                   failed when recorded */
     const char *nostart;        /* why workers cannot start (its first
                                    line), or NULL while they do */
 } jr_httpgauges;

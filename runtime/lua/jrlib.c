@@ -65,6 +65,8 @@ jr_jobctx_clear(jr_jobctx *ctx)
     for (i = 0; i < ctx->npushes; i++)
         free(ctx->mem[i]);
     ctx->npushes = 0;
+    jr_buf_reset(&ctx->sql);
+    ctx->nsql = 0;
     ctx->decided = 0;
     ctx->cancelled = 0;
     ctx->nsleeps = 0;
@@ -82,6 +84,7 @@ jr_jobctx_free(jr_jobctx *ctx)
     jr_jobctx_clear(ctx);
     free(ctx->pushes);
     free(ctx->mem);
+    jr_buf_free(&ctx->sql);
     ctx->pushes = NULL;
     ctx->mem = NULL;
     ctx->cap = 0;
@@ -363,6 +366,7 @@ open_module(lua_State *L)                            /* ctx */
     jr_jrwait_register(L);                           /* package loaded M */
     jr_json_set_markers(L);                          /* package loaded M */
     jr_steps_open(L);                                /* package loaded M */
+    jr_jrsql_register(L);                            /* package loaded M */
     lua_setfield(L, -2, "jobrunner");                /* package loaded */
     lua_pop(L, 2);                                   /* (nothing) */
     luaL_newmetatable(L, JR_SIGNAL_MT);              /* mt */

@@ -1,12 +1,14 @@
 /* jrlib.h - the handler module, "jobrunner" as handlers see it (the
  * producer module is "jobrunner.client"): push (kept until the job
- * succeeds), snooze, discard, log, null, array, progress, cancelled. Owns the pushes of the job
+ * succeeds), snooze, discard, log, null, array, progress, cancelled, and
+ * jrsql.c's sql and query. Owns the pushes and statements of the job
  * that runs. Uses job.h for jr_push, luabridge.h for the signal
  * metatable, json.h to encode payloads, luaopts.h to read push options. */
 #ifndef JR_JRLIB_H
 #define JR_JRLIB_H
 
 #include "base/job.h"
+#include "base/util.h"
 
 typedef struct lua_State lua_State;
 
@@ -53,6 +55,9 @@ struct jr_jobctx {
     /* The context of the job whose coroutine L is, or NULL for this one
      * (the worker's, for jobs that run many at once). */
     struct jr_jobctx *(*of_thread)(void *arg, lua_State *L);
+    jr_buf        sql;          /* jobrunner.sql's statements, encoded
+                                   (sqlstmt.h); reset by jr_jobctx_clear */
+    int           nsql;         /* statements in sql */
     int           progress_dirty;   /* a value not sent yet */
     double        progress_done;
     double        progress_total;   /* NAN: unknown */
@@ -90,6 +95,15 @@ void jr_jobctx_free(jr_jobctx *ctx);
  * [-0, +1, v] */
 int  jr_jrlib_raise_kind(lua_State *L, jr_jobctx *ctx, int kind,
                          double delay, const char *reason);
+/* Sets sql and query in the module table on top (jrsql.c).
+ * [-0, +0, m] */
+void jr_jrsql_register(lua_State *L);
+/* Sets the database jobrunner.query reads (url: the runner's backend URL;
+ * attach, role as the config's, NULL when not set); connects nothing yet.
+ * 0, or -1 when out of memory. */
+int  jr_jrsql_setup(const char *url, const char *attach, const char *role);
+/* Closes jobrunner.query's connection (the worker's exit). */
+void jr_jrsql_close(void);
 /* Returns the signal at idx, or NULL if the value is not one. */
 const jr_signal *jr_jrlib_signal(lua_State *L, int idx);
 /* The context of the job running now, or raises "jobrunner.<fn>: called

@@ -86,6 +86,8 @@ jr_claimq_result(master *m, const jr_result *r, void *mem)
     m->res[m->nres].r = *r;
     m->res[m->nres].mem = mem;
     m->res[m->nres].flow = m->flow_ended;
+    m->res[m->nres].job = NULL;
+    m->res[m->nres].secs = 0;
     m->flow_ended = 0;
     m->nres++;
 }
@@ -166,13 +168,15 @@ jr_claimq_recorded(master *m, pending *p, int n, int applied)
             step_committed(m, p[i].r.id, p[i].r.durable);
         /* a job with children or a batch: jobs may have become ready */
         m->flow_want |= p[i].flow;
+        if (p[i].job != NULL)
+            jr_pending_recorded(m, &p[i]);
         if (p[i].r.npushes > 0 || p[i].r.kind == JR_RELEASE ||
             (p[i].r.kind != JR_DONE && p[i].r.kind != JR_DEAD &&
              p[i].r.kind != JR_EXPIRED && p[i].r.kind != JR_CANCELLED &&
              !JR_RESULT_RUNS_ON(p[i].r.kind) &&
              p[i].r.delay < m->cfg->poll_interval))
             m->want_claim = 1;
-        free(p[i].mem);
+        jr_pending_free(&p[i]);
     }
 }
 
@@ -205,7 +209,7 @@ jr_claimq_lost(pending *p, int n)
     jr_log(JR_LOG_ERROR, "out of memory keeping %d results; their leases "
            "will requeue the jobs", n);
     for (int i = 0; i < n; i++)
-        free(p[i].mem);
+        jr_pending_free(&p[i]);
 }
 
 /* Puts the in-flight results back in front of the pending ones. */

@@ -30,6 +30,7 @@ gauges(void *runner, jr_httpgauges *g)
     g->cancelled = m->cancelled;
     g->stopping = m->stopping != 0;
     g->passes = m->passes;
+    g->sql_failed = m->sql_failed;
     g->nostart = m->nostart[0] ? m->nostart : NULL;
 }
 

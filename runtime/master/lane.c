@@ -233,7 +233,7 @@ jr_lane_stop(master *m)
     jr_dbthread_free(l->t);     /* its round ends; done() takes it in */
     jr_dbthread_close(l->db);
     for (int i = 0; i < l->ninflight; i++)
-        free(l->inflight[i].mem);
+        jr_pending_free(&l->inflight[i]);
     free(l->inflight);
     free(l);
     m->lane = NULL;

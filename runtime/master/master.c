@@ -469,10 +469,10 @@ cleanup(master *m)
     jr_dbthread_free(m->dbt);
     jr_service_free(m);                 /* after the thread */
     for (k = 0; k < m->nres; k++)
-        free(m->res[k].mem);
+        jr_pending_free(&m->res[k]);
     free(m->res);
     for (k = 0; k < m->ninflight; k++)
-        free(m->inflight[k].mem);
+        jr_pending_free(&m->inflight[k]);
     free(m->inflight);
     free(m->snoozes);
     free(m->suspects);

@@ -106,6 +106,11 @@ typedef struct pending {        /* a result waiting for the next flush */
     jr_result  r;
     void      *mem;             /* what r's strings live in */
     int        flow;            /* the job had children or a batch */
+    jr_job    *job;             /* a success with statements: its job,
+                                   owned, whose end is counted and told
+                                   (jr_pool_outcome) once it is recorded;
+                                   else NULL */
+    double     secs;            /* that job's seconds in its handler */
 } pending;
 
 typedef struct snoozed {        /* a job that snoozed under this runner */
@@ -200,6 +205,8 @@ struct master {
                                            NULL when off */
     double              cycle_at;       /* when the last cycle went */
     long                passes;         /* jr_claimq_work's, for /metrics */
+    long                sql_failed;     /* successes whose statement failed
+                                           when recorded, for /metrics */
     const jr_service *const *services;  /* the services, in the order the
                                            core calls them; NULL-ended */
     void              **svc;            /* each one's state, by its place
@@ -226,6 +233,16 @@ int     jr_claimq_push(master *m, jr_job *j, int front);
 jr_job *jr_claimq_pop(master *m);       /* NULL when empty; caller owns */
 /* Queues a result for the next flush; takes mem. */
 void    jr_claimq_result(master *m, const jr_result *r, void *mem);
+/* pending.c: queues a success with statements as jr_claimq_result does,
+ * with its job j and secs, whose end is counted and told
+ * (jr_pool_outcome) by jr_pending_recorded once it is recorded, as the
+ * success or the failure it became. Takes mem; returns 1 when it took j
+ * too, 0 when out of memory (j still the caller's). */
+int     jr_pending_job(master *m, const jr_result *r, void *mem, jr_job *j,
+                       double secs);
+void    jr_pending_recorded(master *m, pending *p);
+/* Frees what a pending result owns (its strings, its job). */
+void    jr_pending_free(pending *p);
 /* Gives job j back to the queue in the database; takes j. */
 void    jr_claimq_release(master *m, jr_job *j);
 /* The results p[0..n) were recorded (applied of them): frees them. */
@@ -315,6 +332,10 @@ void jr_pool_read(struct bufferevent *bev, void *arg);
 int  jr_pool_send(wk *w, const char *p, size_t len, int now);
 /* A result frame r from w. */
 void jr_pool_result(master *m, wk *w, jr_reader *r);
+/* Job j ended with r after secs in its handler: logs it, counts it
+ * (done, failed, dead) and tells the services (jr_service_job_end). */
+void jr_pool_outcome(master *m, const jr_job *j, const jr_result *r,
+                     double secs);
 int  jr_pool_active(master *m);         /* workers counting to the target */
 int  jr_pool_busy(master *m);           /* workers running a job */
 /* Starts or stops workers until the active ones match the target. */

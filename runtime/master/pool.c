@@ -23,6 +23,7 @@
 #include "base/log.h"
 #include "master/master_int.h"
 #include "base/retry.h"
+#include "base/sqlstmt.h"
 #include "worker/worker.h"
 
 #define SPAWN_RETRY_MAX 5.0     /* seconds between spawns while they fail */
@@ -288,8 +289,8 @@ jr_pool_scale_up(master *m)
     jr_pool_set_target(m, m->target + 1, "backlog");
 }
 
-static void
-log_result(master *m, const jr_job *j, const jr_result *r, double secs)
+void
+jr_pool_outcome(master *m, const jr_job *j, const jr_result *r, double secs)
 {
     char first[300] = "(no error message)";
     const char *nl;
@@ -339,6 +340,7 @@ log_result(master *m, const jr_job *j, const jr_result *r, double secs)
                j->name, first);
         break;
     }
+    jr_service_job_end(m, j, r, secs);
 }
 
 /* Counts a snooze of job id and returns how many in a row, or forgets the
@@ -412,6 +414,24 @@ resolve_delay(master *m, const wk *w, const jr_job *j, jr_result *res)
     jr_pool_retry_in(m, w->gen, j, res->error, &in);
     in.handler_backoff = -1;        /* the worker found none */
     res->delay = jr_retry_delay(&in);
+}
+
+/* A success with jobrunner.sql statements: what its attempt becomes if
+ * one of them fails when it is recorded (the retry rule, as a failure
+ * the master decides), and the handler's name for the message. */
+static void
+sql_fallback(master *m, const wk *w, const jr_job *j, jr_result *res)
+{
+    jr_result f = {0};
+    jr_retry_in in;
+
+    if (res->kind != JR_DONE || res->nsql <= 0)
+        return;
+    jr_pool_retry_in(m, w->gen, j, "a statement failed", &in);
+    jr_retry_decide(&in, &f);
+    res->sql_kind = f.kind;
+    res->sql_delay = f.delay;
+    snprintf(res->sql_handler, 129, "%s", j->name);
 }
 
 int
@@ -495,7 +515,7 @@ jr_pool_result(master *m, wk *w, jr_reader *r)
     void *mem;
     jr_job *j;
     double now = jr_mono(), secs;
-    int bad = jr_frame_get_result(r, &res, &mem, &err) < 0;
+    int bad = jr_frame_get_result(r, &res, &mem, &err) < 0, kept = 0;
     int at = bad ? -1 : jr_pool_index(w, res.id);
 
     if (!bad && JR_RESULT_RUNS_ON(res.kind) && at >= 0) {
@@ -520,18 +540,24 @@ jr_pool_result(master *m, wk *w, jr_reader *r)
     w->avg = w->avg > 0 ? 0.8 * w->avg + 0.2 * secs : secs;
     m->avg = m->avg > 0 ? 0.95 * m->avg + 0.05 * secs : secs;
     resolve_delay(m, w, j, &res);
+    sql_fallback(m, w, j, &res);
     m->flow_ended = j->flow != 0;   /* jr_claimq_result takes it */
     res.secs = secs;                /* the attempt history's */
     res.worker = w->id;
     if (!snooze_limit(m, w, j, &res, mem)) {
-        log_result(m, j, &res, secs);
-        jr_service_job_end(m, j, &res, secs);
-        jr_claimq_result(m, &res, mem);
+        if (res.kind == JR_DONE && res.nsql > 0) {
+            /* its statements may still fail it: told once recorded */
+            kept = jr_pending_job(m, &res, mem, j, secs);
+        } else {
+            jr_pool_outcome(m, j, &res, secs);
+            jr_claimq_result(m, &res, mem);
+        }
     }
     jr_service_job_left(m, j, res.kind);
     if (m->nsuspects > 0)
         jr_death_cleared(m, j->id);     /* it ended: no killer */
-    free(j);
+    if (!kept)
+        free(j);
     if (m->cfg->max_jobs_per_worker > 0 &&
         ++w->jobs_run >= m->cfg->max_jobs_per_worker && !w->retiring) {
         w->retiring = 1;            /* recycled: bounds slow leaks */
@@ -616,6 +642,8 @@ send_settings(master *m, wk *w)
         .max_result = c->max_result,
         .log_level = c->log_level, .log_json = c->log_json,
         .inflight = c->inflight,
+        .db_url = c->backend, .attach = c->attach,
+        .handler_role = c->handler_role,
     };
 
     w->inflight = c->inflight;

@@ -58,6 +58,7 @@ struct jr_metrics {
     long        cycles;
     long        reloads_ok, reloads_failed, rescued;
     long        steps;          /* step records reported (ran_on) */
+    long        sql;            /* jobrunner.sql statements of successes */
     double      started;        /* epoch */
     long        min_done[MINUTES], min_failed[MINUTES];
     long        minute;         /* epoch minute of slot minute % MINUTES */
@@ -201,6 +202,7 @@ jr_metrics_job(jr_metrics *x, const jr_job *j, const jr_result *r,
         (o = which[r->kind]) < 0)
         return;
     count_finished(x, j, o);
+    x->sql += r->nsql;          /* a success's, also one they failed */
     if (secs > 0 && (p = name_of(x, j->name)) != NULL)
         observe(&p->dur, secs);
     slot = minute_slot(x);
@@ -376,6 +378,12 @@ jr_metrics_write(const jr_httphost *host, jr_buf *b)
     if (g.generation != NULL)
         jr_api_printf(b, "jobrunner_generation_info{generation=\"%s\","
                       "id=\"%d\"} 1\n", g.generation, g.generation_id);
+    head(b, "jobrunner_sql_statements_total", "counter", "jobrunner.sql "
+         "statements handlers' successes carried to their commit.");
+    jr_api_printf(b, "jobrunner_sql_statements_total %ld\n", x->sql);
+    head(b, "jobrunner_sql_failures_total", "counter", "Successes whose "
+         "jobrunner.sql statement failed: the attempt failed instead.");
+    jr_api_printf(b, "jobrunner_sql_failures_total %ld\n", g.sql_failed);
     head(b, "jobrunner_lease_rescues_total", "counter", "Jobs whose lease "
          "had expired that this runner put back in the queue.");
     jr_api_printf(b, "jobrunner_lease_rescues_total %ld\n", x->rescued);

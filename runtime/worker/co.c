@@ -124,6 +124,9 @@ outcome(cojob *cj, int rc, jr_result *res)
         res->kind = JR_DONE;
         res->pushes = cj->ctx.pushes;
         res->npushes = cj->ctx.npushes;
+        res->sql = cj->ctx.sql.p;
+        res->sql_len = cj->ctx.sql.len;
+        res->nsql = cj->ctx.nsql;
         if (cj->returned) {
             cj->returned = 0;
             if (jr_run_take_result(w, cj->j, res) < 0)
@@ -186,6 +189,7 @@ job_alloc(worker *w)
     cj->ctx.pushes = keep.pushes;
     cj->ctx.mem = keep.mem;
     cj->ctx.cap = keep.cap;
+    cj->ctx.sql = keep.sql;
     cj->timer = timer;
     return cj;
 }

@@ -7,6 +7,7 @@
 
 #include "worker/frame.h"
 #include "base/jsontext.h"
+#include "base/sqlstmt.h"
 
 #define NULL_LEN 0xffffffffu    /* string length that encodes NULL */
 
@@ -327,6 +328,11 @@ jr_frame_put_result(jr_buf *b, const jr_result *res)
     }
     if (res->kind == JR_DONE || res->kind == JR_STEP)
         jr_put_str(b, res->result);
+    if (res->kind == JR_DONE) {
+        jr_put_i32(b, res->nsql);
+        if (res->nsql > 0)
+            jr_put_strn(b, res->sql, res->sql_len);
+    }
     if (res->kind == JR_STEP) {
         jr_put_i32(b, res->durable);
         jr_put_f64(b, res->done);
@@ -379,6 +385,34 @@ get_flow(jr_reader *r, jr_push *p, char **arena)
     p->batch_new = NULL;
 }
 
+/* A success's statements, back: the encoding, checked whole, is copied
+ * into the arena (it lives as long as res), with JR_SQL_ERR_MAX bytes
+ * after it for the backend's message when one of them fails. */
+static int
+get_sql(jr_reader *r, jr_result *res, char **arena)
+{
+    int32_t n = jr_get_i32(r);
+    const char *p;
+    size_t len;
+
+    if (r->bad || n < 0 || n > JR_SQL_STMTS_MAX)
+        return -1;
+    if (n == 0)
+        return 0;
+    if ((p = jr_get_str(r, &len)) == NULL || jr_sql_check(p, len, n) < 0)
+        return -1;
+    memcpy(*arena, p, len);
+    res->sql = *arena;
+    res->sql_len = len;
+    res->nsql = n;
+    res->sql_error = *arena + len;
+    res->sql_error[0] = '\0';
+    res->sql_handler = res->sql_error + JR_SQL_ERR_MAX;
+    res->sql_handler[0] = '\0';
+    *arena += len + JR_SQL_ERR_MAX + 129;
+    return 0;
+}
+
 int
 jr_frame_get_result(jr_reader *r, jr_result *res, void **mem, jr_err *err)
 {
@@ -389,7 +423,7 @@ jr_frame_get_result(jr_reader *r, jr_result *res, void **mem, jr_err *err)
     int i;
 
     memset(res, 0, sizeof *res);
-    *mem = malloc(maxpush * sizeof *pushes + body + 16);
+    *mem = malloc(maxpush * sizeof *pushes + body + 16 + JR_SQL_ERR_MAX + 129);
     if (*mem == NULL)
         return jr_fail(err, JR_ENOMEM, "out of memory decoding a result");
     pushes = *mem;
@@ -423,6 +457,9 @@ jr_frame_get_result(jr_reader *r, jr_result *res, void **mem, jr_err *err)
     }
     if (res->kind == JR_DONE || res->kind == JR_STEP)
         res->result = arena_str(r, &arena);
+    if (res->kind == JR_DONE && get_sql(r, res, &arena) < 0)
+        return jr_fail(err, JR_EPROTO, "malformed result frame "
+                       "(statements)");
     if (res->kind == JR_STEP) {
         res->durable = jr_get_i32(r);
         res->done = jr_get_f64(r);

@@ -137,6 +137,10 @@ typedef struct jr_settings {
     int     log_level;          /* JR_LOG_* */
     int     log_json;           /* 1: JSON log lines */
     int     inflight;           /* defaults.inflight: jobs at once */
+    char   *db_url;             /* the backend URL jobrunner.query reads;
+                                   owned, NULL: none */
+    char   *attach;             /* the config's attach; owned or NULL */
+    char   *handler_role;       /* the config's handler_role; owned or NULL */
 } jr_settings;
 
 /* Encodes settings. s borrowed. */

@@ -248,6 +248,9 @@ jr_frame_put_settings(jr_buf *b, const jr_settings *s)
     jr_put_u8(b, (unsigned)s->log_level);
     jr_put_u8(b, s->log_json ? 1 : 0);
     jr_put_i32(b, s->inflight);
+    jr_put_str(b, s->db_url ? s->db_url : "");
+    jr_put_str(b, s->attach ? s->attach : "");
+    jr_put_str(b, s->handler_role ? s->handler_role : "");
     jr_frame_end(b, start);
 }
 
@@ -257,6 +260,9 @@ jr_settings_free(jr_settings *s)
     if (s == NULL)
         return;
     free(s->scripts);
+    free(s->db_url);
+    free(s->attach);
+    free(s->handler_role);
     memset(s, 0, sizeof *s);
 }
 
@@ -290,9 +296,11 @@ settings_range(const jr_settings *s, int64_t mem, int64_t payload,
 int
 jr_frame_get_settings(jr_reader *r, jr_settings *out, jr_err *err)
 {
-    size_t len;
-    const char *dir = jr_get_str(r, &len), *bad;
+    size_t len, slen[3];
+    const char *dir = jr_get_str(r, &len), *bad, *str[3];
+    char **own[3] = {&out->db_url, &out->attach, &out->handler_role};
     int64_t mem, payload, result;
+    int i;
 
     memset(out, 0, sizeof *out);
     out->max_retries = jr_get_i32(r);
@@ -304,6 +312,8 @@ jr_frame_get_settings(jr_reader *r, jr_settings *out, jr_err *err)
     out->log_level = (int)jr_get_u8(r);
     out->log_json = (int)jr_get_u8(r);
     out->inflight = jr_get_i32(r);
+    for (i = 0; i < 3; i++)
+        str[i] = jr_get_str(r, &slen[i]);
     if (r->bad || r->n != 0)
         return jr_fail(err, JR_EPROTO, "malformed settings: %s", r->bad ?
                        "truncated" : "trailing bytes");
@@ -318,5 +328,12 @@ jr_frame_get_settings(jr_reader *r, jr_settings *out, jr_err *err)
     out->max_result = (size_t)result;
     if ((out->scripts = strndup(dir, len)) == NULL)
         return jr_fail(err, JR_ENOMEM, "settings: out of memory");
+    for (i = 0; i < 3; i++) {
+        if (str[i] == NULL || memchr(str[i], 0, slen[i]))
+            return jr_fail(err, JR_EPROTO, "malformed settings: a database "
+                           "string");
+        if (slen[i] > 0 && (*own[i] = strndup(str[i], slen[i])) == NULL)
+            return jr_fail(err, JR_ENOMEM, "settings: out of memory");
+    }
     return 0;
 }

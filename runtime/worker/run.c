@@ -380,6 +380,9 @@ jr_run_take_result(worker *w, const jr_job *j, jr_result *res)
     lua_pop(L, 1);
     res->pushes = NULL;         /* follow-ups go with a success only */
     res->npushes = 0;
+    res->sql = NULL;            /* and so do statements */
+    res->sql_len = 0;
+    res->nsql = 0;
     return -1;
 }
 
@@ -426,6 +429,9 @@ outcome(worker *w, const jr_job *j, int rc, double timeout, jr_result *res)
         res->kind = JR_DONE;
         res->pushes = w->ctx.pushes;
         res->npushes = w->ctx.npushes;
+        res->sql = w->ctx.sql.p;
+        res->sql_len = w->ctx.sql.len;
+        res->nsql = w->ctx.nsql;
         if (lua_isnil(L, -1))
             lua_pop(L, 1);
         else if (jr_run_take_result(w, j, res) < 0)

@@ -379,6 +379,7 @@ cleanup(worker *w)
     jr_settings_free(&w->set);
     if (w->L != NULL)
         lua_close(w->L);
+    jr_jrsql_close();
 }
 
 /* Maps the page shared with the master (worker.h); without it the worker
@@ -435,6 +436,8 @@ jr_worker_main(int fd, int share_fd)
     }
     snprintf(who, sizeof who, "worker %d", (int)getpid());
     jr_log_setup(w.set.log_level, w.set.log_json, who);
+    if (jr_jrsql_setup(w.set.db_url, w.set.attach, w.set.handler_role) < 0)
+        jr_log(JR_LOG_ERROR, "worker: jobrunner.query: out of memory");
     if (setup(&w, &err) < 0) {
         /* still say hello so the master hears why; it keeps what runs */
         jr_scripts_free(&w.scripts);

@@ -3,6 +3,7 @@
  * follow-up, complete_claim. Usage: test_contract_complete [POSTGRES_URL];
  * spec/run passes the throwaway cluster's. Prints "N passed, N failed". */
 #include "contract.h"
+#include "base/sqlstmt.h"
 
 static void
 test_complete(void)
@@ -126,10 +127,103 @@ test_complete_claim(void)
     jr_db_close(&db);
 }
 
+/* Statements in the encoding jobrunner.sql makes, into b: texts[i] with
+ * one integer parameter when ints[i] is not 0. */
+static void
+encode(jr_buf *b, const char *const *texts, const int64_t *ints, int n)
+{
+    jr_sqlval v = {.type = JR_SQLV_INT};
+    int i;
+
+    for (i = 0; i < n; i++) {
+        jr_sql_put_text(b, texts[i], strlen(texts[i]), ints[i] != 0);
+        v.i = ints[i];
+        if (ints[i] != 0)
+            jr_sql_put_param(b, &v);
+    }
+}
+
+/* A success's statements (job.h's jr_result.sql): run only for a job the
+ * token holds, each job's in a savepoint; one that fails rolls back its
+ * job's statements alone, and the success becomes the failed attempt
+ * sql_kind says, the message naming the handler and the statement. */
+static void
+test_complete_sql(void)
+{
+    static const char *const ok[] = {
+        "CREATE TEMP TABLE ct_sql (k bigint)",
+        "INSERT INTO ct_sql VALUES ($1)"};
+    static const int64_t ok_i[] = {0, 9007199254740993LL};
+    static const char *const bad[] = {
+        "INSERT INTO ct_sql VALUES ($1)", "INSERT INTO ct_nope VALUES (1)"};
+    static const int64_t bad_i[] = {7, 0};
+    /* fails unless the table holds the good job's row alone, exact */
+    static const char *const look[] = {
+        "CREATE TEMP TABLE ct_chk (ok int CHECK (ok = 1))",
+        "INSERT INTO ct_chk SELECT CASE WHEN (SELECT count(*) FROM ct_sql)"
+        " = 1 AND (SELECT max(k) FROM ct_sql) = 9007199254740993"
+        " THEN 1 ELSE 0 END"};
+    static const int64_t look_i[] = {0, 0};
+    jr_db db = conn();
+    jr_buf a = {0}, b = {0}, c = {0};
+    char err[3][JR_SQL_ERR_MAX], name[3][129];
+    jr_result r[3];
+    jr_job *j[3];
+    jr_err e = {0};
+    deads d;
+    int i, n, found = 0;
+
+    for (i = 0; i < 3; i++)
+        push1(&db, job("c.sql"));
+    n = claim(&db, "T", 30, "c.sql", j, 3);
+    CHECK(n == 3);
+    encode(&a, ok, ok_i, 2);
+    encode(&b, bad, bad_i, 2);
+    encode(&c, look, look_i, 2);
+    memset(r, 0, sizeof r);
+    for (i = 0; i < 3; i++) {
+        r[i].id = j[i]->id;
+        r[i].kind = JR_DONE;
+        r[i].sql_kind = JR_DEAD;
+        r[i].sql_error = err[i];
+        r[i].sql_handler = name[i];
+        snprintf(name[i], sizeof name[i], "c.sql");
+    }
+    r[0].sql = a.p, r[0].sql_len = a.len, r[0].nsql = 2;
+    r[1].sql = b.p, r[1].sql_len = b.len, r[1].nsql = 2;
+    /* fenced: another token runs none of them (the bad one fails not) */
+    CHECK(db.ops->complete(db.b, "other", r, 2, &e) == 0);
+    CHECK(err[1][0] == '\0');
+    STATE(&db, "c.sql", 0, 0, 3, 0);
+    CHECK(db.ops->complete(db.b, "T", r, 2, &e) == 2);
+    CHECK(err[0][0] == '\0');
+    CHECK(strncmp(err[1], "jobrunner.sql statement 2 of 'c.sql' failed: ",
+                  45) == 0);
+    STATE(&db, "c.sql", 0, 0, 1, 1);
+    d = dead_list(&db, 0);
+    for (i = 0; i < d.n && i < 16; i++)
+        if (d.id[i] == j[1]->id)
+            found = strncmp(d.error[i], err[1], 60) == 0;
+    CHECK(found);
+    /* the good job's row is there, once and exact; the bad one's not */
+    r[2].sql = c.p, r[2].sql_len = c.len, r[2].nsql = 2;
+    CHECK(db.ops->complete(db.b, "T", &r[2], 1, &e) == 1);
+    CHECK(err[2][0] == '\0');
+    if (err[2][0] != '\0')
+        fprintf(stderr, "  %s\n", err[2]);
+    STATE(&db, "c.sql", 0, 0, 0, 1);
+    free_jobs(j, n);
+    jr_buf_free(&a);
+    jr_buf_free(&b);
+    jr_buf_free(&c);
+    jr_db_close(&db);
+}
+
 static const check_test tests[] = {
     {"complete, every kind, fenced", test_complete},
     {"complete refused as input", test_complete_refused},
     {"complete_claim", test_complete_claim},
+    {"complete with a success's statements", test_complete_sql},
 };
 
 int

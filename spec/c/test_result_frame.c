@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "worker/frame.h"
+#include "base/sqlstmt.h"
 #include "check.h"
 
 
@@ -132,6 +133,57 @@ test_wait(void)
     free(mem);
 }
 
+/* A success's statements travel whole: text, every parameter type,
+ * exact integers; the backend's message room comes empty. A count that
+ * does not match the encoding is a malformed frame. */
+static void
+test_statements(void)
+{
+    jr_sqlval v[5] = {
+        {.type = JR_SQLV_INT, .i = 9007199254740993LL},
+        {.type = JR_SQLV_FLOAT, .f = 0.1},
+        {.type = JR_SQLV_TEXT, .s = "é", .len = 2},
+        {.type = JR_SQLV_BOOL, .i = 1},
+        {.type = JR_SQLV_NULL}};
+    jr_result res = {0}, out;
+    jr_sqlstmt st;
+    jr_buf s = {0};
+    void *mem = NULL;
+    size_t pos = 0;
+    int i;
+
+    jr_sql_put_text(&s, "INSERT INTO t VALUES ($1,$2,$3,$4,$5)", 37, 5);
+    for (i = 0; i < 5; i++)
+        jr_sql_put_param(&s, &v[i]);
+    res.id = 9;
+    res.kind = JR_DONE;
+    res.sql = s.p;
+    res.sql_len = s.len;
+    res.nsql = 1;
+    CHECK(round_trip(&res, &out, &mem) == 0);
+    CHECK(out.nsql == 1 && out.sql_len == s.len && out.sql_error != NULL &&
+          out.sql_error[0] == '\0' && out.sql_handler != NULL);
+    CHECK(jr_sql_next(out.sql, out.sql_len, &pos, &st) == 1);
+    CHECK(st.nparams == 5 && strcmp(st.text, "INSERT INTO t VALUES "
+                                    "($1,$2,$3,$4,$5)") == 0);
+    CHECK(st.params[0].type == JR_SQLV_INT &&
+          st.params[0].i == 9007199254740993LL);
+    CHECK(st.params[1].type == JR_SQLV_FLOAT && st.params[1].f == 0.1);
+    CHECK(st.params[2].type == JR_SQLV_TEXT &&
+          strcmp(st.params[2].s, "é") == 0);
+    CHECK(st.params[3].type == JR_SQLV_BOOL && st.params[3].i == 1);
+    CHECK(st.params[4].type == JR_SQLV_NULL);
+    CHECK(jr_sql_next(out.sql, out.sql_len, &pos, &st) == 0);
+    free(mem);
+    res.nsql = 2;               /* says two, holds one */
+    CHECK(round_trip(&res, &out, &mem) < 0);
+    free(mem);
+    CHECK(jr_sql_text_check("  -- c\n /* x */ commit", 22) != NULL);
+    CHECK(jr_sql_text_check("SELECT 1", 8) == NULL);
+    CHECK(jr_sql_text_check("a\0b", 3) != NULL);
+    jr_buf_free(&s);
+}
+
 int
 main(void)
 {
@@ -144,6 +196,7 @@ main(void)
         {"error_and_success_unchanged", test_error_and_success_unchanged},
         {"step_result_and_answer", test_step_result_and_answer},
         {"wait", test_wait},
+        {"statements", test_statements},
     };
     int passed = 0, nfailed = 0;
     size_t i;

@@ -1,0 +1,300 @@
+/* sqlrun.c - a job's jobrunner.sql statements (job.h's jr_result.sql),
+ * run on the runner's connection in the transaction recording its
+ * success, each job's in a savepoint of its own: a statement that fails
+ * rolls back that job's statements only, and its success becomes a
+ * failed attempt (sqlres.h). The file named by the config's attach is
+ * ATTACHed as "app" on the connection (conn.c). Uses sqlite_int.h,
+ * sqlstmt.h, sqlres.h. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "sqlite/sqlite_int.h"
+#include "base/sqlstmt.h"
+#include "sqlres.h"
+
+/* the jobs of the batch still this runner's, whose statements may run
+ * (one writer at a time: nothing changes their rows before the commit);
+ * one statement a batch */
+static const char *const st_ours =
+    "SELECT id FROM jobs WHERE id IN (SELECT value FROM json_each(?1))"
+    " AND state = 'running' AND locked_by = ?2 ORDER BY id";
+
+/* the savepoint of a job's statements, prepared once a connection */
+static const char *const st_save = "SAVEPOINT jr_sql";
+static const char *const st_release = "RELEASE jr_sql";
+static const char *const st_undo = "ROLLBACK TO jr_sql";
+
+/* Runs one of the savepoint statements above; 0 or -1 with err set. */
+static int
+simple(jr_backend *b, const char *const *text, jr_err *err)
+{
+    sqlite3_stmt *s = jr_sqlite_stmt(b, text, err);
+
+    return s == NULL || run(b, s, err, "a job's savepoint") < 0 ? -1 : 0;
+}
+
+/* The prepared statement of text from the connection's cache of handler
+ * statements (most handlers send the same few texts), or a new one put
+ * there in place of the oldest. NULL and SQLite's code in *rc, with *tail
+ * set, when it does not prepare. */
+static sqlite3_stmt *
+cached(jr_backend *b, const jr_sqlstmt *st, int *rc, const char **tail)
+{
+    jr_sqlite_cached *c;
+    sqlite3_stmt *s = NULL;
+    char *copy;
+    int i;
+
+    *tail = NULL;
+    for (i = 0; i < JR_SQLITE_SQL_CACHE; i++) {
+        c = &b->sql_cache[i];
+        if (c->text != NULL && c->len == st->len &&
+            memcmp(c->text, st->text, st->len) == 0) {
+            sqlite3_reset(c->s);
+            sqlite3_clear_bindings(c->s);
+            *rc = SQLITE_OK;
+            return c->s;
+        }
+    }
+    *rc = sqlite3_prepare_v3(b->db, st->text, (int)st->len + 1,
+                             SQLITE_PREPARE_PERSISTENT, &s, tail);
+    if (*rc != SQLITE_OK || s == NULL || (copy = malloc(st->len + 1)) == NULL)
+        return s;               /* an uncached one is finalized by run_one */
+    memcpy(copy, st->text, st->len + 1);
+    c = &b->sql_cache[b->sql_next];
+    b->sql_next = (b->sql_next + 1) % JR_SQLITE_SQL_CACHE;
+    sqlite3_finalize(c->s);
+    free(c->text);
+    c->text = copy;
+    c->len = st->len;
+    c->s = s;
+    return s;
+}
+
+/* 1 when s is in the cache (kept, not finalized after its run). */
+static int
+in_cache(const jr_backend *b, const sqlite3_stmt *s)
+{
+    int i;
+
+    for (i = 0; i < JR_SQLITE_SQL_CACHE; i++)
+        if (b->sql_cache[i].s == s)
+            return 1;
+    return 0;
+}
+
+void
+jr_sqlite_sql_forget(jr_backend *b)
+{
+    int i;
+
+    for (i = 0; i < JR_SQLITE_SQL_CACHE; i++) {
+        sqlite3_finalize(b->sql_cache[i].s);
+        free(b->sql_cache[i].text);
+        b->sql_cache[i].s = NULL;
+        b->sql_cache[i].text = NULL;
+    }
+    b->sql_next = 0;
+}
+
+/* 1 when SQLite's rc is the database's trouble (a retry of the whole
+ * batch may pass), not the statement's. */
+static int
+db_trouble(int rc)
+{
+    switch (rc & 0xff) {
+    case SQLITE_BUSY:
+    case SQLITE_LOCKED:
+    case SQLITE_IOERR:
+    case SQLITE_FULL:
+    case SQLITE_NOMEM:
+    case SQLITE_CORRUPT:
+    case SQLITE_NOTADB:
+        return 1;
+    default:
+        return 0;
+    }
+}
+
+static int
+cmp_id(const void *a, const void *b)
+{
+    int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
+
+    return (x > y) - (x < y);
+}
+
+/* The ids of the successes of r[0..n) with statements that are ours,
+ * sorted, into ids (n slots); how many, or -1. */
+static int
+ours(jr_backend *b, const char *token, const jr_result *r, int n,
+     int64_t *ids, jr_err *err)
+{
+    char *list = malloc((size_t)n * 22 + 3), *p = list;
+    sqlite3_stmt *s;
+    int i, m = 0, rc;
+
+    if (list == NULL)
+        return jr_fail(err, JR_ENOMEM, "sqlite: out of memory");
+    *p++ = '[';
+    for (i = 0; i < n; i++)
+        if (r[i].kind == JR_DONE && r[i].nsql > 0)
+            p += sprintf(p, "%s%lld", p == list + 1 ? "" : ",",
+                         (long long)r[i].id);
+    strcpy(p, "]");
+    if ((s = jr_sqlite_stmt(b, &st_ours, err)) == NULL) {
+        free(list);
+        return -1;
+    }
+    bind_text(s, 1, list);
+    bind_text(s, 2, token);
+    while ((rc = sqlite3_step(s)) == SQLITE_ROW && m < n)
+        ids[m++] = sqlite3_column_int64(s, 0);
+    sqlite3_reset(s);
+    free(list);
+    if (rc != SQLITE_ROW && rc != SQLITE_DONE)
+        return jr_sqlite_fail(b, err, "checking jobs before their "
+                              "statements");
+    return m;
+}
+
+static void
+bind(sqlite3_stmt *s, const jr_sqlstmt *st)
+{
+    const jr_sqlval *v;
+    int i;
+
+    for (i = 0; i < st->nparams; i++) {
+        v = &st->params[i];
+        if (v->type == JR_SQLV_INT || v->type == JR_SQLV_BOOL)
+            sqlite3_bind_int64(s, i + 1, v->i);
+        else if (v->type == JR_SQLV_FLOAT)
+            sqlite3_bind_double(s, i + 1, v->f);
+        else if (v->type == JR_SQLV_TEXT)
+            sqlite3_bind_text(s, i + 1, v->s, (int)v->len, SQLITE_STATIC);
+        else
+            sqlite3_bind_null(s, i + 1);
+    }
+}
+
+/* Runs one statement; 0, or SQLite's code with its message in why. A
+ * text holding more than one statement is refused: the others would not
+ * run. */
+static int
+run_one(jr_backend *b, const jr_sqlstmt *st, char *why, size_t size)
+{
+    const char *tail;
+    int rc, np;
+    sqlite3_stmt *s = cached(b, st, &rc, &tail);
+
+    if (rc == SQLITE_OK && tail != NULL) {
+        while (*tail == ' ' || *tail == '\t' || *tail == '\n' ||
+               *tail == '\r' || *tail == ';')
+            tail++;
+        if (*tail != '\0') {
+            snprintf(why, size, "the text holds more than one statement");
+            rc = SQLITE_ERROR;
+        }
+    }
+    if (rc == SQLITE_OK && s != NULL &&
+        (np = sqlite3_bind_parameter_count(s)) != st->nparams) {
+        snprintf(why, size, "the statement takes %d parameters, %d given",
+                 np, st->nparams);
+        rc = SQLITE_RANGE;
+    } else if (rc == SQLITE_OK && s != NULL) {
+        bind(s, st);
+        while ((rc = sqlite3_step(s)) == SQLITE_ROW)
+            ;
+        rc = rc == SQLITE_DONE ? SQLITE_OK : rc;
+        if (rc != SQLITE_OK)
+            snprintf(why, size, "%s (%s)", sqlite3_errmsg(b->db),
+                     sqlite3_errstr(rc));
+        sqlite3_reset(s);
+    } else if (rc != SQLITE_OK) {
+        snprintf(why, size, "%s (%s)", sqlite3_errmsg(b->db),
+                 sqlite3_errstr(rc));
+    }
+    if (s != NULL && !in_cache(b, s))
+        sqlite3_finalize(s);
+    return rc;
+}
+
+/* Runs r's statements in a savepoint; 0 (r a failed attempt if one of
+ * them failed), or -1 with err set for the database's trouble. A job of
+ * one statement takes none: SQLite backs out a failed statement's own
+ * changes (its statement journal), which is all a savepoint would undo.
+ * A statement that ended the transaction (INSERT OR ROLLBACK) took the
+ * batch with it: refused as input, so that the caller records the batch
+ * again one result at a time (db/dbthread.c) and this job ends dead. */
+static int
+run_job(jr_backend *b, jr_result *r, jr_err *err)
+{
+    int k = 0, rc = SQLITE_OK, save = r->nsql > 1;
+    char why[JR_SQL_ERR_MAX - 100];
+    jr_sqlstmt st;
+    size_t pos = 0;
+
+    if (save && simple(b, &st_save, err) < 0)
+        return -1;
+    while (jr_sql_next(r->sql, r->sql_len, &pos, &st) == 1) {
+        k++;
+        if ((rc = run_one(b, &st, why, sizeof why)) != SQLITE_OK)
+            break;
+    }
+    if (rc == SQLITE_OK) {
+        r->sql_error[0] = '\0';
+        return save ? simple(b, &st_release, err) : 0;
+    }
+    if (sqlite3_get_autocommit(b->db))
+        return jr_fail(err, JR_EINPUT, "sqlite: job %lld: statement %d "
+                       "ended the transaction: %s", (long long)r->id, k,
+                       why);
+    if (save && (simple(b, &st_undo, err) < 0 ||
+                 simple(b, &st_release, err) < 0))
+        return -1;
+    if (db_trouble(rc))
+        return jr_fail(err, JR_EDB, "sqlite: a job's statement: %s", why);
+    jr_sqlres_fail(r, k, why);
+    return 0;
+}
+
+int
+jr_sqlite_sql_run(jr_backend *b, const char *token, jr_result *r, int n,
+                  jr_err *err)
+{
+    int64_t *ids = malloc((size_t)n * sizeof *ids);
+    int i, m, rc = 0;
+
+    if (ids == NULL)
+        return jr_fail(err, JR_ENOMEM, "sqlite: out of memory");
+    if ((m = ours(b, token, r, n, ids, err)) < 0)
+        rc = -1;
+    for (i = 0; i < n && rc == 0; i++)
+        if (r[i].kind == JR_DONE && r[i].nsql > 0 &&
+            bsearch(&r[i].id, ids, (size_t)m, sizeof *ids, cmp_id))
+            rc = run_job(b, &r[i], err);
+    free(ids);
+    return rc;
+}
+
+int
+jr_sqlite_attach(jr_backend *b, jr_err *err)
+{
+    sqlite3_stmt *s = NULL;
+    int rc;
+
+    if (b->attach == NULL)
+        return 0;
+    rc = sqlite3_prepare_v2(b->db, "ATTACH DATABASE ?1 AS app", -1, &s,
+                            NULL);
+    if (rc == SQLITE_OK) {
+        sqlite3_bind_text(s, 1, b->attach, -1, SQLITE_STATIC);
+        rc = sqlite3_step(s) == SQLITE_DONE ? SQLITE_OK : SQLITE_ERROR;
+    }
+    sqlite3_finalize(s);
+    if (rc != SQLITE_OK)
+        return jr_fail(err, JR_EDB, "sqlite: attaching '%s' as app "
+                       "(attach): %s", b->attach, sqlite3_errmsg(b->db));
+    return 0;
+}
