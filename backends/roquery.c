@@ -98,7 +98,8 @@ jr_roq_free(jr_roq *q)
     free(q);
 }
 
-/* Makes room for n values; 0 or -1. */
+/* Makes room for n values (at least twice the old room: a row at a
+ * time); 0 or -1. */
 static int
 vals_room(jr_roq *q, size_t n)
 {
@@ -106,6 +107,8 @@ vals_room(jr_roq *q, size_t n)
 
     if (n <= q->nvals)
         return 0;
+    if (n < q->nvals * 2)
+        n = q->nvals * 2;
     if ((v = realloc(q->vals, n * sizeof *v)) == NULL)
         return -1;
     q->vals = v;

@@ -213,6 +213,8 @@ push_job(lua_State *L, const jr_buf *b, size_t *at, int full)
     set_num(L, "started_at", j.started_at);
     set_num(L, "finished_at", j.finished_at);
     set_num(L, "keep_until", j.keep_until);
+    if (j.sql_statements > 0)
+        set_int(L, "sql_statements", j.sql_statements);
     lua_pushboolean(L, j.cancel_requested);          /* t b */
     lua_setfield(L, -2, "cancel_requested");         /* t */
     set_progress(L, &j, note, nlen);
@@ -223,7 +225,7 @@ push_job(lua_State *L, const jr_buf *b, size_t *at, int full)
 /* q:show(id) -> {id, name, queue, state, payload (JSON text), attempt,
  * max_retries, priority, run_at, created_at, started_at, finished_at,
  * last_error, generation, locked_by, unique_key, cancel_requested,
- * progress, key, result (JSON text), keep_until,
+ * progress, key, result (JSON text), keep_until, sql_statements,
  * attempts} |
  * nil, msg (also for an unknown id). Times are epoch seconds; fields not
  * set are absent. attempts: the failed attempts, oldest first, each
