@@ -43,6 +43,7 @@ for _, backend in ipairs(jr.backends()) do
       { "dead", "purge" }, { "queue" }, { "queue", "list" },
       { "queue", "pause" }, { "queue", "pause", "q" }, { "queue", "resume" },
       { "cancel" }, { "cancel", "1" }, { "show" }, { "show", "1" }, { "list" },
+      { "rerun" }, { "rerun", "1" }, { "rerun", "1", "--from-step", "a" },
       { "limits" }, { "check" }, { "migrate" }, { "reload" }, { "schedules" },
       { "batch" }, { "batch", "show" }, { "cancel", "--batch" },
       { "wait" }, { "wait", "1" }, { "signal" }, { "signal", "1", "go" },

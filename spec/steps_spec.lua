@@ -147,6 +147,42 @@ for _, backend in ipairs(jr.backends()) do
     end)
     end
 
+    it("hands a cursor's job back at a reload, its attempt not counted", function()
+      local src = jr.RECORD .. PID .. [[
+        local jobrunner = require "jobrunner"
+        return { max_retries = 0, timeout = 120, handle = function(job)
+          return jobrunner.step("rows", function(cursor)
+            local i = cursor or 0
+            while i < 300 do
+              i = i + 1
+              record("rows", i .. " " .. pid())
+              local t = jobrunner.now() + 0.01
+              while jobrunner.now() < t do end
+              jobrunner.checkpoint(i)
+            end
+            return i
+          end)
+        end }]]
+      env:script("rows", src)
+      local id = env:push("rows", "{}")
+      local p = env:start()
+      jr.wait_for(function() return #jr.lines(env.dir .. "/rows") >= 20 end, 30, "20 rows")
+      env:script("rows", src .. "-- a new generation\n")
+      env:signal("HUP", p)
+      env:wait_state(id, "completed", 60)
+      local lines, pids, n = jr.lines(env.dir .. "/rows"), {}, 0
+      assert.equal(300, #lines)
+      for i, l in ipairs(lines) do
+        local row, who = l:match("^(%d+) (%d+)$")
+        assert.equal(tostring(i), row)
+        if not pids[who] then pids[who], n = true, n + 1 end
+      end
+      assert.equal(2, n)       -- the old generation's worker, then a new one
+      assert.equal(1, tonumber(env:job(id).attempts))
+      -- handed back: the log says the job went back (not a failure)
+      assert.is_nil(env:log(p):find("failed", 1, true), env:log(p))
+    end)
+
     for _, case in ipairs({ { "a durable step", true, "true", "nil" },
                             { "a step of a handler with durable_steps", true, "nil", "true" },
                             { "a default step", false, "nil", "nil" } }) do

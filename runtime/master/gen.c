@@ -95,6 +95,8 @@ switch_gen(master *m, gen *g)
             w->retiring = 1;
             if (w->njobs == 0)
                 jr_pool_stop(m, w);
+            else                /* their checkpoints hand their jobs back */
+                jr_pool_handback(m, w);
         }
     for (i = 0; i < n; i++) {       /* names it no longer has go back */
         jr_job *j = jr_claimq_pop(m);

@@ -316,6 +316,9 @@ void jr_spawn_unshare(wk *w);           /* unmaps w's shared page */
 void jr_spawn_cannot(master *m, wk *w, const char *why);
 void jr_spawn_started(master *m);       /* a worker said a good hello */
 void jr_pool_stop(master *m, wk *w);    /* asks w to exit */
+/* Asks busy w to hand its jobs back at their next checkpoint (a stop, a
+ * reload, fewer workers: JR_F_HANDBACK). */
+void jr_pool_handback(master *m, wk *w);
 void jr_pool_kill(wk *w, int sig);      /* w and its process group */
 /* A failure the master decides for job j (borrowed) that worker w ran
  * (since w->started): a retry or dead by the retry policy, its result

@@ -139,6 +139,16 @@ jr_pool_stop(master *m, wk *w)
     bufferevent_write(w->bev, m->out.p, m->out.len);
 }
 
+void
+jr_pool_handback(master *m, wk *w)
+{
+    if (w->bev == NULL || w->njobs == 0)
+        return;
+    jr_buf_reset(&m->out);
+    jr_frame_end(&m->out, jr_frame_begin(&m->out, JR_F_HANDBACK));
+    bufferevent_write(w->bev, m->out.p, m->out.len);
+}
+
 /* Workers that count toward the target: not leaving, not a probe. */
 int
 jr_pool_active(master *m)
@@ -252,6 +262,7 @@ jr_pool_fit(master *m)
     for (w = m->workers; w && n > m->target; w = w->next)
         if (!w->stopping && !w->retiring && !w->probe) {
             w->retiring = 1;
+            jr_pool_handback(m, w);
             n--;
         }
 }
