@@ -130,6 +130,21 @@ durable_sched_ctl(jr_backend *b, const char *name, int what, double *at,
     return rc;
 }
 
+/* A sequence's skip or unblock answered over HTTP: as durable as the
+ * others. */
+static int
+durable_seq_act(jr_backend *b, const char *key, int what, jr_err *err)
+{
+    int rc;
+
+    if (jr_pg_ready(b, err) < 0)
+        return -1;
+    set_durable(b, 1);
+    rc = jr_pg_seq_act(b, key, what, err);
+    set_durable(b, 0);
+    return rc;
+}
+
 /* A server many runners share; two claim rounds in flight (the lane);
  * its cycles are longer, so a runner holds more; the ends' fd wakes on
  * the jobs' ends only (LISTEN). */
@@ -177,4 +192,6 @@ const jr_backend_ops jr_postgres_ops = {
     .batch_show = jr_pg_batch_show,
     .sched_ctl = durable_sched_ctl,
     .sched_states = jr_pg_sched_states,
+    .sequences = jr_pg_sequences,             /* sequence.c */
+    .seq_act = durable_seq_act,               /* sequence.c */
 };

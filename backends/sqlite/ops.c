@@ -134,6 +134,20 @@ durable_sched_ctl(jr_backend *b, const char *name, int what, double *at,
     return rc;
 }
 
+/* A sequence's skip or unblock answered over HTTP: as durable as the
+ * others. */
+static int
+durable_seq_act(jr_backend *b, const char *key, int what, jr_err *err)
+{
+    int rc;
+
+    if (set_full(b, 1, err) < 0)
+        return -1;
+    rc = jr_sqlite_seq_act(b, key, what, err);
+    set_full(b, 0, err);
+    return rc;
+}
+
 /* The database file: the path, unless empty or ":memory:". */
 static const char *
 db_file(const char *arg)
@@ -188,4 +202,6 @@ const jr_backend_ops jr_sqlite_ops = {
     .batch_show = jr_sqlite_batch_show,       /* flow.c */
     .sched_ctl = durable_sched_ctl,           /* fire.c, FULL */
     .sched_states = jr_sqlite_sched_states,   /* fire.c */
+    .sequences = jr_sqlite_sequences,         /* sequence.c */
+    .seq_act = durable_seq_act,               /* sequence.c, FULL */
 };

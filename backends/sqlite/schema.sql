@@ -510,3 +510,21 @@ CREATE INDEX jobs_kept ON jobs (keep_until) WHERE keep_until IS NOT NULL;
 -- once per job a bulk retry requeued. Only a change of name or key
 -- maintains it; a job without a key is never in it.
 CREATE INDEX jobs_key ON jobs (name, unique_key) WHERE unique_key IS NOT NULL;
+-- migration 18
+-- Sequences (docs/queues.md, "Sequences"): the jobs of one sequence key
+-- run one at a time, in the order they were pushed. A job pushed into a
+-- sequence waits (a dependency of migration 11) for the job pushed into
+-- it just before, while that one has not ended, so the claim is the
+-- plain one and a plain job pays nothing: these columns stay NULL.
+-- sequence_key is the key; seq_no its place; seq_fail what the job
+-- ending dead does to the jobs behind it: block (they wait for an
+-- operator), skip (the next runs), dead (they end dead too).
+ALTER TABLE jobs ADD COLUMN sequence_key TEXT
+    CHECK (sequence_key IS NULL
+           OR length(CAST(sequence_key AS BLOB)) BETWEEN 1 AND 256);
+ALTER TABLE jobs ADD COLUMN seq_no INTEGER;
+ALTER TABLE jobs ADD COLUMN seq_fail TEXT
+    CHECK (seq_fail IS NULL OR seq_fail = 'block' OR seq_fail = 'skip'
+           OR seq_fail = 'dead');
+CREATE INDEX jobs_sequence ON jobs (sequence_key, seq_no)
+    WHERE sequence_key IS NOT NULL;

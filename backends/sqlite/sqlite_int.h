@@ -190,6 +190,14 @@ int  jr_sqlite_flow_settle(jr_backend *b, int64_t id, const char *st,
                            const char *result, double now, jr_err *err);
 int  jr_sqlite_flow_check(jr_backend *b, int64_t id, const char *st,
                           double now, jr_err *err);
+/* flow.c: job id (p), made waiting, waits for parent: the edge, the
+ * parent's flow bit, and the parent's end at once when it ended. */
+int  jr_sqlite_flow_wait(jr_backend *b, const jr_push *p, int64_t id,
+                         int64_t parent, double now, jr_err *err);
+/* sequence.c; in the open transaction, from flow.c: job id (p), just
+ * pushed, goes to the end of its sequence (docs/queues.md). */
+int  jr_sqlite_seq_link(jr_backend *b, const jr_push *p, int64_t id,
+                        double now, jr_err *err);
 /* Steps s, which returns at most one row: column 0 as text into buf
  * (size), or as an int64 into *out when buf is NULL. 1 with a row, 0
  * without, -1 on error (what: the error's context). */

@@ -470,6 +470,32 @@ jr_client_push_after(jr_client *c, const char *name, const char *payload,
     return finish(c, 0);
 }
 
+/* ---- sequences (docs/queues.md) ---- */
+
+int
+jr_client_push_seq(jr_client *c, const char *name, const char *payload,
+                   const jr_client_opts *opts, const jr_client_seq *s,
+                   int64_t *id)
+{
+    jr_push p;
+    int64_t got;
+
+    if (c == NULL)
+        return JR_CLIENT_EUSAGE;
+    if (begin(c) < 0 || make_push(c, name, payload, opts, &p) < 0)
+        return finish(c, -1);
+    if (s != NULL && s->key != NULL) {
+        p.sequence = s->key;
+        p.seq_fail = s->on_failure;     /* JR_CLIENT_SEQ_* is JR_SEQ_* */
+    }
+    if (jr_push_check(&p, c->max_payload, &c->err) < 0 ||
+        c->db.ops->push(c->db.b, &p, 1, &got, &c->err) < 0)
+        return finish(c, -1);
+    if (id != NULL)
+        *id = got;
+    return finish(c, 0);
+}
+
 int
 jr_client_push_flow(jr_client *c, const char *json, size_t len,
                     jr_client_flow_fn fn, void *arg, int64_t *batch)
