@@ -3,10 +3,12 @@
 -- order, a failing job keeping its place through its retries and
 -- backoff, with several workers free; each on_failure (block holds the
 -- rest until skip or unblock, skip runs the next, dead ends the rest);
--- `jobrunner sequences [--blocked]`; pushes from the CLI, the Lua module,
+-- `jobrunner sequences [--blocked]` and GET /api/sequences with its skip
+-- and unblock; pushes from the CLI, the Lua module,
 -- a handler and SQL; bad input refused naming the job.
 local jr = require "jr"
 local cjson = require "cjson"
+local H = require "jrhttp"
 
 -- A handler that records "KEY N start end" per attempt in file seq, and
 -- fails the attempts its payload asks to (fail = number of attempts).
@@ -237,6 +239,47 @@ for _, backend in ipairs(jr.backends()) do
       assert.are.same(backend == "postgres" and { 1, 3, 4, 5 } or { 1, 3, 4 }, done)
       assert.is_false(overlap)
       q:close()
+      assert.equal(0, env:stop())
+    end)
+    it("lists, skips and unblocks over HTTP, and takes a sequence in POST /api/jobs", function()
+      env:script("step", WORKER)
+      local base = H.start(env, "concurrency = 2")
+      local function post(path, body)
+        return H.req(base .. path, { method = "POST", token = true, body = body })
+      end
+      local st, body = post("/api/jobs", cjson.encode({ name = "step",
+        payload = { k = "h", n = 1, fail = 9 }, sequence = "web", on_failure = "block" }))
+      assert.equal(201, st, body)
+      local first = cjson.decode(body).id
+      st, body = post("/api/jobs", cjson.encode({ name = "step",
+        payload = { k = "h", n = 2 }, sequence = "web" }))
+      assert.equal(201, st, body)
+      local second = cjson.decode(body).id
+      st, body = post("/api/jobs", cjson.encode({ name = "step", sequence = "web",
+                                                  on_failure = "later" }))
+      assert.equal(400, st, body)
+      assert.truthy(body:find('on_failure', 1, true), body)
+      env:wait_state(first, "dead", 30)
+      st, body = H.req(base .. "/api/sequences?blocked=1", { token = true })
+      assert.equal(200, st, body)
+      local list = cjson.decode(body)
+      assert.equal(1, #list)
+      assert.are.same({ key = "web", head = first, state = "dead", jobs = 1, blocked = true }, list[1])
+      st, body = post("/api/sequences/skip", "")
+      assert.equal(400, st, body)
+      assert.truthy(body:find("give the sequence's key", 1, true), body)
+      st, body = post("/api/sequences/unblock?key=nope", "")
+      assert.equal(404, st, body)
+      assert.equal("waiting", env:job(second).state)
+      st, body = post("/api/sequences/skip?key=web", "")
+      assert.equal(200, st, body)
+      assert.are.same({ key = "web", skipped = 1 }, cjson.decode(body))
+      jr.wait_for(function()
+        return #(order_of(jr.lines(env.dir .. "/seq"), "h")) == 1
+      end, 30, "the job after the skipped one ran")
+      st, body = H.req(base .. "/api/sequences", { token = true })
+      assert.equal(200, st, body)
+      assert.are.same({}, cjson.decode(body))
       assert.equal(0, env:stop())
     end)
   end)

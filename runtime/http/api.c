@@ -20,7 +20,7 @@
 
 /* The topics whose tables the routes are, in the order they are
  * matched: each file defines its jr_apiroutes_<topic>[]. */
-#define TOPICS(X) X(jobs) X(action) X(flow) X(sched) X(runner)
+#define TOPICS(X) X(jobs) X(action) X(flow) X(sched) X(seq) X(runner)
 
 #define TOPIC_DECLARE(t) extern const jr_apiroute jr_apiroutes_##t[];
 TOPICS(TOPIC_DECLARE)
