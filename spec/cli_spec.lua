@@ -48,6 +48,7 @@ for _, backend in ipairs(jr.backends()) do
       { "wait" }, { "wait", "1" },
       { "schedule" }, { "schedule", "pause" }, { "schedule", "pause", "s" },
       { "schedule", "fire", "s" },
+      { "sequences" }, { "sequences", "skip" }, { "sequences", "skip", "k" },
     }
 
     -- No database: no SQLite file, no PostgreSQL schema.
