@@ -496,8 +496,12 @@ $(BUILD)/bench/benchsleep.so: bench/benchsleep.c
 # children, a join; one batch each with two callbacks) drained by three
 # runners on PostgreSQL while one is killed CHAOS_KILLS times; prints
 # "flows=F jobs=N kills=K lost=L early=E callbacks_bad=C waiting=W
-# stuck=S" and fails unless all but F, N and K are 0. spec/chaos_spec.lua
-# runs the short ones in make test.
+# stuck=S" and fails unless all but F, N and K are 0. Then the sequences'
+# case, bench/chaosseq: CHAOS_SEQS sequences of CHAOS_SEQ_JOBS jobs, 5%
+# of attempts failing, the same three runners and kills; prints
+# "sequences=S jobs=N kills=K order=O overlaps=V lost=L stuck=T" and fails
+# unless O, V, L and T are 0. spec/chaos_spec.lua runs the short ones in
+# make test.
 CHAOS_JOBS  ?= 5000
 CHAOS_KILLS ?= 12
 
@@ -508,6 +512,8 @@ chaos: all
 	    JOBRUNNER_BIN=$(CURDIR)/jobrunner $(LUA) bench/chaos
 	$(Q)CHAOS_KILLS=$(CHAOS_KILLS) JOBRUNNER_BIN=$(CURDIR)/jobrunner \
 	    $(LUA) bench/chaosflow
+	$(Q)CHAOS_KILLS=$(CHAOS_KILLS) JOBRUNNER_BIN=$(CURDIR)/jobrunner \
+	    $(LUA) bench/chaosseq
 
 # make crash: bench/crash cuts the power under SQLite (a test VFS,
 # bench/crashvfs.c, injected with LD_PRELOAD: never linked into jobrunner),
