@@ -240,6 +240,13 @@ int jr_client_push_seq(jr_client *c, const char *name, const char *payload,
                        const jr_client_opts *opts, const jr_client_seq *s,
                        int64_t *id);
 
+/* jr_client_push_many with seqs[0..n) (NULL, or a NULL key: a plain
+ * job), in one transaction: the jobs of one key go into its sequence in
+ * the array's order. */
+int jr_client_push_many_seq(jr_client *c, const jr_client_job *jobs,
+                            const jr_client_seq *seqs, size_t n,
+                            int64_t *ids);
+
 /* Calls fn for each sequence with jobs not ended or blocked (only the
  * blocked ones when blocked is 1), by key, at most limit (0: all): key,
  * its head (the first job not ended, or the dead one blocking it), the
