@@ -1303,14 +1303,29 @@ CREATE INDEX jobs_sequence ON {{schema}}.jobs (sequence_key, seq_no)
 -- flow_edge as migration 14's, and a job of a sequence whose parent (the
 -- job before it) ended dead with seq_fail block stays waiting: its edge
 -- goes back to unsettled, so the parent retried (dead retry, unblock)
--- and ending again reaches it again; skip settles it by hand.
+-- and ending again reaches it again; skip settles it by hand. A job of a
+-- sequence whose parent was cancelled while it still waited for the job
+-- before it waits for that one instead: a cancel in the middle of a
+-- sequence lets no job past one that runs.
 CREATE OR REPLACE FUNCTION {{schema}}.flow_edge(child bigint, parent bigint,
                                                 pst text)
 RETURNS text LANGUAGE plpgsql AS $$
 DECLARE
     fail text;
     ns text;
+    gp bigint;
 BEGIN
+    IF pst = 'cancelled' AND EXISTS (SELECT 1 FROM {{schema}}.jobs j
+            WHERE j.id = child AND j.state = 'waiting'
+            AND j.sequence_key IS NOT NULL) THEN
+        SELECT d.parent_id INTO gp FROM {{schema}}.job_deps d
+        WHERE d.child_id = parent AND d.parent_state IS NULL LIMIT 1;
+        IF gp IS NOT NULL THEN
+            INSERT INTO {{schema}}.job_deps (parent_id, child_id)
+            VALUES (gp, child) ON CONFLICT DO NOTHING;
+            RETURN 'waiting';
+        END IF;
+    END IF;
     IF pst = 'dead' AND EXISTS (SELECT 1 FROM {{schema}}.jobs p
             WHERE p.id = parent AND p.seq_fail = 'block')
        AND EXISTS (SELECT 1 FROM {{schema}}.jobs j

@@ -19,7 +19,7 @@
 
 /* The file's statements: slots of sql_text[] (sqlite_int.h). */
 enum { S_FLOW_WAIT, S_FLOW_PARENT_MARK, S_FLOW_DEP_ADD, S_FLOW_DEPS_END,
-       S_FLOW_EDGE, S_FLOW_HOLD, S_FLOW_PARENTS, S_FLOW_FLAG, S_FLOW_LINKS,
+       S_FLOW_EDGE, S_FLOW_HOLD, S_FLOW_PASS, S_FLOW_PARENTS, S_FLOW_FLAG, S_FLOW_LINKS,
        S_COUNT };
 
 /* A job of a sequence whose parent ?2 ended dead (?3) with seq_fail
@@ -61,6 +61,14 @@ static const char *const sql_text[S_COUNT] = {
         "UPDATE job_deps SET parent_state = NULL, parent_result = NULL"
         " WHERE parent_id = ?2 AND child_id = ?1 AND EXISTS (SELECT 1"
         " FROM jobs WHERE id = ?1 AND state = 'waiting' AND " HELD ")",
+    /* a job of a sequence whose parent ?2 was cancelled while it waited
+     * for the job before it waits for that one instead */
+    [S_FLOW_PASS] =
+        "INSERT OR IGNORE INTO job_deps (parent_id, child_id)"
+        " SELECT d.parent_id, ?1 FROM job_deps d WHERE d.child_id = ?2"
+        " AND d.parent_state IS NULL AND EXISTS (SELECT 1 FROM jobs"
+        " WHERE id = ?1 AND state = 'waiting' AND sequence_key IS NOT NULL)"
+        " LIMIT 1",
     [S_FLOW_PARENTS] =
         "UPDATE jobs SET parents = (SELECT json_group_object("
         " CAST(parent_id AS TEXT), CASE WHEN parent_result IS NULL"
@@ -152,6 +160,20 @@ hold(jr_backend *b, int64_t child, int64_t parent, jr_err *err)
     return run(b, s, err, "holding a sequence") < 0 ? -1 : 0;
 }
 
+/* A job of a sequence whose parent was cancelled while it waited for
+ * the job before it (S_FLOW_PASS): 1 when it now waits for that one. */
+static int
+pass_on(jr_backend *b, int64_t child, int64_t parent, jr_err *err)
+{
+    sqlite3_stmt *s = stmt(b, S_FLOW_PASS, err);
+
+    if (s == NULL)
+        return -1;
+    sqlite3_bind_int64(s, 1, child);
+    sqlite3_bind_int64(s, 2, parent);
+    return run(b, s, err, "passing a sequence on");
+}
+
 /* One parent's end (state pst) reaches a waiting child. *ns gets the
  * child's new state, "" when it was not waiting. */
 static int
@@ -164,6 +186,9 @@ edge(jr_backend *b, int64_t child, int64_t parent, const char *pst,
     ns[0] = '\0';
     if (s == NULL)
         return -1;
+    if (strcmp(pst, "cancelled") == 0 &&
+        (rc = pass_on(b, child, parent, err)) != 0)
+        return rc < 0 ? -1 : 0;         /* waits on for the one before */
     sqlite3_bind_int64(s, 1, child);
     sqlite3_bind_int64(s, 2, parent);
     bind_text(s, 3, pst);
