@@ -88,6 +88,11 @@ test_sequence(void)
     CHECK(db.ops->seq_act(db.b, "s", JR_SEQ_ACT_UNBLOCK, &e) == 1);
     CHECK(claim_seq(&db, &got) == 1 && got == id[1]);
     end_as(&db, id[1], JR_DEAD);
+    /* dead retry of the blocked job is an unblock too */
+    CHECK(db.ops->dead_retry(db.b, &id[1], 1, &e) == 1);
+    CHECK(claim_seq(&db, &got) == 1 && got == id[1]);
+    end_as(&db, id[1], JR_DEAD);
+    CHECK(claim_seq(&db, &got) == 0);
     CHECK(db.ops->seq_act(db.b, "s", JR_SEQ_ACT_SKIP, &e) == 1);
     CHECK(db.ops->seq_act(db.b, "s", JR_SEQ_ACT_SKIP, &e) == 0);
     CHECK(!seq_of(&db, 1).found);
