@@ -316,5 +316,32 @@ for _, backend in ipairs(jr.backends()) do
       assert.is_false(overlap)
       assert.equal(0, env:stop())
     end)
+    it("orders two producers pushing into one sequence at once, one job at a time", function()
+      env:config("concurrency = 4")
+      env:script("step", WORKER)
+      env:start()
+      local loops = {}
+      for p = 1, 2 do
+        loops[p] = ("for i in $(seq 1 25); do %s -c %s push step " ..
+          "\"{\\\"k\\\":\\\"r\\\",\\\"n\\\":$((%d000 + i)),\\\"ms\\\":5}\" " ..
+          "--sequence race >/dev/null || exit 1; done"):format(jr.quote(jr.bin),
+          jr.quote(env.config_file), p)
+      end
+      local _, err, code = jr.sh("(" .. loops[1] .. ") & a=$!; (" .. loops[2] .. ") & b=$!; " ..
+                                  "wait $a && wait $b")
+      assert.equal(0, code, err)
+      jr.wait_for(function()
+        return #(order_of(jr.lines(env.dir .. "/seq"), "r")) == 50
+      end, 60, "50 jobs ran")
+      local done, overlap = order_of(jr.lines(env.dir .. "/seq"), "r")
+      assert.is_false(overlap)
+      local last = { 0, 0 }
+      for _, n in ipairs(done) do
+        local p = n // 1000
+        assert.is_true(n > last[p], ("producer %d's %d after %d"):format(p, n, last[p]))
+        last[p] = n
+      end
+      assert.equal(0, env:stop())
+    end)
   end)
 end
