@@ -216,7 +216,7 @@ for _, backend in ipairs(jr.backends()) do
       assert.truthy(msg:find("job 'step': sequence key of 0 bytes", 1, true), msg)
       nilv, msg = q:push("step", {}, { on_failure = "skip" })
       assert.is_nil(nilv)
-      assert.truthy(msg:find("'on_failure' goes with 'sequence'", 1, true), msg)
+      assert.truthy(msg:find("job 'step': on_failure goes with a sequence", 1, true), msg)
       local ok, e = pcall(q.push, q, "step", {}, { sequence = "x", on_failure = "later" })
       assert.is_false(ok)
       assert.truthy(tostring(e):find([[option 'on_failure' must be "block", "skip" or "dead", got later]],
@@ -263,6 +263,9 @@ for _, backend in ipairs(jr.backends()) do
                                                   on_failure = "later" }))
       assert.equal(400, st, body)
       assert.truthy(body:find('on_failure', 1, true), body)
+      st, body = post("/api/jobs", cjson.encode({ name = "step", on_failure = "skip" }))
+      assert.equal(400, st, body)
+      assert.truthy(body:find("job 'step': on_failure goes with a sequence", 1, true), body)
       env:wait_state(first, "dead", 30)
       st, body = H.req(base .. "/api/sequences?blocked=1", { token = true })
       assert.equal(200, st, body)

@@ -130,6 +130,9 @@ seq_check(const jr_push *p, jr_err *err)
 {
     size_t len;
 
+    if (p->sequence == NULL && p->seq_fail != JR_SEQ_BLOCK)
+        return jr_fail(err, JR_EINPUT, "job '%s': on_failure goes with a "
+                       "sequence", p->name);
     if (p->sequence == NULL)
         return 0;
     len = strlen(p->sequence);
