@@ -531,7 +531,12 @@ typedef struct jr_limit_use {
     /* JR_SEQ_ACT_SKIP or _UNBLOCK on sequence key, in one transaction.
      * Returns how many blocked jobs it skipped or queued again (0: the
      * sequence was not blocked). */ \
-    X(int, seq_act, (jr_backend *b, const char *key, int what, jr_err *err))
+    X(int, seq_act, (jr_backend *b, const char *key, int what, jr_err *err)) \
+    /* Sets the weight (1 to 1000) of fair key key of queue for every
+     * runner's claim (docs/queues.md, "Fair share"), over the config's.
+     * Returns 0. */ \
+    X(int, fair_set, (jr_backend *b, const char *queue, const char *key, \
+                      double weight, jr_err *err))
 
 #define JR_BACKEND_OP_FIELD(ret, name, params) ret (*name) params;
 

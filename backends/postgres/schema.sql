@@ -1478,3 +1478,20 @@ BEGIN
     RETURN n;
 END
 $$;
+-- Fair share inside a queue (docs/queues.md, "Fair share"): the weight
+-- of a fair key set at run time (`jobrunner fair set`; NULL: the
+-- config's) and its pass, what it has started weighted (1/weight a
+-- start); the claim starts the key with the lowest pass next. A queue's
+-- clock is the lowest pass of its keys with ready jobs: a key below it
+-- (idle a while) starts from it. Rows only for fair queues.
+CREATE TABLE {{schema}}.fair_keys (
+    queue  text NOT NULL,
+    key    text NOT NULL,
+    weight double precision CHECK (weight BETWEEN 1 AND 1000),
+    pass   double precision NOT NULL DEFAULT 0,
+    PRIMARY KEY (queue, key)
+);
+CREATE TABLE {{schema}}.fair_clocks (
+    queue text PRIMARY KEY,
+    clock double precision NOT NULL
+);

@@ -204,4 +204,5 @@ const jr_backend_ops jr_sqlite_ops = {
     .sched_states = jr_sqlite_sched_states,   /* fire.c */
     .sequences = jr_sqlite_sequences,         /* sequence.c */
     .seq_act = durable_seq_act,               /* sequence.c, FULL */
+    .fair_set = jr_sqlite_fair_set,           /* fair.c */
 };

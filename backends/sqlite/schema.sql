@@ -528,3 +528,20 @@ ALTER TABLE jobs ADD COLUMN seq_fail TEXT
            OR seq_fail = 'dead');
 CREATE INDEX jobs_sequence ON jobs (sequence_key, seq_no)
     WHERE sequence_key IS NOT NULL;
+-- Fair share inside a queue (docs/queues.md, "Fair share"): the weight
+-- of a fair key set at run time (`jobrunner fair set`; NULL: the
+-- config's) and its pass, what it has started weighted (1/weight a
+-- start); the claim starts the key with the lowest pass next. A queue's
+-- clock is the lowest pass of its keys with ready jobs: a key below it
+-- (idle a while) starts from it. Rows only for fair queues.
+CREATE TABLE fair_keys (
+    queue  TEXT NOT NULL,
+    key    TEXT NOT NULL,
+    weight REAL CHECK (weight IS NULL OR (weight >= 1 AND weight <= 1000)),
+    pass   REAL NOT NULL DEFAULT 0,
+    PRIMARY KEY (queue, key)
+) WITHOUT ROWID;
+CREATE TABLE fair_clocks (
+    queue TEXT PRIMARY KEY,
+    clock REAL NOT NULL
+) WITHOUT ROWID;

@@ -229,6 +229,9 @@ typedef struct candidate {
     char   *name;               /* with limits: the job's name, queue and */
     char   *queue;              /* limit key (NULL: none), else NULL */
     char   *key;
+    char   *fkey;               /* of a fair queue: its fair key, its */
+    double  fweight;            /* weight and the queue's clock; else */
+    double  fclock;             /* NULL */
 } candidate;
 
 /* A limited claim's state between passes: the pick, its blocked lists
@@ -241,6 +244,7 @@ typedef struct limq {
     char    **qname;            /* queues that gave jobs, and how many */
     int      *qtaken;
     int       nq;
+    const jr_claim_spec *spec;  /* the claim's: its fair queues */
 } limq;
 
 /* limits.c: reads the running jobs and the scopes' own buckets into
@@ -257,5 +261,22 @@ int  jr_sqlite_lim_filter(jr_backend *b, limq *lim, candidate *c, int nc,
 int  jr_sqlite_lim_save(jr_backend *b, const jr_claim_spec *spec,
                         const jr_lpick *p, double now, jr_err *err);
 void jr_sqlite_lim_clear(limq *lim);
+
+/* fair.c: the fair limit of queue in spec, or NULL when it is not fair. */
+const jr_limit *jr_sqlite_fair_of(const jr_claim_spec *spec,
+                                  const char *queue);
+/* Appends the first cap ready jobs of fair queue (limit f) to c[*n..] as
+ * queue_candidates does, ranked by whose turn it is among their keys
+ * (fairpick.h). 0, or -1 with err set. */
+int  jr_sqlite_fair_candidates(jr_backend *b, const jr_limit *f,
+                               const char *queue, int cap, const char *json,
+                               double now, candidate *c, int *n,
+                               const limq *lim, jr_err *err);
+/* Counts the claimed candidates c[0..n) of fair queues in their keys'
+ * passes and their queues' clocks. */
+int  jr_sqlite_fair_set(jr_backend *b, const char *queue, const char *key,
+                        double weight, jr_err *err);
+int  jr_sqlite_fair_save(jr_backend *b, const candidate *c, int n,
+                         jr_err *err);
 
 #endif

@@ -67,6 +67,9 @@ static const struct command {
      "  sequences skip KEY | sequences unblock KEY\n"
      "                           a blocked sequence: skip its dead job (the next\n"
      "                           runs), or queue it again in its place", 0},
+    {"fair", jr_cmd_fair, "fair set QUEUE KEY WEIGHT\n"
+     "                           a fair queue's key weight (1 to 1000) for every\n"
+     "                           runner, over the config's", 0},
     {"check", jr_cmd_check, "check                    load config and every handler, report errors", 0},
     {"migrate", jr_cmd_migrate, "migrate                  create or upgrade the database schema", 0},
     {"reload", jr_cmd_reload, "reload                   make the running runner reload its handlers (SIGHUP)", 0},
