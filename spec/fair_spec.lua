@@ -133,9 +133,16 @@ for _, backend in ipairs(jr.backends()) do
       out, err, code = env:cli("fair", "set", "fq", "other", "1")
       assert.equal(0, code, err)
       jr.write_file(env.dir .. "/gate", "")
-      jr.wait_for(function() return env:count() == 0 end, 60, "drained")
+      jr.wait_for(function() return #starts(env) == 300 end, 60, "drained")
       local all, late = starts(env), {}
       assert.equal(300, #all)
+      -- a paused fair queue starts nothing
+      assert.equal(0, select(3, env:cli("queue", "pause", "fq")))
+      push(env, "acme", 3)
+      jr.sleep(1)
+      assert.equal(300, #starts(env))
+      assert.equal(0, select(3, env:cli("queue", "resume", "fq")))
+      jr.wait_for(function() return #starts(env) == 303 end, 60, "resumed")
       for i = 21, 70 do late[#late + 1] = all[i] end
       assert.is_true(count(late, "acme") >= 36, "acme had " .. count(late, "acme")
                      .. " of the 50 starts after the change: " .. table.concat(late, " "))

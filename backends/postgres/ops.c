@@ -194,4 +194,5 @@ const jr_backend_ops jr_postgres_ops = {
     .sched_states = jr_pg_sched_states,
     .sequences = jr_pg_sequences,             /* sequence.c */
     .seq_act = durable_seq_act,               /* sequence.c */
+    .fair_set = jr_pg_fair_set,               /* fair.c */
 };
