@@ -5,7 +5,9 @@
 -- readies its child when its parent ends (flow_edge redefined on
 -- PostgreSQL), and a push into a sequence then waits behind the one
 -- before it. On PostgreSQL, a sequence's job ended dead by plain SQL
--- holds the job behind it (on_failure block) until sequence_skip.
+-- holds the job behind it (on_failure block) until sequence_skip. Fair
+-- share's tables come empty, and the old database's queued jobs of a
+-- queue made fair start by turn between their keys.
 local jr = require "jr"
 local cjson = require "cjson"
 
@@ -81,6 +83,37 @@ for _, backend in ipairs(jr.backends()) do
       assert.truthy(err:find(("job %d is not a queued job of no sequence"):format(s2), 1, true), err)
       out, err, code = env:cli("migrate")
       assert.are.equal(0, code, out .. err)
+    end)
+
+    it("adds fair share's tables to a schema-14 database; its queued jobs start by turn", function()
+      jr.make_schema(env, 14)
+      local values = {}
+      for i = 1, 8 do
+        values[#values + 1] = ("('m18.f', '{\"t\": \"%s\", \"n\": %d}', 'fq', 'queued', 0)")
+          :format(i <= 6 and "a" or "b", i)
+      end
+      env:exec("INSERT INTO jobs (name, payload, queue, state, attempts) VALUES " ..
+               table.concat(values, ", "))
+      local before = jr.job_snapshot(env)
+      local out, err, code = env:cli("migrate")
+      assert.are.equal(0, code, out .. err)
+      assert.are.same(before, jr.job_snapshot(env))
+      assert.are.equal(0, #env:query("SELECT queue FROM fair_keys"))
+      assert.are.equal(0, #env:query("SELECT queue FROM fair_clocks"))
+      env:config([[concurrency = 1,
+        limits = { ["queue:fq"] = { fair = { key = "payload.t" } } }]])
+      env:script("m18.f", jr.RECORD .. [[
+        return function(job) record("starts", job.payload.t) end]])
+      env:start()
+      jr.wait_for(function() return env:count() == 0 end, 60, "drained")
+      local starts = jr.lines(env.dir .. "/starts")
+      assert.are.equal(8, #starts)
+      -- in push order b would be last; by turn, both of b's are in the
+      -- first four
+      local b = 0
+      for i = 1, 4 do b = b + (starts[i] == "b" and 1 or 0) end
+      assert.are.equal(2, b, table.concat(starts, " "))
+      assert.are.equal(2, #env:query("SELECT key FROM fair_keys WHERE queue = 'fq'"))
     end)
   end)
 end
