@@ -49,6 +49,7 @@ for _, backend in ipairs(jr.backends()) do
       { "schedule" }, { "schedule", "pause" }, { "schedule", "pause", "s" },
       { "schedule", "fire", "s" },
       { "sequences" }, { "sequences", "skip" }, { "sequences", "skip", "k" },
+      { "fair" }, { "fair", "set" }, { "fair", "set", "q", "k" },
     }
 
     -- No database: no SQLite file, no PostgreSQL schema.
