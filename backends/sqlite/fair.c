@@ -58,8 +58,9 @@ static const char *const sql_text[S_COUNT] = {
         " ON CONFLICT (queue) DO UPDATE"
         " SET clock = max(clock, excluded.clock)",
     [S_FAIR_SET] =
-        "INSERT INTO fair_keys (queue, key, weight) VALUES (?1, ?2, ?3)"
-        " ON CONFLICT (queue, key) DO UPDATE SET weight = excluded.weight",
+        "INSERT INTO fair_keys (queue, key, weight)"
+        " VALUES (?1, ?2, ?3) ON CONFLICT (queue, key) DO UPDATE"
+        " SET weight = excluded.weight",
 };
 
 static sqlite3_stmt *
