@@ -342,7 +342,7 @@ lim_candidates(jr_backend *b, const jr_claim_spec *spec, int max,
             res = jr_pg_run(b, &st_lim_candidates, params, "claiming jobs", err);
         else
             jr_fail(err, JR_ENOMEM, "postgres: claiming jobs: out of memory");
-        if (res && fq.len > 2 &&
+        if (res && jr_pg_fair_of(spec, NULL) != NULL &&
             jr_pg_fair_read(b, spec, max, lists, fr, err) < 0) {
             PQclear(res);
             res = NULL;
