@@ -508,8 +508,11 @@ CHAOS_STEP_KILLS ?= 40
 # runners are killed every 0.7 s (PostgreSQL: three runners, a worker
 # kill, a server restart); prints "backend=B ... rows=N counter=N
 # duplicates=0 missing=0 reruns=X stuck=0" and fails unless rows and
-# counter are N and the rest 0. spec/chaos_spec.lua runs the short ones
-# in make test.
+# counter are N and the rest 0. Then the sequences' case, bench/chaosseq: CHAOS_SEQS sequences of CHAOS_SEQ_JOBS jobs, 5%
+# of attempts failing, the same three runners and kills; prints
+# "sequences=S jobs=N kills=K order=O overlaps=V lost=L stuck=T" and fails
+# unless O, V, L and T are 0. spec/chaos_spec.lua runs the short ones in
+# make test.
 CHAOS_JOBS  ?= 5000
 CHAOS_KILLS ?= 12
 CHAOS_LEDGER_JOBS ?= 20000
@@ -526,6 +529,8 @@ chaos: all
 	    JOBRUNNER_BIN=$(CURDIR)/jobrunner $(LUA) bench/chaossteps
 	$(Q)CHAOS_LEDGER_JOBS=$(CHAOS_LEDGER_JOBS) \
 	    JOBRUNNER_BIN=$(CURDIR)/jobrunner $(LUA) bench/chaosledger
+	$(Q)CHAOS_KILLS=$(CHAOS_KILLS) JOBRUNNER_BIN=$(CURDIR)/jobrunner \
+	    $(LUA) bench/chaosseq
 
 # make crash: bench/crash cuts the power under SQLite (a test VFS,
 # bench/crashvfs.c, injected with LD_PRELOAD: never linked into jobrunner),

@@ -195,6 +195,27 @@ typedef int (*jr_count_cb)(const char *queue, long n, void *arg);
 typedef int (*jr_link_cb)(int kind, int64_t id, const char *state,
                           void *arg);
 
+/* A sequence as sequences gives it (docs/queues.md, "Sequences").
+ * Strings valid during the callback. */
+typedef struct jr_seq_row {
+    const char *key;
+    int64_t     head;           /* its first job not ended, or the dead
+                                   job that blocks it */
+    const char *state;          /* the head's state */
+    long        jobs;           /* its jobs queued, running or waiting */
+    int         blocked;        /* its head ended dead with on_failure
+                                   block: it waits for skip or unblock */
+} jr_seq_row;
+typedef int (*jr_seq_cb)(const jr_seq_row *row, void *arg);
+
+/* seq_act's what. */
+enum {
+    JR_SEQ_ACT_SKIP = 1,        /* the blocked job stops holding it: the
+                                   next runs */
+    JR_SEQ_ACT_UNBLOCK          /* the blocked job is queued again in its
+                                   place, its attempts reset */
+};
+
 /* A batch as batch_show gives it. Strings valid during the callback. */
 typedef struct jr_batch_row {
     int64_t     id;
@@ -555,7 +576,22 @@ typedef struct jr_limit_use {
     /* Counts the jobs waiting for a signal and those waiting for a date
      * (a sleep) into *on_signal and *on_date. Returns 0. */ \
     X(int, wait_counts, (jr_backend *b, long *on_signal, long *on_date, \
-                         jr_err *err))
+                         jr_err *err)) \
+    /* Calls cb for each sequence with jobs not ended or a job blocking
+     * it (only the blocked ones when blocked is 1), by key, at most
+     * limit of them (0: all); a non-zero return from cb stops the walk.
+     * Returns 0. */ \
+    X(int, sequences, (jr_backend *b, int blocked, int limit, jr_seq_cb cb, \
+                       void *arg, jr_err *err)) \
+    /* JR_SEQ_ACT_SKIP or _UNBLOCK on sequence key, in one transaction.
+     * Returns how many blocked jobs it skipped or queued again (0: the
+     * sequence was not blocked). */ \
+    X(int, seq_act, (jr_backend *b, const char *key, int what, jr_err *err)) \
+    /* Sets the weight (1 to 1000) of fair key key of queue for every
+     * runner's claim (docs/queues.md, "Fair share"), over the config's.
+     * Returns 0. */ \
+    X(int, fair_set, (jr_backend *b, const char *queue, const char *key, \
+                      double weight, jr_err *err))
 
 #define JR_BACKEND_OP_FIELD(ret, name, params) ret (*name) params;
 

@@ -9,6 +9,11 @@
  *   jrbench fill URL N NAME           queue N jobs NAME (batches of 5000)
  *   jrbench fillq URL N NAME Q1,Q2    N jobs spread over the queues
  *   jrbench fillk URL N NAME K        N jobs spread over K limit keys
+ *   jrbench fills URL N NAME K        N jobs spread over K sequences
+ *   jrbench fillt URL N NAME Q K      N jobs into queue Q, payload
+ *                                     {"tenant": "t<i mod K>"}
+ *   jrbench latq URL N MS NAME Q      latency's pushes into queue Q,
+ *                                     each of tenant "b"
  *   jrbench latency URL N MS NAME     N single pushes MS milliseconds apart,
  *                                     each with payload {"t": the wall
  *                                     clock in seconds before its push}
@@ -205,6 +210,38 @@ cmd_fillq(char **argv)
 }
 
 /* fillk URL N NAME K: N jobs, job i with limit key "k<i mod K>". */
+/* fills URL N NAME K: N jobs, job i in sequence "s<i mod K>". */
+static int
+cmd_fills(char **argv)
+{
+    static const jr_client_opts init = JR_CLIENT_OPTS_INIT;
+    jr_client *c = open_client(argv[0]);
+    long n = atol(argv[1]), nk = atol(argv[3]), i, k;
+    jr_client_job *jobs = calloc(FILL_BATCH, sizeof *jobs);
+    jr_client_seq *seqs = calloc(FILL_BATCH, sizeof *seqs);
+    char (*keys)[24] = calloc(FILL_BATCH, sizeof *keys);
+
+    if (jobs == NULL || seqs == NULL || keys == NULL || nk <= 0)
+        die("fills", "out of memory or no sequences");
+    for (i = 0; i < n; i += k) {
+        for (k = 0; k < FILL_BATCH && i + k < n; k++) {
+            snprintf(keys[k], sizeof keys[k], "s%ld", (i + k) % nk);
+            jobs[k].name = argv[2];
+            jobs[k].payload = "{\"n\":1}";
+            jobs[k].opts = init;
+            seqs[k].key = keys[k];
+        }
+        if (jr_client_push_many_seq(c, jobs, seqs, (size_t)k, NULL) !=
+            JR_CLIENT_OK)
+            die("push_many_seq", jr_client_errmsg(c));
+    }
+    free(keys);
+    free(seqs);
+    free(jobs);
+    jr_client_close(c);
+    return 0;
+}
+
 static int
 cmd_fillk(char **argv)
 {
@@ -229,6 +266,61 @@ cmd_fillk(char **argv)
     }
     free(keys);
     free(jobs);
+    jr_client_close(c);
+    return 0;
+}
+
+/* fillt URL N NAME Q K: N jobs into queue Q, job i of tenant "t<i mod
+ * K>" (a fair queue's key, docs/queues.md). */
+static int
+cmd_fillt(char **argv)
+{
+    static const jr_client_opts init = JR_CLIENT_OPTS_INIT;
+    jr_client *c = open_client(argv[0]);
+    long n = atol(argv[1]), nk = atol(argv[4]), i, k;
+    jr_client_job *jobs = calloc(FILL_BATCH, sizeof *jobs);
+    char (*pay)[48] = calloc(FILL_BATCH, sizeof *pay);
+
+    if (jobs == NULL || pay == NULL || nk <= 0)
+        die("fillt", "out of memory or no tenants");
+    for (i = 0; i < n; i += k) {
+        for (k = 0; k < FILL_BATCH && i + k < n; k++) {
+            snprintf(pay[k], sizeof pay[k], "{\"tenant\":\"t%ld\"}",
+                     (i + k) % nk);
+            jobs[k].name = argv[2];
+            jobs[k].payload = pay[k];
+            jobs[k].opts = init;
+            jobs[k].opts.queue = argv[3];
+        }
+        if (jr_client_push_many(c, jobs, (size_t)k, NULL) != JR_CLIENT_OK)
+            die("push_many", jr_client_errmsg(c));
+    }
+    free(pay);
+    free(jobs);
+    jr_client_close(c);
+    return 0;
+}
+
+/* latq URL N MS NAME Q: N single pushes MS ms apart into queue Q, of
+ * tenant "b". */
+static int
+cmd_latq(char **argv)
+{
+    jr_client_opts o = JR_CLIENT_OPTS_INIT;
+    jr_client *c = open_client(argv[0]);
+    long n = atol(argv[1]), i;
+    double gap = atof(argv[2]) / 1000, next = mono();
+
+    o.queue = argv[4];
+    for (i = 0; i < n; i++) {
+        double now = mono();
+        if (next > now)
+            sleep_s(next - now);
+        next += gap;
+        if (jr_client_push(c, argv[3], "{\"tenant\":\"b\"}", &o, NULL) !=
+            JR_CLIENT_OK)
+            die("push", jr_client_errmsg(c));
+    }
     jr_client_close(c);
     return 0;
 }
@@ -772,7 +864,9 @@ main(int argc, char **argv)
         {"push", 3, cmd_push}, {"pushu", 3, cmd_pushu},
         {"fill", 3, cmd_fill},
         {"fillq", 4, cmd_fillq}, {"fillk", 4, cmd_fillk},
-        {"latency", 4, cmd_latency}, {"drain", 4, cmd_drain},
+        {"fills", 4, cmd_fills},
+        {"latency", 4, cmd_latency}, {"fillt", 5, cmd_fillt},
+        {"latq", 5, cmd_latq}, {"drain", 4, cmd_drain},
         {"idle", 4, cmd_idle}, {"empty", 1, cmd_empty},
         {"first", 4, cmd_first},
         {"warm", 7, cmd_warm},

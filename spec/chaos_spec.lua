@@ -82,3 +82,28 @@ if jr.pg_url then
     end)
   end)
 end
+
+-- The sequences' case (bench/chaosseq): sequences drained by three
+-- runners on PostgreSQL, one killed with SIGKILL at random a dozen times,
+-- 5% of attempts failing: no job of a sequence starts before the one
+-- pushed before it ended, none beside another of its key, none is lost,
+-- nothing is left.
+if jr.pg_url then
+  describe("postgres: chaos of sequences", function()
+    it("keeps each sequence in order and one at a time under kills", function()
+      local out, err, code = jr.sh(("cd %s && %s bench/chaosseq"):format(
+        jr.quote(jr.root), os.getenv("LUA") or "lua5.4"))
+      io.stdout:write(out)
+      local line = out:match("(sequences=%d+ jobs=%d+ kills=%d+ order=%d+ " ..
+        "overlaps=%d+ lost=%d+ stuck=%d+)")
+      assert(line, "no figures line from bench/chaosseq:\n" .. out .. err)
+      local f = {}
+      for k, v in line:gmatch("([%w_]+)=(%d+)") do f[k] = tonumber(v) end
+      assert.is_true(f.kills > 0)
+      for _, k in ipairs({ "order", "overlaps", "lost", "stuck" }) do
+        assert.are.equal(0, f[k], k .. ": " .. err)
+      end
+      assert.are.equal(0, code, err)
+    end)
+  end)
+end

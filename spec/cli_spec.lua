@@ -49,6 +49,8 @@ for _, backend in ipairs(jr.backends()) do
       { "wait" }, { "wait", "1" }, { "signal" }, { "signal", "1", "go" },
       { "schedule" }, { "schedule", "pause" }, { "schedule", "pause", "s" },
       { "schedule", "fire", "s" },
+      { "sequences" }, { "sequences", "skip" }, { "sequences", "skip", "k" },
+      { "fair" }, { "fair", "set" }, { "fair", "set", "q", "k" },
     }
 
     -- No database: no SQLite file, no PostgreSQL schema.

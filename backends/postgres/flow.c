@@ -23,12 +23,12 @@ static const pg_stmt st_link = {"jr_flow_link", 4,
     "SELECT {{schema}}.link($1::bigint, $2::bigint[], $3::text,"
     " $4::bigint)"};
 
-/* 1 if p uses a workflow option. */
+/* 1 if p uses a workflow option or a sequence. */
 static int
 flow_push(const jr_push *p)
 {
     return p->nafter > 0 || p->nafter_local > 0 || p->batch != 0 ||
-           p->batch_new != NULL;
+           p->batch_new != NULL || p->sequence != NULL;
 }
 
 int
@@ -101,6 +101,8 @@ link_one(jr_backend *b, const jr_push *const *pp, int i, const int64_t *ids,
 
     if (p->batch_new != NULL && batch_make(b, p->batch_new, err) < 0)
         return -1;
+    if (p->sequence != NULL && p->batch == 0 && p->batch_new == NULL)
+        return jr_pg_seq_link(b, p, ids[i], err);   /* none of link()'s */
     if (parents_of(pp, i, ids, &a, err) < 0) {
         free(a.p);
         return -1;
@@ -137,6 +139,8 @@ link_one(jr_backend *b, const jr_push *const *pp, int i, const int64_t *ids,
     rc = PQntuples(res) == 1 ? 0 : jr_fail(err, JR_EDB, "postgres: linking "
                                            "a job: no answer");
     PQclear(res);
+    if (rc == 0 && p->sequence != NULL)
+        rc = jr_pg_seq_link(b, p, ids[i], err);
     return rc;
 }
 

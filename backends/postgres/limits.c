@@ -247,9 +247,9 @@ lim_rate_elem(const char *scope, double rate, void *arg)
  * what earlier passes took ($10/$11), keys whose stored bucket in a
  * scope $12 of per-key rate $13 is short of a token at $14 (one
  * look-up by primary key per job passed over: the cost follows the
- * keys with jobs, not the buckets) */
+ * keys with jobs, not the buckets); fair queues ($15) are fair.c's */
 static const pg_stmt st_lim_candidates = {
-    "jr_lim_candidates", 14,
+    "jr_lim_candidates", 15,
     WORK_QUEUES
     " q AS (SELECT qq.name, least(coalesce(w.cap, $5::int), $2::int)"
     "  - coalesce(t.taken, 0) AS cap FROM qq"
@@ -259,6 +259,7 @@ static const pg_stmt st_lim_candidates = {
     "  LEFT JOIN unnest($10::text[], $11::int[]) AS t(queue, taken)"
     "   ON t.queue = qq.name"
     "  WHERE NOT qq.paused AND qq.name <> ALL($9::text[])"
+    "  AND qq.name <> ALL($15::text[])"
     "  AND least(coalesce(w.cap, $5::int), $2::int)"
     "   - coalesce(t.taken, 0) > 0),"
     " c0 AS (SELECT r.id, r.rn, q.name AS qname, r.priority, r.run_at,"
@@ -285,17 +286,19 @@ static const pg_stmt st_lim_candidates = {
     "  FROM c0),"
     " c AS (SELECT c1.*, (qi + $6::bigint) % max(qi) OVER () AS turn"
     "  FROM c1)"
-    " SELECT id, jname, qname, limit_key FROM c"
+    " SELECT id, jname, qname, limit_key, rn FROM c"
     " ORDER BY rn, turn, priority, run_at, id"};
 
 /* One pass's candidates: the fair order of st_claim without what the
  * pick blocks and what earlier passes took (tq/tn). */
 static PGresult *
 lim_candidates(jr_backend *b, const jr_claim_spec *spec, int max,
-               const jr_lpick *p, jr_buf *tq, jr_buf *tn, jr_err *err)
+               const jr_lpick *p, jr_buf *tq, jr_buf *tn,
+               jr_pg_fair_rows *fr, jr_err *err)
 {
     char smax[16], sothers[16], srot[16], snow[32];
-    const char *params[14];
+    const char *params[15], *lists[6];
+    jr_buf fq = {0};
     char *bn = jr_lpick_list(p, 'n', 0), *bp = jr_lpick_list(p, 'p', 0);
     char *bq = jr_lpick_list(p, 'q', 0), *tql = NULL, *tnl = NULL;
     jr_buf a[5];
@@ -324,10 +327,26 @@ lim_candidates(jr_backend *b, const jr_claim_spec *spec, int max,
         params[8] = bq;
         params[9] = tql = lit_copy(tq);
         params[10] = tnl = lit_copy(tn);
-        if (tql && tnl)
+        for (i = 0; i < spec->nlimits; i++)
+            if (spec->limits[i].fair_path &&
+                strncmp(spec->limits[i].scope, JR_LIMIT_QPREFIX, 6) == 0)
+                sb_elem(&fq, spec->limits[i].scope + 6);
+        params[14] = sb_array(&fq);
+        lists[0] = a[0].p;
+        lists[1] = bn;
+        lists[2] = bp;
+        lists[3] = a[3].p;
+        lists[4] = a[4].p;
+        lists[5] = snow;
+        if (tql && tnl && !fq.oom)
             res = jr_pg_run(b, &st_lim_candidates, params, "claiming jobs", err);
         else
             jr_fail(err, JR_ENOMEM, "postgres: claiming jobs: out of memory");
+        if (res && jr_pg_fair_of(spec, NULL) != NULL &&
+            jr_pg_fair_read(b, spec, max, lists, fr, err) < 0) {
+            PQclear(res);
+            res = NULL;
+        }
     } else if (!ok) {
         jr_fail(err, JR_ENOMEM, "postgres: claiming jobs: out of memory");
     }
@@ -338,6 +357,7 @@ lim_candidates(jr_backend *b, const jr_claim_spec *spec, int max,
     free(bq);
     free(tql);
     free(tnl);
+    jr_buf_free(&fq);
     return res;
 }
 
@@ -389,8 +409,8 @@ lim_claim_ids(jr_backend *b, const char *token, double lease,
 /* Reads into p the buckets of the keys of a pass's candidates res that
  * were not read yet, in one statement; sk: two arrays to build in. */
 static int
-lim_read_keys(jr_backend *b, jr_lpick *p, const PGresult *res, jr_buf *sk,
-              jr_err *err)
+lim_read_keys(jr_backend *b, jr_lpick *p, const PGresult *res,
+              const jr_pg_fair_rows *fr, jr_buf *sk, jr_err *err)
 {
     int r, ok = 0;
 
@@ -398,34 +418,58 @@ lim_read_keys(jr_backend *b, jr_lpick *p, const PGresult *res, jr_buf *sk,
         ok = jr_lpick_need(p, PQgetvalue(res, r, 1), PQgetvalue(res, r, 2),
                            PQgetisnull(res, r, 3) ? NULL :
                            PQgetvalue(res, r, 3), lim_need, sk);
+    for (r = 0; r < fr->n && ok >= 0; r++)
+        ok = jr_lpick_need(p, fr->row[r].name, fr->row[r].queue,
+                           fr->row[r].key, lim_need, sk);
     if (ok < 0)
         return jr_fail(err, JR_ENOMEM, "postgres: out of memory");
     return lim_read(b, p, sk, err);
 }
 
-/* Takes the candidates res the pick lets through, room at most: their
- * ids into ids, their queues into tq with a 1 each in tn (the passes'
- * counts). Returns how many; *rejected counts those refused. */
+/* Takes the candidates res and fair rows fr the pick lets through, room
+ * at most, merged by their rank in their queue's turn (res first on a
+ * tie): their ids into ids, their queues into tq with a 1 each in tn (the
+ * passes' counts), the fair rows taken into ftaken[*nf..]. Returns how
+ * many; *rejected counts those refused. */
 static int
-lim_take_rows(jr_lpick *p, const PGresult *res, int room, jr_buf *ids,
-              jr_buf *tq, jr_buf *tn, int *rejected)
+lim_take_rows(jr_lpick *p, const PGresult *res, const jr_pg_fair_rows *fr,
+              int room, jr_buf *ids, jr_buf *tq, jr_buf *tn,
+              const jr_pg_fair_row **ftaken, int *nf, int *rejected)
 {
-    int r, ok, k = 0;
+    int r = 0, f = 0, ok, k = 0, fair;
+    const char *id, *name, *queue, *key;
 
     *rejected = 0;
-    for (r = 0; r < PQntuples(res) && k < room; r++) {
-        ok = jr_lpick_take(p, PQgetvalue(res, r, 1), PQgetvalue(res, r, 2),
-                           PQgetisnull(res, r, 3) ? NULL :
-                           PQgetvalue(res, r, 3));
+    while ((r < PQntuples(res) || f < fr->n) && k < room) {
+        fair = r == PQntuples(res) ||
+               (f < fr->n && fr->row[f].rank < atol(PQgetvalue(res, r, 4)));
+        if (fair) {
+            id = fr->row[f].id;
+            name = fr->row[f].name;
+            queue = fr->row[f].queue;
+            key = fr->row[f].key;
+        } else {
+            id = PQgetvalue(res, r, 0);
+            name = PQgetvalue(res, r, 1);
+            queue = PQgetvalue(res, r, 2);
+            key = PQgetisnull(res, r, 3) ? NULL : PQgetvalue(res, r, 3);
+        }
+        ok = jr_lpick_take(p, name, queue, key);
         if (ok < 0)
             ids->oom = 1;
         *rejected += ok == 0;
-        if (ok <= 0)
-            continue;
-        sb_num(ids, PQgetvalue(res, r, 0));
-        sb_elem(tq, PQgetvalue(res, r, 2));
-        sb_num(tn, "1");
-        k++;
+        if (ok > 0) {
+            sb_num(ids, id);
+            sb_elem(tq, queue);
+            sb_num(tn, "1");
+            if (fair)
+                ftaken[(*nf)++] = &fr->row[f];
+            k++;
+        }
+        if (fair)
+            f++;
+        else
+            r++;
     }
     return k;
 }
@@ -438,24 +482,32 @@ jr_pg_claim_limited(jr_backend *b, const char *token, double lease,
 {
     jr_lpick *p = lim_load(b, spec, err);
     jr_buf tq = {0}, tn = {0}, ids, sk[2] = {{0}, {0}};
+    jr_pg_fair_rows fr = {0};
+    const jr_pg_fair_row **ftaken = NULL;
     PGresult *res;
-    int total = 0, pass, k, n, rejected;
+    int total = 0, pass, k = 0, n, rejected = 0, nf;
 
     if (p == NULL)
         return -1;
     b->rotate++;
     for (pass = 0; pass < 4 && total < spec->max; pass++) {
+        jr_pg_fair_rows_clear(&fr);
         if ((res = lim_candidates(b, spec, spec->max - total, p, &tq, &tn,
-                                  err)) == NULL)
+                                  &fr, err)) == NULL)
             goto fail;
-        if (lim_read_keys(b, p, res, sk, err) < 0) {
+        if (lim_read_keys(b, p, res, &fr, sk, err) < 0) {
             PQclear(res);
             goto fail;
         }
         memset(&ids, 0, sizeof ids);
-        k = lim_take_rows(p, res, spec->max - total, &ids, &tq, &tn,
-                          &rejected);
-        n = PQntuples(res);
+        free(ftaken);
+        nf = 0;
+        if ((ftaken = calloc((size_t)fr.n + 1, sizeof *ftaken)) == NULL)
+            ids.oom = 1;
+        else
+            k = lim_take_rows(p, res, &fr, spec->max - total, &ids, &tq,
+                              &tn, ftaken, &nf, &rejected);
+        n = PQntuples(res) + fr.n;
         PQclear(res);
         if (ids.oom || tq.oom || tn.oom) {
             free(ids.p);
@@ -467,6 +519,10 @@ jr_pg_claim_limited(jr_backend *b, const char *token, double lease,
         free(ids.p);
         if (k < 0)
             goto fail;
+        if (nf > 0 && jr_pg_fair_save(b, ftaken, nf, err) < 0) {
+            total += k;
+            goto fail;
+        }
         total += k;
         if (rejected == 0 || n == 0)
             break;
@@ -481,6 +537,8 @@ fail:
         free(out[--total]);
     total = -1;
 done:
+    jr_pg_fair_rows_clear(&fr);
+    free(ftaken);
     free(tq.p);
     free(tn.p);
     jr_buf_free(&sk[0]);

@@ -159,6 +159,21 @@ durable_signal(jr_backend *b, int64_t id, const char *name,
     return rc;
 }
 
+/* A sequence's skip or unblock answered over HTTP: as durable as the
+ * others. */
+static int
+durable_seq_act(jr_backend *b, const char *key, int what, jr_err *err)
+{
+    int rc;
+
+    if (jr_pg_ready(b, err) < 0)
+        return -1;
+    set_durable(b, 1);
+    rc = jr_pg_seq_act(b, key, what, err);
+    set_durable(b, 0);
+    return rc;
+}
+
 /* A server many runners share; two claim rounds in flight (the lane);
  * its cycles are longer, so a runner holds more; the ends' fd wakes on
  * the jobs' ends only (LISTEN). */
@@ -210,4 +225,7 @@ const jr_backend_ops jr_postgres_ops = {
     .signal = durable_signal,
     .wake = jr_pg_wake,
     .wait_counts = jr_pg_wait_counts,
+    .sequences = jr_pg_sequences,             /* sequence.c */
+    .seq_act = durable_seq_act,               /* sequence.c */
+    .fair_set = jr_pg_fair_set,               /* fair.c */
 };

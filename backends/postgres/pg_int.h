@@ -163,6 +163,9 @@ int jr_pg_push_copy(jr_backend *b, const jr_push *const *pp, int n,
 int jr_pg_flow_any(const jr_push *const *pp, int n);
 int jr_pg_flow_link(jr_backend *b, const jr_push *const *pp, int n,
                  const int64_t *ids, jr_err *err);
+/* sequence.c: job id (p), just inserted, goes to the end of its
+ * sequence, in the open transaction. */
+int jr_pg_seq_link(jr_backend *b, const jr_push *p, int64_t id, jr_err *err);
 int jr_pg_insert_linked(jr_backend *b, const jr_push *const *pp, int n,
                      int64_t *ids, jr_err *err);
 int jr_pg_push_linked(jr_backend *b, const jr_push *const *pp, int n,
@@ -173,6 +176,35 @@ int jr_pg_attempts(jr_backend *b, int64_t id, jr_attempt_row *a, int max,
                 jr_err *err);
 
 /* limits.c */
+/* fair.c: the picked jobs of the fair queues of a claim under limits,
+ * each with its rank in its queue's turn (1, 2, ...), locked; strings
+ * point into res. */
+typedef struct jr_pg_fair_row {
+    const char *id, *name, *queue, *key, *fkey;
+    long        rank;
+    double      weight, clock;
+} jr_pg_fair_row;
+typedef struct jr_pg_fair_rows {
+    jr_pg_fair_row *row;
+    int             n, cap;
+    PGresult       *res[16];    /* a fair queue's rows each, at most 16 */
+    int             nres;
+} jr_pg_fair_rows;
+/* The fair limit of queue in spec (NULL: any fair queue's), or NULL. */
+const struct jr_limit *jr_pg_fair_of(const jr_claim_spec *spec,
+                                    const char *queue);
+/* Appends the picked jobs of spec's fair queues, at most max each, to
+ * fr; lists: the claim's names, names blocked, pairs blocked, per-key
+ * rate scopes and rates, now (limits.c's). 0, or -1 with err set. */
+int  jr_pg_fair_read(jr_backend *b, const jr_claim_spec *spec, int max,
+                     const char *const *lists, jr_pg_fair_rows *fr,
+                     jr_err *err);
+void jr_pg_fair_rows_clear(jr_pg_fair_rows *fr);
+/* Counts the claimed fair rows taken[0..n) in their keys' passes. */
+int  jr_pg_fair_save(jr_backend *b, const jr_pg_fair_row *const *taken,
+                     int n, jr_err *err);
+int  jr_pg_fair_set(jr_backend *b, const char *queue, const char *key,
+                    double weight, jr_err *err);
 int jr_pg_claim_limited(jr_backend *b, const char *token, double lease,
                      const jr_claim_spec *spec, jr_job **out, jr_err *err);
 

@@ -1364,3 +1364,216 @@ $$;
 -- completed; NULL for every other job, which pays nothing for it (a
 -- nullable column without a default: no table rewrite).
 ALTER TABLE {{schema}}.jobs ADD COLUMN sql_statements integer;
+-- migration 18
+-- Sequences (docs/queues.md, "Sequences"): the jobs of one sequence key
+-- run one at a time, in the order they were pushed. A job pushed into a
+-- sequence waits (a dependency of migration 11) for the job pushed into
+-- it just before, while that one has not ended, so the claim is the
+-- plain one and a plain job pays nothing: these columns stay NULL.
+-- sequence_key is the key; seq_no its place, taken under a lock per key
+-- by sequence(); seq_fail what the job ending dead does to the jobs
+-- behind it: block (they wait for an operator), skip (the next runs),
+-- dead (they end dead too).
+ALTER TABLE {{schema}}.jobs
+    ADD COLUMN sequence_key text
+        CHECK (sequence_key IS NULL OR octet_length(sequence_key)
+               BETWEEN 1 AND 256),
+    ADD COLUMN seq_no bigint,
+    ADD COLUMN seq_fail text CHECK (seq_fail IN ('block', 'skip', 'dead'));
+CREATE INDEX jobs_sequence ON {{schema}}.jobs (sequence_key, seq_no)
+    WHERE sequence_key IS NOT NULL;
+-- flow_edge as migration 14's, and a job of a sequence whose parent (the
+-- job before it) ended dead with seq_fail block stays waiting: its edge
+-- goes back to unsettled, so the parent retried (dead retry, unblock)
+-- and ending again reaches it again; skip settles it by hand. A job of a
+-- sequence whose parent was cancelled while it still waited for the job
+-- before it waits for that one instead: a cancel in the middle of a
+-- sequence lets no job past one that runs.
+CREATE OR REPLACE FUNCTION {{schema}}.flow_edge(child bigint, parent bigint,
+                                                pst text)
+RETURNS text LANGUAGE plpgsql AS $$
+DECLARE
+    fail text;
+    ns text;
+    gp bigint;
+BEGIN
+    IF pst = 'cancelled' AND EXISTS (SELECT 1 FROM {{schema}}.jobs j
+            WHERE j.id = child AND j.state = 'waiting'
+            AND j.sequence_key IS NOT NULL) THEN
+        SELECT d.parent_id INTO gp FROM {{schema}}.job_deps d
+        WHERE d.child_id = parent AND d.parent_state IS NULL LIMIT 1;
+        IF gp IS NOT NULL THEN
+            INSERT INTO {{schema}}.job_deps (parent_id, child_id)
+            VALUES (gp, child) ON CONFLICT DO NOTHING;
+            RETURN 'waiting';
+        END IF;
+    END IF;
+    IF pst = 'dead' AND EXISTS (SELECT 1 FROM {{schema}}.jobs p
+            WHERE p.id = parent AND p.seq_fail = 'block')
+       AND EXISTS (SELECT 1 FROM {{schema}}.jobs j
+            WHERE j.id = child AND j.state = 'waiting'
+            AND j.sequence_key IS NOT NULL) THEN
+        UPDATE {{schema}}.job_deps d SET parent_state = NULL,
+            parent_result = NULL
+        WHERE d.parent_id = parent AND d.child_id = child;
+        RETURN 'waiting';
+    END IF;
+    SELECT CASE WHEN pst = 'completed' THEN NULL
+                ELSE coalesce(j.on_parent_failure, 'cancel') END
+    INTO fail FROM {{schema}}.jobs j WHERE j.id = child;
+    IF fail = 'run' THEN
+        fail := NULL;
+    END IF;
+    UPDATE {{schema}}.jobs j SET parents_left = j.parents_left - 1,
+        state = CASE WHEN fail = 'cancel' THEN 'cancelled'
+                     WHEN fail = 'dead' THEN 'dead'
+                     WHEN j.parents_left <= 1 THEN 'queued'
+                     ELSE 'waiting' END,
+        finished_at = CASE WHEN fail IS NOT NULL THEN now() END,
+        died_at = CASE WHEN fail = 'dead' THEN now() END,
+        last_error = CASE WHEN fail IS NOT NULL
+                     THEN 'parent ' || parent || ' ended ' || pst
+                     ELSE j.last_error END,
+        updated_at = now()
+    WHERE j.id = child AND j.state = 'waiting'
+    RETURNING j.state INTO ns;
+    IF ns IN ('queued', 'dead') THEN
+        UPDATE {{schema}}.jobs j SET parents = (
+            SELECT jsonb_object_agg(d.parent_id::text,
+                jsonb_build_object('state', d.parent_state)
+                || CASE WHEN d.parent_result IS NULL THEN '{}'::jsonb
+                   ELSE jsonb_build_object('result', d.parent_result) END)
+            FROM {{schema}}.job_deps d
+            WHERE d.child_id = child AND d.parent_state IS NOT NULL)
+        WHERE j.id = child;
+    END IF;
+    RETURN ns;
+END
+$$;
+-- Puts the job just pushed (id, queued, in no sequence) at the end of
+-- sequence key, in the caller's transaction: it waits for the job pushed
+-- into the sequence before it while that one has not ended (or ended
+-- dead with seq_fail block). A lock per key, held to the commit, orders
+-- the producers of one key. The SQL producer's way:
+--   SELECT jobrunner.sequence(jobrunner.push('sync', '{"c": 7}'), 'c7');
+CREATE FUNCTION {{schema}}.sequence(id bigint, key text,
+                                    on_failure text DEFAULT 'block')
+RETURNS bigint LANGUAGE plpgsql AS $$
+#variable_conflict use_variable
+DECLARE
+    child bigint := sequence.id;
+    t bigint;
+    tst text;
+    tfail text;
+    n bigint;
+    pst text;
+    pres jsonb;
+BEGIN
+    IF sequence.on_failure IS NULL
+       OR sequence.on_failure NOT IN ('block', 'skip', 'dead') THEN
+        RAISE EXCEPTION 'jobrunner.sequence: on_failure ''%'' is not block, skip or dead',
+            sequence.on_failure USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    IF sequence.key IS NULL OR octet_length(sequence.key) NOT BETWEEN 1 AND 256 THEN
+        RAISE EXCEPTION 'jobrunner.sequence: job %: the sequence key must have 1 to 256 bytes',
+            child USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    PERFORM pg_advisory_xact_lock(hashtextextended(
+        '{{schema}}.sequence ' || sequence.key, 0));
+    SELECT j.id, j.state, j.seq_fail, j.seq_no INTO t, tst, tfail, n
+    FROM {{schema}}.jobs j WHERE j.sequence_key = sequence.key
+    ORDER BY j.seq_no DESC LIMIT 1;
+    UPDATE {{schema}}.jobs j SET sequence_key = sequence.key,
+        seq_no = coalesce(n, 0) + 1, seq_fail = sequence.on_failure
+    WHERE j.id = child AND j.state = 'queued' AND j.sequence_key IS NULL
+      AND j.parents_left = 0;
+    IF NOT FOUND THEN
+        RAISE EXCEPTION 'jobrunner.sequence: job % is not a queued job of no sequence',
+            child USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    IF t IS NULL OR NOT (tst IN ('queued', 'running', 'waiting')
+                         OR (tst = 'dead' AND tfail = 'block')) THEN
+        RETURN child;
+    END IF;
+    -- the row lock orders this with the tail's end: a success deleting it
+    -- meanwhile leaves nothing to wait for
+    UPDATE {{schema}}.jobs j SET flow = j.flow | 1 WHERE j.id = t
+    RETURNING j.state, j.result INTO pst, pres;
+    IF NOT FOUND THEN
+        RETURN child;
+    END IF;
+    UPDATE {{schema}}.jobs j SET state = 'waiting', parents_left = 1,
+        on_parent_failure = CASE WHEN tfail = 'dead' THEN 'dead'
+                            ELSE 'run' END
+    WHERE j.id = child;
+    IF pst NOT IN ('completed', 'dead', 'cancelled') THEN
+        pst := NULL;
+        pres := NULL;
+    END IF;
+    INSERT INTO {{schema}}.job_deps (parent_id, child_id, parent_state,
+                                     parent_result)
+    VALUES (t, child, pst, pres);
+    IF pst IS NOT NULL THEN
+        PERFORM {{schema}}.flow_edge(child, t, pst);
+    END IF;
+    RETURN child;
+END
+$$;
+-- Skips the blocked job of sequence key (dead, seq_fail block): it no
+-- longer holds the sequence, and the job behind it runs. Returns how many
+-- jobs it skipped (0: the sequence was not blocked).
+CREATE FUNCTION {{schema}}.sequence_skip(key text) RETURNS int
+LANGUAGE plpgsql AS $$
+#variable_conflict use_variable
+DECLARE
+    h bigint;
+    n int := 0;
+BEGIN
+    PERFORM pg_advisory_xact_lock(hashtextextended(
+        '{{schema}}.sequence ' || sequence_skip.key, 0));
+    FOR h IN UPDATE {{schema}}.jobs j SET seq_fail = 'skip',
+            updated_at = now()
+        WHERE j.sequence_key = sequence_skip.key AND j.state = 'dead'
+          AND j.seq_fail = 'block' RETURNING j.id
+    LOOP
+        PERFORM {{schema}}.flow_settle(h, 'dead', NULL);
+        n := n + 1;
+    END LOOP;
+    RETURN n;
+END
+$$;
+-- Unblocks sequence key: its blocked job (dead, seq_fail block) is
+-- queued again in its place, its attempts reset, as dead retry does.
+-- Returns how many jobs it queued (0: the sequence was not blocked).
+CREATE FUNCTION {{schema}}.sequence_unblock(key text) RETURNS int
+LANGUAGE plpgsql AS $$
+#variable_conflict use_variable
+DECLARE
+    n int;
+BEGIN
+    UPDATE {{schema}}.jobs j SET state = 'queued', attempts = 0,
+        run_at = now(), died_at = NULL, finished_at = NULL,
+        cancel_requested = false, updated_at = now()
+    WHERE j.sequence_key = sequence_unblock.key AND j.state = 'dead'
+      AND j.seq_fail = 'block';
+    GET DIAGNOSTICS n = ROW_COUNT;
+    RETURN n;
+END
+$$;
+-- Fair share inside a queue (docs/queues.md, "Fair share"): the weight
+-- of a fair key set at run time (`jobrunner fair set`; NULL: the
+-- config's) and its pass, what it has started weighted (1/weight a
+-- start); the claim starts the key with the lowest pass next. A queue's
+-- clock is the lowest pass of its keys with ready jobs: a key below it
+-- (idle a while) starts from it. Rows only for fair queues.
+CREATE TABLE {{schema}}.fair_keys (
+    queue  text NOT NULL,
+    key    text NOT NULL,
+    weight double precision CHECK (weight BETWEEN 1 AND 1000),
+    pass   double precision NOT NULL DEFAULT 0,
+    PRIMARY KEY (queue, key)
+);
+CREATE TABLE {{schema}}.fair_clocks (
+    queue text PRIMARY KEY,
+    clock double precision NOT NULL
+);

@@ -175,10 +175,14 @@ queue_candidates(jr_backend *b, const char *queue, int cap, const char *json,
                  double now, candidate *c, int *n, const limq *lim,
                  jr_err *err)
 {
-    sqlite3_stmt *s = stmt(b, lim ? S_LIM_CANDIDATES : S_CLAIM_CANDIDATES,
-                           err);
+    const jr_limit *f = lim ? jr_sqlite_fair_of(lim->spec, queue) : NULL;
+    sqlite3_stmt *s;
     int rank = 0, rc;
 
+    if (f != NULL)
+        return jr_sqlite_fair_candidates(b, f, queue, cap, json, now, c, n,
+                                         lim, err);
+    s = stmt(b, lim ? S_LIM_CANDIDATES : S_CLAIM_CANDIDATES, err);
     if (s == NULL)
         return -1;
     bind_text(s, 1, queue);
@@ -195,7 +199,7 @@ queue_candidates(jr_backend *b, const char *queue, int cap, const char *json,
         c[*n].priority = sqlite3_column_int(s, 1);
         c[*n].run_at = sqlite3_column_double(s, 2);
         c[*n].rank = rank++;
-        c[*n].name = c[*n].queue = c[*n].key = NULL;
+        c[*n].name = c[*n].queue = c[*n].key = c[*n].fkey = NULL;
         (*n)++;
         if (lim && candidate_strings(s, queue, &c[*n - 1]) < 0) {
             sqlite3_reset(s);
@@ -218,6 +222,7 @@ candidates_free(candidate *c, int n)
         free(c[i].name);
         free(c[i].queue);
         free(c[i].key);
+        free(c[i].fkey);
     }
     free(c);
 }
@@ -404,6 +409,7 @@ claim_limited(jr_backend *b, const char *token, double lease,
     candidate *c;
     int total = 0, pass, nc, k, n, rejected = 0;
 
+    lim.spec = spec;
     if (jr_sqlite_lim_load(b, spec, now, &lim, err) < 0)
         goto fail;
     for (pass = 0; pass < 4 && total < spec->max; pass++) {
@@ -421,7 +427,11 @@ claim_limited(jr_backend *b, const char *token, double lease,
         k = jr_sqlite_lim_filter(b, &lim, c, nc, sub.max, &rejected, err);
         n = k < 0 ? -1 : claim_picked(b, token, lease, c, k, out + total,
                                       now, err);
-        candidates_free(c, k < 0 ? nc : 0);
+        if (n > 0 && jr_sqlite_fair_save(b, c, n, err) < 0) {
+            total += n;
+            n = -1;
+        }
+        candidates_free(c, k < 0 ? nc : k);
         if (n < 0)
             goto fail;
         total += n;

@@ -19,7 +19,15 @@
 
 /* The file's statements: slots of sql_text[] (sqlite_int.h). */
 enum { S_FLOW_WAIT, S_FLOW_PARENT_MARK, S_FLOW_DEP_ADD, S_FLOW_DEPS_END,
-       S_FLOW_EDGE, S_FLOW_PARENTS, S_FLOW_FLAG, S_FLOW_LINKS, S_COUNT };
+       S_FLOW_EDGE, S_FLOW_HOLD, S_FLOW_PASS, S_FLOW_PARENTS, S_FLOW_FLAG, S_FLOW_LINKS,
+       S_COUNT };
+
+/* A job of a sequence whose parent ?2 ended dead (?3) with seq_fail
+ * block waits on (docs/queues.md, "Sequences"). */
+#define HELD "(?3 = 'dead' AND sequence_key IS NOT NULL AND EXISTS" \
+             " (SELECT 1 FROM jobs p WHERE p.id = ?2" \
+             " AND p.seq_fail = 'block'))"
+
 
 static const char *const sql_text[S_COUNT] = {
     [S_FLOW_WAIT] =
@@ -45,7 +53,22 @@ static const char *const sql_text[S_COUNT] = {
         " last_error = CASE WHEN " FAILS
         "  THEN 'parent ' || ?2 || ' ended ' || ?3 ELSE last_error END,"
         " updated_at = ?4"
-        " WHERE id = ?1 AND state = 'waiting' RETURNING state",
+        " WHERE id = ?1 AND state = 'waiting' AND NOT " HELD
+        " RETURNING state",
+    /* a held edge goes back to unsettled: the parent retried (dead
+     * retry, unblock) and ending again reaches the child again */
+    [S_FLOW_HOLD] =
+        "UPDATE job_deps SET parent_state = NULL, parent_result = NULL"
+        " WHERE parent_id = ?2 AND child_id = ?1 AND EXISTS (SELECT 1"
+        " FROM jobs WHERE id = ?1 AND state = 'waiting' AND " HELD ")",
+    /* a job of a sequence whose parent ?2 was cancelled while it waited
+     * for the job before it waits for that one instead */
+    [S_FLOW_PASS] =
+        "INSERT OR IGNORE INTO job_deps (parent_id, child_id)"
+        " SELECT d.parent_id, ?1 FROM job_deps d WHERE d.child_id = ?2"
+        " AND d.parent_state IS NULL AND EXISTS (SELECT 1 FROM jobs"
+        " WHERE id = ?1 AND state = 'waiting' AND sequence_key IS NOT NULL)"
+        " LIMIT 1",
     [S_FLOW_PARENTS] =
         "UPDATE jobs SET parents = (SELECT json_group_object("
         " CAST(parent_id AS TEXT), CASE WHEN parent_result IS NULL"
@@ -122,6 +145,35 @@ jr_sqlite_step_one(jr_backend *b, sqlite3_stmt *s, char *buf, size_t size,
     return got;
 }
 
+/* A job of a sequence held by its parent's death (HELD): its edge is
+ * unsettled again. */
+static int
+hold(jr_backend *b, int64_t child, int64_t parent, jr_err *err)
+{
+    sqlite3_stmt *s = stmt(b, S_FLOW_HOLD, err);
+
+    if (s == NULL)
+        return -1;
+    sqlite3_bind_int64(s, 1, child);
+    sqlite3_bind_int64(s, 2, parent);
+    bind_text(s, 3, "dead");
+    return run(b, s, err, "holding a sequence") < 0 ? -1 : 0;
+}
+
+/* A job of a sequence whose parent was cancelled while it waited for
+ * the job before it (S_FLOW_PASS): 1 when it now waits for that one. */
+static int
+pass_on(jr_backend *b, int64_t child, int64_t parent, jr_err *err)
+{
+    sqlite3_stmt *s = stmt(b, S_FLOW_PASS, err);
+
+    if (s == NULL)
+        return -1;
+    sqlite3_bind_int64(s, 1, child);
+    sqlite3_bind_int64(s, 2, parent);
+    return run(b, s, err, "passing a sequence on");
+}
+
 /* One parent's end (state pst) reaches a waiting child. *ns gets the
  * child's new state, "" when it was not waiting. */
 static int
@@ -134,13 +186,20 @@ edge(jr_backend *b, int64_t child, int64_t parent, const char *pst,
     ns[0] = '\0';
     if (s == NULL)
         return -1;
+    if (strcmp(pst, "cancelled") == 0 &&
+        (rc = pass_on(b, child, parent, err)) != 0)
+        return rc < 0 ? -1 : 0;         /* waits on for the one before */
     sqlite3_bind_int64(s, 1, child);
     sqlite3_bind_int64(s, 2, parent);
     bind_text(s, 3, pst);
     sqlite3_bind_double(s, 4, now);
     if ((rc = jr_sqlite_step_one(b, s, ns, size, NULL, err,
-                                 "readying a job")) <= 0)
+                                 "readying a job")) < 0)
         return rc;
+    if (rc == 0 && strcmp(pst, "dead") == 0)
+        return hold(b, child, parent, err);
+    if (rc == 0)
+        return 0;
     /* a child made dead is retried by hand (dead retry): it sees the
      * parents that had ended when it died, as a queued one sees all */
     if (strcmp(ns, "queued") != 0 && strcmp(ns, "dead") != 0)
@@ -260,9 +319,9 @@ parents_of(const jr_push *p, int i, const int64_t *ids, idlist *l,
 
 /* Job id (p) waits for parent: the edge, the parent's flow bit, and
  * at once the parent's end when it already ended. */
-static int
-wait_for(jr_backend *b, const jr_push *p, int64_t id, int64_t parent,
-         double now, jr_err *err)
+int
+jr_sqlite_flow_wait(jr_backend *b, const jr_push *p, int64_t id,
+                    int64_t parent, double now, jr_err *err)
 {
     sqlite3_stmt *s = stmt(b, S_FLOW_PARENT_MARK, err);
     char pst[16], ns[16], *res = NULL;
@@ -341,18 +400,20 @@ link_one(jr_backend *b, const jr_push *p, int i, const int64_t *ids,
                          "a plain new job", p[i].name);
     } else if (l.n > 0)
         rc = -1;
+    if (rc >= 0 && p[i].sequence != NULL)
+        rc = jr_sqlite_seq_link(b, &p[i], ids[i], now, err);
     for (k = 0; rc >= 0 && k < l.n; k++)
-        rc = wait_for(b, &p[i], ids[i], l.v[k], now, err);
+        rc = jr_sqlite_flow_wait(b, &p[i], ids[i], l.v[k], now, err);
     free(l.v);
     return rc < 0 ? -1 : 0;
 }
 
-/* 1 if p uses a workflow option. */
+/* 1 if p uses a workflow option or a sequence. */
 static int
 flow_push(const jr_push *p)
 {
     return p->nafter > 0 || p->nafter_local > 0 || p->batch != 0 ||
-           p->batch_new != NULL;
+           p->batch_new != NULL || p->sequence != NULL;
 }
 
 int

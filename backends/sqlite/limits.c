@@ -253,9 +253,13 @@ jr_sqlite_lim_filter(jr_backend *b, limq *lim, candidate *c, int nc, int max,
             rc = -1;
         *rejected += ok == 0 && rc == 0 && k < max;
         free(c[i].name);
-        free(c[i].queue);
         free(c[i].key);
-        c[i].name = c[i].queue = c[i].key = NULL;
+        c[i].name = c[i].key = NULL;
+        if (c[i].fkey == NULL || ok <= 0) {     /* fair: kept to count */
+            free(c[i].queue);
+            free(c[i].fkey);
+            c[i].queue = c[i].fkey = NULL;
+        }
         if (ok > 0)
             c[k++] = c[i];
     }

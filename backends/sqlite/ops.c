@@ -162,6 +162,20 @@ durable_signal(jr_backend *b, int64_t id, const char *name,
     return rc;
 }
 
+/* A sequence's skip or unblock answered over HTTP: as durable as the
+ * others. */
+static int
+durable_seq_act(jr_backend *b, const char *key, int what, jr_err *err)
+{
+    int rc;
+
+    if (set_full(b, 1, err) < 0)
+        return -1;
+    rc = jr_sqlite_seq_act(b, key, what, err);
+    set_full(b, 0, err);
+    return rc;
+}
+
 /* The database file: the path, unless empty or ":memory:". */
 static const char *
 db_file(const char *arg)
@@ -220,4 +234,7 @@ const jr_backend_ops jr_sqlite_ops = {
     .signal = durable_signal,                 /* signal.c, FULL */
     .wake = jr_sqlite_wake,                   /* signal.c */
     .wait_counts = jr_sqlite_wait_counts,     /* signal.c */
+    .sequences = jr_sqlite_sequences,         /* sequence.c */
+    .seq_act = durable_seq_act,               /* sequence.c, FULL */
+    .fair_set = jr_sqlite_fair_set,           /* fair.c */
 };

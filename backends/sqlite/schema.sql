@@ -554,3 +554,38 @@ CREATE INDEX jobs_wait_on ON jobs (wait_on) WHERE wait_on IS NOT NULL;
 -- and the API: set only on a success that carried some and stays
 -- completed; NULL for every other job, which pays nothing for it.
 ALTER TABLE jobs ADD COLUMN sql_statements INTEGER;
+-- migration 18
+-- Sequences (docs/queues.md, "Sequences"): the jobs of one sequence key
+-- run one at a time, in the order they were pushed. A job pushed into a
+-- sequence waits (a dependency of migration 11) for the job pushed into
+-- it just before, while that one has not ended, so the claim is the
+-- plain one and a plain job pays nothing: these columns stay NULL.
+-- sequence_key is the key; seq_no its place; seq_fail what the job
+-- ending dead does to the jobs behind it: block (they wait for an
+-- operator), skip (the next runs), dead (they end dead too).
+ALTER TABLE jobs ADD COLUMN sequence_key TEXT
+    CHECK (sequence_key IS NULL
+           OR length(CAST(sequence_key AS BLOB)) BETWEEN 1 AND 256);
+ALTER TABLE jobs ADD COLUMN seq_no INTEGER;
+ALTER TABLE jobs ADD COLUMN seq_fail TEXT
+    CHECK (seq_fail IS NULL OR seq_fail = 'block' OR seq_fail = 'skip'
+           OR seq_fail = 'dead');
+CREATE INDEX jobs_sequence ON jobs (sequence_key, seq_no)
+    WHERE sequence_key IS NOT NULL;
+-- Fair share inside a queue (docs/queues.md, "Fair share"): the weight
+-- of a fair key set at run time (`jobrunner fair set`; NULL: the
+-- config's) and its pass, what it has started weighted (1/weight a
+-- start); the claim starts the key with the lowest pass next. A queue's
+-- clock is the lowest pass of its keys with ready jobs: a key below it
+-- (idle a while) starts from it. Rows only for fair queues.
+CREATE TABLE fair_keys (
+    queue  TEXT NOT NULL,
+    key    TEXT NOT NULL,
+    weight REAL CHECK (weight IS NULL OR (weight >= 1 AND weight <= 1000)),
+    pass   REAL NOT NULL DEFAULT 0,
+    PRIMARY KEY (queue, key)
+) WITHOUT ROWID;
+CREATE TABLE fair_clocks (
+    queue TEXT PRIMARY KEY,
+    clock REAL NOT NULL
+) WITHOUT ROWID;

@@ -215,6 +215,14 @@ int  jr_sqlite_flow_settle(jr_backend *b, int64_t id, const char *st,
                            const char *result, double now, jr_err *err);
 int  jr_sqlite_flow_check(jr_backend *b, int64_t id, const char *st,
                           double now, jr_err *err);
+/* flow.c: job id (p), made waiting, waits for parent: the edge, the
+ * parent's flow bit, and the parent's end at once when it ended. */
+int  jr_sqlite_flow_wait(jr_backend *b, const jr_push *p, int64_t id,
+                         int64_t parent, double now, jr_err *err);
+/* sequence.c; in the open transaction, from flow.c: job id (p), just
+ * pushed, goes to the end of its sequence (docs/queues.md). */
+int  jr_sqlite_seq_link(jr_backend *b, const jr_push *p, int64_t id,
+                        double now, jr_err *err);
 /* Steps s, which returns at most one row: column 0 as text into buf
  * (size), or as an int64 into *out when buf is NULL. 1 with a row, 0
  * without, -1 on error (what: the error's context). */
@@ -246,6 +254,9 @@ typedef struct candidate {
     char   *name;               /* with limits: the job's name, queue and */
     char   *queue;              /* limit key (NULL: none), else NULL */
     char   *key;
+    char   *fkey;               /* of a fair queue: its fair key, its */
+    double  fweight;            /* weight and the queue's clock; else */
+    double  fclock;             /* NULL */
 } candidate;
 
 /* A limited claim's state between passes: the pick, its blocked lists
@@ -258,6 +269,7 @@ typedef struct limq {
     char    **qname;            /* queues that gave jobs, and how many */
     int      *qtaken;
     int       nq;
+    const jr_claim_spec *spec;  /* the claim's: its fair queues */
 } limq;
 
 /* limits.c: reads the running jobs and the scopes' own buckets into
@@ -274,5 +286,22 @@ int  jr_sqlite_lim_filter(jr_backend *b, limq *lim, candidate *c, int nc,
 int  jr_sqlite_lim_save(jr_backend *b, const jr_claim_spec *spec,
                         const jr_lpick *p, double now, jr_err *err);
 void jr_sqlite_lim_clear(limq *lim);
+
+/* fair.c: the fair limit of queue in spec, or NULL when it is not fair. */
+const jr_limit *jr_sqlite_fair_of(const jr_claim_spec *spec,
+                                  const char *queue);
+/* Appends the first cap ready jobs of fair queue (limit f) to c[*n..] as
+ * queue_candidates does, ranked by whose turn it is among their keys
+ * (fairpick.h). 0, or -1 with err set. */
+int  jr_sqlite_fair_candidates(jr_backend *b, const jr_limit *f,
+                               const char *queue, int cap, const char *json,
+                               double now, candidate *c, int *n,
+                               const limq *lim, jr_err *err);
+/* Counts the claimed candidates c[0..n) of fair queues in their keys'
+ * passes and their queues' clocks. */
+int  jr_sqlite_fair_set(jr_backend *b, const char *queue, const char *key,
+                        double weight, jr_err *err);
+int  jr_sqlite_fair_save(jr_backend *b, const candidate *c, int n,
+                         jr_err *err);
 
 #endif

@@ -124,6 +124,31 @@ flow_check(const jr_push *p, jr_err *err)
     return 0;
 }
 
+/* The sequence options of jr_push_check (docs/queues.md). */
+static int
+seq_check(const jr_push *p, jr_err *err)
+{
+    size_t len;
+
+    if (p->sequence == NULL && p->seq_fail != JR_SEQ_BLOCK)
+        return jr_fail(err, JR_EINPUT, "job '%s': on_failure goes with a "
+                       "sequence", p->name);
+    if (p->sequence == NULL)
+        return 0;
+    len = strlen(p->sequence);
+    if (len == 0 || len > JR_SEQ_KEY_MAX)
+        return jr_fail(err, JR_EINPUT, "job '%s': sequence key of %zu bytes "
+                       "(sequence: 1 to %d bytes)", p->name, len,
+                       JR_SEQ_KEY_MAX);
+    if (jr_seq_fail_name(p->seq_fail) == NULL)
+        return jr_fail(err, JR_EINPUT, "job '%s': on_failure %d is not one "
+                       "of block, skip, dead", p->name, p->seq_fail);
+    if (p->nafter > 0 || p->nafter_local > 0 || p->unique_key != NULL)
+        return jr_fail(err, JR_EINPUT, "job '%s': a job in a sequence "
+                       "cannot have after nor a unique_key", p->name);
+    return 0;
+}
+
 /* The payload's JSON text: one rule for every backend (jsontext.h). */
 static int
 payload_check(const jr_push *p, jr_err *err)
@@ -172,7 +197,7 @@ jr_push_check(const jr_push *p, size_t max_payload, jr_err *err)
         return jr_fail(err, JR_EINPUT, "job '%s': limit key of %zu bytes "
                        "(key: 1 to %d bytes)", p->name, strlen(p->key),
                        JR_KEY_MAX);
-    if (flow_check(p, err) < 0)
+    if (flow_check(p, err) < 0 || seq_check(p, err) < 0)
         return -1;
     return unique_check(p, err);
 }
@@ -283,6 +308,25 @@ const char *
 jr_opf_name(int v)
 {
     return v > 0 && v <= JR_OPF_DEAD ? opf_names[v] : NULL;
+}
+
+static const char *const seq_fail_names[] = {"block", "skip", "dead"};
+
+int
+jr_seq_fail_parse(const char *name)
+{
+    int v;
+
+    for (v = JR_SEQ_BLOCK; name != NULL && v <= JR_SEQ_DEAD; v++)
+        if (strcmp(name, seq_fail_names[v]) == 0)
+            return v;
+    return -1;
+}
+
+const char *
+jr_seq_fail_name(int v)
+{
+    return v >= JR_SEQ_BLOCK && v <= JR_SEQ_DEAD ? seq_fail_names[v] : NULL;
 }
 
 int

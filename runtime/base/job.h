@@ -52,6 +52,17 @@ enum {
 
 #define JR_AFTER_MAX 1000       /* parents of one job */
 
+/* What a job of a sequence ending dead does to the jobs behind it in its
+ * sequence (jr_push.seq_fail; docs/queues.md, "Sequences"). */
+enum {
+    JR_SEQ_BLOCK = 0,           /* the sequence waits for an operator's
+                                   skip or unblock (the default) */
+    JR_SEQ_SKIP,                /* the next job runs */
+    JR_SEQ_DEAD                 /* the rest of the sequence ends dead */
+};
+
+#define JR_SEQ_KEY_MAX 256      /* bytes of a sequence key */
+
 /* A batch a push call makes (jr_push.batch_new): the jobs of the call
  * that point to it are its members. Strings borrowed. */
 typedef struct jr_batch_spec {
@@ -101,6 +112,11 @@ typedef struct jr_push {
     int64_t        batch;       /* joins this existing, unfinished batch */
     jr_batch_spec *batch_new;   /* joins the batch this call makes (the
                                    first job pointing to it makes it) */
+    /* sequences (docs/queues.md): NULL means none */
+    const char    *sequence;    /* runs after the sequence's jobs pushed
+                                   before it ended, one at a time */
+    int            seq_fail;    /* JR_SEQ_*: what its death does to the
+                                   jobs behind it */
 } jr_push;
 
 /* One fire of a recurring job (a schedule): the job it inserts and the
@@ -342,6 +358,11 @@ int  jr_opf_parse(const char *name);
 
 /* The name of JR_OPF_* v, NULL for JR_OPF_DEFAULT. */
 const char *jr_opf_name(int v);
+
+/* The on_failure of a sequence named name ("block", "skip", "dead"), or
+ * -1; and the name of JR_SEQ_* v. */
+int  jr_seq_fail_parse(const char *name);
+const char *jr_seq_fail_name(int v);
 
 /* The order jobs are claimed and run in: priority (lower first), then
  * run_at, then id. A qsort comparator over an array of jr_job pointers. */

@@ -43,6 +43,8 @@ jr_limits_free(jr_limits *ls)
     for (i = 0; i < ls->n; i++) {
         free(ls->l[i].scope);
         free(ls->l[i].key_path);
+        free(ls->l[i].fair_path);
+        free(ls->l[i].fair_weights);
     }
     free(ls->l);
     memset(ls, 0, sizeof *ls);
@@ -63,8 +65,14 @@ jr_limits_copy(jr_limits *dst, const jr_limits *src)
         dst->l[i].scope = strdup(src->l[i].scope);
         dst->l[i].key_path = src->l[i].key_path ?
                              strdup(src->l[i].key_path) : NULL;
+        dst->l[i].fair_path = src->l[i].fair_path ?
+                              strdup(src->l[i].fair_path) : NULL;
+        dst->l[i].fair_weights = src->l[i].fair_weights ?
+                                 strdup(src->l[i].fair_weights) : NULL;
         if (dst->l[i].scope == NULL ||
-            (src->l[i].key_path && dst->l[i].key_path == NULL)) {
+            (src->l[i].key_path && dst->l[i].key_path == NULL) ||
+            (src->l[i].fair_path && dst->l[i].fair_path == NULL) ||
+            (src->l[i].fair_weights && dst->l[i].fair_weights == NULL)) {
             dst->n++;
             jr_limits_free(dst);
             return -1;

@@ -28,6 +28,14 @@ typedef struct jr_limit {
     char        *key_path;      /* payload path after "payload.", or NULL */
     jr_limit_set all;           /* the scope's own */
     jr_limit_set per_key;       /* each limit key's */
+    /* fair share inside a queue (docs/queues.md, "Fair share"): the
+     * payload path of the fair key after "payload.", NULL when the queue
+     * is not fair; the weight of a key with none set; the config's
+     * weights as a JSON object {"key": weight} (NULL: none), written to
+     * the database at start */
+    char        *fair_path;
+    double       fair_default;
+    char        *fair_weights;
 } jr_limit;
 
 typedef struct jr_limits {

@@ -51,6 +51,8 @@ int jr_cmd_list(jr_cli *cli);
 int jr_cmd_wait(jr_cli *cli);           /* waitcmd.c */
 int jr_cmd_limits(jr_cli *cli);         /* limitscmd.c */
 int jr_cmd_push_flow(jr_cli *cli);      /* flowcmd.c */
+int jr_cmd_sequences(jr_cli *cli);      /* seqcmd.c */
+int jr_cmd_fair(jr_cli *cli);           /* faircmd.c */
 int jr_cmd_batch(jr_cli *cli);
 int jr_cmd_signal(jr_cli *cli);         /* signalcmd.c */
 /* cancel --batch ID (argv[0] is "--batch") */

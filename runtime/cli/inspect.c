@@ -215,6 +215,34 @@ prog_print(const jr_client_job_info *j, void *arg)
     return 0;
 }
 
+static int
+seq_count(const char *key, int64_t head, const char *state, long jobs,
+          int blocked, void *arg)
+{
+    long *n = arg;
+
+    (void)key, (void)head, (void)state, (void)jobs;
+    n[0]++;
+    n[1] += blocked != 0;
+    return 0;
+}
+
+/* Prints how many sequences are held and blocked (docs/queues.md). */
+static int
+stats_sequences(jr_client *client, int json)
+{
+    long n[2] = {0, 0};
+
+    if (jr_client_sequences(client, 0, 0, seq_count, n) != JR_CLIENT_OK)
+        return -1;
+    if (json)
+        printf(",\"sequences\":{\"held\":%ld,\"blocked\":%ld}", n[0], n[1]);
+    else if (n[0] > 0)
+        printf("sequences %ld (blocked %ld: jobrunner sequences "
+               "--blocked)\n", n[0], n[1]);
+    return 0;
+}
+
 /* Prints the progress of running jobs after the counts. */
 static int
 stats_progress(jr_client *client, int json)
@@ -268,7 +296,8 @@ jr_cmd_stats(jr_cli *cli)
             stats_json(&a, &s, state);
         else
             stats_text(&a, &s, state);
-        if (stats_progress(client, json) < 0)
+        if (stats_sequences(client, json) < 0 ||
+            stats_progress(client, json) < 0)
             rc = jr_cmd_client_fail(client);
     }
     jr_scripts_free(&s);

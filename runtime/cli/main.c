@@ -28,6 +28,7 @@ static const struct command {
      "       [--queue Q] [--max-retries N] [--key K] [--result-ttl DURATION]\n"
      "       [--unique-key K [--unique-for DURATION] [--on-conflict keep|replace]]\n"
      "       [--after ID[,ID...] [--on-parent-failure cancel|run|dead]] [--batch ID]\n"
+     "       [--sequence KEY [--on-failure block|skip|dead]]\n"
      "                           queue a job; prints its id (with --unique-key: the id\n"
      "                           and new, duplicate or replaced)", 1},
     {"push-flow", jr_cmd_push_flow, "push-flow FILE|- [--json]\n"
@@ -68,6 +69,15 @@ static const struct command {
      "                           0: all); S: STATES", 0},
     {"limits", jr_cmd_limits, "limits [--json]          each limit of the config: its caps and rates, jobs\n"
      "                           running and waiting, tokens, keys most waiting", 0},
+    {"sequences", jr_cmd_sequences, "sequences [--blocked] [--limit N] [--json]\n"
+     "                           each sequence with jobs not ended or blocked: its\n"
+     "                           head job, state, jobs and whether it is blocked\n"
+     "  sequences skip KEY | sequences unblock KEY\n"
+     "                           a blocked sequence: skip its dead job (the next\n"
+     "                           runs), or queue it again in its place", 0},
+    {"fair", jr_cmd_fair, "fair set QUEUE KEY WEIGHT\n"
+     "                           a fair queue's key weight (1 to 1000) for every\n"
+     "                           runner, over the config's", 0},
     {"check", jr_cmd_check, "check                    load config and every handler, report errors", 0},
     {"migrate", jr_cmd_migrate, "migrate                  create or upgrade the database schema", 0},
     {"reload", jr_cmd_reload, "reload                   make the running runner reload its handlers (SIGHUP)", 0},

@@ -151,6 +151,23 @@ set_batch(jr_push *p, const char *val, jr_err *err)
     return 0;
 }
 
+static int
+set_sequence(jr_push *p, const char *val, jr_err *err)
+{
+    (void)err;
+    p->sequence = val;          /* checked with the push */
+    return 0;
+}
+
+static int
+set_on_failure(jr_push *p, const char *val, jr_err *err)
+{
+    if ((p->seq_fail = jr_seq_fail_parse(val)) < 0)
+        return jr_fail(err, JR_EUSAGE, "invalid --on-failure '%s': "
+                       "expected block, skip or dead", val);
+    return 0;
+}
+
 static const struct push_option {
     const char  *name;
     int          takes;         /* takes a value: the next argument */
@@ -169,6 +186,8 @@ static const struct push_option {
     {"--after",       1, set_after},
     {"--on-parent-failure", 1, set_on_parent_failure},
     {"--batch",       1, set_batch},
+    {"--sequence",    1, set_sequence},
+    {"--on-failure",  1, set_on_failure},
     {NULL, 0, NULL}
 };
 
@@ -297,7 +316,19 @@ jr_cmd_push(jr_cli *cli)
     u.unique_for = p.unique_for;
     u.on_conflict = p.on_conflict;
     outcome = JR_CLIENT_PUSHED;
-    if (p.nafter > 0 || p.batch != 0 || p.on_parent_failure != 0) {
+    if (p.sequence == NULL && p.seq_fail != JR_SEQ_BLOCK) {
+        rc = jr_cmd_usage("push: --on-failure goes with --sequence");
+    } else if (p.sequence != NULL) {
+        jr_client_seq sq = {p.sequence, p.seq_fail};
+        if (p.unique_key != NULL || p.nafter > 0 || p.batch != 0)
+            rc = jr_cmd_usage("push: --sequence cannot go with "
+                              "--unique-key, --after or --batch");
+        else if (jr_client_push_seq(client, p.name, p.payload, &opts, &sq,
+                                    &id) != JR_CLIENT_OK)
+            rc = jr_cmd_client_fail(client);
+        else
+            push_said(&c, &p, id, outcome);
+    } else if (p.nafter > 0 || p.batch != 0 || p.on_parent_failure != 0) {
         jr_client_after a = {p.after, (size_t)p.nafter, p.on_parent_failure,
                              p.batch};
         if (p.unique_key != NULL)

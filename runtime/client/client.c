@@ -497,6 +497,71 @@ jr_client_push_after(jr_client *c, const char *name, const char *payload,
     return finish(c, 0);
 }
 
+/* ---- sequences (docs/queues.md) ---- */
+
+int
+jr_client_push_seq(jr_client *c, const char *name, const char *payload,
+                   const jr_client_opts *opts, const jr_client_seq *s,
+                   int64_t *id)
+{
+    jr_push p;
+    int64_t got;
+
+    if (c == NULL)
+        return JR_CLIENT_EUSAGE;
+    if (begin(c) < 0 || make_push(c, name, payload, opts, &p) < 0)
+        return finish(c, -1);
+    if (s != NULL && s->key != NULL) {
+        p.sequence = s->key;
+        p.seq_fail = s->on_failure;     /* JR_CLIENT_SEQ_* is JR_SEQ_* */
+    }
+    if (jr_push_check(&p, c->max_payload, &c->err) < 0 ||
+        c->db.ops->push(c->db.b, &p, 1, &got, &c->err) < 0)
+        return finish(c, -1);
+    if (id != NULL)
+        *id = got;
+    return finish(c, 0);
+}
+
+int
+jr_client_push_many_seq(jr_client *c, const jr_client_job *jobs,
+                        const jr_client_seq *seqs, size_t n, int64_t *ids)
+{
+    jr_push *p;
+    size_t i;
+    int rc;
+
+    if (c == NULL)
+        return JR_CLIENT_EUSAGE;
+    if (begin(c) < 0)
+        return finish(c, -1);
+    if (n == 0)
+        return finish(c, 0);
+    if (jobs == NULL || n > INT_MAX)
+        return finish(c, jr_fail(&c->err, JR_EUSAGE, "push_many: %s",
+                                 jobs ? "too many jobs" : "jobs is NULL"));
+    if ((p = calloc(n, sizeof *p)) == NULL)
+        return finish(c, jr_fail(&c->err, JR_ENOMEM, "push_many: out of "
+                                 "memory for %zu jobs", n));
+    for (i = 0; i < n; i++) {
+        rc = make_push(c, jobs[i].name, jobs[i].payload, &jobs[i].opts,
+                       &p[i]);
+        if (rc == 0 && seqs != NULL && seqs[i].key != NULL) {
+            p[i].sequence = seqs[i].key;
+            p[i].seq_fail = seqs[i].on_failure;
+            rc = jr_push_check(&p[i], c->max_payload, &c->err);
+        }
+        if (rc < 0) {
+            name_position(&c->err, i, n);
+            free(p);
+            return finish(c, -1);
+        }
+    }
+    rc = c->db.ops->push(c->db.b, p, (int)n, ids, &c->err);
+    free(p);
+    return finish(c, rc);
+}
+
 int
 jr_client_push_flow(jr_client *c, const char *json, size_t len,
                     jr_client_flow_fn fn, void *arg, int64_t *batch)

@@ -215,6 +215,55 @@ int jr_client_push_after(jr_client *c, const char *name, const char *payload,
                          const jr_client_opts *opts, const jr_client_after *a,
                          int64_t *id);
 
+/* ---- sequences (docs/queues.md, "Sequences") ---- */
+
+/* What a job of a sequence ending dead does to the jobs behind it. The
+ * numbers are stable. */
+enum {
+    JR_CLIENT_SEQ_BLOCK = 0,    /* they wait for an operator's skip or
+                                   unblock (the default) */
+    JR_CLIENT_SEQ_SKIP = 1,     /* the next runs */
+    JR_CLIENT_SEQ_DEAD = 2      /* they end dead too */
+};
+
+/* A push's sequence. */
+typedef struct jr_client_seq {
+    const char *key;            /* the sequence, 1 to 256 bytes: its jobs
+                                   run one at a time, in push order */
+    int         on_failure;     /* JR_CLIENT_SEQ_* */
+} jr_client_seq;
+
+/* jr_client_push into sequence s (NULL or a NULL key: a plain push): the
+ * job is "waiting" while the job pushed into the sequence before it has
+ * not ended. A key of 0 or over 256 bytes is JR_CLIENT_EINPUT. */
+int jr_client_push_seq(jr_client *c, const char *name, const char *payload,
+                       const jr_client_opts *opts, const jr_client_seq *s,
+                       int64_t *id);
+
+/* jr_client_push_many with seqs[0..n) (NULL, or a NULL key: a plain
+ * job), in one transaction: the jobs of one key go into its sequence in
+ * the array's order. */
+int jr_client_push_many_seq(jr_client *c, const jr_client_job *jobs,
+                            const jr_client_seq *seqs, size_t n,
+                            int64_t *ids);
+
+/* Calls fn for each sequence with jobs not ended or blocked (only the
+ * blocked ones when blocked is 1), by key, at most limit (0: all): key,
+ * its head (the first job not ended, or the dead one blocking it), the
+ * head's state, its jobs queued, running or waiting, and whether it is
+ * blocked. Strings valid during the callback only. Return 0 to go on. */
+typedef int (*jr_client_seq_fn)(const char *key, int64_t head,
+                                const char *state, long jobs, int blocked,
+                                void *arg);
+int jr_client_sequences(jr_client *c, int blocked, int limit,
+                        jr_client_seq_fn fn, void *arg);
+
+/* Skips the blocked job of sequence key (the next runs), or queues it
+ * again in its place with its attempts reset (unblock 1). count (may be
+ * NULL) receives how many jobs: 0 when the sequence was not blocked. */
+int jr_client_sequence_act(jr_client *c, const char *key, int unblock,
+                           long *count);
+
 /* Called once per job of a pushed flow with its ref (local name) and id.
  * Return 0 to go on, non-zero to stop (the flow stays pushed). */
 typedef int (*jr_client_flow_fn)(const char *ref, int64_t id, void *arg);

@@ -41,7 +41,7 @@ LUAMOD_API int luaopen_jobrunner(lua_State *L);
 static int
 read_push_opts(lua_State *L, int idx, const char *fn, const char *name,
                size_t len, jr_client_opts *o, jr_client_unique *u,
-               jr_client_after *a, jr_err *bad)
+               jr_client_after *a, jr_client_seq *sq, jr_err *bad)
 {
     jr_push p = {.name = name};
 
@@ -63,6 +63,8 @@ read_push_opts(lua_State *L, int idx, const char *fn, const char *name,
     a->nafter = (size_t)p.nafter;
     a->on_parent_failure = p.on_parent_failure;
     a->batch = p.batch;
+    sq->key = p.sequence;                    /* anchored by the table */
+    sq->on_failure = p.seq_fail;             /* JR_SEQ_* is JR_CLIENT_SEQ_* */
     return 0;
 }
 
@@ -109,23 +111,37 @@ client_push(lua_State *L)                            /* q name payload opts */
     jr_client_opts o;
     jr_client_unique u;
     jr_client_after a;
+    jr_client_seq sq;
     char msg[400];
     int64_t id;
-    int outcome;
+    int outcome, rc;
     jr_buf *b;
     jr_err bad;
 
-    if (read_push_opts(L, 4, "push", name, len, &o, &u, &a, &bad) < 0)
+    if (read_push_opts(L, 4, "push", name, len, &o, &u, &a, &sq, &bad) < 0)
         return jr_luaclient_fail(L, bad.msg);
     lua_settop(L, 4);                                /* q name payload opts */
     b = jr_json_buf_new(L);                          /* .. b */
     if (jr_json_encode(L, 3, b, msg, sizeof msg) < 0)
         return jr_luaclient_fail(L, lua_pushfstring(L, "job '%s': %s", name, msg));
     outcome = JR_CLIENT_PUSHED;
-    if (a.nafter > 0 || a.batch != 0 || a.on_parent_failure != 0 ?
-        jr_client_push_after(c, name, b->p, &o, &a, &id) != JR_CLIENT_OK :
-        jr_client_push_unique(c, name, b->p, &o, &u, &id, &outcome)
-        != JR_CLIENT_OK)
+    if (sq.key != NULL || sq.on_failure != JR_CLIENT_SEQ_BLOCK)
+        rc = sq.key == NULL ? jr_luaclient_fail(L, "push: option "
+                                                "'on_failure' goes with "
+                                                "'sequence'") :
+             u.key != NULL || a.nafter > 0 || a.batch != 0 ?
+             jr_luaclient_fail(L, "push: option 'sequence' cannot go with "
+                               "unique_key, after or batch") :
+             jr_client_push_seq(c, name, b->p, &o, &sq, &id) != JR_CLIENT_OK;
+    else if (a.nafter > 0 || a.batch != 0 || a.on_parent_failure != 0)
+        rc = jr_client_push_after(c, name, b->p, &o, &a, &id) !=
+             JR_CLIENT_OK;
+    else
+        rc = jr_client_push_unique(c, name, b->p, &o, &u, &id, &outcome) !=
+             JR_CLIENT_OK;
+    if (rc > 1)
+        return rc;                  /* nil, message already pushed */
+    if (rc == 1)
         return jr_luaclient_fail(L, jr_client_errmsg(c));
     lua_pushinteger(L, (lua_Integer)id);             /* .. b id */
     push_outcome(L, outcome);                        /* .. b id dup what */
@@ -144,6 +160,7 @@ read_job(lua_State *L, lua_Integer i, jr_buf *b, size_t *off,
     size_t len;
     jr_err bad;
     jr_client_after a;
+    jr_client_seq sq;
 
     if (lua_rawgeti(L, 2, i) != LUA_TTABLE)          /* .. item */
         luaL_error(L, "push_many: item %d must be a table {name, payload, "
@@ -156,10 +173,13 @@ read_job(lua_State *L, lua_Integer i, jr_buf *b, size_t *off,
     j->name = lua_tolstring(L, -1, &len);            /* anchored by item */
     lua_rawgeti(L, item, 3);                         /* .. item name opts */
     if (read_push_opts(L, lua_gettop(L), "push_many", j->name, len,
-                       &j->opts, u, &a, &bad) < 0 ||
+                       &j->opts, u, &a, &sq, &bad) < 0 ||
         ((a.nafter > 0 || a.batch != 0 || a.on_parent_failure != 0) &&
          jr_fail(&bad, JR_EINPUT, "after, on_parent_failure and batch go "
-                 "by q:push or q:flow, not push_many") < 0)) {
+                 "by q:push or q:flow, not push_many") < 0) ||
+        ((sq.key != NULL || sq.on_failure != JR_CLIENT_SEQ_BLOCK) &&
+         jr_fail(&bad, JR_EINPUT, "sequence and on_failure go by q:push, "
+                 "not push_many") < 0)) {
         snprintf(msg, 400, "job %d of %d: %.370s", (int)i,
                  (int)lua_rawlen(L, 2), bad.msg);
         lua_pop(L, 3);                               /* .. */

@@ -125,6 +125,126 @@ path_value(lua_State *L, char **out, char *what, size_t whatsz)
     return (*out = strdup(s + 8)) ? 0 : -1;
 }
 
+/* Appends s as a JSON string to b (keys are checked: no control bytes). */
+static void
+buf_str(jr_buf *b, const char *s)
+{
+    jr_buf_put(b, "\"", 1);
+    for (; *s; s++) {
+        if (*s == '"' || *s == '\\')
+            jr_buf_put(b, "\\", 1);
+        jr_buf_put(b, s, 1);
+    }
+    jr_buf_put(b, "\"", 1);
+}
+
+/* The weights table at the top of L ({ key = weight }) as a JSON object
+ * into a new *out.  [-0, +0, m] */
+static int
+weights_value(lua_State *L, char **out, const char *sub, char *key,
+              size_t keysz, char *what, size_t whatsz)
+{
+    jr_buf b = {0};
+    const char *k, *p;
+    char num[40];
+    double w;
+    int n = 0;
+
+    snprintf(key, keysz, "%s.fair.weights", sub);
+    if (!lua_istable(L, -1)) {
+        snprintf(what, whatsz, "must be a table such as { acme = 4 }, got "
+                 "%s", luaL_typename(L, -1));
+        return -1;
+    }
+    jr_buf_put(&b, "{", 1);
+    lua_pushnil(L);                                  /* w nil */
+    while (lua_next(L, -2)) {                        /* w k v */
+        k = lua_type(L, -2) == LUA_TSTRING ? lua_tostring(L, -2) : NULL;
+        for (p = k; p && *p && (unsigned char)*p >= 0x20; p++)
+            ;
+        w = lua_type(L, -1) == LUA_TNUMBER ? lua_tonumber(L, -1) : -1;
+        if (k == NULL || *p || p == k || p - k > 256) {
+            snprintf(what, whatsz, "keys must be strings of 1 to 256 "
+                     "bytes (a fair key as the payload holds it)");
+            lua_pop(L, 2);
+            jr_buf_free(&b);
+            return -1;
+        }
+        snprintf(key, keysz, "%s.fair.weights.%s", sub, k);
+        if (!(w >= 1 && w <= 1000)) {
+            snprintf(what, whatsz, "must be a number from 1 to 1000");
+            lua_pop(L, 2);
+            jr_buf_free(&b);
+            return -1;
+        }
+        if (n++)
+            jr_buf_put(&b, ",", 1);
+        buf_str(&b, k);
+        snprintf(num, sizeof num, ":%.17g", w);
+        jr_buf_put(&b, num, strlen(num));
+        lua_pop(L, 1);                               /* w k */
+    }
+    jr_buf_put(&b, "}", 2);                          /* and its NUL */
+    if (b.oom) {
+        jr_buf_free(&b);
+        snprintf(what, whatsz, "out of memory");
+        return -1;
+    }
+    free(*out);
+    *out = b.p;
+    return 0;
+}
+
+/* The fair table at the top of L ({ key = "payload.f", weights = {...},
+ * default = 1 }) into l.  [-0, +0, m] */
+static int
+fair_value(lua_State *L, jr_limit *l, const char *sub, char *key,
+           size_t keysz, char *what, size_t whatsz)
+{
+    const char *k;
+    double d;
+    int rc = 0;
+
+    if (!lua_istable(L, -1)) {
+        snprintf(key, keysz, "%s.fair", sub);
+        snprintf(what, whatsz, "must be a table such as { key = "
+                 "\"payload.tenant\", weights = { acme = 4 }, default = 1 "
+                 "}, got %s", luaL_typename(L, -1));
+        return -1;
+    }
+    l->fair_default = 1;
+    lua_pushnil(L);                                  /* f nil */
+    while (rc == 0 && lua_next(L, -2)) {             /* f k v */
+        k = lua_type(L, -2) == LUA_TSTRING ? lua_tostring(L, -2) : "?";
+        snprintf(key, keysz, "%s.fair.%s", sub, k);
+        if (strcmp(k, "key") == 0)
+            rc = path_value(L, &l->fair_path, what, whatsz);
+        else if (strcmp(k, "weights") == 0)
+            rc = weights_value(L, &l->fair_weights, sub, key, keysz, what,
+                               whatsz);
+        else if (strcmp(k, "default") == 0) {
+            d = lua_type(L, -1) == LUA_TNUMBER ? lua_tonumber(L, -1) : -1;
+            if (!(d >= 1 && d <= 1000)) {
+                snprintf(what, whatsz, "must be a number from 1 to 1000");
+                rc = -1;
+            }
+            l->fair_default = d;
+        } else {
+            snprintf(what, whatsz, "is not a fair setting (valid: key, "
+                     "weights, default)");
+            rc = -1;
+        }
+        lua_pop(L, rc == 0 ? 1 : 2);                 /* f k | f */
+    }
+    if (rc == 0 && l->fair_path == NULL) {
+        snprintf(key, keysz, "%s.fair.key", sub);
+        snprintf(what, whatsz, "is missing: the payload path of the fair "
+                 "key, such as \"payload.tenant\"");
+        rc = -1;
+    }
+    return rc;
+}
+
 /* Reads one set (the limit's own, or per_key) from the table at the top
  * of L. sub is the key prefix for messages.  [-0, +0, m] */
 static int
@@ -161,6 +281,8 @@ read_set(lua_State *L, jr_limit *l, jr_limit_set *set, int top,
             ;                                        /* read above */
         else if (top && strcmp(k, "key") == 0)
             rc = path_value(L, &l->key_path, what, whatsz);
+        else if (top && strcmp(k, "fair") == 0)
+            rc = fair_value(L, l, sub, key, keysz, what, whatsz);
         else if (top && strcmp(k, "per_key") == 0 && lua_istable(L, -1) &&
                  snprintf(here, sizeof here, "%s", key) > 0)
             rc = read_set(L, l, &l->per_key, 0, here, key, keysz, what,
@@ -172,7 +294,7 @@ read_set(lua_State *L, jr_limit *l, jr_limit_set *set, int top,
         } else {
             snprintf(what, whatsz, "is not a limit setting (valid: "
                      "concurrency, rate, burst%s)",
-                     top ? ", key, per_key (a table)" : "");
+                     top ? ", key, per_key (a table), fair (a table)" : "");
             rc = -1;
         }
         lua_pop(L, rc == 0 ? 1 : 2);                 /* t k | t */
@@ -207,6 +329,12 @@ jr_limit_read(lua_State *L, const char *scope, jr_limit *l, char *key,
         snprintf(key, keysz, "%s.key", sub);
         snprintf(what, whatsz, "is for limits on a job name: a queue's "
                  "jobs have many payload shapes (push them with a key)");
+        return -1;
+    }
+    if (l->fair_path && strncmp(scope, JR_LIMIT_QPREFIX, QPLEN) != 0) {
+        snprintf(key, keysz, "%s.fair", sub);
+        snprintf(what, whatsz, "is for limits on a queue (\"queue:NAME\"): "
+                 "fair share is between the keys of one queue's jobs");
         return -1;
     }
     return 0;

@@ -42,6 +42,36 @@ waiting_gauges(jr_db *db, jr_buf *b, jr_err *e)
     return 0;
 }
 
+/* counts the sequences held, n[0], and the blocked ones, n[1] */
+static int
+seq_count(const jr_seq_row *r, void *arg)
+{
+    long *n = arg;
+
+    n[0]++;
+    n[1] += r->blocked != 0;
+    return 0;
+}
+
+/* The sequences' two gauges (docs/queues.md, "Sequences"): one number
+ * each, whatever the keys. */
+static int
+seq_gauges(jr_db *db, jr_buf *b, jr_err *e)
+{
+    long n[2] = {0, 0};
+
+    if (db->ops->sequences(db->b, 0, 0, seq_count, n, e) < 0)
+        return -1;
+    jr_api_printf(b, "# HELP jobrunner_sequences Sequences with jobs not "
+                  "ended or a dead job blocking them.\n"
+                  "# TYPE jobrunner_sequences gauge\njobrunner_sequences %ld\n"
+                  "# HELP jobrunner_sequences_blocked Sequences held by a "
+                  "dead job (on_failure block) until skip or unblock.\n"
+                  "# TYPE jobrunner_sequences_blocked gauge\n"
+                  "jobrunner_sequences_blocked %ld\n", n[0], n[1]);
+    return 0;
+}
+
 static int
 gauges(jr_db *db, jr_apireq *q, jr_err *e)
 {
@@ -64,7 +94,8 @@ gauges(jr_db *db, jr_apireq *q, jr_err *e)
     if (rc == 0)
         jr_buf_put(b, two[1].p, two[1].len);
     jr_buf_free(&two[1]);
-    return rc < 0 ? -1 : waiting_gauges(db, b, e);
+    return rc < 0 || waiting_gauges(db, b, e) < 0 ||
+           seq_gauges(db, b, e) < 0 ? -1 : 0;
 }
 
 static int
@@ -73,6 +104,7 @@ stats(jr_db *db, jr_apireq *q, jr_err *e)
     totals t = {{q, 0, NULL}, {0}};
     jr_buf *b = &q->body;
     jr_buf names = {0};
+    long seqs[2] = {0, 0};
 
     jr_buf_put(b, "{\"names\":{", 10);
     if (db->ops->stats(db->b, jr_apidb_stat_row, &t, e) < 0)
@@ -81,9 +113,11 @@ stats(jr_db *db, jr_apireq *q, jr_err *e)
     jr_apidb_counts(b, t.n, JR_ST_NAME);
     jr_buf_put(b, ",\"queues\":[", 11);
     t.w.n = 0;
-    if (db->ops->queue_list(db->b, jr_apidb_queue_row, &t.w, e) < 0)
+    if (db->ops->queue_list(db->b, jr_apidb_queue_row, &t.w, e) < 0 ||
+        db->ops->sequences(db->b, 0, 0, seq_count, seqs, e) < 0)
         return -1;
-    jr_buf_put(b, "]}", 2);
+    jr_api_printf(b, "],\"sequences\":{\"held\":%ld,\"blocked\":%ld}}",
+                  seqs[0], seqs[1]);
     jr_buf_free(&names);
     return 0;
 }

@@ -242,6 +242,20 @@ f_batch(jr_push *p, const jv *v, char *why, size_t size)
     return 0;
 }
 
+static int
+f_sequence(jr_push *p, const jv *v, char *why, size_t size)
+{
+    return text_of(v, &p->sequence, why, size);
+}
+
+static int
+f_on_failure(jr_push *p, const jv *v, char *why, size_t size)
+{
+    if (v->type != 's' || (p->seq_fail = jr_seq_fail_parse(v->s)) < 0)
+        return fail(why, size, "must be \"block\", \"skip\" or \"dead\"");
+    return 0;
+}
+
 /* Every key a job object may have: a new push option is one row here. */
 static const struct field {
     const char *key;
@@ -262,6 +276,8 @@ static const struct field {
     {"after", f_after},
     {"on_parent_failure", f_on_parent_failure},
     {"batch", f_batch},
+    {"sequence", f_sequence},
+    {"on_failure", f_on_failure},
     {NULL, NULL}
 };
 

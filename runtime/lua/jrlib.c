@@ -101,6 +101,7 @@ keep_push(lua_State *L, jr_jobctx *ctx, const jr_push *p, const char *name,
     size_t qlen = p->queue ? strlen(p->queue) + 1 : 0;
     size_t klen = p->unique_key ? strlen(p->unique_key) + 1 : 0;
     size_t llen = p->key ? strlen(p->key) + 1 : 0;
+    size_t slen = p->sequence ? strlen(p->sequence) + 1 : 0;
     jr_push *slot;
     char *mem;
 
@@ -117,7 +118,8 @@ keep_push(lua_State *L, jr_jobctx *ctx, const jr_push *p, const char *name,
         ctx->cap = cap;
     }
     size_t alen = (size_t)p->nafter * sizeof *p->after;
-    if ((mem = malloc(alen + nlen + plen + qlen + klen + llen)) == NULL)
+    if ((mem = malloc(alen + nlen + plen + qlen + klen + llen + slen)) ==
+        NULL)
         luaL_error(L, "jobrunner.push: out of memory");
     if (alen > 0)               /* first: aligned; luaopts' is reused */
         memcpy(mem, p->after, alen);
@@ -138,6 +140,8 @@ keep_push(lua_State *L, jr_jobctx *ctx, const jr_push *p, const char *name,
     slot->outcome = NULL;
     slot->key = p->key ? memcpy(mem + nlen + plen + qlen + klen, p->key,
                                 llen) : NULL;
+    slot->sequence = p->sequence ? memcpy(mem + nlen + plen + qlen + klen +
+                                          llen, p->sequence, slen) : NULL;
     slot->after = alen > 0 ? (const int64_t *)(void *)(mem - alen) : NULL;
     ctx->mem[ctx->npushes++] = mem - alen;
 }

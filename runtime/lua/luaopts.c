@@ -157,6 +157,38 @@ read_key(lua_State *L, const char *fn, jr_push *p, jr_err *err)
     return 0;
 }
 
+/* The sequence key on top, a string kept in the table (the caller
+ * anchors it); its length is jr_push_check's.  [-0, +0, v] */
+static int
+read_sequence(lua_State *L, const char *fn, jr_push *p, jr_err *err)
+{
+    size_t len;
+
+    if (lua_type(L, -1) != LUA_TSTRING)
+        luaL_error(L, "%s: option 'sequence' must be a string, got %s", fn,
+                   luaL_typename(L, -1));
+    p->sequence = lua_tolstring(L, -1, &len);
+    if (strlen(p->sequence) != len)
+        return jr_fail(err, JR_EINPUT, "%s: option 'sequence' holds a NUL",
+                       fn);
+    return 0;
+}
+
+/* The on_failure option on top.  [-0, +0, v] */
+static int
+read_seq_fail(lua_State *L, const char *fn)
+{
+    const char *v = lua_type(L, -1) == LUA_TSTRING ? lua_tostring(L, -1) :
+                    NULL;
+    int f = jr_seq_fail_parse(v);
+
+    if (f < 0)
+        return luaL_error(L, "%s: option 'on_failure' must be \"block\", "
+                          "\"skip\" or \"dead\", got %s", fn,
+                          v ? v : luaL_typename(L, -1));
+    return f;
+}
+
 /* Reads the value on top into p under key k, or raises.  [-0, +0, v] */
 static int
 read_one(lua_State *L, const char *fn, const char *k, jr_push *p,
@@ -188,11 +220,15 @@ read_one(lua_State *L, const char *fn, const char *k, jr_push *p,
         p->on_parent_failure = read_opf(L, fn);
     else if (strcmp(k, "batch") == 0)
         p->batch = jr_luaopts_int(L, fn, k, 1, INT64_MAX);
+    else if (strcmp(k, "sequence") == 0)
+        return read_sequence(L, fn, p, err);
+    else if (strcmp(k, "on_failure") == 0)
+        p->seq_fail = read_seq_fail(L, fn);
     else
         luaL_error(L, "%s: unknown option '%s' (valid: run_in, run_at, "
                    "priority, queue, max_retries, unique_key, unique_for, "
                    "on_conflict, key, result_ttl, after, on_parent_failure, "
-                   "batch)", fn, k);
+                   "batch, sequence, on_failure)", fn, k);
     return 0;
 }
 
@@ -216,6 +252,8 @@ jr_luaopts_push(lua_State *L, int idx, const char *fn, jr_push *p,
     p->nafter = 0;
     p->on_parent_failure = JR_OPF_DEFAULT;
     p->batch = 0;
+    p->sequence = NULL;
+    p->seq_fail = JR_SEQ_BLOCK;
     jr_err_clear(err);
     if (!lua_isnoneornil(L, idx)) {
         luaL_checktype(L, idx, LUA_TTABLE);

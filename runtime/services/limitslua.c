@@ -105,13 +105,20 @@ limits_set(lua_State *L)
     if (l != NULL) {
         copy = *l;
         copy.key_path = NULL;                        /* not set here */
+        copy.fair_path = copy.fair_weights = NULL;
     }
     if (jr_limit_read(L, name, &copy, key, sizeof key, what,
-                      sizeof what) < 0 || copy.key_path != NULL) {
+                      sizeof what) < 0 || copy.key_path != NULL ||
+        copy.fair_path != NULL) {
         if (copy.key_path != NULL)
             snprintf(what, sizeof what, "is set in the config only (a "
                      "producer's push reads it from the database)");
+        else if (copy.fair_path != NULL)
+            snprintf(what, sizeof what, "is set in the config only "
+                     "(weights change with jobrunner fair set)");
         free(copy.key_path);
+        free(copy.fair_path);
+        free(copy.fair_weights);
         lua_pushnil(L);                              /* name t nil */
         lua_pushfstring(L, "jobrunner.limits.set: '%s' %s", key, what);
         return 2;

@@ -285,7 +285,7 @@ jr_frame_get_job(jr_reader *r, jr_err *err)
 }
 
 /* A push's workflow options (a handler's push: after, on_parent_failure,
- * batch; never after_local nor batch_new). */
+ * batch, sequence and on_failure; never after_local nor batch_new). */
 static void
 put_flow(jr_buf *b, const jr_push *p)
 {
@@ -296,6 +296,8 @@ put_flow(jr_buf *b, const jr_push *p)
         jr_put_i64(b, p->after[k]);
     jr_put_i32(b, p->on_parent_failure);
     jr_put_i64(b, p->batch);
+    jr_put_str(b, p->sequence);
+    jr_put_i32(b, p->seq_fail);
 }
 
 void
@@ -383,6 +385,8 @@ get_flow(jr_reader *r, jr_push *p, char **arena)
     p->on_parent_failure = jr_get_i32(r);
     p->batch = jr_get_i64(r);
     p->batch_new = NULL;
+    p->sequence = arena_str(r, arena);
+    p->seq_fail = jr_get_i32(r);
 }
 
 /* A success's statements, back: the encoding, checked whole, is copied

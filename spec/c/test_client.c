@@ -541,7 +541,65 @@ test_flow(void)
     jr_client_close(c);
 }
 
+static int
+seq_fn(const char *key, int64_t head, const char *state, long jobs,
+       int blocked, void *arg)
+{
+    seen *s = arg;
+
+    if (strcmp(key, "cl.k") == 0) {
+        s->id[0] = head;
+        snprintf(s->state[0], sizeof s->state[0], "%s", state);
+        s->max_retries = (int)jobs;
+        s->cancel_requested = blocked;
+        s->n++;
+    }
+    return 0;
+}
+
+/* Sequences: push_seq and push_many_seq put jobs behind the sequence's
+ * head (waiting), sequences lists it, sequence_act on a sequence not
+ * blocked counts 0; bad input names the job. */
+static void
+test_sequences(void)
+{
+    jr_client *c = open_client();
+    jr_client_seq sq = {"cl.k", JR_CLIENT_SEQ_SKIP}, many[2] = {
+        {"cl.k", JR_CLIENT_SEQ_BLOCK}, {NULL, 0}};
+    jr_client_job jobs[2] = {{"cl.s", "{}", JR_CLIENT_OPTS_INIT},
+                             {"cl.s", "{}", JR_CLIENT_OPTS_INIT}};
+    int64_t first = 0, ids[2] = {0, 0};
+    long count = -1;
+    int status;
+    seen s;
+
+    CHECK(jr_client_push_seq(c, "cl.s", "{}", NULL, &sq, &first) ==
+          JR_CLIENT_OK);
+    CHECK(jr_client_push_many_seq(c, jobs, many, 2, ids) == JR_CLIENT_OK);
+    s = show(c, first, &status);
+    CHECK(status == JR_CLIENT_OK && strcmp(s.state[0], "queued") == 0);
+    s = show(c, ids[0], &status);
+    CHECK(status == JR_CLIENT_OK && strcmp(s.state[0], "waiting") == 0);
+    s = show(c, ids[1], &status);           /* no sequence: a plain job */
+    CHECK(status == JR_CLIENT_OK && strcmp(s.state[0], "queued") == 0);
+    memset(&s, 0, sizeof s);
+    CHECK(jr_client_sequences(c, 0, 0, seq_fn, &s) == JR_CLIENT_OK);
+    CHECK(s.n == 1 && s.id[0] == first && strcmp(s.state[0], "queued") == 0
+          && s.max_retries == 2 && s.cancel_requested == 0);
+    memset(&s, 0, sizeof s);
+    CHECK(jr_client_sequences(c, 1, 0, seq_fn, &s) == JR_CLIENT_OK &&
+          s.n == 0);
+    CHECK(jr_client_sequence_act(c, "cl.k", 0, &count) == JR_CLIENT_OK &&
+          count == 0);
+    sq.key = "";
+    CHECK(jr_client_push_seq(c, "cl.s", "{}", NULL, &sq, NULL) ==
+          JR_CLIENT_EINPUT && strstr(jr_client_errmsg(c), "job 'cl.s'"));
+    jr_client_close(c);
+}
+
 static const check_test tests[] = {
+    {"jr_client_push_seq, push_many_seq, sequences, sequence_act",
+     test_sequences},
     {"jr_client_push_flow, links, batch_show", test_flow},
     {"jr_client_wait", test_wait},
     {"jr_client_wait on 100,000 ids", test_wait_many},

@@ -1,6 +1,6 @@
 // app.js - the dashboard: one page, its views chosen by the URL's hash
 // (#/jobs/123, #/jobs?state=dead, #/queues/media, #/schedules, #/limits,
-// #/running, #/dead, #/batches/7), so that a view survives a reload and
+// #/sequences, #/running, #/dead, #/batches/7), so that a view survives a reload and
 // can be linked to. Each view reads /api/ and redraws every few seconds.
 // Every value from the server goes in through textContent (never as
 // HTML), so a payload or an error holding <script> shows as text. Fields
@@ -560,6 +560,29 @@
     });
   }
 
+  /* ---- sequences: the blocked first, with Skip and Unblock ---- */
+
+  function loadSequences() {
+    return api("sequences").then(function (list) {
+      list.sort(function (a, b) { return (b.blocked ? 1 : 0) - (a.blocked ? 1 : 0); });
+      rows("sequences", list, function (q) {
+        var k = encodeURIComponent(q.key), name = el("span", q.key + " ");
+        if (q.blocked) name.appendChild(badge("blocked"));
+        return tr([name, q.head, badge(q.state), q.jobs, q.blocked ? buttons([
+          ["Skip", function () {
+            act("sequences/skip?key=" + k, {}, function () {
+              return "sequence " + q.key + ": job " + q.head + " skipped, the next runs";
+            });
+          }],
+          ["Unblock", function () {
+            act("sequences/unblock?key=" + k, {}, function () {
+              return "sequence " + q.key + ": job " + q.head + " queued again in its place";
+            });
+          }]]) : ""], go("#/jobs/" + q.head));
+      }, "no sequences with jobs");
+    });
+  }
+
   /* ---- a batch (GET /api/batches/ID; absent on a runner without it) ---- */
 
   function loadBatch() {
@@ -591,11 +614,11 @@
   var PAGES = {
     overview: loadOverview, running: loadRunning, dead: loadDead, jobs: loadJobs,
     job: loadJob, queues: loadQueues, queue: loadQueue, schedules: loadSchedules,
-    limits: loadLimits, batch: loadBatch, notfound: function () { return Promise.resolve(); }
+    limits: loadLimits, sequences: loadSequences, batch: loadBatch, notfound: function () { return Promise.resolve(); }
   };
   var ROUTES = [["", "overview"], ["running", "running"], ["dead", "dead"], ["jobs", "jobs"],
     ["jobs/*", "job"], ["queues", "queues"], ["queues/*", "queue"], ["schedules", "schedules"],
-    ["limits", "limits"], ["batches/*", "batch"]];
+    ["limits", "limits"], ["sequences", "sequences"], ["batches/*", "batch"]];
 
   function parse() {
     var h = location.hash.replace(/^#\/?/, ""), i = h.indexOf("?");

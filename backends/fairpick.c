@@ -1,0 +1,53 @@
+/* fairpick.c - whose turn among a fair queue's keys: the lowest pass
+ * (never below the clock) with a job left, ties to the key whose first
+ * job comes first in claim order. O(max * keys) per claim: a claim takes
+ * a few dozen jobs. */
+#include "fairpick.h"
+
+double
+jr_fair_clock(const jr_fair_key *k, int nk, double clock)
+{
+    double low = -1;
+    int i;
+
+    for (i = 0; i < nk; i++)
+        if (low < 0 || k[i].pass < low)
+            low = k[i].pass;
+    return low > clock ? low : clock;
+}
+
+static int
+before(const jr_fair_key *a, const jr_fair_key *b)
+{
+    if (a->pass != b->pass)
+        return a->pass < b->pass;
+    if (a->priority != b->priority)
+        return a->priority < b->priority;
+    if (a->run_at != b->run_at)
+        return a->run_at < b->run_at;
+    return a->id < b->id;
+}
+
+int
+jr_fair_order(jr_fair_key *k, int nk, double clock, int max, int *order)
+{
+    int i, n, best;
+
+    for (i = 0; i < nk; i++) {
+        if (k[i].pass < clock)
+            k[i].pass = clock;
+        k[i].next = 0;
+    }
+    for (n = 0; n < max; n++) {
+        for (i = 0, best = -1; i < nk; i++)
+            if (k[i].next < k[i].njobs &&
+                (best < 0 || before(&k[i], &k[best])))
+                best = i;
+        if (best < 0)
+            break;
+        order[n] = best;
+        k[best].next++;
+        k[best].pass += 1 / k[best].weight;
+    }
+    return n;
+}

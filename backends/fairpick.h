@@ -1,0 +1,32 @@
+/* fairpick.h - fair share inside a queue (docs/queues.md, "Fair share"),
+ * shared by the engines: whose turn it is among the keys of a queue's
+ * ready jobs, by weight (stride scheduling: each start of a key adds
+ * 1/weight to its pass; the key with the lowest pass goes next; a key
+ * that was idle starts from the queue's clock, so it banks no turns).
+ * Pure C, no database: the engines read the keys and write the passes
+ * back in the claim's transaction. */
+#ifndef JR_FAIRPICK_H
+#define JR_FAIRPICK_H
+
+#include <stdint.h>
+
+typedef struct jr_fair_key {
+    double  weight;             /* > 0 */
+    double  pass;               /* stored; below the clock: the clock */
+    int     njobs;              /* ready jobs read for it, in claim order */
+    int     next;               /* the next of them to take (order's) */
+    int     priority;           /* its first job's, for ties: the one */
+    double  run_at;             /* pushed first goes first */
+    int64_t id;
+} jr_fair_key;
+
+/* The clock of a queue whose keys k[0..nk) have ready jobs: the lowest
+ * pass among them, and never below the stored clock. */
+double jr_fair_clock(const jr_fair_key *k, int nk, double clock);
+/* Fills order[0..) with the key index of each of up to max starts in
+ * turn (a key at most njobs times) and returns how many. k's pass and
+ * next are advanced. */
+int    jr_fair_order(jr_fair_key *k, int nk, double clock, int max,
+                     int *order);
+
+#endif

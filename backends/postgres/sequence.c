@@ -1,0 +1,109 @@
+/* sequence.c - sequences on PostgreSQL (docs/queues.md, "Sequences"): a
+ * job pushed into a sequence goes to its end through the schema's
+ * sequence() (migration 18) in the push's transaction, which takes a
+ * lock per key, the next place, and makes the job wait for the one
+ * pushed into the sequence before it; the list of sequences and an
+ * operator's skip and unblock (the schema's sequence_skip and
+ * sequence_unblock). Owns the sequence statements; uses conn.c. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "postgres/pg_int.h"
+
+static const pg_stmt st_seq_link = {"jr_seq_link", 3,
+    "SELECT {{schema}}.sequence($1::bigint, $2::text, $3::text)"};
+
+int
+jr_pg_seq_link(jr_backend *b, const jr_push *p, int64_t id, jr_err *err)
+{
+    const char *params[3];
+    char sid[24];
+    PGresult *res;
+
+    snprintf(sid, sizeof sid, "%lld", (long long)id);
+    params[0] = sid;
+    params[1] = p->sequence;
+    params[2] = jr_seq_fail_name(p->seq_fail);
+    if ((res = jr_pg_run(b, &st_seq_link, params, "putting a job in a "
+                         "sequence", err)) == NULL) {
+        const char *m = b->pgmsg;
+        if (strncmp(m, "jobrunner.sequence: ", 20) == 0)
+            m += 20;
+        if (strcmp(b->sqlstate, "22023") == 0)
+            jr_fail(err, JR_EINPUT, "job '%s': %s", p->name, m);
+        return -1;
+    }
+    PQclear(res);
+    return 0;
+}
+
+/* each sequence held (a job not ended, or dead with on_failure block),
+ * its head the job of its lowest place */
+static const pg_stmt st_seq_list = {"jr_seq_list", 2,
+    "SELECT sequence_key, (array_agg(id ORDER BY seq_no))[1],"
+    " (array_agg(state ORDER BY seq_no))[1],"
+    " count(*) FILTER (WHERE state IN ('queued', 'running', 'waiting')),"
+    " bool_or(state = 'dead' AND seq_fail = 'block')"
+    " FROM {{schema}}.jobs WHERE sequence_key IS NOT NULL"
+    " AND (state IN ('queued', 'running', 'waiting')"
+    "  OR (state = 'dead' AND seq_fail = 'block'))"
+    " GROUP BY sequence_key"
+    " HAVING NOT $1::boolean OR bool_or(state = 'dead' AND seq_fail = 'block')"
+    " ORDER BY sequence_key COLLATE \"C\" LIMIT $2::bigint"};
+
+int
+jr_pg_sequences(jr_backend *b, int blocked, int limit, jr_seq_cb cb,
+                void *arg, jr_err *err)
+{
+    const char *params[2];
+    char slimit[16];
+    jr_seq_row r;
+    PGresult *res;
+    int i;
+
+    snprintf(slimit, sizeof slimit, "%d", limit);
+    params[0] = blocked ? "true" : "false";
+    params[1] = limit > 0 ? slimit : NULL;      /* NULL: no limit */
+    if (jr_pg_ready(b, err) < 0 ||
+        (res = jr_pg_run(b, &st_seq_list, params, "reading the sequences",
+                         err)) == NULL)
+        return -1;
+    for (i = 0; i < PQntuples(res); i++) {
+        r.key = PQgetvalue(res, i, 0);
+        r.head = strtoll(PQgetvalue(res, i, 1), NULL, 10);
+        r.state = PQgetvalue(res, i, 2);
+        r.jobs = strtol(PQgetvalue(res, i, 3), NULL, 10);
+        r.blocked = strcmp(PQgetvalue(res, i, 4), "t") == 0;
+        if (cb(&r, arg) != 0)
+            break;
+    }
+    PQclear(res);
+    return 0;
+}
+
+static const pg_stmt st_seq_skip = {"jr_seq_skip", 1,
+    "SELECT {{schema}}.sequence_skip($1::text)"};
+static const pg_stmt st_seq_unblock = {"jr_seq_unblock", 1,
+    "SELECT {{schema}}.sequence_unblock($1::text)"};
+
+int
+jr_pg_seq_act(jr_backend *b, const char *key, int what, jr_err *err)
+{
+    const char *params[1] = {key};
+    PGresult *res;
+    int n;
+
+    if (what != JR_SEQ_ACT_SKIP && what != JR_SEQ_ACT_UNBLOCK)
+        return jr_fail(err, JR_EINPUT, "sequence '%s': unknown action %d",
+                       key, what);
+    if (jr_pg_ready(b, err) < 0 ||
+        (res = jr_pg_run(b, what == JR_SEQ_ACT_SKIP ? &st_seq_skip :
+                         &st_seq_unblock, params, what == JR_SEQ_ACT_SKIP ?
+                         "skipping a sequence" : "unblocking a sequence",
+                         err)) == NULL)
+        return -1;
+    n = PQntuples(res) == 1 ? atoi(PQgetvalue(res, 0, 0)) : 0;
+    PQclear(res);
+    return n;
+}

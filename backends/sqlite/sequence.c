@@ -1,0 +1,211 @@
+/* sequence.c - sequences on SQLite (docs/queues.md, "Sequences"): a job
+ * pushed into a sequence takes the next place (seq_no) and waits, as a
+ * dependency (flow.c), for the job pushed into it before while that one
+ * has not ended; the list of sequences and an operator's skip and
+ * unblock. The writes run in the caller's or their own transaction, and
+ * SQLite's one writer orders two producers of one key. Owns the sequence
+ * statements; uses sqlite_int.h and flow.c. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "sqlite/sqlite_int.h"
+#include "base/util.h"
+
+/* what holds a sequence: a job not ended, or dead with on_failure block */
+#define HOLDS "(state IN ('queued', 'running', 'waiting')" \
+              " OR (state = 'dead' AND seq_fail = 'block'))"
+
+/* The file's statements: slots of sql_text[] (sqlite_int.h). */
+enum { S_SEQ_TAIL, S_SEQ_SET, S_SEQ_WAIT, S_SEQ_LIST, S_SEQ_BLOCKED,
+       S_SEQ_SKIP, S_SEQ_UNBLOCK, S_COUNT };
+
+static const char *const sql_text[S_COUNT] = {
+    /* the job pushed into sequence ?1 last (jobs_sequence) */
+    [S_SEQ_TAIL] =
+        "SELECT id, " HOLDS ", seq_fail, seq_no FROM jobs"
+        " WHERE sequence_key = ?1 ORDER BY seq_no DESC LIMIT 1",
+    [S_SEQ_SET] =
+        "UPDATE jobs SET sequence_key = ?2, seq_no = ?3, seq_fail = ?4"
+        " WHERE id = ?1 AND state = 'queued' AND sequence_key IS NULL"
+        " AND parents_left = 0",
+    /* a job behind a tail with on_failure dead dies with it; else it
+     * runs after it (a tail with block holds it: flow.c's HELD) */
+    [S_SEQ_WAIT] =
+        "UPDATE jobs SET state = 'waiting', parents_left = 1,"
+        " on_parent_failure = ?2 WHERE id = ?1 AND state = 'queued'",
+    /* each sequence held, its head the job of its lowest place (the only
+     * min() of the query: SQLite takes id and state from its row) */
+    [S_SEQ_LIST] =
+        "SELECT sequence_key, id, state, min(seq_no),"
+        " sum(state IN ('queued', 'running', 'waiting')),"
+        " sum(state = 'dead' AND seq_fail = 'block') > 0"
+        " FROM jobs WHERE sequence_key IS NOT NULL AND " HOLDS
+        " GROUP BY sequence_key"
+        " HAVING ?1 = 0 OR sum(state = 'dead' AND seq_fail = 'block') > 0"
+        " ORDER BY sequence_key LIMIT ?2",
+    [S_SEQ_BLOCKED] =
+        "SELECT id FROM jobs WHERE sequence_key = ?1 AND state = 'dead'"
+        " AND seq_fail = 'block' ORDER BY seq_no",
+    [S_SEQ_SKIP] =
+        "UPDATE jobs SET seq_fail = 'skip', updated_at = ?2 WHERE id = ?1"
+        " AND state = 'dead' AND seq_fail = 'block'",
+    /* as admin.c's dead retry */
+    [S_SEQ_UNBLOCK] =
+        "UPDATE jobs SET state = 'queued', attempts = 0, run_at = ?2,"
+        " died_at = NULL, finished_at = NULL, cancel_requested = 0,"
+        " updated_at = ?2 WHERE sequence_key = ?1 AND state = 'dead'"
+        " AND seq_fail = 'block'",
+};
+
+static sqlite3_stmt *
+stmt(jr_backend *b, int which, jr_err *err)
+{
+    return jr_sqlite_stmt(b, &sql_text[which], err);
+}
+
+/* The sequence's last job: *tail its id (0: none), *holds whether it
+ * holds the sequence, *dead whether its on_failure is dead, *no its
+ * place. */
+static int
+tail_of(jr_backend *b, const char *key, int64_t *tail, int *holds,
+        int *dead, int64_t *no, jr_err *err)
+{
+    sqlite3_stmt *s = stmt(b, S_SEQ_TAIL, err);
+    int rc;
+
+    *tail = *no = 0;
+    *holds = *dead = 0;
+    if (s == NULL)
+        return -1;
+    bind_text(s, 1, key);
+    if ((rc = sqlite3_step(s)) == SQLITE_ROW) {
+        *tail = sqlite3_column_int64(s, 0);
+        *holds = sqlite3_column_int(s, 1);
+        *dead = col_text(s, 2) && strcmp(col_text(s, 2), "dead") == 0;
+        *no = sqlite3_column_int64(s, 3);
+    }
+    sqlite3_reset(s);
+    return rc == SQLITE_ROW || rc == SQLITE_DONE ? 0 :
+           jr_sqlite_fail(b, err, "reading a sequence");
+}
+
+int
+jr_sqlite_seq_link(jr_backend *b, const jr_push *p, int64_t id, double now,
+                   jr_err *err)
+{
+    int64_t tail, no;
+    int holds, dead, rc;
+    sqlite3_stmt *s;
+
+    if (tail_of(b, p->sequence, &tail, &holds, &dead, &no, err) < 0 ||
+        (s = stmt(b, S_SEQ_SET, err)) == NULL)
+        return -1;
+    sqlite3_bind_int64(s, 1, id);
+    bind_text(s, 2, p->sequence);
+    sqlite3_bind_int64(s, 3, no + 1);
+    bind_text(s, 4, jr_seq_fail_name(p->seq_fail));
+    if ((rc = run(b, s, err, "putting a job in a sequence")) < 0)
+        return -1;
+    if (rc == 0)
+        return jr_fail(err, JR_EINPUT, "job '%s': a job in a sequence is a "
+                       "plain new job", p->name);
+    if (tail == 0 || !holds)
+        return 0;               /* nothing before it to wait for */
+    if ((s = stmt(b, S_SEQ_WAIT, err)) == NULL)
+        return -1;
+    sqlite3_bind_int64(s, 1, id);
+    bind_text(s, 2, dead ? "dead" : "run");
+    if (run(b, s, err, "putting a job in a sequence") < 0)
+        return -1;
+    return jr_sqlite_flow_wait(b, p, id, tail, now, err);
+}
+
+int
+jr_sqlite_sequences(jr_backend *b, int blocked, int limit, jr_seq_cb cb,
+                    void *arg, jr_err *err)
+{
+    sqlite3_stmt *s = stmt(b, S_SEQ_LIST, err);
+    jr_seq_row r;
+    int rc;
+
+    if (s == NULL)
+        return -1;
+    sqlite3_bind_int(s, 1, blocked != 0);
+    sqlite3_bind_int(s, 2, limit > 0 ? limit : -1);
+    while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
+        r.key = col_text(s, 0);
+        r.head = sqlite3_column_int64(s, 1);
+        r.state = col_text(s, 2);
+        r.jobs = (long)sqlite3_column_int64(s, 4);
+        r.blocked = sqlite3_column_int(s, 5);
+        if (cb(&r, arg) != 0)
+            break;
+    }
+    sqlite3_reset(s);
+    return rc == SQLITE_ROW || rc == SQLITE_DONE ? 0 :
+           jr_sqlite_fail(b, err, "reading the sequences");
+}
+
+/* Skips the blocked jobs of sequence key: each stops holding it and
+ * its end (dead) reaches the job behind it again, which now runs. */
+static int
+skip(jr_backend *b, const char *key, double now, jr_err *err)
+{
+    sqlite3_stmt *s = stmt(b, S_SEQ_BLOCKED, err);
+    int64_t ids[16];
+    int n = 0, i, rc;
+
+    if (s == NULL)
+        return -1;
+    bind_text(s, 1, key);
+    /* one blocked job a sequence, but for jobs pushed with different
+     * on_failure: 16 a call is plenty, the rest at the next */
+    while (n < 16 && (rc = sqlite3_step(s)) == SQLITE_ROW)
+        ids[n++] = sqlite3_column_int64(s, 0);
+    sqlite3_reset(s);
+    if (n < 16 && rc != SQLITE_DONE)
+        return jr_sqlite_fail(b, err, "skipping a sequence");
+    for (i = 0; i < n; i++) {
+        if ((s = stmt(b, S_SEQ_SKIP, err)) == NULL)
+            return -1;
+        sqlite3_bind_int64(s, 1, ids[i]);
+        sqlite3_bind_double(s, 2, now);
+        if (run(b, s, err, "skipping a sequence") < 0 ||
+            jr_sqlite_flow_settle(b, ids[i], "dead", NULL, now, err) < 0)
+            return -1;
+    }
+    return n;
+}
+
+static int
+unblock(jr_backend *b, const char *key, double now, jr_err *err)
+{
+    sqlite3_stmt *s = stmt(b, S_SEQ_UNBLOCK, err);
+
+    if (s == NULL)
+        return -1;
+    bind_text(s, 1, key);
+    sqlite3_bind_double(s, 2, now);
+    return run(b, s, err, "unblocking a sequence");
+}
+
+int
+jr_sqlite_seq_act(jr_backend *b, const char *key, int what, jr_err *err)
+{
+    double now = jr_now();
+    int n;
+
+    if (what != JR_SEQ_ACT_SKIP && what != JR_SEQ_ACT_UNBLOCK)
+        return jr_fail(err, JR_EINPUT, "sequence '%s': unknown action %d",
+                       key, what);
+    if (jr_sqlite_begin(b, err) < 0)
+        return -1;
+    n = what == JR_SEQ_ACT_SKIP ? skip(b, key, now, err) :
+        unblock(b, key, now, err);
+    if (n < 0) {
+        jr_sqlite_rollback(b);
+        return -1;
+    }
+    return jr_sqlite_commit(b, err) < 0 ? -1 : n;
+}

@@ -1,0 +1,48 @@
+/* faircmd.c - `jobrunner fair set QUEUE KEY WEIGHT`: a fair queue's key
+ * weight for every runner's claim, stored in the database over the
+ * config's (docs/queues.md, "Fair share"). Uses commands.h, backend.h. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "backend.h"
+#include "cli/commands.h"
+#include "base/esc.h"
+#include "base/job.h"
+#include "base/util.h"
+
+int
+jr_cmd_fair(jr_cli *cli)
+{
+    jr_config c;
+    jr_db db = {0};
+    jr_err err;
+    char k[300], *end;
+    double w;
+    int rc;
+
+    if (cli->argc < 1 || strcmp(cli->argv[0], "set") != 0)
+        return jr_cmd_usage("fair: expected 'fair set QUEUE KEY WEIGHT'");
+    if (cli->argc != 4)
+        return jr_cmd_usage("fair set: expected QUEUE KEY WEIGHT");
+    if (jr_name_check(cli->argv[1], "queue name", &err) < 0)
+        return jr_cmd_usage("fair set: %s", err.msg);
+    if (cli->argv[2][0] == '\0' || strlen(cli->argv[2]) > 256)
+        return jr_cmd_usage("fair set: the KEY must be 1 to 256 bytes");
+    w = strtod(cli->argv[3], &end);
+    if (end == cli->argv[3] || *end || !(w >= 1 && w <= 1000))
+        return jr_cmd_usage("fair set: the WEIGHT must be a number from 1 "
+                            "to 1000, got '%.40s'", cli->argv[3]);
+    if ((rc = jr_cmd_config(cli, &c)) != 0)
+        return rc;
+    if ((rc = jr_cmd_open_reader(&c, &db, 0)) == 0) {
+        if (db.ops->fair_set(db.b, cli->argv[1], cli->argv[2], w, &err) < 0)
+            rc = jr_cmd_die(JR_EXIT_FAIL, err.msg);
+        else
+            printf("queue '%s': fair key '%s' weighs %g\n", cli->argv[1],
+                   jr_esc_str(k, sizeof k, cli->argv[2]), w);
+    }
+    jr_db_close(&db);
+    jr_config_free(&c);
+    return rc;
+}
