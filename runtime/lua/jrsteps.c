@@ -300,6 +300,17 @@ steps_begin(lua_State *L)
         push_field(L, st, r, "value");               /* true v */
         return 2;
     }
+    if (r >= 0) {
+        /* its cursor stays the list's last record until a checkpoint
+           replaces it: a failure (abort) keeps it for the next attempt */
+        jr_buf *b = &st->out;
+        b->len = st->done;
+        put_s(b, st->done > 1 ? "," : "");
+        jr_buf_put(b, st->rec.n[r].at, st->rec.n[r].len);
+        put_s(b, "]");
+        if (b->oom)
+            return luaL_error(L, "jobrunner.step: out of memory");
+    }
     st->running = 1;
     st->started = jr_now();
     lua_pushboolean(L, 0);                           /* false */
@@ -325,13 +336,45 @@ steps_finish(lua_State *L)
             durable = lua_toboolean(L, -1);
         lua_pop(L, 1);                               /* v opts */
     }
-    st->running = 0;
     put_record(L, ctx, st, "value", 1, 1);
+    st->running = 0;            /* after: a value refused ends it in abort */
     st->seq++;
     lua_pushinteger(L, durable ? token() : 0);
     if (ctx->on_step != NULL && !durable)
         ctx->on_step(ctx->hook_arg, L, 0);
     return 1;
+}
+
+/* abort(): the step's frame is left by an error (a pcall may catch it
+ * and go on): the step ends unrecorded but keeps its place in the list,
+ * with its last cursor or none, so that the steps after it are matched
+ * and the next attempt runs it again. */
+static int
+steps_abort(lua_State *L)
+{
+    jr_jobctx *ctx = jr_jrlib_ctx(L, "step");
+    jr_steps *st = ctx->steps;
+    jr_buf *b;
+
+    if (st == NULL || !st->running)
+        return 0;
+    st->running = 0;
+    b = &st->out;
+    if (b->len - 1 == st->done) {           /* no checkpoint: its name */
+        b->len = st->done;
+        put_s(b, st->done > 1 ? ",{\"name\":\"" : "{\"name\":\"");
+        put_s(b, st->names[st->n - 1]);
+        put_s(b, "\",\"attempt\":");
+        put_num(b, (unsigned long long)ctx->job->attempt, 0);
+        put_s(b, "}]");
+        if (b->oom)
+            return luaL_error(L, "jobrunner.step: out of memory");
+    }
+    st->done = b->len - 1;
+    st->seq++;
+    if (ctx->on_step != NULL)
+        ctx->on_step(ctx->hook_arg, L, 0);
+    return 0;
 }
 
 /* wait(seq): a durable step's wait for the commit of its record. */
@@ -369,12 +412,15 @@ jrlib_checkpoint(lua_State *L)
     return 0;
 }
 
-/* step as handlers call it: the primitives are its upvalues. */
+/* step as handlers call it: the primitives are its upvalues; an error
+ * out of fn or finish closes `ended`, which aborts the step. */
 static const char step_lua[] =
-    "local begin, finish, wait = ...\n"
+    "local begin, finish, wait, abort = ...\n"
+    "local ended = setmetatable({}, { __close = function() abort() end })\n"
     "return function(name, fn, opts)\n"
     "  local replayed, v = begin(name, fn, opts)\n"
     "  if replayed then return v end\n"
+    "  local _ <close> = ended\n"
     "  v = fn(v)\n"
     "  local seq = finish(v, opts)\n"
     "  if seq > 0 then wait(seq) end\n"
@@ -390,7 +436,8 @@ jr_steps_open(lua_State *L)
     lua_pushcfunction(L, steps_begin);               /* M chunk b */
     lua_pushcfunction(L, steps_finish);              /* M chunk b f */
     lua_pushcfunction(L, steps_wait);                /* M chunk b f w */
-    lua_call(L, 3, 1);                               /* M step */
+    lua_pushcfunction(L, steps_abort);               /* M chunk b f w a */
+    lua_call(L, 4, 1);                               /* M step */
     lua_setfield(L, -2, "step");                     /* M */
     lua_pushcfunction(L, jrlib_checkpoint);          /* M cp */
     lua_setfield(L, -2, "checkpoint");               /* M */
