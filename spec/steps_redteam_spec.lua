@@ -68,5 +68,49 @@ for _, backend in ipairs(jr.backends()) do
       assert.same({ "1 nil", "2 5", "3 5" }, jr.lines(env.dir .. "/runs"))
       assert.equal(5, show(env, id).result)
     end)
+
+    it("names the handler's file:line for a bad name, function, options, value or nesting", function()
+      local path = env:script("bad", [[
+        local jobrunner = require "jobrunner"
+        local cases = {
+          name = function() jobrunner.step({}, function() end) end,
+          empty = function() jobrunner.step("", function() end) end,
+          long = function() jobrunner.step(("a"):rep(200), function() end) end,
+          ctl = function() jobrunner.step("a\0b", function() end) end,
+          fn = function() jobrunner.step("f", 5) end,
+          opts = function() jobrunner.step("o", function() end, 5) end,
+          value = function() jobrunner.step("v", function() return function() end end) end,
+          nest = function() jobrunner.step("n", function() jobrunner.step("m", function() end) end) end,
+        }
+        return { max_retries = 0, handle = function(job)
+          cases[job.payload.k]()
+          return "ran"
+        end }]])
+      local want = {
+        name = { 3, "jobrunner.step: its name (argument 1) is table, not a string" },
+        empty = { 4, "jobrunner.step: empty step name" },
+        long = { 5, "jobrunner.step: invalid step name" },
+        ctl = { 6, "jobrunner.step: invalid step name" },
+        fn = { 7, "jobrunner.step: step 'f': its function (argument 2) is number" },
+        opts = { 8, "jobrunner.step: step 'o': its options (argument 3) are number, not a table" },
+        value = { 9, "jobrunner.step: step 'v': its value: result: cannot encode a function" },
+        nest = { 10, "jobrunner.step: step 'm' inside step 'n' (steps do not nest)" },
+      }
+      local ids = {}
+      for k in pairs(want) do ids[k] = env:push("bad", cjson.encode({ k = k })) end
+      -- a number is a name (its text), as Lua makes it one
+      env:script("num", [[
+        local jobrunner = require "jobrunner"
+        return function(job) return jobrunner.step(7, function() return "seven" end) end]])
+      local num = env:push("num", "{}")
+      env:start()
+      for k, w in pairs(want) do
+        local row = env:wait_state(ids[k], "dead", 30)
+        local head = path .. ":" .. w[1] .. ": " .. w[2]
+        assert.equal(head, row.last_error:sub(1, #head), k)
+      end
+      env:wait_state(num, "completed", 30)
+      assert.equal("7", show(env, num).steps[1].name)
+    end)
   end)
 end

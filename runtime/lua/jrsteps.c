@@ -13,6 +13,7 @@
  * next transaction. step itself is a few lines of Lua over three C
  * primitives, so that fn may yield (a coroutine job's waits) and a
  * durable step's wait for its commit may too. */
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -74,6 +75,22 @@ jr_steps_text(jr_jobctx *ctx, size_t *len)
         return NULL;
     *len = --b->len;            /* the NUL stays after it */
     return b->p;
+}
+
+/* Raises the message prefixed by the file:line of the handler's call:
+ * level 1 for checkpoint (a C function called by the handler), 2 for
+ * step (begin and finish are called by step's Lua). */
+static int
+raise_at(lua_State *L, int level, const char *fmt, ...)
+{
+    va_list ap;
+
+    luaL_where(L, level);
+    va_start(ap, fmt);
+    lua_pushvfstring(L, fmt, ap);
+    va_end(ap);
+    lua_concat(L, 2);
+    return lua_error(L);
 }
 
 static void
@@ -156,9 +173,9 @@ put_record(lua_State *L, jr_jobctx *ctx, jr_steps *st, const char *key,
                  v->len - 1, ctx->max_result), rc = -1;
     if (rc < 0 || v->oom) {
         v->oom = 0;
-        luaL_error(L, "jobrunner.%s: step '%s': its %s: %s",
-                   done ? "step" : "checkpoint", st->names[st->n - 1], key,
-                   rc < 0 ? msg : "out of memory");
+        raise_at(L, done ? 2 : 1, "jobrunner.%s: step '%s': its %s: %s",
+                 done ? "step" : "checkpoint", st->names[st->n - 1], key,
+                 rc < 0 ? msg : "out of memory");
     }
     /* no printf: it took a sixth of a no-op step */
     b->len = st->done;
@@ -214,9 +231,9 @@ match(lua_State *L, jr_steps *st, const char *name)
 
     for (i = 0; i < st->n; i++)
         if (strcmp(st->names[i], name) == 0)
-            return luaL_error(L, "%sjobrunner.step: step '%s' is called "
-                              "twice in one attempt (step names are unique "
-                              "in a job)", where(L), name);
+            return raise_at(L, 2, "jobrunner.step: step '%s' is called "
+                            "twice in one attempt (step names are unique "
+                            "in a job)", name);
     if (r < 0)
         return -1;
     nm = jr_jdoc_get(&st->rec, r, "name");
@@ -255,23 +272,30 @@ static int
 steps_begin(lua_State *L)
 {
     size_t len;
-    const char *name = luaL_checklstring(L, 1, &len);
+    const char *name;
     jr_jobctx *ctx;
     jr_steps *st;
     jr_err err;
     int r;
 
+    if (!lua_isstring(L, 1))    /* a number is its text, as in Lua */
+        return raise_at(L, 2, "jobrunner.step: its name (argument 1) is %s, "
+                        "not a string", luaL_typename(L, 1));
+    name = lua_tolstring(L, 1, &len);
     if (jr_name_check_len(name, len, "step name", &err) < 0)
-        return luaL_error(L, "%sjobrunner.step: %s", where(L), err.msg);
-    luaL_checktype(L, 2, LUA_TFUNCTION);
-    if (!lua_isnoneornil(L, 3))
-        luaL_checktype(L, 3, LUA_TTABLE);
+        return raise_at(L, 2, "jobrunner.step: %s", err.msg);
+    if (lua_type(L, 2) != LUA_TFUNCTION)
+        return raise_at(L, 2, "jobrunner.step: step '%s': its function "
+                        "(argument 2) is %s", name, luaL_typename(L, 2));
+    if (!lua_isnoneornil(L, 3) && lua_type(L, 3) != LUA_TTABLE)
+        return raise_at(L, 2, "jobrunner.step: step '%s': its options "
+                        "(argument 3) are %s, not a table", name,
+                        luaL_typename(L, 3));
     ctx = jr_jrlib_ctx(L, "step");
     st = steps_of(L, ctx);
     if (st->running)
-        return luaL_error(L, "%sjobrunner.step: step '%s' inside step '%s' "
-                          "(steps do not nest)", where(L), name,
-                          st->names[st->n - 1]);
+        return raise_at(L, 2, "jobrunner.step: step '%s' inside step '%s' "
+                        "(steps do not nest)", name, st->names[st->n - 1]);
     r = match(L, st, name);
     if (st->n == st->cap) {
         int cap = st->cap ? 2 * st->cap : 16;
