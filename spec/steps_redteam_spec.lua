@@ -131,5 +131,37 @@ for _, backend in ipairs(jr.backends()) do
       local secs = st[40].at - st[1].at
       assert.truthy(secs < 10, "40 durable steps took " .. tostring(secs) .. " s")
     end)
+
+    it("names a hand-back a pcall caught as one, and still hands the job back", function()
+      env:config("shutdown_timeout = 20")
+      env:script("rows", jr.RECORD .. [[
+        local jobrunner = require "jobrunner"
+        return { max_retries = 0, timeout = 120, handle = function(job)
+          return jobrunner.step("rows", function(cursor)
+            local i = cursor or 0
+            while i < 300 do
+              i = i + 1
+              local ok, err = pcall(function()
+                record("rows", tostring(i))
+                local t = jobrunner.now() + 0.01
+                while jobrunner.now() < t do end
+                jobrunner.checkpoint(i)
+              end)
+              if not ok then record("caught", tostring(err)) end
+            end
+            return i
+          end)
+        end }]])
+      local id = env:push("rows", "{}")
+      local p = env:start()
+      jr.wait_for(function() return #jr.lines(env.dir .. "/rows") >= 20 end, 30, "20 rows")
+      env:stop("TERM", p, 30)
+      local caught = jr.lines(env.dir .. "/caught")
+      assert.truthy(#caught >= 1)
+      assert.equal("jobrunner.checkpoint: handed back at a checkpoint", caught[1])
+      local row = env:job(id)
+      assert.equal("queued", row.state)
+      assert.equal(0, tonumber(row.attempts))
+    end)
   end)
 end

@@ -222,7 +222,8 @@ jrlib_discard(lua_State *L)
     return jr_jrlib_raise(L, ctx, JR_DEAD, 0, reason);
 }
 
-/* tostring(signal): "jobrunner.snooze(5)", "jobrunner.discard(reason)". */
+/* tostring(signal): "jobrunner.snooze(5)", "jobrunner.discard(reason)",
+ * "jobrunner.checkpoint: handed back at a checkpoint". */
 static int
 signal_tostring(lua_State *L)
 {
@@ -230,6 +231,8 @@ signal_tostring(lua_State *L)
 
     if (s->kind == JR_SNOOZE)
         lua_pushfstring(L, "jobrunner.snooze(%f)", s->delay);
+    else if (s->kind == JR_RELEASE)
+        lua_pushfstring(L, "jobrunner.checkpoint: %s", s->reason);
     else
         lua_pushfstring(L, "jobrunner.discard(%s)", s->reason);
     return 1;
