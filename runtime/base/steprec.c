@@ -73,7 +73,9 @@ jr_steprec_cut(const char *text, const char *name, char **out, jr_err *err)
          last = o, o = d.n[o].next)
         if (d.n[o].type == JR_JSON_OBJECT &&
             (nm = jr_jdoc_get(&d, o, "name")) >= 0 &&
-            jr_jdoc_is(&d, nm, name))
+            jr_jdoc_is(&d, nm, name) &&
+            (jr_jdoc_get(&d, o, "value") >= 0 ||     /* not a place kept */
+             jr_jdoc_get(&d, o, "cursor") >= 0))     /* by a failure */
             break;
     if (o < 0) {
         jr_jdoc_free(&d);

@@ -234,7 +234,8 @@ jrlib_discard(lua_State *L)
     return jr_jrlib_raise_kind(L, ctx, JR_DEAD, 0, reason);
 }
 
-/* tostring(signal): "jobrunner.snooze(5)", "jobrunner.discard(reason)". */
+/* tostring(signal): "jobrunner.snooze(5)", "jobrunner.discard(reason)",
+ * "jobrunner.checkpoint: handed back at a checkpoint". */
 static int
 signal_tostring(lua_State *L)
 {
@@ -246,6 +247,8 @@ signal_tostring(lua_State *L)
         lua_pushfstring(L, "jobrunner.wait_signal(%s)", s->wait_on);
     else if (s->kind == JR_WAIT)
         lua_pushfstring(L, "jobrunner.sleep_until(%f)", s->wake_at);
+    else if (s->kind == JR_RELEASE)
+        lua_pushfstring(L, "jobrunner.checkpoint: %s", s->reason);
     else
         lua_pushfstring(L, "jobrunner.discard(%s)", s->reason);
     return 1;

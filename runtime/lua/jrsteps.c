@@ -13,6 +13,7 @@
  * next transaction. step itself is a few lines of Lua over three C
  * primitives, so that fn may yield (a coroutine job's waits) and a
  * durable step's wait for its commit may too. */
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -74,6 +75,22 @@ jr_steps_text(jr_jobctx *ctx, size_t *len)
         return NULL;
     *len = --b->len;            /* the NUL stays after it */
     return b->p;
+}
+
+/* Raises the message prefixed by the file:line of the handler's call:
+ * level 1 for checkpoint (a C function called by the handler), 2 for
+ * step (begin and finish are called by step's Lua). */
+static int
+raise_at(lua_State *L, int level, const char *fmt, ...)
+{
+    va_list ap;
+
+    luaL_where(L, level);
+    va_start(ap, fmt);
+    lua_pushvfstring(L, fmt, ap);
+    va_end(ap);
+    lua_concat(L, 2);
+    return lua_error(L);
 }
 
 static void
@@ -156,9 +173,9 @@ put_record(lua_State *L, jr_jobctx *ctx, jr_steps *st, const char *key,
                  v->len - 1, ctx->max_result), rc = -1;
     if (rc < 0 || v->oom) {
         v->oom = 0;
-        luaL_error(L, "jobrunner.%s: step '%s': its %s: %s",
-                   done ? "step" : "checkpoint", st->names[st->n - 1], key,
-                   rc < 0 ? msg : "out of memory");
+        raise_at(L, done ? 2 : 1, "jobrunner.%s: step '%s': its %s: %s",
+                 done ? "step" : "checkpoint", st->names[st->n - 1], key,
+                 rc < 0 ? msg : "out of memory");
     }
     /* no printf: it took a sixth of a no-op step */
     b->len = st->done;
@@ -214,9 +231,9 @@ match(lua_State *L, jr_steps *st, const char *name)
 
     for (i = 0; i < st->n; i++)
         if (strcmp(st->names[i], name) == 0)
-            return luaL_error(L, "%sjobrunner.step: step '%s' is called "
-                              "twice in one attempt (step names are unique "
-                              "in a job)", where(L), name);
+            return raise_at(L, 2, "jobrunner.step: step '%s' is called "
+                            "twice in one attempt (step names are unique "
+                            "in a job)", name);
     if (r < 0)
         return -1;
     nm = jr_jdoc_get(&st->rec, r, "name");
@@ -255,23 +272,30 @@ static int
 steps_begin(lua_State *L)
 {
     size_t len;
-    const char *name = luaL_checklstring(L, 1, &len);
+    const char *name;
     jr_jobctx *ctx;
     jr_steps *st;
     jr_err err;
     int r;
 
+    if (!lua_isstring(L, 1))    /* a number is its text, as in Lua */
+        return raise_at(L, 2, "jobrunner.step: its name (argument 1) is %s, "
+                        "not a string", luaL_typename(L, 1));
+    name = lua_tolstring(L, 1, &len);
     if (jr_name_check_len(name, len, "step name", &err) < 0)
-        return luaL_error(L, "%sjobrunner.step: %s", where(L), err.msg);
-    luaL_checktype(L, 2, LUA_TFUNCTION);
-    if (!lua_isnoneornil(L, 3))
-        luaL_checktype(L, 3, LUA_TTABLE);
+        return raise_at(L, 2, "jobrunner.step: %s", err.msg);
+    if (lua_type(L, 2) != LUA_TFUNCTION)
+        return raise_at(L, 2, "jobrunner.step: step '%s': its function "
+                        "(argument 2) is %s", name, luaL_typename(L, 2));
+    if (!lua_isnoneornil(L, 3) && lua_type(L, 3) != LUA_TTABLE)
+        return raise_at(L, 2, "jobrunner.step: step '%s': its options "
+                        "(argument 3) are %s, not a table", name,
+                        luaL_typename(L, 3));
     ctx = jr_jrlib_job(L, "step");
     st = steps_of(L, ctx);
     if (st->running)
-        return luaL_error(L, "%sjobrunner.step: step '%s' inside step '%s' "
-                          "(steps do not nest)", where(L), name,
-                          st->names[st->n - 1]);
+        return raise_at(L, 2, "jobrunner.step: step '%s' inside step '%s' "
+                        "(steps do not nest)", name, st->names[st->n - 1]);
     r = match(L, st, name);
     if (st->n == st->cap) {
         int cap = st->cap ? 2 * st->cap : 16;
@@ -300,6 +324,17 @@ steps_begin(lua_State *L)
         push_field(L, st, r, "value");               /* true v */
         return 2;
     }
+    if (r >= 0) {
+        /* its cursor stays the list's last record until a checkpoint
+           replaces it: a failure (abort) keeps it for the next attempt */
+        jr_buf *b = &st->out;
+        b->len = st->done;
+        put_s(b, st->done > 1 ? "," : "");
+        jr_buf_put(b, st->rec.n[r].at, st->rec.n[r].len);
+        put_s(b, "]");
+        if (b->oom)
+            return luaL_error(L, "jobrunner.step: out of memory");
+    }
     st->running = 1;
     st->started = jr_now();
     lua_pushboolean(L, 0);                           /* false */
@@ -325,13 +360,45 @@ steps_finish(lua_State *L)
             durable = lua_toboolean(L, -1);
         lua_pop(L, 1);                               /* v opts */
     }
-    st->running = 0;
     put_record(L, ctx, st, "value", 1, 1);
+    st->running = 0;            /* after: a value refused ends it in abort */
     st->seq++;
     lua_pushinteger(L, durable ? token() : 0);
     if (ctx->on_step != NULL && !durable)
         ctx->on_step(ctx->hook_arg, L, 0);
     return 1;
+}
+
+/* abort(): the step's frame is left by an error (a pcall may catch it
+ * and go on): the step ends unrecorded but keeps its place in the list,
+ * with its last cursor or none, so that the steps after it are matched
+ * and the next attempt runs it again. */
+static int
+steps_abort(lua_State *L)
+{
+    jr_jobctx *ctx = jr_jrlib_job(L, "step");
+    jr_steps *st = ctx->steps;
+    jr_buf *b;
+
+    if (st == NULL || !st->running)
+        return 0;
+    st->running = 0;
+    b = &st->out;
+    if (b->len - 1 == st->done) {           /* no checkpoint: its name */
+        b->len = st->done;
+        put_s(b, st->done > 1 ? ",{\"name\":\"" : "{\"name\":\"");
+        put_s(b, st->names[st->n - 1]);
+        put_s(b, "\",\"attempt\":");
+        put_num(b, (unsigned long long)ctx->job->attempt, 0);
+        put_s(b, "}]");
+        if (b->oom)
+            return luaL_error(L, "jobrunner.step: out of memory");
+    }
+    st->done = b->len - 1;
+    st->seq++;
+    if (ctx->on_step != NULL)
+        ctx->on_step(ctx->hook_arg, L, 0);
+    return 0;
 }
 
 /* wait(seq): a durable step's wait for the commit of its record. */
@@ -369,12 +436,15 @@ jrlib_checkpoint(lua_State *L)
     return 0;
 }
 
-/* step as handlers call it: the primitives are its upvalues. */
+/* step as handlers call it: the primitives are its upvalues; an error
+ * out of fn or finish closes `ended`, which aborts the step. */
 static const char step_lua[] =
-    "local begin, finish, wait = ...\n"
+    "local begin, finish, wait, abort = ...\n"
+    "local ended = setmetatable({}, { __close = function() abort() end })\n"
     "return function(name, fn, opts)\n"
     "  local replayed, v = begin(name, fn, opts)\n"
     "  if replayed then return v end\n"
+    "  local _ <close> = ended\n"
     "  v = fn(v)\n"
     "  local seq = finish(v, opts)\n"
     "  if seq > 0 then wait(seq) end\n"
@@ -390,7 +460,8 @@ jr_steps_open(lua_State *L)
     lua_pushcfunction(L, steps_begin);               /* M chunk b */
     lua_pushcfunction(L, steps_finish);              /* M chunk b f */
     lua_pushcfunction(L, steps_wait);                /* M chunk b f w */
-    lua_call(L, 3, 1);                               /* M step */
+    lua_pushcfunction(L, steps_abort);               /* M chunk b f w a */
+    lua_call(L, 4, 1);                               /* M step */
     lua_setfield(L, -2, "step");                     /* M */
     lua_pushcfunction(L, jrlib_checkpoint);          /* M cp */
     lua_setfield(L, -2, "checkpoint");               /* M */

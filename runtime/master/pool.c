@@ -537,6 +537,8 @@ jr_pool_result(master *m, wk *w, jr_reader *r)
         if (res.kind == JR_STEP)
             keep_steps(w, at, res.result);
         jr_claimq_result(m, &res, mem);  /* the job runs on */
+        if (res.kind == JR_STEP && res.durable > 0)
+            jr_master_kick(m);  /* its step waits for this commit */
         return;
     }
     jr_output_done(w);             /* what the job printed is logged as its */
