@@ -163,5 +163,23 @@ for _, backend in ipairs(jr.backends()) do
       assert.equal("queued", row.state)
       assert.equal(0, tonumber(row.attempts))
     end)
+
+    it("fails the step that would take the job's records past 16 MiB, naming it", function()
+      env:config("max_result = 8388608")
+      env:script("huge", [[
+        local jobrunner = require "jobrunner"
+        return { max_retries = 0, handle = function(job)
+          for i = 1, 4 do
+            jobrunner.step("s" .. i, function() return ("x"):rep(6 * 1024 * 1024) end)
+          end
+        end }]])
+      local id = env:push("huge", "{}")
+      env:start()
+      env:wait_state(id, "dead", 60)
+      local j = show(env, id)
+      assert.truthy(j.last_error:find("step 's3'", 1, true), j.last_error)
+      assert.truthy(j.last_error:find("JR_STEPS_MAX", 1, true), j.last_error)
+      assert.equal(2, #j.steps)
+    end)
   end)
 end

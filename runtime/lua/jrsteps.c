@@ -171,6 +171,10 @@ put_record(lua_State *L, jr_jobctx *ctx, jr_steps *st, const char *key,
     if (rc == 0 && ctx->max_result > 0 && v->len - 1 > ctx->max_result)
         snprintf(msg, sizeof msg, "%zu bytes, over max_result (%zu)",
                  v->len - 1, ctx->max_result), rc = -1;
+    if (rc == 0 && st->done + v->len + 256 > JR_STEPS_MAX)
+        snprintf(msg, sizeof msg, "%zu bytes, which would take the job's "
+                 "step records past %u bytes (JR_STEPS_MAX)", v->len - 1,
+                 JR_STEPS_MAX), rc = -1;
     if (rc < 0 || v->oom) {
         v->oom = 0;
         raise_at(L, done ? 2 : 1, "jobrunner.%s: step '%s': its %s: %s",

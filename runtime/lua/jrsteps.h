@@ -12,6 +12,11 @@
 
 typedef struct jr_steps jr_steps;
 
+/* The most a job's list of step records may hold, bytes: every record is
+ * rewritten with the list, so an unbounded list would make each step of
+ * a long job cost more than the last, and the runner's memory with it. */
+#define JR_STEPS_MAX (16u << 20)
+
 /* Sets step and checkpoint in the module table on top.  [-0, +0, m] */
 void jr_steps_open(lua_State *L);
 
