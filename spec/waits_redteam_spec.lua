@@ -41,3 +41,47 @@ for _, backend in ipairs(jr.backends()) do
     end)
   end)
 end
+
+-- A job that waits holds no unique key (only queued and running ones do),
+-- so a push of its key makes a second job; it must still be woken.
+local PAUSER = [[
+  local jobrunner = require "jobrunner"
+  return function(job)
+    if job.payload.pause then jobrunner.sleep(job.payload.pause) end
+    local v, why = jobrunner.wait_signal("go",
+                                         job.payload.timeout and { timeout = job.payload.timeout })
+    return { v = v, why = why }
+  end]]
+
+for _, backend in ipairs(jr.backends()) do
+  describe(backend .. ": a waiting job's unique key", function()
+    local env = jr.test_env(backend, { config = "concurrency = 4" })
+
+    it("a signal or a deadline wakes it while another job of its key runs: it runs on as a plain job", function()
+      env:script("uk", PAUSER)
+      env:start()
+      -- a: waits for a signal; b: waits with a deadline of 4 s; both keyed
+      local a = env:push("uk", "{}", "--unique-key", "ka", "--result-ttl", "1h")
+      local b = env:push("uk", '{"timeout": 4}', "--unique-key", "kb", "--result-ttl", "1h")
+      env:wait_state(a, "waiting")
+      env:wait_state(b, "waiting")
+      -- their keys are free: new jobs take them and run (a long pause)
+      local a2 = env:push("uk", '{"pause": 30}', "--unique-key", "ka")
+      local b2 = env:push("uk", '{"pause": 30}', "--unique-key", "kb")
+      assert.are_not.equal(a, a2)
+      assert.are_not.equal(b, b2)
+      env:wait_state(a2, "running")
+      env:wait_state(b2, "running")
+      -- the signal makes a ready, not a constraint error
+      local out, err, code = env:cli("signal", tostring(a), "go", '{"n":1}')
+      assert.are.equal(0, code, out .. err)
+      assert.truthy(out:find("delivered", 1, true), out)
+      -- b's deadline passes: it is woken, and no wake-up fails
+      env:wait_state(a, "completed", 30)
+      env:wait_state(b, "completed", 30)
+      assert.falsy(env:log():find("UNIQUE", 1, true) or env:log():find("duplicate key", 1, true), env:log())
+      assert.are.equal("running", env:job(a2).state)
+      assert.are.equal("running", env:job(b2).state)
+    end)
+  end)
+end
