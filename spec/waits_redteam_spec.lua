@@ -85,3 +85,35 @@ for _, backend in ipairs(jr.backends()) do
     end)
   end)
 end
+
+-- A payload as deep as a push may be (1000 levels) sits three levels down
+-- in the job's waits record ({"signals": {NAME: {"payload": ...}}}).
+local DEPTH = [[
+  local jobrunner = require "jobrunner"
+  return function(job)
+    local v = jobrunner.wait_signal("deep")
+    local n = 0
+    while type(v) == "table" do n = n + 1; v = v[1] end
+    return { depth = n }
+  end]]
+
+for _, backend in ipairs(jr.backends()) do
+  describe(backend .. ": a deep signal payload", function()
+    local env = jr.test_env(backend, { config = "concurrency = 1" })
+
+    it("as deep as a push may be, sent and accepted: its wait_signal returns it", function()
+      env:script("deep", DEPTH)
+      env:start()
+      local id = env:push("deep", "{}", "--result-ttl", "1h")
+      env:wait_state(id, "waiting")
+      local deep = ("["):rep(1000) .. ("]"):rep(1000)
+      local out, err, code = env:cli("signal", tostring(id), "deep", deep)
+      assert.are.equal(0, code, out .. err)
+      env:wait_state(id, "completed", 30)
+      local r = env:query("SELECT result FROM jobs WHERE id = " .. id)[1].result
+      if type(r) == "string" then r = require("cjson").decode(r) end
+      assert.are.same({ depth = 1000 }, r)
+      assert.are.equal(1, env:job(id).attempts)
+    end)
+  end)
+end
