@@ -1353,6 +1353,13 @@ BEGIN
         run_at = CASE WHEN woken THEN now() ELSE j.run_at END,
         wake_at = CASE WHEN woken THEN NULL ELSE j.wake_at END,
         wait_on = CASE WHEN woken THEN NULL ELSE j.wait_on END,
+        -- a waiting job holds no unique key: another job took it, it
+        -- runs on as a plain job (as a dead job retried does)
+        unique_key = CASE WHEN woken AND EXISTS (SELECT 1
+            FROM {{schema}}.jobs o WHERE o.name = j.name
+            AND o.unique_key = j.unique_key
+            AND o.state IN ('queued', 'running'))
+            THEN NULL ELSE j.unique_key END,
         updated_at = now()
     WHERE j.id = job_id;
     RETURN CASE WHEN woken THEN 'ready' ELSE st END;

@@ -48,7 +48,10 @@ jr_pg_signal(jr_backend *b, int64_t id, const char *name,
     return woken;
 }
 
-/* the first $1 jobs whose wait's date came: a sleep ends, a signal's
+/* (A waiting job holds no unique key: woken while another job took it,
+ * or with another job of its key, it runs on as a plain job, as a dead
+ * job retried does.)
+ * the first $1 jobs whose wait's date came: a sleep ends, a signal's
  * wait times out (recorded for the later attempts, with its deadline as
  * the wait recorded it: wake_at holds microseconds); a row a signal holds
  * is skipped (it decides); a row left with a date by a cancel only loses
@@ -62,6 +65,12 @@ static const pg_stmt st_wake = {"jr_wake", 1,
     "  coalesce(j.waits->'timeouts', '{}') || jsonb_build_object(j.wait_on,"
     "  coalesce(j.waits->'deadlines'->j.wait_on,"
     "  to_jsonb(extract(epoch FROM j.wake_at)::float8)))) ELSE j.waits END,"
+    " unique_key = CASE WHEN j.state = 'waiting' AND EXISTS (SELECT 1"
+    "  FROM {{schema}}.jobs o WHERE o.name = j.name"
+    "  AND o.unique_key = j.unique_key AND o.id <> j.id"
+    "  AND (o.state IN ('queued', 'running')"
+    "  OR (o.state = 'waiting' AND o.wake_at <= now())))"
+    "  THEN NULL ELSE j.unique_key END,"
     " wait_on = NULL, wake_at = NULL, updated_at = now()"
     " FROM (SELECT id FROM {{schema}}.jobs WHERE wake_at <= now()"
     "  ORDER BY wake_at LIMIT $1::int FOR UPDATE SKIP LOCKED) w"

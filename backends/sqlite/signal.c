@@ -15,6 +15,16 @@
 enum { S_SIGNAL, S_SIGNAL_READ, S_WAKE_ANY, S_WAKE, S_WAIT_COUNTS,
        S_COUNT };
 
+/* A waiting job holds no unique key (only queued and running ones do):
+ * made ready while another job took its key, it runs on as a plain job,
+ * as a dead job retried does; the wake also yields to a job of its key
+ * woken with it. */
+#define KEY_TAKEN_SQL \
+    " EXISTS (SELECT 1 FROM jobs o WHERE o.name = jobs.name" \
+    "  AND o.unique_key = jobs.unique_key" \
+    "  AND o.state IN ('queued', 'running'))"
+#define KEY_TAKEN " AND" KEY_TAKEN_SQL
+
 static const char *const sql_text[S_COUNT] = {
     /* ?1 the job, ?2 the signal, ?3 its payload (JSON), ?4 now, ?5 the
      * path of its record: kept unless the job ended, was sent this
@@ -31,6 +41,8 @@ static const char *const sql_text[S_COUNT] = {
         "  THEN NULL ELSE wake_at END,"
         " wait_on = CASE WHEN state = 'waiting' AND wait_on = ?2"
         "  THEN NULL ELSE wait_on END,"
+        " unique_key = CASE WHEN state = 'waiting' AND wait_on = ?2" KEY_TAKEN
+        "  THEN NULL ELSE unique_key END,"
         " updated_at = ?4"
         " WHERE id = ?1 AND state IN ('queued', 'running', 'waiting')"
         " AND json_type(waits, ?5) IS NULL"
@@ -56,6 +68,11 @@ static const char *const sql_text[S_COUNT] = {
         " waits = CASE WHEN state = 'waiting' AND wait_on IS NOT NULL"
         "  THEN json_set(coalesce(waits, '{}'),"
         "  '$.timeouts.\"' || wait_on || '\"', wake_at) ELSE waits END,"
+        " unique_key = CASE WHEN state = 'waiting' AND (" KEY_TAKEN_SQL
+        "  OR EXISTS (SELECT 1 FROM jobs o WHERE o.name = jobs.name"
+        "  AND o.unique_key = jobs.unique_key AND o.id <> jobs.id"
+        "  AND o.state = 'waiting' AND o.wake_at <= ?1))"
+        "  THEN NULL ELSE unique_key END,"
         " wait_on = NULL, wake_at = NULL, updated_at = ?1"
         " WHERE id IN (SELECT id FROM jobs WHERE wake_at <= ?1"
         "  ORDER BY wake_at LIMIT ?2)",

@@ -555,11 +555,15 @@ jr_luaclient_signal(lua_State *L)               /* q id name payload */
 {
     jr_client *c = jr_luaclient_check(L);
     lua_Integer id = luaL_checkinteger(L, 2);
-    const char *name = luaL_checkstring(L, 3);
+    size_t len;
+    const char *name = luaL_checklstring(L, 3, &len);
     char msg[400];
     int woken = 0;
     jr_buf *b;
+    jr_err err;
 
+    if (jr_name_check_len(name, len, "signal name", &err) < 0)
+        return jr_luaclient_fail(L, err.msg);   /* a \0 inside: not cut */
     lua_settop(L, 4);                           /* q id name payload */
     b = jr_json_buf_new(L);                     /* q id name payload b */
     if (jr_json_encode(L, 4, b, msg, sizeof msg) < 0)

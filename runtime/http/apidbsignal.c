@@ -4,6 +4,7 @@
  * route (checked in the loop), the operation it asks and the
  * operation's run function on the database thread. Uses apiroute.h,
  * apidb.h, backend.h, job.h, jsondom.h. */
+#define _GNU_SOURCE             /* memmem */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -82,6 +83,12 @@ read_body(const char *text, size_t n, size_t max_payload, jr_apireq *q,
         (name = jr_jdoc_str(&doc, k)) == NULL || strlen(name) > 128) {
         snprintf(why, size, "signal: give its name, a string: {\"name\": "
                  "\"approved\"}");
+        goto done;
+    }
+    /* a \u0000 would end the decoded name early: "a\u0000zz" is not "a" */
+    if (memmem(doc.n[k].at, doc.n[k].len, "\\u0000", 6) != NULL) {
+        snprintf(why, size, "invalid signal name: it holds a NUL "
+                 "(\\u0000), not one of [A-Za-z0-9_.:-]");
         goto done;
     }
     memcpy(q->name, name, strlen(name) + 1);

@@ -25,8 +25,9 @@ int jr_json_decode(lua_State *L, const char *s, size_t n, char *msg,
 
 /* The nesting the worker's texts may reach: a batch callback's payload
  * and job.parents put two levels around values the push check and the
- * result's encoder hold to JR_JSONTEXT_DEPTH. */
-#define JR_JSONDEC_RUNNER_DEPTH (JR_JSONTEXT_DEPTH + 2)
+ * result's encoder hold to JR_JSONTEXT_DEPTH, a job's waits record three
+ * around a signal's payload ({"signals": {NAME: {"payload": ...}}}). */
+#define JR_JSONDEC_RUNNER_DEPTH (JR_JSONTEXT_DEPTH + 3)
 
 /* jr_json_decode in a protected call, nesting up to
  * JR_JSONDEC_RUNNER_DEPTH, for the worker's payloads and parents: out of
