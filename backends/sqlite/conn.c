@@ -428,10 +428,12 @@ jr_sqlite_wake_fd(jr_backend *b)
 
 /* 1 if another connection holds the write lock now (its WAL write may be
  * an fsync away from its commit), or when that cannot be told; 0 if none
- * does. A BEGIN IMMEDIATE that does not wait: our own connection is
- * between transactions here. */
+ * does, with *v data_version read inside that trial transaction (no commit
+ * can be on its way while we hold the lock: exact, and no second read
+ * transaction with its pair of lock calls). A BEGIN IMMEDIATE that does
+ * not wait: our own connection is between transactions here. */
 static int
-writer_busy(jr_backend *b)
+writer_busy(jr_backend *b, sqlite3_int64 *v, jr_err *err)
 {
     sqlite3_stmt *s = stmt(b, S_BEGIN, NULL);
     int rc;
@@ -444,15 +446,18 @@ writer_busy(jr_backend *b)
     sqlite3_busy_timeout(b->db, b->busy_ms);
     if (rc != SQLITE_DONE)
         return 1;
+    rc = pragma_int(b, S_DATA_VERSION, "reading data_version", v, err);
     simple(b, S_ROLLBACK, NULL, "");
-    return 0;
+    return rc < 0 ? -1 : 0;
 }
 
 /* Every WAL write wakes us, our own commits' too: data_version tells
  * another process's commit (1) from none (0). A producer's write wakes us
  * an fsync before its commit shows: while another connection still holds
  * the write lock, 2 (look again soon). The lock is looked at first: a
- * commit that ends in between shows in data_version. */
+ * commit that ends in between shows in data_version, read then in a read
+ * transaction of its own (a producer's commit shows before it lets the
+ * lock go: unread, the looks while it held the lock doubled). */
 int
 jr_sqlite_changed(jr_backend *b, jr_err *err)
 {
@@ -463,8 +468,10 @@ jr_sqlite_changed(jr_backend *b, jr_err *err)
     if (b->inotify_fd >= 0)
         while (read(b->inotify_fd, buf, sizeof buf) > 0)
             ;
-    busy = writer_busy(b);
-    if (pragma_int(b, S_DATA_VERSION, "reading data_version", &v, err) < 0)
+    if ((busy = writer_busy(b, &v, err)) < 0)
+        return -1;
+    if (busy &&
+        pragma_int(b, S_DATA_VERSION, "reading data_version", &v, err) < 0)
         return -1;
     rc = v != b->data_version;
     b->data_version = v;
