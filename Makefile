@@ -60,7 +60,8 @@ CTESTS   = $(patsubst spec/c/%.c,$(BUILD)/spec/c/%,$(wildcard spec/c/test_*.c))
 # (promtool), chromium and nodejs (the browser spec, whose npm packages
 # come with it), luarocks (spec/luarocks_spec.lua), DEB_DEB_PKGS and
 # debootstrap (make deb-check's clean roots); openssl makes the TLS
-# spec's certificates. make deb installs DEB_RUN_PKGS and DEB_DEB_PKGS
+# spec's certificates; strace counts the master's system calls
+# (spec/master_idle_spec.lua). make deb installs DEB_RUN_PKGS and DEB_DEB_PKGS
 # (deps-deb): with them, debian/control's Build-Depends (the same spec
 # checks) and what dpkg-buildpackage and lintian need.
 DEB_RUN_PKGS  = pkg-config gcc make liblua5.4-dev libsqlite3-dev \
@@ -70,7 +71,7 @@ DEB_DEB_PKGS  = build-essential dpkg-dev debhelper fakeroot lintian
 DEB_TEST_PKGS = lua5.4 lua-cjson lua-busted sqlite3 postgresql-15 \
                 postgresql-client-15 clang libclang-rt-14-dev \
                 prometheus chromium nodejs luarocks \
-                $(DEB_DEB_PKGS) devscripts debootstrap openssl
+                $(DEB_DEB_PKGS) devscripts debootstrap openssl strace
 DEB_PKGS      = $(DEB_RUN_PKGS) $(DEB_TEST_PKGS)
 
 .PHONY: deps-run deps-test deps-debian deps-deb
