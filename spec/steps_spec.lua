@@ -183,15 +183,25 @@ for _, backend in ipairs(jr.backends()) do
       assert.is_nil(env:log(p):find("failed", 1, true), env:log(p))
     end)
 
+    local ON = "defaults = { durable_steps = true }"
     for _, case in ipairs({ { "a durable step", true, "true", "nil" },
                             { "a step of a handler with durable_steps", true, "nil", "true" },
-                            { "a default step", false, "nil", "nil" } }) do
-      local what, durable, opt, handler = table.unpack(case)
+                            { "a default step", false, "nil", "nil" },
+                            { "a step under defaults.durable_steps", true, "nil", "nil", ON },
+                            { "a coroutine job's step under defaults.durable_steps", true,
+                              "nil", "nil", ON, "inflight = 2," },
+                            { "a step of a durable_steps = false handler under the default",
+                              false, "nil", "false", ON },
+                            { "a durable = false step under the default", false, "false",
+                              "nil", ON } }) do
+      local what, durable, opt, handler, config, extra = table.unpack(case)
       it((durable and "never runs " or "runs ") .. what .. (durable and " again" or " again") ..
          " after a kill -9 right after it returned", function()
+        if config then env:config(config) end
         env:script("charge", jr.RECORD .. PID .. [[
           local jobrunner = require "jobrunner"
-          return { max_retries = 2, backoff = 0, timeout = 60, durable_steps = ]] .. handler .. [[,
+          return { max_retries = 2, backoff = 0, timeout = 60, ]] .. (extra or "") .. [[
+                   durable_steps = ]] .. handler .. [[,
                    handle = function(job)
             local v = jobrunner.step("charge", function()
               record("charges", tostring(job.attempt))
@@ -409,6 +419,17 @@ for _, backend in ipairs(jr.backends()) do
       local out, err, code = env:cli("check")
       assert.equal(3, code)
       assert.truthy((out .. err):find(path .. ": 'durable_steps' must be true or false", 1, true), out .. err)
+    end)
+
+    it("refuses a defaults.durable_steps that is not true or false, naming the key and the file", function()
+      env:config("defaults = { durable_steps = 1 }")
+      env:script("plain", "return function(job) return 1 end")
+      local out, err, code = env:cli("check")
+      assert.are_not.equal(0, code)
+      local msg = out .. err
+      assert.truthy(msg:find(env.config_file, 1, true), msg)
+      assert.truthy(msg:find("defaults.durable_steps", 1, true), msg)
+      assert.truthy(msg:find("must be true or false", 1, true), msg)
     end)
 
     it("leaves handlers without steps as they were: no steps recorded", function()

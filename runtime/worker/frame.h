@@ -137,6 +137,7 @@ typedef struct jr_settings {
     int     log_level;          /* JR_LOG_* */
     int     log_json;           /* 1: JSON log lines */
     int     inflight;           /* defaults.inflight: jobs at once */
+    int     durable_steps;      /* defaults.durable_steps: 0 or 1 */
 } jr_settings;
 
 /* Encodes settings. s borrowed. */

@@ -248,6 +248,7 @@ jr_frame_put_settings(jr_buf *b, const jr_settings *s)
     jr_put_u8(b, (unsigned)s->log_level);
     jr_put_u8(b, s->log_json ? 1 : 0);
     jr_put_i32(b, s->inflight);
+    jr_put_u8(b, s->durable_steps ? 1 : 0);
     jr_frame_end(b, start);
 }
 
@@ -280,7 +281,7 @@ settings_range(const jr_settings *s, int64_t mem, int64_t payload,
     if (result < 1 || result > (1 << 30))
         return "max_result";
     if (s->log_level < JR_LOG_DEBUG || s->log_level > JR_LOG_ERROR ||
-        s->log_json > 1)
+        s->log_json > 1 || s->durable_steps > 1)
         return "log";
     if (s->inflight < 1 || s->inflight > JR_RANGE_INFLIGHT_MAX)
         return "inflight";
@@ -304,6 +305,7 @@ jr_frame_get_settings(jr_reader *r, jr_settings *out, jr_err *err)
     out->log_level = (int)jr_get_u8(r);
     out->log_json = (int)jr_get_u8(r);
     out->inflight = jr_get_i32(r);
+    out->durable_steps = (int)jr_get_u8(r);
     if (r->bad || r->n != 0)
         return jr_fail(err, JR_EPROTO, "malformed settings: %s", r->bad ?
                        "truncated" : "trailing bytes");
