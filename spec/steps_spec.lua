@@ -77,6 +77,19 @@ for _, backend in ipairs(jr.backends()) do
       local out = env:cli("show", tostring(id))
       assert.truthy(out:find("steps:", 1, true), out)
       assert.truthy(out:match("a%s+recorded"), out)
+      -- the Lua control module gives them decoded
+      local q = jr.client(env)
+      local t = assert(q:show(id))
+      q:close()
+      assert.equal(2, #t.steps)
+      assert.equal("a", t.steps[1].name)
+      assert.same({ n = 1, s = "x" }, t.steps[1].value)
+      assert.equal(1, t.steps[1].attempt)
+      assert.equal("b", t.steps[2].name)
+      assert.equal(2, t.steps[2].value)
+      assert.equal(2, t.steps[2].attempt)
+      assert.is_number(t.steps[2].at)
+      assert.is_number(t.steps[2].secs)
     end)
 
     it("fails an attempt that calls a name twice or in another order, naming file:line", function()
@@ -183,15 +196,25 @@ for _, backend in ipairs(jr.backends()) do
       assert.is_nil(env:log(p):find("failed", 1, true), env:log(p))
     end)
 
+    local ON = "defaults = { durable_steps = true }"
     for _, case in ipairs({ { "a durable step", true, "true", "nil" },
                             { "a step of a handler with durable_steps", true, "nil", "true" },
-                            { "a default step", false, "nil", "nil" } }) do
-      local what, durable, opt, handler = table.unpack(case)
+                            { "a default step", false, "nil", "nil" },
+                            { "a step under defaults.durable_steps", true, "nil", "nil", ON },
+                            { "a coroutine job's step under defaults.durable_steps", true,
+                              "nil", "nil", ON, "inflight = 2," },
+                            { "a step of a durable_steps = false handler under the default",
+                              false, "nil", "false", ON },
+                            { "a durable = false step under the default", false, "false",
+                              "nil", ON } }) do
+      local what, durable, opt, handler, config, extra = table.unpack(case)
       it((durable and "never runs " or "runs ") .. what .. (durable and " again" or " again") ..
          " after a kill -9 right after it returned", function()
+        if config then env:config(config) end
         env:script("charge", jr.RECORD .. PID .. [[
           local jobrunner = require "jobrunner"
-          return { max_retries = 2, backoff = 0, timeout = 60, durable_steps = ]] .. handler .. [[,
+          return { max_retries = 2, backoff = 0, timeout = 60, ]] .. (extra or "") .. [[
+                   durable_steps = ]] .. handler .. [[,
                    handle = function(job)
             local v = jobrunner.step("charge", function()
               record("charges", tostring(job.attempt))
@@ -411,6 +434,17 @@ for _, backend in ipairs(jr.backends()) do
       assert.truthy((out .. err):find(path .. ": 'durable_steps' must be true or false", 1, true), out .. err)
     end)
 
+    it("refuses a defaults.durable_steps that is not true or false, naming the key and the file", function()
+      env:config("defaults = { durable_steps = 1 }")
+      env:script("plain", "return function(job) return 1 end")
+      local out, err, code = env:cli("check")
+      assert.are_not.equal(0, code)
+      local msg = out .. err
+      assert.truthy(msg:find(env.config_file, 1, true), msg)
+      assert.truthy(msg:find("defaults.durable_steps", 1, true), msg)
+      assert.truthy(msg:find("must be true or false", 1, true), msg)
+    end)
+
     it("leaves handlers without steps as they were: no steps recorded", function()
       env:script("plain", "return function(job) return 1 end")
       local id = env:push("plain", "{}")
@@ -418,6 +452,9 @@ for _, backend in ipairs(jr.backends()) do
       env:wait_state(id, "completed", 30)
       assert.is_nil(steps_of(env, id))
       assert.equal(cjson.null, show(env, id).steps)
+      local q = jr.client(env)
+      assert.is_nil(assert(q:show(id)).steps)
+      q:close()
     end)
   end)
 end

@@ -281,7 +281,8 @@ typedef struct jr_handler {
     double  avg;                /* a worker's: its mean run time there, s
                                    (0: not run yet) */
     int     durable_steps;      /* a worker's: its steps wait for their
-                                   commit unless told otherwise */
+                                   commit unless told otherwise; -1: not
+                                   set (the config's) */
 } jr_handler;
 
 /* Checks a job or queue name: [A-Za-z0-9_.:-]{1,128}. what names the field

@@ -52,7 +52,7 @@ jr_luaclient_cancel(lua_State *L)                          /* q id... */
  * (its strings unused), then each string's length (JOB_NULL for NULL)
  * and bytes. */
 enum { S_NAME, S_QUEUE, S_STATE, S_PAYLOAD, S_ERROR, S_GEN, S_LOCKED,
-       S_UKEY, S_NOTE, S_KEY, S_RESULT, NSTR };
+       S_UKEY, S_NOTE, S_KEY, S_RESULT, S_STEPS, NSTR };
 #define JOB_NULL ((size_t)-1)
 
 /* After the job: each failed attempt (the info, then its error, runner
@@ -84,7 +84,7 @@ job_collect(const jr_client_job_info *j, void *arg)
 {
     const char *str[NSTR] = {j->name, j->queue, j->state, j->payload,
         j->last_error, j->generation, j->locked_by, j->unique_key,
-        j->progress_note, j->limit_key, j->result};
+        j->progress_note, j->limit_key, j->result, j->steps};
     jr_buf *b = arg;
     size_t len;
     int i;
@@ -180,9 +180,10 @@ push_job(lua_State *L, const jr_buf *b, size_t *at, int full)
 {
     static const char *const keys[NSTR] = {"name", "queue", "state",
         "payload", "last_error", "generation", "locked_by", "unique_key",
-        NULL, "key", "result"};
+        NULL, "key", "result", NULL};
     jr_client_job_info j;
     const char *note = NULL;
+    char msg[128];
     size_t len, nlen = 0;
     int i;
 
@@ -195,7 +196,10 @@ push_job(lua_State *L, const jr_buf *b, size_t *at, int full)
         *at += sizeof len;
         if (len == JOB_NULL)
             continue;
-        if (keys[i] == NULL) {
+        if (i == S_STEPS) {         /* decoded; text the runner wrote */
+            if (jr_json_decode(L, b->p + *at, len, msg, sizeof msg) == 0)
+                lua_setfield(L, -2, "steps");        /* t */
+        } else if (keys[i] == NULL) {
             note = b->p + *at;
             nlen = len;
         } else {
@@ -226,10 +230,13 @@ push_job(lua_State *L, const jr_buf *b, size_t *at, int full)
  * max_retries, priority, run_at, created_at, started_at, finished_at,
  * last_error, generation, locked_by, unique_key, cancel_requested,
  * progress, key, result (JSON text), keep_until, sql_statements,
- * attempts} |
+ * attempts, steps} |
  * nil, msg (also for an unknown id). Times are epoch seconds; fields not
  * set are absent. attempts: the failed attempts, oldest first, each
- * {attempt, error, at, duration, runner, worker, generation}. */
+ * {attempt, error, at, duration, runner, worker, generation}. steps:
+ * its steps' records in order, each {name, value (a step that returned)
+ * or cursor (its last checkpoint), at, secs, attempt}, decoded; absent
+ * when none. */
 int
 jr_luaclient_show(lua_State *L)                            /* q id */
 {

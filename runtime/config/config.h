@@ -32,6 +32,8 @@ typedef struct jr_config {
     double     timeout;         /* defaults.timeout, seconds */
     int        inflight;        /* defaults.inflight: jobs a worker runs
                                    at once (1: one, no coroutine) */
+    int        durable_steps;   /* defaults.durable_steps: a handler's
+                                   steps wait for their commit */
     double     lease;           /* seconds a claim holds without renewal */
     double     poll_interval;   /* seconds between fallback polls */
     double     shutdown_timeout;/* seconds running jobs get on SIGTERM */

@@ -118,6 +118,8 @@ static const key_row defaults_rows[] = {
      "seconds before a retry, or a function(attempt, err)"},
     {"inflight", K_INT, AT(inflight), 1, JR_RANGE_INFLIGHT_MAX, 1, NULL,
      NULL, "jobs a worker runs at once"},
+    {"durable_steps", K_BOOL, AT(durable_steps), 0, 0, 0, NULL, NULL,
+     "a handler's steps wait for their commit"},
     {NULL, K_FN, 0, 0, 0, NONE, NULL, NULL, NULL}
 };
 

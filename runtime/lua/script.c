@@ -356,7 +356,7 @@ load_one(loader *ld, const char *path, const char *name)
         return;
     }
     lua_getfield(L, -1, "durable_steps");            /* H t d */
-    durable = lua_toboolean(L, -1);
+    durable = lua_isnil(L, -1) ? -1 : lua_toboolean(L, -1);
     lua_pop(L, 1);                                   /* H t */
     if (add_handler(ld, name, max_retries, timeout, backoff, inflight,
                     durable) < 0) {

@@ -654,7 +654,7 @@ send_settings(master *m, wk *w)
         .memory_limit = c->memory_limit, .max_payload = c->max_payload,
         .max_result = c->max_result,
         .log_level = c->log_level, .log_json = c->log_json,
-        .inflight = c->inflight,
+        .inflight = c->inflight, .durable_steps = c->durable_steps,
         .db_url = c->backend, .attach = c->attach,
         .handler_role = c->handler_role,
     };

@@ -461,7 +461,8 @@ job_new(worker *w, jr_job *j, jr_handler *info)
     cj->info = info;
     cj->ctx.job = j;
     cj->ctx.max_payload = w->set.max_payload;
-    cj->ctx.durable_steps = info->durable_steps;
+    cj->ctx.durable_steps = info->durable_steps >= 0 ?
+                            info->durable_steps : w->set.durable_steps;
     cj->ctx.on_cancelled = co_on_cancelled;
     cj->ctx.on_progress = co_on_progress;
     cj->ctx.hook_arg = cj;

@@ -141,6 +141,7 @@ typedef struct jr_settings {
                                    owned, NULL: none */
     char   *attach;             /* the config's attach; owned or NULL */
     char   *handler_role;       /* the config's handler_role; owned or NULL */
+    int     durable_steps;      /* defaults.durable_steps: 0 or 1 */
 } jr_settings;
 
 /* Encodes settings. s borrowed. */

@@ -251,6 +251,7 @@ jr_frame_put_settings(jr_buf *b, const jr_settings *s)
     jr_put_str(b, s->db_url ? s->db_url : "");
     jr_put_str(b, s->attach ? s->attach : "");
     jr_put_str(b, s->handler_role ? s->handler_role : "");
+    jr_put_u8(b, s->durable_steps ? 1 : 0);
     jr_frame_end(b, start);
 }
 
@@ -286,7 +287,7 @@ settings_range(const jr_settings *s, int64_t mem, int64_t payload,
     if (result < 1 || result > (1 << 30))
         return "max_result";
     if (s->log_level < JR_LOG_DEBUG || s->log_level > JR_LOG_ERROR ||
-        s->log_json > 1)
+        s->log_json > 1 || s->durable_steps > 1)
         return "log";
     if (s->inflight < 1 || s->inflight > JR_RANGE_INFLIGHT_MAX)
         return "inflight";
@@ -314,6 +315,7 @@ jr_frame_get_settings(jr_reader *r, jr_settings *out, jr_err *err)
     out->inflight = jr_get_i32(r);
     for (i = 0; i < 3; i++)
         str[i] = jr_get_str(r, &slen[i]);
+    out->durable_steps = (int)jr_get_u8(r);
     if (r->bad || r->n != 0)
         return jr_fail(err, JR_EPROTO, "malformed settings: %s", r->bad ?
                        "truncated" : "trailing bytes");

@@ -464,7 +464,8 @@ jr_run_job(worker *w, const jr_job *j, jr_result *res)
         return;
     }
     w->ctx.job = j;
-    w->ctx.durable_steps = w->info->durable_steps;
+    w->ctx.durable_steps = w->info->durable_steps >= 0 ?
+                           w->info->durable_steps : w->set.durable_steps;
     w->progress_sent = 0;
     jr_memlimit_clear(&w->mem);
     w->mem.enforce = 1;

@@ -85,6 +85,7 @@ read_settings(jr_reader r)
         CHECK(s.max_payload >= 1);
         CHECK(s.log_level >= JR_LOG_DEBUG && s.log_level <= JR_LOG_ERROR);
         CHECK(s.log_json == 0 || s.log_json == 1);
+        CHECK(s.durable_steps == 0 || s.durable_steps == 1);
     } else {
         CHECK(err.code == JR_EPROTO || err.code == JR_ENOMEM);
     }
@@ -369,6 +370,7 @@ settings_round_trip(fz *f)
     s.log_level = (int)(fz_int(f, 1) % 6);
     s.log_json = (int)(fz_int(f, 1) % 2);
     s.inflight = (int)(int32_t)fz_int(f, 4);
+    s.durable_steps = (int)(fz_int(f, 1) % 2);
     ok = dir[0] != '\0' && s.max_retries >= 0 &&
          s.max_retries <= JR_RANGE_RETRIES_MAX &&
          s.timeout >= JR_RANGE_TIMEOUT_MIN &&
@@ -393,6 +395,7 @@ settings_round_trip(fz *f)
               d.max_payload == s.max_payload &&
               d.max_result == s.max_result);
         CHECK(d.inflight == s.inflight);
+        CHECK(d.durable_steps == s.durable_steps);
         CHECK(d.log_level == s.log_level && d.log_json == s.log_json);
     } else {
         CHECK(!ok && err.code == JR_EPROTO);
