@@ -1,0 +1,71 @@
+-- sqltx_redteam_spec.lua - jobrunner.sql under texts a careless or
+-- hostile handler sends (docs/handlers.md, "Writes that commit with the
+-- job"): what each engine refuses, and that the runner goes on after.
+local jr = require "jr"
+
+-- A table t(k) handlers write to, named as they name it.
+local function table_k(env)
+  if env.backend == "postgres" then
+    jr.psql("CREATE SCHEMA IF NOT EXISTS " .. env.schema)
+    jr.psql("CREATE TABLE " .. env.schema .. ".t (k text)")
+    return env.schema .. ".t"
+  end
+  env:exec("CREATE TABLE t (k TEXT)")
+  return "t"
+end
+
+local function keys(env, t)
+  local got = {}
+  for _, r in ipairs(env:query("SELECT k FROM " .. t .. " ORDER BY k")) do
+    got[#got + 1] = r.k
+  end
+  return got
+end
+
+local function ended(env, ids)
+  return function()
+    for _, id in ipairs(ids) do
+      local j = env:job(id)
+      if j and j.state ~= "dead" then return false end
+    end
+    return true
+  end
+end
+
+for _, backend in ipairs(jr.backends()) do
+  describe(backend .. " jobrunner.sql, red team:", function()
+    local env = jr.test_env(backend)
+
+    it("refuses a text of two statements at every attempt; a trailing ; or comment is one", function()
+      local t = table_k(env)
+      env:script("two", ([[
+        local jobrunner = require "jobrunner"
+        return { max_retries = 2, backoff = 0, handle = function(job)
+          if job.payload.one then
+            jobrunner.sql("INSERT INTO %s (k) VALUES ('semi') ; -- done\n/* end */;")
+          else
+            jobrunner.sql("INSERT INTO %s (k) VALUES ('one'); INSERT INTO %s (k) VALUES ('two')")
+          end
+        end }]]):format(t, t, t))
+      env:config("concurrency = 1")
+      env:start()
+      local two = env:push("two")
+      local one = env:push("two", '{"one": true}')
+      jr.wait_for(ended(env, { two, one }), 60)
+      -- the retries sent the same text: not its first statement alone
+      local j = env:job(two)
+      assert.is_not_nil(j, "the job of two statements completed")
+      assert.equal("dead", j.state)
+      assert.equal(3, j.attempts)
+      assert.truthy(j.last_error:find("jobrunner.sql statement 1 of 'two' failed", 1, true), j.last_error)
+      if backend == "sqlite" then
+        assert.truthy(j.last_error:find("the text holds more than one statement", 1, true), j.last_error)
+      else
+        assert.truthy(j.last_error:find("multiple commands", 1, true), j.last_error)
+      end
+      assert.is_nil(env:job(one))
+      assert.same({ "semi" }, keys(env, t))
+      assert.equal(0, env:stop())
+    end)
+  end)
+end
