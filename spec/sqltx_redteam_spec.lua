@@ -67,5 +67,34 @@ for _, backend in ipairs(jr.backends()) do
       assert.same({ "semi" }, keys(env, t))
       assert.equal(0, env:stop())
     end)
+
+    if backend == "postgres" then
+      it("goes on after a statement that changed the session (DEALLOCATE, set_config)", function()
+        local t = table_k(env)
+        env:script("poison", ([[
+          local jobrunner = require "jobrunner"
+          return function(job)
+            local how = job.payload.how
+            jobrunner.sql("INSERT INTO %s (k) VALUES ($1)", how)
+            if how == "deallocate" then
+              jobrunner.sql("DO $$ BEGIN EXECUTE 'DEALLOCATE ALL'; END $$")
+            elseif how == "read_only" then
+              jobrunner.sql("SELECT set_config('default_transaction_read_only', 'on', false)")
+            elseif how == "role" then
+              jobrunner.sql("SELECT set_config('role', 'pg_read_all_data', false)")
+            end
+          end]]):format(t))
+        env:config("concurrency = 1")
+        env:start()
+        for _, how in ipairs({ "deallocate", "after1", "read_only", "after2", "role", "after3" }) do
+          local id = env:push("poison", ('{"how": "%s"}'):format(how))
+          jr.wait_for(function() return env:job(id) == nil end, 30,
+            "job " .. how .. " completed")
+        end
+        assert.same({ "after1", "after2", "after3", "deallocate", "read_only", "role" },
+          keys(env, t))
+        assert.equal(0, env:stop())
+      end)
+    end
   end)
 end
