@@ -510,7 +510,11 @@ typedef struct jr_limit_use {
     /* Calls cb for each row of the schedule controls, by name; a
      * non-zero return from cb stops the walk. Returns 0. */ \
     X(int, sched_states, (jr_backend *b, jr_sched_cb cb, void *arg, \
-                          jr_err *err))
+                          jr_err *err)) \
+    /* From another thread than the one in a call on b, while it waits in \
+     * it: makes the statement it runs now fail soon (a handler's \
+     * statement that does not end, at a stop). NULL: the engine cannot. */ \
+    X(void, interrupt, (jr_backend *b))
 
 #define JR_BACKEND_OP_FIELD(ret, name, params) ret (*name) params;
 

@@ -68,6 +68,50 @@ for _, backend in ipairs(jr.backends()) do
       assert.equal(0, env:stop())
     end)
 
+    it("stops at SIGTERM while a handler's statement does not end: interrupted, a failed attempt", function()
+      local slow = backend == "postgres" and "SELECT pg_sleep(100000)" or
+        "WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c) SELECT count(*) FROM c"
+      env:script("hang", ([[
+        local jobrunner = require "jobrunner"
+        return function(job)
+          jobrunner.sql(%q)
+          io.open(os.getenv("PWD") .. "/returned", "w"):close()
+        end]]):format(slow))
+      env:config("shutdown_timeout = 1")
+      local p = env:start()
+      local id = env:push("hang")
+      if backend == "postgres" then
+        finally(function()  -- the server would sleep on after a failure
+          jr.psql("SELECT pg_cancel_backend(pid) FROM pg_stat_activity WHERE query = '"
+            .. slow .. "'")
+        end)
+      end
+      jr.wait_for(function() return jr.read_file(env.dir .. "/returned") end, 20,
+        "the handler's return")
+      -- the statement runs: seen by the server, or holding SQLite's write
+      -- lock longer than any round of the runner's own
+      if backend == "postgres" then
+        jr.wait_for(function()
+          return jr.psql("SELECT count(*) FROM pg_stat_activity WHERE query = '"
+            .. slow .. "' AND state = 'active'"):match("%d+") == "1"
+        end, 20, "the statement running")
+      else
+        local held = 0
+        jr.wait_for(function()
+          local _, _, code = jr.sh(("sqlite3 -cmd '.timeout 0' %s 'BEGIN IMMEDIATE; ROLLBACK'")
+            :format(jr.quote(env:sqlite_path())))
+          held = code ~= 0 and held + 1 or 0
+          if held < 10 then jr.sleep(0.2) end
+          return held >= 10
+        end, 30, "the statement holding the write lock")
+      end
+      assert.equal(0, env:stop("TERM", p, 60))
+      assert.truthy(env:log(p):find("its statement is interrupted", 1, true), env:log(p))
+      local j = env:job(id)
+      assert.equal("queued", j.state)
+      assert.truthy(j.last_error:find("jobrunner.sql statement 1 of 'hang' failed", 1, true), j.last_error)
+    end)
+
     if backend == "postgres" then
       it("goes on after a statement that changed the session (DEALLOCATE, set_config)", function()
         local t = table_k(env)

@@ -203,6 +203,21 @@ session_timeouts(const jr_backend *b, PGconn *conn, jr_err *err)
     return -1;
 }
 
+/* A cancel request for the statement conn runs: its backend's key is
+ * read while the other thread waits on conn, which it does not change
+ * then. */
+void
+jr_pg_interrupt(jr_backend *b)
+{
+    char buf[256];
+    PGcancel *c = PQgetCancel(b->conn);
+
+    if (c != NULL) {
+        PQcancel(c, buf, sizeof buf);
+        PQfreeCancel(c);
+    }
+}
+
 /* Called first by every op: reconnects once if the connection went bad,
  * ends any transaction a failure left open, and sets the session up if
  * that has not worked yet. */

@@ -177,4 +177,5 @@ const jr_backend_ops jr_postgres_ops = {
     .batch_show = jr_pg_batch_show,
     .sched_ctl = durable_sched_ctl,
     .sched_states = jr_pg_sched_states,
+    .interrupt = jr_pg_interrupt,
 };

@@ -188,4 +188,5 @@ const jr_backend_ops jr_sqlite_ops = {
     .batch_show = jr_sqlite_batch_show,       /* flow.c */
     .sched_ctl = durable_sched_ctl,           /* fire.c, FULL */
     .sched_states = jr_sqlite_sched_states,   /* fire.c */
+    .interrupt = jr_sqlite_interrupt,         /* sqlrun.c */
 };

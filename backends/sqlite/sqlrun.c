@@ -318,3 +318,11 @@ jr_sqlite_attach(jr_backend *b, jr_err *err)
                        "(attach): %s", b->attach, sqlite3_errmsg(b->db));
     return 0;
 }
+
+/* sqlite3_interrupt is safe from another thread while the connection is
+ * open: the statement running fails with SQLITE_INTERRUPT. */
+void
+jr_sqlite_interrupt(jr_backend *b)
+{
+    sqlite3_interrupt(b->db);
+}
