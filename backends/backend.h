@@ -591,7 +591,11 @@ typedef struct jr_limit_use {
      * runner's claim (docs/queues.md, "Fair share"), over the config's.
      * Returns 0. */ \
     X(int, fair_set, (jr_backend *b, const char *queue, const char *key, \
-                      double weight, jr_err *err))
+                      double weight, jr_err *err)) \
+    /* From another thread than the one in a call on b, while it waits in \
+     * it: makes the statement it runs now fail soon (a handler's \
+     * statement that does not end, at a stop). NULL: the engine cannot. */ \
+    X(void, interrupt, (jr_backend *b))
 
 #define JR_BACKEND_OP_FIELD(ret, name, params) ret (*name) params;
 

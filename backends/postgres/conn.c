@@ -94,6 +94,12 @@ jr_pg_fail(jr_backend *b, const PGresult *res, const char *what, jr_err *err)
         snprintf(tag, sizeof tag, " [SQLSTATE %s]", b->sqlstate);
     snprintf(b->pgmsg, sizeof b->pgmsg, "%.250s%s%.120s%s%s", msg,
              *det ? " (" : "", det, *det ? ")" : "", tag);
+    /* handlers' statements may have changed the session for good (a
+     * DEALLOCATE, set_config(..., false) of role or read-only): a new one
+     * after such a failure, which is no input's */
+    if (b->sql_ran && strncmp(b->sqlstate, "22", 2) != 0 &&
+        strncmp(b->sqlstate, "23", 2) != 0)
+        b->renew = 1;
     if (PQstatus(b->conn) != CONNECTION_OK)
         return jr_fail(err, JR_EDB, "postgres: %s: connection to '%s' lost "
                        "(%s); will reconnect on the next call", what,
@@ -197,16 +203,33 @@ session_timeouts(const jr_backend *b, PGconn *conn, jr_err *err)
     return -1;
 }
 
+/* A cancel request for the statement conn runs: its backend's key is
+ * read while the other thread waits on conn, which it does not change
+ * then. */
+void
+jr_pg_interrupt(jr_backend *b)
+{
+    char buf[256];
+    PGcancel *c = PQgetCancel(b->conn);
+
+    if (c != NULL) {
+        PQcancel(c, buf, sizeof buf);
+        PQfreeCancel(c);
+    }
+}
+
 /* Called first by every op: reconnects once if the connection went bad,
  * ends any transaction a failure left open, and sets the session up if
  * that has not worked yet. */
 int
 jr_pg_ready(jr_backend *b, jr_err *err)
 {
-    if (PQstatus(b->conn) != CONNECTION_OK) {
+    if (b->renew || PQstatus(b->conn) != CONNECTION_OK) {
         PQreset(b->conn);
         jr_stmtmap_clear(&b->prepared);
         b->set_up = 0;
+        b->renew = 0;
+        b->sql_ran = 0;
         if (PQstatus(b->conn) == CONNECTION_OK)
             b->reconnects++;
         if (PQstatus(b->conn) != CONNECTION_OK) {

@@ -228,4 +228,5 @@ const jr_backend_ops jr_postgres_ops = {
     .sequences = jr_pg_sequences,             /* sequence.c */
     .seq_act = durable_seq_act,               /* sequence.c */
     .fair_set = jr_pg_fair_set,               /* fair.c */
+    .interrupt = jr_pg_interrupt,
 };

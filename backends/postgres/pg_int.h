@@ -65,6 +65,10 @@ struct jr_backend {
     int         own_timeouts;   /* session timeouts set by session_setup */
     int         set_up;         /* session_setup done on conn since its
                                    last (re)connect */
+    int         sql_ran;        /* handlers' statements ran on conn since
+                                   its last (re)connect (sqlrun.c) */
+    int         renew;          /* conn is opened again at the next call
+                                   (jr_pg_fail, jr_pg_ready) */
     double      keep_completed; /* seconds; 0: delete at success */
     int         opf;            /* JR_OPF_* of pushes that give none */
     double      result_ttl;     /* seconds a job with a result stays */

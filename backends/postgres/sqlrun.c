@@ -332,6 +332,7 @@ run_pipe(plan *p, jr_backend *b, int *failed, int *stmt, char *why,
     if ((p->c = malloc((size_t)total * sizeof *p->c)) == NULL)
         return jr_fail(err, JR_ENOMEM, "postgres: out of memory");
     p->nc = 0;
+    b->sql_ran = 1;
     ok = PQenterPipelineMode(b->conn) == 1;
     if (ok && PQsetnonblocking(b->conn, 1) == 0) {
         if (send_all(p, b) == 0 && PQpipelineSync(b->conn) == 1 &&

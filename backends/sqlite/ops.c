@@ -237,4 +237,5 @@ const jr_backend_ops jr_sqlite_ops = {
     .sequences = jr_sqlite_sequences,         /* sequence.c */
     .seq_act = durable_seq_act,               /* sequence.c, FULL */
     .fair_set = jr_sqlite_fair_set,           /* fair.c */
+    .interrupt = jr_sqlite_interrupt,         /* sqlrun.c */
 };

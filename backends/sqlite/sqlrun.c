@@ -34,10 +34,35 @@ simple(jr_backend *b, const char *const *text, jr_err *err)
     return s == NULL || run(b, s, err, "a job's savepoint") < 0 ? -1 : 0;
 }
 
+/* 1 when the text after a statement holds no other: blanks, ';' and
+ * comments only. */
+static int
+blank(const char *p)
+{
+    for (;;) {
+        if (*p == ' ' || *p == '\t' || *p == '\n' || *p == '\r' ||
+            *p == '\f' || *p == '\v' || *p == ';') {
+            p++;
+        } else if (p[0] == '-' && p[1] == '-') {
+            while (*p != '\0' && *p != '\n')
+                p++;
+        } else if (p[0] == '/' && p[1] == '*') {
+            const char *end = strstr(p + 2, "*/");
+            if (end == NULL)
+                return 1;       /* SQLite ends a comment at the end */
+            p = end + 2;
+        } else {
+            return *p == '\0';
+        }
+    }
+}
+
 /* The prepared statement of text from the connection's cache of handler
  * statements (most handlers send the same few texts), or a new one put
  * there in place of the oldest. NULL and SQLite's code in *rc, with *tail
- * set, when it does not prepare. */
+ * set, when it does not prepare. A text holding a second statement is
+ * not kept (*tail says so to each caller, so that none runs its first
+ * statement alone). */
 static sqlite3_stmt *
 cached(jr_backend *b, const jr_sqlstmt *st, int *rc, const char **tail)
 {
@@ -59,7 +84,8 @@ cached(jr_backend *b, const jr_sqlstmt *st, int *rc, const char **tail)
     }
     *rc = sqlite3_prepare_v3(b->db, st->text, (int)st->len + 1,
                              SQLITE_PREPARE_PERSISTENT, &s, tail);
-    if (*rc != SQLITE_OK || s == NULL || (copy = malloc(st->len + 1)) == NULL)
+    if (*rc != SQLITE_OK || s == NULL || !blank(*tail) ||
+        (copy = malloc(st->len + 1)) == NULL)
         return s;               /* an uncached one is finalized by run_one */
     memcpy(copy, st->text, st->len + 1);
     c = &b->sql_cache[b->sql_next];
@@ -188,16 +214,10 @@ run_one(jr_backend *b, const jr_sqlstmt *st, char *why, size_t size)
     int rc, np;
     sqlite3_stmt *s = cached(b, st, &rc, &tail);
 
-    if (rc == SQLITE_OK && tail != NULL) {
-        while (*tail == ' ' || *tail == '\t' || *tail == '\n' ||
-               *tail == '\r' || *tail == ';')
-            tail++;
-        if (*tail != '\0') {
-            snprintf(why, size, "the text holds more than one statement");
-            rc = SQLITE_ERROR;
-        }
-    }
-    if (rc == SQLITE_OK && s != NULL &&
+    if (rc == SQLITE_OK && tail != NULL && !blank(tail)) {
+        snprintf(why, size, "the text holds more than one statement");
+        rc = SQLITE_ERROR;
+    } else if (rc == SQLITE_OK && s != NULL &&
         (np = sqlite3_bind_parameter_count(s)) != st->nparams) {
         snprintf(why, size, "the statement takes %d parameters, %d given",
                  np, st->nparams);
@@ -297,4 +317,12 @@ jr_sqlite_attach(jr_backend *b, jr_err *err)
         return jr_fail(err, JR_EDB, "sqlite: attaching '%s' as app "
                        "(attach): %s", b->attach, sqlite3_errmsg(b->db));
     return 0;
+}
+
+/* sqlite3_interrupt is safe from another thread while the connection is
+ * open: the statement running fails with SQLITE_INTERRUPT. */
+void
+jr_sqlite_interrupt(jr_backend *b)
+{
+    sqlite3_interrupt(b->db);
 }

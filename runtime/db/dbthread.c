@@ -27,6 +27,7 @@
 #include "db/cycle.h"
 #include "db/dbthread.h"
 #include "base/log.h"
+#include "base/util.h"
 
 
 struct jr_dbthread {
@@ -543,6 +544,35 @@ jr_dbthread_wait(jr_dbthread *t)
     t->busy = 0;
     pthread_mutex_unlock(&t->mu);
     return c;
+}
+
+void
+jr_dbthread_settle(jr_dbthread *t, double secs)
+{
+    double until = jr_mono() + secs;
+    struct timespec ts;
+    int told = 0;
+
+    pthread_mutex_lock(&t->mu);
+    while (t->busy && t->done_cycle == NULL) {
+        clock_gettime(CLOCK_REALTIME, &ts);
+        ts.tv_nsec += 200000000L;       /* looks again every 0.2 s */
+        if (ts.tv_nsec >= 1000000000L) {
+            ts.tv_sec++;
+            ts.tv_nsec -= 1000000000L;
+        }
+        pthread_cond_timedwait(&t->cv, &t->mu, &ts);
+        if (!t->busy || t->done_cycle != NULL || jr_mono() < until ||
+            t->db->ops->interrupt == NULL)
+            continue;
+        if (!told)
+            jr_log(JR_LOG_WARN, "stopping: the database round is still "
+                   "out after %gs (a handler's statement that does not "
+                   "end?): its statement is interrupted", secs);
+        told = 1;
+        t->db->ops->interrupt(t->db->b);
+    }
+    pthread_mutex_unlock(&t->mu);
 }
 
 int

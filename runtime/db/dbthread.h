@@ -176,6 +176,10 @@ int  jr_dbthread_busy(const jr_dbthread *t);
 /* Waits for the running cycle, if any, and returns it (its done callback
  * will not run), or NULL when none was running. */
 jr_cycle *jr_dbthread_wait(jr_dbthread *t);
+/* At a stop: waits up to secs for the running cycle, if any, then
+ * interrupts the statement it runs (a handler's that does not end) until
+ * the cycle is done. Then jr_dbthread_wait or jr_dbthread_free. */
+void jr_dbthread_settle(jr_dbthread *t, double secs);
 /* A request off the claim path (the HTTP server's reads and actions):
  * run(db, arg) runs on the thread, between cycles (a waiting cycle goes
  * first), over the connection (backend.h); then done(arg, 1) runs in the

@@ -31,6 +31,8 @@
                                    connection's round */
 #define LANE_ROUND   (CLAIM_MAX / 2)     /* jobs a round claims at most */
 #define LANE_PAUSE   5.0        /* seconds without the lane after it failed */
+#define STOP_WAIT_LANE 2.0      /* seconds its round has at a stop before
+                                   its statement is interrupted */
 
 struct jr_lane {
     master      *m;
@@ -230,6 +232,8 @@ jr_lane_stop(master *m)
 
     if (l == NULL)
         return;
+    if (l->t != NULL)
+        jr_dbthread_settle(l->t, STOP_WAIT_LANE);
     jr_dbthread_free(l->t);     /* its round ends; done() takes it in */
     jr_dbthread_close(l->db);
     for (int i = 0; i < l->ninflight; i++)

@@ -319,6 +319,7 @@ stop_db_thread(master *m)
 {
     jr_cycle *c;
 
+    jr_dbthread_settle(m->dbt, STOP_WAIT);
     if ((c = jr_dbthread_wait(m->dbt)) != NULL) {
         free(c->results);
         c->results = NULL;
@@ -411,12 +412,13 @@ static void
 finish(master *m)
 {
     jr_job *j;
-    double until = jr_mono() + STOP_WAIT;
+    double until;
 
     jr_httphost_stop(m);
     jr_lane_stop(m);
     jr_service_stop(m);
     stop_db_thread(m);
+    until = jr_mono() + STOP_WAIT;
     stop_workers(m);
     while ((j = jr_claimq_pop(m)) != NULL)
         jr_claimq_release(m, j);
