@@ -232,10 +232,12 @@ jr_client_push_many(jr_client *c, const jr_client_job *jobs, size_t n,
     return jr_client_push_many_unique(c, jobs, NULL, n, ids, NULL);
 }
 
-int
-jr_client_push_many_unique(jr_client *c, const jr_client_job *jobs,
-                           const jr_client_unique *uniques, size_t n,
-                           int64_t *ids, int *outcomes)
+/* Pushes jobs[0..n) in one transaction, each with its unique options
+ * (uniques, outcomes) or its sequence (seqs) when given. */
+static int
+push_many(jr_client *c, const jr_client_job *jobs,
+          const jr_client_unique *uniques, int *outcomes,
+          const jr_client_seq *seqs, size_t n, int64_t *ids)
 {
     jr_push *p;
     size_t i;
@@ -256,11 +258,15 @@ jr_client_push_many_unique(jr_client *c, const jr_client_job *jobs,
     for (i = 0; i < n; i++) {
         rc = make_push(c, jobs[i].name, jobs[i].payload, &jobs[i].opts,
                        &p[i]);
-        if (rc == 0) {
+        if (rc == 0 && seqs != NULL && seqs[i].key != NULL) {
+            p[i].sequence = seqs[i].key;
+            p[i].seq_fail = seqs[i].on_failure;
+        }
+        if (rc == 0 && seqs == NULL)
             make_unique(&p[i], uniques ? &uniques[i] : NULL,
                         outcomes ? &outcomes[i] : NULL);
+        if (rc == 0)
             rc = jr_push_check(&p[i], c->max_payload, &c->err);
-        }
         if (rc < 0) {
             name_position(&c->err, i, n);
             free(p);
@@ -270,6 +276,14 @@ jr_client_push_many_unique(jr_client *c, const jr_client_job *jobs,
     rc = c->db.ops->push(c->db.b, p, (int)n, ids, &c->err);
     free(p);
     return finish(c, rc);
+}
+
+int
+jr_client_push_many_unique(jr_client *c, const jr_client_job *jobs,
+                           const jr_client_unique *uniques, size_t n,
+                           int64_t *ids, int *outcomes)
+{
+    return push_many(c, jobs, uniques, outcomes, NULL, n, ids);
 }
 
 int
@@ -527,39 +541,7 @@ int
 jr_client_push_many_seq(jr_client *c, const jr_client_job *jobs,
                         const jr_client_seq *seqs, size_t n, int64_t *ids)
 {
-    jr_push *p;
-    size_t i;
-    int rc;
-
-    if (c == NULL)
-        return JR_CLIENT_EUSAGE;
-    if (begin(c) < 0)
-        return finish(c, -1);
-    if (n == 0)
-        return finish(c, 0);
-    if (jobs == NULL || n > INT_MAX)
-        return finish(c, jr_fail(&c->err, JR_EUSAGE, "push_many: %s",
-                                 jobs ? "too many jobs" : "jobs is NULL"));
-    if ((p = calloc(n, sizeof *p)) == NULL)
-        return finish(c, jr_fail(&c->err, JR_ENOMEM, "push_many: out of "
-                                 "memory for %zu jobs", n));
-    for (i = 0; i < n; i++) {
-        rc = make_push(c, jobs[i].name, jobs[i].payload, &jobs[i].opts,
-                       &p[i]);
-        if (rc == 0 && seqs != NULL && seqs[i].key != NULL) {
-            p[i].sequence = seqs[i].key;
-            p[i].seq_fail = seqs[i].on_failure;
-            rc = jr_push_check(&p[i], c->max_payload, &c->err);
-        }
-        if (rc < 0) {
-            name_position(&c->err, i, n);
-            free(p);
-            return finish(c, -1);
-        }
-    }
-    rc = c->db.ops->push(c->db.b, p, (int)n, ids, &c->err);
-    free(p);
-    return finish(c, rc);
+    return push_many(c, jobs, NULL, NULL, seqs, n, ids);
 }
 
 int

@@ -359,6 +359,7 @@ settings_round_trip(fz *f)
     jr_err err;
     int ok;
 
+    memset(&s, 0, sizeof s);   /* the database strings: none */
     fz_str(f, dir, 1);
     s.scripts = dir;
     s.max_retries = (int)(int32_t)fz_int(f, 4);
@@ -396,6 +397,7 @@ settings_round_trip(fz *f)
               d.max_result == s.max_result);
         CHECK(d.inflight == s.inflight);
         CHECK(d.durable_steps == s.durable_steps);
+        CHECK(d.db_url == NULL && d.attach == NULL && d.handler_role == NULL);
         CHECK(d.log_level == s.log_level && d.log_json == s.log_json);
     } else {
         CHECK(!ok && err.code == JR_EPROTO);
