@@ -147,6 +147,20 @@ static const pg_stmt st_steps = {"jr_steps", 3,
     " WHERE j.id = u.id AND j.state = 'running'"
     " AND j.locked_by = $1::text"};
 
+/* 1 if a result after r[i] in r[0..n) is of its kind and job: a report
+ * (progress, a step's list) that a later one of the batch supersedes (an
+ * UPDATE joined to two rows for one job applies either). */
+static int
+superseded_at(const jr_result *r, int n, int i)
+{
+    int k;
+
+    for (k = i + 1; k < n; k++)
+        if (r[k].kind == r[i].kind && r[k].id == r[i].id)
+            return 1;
+    return 0;
+}
+
 /* Records the STEP results of r[0..n): each holds the job's whole list,
  * so only a job's last one in the batch goes in. */
 static int
@@ -156,16 +170,13 @@ finish_steps(jr_backend *b, const char *token, const jr_result *r, int n,
     const char *params[3];
     char num[32];
     jr_buf a[2];
-    int i, k, rc, superseded = 0;
+    int i, rc, superseded = 0;
 
     memset(a, 0, sizeof a);
     for (i = 0; i < n; i++) {
         if (r[i].kind != JR_STEP)
             continue;
-        for (k = i + 1; k < n && !(r[k].kind == JR_STEP &&
-                                   r[k].id == r[i].id); k++)
-            ;
-        if (k < n) {
+        if (superseded_at(r, n, i)) {
             superseded++;       /* counted as applied: the later one is */
             continue;
         }
@@ -201,12 +212,7 @@ finish_progress(jr_backend *b, const char *token, const jr_result *r, int n,
     for (i = 0; i < n; i++) {
         if (r[i].kind != JR_PROGRESS)
             continue;
-        /* an UPDATE joined to two rows for one job applies either: only
-         * the job's last report goes in */
-        for (k = i + 1; k < n && !(r[k].kind == JR_PROGRESS &&
-                                   r[k].id == r[i].id); k++)
-            ;
-        if (k < n) {
+        if (superseded_at(r, n, i)) {   /* only the job's last report */
             superseded++;       /* counted as applied: the later one is */
             continue;
         }
