@@ -55,18 +55,7 @@ static const char *const sql_text[S_COUNT] = {
     [S_LIM_CANDIDATES] =
         "SELECT id, priority, run_at, name, limit_key FROM jobs"
         " WHERE state = 'queued' AND queue = ?1 AND run_at <= ?2"
-        " AND name IN (SELECT value FROM json_each(?3))"
-        " AND name NOT IN (SELECT value FROM json_each(?5))"
-        " AND (limit_key IS NULL"
-        "  OR ('n' || name || char(31) || limit_key) NOT IN"
-        "   (SELECT value FROM json_each(?6))"
-        "  AND ('q' || queue || char(31) || limit_key) NOT IN"
-        "   (SELECT value FROM json_each(?6))"
-        "  AND NOT EXISTS (SELECT 1 FROM json_each(?7) r"
-        "   JOIN limit_buckets lb ON lb.scope = r.key"
-        "   AND lb.key = jobs.limit_key"
-        "   WHERE (r.key = jobs.name OR r.key = 'queue:' || jobs.queue)"
-        "   AND lb.tokens + (?2 - lb.updated_at) * r.value < 1))"
+        JR_SQLITE_LIM_FILTER
         " ORDER BY priority, run_at, id LIMIT ?4",
     /* a claim reads its jobs, then marks them running by id in the same
      * transaction (it holds the write lock: nothing changes between).

@@ -304,4 +304,21 @@ int  jr_sqlite_fair_set(jr_backend *b, const char *queue, const char *key,
 int  jr_sqlite_fair_save(jr_backend *b, const candidate *c, int n,
                          jr_err *err);
 
+/* The limited claim's filter on its candidates (claim.c, fair.c): names
+ * ?3 and not ?5, no key at its cap (?6) and no bucket of a rate (?7)
+ * empty at ?2. */
+#define JR_SQLITE_LIM_FILTER \
+    " AND name IN (SELECT value FROM json_each(?3))" \
+    " AND name NOT IN (SELECT value FROM json_each(?5))" \
+    " AND (limit_key IS NULL" \
+    "  OR ('n' || name || char(31) || limit_key) NOT IN" \
+    "   (SELECT value FROM json_each(?6))" \
+    "  AND ('q' || queue || char(31) || limit_key) NOT IN" \
+    "   (SELECT value FROM json_each(?6))" \
+    "  AND NOT EXISTS (SELECT 1 FROM json_each(?7) r" \
+    "   JOIN limit_buckets lb ON lb.scope = r.key" \
+    "   AND lb.key = jobs.limit_key" \
+    "   WHERE (r.key = jobs.name OR r.key = 'queue:' || jobs.queue)" \
+    "   AND lb.tokens + (?2 - lb.updated_at) * r.value < 1))"
+
 #endif
