@@ -1,9 +1,10 @@
 /* cfghttp.c - the config's `http` table: { listen = "127.0.0.1:8089",
  * token = "...", max_connections = 256 }, the token given in the file
  * itself, in a file of its own (token_file, read here) or in the
- * environment (token_env). The address itself is checked when the server
+ * environment (token_env); the scoped tokens of http.tokens are
+ * cfgtokens.c's, with these readers of a secret. The address itself is checked when the server
  * starts (http.c); here only the types, the keys and the token's length.
- * The token is never logged. Uses config.h. */
+ * The token is never logged. Uses config.h, cfghttp.h. */
 #include <ctype.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -15,6 +16,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "config/cfghttp.h"
 #include "config/config.h"
 #include "lua/luaopts.h"
 
@@ -86,10 +88,8 @@ listen_why(const char *addr, char *what, size_t whatsize)
     return 0;
 }
 
-/* -1 with what set when token cannot be sent as a Bearer token or is
- * too easy to guess. */
-static int
-token_why(const char *token, char *what, size_t whatsize)
+int
+jr_cfghttp_token_why(const char *token, char *what, size_t whatsize)
 {
     size_t n = strlen(token), blank = 0, i;
 
@@ -114,13 +114,9 @@ token_why(const char *token, char *what, size_t whatsize)
     return 0;
 }
 
-/* The token in file path, its trailing blanks (a final newline) dropped,
- * into *slot. -1 with what set when the file cannot be read, is not a
- * regular file, others may read or write it, is longer than any token
- * with its blanks (read no further: it may be huge), or it holds a NUL
- * byte. */
-static int
-token_file(const char *path, char **slot, char *what, size_t whatsize)
+int
+jr_cfghttp_token_file(const char *path, char **slot, char *what,
+                      size_t whatsize)
 {
     char buf[JR_HTTP_TOKEN_MAX + 64];
     struct stat st;
@@ -180,10 +176,9 @@ done:
     return rc;
 }
 
-/* The token in environment variable name into *slot; -1 with what set
- * when it is not set or empty. */
-static int
-token_env(const char *name, char **slot, char *what, size_t whatsize)
+int
+jr_cfghttp_token_env(const char *name, char **slot, char *what,
+                     size_t whatsize)
 {
     const char *v = getenv(name);
     jr_err err;
@@ -229,11 +224,13 @@ token_keys(lua_State *L, jr_config *c, char *key, size_t keysize,
     }
     snprintf(key, keysize, "http.%s", file ? "token_file" : env ?
              "token_env" : "token");
-    if ((file && token_file(file, &c->http_token, what, whatsize) < 0) ||
-        (env && token_env(env, &c->http_token, what, whatsize) < 0))
+    if ((file && jr_cfghttp_token_file(file, &c->http_token, what,
+                                       whatsize) < 0) ||
+        (env && jr_cfghttp_token_env(env, &c->http_token, what,
+                                     whatsize) < 0))
         goto done;
-    if (c->http_token != NULL && token_why(c->http_token, why,
-                                           sizeof why) < 0) {
+    if (c->http_token != NULL && jr_cfghttp_token_why(c->http_token, why,
+                                                      sizeof why) < 0) {
         if (file || env)
             snprintf(what, whatsize, "gives a token that %s", why);
         else
@@ -264,10 +261,11 @@ jr_config_http(lua_State *L, jr_config *c, char *key, size_t keysize,
         k = lua_type(L, -2) == LUA_TSTRING ? lua_tostring(L, -2) : "?";
         if (strcmp(k, "listen") != 0 && strcmp(k, "token") != 0 &&
             strcmp(k, "token_file") != 0 && strcmp(k, "token_env") != 0 &&
-            strcmp(k, "max_connections") != 0) {
+            strcmp(k, "max_connections") != 0 && strcmp(k, "tokens") != 0) {
             snprintf(key, keysize, "http.%.40s", k);
             snprintf(what, whatsize, "is not a key of http (listen, "
-                     "token, token_file, token_env, max_connections)");
+                     "token, token_file, token_env, tokens, "
+                     "max_connections)");
             lua_pop(L, 2);                           /* t */
             return -1;
         }
@@ -276,6 +274,7 @@ jr_config_http(lua_State *L, jr_config *c, char *key, size_t keysize,
     if (string_key(L, "listen", &c->http_listen, key, keysize, what,
                    whatsize) < 0 ||
         token_keys(L, c, key, keysize, what, whatsize) < 0 ||
+        jr_cfgtokens_read(L, c, key, keysize, what, whatsize) < 0 ||
         conns_key(L, &c->http_max_conns, key, keysize, what, whatsize) < 0)
         return -1;
     if (c->http_listen != NULL && listen_why(c->http_listen, what,

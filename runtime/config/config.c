@@ -146,6 +146,7 @@ jr_config_free(jr_config *c)
     free(c->handler_output);
     free(c->http_listen);
     free(c->http_token);
+    jr_tokens_free(c->http_tokens, c->http_ntokens);
     jr_queues_free(&c->queues);
     jr_schedules_free(&c->schedules);
     jr_limits_free(&c->limits);

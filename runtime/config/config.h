@@ -21,6 +21,22 @@ typedef struct lua_State lua_State;
 #define JR_HTTP_TOKEN_MIN  16      /* characters of http.token at least */
 #define JR_HTTP_TOKEN_MAX  4096    /* and at most (it goes in a header) */
 #define JR_VACUUM_EVERY        50000    /* vacuum_every's default */
+#define JR_HTTP_TOKENS_MAX 64      /* entries of http.tokens at most */
+
+/* What an HTTP token may do, each scope more than the one before: read
+ * (every GET under /api/, and /metrics), push (read, and POST /api/jobs
+ * and /api/flows to its queues only), write (everything: every action,
+ * bulk action, control and delete, to any queue). http.token is a write
+ * token. */
+enum { JR_TOKEN_READ, JR_TOKEN_PUSH, JR_TOKEN_WRITE };
+
+typedef struct jr_token {       /* one entry of http.tokens */
+    char      *name;            /* what logs and the dashboard show */
+    char      *secret;          /* from its token_file or token_env */
+    int        scope;           /* JR_TOKEN_* */
+    char     **queues;          /* push: the queues it may push to */
+    int        nqueues;
+} jr_token;
 
 typedef struct jr_config {
     char      *file;            /* config file read, or NULL */
@@ -75,6 +91,8 @@ typedef struct jr_config {
     lua_State *L;               /* the config's state; holds the table */
     int        ref;             /* registry ref of the returned table */
     int        owns_L;          /* L is closed by jr_config_free */
+    jr_token  *http_tokens;     /* http.tokens (cfgtokens.c); NULL: none */
+    int        http_ntokens;
 } jr_config;
 
 /* Fills c with the defaults. */
@@ -106,4 +124,7 @@ int  jr_config_http(lua_State *L, jr_config *c, char *key, size_t keysize,
                     char *what, size_t whatsize);
 void jr_config_free(jr_config *c);   /* frees members; c itself is the
                                         caller's */
+/* cfgtokens.c: frees the n tokens of t and their strings, the secrets
+ * wiped first (NULL is a no-op). */
+void jr_tokens_free(jr_token *t, int n);
 #endif

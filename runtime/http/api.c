@@ -21,7 +21,7 @@
 /* The topics whose tables the routes are, in the order they are
  * matched: each file defines its jr_apiroutes_<topic>[]. */
 #define TOPICS(X) X(jobs) X(action) X(flow) X(sched) X(steps) X(seq) \
-    X(runner) X(signal)
+    X(runner) X(signal) X(token)
 
 #define TOPIC_DECLARE(t) extern const jr_apiroute jr_apiroutes_##t[];
 TOPICS(TOPIC_DECLARE)
@@ -43,7 +43,10 @@ jr_api_req(jr_apicall *c, const jr_apiop *op)
 void
 jr_api_ask(jr_apicall *c, jr_apireq *q)
 {
-    jr_http_ask(c->h, c->req, q);
+    if (jr_apitoken_ask(c, q) < 0)
+        jr_apireq_free(q);
+    else
+        jr_http_ask(c->h, c->req, q);
 }
 
 jr_apireq *
@@ -181,15 +184,17 @@ jr_api_is_write(const char *path, int post)
 void
 jr_api_handle(jr_http *h, const jr_httphost *host,
               struct evhttp_request *req, const char *path,
-              const char *query, int post)
+              const char *query, int post, const jr_token *who)
 {
-    jr_apicall c = {h, host, req, path, query, ""};
+    jr_apicall c = {h, host, req, path, query, "", who};
     const jr_apiroute *r = find(path, post, c.arg, sizeof c.arg);
     char raw[sizeof c.arg];
 
     memcpy(raw, c.arg, sizeof raw);
     if (r == NULL)
         jr_http_error(req, 404, "no such API route: /api/%.200s", path);
+    else if (!jr_apitoken_route(&c, r))
+        return;
     else if (jr_api_unescape(c.arg) < 0)
         jr_http_error(req, 400, "invalid percent-encoding in '%.64s' (a "
                       "bad %%XX or a NUL byte)", raw);

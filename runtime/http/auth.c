@@ -1,9 +1,13 @@
 /* auth.c - who may ask the HTTP server what: without a token only this
- * server's own names are served as Host (DNS rebinding); with one, every
- * request under /api/ and /metrics carries it; a write needs the token,
- * the JSON content type and no other site's Origin. Replies the refusal
- * itself. Uses auth.h, http.h; libevent's evhttp. */
+ * server's own names are served as Host (DNS rebinding); with one (the
+ * write token http.token, or any of the scoped http.tokens), every
+ * request under /api/ and /metrics carries one; a write needs a token of
+ * the right scope, the JSON content type and no other site's Origin.
+ * Replies the refusal itself. Uses auth.h, http.h, log.h; libevent's
+ * evhttp. */
 #define _GNU_SOURCE
+#include <stdarg.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
@@ -13,6 +17,7 @@
 
 #include "http/auth.h"
 #include "http/http.h"
+#include "base/log.h"
 
 /* Compares without an early exit, so that timing tells nothing. */
 static int
@@ -26,16 +31,100 @@ same_secret(const char *a, const char *b)
     return d == 0 && m > 0;
 }
 
-/* 1 when the request carries the token as Authorization: Bearer. */
-static int
-has_token(const jr_auth *a, struct evhttp_request *req)
+int
+jr_auth_any(const jr_auth *a)
+{
+    return a->legacy.secret != NULL || a->ntokens > 0;
+}
+
+/* The token req carries as Authorization: Bearer, or NULL. Every secret
+ * is compared in full, the match or not: the time taken tells nothing
+ * of which token, if any, matched. */
+static const jr_token *
+bearer(const jr_auth *a, struct evhttp_request *req)
 {
     const char *v = evhttp_find_header(evhttp_request_get_input_headers(req),
                                        "Authorization");
+    const jr_token *found = NULL;
+    int i;
 
     if (v == NULL || strncasecmp(v, "Bearer ", 7) != 0)
-        return 0;
-    return same_secret(v + 7, a->token);
+        return NULL;
+    if (a->legacy.secret != NULL && same_secret(v + 7, a->legacy.secret))
+        found = &a->legacy;
+    for (i = 0; i < a->ntokens; i++)
+        if (same_secret(v + 7, a->tokens[i].secret))
+            found = &a->tokens[i];
+    return found;
+}
+
+const char *
+jr_auth_scope(int scope)
+{
+    return scope == JR_TOKEN_WRITE ? "write" : scope == JR_TOKEN_PUSH ?
+           "push" : "read";
+}
+
+void
+jr_auth_describe(const jr_token *t, char *buf, size_t size)
+{
+    size_t n;
+    int i;
+
+    if (t == NULL) {
+        snprintf(buf, size, "no token is set: reads are open, write "
+                 "actions are off");
+    } else if (t->scope == JR_TOKEN_WRITE) {
+        snprintf(buf, size, "token '%s' (scope write) may do everything",
+                 t->name);
+    } else if (t->scope == JR_TOKEN_READ) {
+        snprintf(buf, size, "token '%s' (scope read) may only read: GET "
+                 "under /api/ and /metrics", t->name);
+    } else {
+        n = (size_t)snprintf(buf, size, "token '%s' (scope push) may read "
+                             "and push (POST /api/jobs, /api/flows) to "
+                             "queue", t->name);
+        for (i = 0; i < t->nqueues && n < size; i++)
+            n += (size_t)snprintf(buf + n, size - n, "%s'%s'", i ? ", " :
+                                  t->nqueues > 1 ? "s " : " ", t->queues[i]);
+        if (n < size)
+            snprintf(buf + n, size - n, " only");
+    }
+}
+
+int
+jr_auth_may(const jr_token *t, int need, struct evhttp_request *req,
+            const char *fmt, ...)
+{
+    char asked[300], may[300];
+    va_list ap;
+
+    if ((t == NULL ? JR_TOKEN_READ : t->scope) >= need)
+        return 1;
+    va_start(ap, fmt);
+    vsnprintf(asked, sizeof asked, fmt, ap);
+    va_end(ap);
+    jr_auth_describe(t, may, sizeof may);
+    jr_log(JR_LOG_WARN, "http: refused: %s: %s", asked, may);
+    jr_http_error(req, 403, "%s needs a %s token: %s", asked,
+                  jr_auth_scope(need), may);
+    return 0;
+}
+
+int
+jr_auth_queue(const jr_token *t, const char *queue)
+{
+    int i;
+
+    if (queue == NULL)
+        queue = "default";
+    if (t != NULL && t->scope == JR_TOKEN_WRITE)
+        return 1;
+    for (i = 0; t != NULL && t->scope == JR_TOKEN_PUSH && i < t->nqueues;
+         i++)
+        if (strcmp(t->queues[i], queue) == 0)
+            return 1;
+    return 0;
 }
 
 /* A write must not come from another site's page: a browser sends Origin
@@ -93,7 +182,7 @@ jr_auth_host(const jr_auth *a, struct evhttp_request *req)
     static const char *const names[] = {"localhost", "127.0.0.1", "[::1]"};
     size_t i;
 
-    if (a->token[0] || (host != NULL && host_is(host, a->host, a->port)))
+    if (jr_auth_any(a) || (host != NULL && host_is(host, a->host, a->port)))
         return 0;
     for (i = 0; host != NULL && i < sizeof names / sizeof names[0]; i++)
         if (host_is(host, names[i], a->port))
@@ -104,26 +193,26 @@ jr_auth_host(const jr_auth *a, struct evhttp_request *req)
     return -1;
 }
 
-/* Runs the checks of a request under /api/ or /metrics; replies and
- * returns -1 when one fails. */
 int
 jr_auth_check(const jr_auth *a, struct evhttp_request *req,
-              const char *path, int post)
+              const char *path, int post, const jr_token **who)
 {
     const char *why;
 
-    if (a->token[0] && !has_token(a, req)) {
+    *who = NULL;
+    if (jr_auth_any(a) && (*who = bearer(a, req)) == NULL) {
         evhttp_add_header(evhttp_request_get_output_headers(req),
                           "WWW-Authenticate", "Bearer realm=\"jobrunner\"");
-        jr_http_error(req, 401, "this needs the token: Authorization: Bearer "
-                      "<http.token>");
+        jr_http_error(req, 401, "this needs a token: Authorization: Bearer "
+                      "<the secret of http.token or of one of "
+                      "http.tokens>");
         return -1;
     }
     if (!post)
         return 0;
-    if (!a->token[0]) {
-        jr_http_error(req, 403, "write actions are off: set http.token in "
-                      "the config to allow %s", path);
+    if (!jr_auth_any(a)) {
+        jr_http_error(req, 403, "write actions are off: set http.token or "
+                      "http.tokens in the config to allow %s", path);
         return -1;
     }
     if ((why = cross_site(req)) != NULL) {

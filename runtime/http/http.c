@@ -282,13 +282,14 @@ route_api(jr_http *h, struct evhttp_request *req, const char *path,
           const char *query, int post, int read)
 {
     int write = jr_api_is_write(path + 5, post);
+    const jr_token *who;
 
     if (write < 0)
         jr_http_error(req, 404, "no such API route: %.200s", path);
     else if ((!post && !read) || post != write)
         not_allowed(req, path, write);
-    else if (jr_auth_check(&h->auth, req, path, post) == 0)
-        jr_api_handle(h, &h->host, req, path + 5, query, post);
+    else if (jr_auth_check(&h->auth, req, path, post, &who) == 0)
+        jr_api_handle(h, &h->host, req, path + 5, query, post, who);
 }
 
 static void
@@ -299,6 +300,7 @@ route(struct evhttp_request *req, void *arg)
     const struct evhttp_uri *uri = evhttp_request_get_evhttp_uri(req);
     const char *path = uri ? evhttp_uri_get_path(uri) : NULL;
     const jr_dash_file *f;
+    const jr_token *who;
     int post = cmd == EVHTTP_REQ_POST, read = cmd == EVHTTP_REQ_GET ||
                cmd == EVHTTP_REQ_HEAD;
 
@@ -312,7 +314,7 @@ route(struct evhttp_request *req, void *arg)
     } else if (!read) {
         not_allowed(req, path, 0);
     } else if (strcmp(path, "/metrics") == 0) {
-        if (jr_auth_check(&h->auth, req, path, 0) == 0)
+        if (jr_auth_check(&h->auth, req, path, 0, &who) == 0)
             scrape(h, req);
     } else if ((f = jr_dash_find(path)) != NULL) {
         jr_http_reply(req, 200, f->type, f->data, f->len);
@@ -500,8 +502,8 @@ jr_http_start(const jr_httphost *host, jr_http **out, jr_err *err)
     *out = NULL;
     if (c->http_listen == NULL)
         return 0;
-    if ((fd = open_listener(c->http_listen, c->http_token != NULL, &port,
-                            err)) < 0)
+    if ((fd = open_listener(c->http_listen, c->http_token != NULL ||
+                            c->http_ntokens > 0, &port, err)) < 0)
         return -1;
     if ((h = calloc(1, sizeof *h)) == NULL) {
         close(fd);
@@ -515,7 +517,12 @@ jr_http_start(const jr_httphost *host, jr_http **out, jr_err *err)
         return -1;
     }
     /* the config outlives h */
-    h->auth.token = c->http_token ? c->http_token : "";
+    memcpy(h->auth.legacy_name, JR_AUTH_LEGACY, sizeof JR_AUTH_LEGACY);
+    h->auth.legacy.name = h->auth.legacy_name;
+    h->auth.legacy.secret = c->http_token;
+    h->auth.legacy.scope = JR_TOKEN_WRITE;
+    h->auth.tokens = c->http_tokens;
+    h->auth.ntokens = c->http_ntokens;
     h->auth.port = port;
     snprintf(h->auth.host, sizeof h->auth.host, "%.*s",
              (int)(strrchr(c->http_listen, ':') - c->http_listen),

@@ -57,10 +57,12 @@ void jr_http_jobs_ended(jr_http *h);
 
 /* api.c: answers a request under /api/ (path without the prefix) of
  * server h, whose runner is host; post: the method is POST and passed the
- * write checks (token, origin, type). */
+ * write checks (token, origin, type); who: the token it carries (NULL:
+ * the server has none), whose scope the route and its operation check. */
+struct jr_token;
 void jr_api_handle(jr_http *h, const jr_httphost *host,
                    struct evhttp_request *req, const char *path,
-                   const char *query, int post);
+                   const char *query, int post, const struct jr_token *who);
 /* 1 if path (under /api/) names a write action (POST only), 0 a read
  * (GET), -1 no route; post: the method is POST (a path may have both,
  * as /api/jobs). */
