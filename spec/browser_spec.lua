@@ -12,6 +12,8 @@
 -- a diamond flow in a batch, its last job opened while it waits (parents
 -- and states, the batch link), the batch's counts and members before and
 -- after the flow ran (done, both callbacks pushed), a member's result.
+-- Last, a read-scoped token (spec/browser/readonly.js): the header names
+-- it, and Retry, Purge and every other action are greyed out.
 local jr = require "jr"
 local H = require "jrhttp"
 local cjson = require "cjson"
@@ -315,6 +317,34 @@ for _, backend in ipairs(jr.backends()) do
         assert.equal("\137PNG", f:read(4))
         f:close()
       end
+    end)
+
+    it("greys out the actions of a read token: Retry, Purge and the rest disabled", function()
+      assert.is_truthy(io.open(NODE_DIR .. "/node_modules/puppeteer-core/package.json"),
+        "puppeteer-core is missing: run make deps")
+      env:script("flaky", 'return function(job) error("flaky failed") end')
+      local secret = "browser-read-token-0123456789"
+      local file = env.dir .. "/grafana.token"
+      jr.write_file(file, secret .. "\n")
+      jr.sh("chmod 0600 " .. q(file))
+      local base = H.start(env, "defaults = { max_retries = 0 }", { token = false,
+        http = ('tokens = { { name = "grafana", scope = "read", token_file = %q } }'):format(file) })
+      local dead = env:push("flaky", "{}")
+      env:wait_state(dead, "dead")
+      local out, err, code = jr.sh(("cd %s && timeout 120 node readonly.js %s %s %s"):format(
+        q(NODE_DIR), q(base), q(secret), q(tostring(dead))))
+      assert.equal(0, code, err)
+      local page = cjson.decode(out)
+      assert.is_nil(page.failure, page.failure)
+      assert.same({}, page.errors)
+      assert.equal("token grafana · read", page.who)
+      assert.matches("may only read", page.whoTitle, 1, true)
+      -- the dead job's Retry and Purge, Retry all and Purge all
+      assert.same({ { "Retry all", true }, { "Purge all", true }, { "Retry", true },
+                    { "Purge", true } }, page.dead)
+      assert.is_true(#page.job >= 4)
+      for _, b in ipairs(page.job) do assert.is_true(b[2], b[1] .. " is not disabled") end
+      assert.equal("dead", env:job(dead).state)
     end)
   end)
 end

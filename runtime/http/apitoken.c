@@ -146,9 +146,15 @@ jr_apitoken_ask(jr_apicall *c, const jr_apireq *q)
         if (at < 0)
             jr_http_error(c->req, 403, "the flow's batch callbacks go to "
                           "queue '%s': %s", queue, what);
+        else if (q->flow != NULL)
+            jr_http_error(c->req, 403, "the flow's job '%s' goes to queue "
+                          "'%s': %s", q->flow->refs[at], queue, what);
+        else if (q->many)
+            jr_http_error(c->req, 403, "jobs[%d] goes to queue '%s': %s",
+                          at, queue, what);
         else
-            jr_http_error(c->req, 403, "job %d of the request goes to "
-                          "queue '%s': %s", at, queue, what);
+            jr_http_error(c->req, 403, "the job goes to queue '%s': %s",
+                          queue, what);
         return -1;
     }
     if (q->op->scope == JR_SCOPE_READ)

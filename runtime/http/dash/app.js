@@ -5,7 +5,8 @@
 // Every value from the server goes in through textContent (never as
 // HTML), so a payload or an error holding <script> shows as text. Fields
 // a runner does not serve (result, attempts, batches, schedules) are left
-// out quietly.
+// out quietly. The header names the token in use and its scope (GET
+// /api/whoami); the controls it may not use are greyed out.
 "use strict";
 (function () {
   var REFRESH_MS = 2000, PAGE = 50;
@@ -85,8 +86,38 @@
 
   function badge(state) { return el("span", state, "state " + state); }
 
+  /* What the token in use may do (GET /api/whoami): the controls it may
+   * not use are greyed out (data-needs="write", disabled), with why. */
+  var may = { write: false, text: "" };
+
+  function gate(b) {
+    b.dataset.needs = "write";
+    b.disabled = !may.write;
+    b.title = may.write ? "" : may.text;
+    return b;
+  }
+
+  function applyScope() {
+    Array.prototype.forEach.call(document.querySelectorAll("[data-needs]"), gate);
+  }
+
+  function whoami(w) {
+    may = { write: !!w.write, text: w.may || "" };
+    $("who").textContent = w.name ? "token " + w.name + " · " + w.scope +
+      (Array.isArray(w.queues) ? " (" + w.queues.join(", ") + ")" : "") : "no token · read only";
+    $("who").title = may.text;
+    applyScope();
+  }
+
+  function noWho(e) {
+    may = { write: false, text: e.message };
+    $("who").textContent = e.status === 401 ? "no valid token" : "";
+    applyScope();
+    throw e;
+  }
+
   function button(text, fn, cls) {
-    var b = el("button", text, cls);
+    var b = gate(el("button", text, cls));
     b.addEventListener("click", function (e) { e.stopPropagation(); fn(); });
     return b;
   }
@@ -365,7 +396,7 @@
       li.appendChild(el("span", s.name, "at-n"));
       li.appendChild(el("span", " " + (s.state === "done" ? "recorded" : "checkpoint") + " " + when(s.at) +
         " · ran " + dur(s.duration) + " · attempt " + s.attempt, "muted"));
-      var b = el("button", "rerun from here");
+      var b = gate(el("button", "rerun from here"));
       b.addEventListener("click", function () { rerunJob(shown, s.name); });
       li.appendChild(b);
       li.appendChild(el("pre", (s.state === "done" ? "" : "cursor ") + JSON.stringify(s.state === "done" ? s.value : s.cursor)));
@@ -669,7 +700,8 @@
 
   function refresh() {
     var at = location.hash;
-    return Promise.all([api("runner").then(status), PAGES[route.page]()]).then(function () {
+    return Promise.all([api("runner").then(status), api("whoami").then(whoami, noWho),
+                        PAGES[route.page]()]).then(function () {
       if (location.hash === at) document.body.dataset.loaded = route.page;
     }).catch(function (e) {
       $("status").textContent = e.message;
