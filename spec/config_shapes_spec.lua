@@ -42,7 +42,7 @@ local CASES = {
   { 'hooks = { function() end }',
     "'hooks' must be a table of NAME = function, found the key [1]" },
   { 'http = { "127.0.0.1:0" }',
-    "'http.?' is not a key of http (listen, token, token_file, token_env, max_connections)" },
+    "'http.?' is not a key of http (listen, token, token_file, token_env, tokens, max_connections)" },
   { 'limits = { { name = "x", concurrency = 1 } }',
     "'limits' keys must be job names or \"queue:NAME\", found a number" },
   { 'limits = { x = { per_key = 3 } }',
