@@ -23,9 +23,15 @@ return {
   scripts = "/etc/jobrunner/scripts",
 
   -- The HTTP server: /metrics, the dashboard, the JSON API. Off until set.
-  -- Its token (writes need one, and any address but loopback) in a file
-  -- others may not read (the runner refuses to start otherwise):
-  --   sudo sh -c 'umask 027; head -c 32 /dev/urandom | base64 >/etc/jobrunner/token'
-  --   sudo chgrp jobrunner /etc/jobrunner/token
-  -- http = { listen = "127.0.0.1:8089", token_file = "/etc/jobrunner/token" },
+  -- Its tokens (writes need one, and any address but loopback), each in a
+  -- file of /etc/jobrunner/tokens (0750 root:jobrunner), which others may
+  -- not read (the runner refuses to start otherwise):
+  --   sudo sh -c 'umask 027; head -c 32 /dev/urandom | base64 >/etc/jobrunner/tokens/ops'
+  --   sudo chgrp jobrunner /etc/jobrunner/tokens/ops
+  -- Each has a name (logs and the dashboard show it, never the secret)
+  -- and a scope: read (GET and /metrics), push (to its queues), write.
+  -- http = { listen = "127.0.0.1:8089", tokens = {
+  --   { name = "ops", scope = "write", token_file = "/etc/jobrunner/tokens/ops" },
+  --   { name = "grafana", scope = "read", token_file = "/etc/jobrunner/tokens/grafana" },
+  -- } },
 }

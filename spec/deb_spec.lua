@@ -2,8 +2,11 @@
 -- this machine. `make deb` builds jobrunner, libjobrunner0,
 -- libjobrunner-dev and lua-jobrunner into build/deb/ and lintian passes
 -- them; dpkg installs them (the jobrunner user, /var/lib/jobrunner, the
--- conffile root:jobrunner 0640, no unit enabled); `jobrunner check` and a job run as the
--- jobrunner user with a handler in /etc/jobrunner/scripts; the C library
+-- conffile root:jobrunner 0640, the tokens' folder root:jobrunner 0750, no
+-- unit enabled); `jobrunner check` and a job run as the
+-- jobrunner user with a handler in /etc/jobrunner/scripts; the runner starts
+-- as that user with a token file in /etc/jobrunner/tokens (and refuses one
+-- others may read); the C library
 -- and the Lua module push jobs; purge removes the state and the
 -- configuration. The teardown purges whatever is still installed, and
 -- removes the jobrunner user if this spec created it, so the machine is
@@ -23,6 +26,8 @@ local VERSION = io.open(h.root .. "/debian/changelog"):read("l"):match(
 local ARCH = io.popen("dpkg --print-architecture 2>/dev/null"):read("l") or "amd64"
 local CONF = "/etc/jobrunner/jobrunner.lua"
 local HANDLER = "/etc/jobrunner/scripts/debspec.lua"
+local TOKENS = "/etc/jobrunner/tokens"
+local TOKEN_FILE = TOKENS .. "/debspec"
 local STATE = "/var/lib/jobrunner"
 
 local function trim(s) return (s:gsub("%s+$", "")) end
@@ -111,6 +116,7 @@ describe("Debian packages", function()
   lazy_teardown(function()
     if runner_pid then os.execute("kill -9 " .. runner_pid .. " 2>/dev/null") end
     os.remove(HANDLER)
+    os.remove(TOKEN_FILE)
     local left = {}
     for _, p in ipairs(PKGS) do
       if installed(p) then left[#left + 1] = p end
@@ -128,7 +134,7 @@ describe("Debian packages", function()
     assert.matches("lintian: no error, no warning", out)
     local files = {
       jobrunner = { "./usr/bin/jobrunner", "./etc/jobrunner/jobrunner.lua",
-                    "./etc/jobrunner/scripts/",
+                    "./etc/jobrunner/scripts/", "./etc/jobrunner/tokens/",
                     "./lib/systemd/system/jobrunner.service",
                     "./lib/systemd/system/jobrunner@.service",
                     "./usr/lib/sysusers.d/jobrunner.conf",
@@ -178,6 +184,9 @@ describe("Debian packages", function()
     assert.equal("root jobrunner 640", trim(h.sh("stat -c '%U %G %a' " ..
       q(CONF))))
     assert.matches("sqlite:/var/lib/jobrunner/jobs.db", h.read_file(CONF))
+    -- the HTTP tokens' files: root writes them, the runner's group reads
+    assert.equal("root jobrunner 750", trim(h.sh("stat -c '%U %G %a' " ..
+      q(TOKENS))))
     -- installed, not enabled, not started: no wants link, no state
     assert.is_false(ok("test -e /etc/systemd/system/multi-user.target.wants/" ..
       "jobrunner.service"))
@@ -217,6 +226,41 @@ end
     assert.matches("stopped: 1 done, 0 failed", h.read_file(log))
   end)
 
+  it("starts as the jobrunner user with a token file in /etc/jobrunner/tokens", function()
+    local secret = "debspec-token-0123456789abcdef"
+    h.sh(("umask 027 && printf '%%s\n' %s >%s && chgrp jobrunner %s"):format(
+      q(secret), q(TOKEN_FILE), q(TOKEN_FILE)))
+    assert.equal("root jobrunner 640", trim(h.sh("stat -c '%U %G %a' " ..
+      q(TOKEN_FILE))))
+    local conf = STATE .. "/tokens-spec.lua"
+    h.write_file(conf, ([[return { backend = "sqlite:/var/lib/jobrunner/jobs.db",
+  scripts = "/etc/jobrunner/scripts", http = { listen = "127.0.0.1:0", tokens = {
+    { name = "debspec", scope = "read", token_file = %q } } } }
+]]):format(TOKEN_FILE))
+    h.sh("chown jobrunner:jobrunner " .. q(conf))
+    local log = work .. "/tokens-runner.log"
+    runner_pid = trim(h.sh(as_runner("jobrunner -c " .. conf .. " run") .. " >" ..
+      q(log) .. " 2>&1 & echo $!"))
+    local port = h.wait_for(function()
+      return (h.read_file(log) or ""):match("http: listening on http://127%.0%.0%.1:(%d+)/")
+    end, 60, "the runner's HTTP server (log: " .. log .. ")")
+    local who = h.sh(("curl -s -H %s http://127.0.0.1:%s/api/whoami"):format(
+      q("Authorization: Bearer " .. secret), port))
+    assert.matches('"name":"debspec","scope":"read"', who, 1, true)
+    os.execute("kill -TERM " .. runner_pid)
+    h.wait_for(function() return not ok("kill -0 " .. runner_pid) end, 60,
+      "the runner to stop")
+    runner_pid = nil
+    assert.is_nil(h.read_file(log):find(secret, 1, true))
+    -- a token file others may read: refused at start, naming it and its mode
+    h.sh("chmod 0644 " .. q(TOKEN_FILE))
+    local out, err, code = h.sh(as_runner("jobrunner -c " .. conf .. " check"))
+    assert.equal(3, code, out .. err)
+    assert.matches(("'%s', which others may read or write (mode 0644)"):format(
+      TOKEN_FILE), err, 1, true)
+    os.remove(conf)
+  end)
+
   it("builds a C producer with pkg-config and runs the Lua module", function()
     os.execute(("cp -r %s %s"):format(q(h.root .. "/examples/c-producer"),
       q(work)))
@@ -252,6 +296,8 @@ print(package.searchpath("jobrunner", package.cpath), id)
     assert.equal("root jobrunner 640", trim(h.sh("stat -c '%U %G %a' " ..
       q(CONF))))
     assert.equal(uid, h.sh("id -u jobrunner"))
+    assert.equal("root jobrunner 750", trim(h.sh("stat -c '%U %G %a' " ..
+      q(TOKENS))))
     assert.is_true(ok("test -s " .. q(STATE .. "/jobs.db")))
     out, err, code = h.sh(as_runner("jobrunner -c " .. CONF .. " stats --json"))
     assert.equal(0, code, err)
@@ -259,6 +305,7 @@ print(package.searchpath("jobrunner", package.cpath), id)
 
   it("removes, keeping state and configuration, then purges them", function()
     os.remove(HANDLER)
+    os.remove(TOKEN_FILE)
     local out, err, code = dpkg("--remove lua-jobrunner libjobrunner-dev " ..
       "libjobrunner0 jobrunner")
     assert.equal(0, code, out .. err)
