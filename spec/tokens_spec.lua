@@ -89,18 +89,24 @@ local function token_file(env, name, secret, mode)
   return path
 end
 
--- The runner with a read token (its file group-readable, as the Debian
+-- The config of a read token (its file group-readable, as the Debian
 -- package's), a write token from the environment, a push token for the
--- queue deploys, and the old http.token. Returns the base URL.
-local function start(env)
+-- queues (text; "deploys" by default), and the old http.token.
+local function config(env, queues)
   local http = ([[tokens = {
       { name = "grafana", scope = "read", token_file = %q },
       { name = "ops", scope = "write", token_env = "JR_SPEC_OPS_TOKEN" },
-      { name = "ci", scope = "push", queues = { "deploys" }, token_file = %q } }]]):format(
-    token_file(env, "grafana", READ, "0640"), token_file(env, "ci", PUSH, "0600"))
+      { name = "ci", scope = "push", queues = { %s }, token_file = %q } }]]):format(
+    token_file(env, "grafana", READ, "0640"), queues or '"deploys"',
+    token_file(env, "ci", PUSH, "0600"))
   env:config(('http = { listen = "127.0.0.1:0", token = %q, %s }, ' ..
     'defaults = { max_retries = 0 }, schedules = { { name = "nightly", ' ..
     'cron = "0 0 1 1 *", job = "nohandler" } }'):format(H.TOKEN, http))
+end
+
+-- The runner with config(env); returns the base URL.
+local function start(env)
+  config(env)
   env:start("JR_SPEC_OPS_TOKEN=" .. WRITE)
   local port = jr.wait_for(function()
     return env:log():match("http: listening on http://127%.0%.0%.1:(%d+)/")
@@ -209,6 +215,12 @@ for _, backend in ipairs(jr.backends()) do
       code = H.req(base .. "/api/jobs/" .. id .. "/cancel", { body = "{}", token = PUSH })
       assert.equal(403, code)
       assert.equal("queued", env:job(id).state)
+      -- a reload keeps the tokens the server started with, and says so
+      config(env, '"deploys", "other"')
+      env:signal("HUP")
+      jr.wait_for(function() return env:log():find("reload: http.tokens changed", 1, true) end,
+        20, "the reload's warning")
+      assert.equal(403, (push('{"name":"deploy","queue":"other"}')))
       no_secret(env:log(), "the log")
     end)
   end)

@@ -121,8 +121,30 @@ notify_ready(master *m)
     jr_notify_send(m->notify, msg);
 }
 
-/* The HTTP server keeps the token it started with: a reload after the
- * token (or its file or variable) changed says so, never the token. */
+/* 1 when the scoped tokens a and b differ in anything: name, secret,
+ * scope or queues. */
+static int
+tokens_differ(const jr_token *a, int na, const jr_token *b, int nb)
+{
+    int i, k;
+
+    if (na != nb)
+        return 1;
+    for (i = 0; i < na; i++) {
+        if (strcmp(a[i].name, b[i].name) != 0 ||
+            strcmp(a[i].secret, b[i].secret) != 0 ||
+            a[i].scope != b[i].scope || a[i].nqueues != b[i].nqueues)
+            return 1;
+        for (k = 0; k < a[i].nqueues; k++)
+            if (strcmp(a[i].queues[k], b[i].queues[k]) != 0)
+                return 1;
+    }
+    return 0;
+}
+
+/* The HTTP server keeps the tokens it started with: a reload after the
+ * token or http.tokens (or a file or variable) changed says so, never a
+ * token. */
 static void
 token_changed(const master *m, const jr_config *c)
 {
@@ -133,6 +155,11 @@ token_changed(const master *m, const jr_config *c)
         jr_log(JR_LOG_WARN, "reload: the http token changed; the HTTP "
                "server keeps the one it started with (the old token "
                "still works) until the runner is restarted");
+    if (tokens_differ(m->cfg->http_tokens, m->cfg->http_ntokens,
+                      c->http_tokens, c->http_ntokens))
+        jr_log(JR_LOG_WARN, "reload: http.tokens changed; the HTTP server "
+               "keeps the tokens it started with until the runner is "
+               "restarted");
 }
 
 /* Checks the config file again before a reload, as the runner's start
