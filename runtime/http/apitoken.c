@@ -57,24 +57,30 @@ op_needs(const jr_apiop *op)
            op->scope == JR_SCOPE_PUSH ? JR_TOKEN_PUSH : JR_TOKEN_READ;
 }
 
+/* A queue, NULL for "default". */
+static const char *
+queue_of(const char *queue)
+{
+    return queue != NULL ? queue : "default";
+}
+
 /* The first queue of q's pushes (or flow, or its batch's callbacks) the
- * call's token may not push to, with the job's index in *at; NULL when
- * it may push every one. */
+ * call's token may not push to, with the job's index in *at (-1: the
+ * batch's callbacks); NULL when it may push every one. */
 static const char *
 foreign_queue(const jr_apicall *c, const jr_apireq *q, int *at)
 {
     const jr_flow *f = q->flow;
-    int i;
+    int n = q->pushes != NULL ? q->npushes : f != NULL ? f->n : 0;
+    const jr_push *jobs = q->pushes != NULL ? q->pushes :
+                          f != NULL ? f->jobs : NULL;
 
-    for (i = 0; q->pushes != NULL && i < q->npushes; i++)
-        if (!jr_auth_queue(c->tok, q->pushes[i].queue))
-            return *at = i, q->pushes[i].queue ? q->pushes[i].queue :
-                   "default";
-    for (i = 0; f != NULL && i < f->n; i++)
-        if (!jr_auth_queue(c->tok, f->jobs[i].queue))
-            return *at = i, f->jobs[i].queue ? f->jobs[i].queue : "default";
+    for (*at = 0; *at < n; (*at)++)
+        if (!jr_auth_queue(c->tok, jobs[*at].queue))
+            return queue_of(jobs[*at].queue);
+    *at = -1;
     if (f != NULL && f->has_batch && !jr_auth_queue(c->tok, f->batch.queue))
-        return *at = -1, f->batch.queue ? f->batch.queue : "default";
+        return queue_of(f->batch.queue);
     return NULL;
 }
 
@@ -121,7 +127,7 @@ target(const jr_apicall *c, const jr_apireq *q, char *b, size_t size)
         n = put(b, n, size, ", where '%.100s'", q->where);
     for (i = 0; q->pushes != NULL && i < q->npushes && i < 10; i++)
         n = put(b, n, size, i ? ",%s" : ", to queue %s",
-                q->pushes[i].queue ? q->pushes[i].queue : "default");
+                queue_of(q->pushes[i].queue));
     if (q->flow != NULL)
         n = put(b, n, size, ", a flow of %d jobs", q->flow->n);
     if (c->arg[0] && q->nids <= 0 && !q->queue[0])
