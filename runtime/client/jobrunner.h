@@ -415,6 +415,31 @@ int jr_client_schedule_resume(jr_client *c, const char *name);
  * schedule is paused. */
 int jr_client_schedule_fire(jr_client *c, const char *name, double *at);
 
+/* Schedules managed at run time (docs/schedules.md, "Schedules managed
+ * at run time"), stored in the database beside the config's and followed
+ * by every runner within a second or so. def is a JSON object of the
+ * config's schedule fields, name aside: cron or every, job (default: the
+ * name), payload, queue, priority, max_retries, catch_up, tz, overlap
+ * ("skip", "allow", "cancel_previous"), jitter, start_at, end_at; it is
+ * checked as the config's are (JR_CLIENT_EINPUT naming the field). The
+ * library reads no config: a runner refuses to follow a run-time
+ * schedule whose name its config holds (the CLI and the HTTP API refuse
+ * it up front). add: JR_CLIENT_EINPUT when name exists. set: the fields
+ * of change (a JSON object; null removes a field, cron and every replace
+ * each other) change it. set and remove: JR_CLIENT_ENOTFOUND when there
+ * is no such run-time schedule. */
+int jr_client_schedule_add(jr_client *c, const char *name, const char *def);
+int jr_client_schedule_set(jr_client *c, const char *name,
+                           const char *change);
+int jr_client_schedule_remove(jr_client *c, const char *name);
+/* Pushes the fires of run-time schedule name at the instants of [from,
+ * to] (epoch seconds, to not in the future) that have no fire record:
+ * each once, across runners and calls (a second call pushes nothing).
+ * *pushed (may be NULL) receives how many. At most 1000 instants a
+ * call. */
+int jr_client_schedule_backfill(jr_client *c, const char *name, double from,
+                                double to, long *pushed);
+
 /* One failed attempt of a job (its attempt history), oldest first. */
 #define JR_CLIENT_ATTEMPTS_KEPT 20      /* failed attempts kept per job */
 typedef struct jr_client_attempt {
