@@ -111,6 +111,14 @@ put_one(jr_buf *b, const jr_schedule *s, const sched_state *v, double now)
     jr_api_printf(b, v->job > 0 ? "%lld" : "null", (long long)v->job);
     jr_buf_put(b, ",\"fire_asked\":", 14);
     jr_api_time(b, v->asked);
+    jr_api_printf(b, ",\"source\":\"%s\",\"overlap\":\"%s\",\"jitter\":%g,"
+                  "\"start_at\":", s->runtime ? "runtime" : "config",
+                  jr_overlap_name(s->overlap), s->jitter);
+    jr_api_time(b, s->start_at);
+    jr_buf_put(b, ",\"end_at\":", 10);
+    jr_api_time(b, s->end_at);
+    jr_api_printf(b, ",\"priority\":%d,\"payload\":", s->priority);
+    jr_buf_put(b, s->payload, strlen(s->payload));
     jr_buf_put(b, ",\"next\":[", 9);
     for (i = 0; i < NEXT_SHOWN &&
          jr_cron_next(&s->cron, s->tz, t, &t) == 0; i++)
