@@ -34,7 +34,7 @@ endif
 # module's Lua glue (LUAMOD_SRCS, below) is not part of the runner.
 LAYERS  := $(filter-out backends,$(shell sed 's/\#.*//' runtime/LAYERS))
 LUAMOD_SRCS = runtime/client/luaclient.c runtime/client/luacontrol.c \
-              runtime/client/luaflow.c
+              runtime/client/luaflow.c runtime/client/luaschedrt.c
 RUNTIME_SRCS = $(filter-out $(LUAMOD_SRCS),\
                  $(foreach d,$(LAYERS),$(wildcard runtime/$(d)/*.c)))
 BACKEND_SRCS = $(wildcard backends/*.c backends/*/*.c)
