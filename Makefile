@@ -205,7 +205,7 @@ SONAME        = libjobrunner.so.0
 LIB_SRCS      = $(wildcard runtime/base/*.c runtime/config/*.c) \
                 runtime/client/client.c runtime/client/clientread.c \
                 runtime/client/clientwait.c runtime/client/clientsched.c \
-                runtime/db/dbopts.c \
+                runtime/db/dbopts.c runtime/db/schedput.c \
                 runtime/lua/hooks.c \
                 runtime/lua/script.c runtime/lua/luabridge.c runtime/lua/json.c \
                 runtime/lua/jsondec.c \

@@ -12,7 +12,7 @@
 #include "cli/schedcmd.h"
 #include "backend.h"
 #include "client/jobrunner.h"
-#include "config/schedput.h"
+#include "db/schedput.h"
 #include "base/util.h"
 
 static int

@@ -15,7 +15,7 @@
 #include "base/util.h"
 #include "cli/commands.h"
 #include "cli/schedcmd.h"
-#include "config/schedput.h"
+#include "db/schedput.h"
 
 /* The options and the definition's field each sets: a string (s), a
  * number (n: checked whole), or JSON text as given (j). */

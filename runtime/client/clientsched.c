@@ -6,7 +6,7 @@
 
 #include "client/client_int.h"
 #include "client/jobrunner.h"
-#include "config/schedput.h"
+#include "db/schedput.h"
 
 static int
 put(jr_client *c, int what, const char *name, const char *def)

@@ -21,7 +21,7 @@
 #include "base/jsondom.h"
 #include "base/util.h"
 #include "config/config.h"
-#include "config/schedput.h"
+#include "db/schedput.h"
 
 /* ---- on the database thread ---- */
 

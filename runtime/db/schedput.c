@@ -9,7 +9,7 @@
 #include "backend.h"
 #include "base/cron.h"
 #include "base/util.h"
-#include "config/schedput.h"
+#include "db/schedput.h"
 
 #define SET_TRIES 20            /* a set read again after a change between */
 
