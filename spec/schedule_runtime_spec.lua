@@ -268,6 +268,13 @@ for _, backend in ipairs(jr.backends()) do
       local n, msg = q:schedule_backfill("bf", 0, to)
       assert.is_nil(n)
       assert.matches("more than 1000 fires", msg)
+      -- listed, and controlled, as a config's schedule
+      local l = cjson.decode(ok_cli(env, "schedules", "--json")).schedules
+      assert.equal(1, #l)
+      assert.equal("bf", l[1].name)
+      assert.matches("paused schedule 'bf'", ok_cli(env, "schedule", "pause", "bf"))
+      assert.matches("pushed 0 jobs", ok_cli(env, "schedule", "backfill", "bf",
+        "@" .. (from - 600), "@" .. (from - 180)))
     end)
 
     it("the Lua module (the library's calls) adds, sets and removes", function()
