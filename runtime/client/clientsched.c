@@ -8,6 +8,16 @@
 #include "client/jobrunner.h"
 #include "db/schedput.h"
 
+/* Ends a call: no such schedule is JR_CLIENT_ENOTFOUND (the library's
+ * JR_ENOTFOUND says no database). */
+static int
+done(jr_client *c, int rc)
+{
+    if (rc < 0 && c->err.code == JR_ENOTFOUND)
+        c->err.code = E_NOJOB;
+    return jr_clientint_finish(c, rc);
+}
+
 static int
 put(jr_client *c, int what, const char *name, const char *def)
 {
@@ -21,9 +31,8 @@ put(jr_client *c, int what, const char *name, const char *def)
         return jr_clientint_finish(c, jr_fail(&c->err, JR_EUSAGE,
                                    "schedule: name or definition is NULL"));
     cfg.max_payload = c->max_payload;
-    return jr_clientint_finish(c, jr_schedput(c->db.ops, c->db.b, &cfg,
-                                              what, name, def, NULL,
-                                              &c->err));
+    return done(c, jr_schedput(c->db.ops, c->db.b, &cfg, what, name, def,
+                               NULL, &c->err));
 }
 
 int
@@ -72,5 +81,5 @@ jr_client_schedule_backfill(jr_client *c, const char *name, double from,
     }
     if (n >= 0 && pushed != NULL)
         *pushed = n;
-    return jr_clientint_finish(c, n < 0 ? -1 : 0);
+    return done(c, n < 0 ? -1 : 0);
 }

@@ -41,7 +41,8 @@ enum {
     JR_CLIENT_ENOMEM = 7,       /* out of memory */
     JR_CLIENT_ENODB = 8,        /* must_exist and there is no database */
     JR_CLIENT_ENOTFOUND = 9,    /* no job with that id (jr_client_show,
-                                   jr_client_wait) */
+                                   jr_client_wait; no such run-time
+                                   schedule) */
     JR_CLIENT_ETIMEOUT = 10,    /* jr_client_wait: the timeout passed */
     JR_CLIENT_ELOST = 11        /* jr_client_wait: the database could not
                                    be read again after a lost connection
