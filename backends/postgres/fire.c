@@ -87,8 +87,8 @@ overlap(jr_backend *b, jr_fire *f, jr_err *err)
                         "fire_at < to_timestamp($2::float8) AND job_id IS "
                         "NOT NULL AND $3::bigint = 0 ORDER BY fire_at DESC "
                         "LIMIT 1) f JOIN {{schema}}.jobs j ON j.id = "
-                        "f.job_id WHERE j.state NOT IN ('completed', "
-                        "'dead', 'cancelled')", f->schedule, f->at, 0,
+                        "f.job_id WHERE j.state IN ('queued', "
+                        "'running', 'waiting')", f->schedule, f->at, 0,
                         err)) == NULL)
         return -1;
     prev = PQntuples(res) > 0 ? strtoll(PQgetvalue(res, 0, 0), NULL, 10) :

@@ -66,8 +66,8 @@ previous_job(jr_backend *b, const jr_fire *f, jr_err *err)
                            "schedule_fires WHERE schedule = ?1 AND fire_at "
                            "< ?2 AND job_id IS NOT NULL ORDER BY fire_at "
                            "DESC LIMIT 1) f JOIN jobs j ON j.id = f.job_id "
-                           "WHERE j.state NOT IN ('completed', 'dead', "
-                           "'cancelled')", -1, &s, NULL) != SQLITE_OK)
+                           "WHERE j.state IN ('queued', 'running', "
+                           "'waiting')", -1, &s, NULL) != SQLITE_OK)
         return jr_sqlite_fail(b, err, "reading a schedule's previous job");
     bind_text(s, 1, f->schedule);
     sqlite3_bind_double(s, 2, f->at);
