@@ -124,8 +124,11 @@ nexts(const jr_schedule *s, double now, double *t)
 {
     int n;
 
+    if (s->start_at > 0 && now < s->start_at)
+        now = s->start_at - 0.001;      /* start_at itself may fire */
     for (n = 0; n < NEXT_SHOWN; n++)
-        if (jr_cron_next(&s->cron, s->tz, n ? t[n - 1] : now, &t[n]) < 0)
+        if (jr_cron_next(&s->cron, s->tz, n ? t[n - 1] : now, &t[n]) < 0 ||
+            (s->end_at > 0 && t[n] > s->end_at))
             break;
     return n;
 }

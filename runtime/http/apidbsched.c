@@ -120,8 +120,11 @@ put_one(jr_buf *b, const jr_schedule *s, const sched_state *v, double now)
     jr_api_printf(b, ",\"priority\":%d,\"payload\":", s->priority);
     jr_buf_put(b, s->payload, strlen(s->payload));
     jr_buf_put(b, ",\"next\":[", 9);
+    if (s->start_at > 0 && t < s->start_at)
+        t = s->start_at - 0.001;        /* start_at itself may fire */
     for (i = 0; i < NEXT_SHOWN &&
-         jr_cron_next(&s->cron, s->tz, t, &t) == 0; i++)
+         jr_cron_next(&s->cron, s->tz, t, &t) == 0 &&
+         (s->end_at <= 0 || t <= s->end_at); i++)
         jr_api_printf(b, "%s%.3f", i ? "," : "", t);
     jr_buf_put(b, "]}", 2);
 }

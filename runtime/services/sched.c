@@ -4,8 +4,10 @@
  * after downtime from the last fires the database holds (read again after a
  * reconnect), catch-up whenever the runner finds itself behind (a stall,
  * a clock step), fires retried until recorded, the operator's controls
- * read each second (pause, fire now: schedq.c follows them), and the
- * config's schedules followed on reload. A service (service.h) owning
+ * read each second (pause, fire now: schedq.c follows them), the
+ * config's schedules followed on reload, and the schedules managed at run
+ * time (docs/schedules.md) followed when their count of changes, read
+ * each second, moved: the same reload of the whole set. A service (service.h) owning
  * its schedules, fires and timer; the fire queue is schedq.c's (sched.h).
  * The HTTP API reads the list it follows through its host callback.
  * Uses service.h, svc.h, cron.h, schedules.h, dbthread.h, host.h. */
