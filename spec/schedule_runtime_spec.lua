@@ -137,7 +137,19 @@ for _, backend in ipairs(jr.backends()) do
       assert.is_true(code ~= 0)
       assert.matches("schedule 'nightly' is in the config and was added at run time",
         env:log())
-      -- the library knows no config: the runner's rule stands
+      -- a reload that brings the name: the config's is followed, said
+      env:config("")
+      local p = env:start()
+      jr.wait_for(function()
+        return env:log(p):find("run%-time change: schedules: 1 added")
+      end, 10, "the run-time one followed")
+      env:config('schedules = { { name = "nightly", cron = "0 3 * * *", job = "tick" } }')
+      ok_cli(env, "reload")
+      jr.wait_for(function()
+        return env:log(p):find("reload: schedule 'nightly' is in the config and was " ..
+                               "added at run time: the config's is followed")
+      end, 15, "the reload's error")
+      assert.equal(0, env:stop(nil, p))
       env:config("")
       ok_cli(env, "schedule", "remove", "nightly")
       bad_cli(env, "no schedule 'nightly' added at run time", "schedule", "remove",
