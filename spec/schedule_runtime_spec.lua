@@ -290,7 +290,7 @@ for _, backend in ipairs(jr.backends()) do
     end)
 
     it("the Lua module (the library's calls) adds, sets and removes", function()
-      env:config("")
+      env:config("max_payload = 100000")
       ok_cli(env, "migrate")
       local q = jr.client(env)
       assert.is_true(q:schedule_add("lua1", { cron = "*/5 * * * *", job = "x",
@@ -310,6 +310,15 @@ for _, backend in ipairs(jr.backends()) do
       ok, msg = q:schedule_set("nope", { every = "1h" })
       assert.is_nil(ok)
       assert.matches("no schedule 'nope' added at run time", msg)
+      ok, msg = q:schedule_add("big", { every = "1h", payload = { s = ("x"):rep(200000) } })
+      assert.is_nil(ok)
+      assert.matches("schedule 'big': 'payload' is %d+ bytes as JSON, over max_payload", msg)
+      ok, msg = q:schedule_add("big", { every = "1h", payload = { s = ("x"):rep(1100000) } })
+      assert.is_nil(ok)
+      assert.matches("over 1048576 bytes", msg)
+      ok, msg = q:schedule_add("big", { every = "1h", end_at = 1e300 })
+      assert.is_nil(ok)
+      assert.matches("'end_at' is out of range", msg)
       assert.is_true(q:schedule_remove("lua1"))
       assert.equal(0, #env:query("SELECT name FROM schedule_defs"))
       -- the list shows a run-time schedule beside the config's
