@@ -193,6 +193,16 @@ for _, backend in ipairs(jr.backends()) do
       bad_cli(env, "FROM", "schedule", "backfill", "ok1", "yesterday", "@10")
       ok_cli(env, "schedule", "remove", "ok1")
       assert.equal(0, #env:query("SELECT name FROM schedule_defs"))
+      -- the config's schedules take the same fields, read by the same reader
+      env:config('schedules = { { name = "c1", every = "1h",\n' ..
+                 '  overlap = "never" } }')
+      local out, err, code = env:cli("check")
+      assert.equal(3, code, out .. err)
+      assert.matches(("jobrunner.lua:%d: schedule 'c1': 'overlap' must be"):format(
+        jr.line_of(env, 'overlap = "never"')), err)
+      env:config('schedules = { { name = "c1", every = "1h", overlap = "skip",' ..
+                 ' jitter = 5, start_at = "2030-01-01T00:00:00Z" } }')
+      assert.matches("next fires: 2030%-01%-01T00:00:00", ok_cli(env, "schedules"))
     end)
 
     it("overlap: skip, allow and cancel_previous while the previous job waits", function()
