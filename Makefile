@@ -34,7 +34,7 @@ endif
 # module's Lua glue (LUAMOD_SRCS, below) is not part of the runner.
 LAYERS  := $(filter-out backends,$(shell sed 's/\#.*//' runtime/LAYERS))
 LUAMOD_SRCS = runtime/client/luaclient.c runtime/client/luacontrol.c \
-              runtime/client/luaflow.c
+              runtime/client/luaflow.c runtime/client/luaschedrt.c
 RUNTIME_SRCS = $(filter-out $(LUAMOD_SRCS),\
                  $(foreach d,$(LAYERS),$(wildcard runtime/$(d)/*.c)))
 BACKEND_SRCS = $(wildcard backends/*.c backends/*/*.c)
@@ -204,8 +204,8 @@ OBJCOPY      ?= objcopy
 SONAME        = libjobrunner.so.0
 LIB_SRCS      = $(wildcard runtime/base/*.c runtime/config/*.c) \
                 runtime/client/client.c runtime/client/clientread.c \
-                runtime/client/clientwait.c \
-                runtime/db/dbopts.c \
+                runtime/client/clientwait.c runtime/client/clientsched.c \
+                runtime/db/dbopts.c runtime/db/schedput.c \
                 runtime/lua/hooks.c \
                 runtime/lua/script.c runtime/lua/luabridge.c runtime/lua/json.c \
                 runtime/lua/jsondec.c \
@@ -516,8 +516,13 @@ CHAOS_STEP_KILLS ?= 40
 # counter are N and the rest 0. Then the sequences' case, bench/chaosseq: CHAOS_SEQS sequences of CHAOS_SEQ_JOBS jobs, 5%
 # of attempts failing, the same three runners and kills; prints
 # "sequences=S jobs=N kills=K order=O overlaps=V lost=L stuck=T" and fails
-# unless O, V, L and T are 0. spec/chaos_spec.lua runs the short ones in
-# make test.
+# unless O, V, L and T are 0. Then the schedules' case, bench/chaossched:
+# three runners on PostgreSQL follow schedules managed at run time (every
+# second, catch_up all) for CHAOS_SCHED_SECONDS while one is killed
+# CHAOS_KILLS times and the schedules are changed, removed and added
+# mid-way; prints "schedules=S fires=F kills=K changes=C duplicated=D
+# missing=M orphans=O" and fails unless D, M and O are 0. spec/chaos_spec.lua
+# runs the short ones in make test.
 CHAOS_JOBS  ?= 5000
 CHAOS_KILLS ?= 12
 CHAOS_LEDGER_JOBS ?= 20000
@@ -536,6 +541,8 @@ chaos: all
 	    JOBRUNNER_BIN=$(CURDIR)/jobrunner $(LUA) bench/chaosledger
 	$(Q)CHAOS_KILLS=$(CHAOS_KILLS) JOBRUNNER_BIN=$(CURDIR)/jobrunner \
 	    $(LUA) bench/chaosseq
+	$(Q)CHAOS_KILLS=$(CHAOS_KILLS) JOBRUNNER_BIN=$(CURDIR)/jobrunner \
+	    $(LUA) bench/chaossched
 
 # make crash: bench/crash cuts the power under SQLite (a test VFS,
 # bench/crashvfs.c, injected with LD_PRELOAD: never linked into jobrunner),

@@ -240,6 +240,12 @@ typedef int (*jr_fire_cb)(const char *schedule, double at, int64_t job_id,
 typedef int (*jr_sched_cb)(const char *schedule, int paused,
                            double paused_at, double fire_at, void *arg);
 
+/* One schedule managed at run time (migration 22): its name and its
+ * definition (JSON text). */
+typedef int (*jr_scheddef_cb)(const char *name, const char *def,
+                              double created_at, double updated_at,
+                              void *arg);
+
 /* What sched_ctl does to one schedule. */
 enum {
     JR_SCHED_PAUSE = 1,         /* its fires are refused until resumed */
@@ -472,8 +478,10 @@ typedef struct jr_limit_use {
      * its job (run_at = at), or nothing when the schedule already has a
      * fire at or after at (another runner got there first; a primary key
      * on (schedule, at) settles a race): then f[i].inserted is 0, not an
-     * error. Keeps the newest keep fire rows of the schedule. Returns how
-     * many were inserted; on -1 the fires before the failed one stand. */ \
+     * error. Keeps the newest keep fire rows of the schedule (a
+     * backfill's aside). f[i].overlap, .delay and .backfill as job.h says
+     * (migration 22). Returns how many were inserted; on -1 the fires
+     * before the failed one stand. */ \
     X(int, fire, (jr_backend *b, jr_fire *f, int n, int keep, jr_err *err)) \
     /* Calls cb(schedule, at, job id or 0) with the last fire of each
      * schedule that has one, by name. Returns 0. */ \
@@ -595,7 +603,22 @@ typedef struct jr_limit_use {
     /* From another thread than the one in a call on b, while it waits in \
      * it: makes the statement it runs now fail soon (a handler's \
      * statement that does not end, at a stop). NULL: the engine cannot. */ \
-    X(void, interrupt, (jr_backend *b))
+    X(void, interrupt, (jr_backend *b)) \
+    /* ---- schedules managed at run time (migration 22) ---- */ \
+    /* Writes run-time schedule name (jr_name_check) in one transaction
+     * that adds one to the count of changes: def (a JSON object the
+     * caller checked, jr_scheddef_read) with old NULL adds it (JR_EINPUT
+     * when it exists); with old, replaces it if its definition is still
+     * old (0 when another change came between: read it again); def NULL
+     * removes it. JR_ENOTFOUND when a set or a remove finds none. Returns
+     * 1 when written. */ \
+    X(int, sched_def_put, (jr_backend *b, const char *name, \
+                           const char *def, const char *old, jr_err *err)) \
+    /* Reads the count of changes; when it is not *rev, calls cb for each
+     * run-time schedule by name (as of the same read) and sets *rev.
+     * Returns 1 when it read them, 0 when nothing changed. */ \
+    X(int, sched_defs, (jr_backend *b, int64_t *rev, jr_scheddef_cb cb, \
+                        void *arg, jr_err *err))
 
 #define JR_BACKEND_OP_FIELD(ret, name, params) ret (*name) params;
 

@@ -173,6 +173,12 @@ for _, backend in ipairs(jr.backends()) do
       local fired = env:query("SELECT id FROM jobs WHERE name = 'nightly'")
       assert.equal(1, #fired)
       assert.equal(tostring(math.tointeger(fired[1].id)), page.firedJob)
+      -- a schedule managed at run time, added and removed through the form
+      assert.equal(2, #page.schedulesAdded)
+      assert.matches("^web%.added", page.schedulesAdded[2][1])
+      assert.equal("every 1h", page.schedulesAdded[2][2])
+      assert.equal(1, #page.schedulesRemoved)
+      assert.equal(0, #env:query("SELECT name FROM schedule_defs"))
       -- the dead job's attempt, on the timeline
       assert.is_true(page.attemptsShown)
       assert.equal(1, #page.attempts)

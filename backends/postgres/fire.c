@@ -71,6 +71,43 @@ paused(jr_backend *b, const char *schedule, jr_err *err)
     return p;
 }
 
+/* overlap: in the fire's transaction, skips it (1: recorded without a
+ * job) or cancels the previous fire's job (the cancel function) while
+ * it has not ended; 0 goes on, -1 with err set. */
+static int
+overlap(jr_backend *b, jr_fire *f, jr_err *err)
+{
+    PGresult *res;
+    int64_t prev;
+
+    if (f->overlap == 0)
+        return 0;
+    if ((res = fire_sql(b, "SELECT j.id FROM (SELECT job_id FROM "
+                        "{{schema}}.schedule_fires WHERE schedule = $1 AND "
+                        "fire_at < to_timestamp($2::float8) AND job_id IS "
+                        "NOT NULL AND $3::bigint = 0 ORDER BY fire_at DESC "
+                        "LIMIT 1) f JOIN {{schema}}.jobs j ON j.id = "
+                        "f.job_id WHERE j.state IN ('queued', "
+                        "'running', 'waiting')", f->schedule, f->at, 0,
+                        err)) == NULL)
+        return -1;
+    prev = PQntuples(res) > 0 ? strtoll(PQgetvalue(res, 0, 0), NULL, 10) :
+           0;
+    PQclear(res);
+    if (prev == 0)
+        return 0;
+    if (f->overlap == 1) {      /* JR_OVERLAP_SKIP */
+        f->id = prev;
+        return 1;
+    }
+    if ((res = fire_sql(b, "SELECT {{schema}}.cancel($3::bigint) WHERE "
+                        "$1::text IS NOT NULL AND $2::float8 > 0",
+                        f->schedule, f->at, prev, err)) == NULL)
+        return -1;
+    PQclear(res);
+    return 0;
+}
+
 static int
 jr_pg_fire_one(jr_backend *b, jr_fire *f, int keep, jr_err *err)
 {
@@ -78,7 +115,7 @@ jr_pg_fire_one(jr_backend *b, jr_fire *f, int keep, jr_err *err)
     int rc;
 
     f->inserted = 0;
-    f->job.run_at = f->at;
+    f->job.run_at = f->at + (f->delay > 0 ? f->delay : 0);
     f->job.run_in = 0;
     if (jr_push_check(&f->job, b->max_payload, err) < 0 ||
         jr_pg_ready(b, err) < 0 ||
@@ -95,7 +132,7 @@ jr_pg_fire_one(jr_backend *b, jr_fire *f, int keep, jr_err *err)
                     "fire_at >= to_timestamp($2::float8))) AND NOT EXISTS "
                     "(SELECT 1 FROM {{schema}}.schedules WHERE name = $1 "
                     "AND paused) ON CONFLICT DO NOTHING", f->schedule,
-                    f->at, f->manual != 0, err);
+                    f->at, f->manual != 0 || f->backfill != 0, err);
     if (rc == 0 && (rc = paused(b, f->schedule, err)) > 0) {
         f->inserted = -2;       /* paused: refused, as if fired */
         rc = 0;
@@ -104,17 +141,32 @@ jr_pg_fire_one(jr_backend *b, jr_fire *f, int keep, jr_err *err)
         jr_pg_rollback(b);
         return rc;
     }
+    if ((rc = overlap(b, f, err)) != 0) {
+        if (rc < 0 || jr_pg_run_plain(b, "COMMIT", "committing a schedule's "
+                                      "fire", err) < 0) {
+            jr_pg_rollback(b);
+            return -1;
+        }
+        f->inserted = -3;       /* skipped: the previous job runs */
+        return 0;
+    }
     if (jr_pg_insert_jobs(b, &pp, 1, &f->id, err) < 0 ||
         fire_count(b, "UPDATE {{schema}}.schedule_fires SET job_id = $3 "
                    "WHERE schedule = $1 AND fire_at = "
                    "to_timestamp($2::float8)", f->schedule, f->at, f->id,
                    err) < 0 ||
-        fire_count(b, "DELETE FROM {{schema}}.schedule_fires WHERE "
-                   "schedule = $1 AND fire_at < (SELECT fire_at FROM "
-                   "{{schema}}.schedule_fires WHERE schedule = $1 AND "
-                   "$2::float8 IS NOT NULL ORDER BY fire_at DESC LIMIT 1 "
-                   "OFFSET $3)", f->schedule, f->at, keep > 0 ? keep - 1 : 0,
-                   err) < 0 ||
+        (f->backfill &&
+         fire_count(b, "UPDATE {{schema}}.schedule_fires SET backfill = "
+                    "true WHERE schedule = $1 AND fire_at = "
+                    "to_timestamp($2::float8) AND $3::bigint = 0",
+                    f->schedule, f->at, 0, err) < 0) ||
+        (!f->backfill &&
+         fire_count(b, "DELETE FROM {{schema}}.schedule_fires WHERE "
+                    "schedule = $1 AND backfill IS NULL AND fire_at < "
+                    "(SELECT fire_at FROM {{schema}}.schedule_fires WHERE "
+                    "schedule = $1 AND backfill IS NULL AND $2::float8 IS "
+                    "NOT NULL ORDER BY fire_at DESC LIMIT 1 OFFSET $3)",
+                    f->schedule, f->at, keep > 0 ? keep - 1 : 0, err) < 0) ||
         jr_pg_run_plain(b, "COMMIT", "committing a schedule's fire", err) < 0) {
         jr_pg_rollback(b);
         return -1;

@@ -144,6 +144,21 @@ durable_sched_ctl(jr_backend *b, const char *name, int what, double *at,
     return rc;
 }
 
+/* A run-time schedule's change: as durable as a control's. */
+static int
+durable_sched_def_put(jr_backend *b, const char *name, const char *def,
+                      const char *old, jr_err *err)
+{
+    int rc;
+
+    if (jr_pg_ready(b, err) < 0)
+        return -1;
+    set_durable(b, 1);
+    rc = jr_pg_sched_def_put(b, name, def, old, err);
+    set_durable(b, 0);
+    return rc;
+}
+
 /* A signal answered over HTTP: as durable as the others. */
 static int
 durable_signal(jr_backend *b, int64_t id, const char *name,
@@ -229,4 +244,6 @@ const jr_backend_ops jr_postgres_ops = {
     .seq_act = durable_seq_act,               /* sequence.c */
     .fair_set = jr_pg_fair_set,               /* fair.c */
     .interrupt = jr_pg_interrupt,
+    .sched_def_put = durable_sched_def_put,   /* scheddef.c */
+    .sched_defs = jr_pg_sched_defs,           /* scheddef.c */
 };

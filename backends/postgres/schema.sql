@@ -1584,3 +1584,31 @@ CREATE TABLE {{schema}}.fair_clocks (
     queue text PRIMARY KEY,
     clock double precision NOT NULL
 );
+-- migration 22
+-- Schedules managed at run time (docs/schedules.md, "Schedules managed
+-- at run time"): one row per schedule added by `jobrunner schedule add`,
+-- the library, the Lua module or the HTTP API, beside the config's. def
+-- is the schedule's fields as a JSON object, as the config writes them
+-- (cron or every, job, payload, queue, overlap, jitter, ...), checked by
+-- the config's reader before it is written. schedule_defs_rev counts the
+-- changes: each add, set and remove adds one in its transaction (its
+-- row lock orders them), and a runner reads the rows again when the
+-- count moved.
+CREATE TABLE {{schema}}.schedule_defs (
+    name       text        PRIMARY KEY
+               CHECK (length(name) BETWEEN 1 AND 128
+                      AND name ~ '^[A-Za-z0-9_.:-]+$'),
+    def        text        NOT NULL
+               CHECK (length(def) BETWEEN 2 AND 1048576),
+    created_at timestamptz NOT NULL DEFAULT now(),
+    updated_at timestamptz NOT NULL DEFAULT now()
+);
+CREATE TABLE {{schema}}.schedule_defs_rev (
+    one int    PRIMARY KEY CHECK (one = 1),
+    rev bigint NOT NULL
+);
+INSERT INTO {{schema}}.schedule_defs_rev (one, rev) VALUES (1, 0);
+-- A fire pushed by `schedule backfill` (true): kept when the newest
+-- fires are pruned, so that a second backfill of the window pushes
+-- nothing.
+ALTER TABLE {{schema}}.schedule_fires ADD COLUMN backfill boolean;

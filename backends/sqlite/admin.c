@@ -305,8 +305,8 @@ run_id(jr_backend *b, int which, int64_t id, double now, jr_err *err,
 }
 
 /* The JR_CANCEL_* outcome of cancelling id, in the open transaction. */
-static int
-cancel_one(jr_backend *b, int64_t id, double now, jr_err *err)
+int
+jr_sqlite_cancel_one(jr_backend *b, int64_t id, double now, jr_err *err)
 {
     sqlite3_stmt *s;
     int rc;
@@ -340,7 +340,7 @@ jr_sqlite_cancel(jr_backend *b, const int64_t *ids, int n, int *outcome,
     if (jr_sqlite_begin(b, err) < 0)
         return -1;
     for (i = 0; i < n; i++) {
-        if ((outcome[i] = cancel_one(b, ids[i], now, err)) < 0) {
+        if ((outcome[i] = jr_sqlite_cancel_one(b, ids[i], now, err)) < 0) {
             jr_sqlite_rollback(b);
             return -1;
         }

@@ -53,13 +53,58 @@ paused(jr_backend *b, const char *schedule, jr_err *err)
     return p;
 }
 
+/* The job of the schedule's fire before f's, when it has not ended: 0
+ * when there is none, -1 with err set. */
+static int64_t
+previous_job(jr_backend *b, const jr_fire *f, jr_err *err)
+{
+    sqlite3_stmt *s;
+    int64_t id = 0;
+    int rc;
+
+    if (sqlite3_prepare_v2(b->db, "SELECT j.id FROM (SELECT job_id FROM "
+                           "schedule_fires WHERE schedule = ?1 AND fire_at "
+                           "< ?2 AND job_id IS NOT NULL ORDER BY fire_at "
+                           "DESC LIMIT 1) f JOIN jobs j ON j.id = f.job_id "
+                           "WHERE j.state IN ('queued', 'running', "
+                           "'waiting')", -1, &s, NULL) != SQLITE_OK)
+        return jr_sqlite_fail(b, err, "reading a schedule's previous job");
+    bind_text(s, 1, f->schedule);
+    sqlite3_bind_double(s, 2, f->at);
+    if ((rc = sqlite3_step(s)) == SQLITE_ROW)
+        id = sqlite3_column_int64(s, 0);
+    sqlite3_finalize(s);
+    if (rc != SQLITE_ROW && rc != SQLITE_DONE)
+        return jr_sqlite_fail(b, err, "reading a schedule's previous job");
+    return id;
+}
+
+/* overlap: in the fire's transaction, skips it (1: recorded without a
+ * job) or cancels the previous fire's job while it has not ended; 0 goes
+ * on, -1 with err set. */
+static int
+overlap(jr_backend *b, jr_fire *f, jr_err *err)
+{
+    int64_t prev;
+
+    if (f->overlap == 0 || (prev = previous_job(b, f, err)) == 0)
+        return 0;
+    if (prev < 0)
+        return -1;
+    if (f->overlap == 1) {      /* JR_OVERLAP_SKIP */
+        f->id = prev;
+        return 1;
+    }
+    return jr_sqlite_cancel_one(b, prev, jr_now(), err) < 0 ? -1 : 0;
+}
+
 static int
 fire_one(jr_backend *b, jr_fire *f, int keep, jr_err *err)
 {
     int rc;
 
     f->inserted = 0;
-    f->job.run_at = f->at;
+    f->job.run_at = f->at + (f->delay > 0 ? f->delay : 0);
     f->job.run_in = 0;
     if (jr_push_check(&f->job, 0, err) < 0 || jr_sqlite_begin(b, err) < 0)
         return -1;
@@ -71,7 +116,7 @@ fire_one(jr_backend *b, jr_fire *f, int keep, jr_err *err)
                   "(SELECT 1 FROM schedule_fires WHERE schedule = ?1 "
                   "AND fire_at >= ?2)) AND NOT EXISTS (SELECT 1 FROM "
                   "schedules WHERE name = ?1 AND paused = 1)", f->schedule,
-                  f->at, f->manual != 0, err);
+                  f->at, f->manual != 0 || f->backfill != 0, err);
     if (rc == 0 && (rc = paused(b, f->schedule, err)) > 0) {
         f->inserted = -2;
         rc = 0;
@@ -80,15 +125,27 @@ fire_one(jr_backend *b, jr_fire *f, int keep, jr_err *err)
         jr_sqlite_rollback(b);
         return rc;
     }
+    if ((rc = overlap(b, f, err)) != 0) {
+        if (rc < 0 || jr_sqlite_commit(b, err) < 0) {
+            jr_sqlite_rollback(b);
+            return -1;
+        }
+        f->inserted = -3;       /* skipped: the previous job runs */
+        return 0;
+    }
     if (jr_sqlite_insert_one(b, &f->job, jr_now(), &f->id, err) < 0 ||
         fire_sql(b, "UPDATE schedule_fires SET job_id = ?3 WHERE "
                  "schedule = ?1 AND fire_at = ?2", f->schedule, f->at,
                  f->id, err) < 0 ||
-        fire_sql(b, "DELETE FROM schedule_fires WHERE schedule = ?1 AND "
-                 "fire_at < (SELECT fire_at FROM schedule_fires WHERE "
-                 "schedule = ?1 ORDER BY fire_at DESC LIMIT 1 OFFSET ?3)",
-                 f->schedule, f->at,
-                 keep > 0 ? keep - 1 : 0, err) < 0) {
+        (f->backfill && fire_sql(b, "UPDATE schedule_fires SET backfill = "
+                                 "1 WHERE schedule = ?1 AND fire_at = ?2",
+                                 f->schedule, f->at, 0, err) < 0) ||
+        (!f->backfill &&
+         fire_sql(b, "DELETE FROM schedule_fires WHERE schedule = ?1 AND "
+                  "backfill IS NULL AND fire_at < (SELECT fire_at FROM "
+                  "schedule_fires WHERE schedule = ?1 AND backfill IS NULL "
+                  "ORDER BY fire_at DESC LIMIT 1 OFFSET ?3)", f->schedule,
+                  f->at, keep > 0 ? keep - 1 : 0, err) < 0)) {
         jr_sqlite_rollback(b);
         return -1;
     }

@@ -148,6 +148,20 @@ durable_sched_ctl(jr_backend *b, const char *name, int what, double *at,
     return rc;
 }
 
+/* A run-time schedule's change: as durable as a control's. */
+static int
+durable_sched_def_put(jr_backend *b, const char *name, const char *def,
+                      const char *old, jr_err *err)
+{
+    int rc;
+
+    if (set_full(b, 1, err) < 0)
+        return -1;
+    rc = jr_sqlite_sched_def_put(b, name, def, old, err);
+    set_full(b, 0, err);
+    return rc;
+}
+
 /* A signal answered over HTTP: as durable as the others. */
 static int
 durable_signal(jr_backend *b, int64_t id, const char *name,
@@ -238,4 +252,6 @@ const jr_backend_ops jr_sqlite_ops = {
     .seq_act = durable_seq_act,               /* sequence.c, FULL */
     .fair_set = jr_sqlite_fair_set,           /* fair.c */
     .interrupt = jr_sqlite_interrupt,         /* sqlrun.c */
+    .sched_def_put = durable_sched_def_put,   /* scheddef.c, FULL */
+    .sched_defs = jr_sqlite_sched_defs,       /* scheddef.c */
 };

@@ -589,3 +589,28 @@ CREATE TABLE fair_clocks (
     queue TEXT PRIMARY KEY,
     clock REAL NOT NULL
 ) WITHOUT ROWID;
+-- migration 22
+-- Schedules managed at run time (docs/schedules.md, "Schedules managed
+-- at run time"): one row per schedule added by `jobrunner schedule add`,
+-- the library, the Lua module or the HTTP API, beside the config's. def
+-- is the schedule's fields as a JSON object, as the config writes them
+-- (cron or every, job, payload, queue, overlap, jitter, ...), checked by
+-- the config's reader before it is written. schedule_defs_rev counts the
+-- changes: each add, set and remove adds one in its transaction, and a
+-- runner reads the rows again when the count moved.
+CREATE TABLE schedule_defs (
+    name       TEXT    PRIMARY KEY
+               CHECK (length(name) BETWEEN 1 AND 128
+                      AND name NOT GLOB '*[^A-Za-z0-9_.:-]*'),
+    def        TEXT    NOT NULL CHECK (length(def) BETWEEN 2 AND 1048576),
+    created_at REAL    NOT NULL DEFAULT ((julianday('now') - 2440587.5) * 86400.0),
+    updated_at REAL    NOT NULL DEFAULT ((julianday('now') - 2440587.5) * 86400.0)
+) WITHOUT ROWID;
+CREATE TABLE schedule_defs_rev (
+    one INTEGER PRIMARY KEY CHECK (one = 1),
+    rev INTEGER NOT NULL
+);
+INSERT INTO schedule_defs_rev (one, rev) VALUES (1, 0);
+-- A fire pushed by `schedule backfill` (1): kept when the newest fires
+-- are pruned, so that a second backfill of the window pushes nothing.
+ALTER TABLE schedule_fires ADD COLUMN backfill INTEGER;

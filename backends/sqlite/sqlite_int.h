@@ -192,6 +192,10 @@ int  jr_sqlite_insert_fired(jr_backend *b, const jr_push *p, int n,
                             int64_t *ids, double now, jr_err *err);
 int  jr_sqlite_insert_one(jr_backend *b, const jr_push *p, double now,
                           int64_t *id, jr_err *err);
+/* admin.c: the JR_CANCEL_* outcome of cancelling id in the open
+ * transaction (a fire's cancel_previous too); -1 with err set */
+int  jr_sqlite_cancel_one(jr_backend *b, int64_t id, double now,
+                          jr_err *err);
 /* claim.c; claim_rows works in the open transaction, commit_claimed ends
  * it */
 int  jr_sqlite_claim_rows(jr_backend *b, const char *token, double lease,

@@ -130,6 +130,14 @@ typedef struct jr_fire {
                                    runner fired it, or a later fire) */
     int         manual;         /* asked for by hand: once per instant,
                                    even when a later fire is recorded */
+    int         overlap;        /* JR_OVERLAP_* (schedules.h): while the
+                                   job of the schedule's fire before at has
+                                   not ended, allow (0), skip (1: recorded
+                                   without a job, inserted -3) or cancel it
+                                   (2) and push this one */
+    double      delay;          /* the job runs at at + delay (jitter) */
+    int         backfill;       /* pushed by a backfill: as manual, and the
+                                   fire row is kept when fires are pruned */
 } jr_fire;
 /* What a duplicate push does (jr_push.on_conflict). */
 enum {

@@ -39,9 +39,11 @@ static const struct topic {
      "queue control cancel show list retention progress sequences "
      "sequence fair tenant weight"},
     {"schedules", "Schedules and unique jobs",
-     "recurring jobs (cron, every, time zones, catch-up); unique keys",
-     "COMMANDS (schedules, push), FILES (jobrunner.lua)",
-     "schedule cron recurring unique"},
+     "recurring jobs (cron, every, time zones, catch-up, overlap, jitter); "
+     "schedules managed at run time (add, set, remove, backfill); unique "
+     "keys",
+     "COMMANDS (schedules, schedule, push), FILES (jobrunner.lua)",
+     "schedule cron recurring unique overlap jitter backfill"},
     {"workflows", "Workflows: dependencies, flows and batches",
      "jobs after others, flows pushed at once, batches and their callbacks",
      "COMMANDS (push, push-flow, batch)",

@@ -88,7 +88,17 @@ static const struct command {
      "                           skips the paused time (no catch-up of it)\n"
      "  schedule fire NAME [--at TIME]\n"
      "                           fire it now (or at TIME) through the runners' fire\n"
-     "                           path: one job per instant, whoever asks", 0},
+     "                           path: one job per instant, whoever asks\n"
+     "  schedule add NAME --cron EXPR|--every DUR [--job J] [--payload JSON]\n"
+     "      [--queue Q] [--priority N] [--max-retries N] [--catch-up last|all|none]\n"
+     "      [--timezone TZ] [--overlap skip|allow|cancel_previous] [--jitter DUR]\n"
+     "      [--start-at TIME] [--end-at TIME]\n"
+     "                           a schedule kept in the database beside the config's,\n"
+     "                           followed by every runner within a second\n"
+     "  schedule set NAME OPTIONS [--unset FIELD] | schedule remove NAME\n"
+     "                           change or remove one (the config's are read-only)\n"
+     "  schedule backfill NAME FROM TO\n"
+     "                           push each missed fire of the window once", 0},
     {"__worker", jr_cmd_worker, NULL, 1},
     {NULL, NULL, NULL, 0}
 };

@@ -15,6 +15,7 @@
 #include "cli/commands.h"
 #include "base/cron.h"
 #include "cli/schedcmd.h"
+#include "config/scheddef.h"
 #include "base/util.h"
 
 #define NEXT_SHOWN 3
@@ -123,8 +124,11 @@ nexts(const jr_schedule *s, double now, double *t)
 {
     int n;
 
+    if (s->start_at > 0 && now < s->start_at)
+        now = s->start_at - 0.001;      /* start_at itself may fire */
     for (n = 0; n < NEXT_SHOWN; n++)
-        if (jr_cron_next(&s->cron, s->tz, n ? t[n - 1] : now, &t[n]) < 0)
+        if (jr_cron_next(&s->cron, s->tz, n ? t[n - 1] : now, &t[n]) < 0 ||
+            (s->end_at > 0 && t[n] > s->end_at))
             break;
     return n;
 }
@@ -202,6 +206,66 @@ print_json(const jr_schedule *s, const last *l, const last *p, double now,
     printf("]}");
 }
 
+typedef struct defs {           /* the run-time schedules read */
+    jr_config *c;
+    int        oom;
+} defs;
+
+/* Appends a run-time schedule to the config's list (owned by it); one
+ * the config's reader refuses is said and left out. */
+static int
+add_def(const char *name, const char *def, double created, double updated,
+        void *arg)
+{
+    defs *d = arg;
+    jr_schedules one;
+    jr_schedule *more;
+    jr_err err;
+
+    (void)created;
+    (void)updated;
+    if (jr_scheddef_read(name, def, d->c->schedules.timezone,
+                         d->c->max_payload, &one, &err) < 0) {
+        fprintf(stderr, "jobrunner: run-time %s\n", err.msg);
+        return 0;
+    }
+    more = realloc(d->c->schedules.s, (size_t)(d->c->schedules.n + 1) *
+                   sizeof *more);
+    if (more == NULL) {
+        jr_schedules_free(&one);
+        return d->oom = 1;
+    }
+    d->c->schedules.s = more;
+    more[d->c->schedules.n++] = one.s[0];       /* its strings move */
+    free(one.s);
+    free(one.timezone);
+    return 0;
+}
+
+/* The schedules managed at run time, after the config's; a database that
+ * does not exist yet has none. */
+static int
+read_defs(jr_config *c)
+{
+    defs d = {c, 0};
+    int64_t rev = -1;
+    jr_err err;
+    jr_db db;
+    int rc = jr_cmd_open_reader(c, &db, 1);
+
+    if (rc != 0)
+        return rc == JR_EXIT_NODB ? 0 : JR_EXIT_FAIL;
+    if (db.ops->sched_defs(db.b, &rev, add_def, &d, &err) < 0) {
+        fprintf(stderr, "jobrunner: %s\n", err.msg);
+        rc = JR_EXIT_FAIL;
+    } else if (d.oom) {
+        fprintf(stderr, "jobrunner: out of memory\n");
+        rc = JR_EXIT_FAIL;
+    }
+    jr_db_close(&db);
+    return rc;
+}
+
 int
 jr_cmd_schedules(jr_cli *cli)
 {
@@ -219,14 +283,16 @@ jr_cmd_schedules(jr_cli *cli)
     }
     if ((rc = jr_cmd_config(cli, &c)) != 0)
         return rc;
-    if (c.schedules.n > 0 && (rc = read_lasts(&c, &l)) != 0) {
+    if ((rc = read_defs(&c)) != 0 ||
+        (c.schedules.n > 0 && (rc = read_lasts(&c, &l)) != 0)) {
         jr_config_free(&c);
         return rc;
     }
     if (json)
         printf("{\"schedules\":[");
     else if (c.schedules.n == 0)
-        printf("no schedules in %s\n", c.file ? c.file : "the config");
+        printf("no schedules in %s nor added at run time\n",
+               c.file ? c.file : "the config");
     for (i = 0; i < c.schedules.n; i++) {
         const jr_schedule *s = &c.schedules.s[i];
         const last *at = find_in(l.v, l.n, s->name),

@@ -12,6 +12,9 @@ int jr_cmd_schedules(jr_cli *cli);
 /* jobrunner schedule list|pause|resume|fire NAME [--at TIME]
  * (schedctl.c) */
 int jr_cmd_schedule(jr_cli *cli);
+/* schedrt.c: `schedule add|set|remove|backfill NAME ...`, argv[0] the
+ * subcommand: schedules managed at run time. */
+int jr_cmd_schedule_rt(jr_cli *cli);
 /* Prints to stderr a warning, with the config's file:line, for each
  * schedule of c that never fires (a cron no date matches) and each whose
  * job is not among the handlers h[0..n). Returns how many. */

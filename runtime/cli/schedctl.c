@@ -5,11 +5,14 @@
  * through the producer library. Uses commands.h, schedcmd.h,
  * jobrunner.h, util.h. */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "cli/commands.h"
 #include "cli/schedcmd.h"
+#include "backend.h"
 #include "client/jobrunner.h"
+#include "db/schedput.h"
 #include "base/util.h"
 
 static int
@@ -57,9 +60,27 @@ static const struct sched_sub {
     {NULL, NULL}
 };
 
-/* The name given is a schedule of c: 0, else a usage error said. */
+/* Whether name is a schedule added at run time (schedule add). */
 static int
-known(const jr_config *c, const char *name)
+runtime_one(jr_config *c, const char *name)
+{
+    jr_db db = {0};
+    jr_err err;
+    char *def = NULL;
+    int found;
+
+    if (jr_cmd_open_reader(c, &db, 1) != 0)
+        return 0;
+    found = jr_schedput_get(db.ops, db.b, name, &def, &err) == 0;
+    free(def);
+    jr_db_close(&db);
+    return found;
+}
+
+/* The name given is a schedule of c or one added at run time: 0, else a
+ * usage error said. */
+static int
+known(jr_config *c, const char *name)
 {
     char names[512] = "";
     size_t len = 0;
@@ -72,9 +93,11 @@ known(const jr_config *c, const char *name)
             len += (size_t)snprintf(names + len, sizeof names - len, "%s%s",
                                     i ? ", " : "", c->schedules.s[i].name);
     }
+    if (runtime_one(c, name))
+        return 0;
     fprintf(stderr, "jobrunner: schedule '%s' is not in %s (schedules: "
-            "%s)\n", name, c->file ? c->file : "the config",
-            c->schedules.n ? names : "none");
+            "%s) nor added at run time\n", name, c->file ? c->file :
+            "the config", c->schedules.n ? names : "none");
     return JR_EXIT_USAGE;
 }
 
@@ -112,12 +135,18 @@ jr_cmd_schedule(jr_cli *cli)
     }
     if (cli->argc == 0)
         return jr_cmd_usage("schedule: missing the subcommand (list, "
-                            "pause, resume, fire)");
+                            "pause, resume, fire, add, set, remove, "
+                            "backfill)");
+    if (strcmp(cli->argv[0], "add") == 0 || strcmp(cli->argv[0], "set") == 0
+        || strcmp(cli->argv[0], "remove") == 0 ||
+        strcmp(cli->argv[0], "backfill") == 0)
+        return jr_cmd_schedule_rt(cli);
     for (s = subs; s->name && strcmp(s->name, cli->argv[0]) != 0; s++)
         ;
     if (s->name == NULL)
         return jr_cmd_usage("schedule: unknown subcommand '%s' (list, "
-                            "pause, resume, fire)", cli->argv[0]);
+                            "pause, resume, fire, add, set, remove, "
+                            "backfill)", cli->argv[0]);
     if (cli->argc < 2)
         return jr_cmd_usage("schedule %s: missing the schedule NAME",
                             s->name);

@@ -41,7 +41,8 @@ enum {
     JR_CLIENT_ENOMEM = 7,       /* out of memory */
     JR_CLIENT_ENODB = 8,        /* must_exist and there is no database */
     JR_CLIENT_ENOTFOUND = 9,    /* no job with that id (jr_client_show,
-                                   jr_client_wait) */
+                                   jr_client_wait; no such run-time
+                                   schedule) */
     JR_CLIENT_ETIMEOUT = 10,    /* jr_client_wait: the timeout passed */
     JR_CLIENT_ELOST = 11        /* jr_client_wait: the database could not
                                    be read again after a lost connection
@@ -414,6 +415,31 @@ int jr_client_schedule_resume(jr_client *c, const char *name);
  * receives: asks for one instant make one job. JR_CLIENT_EINPUT when the
  * schedule is paused. */
 int jr_client_schedule_fire(jr_client *c, const char *name, double *at);
+
+/* Schedules managed at run time (docs/schedules.md, "Schedules managed
+ * at run time"), stored in the database beside the config's and followed
+ * by every runner within a second or so. def is a JSON object of the
+ * config's schedule fields, name aside: cron or every, job (default: the
+ * name), payload, queue, priority, max_retries, catch_up, tz, overlap
+ * ("skip", "allow", "cancel_previous"), jitter, start_at, end_at; it is
+ * checked as the config's are (JR_CLIENT_EINPUT naming the field). The
+ * library reads no config: a runner refuses to follow a run-time
+ * schedule whose name its config holds (the CLI and the HTTP API refuse
+ * it up front). add: JR_CLIENT_EINPUT when name exists. set: the fields
+ * of change (a JSON object; null removes a field, cron and every replace
+ * each other) change it. set and remove: JR_CLIENT_ENOTFOUND when there
+ * is no such run-time schedule. */
+int jr_client_schedule_add(jr_client *c, const char *name, const char *def);
+int jr_client_schedule_set(jr_client *c, const char *name,
+                           const char *change);
+int jr_client_schedule_remove(jr_client *c, const char *name);
+/* Pushes the fires of run-time schedule name at the instants of [from,
+ * to] (epoch seconds, to not in the future) that have no fire record:
+ * each once, across runners and calls (a second call pushes nothing).
+ * *pushed (may be NULL) receives how many. At most 1000 instants a
+ * call. */
+int jr_client_schedule_backfill(jr_client *c, const char *name, double from,
+                                double to, long *pushed);
 
 /* One failed attempt of a job (its attempt history), oldest first. */
 #define JR_CLIENT_ATTEMPTS_KEPT 20      /* failed attempts kept per job */

@@ -35,6 +35,11 @@ int jr_luaclient_batch(lua_State *L);
 int jr_luaclient_schedule_pause(lua_State *L);
 int jr_luaclient_schedule_resume(lua_State *L);
 int jr_luaclient_schedule_fire(lua_State *L);
+/* luaschedrt.c: q:schedule_add, _set, _remove, _backfill */
+int jr_luaclient_schedule_add(lua_State *L);
+int jr_luaclient_schedule_set(lua_State *L);
+int jr_luaclient_schedule_remove(lua_State *L);
+int jr_luaclient_schedule_backfill(lua_State *L);
 /* luacontrol.c: q:signal */
 int jr_luaclient_signal(lua_State *L);
 

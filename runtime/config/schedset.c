@@ -1,6 +1,9 @@
 /* schedset.c - a set of schedules once read (schedules.c): whether two
- * fire the same jobs, a copy, the name of a catch_up, and freeing one.
+ * fire the same jobs, a copy, the names of a catch_up and an overlap, a
+ * fire's jitter, and freeing one.
  * Uses schedules.h. */
+#include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -20,7 +23,9 @@ jr_schedule_same(const jr_schedule *a, const jr_schedule *b)
            str_eq(a->spec, b->spec) && str_eq(a->tz, b->tz) &&
            str_eq(a->payload, b->payload) && str_eq(a->queue, b->queue) &&
            a->priority == b->priority && a->max_retries == b->max_retries &&
-           a->catch_up == b->catch_up;
+           a->catch_up == b->catch_up && a->overlap == b->overlap &&
+           a->jitter == b->jitter && a->start_at == b->start_at &&
+           a->end_at == b->end_at && a->runtime == b->runtime;
 }
 
 static char *
@@ -65,6 +70,31 @@ jr_catchup_name(int catch_up)
 {
     return catch_up == JR_CATCHUP_ALL ? "all" :
            catch_up == JR_CATCHUP_NONE ? "none" : "last";
+}
+
+const char *
+jr_overlap_name(int overlap)
+{
+    return overlap == JR_OVERLAP_SKIP ? "skip" :
+           overlap == JR_OVERLAP_CANCEL ? "cancel_previous" : "allow";
+}
+
+double
+jr_schedule_jitter(const jr_schedule *s, double at)
+{
+    uint64_t h = 14695981039346656037ULL;       /* FNV-1a */
+    char text[64];
+    const char *p;
+
+    if (s->jitter <= 0)
+        return 0;
+    snprintf(text, sizeof text, "@%.3f", at);
+    for (p = s->name; *p; p++)
+        h = (h ^ (unsigned char)*p) * 1099511628211ULL;
+    for (p = text; *p; p++)
+        h = (h ^ (unsigned char)*p) * 1099511628211ULL;
+    /* whole milliseconds below jitter */
+    return (double)(h % (uint64_t)(s->jitter * 1000)) / 1000.0;
 }
 
 void

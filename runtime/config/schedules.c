@@ -282,6 +282,80 @@ f_catch_up(sctx *x, lua_State *L, const char *field)
     return sfail(x, field, "must be \"last\", \"all\" or \"none\"");
 }
 
+static int
+f_overlap(sctx *x, lua_State *L, const char *field)
+{
+    const char *v = lua_type(L, -1) == LUA_TSTRING ? lua_tostring(L, -1) :
+                    "";
+    int i;
+
+    for (i = JR_OVERLAP_ALLOW; i <= JR_OVERLAP_CANCEL; i++)
+        if (strcmp(v, jr_overlap_name(i)) == 0) {
+            x->s->overlap = i;
+            return 0;
+        }
+    return sfail(x, field, "must be \"skip\", \"allow\" or "
+                 "\"cancel_previous\"");
+}
+
+/* jitter: seconds, or a duration such as "30s"; below a day. */
+static int
+f_jitter(sctx *x, lua_State *L, const char *field)
+{
+    double secs = -1;
+    jr_err e;
+
+    if (lua_type(L, -1) == LUA_TNUMBER)
+        secs = lua_tonumber(L, -1);
+    else if (lua_type(L, -1) == LUA_TSTRING &&
+             jr_parse_duration(lua_tostring(L, -1), field, &secs, &e) < 0)
+        return sfail(x, field, "must be seconds or a duration such as "
+                     "\"30s\", got \"%.64s\"", lua_tostring(L, -1));
+    else if (lua_type(L, -1) != LUA_TSTRING)
+        return sfail(x, field, "must be seconds or a duration string, got "
+                     "%s", luaL_typename(L, -1));
+    if (!(secs >= 0 && secs <= JR_JITTER_MAX))
+        return sfail(x, field, "must be from 0 to %.0f seconds (a day)",
+                     JR_JITTER_MAX);
+    x->s->jitter = secs;
+    return 0;
+}
+
+/* start_at, end_at: a time ("2026-11-22T10:00:00Z", "@EPOCH") or epoch
+ * seconds. */
+static int
+get_time(sctx *x, lua_State *L, const char *field, double *out)
+{
+    jr_err e;
+
+    if (lua_type(L, -1) == LUA_TNUMBER)
+        *out = lua_tonumber(L, -1);
+    else if (lua_type(L, -1) != LUA_TSTRING)
+        return sfail(x, field, "must be a time such as "
+                     "\"2026-11-22T10:00:00Z\" or epoch seconds, got %s",
+                     luaL_typename(L, -1));
+    else if (jr_parse_time(lua_tostring(L, -1), field, out, &e) < 0)
+        return sfail(x, field, "must be a time such as "
+                     "\"2026-11-22T10:00:00Z\" or \"@EPOCH\", got "
+                     "\"%.64s\"", lua_tostring(L, -1));
+    if (!(*out > 0 && *out < 253402300800.0))   /* year 10000 */
+        return sfail(x, field, "is out of range (after 1970, before the "
+                     "year 10000)");
+    return 0;
+}
+
+static int
+f_start_at(sctx *x, lua_State *L, const char *field)
+{
+    return get_time(x, L, field, &x->s->start_at);
+}
+
+static int
+f_end_at(sctx *x, lua_State *L, const char *field)
+{
+    return get_time(x, L, field, &x->s->end_at);
+}
+
 static const struct {
     const char *field;
     field_fn    fn;
@@ -289,7 +363,8 @@ static const struct {
     {"name", f_name}, {"cron", f_cron}, {"every", f_every}, {"tz", f_tz},
     {"payload", f_payload}, {"queue", f_queue}, {"priority", f_priority},
     {"max_retries", f_max_retries}, {"catch_up", f_catch_up},
-    {"job", f_job}, {NULL, NULL}};
+    {"job", f_job}, {"overlap", f_overlap}, {"jitter", f_jitter},
+    {"start_at", f_start_at}, {"end_at", f_end_at}, {NULL, NULL}};
 
 /* Walks the schedule table at the top of L. [-0, +0, m] */
 static int
@@ -308,7 +383,8 @@ walk(sctx *x, lua_State *L)
             lua_pop(L, 2);                           /* t */
             return sfail(x, k ? k : "?", "is not a schedule field (valid: "
                          "name, cron, every, tz, payload, queue, priority, "
-                         "max_retries, catch_up, job)");
+                         "max_retries, catch_up, job, overlap, jitter, "
+                         "start_at, end_at)");
         }
         if (rows[i].fn(x, L, k) < 0) {
             lua_pop(L, 2);
@@ -360,6 +436,8 @@ read_one(sctx *x, lua_State *L)
         return -1;
     if (s->spec == NULL)
         return sfail(x, "cron", "is missing: set 'cron' or 'every'");
+    if (s->start_at > 0 && s->end_at > 0 && s->end_at <= s->start_at)
+        return sfail(x, "end_at", "must be after start_at");
     if (s->job == NULL && (s->job = strdup(s->name)) == NULL)
         return jr_fail(x->err, JR_ENOMEM, "out of memory");
     if (s->payload == NULL && (s->payload = strdup("{}")) == NULL)

@@ -1,6 +1,6 @@
 /* schedules.h - recurring jobs as the config declares them: `schedules`
  * (a list of tables: name, cron or every, tz, payload, queue, priority,
- * max_retries, catch_up, job) and `timezone` (the default zone). Reads
+ * max_retries, catch_up, job, overlap, jitter, start_at, end_at) and `timezone` (the default zone). Reads
  * them from Lua for keys.c and checks every field, naming file:line,
  * the schedule and the field at fault; schedset.c compares, copies and
  * frees a set once read. Uses cron.h, err.h. */
@@ -18,6 +18,11 @@ typedef struct lua_State lua_State;
 #define JR_FIRES_KEEP    10     /* fire rows kept per schedule */
 
 enum { JR_CATCHUP_LAST, JR_CATCHUP_ALL, JR_CATCHUP_NONE };
+/* What a fire does while the job of the schedule's previous fire is
+ * still queued or running (jr_schedule.overlap, jr_fire.overlap). */
+enum { JR_OVERLAP_ALLOW, JR_OVERLAP_SKIP, JR_OVERLAP_CANCEL };
+
+#define JR_JITTER_MAX    86400.0        /* jitter at most a day */
 
 typedef struct jr_schedule {
     char   *name;               /* unique among schedules */
@@ -32,6 +37,13 @@ typedef struct jr_schedule {
     int     catch_up;           /* JR_CATCHUP_* */
     int     line;               /* of its name in the config, or 0 */
     jr_cron cron;
+    int     overlap;            /* JR_OVERLAP_*: allow when not set */
+    double  jitter;             /* seconds: each fire's job runs up to this
+                                   late (jr_schedule_jitter), 0: none */
+    double  start_at;           /* no fire before (epoch seconds), 0: none */
+    double  end_at;             /* no fire after, 0: none */
+    int     runtime;            /* 1: from the database (schedule add), not
+                                   the config: changed at run time */
 } jr_schedule;
 
 typedef struct jr_schedules {
@@ -56,6 +68,10 @@ int  jr_schedule_same(const jr_schedule *a, const jr_schedule *b);
  * out of memory. */
 int  jr_schedules_copy(jr_schedules *dst, const jr_schedules *src);
 const char *jr_catchup_name(int catch_up);
+const char *jr_overlap_name(int overlap);
+/* The delay of s's fire at instant at: in [0, jitter), the same for
+ * every runner (a hash of the name and the instant). */
+double jr_schedule_jitter(const jr_schedule *s, double at);
 void jr_schedules_free(jr_schedules *ss);   /* frees members; zeroes ss */
 
 #endif

@@ -132,3 +132,10 @@ jr_dbcall_fire(jr_db *db, jr_fire *f, int keep, jr_err *err)
 {
     return db->ops->fire(db->b, f, 1, keep, err);
 }
+
+int
+jr_dbcall_sched_defs(jr_db *db, int64_t *rev, jr_dbcall_def_cb cb,
+                     void *arg, jr_err *err)
+{
+    return db->ops->sched_defs(db->b, rev, cb, arg, err);
+}

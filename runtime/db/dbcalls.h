@@ -78,4 +78,12 @@ int jr_dbcall_last_fires(jr_db *db, jr_dbcall_fire_cb cb, void *arg,
 /* Records fire f with its job, keeping keep fire rows per schedule (its
  * inserted and id set); JR_EINPUT: the database refuses this fire. */
 int jr_dbcall_fire(jr_db *db, jr_fire *f, int keep, jr_err *err);
+/* The schedules managed at run time, when their count of changes is not
+ * *rev (then set): cb(name, def JSON) for each, by name. 1 read, 0 not
+ * changed. */
+typedef int (*jr_dbcall_def_cb)(const char *name, const char *def,
+                                double created_at, double updated_at,
+                                void *arg);
+int jr_dbcall_sched_defs(jr_db *db, int64_t *rev, jr_dbcall_def_cb cb,
+                         void *arg, jr_err *err);
 #endif

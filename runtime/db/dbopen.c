@@ -5,6 +5,7 @@
  * thread starts: the wake-up descriptor, the first rescue. Uses
  * dbthread.h, dbopts.h, backend.h, log.h. */
 #define _GNU_SOURCE
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -13,6 +14,50 @@
 #include "db/dbopts.h"
 #include "db/dbthread.h"
 #include "base/log.h"
+
+/* A run-time schedule (schedule add) named as one of the config's: the
+ * runner does not start, naming it. */
+typedef struct clash_arg {
+    const jr_config *cfg;
+    char             name[200];
+} clash_arg;
+
+static int
+clash(const char *name, const char *def, double created, double updated,
+      void *arg)
+{
+    clash_arg *a = arg;
+    int i;
+
+    (void)def;
+    (void)created;
+    (void)updated;
+    for (i = 0; i < a->cfg->schedules.n; i++)
+        if (strcmp(a->cfg->schedules.s[i].name, name) == 0) {
+            snprintf(a->name, sizeof a->name, "%s", name);
+            return 1;
+        }
+    return 0;
+}
+
+static int
+no_clash(jr_db *db, const jr_config *cfg, jr_err *err)
+{
+    clash_arg a = {cfg, ""};
+    int64_t rev = -1;
+
+    if (cfg->schedules.n == 0)
+        return 0;
+    if (db->ops->sched_defs(db->b, &rev, clash, &a, err) < 0)
+        return -1;
+    if (a.name[0] == '\0')
+        return 0;
+    return jr_fail(err, JR_ECONFIG, "%s: schedule '%s' is in the config "
+                   "and was added at run time (schedule add): a name in "
+                   "both is refused; remove one (jobrunner schedule remove "
+                   "%s, or rename it in the config)", cfg->file ? cfg->file :
+                   "config", a.name, a.name);
+}
 
 static int
 open_migrate(jr_db *db, const jr_config *cfg, jr_err *err)
@@ -23,7 +68,8 @@ open_migrate(jr_db *db, const jr_config *cfg, jr_err *err)
     o.claims = 1;
     if (jr_db_open(db, cfg->backend, &o, err) == 0 &&
         db->ops->migrate(db->b, err) == 0 &&
-        db->ops->limit_paths(db->b, cfg->limits.l, cfg->limits.n, err) == 0)
+        db->ops->limit_paths(db->b, cfg->limits.l, cfg->limits.n, err) == 0 &&
+        no_clash(db, cfg, err) == 0)
         return 0;
     jr_db_close(db);
     return -1;

@@ -90,6 +90,9 @@ typedef struct jr_apireq {
                                    a bulk action ends after its page */
     int         status;         /* out: HTTP status */
     jr_buf      body;           /* out: JSON, or Prometheus text */
+    size_t      max_payload;    /* SCHEDULE DEFS: the config's (mem: the
+                                   definition; schedules: the config's) */
+    double      from, to;       /* SCHEDULE BACKFILL: the window */
 } jr_apireq;
 
 /* Runs the request arg (a jr_apireq) over db: for jr_dbthread_request,

@@ -111,9 +111,20 @@ put_one(jr_buf *b, const jr_schedule *s, const sched_state *v, double now)
     jr_api_printf(b, v->job > 0 ? "%lld" : "null", (long long)v->job);
     jr_buf_put(b, ",\"fire_asked\":", 14);
     jr_api_time(b, v->asked);
+    jr_api_printf(b, ",\"source\":\"%s\",\"overlap\":\"%s\",\"jitter\":%g,"
+                  "\"start_at\":", s->runtime ? "runtime" : "config",
+                  jr_overlap_name(s->overlap), s->jitter);
+    jr_api_time(b, s->start_at);
+    jr_buf_put(b, ",\"end_at\":", 10);
+    jr_api_time(b, s->end_at);
+    jr_api_printf(b, ",\"priority\":%d,\"payload\":", s->priority);
+    jr_buf_put(b, s->payload, strlen(s->payload));
     jr_buf_put(b, ",\"next\":[", 9);
+    if (s->start_at > 0 && t < s->start_at)
+        t = s->start_at - 0.001;        /* start_at itself may fire */
     for (i = 0; i < NEXT_SHOWN &&
-         jr_cron_next(&s->cron, s->tz, t, &t) == 0; i++)
+         jr_cron_next(&s->cron, s->tz, t, &t) == 0 &&
+         (s->end_at <= 0 || t <= s->end_at); i++)
         jr_api_printf(b, "%s%.3f", i ? "," : "", t);
     jr_buf_put(b, "]}", 2);
 }

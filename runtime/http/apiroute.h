@@ -30,7 +30,8 @@ typedef struct jr_apicall {     /* one request being routed */
  * (jr_api_ask) or answers. A topic's table ends with a NULL pattern. */
 typedef struct jr_apiroute {
     const char *pattern;
-    int         post;           /* 1: POST, 0: GET (and HEAD) */
+    int         post;           /* 1: POST, 0: GET (and HEAD), 2: PUT,
+                                   3: DELETE (the writes: not 0) */
     void      (*fn)(jr_apicall *c);
 } jr_apiroute;
 

@@ -42,7 +42,7 @@ jr_apitoken_route(jr_apicall *c, const jr_apiroute *r)
 {
     int need = r->post ? JR_TOKEN_WRITE : JR_TOKEN_READ, i;
 
-    for (i = 0; r->post && push_routes[i] != NULL; i++)
+    for (i = 0; r->post == 1 && push_routes[i] != NULL; i++)
         if (strcmp(r->pattern, push_routes[i]) == 0)
             need = JR_TOKEN_PUSH;
     return jr_auth_may(c->tok, need, c->req, "%s /api/%.200s", method(c),

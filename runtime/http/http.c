@@ -268,13 +268,17 @@ scrape(jr_http *h, struct evhttp_request *req)
     h->asked_at = jr_mono();
 }
 
-/* 405 for a method path does not take: write is 1 for a POST route. */
+/* 405 for a method path does not take: write is the route's method
+ * (apiroute.h: 0 GET, 1 POST, 2 PUT, 3 DELETE). */
 static void
 not_allowed(struct evhttp_request *req, const char *path, int write)
 {
-    evhttp_add_header(evhttp_request_get_output_headers(req), "Allow",
-                      write ? "POST" : "GET, HEAD");
-    jr_http_error(req, 405, "%.200s takes %s", path, write ? "POST" : "GET");
+    static const char *const allow[] = {"GET, HEAD", "POST", "PUT",
+                                        "DELETE"};
+    const char *a = allow[write >= 0 && write <= 3 ? write : 0];
+
+    evhttp_add_header(evhttp_request_get_output_headers(req), "Allow", a);
+    jr_http_error(req, 405, "%.200s takes %s", path, write ? a : "GET");
 }
 
 static void
@@ -301,8 +305,9 @@ route(struct evhttp_request *req, void *arg)
     const char *path = uri ? evhttp_uri_get_path(uri) : NULL;
     const jr_dash_file *f;
     const jr_token *who;
-    int post = cmd == EVHTTP_REQ_POST, read = cmd == EVHTTP_REQ_GET ||
-               cmd == EVHTTP_REQ_HEAD;
+    int post = cmd == EVHTTP_REQ_POST ? 1 : cmd == EVHTTP_REQ_PUT ? 2 :
+               cmd == EVHTTP_REQ_DELETE ? 3 : 0,
+        read = cmd == EVHTTP_REQ_GET || cmd == EVHTTP_REQ_HEAD;
 
     jr_httpconn_busy(h->conns, req);
     if (path == NULL || path[0] != '/') {

@@ -4,8 +4,10 @@
  * after downtime from the last fires the database holds (read again after a
  * reconnect), catch-up whenever the runner finds itself behind (a stall,
  * a clock step), fires retried until recorded, the operator's controls
- * read each second (pause, fire now: schedq.c follows them), and the
- * config's schedules followed on reload. A service (service.h) owning
+ * read each second (pause, fire now: schedq.c follows them), the
+ * config's schedules followed on reload, and the schedules managed at run
+ * time (docs/schedules.md) followed when their count of changes, read
+ * each second, moved: the same reload of the whole set. A service (service.h) owning
  * its schedules, fires and timer; the fire queue is schedq.c's (sched.h).
  * The HTTP API reads the list it follows through its host callback.
  * Uses service.h, svc.h, cron.h, schedules.h, dbthread.h, host.h. */
@@ -18,6 +20,7 @@
 #include "base/util.h"
 #include "master/service.h"
 #include "master/svc.h"
+#include "config/scheddef.h"
 #include "config/schedules.h"
 #include "services/sched.h"
 #include "http/host.h"
@@ -26,6 +29,10 @@ extern const jr_service jr_sched_service;   /* below */
 
 typedef struct svc {            /* the service's state */
     jr_sched   *sc;             /* replaced whole by a reload */
+    jr_schedules conf;          /* the config's schedules (a copy) */
+    jr_schedules dyn;           /* the run-time ones followed */
+    int64_t     rev;            /* their count of changes read (-1: none) */
+    int         want_defs;      /* read them again if it moved */
     int         fire_due;       /* look for fires due */
     jr_flag_timer tick;         /* sets fire_due each second */
     double      looked;         /* wall time of the last look (0: none) */
@@ -108,8 +115,10 @@ init(master *m, void **st)
     svc *v = calloc(1, sizeof *v);
 
     if ((*st = v) == NULL || (v->sc = calloc(1, sizeof *v->sc)) == NULL ||
-        build(v->sc, &jr_svc_config(m)->schedules) < 0)
+        jr_schedules_copy(&v->conf, &jr_svc_config(m)->schedules) < 0 ||
+        build(v->sc, &v->conf) < 0)
         return -1;
+    v->rev = -1;
     if (v->sc->n > 0)
         jr_log(JR_LOG_INFO, "%d schedule%s", v->sc->n,
                v->sc->n == 1 ? "" : "s");
@@ -140,26 +149,26 @@ free_svc(master *m, void *st)
     if (v != NULL) {
         jr_svc_unflag(&v->tick);
         free_sched(v->sc);
+        jr_schedules_free(&v->conf);
+        jr_schedules_free(&v->dyn);
     }
     free(v);
 }
 
-/* Follows the schedules of a config just reloaded (borrowed): added ones
- * start (catching up from their last fire in the database, if any),
- * removed ones stop, changed ones start again, the others go on. */
+/* Follows a new set of schedules (the config's and the run-time ones,
+ * borrowed): added ones start (catching up from their last fire in the
+ * database, if any), removed ones stop, changed ones start again, the
+ * others go on. why begins the log line. */
 static void
-reload(master *m, void *st, const jr_config *conf)
+apply(svc *v, const jr_schedules *cfg, const char *why)
 {
-    const jr_schedules *cfg = &conf->schedules;
-    svc *v = st;
     jr_sched *old = v->sc, *sc = calloc(1, sizeof *sc);
     int i, added = 0, changed = 0, kept = 0, removed = 0;
     const ent *o;
 
-    (void)m;
     if (sc == NULL || build(sc, cfg) < 0) {
         free(sc);
-        jr_log(JR_LOG_ERROR, "reload: schedules unchanged: out of memory");
+        jr_log(JR_LOG_ERROR, "%s: schedules unchanged: out of memory", why);
         return;
     }
     for (i = 0; i < sc->n; i++) {
@@ -196,8 +205,122 @@ reload(master *m, void *st, const jr_config *conf)
     }
     v->sc = sc;
     free_sched(old);
-    jr_log(JR_LOG_INFO, "reload: schedules: %d added, %d changed, %d "
-           "removed, %d unchanged", added, changed, removed, kept);
+    jr_log(JR_LOG_INFO, "%s: schedules: %d added, %d changed, %d "
+           "removed, %d unchanged", why, added, changed, removed, kept);
+}
+
+/* The config's schedules and the run-time ones whose names it does not
+ * hold, into all (strings borrowed: free all.s only). -1 out of memory. */
+static int
+merged(const svc *v, jr_schedules *all)
+{
+    int i, j;
+
+    memset(all, 0, sizeof *all);
+    all->timezone = v->conf.timezone;
+    if (v->conf.n + v->dyn.n == 0)
+        return 0;
+    if ((all->s = calloc((size_t)(v->conf.n + v->dyn.n), sizeof *all->s)) ==
+        NULL)
+        return -1;
+    for (i = 0; i < v->conf.n; i++)
+        all->s[all->n++] = v->conf.s[i];
+    for (i = 0; i < v->dyn.n; i++) {
+        for (j = 0; j < v->conf.n; j++)
+            if (strcmp(v->conf.s[j].name, v->dyn.s[i].name) == 0)
+                break;
+        if (j == v->conf.n)
+            all->s[all->n++] = v->dyn.s[i];
+    }
+    return 0;
+}
+
+static void
+apply_all(svc *v, const char *why)
+{
+    jr_schedules all;
+
+    if (merged(v, &all) < 0) {
+        jr_log(JR_LOG_ERROR, "%s: schedules unchanged: out of memory", why);
+        return;
+    }
+    apply(v, &all, why);
+    free(all.s);
+}
+
+/* Follows the schedules of a config just reloaded (borrowed); a name it
+ * shares with a run-time schedule is the config's (logged). */
+static void
+reload(master *m, void *st, const jr_config *conf)
+{
+    svc *v = st;
+    jr_schedules copy;
+    int i, j;
+
+    (void)m;
+    if (jr_schedules_copy(&copy, &conf->schedules) < 0) {
+        jr_log(JR_LOG_ERROR, "reload: schedules unchanged: out of memory");
+        return;
+    }
+    jr_schedules_free(&v->conf);
+    v->conf = copy;
+    for (i = 0; i < v->dyn.n; i++)
+        for (j = 0; j < v->conf.n; j++)
+            if (strcmp(v->conf.s[j].name, v->dyn.s[i].name) == 0)
+                jr_log(JR_LOG_ERROR, "reload: schedule '%s' is in the config "
+                       "and was added at run time: the config's is "
+                       "followed; remove one (jobrunner schedule remove %s, "
+                       "or rename it in the config)", v->dyn.s[i].name,
+                       v->dyn.s[i].name);
+    apply_all(v, "reload");
+}
+
+/* The run-time schedules a cycle read (their count moved): each read by
+ * the config's reader; one it refuses, or whose name the config holds,
+ * is not followed (logged). */
+static void
+follow_defs(master *m, svc *v, const jr_sched_io *io)
+{
+    const jr_config *cfg = jr_svc_config(m);
+    jr_schedules dyn = {0}, one;
+    jr_schedule *more;
+    jr_err err;
+    int i, j;
+
+    for (i = 0; i < io->ndefs; i++) {
+        const jr_sched_def *d = &io->defs[i];
+        for (j = 0; j < v->conf.n; j++)
+            if (strcmp(v->conf.s[j].name, d->name) == 0)
+                break;
+        if (j < v->conf.n) {
+            jr_log(JR_LOG_ERROR, "schedule '%s': in the config and added "
+                   "at run time: the config's is followed; remove one "
+                   "(jobrunner schedule remove %s)", d->name, d->name);
+            continue;
+        }
+        if (jr_scheddef_read(d->name, d->def, cfg->schedules.timezone,
+                             cfg->max_payload, &one, &err) < 0) {
+            jr_log(JR_LOG_ERROR, "run-time %s: not followed", err.msg);
+            continue;
+        }
+        if ((more = realloc(dyn.s, (size_t)(dyn.n + 1) * sizeof *more)) ==
+            NULL) {
+            jr_schedules_free(&one);
+            jr_schedules_free(&dyn);
+            jr_log(JR_LOG_ERROR, "schedules: run-time change not followed: "
+                   "out of memory");
+            v->rev = -1;        /* read again */
+            return;
+        }
+        dyn.s = more;
+        dyn.s[dyn.n++] = one.s[0];      /* its strings move */
+        free(one.s);
+        free(one.timezone);
+    }
+    jr_schedules_free(&v->dyn);
+    v->dyn = dyn;
+    v->rev = io->rev;
+    apply_all(v, "run-time change");
 }
 
 /* ---- each second ---- */
@@ -233,10 +356,11 @@ due(master *m, void *st)
     if (sc == NULL || jr_svc_stopping(m))
         return 0;
     if (!v->fire_due)           /* waiting or retried fires */
-        return sc->need_last || sc->npending > 0;
+        return sc->need_last || sc->npending > 0 || v->want_defs;
     v->fire_due = 0;
     warn_handlers(m, sc);
     sc->want_ctl = sc->n > 0;   /* each second: pauses, fires asked for */
+    v->want_defs = 1;           /* and the run-time schedules' changes */
     if (sc->need_last)
         return 1;
     now = jr_now();
@@ -256,7 +380,7 @@ due(master *m, void *st)
         }
     }
     jr_schedq_expire(sc, now);
-    return sc->npending > 0 || sc->want_ctl;
+    return sc->npending > 0 || sc->want_ctl || v->want_defs;
 }
 
 /* Attaches to cycle c the step with the fires due (or the read of the
@@ -275,9 +399,12 @@ fill(master *m, void *st, jr_cycle *c)
         return;
     io->read_ctl = sc->want_ctl;
     sc->want_ctl = 0;
+    io->read_defs = v->want_defs;
+    io->rev = v->rev;
+    v->want_defs = 0;
     io->read_fires = sc->need_last;
-    if (io->read_ctl || io->read_fires || (sc->npending > 0 &&
-                                           !sc->need_last))
+    if (io->read_ctl || io->read_fires || io->read_defs ||
+        (sc->npending > 0 && !sc->need_last))
         jr_cycle_attach(c, &jr_sched_step, io);
     if (sc->need_last || sc->npending == 0 ||
         (io->fires = malloc((size_t)sc->npending * sizeof *io->fires)) ==
@@ -362,6 +489,10 @@ fired(master *m, const jr_fire *f)
     } else if (f->inserted == 0) {
         jr_log(JR_LOG_DEBUG, "schedule '%s': %s fired by another runner",
                f->schedule, at);
+    } else if (f->inserted == -3) {
+        jr_log(JR_LOG_INFO, "schedule '%s': the fire at %s is skipped: job "
+               "%lld of the fire before has not ended (overlap = \"skip\")",
+               f->schedule, at, (long long)f->id);
     } else if (f->inserted == -2) {
         jr_log(JR_LOG_DEBUG, "schedule '%s': paused: the fire at %s is "
                "skipped", f->schedule, at);
@@ -399,6 +530,10 @@ taken(master *m, void *st, jr_cycle *c)
         load(sc, io);
     if (io->nctl >= 0 && !c->reconnected)
         jr_schedq_controls(sc, io, jr_now());
+    if (io->ndefs >= 0) {       /* after: the set is replaced */
+        follow_defs(m, v, io);
+        sc = v->sc;
+    }
     if (sc->npending > 0)
         v->fire_due = 1;        /* catch-up and retried fires: next cycle */
     jr_sched_io_free(io);

@@ -70,7 +70,19 @@ typedef struct jr_sched_io {
     int           nlast_fires;  /* or -1: not read */
     jr_sched_ctl *ctl;          /* read_ctl: freed by jr_sched_io_free */
     int           nctl;         /* or -1: not read */
+    int           read_defs;    /* read the run-time schedules if their
+                                   count of changes is not rev */
+    int64_t       rev;          /* in: the count last read; out: now's */
+    struct jr_sched_def *defs;  /* read: freed by jr_sched_io_free */
+    int           ndefs;        /* or -1: not read (unchanged) */
+    int           defs_oom;     /* the read ran out of memory: not read */
 } jr_sched_io;
+
+/* A schedule managed at run time, as the step reads them. */
+typedef struct jr_sched_def {
+    char *name;                 /* owned by the io's array */
+    char *def;                  /* its JSON definition, owned */
+} jr_sched_def;
 
 /* Empties io: nothing asked, nothing read. */
 void jr_sched_io_reset(jr_sched_io *io);

@@ -81,6 +81,8 @@ jr_schedq_add(jr_sched *sc, const ent *e, double at)
     r->f.job.priority = s->priority;
     r->f.job.max_retries = s->max_retries;
     r->f.job.run_at = at;
+    r->f.overlap = s->overlap;
+    r->f.delay = jr_schedule_jitter(s, at);
     return r;
 }
 
@@ -99,9 +101,11 @@ jr_schedq_next(const ent *e, double t)
 {
     double next;
 
+    if (e->s.start_at > 0 && t < e->s.start_at)
+        t = e->s.start_at - 0.001;      /* start_at itself may fire */
     if (jr_cron_next(&e->s.cron, e->s.tz, t, &next) < 0)
         return 0;
-    return next;
+    return e->s.end_at > 0 && next > e->s.end_at ? 0 : next;
 }
 
 /* Catch-up of e: the fires missed after last up to now (after downtime:

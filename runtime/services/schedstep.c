@@ -15,7 +15,21 @@ void
 jr_sched_io_reset(jr_sched_io *io)
 {
     memset(io, 0, sizeof *io);
-    io->nlast_fires = io->nctl = -1;
+    io->nlast_fires = io->nctl = io->ndefs = -1;
+}
+
+static void
+free_defs(jr_sched_io *io)
+{
+    int i;
+
+    for (i = 0; i < io->ndefs; i++) {
+        free(io->defs[i].name);
+        free(io->defs[i].def);
+    }
+    free(io->defs);
+    io->defs = NULL;
+    io->ndefs = -1;
 }
 
 void
@@ -33,6 +47,28 @@ jr_sched_io_free(jr_sched_io *io)
     free(io->ctl);
     io->ctl = NULL;
     io->nctl = -1;
+    free_defs(io);
+}
+
+static int
+add_def(const char *name, const char *def, double created, double updated,
+        void *arg)
+{
+    jr_sched_io *io = arg;
+    jr_sched_def *more = realloc(io->defs, (size_t)(io->ndefs + 1) *
+                                 sizeof *more);
+
+    (void)created;
+    (void)updated;
+    if (more == NULL)
+        return io->defs_oom = 1;
+    io->defs = more;
+    more[io->ndefs].name = strdup(name);
+    more[io->ndefs].def = strdup(def);
+    io->ndefs++;
+    if (more[io->ndefs - 1].name == NULL || more[io->ndefs - 1].def == NULL)
+        return io->defs_oom = 1;
+    return 0;
 }
 
 static int
@@ -89,6 +125,19 @@ reads(jr_db *db, jr_sched_io *io, jr_err *err)
             io->nctl = -1;
             *err = e;
             rc = -1;
+        }
+    }
+    if (io->read_defs) {        /* a change to follow: before the fires */
+        int64_t rev = io->rev;
+        io->ndefs = 0;
+        i = jr_dbcall_sched_defs(db, &rev, add_def, io, &e);
+        if (i <= 0 || io->defs_oom) {
+            free_defs(io);      /* unchanged, or failed: not read */
+            if (i < 0 && rc == 0)
+                *err = e;
+            rc = i < 0 ? -1 : rc;
+        } else {
+            io->rev = rev;
         }
     }
     if (io->read_fires) {

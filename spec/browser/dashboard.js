@@ -173,6 +173,28 @@ async function views(page, out) {
     out.firedJob = await page.$eval("#schedules tbody tr", (r) => r.cells[4].querySelector("a").textContent);
     out.schedulesAfter = await texts(page, "#schedules tbody tr");
     await shot(page, "schedules-fired");
+    // a schedule managed at run time through the form: added, listed with
+    // Edit and Remove, removed
+    const has = (name) => Array.from(document.querySelectorAll("#schedules tbody tr"))
+      .some((r) => r.cells[0] && r.cells[0].textContent.startsWith(name));
+    await page.$eval("#sd-name", (e) => { e.value = "web.added"; });
+    await page.$eval("#sd-def", (e) => {
+      e.value = '{"every": "1h", "job": "nightly", "overlap": "skip", "payload": {"t": "<script>x</script>"}}';
+    });
+    await page.click("#sd-add");
+    await page.waitForFunction(() => /schedule web.added added/.test(
+      document.getElementById("message").textContent), T);
+    await page.waitForFunction(has, T, "web.added");
+    out.schedulesAdded = await texts(page, "#schedules tbody tr");
+    await shot(page, "schedules-added");
+    await page.$$eval("#schedules tbody tr", (rows) => Array.from(rows
+      .find((r) => r.cells[0].textContent.startsWith("web.added")).querySelectorAll("button"))
+      .find((b) => b.textContent === "Remove").click());
+    await page.waitForFunction(() => /schedule web.added removed/.test(
+      document.getElementById("message").textContent), T);
+    await page.waitForFunction((name) => !Array.from(document.querySelectorAll("#schedules tbody tr"))
+      .some((r) => r.cells[0] && r.cells[0].textContent.startsWith(name)), T, "web.added");
+    out.schedulesRemoved = await texts(page, "#schedules tbody tr");
   }
 
   out.loadMs.batch = await open(page, "/batches/1", "batch");

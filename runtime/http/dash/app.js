@@ -16,11 +16,11 @@
 
   function token() { return localStorage.getItem("jobrunner.token") || ""; }
 
-  function api(path, body) {
+  function api(path, body, method) {
     var opts = { headers: {} };
     if (token()) opts.headers.Authorization = "Bearer " + token();
     if (body !== undefined) {
-      opts.method = "POST";
+      opts.method = method || "POST";
       opts.headers["Content-Type"] = "application/json";
       opts.body = JSON.stringify(body);
     }
@@ -504,7 +504,17 @@
     }).map(function (u) { return s / u[0] + u[1]; })[0] || s + "s";
   }
 
+  function initScheduleForm() {
+    var form = $("sd-form");
+    if (!form || form.ready) return;
+    form.ready = true;
+    form.addEventListener("submit", function (e) { e.preventDefault(); });
+    $("sd-add").addEventListener("click", function () { defAct($("sd-name").value, "POST"); });
+    $("sd-set").addEventListener("click", function () { defAct($("sd-name").value, "PUT"); });
+  }
+
   function loadSchedules() {
+    initScheduleForm();
     return api("schedules").then(function (list) {
       $("s-none").hidden = true;
       list = Array.isArray(list) ? list : list.schedules || [];
@@ -522,14 +532,44 @@
                        return "schedule " + s.name + (r.changed === false ? " was already" : "") +
                          (s.paused ? " resumed" : " paused");
                      });
-                   }]])]);
-      }, "no schedules in the config");
+                   }],
+                   s.source === "runtime" ? ["Edit", function () { editSchedule(s); }] : null,
+                   s.source === "runtime" ? ["Remove", function () { defAct(s.name, "DELETE"); }, "danger"] : null])]);
+      }, "no schedules");
     }).catch(function (e) {
       if (e.status !== 404) throw e;
       rows("schedules", [], null, "");
       $("s-none").hidden = false;
       $("s-none").textContent = "This runner serves no schedules API (GET /api/schedules).";
     });
+  }
+
+  /* schedules managed at run time: the form's name and fields (JSON, as
+     the config writes a schedule); POST adds, PUT changes, DELETE removes */
+  function editSchedule(s) {
+    var f = { job: s.job, payload: s.payload, queue: s.queue, priority: s.priority,
+              catch_up: s.catch_up, tz: s.tz, overlap: s.overlap };
+    if (s.cron) f.cron = s.cron; else f.every = s.every;
+    if (s.jitter) f.jitter = s.jitter;
+    if (s.start_at) f.start_at = s.start_at;
+    if (s.end_at) f.end_at = s.end_at;
+    $("sd-name").value = s.name;
+    $("sd-def").value = JSON.stringify(f, null, 1);
+  }
+
+  function defAct(name, method) {
+    var body = {};
+    if (!name) { say("a schedule needs a name", true); return; }
+    if (method !== "DELETE") {
+      try { body = JSON.parse($("sd-def").value || "{}"); } catch (e) {
+        say("the fields are not JSON: " + e.message, true); return;
+      }
+    }
+    api("schedules/" + encodeURIComponent(name), body, method).then(function () {
+      say("schedule " + name + (method === "POST" ? " added" : method === "PUT" ? " changed" : " removed") +
+          "; every runner follows it within a second or so");
+      setTimeout(refresh, 1500);
+    }).catch(function (e) { say(e.message, true); });
   }
 
   function fire(name, n) {
