@@ -2,7 +2,9 @@
  * the loop: the scope a route needs (a GET: read; a POST: write, but for
  * the push routes, which a push token may use to its queues), the scope
  * of the operation a route asks (api.h's jr_apiop.scope, checked again
- * at jr_api_ask, with every queue a push names), the log line of each
+ * at jr_api_ask, with every queue a push names, and none of a push
+ * token's jobs tied to what is there: no unique key, sequence or existing
+ * batch), the log line of each
  * write (the token's name, never its secret; the route; the target), and
  * GET /api/whoami, which tells the dashboard what its token may do. Uses
  * apiroute.h, auth.h, api.h, log.h. */
@@ -84,6 +86,29 @@ foreign_queue(const jr_apicall *c, const jr_apireq *q, int *at)
     return NULL;
 }
 
+/* The first option of q's pushes that ties a job to what is already in
+ * the database, which may be another queue's, with the job's index in
+ * *at; NULL when none does. A push token may use none: a unique key is
+ * held by a job of any queue (a duplicate is dropped, a replace changes
+ * the holder's payload and run_at), a sequence runs the jobs of every
+ * queue behind its head, and a batch's callbacks wait for every member. */
+static const char *
+reaches_out(const jr_apireq *q, int *at)
+{
+    for (*at = 0; q->pushes != NULL && *at < q->npushes; (*at)++) {
+        if (q->pushes[*at].unique_key != NULL)
+            return "unique_key: a unique key is shared by every queue, and "
+                   "the job could hold or replace another queue's";
+        if (q->pushes[*at].sequence != NULL)
+            return "sequence: a sequence is shared by every queue, and the "
+                   "job could hold up another queue's";
+        if (q->pushes[*at].batch > 0)
+            return "batch: the job would join an existing batch, which may "
+                   "be another queue's";
+    }
+    return NULL;
+}
+
 /* Appends printf-style text to the log line in b (n used of size);
  * returns the new n. */
 static size_t put(char *b, size_t n, size_t size, const char *fmt, ...)
@@ -137,7 +162,7 @@ target(const jr_apicall *c, const jr_apireq *q, char *b, size_t size)
 int
 jr_apitoken_ask(jr_apicall *c, const jr_apireq *q)
 {
-    const char *queue;
+    const char *queue, *why;
     char what[600];
     int at = 0;
 
@@ -161,6 +186,17 @@ jr_apitoken_ask(jr_apicall *c, const jr_apireq *q)
         else
             jr_http_error(c->req, 403, "the job goes to queue '%s': %s",
                           queue, what);
+        return -1;
+    }
+    if (q->op->scope == JR_SCOPE_PUSH && c->tok != NULL &&
+        c->tok->scope == JR_TOKEN_PUSH &&
+        (why = reaches_out(q, &at)) != NULL) {
+        jr_auth_describe(c->tok, what, sizeof what);
+        jr_log(JR_LOG_WARN, "http: refused: a push with %s: %s", why, what);
+        if (q->many)
+            jr_http_error(c->req, 403, "jobs[%d] has %s: %s", at, why, what);
+        else
+            jr_http_error(c->req, 403, "the job has %s: %s", why, what);
         return -1;
     }
     if (q->op->scope == JR_SCOPE_READ)
