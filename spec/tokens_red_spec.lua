@@ -6,7 +6,8 @@
 -- pushes dropped as duplicates), one in a sequence held up another
 -- queue's jobs behind it, and one joining a batch held back its
 -- callbacks: each is refused 403 now, nothing pushed, while the write
--- token keeps them.
+-- token keeps them. And a request with two Authorization headers, which
+-- took the first, is 400 whatever they hold.
 local jr = require "jr"
 local H = require "jrhttp"
 local cjson = require "cjson"
@@ -88,6 +89,21 @@ for _, backend in ipairs(jr.backends()) do
       assert.equal(201, code, text)
       assert.same({ id = victim, outcome = "replaced" }, cjson.decode(text))
       assert.same({ v = 2 }, cjson.decode(env:job(victim).payload))
+    end)
+
+    it("two Authorization headers are 400, whatever they hold, and nothing is done", function()
+      local base = start(env)
+      for _, pair in ipairs({ { READ, WRITE }, { WRITE, READ }, { WRITE, WRITE } }) do
+        local code, text = H.req(base .. "/api/queues/mail/pause", { body = "{}",
+          token = pair[1], headers = { "Authorization: Bearer " .. pair[2] } })
+        assert.equal(400, code, text)
+        assert.matches("more than one Authorization header", text, 1, true)
+        assert.is_nil(text:find("secret", 1, true))
+      end
+      for _, row in ipairs(H.json(base .. "/api/queues", 200, { token = READ })) do
+        assert.is_false(row.paused, row.name)
+      end
+      H.json(base .. "/api/queues/mail/pause", 200, { body = "{}", token = WRITE })
     end)
   end)
 end
