@@ -6,8 +6,10 @@
 -- pushes dropped as duplicates), one in a sequence held up another
 -- queue's jobs behind it, and one joining a batch held back its
 -- callbacks: each is refused 403 now, nothing pushed, while the write
--- token keeps them. And a request with two Authorization headers, which
--- took the first, is 400 whatever they hold.
+-- token keeps them. A request with two Authorization headers, which
+-- took the first, is 400 whatever they hold. A secret a client put in
+-- the query (?access_token=...) was written to the write log with the
+-- route: the log shows only the parameters the API's writes read.
 local jr = require "jr"
 local H = require "jrhttp"
 local cjson = require "cjson"
@@ -104,6 +106,29 @@ for _, backend in ipairs(jr.backends()) do
         assert.is_false(row.paused, row.name)
       end
       H.json(base .. "/api/queues/mail/pause", 200, { body = "{}", token = WRITE })
+    end)
+
+    it("a secret a client put in the URL's query never reaches the write log", function()
+      local base = start(env)
+      H.json(base .. "/api/jobs?access_token=" .. WRITE, 201, { token = PUSH,
+        body = '{"name":"deploy","queue":"deploys"}' })
+      H.json(base .. "/api/queues/mail/pause?" .. WRITE .. "&x=1", 200, { token = WRITE,
+        body = "{}" })
+      H.json(base .. "/api/bulk/cancel?queue=deploys&state=queued", 200, { token = WRITE,
+        method = "POST" })
+      local log = jr.wait_for(function()
+        local l = env:log()
+        return l:find("bulk_cancel", 1, true) and l
+      end, 10, "the bulk cancel's log line")
+      for _, s in ipairs({ READ, WRITE, PUSH }) do
+        assert.is_nil(log:find(s, 1, true), "a secret in the log")
+      end
+      assert.matches("http: token 'ci' (push): POST /api/jobs (1 parameter not shown): " ..
+        "push, to queue deploys", log, 1, true)
+      assert.matches("http: token 'ops' (write): POST /api/queues/mail/pause (2 parameters " ..
+        "not shown): pause, queue 'mail'", log, 1, true)
+      assert.matches("http: token 'ops' (write): POST /api/bulk/cancel?queue=deploys&" ..
+        "state=queued: bulk_cancel, queue 'deploys'", log, 1, true)
     end)
   end)
 end

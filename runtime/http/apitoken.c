@@ -127,6 +127,42 @@ put(char *b, size_t n, size_t size, const char *fmt, ...)
     return n;
 }
 
+/* The parameters of a write's query the log shows, those the API's
+ * writes read; any other one is counted, never shown, for a careless
+ * client may put a token's secret there (?access_token=...). */
+static const char *const logged_params[] = {
+    "state", "name", "queue", "where", "from_step", "key", NULL
+};
+
+/* query as the write log shows it, into b: "?" and the parameters of
+ * logged_params as sent (still percent-encoded), then how many others
+ * there were; "" without a query. */
+static void
+query_text(const char *query, char *b, size_t size)
+{
+    size_t n = 0, len, k;
+    int others = 0, i, shown;
+
+    b[0] = '\0';
+    while (query != NULL && *query != '\0') {
+        len = strcspn(query, "&");
+        k = strcspn(query, "=&");
+        for (i = 0, shown = 0; len > 0 && logged_params[i] != NULL; i++)
+            if (strlen(logged_params[i]) == k &&
+                strncmp(query, logged_params[i], k) == 0)
+                shown = 1;
+        if (shown)
+            n = put(b, n, size, "%s%.*s", n ? "&" : "?", (int)(len > 200 ?
+                    200 : len), query);
+        else if (len > 0)
+            others++;
+        query += len + (query[len] == '&');
+    }
+    if (others > 0)
+        put(b, n, size, " (%s%d parameter%s not shown)", n ? "and " : "",
+            others, others > 1 ? "s" : "");
+}
+
 /* q's target in words: its jobs, queue, name, state, filter, pushes. */
 static void
 target(const jr_apicall *c, const jr_apireq *q, char *b, size_t size)
@@ -163,7 +199,7 @@ int
 jr_apitoken_ask(jr_apicall *c, const jr_apireq *q)
 {
     const char *queue, *why;
-    char what[600];
+    char what[600], shown[300];
     int at = 0;
 
     if (!jr_auth_may(c->tok, op_needs(q->op), c->req, "%s /api/%.200s (%s)",
@@ -202,10 +238,11 @@ jr_apitoken_ask(jr_apicall *c, const jr_apireq *q)
     if (q->op->scope == JR_SCOPE_READ)
         return 0;
     target(c, q, what, sizeof what);
-    jr_log(JR_LOG_INFO, "http: token '%s' (%s): %s /api/%.200s%s%.200s: "
-           "%s%s", c->tok ? c->tok->name : "-", c->tok ?
-           jr_auth_scope(c->tok->scope) : "-", method(c), c->path,
-           c->query ? "?" : "", c->query ? c->query : "", q->op->name, what);
+    query_text(c->query, shown, sizeof shown);
+    jr_log(JR_LOG_INFO, "http: token '%s' (%s): %s /api/%.200s%s: %s%s",
+           c->tok ? c->tok->name : "-", c->tok ?
+           jr_auth_scope(c->tok->scope) : "-", method(c), c->path, shown,
+           q->op->name, what);
     return 0;
 }
 
