@@ -265,6 +265,10 @@ describe("http.tokens refused at start:", function()
     refused(('{ name = "a", scope = "read", token_file = %q }'):format(
       token_file(env, "empty", "", "0600")), "'http.tokens[1].token_file' gives a token " ..
       "that is blank")
+    refused(('{ name = "a", scope = "read", token_file = %q }'):format(
+      token_file(env, "two", READ .. "\nsecond", "0600")), "'http.tokens[1].token_file' " ..
+      "gives a token that has a space, a control character or a non-ASCII byte " ..
+      "(character " .. (#READ + 1) .. ")")
     refused('{ name = "a", scope = "read" }', "'http.tokens[1]' ('a') needs its secret " ..
       "in token_file (a file) or token_env (an environment variable)")
     refused('{ name = "a", scope = "read", token_env = "JR_SPEC_NO_VAR" }',

@@ -2,7 +2,9 @@
  * the loop: the scope a route needs (a GET: read; a POST: write, but for
  * the push routes, which a push token may use to its queues), the scope
  * of the operation a route asks (api.h's jr_apiop.scope, checked again
- * at jr_api_ask, with every queue a push names), the log line of each
+ * at jr_api_ask, with every queue a push names, and none of a push
+ * token's jobs tied to what is there: no unique key, sequence or existing
+ * batch), the log line of each
  * write (the token's name, never its secret; the route; the target), and
  * GET /api/whoami, which tells the dashboard what its token may do. Uses
  * apiroute.h, auth.h, api.h, log.h. */
@@ -84,6 +86,29 @@ foreign_queue(const jr_apicall *c, const jr_apireq *q, int *at)
     return NULL;
 }
 
+/* The first option of q's pushes that ties a job to what is already in
+ * the database, which may be another queue's, with the job's index in
+ * *at; NULL when none does. A push token may use none: a unique key is
+ * held by a job of any queue (a duplicate is dropped, a replace changes
+ * the holder's payload and run_at), a sequence runs the jobs of every
+ * queue behind its head, and a batch's callbacks wait for every member. */
+static const char *
+reaches_out(const jr_apireq *q, int *at)
+{
+    for (*at = 0; q->pushes != NULL && *at < q->npushes; (*at)++) {
+        if (q->pushes[*at].unique_key != NULL)
+            return "unique_key: a unique key is shared by every queue, and "
+                   "the job could hold or replace another queue's";
+        if (q->pushes[*at].sequence != NULL)
+            return "sequence: a sequence is shared by every queue, and the "
+                   "job could hold up another queue's";
+        if (q->pushes[*at].batch > 0)
+            return "batch: the job would join an existing batch, which may "
+                   "be another queue's";
+    }
+    return NULL;
+}
+
 /* Appends printf-style text to the log line in b (n used of size);
  * returns the new n. */
 static size_t put(char *b, size_t n, size_t size, const char *fmt, ...)
@@ -100,6 +125,42 @@ put(char *b, size_t n, size_t size, const char *fmt, ...)
     n += (size_t)vsnprintf(b + n, size - n, fmt, ap);
     va_end(ap);
     return n;
+}
+
+/* The parameters of a write's query the log shows, those the API's
+ * writes read; any other one is counted, never shown, for a careless
+ * client may put a token's secret there (?access_token=...). */
+static const char *const logged_params[] = {
+    "state", "name", "queue", "where", "from_step", "key", NULL
+};
+
+/* query as the write log shows it, into b: "?" and the parameters of
+ * logged_params as sent (still percent-encoded), then how many others
+ * there were; "" without a query. */
+static void
+query_text(const char *query, char *b, size_t size)
+{
+    size_t n = 0, len, k;
+    int others = 0, i, shown;
+
+    b[0] = '\0';
+    while (query != NULL && *query != '\0') {
+        len = strcspn(query, "&");
+        k = strcspn(query, "=&");
+        for (i = 0, shown = 0; len > 0 && logged_params[i] != NULL; i++)
+            if (strlen(logged_params[i]) == k &&
+                strncmp(query, logged_params[i], k) == 0)
+                shown = 1;
+        if (shown)
+            n = put(b, n, size, "%s%.*s", n ? "&" : "?", (int)(len > 200 ?
+                    200 : len), query);
+        else if (len > 0)
+            others++;
+        query += len + (query[len] == '&');
+    }
+    if (others > 0)
+        put(b, n, size, " (%s%d parameter%s not shown)", n ? "and " : "",
+            others, others > 1 ? "s" : "");
 }
 
 /* q's target in words: its jobs, queue, name, state, filter, pushes. */
@@ -137,8 +198,8 @@ target(const jr_apicall *c, const jr_apireq *q, char *b, size_t size)
 int
 jr_apitoken_ask(jr_apicall *c, const jr_apireq *q)
 {
-    const char *queue;
-    char what[600];
+    const char *queue, *why;
+    char what[600], shown[300];
     int at = 0;
 
     if (!jr_auth_may(c->tok, op_needs(q->op), c->req, "%s /api/%.200s (%s)",
@@ -163,13 +224,25 @@ jr_apitoken_ask(jr_apicall *c, const jr_apireq *q)
                           queue, what);
         return -1;
     }
+    if (q->op->scope == JR_SCOPE_PUSH && c->tok != NULL &&
+        c->tok->scope == JR_TOKEN_PUSH &&
+        (why = reaches_out(q, &at)) != NULL) {
+        jr_auth_describe(c->tok, what, sizeof what);
+        jr_log(JR_LOG_WARN, "http: refused: a push with %s: %s", why, what);
+        if (q->many)
+            jr_http_error(c->req, 403, "jobs[%d] has %s: %s", at, why, what);
+        else
+            jr_http_error(c->req, 403, "the job has %s: %s", why, what);
+        return -1;
+    }
     if (q->op->scope == JR_SCOPE_READ)
         return 0;
     target(c, q, what, sizeof what);
-    jr_log(JR_LOG_INFO, "http: token '%s' (%s): %s /api/%.200s%s%.200s: "
-           "%s%s", c->tok ? c->tok->name : "-", c->tok ?
-           jr_auth_scope(c->tok->scope) : "-", method(c), c->path,
-           c->query ? "?" : "", c->query ? c->query : "", q->op->name, what);
+    query_text(c->query, shown, sizeof shown);
+    jr_log(JR_LOG_INFO, "http: token '%s' (%s): %s /api/%.200s%s: %s%s",
+           c->tok ? c->tok->name : "-", c->tok ?
+           jr_auth_scope(c->tok->scope) : "-", method(c), c->path, shown,
+           q->op->name, what);
     return 0;
 }
 

@@ -58,6 +58,20 @@ bearer(const jr_auth *a, struct evhttp_request *req)
     return found;
 }
 
+/* 1 when req has more than one Authorization header: which one counts
+ * would be a guess, and a proxy in front may have read the other. */
+static int
+twice(struct evhttp_request *req)
+{
+    struct evkeyvalq *in = evhttp_request_get_input_headers(req);
+    struct evkeyval *h;
+    int n = 0;
+
+    for (h = in->tqh_first; h != NULL; h = h->next.tqe_next)
+        n += strcasecmp(h->key, "Authorization") == 0;
+    return n > 1;
+}
+
 const char *
 jr_auth_scope(int scope)
 {
@@ -200,6 +214,11 @@ jr_auth_check(const jr_auth *a, struct evhttp_request *req,
     const char *why;
 
     *who = NULL;
+    if (jr_auth_any(a) && twice(req)) {
+        jr_http_error(req, 400, "more than one Authorization header: send "
+                      "one");
+        return -1;
+    }
     if (jr_auth_any(a) && (*who = bearer(a, req)) == NULL) {
         evhttp_add_header(evhttp_request_get_output_headers(req),
                           "WWW-Authenticate", "Bearer realm=\"jobrunner\"");
