@@ -198,6 +198,51 @@ finish_steps(jr_backend *b, const char *token, const jr_result *r, int n,
     return rc < 0 ? rc : rc + superseded;
 }
 
+/* A run's logs join the job's (schema.sql, migration 20): the newest
+ * JR_LOGS_KEPT runs, oldest first; before its end, while it is ours. */
+#define STR_(x) #x
+#define STR(x) STR_(x)
+static const pg_stmt st_logs = {"jr_logs", 3,
+    "UPDATE {{schema}}.jobs j SET logs = (CASE WHEN"
+    " jsonb_array_length(j.logs) >= " STR(JR_LOGS_KEPT) " THEN j.logs - 0"
+    " ELSE coalesce(j.logs, '[]') END) || jsonb_build_array(u.e::jsonb)"
+    " FROM unnest($2::bigint[], $3::text[]) AS u(id, e)"
+    " WHERE j.id = u.id AND j.state = 'running'"
+    " AND j.locked_by = $1::text"};
+
+/* Records the runs' logs of r[0..n) in one statement; none when no job
+ * logged. 0 or -1. */
+static int
+finish_logs(jr_backend *b, const char *token, const jr_result *r, int n,
+            jr_err *err)
+{
+    const char *params[3];
+    char num[32];
+    jr_buf a[2];
+    int i, rc;
+
+    memset(a, 0, sizeof a);
+    for (i = 0; i < n; i++) {
+        if (r[i].logs == NULL)
+            continue;
+        snprintf(num, sizeof num, "%lld", (long long)r[i].id);
+        sb_num(&a[0], num);
+        sb_elem(&a[1], r[i].logs);
+    }
+    if (a[0].len == 0)
+        return 0;
+    params[0] = token;
+    params[1] = sb_array(&a[0]);
+    params[2] = sb_array(&a[1]);
+    rc = a[0].oom || a[1].oom
+         ? jr_fail(err, JR_ENOMEM, "postgres: recording logs: out of "
+                   "memory")
+         : jr_pg_run_count(b, &st_logs, params, "recording logs", err);
+    free(a[0].p);
+    free(a[1].p);
+    return rc < 0 ? -1 : 0;
+}
+
 /* Records the PROGRESS results of r[0..n). */
 static int
 finish_progress(jr_backend *b, const char *token, const jr_result *r, int n,
@@ -238,8 +283,6 @@ finish_progress(jr_backend *b, const char *token, const jr_result *r, int n,
     return rc < 0 ? rc : rc + superseded;
 }
 
-#define STR_(x) #x
-#define STR(x) STR_(x)
 /* A failed attempt joins the job's history (schema.sql, migration 12):
  * the newest JR_ATTEMPTS_KEPT entries, oldest first. SET expressions see
  * the row as it was: attempts is this attempt's number (counted at
@@ -444,7 +487,8 @@ complete_rows(jr_backend *b, const char *token, const jr_result *r, int n,
     /* progress and steps first: a job's last report comes in the same
      * batch as its end, and the end fences them out (the row stops
      * running) */
-    if ((nsteps = finish_steps(b, token, r, n, err)) < 0 ||
+    if (finish_logs(b, token, r, n, err) < 0 ||
+        (nsteps = finish_steps(b, token, r, n, err)) < 0 ||
         (nprogress = finish_progress(b, token, r, n, err)) < 0 ||
         (ndone = finish_done(b, token, r, n, done, err)) < 0 ||
         (nother = finish_others(b, token, r, n, err)) < 0 ||
@@ -506,7 +550,8 @@ only_done(const jr_result *r, int n)
     int i;
 
     for (i = 0; i < n; i++)
-        if (r[i].kind != JR_DONE || r[i].npushes > 0 || r[i].nsql > 0)
+        if (r[i].kind != JR_DONE || r[i].npushes > 0 || r[i].nsql > 0 ||
+            r[i].logs != NULL)
             return 0;
     return 1;
 }

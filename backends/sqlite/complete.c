@@ -48,7 +48,7 @@ enum { S_DONE, S_DONE_FLOW, S_RESCUE_FLOW, S_DONE_MANY, S_KEEP, S_KEEP_MANY,
        S_KEEP_P, S_RETRY_P, S_DEAD_P, S_SNOOZE_P, S_RELEASE_P, S_EXPIRED_P,
        S_CANCELLED_P, S_RETRY, S_DEAD, S_SNOOZE, S_RELEASE, S_EXPIRED,
        S_CANCELLED, S_PROGRESS, S_RENEW, S_RESCUE, S_STEP, S_WAIT, S_WAIT_P,
-       S_WAIT_READY, S_KEPT_SQL, S_COUNT };
+       S_WAIT_READY, S_KEPT_SQL, S_LOGS, S_COUNT };
 
 static const char *const sql_text[S_COUNT] = {
     /* a job pushed or waited on with result_ttl is kept (S_KEEP) */
@@ -187,6 +187,13 @@ static const char *const sql_text[S_COUNT] = {
         " WHERE id = ?1 AND state = 'waiting' AND wait_on IS NOT NULL"
         " AND json_type(waits, '$.signals.\"' || wait_on || '\"')"
         "  IS NOT NULL",
+    /* a run's logs join the job's (schema.sql, migration 20): the newest
+     * JR_LOGS_KEPT runs, oldest first; before its end, while it is ours */
+    [S_LOGS] =
+        "UPDATE jobs SET logs = json_insert(CASE WHEN json_array_length(logs)"
+        "  >= " STR(JR_LOGS_KEPT) " THEN json_remove(logs, '$[0]')"
+        "  ELSE coalesce(logs, '[]') END, '$[#]', json(?3))"
+        " WHERE id = ?1 AND state = 'running' AND locked_by = ?2",
 };
 
 static sqlite3_stmt *
@@ -548,6 +555,30 @@ done_rest(jr_backend *b, const char *token, const jr_result *r, int n,
     return applied;
 }
 
+/* The runs' logs of r[0..n), each with its job while it is still ours,
+ * before the results end them: one statement a job that logged, none
+ * for the others. 0 or -1. */
+static int
+put_logs(jr_backend *b, const char *token, const jr_result *r, int n,
+         jr_err *err)
+{
+    sqlite3_stmt *s;
+    int i;
+
+    for (i = 0; i < n; i++) {
+        if (r[i].logs == NULL)
+            continue;
+        if ((s = stmt(b, S_LOGS, err)) == NULL)
+            return -1;
+        sqlite3_bind_int64(s, 1, r[i].id);
+        bind_text(s, 2, token);
+        bind_text(s, 3, r[i].logs);
+        if (run(b, s, err, "recording a job's logs") < 0)
+            return -1;
+    }
+    return 0;
+}
+
 /* Applies r[0..n) in a transaction: the plain successes in one DELETE
  * after the others (a job's progress comes before its end, never after),
  * the rest one statement each, in order. Returns how many rows were
@@ -560,6 +591,8 @@ complete_rows(jr_backend *b, const char *token, const jr_result *r, int n,
     char *ids = NULL, *p = NULL;
     int applied = 0, nplain = 0, i, rc;
 
+    if (put_logs(b, token, r, n, err) < 0)
+        return -1;
     for (i = 0; i < n; i++)
         nplain += plain_done(b, &r[i]);
     if (nplain > 1) {

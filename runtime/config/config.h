@@ -75,6 +75,9 @@ typedef struct jr_config {
     lua_State *L;               /* the config's state; holds the table */
     int        ref;             /* registry ref of the returned table */
     int        owns_L;          /* L is closed by jr_config_free */
+    size_t     log_attempt_max; /* log.attempt_max: bytes of a handler's
+                                   log kept a run; 0: none kept */
+    int        log_echo;        /* log.echo: and to the runner's log */
 } jr_config;
 
 /* Fills c with the defaults. */
