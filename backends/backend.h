@@ -595,7 +595,12 @@ typedef struct jr_limit_use {
     /* From another thread than the one in a call on b, while it waits in \
      * it: makes the statement it runs now fail soon (a handler's \
      * statement that does not end, at a stop). NULL: the engine cannot. */ \
-    X(void, interrupt, (jr_backend *b))
+    X(void, interrupt, (jr_backend *b)) \
+    /* The job's logs (jobs.logs, migration 20: its runs' entries, oldest
+     * first, as joblog.h makes them): *out gets their JSON array text (a
+     * new string, free with free()), or NULL when none was kept. Returns
+     * 1, or 0 (*out NULL) when no job has id. */ \
+    X(int, job_logs, (jr_backend *b, int64_t id, char **out, jr_err *err))
 
 #define JR_BACKEND_OP_FIELD(ret, name, params) ret (*name) params;
 

@@ -2,9 +2,11 @@
  * objects when they come, the oldest dropped past the cap (the tail is
  * kept), compacted when the dropped ones take more room than the cap. */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "base/joblog.h"
+#include "base/jsondom.h"
 #include "base/jsontext.h"
 
 /* Appends s[0..n) as a JSON string's contents: NUL and bytes that are
@@ -166,4 +168,37 @@ jr_joblog_free(jr_joblog *l)
     jr_buf_free(&l->part[1]);
     jr_buf_free(&l->entry);
     memset(l, 0, sizeof *l);
+}
+
+int
+jr_joblog_select(const char *logs, int attempt, jr_buf *out, jr_err *err)
+{
+    jr_jdoc doc = {0};
+    int k, a, n = 0;
+
+    jr_buf_reset(out);
+    jr_buf_put(out, "[", 1);
+    if (logs != NULL && jr_jdoc_parse(&doc, logs, strlen(logs), "logs",
+                                      err) < 0)
+        return -1;
+    if (logs != NULL && doc.n[0].type != JR_JSON_ARRAY) {
+        jr_jdoc_free(&doc);
+        return jr_fail(err, JR_EINPUT, "logs: not an array");
+    }
+    for (k = logs ? doc.n[0].first : -1; k >= 0; k = doc.n[k].next) {
+        if (doc.n[k].type != JR_JSON_OBJECT ||
+            (a = jr_jdoc_get(&doc, k, "attempt")) < 0)
+            continue;
+        if (attempt > 0 && atoi(doc.n[a].at) != attempt)
+            continue;
+        if (n++ > 0)
+            jr_buf_put(out, ",", 1);
+        jr_buf_put(out, doc.n[k].at, doc.n[k].len);
+    }
+    jr_jdoc_free(&doc);
+    jr_buf_put(out, "]", 2);    /* and its NUL */
+    out->len--;
+    if (out->oom)
+        return jr_fail(err, JR_ENOMEM, "logs: out of memory");
+    return n;
 }

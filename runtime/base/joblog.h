@@ -2,12 +2,14 @@
  * "Each attempt's logs"): lines from jobrunner.log and the handler's
  * output, JSON-encoded as they come, within a cap of bytes of which the
  * tail is kept, and the run's entry made of them at its end. No Lua: the
- * worker's handler module fills it. Uses util.h. */
+ * worker's handler module fills it; the runs of a job's stored logs
+ * picked by attempt for show and the API. Uses util.h, jsondom.h. */
 #ifndef JR_JOBLOG_H
 #define JR_JOBLOG_H
 
 #include <stddef.h>
 
+#include "base/err.h"
 #include "base/util.h"
 
 #define JR_JOBLOG_LINE  8192    /* bytes of one line's text: a log line is
@@ -46,6 +48,13 @@ void jr_joblog_write(jr_joblog *l, int stream, const char *s, size_t n,
  * nothing was written (or out of memory). Valid until the next call on
  * l. */
 const char *jr_joblog_entry(jr_joblog *l, int attempt, size_t max);
+/* Writes to out the JSON array of the runs in logs (a job's stored logs,
+ * borrowed) whose attempt is attempt (0: all of them), each as its
+ * stored text, oldest first; out gets "[]" for none or NULL logs.
+ * Returns how many, or -1 with err set when logs is not such an array
+ * (or out of memory). */
+int  jr_joblog_select(const char *logs, int attempt, jr_buf *out,
+                      jr_err *err);
 /* Forgets the run's lines, keeps the memory. */
 void jr_joblog_clear(jr_joblog *l);
 void jr_joblog_free(jr_joblog *l);      /* and zeroes it */
