@@ -154,6 +154,8 @@ typedef struct jr_queue_row {
     int         paused;
     double      paused_at;      /* 0 when not paused */
     long        n[JR_NSTATES];  /* jobs of state s, as jr_stat_row's */
+    double      oldest_ready;   /* run_at of its oldest ready job, epoch
+                                   seconds; 0: none ready */
 } jr_queue_row;
 
 /* Outcomes of cancel, per id. */
