@@ -176,7 +176,7 @@ end]])
       assert.equal(m[1], msgs(cjson.decode(out)[1])[1])
     end)
 
-    it("keeps a coroutine job's output as its own; attempt_max = 0 keeps nothing", function()
+    it("keeps a coroutine job's output as its own, with a result_ttl; attempt_max = 0 keeps nothing", function()
       env:script("co", [[
 local jobrunner = require "jobrunner"
 return {
@@ -187,10 +187,9 @@ return {
     print("end " .. job.payload.n)
   end,
 }]])
-      env:config('retention = { completed = "1h" }')
       env:start()
-      local ids = {}
-      for n = 1, 3 do ids[n] = env:push("co", ('{"n": %d}'):format(n)) end
+      local ids = {}   -- kept for their result_ttl: the batch's kept successes
+      for n = 1, 3 do ids[n] = env:push("co", ('{"n": %d}'):format(n), "--result-ttl", "1h") end
       for n = 1, 3 do
         env:wait_state(ids[n], "completed", 30)
         local out = show_logs(env, ids[n], "--json")

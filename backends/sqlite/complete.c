@@ -38,6 +38,12 @@ struct idl {
     "  'attempt', attempts, 'error', " err ", 'at', " at "," \
     "  'duration', " dur ", 'runner', " runner ", 'worker', " worker "," \
     "  'generation', " gen ")),"
+/* A run's logs (text ?n, NULL: none) join the job's (migration 20): the
+ * newest JR_LOGS_KEPT runs, oldest first. */
+#define LOGS_APPEND(n) \
+    "json_insert(CASE WHEN json_array_length(logs) >= " STR(JR_LOGS_KEPT) \
+    " THEN json_remove(logs, '$[0]') ELSE coalesce(logs, '[]') END, '$[#]'," \
+    " json(" n "))"
 /* ?7 the attempt's seconds, ?8 its worker (NULL: not known) */
 #define FAILED_ATTEMPT ATTEMPT_LOG("?5", "?3", "?7", "?2", "?8", "?6")
 
@@ -48,7 +54,7 @@ enum { S_DONE, S_DONE_FLOW, S_RESCUE_FLOW, S_DONE_MANY, S_KEEP, S_KEEP_MANY,
        S_KEEP_P, S_RETRY_P, S_DEAD_P, S_SNOOZE_P, S_RELEASE_P, S_EXPIRED_P,
        S_CANCELLED_P, S_RETRY, S_DEAD, S_SNOOZE, S_RELEASE, S_EXPIRED,
        S_CANCELLED, S_PROGRESS, S_RENEW, S_RESCUE, S_STEP, S_WAIT, S_WAIT_P,
-       S_WAIT_READY, S_KEPT_SQL, S_LOGS, S_COUNT };
+       S_WAIT_READY, S_KEPT_SQL, S_LOGS, S_LOGS_KEPT, S_COUNT };
 
 static const char *const sql_text[S_COUNT] = {
     /* a job pushed or waited on with result_ttl is kept (S_KEEP) */
@@ -67,10 +73,13 @@ static const char *const sql_text[S_COUNT] = {
     /* ?7 the result (JSON or NULL), ?8 the runner's result_ttl, ?9
      * retention.completed: a job with a result or a result_ttl of its
      * own stays until keep_until; ?5 why a return value was not stored;
-     * ?10 its jobrunner.sql statements (NULL: none) */
+     * ?10 its jobrunner.sql statements (NULL: none); ?11 its run's logs
+     * (NULL: none) */
     [S_KEEP] =
         "UPDATE jobs SET state = 'completed', finished_at = ?3,"
         " sql_statements = ?10,"
+        " logs = CASE WHEN ?11 IS NULL THEN logs ELSE " LOGS_APPEND("?11")
+        "  END,"
         " generation = coalesce(?6, generation), locked_by = NULL,"
         " locked_until = NULL, cancel_requested = 0, updated_at = ?3,"
         " last_error = coalesce(?5, last_error),"
@@ -187,13 +196,15 @@ static const char *const sql_text[S_COUNT] = {
         " WHERE id = ?1 AND state = 'waiting' AND wait_on IS NOT NULL"
         " AND json_type(waits, '$.signals.\"' || wait_on || '\"')"
         "  IS NOT NULL",
-    /* a run's logs join the job's (schema.sql, migration 20): the newest
-     * JR_LOGS_KEPT runs, oldest first; before its end, while it is ours */
+    /* a run's logs, before its end, while it is ours: a success's go
+     * with S_KEEP (one deleted writes none) */
     [S_LOGS] =
-        "UPDATE jobs SET logs = json_insert(CASE WHEN json_array_length(logs)"
-        "  >= " STR(JR_LOGS_KEPT) " THEN json_remove(logs, '$[0]')"
-        "  ELSE coalesce(logs, '[]') END, '$[#]', json(?3))"
+        "UPDATE jobs SET logs = " LOGS_APPEND("?3")
         " WHERE id = ?1 AND state = 'running' AND locked_by = ?2",
+    /* a success's logs that S_KEEP_MANY kept, now (?3) */
+    [S_LOGS_KEPT] =
+        "UPDATE jobs SET logs = " LOGS_APPEND("?2")
+        " WHERE id = ?1 AND state = 'completed' AND finished_at = ?3",
 };
 
 static sqlite3_stmt *
@@ -312,7 +323,8 @@ done_flow(jr_backend *b, const char *token, const jr_result *r, char *st,
     return changed;
 }
 
-/* Binds S_KEEP's ?10: r's jobrunner.sql statements, NULL for none. */
+/* Binds S_KEEP's ?10: r's jobrunner.sql statements, NULL for none; and
+ * ?11, its run's logs. */
 static void
 bind_nsql(sqlite3_stmt *s, const jr_result *r)
 {
@@ -320,6 +332,7 @@ bind_nsql(sqlite3_stmt *s, const jr_result *r)
         sqlite3_bind_int(s, 10, r->nsql);
     else
         sqlite3_bind_null(s, 10);
+    bind_text(s, 11, r->logs);
 }
 
 /* A success S_DONE did not delete: kept if ours with a result_ttl
@@ -516,7 +529,7 @@ keep_many(jr_backend *b, const char *token, const char *ids, int ndone,
 
 /* After S_KEEP_MANY kept some of the plain successes: the number of
  * statements of those that carried some (rare: a result_ttl and
- * statements). 0 or -1. */
+ * statements), and their runs' logs. 0 or -1. */
 static int
 kept_sql(jr_backend *b, const jr_result *r, int n, double now, jr_err *err)
 {
@@ -524,7 +537,18 @@ kept_sql(jr_backend *b, const jr_result *r, int n, double now, jr_err *err)
     int i;
 
     for (i = 0; i < n; i++) {
-        if (!plain_done(b, &r[i]) || r[i].nsql <= 0)
+        if (!plain_done(b, &r[i]))
+            continue;
+        if (r[i].logs != NULL) {
+            if ((s = stmt(b, S_LOGS_KEPT, err)) == NULL)
+                return -1;
+            sqlite3_bind_int64(s, 1, r[i].id);
+            bind_text(s, 2, r[i].logs);
+            sqlite3_bind_double(s, 3, now);
+            if (run(b, s, err, "recording a job's logs") < 0)
+                return -1;
+        }
+        if (r[i].nsql <= 0)
             continue;
         if ((s = stmt(b, S_KEPT_SQL, err)) == NULL)
             return -1;
@@ -555,9 +579,10 @@ done_rest(jr_backend *b, const char *token, const jr_result *r, int n,
     return applied;
 }
 
-/* The runs' logs of r[0..n), each with its job while it is still ours,
- * before the results end them: one statement a job that logged, none
- * for the others. 0 or -1. */
+/* The runs' logs of r[0..n) but the successes' (S_KEEP writes those of
+ * a success kept, kept_sql those S_KEEP_MANY kept), each with its job
+ * while it is still ours, before the results end them: one statement a
+ * job that logged, none for the others. 0 or -1. */
 static int
 put_logs(jr_backend *b, const char *token, const jr_result *r, int n,
          jr_err *err)
@@ -566,7 +591,7 @@ put_logs(jr_backend *b, const char *token, const jr_result *r, int n,
     int i;
 
     for (i = 0; i < n; i++) {
-        if (r[i].logs == NULL)
+        if (r[i].logs == NULL || r[i].kind == JR_DONE)
             continue;
         if ((s = stmt(b, S_LOGS, err)) == NULL)
             return -1;

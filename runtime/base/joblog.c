@@ -18,6 +18,14 @@ put_escaped(jr_buf *b, const char *s, size_t n)
     size_t k, used;
 
     for (; n > 0; s += used, n -= used) {
+        for (used = 0; used < n && (unsigned char)s[used] >= 0x20 &&
+             (unsigned char)s[used] < 0x7f && s[used] != '"' &&
+             s[used] != '\\'; used++)
+            ;
+        if (used > 0) {         /* plain ASCII, as it is */
+            jr_buf_put(b, s, used);
+            continue;
+        }
         if (*s == '\0') {
             used = 1;
             jr_buf_put(b, JR_JSONTEXT_BADBYTE, 6);
@@ -42,22 +50,50 @@ drop_first(jr_joblog *l)
     l->start = end;
 }
 
+/* Writes epoch seconds t with 3 decimals into out (32 bytes) without
+ * printf's floating point, a line's cost. Returns the length. */
+static size_t
+put_secs(char *out, double t)
+{
+    long long ms = (long long)(t * 1000 + 0.5);
+    char tmp[24];
+    size_t n = 0, k = 0;
+
+    if (ms < 0)
+        ms = 0;
+    do {
+        tmp[k++] = (char)('0' + ms % 10);
+        ms /= 10;
+        if (k == 3)
+            tmp[k++] = '.';
+    } while (ms > 0 || k < 5);
+    while (k > 0)
+        out[n++] = tmp[--k];
+    return n;
+}
+
 void
 jr_joblog_add(jr_joblog *l, const char *level, const char *s, size_t n,
               size_t max)
 {
-    size_t from = l->buf.len, cut = n;
+    size_t from = l->buf.len, cut = n, k;
     char head[96];
-    int k;
+    double now = jr_now();
 
     if (l->lines++ == 0)
-        l->at = jr_now();
+        l->at = now;
     if (cut > JR_JOBLOG_LINE)   /* at a character's start */
         for (cut = JR_JOBLOG_LINE; cut > 0 && (s[cut] & 0xC0) == 0x80; cut--)
             ;
-    k = snprintf(head, sizeof head, "{\"at\":%.3f,\"level\":\"%s\","
-                 "\"msg\":\"", jr_now(), level);
-    jr_buf_put(&l->buf, head, (size_t)k);
+    memcpy(head, "{\"at\":", 6);
+    k = 6 + put_secs(head + 6, now);
+    memcpy(head + k, ",\"level\":\"", 10);
+    k += 10;
+    memcpy(head + k, level, strlen(level));     /* a literal, < 8 bytes */
+    k += strlen(level);
+    memcpy(head + k, "\",\"msg\":\"", 9);
+    k += 9;
+    jr_buf_put(&l->buf, head, k);
     put_escaped(&l->buf, s, cut);
     if (cut < n)
         jr_buf_put(&l->buf, " [line cut]", 11);

@@ -6,6 +6,7 @@
  * log.attempt_max 0, the wrapped functions are the standard ones. Uses
  * jrlib.h, joblog.h, log.h. */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include <lauxlib.h>
@@ -83,17 +84,25 @@ put_field(lua_State *L)                              /* .. k v */
     jr_buf_put(&line, "\"", 1);
 }
 
-/* Pushes the keys of the fields table at idx, sorted, as a list, after
- * checking that it is flat: string keys, values strings, numbers or
- * booleans. [-0, +1, v] */
-static void
-sorted_keys(lua_State *L, int idx)
-{
-    int n = 0, i, j, t;
+#define FIELDS_MAX 64            /* fields of one jobrunner.log line */
 
-    lua_newtable(L);                                 /* .. keys */
-    lua_pushnil(L);                                  /* .. keys nil */
-    while (lua_next(L, idx)) {                       /* .. keys k v */
+static int
+key_cmp(const void *a, const void *b)
+{
+    return strcmp(*(const char *const *)a, *(const char *const *)b);
+}
+
+/* Fills keys with the keys of the fields table at idx, sorted (the
+ * strings live in the table), after checking that it is flat: string
+ * keys, values strings, numbers or booleans, at most FIELDS_MAX. Returns
+ * how many. [-0, +0, v] */
+static int
+sorted_keys(lua_State *L, int idx, const char **keys)
+{
+    int n = 0, t;
+
+    lua_pushnil(L);                                  /* .. nil */
+    while (lua_next(L, idx)) {                       /* .. k v */
         t = lua_type(L, -1);
         if (lua_type(L, -2) != LUA_TSTRING)
             luaL_error(L, "jobrunner.log: fields must be a table of "
@@ -102,21 +111,13 @@ sorted_keys(lua_State *L, int idx)
             luaL_error(L, "jobrunner.log: field '%s' must be a string, "
                        "number or boolean, got %s", lua_tostring(L, -2),
                        luaL_typename(L, -1));
-        lua_pop(L, 1);                               /* .. keys k */
-        lua_pushvalue(L, -1);                        /* .. keys k k */
-        lua_rawseti(L, -3, ++n);                     /* .. keys k */
-    }                                                /* .. keys */
-    for (i = 2; i <= n; i++)    /* insertion sort: fields are few */
-        for (j = i; j > 1; j--) {
-            lua_rawgeti(L, -1, j - 1);               /* .. keys a */
-            lua_rawgeti(L, -2, j);                   /* .. keys a b */
-            if (strcmp(lua_tostring(L, -2), lua_tostring(L, -1)) <= 0) {
-                lua_pop(L, 2);                       /* .. keys */
-                break;
-            }
-            lua_rawseti(L, -3, j - 1);               /* .. keys a */
-            lua_rawseti(L, -2, j);                   /* .. keys */
-        }
+        if (n == FIELDS_MAX)
+            luaL_error(L, "jobrunner.log: more than %d fields", FIELDS_MAX);
+        keys[n++] = lua_tostring(L, -2);
+        lua_pop(L, 1);                               /* .. k */
+    }                                                /* .. */
+    qsort(keys, (size_t)n, sizeof *keys, key_cmp);
+    return n;
 }
 
 /* Builds jobrunner.log's message in line: msg and the fields at index
@@ -124,12 +125,11 @@ sorted_keys(lua_State *L, int idx)
 static void
 build(lua_State *L, int fields)
 {
-    int i, n = lua_gettop(L), nk;
+    const char *keys[FIELDS_MAX];
+    int i, n = lua_gettop(L), nk = fields ? sorted_keys(L, 3, keys) : 0;
     const char *s;
     size_t len;
 
-    if (fields)
-        sorted_keys(L, 3);                           /* l msg f keys */
     jr_buf_reset(&line);
     for (i = 2; i <= (fields ? 2 : n); i++) {
         s = luaL_tolstring(L, i, &len);              /* .. s */
@@ -138,17 +138,14 @@ build(lua_State *L, int fields)
         jr_buf_put(&line, s, len);
         lua_pop(L, 1);                               /* .. */
     }
-    nk = fields ? (int)lua_rawlen(L, -1) : 0;
-    for (i = 1; i <= nk; i++) {
-        lua_rawgeti(L, -1, i);                       /* l msg f keys k */
-        lua_pushvalue(L, -1);                        /* .. keys k k */
-        lua_gettable(L, 3);                          /* .. keys k v */
+    for (i = 0; i < nk; i++) {
+        lua_pushstring(L, keys[i]);                  /* .. k */
+        lua_pushvalue(L, -1);                        /* .. k k */
+        lua_rawget(L, 3);                            /* .. k v */
         put_field(L);
-        lua_pop(L, 2);                               /* l msg f keys */
+        lua_pop(L, 2);                               /* .. */
     }
     jr_buf_put(&line, "", 1);
-    if (fields)
-        lua_pop(L, 1);                               /* l msg f */
 }
 
 /* jobrunner.log(level, msg [, fields]): one line of the job's log, at
