@@ -184,12 +184,25 @@ jr_joblog_entry(jr_joblog *l, int attempt, size_t max)
     return e->oom ? NULL : e->p;
 }
 
+/* What a run's buffers keep for the next run: a context kept idle (a
+ * coroutine job's, many at once) holds no more than this each. */
+#define KEEP_CAP 16384
+
+static void
+reset(jr_buf *b)
+{
+    if (b->cap > KEEP_CAP)
+        jr_buf_free(b);
+    jr_buf_reset(b);
+}
+
 void
 jr_joblog_clear(jr_joblog *l)
 {
-    jr_buf_reset(&l->buf);
-    jr_buf_reset(&l->part[0]);
-    jr_buf_reset(&l->part[1]);
+    reset(&l->buf);
+    reset(&l->part[0]);
+    reset(&l->part[1]);
+    reset(&l->entry);
     l->start = 0;
     l->lines = l->dropped_lines = 0;
     l->dropped_bytes = 0;

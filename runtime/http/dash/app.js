@@ -450,14 +450,15 @@
       $("d-result").textContent = j.result === undefined || j.result === null ? "" : jsonText(j.result);
       $("d-error").textContent = j.last_error || "(none)";
       shownJob = j;
-      var failed = Array.isArray(j.attempts) ? j.attempts : null;
-      api("jobs/" + encodeURIComponent(j.id) + "/logs").then(function (l) {
-        if (shown === j.id) attempts(failed, l.runs);
-      }, function () { if (shown === j.id) attempts(failed, null); });
       steps(j.steps);
       $("d-rerun").hidden = j.state === "running" || j.state === "waiting";
       $("d-retry").hidden = $("d-purge").hidden = j.state !== "dead";
       $("d-cancel").hidden = j.state !== "queued" && j.state !== "running" && j.state !== "waiting";
+      /* its runs' logs under their attempts; the view is loaded once they are drawn */
+      var failed = Array.isArray(j.attempts) ? j.attempts : null;
+      return api("jobs/" + encodeURIComponent(j.id) + "/logs").then(function (l) {
+        if (shown === j.id) attempts(failed, l.runs);
+      }, function () { if (shown === j.id) attempts(failed, null); });
     }).catch(function (e) {
       if (e.status !== 404) throw e;
       shown = null;
