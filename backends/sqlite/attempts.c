@@ -1,7 +1,6 @@
 /* attempts.c - a job's attempt history (migration 12) as show gives it:
  * the failed attempts complete.c appends to the job's attempt_log, read
- * back through the job_attempts view, oldest first; and its runs' logs
- * (migration 20) as text. Prepared per call (a
+ * back through the job_attempts view, oldest first. Prepared per call (a
  * show is rare), not kept in the cache. Uses sqlite_int.h. */
 #include <math.h>
 #include <stdlib.h>
@@ -58,26 +57,4 @@ jr_sqlite_attempts(jr_backend *b, int64_t id, jr_attempt_row *a, int max,
                    : jr_sqlite_fail(b, err, "reading a job's attempts");
     }
     return n;
-}
-
-int
-jr_sqlite_job_logs(jr_backend *b, int64_t id, char **out, jr_err *err)
-{
-    sqlite3_stmt *s;
-    int rc, oom = 0;
-
-    *out = NULL;
-    if (sqlite3_prepare_v2(b->db, "SELECT logs FROM jobs WHERE id = ?1", -1,
-                           &s, NULL) != SQLITE_OK)
-        return jr_sqlite_fail(b, err, "reading a job's logs");
-    sqlite3_bind_int64(s, 1, id);
-    if ((rc = sqlite3_step(s)) == SQLITE_ROW)
-        *out = dup_col(s, 0, &oom);
-    sqlite3_finalize(s);
-    if (oom)
-        return jr_fail(err, JR_ENOMEM, "job %lld: out of memory reading its "
-                       "logs", (long long)id);
-    if (rc != SQLITE_ROW && rc != SQLITE_DONE)
-        return jr_sqlite_fail(b, err, "reading a job's logs");
-    return rc == SQLITE_ROW;
 }

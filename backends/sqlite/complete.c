@@ -38,12 +38,6 @@ struct idl {
     "  'attempt', attempts, 'error', " err ", 'at', " at "," \
     "  'duration', " dur ", 'runner', " runner ", 'worker', " worker "," \
     "  'generation', " gen ")),"
-/* A run's logs (text ?n, NULL: none) join the job's (migration 20): the
- * newest JR_LOGS_KEPT runs, oldest first. */
-#define LOGS_APPEND(n) \
-    "json_insert(CASE WHEN json_array_length(logs) >= " STR(JR_LOGS_KEPT) \
-    " THEN json_remove(logs, '$[0]') ELSE coalesce(logs, '[]') END, '$[#]'," \
-    " json(" n "))"
 /* ?7 the attempt's seconds, ?8 its worker (NULL: not known) */
 #define FAILED_ATTEMPT ATTEMPT_LOG("?5", "?3", "?7", "?2", "?8", "?6")
 
@@ -54,7 +48,7 @@ enum { S_DONE, S_DONE_FLOW, S_RESCUE_FLOW, S_DONE_MANY, S_KEEP, S_KEEP_MANY,
        S_KEEP_P, S_RETRY_P, S_DEAD_P, S_SNOOZE_P, S_RELEASE_P, S_EXPIRED_P,
        S_CANCELLED_P, S_RETRY, S_DEAD, S_SNOOZE, S_RELEASE, S_EXPIRED,
        S_CANCELLED, S_PROGRESS, S_RENEW, S_RESCUE, S_STEP, S_WAIT, S_WAIT_P,
-       S_WAIT_READY, S_KEPT_SQL, S_LOGS, S_LOGS_KEPT, S_COUNT };
+       S_WAIT_READY, S_KEPT_SQL, S_COUNT };
 
 static const char *const sql_text[S_COUNT] = {
     /* a job pushed or waited on with result_ttl is kept (S_KEEP) */
@@ -78,7 +72,8 @@ static const char *const sql_text[S_COUNT] = {
     [S_KEEP] =
         "UPDATE jobs SET state = 'completed', finished_at = ?3,"
         " sql_statements = ?10,"
-        " logs = CASE WHEN ?11 IS NULL THEN logs ELSE " LOGS_APPEND("?11")
+        " logs = CASE WHEN ?11 IS NULL THEN logs ELSE "
+        JR_SQLITE_LOGS_APPEND("?11")
         "  END,"
         " generation = coalesce(?6, generation), locked_by = NULL,"
         " locked_until = NULL, cancel_requested = 0, updated_at = ?3,"
@@ -196,15 +191,6 @@ static const char *const sql_text[S_COUNT] = {
         " WHERE id = ?1 AND state = 'waiting' AND wait_on IS NOT NULL"
         " AND json_type(waits, '$.signals.\"' || wait_on || '\"')"
         "  IS NOT NULL",
-    /* a run's logs, before its end, while it is ours: a success's go
-     * with S_KEEP (one deleted writes none) */
-    [S_LOGS] =
-        "UPDATE jobs SET logs = " LOGS_APPEND("?3")
-        " WHERE id = ?1 AND state = 'running' AND locked_by = ?2",
-    /* a success's logs that S_KEEP_MANY kept, now (?3) */
-    [S_LOGS_KEPT] =
-        "UPDATE jobs SET logs = " LOGS_APPEND("?2")
-        " WHERE id = ?1 AND state = 'completed' AND finished_at = ?3",
 };
 
 static sqlite3_stmt *
@@ -539,15 +525,9 @@ kept_sql(jr_backend *b, const jr_result *r, int n, double now, jr_err *err)
     for (i = 0; i < n; i++) {
         if (!plain_done(b, &r[i]))
             continue;
-        if (r[i].logs != NULL) {
-            if ((s = stmt(b, S_LOGS_KEPT, err)) == NULL)
-                return -1;
-            sqlite3_bind_int64(s, 1, r[i].id);
-            bind_text(s, 2, r[i].logs);
-            sqlite3_bind_double(s, 3, now);
-            if (run(b, s, err, "recording a job's logs") < 0)
-                return -1;
-        }
+        if (r[i].logs != NULL &&
+            jr_sqlite_logs_kept(b, &r[i], now, err) < 0)
+            return -1;
         if (r[i].nsql <= 0)
             continue;
         if ((s = stmt(b, S_KEPT_SQL, err)) == NULL)
@@ -579,31 +559,6 @@ done_rest(jr_backend *b, const char *token, const jr_result *r, int n,
     return applied;
 }
 
-/* The runs' logs of r[0..n) but the successes' (S_KEEP writes those of
- * a success kept, kept_sql those S_KEEP_MANY kept), each with its job
- * while it is still ours, before the results end them: one statement a
- * job that logged, none for the others. 0 or -1. */
-static int
-put_logs(jr_backend *b, const char *token, const jr_result *r, int n,
-         jr_err *err)
-{
-    sqlite3_stmt *s;
-    int i;
-
-    for (i = 0; i < n; i++) {
-        if (r[i].logs == NULL || r[i].kind == JR_DONE)
-            continue;
-        if ((s = stmt(b, S_LOGS, err)) == NULL)
-            return -1;
-        sqlite3_bind_int64(s, 1, r[i].id);
-        bind_text(s, 2, token);
-        bind_text(s, 3, r[i].logs);
-        if (run(b, s, err, "recording a job's logs") < 0)
-            return -1;
-    }
-    return 0;
-}
-
 /* Applies r[0..n) in a transaction: the plain successes in one DELETE
  * after the others (a job's progress comes before its end, never after),
  * the rest one statement each, in order. Returns how many rows were
@@ -616,7 +571,7 @@ complete_rows(jr_backend *b, const char *token, const jr_result *r, int n,
     char *ids = NULL, *p = NULL;
     int applied = 0, nplain = 0, i, rc;
 
-    if (put_logs(b, token, r, n, err) < 0)
+    if (jr_sqlite_logs_put(b, token, r, n, err) < 0)
         return -1;
     for (i = 0; i < n; i++)
         nplain += plain_done(b, &r[i]);
