@@ -329,7 +329,7 @@ jr_frame_get_settings(jr_reader *r, jr_settings *out, jr_err *err)
     if ((bad = settings_range(out, mem, payload, result)) != NULL)
         return jr_fail(err, JR_EPROTO, "malformed settings: %s out of "
                        "range", bad);
-    if (logmax < 0 || logmax > (1 << 24))
+    if (logmax < 0 || logmax > (1 << 20))
         return jr_fail(err, JR_EPROTO, "malformed settings: log.attempt_max "
                        "out of range");
     out->log_attempt_max = (size_t)logmax;

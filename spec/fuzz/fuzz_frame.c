@@ -375,7 +375,7 @@ settings_round_trip(fz *f)
     s.log_attempt_max = (size_t)fz_int(f, 4);
     s.log_echo = (int)(fz_int(f, 1) % 2);
     ok = dir[0] != '\0' && s.max_retries >= 0 &&
-         s.log_attempt_max <= ((size_t)1 << 24) &&
+         s.log_attempt_max <= ((size_t)1 << 20) &&
          s.max_retries <= JR_RANGE_RETRIES_MAX &&
          s.timeout >= JR_RANGE_TIMEOUT_MIN &&
          s.timeout <= JR_RANGE_TIMEOUT_MAX &&
