@@ -176,6 +176,33 @@ end]])
       assert.equal(m[1], msgs(cjson.decode(out)[1])[1])
     end)
 
+    it("refuses a bad level, nested fields and an out-of-range cap, naming them", function()
+      env:script("bad", [[
+local jobrunner = require "jobrunner"
+return function(job)
+  if job.payload.k == "level" then jobrunner.log("loud", "x") end
+  if job.payload.k == "nested" then jobrunner.log("info", "x", {deep = {1}}) end
+  jobrunner.log("info", "x", {[1] = "list"})
+end]])
+      env:config('log = { attempt_max = 2000000 }')
+      local _, err, code = env:cli("check")
+      assert.are_not.equal(0, code)
+      assert.matches("log.attempt_max", err, 1, true)
+      assert.matches("0 to 1048576", err, 1, true)
+      env:config('defaults = { max_retries = 0 }')
+      env:start()
+      local ids = { level = env:push("bad", '{"k": "level"}'),
+                    nested = env:push("bad", '{"k": "nested"}'),
+                    list = env:push("bad", '{"k": "list"}') }
+      local want = { level = "invalid option 'loud'",
+                     nested = "jobrunner.log: field 'deep' must be a string, number or boolean, got table",
+                     list = "jobrunner.log: fields must be a table of name = value, found a number key" }
+      for k, id in pairs(ids) do
+        local row = env:wait_state(id, "dead", 30)
+        assert.matches(want[k], row.last_error, 1, true)
+      end
+    end)
+
     it("keeps a coroutine job's output as its own, with a result_ttl; attempt_max = 0 keeps nothing", function()
       env:script("co", [[
 local jobrunner = require "jobrunner"
