@@ -154,6 +154,8 @@ typedef struct jr_queue_row {
     int         paused;
     double      paused_at;      /* 0 when not paused */
     long        n[JR_NSTATES];  /* jobs of state s, as jr_stat_row's */
+    double      oldest_ready;   /* run_at of its oldest ready job, epoch
+                                   seconds; 0: none ready */
 } jr_queue_row;
 
 /* Outcomes of cancel, per id. */
@@ -618,7 +620,12 @@ typedef struct jr_limit_use {
      * run-time schedule by name (as of the same read) and sets *rev.
      * Returns 1 when it read them, 0 when nothing changed. */ \
     X(int, sched_defs, (jr_backend *b, int64_t *rev, jr_scheddef_cb cb, \
-                        void *arg, jr_err *err))
+                        void *arg, jr_err *err)) \
+    /* The job's logs (jobs.logs, migration 20: its runs' entries, oldest
+     * first, as joblog.h makes them): *out gets their JSON array text (a
+     * new string, free with free()), or NULL when none was kept. Returns
+     * 1, or 0 (*out NULL) when no job has id. */ \
+    X(int, job_logs, (jr_backend *b, int64_t id, char **out, jr_err *err))
 
 #define JR_BACKEND_OP_FIELD(ret, name, params) ret (*name) params;
 

@@ -5,7 +5,8 @@
 -- #/dead, #/jobs/ID, #/queues, #/queues/mail, #/limits, #/schedules,
 -- #/batches/1, #/jobs?name=page) with a screenshot of each kept under
 -- spec/browser/screenshots/BACKEND/ (gitignored; CI keeps them); a
--- payload and an error holding <script> shown as text; the 5,000 jobs
+-- payload and an error holding <script> shown as text (a log line of its
+-- attempt too); the 5,000 jobs
 -- paged through by keyset with none missed; a payload filter; a bulk
 -- cancel of the filtered set, confirmed and counted; Retry clicked on a
 -- dead job that then runs. Then the workflow views (spec/browser/workflow.js):
@@ -26,7 +27,11 @@ local PAGED = 5000          -- jobs named "page" (no handler takes them)
 local FLAKY = [[
 return function(job)
   local f = io.open(os.getenv("PWD") .. "/fail")
-  if f then f:close(); error("flaky failed: <script>alert('err')</script>") end
+  if f then
+    f:close()
+    print("flaky says <b>hi</b>\27[31m")
+    error("flaky failed: <script>alert('err')</script>")
+  end
 end
 ]]
 local SLOW = [[
@@ -184,6 +189,10 @@ for _, backend in ipairs(jr.backends()) do
       assert.equal(1, #page.attempts)
       assert.matches("^attempt 1", page.attempts[1])
       assert.matches("flaky failed: <script>", page.attempts[1], 1, true)
+      -- and its logs under it, as text, the escape shown as \x1b
+      assert.matches("logs", page.attempts[1], 1, true)
+      assert.matches("stdout flaky says <b>hi</b>\\x1b[31m", page.attempts[1], 1, true)
+      assert.is_nil(page.detailHtml:find("<b>hi", 1, true))
       assert.is_string(page.batch)
       assert.matches("Nothing at #/no/such/page", page.notFound, 1, true)
       -- every job named page, paged through by keyset: none missed or repeated

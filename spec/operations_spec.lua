@@ -1,6 +1,8 @@
 -- operations_spec: what docs/operations.md tells an operator to do, done.
 -- The Prometheus rules of examples/prometheus pass `promtool check rules`
 -- and their unit tests, and name only metrics the runner exports; the
+-- Grafana dashboard of examples/grafana has a dashboard's shape, and the
+-- rules and it name only metrics a real runner's /metrics holds; the
 -- SQLite backups (sqlite3 .backup, VACUUM INTO) taken under a running
 -- runner open with every job; examples/migrate/sqlite-to-postgres.sh moves
 -- a database with jobs in every state to PostgreSQL (when spec/run started
@@ -42,6 +44,89 @@ describe("the Prometheus rules in examples/prometheus", function()
       n = n + 1
     end
     assert.is_true(n >= 10)
+  end)
+end)
+
+local GRAFANA = h.root .. "/examples/grafana/jobrunner-dashboard.json"
+
+-- The metric names in text: jobrunner_* names.
+local function names_in(text, into)
+  for m in text:gmatch("jobrunner_[a-z_]+") do into[m] = true end
+  return into
+end
+
+describe("the Grafana dashboard in examples/grafana", function()
+  it("loads and has a dashboard's shape: panels with a grid place and queries", function()
+    local d = cjson.decode((assert(h.read_file(GRAFANA))))
+    assert.equal("string", type(d.title))
+    assert.equal("string", type(d.uid))
+    assert.equal("number", type(d.schemaVersion))
+    assert.equal("table", type(d.panels))
+    assert.equal("DS_PROMETHEUS", d.__inputs[1].name)
+    local ids, queries, exprs = {}, 0, {}
+    for _, p in ipairs(d.panels) do
+      assert.equal("string", type(p.type))
+      assert.equal("string", type(p.title))
+      assert.is_nil(ids[p.id], "panel id " .. tostring(p.id) .. " twice")
+      ids[p.id] = true
+      for _, k in ipairs({ "h", "w", "x", "y" }) do
+        assert.equal("number", type(p.gridPos[k]), p.title .. ": gridPos." .. k)
+      end
+      assert.is_true(p.gridPos.x + p.gridPos.w <= 24, p.title)
+      if p.type ~= "row" then
+        assert.equal("${DS_PROMETHEUS}", p.datasource.uid, p.title)
+        assert.is_true(#p.targets > 0, p.title .. ": no query")
+        local refs = {}
+        for _, t in ipairs(p.targets) do
+          assert.equal("string", type(t.expr), p.title)
+          assert.matches("jobrunner_", t.expr)
+          assert.is_nil(refs[t.refId], p.title .. ": refId twice")
+          refs[t.refId] = true
+          queries = queries + 1
+          exprs[#exprs + 1] = t.expr
+        end
+      end
+    end
+    assert.is_true(queries >= 15)
+    for _, want in ipairs({ 'jobrunner_queue_jobs{job=~"$job", state="ready"}',
+                            "jobrunner_queue_oldest_ready_seconds",
+                            'outcome=~"failed|dead"', 'state="dead"',
+                            "jobrunner_lease_rescues_total" }) do
+      assert.truthy(table.concat(exprs, "\n"):find(want, 1, true), want)
+    end
+  end)
+end)
+
+describe("the metrics the examples name", function()
+  local env = h.test_env("sqlite")
+
+  it("are all in a real runner's /metrics", function()
+    local H = require "jrhttp"
+    env:script("ok", "return function() end")
+    env:script("bad", "return function() error('no') end")
+    local base = H.start(env, "defaults = { max_retries = 0 }")
+    local ok, bad = env:push("ok"), env:push("bad")
+    env:push("nobody")
+    env:wait_state(bad, "dead", 30)
+    h.wait_for(function() return env:job(ok) == nil end, 30, "ok done")
+    local code, text = H.req(base .. "/metrics", { token = true })
+    assert.equal(200, code)
+    local exported = {}
+    for line in text:gmatch("[^\n]+") do
+      local m = line:match("^# TYPE (jobrunner_[a-z_]+) ") or line:match("^(jobrunner_[a-z_]+)")
+      if m then exported[m] = true end
+    end
+    assert.is_true(exported.jobrunner_queue_oldest_ready_seconds)
+    local used = names_in(assert(h.read_file(GRAFANA)), {})
+    names_in(assert(h.read_file(PROM .. "/jobrunner.rules.yml")), used)
+    local n = 0
+    for m in pairs(used) do
+      local family = m:gsub("_bucket$", ""):gsub("_count$", ""):gsub("_sum$", "")
+      assert.is_true(exported[m] or exported[family] or false,
+        m .. " is not in the runner's /metrics")
+      n = n + 1
+    end
+    assert.is_true(n >= 15)
   end)
 end)
 

@@ -1,6 +1,7 @@
 /* attempts.c - a job's attempt history (migration 12) as show gives it:
  * the failed attempts complete.c appends to the job's attempt_log, read
- * back through the job_attempts view, oldest first. Unprepared (a show
+ * back through the job_attempts view, oldest first; and its runs' logs
+ * (migration 20) as text. Unprepared (a show
  * is rare). Uses conn.c. */
 
 #include <math.h>
@@ -72,4 +73,34 @@ jr_pg_attempts(jr_backend *b, int64_t id, jr_attempt_row *a, int max,
                        "its attempts", (long long)id);
     }
     return n;
+}
+
+int
+jr_pg_job_logs(jr_backend *b, int64_t id, char **out, jr_err *err)
+{
+    char sid[24], *sql;
+    const char *params[1] = {sid};
+    PGresult *res;
+    int found, oom = 0;
+
+    *out = NULL;
+    snprintf(sid, sizeof sid, "%lld", (long long)id);
+    sql = jr_pg_expand(b, "SELECT logs::text FROM {{schema}}.jobs"
+                       " WHERE id = $1::bigint");
+    if (sql == NULL)
+        return jr_fail(err, JR_ENOMEM, "postgres: out of memory");
+    res = PQexecParams(b->conn, sql, 1, NULL, params, NULL, NULL, 0);
+    free(sql);
+    if (PQresultStatus(res) != PGRES_TUPLES_OK) {
+        jr_pg_fail(b, res, "reading a job's logs", err);
+        PQclear(res);
+        return -1;
+    }
+    if ((found = PQntuples(res) > 0))
+        *out = dup_col(res, 0, 0, &oom);
+    PQclear(res);
+    if (oom)
+        return jr_fail(err, JR_ENOMEM, "job %lld: out of memory reading its "
+                       "logs", (long long)id);
+    return found;
 }

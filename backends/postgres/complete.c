@@ -24,6 +24,14 @@
  * a held snapshot those are all the jobs claimed since (docs/storage.md);
  * the ids are found by the primary key so. */
 #define RUNNING "'running' COLLATE \"C\""
+#define STR_(x) #x
+#define STR(x) STR_(x)
+/* A run's logs (text, NULL: none) join the job's (migration 20): the
+ * newest JR_LOGS_KEPT runs, oldest first. */
+#define LOGS_APPEND(v) \
+    "(CASE WHEN jsonb_array_length(j.logs) >= " STR(JR_LOGS_KEPT) \
+    " THEN j.logs - 0 ELSE coalesce(j.logs, '[]') END)" \
+    " || jsonb_build_array(" v "::jsonb)"
 static const pg_stmt st_done = {"jr_done", 2,
     "DELETE FROM {{schema}}.jobs WHERE id = ANY($2::bigint[])"
     " AND state = " RUNNING " AND locked_by = $1::text"
@@ -32,12 +40,15 @@ static const pg_stmt st_done = {"jr_done", 2,
 /* DONE with a result, with keep_completed, with a result_ttl or a flow
  * bit: the row stays, completed; $5 the runner's result_ttl, $6
  * keep_completed, $7 why a return value was not stored, $8 its
- * jobrunner.sql statements (NULL: none). A job with a
+ * jobrunner.sql statements (NULL: none), $9 its run's logs (NULL: none;
+ * a success deleted writes none). A job with a
  * result or a result_ttl of its own stays until keep_until; one kept only
  * for its flow bit goes at the next prune (or as retention.completed
  * says). */
-static const pg_stmt st_keep = {"jr_keep", 8,
+static const pg_stmt st_keep = {"jr_keep", 9,
     "UPDATE {{schema}}.jobs j SET state = 'completed', sql_statements = u.nsql,"
+    " logs = CASE WHEN u.lg IS NULL THEN j.logs ELSE " LOGS_APPEND("u.lg")
+    "  END,"
     " finished_at = now(), generation = coalesce(u.gen, j.generation),"
     " locked_by = NULL, locked_until = NULL, cancel_requested = false,"
     " updated_at = now(), result = u.res::jsonb,"
@@ -47,7 +58,7 @@ static const pg_stmt st_keep = {"jr_keep", 8,
     "  $6::float8) * interval '1 second'"
     "  WHEN j.flow <> 0 AND $6::float8 <= 0 THEN now() END"
     " FROM unnest($2::bigint[], $3::text[], $4::text[], $7::text[],"
-    "  $8::int[]) AS u(id, gen, res, err, nsql)"
+    "  $8::int[], $9::text[]) AS u(id, gen, res, err, nsql, lg)"
     " WHERE j.id = u.id AND j.state = " RUNNING
     " AND j.locked_by = $1::text RETURNING j.id"};
 
@@ -58,9 +69,9 @@ static int
 run_done(jr_backend *b, const char *token, const jr_result *r, int n,
          const pg_stmt *st, int kept, int64_t *done, int *nd, jr_err *err)
 {
-    const char *params[8];
+    const char *params[9];
     char num[24], ttl[32], keep[32], nsql[16];
-    jr_buf s = {0}, g = {0}, v = {0}, e = {0}, q = {0};
+    jr_buf s = {0}, g = {0}, v = {0}, e = {0}, q = {0}, lg = {0};
     PGresult *res;
     int i, m, given = 0;
 
@@ -76,6 +87,7 @@ run_done(jr_backend *b, const char *token, const jr_result *r, int n,
         if (st == &st_keep) {
             snprintf(nsql, sizeof nsql, "%d", r[i].nsql);
             sb_elem(&q, r[i].nsql > 0 ? nsql : NULL);
+            sb_elem(&lg, r[i].logs);
         }
         given++;
     }
@@ -91,15 +103,17 @@ run_done(jr_backend *b, const char *token, const jr_result *r, int n,
     params[5] = keep;
     params[6] = sb_array(&e);
     params[7] = st == &st_keep ? sb_array(&q) : NULL;
-    res = s.oom || g.oom || v.oom || e.oom || q.oom ? NULL :
+    params[8] = st == &st_keep ? sb_array(&lg) : NULL;
+    res = s.oom || g.oom || v.oom || e.oom || q.oom || lg.oom ? NULL :
           jr_pg_run(b, st, params, "completing jobs", err);
-    if (res == NULL && (s.oom || g.oom || v.oom || e.oom || q.oom))
+    if (res == NULL && (s.oom || g.oom || v.oom || e.oom || q.oom || lg.oom))
         jr_fail(err, JR_ENOMEM, "postgres: completing jobs: out of memory");
     free(s.p);
     free(g.p);
     free(v.p);
     free(e.p);
     free(q.p);
+    free(lg.p);
     if (res == NULL)
         return -1;
     m = PQntuples(res);
@@ -198,6 +212,47 @@ finish_steps(jr_backend *b, const char *token, const jr_result *r, int n,
     return rc < 0 ? rc : rc + superseded;
 }
 
+/* The runs' logs of results other than successes (st_keep writes
+ * theirs), before their end, while the jobs are ours. */
+static const pg_stmt st_logs = {"jr_logs", 3,
+    "UPDATE {{schema}}.jobs j SET logs = " LOGS_APPEND("u.e")
+    " FROM unnest($2::bigint[], $3::text[]) AS u(id, e)"
+    " WHERE j.id = u.id AND j.state = 'running'"
+    " AND j.locked_by = $1::text"};
+
+/* Records the runs' logs of r[0..n) but the successes' in one statement;
+ * none when no such job logged. 0 or -1. */
+static int
+finish_logs(jr_backend *b, const char *token, const jr_result *r, int n,
+            jr_err *err)
+{
+    const char *params[3];
+    char num[32];
+    jr_buf a[2];
+    int i, rc;
+
+    memset(a, 0, sizeof a);
+    for (i = 0; i < n; i++) {
+        if (r[i].logs == NULL || r[i].kind == JR_DONE)
+            continue;
+        snprintf(num, sizeof num, "%lld", (long long)r[i].id);
+        sb_num(&a[0], num);
+        sb_elem(&a[1], r[i].logs);
+    }
+    if (a[0].len == 0)
+        return 0;
+    params[0] = token;
+    params[1] = sb_array(&a[0]);
+    params[2] = sb_array(&a[1]);
+    rc = a[0].oom || a[1].oom
+         ? jr_fail(err, JR_ENOMEM, "postgres: recording logs: out of "
+                   "memory")
+         : jr_pg_run_count(b, &st_logs, params, "recording logs", err);
+    free(a[0].p);
+    free(a[1].p);
+    return rc < 0 ? -1 : 0;
+}
+
 /* Records the PROGRESS results of r[0..n). */
 static int
 finish_progress(jr_backend *b, const char *token, const jr_result *r, int n,
@@ -238,8 +293,6 @@ finish_progress(jr_backend *b, const char *token, const jr_result *r, int n,
     return rc < 0 ? rc : rc + superseded;
 }
 
-#define STR_(x) #x
-#define STR(x) STR_(x)
 /* A failed attempt joins the job's history (schema.sql, migration 12):
  * the newest JR_ATTEMPTS_KEPT entries, oldest first. SET expressions see
  * the row as it was: attempts is this attempt's number (counted at
@@ -444,7 +497,8 @@ complete_rows(jr_backend *b, const char *token, const jr_result *r, int n,
     /* progress and steps first: a job's last report comes in the same
      * batch as its end, and the end fences them out (the row stops
      * running) */
-    if ((nsteps = finish_steps(b, token, r, n, err)) < 0 ||
+    if (finish_logs(b, token, r, n, err) < 0 ||
+        (nsteps = finish_steps(b, token, r, n, err)) < 0 ||
         (nprogress = finish_progress(b, token, r, n, err)) < 0 ||
         (ndone = finish_done(b, token, r, n, done, err)) < 0 ||
         (nother = finish_others(b, token, r, n, err)) < 0 ||

@@ -71,7 +71,8 @@ jr_pg_stats(jr_backend *b, jr_stat_cb cb, void *arg, jr_err *err)
 }
 
 static const pg_stmt st_queue_list = {"jr_queue_list", 0,
-    "WITH c AS (SELECT queue, " STATE_COUNTS
+    "WITH c AS (SELECT queue, extract(epoch FROM min(run_at) FILTER"
+    "  (WHERE state = 'queued' AND run_at <= now()))::float8, " STATE_COUNTS
     "  FROM {{schema}}.jobs GROUP BY queue),"
     " n AS (SELECT name FROM {{schema}}.queues UNION SELECT queue FROM c)"
     " SELECT n.name, coalesce(q.paused, false),"
@@ -93,7 +94,8 @@ jr_pg_queue_list(jr_backend *b, jr_queue_cb cb, void *arg, jr_err *err)
         row.name = PQgetvalue(res, i, 0);
         row.paused = strcmp(PQgetvalue(res, i, 1), "t") == 0;
         row.paused_at = strtod(PQgetvalue(res, i, 2), NULL);
-        state_counts(res, i, 4, row.n);        /* 3: c.queue */
+        row.oldest_ready = strtod(PQgetvalue(res, i, 4), NULL); /* 3: queue */
+        state_counts(res, i, 5, row.n);
         if (cb(&row, arg) != 0)
             break;
     }

@@ -246,4 +246,5 @@ const jr_backend_ops jr_postgres_ops = {
     .interrupt = jr_pg_interrupt,
     .sched_def_put = durable_sched_def_put,   /* scheddef.c */
     .sched_defs = jr_pg_sched_defs,           /* scheddef.c */
+    .job_logs = jr_pg_job_logs,
 };

@@ -1584,6 +1584,16 @@ CREATE TABLE {{schema}}.fair_clocks (
     queue text PRIMARY KEY,
     clock double precision NOT NULL
 );
+-- migration 20
+-- Each attempt's logs (docs/handlers.md, "Each attempt's logs"): what a
+-- handler's jobrunner.log, print, io.write and io.stderr wrote in one run,
+-- a JSON array of the newest 20 runs (JR_LOGS_KEPT), oldest first, each
+-- {"attempt", "at", "lines": [{"at", "level", "msg"}, ...],
+-- "dropped_lines", "dropped_bytes"}, appended in the transaction that
+-- records the run's end ("at" in epoch seconds). NULL for a job whose
+-- handler wrote nothing (a nullable column without a default: no table
+-- rewrite). It goes with its row (retention).
+ALTER TABLE {{schema}}.jobs ADD COLUMN logs jsonb;
 -- migration 22
 -- Schedules managed at run time (docs/schedules.md, "Schedules managed
 -- at run time"): one row per schedule added by `jobrunner schedule add`,

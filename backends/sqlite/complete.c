@@ -67,10 +67,14 @@ static const char *const sql_text[S_COUNT] = {
     /* ?7 the result (JSON or NULL), ?8 the runner's result_ttl, ?9
      * retention.completed: a job with a result or a result_ttl of its
      * own stays until keep_until; ?5 why a return value was not stored;
-     * ?10 its jobrunner.sql statements (NULL: none) */
+     * ?10 its jobrunner.sql statements (NULL: none); ?11 its run's logs
+     * (NULL: none) */
     [S_KEEP] =
         "UPDATE jobs SET state = 'completed', finished_at = ?3,"
         " sql_statements = ?10,"
+        " logs = CASE WHEN ?11 IS NULL THEN logs ELSE "
+        JR_SQLITE_LOGS_APPEND("?11")
+        "  END,"
         " generation = coalesce(?6, generation), locked_by = NULL,"
         " locked_until = NULL, cancel_requested = 0, updated_at = ?3,"
         " last_error = coalesce(?5, last_error),"
@@ -305,7 +309,8 @@ done_flow(jr_backend *b, const char *token, const jr_result *r, char *st,
     return changed;
 }
 
-/* Binds S_KEEP's ?10: r's jobrunner.sql statements, NULL for none. */
+/* Binds S_KEEP's ?10: r's jobrunner.sql statements, NULL for none; and
+ * ?11, its run's logs. */
 static void
 bind_nsql(sqlite3_stmt *s, const jr_result *r)
 {
@@ -313,6 +318,7 @@ bind_nsql(sqlite3_stmt *s, const jr_result *r)
         sqlite3_bind_int(s, 10, r->nsql);
     else
         sqlite3_bind_null(s, 10);
+    bind_text(s, 11, r->logs);
 }
 
 /* A success S_DONE did not delete: kept if ours with a result_ttl
@@ -509,7 +515,7 @@ keep_many(jr_backend *b, const char *token, const char *ids, int ndone,
 
 /* After S_KEEP_MANY kept some of the plain successes: the number of
  * statements of those that carried some (rare: a result_ttl and
- * statements). 0 or -1. */
+ * statements), and their runs' logs. 0 or -1. */
 static int
 kept_sql(jr_backend *b, const jr_result *r, int n, double now, jr_err *err)
 {
@@ -517,7 +523,12 @@ kept_sql(jr_backend *b, const jr_result *r, int n, double now, jr_err *err)
     int i;
 
     for (i = 0; i < n; i++) {
-        if (!plain_done(b, &r[i]) || r[i].nsql <= 0)
+        if (!plain_done(b, &r[i]))
+            continue;
+        if (r[i].logs != NULL &&
+            jr_sqlite_logs_kept(b, &r[i], now, err) < 0)
+            return -1;
+        if (r[i].nsql <= 0)
             continue;
         if ((s = stmt(b, S_KEPT_SQL, err)) == NULL)
             return -1;
@@ -560,6 +571,8 @@ complete_rows(jr_backend *b, const char *token, const jr_result *r, int n,
     char *ids = NULL, *p = NULL;
     int applied = 0, nplain = 0, i, rc;
 
+    if (jr_sqlite_logs_put(b, token, r, n, err) < 0)
+        return -1;
     for (i = 0; i < n; i++)
         nplain += plain_done(b, &r[i]);
     if (nplain > 1) {

@@ -52,7 +52,9 @@ static const char *const sql_text[S_COUNT] = {
         " created_at FROM jobs WHERE state = 'dead'"
         " ORDER BY died_at DESC, id DESC LIMIT ?1",
     [S_QUEUE_LIST] =
-        "WITH c AS (SELECT queue, " STATE_COUNTS " FROM jobs GROUP BY queue),"
+        "WITH c AS (SELECT queue, min(CASE WHEN state = 'queued'"
+        "  AND run_at <= ?1 THEN run_at END), " STATE_COUNTS
+        " FROM jobs GROUP BY queue),"
         " n AS (SELECT name FROM queues UNION SELECT queue FROM c)"
         " SELECT n.name, coalesce(q.paused, 0), q.paused_at, c.*"
         " FROM n LEFT JOIN queues q ON q.name = n.name"
@@ -202,7 +204,8 @@ jr_sqlite_queue_list(jr_backend *b, jr_queue_cb cb, void *arg, jr_err *err)
         row.name = (const char *)sqlite3_column_text(s, 0);
         row.paused = sqlite3_column_int(s, 1);
         row.paused_at = sqlite3_column_double(s, 2);
-        state_counts(s, 4, row.n);     /* 3: c.queue */
+        row.oldest_ready = sqlite3_column_double(s, 4);  /* 3: c.queue */
+        state_counts(s, 5, row.n);
         if (cb(&row, arg) != 0)
             break;
     }

@@ -254,4 +254,5 @@ const jr_backend_ops jr_sqlite_ops = {
     .interrupt = jr_sqlite_interrupt,         /* sqlrun.c */
     .sched_def_put = durable_sched_def_put,   /* scheddef.c, FULL */
     .sched_defs = jr_sqlite_sched_defs,       /* scheddef.c */
+    .job_logs = jr_sqlite_job_logs,           /* logs.c */
 };

@@ -589,6 +589,15 @@ CREATE TABLE fair_clocks (
     queue TEXT PRIMARY KEY,
     clock REAL NOT NULL
 ) WITHOUT ROWID;
+-- migration 20
+-- Each attempt's logs (docs/handlers.md, "Each attempt's logs"): what a
+-- handler's jobrunner.log, print, io.write and io.stderr wrote in one run,
+-- a JSON array of the newest 20 runs (JR_LOGS_KEPT), oldest first, each
+-- {"attempt", "at", "lines": [{"at", "level", "msg"}, ...],
+-- "dropped_lines", "dropped_bytes"}, appended in the transaction that
+-- records the run's end. NULL for a job whose handler wrote nothing: a
+-- job that logs nothing pays nothing. It goes with its row (retention).
+ALTER TABLE jobs ADD COLUMN logs TEXT;
 -- migration 22
 -- Schedules managed at run time (docs/schedules.md, "Schedules managed
 -- at run time"): one row per schedule added by `jobrunner schedule add`,

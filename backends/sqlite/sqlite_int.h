@@ -325,4 +325,22 @@ int  jr_sqlite_fair_save(jr_backend *b, const candidate *c, int n,
     "   WHERE (r.key = jobs.name OR r.key = 'queue:' || jobs.queue)" \
     "   AND lb.tokens + (?2 - lb.updated_at) * r.value < 1))"
 
+/* logs.c: each attempt's logs (migration 20). A run's logs (the text
+ * parameter n, NULL: none) appended to the job's: the newest JR_LOGS_KEPT
+ * runs, oldest first (complete.c's S_KEEP writes a success's with it). */
+#define JR_SQLITE_STR_(x) #x
+#define JR_SQLITE_STR(x) JR_SQLITE_STR_(x)
+#define JR_SQLITE_LOGS_APPEND(n) \
+    "json_insert(CASE WHEN json_array_length(logs) >= " \
+    JR_SQLITE_STR(JR_LOGS_KEPT) " THEN json_remove(logs, '$[0]')" \
+    " ELSE coalesce(logs, '[]') END, '$[#]', json(" n "))"
+/* The runs' logs of r[0..n) but the successes', each with its job while
+ * it is still token's, before the results end them: one statement a job
+ * that logged. 0 or -1. */
+int  jr_sqlite_logs_put(jr_backend *b, const char *token, const jr_result *r,
+                        int n, jr_err *err);
+/* The logs of success r, which S_KEEP_MANY kept now: 0 or -1. */
+int  jr_sqlite_logs_kept(jr_backend *b, const jr_result *r, double now,
+                         jr_err *err);
+
 #endif

@@ -218,6 +218,10 @@ typedef struct jr_result {
                                    ("": none failed); NULL when nsql is 0 */
     char          *sql_handler; /* the handler's name, for that message
                                    (the master's, 129 bytes) */
+    const char    *logs;        /* a run's end (not PROGRESS, STEP): what
+                                   its handler logged, one JSON object
+                                   (joblog.h), appended to jobs.logs;
+                                   NULL: nothing */
 } jr_result;
 
 /* 1 if a result of kind k ends no run: the job runs on (PROGRESS, STEP). */
@@ -226,6 +230,10 @@ typedef struct jr_result {
 /* How many failed attempts a job keeps (the attempt history: backend.h's
  * jr_attempt_row, docs/operations.md "Attempt history"): the newest. */
 #define JR_ATTEMPTS_KEPT 20
+
+/* How many runs' logs a job keeps (jobs.logs, docs/handlers.md "Each
+ * attempt's logs"): the newest. */
+#define JR_LOGS_KEPT 20
 
 /* The states a job is in, as filters, gauges, the control module and the
  * usage text name them: the one list, in the order every count of them

@@ -55,6 +55,10 @@ int jr_cmd_sequences(jr_cli *cli);      /* seqcmd.c */
 int jr_cmd_fair(jr_cli *cli);           /* faircmd.c */
 int jr_cmd_batch(jr_cli *cli);
 int jr_cmd_signal(jr_cli *cli);         /* signalcmd.c */
+/* show ID --logs [--attempt N] (logscmd.c): the job's kept logs, those
+ * of attempt N when attempt > 0, as text or JSON. */
+int jr_cmd_show_logs(struct jr_client *client, int64_t id, int attempt,
+                     int json);
 /* cancel --batch ID (argv[0] is "--batch") */
 int jr_cmd_cancel_batch(jr_cli *cli);
 /* Job id's links (parents, children, batch) in a new string (free it),

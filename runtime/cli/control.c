@@ -515,13 +515,26 @@ jr_cmd_show(jr_cli *cli)
     jr_client *client;
     int64_t *ids = NULL;
     jr_config c;
-    int i, n = 0, rc;
+    int i, n = 0, rc, logs = 0, attempt = 0;
+    jr_err err;
+    long v;
 
     for (i = 0; i < cli->argc; i++)
         if (i < cli->optend && strcmp(cli->argv[i], "--json") == 0)
             o.json = 1;
-        else
+        else if (i < cli->optend && strcmp(cli->argv[i], "--logs") == 0)
+            logs = 1;
+        else if (i < cli->optend && strcmp(cli->argv[i], "--attempt") == 0) {
+            if (i + 1 >= cli->argc || jr_parse_int(cli->argv[i + 1],
+                    "--attempt", 1, INT32_MAX, &v, &err) < 0)
+                return jr_cmd_usage("show: %s", i + 1 >= cli->argc ?
+                                    "--attempt needs a number" : err.msg);
+            attempt = (int)v;
+            i++;
+        } else
             cli->argv[n++] = cli->argv[i];
+    if (attempt > 0 && !logs)
+        return jr_cmd_usage("show: --attempt goes with --logs");
     if (n != 1)
         return jr_cmd_usage("show: give one job id%s", n ? " only" : "");
     if ((rc = parse_ids("show", 1, cli->argv, &ids)) != 0)
@@ -531,7 +544,8 @@ jr_cmd_show(jr_cli *cli)
         return rc;
     }
     if ((rc = jr_cmd_reader(&c, &client)) == 0) {
-        rc = show_job(client, ids[0], &o);
+        rc = logs ? jr_cmd_show_logs(client, ids[0], attempt, o.json) :
+                    show_job(client, ids[0], &o);
         jr_client_close(client);
     }
     jr_config_free(&c);

@@ -17,10 +17,11 @@ static const struct topic {
 } topics[] = {
     {"handlers", "Handlers",
      "handler files, the job, the jobrunner module, writes that commit "
-     "with the job, retries, the dead queue, steps and cursors",
-     "DESCRIPTION, FILES (scripts/), COMMANDS (rerun)",
+     "with the job, retries, the dead queue, steps and cursors, each "
+     "attempt's logs",
+     "DESCRIPTION, FILES (scripts/), COMMANDS (rerun, show --logs)",
      "handler retries retry dead backoff sql transaction steps step "
-     "checkpoint rerun"},
+     "checkpoint rerun logs log print"},
     {"io", "I/O in handlers",
      "jobrunner.http, sleep, exec and all; inflight: many jobs per worker",
      "FILES (scripts/, jobrunner.lua)", "inflight http exec coroutine"},
@@ -63,7 +64,8 @@ static const struct topic {
      "sqlite postgres postgresql database sql"},
     {"operations", "Operations and reliability",
      "shutdown, leases, systemd, reload, what can go wrong, chaos",
-     "SYSTEMD, HANDLER OUTPUT", "systemd reload production"},
+     "SYSTEMD, HANDLER OUTPUT", "systemd reload production monitoring "
+     "grafana alerts prometheus"},
     {"reliability", "Reliability",
      "power cuts, I/O errors and server crashes: the promises, the trades, "
      "make crash and its figures", NULL,

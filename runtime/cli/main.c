@@ -58,7 +58,10 @@ static const struct command {
      "                           else it is kept; refused for a finished job, a\n"
      "                           signal sent already or timed out (exit 5 no such job)", 1},
     {"show", jr_cmd_show, "show ID [--json]         every field of one job, payload included\n"
-     "                           (exit 5 if there is no such job)", 1},
+     "                           (exit 5 if there is no such job)\n"
+     "  show ID --logs [--attempt N] [--json]\n"
+     "                           each attempt's kept logs: jobrunner.log lines and\n"
+     "                           what the handler printed (log.attempt_max a run)", 1},
     {"wait", jr_cmd_wait, "wait ID... [--timeout DURATION] [--json]\n"
      "                           wait until the jobs end; prints each one's state and\n"
      "                           result; exit 0 all completed, 1 one dead or cancelled,\n"

@@ -607,6 +607,14 @@ typedef struct jr_client_outcome {
 int jr_client_wait(jr_client *c, const int64_t *ids, size_t n,
                    double timeout, jr_client_outcome *out);
 
+/* A job's logs (docs/handlers.md, "Each attempt's logs"): *json gets a
+ * JSON array of its runs, oldest first, each {"attempt", "at", "lines":
+ * [{"at", "level", "msg"}, ...], "dropped_lines", "dropped_bytes"}, only
+ * those of attempt when it is above 0 ("[]" for none): a new string,
+ * free with free(). Returns JR_CLIENT_OK, or JR_CLIENT_ENOTFOUND when no
+ * job has id (finished jobs go as retention says, their logs with them). */
+int jr_client_logs(jr_client *c, int64_t id, int attempt, char **json);
+
 /* The status of the last call on c (JR_CLIENT_OK after a success). */
 int jr_client_errcode(const jr_client *c);
 

@@ -93,6 +93,9 @@ typedef struct jr_config {
     int        owns_L;          /* L is closed by jr_config_free */
     jr_token  *http_tokens;     /* http.tokens (cfgtokens.c); NULL: none */
     int        http_ntokens;
+    size_t     log_attempt_max; /* log.attempt_max: bytes of a handler's
+                                   log kept a run; 0: none kept */
+    int        log_echo;        /* log.echo: and to the runner's log */
 } jr_config;
 
 /* Fills c with the defaults. */

@@ -163,6 +163,10 @@ static const key_row log_rows[] = {
      "the least level logged"},
     {"format", K_FN, 0, 0, 0, NONE, "\"text\" or \"json\"", k_format,
      "lines of text, or one JSON object per line"},
+    {"attempt_max", K_SIZE, AT(log_attempt_max), 0, 1048576, 65536, NULL,
+     NULL, "bytes of a handler's log lines and output kept per attempt"},
+    {"echo", K_BOOL, AT(log_echo), 0, 0, 1, NULL, NULL,
+     "a handler's kept lines go to the runner's log too"},
     {NULL, K_FN, 0, 0, 0, NONE, NULL, NULL, NULL}
 };
 
@@ -405,6 +409,7 @@ jr_keys_defaults(jr_config *c)
     row_defaults(c, top_rows);
     row_defaults(c, defaults_rows);
     row_defaults(c, retention_rows);
+    row_defaults(c, log_rows);
 }
 
 

@@ -21,7 +21,7 @@
 /* The topics whose tables the routes are, in the order they are
  * matched: each file defines its jr_apiroutes_<topic>[]. */
 #define TOPICS(X) X(jobs) X(action) X(flow) X(sched) X(steps) X(seq) \
-    X(runner) X(signal) X(token) X(schedrt)
+    X(runner) X(signal) X(token) X(schedrt) X(logs)
 
 #define TOPIC_DECLARE(t) extern const jr_apiroute jr_apiroutes_##t[];
 TOPICS(TOPIC_DECLARE)

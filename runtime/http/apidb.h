@@ -31,7 +31,8 @@ int jr_apidb_stat_row(const jr_stat_row *r, void *arg);
 /* "state":n[s],... of the states whose flags hold all of flags. */
 void jr_apidb_counts(jr_buf *b, const long *n, int flags);
 /* The Prometheus gauges of a name (arg: the jr_apireq) and of a queue
- * (arg: two buffers: the state gauges, the paused gauge). 0 always. */
+ * (arg: three buffers: the state gauges, the paused gauge, the age of
+ * the oldest ready job). 0 always. */
 int jr_apidb_gauge_name(const jr_stat_row *r, void *arg);
 int jr_apidb_gauge_queue(const jr_queue_row *r, void *arg);
 

@@ -75,7 +75,7 @@ seq_gauges(jr_db *db, jr_buf *b, jr_err *e)
 static int
 gauges(jr_db *db, jr_apireq *q, jr_err *e)
 {
-    jr_buf *b = &q->body, two[2] = {{0}, {0}};
+    jr_buf *b = &q->body, two[3] = {{0}, {0}, {0}};
     int rc;
 
     jr_api_printf(b, "# HELP jobrunner_jobs Jobs in the database by job "
@@ -89,11 +89,18 @@ gauges(jr_db *db, jr_apireq *q, jr_err *e)
     two[0] = *b;                /* the body grows in two[0] */
     jr_api_printf(&two[1], "# HELP jobrunner_queue_paused 1 while the queue "
                   "is paused.\n# TYPE jobrunner_queue_paused gauge\n");
+    jr_api_printf(&two[2], "# HELP jobrunner_queue_oldest_ready_seconds "
+                  "How long the queue's oldest ready job has been due (0: "
+                  "none ready; the whole database).\n"
+                  "# TYPE jobrunner_queue_oldest_ready_seconds gauge\n");
     rc = db->ops->queue_list(db->b, jr_apidb_gauge_queue, two, e);
     *b = two[0];
-    if (rc == 0)
+    if (rc == 0) {
         jr_buf_put(b, two[1].p, two[1].len);
+        jr_buf_put(b, two[2].p, two[2].len);
+    }
     jr_buf_free(&two[1]);
+    jr_buf_free(&two[2]);
     return rc < 0 || waiting_gauges(db, b, e) < 0 ||
            seq_gauges(db, b, e) < 0 ? -1 : 0;
 }

@@ -331,5 +331,9 @@ jr_apidb_gauge_queue(const jr_queue_row *r, void *arg)
     jr_buf_put(&two[1], "jobrunner_queue_paused{queue=\"", 30);
     label(&two[1], r->name);
     jr_api_printf(&two[1], "\"} %d\n", r->paused ? 1 : 0);
+    jr_buf_put(&two[2], "jobrunner_queue_oldest_ready_seconds{queue=\"", 44);
+    label(&two[2], r->name);
+    jr_api_printf(&two[2], "\"} %.3f\n", r->oldest_ready > 0 ?
+                  fmax(jr_now() - r->oldest_ready, 0) : 0);
     return 0;
 }

@@ -20,7 +20,6 @@
 #include "lua/jrlib.h"
 #include "lua/jrwait.h"
 #include "lua/json.h"
-#include "base/log.h"
 #include "lua/luaopts.h"
 #include "lua/luabridge.h"
 #include "lua/jrsteps.h"
@@ -44,6 +43,14 @@ get_ctx(lua_State *L)
             return c;
     }
     return ctx;
+}
+
+jr_jobctx *
+jr_jrlib_ctx(lua_State *L)
+{
+    jr_jobctx *ctx = get_ctx(L);
+
+    return ctx != NULL && ctx->job != NULL ? ctx : NULL;
 }
 
 /* The job running now, or raises naming the function misused. */
@@ -76,6 +83,7 @@ jr_jobctx_clear(jr_jobctx *ctx)
     ctx->steps_dirty = 0;
     ctx->steps_task = NULL;
     ctx->steps_told = 0;
+    jr_joblog_clear(&ctx->log);
 }
 
 void
@@ -85,6 +93,7 @@ jr_jobctx_free(jr_jobctx *ctx)
     free(ctx->pushes);
     free(ctx->mem);
     jr_buf_free(&ctx->sql);
+    jr_joblog_free(&ctx->log);
     ctx->pushes = NULL;
     ctx->mem = NULL;
     ctx->cap = 0;
@@ -254,32 +263,6 @@ signal_tostring(lua_State *L)
     return 1;
 }
 
-/* jobrunner.log(level, ...): one log line tagged with the job. */
-static int
-jrlib_log(lua_State *L)
-{
-    static const char *const levels[] = {"debug", "info", "warn", "error",
-                                         NULL};
-    int level = luaL_checkoption(L, 1, NULL, levels), i, n = lua_gettop(L);
-    jr_jobctx *ctx = get_ctx(L);
-    luaL_Buffer b;
-
-    luaL_buffinit(L, &b);
-    for (i = 2; i <= n; i++) {
-        if (i > 2)
-            luaL_addchar(&b, ' ');
-        luaL_tolstring(L, i, NULL);
-        luaL_addvalue(&b);
-    }
-    luaL_pushresult(&b);                             /* .. msg */
-    if (ctx != NULL && ctx->job != NULL)
-        jr_log(level, "job %lld (%s): %s", (long long)ctx->job->id,
-               ctx->job->name, lua_tostring(L, -1));
-    else
-        jr_log(level, "%s", lua_tostring(L, -1));
-    return 0;
-}
-
 /* jobrunner.cancelled(): true once this job's cancel arrived. The error
  * the cancel raises comes at the handler's next Lua instruction and again
  * every few thousand: a handler that catches it (pcall) can check this to
@@ -357,7 +340,6 @@ static const luaL_Reg jrlib_funcs[] = {
     {"push", jrlib_push},
     {"snooze", jrlib_snooze},
     {"discard", jrlib_discard},
-    {"log", jrlib_log},
     {"cancelled", jrlib_cancelled},
     {"progress", jrlib_progress},
     {NULL, NULL}
@@ -374,6 +356,7 @@ open_module(lua_State *L)                            /* ctx */
     jr_json_set_markers(L);                          /* package loaded M */
     jr_steps_open(L);                                /* package loaded M */
     jr_jrsql_register(L);                            /* package loaded M */
+    jr_jrlog_register(L);                            /* package loaded M */
     lua_setfield(L, -2, "jobrunner");                /* package loaded */
     lua_pop(L, 2);                                   /* (nothing) */
     luaL_newmetatable(L, JR_SIGNAL_MT);              /* mt */

@@ -8,6 +8,7 @@
 #define JR_JRLIB_H
 
 #include "base/job.h"
+#include "base/joblog.h"
 #include "base/util.h"
 
 typedef struct lua_State lua_State;
@@ -81,6 +82,8 @@ struct jr_jobctx {
     void         *steps_task;   /* a durable step's wait (jr_task), NULL */
     int           steps_wait;   /* and the record it waits for */
     int           steps_told;   /* records counted in the lists sent */
+    jr_joblog     log;          /* this run's logs (jrlog.c); cleared by
+                                   jr_jobctx_clear */
 };
 
 /* Installs package.loaded.jobrunner for handlers, bound to ctx (borrowed,
@@ -109,6 +112,21 @@ const jr_signal *jr_jrlib_signal(lua_State *L, int idx);
 /* The context of the job running now, or raises "jobrunner.<fn>: called
  * outside a running job". [-0, +0, v] */
 jr_jobctx *jr_jrlib_job(lua_State *L, const char *fn);
+/* The context of the job running now on L (its coroutine's, for jobs
+ * that run many at once), or NULL between jobs. [-0, +0, -] */
+jr_jobctx *jr_jrlib_ctx(lua_State *L);
+/* Sets log in the module table on top and, in L's globals, print,
+ * io.write and the write method of io.stdout and io.stderr that keep
+ * what a running job writes in its context (jrlog.c). [-0, +0, m] */
+void jr_jrlog_register(lua_State *L);
+/* The worker's log.attempt_max (bytes kept a run; 0: none kept, the
+ * output goes where handler_output says) and log.echo (1: what is kept
+ * goes to the runner's log too). Until called: 0 and 1. */
+void jr_jrlog_setup(size_t max, int echo);
+/* The entry of the run ctx just ended (attempt: the job's), or NULL when
+ * it logged nothing: what the worker sends with its result (jr_result's
+ * logs), valid until ctx is cleared. */
+const char *jr_jrlog_entry(jr_jobctx *ctx, int attempt);
 /* Records s (copied) as ctx's decision unless one was taken, and unwinds
  * the handler with it. Does not return. [-0, +1, v] */
 int  jr_jrlib_raise(lua_State *L, jr_jobctx *ctx, const jr_signal *s);

@@ -657,6 +657,7 @@ send_settings(master *m, wk *w)
         .inflight = c->inflight, .durable_steps = c->durable_steps,
         .db_url = c->backend, .attach = c->attach,
         .handler_role = c->handler_role,
+        .log_attempt_max = c->log_attempt_max, .log_echo = c->log_echo,
     };
 
     w->inflight = c->inflight;

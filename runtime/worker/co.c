@@ -190,6 +190,7 @@ job_alloc(worker *w)
     cj->ctx.mem = keep.mem;
     cj->ctx.cap = keep.cap;
     cj->ctx.sql = keep.sql;
+    cj->ctx.log = keep.log;
     cj->timer = timer;
     return cj;
 }
@@ -248,6 +249,7 @@ finish(cojob *cj, int rc)
     co->dead = cj;
     memset(&res, 0, sizeof res);
     outcome(cj, rc, &res);
+    res.logs = jr_jrlog_entry(&cj->ctx, cj->j->attempt);
     if (cj->ctx.progress_dirty)
         put_progress(cj);
     jr_wsteps_end(w, &cj->ctx);

@@ -349,6 +349,8 @@ jr_frame_put_result(jr_buf *b, const jr_result *res)
         jr_put_f64(b, res->wake_at);
         jr_put_i32(b, res->sleep_n);
     }
+    if (res->kind != JR_PROGRESS && res->kind != JR_STEP)
+        jr_put_str(b, res->logs);
     jr_frame_end(b, start);
 }
 
@@ -414,6 +416,29 @@ get_sql(jr_reader *r, jr_result *res, char **arena)
     res->sql_handler = res->sql_error + JR_SQL_ERR_MAX;
     res->sql_handler[0] = '\0';
     *arena += len + JR_SQL_ERR_MAX + 129;
+    return 0;
+}
+
+/* A run's logs, back: one JSON object (joblog.h), checked as the
+ * database will take it. */
+static int
+get_logs(jr_reader *r, jr_result *res, char **arena)
+{
+    char why[64];
+    size_t len;
+    const char *p = jr_get_str(r, &len);
+
+    if (r->bad)
+        return -1;
+    if (p == NULL)
+        return 0;
+    if (len < 2 || p[0] != '{' || has_nul(p, len) ||
+        jr_jsontext_check(p, len, why, sizeof why) < 0)
+        return -1;
+    memcpy(*arena, p, len);
+    (*arena)[len] = '\0';
+    res->logs = *arena;
+    *arena += len + 1;
     return 0;
 }
 
@@ -483,6 +508,9 @@ jr_frame_get_result(jr_reader *r, jr_result *res, void **mem, jr_err *err)
             jr_name_check(res->wait_on, "signal name", NULL) < 0)
             r->bad = 1;
     }
+    if (res->kind != JR_PROGRESS && res->kind != JR_STEP &&
+        get_logs(r, res, &arena) < 0)
+        return jr_fail(err, JR_EPROTO, "malformed result frame (logs)");
     if (r->bad)
         return jr_fail(err, JR_EPROTO, "malformed result frame");
     if ((res->kind == JR_RETRY || res->kind == JR_DEAD) && res->error == NULL)

@@ -142,6 +142,9 @@ typedef struct jr_settings {
     char   *attach;             /* the config's attach; owned or NULL */
     char   *handler_role;       /* the config's handler_role; owned or NULL */
     int     durable_steps;      /* defaults.durable_steps: 0 or 1 */
+    size_t  log_attempt_max;    /* log.attempt_max: bytes a run's logs
+                                   keep; 0: none kept */
+    int     log_echo;           /* log.echo: 0 or 1 */
 } jr_settings;
 
 /* Encodes settings. s borrowed. */

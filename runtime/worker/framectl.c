@@ -252,6 +252,8 @@ jr_frame_put_settings(jr_buf *b, const jr_settings *s)
     jr_put_str(b, s->attach ? s->attach : "");
     jr_put_str(b, s->handler_role ? s->handler_role : "");
     jr_put_u8(b, s->durable_steps ? 1 : 0);
+    jr_put_i64(b, (int64_t)s->log_attempt_max);
+    jr_put_u8(b, s->log_echo ? 1 : 0);
     jr_frame_end(b, start);
 }
 
@@ -287,7 +289,7 @@ settings_range(const jr_settings *s, int64_t mem, int64_t payload,
     if (result < 1 || result > (1 << 30))
         return "max_result";
     if (s->log_level < JR_LOG_DEBUG || s->log_level > JR_LOG_ERROR ||
-        s->log_json > 1 || s->durable_steps > 1)
+        s->log_json > 1 || s->durable_steps > 1 || s->log_echo > 1)
         return "log";
     if (s->inflight < 1 || s->inflight > JR_RANGE_INFLIGHT_MAX)
         return "inflight";
@@ -300,7 +302,7 @@ jr_frame_get_settings(jr_reader *r, jr_settings *out, jr_err *err)
     size_t len, slen[3];
     const char *dir = jr_get_str(r, &len), *bad, *str[3];
     char **own[3] = {&out->db_url, &out->attach, &out->handler_role};
-    int64_t mem, payload, result;
+    int64_t mem, payload, result, logmax;
     int i;
 
     memset(out, 0, sizeof *out);
@@ -316,6 +318,8 @@ jr_frame_get_settings(jr_reader *r, jr_settings *out, jr_err *err)
     for (i = 0; i < 3; i++)
         str[i] = jr_get_str(r, &slen[i]);
     out->durable_steps = (int)jr_get_u8(r);
+    logmax = jr_get_i64(r);
+    out->log_echo = (int)jr_get_u8(r);
     if (r->bad || r->n != 0)
         return jr_fail(err, JR_EPROTO, "malformed settings: %s", r->bad ?
                        "truncated" : "trailing bytes");
@@ -325,6 +329,10 @@ jr_frame_get_settings(jr_reader *r, jr_settings *out, jr_err *err)
     if ((bad = settings_range(out, mem, payload, result)) != NULL)
         return jr_fail(err, JR_EPROTO, "malformed settings: %s out of "
                        "range", bad);
+    if (logmax < 0 || logmax > (1 << 20))
+        return jr_fail(err, JR_EPROTO, "malformed settings: log.attempt_max "
+                       "out of range");
+    out->log_attempt_max = (size_t)logmax;
     out->memory_limit = (size_t)mem;
     out->max_payload = (size_t)payload;
     out->max_result = (size_t)result;

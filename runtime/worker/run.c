@@ -494,6 +494,7 @@ jr_run_job(worker *w, const jr_job *j, jr_result *res)
     jr_wsteps_end(w, &w->ctx);  /* so is the steps' list */
     w->ctx.job = NULL;
     outcome(w, j, rc, timeout, res);
+    res->logs = jr_jrlog_entry(&w->ctx, j->attempt);
     lua_settop(L, top);                              /* (nothing) */
 }
 

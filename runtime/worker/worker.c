@@ -436,6 +436,7 @@ jr_worker_main(int fd, int share_fd)
     }
     snprintf(who, sizeof who, "worker %d", (int)getpid());
     jr_log_setup(w.set.log_level, w.set.log_json, who);
+    jr_jrlog_setup(w.set.log_attempt_max, w.set.log_echo);
     if (jr_jrsql_setup(w.set.db_url, w.set.attach, w.set.handler_role) < 0)
         jr_log(JR_LOG_ERROR, "worker: jobrunner.query: out of memory");
     if (setup(&w, &err) < 0) {

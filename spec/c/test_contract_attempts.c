@@ -1,5 +1,7 @@
 /* test_contract_attempts.c - the backend contract on both engines
- * (contract.h): the attempt history: fenced, bounded, failures only. Usage:
+ * (contract.h): the attempt history: fenced, bounded, failures only; a
+ * run's logs (job_logs): fenced, bounded, none for a job that logged
+ * nothing or a success deleted. Usage:
  * test_contract_attempts [POSTGRES_URL]; spec/run passes the throwaway
  * cluster's. Prints "N passed, N failed". */
 #include "contract.h"
@@ -115,8 +117,96 @@ test_attempt_history(void)
     jr_db_close(&db);
 }
 
+/* Claims job name under token and records its end of kind with logs. */
+static int
+end_logged(jr_db *db, const char *token, const char *name, int kind,
+           const char *logs)
+{
+    const char *names[1] = {name};
+    jr_result r;
+    jr_job *j[1];
+    jr_err e = {0};
+    int n;
+
+    if (claim_spec(db, token, ALL_QUEUES(names, 1, 1), j) != 1)
+        return -1;
+    memset(&r, 0, sizeof r);
+    r.id = j[0]->id;
+    r.kind = kind;
+    r.error = kind == JR_DONE ? NULL : "boom";
+    r.delay = 0;
+    r.logs = logs;
+    free(j[0]);
+    n = db->ops->complete(db->b, token, &r, 1, &e);
+    CHECK_OK(n, e);
+    return n;
+}
+
+/* The job's logs text, or "" for none, or "(none)" for no job. */
+static void
+logs_of(jr_db *db, int64_t id, char *out, size_t size)
+{
+    jr_err e = {0};
+    char *text = NULL;
+    int rc = db->ops->job_logs(db->b, id, &text, &e);
+
+    CHECK_OK(rc, e);
+    snprintf(out, size, "%s", rc == 0 ? "(none)" : text ? text : "");
+    free(text);
+}
+
+/* A run's entry joins the job's logs with its end, fenced; the newest
+ * JR_LOGS_KEPT stay; a job that logs nothing has none; a success kept
+ * keeps its run's, one deleted is gone with them. */
+static void
+test_job_logs(void)
+{
+    jr_db db = conn_keep(0), keep = conn_keep(3600);
+    int64_t id = push1(&db, job("c.logs")), quiet = push1(&db, job("c.q"));
+    int64_t gone = push1(&db, job("c.gone")), kept;
+    char text[8192], entry[64];
+    jr_result r;
+    jr_err e = {0};
+    int i;
+
+    CHECK(end_logged(&db, "T", "c.logs", JR_RETRY,
+                     "{\"attempt\":1,\"lines\":[]}") == 1);
+    logs_of(&db, id, text, sizeof text);
+    CHECK(strstr(text, "\"attempt\"") != NULL && strstr(text, "1") != NULL);
+    CHECK(text[0] == '[');
+    memset(&r, 0, sizeof r);    /* a foreign token: fenced, nothing added */
+    r.id = id;
+    r.kind = JR_RETRY;
+    r.error = "stale";
+    r.logs = "{\"attempt\":99}";
+    CHECK(db.ops->complete(db.b, "other", &r, 1, &e) == 0);
+    logs_of(&db, id, text, sizeof text);
+    CHECK(strstr(text, "99") == NULL);
+    for (i = 2; i <= JR_LOGS_KEPT + 3; i++) {
+        snprintf(entry, sizeof entry, "{\"attempt\":%d}", 1000 + i);
+        CHECK(end_logged(&db, "T", "c.logs", JR_RETRY, entry) == 1);
+    }
+    logs_of(&db, id, text, sizeof text);
+    CHECK(strstr(text, "1003") == NULL && strstr(text, "1004") != NULL);
+    CHECK(strstr(text, "1023") != NULL);
+    CHECK(end_logged(&db, "T", "c.q", JR_RETRY, NULL) == 1);
+    logs_of(&db, quiet, text, sizeof text);
+    CHECK(strcmp(text, "") == 0);
+    CHECK(end_logged(&db, "T", "c.gone", JR_DONE, "{\"attempt\":1}") == 1);
+    logs_of(&db, gone, text, sizeof text);
+    CHECK(strcmp(text, "(none)") == 0);
+    kept = push1(&keep, job("c.kept"));
+    CHECK(end_logged(&keep, "T", "c.kept", JR_DONE,
+                     "{\"attempt\":7}") == 1);
+    logs_of(&keep, kept, text, sizeof text);
+    CHECK(strstr(text, "7") != NULL);
+    jr_db_close(&keep);
+    jr_db_close(&db);
+}
+
 static const check_test tests[] = {
     {"attempt history: fenced, bounded, failures only", test_attempt_history},
+    {"job logs: fenced, bounded, none for nothing logged", test_job_logs},
 };
 
 int

@@ -372,7 +372,10 @@ settings_round_trip(fz *f)
     s.log_json = (int)(fz_int(f, 1) % 2);
     s.inflight = (int)(int32_t)fz_int(f, 4);
     s.durable_steps = (int)(fz_int(f, 1) % 2);
+    s.log_attempt_max = (size_t)fz_int(f, 4);
+    s.log_echo = (int)(fz_int(f, 1) % 2);
     ok = dir[0] != '\0' && s.max_retries >= 0 &&
+         s.log_attempt_max <= ((size_t)1 << 20) &&
          s.max_retries <= JR_RANGE_RETRIES_MAX &&
          s.timeout >= JR_RANGE_TIMEOUT_MIN &&
          s.timeout <= JR_RANGE_TIMEOUT_MAX &&
@@ -397,6 +400,8 @@ settings_round_trip(fz *f)
               d.max_result == s.max_result);
         CHECK(d.inflight == s.inflight);
         CHECK(d.durable_steps == s.durable_steps);
+        CHECK(d.log_attempt_max == s.log_attempt_max &&
+              d.log_echo == s.log_echo);
         CHECK(d.db_url == NULL && d.attach == NULL && d.handler_role == NULL);
         CHECK(d.log_level == s.log_level && d.log_json == s.log_json);
     } else {

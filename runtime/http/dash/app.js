@@ -371,16 +371,59 @@
     }
   }
 
-  function attempts(list) {
-    $("d-attempts-box").hidden = !Array.isArray(list) || !list.length;
+  /* A log line's text with its control characters shown as \xNN (as
+   * `jobrunner show --logs` does), a tab and a newline kept. */
+  function visible(t) {
+    return String(t).replace(/[\x00-\x08\x0b-\x1f\x7f-\x9f]/g, function (c) {
+      return "\\x" + ("0" + c.charCodeAt(0).toString(16)).slice(-2);
+    });
+  }
+
+  /* One run's kept lines (GET /api/jobs/ID/logs), as text. */
+  function logLines(run) {
+    var out = [];
+    if (run.dropped_lines > 0)
+      out.push("(" + run.dropped_lines + " earlier lines dropped, " + run.dropped_bytes + " bytes: over log.attempt_max)");
+    (run.lines || []).forEach(function (l) {
+      var t = l.at ? new Date(l.at * 1000).toISOString().slice(11, 23) : "";
+      out.push(t + " " + (String(l.level) + "      ").slice(0, 6) + " " + visible(l.msg));
+    });
+    return out.join("\n");
+  }
+
+  /* The failed attempts and each run's logs under its attempt: a run
+   * with no failed attempt of its number (the last one, a snooze) gets
+   * an entry of its own. */
+  function attempts(list, runs) {
+    list = Array.isArray(list) ? list : [];
+    runs = Array.isArray(runs) ? runs : [];
+    $("d-attempts-box").hidden = !list.length && !runs.length;
     var ol = $("d-attempts"); ol.textContent = "";
-    (list || []).forEach(function (a) {
-      var li = el("li");
-      li.appendChild(el("span", "attempt " + a.attempt, "at-n"));
-      li.appendChild(el("span", " " + when(a.at) + (a.duration !== undefined && a.duration !== null ? " · ran " + dur(a.duration) : "") +
-        (a.runner ? " · " + a.runner : "") + (a.worker !== undefined && a.worker !== null ? " #" + a.worker : "") +
-        (a.generation ? " · gen " + String(a.generation).slice(0, 8) : ""), "muted"));
-      li.appendChild(el("pre", a.error || "(no error)"));
+    var byAttempt = {};
+    runs.forEach(function (r) { (byAttempt[r.attempt] = byAttempt[r.attempt] || []).push(r); });
+    var items = list.map(function (a) { return { a: a, n: a.attempt, at: a.at }; });
+    runs.forEach(function (r) {
+      if (!list.some(function (a) { return a.attempt === r.attempt; }))
+        if (!items.some(function (x) { return !x.a && x.n === r.attempt; }))
+          items.push({ a: null, n: r.attempt, at: r.at });
+    });
+    items.sort(function (x, y) { return x.n - y.n || x.at - y.at; });
+    items.forEach(function (x) {
+      var li = el("li"), a = x.a;
+      li.appendChild(el("span", "attempt " + x.n, "at-n"));
+      if (a) {
+        li.appendChild(el("span", " " + when(a.at) + (a.duration !== undefined && a.duration !== null ? " · ran " + dur(a.duration) : "") +
+          (a.runner ? " · " + a.runner : "") + (a.worker !== undefined && a.worker !== null ? " #" + a.worker : "") +
+          (a.generation ? " · gen " + String(a.generation).slice(0, 8) : ""), "muted"));
+        li.appendChild(el("pre", a.error || "(no error)"));
+      } else {
+        li.className = "run";
+        li.appendChild(el("span", " " + when(x.at), "muted"));
+      }
+      (byAttempt[x.n] || []).forEach(function (r) {
+        li.appendChild(el("h4", "logs"));
+        li.appendChild(el("pre", logLines(r), "log"));
+      });
       ol.appendChild(li);
     });
   }
@@ -437,12 +480,16 @@
       $("d-result-box").hidden = j.result === undefined || j.result === null;
       $("d-result").textContent = j.result === undefined || j.result === null ? "" : jsonText(j.result);
       $("d-error").textContent = j.last_error || "(none)";
-      attempts(Array.isArray(j.attempts) ? j.attempts : null);
       shownJob = j;
       steps(j.steps);
       $("d-rerun").hidden = j.state === "running" || j.state === "waiting";
       $("d-retry").hidden = $("d-purge").hidden = j.state !== "dead";
       $("d-cancel").hidden = j.state !== "queued" && j.state !== "running" && j.state !== "waiting";
+      /* its runs' logs under their attempts; the view is loaded once they are drawn */
+      var failed = Array.isArray(j.attempts) ? j.attempts : null;
+      return api("jobs/" + encodeURIComponent(j.id) + "/logs").then(function (l) {
+        if (shown === j.id) attempts(failed, l.runs);
+      }, function () { if (shown === j.id) attempts(failed, null); });
     }).catch(function (e) {
       if (e.status !== 404) throw e;
       shown = null;

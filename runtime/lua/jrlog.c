@@ -1,0 +1,318 @@
+/* jrlog.c - each attempt's logs (docs/handlers.md, "Each attempt's
+ * logs"): jobrunner.log(level, msg, fields), and print, io.write and
+ * io.stdout/io.stderr:write wrapped so that what a running job writes is
+ * kept in its context (joblog.h) and sent with its result, the runner's
+ * log getting it too when log.echo says so. Outside a job, or with
+ * log.attempt_max 0, the wrapped functions are the standard ones. Uses
+ * jrlib.h, joblog.h, log.h. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <lauxlib.h>
+#include <lua.h>
+
+#include "base/joblog.h"
+#include "base/log.h"
+#include "lua/jrlib.h"
+
+static size_t log_max;          /* log.attempt_max: bytes kept a run */
+static int    log_echo = 1;     /* log.echo */
+
+void
+jr_jrlog_setup(size_t max, int echo)
+{
+    log_max = max;
+    log_echo = echo;
+}
+
+const char *
+jr_jrlog_entry(jr_jobctx *ctx, int attempt)
+{
+    return log_max > 0 ? jr_joblog_entry(&ctx->log, attempt, log_max) : NULL;
+}
+
+/* The running job's context when its output is kept, else NULL. */
+static jr_jobctx *
+keeping(lua_State *L)
+{
+    return log_max > 0 ? jr_jrlib_ctx(L) : NULL;
+}
+
+static jr_buf line;             /* the message jobrunner.log builds */
+
+/* 1 if a field's value must be quoted: empty, or a space, '=', '"',
+ * '\\' or a control byte in it. */
+static int
+needs_quotes(const char *s, size_t n)
+{
+    size_t i;
+
+    if (n == 0)
+        return 1;
+    for (i = 0; i < n; i++)
+        if ((unsigned char)s[i] <= ' ' || s[i] == '=' || s[i] == '"' ||
+            s[i] == '\\' || s[i] == 0x7f)
+            return 1;
+    return 0;
+}
+
+/* Appends " key=value" for the key and value on top (checked). */
+static void
+put_field(lua_State *L)                              /* .. k v */
+{
+    const char *k = lua_tostring(L, -2), *v;
+    size_t n, i;
+
+    if (lua_isboolean(L, -1))
+        v = lua_toboolean(L, -1) ? "true" : "false", n = strlen(v);
+    else
+        v = lua_tolstring(L, -1, &n);    /* a number: on its own copy */
+    jr_buf_put(&line, " ", 1);
+    jr_buf_put(&line, k, strlen(k));
+    jr_buf_put(&line, "=", 1);
+    if (!needs_quotes(v, n)) {
+        jr_buf_put(&line, v, n);
+        return;
+    }
+    jr_buf_put(&line, "\"", 1);
+    for (i = 0; i < n; i++) {
+        if (v[i] == '"' || v[i] == '\\')
+            jr_buf_put(&line, "\\", 1);
+        jr_buf_put(&line, &v[i], 1);
+    }
+    jr_buf_put(&line, "\"", 1);
+}
+
+#define FIELDS_MAX 64            /* fields of one jobrunner.log line */
+
+static int
+key_cmp(const void *a, const void *b)
+{
+    return strcmp(*(const char *const *)a, *(const char *const *)b);
+}
+
+/* Fills keys with the keys of the fields table at idx, sorted (the
+ * strings live in the table), after checking that it is flat: string
+ * keys, values strings, numbers or booleans, at most FIELDS_MAX. Returns
+ * how many. [-0, +0, v] */
+static int
+sorted_keys(lua_State *L, int idx, const char **keys)
+{
+    int n = 0, t;
+
+    lua_pushnil(L);                                  /* .. nil */
+    while (lua_next(L, idx)) {                       /* .. k v */
+        t = lua_type(L, -1);
+        if (lua_type(L, -2) != LUA_TSTRING)
+            luaL_error(L, "jobrunner.log: fields must be a table of "
+                       "name = value, found a %s key", luaL_typename(L, -2));
+        if (t != LUA_TSTRING && t != LUA_TNUMBER && t != LUA_TBOOLEAN)
+            luaL_error(L, "jobrunner.log: field '%s' must be a string, "
+                       "number or boolean, got %s", lua_tostring(L, -2),
+                       luaL_typename(L, -1));
+        if (n == FIELDS_MAX)
+            luaL_error(L, "jobrunner.log: more than %d fields", FIELDS_MAX);
+        keys[n++] = lua_tostring(L, -2);
+        lua_pop(L, 1);                               /* .. k */
+    }                                                /* .. */
+    qsort(keys, (size_t)n, sizeof *keys, key_cmp);
+    return n;
+}
+
+/* Builds jobrunner.log's message in line: msg and the fields at index
+ * 3, or the values from index 2 joined by spaces. [-0, +0, v] */
+static void
+build(lua_State *L, int fields)
+{
+    const char *keys[FIELDS_MAX];
+    int i, n = lua_gettop(L), nk = fields ? sorted_keys(L, 3, keys) : 0;
+    const char *s;
+    size_t len;
+
+    jr_buf_reset(&line);
+    for (i = 2; i <= (fields ? 2 : n); i++) {
+        s = luaL_tolstring(L, i, &len);              /* .. s */
+        if (i > 2)
+            jr_buf_put(&line, " ", 1);
+        jr_buf_put(&line, s, len);
+        lua_pop(L, 1);                               /* .. */
+    }
+    for (i = 0; i < nk; i++) {
+        lua_pushstring(L, keys[i]);                  /* .. k */
+        lua_pushvalue(L, -1);                        /* .. k k */
+        lua_rawget(L, 3);                            /* .. k v */
+        put_field(L);
+        lua_pop(L, 2);                               /* .. */
+    }
+    jr_buf_put(&line, "", 1);
+}
+
+/* jobrunner.log(level, msg [, fields]): one line of the job's log, at
+ * level "debug", "info", "warn" or "error"; fields, a flat table, are
+ * written after msg as key=value, sorted by key, a value quoted when it
+ * holds a space, '=', '"', '\\' or a control character (or is empty).
+ * Called with more than one value after level and no table, the values
+ * are joined by spaces. Kept with the attempt; to the runner's log as
+ * well when log.echo is on, or when nothing is kept. */
+static int
+jrlog_log(lua_State *L)
+{
+    static const char *const levels[] = {"debug", "info", "warn", "error",
+                                         NULL};
+    int level = luaL_checkoption(L, 1, NULL, levels);
+    jr_jobctx *ctx = jr_jrlib_ctx(L);
+    const char *msg;
+    size_t len;
+
+    build(L, lua_gettop(L) == 3 && lua_istable(L, 3));
+    msg = line.oom ? "(out of memory)" : line.p;
+    len = line.oom ? strlen(msg) : line.len - 1;
+    if (ctx != NULL && log_max > 0)
+        jr_joblog_add(&ctx->log, levels[level], msg, len, log_max);
+    if (ctx != NULL && (log_echo || log_max == 0))
+        jr_log(level, "job %lld (%s): %s", (long long)ctx->job->id,
+               ctx->job->name, msg);
+    else if (ctx == NULL)
+        jr_log(level, "%s", msg);
+    return 0;
+}
+
+/* Calls the standard function (upvalue 1) with the arguments as they
+ * are. [-0, +r, e] */
+static int
+call_std(lua_State *L)
+{
+    int n = lua_gettop(L);
+
+    lua_pushvalue(L, lua_upvalueindex(1));           /* a.. f */
+    lua_insert(L, 1);                                /* f a.. */
+    lua_call(L, n, LUA_MULTRET);                     /* r.. */
+    return lua_gettop(L);
+}
+
+/* print(...), kept as a line of stdout while a job runs. */
+static int
+jrlog_print(lua_State *L)
+{
+    jr_jobctx *ctx = keeping(L);
+    int i, n = lua_gettop(L);
+    luaL_Buffer b;
+    const char *s;
+    size_t len;
+
+    if (ctx == NULL)
+        return call_std(L);
+    luaL_buffinit(L, &b);
+    for (i = 1; i <= n; i++) {
+        if (i > 1)
+            luaL_addchar(&b, '\t');
+        luaL_tolstring(L, i, NULL);
+        luaL_addvalue(&b);
+    }
+    luaL_addchar(&b, '\n');
+    luaL_pushresult(&b);                             /* a.. s */
+    s = lua_tolstring(L, -1, &len);
+    jr_joblog_write(&ctx->log, JR_JOBLOG_STDOUT, s, len, log_max);
+    if (log_echo)
+        fwrite(s, 1, len, stdout);
+    return 0;
+}
+
+/* Keeps the strings and numbers from argument first on as written to
+ * stream, and echoes them to f when log.echo says. [-0, +0, v] */
+static void
+keep_args(lua_State *L, jr_jobctx *ctx, int first, int stream, FILE *f)
+{
+    int i, n = lua_gettop(L);
+    const char *s;
+    size_t len;
+
+    for (i = first; i <= n; i++)    /* checked first: nothing half kept */
+        luaL_checklstring(L, i, NULL);
+    for (i = first; i <= n; i++) {
+        s = lua_tolstring(L, i, &len);
+        jr_joblog_write(&ctx->log, stream, s, len, log_max);
+        if (log_echo)
+            fwrite(s, 1, len, f);
+    }
+}
+
+/* io.write(...): kept while a job runs and the default output is
+ * io.stdout (upvalue 2). */
+static int
+jrlog_io_write(lua_State *L)
+{
+    jr_jobctx *ctx = keeping(L);
+
+    if (ctx == NULL)
+        return call_std(L);
+    lua_getfield(L, LUA_REGISTRYINDEX, "_IO_output");   /* a.. out */
+    if (!lua_rawequal(L, -1, lua_upvalueindex(2))) {
+        lua_pop(L, 1);                               /* a.. */
+        return call_std(L);
+    }
+    lua_pop(L, 1);                                   /* a.. */
+    keep_args(L, ctx, 1, JR_JOBLOG_STDOUT, stdout);
+    lua_pushvalue(L, lua_upvalueindex(2));           /* a.. stdout */
+    return 1;
+}
+
+/* file:write(...) of every file: kept for io.stdout (upvalue 2) and
+ * io.stderr (upvalue 3) while a job runs. */
+static int
+jrlog_file_write(lua_State *L)
+{
+    jr_jobctx *ctx = keeping(L);
+    int err;
+
+    if (ctx == NULL)
+        return call_std(L);
+    if (lua_rawequal(L, 1, lua_upvalueindex(2)))
+        err = 0;
+    else if (lua_rawequal(L, 1, lua_upvalueindex(3)))
+        err = 1;
+    else
+        return call_std(L);
+    keep_args(L, ctx, 2, err ? JR_JOBLOG_STDERR : JR_JOBLOG_STDOUT,
+              err ? stderr : stdout);
+    lua_settop(L, 1);                                /* file */
+    return 1;
+}
+
+/* Replaces t[name] (t at idx) by fn with the old value and the files on
+ * top (nup - 1 of them) as its upvalues. [-(nup-1), +0, m] */
+static void
+wrap(lua_State *L, int idx, const char *name, lua_CFunction fn, int nup)
+{
+    idx = lua_absindex(L, idx);
+    lua_getfield(L, idx, name);                      /* f.. old */
+    lua_insert(L, -nup);                             /* old f.. */
+    lua_pushcclosure(L, fn, nup);                    /* new */
+    lua_setfield(L, idx, name);                      /* (nothing) */
+}
+
+void
+jr_jrlog_register(lua_State *L)                      /* M */
+{
+    int top;
+
+    lua_pushcfunction(L, jrlog_log);                 /* M f */
+    lua_setfield(L, -2, "log");                      /* M */
+    lua_pushglobaltable(L);                          /* M G */
+    wrap(L, -1, "print", jrlog_print, 1);            /* M G */
+    if (lua_getfield(L, -1, "io") != LUA_TTABLE) {   /* M G io */
+        lua_pop(L, 2);                               /* M */
+        return;
+    }
+    lua_getfield(L, -1, "stdout");                   /* M G io out */
+    wrap(L, -2, "write", jrlog_io_write, 2);         /* M G io */
+    top = lua_gettop(L);
+    if (luaL_getmetatable(L, LUA_FILEHANDLE) == LUA_TTABLE &&
+        lua_getfield(L, -1, "__index") == LUA_TTABLE) { /* M G io mt ix */
+        lua_getfield(L, -3, "stdout");               /* M G io mt ix out */
+        lua_getfield(L, -4, "stderr");               /* .. ix out err */
+        wrap(L, -3, "write", jrlog_file_write, 3);   /* M G io mt ix */
+    }
+    lua_settop(L, top - 2);                          /* M */
+}
