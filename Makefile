@@ -2,7 +2,7 @@
 PKG_CONFIG ?= pkg-config
 LUA_PC     ?= lua5.4
 LUA        ?= lua5.4
-PKGS        = $(LUA_PC) sqlite3 libpq libevent libcurl
+PKGS        = $(LUA_PC) sqlite3 libpq libevent libcurl libcrypto
 WERROR     ?= -Werror
 PREFIX     ?= /usr/local
 CC         ?= cc
@@ -65,7 +65,7 @@ CTESTS   = $(patsubst spec/c/%.c,$(BUILD)/spec/c/%,$(wildcard spec/c/test_*.c))
 # (deps-deb): with them, debian/control's Build-Depends (the same spec
 # checks) and what dpkg-buildpackage and lintian need.
 DEB_RUN_PKGS  = pkg-config gcc make liblua5.4-dev libsqlite3-dev \
-                libpq-dev libevent-dev libcurl4-openssl-dev tzdata \
+                libpq-dev libevent-dev libcurl4-openssl-dev libssl-dev tzdata \
                 ca-certificates
 DEB_DEB_PKGS  = build-essential dpkg-dev debhelper fakeroot lintian
 DEB_TEST_PKGS = lua5.4 lua-cjson lua-busted sqlite3 postgresql-15 \
@@ -120,7 +120,7 @@ check-deps:
 	@for m in $(PKGS); do $(PKG_CONFIG) --exists $$m || { \
 	    echo "missing pkg-config module '$$m': run 'make deps-run' (Debian:" \
 	         "liblua5.4-dev libsqlite3-dev libpq-dev libevent-dev" \
-	         "libcurl4-openssl-dev)"; \
+	         "libcurl4-openssl-dev libssl-dev)"; \
 	    exit 1; }; done
 
 # replaced by rename, so a running runner keeps its binary
@@ -212,7 +212,7 @@ LIB_SRCS      = $(wildcard runtime/base/*.c runtime/config/*.c) \
                 $(BACKEND_SRCS)
 LIB_PIC       = $(LIB_SRCS:%.c=$(BUILD)/pic/%.o) \
                 $(BUILD)/pic/sqlite_sql.o $(BUILD)/pic/postgres_sql.o
-LIB_LDLIBS    = $(shell $(PKG_CONFIG) --libs sqlite3 libpq 2>/dev/null) -lm
+LIB_LDLIBS    = $(shell $(PKG_CONFIG) --libs sqlite3 libpq libcrypto 2>/dev/null) -lm
 LIB_LUALIBS   = $(shell $(PKG_CONFIG) --libs $(LUA_PC) 2>/dev/null)
 LIB_PRIVATE   = $(LIB_LDLIBS) $(LIB_LUALIBS)
 
@@ -436,7 +436,7 @@ rock: $(BUILD)/luaclient.map
 # backlog scaling on SQLite and a throwaway PostgreSQL, prints one table and
 # writes bench/results.json. BENCH_N=... scales it (see bench/run).
 # bench/profile: the top functions of the master and of a worker.
-BENCH_LIBS = $(shell $(PKG_CONFIG) --libs sqlite3 libpq $(LUA_PC) 2>/dev/null) \
+BENCH_LIBS = $(shell $(PKG_CONFIG) --libs sqlite3 libpq libcrypto $(LUA_PC) 2>/dev/null) \
              -lm -lpthread
 
 .PHONY: bench-tools profile bench-peers
