@@ -229,4 +229,6 @@ const jr_backend_ops jr_postgres_ops = {
     .seq_act = durable_seq_act,               /* sequence.c */
     .fair_set = jr_pg_fair_set,               /* fair.c */
     .interrupt = jr_pg_interrupt,
+    .crypt_scan = jr_pg_crypt_scan,           /* crypt.c */
+    .crypt_put = jr_pg_crypt_put,             /* crypt.c */
 };

@@ -238,4 +238,6 @@ const jr_backend_ops jr_sqlite_ops = {
     .seq_act = durable_seq_act,               /* sequence.c, FULL */
     .fair_set = jr_sqlite_fair_set,           /* fair.c */
     .interrupt = jr_sqlite_interrupt,         /* sqlrun.c */
+    .crypt_scan = jr_sqlite_crypt_scan,       /* crypt.c */
+    .crypt_put = jr_sqlite_crypt_put,         /* crypt.c */
 };

@@ -377,6 +377,38 @@ done:
     return ok ? 0 : -1;
 }
 
+int
+jr_keyring_seal_pushes(const jr_keyring *k, jr_push *p, int n,
+                       jr_buf *store, jr_err *err)
+{
+    size_t *at = malloc((size_t)(n > 0 ? n : 1) * sizeof *at);
+    char id[JR_KEYID_MAX + 1];
+    int i;
+
+    if (at == NULL)
+        return jr_fail(err, JR_ENOMEM, "out of memory sealing payloads");
+    jr_buf_reset(store);
+    for (i = 0; i < n; i++) {
+        const char *pl = p[i].payload != NULL ? p[i].payload : "{}";
+
+        at[i] = (size_t)-1;
+        if (jr_seal_id(pl, strlen(pl), id))
+            continue;
+        at[i] = store->len;
+        if (jr_keyring_seal(k, pl, strlen(pl), store, err) < 0 ||
+            jr_buf_put(store, "", 1) < 0) {
+            free(at);
+            return jr_err_prefix(err, "job '%s': its payload cannot be "
+                                 "encrypted", p[i].name);
+        }
+    }
+    for (i = 0; i < n; i++)
+        if (at[i] != (size_t)-1)
+            p[i].payload = store->p + at[i];
+    free(at);
+    return 0;
+}
+
 static const char *
 skip_ws(const char *p, const char *end)
 {
@@ -537,6 +569,97 @@ jr_keyring_open(const jr_keyring *k, const char *s, size_t n, char **out,
 }
 
 int
+jr_keyring_reseal(const jr_keyring *k, const char *s, size_t n,
+                  int also_plain, char **out, jr_err *err)
+{
+    const char *end = s + n, *p = s, *m, *from, *to, *b, *be;
+    const char *first = k->v[0].id;
+    size_t fn = strlen(first);
+    jr_buf o = {0}, plain = {0};
+    int changed = 0, found = 0;
+
+    *out = NULL;
+    while ((m = memmem(p, (size_t)(end - p), JR_SEAL_MARK,
+                       sizeof JR_SEAL_MARK - 1)) != NULL) {
+        if (!envelope_at(s, end, m, &from, &to, &b, &be) || from < p) {
+            p = m + 1;
+            continue;
+        }
+        found = 1;
+        jr_buf_put(&o, p, (size_t)(from - p));
+        if ((size_t)(be - b) > 4 + fn && memcmp(b + 3, first, fn) == 0 &&
+            b[3 + fn] == ':') {
+            jr_buf_put(&o, from, (size_t)(to - from));
+        } else {
+            jr_buf_reset(&plain);
+            if (open_body(k, b, be, &plain, err) < 0 ||
+                jr_keyring_seal(k, plain.p ? plain.p : "", plain.len, &o,
+                                err) < 0)
+                goto fail;
+            changed = 1;
+        }
+        p = to;
+    }
+    if (!found && also_plain) {
+        if (jr_keyring_seal(k, s, n, &o, err) < 0)
+            goto fail;
+        changed = 1;
+        p = end;
+    }
+    if (!changed) {
+        jr_buf_free(&o);
+        jr_buf_free(&plain);
+        return 0;
+    }
+    jr_buf_put(&o, p, (size_t)(end - p));
+    jr_buf_put(&o, "", 1);
+    if (plain.p != NULL)
+        OPENSSL_cleanse(plain.p, plain.len);
+    jr_buf_free(&plain);
+    if (o.oom) {
+        jr_buf_free(&o);
+        return jr_fail(err, JR_ENOMEM, "out of memory sealing a value");
+    }
+    *out = o.p;
+    return 1;
+fail:
+    if (plain.p != NULL)
+        OPENSSL_cleanse(plain.p, plain.len);
+    jr_buf_free(&plain);
+    jr_buf_free(&o);
+    return -1;
+}
+
+int
+jr_seal_ids(const char *s, size_t n,
+            void (*cb)(const char *id, void *arg), void *arg)
+{
+    const char *end = s + n, *p = s, *m, *from, *to, *b, *be, *ide;
+    char id[JR_KEYID_MAX + 1];
+    int found = 0;
+
+    while ((m = memmem(p, (size_t)(end - p), JR_SEAL_MARK,
+                       sizeof JR_SEAL_MARK - 1)) != NULL) {
+        if (!envelope_at(s, end, m, &from, &to, &b, &be) || from < p) {
+            p = m + 1;
+            continue;
+        }
+        p = to;
+        if (be - b < 4 || memcmp(b, "v1:", 3) != 0)
+            continue;
+        for (ide = b + 3; ide < be && *ide != ':'; ide++)
+            ;
+        if (ide >= be || ide == b + 3 || ide - (b + 3) > JR_KEYID_MAX)
+            continue;
+        memcpy(id, b + 3, (size_t)(ide - (b + 3)));
+        id[ide - (b + 3)] = '\0';
+        cb(id, arg);
+        found++;
+    }
+    return found;
+}
+
+int
 jr_seal_id(const char *s, size_t n, char *id)
 {
     const char *end = s + n, *m, *from, *to, *b, *be, *ide;
@@ -553,6 +676,18 @@ jr_seal_id(const char *s, size_t n, char *id)
     memcpy(id, b + 3, (size_t)(ide - (b + 3)));
     id[ide - (b + 3)] = '\0';
     return 1;
+}
+
+size_t
+jr_seal_size(size_t max, const char *s)
+{
+    char id[JR_KEYID_MAX + 1];
+    size_t raw;
+
+    if (max > (1u << 30) || !jr_seal_id(s, strlen(s), id))
+        return max;
+    raw = NONCE_BYTES + (max / PAD_BLOCK + 1) * PAD_BLOCK + TAG_BYTES;
+    return 15 + JR_KEYID_MAX + 1 + 4 * ((raw + 2) / 3) + 2;
 }
 
 int

@@ -5,11 +5,12 @@
  * {"$jr_enc":"v1:ID:BASE64(nonce|ciphertext|tag)"}: AES-256-GCM (OpenSSL's
  * libcrypto), a random 96-bit nonce each, the version and key id as
  * associated data, the plaintext padded to a multiple of 32 bytes first.
- * Uses err.h, util.h. */
+ * Uses err.h, util.h, job.h. */
 #ifndef JR_KEYRING_H
 #define JR_KEYRING_H
 #include <stddef.h>
 #include "base/err.h"
+#include "base/job.h"
 #include "base/util.h"
 
 typedef struct jr_keyring jr_keyring;   /* opaque; fields in keyring.c */
@@ -42,10 +43,33 @@ int jr_keyring_seal(const jr_keyring *k, const char *plain, size_t n,
 int jr_keyring_open(const jr_keyring *k, const char *s, size_t n,
                     char **out, size_t *outn, jr_err *err);
 
+/* Seals the payload of each of p[0..n) (NULL: {}) into store (reset
+ * first), pointing the payloads at their envelopes there: the pushes are
+ * valid while store is. A payload already sealed is left as it is. 0, or
+ * -1 with err set. */
+int jr_keyring_seal_pushes(const jr_keyring *k, jr_push *p, int n,
+                           jr_buf *store, jr_err *err);
+
+/* Seals again, with the first key, every envelope of the JSON text s (n
+ * bytes) under another key (all of them when also_plain and s holds none:
+ * then s itself is sealed): 0 and *out NULL when nothing changes; 1 and
+ * *out the new malloc'd text; -1 with err set (a key not in the file, a
+ * value tampered with). */
+int jr_keyring_reseal(const jr_keyring *k, const char *s, size_t n,
+                      int also_plain, char **out, jr_err *err);
+/* Calls cb(id, arg) for the key id of each envelope in s; returns how
+ * many it found. No key needed. */
+int jr_seal_ids(const char *s, size_t n,
+                void (*cb)(const char *id, void *arg), void *arg);
+
 /* Whether the JSON text s is one envelope (whitespace around allowed):
  * 1 with its key id in id (JR_KEYID_MAX + 1 bytes), else 0. No key
  * needed. */
 int jr_seal_id(const char *s, size_t n, char *id);
+/* The longest text s may be for a value of max bytes: max when s is no
+ * envelope, else the length of an envelope of max bytes (a payload that
+ * was at most max_payload before it was sealed). */
+size_t jr_seal_size(size_t max, const char *s);
 /* Whether the text s holds an envelope anywhere (a fast look). */
 int jr_seal_any(const char *s, size_t n);
 

@@ -75,6 +75,10 @@ typedef struct jr_config {
     lua_State *L;               /* the config's state; holds the table */
     int        ref;             /* registry ref of the returned table */
     int        owns_L;          /* L is closed by jr_config_free */
+    char      *key_file;        /* encryption.key_file; NULL: none */
+    struct jr_keyring *keys;    /* the runner's, read at its start from
+                                 * key_file (jr_config_free frees it);
+                                 * NULL: none */
 } jr_config;
 
 /* Fills c with the defaults. */

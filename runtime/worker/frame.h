@@ -142,6 +142,7 @@ typedef struct jr_settings {
     char   *attach;             /* the config's attach; owned or NULL */
     char   *handler_role;       /* the config's handler_role; owned or NULL */
     int     durable_steps;      /* defaults.durable_steps: 0 or 1 */
+    char   *key_file;           /* encryption.key_file; owned or NULL */
 } jr_settings;
 
 /* Encodes settings. s borrowed. */
