@@ -622,6 +622,13 @@ jr_client_rerun(jr_client *c, int64_t id, const char *from_step,
                                  "%zu bytes is over max_payload (%zu)",
                                  (long long)id, strlen(payload),
                                  c->max_payload));
+    if (payload != NULL && c->keys != NULL) {
+        jr_buf_reset(&c->sealed);
+        if (jr_keyring_seal(c->keys, payload, strlen(payload), &c->sealed,
+                            &c->err) < 0 || jr_buf_put(&c->sealed, "", 1) < 0)
+            return finish(c, -1);
+        payload = c->sealed.p;
+    }
     if (c->db.ops->rerun(c->db.b, id, from_step, payload, &c->err) < 0 &&
         c->err.code == JR_ENOTFOUND)
         c->err.code = E_NOJOB;

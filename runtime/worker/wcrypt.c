@@ -115,7 +115,8 @@ jr_wcrypt_refuse(worker *w, jr_job *j, const char *why)
 
     memset(&res, 0, sizeof res);
     res.id = j->id;
-    snprintf(w->err, sizeof w->err, "%s", why);
+    if (why != w->err)
+        snprintf(w->err, sizeof w->err, "%s", why);
     res.error = w->err;
     jr_retry_decide(&in, &res);
     jr_log(JR_LOG_ERROR, "%s", why);
