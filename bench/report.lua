@@ -132,6 +132,10 @@ local rows = {
   { "sqltx_plain_jobs_s", "drain, BENCH_SQLTX_N no-op jobs, beside the next (jobs/s)", nil, nil, "%.0f" },
   { "sqltx_jobs_s", "  the same, each job writing a row through jobrunner.sql (jobs/s)", nil, nil, "%.0f" },
   { "sqltx_ratio", "  jobrunner.sql row / no-op, in turn (x)", { ">=", 0.85 }, { ">=", 0.85 }, "%.2f" },
+  -- 1 KiB payloads encrypted with a key file (bench/run crypt_case)
+  { "crypt_plain_jobs_s", "drain, BENCH_CRYPT_N jobs of 1 KiB payloads in clear (jobs/s)", nil, nil, "%.0f" },
+  { "crypt_jobs_s", "  the same encrypted (encryption.key_file) (jobs/s)", nil, nil, "%.0f" },
+  { "crypt_ratio", "  encrypted / in clear, in turn (x)", { ">=", 0.85 }, { ">=", 0.85 }, "%.2f" },
   -- PostgreSQL, another session holding a snapshot (bench/run pg_snapshot)
   { "snap_plain_jobs_s", "drain, BENCH_SNAP_N jobs, beside the next (jobs/s)", nil, nil, "%.0f" },
   { "snap_held_jobs_s", "  the same, another session holding a snapshot (jobs/s)", nil, nil, "%.0f" },

@@ -27,6 +27,8 @@ typedef struct key {
 } key;
 
 struct jr_keyring {
+    EVP_CIPHER *gcm;            /* fetched once: an implicit fetch a value
+                                   cost more than the cipher */
     char  *path;
     key   *v;
     int    n;
@@ -257,6 +259,11 @@ jr_keyring_load(const char *path, jr_err *err)
         jr_fail(err, JR_ENOMEM, "out of memory");
         return NULL;
     }
+    if ((k->gcm = EVP_CIPHER_fetch(NULL, "AES-256-GCM", NULL)) == NULL) {
+        jr_keyring_free(k);
+        jr_fail(err, JR_ESYS, "libcrypto has no AES-256-GCM");
+        return NULL;
+    }
     if (load_into(k, err) < 0) {
         jr_keyring_free(k);
         return NULL;
@@ -270,6 +277,7 @@ jr_keyring_free(jr_keyring *k)
     if (k == NULL)
         return;
     keys_clear(k->v, k->n);
+    EVP_CIPHER_free(k->gcm);
     free(k->path);
     free(k);
 }
@@ -343,7 +351,7 @@ jr_keyring_seal(const jr_keyring *k, const char *plain, size_t n,
     memset(pt + n + 1, 0, padded - n - 1);
     adn = aad(ad, sizeof ad, ky->id, strlen(ky->id));
     if (RAND_bytes(raw, NONCE_BYTES) != 1 ||
-        EVP_EncryptInit_ex(c, EVP_aes_256_gcm(), NULL, NULL, NULL) != 1 ||
+        EVP_EncryptInit_ex(c, k->gcm, NULL, NULL, NULL) != 1 ||
         EVP_CIPHER_CTX_ctrl(c, EVP_CTRL_GCM_SET_IVLEN, NONCE_BYTES, NULL)
             != 1 ||
         EVP_EncryptInit_ex(c, NULL, NULL, ky->k, raw) != 1 ||
@@ -439,9 +447,7 @@ envelope_at(const char *s, const char *end, const char *m,
     if (q >= end || *q != '"')
         return 0;
     *b = ++q;
-    while (q < end && *q != '"')
-        q++;
-    if (q >= end)
+    if ((q = memchr(q, '"', (size_t)(end - q))) == NULL)
         return 0;
     *be = q;
     q = skip_ws(q + 1, end);
@@ -498,7 +504,7 @@ open_body(const jr_keyring *k, const char *b, const char *be, jr_buf *out,
         goto done;
     }
     adn = aad(ad, sizeof ad, ky->id, strlen(ky->id));
-    if (EVP_DecryptInit_ex(c, EVP_aes_256_gcm(), NULL, NULL, NULL) != 1 ||
+    if (EVP_DecryptInit_ex(c, k->gcm, NULL, NULL, NULL) != 1 ||
         EVP_CIPHER_CTX_ctrl(c, EVP_CTRL_GCM_SET_IVLEN, NONCE_BYTES, NULL)
             != 1 ||
         EVP_DecryptInit_ex(c, NULL, NULL, ky->k, raw) != 1 ||

@@ -50,7 +50,7 @@ jr_api_seal_text(const jr_apicall *c, void **mem, char *why, size_t size)
     if (jr_keyring_seal(c->host->cfg->keys, *mem, strlen(*mem), &b,
                         &err) < 0 || jr_buf_put(&b, "", 1) < 0) {
         jr_buf_free(&b);
-        snprintf(why, size, "signal: its payload cannot be encrypted: %s",
+        snprintf(why, size, "its payload cannot be encrypted: %s",
                  err.msg);
         return -1;
     }
