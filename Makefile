@@ -517,8 +517,14 @@ CHAOS_STEP_KILLS ?= 40
 # of attempts failing, the same three runners and kills; prints
 # "sequences=S jobs=N kills=K order=O overlaps=V lost=L stuck=T" and fails
 # unless O, V, L and T are 0. spec/chaos_spec.lua runs the short ones in
-# make test.
+# make test. Then key rotation under load, bench/chaoscrypt:
+# CHAOS_CRYPT_JOBS encrypted jobs (100000) drained by a runner while a
+# producer pushes and `keys rotate` runs, then the old key removed; prints
+# "backend=B jobs=N lost=L duplicated=D unreadable=U old_key_values=O
+# stuck=S" per engine and fails unless all but N are 0
+# (spec/encryption_spec.lua runs a few hundred jobs in make test).
 CHAOS_JOBS  ?= 5000
+CHAOS_CRYPT_JOBS ?= 100000
 CHAOS_KILLS ?= 12
 CHAOS_LEDGER_JOBS ?= 20000
 
@@ -536,6 +542,8 @@ chaos: all
 	    JOBRUNNER_BIN=$(CURDIR)/jobrunner $(LUA) bench/chaosledger
 	$(Q)CHAOS_KILLS=$(CHAOS_KILLS) JOBRUNNER_BIN=$(CURDIR)/jobrunner \
 	    $(LUA) bench/chaosseq
+	$(Q)CHAOS_CRYPT_JOBS=$(CHAOS_CRYPT_JOBS) \
+	    JOBRUNNER_BIN=$(CURDIR)/jobrunner $(LUA) bench/chaoscrypt
 
 # make crash: bench/crash cuts the power under SQLite (a test VFS,
 # bench/crashvfs.c, injected with LD_PRELOAD: never linked into jobrunner),
