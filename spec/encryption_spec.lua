@@ -105,6 +105,10 @@ for _, backend in ipairs(jr.backends()) do
       local j = cjson.decode(out)
       assert.equal("tiger-wait", j.payload.secret)
       assert.equal("result-tiger-answer", j.result.r)
+      -- and so does wait, its result
+      out, err, code = env:cli("wait", tostring(a), "--json")
+      assert.equal(0, code, err)
+      assert.matches("result-tiger-one", out, 1, true)
       -- an authorised GET decrypts; without the token: 401
       local got = http.json(url .. "/api/jobs/" .. a)
       assert.equal("tiger-one", cjson.decode(got.payload).secret)
