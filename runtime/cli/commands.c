@@ -330,6 +330,11 @@ jr_cmd_check(jr_cli *cli)
                            cli->argv[0]);
     if ((rc = jr_cmd_config(cli, &c)) != 0)
         return rc;
+    if (c.key_file != NULL &&
+        (c.keys = jr_keyring_load(c.key_file, &err)) == NULL) {
+        jr_config_free(&c);
+        return jr_cmd_die(JR_EXIT_CONFIG, err.msg);
+    }
     jr_scripts_watchdog(c.load_timeout, JR_EXIT_CONFIG); /* blocked in C */
     rc = load_handlers(c.scripts, &L, &s, &ctx, &err);
     jr_scripts_watchdog(0, 0);
