@@ -176,6 +176,22 @@ for _, backend in ipairs(jr.backends()) do
       end
     end)
 
+    it("refuses a sealed payload whose limit key its path would take, unless the push gives it", function()
+      local kf = keyfile()
+      env:config(('encryption = { key_file = %q }, limits = { rec = { key = "payload.tenant", per_key = { concurrency = 1 } } }'):format(kf))
+      local _, err, code = env:cli("migrate")      -- records the limit path
+      assert.equal(0, code, err)
+      _, err, code = env:cli("push", "rec", '{"tenant":"acme"}')
+      assert.are_not.equal(0, code)
+      assert.matches("job 'rec': its limit key comes from its payload (path 'tenant'), which is encrypted",
+                     err, 1, true)
+      local id = env:push("rec", '{"tenant":"acme"}', "--key", "acme")
+      local r = env:query("SELECT limit_key AS k FROM jobs WHERE id = " .. id)[1]
+      assert.equal("acme", r.k)
+      -- a name without a path is not concerned
+      env:push("other", '{"tenant":"acme"}')
+    end)
+
     it("fails the attempt of a job whose key the runner lacks, naming the key id", function()
       local mine = keyfile("mine")
       local theirs = keyfile("theirs")

@@ -1,12 +1,15 @@
 /* crypt.c - the encrypted values' rotation and count (docs/operations.md,
  * "Encryption"): a page of jobs' values read by id, and a batch of
  * values replaced in one short transaction, each only if it still holds
- * the value read (a runner or producer that wrote it since wins). Uses
- * pg_int.h. */
+ * the value read (a runner or producer that wrote it since wins). Also
+ * the push's refusal of a sealed payload whose limit key would come from
+ * it. Uses pg_int.h, keyring.h. */
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "postgres/pg_int.h"
+#include "base/keyring.h"
 
 static const pg_stmt st_scan = {"jr_crypt_scan", 2,
     "SELECT id, payload::text, result::text, steps::text, waits::text"
@@ -82,4 +85,40 @@ jr_pg_crypt_put(jr_backend *b, const jr_crypt_put *rows, int n,
         return -1;
     }
     return done;
+}
+
+static const pg_stmt st_path = {"jr_crypt_path", 1,
+    "SELECT path FROM {{schema}}.limit_paths WHERE name = $1::text"};
+
+/* pg_int.h: as SQLite's: a sealed payload without a key, of a name with a
+ * limit path, is refused naming both (one look a name, sealed pushes
+ * only). */
+int
+jr_pg_sealed_keyless(jr_backend *b, const jr_push *p, int n, jr_err *err)
+{
+    const char *last = NULL;
+    int i;
+
+    for (i = 0; i < n; i++) {
+        const char *params[1] = {p[i].name};
+        PGresult *res;
+
+        if (p[i].key != NULL || p[i].payload == NULL ||
+            !jr_seal_any(p[i].payload, strlen(p[i].payload)) ||
+            (last != NULL && strcmp(last, p[i].name) == 0))
+            continue;
+        last = p[i].name;
+        if ((res = jr_pg_run(b, &st_path, params, "reading limit paths",
+                             err)) == NULL)
+            return -1;
+        if (PQntuples(res) > 0) {
+            jr_fail(err, JR_EINPUT, "job '%s': its limit key comes from its "
+                    "payload (path '%s'), which is encrypted: give its key "
+                    "at push", p[i].name, PQgetvalue(res, 0, 0));
+            PQclear(res);
+            return -1;
+        }
+        PQclear(res);
+    }
+    return 0;
 }

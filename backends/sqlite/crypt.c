@@ -2,13 +2,15 @@
  * "Encryption"): a page of jobs' values read by id, and a batch of
  * values replaced in one short write transaction, each only if it still
  * holds the text read (a runner or producer that wrote it since wins).
- * Uses sqlite_int.h. */
+ * Also the push's refusal of a sealed payload whose limit key would come
+ * from it. Uses sqlite_int.h, keyring.h. */
 #include <string.h>
 
 #include "sqlite/sqlite_int.h"
+#include "base/keyring.h"
 
 enum { S_SCAN, S_PUT_PAYLOAD, S_PUT_RESULT, S_PUT_STEPS, S_PUT_WAITS,
-       S_COUNT };
+       S_PATH, S_COUNT };
 
 static const char *const sql_text[S_COUNT] = {
     [S_SCAN] = "SELECT id, payload, result, steps, waits FROM jobs"
@@ -22,6 +24,7 @@ static const char *const sql_text[S_COUNT] = {
                     " AND steps = ?2",
     [S_PUT_WAITS] = "UPDATE jobs SET waits = ?3 WHERE id = ?1"
                     " AND waits = ?2",
+    [S_PATH] = "SELECT path FROM limit_paths WHERE name = ?1",
 };
 
 static sqlite3_stmt *
@@ -81,4 +84,40 @@ jr_sqlite_crypt_put(jr_backend *b, const jr_crypt_put *rows, int n,
             done += rc;
     }
     return jr_sqlite_write_end(b, rc < 0 ? -1 : done, err);
+}
+
+/* sqlite_int.h: a push of a sealed payload without a key of its own,
+ * whose name has a limit path (the key would come from the payload,
+ * which the database cannot read), is refused naming both. */
+int
+jr_sqlite_sealed_keyless(jr_backend *b, const jr_push *p, int n,
+                         jr_err *err)
+{
+    const char *last = NULL;
+    int i, rc;
+
+    for (i = 0; i < n; i++) {
+        sqlite3_stmt *s;
+
+        if (p[i].key != NULL || p[i].payload == NULL ||
+            !jr_seal_any(p[i].payload, strlen(p[i].payload)) ||
+            (last != NULL && strcmp(last, p[i].name) == 0))
+            continue;
+        last = p[i].name;
+        if ((s = stmt(b, S_PATH, err)) == NULL)
+            return -1;
+        bind_text(s, 1, p[i].name);
+        rc = sqlite3_step(s);
+        if (rc == SQLITE_ROW) {
+            jr_fail(err, JR_EINPUT, "job '%s': its limit key comes from its "
+                    "payload (path '%s'), which is encrypted: give its key "
+                    "at push", p[i].name, col_text(s, 0));
+            sqlite3_reset(s);
+            return -1;
+        }
+        sqlite3_reset(s);
+        if (rc != SQLITE_DONE)
+            return jr_sqlite_fail(b, err, "reading limit paths");
+    }
+    return 0;
 }
