@@ -114,10 +114,11 @@ int  jr_apipush_parse(const char *body, size_t len, size_t max_payload,
  * gave); a read-only one sees "<encrypted>". */
 struct jr_apicall;
 int  jr_api_may_decrypt(const struct jr_apicall *c);
-/* Seals q's pushes' payloads with the runner's key file (none: nothing
- * to do): 0, or -1 with the reason in why. */
+/* Seals the payloads of p[0..n), q's pushes or flow, with the runner's
+ * key file (none: nothing to do), into q->sealed: 0, or -1 with the
+ * reason in why. */
 int  jr_api_seal_pushes(const struct jr_apicall *c, jr_apireq *q,
-                        char *why, size_t size);
+                        jr_push *p, int n, char *why, size_t size);
 /* Replaces the malloc'd JSON text *mem (NULL: none) by its envelope,
  * malloc'd, when the runner has a key file: 0, or -1 with why. */
 int  jr_api_seal_text(const struct jr_apicall *c, void **mem, char *why,

@@ -24,15 +24,15 @@ jr_api_may_decrypt(const jr_apicall *c)
 }
 
 int
-jr_api_seal_pushes(const jr_apicall *c, jr_apireq *q, char *why,
-                   size_t size)
+jr_api_seal_pushes(const jr_apicall *c, jr_apireq *q, jr_push *p, int n,
+                   char *why, size_t size)
 {
     jr_err err;
 
-    if (c->host->cfg->keys == NULL || q->npushes == 0)
+    if (c->host->cfg->keys == NULL || n == 0)
         return 0;
-    if (jr_keyring_seal_pushes(c->host->cfg->keys, q->pushes, q->npushes,
-                               &q->sealed, &err) < 0) {
+    if (jr_keyring_seal_pushes(c->host->cfg->keys, p, n, &q->sealed,
+                               &err) < 0) {
         snprintf(why, size, "%s", err.msg);
         return -1;
     }

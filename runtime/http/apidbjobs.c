@@ -353,7 +353,8 @@ r_push(jr_apicall *c)
     if (n == 0 || text == NULL ||
         jr_apipush_parse(text, n, c->host->cfg->max_payload, q, why,
                          sizeof why) < 0 ||
-        jr_api_seal_pushes(c, q, why, sizeof why) < 0) {
+        jr_api_seal_pushes(c, q, q->pushes, q->npushes, why,
+                           sizeof why) < 0) {
         jr_http_error(c->req, 400, "%s", why);
         jr_apireq_free(q);
         return;
