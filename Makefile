@@ -2,7 +2,7 @@
 PKG_CONFIG ?= pkg-config
 LUA_PC     ?= lua5.4
 LUA        ?= lua5.4
-PKGS        = $(LUA_PC) sqlite3 libpq libevent libcurl
+PKGS        = $(LUA_PC) sqlite3 libpq libevent libcurl libcrypto
 WERROR     ?= -Werror
 PREFIX     ?= /usr/local
 CC         ?= cc
@@ -65,7 +65,7 @@ CTESTS   = $(patsubst spec/c/%.c,$(BUILD)/spec/c/%,$(wildcard spec/c/test_*.c))
 # (deps-deb): with them, debian/control's Build-Depends (the same spec
 # checks) and what dpkg-buildpackage and lintian need.
 DEB_RUN_PKGS  = pkg-config gcc make liblua5.4-dev libsqlite3-dev \
-                libpq-dev libevent-dev libcurl4-openssl-dev tzdata \
+                libpq-dev libevent-dev libcurl4-openssl-dev libssl-dev tzdata \
                 ca-certificates
 DEB_DEB_PKGS  = build-essential dpkg-dev debhelper fakeroot lintian
 DEB_TEST_PKGS = lua5.4 lua-cjson lua-busted sqlite3 postgresql-15 \
@@ -120,7 +120,7 @@ check-deps:
 	@for m in $(PKGS); do $(PKG_CONFIG) --exists $$m || { \
 	    echo "missing pkg-config module '$$m': run 'make deps-run' (Debian:" \
 	         "liblua5.4-dev libsqlite3-dev libpq-dev libevent-dev" \
-	         "libcurl4-openssl-dev)"; \
+	         "libcurl4-openssl-dev libssl-dev)"; \
 	    exit 1; }; done
 
 # replaced by rename, so a running runner keeps its binary
@@ -212,7 +212,7 @@ LIB_SRCS      = $(wildcard runtime/base/*.c runtime/config/*.c) \
                 $(BACKEND_SRCS)
 LIB_PIC       = $(LIB_SRCS:%.c=$(BUILD)/pic/%.o) \
                 $(BUILD)/pic/sqlite_sql.o $(BUILD)/pic/postgres_sql.o
-LIB_LDLIBS    = $(shell $(PKG_CONFIG) --libs sqlite3 libpq 2>/dev/null) -lm
+LIB_LDLIBS    = $(shell $(PKG_CONFIG) --libs sqlite3 libpq libcrypto 2>/dev/null) -lm
 LIB_LUALIBS   = $(shell $(PKG_CONFIG) --libs $(LUA_PC) 2>/dev/null)
 LIB_PRIVATE   = $(LIB_LDLIBS) $(LIB_LUALIBS)
 
@@ -436,7 +436,7 @@ rock: $(BUILD)/luaclient.map
 # backlog scaling on SQLite and a throwaway PostgreSQL, prints one table and
 # writes bench/results.json. BENCH_N=... scales it (see bench/run).
 # bench/profile: the top functions of the master and of a worker.
-BENCH_LIBS = $(shell $(PKG_CONFIG) --libs sqlite3 libpq $(LUA_PC) 2>/dev/null) \
+BENCH_LIBS = $(shell $(PKG_CONFIG) --libs sqlite3 libpq libcrypto $(LUA_PC) 2>/dev/null) \
              -lm -lpthread
 
 .PHONY: bench-tools profile bench-peers
@@ -521,9 +521,16 @@ CHAOS_STEP_KILLS ?= 40
 # second, catch_up all) for CHAOS_SCHED_SECONDS while one is killed
 # CHAOS_KILLS times and the schedules are changed, removed and added
 # mid-way; prints "schedules=S fires=F kills=K changes=C duplicated=D
-# missing=M orphans=O" and fails unless D, M and O are 0. spec/chaos_spec.lua
-# runs the short ones in make test.
+# missing=M orphans=O" and fails unless D, M and O are 0. Then key rotation
+# under load, bench/chaoscrypt:
+# CHAOS_CRYPT_JOBS encrypted jobs (100000) drained by a runner while a
+# producer pushes and `keys rotate` runs, then the old key removed; prints
+# "backend=B jobs=N lost=L duplicated=D unreadable=U old_key_values=O
+# stuck=S" per engine and fails unless all but N are 0
+# (spec/encryption_spec.lua runs a few hundred jobs in make test).
+# spec/chaos_spec.lua runs the short ones in make test.
 CHAOS_JOBS  ?= 5000
+CHAOS_CRYPT_JOBS ?= 100000
 CHAOS_KILLS ?= 12
 CHAOS_LEDGER_JOBS ?= 20000
 
@@ -543,6 +550,8 @@ chaos: all
 	    $(LUA) bench/chaosseq
 	$(Q)CHAOS_KILLS=$(CHAOS_KILLS) JOBRUNNER_BIN=$(CURDIR)/jobrunner \
 	    $(LUA) bench/chaossched
+	$(Q)CHAOS_CRYPT_JOBS=$(CHAOS_CRYPT_JOBS) \
+	    JOBRUNNER_BIN=$(CURDIR)/jobrunner $(LUA) bench/chaoscrypt
 
 # make crash: bench/crash cuts the power under SQLite (a test VFS,
 # bench/crashvfs.c, injected with LD_PRELOAD: never linked into jobrunner),

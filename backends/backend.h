@@ -210,6 +210,20 @@ typedef struct jr_seq_row {
 } jr_seq_row;
 typedef int (*jr_seq_cb)(const jr_seq_row *row, void *arg);
 
+/* Encrypted values (docs/operations.md, "Encryption"): the columns of a
+ * job that may hold them, as crypt_scan reads them and crypt_put writes. */
+enum { JR_CRYPT_PAYLOAD, JR_CRYPT_RESULT, JR_CRYPT_STEPS, JR_CRYPT_WAITS,
+       JR_CRYPT_COLS };
+/* One job's values, JSON text or NULL (valid during the call only). */
+typedef int (*jr_crypt_cb)(int64_t id, const char *const *vals, void *arg);
+/* One value to replace: col of job id, if it still holds old, by new. */
+typedef struct jr_crypt_put {
+    int64_t     id;
+    int         col;            /* JR_CRYPT_* */
+    const char *old;
+    const char *new_text;
+} jr_crypt_put;
+
 /* seq_act's what. */
 enum {
     JR_SEQ_ACT_SKIP = 1,        /* the blocked job stops holding it: the
@@ -625,7 +639,17 @@ typedef struct jr_limit_use {
      * first, as joblog.h makes them): *out gets their JSON array text (a
      * new string, free with free()), or NULL when none was kept. Returns
      * 1, or 0 (*out NULL) when no job has id. */ \
-    X(int, job_logs, (jr_backend *b, int64_t id, char **out, jr_err *err))
+    X(int, job_logs, (jr_backend *b, int64_t id, char **out, jr_err *err)) \
+    /* Calls cb for up to limit jobs of id above after, by id, with their \
+     * JR_CRYPT_COLS values (a read of committed rows, no lock held; a \
+     * non-zero return from cb stops). Returns how many it read. */ \
+    X(int, crypt_scan, (jr_backend *b, int64_t after, int limit, \
+                        jr_crypt_cb cb, void *arg, jr_err *err)) \
+    /* In one transaction, replaces each value of rows[0..n) whose column \
+     * still holds its old text (a value changed since it was read is \
+     * left as it is). Returns how many it replaced. */ \
+    X(int, crypt_put, (jr_backend *b, const jr_crypt_put *rows, int n, \
+                       jr_err *err))
 
 #define JR_BACKEND_OP_FIELD(ret, name, params) ret (*name) params;
 

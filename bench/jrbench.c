@@ -10,6 +10,9 @@
  *   jrbench fillq URL N NAME Q1,Q2    N jobs spread over the queues
  *   jrbench fillk URL N NAME K        N jobs spread over K limit keys
  *   jrbench fills URL N NAME K        N jobs spread over K sequences
+ *   jrbench fillp URL N NAME B KEYS   N jobs with a payload of B bytes,
+ *                                     encrypted with the key file KEYS
+ *                                     ("-": in clear)
  *   jrbench fillt URL N NAME Q K      N jobs into queue Q, payload
  *                                     {"tenant": "t<i mod K>"}
  *   jrbench latq URL N MS NAME Q      latency's pushes into queue Q,
@@ -172,6 +175,43 @@ cmd_push(char **argv)
     secs = mono() - t0;
     jr_client_close(c);
     printf("jobs=%ld secs=%.6f rate=%.1f\n", n, secs, (double)n / secs);
+    return 0;
+}
+
+/* fillp URL N NAME BYTES KEYS: N jobs, each with the payload
+ * {"d":"xx...x"} of BYTES bytes, sealed with the key file KEYS unless it
+ * is "-" (bench/run crypt_case). */
+static int
+cmd_fillp(char **argv)
+{
+    static const jr_client_opts init = JR_CLIENT_OPTS_INIT;
+    jr_client_config cfg = {0};
+    jr_client *c;
+    long n = atol(argv[1]), size = atol(argv[3]), i, k, batch = 1000;
+    jr_client_job *jobs = calloc((size_t)batch, sizeof *jobs);
+    char *pay = malloc((size_t)(size > 9 ? size : 9) + 1);
+
+    if (jobs == NULL || pay == NULL || size < 9)
+        die("fillp", "out of memory or BYTES under 9");
+    memcpy(pay, "{\"d\":\"", 6);
+    memset(pay + 6, 'x', (size_t)size - 8);
+    memcpy(pay + size - 2, "\"}", 3);
+    cfg.key_file = strcmp(argv[4], "-") == 0 ? NULL : argv[4];
+    if (jr_client_open(&c, argv[0], &cfg) != JR_CLIENT_OK)
+        die(argv[0], jr_client_errmsg(c));
+    for (k = 0; k < batch; k++) {
+        jobs[k].name = argv[2];
+        jobs[k].payload = pay;
+        jobs[k].opts = init;
+    }
+    for (i = 0; i < n; i += batch) {
+        k = n - i < batch ? n - i : batch;
+        if (jr_client_push_many(c, jobs, (size_t)k, NULL) != JR_CLIENT_OK)
+            die("fillp", jr_client_errmsg(c));
+    }
+    jr_client_close(c);
+    free(jobs);
+    free(pay);
     return 0;
 }
 
@@ -864,7 +904,7 @@ main(int argc, char **argv)
         {"push", 3, cmd_push}, {"pushu", 3, cmd_pushu},
         {"fill", 3, cmd_fill},
         {"fillq", 4, cmd_fillq}, {"fillk", 4, cmd_fillk},
-        {"fills", 4, cmd_fills},
+        {"fills", 4, cmd_fills}, {"fillp", 5, cmd_fillp},
         {"latency", 4, cmd_latency}, {"fillt", 5, cmd_fillt},
         {"latq", 5, cmd_latq}, {"drain", 4, cmd_drain},
         {"idle", 4, cmd_idle}, {"empty", 1, cmd_empty},

@@ -138,6 +138,10 @@ local rows = {
   { "logs_ratio", "  10 lines kept / no-op, in turn (x)", { ">=", 0.90 }, { ">=", 0.90 }, "%.2f" },
   { "logs_unkept_jobs_s", "  the same 10 calls, not kept (attempt_max 0) (jobs/s)", nil, nil, "%.0f" },
   { "logs_keep_ratio", "  kept / not kept: what keeping costs (x)", nil, nil, "%.2f" },
+  -- 1 KiB payloads encrypted with a key file (bench/run crypt_case)
+  { "crypt_plain_jobs_s", "drain, BENCH_CRYPT_N jobs of 1 KiB payloads in clear (jobs/s)", nil, nil, "%.0f" },
+  { "crypt_jobs_s", "  the same encrypted (encryption.key_file) (jobs/s)", nil, nil, "%.0f" },
+  { "crypt_ratio", "  encrypted / in clear, in turn (x)", { ">=", 0.85 }, { ">=", 0.85 }, "%.2f" },
   -- PostgreSQL, another session holding a snapshot (bench/run pg_snapshot)
   { "snap_plain_jobs_s", "drain, BENCH_SNAP_N jobs, beside the next (jobs/s)", nil, nil, "%.0f" },
   { "snap_held_jobs_s", "  the same, another session holding a snapshot (jobs/s)", nil, nil, "%.0f" },

@@ -51,6 +51,7 @@ for _, backend in ipairs(jr.backends()) do
       { "schedule", "fire", "s" },
       { "sequences" }, { "sequences", "skip" }, { "sequences", "skip", "k" },
       { "fair" }, { "fair", "set" }, { "fair", "set", "q", "k" },
+      { "keys" }, { "keys", "new" }, { "keys", "status" }, { "keys", "rotate" },
     }
 
     -- No database: no SQLite file, no PostgreSQL schema.

@@ -248,7 +248,7 @@ for _, backend in ipairs(h.backends()) do
         assert.has_error(function() q:push("a", {}, { max_retries = -1 }) end)
         assert.has_error(function() q:push("a", {}, "opts") end)
         assert.has_error(function() jr.open("sqlite:x.db", { schemas = "x" }) end,
-          "open: unknown option 'schemas' (valid: schema, busy_timeout, max_payload)")
+          "open: unknown option 'schemas' (valid: schema, busy_timeout, max_payload, key_file)")
         assert.has_error(function() q.push(io.stdout, "a") end)
       end)
 

@@ -247,4 +247,6 @@ const jr_backend_ops jr_postgres_ops = {
     .sched_def_put = durable_sched_def_put,   /* scheddef.c */
     .sched_defs = jr_pg_sched_defs,           /* scheddef.c */
     .job_logs = jr_pg_job_logs,
+    .crypt_scan = jr_pg_crypt_scan,           /* crypt.c */
+    .crypt_put = jr_pg_crypt_put,             /* crypt.c */
 };

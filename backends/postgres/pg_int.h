@@ -137,6 +137,10 @@ void jr_pg_fair_order(const PGresult *res, jr_job **out, int n);
 int jr_pg_claim_stmt(jr_backend *b, const char *token, double lease,
                   const jr_claim_spec *spec, jr_job **out, jr_err *err);
 
+/* crypt.c: -1 with err naming it when a push of p[0..n) with a sealed
+ * payload and no key has a name with a limit path. */
+int jr_pg_sealed_keyless(jr_backend *b, const jr_push *p, int n, jr_err *err);
+
 /* conn.c */
 void jr_pg_oneline(char *dst, size_t size, const char *src);
 char *jr_pg_expand_n(const jr_backend *b, const char *tmpl, size_t len);

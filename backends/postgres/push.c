@@ -400,7 +400,8 @@ jr_pg_push(jr_backend *b, const jr_push *p, int n, int64_t *ids, jr_err *err)
         pp[i] = &p[i];
     /* one statement (or a COPY): atomic without BEGIN/COMMIT round trips;
      * one job by st_push_one, a round trip less than the COPY */
-    if ((rc = jr_pg_ready(b, err)) == 0) {
+    if ((rc = jr_pg_ready(b, err)) == 0 &&
+        (rc = jr_pg_sealed_keyless(b, p, n, err)) == 0) {
         if (jr_pg_flow_any(pp, n))
             rc = jr_pg_push_linked(b, pp, n, ids, err);
         else if (any_ttl(pp, n))

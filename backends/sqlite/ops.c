@@ -255,4 +255,6 @@ const jr_backend_ops jr_sqlite_ops = {
     .sched_def_put = durable_sched_def_put,   /* scheddef.c, FULL */
     .sched_defs = jr_sqlite_sched_defs,       /* scheddef.c */
     .job_logs = jr_sqlite_job_logs,           /* logs.c */
+    .crypt_scan = jr_sqlite_crypt_scan,       /* crypt.c */
+    .crypt_put = jr_sqlite_crypt_put,         /* crypt.c */
 };

@@ -488,7 +488,8 @@ jr_sqlite_push(jr_backend *b, const jr_push *p, int n, int64_t *ids,
 {
     if (jr_sqlite_begin(b, err) < 0)
         return -1;
-    if (jr_sqlite_insert_all(b, p, n, ids, jr_now(), err) < 0) {
+    if (jr_sqlite_sealed_keyless(b, p, n, err) < 0 ||
+        jr_sqlite_insert_all(b, p, n, ids, jr_now(), err) < 0) {
         jr_sqlite_rollback(b);
         return -1;
     }

@@ -160,6 +160,10 @@ col_text(sqlite3_stmt *s, int i)
  * stale one. Each returns 0 or -1 with err set; a failed commit rolls
  * back. */
 int  jr_sqlite_begin(jr_backend *b, jr_err *err);
+/* crypt.c: -1 with err naming it when a push of p[0..n) with a sealed
+ * payload and no key has a name with a limit path. */
+int  jr_sqlite_sealed_keyless(jr_backend *b, const jr_push *p, int n,
+                              jr_err *err);
 int  jr_sqlite_commit(jr_backend *b, jr_err *err);
 void jr_sqlite_rollback(jr_backend *b);
 /* Ends the transaction of a single write that returned rc (changes, or

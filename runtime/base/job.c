@@ -8,6 +8,7 @@
 
 #include "base/job.h"
 #include "base/jsontext.h"
+#include "base/keyring.h"
 #include "base/ranges.h"
 
 int
@@ -169,7 +170,8 @@ jr_push_check(const jr_push *p, size_t max_payload, jr_err *err)
         return -1;
     if (p->queue && jr_name_check(p->queue, "queue name", err) < 0)
         return -1;
-    if (max_payload && p->payload && strlen(p->payload) > max_payload)
+    if (max_payload && p->payload && strlen(p->payload) > max_payload &&
+        strlen(p->payload) > jr_seal_size(max_payload, p->payload))
         return jr_fail(err, JR_EINPUT, "job '%s': payload of %zu bytes is "
                        "over the limit of %zu (max_payload)", p->name,
                        strlen(p->payload), max_payload);
@@ -428,7 +430,8 @@ jr_signal_check(const char *name, const char *payload, size_t max_payload,
     if (payload == NULL)
         return 0;
     len = strlen(payload);
-    if (max_payload > 0 && len > max_payload)
+    if (max_payload > 0 && len > max_payload &&
+        len > jr_seal_size(max_payload, payload))
         return jr_fail(err, JR_EINPUT, "signal '%s': payload is %zu bytes, "
                        "over max_payload (%zu)", name, len, max_payload);
     if (jr_jsontext_check(payload, len, why, sizeof why) < 0)

@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/keyring.h"
 #include "base/jsondom.h"
 #include "base/steprec.h"
 
@@ -67,6 +68,10 @@ jr_steprec_cut(const char *text, const char *name, char **out, jr_err *err)
     if (text == NULL)
         return jr_fail(err, JR_EINPUT, "no step '%s' recorded (the job has "
                        "no steps)", name);
+    if (jr_seal_any(text, strlen(text)))
+        return jr_fail(err, JR_EINPUT, "the job's steps are encrypted: "
+                       "they cannot be cut at step '%s' (run it again "
+                       "whole)", name);
     if (jr_jdoc_parse(&d, text, strlen(text), "steps", err) < 0)
         return -1;
     for (o = d.n[0].type == JR_JSON_ARRAY ? d.n[0].first : -1; o >= 0;

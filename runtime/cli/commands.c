@@ -20,6 +20,7 @@
 #include "config/config.h"
 #include "client/jobrunner.h"
 #include "lua/jrlib.h"
+#include "base/keyring.h"
 #include "base/log.h"
 #include "master/master.h"
 #include "master/reload.h"
@@ -107,7 +108,8 @@ static int
 open_as(jr_config *c, jr_client **client, int reader)
 {
     jr_client_config cc = {c->schema, c->busy_timeout, c->max_payload,
-                           c->sync_normal, reader};
+                           c->sync_normal, reader != 0,
+                           reader != 1 ? c->key_file : NULL};
     int rc = jr_client_open(client, c->backend, &cc);
 
     if (rc == JR_CLIENT_OK)
@@ -124,6 +126,12 @@ int
 jr_cmd_client(jr_config *c, jr_client **client)
 {
     return open_as(c, client, 0);
+}
+
+int
+jr_cmd_reader_keyed(jr_config *c, jr_client **client)
+{
+    return open_as(c, client, 2);
 }
 
 int
@@ -212,6 +220,12 @@ jr_cmd_run(jr_cli *cli)
     if (serve && jr_queues_parse_serve(&c.queues, serve, &err) < 0) {
         jr_config_free(&c);
         return jr_cmd_die(JR_EXIT_USAGE, err.msg);
+    }
+    /* the workers read it again; a bad one stops the start here */
+    if (c.key_file != NULL &&
+        (c.keys = jr_keyring_load(c.key_file, &err)) == NULL) {
+        jr_config_free(&c);
+        return jr_cmd_die(JR_EXIT_CONFIG, err.msg);
     }
     rc = jr_master_run(&c, cli->self, jr_services);
     jr_config_free(&c);
@@ -316,6 +330,11 @@ jr_cmd_check(jr_cli *cli)
                            cli->argv[0]);
     if ((rc = jr_cmd_config(cli, &c)) != 0)
         return rc;
+    if (c.key_file != NULL &&
+        (c.keys = jr_keyring_load(c.key_file, &err)) == NULL) {
+        jr_config_free(&c);
+        return jr_cmd_die(JR_EXIT_CONFIG, err.msg);
+    }
     jr_scripts_watchdog(c.load_timeout, JR_EXIT_CONFIG); /* blocked in C */
     rc = load_handlers(c.scripts, &L, &s, &ctx, &err);
     jr_scripts_watchdog(0, 0);

@@ -53,6 +53,7 @@ int jr_cmd_limits(jr_cli *cli);         /* limitscmd.c */
 int jr_cmd_push_flow(jr_cli *cli);      /* flowcmd.c */
 int jr_cmd_sequences(jr_cli *cli);      /* seqcmd.c */
 int jr_cmd_fair(jr_cli *cli);           /* faircmd.c */
+int jr_cmd_keys(jr_cli *cli);           /* keyscmd.c */
 int jr_cmd_batch(jr_cli *cli);
 int jr_cmd_signal(jr_cli *cli);         /* signalcmd.c */
 /* show ID --logs [--attempt N] (logscmd.c): the job's kept logs, those
@@ -88,6 +89,9 @@ int jr_cmd_config(jr_cli *cli, jr_config *c);
  * none. Returns 0 and *client, or the exit status. */
 int jr_cmd_client(jr_config *c, jr_client **client);
 int jr_cmd_reader(jr_config *c, jr_client **client);
+/* A reader with the config's key file, whose encrypted values it shows
+ * decrypted (show). */
+int jr_cmd_reader_keyed(jr_config *c, jr_client **client);
 /* Opens c's database for a command that reads the storage itself
  * (limits, schedules): an existing database only, creating nothing,
  * migrated. Returns 0, or the exit status after saying why: JR_EXIT_NODB,

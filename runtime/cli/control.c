@@ -543,7 +543,7 @@ jr_cmd_show(jr_cli *cli)
         free(ids);
         return rc;
     }
-    if ((rc = jr_cmd_reader(&c, &client)) == 0) {
+    if ((rc = jr_cmd_reader_keyed(&c, &client)) == 0) {
         rc = logs ? jr_cmd_show_logs(client, ids[0], attempt, o.json) :
                     show_job(client, ids[0], &o);
         jr_client_close(client);

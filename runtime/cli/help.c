@@ -63,9 +63,11 @@ static const struct topic {
      "FILES, FROM CODE AND SQL, ENVIRONMENT",
      "sqlite postgres postgresql database sql"},
     {"operations", "Operations and reliability",
-     "shutdown, leases, systemd, reload, what can go wrong, chaos",
-     "SYSTEMD, HANDLER OUTPUT", "systemd reload production monitoring "
-     "grafana alerts prometheus"},
+     "shutdown, leases, systemd, reload, encryption and its keys, what can "
+     "go wrong, chaos",
+     "SYSTEMD, HANDLER OUTPUT, COMMANDS (keys)",
+     "systemd reload production monitoring grafana alerts prometheus "
+     "encryption encrypted keys key rotation"},
     {"reliability", "Reliability",
      "power cuts, I/O errors and server crashes: the promises, the trades, "
      "make crash and its figures", NULL,

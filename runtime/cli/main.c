@@ -81,6 +81,14 @@ static const struct command {
     {"fair", jr_cmd_fair, "fair set QUEUE KEY WEIGHT\n"
      "                           a fair queue's key weight (1 to 1000) for every\n"
      "                           runner, over the config's", 0},
+    {"keys", jr_cmd_keys, "keys new FILE            add a fresh key at the top of the key file (made\n"
+     "                           mode 0600): it encrypts, the others still decrypt\n"
+     "  keys status [--batch N]  values per key id and in clear: when an old key\n"
+     "                           may be removed from the key file\n"
+     "  keys rotate [--plain] [--batch N]\n"
+     "                           encrypt again with the first key what an older one\n"
+     "                           encrypted (--plain: values in clear too), N jobs a\n"
+     "                           transaction, while runners and producers go on", 0},
     {"check", jr_cmd_check, "check                    load config and every handler, report errors", 0},
     {"migrate", jr_cmd_migrate, "migrate                  create or upgrade the database schema", 0},
     {"reload", jr_cmd_reload, "reload                   make the running runner reload its handlers (SIGHUP)", 0},

@@ -51,7 +51,7 @@ jr_cmd_rerun(jr_cli *cli)
     if ((rc = parse(cli, &id, &from, &payload)) != 0 ||
         (rc = jr_cmd_config(cli, &c)) != 0)
         return rc;
-    if ((rc = jr_cmd_reader(&c, &client)) == 0) {     /* creates none */
+    if ((rc = jr_cmd_reader_keyed(&c, &client)) == 0) { /* creates none */
         if ((rc = jr_client_rerun(client, id, from, payload)) ==
             JR_CLIENT_OK)
             printf("%lld queued%s%s%s\n", (long long)id,

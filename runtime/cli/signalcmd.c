@@ -28,7 +28,7 @@ jr_cmd_signal(jr_cli *cli)
     payload = cli->argc == 3 ? cli->argv[2] : NULL;
     if ((rc = jr_cmd_config(cli, &c)) != 0)
         return rc;
-    if ((rc = jr_cmd_reader(&c, &client)) == 0) {     /* creates none */
+    if ((rc = jr_cmd_reader_keyed(&c, &client)) == 0) { /* creates none */
         if ((rc = jr_client_signal(client, id, name, payload, &woken)) ==
             JR_CLIENT_OK) {
             if (woken)

@@ -175,7 +175,7 @@ jr_cmd_wait(jr_cli *cli)
         free(ids);
         return rc;
     }
-    if ((rc = jr_cmd_reader(&c, &client)) == 0) {     /* creates none */
+    if ((rc = jr_cmd_reader_keyed(&c, &client)) == 0) { /* creates none */
         rc = wait_ids(client, ids, n, timeout, json);
         jr_client_close(client);
     }

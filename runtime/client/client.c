@@ -3,7 +3,7 @@
  * (push, retry, purge, cancel, pause, fire, workflows); the reads are
  * clientread.c's. Owns the connection and the message of the last call.
  * Uses config.c to read a config file, dbopts.h for the backend's
- * options. Never prints. */
+ * options, keyring.h to seal payloads. Never prints. */
 #include <limits.h>
 #include <math.h>
 #include <stdio.h>
@@ -15,6 +15,7 @@
 #include "base/err.h"
 #include "base/flow.h"
 #include "base/jsontext.h"
+#include "base/keyring.h"
 #include "client/jobrunner.h"
 #include "client/client_int.h"
 #include "db/dbopts.h"
@@ -142,11 +143,26 @@ jr_client_open(jr_client **cp, const char *target,
     jr_config_defaults(&conf);
     if (file)
         rc = jr_config_load(&conf, target, NULL, &c->err);
+    if (rc == 0 && (cfg->key_file != NULL || conf.key_file != NULL) &&
+        (c->keys = jr_keyring_load(cfg->key_file ? cfg->key_file :
+                                   conf.key_file, &c->err)) == NULL)
+        rc = -1;
     if (rc == 0)
         rc = connect_as(c, !file ? target : conf.backend ? conf.backend :
                         DEFAULT_BACKEND, &conf, cfg);
     jr_config_free(&conf);
     return finish(c, rc);
+}
+
+/* The backend's push of p[0..n), the payloads sealed first when c has
+ * a key file. */
+static int
+db_push(jr_client *c, jr_push *p, int n, int64_t *ids)
+{
+    if (c->keys != NULL &&
+        jr_keyring_seal_pushes(c->keys, p, n, &c->sealed, &c->err) < 0)
+        return -1;
+    return c->db.ops->push(c->db.b, p, n, ids, &c->err);
 }
 
 /* Fills p from one job's arguments and checks it, so that a bad job is
@@ -209,7 +225,7 @@ jr_client_push_unique(jr_client *c, const char *name, const char *payload,
         return finish(c, -1);
     make_unique(&p, u, &out);
     if (jr_push_check(&p, c->max_payload, &c->err) < 0 ||
-        c->db.ops->push(c->db.b, &p, 1, &got, &c->err) < 0)
+        db_push(c, &p, 1, &got) < 0)
         return finish(c, -1);
     if (id != NULL)
         *id = got;
@@ -273,7 +289,7 @@ push_many(jr_client *c, const jr_client_job *jobs,
             return finish(c, -1);
         }
     }
-    rc = c->db.ops->push(c->db.b, p, (int)n, ids, &c->err);
+    rc = db_push(c, p, (int)n, ids);
     free(p);
     return finish(c, rc);
 }
@@ -376,6 +392,13 @@ jr_client_signal(jr_client *c, int64_t id, const char *name,
                                  "NULL"));
     if (jr_signal_check(name, payload, c->max_payload, &c->err) < 0)
         return finish(c, -1);
+    if (c->keys != NULL && payload != NULL) {
+        jr_buf_reset(&c->sealed);
+        if (jr_keyring_seal(c->keys, payload, strlen(payload), &c->sealed,
+                            &c->err) < 0 || jr_buf_put(&c->sealed, "", 1) < 0)
+            return finish(c, -1);
+        payload = c->sealed.p;
+    }
     rc = c->db.ops->signal(c->db.b, id, name, payload, state, sizeof state,
                            &c->err);
     if (rc < 0 && c->err.code == JR_ENOTFOUND)
@@ -476,6 +499,8 @@ jr_client_close(jr_client *c)
         return;
     jr_clientint_wait_free(c);
     jr_db_close(&c->db);
+    jr_keyring_free(c->keys);
+    jr_buf_free(&c->sealed);
     free(c);
 }
 
@@ -504,7 +529,7 @@ jr_client_push_after(jr_client *c, const char *name, const char *payload,
         p.batch = a->batch;
     }
     if (jr_push_check(&p, c->max_payload, &c->err) < 0 ||
-        c->db.ops->push(c->db.b, &p, 1, &got, &c->err) < 0)
+        db_push(c, &p, 1, &got) < 0)
         return finish(c, -1);
     if (id != NULL)
         *id = got;
@@ -530,7 +555,7 @@ jr_client_push_seq(jr_client *c, const char *name, const char *payload,
         p.seq_fail = s->on_failure;     /* JR_CLIENT_SEQ_* is JR_SEQ_* */
     }
     if (jr_push_check(&p, c->max_payload, &c->err) < 0 ||
-        c->db.ops->push(c->db.b, &p, 1, &got, &c->err) < 0)
+        db_push(c, &p, 1, &got) < 0)
         return finish(c, -1);
     if (id != NULL)
         *id = got;
@@ -566,7 +591,7 @@ jr_client_push_flow(jr_client *c, const char *json, size_t len,
         jr_flow_free(&f);
         return finish(c, jr_fail(&c->err, JR_ENOMEM, "out of memory"));
     }
-    rc = c->db.ops->push(c->db.b, f.jobs, f.n, ids, &c->err);
+    rc = db_push(c, f.jobs, f.n, ids);
     for (i = 0; rc == 0 && fn != NULL && i < f.n; i++)
         if (fn(f.refs[i], ids[i], arg) != 0)
             break;
@@ -597,6 +622,13 @@ jr_client_rerun(jr_client *c, int64_t id, const char *from_step,
                                  "%zu bytes is over max_payload (%zu)",
                                  (long long)id, strlen(payload),
                                  c->max_payload));
+    if (payload != NULL && c->keys != NULL) {
+        jr_buf_reset(&c->sealed);
+        if (jr_keyring_seal(c->keys, payload, strlen(payload), &c->sealed,
+                            &c->err) < 0 || jr_buf_put(&c->sealed, "", 1) < 0)
+            return finish(c, -1);
+        payload = c->sealed.p;
+    }
     if (c->db.ops->rerun(c->db.b, id, from_step, payload, &c->err) < 0 &&
         c->err.code == JR_ENOTFOUND)
         c->err.code = E_NOJOB;

@@ -1,7 +1,7 @@
 /* client_int.h - what the C library's files share, private to them: the
  * handle (jobrunner.h's opaque jr_client) and the start and end of a
  * call. client.c owns the handle and writes; clientread.c reads;
- * clientwait.c waits on outcomes. Uses backend.h, err.h. */
+ * clientwait.c waits on outcomes. Uses backend.h, err.h, util.h. */
 #ifndef JR_CLIENT_INT_H
 #define JR_CLIENT_INT_H
 
@@ -9,6 +9,7 @@
 
 #include "backend.h"
 #include "base/err.h"
+#include "base/util.h"
 #include "client/jobrunner.h"
 
 #define E_NOJOB 1000            /* err code: no such job (show, wait) */
@@ -23,6 +24,8 @@ struct jr_client {
     jr_outcome *outs;           /* the last jr_client_wait's, or NULL */
     int         nouts;
     struct jr_waitidx *byid;    /* outs' ids sorted, with their index */
+    struct jr_keyring *keys;    /* the key file's; NULL: no encryption */
+    jr_buf      sealed;         /* the last call's sealed payloads */
 };
 
 /* client.c: checks c is usable (0, or -1 with c->err set) and ends a call

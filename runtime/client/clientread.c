@@ -2,11 +2,13 @@
  * per queue and state, the dead jobs, a job and a list of jobs, the
  * queues, a job's links and a batch, each row handed to the caller's
  * function as jobrunner.h's struct. Owns nothing: the handle is client.c's.
- * Uses client_int.h, backend.h. */
+ * Uses client_int.h, backend.h, keyring.h. */
+#include <stdlib.h>
 #include <string.h>
 
 #include "backend.h"
 #include "base/err.h"
+#include "base/keyring.h"
 #include "client/client_int.h"
 #include "client/jobrunner.h"
 
@@ -110,7 +112,23 @@ jr_client_dead_list(jr_client *c, int limit, jr_client_dead_fn fn,
 typedef struct job_acc {
     jr_client_job_fn fn;
     void            *arg;
+    jr_client       *c;
 } job_acc;
+
+/* The text s opened with c's keys into *own, or s itself (a value that
+ * does not open stays as stored: its envelope). */
+static const char *
+opened(const jr_client *c, const char *s, char **own)
+{
+    size_t n;
+    jr_err err;
+
+    *own = NULL;
+    if (s == NULL || !jr_seal_any(s, strlen(s)) ||
+        jr_keyring_open(c->keys, s, strlen(s), own, &n, &err) <= 0)
+        return s;
+    return *own;
+}
 
 static int
 job_row(const jr_job_row *row, void *arg)
@@ -157,13 +175,26 @@ job_row(const jr_job_row *row, void *arg)
     j.wake_at = row->wake_at;
     j.waits = row->waits;
     j.sql_statements = row->sql_statements;
+    if (a->c != NULL && a->c->keys != NULL) {
+        char *own[4];
+        int rc;
+
+        j.payload = opened(a->c, j.payload, &own[0]);
+        j.result = opened(a->c, j.result, &own[1]);
+        j.steps = opened(a->c, j.steps, &own[2]);
+        j.waits = opened(a->c, j.waits, &own[3]);
+        rc = a->fn(&j, a->arg);
+        for (i = 0; i < 4; i++)
+            free(own[i]);
+        return rc;
+    }
     return a->fn(&j, a->arg);
 }
 
 int
 jr_client_show(jr_client *c, int64_t id, jr_client_job_fn fn, void *arg)
 {
-    job_acc a = {fn, arg};
+    job_acc a = {fn, arg, c};
 
     if (c == NULL)
         return JR_CLIENT_EUSAGE;
@@ -185,7 +216,7 @@ jr_client_list(jr_client *c, const jr_client_filter *filter,
                jr_client_job_fn fn, void *arg)
 {
     jr_list_filter f = {0};
-    job_acc a = {fn, arg};
+    job_acc a = {fn, arg, c};
 
     if (c == NULL)
         return JR_CLIENT_EUSAGE;

@@ -5,7 +5,7 @@
  * SQLite's WAL watch) and reads the jobs again only when one of them may
  * have ended. A lost connection is opened again, the jobs read again for
  * the ends it missed. Owns the outcomes of the last wait. Uses
- * client_int.h, backend.h. */
+ * client_int.h, backend.h, keyring.h. */
 #include <assert.h>
 #include <math.h>
 #include <poll.h>
@@ -15,6 +15,7 @@
 #include <time.h>
 
 #include "base/job.h"
+#include "base/keyring.h"
 #include "base/util.h"
 #include "client/client_int.h"
 #include "client/jobrunner.h"
@@ -300,11 +301,23 @@ wait_loop(jr_client *c, double timeout)
 /* Copies c->outs to the caller's out: an error only for a job that ended
  * failed (dead or cancelled), not one a retry followed. */
 static void
-give(const jr_client *c, jr_client_outcome *out)
+give(jr_client *c, jr_client_outcome *out)
 {
     int i, s;
 
     for (i = 0; i < c->nouts; i++) {
+        char *open;
+        size_t n;
+        jr_err err;
+
+        /* a result sealed with the key file's key, opened for the caller
+         * (one that does not open stays as stored) */
+        if (c->keys != NULL && c->outs[i].result != NULL &&
+            jr_keyring_open(c->keys, c->outs[i].result,
+                            strlen(c->outs[i].result), &open, &n, &err) > 0) {
+            free(c->outs[i].result);
+            c->outs[i].result = open;
+        }
         s = c->outs[i].state;
         out[i].id = c->outs[i].id;
         out[i].state = s == GONE ? "gone" : s < 0 ? "unknown" :

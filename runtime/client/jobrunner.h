@@ -63,6 +63,15 @@ typedef struct jr_client_config {
                                    an existing database only, creating no
                                    file or schema; JR_CLIENT_ENODB if there
                                    is none */
+    const char *key_file;       /* a key file (docs/operations.md,
+                                   "Encryption"): payloads and signal
+                                   payloads are encrypted with its first
+                                   key before the insert, show and wait
+                                   decrypt with any of its keys; refused
+                                   at open (JR_CLIENT_ECONFIG) when missing,
+                                   open to group or others, or malformed.
+                                   NULL: the config file's
+                                   encryption.key_file, else none */
 } jr_client_config;
 
 /* Per-job options. Start from JR_CLIENT_OPTS_INIT (not from zero: a zero

@@ -413,9 +413,14 @@ read_open_opts(lua_State *L, int idx, jr_client_config *cfg)
         } else if (strcmp(k, "max_payload") == 0) {
             cfg->max_payload = (size_t)jr_luaopts_int(L, "open", k, 1,
                                                       LUA_MAXINTEGER);
+        } else if (strcmp(k, "key_file") == 0) {
+            if (lua_type(L, -1) != LUA_TSTRING)
+                luaL_error(L, "open: option 'key_file' must be a string, "
+                           "got %s", luaL_typename(L, -1));
+            cfg->key_file = lua_tostring(L, -1);     /* anchored by opts */
         } else {
             luaL_error(L, "open: unknown option '%s' (valid: schema, "
-                       "busy_timeout, max_payload)", k);
+                       "busy_timeout, max_payload, key_file)", k);
         }
         lua_pop(L, 1);                               /* k */
     }                                                /* (nothing) */

@@ -14,6 +14,7 @@
 
 #include "config/config.h"
 #include "config/keys.h"
+#include "base/keyring.h"
 #include "base/log.h"
 #include "lua/script.h"
 #include "base/util.h"
@@ -143,6 +144,8 @@ jr_config_free(jr_config *c)
     free(c->handler_role);
     free(c->attach);
     free(c->pid_file);
+    free(c->key_file);
+    jr_keyring_free(c->keys);
     free(c->handler_output);
     free(c->http_listen);
     free(c->http_token);

@@ -96,6 +96,10 @@ typedef struct jr_config {
     size_t     log_attempt_max; /* log.attempt_max: bytes of a handler's
                                    log kept a run; 0: none kept */
     int        log_echo;        /* log.echo: and to the runner's log */
+    char      *key_file;        /* encryption.key_file; NULL: none */
+    struct jr_keyring *keys;    /* the runner's, read at its start from
+                                 * key_file (jr_config_free frees it);
+                                 * NULL: none */
 } jr_config;
 
 /* Fills c with the defaults. */

@@ -300,6 +300,35 @@ k_limits(cfg_ctx *x, lua_State *L, const char *key)
     return 0;
 }
 
+/* encryption = { key_file = PATH }: the file is read (and its mode
+ * checked) by whoever uses it, the runner at its start. */
+static int
+k_encryption(cfg_ctx *x, lua_State *L, const char *key)
+{
+    int rc = 0;
+
+    if (lua_type(L, -1) != LUA_TTABLE)
+        return jr_key_fail(x, key, "must be a table { key_file = PATH }, "
+                           "got %s", luaL_typename(L, -1));
+    lua_pushnil(L);                                  /* t k */
+    while (rc == 0 && lua_next(L, -2) != 0) {        /* t k v */
+        if (lua_type(L, -2) != LUA_TSTRING ||
+            strcmp(lua_tostring(L, -2), "key_file") != 0)
+            rc = jr_key_fail(x, key, "has one key, key_file");
+        else if (lua_type(L, -1) != LUA_TSTRING ||
+                 *lua_tostring(L, -1) == '\0')
+            rc = jr_key_fail(x, "encryption.key_file", "must be a file "
+                             "path");
+        else
+            rc = jr_key_string(x, L, "encryption.key_file",
+                               &x->c->key_file);
+        lua_pop(L, rc == 0 ? 1 : 2);                 /* t k | t */
+    }
+    if (rc == 0 && x->c->key_file == NULL)
+        rc = jr_key_fail(x, key, "needs key_file");
+    return rc;
+}
+
 /* The top-level keys, in the order an unknown key's error lists them. */
 static const key_row top_rows[] = {
     {"backend", K_STR, AT(backend), 0, 0, NONE, NULL, NULL,
@@ -377,6 +406,8 @@ static const key_row top_rows[] = {
     {"http", K_FN, 0, 0, 0, NONE, NULL, k_http, "the HTTP server"},
     {"limits", K_FN, 0, 0, 0, NONE, NULL, k_limits,
      "caps and rates per name or queue"},
+    {"encryption", K_FN, 0, 0, 0, NONE, NULL, k_encryption,
+     "the key file that encrypts payloads and results"},
     {NULL, K_FN, 0, 0, 0, NONE, NULL, NULL, NULL}
 };
 

@@ -93,6 +93,9 @@ typedef struct jr_apireq {
     size_t      max_payload;    /* SCHEDULE DEFS: the config's (mem: the
                                    definition; schedules: the config's) */
     double      from, to;       /* SCHEDULE BACKFILL: the window */
+    const struct jr_keyring *keys;  /* JOB: the runner's, or NULL */
+    int         decrypt;        /* JOB: its values shown decrypted */
+    jr_buf      sealed;         /* PUSH: the payloads sealed */
 } jr_apireq;
 
 /* Runs the request arg (a jr_apireq) over db: for jr_dbthread_request,
@@ -107,6 +110,26 @@ void jr_apireq_free(jr_apireq *q);
  * index and field. */
 int  jr_apipush_parse(const char *body, size_t len, size_t max_payload,
                       jr_apireq *q, char *why, size_t size);
+
+/* apicrypt.c: encrypted values over HTTP (docs/operations.md,
+ * "Encryption"). Whether the request may see a job's values decrypted:
+ * with a write scope (today: the runner has a token, which the request
+ * gave); a read-only one sees "<encrypted>". */
+struct jr_apicall;
+int  jr_api_may_decrypt(const struct jr_apicall *c);
+/* Seals the payloads of p[0..n), q's pushes or flow, with the runner's
+ * key file (none: nothing to do), into q->sealed: 0, or -1 with the
+ * reason in why. */
+int  jr_api_seal_pushes(const struct jr_apicall *c, jr_apireq *q,
+                        jr_push *p, int n, char *why, size_t size);
+/* Replaces the malloc'd JSON text *mem (NULL: none) by its envelope,
+ * malloc'd, when the runner has a key file: 0, or -1 with why. */
+int  jr_api_seal_text(const struct jr_apicall *c, void **mem, char *why,
+                      size_t size);
+/* A value of a job's row as the API shows it: s when it holds no
+ * envelope, its text opened into *own (free it) when q may decrypt, else
+ * NULL (the caller writes "<encrypted>"). */
+const char *jr_api_opened(const jr_apireq *q, const char *s, char **own);
 
 /* apidbflow.c, on a database thread: adds a job's parents, children and
  * batch to the job object of q->body (JOB). */

@@ -34,6 +34,7 @@ jr_apireq_free(jr_apireq *q)
     if (q == NULL)
         return;
     jr_buf_free(&q->body);
+    jr_buf_free(&q->sealed);
     free(q->mem);
     if (q->flow != NULL) {
         jr_flow_free(q->flow);

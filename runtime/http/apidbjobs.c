@@ -290,6 +290,13 @@ get_list(jr_apicall *c, const jr_apiop *op)
         free(q);
         return;
     }
+    if (q != NULL && q->where[0] != '\0' && c->host->cfg->keys != NULL) {
+        jr_http_error(c->req, 400, "where: payloads are encrypted "
+                      "(encryption.key_file), a filter on their fields "
+                      "cannot match");
+        free(q);
+        return;
+    }
     if (q != NULL)
         jr_api_ask(c, q);
 }
@@ -329,6 +336,8 @@ r_job(jr_apicall *c)
         q->nids = 1;
         q->wait = wait;
         q->keep = wait > 0 ? c->host->cfg->result_ttl : 0;
+        q->keys = c->host->cfg->keys;
+        q->decrypt = jr_api_may_decrypt(c);
         jr_api_ask(c, q);
     }
 }
@@ -350,7 +359,9 @@ r_push(jr_apicall *c)
                  "of them");
     if (n == 0 || text == NULL ||
         jr_apipush_parse(text, n, c->host->cfg->max_payload, q, why,
-                         sizeof why) < 0) {
+                         sizeof why) < 0 ||
+        jr_api_seal_pushes(c, q, q->pushes, q->npushes, why,
+                           sizeof why) < 0) {
         jr_http_error(c->req, 400, "%s", why);
         jr_apireq_free(q);
         return;

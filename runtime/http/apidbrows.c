@@ -129,6 +129,9 @@ history(jr_buf *b, const jr_job_row *r)
     jr_buf_put(b, "]", 1);
 }
 
+/* What a caller that may not decrypt sees of an encrypted value. */
+#define ENCRYPTED "<encrypted>"
+
 /* One job as the API shows it: show adds the payload and the attempt
  * history ("attempts"; a list's "attempts" is the count, as "attempt"
  * is in both). */
@@ -178,15 +181,23 @@ jr_apidb_job_row(const jr_job_row *r, void *arg)
                      strcmp(r->state, "dead") == 0 ||
                      strcmp(r->state, "cancelled") == 0;
     if (r->payload != NULL) {
+        char *own[4];
+        const char *payload = jr_api_opened(w->q, r->payload, &own[0]);
+        const char *result = jr_api_opened(w->q, r->result, &own[1]);
+        const char *waits = jr_api_opened(w->q, r->waits, &own[2]);
+        const char *steps = jr_api_opened(w->q, r->steps, &own[3]);
+
         /* valid JSON: the database checks it at insert; given as text
          * too, so that a client shows it exactly as pushed */
         jr_buf_put(b, ",\"payload\":", 11);
-        jr_api_str(b, r->payload);
+        jr_api_str(b, payload != NULL ? payload : ENCRYPTED);
         /* the handler's return value as a JSON value: the worker checked
          * it as every payload is (jsontext.h) */
         jr_buf_put(b, ",\"result\":", 10);
-        if (r->result != NULL)
-            jr_buf_put(b, r->result, strlen(r->result));
+        if (r->result != NULL && result == NULL)
+            jr_api_str(b, ENCRYPTED);
+        else if (result != NULL)
+            jr_buf_put(b, result, strlen(result));
         else
             jr_buf_put(b, "null", 4);
         jr_buf_put(b, ",\"wait_on\":", 11);
@@ -194,8 +205,10 @@ jr_apidb_job_row(const jr_job_row *r, void *arg)
         jr_buf_put(b, ",\"wake_at\":", 11);
         jr_api_time(b, r->wake_at);
         jr_buf_put(b, ",\"waits\":", 9);
-        if (r->waits != NULL)
-            jr_buf_put(b, r->waits, strlen(r->waits));
+        if (r->waits != NULL && waits == NULL)
+            jr_api_str(b, ENCRYPTED);
+        else if (waits != NULL)
+            jr_buf_put(b, waits, strlen(waits));
         else
             jr_buf_put(b, "null", 4);
         if (r->sql_statements > 0)
@@ -204,7 +217,12 @@ jr_apidb_job_row(const jr_job_row *r, void *arg)
             jr_buf_put(b, ",\"sql_statements\":null", 22);
         history(b, r);
         jr_buf_put(b, ",\"steps\":", 9);
-        jr_steprec_json(b, r->steps);
+        if (r->steps != NULL && steps == NULL)
+            jr_api_str(b, ENCRYPTED);
+        else
+            jr_steprec_json(b, steps);
+        for (int i = 0; i < 4; i++)
+            free(own[i]);
     }
     jr_buf_put(b, "}", 1);
     return 0;

@@ -132,7 +132,8 @@ r_signal(jr_apicall *c)
                  "\"payload\": {...}}");
     if (n == 0 || text == NULL ||
         read_body(text, n, c->host->cfg->max_payload, q, why,
-                  sizeof why) < 0) {
+                  sizeof why) < 0 ||
+        jr_api_seal_text(c, &q->mem, why, sizeof why) < 0) {
         jr_http_error(c->req, 400, "%s", why);
         jr_apireq_free(q);
         return;

@@ -82,8 +82,12 @@ payload(jr_apicall *c, jr_apireq *q)
     if (max > 0 && n > max)
         snprintf(why, sizeof why, "payload of %zu bytes is over "
                  "max_payload (%zu)", n, max);
-    else if (jr_jsontext_check(q->mem, n, why, sizeof why) == 0)
-        return 0;
+    else if (jr_jsontext_check(q->mem, n, why, sizeof why) == 0) {
+        if (jr_api_seal_text(c, &q->mem, why, sizeof why) == 0)
+            return 0;
+        jr_http_error(c->req, 503, "%s", why);
+        return -1;
+    }
     jr_http_error(c->req, 400, "invalid JSON payload: %s", why);
     return -1;
 }

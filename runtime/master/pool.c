@@ -656,7 +656,7 @@ send_settings(master *m, wk *w)
         .log_level = c->log_level, .log_json = c->log_json,
         .inflight = c->inflight, .durable_steps = c->durable_steps,
         .db_url = c->backend, .attach = c->attach,
-        .handler_role = c->handler_role,
+        .handler_role = c->handler_role, .key_file = c->key_file,
         .log_attempt_max = c->log_attempt_max, .log_echo = c->log_echo,
     };
 

@@ -127,7 +127,9 @@ outcome(cojob *cj, int rc, jr_result *res)
         res->sql = cj->ctx.sql.p;
         res->sql_len = cj->ctx.sql.len;
         res->nsql = cj->ctx.nsql;
-        if (cj->returned) {
+        if (w->keys != NULL && jr_wcrypt_pushes(w, &cj->ctx) < 0)
+            co_failed(cj, res);
+        else if (cj->returned) {
             cj->returned = 0;
             if (jr_run_take_result(w, cj->j, res) < 0)
                 co_failed(cj, res);

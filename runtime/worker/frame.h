@@ -145,6 +145,7 @@ typedef struct jr_settings {
     size_t  log_attempt_max;    /* log.attempt_max: bytes a run's logs
                                    keep; 0: none kept */
     int     log_echo;           /* log.echo: 0 or 1 */
+    char   *key_file;           /* encryption.key_file; owned or NULL */
 } jr_settings;
 
 /* Encodes settings. s borrowed. */

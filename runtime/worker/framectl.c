@@ -254,6 +254,7 @@ jr_frame_put_settings(jr_buf *b, const jr_settings *s)
     jr_put_u8(b, s->durable_steps ? 1 : 0);
     jr_put_i64(b, (int64_t)s->log_attempt_max);
     jr_put_u8(b, s->log_echo ? 1 : 0);
+    jr_put_str(b, s->key_file ? s->key_file : "");
     jr_frame_end(b, start);
 }
 
@@ -266,6 +267,7 @@ jr_settings_free(jr_settings *s)
     free(s->db_url);
     free(s->attach);
     free(s->handler_role);
+    free(s->key_file);
     memset(s, 0, sizeof *s);
 }
 
@@ -299,8 +301,8 @@ settings_range(const jr_settings *s, int64_t mem, int64_t payload,
 int
 jr_frame_get_settings(jr_reader *r, jr_settings *out, jr_err *err)
 {
-    size_t len, slen[3];
-    const char *dir = jr_get_str(r, &len), *bad, *str[3];
+    size_t len, slen[3], klen;
+    const char *dir = jr_get_str(r, &len), *bad, *str[3], *kf;
     char **own[3] = {&out->db_url, &out->attach, &out->handler_role};
     int64_t mem, payload, result, logmax;
     int i;
@@ -320,6 +322,7 @@ jr_frame_get_settings(jr_reader *r, jr_settings *out, jr_err *err)
     out->durable_steps = (int)jr_get_u8(r);
     logmax = jr_get_i64(r);
     out->log_echo = (int)jr_get_u8(r);
+    kf = jr_get_str(r, &klen);
     if (r->bad || r->n != 0)
         return jr_fail(err, JR_EPROTO, "malformed settings: %s", r->bad ?
                        "truncated" : "trailing bytes");
@@ -345,5 +348,9 @@ jr_frame_get_settings(jr_reader *r, jr_settings *out, jr_err *err)
         if (slen[i] > 0 && (*own[i] = strndup(str[i], slen[i])) == NULL)
             return jr_fail(err, JR_ENOMEM, "settings: out of memory");
     }
+    if (kf == NULL || memchr(kf, 0, klen))
+        return jr_fail(err, JR_EPROTO, "malformed settings: the key file");
+    if (klen > 0 && (out->key_file = strndup(kf, klen)) == NULL)
+        return jr_fail(err, JR_ENOMEM, "settings: out of memory");
     return 0;
 }

@@ -362,6 +362,17 @@ jr_run_take_result(worker *w, const jr_job *j, jr_result *res)
             why = bad;          /* what one backend would refuse */
         else if (w->result.len - 1 <= w->set.max_result)
             res->result = w->result.p;
+        if (res->result != NULL && w->keys != NULL &&
+            jr_wcrypt_seal(w, res) < 0) {
+            res->result = NULL;
+            lua_pop(L, 1);
+            res->pushes = NULL;
+            res->npushes = 0;
+            res->sql = NULL;
+            res->sql_len = 0;
+            res->nsql = 0;
+            return -1;
+        }
     }
     if (res->result != NULL || (why != NULL && *why != '\0')) {
         if (res->result == NULL)
@@ -432,7 +443,10 @@ outcome(worker *w, const jr_job *j, int rc, double timeout, jr_result *res)
         res->sql = w->ctx.sql.p;
         res->sql_len = w->ctx.sql.len;
         res->nsql = w->ctx.nsql;
-        if (lua_isnil(L, -1))
+        if (w->keys != NULL && jr_wcrypt_pushes(w, &w->ctx) < 0) {
+            lua_pop(L, 1);
+            jr_run_failed(w, j, res);
+        } else if (lua_isnil(L, -1))
             lua_pop(L, 1);
         else if (jr_run_take_result(w, j, res) < 0)
             jr_run_failed(w, j, res);   /* the attempt fails */

@@ -3,7 +3,7 @@
  * durable step's wait for the master's word that its record is committed
  * (JR_F_STEPOK: a plain job waits on the socket, a coroutine job yields),
  * and the runner asking its jobs back (JR_F_HANDBACK), which a checkpoint
- * looks for. Uses worker_int.h, jrsteps.h, frame.h. */
+ * looks for. Uses worker_int.h, jrsteps.h, frame.h, keyring.h, log.h. */
 #include <errno.h>
 #include <poll.h>
 #include <string.h>
@@ -12,6 +12,8 @@
 #include <lauxlib.h>
 #include <lua.h>
 
+#include "base/keyring.h"
+#include "base/log.h"
 #include "lua/jrsteps.h"
 #include "worker/worker_int.h"
 
@@ -27,11 +29,25 @@ send_steps(worker *w, jr_jobctx *ctx, int seq)
     jr_result r = {.id = ctx->job->id, .kind = JR_STEP, .result = text,
                    .durable = seq};
 
+    jr_buf sealed = {0};
+    jr_err err;
+
     if (text == NULL)
         return;
+    if (w->keys != NULL) {      /* sealed as the result is */
+        if (jr_keyring_seal(w->keys, text, len, &sealed, &err) < 0 ||
+            jr_buf_put(&sealed, "", 1) < 0) {
+            jr_log(JR_LOG_ERROR, "job %lld: its steps not recorded: %s",
+                   (long long)ctx->job->id, err.msg);
+            jr_buf_free(&sealed);
+            return;
+        }
+        r.result = sealed.p;
+    }
     r.done = jr_steps_made(ctx) - ctx->steps_told;
     ctx->steps_told = jr_steps_made(ctx);
     jr_frame_put_result(&w->out, &r);
+    jr_buf_free(&sealed);
     ctx->steps_dirty = 0;
     ctx->steps_sent = jr_mono();
 }

@@ -149,6 +149,15 @@ handle_frame(worker *w, const char *data, int more)
         jr_log(JR_LOG_ERROR, "%s", err.msg);
         return -1;
     }
+    if (w->keys != NULL) {
+        jr_job *o = jr_wcrypt_open_job(w, j, w->err, sizeof w->err);
+
+        if (o == NULL) {
+            jr_wcrypt_refuse(w, j, w->err);
+            return jr_worker_flush(w) < 0 ? -1 : 0;
+        }
+        j = o;
+    }
     if (w->out.len == 0)
         w->unflushed_since = jr_mono();
     if ((type = to_coroutine(w, j)) != 0)
@@ -320,6 +329,8 @@ setup(worker *w, jr_err *err)
         return -1;
     w->mem.limit = w->set.memory_limit;
     w->ctx.max_payload = w->set.max_payload;
+    if (jr_wcrypt_start(w, err) < 0)
+        return -1;
     jr_run_hooks(w);
     if (jr_jrlib_open(L, &w->ctx, err) < 0 || jr_co_open(w, err) < 0)
         return -1;
@@ -377,6 +388,7 @@ cleanup(worker *w)
     jr_buf_free(&w->out);
     jr_buf_free(&w->in);
     jr_settings_free(&w->set);
+    jr_wcrypt_close(w);
     if (w->L != NULL)
         lua_close(w->L);
     jr_jrsql_close();

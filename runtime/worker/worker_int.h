@@ -15,6 +15,7 @@
  *   whttpreq.c  a request's table checked and set on its easy handle
  *   wexec.c   jobrunner.exec: a child process, its pipes on the loop
  *   wexecarg.c  jobrunner.exec's arguments read and checked
+ *   wcrypt.c  encrypted values: a job's opened, its result and steps sealed
  * Uses frame.h, script.h, jrlib.h, luabridge.h, worker.h, util.h. */
 #ifndef JR_WORKER_INT_H
 #define JR_WORKER_INT_H
@@ -66,6 +67,9 @@ typedef struct worker {
     struct jr_co   *co;         /* co.c's */
     struct jr_http *http;       /* whttp.c's */
     int         handback;       /* the master asked jobs back (steps.c) */
+    struct jr_keyring *keys;    /* the key file's, NULL: no encryption */
+    jr_buf      sealed;         /* the last result sealed (wcrypt.c) */
+    jr_buf      sealed_push;    /* the last success's pushes' payloads */
 } worker;
 
 /* A Lua thread of a job that waits on the loop: a coroutine job's own
@@ -177,6 +181,21 @@ int  jr_run_take_result(worker *w, const jr_job *j, jr_result *res);
 /* worker.c: copies the frames appended to w->out since byte from into the
  * shared page. 0 or -1 (a failed write). */
 int  jr_worker_share(worker *w, size_t from);
+
+/* wcrypt.c. The keys of the settings' key file into w->keys (none: 0 and
+ * NULL). -1 with err set when the file is refused. */
+int     jr_wcrypt_start(worker *w, jr_err *err);
+void    jr_wcrypt_close(worker *w);
+/* Job j with its encrypted values opened (a new job, j freed; j itself
+ * when it has none), or NULL with why set (j kept). w->keys not NULL. */
+jr_job *jr_wcrypt_open_job(worker *w, jr_job *j, char *why, size_t size);
+/* Ends job j (freed) as a failed attempt for why (the retry rule). */
+void    jr_wcrypt_refuse(worker *w, jr_job *j, const char *why);
+/* Seals res->result in place (into w->sealed): 0, or -1 with w->err. */
+int     jr_wcrypt_seal(worker *w, jr_result *res);
+/* Seals the payloads of the pushes of ctx in place (into w->sealed_push,
+ * valid until the next success): 0, or -1 with w->err. */
+int     jr_wcrypt_pushes(worker *w, jr_jobctx *ctx);
 
 /* co.c: jobs that run many at once */
 int  jr_co_open(worker *w, jr_err *err);    /* the loop, the functions */
