@@ -33,7 +33,8 @@
     " count(*) FILTER (WHERE state = 'dead')," \
     " count(*) FILTER (WHERE state = 'cancelled')," \
     " count(*) FILTER (WHERE state = 'completed')," \
-    " count(*) FILTER (WHERE state = 'waiting')"
+    " count(*) FILTER (WHERE state = 'waiting')," \
+    " count(*) FILTER (WHERE state = 'expired')"
 
 /* Reads STATE_COUNTS of row i from column col on into n (a queue without
  * jobs: NULLs, read as 0), and the sums. */

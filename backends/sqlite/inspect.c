@@ -37,7 +37,8 @@
     "sum(state = 'queued' AND run_at <= ?1)," \
     " sum(state = 'queued' AND run_at > ?1), sum(state = 'running')," \
     " sum(state = 'dead'), sum(state = 'cancelled')," \
-    " sum(state = 'completed'), sum(state = 'waiting')"
+    " sum(state = 'completed'), sum(state = 'waiting')," \
+    " sum(state = 'expired')"
 
 /* The file's statements: slots of sql_text[] (sqlite_int.h). */
 enum { S_STATS, S_DEAD_LIST, S_QUEUE_LIST, S_PAUSED, S_READY_BY_QUEUE, S_SHOW,

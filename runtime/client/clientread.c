@@ -30,6 +30,8 @@ stats_row(const jr_stat_row *row, void *arg)
     n.dead = row->n[JR_STATE_DEAD];
     n.waiting = row->n[JR_STATE_WAITING];
     a->total->waiting += n.waiting;
+    n.expired = row->n[JR_STATE_EXPIRED];
+    a->total->expired += n.expired;
     a->total->ready += n.ready;
     a->total->scheduled += n.scheduled;
     a->total->queued += n.queued;

@@ -176,7 +176,8 @@ jr_apidb_job_row(const jr_job_row *r, void *arg)
                   r->cancel_requested ? "true" : "false");
     w->q->ended[0] = strcmp(r->state, "completed") == 0 ||
                      strcmp(r->state, "dead") == 0 ||
-                     strcmp(r->state, "cancelled") == 0;
+                     strcmp(r->state, "cancelled") == 0 ||
+                     strcmp(r->state, "expired") == 0;
     if (r->payload != NULL) {
         /* valid JSON: the database checks it at insert; given as text
          * too, so that a client shows it exactly as pushed */
