@@ -1608,8 +1608,8 @@ CREATE INDEX jobs_expiry ON {{schema}}.jobs (expires_at)
 -- retention's, as for the other final states
 CREATE INDEX jobs_expired ON {{schema}}.jobs (finished_at)
     WHERE state = 'expired';
--- An expired job ends as the other final states do (jobs_end of
--- migration 13): the finished NOTIFY, and its children and batch
+-- An expired job ends as the other final states do (the jobs_end of
+-- the 13th migration): the finished NOTIFY, and its children and batch
 -- settled. A child waiting for it ends as its on_parent_failure says, as
 -- for a dead parent; a sequence goes on past it (block and skip: the
 -- next job runs; dead: the rest ends dead).
