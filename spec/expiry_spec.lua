@@ -64,7 +64,7 @@ for _, backend in ipairs(jr.backends()) do
                              "--unique-key", "k1")
       -- a child waiting for a job that expires ends as a dead parent's
       -- would (its on_parent_failure); a job of a sequence behind it runs
-      local child = env:push("rec", nil, "--after", tostring(gone[1]),
+      local child = env:push("rec", nil, "--after", tostring(math.tointeger(gone[1])),
                              "--on-parent-failure", "run")
       local seq1 = env:push("rec", nil, "--sequence", "s1", "--expires-at", "@1000")
       local seq2 = env:push("rec", nil, "--sequence", "s1")
@@ -78,6 +78,10 @@ for _, backend in ipairs(jr.backends()) do
         for _, id in ipairs(fresh) do if not s[id] then return false end end
         return s[child] and s[seq2]
       end, 20, "the jobs not expired ran")
+      -- a job pushed after one that expired already does not wait for it
+      local late = env:push("rec", nil, "--after", tostring(math.tointeger(gone[2])),
+                            "--on-parent-failure", "run")
+      jr.wait_for(function() return starts(log)[late] end, 20, "the late child ran")
       local s = starts(log)
       for _, id in ipairs(gone) do assert.is_nil(s[id], "expired job " .. id .. " started") end
       assert.is_nil(s[keyed])

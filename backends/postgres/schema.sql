@@ -1716,3 +1716,88 @@ BEGIN
     RETURN jid;
 END
 $$;
+-- link() as migration 14's, and a parent that expired already has ended:
+-- the job waits for it no longer (its edge settled at once).
+CREATE OR REPLACE FUNCTION {{schema}}.link(id bigint, after bigint[],
+                                           on_parent_failure text DEFAULT NULL,
+                                           batch bigint DEFAULT NULL)
+RETURNS bigint LANGUAGE plpgsql AS $$
+#variable_conflict use_variable
+DECLARE
+    child bigint := link.id;
+    p bigint;
+    pst text;
+    pres jsonb;
+    n int;
+BEGIN
+    IF link.on_parent_failure NOT IN ('cancel', 'run', 'dead') THEN
+        RAISE EXCEPTION 'jobrunner.link: on_parent_failure ''%'' is not cancel, run or dead',
+            link.on_parent_failure USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    IF link.batch IS NOT NULL THEN
+        UPDATE {{schema}}.batches b SET total = b.total + 1,
+            pending = b.pending + 1
+        WHERE b.id = link.batch AND b.finished_at IS NULL;
+        IF NOT FOUND THEN
+            RAISE EXCEPTION 'jobrunner.link: job %: batch % %', child,
+                link.batch, CASE WHEN EXISTS (SELECT 1 FROM {{schema}}.batches b
+                    WHERE b.id = link.batch) THEN 'is finished'
+                    ELSE 'does not exist' END
+                USING ERRCODE = 'invalid_parameter_value';
+        END IF;
+        INSERT INTO {{schema}}.batch_jobs (batch_id, job_id)
+        VALUES (link.batch, child);
+        UPDATE {{schema}}.jobs j SET batch_id = link.batch,
+            flow = j.flow | 2 WHERE j.id = child;
+    END IF;
+    SELECT count(DISTINCT a) INTO n FROM unnest(link.after) a;
+    IF n = 0 THEN
+        RETURN child;
+    END IF;
+    UPDATE {{schema}}.jobs j SET state = 'waiting', parents_left = n,
+        on_parent_failure = link.on_parent_failure
+    WHERE j.id = child AND j.state = 'queued';
+    IF NOT FOUND THEN
+        RAISE EXCEPTION 'jobrunner.link: job % is not a queued job', child
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    IF EXISTS (SELECT 1 FROM {{schema}}.job_deps d
+               WHERE d.parent_id = child AND d.parent_state IS NULL) THEN
+        WITH RECURSIVE down(id) AS (
+            SELECT d.child_id FROM {{schema}}.job_deps d
+            WHERE d.parent_id = child AND d.parent_state IS NULL
+            UNION
+            SELECT d.child_id FROM {{schema}}.job_deps d JOIN down
+                ON d.parent_id = down.id WHERE d.parent_state IS NULL)
+        SELECT min(down.id) INTO p FROM down
+        WHERE down.id = ANY(link.after);
+        IF p IS NOT NULL THEN
+            RAISE EXCEPTION 'jobrunner.link: job % cannot wait for job %, which waits for it (a cycle)',
+                child, p USING ERRCODE = 'invalid_parameter_value';
+        END IF;
+    END IF;
+    FOR p IN SELECT DISTINCT a FROM unnest(link.after) a ORDER BY 1 LOOP
+        IF p = child THEN
+            RAISE EXCEPTION 'jobrunner.link: job % cannot wait for itself',
+                child USING ERRCODE = 'invalid_parameter_value';
+        END IF;
+        UPDATE {{schema}}.jobs j SET flow = j.flow | 1 WHERE j.id = p
+        RETURNING j.state, j.result INTO pst, pres;
+        IF NOT FOUND THEN
+            RAISE EXCEPTION 'jobrunner.link: job %: unknown parent id %',
+                child, p USING ERRCODE = 'invalid_parameter_value';
+        END IF;
+        IF pst NOT IN ('completed', 'dead', 'cancelled', 'expired') THEN
+            pst := NULL;
+            pres := NULL;
+        END IF;
+        INSERT INTO {{schema}}.job_deps (parent_id, child_id, parent_state,
+                                         parent_result)
+        VALUES (p, child, pst, pres);
+        IF pst IS NOT NULL THEN
+            PERFORM {{schema}}.flow_edge(child, p, pst);
+        END IF;
+    END LOOP;
+    RETURN child;
+END
+$$;
