@@ -133,6 +133,12 @@ typedef struct jr_job_row {
                                    0: none, or from list */
     const char *waits;          /* show: its signals' and sleeps' records
                                    (JSON text), or NULL */
+    double      expires_at;     /* show: not started by then, it expires
+                                   (docs/queues.md); 0: none, or list */
+    double      deadline;       /* show: seconds from its first start
+                                   that bound its retries; 0: none */
+    double      deadline_at;    /* show: that deadline, set by its first
+                                   claim; 0: none yet */
 } jr_job_row;
 
 /* Which jobs list walks: NULL fields match any. */

@@ -154,6 +154,9 @@ end }
       local q = jr.client(env)
       local c2 = assert(q:push("rec", {}, { expires_at = now + 700, deadline = 0.5,
                                             run_in = 3600 }))
+      local shown = assert(q:show(c2))
+      assert.equal(0.5, shown.deadline)
+      assert.is_true(math.abs(now + 700 - shown.expires_at) < 60)
       q:close()
       -- HTTP
       local c3 = H.json(base .. "/api/jobs", 201, { body = cjson.encode({
@@ -206,6 +209,16 @@ end }
       out, err, code = env:cli("show", tostring(math.tointeger(c4)))
       assert.equal(0, code, err)
       assert.matches("expired", out)
+      assert.matches("expires_at%s+2000%-01%-01", out)
+      out, err, code = env:cli("show", tostring(math.tointeger(c1)), "--json")
+      assert.equal(0, code, err)
+      shown = cjson.decode(out)
+      assert.equal(30, shown.deadline)
+      assert.is_string(shown.expires_at)
+      assert.equal(cjson.null, shown.deadline_at)
+      shown = H.json(base .. "/api/jobs/" .. math.tointeger(c3))
+      assert.equal(20, shown.deadline)
+      assert.is_true(near(now + 900, shown.expires_at), cjson.encode(shown))
       out, err, code = env:cli("list", "--state", "expired", "--json")
       assert.equal(0, code, err)
       local listed = cjson.decode(out)

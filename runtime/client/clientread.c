@@ -159,6 +159,9 @@ job_row(const jr_job_row *row, void *arg)
     j.wake_at = row->wake_at;
     j.waits = row->waits;
     j.sql_statements = row->sql_statements;
+    j.expires_at = row->expires_at;
+    j.deadline = row->deadline;
+    j.deadline_at = row->deadline_at;
     return a->fn(&j, a->arg);
 }
 

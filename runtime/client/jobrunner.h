@@ -504,6 +504,12 @@ typedef struct jr_client_job_info {
                                    success committed (a completed job
                                    kept); 0: none, and from
                                    jr_client_list */
+    double      expires_at;     /* jr_client_show: not started by then, it
+                                   ends "expired"; 0: none */
+    double      deadline;       /* jr_client_show: seconds from its first
+                                   start that bound its retries; 0: none */
+    double      deadline_at;    /* jr_client_show: that deadline, set by
+                                   its first start; 0: none yet */
 } jr_client_job_info;
 
 /* Called once per job. Return 0 to go on, non-zero to stop. */

@@ -203,6 +203,11 @@ jr_apidb_job_row(const jr_job_row *r, void *arg)
             jr_api_printf(b, ",\"sql_statements\":%d", r->sql_statements);
         else
             jr_buf_put(b, ",\"sql_statements\":null", 22);
+        jr_buf_put(b, ",\"expires_at\":", 14);
+        jr_api_time(b, r->expires_at);
+        num_or_null(b, "deadline", r->deadline > 0 ? r->deadline : NAN);
+        jr_buf_put(b, ",\"deadline_at\":", 15);
+        jr_api_time(b, r->deadline_at);
         history(b, r);
         jr_buf_put(b, ",\"steps\":", 9);
         jr_steprec_json(b, r->steps);
