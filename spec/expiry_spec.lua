@@ -238,6 +238,26 @@ end }
       env:stop()
     end)
 
+    it("keeps an expired job as long as dead ones; rerun runs it", function()
+      local log = env.dir .. "/starts"
+      env:config('retention = { dead = "1h" }')
+      env:script("rec", REC:format(log))
+      local a = env:push("rec", nil, "--expires-at", "@1000")
+      local b = env:push("rec", nil, "--expires-at", "@1000")
+      env:start()
+      env:wait_state(a, "expired", 20)
+      env:wait_state(b, "expired", 20)
+      local out, err, code = env:cli("rerun", tostring(math.tointeger(a)))
+      assert.equal(0, code, out .. err)
+      jr.wait_for(function() return starts(log)[a] end, 20, "the rerun job ran")
+      env:exec(pg and ("UPDATE jobs SET finished_at = now() - interval '2 hours' WHERE id = %d")
+                       :format(b)
+               or ("UPDATE jobs SET finished_at = finished_at - 7200 WHERE id = %d"):format(b))
+      jr.wait_for(function() return env:job(b) == nil end, 30, "the old expired job pruned")
+      assert.is_nil(starts(log)[b])
+      env:stop()
+    end)
+
     it("refuses bad values, naming the option", function()
       local cases = {
         { { "--expires-in", "-1" }, "invalid --expires-in '-1'" },
