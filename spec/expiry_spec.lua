@@ -238,6 +238,28 @@ end }
       env:stop()
     end)
 
+    it("counts an expired member of a batch as dead: no on_success", function()
+      local log = env.dir .. "/starts"
+      env:script("rec", REC:format(log))
+      local f = env.dir .. "/flow.json"
+      jr.write_file(f, cjson.encode({ jobs = {
+        { ref = "a", name = "rec", expires_at = 1000 },
+        { ref = "b", name = "rec", expires_in = 3600, deadline = 60 } },
+        batch = { on_complete = "done", on_success = "ok" } }))
+      local out, err, code = env:cli("push-flow", f, "--json")
+      assert.equal(0, code, out .. err)
+      local ids = cjson.decode(out)
+      env:start()
+      local done = jr.wait_for(function()
+        return env:jobs("name = 'done'")[1]
+      end, 20, "the batch's on_complete")
+      assert.equal(1, cjson.decode(done.payload).counts.dead)
+      assert.equal(1, cjson.decode(done.payload).counts.completed)
+      assert.equal(0, #env:jobs("name = 'ok'"))
+      assert.is_nil(starts(log)[ids.jobs and ids.jobs.a or ids.a])
+      env:stop()
+    end)
+
     it("keeps an expired job as long as dead ones; rerun runs it", function()
       local log = env.dir .. "/starts"
       env:config('retention = { dead = "1h" }')
