@@ -101,7 +101,8 @@ static const pg_stmt st_claim = {"jr_claim", 8,
     "  CROSS JOIN LATERAL (SELECT s.id, s.priority, s.run_at,"
     "   row_number() OVER (ORDER BY s.priority, s.run_at, s.id) AS rn"
     "   FROM (SELECT id, priority, run_at FROM {{schema}}.jobs"
-    "    WHERE state = 'queued' AND queue = q.name AND run_at <= now()" JR_PG_UNEXPIRED ""
+    "    WHERE state = 'queued' AND queue = q.name AND run_at <= now()"
+    JR_PG_UNEXPIRED
     "    AND name = ANY($3::text[])"
     "    ORDER BY priority, run_at, id LIMIT q.cap"
     "    FOR UPDATE SKIP LOCKED) s) r),"
@@ -179,7 +180,8 @@ static const pg_stmt st_claim_one = {"jr_claim_one", 4,
     "  FROM (SELECT qq.name FROM qq LIMIT 2) qs),"
     " u AS (UPDATE {{schema}}.jobs j SET " CLAIM_SET
     "  WHERE j.id = ANY(ARRAY(SELECT id FROM {{schema}}.jobs"
-    "   WHERE state = 'queued' AND run_at <= now()" JR_PG_UNEXPIRED ""
+    "   WHERE state = 'queued' AND run_at <= now()"
+    JR_PG_UNEXPIRED
     "   AND queue = (SELECT name FROM one WHERE n = 1)"
     "   AND name = ANY($3::text[])"
     "   ORDER BY priority, run_at, id LIMIT $4::int"
@@ -203,7 +205,9 @@ static const pg_stmt st_claim_from = {"jr_claim_from", 8,
     " WHERE j.id = ANY(ARRAY(SELECT id FROM {{schema}}.jobs"
     "  WHERE state = 'queued' AND queue = $5::text"
     "  AND (priority, run_at, id) > ($6::int, $7::timestamptz, $8::bigint)"
-    "  AND run_at <= now()" JR_PG_UNEXPIRED " AND name = ANY($3::text[])"
+    "  AND run_at <= now()"
+    JR_PG_UNEXPIRED
+    " AND name = ANY($3::text[])"
     "  AND NOT EXISTS (SELECT 1 FROM {{schema}}.queues p"
     "   WHERE p.name = $5::text AND p.paused)"
     "  ORDER BY priority, run_at, id LIMIT $4::int"

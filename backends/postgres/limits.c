@@ -269,7 +269,8 @@ static const pg_stmt st_lim_candidates = {
     "   row_number() OVER (ORDER BY s.priority, s.run_at, s.id) AS rn"
     "   FROM (SELECT id, priority, run_at, name, limit_key"
     "    FROM {{schema}}.jobs"
-    "    WHERE state = 'queued' AND queue = q.name AND run_at <= now()" JR_PG_UNEXPIRED ""
+    "    WHERE state = 'queued' AND queue = q.name AND run_at <= now()"
+    JR_PG_UNEXPIRED
     "    AND name = ANY($1::text[]) AND name <> ALL($7::text[])"
     "    AND (limit_key IS NULL"
     "     OR (('n' || name || chr(31) || limit_key) <> ALL($8::text[])"
