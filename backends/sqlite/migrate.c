@@ -136,6 +136,20 @@ schema_bump(jr_backend *b, int version, jr_err *err)
     sqlite3_finalize(s);
     if (rc != SQLITE_ROW)
         return jr_sqlite_fail(b, err, "migration: reading schema_version");
+    /* the edit must have found its text: else the state it allows is
+     * refused at every write of it */
+    if (sqlite3_prepare_v2(b->db, "SELECT 1 FROM sqlite_master WHERE type ="
+                           " 'table' AND name = 'jobs' AND sql LIKE "
+                           "'%OR state = ''expired''%'", -1, &s,
+                           NULL) != SQLITE_OK)
+        return jr_sqlite_fail(b, err, "migration: reading the jobs table");
+    rc = sqlite3_step(s);
+    sqlite3_finalize(s);
+    if (rc != SQLITE_ROW)
+        return jr_fail(err, JR_EDB, "sqlite '%s': migration %d: the CHECK "
+                       "of jobs.state is not the one this migration widens "
+                       "(was the table changed by hand?): nothing changed",
+                       b->path, version);
     snprintf(sql, sizeof sql, "PRAGMA schema_version = %d", v + 1);
     if (sqlite3_exec(b->db, sql, NULL, NULL, NULL) != SQLITE_OK)
         return jr_fail(err, JR_EDB, "sqlite '%s': migration %d: setting "
