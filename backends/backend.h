@@ -133,6 +133,12 @@ typedef struct jr_job_row {
                                    0: none, or from list */
     const char *waits;          /* show: its signals' and sleeps' records
                                    (JSON text), or NULL */
+    double      expires_at;     /* show: not started by then, it expires
+                                   (docs/queues.md); 0: none, or list */
+    double      deadline;       /* show: seconds from its first start
+                                   that bound its retries; 0: none */
+    double      deadline_at;    /* show: that deadline, set by its first
+                                   claim; 0: none yet */
 } jr_job_row;
 
 /* Which jobs list walks: NULL fields match any. */
@@ -595,7 +601,9 @@ typedef struct jr_limit_use {
     /* Wakes, in one transaction, up to max waiting jobs whose wait's
      * date came: a sleep ends (queued, due now), a signal's wait times
      * out (queued, its timeout recorded in the job's waits so that its
-     * wait_signal returns nil, "timeout"). Returns how many. */ \
+     * wait_signal returns nil, "timeout"). First, up to max queued jobs
+     * never started whose expires_at passed end expired (docs/queues.md,
+     * "Expiry and deadlines"). Returns how many jobs it changed. */ \
     X(int, wake, (jr_backend *b, int max, jr_err *err)) \
     /* Counts the jobs waiting for a signal and those waiting for a date
      * (a sleep) into *on_signal and *on_date. Returns 0. */ \

@@ -96,14 +96,16 @@ static const pg_stmt st_dead_retry_ids = {
     "jr_dead_retry_ids", 1,
     "UPDATE {{schema}}.jobs SET state = 'queued', attempts = 0,"
     " run_at = now(), died_at = NULL, finished_at = NULL,"
-    " cancel_requested = false, updated_at = now()," RETRY_KEY
-    " WHERE state = 'dead' AND id = ANY($1::bigint[])"};
+    " cancel_requested = false, updated_at = now()," RETRY_KEY ","
+    " expires_at = NULL, deadline_at = NULL"
+    " WHERE state IN ('dead', 'expired') AND id = ANY($1::bigint[])"};
 
 static const pg_stmt st_dead_retry_all = {
     "jr_dead_retry_all", 1,
     "UPDATE {{schema}}.jobs SET state = 'queued', attempts = 0,"
     " run_at = now(), died_at = NULL, finished_at = NULL,"
-    " cancel_requested = false, updated_at = now()," RETRY_KEY
+    " cancel_requested = false, updated_at = now()," RETRY_KEY ","
+    " deadline_at = NULL"
     " WHERE state = 'dead' AND id IN (SELECT id FROM {{schema}}.jobs"
     "  WHERE state = 'dead' LIMIT $1::int)"};
 

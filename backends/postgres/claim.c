@@ -15,7 +15,7 @@
     "state = 'running', attempts = j.attempts + 1, locked_by = $1::text," \
     " locked_until = now() + $2::float8 * interval '1 second'," \
     " updated_at = now(), started_at = now(), progress_done = NULL," \
-    " progress_total = NULL, progress_note = NULL"
+    " progress_total = NULL, progress_note = NULL," JR_PG_DEADLINE_SET
 #define CLAIM_COLUMNS \
     "j.id, j.name, j.queue, j.payload::text, j.attempts," \
     " coalesce(j.max_retries, -1), j.priority," \
@@ -102,6 +102,7 @@ static const pg_stmt st_claim = {"jr_claim", 8,
     "   row_number() OVER (ORDER BY s.priority, s.run_at, s.id) AS rn"
     "   FROM (SELECT id, priority, run_at FROM {{schema}}.jobs"
     "    WHERE state = 'queued' AND queue = q.name AND run_at <= now()"
+    JR_PG_UNEXPIRED
     "    AND name = ANY($3::text[])"
     "    ORDER BY priority, run_at, id LIMIT q.cap"
     "    FOR UPDATE SKIP LOCKED) s) r),"
@@ -180,6 +181,7 @@ static const pg_stmt st_claim_one = {"jr_claim_one", 4,
     " u AS (UPDATE {{schema}}.jobs j SET " CLAIM_SET
     "  WHERE j.id = ANY(ARRAY(SELECT id FROM {{schema}}.jobs"
     "   WHERE state = 'queued' AND run_at <= now()"
+    JR_PG_UNEXPIRED
     "   AND queue = (SELECT name FROM one WHERE n = 1)"
     "   AND name = ANY($3::text[])"
     "   ORDER BY priority, run_at, id LIMIT $4::int"
@@ -203,7 +205,9 @@ static const pg_stmt st_claim_from = {"jr_claim_from", 8,
     " WHERE j.id = ANY(ARRAY(SELECT id FROM {{schema}}.jobs"
     "  WHERE state = 'queued' AND queue = $5::text"
     "  AND (priority, run_at, id) > ($6::int, $7::timestamptz, $8::bigint)"
-    "  AND run_at <= now() AND name = ANY($3::text[])"
+    "  AND run_at <= now()"
+    JR_PG_UNEXPIRED
+    " AND name = ANY($3::text[])"
     "  AND NOT EXISTS (SELECT 1 FROM {{schema}}.queues p"
     "   WHERE p.name = $5::text AND p.paused)"
     "  ORDER BY priority, run_at, id LIMIT $4::int"

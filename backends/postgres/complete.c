@@ -305,6 +305,13 @@ finish_progress(jr_backend *b, const char *token, const jr_result *r, int n,
     "  'at', extract(epoch FROM now()), 'duration', " dur "," \
     "  'runner', " runner ", 'worker', " worker ", 'generation', " gen "))"
 
+/* A retry (kind 2) due at or past the job's deadline (schema.sql,
+ * migration 21; NULL, so false, for a job without one): not scheduled,
+ * the job ends dead, 'deadline passed' (its attempt's own error in its
+ * history). */
+#define PAST_DEADLINE "(u.kind = 2 AND j.deadline_at" \
+    " <= now() + u.delay * interval '1 second')"
+
 /* RETRY, DEAD, SNOOZE, RELEASE, EXPIRED and CANCELLED in one
  * statement; kinds are the JR_ values of job.h (2 retry, 3 dead, 4
  * snooze, 5 release, 6 expired, 7 cancelled). A requeue of a job
@@ -316,20 +323,23 @@ static const pg_stmt st_finish = {"jr_finish", 8,
     "  ELSE j.attempt_log END,"
     " state = CASE WHEN u.kind IN (3, 6) THEN 'dead'"
     "  WHEN u.kind = 7 OR j.cancel_requested THEN 'cancelled'"
+    "  WHEN " PAST_DEADLINE " THEN 'dead'"
     "  ELSE 'queued' END,"
     " finished_at = CASE WHEN u.kind IN (3, 6, 7) OR j.cancel_requested"
-    "  THEN now() ELSE j.finished_at END,"
+    "  OR " PAST_DEADLINE " THEN now() ELSE j.finished_at END,"
     " run_at = CASE WHEN u.kind IN (2, 4)"
     "  THEN now() + u.delay * interval '1 second' ELSE j.run_at END,"
     " attempts = CASE WHEN u.kind IN (4, 5, 6)"
     "  THEN j.attempts - 1 ELSE j.attempts END,"
-    " last_error = CASE WHEN u.kind IN (2, 3)"
+    " last_error = CASE WHEN " PAST_DEADLINE " AND NOT j.cancel_requested"
+    "  THEN 'deadline passed' WHEN u.kind IN (2, 3)"
     "  THEN u.err WHEN u.kind = 7 THEN coalesce(u.err, 'cancelled')"
     "  ELSE coalesce(CASE WHEN u.kind = 6 THEN u.err END,"
     "  j.last_error) END,"
     " generation = CASE WHEN u.kind IN (5, 6)"
     "  THEN j.generation ELSE coalesce(u.gen, j.generation) END,"
-    " died_at = CASE WHEN u.kind IN (3, 6) THEN now() END,"
+    " died_at = CASE WHEN u.kind IN (3, 6) OR (" PAST_DEADLINE
+    "  AND NOT j.cancel_requested) THEN now() END,"
     " locked_by = NULL, locked_until = NULL, updated_at = now()"
     " FROM unnest($2::bigint[], $3::int[], $4::float8[], $5::text[],"
     "  $6::text[], $7::float8[], $8::int[])"

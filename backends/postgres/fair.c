@@ -26,6 +26,7 @@ static const pg_stmt st_fair_jobs = {"jr_fair_jobs", 9,
     "  (SELECT id, name, queue, limit_key, priority, run_at,"
     "    coalesce(payload #>> $9::text[], '') AS k FROM {{schema}}.jobs"
     "   WHERE state = 'queued' AND queue = $2::text AND run_at <= now()"
+    JR_PG_UNEXPIRED
     "   AND NOT EXISTS (SELECT 1 FROM {{schema}}.queues p"
     "    WHERE p.name = $2::text AND p.paused)"
     "   AND name = ANY($1::text[]) AND name <> ALL($4::text[])"

@@ -33,7 +33,8 @@
     " count(*) FILTER (WHERE state = 'dead')," \
     " count(*) FILTER (WHERE state = 'cancelled')," \
     " count(*) FILTER (WHERE state = 'completed')," \
-    " count(*) FILTER (WHERE state = 'waiting')"
+    " count(*) FILTER (WHERE state = 'waiting')," \
+    " count(*) FILTER (WHERE state = 'expired')"
 
 /* Reads STATE_COUNTS of row i from column col on into n (a queue without
  * jobs: NULLs, read as 0), and the sums. */
@@ -195,13 +196,16 @@ row_fields(const PGresult *res, int r, jr_job_row *j)
     j->wait_on = NULL;
     j->wake_at = 0;
     j->waits = NULL;
+    j->expires_at = j->deadline = j->deadline_at = 0;
 }
 
 static const pg_stmt st_show = {"jr_show", 1,
     "SELECT " JOB_COLUMNS ", payload::text, unique_key, result::text,"
     " coalesce(extract(epoch FROM keep_until), 0), wait_on,"
     " coalesce(extract(epoch FROM wake_at), 0), waits::text, steps::text,"
-    " coalesce(sql_statements, 0)"
+    " coalesce(sql_statements, 0),"
+    " coalesce(extract(epoch FROM expires_at), 0), coalesce(deadline, 0),"
+    " coalesce(extract(epoch FROM deadline_at), 0)"
     " FROM {{schema}}.jobs"
     " WHERE id = $1::bigint"};
 
@@ -240,6 +244,9 @@ jr_pg_show(jr_backend *b, int64_t id, jr_job_cb cb, void *arg, jr_err *err)
     row.waits = col_text(res, 0, 27);
     row.steps = col_text(res, 0, 28);
     row.sql_statements = atoi(PQgetvalue(res, 0, 29));
+    row.expires_at = col_number(res, 0, 30, 0);
+    row.deadline = col_number(res, 0, 31, 0);
+    row.deadline_at = col_number(res, 0, 32, 0);
     row.history = att;
     row.nhistory = natt;
     cb(&row, arg);

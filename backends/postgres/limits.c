@@ -270,6 +270,7 @@ static const pg_stmt st_lim_candidates = {
     "   FROM (SELECT id, priority, run_at, name, limit_key"
     "    FROM {{schema}}.jobs"
     "    WHERE state = 'queued' AND queue = q.name AND run_at <= now()"
+    JR_PG_UNEXPIRED
     "    AND name = ANY($1::text[]) AND name <> ALL($7::text[])"
     "    AND (limit_key IS NULL"
     "     OR (('n' || name || chr(31) || limit_key) <> ALL($8::text[])"
@@ -366,7 +367,7 @@ static const pg_stmt st_lim_claim = {"jr_lim_claim", 3,
     " attempts = j.attempts + 1, locked_by = $1::text,"
     " locked_until = now() + $2::float8 * interval '1 second',"
     " updated_at = now(), started_at = now(), progress_done = NULL,"
-    " progress_total = NULL, progress_note = NULL"
+    " progress_total = NULL, progress_note = NULL," JR_PG_DEADLINE_SET
     /* no state test: &st_lim_candidates locked these queued rows in
      * this transaction. With one, a plan that walks the whole
      * jobs_claim index and filters it by id was open to the planner,

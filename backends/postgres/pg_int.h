@@ -108,6 +108,17 @@ typedef struct pg_stmt {
     const char *sql;            /* with {{schema}} marks */
 } pg_stmt;
 
+/* A claim's test that a job is not past its expiry (a job that started
+ * once is not expired: schema.sql, migration 21): one NULL test for a
+ * job without one. */
+#define JR_PG_UNEXPIRED \
+    " AND (expires_at IS NULL OR attempts > 0 OR expires_at > now())"
+/* A claim's deadline: set by the first, from the job's deadline (NULL
+ * for a job without one). */
+#define JR_PG_DEADLINE_SET \
+    " deadline_at = coalesce(j.deadline_at," \
+    " now() + j.deadline * interval '1 second')"
+
 /* The claims' queues qq (name, paused): those with a queued job, found
  * by a skip scan of jobs_claim (one seek per such queue), less the
  * paused ones, so a claim's cost follows the queues with work, not the

@@ -75,6 +75,14 @@ static const pg_stmt st_prune_dead = {"jr_prune_dead", 2,
     " AND died_at < now() - $1::float8 * interval '1 second'"
     " LIMIT $2::int FOR UPDATE SKIP LOCKED)"};
 
+/* expired jobs (docs/queues.md, "Expiry and deadlines") are kept as long
+ * as dead ones, from their end */
+static const pg_stmt st_prune_expired = {"jr_prune_expired", 2,
+    "DELETE FROM {{schema}}.jobs WHERE id IN (SELECT id"
+    " FROM {{schema}}.jobs WHERE state = 'expired'"
+    " AND finished_at < now() - $1::float8 * interval '1 second'"
+    " LIMIT $2::int FOR UPDATE SKIP LOCKED)"};
+
 /* workflows: edges whose child is gone; batches finished more than $1
  * seconds ago, their members first (kept as long as cancelled jobs) */
 static const pg_stmt st_prune_deps = {"jr_prune_deps", 2,
@@ -120,9 +128,9 @@ prune_flow(jr_backend *b, double older_cancelled, int limit, jr_err *err)
 static int
 prune_tx(jr_backend *b, const double *age, int limit, jr_err *err)
 {
-    static const pg_stmt *const which[5] = {
+    static const pg_stmt *const which[6] = {
         &st_prune_completed, &st_prune_cancelled, &st_prune_dead,
-        &st_prune_unique, &st_prune_kept};
+        &st_prune_unique, &st_prune_kept, &st_prune_expired};
     char key[96];
     const char *params[1] = {key};
     PGresult *res;
@@ -134,11 +142,11 @@ prune_tx(jr_backend *b, const double *age, int limit, jr_err *err)
         return -1;
     locked = strcmp(PQgetvalue(res, 0, 0), "t") == 0;
     PQclear(res);
-    for (i = 0; i < 5 && locked; i++) {
+    for (i = 0; i < 6 && locked; i++) {
         /* the windows of unique keys and the kept jobs end at held_until
-         * and keep_until: age 0 */
-        if ((rc = prune_state(b, which[i], i < 3 ? age[i] : 0, limit - n,
-                              err)) < 0)
+         * and keep_until: age 0; expired jobs are kept as dead ones */
+        if ((rc = prune_state(b, which[i], i < 3 ? age[i] : i == 5 ? age[2]
+                              : 0, limit - n, err)) < 0)
             return -1;
         n += rc;
     }

@@ -318,16 +318,66 @@ static const pg_stmt st_result_ttl = {"jr_result_ttl", 2,
     " FROM unnest($1::bigint[], $2::float8[]) AS u(id, ttl)"
     " WHERE j.id = u.id"};
 
-/* 1 if a push of pp[0..n) has a result_ttl. */
+/* its expiry and deadline, likewise: $2 epoch seconds, $3 seconds from
+ * now, $4 the deadline, 0 for none */
+static const pg_stmt st_expiry = {"jr_expiry", 4,
+    "UPDATE {{schema}}.jobs j SET expires_at = CASE"
+    "  WHEN u.at > 0 THEN to_timestamp(u.at)"
+    "  WHEN u.inn > 0 THEN now() + u.inn * interval '1 second' END,"
+    " deadline = CASE WHEN u.dl > 0 THEN u.dl END"
+    " FROM unnest($1::bigint[], $2::float8[], $3::float8[], $4::float8[])"
+    " AS u(id, at, inn, dl) WHERE j.id = u.id"};
+
+/* 1 if a push of pp[0..n) has a result_ttl, an expiry or a deadline. */
 static int
 any_ttl(const jr_push *const *pp, int n)
 {
     int i;
 
     for (i = 0; i < n; i++)
-        if (pp[i]->result_ttl > 0)
+        if (pp[i]->result_ttl > 0 || JR_PUSH_EXPIRY(pp[i]))
             return 1;
     return 0;
+}
+
+/* Sets the expiry and deadline of the jobs of pp[0..n) that have one,
+ * just inserted as ids[0..n) (not a duplicate's holder, which keeps its
+ * own). */
+static int
+set_expiry(jr_backend *b, const jr_push *const *pp, int n,
+           const int64_t *ids, jr_err *err)
+{
+    const char *params[4];
+    char num[32];
+    jr_buf a[4];
+    int i, k, rc, any = 0;
+
+    memset(a, 0, sizeof a);
+    for (i = 0; i < n; i++) {
+        const jr_push *p = pp[i];
+        if (!JR_PUSH_EXPIRY(p) ||
+            (p->outcome != NULL && *p->outcome != JR_PUSH_NEW))
+            continue;
+        any = 1;
+        snprintf(num, sizeof num, "%lld", (long long)ids[i]);
+        sb_num(&a[0], num);
+        snprintf(num, sizeof num, "%.17g", p->expires_at);
+        sb_num(&a[1], num);
+        snprintf(num, sizeof num, "%.17g", p->expires_in);
+        sb_num(&a[2], num);
+        snprintf(num, sizeof num, "%.17g", p->deadline);
+        sb_num(&a[3], num);
+    }
+    for (k = 0; k < 4; k++)
+        params[k] = sb_array(&a[k]);
+    rc = !any ? 0
+         : a[0].oom || a[1].oom || a[2].oom || a[3].oom
+         ? jr_fail(err, JR_ENOMEM, "postgres: pushing: out of memory")
+         : jr_pg_run_count(b, &st_expiry, params, "setting an expiry",
+                           err) < 0 ? -1 : 0;
+    for (k = 0; k < 4; k++)
+        free(a[k].p);
+    return rc;
 }
 
 int
@@ -346,7 +396,11 @@ jr_pg_insert_all(jr_backend *b, const jr_push *const *pp, int n, int64_t *ids,
         (ids = own = malloc((size_t)n * sizeof *ids)) == NULL)
         return jr_fail(err, JR_ENOMEM, "postgres: pushing %d jobs: out of "
                        "memory", n);
-    if ((rc = jr_pg_insert_jobs(b, pp, n, ids, err)) == 0) {
+    if ((rc = jr_pg_insert_jobs(b, pp, n, ids, err)) == 0)
+        rc = set_expiry(b, pp, n, ids, err);
+    for (i = 0; i < n && !(pp[i]->result_ttl > 0); i++)
+        ;
+    if (rc == 0 && i < n) {
         for (i = 0; i < n; i++) {
             if (!(pp[i]->result_ttl > 0))
                 continue;

@@ -20,7 +20,9 @@ static const pg_stmt st_rerun = {"jr_rerun", 3,
     " cancel_requested = false, result = NULL, keep_until = NULL,"
     " locked_by = NULL, locked_until = NULL, progress_done = NULL,"
     " progress_total = NULL, progress_note = NULL, steps = $2::jsonb,"
-    " payload = coalesce($3::jsonb, payload), updated_at = now()"
+    " payload = coalesce($3::jsonb, payload), updated_at = now(),"
+    " expires_at = CASE WHEN state = 'expired' THEN NULL"
+    "  ELSE expires_at END, deadline_at = NULL"
     " WHERE id = $1::bigint"};
 
 /* The new steps of job id (NULL: none) into *kept, after its state is
@@ -34,7 +36,8 @@ cut(int64_t id, const PGresult *res, const char *from_step, char **kept,
 
     if (strcmp(st, "running") == 0 || strcmp(st, "waiting") == 0)
         return jr_fail(err, JR_EINPUT, "job %lld is %s: only a completed, "
-                       "dead, cancelled or queued job runs again",
+                       "dead, cancelled, expired or queued job runs "
+                       "again",
                        (long long)id, st);
     if (from_step == NULL ||
         jr_steprec_cut(PQgetisnull(res, 0, 1) ? NULL : PQgetvalue(res, 0, 1),

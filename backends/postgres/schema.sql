@@ -1594,6 +1594,223 @@ CREATE TABLE {{schema}}.fair_clocks (
 -- handler wrote nothing (a nullable column without a default: no table
 -- rewrite). It goes with its row (retention).
 ALTER TABLE {{schema}}.jobs ADD COLUMN logs jsonb;
+-- migration 21
+-- Expiry and deadlines (docs/queues.md, "Expiry and deadlines").
+-- expires_at: a job not started by then is never started: the claim
+-- passes it over and the runner's sweep ends it in the final state
+-- expired (a job that started once, then waits or is retried, is not
+-- expired). deadline: seconds from the job's first start; deadline_at,
+-- set by its first claim, bounds its retries: a retry due at or past it
+-- is not scheduled, the job ends dead with 'deadline passed'. All three
+-- stay NULL for a job pushed without them, which pays a NULL test.
+ALTER TABLE {{schema}}.jobs
+    DROP CONSTRAINT IF EXISTS jobs_state_check,
+    ADD CONSTRAINT jobs_state_check CHECK (state IN ('queued', 'running',
+        'dead', 'cancelled', 'completed', 'waiting', 'expired')),
+    ADD COLUMN expires_at timestamptz
+        CHECK (expires_at IS NULL OR isfinite(expires_at)),
+    ADD COLUMN deadline double precision
+        CHECK (deadline IS NULL OR (deadline > 0 AND deadline <= 3155760000)),
+    ADD COLUMN deadline_at timestamptz;
+-- the sweep's: queued jobs with an expiry, by it
+CREATE INDEX jobs_expiry ON {{schema}}.jobs (expires_at)
+    WHERE expires_at IS NOT NULL AND state = 'queued';
+-- retention's, as for the other final states
+CREATE INDEX jobs_expired ON {{schema}}.jobs (finished_at)
+    WHERE state = 'expired';
+-- An expired job ends as the other final states do (the jobs_end of
+-- the 13th migration): the finished NOTIFY, and its children and batch
+-- settled. A child waiting for it ends as its on_parent_failure says, as
+-- for a dead parent; a sequence goes on past it (block and skip: the
+-- next job runs; dead: the rest ends dead).
+DROP TRIGGER IF EXISTS jobs_end ON {{schema}}.jobs;
+CREATE CONSTRAINT TRIGGER jobs_end AFTER UPDATE OF state
+    ON {{schema}}.jobs DEFERRABLE INITIALLY DEFERRED
+    FOR EACH ROW WHEN (NEW.state IN ('completed', 'dead', 'cancelled',
+                                     'expired')
+        AND OLD.state IS DISTINCT FROM NEW.state)
+    EXECUTE FUNCTION {{schema}}.jobs_end();
+-- flow_batch as migration 11's, and an expired member counts as dead.
+CREATE OR REPLACE FUNCTION {{schema}}.flow_batch(bid bigint, jid bigint,
+                                                 st text, res jsonb)
+RETURNS void LANGUAGE plpgsql AS $$
+DECLARE
+    r {{schema}}.batches;
+    pay jsonb;
+    cid bigint;
+    sid bigint;
+BEGIN
+    UPDATE {{schema}}.batch_jobs m SET state = st, result = res
+    WHERE m.batch_id = bid AND m.job_id = jid AND m.state IS NULL;
+    IF NOT FOUND THEN
+        RETURN;
+    END IF;
+    UPDATE {{schema}}.batches b SET pending = b.pending - 1,
+        completed = b.completed + (st = 'completed')::int,
+        dead = b.dead + (st IN ('dead', 'expired'))::int,
+        cancelled = b.cancelled + (st = 'cancelled')::int,
+        finished_at = CASE WHEN b.pending <= 1 THEN now() END
+    WHERE b.id = bid AND b.finished_at IS NULL
+    RETURNING b.* INTO r;
+    IF NOT FOUND OR r.pending > 0 THEN
+        RETURN;
+    END IF;
+    pay := jsonb_build_object('batch', r.id,
+        'counts', jsonb_build_object('completed', r.completed,
+                                     'dead', r.dead,
+                                     'cancelled', r.cancelled),
+        'members', (SELECT jsonb_agg(m.job_id ORDER BY m.job_id)
+                    FROM {{schema}}.batch_jobs m WHERE m.batch_id = bid),
+        'payload', r.payload);
+    IF r.results THEN
+        pay := pay || jsonb_build_object('results', (
+            SELECT coalesce(jsonb_object_agg(m.job_id::text, m.result),
+                            '{}')
+            FROM {{schema}}.batch_jobs m
+            WHERE m.batch_id = bid AND m.result IS NOT NULL));
+    END IF;
+    IF r.on_complete IS NOT NULL THEN
+        INSERT INTO {{schema}}.jobs (name, payload, queue)
+        VALUES (r.on_complete, pay, r.queue) RETURNING id INTO cid;
+    END IF;
+    IF r.on_success IS NOT NULL AND r.dead = 0 AND r.cancelled = 0 THEN
+        INSERT INTO {{schema}}.jobs (name, payload, queue)
+        VALUES (r.on_success, pay, r.queue) RETURNING id INTO sid;
+    END IF;
+    UPDATE {{schema}}.batches b SET complete_job = cid, success_job = sid
+    WHERE b.id = bid;
+END
+$$;
+-- The SQL producer's push as migration 6's, and expires_at (a job not
+-- started by then ends expired) and deadline (how long after its first
+-- start it may still be retried):
+--   SELECT jobrunner.push('report', expires_at => now() + interval '10 minutes',
+--                         deadline => interval '1 hour');
+DROP FUNCTION {{schema}}.push(text, jsonb, timestamptz, int, text, int, text,
+                              interval, text, text);
+CREATE FUNCTION {{schema}}.push(name text, payload jsonb DEFAULT '{}',
+                                run_at timestamptz DEFAULT now(),
+                                priority int DEFAULT 0,
+                                queue text DEFAULT 'default',
+                                max_retries int DEFAULT NULL,
+                                unique_key text DEFAULT NULL,
+                                unique_for interval DEFAULT NULL,
+                                on_conflict text DEFAULT 'keep',
+                                key text DEFAULT NULL,
+                                expires_at timestamptz DEFAULT NULL,
+                                deadline interval DEFAULT NULL)
+RETURNS bigint LANGUAGE plpgsql AS $$
+DECLARE
+    jid bigint;
+    oc text;
+    secs double precision := extract(epoch FROM push.deadline);
+BEGIN
+    IF push.expires_at IS NOT NULL AND NOT isfinite(push.expires_at) THEN
+        RAISE EXCEPTION 'jobrunner.push: job ''%'': expires_at % is not a time',
+            push.name, push.expires_at USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    IF secs IS NOT NULL AND NOT (secs > 0 AND secs <= 3155760000) THEN
+        RAISE EXCEPTION 'jobrunner.push: job ''%'': deadline % is not a duration (more than 0, at most 100 years)',
+            push.name, push.deadline USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    SELECT p.id, p.outcome INTO jid, oc FROM {{schema}}.push_keyed(
+        push.name, push.payload, push.run_at, push.priority, push.queue,
+        push.max_retries, push.unique_key, push.unique_for, push.on_conflict,
+        push.key) p;
+    -- a duplicate's holder keeps its own
+    IF oc = 'new' AND (push.expires_at IS NOT NULL OR secs IS NOT NULL) THEN
+        UPDATE {{schema}}.jobs j SET expires_at = push.expires_at,
+            deadline = secs
+        WHERE j.id = jid;
+    END IF;
+    RETURN jid;
+END
+$$;
+-- link() as migration 14's, and a parent that expired already has ended:
+-- the job waits for it no longer (its edge settled at once).
+CREATE OR REPLACE FUNCTION {{schema}}.link(id bigint, after bigint[],
+                                           on_parent_failure text DEFAULT NULL,
+                                           batch bigint DEFAULT NULL)
+RETURNS bigint LANGUAGE plpgsql AS $$
+#variable_conflict use_variable
+DECLARE
+    child bigint := link.id;
+    p bigint;
+    pst text;
+    pres jsonb;
+    n int;
+BEGIN
+    IF link.on_parent_failure NOT IN ('cancel', 'run', 'dead') THEN
+        RAISE EXCEPTION 'jobrunner.link: on_parent_failure ''%'' is not cancel, run or dead',
+            link.on_parent_failure USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    IF link.batch IS NOT NULL THEN
+        UPDATE {{schema}}.batches b SET total = b.total + 1,
+            pending = b.pending + 1
+        WHERE b.id = link.batch AND b.finished_at IS NULL;
+        IF NOT FOUND THEN
+            RAISE EXCEPTION 'jobrunner.link: job %: batch % %', child,
+                link.batch, CASE WHEN EXISTS (SELECT 1 FROM {{schema}}.batches b
+                    WHERE b.id = link.batch) THEN 'is finished'
+                    ELSE 'does not exist' END
+                USING ERRCODE = 'invalid_parameter_value';
+        END IF;
+        INSERT INTO {{schema}}.batch_jobs (batch_id, job_id)
+        VALUES (link.batch, child);
+        UPDATE {{schema}}.jobs j SET batch_id = link.batch,
+            flow = j.flow | 2 WHERE j.id = child;
+    END IF;
+    SELECT count(DISTINCT a) INTO n FROM unnest(link.after) a;
+    IF n = 0 THEN
+        RETURN child;
+    END IF;
+    UPDATE {{schema}}.jobs j SET state = 'waiting', parents_left = n,
+        on_parent_failure = link.on_parent_failure
+    WHERE j.id = child AND j.state = 'queued';
+    IF NOT FOUND THEN
+        RAISE EXCEPTION 'jobrunner.link: job % is not a queued job', child
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    IF EXISTS (SELECT 1 FROM {{schema}}.job_deps d
+               WHERE d.parent_id = child AND d.parent_state IS NULL) THEN
+        WITH RECURSIVE down(id) AS (
+            SELECT d.child_id FROM {{schema}}.job_deps d
+            WHERE d.parent_id = child AND d.parent_state IS NULL
+            UNION
+            SELECT d.child_id FROM {{schema}}.job_deps d JOIN down
+                ON d.parent_id = down.id WHERE d.parent_state IS NULL)
+        SELECT min(down.id) INTO p FROM down
+        WHERE down.id = ANY(link.after);
+        IF p IS NOT NULL THEN
+            RAISE EXCEPTION 'jobrunner.link: job % cannot wait for job %, which waits for it (a cycle)',
+                child, p USING ERRCODE = 'invalid_parameter_value';
+        END IF;
+    END IF;
+    FOR p IN SELECT DISTINCT a FROM unnest(link.after) a ORDER BY 1 LOOP
+        IF p = child THEN
+            RAISE EXCEPTION 'jobrunner.link: job % cannot wait for itself',
+                child USING ERRCODE = 'invalid_parameter_value';
+        END IF;
+        UPDATE {{schema}}.jobs j SET flow = j.flow | 1 WHERE j.id = p
+        RETURNING j.state, j.result INTO pst, pres;
+        IF NOT FOUND THEN
+            RAISE EXCEPTION 'jobrunner.link: job %: unknown parent id %',
+                child, p USING ERRCODE = 'invalid_parameter_value';
+        END IF;
+        IF pst NOT IN ('completed', 'dead', 'cancelled', 'expired') THEN
+            pst := NULL;
+            pres := NULL;
+        END IF;
+        INSERT INTO {{schema}}.job_deps (parent_id, child_id, parent_state,
+                                         parent_result)
+        VALUES (p, child, pst, pres);
+        IF pst IS NOT NULL THEN
+            PERFORM {{schema}}.flow_edge(child, p, pst);
+        END IF;
+    END LOOP;
+    RETURN child;
+END
+$$;
 -- migration 22
 -- Schedules managed at run time (docs/schedules.md, "Schedules managed
 -- at run time"): one row per schedule added by `jobrunner schedule add`,

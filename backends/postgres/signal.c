@@ -76,16 +76,37 @@ static const pg_stmt st_wake = {"jr_wake", 1,
     "  ORDER BY wake_at LIMIT $1::int FOR UPDATE SKIP LOCKED) w"
     " WHERE j.id = w.id AND j.wake_at <= now()"};
 
+/* The sweep of expired jobs (schema.sql, migration 21; docs/queues.md,
+ * "Expiry and deadlines"): the first $1 queued jobs never started whose
+ * expires_at passed end expired (the jobs_expiry index: a job without an
+ * expiry is not in it); jobs_end settles the flows of those with a flow
+ * bit. A row a claim or a cancel holds is skipped: the claim passes an
+ * expired job over (JR_PG_UNEXPIRED), so it starts none meanwhile. */
+static const pg_stmt st_expire = {"jr_expire", 1,
+    "UPDATE {{schema}}.jobs j SET state = 'expired', finished_at = now(),"
+    " updated_at = now(),"
+    " last_error = 'expired: not started by its expires_at'"
+    " FROM (SELECT id FROM {{schema}}.jobs WHERE expires_at <= now()"
+    "  AND expires_at IS NOT NULL AND state = 'queued' AND attempts = 0"
+    "  ORDER BY expires_at LIMIT $1::int FOR UPDATE SKIP LOCKED) e"
+    " WHERE j.id = e.id AND j.state = 'queued'"};
+
 int
 jr_pg_wake(jr_backend *b, int max, jr_err *err)
 {
     char smax[16];
     const char *params[1] = {smax};
+    int expired, woken;
 
     if (max <= 0)
         return 0;
     snprintf(smax, sizeof smax, "%d", max);
-    return jr_pg_run_count(b, &st_wake, params, "waking waiting jobs", err);
+    if ((expired = jr_pg_run_count(b, &st_expire, params, "expiring jobs",
+                                   err)) < 0 ||
+        (woken = jr_pg_run_count(b, &st_wake, params, "waking waiting jobs",
+                                 err)) < 0)
+        return -1;
+    return expired + woken;
 }
 
 /* waiting jobs: for a signal, for a date */

@@ -19,7 +19,7 @@
 static const pg_stmt st_watch = {"jr_watch", 2,
     "UPDATE {{schema}}.jobs SET result_ttl = $2::float8"
     " WHERE id = ANY($1::bigint[])"
-    " AND state NOT IN ('completed', 'dead', 'cancelled')"
+    " AND state NOT IN ('completed', 'dead', 'cancelled', 'expired')"
     " AND result_ttl IS NULL"};
 
 /* one row per id asked, in the order asked (row r is the r-th id), with

@@ -26,7 +26,7 @@
 /* The file's statements: slots of sql_text[] (sqlite_int.h). */
 enum { S_DEAD_RETRY, S_DEAD_RETRY_ALL, S_DEAD_PURGE, S_DEAD_DELETE,
        S_PRUNE_COMPLETED, S_PRUNE_KEPT, S_PRUNE_CANCELLED, S_PRUNE_DEAD,
-       S_PRUNE_UNIQUE, S_PRUNE_DEPS, S_PRUNE_MEMBERS, S_PRUNE_BATCHES,
+       S_PRUNE_EXPIRED, S_PRUNE_UNIQUE, S_PRUNE_DEPS, S_PRUNE_MEMBERS, S_PRUNE_BATCHES,
        S_CANCEL_QUEUED, S_CANCEL_RUNNING, S_EXISTS, S_CANCEL_POLL, S_PAUSE,
        S_RESUME, S_QUEUE_PRUNE, S_COUNT };
 
@@ -34,12 +34,13 @@ static const char *const sql_text[S_COUNT] = {
     [S_DEAD_RETRY] =
         "UPDATE jobs SET state = 'queued', attempts = 0, run_at = ?2,"
         " died_at = NULL, finished_at = NULL, cancel_requested = 0,"
-        RETRY_KEY " updated_at = ?2 WHERE state = 'dead' AND id = ?1",
+        RETRY_KEY " updated_at = ?2, expires_at = NULL, deadline_at = NULL"
+        " WHERE (state = 'dead' OR state = 'expired') AND id = ?1",
     [S_DEAD_RETRY_ALL] =
         "UPDATE jobs SET state = 'queued', attempts = 0, run_at = ?1,"
         " died_at = NULL, finished_at = NULL, cancel_requested = 0,"
-        RETRY_KEY " updated_at = ?1 WHERE id IN (SELECT id FROM jobs"
-        " WHERE state = 'dead' LIMIT ?2)",
+        RETRY_KEY " updated_at = ?1, deadline_at = NULL"
+        " WHERE id IN (SELECT id FROM jobs WHERE state = 'dead' LIMIT ?2)",
     [S_DEAD_PURGE] =
         "DELETE FROM jobs WHERE id IN (SELECT id FROM jobs"
         " WHERE state = 'dead' AND died_at <= ?1 LIMIT ?2)",
@@ -59,6 +60,11 @@ static const char *const sql_text[S_COUNT] = {
     [S_PRUNE_DEAD] =
         "DELETE FROM jobs WHERE id IN (SELECT id FROM jobs"
         " WHERE state = 'dead' AND died_at < ?1 LIMIT ?2)",
+    /* expired jobs (docs/queues.md, "Expiry and deadlines") are kept as
+     * long as dead ones, from their end */
+    [S_PRUNE_EXPIRED] =
+        "DELETE FROM jobs WHERE id IN (SELECT id FROM jobs"
+        " WHERE state = 'expired' AND finished_at < ?1 LIMIT ?2)",
     /* windows of unique keys that ended (unique_for) */
     [S_PRUNE_UNIQUE] =
         "DELETE FROM unique_keys WHERE (name, unique_key) IN (SELECT name,"
@@ -275,6 +281,10 @@ jr_sqlite_prune(jr_backend *b, double older_completed,
         goto fail;
     n += rc;
     if ((rc = prune_state(b, S_PRUNE_DEAD, older_dead, limit - n, err)) < 0)
+        goto fail;
+    n += rc;
+    if ((rc = prune_state(b, S_PRUNE_EXPIRED, older_dead, limit - n,
+                          err)) < 0)
         goto fail;
     n += rc;
     /* windows of unique keys that ended (unique_for) */

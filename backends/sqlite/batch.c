@@ -35,7 +35,7 @@ static const char *const sql_text[S_COUNT] = {
     [S_FLOW_BATCH_DEC] =
         "UPDATE batches SET pending = pending - 1,"
         " completed = completed + (?2 = 'completed'),"
-        " dead = dead + (?2 = 'dead'),"
+        " dead = dead + (?2 = 'dead' OR ?2 = 'expired'),"
         " cancelled = cancelled + (?2 = 'cancelled'),"
         " finished_at = CASE WHEN pending <= 1 THEN ?3 END"
         " WHERE id = ?1 AND finished_at IS NULL RETURNING pending",

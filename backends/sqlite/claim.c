@@ -37,12 +37,15 @@ static const char *const sql_text[S_COUNT] = {
     /* whether queue ?1 has a job of names ?3 ready by ?2 */
     [S_QUEUE_READY] =
         "SELECT 1 FROM jobs WHERE state = 'queued' AND queue = ?1"
-        " AND run_at <= ?2 AND name IN (SELECT value FROM json_each(?3))"
+        " AND run_at <= ?2"
+        JR_SQLITE_UNEXPIRED
+        " AND name IN (SELECT value FROM json_each(?3))"
         " LIMIT 1",
     /* the first ?4 ready jobs of one queue (the jobs_claim index) */
     [S_CLAIM_CANDIDATES] =
         "SELECT id, priority, run_at FROM jobs WHERE state = 'queued'"
         " AND queue = ?1 AND run_at <= ?2"
+        JR_SQLITE_UNEXPIRED
         " AND name IN (SELECT value FROM json_each(?3))"
         " ORDER BY priority, run_at, id LIMIT ?4",
     /* limits per key: the first ?4 ready jobs of queue ?1 not of a name
@@ -55,6 +58,7 @@ static const char *const sql_text[S_COUNT] = {
     [S_LIM_CANDIDATES] =
         "SELECT id, priority, run_at, name, limit_key FROM jobs"
         " WHERE state = 'queued' AND queue = ?1 AND run_at <= ?2"
+        JR_SQLITE_UNEXPIRED
         JR_SQLITE_LIM_FILTER
         " ORDER BY priority, run_at, id LIMIT ?4",
     /* a claim reads its jobs, then marks them running by id in the same
@@ -66,7 +70,8 @@ static const char *const sql_text[S_COUNT] = {
         "UPDATE jobs SET state = 'running', attempts = attempts + 1,"
         " locked_by = ?1, locked_until = ?2, updated_at = ?3,"
         " started_at = ?3, progress_done = NULL, progress_total = NULL,"
-        " progress_note = NULL"
+        " progress_note = NULL, deadline_at = coalesce(deadline_at,"
+        " ?3 + deadline)"
         " WHERE id IN (SELECT value FROM json_each(?4)) AND state = 'queued'",
     /* the jobs of ids ?1 a claim takes, as they are before it */
     [S_CLAIM_READ] =
@@ -77,6 +82,7 @@ static const char *const sql_text[S_COUNT] = {
     [S_CLAIM_ONE] =
         "SELECT " CLAIM_COLUMNS " FROM jobs WHERE state = 'queued'"
         " AND queue = ?1 AND run_at <= ?2"
+        JR_SQLITE_UNEXPIRED
         " AND name IN (SELECT value FROM json_each(?3))"
         " ORDER BY priority, run_at, id LIMIT ?4",
 };

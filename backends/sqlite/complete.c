@@ -25,6 +25,10 @@ struct idl {
     " state = CASE WHEN cancel_requested THEN 'cancelled' ELSE 'queued' END," \
     " finished_at = CASE WHEN cancel_requested THEN ?3 END,"
 
+/* A retry at ?3 + ?4 would start at or past the job's deadline (NULL, so
+ * false, for a job without one). */
+#define PAST_DEADLINE "deadline_at <= ?3 + ?4"
+
 #define STR_(x) #x
 #define STR(x) STR_(x)
 /* A failed attempt joins the job's history (schema.sql, migration 12):
@@ -95,9 +99,19 @@ static const char *const sql_text[S_COUNT] = {
         " WHERE id IN (SELECT value FROM json_each(?1))"
         " AND state = 'running' AND locked_by = ?2"
         " AND result_ttl IS NOT NULL AND flow = 0",
+    /* a retry due at or past the job's deadline (schema.sql, migration
+     * 21) is not scheduled: the job ends dead, 'deadline passed' (its
+     * attempt's own error in its history) */
     [S_RETRY] =
-        "UPDATE jobs SET" REQUEUE_STATE FAILED_ATTEMPT
-        " run_at = ?3 + ?4, last_error = ?5,"
+        "UPDATE jobs SET"
+        " state = CASE WHEN cancel_requested THEN 'cancelled'"
+        "  WHEN " PAST_DEADLINE " THEN 'dead' ELSE 'queued' END,"
+        " finished_at = CASE WHEN cancel_requested OR " PAST_DEADLINE
+        "  THEN ?3 END,"
+        " died_at = CASE WHEN NOT cancel_requested AND " PAST_DEADLINE
+        "  THEN ?3 END," FAILED_ATTEMPT
+        " run_at = ?3 + ?4, last_error = CASE WHEN " PAST_DEADLINE
+        "  THEN 'deadline passed' ELSE ?5 END,"
         " generation = ?6, locked_by = NULL, locked_until = NULL,"
         " updated_at = ?3"
         " WHERE id = ?1 AND state = 'running' AND locked_by = ?2"

@@ -26,6 +26,7 @@ static const char *const sql_text[S_COUNT] = {
         "    coalesce(CAST(json_extract(payload, ?8) AS TEXT), '') AS k"
         "   FROM jobs"
         "   WHERE state = 'queued' AND queue = ?1 AND run_at <= ?2"
+        JR_SQLITE_UNEXPIRED
         JR_SQLITE_LIM_FILTER "))"
         " WHERE r <= ?4 ORDER BY k, r",
     /* key ?2 of queue ?1: its weight (set at run time, else the config's

@@ -348,7 +348,7 @@ jr_sqlite_flow_wait(jr_backend *b, const jr_push *p, int64_t id,
         return jr_sqlite_fail(b, err, "linking a job");
     }
     final = !strcmp(pst, "completed") || !strcmp(pst, "dead") ||
-            !strcmp(pst, "cancelled");
+            !strcmp(pst, "cancelled") || !strcmp(pst, "expired");
     if ((s = stmt(b, S_FLOW_DEP_ADD, err)) != NULL) {
         sqlite3_bind_int64(s, 1, parent);
         sqlite3_bind_int64(s, 2, id);

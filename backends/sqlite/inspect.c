@@ -37,7 +37,8 @@
     "sum(state = 'queued' AND run_at <= ?1)," \
     " sum(state = 'queued' AND run_at > ?1), sum(state = 'running')," \
     " sum(state = 'dead'), sum(state = 'cancelled')," \
-    " sum(state = 'completed'), sum(state = 'waiting')"
+    " sum(state = 'completed'), sum(state = 'waiting')," \
+    " sum(state = 'expired')"
 
 /* The file's statements: slots of sql_text[] (sqlite_int.h). */
 enum { S_STATS, S_DEAD_LIST, S_QUEUE_LIST, S_PAUSED, S_READY_BY_QUEUE, S_SHOW,
@@ -62,7 +63,9 @@ static const char *const sql_text[S_COUNT] = {
     [S_SHOW] =
         "SELECT " JOB_COLUMNS ", payload, unique_key, result,"
         " coalesce(keep_until, 0), wait_on, coalesce(wake_at, 0), waits,"
-        " steps, coalesce(sql_statements, 0) FROM jobs WHERE id = ?1",
+        " steps, coalesce(sql_statements, 0), coalesce(expires_at, 0),"
+        " coalesce(deadline, 0), coalesce(deadline_at, 0)"
+        " FROM jobs WHERE id = ?1",
     /* ?1 state (or scheduled, ready), ?2 name, ?3 queue, NULL: any; ?4
      * limit; ?5 now; ?6 a payload path, ?7 the JSON literal it equals
      * (where.h; NULL: any); ids below ?8, above ?9 (a keyset page: the
@@ -258,6 +261,7 @@ row_fields(sqlite3_stmt *s, jr_job_row *r)
     r->wait_on = NULL;
     r->wake_at = 0;
     r->waits = NULL;
+    r->expires_at = r->deadline = r->deadline_at = 0;
 }
 
 int
@@ -287,6 +291,9 @@ jr_sqlite_show(jr_backend *b, int64_t id, jr_job_cb cb, void *arg, jr_err *err)
         row.waits = col_text(s, 27);
         row.steps = col_text(s, 28);
         row.sql_statements = sqlite3_column_int(s, 29);
+        row.expires_at = sqlite3_column_double(s, 30);
+        row.deadline = sqlite3_column_double(s, 31);
+        row.deadline_at = sqlite3_column_double(s, 32);
         row.history = att;
         row.nhistory = natt;
         cb(&row, arg);

@@ -118,6 +118,46 @@ keep_restore(jr_backend *b, int version, const kept_obj *k, int n,
     return 0;
 }
 
+/* After a block that edited sqlite_master's text in place (a CHECK
+ * widened): schema_version one up, as SQLite's documentation asks, so
+ * every connection, this one too, reads the schema again. */
+static int
+schema_bump(jr_backend *b, int version, jr_err *err)
+{
+    sqlite3_stmt *s;
+    char sql[64];
+    int v, rc;
+
+    if (sqlite3_prepare_v2(b->db, "PRAGMA schema_version", -1, &s, NULL) !=
+        SQLITE_OK)
+        return jr_sqlite_fail(b, err, "migration: reading schema_version");
+    rc = sqlite3_step(s);
+    v = sqlite3_column_int(s, 0);
+    sqlite3_finalize(s);
+    if (rc != SQLITE_ROW)
+        return jr_sqlite_fail(b, err, "migration: reading schema_version");
+    /* the edit must have found its text: else the state it allows is
+     * refused at every write of it */
+    if (sqlite3_prepare_v2(b->db, "SELECT 1 FROM sqlite_master WHERE type ="
+                           " 'table' AND name = 'jobs' AND sql LIKE "
+                           "'%OR state = ''expired''%'", -1, &s,
+                           NULL) != SQLITE_OK)
+        return jr_sqlite_fail(b, err, "migration: reading the jobs table");
+    rc = sqlite3_step(s);
+    sqlite3_finalize(s);
+    if (rc != SQLITE_ROW)
+        return jr_fail(err, JR_EDB, "sqlite '%s': migration %d: the CHECK "
+                       "of jobs.state is not the one this migration widens "
+                       "(was the table changed by hand?): nothing changed",
+                       b->path, version);
+    snprintf(sql, sizeof sql, "PRAGMA schema_version = %d", v + 1);
+    if (sqlite3_exec(b->db, sql, NULL, NULL, NULL) != SQLITE_OK)
+        return jr_fail(err, JR_EDB, "sqlite '%s': migration %d: setting "
+                       "schema_version: %s", b->path, version,
+                       sqlite3_errmsg(b->db));
+    return 0;
+}
+
 /* Applies one migration block (text up to the next marker or the end).
  * A block that rebuilds jobs keeps what users made on and around it:
  * views that read jobs (the rename would refuse them while jobs is
@@ -161,6 +201,8 @@ apply(jr_backend *b, int version, const char *sql, size_t len, jr_err *err)
     }
     rc = rebuild ? keep_restore(b, version, kept, nkept, err) : 0;
     keep_free(kept, nkept);
+    if (rc == 0 && memmem(sql, len, "writable_schema", 15) != NULL)
+        rc = schema_bump(b, version, err);
     return rc;
 }
 

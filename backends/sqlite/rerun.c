@@ -20,7 +20,9 @@ static const char *const sql_text[S_COUNT] = {
         " result = NULL, keep_until = NULL, locked_by = NULL,"
         " locked_until = NULL, progress_done = NULL, progress_total = NULL,"
         " progress_note = NULL, steps = ?3,"
-        " payload = coalesce(?4, payload), updated_at = ?2 WHERE id = ?1",
+        " payload = coalesce(?4, payload), updated_at = ?2,"
+        " expires_at = CASE WHEN state = 'expired' THEN NULL"
+        "  ELSE expires_at END, deadline_at = NULL WHERE id = ?1",
 };
 
 /* Reads job id's state and steps (new copies) and checks it may run
@@ -46,7 +48,8 @@ read_job(jr_backend *b, int64_t id, char **steps, jr_err *err)
     ok = strcmp(st, "running") != 0 && strcmp(st, "waiting") != 0;
     if (!ok) {
         jr_fail(err, JR_EINPUT, "job %lld is %s: only a completed, dead, "
-                "cancelled or queued job runs again", (long long)id, st);
+                "cancelled, expired or queued job runs again", (long long)id,
+                st);
         sqlite3_reset(s);
         return -1;
     }

@@ -598,6 +598,37 @@ CREATE TABLE fair_clocks (
 -- records the run's end. NULL for a job whose handler wrote nothing: a
 -- job that logs nothing pays nothing. It goes with its row (retention).
 ALTER TABLE jobs ADD COLUMN logs TEXT;
+-- migration 21
+-- Expiry and deadlines (docs/queues.md, "Expiry and deadlines").
+-- expires_at: a job not started by then is never started: the claim
+-- passes it over and the runner's sweep ends it in the final state
+-- expired (a job that started once, then waits or is retried, is not
+-- expired). deadline: seconds from the job's first start; deadline_at,
+-- set by its first claim, bounds its retries: a retry due at or past it
+-- is not scheduled, the job ends dead with 'deadline passed'. All three
+-- stay NULL for a job pushed without them, which pays a NULL test.
+ALTER TABLE jobs ADD COLUMN expires_at REAL
+    CHECK (expires_at IS NULL OR expires_at BETWEEN 0 AND 253402300799);
+ALTER TABLE jobs ADD COLUMN deadline REAL
+    CHECK (deadline IS NULL OR (deadline > 0 AND deadline <= 3155760000));
+ALTER TABLE jobs ADD COLUMN deadline_at REAL;
+-- the sweep's: queued jobs with an expiry, by it
+CREATE INDEX jobs_expiry ON jobs (expires_at)
+    WHERE expires_at IS NOT NULL AND state = 'queued';
+-- retention's, as for the other final states
+CREATE INDEX jobs_expired ON jobs (finished_at) WHERE state = 'expired';
+-- The state expired: SQLite cannot change a CHECK, and a rebuild would
+-- copy every row; the CHECK of state is only widened, which no stored
+-- row can break, so the table's text is edited in place (SQLite's
+-- documented way for such a change; migrate.c bumps schema_version after
+-- a block that does so).
+PRAGMA writable_schema = ON;
+UPDATE sqlite_master SET sql = replace(sql,
+    'OR state = ''completed'' OR state = ''waiting'')',
+    'OR state = ''completed'' OR state = ''waiting''
+                        OR state = ''expired'')')
+WHERE type = 'table' AND name = 'jobs';
+PRAGMA writable_schema = OFF;
 -- migration 22
 -- Schedules managed at run time (docs/schedules.md, "Schedules managed
 -- at run time"): one row per schedule added by `jobrunner schedule add`,

@@ -169,8 +169,9 @@ jr_sqlite_signal(jr_backend *b, int64_t id, const char *name,
     return jr_sqlite_commit(b, err) < 0 ? -1 : woken;
 }
 
-int
-jr_sqlite_wake(jr_backend *b, int max, jr_err *err)
+/* The waiting jobs whose date came, up to max: how many, or -1. */
+static int
+wake_due(jr_backend *b, int max, jr_err *err)
 {
     sqlite3_stmt *s;
     int rc;
@@ -193,6 +194,16 @@ jr_sqlite_wake(jr_backend *b, int max, jr_err *err)
     sqlite3_bind_int(s, 2, max);
     return jr_sqlite_write_end(b, run(b, s, err, "waking waiting jobs"),
                                err);
+}
+
+int
+jr_sqlite_wake(jr_backend *b, int max, jr_err *err)
+{
+    int expired = jr_sqlite_expire(b, max, err), woken;
+
+    if (expired < 0 || (woken = wake_due(b, max, err)) < 0)
+        return -1;
+    return expired + woken;
 }
 
 int

@@ -219,6 +219,10 @@ int  jr_sqlite_attempts(jr_backend *b, int64_t id, jr_attempt_row *a,
 int  jr_sqlite_flow_any(const jr_push *p, int n);
 int  jr_sqlite_flow_link(jr_backend *b, const jr_push *p, int n,
                          const int64_t *ids, double now, jr_err *err);
+/* Ends up to max queued jobs past their expiry, never started, in the
+ * state expired (expire.c), in a transaction of its own; none found
+ * takes no write lock. Returns how many, or -1. */
+int  jr_sqlite_expire(jr_backend *b, int max, jr_err *err);
 int  jr_sqlite_flow_settle(jr_backend *b, int64_t id, const char *st,
                            const char *result, double now, jr_err *err);
 int  jr_sqlite_flow_check(jr_backend *b, int64_t id, const char *st,
@@ -311,6 +315,12 @@ int  jr_sqlite_fair_set(jr_backend *b, const char *queue, const char *key,
                         double weight, jr_err *err);
 int  jr_sqlite_fair_save(jr_backend *b, const candidate *c, int n,
                          jr_err *err);
+
+/* A claim's test that a job is not past its expiry (?2: now; a job that
+ * started once is not expired: schema.sql, migration 21): one NULL test
+ * for a job without one. */
+#define JR_SQLITE_UNEXPIRED \
+    " AND (expires_at IS NULL OR attempts > 0 OR expires_at > ?2)"
 
 /* The limited claim's filter on its candidates (claim.c, fair.c): names
  * ?3 and not ?5, no key at its cap (?6) and no bucket of a rate (?7)

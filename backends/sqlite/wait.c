@@ -22,7 +22,8 @@ static const char *const sql_text[S_COUNT] = {
     [S_WATCH] =
         "UPDATE jobs SET result_ttl = ?2"
         " WHERE id IN (SELECT value FROM json_each(?1))"
-        " AND state NOT IN ('completed', 'dead', 'cancelled')"
+        " AND state NOT IN ('completed', 'dead', 'cancelled',"
+        " 'expired')"
         " AND result_ttl IS NULL",
     /* one row per id asked, in the order asked (row r is the r-th id); a
      * job whose row is gone may have left its success behind: as a

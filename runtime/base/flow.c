@@ -172,11 +172,19 @@ job_key(reader *r, int i, int k, int v)
                       &j->p.run_in);
     if (jr_jdoc_is(&r->doc, k, "run_at"))
         return number(r, i, v, "run_at", 0, JR_TIME_MAX, &j->p.run_at);
+    if (jr_jdoc_is(&r->doc, k, "expires_in"))
+        return number(r, i, v, "expires_in", 0, JR_DELAY_MAX,
+                      &j->p.expires_in);
+    if (jr_jdoc_is(&r->doc, k, "expires_at"))
+        return number(r, i, v, "expires_at", 0, JR_TIME_MAX,
+                      &j->p.expires_at);
+    if (jr_jdoc_is(&r->doc, k, "deadline"))
+        return number(r, i, v, "deadline", 0, JR_DELAY_MAX, &j->p.deadline);
     s = text_of(r, k);
     return jr_fail(r->err, JR_EINPUT, "flow: job %d: unknown key '%s' "
                    "(valid: ref, name, payload, after, queue, priority, "
-                   "max_retries, run_in, run_at, key, on_parent_failure)",
-                   i + 1, s ? s : "?");
+                   "max_retries, run_in, run_at, key, on_parent_failure, "
+                   "expires_in, expires_at, deadline)", i + 1, s ? s : "?");
 }
 
 /* The keys of job i (object node o). */

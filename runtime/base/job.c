@@ -150,6 +150,31 @@ seq_check(const jr_push *p, jr_err *err)
     return 0;
 }
 
+/* The expiry and deadline of jr_push_check (docs/queues.md). */
+static int
+expiry_check(const jr_push *p, jr_err *err)
+{
+    if (!isfinite(p->expires_at) || p->expires_at < 0 ||
+        p->expires_at > JR_TIME_MAX)
+        return jr_fail(err, JR_EINPUT, "job '%s': expires_at %g is not a "
+                       "time (epoch seconds from 0 to %.0f, 9999-12-31)",
+                       p->name, p->expires_at, JR_TIME_MAX);
+    if (!isfinite(p->expires_in) || p->expires_in < 0 ||
+        p->expires_in > JR_DELAY_MAX)
+        return jr_fail(err, JR_EINPUT, "job '%s': expires_in %g is not a "
+                       "delay (seconds, finite, from 0 to %.0f: 100 years)",
+                       p->name, p->expires_in, JR_DELAY_MAX);
+    if (p->expires_at != 0 && p->expires_in != 0)
+        return jr_fail(err, JR_EINPUT, "job '%s': give expires_at or "
+                       "expires_in, not both", p->name);
+    if (!isfinite(p->deadline) || p->deadline < 0 ||
+        p->deadline > JR_DELAY_MAX)
+        return jr_fail(err, JR_EINPUT, "job '%s': deadline %g is not a "
+                       "duration (seconds, finite, from 0 to %.0f: 100 "
+                       "years)", p->name, p->deadline, JR_DELAY_MAX);
+    return 0;
+}
+
 /* The payload's JSON text: one rule for every backend (jsontext.h). */
 static int
 payload_check(const jr_push *p, jr_err *err)
@@ -199,7 +224,8 @@ jr_push_check(const jr_push *p, size_t max_payload, jr_err *err)
         return jr_fail(err, JR_EINPUT, "job '%s': limit key of %zu bytes "
                        "(key: 1 to %d bytes)", p->name, strlen(p->key),
                        JR_KEY_MAX);
-    if (flow_check(p, err) < 0 || seq_check(p, err) < 0)
+    if (expiry_check(p, err) < 0 ||
+        flow_check(p, err) < 0 || seq_check(p, err) < 0)
         return -1;
     return unique_check(p, err);
 }

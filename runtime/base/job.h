@@ -117,7 +117,20 @@ typedef struct jr_push {
                                    before it ended, one at a time */
     int            seq_fail;    /* JR_SEQ_*: what its death does to the
                                    jobs behind it */
+    /* expiry and deadline (docs/queues.md, "Expiry and deadlines"):
+     * zero means none */
+    double         expires_at;  /* epoch seconds: not started by then, the
+                                   job ends expired instead */
+    double         expires_in;  /* the same, seconds from the database's
+                                   now; not with expires_at */
+    double         deadline;    /* seconds from its first start: no retry
+                                   due later; it ends dead, 'deadline
+                                   passed' */
 } jr_push;
+
+/* Whether push p has an expiry or a deadline (a plain push has none). */
+#define JR_PUSH_EXPIRY(p) \
+    ((p)->expires_at > 0 || (p)->expires_in > 0 || (p)->deadline > 0)
 
 /* One fire of a recurring job (a schedule): the job it inserts and the
  * instant it stands for. The fire takes the job's run_at. */
@@ -255,7 +268,8 @@ typedef struct jr_result {
     X(DEAD, "dead", JR_ST_NAME)                                             \
     X(CANCELLED, "cancelled", 0)                                            \
     X(COMPLETED, "completed", 0)                                            \
-    X(WAITING, "waiting", JR_ST_NAME)       /* parents unfinished */
+    X(WAITING, "waiting", JR_ST_NAME)       /* parents unfinished */     \
+    X(EXPIRED, "expired", JR_ST_NAME)       /* not started by expires_at */
 
 typedef enum jr_state {
 #define JR_STATE_ENUM(e, name, flags) JR_STATE_##e,

@@ -285,6 +285,12 @@ job_json(const jr_client_job_info *j, const job_out *o)
             printf(",\"sql_statements\":%d", j->sql_statements);
         else
             printf(",\"sql_statements\":null");
+        json_time("expires_at", j->expires_at);
+        if (j->deadline > 0)
+            printf(",\"deadline\":%.17g", j->deadline);
+        else
+            printf(",\"deadline\":null");
+        json_time("deadline_at", j->deadline_at);
     }
     json_progress(j);
     if (o->links != NULL)
@@ -444,6 +450,12 @@ job_text_full(const jr_client_job_info *j)
     if (j->keep_until > 0)
         text_time("kept_until", j->keep_until);
     text_wait(j);
+    if (j->expires_at > 0)
+        text_time("expires_at", j->expires_at);
+    if (j->deadline > 0)
+        printf("%-13s %gs from its first start\n", "deadline", j->deadline);
+    if (j->deadline_at > 0)
+        text_time("deadline_at", j->deadline_at);
     if (j->sql_statements > 0)
         printf("%-13s %d (jobrunner.sql, committed with its success)\n",
                "statements", j->sql_statements);

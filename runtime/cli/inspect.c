@@ -57,6 +57,7 @@ stat_collect(const char *name, const jr_client_counts *n, void *arg)
     row->n[JR_STATE_RUNNING] = n->running;
     row->n[JR_STATE_DEAD] = n->dead;
     row->n[JR_STATE_WAITING] = n->waiting;
+    row->n[JR_STATE_EXPIRED] = n->expired;
     for (int s = 0; s < JR_NSTATES; s++)
         a->total[s] += row->n[s];
     a->n++;
@@ -157,6 +158,8 @@ stats_text(const stat_acc *a, const jr_scripts *scripts, const char *state)
            t[JR_STATE_WAITING] ? ", " : "\n");
     if (t[JR_STATE_WAITING])
         printf("waiting %ld\n", t[JR_STATE_WAITING]);
+    if (t[JR_STATE_EXPIRED])
+        printf("expired %ld\n", t[JR_STATE_EXPIRED]);
     if (a->n == 0)
         return;
     printf("\n%-32s %9s %9s %9s %9s\n", "NAME", "READY", "SCHEDULED",

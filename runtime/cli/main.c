@@ -29,8 +29,11 @@ static const struct command {
      "       [--unique-key K [--unique-for DURATION] [--on-conflict keep|replace]]\n"
      "       [--after ID[,ID...] [--on-parent-failure cancel|run|dead]] [--batch ID]\n"
      "       [--sequence KEY [--on-failure block|skip|dead]]\n"
+     "       [--expires-in DURATION | --expires-at TIME] [--deadline DURATION]\n"
      "                           queue a job; prints its id (with --unique-key: the id\n"
-     "                           and new, duplicate or replaced)", 1},
+     "                           and new, duplicate or replaced); --expires-*: not\n"
+     "                           started by then, it ends expired; --deadline: no\n"
+     "                           retry past that long after its first start", 1},
     {"push-flow", jr_cmd_push_flow, "push-flow FILE|- [--json]\n"
      "                           push a flow (docs/workflows.md): its jobs and\n"
      "                           their after links in one transaction; prints each\n"

@@ -168,6 +168,40 @@ set_on_failure(jr_push *p, const char *val, jr_err *err)
     return 0;
 }
 
+static int
+set_expires_in(jr_push *p, const char *val, jr_err *err)
+{
+    if (p->expires_at > 0)
+        return jr_fail(err, JR_EUSAGE, "give --expires-in or --expires-at, "
+                       "not both");
+    if (jr_parse_duration(val, "--expires-in", &p->expires_in, err) < 0)
+        return -1;
+    if (!(p->expires_in > 0))
+        return jr_fail(err, JR_EUSAGE, "invalid --expires-in '%s': expected "
+                       "a duration above 0", val);
+    return 0;
+}
+
+static int
+set_expires_at(jr_push *p, const char *val, jr_err *err)
+{
+    if (p->expires_in > 0)
+        return jr_fail(err, JR_EUSAGE, "give --expires-in or --expires-at, "
+                       "not both");
+    return jr_parse_time(val, "--expires-at", &p->expires_at, err);
+}
+
+static int
+set_deadline(jr_push *p, const char *val, jr_err *err)
+{
+    if (jr_parse_duration(val, "--deadline", &p->deadline, err) < 0)
+        return -1;
+    if (!(p->deadline > 0))
+        return jr_fail(err, JR_EUSAGE, "invalid --deadline '%s': expected "
+                       "a duration above 0", val);
+    return 0;
+}
+
 static const struct push_option {
     const char  *name;
     int          takes;         /* takes a value: the next argument */
@@ -188,6 +222,9 @@ static const struct push_option {
     {"--batch",       1, set_batch},
     {"--sequence",    1, set_sequence},
     {"--on-failure",  1, set_on_failure},
+    {"--expires-in",  1, set_expires_in},
+    {"--expires-at",  1, set_expires_at},
+    {"--deadline",    1, set_deadline},
     {NULL, 0, NULL}
 };
 
@@ -312,6 +349,9 @@ jr_cmd_push(jr_cli *cli)
     opts.max_retries = p.max_retries;
     opts.key = p.key;
     opts.result_ttl = p.result_ttl;
+    opts.expires_at = p.expires_at;
+    opts.expires_in = p.expires_in;
+    opts.deadline = p.deadline;
     u.key = p.unique_key;
     u.unique_for = p.unique_for;
     u.on_conflict = p.on_conflict;

@@ -74,7 +74,8 @@ status_of(const jr_client_outcome *out, int n, int rc)
 
     for (i = 0; i < n; i++) {
         failed |= strcmp(out[i].state, "dead") == 0 ||
-                  strcmp(out[i].state, "cancelled") == 0;
+                  strcmp(out[i].state, "cancelled") == 0 ||
+                  strcmp(out[i].state, "expired") == 0;
         gone |= strcmp(out[i].state, "gone") == 0;
     }
     if (rc == JR_CLIENT_ETIMEOUT)

@@ -185,6 +185,9 @@ make_push(jr_client *c, const char *name, const char *payload,
     p->run_in = o->run_in;
     p->key = o->key;
     p->result_ttl = o->result_ttl;
+    p->expires_at = o->expires_at;
+    p->expires_in = o->expires_in;
+    p->deadline = o->deadline;
     return jr_push_check(p, c->max_payload, &c->err);
 }
 

@@ -32,6 +32,8 @@ stats_row(const jr_stat_row *row, void *arg)
     n.dead = row->n[JR_STATE_DEAD];
     n.waiting = row->n[JR_STATE_WAITING];
     a->total->waiting += n.waiting;
+    n.expired = row->n[JR_STATE_EXPIRED];
+    a->total->expired += n.expired;
     a->total->ready += n.ready;
     a->total->scheduled += n.scheduled;
     a->total->queued += n.queued;
@@ -175,6 +177,9 @@ job_row(const jr_job_row *row, void *arg)
     j.wake_at = row->wake_at;
     j.waits = row->waits;
     j.sql_statements = row->sql_statements;
+    j.expires_at = row->expires_at;
+    j.deadline = row->deadline;
+    j.deadline_at = row->deadline_at;
     if (a->c != NULL && a->c->keys != NULL) {
         char *own[4];
         int rc;

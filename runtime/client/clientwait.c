@@ -59,7 +59,8 @@ static int
 ended(int state)
 {
     return state == JR_STATE_COMPLETED || state == JR_STATE_DEAD ||
-           state == JR_STATE_CANCELLED || state == GONE;
+           state == JR_STATE_CANCELLED || state == JR_STATE_EXPIRED ||
+           state == GONE;
 }
 
 /* Takes fresh, where the job of o stands now, into o (a row gone is

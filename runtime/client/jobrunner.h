@@ -96,10 +96,20 @@ typedef struct jr_client_opts {
                                    (docs/producers.md); 0: the runner's
                                    result_ttl, and only if it returns a
                                    result */
+    /* expiry and deadline (docs/queues.md, "Expiry and deadlines"); 0:
+     * none. NaN, infinities and negative values are JR_CLIENT_EINPUT. */
+    double      expires_at;     /* epoch seconds: a job not started by then
+                                   ends in the state "expired" instead */
+    double      expires_in;     /* the same, seconds from now (fractions
+                                   allowed, at most 100 years); not with
+                                   expires_at */
+    double      deadline;       /* seconds from its first start: no retry
+                                   is scheduled at or past it, the job ends
+                                   dead with "deadline passed" */
 } jr_client_opts;
 
 #define JR_CLIENT_UNSET (-1)
-#define JR_CLIENT_OPTS_INIT { 0, 0, 0, NULL, JR_CLIENT_UNSET, NULL, 0 }
+#define JR_CLIENT_OPTS_INIT { 0, 0, 0, NULL, JR_CLIENT_UNSET, NULL, 0, 0, 0, 0 }
 
 /* One job of a jr_client_push_many batch. Strings are borrowed. */
 typedef struct jr_client_job {
@@ -116,6 +126,8 @@ typedef struct jr_client_counts {
     long running;
     long dead;
     long waiting;               /* parents unfinished (docs/workflows.md) */
+    long expired;               /* not started by their expiry
+                                   (docs/queues.md) */
 } jr_client_counts;
 
 /* Called once per job name with its counts, in name order. name is valid
@@ -527,6 +539,12 @@ typedef struct jr_client_job_info {
                                    success committed (a completed job
                                    kept); 0: none, and from
                                    jr_client_list */
+    double      expires_at;     /* jr_client_show: not started by then, it
+                                   ends "expired"; 0: none */
+    double      deadline;       /* jr_client_show: seconds from its first
+                                   start that bound its retries; 0: none */
+    double      deadline_at;    /* jr_client_show: that deadline, set by
+                                   its first start; 0: none yet */
 } jr_client_job_info;
 
 /* Called once per job. Return 0 to go on, non-zero to stop. */

@@ -219,6 +219,9 @@ push_job(lua_State *L, const jr_buf *b, size_t *at, int full)
     set_num(L, "keep_until", j.keep_until);
     if (j.sql_statements > 0)
         set_int(L, "sql_statements", j.sql_statements);
+    set_num(L, "expires_at", j.expires_at);
+    set_num(L, "deadline", j.deadline);
+    set_num(L, "deadline_at", j.deadline_at);
     lua_pushboolean(L, j.cancel_requested);          /* t b */
     lua_setfield(L, -2, "cancel_requested");         /* t */
     set_progress(L, &j, note, nlen);
@@ -230,6 +233,7 @@ push_job(lua_State *L, const jr_buf *b, size_t *at, int full)
  * max_retries, priority, run_at, created_at, started_at, finished_at,
  * last_error, generation, locked_by, unique_key, cancel_requested,
  * progress, key, result (JSON text), keep_until, sql_statements,
+ * expires_at, deadline, deadline_at (each nil when not set),
  * attempts, steps} |
  * nil, msg (also for an unknown id). Times are epoch seconds; fields not
  * set are absent. attempts: the failed attempts, oldest first, each

@@ -179,7 +179,8 @@ jr_apidb_job_row(const jr_job_row *r, void *arg)
                   r->cancel_requested ? "true" : "false");
     w->q->ended[0] = strcmp(r->state, "completed") == 0 ||
                      strcmp(r->state, "dead") == 0 ||
-                     strcmp(r->state, "cancelled") == 0;
+                     strcmp(r->state, "cancelled") == 0 ||
+                     strcmp(r->state, "expired") == 0;
     if (r->payload != NULL) {
         char *own[4];
         const char *payload = jr_api_opened(w->q, r->payload, &own[0]);
@@ -215,6 +216,11 @@ jr_apidb_job_row(const jr_job_row *r, void *arg)
             jr_api_printf(b, ",\"sql_statements\":%d", r->sql_statements);
         else
             jr_buf_put(b, ",\"sql_statements\":null", 22);
+        jr_buf_put(b, ",\"expires_at\":", 14);
+        jr_api_time(b, r->expires_at);
+        num_or_null(b, "deadline", r->deadline > 0 ? r->deadline : NAN);
+        jr_buf_put(b, ",\"deadline_at\":", 15);
+        jr_api_time(b, r->deadline_at);
         history(b, r);
         jr_buf_put(b, ",\"steps\":", 9);
         if (r->steps != NULL && steps == NULL)

@@ -172,6 +172,32 @@ f_run_at(jr_push *p, const jv *v, char *why, size_t size)
 }
 
 static int
+f_expires_in(jr_push *p, const jv *v, char *why, size_t size)
+{
+    return seconds(v, &p->expires_in, why, size);
+}
+
+static int
+f_expires_at(jr_push *p, const jv *v, char *why, size_t size)
+{
+    jr_err err;
+
+    if (v->type == 'n')
+        return p->expires_at = v->num, 0;
+    if (v->type == 's' && jr_parse_time(v->s, "expires_at", &p->expires_at,
+                                        &err) == 0)
+        return 0;
+    return fail(why, size, "must be epoch seconds or a time such as "
+                "\"2026-11-22T10:00:00Z\"");
+}
+
+static int
+f_deadline(jr_push *p, const jv *v, char *why, size_t size)
+{
+    return seconds(v, &p->deadline, why, size);
+}
+
+static int
 f_on_conflict(jr_push *p, const jv *v, char *why, size_t size)
 {
     if (v->type == 's' && strcmp(v->s, "keep") == 0)
@@ -278,6 +304,9 @@ static const struct field {
     {"batch", f_batch},
     {"sequence", f_sequence},
     {"on_failure", f_on_failure},
+    {"expires_in", f_expires_in},
+    {"expires_at", f_expires_at},
+    {"deadline", f_deadline},
     {NULL, NULL}
 };
 
@@ -513,7 +542,9 @@ job(rd *r, jr_push *p, const char *where)
                             "(name, payload, queue, priority, run_at, delay, "
                             "max_retries, unique_key, unique_for, "
                             "on_conflict, key, result_ttl, after, "
-                            "on_parent_failure, batch)", where, k), -1;
+                            "on_parent_failure, batch, sequence, "
+                            "on_failure, expires_in, expires_at, "
+                            "deadline)", where, k), -1;
         if (f->set(p, &v, why, sizeof why) < 0)
             return snprintf(r->why, sizeof r->why, "%s.%s: %s", where, k,
                             why), -1;

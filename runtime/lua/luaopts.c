@@ -224,11 +224,18 @@ read_one(lua_State *L, const char *fn, const char *k, jr_push *p,
         return read_sequence(L, fn, p, err);
     else if (strcmp(k, "on_failure") == 0)
         p->seq_fail = read_seq_fail(L, fn);
+    else if (strcmp(k, "expires_in") == 0)
+        p->expires_in = jr_luaopts_number(L, fn, k);
+    else if (strcmp(k, "expires_at") == 0)
+        p->expires_at = jr_luaopts_number(L, fn, k);
+    else if (strcmp(k, "deadline") == 0)
+        p->deadline = jr_luaopts_number(L, fn, k);
     else
         luaL_error(L, "%s: unknown option '%s' (valid: run_in, run_at, "
                    "priority, queue, max_retries, unique_key, unique_for, "
                    "on_conflict, key, result_ttl, after, on_parent_failure, "
-                   "batch, sequence, on_failure)", fn, k);
+                   "batch, sequence, on_failure, expires_in, expires_at, "
+                   "deadline)", fn, k);
     return 0;
 }
 
@@ -254,6 +261,7 @@ jr_luaopts_push(lua_State *L, int idx, const char *fn, jr_push *p,
     p->batch = 0;
     p->sequence = NULL;
     p->seq_fail = JR_SEQ_BLOCK;
+    p->expires_at = p->expires_in = p->deadline = 0;
     jr_err_clear(err);
     if (!lua_isnoneornil(L, idx)) {
         luaL_checktype(L, idx, LUA_TTABLE);

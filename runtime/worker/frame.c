@@ -298,6 +298,9 @@ put_flow(jr_buf *b, const jr_push *p)
     jr_put_i64(b, p->batch);
     jr_put_str(b, p->sequence);
     jr_put_i32(b, p->seq_fail);
+    jr_put_f64(b, p->expires_at);
+    jr_put_f64(b, p->expires_in);
+    jr_put_f64(b, p->deadline);
 }
 
 void
@@ -389,6 +392,9 @@ get_flow(jr_reader *r, jr_push *p, char **arena)
     p->batch_new = NULL;
     p->sequence = arena_str(r, arena);
     p->seq_fail = jr_get_i32(r);
+    p->expires_at = jr_get_f64(r);
+    p->expires_in = jr_get_f64(r);
+    p->deadline = jr_get_f64(r);
 }
 
 /* A success's statements, back: the encoding, checked whole, is copied

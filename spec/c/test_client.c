@@ -78,6 +78,7 @@ typedef struct seen {
     char    payload[64];
     int     max_retries, cancel_requested, had_payload;
     double  done;
+    double  expires_at, deadline, deadline_at;
 } seen;
 
 static int
@@ -95,6 +96,9 @@ job_fn(const jr_client_job_info *j, void *arg)
     s->max_retries = j->max_retries;
     s->cancel_requested = j->cancel_requested;
     s->done = j->progress_done;
+    s->expires_at = j->expires_at;
+    s->deadline = j->deadline;
+    s->deadline_at = j->deadline_at;
     s->n++;
     return 0;
 }
@@ -597,7 +601,59 @@ test_sequences(void)
     jr_client_close(c);
 }
 
+/* Expiry and deadline (docs/queues.md): the options reach the row, the
+ * claim passes over a job past its expiry and the wake-up op ends it
+ * expired, the first claim sets the deadline, bad values are refused. */
+static void
+test_expiry(void)
+{
+    jr_client *c = open_client();
+    jr_client_opts o = JR_CLIENT_OPTS_INIT;
+    jr_backend_opts bo = {.schema = schema[0] ? schema : NULL};
+    jr_err e = {0};
+    jr_db db;
+    int64_t gone = -1, ok = -1, bad = -1;
+    double now = (double)time(NULL);
+    int st;
+    seen s;
+
+    o.expires_at = 1000;
+    CHECK(jr_client_push(c, "cl.exp", NULL, &o, &gone) == JR_CLIENT_OK);
+    o.expires_at = 0;
+    o.expires_in = 600;
+    o.deadline = 5.5;
+    CHECK(jr_client_push(c, "cl.exp", NULL, &o, &ok) == JR_CLIENT_OK);
+    s = show(c, ok, &st);
+    CHECK(st == JR_CLIENT_OK && fabs(s.expires_at - (now + 600)) < 60 &&
+          s.deadline == 5.5 && s.deadline_at == 0);
+    /* the older job is first in claim order, but expired */
+    CHECK(run_one("cl.exp") == ok);
+    s = show(c, ok, &st);
+    CHECK(st == JR_CLIENT_OK && fabs(s.deadline_at - (now + 5.5)) < 60);
+    s = show(c, gone, &st);
+    CHECK(st == JR_CLIENT_OK && strcmp(s.state[0], "queued") == 0 &&
+          s.expires_at == 1000);
+    if (jr_db_open(&db, url, &bo, &e) < 0) {
+        CHECK_OK(-1, e);
+    } else {
+        CHECK(db.ops->wake(db.b, 10, &e) >= 1);
+        jr_db_close(&db);
+    }
+    s = show(c, gone, &st);
+    CHECK(st == JR_CLIENT_OK && strcmp(s.state[0], "expired") == 0);
+    o.expires_in = NAN;
+    CHECK(jr_client_push(c, "cl.exp", NULL, &o, &bad) == JR_CLIENT_EINPUT);
+    CHECK(strstr(jr_client_errmsg(c), "expires_in nan") != NULL);
+    o.expires_in = 0;
+    o.deadline = -1;
+    CHECK(jr_client_push(c, "cl.exp", NULL, &o, &bad) == JR_CLIENT_EINPUT);
+    CHECK(strstr(jr_client_errmsg(c), "deadline -1") != NULL);
+    CHECK(bad == -1);
+    jr_client_close(c);
+}
+
 static const check_test tests[] = {
+    {"expires_at, expires_in, deadline", test_expiry},
     {"jr_client_push_seq, push_many_seq, sequences, sequence_act",
      test_sequences},
     {"jr_client_push_flow, links, batch_show", test_flow},

@@ -165,7 +165,8 @@
 
   function drawStats(s) {
     cards($("summary"), [["ready", s.ready], ["scheduled", s.scheduled], ["waiting", s.waiting || 0],
-                         ["running", s.running], ["dead", s.dead]]);
+                         ["running", s.running], ["dead", s.dead]].concat(
+                         s.expired ? [["expired", s.expired]] : []));
     rows("queues", s.queues, function (q) {
       var name = el("span", null);
       name.appendChild(link(q.name, "#/queues/" + encodeURIComponent(q.name)));
@@ -483,7 +484,8 @@
       shownJob = j;
       steps(j.steps);
       $("d-rerun").hidden = j.state === "running" || j.state === "waiting";
-      $("d-retry").hidden = $("d-purge").hidden = j.state !== "dead";
+      $("d-retry").hidden = j.state !== "dead" && j.state !== "expired";
+      $("d-purge").hidden = j.state !== "dead";
       $("d-cancel").hidden = j.state !== "queued" && j.state !== "running" && j.state !== "waiting";
       /* its runs' logs under their attempts; the view is loaded once they are drawn */
       var failed = Array.isArray(j.attempts) ? j.attempts : null;
@@ -519,7 +521,8 @@
       var q = v[0].filter(function (x) { return x.name === name; })[0] ||
               { name: name, paused: false, ready: 0, scheduled: 0, waiting: 0, running: 0, dead: 0, cancelled: 0, completed: 0 };
       cards($("q-cards"), [["ready", q.ready], ["scheduled", q.scheduled], ["waiting", q.waiting || 0], ["running", q.running],
-        ["dead", q.dead], ["cancelled", q.cancelled], ["completed", q.completed]]);
+        ["dead", q.dead], ["cancelled", q.cancelled], ["completed", q.completed]].concat(
+        q.expired ? [["expired", q.expired]] : []));
       $("q-paused").textContent = ""; if (q.paused) $("q-paused").appendChild(badge("paused"));
       $("q-toggle").textContent = q.paused ? "Resume" : "Pause";
       $("q-toggle").dataset.paused = q.paused ? "1" : "";
