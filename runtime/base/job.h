@@ -37,6 +37,9 @@ typedef struct jr_job {
                                    batch (its end may make jobs ready) */
     const char *waits;          /* JSON text: its signals and sleeps
                                    (jobs.waits), or NULL: none */
+    const char *trace;          /* its producer's trace context
+                                   (jobs.trace, trace.h's stored form), or
+                                   NULL: none */
 } jr_job;
 
 /* What a parent ending dead or cancelled does to a job waiting for it
@@ -117,6 +120,9 @@ typedef struct jr_push {
                                    before it ended, one at a time */
     int            seq_fail;    /* JR_SEQ_*: what its death does to the
                                    jobs behind it */
+    /* trace context (docs/tracing.md): NULL means none */
+    const char    *traceparent; /* W3C traceparent, checked (trace.h) */
+    const char    *tracestate;  /* W3C tracestate, only with a traceparent */
 } jr_push;
 
 /* One fire of a recurring job (a schedule): the job it inserts and the
@@ -330,11 +336,11 @@ jr_job *jr_job_new_parents(int64_t id, const char *name, const char *queue,
                            const char *payload, size_t payload_len,
                            const char *parents);
 /* The same with the steps' records and the waits' records too (JSON
- * texts, each may be NULL). */
+ * texts, each may be NULL) and the trace context (may be NULL). */
 jr_job *jr_job_new_full(int64_t id, const char *name, const char *queue,
                         const char *payload, size_t payload_len,
                         const char *parents, const char *steps,
-                        const char *waits);
+                        const char *waits, const char *trace);
 
 /* A copy of job o with its steps' records replaced by steps (JSON text,
  * may be NULL), every other field as o's; NULL when out of memory. Free

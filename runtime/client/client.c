@@ -169,6 +169,8 @@ make_push(jr_client *c, const char *name, const char *payload,
     p->run_in = o->run_in;
     p->key = o->key;
     p->result_ttl = o->result_ttl;
+    p->traceparent = o->traceparent;
+    p->tracestate = o->tracestate;
     return jr_push_check(p, c->max_payload, &c->err);
 }
 

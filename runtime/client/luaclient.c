@@ -55,6 +55,8 @@ read_push_opts(lua_State *L, int idx, const char *fn, const char *name,
     o->max_retries = p.max_retries < 0 ? JR_CLIENT_UNSET : p.max_retries;
     o->key = p.key;                          /* anchored by the table */
     o->result_ttl = p.result_ttl;
+    o->traceparent = p.traceparent;          /* anchored by the table */
+    o->tracestate = p.tracestate;            /* anchored by the table */
     u->key = p.unique_key;                   /* anchored by the table */
     u->unique_for = p.unique_for;
     u->on_conflict = p.on_conflict == JR_CONFLICT_REPLACE ?

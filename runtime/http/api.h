@@ -56,6 +56,8 @@ enum { JR_API_SCHED_PAUSE = 1, JR_API_SCHED_RESUME, JR_API_SCHED_FIRE };
 
 struct jr_schedules;
 
+#define JR_API_TRACE_MAX 520    /* bytes of a trace header kept, NUL too */
+
 typedef struct jr_apireq {
     const jr_apiop *op;         /* what it asks */
     int64_t     ids[JR_API_IDS_MAX];    /* JOB: ids[0]; RETRY, CANCEL */
@@ -90,6 +92,9 @@ typedef struct jr_apireq {
                                    a bulk action ends after its page */
     int         status;         /* out: HTTP status */
     jr_buf      body;           /* out: JSON, or Prometheus text */
+    char        trace[2 * JR_API_TRACE_MAX];    /* PUSH: the request's
+                                   traceparent, then its tracestate, each
+                                   NUL-terminated; "": none */
 } jr_apireq;
 
 /* Runs the request arg (a jr_apireq) over db: for jr_dbthread_request,

@@ -17,6 +17,7 @@
 #include <lua.h>
 
 #include "base/jsontext.h"
+#include "base/trace.h"
 #include "lua/jrlib.h"
 #include "lua/jrwait.h"
 #include "lua/json.h"
@@ -85,6 +86,8 @@ jr_jobctx_free(jr_jobctx *ctx)
     free(ctx->pushes);
     free(ctx->mem);
     jr_buf_free(&ctx->sql);
+    jr_jobtrace_free(ctx->trace);
+    ctx->trace = NULL;
     ctx->pushes = NULL;
     ctx->mem = NULL;
     ctx->cap = 0;
@@ -102,8 +105,18 @@ keep_push(lua_State *L, jr_jobctx *ctx, const jr_push *p, const char *name,
     size_t klen = p->unique_key ? strlen(p->unique_key) + 1 : 0;
     size_t llen = p->key ? strlen(p->key) + 1 : 0;
     size_t slen = p->sequence ? strlen(p->sequence) + 1 : 0;
+    char tpbuf[JR_TRACEPARENT_LEN + 1];
+    const char *tp = p->traceparent, *ts = p->tracestate;
+    size_t tlen, tslen;
     jr_push *slot;
     char *mem;
+
+    /* the running attempt's context, unless the push gives its own */
+    if (tp == NULL && ts == NULL &&
+        jr_jobtrace_parent(ctx->trace, ctx->job->trace, tpbuf, &ts))
+        tp = tpbuf;
+    tlen = tp ? strlen(tp) + 1 : 0;
+    tslen = ts ? strlen(ts) + 1 : 0;
 
     if (ctx->npushes == ctx->cap) {
         int cap = ctx->cap ? ctx->cap * 2 : 4;
@@ -118,8 +131,8 @@ keep_push(lua_State *L, jr_jobctx *ctx, const jr_push *p, const char *name,
         ctx->cap = cap;
     }
     size_t alen = (size_t)p->nafter * sizeof *p->after;
-    if ((mem = malloc(alen + nlen + plen + qlen + klen + llen + slen)) ==
-        NULL)
+    if ((mem = malloc(alen + nlen + plen + qlen + klen + llen + slen + tlen +
+                      tslen)) == NULL)
         luaL_error(L, "jobrunner.push: out of memory");
     if (alen > 0)               /* first: aligned; luaopts' is reused */
         memcpy(mem, p->after, alen);
@@ -143,6 +156,10 @@ keep_push(lua_State *L, jr_jobctx *ctx, const jr_push *p, const char *name,
     slot->sequence = p->sequence ? memcpy(mem + nlen + plen + qlen + klen +
                                           llen, p->sequence, slen) : NULL;
     slot->after = alen > 0 ? (const int64_t *)(void *)(mem - alen) : NULL;
+    mem += nlen + plen + qlen + klen + llen + slen;
+    slot->traceparent = tp ? memcpy(mem, tp, tlen) : NULL;
+    slot->tracestate = ts ? memcpy(mem + tlen, ts, tslen) : NULL;
+    mem -= nlen + plen + qlen + klen + llen + slen;
     ctx->mem[ctx->npushes++] = mem - alen;
 }
 

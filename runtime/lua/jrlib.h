@@ -81,6 +81,9 @@ struct jr_jobctx {
     void         *steps_task;   /* a durable step's wait (jr_task), NULL */
     int           steps_wait;   /* and the record it waits for */
     int           steps_told;   /* records counted in the lists sent */
+    /* tracing (docs/tracing.md): the worker's, made at the first job it
+     * runs with tracing on and kept; NULL while tracing is off */
+    struct jr_jobtrace *trace;
 };
 
 /* Installs package.loaded.jobrunner for handlers, bound to ctx (borrowed,

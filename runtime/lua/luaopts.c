@@ -189,6 +189,25 @@ read_seq_fail(lua_State *L, const char *fn)
     return f;
 }
 
+/* A trace context option on top (traceparent, tracestate), a string
+ * kept in the table (the caller anchors it); its format is
+ * jr_push_check's (trace.h).  [-0, +0, v] */
+static int
+read_trace(lua_State *L, const char *fn, const char *k, const char **out,
+           jr_err *err)
+{
+    size_t len;
+
+    if (lua_type(L, -1) != LUA_TSTRING)
+        luaL_error(L, "%s: option '%s' must be a string, got %s", fn, k,
+                   luaL_typename(L, -1));
+    *out = lua_tolstring(L, -1, &len);
+    if (strlen(*out) != len)
+        return jr_fail(err, JR_EINPUT, "%s: option '%s' holds a NUL", fn,
+                       k);
+    return 0;
+}
+
 /* Reads the value on top into p under key k, or raises.  [-0, +0, v] */
 static int
 read_one(lua_State *L, const char *fn, const char *k, jr_push *p,
@@ -224,11 +243,16 @@ read_one(lua_State *L, const char *fn, const char *k, jr_push *p,
         return read_sequence(L, fn, p, err);
     else if (strcmp(k, "on_failure") == 0)
         p->seq_fail = read_seq_fail(L, fn);
+    else if (strcmp(k, "traceparent") == 0)
+        return read_trace(L, fn, k, &p->traceparent, err);
+    else if (strcmp(k, "tracestate") == 0)
+        return read_trace(L, fn, k, &p->tracestate, err);
     else
         luaL_error(L, "%s: unknown option '%s' (valid: run_in, run_at, "
                    "priority, queue, max_retries, unique_key, unique_for, "
                    "on_conflict, key, result_ttl, after, on_parent_failure, "
-                   "batch, sequence, on_failure)", fn, k);
+                   "batch, sequence, on_failure, traceparent, tracestate)",
+                   fn, k);
     return 0;
 }
 
@@ -254,6 +278,8 @@ jr_luaopts_push(lua_State *L, int idx, const char *fn, jr_push *p,
     p->batch = 0;
     p->sequence = NULL;
     p->seq_fail = JR_SEQ_BLOCK;
+    p->traceparent = NULL;
+    p->tracestate = NULL;
     jr_err_clear(err);
     if (!lua_isnoneornil(L, idx)) {
         luaL_checktype(L, idx, LUA_TTABLE);

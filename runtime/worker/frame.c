@@ -7,6 +7,7 @@
 
 #include "worker/frame.h"
 #include "base/jsontext.h"
+#include "base/trace.h"
 #include "base/sqlstmt.h"
 
 #define NULL_LEN 0xffffffffu    /* string length that encodes NULL */
@@ -196,6 +197,7 @@ jr_frame_put_job(jr_buf *b, const jr_job *j)
     jr_put_i64(b, j->batch);
     jr_put_str(b, j->steps);
     jr_put_str(b, j->waits);
+    jr_put_str(b, j->trace);
     jr_frame_end(b, start);
 }
 
@@ -237,7 +239,10 @@ jr_frame_get_job(jr_reader *r, jr_err *err)
     size_t lst, lw;
     const char *steps = jr_get_str(r, &lst);
     const char *waits = jr_get_str(r, &lw);
+    size_t lt;
+    const char *trace = jr_get_str(r, &lt);
     char nbuf[129], qbuf[129], *pbuf = NULL, *sbuf = NULL, *wbuf = NULL;
+    char tbuf[JR_TRACEPARENT_LEN + JR_TRACESTATE_MAX + 2];
     jr_job *j;
 
     if (r->bad || name == NULL || queue == NULL || payload == NULL ||
@@ -267,7 +272,19 @@ jr_frame_get_job(jr_reader *r, jr_err *err)
         jr_fail(err, JR_EPROTO, "malformed job frame (waits)");
         return NULL;
     }
-    j = jr_job_new_full(id, nbuf, qbuf, payload, lp, pbuf, sbuf, wbuf);
+    if (trace != NULL && (lt >= sizeof tbuf || has_nul(trace, lt))) {
+        free(pbuf);
+        free(sbuf);
+        free(wbuf);
+        jr_fail(err, JR_EPROTO, "malformed job frame (trace)");
+        return NULL;
+    }
+    if (trace != NULL) {
+        memcpy(tbuf, trace, lt);
+        tbuf[lt] = '\0';
+    }
+    j = jr_job_new_full(id, nbuf, qbuf, payload, lp, pbuf, sbuf, wbuf,
+                        trace != NULL ? tbuf : NULL);
     free(pbuf);
     free(sbuf);
     free(wbuf);
@@ -298,6 +315,8 @@ put_flow(jr_buf *b, const jr_push *p)
     jr_put_i64(b, p->batch);
     jr_put_str(b, p->sequence);
     jr_put_i32(b, p->seq_fail);
+    jr_put_str(b, p->traceparent);
+    jr_put_str(b, p->tracestate);
 }
 
 void
@@ -387,6 +406,8 @@ get_flow(jr_reader *r, jr_push *p, char **arena)
     p->batch_new = NULL;
     p->sequence = arena_str(r, arena);
     p->seq_fail = jr_get_i32(r);
+    p->traceparent = arena_str(r, arena);
+    p->tracestate = arena_str(r, arena);
 }
 
 /* A success's statements, back: the encoding, checked whole, is copied
