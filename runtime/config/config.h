@@ -75,7 +75,20 @@ typedef struct jr_config {
     lua_State *L;               /* the config's state; holds the table */
     int        ref;             /* registry ref of the returned table */
     int        owns_L;          /* L is closed by jr_config_free */
+    /* `tracing` (docs/tracing.md): NULL endpoint: off */
+    char      *trace_endpoint;  /* tracing.endpoint, "http(s)://host:port"
+                                 * (spans go to its /v1/traces) */
+    double     trace_sample;    /* tracing.sample, 0 to 1; 1 by default */
+    char     **trace_headers;   /* tracing.headers as "Name: value", */
+    int        trace_nheaders;  /* sorted by name */
 } jr_config;
+
+/* cfgtrace.c: reads the `tracing` table on top of L into c. Returns 0,
+ * or -1 with the key at fault ("tracing.sample") in key and what is wrong
+ * in what. */
+int  jr_config_tracing(lua_State *L, jr_config *c, char *key, size_t keysize,
+                       char *what, size_t whatsize);
+#define JR_TRACE_HEADERS_MAX 32 /* tracing.headers entries */
 
 /* Fills c with the defaults. */
 void jr_config_defaults(jr_config *c);

@@ -391,6 +391,7 @@ open_module(lua_State *L)                            /* ctx */
     jr_json_set_markers(L);                          /* package loaded M */
     jr_steps_open(L);                                /* package loaded M */
     jr_jrsql_register(L);                            /* package loaded M */
+    jr_jrspan_register(L);                           /* package loaded M */
     lua_setfield(L, -2, "jobrunner");                /* package loaded */
     lua_pop(L, 2);                                   /* (nothing) */
     luaL_newmetatable(L, JR_SIGNAL_MT);              /* mt */
