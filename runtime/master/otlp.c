@@ -56,6 +56,8 @@ discard(char *p, size_t size, size_t n, void *arg)
 static int
 post(jr_otlp *x, CURL *h, const jr_buf *spans, int n, jr_buf *body)
 {
+    static const char head[] =
+        "{\"resourceSpans\":[{\"resource\":{\"attributes\":[";
     static const char scope[] = "]},\"scopeSpans\":[{\"scope\":{\"name\":"
         "\"jobrunner\",\"version\":\"" JR_VERSION "\"},\"spans\":[";
     char status[300];
@@ -63,8 +65,7 @@ post(jr_otlp *x, CURL *h, const jr_buf *spans, int n, jr_buf *body)
     CURLcode rc;
 
     jr_buf_reset(body);
-    jr_buf_put(body, "{\"resourceSpans\":[{\"resource\":{\"attributes\":[",
-               46);
+    jr_buf_put(body, head, sizeof head - 1);
     jr_buf_put(body, x->service, strlen(x->service));
     jr_buf_put(body, scope, sizeof scope - 1);
     jr_buf_put(body, spans->p, spans->len);

@@ -89,9 +89,12 @@ function attrs(list) {
 
 function take(body) {
   const sent = unhex(JSON.parse(body), "request");
-  const why = T.verify(sent);
+  // fromObject reads the JSON mapping (64-bit integers as decimal
+  // strings); verify then checks the message's every field's type
+  const msg = T.fromObject(sent);
+  const why = T.verify(msg);
   if (why) throw new Error(why);
-  const decoded = T.decode(T.encode(T.fromObject(sent)).finish());
+  const decoded = T.decode(T.encode(msg).finish());
   const back = T.toObject(decoded, { longs: String, enums: Number });
   same(sent, back, "request");
   let n = 0;
@@ -116,7 +119,7 @@ function take(body) {
   return n;
 }
 
-http.createServer((req, res) => {
+const server = http.createServer((req, res) => {
   const chunks = [];
   req.on("data", (c) => chunks.push(c));
   req.on("end", () => {
@@ -157,4 +160,6 @@ http.createServer((req, res) => {
       res.end();
     }
   });
-}).listen(Number(port), "127.0.0.1", () => line({ listening: Number(port) }));
+});
+server.listen(Number(port), "127.0.0.1",
+              () => line({ listening: server.address().port }));
