@@ -239,7 +239,7 @@ for _, backend in ipairs(jr.backends()) do
       local base, out = receiver(env, "500")
       env:script("quick", "return function() end")
       -- a port nothing listens on, then the receiver answering 500
-      local url = jrhttp.start(env, ('concurrency = 2, tracing = { endpoint = %q, sample = 1 }'):format(base))
+      local url = jrhttp.start(env, ('concurrency = 2, tracing = { endpoint = %q, sample = 1, queue = 4 }'):format(base))
       local ids = {}
       for i = 1, 20 do
         local code, body = jrhttp.req(url .. "/api/jobs", { token = true,
@@ -260,13 +260,20 @@ for _, backend in ipairs(jr.backends()) do
         if x.refused then refused = refused + 1 end
       end
       assert.truthy(refused >= 1)
-      -- the collector never answers: the jobs still run at once
+      -- the collector never answers: the jobs still run at once, and the
+      -- queue (tracing.queue = 4 spans) holds no more than it may: the
+      -- rest of the 20 spans are dropped while a request hangs
       jr.sh(("curl -s -X POST --data-binary slow %s/mode"):format(base))
       local t0 = jr.now()
       for _ = 1, 10 do env:push("quick", "{}", "--queue", "default") end
       jr.wait_for(function() return env:count("queued") == 0 and env:count("running") == 0 end,
                   30, "jobs done with a silent collector")
       assert.truthy(jr.now() - t0 < 20)
+      jr.wait_for(function()
+        local _, m = jrhttp.req(url .. "/metrics", { token = true })
+        local d = tonumber(m:match("jobrunner_spans_dropped_total (%d+)"))
+        return d and d >= dropped + 12
+      end, 30, "spans dropped with the queue full")
       -- the log says so, once, with no header value in it
       assert.truthy(env:log():find("tracing: %d+ spans? dropped"), env:log())
       assert.equal(0, env:stop())
@@ -280,6 +287,7 @@ for _, backend in ipairs(jr.backends()) do
         { 'tracing = { endpoint = "http://c:4318", headers = { ["bad name"] = "v" } }', "tracing.headers.bad name" },
         { 'tracing = { endpoint = "http://c:4318", headers = { k = "a\\nb" } }', "tracing.headers.k" },
         { 'tracing = { endpoint = "http://c:4318", rate = 1 }', "tracing.rate" },
+        { 'tracing = { endpoint = "http://c:4318", queue = 0 }', "tracing.queue" },
       }
       for _, c in ipairs(cases) do
         env:config(c[1])

@@ -1,6 +1,6 @@
 /* cfgtrace.c - the config's `tracing` table (docs/tracing.md):
  * { endpoint = "http://collector:4318", sample = 0.1,
- *   headers = { ["x-api-key"] = "..." } }. Checked here: the keys, the
+ *   headers = { ["x-api-key"] = "..." }, queue = 4096 }. Checked here: the keys, the
  * endpoint's scheme, the sample's range, each header's name (an HTTP
  * token) and value (no control character); a bad one names its key.
  * Header values are never logged. Uses config.h. */
@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "config/config.h"
+#include "lua/luaopts.h"
 
 /* 1 if c may be in an HTTP header's name (RFC 9110's tchar) */
 static int
@@ -57,6 +58,20 @@ sample_key(lua_State *L, jr_config *c, char *what, size_t whatsize)
                         lua_type(L, -1) == LUA_TNUMBER ? lua_tostring(L, -1)
                         : luaL_typename(L, -1)), -1;
     c->trace_sample = v;
+    return 0;
+}
+
+static int
+queue_key(lua_State *L, jr_config *c, char *what, size_t whatsize)
+{
+    long long v = 0;
+
+    if (jr_luaopts_whole(L, 1, JR_TRACE_QUEUE_MAX, 0, &v) != JR_WHOLE_OK)
+        return snprintf(what, whatsize, "must be a whole number of spans "
+                        "from 1 to %d, got %s", JR_TRACE_QUEUE_MAX,
+                        lua_type(L, -1) == LUA_TNUMBER ? lua_tostring(L, -1)
+                        : luaL_typename(L, -1)), -1;
+    c->trace_queue = (int)v;
     return 0;
 }
 
@@ -135,7 +150,7 @@ jr_config_tracing(lua_State *L, jr_config *c, char *key, size_t keysize,
                   char *what, size_t whatsize)
 {
     static const char *const known[] = {"endpoint", "sample", "headers",
-                                        NULL};
+                                        "queue", NULL};
     int i, rc = 0;
 
     if (lua_type(L, -1) != LUA_TTABLE)
@@ -151,13 +166,14 @@ jr_config_tracing(lua_State *L, jr_config *c, char *key, size_t keysize,
         if (k == NULL || known[i] == NULL) {
             snprintf(key, keysize, "tracing.%.100s", k ? k : "?");
             snprintf(what, whatsize, "is not a key of tracing (endpoint, "
-                     "sample, headers)");
+                     "sample, headers, queue)");
             lua_pop(L, 2);
             return -1;
         }
         snprintf(key, keysize, "tracing.%s", k);
         rc = i == 0 ? endpoint_key(L, c, what, whatsize)
              : i == 1 ? sample_key(L, c, what, whatsize)
+             : i == 3 ? queue_key(L, c, what, whatsize)
              : headers_key(L, c, key, keysize, what, whatsize);
         if (rc < 0) {
             lua_pop(L, 2);

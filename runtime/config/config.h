@@ -81,6 +81,8 @@ typedef struct jr_config {
     double     trace_sample;    /* tracing.sample, 0 to 1; 1 by default */
     char     **trace_headers;   /* tracing.headers as "Name: value", */
     int        trace_nheaders;  /* sorted by name */
+    int        trace_queue;     /* tracing.queue: spans waiting for the
+                                 * collector at most; 0: the default */
 } jr_config;
 
 /* cfgtrace.c: reads the `tracing` table on top of L into c. Returns 0,
@@ -89,6 +91,8 @@ typedef struct jr_config {
 int  jr_config_tracing(lua_State *L, jr_config *c, char *key, size_t keysize,
                        char *what, size_t whatsize);
 #define JR_TRACE_HEADERS_MAX 32 /* tracing.headers entries */
+#define JR_TRACE_QUEUE       4096       /* tracing.queue by default */
+#define JR_TRACE_QUEUE_MAX   1000000
 
 /* Fills c with the defaults. */
 void jr_config_defaults(jr_config *c);

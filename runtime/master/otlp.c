@@ -20,8 +20,8 @@
 #include "base/trace.h"
 #include "base/version.h"
 
-#define QUEUE_SPANS  4096       /* spans waiting at most */
-#define QUEUE_BYTES  (8u << 20) /* and their bytes */
+#define SPAN_BYTES   2048u      /* bytes a queued span may take, on
+                                   average (tracing.queue's of them) */
 #define BATCH_SPANS  512        /* a batch goes at once with this many */
 #define BATCH_DELAY  0.2        /* else this long after its first span */
 #define POST_TIMEOUT 5000L      /* ms a request may take */
@@ -33,6 +33,7 @@ struct jr_otlp {
     pthread_cond_t     cv;
     jr_buf             q;       /* spans, comma-separated */
     int                qn;      /* spans in q */
+    int                cap;     /* tracing.queue */
     int                stop;
     char              *url;
     struct curl_slist *headers;
@@ -41,7 +42,23 @@ struct jr_otlp {
     atomic_long        dropped;
     atomic_long        failed;  /* requests */
     double             warned;  /* mono time of the last warning */
+    _Atomic double     stop_at; /* mono time of the stop, 0: running */
 };
+
+#define STOP_GRACE   1.0        /* seconds a request may go on at a stop */
+
+/* libcurl's progress callback: a request still out STOP_GRACE after the
+ * stop is abandoned (a silent collector must not hold the exit). */
+static int
+on_progress(void *arg, curl_off_t dt, curl_off_t dn, curl_off_t ut,
+            curl_off_t un)
+{
+    jr_otlp *x = arg;
+    double at = atomic_load(&x->stop_at);
+
+    (void)dt, (void)dn, (void)ut, (void)un;
+    return at > 0 && jr_mono() > at + STOP_GRACE;
+}
 
 static size_t
 discard(char *p, size_t size, size_t n, void *arg)
@@ -109,6 +126,9 @@ run(void *arg)
         curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
         curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, discard);
         curl_easy_setopt(h, CURLOPT_PROTOCOLS_STR, "http,https");
+        curl_easy_setopt(h, CURLOPT_XFERINFOFUNCTION, on_progress);
+        curl_easy_setopt(h, CURLOPT_XFERINFODATA, x);
+        curl_easy_setopt(h, CURLOPT_NOPROGRESS, 0L);
     }
     pthread_mutex_lock(&x->mu);
     for (;;) {
@@ -169,6 +189,7 @@ jr_otlp_new(const jr_config *c, jr_err *err)
         jr_fail(err, JR_ENOMEM, "tracing: cannot start the export");
         return NULL;
     }
+    x->cap = c->trace_queue > 0 ? c->trace_queue : JR_TRACE_QUEUE;
     n = strlen(c->trace_endpoint);
     while (n > 0 && c->trace_endpoint[n - 1] == '/')
         n--;
@@ -217,7 +238,8 @@ jr_otlp_add(jr_otlp *x, const char *text, size_t len, int n)
     if (x == NULL)
         return;
     pthread_mutex_lock(&x->mu);
-    if (x->qn + n > QUEUE_SPANS || x->q.len + len + 1 > QUEUE_BYTES) {
+    if (x->qn + n > x->cap ||
+        x->q.len + len + 1 > (size_t)x->cap * SPAN_BYTES) {
         pthread_mutex_unlock(&x->mu);
         atomic_fetch_add(&x->dropped, n);
         return;
@@ -266,6 +288,7 @@ jr_otlp_free(jr_otlp *x)
 {
     if (x == NULL)
         return;
+    atomic_store(&x->stop_at, jr_mono());
     pthread_mutex_lock(&x->mu);
     x->stop = 1;
     pthread_cond_signal(&x->cv);
