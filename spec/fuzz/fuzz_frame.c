@@ -372,7 +372,9 @@ settings_round_trip(fz *f)
     s.log_json = (int)(fz_int(f, 1) % 2);
     s.inflight = (int)(int32_t)fz_int(f, 4);
     s.durable_steps = (int)(fz_int(f, 1) % 2);
-    ok = dir[0] != '\0' && s.max_retries >= 0 &&
+    s.tracing = (int)(fz_int(f, 1) % 2);
+    s.trace_sample = fz_double(f);
+    ok = s.trace_sample >= 0 && s.trace_sample <= 1 && dir[0] != '\0' && s.max_retries >= 0 &&
          s.max_retries <= JR_RANGE_RETRIES_MAX &&
          s.timeout >= JR_RANGE_TIMEOUT_MIN &&
          s.timeout <= JR_RANGE_TIMEOUT_MAX &&
@@ -397,6 +399,8 @@ settings_round_trip(fz *f)
               d.max_result == s.max_result);
         CHECK(d.inflight == s.inflight);
         CHECK(d.durable_steps == s.durable_steps);
+        CHECK(d.tracing == s.tracing &&
+              same_f64(d.trace_sample, s.trace_sample));
         CHECK(d.db_url == NULL && d.attach == NULL && d.handler_role == NULL);
         CHECK(d.log_level == s.log_level && d.log_json == s.log_json);
     } else {
