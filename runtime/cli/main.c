@@ -30,7 +30,8 @@ static const struct command {
      "       [--after ID[,ID...] [--on-parent-failure cancel|run|dead]] [--batch ID]\n"
      "       [--sequence KEY [--on-failure block|skip|dead]]\n"
      "                           queue a job; prints its id (with --unique-key: the id\n"
-     "                           and new, duplicate or replaced)", 1},
+     "                           and new, duplicate or replaced); TRACEPARENT and\n"
+     "                           TRACESTATE in the environment: its trace context", 1},
     {"push-flow", jr_cmd_push_flow, "push-flow FILE|- [--json]\n"
      "                           push a flow (docs/workflows.md): its jobs and\n"
      "                           their after links in one transaction; prints each\n"
