@@ -184,19 +184,23 @@ fill(uint8_t *out, size_t n, uint64_t (*next)(void *), void *arg)
     } while (any == 0);
 }
 
+/* The generator's state, seeded at its first use in a process (workers
+ * are exec'd: none inherits a used state; a getpid() a call cost a
+ * system call a span). Only the worker's thread and the client's caller
+ * use it. */
 static uint64_t rng_state;
-static pid_t    rng_pid;
+static int      rng_seeded;
 
 static uint64_t
 rng_next(void *arg)
 {
     (void)arg;
-    if (rng_pid != getpid()) {          /* first use, or a forked child */
+    if (!rng_seeded) {
         uint64_t seed = 0;
         if (getrandom(&seed, sizeof seed, GRND_NONBLOCK) != sizeof seed)
             seed = (uint64_t)time(NULL) ^ ((uint64_t)getpid() << 32);
         rng_state ^= seed;
-        rng_pid = getpid();
+        rng_seeded = 1;
     }
     rng_state += 0x9e3779b97f4a7c15ull;
     return mix(rng_state);
@@ -273,15 +277,23 @@ puts_(jr_buf *b, const char *s)
 }
 
 /* s as a JSON string; bytes that are not UTF-8 become '?', so that a
- * collector never refuses the batch for a handler's error text. */
+ * collector never refuses the batch for a handler's error text. Runs of
+ * plain characters go in one put. */
 static void
 jstr(jr_buf *b, const char *s)
 {
-    const unsigned char *p = (const unsigned char *)s;
+    const unsigned char *p = (const unsigned char *)s, *run;
     char esc[8];
 
     jr_buf_put(b, "\"", 1);
-    while (*p) {
+    for (;;) {
+        for (run = p; *p >= 0x20 && *p < 0x80 && *p != '"' && *p != '\\';
+             p++)
+            ;
+        if (p > run)
+            jr_buf_put(b, run, (size_t)(p - run));
+        if (*p == '\0')
+            break;
         size_t n = *p < 0x80 ? 1 : (*p >> 5) == 6 ? 2 : (*p >> 4) == 14 ? 3
                    : (*p >> 3) == 30 ? 4 : 0;
         size_t k;
@@ -298,11 +310,9 @@ jstr(jr_buf *b, const char *s)
             esc[0] = '\\';
             esc[1] = (char)*p++;
             jr_buf_put(b, esc, 2);
-        } else if (*p < 0x20) {
+        } else {
             snprintf(esc, sizeof esc, "\\u%04x", *p++);
             jr_buf_put(b, esc, 6);
-        } else {
-            jr_buf_put(b, p++, 1);
         }
     }
     jr_buf_put(b, "\"", 1);
@@ -323,6 +333,12 @@ jr_span_str(jr_span *s, const char *key, const char *v)
     puts_(&s->attrs, "\"stringValue\":");
     jstr(&s->attrs, v);
     puts_(&s->attrs, "}}");
+}
+
+void
+jr_span_raw(jr_span *s, const char *text, size_t len)
+{
+    jr_buf_put(&s->attrs, text, len);
 }
 
 void
@@ -349,14 +365,22 @@ jr_span_num(jr_span *s, const char *key, double v)
     puts_(&s->attrs, num);
 }
 
-/* epoch seconds as the decimal string of nanoseconds */
+/* epoch seconds as the decimal string of nanoseconds (integer digits:
+ * printf's %.0f of a double cost a job's span more than the rest of its
+ * encoding) */
 static void
 nanos(jr_buf *b, double t)
 {
-    char num[40];
+    char num[32], *p = num + sizeof num;
+    uint64_t v = t > 0 && t < 1.8e10 ? (uint64_t)(t * 1e9) : 0;
 
-    snprintf(num, sizeof num, "\"%.0f\"", t > 0 ? floor(t * 1e9) : 0.0);
-    puts_(b, num);
+    *--p = '"';
+    do {
+        *--p = (char)('0' + v % 10);
+        v /= 10;
+    } while (v > 0);
+    *--p = '"';
+    jr_buf_put(b, p, (size_t)(num + sizeof num - p));
 }
 
 void

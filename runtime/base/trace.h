@@ -75,6 +75,8 @@ void jr_span_reset(jr_span *s);
 void jr_span_free(jr_span *s);             /* its buffers; s itself not */
 void jr_span_str(jr_span *s, const char *key, const char *v);
 void jr_span_int(jr_span *s, const char *key, long long v);
+/* Appends attributes already encoded (",{...}" each: a constant set). */
+void jr_span_raw(jr_span *s, const char *text, size_t len);
 void jr_span_num(jr_span *s, const char *key, double v);
 /* An event at epoch seconds at with up to two attributes (NULL keys are
  * left out): a string one and a number one. */

@@ -120,6 +120,13 @@ jr_wtrace_steps(jr_jobctx *ctx, double records)
                   "jobrunner.steps.records", records);
 }
 
+/* the attributes every attempt's span has the same, encoded once */
+#define ATTR(k, v) ",{\"key\":\"" k "\",\"value\":{\"stringValue\":\"" v "\"}}"
+static const char FIXED_ATTRS[] =
+    ATTR("messaging.system", "jobrunner")
+    ATTR("messaging.operation.type", "process")
+    ATTR("messaging.operation.name", "process");
+
 static const char *
 outcome_name(int kind)
 {
@@ -140,9 +147,10 @@ outcome_name(int kind)
 static void
 wait_span(jr_jobtrace *t, const jr_job *j, jr_buf *out)
 {
-    jr_span s = {0};
+    static jr_span s;           /* its buffers kept for the next job's */
     char name[160];
 
+    jr_span_reset(&s);
     memcpy(s.trace, t->run.trace, 16);
     jr_trace_random(s.id, 8);
     memcpy(s.parent, t->run.id, 8);
@@ -154,16 +162,15 @@ wait_span(jr_jobtrace *t, const jr_job *j, jr_buf *out)
     jr_span_str(&s, "messaging.destination.name", j->queue);
     snprintf(name, sizeof name, "wait %s", j->queue);
     jr_span_encode(&s, name, NULL, out);
-    jr_span_free(&s);
 }
 
 void
 jr_wtrace_end(worker *w, jr_jobctx *ctx, const jr_job *j,
               const jr_result *res)
 {
+    static jr_buf out;          /* kept for the next job's spans */
     jr_jobtrace *t = ctx->trace;
     jr_span *s;
-    jr_buf out = {0};
     char num[32], name[160];
 
     if (t == NULL || !t->active)
@@ -173,10 +180,9 @@ jr_wtrace_end(worker *w, jr_jobctx *ctx, const jr_job *j,
         return;
     s = &t->run;
     s->end = jr_now();
+    jr_buf_reset(&out);
     snprintf(num, sizeof num, "%lld", (long long)j->id);
-    jr_span_str(s, "messaging.system", "jobrunner");
-    jr_span_str(s, "messaging.operation.type", "process");
-    jr_span_str(s, "messaging.operation.name", "process");
+    jr_span_raw(s, FIXED_ATTRS, sizeof FIXED_ATTRS - 1);
     jr_span_str(s, "messaging.destination.name", j->queue);
     jr_span_str(s, "messaging.message.id", num);
     jr_span_str(s, "jobrunner.job.name", j->name);
@@ -207,5 +213,6 @@ jr_wtrace_end(worker *w, jr_jobctx *ctx, const jr_job *j,
                "memory", (long long)j->id, j->name);
     else
         jr_frame_put_spans(&w->out, out.p, out.len, 2 + t->ndone);
-    jr_buf_free(&out);
+    if (out.oom || out.cap > (1u << 20))    /* a big one is not kept */
+        jr_buf_free(&out);
 }
