@@ -132,6 +132,12 @@ local rows = {
   { "sqltx_plain_jobs_s", "drain, BENCH_SQLTX_N no-op jobs, beside the next (jobs/s)", nil, nil, "%.0f" },
   { "sqltx_jobs_s", "  the same, each job writing a row through jobrunner.sql (jobs/s)", nil, nil, "%.0f" },
   { "sqltx_ratio", "  jobrunner.sql row / no-op, in turn (x)", { ">=", 0.85 }, { ">=", 0.85 }, "%.2f" },
+  -- tracing on, spans to a lean sink (bench/run tracing_case)
+  { "trace_plain_jobs_s", "drain, BENCH_TRACE_N no-op jobs, beside the next (jobs/s)", nil, nil, "%.0f" },
+  { "trace_all_jobs_s", "  the same, tracing on, every job's spans sent (jobs/s)", nil, nil, "%.0f" },
+  { "trace_some_jobs_s", "  the same, tracing on, sample 0.01 (jobs/s)", nil, nil, "%.0f" },
+  { "trace_all_ratio", "  tracing sample 1 / off, in turn (x)", { ">=", 0.90 }, { ">=", 0.90 }, "%.2f" },
+  { "trace_some_ratio", "  tracing sample 0.01 / off, in turn (x)", { ">=", 0.98 }, { ">=", 0.98 }, "%.2f" },
   -- PostgreSQL, another session holding a snapshot (bench/run pg_snapshot)
   { "snap_plain_jobs_s", "drain, BENCH_SNAP_N jobs, beside the next (jobs/s)", nil, nil, "%.0f" },
   { "snap_held_jobs_s", "  the same, another session holding a snapshot (jobs/s)", nil, nil, "%.0f" },
