@@ -230,7 +230,9 @@ for _, backend in ipairs(jr.backends()) do
       local base, out = receiver(env, "500")
       env:script("quick", "return function() end")
       -- a port nothing listens on, then the receiver answering 500
-      local url = jrhttp.start(env, ('concurrency = 2, tracing = { endpoint = %q, sample = 1, queue = 4 }'):format(base))
+      -- credentials in the endpoint never reach the log
+      local url = jrhttp.start(env, ('concurrency = 2, tracing = { endpoint = %q, sample = 1, queue = 4 }')
+        :format((base:gsub("^http://", "http://user:s3cret@"))))
       local ids = {}
       for i = 1, 20 do
         local code, body = jrhttp.req(url .. "/api/jobs", { token = true,
@@ -265,8 +267,10 @@ for _, backend in ipairs(jr.backends()) do
         local d = tonumber(m:match("jobrunner_spans_dropped_total (%d+)"))
         return d and d >= dropped + 12
       end, 30, "spans dropped with the queue full")
-      -- the log says so, once, with no header value in it
+      -- the log says so, once a minute, with no credentials in it
       assert.truthy(env:log():find("tracing: %d+ spans? dropped"), env:log())
+      assert.truthy(env:log():find("http://***@127.0.0.1:", 1, true), env:log())
+      assert.falsy(env:log():find("s3cret", 1, true), env:log())
       assert.equal(0, env:stop())
     end)
 

@@ -350,7 +350,8 @@ set_traces(jr_backend *b, const jr_push *const *pp, int n,
     int i, rc = 0, any = 0;
 
     for (i = 0; i < n; i++) {
-        if (pp[i]->traceparent == NULL)
+        if (pp[i]->traceparent == NULL || (pp[i]->outcome != NULL &&
+            *pp[i]->outcome == JR_PUSH_DUPLICATE))  /* not its job */
             continue;
         any = 1;
         snprintf(num, sizeof num, "%lld", (long long)ids[i]);

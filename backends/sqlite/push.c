@@ -484,7 +484,8 @@ insert_all(jr_backend *b, const jr_push *p, int n, int64_t *ids,
         if (p[i].result_ttl > 0)
             rc = set_result_ttl(b, ids[i], p[i].result_ttl, err);
     for (i = 0; rc == 0 && i < n; i++)
-        if (p[i].traceparent != NULL)
+        if (p[i].traceparent != NULL && (p[i].outcome == NULL ||
+                                         *p[i].outcome != JR_PUSH_DUPLICATE))
             rc = set_trace(b, ids[i], &p[i], err);
     if (rc == 0 && jr_sqlite_flow_any(p, n))
         rc = jr_sqlite_flow_link(b, p, n, ids, now, err);

@@ -283,17 +283,24 @@ static void
 jstr(jr_buf *b, const char *s)
 {
     const unsigned char *p = (const unsigned char *)s, *run;
+    size_t len = strnlen(s, JR_SPAN_TEXT_MAX + 1);
+    const unsigned char *cut = p + (len > JR_SPAN_TEXT_MAX ?
+                                    JR_SPAN_TEXT_MAX : len + 1);
     char esc[8];
 
     jr_buf_put(b, "\"", 1);
     for (;;) {
-        for (run = p; *p >= 0x20 && *p < 0x80 && *p != '"' && *p != '\\';
-             p++)
+        for (run = p; *p >= 0x20 && *p < 0x80 && *p != '"' && *p != '\\' &&
+             p < cut; p++)
             ;
         if (p > run)
             jr_buf_put(b, run, (size_t)(p - run));
         if (*p == '\0')
             break;
+        if (p >= cut && len > JR_SPAN_TEXT_MAX) {  /* the rest is left out */
+            jr_buf_put(b, "...", 3);
+            break;
+        }
         size_t n = *p < 0x80 ? 1 : (*p >> 5) == 6 ? 2 : (*p >> 4) == 14 ? 3
                    : (*p >> 3) == 30 ? 4 : 0;
         size_t k;
@@ -390,6 +397,9 @@ jr_span_event(jr_span *s, const char *name, double at, const char *skey,
     jr_buf *b = &s->events;
     char num[64];
 
+    if (s->nevents >= JR_SPAN_EVENTS)
+        return;
+    s->nevents++;
     puts_(b, ",{\"timeUnixNano\":");
     nanos(b, at);
     puts_(b, ",\"name\":");

@@ -65,7 +65,12 @@ typedef struct jr_span {
     jr_buf   events;
     jr_buf   links;
     int      error;             /* status ERROR */
+    int      nevents;           /* events kept (JR_SPAN_EVENTS at most) */
 } jr_span;
+
+#define JR_SPAN_EVENTS   128    /* events a span keeps; later ones dropped */
+#define JR_SPAN_TEXT_MAX 2048   /* bytes of a status message or string
+                                   attribute kept */
 
 enum { JR_SPAN_INTERNAL = 1, JR_SPAN_SERVER, JR_SPAN_CLIENT,
        JR_SPAN_PRODUCER, JR_SPAN_CONSUMER };

@@ -36,6 +36,8 @@ struct jr_otlp {
     int                cap;     /* tracing.queue */
     int                stop;
     char              *url;
+    char              *shown;   /* url for the log, its user:password
+                                   masked */
     struct curl_slist *headers;
     char               service[160];
     atomic_long        exported;
@@ -104,7 +106,7 @@ post(jr_otlp *x, CURL *h, const jr_buf *spans, int n, jr_buf *body)
             snprintf(status, sizeof status, "HTTP status %ld", code);
         jr_log(JR_LOG_WARN, "tracing: %d span%s dropped: the collector at "
                "%s: %s (counted in jobrunner_spans_dropped_total; warned "
-               "once a minute)", n, n == 1 ? "" : "s", x->url, status);
+               "once a minute)", n, n == 1 ? "" : "s", x->shown, status);
     }
     return -1;
 }
@@ -195,6 +197,15 @@ jr_otlp_new(const jr_config *c, jr_err *err)
         n--;
     if ((x->url = malloc(n + 16)) != NULL)
         snprintf(x->url, n + 16, "%.*s/v1/traces", (int)n, c->trace_endpoint);
+    if (x->url != NULL && (x->shown = malloc(n + 20)) != NULL) {
+        const char *host = strstr(x->url, "://") + 3;
+        const char *at = strchr(host, '@'), *slash = strchr(host, '/');
+        if (at != NULL && (slash == NULL || at < slash))  /* user:password@ */
+            snprintf(x->shown, n + 20, "%.*s***%s", (int)(host - x->url),
+                     x->url, at);
+        else
+            snprintf(x->shown, n + 20, "%s", x->url);
+    }
     x->headers = curl_slist_append(NULL, "Content-Type: application/json");
     for (i = 0; x->headers != NULL && i < c->trace_nheaders; i++) {
         struct curl_slist *l = curl_slist_append(x->headers,
@@ -217,17 +228,18 @@ jr_otlp_new(const jr_config *c, jr_err *err)
     }
     pthread_mutex_init(&x->mu, NULL);
     pthread_cond_init(&x->cv, NULL);
-    if (x->url == NULL || x->headers == NULL ||
+    if (x->url == NULL || x->shown == NULL || x->headers == NULL ||
         pthread_create(&x->th, NULL, run, x) != 0) {
         pthread_mutex_destroy(&x->mu);
         pthread_cond_destroy(&x->cv);
         curl_slist_free_all(x->headers);
         free(x->url);
+        free(x->shown);
         free(x);
         jr_fail(err, JR_ENOMEM, "tracing: cannot start the export thread");
         return NULL;
     }
-    jr_log(JR_LOG_INFO, "tracing: spans go to %s (sample %g)", x->url,
+    jr_log(JR_LOG_INFO, "tracing: spans go to %s (sample %g)", x->shown,
            c->trace_sample);
     return x;
 }
@@ -299,5 +311,6 @@ jr_otlp_free(jr_otlp *x)
     curl_slist_free_all(x->headers);
     jr_buf_free(&x->q);
     free(x->url);
+    free(x->shown);
     free(x);
 }
