@@ -348,14 +348,32 @@ jr_span_raw(jr_span *s, const char *text, size_t len)
     jr_buf_put(&s->attrs, text, len);
 }
 
+/* v's decimal digits, ending at end (not NUL-terminated); the start */
+static char *
+digits(char *end, long long v)
+{
+    unsigned long long u = v < 0 ? 0ull - (unsigned long long)v :
+                           (unsigned long long)v;
+
+    do {
+        *--end = (char)('0' + u % 10);
+        u /= 10;
+    } while (u > 0);
+    if (v < 0)
+        *--end = '-';
+    return end;
+}
+
 void
 jr_span_int(jr_span *s, const char *key, long long v)
 {
-    char num[48];
+    char num[48], *p;
 
     key_open(&s->attrs, key);
-    snprintf(num, sizeof num, "\"intValue\":\"%lld\"}}", v);
-    puts_(&s->attrs, num);
+    puts_(&s->attrs, "\"intValue\":\"");
+    p = digits(num + sizeof num, v);
+    jr_buf_put(&s->attrs, p, (size_t)(num + sizeof num - p));
+    puts_(&s->attrs, "\"}}");
 }
 
 void

@@ -181,15 +181,25 @@ jr_wtrace_end(worker *w, jr_jobctx *ctx, const jr_job *j,
     s = &t->run;
     s->end = jr_now();
     jr_buf_reset(&out);
-    snprintf(num, sizeof num, "%lld", (long long)j->id);
+    {                           /* the id's digits: no printf a job */
+        char *d = num + sizeof num;
+        int64_t v = j->id;
+        *--d = '\0';
+        do {
+            *--d = (char)('0' + v % 10);
+            v /= 10;
+        } while (v > 0);
+        memmove(num, d, (size_t)(num + sizeof num - d));
+    }
     jr_span_raw(s, FIXED_ATTRS, sizeof FIXED_ATTRS - 1);
     jr_span_str(s, "messaging.destination.name", j->queue);
     jr_span_str(s, "messaging.message.id", num);
     jr_span_str(s, "jobrunner.job.name", j->name);
     jr_span_int(s, "jobrunner.job.attempt", j->attempt);
-    if (j->run_at > 0)
-        jr_span_num(s, "jobrunner.queue.wait",
-                    s->start > j->run_at ? s->start - j->run_at : 0);
+    if (j->run_at > 0)          /* whole microseconds: no printf a job */
+        jr_span_int(s, "jobrunner.queue.wait_us",
+                    s->start > j->run_at ?
+                    (long long)((s->start - j->run_at) * 1e6) : 0);
     if (res->generation != NULL)
         jr_span_str(s, "jobrunner.job.generation", res->generation);
     jr_span_str(s, "jobrunner.job.outcome", outcome_name(res->kind));
