@@ -143,7 +143,13 @@ for _, backend in ipairs(jr.backends()) do
           end)
           jobrunner.push("child", {})
         end }]]):format(base .. "/callee"))
-      env:script("child", "return function() end")
+      -- the follow-up runs in a coroutine (inflight > 1): its call too
+      -- carries its span
+      env:script("child", ([[
+        local jobrunner = require "jobrunner"
+        return { inflight = 4, handle = function()
+          assert(jobrunner.http{ url = %q }.status == 200)
+        end }]]):format(base .. "/callee?co=1"))
       local url = jrhttp.start(env, ('tracing = { endpoint = %q, sample = 0, headers = { ["x-test"] = "yes" } }'):format(base))
       local code, body = jrhttp.req(url .. "/api/jobs", { token = true,
         body = '{"name": "traced"}', headers = { "traceparent: " .. TP,
@@ -179,14 +185,17 @@ for _, backend in ipairs(jr.backends()) do
       assert.truthy(find("fetch", run.spanId), "jobrunner.span's span")
       local fetch = find("fetch", run.spanId)
       -- the follow-up push: its run a child of the attempt that pushed it
-      assert.truthy(find("process default", run.spanId, "child"), "the follow-up's run")
+      local child = find("process default", run.spanId, "child")
+      assert.truthy(child, "the follow-up's run")
       -- the callee got the traceparent of the span the call was made in
-      local callee
+      local callee, cocallee
       for _, x in ipairs(records(out)) do
-        if x.callee ~= nil then callee = x end
+        if x.callee ~= nil and x.co then cocallee = x
+        elseif x.callee ~= nil then callee = x end
       end
       assert.equal("00-" .. TRACE .. "-" .. fetch.spanId .. "-01", callee.callee)
       assert.equal("vendor=1", callee.tracestate)
+      assert.equal("00-" .. TRACE .. "-" .. child.spanId .. "-01", cocallee.callee)
       local progress
       for _, e in ipairs(run.events) do
         if e.name == "progress" then progress = e end

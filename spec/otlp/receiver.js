@@ -129,7 +129,8 @@ const server = http.createServer((req, res) => {
       res.end("ok\n");
     } else if (req.url.startsWith("/callee")) {
       line({ callee: req.headers.traceparent || null,
-             tracestate: req.headers.tracestate || null });
+             tracestate: req.headers.tracestate || null,
+             co: req.url.includes("co=1") });
       res.end("called\n");
     } else if (req.url === "/v1/traces" && req.method === "POST") {
       if (mode === "500") {
