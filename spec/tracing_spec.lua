@@ -219,7 +219,7 @@ for _, backend in ipairs(jr.backends()) do
         end }]])
       env:config(('tracing = { endpoint = %q, sample = 1 }'):format(base))
       env:start()
-      local id = env:push("flaky")
+      local id = env:push("flaky", "{}", "--key", "acct-7")
       local runs = wait_spans(out, of_job(id), 2, "two attempts")
       table.sort(runs, function(a, b) return a.attributes["jobrunner.job.attempt"] < b.attributes["jobrunner.job.attempt"] end)
       local first, second = runs[1], runs[2]
@@ -228,6 +228,7 @@ for _, backend in ipairs(jr.backends()) do
       assert.equal(2, first.status.code)              -- ERROR
       assert.truthy(first.status.message:find("first try fails", 1, true))
       assert.equal("retry", first.attributes["jobrunner.job.outcome"])
+      assert.equal("acct-7", first.attributes["jobrunner.job.key"])
       assert.equal(2, second.attributes["jobrunner.job.attempt"])
       assert.are_not.equal(first.traceId, second.traceId)
       assert.same({ { traceId = first.traceId, spanId = first.spanId } }, second.links)

@@ -25,7 +25,8 @@
 /* The job's steps and trace context, last in every claim's RETURNING
  * (found by their names): NULL, and no cost but a null, for a job that
  * records none or was pushed with no context. */
-#define CLAIM_STEPS ", j.steps::text AS steps, j.trace AS trace"
+#define CLAIM_STEPS ", j.steps::text AS steps, j.trace AS trace," \
+    " j.limit_key AS limit_key"
 
 /* Returns a new job from row r of a claim's result (columns CLAIM_COLUMNS),
  * freed with free(); NULL when out of memory. */
@@ -33,6 +34,7 @@ jr_job *
 jr_pg_row_job(const PGresult *res, int r)
 {
     int st = PQfnumber(res, "steps"), tr = PQfnumber(res, "trace");
+    int lk = PQfnumber(res, "limit_key");
     jr_job *j = jr_job_new_full(strtoll(PQgetvalue(res, r, 0), NULL, 10),
                                  PQgetvalue(res, r, 1),
                                  PQgetvalue(res, r, 2),
@@ -45,7 +47,9 @@ jr_pg_row_job(const PGresult *res, int r)
                                  PQgetisnull(res, r, 12) ? NULL :
                                  PQgetvalue(res, r, 12),
                                  tr < 0 || PQgetisnull(res, r, tr) ? NULL :
-                                 PQgetvalue(res, r, tr));
+                                 PQgetvalue(res, r, tr),
+                                 lk < 0 || PQgetisnull(res, r, lk) ? NULL :
+                                 PQgetvalue(res, r, lk));
 
     if (j == NULL)
         return NULL;
@@ -191,7 +195,7 @@ static const pg_stmt st_claim_one = {"jr_claim_one", 4,
     CLAIM_STEPS ")"
     " SELECT * FROM u UNION ALL SELECT NULL, NULL, NULL, NULL, NULL,"
     " NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL,"
-    " NULL FROM one"
+    " NULL, NULL FROM one"
     " WHERE n > 1"};
 
 /* st_claim_one from a place in its queue ($5), not from the front of

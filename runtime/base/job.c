@@ -230,15 +230,16 @@ jr_job *
 jr_job_new_full(int64_t id, const char *name, const char *queue,
                 const char *payload, size_t payload_len,
                 const char *parents, const char *steps, const char *waits,
-                const char *trace)
+                const char *trace, const char *key)
 {
     size_t ln = strlen(name) + 1, lq = strlen(queue) + 1;
     size_t lp = parents != NULL ? strlen(parents) + 1 : 0;
     size_t ls = steps != NULL ? strlen(steps) + 1 : 0;
     size_t lw = waits != NULL ? strlen(waits) + 1 : 0;
     size_t lt = trace != NULL ? strlen(trace) + 1 : 0;
+    size_t lk = key != NULL ? strlen(key) + 1 : 0;
     jr_job *j = malloc(sizeof *j + ln + lq + payload_len + 1 + lp + ls +
-                       lw + lt);
+                       lw + lt + lk);
     char *p;
 
     if (j == NULL)
@@ -263,6 +264,8 @@ jr_job_new_full(int64_t id, const char *name, const char *queue,
         j->waits = memcpy(p + payload_len + 1 + lp + ls, waits, lw);
     if (trace != NULL)
         j->trace = memcpy(p + payload_len + 1 + lp + ls + lw, trace, lt);
+    if (key != NULL)
+        j->key = memcpy(p + payload_len + 1 + lp + ls + lw + lt, key, lk);
     return j;
 }
 
@@ -272,7 +275,7 @@ jr_job_new_parents(int64_t id, const char *name, const char *queue,
                    const char *parents)
 {
     return jr_job_new_full(id, name, queue, payload, payload_len, parents,
-                           NULL, NULL, NULL);
+                           NULL, NULL, NULL, NULL);
 }
 
 jr_job *
@@ -287,7 +290,7 @@ jr_job_with_steps(const jr_job *o, const char *steps)
 {
     jr_job *j = jr_job_new_full(o->id, o->name, o->queue, o->payload,
                                 o->payload_len, o->parents, steps, o->waits,
-                                o->trace);
+                                o->trace, o->key);
     jr_job keep;
 
     if (j == NULL)
@@ -301,6 +304,7 @@ jr_job_with_steps(const jr_job *o, const char *steps)
     j->steps = keep.steps;
     j->waits = keep.waits;
     j->trace = keep.trace;
+    j->key = keep.key;
     return j;
 }
 

@@ -40,6 +40,8 @@ typedef struct jr_job {
     const char *trace;          /* its producer's trace context
                                    (jobs.trace, trace.h's stored form), or
                                    NULL: none */
+    const char *key;            /* its limit key (jobs.limit_key), or NULL:
+                                   none (its span's attribute) */
 } jr_job;
 
 /* What a parent ending dead or cancelled does to a job waiting for it
@@ -336,11 +338,13 @@ jr_job *jr_job_new_parents(int64_t id, const char *name, const char *queue,
                            const char *payload, size_t payload_len,
                            const char *parents);
 /* The same with the steps' records and the waits' records too (JSON
- * texts, each may be NULL) and the trace context (may be NULL). */
+ * texts, each may be NULL), the trace context and the limit key (may be
+ * NULL). */
 jr_job *jr_job_new_full(int64_t id, const char *name, const char *queue,
                         const char *payload, size_t payload_len,
                         const char *parents, const char *steps,
-                        const char *waits, const char *trace);
+                        const char *waits, const char *trace,
+                        const char *key);
 
 /* A copy of job o with its steps' records replaced by steps (JSON text,
  * may be NULL), every other field as o's; NULL when out of memory. Free

@@ -198,6 +198,7 @@ jr_frame_put_job(jr_buf *b, const jr_job *j)
     jr_put_str(b, j->steps);
     jr_put_str(b, j->waits);
     jr_put_str(b, j->trace);
+    jr_put_str(b, j->key);
     jr_frame_end(b, start);
 }
 
@@ -239,10 +240,12 @@ jr_frame_get_job(jr_reader *r, jr_err *err)
     size_t lst, lw;
     const char *steps = jr_get_str(r, &lst);
     const char *waits = jr_get_str(r, &lw);
-    size_t lt;
+    size_t lt, lk;
     const char *trace = jr_get_str(r, &lt);
+    const char *key = jr_get_str(r, &lk);
     char nbuf[129], qbuf[129], *pbuf = NULL, *sbuf = NULL, *wbuf = NULL;
     char tbuf[JR_TRACEPARENT_LEN + JR_TRACESTATE_MAX + 2];
+    char kbuf[JR_KEY_MAX + 1];
     jr_job *j;
 
     if (r->bad || name == NULL || queue == NULL || payload == NULL ||
@@ -272,19 +275,25 @@ jr_frame_get_job(jr_reader *r, jr_err *err)
         jr_fail(err, JR_EPROTO, "malformed job frame (waits)");
         return NULL;
     }
-    if (trace != NULL && (lt >= sizeof tbuf || has_nul(trace, lt))) {
+    if ((trace != NULL && (lt >= sizeof tbuf || has_nul(trace, lt))) ||
+        (key != NULL && (lk >= sizeof kbuf || has_nul(key, lk)))) {
         free(pbuf);
         free(sbuf);
         free(wbuf);
-        jr_fail(err, JR_EPROTO, "malformed job frame (trace)");
+        jr_fail(err, JR_EPROTO, "malformed job frame (trace, key)");
         return NULL;
     }
     if (trace != NULL) {
         memcpy(tbuf, trace, lt);
         tbuf[lt] = '\0';
     }
+    if (key != NULL) {
+        memcpy(kbuf, key, lk);
+        kbuf[lk] = '\0';
+    }
     j = jr_job_new_full(id, nbuf, qbuf, payload, lp, pbuf, sbuf, wbuf,
-                        trace != NULL ? tbuf : NULL);
+                        trace != NULL ? tbuf : NULL,
+                        key != NULL ? kbuf : NULL);
     free(pbuf);
     free(sbuf);
     free(wbuf);

@@ -195,6 +195,8 @@ jr_wtrace_end(worker *w, jr_jobctx *ctx, const jr_job *j,
     jr_span_str(s, "messaging.destination.name", j->queue);
     jr_span_str(s, "messaging.message.id", num);
     jr_span_str(s, "jobrunner.job.name", j->name);
+    if (j->key != NULL)
+        jr_span_str(s, "jobrunner.job.key", j->key);
     jr_span_int(s, "jobrunner.job.attempt", j->attempt);
     if (j->run_at > 0)          /* whole microseconds: no printf a job */
         jr_span_int(s, "jobrunner.queue.wait_us",
