@@ -431,7 +431,7 @@ JOBRUNNER_LIBDIR ?= $(LIBDIR)
 ROCK_SRCS         = $(LUAMOD_SRCS) runtime/lua/luaopts.c runtime/lua/json.c \
                     runtime/lua/jsondec.c \
                     runtime/base/jsontext.c runtime/base/util.c \
-                    runtime/base/err.c runtime/base/job.c
+                    runtime/base/err.c runtime/base/job.c runtime/base/trace.c
 
 # built every time: the library it links may have moved since the last
 .PHONY: rock

@@ -33,8 +33,14 @@
 jr_job *
 jr_pg_row_job(const PGresult *res, int r)
 {
-    int st = PQfnumber(res, "steps"), tr = PQfnumber(res, "trace");
-    int lk = PQfnumber(res, "limit_key");
+    /* the last three columns of every claim (CLAIM_STEPS), by place:
+     * PQfnumber folds and copies the name it looks up, a job's row */
+    int nf = PQnfields(res);
+    int last = nf >= 3 && strcmp(PQfname(res, nf - 1), "limit_key") == 0 &&
+               strcmp(PQfname(res, nf - 2), "trace") == 0 &&
+               strcmp(PQfname(res, nf - 3), "steps") == 0;
+    int st = last ? nf - 3 : PQfnumber(res, "steps");
+    int tr = last ? nf - 2 : -1, lk = last ? nf - 1 : -1;
     jr_job *j = jr_job_new_full(strtoll(PQgetvalue(res, r, 0), NULL, 10),
                                  PQgetvalue(res, r, 1),
                                  PQgetvalue(res, r, 2),
