@@ -33,6 +33,10 @@ local function receiver(env, mode)
     if f then f:close() end
     return s and tonumber(s:match("%d+"))
   end, 10, "receiver pid")
+  local pid = receiver_pid
+  finally(function()     -- whatever the test's end, and before the env's
+    os.execute("kill " .. pid .. " 2>/dev/null")
+  end)
   local port = jr.wait_for(function()
     for _, l in ipairs(jr.lines(out)) do
       local p = l:match('"listening":(%d+)')
