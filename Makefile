@@ -75,7 +75,8 @@ DEB_TEST_PKGS = lua5.4 lua-cjson lua-busted sqlite3 postgresql-15 \
 DEB_PKGS      = $(DEB_RUN_PKGS) $(DEB_TEST_PKGS)
 
 .PHONY: deps-run deps-test deps-debian deps-deb
-deps: deps-test spec/browser/node_modules/.package-lock.json
+deps: deps-test spec/browser/node_modules/.package-lock.json \
+      spec/otlp/node_modules/.package-lock.json
 deps-debian: deps-test
 
 # the browser spec's driver (puppeteer-core, from npm's registry, pinned by
@@ -89,6 +90,18 @@ spec/browser/node_modules/.package-lock.json: spec/browser/package.json \
 	    -y -q npm; }
 	$(Q)cd spec/browser && PUPPETEER_SKIP_DOWNLOAD=1 npm ci --no-audit \
 	    --no-fund --loglevel=error >/dev/null
+
+# the tracing spec's OTLP receiver: the official opentelemetry-proto
+# definitions as @opentelemetry/otlp-transformer generates them (from npm's
+# registry, pinned by the lockfile)
+spec/otlp/node_modules/.package-lock.json: spec/otlp/package.json \
+                                          spec/otlp/package-lock.json \
+                                          | deps-test
+	$(Q)command -v npm >/dev/null || { SUDO=; [ "$$(id -u)" = 0 ] || \
+	    SUDO=sudo; DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install \
+	    -y -q npm; }
+	$(Q)cd spec/otlp && npm ci --no-audit --no-fund --loglevel=error \
+	    >/dev/null
 
 # $(call apt_install,PACKAGES): apt-get install those dpkg does not list
 # as installed (none installed: no apt-get at all), with sudo when not
@@ -377,7 +390,7 @@ deb: deps-deb
 	    git ls-files -z --cached --others --exclude-standard | \
 	        tar --null -T - --ignore-failed-read -cf - 2>/dev/null; \
 	else \
-	    tar --exclude=./build --exclude=./spec/browser/node_modules -cf - .; \
+	    tar --exclude=./build --exclude=./spec/browser/node_modules --exclude=./spec/otlp/node_modules -cf - .; \
 	fi | tar -xf - -C $(DEB_SRC)
 	$(Q)cd $(DEB_SRC) && env -u MAKEFLAGS -u MFLAGS -u MAKELEVEL -u BUILD \
 	    -u SANITIZE -u CC -u CFLAGS dpkg-buildpackage -us -uc -b -jauto \
@@ -418,7 +431,7 @@ JOBRUNNER_LIBDIR ?= $(LIBDIR)
 ROCK_SRCS         = $(LUAMOD_SRCS) runtime/lua/luaopts.c runtime/lua/json.c \
                     runtime/lua/jsondec.c \
                     runtime/base/jsontext.c runtime/base/util.c \
-                    runtime/base/err.c runtime/base/job.c
+                    runtime/base/err.c runtime/base/job.c runtime/base/trace.c
 
 # built every time: the library it links may have moved since the last
 .PHONY: rock

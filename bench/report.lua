@@ -142,6 +142,12 @@ local rows = {
   { "crypt_plain_jobs_s", "drain, BENCH_CRYPT_N jobs of 1 KiB payloads in clear (jobs/s)", nil, nil, "%.0f" },
   { "crypt_jobs_s", "  the same encrypted (encryption.key_file) (jobs/s)", nil, nil, "%.0f" },
   { "crypt_ratio", "  encrypted / in clear, in turn (x)", { ">=", 0.85 }, { ">=", 0.85 }, "%.2f" },
+  -- tracing on, spans to a lean sink (bench/run tracing_case)
+  { "trace_plain_jobs_s", "drain, BENCH_TRACE_N no-op jobs, beside the next (jobs/s)", nil, nil, "%.0f" },
+  { "trace_all_jobs_s", "  the same, tracing on, every job's spans sent (jobs/s)", nil, nil, "%.0f" },
+  { "trace_some_jobs_s", "  the same, tracing on, sample 0.01 (jobs/s)", nil, nil, "%.0f" },
+  { "trace_all_ratio", "  tracing sample 1 / off, in turn (x)", { ">=", 0.90 }, { ">=", 0.90 }, "%.2f" },
+  { "trace_some_ratio", "  tracing sample 0.01 / off, in turn (x)", { ">=", 0.98 }, { ">=", 0.98 }, "%.2f" },
   -- PostgreSQL, another session holding a snapshot (bench/run pg_snapshot)
   { "snap_plain_jobs_s", "drain, BENCH_SNAP_N jobs, beside the next (jobs/s)", nil, nil, "%.0f" },
   { "snap_held_jobs_s", "  the same, another session holding a snapshot (jobs/s)", nil, nil, "%.0f" },

@@ -22,16 +22,25 @@
     " extract(epoch FROM j.run_at)::float8," \
     " extract(epoch FROM j.created_at)::float8, j.parents::text," \
     " coalesce(j.batch_id, 0), j.flow, j.waits::text"
-/* The job's steps, last in every claim's RETURNING (found by its name):
- * NULL, and no cost but a null, for a job that records none. */
-#define CLAIM_STEPS ", j.steps::text AS steps"
+/* The job's steps and trace context, last in every claim's RETURNING
+ * (found by their names): NULL, and no cost but a null, for a job that
+ * records none or was pushed with no context. */
+#define CLAIM_STEPS ", j.steps::text AS steps, j.trace AS trace," \
+    " j.limit_key AS limit_key"
 
 /* Returns a new job from row r of a claim's result (columns CLAIM_COLUMNS),
  * freed with free(); NULL when out of memory. */
 jr_job *
 jr_pg_row_job(const PGresult *res, int r)
 {
-    int st = PQfnumber(res, "steps");
+    /* the last three columns of every claim (CLAIM_STEPS), by place:
+     * PQfnumber folds and copies the name it looks up, a job's row */
+    int nf = PQnfields(res);
+    int last = nf >= 3 && strcmp(PQfname(res, nf - 1), "limit_key") == 0 &&
+               strcmp(PQfname(res, nf - 2), "trace") == 0 &&
+               strcmp(PQfname(res, nf - 3), "steps") == 0;
+    int st = last ? nf - 3 : PQfnumber(res, "steps");
+    int tr = last ? nf - 2 : -1, lk = last ? nf - 1 : -1;
     jr_job *j = jr_job_new_full(strtoll(PQgetvalue(res, r, 0), NULL, 10),
                                  PQgetvalue(res, r, 1),
                                  PQgetvalue(res, r, 2),
@@ -42,7 +51,11 @@ jr_pg_row_job(const PGresult *res, int r)
                                  st < 0 || PQgetisnull(res, r, st) ? NULL :
                                  PQgetvalue(res, r, st),
                                  PQgetisnull(res, r, 12) ? NULL :
-                                 PQgetvalue(res, r, 12));
+                                 PQgetvalue(res, r, 12),
+                                 tr < 0 || PQgetisnull(res, r, tr) ? NULL :
+                                 PQgetvalue(res, r, tr),
+                                 lk < 0 || PQgetisnull(res, r, lk) ? NULL :
+                                 PQgetvalue(res, r, lk));
 
     if (j == NULL)
         return NULL;
@@ -189,8 +202,8 @@ static const pg_stmt st_claim_one = {"jr_claim_one", 4,
     "  RETURNING " CLAIM_COLUMNS ", 0::bigint, j.run_at::text"
     CLAIM_STEPS ")"
     " SELECT * FROM u UNION ALL SELECT NULL, NULL, NULL, NULL, NULL,"
-    " NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL"
-    " FROM one"
+    " NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL,"
+    " NULL, NULL FROM one"
     " WHERE n > 1"};
 
 /* st_claim_one from a place in its queue ($5), not from the front of

@@ -378,7 +378,8 @@ static const pg_stmt st_lim_claim = {"jr_lim_claim", 3,
     " extract(epoch FROM j.run_at)::float8,"
     " extract(epoch FROM j.created_at)::float8, j.parents::text,"
     " coalesce(j.batch_id, 0), j.flow, j.waits::text,"
-    " array_position($3::bigint[], j.id), j.steps::text AS steps"};
+    " array_position($3::bigint[], j.id), j.steps::text AS steps,"
+    " j.trace AS trace, j.limit_key AS limit_key"};
 
 /* Claims ids (a literal) into out[0..), in the order of ids. */
 static int

@@ -328,14 +328,24 @@ static const pg_stmt st_expiry = {"jr_expiry", 4,
     " FROM unnest($1::bigint[], $2::float8[], $3::float8[], $4::float8[])"
     " AS u(id, at, inn, dl) WHERE j.id = u.id"};
 
-/* 1 if a push of pp[0..n) has a result_ttl, an expiry or a deadline. */
+/* a push's trace context (docs/tracing.md): set after its insert, as the
+ * result_ttl (few pushes have one; the plain COPY and insert stay as
+ * they are) */
+static const pg_stmt st_trace = {"jr_push_trace", 2,
+    "UPDATE {{schema}}.jobs j SET trace = u.t"
+    " FROM unnest($1::bigint[], $2::text[]) AS u(id, t)"
+    " WHERE j.id = u.id"};
+
+/* 1 if a push of pp[0..n) has a result_ttl, an expiry, a deadline or a
+ * trace context: what is set after the insert. */
 static int
 any_ttl(const jr_push *const *pp, int n)
 {
     int i;
 
     for (i = 0; i < n; i++)
-        if (pp[i]->result_ttl > 0 || JR_PUSH_EXPIRY(pp[i]))
+        if (pp[i]->result_ttl > 0 || JR_PUSH_EXPIRY(pp[i]) ||
+            pp[i]->traceparent != NULL)
             return 1;
     return 0;
 }
@@ -380,6 +390,46 @@ set_expiry(jr_backend *b, const jr_push *const *pp, int n,
     return rc;
 }
 
+/* The trace contexts of the pushes of pp that have one, by ids. */
+static int
+set_traces(jr_backend *b, const jr_push *const *pp, int n,
+           const int64_t *ids, jr_err *err)
+{
+    const char *params[2];
+    char num[32];
+    jr_buf s = {0}, t = {0}, v = {0};
+    int i, rc = 0, any = 0;
+
+    for (i = 0; i < n; i++) {
+        if (pp[i]->traceparent == NULL || (pp[i]->outcome != NULL &&
+            *pp[i]->outcome == JR_PUSH_DUPLICATE))  /* not its job */
+            continue;
+        any = 1;
+        snprintf(num, sizeof num, "%lld", (long long)ids[i]);
+        sb_num(&s, num);
+        jr_buf_reset(&v);
+        jr_buf_put(&v, pp[i]->traceparent, strlen(pp[i]->traceparent));
+        if (pp[i]->tracestate != NULL) {
+            jr_buf_put(&v, " ", 1);
+            jr_buf_put(&v, pp[i]->tracestate, strlen(pp[i]->tracestate));
+        }
+        jr_buf_put(&v, "", 1);
+        sb_elem(&t, v.oom ? "" : v.p);
+    }
+    if (any) {
+        params[0] = sb_array(&s);
+        params[1] = sb_array(&t);
+        rc = s.oom || t.oom || v.oom ?
+             jr_fail(err, JR_ENOMEM, "postgres: pushing: out of memory")
+             : jr_pg_run_count(b, &st_trace, params, "setting the trace "
+                               "context", err) < 0 ? -1 : 0;
+    }
+    free(s.p);
+    free(t.p);
+    free(v.p);
+    return rc;
+}
+
 int
 jr_pg_insert_all(jr_backend *b, const jr_push *const *pp, int n, int64_t *ids,
               jr_err *err)
@@ -388,7 +438,7 @@ jr_pg_insert_all(jr_backend *b, const jr_push *const *pp, int n, int64_t *ids,
     char num[32];
     jr_buf s = {0}, t = {0};
     int64_t *own = NULL;
-    int i, rc;
+    int i, rc, ttls = 0;
 
     if (!any_ttl(pp, n))
         return jr_pg_insert_jobs(b, pp, n, ids, err);
@@ -404,6 +454,7 @@ jr_pg_insert_all(jr_backend *b, const jr_push *const *pp, int n, int64_t *ids,
         for (i = 0; i < n; i++) {
             if (!(pp[i]->result_ttl > 0))
                 continue;
+            ttls = 1;
             snprintf(num, sizeof num, "%lld", (long long)ids[i]);
             sb_num(&s, num);
             snprintf(num, sizeof num, "%.17g", pp[i]->result_ttl);
@@ -411,11 +462,14 @@ jr_pg_insert_all(jr_backend *b, const jr_push *const *pp, int n, int64_t *ids,
         }
         params[0] = sb_array(&s);
         params[1] = sb_array(&t);
-        rc = s.oom || t.oom ? jr_fail(err, JR_ENOMEM, "postgres: pushing: "
+        rc = !ttls ? 0
+             : s.oom || t.oom ? jr_fail(err, JR_ENOMEM, "postgres: pushing: "
                                       "out of memory")
              : jr_pg_run_count(b, &st_result_ttl, params, "setting result_ttl",
                             err) < 0 ? -1 : 0;
     }
+    if (rc == 0)
+        rc = set_traces(b, pp, n, ids, err);
     free(s.p);
     free(t.p);
     free(own);

@@ -1584,6 +1584,76 @@ CREATE TABLE {{schema}}.fair_clocks (
     queue text PRIMARY KEY,
     clock double precision NOT NULL
 );
+-- migration 19
+-- Trace context (docs/tracing.md): the W3C traceparent a producer gave,
+-- then, with a tracestate, one space and the tracestate. NULL for a job
+-- pushed without one, which pays a NULL in the claim and nothing else (a
+-- nullable column without a default: no table rewrite).
+ALTER TABLE {{schema}}.jobs ADD COLUMN trace text
+    CHECK (trace IS NULL OR octet_length(trace) BETWEEN 55 AND 568);
+-- The checks every producer makes (base/trace.c): version 00, lowercase
+-- hex, ids not all zero; a tracestate printable ASCII of at most 512
+-- bytes with key=value, only with a traceparent. Returns the stored form.
+CREATE FUNCTION {{schema}}.trace_of(traceparent text, tracestate text)
+RETURNS text LANGUAGE plpgsql IMMUTABLE AS $$
+BEGIN
+    IF traceparent IS NULL THEN
+        IF tracestate IS NOT NULL THEN
+            RAISE EXCEPTION 'jobrunner.push: a tracestate needs a traceparent'
+                USING ERRCODE = 'invalid_parameter_value';
+        END IF;
+        RETURN NULL;
+    END IF;
+    IF traceparent !~ '^00-[0-9a-f]{32}-[0-9a-f]{16}-[0-9a-f]{2}$'
+       OR substr(traceparent, 4, 32) = repeat('0', 32)
+       OR substr(traceparent, 37, 16) = repeat('0', 16) THEN
+        RAISE EXCEPTION 'jobrunner.push: traceparent ''%'' is not a W3C traceparent (00-<32 hex>-<16 hex>-<2 hex>, lowercase, ids not all zero)',
+            left(traceparent, 80) USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    IF tracestate IS NULL THEN
+        RETURN traceparent;
+    END IF;
+    IF octet_length(tracestate) > 512 OR tracestate !~ '^[ -~]*=[ -~]*$' THEN
+        RAISE EXCEPTION 'jobrunner.push: tracestate is not a list of key=value in printable ASCII of at most 512 bytes'
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    RETURN traceparent || ' ' || tracestate;
+END
+$$;
+-- The SQL producer's push gains the trace context, last, with defaults:
+-- the earlier calls keep working.
+--   SELECT jobrunner.push('mail', '{}', traceparent =>
+--       '00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01');
+DROP FUNCTION {{schema}}.push(text, jsonb, timestamptz, int, text, int, text,
+                              interval, text, text);
+CREATE FUNCTION {{schema}}.push(name text, payload jsonb DEFAULT '{}',
+                                run_at timestamptz DEFAULT now(),
+                                priority int DEFAULT 0,
+                                queue text DEFAULT 'default',
+                                max_retries int DEFAULT NULL,
+                                unique_key text DEFAULT NULL,
+                                unique_for interval DEFAULT NULL,
+                                on_conflict text DEFAULT 'keep',
+                                key text DEFAULT NULL,
+                                traceparent text DEFAULT NULL,
+                                tracestate text DEFAULT NULL)
+RETURNS bigint LANGUAGE plpgsql AS $$
+#variable_conflict use_column
+DECLARE
+    t text := {{schema}}.trace_of(push.traceparent, push.tracestate);
+    p_id bigint;
+    p_outcome text;
+BEGIN
+    SELECT p.id, p.outcome INTO p_id, p_outcome
+    FROM {{schema}}.push_keyed(push.name, push.payload, push.run_at,
+        push.priority, push.queue, push.max_retries, push.unique_key,
+        push.unique_for, push.on_conflict, push.key) p;
+    IF t IS NOT NULL AND p_outcome = 'new' THEN
+        UPDATE {{schema}}.jobs j SET trace = t WHERE j.id = p_id;
+    END IF;
+    RETURN p_id;
+END
+$$;
 -- migration 20
 -- Each attempt's logs (docs/handlers.md, "Each attempt's logs"): what a
 -- handler's jobrunner.log, print, io.write and io.stderr wrote in one run,
@@ -1681,13 +1751,14 @@ BEGIN
     WHERE b.id = bid;
 END
 $$;
--- The SQL producer's push as migration 6's, and expires_at (a job not
--- started by then ends expired) and deadline (how long after its first
--- start it may still be retried):
+-- The SQL producer's push as migration 19's (its trace context), and
+-- expires_at (a job not started by then ends expired) and deadline (how
+-- long after its first start it may still be retried), last, with
+-- defaults: the earlier calls keep working:
 --   SELECT jobrunner.push('report', expires_at => now() + interval '10 minutes',
 --                         deadline => interval '1 hour');
 DROP FUNCTION {{schema}}.push(text, jsonb, timestamptz, int, text, int, text,
-                              interval, text, text);
+                              interval, text, text, text, text);
 CREATE FUNCTION {{schema}}.push(name text, payload jsonb DEFAULT '{}',
                                 run_at timestamptz DEFAULT now(),
                                 priority int DEFAULT 0,
@@ -1697,10 +1768,13 @@ CREATE FUNCTION {{schema}}.push(name text, payload jsonb DEFAULT '{}',
                                 unique_for interval DEFAULT NULL,
                                 on_conflict text DEFAULT 'keep',
                                 key text DEFAULT NULL,
+                                traceparent text DEFAULT NULL,
+                                tracestate text DEFAULT NULL,
                                 expires_at timestamptz DEFAULT NULL,
                                 deadline interval DEFAULT NULL)
 RETURNS bigint LANGUAGE plpgsql AS $$
 DECLARE
+    t text := {{schema}}.trace_of(push.traceparent, push.tracestate);
     jid bigint;
     oc text;
     secs double precision := extract(epoch FROM push.deadline);
@@ -1718,9 +1792,10 @@ BEGIN
         push.max_retries, push.unique_key, push.unique_for, push.on_conflict,
         push.key) p;
     -- a duplicate's holder keeps its own
-    IF oc = 'new' AND (push.expires_at IS NOT NULL OR secs IS NOT NULL) THEN
-        UPDATE {{schema}}.jobs j SET expires_at = push.expires_at,
-            deadline = secs
+    IF oc = 'new' AND (t IS NOT NULL OR push.expires_at IS NOT NULL OR
+                       secs IS NOT NULL) THEN
+        UPDATE {{schema}}.jobs j SET trace = t,
+            expires_at = push.expires_at, deadline = secs
         WHERE j.id = jid;
     END IF;
     RETURN jid;

@@ -14,7 +14,8 @@
 
 /* what a claim reads of a job (row_job) */
 #define CLAIM_COLUMNS "id, name, queue, payload, attempts, max_retries," \
-    " priority, run_at, created_at, parents, batch_id, flow, steps, waits"
+    " priority, run_at, created_at, parents, batch_id, flow, steps, waits," \
+    " trace, limit_key"
 
 /* The file's statements: slots of sql_text[] (sqlite_int.h). */
 enum { S_CLAIM_QUEUES, S_QUEUE_READY, S_CLAIM_CANDIDATES, S_LIM_CANDIDATES,
@@ -103,7 +104,8 @@ row_job(sqlite3_stmt *s)
                                 col_text(s, 3),
                                 (size_t)sqlite3_column_bytes(s, 3),
                                 col_text(s, 9), col_text(s, 12),
-                                col_text(s, 13));
+                                col_text(s, 13), col_text(s, 14),
+                                col_text(s, 15));
     if (j == NULL)
         return NULL;
     j->attempt = sqlite3_column_int(s, 4) + 1;

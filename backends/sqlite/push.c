@@ -31,7 +31,7 @@
 enum { S_INSERT, S_INSERT_BARE, S_INSERT_MANY, S_INSERT_MANY_IDS,
        S_INSERT_MANY_BARE, S_INSERT_MANY_BARE_IDS, S_LIMIT_PATH,
        S_UNIQUE_HOLDER, S_UNIQUE_WINDOW, S_UNIQUE_TAKE, S_UNIQUE_REPLACE,
-       S_QUEUE_SEEN, S_QUEUE_KNOWN, S_RESULT_TTL, S_EXPIRY, S_COUNT };
+       S_QUEUE_SEEN, S_QUEUE_KNOWN, S_RESULT_TTL, S_EXPIRY, S_TRACE, S_COUNT };
 
 static const char *const sql_text[S_COUNT] = {
     [S_INSERT] = INSERT_JOB LIMIT_KEY_OF ")",
@@ -66,6 +66,9 @@ static const char *const sql_text[S_COUNT] = {
     /* its expiry and deadline, likewise (NULL: none) */
     [S_EXPIRY] = "UPDATE jobs SET expires_at = ?2, deadline = ?3"
         " WHERE id = ?1",
+    /* a push's trace context (docs/tracing.md), the same way */
+    [S_TRACE] = "UPDATE jobs SET trace = ?2 || coalesce(' ' || ?3, '')"
+                " WHERE id = ?1",
 };
 
 static sqlite3_stmt *
@@ -469,6 +472,23 @@ set_expiry(jr_backend *b, int64_t id, const jr_push *p, double now,
     return run(b, s, err, "setting an expiry") < 0 ? -1 : 0;
 }
 
+/* Sets the trace context of job id from p. */
+static int
+set_trace(jr_backend *b, int64_t id, const jr_push *p, jr_err *err)
+{
+    sqlite3_stmt *s;
+
+    if ((s = stmt(b, S_TRACE, err)) == NULL)
+        return -1;
+    sqlite3_bind_int64(s, 1, id);
+    sqlite3_bind_text(s, 2, p->traceparent, -1, SQLITE_STATIC);
+    if (p->tracestate != NULL)
+        sqlite3_bind_text(s, 3, p->tracestate, -1, SQLITE_STATIC);
+    else
+        sqlite3_bind_null(s, 3);
+    return run(b, s, err, "setting the trace context") < 0 ? -1 : 0;
+}
+
 /* The rows, then the workflow options of those that have some (flow.c),
  * which need the ids. */
 static int
@@ -478,7 +498,8 @@ insert_all(jr_backend *b, const jr_push *p, int n, int64_t *ids,
     int64_t *own = NULL;
     int i, rc;
 
-    for (i = 0; i < n && !(p[i].result_ttl > 0) && !JR_PUSH_EXPIRY(&p[i]);
+    for (i = 0; i < n && !(p[i].result_ttl > 0) && !JR_PUSH_EXPIRY(&p[i]) &&
+                p[i].traceparent == NULL;
          i++)
         ;
     if (i == n && !jr_sqlite_flow_any(p, n))  /* the plain path */
@@ -491,9 +512,13 @@ insert_all(jr_backend *b, const jr_push *p, int n, int64_t *ids,
     for (i = 0; rc == 0 && i < n; i++)
         if (p[i].result_ttl > 0)
             rc = set_result_ttl(b, ids[i], p[i].result_ttl, err);
-    for (i = 0; rc == 0 && i < n; i++)
+    for (i = 0; rc == 0 && i < n; i++) {
         if (JR_PUSH_EXPIRY(&p[i]))
             rc = set_expiry(b, ids[i], &p[i], now, err);
+        if (rc == 0 && p[i].traceparent != NULL &&
+            (p[i].outcome == NULL || *p[i].outcome != JR_PUSH_DUPLICATE))
+            rc = set_trace(b, ids[i], &p[i], err);
+    }
     if (rc == 0 && jr_sqlite_flow_any(p, n))
         rc = jr_sqlite_flow_link(b, p, n, ids, now, err);
     free(own);

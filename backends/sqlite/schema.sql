@@ -589,6 +589,12 @@ CREATE TABLE fair_clocks (
     queue TEXT PRIMARY KEY,
     clock REAL NOT NULL
 ) WITHOUT ROWID;
+-- migration 19
+-- Trace context (docs/tracing.md): the W3C traceparent a producer gave,
+-- then, with a tracestate, one space and the tracestate. NULL for a job
+-- pushed without one, which pays a NULL in the claim and nothing else.
+ALTER TABLE jobs ADD COLUMN trace TEXT
+    CHECK (trace IS NULL OR length(CAST(trace AS BLOB)) BETWEEN 55 AND 568);
 -- migration 20
 -- Each attempt's logs (docs/handlers.md, "Each attempt's logs"): what a
 -- handler's jobrunner.log, print, io.write and io.stderr wrote in one run,

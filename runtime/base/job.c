@@ -10,6 +10,7 @@
 #include "base/jsontext.h"
 #include "base/keyring.h"
 #include "base/ranges.h"
+#include "base/trace.h"
 
 int
 jr_name_check(const char *name, const char *what, jr_err *err)
@@ -227,6 +228,12 @@ jr_push_check(const jr_push *p, size_t max_payload, jr_err *err)
     if (expiry_check(p, err) < 0 ||
         flow_check(p, err) < 0 || seq_check(p, err) < 0)
         return -1;
+    if (p->traceparent != NULL || p->tracestate != NULL) {
+        char what[160];
+        snprintf(what, sizeof what, "job '%.128s'", p->name);
+        if (jr_trace_check(p->traceparent, p->tracestate, what, err) < 0)
+            return -1;
+    }
     return unique_check(p, err);
 }
 
@@ -250,14 +257,17 @@ jr_unique_key_check(const char *name, const char *key, size_t len,
 jr_job *
 jr_job_new_full(int64_t id, const char *name, const char *queue,
                 const char *payload, size_t payload_len,
-                const char *parents, const char *steps, const char *waits)
+                const char *parents, const char *steps, const char *waits,
+                const char *trace, const char *key)
 {
     size_t ln = strlen(name) + 1, lq = strlen(queue) + 1;
     size_t lp = parents != NULL ? strlen(parents) + 1 : 0;
     size_t ls = steps != NULL ? strlen(steps) + 1 : 0;
     size_t lw = waits != NULL ? strlen(waits) + 1 : 0;
+    size_t lt = trace != NULL ? strlen(trace) + 1 : 0;
+    size_t lk = key != NULL ? strlen(key) + 1 : 0;
     jr_job *j = malloc(sizeof *j + ln + lq + payload_len + 1 + lp + ls +
-                       lw);
+                       lw + lt + lk);
     char *p;
 
     if (j == NULL)
@@ -280,6 +290,10 @@ jr_job_new_full(int64_t id, const char *name, const char *queue,
         j->steps = memcpy(p + payload_len + 1 + lp, steps, ls);
     if (waits != NULL)
         j->waits = memcpy(p + payload_len + 1 + lp + ls, waits, lw);
+    if (trace != NULL)
+        j->trace = memcpy(p + payload_len + 1 + lp + ls + lw, trace, lt);
+    if (key != NULL)
+        j->key = memcpy(p + payload_len + 1 + lp + ls + lw + lt, key, lk);
     return j;
 }
 
@@ -289,7 +303,7 @@ jr_job_new_parents(int64_t id, const char *name, const char *queue,
                    const char *parents)
 {
     return jr_job_new_full(id, name, queue, payload, payload_len, parents,
-                           NULL, NULL);
+                           NULL, NULL, NULL, NULL);
 }
 
 jr_job *
@@ -303,7 +317,8 @@ jr_job *
 jr_job_with_steps(const jr_job *o, const char *steps)
 {
     jr_job *j = jr_job_new_full(o->id, o->name, o->queue, o->payload,
-                                o->payload_len, o->parents, steps, o->waits);
+                                o->payload_len, o->parents, steps, o->waits,
+                                o->trace, o->key);
     jr_job keep;
 
     if (j == NULL)
@@ -316,6 +331,8 @@ jr_job_with_steps(const jr_job *o, const char *steps)
     j->parents = keep.parents;
     j->steps = keep.steps;
     j->waits = keep.waits;
+    j->trace = keep.trace;
+    j->key = keep.key;
     return j;
 }
 

@@ -37,6 +37,11 @@ typedef struct jr_job {
                                    batch (its end may make jobs ready) */
     const char *waits;          /* JSON text: its signals and sleeps
                                    (jobs.waits), or NULL: none */
+    const char *trace;          /* its producer's trace context
+                                   (jobs.trace, trace.h's stored form), or
+                                   NULL: none */
+    const char *key;            /* its limit key (jobs.limit_key), or NULL:
+                                   none (its span's attribute) */
 } jr_job;
 
 /* What a parent ending dead or cancelled does to a job waiting for it
@@ -126,6 +131,9 @@ typedef struct jr_push {
     double         deadline;    /* seconds from its first start: no retry
                                    due later; it ends dead, 'deadline
                                    passed' */
+    /* trace context (docs/tracing.md): NULL means none */
+    const char    *traceparent; /* W3C traceparent, checked (trace.h) */
+    const char    *tracestate;  /* W3C tracestate, only with a traceparent */
 } jr_push;
 
 /* Whether push p has an expiry or a deadline (a plain push has none). */
@@ -360,11 +368,13 @@ jr_job *jr_job_new_parents(int64_t id, const char *name, const char *queue,
                            const char *payload, size_t payload_len,
                            const char *parents);
 /* The same with the steps' records and the waits' records too (JSON
- * texts, each may be NULL). */
+ * texts, each may be NULL), the trace context and the limit key (may be
+ * NULL). */
 jr_job *jr_job_new_full(int64_t id, const char *name, const char *queue,
                         const char *payload, size_t payload_len,
                         const char *parents, const char *steps,
-                        const char *waits);
+                        const char *waits, const char *trace,
+                        const char *key);
 
 /* A copy of job o with its steps' records replaced by steps (JSON text,
  * may be NULL), every other field as o's; NULL when out of memory. Free

@@ -55,6 +55,11 @@ static const struct topic {
     {"http", "HTTP: metrics, dashboard, API",
      "the HTTP server, /metrics, the dashboard, the JSON API", "HTTP",
      "metrics api dashboard"},
+    {"tracing", "Tracing",
+     "OpenTelemetry spans per attempt over OTLP/HTTP, the trace context "
+     "each producer gives, jobrunner.span",
+     "TRACING, ENVIRONMENT (TRACEPARENT)",
+     "trace traces opentelemetry otlp span spans traceparent"},
     {"producers", "Producers",
      "pushing from the CLI, C, Lua and SQL; installing the library",
      "FROM CODE AND SQL", "producer client library lua install"},

@@ -33,7 +33,9 @@ static const struct command {
      "                           queue a job; prints its id (with --unique-key: the id\n"
      "                           and new, duplicate or replaced); --expires-*: not\n"
      "                           started by then, it ends expired; --deadline: no\n"
-     "                           retry past that long after its first start", 1},
+     "                           retry past that long after its first start;\n"
+     "                           TRACEPARENT and TRACESTATE in the environment:\n"
+     "                           its trace context", 1},
     {"push-flow", jr_cmd_push_flow, "push-flow FILE|- [--json]\n"
      "                           push a flow (docs/workflows.md): its jobs and\n"
      "                           their after links in one transaction; prints each\n"

@@ -11,6 +11,7 @@
 #include "config/config.h"
 #include "client/jobrunner.h"
 #include "lua/script.h"
+#include "base/trace.h"
 #include "base/util.h"
 
 /* The options of push, as keys.c's key table: each setter parses its
@@ -228,6 +229,25 @@ static const struct push_option {
     {NULL, 0, NULL}
 };
 
+/* The trace context of the environment (docs/tracing.md): TRACEPARENT
+ * and TRACESTATE, as OpenTelemetry's environment carriers name them;
+ * empty is unset. A malformed one is refused, naming the variable. */
+static int
+trace_env(jr_push *p)
+{
+    const char *tp = getenv("TRACEPARENT"), *ts = getenv("TRACESTATE");
+    char what[200];
+    jr_err err;
+
+    p->traceparent = tp != NULL && *tp != '\0' ? tp : NULL;
+    p->tracestate = ts != NULL && *ts != '\0' ? ts : NULL;
+    snprintf(what, sizeof what, "push: job '%.128s' (TRACEPARENT, "
+             "TRACESTATE)", p->name);
+    if (jr_trace_check(p->traceparent, p->tracestate, what, &err) < 0)
+        return jr_cmd_die(JR_EXIT_USAGE, err.msg);
+    return 0;
+}
+
 /* Parses push's arguments (NAME [JSON] and the options) into p, whose
  * strings then borrow argv. Returns 0, or the exit status after saying
  * what is wrong. */
@@ -269,6 +289,8 @@ push_args(jr_cli *cli, jr_push *p)
     }
     if (p->name == NULL)
         return jr_cmd_usage("push: missing the job %s", "NAME");
+    if ((rc = trace_env(p)) != 0)
+        return rc;
     if (conflict && p->unique_key == NULL)  /* keep too: as if not given */
         return jr_conflict_alone(p->name, &err),
                jr_cmd_die(JR_EXIT_USAGE, err.msg);
@@ -352,6 +374,8 @@ jr_cmd_push(jr_cli *cli)
     opts.expires_at = p.expires_at;
     opts.expires_in = p.expires_in;
     opts.deadline = p.deadline;
+    opts.traceparent = p.traceparent;
+    opts.tracestate = p.tracestate;
     u.key = p.unique_key;
     u.unique_for = p.unique_for;
     u.on_conflict = p.on_conflict;

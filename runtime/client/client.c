@@ -188,6 +188,8 @@ make_push(jr_client *c, const char *name, const char *payload,
     p->expires_at = o->expires_at;
     p->expires_in = o->expires_in;
     p->deadline = o->deadline;
+    p->traceparent = o->traceparent;
+    p->tracestate = o->tracestate;
     return jr_push_check(p, c->max_payload, &c->err);
 }
 

@@ -106,10 +106,20 @@ typedef struct jr_client_opts {
     double      deadline;       /* seconds from its first start: no retry
                                    is scheduled at or past it, the job ends
                                    dead with "deadline passed" */
+    const char *traceparent;    /* W3C trace context the job carries
+                                   (docs/tracing.md): its run's span is a
+                                   child of this one. "00-" 32 hex "-"
+                                   16 hex "-" 2 hex, lowercase, ids not
+                                   all zero, else JR_CLIENT_EINPUT; NULL:
+                                   none */
+    const char *tracestate;     /* W3C tracestate, printable ASCII of at
+                                   most 512 bytes, only with a
+                                   traceparent; NULL: none */
 } jr_client_opts;
 
 #define JR_CLIENT_UNSET (-1)
-#define JR_CLIENT_OPTS_INIT { 0, 0, 0, NULL, JR_CLIENT_UNSET, NULL, 0, 0, 0, 0 }
+#define JR_CLIENT_OPTS_INIT { 0, 0, 0, NULL, JR_CLIENT_UNSET, NULL, 0, 0, 0, 0, \
+                              NULL, NULL }
 
 /* One job of a jr_client_push_many batch. Strings are borrowed. */
 typedef struct jr_client_job {

@@ -58,6 +58,8 @@ read_push_opts(lua_State *L, int idx, const char *fn, const char *name,
     o->expires_at = p.expires_at;
     o->expires_in = p.expires_in;
     o->deadline = p.deadline;
+    o->traceparent = p.traceparent;          /* anchored by the table */
+    o->tracestate = p.tracestate;            /* anchored by the table */
     u->key = p.unique_key;                   /* anchored by the table */
     u->unique_for = p.unique_for;
     u->on_conflict = p.on_conflict == JR_CONFLICT_REPLACE ?

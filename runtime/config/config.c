@@ -31,6 +31,7 @@ jr_config_defaults(jr_config *c)
     jr_keys_defaults(c);        /* the plain keys', from their rows */
     c->log_level = JR_LOG_INFO;
     c->wait_for_db = -1;
+    c->trace_sample = 1;
     c->ref = LUA_NOREF;
 }
 
@@ -153,5 +154,9 @@ jr_config_free(jr_config *c)
     jr_queues_free(&c->queues);
     jr_schedules_free(&c->schedules);
     jr_limits_free(&c->limits);
+    free(c->trace_endpoint);
+    for (int i = 0; i < c->trace_nheaders; i++)
+        free(c->trace_headers[i]);
+    free(c->trace_headers);
     memset(c, 0, sizeof *c);
 }

@@ -100,7 +100,24 @@ typedef struct jr_config {
     struct jr_keyring *keys;    /* the runner's, read at its start from
                                  * key_file (jr_config_free frees it);
                                  * NULL: none */
+    /* `tracing` (docs/tracing.md): NULL endpoint: off */
+    char      *trace_endpoint;  /* tracing.endpoint, "http(s)://host:port"
+                                 * (spans go to its /v1/traces) */
+    double     trace_sample;    /* tracing.sample, 0 to 1; 1 by default */
+    char     **trace_headers;   /* tracing.headers as "Name: value", */
+    int        trace_nheaders;  /* sorted by name */
+    int        trace_queue;     /* tracing.queue: spans waiting for the
+                                 * collector at most; 0: the default */
 } jr_config;
+
+/* cfgtrace.c: reads the `tracing` table on top of L into c. Returns 0,
+ * or -1 with the key at fault ("tracing.sample") in key and what is wrong
+ * in what. */
+int  jr_config_tracing(lua_State *L, jr_config *c, char *key, size_t keysize,
+                       char *what, size_t whatsize);
+#define JR_TRACE_HEADERS_MAX 32 /* tracing.headers entries */
+#define JR_TRACE_QUEUE       4096       /* tracing.queue by default */
+#define JR_TRACE_QUEUE_MAX   1000000
 
 /* Fills c with the defaults. */
 void jr_config_defaults(jr_config *c);

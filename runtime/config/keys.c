@@ -289,6 +289,17 @@ k_http(cfg_ctx *x, lua_State *L, const char *key)
 }
 
 static int
+k_tracing(cfg_ctx *x, lua_State *L, const char *key)
+{
+    char sub[200], what[300];
+
+    snprintf(sub, sizeof sub, "%s", key);
+    if (jr_config_tracing(L, x->c, sub, sizeof sub, what, sizeof what) < 0)
+        return jr_key_fail(x, sub, "%s", what);
+    return 0;
+}
+
+static int
 k_limits(cfg_ctx *x, lua_State *L, const char *key)
 {
     char sub[200], what[300];
@@ -408,6 +419,8 @@ static const key_row top_rows[] = {
      "caps and rates per name or queue"},
     {"encryption", K_FN, 0, 0, 0, NONE, NULL, k_encryption,
      "the key file that encrypts payloads and results"},
+    {"tracing", K_FN, 0, 0, 0, NONE, NULL, k_tracing,
+     "OpenTelemetry spans to an OTLP/HTTP collector"},
     {NULL, K_FN, 0, 0, 0, NONE, NULL, NULL, NULL}
 };
 

@@ -56,6 +56,8 @@ enum { JR_API_SCHED_PAUSE = 1, JR_API_SCHED_RESUME, JR_API_SCHED_FIRE };
 
 struct jr_schedules;
 
+#define JR_API_TRACE_MAX 520    /* bytes of a trace header kept, NUL too */
+
 typedef struct jr_apireq {
     const jr_apiop *op;         /* what it asks */
     int64_t     ids[JR_API_IDS_MAX];    /* JOB: ids[0]; RETRY, CANCEL */
@@ -96,6 +98,9 @@ typedef struct jr_apireq {
     const struct jr_keyring *keys;  /* JOB: the runner's, or NULL */
     int         decrypt;        /* JOB: its values shown decrypted */
     jr_buf      sealed;         /* PUSH: the payloads sealed */
+    char        trace[2 * JR_API_TRACE_MAX];    /* PUSH: the request's
+                                   traceparent, then its tracestate, each
+                                   NUL-terminated; "": none */
 } jr_apireq;
 
 /* Runs the request arg (a jr_apireq) over db: for jr_dbthread_request,

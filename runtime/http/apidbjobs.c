@@ -12,11 +12,14 @@
 
 #include <event2/buffer.h>
 #include <event2/http.h>
+#include <event2/keyvalq_struct.h>
 
 #include "http/apiroute.h"
 #include "http/apidb.h"
 #include "backend.h"
 #include "base/job.h"
+#include "base/log.h"
+#include "base/trace.h"
 #include "config/config.h"
 
 typedef jr_apiwalk walk;
@@ -343,6 +346,37 @@ r_job(jr_apicall *c)
 }
 
 /* POST /api/jobs: one job object, or an array pushed all or none. */
+/* The request's own trace context (docs/tracing.md): its traceparent
+ * and tracestate headers, given to every job of the push. A malformed
+ * one is the HTTP client's tracing, not the jobs: it is ignored, with a
+ * warning, and the jobs are pushed without context (as W3C Trace Context
+ * asks of a receiver). */
+static void
+push_trace(jr_apicall *c, jr_apireq *q)
+{
+    struct evkeyvalq *h = evhttp_request_get_input_headers(c->req);
+    const char *tp = evhttp_find_header(h, "traceparent");
+    const char *ts = evhttp_find_header(h, "tracestate");
+    char *state = q->trace + JR_API_TRACE_MAX;
+    jr_err err;
+    int i;
+
+    if (tp == NULL)
+        return;
+    if (ts != NULL && *ts == '\0')
+        ts = NULL;
+    if (jr_trace_check(tp, ts, "POST /api/jobs", &err) < 0) {
+        jr_log(JR_LOG_WARN, "%s; the jobs are pushed without it", err.msg);
+        return;
+    }
+    snprintf(q->trace, JR_API_TRACE_MAX, "%s", tp);
+    snprintf(state, JR_API_TRACE_MAX, "%s", ts ? ts : "");
+    for (i = 0; i < q->npushes; i++) {
+        q->pushes[i].traceparent = q->trace;
+        q->pushes[i].tracestate = ts ? state : NULL;
+    }
+}
+
 static void
 r_push(jr_apicall *c)
 {
@@ -366,6 +400,7 @@ r_push(jr_apicall *c)
         jr_apireq_free(q);
         return;
     }
+    push_trace(c, q);
     jr_api_ask(c, q);
 }
 

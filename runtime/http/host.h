@@ -86,6 +86,10 @@ typedef struct jr_httphost {
     /* The schedules the runner follows now: its config's, as last
      * reloaded. Valid until the loop runs again. */
     const struct jr_schedules *(*schedules)(void *runner);
+    /* Appends the span export's counters (Prometheus text:
+     * jobrunner_spans_exported_total, jobrunner_spans_dropped_total,
+     * jobrunner_span_exports_failed_total; docs/tracing.md). */
+    void (*trace_metrics)(void *runner, jr_buf *b);
 } jr_httphost;
 
 #endif

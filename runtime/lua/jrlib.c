@@ -17,6 +17,7 @@
 #include <lua.h>
 
 #include "base/jsontext.h"
+#include "base/trace.h"
 #include "lua/jrlib.h"
 #include "lua/jrwait.h"
 #include "lua/json.h"
@@ -94,6 +95,8 @@ jr_jobctx_free(jr_jobctx *ctx)
     free(ctx->mem);
     jr_buf_free(&ctx->sql);
     jr_joblog_free(&ctx->log);
+    jr_jobtrace_free(ctx->trace);
+    ctx->trace = NULL;
     ctx->pushes = NULL;
     ctx->mem = NULL;
     ctx->cap = 0;
@@ -111,8 +114,18 @@ keep_push(lua_State *L, jr_jobctx *ctx, const jr_push *p, const char *name,
     size_t klen = p->unique_key ? strlen(p->unique_key) + 1 : 0;
     size_t llen = p->key ? strlen(p->key) + 1 : 0;
     size_t slen = p->sequence ? strlen(p->sequence) + 1 : 0;
+    char tpbuf[JR_TRACEPARENT_LEN + 1];
+    const char *tp = p->traceparent, *ts = p->tracestate;
+    size_t tlen, tslen;
     jr_push *slot;
     char *mem;
+
+    /* the running attempt's context, unless the push gives its own */
+    if (tp == NULL && ts == NULL &&
+        jr_jobtrace_parent(ctx->trace, ctx->job->trace, tpbuf, &ts))
+        tp = tpbuf;
+    tlen = tp ? strlen(tp) + 1 : 0;
+    tslen = ts ? strlen(ts) + 1 : 0;
 
     if (ctx->npushes == ctx->cap) {
         int cap = ctx->cap ? ctx->cap * 2 : 4;
@@ -127,8 +140,8 @@ keep_push(lua_State *L, jr_jobctx *ctx, const jr_push *p, const char *name,
         ctx->cap = cap;
     }
     size_t alen = (size_t)p->nafter * sizeof *p->after;
-    if ((mem = malloc(alen + nlen + plen + qlen + klen + llen + slen)) ==
-        NULL)
+    if ((mem = malloc(alen + nlen + plen + qlen + klen + llen + slen + tlen +
+                      tslen)) == NULL)
         luaL_error(L, "jobrunner.push: out of memory");
     if (alen > 0)               /* first: aligned; luaopts' is reused */
         memcpy(mem, p->after, alen);
@@ -152,6 +165,10 @@ keep_push(lua_State *L, jr_jobctx *ctx, const jr_push *p, const char *name,
     slot->sequence = p->sequence ? memcpy(mem + nlen + plen + qlen + klen +
                                           llen, p->sequence, slen) : NULL;
     slot->after = alen > 0 ? (const int64_t *)(void *)(mem - alen) : NULL;
+    mem += nlen + plen + qlen + klen + llen + slen;
+    slot->traceparent = tp ? memcpy(mem, tp, tlen) : NULL;
+    slot->tracestate = ts ? memcpy(mem + tlen, ts, tslen) : NULL;
+    mem -= nlen + plen + qlen + klen + llen + slen;
     ctx->mem[ctx->npushes++] = mem - alen;
 }
 
@@ -357,6 +374,7 @@ open_module(lua_State *L)                            /* ctx */
     jr_steps_open(L);                                /* package loaded M */
     jr_jrsql_register(L);                            /* package loaded M */
     jr_jrlog_register(L);                            /* package loaded M */
+    jr_jrspan_register(L);                           /* package loaded M */
     lua_setfield(L, -2, "jobrunner");                /* package loaded */
     lua_pop(L, 2);                                   /* (nothing) */
     luaL_newmetatable(L, JR_SIGNAL_MT);              /* mt */

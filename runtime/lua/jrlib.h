@@ -84,6 +84,9 @@ struct jr_jobctx {
     int           steps_told;   /* records counted in the lists sent */
     jr_joblog     log;          /* this run's logs (jrlog.c); cleared by
                                    jr_jobctx_clear */
+    /* tracing (docs/tracing.md): the worker's, made at the first job it
+     * runs with tracing on and kept; NULL while tracing is off */
+    struct jr_jobtrace *trace;
 };
 
 /* Installs package.loaded.jobrunner for handlers, bound to ctx (borrowed,
@@ -107,6 +110,8 @@ void jr_jrsql_register(lua_State *L);
 int  jr_jrsql_setup(const char *url, const char *attach, const char *role);
 /* Closes jobrunner.query's connection (the worker's exit). */
 void jr_jrsql_close(void);
+/* Sets span in the module table on top (jrspan.c).  [-0, +0, m] */
+void jr_jrspan_register(lua_State *L);
 /* Returns the signal at idx, or NULL if the value is not one. */
 const jr_signal *jr_jrlib_signal(lua_State *L, int idx);
 /* The context of the job running now, or raises "jobrunner.<fn>: called

@@ -189,6 +189,25 @@ read_seq_fail(lua_State *L, const char *fn)
     return f;
 }
 
+/* A trace context option on top (traceparent, tracestate), a string
+ * kept in the table (the caller anchors it); its format is
+ * jr_push_check's (trace.h).  [-0, +0, v] */
+static int
+read_trace(lua_State *L, const char *fn, const char *k, const char **out,
+           jr_err *err)
+{
+    size_t len;
+
+    if (lua_type(L, -1) != LUA_TSTRING)
+        luaL_error(L, "%s: option '%s' must be a string, got %s", fn, k,
+                   luaL_typename(L, -1));
+    *out = lua_tolstring(L, -1, &len);
+    if (strlen(*out) != len)
+        return jr_fail(err, JR_EINPUT, "%s: option '%s' holds a NUL", fn,
+                       k);
+    return 0;
+}
+
 /* Reads the value on top into p under key k, or raises.  [-0, +0, v] */
 static int
 read_one(lua_State *L, const char *fn, const char *k, jr_push *p,
@@ -230,12 +249,16 @@ read_one(lua_State *L, const char *fn, const char *k, jr_push *p,
         p->expires_at = jr_luaopts_number(L, fn, k);
     else if (strcmp(k, "deadline") == 0)
         p->deadline = jr_luaopts_number(L, fn, k);
+    else if (strcmp(k, "traceparent") == 0)
+        return read_trace(L, fn, k, &p->traceparent, err);
+    else if (strcmp(k, "tracestate") == 0)
+        return read_trace(L, fn, k, &p->tracestate, err);
     else
         luaL_error(L, "%s: unknown option '%s' (valid: run_in, run_at, "
                    "priority, queue, max_retries, unique_key, unique_for, "
                    "on_conflict, key, result_ttl, after, on_parent_failure, "
                    "batch, sequence, on_failure, expires_in, expires_at, "
-                   "deadline)", fn, k);
+                   "deadline, traceparent, tracestate)", fn, k);
     return 0;
 }
 
@@ -262,6 +285,8 @@ jr_luaopts_push(lua_State *L, int idx, const char *fn, jr_push *p,
     p->sequence = NULL;
     p->seq_fail = JR_SEQ_BLOCK;
     p->expires_at = p->expires_in = p->deadline = 0;
+    p->traceparent = NULL;
+    p->tracestate = NULL;
     jr_err_clear(err);
     if (!lua_isnoneornil(L, idx)) {
         luaL_checktype(L, idx, LUA_TTABLE);

@@ -60,12 +60,21 @@ running(void *runner, void (*each)(void *arg, const jr_httprun *r),
     }
 }
 
+static void
+trace_metrics(void *runner, jr_buf *b)
+{
+    master *m = runner;
+
+    jr_otlp_metrics(m->otlp, b);
+}
+
 int
 jr_httphost_start(master *m, jr_err *err)
 {
     jr_httphost host = {
         .runner = m, .base = m->base, .cfg = m->cfg, .token = m->token,
         .dbt = m->dbt, .gauges = gauges, .running = running,
+        .trace_metrics = trace_metrics,
     };
 
     if (m->cfg->http_listen == NULL)

@@ -285,6 +285,9 @@ start(master *m, jr_err *err)
     make_token(m);
     if (make_loop(m, err) < 0 || start_db(m, err) < 0)
         return -1;
+    if (m->cfg->trace_endpoint != NULL &&
+        (m->otlp = jr_otlp_new(m->cfg, err)) == NULL)
+        return -1;
     m->notify = jr_notify_open(m->base);    /* READY=1: gen.c, on hello */
     m->hooks = jr_hooks_new(m->cfg->L, m->cfg->ref);
     if (jr_service_init(m) < 0)
@@ -415,6 +418,8 @@ finish(master *m)
     double until;
 
     jr_httphost_stop(m);
+    jr_otlp_free(m->otlp);
+    m->otlp = NULL;
     jr_lane_stop(m);
     jr_service_stop(m);
     stop_db_thread(m);

@@ -14,6 +14,8 @@
  *   gen.c      generations of handler code: hello, probe, reload
  *   service.c  the core's calls into the services (service.h)
  *   svc.c      what the services may do to the master (svc.h)
+ *   otlp.c     the export of the workers' spans: a bounded queue and a
+ *              thread posting OTLP/HTTP JSON
  * A feature beside the claim is a service in services/ (service.h): it
  * keeps its state in its own struct, held for it at its place in the
  * list (jr_service_state); the core calls it through the list and never
@@ -211,7 +213,21 @@ struct master {
                                            core calls them; NULL-ended */
     void              **svc;            /* each one's state, by its place
                                            in services (service.c) */
+    struct jr_otlp     *otlp;           /* the span export (otlp.c), or
+                                           NULL: tracing off */
 };
+
+/* otlp.c: the span export. jr_otlp_new returns NULL when c sets no
+ * tracing.endpoint (err untouched) or, err set, when it cannot start.
+ * jr_otlp_add queues n spans (text: comma-separated Span objects) or
+ * counts them dropped; it never waits on the collector. jr_otlp_metrics
+ * appends the counters' Prometheus text (x may be NULL: zeros).
+ * jr_otlp_free sends what is queued (one last try) and stops. */
+typedef struct jr_otlp jr_otlp;
+jr_otlp *jr_otlp_new(const jr_config *c, jr_err *err);
+void     jr_otlp_add(jr_otlp *x, const char *text, size_t len, int n);
+void     jr_otlp_metrics(const jr_otlp *x, jr_buf *b);
+void     jr_otlp_free(jr_otlp *x);
 
 /* master.c: the loop */
 

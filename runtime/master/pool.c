@@ -619,6 +619,18 @@ jr_pool_read(struct bufferevent *bev, void *arg)
         case JR_F_RESULT:
             jr_pool_result(m, w, &r);
             break;
+        case JR_F_SPANS: {
+            const char *text;
+            size_t n;
+            int k = jr_frame_get_spans(&r, &text, &n, &err);
+            if (k < 0) {
+                jr_log(JR_LOG_ERROR, "worker %d: %s", w->id, err.msg);
+                kill(w->pid, SIGKILL);
+                return;
+            }
+            jr_otlp_add(m->otlp, text, n, k);
+            break;
+        }
         default:
             jr_log(JR_LOG_ERROR, "worker %d: unexpected frame", w->id);
             kill(w->pid, SIGKILL);
@@ -658,6 +670,7 @@ send_settings(master *m, wk *w)
         .db_url = c->backend, .attach = c->attach,
         .handler_role = c->handler_role, .key_file = c->key_file,
         .log_attempt_max = c->log_attempt_max, .log_echo = c->log_echo,
+        .tracing = m->otlp != NULL, .trace_sample = c->trace_sample,
     };
 
     w->inflight = c->inflight;

@@ -393,6 +393,8 @@ jr_metrics_write(const jr_httphost *host, jr_buf *b)
     jr_api_printf(b, "jobrunner_steps_recorded_total %ld\n", x->steps);
     write_queues(host, b);
     host->unhandled_metrics(host->runner, b);
+    if (host->trace_metrics != NULL)
+        host->trace_metrics(host->runner, b);
     head(b, "jobrunner_start_time_seconds", "gauge", "When this runner "
          "started (epoch seconds).");
     jr_api_printf(b, "jobrunner_start_time_seconds %.3f\n", x->started);

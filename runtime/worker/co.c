@@ -68,6 +68,7 @@ put_progress(cojob *cj)
     p.total = cj->ctx.progress_total;
     p.note = cj->ctx.progress_has_note ? cj->ctx.progress_note : NULL;
     jr_frame_put_result(&cj->w->out, &p);
+    jr_wtrace_progress(&cj->ctx);
     cj->ctx.progress_dirty = 0;
     cj->progress_sent = jr_mono();
 }
@@ -193,6 +194,7 @@ job_alloc(worker *w)
     cj->ctx.cap = keep.cap;
     cj->ctx.sql = keep.sql;
     cj->ctx.log = keep.log;
+    cj->ctx.trace = keep.trace;
     cj->timer = timer;
     return cj;
 }
@@ -255,6 +257,7 @@ finish(cojob *cj, int rc)
     if (cj->ctx.progress_dirty)
         put_progress(cj);
     jr_wsteps_end(w, &cj->ctx);
+    jr_wtrace_end(w, &cj->ctx, cj->j, &res);
     from = w->out.len;
     jr_frame_put_result(&w->out, &res);
     jr_worker_share(w, from);   /* a failed write shows at the flush */
@@ -471,6 +474,7 @@ job_new(worker *w, jr_job *j, jr_handler *info)
     cj->ctx.on_progress = co_on_progress;
     cj->ctx.hook_arg = cj;
     jr_wsteps_hooks(w, &cj->ctx, cj);
+    jr_wtrace_begin(w, &cj->ctx, j);
     cj->started = jr_mono();
     cj->timeout = info->timeout > 0 ? info->timeout : w->set.timeout;
     cj->lim.deadline = cj->started + cj->timeout;

@@ -7,6 +7,7 @@
 
 #include "worker/frame.h"
 #include "base/jsontext.h"
+#include "base/trace.h"
 #include "base/sqlstmt.h"
 
 #define NULL_LEN 0xffffffffu    /* string length that encodes NULL */
@@ -196,6 +197,8 @@ jr_frame_put_job(jr_buf *b, const jr_job *j)
     jr_put_i64(b, j->batch);
     jr_put_str(b, j->steps);
     jr_put_str(b, j->waits);
+    jr_put_str(b, j->trace);
+    jr_put_str(b, j->key);
     jr_frame_end(b, start);
 }
 
@@ -237,7 +240,12 @@ jr_frame_get_job(jr_reader *r, jr_err *err)
     size_t lst, lw;
     const char *steps = jr_get_str(r, &lst);
     const char *waits = jr_get_str(r, &lw);
+    size_t lt, lk;
+    const char *trace = jr_get_str(r, &lt);
+    const char *key = jr_get_str(r, &lk);
     char nbuf[129], qbuf[129], *pbuf = NULL, *sbuf = NULL, *wbuf = NULL;
+    char tbuf[JR_TRACEPARENT_LEN + JR_TRACESTATE_MAX + 2];
+    char kbuf[JR_KEY_MAX + 1];
     jr_job *j;
 
     if (r->bad || name == NULL || queue == NULL || payload == NULL ||
@@ -267,7 +275,25 @@ jr_frame_get_job(jr_reader *r, jr_err *err)
         jr_fail(err, JR_EPROTO, "malformed job frame (waits)");
         return NULL;
     }
-    j = jr_job_new_full(id, nbuf, qbuf, payload, lp, pbuf, sbuf, wbuf);
+    if ((trace != NULL && (lt >= sizeof tbuf || has_nul(trace, lt))) ||
+        (key != NULL && (lk >= sizeof kbuf || has_nul(key, lk)))) {
+        free(pbuf);
+        free(sbuf);
+        free(wbuf);
+        jr_fail(err, JR_EPROTO, "malformed job frame (trace, key)");
+        return NULL;
+    }
+    if (trace != NULL) {
+        memcpy(tbuf, trace, lt);
+        tbuf[lt] = '\0';
+    }
+    if (key != NULL) {
+        memcpy(kbuf, key, lk);
+        kbuf[lk] = '\0';
+    }
+    j = jr_job_new_full(id, nbuf, qbuf, payload, lp, pbuf, sbuf, wbuf,
+                        trace != NULL ? tbuf : NULL,
+                        key != NULL ? kbuf : NULL);
     free(pbuf);
     free(sbuf);
     free(wbuf);
@@ -301,6 +327,8 @@ put_flow(jr_buf *b, const jr_push *p)
     jr_put_f64(b, p->expires_at);
     jr_put_f64(b, p->expires_in);
     jr_put_f64(b, p->deadline);
+    jr_put_str(b, p->traceparent);
+    jr_put_str(b, p->tracestate);
 }
 
 void
@@ -395,6 +423,8 @@ get_flow(jr_reader *r, jr_push *p, char **arena)
     p->expires_at = jr_get_f64(r);
     p->expires_in = jr_get_f64(r);
     p->deadline = jr_get_f64(r);
+    p->traceparent = arena_str(r, arena);
+    p->tracestate = arena_str(r, arena);
 }
 
 /* A success's statements, back: the encoding, checked whole, is copied

@@ -26,8 +26,10 @@ enum {
     JR_F_CANCEL,        /* master -> worker: stop this job (cancelled) */
     JR_F_STEPOK,        /* master -> worker: this job's durable step is
                            committed */
-    JR_F_HANDBACK       /* master -> worker: the runner stops or reloads:
+    JR_F_HANDBACK,      /* master -> worker: the runner stops or reloads:
                            hand jobs back at their next checkpoint */
+    JR_F_SPANS          /* worker -> master: finished spans to export
+                           (OTLP/JSON Span objects, comma-separated) */
 };
 
 /* Writing (into util.h's jr_buf: its oom set means the frame is unusable): jr_frame_begin, then puts, then jr_frame_end fills the length. */
@@ -64,6 +66,13 @@ long jr_frame_complete(const char *data, size_t n, jr_err *err);
 /* Sets up r on the body of the complete frame at data and returns its
  * type. */
 int  jr_frame_open(jr_reader *r, const char *data);
+
+/* Spans: n OTLP/JSON Span objects, comma-separated (trace.h's
+ * jr_span_encode). jr_frame_get_spans points *text into the body and
+ * returns n, or -1 with err set for a malformed body. */
+void jr_frame_put_spans(jr_buf *b, const char *text, size_t len, int n);
+int  jr_frame_get_spans(jr_reader *r, const char **text, size_t *len,
+                        jr_err *err);
 
 /* Jobs and results. */
 void jr_frame_put_job(jr_buf *b, const jr_job *j);
@@ -146,6 +155,9 @@ typedef struct jr_settings {
                                    keep; 0: none kept */
     int     log_echo;           /* log.echo: 0 or 1 */
     char   *key_file;           /* encryption.key_file; owned or NULL */
+    int     tracing;            /* 1: tracing.endpoint is set: spans are
+                                   made and sent (JR_F_SPANS) */
+    double  trace_sample;       /* tracing.sample: 0 to 1 */
 } jr_settings;
 
 /* Encodes settings. s borrowed. */

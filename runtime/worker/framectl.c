@@ -255,6 +255,8 @@ jr_frame_put_settings(jr_buf *b, const jr_settings *s)
     jr_put_i64(b, (int64_t)s->log_attempt_max);
     jr_put_u8(b, s->log_echo ? 1 : 0);
     jr_put_str(b, s->key_file ? s->key_file : "");
+    jr_put_u8(b, s->tracing ? 1 : 0);
+    jr_put_f64(b, s->trace_sample);
     jr_frame_end(b, start);
 }
 
@@ -295,6 +297,8 @@ settings_range(const jr_settings *s, int64_t mem, int64_t payload,
         return "log";
     if (s->inflight < 1 || s->inflight > JR_RANGE_INFLIGHT_MAX)
         return "inflight";
+    if (s->tracing > 1 || !(s->trace_sample >= 0 && s->trace_sample <= 1))
+        return "tracing";
     return NULL;
 }
 
@@ -323,6 +327,8 @@ jr_frame_get_settings(jr_reader *r, jr_settings *out, jr_err *err)
     logmax = jr_get_i64(r);
     out->log_echo = (int)jr_get_u8(r);
     kf = jr_get_str(r, &klen);
+    out->tracing = (int)jr_get_u8(r);
+    out->trace_sample = jr_get_f64(r);
     if (r->bad || r->n != 0)
         return jr_fail(err, JR_EPROTO, "malformed settings: %s", r->bad ?
                        "truncated" : "trailing bytes");
@@ -353,4 +359,27 @@ jr_frame_get_settings(jr_reader *r, jr_settings *out, jr_err *err)
     if (klen > 0 && (out->key_file = strndup(kf, klen)) == NULL)
         return jr_fail(err, JR_ENOMEM, "settings: out of memory");
     return 0;
+}
+
+void
+jr_frame_put_spans(jr_buf *b, const char *text, size_t len, int n)
+{
+    size_t start = jr_frame_begin(b, JR_F_SPANS);
+
+    jr_put_i32(b, n);
+    jr_put_strn(b, text, len);
+    jr_frame_end(b, start);
+}
+
+int
+jr_frame_get_spans(jr_reader *r, const char **text, size_t *len,
+                   jr_err *err)
+{
+    int32_t n = jr_get_i32(r);
+
+    *text = jr_get_str(r, len);
+    if (r->bad || r->n != 0 || n < 1 || *text == NULL || *len == 0 ||
+        memchr(*text, 0, *len) != NULL)
+        return jr_fail(err, JR_EPROTO, "malformed spans frame");
+    return n;
 }

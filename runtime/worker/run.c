@@ -303,6 +303,7 @@ put_progress(worker *w)
     p.total = w->ctx.progress_total;
     p.note = w->ctx.progress_has_note ? w->ctx.progress_note : NULL;
     jr_frame_put_result(&w->out, &p);
+    jr_wtrace_progress(&w->ctx);
     w->ctx.progress_dirty = 0;
     w->progress_sent = jr_mono();
 }

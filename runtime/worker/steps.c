@@ -48,6 +48,7 @@ send_steps(worker *w, jr_jobctx *ctx, int seq)
     ctx->steps_told = jr_steps_made(ctx);
     jr_frame_put_result(&w->out, &r);
     jr_buf_free(&sealed);
+    jr_wtrace_steps(ctx, r.done);
     ctx->steps_dirty = 0;
     ctx->steps_sent = jr_mono();
 }

@@ -18,6 +18,8 @@
 #include <lua.h>
 
 #include "worker/whttp.h"
+#include "base/trace.h"
+#include "lua/jrlib.h"
 
 /* CURLOPT_OPENSOCKETFUNCTION: the socket, close-on-exec; socket()'s
  * errno kept (libcurl says "Couldn't connect to server" of EMFILE). */
@@ -186,6 +188,34 @@ opt_num(lua_State *L, const char *key, double dflt, double lo, double hi)
     return v;
 }
 
+/* The job's trace context (docs/tracing.md), unless the handler gave a
+ * traceparent itself: the span running now as the callee's parent, and
+ * the job's tracestate. [-0, +0, v] */
+static void
+trace_headers(lua_State *L, xfer *x, struct curl_slist *last)
+{
+    jr_jobctx *ctx = jr_jrlib_job(L, "http");
+    char tp[JR_TRACEPARENT_LEN + 1], line[JR_TRACESTATE_MAX + 16];
+    const char *state;
+    struct curl_slist *l;
+    int i;
+
+    if (!jr_jobtrace_parent(ctx->trace, ctx->job->trace, tp, &state))
+        return;
+    for (i = 0; i < 2; i++) {
+        if (i == 1 && state == NULL)
+            break;
+        snprintf(line, sizeof line, i == 0 ? "traceparent: %s" :
+                 "tracestate: %s", i == 0 ? tp : state);
+        if ((l = curl_slist_append(last, line)) == NULL)
+            luaL_error(L, "jobrunner.http: out of memory");
+        if (last == NULL)
+            x->headers = last = l;
+        else
+            last = last->next;
+    }
+}
+
 /* The headers table of the request: name = value pairs, appended at the
  * list's end (curl_slist_append walks it from the node it is given).
  * *head grows by each header's line. A Content-Length must be the body's
@@ -197,7 +227,7 @@ set_headers(lua_State *L, xfer *x, size_t blen, size_t *head)
     struct curl_slist *l, *last = NULL;
     const char *name, *value;
     size_t nlen, vlen;
-    int cl = 0, te = 0;
+    int cl = 0, te = 0, tp = 0;
     char len[32];
 
     snprintf(len, sizeof len, "%zu", blen);
@@ -217,6 +247,7 @@ set_headers(lua_State *L, xfer *x, size_t blen, size_t *head)
                 cl = 1;
             }
             te |= strcasecmp(name, "Transfer-Encoding") == 0;
+            tp |= strcasecmp(name, "traceparent") == 0;
             *head += nlen + vlen + 4;
             if (*head > HTTP_MAX_HEAD)
                 luaL_error(L, "jobrunner.http: the url and headers take "
@@ -238,6 +269,8 @@ set_headers(lua_State *L, xfer *x, size_t blen, size_t *head)
         luaL_error(L, "jobrunner.http: headers 'Content-Length' and "
                    "'Transfer-Encoding' together");
     lua_pop(L, 1);
+    if (!tp)
+        trace_headers(L, x, last);
 }
 
 /* The url for messages, at most sizeof x->url: without the user and

@@ -172,7 +172,9 @@ handle_frame(worker *w, const char *data, int more)
         res.kind = JR_CANCELLED;
         res.error = "cancelled before it started";
     } else {
+        jr_wtrace_begin(w, &w->ctx, j);
         jr_run_job(w, j, &res);
+        jr_wtrace_end(w, &w->ctx, j, &res);
     }
     fflush(stdout);             /* the job's output goes before its result */
     fflush(stderr);

@@ -16,6 +16,7 @@
  *   wexec.c   jobrunner.exec: a child process, its pipes on the loop
  *   wexecarg.c  jobrunner.exec's arguments read and checked
  *   wcrypt.c  encrypted values: a job's opened, its result and steps sealed
+ *   wtrace.c  a job's spans: ids, sampling, events, sent before its result
  * Uses frame.h, script.h, jrlib.h, luabridge.h, worker.h, util.h. */
 #ifndef JR_WORKER_INT_H
 #define JR_WORKER_INT_H
@@ -301,5 +302,15 @@ void jr_wexec_killall(void);    /* async-signal-safe: kills the children */
 char   **jr_wexec_read_argv(lua_State *L);
 char   **jr_wexec_read_env(lua_State *L);
 double   jr_wexec_opt_timeout(lua_State *L);
+
+/* wtrace.c: a job's spans (docs/tracing.md). begin before the handler
+ * runs, end before its result is put in w->out (the spans go first);
+ * progress and steps add events. Each returns at once when tracing is
+ * off. */
+void jr_wtrace_begin(worker *w, jr_jobctx *ctx, const jr_job *j);
+void jr_wtrace_progress(jr_jobctx *ctx);
+void jr_wtrace_steps(jr_jobctx *ctx, double records);
+void jr_wtrace_end(worker *w, jr_jobctx *ctx, const jr_job *j,
+                   const jr_result *res);
 
 #endif

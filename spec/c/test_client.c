@@ -652,8 +652,42 @@ test_expiry(void)
     jr_client_close(c);
 }
 
+/* A push's trace context (docs/tracing.md): taken whole when it is W3C's
+ * format, else refused naming the job and what is wrong, nothing
+ * inserted. */
+static void
+test_trace(void)
+{
+    jr_client *c = open_client();
+    jr_client_opts o = JR_CLIENT_OPTS_INIT;
+    jr_client_job jobs[2] = {{"cl.t", "{}", JR_CLIENT_OPTS_INIT},
+                             {"cl.t", "{}", JR_CLIENT_OPTS_INIT}};
+    int64_t id = 0, ids[2];
+
+    o.traceparent = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01";
+    o.tracestate = "congo=t61rcWkgMzE";
+    CHECK(jr_client_push(c, "cl.t", "{}", &o, &id) == JR_CLIENT_OK && id > 0);
+    o.traceparent = "00-0AF7651916CD43DD8448EB211C80319C-b7ad6b7169203331-01";
+    CHECK(jr_client_push(c, "cl.t", "{}", &o, NULL) == JR_CLIENT_EINPUT &&
+          strstr(jr_client_errmsg(c), "job 'cl.t': traceparent") &&
+          strstr(jr_client_errmsg(c), "lowercase hex"));
+    o.traceparent = NULL;
+    CHECK(jr_client_push(c, "cl.t", "{}", &o, NULL) == JR_CLIENT_EINPUT &&
+          strstr(jr_client_errmsg(c), "a tracestate needs a traceparent"));
+    jobs[1].opts.traceparent =
+        "00-0af7651916cd43dd8448eb211c80319c-0000000000000000-01";
+    CHECK(jr_client_push_many(c, jobs, 2, ids) == JR_CLIENT_EINPUT &&
+          strstr(jr_client_errmsg(c), "all-zero parent id"));
+    jobs[1].opts.traceparent =
+        "00-0af7651916cd43dd8448eb211c80319c-00f067aa0ba902b7-00";
+    CHECK(jr_client_push_many(c, jobs, 2, ids) == JR_CLIENT_OK &&
+          ids[1] == ids[0] + 1 && ids[0] > id);
+    jr_client_close(c);
+}
+
 static const check_test tests[] = {
     {"expires_at, expires_in, deadline", test_expiry},
+    {"jr_client_opts.traceparent, tracestate", test_trace},
     {"jr_client_push_seq, push_many_seq, sequences, sequence_act",
      test_sequences},
     {"jr_client_push_flow, links, batch_show", test_flow},

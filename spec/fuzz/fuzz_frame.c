@@ -374,7 +374,10 @@ settings_round_trip(fz *f)
     s.durable_steps = (int)(fz_int(f, 1) % 2);
     s.log_attempt_max = (size_t)fz_int(f, 4);
     s.log_echo = (int)(fz_int(f, 1) % 2);
-    ok = dir[0] != '\0' && s.max_retries >= 0 &&
+    s.tracing = (int)(fz_int(f, 1) % 2);
+    s.trace_sample = fz_double(f);
+    ok = s.trace_sample >= 0 && s.trace_sample <= 1 && dir[0] != '\0' &&
+         s.max_retries >= 0 &&
          s.log_attempt_max <= ((size_t)1 << 20) &&
          s.max_retries <= JR_RANGE_RETRIES_MAX &&
          s.timeout >= JR_RANGE_TIMEOUT_MIN &&
@@ -401,7 +404,8 @@ settings_round_trip(fz *f)
         CHECK(d.inflight == s.inflight);
         CHECK(d.durable_steps == s.durable_steps);
         CHECK(d.log_attempt_max == s.log_attempt_max &&
-              d.log_echo == s.log_echo);
+              d.log_echo == s.log_echo && d.tracing == s.tracing &&
+              same_f64(d.trace_sample, s.trace_sample));
         CHECK(d.db_url == NULL && d.attach == NULL && d.handler_role == NULL);
         CHECK(d.log_level == s.log_level && d.log_json == s.log_json);
     } else {

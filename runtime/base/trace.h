@@ -1,0 +1,124 @@
+/* trace.h - W3C trace context (traceparent, tracestate) and the spans of
+ * an attempt as OTLP/JSON text (docs/tracing.md). Owns the format checks
+ * every producer passes, the ids (random, or derived from a job so that
+ * each attempt finds the first one's), the sampling rule and a span's
+ * encoding; not the export (the master's) nor when spans start (the
+ * worker's). Uses err.h, util.h. */
+#ifndef JR_TRACE_H
+#define JR_TRACE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "base/err.h"
+#include "base/util.h"
+
+#define JR_TRACEPARENT_LEN 55   /* "00-" 32 hex "-" 16 hex "-" 2 hex */
+#define JR_TRACESTATE_MAX  512  /* bytes of a tracestate kept */
+
+/* Checks a producer's context: traceparent the W3C format, version 00,
+ * lowercase hex, ids not all zero; tracestate (may be NULL) printable
+ * ASCII list members of at most JR_TRACESTATE_MAX bytes, and only with a
+ * traceparent. what names the job for the message ("job 'x'"). */
+int  jr_trace_check(const char *traceparent, const char *tracestate,
+                    const char *what, jr_err *err);
+
+/* A parsed context. The stored form of a job's (jobs.trace) is the
+ * traceparent, then, with a tracestate, one space and the tracestate. */
+typedef struct jr_tctx {
+    uint8_t     trace[16];
+    uint8_t     span[8];
+    int         sampled;        /* the flags' sampled bit */
+    const char *state;          /* the tracestate in the text parsed, or
+                                   NULL */
+} jr_tctx;
+
+/* Parses a stored context (or a bare traceparent). 0, or -1 when it is
+ * not one (then nothing is traced from it). */
+int  jr_trace_parse(const char *stored, jr_tctx *out);
+
+/* Writes "00-<trace>-<span>-<flags>" into out (JR_TRACEPARENT_LEN + 1
+ * bytes). */
+void jr_trace_format(const uint8_t trace[16], const uint8_t span[8],
+                     int sampled, char *out);
+
+/* Ids. jr_trace_random fills n bytes from the process's generator
+ * (seeded once from getrandom), never all zero. jr_trace_derive fills n
+ * bytes from the words given (the same words, the same bytes). */
+void jr_trace_random(uint8_t *out, size_t n);
+void jr_trace_derive(uint8_t *out, size_t n, uint64_t a, uint64_t b,
+                     uint64_t c);
+/* The sampling rule for a trace with no parent: its id's last 8 bytes
+ * under ratio (0 to 1), as OpenTelemetry's TraceIdRatioBased. */
+int  jr_trace_sampled(const uint8_t trace[16], double ratio);
+
+/* One span, built then encoded as an OTLP/JSON Span object. Attributes
+ * and events are added as they come; strings are escaped here. */
+typedef struct jr_span {
+    uint8_t  trace[16];
+    uint8_t  id[8];
+    uint8_t  parent[8];
+    int      has_parent;
+    int      kind;              /* JR_SPAN_* (OTLP's SpanKind) */
+    double   start, end;        /* epoch seconds */
+    jr_buf   attrs;             /* ",{...}" each */
+    jr_buf   events;
+    jr_buf   links;
+    int      error;             /* status ERROR */
+    int      nevents;           /* events kept (JR_SPAN_EVENTS at most) */
+} jr_span;
+
+#define JR_SPAN_EVENTS   128    /* events a span keeps; later ones dropped */
+#define JR_SPAN_TEXT_MAX 2048   /* bytes of a status message or string
+                                   attribute kept */
+
+enum { JR_SPAN_INTERNAL = 1, JR_SPAN_SERVER, JR_SPAN_CLIENT,
+       JR_SPAN_PRODUCER, JR_SPAN_CONSUMER };
+
+/* Empties s (keeping its buffers' memory) for a new span. */
+void jr_span_reset(jr_span *s);
+void jr_span_free(jr_span *s);             /* its buffers; s itself not */
+void jr_span_str(jr_span *s, const char *key, const char *v);
+void jr_span_int(jr_span *s, const char *key, long long v);
+/* Appends attributes already encoded (",{...}" each: a constant set). */
+void jr_span_raw(jr_span *s, const char *text, size_t len);
+void jr_span_num(jr_span *s, const char *key, double v);
+/* An event at epoch seconds at with up to two attributes (NULL keys are
+ * left out): a string one and a number one. */
+void jr_span_event(jr_span *s, const char *name, double at,
+                   const char *skey, const char *sval,
+                   const char *nkey, double nval);
+void jr_span_link(jr_span *s, const uint8_t trace[16],
+                  const uint8_t span[8]);
+/* Appends s named name as one JSON object to out, after a comma when
+ * out is not empty; status ERROR with message msg when s->error. 0, or -1
+ * when out ran out of memory. */
+int  jr_span_encode(const jr_span *s, const char *name, const char *msg,
+                    jr_buf *out);
+
+/* A job's trace while its attempt runs (the worker's, one per job
+ * context, kept for the next job): its context to propagate, and, when
+ * sampled, the attempt's span being built and the spans finished under
+ * it. */
+typedef struct jr_jobtrace {
+    int         active;         /* a job runs with it (tracing is on) */
+    int         sampled;        /* spans are recorded and sent */
+    uint8_t     trace[16];
+    uint8_t     cur[8];         /* the span work started now is a child
+                                   of: the attempt's, or jobrunner.span's */
+    const char *state;          /* the job's tracestate, or NULL */
+    jr_span     run;            /* the attempt's span */
+    jr_buf      done;           /* spans finished under it, encoded */
+    int         ndone;
+} jr_jobtrace;
+
+void jr_jobtrace_free(jr_jobtrace *t);     /* NULL is a no-op */
+
+/* The context a push or a request made now carries: t's when active,
+ * else the job's stored one (job_trace, may be NULL) passed on as it
+ * is. Writes the traceparent into tp (JR_TRACEPARENT_LEN + 1 bytes) and
+ * points *state at the tracestate or NULL; 1, or 0 when there is none. */
+int  jr_jobtrace_parent(const jr_jobtrace *t, const char *job_trace,
+                        char *tp, const char **state);
+
+#endif

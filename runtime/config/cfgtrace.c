@@ -1,0 +1,190 @@
+/* cfgtrace.c - the config's `tracing` table (docs/tracing.md):
+ * { endpoint = "http://collector:4318", sample = 0.1,
+ *   headers = { ["x-api-key"] = "..." }, queue = 4096 }. Checked here: the keys, the
+ * endpoint's scheme, the sample's range, each header's name (an HTTP
+ * token) and value (no control character); a bad one names its key.
+ * Header values are never logged. Uses config.h. */
+#include <lauxlib.h>
+#include <lua.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "config/config.h"
+#include "lua/luaopts.h"
+
+/* 1 if c may be in an HTTP header's name (RFC 9110's tchar) */
+static int
+tchar(int c)
+{
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
+           (c >= '0' && c <= '9') || (c && strchr("!#$%&'*+-.^_`|~", c));
+}
+
+static int
+endpoint_key(lua_State *L, jr_config *c, char *what, size_t whatsize)
+{
+    const char *v;
+    size_t len;
+
+    if (lua_type(L, -1) != LUA_TSTRING)
+        return snprintf(what, whatsize, "must be a string such as "
+                        "\"http://collector:4318\", got %s",
+                        luaL_typename(L, -1)), -1;
+    v = lua_tolstring(L, -1, &len);
+    if (strlen(v) != len || len > 2000)
+        return snprintf(what, whatsize, "must be a URL of at most 2000 "
+                        "bytes with no NUL"), -1;
+    if ((strncmp(v, "http://", 7) != 0 && strncmp(v, "https://", 8) != 0) ||
+        v[v[4] == 's' ? 8 : 7] == '\0' || strpbrk(v, " \t\r\n?#") != NULL)
+        return snprintf(what, whatsize, "'%.200s' is not an http:// or "
+                        "https:// URL (the collector's base: spans go to its "
+                        "/v1/traces)", v), -1;
+    free(c->trace_endpoint);
+    if ((c->trace_endpoint = strdup(v)) == NULL)
+        return snprintf(what, whatsize, "out of memory"), -1;
+    return 0;
+}
+
+static int
+sample_key(lua_State *L, jr_config *c, char *what, size_t whatsize)
+{
+    double v;
+
+    if (lua_type(L, -1) != LUA_TNUMBER ||
+        !((v = lua_tonumber(L, -1)) >= 0 && v <= 1))
+        return snprintf(what, whatsize, "must be a number from 0 to 1 (the "
+                        "share of traces recorded), got %s",
+                        lua_type(L, -1) == LUA_TNUMBER ? lua_tostring(L, -1)
+                        : luaL_typename(L, -1)), -1;
+    c->trace_sample = v;
+    return 0;
+}
+
+static int
+queue_key(lua_State *L, jr_config *c, char *what, size_t whatsize)
+{
+    long long v = 0;
+
+    if (jr_luaopts_whole(L, 1, JR_TRACE_QUEUE_MAX, 0, &v) != JR_WHOLE_OK)
+        return snprintf(what, whatsize, "must be a whole number of spans "
+                        "from 1 to %d, got %s", JR_TRACE_QUEUE_MAX,
+                        lua_type(L, -1) == LUA_TNUMBER ? lua_tostring(L, -1)
+                        : luaL_typename(L, -1)), -1;
+    c->trace_queue = (int)v;
+    return 0;
+}
+
+static int
+by_name(const void *a, const void *b)
+{
+    return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+/* headers = { NAME = "value", ... }: on a failure, key names the entry */
+static int
+headers_key(lua_State *L, jr_config *c, char *key, size_t keysize,
+            char *what, size_t whatsize)
+{
+    const char *name, *val, *p;
+    size_t nlen, vlen;
+    char **h;
+    int n = 0;
+
+    if (lua_type(L, -1) != LUA_TTABLE)
+        return snprintf(what, whatsize, "must be a table of NAME = "
+                        "\"value\", got %s", luaL_typename(L, -1)), -1;
+    lua_pushnil(L);                                  /* t h nil */
+    while (lua_next(L, -2)) {                        /* t h k v */
+        if (lua_type(L, -2) != LUA_TSTRING) {
+            lua_pop(L, 2);
+            return snprintf(what, whatsize, "has a key that is not a "
+                            "string (a header's name)"), -1;
+        }
+        name = lua_tolstring(L, -2, &nlen);
+        snprintf(key, keysize, "tracing.headers.%.100s", name);
+        for (p = name; *p && tchar((unsigned char)*p); p++)
+            ;
+        if (nlen == 0 || nlen > 100 || *p != '\0' || (size_t)(p - name) != nlen) {
+            lua_pop(L, 2);
+            return snprintf(what, whatsize, "is not an HTTP header name "
+                            "(letters, digits and !#$%%&'*+-.^_`|~, 1 to 100)"),
+                   -1;
+        }
+        if (lua_type(L, -1) != LUA_TSTRING) {
+            lua_pop(L, 2);
+            return snprintf(what, whatsize, "must be a string, got %s",
+                            luaL_typename(L, -1)), -1;
+        }
+        val = lua_tolstring(L, -1, &vlen);
+        for (p = val; p < val + vlen; p++)
+            if ((unsigned char)*p < 0x20 && *p != '\t')
+                break;
+        if (p < val + vlen || vlen > 4096 || (unsigned char)val[0] == 0x7f) {
+            lua_pop(L, 2);
+            return snprintf(what, whatsize, "must be a value of at most 4096 "
+                            "bytes with no control character"), -1;
+        }
+        if (n == JR_TRACE_HEADERS_MAX) {
+            lua_pop(L, 2);
+            return snprintf(what, whatsize, "is one header too many (at most "
+                            "%d)", JR_TRACE_HEADERS_MAX), -1;
+        }
+        if ((h = realloc(c->trace_headers, (size_t)(n + 1) * sizeof *h))
+            == NULL || (c->trace_headers = h,
+                        (h[n] = malloc(nlen + vlen + 3)) == NULL)) {
+            lua_pop(L, 2);
+            return snprintf(what, whatsize, "out of memory"), -1;
+        }
+        snprintf(h[n], nlen + vlen + 3, "%s: %s", name, val);
+        c->trace_nheaders = ++n;
+        lua_pop(L, 1);                               /* t h k */
+    }                                                /* t h */
+    if (n > 1)
+        qsort(c->trace_headers, (size_t)n, sizeof *c->trace_headers, by_name);
+    return 0;
+}
+
+int
+jr_config_tracing(lua_State *L, jr_config *c, char *key, size_t keysize,
+                  char *what, size_t whatsize)
+{
+    static const char *const known[] = {"endpoint", "sample", "headers",
+                                        "queue", NULL};
+    int i, rc = 0;
+
+    if (lua_type(L, -1) != LUA_TTABLE)
+        return snprintf(what, whatsize, "must be a table { endpoint = URL, "
+                        "sample = 0..1, headers = {...} }, got %s",
+                        luaL_typename(L, -1)), -1;
+    lua_pushnil(L);                                  /* t nil */
+    while (lua_next(L, -2)) {                        /* t k v */
+        const char *k = lua_type(L, -2) == LUA_TSTRING ?
+                        lua_tostring(L, -2) : NULL;
+        for (i = 0; k && known[i] && strcmp(k, known[i]) != 0; i++)
+            ;
+        if (k == NULL || known[i] == NULL) {
+            snprintf(key, keysize, "tracing.%.100s", k ? k : "?");
+            snprintf(what, whatsize, "is not a key of tracing (endpoint, "
+                     "sample, headers, queue)");
+            lua_pop(L, 2);
+            return -1;
+        }
+        snprintf(key, keysize, "tracing.%s", k);
+        rc = i == 0 ? endpoint_key(L, c, what, whatsize)
+             : i == 1 ? sample_key(L, c, what, whatsize)
+             : i == 3 ? queue_key(L, c, what, whatsize)
+             : headers_key(L, c, key, keysize, what, whatsize);
+        if (rc < 0) {
+            lua_pop(L, 2);
+            return -1;
+        }
+        lua_pop(L, 1);                               /* t k */
+    }                                                /* t */
+    if (c->trace_endpoint == NULL) {
+        snprintf(key, keysize, "tracing.endpoint");
+        return snprintf(what, whatsize, "is missing: the collector's URL, "
+                        "such as \"http://collector:4318\""), -1;
+    }
+    return 0;
+}

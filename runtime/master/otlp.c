@@ -1,0 +1,316 @@
+/* otlp.c - the export of spans (docs/tracing.md): the workers' spans
+ * (JR_F_SPANS) go into a bounded queue, and a thread of the runner posts
+ * them in batches as OTLP/HTTP JSON to the collector's /v1/traces with
+ * libcurl. The loop only appends under a mutex: it never waits on the
+ * collector. A full queue (the collector slow or down) drops the new
+ * spans, counted; a request that fails (no answer in time, not 2xx)
+ * drops its batch, counted; no job ever waits for either. Uses
+ * master_int.h, frame.h, config.h, log.h, version.h. */
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include <curl/curl.h>
+
+#include "master/master_int.h"
+#include "base/log.h"
+#include "base/trace.h"
+#include "base/version.h"
+
+#define SPAN_BYTES   2048u      /* bytes a queued span may take, on
+                                   average (tracing.queue's of them) */
+#define BATCH_SPANS  512        /* a batch goes at once with this many */
+#define BATCH_DELAY  0.2        /* else this long after its first span */
+#define POST_TIMEOUT 5000L      /* ms a request may take */
+#define WARN_EVERY   60.0       /* seconds between warnings of failures */
+
+struct jr_otlp {
+    pthread_t          th;
+    pthread_mutex_t    mu;
+    pthread_cond_t     cv;
+    jr_buf             q;       /* spans, comma-separated */
+    int                qn;      /* spans in q */
+    int                cap;     /* tracing.queue */
+    int                stop;
+    char              *url;
+    char              *shown;   /* url for the log, its user:password
+                                   masked */
+    struct curl_slist *headers;
+    char               service[160];
+    atomic_long        exported;
+    atomic_long        dropped;
+    atomic_long        failed;  /* requests */
+    double             warned;  /* mono time of the last warning */
+    _Atomic double     stop_at; /* mono time of the stop, 0: running */
+};
+
+#define STOP_GRACE   1.0        /* seconds a request may go on at a stop */
+
+/* libcurl's progress callback: a request still out STOP_GRACE after the
+ * stop is abandoned (a silent collector must not hold the exit). */
+static int
+on_progress(void *arg, curl_off_t dt, curl_off_t dn, curl_off_t ut,
+            curl_off_t un)
+{
+    jr_otlp *x = arg;
+    double at = atomic_load(&x->stop_at);
+
+    (void)dt, (void)dn, (void)ut, (void)un;
+    return at > 0 && jr_mono() > at + STOP_GRACE;
+}
+
+static size_t
+discard(char *p, size_t size, size_t n, void *arg)
+{
+    (void)p;
+    (void)arg;
+    return size * n;
+}
+
+/* Posts spans (n of them, comma-separated) in one request; 0 if the
+ * collector took them. */
+static int
+post(jr_otlp *x, CURL *h, const jr_buf *spans, int n, jr_buf *body)
+{
+    static const char head[] =
+        "{\"resourceSpans\":[{\"resource\":{\"attributes\":[";
+    static const char scope[] = "]},\"scopeSpans\":[{\"scope\":{\"name\":"
+        "\"jobrunner\",\"version\":\"" JR_VERSION "\"},\"spans\":[";
+    char status[300];
+    long code = 0;
+    CURLcode rc;
+
+    jr_buf_reset(body);
+    jr_buf_put(body, head, sizeof head - 1);
+    jr_buf_put(body, x->service, strlen(x->service));
+    jr_buf_put(body, scope, sizeof scope - 1);
+    jr_buf_put(body, spans->p, spans->len);
+    jr_buf_put(body, "]}]}]}", 6);
+    if (body->oom)
+        return -1;
+    curl_easy_setopt(h, CURLOPT_POSTFIELDS, body->p);
+    curl_easy_setopt(h, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)body->len);
+    rc = curl_easy_perform(h);
+    if (rc == CURLE_OK)
+        curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &code);
+    if (rc == CURLE_OK && code >= 200 && code < 300)
+        return 0;
+    if (jr_mono() - x->warned >= WARN_EVERY || x->warned == 0) {
+        x->warned = jr_mono();
+        if (rc != CURLE_OK)
+            snprintf(status, sizeof status, "%s", curl_easy_strerror(rc));
+        else
+            snprintf(status, sizeof status, "HTTP status %ld", code);
+        jr_log(JR_LOG_WARN, "tracing: %d span%s dropped: the collector at "
+               "%s: %s (counted in jobrunner_spans_dropped_total; warned "
+               "once a minute)", n, n == 1 ? "" : "s", x->shown, status);
+    }
+    return -1;
+}
+
+static void *
+run(void *arg)
+{
+    jr_otlp *x = arg;
+    jr_buf take = {0}, body = {0};
+    CURL *h = curl_easy_init();
+    struct timespec until;
+    int n, stop;
+
+    if (h != NULL) {
+        curl_easy_setopt(h, CURLOPT_URL, x->url);
+        curl_easy_setopt(h, CURLOPT_HTTPHEADER, x->headers);
+        curl_easy_setopt(h, CURLOPT_TIMEOUT_MS, POST_TIMEOUT);
+        curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT_MS, 2000L);
+        curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
+        curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, discard);
+        curl_easy_setopt(h, CURLOPT_PROTOCOLS_STR, "http,https");
+        curl_easy_setopt(h, CURLOPT_XFERINFOFUNCTION, on_progress);
+        curl_easy_setopt(h, CURLOPT_XFERINFODATA, x);
+        curl_easy_setopt(h, CURLOPT_NOPROGRESS, 0L);
+    }
+    pthread_mutex_lock(&x->mu);
+    for (;;) {
+        while (!x->stop && x->qn == 0)
+            pthread_cond_wait(&x->cv, &x->mu);
+        if (!x->stop && x->qn < BATCH_SPANS) {  /* company, a while */
+            clock_gettime(CLOCK_REALTIME, &until);
+            until.tv_nsec += (long)(BATCH_DELAY * 1e9);
+            if (until.tv_nsec >= 1000000000L) {
+                until.tv_sec++;
+                until.tv_nsec -= 1000000000L;
+            }
+            while (!x->stop && x->qn < BATCH_SPANS &&
+                   pthread_cond_timedwait(&x->cv, &x->mu, &until) == 0)
+                ;
+        }
+        jr_buf_reset(&take);
+        {                       /* swap: the loop appends to a new one */
+            jr_buf t = take;
+            take = x->q;
+            x->q = t;
+        }
+        n = x->qn;
+        x->qn = 0;
+        stop = x->stop;
+        pthread_mutex_unlock(&x->mu);
+        if (n > 0) {
+            if (h != NULL && post(x, h, &take, n, &body) == 0)
+                atomic_fetch_add(&x->exported, n);
+            else
+                atomic_fetch_add(&x->dropped, n), atomic_fetch_add(&x->failed,
+                                                                   1);
+        }
+        pthread_mutex_lock(&x->mu);
+        if (stop && x->qn == 0)
+            break;
+    }
+    pthread_mutex_unlock(&x->mu);
+    if (h != NULL)
+        curl_easy_cleanup(h);
+    jr_buf_free(&take);
+    jr_buf_free(&body);
+    return NULL;
+}
+
+jr_otlp *
+jr_otlp_new(const jr_config *c, jr_err *err)
+{
+    jr_otlp *x;
+    const char *svc = getenv("OTEL_SERVICE_NAME");
+    size_t n;
+    int i;
+
+    if (c->trace_endpoint == NULL)
+        return NULL;
+    if (curl_global_init(CURL_GLOBAL_DEFAULT) != CURLE_OK ||
+        (x = calloc(1, sizeof *x)) == NULL) {
+        jr_fail(err, JR_ENOMEM, "tracing: cannot start the export");
+        return NULL;
+    }
+    x->cap = c->trace_queue > 0 ? c->trace_queue : JR_TRACE_QUEUE;
+    n = strlen(c->trace_endpoint);
+    while (n > 0 && c->trace_endpoint[n - 1] == '/')
+        n--;
+    if ((x->url = malloc(n + 16)) != NULL)
+        snprintf(x->url, n + 16, "%.*s/v1/traces", (int)n, c->trace_endpoint);
+    if (x->url != NULL && (x->shown = malloc(n + 20)) != NULL) {
+        const char *host = strstr(x->url, "://") + 3;
+        const char *at = strchr(host, '@'), *slash = strchr(host, '/');
+        if (at != NULL && (slash == NULL || at < slash))  /* user:password@ */
+            snprintf(x->shown, n + 20, "%.*s***%s", (int)(host - x->url),
+                     x->url, at);
+        else
+            snprintf(x->shown, n + 20, "%s", x->url);
+    }
+    x->headers = curl_slist_append(NULL, "Content-Type: application/json");
+    for (i = 0; x->headers != NULL && i < c->trace_nheaders; i++) {
+        struct curl_slist *l = curl_slist_append(x->headers,
+                                                 c->trace_headers[i]);
+        if (l == NULL) {
+            curl_slist_free_all(x->headers);
+            x->headers = NULL;
+        } else {
+            x->headers = l;
+        }
+    }
+    {
+        jr_span s = {0};        /* the resource's attribute, escaped */
+        jr_span_str(&s, "service.name", svc && *svc && strlen(svc) < 100 ?
+                    svc : "jobrunner");
+        if (!s.attrs.oom && s.attrs.len < sizeof x->service)
+            snprintf(x->service, sizeof x->service, "%.*s",
+                     (int)s.attrs.len - 1, s.attrs.p + 1);
+        jr_span_free(&s);
+    }
+    pthread_mutex_init(&x->mu, NULL);
+    pthread_cond_init(&x->cv, NULL);
+    if (x->url == NULL || x->shown == NULL || x->headers == NULL ||
+        pthread_create(&x->th, NULL, run, x) != 0) {
+        pthread_mutex_destroy(&x->mu);
+        pthread_cond_destroy(&x->cv);
+        curl_slist_free_all(x->headers);
+        free(x->url);
+        free(x->shown);
+        free(x);
+        jr_fail(err, JR_ENOMEM, "tracing: cannot start the export thread");
+        return NULL;
+    }
+    jr_log(JR_LOG_INFO, "tracing: spans go to %s (sample %g)", x->shown,
+           c->trace_sample);
+    return x;
+}
+
+void
+jr_otlp_add(jr_otlp *x, const char *text, size_t len, int n)
+{
+    if (x == NULL)
+        return;
+    pthread_mutex_lock(&x->mu);
+    if (x->qn + n > x->cap ||
+        x->q.len + len + 1 > (size_t)x->cap * SPAN_BYTES) {
+        pthread_mutex_unlock(&x->mu);
+        atomic_fetch_add(&x->dropped, n);
+        return;
+    }
+    if (x->q.len > 0)
+        jr_buf_put(&x->q, ",", 1);
+    jr_buf_put(&x->q, text, len);
+    if (x->q.oom) {             /* the queue is unusable: start again */
+        jr_buf_free(&x->q);
+        atomic_fetch_add(&x->dropped, x->qn + n);
+        x->qn = 0;
+    } else if ((x->qn += n) == n || x->qn >= BATCH_SPANS) {
+        pthread_cond_signal(&x->cv);
+    }
+    pthread_mutex_unlock(&x->mu);
+}
+
+void
+jr_otlp_metrics(const jr_otlp *x, jr_buf *b)
+{
+    char line[512];
+    int n;
+
+    n = snprintf(line, sizeof line,
+                 "# HELP jobrunner_spans_exported_total Spans the collector "
+                 "took.\n# TYPE jobrunner_spans_exported_total counter\n"
+                 "jobrunner_spans_exported_total %ld\n"
+                 "# HELP jobrunner_spans_dropped_total Spans dropped: the "
+                 "export queue full, or the collector down or refusing.\n"
+                 "# TYPE jobrunner_spans_dropped_total counter\n"
+                 "jobrunner_spans_dropped_total %ld\n",
+                 x ? atomic_load(&x->exported) : 0L,
+                 x ? atomic_load(&x->dropped) : 0L);
+    jr_buf_put(b, line, (size_t)n);
+    n = snprintf(line, sizeof line,
+                 "# HELP jobrunner_span_exports_failed_total Export requests "
+                 "that failed (their spans are dropped).\n"
+                 "# TYPE jobrunner_span_exports_failed_total counter\n"
+                 "jobrunner_span_exports_failed_total %ld\n",
+                 x ? atomic_load(&x->failed) : 0L);
+    jr_buf_put(b, line, (size_t)n);
+}
+
+void
+jr_otlp_free(jr_otlp *x)
+{
+    if (x == NULL)
+        return;
+    atomic_store(&x->stop_at, jr_mono());
+    pthread_mutex_lock(&x->mu);
+    x->stop = 1;
+    pthread_cond_signal(&x->cv);
+    pthread_mutex_unlock(&x->mu);
+    pthread_join(x->th, NULL);
+    pthread_mutex_destroy(&x->mu);
+    pthread_cond_destroy(&x->cv);
+    curl_slist_free_all(x->headers);
+    jr_buf_free(&x->q);
+    free(x->url);
+    free(x->shown);
+    free(x);
+}

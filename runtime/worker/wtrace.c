@@ -1,0 +1,230 @@
+/* wtrace.c - a job's spans, made in the worker that runs it
+ * (docs/tracing.md): at its start the attempt's ids and whether it is
+ * sampled; while it runs the events (progress, steps); at its end the
+ * attempt's span ("process QUEUE", the messaging conventions' consumer
+ * span), its wait in the queue before it (a child span), and those of
+ * jobrunner.span, sent to the master in one JR_F_SPANS frame before the
+ * result. With tracing off (w->set.tracing 0) each call returns at once:
+ * no clock read, no allocation.
+ *
+ * Ids: attempt 1 of a job pushed with a context is a child of the
+ * producer's span, in its trace; a later attempt starts a trace of its
+ * own with a link to attempt 1's span. Those ids are derived from the
+ * job (its id, its producer's trace, or its creation time when it has
+ * none), so that any worker running attempt N finds attempt 1's span
+ * without a record of it. Sampling: the producer's sampled flag, else
+ * tracing.sample over the job's first trace id (every attempt of a job
+ * the same). Uses worker_int.h, trace.h. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "worker/worker_int.h"
+#include "base/log.h"
+#include "base/trace.h"
+
+/* the words ids are derived from */
+static uint64_t
+word(const uint8_t *b)
+{
+    uint64_t v = 0;
+    int i;
+
+    for (i = 0; i < 8; i++)
+        v = v << 8 | b[i];
+    return v;
+}
+
+/* Attempt 1's trace and span of job j: the producer's trace (c), else
+ * one of the job's own. */
+static void
+first_ids(const jr_job *j, const jr_tctx *c, uint8_t trace[16],
+          uint8_t span[8])
+{
+    uint64_t created;
+
+    if (c != NULL) {
+        memcpy(trace, c->trace, 16);
+    } else {
+        memcpy(&created, &j->created_at, sizeof created);
+        jr_trace_derive(trace, 16, (uint64_t)j->id, created, 0x7472616365ull);
+    }
+    jr_trace_derive(span, 8, word(trace), word(trace + 8) ^ (uint64_t)j->id,
+                    1);
+}
+
+void
+jr_wtrace_begin(worker *w, jr_jobctx *ctx, const jr_job *j)
+{
+    jr_jobtrace *t;
+    jr_tctx c;
+    uint8_t trace1[16], span1[8];
+    int parent;
+
+    if (!w->set.tracing)
+        return;
+    if (ctx->trace == NULL && (ctx->trace = calloc(1, sizeof *t)) == NULL)
+        return;                 /* no span for it; the job runs */
+    t = ctx->trace;
+    jr_span_reset(&t->run);
+    jr_buf_reset(&t->done);
+    t->ndone = 0;
+    parent = jr_trace_parse(j->trace, &c) == 0;
+    first_ids(j, parent ? &c : NULL, trace1, span1);
+    t->sampled = parent ? c.sampled
+                        : jr_trace_sampled(trace1, w->set.trace_sample);
+    t->state = parent ? c.state : NULL;
+    if (j->attempt <= 1) {
+        memcpy(t->run.trace, trace1, 16);
+        memcpy(t->run.id, span1, 8);
+        if (parent) {
+            memcpy(t->run.parent, c.span, 8);
+            t->run.has_parent = 1;
+        }
+    } else {
+        jr_trace_derive(t->run.trace, 16, word(trace1), word(trace1 + 8),
+                        (uint64_t)j->attempt << 32 ^ (uint64_t)j->id);
+        jr_trace_derive(t->run.id, 8, word(t->run.trace),
+                        (uint64_t)j->id, (uint64_t)j->attempt);
+        if (t->sampled)
+            jr_span_link(&t->run, trace1, span1);
+    }
+    memcpy(t->trace, t->run.trace, 16);
+    memcpy(t->cur, t->run.id, 8);
+    t->run.kind = JR_SPAN_CONSUMER;
+    t->run.start = jr_now();
+    t->active = 1;
+}
+
+void
+jr_wtrace_progress(jr_jobctx *ctx)
+{
+    jr_jobtrace *t = ctx->trace;
+
+    if (t == NULL || !t->active || !t->sampled)
+        return;
+    jr_span_event(&t->run, "progress", jr_now(), "jobrunner.progress.note",
+                  ctx->progress_has_note ? ctx->progress_note : NULL,
+                  "jobrunner.progress.done", ctx->progress_done);
+}
+
+void
+jr_wtrace_steps(jr_jobctx *ctx, double records)
+{
+    jr_jobtrace *t = ctx->trace;
+
+    if (t == NULL || !t->active || !t->sampled)
+        return;
+    jr_span_event(&t->run, "steps", jr_now(), NULL, NULL,
+                  "jobrunner.steps.records", records);
+}
+
+/* the attributes every attempt's span has the same, encoded once */
+#define ATTR(k, v) ",{\"key\":\"" k "\",\"value\":{\"stringValue\":\"" v "\"}}"
+static const char FIXED_ATTRS[] =
+    ATTR("messaging.system", "jobrunner")
+    ATTR("messaging.operation.type", "process")
+    ATTR("messaging.operation.name", "process");
+
+static const char *
+outcome_name(int kind)
+{
+    switch (kind) {
+    case JR_DONE: return "completed";
+    case JR_RETRY: return "retry";
+    case JR_DEAD: return "dead";
+    case JR_SNOOZE: return "snoozed";
+    case JR_RELEASE: return "released";
+    case JR_CANCELLED: return "cancelled";
+    case JR_WAIT: return "waiting";
+    default: return "unknown";
+    }
+}
+
+/* The wait in the queue before the attempt: from the time it became due
+ * (run_at) to its start, a child of the attempt's span. */
+static void
+wait_span(jr_jobtrace *t, const jr_job *j, jr_buf *out)
+{
+    static jr_span s;           /* its buffers kept for the next job's */
+    char name[160];
+
+    jr_span_reset(&s);
+    memcpy(s.trace, t->run.trace, 16);
+    jr_trace_random(s.id, 8);
+    memcpy(s.parent, t->run.id, 8);
+    s.has_parent = 1;
+    s.kind = JR_SPAN_INTERNAL;
+    s.start = j->run_at > 0 && j->run_at < t->run.start ? j->run_at :
+              t->run.start;
+    s.end = t->run.start;
+    jr_span_str(&s, "messaging.destination.name", j->queue);
+    snprintf(name, sizeof name, "wait %s", j->queue);
+    jr_span_encode(&s, name, NULL, out);
+}
+
+void
+jr_wtrace_end(worker *w, jr_jobctx *ctx, const jr_job *j,
+              const jr_result *res)
+{
+    static jr_buf out;          /* kept for the next job's spans */
+    jr_jobtrace *t = ctx->trace;
+    jr_span *s;
+    char num[32], name[160];
+
+    if (t == NULL || !t->active)
+        return;
+    t->active = 0;
+    if (!t->sampled)
+        return;
+    s = &t->run;
+    s->end = jr_now();
+    jr_buf_reset(&out);
+    {                           /* the id's digits: no printf a job */
+        char *d = num + sizeof num;
+        int64_t v = j->id;
+        *--d = '\0';
+        do {
+            *--d = (char)('0' + v % 10);
+            v /= 10;
+        } while (v > 0);
+        memmove(num, d, (size_t)(num + sizeof num - d));
+    }
+    jr_span_raw(s, FIXED_ATTRS, sizeof FIXED_ATTRS - 1);
+    jr_span_str(s, "messaging.destination.name", j->queue);
+    jr_span_str(s, "messaging.message.id", num);
+    jr_span_str(s, "jobrunner.job.name", j->name);
+    if (j->key != NULL)
+        jr_span_str(s, "jobrunner.job.key", j->key);
+    jr_span_int(s, "jobrunner.job.attempt", j->attempt);
+    if (j->run_at > 0)          /* whole microseconds: no printf a job */
+        jr_span_int(s, "jobrunner.queue.wait_us",
+                    s->start > j->run_at ?
+                    (long long)((s->start - j->run_at) * 1e6) : 0);
+    if (res->generation != NULL)
+        jr_span_str(s, "jobrunner.job.generation", res->generation);
+    jr_span_str(s, "jobrunner.job.outcome", outcome_name(res->kind));
+    if (res->kind == JR_SNOOZE)
+        jr_span_event(s, "snooze", s->end, NULL, NULL, "jobrunner.delay",
+                      res->delay);
+    if (res->kind == JR_RETRY || res->kind == JR_DEAD) {
+        s->error = 1;
+        jr_span_str(s, "error.type", res->kind == JR_RETRY ? "retry" :
+                    "dead");
+    }
+    snprintf(name, sizeof name, "process %s", j->queue);
+    jr_span_encode(s, name, s->error ? res->error : NULL, &out);
+    wait_span(t, j, &out);
+    if (t->done.len > 0) {
+        jr_buf_put(&out, ",", 1);
+        jr_buf_put(&out, t->done.p, t->done.len);
+    }
+    if (out.oom)
+        jr_log(JR_LOG_WARN, "job %lld (%s): its spans are dropped: out of "
+               "memory", (long long)j->id, j->name);
+    else
+        jr_frame_put_spans(&w->out, out.p, out.len, 2 + t->ndone);
+    if (out.oom || out.cap > (1u << 20))    /* a big one is not kept */
+        jr_buf_free(&out);
+}
