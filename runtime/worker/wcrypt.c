@@ -80,7 +80,7 @@ jr_wcrypt_open_job(worker *w, jr_job *j, char *why, size_t size)
     o = jr_job_new_full(j->id, j->name, j->queue, t[0] ? t[0] : j->payload,
                         t[0] ? tn[0] : j->payload_len,
                         t[1] ? t[1] : j->parents, t[2] ? t[2] : j->steps,
-                        t[3] ? t[3] : j->waits);
+                        t[3] ? t[3] : j->waits, j->trace, j->key);
     if (o == NULL) {
         snprintf(why, size, "job %lld: out of memory decrypting it",
                  (long long)j->id);

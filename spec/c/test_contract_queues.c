@@ -291,6 +291,11 @@ test_queue_list(void)
     push1(&db, child);                                  /* waiting */
     id = push_q(&db, "c.ql", "ql.q", 0, 0);
     CHECK_OK(db.ops->cancel(db.b, &id, 1, &out, &e), e);
+    child = job("c.ql");                                /* expired */
+    child.queue = "ql.q";
+    child.expires_at = 1000;
+    push1(&db, child);
+    CHECK(db.ops->wake(db.b, 10, &e) == 1);
     push_q(&db, "c.ql", "ql.r", 0, 0);
     q = queue_list(&db, "ql.");
     CHECK(q.n == 2);
