@@ -276,6 +276,8 @@ jr_pg_fair_save(jr_backend *b, const jr_pg_fair_row *const *taken, int n,
     int i;
 
     for (i = 0; i < n; i++) {
+        if (taken[i]->fkey == NULL)
+            continue;           /* an aging queue's (aging.c) */
         snprintf(sclock, sizeof sclock, "%.17g", taken[i]->clock);
         snprintf(sinc, sizeof sinc, "%.17g", 1 / taken[i]->weight);
         params[0] = taken[i]->queue;

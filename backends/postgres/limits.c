@@ -247,7 +247,8 @@ lim_rate_elem(const char *scope, double rate, void *arg)
  * what earlier passes took ($10/$11), keys whose stored bucket in a
  * scope $12 of per-key rate $13 is short of a token at $14 (one
  * look-up by primary key per job passed over: the cost follows the
- * keys with jobs, not the buckets); fair queues ($15) are fair.c's */
+ * keys with jobs, not the buckets); fair and aging queues ($15) are
+ * fair.c's and aging.c's */
 static const pg_stmt st_lim_candidates = {
     "jr_lim_candidates", 15,
     WORK_QUEUES
@@ -328,8 +329,8 @@ lim_candidates(jr_backend *b, const jr_claim_spec *spec, int max,
         params[9] = tql = lit_copy(tq);
         params[10] = tnl = lit_copy(tn);
         for (i = 0; i < spec->nlimits; i++)
-            if (spec->limits[i].fair_path &&
-                strncmp(spec->limits[i].scope, JR_LIMIT_QPREFIX, 6) == 0)
+            if ((spec->limits[i].fair_path || spec->limits[i].aging > 0)
+                && strncmp(spec->limits[i].scope, JR_LIMIT_QPREFIX, 6) == 0)
                 sb_elem(&fq, spec->limits[i].scope + 6);
         params[14] = sb_array(&fq);
         lists[0] = a[0].p;
@@ -342,8 +343,10 @@ lim_candidates(jr_backend *b, const jr_claim_spec *spec, int max,
             res = jr_pg_run(b, &st_lim_candidates, params, "claiming jobs", err);
         else
             jr_fail(err, JR_ENOMEM, "postgres: claiming jobs: out of memory");
-        if (res && jr_pg_fair_of(spec, NULL) != NULL &&
-            jr_pg_fair_read(b, spec, max, lists, fr, err) < 0) {
+        if (res && ((jr_pg_fair_of(spec, NULL) != NULL &&
+                     jr_pg_fair_read(b, spec, max, lists, fr, err) < 0) ||
+                    (jr_pg_aging_any(spec) &&
+                     jr_pg_aging_read(b, spec, max, lists, fr, err) < 0))) {
             PQclear(res);
             res = NULL;
         }

@@ -204,6 +204,13 @@ int  jr_pg_fair_read(jr_backend *b, const jr_claim_spec *spec, int max,
                      const char *const *lists, jr_pg_fair_rows *fr,
                      jr_err *err);
 void jr_pg_fair_rows_clear(jr_pg_fair_rows *fr);
+/* aging.c: whether spec has an aging queue; appends the first jobs of
+ * spec's aging queues, at most max each, by effective priority, locked,
+ * to fr (rows with no fair key); lists as jr_pg_fair_read's. */
+int  jr_pg_aging_any(const jr_claim_spec *spec);
+int  jr_pg_aging_read(jr_backend *b, const jr_claim_spec *spec, int max,
+                      const char *const *lists, jr_pg_fair_rows *fr,
+                      jr_err *err);
 /* Counts the claimed fair rows taken[0..n) in their keys' passes. */
 int  jr_pg_fair_save(jr_backend *b, const jr_pg_fair_row *const *taken,
                      int n, jr_err *err);

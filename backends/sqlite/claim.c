@@ -165,12 +165,16 @@ queue_candidates(jr_backend *b, const char *queue, int cap, const char *json,
                  jr_err *err)
 {
     const jr_limit *f = lim ? jr_sqlite_fair_of(lim->spec, queue) : NULL;
+    double aging = lim ? jr_sqlite_aging_of(lim->spec, queue) : 0;
     sqlite3_stmt *s;
     int rank = 0, rc;
 
     if (f != NULL)
         return jr_sqlite_fair_candidates(b, f, queue, cap, json, now, c, n,
                                          lim, err);
+    if (aging > 0)
+        return jr_sqlite_aged_candidates(b, aging, queue, cap, json, now, c,
+                                         n, lim, err);
     s = stmt(b, lim ? S_LIM_CANDIDATES : S_CLAIM_CANDIDATES, err);
     if (s == NULL)
         return -1;

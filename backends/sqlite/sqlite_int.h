@@ -304,6 +304,17 @@ int  jr_sqlite_fair_set(jr_backend *b, const char *queue, const char *key,
 int  jr_sqlite_fair_save(jr_backend *b, const candidate *c, int n,
                          jr_err *err);
 
+/* aging.c: the priority aging period of queue in spec (seconds), 0
+ * when it does not age. */
+double jr_sqlite_aging_of(const jr_claim_spec *spec, const char *queue);
+/* Appends the first cap ready jobs of aging queue to c[*n..] as
+ * queue_candidates does, in the order of their effective priority
+ * (base/limit.h), then run_at, id. 0, or -1 with err set. */
+int  jr_sqlite_aged_candidates(jr_backend *b, double aging,
+                               const char *queue, int cap, const char *json,
+                               double now, candidate *c, int *n,
+                               const limq *lim, jr_err *err);
+
 /* The limited claim's filter on its candidates (claim.c, fair.c): names
  * ?3 and not ?5, no key at its cap (?6) and no bucket of a rate (?7)
  * empty at ?2. */

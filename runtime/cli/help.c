@@ -32,12 +32,13 @@ static const struct topic {
      "COMMANDS, OPTIONS, EXIT STATUS, ENVIRONMENT",
      "commands command options push"},
     {"queues", "Queues and control",
-     "caps, serving, fairness, fair share between keys, pause and "
+     "caps, serving, fairness, fair share between keys, priority aging, "
+     "pause and "
      "resume; sequences (one at a time per key, in push order); cancel, "
      "show, list, retention, progress",
      "COMMANDS (queue, fair set, sequences, cancel, show, list)",
      "queue control cancel show list retention progress sequences "
-     "sequence fair tenant weight"},
+     "sequence fair tenant weight aging priority"},
     {"schedules", "Schedules and unique jobs",
      "recurring jobs (cron, every, time zones, catch-up); unique keys",
      "COMMANDS (schedules, push), FILES (jobrunner.lua)",
