@@ -166,10 +166,12 @@ int jr_pg_push_copy(jr_backend *b, const jr_push *const *pp, int n,
  * (ids may be NULL); push_linked, the same in a transaction of its own. */
 int jr_pg_flow_any(const jr_push *const *pp, int n);
 int jr_pg_flow_link(jr_backend *b, const jr_push *const *pp, int n,
-                 const int64_t *ids, jr_err *err);
-/* sequence.c: job id (p), just inserted, goes to the end of its
- * sequence, in the open transaction. */
-int jr_pg_seq_link(jr_backend *b, const jr_push *p, int64_t id, jr_err *err);
+                 int64_t *ids, jr_err *err);
+/* sequence.c: job *id (p), just inserted, goes to the end of its
+ * sequence, in the open transaction, or (on_conflict) gives its payload
+ * to the sequence's pending last job, whose id *id then gets;
+ * p->outcome (may be NULL) says which. */
+int jr_pg_seq_link(jr_backend *b, const jr_push *p, int64_t *id, jr_err *err);
 int jr_pg_insert_linked(jr_backend *b, const jr_push *const *pp, int n,
                      int64_t *ids, jr_err *err);
 int jr_pg_push_linked(jr_backend *b, const jr_push *const *pp, int n,

@@ -100,8 +100,7 @@ push_arrays(jr_backend *b, const jr_push *const *pp, int n, jr_buf *a,
         ba_text(&a[7], p->key);
         ba_text(&a[8], p->unique_key);
         ba_float8(&a[9], p->unique_for);
-        ba_text(&a[10], p->on_conflict == JR_CONFLICT_REPLACE ? "replace" :
-                "keep");
+        ba_text(&a[10], jr_conflict_name(p->on_conflict));
     }
     for (i = 0; i < PUSH_ARRAYS; i++) {
         if (a[i].oom || a[i].len > INT32_MAX)
@@ -144,7 +143,9 @@ push_unique(jr_backend *b, const jr_push *const *pp, int n, int64_t *ids,
         if (pp[k]->outcome != NULL)
             *pp[k]->outcome = strcmp(o, "new") == 0 ? JR_PUSH_NEW :
                               strcmp(o, "replaced") == 0 ?
-                              JR_PUSH_REPLACED : JR_PUSH_DUPLICATE;
+                              JR_PUSH_REPLACED :
+                              strcmp(o, "superseded") == 0 ?
+                              JR_PUSH_SUPERSEDED : JR_PUSH_DUPLICATE;
     }
     PQclear(res);
     return 0;

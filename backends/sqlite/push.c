@@ -31,7 +31,8 @@
 enum { S_INSERT, S_INSERT_BARE, S_INSERT_MANY, S_INSERT_MANY_IDS,
        S_INSERT_MANY_BARE, S_INSERT_MANY_BARE_IDS, S_LIMIT_PATH,
        S_UNIQUE_HOLDER, S_UNIQUE_WINDOW, S_UNIQUE_TAKE, S_UNIQUE_REPLACE,
-       S_QUEUE_SEEN, S_QUEUE_KNOWN, S_RESULT_TTL, S_COUNT };
+       S_QUEUE_SEEN, S_QUEUE_KNOWN, S_RESULT_TTL, S_UNIQUE_CANCEL,
+       S_UNIQUE_UNWINDOW, S_COUNT };
 
 static const char *const sql_text[S_COUNT] = {
     [S_INSERT] = INSERT_JOB LIMIT_KEY_OF ")",
@@ -63,6 +64,16 @@ static const char *const sql_text[S_COUNT] = {
     [S_QUEUE_KNOWN] = "INSERT INTO queues (name) VALUES (?1)",
     /* a push's result_ttl: set after its insert (few pushes have one) */
     [S_RESULT_TTL] = "UPDATE jobs SET result_ttl = ?2 WHERE id = ?1",
+    /* on_conflict cancel_running: the running job of name ?1 and key ?2
+     * is cancelled (as admin.c's cancel of a running job) and gives up
+     * its key, and the window it held (unique_for) */
+    [S_UNIQUE_CANCEL] =
+        "UPDATE jobs SET cancel_requested = 1, unique_key = NULL,"
+        " updated_at = ?3 WHERE name = ?1 AND unique_key = ?2"
+        " AND state = 'running' RETURNING id",
+    [S_UNIQUE_UNWINDOW] =
+        "DELETE FROM unique_keys WHERE name = ?1 AND unique_key = ?2"
+        " AND job_id = ?3",
 };
 
 static sqlite3_stmt *
@@ -166,8 +177,41 @@ unique_holder(jr_backend *b, const jr_push *p, double now, int *queued,
     return 0;
 }
 
-/* A push whose key is held: debounce (on_conflict replace) moves a queued
- * holder to p's payload and run_at; a running one is never replaced. */
+/* on_conflict cancel_running: cancels the running holder of p's key,
+ * which gives up the key and its window. Returns 1 if there was one, 0
+ * if not, -1 on error. */
+static int
+unique_cancel(jr_backend *b, const jr_push *p, double now, jr_err *err)
+{
+    sqlite3_stmt *s = stmt(b, S_UNIQUE_CANCEL, err);
+    int64_t id = 0;
+    int rc;
+
+    if (s == NULL)
+        return -1;
+    bind_text(s, 1, p->name);
+    bind_text(s, 2, p->unique_key);
+    sqlite3_bind_double(s, 3, now);
+    if ((rc = sqlite3_step(s)) == SQLITE_ROW)
+        id = sqlite3_column_int64(s, 0);
+    while (rc == SQLITE_ROW)
+        rc = sqlite3_step(s);
+    sqlite3_reset(s);
+    if (rc != SQLITE_DONE)
+        return jr_sqlite_fail(b, err, "cancelling a unique job");
+    if (id == 0)
+        return 0;
+    if ((s = stmt(b, S_UNIQUE_UNWINDOW, err)) == NULL)
+        return -1;
+    bind_text(s, 1, p->name);
+    bind_text(s, 2, p->unique_key);
+    sqlite3_bind_int64(s, 3, id);
+    return run(b, s, err, "cancelling a unique job") < 0 ? -1 : 1;
+}
+
+/* A push whose key is held: debounce (on_conflict replace or
+ * cancel_running) moves a queued holder to p's payload and run_at; a
+ * running one is never replaced. */
 static int
 unique_conflict(jr_backend *b, const jr_push *p, int64_t holder, double now,
                 jr_err *err)
@@ -175,7 +219,7 @@ unique_conflict(jr_backend *b, const jr_push *p, int64_t holder, double now,
     sqlite3_stmt *s;
     int rc;
 
-    if (p->on_conflict != JR_CONFLICT_REPLACE)
+    if (p->on_conflict == JR_CONFLICT_KEEP || holder == 0)
         return JR_PUSH_DUPLICATE;
     if ((s = stmt(b, S_UNIQUE_REPLACE, err)) == NULL)
         return -1;
@@ -215,8 +259,14 @@ jr_sqlite_insert_one(jr_backend *b, const jr_push *p, double now,
                      int64_t *id, jr_err *err)
 {
     int64_t holder, got;
-    int queued, outcome = JR_PUSH_NEW;
+    int queued, outcome = JR_PUSH_NEW, cancelled = 0;
 
+    if (p->unique_key != NULL &&
+        p->on_conflict == JR_CONFLICT_CANCEL_RUNNING &&
+        (cancelled = unique_cancel(b, p, now, err)) < 0)
+        return -1;
+    if (cancelled)
+        outcome = JR_PUSH_SUPERSEDED;
     if (p->unique_key == NULL) {
         outcome = insert_row(b, p, now, id, err);
     } else if ((holder = unique_holder(b, p, now, &queued, err)) < 0) {

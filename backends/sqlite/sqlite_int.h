@@ -210,7 +210,7 @@ int  jr_sqlite_attempts(jr_backend *b, int64_t id, jr_attempt_row *a,
  * flow_check: the same when the job has a flow bit (read from its row). */
 int  jr_sqlite_flow_any(const jr_push *p, int n);
 int  jr_sqlite_flow_link(jr_backend *b, const jr_push *p, int n,
-                         const int64_t *ids, double now, jr_err *err);
+                         int64_t *ids, double now, jr_err *err);
 int  jr_sqlite_flow_settle(jr_backend *b, int64_t id, const char *st,
                            const char *result, double now, jr_err *err);
 int  jr_sqlite_flow_check(jr_backend *b, int64_t id, const char *st,
@@ -219,9 +219,12 @@ int  jr_sqlite_flow_check(jr_backend *b, int64_t id, const char *st,
  * parent's flow bit, and the parent's end at once when it ended. */
 int  jr_sqlite_flow_wait(jr_backend *b, const jr_push *p, int64_t id,
                          int64_t parent, double now, jr_err *err);
-/* sequence.c; in the open transaction, from flow.c: job id (p), just
- * pushed, goes to the end of its sequence (docs/queues.md). */
-int  jr_sqlite_seq_link(jr_backend *b, const jr_push *p, int64_t id,
+/* sequence.c; in the open transaction, from flow.c: job *id (p), just
+ * pushed, goes to the end of its sequence (docs/queues.md), or with
+ * on_conflict replace or cancel_running gives its payload to the
+ * sequence's pending last job and is dropped: *id is then that job's;
+ * p->outcome (may be NULL) says which. */
+int  jr_sqlite_seq_link(jr_backend *b, const jr_push *p, int64_t *id,
                         double now, jr_err *err);
 /* Steps s, which returns at most one row: column 0 as text into buf
  * (size), or as an int64 into *out when buf is NULL. 1 with a row, 0

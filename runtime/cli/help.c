@@ -33,12 +33,12 @@ static const struct topic {
      "commands command options push"},
     {"queues", "Queues and control",
      "caps, serving, fairness, fair share between keys, priority aging, "
-     "pause and "
-     "resume; sequences (one at a time per key, in push order); cancel, "
-     "show, list, retention, progress",
+     "pause and resume; sequences (one at a time per key, in push order); "
+     "newer pushes replacing older (on_conflict); cancel, show, list, "
+     "retention, progress",
      "COMMANDS (queue, fair set, sequences, cancel, show, list)",
      "queue control cancel show list retention progress sequences "
-     "sequence fair tenant weight aging priority"},
+     "sequence fair tenant weight aging priority supersede conflict"},
     {"schedules", "Schedules and unique jobs",
      "recurring jobs (cron, every, time zones, catch-up); unique keys",
      "COMMANDS (schedules, push), FILES (jobrunner.lua)",

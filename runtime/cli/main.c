@@ -26,11 +26,15 @@ static const struct command {
      "                           (e.g. 127.0.0.1:8089; overrides http.listen)", 0},
     {"push", jr_cmd_push, "push NAME [JSON] [--in DURATION | --at TIME] [--priority N]\n"
      "       [--queue Q] [--max-retries N] [--key K] [--result-ttl DURATION]\n"
-     "       [--unique-key K [--unique-for DURATION] [--on-conflict keep|replace]]\n"
+     "       [--unique-key K [--unique-for DURATION]]\n"
      "       [--after ID[,ID...] [--on-parent-failure cancel|run|dead]] [--batch ID]\n"
      "       [--sequence KEY [--on-failure block|skip|dead]]\n"
-     "                           queue a job; prints its id (with --unique-key: the id\n"
-     "                           and new, duplicate or replaced)", 1},
+     "       [--on-conflict keep|replace|cancel_running] (with --unique-key or\n"
+     "                           --sequence: replace a pending job of the key; also\n"
+     "                           cancel its running one)\n"
+     "                           queue a job; prints its id (with --unique-key, or\n"
+     "                           --on-conflict: the id and new, duplicate, replaced\n"
+     "                           or superseded)", 1},
     {"push-flow", jr_cmd_push_flow, "push-flow FILE|- [--json]\n"
      "                           push a flow (docs/workflows.md): its jobs and\n"
      "                           their after links in one transaction; prints each\n"

@@ -126,8 +126,7 @@ stats(jr_db *db, jr_apireq *q, jr_err *e)
 static int
 push(jr_db *db, jr_apireq *q, jr_err *e)
 {
-    static const char *const said[] = {"new", "duplicate", "replaced"};
-    int i, o;
+    int i;
 
     if (db->ops->push(db->b, q->pushes, q->npushes, q->ids, e) < 0)
         return -1;
@@ -139,12 +138,9 @@ push(jr_db *db, jr_apireq *q, jr_err *e)
         jr_api_printf(&q->body, "%s%lld", i ? "," : "", (long long)q->ids[i]);
     jr_buf_put(&q->body, q->many ? "],\"outcomes\":[" : ",\"outcome\":",
                q->many ? 14 : 11);
-    for (i = 0; i < q->npushes; i++) {
-        o = q->outcomes[i];
+    for (i = 0; i < q->npushes; i++)
         jr_api_printf(&q->body, "%s\"%s\"", i ? "," : "",
-                      said[o == JR_PUSH_DUPLICATE ? 1 :
-                           o == JR_PUSH_REPLACED ? 2 : 0]);
-    }
+                      jr_outcome_name(q->outcomes[i]));
     jr_buf_put(&q->body, q->many ? "]}" : "}", q->many ? 2 : 1);
     return 0;
 }

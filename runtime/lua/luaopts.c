@@ -70,20 +70,20 @@ read_unique_key(lua_State *L, const char *fn, jr_push *p, jr_err *err)
                                err);
 }
 
-/* The on_conflict option on top: "keep" or "replace".  [-0, +0, v] */
+/* The on_conflict option on top: "keep", "replace" or
+ * "cancel_running".  [-0, +0, v] */
 static int
 read_on_conflict(lua_State *L, const char *fn)
 {
     const char *v = lua_type(L, -1) == LUA_TSTRING ? lua_tostring(L, -1) :
                     NULL;
+    int c = jr_conflict_parse(v);
 
-    if (v != NULL && strcmp(v, "keep") == 0)
-        return JR_CONFLICT_KEEP;
-    if (v != NULL && strcmp(v, "replace") == 0)
-        return JR_CONFLICT_REPLACE;
-    return luaL_error(L, "%s: option 'on_conflict' must be \"keep\" or "
-                      "\"replace\", got %s", fn, v ? v :
-                      luaL_typename(L, -1));
+    if (c >= 0)
+        return c;
+    return luaL_error(L, "%s: option 'on_conflict' must be \"keep\", "
+                      "\"replace\" or \"cancel_running\", got %s", fn,
+                      v ? v : luaL_typename(L, -1));
 }
 
 /* The after option's ids: this thread's, until its next call. */
