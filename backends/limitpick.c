@@ -228,22 +228,29 @@ jr_lpick_key_rates(const jr_lpick *p, jr_lpick_rate_cb cb, void *arg)
     return 0;
 }
 
-/* Whether e has room for one more job; notes when a token comes. */
+/* Whether e has room for one more job of cost units; notes when the
+ * tokens come. */
 static int
-room(jr_lpick *p, const entry *e)
+room_for(jr_lpick *p, const entry *e, long cost)
 {
     const jr_limit_set *s = set_of(p, e);
     double at;
 
-    if (s->concurrency > 0 && e->running >= s->concurrency)
+    if (s->concurrency > 0 && e->running + cost > s->concurrency)
         return 0;
-    if (s->rate > 0 && e->tokens < 1) {
-        at = p->now + (1 - e->tokens) / s->rate;
+    if (s->rate > 0 && e->tokens < cost) {
+        at = p->now + (cost - e->tokens) / s->rate;
         if (p->next == 0 || at < p->next)
             p->next = at;
         return 0;
     }
     return 1;
+}
+
+static int
+room(jr_lpick *p, const entry *e)
+{
+    return room_for(p, e, 1);
 }
 
 int
@@ -269,27 +276,36 @@ int
 jr_lpick_take(jr_lpick *p, const char *name, const char *queue,
               const char *key)
 {
+    return jr_lpick_take_cost(p, name, queue, key, 1);
+}
+
+int
+jr_lpick_take_cost(jr_lpick *p, const char *name, const char *queue,
+                   const char *key, long cost)
+{
     entry *got[2 * JR_LIMIT_MAX];
     int i, k, n = 0;
 
+    if (cost < 1)
+        cost = 1;
     for (i = 0; i < p->nl; i++) {
         if (!applies(&p->l[i], name, queue))
             continue;
         if ((got[n] = get(p, i, NULL)) == NULL)
             return -1;
-        if (!room(p, got[n++]))
+        if (!room_for(p, got[n++], cost))
             return 0;
         if (key && has_any(&p->l[i].per_key)) {
             if ((got[n] = get(p, i, key)) == NULL)
                 return -1;
-            if (!room(p, got[n++]))
+            if (!room_for(p, got[n++], cost))
                 return 0;
         }
     }
     for (k = 0; k < n; k++) {
-        got[k]->running++;
+        got[k]->running += cost;
         if (set_of(p, got[k])->rate > 0) {
-            got[k]->tokens -= 1;
+            got[k]->tokens -= cost;
             got[k]->dirty = 1;
         }
     }

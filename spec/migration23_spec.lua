@@ -1,7 +1,9 @@
 -- migration23_spec.lua - migration 23 (newer replaces older:
--- docs/queues.md). A database of schema 18 holding jobs in every state (a
+-- docs/queues.md; limits by cost: docs/limits.md). A database of schema
+-- 18 holding jobs in every state (a
 -- running job holding a unique key, a sequence's queued head among them)
--- is brought forward by `jobrunner migrate` with every job intact; then
+-- is brought forward by `jobrunner migrate` with every job intact, at
+-- no cost (the new column NULL) and its config's limit sizes recorded; then
 -- on_conflict cancel_running and replace work on the old rows: the
 -- running holder is cancelled and gives up its key, the sequence's
 -- pending job takes the new payload. On PostgreSQL the SQL producer's
@@ -32,7 +34,7 @@ end
 
 for _, backend in ipairs(jr.backends()) do
   local pg = backend == "postgres"
-  describe(backend .. ": migration 23 (on_conflict cancel_running)", function()
+  describe(backend .. ": migration 23 (on_conflict cancel_running, cost)", function()
     local env
     before_each(function() env = jr.env(backend) end)
     after_each(function() env:cleanup() end)
@@ -41,9 +43,20 @@ for _, backend in ipairs(jr.backends()) do
       jr.make_schema(env, 18)
       old_jobs(env)
       local before = jr.job_snapshot(env)
+      env:config([[limits = { ["m23.c"] = { rate = "100/1m" } }]])
       local out, err, code = env:cli("migrate")
       assert.are.equal(0, code, out .. err)
       assert.are.same(before, jr.job_snapshot(env))
+      -- limits by cost: the old jobs cost nothing more (NULL: 1); the
+      -- limit's size is recorded, and a push over it refused
+      assert.are.equal(0, #env:query("SELECT id FROM jobs WHERE cost IS NOT NULL"))
+      assert.are.same({ { scope = "m23.c", size = 100 } },
+                      env:query("SELECT scope, size FROM limit_sizes"))
+      out, err, code = env:cli("push", "m23.c", "--cost", "101")
+      assert.are.equal(2, code, out)
+      assert.truthy(err:find("cost 101 is over limit 'm23.c'", 1, true), err)
+      local c = tonumber((env:cli("push", "m23.c", "--cost", "100")))
+      assert.are.same({ { cost = 100 } }, env:query("SELECT cost FROM jobs WHERE id = " .. c))
       -- the running holder of 'k' is cancelled, the push is new in its place
       out, err, code = env:cli("push", "m23.a", '{"n": 7}', "--unique-key", "k",
                                "--on-conflict", "cancel_running")

@@ -25,9 +25,9 @@ static const pg_stmt st_aged_jobs = {"jr_aged_jobs", 9,
     " UNION ALL SELECT (SELECT min(priority) FROM {{schema}}.jobs"
     "  WHERE state = 'queued' AND queue = $2::text AND priority > lv.p)"
     "  FROM lv WHERE lv.p IS NOT NULL)"
-    " SELECT s.id, s.name, s.queue, s.limit_key FROM lv"
-    " CROSS JOIN LATERAL (SELECT id, name, queue, limit_key, priority,"
-    "  run_at FROM {{schema}}.jobs"
+    " SELECT s.id, s.name, s.queue, s.limit_key, coalesce(s.cost, 1)"
+    " FROM lv CROSS JOIN LATERAL (SELECT id, name, queue, limit_key,"
+    "  priority, run_at, cost FROM {{schema}}.jobs"
     "  WHERE state = 'queued' AND queue = $2::text AND priority = lv.p"
     "  AND run_at <= now()"
     "  AND NOT EXISTS (SELECT 1 FROM {{schema}}.queues p"
@@ -122,6 +122,7 @@ jr_pg_aging_read(jr_backend *b, const jr_claim_spec *spec, int max,
             row->name = PQgetvalue(res, r, 1);
             row->queue = PQgetvalue(res, r, 2);
             row->key = PQgetisnull(res, r, 3) ? NULL : PQgetvalue(res, r, 3);
+            row->cost = atol(PQgetvalue(res, r, 4));
             row->rank = r + 1;
         }
     }

@@ -20,10 +20,10 @@
  * (st_fair_lock) */
 static const pg_stmt st_fair_jobs = {"jr_fair_jobs", 9,
     "SELECT id, name, queue, limit_key, k, priority,"
-    " extract(epoch FROM run_at)::float8 FROM"
+    " extract(epoch FROM run_at)::float8, coalesce(cost, 1) FROM"
     " (SELECT *, row_number() OVER"
     "   (PARTITION BY k ORDER BY priority, run_at, id) AS r FROM"
-    "  (SELECT id, name, queue, limit_key, priority, run_at,"
+    "  (SELECT id, name, queue, limit_key, priority, run_at, cost,"
     "    coalesce(payload #>> $9::text[], '') AS k FROM {{schema}}.jobs"
     "   WHERE state = 'queued' AND queue = $2::text AND run_at <= now()"
     "   AND NOT EXISTS (SELECT 1 FROM {{schema}}.queues p"
@@ -194,6 +194,7 @@ rank_rows(jr_backend *b, const jr_limit *f, const char *queue, int cap,
         row->queue = PQgetvalue(res, at, 2);
         row->key = PQgetisnull(res, at, 3) ? NULL : PQgetvalue(res, at, 3);
         row->fkey = PQgetvalue(res, at, 4);
+        row->cost = atol(PQgetvalue(res, at, 7));
         row->rank = i + 1;
         row->weight = k[order[i]].weight;
         row->clock = clock;

@@ -174,6 +174,8 @@ jr_pg_insert_linked(jr_backend *b, const jr_push *const *pp, int n,
     rc = jr_pg_insert_all(b, pp, n, ids, err);
     if (rc == 0)
         rc = jr_pg_flow_link(b, pp, n, ids, err);
+    if (rc == 0)
+        rc = jr_pg_set_costs(b, pp, n, ids, err);
     free(own);
     return rc;
 }

@@ -66,8 +66,10 @@ static const pg_stmt st_lim_lock = {"jr_lim_lock", 1,
     "SELECT pg_advisory_xact_lock(hashtext($1::text)),"
     " extract(epoch FROM now())::float8"};
 
+/* the running jobs' slots: a job's cost, 1 without one */
 static const pg_stmt st_lim_running = {"jr_lim_running", 0,
-    "SELECT name, queue, limit_key, count(*) FROM {{schema}}.jobs"
+    "SELECT name, queue, limit_key, sum(coalesce(cost, 1))"
+    " FROM {{schema}}.jobs"
     " WHERE state = 'running' GROUP BY name, queue, limit_key"};
 
 /* Takes the limits' lock and reads the running jobs and the scopes' own
@@ -264,11 +266,12 @@ static const pg_stmt st_lim_candidates = {
     "  AND least(coalesce(w.cap, $5::int), $2::int)"
     "   - coalesce(t.taken, 0) > 0),"
     " c0 AS (SELECT r.id, r.rn, q.name AS qname, r.priority, r.run_at,"
-    "  r.jname, r.limit_key FROM q"
+    "  r.jname, r.limit_key, r.cost FROM q"
     "  CROSS JOIN LATERAL (SELECT s.id, s.priority, s.run_at,"
-    "   s.name AS jname, s.limit_key,"
+    "   s.name AS jname, s.limit_key, s.cost,"
     "   row_number() OVER (ORDER BY s.priority, s.run_at, s.id) AS rn"
-    "   FROM (SELECT id, priority, run_at, name, limit_key"
+    "   FROM (SELECT id, priority, run_at, name, limit_key,"
+    "    coalesce(cost, 1) AS cost"
     "    FROM {{schema}}.jobs"
     "    WHERE state = 'queued' AND queue = q.name AND run_at <= now()"
     "    AND name = ANY($1::text[]) AND name <> ALL($7::text[])"
@@ -287,7 +290,7 @@ static const pg_stmt st_lim_candidates = {
     "  FROM c0),"
     " c AS (SELECT c1.*, (qi + $6::bigint) % max(qi) OVER () AS turn"
     "  FROM c1)"
-    " SELECT id, jname, qname, limit_key, rn FROM c"
+    " SELECT id, jname, qname, limit_key, rn, cost FROM c"
     " ORDER BY rn, turn, priority, run_at, id"};
 
 /* One pass's candidates: the fair order of st_claim without what the
@@ -441,6 +444,7 @@ lim_take_rows(jr_lpick *p, const PGresult *res, const jr_pg_fair_rows *fr,
 {
     int r = 0, f = 0, ok, k = 0, fair;
     const char *id, *name, *queue, *key;
+    long cost;
 
     *rejected = 0;
     while ((r < PQntuples(res) || f < fr->n) && k < room) {
@@ -451,13 +455,15 @@ lim_take_rows(jr_lpick *p, const PGresult *res, const jr_pg_fair_rows *fr,
             name = fr->row[f].name;
             queue = fr->row[f].queue;
             key = fr->row[f].key;
+            cost = fr->row[f].cost;
         } else {
             id = PQgetvalue(res, r, 0);
             name = PQgetvalue(res, r, 1);
             queue = PQgetvalue(res, r, 2);
             key = PQgetisnull(res, r, 3) ? NULL : PQgetvalue(res, r, 3);
+            cost = atol(PQgetvalue(res, r, 5));
         }
-        ok = jr_lpick_take(p, name, queue, key);
+        ok = jr_lpick_take_cost(p, name, queue, key, cost);
         if (ok < 0)
             ids->oom = 1;
         *rejected += ok == 0;

@@ -172,6 +172,10 @@ int jr_pg_flow_link(jr_backend *b, const jr_push *const *pp, int n,
  * to the sequence's pending last job, whose id *id then gets;
  * p->outcome (may be NULL) says which. */
 int jr_pg_seq_link(jr_backend *b, const jr_push *p, int64_t *id, jr_err *err);
+/* push.c: the costs of pp[0..n) (limits by cost) on the jobs ids[0..n)
+ * that hold them, after their insert (and their sequences). */
+int jr_pg_set_costs(jr_backend *b, const jr_push *const *pp, int n,
+                    const int64_t *ids, jr_err *err);
 int jr_pg_insert_linked(jr_backend *b, const jr_push *const *pp, int n,
                      int64_t *ids, jr_err *err);
 int jr_pg_push_linked(jr_backend *b, const jr_push *const *pp, int n,
@@ -189,6 +193,7 @@ typedef struct jr_pg_fair_row {
     const char *id, *name, *queue, *key, *fkey;
     long        rank;
     double      weight, clock;
+    long        cost;           /* its cost (1 without one) */
 } jr_pg_fair_row;
 typedef struct jr_pg_fair_rows {
     jr_pg_fair_row *row;

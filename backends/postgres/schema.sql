@@ -1774,3 +1774,18 @@ RETURNS bigint LANGUAGE sql AS $$
     SELECT s.job_id FROM {{schema}}.sequence_put(sequence.id, sequence.key,
         sequence.on_failure, sequence.on_conflict) s
 $$;
+-- Limits by cost (docs/limits.md, "Limits by cost"): a job's cost, the
+-- tokens it takes from a rate's bucket and the slots of a concurrency
+-- cap; NULL for a job pushed without one, which counts 1 and pays
+-- nothing for it (a nullable column without a default: no table
+-- rewrite). limit_sizes: per limit of the config (a job name, or
+-- "queue:NAME"), the most one job may cost (its smallest cap or
+-- bucket) and what that is, written by the runner at start and by
+-- migrate, read by a push with a cost: a cost over it is refused.
+ALTER TABLE {{schema}}.jobs ADD COLUMN cost int
+    CHECK (cost IS NULL OR cost BETWEEN 1 AND 1000000000);
+CREATE TABLE {{schema}}.limit_sizes (
+    scope text PRIMARY KEY,
+    size  bigint NOT NULL,
+    what  text NOT NULL
+);

@@ -24,7 +24,8 @@ static const char *const sql_text[S_COUNT] = {
     /* the first ?4 ready jobs of priority ?8 in queue ?1, oldest first,
      * with the filters of claim.c's S_LIM_CANDIDATES */
     [S_AGE_JOBS] =
-        "SELECT id, priority, run_at, name, limit_key FROM jobs"
+        "SELECT id, priority, run_at, name, limit_key, coalesce(cost, 1)"
+        " FROM jobs"
         " WHERE state = 'queued' AND queue = ?1 AND priority = ?8"
         " AND run_at <= ?2" JR_SQLITE_LIM_FILTER
         " ORDER BY run_at, id LIMIT ?4",
@@ -102,6 +103,7 @@ level_jobs(sqlite3_stmt *s, const char *queue, int level,
         a->c.id = sqlite3_column_int64(s, 0);
         a->c.priority = sqlite3_column_int(s, 1);
         a->c.run_at = sqlite3_column_double(s, 2);
+        a->c.cost = (long)sqlite3_column_int64(s, 5);
         a->eff = jr_aged_priority(a->c.priority, a->c.run_at, now, aging);
         key = (const char *)sqlite3_column_text(s, 4);
         a->c.name = strdup((const char *)sqlite3_column_text(s, 3));

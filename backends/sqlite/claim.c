@@ -53,8 +53,8 @@ static const char *const sql_text[S_COUNT] = {
      * primary key look-up per job passed over, so the cost follows the
      * keys with jobs, not the buckets */
     [S_LIM_CANDIDATES] =
-        "SELECT id, priority, run_at, name, limit_key FROM jobs"
-        " WHERE state = 'queued' AND queue = ?1 AND run_at <= ?2"
+        "SELECT id, priority, run_at, name, limit_key, coalesce(cost, 1)"
+        " FROM jobs WHERE state = 'queued' AND queue = ?1 AND run_at <= ?2"
         JR_SQLITE_LIM_FILTER
         " ORDER BY priority, run_at, id LIMIT ?4",
     /* a claim reads its jobs, then marks them running by id in the same
@@ -193,6 +193,7 @@ queue_candidates(jr_backend *b, const char *queue, int cap, const char *json,
         c[*n].run_at = sqlite3_column_double(s, 2);
         c[*n].rank = rank++;
         c[*n].name = c[*n].queue = c[*n].key = c[*n].fkey = NULL;
+        c[*n].cost = lim ? (long)sqlite3_column_int64(s, 5) : 1;
         (*n)++;
         if (lim && candidate_strings(s, queue, &c[*n - 1]) < 0) {
             sqlite3_reset(s);

@@ -19,10 +19,12 @@ static const char *const sql_text[S_COUNT] = {
      * key '') of queue ?1, by key, with the filters of claim.c's
      * S_LIM_CANDIDATES */
     [S_FAIR_JOBS] =
-        "SELECT id, priority, run_at, name, limit_key, k FROM"
-        " (SELECT id, priority, run_at, name, limit_key, k, row_number()"
+        "SELECT id, priority, run_at, name, limit_key, k, cost FROM"
+        " (SELECT id, priority, run_at, name, limit_key, k, cost,"
+        "   row_number()"
         "   OVER (PARTITION BY k ORDER BY priority, run_at, id) AS r FROM"
         "  (SELECT id, priority, run_at, name, limit_key,"
+        "    coalesce(cost, 1) AS cost,"
         "    coalesce(CAST(json_extract(payload, ?8) AS TEXT), '') AS k"
         "   FROM jobs"
         "   WHERE state = 'queued' AND queue = ?1 AND run_at <= ?2"
@@ -187,6 +189,7 @@ jr_sqlite_fair_candidates(jr_backend *b, const jr_limit *f,
         r[nr].queue = strdup(queue);
         r[nr].key = key ? strdup(key) : NULL;
         r[nr].fkey = strdup((const char *)sqlite3_column_text(s, 5));
+        r[nr].cost = (long)sqlite3_column_int64(s, 6);
         nr++;
         if (!r[nr - 1].name || !r[nr - 1].queue || !r[nr - 1].fkey ||
             (key && !r[nr - 1].key))

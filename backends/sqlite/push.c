@@ -32,7 +32,7 @@ enum { S_INSERT, S_INSERT_BARE, S_INSERT_MANY, S_INSERT_MANY_IDS,
        S_INSERT_MANY_BARE, S_INSERT_MANY_BARE_IDS, S_LIMIT_PATH,
        S_UNIQUE_HOLDER, S_UNIQUE_WINDOW, S_UNIQUE_TAKE, S_UNIQUE_REPLACE,
        S_QUEUE_SEEN, S_QUEUE_KNOWN, S_RESULT_TTL, S_UNIQUE_CANCEL,
-       S_UNIQUE_UNWINDOW, S_COUNT };
+       S_UNIQUE_UNWINDOW, S_COST_OVER, S_COST_SET, S_COUNT };
 
 static const char *const sql_text[S_COUNT] = {
     [S_INSERT] = INSERT_JOB LIMIT_KEY_OF ")",
@@ -74,6 +74,16 @@ static const char *const sql_text[S_COUNT] = {
     [S_UNIQUE_UNWINDOW] =
         "DELETE FROM unique_keys WHERE name = ?1 AND unique_key = ?2"
         " AND job_id = ?3",
+    /* limits by cost: a limit of name ?1 or queue ?2 whose size is
+     * below cost ?3 (limit_sizes); then the cost, set after the insert
+     * on the job that holds the push (few pushes have one) */
+    [S_COST_OVER] =
+        "SELECT scope, size, what FROM limit_sizes"
+        " WHERE scope IN (?1, 'queue:' || ?2) AND size < ?3"
+        " ORDER BY size LIMIT 1",
+    [S_COST_SET] =
+        "UPDATE jobs SET cost = ?2 WHERE id = ?1"
+        " AND state IN ('queued', 'waiting')",
 };
 
 static sqlite3_stmt *
@@ -491,6 +501,48 @@ set_result_ttl(jr_backend *b, int64_t id, double ttl, jr_err *err)
     return run(b, s, err, "setting result_ttl") < 0 ? -1 : 0;
 }
 
+/* Refuses p when its cost is over a limit's size (limit_sizes). */
+static int
+cost_check(jr_backend *b, const jr_push *p, jr_err *err)
+{
+    sqlite3_stmt *s = stmt(b, S_COST_OVER, err);
+    char scope[300] = "", what[160] = "";
+    long size = 0;
+    int rc;
+
+    if (s == NULL)
+        return -1;
+    bind_text(s, 1, p->name);
+    bind_text(s, 2, p->queue ? p->queue : "default");
+    sqlite3_bind_int64(s, 3, p->cost);
+    if ((rc = sqlite3_step(s)) == SQLITE_ROW) {
+        snprintf(scope, sizeof scope, "%s", col_text(s, 0));
+        size = (long)sqlite3_column_int64(s, 1);
+        snprintf(what, sizeof what, "%s", col_text(s, 2));
+    }
+    sqlite3_reset(s);
+    if (rc != SQLITE_ROW && rc != SQLITE_DONE)
+        return jr_sqlite_fail(b, err, "reading the limits' sizes");
+    if (rc == SQLITE_ROW)
+        return jr_fail(err, JR_EINPUT, "job '%s': cost %ld is over limit "
+                       "'%s', whose %s holds %ld at most: it could never "
+                       "start", p->name, p->cost, scope, what, size);
+    return 0;
+}
+
+/* Sets the cost of job id. */
+static int
+set_cost(jr_backend *b, int64_t id, long cost, jr_err *err)
+{
+    sqlite3_stmt *s;
+
+    if ((s = stmt(b, S_COST_SET, err)) == NULL)
+        return -1;
+    sqlite3_bind_int64(s, 1, id);
+    sqlite3_bind_int64(s, 2, cost);
+    return run(b, s, err, "setting a job's cost") < 0 ? -1 : 0;
+}
+
 /* The rows, then the workflow options of those that have some (flow.c),
  * which need the ids. */
 static int
@@ -500,10 +552,14 @@ insert_all(jr_backend *b, const jr_push *p, int n, int64_t *ids,
     int64_t *own = NULL;
     int i, rc;
 
-    for (i = 0; i < n && !(p[i].result_ttl > 0); i++)
+    for (i = 0; i < n && !(p[i].result_ttl > 0) && !(p[i].cost > 1); i++)
         ;
     if (i == n && !jr_sqlite_flow_any(p, n))  /* the plain path */
         return insert_rows(b, p, n, ids, now, check, err);
+    for (i = 0; i < n; i++)
+        if (p[i].cost > 1 && (jr_push_check(&p[i], 0, err) < 0 ||
+                              cost_check(b, &p[i], err) < 0))
+            return -1;
     if (ids == NULL &&
         (ids = own = malloc((size_t)n * sizeof *ids)) == NULL)
         return jr_fail(err, JR_ENOMEM, "sqlite: pushing %d jobs: out of "
@@ -514,6 +570,9 @@ insert_all(jr_backend *b, const jr_push *p, int n, int64_t *ids,
             rc = set_result_ttl(b, ids[i], p[i].result_ttl, err);
     if (rc == 0 && jr_sqlite_flow_any(p, n))
         rc = jr_sqlite_flow_link(b, p, n, ids, now, err);
+    for (i = 0; rc == 0 && i < n; i++)
+        if (p[i].cost > 1)
+            rc = set_cost(b, ids[i], p[i].cost, err);
     free(own);
     return rc;
 }

@@ -260,6 +260,7 @@ typedef struct candidate {
     char   *fkey;               /* of a fair queue: its fair key, its */
     double  fweight;            /* weight and the queue's clock; else */
     double  fclock;             /* NULL */
+    long    cost;               /* with limits: its cost (1 without) */
 } candidate;
 
 /* A limited claim's state between passes: the pick, its blocked lists

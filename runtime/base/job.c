@@ -202,6 +202,10 @@ payload_check(const jr_push *p, jr_err *err)
 int
 jr_push_check(const jr_push *p, size_t max_payload, jr_err *err)
 {
+    if (p->cost < 0 || p->cost > JR_COST_MAX)
+        return jr_fail(err, JR_EINPUT, "job '%s': cost %ld is not a whole "
+                       "number from 1 to %ld", p->name ? p->name : "?",
+                       p->cost, JR_COST_MAX);
     if (jr_name_check(p->name, "job name", err) < 0)
         return -1;
     if (p->queue && jr_name_check(p->queue, "queue name", err) < 0)

@@ -117,7 +117,14 @@ typedef struct jr_push {
                                    before it ended, one at a time */
     int            seq_fail;    /* JR_SEQ_*: what its death does to the
                                    jobs behind it */
+    /* limits by cost (docs/limits.md): 0 or 1 means 1, and nothing is
+     * stored */
+    long           cost;        /* tokens of a rate and slots of a
+                                   concurrency cap the job takes, 1 to
+                                   JR_COST_MAX */
 } jr_push;
+
+#define JR_COST_MAX 1000000000L /* a job's cost at most */
 
 /* One fire of a recurring job (a schedule): the job it inserts and the
  * instant it stands for. The fire takes the job's run_at. */

@@ -63,6 +63,12 @@ jr_aged_priority(int priority, double run_at, double now, double aging)
                                   (long long)waited);
 }
 
+/* The most one job under l may cost (docs/limits.md, "Limits by cost"):
+ * its smallest concurrency cap or bucket (burst), its own or per key; 0
+ * when it has none. what gets which it is ("rate \"100/1m\" (a bucket
+ * of 100)", "per_key concurrency 2"). */
+long jr_limit_size(const jr_limit *l, char *what, size_t whatsz);
+
 /* Checks a scope: a job name, or "queue:" and a queue name. */
 int  jr_limit_scope_check(const char *scope, jr_err *err);
 /* The limit of scope in ls, or NULL. */

@@ -26,6 +26,7 @@ static const struct command {
      "                           (e.g. 127.0.0.1:8089; overrides http.listen)", 0},
     {"push", jr_cmd_push, "push NAME [JSON] [--in DURATION | --at TIME] [--priority N]\n"
      "       [--queue Q] [--max-retries N] [--key K] [--result-ttl DURATION]\n"
+     "       [--cost N]\n"
      "       [--unique-key K [--unique-for DURATION]]\n"
      "       [--after ID[,ID...] [--on-parent-failure cancel|run|dead]] [--batch ID]\n"
      "       [--sequence KEY [--on-failure block|skip|dead]]\n"

@@ -87,6 +87,17 @@ set_result_ttl(jr_push *p, const char *val, jr_err *err)
 }
 
 static int
+set_cost(jr_push *p, const char *val, jr_err *err)
+{
+    long v;
+
+    if (jr_parse_int(val, "--cost", 1, JR_COST_MAX, &v, err) < 0)
+        return -1;
+    p->cost = v;
+    return 0;
+}
+
+static int
 set_on_conflict(jr_push *p, const char *val, jr_err *err)
 {
     int c = jr_conflict_parse(val);
@@ -184,6 +195,7 @@ static const struct push_option {
     {"--on-conflict", 1, set_on_conflict},
     {"--key",         1, set_key},
     {"--result-ttl",  1, set_result_ttl},
+    {"--cost",        1, set_cost},
     {"--after",       1, set_after},
     {"--on-parent-failure", 1, set_on_parent_failure},
     {"--batch",       1, set_batch},
@@ -314,6 +326,7 @@ jr_cmd_push(jr_cli *cli)
     opts.max_retries = p.max_retries;
     opts.key = p.key;
     opts.result_ttl = p.result_ttl;
+    opts.cost = p.cost;
     u.key = p.unique_key;
     u.unique_for = p.unique_for;
     u.on_conflict = p.on_conflict;

@@ -168,6 +168,7 @@ make_push(jr_client *c, const char *name, const char *payload,
     p->run_at = o->run_at;
     p->run_in = o->run_in;
     p->key = o->key;
+    p->cost = o->cost;
     p->result_ttl = o->result_ttl;
     return jr_push_check(p, c->max_payload, &c->err);
 }

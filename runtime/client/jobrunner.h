@@ -86,10 +86,14 @@ typedef struct jr_client_opts {
                                    (docs/producers.md); 0: the runner's
                                    result_ttl, and only if it returns a
                                    result */
+    long        cost;           /* limits by cost (docs/limits.md): the
+                                   tokens of a rate and slots of a
+                                   concurrency cap it takes, 1 to 1e9; 0:
+                                   1 */
 } jr_client_opts;
 
 #define JR_CLIENT_UNSET (-1)
-#define JR_CLIENT_OPTS_INIT { 0, 0, 0, NULL, JR_CLIENT_UNSET, NULL, 0 }
+#define JR_CLIENT_OPTS_INIT { 0, 0, 0, NULL, JR_CLIENT_UNSET, NULL, 0, 0 }
 
 /* One job of a jr_client_push_many batch. Strings are borrowed. */
 typedef struct jr_client_job {

@@ -55,6 +55,7 @@ read_push_opts(lua_State *L, int idx, const char *fn, const char *name,
     o->max_retries = p.max_retries < 0 ? JR_CLIENT_UNSET : p.max_retries;
     o->key = p.key;                          /* anchored by the table */
     o->result_ttl = p.result_ttl;
+    o->cost = p.cost;
     u->key = p.unique_key;                   /* anchored by the table */
     u->unique_for = p.unique_for;
     u->on_conflict = p.on_conflict;  /* JR_CONFLICT_* is JR_CLIENT_* */

@@ -118,6 +118,17 @@ f_priority(jr_push *p, const jv *v, char *why, size_t size)
 }
 
 static int
+f_cost(jr_push *p, const jv *v, char *why, size_t size)
+{
+    int cost = 0;
+
+    if (integer(v, 1, (double)JR_COST_MAX, &cost, why, size) < 0)
+        return -1;
+    p->cost = cost;
+    return 0;
+}
+
+static int
 f_max_retries(jr_push *p, const jv *v, char *why, size_t size)
 {
     if (v->type == 'z')
@@ -279,6 +290,7 @@ static const struct field {
     {"batch", f_batch},
     {"sequence", f_sequence},
     {"on_failure", f_on_failure},
+    {"cost", f_cost},
     {NULL, NULL}
 };
 

@@ -224,11 +224,13 @@ read_one(lua_State *L, const char *fn, const char *k, jr_push *p,
         return read_sequence(L, fn, p, err);
     else if (strcmp(k, "on_failure") == 0)
         p->seq_fail = read_seq_fail(L, fn);
+    else if (strcmp(k, "cost") == 0)
+        p->cost = (long)jr_luaopts_int(L, fn, k, 1, JR_COST_MAX);
     else
         luaL_error(L, "%s: unknown option '%s' (valid: run_in, run_at, "
                    "priority, queue, max_retries, unique_key, unique_for, "
                    "on_conflict, key, result_ttl, after, on_parent_failure, "
-                   "batch, sequence, on_failure)", fn, k);
+                   "batch, sequence, on_failure, cost)", fn, k);
     return 0;
 }
 
@@ -254,6 +256,7 @@ jr_luaopts_push(lua_State *L, int idx, const char *fn, jr_push *p,
     p->batch = 0;
     p->sequence = NULL;
     p->seq_fail = JR_SEQ_BLOCK;
+    p->cost = 0;
     jr_err_clear(err);
     if (!lua_isnoneornil(L, idx)) {
         luaL_checktype(L, idx, LUA_TTABLE);

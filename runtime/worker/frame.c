@@ -285,7 +285,8 @@ jr_frame_get_job(jr_reader *r, jr_err *err)
 }
 
 /* A push's workflow options (a handler's push: after, on_parent_failure,
- * batch, sequence and on_failure; never after_local nor batch_new). */
+ * batch, sequence and on_failure; never after_local nor batch_new), and
+ * its cost. */
 static void
 put_flow(jr_buf *b, const jr_push *p)
 {
@@ -298,6 +299,7 @@ put_flow(jr_buf *b, const jr_push *p)
     jr_put_i64(b, p->batch);
     jr_put_str(b, p->sequence);
     jr_put_i32(b, p->seq_fail);
+    jr_put_i64(b, p->cost);
 }
 
 void
@@ -387,6 +389,7 @@ get_flow(jr_reader *r, jr_push *p, char **arena)
     p->batch_new = NULL;
     p->sequence = arena_str(r, arena);
     p->seq_fail = jr_get_i32(r);
+    p->cost = (long)jr_get_i64(r);
 }
 
 /* A success's statements, back: the encoding, checked whole, is copied
