@@ -208,6 +208,13 @@ typedef struct jr_seq_row {
 } jr_seq_row;
 typedef int (*jr_seq_cb)(const jr_seq_row *row, void *arg);
 
+/* One key of a fair queue as fair_use gives it (docs/queues.md, "Fair
+ * share"): its jobs ready and running, and the weight its next claim
+ * takes (stored by fair set, else the config's, else its default). The
+ * key is valid during the callback. */
+typedef int (*jr_fair_use_cb)(const char *key, long waiting, long running,
+                              double weight, void *arg);
+
 /* seq_act's what. */
 enum {
     JR_SEQ_ACT_SKIP = 1,        /* the blocked job stops holding it: the
@@ -595,7 +602,12 @@ typedef struct jr_limit_use {
     /* From another thread than the one in a call on b, while it waits in \
      * it: makes the statement it runs now fail soon (a handler's \
      * statement that does not end, at a stop). NULL: the engine cannot. */ \
-    X(void, interrupt, (jr_backend *b))
+    X(void, interrupt, (jr_backend *b)) \
+    /* Calls cb for each key of fair limit f's queue (f->fair_path) with
+     * jobs queued or running, by most ready first: a read of the queue's
+     * queued and running jobs. Returns 0. */ \
+    X(int, fair_use, (jr_backend *b, const struct jr_limit *f, \
+                      jr_fair_use_cb cb, void *arg, jr_err *err))
 
 #define JR_BACKEND_OP_FIELD(ret, name, params) ret (*name) params;
 

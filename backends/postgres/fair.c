@@ -310,3 +310,50 @@ jr_pg_fair_set(jr_backend *b, const char *queue, const char *key,
     PQclear(res);
     return 0;
 }
+
+/* each key (path $2) of queue $1 with jobs queued or running: ready,
+ * running, weight as st_fair_keys' ($3, $4) */
+static const pg_stmt st_fair_use = {"jr_fair_use", 4,
+    "SELECT x.k, count(*) FILTER (WHERE x.state = 'queued'"
+    "  AND x.run_at <= now()) AS w,"
+    " count(*) FILTER (WHERE x.state = 'running'),"
+    " coalesce(fk.weight, ($3::jsonb ->> x.k)::float8, $4::float8)"
+    " FROM (SELECT coalesce(payload #>> $2::text[], '') AS k, state, run_at"
+    "  FROM {{schema}}.jobs WHERE queue = $1::text"
+    "  AND state IN ('queued', 'running')) x"
+    " LEFT JOIN {{schema}}.fair_keys fk ON fk.queue = $1::text"
+    " AND fk.key = x.k"
+    " GROUP BY x.k, fk.weight ORDER BY w DESC, x.k COLLATE \"C\""};
+
+int
+jr_pg_fair_use(jr_backend *b, const jr_limit *f, jr_fair_use_cb cb,
+               void *arg, jr_err *err)
+{
+    char path[220], sdef[32], *p;
+    const char *params[4];
+    PGresult *res;
+    int i;
+
+    if (f->fair_path == NULL || strncmp(f->scope, JR_LIMIT_QPREFIX, 6) != 0)
+        return 0;
+    snprintf(path, sizeof path, "{%s}", f->fair_path);
+    for (p = path; *p; p++)
+        if (*p == '.')
+            *p = ',';
+    snprintf(sdef, sizeof sdef, "%.17g", f->fair_default);
+    params[0] = f->scope + 6;
+    params[1] = path;
+    params[2] = f->fair_weights ? f->fair_weights : "{}";
+    params[3] = sdef;
+    if (jr_pg_ready(b, err) < 0 ||
+        (res = jr_pg_run(b, &st_fair_use, params, "reading a fair queue's "
+                         "keys", err)) == NULL)
+        return -1;
+    for (i = 0; i < PQntuples(res); i++)
+        if (cb(PQgetvalue(res, i, 0), atol(PQgetvalue(res, i, 1)),
+               atol(PQgetvalue(res, i, 2)), strtod(PQgetvalue(res, i, 3),
+                                                   NULL), arg) != 0)
+            break;
+    PQclear(res);
+    return 0;
+}

@@ -229,4 +229,5 @@ const jr_backend_ops jr_postgres_ops = {
     .seq_act = durable_seq_act,               /* sequence.c */
     .fair_set = jr_pg_fair_set,               /* fair.c */
     .interrupt = jr_pg_interrupt,
+    .fair_use = jr_pg_fair_use,
 };

@@ -223,6 +223,8 @@ int  jr_pg_fair_save(jr_backend *b, const jr_pg_fair_row *const *taken,
                      int n, jr_err *err);
 int  jr_pg_fair_set(jr_backend *b, const char *queue, const char *key,
                     double weight, jr_err *err);
+int  jr_pg_fair_use(jr_backend *b, const struct jr_limit *f,
+                    jr_fair_use_cb cb, void *arg, jr_err *err);
 int jr_pg_claim_limited(jr_backend *b, const char *token, double lease,
                      const jr_claim_spec *spec, jr_job **out, jr_err *err);
 

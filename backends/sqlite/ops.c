@@ -238,4 +238,5 @@ const jr_backend_ops jr_sqlite_ops = {
     .seq_act = durable_seq_act,               /* sequence.c, FULL */
     .fair_set = jr_sqlite_fair_set,           /* fair.c */
     .interrupt = jr_sqlite_interrupt,         /* sqlrun.c */
+    .fair_use = jr_sqlite_fair_use,           /* fair.c */
 };

@@ -95,7 +95,8 @@ gauges(jr_db *db, jr_apireq *q, jr_err *e)
         jr_buf_put(b, two[1].p, two[1].len);
     jr_buf_free(&two[1]);
     return rc < 0 || waiting_gauges(db, b, e) < 0 ||
-           seq_gauges(db, b, e) < 0 ? -1 : 0;
+           seq_gauges(db, b, e) < 0 ||
+           jr_apidb_fair_gauges(db, b, q->limits, q->nlimits, e) < 0 ? -1 : 0;
 }
 
 static int
@@ -116,8 +117,11 @@ stats(jr_db *db, jr_apireq *q, jr_err *e)
     if (db->ops->queue_list(db->b, jr_apidb_queue_row, &t.w, e) < 0 ||
         db->ops->sequences(db->b, 0, 0, seq_count, seqs, e) < 0)
         return -1;
-    jr_api_printf(b, "],\"sequences\":{\"held\":%ld,\"blocked\":%ld}}",
+    jr_api_printf(b, "],\"sequences\":{\"held\":%ld,\"blocked\":%ld},",
                   seqs[0], seqs[1]);
+    if (jr_apidb_fair_json(db, b, q->limits, q->nlimits, e) < 0)
+        return -1;
+    jr_buf_put(b, "}", 1);
     jr_buf_free(&names);
     return 0;
 }
@@ -288,8 +292,11 @@ r_stats(jr_apicall *c)
 {
     jr_apireq *q = jr_api_req(c, &op_stats);
 
-    if (q != NULL)
+    if (q != NULL) {
+        q->limits = c->host->cfg->limits.l;     /* its fair queues */
+        q->nlimits = c->host->cfg->limits.n;
         jr_api_ask(c, q);
+    }
 }
 
 static void
