@@ -80,6 +80,25 @@ for _, backend in ipairs(jr.backends()) do
       jr.wait_for(function() return env:count("queued") + env:count("running") == 0 end, 30, "drained")
     end)
 
+    it("takes a handler's push's cost with its success, and fails the job for one over a bucket", function()
+      env:config([[limits = { ["cost.next"] = { rate = "1000/1h" } }]])
+      env:script("cost.p", [[
+        local jobrunner = require "jobrunner"
+        return function(job)
+          jobrunner.push("cost.next", { n = job.payload.n }, { cost = job.payload.cost })
+        end]])
+      local ok = env:push("cost.p", '{"n": 1, "cost": 250}')
+      local over = env:push("cost.p", '{"n": 2, "cost": 5000}', "--max-retries", "0")
+      env:start()
+      env:wait_state(over, "dead", 30)
+      jr.wait_for(function()
+        return #env:query("SELECT id FROM jobs WHERE name = 'cost.next' AND cost = 250") == 1
+      end, 30, "the follow-up of cost 250")
+      assert.matches("cost 5000 is over limit 'cost.next'", env:job(over).last_error, 1, true)
+      assert.equal(1, #env:query("SELECT id FROM jobs WHERE name = 'cost.next'"))
+      assert.is_nil(env:job(ok))        -- succeeded, not kept
+    end)
+
     it("refuses at push a cost over a limit's bucket, naming the limit and the cost", function()
       env:config([[limits = { ["cost.w"] = { rate = "1000/1h" },
                               ["queue:slots"] = { concurrency = 8 } }]])
