@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "limitpick.h"
+#include "base/job.h"
 
 #define QPLEN (sizeof JR_LIMIT_QPREFIX - 1)
 
@@ -439,6 +440,45 @@ jr_lpick_list(const jr_lpick *p, int which, int json)
     put(&b, json ? "[" : "{", 1);
     jr_lpick_blocked(p, add_blocked, &b);
     put(&b, json ? "]" : "}", 1);
+    if (b.oom) {
+        free(b.s);
+        return NULL;
+    }
+    return b.s;
+}
+
+char *
+jr_lpick_rooms(const jr_lpick *p)
+{
+    list b = {0};
+    char num[64];
+    size_t i;
+
+    b.json = 1;
+    put(&b, "{", 1);
+    for (i = 0; i < p->cap; i++) {
+        const entry *e = &p->e[i];
+        const jr_limit_set *s;
+        double room = JR_COST_MAX;
+        if (!e->used || e->key != NULL)
+            continue;
+        s = set_of(p, e);
+        if (s->concurrency > 0 && s->concurrency - e->running < room)
+            room = (double)(s->concurrency - e->running);
+        if (s->rate > 0 && e->tokens < room)
+            room = e->tokens;
+        if (room >= JR_COST_MAX)
+            continue;
+        if (room < 0)
+            room = 0;
+        if (b.n++ > 0)
+            put(&b, ",", 1);
+        put(&b, "\"", 1);
+        put_escaped(&b, p->l[e->li].scope);
+        snprintf(num, sizeof num, "\":%ld", (long)room);
+        put(&b, num, strlen(num));
+    }
+    put(&b, "}", 1);
     if (b.oom) {
         free(b.s);
         return NULL;

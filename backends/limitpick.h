@@ -81,5 +81,12 @@ char     *jr_lpick_list(const jr_lpick *p, int which, int json);
 int       jr_lpick_take_cost(jr_lpick *p, const char *name,
                              const char *queue, const char *key,
                              long cost);
+/* {"scope": room, ...} of the scopes whose own cap or bucket has room
+ * for less than JR_COST_MAX now (the slots or whole tokens left), for
+ * the claim's SQL to skip the jobs whose cost is over one of theirs (a
+ * cost the claim could not take: without the skip, expensive jobs at the
+ * front of a queue hide the cheaper ones behind them pass after pass).
+ * A new string, free with free(); NULL when out of memory. */
+char     *jr_lpick_rooms(const jr_lpick *p);
 
 #endif

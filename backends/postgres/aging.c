@@ -18,7 +18,7 @@
  * effective priority, run_at, id, with the filters of limits.c's
  * st_lim_candidates ($1 names, $4 names blocked, $5 names or queues and
  * keys blocked, $6/$7 per-key rates, $8 now) */
-static const pg_stmt st_aged_jobs = {"jr_aged_jobs", 9,
+static const pg_stmt st_aged_jobs = {"jr_aged_jobs", 10,
     "WITH RECURSIVE lv(p) AS ("
     "  SELECT min(priority) FROM {{schema}}.jobs"
     "  WHERE state = 'queued' AND queue = $2::text"
@@ -42,6 +42,9 @@ static const pg_stmt st_aged_jobs = {"jr_aged_jobs", 9,
     "    AND lb.key = limit_key"
     "    WHERE r.scope IN (name, 'queue:' || queue)"
     "    AND lb.tokens + ($8::float8 - lb.updated_at) * r.rate < 1)))"
+    "  AND (cost IS NULL OR cost <= coalesce((SELECT min(rm.value::bigint)"
+    "   FROM jsonb_each_text($10::jsonb) AS rm"
+    "   WHERE rm.key IN (name, 'queue:' || queue)), cost))"
     "  ORDER BY run_at, id LIMIT $3::int FOR UPDATE SKIP LOCKED) s"
     " WHERE lv.p IS NOT NULL"
     " ORDER BY s.priority::float8 - greatest(0, floor(extract(epoch FROM"
@@ -78,7 +81,7 @@ int
 jr_pg_aging_read(jr_backend *b, const jr_claim_spec *spec, int max,
                  const char *const *lists, jr_pg_fair_rows *fr, jr_err *err)
 {
-    const char *params[9];
+    const char *params[10];
     char scap[16], sage[32];
     jr_pg_fair_row *grown;
     PGresult *res;
@@ -101,6 +104,7 @@ jr_pg_aging_read(jr_backend *b, const jr_claim_spec *spec, int max,
         params[6] = lists[4];
         params[7] = lists[5];
         params[8] = sage;
+        params[9] = lists[6];
         if ((res = jr_pg_run(b, &st_aged_jobs, params, "claiming jobs of "
                              "an aging queue", err)) == NULL)
             return -1;

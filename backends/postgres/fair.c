@@ -18,7 +18,7 @@
  * not paused ($4 names blocked, $5 names or queues and keys blocked,
  * $6/$7 per-key rates, $8 now); not locked: the picked ones are
  * (st_fair_lock) */
-static const pg_stmt st_fair_jobs = {"jr_fair_jobs", 9,
+static const pg_stmt st_fair_jobs = {"jr_fair_jobs", 10,
     "SELECT id, name, queue, limit_key, k, priority,"
     " extract(epoch FROM run_at)::float8, coalesce(cost, 1) FROM"
     " (SELECT *, row_number() OVER"
@@ -37,7 +37,10 @@ static const pg_stmt st_fair_jobs = {"jr_fair_jobs", 9,
     "     JOIN {{schema}}.limit_buckets lb ON lb.scope = r.scope"
     "     AND lb.key = limit_key"
     "     WHERE r.scope IN (name, 'queue:' || queue)"
-    "     AND lb.tokens + ($8::float8 - lb.updated_at) * r.rate < 1))))"
+    "     AND lb.tokens + ($8::float8 - lb.updated_at) * r.rate < 1)))"
+    "   AND (cost IS NULL OR cost <= coalesce((SELECT min(rm.value::bigint)"
+    "    FROM jsonb_each_text($10::jsonb) AS rm"
+    "    WHERE rm.key IN (name, 'queue:' || queue)), cost)))"
     "  x) y WHERE r <= $3::int ORDER BY k, r"};
 
 /* keys $2 of queue $1: weight (set at run time, else the config's $3,
@@ -219,7 +222,7 @@ int
 jr_pg_fair_read(jr_backend *b, const jr_claim_spec *spec, int max,
                 const char *const *lists, jr_pg_fair_rows *fr, jr_err *err)
 {
-    const char *params[9];
+    const char *params[10];
     char scap[16], path[220], *p;
     PGresult *res;
     int i, cap;
@@ -245,6 +248,7 @@ jr_pg_fair_read(jr_backend *b, const jr_claim_spec *spec, int max,
         params[6] = lists[4];
         params[7] = lists[5];
         params[8] = path;
+        params[9] = lists[6];
         if ((res = jr_pg_run(b, &st_fair_jobs, params, "claiming jobs of a "
                              "fair queue", err)) == NULL)
             return -1;

@@ -250,9 +250,10 @@ lim_rate_elem(const char *scope, double rate, void *arg)
  * scope $12 of per-key rate $13 is short of a token at $14 (one
  * look-up by primary key per job passed over: the cost follows the
  * keys with jobs, not the buckets); fair and aging queues ($15) are
- * fair.c's and aging.c's */
+ * fair.c's and aging.c's; a job whose cost is over the room left in a
+ * scope of its own ($16, jr_lpick_rooms) is skipped */
 static const pg_stmt st_lim_candidates = {
-    "jr_lim_candidates", 15,
+    "jr_lim_candidates", 16,
     WORK_QUEUES
     " q AS (SELECT qq.name, least(coalesce(w.cap, $5::int), $2::int)"
     "  - coalesce(t.taken, 0) AS cap FROM qq"
@@ -284,6 +285,9 @@ static const pg_stmt st_lim_candidates = {
     "      AND lb.key = limit_key"
     "      WHERE r.scope IN (name, 'queue:' || queue)"
     "      AND lb.tokens + ($14::float8 - lb.updated_at) * r.rate < 1)))"
+    "    AND (cost IS NULL OR cost <= coalesce((SELECT min(rm.value::bigint)"
+    "     FROM jsonb_each_text($16::jsonb) AS rm"
+    "     WHERE rm.key IN (name, 'queue:' || queue)), cost))"
     "    ORDER BY priority, run_at, id LIMIT q.cap"
     "    FOR UPDATE SKIP LOCKED) s) r),"
     " c1 AS (SELECT c0.*, dense_rank() OVER (ORDER BY qname) AS qi"
@@ -301,10 +305,11 @@ lim_candidates(jr_backend *b, const jr_claim_spec *spec, int max,
                jr_pg_fair_rows *fr, jr_err *err)
 {
     char smax[16], sothers[16], srot[16], snow[32];
-    const char *params[15], *lists[6];
+    const char *params[16], *lists[7];
     jr_buf fq = {0};
     char *bn = jr_lpick_list(p, 'n', 0), *bp = jr_lpick_list(p, 'p', 0);
     char *bq = jr_lpick_list(p, 'q', 0), *tql = NULL, *tnl = NULL;
+    char *rooms = jr_lpick_rooms(p);
     jr_buf a[5];
     PGresult *res = NULL;
     int i, ok;
@@ -315,7 +320,8 @@ lim_candidates(jr_backend *b, const jr_claim_spec *spec, int max,
     params[12] = sb_array(&a[4]);
     snprintf(snow, sizeof snow, "%.17g", jr_lpick_now(p));
     params[13] = snow;
-    ok = bn && bp && bq && !a[3].oom && !a[4].oom;
+    params[15] = rooms;
+    ok = bn && bp && bq && rooms && !a[3].oom && !a[4].oom;
     if (ok && jr_pg_claim_arrays(spec, a, err) == 0) {
         snprintf(smax, sizeof smax, "%d", max);
         snprintf(sothers, sizeof sothers, "%d", spec->others);
@@ -342,6 +348,7 @@ lim_candidates(jr_backend *b, const jr_claim_spec *spec, int max,
         lists[3] = a[3].p;
         lists[4] = a[4].p;
         lists[5] = snow;
+        lists[6] = params[15];
         if (tql && tnl && !fq.oom)
             res = jr_pg_run(b, &st_lim_candidates, params, "claiming jobs", err);
         else
@@ -361,6 +368,7 @@ lim_candidates(jr_backend *b, const jr_claim_spec *spec, int max,
     free(bn);
     free(bp);
     free(bq);
+    free(rooms);
     free(tql);
     free(tnl);
     jr_buf_free(&fq);

@@ -206,7 +206,8 @@ const struct jr_limit *jr_pg_fair_of(const jr_claim_spec *spec,
                                     const char *queue);
 /* Appends the picked jobs of spec's fair queues, at most max each, to
  * fr; lists: the claim's names, names blocked, pairs blocked, per-key
- * rate scopes and rates, now (limits.c's). 0, or -1 with err set. */
+ * rate scopes and rates, now, the scopes' rooms (limits.c's). 0, or -1
+ * with err set. */
 int  jr_pg_fair_read(jr_backend *b, const jr_claim_spec *spec, int max,
                      const char *const *lists, jr_pg_fair_rows *fr,
                      jr_err *err);

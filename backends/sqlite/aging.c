@@ -135,6 +135,7 @@ jr_sqlite_aged_candidates(jr_backend *b, double aging, const char *queue,
     bind_text(s, 5, lim->names);
     bind_text(s, 6, lim->pairs);
     bind_text(s, 7, lim->rates);
+    bind_text(s, 10, lim->rooms);
     for (;;) {
         bind_text(lv, 1, queue);
         sqlite3_bind_int64(lv, 2, after);

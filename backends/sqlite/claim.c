@@ -186,6 +186,7 @@ queue_candidates(jr_backend *b, const char *queue, int cap, const char *json,
         bind_text(s, 5, lim->names);
         bind_text(s, 6, lim->pairs);
         bind_text(s, 7, lim->rates);
+        bind_text(s, 10, lim->rooms);
     }
     while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
         c[*n].id = sqlite3_column_int64(s, 0);
@@ -409,10 +410,12 @@ claim_limited(jr_backend *b, const char *token, double lease,
     for (pass = 0; pass < 4 && total < spec->max; pass++) {
         free(lim.names);
         free(lim.pairs);
+        free(lim.rooms);
         lim.names = jr_lpick_list(lim.pick, 'n', 1);
         lim.pairs = jr_lpick_list(lim.pick, 'p', 1);
+        lim.rooms = jr_lpick_rooms(lim.pick);
         sub.max = spec->max - total;
-        if (lim.names == NULL || lim.pairs == NULL) {
+        if (lim.names == NULL || lim.pairs == NULL || lim.rooms == NULL) {
             jr_fail(err, JR_ENOMEM, "sqlite: out of memory");
             goto fail;
         }

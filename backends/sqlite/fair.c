@@ -185,6 +185,7 @@ jr_sqlite_fair_candidates(jr_backend *b, const jr_limit *f,
     bind_text(s, 5, lim->names);
     bind_text(s, 6, lim->pairs);
     bind_text(s, 7, lim->rates);
+    bind_text(s, 10, lim->rooms);
     bind_text(s, 8, path);
     while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
         if (nr == rcap) {

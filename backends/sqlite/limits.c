@@ -282,6 +282,7 @@ jr_sqlite_lim_clear(limq *lim)
 
     jr_lpick_free(lim->pick);
     free(lim->names);
+    free(lim->rooms);
     free(lim->pairs);
     free(lim->rates);
     for (i = 0; i < lim->nq; i++)

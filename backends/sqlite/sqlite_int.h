@@ -270,6 +270,7 @@ typedef struct limq {
     char     *names;            /* job names blocked whole */
     char     *pairs;            /* names and queues blocked for a key */
     char     *rates;            /* {scope: per-key rate} */
+    char     *rooms;            /* {scope: room} (jr_lpick_rooms) */
     char    **qname;            /* queues that gave jobs, and how many */
     int      *qtaken;
     int       nq;
@@ -336,6 +337,9 @@ int  jr_sqlite_aged_candidates(jr_backend *b, double aging,
     "   JOIN limit_buckets lb ON lb.scope = r.key" \
     "   AND lb.key = jobs.limit_key" \
     "   WHERE (r.key = jobs.name OR r.key = 'queue:' || jobs.queue)" \
-    "   AND lb.tokens + (?2 - lb.updated_at) * r.value < 1))"
+    "   AND lb.tokens + (?2 - lb.updated_at) * r.value < 1))" \
+    " AND (jobs.cost IS NULL OR jobs.cost <= coalesce((SELECT min(value)" \
+    "  FROM json_each(?10) WHERE key = jobs.name" \
+    "  OR key = 'queue:' || jobs.queue), jobs.cost))"
 
 #endif
