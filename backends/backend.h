@@ -133,6 +133,8 @@ typedef struct jr_job_row {
                                    0: none, or from list */
     const char *waits;          /* show: its signals' and sleeps' records
                                    (JSON text), or NULL */
+    long        cost;           /* show: its cost (limits by cost); 0: none
+                                   (1), and from list */
 } jr_job_row;
 
 /* Which jobs list walks: NULL fields match any. */

@@ -187,6 +187,7 @@ row_fields(const PGresult *res, int r, jr_job_row *j)
     j->result = NULL;
     j->keep_until = 0;
     j->sql_statements = 0;
+    j->cost = 0;
     j->history = NULL;
     j->nhistory = 0;
     j->steps = NULL;
@@ -199,7 +200,7 @@ static const pg_stmt st_show = {"jr_show", 1,
     "SELECT " JOB_COLUMNS ", payload::text, unique_key, result::text,"
     " coalesce(extract(epoch FROM keep_until), 0), wait_on,"
     " coalesce(extract(epoch FROM wake_at), 0), waits::text, steps::text,"
-    " coalesce(sql_statements, 0)"
+    " coalesce(sql_statements, 0), coalesce(cost, 0)"
     " FROM {{schema}}.jobs"
     " WHERE id = $1::bigint"};
 
@@ -238,6 +239,7 @@ jr_pg_show(jr_backend *b, int64_t id, jr_job_cb cb, void *arg, jr_err *err)
     row.waits = col_text(res, 0, 27);
     row.steps = col_text(res, 0, 28);
     row.sql_statements = atoi(PQgetvalue(res, 0, 29));
+    row.cost = atol(PQgetvalue(res, 0, 30));
     row.history = att;
     row.nhistory = natt;
     cb(&row, arg);

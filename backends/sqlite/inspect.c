@@ -60,7 +60,8 @@ static const char *const sql_text[S_COUNT] = {
     [S_SHOW] =
         "SELECT " JOB_COLUMNS ", payload, unique_key, result,"
         " coalesce(keep_until, 0), wait_on, coalesce(wake_at, 0), waits,"
-        " steps, coalesce(sql_statements, 0) FROM jobs WHERE id = ?1",
+        " steps, coalesce(sql_statements, 0), coalesce(cost, 0) FROM jobs"
+        " WHERE id = ?1",
     /* ?1 state (or scheduled, ready), ?2 name, ?3 queue, NULL: any; ?4
      * limit; ?5 now; ?6 a payload path, ?7 the JSON literal it equals
      * (where.h; NULL: any); ids below ?8, above ?9 (a keyset page: the
@@ -249,6 +250,7 @@ row_fields(sqlite3_stmt *s, jr_job_row *r)
     r->result = NULL;
     r->keep_until = 0;
     r->sql_statements = 0;
+    r->cost = 0;
     r->history = NULL;
     r->nhistory = 0;
     r->steps = NULL;
@@ -284,6 +286,7 @@ jr_sqlite_show(jr_backend *b, int64_t id, jr_job_cb cb, void *arg, jr_err *err)
         row.waits = col_text(s, 27);
         row.steps = col_text(s, 28);
         row.sql_statements = sqlite3_column_int(s, 29);
+        row.cost = (long)sqlite3_column_int64(s, 30);
         row.history = att;
         row.nhistory = natt;
         cb(&row, arg);

@@ -312,6 +312,10 @@ job_json(const jr_client_job_info *j, const job_out *o)
             printf(",\"sql_statements\":%d", j->sql_statements);
         else
             printf(",\"sql_statements\":null");
+        if (j->cost > 0)
+            printf(",\"cost\":%ld", j->cost);
+        else
+            printf(",\"cost\":null");
     }
     json_progress(j);
     if (o->links != NULL)
@@ -480,6 +484,9 @@ job_text_full(const jr_client_job_info *j, const job_out *o)
     if (j->sql_statements > 0)
         printf("%-13s %d (jobrunner.sql, committed with its success)\n",
                "statements", j->sql_statements);
+    if (j->cost > 0)
+        printf("%-13s %ld (of its limits' tokens and slots)\n", "cost",
+               j->cost);
     text_lines("last_error", j->last_error);
     text_history(j);
     text_steps(j);

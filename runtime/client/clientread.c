@@ -157,6 +157,7 @@ job_row(const jr_job_row *row, void *arg)
     j.wake_at = row->wake_at;
     j.waits = row->waits;
     j.sql_statements = row->sql_statements;
+    j.cost = row->cost;
     return a->fn(&j, a->arg);
 }
 

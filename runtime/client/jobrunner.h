@@ -511,6 +511,9 @@ typedef struct jr_client_job_info {
                                    success committed (a completed job
                                    kept); 0: none, and from
                                    jr_client_list */
+    long        cost;           /* jr_client_show: its cost (docs/limits.md,
+                                   "Limits by cost"); 0: none (1), and from
+                                   jr_client_list */
 } jr_client_job_info;
 
 /* Called once per job. Return 0 to go on, non-zero to stop. */

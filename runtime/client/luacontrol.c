@@ -219,6 +219,8 @@ push_job(lua_State *L, const jr_buf *b, size_t *at, int full)
     set_num(L, "keep_until", j.keep_until);
     if (j.sql_statements > 0)
         set_int(L, "sql_statements", j.sql_statements);
+    if (j.cost > 0)
+        set_int(L, "cost", j.cost);
     lua_pushboolean(L, j.cancel_requested);          /* t b */
     lua_setfield(L, -2, "cancel_requested");         /* t */
     set_progress(L, &j, note, nlen);

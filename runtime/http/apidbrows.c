@@ -202,6 +202,10 @@ jr_apidb_job_row(const jr_job_row *r, void *arg)
             jr_api_printf(b, ",\"sql_statements\":%d", r->sql_statements);
         else
             jr_buf_put(b, ",\"sql_statements\":null", 22);
+        if (r->cost > 0)
+            jr_api_printf(b, ",\"cost\":%ld", r->cost);
+        else
+            jr_buf_put(b, ",\"cost\":null", 12);
         history(b, r);
         jr_buf_put(b, ",\"steps\":", 9);
         jr_steprec_json(b, r->steps);
