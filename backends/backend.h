@@ -139,6 +139,8 @@ typedef struct jr_job_row {
                                    that bound its retries; 0: none */
     double      deadline_at;    /* show: that deadline, set by its first
                                    claim; 0: none yet */
+    long        cost;           /* show: its cost (limits by cost); 0: none
+                                   (1), and from list */
 } jr_job_row;
 
 /* Which jobs list walks: NULL fields match any. */
@@ -229,6 +231,12 @@ typedef struct jr_crypt_put {
     const char *old;
     const char *new_text;
 } jr_crypt_put;
+/* One key of a fair queue as fair_use gives it (docs/queues.md, "Fair
+ * share"): its jobs ready and running, and the weight its next claim
+ * takes (stored by fair set, else the config's, else its default). The
+ * key is valid during the callback. */
+typedef int (*jr_fair_use_cb)(const char *key, long waiting, long running,
+                              double weight, void *arg);
 
 /* seq_act's what. */
 enum {
@@ -657,7 +665,12 @@ typedef struct jr_limit_use {
      * still holds its old text (a value changed since it was read is \
      * left as it is). Returns how many it replaced. */ \
     X(int, crypt_put, (jr_backend *b, const jr_crypt_put *rows, int n, \
-                       jr_err *err))
+                       jr_err *err)) \
+    /* Calls cb for each key of fair limit f's queue (f->fair_path) with
+     * jobs queued or running, by most ready first: a read of the queue's
+     * queued and running jobs. Returns 0. */ \
+    X(int, fair_use, (jr_backend *b, const struct jr_limit *f, \
+                      jr_fair_use_cb cb, void *arg, jr_err *err))
 
 #define JR_BACKEND_OP_FIELD(ret, name, params) ret (*name) params;
 

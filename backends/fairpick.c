@@ -2,6 +2,7 @@
  * (never below the clock) with a job left, ties to the key whose first
  * job comes first in claim order. O(max * keys) per claim: a claim takes
  * a few dozen jobs. */
+#include <stdio.h>
 #include "fairpick.h"
 
 double
@@ -50,4 +51,34 @@ jr_fair_order(jr_fair_key *k, int nk, double clock, int max, int *order)
         k[best].pass += 1 / k[best].weight;
     }
     return n;
+}
+
+int
+jr_fair_top_add(const char *key, long waiting, long running, double weight,
+                void *arg)
+{
+    jr_fair_top *t = arg;
+
+    if (waiting > 0) {
+        t->keys++;
+        t->weights += weight;
+    }
+    if (t->n < JR_FAIR_TOP) {       /* rows come by most ready first */
+        snprintf(t->top[t->n].key, sizeof t->top[t->n].key, "%.256s", key);
+        t->top[t->n].waiting = waiting;
+        t->top[t->n].running = running;
+        t->top[t->n].weight = weight;
+        t->n++;
+    }
+    return 0;
+}
+
+void
+jr_fair_top_done(jr_fair_top *t)
+{
+    int i;
+
+    for (i = 0; i < t->n; i++)
+        t->top[i].share = t->top[i].waiting > 0 && t->weights > 0 ?
+                          t->top[i].weight / t->weights : 0;
 }

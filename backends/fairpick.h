@@ -29,4 +29,24 @@ double jr_fair_clock(const jr_fair_key *k, int nk, double clock);
 int    jr_fair_order(jr_fair_key *k, int nk, double clock, int max,
                      int *order);
 
+/* Top keys of a fair queue for stats and /metrics: the JR_FAIR_TOP with
+ * most ready jobs, of how many keys have some, and each one's share of
+ * the starts while they all have (its weight over the sum of the weights
+ * of the keys with ready jobs). Fed by jr_fair_top_add (a backend's
+ * fair_use callback), then jr_fair_top_done. */
+#define JR_FAIR_TOP 10
+typedef struct jr_fair_top {
+    struct {
+        char   key[260];        /* cut at 256 bytes */
+        long   waiting, running;
+        double weight, share;
+    } top[JR_FAIR_TOP];
+    int    n;                   /* in top */
+    long   keys;                /* with ready jobs */
+    double weights;             /* their weights' sum */
+} jr_fair_top;
+int  jr_fair_top_add(const char *key, long waiting, long running,
+                     double weight, void *arg);
+void jr_fair_top_done(jr_fair_top *t);
+
 #endif

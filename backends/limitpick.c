@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "limitpick.h"
+#include "base/job.h"
 
 #define QPLEN (sizeof JR_LIMIT_QPREFIX - 1)
 
@@ -228,22 +229,29 @@ jr_lpick_key_rates(const jr_lpick *p, jr_lpick_rate_cb cb, void *arg)
     return 0;
 }
 
-/* Whether e has room for one more job; notes when a token comes. */
+/* Whether e has room for one more job of cost units; notes when the
+ * tokens come. */
 static int
-room(jr_lpick *p, const entry *e)
+room_for(jr_lpick *p, const entry *e, long cost)
 {
     const jr_limit_set *s = set_of(p, e);
     double at;
 
-    if (s->concurrency > 0 && e->running >= s->concurrency)
+    if (s->concurrency > 0 && e->running + cost > s->concurrency)
         return 0;
-    if (s->rate > 0 && e->tokens < 1) {
-        at = p->now + (1 - e->tokens) / s->rate;
+    if (s->rate > 0 && e->tokens < cost) {
+        at = p->now + (cost - e->tokens) / s->rate;
         if (p->next == 0 || at < p->next)
             p->next = at;
         return 0;
     }
     return 1;
+}
+
+static int
+room(jr_lpick *p, const entry *e)
+{
+    return room_for(p, e, 1);
 }
 
 int
@@ -269,27 +277,36 @@ int
 jr_lpick_take(jr_lpick *p, const char *name, const char *queue,
               const char *key)
 {
+    return jr_lpick_take_cost(p, name, queue, key, 1);
+}
+
+int
+jr_lpick_take_cost(jr_lpick *p, const char *name, const char *queue,
+                   const char *key, long cost)
+{
     entry *got[2 * JR_LIMIT_MAX];
     int i, k, n = 0;
 
+    if (cost < 1)
+        cost = 1;
     for (i = 0; i < p->nl; i++) {
         if (!applies(&p->l[i], name, queue))
             continue;
         if ((got[n] = get(p, i, NULL)) == NULL)
             return -1;
-        if (!room(p, got[n++]))
+        if (!room_for(p, got[n++], cost))
             return 0;
         if (key && has_any(&p->l[i].per_key)) {
             if ((got[n] = get(p, i, key)) == NULL)
                 return -1;
-            if (!room(p, got[n++]))
+            if (!room_for(p, got[n++], cost))
                 return 0;
         }
     }
     for (k = 0; k < n; k++) {
-        got[k]->running++;
+        got[k]->running += cost;
         if (set_of(p, got[k])->rate > 0) {
-            got[k]->tokens -= 1;
+            got[k]->tokens -= cost;
             got[k]->dirty = 1;
         }
     }
@@ -423,6 +440,45 @@ jr_lpick_list(const jr_lpick *p, int which, int json)
     put(&b, json ? "[" : "{", 1);
     jr_lpick_blocked(p, add_blocked, &b);
     put(&b, json ? "]" : "}", 1);
+    if (b.oom) {
+        free(b.s);
+        return NULL;
+    }
+    return b.s;
+}
+
+char *
+jr_lpick_rooms(const jr_lpick *p)
+{
+    list b = {0};
+    char num[64];
+    size_t i;
+
+    b.json = 1;
+    put(&b, "{", 1);
+    for (i = 0; i < p->cap; i++) {
+        const entry *e = &p->e[i];
+        const jr_limit_set *s;
+        double room = JR_COST_MAX;
+        if (!e->used || e->key != NULL)
+            continue;
+        s = set_of(p, e);
+        if (s->concurrency > 0 && s->concurrency - e->running < room)
+            room = (double)(s->concurrency - e->running);
+        if (s->rate > 0 && e->tokens < room)
+            room = e->tokens;
+        if (room >= JR_COST_MAX)
+            continue;
+        if (room < 0)
+            room = 0;
+        if (b.n++ > 0)
+            put(&b, ",", 1);
+        put(&b, "\"", 1);
+        put_escaped(&b, p->l[e->li].scope);
+        snprintf(num, sizeof num, "\":%ld", (long)room);
+        put(&b, num, strlen(num));
+    }
+    put(&b, "}", 1);
     if (b.oom) {
         free(b.s);
         return NULL;

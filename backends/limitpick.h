@@ -74,4 +74,19 @@ double    jr_lpick_next(const jr_lpick *p);
  * PostgreSQL array literal. */
 char     *jr_lpick_list(const jr_lpick *p, int which, int json);
 
+/* jr_lpick_take for a job of cost units (docs/limits.md, "Limits by
+ * cost"; 1 for a job without one): it takes cost slots of each
+ * concurrency cap (jr_lpick_running counts the running jobs' costs) and
+ * cost tokens of each bucket, and fits only when all have that much. */
+int       jr_lpick_take_cost(jr_lpick *p, const char *name,
+                             const char *queue, const char *key,
+                             long cost);
+/* {"scope": room, ...} of the scopes whose own cap or bucket has room
+ * for less than JR_COST_MAX now (the slots or whole tokens left), for
+ * the claim's SQL to skip the jobs whose cost is over one of theirs (a
+ * cost the claim could not take: without the skip, expensive jobs at the
+ * front of a queue hide the cheaper ones behind them pass after pass).
+ * A new string, free with free(); NULL when out of memory. */
+char     *jr_lpick_rooms(const jr_lpick *p);
+
 #endif

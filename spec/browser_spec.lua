@@ -162,6 +162,8 @@ for _, backend in ipairs(jr.backends()) do
       assert.equal("payload.user_id", page.limits[1][2])
       assert.matches("0 / 2 running", page.limits[1][5], 1, true)
       assert.equal(tostring(PAGED), page.limits[1][6])
+      -- the fair queues' panel (GET /api/stats' fair): none in this config
+      assert.same({ { "no fair queue has ready jobs" } }, page.fair)
       assert.equal(20, #page.limitWaiting)
       assert.equal("page", page.limitWaiting[1][2])
       -- the schedule, and Fire now: exactly one job, the one the page shows

@@ -240,7 +240,7 @@ for _, backend in ipairs(h.backends()) do
         assert.has_error(function() q:push() end)
         assert.has_error(function() q:push({}) end)
         assert.has_error(function() q:push("a", {}, { prio = 1 }) end,
-          "push: unknown option 'prio' (valid: run_in, run_at, priority, queue, max_retries, unique_key, unique_for, on_conflict, key, result_ttl, after, on_parent_failure, batch, sequence, on_failure, expires_in, expires_at, deadline, traceparent, tracestate)")
+          "push: unknown option 'prio' (valid: run_in, run_at, priority, queue, max_retries, unique_key, unique_for, on_conflict, key, result_ttl, after, on_parent_failure, batch, sequence, on_failure, expires_in, expires_at, deadline, traceparent, tracestate, cost)")
         assert.has_error(function() q:push("a", {}, { priority = "high" }) end,
           "push: option 'priority' must be an integer, got string")
         assert.has_error(function() q:push("a", {}, { priority = 1.5 }) end,

@@ -63,18 +63,18 @@ for _, backend in ipairs(jr.backends()) do
         local code, body = H.req(base .. "/api/jobs", { token = true,
           body = cjson.encode({ name = "step", on_conflict = how }) })
         assert.equal(400, code, body)
-        assert.equal("job 'step': on_conflict needs a unique_key",
+        assert.equal("job 'step': on_conflict needs a unique_key or a sequence",
           cjson.decode(body).error)
         code, body = H.req(base .. "/api/jobs", { token = true,
           body = cjson.encode({ { name = "step" },
                                 { name = "step", on_conflict = how } }) })
         assert.equal(400, code, body)
-        assert.equal("jobs[1]: job 'step': on_conflict needs a unique_key",
+        assert.equal("jobs[1]: job 'step': on_conflict needs a unique_key or a sequence",
           cjson.decode(body).error)
       end
       local _, err, code = env:cli("push", "step", "--on-conflict", "keep")
       assert.equal(2, code)
-      assert.equal("jobrunner: job 'step': on_conflict needs a unique_key\n",
+      assert.equal("jobrunner: job 'step': on_conflict needs a unique_key or a sequence\n",
         err)
       assert.equal(0, env:count())
       assert.equal(0, env:stop())

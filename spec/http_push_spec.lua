@@ -73,7 +73,7 @@ for _, backend in ipairs(jr.backends()) do
         { { { name = "r" }, { name = "r", colour = 1 } }, "jobs[1]: unknown key 'colour'" },
         { { { name = "r" }, { name = "bad name" } }, "jobs[1]: " },
         { { { name = "r", payload = 5 } }, "jobs[0].payload: must be an object" },
-        { { name = "r", on_conflict = "merge" }, "job.on_conflict: must be \"keep\" or \"replace\"" },
+        { { name = "r", on_conflict = "merge" }, "job.on_conflict: must be \"keep\", \"replace\" or \"cancel_running\"" },
         { { name = "r", delay = "soon" }, "job.delay: must be seconds or a duration" },
         { { name = "r", result_ttl = -5 }, "result_ttl -5 is out of range" },
       }

@@ -87,7 +87,7 @@ for _, backend in ipairs(h.backends()) do
       assert.matches("option 'max_retries' is out of range: -5",
                      err_of({ max_retries = -5 }), 1, true)
       assert.matches("unknown option 'prio' (valid: run_in, run_at, " ..
-                     "priority, queue, max_retries, unique_key, unique_for, on_conflict, key, result_ttl, after, on_parent_failure, batch, sequence, on_failure, expires_in, expires_at, deadline, traceparent, tracestate)", err_of({ prio = 1 }),
+                     "priority, queue, max_retries, unique_key, unique_for, on_conflict, key, result_ttl, after, on_parent_failure, batch, sequence, on_failure, expires_in, expires_at, deadline, traceparent, tracestate, cost)", err_of({ prio = 1 }),
                      1, true)
       assert.matches("run_in", err_of({ run_in = 0/0 }), 1, true)
       q:close()

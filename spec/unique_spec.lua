@@ -290,8 +290,8 @@ for _, backend in ipairs(jr.backends()) do
         end
         local ok, e = pcall(q.push, q, "u.bad", nil, { on_conflict = "merge" })
         assert.is_false(ok)
-        assert.truthy(tostring(e):find("push: option 'on_conflict' must be \"keep\" or " ..
-          "\"replace\", got merge", 1, true), e)
+        assert.truthy(tostring(e):find("push: option 'on_conflict' must be \"keep\", " ..
+          "\"replace\" or \"cancel_running\", got merge", 1, true), e)
         ok, e = pcall(q.push, q, "u.bad", nil, { unique_key = 42 })
         assert.is_false(ok)
         assert.truthy(tostring(e):find("push: option 'unique_key' must be a string, got number",

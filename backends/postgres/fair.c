@@ -18,12 +18,12 @@
  * not paused ($4 names blocked, $5 names or queues and keys blocked,
  * $6/$7 per-key rates, $8 now); not locked: the picked ones are
  * (st_fair_lock) */
-static const pg_stmt st_fair_jobs = {"jr_fair_jobs", 9,
+static const pg_stmt st_fair_jobs = {"jr_fair_jobs", 10,
     "SELECT id, name, queue, limit_key, k, priority,"
-    " extract(epoch FROM run_at)::float8 FROM"
+    " extract(epoch FROM run_at)::float8, coalesce(cost, 1) FROM"
     " (SELECT *, row_number() OVER"
     "   (PARTITION BY k ORDER BY priority, run_at, id) AS r FROM"
-    "  (SELECT id, name, queue, limit_key, priority, run_at,"
+    "  (SELECT id, name, queue, limit_key, priority, run_at, cost,"
     "    coalesce(payload #>> $9::text[], '') AS k FROM {{schema}}.jobs"
     "   WHERE state = 'queued' AND queue = $2::text AND run_at <= now()"
     JR_PG_UNEXPIRED
@@ -38,7 +38,10 @@ static const pg_stmt st_fair_jobs = {"jr_fair_jobs", 9,
     "     JOIN {{schema}}.limit_buckets lb ON lb.scope = r.scope"
     "     AND lb.key = limit_key"
     "     WHERE r.scope IN (name, 'queue:' || queue)"
-    "     AND lb.tokens + ($8::float8 - lb.updated_at) * r.rate < 1))))"
+    "     AND lb.tokens + ($8::float8 - lb.updated_at) * r.rate < 1)))"
+    "   AND (cost IS NULL OR cost <= coalesce((SELECT min(rm.value::bigint)"
+    "    FROM jsonb_each_text($10::jsonb) AS rm"
+    "    WHERE rm.key IN (name, 'queue:' || queue)), cost)))"
     "  x) y WHERE r <= $3::int ORDER BY k, r"};
 
 /* keys $2 of queue $1: weight (set at run time, else the config's $3,
@@ -195,6 +198,7 @@ rank_rows(jr_backend *b, const jr_limit *f, const char *queue, int cap,
         row->queue = PQgetvalue(res, at, 2);
         row->key = PQgetisnull(res, at, 3) ? NULL : PQgetvalue(res, at, 3);
         row->fkey = PQgetvalue(res, at, 4);
+        row->cost = atol(PQgetvalue(res, at, 7));
         row->rank = i + 1;
         row->weight = k[order[i]].weight;
         row->clock = clock;
@@ -219,7 +223,7 @@ int
 jr_pg_fair_read(jr_backend *b, const jr_claim_spec *spec, int max,
                 const char *const *lists, jr_pg_fair_rows *fr, jr_err *err)
 {
-    const char *params[9];
+    const char *params[10];
     char scap[16], path[220], *p;
     PGresult *res;
     int i, cap;
@@ -245,6 +249,7 @@ jr_pg_fair_read(jr_backend *b, const jr_claim_spec *spec, int max,
         params[6] = lists[4];
         params[7] = lists[5];
         params[8] = path;
+        params[9] = lists[6];
         if ((res = jr_pg_run(b, &st_fair_jobs, params, "claiming jobs of a "
                              "fair queue", err)) == NULL)
             return -1;
@@ -277,6 +282,8 @@ jr_pg_fair_save(jr_backend *b, const jr_pg_fair_row *const *taken, int n,
     int i;
 
     for (i = 0; i < n; i++) {
+        if (taken[i]->fkey == NULL)
+            continue;           /* an aging queue's (aging.c) */
         snprintf(sclock, sizeof sclock, "%.17g", taken[i]->clock);
         snprintf(sinc, sizeof sinc, "%.17g", 1 / taken[i]->weight);
         params[0] = taken[i]->queue;
@@ -305,6 +312,53 @@ jr_pg_fair_set(jr_backend *b, const char *queue, const char *key,
         (res = jr_pg_run(b, &st_fair_set, params, "setting a fair weight",
                          err)) == NULL)
         return -1;
+    PQclear(res);
+    return 0;
+}
+
+/* each key (path $2) of queue $1 with jobs queued or running: ready,
+ * running, weight as st_fair_keys' ($3, $4) */
+static const pg_stmt st_fair_use = {"jr_fair_use", 4,
+    "SELECT x.k, count(*) FILTER (WHERE x.state = 'queued'"
+    "  AND x.run_at <= now()) AS w,"
+    " count(*) FILTER (WHERE x.state = 'running'),"
+    " coalesce(fk.weight, ($3::jsonb ->> x.k)::float8, $4::float8)"
+    " FROM (SELECT coalesce(payload #>> $2::text[], '') AS k, state, run_at"
+    "  FROM {{schema}}.jobs WHERE queue = $1::text"
+    "  AND state IN ('queued', 'running')) x"
+    " LEFT JOIN {{schema}}.fair_keys fk ON fk.queue = $1::text"
+    " AND fk.key = x.k"
+    " GROUP BY x.k, fk.weight ORDER BY w DESC, x.k COLLATE \"C\""};
+
+int
+jr_pg_fair_use(jr_backend *b, const jr_limit *f, jr_fair_use_cb cb,
+               void *arg, jr_err *err)
+{
+    char path[220], sdef[32], *p;
+    const char *params[4];
+    PGresult *res;
+    int i;
+
+    if (f->fair_path == NULL || strncmp(f->scope, JR_LIMIT_QPREFIX, 6) != 0)
+        return 0;
+    snprintf(path, sizeof path, "{%s}", f->fair_path);
+    for (p = path; *p; p++)
+        if (*p == '.')
+            *p = ',';
+    snprintf(sdef, sizeof sdef, "%.17g", f->fair_default);
+    params[0] = f->scope + 6;
+    params[1] = path;
+    params[2] = f->fair_weights ? f->fair_weights : "{}";
+    params[3] = sdef;
+    if (jr_pg_ready(b, err) < 0 ||
+        (res = jr_pg_run(b, &st_fair_use, params, "reading a fair queue's "
+                         "keys", err)) == NULL)
+        return -1;
+    for (i = 0; i < PQntuples(res); i++)
+        if (cb(PQgetvalue(res, i, 0), atol(PQgetvalue(res, i, 1)),
+               atol(PQgetvalue(res, i, 2)), strtod(PQgetvalue(res, i, 3),
+                                                   NULL), arg) != 0)
+            break;
     PQclear(res);
     return 0;
 }

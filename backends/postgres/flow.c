@@ -89,7 +89,7 @@ parents_of(const jr_push *const *pp, int i, const int64_t *ids, jr_buf *a,
 
 /* The workflow options of pp[i], just inserted as ids[i]. */
 static int
-link_one(jr_backend *b, const jr_push *const *pp, int i, const int64_t *ids,
+link_one(jr_backend *b, const jr_push *const *pp, int i, int64_t *ids,
          jr_err *err)
 {
     const jr_push *p = pp[i];
@@ -102,7 +102,7 @@ link_one(jr_backend *b, const jr_push *const *pp, int i, const int64_t *ids,
     if (p->batch_new != NULL && batch_make(b, p->batch_new, err) < 0)
         return -1;
     if (p->sequence != NULL && p->batch == 0 && p->batch_new == NULL)
-        return jr_pg_seq_link(b, p, ids[i], err);   /* none of link()'s */
+        return jr_pg_seq_link(b, p, &ids[i], err);  /* none of link()'s */
     if (parents_of(pp, i, ids, &a, err) < 0) {
         free(a.p);
         return -1;
@@ -140,13 +140,13 @@ link_one(jr_backend *b, const jr_push *const *pp, int i, const int64_t *ids,
                                            "a job: no answer");
     PQclear(res);
     if (rc == 0 && p->sequence != NULL)
-        rc = jr_pg_seq_link(b, p, ids[i], err);
+        rc = jr_pg_seq_link(b, p, &ids[i], err);
     return rc;
 }
 
 int
 jr_pg_flow_link(jr_backend *b, const jr_push *const *pp, int n,
-             const int64_t *ids, jr_err *err)
+             int64_t *ids, jr_err *err)
 {
     int i;
 
@@ -174,6 +174,8 @@ jr_pg_insert_linked(jr_backend *b, const jr_push *const *pp, int n,
     rc = jr_pg_insert_all(b, pp, n, ids, err);
     if (rc == 0)
         rc = jr_pg_flow_link(b, pp, n, ids, err);
+    if (rc == 0)
+        rc = jr_pg_set_costs(b, pp, n, ids, err);
     free(own);
     return rc;
 }

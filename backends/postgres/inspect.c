@@ -190,6 +190,7 @@ row_fields(const PGresult *res, int r, jr_job_row *j)
     j->result = NULL;
     j->keep_until = 0;
     j->sql_statements = 0;
+    j->cost = 0;
     j->history = NULL;
     j->nhistory = 0;
     j->steps = NULL;
@@ -205,7 +206,7 @@ static const pg_stmt st_show = {"jr_show", 1,
     " coalesce(extract(epoch FROM wake_at), 0), waits::text, steps::text,"
     " coalesce(sql_statements, 0),"
     " coalesce(extract(epoch FROM expires_at), 0), coalesce(deadline, 0),"
-    " coalesce(extract(epoch FROM deadline_at), 0)"
+    " coalesce(extract(epoch FROM deadline_at), 0), coalesce(cost, 0)"
     " FROM {{schema}}.jobs"
     " WHERE id = $1::bigint"};
 
@@ -247,6 +248,7 @@ jr_pg_show(jr_backend *b, int64_t id, jr_job_cb cb, void *arg, jr_err *err)
     row.expires_at = col_number(res, 0, 30, 0);
     row.deadline = col_number(res, 0, 31, 0);
     row.deadline_at = col_number(res, 0, 32, 0);
+    row.cost = atol(PQgetvalue(res, 0, 33));
     row.history = att;
     row.nhistory = natt;
     cb(&row, arg);

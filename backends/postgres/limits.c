@@ -66,8 +66,10 @@ static const pg_stmt st_lim_lock = {"jr_lim_lock", 1,
     "SELECT pg_advisory_xact_lock(hashtext($1::text)),"
     " extract(epoch FROM now())::float8"};
 
+/* the running jobs' slots: a job's cost, 1 without one */
 static const pg_stmt st_lim_running = {"jr_lim_running", 0,
-    "SELECT name, queue, limit_key, count(*) FROM {{schema}}.jobs"
+    "SELECT name, queue, limit_key, sum(coalesce(cost, 1))"
+    " FROM {{schema}}.jobs"
     " WHERE state = 'running' GROUP BY name, queue, limit_key"};
 
 /* Takes the limits' lock and reads the running jobs and the scopes' own
@@ -247,9 +249,11 @@ lim_rate_elem(const char *scope, double rate, void *arg)
  * what earlier passes took ($10/$11), keys whose stored bucket in a
  * scope $12 of per-key rate $13 is short of a token at $14 (one
  * look-up by primary key per job passed over: the cost follows the
- * keys with jobs, not the buckets); fair queues ($15) are fair.c's */
+ * keys with jobs, not the buckets); fair and aging queues ($15) are
+ * fair.c's and aging.c's; a job whose cost is over the room left in a
+ * scope of its own ($16, jr_lpick_rooms) is skipped */
 static const pg_stmt st_lim_candidates = {
-    "jr_lim_candidates", 15,
+    "jr_lim_candidates", 16,
     WORK_QUEUES
     " q AS (SELECT qq.name, least(coalesce(w.cap, $5::int), $2::int)"
     "  - coalesce(t.taken, 0) AS cap FROM qq"
@@ -263,11 +267,12 @@ static const pg_stmt st_lim_candidates = {
     "  AND least(coalesce(w.cap, $5::int), $2::int)"
     "   - coalesce(t.taken, 0) > 0),"
     " c0 AS (SELECT r.id, r.rn, q.name AS qname, r.priority, r.run_at,"
-    "  r.jname, r.limit_key FROM q"
+    "  r.jname, r.limit_key, r.cost FROM q"
     "  CROSS JOIN LATERAL (SELECT s.id, s.priority, s.run_at,"
-    "   s.name AS jname, s.limit_key,"
+    "   s.name AS jname, s.limit_key, s.cost,"
     "   row_number() OVER (ORDER BY s.priority, s.run_at, s.id) AS rn"
-    "   FROM (SELECT id, priority, run_at, name, limit_key"
+    "   FROM (SELECT id, priority, run_at, name, limit_key,"
+    "    coalesce(cost, 1) AS cost"
     "    FROM {{schema}}.jobs"
     "    WHERE state = 'queued' AND queue = q.name AND run_at <= now()"
     JR_PG_UNEXPIRED
@@ -281,13 +286,16 @@ static const pg_stmt st_lim_candidates = {
     "      AND lb.key = limit_key"
     "      WHERE r.scope IN (name, 'queue:' || queue)"
     "      AND lb.tokens + ($14::float8 - lb.updated_at) * r.rate < 1)))"
+    "    AND (cost IS NULL OR cost <= coalesce((SELECT min(rm.value::bigint)"
+    "     FROM jsonb_each_text($16::jsonb) AS rm"
+    "     WHERE rm.key IN (name, 'queue:' || queue)), cost))"
     "    ORDER BY priority, run_at, id LIMIT q.cap"
     "    FOR UPDATE SKIP LOCKED) s) r),"
     " c1 AS (SELECT c0.*, dense_rank() OVER (ORDER BY qname) AS qi"
     "  FROM c0),"
     " c AS (SELECT c1.*, (qi + $6::bigint) % max(qi) OVER () AS turn"
     "  FROM c1)"
-    " SELECT id, jname, qname, limit_key, rn FROM c"
+    " SELECT id, jname, qname, limit_key, rn, cost FROM c"
     " ORDER BY rn, turn, priority, run_at, id"};
 
 /* One pass's candidates: the fair order of st_claim without what the
@@ -298,10 +306,11 @@ lim_candidates(jr_backend *b, const jr_claim_spec *spec, int max,
                jr_pg_fair_rows *fr, jr_err *err)
 {
     char smax[16], sothers[16], srot[16], snow[32];
-    const char *params[15], *lists[6];
+    const char *params[16], *lists[7];
     jr_buf fq = {0};
     char *bn = jr_lpick_list(p, 'n', 0), *bp = jr_lpick_list(p, 'p', 0);
     char *bq = jr_lpick_list(p, 'q', 0), *tql = NULL, *tnl = NULL;
+    char *rooms = jr_lpick_rooms(p);
     jr_buf a[5];
     PGresult *res = NULL;
     int i, ok;
@@ -312,7 +321,8 @@ lim_candidates(jr_backend *b, const jr_claim_spec *spec, int max,
     params[12] = sb_array(&a[4]);
     snprintf(snow, sizeof snow, "%.17g", jr_lpick_now(p));
     params[13] = snow;
-    ok = bn && bp && bq && !a[3].oom && !a[4].oom;
+    params[15] = rooms;
+    ok = bn && bp && bq && rooms && !a[3].oom && !a[4].oom;
     if (ok && jr_pg_claim_arrays(spec, a, err) == 0) {
         snprintf(smax, sizeof smax, "%d", max);
         snprintf(sothers, sizeof sothers, "%d", spec->others);
@@ -329,8 +339,8 @@ lim_candidates(jr_backend *b, const jr_claim_spec *spec, int max,
         params[9] = tql = lit_copy(tq);
         params[10] = tnl = lit_copy(tn);
         for (i = 0; i < spec->nlimits; i++)
-            if (spec->limits[i].fair_path &&
-                strncmp(spec->limits[i].scope, JR_LIMIT_QPREFIX, 6) == 0)
+            if ((spec->limits[i].fair_path || spec->limits[i].aging > 0)
+                && strncmp(spec->limits[i].scope, JR_LIMIT_QPREFIX, 6) == 0)
                 sb_elem(&fq, spec->limits[i].scope + 6);
         params[14] = sb_array(&fq);
         lists[0] = a[0].p;
@@ -339,12 +349,15 @@ lim_candidates(jr_backend *b, const jr_claim_spec *spec, int max,
         lists[3] = a[3].p;
         lists[4] = a[4].p;
         lists[5] = snow;
+        lists[6] = params[15];
         if (tql && tnl && !fq.oom)
             res = jr_pg_run(b, &st_lim_candidates, params, "claiming jobs", err);
         else
             jr_fail(err, JR_ENOMEM, "postgres: claiming jobs: out of memory");
-        if (res && jr_pg_fair_of(spec, NULL) != NULL &&
-            jr_pg_fair_read(b, spec, max, lists, fr, err) < 0) {
+        if (res && ((jr_pg_fair_of(spec, NULL) != NULL &&
+                     jr_pg_fair_read(b, spec, max, lists, fr, err) < 0) ||
+                    (jr_pg_aging_any(spec) &&
+                     jr_pg_aging_read(b, spec, max, lists, fr, err) < 0))) {
             PQclear(res);
             res = NULL;
         }
@@ -356,6 +369,7 @@ lim_candidates(jr_backend *b, const jr_claim_spec *spec, int max,
     free(bn);
     free(bp);
     free(bq);
+    free(rooms);
     free(tql);
     free(tnl);
     jr_buf_free(&fq);
@@ -440,6 +454,7 @@ lim_take_rows(jr_lpick *p, const PGresult *res, const jr_pg_fair_rows *fr,
 {
     int r = 0, f = 0, ok, k = 0, fair;
     const char *id, *name, *queue, *key;
+    long cost;
 
     *rejected = 0;
     while ((r < PQntuples(res) || f < fr->n) && k < room) {
@@ -450,13 +465,15 @@ lim_take_rows(jr_lpick *p, const PGresult *res, const jr_pg_fair_rows *fr,
             name = fr->row[f].name;
             queue = fr->row[f].queue;
             key = fr->row[f].key;
+            cost = fr->row[f].cost;
         } else {
             id = PQgetvalue(res, r, 0);
             name = PQgetvalue(res, r, 1);
             queue = PQgetvalue(res, r, 2);
             key = PQgetisnull(res, r, 3) ? NULL : PQgetvalue(res, r, 3);
+            cost = atol(PQgetvalue(res, r, 5));
         }
-        ok = jr_lpick_take(p, name, queue, key);
+        ok = jr_lpick_take_cost(p, name, queue, key, cost);
         if (ok < 0)
             ids->oom = 1;
         *rejected += ok == 0;

@@ -8,11 +8,55 @@
 
 #include "limitpick.h"
 #include "postgres/pg_int.h"
+#include "postgres/arrays.h"
 
 static const pg_stmt st_lim_path_set = {"jr_lim_path_set", 2,
     "INSERT INTO {{schema}}.limit_paths (name, path)"
     " VALUES ($1::text, $2::text)"
     " ON CONFLICT (name) DO UPDATE SET path = excluded.path"};
+
+/* the most a job may cost under each limit (push.c reads them): the
+ * config's replace what was there */
+static const pg_stmt st_lim_sizes = {"jr_lim_sizes", 3,
+    "WITH d AS (DELETE FROM {{schema}}.limit_sizes"
+    "  WHERE scope <> ALL($1::text[]))"
+    " INSERT INTO {{schema}}.limit_sizes (scope, size, what)"
+    " SELECT * FROM unnest($1::text[], $2::bigint[], $3::text[])"
+    " ON CONFLICT (scope) DO UPDATE SET size = excluded.size,"
+    " what = excluded.what"};
+
+/* Replaces limit_sizes with the sizes of l[0..n), in one statement. */
+static int
+limit_sizes(jr_backend *b, const jr_limit *l, int n, jr_err *err)
+{
+    jr_buf a[3] = {{0}, {0}, {0}};
+    const char *params[3];
+    char what[120], num[24];
+    PGresult *res;
+    long size;
+    int i, rc = -1;
+
+    for (i = 0; i < n; i++) {
+        if ((size = jr_limit_size(&l[i], what, sizeof what)) <= 0)
+            continue;
+        snprintf(num, sizeof num, "%ld", size);
+        sb_elem(&a[0], l[i].scope);
+        sb_num(&a[1], num);
+        sb_elem(&a[2], what);
+    }
+    for (i = 0; i < 3; i++)
+        params[i] = sb_array(&a[i]);
+    if (a[0].oom || a[1].oom || a[2].oom)
+        jr_fail(err, JR_ENOMEM, "postgres: out of memory");
+    else if ((res = jr_pg_run(b, &st_lim_sizes, params, "recording the "
+                              "limits' sizes", err)) != NULL) {
+        PQclear(res);
+        rc = 0;
+    }
+    for (i = 0; i < 3; i++)
+        free(a[i].p);
+    return rc;
+}
 
 int
 jr_pg_limit_paths(jr_backend *b, const jr_limit *l, int n, jr_err *err)
@@ -21,7 +65,7 @@ jr_pg_limit_paths(jr_backend *b, const jr_limit *l, int n, jr_err *err)
     PGresult *res;
     int i;
 
-    if (jr_pg_ready(b, err) < 0)
+    if (jr_pg_ready(b, err) < 0 || limit_sizes(b, l, n, err) < 0)
         return -1;
     for (i = 0; i < n; i++) {
         if (l[i].key_path == NULL ||

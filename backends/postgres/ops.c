@@ -249,4 +249,5 @@ const jr_backend_ops jr_postgres_ops = {
     .job_logs = jr_pg_job_logs,
     .crypt_scan = jr_pg_crypt_scan,           /* crypt.c */
     .crypt_put = jr_pg_crypt_put,             /* crypt.c */
+    .fair_use = jr_pg_fair_use,
 };

@@ -181,10 +181,16 @@ int jr_pg_push_copy(jr_backend *b, const jr_push *const *pp, int n,
  * (ids may be NULL); push_linked, the same in a transaction of its own. */
 int jr_pg_flow_any(const jr_push *const *pp, int n);
 int jr_pg_flow_link(jr_backend *b, const jr_push *const *pp, int n,
-                 const int64_t *ids, jr_err *err);
-/* sequence.c: job id (p), just inserted, goes to the end of its
- * sequence, in the open transaction. */
-int jr_pg_seq_link(jr_backend *b, const jr_push *p, int64_t id, jr_err *err);
+                 int64_t *ids, jr_err *err);
+/* sequence.c: job *id (p), just inserted, goes to the end of its
+ * sequence, in the open transaction, or (on_conflict) gives its payload
+ * to the sequence's pending last job, whose id *id then gets;
+ * p->outcome (may be NULL) says which. */
+int jr_pg_seq_link(jr_backend *b, const jr_push *p, int64_t *id, jr_err *err);
+/* push.c: the costs of pp[0..n) (limits by cost) on the jobs ids[0..n)
+ * that hold them, after their insert (and their sequences). */
+int jr_pg_set_costs(jr_backend *b, const jr_push *const *pp, int n,
+                    const int64_t *ids, jr_err *err);
 int jr_pg_insert_linked(jr_backend *b, const jr_push *const *pp, int n,
                      int64_t *ids, jr_err *err);
 int jr_pg_push_linked(jr_backend *b, const jr_push *const *pp, int n,
@@ -202,6 +208,7 @@ typedef struct jr_pg_fair_row {
     const char *id, *name, *queue, *key, *fkey;
     long        rank;
     double      weight, clock;
+    long        cost;           /* its cost (1 without one) */
 } jr_pg_fair_row;
 typedef struct jr_pg_fair_rows {
     jr_pg_fair_row *row;
@@ -214,16 +221,26 @@ const struct jr_limit *jr_pg_fair_of(const jr_claim_spec *spec,
                                     const char *queue);
 /* Appends the picked jobs of spec's fair queues, at most max each, to
  * fr; lists: the claim's names, names blocked, pairs blocked, per-key
- * rate scopes and rates, now (limits.c's). 0, or -1 with err set. */
+ * rate scopes and rates, now, the scopes' rooms (limits.c's). 0, or -1
+ * with err set. */
 int  jr_pg_fair_read(jr_backend *b, const jr_claim_spec *spec, int max,
                      const char *const *lists, jr_pg_fair_rows *fr,
                      jr_err *err);
 void jr_pg_fair_rows_clear(jr_pg_fair_rows *fr);
+/* aging.c: whether spec has an aging queue; appends the first jobs of
+ * spec's aging queues, at most max each, by effective priority, locked,
+ * to fr (rows with no fair key); lists as jr_pg_fair_read's. */
+int  jr_pg_aging_any(const jr_claim_spec *spec);
+int  jr_pg_aging_read(jr_backend *b, const jr_claim_spec *spec, int max,
+                      const char *const *lists, jr_pg_fair_rows *fr,
+                      jr_err *err);
 /* Counts the claimed fair rows taken[0..n) in their keys' passes. */
 int  jr_pg_fair_save(jr_backend *b, const jr_pg_fair_row *const *taken,
                      int n, jr_err *err);
 int  jr_pg_fair_set(jr_backend *b, const char *queue, const char *key,
                     double weight, jr_err *err);
+int  jr_pg_fair_use(jr_backend *b, const struct jr_limit *f,
+                    jr_fair_use_cb cb, void *arg, jr_err *err);
 int jr_pg_claim_limited(jr_backend *b, const char *token, double lease,
                      const jr_claim_spec *spec, jr_job **out, jr_err *err);
 

@@ -100,8 +100,7 @@ push_arrays(jr_backend *b, const jr_push *const *pp, int n, jr_buf *a,
         ba_text(&a[7], p->key);
         ba_text(&a[8], p->unique_key);
         ba_float8(&a[9], p->unique_for);
-        ba_text(&a[10], p->on_conflict == JR_CONFLICT_REPLACE ? "replace" :
-                "keep");
+        ba_text(&a[10], jr_conflict_name(p->on_conflict));
     }
     for (i = 0; i < PUSH_ARRAYS; i++) {
         if (a[i].oom || a[i].len > INT32_MAX)
@@ -144,7 +143,9 @@ push_unique(jr_backend *b, const jr_push *const *pp, int n, int64_t *ids,
         if (pp[k]->outcome != NULL)
             *pp[k]->outcome = strcmp(o, "new") == 0 ? JR_PUSH_NEW :
                               strcmp(o, "replaced") == 0 ?
-                              JR_PUSH_REPLACED : JR_PUSH_DUPLICATE;
+                              JR_PUSH_REPLACED :
+                              strcmp(o, "superseded") == 0 ?
+                              JR_PUSH_SUPERSEDED : JR_PUSH_DUPLICATE;
     }
     PQclear(res);
     return 0;
@@ -336,8 +337,8 @@ static const pg_stmt st_trace = {"jr_push_trace", 2,
     " FROM unnest($1::bigint[], $2::text[]) AS u(id, t)"
     " WHERE j.id = u.id"};
 
-/* 1 if a push of pp[0..n) has a result_ttl, an expiry, a deadline or a
- * trace context: what is set after the insert. */
+/* 1 if a push of pp[0..n) has a result_ttl, an expiry, a deadline, a
+ * trace context or a cost: what is set after the insert. */
 static int
 any_ttl(const jr_push *const *pp, int n)
 {
@@ -345,7 +346,7 @@ any_ttl(const jr_push *const *pp, int n)
 
     for (i = 0; i < n; i++)
         if (pp[i]->result_ttl > 0 || JR_PUSH_EXPIRY(pp[i]) ||
-            pp[i]->traceparent != NULL)
+            pp[i]->traceparent != NULL || pp[i]->cost > 1)
             return 1;
     return 0;
 }
@@ -430,6 +431,84 @@ set_traces(jr_backend *b, const jr_push *const *pp, int n,
     return rc;
 }
 
+/* limits by cost: a limit of name $1 or queue $2 whose size is below
+ * cost $3 (limit_sizes) */
+static const pg_stmt st_cost_over = {"jr_cost_over", 3,
+    "SELECT scope, size, what FROM {{schema}}.limit_sizes"
+    " WHERE scope IN ($1::text, 'queue:' || $2::text) AND size < $3::bigint"
+    " ORDER BY size LIMIT 1"};
+
+/* the costs, set after the insert on the jobs that hold the pushes (few
+ * pushes have one) */
+static const pg_stmt st_cost_set = {"jr_cost_set", 2,
+    "UPDATE {{schema}}.jobs j SET cost = u.cost"
+    " FROM unnest($1::bigint[], $2::int[]) AS u(id, cost)"
+    " WHERE j.id = u.id AND j.state IN ('queued', 'waiting')"};
+
+/* Refuses a push of pp[0..n) whose cost is over a limit's size. */
+static int
+costs_check(jr_backend *b, const jr_push *const *pp, int n, jr_err *err)
+{
+    const char *params[3];
+    char num[24];
+    PGresult *res;
+    int i;
+
+    for (i = 0; i < n; i++) {
+        if (!(pp[i]->cost > 1))
+            continue;
+        if (jr_push_check(pp[i], b->max_payload, err) < 0)
+            return -1;
+        snprintf(num, sizeof num, "%ld", pp[i]->cost);
+        params[0] = pp[i]->name;
+        params[1] = pp[i]->queue ? pp[i]->queue : "default";
+        params[2] = num;
+        if ((res = jr_pg_run(b, &st_cost_over, params, "reading the limits' "
+                             "sizes", err)) == NULL)
+            return -1;
+        if (PQntuples(res) > 0) {
+            jr_fail(err, JR_EINPUT, "job '%s': cost %ld is over limit '%s', "
+                    "whose %s holds %s at most: it could never start",
+                    pp[i]->name, pp[i]->cost, PQgetvalue(res, 0, 0),
+                    PQgetvalue(res, 0, 2), PQgetvalue(res, 0, 1));
+            PQclear(res);
+            return -1;
+        }
+        PQclear(res);
+    }
+    return 0;
+}
+
+int
+jr_pg_set_costs(jr_backend *b, const jr_push *const *pp, int n,
+                const int64_t *ids, jr_err *err)
+{
+    const char *params[2];
+    char num[24];
+    jr_buf s = {0}, t = {0};
+    int i, rc;
+
+    for (i = 0; i < n; i++) {
+        if (!(pp[i]->cost > 1))
+            continue;
+        snprintf(num, sizeof num, "%lld", (long long)ids[i]);
+        sb_num(&s, num);
+        snprintf(num, sizeof num, "%ld", pp[i]->cost);
+        sb_num(&t, num);
+    }
+    if (s.len == 0)
+        return 0;
+    params[0] = sb_array(&s);
+    params[1] = sb_array(&t);
+    rc = s.oom || t.oom ? jr_fail(err, JR_ENOMEM, "postgres: pushing: out "
+                                  "of memory")
+         : jr_pg_run_count(b, &st_cost_set, params, "setting costs", err) <
+           0 ? -1 : 0;
+    free(s.p);
+    free(t.p);
+    return rc;
+}
+
 int
 jr_pg_insert_all(jr_backend *b, const jr_push *const *pp, int n, int64_t *ids,
               jr_err *err)
@@ -442,11 +521,16 @@ jr_pg_insert_all(jr_backend *b, const jr_push *const *pp, int n, int64_t *ids,
 
     if (!any_ttl(pp, n))
         return jr_pg_insert_jobs(b, pp, n, ids, err);
+    if (costs_check(b, pp, n, err) < 0)
+        return -1;
     if (ids == NULL &&
         (ids = own = malloc((size_t)n * sizeof *ids)) == NULL)
         return jr_fail(err, JR_ENOMEM, "postgres: pushing %d jobs: out of "
                        "memory", n);
-    if ((rc = jr_pg_insert_jobs(b, pp, n, ids, err)) == 0)
+    if ((rc = jr_pg_insert_jobs(b, pp, n, ids, err)) == 0 &&
+        !jr_pg_flow_any(pp, n))         /* else insert_linked, after */
+        rc = jr_pg_set_costs(b, pp, n, ids, err);
+    if (rc == 0)
         rc = set_expiry(b, pp, n, ids, err);
     for (i = 0; i < n && !(pp[i]->result_ttl > 0); i++)
         ;

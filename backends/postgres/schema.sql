@@ -1914,3 +1914,208 @@ INSERT INTO {{schema}}.schedule_defs_rev (one, rev) VALUES (1, 0);
 -- fires are pruned, so that a second backfill of the window pushes
 -- nothing.
 ALTER TABLE {{schema}}.schedule_fires ADD COLUMN backfill boolean;
+-- migration 23
+-- Newer replaces older (docs/queues.md, "Newer replaces older"):
+-- on_conflict 'cancel_running' for unique keys and sequences. push_keyed
+-- is migration 6's with one step first: a running job of the name and
+-- unique key is cancelled (cancel(), a cancel request) and gives up its
+-- key and its window, then the push goes on as 'replace' and says
+-- 'superseded' when it inserted its job in the cancelled one's place.
+-- The running row's lock orders two such pushes: the second sees the
+-- first's job and replaces it.
+CREATE OR REPLACE FUNCTION {{schema}}.push_keyed(name text,
+                                      payload jsonb DEFAULT '{}',
+                                      run_at timestamptz DEFAULT now(),
+                                      priority int DEFAULT 0,
+                                      queue text DEFAULT 'default',
+                                      max_retries int DEFAULT NULL,
+                                      unique_key text DEFAULT NULL,
+                                      unique_for interval DEFAULT NULL,
+                                      on_conflict text DEFAULT 'keep',
+                                      key text DEFAULT NULL,
+                                      OUT id bigint, OUT outcome text)
+LANGUAGE plpgsql AS $$
+#variable_conflict use_column
+DECLARE
+    k text;
+    oc text := push_keyed.on_conflict;
+    gone bigint;
+    cancelled boolean := false;
+BEGIN
+    IF oc = 'cancel_running' THEN
+        IF push_keyed.unique_key IS NULL THEN
+            RAISE EXCEPTION 'jobrunner.push: unique_for and on_conflict need a unique_key'
+                USING ERRCODE = 'invalid_parameter_value';
+        END IF;
+        FOR gone IN UPDATE {{schema}}.jobs j SET unique_key = NULL
+            WHERE j.name = push_keyed.name
+              AND j.unique_key = push_keyed.unique_key
+              AND j.state = 'running'
+            RETURNING j.id
+        LOOP
+            PERFORM {{schema}}.cancel(gone);
+            DELETE FROM {{schema}}.unique_keys u
+            WHERE u.name = push_keyed.name
+              AND u.unique_key = push_keyed.unique_key AND u.job_id = gone;
+            cancelled := true;
+        END LOOP;
+        oc := 'replace';
+    END IF;
+    SELECT p.id, p.outcome INTO push_keyed.id, push_keyed.outcome
+    FROM {{schema}}.push_unique(push_keyed.name, push_keyed.payload,
+        push_keyed.run_at, push_keyed.priority, push_keyed.queue,
+        push_keyed.max_retries, push_keyed.unique_key, push_keyed.unique_for,
+        oc) p;
+    IF cancelled AND push_keyed.outcome = 'new' THEN
+        push_keyed.outcome := 'superseded';
+    END IF;
+    IF push_keyed.outcome <> 'duplicate' THEN
+        k := {{schema}}.limit_key_of(push_keyed.name,
+                                     coalesce(push_keyed.payload, '{}'),
+                                     push_keyed.key);
+        IF k IS NOT NULL THEN
+            UPDATE {{schema}}.jobs j SET limit_key = k
+            WHERE j.id = push_keyed.id;
+        END IF;
+    END IF;
+END
+$$;
+-- sequence_put: migration 18's sequence() with on_conflict. 'replace':
+-- when the sequence's last job has not started (queued, a retry's
+-- backoff included, or waiting for the job before it), it takes the
+-- payload and run_at of the job just pushed, which is deleted; 'replaced'
+-- and the last job's id come back. 'cancel_running' cancels the
+-- sequence's running job first (cancel()), then does the same; a job put
+-- at the end behind a cancelled one says 'superseded'. Else 'new'. The
+-- lock per key orders it with the other producers of the key.
+CREATE FUNCTION {{schema}}.sequence_put(id bigint, key text,
+                                        on_failure text DEFAULT 'block',
+                                        on_conflict text DEFAULT 'keep',
+                                        OUT job_id bigint,
+                                        OUT outcome text)
+LANGUAGE plpgsql AS $$
+#variable_conflict use_variable
+DECLARE
+    child bigint := sequence_put.id;
+    t bigint;
+    tst text;
+    tfail text;
+    tleft int;
+    n bigint;
+    pst text;
+    pres jsonb;
+    cpay jsonb;
+    crun timestamptz;
+    gone bigint;
+    cancelled boolean := false;
+BEGIN
+    IF sequence_put.on_failure IS NULL
+       OR sequence_put.on_failure NOT IN ('block', 'skip', 'dead') THEN
+        RAISE EXCEPTION 'jobrunner.sequence: on_failure ''%'' is not block, skip or dead',
+            sequence_put.on_failure USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    IF sequence_put.on_conflict IS NULL OR sequence_put.on_conflict
+       NOT IN ('keep', 'replace', 'cancel_running') THEN
+        RAISE EXCEPTION 'jobrunner.sequence: on_conflict ''%'' is not keep, replace or cancel_running',
+            sequence_put.on_conflict USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    IF sequence_put.key IS NULL OR octet_length(sequence_put.key) NOT BETWEEN 1 AND 256 THEN
+        RAISE EXCEPTION 'jobrunner.sequence: job %: the sequence key must have 1 to 256 bytes',
+            child USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    PERFORM pg_advisory_xact_lock(hashtextextended(
+        '{{schema}}.sequence ' || sequence_put.key, 0));
+    SELECT j.id, j.state, j.seq_fail, j.seq_no, j.parents_left
+    INTO t, tst, tfail, n, tleft
+    FROM {{schema}}.jobs j WHERE j.sequence_key = sequence_put.key
+    ORDER BY j.seq_no DESC LIMIT 1;
+    SELECT j.payload, j.run_at INTO cpay, crun FROM {{schema}}.jobs j
+    WHERE j.id = child AND j.state = 'queued' AND j.sequence_key IS NULL
+      AND j.parents_left = 0;
+    IF NOT FOUND THEN
+        RAISE EXCEPTION 'jobrunner.sequence: job % is not a queued job of no sequence',
+            child USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    IF sequence_put.on_conflict = 'cancel_running' THEN
+        FOR gone IN SELECT j.id FROM {{schema}}.jobs j
+            WHERE j.sequence_key = sequence_put.key AND j.state = 'running'
+        LOOP
+            PERFORM {{schema}}.cancel(gone);
+            cancelled := true;
+        END LOOP;
+    END IF;
+    IF sequence_put.on_conflict <> 'keep' AND t IS NOT NULL
+       AND (tst = 'queued' OR (tst = 'waiting' AND tleft > 0)) THEN
+        -- a claim holding the row makes this wait, then find it running
+        UPDATE {{schema}}.jobs j SET payload = cpay, run_at = crun,
+            updated_at = now()
+        WHERE j.id = t AND (j.state = 'queued'
+                            OR (j.state = 'waiting' AND j.parents_left > 0));
+        IF FOUND THEN
+            DELETE FROM {{schema}}.jobs j WHERE j.id = child;
+            job_id := t;
+            outcome := 'replaced';
+            RETURN;
+        END IF;
+    END IF;
+    job_id := child;
+    outcome := CASE WHEN cancelled THEN 'superseded' ELSE 'new' END;
+    UPDATE {{schema}}.jobs j SET sequence_key = sequence_put.key,
+        seq_no = coalesce(n, 0) + 1, seq_fail = sequence_put.on_failure
+    WHERE j.id = child AND j.state = 'queued' AND j.sequence_key IS NULL
+      AND j.parents_left = 0;
+    IF t IS NULL OR NOT (tst IN ('queued', 'running', 'waiting')
+                         OR (tst = 'dead' AND tfail = 'block')) THEN
+        RETURN;
+    END IF;
+    -- the row lock orders this with the tail's end: a success deleting it
+    -- meanwhile leaves nothing to wait for
+    UPDATE {{schema}}.jobs j SET flow = j.flow | 1 WHERE j.id = t
+    RETURNING j.state, j.result INTO pst, pres;
+    IF NOT FOUND THEN
+        RETURN;
+    END IF;
+    UPDATE {{schema}}.jobs j SET state = 'waiting', parents_left = 1,
+        on_parent_failure = CASE WHEN tfail = 'dead' THEN 'dead'
+                            ELSE 'run' END
+    WHERE j.id = child;
+    IF pst NOT IN ('completed', 'dead', 'cancelled') THEN
+        pst := NULL;
+        pres := NULL;
+    END IF;
+    INSERT INTO {{schema}}.job_deps (parent_id, child_id, parent_state,
+                                     parent_result)
+    VALUES (t, child, pst, pres);
+    IF pst IS NOT NULL THEN
+        PERFORM {{schema}}.flow_edge(child, t, pst);
+    END IF;
+END
+$$;
+-- The SQL producer's sequence(): migration 18's with on_conflict, a
+-- parameter at the end; it returns the id of the job that holds the
+-- push (the last job's when it took the payload).
+--   SELECT jobrunner.sequence(jobrunner.push('sync', '{"c": 7}'), 'c7',
+--                             on_conflict => 'replace');
+DROP FUNCTION {{schema}}.sequence(bigint, text, text);
+CREATE FUNCTION {{schema}}.sequence(id bigint, key text,
+                                    on_failure text DEFAULT 'block',
+                                    on_conflict text DEFAULT 'keep')
+RETURNS bigint LANGUAGE sql AS $$
+    SELECT s.job_id FROM {{schema}}.sequence_put(sequence.id, sequence.key,
+        sequence.on_failure, sequence.on_conflict) s
+$$;
+-- Limits by cost (docs/limits.md, "Limits by cost"): a job's cost, the
+-- tokens it takes from a rate's bucket and the slots of a concurrency
+-- cap; NULL for a job pushed without one, which counts 1 and pays
+-- nothing for it (a nullable column without a default: no table
+-- rewrite). limit_sizes: per limit of the config (a job name, or
+-- "queue:NAME"), the most one job may cost (its smallest cap or
+-- bucket) and what that is, written by the runner at start and by
+-- migrate, read by a push with a cost: a cost over it is refused.
+ALTER TABLE {{schema}}.jobs ADD COLUMN cost int
+    CHECK (cost IS NULL OR cost BETWEEN 1 AND 1000000000);
+CREATE TABLE {{schema}}.limit_sizes (
+    scope text PRIMARY KEY,
+    size  bigint NOT NULL,
+    what  text NOT NULL
+);

@@ -1,6 +1,6 @@
 /* sequence.c - sequences on PostgreSQL (docs/queues.md, "Sequences"): a
  * job pushed into a sequence goes to its end through the schema's
- * sequence() (migration 18) in the push's transaction, which takes a
+ * sequence_put() (migrations 18, 23) in the push's transaction, which takes a
  * lock per key, the next place, and makes the job wait for the one
  * pushed into the sequence before it; the list of sequences and an
  * operator's skip and unblock (the schema's sequence_skip and
@@ -11,20 +11,22 @@
 
 #include "postgres/pg_int.h"
 
-static const pg_stmt st_seq_link = {"jr_seq_link", 3,
-    "SELECT {{schema}}.sequence($1::bigint, $2::text, $3::text)"};
+static const pg_stmt st_seq_link = {"jr_seq_link", 4,
+    "SELECT job_id, outcome FROM {{schema}}.sequence_put($1::bigint,"
+    " $2::text, $3::text, $4::text)"};
 
 int
-jr_pg_seq_link(jr_backend *b, const jr_push *p, int64_t id, jr_err *err)
+jr_pg_seq_link(jr_backend *b, const jr_push *p, int64_t *id, jr_err *err)
 {
-    const char *params[3];
+    const char *params[4], *o;
     char sid[24];
     PGresult *res;
 
-    snprintf(sid, sizeof sid, "%lld", (long long)id);
+    snprintf(sid, sizeof sid, "%lld", (long long)*id);
     params[0] = sid;
     params[1] = p->sequence;
     params[2] = jr_seq_fail_name(p->seq_fail);
+    params[3] = jr_conflict_name(p->on_conflict);
     if ((res = jr_pg_run(b, &st_seq_link, params, "putting a job in a "
                          "sequence", err)) == NULL) {
         const char *m = b->pgmsg;
@@ -34,6 +36,17 @@ jr_pg_seq_link(jr_backend *b, const jr_push *p, int64_t id, jr_err *err)
             jr_fail(err, JR_EINPUT, "job '%s': %s", p->name, m);
         return -1;
     }
+    if (PQntuples(res) != 1) {
+        PQclear(res);
+        return jr_fail(err, JR_EDB, "postgres: putting a job in a "
+                       "sequence: no answer");
+    }
+    *id = strtoll(PQgetvalue(res, 0, 0), NULL, 10);
+    o = PQgetvalue(res, 0, 1);
+    if (p->outcome != NULL)
+        *p->outcome = strcmp(o, "replaced") == 0 ? JR_PUSH_REPLACED :
+                      strcmp(o, "superseded") == 0 ? JR_PUSH_SUPERSEDED :
+                      JR_PUSH_NEW;
     PQclear(res);
     return 0;
 }

@@ -57,8 +57,8 @@ static const char *const sql_text[S_COUNT] = {
      * primary key look-up per job passed over, so the cost follows the
      * keys with jobs, not the buckets */
     [S_LIM_CANDIDATES] =
-        "SELECT id, priority, run_at, name, limit_key FROM jobs"
-        " WHERE state = 'queued' AND queue = ?1 AND run_at <= ?2"
+        "SELECT id, priority, run_at, name, limit_key, coalesce(cost, 1)"
+        " FROM jobs WHERE state = 'queued' AND queue = ?1 AND run_at <= ?2"
         JR_SQLITE_UNEXPIRED
         JR_SQLITE_LIM_FILTER
         " ORDER BY priority, run_at, id LIMIT ?4",
@@ -173,12 +173,16 @@ queue_candidates(jr_backend *b, const char *queue, int cap, const char *json,
                  jr_err *err)
 {
     const jr_limit *f = lim ? jr_sqlite_fair_of(lim->spec, queue) : NULL;
+    double aging = lim ? jr_sqlite_aging_of(lim->spec, queue) : 0;
     sqlite3_stmt *s;
     int rank = 0, rc;
 
     if (f != NULL)
         return jr_sqlite_fair_candidates(b, f, queue, cap, json, now, c, n,
                                          lim, err);
+    if (aging > 0)
+        return jr_sqlite_aged_candidates(b, aging, queue, cap, json, now, c,
+                                         n, lim, err);
     s = stmt(b, lim ? S_LIM_CANDIDATES : S_CLAIM_CANDIDATES, err);
     if (s == NULL)
         return -1;
@@ -190,6 +194,7 @@ queue_candidates(jr_backend *b, const char *queue, int cap, const char *json,
         bind_text(s, 5, lim->names);
         bind_text(s, 6, lim->pairs);
         bind_text(s, 7, lim->rates);
+        bind_text(s, 10, lim->rooms);
     }
     while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
         c[*n].id = sqlite3_column_int64(s, 0);
@@ -197,6 +202,7 @@ queue_candidates(jr_backend *b, const char *queue, int cap, const char *json,
         c[*n].run_at = sqlite3_column_double(s, 2);
         c[*n].rank = rank++;
         c[*n].name = c[*n].queue = c[*n].key = c[*n].fkey = NULL;
+        c[*n].cost = lim ? (long)sqlite3_column_int64(s, 5) : 1;
         (*n)++;
         if (lim && candidate_strings(s, queue, &c[*n - 1]) < 0) {
             sqlite3_reset(s);
@@ -412,10 +418,12 @@ claim_limited(jr_backend *b, const char *token, double lease,
     for (pass = 0; pass < 4 && total < spec->max; pass++) {
         free(lim.names);
         free(lim.pairs);
+        free(lim.rooms);
         lim.names = jr_lpick_list(lim.pick, 'n', 1);
         lim.pairs = jr_lpick_list(lim.pick, 'p', 1);
+        lim.rooms = jr_lpick_rooms(lim.pick);
         sub.max = spec->max - total;
-        if (lim.names == NULL || lim.pairs == NULL) {
+        if (lim.names == NULL || lim.pairs == NULL || lim.rooms == NULL) {
             jr_fail(err, JR_ENOMEM, "sqlite: out of memory");
             goto fail;
         }

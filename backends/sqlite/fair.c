@@ -9,20 +9,23 @@
 
 #include "sqlite/sqlite_int.h"
 #include "fairpick.h"
+#include "base/util.h"
 
 /* The file's statements: slots of sql_text[] (sqlite_int.h). */
 enum { S_FAIR_JOBS, S_FAIR_KEY, S_FAIR_CLOCK, S_FAIR_PASS, S_FAIR_TICK,
-       S_FAIR_SET, S_COUNT };
+       S_FAIR_SET, S_FAIR_USE, S_COUNT };
 
 static const char *const sql_text[S_COUNT] = {
     /* the first ?4 ready jobs of each fair key (?8 its JSON path; none:
      * key '') of queue ?1, by key, with the filters of claim.c's
      * S_LIM_CANDIDATES */
     [S_FAIR_JOBS] =
-        "SELECT id, priority, run_at, name, limit_key, k FROM"
-        " (SELECT id, priority, run_at, name, limit_key, k, row_number()"
+        "SELECT id, priority, run_at, name, limit_key, k, cost FROM"
+        " (SELECT id, priority, run_at, name, limit_key, k, cost,"
+        "   row_number()"
         "   OVER (PARTITION BY k ORDER BY priority, run_at, id) AS r FROM"
         "  (SELECT id, priority, run_at, name, limit_key,"
+        "    coalesce(cost, 1) AS cost,"
         "    coalesce(CAST(json_extract(payload, ?8) AS TEXT), '') AS k"
         "   FROM jobs"
         "   WHERE state = 'queued' AND queue = ?1 AND run_at <= ?2"
@@ -51,6 +54,18 @@ static const char *const sql_text[S_COUNT] = {
         "INSERT INTO fair_keys (queue, key, weight)"
         " VALUES (?1, ?2, ?3) ON CONFLICT (queue, key) DO UPDATE"
         " SET weight = excluded.weight",
+    /* each key (path ?2) of queue ?1 with jobs queued or running: ready
+     * by ?3, running, weight as S_FAIR_KEY's (?4, ?5) */
+    [S_FAIR_USE] =
+        "SELECT k, sum(state = 'queued' AND run_at <= ?3) AS w,"
+        " sum(state = 'running'),"
+        " coalesce((SELECT weight FROM fair_keys fk"
+        "  WHERE fk.queue = ?1 AND fk.key = k),"
+        "  (SELECT value FROM json_each(?4) WHERE key = k), ?5)"
+        " FROM (SELECT coalesce(CAST(json_extract(payload, ?2) AS TEXT),"
+        "  '') AS k, state, run_at FROM jobs"
+        "  WHERE queue = ?1 AND state IN ('queued', 'running'))"
+        " GROUP BY k ORDER BY w DESC, k",
 };
 
 static sqlite3_stmt *
@@ -171,6 +186,7 @@ jr_sqlite_fair_candidates(jr_backend *b, const jr_limit *f,
     bind_text(s, 5, lim->names);
     bind_text(s, 6, lim->pairs);
     bind_text(s, 7, lim->rates);
+    bind_text(s, 10, lim->rooms);
     bind_text(s, 8, path);
     while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
         if (nr == rcap) {
@@ -188,6 +204,7 @@ jr_sqlite_fair_candidates(jr_backend *b, const jr_limit *f,
         r[nr].queue = strdup(queue);
         r[nr].key = key ? strdup(key) : NULL;
         r[nr].fkey = strdup((const char *)sqlite3_column_text(s, 5));
+        r[nr].cost = (long)sqlite3_column_int64(s, 6);
         nr++;
         if (!r[nr - 1].name || !r[nr - 1].queue || !r[nr - 1].fkey ||
             (key && !r[nr - 1].key))
@@ -291,4 +308,32 @@ jr_sqlite_fair_set(jr_backend *b, const char *queue, const char *key,
         return -1;
     }
     return jr_sqlite_commit(b, err);
+}
+
+int
+jr_sqlite_fair_use(jr_backend *b, const jr_limit *f, jr_fair_use_cb cb,
+                   void *arg, jr_err *err)
+{
+    sqlite3_stmt *s;
+    char path[220];
+    int rc;
+
+    if (f->fair_path == NULL || strncmp(f->scope, JR_LIMIT_QPREFIX, 6) != 0)
+        return 0;
+    if ((s = stmt(b, S_FAIR_USE, err)) == NULL)
+        return -1;
+    snprintf(path, sizeof path, "$.%s", f->fair_path);
+    bind_text(s, 1, f->scope + 6);
+    bind_text(s, 2, path);
+    sqlite3_bind_double(s, 3, jr_now());
+    bind_text(s, 4, f->fair_weights ? f->fair_weights : "{}");
+    sqlite3_bind_double(s, 5, f->fair_default);
+    while ((rc = sqlite3_step(s)) == SQLITE_ROW)
+        if (cb(col_text(s, 0), (long)sqlite3_column_int64(s, 1),
+               (long)sqlite3_column_int64(s, 2), sqlite3_column_double(s, 3),
+               arg) != 0)
+            break;
+    sqlite3_reset(s);
+    return rc == SQLITE_ROW || rc == SQLITE_DONE ? 0 :
+           jr_sqlite_fail(b, err, "reading a fair queue's keys");
 }

@@ -370,7 +370,7 @@ jr_sqlite_flow_wait(jr_backend *b, const jr_push *p, int64_t id,
 
 /* The workflow options of p[i], just inserted as ids[i]. */
 static int
-link_one(jr_backend *b, const jr_push *p, int i, const int64_t *ids,
+link_one(jr_backend *b, const jr_push *p, int i, int64_t *ids,
          double now, jr_err *err)
 {
     sqlite3_stmt *s;
@@ -401,7 +401,7 @@ link_one(jr_backend *b, const jr_push *p, int i, const int64_t *ids,
     } else if (l.n > 0)
         rc = -1;
     if (rc >= 0 && p[i].sequence != NULL)
-        rc = jr_sqlite_seq_link(b, &p[i], ids[i], now, err);
+        rc = jr_sqlite_seq_link(b, &p[i], &ids[i], now, err);
     for (k = 0; rc >= 0 && k < l.n; k++)
         rc = jr_sqlite_flow_wait(b, &p[i], ids[i], l.v[k], now, err);
     free(l.v);
@@ -429,7 +429,7 @@ jr_sqlite_flow_any(const jr_push *p, int n)
 
 int
 jr_sqlite_flow_link(jr_backend *b, const jr_push *p, int n,
-                    const int64_t *ids, double now, jr_err *err)
+                    int64_t *ids, double now, jr_err *err)
 {
     int i;
 

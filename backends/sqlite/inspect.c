@@ -64,7 +64,7 @@ static const char *const sql_text[S_COUNT] = {
         "SELECT " JOB_COLUMNS ", payload, unique_key, result,"
         " coalesce(keep_until, 0), wait_on, coalesce(wake_at, 0), waits,"
         " steps, coalesce(sql_statements, 0), coalesce(expires_at, 0),"
-        " coalesce(deadline, 0), coalesce(deadline_at, 0)"
+        " coalesce(deadline, 0), coalesce(deadline_at, 0), coalesce(cost, 0)"
         " FROM jobs WHERE id = ?1",
     /* ?1 state (or scheduled, ready), ?2 name, ?3 queue, NULL: any; ?4
      * limit; ?5 now; ?6 a payload path, ?7 the JSON literal it equals
@@ -255,6 +255,7 @@ row_fields(sqlite3_stmt *s, jr_job_row *r)
     r->result = NULL;
     r->keep_until = 0;
     r->sql_statements = 0;
+    r->cost = 0;
     r->history = NULL;
     r->nhistory = 0;
     r->steps = NULL;
@@ -294,6 +295,7 @@ jr_sqlite_show(jr_backend *b, int64_t id, jr_job_cb cb, void *arg, jr_err *err)
         row.expires_at = sqlite3_column_double(s, 30);
         row.deadline = sqlite3_column_double(s, 31);
         row.deadline_at = sqlite3_column_double(s, 32);
+        row.cost = (long)sqlite3_column_int64(s, 33);
         row.history = att;
         row.nhistory = natt;
         cb(&row, arg);

@@ -13,11 +13,13 @@
 
 /* The file's statements: slots of sql_text[] (sqlite_int.h). */
 enum { S_LIM_RUNNING, S_LIM_BUCKET, S_LIM_BUCKET_SET, S_LIM_PRUNE,
-       S_LIM_PATH_SET, S_LIM_USE, S_LIM_USE_TOP, S_LIM_TOKENS, S_COUNT };
+       S_LIM_PATH_SET, S_LIM_USE, S_LIM_USE_TOP, S_LIM_TOKENS,
+       S_LIM_SIZES_CLEAR, S_LIM_SIZE_SET, S_COUNT };
 
 static const char *const sql_text[S_COUNT] = {
+    /* the running jobs' slots: a job's cost, 1 without one */
     [S_LIM_RUNNING] =
-        "SELECT name, queue, limit_key, count(*) FROM jobs"
+        "SELECT name, queue, limit_key, sum(coalesce(cost, 1)) FROM jobs"
         " WHERE state = 'running' GROUP BY name, queue, limit_key",
     [S_LIM_BUCKET] =
         "SELECT tokens, updated_at FROM limit_buckets"
@@ -48,6 +50,11 @@ static const char *const sql_text[S_COUNT] = {
         " WHERE scope = ?1 AND key = ?2",
     [S_LIM_PATH_SET] =
         "INSERT OR REPLACE INTO limit_paths (name, path) VALUES (?1, ?2)",
+    /* the most a job may cost under each limit (push.c reads them) */
+    [S_LIM_SIZES_CLEAR] = "DELETE FROM limit_sizes",
+    [S_LIM_SIZE_SET] =
+        "INSERT OR REPLACE INTO limit_sizes (scope, size, what)"
+        " VALUES (?1, ?2, ?3)",
     /* the schema's triggers (see triggers_check) */
 };
 
@@ -245,8 +252,8 @@ jr_sqlite_lim_filter(jr_backend *b, limq *lim, candidate *c, int nc, int max,
         if (k < max && rc == 0 &&
             (rc = jr_lpick_need(lim->pick, c[i].name, c[i].queue, c[i].key,
                                 lim_read_bucket, arg)) == 0 &&
-            (ok = jr_lpick_take(lim->pick, c[i].name, c[i].queue,
-                                c[i].key)) > 0 &&
+            (ok = jr_lpick_take_cost(lim->pick, c[i].name, c[i].queue,
+                                     c[i].key, c[i].cost)) > 0 &&
             lim_taken(lim, c[i].queue) < 0)
             ok = -1;
         if (ok < 0)
@@ -275,6 +282,7 @@ jr_sqlite_lim_clear(limq *lim)
 
     jr_lpick_free(lim->pick);
     free(lim->names);
+    free(lim->rooms);
     free(lim->pairs);
     free(lim->rates);
     for (i = 0; i < lim->nq; i++)
@@ -285,18 +293,42 @@ jr_sqlite_lim_clear(limq *lim)
 
 /* ---- paths and use ---- */
 
+/* Replaces limit_sizes with the sizes of l[0..n). */
+static int
+limit_sizes(jr_backend *b, const jr_limit *l, int n, jr_err *err)
+{
+    sqlite3_stmt *s;
+    char what[120];
+    long size;
+    int i;
+
+    if ((s = stmt(b, S_LIM_SIZES_CLEAR, err)) == NULL ||
+        run(b, s, err, "recording the limits' sizes") < 0)
+        return -1;
+    for (i = 0; i < n; i++) {
+        if ((size = jr_limit_size(&l[i], what, sizeof what)) <= 0)
+            continue;
+        if ((s = stmt(b, S_LIM_SIZE_SET, err)) == NULL)
+            return -1;
+        bind_text(s, 1, l[i].scope);
+        sqlite3_bind_int64(s, 2, size);
+        bind_text(s, 3, what);
+        if (run(b, s, err, "recording the limits' sizes") < 0)
+            return -1;
+    }
+    return 0;
+}
+
 int
 jr_sqlite_limit_paths(jr_backend *b, const jr_limit *l, int n, jr_err *err)
 {
     sqlite3_stmt *s;
     int i;
 
-    for (i = 0; i < n && l[i].key_path == NULL; i++)
-        ;
-    if (i == n)
-        return 0;               /* no write for a runner without paths */
     if (jr_sqlite_begin(b, err) < 0)
         return -1;
+    if (limit_sizes(b, l, n, err) < 0)
+        goto fail;
     for (i = 0; i < n; i++) {
         if (l[i].key_path == NULL ||
             strncmp(l[i].scope, JR_LIMIT_QPREFIX, 6) == 0)

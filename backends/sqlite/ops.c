@@ -257,4 +257,5 @@ const jr_backend_ops jr_sqlite_ops = {
     .job_logs = jr_sqlite_job_logs,           /* logs.c */
     .crypt_scan = jr_sqlite_crypt_scan,       /* crypt.c */
     .crypt_put = jr_sqlite_crypt_put,         /* crypt.c */
+    .fair_use = jr_sqlite_fair_use,           /* fair.c */
 };

@@ -31,7 +31,8 @@
 enum { S_INSERT, S_INSERT_BARE, S_INSERT_MANY, S_INSERT_MANY_IDS,
        S_INSERT_MANY_BARE, S_INSERT_MANY_BARE_IDS, S_LIMIT_PATH,
        S_UNIQUE_HOLDER, S_UNIQUE_WINDOW, S_UNIQUE_TAKE, S_UNIQUE_REPLACE,
-       S_QUEUE_SEEN, S_QUEUE_KNOWN, S_RESULT_TTL, S_EXPIRY, S_TRACE, S_COUNT };
+       S_QUEUE_SEEN, S_QUEUE_KNOWN, S_RESULT_TTL, S_EXPIRY, S_TRACE,
+       S_UNIQUE_CANCEL, S_UNIQUE_UNWINDOW, S_COST_OVER, S_COST_SET, S_COUNT };
 
 static const char *const sql_text[S_COUNT] = {
     [S_INSERT] = INSERT_JOB LIMIT_KEY_OF ")",
@@ -69,6 +70,26 @@ static const char *const sql_text[S_COUNT] = {
     /* a push's trace context (docs/tracing.md), the same way */
     [S_TRACE] = "UPDATE jobs SET trace = ?2 || coalesce(' ' || ?3, '')"
                 " WHERE id = ?1",
+    /* on_conflict cancel_running: the running job of name ?1 and key ?2
+     * is cancelled (as admin.c's cancel of a running job) and gives up
+     * its key, and the window it held (unique_for) */
+    [S_UNIQUE_CANCEL] =
+        "UPDATE jobs SET cancel_requested = 1, unique_key = NULL,"
+        " updated_at = ?3 WHERE name = ?1 AND unique_key = ?2"
+        " AND state = 'running' RETURNING id",
+    [S_UNIQUE_UNWINDOW] =
+        "DELETE FROM unique_keys WHERE name = ?1 AND unique_key = ?2"
+        " AND job_id = ?3",
+    /* limits by cost: a limit of name ?1 or queue ?2 whose size is
+     * below cost ?3 (limit_sizes); then the cost, set after the insert
+     * on the job that holds the push (few pushes have one) */
+    [S_COST_OVER] =
+        "SELECT scope, size, what FROM limit_sizes"
+        " WHERE scope IN (?1, 'queue:' || ?2) AND size < ?3"
+        " ORDER BY size LIMIT 1",
+    [S_COST_SET] =
+        "UPDATE jobs SET cost = ?2 WHERE id = ?1"
+        " AND state IN ('queued', 'waiting')",
 };
 
 static sqlite3_stmt *
@@ -172,8 +193,41 @@ unique_holder(jr_backend *b, const jr_push *p, double now, int *queued,
     return 0;
 }
 
-/* A push whose key is held: debounce (on_conflict replace) moves a queued
- * holder to p's payload and run_at; a running one is never replaced. */
+/* on_conflict cancel_running: cancels the running holder of p's key,
+ * which gives up the key and its window. Returns 1 if there was one, 0
+ * if not, -1 on error. */
+static int
+unique_cancel(jr_backend *b, const jr_push *p, double now, jr_err *err)
+{
+    sqlite3_stmt *s = stmt(b, S_UNIQUE_CANCEL, err);
+    int64_t id = 0;
+    int rc;
+
+    if (s == NULL)
+        return -1;
+    bind_text(s, 1, p->name);
+    bind_text(s, 2, p->unique_key);
+    sqlite3_bind_double(s, 3, now);
+    if ((rc = sqlite3_step(s)) == SQLITE_ROW)
+        id = sqlite3_column_int64(s, 0);
+    while (rc == SQLITE_ROW)
+        rc = sqlite3_step(s);
+    sqlite3_reset(s);
+    if (rc != SQLITE_DONE)
+        return jr_sqlite_fail(b, err, "cancelling a unique job");
+    if (id == 0)
+        return 0;
+    if ((s = stmt(b, S_UNIQUE_UNWINDOW, err)) == NULL)
+        return -1;
+    bind_text(s, 1, p->name);
+    bind_text(s, 2, p->unique_key);
+    sqlite3_bind_int64(s, 3, id);
+    return run(b, s, err, "cancelling a unique job") < 0 ? -1 : 1;
+}
+
+/* A push whose key is held: debounce (on_conflict replace or
+ * cancel_running) moves a queued holder to p's payload and run_at; a
+ * running one is never replaced. */
 static int
 unique_conflict(jr_backend *b, const jr_push *p, int64_t holder, double now,
                 jr_err *err)
@@ -181,7 +235,7 @@ unique_conflict(jr_backend *b, const jr_push *p, int64_t holder, double now,
     sqlite3_stmt *s;
     int rc;
 
-    if (p->on_conflict != JR_CONFLICT_REPLACE)
+    if (p->on_conflict == JR_CONFLICT_KEEP || holder == 0)
         return JR_PUSH_DUPLICATE;
     if ((s = stmt(b, S_UNIQUE_REPLACE, err)) == NULL)
         return -1;
@@ -221,8 +275,14 @@ jr_sqlite_insert_one(jr_backend *b, const jr_push *p, double now,
                      int64_t *id, jr_err *err)
 {
     int64_t holder, got;
-    int queued, outcome = JR_PUSH_NEW;
+    int queued, outcome = JR_PUSH_NEW, cancelled = 0;
 
+    if (p->unique_key != NULL &&
+        p->on_conflict == JR_CONFLICT_CANCEL_RUNNING &&
+        (cancelled = unique_cancel(b, p, now, err)) < 0)
+        return -1;
+    if (cancelled)
+        outcome = JR_PUSH_SUPERSEDED;
     if (p->unique_key == NULL) {
         outcome = insert_row(b, p, now, id, err);
     } else if ((holder = unique_holder(b, p, now, &queued, err)) < 0) {
@@ -489,6 +549,48 @@ set_trace(jr_backend *b, int64_t id, const jr_push *p, jr_err *err)
     return run(b, s, err, "setting the trace context") < 0 ? -1 : 0;
 }
 
+/* Refuses p when its cost is over a limit's size (limit_sizes). */
+static int
+cost_check(jr_backend *b, const jr_push *p, jr_err *err)
+{
+    sqlite3_stmt *s = stmt(b, S_COST_OVER, err);
+    char scope[300] = "", what[160] = "";
+    long size = 0;
+    int rc;
+
+    if (s == NULL)
+        return -1;
+    bind_text(s, 1, p->name);
+    bind_text(s, 2, p->queue ? p->queue : "default");
+    sqlite3_bind_int64(s, 3, p->cost);
+    if ((rc = sqlite3_step(s)) == SQLITE_ROW) {
+        snprintf(scope, sizeof scope, "%s", col_text(s, 0));
+        size = (long)sqlite3_column_int64(s, 1);
+        snprintf(what, sizeof what, "%s", col_text(s, 2));
+    }
+    sqlite3_reset(s);
+    if (rc != SQLITE_ROW && rc != SQLITE_DONE)
+        return jr_sqlite_fail(b, err, "reading the limits' sizes");
+    if (rc == SQLITE_ROW)
+        return jr_fail(err, JR_EINPUT, "job '%s': cost %ld is over limit "
+                       "'%s', whose %s holds %ld at most: it could never "
+                       "start", p->name, p->cost, scope, what, size);
+    return 0;
+}
+
+/* Sets the cost of job id. */
+static int
+set_cost(jr_backend *b, int64_t id, long cost, jr_err *err)
+{
+    sqlite3_stmt *s;
+
+    if ((s = stmt(b, S_COST_SET, err)) == NULL)
+        return -1;
+    sqlite3_bind_int64(s, 1, id);
+    sqlite3_bind_int64(s, 2, cost);
+    return run(b, s, err, "setting a job's cost") < 0 ? -1 : 0;
+}
+
 /* The rows, then the workflow options of those that have some (flow.c),
  * which need the ids. */
 static int
@@ -499,11 +601,15 @@ insert_all(jr_backend *b, const jr_push *p, int n, int64_t *ids,
     int i, rc;
 
     for (i = 0; i < n && !(p[i].result_ttl > 0) && !JR_PUSH_EXPIRY(&p[i]) &&
-                p[i].traceparent == NULL;
+                p[i].traceparent == NULL && !(p[i].cost > 1);
          i++)
         ;
     if (i == n && !jr_sqlite_flow_any(p, n))  /* the plain path */
         return insert_rows(b, p, n, ids, now, check, err);
+    for (i = 0; i < n; i++)
+        if (p[i].cost > 1 && (jr_push_check(&p[i], 0, err) < 0 ||
+                              cost_check(b, &p[i], err) < 0))
+            return -1;
     if (ids == NULL &&
         (ids = own = malloc((size_t)n * sizeof *ids)) == NULL)
         return jr_fail(err, JR_ENOMEM, "sqlite: pushing %d jobs: out of "
@@ -521,6 +627,9 @@ insert_all(jr_backend *b, const jr_push *p, int n, int64_t *ids,
     }
     if (rc == 0 && jr_sqlite_flow_any(p, n))
         rc = jr_sqlite_flow_link(b, p, n, ids, now, err);
+    for (i = 0; rc == 0 && i < n; i++)
+        if (p[i].cost > 1)
+            rc = set_cost(b, ids[i], p[i].cost, err);
     free(own);
     return rc;
 }

@@ -660,3 +660,18 @@ INSERT INTO schedule_defs_rev (one, rev) VALUES (1, 0);
 -- A fire pushed by `schedule backfill` (1): kept when the newest fires
 -- are pruned, so that a second backfill of the window pushes nothing.
 ALTER TABLE schedule_fires ADD COLUMN backfill INTEGER;
+-- migration 23
+-- Limits by cost (docs/limits.md, "Limits by cost"): a job's cost, the
+-- tokens it takes from a rate's bucket and the slots of a concurrency
+-- cap; NULL for a job pushed without one, which counts 1 and pays
+-- nothing for it. limit_sizes: per limit of the config (a job name, or
+-- "queue:NAME"), the most one job may cost (its smallest cap or
+-- bucket) and what that is, written by the runner at start and by
+-- migrate, read by a push with a cost: a cost over it is refused.
+ALTER TABLE jobs ADD COLUMN cost INTEGER
+    CHECK (cost IS NULL OR (cost >= 1 AND cost <= 1000000000));
+CREATE TABLE limit_sizes (
+    scope TEXT PRIMARY KEY,
+    size  INTEGER NOT NULL,
+    what  TEXT NOT NULL
+) WITHOUT ROWID;

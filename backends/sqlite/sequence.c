@@ -16,14 +16,20 @@
 #define HOLDS "(state IN ('queued', 'running', 'waiting')" \
               " OR (state = 'dead' AND seq_fail = 'block'))"
 
+/* a job of a sequence not started yet: queued (a retry's backoff
+ * included), or waiting for the job before it */
+#define PENDING "(state = 'queued' OR (state = 'waiting'" \
+                " AND parents_left > 0))"
+
 /* The file's statements: slots of sql_text[] (sqlite_int.h). */
 enum { S_SEQ_TAIL, S_SEQ_SET, S_SEQ_WAIT, S_SEQ_LIST, S_SEQ_BLOCKED,
-       S_SEQ_SKIP, S_SEQ_UNBLOCK, S_COUNT };
+       S_SEQ_SKIP, S_SEQ_UNBLOCK, S_SEQ_CANCEL, S_SEQ_REPLACE, S_SEQ_DROP,
+       S_COUNT };
 
 static const char *const sql_text[S_COUNT] = {
     /* the job pushed into sequence ?1 last (jobs_sequence) */
     [S_SEQ_TAIL] =
-        "SELECT id, " HOLDS ", seq_fail, seq_no FROM jobs"
+        "SELECT id, " HOLDS ", seq_fail, seq_no, " PENDING " FROM jobs"
         " WHERE sequence_key = ?1 ORDER BY seq_no DESC LIMIT 1",
     [S_SEQ_SET] =
         "UPDATE jobs SET sequence_key = ?2, seq_no = ?3, seq_fail = ?4"
@@ -56,6 +62,20 @@ static const char *const sql_text[S_COUNT] = {
         " died_at = NULL, finished_at = NULL, cancel_requested = 0,"
         " updated_at = ?2 WHERE sequence_key = ?1 AND state = 'dead'"
         " AND seq_fail = 'block'",
+    /* on_conflict cancel_running: the running job of sequence ?1 is
+     * cancelled, as admin.c's cancel of a running job */
+    [S_SEQ_CANCEL] =
+        "UPDATE jobs SET cancel_requested = 1, updated_at = ?2"
+        " WHERE sequence_key = ?1 AND state = 'running'",
+    /* on_conflict replace: the pending last job ?1 takes the push's
+     * payload ?2 and run_at ?3 */
+    [S_SEQ_REPLACE] =
+        "UPDATE jobs SET payload = ?2, run_at = ?3, updated_at = ?4"
+        " WHERE id = ?1 AND " PENDING,
+    /* the job just pushed, when the pending one took its place */
+    [S_SEQ_DROP] =
+        "DELETE FROM jobs WHERE id = ?1 AND state = 'queued'"
+        " AND sequence_key IS NULL",
 };
 
 static sqlite3_stmt *
@@ -69,13 +89,13 @@ stmt(jr_backend *b, int which, jr_err *err)
  * place. */
 static int
 tail_of(jr_backend *b, const char *key, int64_t *tail, int *holds,
-        int *dead, int64_t *no, jr_err *err)
+        int *dead, int64_t *no, int *pending, jr_err *err)
 {
     sqlite3_stmt *s = stmt(b, S_SEQ_TAIL, err);
     int rc;
 
     *tail = *no = 0;
-    *holds = *dead = 0;
+    *holds = *dead = *pending = 0;
     if (s == NULL)
         return -1;
     bind_text(s, 1, key);
@@ -84,22 +104,74 @@ tail_of(jr_backend *b, const char *key, int64_t *tail, int *holds,
         *holds = sqlite3_column_int(s, 1);
         *dead = col_text(s, 2) && strcmp(col_text(s, 2), "dead") == 0;
         *no = sqlite3_column_int64(s, 3);
+        *pending = sqlite3_column_int(s, 4);
     }
     sqlite3_reset(s);
     return rc == SQLITE_ROW || rc == SQLITE_DONE ? 0 :
            jr_sqlite_fail(b, err, "reading a sequence");
 }
 
-int
-jr_sqlite_seq_link(jr_backend *b, const jr_push *p, int64_t id, double now,
-                   jr_err *err)
+/* on_conflict (docs/queues.md, "Newer replaces older"): cancel_running
+ * cancels the sequence's running job (*cancelled: whether there was
+ * one); replace and cancel_running move a pending last job to p's
+ * payload and run_at and drop the job just pushed (*id), which then is
+ * the last one's. Returns 1 when it was replaced, 0 when the job is to
+ * go into the sequence, -1 on error. */
+static int
+seq_conflict(jr_backend *b, const jr_push *p, int64_t *id, int64_t tail,
+             int pending, double now, int *cancelled, jr_err *err)
 {
-    int64_t tail, no;
-    int holds, dead, rc;
+    sqlite3_stmt *s;
+    int rc;
+
+    *cancelled = 0;
+    if (p->on_conflict == JR_CONFLICT_CANCEL_RUNNING) {
+        if ((s = stmt(b, S_SEQ_CANCEL, err)) == NULL)
+            return -1;
+        bind_text(s, 1, p->sequence);
+        sqlite3_bind_double(s, 2, now);
+        if ((*cancelled = run(b, s, err, "cancelling a sequence's running "
+                              "job")) < 0)
+            return -1;
+    }
+    if (!pending || (s = stmt(b, S_SEQ_REPLACE, err)) == NULL)
+        return pending ? -1 : 0;
+    sqlite3_bind_int64(s, 1, tail);
+    bind_text(s, 2, p->payload ? p->payload : "{}");
+    sqlite3_bind_double(s, 3, p->run_at > 0 ? p->run_at : now + p->run_in);
+    sqlite3_bind_double(s, 4, now);
+    if ((rc = run(b, s, err, "replacing a sequence's job")) <= 0)
+        return rc;
+    if ((s = stmt(b, S_SEQ_DROP, err)) == NULL)
+        return -1;
+    sqlite3_bind_int64(s, 1, *id);
+    if (run(b, s, err, "replacing a sequence's job") < 0)
+        return -1;
+    *id = tail;
+    return 1;
+}
+
+int
+jr_sqlite_seq_link(jr_backend *b, const jr_push *p, int64_t *idp,
+                   double now, jr_err *err)
+{
+    int64_t tail, no, id = *idp;
+    int holds, dead, pending, cancelled = 0, rc;
     sqlite3_stmt *s;
 
-    if (tail_of(b, p->sequence, &tail, &holds, &dead, &no, err) < 0 ||
-        (s = stmt(b, S_SEQ_SET, err)) == NULL)
+    if (tail_of(b, p->sequence, &tail, &holds, &dead, &no, &pending,
+                err) < 0)
+        return -1;
+    if (p->on_conflict != JR_CONFLICT_KEEP &&
+        (rc = seq_conflict(b, p, idp, tail, pending, now, &cancelled,
+                           err)) != 0) {
+        if (rc > 0 && p->outcome != NULL)
+            *p->outcome = JR_PUSH_REPLACED;
+        return rc < 0 ? -1 : 0;
+    }
+    if (p->outcome != NULL)
+        *p->outcome = cancelled ? JR_PUSH_SUPERSEDED : JR_PUSH_NEW;
+    if ((s = stmt(b, S_SEQ_SET, err)) == NULL)
         return -1;
     sqlite3_bind_int64(s, 1, id);
     bind_text(s, 2, p->sequence);

@@ -218,7 +218,7 @@ int  jr_sqlite_attempts(jr_backend *b, int64_t id, jr_attempt_row *a,
  * flow_check: the same when the job has a flow bit (read from its row). */
 int  jr_sqlite_flow_any(const jr_push *p, int n);
 int  jr_sqlite_flow_link(jr_backend *b, const jr_push *p, int n,
-                         const int64_t *ids, double now, jr_err *err);
+                         int64_t *ids, double now, jr_err *err);
 /* Ends up to max queued jobs past their expiry, never started, in the
  * state expired (expire.c), in a transaction of its own; none found
  * takes no write lock. Returns how many, or -1. */
@@ -231,9 +231,12 @@ int  jr_sqlite_flow_check(jr_backend *b, int64_t id, const char *st,
  * parent's flow bit, and the parent's end at once when it ended. */
 int  jr_sqlite_flow_wait(jr_backend *b, const jr_push *p, int64_t id,
                          int64_t parent, double now, jr_err *err);
-/* sequence.c; in the open transaction, from flow.c: job id (p), just
- * pushed, goes to the end of its sequence (docs/queues.md). */
-int  jr_sqlite_seq_link(jr_backend *b, const jr_push *p, int64_t id,
+/* sequence.c; in the open transaction, from flow.c: job *id (p), just
+ * pushed, goes to the end of its sequence (docs/queues.md), or with
+ * on_conflict replace or cancel_running gives its payload to the
+ * sequence's pending last job and is dropped: *id is then that job's;
+ * p->outcome (may be NULL) says which. */
+int  jr_sqlite_seq_link(jr_backend *b, const jr_push *p, int64_t *id,
                         double now, jr_err *err);
 /* Steps s, which returns at most one row: column 0 as text into buf
  * (size), or as an int64 into *out when buf is NULL. 1 with a row, 0
@@ -269,6 +272,7 @@ typedef struct candidate {
     char   *fkey;               /* of a fair queue: its fair key, its */
     double  fweight;            /* weight and the queue's clock; else */
     double  fclock;             /* NULL */
+    long    cost;               /* with limits: its cost (1 without) */
 } candidate;
 
 /* A limited claim's state between passes: the pick, its blocked lists
@@ -278,6 +282,7 @@ typedef struct limq {
     char     *names;            /* job names blocked whole */
     char     *pairs;            /* names and queues blocked for a key */
     char     *rates;            /* {scope: per-key rate} */
+    char     *rooms;            /* {scope: room} (jr_lpick_rooms) */
     char    **qname;            /* queues that gave jobs, and how many */
     int      *qtaken;
     int       nq;
@@ -315,6 +320,19 @@ int  jr_sqlite_fair_set(jr_backend *b, const char *queue, const char *key,
                         double weight, jr_err *err);
 int  jr_sqlite_fair_save(jr_backend *b, const candidate *c, int n,
                          jr_err *err);
+int  jr_sqlite_fair_use(jr_backend *b, const jr_limit *f, jr_fair_use_cb cb,
+                        void *arg, jr_err *err);
+
+/* aging.c: the priority aging period of queue in spec (seconds), 0
+ * when it does not age. */
+double jr_sqlite_aging_of(const jr_claim_spec *spec, const char *queue);
+/* Appends the first cap ready jobs of aging queue to c[*n..] as
+ * queue_candidates does, in the order of their effective priority
+ * (base/limit.h), then run_at, id. 0, or -1 with err set. */
+int  jr_sqlite_aged_candidates(jr_backend *b, double aging,
+                               const char *queue, int cap, const char *json,
+                               double now, candidate *c, int *n,
+                               const limq *lim, jr_err *err);
 
 /* A claim's test that a job is not past its expiry (?2: now; a job that
  * started once is not expired: schema.sql, migration 21): one NULL test
@@ -337,7 +355,10 @@ int  jr_sqlite_fair_save(jr_backend *b, const candidate *c, int n,
     "   JOIN limit_buckets lb ON lb.scope = r.key" \
     "   AND lb.key = jobs.limit_key" \
     "   WHERE (r.key = jobs.name OR r.key = 'queue:' || jobs.queue)" \
-    "   AND lb.tokens + (?2 - lb.updated_at) * r.value < 1))"
+    "   AND lb.tokens + (?2 - lb.updated_at) * r.value < 1))" \
+    " AND (jobs.cost IS NULL OR jobs.cost <= coalesce((SELECT min(value)" \
+    "  FROM json_each(?10) WHERE key = jobs.name" \
+    "  OR key = 'queue:' || jobs.queue), jobs.cost))"
 
 /* logs.c: each attempt's logs (migration 20). A run's logs (the text
  * parameter n, NULL: none) appended to the job's: the newest JR_LOGS_KEPT

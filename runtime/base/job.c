@@ -45,7 +45,38 @@ int
 jr_conflict_alone(const char *name, jr_err *err)
 {
     return jr_fail(err, JR_EINPUT, "job '%s': on_conflict needs a "
-                   "unique_key", name);
+                   "unique_key or a sequence", name);
+}
+
+static const char *const conflict_names[] = {"keep", "replace",
+                                             "cancel_running"};
+
+int
+jr_conflict_parse(const char *name)
+{
+    int v;
+
+    for (v = JR_CONFLICT_KEEP; name != NULL && v <= JR_CONFLICT_CANCEL_RUNNING;
+         v++)
+        if (strcmp(name, conflict_names[v]) == 0)
+            return v;
+    return -1;
+}
+
+const char *
+jr_conflict_name(int v)
+{
+    return v >= JR_CONFLICT_KEEP && v <= JR_CONFLICT_CANCEL_RUNNING ?
+           conflict_names[v] : NULL;
+}
+
+const char *
+jr_outcome_name(int v)
+{
+    static const char *const names[] = {"new", "duplicate", "replaced",
+                                        "superseded"};
+
+    return v >= JR_PUSH_NEW && v <= JR_PUSH_SUPERSEDED ? names[v] : "new";
 }
 
 /* The rules every push follows, whichever way it comes (CLI, C library,
@@ -58,7 +89,12 @@ unique_check(const jr_push *p, jr_err *err)
     if (p->unique_key == NULL && p->unique_for != 0)
         return jr_fail(err, JR_EINPUT, "job '%s': unique_for needs a "
                        "unique_key", p->name);
-    if (p->unique_key == NULL && p->on_conflict != JR_CONFLICT_KEEP)
+    if (jr_conflict_name(p->on_conflict) == NULL)
+        return jr_fail(err, JR_EINPUT, "job '%s': on_conflict %d is not "
+                       "one of keep, replace, cancel_running", p->name,
+                       p->on_conflict);
+    if (p->unique_key == NULL && p->sequence == NULL &&
+        p->on_conflict != JR_CONFLICT_KEEP)
         return jr_conflict_alone(p->name, err);
     if (p->unique_key == NULL)
         return 0;
@@ -70,10 +106,6 @@ unique_check(const jr_push *p, jr_err *err)
         return jr_fail(err, JR_EINPUT, "job '%s': unique_for %g is not a "
                        "duration (seconds, finite, from 0 to %.0f)", p->name,
                        p->unique_for, JR_DELAY_MAX);
-    if (p->on_conflict != JR_CONFLICT_KEEP &&
-        p->on_conflict != JR_CONFLICT_REPLACE)
-        return jr_fail(err, JR_EINPUT, "job '%s': on_conflict %d is not "
-                       "one of keep, replace", p->name, p->on_conflict);
     return 0;
 }
 
@@ -148,6 +180,11 @@ seq_check(const jr_push *p, jr_err *err)
     if (p->nafter > 0 || p->nafter_local > 0 || p->unique_key != NULL)
         return jr_fail(err, JR_EINPUT, "job '%s': a job in a sequence "
                        "cannot have after nor a unique_key", p->name);
+    if (p->on_conflict != JR_CONFLICT_KEEP &&
+        (p->batch != 0 || p->batch_new != NULL))
+        return jr_fail(err, JR_EINPUT, "job '%s': a job in a sequence with "
+                       "on_conflict %s cannot join a batch", p->name,
+                       jr_conflict_name(p->on_conflict));
     return 0;
 }
 
@@ -192,6 +229,10 @@ payload_check(const jr_push *p, jr_err *err)
 int
 jr_push_check(const jr_push *p, size_t max_payload, jr_err *err)
 {
+    if (p->cost < 0 || p->cost > JR_COST_MAX)
+        return jr_fail(err, JR_EINPUT, "job '%s': cost %ld is not a whole "
+                       "number from 1 to %ld", p->name ? p->name : "?",
+                       p->cost, JR_COST_MAX);
     if (jr_name_check(p->name, "job name", err) < 0)
         return -1;
     if (p->queue && jr_name_check(p->queue, "queue name", err) < 0)

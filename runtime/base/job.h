@@ -134,11 +134,18 @@ typedef struct jr_push {
     /* trace context (docs/tracing.md): NULL means none */
     const char    *traceparent; /* W3C traceparent, checked (trace.h) */
     const char    *tracestate;  /* W3C tracestate, only with a traceparent */
+    /* limits by cost (docs/limits.md): 0 or 1 means 1, and nothing is
+     * stored */
+    long           cost;        /* tokens of a rate and slots of a
+                                   concurrency cap the job takes, 1 to
+                                   JR_COST_MAX */
 } jr_push;
 
 /* Whether push p has an expiry or a deadline (a plain push has none). */
 #define JR_PUSH_EXPIRY(p) \
     ((p)->expires_at > 0 || (p)->expires_in > 0 || (p)->deadline > 0)
+
+#define JR_COST_MAX 1000000000L /* a job's cost at most */
 
 /* One fire of a recurring job (a schedule): the job it inserts and the
  * instant it stands for. The fire takes the job's run_at. */
@@ -164,16 +171,21 @@ typedef struct jr_fire {
 enum {
     JR_CONFLICT_KEEP = 0,       /* the push is dropped: the id of the job
                                    holding the key comes back */
-    JR_CONFLICT_REPLACE         /* debounce: a queued holder takes the
+    JR_CONFLICT_REPLACE,        /* debounce: a queued holder takes the
                                    push's payload and run_at */
+    JR_CONFLICT_CANCEL_RUNNING  /* supersede: as replace, and a running
+                                   holder is cancelled and gives up its
+                                   key (docs/schedules.md) */
 };
 
 /* What became of one push (*jr_push.outcome). */
 enum {
     JR_PUSH_NEW = 0,            /* inserted */
     JR_PUSH_DUPLICATE,          /* not inserted: the key is held */
-    JR_PUSH_REPLACED            /* not inserted: the queued holder took the
+    JR_PUSH_REPLACED,           /* not inserted: the queued holder took the
                                    push's payload and run_at */
+    JR_PUSH_SUPERSEDED          /* inserted: a running holder was cancelled
+                                   (on_conflict cancel_running) */
 };
 
 #define JR_UNIQUE_KEY_MAX 255   /* bytes in a unique key */
@@ -346,6 +358,13 @@ int  jr_name_check_len(const char *name, size_t len, const char *what,
  * a key. Returns 0,
  * or -1 with err set (JR_EINPUT) naming the job and the option. */
 int  jr_push_check(const jr_push *p, size_t max_payload, jr_err *err);
+
+/* The on_conflict named name ("keep", "replace", "cancel_running"), or
+ * -1; the name of JR_CONFLICT_* v; the name of JR_PUSH_* outcome v
+ * ("new", "duplicate", "replaced", "superseded"). */
+int  jr_conflict_parse(const char *name);
+const char *jr_conflict_name(int v);
+const char *jr_outcome_name(int v);
 
 /* The refusal of an on_conflict given without a unique key (keep is the
  * value a push holds when none is given: a producer that reads the option

@@ -1,5 +1,6 @@
 /* limit.c - the limits model's functions: find, add, copy and free a
  * config's limits, check a scope. Uses limit.h, job.h. */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -87,4 +88,33 @@ jr_limit_scope_check(const char *scope, jr_err *err)
     if (strncmp(scope, JR_LIMIT_QPREFIX, QPLEN) == 0)
         return jr_name_check(scope + QPLEN, "queue name", err);
     return jr_name_check(scope, "job name", err);
+}
+
+/* Lowers *size to set's smallest cap or bucket, saying which in what. */
+static void
+set_size(const jr_limit_set *set, const char *of, long *size, char *what,
+         size_t whatsz)
+{
+    if (set->concurrency > 0 && (*size == 0 || set->concurrency < *size)) {
+        *size = set->concurrency;
+        snprintf(what, whatsz, "%sconcurrency %d", of, set->concurrency);
+    }
+    if (set->rate > 0 && set->burst >= 1 &&
+        (*size == 0 || (long)set->burst < *size)) {
+        *size = (long)set->burst;
+        snprintf(what, whatsz, "%srate \"%s\" (a bucket of %ld)", of,
+                 set->rate_text, *size);
+    }
+}
+
+long
+jr_limit_size(const jr_limit *l, char *what, size_t whatsz)
+{
+    long size = 0;
+
+    if (whatsz > 0)
+        what[0] = '\0';
+    set_size(&l->all, "", &size, what, whatsz);
+    set_size(&l->per_key, "per_key ", &size, what, whatsz);
+    return size;
 }

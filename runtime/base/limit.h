@@ -6,6 +6,7 @@
 #ifndef JR_LIMIT_H
 #define JR_LIMIT_H
 
+#include <math.h>
 #include <stddef.h>
 
 #include "base/err.h"
@@ -36,12 +37,37 @@ typedef struct jr_limit {
     char        *fair_path;
     double       fair_default;
     char        *fair_weights;
+    /* priority aging of a queue (docs/queues.md, "Priority aging"): a
+     * ready job's priority rises one level per this many seconds waited
+     * since its run_at; 0 when the queue does not age */
+    double       aging;
 } jr_limit;
 
 typedef struct jr_limits {
     jr_limit *l;                /* by scope, as declared */
     int       n;
 } jr_limits;
+
+/* A ready job's effective priority in a queue that ages every aging
+ * seconds (0: none): its priority less one level per period waited since
+ * its run_at, by now. Lower runs first, as priority does. */
+static inline long long
+jr_aged_priority(int priority, double run_at, double now, double aging)
+{
+    double waited = now - run_at;
+
+    if (!(aging > 0) || !(waited >= aging))
+        return priority;
+    waited = floor(waited / aging);
+    return (long long)priority - (waited > 1e15 ? (long long)1e15 :
+                                  (long long)waited);
+}
+
+/* The most one job under l may cost (docs/limits.md, "Limits by cost"):
+ * its smallest concurrency cap or bucket (burst), its own or per key; 0
+ * when it has none. what gets which it is ("rate \"100/1m\" (a bucket
+ * of 100)", "per_key concurrency 2"). */
+long jr_limit_size(const jr_limit *l, char *what, size_t whatsz);
 
 /* Checks a scope: a job name, or "queue:" and a queue name. */
 int  jr_limit_scope_check(const char *scope, jr_err *err);

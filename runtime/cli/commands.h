@@ -99,6 +99,9 @@ int jr_cmd_reader_keyed(jr_config *c, jr_client **client);
  * closed on failure. */
 typedef struct jr_db jr_db;     /* a connection (backend.h) */
 int jr_cmd_open_reader(const jr_config *c, jr_db *db, int quiet);
+/* fairstats.c: stats' fair queues (",\"fair\":{...}" with json); 0 or
+ * the exit status after saying why. */
+int jr_cmd_stats_fair(const jr_config *c, int json);
 /* Says the client's error; JR_EXIT_USAGE for bad input, else
  * JR_EXIT_FAIL. */
 int jr_cmd_client_fail(jr_client *client);

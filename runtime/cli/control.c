@@ -128,7 +128,29 @@ typedef struct job_out {
     int n;                      /* jobs written so far */
     int full;                   /* show: every field, payload too */
     const char *links;          /* show: jr_cmd_links' text, or NULL */
+    const jr_limits *limits;    /* show: the config's, for priority aging */
 } job_out;
+
+/* The aging period of the job's queue in o's limits (0: none) when the
+ * job is ready, waiting to be claimed; *eff gets its effective priority
+ * (the priority when it does not age). */
+static double
+job_aging(const jr_client_job_info *j, const job_out *o, long long *eff)
+{
+    char scope[300];
+    const jr_limit *l;
+    double now = jr_now();
+
+    *eff = j->priority;
+    if (o->limits == NULL || strcmp(j->state, "queued") != 0 ||
+        j->run_at > now)
+        return 0;
+    snprintf(scope, sizeof scope, "%s%s", JR_LIMIT_QPREFIX, j->queue);
+    if ((l = jr_limits_find(o->limits, scope)) == NULL || !(l->aging > 0))
+        return 0;
+    *eff = jr_aged_priority(j->priority, j->run_at, now, l->aging);
+    return l->aging;
+}
 
 static void
 json_time(const char *key, double t)
@@ -254,6 +276,11 @@ job_json(const jr_client_job_info *j, const job_out *o)
     else
         printf("%d", j->max_retries);
     printf(",\"priority\":%d", j->priority);
+    if (o->full) {
+        long long eff;
+        job_aging(j, o, &eff);
+        printf(",\"effective_priority\":%lld", eff);
+    }
     json_time("run_at", j->run_at);
     json_time("created_at", j->created_at);
     json_time("started_at", j->started_at);
@@ -291,6 +318,10 @@ job_json(const jr_client_job_info *j, const job_out *o)
         else
             printf(",\"deadline\":null");
         json_time("deadline_at", j->deadline_at);
+        if (j->cost > 0)
+            printf(",\"cost\":%ld", j->cost);
+        else
+            printf(",\"cost\":null");
     }
     json_progress(j);
     if (o->links != NULL)
@@ -411,9 +442,11 @@ text_lines(const char *key, const char *v)
 }
 
 static void
-job_text_full(const jr_client_job_info *j)
+job_text_full(const jr_client_job_info *j, const job_out *o)
 {
     char prog[512];
+    long long eff;
+    double aging = job_aging(j, o, &eff);
 
     printf("%-13s %lld\n", "id", (long long)j->id);
     text_field("name", j->name, "");
@@ -425,7 +458,11 @@ job_text_full(const jr_client_job_info *j)
         printf("%-13s - (the handler's or the config's)\n", "max_retries");
     else
         printf("%-13s %d\n", "max_retries", j->max_retries);
-    printf("%-13s %d\n", "priority", j->priority);
+    if (aging > 0)
+        printf("%-13s %d (effective %lld: its queue ages a level every "
+               "%gs waited)\n", "priority", j->priority, eff, aging);
+    else
+        printf("%-13s %d\n", "priority", j->priority);
     text_field("unique_key", j->unique_key, "");
     text_time("run_at", j->run_at);
     text_time("created_at", j->created_at);
@@ -459,6 +496,9 @@ job_text_full(const jr_client_job_info *j)
     if (j->sql_statements > 0)
         printf("%-13s %d (jobrunner.sql, committed with its success)\n",
                "statements", j->sql_statements);
+    if (j->cost > 0)
+        printf("%-13s %ld (of its limits' tokens and slots)\n", "cost",
+               j->cost);
     text_lines("last_error", j->last_error);
     text_history(j);
     text_steps(j);
@@ -489,7 +529,7 @@ job_print(const jr_client_job_info *j, void *arg)
     if (o->json) {
         job_json(j, o);
     } else if (o->full) {
-        job_text_full(j);
+        job_text_full(j, o);
         if (o->links != NULL)
             jr_cmd_links_print(o->links, 0);
     } else {
@@ -555,6 +595,7 @@ jr_cmd_show(jr_cli *cli)
         free(ids);
         return rc;
     }
+    o.limits = &c.limits;
     if ((rc = jr_cmd_reader_keyed(&c, &client)) == 0) {
         rc = logs ? jr_cmd_show_logs(client, ids[0], attempt, o.json) :
                     show_job(client, ids[0], &o);

@@ -33,12 +33,13 @@ static const struct topic {
      "COMMANDS, OPTIONS, EXIT STATUS, ENVIRONMENT",
      "commands command options push"},
     {"queues", "Queues and control",
-     "caps, serving, fairness, fair share between keys, pause and "
-     "resume; sequences (one at a time per key, in push order); cancel, "
-     "show, list, retention, progress",
+     "caps, serving, fairness, fair share between keys, priority aging, "
+     "pause and resume; sequences (one at a time per key, in push order); "
+     "newer pushes replacing older (on_conflict); cancel, show, list, "
+     "retention, progress",
      "COMMANDS (queue, fair set, sequences, cancel, show, list)",
      "queue control cancel show list retention progress sequences "
-     "sequence fair tenant weight"},
+     "sequence fair tenant weight aging priority supersede conflict"},
     {"schedules", "Schedules and unique jobs",
      "recurring jobs (cron, every, time zones, catch-up, overlap, jitter); "
      "schedules managed at run time (add, set, remove, backfill); unique "

@@ -299,8 +299,10 @@ jr_cmd_stats(jr_cli *cli)
             stats_json(&a, &s, state);
         else
             stats_text(&a, &s, state);
-        if (stats_sequences(client, json) < 0 ||
-            stats_progress(client, json) < 0)
+        if (stats_sequences(client, json) < 0)
+            rc = jr_cmd_client_fail(client);
+        else if ((rc = jr_cmd_stats_fair(&c, json)) == 0 &&
+                 stats_progress(client, json) < 0)
             rc = jr_cmd_client_fail(client);
     }
     jr_scripts_free(&s);

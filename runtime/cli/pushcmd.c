@@ -88,15 +88,27 @@ set_result_ttl(jr_push *p, const char *val, jr_err *err)
 }
 
 static int
+set_cost(jr_push *p, const char *val, jr_err *err)
+{
+    long v;
+
+    if (jr_parse_int(val, "--cost", 1, JR_COST_MAX, &v, err) < 0)
+        return -1;
+    p->cost = v;
+    return 0;
+}
+
+static int
 set_on_conflict(jr_push *p, const char *val, jr_err *err)
 {
-    if (strcmp(val, "keep") == 0 || strcmp(val, "replace") == 0) {
-        p->on_conflict = val[0] == 'r' ? JR_CONFLICT_REPLACE :
-                         JR_CONFLICT_KEEP;
+    int c = jr_conflict_parse(val);
+
+    if (c >= 0) {
+        p->on_conflict = c;
         return 0;
     }
     return jr_fail(err, JR_EUSAGE, "invalid --on-conflict '%s': expected "
-                   "keep or replace", val);
+                   "keep, replace or cancel_running", val);
 }
 
 static int
@@ -218,6 +230,7 @@ static const struct push_option {
     {"--on-conflict", 1, set_on_conflict},
     {"--key",         1, set_key},
     {"--result-ttl",  1, set_result_ttl},
+    {"--cost",        1, set_cost},
     {"--after",       1, set_after},
     {"--on-parent-failure", 1, set_on_parent_failure},
     {"--batch",       1, set_batch},
@@ -291,7 +304,8 @@ push_args(jr_cli *cli, jr_push *p)
         return jr_cmd_usage("push: missing the job %s", "NAME");
     if ((rc = trace_env(p)) != 0)
         return rc;
-    if (conflict && p->unique_key == NULL)  /* keep too: as if not given */
+    if (conflict && p->unique_key == NULL && p->sequence == NULL)
+        /* keep too: as if not given */
         return jr_conflict_alone(p->name, &err),
                jr_cmd_die(JR_EXIT_USAGE, err.msg);
     return 0;
@@ -331,17 +345,17 @@ warn_unhandled(const jr_config *c, const char *name)
     jr_scripts_free(&s);
 }
 
-/* Prints the pushed job's id (with a unique key: and new, duplicate or
- * replaced), then the warning of a name no handler here takes. */
+/* Prints the pushed job's id (with a unique key, or a sequence and
+ * --on-conflict: and new, duplicate, replaced or superseded), then the
+ * warning of a name no handler here takes. */
 static void
 push_said(const jr_config *c, const jr_push *p, int64_t id, int outcome)
 {
-    if (p->unique_key == NULL)
+    if (p->unique_key == NULL &&
+        (p->sequence == NULL || p->on_conflict == JR_CONFLICT_KEEP))
         printf("%lld\n", (long long)id);
     else
-        printf("%lld %s\n", (long long)id, outcome == JR_CLIENT_PUSHED ?
-               "new" : outcome == JR_CLIENT_REPLACED ? "replaced" :
-               "duplicate");
+        printf("%lld %s\n", (long long)id, jr_outcome_name(outcome));
     fflush(stdout);
     warn_unhandled(c, p->name);
 }
@@ -376,6 +390,7 @@ jr_cmd_push(jr_cli *cli)
     opts.deadline = p.deadline;
     opts.traceparent = p.traceparent;
     opts.tracestate = p.tracestate;
+    opts.cost = p.cost;
     u.key = p.unique_key;
     u.unique_for = p.unique_for;
     u.on_conflict = p.on_conflict;
@@ -383,7 +398,8 @@ jr_cmd_push(jr_cli *cli)
     if (p.sequence == NULL && p.seq_fail != JR_SEQ_BLOCK) {
         rc = jr_cmd_usage("push: --on-failure goes with --sequence");
     } else if (p.sequence != NULL) {
-        jr_client_seq sq = {p.sequence, p.seq_fail};
+        jr_client_seq sq = {p.sequence, p.seq_fail, p.on_conflict,
+                            &outcome};
         if (p.unique_key != NULL || p.nafter > 0 || p.batch != 0)
             rc = jr_cmd_usage("push: --sequence cannot go with "
                               "--unique-key, --after or --batch");

@@ -184,6 +184,7 @@ make_push(jr_client *c, const char *name, const char *payload,
     p->run_at = o->run_at;
     p->run_in = o->run_in;
     p->key = o->key;
+    p->cost = o->cost;
     p->result_ttl = o->result_ttl;
     p->expires_at = o->expires_at;
     p->expires_in = o->expires_in;
@@ -204,8 +205,7 @@ make_unique(jr_push *p, const jr_client_unique *u, int *outcome)
         return;
     p->unique_key = u->key;
     p->unique_for = u->unique_for;
-    p->on_conflict = u->on_conflict == JR_CLIENT_REPLACE ?
-                     JR_CONFLICT_REPLACE : u->on_conflict;
+    p->on_conflict = u->on_conflict;    /* JR_CLIENT_* is JR_CONFLICT_* */
 }
 
 int
@@ -282,6 +282,10 @@ push_many(jr_client *c, const jr_client_job *jobs,
         if (rc == 0 && seqs != NULL && seqs[i].key != NULL) {
             p[i].sequence = seqs[i].key;
             p[i].seq_fail = seqs[i].on_failure;
+            p[i].on_conflict = seqs[i].on_conflict;
+            p[i].outcome = seqs[i].outcome;
+            if (p[i].outcome != NULL)
+                *p[i].outcome = JR_CLIENT_PUSHED;
         }
         if (rc == 0 && seqs == NULL)
             make_unique(&p[i], uniques ? &uniques[i] : NULL,
@@ -558,6 +562,10 @@ jr_client_push_seq(jr_client *c, const char *name, const char *payload,
     if (s != NULL && s->key != NULL) {
         p.sequence = s->key;
         p.seq_fail = s->on_failure;     /* JR_CLIENT_SEQ_* is JR_SEQ_* */
+        p.on_conflict = s->on_conflict; /* JR_CLIENT_* is JR_CONFLICT_* */
+        p.outcome = s->outcome;         /* JR_CLIENT_* is JR_PUSH_* */
+        if (p.outcome != NULL)
+            *p.outcome = JR_CLIENT_PUSHED;
     }
     if (jr_push_check(&p, c->max_payload, &c->err) < 0 ||
         db_push(c, &p, 1, &got) < 0)

@@ -180,6 +180,7 @@ job_row(const jr_job_row *row, void *arg)
     j.expires_at = row->expires_at;
     j.deadline = row->deadline;
     j.deadline_at = row->deadline_at;
+    j.cost = row->cost;
     if (a->c != NULL && a->c->keys != NULL) {
         char *own[4];
         int rc;

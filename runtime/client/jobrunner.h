@@ -115,11 +115,15 @@ typedef struct jr_client_opts {
     const char *tracestate;     /* W3C tracestate, printable ASCII of at
                                    most 512 bytes, only with a
                                    traceparent; NULL: none */
+    long        cost;           /* limits by cost (docs/limits.md): the
+                                   tokens of a rate and slots of a
+                                   concurrency cap it takes, 1 to 1e9; 0:
+                                   1 */
 } jr_client_opts;
 
 #define JR_CLIENT_UNSET (-1)
 #define JR_CLIENT_OPTS_INIT { 0, 0, 0, NULL, JR_CLIENT_UNSET, NULL, 0, 0, 0, 0, \
-                              NULL, NULL }
+                              NULL, NULL, 0 }
 
 /* One job of a jr_client_push_many batch. Strings are borrowed. */
 typedef struct jr_client_job {
@@ -182,24 +186,32 @@ typedef struct jr_client_unique {
     double      unique_for;     /* seconds the key also stays held after
                                    the push, whatever becomes of the job
                                    (finished, deleted); 0: not held */
-    int         on_conflict;    /* JR_CLIENT_KEEP or JR_CLIENT_REPLACE */
+    int         on_conflict;    /* JR_CLIENT_KEEP, _REPLACE or
+                                   _CANCEL_RUNNING */
 } jr_client_unique;
 
 /* jr_client_unique.on_conflict. The numbers are stable. */
 enum {
     JR_CLIENT_KEEP = 0,         /* a duplicate is dropped */
-    JR_CLIENT_REPLACE = 1       /* debounce: a queued holder takes the
+    JR_CLIENT_REPLACE = 1,      /* debounce: a queued holder takes the
                                    duplicate's payload and run_at; a
                                    running one is never replaced (the push
                                    is then a plain duplicate) */
+    JR_CLIENT_CANCEL_RUNNING = 2 /* supersede: as REPLACE, and a running
+                                   holder is cancelled (as jr_client_cancel)
+                                   and gives up its key: the push is a new
+                                   job (docs/queues.md, "Newer replaces
+                                   older") */
 };
 
 /* What became of a push. The numbers are stable. */
 enum {
     JR_CLIENT_PUSHED = 0,       /* a new job */
     JR_CLIENT_DUPLICATE = 1,    /* the key is held: id is the holder's */
-    JR_CLIENT_REPLACED = 2      /* the queued holder took this payload and
+    JR_CLIENT_REPLACED = 2,     /* the queued holder took this payload and
                                    run_at: id is the holder's */
+    JR_CLIENT_SUPERSEDED = 3    /* a new job, and the running holder was
+                                   cancelled (JR_CLIENT_CANCEL_RUNNING) */
 };
 
 /* jr_client_push with unique options u (NULL: a plain push). outcome (may
@@ -263,6 +275,13 @@ typedef struct jr_client_seq {
     const char *key;            /* the sequence, 1 to 256 bytes: its jobs
                                    run one at a time, in push order */
     int         on_failure;     /* JR_CLIENT_SEQ_* */
+    int         on_conflict;    /* JR_CLIENT_KEEP (0: appended), _REPLACE
+                                   (the sequence's last job, if it has not
+                                   started, takes this payload and run_at,
+                                   and id is its) or _CANCEL_RUNNING (the
+                                   same, and its running job is cancelled) */
+    int        *outcome;        /* may be NULL: receives JR_CLIENT_PUSHED,
+                                   _REPLACED or _SUPERSEDED */
 } jr_client_seq;
 
 /* jr_client_push into sequence s (NULL or a NULL key: a plain push): the
@@ -555,6 +574,9 @@ typedef struct jr_client_job_info {
                                    start that bound its retries; 0: none */
     double      deadline_at;    /* jr_client_show: that deadline, set by
                                    its first start; 0: none yet */
+    long        cost;           /* jr_client_show: its cost (docs/limits.md,
+                                   "Limits by cost"); 0: none (1), and from
+                                   jr_client_list */
 } jr_client_job_info;
 
 /* Called once per job. Return 0 to go on, non-zero to stop. */

@@ -60,16 +60,18 @@ read_push_opts(lua_State *L, int idx, const char *fn, const char *name,
     o->deadline = p.deadline;
     o->traceparent = p.traceparent;          /* anchored by the table */
     o->tracestate = p.tracestate;            /* anchored by the table */
+    o->cost = p.cost;
     u->key = p.unique_key;                   /* anchored by the table */
     u->unique_for = p.unique_for;
-    u->on_conflict = p.on_conflict == JR_CONFLICT_REPLACE ?
-                     JR_CLIENT_REPLACE : JR_CLIENT_KEEP;
+    u->on_conflict = p.on_conflict;  /* JR_CONFLICT_* is JR_CLIENT_* */
     a->after = p.after;                      /* luaopts': until its next */
     a->nafter = (size_t)p.nafter;
     a->on_parent_failure = p.on_parent_failure;
     a->batch = p.batch;
     sq->key = p.sequence;                    /* anchored by the table */
     sq->on_failure = p.seq_fail;             /* JR_SEQ_* is JR_CLIENT_SEQ_* */
+    sq->on_conflict = p.on_conflict;
+    sq->outcome = NULL;
     return 0;
 }
 
@@ -96,14 +98,14 @@ jr_luaclient_fail(lua_State *L, const char *msg)
 }
 
 /* Pushes the outcome of a push: duplicate (a boolean: no new job) and
- * what happened ("new", "duplicate", "replaced").  [-0, +2, m] */
+ * what happened ("new", "duplicate", "replaced", "superseded": a new job
+ * in place of a running one cancelled).  [-0, +2, m] */
 static void
 push_outcome(lua_State *L, int outcome)
 {
-    lua_pushboolean(L, outcome != JR_CLIENT_PUSHED);     /* dup */
-    lua_pushstring(L, outcome == JR_CLIENT_PUSHED ? "new" :
-                   outcome == JR_CLIENT_REPLACED ? "replaced" :
-                   "duplicate");                         /* dup what */
+    lua_pushboolean(L, outcome != JR_CLIENT_PUSHED &&
+                    outcome != JR_CLIENT_SUPERSEDED);    /* dup */
+    lua_pushstring(L, jr_outcome_name(outcome));         /* dup what */
 }
 
 /* q:push(name, payload?, opts?) -> id, duplicate, outcome | nil, msg */
@@ -137,7 +139,9 @@ client_push(lua_State *L)                            /* q name payload opts */
              u.key != NULL || a.nafter > 0 || a.batch != 0 ?
              jr_luaclient_fail(L, "push: option 'sequence' cannot go with "
                                "unique_key, after or batch") :
-             jr_client_push_seq(c, name, b->p, &o, &sq, &id) != JR_CLIENT_OK;
+             (sq.outcome = &outcome,
+              jr_client_push_seq(c, name, b->p, &o, &sq, &id) !=
+              JR_CLIENT_OK);
     else if (a.nafter > 0 || a.batch != 0 || a.on_parent_failure != 0)
         rc = jr_client_push_after(c, name, b->p, &o, &a, &id) !=
              JR_CLIENT_OK;

@@ -222,6 +222,8 @@ push_job(lua_State *L, const jr_buf *b, size_t *at, int full)
     set_num(L, "expires_at", j.expires_at);
     set_num(L, "deadline", j.deadline);
     set_num(L, "deadline_at", j.deadline_at);
+    if (j.cost > 0)
+        set_int(L, "cost", j.cost);
     lua_pushboolean(L, j.cancel_requested);          /* t b */
     lua_setfield(L, -2, "cancel_requested");         /* t */
     set_progress(L, &j, note, nlen);

@@ -245,6 +245,29 @@ fair_value(lua_State *L, jr_limit *l, const char *sub, char *key,
     return rc;
 }
 
+/* The priority_aging at the top of L: seconds or a duration from 1ms to
+ * 365d ("30s"). */
+static int
+aging_value(lua_State *L, double *out, char *what, size_t whatsz)
+{
+    double secs = -1;
+    jr_err e;
+
+    if (lua_type(L, -1) == LUA_TNUMBER)
+        secs = lua_tonumber(L, -1);
+    else if (lua_type(L, -1) == LUA_TSTRING &&
+             jr_parse_duration(lua_tostring(L, -1), "priority_aging", &secs,
+                               &e) < 0)
+        secs = -1;
+    if (!(secs >= 0.001 && secs <= 31536000)) {
+        snprintf(what, whatsz, "must be seconds or a duration from 1ms to "
+                 "365d such as \"30s\" (a level a period waited)");
+        return -1;
+    }
+    *out = secs;
+    return 0;
+}
+
 /* Reads one set (the limit's own, or per_key) from the table at the top
  * of L. sub is the key prefix for messages.  [-0, +0, m] */
 static int
@@ -283,6 +306,8 @@ read_set(lua_State *L, jr_limit *l, jr_limit_set *set, int top,
             rc = path_value(L, &l->key_path, what, whatsz);
         else if (top && strcmp(k, "fair") == 0)
             rc = fair_value(L, l, sub, key, keysz, what, whatsz);
+        else if (top && strcmp(k, "priority_aging") == 0)
+            rc = aging_value(L, &l->aging, what, whatsz);
         else if (top && strcmp(k, "per_key") == 0 && lua_istable(L, -1) &&
                  snprintf(here, sizeof here, "%s", key) > 0)
             rc = read_set(L, l, &l->per_key, 0, here, key, keysz, what,
@@ -294,7 +319,8 @@ read_set(lua_State *L, jr_limit *l, jr_limit_set *set, int top,
         } else {
             snprintf(what, whatsz, "is not a limit setting (valid: "
                      "concurrency, rate, burst%s)",
-                     top ? ", key, per_key (a table), fair (a table)" : "");
+                     top ? ", key, per_key (a table), fair (a table), "
+                     "priority_aging" : "");
             rc = -1;
         }
         lua_pop(L, rc == 0 ? 1 : 2);                 /* t k | t */
@@ -335,6 +361,18 @@ jr_limit_read(lua_State *L, const char *scope, jr_limit *l, char *key,
         snprintf(key, keysz, "%s.fair", sub);
         snprintf(what, whatsz, "is for limits on a queue (\"queue:NAME\"): "
                  "fair share is between the keys of one queue's jobs");
+        return -1;
+    }
+    if (l->aging > 0 && strncmp(scope, JR_LIMIT_QPREFIX, QPLEN) != 0) {
+        snprintf(key, keysz, "%s.priority_aging", sub);
+        snprintf(what, whatsz, "is for limits on a queue (\"queue:NAME\"): "
+                 "priorities order the jobs of a queue");
+        return -1;
+    }
+    if (l->aging > 0 && l->fair_path) {
+        snprintf(key, keysz, "%s.priority_aging", sub);
+        snprintf(what, whatsz, "cannot be on a fair queue: its turns "
+                 "between keys come before priorities");
         return -1;
     }
     return 0;

@@ -36,6 +36,15 @@ void jr_apidb_counts(jr_buf *b, const long *n, int flags);
 int jr_apidb_gauge_name(const jr_stat_row *r, void *arg);
 int jr_apidb_gauge_queue(const jr_queue_row *r, void *arg);
 
+/* apidbfair.c: the fair queues of limits l[0..n) (docs/queues.md, "Fair
+ * share"): "fair":{queue:{keys, top:[{key, waiting, running, weight,
+ * share}]}} for /api/stats, and their gauges for /metrics. */
+struct jr_limit;
+int jr_apidb_fair_json(jr_db *db, jr_buf *b, const struct jr_limit *l, int n,
+                       jr_err *e);
+int jr_apidb_fair_gauges(jr_db *db, jr_buf *b, const struct jr_limit *l,
+                         int n, jr_err *e);
+
 /* apidb.c: q's list filter (its state, name, queue, where, limit and
  * cursors; "" matches any). */
 jr_list_filter jr_apidb_filter(const jr_apireq *q);

@@ -105,7 +105,8 @@ gauges(jr_db *db, jr_apireq *q, jr_err *e)
     jr_buf_free(&two[1]);
     jr_buf_free(&two[2]);
     return rc < 0 || waiting_gauges(db, b, e) < 0 ||
-           seq_gauges(db, b, e) < 0 ? -1 : 0;
+           seq_gauges(db, b, e) < 0 ||
+           jr_apidb_fair_gauges(db, b, q->limits, q->nlimits, e) < 0 ? -1 : 0;
 }
 
 static int
@@ -126,8 +127,11 @@ stats(jr_db *db, jr_apireq *q, jr_err *e)
     if (db->ops->queue_list(db->b, jr_apidb_queue_row, &t.w, e) < 0 ||
         db->ops->sequences(db->b, 0, 0, seq_count, seqs, e) < 0)
         return -1;
-    jr_api_printf(b, "],\"sequences\":{\"held\":%ld,\"blocked\":%ld}}",
+    jr_api_printf(b, "],\"sequences\":{\"held\":%ld,\"blocked\":%ld},",
                   seqs[0], seqs[1]);
+    if (jr_apidb_fair_json(db, b, q->limits, q->nlimits, e) < 0)
+        return -1;
+    jr_buf_put(b, "}", 1);
     jr_buf_free(&names);
     return 0;
 }
@@ -136,8 +140,7 @@ stats(jr_db *db, jr_apireq *q, jr_err *e)
 static int
 push(jr_db *db, jr_apireq *q, jr_err *e)
 {
-    static const char *const said[] = {"new", "duplicate", "replaced"};
-    int i, o;
+    int i;
 
     if (db->ops->push(db->b, q->pushes, q->npushes, q->ids, e) < 0)
         return -1;
@@ -149,12 +152,9 @@ push(jr_db *db, jr_apireq *q, jr_err *e)
         jr_api_printf(&q->body, "%s%lld", i ? "," : "", (long long)q->ids[i]);
     jr_buf_put(&q->body, q->many ? "],\"outcomes\":[" : ",\"outcome\":",
                q->many ? 14 : 11);
-    for (i = 0; i < q->npushes; i++) {
-        o = q->outcomes[i];
+    for (i = 0; i < q->npushes; i++)
         jr_api_printf(&q->body, "%s\"%s\"", i ? "," : "",
-                      said[o == JR_PUSH_DUPLICATE ? 1 :
-                           o == JR_PUSH_REPLACED ? 2 : 0]);
-    }
+                      jr_outcome_name(q->outcomes[i]));
     jr_buf_put(&q->body, q->many ? "]}" : "}", q->many ? 2 : 1);
     return 0;
 }
@@ -309,8 +309,11 @@ r_stats(jr_apicall *c)
 {
     jr_apireq *q = jr_api_req(c, &op_stats);
 
-    if (q != NULL)
+    if (q != NULL) {
+        q->limits = c->host->cfg->limits.l;     /* its fair queues */
+        q->nlimits = c->host->cfg->limits.n;
         jr_api_ask(c, q);
+    }
 }
 
 static void

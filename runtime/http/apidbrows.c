@@ -221,6 +221,10 @@ jr_apidb_job_row(const jr_job_row *r, void *arg)
         num_or_null(b, "deadline", r->deadline > 0 ? r->deadline : NAN);
         jr_buf_put(b, ",\"deadline_at\":", 15);
         jr_api_time(b, r->deadline_at);
+        if (r->cost > 0)
+            jr_api_printf(b, ",\"cost\":%ld", r->cost);
+        else
+            jr_buf_put(b, ",\"cost\":null", 12);
         history(b, r);
         jr_buf_put(b, ",\"steps\":", 9);
         if (r->steps != NULL && steps == NULL)

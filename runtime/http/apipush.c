@@ -118,6 +118,17 @@ f_priority(jr_push *p, const jv *v, char *why, size_t size)
 }
 
 static int
+f_cost(jr_push *p, const jv *v, char *why, size_t size)
+{
+    int cost = 0;
+
+    if (integer(v, 1, (double)JR_COST_MAX, &cost, why, size) < 0)
+        return -1;
+    p->cost = cost;
+    return 0;
+}
+
+static int
 f_max_retries(jr_push *p, const jv *v, char *why, size_t size)
 {
     if (v->type == 'z')
@@ -200,11 +211,12 @@ f_deadline(jr_push *p, const jv *v, char *why, size_t size)
 static int
 f_on_conflict(jr_push *p, const jv *v, char *why, size_t size)
 {
-    if (v->type == 's' && strcmp(v->s, "keep") == 0)
-        return p->on_conflict = JR_CONFLICT_KEEP, 0;
-    if (v->type == 's' && strcmp(v->s, "replace") == 0)
-        return p->on_conflict = JR_CONFLICT_REPLACE, 0;
-    return fail(why, size, "must be \"keep\" or \"replace\"");
+    int c = v->type == 's' ? jr_conflict_parse(v->s) : -1;
+
+    if (c >= 0)
+        return p->on_conflict = c, 0;
+    return fail(why, size, "must be \"keep\", \"replace\" or "
+                "\"cancel_running\"");
 }
 
 /* after: an array of job ids, copied into the arena (8-byte aligned;
@@ -307,6 +319,7 @@ static const struct field {
     {"expires_in", f_expires_in},
     {"expires_at", f_expires_at},
     {"deadline", f_deadline},
+    {"cost", f_cost},
     {NULL, NULL}
 };
 
@@ -555,7 +568,8 @@ job(rd *r, jr_push *p, const char *where)
     if (p->name == NULL)
         return snprintf(r->why, sizeof r->why, "%s: 'name' is missing",
                         where), -1;
-    if (conflict && p->unique_key == NULL) {  /* keep too, as the CLI */
+    if (conflict && p->unique_key == NULL && p->sequence == NULL) {
+        /* keep too, as the CLI */
         int one = strcmp(where, "job") == 0;  /* as jr_apipush_parse says */
         jr_conflict_alone(p->name, &err);
         return snprintf(r->why, sizeof r->why, "%s%s%.250s", one ? "" :

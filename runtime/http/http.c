@@ -258,6 +258,8 @@ scrape(jr_http *h, struct evhttp_request *req)
         return;                 /* answered by the next scrape's read */
     }
     q->op = &jr_apiop_gauges;
+    q->limits = h->host.cfg->limits.l;  /* its fair queues' gauges */
+    q->nlimits = h->host.cfg->limits.n;
     if (jr_dbthread_request(jr_http_thread(h, q->op), jr_http_run,
                             jr_http_answered, p) < 0) {
         jr_http_unawait(h, p);

@@ -70,20 +70,20 @@ read_unique_key(lua_State *L, const char *fn, jr_push *p, jr_err *err)
                                err);
 }
 
-/* The on_conflict option on top: "keep" or "replace".  [-0, +0, v] */
+/* The on_conflict option on top: "keep", "replace" or
+ * "cancel_running".  [-0, +0, v] */
 static int
 read_on_conflict(lua_State *L, const char *fn)
 {
     const char *v = lua_type(L, -1) == LUA_TSTRING ? lua_tostring(L, -1) :
                     NULL;
+    int c = jr_conflict_parse(v);
 
-    if (v != NULL && strcmp(v, "keep") == 0)
-        return JR_CONFLICT_KEEP;
-    if (v != NULL && strcmp(v, "replace") == 0)
-        return JR_CONFLICT_REPLACE;
-    return luaL_error(L, "%s: option 'on_conflict' must be \"keep\" or "
-                      "\"replace\", got %s", fn, v ? v :
-                      luaL_typename(L, -1));
+    if (c >= 0)
+        return c;
+    return luaL_error(L, "%s: option 'on_conflict' must be \"keep\", "
+                      "\"replace\" or \"cancel_running\", got %s", fn,
+                      v ? v : luaL_typename(L, -1));
 }
 
 /* The after option's ids: this thread's, until its next call. */
@@ -253,12 +253,14 @@ read_one(lua_State *L, const char *fn, const char *k, jr_push *p,
         return read_trace(L, fn, k, &p->traceparent, err);
     else if (strcmp(k, "tracestate") == 0)
         return read_trace(L, fn, k, &p->tracestate, err);
+    else if (strcmp(k, "cost") == 0)
+        p->cost = (long)jr_luaopts_int(L, fn, k, 1, JR_COST_MAX);
     else
         luaL_error(L, "%s: unknown option '%s' (valid: run_in, run_at, "
                    "priority, queue, max_retries, unique_key, unique_for, "
                    "on_conflict, key, result_ttl, after, on_parent_failure, "
                    "batch, sequence, on_failure, expires_in, expires_at, "
-                   "deadline, traceparent, tracestate)", fn, k);
+                   "deadline, traceparent, tracestate, cost)", fn, k);
     return 0;
 }
 
@@ -287,6 +289,7 @@ jr_luaopts_push(lua_State *L, int idx, const char *fn, jr_push *p,
     p->expires_at = p->expires_in = p->deadline = 0;
     p->traceparent = NULL;
     p->tracestate = NULL;
+    p->cost = 0;
     jr_err_clear(err);
     if (!lua_isnoneornil(L, idx)) {
         luaL_checktype(L, idx, LUA_TTABLE);

@@ -59,6 +59,31 @@ push_limit(lua_State *L, const jr_limit *l)
         lua_pushfstring(L, "payload.%s", l->key_path); /* t path */
         lua_setfield(L, -2, "key");                  /* t */
     }
+    if (l->fair_path) {
+        lua_createtable(L, 0, 3);                    /* t f */
+        lua_pushfstring(L, "payload.%s", l->fair_path); /* t f path */
+        lua_setfield(L, -2, "key");                  /* t f */
+        lua_pushnumber(L, l->fair_default);          /* t f d */
+        lua_setfield(L, -2, "default");              /* t f */
+        lua_pushstring(L, l->fair_weights ? l->fair_weights : "{}");
+        lua_setfield(L, -2, "weights");              /* t f (JSON text) */
+        lua_setfield(L, -2, "fair");                 /* t */
+    }
+    if (l->aging > 0) {
+        lua_pushnumber(L, l->aging);                 /* t s */
+        lua_setfield(L, -2, "priority_aging");       /* t */
+    }
+}
+
+/* Whether copy, read over limit l (NULL: new), names a fair key that l
+ * has not: the key is the config's. */
+static int
+fair_key_moved(const jr_limit *l, const jr_limit *copy)
+{
+    if (copy->fair_path == NULL)
+        return 0;
+    return l == NULL || l->fair_path == NULL ||
+           strcmp(l->fair_path, copy->fair_path) != 0;
 }
 
 /* limits.get(name): the limit of a job name or "queue:NAME", or nil;
@@ -105,17 +130,21 @@ limits_set(lua_State *L)
     if (l != NULL) {
         copy = *l;
         copy.key_path = NULL;                        /* not set here */
-        copy.fair_path = copy.fair_weights = NULL;
+        /* a fair queue's weights and default change here, its key not */
+        copy.fair_path = l->fair_path ? strdup(l->fair_path) : NULL;
+        copy.fair_weights = l->fair_weights ? strdup(l->fair_weights) :
+                            NULL;
     }
     if (jr_limit_read(L, name, &copy, key, sizeof key, what,
                       sizeof what) < 0 || copy.key_path != NULL ||
-        copy.fair_path != NULL) {
+        fair_key_moved(l, &copy)) {
         if (copy.key_path != NULL)
             snprintf(what, sizeof what, "is set in the config only (a "
                      "producer's push reads it from the database)");
-        else if (copy.fair_path != NULL)
-            snprintf(what, sizeof what, "is set in the config only "
-                     "(weights change with jobrunner fair set)");
+        else if (fair_key_moved(l, &copy))
+            snprintf(what, sizeof what, "is set in the config only: a "
+                     "fair queue's key (its weights and default change "
+                     "here, or with jobrunner fair set)");
         free(copy.key_path);
         free(copy.fair_path);
         free(copy.fair_weights);
@@ -133,6 +162,15 @@ limits_set(lua_State *L)
     }
     l->all = copy.all;
     l->per_key = copy.per_key;
+    l->aging = copy.aging;
+    if (copy.fair_path != NULL) {   /* the same key: new weights */
+        free(l->fair_weights);
+        l->fair_weights = copy.fair_weights;
+        l->fair_default = copy.fair_default;
+        copy.fair_weights = NULL;
+    }
+    free(copy.fair_path);
+    free(copy.fair_weights);
     jr_log(JR_LOG_INFO, "limit %s: concurrency %d, rate %s; per key "
            "concurrency %d, rate %s (hook)", name, l->all.concurrency,
            l->all.rate > 0 ? l->all.rate_text : "none",

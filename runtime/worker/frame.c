@@ -311,7 +311,8 @@ jr_frame_get_job(jr_reader *r, jr_err *err)
 }
 
 /* A push's workflow options (a handler's push: after, on_parent_failure,
- * batch, sequence and on_failure; never after_local nor batch_new). */
+ * batch, sequence and on_failure; never after_local nor batch_new), and
+ * its cost. */
 static void
 put_flow(jr_buf *b, const jr_push *p)
 {
@@ -329,6 +330,7 @@ put_flow(jr_buf *b, const jr_push *p)
     jr_put_f64(b, p->deadline);
     jr_put_str(b, p->traceparent);
     jr_put_str(b, p->tracestate);
+    jr_put_i64(b, p->cost);
 }
 
 void
@@ -425,6 +427,7 @@ get_flow(jr_reader *r, jr_push *p, char **arena)
     p->deadline = jr_get_f64(r);
     p->traceparent = arena_str(r, arena);
     p->tracestate = arena_str(r, arena);
+    p->cost = (long)jr_get_i64(r);
 }
 
 /* A success's statements, back: the encoding, checked whole, is copied

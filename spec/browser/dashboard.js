@@ -153,6 +153,7 @@ async function views(page, out) {
   out.loadMs.limits = await open(page, "/limits", "limits");
   out.limits = await texts(page, "#limits tbody tr");
   out.limitWaiting = await texts(page, "#lwaiting tbody tr");
+  out.fair = await texts(page, "#fair tbody tr");
   await shot(page, "limits");
 
   out.loadMs.schedules = await open(page, "/schedules", "schedules");

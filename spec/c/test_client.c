@@ -563,13 +563,17 @@ seq_fn(const char *key, int64_t head, const char *state, long jobs,
 
 /* Sequences: push_seq and push_many_seq put jobs behind the sequence's
  * head (waiting), sequences lists it, sequence_act on a sequence not
- * blocked counts 0; bad input names the job. */
+ * blocked counts 0; on_conflict replace gives the waiting last job the
+ * payload; bad input names the job. */
 static void
 test_sequences(void)
 {
     jr_client *c = open_client();
-    jr_client_seq sq = {"cl.k", JR_CLIENT_SEQ_SKIP}, many[2] = {
-        {"cl.k", JR_CLIENT_SEQ_BLOCK}, {NULL, 0}};
+    jr_client_seq sq = {"cl.k", JR_CLIENT_SEQ_SKIP, JR_CLIENT_KEEP, NULL},
+                  many[2] = {{"cl.k", JR_CLIENT_SEQ_BLOCK, JR_CLIENT_KEEP,
+                              NULL}, {NULL, 0, 0, NULL}};
+    int64_t again = 0;
+    int outcome = -1;
     jr_client_job jobs[2] = {{"cl.s", "{}", JR_CLIENT_OPTS_INIT},
                              {"cl.s", "{}", JR_CLIENT_OPTS_INIT}};
     int64_t first = 0, ids[2] = {0, 0};
@@ -595,6 +599,15 @@ test_sequences(void)
           s.n == 0);
     CHECK(jr_client_sequence_act(c, "cl.k", 0, &count) == JR_CLIENT_OK &&
           count == 0);
+    /* on_conflict replace: the last job, waiting, takes the payload */
+    sq.on_conflict = JR_CLIENT_REPLACE;
+    sq.outcome = &outcome;
+    CHECK(jr_client_push_seq(c, "cl.s", "{\"n\": 2}", NULL, &sq, &again) ==
+          JR_CLIENT_OK && again == ids[0] && outcome == JR_CLIENT_REPLACED);
+    s = show(c, ids[0], &status);
+    CHECK(status == JR_CLIENT_OK && strcmp(s.state[0], "waiting") == 0);
+    sq.on_conflict = JR_CLIENT_KEEP;
+    sq.outcome = NULL;
     sq.key = "";
     CHECK(jr_client_push_seq(c, "cl.s", "{}", NULL, &sq, NULL) ==
           JR_CLIENT_EINPUT && strstr(jr_client_errmsg(c), "job 'cl.s'"));

@@ -661,7 +661,25 @@
            "name=" + encodeURIComponent(scope);
   }
 
+  /* each fair queue's keys with most ready jobs (GET /api/stats' fair) */
+  function loadFair() {
+    return api("stats").then(function (s) {
+      var list = [];
+      Object.keys(s.fair || {}).sort().forEach(function (q) {
+        (s.fair[q].top || []).forEach(function (k) { k.queue = q; list.push(k); });
+      });
+      rows("fair", list, function (k) {
+        return tr([k.queue, k.key === "" ? "\"\"" : k.key, k.waiting, k.running, k.weight,
+                   (100 * k.share).toFixed(1) + "%"], go("#/queues/" + encodeURIComponent(k.queue)));
+      }, "no fair queue has ready jobs");
+    });
+  }
+
   function loadLimits() {
+    return Promise.all([loadFair(), loadLimitRows()]);
+  }
+
+  function loadLimitRows() {
     return api("limits").then(function (list) {
       rows("limits", list, function (l) {
         return tr([l.name, l.key ? "payload." + l.key : "–", setText(l.limit), setText(l.per_key), useCell(l),
