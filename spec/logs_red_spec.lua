@@ -2,7 +2,8 @@
 -- attempt's logs") against hostile and careless handlers, on each
 -- backend: a field's name with a NUL keeps its value; a __tostring that
 -- logs, or that changes the fields while the line is built, neither
--- garbles the line nor touches freed memory; a huge message costs the
+-- garbles the line nor touches freed memory; a long output line is split
+-- at a character's start, never into U+FFFD; a huge message costs the
 -- worker no more memory than the line it keeps.
 local jr = require "jr"
 local cjson = require "cjson"
@@ -72,6 +73,41 @@ end]])
         "info A OBJ B",
         "info msg after=yes",
       }, msgs(env, id))
+    end)
+
+    it("splits a long output line at a character's start", function()
+      env:script("wide", [[
+local jobrunner = require "jobrunner"
+return function(job)
+  print("x" .. string.rep("\195\169", 5000))            -- é, one byte off
+  io.stderr:write("yy" .. string.rep("\226\130\172", 3000), "\n")  -- €
+  io.write("z")                                        -- a character over two writes
+  io.write(string.rep("a", 8190), "\195")
+  io.write("\169tail\n")
+  jobrunner.log("info", "w" .. string.rep("\195\169", 5000))
+  jobrunner.log("warn", string.rep("\128", 9000))     -- no character at all
+end]])
+      env:config('retention = { completed = "1h" }, log = { attempt_max = 1048576 }')
+      env:start()
+      local id = env:push("wide", "{}")
+      completed(env, id)
+      local got = lines(env, id)
+      local by = { stdout = {}, stderr = {} }
+      local bad = table.remove(got)
+      assert.equal("warn", bad.level)
+      assert.equal(string.rep(FFFD, 8189) .. " [line cut]", bad.msg)
+      for _, l in ipairs(got) do
+        assert.is_nil(l.msg:find(FFFD, 1, true), l.level .. ": " .. l.msg:sub(1, 40))
+        if by[l.level] then table.insert(by[l.level], l.msg) end
+      end
+      for _, m in ipairs(by.stdout) do assert.is_true(#m <= 8192, #m) end
+      assert.equal(4, #by.stdout)
+      assert.equal("x" .. string.rep("\195\169", 5000), by.stdout[1] .. by.stdout[2])
+      assert.equal("z" .. string.rep("a", 8190) .. "\195\169tail", by.stdout[3] .. by.stdout[4])
+      assert.equal("yy" .. string.rep("\226\130\172", 3000), table.concat(by.stderr))
+      local last = got[#got].msg
+      assert.equal("info", got[#got].level)
+      assert.matches(" [line cut]", last, 1, true)
     end)
 
     it("costs the worker no more memory for a huge message than its line", function()

@@ -82,8 +82,9 @@ jr_joblog_add(jr_joblog *l, const char *level, const char *s, size_t n,
 
     if (l->lines++ == 0)
         l->at = now;
-    if (cut > JR_JOBLOG_LINE)   /* at a character's start */
-        for (cut = JR_JOBLOG_LINE; cut > 0 && (s[cut] & 0xC0) == 0x80; cut--)
+    if (cut > JR_JOBLOG_LINE)   /* at a character's start, if one is near */
+        for (cut = JR_JOBLOG_LINE; cut > JR_JOBLOG_LINE - 3 &&
+             (s[cut] & 0xC0) == 0x80; cut--)
             ;
     memcpy(head, "{\"at\":", 6);
     k = 6 + put_secs(head + 6, now);
@@ -114,13 +115,30 @@ jr_joblog_add(jr_joblog *l, const char *level, const char *s, size_t n,
     }
 }
 
+/* How many bytes at the end of s[0..n) begin a UTF-8 character that
+ * does not end there (0 to 3). */
+static size_t
+open_char(const char *s, size_t n)
+{
+    size_t k;
+    unsigned char c;
+
+    for (k = 1; k <= 3 && k <= n; k++) {
+        c = (unsigned char)s[n - k];
+        if ((c & 0xC0) != 0x80)
+            return c >= 0xC0 && (c >= 0xF0 ? 4u : c >= 0xE0 ? 3u : 2u) > k ?
+                   k : 0;
+    }
+    return 0;
+}
+
 void
 jr_joblog_write(jr_joblog *l, int stream, const char *s, size_t n,
                 size_t max)
 {
     jr_buf *p = &l->part[stream];
     const char *level = stream == JR_JOBLOG_STDERR ? "stderr" : "stdout";
-    size_t room;
+    size_t room, open;
 
     while (n > 0) {
         const char *nl = memchr(s, '\n', n);
@@ -128,10 +146,14 @@ jr_joblog_write(jr_joblog *l, int stream, const char *s, size_t n,
 
         room = JR_JOBLOG_LINE - p->len;
         if (take > room || (take == room && nl == NULL)) {
-            /* a long line goes in pieces */
+            /* a long line goes in pieces, a character not cut: its
+             * first bytes begin the next piece */
             jr_buf_put(p, s, room);
-            jr_joblog_add(l, level, p->p, p->len, max);
-            p->len = 0;
+            open = open_char(p->p, p->len);
+            jr_joblog_add(l, level, p->p, p->len - open, max);
+            if (open > 0)
+                memmove(p->p, p->p + p->len - open, open);
+            p->len = open;
             s += room;
             n -= room;
             continue;
