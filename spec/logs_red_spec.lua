@@ -3,7 +3,8 @@
 -- backend: a field's name with a NUL keeps its value; a __tostring that
 -- logs, or that changes the fields while the line is built, neither
 -- garbles the line nor touches freed memory; a long output line is split
--- at a character's start, never into U+FFFD; a huge message costs the
+-- at a character's start, never into U+FFFD; a line over log.attempt_max
+-- alone keeps its start (the tail of the run); a huge message costs the
 -- worker no more memory than the line it keeps.
 local jr = require "jr"
 local cjson = require "cjson"
@@ -95,7 +96,7 @@ end]])
       local by = { stdout = {}, stderr = {} }
       local bad = table.remove(got)
       assert.equal("warn", bad.level)
-      assert.equal(string.rep(FFFD, 8189) .. " [line cut]", bad.msg)
+      assert.equal(string.rep(FFFD, 8192) .. " [line cut]", bad.msg)
       for _, l in ipairs(got) do
         assert.is_nil(l.msg:find(FFFD, 1, true), l.level .. ": " .. l.msg:sub(1, 40))
         if by[l.level] then table.insert(by[l.level], l.msg) end
@@ -108,6 +109,31 @@ end]])
       local last = got[#got].msg
       assert.equal("info", got[#got].level)
       assert.matches(" [line cut]", last, 1, true)
+    end)
+
+    it("keeps the start of a line over the cap alone, the earlier ones dropped", function()
+      env:script("dump", [[
+local jobrunner = require "jobrunner"
+return function(job)
+  jobrunner.log("info", "before")
+  print("dump " .. string.rep("\195\169", 3000))      -- 6 KiB, over the cap alone
+  io.stderr:write(string.rep("\27", 900), "\n")      -- 5 KiB once escaped
+end]])
+      env:config('retention = { completed = "1h" }, log = { attempt_max = 2048 }')
+      env:start()
+      local id = env:push("dump", "{}")
+      completed(env, id)
+      local out, err, code = env:cli("show", tostring(id), "--logs", "--json")
+      assert.equal(0, code, err)
+      local run = cjson.decode(out)[1]
+      -- the newest line, cut to fit: the tail of the run
+      assert.equal(1, #run.lines, out)
+      assert.equal(2, run.dropped_lines)
+      local l = run.lines[1]
+      assert.equal("stderr", l.level)
+      assert.matches("^\27+ %[line cut%]$", l.msg)
+      assert.is_true(#cjson.encode(l) + 1 <= 2048, #cjson.encode(l))
+      assert.is_true(#cjson.encode(l) + 1 > 1500, #cjson.encode(l))
     end)
 
     it("costs the worker no more memory for a huge message than its line", function()
