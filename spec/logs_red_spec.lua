@@ -136,6 +136,25 @@ end]])
       assert.is_true(#cjson.encode(l) + 1 > 1500, #cjson.encode(l))
     end)
 
+    it("keeps no line under a cap smaller than any, empty ones too, and counts them", function()
+      env:script("tiny", [[
+local jobrunner = require "jobrunner"
+return { timeout = 3, max_retries = 0, handle = function(job)
+  print()
+  jobrunner.log("info", "")
+  print("some text")
+end }]])
+      env:config('retention = { completed = "1h" }, log = { attempt_max = 10 }')
+      env:start()
+      local id = env:push("tiny", "{}")
+      completed(env, id)
+      local out, err, code = env:cli("show", tostring(id), "--logs", "--json")
+      assert.equal(0, code, err)
+      local run = cjson.decode(out)[1]
+      assert.equal(0, #run.lines, out)
+      assert.equal(3, run.dropped_lines)
+    end)
+
     it("costs the worker no more memory for a huge message than its line", function()
       env:script("huge", [[
 local jobrunner = require "jobrunner"

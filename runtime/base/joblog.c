@@ -130,6 +130,8 @@ jr_joblog_add(jr_joblog *l, const char *level, const char *s, size_t n,
         if (l->buf.oom || len <= max)
             break;
         l->buf.len = from;
+        if (cut == 0)           /* not even an empty line fits */
+            break;
         next = (size_t)((double)cut * (double)max / (double)len);
         if (next >= cut)
             next = cut - 1;
