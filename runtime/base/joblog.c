@@ -72,19 +72,29 @@ put_secs(char *out, double t)
     return n;
 }
 
-void
-jr_joblog_add(jr_joblog *l, const char *level, const char *s, size_t n,
-              size_t max)
+/* The start of s[0..n) cut at most at cut bytes, at a character's
+ * start if one is within 3 bytes. */
+static size_t
+char_cut(const char *s, size_t n, size_t cut)
 {
-    size_t from = l->buf.len, cut = n, k;
-    char head[96];
-    double now = jr_now();
+    size_t k;
 
-    if (l->lines++ == 0)
-        l->at = now;
-    if (cut > JR_JOBLOG_LINE)   /* at a character's start */
-        for (cut = JR_JOBLOG_LINE; cut > 0 && (s[cut] & 0xC0) == 0x80; cut--)
-            ;
+    if (cut >= n)
+        return n;
+    for (k = cut; k > 0 && cut - k < 3 && (s[k] & 0xC0) == 0x80; k--)
+        ;
+    return k > 0 && (s[k] & 0xC0) != 0x80 ? k : cut;
+}
+
+/* Appends the line of level, its text s[0..cut) of n ("[line cut]"
+ * after it when cut < n), at time now. */
+static void
+encode(jr_buf *b, double now, const char *level, const char *s, size_t cut,
+       size_t n)
+{
+    char head[96];
+    size_t k;
+
     memcpy(head, "{\"at\":", 6);
     k = 6 + put_secs(head + 6, now);
     memcpy(head + k, ",\"level\":\"", 10);
@@ -93,14 +103,45 @@ jr_joblog_add(jr_joblog *l, const char *level, const char *s, size_t n,
     k += strlen(level);
     memcpy(head + k, "\",\"msg\":\"", 9);
     k += 9;
-    jr_buf_put(&l->buf, head, k);
-    put_escaped(&l->buf, s, cut);
+    jr_buf_put(b, head, k);
+    put_escaped(b, s, cut);
     if (cut < n)
-        jr_buf_put(&l->buf, " [line cut]", 11);
-    jr_buf_put(&l->buf, "\"}\n", 3);
-    if (l->buf.oom || l->buf.len - from > max) {
+        jr_buf_put(b, " [line cut]", 11);
+    jr_buf_put(b, "\"}\n", 3);
+}
+
+void
+jr_joblog_add(jr_joblog *l, const char *level, const char *s, size_t n,
+              size_t max)
+{
+    size_t from = l->buf.len, cut = char_cut(s, n, JR_JOBLOG_LINE), len;
+    size_t whole = 0, next;
+    double now = jr_now();
+
+    if (l->lines++ == 0)
+        l->at = now;
+    /* a line over the cap alone keeps the start of it that fits, cut:
+     * shorter in proportion until it does */
+    for (;;) {
+        encode(&l->buf, now, level, s, cut, n);
+        len = l->buf.len - from;
+        if (whole == 0)
+            whole = len;
+        if (l->buf.oom || len <= max)
+            break;
+        l->buf.len = from;
+        if (cut == 0)           /* not even an empty line fits */
+            break;
+        next = (size_t)((double)cut * (double)max / (double)len);
+        if (next >= cut)
+            next = cut - 1;
+        if (next == 0)
+            break;
+        cut = char_cut(s, n, next);
+    }
+    if (l->buf.oom || l->buf.len == from) {
         l->dropped_lines++;
-        l->dropped_bytes += (long long)(l->buf.len - from);
+        l->dropped_bytes += (long long)whole;
         l->buf.len = from;
         l->buf.oom = 0;
         return;
@@ -114,13 +155,30 @@ jr_joblog_add(jr_joblog *l, const char *level, const char *s, size_t n,
     }
 }
 
+/* How many bytes at the end of s[0..n) begin a UTF-8 character that
+ * does not end there (0 to 3). */
+static size_t
+open_char(const char *s, size_t n)
+{
+    size_t k;
+    unsigned char c;
+
+    for (k = 1; k <= 3 && k <= n; k++) {
+        c = (unsigned char)s[n - k];
+        if ((c & 0xC0) != 0x80)
+            return c >= 0xC0 && (c >= 0xF0 ? 4u : c >= 0xE0 ? 3u : 2u) > k ?
+                   k : 0;
+    }
+    return 0;
+}
+
 void
 jr_joblog_write(jr_joblog *l, int stream, const char *s, size_t n,
                 size_t max)
 {
     jr_buf *p = &l->part[stream];
     const char *level = stream == JR_JOBLOG_STDERR ? "stderr" : "stdout";
-    size_t room;
+    size_t room, open;
 
     while (n > 0) {
         const char *nl = memchr(s, '\n', n);
@@ -128,10 +186,14 @@ jr_joblog_write(jr_joblog *l, int stream, const char *s, size_t n,
 
         room = JR_JOBLOG_LINE - p->len;
         if (take > room || (take == room && nl == NULL)) {
-            /* a long line goes in pieces */
+            /* a long line goes in pieces, a character not cut: its
+             * first bytes begin the next piece */
             jr_buf_put(p, s, room);
-            jr_joblog_add(l, level, p->p, p->len, max);
-            p->len = 0;
+            open = open_char(p->p, p->len);
+            jr_joblog_add(l, level, p->p, p->len - open, max);
+            if (open > 0)
+                memmove(p->p, p->p + p->len - open, open);
+            p->len = open;
             s += room;
             n -= room;
             continue;

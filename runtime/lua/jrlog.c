@@ -41,6 +41,19 @@ keeping(lua_State *L)
 
 static jr_buf line;             /* the message jobrunner.log builds */
 
+/* The most of a message built: the line kept is cut at JR_JOBLOG_LINE
+ * and the runner's log line is shorter, so a huge message costs no more
+ * (and the buffer, kept between calls, does not grow with it). */
+#define LINE_BUILT (JR_JOBLOG_LINE + 4)
+
+static void
+put(const char *s, size_t n)
+{
+    if (line.len >= LINE_BUILT)
+        return;
+    jr_buf_put(&line, s, n < LINE_BUILT - line.len ? n : LINE_BUILT - line.len);
+}
+
 /* 1 if a field's value must be quoted: empty, or a space, '=', '"',
  * '\\' or a control byte in it. */
 static int
@@ -57,50 +70,58 @@ needs_quotes(const char *s, size_t n)
     return 0;
 }
 
-/* Appends " key=value" for the key and value on top (checked). */
-static void
-put_field(lua_State *L)                              /* .. k v */
-{
-    const char *k = lua_tostring(L, -2), *v;
-    size_t n, i;
+/* A field of the line: its name and its value as text, both on the Lua
+ * stack while the line is built. */
+typedef struct field {
+    const char *k, *v;
+    size_t      kn, vn;
+} field;
 
-    if (lua_isboolean(L, -1))
-        v = lua_toboolean(L, -1) ? "true" : "false", n = strlen(v);
-    else
-        v = lua_tolstring(L, -1, &n);    /* a number: on its own copy */
-    jr_buf_put(&line, " ", 1);
-    jr_buf_put(&line, k, strlen(k));
-    jr_buf_put(&line, "=", 1);
-    if (!needs_quotes(v, n)) {
-        jr_buf_put(&line, v, n);
+/* Appends " key=value". */
+static void
+put_field(const field *f)
+{
+    size_t i;
+
+    put(" ", 1);
+    put(f->k, f->kn);
+    put("=", 1);
+    if (!needs_quotes(f->v, f->vn)) {
+        put(f->v, f->vn);
         return;
     }
-    jr_buf_put(&line, "\"", 1);
-    for (i = 0; i < n; i++) {
-        if (v[i] == '"' || v[i] == '\\')
-            jr_buf_put(&line, "\\", 1);
-        jr_buf_put(&line, &v[i], 1);
+    put("\"", 1);
+    for (i = 0; i < f->vn; i++) {
+        if (f->v[i] == '"' || f->v[i] == '\\')
+            put("\\", 1);
+        put(&f->v[i], 1);
     }
-    jr_buf_put(&line, "\"", 1);
+    put("\"", 1);
 }
 
 #define FIELDS_MAX 64            /* fields of one jobrunner.log line */
 
+/* By name, bytes compared (a name may hold a NUL). */
 static int
-key_cmp(const void *a, const void *b)
+field_cmp(const void *a, const void *b)
 {
-    return strcmp(*(const char *const *)a, *(const char *const *)b);
+    const field *x = a, *y = b;
+    int c = memcmp(x->k, y->k, x->kn < y->kn ? x->kn : y->kn);
+
+    return c != 0 ? c : (x->kn > y->kn) - (x->kn < y->kn);
 }
 
-/* Fills keys with the keys of the fields table at idx, sorted (the
- * strings live in the table), after checking that it is flat: string
- * keys, values strings, numbers or booleans, at most FIELDS_MAX. Returns
- * how many. [-0, +0, v] */
+/* Fills f with the fields of the table at idx, sorted, after checking
+ * that it is flat: string keys, values strings, numbers or booleans, at
+ * most FIELDS_MAX. Each name and value stays on the stack (a number as
+ * its text), so what f points to lives while the line is built, whatever
+ * Lua does to the table meanwhile. Returns how many. [-0, +2n, v] */
 static int
-sorted_keys(lua_State *L, int idx, const char **keys)
+read_fields(lua_State *L, int idx, field *f)
 {
     int n = 0, t;
 
+    luaL_checkstack(L, 2 * FIELDS_MAX + 3, "jobrunner.log");
     lua_pushnil(L);                                  /* .. nil */
     while (lua_next(L, idx)) {                       /* .. k v */
         t = lua_type(L, -1);
@@ -113,38 +134,45 @@ sorted_keys(lua_State *L, int idx, const char **keys)
                        luaL_typename(L, -1));
         if (n == FIELDS_MAX)
             luaL_error(L, "jobrunner.log: more than %d fields", FIELDS_MAX);
-        keys[n++] = lua_tostring(L, -2);
-        lua_pop(L, 1);                               /* .. k */
-    }                                                /* .. */
-    qsort(keys, (size_t)n, sizeof *keys, key_cmp);
+        if (t == LUA_TBOOLEAN)
+            f[n].v = lua_toboolean(L, -1) ? "true" : "false",
+            f[n].vn = strlen(f[n].v);
+        else    /* a number: this copy of it becomes its text */
+            f[n].v = lua_tolstring(L, -1, &f[n].vn);
+        f[n].k = lua_tolstring(L, -2, &f[n].kn);
+        n++;
+        lua_pushvalue(L, -2);                        /* .. k v k */
+    }                                                /* .. (k v)... */
+    qsort(f, (size_t)n, sizeof *f, field_cmp);
     return n;
 }
 
 /* Builds jobrunner.log's message in line: msg and the fields at index
- * 3, or the values from index 2 joined by spaces. [-0, +0, v] */
+ * 3, or the values from index 2 joined by spaces. The values' Lua (a
+ * __tostring, which may log or change the fields) runs before the line
+ * is begun. [-0, +2n, v] */
 static void
 build(lua_State *L, int fields)
 {
-    const char *keys[FIELDS_MAX];
-    int i, n = lua_gettop(L), nk = fields ? sorted_keys(L, 3, keys) : 0;
+    field f[FIELDS_MAX];
+    int i, n = fields ? 2 : lua_gettop(L), nf;
     const char *s;
     size_t len;
 
+    for (i = 2; i <= n; i++) {
+        luaL_tolstring(L, i, NULL);                  /* .. s */
+        lua_replace(L, i);                           /* .. */
+    }
+    nf = fields ? read_fields(L, 3, f) : 0;
     jr_buf_reset(&line);
-    for (i = 2; i <= (fields ? 2 : n); i++) {
-        s = luaL_tolstring(L, i, &len);              /* .. s */
+    for (i = 2; i <= n; i++) {
+        s = lua_tolstring(L, i, &len);
         if (i > 2)
-            jr_buf_put(&line, " ", 1);
-        jr_buf_put(&line, s, len);
-        lua_pop(L, 1);                               /* .. */
+            put(" ", 1);
+        put(s, len);
     }
-    for (i = 0; i < nk; i++) {
-        lua_pushstring(L, keys[i]);                  /* .. k */
-        lua_pushvalue(L, -1);                        /* .. k k */
-        lua_rawget(L, 3);                            /* .. k v */
-        put_field(L);
-        lua_pop(L, 2);                               /* .. */
-    }
+    for (i = 0; i < nf; i++)
+        put_field(&f[i]);
     jr_buf_put(&line, "", 1);
 }
 
