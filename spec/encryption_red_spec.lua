@@ -3,8 +3,12 @@
 -- each engine: a key file that is a FIFO is refused, not waited on;
 -- `keys new` run by several processes at once keeps every key it said it
 -- added; `keys new` on a symlink writes the file it points at and leaves
--- the link.
+-- the link; a push of a payload shaped as an envelope that does not open
+-- with the key file is refused at the push (else the job would fail at
+-- each attempt), while a sealed value read raw and pushed again is kept.
 local jr = require "jr"
+local http = require "jrhttp"
+local cjson = require "cjson"
 
 local q = jr.quote
 
@@ -68,6 +72,49 @@ for _, backend in ipairs(jr.backends()) do
       assert.equal(0, code, err)
       assert.equal("symbolic link", (jr.sh("stat -c %F " .. q(link))):match("^(.-)\n"))
       assert.equal(2, lines_of(real))
+    end)
+
+    it("refuses at push an envelope that does not open, keeps one that does", function()
+      local kf = env.dir .. "/keys"
+      local _, err, code = env:cli("keys", "new", kf)
+      assert.equal(0, code, err)
+      local id = jr.read_file(kf):match("^(%S+)")
+      env:config(('encryption = { key_file = %q }'):format(kf))
+      for _, forged in ipairs({
+        ('{"$jr_enc":"v1:%s:AAAA"}'):format(id),
+        ('{"$jr_enc":"v1:%s:%s"}'):format(id, ("A"):rep(88)),
+        '{"$jr_enc":"v1:nokey:AAAA"}',
+      }) do
+        local out, e, c = env:cli("push", "echo", forged)
+        assert.not_equal(0, c, forged .. " pushed: " .. out)
+        assert.matches("job 'echo': its payload is an encrypted value", e, 1, true)
+      end
+      -- a sealed value read raw and pushed again is stored as it is
+      local a = env:push("echo", '{"secret":"tiger"}')
+      local cast = env.backend == "postgres" and "::text" or ""
+      local function payload(jid)
+        return env:query(("SELECT payload%s AS v FROM jobs WHERE id = %d"):format(
+          cast, jid))[1].v
+      end
+      local sealed = payload(a)
+      local b = env:push("echo", sealed)
+      assert.equal(sealed, payload(b))
+      local out, e, c = env:cli("show", tostring(b), "--json")
+      assert.equal(0, c, e)
+      assert.matches('"secret":"tiger"', out, 1, true)
+      -- over HTTP: a 400 naming the job, for a push and for a flow
+      env:script("echo", "return function() end")
+      local url = http.start(env, ('encryption = { key_file = %q }'):format(kf))
+      local forged = cjson.decode(('{"$jr_enc":"v1:%s:AAAA"}'):format(id))
+      local st, body = http.req(url .. "/api/jobs", { token = true,
+        body = cjson.encode({ name = "echo", payload = forged }) })
+      assert.equal(400, st, body)
+      assert.matches("job 'echo': its payload is an encrypted value", body, 1, true)
+      st, body = http.req(url .. "/api/flows", { token = true,
+        body = cjson.encode({ { ref = "a", name = "echo", payload = forged } }) })
+      assert.equal(400, st, body)
+      assert.matches("its payload is an encrypted value", body, 1, true)
+      assert.equal(0, env:stop())
     end)
   end)
 end

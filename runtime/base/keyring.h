@@ -45,8 +45,9 @@ int jr_keyring_open(const jr_keyring *k, const char *s, size_t n,
 
 /* Seals the payload of each of p[0..n) (NULL: {}) into store (reset
  * first), pointing the payloads at their envelopes there: the pushes are
- * valid while store is. A payload already sealed is left as it is. 0, or
- * -1 with err set. */
+ * valid while store is. A payload already sealed is left as it is when
+ * it opens with k, else refused (a forged or damaged envelope would fail
+ * its job at each attempt). 0, or -1 with err set naming the job. */
 int jr_keyring_seal_pushes(const jr_keyring *k, jr_push *p, int n,
                            jr_buf *store, jr_err *err);
 
