@@ -116,5 +116,32 @@ for _, backend in ipairs(jr.backends()) do
       assert.matches("its payload is an encrypted value", body, 1, true)
       assert.equal(0, env:stop())
     end)
+
+    it("says why a key the runner lacks was not found when its file broke", function()
+      local kf, kf2 = env.dir .. "/keys-runner", env.dir .. "/keys-producer"
+      for _, f in ipairs({ kf, kf2 }) do
+        local _, err, code = env:cli("keys", "new", f)
+        assert.equal(0, code, err)
+      end
+      env:script("echo", "return function() end")
+      env:config(('encryption = { key_file = %q }'):format(kf))
+      env:start()
+      -- the runner's file broken while it runs; a producer seals with a
+      -- key the runner does not have
+      local f = assert(io.open(kf, "a"))
+      f:write("not-a-key-line\n")
+      f:close()
+      env:config(('encryption = { key_file = %q }'):format(kf2))
+      local id = env:push("echo", '{"v":1}')
+      local last
+      jr.wait_for(function()
+        local r = env:query(("SELECT last_error FROM jobs WHERE id = %d"):format(id))[1]
+        last = r and r.last_error
+        return type(last) == "string" and last ~= ""
+      end, 60, "the job's attempt failed")
+      assert.matches("which is not in the key file '" .. kf .. "'", last, 1, true)
+      assert.matches("the file read again: " .. kf .. ":", last, 1, true)
+      assert.equal(0, env:stop())
+    end)
   end)
 end

@@ -45,9 +45,18 @@ open_text(worker *w, const char *s, size_t n, char **own, size_t *ownn,
     if (s == NULL || !jr_seal_any(s, n))
         return 0;
     rc = jr_keyring_open(w->keys, s, n, own, ownn, err);
-    if (rc < 0 && err->code == JR_ENOTFOUND &&
-        jr_keyring_reload(w->keys, &e2) == 1)
-        rc = jr_keyring_open(w->keys, s, n, own, ownn, err);
+    if (rc < 0 && err->code == JR_ENOTFOUND) {
+        int again = jr_keyring_reload(w->keys, &e2);
+
+        if (again == 1)
+            rc = jr_keyring_open(w->keys, s, n, own, ownn, err);
+        else if (again < 0) {   /* why the key may be missing: say it */
+            size_t l = strlen(err->msg);
+
+            snprintf(err->msg + l, sizeof err->msg - l, " (the file read "
+                     "again: %.*s)", 300, e2.msg);
+        }
+    }
     return rc;
 }
 
