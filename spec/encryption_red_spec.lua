@@ -143,5 +143,21 @@ for _, backend in ipairs(jr.backends()) do
       assert.matches("the file read again: " .. kf .. ":", last, 1, true)
       assert.equal(0, env:stop())
     end)
+
+    it("takes a key file saved with a BOM and CRLF, and keys new keeps it so", function()
+      local kf = env.dir .. "/keys-bom"
+      local _, err, code = env:cli("keys", "new", kf)
+      assert.equal(0, code, err)
+      local line = jr.read_file(kf):match("^([^\n]+)")
+      local f = assert(io.open(kf, "w"))
+      f:write("\239\187\191", line, "\r\n")
+      f:close()
+      env:config(('encryption = { key_file = %q }'):format(kf))
+      env:push("echo", '{"v":1}')
+      _, err, code = env:cli("keys", "new", kf)
+      assert.equal(0, code, err)
+      assert.equal(2, lines_of(kf))
+      env:push("echo", '{"v":2}')
+    end)
   end)
 end

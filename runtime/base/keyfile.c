@@ -60,6 +60,14 @@ jr_keyfile_clear(key *v, int n)
     free(v);
 }
 
+/* The bytes of a UTF-8 byte order mark at the start of text: 3 or 0 (an
+ * editor's, allowed as CRLF line ends are). */
+static size_t
+bom(const char *text)
+{
+    return strncmp(text, "\xEF\xBB\xBF", 3) == 0 ? 3 : 0;
+}
+
 /* Parses the text of the key file at path into *v, *n. */
 static int
 parse(const char *path, char *text, key **v, int *n, jr_err *err)
@@ -69,6 +77,7 @@ parse(const char *path, char *text, key **v, int *n, jr_err *err)
 
     *v = NULL;
     *n = 0;
+    line += bom(line);
     for (; line != NULL && *line != '\0'; line = next) {
         char *sp, *b64, *end;
         size_t idn, bn;
@@ -382,7 +391,8 @@ jr_keyring_new_key(const char *path, char *id, jr_err *err)
     if (fchmod(fd, 0600) < 0 ||
         (fchown(fd, st.st_uid, st.st_gid) < 0 && errno != EPERM) ||
         write_all(fd, line, ln) < 0 ||
-        write_all(fd, old, strlen(old)) < 0 || fsync(fd) < 0 ||
+        write_all(fd, old + bom(old), strlen(old + bom(old))) < 0 ||
+        fsync(fd) < 0 ||
         rename(tmp, target) < 0) {
         e = errno;
         close(fd);
