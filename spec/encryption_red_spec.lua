@@ -170,5 +170,37 @@ for _, backend in ipairs(jr.backends()) do
       assert.equal(2, lines_of(kf))
       env:push("echo", '{"v":2}')
     end)
+
+    it("does not run a sealed job on a runner without a key file", function()
+      local kf = env.dir .. "/keys-only-producer"
+      local _, err, code = env:cli("keys", "new", kf)
+      assert.equal(0, code, err)
+      env:script("seen", [[
+        return function(job)
+          local f = assert(io.open(os.getenv("PWD") .. "/seen-unkeyed", "a"))
+          f:write(require("cjson").encode(job.payload), "\n")
+          f:close()
+          return { ok = true }
+        end]])
+      env:config(('encryption = { key_file = %q }'):format(kf))
+      local id = env:push("seen", '{"secret":"tiger"}')
+      env:config("")
+      local plain = env:push("seen", '{"plain":1}')
+      env:start()
+      env:wait_state(plain, "completed", 60)
+      local last
+      jr.wait_for(function()
+        local r = env:query(("SELECT last_error FROM jobs WHERE id = %d"):format(id))[1]
+        last = r and r.last_error
+        return type(last) == "string" and last ~= ""
+      end, 60, "the sealed job's attempt failed")
+      assert.matches("job " .. id .. ": its payload cannot be decrypted: encrypted with key '",
+        last, 1, true)
+      assert.matches("this runner has no key file (encryption.key_file)", last, 1, true)
+      assert.equal(0, env:stop())
+      local seen = jr.read_file(env.dir .. "/seen-unkeyed") or ""
+      assert.is_nil(seen:find("$jr_enc", 1, true), seen)
+      assert.matches('"plain":1', seen, 1, true)
+    end)
   end)
 end

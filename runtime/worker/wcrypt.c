@@ -112,6 +112,51 @@ fail:
     return NULL;
 }
 
+/* Keeps the first key id seen in arg. */
+static void
+first_id(const char *id, void *arg)
+{
+    char *out = arg;
+
+    if (out[0] == '\0')
+        snprintf(out, JR_KEYID_MAX + 1, "%s", id);
+}
+
+int
+jr_wcrypt_sealed_unkeyed(const jr_job *j, char *why, size_t size)
+{
+    const char *s[4] = {j->payload, j->parents, j->steps, j->waits};
+    const char *what[4] = {"payload", "parents' results", "steps",
+                           "signal payloads"};
+    char id[JR_KEYID_MAX + 1] = "";
+    int i;
+
+    for (i = 0; i < 4; i++) {
+        const char *p = s[i];
+
+        if (p == NULL)
+            continue;
+        if (i == 0) {   /* the payload: only its start is looked at first */
+            while (*p == ' ' || *p == '\t' || *p == '\n' || *p == '\r')
+                p++;
+            if (*p++ != '{')
+                continue;
+            while (*p == ' ' || *p == '\t' || *p == '\n' || *p == '\r')
+                p++;
+            if (strncmp(p, JR_SEAL_MARK, sizeof JR_SEAL_MARK - 1) != 0 ||
+                !jr_seal_id(j->payload, j->payload_len, id))
+                continue;
+        } else if (!jr_seal_any(p, strlen(p)) ||
+                   jr_seal_ids(p, strlen(p), first_id, id) == 0)
+            continue;
+        snprintf(why, size, "job %lld: its %s cannot be decrypted: "
+                 "encrypted with key '%s', and this runner has no key file "
+                 "(encryption.key_file)", (long long)j->id, what[i], id);
+        return 1;
+    }
+    return 0;
+}
+
 void
 jr_wcrypt_refuse(worker *w, jr_job *j, const char *why)
 {
