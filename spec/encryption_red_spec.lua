@@ -12,6 +12,12 @@ local cjson = require "cjson"
 
 local q = jr.quote
 
+local function no_key_in(text, keyfile)
+  for b64 in keyfile:gmatch("%S+ (%S+)") do
+    assert.is_nil(text:find(b64, 1, true), "a key's text in the log")
+  end
+end
+
 local function lines_of(path)
   local n = 0
   for _ in (jr.read_file(path) or ""):gmatch("[^\n]+") do n = n + 1 end
@@ -201,6 +207,24 @@ for _, backend in ipairs(jr.backends()) do
       local seen = jr.read_file(env.dir .. "/seen-unkeyed") or ""
       assert.is_nil(seen:find("$jr_enc", 1, true), seen)
       assert.matches('"plain":1', seen, 1, true)
+    end)
+
+    it("warns when a reload adds, moves or removes the key file", function()
+      local kf = env.dir .. "/keys-reload"
+      local _, err, code = env:cli("keys", "new", kf)
+      assert.equal(0, code, err)
+      env:script("echo", "return function() return {} end")
+      env:config("")
+      env:start()
+      env:config(('encryption = { key_file = %q }'):format(kf))
+      env:signal("HUP")
+      jr.wait_for(function()
+        return env:log():find("reload: encryption.key_file changed", 1, true)
+      end, 60, "the reload's warning")
+      assert.matches("(was none, now '" .. kf .. "'); values are sealed and opened as at the start until the runner is restarted",
+        env:log(), 1, true)
+      no_key_in(env:log(), jr.read_file(kf))
+      assert.equal(0, env:stop())
     end)
   end)
 end
