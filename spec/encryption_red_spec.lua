@@ -69,6 +69,22 @@ for _, backend in ipairs(jr.backends()) do
       assert.equal("-rw-------", (jr.sh("stat -c %A " .. q(kf))):match("%S+"))
     end)
 
+    it("adds a key in a directory its user may write but not read", function()
+      local top = jr.sh("mktemp -d"):match("%S+")
+      local d = top .. "/d"
+      jr.sh(("chmod 755 %s && mkdir %s && chown nobody %s && chmod 300 %s"):format(
+        q(top), q(d), q(d), q(d)))
+      local cmd = ("setpriv --reuid=nobody --regid=nogroup --clear-groups %s keys new %s")
+        :format(q(jr.bin), q(d .. "/k"))
+      for _ = 1, 2 do
+        local out, err, code = jr.sh(cmd)
+        assert.equal(0, code, err .. out)
+      end
+      jr.sh("chmod 700 " .. q(d))
+      assert.equal(2, lines_of(d .. "/k"))
+      jr.sh("rm -rf " .. q(top))
+    end)
+
     it("adds the key to the file a symlink points at, the link kept", function()
       local real, link = env.dir .. "/real-keys", env.dir .. "/keys-link"
       local _, err, code = env:cli("keys", "new", real)

@@ -286,7 +286,7 @@ write_all(int fd, const char *p, size_t n)
 
 /* Opens and locks (flock, exclusive) the directory of path: its fd, or
  * -1 with err set. A file system without flock on directories: the fd
- * unlocked. */
+ * unlocked; a directory its user may write but not read: -2, no lock. */
 static int
 lock_dir(const char *path, jr_err *err)
 {
@@ -300,7 +300,10 @@ lock_dir(const char *path, jr_err *err)
         snprintf(dir, sizeof dir, "/");
     else
         snprintf(dir, sizeof dir, "%.*s", (int)(slash - path), path);
-    if ((fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC)) < 0)
+    if ((fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC)) < 0 &&
+        errno == EACCES)
+        return -2;
+    if (fd < 0)
         return jr_fail_errno(err, JR_ESYS, errno, "key file '%s': its "
                              "directory", path);
     while (flock(fd, LOCK_EX) < 0 && errno == EINTR)
@@ -329,7 +332,7 @@ jr_keyring_new_key(const char *path, char *id, jr_err *err)
         target = real;
     }
     /* its directory locked: two 'keys new' at once both add their key */
-    if ((dfd = lock_dir(target, err)) < 0)
+    if ((dfd = lock_dir(target, err)) == -1)
         return -1;
     exists = access(target, F_OK) == 0;
     if (exists) {
@@ -403,9 +406,11 @@ jr_keyring_new_key(const char *path, char *id, jr_err *err)
     close(fd);
     rc = 0;
 synced:
-    fsync(dfd);     /* the new name lasts a crash: a key in use is kept */
+    if (dfd >= 0)
+        fsync(dfd); /* the new name lasts a crash: a key in use is kept */
 done:
-    close(dfd);     /* the lock with it */
+    if (dfd >= 0)
+        close(dfd); /* the lock with it */
     OPENSSL_cleanse(raw, sizeof raw);
     OPENSSL_cleanse(line, sizeof line);
     if (old != NULL)
