@@ -1,6 +1,7 @@
 /* keyfile.c - the key file of encrypted values: its lines read and
  * checked (the file's mode first), and a fresh key written at its top.
  * See keyfile.h. */
+#define _DEFAULT_SOURCE         /* realpath, flock */
 #include "base/keyfile.h"
 
 #include <errno.h>
@@ -8,6 +9,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <limits.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -57,6 +60,14 @@ jr_keyfile_clear(key *v, int n)
     free(v);
 }
 
+/* The bytes of a UTF-8 byte order mark at the start of text: 3 or 0 (an
+ * editor's, allowed as CRLF line ends are). */
+static size_t
+bom(const char *text)
+{
+    return strncmp(text, "\xEF\xBB\xBF", 3) == 0 ? 3 : 0;
+}
+
 /* Parses the text of the key file at path into *v, *n. */
 static int
 parse(const char *path, char *text, key **v, int *n, jr_err *err)
@@ -66,6 +77,7 @@ parse(const char *path, char *text, key **v, int *n, jr_err *err)
 
     *v = NULL;
     *n = 0;
+    line += bom(line);
     for (; line != NULL && *line != '\0'; line = next) {
         char *sp, *b64, *end;
         size_t idn, bn;
@@ -149,12 +161,13 @@ bad_id:
 static char *
 read_keyfile(const char *path, struct stat *st, jr_err *err)
 {
-    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW), e;
+    /* O_NONBLOCK: a FIFO at path is refused below, not waited on */
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK), e;
     char *text;
     size_t got = 0;
 
     if (fd < 0 && errno == ELOOP)   /* a symlink: follow it, check the file */
-        fd = open(path, O_RDONLY | O_CLOEXEC);
+        fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
     if (fd < 0) {
         jr_fail_errno(err, errno == ENOENT ? JR_ENOTFOUND : JR_ESYS, errno,
                       "key file '%s'", path);
@@ -271,21 +284,60 @@ write_all(int fd, const char *p, size_t n)
 }
 
 
+/* Opens and locks (flock, exclusive) the directory of path: its fd, or
+ * -1 with err set. A file system without flock on directories: the fd
+ * unlocked; a directory its user may write but not read: -2, no lock. */
+static int
+lock_dir(const char *path, jr_err *err)
+{
+    char dir[PATH_MAX];
+    const char *slash = strrchr(path, '/');
+    int fd;
+
+    if (slash == NULL)
+        snprintf(dir, sizeof dir, ".");
+    else if (slash == path)
+        snprintf(dir, sizeof dir, "/");
+    else
+        snprintf(dir, sizeof dir, "%.*s", (int)(slash - path), path);
+    if ((fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC)) < 0 &&
+        errno == EACCES)
+        return -2;
+    if (fd < 0)
+        return jr_fail_errno(err, JR_ESYS, errno, "key file '%s': its "
+                             "directory", path);
+    while (flock(fd, LOCK_EX) < 0 && errno == EINTR)
+        ;
+    return fd;
+}
+
 int
 jr_keyring_new_key(const char *path, char *id, jr_err *err)
 {
     unsigned char raw[JR_KEY_BYTES + 4];
     const unsigned char *r = raw + JR_KEY_BYTES;    /* the id's bytes */
-    char line[JR_KEYID_MAX + 64], tmp[4096], *old = NULL;
+    char line[JR_KEYID_MAX + 64], tmp[PATH_MAX + 8], *old = NULL;
+    char real[PATH_MAX];
+    const char *target = path;
     struct stat st;
     key *v = NULL;
-    int n = 0, fd, e, exists, rc = -1;
+    int n = 0, fd, e, exists, rc = -1, dfd;
     size_t ln;
 
-    exists = access(path, F_OK) == 0;
+    /* a symlink: the file it points at gets the key, the link stays */
+    if (lstat(path, &st) == 0 && S_ISLNK(st.st_mode)) {
+        if (realpath(path, real) == NULL)
+            return jr_fail_errno(err, errno == ENOENT ? JR_ENOTFOUND :
+                                 JR_ESYS, errno, "key file '%s'", path);
+        target = real;
+    }
+    /* its directory locked: two 'keys new' at once both add their key */
+    if ((dfd = lock_dir(target, err)) == -1)
+        return -1;
+    exists = access(target, F_OK) == 0;
     if (exists) {
-        if ((old = read_keyfile(path, &st, err)) == NULL)
-            return -1;
+        if ((old = read_keyfile(target, &st, err)) == NULL)
+            goto done;
         {
             char *copy = strdup(old);
 
@@ -293,7 +345,7 @@ jr_keyring_new_key(const char *path, char *id, jr_err *err)
                 jr_fail(err, JR_ENOMEM, "out of memory");
                 goto done;
             }
-            e = parse(path, copy, &v, &n, err);
+            e = parse(target, copy, &v, &n, err);
             OPENSSL_cleanse(copy, strlen(copy));
             free(copy);
             if (e < 0)
@@ -312,7 +364,7 @@ jr_keyring_new_key(const char *path, char *id, jr_err *err)
     ln += jr_keyfile_b64_enc(raw, JR_KEY_BYTES, line + ln);
     line[ln++] = '\n';
     if (!exists) {
-        fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+        fd = open(target, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
         if (fd < 0) {
             jr_fail_errno(err, JR_ESYS, errno, "cannot create key file '%s'",
                           path);
@@ -322,17 +374,17 @@ jr_keyring_new_key(const char *path, char *id, jr_err *err)
             fsync(fd) < 0) {
             e = errno;
             close(fd);
-            unlink(path);
+            unlink(target);
             jr_fail_errno(err, JR_ESYS, e, "cannot write key file '%s'",
                           path);
             goto done;
         }
         close(fd);
         rc = 0;
-        goto done;
+        goto synced;
     }
     /* a new file beside it, renamed over it: a crash leaves the old */
-    snprintf(tmp, sizeof tmp, "%s.new", path);
+    snprintf(tmp, sizeof tmp, "%s.new", target);
     unlink(tmp);
     fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
     if (fd < 0) {
@@ -342,8 +394,9 @@ jr_keyring_new_key(const char *path, char *id, jr_err *err)
     if (fchmod(fd, 0600) < 0 ||
         (fchown(fd, st.st_uid, st.st_gid) < 0 && errno != EPERM) ||
         write_all(fd, line, ln) < 0 ||
-        write_all(fd, old, strlen(old)) < 0 || fsync(fd) < 0 ||
-        rename(tmp, path) < 0) {
+        write_all(fd, old + bom(old), strlen(old + bom(old))) < 0 ||
+        fsync(fd) < 0 ||
+        rename(tmp, target) < 0) {
         e = errno;
         close(fd);
         unlink(tmp);
@@ -352,7 +405,12 @@ jr_keyring_new_key(const char *path, char *id, jr_err *err)
     }
     close(fd);
     rc = 0;
+synced:
+    if (dfd >= 0)
+        fsync(dfd); /* the new name lasts a crash: a key in use is kept */
 done:
+    if (dfd >= 0)
+        close(dfd); /* the lock with it */
     OPENSSL_cleanse(raw, sizeof raw);
     OPENSSL_cleanse(line, sizeof line);
     if (old != NULL)

@@ -189,8 +189,25 @@ jr_keyring_seal_pushes(const jr_keyring *k, jr_push *p, int n,
         const char *pl = p[i].payload != NULL ? p[i].payload : "{}";
 
         at[i] = (size_t)-1;
-        if (jr_seal_id(pl, strlen(pl), id))
+        if (jr_seal_id(pl, strlen(pl), id)) {
+            /* sealed already (a value read raw, pushed again): kept only
+             * when it opens, else the job would fail at each attempt */
+            char *clear = NULL;
+            size_t cn = 0;
+
+            if (jr_keyring_open(k, pl, strlen(pl), &clear, &cn, err) < 0) {
+                free(at);
+                if (err->code != JR_ENOMEM)
+                    err->code = JR_EINPUT;
+                return jr_err_prefix(err, "job '%s': its payload is an "
+                                     "encrypted value ({\"$jr_enc\": ...)"
+                                     " that does not open", p[i].name);
+            }
+            if (clear != NULL)
+                OPENSSL_cleanse(clear, cn);
+            free(clear);
             continue;
+        }
         at[i] = store->len;
         if (jr_keyring_seal(k, pl, strlen(pl), store, err) < 0 ||
             jr_buf_put(store, "", 1) < 0) {

@@ -45,8 +45,9 @@ int jr_keyring_open(const jr_keyring *k, const char *s, size_t n,
 
 /* Seals the payload of each of p[0..n) (NULL: {}) into store (reset
  * first), pointing the payloads at their envelopes there: the pushes are
- * valid while store is. A payload already sealed is left as it is. 0, or
- * -1 with err set. */
+ * valid while store is. A payload already sealed is left as it is when
+ * it opens with k, else refused (a forged or damaged envelope would fail
+ * its job at each attempt). 0, or -1 with err set naming the job. */
 int jr_keyring_seal_pushes(const jr_keyring *k, jr_push *p, int n,
                            jr_buf *store, jr_err *err);
 
@@ -73,9 +74,10 @@ size_t jr_seal_size(size_t max, const char *s);
 /* Whether the text s holds an envelope anywhere (a fast look). */
 int jr_seal_any(const char *s, size_t n);
 
-/* Adds a fresh random key at the top of the key file at path, creating it
- * with mode 0600 when missing; its id (JR_KEYID_MAX + 1 bytes) in id. 0,
- * or -1 with err set. */
+/* Adds a fresh random key at the top of the key file at path (the file
+ * a symlink points at), creating it with mode 0600 when missing; its
+ * directory locked (flock) meanwhile, so calls at once all add their key;
+ * its id (JR_KEYID_MAX + 1 bytes) in id. 0, or -1 with err set. */
 int jr_keyring_new_key(const char *path, char *id, jr_err *err);
 
 #endif

@@ -118,15 +118,24 @@ keys_status(jr_config *c, jr_db *db, int batch)
         /* the keys of the file no value uses: each but the first may go */
         const char *first = jr_keyring_first(k);
         int old = 0;
+        long lost = 0;
 
-        for (i = 0; i < t.nid; i++)
+        for (i = 0; i < t.nid; i++) {
             old += strcmp(t.id[i], first) != 0 && jr_keyring_has(k, t.id[i]);
-        if (old == 0 && t.other == 0)
+            lost += jr_keyring_has(k, t.id[i]) ? 0 : t.n[i];
+        }
+        if (old == 0 && t.other == 0 && lost == 0)
             printf("no value uses a key but '%s': the others may be removed "
                    "from the key file\n", first);
+        else if (old == 0 && t.other == 0)
+            printf("no value uses the key file's other keys: they may be "
+                   "removed; %ld value%s under a key not in the file cannot "
+                   "be read until it is added back\n", lost,
+                   lost == 1 ? "" : "s");
         else
-            printf("%d older key%s still in use: run 'jobrunner keys "
-                   "rotate'\n", old, old == 1 ? "" : "s");
+            printf("%d older key%s%s still in use: run 'jobrunner keys "
+                   "rotate'\n", old, old == 1 ? "" : "s", t.other > 0 ?
+                   " (and key ids past the first 64 seen)" : "");
     }
     jr_keyring_free(k);
     return 0;

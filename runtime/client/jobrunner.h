@@ -66,7 +66,10 @@ typedef struct jr_client_config {
     const char *key_file;       /* a key file (docs/operations.md,
                                    "Encryption"): payloads and signal
                                    payloads are encrypted with its first
-                                   key before the insert, show and wait
+                                   key before the insert (a payload that
+                                   is an envelope already is kept when it
+                                   opens, else refused with
+                                   JR_CLIENT_EINPUT), show and wait
                                    decrypt with any of its keys; refused
                                    at open (JR_CLIENT_ECONFIG) when missing,
                                    open to group or others, or malformed.

@@ -124,7 +124,8 @@ struct jr_apicall;
 int  jr_api_may_decrypt(const struct jr_apicall *c);
 /* Seals the payloads of p[0..n), q's pushes or flow, with the runner's
  * key file (none: nothing to do), into q->sealed: 0, or -1 with the
- * reason in why. */
+ * reason in why (-2: the caller's payload, an envelope that does not
+ * open). */
 int  jr_api_seal_pushes(const struct jr_apicall *c, jr_apireq *q,
                         jr_push *p, int n, char *why, size_t size);
 /* Replaces the malloc'd JSON text *mem (NULL: none) by its envelope,

@@ -33,7 +33,7 @@ jr_api_seal_pushes(const jr_apicall *c, jr_apireq *q, jr_push *p, int n,
     if (jr_keyring_seal_pushes(c->host->cfg->keys, p, n, &q->sealed,
                                &err) < 0) {
         snprintf(why, size, "%s", err.msg);
-        return -1;
+        return err.code == JR_EINPUT ? -2 : -1;
     }
     return 0;
 }

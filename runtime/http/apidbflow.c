@@ -176,9 +176,9 @@ r_flow(jr_apicall *c)
             jr_apireq_free(q);
             return;
         }
-    if (jr_api_seal_pushes(c, q, q->flow->jobs, q->flow->n, err.msg,
-                           sizeof err.msg) < 0) {
-        jr_http_error(c->req, 503, "flow: %s", err.msg);
+    if ((i = jr_api_seal_pushes(c, q, q->flow->jobs, q->flow->n, err.msg,
+                                sizeof err.msg)) < 0) {
+        jr_http_error(c->req, i == -2 ? 400 : 503, "flow: %s", err.msg);
         jr_apireq_free(q);
         return;
     }

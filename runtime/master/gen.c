@@ -162,6 +162,25 @@ token_changed(const master *m, const jr_config *c)
                "restarted");
 }
 
+/* The key file is read at the start only (the master's HTTP pushes, and
+ * the workers, which get the master's settings): a reload after
+ * encryption.key_file was added, removed or moved says that nothing of
+ * it changes until a restart (values would go on being stored in clear,
+ * or sealed, unlike the config). */
+static void
+key_file_changed(const master *m, const jr_config *c)
+{
+    const char *was = m->cfg->key_file, *now = c->key_file;
+
+    if ((was == NULL) != (now == NULL) ||
+        (was != NULL && strcmp(was, now) != 0))
+        jr_log(JR_LOG_WARN, "reload: encryption.key_file changed (was %s%s%s,"
+               " now %s%s%s); values are sealed and opened as at the start "
+               "until the runner is restarted", was ? "'" : "",
+               was ? was : "none", was ? "'" : "", now ? "'" : "",
+               now ? now : "none", now ? "'" : "");
+}
+
 /* Checks the config file again before a reload, as the runner's start
  * did: a broken one fails the reload and the current generation keeps
  * running. Workers never read it (they get the master's settings), so
@@ -184,6 +203,7 @@ config_check(master *m)
     } else {
         jr_service_reload(m, &c);  /* schedules follow the config */
         token_changed(m, &c);
+        key_file_changed(m, &c);
     }
     jr_config_free(&c);
     return rc;

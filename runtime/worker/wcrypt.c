@@ -45,9 +45,18 @@ open_text(worker *w, const char *s, size_t n, char **own, size_t *ownn,
     if (s == NULL || !jr_seal_any(s, n))
         return 0;
     rc = jr_keyring_open(w->keys, s, n, own, ownn, err);
-    if (rc < 0 && err->code == JR_ENOTFOUND &&
-        jr_keyring_reload(w->keys, &e2) == 1)
-        rc = jr_keyring_open(w->keys, s, n, own, ownn, err);
+    if (rc < 0 && err->code == JR_ENOTFOUND) {
+        int again = jr_keyring_reload(w->keys, &e2);
+
+        if (again == 1)
+            rc = jr_keyring_open(w->keys, s, n, own, ownn, err);
+        else if (again < 0) {   /* why the key may be missing: say it */
+            size_t l = strlen(err->msg);
+
+            snprintf(err->msg + l, sizeof err->msg - l, " (the file read "
+                     "again: %.*s)", 300, e2.msg);
+        }
+    }
     return rc;
 }
 
@@ -101,6 +110,51 @@ fail:
     for (i = 0; i < 4; i++)
         free(t[i]);
     return NULL;
+}
+
+/* Keeps the first key id seen in arg. */
+static void
+first_id(const char *id, void *arg)
+{
+    char *out = arg;
+
+    if (out[0] == '\0')
+        snprintf(out, JR_KEYID_MAX + 1, "%s", id);
+}
+
+int
+jr_wcrypt_sealed_unkeyed(const jr_job *j, char *why, size_t size)
+{
+    const char *s[4] = {j->payload, j->parents, j->steps, j->waits};
+    const char *what[4] = {"payload", "parents' results", "steps",
+                           "signal payloads"};
+    char id[JR_KEYID_MAX + 1] = "";
+    int i;
+
+    for (i = 0; i < 4; i++) {
+        const char *p = s[i];
+
+        if (p == NULL)
+            continue;
+        if (i == 0) {   /* the payload: only its start is looked at first */
+            while (*p == ' ' || *p == '\t' || *p == '\n' || *p == '\r')
+                p++;
+            if (*p++ != '{')
+                continue;
+            while (*p == ' ' || *p == '\t' || *p == '\n' || *p == '\r')
+                p++;
+            if (strncmp(p, JR_SEAL_MARK, sizeof JR_SEAL_MARK - 1) != 0 ||
+                !jr_seal_id(j->payload, j->payload_len, id))
+                continue;
+        } else if (!jr_seal_any(p, strlen(p)) ||
+                   jr_seal_ids(p, strlen(p), first_id, id) == 0)
+            continue;
+        snprintf(why, size, "job %lld: its %s cannot be decrypted: "
+                 "encrypted with key '%s', and this runner has no key file "
+                 "(encryption.key_file)", (long long)j->id, what[i], id);
+        return 1;
+    }
+    return 0;
 }
 
 void

@@ -157,6 +157,9 @@ handle_frame(worker *w, const char *data, int more)
             return jr_worker_flush(w) < 0 ? -1 : 0;
         }
         j = o;
+    } else if (jr_wcrypt_sealed_unkeyed(j, w->err, sizeof w->err)) {
+        jr_wcrypt_refuse(w, j, w->err);
+        return jr_worker_flush(w) < 0 ? -1 : 0;
     }
     if (w->out.len == 0)
         w->unflushed_since = jr_mono();

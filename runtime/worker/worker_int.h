@@ -190,6 +190,11 @@ void    jr_wcrypt_close(worker *w);
 /* Job j with its encrypted values opened (a new job, j freed; j itself
  * when it has none), or NULL with why set (j kept). w->keys not NULL. */
 jr_job *jr_wcrypt_open_job(worker *w, jr_job *j, char *why, size_t size);
+/* With no key file (w->keys NULL): 1 with why set when job j's payload
+ * is sealed (an object with "$jr_enc" alone, looked at in O(1) unless it
+ * starts so) or its steps, signal payloads or parents' results hold a
+ * sealed value: it is not run with them as they are. Else 0. */
+int     jr_wcrypt_sealed_unkeyed(const jr_job *j, char *why, size_t size);
 /* Ends job j (freed) as a failed attempt for why (the retry rule). */
 void    jr_wcrypt_refuse(worker *w, jr_job *j, const char *why);
 /* Seals res->result in place (into w->sealed): 0, or -1 with w->err. */

@@ -4,7 +4,9 @@
  * fail naming the id, envelopes inside a larger text (as PostgreSQL's
  * jsonb writes them back, with spaces) open in place; the key file:
  * created 0600, a new key on top, refused when open to others, a
- * malformed line named by file:line, never a key's text in a message.
+ * malformed line named by file:line, never a key's text in a message;
+ * an envelope attacked in the database (each bit flipped, cut at each
+ * length, another version, another key's id, garbage) never opens.
  * Prints "N passed, N failed". */
 #define _GNU_SOURCE
 #include <stdio.h>
@@ -13,6 +15,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "base/keyfile.h"
 #include "base/keyring.h"
 #include "check.h"
 
@@ -212,6 +215,93 @@ check_key_file(void)
     return 0;
 }
 
+/* The body of the envelope in b (after "v1:ID:") as raw bytes in raw:
+ * their count. */
+static long
+body_raw(const jr_buf *b, unsigned char *raw, const char **b64, size_t *n)
+{
+    const char *p = strchr(b->p + 15, ':') + 1;
+    const char *e = strrchr(b->p, '"');
+
+    *b64 = p;
+    *n = (size_t)(e - p);
+    return jr_keyfile_b64_dec(p, *n, raw);
+}
+
+/* The envelope attacked in the database: every bit of the nonce, the
+ * ciphertext and the tag flipped one at a time, the body cut at every
+ * length, the version changed, the key id swapped for another key's of
+ * the file (the associated data), garbage and an empty body: none opens,
+ * none crashes, the message never has the value's text. */
+static int
+check_attacks(void)
+{
+    jr_err err = {0};
+    jr_keyring *k;
+    jr_buf b = {0}, t = {0};
+    unsigned char raw[256];
+    char b64[400], *out = NULL, id[JR_KEYID_MAX + 1], other[JR_KEYID_MAX + 1];
+    const char *body;
+    size_t bn, outn;
+    long rn;
+
+    CHECK_OK(jr_keyring_new_key(path1, other, &err), err);
+    CHECK_OK(jr_keyring_new_key(path1, id, &err), err);
+    k = jr_keyring_load(path1, &err);
+    CHECK(k != NULL);
+    if (k == NULL)
+        return -1;
+    seal(k, "{\"secret\":\"tiger\"}", &b);
+    rn = body_raw(&b, raw, &body, &bn);
+    CHECK(rn == 12 + 32 + 16);
+    for (long i = 0; i < rn * 8; i++) {
+        raw[i / 8] ^= (unsigned char)(1u << (i % 8));
+        jr_buf_reset(&t);
+        jr_buf_put(&t, b.p, (size_t)(body - b.p));
+        jr_buf_put(&t, b64, jr_keyfile_b64_enc(raw, (size_t)rn, b64));
+        jr_buf_put(&t, "\"}", 3);
+        raw[i / 8] ^= (unsigned char)(1u << (i % 8));
+        if (jr_keyring_open(k, t.p, t.len - 1, &out, &outn, &err) != -1 ||
+            strstr(err.msg, "tiger") != NULL) {
+            fprintf(stderr, "bit %ld of the body opened\n", i);
+            CHECK(0);
+            free(out);
+            break;
+        }
+    }
+    for (size_t cut = 0; cut < bn; cut++) {
+        jr_buf_reset(&t);
+        jr_buf_put(&t, b.p, (size_t)(body - b.p) + cut);
+        jr_buf_put(&t, "\"}", 3);
+        CHECK(jr_keyring_open(k, t.p, t.len - 1, &out, &outn, &err) == -1);
+    }
+    /* v2, garbage, an empty id or body, the id of the file's other key */
+    {
+        char bad[6][600];
+
+        snprintf(bad[0], sizeof bad[0], "{\"$jr_enc\":\"v2:%s:%.*s\"}", id,
+                 (int)bn, body);
+        snprintf(bad[1], sizeof bad[1], "{\"$jr_enc\":\"v1:%s:%.*s\"}", other,
+                 (int)bn, body);
+        snprintf(bad[2], sizeof bad[2], "{\"$jr_enc\":\"v1:%s:\"}", id);
+        snprintf(bad[3], sizeof bad[3], "{\"$jr_enc\":\"v1::%.*s\"}", (int)bn,
+                 body);
+        snprintf(bad[4], sizeof bad[4], "{\"$jr_enc\":\"v1:%s:%s\"}", id,
+                 "!!!!@@@@====AAAA");
+        snprintf(bad[5], sizeof bad[5], "{\"$jr_enc\":\"v1:%s:%.*s==\"}", id,
+                 (int)bn, body);
+        for (int i = 0; i < 6; i++) {
+            CHECK(jr_keyring_open(k, bad[i], strlen(bad[i]), &out, &outn,
+                                  &err) == -1);
+            CHECK(strstr(err.msg, "tiger") == NULL);
+        }
+    }
+    jr_buf_free(&t);
+    jr_buf_free(&b);
+    jr_keyring_free(k);
+    return 0;
+}
+
 int
 main(void)
 {
@@ -230,6 +320,7 @@ main(void)
     report("round trip", check_round_trip());
     report("tamper", check_tamper());
     report("wrong key", check_wrong_key());
+    report("attacks", check_attacks());
     printf("%d passed, %d failed\n", passed, nfailed);
     {
         char cmd[300];
