@@ -3,8 +3,11 @@
 -- handler ran once is never expired, though its attempt was not counted
 -- (a snooze, a wait for a signal, a cursor handed back at a stop) and
 -- the expiry passed meanwhile; it runs on. A rerun of a job that ran
--- runs, its old expiry passed or not.
+-- runs, its old expiry passed or not. A time written as 0 (@0,
+-- 1970-01-01T00:00:00Z) is refused, not taken as no expiry.
 local jr = require "jr"
+local H = require "jrhttp"
+local cjson = require "cjson"
 
 -- records each start as "NAME ID", then what the handler's name says
 local HANDLER = [[
@@ -105,6 +108,22 @@ for _, backend in ipairs(jr.backends()) do
                   "the rerun job ran")
       env:wait_state(id, "dead", 20)
       assert.equal(0, env:stats().expired)
+      env:stop()
+    end)
+
+    it("refuses an expiry time of 0, which would be no expiry at all", function()
+      env:script("rec", HANDLER:format(env.dir .. "/starts", "rec", ""))
+      for _, t in ipairs({ "@0", "1970-01-01T00:00:00Z" }) do
+        local out, err, code = env:cli("push", "rec", "--expires-at", t)
+        assert.are_not.equal(0, code, out)
+        assert.matches("invalid --expires-at '" .. t .. "': a time after", err, 1, true)
+      end
+      local base = H.start(env)
+      local code, body = H.req(base .. "/api/jobs", { token = true,
+        body = cjson.encode({ name = "rec", expires_at = "1970-01-01T00:00:00Z" }) })
+      assert.equal(400, code, body)
+      assert.matches("expires_at", body, 1, true)
+      assert.equal(0, env:count())
       env:stop()
     end)
   end)
