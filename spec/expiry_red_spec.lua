@@ -4,7 +4,9 @@
 -- (a snooze, a wait for a signal, a cursor handed back at a stop) and
 -- the expiry passed meanwhile; it runs on. A rerun of a job that ran
 -- runs, its old expiry passed or not. A time written as 0 (@0,
--- 1970-01-01T00:00:00Z) is refused, not taken as no expiry.
+-- 1970-01-01T00:00:00Z) is refused, not taken as no expiry. On
+-- PostgreSQL a claim under limits that waited for the limits' lock
+-- tests expiry at its statement's time, not at its transaction's start.
 local jr = require "jr"
 local H = require "jrhttp"
 local cjson = require "cjson"
@@ -126,5 +128,26 @@ for _, backend in ipairs(jr.backends()) do
       assert.equal(0, env:count())
       env:stop()
     end)
+
+    if backend == "postgres" then
+      it("does not start a job that expired while its claim waited for the limits' lock", function()
+        local pghold = require "pghold"
+        local log = env.dir .. "/starts"
+        env:config("limits = { rec = { concurrency = 5 } }")
+        env:script("rec", HANDLER:format(log, "rec", ""))
+        env:cli("migrate")
+        local id = env:push("rec", nil, "--expires-in", "8")
+        -- the lock held until well past the expiry, once the claim waits
+        local hold = pghold.start(env,
+          { ("SELECT pg_advisory_xact_lock(hashtext('jobrunner.limits:%s'))"):format(env.schema) },
+          { "SELECT pg_sleep(10)" })
+        env:start()
+        local code, err = pghold.finish(hold)
+        assert.equal(0, code, err)
+        env:wait_state(id, "expired", 30)
+        assert.is_nil(lines_of(log)["rec " .. id], "the job started past its expiry")
+        env:stop()
+      end)
+    end
   end)
 end
