@@ -336,7 +336,7 @@ static const pg_stmt st_finish = {"jr_finish", 8,
     "  THEN u.err WHEN u.kind = 7 THEN coalesce(u.err, 'cancelled')"
     "  ELSE coalesce(CASE WHEN u.kind = 6 THEN u.err END,"
     "  j.last_error) END,"
-    " generation = CASE WHEN u.kind IN (5, 6)"
+    " generation = CASE WHEN u.kind = 6"
     "  THEN j.generation ELSE coalesce(u.gen, j.generation) END,"
     " died_at = CASE WHEN u.kind IN (3, 6) OR (" PAST_DEADLINE
     "  AND NOT j.cancel_requested) THEN now() END,"

@@ -109,10 +109,14 @@ typedef struct pg_stmt {
 } pg_stmt;
 
 /* A claim's test that a job is not past its expiry (a job that started
- * once is not expired: schema.sql, migration 21): one NULL test for a
- * job without one. */
+ * once is not expired: schema.sql, migration 21; a snooze, a wait or a
+ * cursor handed back gives its attempt back, the generation of the
+ * handler that ran stays): one NULL test for a job without one. At the
+ * statement's time, not now(): a claim under limits first waits for
+ * their lock in its transaction, whose start may be past by then. */
 #define JR_PG_UNEXPIRED \
-    " AND (expires_at IS NULL OR attempts > 0 OR expires_at > now())"
+    " AND (expires_at IS NULL OR attempts > 0 OR generation IS NOT NULL" \
+    " OR expires_at > statement_timestamp())"
 /* A claim's deadline: set by the first, from the job's deadline (NULL
  * for a job without one). */
 #define JR_PG_DEADLINE_SET \

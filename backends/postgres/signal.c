@@ -88,6 +88,7 @@ static const pg_stmt st_expire = {"jr_expire", 1,
     " last_error = 'expired: not started by its expires_at'"
     " FROM (SELECT id FROM {{schema}}.jobs WHERE expires_at <= now()"
     "  AND expires_at IS NOT NULL AND state = 'queued' AND attempts = 0"
+    "  AND generation IS NULL"
     "  ORDER BY expires_at LIMIT $1::int FOR UPDATE SKIP LOCKED) e"
     " WHERE j.id = e.id AND j.state = 'queued'"};
 

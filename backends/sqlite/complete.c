@@ -131,6 +131,7 @@ static const char *const sql_text[S_COUNT] = {
         " RETURNING flow, state",
     [S_RELEASE] =
         "UPDATE jobs SET" REQUEUE_STATE " attempts = attempts - 1,"
+        " generation = coalesce(?6, generation),"
         " locked_by = NULL, locked_until = NULL, updated_at = ?3"
         " WHERE id = ?1 AND state = 'running' AND locked_by = ?2"
         " RETURNING flow, state",

@@ -14,11 +14,12 @@
 /* The file's statements: slots of sql_text[] (sqlite_int.h). */
 enum { S_EXPIRE_ANY, S_EXPIRE, S_COUNT };
 
-/* the jobs the sweep ends: queued, never started, expires_at by ?1 (the
+/* the jobs the sweep ends: queued, never started (no attempt counted
+ * and no handler's generation: JR_SQLITE_UNEXPIRED), expires_at by ?1 (the
  * jobs_expiry index: a job without an expiry is not in it) */
 #define EXPIRED_BY \
     " expires_at <= ?1 AND expires_at IS NOT NULL AND state = 'queued'" \
-    " AND attempts = 0"
+    " AND attempts = 0 AND generation IS NULL"
 
 static const char *const sql_text[S_COUNT] = {
     /* read first, so that a look that finds none takes no write lock */

@@ -335,10 +335,12 @@ int  jr_sqlite_aged_candidates(jr_backend *b, double aging,
                                const limq *lim, jr_err *err);
 
 /* A claim's test that a job is not past its expiry (?2: now; a job that
- * started once is not expired: schema.sql, migration 21): one NULL test
- * for a job without one. */
+ * started once is not expired: schema.sql, migration 21; a snooze, a
+ * wait or a cursor handed back gives its attempt back, the generation of
+ * the handler that ran stays): one NULL test for a job without one. */
 #define JR_SQLITE_UNEXPIRED \
-    " AND (expires_at IS NULL OR attempts > 0 OR expires_at > ?2)"
+    " AND (expires_at IS NULL OR attempts > 0 OR generation IS NOT NULL" \
+    " OR expires_at > ?2)"
 
 /* The limited claim's filter on its candidates (claim.c, fair.c): names
  * ?3 and not ?5, no key at its cap (?6) and no bucket of a rate (?7)

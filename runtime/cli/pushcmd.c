@@ -201,7 +201,14 @@ set_expires_at(jr_push *p, const char *val, jr_err *err)
     if (p->expires_in > 0)
         return jr_fail(err, JR_EUSAGE, "give --expires-in or --expires-at, "
                        "not both");
-    return jr_parse_time(val, "--expires-at", &p->expires_at, err);
+    if (jr_parse_time(val, "--expires-at", &p->expires_at, err) < 0)
+        return -1;
+    /* 0 is "no expiry" to the library: the time 0 would be none */
+    if (p->expires_at <= 0)
+        return jr_fail(err, JR_EUSAGE, "invalid --expires-at '%s': a time "
+                       "after 1970-01-01T00:00:00Z (leave it out for no "
+                       "expiry)", val);
+    return 0;
 }
 
 static int

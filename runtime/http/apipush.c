@@ -196,8 +196,13 @@ f_expires_at(jr_push *p, const jv *v, char *why, size_t size)
     if (v->type == 'n')
         return p->expires_at = v->num, 0;
     if (v->type == 's' && jr_parse_time(v->s, "expires_at", &p->expires_at,
-                                        &err) == 0)
+                                        &err) == 0) {
+        /* 0 is "no expiry" to the library: the time 0 would be none */
+        if (p->expires_at <= 0)
+            return fail(why, size, "must be a time after "
+                        "1970-01-01T00:00:00Z (leave it out for no expiry)");
         return 0;
+    }
     return fail(why, size, "must be epoch seconds or a time such as "
                 "\"2026-11-22T10:00:00Z\"");
 }
