@@ -51,5 +51,46 @@ for _, backend in ipairs(jr.backends()) do
         end
       end
     end)
+
+    it("the HTTP API refuses a name a reload brought; a name in both: the remove the log names takes its run-time copy", function()
+      env:script("t", "return function() end")
+      local base = H.start(env, "")
+      local http = ('http = { listen = "127.0.0.1:0", token = %q }'):format(H.TOKEN)
+      env:config(http .. ',\nschedules = { { name = "cfgr", every = "1h", job = "t" } }')
+      ok_cli(env, "reload")
+      jr.wait_for(function()
+        return env:log():find("reload: schedules: 1 added")
+      end, 15, "the reload")
+      local url = base .. "/api/schedules/cfgr"
+      for _, m in ipairs({ "POST", "PUT", "DELETE" }) do
+        local code, text = H.req(url, { method = m, token = true,
+          body = '{"every": "1s", "job": "t"}' })
+        assert.equal(400, code, m .. " " .. text)
+        assert.matches("schedule 'cfgr' is in the config file", text)
+      end
+      assert.equal(0, #env:query("SELECT name FROM schedule_defs"))
+      -- the library reads no config: a name in both, the log says the way out
+      local q = jr.client(env)
+      for _, how in ipairs({ "cli", "http" }) do
+        assert.is_true(q:schedule_add("cfgr", { every = "1s", job = "t" }))
+        jr.wait_for(function()
+          local _, n = env:log():gsub("schedule 'cfgr': in the config and added " ..
+            "at run time: the config's is followed; remove one %(jobrunner " ..
+            "schedule remove cfgr%)", "")
+          return n >= (how == "cli" and 1 or 2)
+        end, 15, "the runner names the way out")
+        if how == "cli" then
+          assert.matches("schedule 'cfgr' removed", ok_cli(env, "schedule", "remove", "cfgr"))
+        else
+          assert.is_true(H.json(url, 200, { method = "DELETE",
+            headers = { "Content-Type: application/json" } }).removed)
+        end
+        assert.equal(0, #env:query("SELECT name FROM schedule_defs"))
+      end
+      local out, err, code = env:cli("schedule", "remove", "cfgr")
+      assert.equal(2, code, out .. err)
+      assert.matches("schedule 'cfgr' is in the config file", err)
+      assert.equal(0, env:stop())
+    end)
   end)
 end

@@ -20,7 +20,8 @@ in_config(const jr_schedput_cfg *cfg, const char *name)
 
     for (i = 0; cfg != NULL && cfg->schedules != NULL &&
          i < cfg->schedules->n; i++)
-        if (strcmp(cfg->schedules->s[i].name, name) == 0)
+        if (!cfg->schedules->s[i].runtime &&
+            strcmp(cfg->schedules->s[i].name, name) == 0)
             return &cfg->schedules->s[i];
     return NULL;
 }
@@ -118,6 +119,13 @@ jr_schedput(const jr_backend_ops *ops, jr_backend *b,
     if (jr_name_check(name, "schedule name", err) < 0) {
         err->code = JR_EINPUT;
         return -1;
+    }
+    /* a name in both: its run-time copy may go (the way out the runner's
+     * log names), nothing else */
+    if (in_config(cfg, name) != NULL && what == JR_SCHEDPUT_REMOVE) {
+        int rc = ops->sched_def_put(b, name, NULL, NULL, err);
+        if (rc == 0 || err->code != JR_ENOTFOUND)
+            return rc < 0 ? -1 : 0;
     }
     if (in_config(cfg, name) != NULL)
         return jr_fail(err, JR_EINPUT, "schedule '%s' is in the config "
