@@ -92,5 +92,40 @@ for _, backend in ipairs(jr.backends()) do
       assert.matches("schedule 'cfgr' is in the config file", err)
       assert.equal(0, env:stop())
     end)
+
+    it("a change naming both cron and every, a field given twice or an unknown field to remove is refused, named", function()
+      env:config("")
+      ok_cli(env, "migrate")
+      ok_cli(env, "schedule", "add", "two", "--every", "1h", "--jitter", "5s")
+      local function refused(pattern, ...)
+        local out, err, code = env:cli(...)
+        assert.equal(2, code, out .. err)
+        assert.matches(pattern, err)
+      end
+      refused("schedule 'two': 'cron' and 'every' are both set: choose one",
+        "schedule", "set", "two", "--cron", "*/5 * * * *", "--every", "1s")
+      refused("schedule set: 'every' is given twice %(%-%-every, then %-%-every%)",
+        "schedule", "set", "two", "--every", "1s", "--every", "2s")
+      refused("schedule add: 'tz' is given twice %(%-%-timezone, then %-%-tz%)",
+        "schedule", "add", "other", "--every", "1s", "--timezone", "UTC", "--tz", "UTC")
+      refused("schedule set: 'jitter' is given twice %(%-%-jitter, then %-%-unset%)",
+        "schedule", "set", "two", "--jitter", "1s", "--unset", "jitter")
+      refused("schedule 'two': 'jiter' is not a field to remove %(valid: cron, every",
+        "schedule", "set", "two", "--unset", "jiter")
+      local q = jr.client(env)
+      local ok, msg = q:schedule_set("two", { cron = "* * * * *", every = "1s" })
+      assert.is_nil(ok)
+      assert.matches("schedule 'two': 'cron' and 'every' are both set", msg)
+      ok, msg = q:schedule_set("two", "{bad")
+      assert.is_nil(ok)
+      assert.matches("schedule 'two': the change is not JSON", msg)
+      local def = cjson.decode(env:query("SELECT def FROM schedule_defs")[1].def)
+      assert.same({ every = "1h", jitter = "5s" }, def)
+      assert.is_nil(env:query("SELECT def FROM schedule_defs WHERE name = 'other'")[1])
+      -- one of them alone replaces the other, as documented
+      ok_cli(env, "schedule", "set", "two", "--cron", "*/5 * * * *", "--unset", "jitter")
+      def = cjson.decode(env:query("SELECT def FROM schedule_defs")[1].def)
+      assert.same({ cron = "*/5 * * * *" }, def)
+    end)
   end)
 end

@@ -92,7 +92,7 @@ set(const jr_backend_ops *ops, jr_backend *b, const jr_schedput_cfg *cfg,
         free(def);
         def = NULL;
         if (jr_schedput_get(ops, b, name, &old, err) < 0 ||
-            jr_scheddef_merge(old, change, &def, err) < 0 ||
+            jr_scheddef_merge(name, old, change, &def, err) < 0 ||
             check(cfg, name, def, err) < 0 ||
             (rc = ops->sched_def_put(b, name, def, old, err)) < 0)
             rc = -1;
