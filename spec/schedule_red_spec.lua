@@ -127,5 +127,25 @@ for _, backend in ipairs(jr.backends()) do
       def = cjson.decode(env:query("SELECT def FROM schedule_defs")[1].def)
       assert.same({ cron = "*/5 * * * *" }, def)
     end)
+
+    it("a backfill from the epoch of a schedule that starts now walks only its own instants", function()
+      env:config("")
+      ok_cli(env, "migrate")
+      local now = math.floor(jr.now())
+      ok_cli(env, "schedule", "add", "late", "--every", "1s", "--job", "l",
+        "--start-at", "@" .. (now - 5))
+      -- before, each second since 1970 was walked (a minute of CPU on a
+      -- loaded machine, the HTTP API's database thread held as long)
+      local out, err, code = jr.sh(("cd %s && timeout 8 %s -c %s schedule backfill late @1 @%d")
+        :format(jr.quote(env.dir), jr.quote(jr.bin), jr.quote(env.config_file), now - 1))
+      assert.equal(0, code, out .. err)
+      assert.matches("pushed 5 jobs", out)
+      ok_cli(env, "schedule", "add", "gone", "--every", "1s", "--job", "g",
+        "--end-at", "@" .. (now - 100))
+      assert.matches("pushed 0 jobs", ok_cli(env, "schedule", "backfill", "gone",
+        "@" .. (now - 50), "@" .. (now - 1)))
+      assert.matches("pushed 3 jobs", ok_cli(env, "schedule", "backfill", "gone",
+        "@" .. (now - 102), "@" .. (now - 1)))
+    end)
   end)
 end

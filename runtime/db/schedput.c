@@ -184,6 +184,15 @@ jr_schedput_backfill(const jr_backend_ops *ops, jr_backend *b,
     if (to > now)
         return jr_fail(err, JR_EINPUT, "schedule '%s': backfill: TO is in "
                        "the future (the runners fire from now on)", s->name);
+    /* within start_at and end_at first: the instants outside them are
+     * not counted, and a window of years before a start would be walked
+     * second by second */
+    if (s->start_at > 0 && from < s->start_at)
+        from = s->start_at;
+    if (s->end_at > 0 && to > s->end_at)
+        to = s->end_at;
+    if (from > to)
+        return 0;
     if ((f = calloc(JR_BACKFILL_MAX, sizeof *f)) == NULL)
         return jr_fail(err, JR_ENOMEM, "out of memory");
     for (t = from - 0.001; jr_cron_next(&s->cron, s->tz, t, &t) == 0 &&
