@@ -147,5 +147,33 @@ for _, backend in ipairs(jr.backends()) do
       assert.matches("pushed 3 jobs", ok_cli(env, "schedule", "backfill", "gone",
         "@" .. (now - 102), "@" .. (now - 1)))
     end)
+
+    it("a field given null at an add is a field not given (the message said userdata)", function()
+      env:config("")
+      ok_cli(env, "migrate")
+      ok_cli(env, "schedule", "add", "nul", "--every", "1h", "--job", "nj",
+        "--payload", "null", "--jitter", "1s")
+      local q = jr.client(env)
+      assert.is_true(q:schedule_add("nul2", '{"every": null, "cron": "0 * * * *",' ..
+        ' "job": "nj", "payload": {"a": null, "b": 1}, "jitter": null}'))
+      local h = math.floor(jr.now() / 3600) * 3600 - 3600
+      for _, name in ipairs({ "nul", "nul2" }) do
+        assert.matches("pushed 1 job", ok_cli(env, "schedule", "backfill", name,
+          "@" .. h, "@" .. h))
+      end
+      local payloads = {}
+      for _, j in ipairs(env:jobs("name = 'nj'")) do
+        payloads[#payloads + 1] = j.payload:gsub("%s", "")
+      end
+      table.sort(payloads)
+      assert.same({ '{"a":null,"b":1}', "{}" }, payloads)
+      local ok, msg = q:schedule_add("nul3", '{"every": "1h", "job": null, "queue": 5}')
+      assert.is_nil(ok)
+      assert.matches("schedule 'nul3': 'queue'", msg)
+      assert.not_matches("userdata", msg)
+      ok, msg = q:schedule_add("nul3", '{"cron": null}')
+      assert.is_nil(ok)
+      assert.matches("schedule 'nul3': 'cron' is missing", msg)
+    end)
   end)
 end

@@ -67,6 +67,16 @@ pread(lua_State *L)
     lua_settop(L, 0);
     if (decode_obj(L, name, "definition", def, err) < 0)
         return lua_pushinteger(L, -1), 1;
+    lua_pushnil(L);                     /* a field null is a field unset */
+    while (lua_next(L, 1)) {                         /* def k v */
+        if (lua_type(L, -1) == LUA_TLIGHTUSERDATA &&
+            lua_touserdata(L, -1) == NULL) {
+            lua_pushvalue(L, -2);
+            lua_pushnil(L);
+            lua_settable(L, 1);         /* clearing a field: next goes on */
+        }
+        lua_pop(L, 1);
+    }
     lua_getfield(L, 1, "name");
     rc = !lua_isnil(L, -1) && (lua_type(L, -1) != LUA_TSTRING ||
                                strcmp(lua_tostring(L, -1), name) != 0);
