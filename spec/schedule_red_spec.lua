@@ -175,5 +175,51 @@ for _, backend in ipairs(jr.backends()) do
       assert.is_nil(ok)
       assert.matches("schedule 'nul3': 'cron' is missing", msg)
     end)
+
+    it("at most 1000 schedules are managed at run time; adds racing for the last place make one", function()
+      env:config("")
+      ok_cli(env, "migrate")
+      -- 998 rows written as SQL (each runner would read them all at every
+      -- change: 20000 took it seconds a change), then two adds
+      env:exec(env.backend == "postgres" and
+        [[INSERT INTO schedule_defs (name, def) SELECT 'f' || g, '{"every": "1h"}'
+          FROM generate_series(1, 998) g]] or
+        [[WITH RECURSIVE g(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM g WHERE n < 998)
+          INSERT INTO schedule_defs (name, def) SELECT 'f' || n, '{"every": "1h"}' FROM g]])
+      ok_cli(env, "schedule", "add", "last", "--every", "1h")
+      -- four processes race for the thousandth place: one gets it
+      local cmd = ("cd %s && %s -c %s schedule add"):format(jr.quote(env.dir),
+        jr.quote(jr.bin), jr.quote(env.config_file))
+      local go, script = env.dir .. "/go", {}
+      for i = 1, 4 do
+        script[#script + 1] = ("(while [ ! -e %s ]; do sleep 0.01; done; %s r%d --every 1h" ..
+          " > %s/out%d 2>&1; echo $? >> %s/out%d) &"):format(jr.quote(go), cmd, i,
+          jr.quote(env.dir), i, jr.quote(env.dir), i)
+      end
+      script[#script + 1] = "sleep 0.3; touch " .. jr.quote(go) .. "; wait"
+      jr.sh(table.concat(script, "\n"))
+      local added = 0
+      for i = 1, 4 do
+        local out = jr.read_file(("%s/out%d"):format(env.dir, i))
+        if out:match("\n0\n$") then
+          added = added + 1
+        else
+          assert.matches(("schedule 'r%d': 1000 schedules are managed at run time " ..
+            "already, the most; remove one first\n2\n$"):format(i), out)
+        end
+      end
+      assert.equal(1, added)
+      assert.equal(1000, tonumber(env:query("SELECT count(*) AS n FROM schedule_defs")[1].n))
+      local q = jr.client(env)
+      local ok, msg = q:schedule_add("more", { every = "1h" })
+      assert.is_nil(ok)
+      assert.matches("1000 schedules are managed at run time already", msg)
+      -- a name that exists says so; a set and a remove still work
+      local out, err = env:cli("schedule", "add", "last", "--every", "1h")
+      assert.matches("schedule 'last' exists", out .. err)
+      ok_cli(env, "schedule", "set", "last", "--every", "2h")
+      ok_cli(env, "schedule", "remove", "last")
+      assert.is_true(q:schedule_add("more", { every = "1h" }))
+    end)
   end)
 end
