@@ -221,5 +221,20 @@ for _, backend in ipairs(jr.backends()) do
       ok_cli(env, "schedule", "remove", "last")
       assert.is_true(q:schedule_add("more", { every = "1h" }))
     end)
+
+    it("the HTTP API's backfill takes no window before the epoch", function()
+      local base = H.start(env, "")
+      H.json(base .. "/api/schedules/neg", 201, { method = "POST",
+        body = '{"every": "1h", "job": "n"}' })
+      for _, body in ipairs({ '{"from": -7200, "to": 0}', '{"from": -1e400, "to": 10}',
+                              '{"from": -1e300, "to": 10}' }) do
+        local code, text = H.req(base .. "/api/schedules/neg/backfill", { method = "POST",
+          token = true, body = body })
+        assert.equal(400, code, body .. " " .. text)
+        assert.matches("schedule 'neg': backfill: FROM and TO must be epoch seconds", text)
+      end
+      assert.equal(0, #env:jobs("name = 'n'"))
+      assert.equal(0, env:stop())
+    end)
   end)
 end

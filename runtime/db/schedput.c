@@ -178,6 +178,9 @@ jr_schedput_backfill(const jr_backend_ops *ops, jr_backend *b,
     long n = 0, i;
     int rc;
 
+    if (!isfinite(from) || !isfinite(to) || from < 0 || to < 0)
+        return jr_fail(err, JR_EINPUT, "schedule '%s': backfill: FROM and "
+                       "TO must be epoch seconds", s->name);
     if (!(from <= to))
         return jr_fail(err, JR_EINPUT, "schedule '%s': backfill: FROM is "
                        "after TO", s->name);
