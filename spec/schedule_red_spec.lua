@@ -236,5 +236,39 @@ for _, backend in ipairs(jr.backends()) do
       assert.equal(0, #env:jobs("name = 'n'"))
       assert.equal(0, env:stop())
     end)
+
+    it("the Lua module refuses a name or a definition holding a NUL byte (C saw another schedule)", function()
+      env:config("")
+      ok_cli(env, "migrate")
+      local q = jr.client(env)
+      assert.is_true(q:schedule_add("zz", { every = "1h", job = "z" }))
+      local calls = {
+        function() return q:schedule_add("zz\0evil", { every = "2h" }) end,
+        function() return q:schedule_set("zz\0x", { every = "2h" }) end,
+        function() return q:schedule_pause("zz\0x") end,
+        function() return q:schedule_resume("zz\0x") end,
+        function() return q:schedule_fire("zz\0x") end,
+        function() return q:schedule_backfill("zz\0x", 0, 3600) end,
+        function() return q:schedule_remove("zz\0x") end,
+      }
+      for i, call in ipairs(calls) do
+        local ok, msg = call()
+        assert.is_nil(ok, "call " .. i)
+        assert.matches("invalid schedule name 'zz': character 3", msg)
+      end
+      local ok, msg = q:schedule_add("zy", '{"every": "1h"}\0{"every": "1s"}')
+      assert.is_nil(ok)
+      assert.matches("schedule 'zy': the definition holds a NUL byte %(byte 16%)", msg)
+      local t = {}
+      t.self = t
+      ok, msg = q:schedule_add("cyc", { every = "1h", payload = t })
+      assert.is_nil(ok)
+      assert.matches("schedule 'cyc': the definition cannot be JSON", msg)
+      local rows = env:query("SELECT name, def FROM schedule_defs")
+      assert.equal(1, #rows)
+      assert.same({ every = "1h", job = "z" }, cjson.decode(rows[1].def))
+      assert.equal(0, #env:query("SELECT name FROM schedules"))  -- no pause, no fire asked
+      assert.equal(0, #env:jobs("name = 'z'"))
+    end)
   end)
 end
