@@ -270,5 +270,14 @@ for _, backend in ipairs(jr.backends()) do
       assert.equal(0, #env:query("SELECT name FROM schedules"))  -- no pause, no fire asked
       assert.equal(0, #env:jobs("name = 'z'"))
     end)
+
+    it("a runner with no schedule added at run time logs no run-time change", function()
+      env:config("")
+      local p = env:start()
+      jr.wait_for(function() return env:log(p):find("started") end, 20, "started")
+      jr.sleep(2.5)             -- the table's count is read each second
+      assert.equal(0, env:stop(nil, p))
+      assert.not_matches("run%-time change", env:log(p))
+    end)
   end)
 end
