@@ -4,7 +4,10 @@
 -- a jitter below a millisecond (the runner divided by zero), the HTTP
 -- API's writes after a reload brought a config name, the way out of a
 -- name in both (the remove the runner's log asks for), a change naming
--- both cron and every.
+-- both cron and every (an option twice, a field to remove that is none),
+-- a backfill from the epoch of a schedule starting now, fields given
+-- null, the 1000th schedule raced for, a window before 1970, a NUL byte
+-- in a name the Lua module takes, a start's log with none added.
 local jr = require "jr"
 local H = require "jrhttp"
 local cjson = require "cjson"
