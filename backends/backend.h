@@ -327,6 +327,9 @@ typedef struct jr_backend_opts {
 } jr_backend_opts;
 
 #define JR_LIMIT_TOP 5          /* keys limit_use lists */
+#define JR_SCHEDDEFS_MAX 1000   /* schedules managed at run time at most
+                                   (each change, every runner reads them
+                                   all), as a config's */
 
 /* One limit's use, as `jobrunner limits` shows it. */
 typedef struct jr_limit_use {
@@ -642,8 +645,9 @@ typedef struct jr_limit_use {
      * caller checked, jr_scheddef_read) with old NULL adds it (JR_EINPUT
      * when it exists); with old, replaces it if its definition is still
      * old (0 when another change came between: read it again); def NULL
-     * removes it. JR_ENOTFOUND when a set or a remove finds none. Returns
-     * 1 when written. */ \
+     * removes it. JR_ENOTFOUND when a set or a remove finds none; an add
+     * beyond JR_SCHEDDEFS_MAX schedules is JR_EINPUT. Returns 1 when
+     * written. */ \
     X(int, sched_def_put, (jr_backend *b, const char *name, \
                            const char *def, const char *old, jr_err *err)) \
     /* Reads the count of changes; when it is not *rev, calls cb for each

@@ -52,6 +52,14 @@ def_count(jr_backend *b, const char *tmpl, const char *name,
 }
 
 static int
+full(const char *name, jr_err *err)
+{
+    return jr_fail(err, JR_EINPUT, "schedule '%s': %d schedules are managed "
+                   "at run time already, the most; remove one first", name,
+                   JR_SCHEDDEFS_MAX);
+}
+
+static int
 put_tx(jr_backend *b, const char *name, const char *def, const char *old,
        jr_err *err)
 {
@@ -63,6 +71,13 @@ put_tx(jr_backend *b, const char *name, const char *def, const char *old,
                   "$3::text IS NULL", name, NULL, NULL, err) < 0)
         return -1;
     if (def != NULL && old == NULL) {
+        char off[24];
+        snprintf(off, sizeof off, "%d", JR_SCHEDDEFS_MAX - 1);
+        /* after the count's lock: two adds at once count one another */
+        if ((rc = def_count(b, "SELECT 1 FROM {{schema}}.schedule_defs "
+                            "WHERE name <> $1 AND $2::text IS NULL OFFSET "
+                            "$3::int LIMIT 1", name, NULL, off, err)) != 0)
+            return rc < 0 ? -1 : full(name, err);
         rc = def_count(b, "INSERT INTO {{schema}}.schedule_defs (name, def) "
                        "SELECT $1, $2 WHERE $3::text IS NULL ON CONFLICT "
                        "DO NOTHING", name, def, NULL, err);

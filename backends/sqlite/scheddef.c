@@ -47,6 +47,24 @@ exists(jr_backend *b, const char *name, jr_err *err)
     return rc == SQLITE_ROW;
 }
 
+/* Whether JR_SCHEDDEFS_MAX run-time schedules exist: 1, 0, or -1. */
+static int
+full(jr_backend *b, jr_err *err)
+{
+    sqlite3_stmt *s;
+    int rc;
+
+    if (sqlite3_prepare_v2(b->db, "SELECT 1 FROM schedule_defs LIMIT 1 "
+                           "OFFSET ?1", -1, &s, NULL) != SQLITE_OK)
+        return jr_sqlite_fail(b, err, "reading the schedules");
+    sqlite3_bind_int(s, 1, JR_SCHEDDEFS_MAX - 1);
+    rc = sqlite3_step(s);
+    sqlite3_finalize(s);
+    if (rc != SQLITE_ROW && rc != SQLITE_DONE)
+        return jr_sqlite_fail(b, err, "reading the schedules");
+    return rc == SQLITE_ROW;
+}
+
 static int
 put_tx(jr_backend *b, const char *name, const char *def, const char *old,
        jr_err *err)
@@ -54,6 +72,12 @@ put_tx(jr_backend *b, const char *name, const char *def, const char *old,
     int rc;
 
     if (def != NULL && old == NULL) {
+        if ((rc = exists(b, name, err)) == 0 && (rc = full(b, err)) > 0)
+            return jr_fail(err, JR_EINPUT, "schedule '%s': %d schedules "
+                           "are managed at run time already, the most; "
+                           "remove one first", name, JR_SCHEDDEFS_MAX);
+        if (rc < 0)
+            return -1;
         rc = def_sql(b, "INSERT OR IGNORE INTO schedule_defs (name, def, "
                      "created_at, updated_at) SELECT ?1, ?2, ?4, ?4 WHERE "
                      "?3 IS NULL", name, def, NULL, err);

@@ -37,8 +37,22 @@ static const struct opt {
                  "--max-retries, --catch-up, --timezone, --overlap, " \
                  "--jitter, --start-at, --end-at"
 
+/* The field argv[i] (a flag, else --unset's value) names; NULL: none. */
+static const char *
+field_at(jr_cli *cli, int i, int set)
+{
+    const struct opt *o;
+
+    if (set && strcmp(cli->argv[i], "--unset") == 0)
+        return cli->argv[i + 1];
+    for (o = opts; o->flag && strcmp(o->flag, cli->argv[i]) != 0; o++)
+        ;
+    return o->field;
+}
+
 /* The definition of argv[from..argc) (pairs FLAG VALUE; set also takes
- * --unset FIELD) into *def (malloc'd). 0, or a usage error said. */
+ * --unset FIELD; a field given twice is refused) into *def (malloc'd).
+ * 0, or a usage error said. */
 static int
 definition(jr_cli *cli, int from, int set, char **def)
 {
@@ -56,6 +70,17 @@ definition(jr_cli *cli, int from, int set, char **def)
     fputc('{', f);
     for (i = from; i < cli->argc; i += 2) {
         const char *flag = cli->argv[i], *val = cli->argv[i + 1];
+        const char *field = val != NULL ? field_at(cli, i, set) : NULL;
+        int k;
+
+        for (k = from; field != NULL && k < i; k += 2)
+            if (strcmp(field_at(cli, k, set), field) == 0) {
+                fclose(f);
+                free(*def);
+                return jr_cmd_usage("schedule %s: '%.60s' is given twice "
+                                    "(%s, then %s)", cli->argv[0], field,
+                                    cli->argv[k], flag);
+            }
         if (set && strcmp(flag, "--unset") == 0 && val != NULL) {
             fputs(sep, f);
             jr_json_str(f, val);

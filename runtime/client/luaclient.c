@@ -97,6 +97,16 @@ jr_luaclient_fail(lua_State *L, const char *msg)
     return 2;
 }
 
+const char *
+jr_luaclient_schedule_name(lua_State *L, int idx, jr_err *err)
+{
+    size_t len;
+    const char *name = luaL_checklstring(L, idx, &len);
+
+    return jr_name_check_len(name, len, "schedule name", err) < 0 ? NULL :
+           name;
+}
+
 /* Pushes the outcome of a push: duplicate (a boolean: no new job) and
  * what happened ("new", "duplicate", "replaced", "superseded": a new job
  * in place of a running one cancelled).  [-0, +2, m] */

@@ -1,12 +1,13 @@
 /* luaclient.h - what the producer module's two files share: the handle's
  * box and metatable name, the handle check, the nil-and-message return
  * (luaclient.c), and the control methods (luacontrol.c). Uses
- * jobrunner.h. */
+ * jobrunner.h, err.h. */
 #ifndef JR_LUACLIENT_H
 #define JR_LUACLIENT_H
 
 #include <lua.h>
 
+#include "base/err.h"
 #include "client/jobrunner.h"
 
 #define JR_CLIENT_MT "jobrunner.client"
@@ -19,6 +20,10 @@ typedef struct client_box {
 jr_client *jr_luaclient_check(lua_State *L);
 /* Returns nil, msg.  [-0, +2, m] */
 int jr_luaclient_fail(lua_State *L, const char *msg);
+/* The schedule name at argument idx (a string, else raises); NULL with
+ * the message in err when it is not a valid name, a NUL byte inside
+ * included (C would see a shorter name: another schedule).  [-0, +0, v] */
+const char *jr_luaclient_schedule_name(lua_State *L, int idx, jr_err *err);
 
 /* luacontrol.c: q:cancel, q:show, q:list, q:pause, q:resume, q:queues */
 int jr_luaclient_cancel(lua_State *L);

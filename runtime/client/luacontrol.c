@@ -330,8 +330,11 @@ static int
 client_schedule(lua_State *L, int pause)             /* q name */
 {
     jr_client *c = jr_luaclient_check(L);
-    const char *name = luaL_checkstring(L, 2);
+    jr_err err;
+    const char *name = jr_luaclient_schedule_name(L, 2, &err);
 
+    if (name == NULL)
+        return jr_luaclient_fail(L, err.msg);
     if ((pause ? jr_client_schedule_pause(c, name) :
          jr_client_schedule_resume(c, name)) != JR_CLIENT_OK)
         return jr_luaclient_fail(L, jr_client_errmsg(c));
@@ -359,9 +362,12 @@ int
 jr_luaclient_schedule_fire(lua_State *L)             /* q name [at] */
 {
     jr_client *c = jr_luaclient_check(L);
-    const char *name = luaL_checkstring(L, 2);
+    jr_err err;
+    const char *name = jr_luaclient_schedule_name(L, 2, &err);
     double at = luaL_optnumber(L, 3, 0);
 
+    if (name == NULL)
+        return jr_luaclient_fail(L, err.msg);
     luaL_argcheck(L, at >= 0 && at <= 253402300799.0, 3,
                   "at must be epoch seconds");
     if (jr_client_schedule_fire(c, name, &at) != JR_CLIENT_OK)

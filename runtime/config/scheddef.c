@@ -67,6 +67,16 @@ pread(lua_State *L)
     lua_settop(L, 0);
     if (decode_obj(L, name, "definition", def, err) < 0)
         return lua_pushinteger(L, -1), 1;
+    lua_pushnil(L);                     /* a field null is a field unset */
+    while (lua_next(L, 1)) {                         /* def k v */
+        if (lua_type(L, -1) == LUA_TLIGHTUSERDATA &&
+            lua_touserdata(L, -1) == NULL) {
+            lua_pushvalue(L, -2);
+            lua_pushnil(L);
+            lua_settable(L, 1);         /* clearing a field: next goes on */
+        }
+        lua_pop(L, 1);
+    }
     lua_getfield(L, 1, "name");
     rc = !lua_isnil(L, -1) && (lua_type(L, -1) != LUA_TSTRING ||
                                strcmp(lua_tostring(L, -1), name) != 0);
@@ -124,6 +134,37 @@ jr_scheddef_read(const char *name, const char *def, const char *timezone,
     return rc < 0 ? -1 : 0;
 }
 
+#define FIELDS "cron, every, tz, payload, queue, priority, max_retries, " \
+               "catch_up, job, overlap, jitter, start_at, end_at"
+
+/* Whether k is a field a change may remove (one of FIELDS). */
+static int
+removable(const char *k)
+{
+    static const char *const fields[] = {"cron", "every", "tz", "payload",
+        "queue", "priority", "max_retries", "catch_up", "job", "overlap",
+        "jitter", "start_at", "end_at", NULL};
+    int i;
+
+    for (i = 0; fields[i] != NULL; i++)
+        if (strcmp(fields[i], k) == 0)
+            return 1;
+    return 0;
+}
+
+/* Whether the change (index 2) gives field k a value (not null). */
+static int
+set_in(lua_State *L, const char *k)
+{
+    int set;
+
+    lua_getfield(L, 2, k);
+    set = !lua_isnil(L, -1) && !(lua_type(L, -1) == LUA_TLIGHTUSERDATA &&
+                                 lua_touserdata(L, -1) == NULL);
+    lua_pop(L, 1);
+    return set;
+}
+
 static int
 pmerge(lua_State *L)
 {
@@ -135,15 +176,26 @@ pmerge(lua_State *L)
     jr_buf *b;
 
     lua_settop(L, 0);
-    if (decode_obj(L, "?", "definition", def, err) < 0 ||
-        decode_obj(L, "?", "change", patch, err) < 0)
+    if (decode_obj(L, a->name, "definition", def, err) < 0 ||
+        decode_obj(L, a->name, "change", patch, err) < 0)
         return lua_pushinteger(L, -1), 1;
+    if (set_in(L, "cron") && set_in(L, "every")) {  /* which would stay? */
+        jr_fail(err, JR_EINPUT, "schedule '%s': 'cron' and 'every' are "
+                "both set: choose one", a->name);
+        return lua_pushinteger(L, -1), 1;
+    }
     lua_pushnil(L);                                  /* def patch nil */
     while (lua_next(L, 2)) {                         /* def patch k v */
         const char *k = lua_tostring(L, -2);
         if (strcmp(k, "cron") == 0 || strcmp(k, "every") == 0) {
             lua_pushnil(L);
             lua_setfield(L, 1, strcmp(k, "cron") == 0 ? "every" : "cron");
+        }
+        if (lua_touserdata(L, -1) == NULL && lua_type(L, -1) ==
+            LUA_TLIGHTUSERDATA && !removable(k)) {   /* a typo undoes nothing */
+            jr_fail(err, JR_EINPUT, "schedule '%s': '%.60s' is not a field "
+                    "to remove (valid: " FIELDS ")", a->name, k);
+            return lua_pushinteger(L, -1), 1;
         }
         lua_pushvalue(L, -2);
         if (lua_touserdata(L, -2) == NULL && lua_type(L, -2) ==
@@ -167,10 +219,10 @@ pmerge(lua_State *L)
 }
 
 int
-jr_scheddef_merge(const char *def, const char *patch, char **out,
-                  jr_err *err)
+jr_scheddef_merge(const char *name, const char *def, const char *patch,
+                  char **out, jr_err *err)
 {
-    args a = {"?", def, NULL, patch, 0, NULL, out, err};
+    args a = {name, def, NULL, patch, 0, NULL, out, err};
     lua_State *L;
     int rc;
 

@@ -20,9 +20,9 @@ int jr_scheddef_read(const char *name, const char *def,
                      const char *timezone, size_t max_payload,
                      jr_schedules *out, jr_err *err);
 /* Merges patch (a JSON object of fields; null removes one; cron and
- * every replace each other) into def, into *out (malloc'd). -1 with err
- * set. */
-int jr_scheddef_merge(const char *def, const char *patch, char **out,
-                      jr_err *err);
+ * every replace each other, a patch giving both is refused) into def,
+ * schedule name's, into *out (malloc'd). -1 with err set. */
+int jr_scheddef_merge(const char *name, const char *def, const char *patch,
+                      char **out, jr_err *err);
 
 #endif

@@ -83,10 +83,11 @@ double
 jr_schedule_jitter(const jr_schedule *s, double at)
 {
     uint64_t h = 14695981039346656037ULL;       /* FNV-1a */
+    uint64_t ms = s->jitter >= 0.001 ? (uint64_t)(s->jitter * 1000) : 0;
     char text[64];
     const char *p;
 
-    if (s->jitter <= 0)
+    if (ms == 0)                /* below a millisecond: no whole one */
         return 0;
     snprintf(text, sizeof text, "@%.3f", at);
     for (p = s->name; *p; p++)
@@ -94,7 +95,7 @@ jr_schedule_jitter(const jr_schedule *s, double at)
     for (p = text; *p; p++)
         h = (h ^ (unsigned char)*p) * 1099511628211ULL;
     /* whole milliseconds below jitter */
-    return (double)(h % (uint64_t)(s->jitter * 1000)) / 1000.0;
+    return (double)(h % ms) / 1000.0;
 }
 
 void

@@ -20,7 +20,8 @@ in_config(const jr_schedput_cfg *cfg, const char *name)
 
     for (i = 0; cfg != NULL && cfg->schedules != NULL &&
          i < cfg->schedules->n; i++)
-        if (strcmp(cfg->schedules->s[i].name, name) == 0)
+        if (!cfg->schedules->s[i].runtime &&
+            strcmp(cfg->schedules->s[i].name, name) == 0)
             return &cfg->schedules->s[i];
     return NULL;
 }
@@ -91,7 +92,7 @@ set(const jr_backend_ops *ops, jr_backend *b, const jr_schedput_cfg *cfg,
         free(def);
         def = NULL;
         if (jr_schedput_get(ops, b, name, &old, err) < 0 ||
-            jr_scheddef_merge(old, change, &def, err) < 0 ||
+            jr_scheddef_merge(name, old, change, &def, err) < 0 ||
             check(cfg, name, def, err) < 0 ||
             (rc = ops->sched_def_put(b, name, def, old, err)) < 0)
             rc = -1;
@@ -118,6 +119,13 @@ jr_schedput(const jr_backend_ops *ops, jr_backend *b,
     if (jr_name_check(name, "schedule name", err) < 0) {
         err->code = JR_EINPUT;
         return -1;
+    }
+    /* a name in both: its run-time copy may go (the way out the runner's
+     * log names), nothing else */
+    if (in_config(cfg, name) != NULL && what == JR_SCHEDPUT_REMOVE) {
+        int rc = ops->sched_def_put(b, name, NULL, NULL, err);
+        if (rc == 0 || err->code != JR_ENOTFOUND)
+            return rc < 0 ? -1 : 0;
     }
     if (in_config(cfg, name) != NULL)
         return jr_fail(err, JR_EINPUT, "schedule '%s' is in the config "
@@ -170,12 +178,24 @@ jr_schedput_backfill(const jr_backend_ops *ops, jr_backend *b,
     long n = 0, i;
     int rc;
 
+    if (!isfinite(from) || !isfinite(to) || from < 0 || to < 0)
+        return jr_fail(err, JR_EINPUT, "schedule '%s': backfill: FROM and "
+                       "TO must be epoch seconds", s->name);
     if (!(from <= to))
         return jr_fail(err, JR_EINPUT, "schedule '%s': backfill: FROM is "
                        "after TO", s->name);
     if (to > now)
         return jr_fail(err, JR_EINPUT, "schedule '%s': backfill: TO is in "
                        "the future (the runners fire from now on)", s->name);
+    /* within start_at and end_at first: the instants outside them are
+     * not counted, and a window of years before a start would be walked
+     * second by second */
+    if (s->start_at > 0 && from < s->start_at)
+        from = s->start_at;
+    if (s->end_at > 0 && to > s->end_at)
+        to = s->end_at;
+    if (from > to)
+        return 0;
     if ((f = calloc(JR_BACKFILL_MAX, sizeof *f)) == NULL)
         return jr_fail(err, JR_ENOMEM, "out of memory");
     for (t = from - 0.001; jr_cron_next(&s->cron, s->tz, t, &t) == 0 &&

@@ -16,7 +16,8 @@ struct jr_backend;
 enum { JR_SCHEDPUT_ADD = 1, JR_SCHEDPUT_SET, JR_SCHEDPUT_REMOVE };
 
 /* The config's side of a change: its schedules (NULL: unknown, as the
- * library's), default zone and max_payload. */
+ * library's; those marked runtime are skipped, so the list a runner
+ * follows will do), default zone and max_payload. */
 typedef struct jr_schedput_cfg {
     const jr_schedules *schedules;
     const char         *timezone;
@@ -25,8 +26,9 @@ typedef struct jr_schedput_cfg {
 
 /* ADD: def (a JSON object of the fields) is schedule name's; SET: def's
  * fields change it (null removes one); REMOVE: def unused. -1 with err
- * set: JR_EINPUT for a bad name or field, a name the config holds, or
- * an add of an existing one; JR_ENOTFOUND for a set or a remove of none.
+ * set: JR_EINPUT for a bad name or field, a name the config holds (a
+ * remove takes the run-time copy of a name in both), or an add of an
+ * existing one; JR_ENOTFOUND for a set or a remove of none.
  * On success, *out (when not NULL) receives the definition written
  * (malloc'd; NULL for a remove). */
 int  jr_schedput(const struct jr_backend_ops *ops, struct jr_backend *b,

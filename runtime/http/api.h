@@ -93,7 +93,8 @@ typedef struct jr_apireq {
     int         status;         /* out: HTTP status */
     jr_buf      body;           /* out: JSON, or Prometheus text */
     size_t      max_payload;    /* SCHEDULE DEFS: the config's (mem: the
-                                   definition; schedules: the config's) */
+                                   definition; schedules: those the
+                                   runner follows) */
     double      from, to;       /* SCHEDULE BACKFILL: the window */
     const struct jr_keyring *keys;  /* JOB: the runner's, or NULL */
     int         decrypt;        /* JOB: its values shown decrypted */

@@ -85,8 +85,9 @@ static const jr_apiop op_backfill = {"schedule_backfill", 0, JR_SCOPE_WRITE,
 
 /* ---- the routes, in the loop ---- */
 
-/* A request for schedule c->arg with a copy of the config's schedules
- * (a reload may replace them while it runs); NULL: replied. */
+/* A request for schedule c->arg with a copy of the schedules the runner
+ * follows, its config's as last reloaded among them (a reload may
+ * replace them while it runs); NULL: replied. */
 static jr_apireq *
 sched_req(jr_apicall *c, const jr_apiop *op)
 {
@@ -100,7 +101,8 @@ sched_req(jr_apicall *c, const jr_apiop *op)
     if ((q = jr_api_req(c, op)) == NULL)
         return NULL;
     if ((q->schedules = calloc(1, sizeof *q->schedules)) == NULL ||
-        jr_schedules_copy(q->schedules, &c->host->cfg->schedules) < 0) {
+        jr_schedules_copy(q->schedules,
+                          c->host->schedules(c->host->runner)) < 0) {
         jr_http_error(c->req, 503, "out of memory");
         jr_apireq_free(q);
         return NULL;

@@ -205,8 +205,12 @@ apply(svc *v, const jr_schedules *cfg, const char *why)
     }
     v->sc = sc;
     free_sched(old);
-    jr_log(JR_LOG_INFO, "%s: schedules: %d added, %d changed, %d "
-           "removed, %d unchanged", why, added, changed, removed, kept);
+    /* a run-time read that changed nothing (the first, with none added
+     * at run time) is no news */
+    jr_log(added + changed + removed == 0 && strcmp(why, "reload") != 0 ?
+           JR_LOG_DEBUG : JR_LOG_INFO, "%s: schedules: %d added, %d "
+           "changed, %d removed, %d unchanged", why, added, changed,
+           removed, kept);
 }
 
 /* The config's schedules and the run-time ones whose names it does not
