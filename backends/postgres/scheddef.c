@@ -102,6 +102,12 @@ put_tx(jr_backend *b, const char *name, const char *def, const char *old,
             return jr_fail(err, JR_ENOTFOUND, "no schedule '%s' added at "
                            "run time", name);
     }
+    /* every runner wakes at the commit (the jobs' channel: a claim
+     * cycle, which reads the change; sched.c) */
+    if (rc > 0 && def_count(b, "SELECT pg_notify($1, '') WHERE $2::text IS "
+                            "NULL AND $3::text IS NULL", b->channel, NULL,
+                            NULL, err) < 0)
+        return -1;
     return rc;
 }
 

@@ -33,6 +33,7 @@ typedef struct svc {            /* the service's state */
     jr_schedules dyn;           /* the run-time ones followed */
     int64_t     rev;            /* their count of changes read (-1: none) */
     int         want_defs;      /* read them again if it moved */
+    double      defs_at;        /* mono time of the last read of them */
     int         fire_due;       /* look for fires due */
     jr_flag_timer tick;         /* sets fire_due each second */
     double      looked;         /* wall time of the last look (0: none) */
@@ -364,7 +365,11 @@ due(master *m, void *st)
     v->fire_due = 0;
     warn_handlers(m, sc);
     sc->want_ctl = sc->n > 0;   /* each second: pauses, fires asked for */
-    v->want_defs = 1;           /* and the run-time schedules' changes */
+    /* and the run-time schedules' changes: each second where the runner
+     * cycles each second anyway (it has schedules, or polls each
+     * second); else in the cycles it has (fill), one a second at most,
+     * a change waking it (its write: the NOTIFY, the WAL) */
+    v->want_defs = sc->n > 0 || jr_svc_config(m)->poll_interval <= 1.0;
     if (sc->need_last)
         return 1;
     now = jr_now();
@@ -397,12 +402,18 @@ fill(master *m, void *st, jr_cycle *c)
     jr_sched_io *io = &v->io;
     int i;
 
+    double now = jr_mono();
+
     (void)m;
     jr_sched_io_reset(io);
+    if (now - v->defs_at >= 1.0)        /* a cycle it has: one a second */
+        v->want_defs = 1;
     if (sc == NULL || sc->ninflight > 0)
         return;
     io->read_ctl = sc->want_ctl;
     sc->want_ctl = 0;
+    if (v->want_defs)
+        v->defs_at = now;
     io->read_defs = v->want_defs;
     io->rev = v->rev;
     v->want_defs = 0;
