@@ -1,0 +1,44 @@
+-- tracing_red_spec.lua - tracing (docs/tracing.md) against careless and
+-- hostile input: an endpoint whose port or host is wrong is refused by
+-- check, with no user:password in the message; a header's bad value
+-- is named by its type.
+local jr = require "jr"
+
+for _, backend in ipairs(jr.backends()) do
+  describe(backend .. " tracing, red team:", function()
+    local env = jr.test_env(backend)
+
+    if backend == "sqlite" then   -- the config's checks need no database
+      it("refuses an endpoint with no host or a bad port, credentials masked", function()
+        local cases = {
+          { "http://c:99999", "has a port that is not a number from 1 to 65535" },
+          { "http://c:0", "has a port" },
+          { "http://c:-1", "has a port" },
+          { "http://c:", "has a port" },
+          { "http://c:80x/v", "has a port" },
+          { "http://user:s3cret@c:70000", "'http://***@c:70000' has a port" },
+          { "http://user:s3cret@:4318", "'http://***@:4318' names no host" },
+          { "http://:4318", "names no host" },
+          { "ftp://user:s3cret@c", "'ftp://***@c' is not an http://" },
+        }
+        for _, c in ipairs(cases) do
+          env:config(('tracing = { endpoint = %q }'):format(c[1]))
+          local _, err, code = env:cli("check")
+          assert.are_not.equal(0, code, c[1])
+          assert.truthy(err:find("tracing.endpoint", 1, true), c[1] .. ": " .. err)
+          assert.truthy(err:find(c[2], 1, true), c[1] .. ": " .. err)
+          assert.falsy(err:find("s3cret", 1, true), err)
+        end
+        for _, good in ipairs({ "http://c:1", "https://c:65535/otel",
+                                "http://u:p@c", "http://[::1]:4318" }) do
+          env:config(('tracing = { endpoint = %q }'):format(good))
+          local _, err, code = env:cli("check")
+          assert.equal(0, code, good .. ": " .. err)
+        end
+        env:config('tracing = { endpoint = "http://c", headers = { ["x-k"] = 5 } }')
+        local _, err = env:cli("check")
+        assert.truthy(err:find("tracing.headers.x-k' must be a string, got number", 1, true), err)
+      end)
+    end
+  end)
+end
