@@ -1,8 +1,15 @@
 -- tracing_red_spec.lua - tracing (docs/tracing.md) against careless and
 -- hostile input: an endpoint whose port or host is wrong is refused by
 -- check, with no user:password in the message; a header's bad value
--- is named by its type.
+-- is named by its type; POST /api/jobs keeps a good traceparent when the
+-- request's tracestate is malformed (W3C Trace Context: a tracestate's
+-- failure must not affect the traceparent) and joins several tracestate
+-- headers into one list.
 local jr = require "jr"
+local jrhttp = require "jrhttp"
+local cjson = require "cjson"
+
+local TP = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
 
 for _, backend in ipairs(jr.backends()) do
   describe(backend .. " tracing, red team:", function()
@@ -40,5 +47,32 @@ for _, backend in ipairs(jr.backends()) do
         assert.truthy(err:find("tracing.headers.x-k' must be a string, got number", 1, true), err)
       end)
     end
+
+    it("POST /api/jobs keeps the traceparent when the tracestate is bad, joins tracestates", function()
+      env:script("a", "return function() end")
+      local url = jrhttp.start(env)
+      local function push(headers)
+        local code, body = jrhttp.req(url .. "/api/jobs", { token = true,
+          body = '{"name": "a", "run_at": 4000000000}', headers = headers })
+        assert.equal(201, code, body)
+        local t = env:query("SELECT trace FROM jobs WHERE id = " ..
+                            cjson.decode(body).id)[1].trace
+        return t ~= cjson.null and t or nil
+      end
+      assert.equal(TP, push({ "traceparent: " .. TP, "tracestate: k=\1v" }))
+      assert.equal(TP, push({ "traceparent: " .. TP, "tracestate: k=é" }))
+      assert.equal(TP, push({ "traceparent: " .. TP,
+                              "tracestate: a=" .. ("b"):rep(600) }))
+      assert.equal(TP .. " a=1,b=2", push({ "traceparent: " .. TP,
+                                            "tracestate: a=1", "tracestate: b=2" }))
+      assert.equal(TP, push({ "traceparent: " .. TP, "tracestate: a=" .. ("b"):rep(300),
+                              "tracestate: c=" .. ("d"):rep(300) }))
+      -- a bad traceparent still drops both
+      assert.is_nil(push({ "traceparent: " .. TP:upper(), "tracestate: a=1" }))
+      local log = env:log()
+      assert.truthy(log:find("tracestate holds a byte 0x01", 1, true), log)
+      assert.truthy(log:find("pushed with the traceparent alone", 1, true), log)
+      assert.equal(0, env:stop())
+    end)
   end)
 end
