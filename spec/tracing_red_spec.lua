@@ -4,12 +4,36 @@
 -- is named by its type; POST /api/jobs keeps a good traceparent when the
 -- request's tracestate is malformed (W3C Trace Context: a tracestate's
 -- failure must not affect the traceparent) and joins several tracestate
--- headers into one list.
+-- headers into one list; a handler's jobrunner.http call giving its own
+-- tracestate header sends that one alone, not the job's beside it.
 local jr = require "jr"
 local jrhttp = require "jrhttp"
 local cjson = require "cjson"
 
 local TP = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
+
+-- Starts spec/otlp's receiver (its GET /callee records the trace headers
+-- it got) in env's dir; returns its base URL and its lines file.
+local function receiver(env)
+  local out, pidf = env.dir .. "/otlp.jsonl", env.dir .. "/otlp.pid"
+  os.execute(("cd %s && (node receiver.js 0 %s ok >%s 2>&1 & echo $! > %s)")
+    :format(jr.quote(jr.root .. "/spec/otlp"), jr.quote(out),
+            jr.quote(env.dir .. "/otlp.log"), jr.quote(pidf)))
+  local pid = jr.wait_for(function()
+    local f = io.open(pidf)
+    local s = f and f:read("a")
+    if f then f:close() end
+    return s and tonumber(s:match("%d+"))
+  end, 10, "receiver pid")
+  finally(function() os.execute("kill " .. pid .. " 2>/dev/null") end)
+  local port = jr.wait_for(function()
+    for _, l in ipairs(jr.lines(out)) do
+      local p = l:match('"listening":(%d+)')
+      if p then return p end
+    end
+  end, 20, "receiver listening")
+  return "http://127.0.0.1:" .. port, out
+end
 
 for _, backend in ipairs(jr.backends()) do
   describe(backend .. " tracing, red team:", function()
@@ -72,6 +96,38 @@ for _, backend in ipairs(jr.backends()) do
       local log = env:log()
       assert.truthy(log:find("tracestate holds a byte 0x01", 1, true), log)
       assert.truthy(log:find("pushed with the traceparent alone", 1, true), log)
+      assert.equal(0, env:stop())
+    end)
+
+    it("jobrunner.http sends the handler's own tracestate instead of the job's", function()
+      assert.is_truthy(io.open(jr.root .. "/spec/otlp/node_modules/@opentelemetry/" ..
+                               "otlp-transformer/package.json"),
+                       "spec/otlp's receiver is not installed: run make deps")
+      local base, out = receiver(env)
+      env:script("call", ([[
+        local jobrunner = require "jobrunner"
+        return { max_retries = 0, handle = function(job)
+          local h = job.payload.own and { TraceState = "mine=1" } or nil
+          assert(jobrunner.http{ url = %q, headers = h }.status == 200)
+        end }]]):format(base .. "/callee"))
+      env:config()
+      env:start()
+      local cmd = ("cd %s && TRACEPARENT=%s TRACESTATE=v=1 %s -c %s push call %s")
+      for _, payload in ipairs({ '{"own": true}', '{}' }) do
+        local _, err, code = jr.sh(cmd:format(jr.quote(env.dir), TP, jr.quote(jr.bin),
+          jr.quote(env.config_file), jr.quote(payload)))
+        assert.equal(0, code, err)
+      end
+      local got = jr.wait_for(function()
+        local r = {}
+        for _, l in ipairs(jr.lines(out)) do
+          local x = cjson.decode(l)
+          if x.callee ~= nil then r[#r + 1] = x.tracestate end
+        end
+        return #r >= 2 and r
+      end, 30, "two calls")
+      table.sort(got)
+      assert.same({ "mine=1", "v=1" }, got)
       assert.equal(0, env:stop())
     end)
   end)
