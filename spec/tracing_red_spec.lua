@@ -5,7 +5,9 @@
 -- request's tracestate is malformed (W3C Trace Context: a tracestate's
 -- failure must not affect the traceparent) and joins several tracestate
 -- headers into one list; a handler's jobrunner.http call giving its own
--- tracestate header sends that one alone, not the job's beside it.
+-- tracestate header sends that one alone, not the job's beside it; a
+-- jobrunner.span still open when its coroutine job times out or is
+-- cancelled is sent, failed, not lost.
 local jr = require "jr"
 local jrhttp = require "jrhttp"
 local cjson = require "cjson"
@@ -14,6 +16,13 @@ local TP = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
 
 -- Starts spec/otlp's receiver (its GET /callee records the trace headers
 -- it got) in env's dir; returns its base URL and its lines file.
+local function have_receiver()
+  local f = io.open(jr.root .. "/spec/otlp/node_modules/@opentelemetry/" ..
+                    "otlp-transformer/package.json")
+  if f then f:close() end
+  return f ~= nil
+end
+
 local function receiver(env)
   local out, pidf = env.dir .. "/otlp.jsonl", env.dir .. "/otlp.pid"
   os.execute(("cd %s && (node receiver.js 0 %s ok >%s 2>&1 & echo $! > %s)")
@@ -100,9 +109,7 @@ for _, backend in ipairs(jr.backends()) do
     end)
 
     it("jobrunner.http sends the handler's own tracestate instead of the job's", function()
-      assert.is_truthy(io.open(jr.root .. "/spec/otlp/node_modules/@opentelemetry/" ..
-                               "otlp-transformer/package.json"),
-                       "spec/otlp's receiver is not installed: run make deps")
+      assert.is_truthy(have_receiver(), "spec/otlp's receiver is not installed: run make deps")
       local base, out = receiver(env)
       env:script("call", ([[
         local jobrunner = require "jobrunner"
@@ -128,6 +135,46 @@ for _, backend in ipairs(jr.backends()) do
       end, 30, "two calls")
       table.sort(got)
       assert.same({ "mine=1", "v=1" }, got)
+      assert.equal(0, env:stop())
+    end)
+
+    it("sends a span left open by a coroutine job timed out or cancelled, failed", function()
+      assert.is_truthy(have_receiver(), "spec/otlp's receiver is not installed: run make deps")
+      local base, out = receiver(env)
+      env:script("stuck", [[
+        local jobrunner = require "jobrunner"
+        return { inflight = 2, max_retries = 0, timeout = 3, handle = function(job)
+          jobrunner.span("outer " .. job.payload.t, function()
+            jobrunner.span("inner " .. job.payload.t, function()
+              jobrunner.sleep(600)
+            end)
+          end)
+        end }]])
+      env:config(('tracing = { endpoint = %q, sample = 1 }'):format(base))
+      env:start()
+      env:push("stuck", '{"t": "timeout"}')
+      local c = env:push("stuck", '{"t": "cancel"}')
+      env:wait_state(c, "running", 30)
+      local _, err, code = env:cli("cancel", tostring(c))
+      assert.equal(0, code, err)
+      local got = jr.wait_for(function()
+        local r = {}
+        for _, l in ipairs(jr.lines(out)) do
+          local x = cjson.decode(l)
+          assert.is_nil(x.invalid, x.invalid)
+          if x.spanId then r[x.name] = x end
+        end
+        return r["outer timeout"] and r["outer cancel"] and r
+      end, 30, "the attempts' spans and their open ones")
+      for _, t in ipairs({ "timeout", "cancel" }) do
+        local outer, inner = got["outer " .. t], got["inner " .. t]
+        assert.truthy(outer and inner, t)
+        assert.equal(inner.parentSpanId and outer.spanId, inner.parentSpanId)
+        assert.equal(2, outer.status.code)
+        assert.equal(2, inner.status.code)
+        assert.truthy(inner.status.message:find(t == "timeout" and "timed out"
+                                                or "cancelled", 1, true), inner.status.message)
+      end
       assert.equal(0, env:stop())
     end)
   end)
