@@ -7,7 +7,8 @@
 -- headers into one list; a handler's jobrunner.http call giving its own
 -- tracestate header sends that one alone, not the job's beside it; a
 -- jobrunner.span still open when its coroutine job times out or is
--- cancelled is sent, failed, not lost.
+-- cancelled is sent, failed, not lost; a reload that changes the
+-- tracing table says it takes a restart.
 local jr = require "jr"
 local jrhttp = require "jrhttp"
 local cjson = require "cjson"
@@ -78,6 +79,29 @@ for _, backend in ipairs(jr.backends()) do
         env:config('tracing = { endpoint = "http://c", headers = { ["x-k"] = 5 } }')
         local _, err = env:cli("check")
         assert.truthy(err:find("tracing.headers.x-k' must be a string, got number", 1, true), err)
+      end)
+
+      it("warns when a reload changes the tracing table (it takes a restart)", function()
+        env:script("a", "return function() end")
+        local tracing = 'tracing = { endpoint = "http://127.0.0.1:9", sample = 1%s }'
+        env:config(tracing:format(""))
+        env:start()
+        local function reloaded(n)
+          env:signal("HUP")
+          jr.wait_for(function()
+            local _, k = env:log():gsub("reload: handlers unchanged", "")
+            return k >= n
+          end, 30, "reload " .. n)
+        end
+        reloaded(1)
+        assert.falsy(env:log():find("tracing table changed", 1, true), env:log())
+        env:config(tracing:format(', headers = { ["x-api-key"] = "k3y-s3cret" }'))
+        reloaded(2)
+        local log = env:log()
+        assert.truthy(log:find("reload: the tracing table changed; the runner keeps " ..
+                               "the one it started with until it is restarted", 1, true), log)
+        assert.falsy(log:find("k3y-s3cret", 1, true), log)
+        assert.equal(0, env:stop())
       end)
     end
 
