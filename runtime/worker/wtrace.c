@@ -166,8 +166,9 @@ wait_span(jr_jobtrace *t, const jr_job *j, jr_buf *out)
 }
 
 /* The jobrunner.span calls whose fn never returned (a coroutine job
- * timed out or cancelled while it waited in one), innermost first: they
- * end now, failed with the attempt's error or outcome. */
+ * timed out or cancelled while it waited in one, or a coroutine of the
+ * handler's own left suspended in one), innermost first: they end now,
+ * failed with the attempt's error when it failed or was cancelled. */
 static void
 open_spans(jr_jobtrace *t, const jr_result *res)
 {
@@ -183,9 +184,11 @@ open_spans(jr_jobtrace *t, const jr_result *res)
         s.kind = JR_SPAN_INTERNAL;
         s.start = t->open[i].start;
         s.end = t->run.end;
-        s.error = 1;
-        if (jr_span_encode(&s, t->open[i].name, res->error ? res->error :
-                           outcome_name(res->kind), &t->done) == 0)
+        s.error = res->kind == JR_RETRY || res->kind == JR_DEAD ||
+                  res->kind == JR_CANCELLED;
+        if (jr_span_encode(&s, t->open[i].name, !s.error ? NULL :
+                           res->error ? res->error : outcome_name(res->kind),
+                           &t->done) == 0)
             t->ndone++;
     }
     jr_span_free(&s);
