@@ -96,6 +96,17 @@ void jr_span_link(jr_span *s, const uint8_t trace[16],
 int  jr_span_encode(const jr_span *s, const char *name, const char *msg,
                     jr_buf *out);
 
+/* A jobrunner.span still open: the attempt's end closes those whose fn
+ * never returned (a coroutine job timed out or cancelled while it
+ * waited), as failed. */
+#define JR_OPEN_SPANS 32        /* open at once an attempt tracks */
+typedef struct jr_openspan {
+    uint8_t id[8];
+    uint8_t parent[8];
+    double  start;
+    char    name[129];
+} jr_openspan;
+
 /* A job's trace while its attempt runs (the worker's, one per job
  * context, kept for the next job): its context to propagate, and, when
  * sampled, the attempt's span being built and the spans finished under
@@ -110,6 +121,8 @@ typedef struct jr_jobtrace {
     jr_span     run;            /* the attempt's span */
     jr_buf      done;           /* spans finished under it, encoded */
     int         ndone;
+    jr_openspan open[JR_OPEN_SPANS];    /* jobrunner.span's open now */
+    int         nopen;
 } jr_jobtrace;
 
 void jr_jobtrace_free(jr_jobtrace *t);     /* NULL is a no-op */

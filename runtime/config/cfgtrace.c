@@ -21,10 +21,64 @@ tchar(int c)
            (c >= '0' && c <= '9') || (c && strchr("!#$%&'*+-.^_`|~", c));
 }
 
+/* URL as an error may show it: at most 200 bytes, a user:password in
+ * its authority masked (a config error goes to the terminal and logs) */
+static const char *
+shown(const char *url, char *buf, size_t size)
+{
+    const char *a = strstr(url, "://"), *at = NULL, *p;
+    size_t end;
+
+    a = a ? a + 3 : url;
+    end = strcspn(a, "/");
+    for (p = a; (p = memchr(p, '@', end - (size_t)(p - a))) != NULL; p++)
+        at = p;
+    if (at == NULL)
+        snprintf(buf, size, "%.200s", url);
+    else
+        snprintf(buf, size, "%.*s***%.200s", (int)(a - url), url, at);
+    return buf;
+}
+
+/* 0 if URL (its scheme checked) names a host and, when it has one, a
+ * port from 1 to 65535; else -1, with what says */
+static int
+endpoint_authority(const char *url, char *what, size_t whatsize)
+{
+    const char *a = strstr(url, "://") + 3;
+    const char *end = a + strcspn(a, "/");
+    const char *at, *p, *port = NULL;
+    char buf[256];
+    long v = 0;
+
+    for (at = a; (p = memchr(at, '@', (size_t)(end - at))) != NULL; at = p + 1)
+        ;
+    if (*at == '[') {
+        p = memchr(at, ']', (size_t)(end - at));
+        port = p && p + 1 < end && p[1] == ':' ? p + 1 : NULL;
+        if (p == NULL || (p + 1 < end && p[1] != ':'))
+            at = end;                   /* a bad IPv6 literal: no host */
+    } else {
+        port = memchr(at, ':', (size_t)(end - at));
+    }
+    if (at == end || at == port)
+        return snprintf(what, whatsize, "'%s' names no host",
+                        shown(url, buf, sizeof buf)), -1;
+    if (port == NULL)
+        return 0;
+    for (p = port + 1; p < end && *p >= '0' && *p <= '9' && v <= 65535; p++)
+        v = v * 10 + (*p - '0');
+    if (p != end || p == port + 1 || v < 1 || v > 65535)
+        return snprintf(what, whatsize, "'%s' has a port that is not a "
+                        "number from 1 to 65535", shown(url, buf, sizeof buf)), -1;
+    return 0;
+}
+
 static int
 endpoint_key(lua_State *L, jr_config *c, char *what, size_t whatsize)
 {
     const char *v;
+    char buf[256];
     size_t len;
 
     if (lua_type(L, -1) != LUA_TSTRING)
@@ -37,9 +91,11 @@ endpoint_key(lua_State *L, jr_config *c, char *what, size_t whatsize)
                         "bytes with no NUL"), -1;
     if ((strncmp(v, "http://", 7) != 0 && strncmp(v, "https://", 8) != 0) ||
         v[v[4] == 's' ? 8 : 7] == '\0' || strpbrk(v, " \t\r\n?#") != NULL)
-        return snprintf(what, whatsize, "'%.200s' is not an http:// or "
+        return snprintf(what, whatsize, "'%s' is not an http:// or "
                         "https:// URL (the collector's base: spans go to its "
-                        "/v1/traces)", v), -1;
+                        "/v1/traces)", shown(v, buf, sizeof buf)), -1;
+    if (endpoint_authority(v, what, whatsize) < 0)
+        return -1;
     free(c->trace_endpoint);
     if ((c->trace_endpoint = strdup(v)) == NULL)
         return snprintf(what, whatsize, "out of memory"), -1;
@@ -112,9 +168,10 @@ headers_key(lua_State *L, jr_config *c, char *key, size_t keysize,
                    -1;
         }
         if (lua_type(L, -1) != LUA_TSTRING) {
+            snprintf(what, whatsize, "must be a string, got %s",
+                     luaL_typename(L, -1));
             lua_pop(L, 2);
-            return snprintf(what, whatsize, "must be a string, got %s",
-                            luaL_typename(L, -1)), -1;
+            return -1;
         }
         val = lua_tolstring(L, -1, &vlen);
         for (p = val; p < val + vlen; p++)

@@ -13,6 +13,7 @@
 #include <event2/buffer.h>
 #include <event2/http.h>
 #include <event2/keyvalq_struct.h>
+#include <event2/util.h>
 
 #include "http/apiroute.h"
 #include "http/apidb.h"
@@ -350,33 +351,59 @@ r_job(jr_apicall *c)
 
 /* POST /api/jobs: one job object, or an array pushed all or none. */
 /* The request's own trace context (docs/tracing.md): its traceparent
- * and tracestate headers, given to every job of the push. A malformed
- * one is the HTTP client's tracing, not the jobs: it is ignored, with a
- * warning, and the jobs are pushed without context (as W3C Trace Context
- * asks of a receiver). */
+ * and tracestate headers, given to every job of the push. Several
+ * tracestate headers are one list, joined by commas (RFC 9110). A
+ * malformed one is the HTTP client's tracing, not the jobs: it is
+ * ignored with a warning, as W3C Trace Context asks of a receiver: a bad
+ * traceparent drops both, a bad tracestate only itself (its failure must
+ * not affect the traceparent). */
 static void
 push_trace(jr_apicall *c, jr_apireq *q)
 {
     struct evkeyvalq *h = evhttp_request_get_input_headers(c->req);
     const char *tp = evhttp_find_header(h, "traceparent");
-    const char *ts = evhttp_find_header(h, "tracestate");
     char *state = q->trace + JR_API_TRACE_MAX;
+    const char *ts = NULL;
+    struct evkeyval *kv;
+    size_t n = 0, len;
     jr_err err;
-    int i;
+    int i, bad = 0;
 
     if (tp == NULL)
         return;
-    if (ts != NULL && *ts == '\0')
-        ts = NULL;
-    if (jr_trace_check(tp, ts, "POST /api/jobs", &err) < 0) {
+    if (jr_trace_check(tp, NULL, "POST /api/jobs", &err) < 0) {
         jr_log(JR_LOG_WARN, "%s; the jobs are pushed without it", err.msg);
         return;
     }
+    for (kv = h->tqh_first; kv != NULL && !bad; kv = kv->next.tqe_next) {
+        if (evutil_ascii_strcasecmp(kv->key, "tracestate") != 0 ||
+            *kv->value == '\0')
+            continue;
+        len = strlen(kv->value);
+        if (n + 1 + len >= JR_API_TRACE_MAX) {
+            snprintf(err.msg, sizeof err.msg, "POST /api/jobs: tracestate "
+                     "of more than %d bytes", JR_TRACESTATE_MAX);
+            bad = 1;
+            break;
+        }
+        if (n > 0)
+            state[n++] = ',';
+        memcpy(state + n, kv->value, len + 1);
+        n += len;
+    }
+    if (n > 0 && !bad)
+        ts = state;
+    if (ts != NULL && jr_trace_check(tp, ts, "POST /api/jobs", &err) < 0)
+        bad = 1;
+    if (bad) {
+        jr_log(JR_LOG_WARN, "%s; the jobs are pushed with the traceparent "
+               "alone", err.msg);
+        ts = NULL;
+    }
     snprintf(q->trace, JR_API_TRACE_MAX, "%s", tp);
-    snprintf(state, JR_API_TRACE_MAX, "%s", ts ? ts : "");
     for (i = 0; i < q->npushes; i++) {
         q->pushes[i].traceparent = q->trace;
-        q->pushes[i].tracestate = ts ? state : NULL;
+        q->pushes[i].tracestate = ts;
     }
 }
 

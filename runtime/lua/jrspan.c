@@ -18,12 +18,22 @@
 
 #define SPANS_MAX 1000          /* spans of jobrunner.span an attempt keeps */
 
-typedef struct open_span {      /* a span open around fn, below its stack */
-    uint8_t id[8];
-    uint8_t parent[8];
-    double  start;
-    char    name[129];
-} open_span;
+typedef jr_openspan open_span; /* a span open around fn, below its stack */
+
+/* o no longer open in t (its end came): out of t's list */
+static void
+unlist(jr_jobtrace *t, const open_span *o)
+{
+    int i;
+
+    for (i = t->nopen - 1; i >= 0; i--)
+        if (memcmp(t->open[i].id, o->id, 8) == 0) {
+            memmove(t->open + i, t->open + i + 1,
+                    (size_t)(t->nopen - i - 1) * sizeof *t->open);
+            t->nopen--;
+            return;
+        }
+}
 
 /* The call's end: its results (or error) above the open span at 1. */
 static int
@@ -37,6 +47,7 @@ span_end(lua_State *L, int status, lua_KContext k)
 
     (void)k;
     if (t != NULL && t->active) {
+        unlist(t, o);
         memcpy(t->cur, o->parent, 8);
         memcpy(s.trace, t->trace, 16);
         memcpy(s.id, o->id, 8);
@@ -99,6 +110,8 @@ jrspan_span(lua_State *L)
     o->start = jr_now();
     lua_replace(L, 1);                               /* o fn args */
     memcpy(t->cur, o->id, 8);
+    if (t->nopen < JR_OPEN_SPANS)   /* deeper: closed by its own end only */
+        t->open[t->nopen++] = *o;
     return span_end(L, lua_pcallk(L, nargs, LUA_MULTRET, 0, 0, span_end), 0);
 }
 

@@ -181,6 +181,28 @@ key_file_changed(const master *m, const jr_config *c)
                now ? now : "none", now ? "'" : "");
 }
 
+/* The export thread keeps the tracing table it started with
+ * (docs/tracing.md): a reload after it changed says so, never its
+ * endpoint or headers (credentials). */
+static void
+tracing_changed(const master *m, const jr_config *c)
+{
+    const jr_config *was = m->cfg;
+    int i, diff;
+
+    diff = (was->trace_endpoint == NULL) != (c->trace_endpoint == NULL) ||
+           (c->trace_endpoint != NULL &&
+            strcmp(was->trace_endpoint, c->trace_endpoint) != 0) ||
+           was->trace_sample != c->trace_sample ||
+           was->trace_queue != c->trace_queue ||
+           was->trace_nheaders != c->trace_nheaders;
+    for (i = 0; !diff && i < c->trace_nheaders; i++)
+        diff = strcmp(was->trace_headers[i], c->trace_headers[i]) != 0;
+    if (diff)
+        jr_log(JR_LOG_WARN, "reload: the tracing table changed; the runner "
+               "keeps the one it started with until it is restarted");
+}
+
 /* Checks the config file again before a reload, as the runner's start
  * did: a broken one fails the reload and the current generation keeps
  * running. Workers never read it (they get the master's settings), so
@@ -204,6 +226,7 @@ config_check(master *m)
         jr_service_reload(m, &c);  /* schedules follow the config */
         token_changed(m, &c);
         key_file_changed(m, &c);
+        tracing_changed(m, &c);
     }
     jr_config_free(&c);
     return rc;

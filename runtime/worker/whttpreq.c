@@ -190,9 +190,10 @@ opt_num(lua_State *L, const char *key, double dflt, double lo, double hi)
 
 /* The job's trace context (docs/tracing.md), unless the handler gave a
  * traceparent itself: the span running now as the callee's parent, and
- * the job's tracestate. [-0, +0, v] */
+ * the job's tracestate unless the handler gave one (own_state): a second
+ * tracestate header would join the job's list to the handler's. [-0, +0, v] */
 static void
-trace_headers(lua_State *L, xfer *x, struct curl_slist *last)
+trace_headers(lua_State *L, xfer *x, struct curl_slist *last, int own_state)
 {
     jr_jobctx *ctx = jr_jrlib_job(L, "http");
     char tp[JR_TRACEPARENT_LEN + 1], line[JR_TRACESTATE_MAX + 16];
@@ -203,7 +204,7 @@ trace_headers(lua_State *L, xfer *x, struct curl_slist *last)
     if (!jr_jobtrace_parent(ctx->trace, ctx->job->trace, tp, &state))
         return;
     for (i = 0; i < 2; i++) {
-        if (i == 1 && state == NULL)
+        if (i == 1 && (state == NULL || own_state))
             break;
         snprintf(line, sizeof line, i == 0 ? "traceparent: %s" :
                  "tracestate: %s", i == 0 ? tp : state);
@@ -227,7 +228,7 @@ set_headers(lua_State *L, xfer *x, size_t blen, size_t *head)
     struct curl_slist *l, *last = NULL;
     const char *name, *value;
     size_t nlen, vlen;
-    int cl = 0, te = 0, tp = 0;
+    int cl = 0, te = 0, tp = 0, ts = 0;
     char len[32];
 
     snprintf(len, sizeof len, "%zu", blen);
@@ -248,6 +249,7 @@ set_headers(lua_State *L, xfer *x, size_t blen, size_t *head)
             }
             te |= strcasecmp(name, "Transfer-Encoding") == 0;
             tp |= strcasecmp(name, "traceparent") == 0;
+            ts |= strcasecmp(name, "tracestate") == 0;
             *head += nlen + vlen + 4;
             if (*head > HTTP_MAX_HEAD)
                 luaL_error(L, "jobrunner.http: the url and headers take "
@@ -270,7 +272,7 @@ set_headers(lua_State *L, xfer *x, size_t blen, size_t *head)
                    "'Transfer-Encoding' together");
     lua_pop(L, 1);
     if (!tp)
-        trace_headers(L, x, last);
+        trace_headers(L, x, last, ts);
 }
 
 /* The url for messages, at most sizeof x->url: without the user and

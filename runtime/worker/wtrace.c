@@ -70,6 +70,7 @@ jr_wtrace_begin(worker *w, jr_jobctx *ctx, const jr_job *j)
     jr_span_reset(&t->run);
     jr_buf_reset(&t->done);
     t->ndone = 0;
+    t->nopen = 0;
     parent = jr_trace_parse(j->trace, &c) == 0;
     first_ids(j, parent ? &c : NULL, trace1, span1);
     t->sampled = parent ? c.sampled
@@ -164,6 +165,36 @@ wait_span(jr_jobtrace *t, const jr_job *j, jr_buf *out)
     jr_span_encode(&s, name, NULL, out);
 }
 
+/* The jobrunner.span calls whose fn never returned (a coroutine job
+ * timed out or cancelled while it waited in one, or a coroutine of the
+ * handler's own left suspended in one), innermost first: they end now,
+ * failed with the attempt's error when it failed or was cancelled. */
+static void
+open_spans(jr_jobtrace *t, const jr_result *res)
+{
+    jr_span s = {0};
+    int i;
+
+    for (i = t->nopen - 1; i >= 0; i--) {
+        jr_span_reset(&s);
+        memcpy(s.trace, t->trace, 16);
+        memcpy(s.id, t->open[i].id, 8);
+        memcpy(s.parent, t->open[i].parent, 8);
+        s.has_parent = 1;
+        s.kind = JR_SPAN_INTERNAL;
+        s.start = t->open[i].start;
+        s.end = t->run.end;
+        s.error = res->kind == JR_RETRY || res->kind == JR_DEAD ||
+                  res->kind == JR_CANCELLED;
+        if (jr_span_encode(&s, t->open[i].name, !s.error ? NULL :
+                           res->error ? res->error : outcome_name(res->kind),
+                           &t->done) == 0)
+            t->ndone++;
+    }
+    jr_span_free(&s);
+    t->nopen = 0;
+}
+
 void
 jr_wtrace_end(worker *w, jr_jobctx *ctx, const jr_job *j,
               const jr_result *res)
@@ -180,6 +211,8 @@ jr_wtrace_end(worker *w, jr_jobctx *ctx, const jr_job *j,
         return;
     s = &t->run;
     s->end = jr_now();
+    if (t->nopen > 0)
+        open_spans(t, res);
     jr_buf_reset(&out);
     {                           /* the id's digits: no printf a job */
         char *d = num + sizeof num;
