@@ -230,4 +230,5 @@ const jr_backend_ops jr_postgres_ops = {
     .fair_set = jr_pg_fair_set,               /* fair.c */
     .interrupt = jr_pg_interrupt,
     .fair_use = jr_pg_fair_use,
+    .cost_over = jr_pg_cost_over,             /* limituse.c */
 };

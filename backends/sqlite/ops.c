@@ -239,4 +239,5 @@ const jr_backend_ops jr_sqlite_ops = {
     .fair_set = jr_sqlite_fair_set,           /* fair.c */
     .interrupt = jr_sqlite_interrupt,         /* sqlrun.c */
     .fair_use = jr_sqlite_fair_use,           /* fair.c */
+    .cost_over = jr_sqlite_cost_over,         /* limits.c */
 };
