@@ -82,7 +82,7 @@ jr_pg_limit_paths(jr_backend *b, const jr_limit *l, int n, jr_err *err)
 }
 
 /* the limits that jobs not started cost more than */
-static const pg_stmt st_cost_over = {"jr_cost_over", 0,
+static const pg_stmt st_cost_over = {"jr_cost_over_sizes", 0,
     "SELECT l.scope, l.size, l.what, count(*), min(j.id), max(j.cost)"
     " FROM {{schema}}.jobs j JOIN {{schema}}.limit_sizes l"
     " ON l.scope IN (j.name, 'queue:' || j.queue)"
