@@ -431,7 +431,8 @@ JOBRUNNER_LIBDIR ?= $(LIBDIR)
 ROCK_SRCS         = $(LUAMOD_SRCS) runtime/lua/luaopts.c runtime/lua/json.c \
                     runtime/lua/jsondec.c \
                     runtime/base/jsontext.c runtime/base/util.c \
-                    runtime/base/err.c runtime/base/job.c runtime/base/trace.c
+                    runtime/base/err.c runtime/base/job.c runtime/base/trace.c \
+                    runtime/base/keyring.c runtime/base/keyfile.c
 
 # built every time: the library it links may have moved since the last
 .PHONY: rock
@@ -442,7 +443,8 @@ rock: $(BUILD)/luaclient.map
 	    -I$(JOBRUNNER_INCDIR) -Iruntime -Ibackends \
 	    $(if $(LUA_INCDIR),-I$(LUA_INCDIR)) -o build/rock/client.so $(ROCK_SRCS) \
 	    -Wl,--version-script=$(BUILD)/luaclient.map \
-	    -L$(JOBRUNNER_LIBDIR) -Wl,-rpath,$(JOBRUNNER_LIBDIR) -ljobrunner
+	    -L$(JOBRUNNER_LIBDIR) -Wl,-rpath,$(JOBRUNNER_LIBDIR) -ljobrunner \
+	    $(shell $(PKG_CONFIG) --libs libcrypto 2>/dev/null)
 
 # --- bench -------------------------------------------------------------------
 # make bench: bench/run measures push, drain, latency, idle cost, RSS and

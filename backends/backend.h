@@ -238,6 +238,14 @@ typedef struct jr_crypt_put {
 typedef int (*jr_fair_use_cb)(const char *key, long waiting, long running,
                               double weight, void *arg);
 
+/* A limit that queued or waiting jobs cost more than, as cost_over gives
+ * it (docs/limits.md, "Limits by cost"): its scope, its size and what
+ * holds it (limit_sizes), how many jobs, the first of them and the
+ * highest cost. Strings valid during the callback. */
+typedef int (*jr_cost_over_cb)(const char *scope, long size,
+                               const char *what, long jobs, int64_t job,
+                               long cost, void *arg);
+
 /* seq_act's what. */
 enum {
     JR_SEQ_ACT_SKIP = 1,        /* the blocked job stops holding it: the
@@ -674,7 +682,12 @@ typedef struct jr_limit_use {
      * jobs queued or running, by most ready first: a read of the queue's
      * queued and running jobs. Returns 0. */ \
     X(int, fair_use, (jr_backend *b, const struct jr_limit *f, \
-                      jr_fair_use_cb cb, void *arg, jr_err *err))
+                      jr_fair_use_cb cb, void *arg, jr_err *err)) \
+    /* Calls cb for each limit of limit_sizes that queued or waiting jobs \
+     * cost more than (pushed before a config made it smaller: they could \
+     * never start), by scope: a read of the jobs with a cost. Returns 0. */ \
+    X(int, cost_over, (jr_backend *b, jr_cost_over_cb cb, void *arg, \
+                       jr_err *err))
 
 #define JR_BACKEND_OP_FIELD(ret, name, params) ret (*name) params;
 

@@ -164,6 +164,7 @@ jr_pg_insert_linked(jr_backend *b, const jr_push *const *pp, int n,
                  int64_t *ids, jr_err *err)
 {
     int64_t *own = NULL;
+    jr_pg_costed ct;
     int rc;
 
     if (!jr_pg_flow_any(pp, n))
@@ -171,11 +172,16 @@ jr_pg_insert_linked(jr_backend *b, const jr_push *const *pp, int n,
     if (ids == NULL &&
         (ids = own = calloc((size_t)n, sizeof *ids)) == NULL)
         return jr_fail(err, JR_ENOMEM, "postgres: out of memory");
-    rc = jr_pg_insert_all(b, pp, n, ids, err);
+    if (jr_pg_cost_track(pp, n, &ct, err) < 0) {
+        free(own);
+        return -1;
+    }
+    rc = jr_pg_insert_all(b, ct.pp, n, ids, err);
     if (rc == 0)
-        rc = jr_pg_flow_link(b, pp, n, ids, err);
+        rc = jr_pg_flow_link(b, ct.pp, n, ids, err);
     if (rc == 0)
-        rc = jr_pg_set_costs(b, pp, n, ids, err);
+        rc = jr_pg_set_costs(b, ct.pp, n, ids, ct.oc, err);
+    jr_pg_cost_done(pp, n, &ct, rc);
     free(own);
     return rc;
 }

@@ -81,6 +81,35 @@ jr_pg_limit_paths(jr_backend *b, const jr_limit *l, int n, jr_err *err)
     return 0;
 }
 
+/* the limits that jobs not started cost more than */
+static const pg_stmt st_cost_over = {"jr_cost_over_sizes", 0,
+    "SELECT l.scope, l.size, l.what, count(*), min(j.id), max(j.cost)"
+    " FROM {{schema}}.jobs j JOIN {{schema}}.limit_sizes l"
+    " ON l.scope IN (j.name, 'queue:' || j.queue)"
+    " WHERE j.cost IS NOT NULL AND j.state IN ('queued', 'waiting')"
+    " AND j.cost > l.size GROUP BY l.scope, l.size, l.what"
+    " ORDER BY l.scope"};
+
+int
+jr_pg_cost_over(jr_backend *b, jr_cost_over_cb cb, void *arg, jr_err *err)
+{
+    PGresult *res;
+    int i;
+
+    if (jr_pg_ready(b, err) < 0 ||
+        (res = jr_pg_run(b, &st_cost_over, NULL, "reading the jobs over a "
+                         "limit's size", err)) == NULL)
+        return -1;
+    for (i = 0; i < PQntuples(res); i++)
+        if (cb(PQgetvalue(res, i, 0), strtol(PQgetvalue(res, i, 1), NULL, 10),
+               PQgetvalue(res, i, 2), strtol(PQgetvalue(res, i, 3), NULL, 10),
+               strtoll(PQgetvalue(res, i, 4), NULL, 10),
+               strtol(PQgetvalue(res, i, 5), NULL, 10), arg))
+            break;
+    PQclear(res);
+    return 0;
+}
+
 /* a limit's use: $1 its job name or $2 its queue (the other NULL) */
 static const pg_stmt st_lim_use = {"jr_lim_use", 2,
     "SELECT count(*) FILTER (WHERE state = 'running'),"

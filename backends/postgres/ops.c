@@ -250,4 +250,5 @@ const jr_backend_ops jr_postgres_ops = {
     .crypt_scan = jr_pg_crypt_scan,           /* crypt.c */
     .crypt_put = jr_pg_crypt_put,             /* crypt.c */
     .fair_use = jr_pg_fair_use,
+    .cost_over = jr_pg_cost_over,             /* limituse.c */
 };

@@ -192,9 +192,25 @@ int jr_pg_flow_link(jr_backend *b, const jr_push *const *pp, int n,
  * p->outcome (may be NULL) says which. */
 int jr_pg_seq_link(jr_backend *b, const jr_push *p, int64_t *id, jr_err *err);
 /* push.c: the costs of pp[0..n) (limits by cost) on the jobs ids[0..n)
- * that hold them, after their insert (and their sequences). */
+ * that hold them, after their insert (and their sequences), by their
+ * outcomes oc (NULL: all new): a duplicate's holder keeps its own, a
+ * replaced job takes the push's. */
 int jr_pg_set_costs(jr_backend *b, const jr_push *const *pp, int n,
-                    const int64_t *ids, jr_err *err);
+                    const int64_t *ids, const int *oc, jr_err *err);
+/* push.c: pp[0..n) as cost_track gives them to the insert: copies whose
+ * outcomes go to oc, when one has a cost or may replace a job (else pp
+ * itself, oc NULL); cost_done gives the callers' outcomes theirs (rc 0)
+ * and frees. */
+typedef struct jr_pg_costed {
+    const jr_push *const *pp;
+    jr_push        *q;
+    const jr_push **own;
+    int            *oc;
+} jr_pg_costed;
+int  jr_pg_cost_track(const jr_push *const *pp, int n, jr_pg_costed *t,
+                      jr_err *err);
+void jr_pg_cost_done(const jr_push *const *pp, int n, jr_pg_costed *t,
+                     int rc);
 int jr_pg_insert_linked(jr_backend *b, const jr_push *const *pp, int n,
                      int64_t *ids, jr_err *err);
 int jr_pg_push_linked(jr_backend *b, const jr_push *const *pp, int n,

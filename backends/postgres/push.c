@@ -319,6 +319,80 @@ static const pg_stmt st_result_ttl = {"jr_result_ttl", 2,
     " FROM unnest($1::bigint[], $2::float8[]) AS u(id, ttl)"
     " WHERE j.id = u.id"};
 
+/* 1 if p's job may take the place of another's (on_conflict): its cost
+ * then follows what became of it. */
+static int
+may_replace(const jr_push *p)
+{
+    return p->on_conflict != JR_CONFLICT_KEEP &&
+           (p->unique_key != NULL || p->sequence != NULL);
+}
+
+/* 1 if a push of pp[0..n) has a cost, or may replace a job. */
+static int
+any_cost(const jr_push *const *pp, int n)
+{
+    int i;
+
+    for (i = 0; i < n; i++)
+        if (pp[i]->cost > 1 || may_replace(pp[i]))
+            return 1;
+    return 0;
+}
+
+/* 1 if a push of pp[0..n) has a result_ttl, an expiry, a deadline, a
+ * trace context or a cost: what is set after the insert. */
+static int
+any_ttl(const jr_push *const *pp, int n)
+{
+    int i;
+
+    for (i = 0; i < n; i++)
+        if (pp[i]->result_ttl > 0 || JR_PUSH_EXPIRY(pp[i]) ||
+            pp[i]->traceparent != NULL)
+            return 1;
+    return any_cost(pp, n);
+}
+
+int
+jr_pg_cost_track(const jr_push *const *pp, int n, jr_pg_costed *t,
+                 jr_err *err)
+{
+    int i;
+
+    memset(t, 0, sizeof *t);
+    t->pp = pp;
+    if (n <= 0 || !any_cost(pp, n))
+        return 0;
+    if ((t->q = malloc((size_t)n * sizeof *t->q)) == NULL ||
+        (t->own = malloc((size_t)n * sizeof *t->own)) == NULL ||
+        (t->oc = calloc((size_t)n, sizeof *t->oc)) == NULL) {
+        jr_pg_cost_done(pp, n, t, -1);
+        return jr_fail(err, JR_ENOMEM, "postgres: pushing: out of memory");
+    }
+    for (i = 0; i < n; i++) {
+        t->q[i] = *pp[i];
+        t->q[i].outcome = &t->oc[i];
+        t->own[i] = &t->q[i];
+    }
+    t->pp = (const jr_push *const *)t->own;
+    return 0;
+}
+
+void
+jr_pg_cost_done(const jr_push *const *pp, int n, jr_pg_costed *t, int rc)
+{
+    int i;
+
+    for (i = 0; rc == 0 && t->oc != NULL && i < n; i++)
+        if (pp[i]->outcome != NULL)
+            *pp[i]->outcome = t->oc[i];
+    free(t->q);
+    free(t->own);
+    free(t->oc);
+    memset(t, 0, sizeof *t);
+}
+
 /* its expiry and deadline, likewise: $2 epoch seconds, $3 seconds from
  * now, $4 the deadline, 0 for none */
 static const pg_stmt st_expiry = {"jr_expiry", 4,
@@ -336,20 +410,6 @@ static const pg_stmt st_trace = {"jr_push_trace", 2,
     "UPDATE {{schema}}.jobs j SET trace = u.t"
     " FROM unnest($1::bigint[], $2::text[]) AS u(id, t)"
     " WHERE j.id = u.id"};
-
-/* 1 if a push of pp[0..n) has a result_ttl, an expiry, a deadline, a
- * trace context or a cost: what is set after the insert. */
-static int
-any_ttl(const jr_push *const *pp, int n)
-{
-    int i;
-
-    for (i = 0; i < n; i++)
-        if (pp[i]->result_ttl > 0 || JR_PUSH_EXPIRY(pp[i]) ||
-            pp[i]->traceparent != NULL || pp[i]->cost > 1)
-            return 1;
-    return 0;
-}
 
 /* Sets the expiry and deadline of the jobs of pp[0..n) that have one,
  * just inserted as ids[0..n) (not a duplicate's holder, which keeps its
@@ -481,7 +541,7 @@ costs_check(jr_backend *b, const jr_push *const *pp, int n, jr_err *err)
 
 int
 jr_pg_set_costs(jr_backend *b, const jr_push *const *pp, int n,
-                const int64_t *ids, jr_err *err)
+                const int64_t *ids, const int *oc, jr_err *err)
 {
     const char *params[2];
     char num[24];
@@ -489,12 +549,16 @@ jr_pg_set_costs(jr_backend *b, const jr_push *const *pp, int n,
     int i, rc;
 
     for (i = 0; i < n; i++) {
-        if (!(pp[i]->cost > 1))
+        /* a duplicate's holder keeps its own; a replaced job takes the
+         * push's, 1 (NULL) included */
+        if ((oc != NULL && oc[i] == JR_PUSH_DUPLICATE) ||
+            (!(pp[i]->cost > 1) &&
+             (oc == NULL || oc[i] != JR_PUSH_REPLACED)))
             continue;
         snprintf(num, sizeof num, "%lld", (long long)ids[i]);
         sb_num(&s, num);
         snprintf(num, sizeof num, "%ld", pp[i]->cost);
-        sb_num(&t, num);
+        sb_num(&t, pp[i]->cost > 1 ? num : "NULL");
     }
     if (s.len == 0)
         return 0;
@@ -517,9 +581,11 @@ jr_pg_insert_all(jr_backend *b, const jr_push *const *pp, int n, int64_t *ids,
     char num[32];
     jr_buf s = {0}, t = {0};
     int64_t *own = NULL;
-    int i, rc, ttls = 0;
+    jr_pg_costed ct;
+    const jr_push *const *orig = pp;
+    int i, k, rc;
 
-    if (!any_ttl(pp, n))
+    if (n <= 0 || !any_ttl(pp, n))
         return jr_pg_insert_jobs(b, pp, n, ids, err);
     if (costs_check(b, pp, n, err) < 0)
         return -1;
@@ -527,33 +593,38 @@ jr_pg_insert_all(jr_backend *b, const jr_push *const *pp, int n, int64_t *ids,
         (ids = own = malloc((size_t)n * sizeof *ids)) == NULL)
         return jr_fail(err, JR_ENOMEM, "postgres: pushing %d jobs: out of "
                        "memory", n);
+    if (jr_pg_cost_track(pp, n, &ct, err) < 0) {
+        free(own);
+        return -1;
+    }
+    pp = ct.pp;
     if ((rc = jr_pg_insert_jobs(b, pp, n, ids, err)) == 0 &&
         !jr_pg_flow_any(pp, n))         /* else insert_linked, after */
-        rc = jr_pg_set_costs(b, pp, n, ids, err);
+        rc = jr_pg_set_costs(b, pp, n, ids, ct.oc, err);
+    if (rc == 0)                /* by the outcomes: a duplicate's holder */
+        rc = set_expiry(b, pp, n, ids, err);    /* keeps its own */
     if (rc == 0)
-        rc = set_expiry(b, pp, n, ids, err);
-    for (i = 0; i < n && !(pp[i]->result_ttl > 0); i++)
-        ;
-    if (rc == 0 && i < n) {
+        rc = set_traces(b, pp, n, ids, err);
+    jr_pg_cost_done(orig, n, &ct, rc);
+    pp = orig;
+    if (rc == 0) {
         for (i = 0; i < n; i++) {
             if (!(pp[i]->result_ttl > 0))
                 continue;
-            ttls = 1;
             snprintf(num, sizeof num, "%lld", (long long)ids[i]);
             sb_num(&s, num);
             snprintf(num, sizeof num, "%.17g", pp[i]->result_ttl);
             sb_num(&t, num);
         }
+        k = (int)s.len;
         params[0] = sb_array(&s);
         params[1] = sb_array(&t);
-        rc = !ttls ? 0
-             : s.oom || t.oom ? jr_fail(err, JR_ENOMEM, "postgres: pushing: "
+        rc = s.oom || t.oom ? jr_fail(err, JR_ENOMEM, "postgres: pushing: "
                                       "out of memory")
+             : k == 0 ? 0      /* costs only */
              : jr_pg_run_count(b, &st_result_ttl, params, "setting result_ttl",
                             err) < 0 ? -1 : 0;
     }
-    if (rc == 0)
-        rc = set_traces(b, pp, n, ids, err);
     free(s.p);
     free(t.p);
     free(own);

@@ -14,7 +14,7 @@
 /* The file's statements: slots of sql_text[] (sqlite_int.h). */
 enum { S_LIM_RUNNING, S_LIM_BUCKET, S_LIM_BUCKET_SET, S_LIM_PRUNE,
        S_LIM_PATH_SET, S_LIM_USE, S_LIM_USE_TOP, S_LIM_TOKENS,
-       S_LIM_SIZES_CLEAR, S_LIM_SIZE_SET, S_COUNT };
+       S_LIM_SIZES_CLEAR, S_LIM_SIZE_SET, S_COST_OVER, S_COUNT };
 
 static const char *const sql_text[S_COUNT] = {
     /* the running jobs' slots: a job's cost, 1 without one */
@@ -55,6 +55,14 @@ static const char *const sql_text[S_COUNT] = {
     [S_LIM_SIZE_SET] =
         "INSERT OR REPLACE INTO limit_sizes (scope, size, what)"
         " VALUES (?1, ?2, ?3)",
+    /* the limits that jobs not started cost more than (limit_sizes is
+     * keyed by scope: its size and what are one a group) */
+    [S_COST_OVER] =
+        "SELECT l.scope, l.size, l.what, count(*), min(j.id), max(j.cost)"
+        " FROM jobs j JOIN limit_sizes l"
+        " ON l.scope IN (j.name, 'queue:' || j.queue)"
+        " WHERE j.cost IS NOT NULL AND j.state IN ('queued', 'waiting')"
+        " AND j.cost > l.size GROUP BY l.scope ORDER BY l.scope",
     /* the schema's triggers (see triggers_check) */
 };
 
@@ -344,6 +352,26 @@ jr_sqlite_limit_paths(jr_backend *b, const jr_limit *l, int n, jr_err *err)
 fail:
     jr_sqlite_rollback(b);
     return -1;
+}
+
+int
+jr_sqlite_cost_over(jr_backend *b, jr_cost_over_cb cb, void *arg,
+                    jr_err *err)
+{
+    sqlite3_stmt *s = stmt(b, S_COST_OVER, err);
+    int rc = SQLITE_DONE, stop = 0;
+
+    if (s == NULL)
+        return -1;
+    while (!stop && (rc = sqlite3_step(s)) == SQLITE_ROW)
+        stop = cb((const char *)sqlite3_column_text(s, 0),
+                  (long)sqlite3_column_int64(s, 1),
+                  (const char *)sqlite3_column_text(s, 2),
+                  (long)sqlite3_column_int64(s, 3), sqlite3_column_int64(s, 4),
+                  (long)sqlite3_column_int64(s, 5), arg);
+    sqlite3_reset(s);
+    return stop || rc == SQLITE_DONE ? 0 :
+           jr_sqlite_fail(b, err, "reading the jobs over a limit's size");
 }
 
 /* Binds a limit's scope as ?1 (job name) or ?2 (queue), ?3 now. */

@@ -258,4 +258,5 @@ const jr_backend_ops jr_sqlite_ops = {
     .crypt_scan = jr_sqlite_crypt_scan,       /* crypt.c */
     .crypt_put = jr_sqlite_crypt_put,         /* crypt.c */
     .fair_use = jr_sqlite_fair_use,           /* fair.c */
+    .cost_over = jr_sqlite_cost_over,         /* limits.c */
 };

@@ -578,7 +578,7 @@ cost_check(jr_backend *b, const jr_push *p, jr_err *err)
     return 0;
 }
 
-/* Sets the cost of job id. */
+/* Sets the cost of job id (NULL: 1). */
 static int
 set_cost(jr_backend *b, int64_t id, long cost, jr_err *err)
 {
@@ -587,8 +587,39 @@ set_cost(jr_backend *b, int64_t id, long cost, jr_err *err)
     if ((s = stmt(b, S_COST_SET, err)) == NULL)
         return -1;
     sqlite3_bind_int64(s, 1, id);
-    sqlite3_bind_int64(s, 2, cost);
+    if (cost > 1)
+        sqlite3_bind_int64(s, 2, cost);
+    else
+        sqlite3_bind_null(s, 2);
     return run(b, s, err, "setting a job's cost") < 0 ? -1 : 0;
+}
+
+/* 1 if p's job may take the place of another's (on_conflict): its cost
+ * then follows what became of it. */
+static int
+may_replace(const jr_push *p)
+{
+    return p->on_conflict != JR_CONFLICT_KEEP &&
+           (p->unique_key != NULL || p->sequence != NULL);
+}
+
+/* The cost a push of outcome leaves on ids[i]'s job: its own on the job
+ * it inserted or replaced (a replaced job's is the push's, 1 included),
+ * none on a duplicate's holder, which keeps its own. */
+static int
+set_costs(jr_backend *b, const jr_push *p, int n, const int64_t *ids,
+          const int *outcome, jr_err *err)
+{
+    int i;
+
+    for (i = 0; i < n; i++) {
+        if (outcome[i] == JR_PUSH_DUPLICATE ||
+            (outcome[i] != JR_PUSH_REPLACED && !(p[i].cost > 1)))
+            continue;
+        if (set_cost(b, ids[i], p[i].cost, err) < 0)
+            return -1;
+    }
+    return 0;
 }
 
 /* The rows, then the workflow options of those that have some (flow.c),
@@ -598,22 +629,37 @@ insert_all(jr_backend *b, const jr_push *p, int n, int64_t *ids,
            double now, int check, jr_err *err)
 {
     int64_t *own = NULL;
-    int i, rc;
+    const jr_push *orig = p;
+    jr_push *q = NULL;          /* p, its outcomes in oc: the costs */
+    int *oc = NULL;
+    int i, rc, costs = 0;
 
+    for (i = 0; i < n; i++)
+        costs |= p[i].cost > 1 || may_replace(&p[i]);
     for (i = 0; i < n && !(p[i].result_ttl > 0) && !JR_PUSH_EXPIRY(&p[i]) &&
-                p[i].traceparent == NULL && !(p[i].cost > 1);
-         i++)
+                p[i].traceparent == NULL && !costs; i++)
         ;
-    if (i == n && !jr_sqlite_flow_any(p, n))  /* the plain path */
+    if (n <= 0 || (i == n && !jr_sqlite_flow_any(p, n)))  /* plain */
         return insert_rows(b, p, n, ids, now, check, err);
     for (i = 0; i < n; i++)
         if (p[i].cost > 1 && (jr_push_check(&p[i], 0, err) < 0 ||
                               cost_check(b, &p[i], err) < 0))
             return -1;
-    if (ids == NULL &&
-        (ids = own = malloc((size_t)n * sizeof *ids)) == NULL)
+    if ((ids == NULL &&
+         (ids = own = malloc((size_t)n * sizeof *ids)) == NULL) ||
+        (costs && ((q = malloc((size_t)n * sizeof *q)) == NULL ||
+                   (oc = calloc((size_t)n, sizeof *oc)) == NULL))) {
+        free(own);
+        free(q);
         return jr_fail(err, JR_ENOMEM, "sqlite: pushing %d jobs: out of "
                        "memory", n);
+    }
+    if (costs) {
+        memcpy(q, p, (size_t)n * sizeof *q);
+        for (i = 0; i < n; i++)
+            q[i].outcome = &oc[i];
+        p = q;
+    }
     rc = insert_rows(b, p, n, ids, now, check, err);
     for (i = 0; rc == 0 && i < n; i++)
         if (p[i].result_ttl > 0)
@@ -627,10 +673,14 @@ insert_all(jr_backend *b, const jr_push *p, int n, int64_t *ids,
     }
     if (rc == 0 && jr_sqlite_flow_any(p, n))
         rc = jr_sqlite_flow_link(b, p, n, ids, now, err);
-    for (i = 0; rc == 0 && i < n; i++)
-        if (p[i].cost > 1)
-            rc = set_cost(b, ids[i], p[i].cost, err);
+    if (rc == 0 && costs)
+        rc = set_costs(b, p, n, ids, oc, err);
+    for (i = 0; costs && rc == 0 && i < n; i++)
+        if (orig[i].outcome != NULL)
+            *orig[i].outcome = oc[i];
     free(own);
+    free(q);
+    free(oc);
     return rc;
 }
 

@@ -75,7 +75,8 @@ n=$(pg -c "SELECT count(*) FROM $schema.jobs")
 tables=$(lite "SELECT name FROM sqlite_master WHERE type = 'table'
                AND name NOT LIKE 'sqlite_%'
                AND name NOT IN ('queues', 'jobs', 'limit_buckets',
-                                'limit_paths') ORDER BY name")
+                                'limit_paths', 'limit_sizes',
+                                'schedule_defs_rev') ORDER BY name")
 tables="queues jobs $tables"
 
 script=$tmp/move.sql
@@ -135,6 +136,13 @@ EOF
              "$top) \\g /dev/null" >> "$script"
     done
 done
+
+# the count of run-time schedule changes goes on from SQLite's (its one
+# row is the migration's); limit_sizes and limit_paths are the config's,
+# written again by the runner's start
+rev=$(lite "SELECT coalesce(max(rev), 0) FROM schedule_defs_rev")
+case $rev in ''|*[!0-9]*) die "schedule_defs_rev: unexpected count '$rev'" ;; esac
+echo "UPDATE $schema.schedule_defs_rev SET rev = ${rev:-0};" >> "$script"
 
 pg --single-transaction -f "$script"
 

@@ -17,6 +17,7 @@
 #include "cli/commands.h"
 #include "cli/schedcmd.h"
 #include "db/dbopts.h"
+#include "db/dbthread.h"
 #include "config/config.h"
 #include "client/jobrunner.h"
 #include "lua/jrlib.h"
@@ -310,6 +311,7 @@ jr_cmd_migrate(jr_cli *cli)
     /* the limits' key paths, for producers (as a runner's start does) */
     if (db.ops->limit_paths(db.b, c.limits.l, c.limits.n, &err) < 0)
         return finish(&c, &db, jr_cmd_die(JR_EXIT_FAIL, err.msg));
+    jr_db_cost_warn(&db);
     jr_url_mask(c.backend, url, sizeof url);
     printf("schema of %s is up to date\n", url);
     return finish(&c, &db, JR_EXIT_OK);

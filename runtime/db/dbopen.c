@@ -60,6 +60,29 @@ no_clash(jr_db *db, const jr_config *cfg, jr_err *err)
 }
 
 static int
+cost_warn(const char *scope, long size, const char *what, long jobs,
+          int64_t job, long cost, void *arg)
+{
+    (void)arg;
+    jr_log(JR_LOG_WARN, "limit '%s': %ld job%s not started cost%s more than "
+           "its %s holds (%ld at most; job %lld costs %ld): %s could never "
+           "start; raise the limit or cancel %s", scope, jobs,
+           jobs == 1 ? "" : "s", jobs == 1 ? "s" : "", what, size,
+           (long long)job, cost, jobs == 1 ? "it" : "they",
+           jobs == 1 ? "it" : "them");
+    return 0;
+}
+
+void
+jr_db_cost_warn(const jr_db *db)
+{
+    jr_err err;
+
+    if (db->ops->cost_over(db->b, cost_warn, NULL, &err) < 0)
+        jr_log(JR_LOG_WARN, "%s", err.msg);
+}
+
+static int
 open_migrate(jr_db *db, const jr_config *cfg, jr_err *err)
 {
     jr_backend_opts o;
@@ -69,8 +92,10 @@ open_migrate(jr_db *db, const jr_config *cfg, jr_err *err)
     if (jr_db_open(db, cfg->backend, &o, err) == 0 &&
         db->ops->migrate(db->b, err) == 0 &&
         db->ops->limit_paths(db->b, cfg->limits.l, cfg->limits.n, err) == 0 &&
-        no_clash(db, cfg, err) == 0)
+        no_clash(db, cfg, err) == 0) {
+        jr_db_cost_warn(db);
         return 0;
+    }
     jr_db_close(db);
     return -1;
 }

@@ -26,6 +26,10 @@ typedef struct jr_db jr_db;     /* opaque here: a connection (backend.h) */
  * forever). Returns a new connection, close with jr_dbthread_close(), or
  * NULL with err set. */
 jr_db *jr_dbthread_open(const jr_config *cfg, jr_err *err);
+/* Logs a warning for each limit that jobs not started cost more than
+ * (docs/limits.md, "Limits by cost"): at start and migrate, after the
+ * limits' sizes are recorded. */
+void jr_db_cost_warn(const jr_db *db);
 void   jr_dbthread_close(jr_db *db);    /* NULL is a no-op */
 /* The descriptor that becomes readable when another process may have
  * added work, or -1; wake-ups pending so far are consumed (start from
