@@ -27,21 +27,7 @@ static const pg_stmt st_fair_jobs = {"jr_fair_jobs", 10,
     "    coalesce(payload #>> $9::text[], '') AS k FROM {{schema}}.jobs"
     "   WHERE state = 'queued' AND queue = $2::text AND run_at <= now()"
     JR_PG_UNEXPIRED
-    "   AND NOT EXISTS (SELECT 1 FROM {{schema}}.queues p"
-    "    WHERE p.name = $2::text AND p.paused)"
-    "   AND name = ANY($1::text[]) AND name <> ALL($4::text[])"
-    "   AND (limit_key IS NULL"
-    "    OR (('n' || name || chr(31) || limit_key) <> ALL($5::text[])"
-    "    AND ('q' || queue || chr(31) || limit_key) <> ALL($5::text[])"
-    "    AND NOT EXISTS (SELECT 1"
-    "     FROM unnest($6::text[], $7::float8[]) AS r(scope, rate)"
-    "     JOIN {{schema}}.limit_buckets lb ON lb.scope = r.scope"
-    "     AND lb.key = limit_key"
-    "     WHERE r.scope IN (name, 'queue:' || queue)"
-    "     AND lb.tokens + ($8::float8 - lb.updated_at) * r.rate < 1)))"
-    "   AND (cost IS NULL OR cost <= coalesce((SELECT min(rm.value::bigint)"
-    "    FROM jsonb_each_text($10::jsonb) AS rm"
-    "    WHERE rm.key IN (name, 'queue:' || queue)), cost)))"
+    JR_PG_PICK_FILTER ")"
     "  x) y WHERE r <= $3::int ORDER BY k, r"};
 
 /* keys $2 of queue $1: weight (set at run time, else the config's $3,

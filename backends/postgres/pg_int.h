@@ -117,6 +117,30 @@ typedef struct pg_stmt {
 #define JR_PG_UNEXPIRED \
     " AND (expires_at IS NULL OR attempts > 0 OR generation IS NOT NULL" \
     " OR expires_at > statement_timestamp())"
+/* The filter of the candidates a fair or an aging claim reads in queue
+ * $2 (fair.c, aging.c; limits.c's st_lim_candidates has the same with
+ * its own numbers): the queue not paused, names $1 and not $4, no key at
+ * its cap ($5, "n<name>\x1f<key>" or "q<queue>\x1f<key>"), no bucket of
+ * a per-key rate (scopes $6, rates $7) short of a token at $8, a cost
+ * within the room its name's or queue's limit has left ($10, {scope:
+ * room}). */
+#define JR_PG_PICK_FILTER \
+    " AND NOT EXISTS (SELECT 1 FROM {{schema}}.queues p" \
+    "  WHERE p.name = $2::text AND p.paused)" \
+    " AND name = ANY($1::text[]) AND name <> ALL($4::text[])" \
+    " AND (limit_key IS NULL" \
+    "  OR (('n' || name || chr(31) || limit_key) <> ALL($5::text[])" \
+    "  AND ('q' || queue || chr(31) || limit_key) <> ALL($5::text[])" \
+    "  AND NOT EXISTS (SELECT 1" \
+    "   FROM unnest($6::text[], $7::float8[]) AS r(scope, rate)" \
+    "   JOIN {{schema}}.limit_buckets lb ON lb.scope = r.scope" \
+    "   AND lb.key = limit_key" \
+    "   WHERE r.scope IN (name, 'queue:' || queue)" \
+    "   AND lb.tokens + ($8::float8 - lb.updated_at) * r.rate < 1)))" \
+    " AND (cost IS NULL OR cost <= coalesce((SELECT min(rm.value::bigint)" \
+    "  FROM jsonb_each_text($10::jsonb) AS rm" \
+    "  WHERE rm.key IN (name, 'queue:' || queue)), cost))"
+
 /* A claim's deadline: set by the first, from the job's deadline (NULL
  * for a job without one). */
 #define JR_PG_DEADLINE_SET \
