@@ -336,7 +336,7 @@ for _, backend in ipairs(jr.backends()) do
       end
     end)
 
-    it("greys out the actions of a read token: Retry, Purge and the rest disabled", function()
+    it("greys out the actions of a read token: Retry, Purge, the schedules' form and the rest disabled", function()
       assert.is_truthy(io.open(NODE_DIR .. "/node_modules/puppeteer-core/package.json"),
         "puppeteer-core is missing: run make deps")
       env:script("flaky", 'return function(job) error("flaky failed") end')
@@ -361,6 +361,8 @@ for _, backend in ipairs(jr.backends()) do
                     { "Purge", true } }, page.dead)
       assert.is_true(#page.job >= 4)
       for _, b in ipairs(page.job) do assert.is_true(b[2], b[1] .. " is not disabled") end
+      -- the schedules' form: Add and Change
+      assert.same({ { "Add", true }, { "Change", true } }, page.sched)
       assert.equal("dead", env:job(dead).state)
     end)
   end)

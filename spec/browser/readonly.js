@@ -1,7 +1,8 @@
 // readonly.js BASE TOKEN DEAD_ID - the dashboard in Debian's headless
 // chromium (puppeteer-core) with a read-scoped token saved through its
 // form: what the header says of the token, and whether each control of
-// the dead list and of the dead job's page is greyed out (disabled).
+// the dead list, of the dead job's page and of the schedules' form is
+// greyed out (disabled).
 // Prints one JSON object for spec/browser_spec.lua.
 "use strict";
 const puppeteer = require("puppeteer-core");
@@ -39,6 +40,8 @@ async function buttons(page, sel) {
     out.dead = await buttons(page, "#dead tbody button, #retryall, #purgeall");
     await open(page, "/jobs/" + deadId, "job");
     out.job = await buttons(page, "#detail h2 button");
+    await open(page, "/schedules", "schedules");
+    out.sched = await buttons(page, "#sd-add, #sd-set");
   } catch (e) {
     out.failure = String(e && e.stack || e);
   } finally {
