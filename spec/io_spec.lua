@@ -337,7 +337,12 @@ for _, backend in ipairs(jr.backends()) do
       local pid = jr.sh(("openssl s_server -quiet -www -accept 127.0.0.1:%d -cert %s/c.pem " ..
         "-key %s/k.pem >/dev/null 2>&1 & echo $!"):format(port, dir, dir)):match("%d+")
       finally(function() os.execute("kill " .. pid) end)
-      jr.sleep(0.5)
+      -- the server answers before the jobs run (a loaded machine starts
+      -- it slowly: a job that met no server would end dead too)
+      jr.wait_for(function()
+        return select(3, jr.sh(("curl -sk -m 2 -o /dev/null https://127.0.0.1:%d/")
+          :format(port))) == 0
+      end, 30, "the TLS server up")
       env:config("concurrency = 1")
       env:script("tls", ([[
         local jobrunner = require "jobrunner"
