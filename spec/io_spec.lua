@@ -333,16 +333,29 @@ for _, backend in ipairs(jr.backends()) do
       assert(os.execute(("openssl req -x509 -newkey rsa:2048 -nodes -keyout %s/k.pem " ..
         "-out %s/c.pem -days 1 -subj /CN=localhost -addext subjectAltName=IP:127.0.0.1 " ..
         ">/dev/null 2>&1"):format(dir, dir)))
-      local port = 20000 + math.random(0, 20000)
-      local pid = jr.sh(("openssl s_server -quiet -www -accept 127.0.0.1:%d -cert %s/c.pem " ..
-        "-key %s/k.pem >/dev/null 2>&1 & echo $!"):format(port, dir, dir)):match("%d+")
+      -- a port of its own: busted seeds math.random with the second it
+      -- started, so specs started together would draw the same numbers;
+      -- and a port taken by something else is tried again with another
+      local port, pid
+      local seed = io.open("/dev/urandom", "rb")
+      math.randomseed(string.unpack("I4", seed:read(4)))
+      seed:close()
+      for _ = 1, 5 do
+        port = 20000 + math.random(0, 20000)
+        pid = jr.sh(("openssl s_server -quiet -www -accept 127.0.0.1:%d -cert %s/c.pem " ..
+          "-key %s/k.pem >/dev/null 2>&1 & echo $!"):format(port, dir, dir)):match("%d+")
+        -- the server answers before the jobs run (a loaded machine starts
+        -- it slowly: a job that met no server would end dead too)
+        local up = pcall(jr.wait_for, function()
+          return select(3, jr.sh(("curl -sk -m 2 -o /dev/null https://127.0.0.1:%d/")
+            :format(port))) == 0
+        end, 20, "the TLS server up")
+        if up then break end
+        os.execute("kill " .. pid .. " 2>/dev/null")
+        pid = nil
+      end
+      assert(pid, "openssl s_server answered on none of 5 ports")
       finally(function() os.execute("kill " .. pid) end)
-      -- the server answers before the jobs run (a loaded machine starts
-      -- it slowly: a job that met no server would end dead too)
-      jr.wait_for(function()
-        return select(3, jr.sh(("curl -sk -m 2 -o /dev/null https://127.0.0.1:%d/")
-          :format(port))) == 0
-      end, 30, "the TLS server up")
       env:config("concurrency = 1")
       env:script("tls", ([[
         local jobrunner = require "jobrunner"

@@ -268,7 +268,7 @@ for _, backend in ipairs(jr.backends()) do
         env:start()
         local id = env:push("pay")
         jr.wait_for(function() return env:job(id) == nil end)
-        assert.equal(tostring(id) .. "|x\n", jr.sh(("sqlite3 %s 'SELECT * FROM ledger'"):format(app)))
+        assert.equal(tostring(id) .. "|x\n", jr.sh(("sqlite3 -cmd '.timeout 10000' %s 'SELECT * FROM ledger'"):format(app)))
         assert.equal(0, env:stop())
       end)
     end
