@@ -2,7 +2,8 @@
 -- signal payloads (docs/operations.md, "Encryption"), on each engine: the
 -- raw columns (read with the sqlite3 shell and psql) hold neither the
 -- text nor the exact length; the handler sees the payload clear; show
--- and an authorised GET decrypt, a read-only caller sees "<encrypted>";
+-- and an authorised GET decrypt (a write token, a read token granted
+-- decrypt), another read-only caller sees "<encrypted>";
 -- the keys never reach a log, /metrics or an error; a key file open to
 -- others, malformed or missing is refused at start and at push; a key id
 -- the runner lacks fails the job's attempt naming it; keys rotate while
@@ -137,17 +138,32 @@ for _, backend in ipairs(jr.backends()) do
       assert.equal("<encrypted>", got.result)
       assert.equal("<encrypted>", got.steps)
       assert.equal(0, env:stop())
-      -- a read token sees "<encrypted>", a write token (http.token) the
-      -- values
-      local rf = env.dir .. "/read-token"
+      -- a read token sees "<encrypted>", a read token granted decrypt
+      -- and a write token (http.token) the values
+      local rf, sf = env.dir .. "/read-token", env.dir .. "/support-token"
       jr.write_file(rf, "read-token-0123456789abcdef\n")
-      assert(os.execute("chmod 0600 " .. rf))
+      jr.write_file(sf, "support-token-0123456789abcdef\n")
+      assert(os.execute("chmod 0600 " .. rf .. " " .. sf))
       url = http.start(env, enc, { http = ('tokens = { { name = "grafana", ' ..
-        'scope = "read", token_file = %q } }'):format(rf) })
+        'scope = "read", token_file = %q }, { name = "support", scope = "read", ' ..
+        'decrypt = true, token_file = %q } }'):format(rf, sf) })
       got = http.json(url .. "/api/jobs/" .. a, 200,
         { token = "read-token-0123456789abcdef" })
       assert.equal("<encrypted>", got.payload)
       assert.equal("<encrypted>", got.result)
+      assert.is_false(http.json(url .. "/api/whoami", 200,
+        { token = "read-token-0123456789abcdef" }).decrypt)
+      got = http.json(url .. "/api/jobs/" .. a, 200,
+        { token = "support-token-0123456789abcdef" })
+      assert.equal("tiger-one", cjson.decode(got.payload).secret)
+      assert.equal("result-tiger-one", got.result.r)
+      local who = http.json(url .. "/api/whoami", 200,
+        { token = "support-token-0123456789abcdef" })
+      assert.is_true(who.decrypt)
+      assert.is_false(who.write)
+      -- granted reads only: its writes are refused as any read token's
+      assert.equal(403, (http.req(url .. "/api/jobs/" .. a .. "/retry",
+        { method = "POST", token = "support-token-0123456789abcdef" })))
       got = http.json(url .. "/api/jobs/" .. a)
       assert.equal("tiger-one", cjson.decode(got.payload).secret)
       no_key_in(env:log(), keys, "the runner's log")

@@ -294,5 +294,9 @@ describe("http.tokens refused at start:", function()
       "'http.tokens[1].queues' must be a list of 1 to 1000 queue names")
     refused(entry('name = "a", scope = "read", colour = "red"'),
       "'http.tokens[1].colour' is not a key of a token")
+    refused(entry('name = "a", scope = "read", decrypt = "yes"'),
+      "'http.tokens[1].decrypt' must be true or false, got string")
+    refused(entry('name = "a", scope = "write", decrypt = false'),
+      "'http.tokens[1].decrypt' cannot be false for a write token")
   end)
 end)

@@ -68,7 +68,8 @@ known_keys(lua_State *L, int i, char *key, size_t keysize, char *what,
            size_t whatsize)
 {
     static const char *const keys[] = {"name", "scope", "queues",
-                                       "token_file", "token_env", NULL};
+                                       "token_file", "token_env",
+                                       "decrypt", NULL};
     const char *k;
     int j, ok;
 
@@ -89,7 +90,7 @@ known_keys(lua_State *L, int i, char *key, size_t keysize, char *what,
                      "(token_env)");
         else
             snprintf(what, whatsize, "is not a key of a token (name, "
-                     "scope, queues, token_file, token_env)");
+                     "scope, queues, token_file, token_env, decrypt)");
         return -1;
     }
     return 0;
@@ -168,6 +169,34 @@ queues(lua_State *L, int i, jr_token *t, char *key, size_t keysize,
     return rc;
 }
 
+/* The entry's decrypt (a boolean, false when absent) into t: a read or
+ * push token granted the encrypted values decrypted; a write token sees
+ * them always, and decrypt = false cannot hold for it. */
+static int
+decrypt(lua_State *L, int i, jr_token *t, char *key, size_t keysize,
+        char *what, size_t whatsize)
+{
+    int rc = 0;
+
+    lua_getfield(L, -1, "decrypt");                  /* e d */
+    snprintf(key, keysize, "http.tokens[%d].decrypt", i);
+    if (!lua_isnil(L, -1) && !lua_isboolean(L, -1)) {
+        snprintf(what, whatsize, "must be true or false, got %s",
+                 luaL_typename(L, -1));
+        rc = -1;
+    } else if (t->scope == JR_TOKEN_WRITE && lua_isboolean(L, -1) &&
+               !lua_toboolean(L, -1)) {
+        snprintf(what, whatsize, "cannot be false for a write token "
+                 "('%s' sees encrypted values decrypted: give it scope "
+                 "\"read\" or \"push\" instead)", t->name);
+        rc = -1;
+    } else {
+        t->decrypt = t->scope == JR_TOKEN_WRITE || lua_toboolean(L, -1);
+    }
+    lua_pop(L, 1);                                   /* e */
+    return rc;
+}
+
 /* The secret of entry i from its token_file or token_env (one of them)
  * into t, checked as http.token's. */
 static int
@@ -236,7 +265,8 @@ one(lua_State *L, int i, jr_token *t, char *key, size_t keysize,
     t->scope = s;
     if ((t->name = strdup(name)) == NULL)
         return snprintf(what, whatsize, "out of memory"), -1;
-    if (queues(L, i, t, key, keysize, what, whatsize) < 0)
+    if (queues(L, i, t, key, keysize, what, whatsize) < 0 ||
+        decrypt(L, i, t, key, keysize, what, whatsize) < 0)
         return -1;
     return secret(L, i, t, key, keysize, what, whatsize);
 }

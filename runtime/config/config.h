@@ -36,6 +36,8 @@ typedef struct jr_token {       /* one entry of http.tokens */
     int        scope;           /* JR_TOKEN_* */
     char     **queues;          /* push: the queues it may push to */
     int        nqueues;
+    int        decrypt;         /* read, push: sees encrypted values
+                                   decrypted (decrypt = true) */
 } jr_token;
 
 typedef struct jr_config {

@@ -16,10 +16,12 @@
 int
 jr_api_may_decrypt(const jr_apicall *c)
 {
-    /* a write token (http.token is one) sees the values; a read or a
-     * push token, and a runner without tokens (reads open to anyone on
-     * its address), sees "<encrypted>" */
-    return c->tok != NULL && c->tok->scope == JR_TOKEN_WRITE;
+    /* a write token (http.token is one) sees the values, and a read or
+     * a push token granted them (decrypt = true); another, and a runner
+     * without tokens (reads open to anyone on its address), sees
+     * "<encrypted>" */
+    return c->tok != NULL &&
+           (c->tok->scope == JR_TOKEN_WRITE || c->tok->decrypt);
 }
 
 int

@@ -271,8 +271,9 @@ r_whoami(jr_apicall *c)
     }
     if (t != NULL && t->scope == JR_TOKEN_PUSH)
         jr_buf_put(&b, "]", 1);
-    jr_api_printf(&b, ",\"write\":%s,\"may\":",
-                  t != NULL && t->scope == JR_TOKEN_WRITE ? "true" : "false");
+    jr_api_printf(&b, ",\"write\":%s,\"decrypt\":%s,\"may\":",
+                  t != NULL && t->scope == JR_TOKEN_WRITE ? "true" : "false",
+                  jr_api_may_decrypt(c) ? "true" : "false");
     jr_api_str(&b, may);
     jr_buf_put(&b, "}", 1);
     if (b.oom)
