@@ -111,16 +111,18 @@ for _, backend in ipairs(jr.backends()) do
         assert.not_equal(0, c, forged .. " pushed: " .. out)
         assert.matches("job 'echo': its payload is an encrypted value", e, 1, true)
       end
-      -- a sealed value read raw and pushed again is stored as it is
+      -- a sealed value read raw and pushed again is stored as it is: a
+      -- stub and its bytes, read back as the envelope; the stub alone
+      -- does not open
       local a = env:push("echo", '{"secret":"tiger"}')
-      local cast = env.backend == "postgres" and "::text" or ""
-      local function payload(jid)
-        return env:query(("SELECT payload%s AS v FROM jobs WHERE id = %d"):format(
-          cast, jid))[1].v
-      end
-      local sealed = payload(a)
+      local sealed = jr.stored_payload(env, a)
+      assert.matches('^{"%$jr_enc":"v1:' .. id .. ':[A-Za-z0-9+/=]+"}$', sealed)
       local b = env:push("echo", sealed)
-      assert.equal(sealed, payload(b))
+      assert.equal(sealed, jr.stored_payload(env, b))
+      local stub = ('{"$jr_enc":"v1:%s:sealed"}'):format(id)
+      local _, e2, c2 = env:cli("push", "echo", stub)
+      assert.not_equal(0, c2)
+      assert.matches("job 'echo': its payload is an encrypted value", e2, 1, true)
       local out, e, c = env:cli("show", tostring(b), "--json")
       assert.equal(0, c, e)
       assert.matches('"secret":"tiger"', out, 1, true)

@@ -1,14 +1,15 @@
 -- encryption_spec.lua - encrypted payloads, results, step records and
 -- signal payloads (docs/operations.md, "Encryption"), on each engine: the
--- raw columns (read with the sqlite3 shell and psql) hold neither the
--- text nor the exact length; the handler sees the payload clear; show
--- and an authorised GET decrypt (a write token, a read token granted
--- decrypt), another read-only caller sees "<encrypted>";
--- the keys never reach a log, /metrics or an error; a key file open to
--- others, malformed or missing is refused at start and at push; a key id
--- the runner lacks fails the job's attempt naming it; keys rotate while
--- a runner drains and a producer pushes loses nothing and keys status
--- then says the old key may go.
+-- raw columns (read with the sqlite3 shell and psql), the payload's stub
+-- and its bytes among them, hold neither the text nor the exact length;
+-- the handler sees the payload clear; show and an authorised GET
+-- decrypt (a write token, a read token granted decrypt), another
+-- read-only caller sees "<encrypted>"; the keys never reach a log,
+-- /metrics or an error; a key file open to others, malformed or missing
+-- is refused at start and at push; a key id the runner lacks fails the
+-- job's attempt naming it; keys rotate while a runner drains and a
+-- producer pushes loses nothing and keys status then says the old key
+-- may go.
 local jr = require "jr"
 local http = require "jrhttp"
 local cjson = require "cjson"
@@ -77,6 +78,18 @@ for _, backend in ipairs(jr.backends()) do
       assert.is_nil(pa:find("tiger", 1, true))
       assert.matches('"$jr_enc"', pa, 1, true)
       assert.equal(#pa, #pb)
+      -- stored as a stub and its bytes: the bytes neither hold the text
+      -- nor tell the length beyond the block; read back, the envelope
+      local hex = env.backend == "postgres" and "encode(sealed, 'hex')" or "hex(sealed)"
+      local sa, sb = raw(env, a, "length(sealed)"), raw(env, b, "length(sealed)")
+      assert.equal(12 + 32 + 16, tonumber(sa))
+      assert.equal(tonumber(sa), tonumber(sb))
+      for _, id in ipairs({ a, b }) do
+        local bytes = raw(env, id, hex):gsub("%x%x", function(x)
+          return string.char(tonumber(x, 16)) end)
+        assert.is_nil(bytes:find("tiger", 1, true))
+        assert.matches('^{"%$jr_enc":"v1:[%w._-]+:[A-Za-z0-9+/=]+"}$', jr.stored_payload(env, id))
+      end
       local url = http.start(env, enc)
       env:wait_state(a, "completed", 30)
       env:wait_state(b, "completed", 30)

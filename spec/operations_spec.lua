@@ -220,6 +220,23 @@ if h.pg_url then
       local cancelled = lite:push("wait")
       assert(select(3, lite:cli("cancel", tostring(cancelled))) == 0)
       assert(select(3, lite:cli("queue", "pause", "mail")) == 0)
+      -- an encrypted payload (stored as its stub and bytes) in the paused
+      -- queue: it moves, and opens on PostgreSQL
+      local kf = lite.dir .. "/keys"
+      assert(select(3, lite:cli("keys", "new", kf)) == 0)
+      local function keyed(env)
+        local f = env.dir .. "/keyed.lua"
+        h.write_file(f, ("return { backend = %q, %s scripts = %q, " ..
+          "encryption = { key_file = %q } }"):format(env.url, env.schema and
+          ("schema = %q,"):format(env.schema) or "", env.dir .. "/scripts", kf))
+        return f
+      end
+      local out0, err0, code0 = h.sh(("%s -c %s push wait '{\"secret\":\"tiger\"}' " ..
+        "--queue mail"):format(q(h.bin), q(keyed(lite))))
+      assert.equal(0, code0, err0)
+      local sealed = assert(tonumber(out0:match("%d+")))
+      assert.equal(1, lite:query("SELECT count(*) AS n FROM jobs WHERE id = " ..
+        sealed .. " AND sealed IS NOT NULL")[1].n)
       local before, queues = snapshot(lite)
 
       local out, err, code = move()
@@ -232,6 +249,8 @@ if h.pg_url then
       local after, pqueues = snapshot(pg)
       assert.same(before, after)
       assert.same(queues, pqueues)
+      out = h.sh(("%s -c %s show %d --json"):format(q(h.bin), q(keyed(pg)), sealed))
+      assert.equal("tiger", decode(out).payload.secret)
       local fires = lite:query("SELECT count(*) AS n FROM schedule_fires")[1].n
       assert.equal(fires, pg:query(
         "SELECT count(*) AS n FROM " .. pg.schema .. ".schedule_fires")[1].n)
@@ -243,8 +262,8 @@ if h.pg_url then
       pg:script("wait", "return function() end")
       pg:script("tick", "return function() end")
       local p2 = pg:start()
-      h.wait_for(function() return pg:count("queued") == 1 end, 20,
-        "the moved jobs run (the paused queue's one stays)")
+      h.wait_for(function() return pg:count("queued") == 2 end, 20,
+        "the moved jobs run (the paused queue's two stay)")
       pg:stop(nil, p2)
     end)
 

@@ -17,7 +17,7 @@
     " updated_at = now(), started_at = now(), progress_done = NULL," \
     " progress_total = NULL, progress_note = NULL," JR_PG_DEADLINE_SET
 #define CLAIM_COLUMNS \
-    "j.id, j.name, j.queue, j.payload::text, j.attempts," \
+    "j.id, j.name, j.queue, " JR_PG_PAYLOAD("j.") ", j.attempts," \
     " coalesce(j.max_retries, -1), j.priority," \
     " extract(epoch FROM j.run_at)::float8," \
     " extract(epoch FROM j.created_at)::float8, j.parents::text," \

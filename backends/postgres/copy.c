@@ -9,6 +9,7 @@
 
 #include "postgres/pg_int.h"
 #include "postgres/arrays.h"
+#include "base/keyring.h"
 
 /* A batch whose jobs are plain (no unique key), due now (no run_at or
  * run_in) and whose ids are not asked goes in by COPY: no unnest, and the
@@ -25,7 +26,7 @@
 #define COPY_SQL \
     "SELECT name FROM {{schema}}.limit_paths LIMIT 200;" \
     " COPY {{schema}}.jobs (name, payload, queue, priority, max_retries," \
-    " limit_key) FROM STDIN (FORMAT binary)"
+    " limit_key, sealed) FROM STDIN (FORMAT binary)"
 
 static int
 copy_eligible(const jr_push *const *pp, int n, const int64_t *ids)
@@ -55,9 +56,18 @@ copy_header(jr_buf *d)
 static void
 copy_row(jr_buf *d, const jr_push *p)
 {
-    static const unsigned char fields[2] = {0, 6};
+    static const unsigned char fields[2] = {0, 7};
     const char *payload = p->payload ? p->payload : "{}";
     size_t n = strlen(payload);
+    char stub[JR_SEAL_STUB_MAX];
+    jr_buf raw = {0};
+    int sealed = strncmp(payload, "{\"$jr_enc\"", 10) == 0 &&
+                 jr_seal_split(payload, n, stub, &raw) > 0;
+
+    if (sealed) {               /* stored as its stub and bytes */
+        payload = stub;
+        n = strlen(stub);
+    }
 
     jr_buf_put(d, fields, 2);
     ba_text(d, p->name);
@@ -71,6 +81,13 @@ copy_row(jr_buf *d, const jr_push *p)
     else
         ba_int(d, p->max_retries);
     ba_text(d, p->key);
+    if (sealed) {
+        ba_u32(d, (uint32_t)raw.len);
+        jr_buf_put(d, raw.p, raw.len);
+    } else {
+        ba_null(d);
+    }
+    jr_buf_free(&raw);
 }
 
 /* 1 if a job of pp without a key has a name in paths (limit_key_of would

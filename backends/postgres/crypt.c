@@ -12,14 +12,17 @@
 #include "base/keyring.h"
 
 static const pg_stmt st_scan = {"jr_crypt_scan", 2,
-    "SELECT id, payload::text, result::text, steps::text, waits::text"
+    "SELECT id, " JR_PG_PAYLOAD("") ", result::text, steps::text,"
+    " waits::text"
     " FROM {{schema}}.jobs WHERE id > $1::bigint ORDER BY id"
     " LIMIT $2::int"};
 
 /* $1 the job, $2 the value read, $3 the new one */
 static const pg_stmt st_put[JR_CRYPT_COLS] = {
     {"jr_crypt_put_payload", 3, "UPDATE {{schema}}.jobs SET payload ="
-     " $3::jsonb WHERE id = $1::bigint AND payload = $2::jsonb"},
+     " " JR_PG_STUB("$3::text") ", sealed = " JR_PG_BYTES("$3::text")
+     " WHERE id = $1::bigint AND " JR_PG_PAYLOAD("") "::jsonb"
+     " = $2::jsonb"},
     {"jr_crypt_put_result", 3, "UPDATE {{schema}}.jobs SET result ="
      " $3::jsonb WHERE id = $1::bigint AND result = $2::jsonb"},
     {"jr_crypt_put_steps", 3, "UPDATE {{schema}}.jobs SET steps ="

@@ -201,7 +201,8 @@ row_fields(const PGresult *res, int r, jr_job_row *j)
 }
 
 static const pg_stmt st_show = {"jr_show", 1,
-    "SELECT " JOB_COLUMNS ", payload::text, unique_key, result::text,"
+    "SELECT " JOB_COLUMNS ", " JR_PG_PAYLOAD("") ", unique_key,"
+    " result::text,"
     " coalesce(extract(epoch FROM keep_until), 0), wait_on,"
     " coalesce(extract(epoch FROM wake_at), 0), waits::text, steps::text,"
     " coalesce(sql_statements, 0),"

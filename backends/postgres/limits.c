@@ -387,7 +387,7 @@ static const pg_stmt st_lim_claim = {"jr_lim_claim", 3,
      * jobs_claim index and filters it by id was open to the planner,
      * and stale statistics chose it: 48,000 entries per claim. */
     " WHERE j.id = ANY($3::bigint[])"
-    " RETURNING j.id, j.name, j.queue, j.payload::text, j.attempts,"
+    " RETURNING j.id, j.name, j.queue, " JR_PG_PAYLOAD("j.") ", j.attempts,"
     " coalesce(j.max_retries, -1), j.priority,"
     " extract(epoch FROM j.run_at)::float8,"
     " extract(epoch FROM j.created_at)::float8, j.parents::text,"

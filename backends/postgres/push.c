@@ -20,13 +20,15 @@
  * row cost about half of the statement (docs/performance.md, "Batch push"). */
 #define PUSH_SQL \
     "INSERT INTO {{schema}}.jobs" \
-    " (name, payload, queue, priority, max_retries, run_at, limit_key)" \
-    " SELECT u.name, u.payload::jsonb, u.queue, u.priority," \
+    " (name, payload, queue, priority, max_retries, run_at, limit_key," \
+    " sealed)" \
+    " SELECT u.name, " JR_PG_STUB("u.payload") ", u.queue, u.priority," \
     "  u.max_retries, coalesce(to_timestamp(u.run_at)," \
     "  now() + u.run_in * interval '1 second')," \
     "  CASE WHEN u.key IS NOT NULL THEN u.key WHEN u.name IN" \
     "  (SELECT lp.name FROM {{schema}}.limit_paths lp)" \
-    "  THEN {{schema}}.limit_key_of(u.name, u.payload::jsonb, NULL) END" \
+    "  THEN {{schema}}.limit_key_of(u.name, u.payload::jsonb, NULL) END," \
+    "  " JR_PG_BYTES("u.payload") \
     " FROM unnest($1::text[], $2::text[], $3::text[], $4::int[]," \
     "  $5::int[], $6::float8[], $7::float8[], $8::text[]) WITH ORDINALITY" \
     "  AS u(name, payload, queue, priority, max_retries, run_at," \
@@ -218,15 +220,17 @@ out:
  * of the job), where this plan is made once and kept */
 static const pg_stmt st_push_one = {"jr_push_one", 8,
     "INSERT INTO {{schema}}.jobs"
-    " (name, payload, queue, priority, max_retries, run_at, limit_key)"
-    " VALUES ($1::text, $2::text::jsonb, $3::text, $4::int, $5::int,"
+    " (name, payload, queue, priority, max_retries, run_at, limit_key,"
+    " sealed)"
+    " VALUES ($1::text, " JR_PG_STUB("$2::text") ", $3::text, $4::int,"
+    "  $5::int,"
     "  coalesce(to_timestamp($6::float8),"
     "  now() + $7::float8 * interval '1 second'),"
     "  CASE WHEN $8::text IS NOT NULL THEN $8::text"
     "  WHEN EXISTS (SELECT 1 FROM {{schema}}.limit_paths lp"
     "   WHERE lp.name = $1::text)"
     "  THEN {{schema}}.limit_key_of($1::text, $2::text::jsonb, $8::text)"
-    "  END)"
+    "  END, " JR_PG_BYTES("$2::text") ")"
     " RETURNING id"};
 
 /* One plain job (no unique key) through st_push_one. */

@@ -20,7 +20,9 @@ static const pg_stmt st_rerun = {"jr_rerun", 3,
     " cancel_requested = false, result = NULL, keep_until = NULL,"
     " locked_by = NULL, locked_until = NULL, progress_done = NULL,"
     " progress_total = NULL, progress_note = NULL, steps = $2::jsonb,"
-    " payload = coalesce($3::jsonb, payload), updated_at = now(),"
+    " payload = coalesce($3::jsonb, payload),"
+    " sealed = CASE WHEN $3::jsonb IS NULL THEN sealed END,"
+    " updated_at = now(),"
     " expires_at = CASE WHEN state = 'expired' THEN NULL"
     "  ELSE expires_at END, deadline_at = NULL"
     " WHERE id = $1::bigint"};

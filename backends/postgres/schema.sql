@@ -2119,3 +2119,13 @@ CREATE TABLE {{schema}}.limit_sizes (
     size  bigint NOT NULL,
     what  text NOT NULL
 );
+-- migration 24
+-- Encrypted payloads stored as bytes (docs/operations.md, "Encryption"):
+-- a payload sealed before its push, {"$jr_enc":"v1:ID:BASE64"}, is
+-- stored as the stub {"$jr_enc":"v1:ID:sealed"} with the envelope's
+-- bytes (BASE64 decoded) in sealed, a quarter smaller than the text in
+-- the row that a claim and an end rewrite. The stub and its bytes read as
+-- the envelope again; sealed is NULL for any other payload, and read
+-- only beside a stub (a payload written since by other means leaves it
+-- unread). Envelopes stored as text before stay, and read as before.
+ALTER TABLE {{schema}}.jobs ADD COLUMN sealed bytea;

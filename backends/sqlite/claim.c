@@ -15,7 +15,7 @@
 /* what a claim reads of a job (row_job) */
 #define CLAIM_COLUMNS "id, name, queue, payload, attempts, max_retries," \
     " priority, run_at, created_at, parents, batch_id, flow, steps, waits," \
-    " trace, limit_key"
+    " trace, limit_key, sealed"
 
 /* The file's statements: slots of sql_text[] (sqlite_int.h). */
 enum { S_CLAIM_QUEUES, S_QUEUE_READY, S_CLAIM_CANDIDATES, S_LIM_CANDIDATES,
@@ -99,13 +99,22 @@ stmt(jr_backend *b, int which, jr_err *err)
 static jr_job *
 row_job(sqlite3_stmt *s)
 {
-    jr_job *j = jr_job_new_full(sqlite3_column_int64(s, 0),
-                                col_text(s, 1), col_text(s, 2),
-                                col_text(s, 3),
-                                (size_t)sqlite3_column_bytes(s, 3),
-                                col_text(s, 9), col_text(s, 12),
-                                col_text(s, 13), col_text(s, 14),
-                                col_text(s, 15));
+    const char *pl = col_text(s, 3);
+    size_t pn = (size_t)sqlite3_column_bytes(s, 3);
+    jr_buf env = {0};
+    jr_job *j;
+
+    /* a payload stored as its bytes: the envelope again (crypt.c) */
+    if (sqlite3_column_type(s, 16) != SQLITE_NULL &&
+        jr_sqlite_sealed_text(s, 3, 16, &env) > 0) {
+        pl = env.p;
+        pn = env.len;
+    }
+    j = jr_job_new_full(sqlite3_column_int64(s, 0), col_text(s, 1),
+                        col_text(s, 2), pl, pn, col_text(s, 9),
+                        col_text(s, 12), col_text(s, 13), col_text(s, 14),
+                        col_text(s, 15));
+    jr_buf_free(&env);
     if (j == NULL)
         return NULL;
     j->attempt = sqlite3_column_int(s, 4) + 1;

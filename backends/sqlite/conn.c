@@ -186,7 +186,8 @@ connect_db(jr_backend *b, jr_err *err)
         usleep(10000);
     if (rc != SQLITE_OK)
         return jr_sqlite_fail(b, err, "setting WAL mode");
-    if (jr_sqlite_attach(b, err) < 0)
+    if (jr_sqlite_attach(b, err) < 0 ||
+        jr_sqlite_crypt_functions(b, err) < 0)
         return -1;
     if (stat(b->path, &st) == 0) {
         b->dev = st.st_dev;

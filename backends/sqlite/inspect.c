@@ -61,7 +61,8 @@ static const char *const sql_text[S_COUNT] = {
         " FROM n LEFT JOIN queues q ON q.name = n.name"
         " LEFT JOIN c ON c.queue = n.name ORDER BY n.name",
     [S_SHOW] =
-        "SELECT " JOB_COLUMNS ", payload, unique_key, result,"
+        "SELECT " JOB_COLUMNS ", jr_payload(payload, sealed), unique_key,"
+        " result,"
         " coalesce(keep_until, 0), wait_on, coalesce(wake_at, 0), waits,"
         " steps, coalesce(sql_statements, 0), coalesce(expires_at, 0),"
         " coalesce(deadline, 0), coalesce(deadline_at, 0), coalesce(cost, 0)"

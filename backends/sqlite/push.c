@@ -23,8 +23,8 @@
 /* A push's row but its limit key (?9, or LIMIT_KEY_OF), and ")". */
 #define INSERT_JOB \
     "INSERT INTO jobs (name, payload, queue, priority, max_retries," \
-    " run_at, created_at, updated_at, unique_key, limit_key)" \
-    " VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?7, ?8, "
+    " run_at, created_at, updated_at, unique_key, sealed, limit_key)" \
+    " VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?7, ?8, ?10, "
 
 /* The file's statements: slots of sql_text[] (sqlite_int.h);
  * S_UNIQUE_HOLDER, S_UNIQUE_WINDOW in this order (unique_holder). */
@@ -54,8 +54,8 @@ static const char *const sql_text[S_COUNT] = {
         "INSERT OR REPLACE INTO unique_keys (name, unique_key, job_id,"
         " held_until) VALUES (?1, ?2, ?3, ?4)",
     [S_UNIQUE_REPLACE] =
-        "UPDATE jobs SET payload = ?2, run_at = ?3, updated_at = ?4"
-        " WHERE id = ?1 AND state = 'queued'",
+        "UPDATE jobs SET payload = ?2, sealed = NULL, run_at = ?3,"
+        " updated_at = ?4 WHERE id = ?1 AND state = 'queued'",
     /* what the trigger jobs_queue_known does, for the library's inserts:
      * look, then insert if missing (an insert that finds the row pays the
      * name CHECK first; INSERT ... SELECT from queues fills a temporary
@@ -102,10 +102,10 @@ stmt(jr_backend *b, int which, jr_err *err)
  * constant list of the state CHECK, the sqlite_sequence write of
  * AUTOINCREMENT) is paid once for them (docs/performance.md, "Batch push"). */
 #define INSERT_ROWS 32
-#define INSERT_PARAMS 9         /* ?1..?9 of S_INSERT's row */
+#define INSERT_PARAMS 10        /* ?1..?10 of S_INSERT's row */
 
 /* The VALUES row of S_INSERT (S_INSERT_BARE if bare) INSERT_ROWS times,
- * row k's ?N renumbered ?(9k + N): one text for the row, however
+ * row k's ?N renumbered ?(10k + N): one text for the row, however
  * S_INSERT changes; with RETURNING id if returning. Malloc'd. */
 static char *
 insert_many_sql(int bare, int returning)
@@ -304,12 +304,14 @@ jr_sqlite_insert_one(jr_backend *b, const jr_push *p, double now,
     return outcome < 0 ? -1 : 0;
 }
 
-/* Binds p as the row whose parameters start after ?base. */
+/* Binds p as the row whose parameters start after ?base: a payload
+ * sealed as seal writes it as its stub and bytes (jr_sqlite_bind_sealed). */
 static void
 bind_row(sqlite3_stmt *s, int base, const jr_push *p, double now)
 {
     bind_text(s, base + 1, p->name);
-    bind_text(s, base + 2, p->payload ? p->payload : "{}");
+    jr_sqlite_bind_sealed(s, base + 2, base + 10, p->payload ? p->payload :
+                          "{}");
     bind_text(s, base + 3, p->queue ? p->queue : "default");
     sqlite3_bind_int(s, base + 4, p->priority);
     if (p->max_retries >= 0)

@@ -20,7 +20,8 @@ static const char *const sql_text[S_COUNT] = {
         " result = NULL, keep_until = NULL, locked_by = NULL,"
         " locked_until = NULL, progress_done = NULL, progress_total = NULL,"
         " progress_note = NULL, steps = ?3,"
-        " payload = coalesce(?4, payload), updated_at = ?2,"
+        " payload = coalesce(?4, payload),"
+        " sealed = CASE WHEN ?4 IS NULL THEN sealed END, updated_at = ?2,"
         " expires_at = CASE WHEN state = 'expired' THEN NULL"
         "  ELSE expires_at END, deadline_at = NULL WHERE id = ?1",
 };

@@ -70,8 +70,8 @@ static const char *const sql_text[S_COUNT] = {
     /* on_conflict replace: the pending last job ?1 takes the push's
      * payload ?2 and run_at ?3 */
     [S_SEQ_REPLACE] =
-        "UPDATE jobs SET payload = ?2, run_at = ?3, updated_at = ?4"
-        " WHERE id = ?1 AND " PENDING,
+        "UPDATE jobs SET payload = ?2, sealed = NULL, run_at = ?3,"
+        " updated_at = ?4 WHERE id = ?1 AND " PENDING,
     /* the job just pushed, when the pending one took its place */
     [S_SEQ_DROP] =
         "DELETE FROM jobs WHERE id = ?1 AND state = 'queued'"

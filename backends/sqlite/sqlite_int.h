@@ -380,4 +380,18 @@ int  jr_sqlite_logs_put(jr_backend *b, const char *token, const jr_result *r,
 int  jr_sqlite_logs_kept(jr_backend *b, const jr_result *r, double now,
                          jr_err *err);
 
+/* crypt.c: payloads sealed stored as bytes (schema migration 24). Binds
+ * the payload text at ?pi and NULL at ?si, or, for an envelope as seal
+ * writes it, its stub and its bytes (copied); */
+void jr_sqlite_bind_sealed(sqlite3_stmt *s, int pi, int si,
+                           const char *text);
+/* the envelope again into out (appended) when the row's column pc is a
+ * stub beside its bytes at column sc: 1, else 0 (the text as it is), -1
+ * out of memory; and the SQL function jr_payload(payload, sealed) that
+ * reads it so, added to each connection. */
+struct jr_buf;
+int jr_sqlite_sealed_text(sqlite3_stmt *s, int pc, int sc,
+                          struct jr_buf *out);
+int jr_sqlite_crypt_functions(jr_backend *b, jr_err *err);
+
 #endif

@@ -103,6 +103,9 @@ for t in $tables; do
             ex="CASE WHEN $c IS NULL THEN NULL ELSE printf('%.6f', $c) END"
             sel="to_timestamp($v::float8)" ;;
         boolean) ex=$c; sel="$v::int::boolean" ;;
+        bytea)  # an encrypted payload's bytes (docs/operations.md)
+            ex="CASE WHEN $c IS NULL THEN NULL ELSE hex($c) END"
+            sel="decode($v, 'hex')" ;;
         jsonb|json|text|bigint|integer|smallint|"double precision"|real|numeric)
             ex=$c; sel="$v::$type" ;;
         *) die "column $t.$c: PostgreSQL type '$type' is not handled" ;;

@@ -509,3 +509,93 @@ jr_seal_any(const char *s, size_t n)
            memmem(s, n, JR_SEAL_MARK, sizeof JR_SEAL_MARK - 1) != NULL;
 }
 
+
+/* The stub's text after the key id, and the envelope's before it. */
+#define STUB_TAIL ":sealed\"}"
+#define SEAL_HEAD "{\"$jr_enc\":\"v1:"
+
+/* Room for n more bytes in b: 0, or -1 out of memory (b->oom set). */
+static int
+room(jr_buf *b, size_t n)
+{
+    size_t cap = b->cap ? b->cap : 256;
+    char *p;
+
+    if (b->oom)
+        return -1;
+    if (b->len + n <= b->cap)
+        return 0;
+    while (cap < b->len + n)
+        cap *= 2;
+    if ((p = realloc(b->p, cap)) == NULL) {
+        b->oom = 1;
+        return -1;
+    }
+    b->p = p;
+    b->cap = cap;
+    return 0;
+}
+
+int
+jr_seal_split(const char *s, size_t n, char *stub, jr_buf *raw)
+{
+    const char *id = s + sizeof SEAL_HEAD - 1, *ide, *b, *be = s + n - 2;
+    size_t hn = sizeof SEAL_HEAD - 1;
+    long got;
+
+    if (n < hn + 4 || memcmp(s, SEAL_HEAD, hn) != 0 ||
+        memcmp(be, "\"}", 2) != 0)
+        return 0;
+    for (ide = id; ide < be && jr_keyfile_id_char((unsigned char)*ide);
+         ide++)
+        ;
+    if (ide == id || ide >= be || *ide != ':' || ide - id > JR_KEYID_MAX)
+        return 0;
+    for (b = ide + 1; b < be; b++)
+        if (!((*b >= 'A' && *b <= 'Z') || (*b >= 'a' && *b <= 'z') ||
+              (*b >= '0' && *b <= '9') || *b == '+' || *b == '/' ||
+              *b == '='))
+            return 0;
+    b = ide + 1;
+    jr_buf_reset(raw);
+    if (room(raw, (size_t)(be - b) / 4 * 3 + 3) < 0)
+        return -1;
+    got = jr_keyfile_b64_dec(b, (size_t)(be - b), (unsigned char *)raw->p);
+    if (got < NONCE_BYTES + PAD_BLOCK + TAG_BYTES ||
+        (got - NONCE_BYTES - TAG_BYTES) % PAD_BLOCK != 0 ||
+        4 * (((size_t)got + 2) / 3) != (size_t)(be - b))
+        return 0;
+    raw->len = (size_t)got;
+    snprintf(stub, JR_SEAL_STUB_MAX, "%.*s" STUB_TAIL, (int)(ide - s), s);
+    return 1;
+}
+
+int
+jr_seal_is_stub(const char *s, size_t n)
+{
+    size_t hn = sizeof SEAL_HEAD - 1, tn = sizeof STUB_TAIL - 1;
+
+    return n > hn + tn && n <= JR_SEAL_STUB_MAX &&
+           memcmp(s, SEAL_HEAD, hn) == 0 &&
+           memcmp(s + n - tn, STUB_TAIL, tn) == 0;
+}
+
+int
+jr_seal_join(const char *s, size_t n, const void *raw, size_t rawn,
+             jr_buf *out)
+{
+    size_t at = out->len, tn = sizeof STUB_TAIL - 1;
+
+    if (!jr_seal_is_stub(s, n) || rawn > (1u << 30))
+        return -1;
+    jr_buf_put(out, s, n - tn + 1);             /* up to the id's ':' */
+    if (room(out, 4 * ((rawn + 2) / 3) + 3) < 0)
+        return -1;
+    out->len += jr_keyfile_b64_enc(raw, rawn, out->p + out->len);
+    jr_buf_put(out, "\"}", 2);
+    if (out->oom) {
+        out->len = at;
+        return -1;
+    }
+    return 0;
+}

@@ -74,6 +74,24 @@ size_t jr_seal_size(size_t max, const char *s);
 /* Whether the text s holds an envelope anywhere (a fast look). */
 int jr_seal_any(const char *s, size_t n);
 
+/* The sealed value as a database stores it in a column of bytes beside
+ * its stub (docs/operations.md, "Encryption"): the stub is the JSON text
+ * {"$jr_enc":"v1:ID:sealed"} (JR_SEAL_STUB_MAX bytes at most), the bytes
+ * the envelope's base64 decoded (nonce, ciphertext, tag): the same value,
+ * a quarter smaller, and the same envelope again when joined. */
+#define JR_SEAL_STUB_MAX (sizeof "{\"$jr_enc\":\"v1::sealed\"}" + JR_KEYID_MAX)
+/* 1 when the text s (n bytes) is exactly one envelope as seal writes it
+ * (no space, a well-formed body): its stub in stub (NUL-terminated), its
+ * bytes in raw (reset first); 0 when it is not (any other text, kept as
+ * it is); -1 out of memory. No key needed. */
+int jr_seal_split(const char *s, size_t n, char *stub, jr_buf *raw);
+/* Whether the text s (n bytes) is a stub: 1 or 0. */
+int jr_seal_is_stub(const char *s, size_t n);
+/* Appends to out the envelope of the stub s (n bytes) and its bytes raw
+ * (rawn): 0, or -1 when s is no stub or out of memory. */
+int jr_seal_join(const char *s, size_t n, const void *raw, size_t rawn,
+                 jr_buf *out);
+
 /* Adds a fresh random key at the top of the key file at path (the file
  * a symlink points at), creating it with mode 0600 when missing; its
  * directory locked (flock) meanwhile, so calls at once all add their key;

@@ -455,6 +455,33 @@ function M.job_snapshot(env)
   return t
 end
 
+-- The stored payload of job id as its text: an encrypted payload stored
+-- as its stub {"$jr_enc":"v1:ID:sealed"} and bytes (the column sealed)
+-- is its envelope {"$jr_enc":"v1:ID:BASE64"} again, as a value read raw
+-- and pushed again would be (docs/operations.md, "Encryption").
+function M.stored_payload(env, id)
+  local pg = env.backend == "postgres"
+  local r = env:query(("SELECT payload%s AS p, %s AS h FROM jobs WHERE id = %d"):format(
+    pg and "::text" or "", pg and "encode(sealed, 'hex')" or "hex(sealed)", id))[1]
+  local h = r.h ~= nil and r.h ~= require("cjson").null and r.h or ""
+  if h == "" then return r.p end
+  local bytes = h:gsub("%x%x", function(x) return string.char(tonumber(x, 16)) end)
+  local abc = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/"
+  local out = {}
+  for i = 1, #bytes, 3 do
+    local a, b, c = bytes:byte(i, i + 2)
+    local n = a * 65536 + (b or 0) * 256 + (c or 0)
+    for k = 3, 0, -1 do
+      local v = (n >> (6 * k)) & 63
+      out[#out + 1] = abc:sub(v + 1, v + 1)
+    end
+    if not c then out[#out] = "=" end
+    if not b then out[#out - 1] = "=" end
+  end
+  local id_ = r.p:match('"v1:([^:"]+):sealed"')
+  return ('{"$jr_enc":"v1:%s:%s"}'):format(id_, table.concat(out))
+end
+
 -- Makes env's database at schema n, as a release of that schema left it,
 -- from the first n blocks of backends/*.sql with the engine's own client
 -- (sqlite3 or psql): the migration specs upgrade it from there.
