@@ -539,13 +539,14 @@ room(jr_buf *b, size_t n)
 int
 jr_seal_split(const char *s, size_t n, char *stub, jr_buf *raw)
 {
-    const char *id = s + sizeof SEAL_HEAD - 1, *ide, *b, *be = s + n - 2;
     size_t hn = sizeof SEAL_HEAD - 1;
+    const char *id = s + hn, *ide, *b, *be;
     long got;
 
     if (n < hn + 4 || memcmp(s, SEAL_HEAD, hn) != 0 ||
-        memcmp(be, "\"}", 2) != 0)
+        memcmp(s + n - 2, "\"}", 2) != 0)
         return 0;
+    be = s + n - 2;
     for (ide = id; ide < be && jr_keyfile_id_char((unsigned char)*ide);
          ide++)
         ;

@@ -6,7 +6,9 @@
  * created 0600, a new key on top, refused when open to others, a
  * malformed line named by file:line, never a key's text in a message;
  * an envelope attacked in the database (each bit flipped, cut at each
- * length, another version, another key's id, garbage) never opens.
+ * length, another version, another key's id, garbage) never opens; the
+ * stored form (a stub and the bytes) joins back to the same envelope,
+ * and only an envelope as seal writes it splits.
  * Prints "N passed, N failed". */
 #define _GNU_SOURCE
 #include <stdio.h>
@@ -302,6 +304,53 @@ check_attacks(void)
     return 0;
 }
 
+/* An envelope split into its stub and bytes joins back to the same text;
+ * any other text does not split; the stub alone does not open. */
+static int
+check_split(void)
+{
+    jr_err err = {0};
+    jr_keyring *k = jr_keyring_load(path1, &err);
+    jr_buf b = {0}, raw = {0}, back = {0};
+    char stub[JR_SEAL_STUB_MAX], *out, *t;
+    size_t outn;
+    const char *not_one[] = {
+        "{}", "{\"$jr_enc\":\"v1:k:AAAA\"}", "{\"$jr_enc\": \"v1:k:AAAA\"}",
+        "{\"$jr_enc\":\"v2:k:AAAA\"}", "{\"$jr_enc\":\"v1:k:sealed\"}",
+        "{\"$jr_enc\":\"v1::AAAA\"}", NULL};
+    int i;
+
+    CHECK(k != NULL);
+    if (k == NULL)
+        return -1;
+    seal(k, "{\"card\":\"4111\"}", &b);
+    CHECK(jr_seal_split(b.p, b.len, stub, &raw) == 1);
+    CHECK(raw.len == 12 + 32 + 16);
+    CHECK(jr_seal_is_stub(stub, strlen(stub)));
+    CHECK(strstr(stub, ":sealed\"}") != NULL);
+    CHECK(jr_seal_join(stub, strlen(stub), raw.p, raw.len, &back) == 0);
+    CHECK(back.len == b.len && memcmp(back.p, b.p, b.len) == 0);
+    CHECK(jr_keyring_open(k, stub, strlen(stub), &out, &outn, &err) < 0);
+    CHECK(jr_seal_join("{}", 2, raw.p, raw.len, &back) < 0);
+    for (i = 0; not_one[i] != NULL; i++)
+        CHECK(jr_seal_split(not_one[i], strlen(not_one[i]), stub, &raw)
+              == 0);
+    t = malloc(b.len + 2);              /* a space inside: kept as text */
+    CHECK(t != NULL);
+    if (t != NULL) {
+        memcpy(t, b.p, 11);
+        t[11] = ' ';
+        memcpy(t + 12, b.p + 11, b.len - 11);
+        CHECK(jr_seal_split(t, b.len + 1, stub, &raw) == 0);
+        free(t);
+    }
+    jr_buf_free(&b);
+    jr_buf_free(&raw);
+    jr_buf_free(&back);
+    jr_keyring_free(k);
+    return 0;
+}
+
 int
 main(void)
 {
@@ -321,6 +370,7 @@ main(void)
     report("tamper", check_tamper());
     report("wrong key", check_wrong_key());
     report("attacks", check_attacks());
+    report("stored as bytes", check_split());
     printf("%d passed, %d failed\n", passed, nfailed);
     {
         char cmd[300];
