@@ -14,7 +14,9 @@
  * none), so that any worker running attempt N finds attempt 1's span
  * without a record of it. Sampling: the producer's sampled flag, else
  * tracing.sample over the job's first trace id (every attempt of a job
- * the same). Uses worker_int.h, trace.h. */
+ * the same). The spans go as one record (spanrec.h): the master
+ * queues it, the export thread alone writes the JSON. Uses
+ * worker_int.h, spanrec.h, trace.h. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -95,7 +97,8 @@ jr_wtrace_begin(worker *w, jr_jobctx *ctx, const jr_job *j)
     memcpy(t->trace, t->run.trace, 16);
     memcpy(t->cur, t->run.id, 8);
     t->run.kind = JR_SPAN_CONSUMER;
-    t->run.start = jr_now();
+    if (t->sampled)             /* unsampled: the ids to pass on, no more */
+        t->run.start = jr_now();
     t->active = 1;
 }
 
