@@ -162,7 +162,7 @@ word(const uint8_t *b)
 }
 
 #define PUT(b, lit)  jr_buf_put(b, lit, sizeof lit - 1)
-#define PUT1(b, lit) jr_buf_put(b, lit + 1, sizeof lit - 2)    /* no comma */
+#define PUT1(b, lit) jr_buf_put(b, &(lit)[1], sizeof lit - 2)   /* no comma */
 
 /* the attributes every attempt's span has the same */
 #define ATTR(k, v) ",{\"key\":\"" k "\",\"value\":{\"stringValue\":\"" v "\"}}"
