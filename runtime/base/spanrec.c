@@ -6,7 +6,6 @@
  *   f64 snooze delay, then counted strings (u32 length, ~0 for none):
  *   queue, name, key, generation, outcome, error, events, links, done.
  * Uses trace.h, util.h. */
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -213,6 +212,7 @@ head(jr_buf *out, const uint8_t trace[16], const uint8_t id[8],
      int64_t start, int64_t end)
 {
     char name[160];             /* as the worker named it: cut there */
+    size_t p = strlen(prefix), n = strnlen(q, sizeof name - 1 - p);
 
     PUT(out, "{\"traceId\":\"");
     hex(out, trace, 16);
@@ -222,7 +222,9 @@ head(jr_buf *out, const uint8_t trace[16], const uint8_t id[8],
         PUT(out, "\",\"parentSpanId\":\"");
         hex(out, parent, 8);
     }
-    snprintf(name, sizeof name, "%s%s", prefix, q);
+    memcpy(name, prefix, p);    /* no printf a span */
+    memcpy(name + p, q, n);
+    name[p + n] = '\0';
     PUT(out, "\",\"name\":");
     jr_span_jstr(out, name);
     PUT(out, ",\"kind\":");
@@ -238,7 +240,7 @@ head(jr_buf *out, const uint8_t trace[16], const uint8_t id[8],
 /* r's spans, written straight into out: the attempt's, the queue wait's,
  * then the others */
 static void
-encode(const rec *r, jr_span *s, jr_buf *out)
+encode(const rec *r, jr_span *s, jr_buf *out, int comma)
 {
     char queue[TEXT], text[TEXT], oc[32];
     const char *q = str(r, QUEUE, queue, sizeof queue);
@@ -248,7 +250,7 @@ encode(const rec *r, jr_span *s, jr_buf *out)
 
     if (q == NULL)
         q = "";
-    if (out->len > 0)
+    if (comma)
         PUT(out, ",");
     head(out, r->trace, r->id, (r->flags & 1) ? r->parent : NULL,
          "process ", q, r->kind, r->start, r->end);
@@ -334,7 +336,7 @@ encode(const rec *r, jr_span *s, jr_buf *out)
 }
 
 int
-jr_spanrec_json(const char *recs, size_t len, jr_buf *out)
+jr_spanrec_json(const char *recs, size_t len, jr_buf *out, int comma)
 {
     jr_span s = {0};
     rec r;
@@ -346,7 +348,7 @@ jr_spanrec_json(const char *recs, size_t len, jr_buf *out)
             n = -1;
             break;
         }
-        encode(&r, &s, out);
+        encode(&r, &s, out, comma || n > 0);
         at += k;
         n++;
     }

@@ -36,8 +36,8 @@ void jr_spanrec_put(jr_buf *out, const jr_spanrec *r);
 
 /* Appends the spans of the records in recs (len bytes, records as put)
  * to out as OTLP/JSON Span objects, comma-separated (a comma first when
- * out is not empty). Returns the records read, or -1 when one is
- * malformed (what went before it stays in out). */
-int  jr_spanrec_json(const char *recs, size_t len, jr_buf *out);
+ * comma is set: out's list has spans already). Returns the records read,
+ * or -1 when one is malformed (what went before it stays in out). */
+int  jr_spanrec_json(const char *recs, size_t len, jr_buf *out, int comma);
 
 #endif

@@ -73,27 +73,42 @@ discard(char *p, size_t size, size_t n, void *arg)
     return size * n;
 }
 
-/* Posts spans (n of them, as OTLP/JSON, comma-separated) in one
- * request; 0 if the collector took them. */
+/* The request's body: the records (take) as OTLP/JSON spans, written
+ * straight into it. 0, or -1 (a malformed record, or out of memory). */
 static int
-post(jr_otlp *x, CURL *h, const jr_buf *spans, int n, jr_buf *body)
+body_of(const jr_otlp *x, const jr_buf *take, int n, jr_buf *body)
 {
     static const char head[] =
         "{\"resourceSpans\":[{\"resource\":{\"attributes\":[";
     static const char scope[] = "]},\"scopeSpans\":[{\"scope\":{\"name\":"
         "\"jobrunner\",\"version\":\"" JR_VERSION "\"},\"spans\":[";
-    char status[300];
-    long code = 0;
-    CURLcode rc;
 
     jr_buf_reset(body);
     jr_buf_put(body, head, sizeof head - 1);
     jr_buf_put(body, x->service, strlen(x->service));
     jr_buf_put(body, scope, sizeof scope - 1);
-    jr_buf_put(body, spans->p, spans->len);
-    jr_buf_put(body, "]}]}]}", 6);
-    if (body->oom)
+    if (jr_spanrec_json(take->p, take->len, body, 0) < 0) {
+        jr_log(JR_LOG_ERROR, "tracing: %d spans dropped: a malformed "
+               "record (a bug: report it)", n);
         return -1;
+    }
+    jr_buf_put(body, "]}]}]}", 6);
+    if (body->oom) {            /* a next batch may fit */
+        jr_buf_free(body);
+        return -1;
+    }
+    return 0;
+}
+
+/* Posts the request's body (n spans) in one request; 0 if the collector
+ * took them. */
+static int
+post(jr_otlp *x, CURL *h, const jr_buf *body, int n)
+{
+    char status[300];
+    long code = 0;
+    CURLcode rc;
+
     curl_easy_setopt(h, CURLOPT_POSTFIELDS, body->p);
     curl_easy_setopt(h, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)body->len);
     rc = curl_easy_perform(h);
@@ -118,10 +133,10 @@ static void *
 run(void *arg)
 {
     jr_otlp *x = arg;
-    jr_buf take = {0}, spans = {0}, body = {0};
+    jr_buf take = {0}, body = {0};
     CURL *h = curl_easy_init();
     struct timespec until;
-    int n, stop, bad;
+    int n, stop;
 
     if (h != NULL) {
         curl_easy_setopt(h, CURLOPT_URL, x->url);
@@ -160,18 +175,9 @@ run(void *arg)
         x->qn = 0;
         stop = x->stop;
         pthread_mutex_unlock(&x->mu);
-        jr_buf_reset(&spans);       /* the JSON made here, in batches */
-        bad = n > 0 && jr_spanrec_json(take.p, take.len, &spans) < 0;
-        if (bad)
-            jr_log(JR_LOG_ERROR, "tracing: %d spans dropped: a malformed "
-                   "record (a bug: report it)", n);
-        if (spans.oom) {            /* a next batch may fit */
-            jr_buf_free(&spans);
-            bad = 1;
-        }
-        if (n > 0) {
-            if (h != NULL && !bad &&
-                post(x, h, &spans, n, &body) == 0)
+        if (n > 0) {            /* the JSON made here, in batches */
+            if (h != NULL && body_of(x, &take, n, &body) == 0 &&
+                post(x, h, &body, n) == 0)
                 atomic_fetch_add(&x->exported, n);
             else
                 atomic_fetch_add(&x->dropped, n), atomic_fetch_add(&x->failed,
@@ -185,7 +191,6 @@ run(void *arg)
     if (h != NULL)
         curl_easy_cleanup(h);
     jr_buf_free(&take);
-    jr_buf_free(&spans);
     jr_buf_free(&body);
     return NULL;
 }
