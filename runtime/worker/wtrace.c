@@ -70,15 +70,17 @@ jr_wtrace_begin(worker *w, jr_jobctx *ctx, const jr_job *j)
     if (ctx->trace == NULL && (ctx->trace = calloc(1, sizeof *t)) == NULL)
         return;                 /* no span for it; the job runs */
     t = ctx->trace;
-    jr_span_reset(&t->run);
-    jr_buf_reset(&t->done);
-    t->ndone = 0;
-    t->nopen = 0;
     parent = jr_trace_parse(j->trace, &c) == 0;
     first_ids(j, parent ? &c : NULL, trace1, span1);
     t->sampled = parent ? c.sampled
                         : jr_trace_sampled(trace1, w->set.trace_sample);
     t->state = parent ? c.state : NULL;
+    if (t->sampled) {           /* unsampled: the span is never read */
+        jr_span_reset(&t->run);
+        jr_buf_reset(&t->done);
+        t->ndone = 0;
+        t->nopen = 0;
+    }
     if (j->attempt <= 1) {
         memcpy(t->run.trace, trace1, 16);
         memcpy(t->run.id, span1, 8);
