@@ -393,8 +393,8 @@ jr_span_num(jr_span *s, const char *key, double v)
 /* epoch seconds as the decimal string of nanoseconds (integer digits:
  * printf's %.0f of a double cost a job's span more than the rest of its
  * encoding) */
-void
-jr_span_nanos(jr_buf *b, double t)
+static void
+nanos(jr_buf *b, double t)
 {
     char num[32], *p = num + sizeof num;
     uint64_t v = t > 0 && t < 1.8e10 ? (uint64_t)(t * 1e9) : 0;
@@ -419,7 +419,7 @@ jr_span_event(jr_span *s, const char *name, double at, const char *skey,
         return;
     s->nevents++;
     puts_(b, ",{\"timeUnixNano\":");
-    jr_span_nanos(b, at);
+    nanos(b, at);
     puts_(b, ",\"name\":");
     jr_span_jstr(b, name);
     puts_(b, ",\"attributes\":[");
@@ -495,9 +495,9 @@ jr_span_encode(const jr_span *s, const char *name, const char *msg,
     snprintf(kind, sizeof kind, ",\"kind\":%d", s->kind);
     puts_(out, kind);
     puts_(out, ",\"startTimeUnixNano\":");
-    jr_span_nanos(out, s->start);
+    nanos(out, s->start);
     puts_(out, ",\"endTimeUnixNano\":");
-    jr_span_nanos(out, s->end > s->start ? s->end : s->start);
+    nanos(out, s->end > s->start ? s->end : s->start);
     list(out, "attributes", &s->attrs);
     list(out, "events", &s->events);
     list(out, "links", &s->links);
