@@ -2129,3 +2129,59 @@ CREATE TABLE {{schema}}.limit_sizes (
 -- only beside a stub (a payload written since by other means leaves it
 -- unread). Envelopes stored as text before stay, and read as before.
 ALTER TABLE {{schema}}.jobs ADD COLUMN sealed bytea;
+-- migration 30
+-- flow_batch as migration 21's, and the callbacks carry the trace context
+-- of the member whose end finished the batch (docs/tracing.md), so they
+-- join its trace.
+CREATE OR REPLACE FUNCTION {{schema}}.flow_batch(bid bigint, jid bigint,
+                                                 st text, res jsonb)
+RETURNS void LANGUAGE plpgsql AS $$
+DECLARE
+    r {{schema}}.batches;
+    pay jsonb;
+    cid bigint;
+    sid bigint;
+    tr text;
+BEGIN
+    UPDATE {{schema}}.batch_jobs m SET state = st, result = res
+    WHERE m.batch_id = bid AND m.job_id = jid AND m.state IS NULL;
+    IF NOT FOUND THEN
+        RETURN;
+    END IF;
+    UPDATE {{schema}}.batches b SET pending = b.pending - 1,
+        completed = b.completed + (st = 'completed')::int,
+        dead = b.dead + (st IN ('dead', 'expired'))::int,
+        cancelled = b.cancelled + (st = 'cancelled')::int,
+        finished_at = CASE WHEN b.pending <= 1 THEN now() END
+    WHERE b.id = bid AND b.finished_at IS NULL
+    RETURNING b.* INTO r;
+    IF NOT FOUND OR r.pending > 0 THEN
+        RETURN;
+    END IF;
+    pay := jsonb_build_object('batch', r.id,
+        'counts', jsonb_build_object('completed', r.completed,
+                                     'dead', r.dead,
+                                     'cancelled', r.cancelled),
+        'members', (SELECT jsonb_agg(m.job_id ORDER BY m.job_id)
+                    FROM {{schema}}.batch_jobs m WHERE m.batch_id = bid),
+        'payload', r.payload);
+    IF r.results THEN
+        pay := pay || jsonb_build_object('results', (
+            SELECT coalesce(jsonb_object_agg(m.job_id::text, m.result),
+                            '{}')
+            FROM {{schema}}.batch_jobs m
+            WHERE m.batch_id = bid AND m.result IS NOT NULL));
+    END IF;
+    SELECT j.trace INTO tr FROM {{schema}}.jobs j WHERE j.id = jid;
+    IF r.on_complete IS NOT NULL THEN
+        INSERT INTO {{schema}}.jobs (name, payload, queue, trace)
+        VALUES (r.on_complete, pay, r.queue, tr) RETURNING id INTO cid;
+    END IF;
+    IF r.on_success IS NOT NULL AND r.dead = 0 AND r.cancelled = 0 THEN
+        INSERT INTO {{schema}}.jobs (name, payload, queue, trace)
+        VALUES (r.on_success, pay, r.queue, tr) RETURNING id INTO sid;
+    END IF;
+    UPDATE {{schema}}.batches b SET complete_job = cid, success_job = sid
+    WHERE b.id = bid;
+END
+$$;

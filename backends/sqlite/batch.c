@@ -14,7 +14,8 @@
 enum { S_FLOW_BATCH_NEW, S_FLOW_BATCH_JOIN, S_FLOW_BATCH_EXISTS,
        S_FLOW_MEMBER_ADD, S_FLOW_JOB_BATCH, S_FLOW_MEMBER_END,
        S_FLOW_BATCH_DEC, S_FLOW_BATCH_PAYLOAD, S_FLOW_BATCH_RESULTS,
-       S_FLOW_BATCH_FIRED, S_FLOW_BATCH_ROW, S_FLOW_MEMBERS, S_COUNT };
+       S_FLOW_BATCH_FIRED, S_FLOW_BATCH_ROW, S_FLOW_MEMBERS,
+       S_FLOW_MEMBER_TRACE, S_COUNT };
 
 static const char *const sql_text[S_COUNT] = {
     [S_FLOW_BATCH_NEW] =
@@ -62,6 +63,7 @@ static const char *const sql_text[S_COUNT] = {
         "SELECT m.job_id, coalesce(m.state, j.state, 'gone')"
         " FROM batch_jobs m LEFT JOIN jobs j ON j.id = m.job_id"
         " WHERE m.batch_id = ?1 ORDER BY m.job_id",
+    [S_FLOW_MEMBER_TRACE] = "SELECT trace FROM jobs WHERE id = ?1",
 };
 
 static sqlite3_stmt *
@@ -70,13 +72,35 @@ stmt(jr_backend *b, int which, jr_err *err)
     return jr_sqlite_stmt(b, &sql_text[which], err);
 }
 
+/* The trace context of job id (docs/tracing.md), or NULL: its row's,
+ * or when its success deleted it, what complete.c kept of it */
+static char *
+member_trace(jr_backend *b, int64_t id, jr_err *err)
+{
+    sqlite3_stmt *s = stmt(b, S_FLOW_MEMBER_TRACE, err);
+    char *t = NULL;
+    int rc;
+
+    if (s == NULL)
+        return NULL;
+    sqlite3_bind_int64(s, 1, id);
+    if ((rc = sqlite3_step(s)) == SQLITE_ROW && col_text(s, 0) != NULL)
+        t = strdup(col_text(s, 0));
+    sqlite3_reset(s);
+    if (rc == SQLITE_DONE && b->gone_id == id && b->gone_trace[0] != '\0')
+        t = strdup(b->gone_trace);
+    return t;
+}
+
 /* Pushes a finished batch's callbacks, once: only the transaction that
- * took pending to 0 gets here. */
+ * took pending to 0 gets here, at the end of member mid. The callbacks
+ * carry mid's trace context, so they join its trace. */
 static int
-batch_fire(jr_backend *b, int64_t bid, double now, jr_err *err)
+batch_fire(jr_backend *b, int64_t bid, int64_t mid, double now,
+           jr_err *err)
 {
     sqlite3_stmt *s = stmt(b, S_FLOW_BATCH_PAYLOAD, err);
-    char *name[2] = {NULL, NULL}, *queue = NULL, *pay = NULL;
+    char *name[2] = {NULL, NULL}, *queue = NULL, *pay = NULL, *trace;
     jr_push p[2];
     int64_t ids[2] = {0, 0};
     int rc, i, n = 0, results = 0;
@@ -103,11 +127,13 @@ batch_fire(jr_backend *b, int64_t bid, double now, jr_err *err)
         sqlite3_reset(s);
     }
     memset(p, 0, sizeof p);
+    trace = rc == 0 ? member_trace(b, mid, err) : NULL;
     for (i = 0; i < 2; i++)
         if (name[i] != NULL) {
             p[n].name = name[i];
             p[n].payload = pay;
             p[n].queue = queue;
+            p[n].traceparent = trace;   /* stored form: as it is */
             p[n++].max_retries = -1;
         }
     if (rc == 0 && (queue == NULL || pay == NULL))
@@ -126,6 +152,7 @@ batch_fire(jr_backend *b, int64_t bid, double now, jr_err *err)
     free(name[1]);
     free(queue);
     free(pay);
+    free(trace);
     return rc;
 }
 
@@ -154,7 +181,7 @@ jr_sqlite_batch_end(jr_backend *b, int64_t id, const char *st,
     if ((rc = jr_sqlite_step_one(b, s, NULL, 0, &pending, err,
                                  "ending a batch member")) <= 0)
         return rc;
-    return pending == 0 ? batch_fire(b, bid, now, err) : 0;
+    return pending == 0 ? batch_fire(b, bid, id, now, err) : 0;
 }
 
 /* ---- link: the pushed job's batch ---- */

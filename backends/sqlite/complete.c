@@ -62,7 +62,8 @@ static const char *const sql_text[S_COUNT] = {
     /* a job with children or in a batch (flow.c settles its end) */
     [S_DONE_FLOW] =
         "DELETE FROM jobs WHERE id = ?1 AND state = 'running'"
-        " AND locked_by = ?2 AND result_ttl IS NULL AND flow <> 0",
+        " AND locked_by = ?2 AND result_ttl IS NULL AND flow <> 0"
+        " RETURNING coalesce(trace, '')",
     /* plain successes of one batch: one statement, not one each */
     [S_DONE_MANY] =
         "DELETE FROM jobs WHERE id IN (SELECT value FROM json_each(?1))"
@@ -307,7 +308,8 @@ run_result(jr_backend *b, sqlite3_stmt *s, char *st, size_t size,
 }
 
 /* A success of a job with a flow bit, which the plain statements leave
- * alone: deleted (or kept); *st gets "completed" when it was ours. */
+ * alone: deleted (or kept); *st gets "completed" when it was ours. Its
+ * trace context is kept for its batch's callbacks (b->gone_trace). */
 static int
 done_flow(jr_backend *b, const char *token, const jr_result *r, char *st,
           size_t size, jr_err *err)
@@ -319,8 +321,12 @@ done_flow(jr_backend *b, const char *token, const jr_result *r, char *st,
         return -1;
     sqlite3_bind_int64(s, 1, r->id);
     bind_text(s, 2, token);
-    if ((changed = run(b, s, err, "recording a result")) > 0)
+    if ((changed = jr_sqlite_step_one(b, s, b->gone_trace,
+                                      sizeof b->gone_trace, NULL, err,
+                                      "recording a result")) > 0) {
+        b->gone_id = r->id;
         snprintf(st, size, "completed");
+    }
     return changed;
 }
 

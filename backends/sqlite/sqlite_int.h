@@ -76,6 +76,9 @@ struct jr_backend {
     char          pathless[NAME_BUF]; /* a job name without a limit path,
                                  * in this transaction; "": none yet */
     char         *lim_keys[JR_LIMIT_TOP]; /* limit_use's top keys */
+    int64_t       gone_id;      /* the flow job complete.c deleted last, */
+    char          gone_trace[576]; /* and its trace context ("": none):
+                                 * its batch's callbacks take it (batch.c) */
 };
 
 /* ---- sqlrun.c: a job's jobrunner.sql statements ---- */

@@ -180,11 +180,16 @@ job_key(reader *r, int i, int k, int v)
                       &j->p.expires_at);
     if (jr_jdoc_is(&r->doc, k, "deadline"))
         return number(r, i, v, "deadline", 0, JR_DELAY_MAX, &j->p.deadline);
+    if (jr_jdoc_is(&r->doc, k, "traceparent"))  /* checked with the push */
+        return string(r, i, v, "traceparent", &j->p.traceparent);
+    if (jr_jdoc_is(&r->doc, k, "tracestate"))
+        return string(r, i, v, "tracestate", &j->p.tracestate);
     s = text_of(r, k);
     return jr_fail(r->err, JR_EINPUT, "flow: job %d: unknown key '%s' "
                    "(valid: ref, name, payload, after, queue, priority, "
                    "max_retries, run_in, run_at, key, on_parent_failure, "
-                   "expires_in, expires_at, deadline)", i + 1, s ? s : "?");
+                   "expires_in, expires_at, deadline, traceparent, "
+                   "tracestate)", i + 1, s ? s : "?");
 }
 
 /* The keys of job i (object node o). */

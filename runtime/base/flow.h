@@ -32,8 +32,8 @@ typedef struct jr_flow {
  * "queue": ..., "results": true}}; a bare array is the jobs. A job's ref
  * defaults to its name; after names refs of the flow, or ids (numbers) of
  * jobs already pushed. The other keys of a job are the push options
- * queue, priority, max_retries, run_in, run_at, key and
- * on_parent_failure. Fills f (free with jr_flow_free). Returns 0, or -1
+ * queue, priority, max_retries, run_in, run_at, key, on_parent_failure,
+ * expires_in, expires_at, deadline, traceparent and tracestate. Fills f (free with jr_flow_free). Returns 0, or -1
  * with err set (JR_EINPUT) naming what and where ("flow: job 'd': after:
  * unknown job 'x'", "flow: cycle: a -> b -> a"). */
 int  jr_flow_parse(jr_flow *f, const char *text, size_t len, jr_err *err);

@@ -279,8 +279,8 @@ puts_(jr_buf *b, const char *s)
 /* s as a JSON string; bytes that are not UTF-8 become '?', so that a
  * collector never refuses the batch for a handler's error text. Runs of
  * plain characters go in one put. */
-static void
-jstr(jr_buf *b, const char *s)
+void
+jr_span_jstr(jr_buf *b, const char *s)
 {
     const unsigned char *p = (const unsigned char *)s, *run;
     size_t len = strnlen(s, JR_SPAN_TEXT_MAX + 1);
@@ -329,7 +329,7 @@ static void
 key_open(jr_buf *b, const char *key)
 {
     jr_buf_put(b, ",{\"key\":", 8);
-    jstr(b, key);
+    jr_span_jstr(b, key);
     puts_(b, ",\"value\":{");
 }
 
@@ -338,7 +338,7 @@ jr_span_str(jr_span *s, const char *key, const char *v)
 {
     key_open(&s->attrs, key);
     puts_(&s->attrs, "\"stringValue\":");
-    jstr(&s->attrs, v);
+    jr_span_jstr(&s->attrs, v);
     puts_(&s->attrs, "}}");
 }
 
@@ -421,20 +421,20 @@ jr_span_event(jr_span *s, const char *name, double at, const char *skey,
     puts_(b, ",{\"timeUnixNano\":");
     nanos(b, at);
     puts_(b, ",\"name\":");
-    jstr(b, name);
+    jr_span_jstr(b, name);
     puts_(b, ",\"attributes\":[");
     if (skey != NULL && sval != NULL) {
         puts_(b, "{\"key\":");
-        jstr(b, skey);
+        jr_span_jstr(b, skey);
         puts_(b, ",\"value\":{\"stringValue\":");
-        jstr(b, sval);
+        jr_span_jstr(b, sval);
         puts_(b, "}}");
     }
     if (nkey != NULL && isfinite(nval)) {
         if (skey != NULL && sval != NULL)
             puts_(b, ",");
         puts_(b, "{\"key\":");
-        jstr(b, nkey);
+        jr_span_jstr(b, nkey);
         snprintf(num, sizeof num, ",\"value\":{\"doubleValue\":%.17g}}",
                  nval);
         puts_(b, num);
@@ -491,7 +491,7 @@ jr_span_encode(const jr_span *s, const char *name, const char *msg,
         puts_(out, "\"");
     }
     puts_(out, ",\"name\":");
-    jstr(out, name);
+    jr_span_jstr(out, name);
     snprintf(kind, sizeof kind, ",\"kind\":%d", s->kind);
     puts_(out, kind);
     puts_(out, ",\"startTimeUnixNano\":");
@@ -505,7 +505,7 @@ jr_span_encode(const jr_span *s, const char *name, const char *msg,
         puts_(out, ",\"status\":{\"code\":2");
         if (msg != NULL) {
             puts_(out, ",\"message\":");
-            jstr(out, msg);
+            jr_span_jstr(out, msg);
         }
         puts_(out, "}");
     }

@@ -96,6 +96,10 @@ void jr_span_link(jr_span *s, const uint8_t trace[16],
 int  jr_span_encode(const jr_span *s, const char *name, const char *msg,
                     jr_buf *out);
 
+/* s as a JSON string (cut at JR_SPAN_TEXT_MAX bytes, bytes that are not
+ * UTF-8 as '?'), for an encoder of its own (spanrec.c). */
+void jr_span_jstr(jr_buf *b, const char *s);
+
 /* A jobrunner.span still open: the attempt's end closes those whose fn
  * never returned (a coroutine job timed out or cancelled while it
  * waited), as failed. */

@@ -87,8 +87,13 @@ jr_cmd_push_flow(jr_cli *cli)
         return rc;
     }
     if ((rc = jr_cmd_client(&c, &client)) == 0) {
-        if (jr_client_push_flow(client, text, strlen(text), flow_said, &o,
-                                &batch) != JR_CLIENT_OK)
+        /* the environment's trace context (docs/tracing.md), as push's:
+         * each job without its own takes it; a bad one is refused */
+        const char *tp = getenv("TRACEPARENT"), *ts = getenv("TRACESTATE");
+        if (jr_client_push_flow_trace(client, text, strlen(text),
+                                      tp && *tp ? tp : NULL,
+                                      ts && *ts ? ts : NULL, flow_said, &o,
+                                      &batch) != JR_CLIENT_OK)
             rc = jr_cmd_client_fail(client);
         else if (o.json)
             printf(batch ? "},\"batch\":%lld}\n" : "},\"batch\":null}\n",

@@ -43,7 +43,8 @@ static const struct command {
     {"push-flow", jr_cmd_push_flow, "push-flow FILE|- [--json]\n"
      "                           push a flow (docs/workflows.md): its jobs and\n"
      "                           their after links in one transaction; prints each\n"
-     "                           job's ref and id (and its batch)", 0},
+     "                           job's ref and id (and its batch); TRACEPARENT and\n"
+     "                           TRACESTATE: the trace context of its jobs", 0},
     {"batch", jr_cmd_batch, "batch show ID [--json]   a batch: its counts per state, callbacks and\n"
      "                           members", 0},
     {"stats", jr_cmd_stats, "stats [--json]           counts per state and job name", 0},

@@ -586,6 +586,15 @@ int
 jr_client_push_flow(jr_client *c, const char *json, size_t len,
                     jr_client_flow_fn fn, void *arg, int64_t *batch)
 {
+    return jr_client_push_flow_trace(c, json, len, NULL, NULL, fn, arg,
+                                     batch);
+}
+
+int
+jr_client_push_flow_trace(jr_client *c, const char *json, size_t len,
+                          const char *traceparent, const char *tracestate,
+                          jr_client_flow_fn fn, void *arg, int64_t *batch)
+{
     jr_flow f;
     int64_t *ids;
     int i, rc;
@@ -594,6 +603,11 @@ jr_client_push_flow(jr_client *c, const char *json, size_t len,
         return JR_CLIENT_EUSAGE;
     if (begin(c) < 0 || jr_flow_parse(&f, json, len, &c->err) < 0)
         return finish(c, -1);
+    for (i = 0; traceparent != NULL && i < f.n; i++)
+        if (f.jobs[i].traceparent == NULL) {
+            f.jobs[i].traceparent = traceparent;
+            f.jobs[i].tracestate = tracestate;
+        }
     for (i = 0; i < f.n; i++)
         if (jr_push_check(&f.jobs[i], c->max_payload, &c->err) < 0) {
             jr_err_prefix(&c->err, "flow: job '%s'", f.refs[i]);

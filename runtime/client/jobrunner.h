@@ -687,6 +687,16 @@ const char *jr_client_errmsg(const jr_client *c);
 /* Closes the connection and frees c. NULL is a no-op. */
 void jr_client_close(jr_client *c);
 
+/* jr_client_push_flow with a W3C trace context (docs/tracing.md):
+ * traceparent (NULL: none) and tracestate (may be NULL) given to each
+ * job of the flow that has no "traceparent" of its own. A malformed one
+ * is JR_CLIENT_EINPUT and nothing is pushed. */
+int jr_client_push_flow_trace(jr_client *c, const char *json, size_t len,
+                              const char *traceparent,
+                              const char *tracestate,
+                              jr_client_flow_fn fn, void *arg,
+                              int64_t *batch);
+
 #ifdef __cplusplus
 }
 #endif

@@ -129,6 +129,12 @@ int  jr_api_may_decrypt(const struct jr_apicall *c);
  * open). */
 int  jr_api_seal_pushes(const struct jr_apicall *c, jr_apireq *q,
                         jr_push *p, int n, char *why, size_t size);
+/* apidbjobs.c: the request's traceparent and tracestate headers
+ * (docs/tracing.md) given to each of p[0..n) (q's pushes or flow) that
+ * has no context of its own; a malformed one is warned of (what names
+ * the route) and not given. */
+void jr_api_push_trace(const struct jr_apicall *c, jr_apireq *q,
+                       jr_push *p, int n, const char *what);
 /* Replaces the malloc'd JSON text *mem (NULL: none) by its envelope,
  * malloc'd, when the runner has a key file: 0, or -1 with why. */
 int  jr_api_seal_text(const struct jr_apicall *c, void **mem, char *why,

@@ -182,6 +182,7 @@ r_flow(jr_apicall *c)
         jr_apireq_free(q);
         return;
     }
+    jr_api_push_trace(c, q, q->flow->jobs, q->flow->n, "POST /api/flows");
     jr_api_ask(c, q);
 }
 

@@ -351,14 +351,16 @@ r_job(jr_apicall *c)
 
 /* POST /api/jobs: one job object, or an array pushed all or none. */
 /* The request's own trace context (docs/tracing.md): its traceparent
- * and tracestate headers, given to every job of the push. Several
+ * and tracestate headers, given to every job of the push (api.h) that
+ * has none of its own. Several
  * tracestate headers are one list, joined by commas (RFC 9110). A
  * malformed one is the HTTP client's tracing, not the jobs: it is
  * ignored with a warning, as W3C Trace Context asks of a receiver: a bad
  * traceparent drops both, a bad tracestate only itself (its failure must
  * not affect the traceparent). */
-static void
-push_trace(jr_apicall *c, jr_apireq *q)
+void
+jr_api_push_trace(const jr_apicall *c, jr_apireq *q, jr_push *p, int np,
+                  const char *what)
 {
     struct evkeyvalq *h = evhttp_request_get_input_headers(c->req);
     const char *tp = evhttp_find_header(h, "traceparent");
@@ -371,7 +373,7 @@ push_trace(jr_apicall *c, jr_apireq *q)
 
     if (tp == NULL)
         return;
-    if (jr_trace_check(tp, NULL, "POST /api/jobs", &err) < 0) {
+    if (jr_trace_check(tp, NULL, what, &err) < 0) {
         jr_log(JR_LOG_WARN, "%s; the jobs are pushed without it", err.msg);
         return;
     }
@@ -381,8 +383,8 @@ push_trace(jr_apicall *c, jr_apireq *q)
             continue;
         len = strlen(kv->value);
         if (n + 1 + len >= JR_API_TRACE_MAX) {
-            snprintf(err.msg, sizeof err.msg, "POST /api/jobs: tracestate "
-                     "of more than %d bytes", JR_TRACESTATE_MAX);
+            snprintf(err.msg, sizeof err.msg, "%s: tracestate of more than "
+                     "%d bytes", what, JR_TRACESTATE_MAX);
             bad = 1;
             break;
         }
@@ -393,7 +395,7 @@ push_trace(jr_apicall *c, jr_apireq *q)
     }
     if (n > 0 && !bad)
         ts = state;
-    if (ts != NULL && jr_trace_check(tp, ts, "POST /api/jobs", &err) < 0)
+    if (ts != NULL && jr_trace_check(tp, ts, what, &err) < 0)
         bad = 1;
     if (bad) {
         jr_log(JR_LOG_WARN, "%s; the jobs are pushed with the traceparent "
@@ -401,10 +403,11 @@ push_trace(jr_apicall *c, jr_apireq *q)
         ts = NULL;
     }
     snprintf(q->trace, JR_API_TRACE_MAX, "%s", tp);
-    for (i = 0; i < q->npushes; i++) {
-        q->pushes[i].traceparent = q->trace;
-        q->pushes[i].tracestate = ts;
-    }
+    for (i = 0; i < np; i++)
+        if (p[i].traceparent == NULL) {
+            p[i].traceparent = q->trace;
+            p[i].tracestate = ts;
+        }
 }
 
 static void
@@ -430,7 +433,7 @@ r_push(jr_apicall *c)
         jr_apireq_free(q);
         return;
     }
-    push_trace(c, q);
+    jr_api_push_trace(c, q, q->pushes, q->npushes, "POST /api/jobs");
     jr_api_ask(c, q);
 }
 

@@ -219,13 +219,14 @@ struct master {
 
 /* otlp.c: the span export. jr_otlp_new returns NULL when c sets no
  * tracing.endpoint (err untouched) or, err set, when it cannot start.
- * jr_otlp_add queues n spans (text: comma-separated Span objects) or
- * counts them dropped; it never waits on the collector. jr_otlp_metrics
+ * jr_otlp_add queues n spans (recs: a worker's records, spanrec.h, as
+ * they came: encoded on the export thread) or counts them dropped; it
+ * never waits on the collector. jr_otlp_metrics
  * appends the counters' Prometheus text (x may be NULL: zeros).
  * jr_otlp_free sends what is queued (one last try) and stops. */
 typedef struct jr_otlp jr_otlp;
 jr_otlp *jr_otlp_new(const jr_config *c, jr_err *err);
-void     jr_otlp_add(jr_otlp *x, const char *text, size_t len, int n);
+void     jr_otlp_add(jr_otlp *x, const char *recs, size_t len, int n);
 void     jr_otlp_metrics(const jr_otlp *x, jr_buf *b);
 void     jr_otlp_free(jr_otlp *x);
 

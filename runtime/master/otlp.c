@@ -1,8 +1,9 @@
 /* otlp.c - the export of spans (docs/tracing.md): the workers' spans
- * (JR_F_SPANS) go into a bounded queue, and a thread of the runner posts
- * them in batches as OTLP/HTTP JSON to the collector's /v1/traces with
- * libcurl. The loop only appends under a mutex: it never waits on the
- * collector. A full queue (the collector slow or down) drops the new
+ * (JR_F_SPANS: one compact record an attempt, spanrec.h) go into a
+ * bounded queue as they came, and a thread of the runner turns them into
+ * OTLP/JSON and posts them in batches to the collector's /v1/traces with
+ * libcurl. The loop only appends under a mutex: it never encodes, nor
+ * waits on the collector. A full queue (the collector slow or down) drops the new
  * spans, counted; a request that fails (no answer in time, not 2xx)
  * drops its batch, counted; no job ever waits for either. Uses
  * master_int.h, frame.h, config.h, log.h, version.h. */
@@ -17,6 +18,7 @@
 
 #include "master/master_int.h"
 #include "base/log.h"
+#include "base/spanrec.h"
 #include "base/trace.h"
 #include "base/version.h"
 
@@ -31,7 +33,8 @@ struct jr_otlp {
     pthread_t          th;
     pthread_mutex_t    mu;
     pthread_cond_t     cv;
-    jr_buf             q;       /* spans, comma-separated */
+    jr_buf             q;       /* records (spanrec.h), one after
+                                   another */
     int                qn;      /* spans in q */
     int                cap;     /* tracing.queue */
     int                stop;
@@ -70,27 +73,42 @@ discard(char *p, size_t size, size_t n, void *arg)
     return size * n;
 }
 
-/* Posts spans (n of them, comma-separated) in one request; 0 if the
- * collector took them. */
+/* The request's body: the records (take) as OTLP/JSON spans, written
+ * straight into it. 0, or -1 (a malformed record, or out of memory). */
 static int
-post(jr_otlp *x, CURL *h, const jr_buf *spans, int n, jr_buf *body)
+body_of(const jr_otlp *x, const jr_buf *take, int n, jr_buf *body)
 {
     static const char head[] =
         "{\"resourceSpans\":[{\"resource\":{\"attributes\":[";
     static const char scope[] = "]},\"scopeSpans\":[{\"scope\":{\"name\":"
         "\"jobrunner\",\"version\":\"" JR_VERSION "\"},\"spans\":[";
-    char status[300];
-    long code = 0;
-    CURLcode rc;
 
     jr_buf_reset(body);
     jr_buf_put(body, head, sizeof head - 1);
     jr_buf_put(body, x->service, strlen(x->service));
     jr_buf_put(body, scope, sizeof scope - 1);
-    jr_buf_put(body, spans->p, spans->len);
-    jr_buf_put(body, "]}]}]}", 6);
-    if (body->oom)
+    if (jr_spanrec_json(take->p, take->len, body, 0) < 0) {
+        jr_log(JR_LOG_ERROR, "tracing: %d spans dropped: a malformed "
+               "record (a bug: report it)", n);
         return -1;
+    }
+    jr_buf_put(body, "]}]}]}", 6);
+    if (body->oom) {            /* a next batch may fit */
+        jr_buf_free(body);
+        return -1;
+    }
+    return 0;
+}
+
+/* Posts the request's body (n spans) in one request; 0 if the collector
+ * took them. */
+static int
+post(jr_otlp *x, CURL *h, const jr_buf *body, int n)
+{
+    char status[300];
+    long code = 0;
+    CURLcode rc;
+
     curl_easy_setopt(h, CURLOPT_POSTFIELDS, body->p);
     curl_easy_setopt(h, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)body->len);
     rc = curl_easy_perform(h);
@@ -157,8 +175,9 @@ run(void *arg)
         x->qn = 0;
         stop = x->stop;
         pthread_mutex_unlock(&x->mu);
-        if (n > 0) {
-            if (h != NULL && post(x, h, &take, n, &body) == 0)
+        if (n > 0) {            /* the JSON made here, in batches */
+            if (h != NULL && body_of(x, &take, n, &body) == 0 &&
+                post(x, h, &body, n) == 0)
                 atomic_fetch_add(&x->exported, n);
             else
                 atomic_fetch_add(&x->dropped, n), atomic_fetch_add(&x->failed,
@@ -245,20 +264,18 @@ jr_otlp_new(const jr_config *c, jr_err *err)
 }
 
 void
-jr_otlp_add(jr_otlp *x, const char *text, size_t len, int n)
+jr_otlp_add(jr_otlp *x, const char *recs, size_t len, int n)
 {
     if (x == NULL)
         return;
     pthread_mutex_lock(&x->mu);
     if (x->qn + n > x->cap ||
-        x->q.len + len + 1 > (size_t)x->cap * SPAN_BYTES) {
+        x->q.len + len > (size_t)x->cap * SPAN_BYTES) {
         pthread_mutex_unlock(&x->mu);
         atomic_fetch_add(&x->dropped, n);
         return;
     }
-    if (x->q.len > 0)
-        jr_buf_put(&x->q, ",", 1);
-    jr_buf_put(&x->q, text, len);
+    jr_buf_put(&x->q, recs, len);
     if (x->q.oom) {             /* the queue is unusable: start again */
         jr_buf_free(&x->q);
         atomic_fetch_add(&x->dropped, x->qn + n);

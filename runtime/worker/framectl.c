@@ -378,8 +378,7 @@ jr_frame_get_spans(jr_reader *r, const char **text, size_t *len,
     int32_t n = jr_get_i32(r);
 
     *text = jr_get_str(r, len);
-    if (r->bad || r->n != 0 || n < 1 || *text == NULL || *len == 0 ||
-        memchr(*text, 0, *len) != NULL)
+    if (r->bad || r->n != 0 || n < 1 || *text == NULL || *len == 0)
         return jr_fail(err, JR_EPROTO, "malformed spans frame");
     return n;
 }

@@ -14,7 +14,9 @@
  * none), so that any worker running attempt N finds attempt 1's span
  * without a record of it. Sampling: the producer's sampled flag, else
  * tracing.sample over the job's first trace id (every attempt of a job
- * the same). Uses worker_int.h, trace.h. */
+ * the same). The spans go as one record (spanrec.h): the master
+ * queues it, the export thread alone writes the JSON. Uses
+ * worker_int.h, spanrec.h, trace.h. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -22,6 +24,7 @@
 
 #include "worker/worker_int.h"
 #include "base/log.h"
+#include "base/spanrec.h"
 #include "base/trace.h"
 
 /* the words ids are derived from */
@@ -67,15 +70,17 @@ jr_wtrace_begin(worker *w, jr_jobctx *ctx, const jr_job *j)
     if (ctx->trace == NULL && (ctx->trace = calloc(1, sizeof *t)) == NULL)
         return;                 /* no span for it; the job runs */
     t = ctx->trace;
-    jr_span_reset(&t->run);
-    jr_buf_reset(&t->done);
-    t->ndone = 0;
-    t->nopen = 0;
     parent = jr_trace_parse(j->trace, &c) == 0;
     first_ids(j, parent ? &c : NULL, trace1, span1);
     t->sampled = parent ? c.sampled
                         : jr_trace_sampled(trace1, w->set.trace_sample);
     t->state = parent ? c.state : NULL;
+    if (t->sampled) {           /* unsampled: the span is never read */
+        jr_span_reset(&t->run);
+        jr_buf_reset(&t->done);
+        t->ndone = 0;
+        t->nopen = 0;
+    }
     if (j->attempt <= 1) {
         memcpy(t->run.trace, trace1, 16);
         memcpy(t->run.id, span1, 8);
@@ -94,7 +99,8 @@ jr_wtrace_begin(worker *w, jr_jobctx *ctx, const jr_job *j)
     memcpy(t->trace, t->run.trace, 16);
     memcpy(t->cur, t->run.id, 8);
     t->run.kind = JR_SPAN_CONSUMER;
-    t->run.start = jr_now();
+    if (t->sampled)             /* unsampled: the ids to pass on, no more */
+        t->run.start = jr_now();
     t->active = 1;
 }
 
@@ -121,13 +127,6 @@ jr_wtrace_steps(jr_jobctx *ctx, double records)
                   "jobrunner.steps.records", records);
 }
 
-/* the attributes every attempt's span has the same, encoded once */
-#define ATTR(k, v) ",{\"key\":\"" k "\",\"value\":{\"stringValue\":\"" v "\"}}"
-static const char FIXED_ATTRS[] =
-    ATTR("messaging.system", "jobrunner")
-    ATTR("messaging.operation.type", "process")
-    ATTR("messaging.operation.name", "process");
-
 static const char *
 outcome_name(int kind)
 {
@@ -141,28 +140,6 @@ outcome_name(int kind)
     case JR_WAIT: return "waiting";
     default: return "unknown";
     }
-}
-
-/* The wait in the queue before the attempt: from the time it became due
- * (run_at) to its start, a child of the attempt's span. */
-static void
-wait_span(jr_jobtrace *t, const jr_job *j, jr_buf *out)
-{
-    static jr_span s;           /* its buffers kept for the next job's */
-    char name[160];
-
-    jr_span_reset(&s);
-    memcpy(s.trace, t->run.trace, 16);
-    jr_trace_random(s.id, 8);
-    memcpy(s.parent, t->run.id, 8);
-    s.has_parent = 1;
-    s.kind = JR_SPAN_INTERNAL;
-    s.start = j->run_at > 0 && j->run_at < t->run.start ? j->run_at :
-              t->run.start;
-    s.end = t->run.start;
-    jr_span_str(&s, "messaging.destination.name", j->queue);
-    snprintf(name, sizeof name, "wait %s", j->queue);
-    jr_span_encode(&s, name, NULL, out);
 }
 
 /* The jobrunner.span calls whose fn never returned (a coroutine job
@@ -199,60 +176,29 @@ void
 jr_wtrace_end(worker *w, jr_jobctx *ctx, const jr_job *j,
               const jr_result *res)
 {
-    static jr_buf out;          /* kept for the next job's spans */
+    static jr_buf out;          /* kept for the next job's record */
     jr_jobtrace *t = ctx->trace;
-    jr_span *s;
-    char num[32], name[160];
+    jr_spanrec r;
 
     if (t == NULL || !t->active)
         return;
     t->active = 0;
     if (!t->sampled)
         return;
-    s = &t->run;
-    s->end = jr_now();
+    t->run.end = jr_now();
     if (t->nopen > 0)
         open_spans(t, res);
+    t->run.error = res->kind == JR_RETRY || res->kind == JR_DEAD;
+    r = (jr_spanrec){
+        .run = &t->run, .job_id = j->id, .attempt = j->attempt,
+        .run_at = j->run_at, .delay = res->kind == JR_SNOOZE ? res->delay : 0,
+        .queue = j->queue, .name = j->name, .key = j->key,
+        .generation = res->generation, .outcome = outcome_name(res->kind),
+        .error = t->run.error ? res->error : NULL,
+        .done = t->done.p, .done_len = t->done.len,
+    };
     jr_buf_reset(&out);
-    {                           /* the id's digits: no printf a job */
-        char *d = num + sizeof num;
-        int64_t v = j->id;
-        *--d = '\0';
-        do {
-            *--d = (char)('0' + v % 10);
-            v /= 10;
-        } while (v > 0);
-        memmove(num, d, (size_t)(num + sizeof num - d));
-    }
-    jr_span_raw(s, FIXED_ATTRS, sizeof FIXED_ATTRS - 1);
-    jr_span_str(s, "messaging.destination.name", j->queue);
-    jr_span_str(s, "messaging.message.id", num);
-    jr_span_str(s, "jobrunner.job.name", j->name);
-    if (j->key != NULL)
-        jr_span_str(s, "jobrunner.job.key", j->key);
-    jr_span_int(s, "jobrunner.job.attempt", j->attempt);
-    if (j->run_at > 0)          /* whole microseconds: no printf a job */
-        jr_span_int(s, "jobrunner.queue.wait_us",
-                    s->start > j->run_at ?
-                    (long long)((s->start - j->run_at) * 1e6) : 0);
-    if (res->generation != NULL)
-        jr_span_str(s, "jobrunner.job.generation", res->generation);
-    jr_span_str(s, "jobrunner.job.outcome", outcome_name(res->kind));
-    if (res->kind == JR_SNOOZE)
-        jr_span_event(s, "snooze", s->end, NULL, NULL, "jobrunner.delay",
-                      res->delay);
-    if (res->kind == JR_RETRY || res->kind == JR_DEAD) {
-        s->error = 1;
-        jr_span_str(s, "error.type", res->kind == JR_RETRY ? "retry" :
-                    "dead");
-    }
-    snprintf(name, sizeof name, "process %s", j->queue);
-    jr_span_encode(s, name, s->error ? res->error : NULL, &out);
-    wait_span(t, j, &out);
-    if (t->done.len > 0) {
-        jr_buf_put(&out, ",", 1);
-        jr_buf_put(&out, t->done.p, t->done.len);
-    }
+    jr_spanrec_put(&out, &r);
     if (out.oom)
         jr_log(JR_LOG_WARN, "job %lld (%s): its spans are dropped: out of "
                "memory", (long long)j->id, j->name);
