@@ -5,7 +5,9 @@
 -- (--attempt, --json) and GET /api/jobs/ID/logs; the cap keeps the tail
 -- and counts what it dropped; control bytes and bytes that are not UTF-8
 -- are stored and shown safely; a job that logs nothing has no logs; the
--- logs go with the job (dead purge); log.echo and log.attempt_max = 0.
+-- logs go with the job (dead purge); log.echo and log.attempt_max = 0; a
+-- program's own output goes to the runner's log, what the handler reads
+-- of it and prints is kept.
 local jr = require "jr"
 local H = require "jrhttp"
 local cjson = require "cjson"
@@ -229,6 +231,27 @@ return {
       jr.wait_for(function()
         return env:log():find(("job %d (co) output: end 9"):format(id), 1, true)
       end, 10, "output logged")
+    end)
+
+    it("leaves a started program's own output to the runner's log; what the handler reads of it and prints is kept", function()
+      env:script("child", [[
+local jobrunner = require "jobrunner"
+return function(job)
+  os.execute("echo child-direct")
+  local r = assert(jobrunner.exec({ "sh", "-c", "echo child-read; echo child-err >&2" }))
+  io.write(r.stdout)
+  io.stderr:write(r.stderr)
+end]])
+      env:config('retention = { completed = "1h" }')
+      env:start()
+      local id = env:push("child", "{}")
+      env:wait_state(id, "completed", 30)
+      local out = show_logs(env, id, "--json")
+      assert.same({ "stdout child-read", "stderr child-err" }, msgs(cjson.decode(out)[1]))
+      jr.wait_for(function()
+        return env:log():find(("job %d (child) output: child-direct"):format(id), 1, true)
+      end, 10, "the program's own output in the runner's log")
+      env:stop()
     end)
   end)
 end
