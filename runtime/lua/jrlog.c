@@ -18,6 +18,22 @@
 
 static size_t log_max;          /* log.attempt_max: bytes kept a run */
 static int    log_echo = 1;     /* log.echo */
+static FILE  *echo_out, *echo_err;  /* jr_jrlog_echo_to's, or NULL */
+
+void
+jr_jrlog_echo_to(FILE *out, FILE *err)
+{
+    echo_out = out;
+    echo_err = err;
+}
+
+int
+jr_jrlog_keep(jr_jobctx *ctx, int stream, const char *s, size_t n)
+{
+    if (log_max > 0)
+        jr_joblog_write(&ctx->log, stream, s, n, log_max);
+    return log_echo || log_max == 0;
+}
 
 void
 jr_jrlog_setup(size_t max, int echo)
@@ -345,7 +361,7 @@ jrlog_print(lua_State *L)
     s = lua_tolstring(L, -1, &len);
     jr_joblog_write(&ctx->log, JR_JOBLOG_STDOUT, s, len, log_max);
     if (log_echo)
-        fwrite(s, 1, len, stdout);
+        fwrite(s, 1, len, echo_out ? echo_out : stdout);
     return 0;
 }
 
@@ -383,7 +399,7 @@ jrlog_io_write(lua_State *L)
         return call_std(L);
     }
     lua_pop(L, 1);                                   /* a.. */
-    keep_args(L, ctx, 1, JR_JOBLOG_STDOUT, stdout);
+    keep_args(L, ctx, 1, JR_JOBLOG_STDOUT, echo_out ? echo_out : stdout);
     lua_pushvalue(L, lua_upvalueindex(2));           /* a.. stdout */
     return 1;
 }
@@ -405,7 +421,8 @@ jrlog_file_write(lua_State *L)
     else
         return call_std(L);
     keep_args(L, ctx, 2, err ? JR_JOBLOG_STDERR : JR_JOBLOG_STDOUT,
-              err ? stderr : stdout);
+              err ? (echo_err ? echo_err : stderr) :
+              (echo_out ? echo_out : stdout));
     lua_settop(L, 1);                                /* file */
     return 1;
 }
