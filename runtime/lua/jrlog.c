@@ -79,19 +79,26 @@ make_room(void)
     line.cap = LINE_BUILT + 1;
 }
 
-static void
+/* Appends s[0..n) to line, cut at LINE_BUILT (line.len never passes
+ * it): a few bytes copied in place, the many by memcpy. */
+static inline void
 put(const char *s, size_t n)
 {
-    if (line.len >= LINE_BUILT)
-        return;
+    char *o;
+
     if (n > LINE_BUILT - line.len)
         n = LINE_BUILT - line.len;
-    if (line.cap >= LINE_BUILT + 1) {   /* made room for once, below */
-        memcpy(line.p + line.len, s, n);
-        line.len += n;
-    } else {
+    if (line.cap < LINE_BUILT + 1) {    /* no room made: out of memory */
         jr_buf_put(&line, s, n);
+        return;
     }
+    o = line.p + line.len;
+    line.len += n;
+    if (n > 16)
+        memcpy(o, s, n);
+    else
+        while (n-- > 0)
+            *o++ = *s++;
 }
 
 /* 1 if a field's value must be quoted: empty, or a space, '=', '"',
