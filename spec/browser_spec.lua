@@ -13,8 +13,11 @@
 -- a diamond flow in a batch, its last job opened while it waits (parents
 -- and states, the batch link), the batch's counts and members before and
 -- after the flow ran (done, both callbacks pushed), a member's result.
--- Last, a read-scoped token (spec/browser/readonly.js): the header names
--- it, and Retry, Purge and every other action are greyed out.
+-- Then a read-scoped token (spec/browser/readonly.js): the header names
+-- it, and Retry, Purge and every other action are greyed out. Last, a
+-- dead job retried that died again (spec/browser/attemptlogs.js): each
+-- run's logs under its own attempt 1 of the timeline, not both under
+-- both.
 local jr = require "jr"
 local H = require "jrhttp"
 local cjson = require "cjson"
@@ -54,6 +57,20 @@ return function(job)
     os.execute("sleep 0.1")
   end
   error("no go")
+end
+]]
+-- the retried job: each run prints its number and fails with it
+local TWICE = [[
+return function(job)
+  local path = os.getenv("PWD") .. "/runs"
+  local f = io.open(path)
+  local n = (f and tonumber(f:read("a")) or 0) + 1
+  if f then f:close() end
+  f = assert(io.open(path, "w"))
+  f:write(n)
+  f:close()
+  print("run " .. n .. " says hi")
+  error("run " .. n .. " failed")
 end
 ]]
 local STEP = [[
@@ -364,6 +381,36 @@ for _, backend in ipairs(jr.backends()) do
       -- the schedules' form: Add and Change
       assert.same({ { "Add", true }, { "Change", true } }, page.sched)
       assert.equal("dead", env:job(dead).state)
+    end)
+
+    it("shows each run's logs under its own attempt once a dead job is retried", function()
+      assert.is_truthy(io.open(NODE_DIR .. "/node_modules/puppeteer-core/package.json"),
+        "puppeteer-core is missing: run make deps")
+      env:script("twice", TWICE)
+      os.remove(env.dir .. "/runs")
+      local base = H.start(env, "defaults = { max_retries = 0 }")
+      local id = env:push("twice", "{}")
+      env:wait_state(id, "dead")
+      local _, err, code = env:cli("dead", "retry", tostring(id))
+      assert.equal(0, code, err)
+      jr.wait_for(function()
+        return jr.read_file(env.dir .. "/runs") == "2" and env:job(id).state == "dead"
+      end, 30, "the retried job dead again")
+      local out
+      out, err, code = jr.sh(("cd %s && timeout 120 node attemptlogs.js %s %s %s"):format(
+        q(NODE_DIR), q(base), q(H.TOKEN), q(tostring(id))))
+      assert.equal(0, code, err)
+      local page = cjson.decode(out)
+      assert.is_nil(page.failure, page.failure)
+      assert.same({}, page.errors)
+      -- two entries, both attempt 1, each with its own run's error and logs
+      assert.equal(2, #page.attempts, cjson.encode(page.attempts))
+      for n, text in ipairs(page.attempts) do
+        assert.matches("^attempt 1", text)
+        assert.matches("run " .. n .. " failed", text, 1, true)
+        assert.matches("stdout run " .. n .. " says hi", text, 1, true)
+        assert.is_nil(text:find("run " .. (3 - n), 1, true), text)
+      end
     end)
   end)
 end

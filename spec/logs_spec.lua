@@ -5,7 +5,9 @@
 -- (--attempt, --json) and GET /api/jobs/ID/logs; the cap keeps the tail
 -- and counts what it dropped; control bytes and bytes that are not UTF-8
 -- are stored and shown safely; a job that logs nothing has no logs; the
--- logs go with the job (dead purge); log.echo and log.attempt_max = 0.
+-- logs go with the job (dead purge); log.echo and log.attempt_max = 0; a
+-- program's own output goes to the runner's log, what the handler reads
+-- of it and prints is kept.
 local jr = require "jr"
 local H = require "jrhttp"
 local cjson = require "cjson"
@@ -229,6 +231,67 @@ return {
       jr.wait_for(function()
         return env:log():find(("job %d (co) output: end 9"):format(id), 1, true)
       end, 10, "output logged")
+    end)
+
+    it("leaves a started program's own output to the runner's log; what the handler reads of it and prints is kept", function()
+      env:script("child", [[
+local jobrunner = require "jobrunner"
+return function(job)
+  os.execute("echo child-direct")
+  local r = assert(jobrunner.exec({ "sh", "-c", "echo child-read; echo child-err >&2" }))
+  io.write(r.stdout)
+  io.stderr:write(r.stderr)
+end]])
+      env:config('retention = { completed = "1h" }')
+      env:start()
+      local id = env:push("child", "{}")
+      env:wait_state(id, "completed", 30)
+      local out = show_logs(env, id, "--json")
+      assert.same({ "stdout child-read", "stderr child-err" }, msgs(cjson.decode(out)[1]))
+      jr.wait_for(function()
+        return env:log():find(("job %d (child) output: child-direct"):format(id), 1, true)
+      end, 10, "the program's own output in the runner's log")
+      env:stop()
+    end)
+
+    it("keeps what a handler with output = \"keep\" and its programs write to descriptors 1 and 2", function()
+      local bad = env:script("keepco", 'return { output = "keep", inflight = 2, handle = function() end }')
+      local out, err, code = env:cli("check")
+      assert.equal(3, code)
+      assert.matches(bad, out .. err, 1, true)
+      assert.matches("'output' = \"keep\" needs inflight 1", out .. err, 1, true)
+      os.remove(bad)
+      env:script("keeper", [[
+return {
+  output = "keep",
+  handle = function(job)
+    print("lua line")
+    os.execute("echo child-out; echo child-err >&2")
+    local p = io.popen("echo popen-err >&2; echo popen-out")
+    local got = p:read("a")
+    p:close()
+    print("read " .. got:gsub("\n", ""))
+  end,
+}]])
+      env:script("plain", [[return function(job) os.execute("echo plain-out") end]])
+      env:config('retention = { completed = "1h" }')
+      env:start()
+      local id = env:push("keeper", "{}")
+      local other = env:push("plain", "{}")
+      env:wait_state(id, "completed", 30)
+      env:wait_state(other, "completed", 30)
+      out = show_logs(env, id, "--json")
+      assert.same({ "stdout lua line", "stdout read popen-out", "stdout child-out",
+                    "stderr child-err", "stderr popen-err" }, msgs(cjson.decode(out)[1]))
+      -- passed on to the runner's log as well (log.echo); a handler without
+      -- the option keeps none of it
+      jr.wait_for(function()
+        local log = env:log()
+        return log:find(("job %d (keeper) output: child-out"):format(id), 1, true) and
+               log:find(("job %d (plain) output: plain-out"):format(other), 1, true)
+      end, 10, "the output in the runner's log")
+      assert.is_true(no_column(env, other))
+      env:stop()
     end)
   end)
 end

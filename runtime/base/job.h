@@ -333,6 +333,9 @@ typedef struct jr_handler {
     int     durable_steps;      /* a worker's: its steps wait for their
                                    commit unless told otherwise; -1: not
                                    set (the config's) */
+    int     keep_output;        /* a worker's: output = "keep", its jobs'
+                                   descriptors 1 and 2 kept with their
+                                   attempts (wcapture.c) */
 } jr_handler;
 
 /* Checks a job or queue name: [A-Za-z0-9_.:-]{1,128}. what names the field

@@ -9,33 +9,79 @@
 #include "base/jsondom.h"
 #include "base/jsontext.h"
 
-/* Appends s[0..n) as a JSON string's contents: NUL and bytes that are
- * not UTF-8 as U+FFFD (PostgreSQL's jsonb refuses \u0000). */
-static void
-put_escaped(jr_buf *b, const char *s, size_t n)
+/* Makes room for n more bytes in b: 0, or -1 and b->oom set. */
+static int
+reserve(jr_buf *b, size_t n)
 {
-    char out[6];
+    size_t cap;
+    char *p;
+
+    if (b->oom)
+        return -1;
+    if (b->len + n <= b->cap)
+        return 0;
+    for (cap = b->cap ? b->cap : 256; cap < b->len + n; cap *= 2)
+        ;
+    if ((p = realloc(b->p, cap)) == NULL) {
+        b->oom = 1;
+        return -1;
+    }
+    b->p = p;
+    b->cap = cap;
+    return 0;
+}
+
+/* 1 for a byte a JSON string holds as it is: printable ASCII but '"'
+ * (0x22) and '\\' (0x5c). */
+static const unsigned char plain[256] = {
+    0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
+    0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
+    1, 1, 0, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1,
+    1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1,
+    1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1,
+    1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 0, 1, 1, 1,
+    1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1,
+    1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 0,
+    0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
+    0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
+    0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
+    0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
+    0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
+    0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
+    0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
+    0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
+};
+#define PLAIN(c) plain[(unsigned char)(c)]
+
+/* Writes s[0..n) as a JSON string's contents at o (room for 6 bytes a
+ * byte): NUL and bytes that are not UTF-8 as U+FFFD (PostgreSQL's jsonb
+ * refuses \u0000). Returns the bytes written. */
+static size_t
+put_escaped(char *o, const char *s, size_t n)
+{
+    char *start = o;
     size_t k, used;
 
-    for (; n > 0; s += used, n -= used) {
-        for (used = 0; used < n && (unsigned char)s[used] >= 0x20 &&
-             (unsigned char)s[used] < 0x7f && s[used] != '"' &&
-             s[used] != '\\'; used++)
+    while (n > 0) {
+        for (used = 0; used < n && PLAIN(s[used]); used++)
             ;
-        if (used > 0) {         /* plain ASCII, as it is */
-            jr_buf_put(b, s, used);
-            continue;
-        }
-        if (*s == '\0') {
+        memcpy(o, s, used);     /* plain ASCII, as it is */
+        o += used;
+        s += used;
+        n -= used;
+        if (n == 0)
+            break;
+        if (*s == '\0' ||
+            (k = jr_jsontext_escape_char(s, n, o, &used)) == 0) {
             used = 1;
-            jr_buf_put(b, JR_JSONTEXT_BADBYTE, 6);
-        } else if ((k = jr_jsontext_escape_char(s, n, out, &used)) == 0) {
-            used = 1;
-            jr_buf_put(b, JR_JSONTEXT_BADBYTE, 6);
-        } else {
-            jr_buf_put(b, out, k);
+            memcpy(o, JR_JSONTEXT_BADBYTE, 6);
+            k = 6;
         }
+        o += k;
+        s += used;
+        n -= used;
     }
+    return (size_t)(o - start);
 }
 
 /* Drops the first kept line. */
@@ -50,25 +96,47 @@ drop_first(jr_joblog *l)
     l->start = end;
 }
 
-/* Writes epoch seconds t with 3 decimals into out (32 bytes) without
- * printf's floating point, a line's cost. Returns the length. */
+/* Writes v's digits at out (24 bytes). Returns how many. */
 static size_t
-put_secs(char *out, double t)
+put_uint(char *out, unsigned long long v)
+{
+    char tmp[24];
+    size_t k = 0, n = 0;
+
+    do {
+        tmp[k++] = (char)('0' + v % 10);
+        v /= 10;
+    } while (v > 0);
+    while (k > 0)
+        out[n++] = tmp[--k];
+    return n;
+}
+
+/* Writes epoch seconds t with 3 decimals at out (32 bytes) without
+ * printf's floating point, a line's cost; the whole seconds' digits are
+ * l's from its last line when the second is the same. Returns the
+ * length. */
+static size_t
+put_secs(jr_joblog *l, char *out, double t)
 {
     long long ms = (long long)(t * 1000 + 0.5);
-    char tmp[24];
-    size_t n = 0, k = 0;
+    size_t n;
+    int frac;
 
     if (ms < 0)
         ms = 0;
-    do {
-        tmp[k++] = (char)('0' + ms % 10);
-        ms /= 10;
-        if (k == 3)
-            tmp[k++] = '.';
-    } while (ms > 0 || k < 5);
-    while (k > 0)
-        out[n++] = tmp[--k];
+    frac = (int)(ms % 1000);
+    if (ms / 1000 != l->sec || l->sec_len == 0) {
+        l->sec = ms / 1000;
+        l->sec_len = (unsigned char)put_uint(l->sec_text,
+                                             (unsigned long long)l->sec);
+    }
+    memcpy(out, l->sec_text, l->sec_len);
+    n = l->sec_len;
+    out[n++] = '.';
+    out[n++] = (char)('0' + frac / 100);
+    out[n++] = (char)('0' + frac / 10 % 10);
+    out[n++] = (char)('0' + frac % 10);
     return n;
 }
 
@@ -86,28 +154,35 @@ char_cut(const char *s, size_t n, size_t cut)
     return k > 0 && (s[k] & 0xC0) != 0x80 ? k : cut;
 }
 
-/* Appends the line of level, its text s[0..cut) of n ("[line cut]"
- * after it when cut < n), at time now. */
+/* Appends the line of level (len bytes), its text s[0..cut) of n ("[line
+ * cut]" after it when cut < n), at time now: room made once, written in
+ * place. */
 static void
-encode(jr_buf *b, double now, const char *level, const char *s, size_t cut,
-       size_t n)
+encode(jr_joblog *l, double now, const char *level, size_t len,
+       const char *s, size_t cut, size_t n)
 {
-    char head[96];
-    size_t k;
+    jr_buf *b = &l->buf;
+    char *o;
 
-    memcpy(head, "{\"at\":", 6);
-    k = 6 + put_secs(head + 6, now);
-    memcpy(head + k, ",\"level\":\"", 10);
-    k += 10;
-    memcpy(head + k, level, strlen(level));     /* a literal, < 8 bytes */
-    k += strlen(level);
-    memcpy(head + k, "\",\"msg\":\"", 9);
-    k += 9;
-    jr_buf_put(b, head, k);
-    put_escaped(b, s, cut);
-    if (cut < n)
-        jr_buf_put(b, " [line cut]", 11);
-    jr_buf_put(b, "\"}\n", 3);
+    if (reserve(b, 64 + len + 6 * cut + 16) < 0)
+        return;
+    o = b->p + b->len;
+    memcpy(o, "{\"at\":", 6);
+    o += 6;
+    o += put_secs(l, o, now);
+    memcpy(o, ",\"level\":\"", 10);
+    o += 10;
+    memcpy(o, level, len);
+    o += len;
+    memcpy(o, "\",\"msg\":\"", 9);
+    o += 9;
+    o += put_escaped(o, s, cut);
+    if (cut < n) {
+        memcpy(o, " [line cut]", 11);
+        o += 11;
+    }
+    memcpy(o, "\"}\n", 3);
+    b->len = (size_t)(o + 3 - b->p);
 }
 
 void
@@ -115,7 +190,7 @@ jr_joblog_add(jr_joblog *l, const char *level, const char *s, size_t n,
               size_t max)
 {
     size_t from = l->buf.len, cut = char_cut(s, n, JR_JOBLOG_LINE), len;
-    size_t whole = 0, next;
+    size_t whole = 0, next, llen = strlen(level);
     double now = jr_now();
 
     if (l->lines++ == 0)
@@ -123,7 +198,7 @@ jr_joblog_add(jr_joblog *l, const char *level, const char *s, size_t n,
     /* a line over the cap alone keeps the start of it that fits, cut:
      * shorter in proportion until it does */
     for (;;) {
-        encode(&l->buf, now, level, s, cut, n);
+        encode(l, now, level, llen, s, cut, n);
         len = l->buf.len - from;
         if (whole == 0)
             whole = len;
@@ -214,9 +289,9 @@ const char *
 jr_joblog_entry(jr_joblog *l, int attempt, size_t max)
 {
     jr_buf *e = &l->entry;
-    char num[160];
-    size_t i;
-    int k, first = 1;
+    size_t body;
+    char *o, *nl, *end;
+    int k;
 
     for (k = 0; k < 2; k++)
         if (l->part[k].len > 0) {
@@ -227,23 +302,37 @@ jr_joblog_entry(jr_joblog *l, int attempt, size_t max)
     if (l->lines == 0)
         return NULL;
     jr_buf_reset(e);
-    k = snprintf(num, sizeof num, "{\"attempt\":%d,\"at\":%.3f,\"lines\":[",
-                 attempt, l->at);
-    jr_buf_put(e, num, (size_t)k);
-    for (i = l->start; i < l->buf.len; i++) {
-        const char *nl = memchr(l->buf.p + i, '\n', l->buf.len - i);
-        size_t end = nl ? (size_t)(nl - l->buf.p) : l->buf.len;
-        if (!first)
-            jr_buf_put(e, ",", 1);
-        first = 0;
-        jr_buf_put(e, l->buf.p + i, end - i);
-        i = end;
+    body = l->buf.len - l->start;
+    if (reserve(e, body + 160) < 0)
+        return NULL;
+    /* the kept lines as they are, each one's '\n' the next one's ',' */
+    o = e->p;
+    memcpy(o, "{\"attempt\":", 11);
+    o += 11;
+    if (attempt < 0) {
+        *o++ = '-';
+        attempt = -attempt;
     }
-    k = snprintf(num, sizeof num, "],\"dropped_lines\":%ld,"
-                 "\"dropped_bytes\":%lld}", l->dropped_lines,
-                 l->dropped_bytes);
-    jr_buf_put(e, num, (size_t)k + 1);  /* and its NUL */
-    return e->oom ? NULL : e->p;
+    o += put_uint(o, (unsigned long long)attempt);
+    memcpy(o, ",\"at\":", 6);
+    o += 6;
+    o += put_secs(l, o, l->at);
+    memcpy(o, ",\"lines\":[", 10);
+    o += 10;
+    memcpy(o, l->buf.p + l->start, body);
+    for (nl = o, end = o + body; (nl = memchr(nl, '\n', (size_t)(end - nl)));
+         nl++)
+        *nl = ',';
+    o += body > 0 ? body - 1 : 0;      /* the last ',' goes */
+    memcpy(o, "],\"dropped_lines\":", 18);
+    o += 18;
+    o += put_uint(o, (unsigned long long)l->dropped_lines);
+    memcpy(o, ",\"dropped_bytes\":", 17);
+    o += 17;
+    o += put_uint(o, (unsigned long long)l->dropped_bytes);
+    memcpy(o, "}", 2);                  /* and its NUL */
+    e->len = (size_t)(o + 1 - e->p);
+    return e->p;
 }
 
 /* What a run's buffers keep for the next run: a context kept idle (a
@@ -269,6 +358,7 @@ jr_joblog_clear(jr_joblog *l)
     l->lines = l->dropped_lines = 0;
     l->dropped_bytes = 0;
     l->at = 0;
+    l->sec_len = 0;
 }
 
 void

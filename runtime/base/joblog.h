@@ -29,6 +29,9 @@ typedef struct jr_joblog {
     double    at;               /* epoch seconds of its first line */
     jr_buf    part[2];          /* stdout's, stderr's line not ended yet */
     jr_buf    entry;            /* jr_joblog_entry's text */
+    long long sec;              /* the whole seconds of the last time */
+    char      sec_text[24];     /* written: their digits, */
+    unsigned char sec_len;      /* how many (0: none yet) */
 } jr_joblog;
 
 /* Adds one line of level ("debug" ... "error", "stdout", "stderr": a

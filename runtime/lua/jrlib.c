@@ -26,14 +26,16 @@
 #include "lua/jrsteps.h"
 #include "base/util.h"
 
-#define CTX_KEY "jobrunner.ctx"         /* registry: lightuserdata ctx */
+/* registry[&ctx_key]: lightuserdata ctx (an address as the key: no
+ * string hashed on each jobrunner.* call) */
+static const char ctx_key;
 
 static jr_jobctx *
 get_ctx(lua_State *L)
 {
     jr_jobctx *ctx;
 
-    lua_getfield(L, LUA_REGISTRYINDEX, CTX_KEY);     /* ctx */
+    lua_rawgetp(L, LUA_REGISTRYINDEX, &ctx_key);     /* ctx */
     ctx = lua_touserdata(L, -1);
     lua_pop(L, 1);                                   /* (nothing) */
     if (ctx != NULL && ctx->of_thread != NULL) {
@@ -365,7 +367,7 @@ static const luaL_Reg jrlib_funcs[] = {
 static int
 open_module(lua_State *L)                            /* ctx */
 {
-    lua_setfield(L, LUA_REGISTRYINDEX, CTX_KEY);     /* (nothing) */
+    lua_rawsetp(L, LUA_REGISTRYINDEX, &ctx_key);     /* (nothing) */
     lua_getglobal(L, "package");                     /* package */
     lua_getfield(L, -1, "loaded");                   /* package loaded */
     luaL_newlib(L, jrlib_funcs);                     /* package loaded M */

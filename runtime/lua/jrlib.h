@@ -132,6 +132,13 @@ void jr_jrlog_setup(size_t max, int echo);
  * it logged nothing: what the worker sends with its result (jr_result's
  * logs), valid until ctx is cleared. */
 const char *jr_jrlog_entry(jr_jobctx *ctx, int attempt);
+/* Where what is kept is echoed to: out and err while a job's descriptors
+ * 1 and 2 are kept (wcapture.c), NULL and NULL for stdout and stderr. */
+void jr_jrlog_echo_to(FILE *out, FILE *err);
+/* Keeps n bytes written to descriptor 1 (stream JR_JOBLOG_STDOUT) or 2
+ * in ctx's run, when log.attempt_max keeps anything; 1 if log.echo says
+ * they go to the runner's log as well, else 0. */
+int  jr_jrlog_keep(jr_jobctx *ctx, int stream, const char *s, size_t n);
 /* Records s (copied) as ctx's decision unless one was taken, and unwinds
  * the handler with it. Does not return. [-0, +1, v] */
 int  jr_jrlib_raise(lua_State *L, jr_jobctx *ctx, const jr_signal *s);

@@ -18,6 +18,22 @@
 
 static size_t log_max;          /* log.attempt_max: bytes kept a run */
 static int    log_echo = 1;     /* log.echo */
+static FILE  *echo_out, *echo_err;  /* jr_jrlog_echo_to's, or NULL */
+
+void
+jr_jrlog_echo_to(FILE *out, FILE *err)
+{
+    echo_out = out;
+    echo_err = err;
+}
+
+int
+jr_jrlog_keep(jr_jobctx *ctx, int stream, const char *s, size_t n)
+{
+    if (log_max > 0)
+        jr_joblog_write(&ctx->log, stream, s, n, log_max);
+    return log_echo || log_max == 0;
+}
 
 void
 jr_jrlog_setup(size_t max, int echo)
@@ -46,12 +62,43 @@ static jr_buf line;             /* the message jobrunner.log builds */
  * (and the buffer, kept between calls, does not grow with it). */
 #define LINE_BUILT (JR_JOBLOG_LINE + 4)
 
+/* Makes line's room for LINE_BUILT bytes and its NUL once: put then
+ * copies without checking it (out of memory, line.oom says so). */
 static void
+make_room(void)
+{
+    char *p;
+
+    if (line.cap >= LINE_BUILT + 1 || line.oom)
+        return;
+    if ((p = realloc(line.p, LINE_BUILT + 1)) == NULL) {
+        line.oom = 1;
+        return;
+    }
+    line.p = p;
+    line.cap = LINE_BUILT + 1;
+}
+
+/* Appends s[0..n) to line, cut at LINE_BUILT (line.len never passes
+ * it): a few bytes copied in place, the many by memcpy. */
+static inline void
 put(const char *s, size_t n)
 {
-    if (line.len >= LINE_BUILT)
+    char *o;
+
+    if (n > LINE_BUILT - line.len)
+        n = LINE_BUILT - line.len;
+    if (line.cap < LINE_BUILT + 1) {    /* no room made: out of memory */
+        jr_buf_put(&line, s, n);
         return;
-    jr_buf_put(&line, s, n < LINE_BUILT - line.len ? n : LINE_BUILT - line.len);
+    }
+    o = line.p + line.len;
+    line.len += n;
+    if (n > 16)
+        memcpy(o, s, n);
+    else
+        while (n-- > 0)
+            *o++ = *s++;
 }
 
 /* 1 if a field's value must be quoted: empty, or a space, '=', '"',
@@ -111,13 +158,57 @@ field_cmp(const void *a, const void *b)
     return c != 0 ? c : (x->kn > y->kn) - (x->kn < y->kn);
 }
 
+/* Sorts f[0..n) by name: in place for the few a line usually has,
+ * qsort past them. Names are unique (a table's keys). */
+static void
+sort_fields(field *f, int n)
+{
+    field t;
+    int i, j;
+
+    if (n > 8) {
+        qsort(f, (size_t)n, sizeof *f, field_cmp);
+        return;
+    }
+    for (i = 1; i < n; i++) {
+        if (field_cmp(&f[i - 1], &f[i]) <= 0)
+            continue;
+        t = f[i];
+        for (j = i; j > 0 && field_cmp(&f[j - 1], &t) > 0; j--)
+            f[j] = f[j - 1];
+        f[j] = t;
+    }
+}
+
+/* Writes integer v as Lua's tostring does at out (24 bytes), without
+ * printf. Returns the length. */
+static size_t
+int_text(char *out, lua_Integer v)
+{
+    unsigned long long u = v < 0 ? 0ULL - (unsigned long long)v :
+                           (unsigned long long)v;
+    char tmp[24];
+    size_t k = 0, n = 0;
+
+    do {
+        tmp[k++] = (char)('0' + u % 10);
+        u /= 10;
+    } while (u > 0);
+    if (v < 0)
+        out[n++] = '-';
+    while (k > 0)
+        out[n++] = tmp[--k];
+    return n;
+}
+
 /* Fills f with the fields of the table at idx, sorted, after checking
  * that it is flat: string keys, values strings, numbers or booleans, at
- * most FIELDS_MAX. Each name and value stays on the stack (a number as
- * its text), so what f points to lives while the line is built, whatever
- * Lua does to the table meanwhile. Returns how many. [-0, +2n, v] */
+ * most FIELDS_MAX. Each name and value stays on the stack (a float as
+ * its text; an integer's text, written without printf, in num[i]), so
+ * what f points to lives while the line is built, whatever Lua does to
+ * the table meanwhile. Returns how many. [-0, +2n, v] */
 static int
-read_fields(lua_State *L, int idx, field *f)
+read_fields(lua_State *L, int idx, field *f, char (*num)[24])
 {
     int n = 0, t;
 
@@ -134,16 +225,20 @@ read_fields(lua_State *L, int idx, field *f)
                        luaL_typename(L, -1));
         if (n == FIELDS_MAX)
             luaL_error(L, "jobrunner.log: more than %d fields", FIELDS_MAX);
-        if (t == LUA_TBOOLEAN)
-            f[n].v = lua_toboolean(L, -1) ? "true" : "false",
+        if (t == LUA_TBOOLEAN) {
+            f[n].v = lua_toboolean(L, -1) ? "true" : "false";
             f[n].vn = strlen(f[n].v);
-        else    /* a number: this copy of it becomes its text */
+        } else if (t == LUA_TNUMBER && lua_isinteger(L, -1)) {
+            f[n].vn = int_text(num[n], lua_tointeger(L, -1));
+            f[n].v = num[n];    /* num[n] does not move with f[n] */
+        } else {    /* a float: this copy of it becomes its text */
             f[n].v = lua_tolstring(L, -1, &f[n].vn);
+        }
         f[n].k = lua_tolstring(L, -2, &f[n].kn);
         n++;
         lua_pushvalue(L, -2);                        /* .. k v k */
     }                                                /* .. (k v)... */
-    qsort(f, (size_t)n, sizeof *f, field_cmp);
+    sort_fields(f, n);
     return n;
 }
 
@@ -155,16 +250,20 @@ static void
 build(lua_State *L, int fields)
 {
     field f[FIELDS_MAX];
+    char num[FIELDS_MAX][24];   /* the integers' texts */
     int i, n = fields ? 2 : lua_gettop(L), nf;
     const char *s;
     size_t len;
 
     for (i = 2; i <= n; i++) {
+        if (lua_type(L, i) == LUA_TSTRING)  /* a string is its text */
+            continue;
         luaL_tolstring(L, i, NULL);                  /* .. s */
         lua_replace(L, i);                           /* .. */
     }
-    nf = fields ? read_fields(L, 3, f) : 0;
+    nf = fields ? read_fields(L, 3, f, num) : 0;
     jr_buf_reset(&line);
+    make_room();
     for (i = 2; i <= n; i++) {
         s = lua_tolstring(L, i, &len);
         if (i > 2)
@@ -174,6 +273,28 @@ build(lua_State *L, int fields)
     for (i = 0; i < nf; i++)
         put_field(&f[i]);
     jr_buf_put(&line, "", 1);
+}
+
+/* The index of the level at 1 in jrlog_log's levels when it is one of
+ * them, a string, else -1 (luaL_checkoption then says what is wrong). */
+static int
+fast_level(lua_State *L)
+{
+    size_t n;
+    const char *s;
+
+    if (lua_type(L, 1) != LUA_TSTRING)
+        return -1;
+    s = lua_tolstring(L, 1, &n);
+    if (n == 4 && memcmp(s, "info", 4) == 0)
+        return 1;
+    if (n == 5 && memcmp(s, "debug", 5) == 0)
+        return 0;
+    if (n == 4 && memcmp(s, "warn", 4) == 0)
+        return 2;
+    if (n == 5 && memcmp(s, "error", 5) == 0)
+        return 3;
+    return -1;
 }
 
 /* jobrunner.log(level, msg [, fields]): one line of the job's log, at
@@ -188,8 +309,12 @@ jrlog_log(lua_State *L)
 {
     static const char *const levels[] = {"debug", "info", "warn", "error",
                                          NULL};
-    int level = luaL_checkoption(L, 1, NULL, levels);
-    jr_jobctx *ctx = jr_jrlib_ctx(L);
+    int level = fast_level(L);
+    jr_jobctx *ctx;
+
+    if (level < 0)
+        level = luaL_checkoption(L, 1, NULL, levels);
+    ctx = jr_jrlib_ctx(L);
     const char *msg;
     size_t len;
 
@@ -243,7 +368,7 @@ jrlog_print(lua_State *L)
     s = lua_tolstring(L, -1, &len);
     jr_joblog_write(&ctx->log, JR_JOBLOG_STDOUT, s, len, log_max);
     if (log_echo)
-        fwrite(s, 1, len, stdout);
+        fwrite(s, 1, len, echo_out ? echo_out : stdout);
     return 0;
 }
 
@@ -281,7 +406,7 @@ jrlog_io_write(lua_State *L)
         return call_std(L);
     }
     lua_pop(L, 1);                                   /* a.. */
-    keep_args(L, ctx, 1, JR_JOBLOG_STDOUT, stdout);
+    keep_args(L, ctx, 1, JR_JOBLOG_STDOUT, echo_out ? echo_out : stdout);
     lua_pushvalue(L, lua_upvalueindex(2));           /* a.. stdout */
     return 1;
 }
@@ -303,7 +428,8 @@ jrlog_file_write(lua_State *L)
     else
         return call_std(L);
     keep_args(L, ctx, 2, err ? JR_JOBLOG_STDERR : JR_JOBLOG_STDOUT,
-              err ? stderr : stdout);
+              err ? (echo_err ? echo_err : stderr) :
+              (echo_out ? echo_out : stdout));
     lua_settop(L, 1);                                /* file */
     return 1;
 }

@@ -161,6 +161,7 @@ add_handler(loader *ld, const char *name, int max_retries, double timeout,
     h->inflight = inflight;
     h->durable_steps = durable;
     h->avg = 0;
+    h->keep_output = 0;
     ld->s->n++;
     return 0;
 }
@@ -173,7 +174,7 @@ unknown_key(lua_State *L)                          /* t */
     static char msg[256];
     static const char *const known[] = {"handle", "max_retries", "timeout",
                                         "backoff", "inflight",
-                                        "durable_steps", NULL};
+                                        "durable_steps", "output", NULL};
     int i;
 
     lua_pushnil(L);                              /* t nil */
@@ -187,7 +188,7 @@ unknown_key(lua_State *L)                          /* t */
             lua_pop(L, 1);                       /* t */
             snprintf(msg, sizeof msg, "unknown handler option '%.64s' "
                      "(valid: handle, max_retries, timeout, backoff, "
-                     "inflight, durable_steps)", k);
+                     "inflight, durable_steps, output)", k);
             return msg;
         }
     }                                            /* t */
@@ -271,6 +272,25 @@ check_inflight(lua_State *L, int *inflight)
     return NULL;
 }
 
+/* The handler table on top's output: "keep" (1 in *keep) or "log" (0),
+ * "keep" only for a handler that runs one job at a time. NULL, or what
+ * is wrong. [-0, +0, -] */
+static const char *
+check_output(lua_State *L, int inflight, int *keep)
+{
+    int t = lua_getfield(L, -1, "output");
+    const char *v = t == LUA_TSTRING ? lua_tostring(L, -1) : NULL;
+
+    *keep = v != NULL && strcmp(v, "keep") == 0;
+    lua_pop(L, 1);
+    if (t != LUA_TNIL && (v == NULL || (!*keep && strcmp(v, "log") != 0)))
+        return "'output' must be \"keep\" or \"log\"";
+    if (*keep && inflight > 1)
+        return "'output' = \"keep\" needs inflight 1: the descriptors of "
+               "jobs run at once are shared";
+    return NULL;
+}
+
 /* An error while loading whose message names no place (one raised in C,
  * as coroutine.yield's "attempt to yield from outside a coroutine") gets
  * the innermost Lua line of the traceback in msg, else path. Cuts the
@@ -314,7 +334,7 @@ load_one(loader *ld, const char *path, const char *name)
 {
     lua_State *L = ld->L;
     const char *bad;
-    int max_retries = -1, inflight = 0, durable;
+    int max_retries = -1, inflight = 0, durable, keep = 0;
     double timeout = 0, backoff = -1;
     jr_err err;
     int rc;
@@ -350,7 +370,8 @@ load_one(loader *ld, const char *path, const char *name)
         return;
     }                                                /* H t */
     if ((bad = check_table(L, &max_retries, &timeout, &backoff)) != NULL ||
-        (bad = check_inflight(L, &inflight)) != NULL) {
+        (bad = check_inflight(L, &inflight)) != NULL ||
+        (bad = check_output(L, inflight, &keep)) != NULL) {
         add_error(ld, "%s: %s", path, bad);
         lua_pop(L, 1);                               /* H */
         return;
@@ -364,6 +385,7 @@ load_one(loader *ld, const char *path, const char *name)
         lua_pop(L, 1);
         return;
     }
+    ld->s->h[ld->s->n - 1].keep_output = keep;
     lua_setfield(L, -2, name);                       /* H */
 }
 

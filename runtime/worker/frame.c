@@ -458,12 +458,14 @@ get_sql(jr_reader *r, jr_result *res, char **arena)
     return 0;
 }
 
-/* A run's logs, back: one JSON object (joblog.h), checked as the
- * database will take it. */
+/* A run's logs, back: one JSON object as joblog.c writes it, its
+ * framing checked (an object without a NUL) but not its text again: the
+ * worker's encoder escapes every byte a handler gives it, and reading
+ * ten lines' JSON here cost the master more than the worker spent
+ * writing them (test_joblog checks what the encoder makes). */
 static int
 get_logs(jr_reader *r, jr_result *res, char **arena)
 {
-    char why[64];
     size_t len;
     const char *p = jr_get_str(r, &len);
 
@@ -471,8 +473,7 @@ get_logs(jr_reader *r, jr_result *res, char **arena)
         return -1;
     if (p == NULL)
         return 0;
-    if (len < 2 || p[0] != '{' || has_nul(p, len) ||
-        jr_jsontext_check(p, len, why, sizeof why) < 0)
+    if (len < 2 || p[0] != '{' || p[len - 1] != '}' || has_nul(p, len))
         return -1;
     memcpy(*arena, p, len);
     (*arena)[len] = '\0';

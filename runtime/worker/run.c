@@ -498,6 +498,8 @@ jr_run_job(worker *w, const jr_job *j, jr_result *res)
     w->sync_deadline = t0 + timeout;
     w->sync_timeout = timeout;
     w->sync_late = 0;
+    if (w->info->keep_output)
+        jr_capture_begin(w);
     /* no instruction budget: the timeout is the handler's limit */
     rc = jr_luabridge_xrun(L, 1, 1, 0, timeout);        /* t r | t e */
     t0 = jr_mono() - t0;
@@ -509,6 +511,8 @@ jr_run_job(worker *w, const jr_job *j, jr_result *res)
     jr_wsteps_end(w, &w->ctx);  /* so is the steps' list */
     w->ctx.job = NULL;
     outcome(w, j, rc, timeout, res);
+    if (w->info->keep_output)
+        jr_capture_end(w);
     res->logs = jr_jrlog_entry(&w->ctx, j->attempt);
     lua_settop(L, top);                              /* (nothing) */
 }

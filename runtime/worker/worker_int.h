@@ -17,6 +17,7 @@
  *   wexecarg.c  jobrunner.exec's arguments read and checked
  *   wcrypt.c  encrypted values: a job's opened, its result and steps sealed
  *   wtrace.c  a job's spans: ids, sampling, events, sent before its result
+ *   wcapture.c  descriptors 1 and 2 kept with a plain job's attempt
  * Uses frame.h, script.h, jrlib.h, luabridge.h, worker.h, util.h. */
 #ifndef JR_WORKER_INT_H
 #define JR_WORKER_INT_H
@@ -317,5 +318,12 @@ void jr_wtrace_progress(jr_jobctx *ctx);
 void jr_wtrace_steps(jr_jobctx *ctx, double records);
 void jr_wtrace_end(worker *w, jr_jobctx *ctx, const jr_job *j,
                    const jr_result *res);
+
+/* Handler output = "keep" (w->info->keep_output; a plain job's): makes
+ * descriptors 1 and 2 files of the worker's until jr_capture_end, which
+ * keeps what they got in w->ctx's run (before its entry is made) and
+ * puts 1 and 2 back (wcapture.c). */
+void jr_capture_begin(worker *w);
+void jr_capture_end(worker *w);
 
 #endif

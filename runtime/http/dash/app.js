@@ -394,21 +394,32 @@
 
   /* The failed attempts and each run's logs under its attempt: a run
    * with no failed attempt of its number (the last one, a snooze) gets
-   * an entry of its own. */
+   * an entry of its own. Numbers repeat once a dead job is retried (its
+   * attempts count again from 1), so a run goes to one attempt only: the
+   * oldest of its number not taken yet that ended after the run's first
+   * line (both lists are oldest first), none before the one the run
+   * before took. */
   function attempts(list, runs) {
     list = Array.isArray(list) ? list : [];
     runs = Array.isArray(runs) ? runs : [];
     $("d-attempts-box").hidden = !list.length && !runs.length;
     var ol = $("d-attempts"); ol.textContent = "";
-    var byAttempt = {};
-    runs.forEach(function (r) { (byAttempt[r.attempt] = byAttempt[r.attempt] || []).push(r); });
-    var items = list.map(function (a) { return { a: a, n: a.attempt, at: a.at }; });
+    var items = list.map(function (a, i) { return { a: a, n: a.attempt, at: a.at, i: i, runs: [] }; });
+    var from = 0, own = [];
     runs.forEach(function (r) {
-      if (!list.some(function (a) { return a.attempt === r.attempt; }))
-        if (!items.some(function (x) { return !x.a && x.n === r.attempt; }))
-          items.push({ a: null, n: r.attempt, at: r.at });
+      for (var k = from; k < items.length; k++) {
+        var x = items[k];
+        if (x.n === r.attempt && !x.runs.length && !(x.at + 1 < r.at)) {
+          x.runs.push(r);
+          from = k + 1;
+          return;
+        }
+      }
+      own.push({ a: null, n: r.attempt, at: r.at, i: items.length + own.length, runs: [r] });
     });
-    items.sort(function (x, y) { return x.n - y.n || x.at - y.at; });
+    /* by time: a run of its own after the attempts that ended before it */
+    items = items.concat(own);
+    items.sort(function (x, y) { return x.at - y.at || x.i - y.i; });
     items.forEach(function (x) {
       var li = el("li"), a = x.a;
       li.appendChild(el("span", "attempt " + x.n, "at-n"));
@@ -421,7 +432,7 @@
         li.className = "run";
         li.appendChild(el("span", " " + when(x.at), "muted"));
       }
-      (byAttempt[x.n] || []).forEach(function (r) {
+      x.runs.forEach(function (r) {
         li.appendChild(el("h4", "logs"));
         li.appendChild(el("pre", logLines(r), "log"));
       });

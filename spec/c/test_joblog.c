@@ -1,0 +1,158 @@
+/* test_joblog.c - what a run's logs encoder (joblog.h) hands the master,
+ * which checks only its framing: every entry is JSON as the engines take
+ * it (jsontext's check, and no NUL) whatever bytes a handler wrote, lines
+ * dropped for the cap and long ones cut included; its fields say what
+ * was kept and dropped. Prints "N passed, N failed". */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/joblog.h"
+#include "base/jsondom.h"
+#include "base/jsontext.h"
+#include "check.h"
+
+static unsigned long long seed = 88172645463325252ULL;
+
+static unsigned
+rnd(void)                       /* xorshift64: the same bytes each run */
+{
+    seed ^= seed << 13;
+    seed ^= seed >> 7;
+    seed ^= seed << 17;
+    return (unsigned)(seed >> 32);
+}
+
+/* 1 if entry is a valid entry of attempt with lines kept lines. */
+static int
+entry_ok(const char *entry, int attempt, long lines)
+{
+    jr_jdoc doc = {0};
+    jr_err err = {0};
+    char why[128];
+    int k, a, n = 0, ok;
+    size_t len = strlen(entry);
+
+    if (jr_jsontext_check(entry, len, why, sizeof why) < 0) {
+        fprintf(stderr, "entry not JSON: %s\n", why);
+        return 0;
+    }
+    if (jr_jdoc_parse(&doc, entry, len, "entry", &err) < 0)
+        return 0;
+    a = jr_jdoc_get(&doc, 0, "attempt");
+    k = jr_jdoc_get(&doc, 0, "lines");
+    ok = a >= 0 && atoi(doc.n[a].at) == attempt && k >= 0 &&
+         doc.n[k].type == JR_JSON_ARRAY &&
+         jr_jdoc_get(&doc, 0, "at") >= 0 &&
+         jr_jdoc_get(&doc, 0, "dropped_lines") >= 0 &&
+         jr_jdoc_get(&doc, 0, "dropped_bytes") >= 0;
+    for (k = ok ? doc.n[k].first : -1; k >= 0; k = doc.n[k].next) {
+        n++;
+        if (doc.n[k].type != JR_JSON_OBJECT ||
+            jr_jdoc_get(&doc, k, "msg") < 0 ||
+            jr_jdoc_get(&doc, k, "level") < 0 ||
+            jr_jdoc_get(&doc, k, "at") < 0)
+            ok = 0;
+    }
+    jr_jdoc_free(&doc);
+    if (lines >= 0 && n != lines) {
+        fprintf(stderr, "%d lines kept, %ld wanted\n", n, lines);
+        return 0;
+    }
+    return ok;
+}
+
+/* Random bytes, lines and writes, many runs on one log (cleared between
+ * them, as a worker's context is): each entry JSON. */
+static int
+check_random(void)
+{
+    static const char *const levels[] = {"debug", "info", "warn", "error"};
+    jr_joblog l = {0};
+    char s[20000];
+    const char *e;
+    size_t n, i, max;
+    int run, k, nlines;
+
+    for (run = 0; run < 300; run++) {
+        max = run % 3 == 0 ? 600 : JR_JOBLOG_DEFAULT;
+        nlines = (int)(rnd() % 40);
+        for (k = 0; k < nlines; k++) {
+            n = rnd() % 8 == 0 ? rnd() % sizeof s : rnd() % 100;
+            for (i = 0; i < n; i++)     /* mostly ASCII, some anything */
+                s[i] = (char)(rnd() % 4 == 0 ? rnd() : 32 + rnd() % 95);
+            if (rnd() % 3 == 0)
+                jr_joblog_write(&l, (int)(rnd() % 2), s, n, max);
+            else
+                jr_joblog_add(&l, levels[rnd() % 4], s, n, max);
+        }
+        e = jr_joblog_entry(&l, run + 1, max);
+        if (nlines == 0 && e != NULL)
+            CHECK(!"an entry for a run that wrote nothing");
+        if (e != NULL && !entry_ok(e, run + 1, -1)) {
+            fprintf(stderr, "run %d: %.200s\n", run, e);
+            CHECK(!"a bad entry");
+            break;
+        }
+        jr_joblog_clear(&l);
+    }
+    jr_joblog_free(&l);
+    return 0;
+}
+
+/* The lines as they were written, escaped; the oldest dropped past the
+ * cap and counted. */
+static int
+check_known(void)
+{
+    jr_joblog l = {0};
+    const char *e;
+    char msg[64];
+    int i;
+
+    jr_joblog_add(&l, "info", "step \"1\"\n\x01 done", 15, 65536);
+    jr_joblog_write(&l, JR_JOBLOG_STDERR, "oops\npartial", 12, 65536);
+    e = jr_joblog_entry(&l, 3, 65536);
+    CHECK(e != NULL && entry_ok(e, 3, 3));
+    CHECK(e != NULL && strstr(e, "\"level\":\"info\",\"msg\":\"step "
+                              "\\\"1\\\"\\n\\u0001 done\"}") != NULL);
+    CHECK(e != NULL && strstr(e, "{\"level\":\"stderr\"") == NULL);
+    CHECK(e != NULL && strstr(e, "\"level\":\"stderr\",\"msg\":\"oops\"")
+          != NULL);
+    CHECK(e != NULL && strstr(e, "\"msg\":\"partial\"}],\"dropped_lines\":0,"
+                              "\"dropped_bytes\":0}") != NULL);
+    CHECK(e != NULL && strncmp(e, "{\"attempt\":3,\"at\":", 18) == 0);
+    jr_joblog_clear(&l);
+    for (i = 0; i < 100; i++) {
+        snprintf(msg, sizeof msg, "line %d", i);
+        jr_joblog_add(&l, "warn", msg, strlen(msg), 500);
+    }
+    e = jr_joblog_entry(&l, 1, 500);
+    CHECK(e != NULL && entry_ok(e, 1, -1));
+    CHECK(e != NULL && strstr(e, "\"msg\":\"line 99\"}]") != NULL);
+    CHECK(e != NULL && strstr(e, "\"msg\":\"line 0\"") == NULL);
+    CHECK(e != NULL && strstr(e, "\"dropped_lines\":0") == NULL);
+    jr_joblog_free(&l);
+    return 0;
+}
+
+static int passed, nfailed;
+
+static void
+report(const char *name, int rc)
+{
+    if (rc < 0)
+        failed = 1;
+    printf("%s %s\n", failed ? "FAIL" : "ok  ", name);
+    failed ? nfailed++ : passed++;
+    failed = 0;
+}
+
+int
+main(void)
+{
+    report("known lines", check_known());
+    report("random bytes", check_random());
+    printf("%d passed, %d failed\n", passed, nfailed);
+    return nfailed != 0;
+}
