@@ -215,6 +215,12 @@ int jr_pg_flow_link(jr_backend *b, const jr_push *const *pp, int n,
  * to the sequence's pending last job, whose id *id then gets;
  * p->outcome (may be NULL) says which. */
 int jr_pg_seq_link(jr_backend *b, const jr_push *p, int64_t *id, jr_err *err);
+/* sequence.c, in the open transaction, from complete.c: the successes
+ * among r[0..n) of jobs of a sequence with a job behind them, deleted as
+ * plain successes are, and the jobs behind them readied; the ids it
+ * deleted go to done[*nd..]. Returns how many, or -1. */
+int jr_pg_seq_done(jr_backend *b, const char *token, const jr_result *r,
+                   int n, int64_t *done, int *nd, jr_err *err);
 /* push.c: the costs of pp[0..n) (limits by cost) on the jobs ids[0..n)
  * that hold them, after their insert (and their sequences), by their
  * outcomes oc (NULL: all new): a duplicate's holder keeps its own, a

@@ -238,6 +238,12 @@ int  jr_sqlite_flow_wait(jr_backend *b, const jr_push *p, int64_t id,
  * p->outcome (may be NULL) says which. */
 int  jr_sqlite_seq_link(jr_backend *b, const jr_push *p, int64_t *id,
                         double now, jr_err *err);
+/* sequence.c; in the open transaction, from complete.c: the successes
+ * among ids (a JSON array) of jobs of a sequence with a job behind them
+ * (flow bit 1 alone) deleted as plain successes are, and the jobs behind
+ * them readied, a few statements for all. Returns how many it deleted. */
+int  jr_sqlite_seq_done(jr_backend *b, const char *token, const char *ids,
+                        double now, jr_err *err);
 /* Steps s, which returns at most one row: column 0 as text into buf
  * (size), or as an int64 into *out when buf is NULL. 1 with a row, 0
  * without, -1 on error (what: the error's context). */
