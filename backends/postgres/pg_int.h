@@ -291,6 +291,10 @@ int  jr_pg_fair_set(jr_backend *b, const char *queue, const char *key,
                     double weight, jr_err *err);
 int  jr_pg_fair_use(jr_backend *b, const struct jr_limit *f,
                     jr_fair_use_cb cb, void *arg, jr_err *err);
+/* agestats.c: an aging queue's ready jobs by effective priority (the
+ * aging_use op). */
+int  jr_pg_aging_use(jr_backend *b, const char *queue, double aging,
+                     int max, jr_aging_use_cb cb, void *arg, jr_err *err);
 int jr_pg_claim_limited(jr_backend *b, const char *token, double lease,
                      const jr_claim_spec *spec, jr_job **out, jr_err *err);
 

@@ -328,6 +328,11 @@ int  jr_sqlite_fair_save(jr_backend *b, const candidate *c, int n,
                          jr_err *err);
 int  jr_sqlite_fair_use(jr_backend *b, const jr_limit *f, jr_fair_use_cb cb,
                         void *arg, jr_err *err);
+/* agestats.c: an aging queue's ready jobs by effective priority (the
+ * aging_use op). */
+int  jr_sqlite_aging_use(jr_backend *b, const char *queue, double aging,
+                         int max, jr_aging_use_cb cb, void *arg,
+                         jr_err *err);
 
 /* aging.c: the priority aging period of queue in spec (seconds), 0
  * when it does not age. */
