@@ -698,7 +698,13 @@ typedef struct jr_limit_use {
      * (next to run) first, at most max of them: a read of the queue's \
      * queued jobs. Returns 0. */ \
     X(int, aging_use, (jr_backend *b, const char *queue, double aging, \
-                       int max, jr_aging_use_cb cb, void *arg, jr_err *err))
+                       int max, jr_aging_use_cb cb, void *arg, jr_err *err)) \
+    /* In a transaction of its own, records the sequence option of each \
+     * handler h[0..n) (docs/queues.md, "Sequences": h->sequence, a \
+     * payload path) for every producer's pushes; a name whose handler \
+     * has none loses its row. Returns 0. */ \
+    X(int, sequence_paths, (jr_backend *b, const jr_handler *h, int n, \
+                            jr_err *err))
 
 #define JR_BACKEND_OP_FIELD(ret, name, params) ret (*name) params;
 

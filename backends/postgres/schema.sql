@@ -2119,3 +2119,16 @@ CREATE TABLE {{schema}}.limit_sizes (
     size  bigint NOT NULL,
     what  text NOT NULL
 );
+-- migration 26
+-- Sequence as a handler option (docs/queues.md, "Sequences"): per job
+-- name whose handler returns `sequence = "payload.PATH"`, PATH ("a.b"),
+-- written by each runner from its handlers when it loads them, read by
+-- the library's pushes: a job of the name pushed without a sequence (nor
+-- after, a batch or a unique key) goes into the sequence its payload's
+-- value at PATH names. A name whose handler has none has no row. The SQL
+-- producer's push() does not read it: it puts a job in a sequence with
+-- sequence().
+CREATE TABLE {{schema}}.sequence_paths (
+    name text PRIMARY KEY,
+    path text NOT NULL CHECK (octet_length(path) BETWEEN 1 AND 192)
+);

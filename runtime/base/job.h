@@ -333,6 +333,10 @@ typedef struct jr_handler {
     int     durable_steps;      /* a worker's: its steps wait for their
                                    commit unless told otherwise; -1: not
                                    set (the config's) */
+    char   *sequence;           /* the payload path ("a.b" of
+                                   "payload.a.b") whose value puts a job
+                                   of this name pushed without one in a
+                                   sequence; NULL: none */
 } jr_handler;
 
 /* Checks a job or queue name: [A-Za-z0-9_.:-]{1,128}. what names the field
