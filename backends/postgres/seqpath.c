@@ -71,18 +71,13 @@ path_of(void *arg, const char *name, const char **path, jr_err *err)
     return 0;
 }
 
-int
-jr_pg_seq_defaults(jr_backend *b, const jr_push *p, int n, jr_push **out,
-                   jr_err *err)
+/* The copy of the table, read again when older than JR_PG_SEQP_TTL: its
+ * rows, or -1. */
+static int
+paths(jr_backend *b, jr_err *err)
 {
     double now = jr_mono();
-    int i;
 
-    *out = NULL;
-    for (i = 0; i < n && !jr_seq_key_wanted(&p[i]); i++)
-        ;
-    if (i == n)
-        return 0;
     if (b->seqp == NULL || now - b->seqp_at > JR_PG_SEQP_TTL) {
         PQclear(b->seqp);
         if ((b->seqp = jr_pg_run(b, &st_sp_all, NULL, "reading the "
@@ -90,9 +85,21 @@ jr_pg_seq_defaults(jr_backend *b, const jr_push *p, int n, jr_push **out,
             return -1;
         b->seqp_at = now;
     }
-    if (PQntuples(b->seqp) == 0)
+    return PQntuples(b->seqp);
+}
+
+int
+jr_pg_seq_defaults(jr_backend *b, const jr_push *p, int n, jr_push **out,
+                   jr_err *err)
+{
+    int i, rc;
+
+    *out = NULL;
+    for (i = 0; i < n && !jr_seq_key_wanted(&p[i]); i++)
+        ;
+    if (i == n || (rc = paths(b, err)) == 0)
         return 0;
-    return jr_seq_apply(p, n, path_of, b, out, err);
+    return rc < 0 ? -1 : jr_seq_apply(p, n, path_of, b, out, err);
 }
 
 int
@@ -104,11 +111,17 @@ jr_pg_seq_defaults_pp(jr_backend *b, const jr_push *const *pp, int n,
 
     *q = NULL;
     *qpp = NULL;
-    if ((flat = malloc((size_t)(n > 0 ? n : 1) * sizeof *flat)) == NULL)
+    for (i = 0; i < n && !jr_seq_key_wanted(pp[i]); i++)
+        ;
+    if (i == n || (rc = paths(b, err)) == 0)
+        return 0;               /* a plain push copies nothing */
+    if (rc < 0)
+        return -1;
+    if ((flat = malloc((size_t)n * sizeof *flat)) == NULL)
         return jr_fail(err, JR_ENOMEM, "postgres: out of memory");
     for (i = 0; i < n; i++)
         flat[i] = *pp[i];
-    rc = jr_pg_seq_defaults(b, flat, n, q, err);
+    rc = jr_seq_apply(flat, n, path_of, b, q, err);
     free(flat);
     if (rc <= 0)
         return rc;
