@@ -237,6 +237,11 @@ typedef struct jr_crypt_put {
  * key is valid during the callback. */
 typedef int (*jr_fair_use_cb)(const char *key, long waiting, long running,
                               double weight, void *arg);
+/* One effective priority of an aging queue's ready jobs as aging_use
+ * gives it (docs/queues.md, "Priority aging"): how many jobs have it and
+ * the lowest stored priority among them. */
+typedef int (*jr_aging_use_cb)(long long effective, long jobs,
+                               int lowest, void *arg);
 
 /* A limit that queued or waiting jobs cost more than, as cost_over gives
  * it (docs/limits.md, "Limits by cost"): its scope, its size and what
@@ -687,7 +692,19 @@ typedef struct jr_limit_use {
      * cost more than (pushed before a config made it smaller: they could \
      * never start), by scope: a read of the jobs with a cost. Returns 0. */ \
     X(int, cost_over, (jr_backend *b, jr_cost_over_cb cb, void *arg, \
-                       jr_err *err))
+                       jr_err *err)) \
+    /* Calls cb for each effective priority of queue's ready jobs (queued \
+     * and due) in a queue that ages a level every aging seconds, lowest \
+     * (next to run) first, at most max of them: a read of the queue's \
+     * queued jobs. Returns 0. */ \
+    X(int, aging_use, (jr_backend *b, const char *queue, double aging, \
+                       int max, jr_aging_use_cb cb, void *arg, jr_err *err)) \
+    /* In a transaction of its own, records the sequence option of each \
+     * handler h[0..n) (docs/queues.md, "Sequences": h->sequence, a \
+     * payload path) for every producer's pushes; a name whose handler \
+     * has none loses its row. Returns 0. */ \
+    X(int, sequence_paths, (jr_backend *b, const jr_handler *h, int n, \
+                            jr_err *err))
 
 #define JR_BACKEND_OP_FIELD(ret, name, params) ret (*name) params;
 

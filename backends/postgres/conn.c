@@ -371,6 +371,7 @@ jr_pg_close(jr_backend *b)
     if (b == NULL)
         return;
     PQclear(b->lim_top);
+    PQclear(b->seqp);
     PQfinish(b->listen);
     PQfinish(b->finished);
     PQfinish(b->conn);

@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "postgres/pg_int.h"
+#include "base/seqkey.h"
 #include "base/util.h"
 
 /* Runs sql ({{schema}} expanded) with $1 schedule, $2 at (epoch seconds)
@@ -108,6 +109,23 @@ overlap(jr_backend *b, jr_fire *f, jr_err *err)
     return 0;
 }
 
+/* The fire's job, in the sequence of its handler when it has one
+ * (seqpath.c). */
+static int
+insert_fired(jr_backend *b, const jr_push *p, int64_t *id, jr_err *err)
+{
+    const jr_push **qpp;
+    jr_push *q;
+    int rc = jr_pg_seq_defaults_pp(b, &p, 1, &q, &qpp, err);
+
+    if (rc <= 0)
+        return rc < 0 ? -1 : jr_pg_insert_jobs(b, &p, 1, id, err);
+    rc = jr_pg_insert_linked(b, qpp, 1, id, err);
+    free(qpp);
+    jr_seq_apply_free(q, 1);
+    return rc;
+}
+
 static int
 jr_pg_fire_one(jr_backend *b, jr_fire *f, int keep, jr_err *err)
 {
@@ -150,7 +168,7 @@ jr_pg_fire_one(jr_backend *b, jr_fire *f, int keep, jr_err *err)
         f->inserted = -3;       /* skipped: the previous job runs */
         return 0;
     }
-    if (jr_pg_insert_jobs(b, &pp, 1, &f->id, err) < 0 ||
+    if (insert_fired(b, pp, &f->id, err) < 0 ||
         fire_count(b, "UPDATE {{schema}}.schedule_fires SET job_id = $3 "
                    "WHERE schedule = $1 AND fire_at = "
                    "to_timestamp($2::float8)", f->schedule, f->at, f->id,

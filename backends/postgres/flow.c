@@ -11,6 +11,7 @@
 
 #include "postgres/pg_int.h"
 #include "postgres/arrays.h"
+#include "base/seqkey.h"
 
 static const pg_stmt st_batch_new = {"jr_flow_batch_new",
     5,
@@ -164,9 +165,19 @@ jr_pg_insert_linked(jr_backend *b, const jr_push *const *pp, int n,
                  int64_t *ids, jr_err *err)
 {
     int64_t *own = NULL;
+    const jr_push **qpp = NULL;
+    jr_push *q = NULL;
     jr_pg_costed ct;
     int rc;
 
+    if ((rc = jr_pg_seq_defaults_pp(b, pp, n, &q, &qpp, err)) < 0)
+        return -1;
+    if (rc > 0) {               /* their handlers' sequences */
+        rc = jr_pg_insert_linked(b, qpp, n, ids, err);
+        free(qpp);
+        jr_seq_apply_free(q, n);
+        return rc;
+    }
     if (!jr_pg_flow_any(pp, n))
         return jr_pg_insert_all(b, pp, n, ids, err);
     if (ids == NULL &&

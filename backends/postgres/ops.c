@@ -251,4 +251,6 @@ const jr_backend_ops jr_postgres_ops = {
     .crypt_put = jr_pg_crypt_put,             /* crypt.c */
     .fair_use = jr_pg_fair_use,
     .cost_over = jr_pg_cost_over,             /* limituse.c */
+    .aging_use = jr_pg_aging_use,             /* agestats.c */
+    .sequence_paths = jr_pg_sequence_paths,   /* seqpath.c */
 };

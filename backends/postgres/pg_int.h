@@ -94,6 +94,9 @@ struct jr_backend {
                                    ("": none) */
     double      place_set;      /* jr_mono() of the full claim that set it */
     double      place_secs;     /* how long it holds (claim.c) */
+    PGresult   *seqp;           /* seqpath.c: sequence_paths as last read,
+                                   NULL: not yet */
+    double      seqp_at;        /* jr_mono() of that read */
 };
 
 /* A statement, prepared on first use, once per connection: its name on
@@ -240,6 +243,23 @@ int jr_pg_flow_link(jr_backend *b, const jr_push *const *pp, int n,
  * to the sequence's pending last job, whose id *id then gets;
  * p->outcome (may be NULL) says which. */
 int jr_pg_seq_link(jr_backend *b, const jr_push *p, int64_t *id, jr_err *err);
+/* sequence.c, in the open transaction, from complete.c: the successes
+ * among r[0..n) of jobs of a sequence with a job behind them, deleted as
+ * plain successes are, and the jobs behind them readied; the ids it
+ * deleted go to done[*nd..]. Returns how many, or -1. */
+int jr_pg_seq_done(jr_backend *b, const char *token, const jr_result *r,
+                   int n, int64_t *done, int *nd, jr_err *err);
+/* seqpath.c: the sequence_paths op; a push's handlers' sequences: when
+ * one applies to some of p[0..n), *out gets the push with it (free with
+ * jr_seq_apply_free) and 1 comes back, 0 when none does, -1 on error;
+ * _pp the same over pointers, *qpp (free with free()) pointing into
+ * *q. */
+int jr_pg_sequence_paths(jr_backend *b, const jr_handler *h, int n,
+                         jr_err *err);
+int jr_pg_seq_defaults(jr_backend *b, const jr_push *p, int n,
+                       jr_push **out, jr_err *err);
+int jr_pg_seq_defaults_pp(jr_backend *b, const jr_push *const *pp, int n,
+                          jr_push **q, const jr_push ***qpp, jr_err *err);
 /* push.c: the costs of pp[0..n) (limits by cost) on the jobs ids[0..n)
  * that hold them, after their insert (and their sequences), by their
  * outcomes oc (NULL: all new): a duplicate's holder keeps its own, a
@@ -310,6 +330,10 @@ int  jr_pg_fair_set(jr_backend *b, const char *queue, const char *key,
                     double weight, jr_err *err);
 int  jr_pg_fair_use(jr_backend *b, const struct jr_limit *f,
                     jr_fair_use_cb cb, void *arg, jr_err *err);
+/* agestats.c: an aging queue's ready jobs by effective priority (the
+ * aging_use op). */
+int  jr_pg_aging_use(jr_backend *b, const char *queue, double aging,
+                     int max, jr_aging_use_cb cb, void *arg, jr_err *err);
 int jr_pg_claim_limited(jr_backend *b, const char *token, double lease,
                      const jr_claim_spec *spec, jr_job **out, jr_err *err);
 

@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "postgres/pg_int.h"
+#include "base/seqkey.h"
 #include "postgres/arrays.h"
 
 /* A batch of plain jobs, in the batch's order (ids increase along it).
@@ -656,6 +657,7 @@ int
 jr_pg_push(jr_backend *b, const jr_push *p, int n, int64_t *ids, jr_err *err)
 {
     const jr_push **pp;
+    jr_push *q = NULL;
     int i, rc;
 
     if (n <= 0)
@@ -668,7 +670,10 @@ jr_pg_push(jr_backend *b, const jr_push *p, int n, int64_t *ids, jr_err *err)
     /* one statement (or a COPY): atomic without BEGIN/COMMIT round trips;
      * one job by st_push_one, a round trip less than the COPY */
     if ((rc = jr_pg_ready(b, err)) == 0 &&
+        (rc = jr_pg_seq_defaults(b, p, n, &q, err)) >= 0 &&
         (rc = jr_pg_sealed_keyless(b, p, n, err)) == 0) {
+        for (i = 0; q != NULL && i < n; i++)    /* their handlers' */
+            pp[i] = &q[i];
         if (jr_pg_flow_any(pp, n))
             rc = jr_pg_push_linked(b, pp, n, ids, err);
         else if (any_ttl(pp, n))
@@ -680,6 +685,7 @@ jr_pg_push(jr_backend *b, const jr_push *p, int n, int64_t *ids, jr_err *err)
         if (rc < 0)
             jr_pg_explain_push_error(b, pp, n, err);
     }
+    jr_seq_apply_free(q, n);
     free(pp);
     return rc;
 }

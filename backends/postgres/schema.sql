@@ -2129,6 +2129,19 @@ CREATE TABLE {{schema}}.limit_sizes (
 -- only beside a stub (a payload written since by other means leaves it
 -- unread). Envelopes stored as text before stay, and read as before.
 ALTER TABLE {{schema}}.jobs ADD COLUMN sealed bytea;
+-- migration 26
+-- Sequence as a handler option (docs/queues.md, "Sequences"): per job
+-- name whose handler returns `sequence = "payload.PATH"`, PATH ("a.b"),
+-- written by each runner from its handlers when it loads them, read by
+-- the library's pushes: a job of the name pushed without a sequence (nor
+-- after, a batch or a unique key) goes into the sequence its payload's
+-- value at PATH names. A name whose handler has none has no row. The SQL
+-- producer's push() does not read it: it puts a job in a sequence with
+-- sequence().
+CREATE TABLE {{schema}}.sequence_paths (
+    name text PRIMARY KEY,
+    path text NOT NULL CHECK (octet_length(path) BETWEEN 1 AND 192)
+);
 -- migration 30
 -- flow_batch as migration 21's, and the callbacks carry the trace context
 -- of the member whose end finished the batch (docs/tracing.md), so they

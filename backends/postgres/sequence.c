@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "postgres/pg_int.h"
+#include "postgres/arrays.h"
 
 static const pg_stmt st_seq_link = {"jr_seq_link", 4,
     "SELECT job_id, outcome FROM {{schema}}.sequence_put($1::bigint,"
@@ -119,4 +120,89 @@ jr_pg_seq_act(jr_backend *b, const char *key, int what, jr_err *err)
     n = PQntuples(res) == 1 ? atoi(PQgetvalue(res, 0, 0)) : 0;
     PQclear(res);
     return n;
+}
+
+/* ---- a success of a job of a sequence with a job behind it ---- */
+
+/* The successes $2 of jobs of a sequence with a job behind them (flow
+ * bit 1 alone: children, no batch), deleted as a plain success is (the
+ * schema's jobs_end, a trigger on a change of state, is not run). */
+static const pg_stmt st_seq_done = {"jr_seq_done", 2,
+    "DELETE FROM {{schema}}.jobs WHERE id = ANY($2::bigint[])"
+    " AND state = 'running' COLLATE \"C\" AND locked_by = $1::text"
+    " AND result_ttl IS NULL AND flow = 1 AND sequence_key IS NOT NULL"
+    " RETURNING id"};
+
+/* What their end does to the jobs behind them, as the schema's
+ * flow_settle and flow_edge for a success: each edge settled, each child
+ * readied when it was its last parent, with job.parents. A statement of
+ * its own after the DELETE, so that its snapshot sees an edge a push
+ * added while the DELETE waited for the row. */
+static const pg_stmt st_seq_next = {"jr_seq_next", 1,
+    "WITH e AS (UPDATE {{schema}}.job_deps d SET parent_state = 'completed',"
+    "  parent_result = NULL"
+    "  WHERE d.parent_id = ANY($1::bigint[]) AND d.parent_state IS NULL"
+    "  RETURNING d.child_id, d.parent_id),"
+    " n AS (SELECT e.child_id, count(*)::int AS k,"
+    "  jsonb_object_agg(e.parent_id::text, '{\"state\": \"completed\"}'::jsonb)"
+    "  AS done FROM e GROUP BY e.child_id)"
+    " UPDATE {{schema}}.jobs j SET parents_left = j.parents_left - n.k,"
+    " state = CASE WHEN j.parents_left <= n.k THEN 'queued'"
+    "  ELSE 'waiting' END,"
+    " parents = CASE WHEN j.parents_left <= n.k THEN coalesce((SELECT"
+    "  jsonb_object_agg(x.parent_id::text,"
+    "  jsonb_build_object('state', x.parent_state)"
+    "  || CASE WHEN x.parent_result IS NULL THEN '{}'::jsonb"
+    "  ELSE jsonb_build_object('result', x.parent_result) END)"
+    "  FROM {{schema}}.job_deps x WHERE x.child_id = j.id"
+    "  AND x.parent_state IS NOT NULL), '{}'::jsonb) || n.done"
+    "  ELSE j.parents END,"
+    " updated_at = now()"
+    " FROM n WHERE j.id = n.child_id AND j.state = 'waiting'"};
+
+int
+jr_pg_seq_done(jr_backend *b, const char *token, const jr_result *r, int n,
+               int64_t *done, int *nd, jr_err *err)
+{
+    const char *params[2];
+    jr_buf s = {0}, d = {0};
+    PGresult *res;
+    char num[24];
+    int i, m;
+
+    for (i = 0; i < n; i++) {
+        if (r[i].kind != JR_DONE || r[i].result != NULL ||
+            b->keep_completed > 0)
+            continue;
+        snprintf(num, sizeof num, "%lld", (long long)r[i].id);
+        sb_num(&s, num);
+    }
+    params[0] = token;
+    params[1] = sb_array(&s);
+    res = s.oom ? NULL : jr_pg_run(b, &st_seq_done, params,
+                                   "completing jobs of a sequence", err);
+    if (res == NULL && s.oom)
+        jr_fail(err, JR_ENOMEM, "postgres: completing jobs: out of memory");
+    free(s.p);
+    if (res == NULL)
+        return -1;
+    m = PQntuples(res);
+    for (i = 0; i < m; i++) {
+        sb_num(&d, PQgetvalue(res, i, 0));
+        done[(*nd)++] = strtoll(PQgetvalue(res, i, 0), NULL, 10);
+    }
+    PQclear(res);
+    if (m == 0 || d.oom) {
+        free(d.p);
+        return m == 0 ? 0 : jr_fail(err, JR_ENOMEM, "postgres: completing "
+                                    "jobs: out of memory");
+    }
+    params[0] = sb_array(&d);
+    res = jr_pg_run(b, &st_seq_next, params, "readying jobs of a sequence",
+                    err);
+    free(d.p);
+    if (res == NULL)
+        return -1;
+    PQclear(res);
+    return m;
 }

@@ -623,6 +623,10 @@ complete_rows(jr_backend *b, const char *token, const jr_result *r, int n,
     bind_text(s, 1, ids);
     bind_text(s, 2, token);
     rc = run(b, s, err, "recording results");
+    if (rc >= 0 && rc < nplain) {       /* jobs of a sequence? */
+        int deleted = rc, seq = jr_sqlite_seq_done(b, token, ids, now, err);
+        rc = seq < 0 ? -1 : deleted + seq;
+    }
     if (rc >= 0 && rc < nplain) {       /* some have a result_ttl */
         int deleted = rc;
         rc = keep_many(b, token, ids, rc, now, err);

@@ -259,4 +259,6 @@ const jr_backend_ops jr_sqlite_ops = {
     .crypt_put = jr_sqlite_crypt_put,         /* crypt.c */
     .fair_use = jr_sqlite_fair_use,           /* fair.c */
     .cost_over = jr_sqlite_cost_over,         /* limits.c */
+    .aging_use = jr_sqlite_aging_use,         /* agestats.c */
+    .sequence_paths = jr_sqlite_sequence_paths, /* seqpath.c */
 };

@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "sqlite/sqlite_int.h"
+#include "base/seqkey.h"
 #include "base/util.h"
 
 /* A push's limit key: ?9 as given, else its payload (?2) at the path the
@@ -627,8 +628,8 @@ set_costs(jr_backend *b, const jr_push *p, int n, const int64_t *ids,
 /* The rows, then the workflow options of those that have some (flow.c),
  * which need the ids. */
 static int
-insert_all(jr_backend *b, const jr_push *p, int n, int64_t *ids,
-           double now, int check, jr_err *err)
+insert_given(jr_backend *b, const jr_push *p, int n, int64_t *ids,
+             double now, int check, jr_err *err)
 {
     int64_t *own = NULL;
     const jr_push *orig = p;
@@ -683,6 +684,22 @@ insert_all(jr_backend *b, const jr_push *p, int n, int64_t *ids,
     free(own);
     free(q);
     free(oc);
+    return rc;
+}
+
+/* insert_given, with the sequence of their handler for the jobs that
+ * take one (seqpath.c). */
+static int
+insert_all(jr_backend *b, const jr_push *p, int n, int64_t *ids,
+           double now, int check, jr_err *err)
+{
+    jr_push *q;
+    int rc = jr_sqlite_seq_defaults(b, p, n, &q, err);
+
+    if (rc <= 0)
+        return rc < 0 ? -1 : insert_given(b, p, n, ids, now, check, err);
+    rc = insert_given(b, q, n, ids, now, check, err);
+    jr_seq_apply_free(q, n);
     return rc;
 }
 

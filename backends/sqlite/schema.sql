@@ -685,3 +685,14 @@ CREATE TABLE limit_sizes (
 -- only beside a stub (a payload written since by other means leaves it
 -- unread). Envelopes stored as text before stay, and read as before.
 ALTER TABLE jobs ADD COLUMN sealed BLOB;
+-- migration 26
+-- Sequence as a handler option (docs/queues.md, "Sequences"): per job
+-- name whose handler returns `sequence = "payload.PATH"`, PATH ("a.b"),
+-- written by each runner from its handlers when it loads them, read by
+-- every push: a job of the name pushed without a sequence (nor after, a
+-- batch or a unique key) goes into the sequence its payload's value at
+-- PATH names. A name whose handler has none has no row.
+CREATE TABLE sequence_paths (
+    name TEXT PRIMARY KEY,
+    path TEXT NOT NULL CHECK (length(path) BETWEEN 1 AND 192)
+) WITHOUT ROWID;

@@ -24,7 +24,7 @@
 /* The file's statements: slots of sql_text[] (sqlite_int.h). */
 enum { S_SEQ_TAIL, S_SEQ_SET, S_SEQ_WAIT, S_SEQ_LIST, S_SEQ_BLOCKED,
        S_SEQ_SKIP, S_SEQ_UNBLOCK, S_SEQ_CANCEL, S_SEQ_REPLACE, S_SEQ_DROP,
-       S_COUNT };
+       S_SEQ_DONE, S_SEQ_DEPS_END, S_SEQ_NEXT, S_COUNT };
 
 static const char *const sql_text[S_COUNT] = {
     /* the job pushed into sequence ?1 last (jobs_sequence) */
@@ -76,6 +76,34 @@ static const char *const sql_text[S_COUNT] = {
     [S_SEQ_DROP] =
         "DELETE FROM jobs WHERE id = ?1 AND state = 'queued'"
         " AND sequence_key IS NULL",
+    /* the successes (ids ?1, JSON) of jobs of a sequence with a job
+     * behind them (flow bit 1 alone: children, no batch), deleted as a
+     * plain success is */
+    [S_SEQ_DONE] =
+        "DELETE FROM jobs WHERE id IN (SELECT value FROM json_each(?1))"
+        " AND state = 'running' AND locked_by = ?2 AND result_ttl IS NULL"
+        " AND flow = 1 AND sequence_key IS NOT NULL RETURNING id",
+    /* their edges, as flow.c's S_FLOW_DEPS_END for a success */
+    [S_SEQ_DEPS_END] =
+        "UPDATE job_deps SET parent_state = 'completed', parent_result = NULL"
+        " WHERE parent_id IN (SELECT value FROM json_each(?1))"
+        " AND parent_state IS NULL RETURNING child_id",
+    /* the children (ids ?1, JSON) each of whose ?2 parents just
+     * completed, as flow.c's S_FLOW_EDGE and S_FLOW_PARENTS for a
+     * success (SET reads the old row) */
+    [S_SEQ_NEXT] =
+        "UPDATE jobs SET parents_left = parents_left - ?2,"
+        " state = CASE WHEN parents_left <= ?2 THEN 'queued'"
+        "  ELSE 'waiting' END,"
+        " parents = CASE WHEN parents_left <= ?2 THEN (SELECT"
+        "  json_group_object(CAST(d.parent_id AS TEXT), CASE WHEN"
+        "  d.parent_result IS NULL THEN json_object('state', d.parent_state)"
+        "  ELSE json_object('state', d.parent_state, 'result',"
+        "  json(d.parent_result)) END) FROM job_deps d"
+        "  WHERE d.child_id = jobs.id AND d.parent_state IS NOT NULL)"
+        "  ELSE parents END,"
+        " updated_at = ?3 WHERE id IN (SELECT value FROM json_each(?1))"
+        " AND state = 'waiting'",
 };
 
 static sqlite3_stmt *
@@ -191,6 +219,127 @@ jr_sqlite_seq_link(jr_backend *b, const jr_push *p, int64_t *idp,
     if (run(b, s, err, "putting a job in a sequence") < 0)
         return -1;
     return jr_sqlite_flow_wait(b, p, id, tail, now, err);
+}
+
+static int
+cmp_id(const void *a, const void *b)
+{
+    int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
+
+    return (x > y) - (x < y);
+}
+
+/* The rows s returns (column 0, ids) appended to *v (*n of them, *cap
+ * its room, grown as needed). */
+static int
+ids_of(jr_backend *b, sqlite3_stmt *s, int64_t **v, int *n, int *cap,
+       jr_err *err)
+{
+    int64_t *grown;
+    int rc;
+
+    while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
+        if (*n == *cap) {
+            *cap = *cap ? *cap * 2 : 64;
+            if ((grown = realloc(*v, (size_t)*cap * sizeof *grown)) == NULL) {
+                sqlite3_reset(s);
+                return jr_fail(err, JR_ENOMEM, "sqlite: out of memory");
+            }
+            *v = grown;
+        }
+        (*v)[(*n)++] = sqlite3_column_int64(s, 0);
+    }
+    sqlite3_reset(s);
+    return rc == SQLITE_DONE ? 0 :
+           jr_sqlite_fail(b, err, "completing jobs of a sequence");
+}
+
+/* Readies the children in s[0..n) (JSON), each of which had k parents
+ * just completed. */
+static int
+next_run(jr_backend *b, const char *js, int k, double now, jr_err *err)
+{
+    sqlite3_stmt *s = stmt(b, S_SEQ_NEXT, err);
+
+    if (s == NULL)
+        return -1;
+    bind_text(s, 1, js);
+    sqlite3_bind_int(s, 2, k);
+    sqlite3_bind_double(s, 3, now);
+    return run(b, s, err, "readying jobs of a sequence") < 0 ? -1 : 0;
+}
+
+/* Readies the children (kids[0..n), sorted) of the jobs that just
+ * completed: one statement for those with one parent among them (a
+ * sequence's next job), one each for the others. js has room for n
+ * ids. */
+static int
+next_all(jr_backend *b, const int64_t *kids, int n, char *js, double now,
+         jr_err *err)
+{
+    char *p = js, one[48];
+    int i, k;
+
+    *p++ = '[';
+    for (i = 0; i < n; i = k) {
+        for (k = i + 1; k < n && kids[k] == kids[i]; k++)
+            ;
+        if (k - i == 1) {
+            p += sprintf(p, "%s%lld", p == js + 1 ? "" : ",",
+                         (long long)kids[i]);
+            continue;
+        }
+        snprintf(one, sizeof one, "[%lld]", (long long)kids[i]);
+        if (next_run(b, one, k - i, now, err) < 0)
+            return -1;
+    }
+    strcpy(p, "]");
+    return p == js + 1 ? 0 : next_run(b, js, 1, now, err);
+}
+
+int
+jr_sqlite_seq_done(jr_backend *b, const char *token, const char *ids,
+                   double now, jr_err *err)
+{
+    sqlite3_stmt *s = stmt(b, S_SEQ_DONE, err);
+    int64_t *v = NULL;
+    char *js = NULL, *p;
+    int n = 0, cap = 0, nk, i, rc = -1;
+
+
+    if (s == NULL)
+        return -1;
+    bind_text(s, 1, ids);
+    bind_text(s, 2, token);
+    if (ids_of(b, s, &v, &n, &cap, err) < 0 || n == 0) {
+        free(v);
+        return n == 0 ? 0 : -1;
+    }
+    if ((p = js = malloc((size_t)n * 22 + 3)) == NULL) {
+        free(v);
+        return jr_fail(err, JR_ENOMEM, "sqlite: out of memory");
+    }
+    *p++ = '[';
+    for (i = 0; i < n; i++)
+        p += sprintf(p, "%s%lld", i ? "," : "", (long long)v[i]);
+    strcpy(p, "]");
+    nk = n;                     /* the children go after the n ids */
+    if ((s = stmt(b, S_SEQ_DEPS_END, err)) != NULL) {
+        bind_text(s, 1, js);
+        rc = ids_of(b, s, &v, &nk, &cap, err);
+    }
+    free(js);
+    js = NULL;
+    if (rc == 0 && nk > n &&
+        (js = malloc((size_t)(nk - n) * 22 + 3)) == NULL)
+        rc = jr_fail(err, JR_ENOMEM, "sqlite: out of memory");
+    if (rc == 0 && nk > n) {
+        qsort(v + n, (size_t)(nk - n), sizeof *v, cmp_id);
+        rc = next_all(b, v + n, nk - n, js, now, err);
+    }
+    free(js);
+    free(v);
+    return rc < 0 ? -1 : n;
 }
 
 int

@@ -241,6 +241,20 @@ int  jr_sqlite_flow_wait(jr_backend *b, const jr_push *p, int64_t id,
  * p->outcome (may be NULL) says which. */
 int  jr_sqlite_seq_link(jr_backend *b, const jr_push *p, int64_t *id,
                         double now, jr_err *err);
+/* sequence.c; in the open transaction, from complete.c: the successes
+ * among ids (a JSON array) of jobs of a sequence with a job behind them
+ * (flow bit 1 alone) deleted as plain successes are, and the jobs behind
+ * them readied, a few statements for all. Returns how many it deleted. */
+int  jr_sqlite_seq_done(jr_backend *b, const char *token, const char *ids,
+                        double now, jr_err *err);
+/* seqpath.c: the sequence_paths op; and in the open transaction, from
+ * push.c: when a handler's sequence applies to some of p[0..n), *out
+ * gets the push with it (free with jr_seq_apply_free) and 1 comes back;
+ * 0 when none does, -1 on error. */
+int  jr_sqlite_sequence_paths(jr_backend *b, const jr_handler *h, int n,
+                              jr_err *err);
+int  jr_sqlite_seq_defaults(jr_backend *b, const jr_push *p, int n,
+                            jr_push **out, jr_err *err);
 /* Steps s, which returns at most one row: column 0 as text into buf
  * (size), or as an int64 into *out when buf is NULL. 1 with a row, 0
  * without, -1 on error (what: the error's context). */
@@ -325,6 +339,11 @@ int  jr_sqlite_fair_save(jr_backend *b, const candidate *c, int n,
                          jr_err *err);
 int  jr_sqlite_fair_use(jr_backend *b, const jr_limit *f, jr_fair_use_cb cb,
                         void *arg, jr_err *err);
+/* agestats.c: an aging queue's ready jobs by effective priority (the
+ * aging_use op). */
+int  jr_sqlite_aging_use(jr_backend *b, const char *queue, double aging,
+                         int max, jr_aging_use_cb cb, void *arg,
+                         jr_err *err);
 
 /* aging.c: the priority aging period of queue in spec (seconds), 0
  * when it does not age. */

@@ -336,6 +336,10 @@ typedef struct jr_handler {
     int     keep_output;        /* a worker's: output = "keep", its jobs'
                                    descriptors 1 and 2 kept with their
                                    attempts (wcapture.c) */
+    char   *sequence;           /* the payload path ("a.b" of
+                                   "payload.a.b") whose value puts a job
+                                   of this name pushed without one in a
+                                   sequence; NULL: none */
 } jr_handler;
 
 /* Checks a job or queue name: [A-Za-z0-9_.:-]{1,128}. what names the field

@@ -102,6 +102,9 @@ int jr_cmd_open_reader(const jr_config *c, jr_db *db, int quiet);
 /* fairstats.c: stats' fair queues (",\"fair\":{...}" with json); 0 or
  * the exit status after saying why. */
 int jr_cmd_stats_fair(const jr_config *c, int json);
+/* agestats.c: the aging queues of c in stats (text, or ",\"aging\":{...}"
+ * into the JSON object); an exit status. */
+int jr_cmd_stats_aging(const jr_config *c, int json);
 /* Says the client's error; JR_EXIT_USAGE for bad input, else
  * JR_EXIT_FAIL. */
 int jr_cmd_client_fail(jr_client *client);

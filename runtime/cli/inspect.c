@@ -302,6 +302,7 @@ jr_cmd_stats(jr_cli *cli)
         if (stats_sequences(client, json) < 0)
             rc = jr_cmd_client_fail(client);
         else if ((rc = jr_cmd_stats_fair(&c, json)) == 0 &&
+                 (rc = jr_cmd_stats_aging(&c, json)) == 0 &&
                  stats_progress(client, json) < 0)
             rc = jr_cmd_client_fail(client);
     }

@@ -139,3 +139,9 @@ jr_dbcall_sched_defs(jr_db *db, int64_t *rev, jr_dbcall_def_cb cb,
 {
     return db->ops->sched_defs(db->b, rev, cb, arg, err);
 }
+
+int
+jr_dbcall_sequence_paths(jr_db *db, const jr_handler *h, int n, jr_err *err)
+{
+    return db->ops->sequence_paths(db->b, h, n, err);
+}

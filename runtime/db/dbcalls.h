@@ -86,4 +86,8 @@ typedef int (*jr_dbcall_def_cb)(const char *name, const char *def,
                                 void *arg);
 int jr_dbcall_sched_defs(jr_db *db, int64_t *rev, jr_dbcall_def_cb cb,
                          void *arg, jr_err *err);
+/* Records the sequence option of handlers h[0..n) for every producer's
+ * pushes (docs/queues.md, "Sequences"). */
+int jr_dbcall_sequence_paths(jr_db *db, const jr_handler *h, int n,
+                             jr_err *err);
 #endif

@@ -44,6 +44,11 @@ int jr_apidb_fair_json(jr_db *db, jr_buf *b, const struct jr_limit *l, int n,
                        jr_err *e);
 int jr_apidb_fair_gauges(jr_db *db, jr_buf *b, const struct jr_limit *l,
                          int n, jr_err *e);
+/* apidbaging.c: the aging queues of limits l[0..n) (docs/queues.md,
+ * "Priority aging"): "aging":{queue:{every, levels:[{effective_priority,
+ * jobs, lowest_priority}]}} for /api/stats. */
+int jr_apidb_aging_json(jr_db *db, jr_buf *b, const struct jr_limit *l,
+                        int n, jr_err *e);
 
 /* apidb.c: q's list filter (its state, name, queue, where, limit and
  * cursors; "" matches any). */

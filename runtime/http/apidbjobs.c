@@ -132,6 +132,9 @@ stats(jr_db *db, jr_apireq *q, jr_err *e)
                   seqs[0], seqs[1]);
     if (jr_apidb_fair_json(db, b, q->limits, q->nlimits, e) < 0)
         return -1;
+    jr_buf_put(b, ",", 1);
+    if (jr_apidb_aging_json(db, b, q->limits, q->nlimits, e) < 0)
+        return -1;
     jr_buf_put(b, "}", 1);
     jr_buf_free(&names);
     return 0;

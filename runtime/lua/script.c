@@ -5,6 +5,7 @@
  * and the watchdog for a file whose top level blocks outside Lua. Calls
  * into Lua go through luabridge.c. */
 #define _GNU_SOURCE
+#include <ctype.h>
 #include <dirent.h>
 #include <errno.h>
 #include <stdarg.h>
@@ -141,7 +142,7 @@ add_error(loader *ld, const char *fmt, ...)
 
 static int
 add_handler(loader *ld, const char *name, int max_retries, double timeout,
-            double backoff, int inflight, int durable)
+            double backoff, int inflight, int durable, const char *seq)
 {
     jr_handler *h;
 
@@ -162,6 +163,11 @@ add_handler(loader *ld, const char *name, int max_retries, double timeout,
     h->durable_steps = durable;
     h->avg = 0;
     h->keep_output = 0;
+    h->sequence = NULL;
+    if (seq != NULL && (h->sequence = strdup(seq)) == NULL) {
+        free(h->name);
+        return -1;
+    }
     ld->s->n++;
     return 0;
 }
@@ -174,7 +180,8 @@ unknown_key(lua_State *L)                          /* t */
     static char msg[256];
     static const char *const known[] = {"handle", "max_retries", "timeout",
                                         "backoff", "inflight",
-                                        "durable_steps", "output", NULL};
+                                        "durable_steps", "output", "sequence",
+                                        NULL};
     int i;
 
     lua_pushnil(L);                              /* t nil */
@@ -188,7 +195,7 @@ unknown_key(lua_State *L)                          /* t */
             lua_pop(L, 1);                       /* t */
             snprintf(msg, sizeof msg, "unknown handler option '%.64s' "
                      "(valid: handle, max_retries, timeout, backoff, "
-                     "inflight, durable_steps, output)", k);
+                     "inflight, durable_steps, output, sequence)", k);
             return msg;
         }
     }                                            /* t */
@@ -291,6 +298,34 @@ check_output(lua_State *L, int inflight, int *keep)
     return NULL;
 }
 
+/* The handler table on top's sequence (docs/queues.md, "Sequences"): a
+ * payload path "payload.a.b" (fields of letters, digits, _ and -, joined
+ * by dots), "a.b" into *seq (borrowed from the table: valid while it is
+ * on the stack), or NULL when not set. NULL, or what is wrong.
+ * [-0, +0, -] */
+static const char *
+check_sequence(lua_State *L, const char **seq)
+{
+    const char *s, *p;
+    int t = lua_getfield(L, -1, "sequence"), ok;
+
+    s = t == LUA_TSTRING ? lua_tostring(L, -1) : NULL;
+    lua_pop(L, 1);
+    *seq = NULL;
+    if (t == LUA_TNIL)
+        return NULL;
+    ok = s && strncmp(s, "payload.", 8) == 0 && strlen(s) <= 200;
+    for (p = ok ? s + 8 : "", ok = ok && *p; ok && *p; p++)
+        ok = isalnum((unsigned char)*p) || *p == '_' || *p == '-' ||
+             (*p == '.' && p[1] != '.' && p[1] != '\0' && p[-1] != '.');
+    if (!ok)
+        return "'sequence' must be a payload path such as "
+               "\"payload.customer_id\" (fields of letters, digits, _ and -, "
+               "joined by dots)";
+    *seq = s + 8;
+    return NULL;
+}
+
 /* An error while loading whose message names no place (one raised in C,
  * as coroutine.yield's "attempt to yield from outside a coroutine") gets
  * the innermost Lua line of the traceback in msg, else path. Cuts the
@@ -333,7 +368,7 @@ static void
 load_one(loader *ld, const char *path, const char *name)
 {
     lua_State *L = ld->L;
-    const char *bad;
+    const char *bad, *seq = NULL;
     int max_retries = -1, inflight = 0, durable, keep = 0;
     double timeout = 0, backoff = -1;
     jr_err err;
@@ -371,7 +406,8 @@ load_one(loader *ld, const char *path, const char *name)
     }                                                /* H t */
     if ((bad = check_table(L, &max_retries, &timeout, &backoff)) != NULL ||
         (bad = check_inflight(L, &inflight)) != NULL ||
-        (bad = check_output(L, inflight, &keep)) != NULL) {
+        (bad = check_output(L, inflight, &keep)) != NULL ||
+        (bad = check_sequence(L, &seq)) != NULL) {
         add_error(ld, "%s: %s", path, bad);
         lua_pop(L, 1);                               /* H */
         return;
@@ -380,7 +416,7 @@ load_one(loader *ld, const char *path, const char *name)
     durable = lua_isnil(L, -1) ? -1 : lua_toboolean(L, -1);
     lua_pop(L, 1);                                   /* H t */
     if (add_handler(ld, name, max_retries, timeout, backoff, inflight,
-                    durable) < 0) {
+                    durable, seq) < 0) {
         add_error(ld, "%s: %s", path, "out of memory");
         lua_pop(L, 1);
         return;
@@ -400,7 +436,7 @@ compile_one(loader *ld, const char *path, const char *name)
         return;
     }                                                    /* chunk */
     lua_pop(ld->L, 1);                                   /* (nothing) */
-    if (add_handler(ld, name, -1, 0, -1, 0, 0) < 0)
+    if (add_handler(ld, name, -1, 0, -1, 0, 0, NULL) < 0)
         add_error(ld, "%s: %s", path, "out of memory");
 }
 
@@ -620,8 +656,10 @@ jr_scripts_free(jr_scripts *s)
 {
     int i;
 
-    for (i = 0; i < s->n; i++)
+    for (i = 0; i < s->n; i++) {
         free(s->h[i].name);
+        free(s->h[i].sequence);
+    }
     for (i = 0; i < s->nerrors; i++)
         free(s->errors[i]);
     free(s->h);

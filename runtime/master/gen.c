@@ -40,8 +40,10 @@ jr_gen_unref(gen *g)
 
     if (g == NULL || --g->refs > 0)
         return;
-    for (i = 0; i < g->n; i++)
+    for (i = 0; i < g->n; i++) {
         free(g->h[i].name);
+        free(g->h[i].sequence);
+    }
     free(g->h);
     free(g->names);
     free(g);

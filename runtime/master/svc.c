@@ -254,3 +254,10 @@ jr_svc_handles(const master *m, const char *name)
 {
     return jr_gen_handler(m->gen, name) != NULL;
 }
+
+const jr_handler *
+jr_svc_handlers(const master *m, int *n)
+{
+    *n = m->gen != NULL ? m->gen->n : 0;
+    return m->gen != NULL ? m->gen->h : NULL;
+}

@@ -127,5 +127,8 @@ double             jr_svc_cycle_at(const master *m);   /* mono time the
 int                jr_svc_gen(const master *m, const char **hash);
 /* 1 if the current generation has a handler called name. */
 int                jr_svc_handles(const master *m, const char *name);
+/* The current generation's handlers (borrowed: valid until the loop
+ * runs again), *n of them; NULL and 0 before the first. */
+const jr_handler  *jr_svc_handlers(const master *m, int *n);
 
 #endif

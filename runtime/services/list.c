@@ -19,7 +19,8 @@
  *     schedules' fires, the cancels, the prune; last on_tick's counts,
  *     then the paused queues;
  *   unhandled counts on the database thread between cycles (tick);
- *   waits looks at the long polls' jobs after the cycle (taken).
+ *   waits looks at the long polls' jobs after the cycle (taken);
+ *   seqpaths writes the handlers' sequences between cycles (tick).
  * A new service is its file and its line here. */
 #define SERVICES(X) \
     X(metrics) \
@@ -32,7 +33,8 @@
     X(prune) \
     X(wakes) \
     X(unhandled) \
-    X(waits)
+    X(waits) \
+    X(seqpaths)
 
 /* Each one's table, defined in its own file (jr_<name>_service). */
 #define DECLARE(name) extern const jr_service jr_##name##_service;

@@ -111,6 +111,7 @@ jr_frame_put_hello(jr_buf *b, const jr_scripts *s, const char *setup_error)
         jr_put_f64(b, s->h[i].timeout);
         jr_put_f64(b, s->h[i].backoff);
         jr_put_i32(b, s->h[i].inflight);
+        jr_put_str(b, s->h[i].sequence);
     }
     jr_put_i32(b, s->nerrors);
     for (i = 0; i < s->nerrors; i++)
@@ -126,8 +127,10 @@ jr_hello_free(jr_hello *h)
 
     if (h == NULL)
         return;
-    for (i = 0; i < h->n; i++)
+    for (i = 0; i < h->n; i++) {
         free(h->h[i].name);
+        free(h->h[i].sequence);
+    }
     for (i = 0; i < h->nerrors; i++)
         free(h->errors[i]);
     free(h->h);
@@ -136,20 +139,30 @@ jr_hello_free(jr_hello *h)
     memset(h, 0, sizeof *h);
 }
 
-/* Reads one handler into h (name owned); NULL or a message. */
+static char *dup_str(jr_reader *r, int *bad);
+
+/* Reads one handler into h (name and sequence owned); NULL or a
+ * message. */
 static const char *
 get_handler(jr_reader *r, jr_handler *h)
 {
     size_t len;
     const char *name = jr_get_str(r, &len);
+    int oom = 0;
 
     h->max_retries = jr_get_i32(r);
     h->timeout = jr_get_f64(r);
     h->backoff = jr_get_f64(r);
     h->inflight = jr_get_i32(r);
     h->avg = 0;
+    h->sequence = r->bad ? NULL : dup_str(r, &oom);
+    if (oom)
+        return "out of memory";
     if (r->bad)
         return "truncated in a handler";
+    if (h->sequence != NULL && (h->sequence[0] == '\0' ||
+                                strlen(h->sequence) > 192))
+        return "a handler with a bad sequence path";
     if (name == NULL || len == 0 || len > 128 || memchr(name, 0, len))
         return "a handler without a valid name";
     if ((h->name = strndup(name, len)) == NULL)
@@ -202,6 +215,10 @@ jr_frame_get_hello(jr_reader *r, jr_hello *out, jr_err *err)
         bad = get_handler(r, &out->h[i]);
         if (out->h[i].name != NULL)
             out->n++;
+        else {                  /* not counted: not freed with them */
+            free(out->h[i].sequence);
+            out->h[i].sequence = NULL;
+        }
     }
     if (bad != NULL)
         return jr_fail(err, strcmp(bad, "out of memory") == 0 ? JR_ENOMEM :
