@@ -207,6 +207,10 @@ struct master {
                                            NULL when off */
     double              cycle_at;       /* when the last cycle went */
     long                passes;         /* jr_claimq_work's, for /metrics */
+    double              res_hold_until; /* mono: the pending results (a
+                                           long job's success each) may
+                                           wait for company until then;
+                                           0: they go at the next pass */
     long                sql_failed;     /* successes whose statement failed
                                            when recorded, for /metrics */
     const jr_service *const *services;  /* the services, in the order the

@@ -617,13 +617,35 @@ raise_files(void)
     }
 }
 
+/* The worker's loop. Its changes to what a descriptor is watched for
+ * wait for the next wait and go to the kernel as one (libevent's
+ * changelist): a request's socket is watched for writing while it
+ * connects, then for reading, and the master's socket is watched again
+ * at every pass, each a delete and an add of its own otherwise, three
+ * epoll_ctl calls a request. The changelist's one hazard, a descriptor
+ * dup()ed while watched, is not met here: the worker dups none (exec's
+ * dup2 runs in the child). */
+static struct event_base *
+make_base(void)
+{
+    struct event_config *cfg = event_config_new();
+    struct event_base *base;
+
+    if (cfg == NULL)
+        return NULL;
+    event_config_set_flag(cfg, EVENT_BASE_FLAG_EPOLL_USE_CHANGELIST);
+    base = event_base_new_with_config(cfg);
+    event_config_free(cfg);
+    return base;
+}
+
 int
 jr_co_open(worker *w, jr_err *err)
 {
     lua_State *L = w->L;
 
     if ((w->co = calloc(1, sizeof *w->co)) == NULL ||
-        (w->base = event_base_new()) == NULL)
+        (w->base = make_base()) == NULL)
         return jr_fail(err, JR_ENOMEM, "worker: cannot make its loop");
     w->co->plain.ref = LUA_NOREF;
     w->co->any = -1;
