@@ -412,7 +412,11 @@ capacity(master *m)
         m->claim_co = 0;
     }
     /* less what claims on their way will bring */
-    return free_slots - (int)m->qlen - m->cycle_want - m->lane_want;
+    n = free_slots - (int)m->qlen - m->cycle_want - m->lane_want;
+    if (n <= 0 && m->cfg->limits.n > 0 && m->cycle_want == 0 &&
+        m->qlen > 0 && m->avg > 0 && m->avg < SHORT_JOB)
+        n = jr_fairq_peek(m);   /* a fair queue's new key: fairq.c */
+    return n;
 }
 
 /* Makes room for one more job in w's arrays; -1 when out of memory. */
@@ -578,6 +582,8 @@ jr_claimq_take(master *m, jr_job **jobs, int n, int want)
         if (m->stopping || (!expire_job(m, jobs[i]) &&
                             jr_claimq_push(m, jobs[i], 0) < 0))
             jr_claimq_release(m, jobs[i]);
+    if (n > 0 && m->cfg->limits.n > 0)
+        jr_fairq_deal(m);       /* fair queues' keys round robin */
     if (want > 0 && n >= 0)
         m->want_claim = m->full_batch = n == want;
     if (n > 0)
