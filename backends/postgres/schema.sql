@@ -2119,3 +2119,37 @@ CREATE TABLE {{schema}}.limit_sizes (
     size  bigint NOT NULL,
     what  text NOT NULL
 );
+-- migration 25
+-- Fair share inside a queue (docs/queues.md, "Fair share"): a job's
+-- fair key, stamped when it is pushed into a queue listed in fair_paths
+-- (written from the config by the runner at start and by migrate, with
+-- the key's path), so that a claim reaches each key's first ready jobs
+-- through jobs_fair and walks the keys with ready jobs from the queue's
+-- cursor (fair_clocks.cursor), the last key it started: keys without
+-- queued jobs are in no index and cost nothing. A job of a queue that is
+-- not fair keeps a NULL key, in no index (a nullable column without a
+-- default: no table rewrite); an insert statement pays a look at
+-- fair_paths (empty without fair queues) in jobs_fair_key.
+ALTER TABLE {{schema}}.jobs ADD COLUMN fair_key text COLLATE "C";
+CREATE INDEX jobs_fair ON {{schema}}.jobs (queue, fair_key, priority, run_at, id)
+    WHERE state = 'queued' AND fair_key IS NOT NULL;
+CREATE TABLE {{schema}}.fair_paths (
+    queue text PRIMARY KEY,
+    path  text[] NOT NULL
+);
+ALTER TABLE {{schema}}.fair_clocks ADD COLUMN cursor text COLLATE "C";
+CREATE FUNCTION {{schema}}.jobs_fair_key() RETURNS trigger
+LANGUAGE plpgsql AS $$
+BEGIN
+    IF EXISTS (SELECT 1 FROM {{schema}}.fair_paths) THEN
+        UPDATE {{schema}}.jobs j
+        SET fair_key = coalesce(n.payload #>> f.path, '')
+        FROM new_jobs n JOIN {{schema}}.fair_paths f ON f.queue = n.queue
+        WHERE j.id = n.id AND n.fair_key IS NULL;
+    END IF;
+    RETURN NULL;
+END
+$$;
+CREATE TRIGGER jobs_fair_key AFTER INSERT ON {{schema}}.jobs
+    REFERENCING NEW TABLE AS new_jobs
+    FOR EACH STATEMENT EXECUTE FUNCTION {{schema}}.jobs_fair_key();
