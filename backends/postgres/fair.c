@@ -32,8 +32,9 @@
     "  FROM {{schema}}.jobs WHERE state = 'queued' AND queue = $1::text" \
     "  AND fair_key IS NOT NULL AND fair_key = w.k AND run_at <= now()" \
     JR_PG_UNEXPIRED ")" \
-    " FROM w LEFT JOIN {{schema}}.fair_keys fk ON fk.queue = $1::text" \
-    " AND fk.key = w.k WHERE w.k IS NOT NULL ORDER BY w.n"
+    " FROM w LEFT JOIN LATERAL (SELECT weight, pass" \
+    "  FROM {{schema}}.fair_keys WHERE queue = $1::text AND key = w.k) fk" \
+    "  ON true WHERE w.k IS NOT NULL ORDER BY w.n"
 
 static const pg_stmt st_fair_after = {"jr_fair_after", 5, FAIR_NEXT(">")};
 static const pg_stmt st_fair_from = {"jr_fair_from", 5, FAIR_NEXT(">=")};
@@ -79,19 +80,19 @@ static const pg_stmt st_fair_backfill = {"jr_fair_backfill", 2,
     " '') WHERE queue = $1::text"
     " AND state IN ('queued', 'running', 'waiting')"};
 
-/* the queues no longer fair ($1: those that are) */
-static const pg_stmt st_fair_drop = {"jr_fair_drop", 1,
-    "DELETE FROM {{schema}}.fair_paths WHERE queue <> ALL($1::text[])"};
-
+/* the starts of a claim in fair queue $1 at clock $2: $4[i] starts of
+ * key $3[i], each of 1/weight $5[i] (its pass from the clock, or on from
+ * where it is when that is past the clock: greatest(pass, clock) + d) */
 static const pg_stmt st_fair_pass = {"jr_fair_pass", 5,
     "WITH p AS (INSERT INTO {{schema}}.fair_keys (queue, key, pass)"
-    " VALUES ($1::text, $2::text, $3::float8 + $4::int * $5::float8)"
+    " SELECT $1::text, u.k, $2::float8 + u.n * u.inc"
+    " FROM unnest($3::text[], $4::int[], $5::float8[]) AS u(k, n, inc)"
     " ON CONFLICT (queue, key) DO UPDATE SET pass ="
-    "  greatest({{schema}}.fair_keys.pass, $3::float8)"
-    "  + $4::int * $5::float8 RETURNING 1)"
+    "  greatest({{schema}}.fair_keys.pass + excluded.pass - $2::float8,"
+    "  excluded.pass) RETURNING 1)"
     " INSERT INTO {{schema}}.fair_clocks (queue, clock)"
-    " VALUES ($1::text, $3::float8) ON CONFLICT (queue) DO UPDATE"
-    " SET clock = greatest({{schema}}.fair_clocks.clock, $3::float8)"};
+    " VALUES ($1::text, $2::float8) ON CONFLICT (queue) DO UPDATE"
+    " SET clock = greatest({{schema}}.fair_clocks.clock, $2::float8)"};
 
 static const pg_stmt st_fair_set = {"jr_fair_set", 3,
     "INSERT INTO {{schema}}.fair_keys (queue, key, weight)"
@@ -426,7 +427,6 @@ path_array(const jr_limit *f, char *path, size_t size)
 int
 jr_pg_fair_paths(jr_backend *b, const jr_limit *l, int n, jr_err *err)
 {
-    jr_buf queues = {0};
     const char *params[2];
     char path[220];
     PGresult *res;
@@ -436,7 +436,6 @@ jr_pg_fair_paths(jr_backend *b, const jr_limit *l, int n, jr_err *err)
         if (l[i].fair_path == NULL ||
             strncmp(l[i].scope, JR_LIMIT_QPREFIX, 6) != 0)
             continue;
-        sb_elem(&queues, l[i].scope + 6);
         path_array(&l[i], path, sizeof path);
         params[0] = l[i].scope + 6;
         params[1] = path;
@@ -455,16 +454,6 @@ jr_pg_fair_paths(jr_backend *b, const jr_limit *l, int n, jr_err *err)
         else if (changed)
             PQclear(res);
     }
-    params[0] = sb_array(&queues);
-    if (rc == 0 && queues.oom)
-        rc = jr_fail(err, JR_ENOMEM, "postgres: out of memory");
-    if (rc == 0 && (res = jr_pg_run(b, &st_fair_drop, params, "forgetting "
-                                    "the queues no longer fair", err)) ==
-        NULL)
-        rc = -1;
-    else if (rc == 0)
-        PQclear(res);
-    jr_buf_free(&queues);
     return rc;
 }
 
@@ -479,31 +468,76 @@ jr_pg_fair_rows_clear(jr_pg_fair_rows *fr)
     memset(fr, 0, sizeof *fr);
 }
 
+/* Orders taken rows by queue, then key. */
+static int
+by_queue_key(const void *a, const void *b)
+{
+    const jr_pg_fair_row *x = *(const jr_pg_fair_row *const *)a,
+                         *y = *(const jr_pg_fair_row *const *)b;
+    int c = strcmp(x->queue, y->queue);
+
+    return c != 0 ? c : strcmp(x->fkey, y->fkey);
+}
+
+/* One statement for the starts t[0..n) of one queue, by key. */
+static int
+save_queue(jr_backend *b, const jr_pg_fair_row **t, int n, jr_err *err)
+{
+    jr_buf keys = {0}, counts = {0}, incs = {0};
+    const char *params[5];
+    char sclock[32], num[32];
+    PGresult *res = NULL;
+    int i, j;
+
+    for (i = 0; i < n; i = j) {
+        for (j = i + 1; j < n && strcmp(t[j]->fkey, t[i]->fkey) == 0; j++)
+            ;
+        sb_elem(&keys, t[i]->fkey);
+        snprintf(num, sizeof num, "%d", j - i);
+        sb_num(&counts, num);
+        snprintf(num, sizeof num, "%.17g", 1 / t[i]->weight);
+        sb_num(&incs, num);
+    }
+    snprintf(sclock, sizeof sclock, "%.17g", t[0]->clock);
+    params[0] = t[0]->queue;
+    params[1] = sclock;
+    params[2] = sb_array(&keys);
+    params[3] = sb_array(&counts);
+    params[4] = sb_array(&incs);
+    if (keys.oom || counts.oom || incs.oom)
+        jr_fail(err, JR_ENOMEM, "postgres: out of memory");
+    else
+        res = jr_pg_run(b, &st_fair_pass, params, "counting a fair key's "
+                        "starts", err);
+    jr_buf_free(&keys);
+    jr_buf_free(&counts);
+    jr_buf_free(&incs);
+    if (res == NULL)
+        return -1;
+    PQclear(res);
+    return 0;
+}
+
 int
 jr_pg_fair_save(jr_backend *b, const jr_pg_fair_row *const *taken, int n,
                 jr_err *err)
 {
-    char sclock[32], sinc[32];
-    const char *params[5];
-    PGresult *res;
-    int i;
+    const jr_pg_fair_row **t = malloc((size_t)(n > 0 ? n : 1) * sizeof *t);
+    int i, j, m = 0, rc = 0;
 
-    for (i = 0; i < n; i++) {
-        if (taken[i]->fkey == NULL)
-            continue;           /* an aging queue's (aging.c) */
-        snprintf(sclock, sizeof sclock, "%.17g", taken[i]->clock);
-        snprintf(sinc, sizeof sinc, "%.17g", 1 / taken[i]->weight);
-        params[0] = taken[i]->queue;
-        params[1] = taken[i]->fkey;
-        params[2] = sclock;
-        params[3] = "1";
-        params[4] = sinc;
-        if ((res = jr_pg_run(b, &st_fair_pass, params, "counting a fair "
-                             "key's start", err)) == NULL)
-            return -1;
-        PQclear(res);
+    if (t == NULL)
+        return jr_fail(err, JR_ENOMEM, "postgres: out of memory");
+    for (i = 0; i < n; i++)
+        if (taken[i]->fkey != NULL)     /* else an aging queue's (aging.c) */
+            t[m++] = taken[i];
+    qsort(t, (size_t)m, sizeof *t, by_queue_key);
+    for (i = 0; rc == 0 && i < m; i = j) {
+        for (j = i + 1; j < m && strcmp(t[j]->queue, t[i]->queue) == 0; j++)
+            ;
+        rc = save_queue(b, t + i, j - i, err);
     }
-    return 0;
+    free(t);
+    return rc;
 }
 
 int

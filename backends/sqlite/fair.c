@@ -14,7 +14,7 @@
 /* The file's statements: slots of sql_text[] (sqlite_int.h). */
 enum { S_FAIR_AFTER, S_FAIR_FROM, S_FAIR_JOBS, S_FAIR_CLOCK, S_FAIR_PASS,
        S_FAIR_TICK, S_FAIR_SET, S_FAIR_USE, S_FAIR_CURSOR, S_FAIR_PATH,
-       S_FAIR_PATHS_DROP, S_FAIR_BACKFILL, S_FAIR_STAMP, S_FAIR_IS,
+       S_FAIR_BACKFILL, S_FAIR_STAMP, S_FAIR_IS,
        S_COUNT };
 
 /* The next ?4 keys of queue ?1 with queued jobs after key ?3 (FIRST's
@@ -87,10 +87,6 @@ static const char *const sql_text[S_COUNT] = {
         "INSERT INTO fair_paths (queue, path) VALUES (?1, ?2)"
         " ON CONFLICT (queue) DO UPDATE SET path = excluded.path"
         " WHERE path <> excluded.path",
-    /* the queues no longer fair (?1: those that are) */
-    [S_FAIR_PATHS_DROP] =
-        "DELETE FROM fair_paths"
-        " WHERE queue NOT IN (SELECT value FROM json_each(?1))",
     /* the key of each job of queue ?1 not ended, at path ?2 */
     [S_FAIR_BACKFILL] =
         "UPDATE jobs SET fair_key = CASE WHEN json_valid(payload)"
@@ -544,52 +540,31 @@ int
 jr_sqlite_fair_paths(jr_backend *b, const jr_limit *l, int n, jr_err *err)
 {
     sqlite3_stmt *s;
-    const char **queues = calloc((size_t)n + 1, sizeof *queues);
-    char path[220], *json = NULL;
-    int i, nq = 0, changed, rc = 0;
+    char path[220];
+    int i, changed;
 
-    if (queues == NULL)
-        return jr_fail(err, JR_ENOMEM, "sqlite: out of memory");
-    for (i = 0; rc == 0 && i < n; i++) {
+    for (i = 0; i < n; i++) {
         if (l[i].fair_path == NULL ||
             strncmp(l[i].scope, JR_LIMIT_QPREFIX, 6) != 0)
             continue;
-        queues[nq++] = l[i].scope + 6;
         snprintf(path, sizeof path, "$.%s", l[i].fair_path);
-        if ((s = stmt(b, S_FAIR_PATH, err)) == NULL) {
-            rc = -1;
-            break;
-        }
+        if ((s = stmt(b, S_FAIR_PATH, err)) == NULL)
+            return -1;
         bind_text(s, 1, l[i].scope + 6);
         bind_text(s, 2, path);
-        if ((changed = run(b, s, err, "recording a fair key path")) < 0) {
-            rc = -1;
-            break;
-        }
+        if ((changed = run(b, s, err, "recording a fair key path")) < 0)
+            return -1;
         if (changed == 0)
             continue;
         /* new or another path: the keys of the jobs already there */
-        if ((s = stmt(b, S_FAIR_BACKFILL, err)) == NULL) {
-            rc = -1;
-            break;
-        }
+        if ((s = stmt(b, S_FAIR_BACKFILL, err)) == NULL)
+            return -1;
         bind_text(s, 1, l[i].scope + 6);
         bind_text(s, 2, path);
         if (run(b, s, err, "reading the fair keys of a queue's jobs") < 0)
-            rc = -1;
+            return -1;
     }
-    if (rc == 0 && (json = jr_sqlite_names_json(queues, nq)) == NULL)
-        rc = jr_fail(err, JR_ENOMEM, "sqlite: out of memory");
-    if (rc == 0 && (s = stmt(b, S_FAIR_PATHS_DROP, err)) == NULL)
-        rc = -1;
-    else if (rc == 0) {
-        bind_text(s, 1, json);
-        rc = run(b, s, err, "forgetting the queues no longer fair");
-        rc = rc < 0 ? -1 : 0;
-    }
-    free(json);
-    free(queues);
-    return rc;
+    return 0;
 }
 
 int

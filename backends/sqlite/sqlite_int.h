@@ -330,8 +330,10 @@ void jr_sqlite_fair_mark(const candidate *c, int k, jr_job **out, int n);
 int  jr_sqlite_fair_use(jr_backend *b, const jr_limit *f, jr_fair_use_cb cb,
                         void *arg, jr_err *err);
 /* Records the key path of each fair queue of l[0..n) in fair_paths (a
- * new or changed path stamps the keys of the queue's jobs not ended) and
- * forgets the queues no longer fair, in the open transaction. */
+ * new or changed path stamps the keys of the queue's jobs not ended), in
+ * the open transaction. A queue that is fair no more keeps its row: its
+ * pushes keep their key, which nothing reads (another runner's config
+ * may still have it fair). */
 int  jr_sqlite_fair_paths(jr_backend *b, const jr_limit *l, int n,
                           jr_err *err);
 /* What the trigger jobs_fair_key does, for the library's inserts: the
