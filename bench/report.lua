@@ -81,6 +81,7 @@ local rows = {
   { "drain_seq1000_jobs_s", "drain, 1000 sequences, in turn with it (jobs/s)", nil, nil, "%.0f" },
   { "seq_ratio", "  sequences / per-key concurrency 1 (x)", { ">=", 0.80 }, { ">=", 0.80 }, "%.2f" },
   { "fair_isolation_p99_ms", "fair queue: tenant b's push->start p99 behind a's backlog (ms)", { "<=", 10 }, { "<=", 20 }, "%.2f" },
+  { "fair_share_err_pct", "  1000 tenants, weights 1 to 4: worst share error per window (%)", { "<=", 5 }, { "<=", 5 }, "%.2f" },
   { "drain_fair10k_jobs_s", "drain, 10000 fair keys (jobs/s)", nil, nil, "%.0f" },
   { "drain_fairplain_jobs_s", "  the same jobs in a plain queue (jobs/s)", nil, nil, "%.0f" },
   { "fair_ratio", "  fair / plain (x)", { ">=", 0.90 }, { ">=", 0.90 }, "%.2f" },

@@ -2129,7 +2129,7 @@ CREATE TABLE {{schema}}.limit_sizes (
 -- queued jobs are in no index and cost nothing. A job of a queue that is
 -- not fair keeps a NULL key, in no index (a nullable column without a
 -- default: no table rewrite); an insert statement pays a look at
--- fair_paths (empty without fair queues) in jobs_fair_key.
+-- fair_paths (empty without fair queues) in jobs_queue_known.
 ALTER TABLE {{schema}}.jobs ADD COLUMN fair_key text COLLATE "C";
 CREATE INDEX jobs_fair ON {{schema}}.jobs (queue, fair_key, priority, run_at, id)
     WHERE state = 'queued' AND fair_key IS NOT NULL;
@@ -2138,9 +2138,17 @@ CREATE TABLE {{schema}}.fair_paths (
     path  text[] NOT NULL
 );
 ALTER TABLE {{schema}}.fair_clocks ADD COLUMN cursor text COLLATE "C";
-CREATE FUNCTION {{schema}}.jobs_fair_key() RETURNS trigger
+-- The key is stamped by jobs_queue_known, which every insert statement
+-- runs already (redefined here: a trigger of its own cost a plain
+-- single push a function call more).
+CREATE OR REPLACE FUNCTION {{schema}}.jobs_queue_known() RETURNS trigger
 LANGUAGE plpgsql AS $$
 BEGIN
+    INSERT INTO {{schema}}.queues (name)
+    SELECT DISTINCT n.queue FROM new_jobs n
+    WHERE NOT EXISTS (SELECT 1 FROM {{schema}}.queues q
+                      WHERE q.name = n.queue)
+    ON CONFLICT DO NOTHING;
     IF EXISTS (SELECT 1 FROM {{schema}}.fair_paths) THEN
         UPDATE {{schema}}.jobs j
         SET fair_key = coalesce(n.payload #>> f.path, '')
@@ -2150,6 +2158,3 @@ BEGIN
     RETURN NULL;
 END
 $$;
-CREATE TRIGGER jobs_fair_key AFTER INSERT ON {{schema}}.jobs
-    REFERENCING NEW TABLE AS new_jobs
-    FOR EACH STATEMENT EXECUTE FUNCTION {{schema}}.jobs_fair_key();
