@@ -215,6 +215,10 @@ struct master {
                                            in services (service.c) */
     struct jr_otlp     *otlp;           /* the span export (otlp.c), or
                                            NULL: tracing off */
+    int                 fair_peek;      /* capacity() asked a fair queue's
+                                           small claim (fairq.c) */
+    int                 cycle_peek;     /* the cycle out asks one: its full
+                                           batch asks no claim after it */
 };
 
 /* otlp.c: the span export. jr_otlp_new returns NULL when c sets no
