@@ -51,7 +51,7 @@ for _, backend in ipairs(jr.backends()) do
     local env = jr.test_env(backend)
 
     it("starts a key's job pushed while another's short jobs wait claimed ahead next", function()
-      config(env)
+      config(env, [[, retention = { completed = "1h" }]])
       env:script("fair.w", TIMED)
       push(env, "a", 1200)
       env:start()

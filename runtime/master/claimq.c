@@ -415,7 +415,7 @@ capacity(master *m)
     n = free_slots - (int)m->qlen - m->cycle_want - m->lane_want;
     m->fair_peek = 0;
     if (n <= 0 && m->cfg->limits.n > 0 && m->cycle_want == 0 &&
-        m->qlen > 0 && m->avg > 0 && m->avg < SHORT_JOB)
+        m->qlen > 0)
         m->fair_peek = (n = jr_fairq_peek(m)) > 0;  /* fairq.c */
     return n;
 }
