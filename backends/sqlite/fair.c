@@ -9,6 +9,7 @@
 
 #include "sqlite/sqlite_int.h"
 #include "fairpick.h"
+#include "base/jsondom.h"
 #include "base/util.h"
 
 /* The file's statements: slots of sql_text[] (sqlite_int.h). */
@@ -19,9 +20,10 @@ enum { S_FAIR_AFTER, S_FAIR_FROM, S_FAIR_JOBS, S_FAIR_CLOCK, S_FAIR_PASS,
 
 /* The next ?4 keys of queue ?1 with queued jobs after key ?3 (FIRST's
  * test), each one seek in jobs_fair: a key without queued jobs is not
- * there. Each with its weight (set at run time, else the config's ?6
- * {key: weight}, else ?7), its pass, and whether it has a job ready by
- * ?2. */
+ * there. Each with its weight set at run time (NULL: the config's,
+ * looked up in C: a json_each of the config's weights for each key cost
+ * a parse of them all a key), its pass, and whether it has a job ready
+ * by ?2. */
 #define FAIR_NEXT(first) \
     "WITH RECURSIVE w(k, n) AS (SELECT (SELECT fair_key FROM jobs" \
     "  WHERE state = 'queued' AND queue = ?1 AND fair_key IS NOT NULL" \
@@ -30,8 +32,7 @@ enum { S_FAIR_AFTER, S_FAIR_FROM, S_FAIR_JOBS, S_FAIR_CLOCK, S_FAIR_PASS,
     "  WHERE state = 'queued' AND queue = ?1 AND fair_key IS NOT NULL" \
     "  AND fair_key > w.k ORDER BY fair_key LIMIT 1), w.n + 1" \
     " FROM w WHERE w.k IS NOT NULL AND w.n < ?4)" \
-    " SELECT w.k, coalesce(fk.weight," \
-    "  (SELECT value FROM json_each(?6) WHERE key = w.k), ?7)," \
+    " SELECT w.k, fk.weight," \
     " coalesce(fk.pass, 0), EXISTS (SELECT 1 FROM jobs" \
     "  WHERE state = 'queued' AND queue = ?1 AND fair_key IS NOT NULL" \
     "  AND fair_key = w.k AND run_at <= ?2" JR_SQLITE_UNEXPIRED ")" \
@@ -132,9 +133,18 @@ typedef struct walked {
     double  weight, pass;
 } walked;
 
+/* The config's weights of a fair queue, by key, for bsearch. */
+typedef struct cfgw {
+    char   *key;
+    double  weight;
+} cfgw;
+
 typedef struct walk {
     walked *w;
     int     n, cap;
+    cfgw   *cw;                 /* the config's weights, sorted */
+    int     ncw;
+    double  def;                /* the config's default weight */
     int     atclock;            /* of w: keys at the clock (or below) */
     int     round;              /* 1: every key was met (the walk went
                                  * round), not only cap at the clock */
@@ -156,13 +166,70 @@ walk_free(walk *wk)
     for (i = 0; i < wk->n; i++)
         free(wk->w[i].key);
     free(wk->w);
+    for (i = 0; i < wk->ncw; i++)
+        free(wk->cw[i].key);
+    free(wk->cw);
+}
+
+static int
+cfgw_cmp(const void *a, const void *b)
+{
+    return strcmp(((const cfgw *)a)->key, ((const cfgw *)b)->key);
+}
+
+/* Reads f's config weights ({key: weight}, checked by the config) into
+ * wk, sorted. 0, or -1 with err set. */
+static int
+config_weights(const jr_limit *f, walk *wk, jr_err *err)
+{
+    jr_jdoc doc;
+    jr_err e;
+    int k;
+
+    wk->def = f->fair_default > 0 ? f->fair_default : 1;
+    if (f->fair_weights == NULL ||
+        jr_jdoc_parse(&doc, f->fair_weights, strlen(f->fair_weights),
+                      "fair weights", &e) < 0)
+        return 0;               /* none (the config checked them) */
+    if (doc.n[0].type == JR_JSON_OBJECT && doc.n[0].count > 0 &&
+        (wk->cw = calloc((size_t)doc.n[0].count, sizeof *wk->cw)) == NULL) {
+        jr_jdoc_free(&doc);
+        return jr_fail(err, JR_ENOMEM, "sqlite: out of memory");
+    }
+    for (k = doc.n[0].type == JR_JSON_OBJECT ? doc.n[0].first : -1;
+         k >= 0 && doc.n[k].next >= 0; k = doc.n[doc.n[k].next].next) {
+        if ((wk->cw[wk->ncw].key = jr_jdoc_str(&doc, k)) == NULL) {
+            jr_jdoc_free(&doc);
+            return jr_fail(err, JR_ENOMEM, "sqlite: out of memory");
+        }
+        wk->cw[wk->ncw++].weight = strtod(doc.n[doc.n[k].next].at, NULL);
+    }
+    jr_jdoc_free(&doc);
+    qsort(wk->cw, (size_t)wk->ncw, sizeof *wk->cw, cfgw_cmp);
+    return 0;
+}
+
+static int
+key_cmp(const void *key, const void *b)
+{
+    return strcmp(key, ((const cfgw *)b)->key);
+}
+
+/* The config's weight of key (its default when not listed). */
+static double
+config_weight(const walk *wk, const char *key)
+{
+    const cfgw *at = wk->ncw > 0 ? bsearch(key, wk->cw, (size_t)wk->ncw,
+                                           sizeof *wk->cw, key_cmp) : NULL;
+
+    return at != NULL ? at->weight : wk->def;
 }
 
 /* One statement of the walk: keys after *pos (from: from "" on), up to
  * stop (NULL: the end) included. Sets *pos to the last key read; *end
  * when the keys ran out or passed stop. 0, or -1 with err set. */
 static int
-walk_step(jr_backend *b, const jr_limit *f, const char *queue, double now,
+walk_step(jr_backend *b, const char *queue, double now,
           double clock, int from, char **pos, const char *stop, int cap,
           walk *wk, int *end, jr_err *err)
 {
@@ -177,8 +244,6 @@ walk_step(jr_backend *b, const jr_limit *f, const char *queue, double now,
     sqlite3_bind_double(s, 2, now);
     bind_text(s, 3, from ? "" : *pos);
     sqlite3_bind_int(s, 4, FAIR_BATCH);
-    bind_text(s, 6, f->fair_weights ? f->fair_weights : "{}");
-    sqlite3_bind_double(s, 7, f->fair_default);
     *end = 0;
     while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
         k = col_text(s, 0);
@@ -207,7 +272,9 @@ walk_step(jr_backend *b, const jr_limit *f, const char *queue, double now,
             rc = SQLITE_NOMEM;
             break;
         }
-        wk->w[wk->n].weight = sqlite3_column_double(s, 1);
+        wk->w[wk->n].weight = sqlite3_column_type(s, 1) == SQLITE_NULL ?
+                              config_weight(wk, k) :
+                              sqlite3_column_double(s, 1);
         if (!(wk->w[wk->n].weight > 0))
             wk->w[wk->n].weight = 1;
         wk->w[wk->n].pass = sqlite3_column_double(s, 2);
@@ -230,7 +297,7 @@ walk_step(jr_backend *b, const jr_limit *f, const char *queue, double now,
  * of them are at the clock (their turn comes first, in walk order) or
  * every key was met (wk->round: the turns are then by pass). */
 static int
-walk_keys(jr_backend *b, const jr_limit *f, const char *queue, double now,
+walk_keys(jr_backend *b, const char *queue, double now,
           double clock, const char *cursor, int cap, walk *wk, jr_err *err)
 {
     char *pos = cursor ? strdup(cursor) : NULL;
@@ -240,7 +307,7 @@ walk_keys(jr_backend *b, const jr_limit *f, const char *queue, double now,
         return jr_fail(err, JR_ENOMEM, "sqlite: out of memory");
     /* after the cursor to the last key, then from the first to it */
     for (;;) {
-        rc = walk_step(b, f, queue, now, clock, start, &pos,
+        rc = walk_step(b, queue, now, clock, start, &pos,
                        second ? cursor : NULL, cap, wk, &end, err);
         if (rc < 0 || wk->atclock >= cap)
             break;
@@ -373,8 +440,8 @@ jr_sqlite_fair_candidates(jr_backend *b, const jr_limit *f,
     double clock;
 
     clock = read_clock(b, queue, &cursor, err, &ok);
-    if (!ok || walk_keys(b, f, queue, now, clock, cursor, cap, &wk,
-                         err) < 0)
+    if (!ok || config_weights(f, &wk, err) < 0 ||
+        walk_keys(b, queue, now, clock, cursor, cap, &wk, err) < 0)
         goto out;
     rc = 0;
     if (wk.n == 0)

@@ -115,8 +115,10 @@ deal(master *m, const char *queue, const char *path)
         if (it == NULL && ((it = malloc(m->qlen * sizeof *it)) == NULL ||
                            (pos = malloc(m->qlen * sizeof *pos)) == NULL))
             goto out;           /* out of memory: they stay as claimed */
+        if (j->fair_hash == 0)          /* once a job: a parse */
+            j->fair_hash = key_hash(j, path) | 1;
         it[n].job = j;
-        it[n].key = key_hash(j, path);
+        it[n].key = j->fair_hash;
         pos[n++] = i;
     }
     if (n < 2 || rounds(it, n) < 0)
