@@ -259,7 +259,7 @@ queue_read(jr_backend *b, const jr_limit *f, const char *queue, int cap,
     PGresult *res = NULL;
     const char *params[10];
     char *cursor = NULL, num[32];
-    int *order = NULL, *first = NULL, *got = NULL, *map = NULL;
+    int *order = NULL, *first = NULL, *got = NULL, *map = NULL, *plan = NULL;
     int nk = 0, i, m, r, at, last = -1, rc = -1;
     double clock = 0;
 
@@ -287,8 +287,9 @@ queue_read(jr_backend *b, const jr_limit *f, const char *queue, int cap,
     map = calloc((size_t)wk.n, sizeof *map);
     first = calloc((size_t)wk.n + 1, sizeof *first);
     got = calloc((size_t)wk.n, sizeof *got);
+    plan = calloc((size_t)wk.n, sizeof *plan);
     order = calloc((size_t)cap, sizeof *order);
-    if (!k || !map || !first || !got || !order)
+    if (!k || !map || !first || !got || !plan || !order)
         goto oom;
     /* the keys whose turn may come: all met when the walk went round,
      * else those at the clock; ties go in walk order */
@@ -335,6 +336,7 @@ queue_read(jr_backend *b, const jr_limit *f, const char *queue, int cap,
                 r++;
         }
         got[i] = r - first[i];
+        plan[i] = k[i].next;
         k[i].next = 0;
     }
     if (fr->n + m > fr->cap) {
@@ -368,7 +370,8 @@ queue_read(jr_backend *b, const jr_limit *f, const char *queue, int cap,
     res = NULL;
     rc = 0;
     if (last >= 0) {
-        snprintf(num, sizeof num, "%.17g", clock);
+        snprintf(num, sizeof num, "%.17g", wk.round ?
+                 jr_fair_after(k, nk, plan, clock) : clock);
         params[0] = queue;
         params[1] = num;
         params[2] = wk.w[last].key;
@@ -389,6 +392,7 @@ out:
     free(map);
     free(first);
     free(got);
+    free(plan);
     free(order);
     return rc;
 }

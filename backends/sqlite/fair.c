@@ -434,7 +434,7 @@ jr_sqlite_fair_candidates(jr_backend *b, const jr_limit *f,
     walk wk = {0};
     jr_fair_key *k = NULL;
     candidate *r = NULL;
-    int *order = NULL, *first = NULL, *got = NULL, *map = NULL;
+    int *order = NULL, *first = NULL, *got = NULL, *map = NULL, *plan = NULL;
     int nk = 0, nr = 0, i, m, ok, last = -1, rank = 0, rc = -1;
     char *cursor = NULL;
     double clock;
@@ -451,9 +451,10 @@ jr_sqlite_fair_candidates(jr_backend *b, const jr_limit *f,
     map = calloc((size_t)wk.n, sizeof *map);
     first = calloc((size_t)wk.n, sizeof *first);
     got = calloc((size_t)wk.n, sizeof *got);
+    plan = calloc((size_t)wk.n, sizeof *plan);
     order = calloc((size_t)cap, sizeof *order);
     r = calloc((size_t)cap, sizeof *r);
-    if (!k || !map || !first || !got || !order || !r) {
+    if (!k || !map || !first || !got || !plan || !order || !r) {
         jr_fail(err, JR_ENOMEM, "sqlite: out of memory");
         goto out;
     }
@@ -478,6 +479,7 @@ jr_sqlite_fair_candidates(jr_backend *b, const jr_limit *f,
                      r, &nr, err) < 0)
             goto out;
         got[i] = nr - first[i];
+        plan[i] = k[i].next;
         k[i].next = 0;
     }
     for (i = 0; i < m; i++) {
@@ -496,7 +498,9 @@ jr_sqlite_fair_candidates(jr_backend *b, const jr_limit *f,
         if (map[at] > last)
             last = map[at];
     }
-    rc = last < 0 ? 0 : save_cursor(b, queue, clock, wk.w[last].key, err);
+    rc = last < 0 ? 0 : save_cursor(b, queue, wk.round ?
+                                    jr_fair_after(k, nk, plan, clock) :
+                                    clock, wk.w[last].key, err);
 out:
     rows_free(r, nr);
     walk_free(&wk);
@@ -505,6 +509,7 @@ out:
     free(map);
     free(first);
     free(got);
+    free(plan);
     free(order);
     return rc;
 }
