@@ -5,7 +5,8 @@
 -- recorded in fair_paths and its jobs not ended get their fair key
 -- (those ended and those of other queues none); a push into it gets its
 -- key too, through the library and, on PostgreSQL, through the SQL
--- producer's push() (the statement trigger); and the old queued jobs
+-- producer's push() (the insert trigger), on SQLite through another
+-- program's plain INSERT (the trigger jobs_fair_key); and the old queued jobs
 -- are claimed round robin between their keys.
 local jr = require "jr"
 
@@ -56,8 +57,14 @@ for _, backend in ipairs(jr.backends()) do
       local other = tonumber((env:cli("push", "m25.w", '{"t": "d"}')))
       assert.are.same({ { fair_key = "d" } }, env:query("SELECT fair_key FROM jobs WHERE id = " .. id))
       assert.are.equal(0, #env:query("SELECT id FROM jobs WHERE fair_key IS NOT NULL AND id = " .. other))
+      if not pg then
+        -- another program's plain INSERT: the trigger jobs_fair_key keys it
+        env:exec([[INSERT INTO jobs (name, payload, queue) VALUES ('m25.w', '{"t": "f", "n": 1}', 'fq')]])
+        assert.are.same({ { fair_key = "f" } },
+                        env:query("SELECT fair_key FROM jobs WHERE payload LIKE '%\"f\"%'"))
+      end
       if pg then
-        -- the SQL producer's push(): the statement trigger keys it
+        -- the SQL producer's push(): the insert trigger keys it
         local rows = env:query("SELECT push('m25.w', '{\"t\": \"e\", \"n\": 1}', queue => 'fq') AS id")
         local sid = tonumber(rows[1].id)
         assert.are.same({ { fair_key = "e" } }, env:query("SELECT fair_key FROM jobs WHERE id = " .. sid))
