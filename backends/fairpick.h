@@ -32,8 +32,9 @@ int    jr_fair_order(jr_fair_key *k, int nk, double clock, int max,
 /* The clock after a claim that ranked every key with ready jobs: the
  * lowest pass (as jr_fair_order left it) of the keys that took all the
  * turns planned for them (planned[i]; next: the jobs they got), so still
- * have ready jobs, and never below clock. A key that comes next starts
- * level with them, not behind the turns one key took alone. */
+ * have ready jobs, and never below clock; when every key ran out, the
+ * highest pass one reached. A key that comes next starts level with
+ * them, not behind the turns one key took alone. */
 double jr_fair_after(const jr_fair_key *k, int nk, const int *planned,
                      double clock);
 
