@@ -2,8 +2,9 @@
 -- the keys with queued jobs and the runner's local queue (docs/queues.md,
 -- "Fair share"), on each backend: a key's job pushed while the runner
 -- holds another key's short jobs claimed ahead starts next, not after
--- them; a key whose only job is due later holds back no other key, and a
--- key that emptied starts again at its next job's claim; on PostgreSQL,
+-- them; a key whose only job is due later holds back no other key, a
+-- key that emptied starts again at its next job's claim, and one whose
+-- backlog ran out alone comes back level with a new key; on PostgreSQL,
 -- two runners share the turns and start each job once. Starts are
 -- counted in the order the handler records them, no timings.
 local jr = require "jr"
@@ -95,6 +96,27 @@ for _, backend in ipairs(jr.backends()) do
       push(env, "a", 1)
       jr.wait_for(function() return #starts(env) == 41 end, 60, "a's new job started")
       assert.are.equal("a", starts(env)[41])
+      env:stop()
+    end)
+
+    it("brings a key whose backlog ran out alone back level with a new one", function()
+      config(env)
+      env:script("fair.w", WORKER)
+      -- a alone: short jobs, claimed hundreds at a time, all its turns
+      push(env, "a", 600)
+      env:start()
+      jr.wait_for(function() return #starts(env) == 600 end, 60, "a's backlog started")
+      jr.wait_for(function() return env:count() == 0 end, 60, "a's backlog done")
+      env:stop()
+      -- a and a new key b, together: they take turns from the start
+      push(env, "a", 20)
+      push(env, "b", 20)
+      env:start()
+      jr.wait_for(function() return #starts(env) == 640 end, 60, "both started")
+      local all, b = starts(env), 0
+      for i = 601, 620 do b = b + (all[i] == "b" and 1 or 0) end
+      assert.is_true(b >= 9 and b <= 11, "b had " .. b .. " of the first 20: " ..
+                     table.concat(all, " ", 601, 640))
       env:stop()
     end)
 
