@@ -53,6 +53,26 @@ jr_fair_order(jr_fair_key *k, int nk, double clock, int max, int *order)
     return n;
 }
 
+double
+jr_fair_after(const jr_fair_key *k, int nk, const int *planned,
+              double clock)
+{
+    double low = -1, high = clock, p;
+    int i;
+
+    for (i = 0; i < nk; i++) {
+        if (k[i].next >= planned[i] && (low < 0 || k[i].pass < low))
+            low = k[i].pass;
+        /* the pass it reached with the jobs it got */
+        p = k[i].pass - (planned[i] - k[i].next) / k[i].weight;
+        if (k[i].next > 0 && p > high)
+            high = p;
+    }
+    if (low < 0)
+        low = high;             /* every key ran out: none is behind */
+    return low > clock ? low : clock;
+}
+
 int
 jr_fair_top_add(const char *key, long waiting, long running, double weight,
                 void *arg)

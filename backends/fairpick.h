@@ -29,6 +29,15 @@ double jr_fair_clock(const jr_fair_key *k, int nk, double clock);
 int    jr_fair_order(jr_fair_key *k, int nk, double clock, int max,
                      int *order);
 
+/* The clock after a claim that ranked every key with ready jobs: the
+ * lowest pass (as jr_fair_order left it) of the keys that took all the
+ * turns planned for them (planned[i]; next: the jobs they got), so still
+ * have ready jobs, and never below clock; when every key ran out, the
+ * highest pass one reached. A key that comes next starts level with
+ * them, not behind the turns one key took alone. */
+double jr_fair_after(const jr_fair_key *k, int nk, const int *planned,
+                     double clock);
+
 /* Top keys of a fair queue for stats and /metrics: the JR_FAIR_TOP with
  * most ready jobs, of how many keys have some, and each one's share of
  * the starts while they all have (its weight over the sum of the weights

@@ -538,6 +538,8 @@ jr_pg_claim_limited(jr_backend *b, const char *token, double lease,
         free(ids.p);
         if (k < 0)
             goto fail;
+        if (nf > 0 && k > 0)
+            jr_pg_fair_mark(ftaken, nf, out + total, k);
         if (nf > 0 && jr_pg_fair_save(b, ftaken, nf, err) < 0) {
             total += k;
             goto fail;

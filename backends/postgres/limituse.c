@@ -65,7 +65,8 @@ jr_pg_limit_paths(jr_backend *b, const jr_limit *l, int n, jr_err *err)
     PGresult *res;
     int i;
 
-    if (jr_pg_ready(b, err) < 0 || limit_sizes(b, l, n, err) < 0)
+    if (jr_pg_ready(b, err) < 0 || limit_sizes(b, l, n, err) < 0 ||
+        jr_pg_fair_paths(b, l, n, err) < 0)
         return -1;
     for (i = 0; i < n; i++) {
         if (l[i].key_path == NULL ||

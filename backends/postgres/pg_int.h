@@ -316,6 +316,16 @@ int  jr_pg_fair_read(jr_backend *b, const jr_claim_spec *spec, int max,
                      const char *const *lists, jr_pg_fair_rows *fr,
                      jr_err *err);
 void jr_pg_fair_rows_clear(jr_pg_fair_rows *fr);
+/* Records the key path of each fair queue of l[0..n) in fair_paths (a
+ * new or changed path stamps the keys of the queue's jobs not ended).
+ * A queue that is fair no more keeps its row (another runner's config may
+ * still have it fair). 0, or -1 with err set. */
+int  jr_pg_fair_paths(jr_backend *b, const struct jr_limit *l, int n,
+                      jr_err *err);
+/* Gives each fair job of out[0..k) the weight its row of taken[0..n)
+ * was claimed with (the master deals its local queue by it). */
+void jr_pg_fair_mark(const jr_pg_fair_row *const *taken, int n,
+                     jr_job **out, int k);
 /* aging.c: whether spec has an aging queue; appends the first jobs of
  * spec's aging queues, at most max each, by effective priority, locked,
  * to fr (rows with no fair key); lists as jr_pg_fair_read's. */

@@ -2129,6 +2129,43 @@ CREATE TABLE {{schema}}.limit_sizes (
 -- only beside a stub (a payload written since by other means leaves it
 -- unread). Envelopes stored as text before stay, and read as before.
 ALTER TABLE {{schema}}.jobs ADD COLUMN sealed bytea;
+-- migration 25
+-- Fair share inside a queue (docs/queues.md, "Fair share"): a job's
+-- fair key, stamped when it is pushed into a queue listed in fair_paths
+-- (written from the config by the runner at start and by migrate, with
+-- the key's path), so that a claim reaches each key's first ready jobs
+-- through jobs_fair and walks the keys with ready jobs from the queue's
+-- cursor (fair_clocks.cursor), the last key it started: keys without
+-- queued jobs are in no index and cost nothing. A job of a queue that is
+-- not fair keeps a NULL key, in no index (a nullable column without a
+-- default: no table rewrite); an insert statement pays a look at
+-- fair_paths (empty without fair queues) in jobs_queue_known.
+ALTER TABLE {{schema}}.jobs ADD COLUMN fair_key text COLLATE "C";
+CREATE INDEX jobs_fair ON {{schema}}.jobs (queue, fair_key, priority, run_at, id)
+    WHERE state = 'queued' AND fair_key IS NOT NULL;
+CREATE TABLE {{schema}}.fair_paths (
+    queue text PRIMARY KEY,
+    path  text[] NOT NULL
+);
+ALTER TABLE {{schema}}.fair_clocks ADD COLUMN cursor text COLLATE "C";
+-- The key is stamped by jobs_queue_known, which every insert statement
+-- runs already (redefined here: a trigger of its own cost a plain
+-- single push a function call more).
+CREATE OR REPLACE FUNCTION {{schema}}.jobs_queue_known() RETURNS trigger
+LANGUAGE plpgsql AS $$
+BEGIN
+    INSERT INTO {{schema}}.queues (name)
+    SELECT DISTINCT n.queue FROM new_jobs n
+    WHERE NOT EXISTS (SELECT 1 FROM {{schema}}.queues q
+                      WHERE q.name = n.queue)
+    ON CONFLICT DO NOTHING;
+    IF EXISTS (SELECT 1 FROM {{schema}}.fair_paths) THEN
+        UPDATE {{schema}}.jobs j
+        SET fair_key = coalesce(n.payload #>> f.path, '')
+        FROM new_jobs n JOIN {{schema}}.fair_paths f ON f.queue = n.queue
+        WHERE j.id = n.id AND n.fair_key IS NULL;
+    END IF;
+    RETURN NULL;
 -- migration 26
 -- Sequence as a handler option (docs/queues.md, "Sequences"): per job
 -- name whose handler returns `sequence = "payload.PATH"`, PATH ("a.b"),

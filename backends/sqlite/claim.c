@@ -441,6 +441,8 @@ claim_limited(jr_backend *b, const char *token, double lease,
         k = jr_sqlite_lim_filter(b, &lim, c, nc, sub.max, &rejected, err);
         n = k < 0 ? -1 : claim_picked(b, token, lease, c, k, out + total,
                                       now, err);
+        if (n > 0)
+            jr_sqlite_fair_mark(c, k, out + total, n);
         if (n > 0 && jr_sqlite_fair_save(b, c, n, err) < 0) {
             total += n;
             n = -1;

@@ -109,7 +109,7 @@ jr_sqlite_begin(jr_backend *b, jr_err *err)
     if (jr_sqlite_file_check(b, err) < 0 ||
         simple(b, S_BEGIN, err, "beginning a transaction") < 0)
         return -1;
-    b->queue_known[0] = b->pathless[0] = '\0';
+    b->queue_known[0] = b->pathless[0] = b->fair_seen[0] = '\0';
     if (triggers_check(b, err) < 0) {
         jr_sqlite_rollback(b);
         return -1;

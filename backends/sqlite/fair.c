@@ -9,38 +9,50 @@
 
 #include "sqlite/sqlite_int.h"
 #include "fairpick.h"
+#include "base/jsondom.h"
 #include "base/util.h"
 
 /* The file's statements: slots of sql_text[] (sqlite_int.h). */
-enum { S_FAIR_JOBS, S_FAIR_KEY, S_FAIR_CLOCK, S_FAIR_PASS, S_FAIR_TICK,
-       S_FAIR_SET, S_FAIR_USE, S_COUNT };
+enum { S_FAIR_AFTER, S_FAIR_FROM, S_FAIR_JOBS, S_FAIR_CLOCK, S_FAIR_PASS,
+       S_FAIR_TICK, S_FAIR_SET, S_FAIR_USE, S_FAIR_CURSOR, S_FAIR_PATH,
+       S_FAIR_BACKFILL, S_FAIR_STAMP, S_FAIR_IS,
+       S_COUNT };
+
+/* The next ?4 keys of queue ?1 with queued jobs after key ?3 (FIRST's
+ * test), each one seek in jobs_fair: a key without queued jobs is not
+ * there. Each with its weight set at run time (NULL: the config's,
+ * looked up in C: a json_each of the config's weights for each key cost
+ * a parse of them all a key), its pass, and whether it has a job ready
+ * by ?2. */
+#define FAIR_NEXT(first) \
+    "WITH RECURSIVE w(k, n) AS (SELECT (SELECT fair_key FROM jobs" \
+    "  WHERE state = 'queued' AND queue = ?1 AND fair_key IS NOT NULL" \
+    "  AND fair_key " first " ?3 ORDER BY fair_key LIMIT 1), 1" \
+    " UNION ALL SELECT (SELECT fair_key FROM jobs" \
+    "  WHERE state = 'queued' AND queue = ?1 AND fair_key IS NOT NULL" \
+    "  AND fair_key > w.k ORDER BY fair_key LIMIT 1), w.n + 1" \
+    " FROM w WHERE w.k IS NOT NULL AND w.n < ?4)" \
+    " SELECT w.k, fk.weight," \
+    " coalesce(fk.pass, 0), EXISTS (SELECT 1 FROM jobs" \
+    "  WHERE state = 'queued' AND queue = ?1 AND fair_key IS NOT NULL" \
+    "  AND fair_key = w.k AND run_at <= ?2" JR_SQLITE_UNEXPIRED ")" \
+    " FROM w LEFT JOIN fair_keys fk ON fk.queue = ?1 AND fk.key = w.k" \
+    " WHERE w.k IS NOT NULL ORDER BY w.n"
 
 static const char *const sql_text[S_COUNT] = {
-    /* the first ?4 ready jobs of each fair key (?8 its JSON path; none:
-     * key '') of queue ?1, by key, with the filters of claim.c's
-     * S_LIM_CANDIDATES */
+    [S_FAIR_AFTER] = FAIR_NEXT(">"),
+    [S_FAIR_FROM] = FAIR_NEXT(">="),
+    /* the first ?4 ready jobs of fair key ?8 of queue ?1 (jobs_fair),
+     * with the filters of claim.c's S_LIM_CANDIDATES */
     [S_FAIR_JOBS] =
-        "SELECT id, priority, run_at, name, limit_key, k, cost FROM"
-        " (SELECT id, priority, run_at, name, limit_key, k, cost,"
-        "   row_number()"
-        "   OVER (PARTITION BY k ORDER BY priority, run_at, id) AS r FROM"
-        "  (SELECT id, priority, run_at, name, limit_key,"
-        "    coalesce(cost, 1) AS cost,"
-        "    coalesce(CAST(json_extract(payload, ?8) AS TEXT), '') AS k"
-        "   FROM jobs"
-        "   WHERE state = 'queued' AND queue = ?1 AND run_at <= ?2"
+        "SELECT id, priority, run_at, name, limit_key, coalesce(cost, 1)"
+        " FROM jobs WHERE state = 'queued' AND queue = ?1"
+        " AND fair_key IS NOT NULL AND fair_key = ?8 AND run_at <= ?2"
         JR_SQLITE_UNEXPIRED
-        JR_SQLITE_LIM_FILTER "))"
-        " WHERE r <= ?4 ORDER BY k, r",
-    /* key ?2 of queue ?1: its weight (set at run time, else the config's
-     * ?3 {key: weight}, else ?4) and its pass */
-    [S_FAIR_KEY] =
-        "SELECT coalesce((SELECT weight FROM fair_keys"
-        "  WHERE queue = ?1 AND key = ?2),"
-        " (SELECT value FROM json_each(?3) WHERE key = ?2), ?4),"
-        " coalesce((SELECT pass FROM fair_keys"
-        "  WHERE queue = ?1 AND key = ?2), 0)",
-    [S_FAIR_CLOCK] = "SELECT clock FROM fair_clocks WHERE queue = ?1",
+        JR_SQLITE_LIM_FILTER
+        " ORDER BY priority, run_at, id LIMIT ?4",
+    [S_FAIR_CLOCK] =
+        "SELECT clock, cursor FROM fair_clocks WHERE queue = ?1",
     /* a start of key ?2 of queue ?1 at clock ?3, weight ?4 */
     [S_FAIR_PASS] =
         "INSERT INTO fair_keys (queue, key, pass) VALUES (?1, ?2, ?3 + ?4)"
@@ -55,7 +67,7 @@ static const char *const sql_text[S_COUNT] = {
         " VALUES (?1, ?2, ?3) ON CONFLICT (queue, key) DO UPDATE"
         " SET weight = excluded.weight",
     /* each key (path ?2) of queue ?1 with jobs queued or running: ready
-     * by ?3, running, weight as S_FAIR_KEY's (?4, ?5) */
+     * by ?3, running, weight as FAIR_NEXT's (?4, ?5) */
     [S_FAIR_USE] =
         "SELECT k, sum(state = 'queued' AND run_at <= ?3) AS w,"
         " sum(state = 'running'),"
@@ -66,6 +78,30 @@ static const char *const sql_text[S_COUNT] = {
         "  '') AS k, state, run_at FROM jobs"
         "  WHERE queue = ?1 AND state IN ('queued', 'running'))"
         " GROUP BY k ORDER BY w DESC, k",
+    /* where the walk of queue ?1's keys goes on from (?3) and its clock */
+    [S_FAIR_CURSOR] =
+        "INSERT INTO fair_clocks (queue, clock, cursor) VALUES (?1, ?2, ?3)"
+        " ON CONFLICT (queue) DO UPDATE"
+        " SET clock = max(clock, excluded.clock), cursor = excluded.cursor",
+    /* fair queue ?1's key path ?2; no change: no row changed */
+    [S_FAIR_PATH] =
+        "INSERT INTO fair_paths (queue, path) VALUES (?1, ?2)"
+        " ON CONFLICT (queue) DO UPDATE SET path = excluded.path"
+        " WHERE path <> excluded.path",
+    /* the key of each job of queue ?1 not ended, at path ?2 */
+    [S_FAIR_BACKFILL] =
+        "UPDATE jobs SET fair_key = CASE WHEN json_valid(payload)"
+        " THEN coalesce(CAST(json_extract(payload, ?2) AS TEXT), '')"
+        " ELSE '' END WHERE queue = ?1"
+        " AND state NOT IN ('completed', 'dead', 'cancelled', 'expired')",
+    /* what the trigger jobs_fair_key does, for the jobs of ids ?2 to ?3
+     * just pushed into queue ?1 */
+    [S_FAIR_STAMP] =
+        "UPDATE jobs SET fair_key = (SELECT CASE WHEN json_valid(payload)"
+        " THEN coalesce(CAST(json_extract(payload, f.path) AS TEXT), '')"
+        " ELSE '' END FROM fair_paths f WHERE f.queue = ?1)"
+        " WHERE id BETWEEN ?2 AND ?3 AND queue = ?1 AND fair_key IS NULL",
+    [S_FAIR_IS] = "SELECT 1 FROM fair_paths WHERE queue = ?1",
 };
 
 static sqlite3_stmt *
@@ -87,64 +123,292 @@ jr_sqlite_fair_of(const jr_claim_spec *spec, const char *queue)
     return NULL;
 }
 
-/* Reads the weight and pass of each key of r[0..nr) into k. */
-static int
-key_state(jr_backend *b, const jr_limit *f, const char *queue,
-          candidate *r, int nr, jr_fair_key *k, int *nk, jr_err *err)
-{
-    sqlite3_stmt *s = stmt(b, S_FAIR_KEY, err);
-    int i, rc;
+/* The claim walks a fair queue's keys with queued jobs (jobs_fair, one
+ * seek a key) from the key it last started, FAIR_BATCH a statement. */
+#define FAIR_BATCH 64
 
-    *nk = 0;
-    if (s == NULL)
-        return -1;
-    for (i = 0; i < nr; i++) {
-        if (i > 0 && strcmp(r[i].fkey, r[i - 1].fkey) == 0) {
-            k[*nk - 1].njobs++;
-            continue;
-        }
-        memset(&k[*nk], 0, sizeof k[*nk]);
-        bind_text(s, 1, queue);
-        bind_text(s, 2, r[i].fkey);
-        bind_text(s, 3, f->fair_weights ? f->fair_weights : "{}");
-        sqlite3_bind_double(s, 4, f->fair_default);
-        if ((rc = sqlite3_step(s)) == SQLITE_ROW) {
-            k[*nk].weight = sqlite3_column_double(s, 0);
-            k[*nk].pass = sqlite3_column_double(s, 1);
-        }
-        sqlite3_reset(s);
-        if (rc != SQLITE_ROW)
-            return jr_sqlite_fail(b, err, "reading a fair key");
-        if (!(k[*nk].weight > 0))
-            k[*nk].weight = 1;
-        k[*nk].njobs = 1;
-        k[*nk].priority = r[i].priority;
-        k[*nk].run_at = r[i].run_at;
-        k[*nk].id = r[i].id;
-        (*nk)++;
+/* A key the walk met with a ready job. */
+typedef struct walked {
+    char   *key;
+    double  weight, pass;
+} walked;
+
+/* The config's weights of a fair queue, by key, for bsearch. */
+typedef struct cfgw {
+    char   *key;
+    double  weight;
+} cfgw;
+
+typedef struct walk {
+    walked *w;
+    int     n, cap;
+    cfgw   *cw;                 /* the config's weights, sorted */
+    int     ncw;
+    double  def;                /* the config's default weight */
+    int     atclock;            /* of w: keys at the clock (or below) */
+    int     round;              /* 1: every key was met (the walk went
+                                 * round), not only cap at the clock */
+} walk;
+
+static int
+candidate_id(const void *a, const void *b)
+{
+    const candidate *x = a, *y = b;
+
+    return (x->id > y->id) - (x->id < y->id);
+}
+
+static void
+walk_free(walk *wk)
+{
+    int i;
+
+    for (i = 0; i < wk->n; i++)
+        free(wk->w[i].key);
+    free(wk->w);
+    for (i = 0; i < wk->ncw; i++)
+        free(wk->cw[i].key);
+    free(wk->cw);
+}
+
+static int
+cfgw_cmp(const void *a, const void *b)
+{
+    return strcmp(((const cfgw *)a)->key, ((const cfgw *)b)->key);
+}
+
+/* Reads f's config weights ({key: weight}, checked by the config) into
+ * wk, sorted. 0, or -1 with err set. */
+static int
+config_weights(const jr_limit *f, walk *wk, jr_err *err)
+{
+    jr_jdoc doc;
+    jr_err e;
+    int k;
+
+    wk->def = f->fair_default > 0 ? f->fair_default : 1;
+    if (f->fair_weights == NULL ||
+        jr_jdoc_parse(&doc, f->fair_weights, strlen(f->fair_weights),
+                      "fair weights", &e) < 0)
+        return 0;               /* none (the config checked them) */
+    if (doc.n[0].type == JR_JSON_OBJECT && doc.n[0].count > 0 &&
+        (wk->cw = calloc((size_t)doc.n[0].count, sizeof *wk->cw)) == NULL) {
+        jr_jdoc_free(&doc);
+        return jr_fail(err, JR_ENOMEM, "sqlite: out of memory");
     }
+    for (k = doc.n[0].type == JR_JSON_OBJECT ? doc.n[0].first : -1;
+         k >= 0 && doc.n[k].next >= 0; k = doc.n[doc.n[k].next].next) {
+        if ((wk->cw[wk->ncw].key = jr_jdoc_str(&doc, k)) == NULL) {
+            jr_jdoc_free(&doc);
+            return jr_fail(err, JR_ENOMEM, "sqlite: out of memory");
+        }
+        wk->cw[wk->ncw++].weight = strtod(doc.n[doc.n[k].next].at, NULL);
+    }
+    jr_jdoc_free(&doc);
+    qsort(wk->cw, (size_t)wk->ncw, sizeof *wk->cw, cfgw_cmp);
     return 0;
 }
 
+static int
+key_cmp(const void *key, const void *b)
+{
+    return strcmp(key, ((const cfgw *)b)->key);
+}
+
+/* The config's weight of key (its default when not listed). */
 static double
-read_clock(jr_backend *b, const char *queue, jr_err *err, int *ok)
+config_weight(const walk *wk, const char *key)
+{
+    const cfgw *at = wk->ncw > 0 ? bsearch(key, wk->cw, (size_t)wk->ncw,
+                                           sizeof *wk->cw, key_cmp) : NULL;
+
+    return at != NULL ? at->weight : wk->def;
+}
+
+/* One statement of the walk: keys after *pos (from: from "" on), up to
+ * stop (NULL: the end) included. Sets *pos to the last key read; *end
+ * when the keys ran out or passed stop. 0, or -1 with err set. */
+static int
+walk_step(jr_backend *b, const char *queue, double now,
+          double clock, int from, char **pos, const char *stop, int cap,
+          walk *wk, int *end, jr_err *err)
+{
+    sqlite3_stmt *s = stmt(b, from ? S_FAIR_FROM : S_FAIR_AFTER, err);
+    walked *bigger;
+    const char *k;
+    int rc, rows = 0;
+
+    if (s == NULL)
+        return -1;
+    bind_text(s, 1, queue);
+    sqlite3_bind_double(s, 2, now);
+    bind_text(s, 3, from ? "" : *pos);
+    sqlite3_bind_int(s, 4, FAIR_BATCH);
+    *end = 0;
+    while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
+        k = col_text(s, 0);
+        rows++;
+        if (stop != NULL && strcmp(k, stop) > 0) {
+            *end = 1;
+            break;
+        }
+        free(*pos);
+        if ((*pos = strdup(k)) == NULL) {
+            rc = SQLITE_NOMEM;
+            break;
+        }
+        if (sqlite3_column_int(s, 3) == 0)
+            continue;                   /* none ready yet */
+        if (wk->n == wk->cap) {
+            wk->cap = wk->cap ? wk->cap * 2 : 64;
+            if ((bigger = realloc(wk->w, (size_t)wk->cap * sizeof *bigger))
+                == NULL) {
+                rc = SQLITE_NOMEM;
+                break;
+            }
+            wk->w = bigger;
+        }
+        if ((wk->w[wk->n].key = strdup(k)) == NULL) {
+            rc = SQLITE_NOMEM;
+            break;
+        }
+        wk->w[wk->n].weight = sqlite3_column_type(s, 1) == SQLITE_NULL ?
+                              config_weight(wk, k) :
+                              sqlite3_column_double(s, 1);
+        if (!(wk->w[wk->n].weight > 0))
+            wk->w[wk->n].weight = 1;
+        wk->w[wk->n].pass = sqlite3_column_double(s, 2);
+        wk->atclock += wk->w[wk->n].pass <= clock;
+        wk->n++;
+        if (wk->atclock >= cap)
+            break;
+    }
+    sqlite3_reset(s);
+    if (rc == SQLITE_NOMEM)
+        return jr_fail(err, JR_ENOMEM, "sqlite: out of memory");
+    if (rc != SQLITE_ROW && rc != SQLITE_DONE)
+        return jr_sqlite_fail(b, err, "walking a fair queue's keys");
+    if (rc == SQLITE_DONE && rows < FAIR_BATCH)
+        *end = 1;
+    return 0;
+}
+
+/* Walks the keys of queue with ready jobs from cursor round, until cap
+ * of them are at the clock (their turn comes first, in walk order) or
+ * every key was met (wk->round: the turns are then by pass). */
+static int
+walk_keys(jr_backend *b, const char *queue, double now,
+          double clock, const char *cursor, int cap, walk *wk, jr_err *err)
+{
+    char *pos = cursor ? strdup(cursor) : NULL;
+    int second = cursor == NULL, start = second, end = 0, rc = 0;
+
+    if (cursor != NULL && pos == NULL)
+        return jr_fail(err, JR_ENOMEM, "sqlite: out of memory");
+    /* after the cursor to the last key, then from the first to it */
+    for (;;) {
+        rc = walk_step(b, queue, now, clock, start, &pos,
+                       second ? cursor : NULL, cap, wk, &end, err);
+        if (rc < 0 || wk->atclock >= cap)
+            break;
+        if (end && second) {
+            wk->round = 1;              /* back where it started */
+            break;
+        }
+        start = end;                    /* from the first key */
+        second = second || end;
+    }
+    free(pos);
+    return rc;
+}
+
+static double
+read_clock(jr_backend *b, const char *queue, char **cursor, jr_err *err,
+           int *ok)
 {
     sqlite3_stmt *s = stmt(b, S_FAIR_CLOCK, err);
     double clock = 0;
     int rc;
 
     *ok = 0;
+    *cursor = NULL;
     if (s == NULL)
         return 0;
     bind_text(s, 1, queue);
-    if ((rc = sqlite3_step(s)) == SQLITE_ROW)
+    if ((rc = sqlite3_step(s)) == SQLITE_ROW) {
         clock = sqlite3_column_double(s, 0);
+        if (sqlite3_column_type(s, 1) != SQLITE_NULL &&
+            (*cursor = strdup(col_text(s, 1))) == NULL)
+            rc = SQLITE_NOMEM;
+    }
     sqlite3_reset(s);
-    if (rc != SQLITE_ROW && rc != SQLITE_DONE)
+    if (rc == SQLITE_NOMEM)
+        jr_fail(err, JR_ENOMEM, "sqlite: out of memory");
+    else if (rc != SQLITE_ROW && rc != SQLITE_DONE)
         jr_sqlite_fail(b, err, "reading a fair clock");
     else
         *ok = 1;
     return clock;
+}
+
+static int
+save_cursor(jr_backend *b, const char *queue, double clock,
+            const char *cursor, jr_err *err)
+{
+    sqlite3_stmt *s = stmt(b, S_FAIR_CURSOR, err);
+
+    if (s == NULL)
+        return -1;
+    bind_text(s, 1, queue);
+    sqlite3_bind_double(s, 2, clock);
+    bind_text(s, 3, cursor);
+    return run(b, s, err, "moving a fair queue's cursor");
+}
+
+/* Reads up to want ready jobs of key (S_FAIR_JOBS) into c[*n..]. */
+static int
+key_jobs(jr_backend *b, const char *queue, const char *key, int want,
+         const char *json, double now, const limq *lim, candidate *c,
+         int *n, jr_err *err)
+{
+    sqlite3_stmt *s = stmt(b, S_FAIR_JOBS, err);
+    const char *lk;
+    candidate *r;
+    int rc;
+
+    if (s == NULL)
+        return -1;
+    bind_text(s, 1, queue);
+    sqlite3_bind_double(s, 2, now);
+    bind_text(s, 3, json);
+    sqlite3_bind_int(s, 4, want);
+    bind_text(s, 5, lim->names);
+    bind_text(s, 6, lim->pairs);
+    bind_text(s, 7, lim->rates);
+    bind_text(s, 8, key);
+    bind_text(s, 10, lim->rooms);
+    while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
+        r = &c[(*n)++];
+        memset(r, 0, sizeof *r);
+        r->id = sqlite3_column_int64(s, 0);
+        r->priority = sqlite3_column_int(s, 1);
+        r->run_at = sqlite3_column_double(s, 2);
+        lk = (const char *)sqlite3_column_text(s, 4);
+        r->name = strdup(col_text(s, 3));
+        r->queue = strdup(queue);
+        r->key = lk ? strdup(lk) : NULL;
+        r->fkey = strdup(key);
+        r->cost = (long)sqlite3_column_int64(s, 5);
+        if (!r->name || !r->queue || !r->fkey || (lk && !r->key)) {
+            rc = SQLITE_NOMEM;
+            break;
+        }
+    }
+    sqlite3_reset(s);
+    if (rc == SQLITE_NOMEM)
+        return jr_fail(err, JR_ENOMEM, "sqlite: out of memory");
+    return rc == SQLITE_DONE ? 0 :
+           jr_sqlite_fail(b, err, "claiming jobs of a fair queue");
 }
 
 static void
@@ -167,98 +431,102 @@ jr_sqlite_fair_candidates(jr_backend *b, const jr_limit *f,
                           double now, candidate *c, int *n, const limq *lim,
                           jr_err *err)
 {
-    sqlite3_stmt *s = stmt(b, S_FAIR_JOBS, err);
-    candidate *r = NULL, *bigger;
+    walk wk = {0};
     jr_fair_key *k = NULL;
-    int *order = NULL, *first = NULL;
-    int nr = 0, rcap = 0, nk = 0, rc, i, m, ok;
+    candidate *r = NULL;
+    int *order = NULL, *first = NULL, *got = NULL, *map = NULL, *plan = NULL;
+    int nk = 0, nr = 0, i, m, ok, last = -1, rank = 0, rc = -1;
+    char *cursor = NULL;
     double clock;
-    char path[220];
-    const char *key;
 
-    if (s == NULL)
-        return -1;
-    snprintf(path, sizeof path, "$.%s", f->fair_path);
-    bind_text(s, 1, queue);
-    sqlite3_bind_double(s, 2, now);
-    bind_text(s, 3, json);
-    sqlite3_bind_int(s, 4, cap);
-    bind_text(s, 5, lim->names);
-    bind_text(s, 6, lim->pairs);
-    bind_text(s, 7, lim->rates);
-    bind_text(s, 10, lim->rooms);
-    bind_text(s, 8, path);
-    while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
-        if (nr == rcap) {
-            rcap = rcap ? rcap * 2 : 64;
-            if ((bigger = realloc(r, (size_t)rcap * sizeof *r)) == NULL)
-                break;
-            r = bigger;
-        }
-        memset(&r[nr], 0, sizeof r[nr]);
-        r[nr].id = sqlite3_column_int64(s, 0);
-        r[nr].priority = sqlite3_column_int(s, 1);
-        r[nr].run_at = sqlite3_column_double(s, 2);
-        key = (const char *)sqlite3_column_text(s, 4);
-        r[nr].name = strdup((const char *)sqlite3_column_text(s, 3));
-        r[nr].queue = strdup(queue);
-        r[nr].key = key ? strdup(key) : NULL;
-        r[nr].fkey = strdup((const char *)sqlite3_column_text(s, 5));
-        r[nr].cost = (long)sqlite3_column_int64(s, 6);
-        nr++;
-        if (!r[nr - 1].name || !r[nr - 1].queue || !r[nr - 1].fkey ||
-            (key && !r[nr - 1].key))
-            break;
-    }
-    sqlite3_reset(s);
-    if (rc == SQLITE_ROW) {
-        rows_free(r, nr);
-        return jr_fail(err, JR_ENOMEM, "sqlite: out of memory");
-    }
-    if (rc != SQLITE_DONE) {
-        rows_free(r, nr);
-        return jr_sqlite_fail(b, err, "claiming jobs of a fair queue");
-    }
-    if (nr == 0)
-        return 0;
-    k = calloc((size_t)nr, sizeof *k);
-    first = calloc((size_t)nr, sizeof *first);
+    clock = read_clock(b, queue, &cursor, err, &ok);
+    if (!ok || config_weights(f, &wk, err) < 0 ||
+        walk_keys(b, queue, now, clock, cursor, cap, &wk, err) < 0)
+        goto out;
+    rc = 0;
+    if (wk.n == 0)
+        goto out;
+    rc = -1;
+    k = calloc((size_t)wk.n, sizeof *k);
+    map = calloc((size_t)wk.n, sizeof *map);
+    first = calloc((size_t)wk.n, sizeof *first);
+    got = calloc((size_t)wk.n, sizeof *got);
+    plan = calloc((size_t)wk.n, sizeof *plan);
     order = calloc((size_t)cap, sizeof *order);
-    if (k == NULL || first == NULL || order == NULL) {
+    r = calloc((size_t)cap, sizeof *r);
+    if (!k || !map || !first || !got || !plan || !order || !r) {
         jr_fail(err, JR_ENOMEM, "sqlite: out of memory");
-        goto fail;
+        goto out;
     }
-    if (key_state(b, f, queue, r, nr, k, &nk, err) < 0)
-        goto fail;
-    clock = read_clock(b, queue, err, &ok);
-    if (!ok)
-        goto fail;
-    clock = jr_fair_clock(k, nk, clock);
-    for (i = 1; i < nk; i++)
-        first[i] = first[i - 1] + k[i - 1].njobs;
+    /* the keys whose turn may come: all met when the walk went round,
+     * else those at the clock; ties go in walk order */
+    for (i = 0; i < wk.n; i++) {
+        if (!wk.round && wk.w[i].pass > clock)
+            continue;
+        k[nk].weight = wk.w[i].weight;
+        k[nk].pass = wk.w[i].pass;
+        k[nk].njobs = cap;
+        k[nk].id = i;
+        map[nk++] = i;
+    }
+    if (wk.round)
+        clock = jr_fair_clock(k, nk, clock);
     m = jr_fair_order(k, nk, clock, cap, order);
-    for (i = 0; i < nk; i++)
+    for (i = 0; i < nk; i++) {
+        first[i] = nr;
+        if (k[i].next > 0 &&
+            key_jobs(b, queue, wk.w[map[i]].key, k[i].next, json, now, lim,
+                     r, &nr, err) < 0)
+            goto out;
+        got[i] = nr - first[i];
+        plan[i] = k[i].next;
         k[i].next = 0;
+    }
     for (i = 0; i < m; i++) {
-        candidate *from = &r[first[order[i]] + k[order[i]].next++];
+        int at = order[i];
+        candidate *from;
+
+        if (k[at].next >= got[at])
+            continue;           /* the key had fewer the limits let by */
+        from = &r[first[at] + k[at].next++];
         c[*n] = *from;
         memset(from, 0, sizeof *from);      /* its strings move to c */
-        c[*n].rank = i;
-        c[*n].fweight = k[order[i]].weight;
+        c[*n].rank = rank++;
+        c[*n].fweight = k[at].weight;
         c[*n].fclock = clock;
         (*n)++;
+        if (map[at] > last)
+            last = map[at];
     }
+    rc = last < 0 ? 0 : save_cursor(b, queue, wk.round ?
+                                    jr_fair_after(k, nk, plan, clock) :
+                                    clock, wk.w[last].key, err);
+out:
     rows_free(r, nr);
+    walk_free(&wk);
+    free(cursor);
     free(k);
+    free(map);
     free(first);
+    free(got);
+    free(plan);
     free(order);
-    return 0;
-fail:
-    rows_free(r, nr);
-    free(k);
-    free(first);
-    free(order);
-    return -1;
+    return rc;
+}
+
+void
+jr_sqlite_fair_mark(const candidate *c, int k, jr_job **out, int n)
+{
+    const candidate *at;
+    candidate key;
+    int i;
+
+    for (i = 0; i < n; i++) {
+        key.id = out[i]->id;
+        at = bsearch(&key, c, (size_t)k, sizeof *c, candidate_id);
+        if (at != NULL && at->fkey != NULL)
+            out[i]->fair_weight = at->fweight;
+    }
 }
 
 int
@@ -336,4 +604,74 @@ jr_sqlite_fair_use(jr_backend *b, const jr_limit *f, jr_fair_use_cb cb,
     sqlite3_reset(s);
     return rc == SQLITE_ROW || rc == SQLITE_DONE ? 0 :
            jr_sqlite_fail(b, err, "reading a fair queue's keys");
+}
+
+/* ---- the keys' paths, and stamping a push's key ---- */
+
+int
+jr_sqlite_fair_paths(jr_backend *b, const jr_limit *l, int n, jr_err *err)
+{
+    sqlite3_stmt *s;
+    char path[220];
+    int i, changed;
+
+    for (i = 0; i < n; i++) {
+        if (l[i].fair_path == NULL ||
+            strncmp(l[i].scope, JR_LIMIT_QPREFIX, 6) != 0)
+            continue;
+        snprintf(path, sizeof path, "$.%s", l[i].fair_path);
+        if ((s = stmt(b, S_FAIR_PATH, err)) == NULL)
+            return -1;
+        bind_text(s, 1, l[i].scope + 6);
+        bind_text(s, 2, path);
+        if ((changed = run(b, s, err, "recording a fair key path")) < 0)
+            return -1;
+        if (changed == 0)
+            continue;
+        /* new or another path: the keys of the jobs already there */
+        if ((s = stmt(b, S_FAIR_BACKFILL, err)) == NULL)
+            return -1;
+        bind_text(s, 1, l[i].scope + 6);
+        bind_text(s, 2, path);
+        if (run(b, s, err, "reading the fair keys of a queue's jobs") < 0)
+            return -1;
+    }
+    return 0;
+}
+
+int
+jr_sqlite_fair_stamp(jr_backend *b, const char *queue, int64_t lo,
+                     int64_t hi, jr_err *err)
+{
+    sqlite3_stmt *s;
+    size_t len;
+    int rc;
+
+    if (queue == NULL)
+        queue = "default";
+    if (strcmp(queue, b->fair_seen) != 0) {
+        /* once a queue a transaction: is it fair? */
+        if ((s = stmt(b, S_FAIR_IS, err)) == NULL)
+            return -1;
+        bind_text(s, 1, queue);
+        rc = sqlite3_step(s);
+        sqlite3_reset(s);
+        if (rc != SQLITE_ROW && rc != SQLITE_DONE)
+            return jr_sqlite_fail(b, err, "looking up a fair queue");
+        b->fair_is = rc == SQLITE_ROW;
+        b->fair_hi = 0;
+        if ((len = strlen(queue)) < sizeof b->fair_seen)
+            memcpy(b->fair_seen, queue, len + 1);
+    }
+    if (!b->fair_is || hi <= b->fair_hi)
+        return 0;
+    if ((s = stmt(b, S_FAIR_STAMP, err)) == NULL)
+        return -1;
+    bind_text(s, 1, queue);
+    sqlite3_bind_int64(s, 2, lo);
+    sqlite3_bind_int64(s, 3, hi);
+    if (run(b, s, err, "stamping the fair key of a push") < 0)
+        return -1;
+    b->fair_hi = hi;
+    return 0;
 }

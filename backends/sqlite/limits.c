@@ -335,7 +335,8 @@ jr_sqlite_limit_paths(jr_backend *b, const jr_limit *l, int n, jr_err *err)
 
     if (jr_sqlite_begin(b, err) < 0)
         return -1;
-    if (limit_sizes(b, l, n, err) < 0)
+    if (limit_sizes(b, l, n, err) < 0 ||
+        jr_sqlite_fair_paths(b, l, n, err) < 0)
         goto fail;
     for (i = 0; i < n; i++) {
         if (l[i].key_path == NULL ||

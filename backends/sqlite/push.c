@@ -404,6 +404,7 @@ insert_many(jr_backend *b, const jr_push *p, double now, int64_t *ids,
             jr_err *err)
 {
     sqlite3_stmt *s;
+    int64_t last;
     int k, rc, got = 0, paths = limit_path_any(b, p, INSERT_ROWS, err);
 
     if (paths < 0)
@@ -427,8 +428,11 @@ insert_many(jr_backend *b, const jr_push *p, double now, int64_t *ids,
                        sqlite3_changes(b->db), INSERT_ROWS);
     if (ids != NULL)
         qsort(ids, INSERT_ROWS, sizeof *ids, cmp_id);
+    last = sqlite3_last_insert_rowid(b->db);
     for (k = 0; k < INSERT_ROWS; k++) {
-        if (queue_known(b, p[k].queue, err) < 0)
+        if (queue_known(b, p[k].queue, err) < 0 ||
+            jr_sqlite_fair_stamp(b, p[k].queue, last - INSERT_ROWS + 1, last,
+                                 err) < 0)
             return -1;
         if (p[k].outcome != NULL)
             *p[k].outcome = JR_PUSH_NEW;
@@ -460,6 +464,9 @@ insert_row(jr_backend *b, const jr_push *p, double now, int64_t *id,
                        "failed", sqlite3_errmsg(b->db));
     if (id != NULL)
         *id = sqlite3_last_insert_rowid(b->db);
+    if (jr_sqlite_fair_stamp(b, p->queue, sqlite3_last_insert_rowid(b->db),
+                             sqlite3_last_insert_rowid(b->db), err) < 0)
+        return -1;
     return queue_known(b, p->queue, err);
 }
 

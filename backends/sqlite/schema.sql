@@ -685,6 +685,33 @@ CREATE TABLE limit_sizes (
 -- only beside a stub (a payload written since by other means leaves it
 -- unread). Envelopes stored as text before stay, and read as before.
 ALTER TABLE jobs ADD COLUMN sealed BLOB;
+-- migration 25
+-- Fair share inside a queue (docs/queues.md, "Fair share"): a job's
+-- fair key, stamped when it is pushed into a queue listed in fair_paths
+-- (written from the config by the runner at start and by migrate, with
+-- the key's JSON path), so that a claim reaches each key's first ready
+-- jobs through jobs_fair and walks the keys with ready jobs from the
+-- queue's cursor (fair_clocks.cursor), the last key it started: keys
+-- without queued jobs are in no index and cost nothing. A job of a queue
+-- that is not fair keeps a NULL key, in no index; its push pays a look-up
+-- in fair_paths (empty without fair queues).
+ALTER TABLE jobs ADD COLUMN fair_key TEXT;
+CREATE INDEX jobs_fair ON jobs (queue, fair_key, priority, run_at, id)
+    WHERE state = 'queued' AND fair_key IS NOT NULL;
+CREATE TABLE fair_paths (
+    queue TEXT PRIMARY KEY,
+    path  TEXT NOT NULL
+) WITHOUT ROWID;
+ALTER TABLE fair_clocks ADD COLUMN cursor TEXT;
+CREATE TRIGGER jobs_fair_key AFTER INSERT ON jobs
+    WHEN NEW.fair_key IS NULL
+     AND EXISTS (SELECT 1 FROM fair_paths WHERE queue = NEW.queue)
+BEGIN
+    UPDATE jobs SET fair_key = (SELECT CASE WHEN json_valid(NEW.payload)
+        THEN coalesce(CAST(json_extract(NEW.payload, f.path) AS TEXT), '')
+        ELSE '' END FROM fair_paths f WHERE f.queue = NEW.queue)
+    WHERE id = NEW.id;
+END;
 -- migration 26
 -- Sequence as a handler option (docs/queues.md, "Sequences"): per job
 -- name whose handler returns `sequence = "payload.PATH"`, PATH ("a.b"),

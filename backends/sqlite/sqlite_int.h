@@ -79,6 +79,10 @@ struct jr_backend {
     int64_t       gone_id;      /* the flow job complete.c deleted last, */
     char          gone_trace[576]; /* and its trace context ("": none):
                                  * its batch's callbacks take it (batch.c) */
+    char          fair_seen[NAME_BUF]; /* a queue looked up in fair_paths
+                                 * in this transaction; "": none yet */
+    int           fair_is;      /* it is fair */
+    int64_t       fair_hi;      /* its jobs stamped up to this id */
 };
 
 /* ---- sqlrun.c: a job's jobrunner.sql statements ---- */
@@ -337,6 +341,9 @@ int  jr_sqlite_fair_set(jr_backend *b, const char *queue, const char *key,
                         double weight, jr_err *err);
 int  jr_sqlite_fair_save(jr_backend *b, const candidate *c, int n,
                          jr_err *err);
+/* Gives each fair job of out[0..n) the weight its candidate (of c[0..k),
+ * in id order as claim_picked leaves them) was claimed with. */
+void jr_sqlite_fair_mark(const candidate *c, int k, jr_job **out, int n);
 int  jr_sqlite_fair_use(jr_backend *b, const jr_limit *f, jr_fair_use_cb cb,
                         void *arg, jr_err *err);
 /* agestats.c: an aging queue's ready jobs by effective priority (the
@@ -344,6 +351,18 @@ int  jr_sqlite_fair_use(jr_backend *b, const jr_limit *f, jr_fair_use_cb cb,
 int  jr_sqlite_aging_use(jr_backend *b, const char *queue, double aging,
                          int max, jr_aging_use_cb cb, void *arg,
                          jr_err *err);
+/* Records the key path of each fair queue of l[0..n) in fair_paths (a
+ * new or changed path stamps the keys of the queue's jobs not ended), in
+ * the open transaction. A queue that is fair no more keeps its row: its
+ * pushes keep their key, which nothing reads (another runner's config
+ * may still have it fair). */
+int  jr_sqlite_fair_paths(jr_backend *b, const jr_limit *l, int n,
+                          jr_err *err);
+/* What the trigger jobs_fair_key does, for the library's inserts: the
+ * jobs of ids lo to hi just pushed into queue get their fair key when
+ * the queue is fair (one look-up in fair_paths a queue a transaction). */
+int  jr_sqlite_fair_stamp(jr_backend *b, const char *queue, int64_t lo,
+                          int64_t hi, jr_err *err);
 
 /* aging.c: the priority aging period of queue in spec (seconds), 0
  * when it does not age. */

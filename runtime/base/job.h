@@ -42,6 +42,11 @@ typedef struct jr_job {
                                    NULL: none */
     const char *key;            /* its limit key (jobs.limit_key), or NULL:
                                    none (its span's attribute) */
+    double      fair_weight;    /* of a fair queue: its key's weight when
+                                   it was claimed (the master deals its
+                                   local queue by it); 0: not fair */
+    uint64_t    fair_hash;      /* the master's: its fair key hashed, 0 not
+                                   yet (master/fairq.c) */
 } jr_job;
 
 /* What a parent ending dead or cancelled does to a job waiting for it

@@ -446,7 +446,12 @@ capacity(master *m)
         m->claim_co = 0;
     }
     /* less what claims on their way will bring */
-    return free_slots - (int)m->qlen - m->cycle_want - m->lane_want;
+    n = free_slots - (int)m->qlen - m->cycle_want - m->lane_want;
+    m->fair_peek = 0;
+    if (n <= 0 && m->cfg->limits.n > 0 && m->cycle_want == 0 &&
+        m->qlen > 0)
+        m->fair_peek = (n = jr_fairq_peek(m)) > 0;  /* fairq.c */
+    return n;
 }
 
 /* Makes room for one more job in w's arrays; -1 when out of memory. */
@@ -612,8 +617,10 @@ jr_claimq_take(master *m, jr_job **jobs, int n, int want)
         if (m->stopping || (!expire_job(m, jobs[i]) &&
                             jr_claimq_push(m, jobs[i], 0) < 0))
             jr_claimq_release(m, jobs[i]);
+    if (n > 0 && m->cfg->limits.n > 0)
+        jr_fairq_deal(m);       /* fair queues' keys round robin */
     if (want > 0 && n >= 0)
-        m->want_claim = m->full_batch = n == want;
+        m->want_claim = m->full_batch = n == want && !m->cycle_peek;
     if (n > 0)
         jr_log(JR_LOG_DEBUG, "claimed %d jobs", n);
 }
@@ -842,6 +849,7 @@ jr_claimq_work(evutil_socket_t fd, short what, void *arg)
     m->wake_due = hold;
     m->cycle_at = jr_mono();
     m->cycle_want = c->want;
+    m->cycle_peek = m->fair_peek && c->want > 0;
     if (m->ev_wake != NULL)
         event_del(m->ev_wake);  /* until the cycle is back */
     if (jr_dbthread_submit(m->dbt, c) < 0) {

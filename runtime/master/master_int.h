@@ -219,6 +219,10 @@ struct master {
                                            in services (service.c) */
     struct jr_otlp     *otlp;           /* the span export (otlp.c), or
                                            NULL: tracing off */
+    int                 fair_peek;      /* capacity() asked a fair queue's
+                                           small claim (fairq.c) */
+    int                 cycle_peek;     /* the cycle out asks one: its full
+                                           batch asks no claim after it */
 };
 
 /* otlp.c: the span export. jr_otlp_new returns NULL when c sets no
@@ -279,6 +283,12 @@ void    jr_claimq_lost(pending *p, int n);
 void    jr_claimq_swap(pending **p, int *cap, master *m);
 /* Queues jobs[0..n) of a claim of want (or releases them when stopping). */
 void    jr_claimq_take(master *m, jr_job **jobs, int n, int want);
+/* fairq.c: deals the places of each fair queue's jobs in the local queue
+ * out again round robin between their keys (after a claim). */
+void    jr_fairq_deal(master *m);
+/* How many jobs to claim when the local queue is full, for a key's job
+ * pushed meanwhile (0: none, no fair queue). */
+int     jr_fairq_peek(const master *m);
 /* Hands queued jobs to free worker slots. */
 void    jr_claimq_dispatch(master *m);
 /* Records pending results synchronously (shutdown, with the thread gone). */
