@@ -88,7 +88,8 @@ static const pg_stmt st_cost_over = {"jr_cost_over_sizes", 0,
     " FROM {{schema}}.jobs j JOIN {{schema}}.limit_sizes l"
     " ON l.scope IN (j.name, 'queue:' || j.queue)"
     " WHERE j.cost IS NOT NULL AND j.state IN ('queued', 'waiting')"
-    " AND j.cost > l.size GROUP BY l.scope, l.size, l.what"
+    " AND j.cost > l.size AND EXISTS (SELECT 1 FROM {{schema}}.limit_sizes)"
+    " GROUP BY l.scope, l.size, l.what"
     " ORDER BY l.scope"};
 
 int

@@ -312,9 +312,11 @@ ids_json(const candidate *c, jr_job *const *jobs, int n)
     if (s == NULL)
         return NULL;
     *p++ = '[';
-    for (i = 0; i < n; i++)
-        p += sprintf(p, "%s%lld", i ? "," : "",
-                     (long long)(c ? c[i].id : jobs[i]->id));
+    for (i = 0; i < n; i++) {
+        if (i)
+            *p++ = ',';
+        p += jr_sqlite_put_id(p, c ? c[i].id : jobs[i]->id);
+    }
     *p++ = ']';
     *p = '\0';
     return s;

@@ -603,8 +603,9 @@ complete_rows(jr_backend *b, const char *token, const jr_result *r, int n,
     }
     for (i = 0; i < n; i++) {
         if (ids != NULL && plain_done(b, &r[i])) {
-            p += sprintf(p, "%s%lld", p == ids + 1 ? "" : ",",
-                         (long long)r[i].id);
+            if (p != ids + 1)
+                *p++ = ',';
+            p += jr_sqlite_put_id(p, r[i].id);
             continue;
         }
         if ((rc = complete_one(b, token, &r[i], r + n, now, err)) < 0) {
@@ -714,8 +715,11 @@ ids_json(const int64_t *ids, int n)
     if (t == NULL)
         return NULL;
     *p++ = '[';
-    for (i = 0; i < n; i++)
-        p += sprintf(p, i ? ",%lld" : "%lld", (long long)ids[i]);
+    for (i = 0; i < n; i++) {
+        if (i)
+            *p++ = ',';
+        p += jr_sqlite_put_id(p, ids[i]);
+    }
     strcpy(p, "]");
     return t;
 }

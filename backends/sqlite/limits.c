@@ -14,7 +14,8 @@
 /* The file's statements: slots of sql_text[] (sqlite_int.h). */
 enum { S_LIM_RUNNING, S_LIM_BUCKET, S_LIM_BUCKET_SET, S_LIM_PRUNE,
        S_LIM_PATH_SET, S_LIM_USE, S_LIM_USE_TOP, S_LIM_TOKENS,
-       S_LIM_SIZES_CLEAR, S_LIM_SIZE_SET, S_COST_OVER, S_COUNT };
+       S_LIM_SIZES_CLEAR, S_LIM_SIZE_SET, S_COST_OVER, S_SIZES_ANY,
+       S_COUNT };
 
 static const char *const sql_text[S_COUNT] = {
     /* the running jobs' slots: a job's cost, 1 without one */
@@ -63,6 +64,10 @@ static const char *const sql_text[S_COUNT] = {
         " ON l.scope IN (j.name, 'queue:' || j.queue)"
         " WHERE j.cost IS NOT NULL AND j.state IN ('queued', 'waiting')"
         " AND j.cost > l.size GROUP BY l.scope ORDER BY l.scope",
+    /* whether any limit has a size: S_COST_OVER reads every job (the
+     * planner scans jobs first whatever limit_sizes holds), which at a
+     * runner's start delayed its first claim by a scan of the table */
+    [S_SIZES_ANY] = "SELECT 1 FROM limit_sizes LIMIT 1",
     /* the schema's triggers (see triggers_check) */
 };
 
@@ -359,11 +364,19 @@ int
 jr_sqlite_cost_over(jr_backend *b, jr_cost_over_cb cb, void *arg,
                     jr_err *err)
 {
-    sqlite3_stmt *s = stmt(b, S_COST_OVER, err);
+    sqlite3_stmt *s = stmt(b, S_SIZES_ANY, err);
     int rc = SQLITE_DONE, stop = 0;
 
     if (s == NULL)
         return -1;
+    rc = sqlite3_step(s);
+    sqlite3_reset(s);
+    if (rc != SQLITE_ROW)
+        return rc == SQLITE_DONE ? 0 :
+               jr_sqlite_fail(b, err, "reading the limits' sizes");
+    if ((s = stmt(b, S_COST_OVER, err)) == NULL)
+        return -1;
+    rc = SQLITE_DONE;
     while (!stop && (rc = sqlite3_step(s)) == SQLITE_ROW)
         stop = cb((const char *)sqlite3_column_text(s, 0),
                   (long)sqlite3_column_int64(s, 1),

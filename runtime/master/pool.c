@@ -303,9 +303,12 @@ jr_pool_scale_up(master *m)
 void
 jr_pool_outcome(master *m, const jr_job *j, const jr_result *r, double secs)
 {
-    char first[300] = "(no error message)";
+    char first[300];
     const char *nl;
 
+    /* written only when there is an error: an initializer zeroed the
+     * 300 bytes for every job */
+    strcpy(first, "(no error message)");
     if (r->error != NULL) {
         nl = strchr(r->error, '\n');
         snprintf(first, sizeof first, "%.*s", nl ? (int)(nl - r->error) :

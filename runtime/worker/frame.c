@@ -15,12 +15,19 @@
 static void
 put_le(jr_buf *b, uint64_t v, int bytes)
 {
-    unsigned char tmp[8];
-    int i;
+    unsigned char tmp[8], *d = tmp;
+    int i, room = !b->oom && b->cap - b->len >= (size_t)bytes;
 
+    /* in place when the buffer has room (a job's frame is a dozen of
+     * these, each a call of jr_buf_put before) */
+    if (room)
+        d = (unsigned char *)b->p + b->len;
     for (i = 0; i < bytes; i++)
-        tmp[i] = (unsigned char)(v >> (8 * i));
-    jr_buf_put(b, tmp, (size_t)bytes);
+        d[i] = (unsigned char)(v >> (8 * i));
+    if (room)
+        b->len += (size_t)bytes;
+    else
+        jr_buf_put(b, tmp, (size_t)bytes);
 }
 
 void jr_put_u8(jr_buf *b, unsigned v)  { put_le(b, v, 1); }
@@ -43,7 +50,8 @@ jr_put_strn(jr_buf *b, const char *s, size_t n)
         return;
     }
     put_le(b, (uint32_t)n, 4);
-    jr_buf_put(b, s, n);
+    if (n > 0)
+        jr_buf_put(b, s, n);
 }
 
 void

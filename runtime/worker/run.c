@@ -245,12 +245,18 @@ jr_run_read(worker *w)
 
 /* 1 if a CANCEL frame for job id waits among the frames read. The master
  * signals right after it queues the frame, which may reach the socket a
- * little later: the signal counts until a cancel frame was read. */
+ * little later: the signal counts until a cancel frame was read. With no
+ * signal since the last look found no cancel frame among those read, none
+ * is there: no walk of the frames read (a look at every job's start
+ * walked all the jobs queued behind it, each job's frame again and again,
+ * for cancels a plain drain never sends). */
 int
 jr_run_cancel_listed(worker *w, int64_t id)
 {
     int sig = cancel_signal, found, any;
 
+    if (!sig && !w->cancel_frames)
+        return 0;
     if (sig) {
         cancel_signal = 0;      /* before reading: a later one counts */
         jr_run_read(w);
@@ -259,6 +265,7 @@ jr_run_cancel_listed(worker *w, int64_t id)
                                  &any);
     if (sig && !any)
         cancel_signal = 1;      /* its frame is still on the way */
+    w->cancel_frames = any;
     return found;
 }
 

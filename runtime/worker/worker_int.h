@@ -72,6 +72,8 @@ typedef struct worker {
     struct jr_keyring *keys;    /* the key file's, NULL: no encryption */
     jr_buf      sealed;         /* the last result sealed (wcrypt.c) */
     jr_buf      sealed_push;    /* the last success's pushes' payloads */
+    int         cancel_frames;  /* a CANCEL frame may be among those read
+                                 * (run.c: jr_run_cancel_listed) */
 } worker;
 
 /* A Lua thread of a job that waits on the loop: a coroutine job's own
