@@ -105,5 +105,34 @@ for _, backend in ipairs(jr.backends()) do
       assert.equal(40, env:query("SELECT n FROM " .. c)[1].n)
       assert.equal(0, env:stop())
     end)
+
+    it("honours a trigger and a column added while it runs, from its next batch", function()
+      local t = make(env, "later", "job bigint PRIMARY KEY")
+      local c = make(env, "fired", "n bigint")
+      env:exec("INSERT INTO fired (n) VALUES (0)")
+      env:script("pay", ([[
+        local jobrunner = require "jobrunner"
+        return function(job)
+          jobrunner.sql("INSERT INTO %s (job) VALUES ($1)", job.id)
+        end]]):format(t))
+      env:start()
+      seed(env, "pay", 40)      -- its INSERTs prepared as rows of one
+      drained(env)
+      env:exec("ALTER TABLE later ADD COLUMN c text DEFAULT 'x'")
+      if backend == "postgres" then
+        jr.psql(([[CREATE FUNCTION %s.bump() RETURNS trigger LANGUAGE plpgsql AS
+          $$ BEGIN UPDATE %s SET n = n + 1; RETURN NULL; END $$;
+          CREATE TRIGGER bump AFTER INSERT ON %s FOR EACH STATEMENT
+          EXECUTE FUNCTION %s.bump()]]):format(env.schema, c, t, env.schema))
+      else
+        env:exec("CREATE TRIGGER bump AFTER INSERT ON later BEGIN"
+          .. " UPDATE fired SET n = n + 1; END")
+      end
+      seed(env, "pay", 40)
+      drained(env)
+      assert.equal(80, #env:query("SELECT job FROM " .. t .. " WHERE c = 'x'"))
+      assert.equal(40, env:query("SELECT n FROM " .. c)[1].n)
+      assert.equal(0, env:stop())
+    end)
   end)
 end
