@@ -528,13 +528,15 @@ complete_rows(jr_backend *b, const char *token, const jr_result *r, int n,
 
 /* complete_rows with the successes' statements (sqlrun.c); results
  * without statements pay one loop. First as if every statement passes,
- * in a savepoint: the completion's own fenced writes tell which jobs are
- * still this runner's (and lock their rows), and their statements follow
- * in one pipeline. When one fails, all of it is rolled back and done
- * again: the jobs still ours locked first, each job's statements in a
- * savepoint, on a copy of the results in which a success whose statement
- * failed is a failed attempt. *own gets the copy (free it after the
- * transaction: the follow-ups point into it). */
+ * with no savepoint (the transaction holds nothing else yet: the caller
+ * has just begun it): the completion's own fenced writes tell which jobs
+ * are still this runner's (and lock their rows), and their statements
+ * follow in one pipeline. When one fails, the transaction is rolled back
+ * and begun again, and all of it done again: the jobs still ours locked
+ * first, each job's statements in a savepoint, on a copy of the results
+ * in which a success whose statement failed is a failed attempt. *own
+ * gets the copy (free it after the transaction: the follow-ups point
+ * into it). */
 static int
 complete_tx(jr_backend *b, const char *token, const jr_result *r, int n,
             int64_t *done, const jr_push ***pp, int *np, jr_result **own,
@@ -545,8 +547,7 @@ complete_tx(jr_backend *b, const char *token, const jr_result *r, int n,
     if (!jr_sqlres_any(r, n))
         return complete_rows(b, token, r, n, done, &nd, pp, np, err);
     jr_sqlres_clear(r, n);
-    if (jr_pg_run_plain(b, "SAVEPOINT jr_done", "completing jobs", err) < 0 ||
-        (rc = complete_rows(b, token, r, n, done, &nd, pp, np, err)) < 0 ||
+    if ((rc = complete_rows(b, token, r, n, done, &nd, pp, np, err)) < 0 ||
         (failed = jr_pg_sql_try(b, r, n, done, nd, err)) < 0)
         return -1;
     if (!failed)
@@ -554,8 +555,7 @@ complete_tx(jr_backend *b, const char *token, const jr_result *r, int n,
     free(*pp);
     *pp = NULL;
     *np = 0;
-    if (jr_pg_run_plain(b, "ROLLBACK TO jr_done; RELEASE jr_done",
-                        "completing jobs", err) < 0)
+    if (jr_pg_run_plain(b, "ROLLBACK; BEGIN", "completing jobs", err) < 0)
         return -1;
     if ((*own = jr_sqlres_copy(r, n)) == NULL)
         return jr_fail(err, JR_ENOMEM, "postgres: completing jobs: out of "

@@ -97,6 +97,11 @@ struct jr_backend {
     PGresult   *seqp;           /* seqpath.c: sequence_paths as last read,
                                    NULL: not yet */
     double      seqp_at;        /* jr_mono() of that read */
+    uint64_t    rows_no[8];     /* hashes of handler statements whose
+                                   table refused their rows as one
+                                   (sqlrows.c), on conn since rows_conn */
+    unsigned    rows_next;      /* the entry to replace next */
+    unsigned    rows_conn;      /* reconnects when rows_no was emptied */
 };
 
 /* A statement, prepared on first use, once per connection: its name on
@@ -383,5 +388,28 @@ int  jr_pg_sql_try(jr_backend *b, const jr_result *r, int n,
  * err set when the connection is in trouble (the whole batch fails). */
 int  jr_pg_sql_run(jr_backend *b, const char *token, jr_result *r, int n,
                    jr_err *err);
+
+/* ---- sqlrows.c: identical statements of a round as one ---- */
+#pragma GCC visibility push(hidden)
+
+/* Where the one row of an INSERT ... VALUES (...) lies in its text. */
+typedef struct jr_pg_rows {
+    const char *name;           /* the table as written, name_len bytes */
+    size_t      name_len;
+    size_t      row, row_end;   /* its "(" and past its ")" */
+} jr_pg_rows;
+
+/* The statement checking a table named $1 may take rows as one (fails
+ * with SQLSTATE 22012 when not). */
+extern const char jr_pg_rows_check[];
+/* 1 when text (len bytes, np parameters) is an INSERT whose rows several
+ * of it may run as one (its shape into s), else 0. */
+int   jr_pg_rows_shape(const char *text, size_t len, int np, jr_pg_rows *s);
+/* The text of m rows of it in one INSERT, the parameters of row i
+ * numbered from i * np + 1 (malloc'd; NULL when out of memory). */
+char *jr_pg_rows_text(const char *text, size_t len, const jr_pg_rows *s,
+                      int np, int m);
+
+#pragma GCC visibility pop
 
 #endif

@@ -127,6 +127,8 @@ typedef struct cmd {
     int job;                    /* index into the pipeline's jobs */
     int stmt;                   /* 1, 2, ...; 0: a savepoint's or role's */
     int slot;                   /* a Parse of sqlc[slot]; -1: not one */
+    uint64_t refuse;            /* a rows check (sqlrows.c): the hash of
+                                   the text it refuses when it fails */
 } cmd;
 
 #define CHUNK 256               /* jobs a pipeline carries at most */
@@ -149,7 +151,8 @@ typedef struct plan {
  * would not take the Parse. Most handlers send the same few texts: a
  * statement prepared once skips the server's parse and plan. */
 static int
-prepared(plan *p, jr_backend *b, const jr_sqlstmt *st, int job, int stmt)
+prepared(plan *p, jr_backend *b, const char *text, size_t len, int job,
+         int stmt)
 {
     jr_pg_sqlc *c;
     char *copy;
@@ -158,12 +161,12 @@ prepared(plan *p, jr_backend *b, const jr_sqlstmt *st, int job, int stmt)
     for (i = 0; i < JR_PG_SQL_CACHE; i++) {
         c = &b->sqlc[i];
         if (c->text != NULL && c->ready && c->conn == b->reconnects &&
-            c->len == st->len && memcmp(c->text, st->text, st->len) == 0)
+            c->len == len && memcmp(c->text, text, len) == 0)
             return i;
     }
-    if ((copy = malloc(st->len + 1)) == NULL)
+    if ((copy = malloc(len + 1)) == NULL)
         return -2;
-    memcpy(copy, st->text, st->len + 1);
+    memcpy(copy, text, len + 1);
     i = (int)(b->sqlc_next++ % JR_PG_SQL_CACHE);
     c = &b->sqlc[i];
     if (c->text != NULL && c->ready && c->conn == b->reconnects) {
@@ -179,11 +182,11 @@ prepared(plan *p, jr_backend *b, const jr_sqlstmt *st, int job, int stmt)
     }
     free(c->text);
     c->text = copy;
-    c->len = st->len;
+    c->len = len;
     c->conn = b->reconnects;
     c->ready = 1;               /* unless its Parse fails (read_errors) */
     snprintf(c->name, sizeof c->name, "jr_h%u", b->sqlc_names++);
-    if (PQsendPrepare(b->conn, c->name, st->text, 0, NULL) != 1) {
+    if (PQsendPrepare(b->conn, c->name, text, 0, NULL) != 1) {
         c->ready = 0;
         return -1;
     }
@@ -202,6 +205,27 @@ jr_pg_sql_forget(jr_backend *b)
     }
 }
 
+/* Queues text with its n values, prepared once (cached) or not; 0, or
+ * -1 when libpq would not take it. */
+static int
+send_text(plan *p, jr_backend *b, const char *text, size_t len, int cached,
+          int n, const char *const *values, int job, int stmt)
+{
+    int slot;
+
+    if (cached && (slot = prepared(p, b, text, len, job, stmt)) >= -1) {
+        if (slot < 0 || PQsendQueryPrepared(b->conn, b->sqlc[slot].name, n,
+                                            n ? values : NULL, NULL, NULL,
+                                            0) != 1)
+            return -1;
+    } else if (PQsendQueryParams(b->conn, text, n, NULL, n ? values : NULL,
+                                 NULL, NULL, 0) != 1) {
+        return -1;
+    }
+    p->c[p->nc++] = (cmd){.job = job, .stmt = stmt, .slot = -1};
+    return 0;
+}
+
 /* Queues one command (st: its text and parameters, or NULL: text); 0, or
  * -1 when libpq would not take it. */
 static int
@@ -210,24 +234,13 @@ send(plan *p, jr_backend *b, const char *text, const jr_sqlstmt *st,
 {
     char nums[JR_SQL_PARAMS_MAX][32];
     const char *values[JR_SQL_PARAMS_MAX];
-    int i, n = st ? st->nparams : 0, slot;
+    int i, n = st ? st->nparams : 0;
 
     for (i = 0; i < n; i++)
         values[i] = param_text(&st->params[i], nums[i], sizeof nums[i]);
-    if (st != NULL && (slot = prepared(p, b, st, job, stmt)) >= -1) {
-        if (slot < 0 || PQsendQueryPrepared(b->conn, b->sqlc[slot].name, n,
-                                            n ? values : NULL, NULL, NULL,
-                                            0) != 1)
-            return -1;
-    } else if (PQsendQueryParams(b->conn, st ? st->text : text, n, NULL,
-                                 n ? values : NULL, NULL, NULL, 0) != 1) {
-        return -1;
-    }
-    p->c[p->nc].job = job;
-    p->c[p->nc].stmt = stmt;
-    p->c[p->nc].slot = -1;
-    p->nc++;
-    return 0;
+    if (st == NULL)
+        return send_text(p, b, text, strlen(text), 0, 0, NULL, job, stmt);
+    return send_text(p, b, st->text, st->len, 1, n, values, job, stmt);
 }
 
 /* Queues a savepoint and the role (open), or the role's end and the
@@ -247,6 +260,158 @@ send_edge(plan *p, jr_backend *b, int open, int job)
            (!p->bare && send(p, b, text, NULL, job, 0) < 0) ? -1 : 0;
 }
 
+#define ROWS_MIN 8               /* consecutive statements of one text
+                                   run as one INSERT from (sqlrows.c) */
+#define ROWS_MAX 64              /* rows of one such INSERT at most */
+
+/* One statement of a pipeline: its job, its number in that job, its
+ * place in the job's encoding, its text and parameter count. */
+typedef struct item {
+    int         job;
+    int         stmt;
+    size_t      pos;
+    const char *text;
+    size_t      len;
+    int         np;
+} item;
+
+static uint64_t
+text_hash(const char *t, size_t n)
+{
+    uint64_t h = 1469598103934665603u;     /* FNV-1a */
+
+    while (n-- > 0)
+        h = (h ^ (unsigned char)*t++) * 1099511628211u;
+    return h | 1;                           /* 0: an empty entry */
+}
+
+/* 1 when the table of the text hashed h refused its rows as one on this
+ * connection. */
+static int
+refused(jr_backend *b, uint64_t h)
+{
+    size_t i;
+
+    if (b->rows_conn != b->reconnects) {
+        memset(b->rows_no, 0, sizeof b->rows_no);
+        b->rows_conn = b->reconnects;
+    }
+    for (i = 0; i < sizeof b->rows_no / sizeof b->rows_no[0]; i++)
+        if (b->rows_no[i] == h)
+            return 1;
+    return 0;
+}
+
+/* Queues it[0..n) (one text, shaped s, np parameters each) as INSERTs
+ * of up to ROWS_MAX rows each, in order, after the check that their
+ * table takes them so (a failed check refuses text hash h). */
+static int
+send_rows(plan *p, jr_backend *b, const item *it, int n, const jr_pg_rows *s,
+          uint64_t h)
+{
+    char name[256], (*nums)[32], *text;
+    const char **values, *v[1] = {name};
+    const jr_result *r;
+    jr_sqlstmt st;
+    size_t pos;
+    int done = 0, m, i, k, np = it[0].np, rc = -1;
+
+    snprintf(name, sizeof name, "%.*s", (int)s->name_len, s->name);
+    if (send_text(p, b, jr_pg_rows_check, strlen(jr_pg_rows_check), 1, 1, v,
+                  it[0].job, it[0].stmt) < 0)
+        return -1;
+    p->c[p->nc - 1].refuse = h;
+    values = malloc((size_t)(ROWS_MAX * np + 1) * sizeof *values);
+    nums = malloc((size_t)(ROWS_MAX * np + 1) * sizeof *nums);
+    while (values != NULL && nums != NULL && done < n) {
+        m = n - done >= ROWS_MAX ? ROWS_MAX : n - done >= ROWS_MIN
+            ? ROWS_MIN : 1;
+        for (i = 0; i < m; i++) {
+            r = &p->r[p->at[it[done + i].job]];
+            pos = it[done + i].pos;
+            if (jr_sql_next(r->sql, r->sql_len, &pos, &st) != 1)
+                goto out;
+            for (k = 0; k < np; k++)    /* strings stay in r->sql */
+                values[i * np + k] = param_text(&st.params[k],
+                                                nums[i * np + k], 32);
+        }
+        if (m == 1) {
+            k = send(p, b, NULL, &st, it[done].job, it[done].stmt);
+        } else if ((text = jr_pg_rows_text(it[0].text, it[0].len, s, np,
+                                           m)) != NULL) {
+            k = send_text(p, b, text, strlen(text), 1, m * np, values,
+                          it[done].job, it[done].stmt);
+            free(text);
+        } else {
+            k = -1;
+        }
+        if (k < 0)
+            goto out;
+        done += m;
+    }
+    rc = done == n ? 0 : -1;
+out:
+    free(values);
+    free(nums);
+    return rc;
+}
+
+/* Queues the statements of every job of p in order, consecutive ones of
+ * one text as one INSERT where sqlrows.c allows it (a plan with no
+ * savepoint a job: the attempt of all of them at once). */
+static int
+send_flat(plan *p, jr_backend *b)
+{
+    const jr_result *r;
+    jr_sqlstmt st;
+    jr_pg_rows s;
+    item *it;
+    size_t pos, at;
+    uint64_t h;
+    int i, k, a, z, ni = 0, total = 0, rc = -1;
+
+    for (i = 0; i < p->n; i++)
+        total += p->r[p->at[i]].nsql;
+    if ((it = malloc((size_t)(total + 1) * sizeof *it)) == NULL)
+        return -1;
+    for (i = 0; i < p->n; i++) {
+        r = &p->r[p->at[i]];
+        for (pos = 0, k = 0; ni < total; ) {
+            at = pos;
+            if (jr_sql_next(r->sql, r->sql_len, &pos, &st) != 1)
+                break;
+            it[ni++] = (item){.job = i, .stmt = ++k, .pos = at,
+                              .text = st.text, .len = st.len,
+                              .np = st.nparams};
+        }
+    }
+    for (a = 0; a < ni; a = z) {
+        for (z = a + 1; z < ni && it[z].len == it[a].len &&
+             it[z].np == it[a].np &&
+             memcmp(it[z].text, it[a].text, it[a].len) == 0; z++)
+            ;
+        if (z - a >= ROWS_MIN &&
+            jr_pg_rows_shape(it[a].text, it[a].len, it[a].np, &s) &&
+            s.name_len < 200 &&
+            !refused(b, h = text_hash(it[a].text, it[a].len))) {
+            if (send_rows(p, b, it + a, z - a, &s, h) < 0)
+                goto out;
+            continue;
+        }
+        for (i = a; i < z; i++) {
+            r = &p->r[p->at[it[i].job]];
+            pos = it[i].pos;
+            if (jr_sql_next(r->sql, r->sql_len, &pos, &st) != 1 ||
+                send(p, b, NULL, &st, it[i].job, it[i].stmt) < 0)
+                goto out;
+        }
+    }
+    rc = 0;
+out:
+    free(it);
+    return rc;
+}
+
 /* Queues every command of the pipeline. */
 static int
 send_all(plan *p, jr_backend *b)
@@ -256,19 +421,20 @@ send_all(plan *p, jr_backend *b)
     size_t pos;
     int i, k;
 
-    if (!p->each && send_edge(p, b, 1, 0) < 0)
-        return -1;
+    if (!p->each)
+        return send_edge(p, b, 1, 0) < 0 || send_flat(p, b) < 0 ||
+               send_edge(p, b, 0, p->n - 1) < 0 ? -1 : 0;
     for (i = 0; i < p->n; i++) {
         r = &p->r[p->at[i]];
-        if (p->each && send_edge(p, b, 1, i) < 0)
+        if (send_edge(p, b, 1, i) < 0)
             return -1;
         for (pos = 0, k = 0; jr_sql_next(r->sql, r->sql_len, &pos, &st) == 1;)
             if (send(p, b, NULL, &st, i, ++k) < 0)
                 return -1;
-        if (p->each && send_edge(p, b, 0, i) < 0)
+        if (send_edge(p, b, 0, i) < 0)
             return -1;
     }
-    return !p->each && send_edge(p, b, 0, p->n - 1) < 0 ? -1 : 0;
+    return 0;
 }
 
 /* Sends what libpq holds, reading the server's answers meanwhile (so
@@ -353,6 +519,9 @@ run_pipe(plan *p, jr_backend *b, int *failed, int *stmt, char *why,
         free(p->c);
         return jr_pg_fail(b, NULL, "running a job's statements", err);
     }
+    if (f >= 0 && p->c[f].refuse != 0)     /* its table: never as one */
+        b->rows_no[b->rows_next++ % (sizeof b->rows_no /
+                                     sizeof b->rows_no[0])] = p->c[f].refuse;
     *failed = f < 0 ? -1 : p->c[f].job;
     *stmt = f < 0 ? 0 : p->c[f].stmt > 0 ? p->c[f].stmt : 1;
     free(p->c);
