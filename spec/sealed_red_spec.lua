@@ -5,8 +5,11 @@
 -- with a new payload, or replaced by a push in clear reads the push's
 -- payload, never the old one (every sealed stub of one key has the same
 -- text: the bytes must follow); the stub written by plain SQL with no
--- bytes opens nothing, and show, keys status and keys rotate go on.
+-- bytes opens nothing, and show, keys status and keys rotate go on; a
+-- push token granted decrypt sees its own queues' values decrypted, not
+-- another queue's (docs/http.md, "Scoped tokens").
 local jr = require "jr"
+local http = require "jrhttp"
 local cjson = require "cjson"
 
 for _, backend in ipairs(jr.backends()) do
@@ -80,6 +83,38 @@ for _, backend in ipairs(jr.backends()) do
       out, err, code = env:cli("keys", "rotate", "--plain")
       assert.equal(0, code, err)
       assert.equal("someone-else", payload_of(a).v)
+    end)
+
+    it("decrypts for a push token granted it in its queues only", function()
+      local mine = env:push("echo", '{"secret":"tiger-mine"}', "--queue", "q1")
+      local other = env:push("echo", '{"secret":"tiger-other"}', "--queue", "q2")
+      local pf, rf = env.dir .. "/push-token", env.dir .. "/read-token"
+      local P, R = "push-token-0123456789abcdef", "read-token-0123456789abcdef"
+      jr.write_file(pf, P .. "\n")
+      jr.write_file(rf, R .. "\n")
+      assert(os.execute("chmod 0600 " .. jr.quote(pf) .. " " .. jr.quote(rf)))
+      local url = http.start(env, enc .. ', serve_queues = { "none" }', { http = (
+        'tokens = { { name = "ci", scope = "push", queues = { "q1" }, decrypt = true,' ..
+        ' token_file = %q }, { name = "ro", scope = "read", token_file = %q } }')
+        :format(pf, rf) })
+      assert.is_true(http.json(url .. "/api/whoami", 200, { token = P }).decrypt)
+      local got = http.json(url .. "/api/jobs/" .. mine, 200, { token = P })
+      assert.equal("tiger-mine", cjson.decode(got.payload).secret)
+      for _, path in ipairs({ "", "?wait=0" }) do
+        local st, body = http.req(url .. "/api/jobs/" .. other .. path, { token = P })
+        assert.equal(200, st, body)
+        assert.is_nil(body:find("tiger", 1, true), body)
+        assert.equal("<encrypted>", cjson.decode(body).payload)
+      end
+      -- a read token without the grant: no route shows a value
+      for _, path in ipairs({ "/api/jobs/" .. mine, "/api/jobs/" .. mine .. "?wait=0",
+          "/api/jobs/" .. mine .. "/logs", "/api/jobs?limit=5", "/api/jobs?queue=q1",
+          "/api/stats", "/api/runner" }) do
+        local st, body = http.req(url .. path, { token = R })
+        assert.equal(200, st, path .. ": " .. body)
+        assert.is_nil(body:find("tiger", 1, true), path .. ": " .. body)
+      end
+      assert.equal(0, env:stop())
     end)
   end)
 end
