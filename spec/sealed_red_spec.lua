@@ -18,7 +18,7 @@ for _, backend in ipairs(jr.backends()) do
     local kf, enc
 
     local function payload_of(id)
-      local out, err, code = env:cli("show", tostring(id), "--json")
+      local out, err, code = env:cli("show", ("%d"):format(id), "--json")
       assert.equal(0, code, err)
       return cjson.decode(out).payload
     end
@@ -66,6 +66,22 @@ for _, backend in ipairs(jr.backends()) do
       _, err, code = env:cli("rerun", tostring(r), "--payload", '{"v":"after-rerun"}')
       assert.equal(0, code, err)
       assert.equal("after-rerun", payload_of(r).v)
+    end)
+
+    it("replaces by a unique key and in a sequence in one HTTP push", function()
+      local u = env:push("echo", '{"v":"old-u"}', "--unique-key", "k1")
+      local s = env:push("echo", '{"v":"old-s"}', "--sequence", "q1")
+      local url = http.start(env, enc .. ', serve_queues = { "none" }')
+      local got = http.json(url .. "/api/jobs", 201, { body = cjson.encode({
+        { name = "echo", payload = { v = "new-u" }, unique_key = "k1", on_conflict = "replace" },
+        { name = "echo", payload = { v = "new-s" }, sequence = "q1", on_conflict = "replace" },
+        { name = "echo", payload = { v = "plain" } } }) })
+      assert.same({ "replaced", "replaced", "new" }, got.outcomes)
+      assert.same({ u, s }, { got.ids[1], got.ids[2] })
+      assert.equal(0, env:stop())
+      assert.equal("new-u", payload_of(u).v)
+      assert.equal("new-s", payload_of(s).v)
+      assert.equal("plain", payload_of(got.ids[3]).v)
     end)
 
     it("opens nothing from a stub written by plain SQL, and goes on", function()
