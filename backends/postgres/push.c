@@ -103,7 +103,10 @@ push_arrays(jr_backend *b, const jr_push *const *pp, int n, jr_buf *a,
         ba_text(&a[7], p->key);
         ba_text(&a[8], p->unique_key);
         ba_float8(&a[9], p->unique_for);
-        ba_text(&a[10], jr_conflict_name(p->on_conflict));
+        /* a sequence's on_conflict is sequence_put's (flow.c): push_keyed
+         * refuses one without a unique key */
+        ba_text(&a[10], jr_conflict_name(p->unique_key != NULL ?
+                                         p->on_conflict : JR_CONFLICT_KEEP));
     }
     for (i = 0; i < PUSH_ARRAYS; i++) {
         if (a[i].oom || a[i].len > INT32_MAX)

@@ -16,12 +16,20 @@ static const pg_stmt st_seq_link = {"jr_seq_link", 4,
     "SELECT job_id, outcome FROM {{schema}}.sequence_put($1::bigint,"
     " $2::text, $3::text, $4::text)"};
 
+/* A replace gives the last job the push's payload (sequence_put copies
+ * the jsonb only): its bytes beside, else the stub of the push, the same
+ * text as the job's own stub under one key, opened the job's old value. */
+static const pg_stmt st_seq_sealed = {"jr_seq_sealed", 2,
+    "UPDATE {{schema}}.jobs SET sealed = " JR_PG_BYTES("$2::text")
+    " WHERE id = $1::bigint"};
+
 int
 jr_pg_seq_link(jr_backend *b, const jr_push *p, int64_t *id, jr_err *err)
 {
     const char *params[4], *o;
     char sid[24];
     PGresult *res;
+    int replaced;
 
     snprintf(sid, sizeof sid, "%lld", (long long)*id);
     params[0] = sid;
@@ -44,10 +52,20 @@ jr_pg_seq_link(jr_backend *b, const jr_push *p, int64_t *id, jr_err *err)
     }
     *id = strtoll(PQgetvalue(res, 0, 0), NULL, 10);
     o = PQgetvalue(res, 0, 1);
+    replaced = strcmp(o, "replaced") == 0;
     if (p->outcome != NULL)
-        *p->outcome = strcmp(o, "replaced") == 0 ? JR_PUSH_REPLACED :
+        *p->outcome = replaced ? JR_PUSH_REPLACED :
                       strcmp(o, "superseded") == 0 ? JR_PUSH_SUPERSEDED :
                       JR_PUSH_NEW;
+    PQclear(res);
+    if (!replaced)
+        return 0;
+    snprintf(sid, sizeof sid, "%lld", (long long)*id);
+    params[0] = sid;
+    params[1] = p->payload != NULL ? p->payload : "{}";
+    if ((res = jr_pg_run(b, &st_seq_sealed, params, "replacing a job of a "
+                         "sequence", err)) == NULL)
+        return -1;
     PQclear(res);
     return 0;
 }

@@ -98,6 +98,9 @@ typedef struct jr_apireq {
     double      from, to;       /* SCHEDULE BACKFILL: the window */
     const struct jr_keyring *keys;  /* JOB: the runner's, or NULL */
     int         decrypt;        /* JOB: its values shown decrypted */
+    const struct jr_token *dtok;    /* JOB: a push token granted decrypt:
+                                   decrypted only in its queues; NULL:
+                                   any queue */
     jr_buf      sealed;         /* PUSH: the payloads sealed */
     char        trace[2 * JR_API_TRACE_MAX];    /* PUSH: the request's
                                    traceparent, then its tracestate, each
@@ -142,7 +145,8 @@ int  jr_api_seal_text(const struct jr_apicall *c, void **mem, char *why,
 /* A value of a job's row as the API shows it: s when it holds no
  * envelope, its text opened into *own (free it) when q may decrypt, else
  * NULL (the caller writes "<encrypted>"). */
-const char *jr_api_opened(const jr_apireq *q, const char *s, char **own);
+const char *jr_api_opened(const jr_apireq *q, const char *queue,
+                          const char *s, char **own);
 
 /* apidbflow.c, on a database thread: adds a job's parents, children and
  * batch to the job object of q->body (JOB). */

@@ -9,6 +9,7 @@
 
 #include "http/api.h"
 #include "http/apiroute.h"
+#include "http/auth.h"
 #include "http/host.h"
 #include "base/keyring.h"
 #include "config/config.h"
@@ -61,7 +62,8 @@ jr_api_seal_text(const jr_apicall *c, void **mem, char *why, size_t size)
 }
 
 const char *
-jr_api_opened(const jr_apireq *q, const char *s, char **own)
+jr_api_opened(const jr_apireq *q, const char *queue, const char *s,
+              char **own)
 {
     size_t n;
     jr_err err;
@@ -69,7 +71,10 @@ jr_api_opened(const jr_apireq *q, const char *s, char **own)
     *own = NULL;
     if (s == NULL || !jr_seal_any(s, strlen(s)))
         return s;
+    /* a push token's grant is for its queues' jobs: another queue's
+     * values are "<encrypted>" to it */
     if (!q->decrypt || q->keys == NULL ||
+        (q->dtok != NULL && !jr_auth_queue(q->dtok, queue)) ||
         jr_keyring_open(q->keys, s, strlen(s), own, &n, &err) <= 0)
         return NULL;
     return *own;

@@ -348,6 +348,8 @@ r_job(jr_apicall *c)
         q->keep = wait > 0 ? c->host->cfg->result_ttl : 0;
         q->keys = c->host->cfg->keys;
         q->decrypt = jr_api_may_decrypt(c);
+        if (c->tok != NULL && c->tok->scope == JR_TOKEN_PUSH)
+            q->dtok = c->tok;
         jr_api_ask(c, q);
     }
 }

@@ -183,10 +183,10 @@ jr_apidb_job_row(const jr_job_row *r, void *arg)
                      strcmp(r->state, "expired") == 0;
     if (r->payload != NULL) {
         char *own[4];
-        const char *payload = jr_api_opened(w->q, r->payload, &own[0]);
-        const char *result = jr_api_opened(w->q, r->result, &own[1]);
-        const char *waits = jr_api_opened(w->q, r->waits, &own[2]);
-        const char *steps = jr_api_opened(w->q, r->steps, &own[3]);
+        const char *payload = jr_api_opened(w->q, r->queue, r->payload, &own[0]);
+        const char *result = jr_api_opened(w->q, r->queue, r->result, &own[1]);
+        const char *waits = jr_api_opened(w->q, r->queue, r->waits, &own[2]);
+        const char *steps = jr_api_opened(w->q, r->queue, r->steps, &own[3]);
 
         /* valid JSON: the database checks it at insert; given as text
          * too, so that a client shows it exactly as pushed */
