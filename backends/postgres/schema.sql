@@ -2166,6 +2166,8 @@ BEGIN
         WHERE j.id = n.id AND n.fair_key IS NULL;
     END IF;
     RETURN NULL;
+END
+$$;
 -- migration 26
 -- Sequence as a handler option (docs/queues.md, "Sequences"): per job
 -- name whose handler returns `sequence = "payload.PATH"`, PATH ("a.b"),
