@@ -3,6 +3,7 @@
 -- (backends/postgres/sqlrows.c): each job's row must hold its own values,
 -- as it would statement by statement.
 local jr = require "jr"
+local cjson = require "cjson"
 
 local function seed(env, name, n)
   env:script("seed", ([[
@@ -39,8 +40,6 @@ describe("postgres jobrunner.sql, texts like one multi-row INSERT that are not:"
     drained(env)
     local got = env:query("SELECT job, k, c FROM " .. env.schema .. "." .. t .. " ORDER BY k")
     assert.equal(40, #got)
-    local jobs = {}
-    for _, j in ipairs(env:jobs("name = 'pay'")) do jobs[j.id] = j.payload end
     for i, r in ipairs(got) do
       assert.equal(i, math.tointeger(r.k))
       assert.equal(i + (want_job and math.tointeger(r.job) or 0), math.tointeger(r.c), "row of job " .. tostring(r.job))
@@ -63,5 +62,42 @@ describe("postgres jobrunner.sql, texts like one multi-row INSERT that are not:"
       -- (in public: handlers' search_path)
       ("CREATE DOMAIN public.\"x'y%s\" AS bigint"):format(env.schema),
       "INSERT INTO TABLE (k, job, c, d) VALUES ($2::bigint, $1::\"TYPE\", $2::bigint, $1::\"TYPE\")")
+  end)
+
+  it("a duplicate key between two jobs and a NULL in row 37 fail those jobs alone, at their statement", function()
+    jr.psql("CREATE SCHEMA IF NOT EXISTS " .. env.schema)
+    local t = env.schema .. ".dup"
+    jr.psql("CREATE TABLE " .. t .. " (key bigint PRIMARY KEY, job bigint NOT NULL, v bigint NOT NULL)")
+    -- two statements of one text a job: job k writes keys 2k and 2k+1,
+    -- but k = 50 writes 2*49+1 as its second, and k = 37 a NULL there
+    env:script("pay", ([[
+      local jobrunner = require "jobrunner"
+      return { max_retries = 0, handle = function(job)
+        local k = job.payload.k
+        local sql = "INSERT INTO %s (key, job, v) VALUES ($1, $2, $3)"
+        jobrunner.sql(sql, 2 * k, job.id, k)
+        jobrunner.sql(sql, k == 50 and 2 * 49 + 1 or 2 * k + 1, job.id, k ~= 37 and k or nil)
+      end }]]):format(t))
+    env:start()
+    seed(env, "pay", 70)
+    drained(env)
+    local dead, rows = env:jobs("state = 'dead'"), {}
+    assert.equal(2, #dead)
+    local byk = {}
+    for _, j in ipairs(dead) do
+      byk[math.tointeger(cjson.decode(j.payload).k)] = j
+      assert.truthy(j.last_error:find("jobrunner.sql statement 2 of 'pay' failed", 1, true), j.last_error)
+    end
+    assert.truthy(byk[37].last_error:find("SQLSTATE 23502", 1, true), byk[37].last_error)
+    local twin = byk[50] or byk[49]
+    assert.truthy(twin.last_error:find("SQLSTATE 23505", 1, true), twin.last_error)
+    for _, r in ipairs(env:query("SELECT key, job, v FROM " .. t)) do
+      local j = math.tointeger(r.job)
+      rows[j] = (rows[j] or 0) + 1
+    end
+    for _, j in ipairs(env:jobs("name = 'pay'")) do
+      assert.equal(j.state == "dead" and 0 or 2, rows[math.tointeger(j.id)] or 0, "rows of job " .. j.id)
+    end
+    assert.equal(0, env:stop())
   end)
 end)
