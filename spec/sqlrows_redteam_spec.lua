@@ -100,4 +100,47 @@ describe("postgres jobrunner.sql, texts like one multi-row INSERT that are not:"
     end
     assert.equal(0, env:stop())
   end)
+
+  -- Runs 70 jobs of a handler inserting its job id by "INSERT INTO
+  -- name (job) VALUES ($1)" after make (the schema's name for %s).
+  local function seventy(name, make)
+    jr.psql("CREATE SCHEMA IF NOT EXISTS " .. env.schema)
+    jr.psql((make:gsub("%%s", env.schema)))
+    env:script("pay", ([[
+      local jobrunner = require "jobrunner"
+      return { max_retries = 0, handle = function(job)
+        jobrunner.sql("INSERT INTO %s (job) VALUES ($1)", job.id)
+      end }]]):format(env.schema .. "." .. name))
+    env:start()
+    seed(env, "pay", 70)
+    drained(env)
+    assert.equal(0, #env:jobs("state = 'dead'"))
+  end
+
+  it("a column default whose volatile function reads the table sees every earlier row", function()
+    seventy("vol", [[CREATE TABLE %s.vol (job bigint PRIMARY KEY);
+      CREATE FUNCTION %s.nrows() RETURNS bigint LANGUAGE plpgsql VOLATILE AS
+      $$ BEGIN RETURN (SELECT count(*) FROM %s.vol); END $$;
+      ALTER TABLE %s.vol ADD COLUMN seen bigint DEFAULT %s.nrows()]])
+    local got = env:query("SELECT count(DISTINCT seen) AS d, count(*) AS n FROM " .. env.schema .. ".vol")
+    assert.equal(70, got[1].n)
+    assert.equal(70, got[1].d)
+    assert.equal(0, env:stop())
+  end)
+
+  it("a partitioned table with a statement trigger takes each job's row once, a statement a job", function()
+    seventy("part", [[CREATE TABLE %s.n (n bigint);
+      INSERT INTO %s.n VALUES (0);
+      CREATE TABLE %s.part (job bigint) PARTITION BY RANGE (job);
+      CREATE TABLE %s.part_a PARTITION OF %s.part FOR VALUES FROM (MINVALUE) TO (40);
+      CREATE TABLE %s.part_b PARTITION OF %s.part FOR VALUES FROM (40) TO (MAXVALUE);
+      CREATE FUNCTION %s.bump() RETURNS trigger LANGUAGE plpgsql AS
+      $$ BEGIN UPDATE %s.n SET n = n + 1; RETURN NULL; END $$;
+      CREATE TRIGGER bump AFTER INSERT ON %s.part FOR EACH STATEMENT EXECUTE FUNCTION %s.bump()]])
+    local got = env:query("SELECT count(DISTINCT job) AS d, count(*) AS n FROM " .. env.schema .. ".part")
+    assert.equal(70, got[1].n)
+    assert.equal(70, got[1].d)
+    assert.equal(70, env:query("SELECT n FROM " .. env.schema .. ".n")[1].n)
+    assert.equal(0, env:stop())
+  end)
 end)
