@@ -143,4 +143,29 @@ describe("postgres jobrunner.sql, texts like one multi-row INSERT that are not:"
     assert.equal(70, env:query("SELECT n FROM " .. env.schema .. ".n")[1].n)
     assert.equal(0, env:stop())
   end)
+
+  it("the rows of a job that fails or is discarded after recording them are never written", function()
+    jr.psql("CREATE SCHEMA IF NOT EXISTS " .. env.schema)
+    local t = env.schema .. ".gone"
+    jr.psql("CREATE TABLE " .. t .. " (job bigint NOT NULL, k bigint NOT NULL)")
+    env:script("pay", ([[
+      local jobrunner = require "jobrunner"
+      return { max_retries = 0, handle = function(job)
+        local k = job.payload.k
+        for _ = 1, 3 do jobrunner.sql("INSERT INTO %s (job, k) VALUES ($1, $2)", job.id, k) end
+        if k %% 5 == 0 then error("no") end
+        if k %% 7 == 0 then jobrunner.discard("gone") end
+      end }]]):format(t))
+    env:start()
+    seed(env, "pay", 70)
+    drained(env)
+    local n = {}
+    for _, r in ipairs(env:query("SELECT k, count(*) AS c FROM " .. t .. " GROUP BY k")) do
+      n[math.tointeger(r.k)] = math.tointeger(r.c)
+    end
+    for k = 1, 70 do
+      assert.equal((k % 5 == 0 or k % 7 == 0) and 0 or 3, n[k] or 0, "rows of k " .. k)
+    end
+    assert.equal(0, env:stop())
+  end)
 end)
