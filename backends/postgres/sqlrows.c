@@ -70,7 +70,8 @@ ident(const char *p, const char *end)
 
 /* The row at p (its "("): past its ")", or NULL when it holds anything
  * but parameters $1..$np, numbers, plain strings, casts to a named type,
- * NULL, TRUE, FALSE and DEFAULT. seen[k] marks parameter k. */
+ * NULL, TRUE, FALSE and DEFAULT (no comment: a quote or a $n in one
+ * is none). seen[k] marks parameter k. */
 static const char *
 row(const char *p, const char *end, int np, char *seen)
 {
@@ -89,6 +90,9 @@ row(const char *p, const char *end, int np, char *seen)
             if (p == q || k < 1)
                 return NULL;
             seen[k] = 1;
+        } else if (*p == '-' && p + 1 < end && p[1] == '-') {
+            return NULL;                /* a comment: its quotes are not
+                                           strings, nor its $n ours */
         } else if (isdigit((unsigned char)*p) || *p == '-' || *p == '.') {
             for (p++; p < end && (isdigit((unsigned char)*p) || *p == '.');)
                 p++;
@@ -192,6 +196,11 @@ jr_pg_rows_text(const char *text, size_t len, const jr_pg_rows *s, int np,
                     q += *q == '\'' ? 2 : 1;
                 jr_buf_put(&b, p, (size_t)(q + 1 - p));
                 p = q;
+            } else if (*p == ':' && p + 1 < end && p[1] == ':') {
+                /* a cast's type name, "quoted" or with a $: as it is */
+                const char *q = ident(blank(p + 2, end), end);
+                jr_buf_put(&b, p, (size_t)(q - p));
+                p = q - 1;
             } else if (*p == '$') {
                 for (k = 0; p + 1 < end && isdigit((unsigned char)p[1]); p++)
                     k = k * 10 + (p[1] - '0');
