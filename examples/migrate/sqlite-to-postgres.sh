@@ -70,12 +70,14 @@ n=$(pg -c "SELECT count(*) FROM $schema.jobs")
 [ "$n" = 0 ] || die "$schema.jobs already holds $n jobs: move into an empty schema"
 
 # The tables: queues first (a job's insert adds its queue, unpaused),
-# jobs, then the rest (they may refer to jobs). limit_buckets and
-# limit_paths are the runners' to write.
+# jobs, then the rest (they may refer to jobs). limit_buckets,
+# limit_paths, fair_paths and sequence_paths are the runners' to write
+# (from their config and handlers, at start).
 tables=$(lite "SELECT name FROM sqlite_master WHERE type = 'table'
                AND name NOT LIKE 'sqlite_%'
                AND name NOT IN ('queues', 'jobs', 'limit_buckets',
                                 'limit_paths', 'limit_sizes',
+                                'fair_paths', 'sequence_paths',
                                 'schedule_defs_rev') ORDER BY name")
 tables="queues jobs $tables"
 
