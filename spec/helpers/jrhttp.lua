@@ -21,7 +21,7 @@ function M.start(env, extra, opts)
   env:start()
   local port = jr.wait_for(function()
     return env:log():match("http: listening on http://127%.0%.0%.1:(%d+)/")
-  end, 10, "http listening")
+  end, 30, "http listening")
   return "http://127.0.0.1:" .. port
 end
 
