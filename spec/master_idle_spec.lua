@@ -50,21 +50,21 @@ for _, backend in ipairs(jr.backends()) do
       assert.equal(0, env:stop())
     end)
 
-    it("records long jobs that end 10 ms apart in a few cycles, not one " ..
+    it("records long jobs that end 5 ms apart in a few cycles, not one " ..
        "each", function()
-      local N = 8
+      local N = 16
       -- each job ends at its payload's instant, whenever it started: the
-      -- ends 10 ms apart, and every job runs well over a second
+      -- ends 5 ms apart, and every job runs well over a second
       env:script("long", [[
         local jr = require("jobrunner")
         return function(job)
           local d = job.payload.at - jr.now()
           if d > 0 then os.execute(("sleep %.3f"):format(d)) end
         end]])
-      local base = H.start(env, "concurrency = 8, watch = false")
+      local base = H.start(env, "concurrency = 16, watch = false")
       local at = os.time() + 3
       for i = 1, N do
-        env:push("long", ('{"at": %.3f}'):format(at + i * 0.01))
+        env:push("long", ('{"at": %.3f}'):format(at + i * 0.005))
       end
       jr.wait_for(function() return env:count("queued") == 0 end, 60,
                   "all claimed")
@@ -77,10 +77,10 @@ for _, backend in ipairs(jr.backends()) do
                   "all done")
       local _, c1, f1 = scrape(base)
       assert.equal(N, f1 - f0)
-      -- a long job's success waits up to 50 ms for company: the eight
-      -- ends go in two cycles or three (before, one each: 9 or 10 with
-      -- the runner's own)
-      assert.is_true(c1 - c0 <= 5, ("%d cycles for %d jobs"):format(c1 - c0,
+      -- a long job's success waits up to 50 ms for company: the sixteen
+      -- ends go in two cycles or three, a few more on a loaded machine
+      -- (before, one each: 17 or 18 with the runner's own)
+      assert.is_true(c1 - c0 <= 8, ("%d cycles for %d jobs"):format(c1 - c0,
                                                                    N))
       assert.equal(0, env:stop())
     end)

@@ -270,6 +270,9 @@ void    jr_pending_recorded(master *m, pending *p);
 void    jr_pending_free(pending *p);
 /* Gives job j back to the queue in the database; takes j. */
 void    jr_claimq_release(master *m, jr_job *j);
+/* claimres.c: 1 while the pending results wait for company (a long job's
+ * success): the pass runs no cycle for them; its timer is set. */
+int     jr_claimq_results_wait(master *m);
 /* The results p[0..n) were recorded (applied of them): frees them. */
 void    jr_claimq_recorded(master *m, pending *p, int n, int applied);
 /* Puts the in-flight results back in front of the pending ones. */
