@@ -1,6 +1,7 @@
 /* joblog.c - one run's logs within their cap: lines encoded as JSON
  * objects when they come, the oldest dropped past the cap (the tail is
  * kept), compacted when the dropped ones take more room than the cap. */
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -53,6 +54,32 @@ static const unsigned char plain[256] = {
 };
 #define PLAIN(c) plain[(unsigned char)(c)]
 
+/* How many bytes s[0..n) begins with that PLAIN holds as they are:
+ * eight at a time while none of them is a control byte, DEL, '"', '\\'
+ * or past ASCII (a line is mostly such text), then one at a time. */
+static size_t
+plain_run(const char *s, size_t n)
+{
+    const uint64_t ones = 0x0101010101010101ULL, highs = ones * 0x80;
+    size_t used = 0;
+    uint64_t v;
+
+    for (; used + 8 <= n; used += 8) {
+        memcpy(&v, s + used, 8);
+        /* a high bit set in: v itself (past ASCII); for ASCII bytes
+         * (no borrow or carry from a byte that is not a hit) v - 0x20..
+         * (a control byte), v + 1.. (DEL), (v ^ '"') - 1.. and
+         * (v ^ '\\') - 1.. (the two) */
+        if (((v | (v - ones * 0x20) | (v + ones) |
+              ((v ^ ones * 0x22) - ones) | ((v ^ ones * 0x5c) - ones)) &
+             highs) != 0)
+            break;
+    }
+    while (used < n && PLAIN(s[used]))
+        used++;
+    return used;
+}
+
 /* Writes s[0..n) as a JSON string's contents at o (room for 6 bytes a
  * byte): NUL and bytes that are not UTF-8 as U+FFFD (PostgreSQL's jsonb
  * refuses \u0000). Returns the bytes written. */
@@ -63,8 +90,7 @@ put_escaped(char *o, const char *s, size_t n)
     size_t k, used;
 
     while (n > 0) {
-        for (used = 0; used < n && PLAIN(s[used]); used++)
-            ;
+        used = plain_run(s, n);
         memcpy(o, s, used);     /* plain ASCII, as it is */
         o += used;
         s += used;

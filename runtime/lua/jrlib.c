@@ -30,14 +30,10 @@
  * string hashed on each jobrunner.* call) */
 static const char ctx_key;
 
+/* ctx, or the context of the job whose coroutine L is. */
 static jr_jobctx *
-get_ctx(lua_State *L)
+of_thread(lua_State *L, jr_jobctx *ctx)
 {
-    jr_jobctx *ctx;
-
-    lua_rawgetp(L, LUA_REGISTRYINDEX, &ctx_key);     /* ctx */
-    ctx = lua_touserdata(L, -1);
-    lua_pop(L, 1);                                   /* (nothing) */
     if (ctx != NULL && ctx->of_thread != NULL) {
         int main = lua_pushthread(L);                /* th */
         lua_pop(L, 1);                               /* (nothing) */
@@ -46,6 +42,30 @@ get_ctx(lua_State *L)
             return c;
     }
     return ctx;
+}
+
+static jr_jobctx *
+get_ctx(lua_State *L)
+{
+    jr_jobctx *ctx;
+
+    lua_rawgetp(L, LUA_REGISTRYINDEX, &ctx_key);     /* ctx */
+    ctx = lua_touserdata(L, -1);
+    lua_pop(L, 1);                                   /* (nothing) */
+    return of_thread(L, ctx);
+}
+
+jr_jobctx *
+jr_jrlib_ctx_of(lua_State *L, jr_jobctx *ctx)
+{
+    ctx = of_thread(L, ctx);
+    return ctx != NULL && ctx->job != NULL ? ctx : NULL;
+}
+
+void
+jr_jrlib_push_ctx(lua_State *L)
+{
+    lua_rawgetp(L, LUA_REGISTRYINDEX, &ctx_key);     /* ctx */
 }
 
 jr_jobctx *

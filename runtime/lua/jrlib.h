@@ -120,6 +120,13 @@ jr_jobctx *jr_jrlib_job(lua_State *L, const char *fn);
 /* The context of the job running now on L (its coroutine's, for jobs
  * that run many at once), or NULL between jobs. [-0, +0, -] */
 jr_jobctx *jr_jrlib_ctx(lua_State *L);
+/* The same from ctx, the state's context as jr_jrlib_push_ctx pushed it
+ * (kept by a function called often: no registry lookup a call). [-0,
+ * +0, -] */
+jr_jobctx *jr_jrlib_ctx_of(lua_State *L, jr_jobctx *ctx);
+/* Pushes the state's context, a light userdata (nil before
+ * jr_jrlib_open). [-0, +1, -] */
+void       jr_jrlib_push_ctx(lua_State *L);
 /* Sets log in the module table on top and, in L's globals, print,
  * io.write and the write method of io.stdout and io.stderr that keep
  * what a running job writes in its context (jrlog.c). [-0, +0, m] */

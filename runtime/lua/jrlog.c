@@ -101,6 +101,16 @@ put(const char *s, size_t n)
             *o++ = *s++;
 }
 
+/* Appends the byte c to line, as put does. */
+static inline void
+put1(char c)
+{
+    if (line.len < LINE_BUILT && line.cap >= LINE_BUILT + 1)
+        line.p[line.len++] = c;
+    else
+        put(&c, 1);
+}
+
 /* 1 if a field's value must be quoted: empty, or a space, '=', '"',
  * '\\' or a control byte in it. */
 static int
@@ -130,20 +140,20 @@ put_field(const field *f)
 {
     size_t i;
 
-    put(" ", 1);
+    put1(' ');
     put(f->k, f->kn);
-    put("=", 1);
+    put1('=');
     if (!needs_quotes(f->v, f->vn)) {
         put(f->v, f->vn);
         return;
     }
-    put("\"", 1);
+    put1('"');
     for (i = 0; i < f->vn; i++) {
         if (f->v[i] == '"' || f->v[i] == '\\')
-            put("\\", 1);
-        put(&f->v[i], 1);
+            put1('\\');
+        put1(f->v[i]);
     }
-    put("\"", 1);
+    put1('"');
 }
 
 #define FIELDS_MAX 64            /* fields of one jobrunner.log line */
@@ -203,41 +213,48 @@ int_text(char *out, lua_Integer v)
 
 /* Fills f with the fields of the table at idx, sorted, after checking
  * that it is flat: string keys, values strings, numbers or booleans, at
- * most FIELDS_MAX. Each name and value stays on the stack (a float as
- * its text; an integer's text, written without printf, in num[i]), so
- * what f points to lives while the line is built, whatever Lua does to
- * the table meanwhile. Returns how many. [-0, +2n, v] */
+ * most FIELDS_MAX. What f points to lives while the line is built, and
+ * no Lua runs meanwhile: a name and a string value are the table's own
+ * strings, an integer's text (written without printf) is in num[i], a
+ * boolean's a literal; only a float's text, made by Lua, stays on the
+ * stack (the others are popped: no stack grows a field). Returns how
+ * many. [-0, +(floats), v] */
 static int
 read_fields(lua_State *L, int idx, field *f, char (*num)[24])
 {
     int n = 0, t;
 
-    luaL_checkstack(L, 2 * FIELDS_MAX + 3, "jobrunner.log");
     lua_pushnil(L);                                  /* .. nil */
     while (lua_next(L, idx)) {                       /* .. k v */
-        t = lua_type(L, -1);
         if (lua_type(L, -2) != LUA_TSTRING)
             luaL_error(L, "jobrunner.log: fields must be a table of "
                        "name = value, found a %s key", luaL_typename(L, -2));
-        if (t != LUA_TSTRING && t != LUA_TNUMBER && t != LUA_TBOOLEAN)
-            luaL_error(L, "jobrunner.log: field '%s' must be a string, "
-                       "number or boolean, got %s", lua_tostring(L, -2),
-                       luaL_typename(L, -1));
         if (n == FIELDS_MAX)
             luaL_error(L, "jobrunner.log: more than %d fields", FIELDS_MAX);
-        if (t == LUA_TBOOLEAN) {
+        t = lua_type(L, -1);
+        f[n].k = lua_tolstring(L, -2, &f[n].kn);
+        if (t == LUA_TSTRING) {
+            f[n].v = lua_tolstring(L, -1, &f[n].vn);
+        } else if (t == LUA_TBOOLEAN) {
             f[n].v = lua_toboolean(L, -1) ? "true" : "false";
-            f[n].vn = strlen(f[n].v);
+            f[n].vn = f[n].v[0] == 't' ? 4 : 5;
         } else if (t == LUA_TNUMBER && lua_isinteger(L, -1)) {
             f[n].vn = int_text(num[n], lua_tointeger(L, -1));
             f[n].v = num[n];    /* num[n] does not move with f[n] */
-        } else {    /* a float: this copy of it becomes its text */
+        } else if (t == LUA_TNUMBER) {  /* a float: this copy, its text */
             f[n].v = lua_tolstring(L, -1, &f[n].vn);
+            luaL_checkstack(L, 2, "jobrunner.log");
+            lua_pushvalue(L, -2);                    /* .. k v k */
+            n++;
+            continue;
+        } else {
+            luaL_error(L, "jobrunner.log: field '%s' must be a string, "
+                       "number or boolean, got %s", lua_tostring(L, -2),
+                       luaL_typename(L, -1));
         }
-        f[n].k = lua_tolstring(L, -2, &f[n].kn);
         n++;
-        lua_pushvalue(L, -2);                        /* .. k v k */
-    }                                                /* .. (k v)... */
+        lua_pop(L, 1);                               /* .. k */
+    }                                                /* .. (v k)... */
     sort_fields(f, n);
     return n;
 }
@@ -245,7 +262,7 @@ read_fields(lua_State *L, int idx, field *f, char (*num)[24])
 /* Builds jobrunner.log's message in line: msg and the fields at index
  * 3, or the values from index 2 joined by spaces. The values' Lua (a
  * __tostring, which may log or change the fields) runs before the line
- * is begun. [-0, +2n, v] */
+ * is begun. [-0, +(floats), v] */
 static void
 build(lua_State *L, int fields)
 {
@@ -267,12 +284,15 @@ build(lua_State *L, int fields)
     for (i = 2; i <= n; i++) {
         s = lua_tolstring(L, i, &len);
         if (i > 2)
-            put(" ", 1);
+            put1(' ');
         put(s, len);
     }
     for (i = 0; i < nf; i++)
         put_field(&f[i]);
-    jr_buf_put(&line, "", 1);
+    if (line.cap >= LINE_BUILT + 1)
+        line.p[line.len++] = '\0';     /* its room made */
+    else
+        jr_buf_put(&line, "", 1);
 }
 
 /* The index of the level at 1 in jrlog_log's levels when it is one of
@@ -303,7 +323,8 @@ fast_level(lua_State *L)
  * holds a space, '=', '"', '\\' or a control character (or is empty).
  * Called with more than one value after level and no table, the values
  * are joined by spaces. Kept with the attempt; to the runner's log as
- * well when log.echo is on, or when nothing is kept. */
+ * well when log.echo is on, or when nothing is kept. Upvalue 1: the
+ * state's context (jr_jrlib_push_ctx). */
 static int
 jrlog_log(lua_State *L)
 {
@@ -314,7 +335,7 @@ jrlog_log(lua_State *L)
 
     if (level < 0)
         level = luaL_checkoption(L, 1, NULL, levels);
-    ctx = jr_jrlib_ctx(L);
+    ctx = jr_jrlib_ctx_of(L, lua_touserdata(L, lua_upvalueindex(1)));
     const char *msg;
     size_t len;
 
@@ -451,7 +472,8 @@ jr_jrlog_register(lua_State *L)                      /* M */
 {
     int top;
 
-    lua_pushcfunction(L, jrlog_log);                 /* M f */
+    jr_jrlib_push_ctx(L);                            /* M ctx */
+    lua_pushcclosure(L, jrlog_log, 1);               /* M f */
     lua_setfield(L, -2, "log");                      /* M */
     lua_pushglobaltable(L);                          /* M G */
     wrap(L, -1, "print", jrlog_print, 1);            /* M G */

@@ -100,6 +100,79 @@ check_random(void)
     return 0;
 }
 
+/* s[0..n) escaped one byte at a time, as a line's text is stored: the
+ * reference for the encoder, which looks at eight bytes at once. */
+static size_t
+escape_ref(char *o, const char *s, size_t n)
+{
+    char *start = o;
+    size_t k, used;
+    unsigned char c;
+
+    while (n > 0) {
+        c = (unsigned char)*s;
+        if (c >= 0x20 && c < 0x7f && c != '"' && c != '\\') {
+            *o++ = *s++;
+            n--;
+            continue;
+        }
+        if (c == 0 || (k = jr_jsontext_escape_char(s, n, o, &used)) == 0) {
+            used = 1;
+            memcpy(o, JR_JSONTEXT_BADBYTE, 6);
+            k = 6;
+        }
+        o += k;
+        s += used;
+        n -= used;
+    }
+    return (size_t)(o - start);
+}
+
+/* Each byte that must be escaped (or is not UTF-8, or begins a
+ * character), at every place in lines of 1 to 40 bytes, before and
+ * after the eight-byte runs: the text stored is the reference's. */
+static int
+check_escapes(void)
+{
+    static const char *const odd[] = {"\"", "\\", "\x01", "\x1f", "\x7f",
+                                      "\x80", "\xff", "\xc3\xa9", "\xe2\x82\xac",
+                                      "\xf0\x9f\x98\x80", "\t", " ", "~", ""};
+    jr_joblog l = {0};
+    char s[64], want[512], got[512];
+    const char *e, *m, *end;
+    size_t n, at, k, wn;
+    int o;
+
+    for (o = 0; o < (int)(sizeof odd / sizeof *odd); o++)
+        for (n = 1; n <= 40; n++)
+            for (at = 0; at < n; at++) {
+                memset(s, 'a', sizeof s);
+                k = strlen(odd[o]) > 0 ? strlen(odd[o]) : 1;   /* "": NUL */
+                if (at + k > n)
+                    continue;
+                memcpy(s + at, odd[o], k);
+                jr_joblog_add(&l, "info", s, n, 65536);
+                e = jr_joblog_entry(&l, 1, 65536);
+                m = e != NULL ? strstr(e, "\"msg\":\"") : NULL;
+                end = m != NULL ? strstr(m, "\"}]") : NULL;
+                wn = escape_ref(want, s, n);
+                if (m == NULL || end == NULL ||
+                    (size_t)(end - m - 7) != wn ||
+                    memcmp(m + 7, want, wn) != 0) {
+                    snprintf(got, sizeof got, "%s", e ? e : "(none)");
+                    fprintf(stderr, "byte %d at %zu of %zu: %s\n", o, at, n,
+                            got);
+                    CHECK(!"a line's text not escaped as one byte at a "
+                           "time does");
+                    jr_joblog_free(&l);
+                    return 0;
+                }
+                jr_joblog_clear(&l);
+            }
+    jr_joblog_free(&l);
+    return 0;
+}
+
 /* The lines as they were written, escaped; the oldest dropped past the
  * cap and counted. */
 static int
@@ -153,6 +226,7 @@ main(void)
 {
     report("known lines", check_known());
     report("random bytes", check_random());
+    report("escapes at every place", check_escapes());
     printf("%d passed, %d failed\n", passed, nfailed);
     return nfailed != 0;
 }
