@@ -136,10 +136,11 @@ local rows = {
   { "sqltx_plain_jobs_s", "drain, BENCH_SQLTX_N no-op jobs, beside the next (jobs/s)", nil, nil, "%.0f" },
   { "sqltx_jobs_s", "  the same, each job writing a row through jobrunner.sql (jobs/s)", nil, nil, "%.0f" },
   { "sqltx_ratio", "  jobrunner.sql row / no-op, in turn (x)", { ">=", 0.85 }, { ">=", 0.85 }, "%.2f" },
-  -- every job logs 10 lines, kept with its attempt (bench/run logs_case)
+  -- every job logs 10 lines with its attempt, sent with its success and
+  -- deleted with it (no line stored: bench/run logs_case)
   { "logs_plain_jobs_s", "drain, BENCH_LOGS_N no-op jobs, beside the next (jobs/s)", nil, nil, "%.0f" },
-  { "logs_jobs_s", "  the same, each job logging 10 lines, kept (jobs/s)", nil, nil, "%.0f" },
-  { "logs_ratio", "  10 lines kept / no-op, in turn (x)", { ">=", 0.90 }, { ">=", 0.90 }, "%.2f" },
+  { "logs_jobs_s", "  the same, each logging 10 lines, sent, deleted with the job (jobs/s)", nil, nil, "%.0f" },
+  { "logs_ratio", "  10 lines logged (not stored) / no-op, in turn (x)", { ">=", 0.90 }, { ">=", 0.90 }, "%.2f" },
   { "logs_unkept_jobs_s", "  the same 10 calls, not kept (attempt_max 0) (jobs/s)", nil, nil, "%.0f" },
   { "logs_keep_ratio", "  kept / not kept: what keeping costs (x)", nil, nil, "%.2f" },
   -- 1 KiB payloads encrypted with a key file (bench/run crypt_case)
