@@ -62,17 +62,32 @@ return function(job)
     return "msg"
   end})
   jobrunner.log("info", sly, f)
+  -- values of every kind, and 64 floats (each one's text made by Lua)
+  jobrunner.log("info", "kinds", {f = 0.5, t = true, no = false, i = -7,
+                                  big = 2^53, s = "x"})
+  local floats = {}
+  for i = 1, 64 do floats["f" .. i] = i + 0.25 end
+  jobrunner.log("info", "floats", floats)
   return true
 end]])
       env:config('retention = { completed = "1h" }, defaults = { max_retries = 0 }')
       env:start()
       local id = env:push("odd", "{}")
       completed(env, id)
+      local names = {}
+      for i = 1, 64 do names[i] = "f" .. i end
+      table.sort(names)
+      local floats = "info floats"
+      for _, k in ipairs(names) do
+        floats = floats .. " " .. k .. "=" .. tostring(tonumber(k:sub(2)) + 0.25)
+      end
       assert.same({
         "info nul k=w k" .. FFFD .. "x=v",
         "info inner",
         "info A OBJ B",
         "info msg after=yes",
+        "info kinds big=9.007199254741e+15 f=0.5 i=-7 no=false s=x t=true",
+        floats,
       }, msgs(env, id))
     end)
 
