@@ -254,7 +254,7 @@ read_fields(lua_State *L, int idx, field *f, char (*num)[24])
         }
         n++;
         lua_pop(L, 1);                               /* .. k */
-    }                                                /* .. (v k)... */
+    }                                    /* .. the floats' texts, if any */
     sort_fields(f, n);
     return n;
 }
