@@ -286,6 +286,10 @@ for _, backend in ipairs(jr.backends()) do
       assert.truthy(env:log():find("http://***@127.0.0.1:", 1, true), env:log())
       assert.falsy(env:log():find("s3cret", 1, true), env:log())
       assert.equal(0, env:stop())
+      -- the spans the full queue dropped are said too, by the stop at the
+      -- latest
+      assert.truthy(env:log():find("tracing: %d+ spans? dropped: the export queue was full " ..
+                                   "%(tracing.queue = 4;"), env:log())
     end)
 
     it("refuses a bad tracing table, naming the key", function()

@@ -5,6 +5,11 @@
  *   i64 start, end and due time (ns), i64 job id, i32 attempt,
  *   f64 snooze delay, then counted strings (u32 length, ~0 for none):
  *   queue, name, key, generation, outcome, error, events, links, done.
+ * Both sides write through one check of the buffer's room, not one a
+ * piece: a record in the worker, and the JSON of the common record (its
+ * strings need no escaping, no events) in the export thread; any
+ * other goes through encode(), and both write the same text
+ * (spec/c/test_spanrec.c).
  * Uses trace.h, util.h. */
 #include <stdlib.h>
 #include <string.h>
@@ -22,56 +27,56 @@ ns(double t)
     return t > 0 && t < 1.8e10 ? (int64_t)(t * 1e9) : 0;
 }
 
-static void
-put_str(jr_buf *b, const char *s, size_t n)
+/* a counted string at p: its length (~0 for none) and its bytes */
+static char *
+put_str(char *p, const char *s, size_t n)
 {
     uint32_t len = s == NULL ? NONE : (uint32_t)n;
 
-    jr_buf_put(b, &len, sizeof len);
+    memcpy(p, &len, sizeof len);
+    p += sizeof len;
     if (s != NULL && n > 0)
-        jr_buf_put(b, s, n);
-}
-
-static void
-put_cstr(jr_buf *b, const char *s)
-{
-    put_str(b, s, s == NULL ? 0 : strlen(s));
+        memcpy(p, s, n);
+    return p + (s != NULL ? n : 0);
 }
 
 void
 jr_spanrec_put(jr_buf *out, const jr_spanrec *r)
 {
     const jr_span *s = r->run;
-    size_t at = out->len;
-    uint32_t len = 0;
+    const char *str[6] = {r->queue, r->name, r->key, r->generation,
+                          r->outcome, r->error};
+    size_t slen[6], need = 4 + 4 + 32 + 32 + 4 + 8 + NSTR * 4;
+    uint32_t len;
     uint8_t head[4] = {VERSION, (uint8_t)((s->has_parent ? 1 : 0) |
                                           (s->error ? 2 : 0)),
                        (uint8_t)s->kind, 0};
-    int64_t num[5] = {ns(s->start), ns(s->end), ns(r->run_at), r->job_id,
-                      0};
+    int64_t num[4] = {ns(s->start), ns(s->end), ns(r->run_at), r->job_id};
     int32_t attempt = r->attempt;
+    char *p, *at;
+    int i;
 
-    jr_buf_put(out, &len, sizeof len);
-    jr_buf_put(out, head, sizeof head);
-    jr_buf_put(out, s->trace, 16);
-    jr_buf_put(out, s->id, 8);
-    jr_buf_put(out, s->parent, 8);
-    jr_buf_put(out, num, 4 * sizeof num[0]);
-    jr_buf_put(out, &attempt, sizeof attempt);
-    jr_buf_put(out, &r->delay, sizeof r->delay);
-    put_cstr(out, r->queue);
-    put_cstr(out, r->name);
-    put_cstr(out, r->key);
-    put_cstr(out, r->generation);
-    put_cstr(out, r->outcome);
-    put_cstr(out, r->error);
-    put_str(out, s->events.len ? s->events.p : NULL, s->events.len);
-    put_str(out, s->links.len ? s->links.p : NULL, s->links.len);
-    put_str(out, r->done_len ? r->done : NULL, r->done_len);
-    if (!out->oom) {
-        len = (uint32_t)(out->len - at);
-        memcpy(out->p + at, &len, sizeof len);
-    }
+    for (i = 0; i < 6; i++)
+        need += slen[i] = str[i] != NULL ? strlen(str[i]) : 0;
+    need += s->events.len + s->links.len + r->done_len;
+    if ((p = at = jr_buf_room(out, need)) == NULL)
+        return;                 /* out of memory: out says so */
+    len = (uint32_t)need;
+    memcpy(p, &len, sizeof len);
+    memcpy(p + 4, head, sizeof head);
+    memcpy(p + 8, s->trace, 16);
+    memcpy(p + 24, s->id, 8);
+    memcpy(p + 32, s->parent, 8);
+    memcpy(p + 40, num, sizeof num);
+    memcpy(p + 72, &attempt, sizeof attempt);
+    memcpy(p + 76, &r->delay, sizeof r->delay);
+    p += 84;
+    for (i = 0; i < 6; i++)
+        p = put_str(p, str[i], slen[i]);
+    p = put_str(p, s->events.len ? s->events.p : NULL, s->events.len);
+    p = put_str(p, s->links.len ? s->links.p : NULL, s->links.len);
+    p = put_str(p, r->done_len ? r->done : NULL, r->done_len);
+    out->len += (size_t)(p - at);
 }
 
 /* ---- the export thread's side ---- */
@@ -335,6 +340,263 @@ encode(const rec *r, jr_span *s, jr_buf *out, int comma)
     }
 }
 
+/* ---- the common case, written straight into out's memory ----
+ * A record whose strings need no escaping and no cut (as a job's queue,
+ * name and outcome are), and no events: the same text encode() writes,
+ * with one check of out's room for it instead of one a piece. */
+
+/* each byte's two hex digits, each number under 100's two decimal ones */
+static const char HEX2[] =
+    "000102030405060708090a0b0c0d0e0f101112131415161718191a1b1c1d1e1f"
+    "202122232425262728292a2b2c2d2e2f303132333435363738393a3b3c3d3e3f"
+    "404142434445464748494a4b4c4d4e4f505152535455565758595a5b5c5d5e5f"
+    "606162636465666768696a6b6c6d6e6f707172737475767778797a7b7c7d7e7f"
+    "808182838485868788898a8b8c8d8e8f909192939495969798999a9b9c9d9e9f"
+    "a0a1a2a3a4a5a6a7a8a9aaabacadaeafb0b1b2b3b4b5b6b7b8b9babbbcbdbebf"
+    "c0c1c2c3c4c5c6c7c8c9cacbcccdcecfd0d1d2d3d4d5d6d7d8d9dadbdcdddedf"
+    "e0e1e2e3e4e5e6e7e8e9eaebecedeeeff0f1f2f3f4f5f6f7f8f9fafbfcfdfeff";
+static const char DEC2[] =
+    "00010203040506070809101112131415161718192021222324"
+    "25262728293031323334353637383940414243444546474849"
+    "50515253545556575859606162636465666768697071727374"
+    "75767778798081828384858687888990919293949596979899";
+
+/* string i of r needs no escaping (printable ASCII, no quote, no
+ * backslash, no NUL) and no cut at max bytes */
+static int
+plain(const rec *r, int i, size_t max)
+{
+    const unsigned char *p = (const unsigned char *)r->str[i];
+    size_t k;
+
+    if (p == NULL)
+        return 1;
+    if (r->len[i] > max)
+        return 0;
+    for (k = 0; k < r->len[i]; k++)
+        if (p[k] < 0x20 || p[k] >= 0x80 || p[k] == '"' || p[k] == '\\')
+            return 0;
+    return 1;
+}
+
+#define LIT(p, lit)  (memcpy(p, lit, sizeof lit - 1), (p) += sizeof lit - 1)
+#define LIT1(p, lit) (memcpy(p, &(lit)[1], sizeof lit - 2), \
+                      (p) += sizeof lit - 2)    /* no comma */
+
+static char *
+hex_to(char *p, const uint8_t *v, size_t n)
+{
+    size_t i;
+
+    for (i = 0; i < n; i++, p += 2)
+        memcpy(p, &HEX2[2 * v[i]], 2);
+    return p;
+}
+
+/* v's 8 decimal digits, leading zeros and all */
+static char *
+dec8_to(char *p, uint32_t v)
+{
+    uint32_t a = v / 10000, b = v % 10000;
+
+    memcpy(p, &DEC2[2 * (a / 100)], 2);
+    memcpy(p + 2, &DEC2[2 * (a % 100)], 2);
+    memcpy(p + 4, &DEC2[2 * (b / 100)], 2);
+    memcpy(p + 6, &DEC2[2 * (b % 100)], 2);
+    return p + 8;
+}
+
+/* u's decimal digits: 8 at a time in 32 bits (times in ns have 19) */
+static char *
+dec_to(char *p, uint64_t u)
+{
+    uint32_t v;
+    size_t n;
+    char *end;
+
+    if (u >= 100000000u) {
+        p = dec_to(p, u / 100000000u);
+        return dec8_to(p, (uint32_t)(u % 100000000u));
+    }
+    v = (uint32_t)u;
+    n = v < 10 ? 1 : v < 100 ? 2 : v < 1000 ? 3 : v < 10000 ? 4 :
+        v < 100000 ? 5 : v < 1000000 ? 6 : v < 10000000 ? 7 : 8;
+    end = p + n;
+    p = end;
+    while (v >= 100) {
+        p -= 2;
+        memcpy(p, &DEC2[2 * (v % 100)], 2);
+        v /= 100;
+    }
+    if (v >= 10)
+        memcpy(p - 2, &DEC2[2 * v], 2);
+    else
+        p[-1] = (char)('0' + v);
+    return end;
+}
+
+/* v's decimal digits (0 for a negative), quoted when q */
+static char *
+num_to(char *p, int64_t v, int q)
+{
+    if (q)
+        *p++ = '"';
+    p = dec_to(p, v < 0 ? 0 : (uint64_t)v);
+    if (q)
+        *p++ = '"';
+    return p;
+}
+
+/* string i of r (plain), quoted; "" when it has none */
+static char *
+str_to(char *p, const rec *r, int i)
+{
+    *p++ = '"';
+    if (r->str[i] != NULL) {
+        memcpy(p, r->str[i], r->len[i]);
+        p += r->len[i];
+    }
+    *p++ = '"';
+    return p;
+}
+
+static char *
+head_to(char *p, const uint8_t trace[16], const uint8_t id[8],
+        const uint8_t *parent, const char *prefix, size_t plen,
+        const rec *r, int kind, int64_t start, int64_t end)
+{
+    LIT(p, "{\"traceId\":\"");
+    p = hex_to(p, trace, 16);
+    LIT(p, "\",\"spanId\":\"");
+    p = hex_to(p, id, 8);
+    if (parent != NULL) {
+        LIT(p, "\",\"parentSpanId\":\"");
+        p = hex_to(p, parent, 8);
+    }
+    LIT(p, "\",\"name\":\"");
+    memcpy(p, prefix, plen);
+    p += plen;
+    if (r->str[QUEUE] != NULL) {
+        memcpy(p, r->str[QUEUE], r->len[QUEUE]);
+        p += r->len[QUEUE];
+    }
+    LIT(p, "\",\"kind\":");
+    p = num_to(p, kind, 0);
+    LIT(p, ",\"startTimeUnixNano\":");
+    p = num_to(p, start, 1);
+    LIT(p, ",\"endTimeUnixNano\":");
+    return num_to(p, end > start ? end : start, 1);
+}
+
+#define FIXED_BYTES 2048        /* encode_fast's text but the strings:
+                                   about 1,500 */
+
+/* r's spans as encode() writes them, when r is the common case: 1, else
+ * 0 and nothing written */
+static int
+encode_fast(const rec *r, jr_buf *out, int comma)
+{
+    static const char PROCESS[] = "process ", WAIT[] = "wait ";
+    size_t need, ql = r->str[QUEUE] != NULL ? r->len[QUEUE] : 0;
+    int outcome, i;
+    uint8_t wait[8];
+    char *p, *at;
+
+    /* the names "process QUEUE" and "wait QUEUE" uncut; the outcome as
+     * encode() reads it, one of those the worker names, not a snooze */
+    if (r->str[EVENTS] != NULL || r->str[OUTCOME] == NULL ||
+        r->len[OUTCOME] > 31 || ql > 159 - (sizeof PROCESS - 1) ||
+        !plain(r, QUEUE, ql) || !plain(r, OUTCOME, 31))
+        return 0;
+    if (r->len[OUTCOME] == 7 && memcmp(r->str[OUTCOME], "snoozed", 7) == 0)
+        return 0;
+    need = FIXED_BYTES + 4 * ql + r->len[LINKS] + r->len[DONE];
+    for (i = NAME; i <= ERROR; i++) {
+        if (i == OUTCOME)
+            continue;
+        if (!plain(r, i, JR_SPAN_TEXT_MAX))
+            return 0;
+        need += r->len[i];
+    }
+    outcome = r->len[OUTCOME] == 5 && memcmp(r->str[OUTCOME], "retry", 5) == 0;
+    if ((p = at = jr_buf_room(out, need)) == NULL)
+        return 1;               /* out of memory: out says so */
+    if (comma)
+        *p++ = ',';
+    p = head_to(p, r->trace, r->id, (r->flags & 1) ? r->parent : NULL,
+                PROCESS, sizeof PROCESS - 1, r, r->kind, r->start, r->end);
+    LIT(p, ",\"attributes\":[");
+    LIT1(p, FIXED_ATTRS);
+    LIT(p, KEY("messaging.destination.name", "stringValue"));
+    p = str_to(p, r, QUEUE);
+    LIT(p, "}}" KEY("messaging.message.id", "stringValue"));
+    p = num_to(p, r->job_id, 1);
+    if (r->str[NAME] != NULL) {
+        LIT(p, "}}" KEY("jobrunner.job.name", "stringValue"));
+        p = str_to(p, r, NAME);
+    }
+    if (r->str[KEY] != NULL) {
+        LIT(p, "}}" KEY("jobrunner.job.key", "stringValue"));
+        p = str_to(p, r, KEY);
+    }
+    LIT(p, "}}" KEY("jobrunner.job.attempt", "intValue"));
+    p = num_to(p, r->attempt, 1);
+    if (r->run_at > 0) {
+        LIT(p, "}}" KEY("jobrunner.queue.wait_us", "intValue"));
+        p = num_to(p, r->start > r->run_at ? (r->start - r->run_at) / 1000
+                                           : 0, 1);
+    }
+    if (r->str[GEN] != NULL) {
+        LIT(p, "}}" KEY("jobrunner.job.generation", "stringValue"));
+        p = str_to(p, r, GEN);
+    }
+    LIT(p, "}}" KEY("jobrunner.job.outcome", "stringValue"));
+    p = str_to(p, r, OUTCOME);
+    if (r->flags & 2) {
+        LIT(p, "}}" KEY("error.type", "stringValue"));
+        if (outcome)
+            LIT(p, "\"retry\"");
+        else
+            LIT(p, "\"dead\"");
+    }
+    LIT(p, "}}]");
+    if (r->len[LINKS] > 1) {
+        LIT(p, ",\"links\":[");
+        memcpy(p, r->str[LINKS] + 1, r->len[LINKS] - 1);
+        p += r->len[LINKS] - 1;
+        LIT(p, "]");
+    }
+    if (r->flags & 2) {
+        LIT(p, ",\"status\":{\"code\":2");
+        if (r->str[ERROR] != NULL) {
+            LIT(p, ",\"message\":");
+            p = str_to(p, r, ERROR);
+        }
+        LIT(p, "}");
+    }
+    LIT(p, "}");
+
+    /* the wait in the queue, as encode() writes it */
+    jr_trace_derive(wait, 8, word(r->id), (uint64_t)r->job_id,
+                    (uint64_t)r->attempt << 32 | 0x77u);
+    LIT(p, ",");
+    p = head_to(p, r->trace, wait, r->id, WAIT, sizeof WAIT - 1, r,
+                JR_SPAN_INTERNAL,
+                r->run_at > 0 && r->run_at < r->start ? r->run_at : r->start,
+                r->start);
+    LIT(p, ",\"attributes\":[");
+    LIT1(p, KEY("messaging.destination.name", "stringValue"));
+    p = str_to(p, r, QUEUE);
+    LIT(p, "}}]}");
+    if (r->len[DONE] > 0) {
+        LIT(p, ",");
+        memcpy(p, r->str[DONE], r->len[DONE]);
+        p += r->len[DONE];
+    }
+    out->len += (size_t)(p - at);
+    return 1;
+}
+
 int
 jr_spanrec_json(const char *recs, size_t len, jr_buf *out, int comma)
 {
@@ -348,7 +610,8 @@ jr_spanrec_json(const char *recs, size_t len, jr_buf *out, int comma)
             n = -1;
             break;
         }
-        encode(&r, &s, out, comma || n > 0);
+        if (!encode_fast(&r, out, comma || n > 0))
+            encode(&r, &s, out, comma || n > 0);
         at += k;
         n++;
     }

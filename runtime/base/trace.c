@@ -166,20 +166,32 @@ mix(uint64_t x)
     return x ^ (x >> 31);
 }
 
-static void
+/* n bytes of next's words, each word's low byte first; again while all
+ * are zero (an id may not be). Inlined with its next: one call an id. */
+static inline void
 fill(uint8_t *out, size_t n, uint64_t (*next)(void *), void *arg)
 {
-    size_t i, any;
+    size_t i, k;
+    uint64_t v, any;
 
     do {
-        for (i = 0, any = 0; i < n; i++) {
-            if (i % 8 == 0) {
-                uint64_t v = next(arg);
-                size_t k;
-                for (k = 0; k < 8 && i + k < n; k++)
-                    out[i + k] = (uint8_t)(v >> (8 * k));
-            }
-            any |= out[i];
+        for (i = 0, any = 0; i + 8 <= n; i += 8) {
+            v = next(arg);      /* one store where the host allows */
+            out[i] = (uint8_t)v;
+            out[i + 1] = (uint8_t)(v >> 8);
+            out[i + 2] = (uint8_t)(v >> 16);
+            out[i + 3] = (uint8_t)(v >> 24);
+            out[i + 4] = (uint8_t)(v >> 32);
+            out[i + 5] = (uint8_t)(v >> 40);
+            out[i + 6] = (uint8_t)(v >> 48);
+            out[i + 7] = (uint8_t)(v >> 56);
+            any |= v;
+        }
+        if (i < n) {
+            v = next(arg);
+            for (k = 0; i + k < n; k++)
+                out[i + k] = (uint8_t)(v >> (8 * k));
+            any |= v & ((1ull << (8 * (n - i))) - 1);
         }
     } while (any == 0);
 }
@@ -214,7 +226,7 @@ jr_trace_random(uint8_t *out, size_t n)
 
 typedef struct { uint64_t w[3]; uint64_t k; } derive_st;
 
-static uint64_t
+static inline uint64_t
 derive_next(void *arg)
 {
     derive_st *d = arg;

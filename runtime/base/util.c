@@ -172,6 +172,28 @@ jr_buf_put(jr_buf *b, const void *v, size_t n)
     return 0;
 }
 
+char *
+jr_buf_room(jr_buf *b, size_t n)
+{
+    size_t cap;
+    char *p;
+
+    if (b->oom)
+        return NULL;
+    if (b->cap - b->len < n) {
+        cap = b->cap ? b->cap : 256;
+        while (cap - b->len < n)
+            cap *= 2;
+        if ((p = realloc(b->p, cap)) == NULL) {
+            b->oom = 1;
+            return NULL;
+        }
+        b->p = p;
+        b->cap = cap;
+    }
+    return b->p + b->len;
+}
+
 double
 jr_mono(void)
 {

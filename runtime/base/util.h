@@ -39,6 +39,10 @@ void jr_buf_free(jr_buf *b);            /* and zeroes it */
 void jr_buf_reset(jr_buf *b);           /* empties it, keeps the memory */
 /* Appends n bytes of v (borrowed). Returns 0, or -1 once out of memory. */
 int  jr_buf_put(jr_buf *b, const void *v, size_t n);
+/* Room for n more bytes: where to write them (at p + len), or NULL once
+ * out of memory. The caller writes at most n bytes there and adds what it
+ * wrote to len: one check for many small writes (the span encoders). */
+char *jr_buf_room(jr_buf *b, size_t n);
 
 /* Seconds from a monotonic clock. */
 double jr_mono(void);

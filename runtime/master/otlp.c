@@ -48,6 +48,9 @@ struct jr_otlp {
     atomic_long        failed;  /* requests */
     double             warned;  /* mono time of the last warning */
     _Atomic double     stop_at; /* mono time of the stop, 0: running */
+    atomic_long        full;    /* of dropped: the queue was full */
+    long               full_told;   /* of full: said in the log */
+    double             full_warned; /* mono time it was said last */
 };
 
 #define STOP_GRACE   1.0        /* seconds a request may go on at a stop */
@@ -129,6 +132,24 @@ post(jr_otlp *x, CURL *h, const jr_buf *body, int n)
     return -1;
 }
 
+/* The spans dropped with the queue full since the log last said so, said
+ * once a minute, and at the stop (a short run's are in its log too). */
+static void
+warn_full(jr_otlp *x, int stop)
+{
+    long n = atomic_load(&x->full) - x->full_told;
+
+    if (n <= 0 || (!stop && x->full_warned != 0 &&
+                   jr_mono() - x->full_warned < WARN_EVERY))
+        return;
+    x->full_told += n;
+    x->full_warned = jr_mono();
+    jr_log(JR_LOG_WARN, "tracing: %ld span%s dropped: the export queue was "
+           "full (tracing.queue = %d; counted in "
+           "jobrunner_spans_dropped_total; warned once a minute)", n,
+           n == 1 ? "" : "s", x->cap);
+}
+
 static void *
 run(void *arg)
 {
@@ -183,11 +204,13 @@ run(void *arg)
                 atomic_fetch_add(&x->dropped, n), atomic_fetch_add(&x->failed,
                                                                    1);
         }
+        warn_full(x, 0);
         pthread_mutex_lock(&x->mu);
         if (stop && x->qn == 0)
             break;
     }
     pthread_mutex_unlock(&x->mu);
+    warn_full(x, 1);
     if (h != NULL)
         curl_easy_cleanup(h);
     jr_buf_free(&take);
@@ -273,6 +296,7 @@ jr_otlp_add(jr_otlp *x, const char *recs, size_t len, int n)
         x->q.len + len > (size_t)x->cap * SPAN_BYTES) {
         pthread_mutex_unlock(&x->mu);
         atomic_fetch_add(&x->dropped, n);
+        atomic_fetch_add(&x->full, n);
         return;
     }
     jr_buf_put(&x->q, recs, len);
