@@ -122,6 +122,7 @@ struct cojob {                  /* a job in a coroutine (co.c) */
     cojob           *next;      /* the running jobs (co->jobs), or the
                                  * dead or kept ones */
     cojob           *prev;      /* the running jobs: unlinked in O(1) */
+    int              armed;     /* its timer is set (its first wait) */
 };
 
 typedef struct jr_co {           /* co.c's and task.c's state, w->co */
