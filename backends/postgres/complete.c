@@ -133,12 +133,20 @@ finish_done(jr_backend *b, const char *token, const jr_result *r, int n,
 {
     int nd = 0, given;
 
-    if ((given = run_done(b, token, r, n, &st_done, 0, done, &nd,
-                          err)) < 0)
-        return -1;
-    /* jobs of a sequence with one behind them: deleted, the next readied */
-    if (nd < given && jr_pg_seq_done(b, token, r, n, done, &nd, err) < 0)
-        return -1;
+    if (b->seq_seen) {          /* sequences lately: one DELETE for both */
+        if ((given = jr_pg_seq_done_all(b, token, r, n, done, &nd,
+                                        err)) < 0)
+            return -1;
+    } else {
+        if ((given = run_done(b, token, r, n, &st_done, 0, done, &nd,
+                              err)) < 0)
+            return -1;
+        /* jobs of a sequence with one behind them: deleted, the next
+         * readied */
+        if (nd < given && jr_pg_seq_done(b, token, r, n, done, &nd,
+                                         err) < 0)
+            return -1;
+    }
     /* ours with a result_ttl (or not ours): every DONE once more, kept;
      * the rows already deleted or fenced off do not match */
     if (nd < given &&

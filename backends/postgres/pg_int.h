@@ -102,6 +102,9 @@ struct jr_backend {
                                    (sqlrows.c), on conn since rows_conn */
     unsigned    rows_next;      /* the entry to replace next */
     unsigned    rows_conn;      /* reconnects when rows_no was emptied */
+    int         seq_seen;       /* the last batch of successes had jobs of
+                                   a sequence with one behind them
+                                   (sequence.c: the next is one DELETE) */
 };
 
 /* A statement, prepared on first use, once per connection: its name on
@@ -254,6 +257,12 @@ int jr_pg_seq_link(jr_backend *b, const jr_push *p, int64_t *id, jr_err *err);
  * deleted go to done[*nd..]. Returns how many, or -1. */
 int jr_pg_seq_done(jr_backend *b, const char *token, const jr_result *r,
                    int n, int64_t *done, int *nd, jr_err *err);
+/* The same, with the plain successes among r[0..n) (complete.c's
+ * st_done) in its DELETE: when b->seq_seen. Returns how many successes
+ * it was given, or -1. Both run in a transaction of their own when none
+ * is open. */
+int jr_pg_seq_done_all(jr_backend *b, const char *token, const jr_result *r,
+                       int n, int64_t *done, int *nd, jr_err *err);
 /* seqpath.c: the sequence_paths op; a push's handlers' sequences: when
  * one applies to some of p[0..n), *out gets the push with it (free with
  * jr_seq_apply_free) and 1 comes back, 0 when none does, -1 on error;

@@ -178,15 +178,43 @@ static const pg_stmt st_seq_next = {"jr_seq_next", 1,
     " updated_at = now()"
     " FROM n WHERE j.id = n.child_id AND j.state = 'waiting'"};
 
-int
-jr_pg_seq_done(jr_backend *b, const char *token, const jr_result *r, int n,
-               int64_t *done, int *nd, jr_err *err)
+/* The same DELETE with the plain successes (complete.c's st_done),
+ * when the last batch had jobs of a sequence: one statement for both. */
+static const pg_stmt st_seq_done_all = {"jr_seq_done_all", 2,
+    "DELETE FROM {{schema}}.jobs WHERE id = ANY($2::bigint[])"
+    " AND state = 'running' COLLATE \"C\" AND locked_by = $1::text"
+    " AND result_ttl IS NULL"
+    " AND (flow = 0 OR (flow = 1 AND sequence_key IS NOT NULL))"
+    " RETURNING id, flow"};
+
+/* Readies the jobs behind the deleted ones of ids d (an array literal),
+ * after the DELETE, in its transaction. */
+static int
+seq_next(jr_backend *b, const char *d, jr_err *err)
+{
+    const char *params[1] = {d};
+    PGresult *res = jr_pg_run(b, &st_seq_next, params, "readying jobs of "
+                              "a sequence", err);
+
+    if (res == NULL)
+        return -1;
+    PQclear(res);
+    return 0;
+}
+
+/* The DELETE st of r[0..n)'s successes (st_seq_done or st_seq_done_all)
+ * and what follows it, in a transaction (complete.c runs a batch of
+ * successes alone without one: a runner killed between the two
+ * statements left the job behind waiting for ever). */
+static int
+seq_delete(jr_backend *b, const pg_stmt *st, const char *token,
+           const jr_result *r, int n, int64_t *done, int *nd, jr_err *err)
 {
     const char *params[2];
     jr_buf s = {0}, d = {0};
     PGresult *res;
     char num[24];
-    int i, m;
+    int i, m, given = 0, behind = 0;
 
     for (i = 0; i < n; i++) {
         if (r[i].kind != JR_DONE || r[i].result != NULL ||
@@ -194,11 +222,13 @@ jr_pg_seq_done(jr_backend *b, const char *token, const jr_result *r, int n,
             continue;
         snprintf(num, sizeof num, "%lld", (long long)r[i].id);
         sb_num(&s, num);
+        given++;
     }
+    if (given == 0)
+        return 0;
     params[0] = token;
     params[1] = sb_array(&s);
-    res = s.oom ? NULL : jr_pg_run(b, &st_seq_done, params,
-                                   "completing jobs of a sequence", err);
+    res = s.oom ? NULL : jr_pg_run(b, st, params, "completing jobs", err);
     if (res == NULL && s.oom)
         jr_fail(err, JR_ENOMEM, "postgres: completing jobs: out of memory");
     free(s.p);
@@ -206,21 +236,57 @@ jr_pg_seq_done(jr_backend *b, const char *token, const jr_result *r, int n,
         return -1;
     m = PQntuples(res);
     for (i = 0; i < m; i++) {
-        sb_num(&d, PQgetvalue(res, i, 0));
         done[(*nd)++] = strtoll(PQgetvalue(res, i, 0), NULL, 10);
+        if (st == &st_seq_done || strcmp(PQgetvalue(res, i, 1), "1") == 0) {
+            sb_num(&d, PQgetvalue(res, i, 0));
+            behind++;
+        }
     }
     PQclear(res);
-    if (m == 0 || d.oom) {
-        free(d.p);
-        return m == 0 ? 0 : jr_fail(err, JR_ENOMEM, "postgres: completing "
-                                    "jobs: out of memory");
-    }
-    params[0] = sb_array(&d);
-    res = jr_pg_run(b, &st_seq_next, params, "readying jobs of a sequence",
-                    err);
+    b->seq_seen = behind > 0;
+    if (behind > 0 && !d.oom && seq_next(b, sb_array(&d), err) < 0)
+        given = -1;
+    else if (d.oom)
+        given = jr_fail(err, JR_ENOMEM, "postgres: completing jobs: out of "
+                        "memory");
     free(d.p);
-    if (res == NULL)
+    return given;
+}
+
+/* seq_delete in a transaction of its own when none is open. */
+static int
+seq_delete_tx(jr_backend *b, const pg_stmt *st, const char *token,
+              const jr_result *r, int n, int64_t *done, int *nd, jr_err *err)
+{
+    int own = PQtransactionStatus(b->conn) == PQTRANS_IDLE, rc, nd0 = *nd;
+
+    if (own && jr_pg_run_plain(b, "BEGIN", "completing jobs", err) < 0)
         return -1;
-    PQclear(res);
-    return m;
+    rc = seq_delete(b, st, token, r, n, done, nd, err);
+    if (own && rc >= 0 &&
+        jr_pg_run_plain(b, "COMMIT", "completing jobs", err) < 0)
+        rc = -1;
+    if (own && rc < 0) {
+        jr_pg_rollback(b);
+        *nd = nd0;
+    }
+    return rc;
+}
+
+int
+jr_pg_seq_done(jr_backend *b, const char *token, const jr_result *r, int n,
+               int64_t *done, int *nd, jr_err *err)
+{
+    int nd0 = *nd;
+
+    if (seq_delete_tx(b, &st_seq_done, token, r, n, done, nd, err) < 0)
+        return -1;
+    return *nd - nd0;
+}
+
+int
+jr_pg_seq_done_all(jr_backend *b, const char *token, const jr_result *r,
+                   int n, int64_t *done, int *nd, jr_err *err)
+{
+    return seq_delete_tx(b, &st_seq_done_all, token, r, n, done, nd, err);
 }

@@ -621,12 +621,17 @@ complete_rows(jr_backend *b, const char *token, const jr_result *r, int n,
         free(ids);
         return -1;
     }
-    bind_text(s, 1, ids);
-    bind_text(s, 2, token);
-    rc = run(b, s, err, "recording results");
-    if (rc >= 0 && rc < nplain) {       /* jobs of a sequence? */
-        int deleted = rc, seq = jr_sqlite_seq_done(b, token, ids, now, err);
-        rc = seq < 0 ? -1 : deleted + seq;
+    if (b->seq_seen) {          /* sequences lately: one DELETE for both */
+        rc = jr_sqlite_seq_done(b, token, ids, 1, now, err);
+    } else {
+        bind_text(s, 1, ids);
+        bind_text(s, 2, token);
+        rc = run(b, s, err, "recording results");
+        if (rc >= 0 && rc < nplain) {   /* jobs of a sequence? */
+            int deleted = rc, seq = jr_sqlite_seq_done(b, token, ids, 0,
+                                                       now, err);
+            rc = seq < 0 ? -1 : deleted + seq;
+        }
     }
     if (rc >= 0 && rc < nplain) {       /* some have a result_ttl */
         int deleted = rc;

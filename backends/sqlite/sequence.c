@@ -24,7 +24,7 @@
 /* The file's statements: slots of sql_text[] (sqlite_int.h). */
 enum { S_SEQ_TAIL, S_SEQ_SET, S_SEQ_WAIT, S_SEQ_LIST, S_SEQ_BLOCKED,
        S_SEQ_SKIP, S_SEQ_UNBLOCK, S_SEQ_CANCEL, S_SEQ_REPLACE, S_SEQ_DROP,
-       S_SEQ_DONE, S_SEQ_DEPS_END, S_SEQ_NEXT, S_COUNT };
+       S_SEQ_DONE, S_SEQ_DEPS_END, S_SEQ_NEXT, S_SEQ_DONE_ALL, S_COUNT };
 
 static const char *const sql_text[S_COUNT] = {
     /* the job pushed into sequence ?1 last (jobs_sequence) */
@@ -77,17 +77,25 @@ static const char *const sql_text[S_COUNT] = {
         "DELETE FROM jobs WHERE id = ?1 AND state = 'queued'"
         " AND sequence_key IS NULL",
     /* the successes (ids ?1, JSON) of jobs of a sequence with a job
-     * behind them (flow bit 1 alone: children, no batch), deleted as a
-     * plain success is */
-    [S_SEQ_DONE] =
-        "DELETE FROM jobs WHERE id IN (SELECT value FROM json_each(?1))"
-        " AND state = 'running' AND locked_by = ?2 AND result_ttl IS NULL"
-        " AND flow = 1 AND sequence_key IS NOT NULL RETURNING id",
-    /* their edges, as flow.c's S_FLOW_DEPS_END for a success */
+     * behind them (flow bit 1 alone: children, no batch) */
+#define SEQ_DONE_ROWS "id IN (SELECT value FROM json_each(?1))" \
+    " AND state = 'running' AND locked_by = ?2 AND result_ttl IS NULL" \
+    " AND flow = 1 AND sequence_key IS NOT NULL"
+    /* their edges, as flow.c's S_FLOW_DEPS_END for a success: read
+     * before the rows go, in the same transaction (the writer's), so
+     * that their DELETE returns nothing (SQLite's RETURNING loads every
+     * column of a deleted row and buffers it: a third of the DELETE) */
     [S_SEQ_DEPS_END] =
         "UPDATE job_deps SET parent_state = 'completed', parent_result = NULL"
-        " WHERE parent_id IN (SELECT value FROM json_each(?1))"
+        " WHERE parent_id IN (SELECT id FROM jobs WHERE " SEQ_DONE_ROWS ")"
         " AND parent_state IS NULL RETURNING child_id",
+    /* and the rows, deleted as a plain success is */
+    [S_SEQ_DONE] = "DELETE FROM jobs WHERE " SEQ_DONE_ROWS,
+    /* the same with complete.c's plain successes (S_DONE_MANY) of ?1 */
+    [S_SEQ_DONE_ALL] =
+        "DELETE FROM jobs WHERE id IN (SELECT value FROM json_each(?1))"
+        " AND state = 'running' AND locked_by = ?2 AND result_ttl IS NULL"
+        " AND (flow = 0 OR (flow = 1 AND sequence_key IS NOT NULL))",
     /* the children (ids ?1, JSON) each of whose ?2 parents just
      * completed, as flow.c's S_FLOW_EDGE and S_FLOW_PARENTS for a
      * success (SET reads the old row) */
@@ -297,49 +305,43 @@ next_all(jr_backend *b, const int64_t *kids, int n, char *js, double now,
     return p == js + 1 ? 0 : next_run(b, js, 1, now, err);
 }
 
+/* The successes ids (JSON), ours by token, of jobs of a sequence with
+ * a job behind them, and with all also the plain ones (flow 0): their
+ * edges settled, the rows deleted, the jobs behind them readied.
+ * Returns how many rows were deleted; b->seq_seen says whether there
+ * were jobs behind them. */
 int
 jr_sqlite_seq_done(jr_backend *b, const char *token, const char *ids,
-                   double now, jr_err *err)
+                   int all, double now, jr_err *err)
 {
-    sqlite3_stmt *s = stmt(b, S_SEQ_DONE, err);
+    sqlite3_stmt *s = stmt(b, S_SEQ_DEPS_END, err);
     int64_t *v = NULL;
-    char *js = NULL, *p;
-    int n = 0, cap = 0, nk, i, rc = -1;
-
+    char *js = NULL;
+    int n = 0, cap = 0, rc;
 
     if (s == NULL)
         return -1;
     bind_text(s, 1, ids);
     bind_text(s, 2, token);
-    if (ids_of(b, s, &v, &n, &cap, err) < 0 || n == 0) {
+    if (ids_of(b, s, &v, &n, &cap, err) < 0 ||
+        (s = stmt(b, all ? S_SEQ_DONE_ALL : S_SEQ_DONE, err)) == NULL) {
         free(v);
-        return n == 0 ? 0 : -1;
+        return -1;
     }
-    if ((p = js = malloc((size_t)n * 22 + 3)) == NULL) {
-        free(v);
-        return jr_fail(err, JR_ENOMEM, "sqlite: out of memory");
-    }
-    *p++ = '[';
-    for (i = 0; i < n; i++)
-        p += sprintf(p, "%s%lld", i ? "," : "", (long long)v[i]);
-    strcpy(p, "]");
-    nk = n;                     /* the children go after the n ids */
-    if ((s = stmt(b, S_SEQ_DEPS_END, err)) != NULL) {
-        bind_text(s, 1, js);
-        rc = ids_of(b, s, &v, &nk, &cap, err);
-    }
-    free(js);
-    js = NULL;
-    if (rc == 0 && nk > n &&
-        (js = malloc((size_t)(nk - n) * 22 + 3)) == NULL)
+    bind_text(s, 1, ids);
+    bind_text(s, 2, token);
+    rc = run(b, s, err, "completing jobs of a sequence");
+    b->seq_seen = n > 0;
+    if (rc > 0 && n > 0 && (js = malloc((size_t)n * 22 + 3)) == NULL)
         rc = jr_fail(err, JR_ENOMEM, "sqlite: out of memory");
-    if (rc == 0 && nk > n) {
-        qsort(v + n, (size_t)(nk - n), sizeof *v, cmp_id);
-        rc = next_all(b, v + n, nk - n, js, now, err);
+    if (rc > 0 && n > 0) {
+        qsort(v, (size_t)n, sizeof *v, cmp_id);
+        if (next_all(b, v, n, js, now, err) < 0)
+            rc = -1;
     }
     free(js);
     free(v);
-    return rc < 0 ? -1 : n;
+    return rc;
 }
 
 int

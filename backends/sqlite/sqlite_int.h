@@ -83,6 +83,9 @@ struct jr_backend {
                                  * in this transaction; "": none yet */
     int           fair_is;      /* it is fair */
     int64_t       fair_hi;      /* its jobs stamped up to this id */
+    int           seq_seen;     /* the last batch of successes had jobs
+                                 * of a sequence with one behind them
+                                 * (sequence.c: the next is one DELETE) */
 };
 
 /* ---- sqlrun.c: a job's jobrunner.sql statements ---- */
@@ -268,9 +271,11 @@ int  jr_sqlite_seq_link(jr_backend *b, const jr_push *p, int64_t *id,
 /* sequence.c; in the open transaction, from complete.c: the successes
  * among ids (a JSON array) of jobs of a sequence with a job behind them
  * (flow bit 1 alone) deleted as plain successes are, and the jobs behind
- * them readied, a few statements for all. Returns how many it deleted. */
+ * them readied, a few statements for all; with all, the plain
+ * successes among them too (complete.c's one DELETE, when b->seq_seen).
+ * Returns how many it deleted. */
 int  jr_sqlite_seq_done(jr_backend *b, const char *token, const char *ids,
-                        double now, jr_err *err);
+                        int all, double now, jr_err *err);
 /* seqpath.c: the sequence_paths op; and in the open transaction, from
  * push.c: when a handler's sequence applies to some of p[0..n), *out
  * gets the push with it (free with jr_seq_apply_free) and 1 comes back;
