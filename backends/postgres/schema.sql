@@ -2181,13 +2181,6 @@ CREATE TABLE {{schema}}.sequence_paths (
     name text PRIMARY KEY,
     path text NOT NULL CHECK (octet_length(path) BETWEEN 1 AND 192)
 );
--- migration 28
--- Room in job_deps' pages for the one update of each edge, its parent's
--- end (parent_state), so that it stays in its page and adds no entries to
--- the edge's two indexes (a HOT update): the readying of a sequence's
--- next job and of a workflow's children writes half as much. New pages
--- only; a VACUUM FULL of the table applies it to the old ones.
-ALTER TABLE {{schema}}.job_deps SET (fillfactor = 50);
 -- migration 30
 -- flow_batch as migration 21's, and the callbacks carry the trace context
 -- of the member whose end finished the batch (docs/tracing.md), so they
@@ -2244,3 +2237,10 @@ BEGIN
     WHERE b.id = bid;
 END
 $$;
+-- migration 31
+-- Room in job_deps' pages for the one update of each edge, its parent's
+-- end (parent_state), so that it stays in its page and adds no entries to
+-- the edge's two indexes (a HOT update): the readying of a sequence's
+-- next job and of a workflow's children writes half as much. New pages
+-- only; a VACUUM FULL of the table applies it to the old ones.
+ALTER TABLE {{schema}}.job_deps SET (fillfactor = 50);
