@@ -19,7 +19,9 @@
  *                                     each of tenant "b"
  *   jrbench latency URL N MS NAME     N single pushes MS milliseconds apart,
  *                                     each with payload {"t": the wall
- *                                     clock in seconds before its push}
+ *                                     clock in seconds before its push};
+ *                                     each push's round trip (ms) to the
+ *                                     file $JRBENCH_LATPUSH, if set
  *   jrbench drain URL BIN CONFIG LOG  start BIN -c CONFIG run, time until
  *                                     the jobs table is empty, then stop it
  *   jrbench idle BIN CONFIG LOG SECS  CPU% of the runner and its workers
@@ -375,15 +377,22 @@ cmd_fill(char **argv)
     return 0;
 }
 
+/* latency: with JRBENCH_LATPUSH set, each push's own round trip (its
+ * commit included) in ms, a line each, appended to that file: the
+ * producer's share of the push->start latency the handler records. */
 static int
 cmd_latency(char **argv)
 {
     jr_client *c = open_client(argv[0]);
     long n = atol(argv[1]), i;
     double gap = atof(argv[2]) / 1000, next = mono();
+    const char *path = getenv("JRBENCH_LATPUSH");
+    FILE *out = path != NULL && *path ? fopen(path, "a") : NULL;
 
+    if (path != NULL && *path && out == NULL)
+        die(path, strerror(errno));
     for (i = 0; i < n; i++) {
-        double now = mono();
+        double now = mono(), t0;
         struct timespec ts;
         char payload[64];
         if (next > now)
@@ -392,9 +401,14 @@ cmd_latency(char **argv)
         clock_gettime(CLOCK_REALTIME, &ts);
         snprintf(payload, sizeof payload, "{\"t\":%lld.%09ld}",
                  (long long)ts.tv_sec, ts.tv_nsec);
+        t0 = mono();
         if (jr_client_push(c, argv[3], payload, NULL, NULL) != JR_CLIENT_OK)
             die("push", jr_client_errmsg(c));
+        if (out != NULL)
+            fprintf(out, "%.6f\n", (mono() - t0) * 1000);
     }
+    if (out != NULL)
+        fclose(out);
     jr_client_close(c);
     return 0;
 }

@@ -91,6 +91,8 @@ local rows = {
   { "latency_p50_ms", "latency push->start p50 (ms)", { "<=", 1 }, { "<=", 1 }, "%.2f" },
   { "latency_p99_ms", "latency push->start p99 (ms)", { "<=", 2 }, { "<=", 3 }, "%.2f" },
   { "latency_max_ms", "latency push->start max (ms)", nil, nil, "%.2f" },
+  { "latency_push_p50_ms", "  of it, the push's own round trip (its commit): p50 (ms)", nil, nil, "%.2f" },
+  { "latency_push_p99_ms", "  p99 (ms)", nil, nil, "%.2f" },
   { "latency_busy_p50_ms", "the same, a CPU burner on core 0: p50 (ms)", nil, nil, "%.2f" },
   { "latency_busy_p99_ms", "  p99 (ms)", nil, nil, "%.2f" },
   { "latency_busy_max_ms", "  max (ms)", nil, nil, "%.2f" },

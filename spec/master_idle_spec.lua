@@ -4,7 +4,8 @@
 -- and a runner with many workers runs its first job before all of them
 -- are up (one loads first, the others once its claim is in). Nor does a
 -- job cost it page faults: the memory a claim frees stays for the next,
--- nor more than a few file-lock calls on SQLite.
+-- nor more than a few file-lock calls on SQLite. At rest its loop wakes
+-- about once a second.
 local jr = require "jr"
 local H = require "jrhttp"
 
@@ -165,6 +166,32 @@ for _, backend in ipairs(jr.backends()) do
       -- 10.8)
       assert.is_true(calls / q0 <= 11.5, ("%d lock calls for %d jobs")
                      :format(calls, q0))
+      assert.equal(0, env:stop())
+    end)
+
+    it("wakes its loop about once a second at rest, not four times",
+       function()
+      -- polls far apart: what wakes the master at rest is its own timers
+      env:config('concurrency = 1, watch = false, poll_interval = 30, ' ..
+                 'log = { level = "debug" }')
+      env:script("short", "return function() end")
+      local p = env:start()
+      jr.wait_for(function()
+        return env:log():find("loaded 1 handler", 1, true)
+      end, 60, "the worker up")
+      local function wakes()    -- the master's loop thread's sleeps
+        local st = assert(jr.read_file(("/proc/%d/task/%d/status")
+                                       :format(p.pid, p.pid)))
+        return tonumber(st:match("\nvoluntary_ctxt_switches:%s*(%d+)"))
+      end
+      os.execute("sleep 1")     -- the start's last cycles
+      local w0 = wakes()
+      os.execute("sleep 3")
+      local n = wakes() - w0
+      -- its deadline and shutdown tick every 0.25 s while a job runs, a
+      -- worker loads or a stop waits, once a second at rest: 15 or 16
+      -- wake-ups in these 3 s before, 6 to 8 since
+      assert.is_true(n <= 11, n .. " wake-ups in 3 s at rest")
       assert.equal(0, env:stop())
     end)
 

@@ -346,6 +346,7 @@ jr_claimq_dispatch(master *m)
 
     if (m->qlen == 0)
         return;
+    jr_master_tick_busy(m);     /* their deadlines: on_tick at its pace */
     /* jobs running in coroutines are not counted, nor held back: they run
      * anyway, as a worker's one job does, and a cap on them (or on the
      * results they make) would cap the inflight */

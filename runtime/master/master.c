@@ -41,6 +41,7 @@
 #include "master/service.h"
 
 #define TICK_SECS      0.25     /* on_tick: deadlines, shutdown, idle */
+#define IDLE_TICK_SECS 1.0      /* on_tick when nothing it watches runs */
 #define WATCH_DEBOUNCE 0.2      /* seconds of quiet in scripts/ to reload */
 #define STOP_WAIT      2.0      /* seconds finish waits for workers to exit */
 #define SOLO_SECS      2.0      /* start-up: the first worker's claim
@@ -81,8 +82,49 @@ on_flag(evutil_socket_t fd, short what, void *arg)
     jr_master_kick(t->m);
 }
 
-/* Every TICK_SECS: kills workers past a deadline, ends a shutdown, and
- * retires an idle worker. */
+/* 1 when on_tick has nothing to watch closely: every worker up and
+ * between jobs, none queued, no stop, no failed spawn, a pool at its
+ * floor. Its services' ticks wait a second or more anyway. */
+static int
+tick_idle(const master *m)
+{
+    const wk *w;
+
+    if (m->stopping || m->spawn_fails > 0 || m->qlen > 0 ||
+        m->target > m->cfg->conc_min)
+        return 0;
+    for (w = m->workers; w; w = w->next)
+        if (!w->ready || w->stopping || w->retiring || w->njobs > 0 ||
+            w->kill_reason[0])
+            return 0;
+    return 1;
+}
+
+/* on_tick every IDLE_TICK_SECS (slow) or TICK_SECS: at rest its four
+ * wake-ups a second were most of an idle runner's. */
+static void
+tick_pace(master *m, int slow)
+{
+    double secs = slow ? IDLE_TICK_SECS : TICK_SECS;
+    struct timeval tv;
+
+    if (slow == m->tick_slow || m->ev_tick == NULL)
+        return;
+    m->tick_slow = slow;
+    tv.tv_sec = (long)secs;
+    tv.tv_usec = (long)((secs - (double)tv.tv_sec) * 1e6);
+    event_add(m->ev_tick, &tv);
+}
+
+void
+jr_master_tick_busy(master *m)
+{
+    if (m->tick_slow)
+        tick_pace(m, 0);
+}
+
+/* Every TICK_SECS (IDLE_TICK_SECS at rest): kills workers past a
+ * deadline, ends a shutdown, and retires an idle worker. */
 static void
 on_tick(evutil_socket_t fd, short what, void *arg)
 {
@@ -97,6 +139,7 @@ on_tick(evutil_socket_t fd, short what, void *arg)
         event_base_loopbreak(m->base);
     jr_pool_idle(m, now);
     jr_service_tick(m, now);
+    tick_pace(m, tick_idle(m));
 }
 
 static void

@@ -223,6 +223,7 @@ struct master {
                                            small claim (fairq.c) */
     int                 cycle_peek;     /* the cycle out asks one: its full
                                            batch asks no claim after it */
+    int                 tick_slow;      /* on_tick at its idle pace */
 };
 
 /* otlp.c: the span export. jr_otlp_new returns NULL when c sets no
@@ -246,6 +247,10 @@ jr_master_kick(master *m)
 {
     event_active(m->ev_work, EV_WRITE, 0);
 }
+/* A job goes to a worker: on_tick back to its busy pace (deadlines) if
+ * it was at its idle one. */
+void jr_master_tick_busy(master *m);
+
 /* Arms t to set *flag and kick every secs seconds (t->ev NULL when out of
  * memory; event_free it). */
 void jr_master_flag(master *m, jr_flag_timer *t, double secs, int *flag);
