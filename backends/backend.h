@@ -704,7 +704,15 @@ typedef struct jr_limit_use {
      * payload path) for every producer's pushes; a name whose handler \
      * has none loses its row. Returns 0. */ \
     X(int, sequence_paths, (jr_backend *b, const jr_handler *h, int n, \
-                            jr_err *err))
+                            jr_err *err)) \
+    /* In a transaction of its own, records the fair option of each \
+     * handler h[0..n) (docs/queues.md, "Fair share": h->fair, a payload \
+     * path), which keys its name's jobs in a fair queue over the queue's \
+     * path, at every push; a new or changed path keys the name's jobs \
+     * not ended there again, and a name whose handler has none loses \
+     * its row (its jobs keyed by the queue's path again). Returns 0. */ \
+    X(int, fair_names, (jr_backend *b, const jr_handler *h, int n, \
+                        jr_err *err))
 
 #define JR_BACKEND_OP_FIELD(ret, name, params) ret (*name) params;
 

@@ -253,4 +253,5 @@ const jr_backend_ops jr_postgres_ops = {
     .cost_over = jr_pg_cost_over,             /* limituse.c */
     .aging_use = jr_pg_aging_use,             /* agestats.c */
     .sequence_paths = jr_pg_sequence_paths,   /* seqpath.c */
+    .fair_names = jr_pg_fair_names,           /* fairname.c */
 };

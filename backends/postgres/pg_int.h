@@ -419,6 +419,9 @@ int   jr_pg_rows_shape(const char *text, size_t len, int np, jr_pg_rows *s);
 char *jr_pg_rows_text(const char *text, size_t len, const jr_pg_rows *s,
                       int np, int m);
 
+/* fairname.c: the fair_names op */
+int jr_pg_fair_names(jr_backend *b, const jr_handler *h, int n, jr_err *err);
+
 #pragma GCC visibility pop
 
 #endif

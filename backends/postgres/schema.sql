@@ -2244,3 +2244,34 @@ $$;
 -- next job and of a workflow's children writes half as much. New pages
 -- only; a VACUUM FULL of the table applies it to the old ones.
 ALTER TABLE {{schema}}.job_deps SET (fillfactor = 50);
+-- migration 32
+-- Fair share keyed by a job name (docs/queues.md, "Fair share"): per job
+-- name whose handler returns `fair = "payload.PATH"`, its path, written
+-- by each runner from its handlers when it loads them. A job of the name
+-- pushed into a fair queue takes its key at that path, over the queue's
+-- (jobs_queue_known, redefined here, reads it), from every producer. A
+-- name whose handler has none has no row; an insert statement into a
+-- queue that is not fair pays nothing more (fair_paths is looked at
+-- first, as before).
+CREATE TABLE {{schema}}.fair_names (
+    name text PRIMARY KEY,
+    path text[] NOT NULL
+);
+CREATE OR REPLACE FUNCTION {{schema}}.jobs_queue_known() RETURNS trigger
+LANGUAGE plpgsql AS $$
+BEGIN
+    INSERT INTO {{schema}}.queues (name)
+    SELECT DISTINCT n.queue FROM new_jobs n
+    WHERE NOT EXISTS (SELECT 1 FROM {{schema}}.queues q
+                      WHERE q.name = n.queue)
+    ON CONFLICT DO NOTHING;
+    IF EXISTS (SELECT 1 FROM {{schema}}.fair_paths) THEN
+        UPDATE {{schema}}.jobs j
+        SET fair_key = coalesce(n.payload #>> coalesce(fn.path, f.path), '')
+        FROM new_jobs n JOIN {{schema}}.fair_paths f ON f.queue = n.queue
+        LEFT JOIN {{schema}}.fair_names fn ON fn.name = n.name
+        WHERE j.id = n.id AND n.fair_key IS NULL;
+    END IF;
+    RETURN NULL;
+END
+$$;

@@ -261,4 +261,5 @@ const jr_backend_ops jr_sqlite_ops = {
     .cost_over = jr_sqlite_cost_over,         /* limits.c */
     .aging_use = jr_sqlite_aging_use,         /* agestats.c */
     .sequence_paths = jr_sqlite_sequence_paths, /* seqpath.c */
+    .fair_names = jr_sqlite_fair_names,       /* fairname.c */
 };

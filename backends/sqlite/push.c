@@ -405,7 +405,8 @@ insert_many(jr_backend *b, const jr_push *p, double now, int64_t *ids,
 {
     sqlite3_stmt *s;
     int64_t last;
-    int k, rc, got = 0, paths = limit_path_any(b, p, INSERT_ROWS, err);
+    int k, rc, got = 0, fair = 0;
+    int paths = limit_path_any(b, p, INSERT_ROWS, err);
 
     if (paths < 0)
         return -1;
@@ -434,10 +435,12 @@ insert_many(jr_backend *b, const jr_push *p, double now, int64_t *ids,
             jr_sqlite_fair_stamp(b, p[k].queue, last - INSERT_ROWS + 1, last,
                                  err) < 0)
             return -1;
+        fair |= b->fair_is;
         if (p[k].outcome != NULL)
             *p[k].outcome = JR_PUSH_NEW;
     }
-    return 0;
+    return fair ? jr_sqlite_fair_name_stamp(b, last - INSERT_ROWS + 1, last,
+                                            err) : 0;
 }
 
 static int
@@ -465,7 +468,10 @@ insert_row(jr_backend *b, const jr_push *p, double now, int64_t *id,
     if (id != NULL)
         *id = sqlite3_last_insert_rowid(b->db);
     if (jr_sqlite_fair_stamp(b, p->queue, sqlite3_last_insert_rowid(b->db),
-                             sqlite3_last_insert_rowid(b->db), err) < 0)
+                             sqlite3_last_insert_rowid(b->db), err) < 0 ||
+        (b->fair_is &&
+         jr_sqlite_fair_name_stamp(b, sqlite3_last_insert_rowid(b->db),
+                                   sqlite3_last_insert_rowid(b->db), err) < 0))
         return -1;
     return queue_known(b, p->queue, err);
 }

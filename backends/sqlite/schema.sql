@@ -723,3 +723,27 @@ CREATE TABLE sequence_paths (
     name TEXT PRIMARY KEY,
     path TEXT NOT NULL CHECK (length(path) BETWEEN 1 AND 192)
 ) WITHOUT ROWID;
+-- migration 29
+-- Fair share keyed by a job name (docs/queues.md, "Fair share"): per job
+-- name whose handler returns `fair = "payload.PATH"`, its JSON path
+-- ("$.a.b"), written by each runner from its handlers when it loads
+-- them. A job of the name pushed into a fair queue takes its key at that
+-- path, over the queue's: jobs_fair_key (migration 25) reads it. A name
+-- whose handler has none has no row; a push of another name pays one
+-- look-up of its name in this (small) table, in a fair queue only.
+CREATE TABLE fair_names (
+    name TEXT PRIMARY KEY,
+    path TEXT NOT NULL CHECK (length(path) BETWEEN 3 AND 194)
+) WITHOUT ROWID;
+DROP TRIGGER jobs_fair_key;
+CREATE TRIGGER jobs_fair_key AFTER INSERT ON jobs
+    WHEN NEW.fair_key IS NULL
+     AND EXISTS (SELECT 1 FROM fair_paths WHERE queue = NEW.queue)
+BEGIN
+    UPDATE jobs SET fair_key = (SELECT CASE WHEN json_valid(NEW.payload)
+        THEN coalesce(CAST(json_extract(NEW.payload, coalesce(
+            (SELECT n.path FROM fair_names n WHERE n.name = NEW.name),
+            f.path)) AS TEXT), '')
+        ELSE '' END FROM fair_paths f WHERE f.queue = NEW.queue)
+    WHERE id = NEW.id;
+END;

@@ -459,5 +459,12 @@ struct jr_buf;
 int jr_sqlite_sealed_text(sqlite3_stmt *s, int pc, int sc,
                           struct jr_buf *out);
 int jr_sqlite_crypt_functions(jr_backend *b, jr_err *err);
+/* fairname.c: the fair_names op; and in the open transaction, after
+ * jr_sqlite_fair_stamp found a fair queue among them, the keys of the
+ * jobs of ids lo to hi whose name has a fair path, at it */
+int jr_sqlite_fair_names(jr_backend *b, const jr_handler *h, int n,
+                         jr_err *err);
+int jr_sqlite_fair_name_stamp(jr_backend *b, int64_t lo, int64_t hi,
+                              jr_err *err);
 
 #endif

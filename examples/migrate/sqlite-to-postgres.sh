@@ -71,14 +71,15 @@ n=$(pg -c "SELECT count(*) FROM $schema.jobs")
 
 # The tables: queues first (a job's insert adds its queue, unpaused),
 # jobs, then the rest (they may refer to jobs). limit_buckets,
-# limit_paths, fair_paths and sequence_paths are the runners' to write
-# (from their config and handlers, at start).
+# limit_paths, fair_paths, sequence_paths and fair_names are the runners'
+# to write (from their config and handlers, at start).
 tables=$(lite "SELECT name FROM sqlite_master WHERE type = 'table'
                AND name NOT LIKE 'sqlite_%'
                AND name NOT IN ('queues', 'jobs', 'limit_buckets',
                                 'limit_paths', 'limit_sizes',
                                 'fair_paths', 'sequence_paths',
-                                'schedule_defs_rev') ORDER BY name")
+                                'fair_names', 'schedule_defs_rev')
+               ORDER BY name")
 tables="queues jobs $tables"
 
 script=$tmp/move.sql

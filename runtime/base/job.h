@@ -345,6 +345,10 @@ typedef struct jr_handler {
                                    "payload.a.b") whose value puts a job
                                    of this name pushed without one in a
                                    sequence; NULL: none */
+    char   *fair;               /* the payload path ("a.b") of this
+                                   name's fair key in a fair queue, over
+                                   the queue's (docs/queues.md, "Fair
+                                   share"); NULL: the queue's */
 } jr_handler;
 
 /* Checks a job or queue name: [A-Za-z0-9_.:-]{1,128}. what names the field

@@ -145,3 +145,9 @@ jr_dbcall_sequence_paths(jr_db *db, const jr_handler *h, int n, jr_err *err)
 {
     return db->ops->sequence_paths(db->b, h, n, err);
 }
+
+int
+jr_dbcall_fair_names(jr_db *db, const jr_handler *h, int n, jr_err *err)
+{
+    return db->ops->fair_names(db->b, h, n, err);
+}

@@ -90,4 +90,8 @@ int jr_dbcall_sched_defs(jr_db *db, int64_t *rev, jr_dbcall_def_cb cb,
  * pushes (docs/queues.md, "Sequences"). */
 int jr_dbcall_sequence_paths(jr_db *db, const jr_handler *h, int n,
                              jr_err *err);
+/* Records the fair option of handlers h[0..n) (docs/queues.md, "Fair
+ * share"). */
+int jr_dbcall_fair_names(jr_db *db, const jr_handler *h, int n,
+                         jr_err *err);
 #endif

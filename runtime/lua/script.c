@@ -142,7 +142,8 @@ add_error(loader *ld, const char *fmt, ...)
 
 static int
 add_handler(loader *ld, const char *name, int max_retries, double timeout,
-            double backoff, int inflight, int durable, const char *seq)
+            double backoff, int inflight, int durable, const char *seq,
+            const char *fair)
 {
     jr_handler *h;
 
@@ -164,7 +165,10 @@ add_handler(loader *ld, const char *name, int max_retries, double timeout,
     h->avg = 0;
     h->keep_output = 0;
     h->sequence = NULL;
-    if (seq != NULL && (h->sequence = strdup(seq)) == NULL) {
+    h->fair = NULL;
+    if ((seq != NULL && (h->sequence = strdup(seq)) == NULL) ||
+        (fair != NULL && (h->fair = strdup(fair)) == NULL)) {
+        free(h->sequence);
         free(h->name);
         return -1;
     }
@@ -181,7 +185,7 @@ unknown_key(lua_State *L)                          /* t */
     static const char *const known[] = {"handle", "max_retries", "timeout",
                                         "backoff", "inflight",
                                         "durable_steps", "output", "sequence",
-                                        NULL};
+                                        "fair", NULL};
     int i;
 
     lua_pushnil(L);                              /* t nil */
@@ -195,7 +199,8 @@ unknown_key(lua_State *L)                          /* t */
             lua_pop(L, 1);                       /* t */
             snprintf(msg, sizeof msg, "unknown handler option '%.64s' "
                      "(valid: handle, max_retries, timeout, backoff, "
-                     "inflight, durable_steps, output, sequence)", k);
+                     "inflight, durable_steps, output, sequence, fair)",
+                     k);
             return msg;
         }
     }                                            /* t */
@@ -298,16 +303,17 @@ check_output(lua_State *L, int inflight, int *keep)
     return NULL;
 }
 
-/* The handler table on top's sequence (docs/queues.md, "Sequences"): a
- * payload path "payload.a.b" (fields of letters, digits, _ and -, joined
- * by dots), "a.b" into *seq (borrowed from the table: valid while it is
- * on the stack), or NULL when not set. NULL, or what is wrong.
- * [-0, +0, -] */
+/* The handler table on top's field, sequence (docs/queues.md,
+ * "Sequences") or fair ("Fair share"): a payload path "payload.a.b"
+ * (fields of letters, digits, _ and -, joined by dots), "a.b" into *seq
+ * (borrowed from the table: valid while it is on the stack), or NULL
+ * when not set. NULL, or what is wrong. [-0, +0, -] */
 static const char *
-check_sequence(lua_State *L, const char **seq)
+check_path(lua_State *L, const char *field, const char **seq)
 {
+    static char msg[200];
     const char *s, *p;
-    int t = lua_getfield(L, -1, "sequence"), ok;
+    int t = lua_getfield(L, -1, field), ok;
 
     s = t == LUA_TSTRING ? lua_tostring(L, -1) : NULL;
     lua_pop(L, 1);
@@ -318,10 +324,12 @@ check_sequence(lua_State *L, const char **seq)
     for (p = ok ? s + 8 : "", ok = ok && *p; ok && *p; p++)
         ok = isalnum((unsigned char)*p) || *p == '_' || *p == '-' ||
              (*p == '.' && p[1] != '.' && p[1] != '\0' && p[-1] != '.');
-    if (!ok)
-        return "'sequence' must be a payload path such as "
-               "\"payload.customer_id\" (fields of letters, digits, _ and -, "
-               "joined by dots)";
+    if (!ok) {
+        snprintf(msg, sizeof msg, "'%s' must be a payload path such as "
+                 "\"payload.customer_id\" (fields of letters, digits, _ and "
+                 "-, joined by dots)", field);
+        return msg;
+    }
     *seq = s + 8;
     return NULL;
 }
@@ -368,7 +376,7 @@ static void
 load_one(loader *ld, const char *path, const char *name)
 {
     lua_State *L = ld->L;
-    const char *bad, *seq = NULL;
+    const char *bad, *seq = NULL, *fair = NULL;
     int max_retries = -1, inflight = 0, durable, keep = 0;
     double timeout = 0, backoff = -1;
     jr_err err;
@@ -407,7 +415,8 @@ load_one(loader *ld, const char *path, const char *name)
     if ((bad = check_table(L, &max_retries, &timeout, &backoff)) != NULL ||
         (bad = check_inflight(L, &inflight)) != NULL ||
         (bad = check_output(L, inflight, &keep)) != NULL ||
-        (bad = check_sequence(L, &seq)) != NULL) {
+        (bad = check_path(L, "sequence", &seq)) != NULL ||
+        (bad = check_path(L, "fair", &fair)) != NULL) {
         add_error(ld, "%s: %s", path, bad);
         lua_pop(L, 1);                               /* H */
         return;
@@ -416,7 +425,7 @@ load_one(loader *ld, const char *path, const char *name)
     durable = lua_isnil(L, -1) ? -1 : lua_toboolean(L, -1);
     lua_pop(L, 1);                                   /* H t */
     if (add_handler(ld, name, max_retries, timeout, backoff, inflight,
-                    durable, seq) < 0) {
+                    durable, seq, fair) < 0) {
         add_error(ld, "%s: %s", path, "out of memory");
         lua_pop(L, 1);
         return;
@@ -436,7 +445,7 @@ compile_one(loader *ld, const char *path, const char *name)
         return;
     }                                                    /* chunk */
     lua_pop(ld->L, 1);                                   /* (nothing) */
-    if (add_handler(ld, name, -1, 0, -1, 0, 0, NULL) < 0)
+    if (add_handler(ld, name, -1, 0, -1, 0, 0, NULL, NULL) < 0)
         add_error(ld, "%s: %s", path, "out of memory");
 }
 
@@ -659,6 +668,7 @@ jr_scripts_free(jr_scripts *s)
     for (i = 0; i < s->n; i++) {
         free(s->h[i].name);
         free(s->h[i].sequence);
+        free(s->h[i].fair);
     }
     for (i = 0; i < s->nerrors; i++)
         free(s->errors[i]);

@@ -478,6 +478,7 @@ jr_claimq_cycle_done(jr_cycle *c, void *arg)
     jr_service_read(m, c);
     m->cycle_want = 0;
     jr_claimq_take(m, c->claimed, c->nclaimed, c->want);
+    m->fair_changed |= c->changed_after;
     if (m->flow_want || c->changed_after) {
         /* after take, which judges its own claim: jobs may wait */
         m->want_claim = 1;
@@ -632,6 +633,13 @@ jr_claimq_work(evutil_socket_t fd, short what, void *arg)
     if (!woken && m->nres == 0 && !m->renew_due && !m->rescue_due && !due)
         return;
     want = jr_lane_split(m, capacity(m));
+    /* a fair queue's small claim (capacity's fair_peek) is for another's
+     * push: it claims only if the database changed (seen by a cycle, or
+     * by this wake-up or one that comes while the cycle runs), not at
+     * each job's end (want_claim): that was a fair claim every few jobs,
+     * most cycles, and a push's job waited behind them */
+    if (m->fair_peek && !m->wake_due && !m->fair_changed)
+        woken = 0;
     /* a generation of coroutine handlers fills its workers' thousands of
      * slots in one round, not in four */
     most = m->gen != NULL && m->gen->co_any > 0 ? CLAIM_CO_MAX : CLAIM_MAX;
@@ -653,6 +661,10 @@ jr_claimq_work(evutil_socket_t fd, short what, void *arg)
         return;
     m->wake_due &= !hold;
     fill(m, c, want, woken);
+    if (m->fair_peek)
+        c->claim_always = m->fair_changed;
+    if (c->want > 0)
+        m->fair_changed = 0;
     m->wake_due = hold;
     m->cycle_at = jr_mono();
     m->cycle_want = c->want;

@@ -43,6 +43,7 @@ jr_gen_unref(gen *g)
     for (i = 0; i < g->n; i++) {
         free(g->h[i].name);
         free(g->h[i].sequence);
+        free(g->h[i].fair);
     }
     free(g->h);
     free(g->names);

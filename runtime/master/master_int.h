@@ -224,6 +224,9 @@ struct master {
     int                 cycle_peek;     /* the cycle out asks one: its full
                                            batch asks no claim after it */
     int                 tick_slow;      /* on_tick at its idle pace */
+    int                 fair_changed;   /* a cycle saw another's commit
+                                           after it (changed_after): a
+                                           small claim is due */
 };
 
 /* otlp.c: the span export. jr_otlp_new returns NULL when c sets no

@@ -20,7 +20,8 @@
  *     then the paused queues;
  *   unhandled counts on the database thread between cycles (tick);
  *   waits looks at the long polls' jobs after the cycle (taken);
- *   seqpaths writes the handlers' sequences between cycles (tick).
+ *   seqpaths writes the handlers' sequences between cycles (tick);
+ *   fairnames writes the handlers' fair paths between cycles (tick).
  * A new service is its file and its line here. */
 #define SERVICES(X) \
     X(metrics) \
@@ -34,7 +35,8 @@
     X(wakes) \
     X(unhandled) \
     X(waits) \
-    X(seqpaths)
+    X(seqpaths) \
+    X(fairnames)
 
 /* Each one's table, defined in its own file (jr_<name>_service). */
 #define DECLARE(name) extern const jr_service jr_##name##_service;

@@ -112,6 +112,7 @@ jr_frame_put_hello(jr_buf *b, const jr_scripts *s, const char *setup_error)
         jr_put_f64(b, s->h[i].backoff);
         jr_put_i32(b, s->h[i].inflight);
         jr_put_str(b, s->h[i].sequence);
+        jr_put_str(b, s->h[i].fair);
     }
     jr_put_i32(b, s->nerrors);
     for (i = 0; i < s->nerrors; i++)
@@ -130,6 +131,7 @@ jr_hello_free(jr_hello *h)
     for (i = 0; i < h->n; i++) {
         free(h->h[i].name);
         free(h->h[i].sequence);
+        free(h->h[i].fair);
     }
     for (i = 0; i < h->nerrors; i++)
         free(h->errors[i]);
@@ -141,7 +143,7 @@ jr_hello_free(jr_hello *h)
 
 static char *dup_str(jr_reader *r, int *bad);
 
-/* Reads one handler into h (name and sequence owned); NULL or a
+/* Reads one handler into h (name, sequence and fair owned); NULL or a
  * message. */
 static const char *
 get_handler(jr_reader *r, jr_handler *h)
@@ -156,6 +158,7 @@ get_handler(jr_reader *r, jr_handler *h)
     h->inflight = jr_get_i32(r);
     h->avg = 0;
     h->sequence = r->bad ? NULL : dup_str(r, &oom);
+    h->fair = r->bad || oom ? NULL : dup_str(r, &oom);
     if (oom)
         return "out of memory";
     if (r->bad)
@@ -163,6 +166,8 @@ get_handler(jr_reader *r, jr_handler *h)
     if (h->sequence != NULL && (h->sequence[0] == '\0' ||
                                 strlen(h->sequence) > 192))
         return "a handler with a bad sequence path";
+    if (h->fair != NULL && (h->fair[0] == '\0' || strlen(h->fair) > 192))
+        return "a handler with a bad fair path";
     if (name == NULL || len == 0 || len > 128 || memchr(name, 0, len))
         return "a handler without a valid name";
     if ((h->name = strndup(name, len)) == NULL)
@@ -218,6 +223,8 @@ jr_frame_get_hello(jr_reader *r, jr_hello *out, jr_err *err)
         else {                  /* not counted: not freed with them */
             free(out->h[i].sequence);
             out->h[i].sequence = NULL;
+            free(out->h[i].fair);
+            out->h[i].fair = NULL;
         }
     }
     if (bad != NULL)

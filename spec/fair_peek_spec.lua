@@ -1,0 +1,65 @@
+-- fair_peek_spec.lua - a fair queue's small claim while the runner's
+-- local queue is full (master/fairq.c, claimq.c) comes with another's
+-- push, not with each job's end, on each backend: a drain of one key's
+-- 0.5 ms jobs makes a few claims of hundreds, not a fair claim every few
+-- jobs (each one a walk of the keys and a write of the passes, a cycle
+-- a push's job then waited behind). The claims are counted by a trigger
+-- on the cursor of fair_clocks, which each fair claim that starts jobs
+-- moves; no timings.
+local jr = require "jr"
+
+local WORKER = [[
+  local now = require("jobrunner").now
+  return function()
+    local t = now() + 0.0005
+    while now() < t do end
+  end]]
+
+local N = 1000
+
+local function count_claims(env)
+  if env.backend == "postgres" then
+    local s = env.schema
+    env:exec(([[CREATE TABLE %s.claims (n int NOT NULL);
+      INSERT INTO %s.claims VALUES (0);
+      CREATE FUNCTION %s.count_claim() RETURNS trigger LANGUAGE plpgsql AS
+        $$ BEGIN UPDATE %s.claims SET n = n + 1; RETURN NULL; END $$;
+      CREATE TRIGGER count_claim AFTER UPDATE OF cursor ON %s.fair_clocks
+        FOR EACH ROW EXECUTE FUNCTION %s.count_claim();]]):format(s, s, s, s, s, s))
+  else
+    env:exec([[CREATE TABLE claims (n INTEGER NOT NULL);
+      INSERT INTO claims VALUES (0);
+      CREATE TRIGGER count_claim AFTER UPDATE OF cursor ON fair_clocks
+        BEGIN UPDATE claims SET n = n + 1; END;]])
+  end
+end
+
+for _, backend in ipairs(jr.backends()) do
+  describe(backend .. " fair queue's small claim:", function()
+    local env = jr.test_env(backend)
+
+    it("comes with a push, not with each end of a job claimed ahead", function()
+      env:config([[concurrency = 2,
+        limits = { ["queue:fq"] = { fair = { key = "payload.t" } } }]])
+      env:script("fair.p", WORKER)
+      local _, err, code = env:cli("migrate")
+      assert.are.equal(0, code, err)
+      count_claims(env)
+      local q = jr.client(env)
+      local jobs = {}
+      for i = 1, N do jobs[i] = { "fair.p", { t = "a", n = i }, { queue = "fq" } } end
+      assert(q:push_many(jobs))
+      q:close()
+      env:start()
+      jr.wait_for(function()
+        return env:query("SELECT count(*) AS n FROM jobs WHERE queue = 'fq'")[1].n == 0
+      end, 120, "the drain")
+      env:stop()
+      local claims = env:query("SELECT n FROM claims")[1].n
+      -- claims of a few hundred jobs (the local queue): 3 or 4; a small
+      -- claim after each job's end made 62
+      assert.is_true(claims > 0, "no fair claim counted")
+      assert.is_true(claims < N / 20, ("%d fair claims for %d jobs"):format(claims, N))
+    end)
+  end)
+end
