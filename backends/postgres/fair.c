@@ -13,10 +13,20 @@
 #include "base/limit.h"
 #include "fairpick.h"
 
+/* A key's jobs in jobs_fair: as a range (and ordered by fair_key first),
+ * not fair_key = K, which left the planner free to read jobs_claim in
+ * claim order filtering on the key (the same cost for it before the
+ * table's first ANALYZE, e.g. just after a big push): a scan of the
+ * queue's jobs up to the key's first, a key. */
+#define FAIR_KEY_IS(k) " fair_key >= " k " AND fair_key <= " k
+
 /* The next $3 keys of queue $1 with queued jobs after key $2 (FIRST's
  * test), one seek each in jobs_fair: a key without queued jobs is not
  * there. Each with its weight (set at run time, else the config's $4,
- * else $5), its pass, and whether it has a job ready now. */
+ * else $5), its pass, and whether it has a job ready now: a seek in
+ * jobs_fair for its first one (FAIR_KEY_IS), not an EXISTS, which the
+ * planner made a hashed subplan reading every queued job of the queue
+ * each statement. */
 #define FAIR_NEXT(first) \
     "WITH RECURSIVE w(k, n) AS (SELECT (SELECT fair_key" \
     "  FROM {{schema}}.jobs WHERE state = 'queued' AND queue = $1::text" \
@@ -28,10 +38,11 @@
     "  ORDER BY fair_key LIMIT 1), w.n + 1" \
     " FROM w WHERE w.k IS NOT NULL AND w.n < $3::int)" \
     " SELECT w.k, coalesce(fk.weight, ($4::jsonb ->> w.k)::float8," \
-    "  $5::float8), coalesce(fk.pass, 0), EXISTS (SELECT 1" \
+    "  $5::float8), coalesce(fk.pass, 0), (SELECT 1" \
     "  FROM {{schema}}.jobs WHERE state = 'queued' AND queue = $1::text" \
-    "  AND fair_key IS NOT NULL AND fair_key = w.k AND run_at <= now()" \
-    JR_PG_UNEXPIRED ")" \
+    "  AND fair_key IS NOT NULL AND" FAIR_KEY_IS("w.k") \
+    "  AND run_at <= now()" JR_PG_UNEXPIRED \
+    "  ORDER BY fair_key, priority, run_at, id LIMIT 1) IS NOT NULL" \
     " FROM w LEFT JOIN LATERAL (SELECT weight, pass" \
     "  FROM {{schema}}.fair_keys WHERE queue = $1::text AND key = w.k) fk" \
     "  ON true WHERE w.k IS NOT NULL ORDER BY w.n"
@@ -40,8 +51,8 @@ static const pg_stmt st_fair_after = {"jr_fair_after", 5, FAIR_NEXT(">")};
 static const pg_stmt st_fair_from = {"jr_fair_from", 5, FAIR_NEXT(">=")};
 
 /* the first $9[i] ready jobs of each fair key $3[i] of queue $2
- * (jobs_fair), with the filters of limits.c's st_lim_candidates
- * (JR_PG_PICK_FILTER), locked (not those another claim holds), by key */
+ * (jobs_fair, FAIR_KEY_IS), with the filters of limits.c's
+ * st_lim_candidates (JR_PG_PICK_FILTER), locked (not those another claim holds), by key */
 static const pg_stmt st_fair_take = {"jr_fair_take", 10,
     "SELECT j.id, j.name, j.queue, j.limit_key, u.k, u.i,"
     " coalesce(j.cost, 1)"
@@ -49,10 +60,11 @@ static const pg_stmt st_fair_take = {"jr_fair_take", 10,
     " CROSS JOIN LATERAL (SELECT id, name, queue, limit_key, priority,"
     "  run_at, cost FROM {{schema}}.jobs"
     "  WHERE state = 'queued' AND queue = $2::text"
-    "  AND fair_key IS NOT NULL AND fair_key = u.k AND run_at <= now()"
+    "  AND fair_key IS NOT NULL AND" FAIR_KEY_IS("u.k")
+    "  AND run_at <= now()"
     JR_PG_UNEXPIRED
     JR_PG_PICK_FILTER
-    "  ORDER BY priority, run_at, id LIMIT u.c"
+    "  ORDER BY fair_key, priority, run_at, id LIMIT u.c"
     "  FOR UPDATE SKIP LOCKED) j"
     " ORDER BY u.i, j.priority, j.run_at, j.id"};
 
