@@ -4,7 +4,8 @@
 -- holds another key's short jobs claimed ahead starts next, not after
 -- them; a key whose only job is due later holds back no other key, a
 -- key that emptied starts again at its next job's claim, and one whose
--- backlog ran out alone comes back level with a new key; on PostgreSQL,
+-- backlog ran out alone comes back level with a new key; each start of
+-- a key counts in its pass, several in a claim; on PostgreSQL,
 -- two runners share the turns and start each job once. Starts are
 -- counted in the order the handler records them, no timings.
 local jr = require "jr"
@@ -126,6 +127,30 @@ for _, backend in ipairs(jr.backends()) do
       assert.is_true(b >= 9 and b <= 11, "b had " .. b .. " of the first 20: " ..
                      table.concat(all, " ", 301, 340))
       env:stop()
+    end)
+
+    it("counts each start of a key in its pass, several in one claim", function()
+      -- short jobs, claimed ahead: a claim starts several of a key's
+      -- jobs, and writes their passes at once (a key with a quote and a
+      -- non-ASCII letter in it too)
+      env:config([[concurrency = 1, limits = { ["queue:fq"] = { fair = {
+        key = "payload.t", weights = { a = 2 } } } }]])
+      env:script("fair.w", WORKER)
+      push(env, "a", 6)
+      push(env, "b", 3)
+      push(env, 'q"\u{e9}', 1)
+      env:start()
+      jr.wait_for(function() return #starts(env) == 10 end, 60, "all started")
+      jr.wait_for(function() return env:count() == 0 end, 60, "all done")
+      env:stop()
+      -- each start added 1/weight from 0: a 6 x 1/2, b 3 x 1, the third 1
+      local pass = {}
+      for _, r in ipairs(env:query("SELECT key, pass FROM fair_keys WHERE queue = 'fq'")) do
+        pass[r.key] = tonumber(r.pass)
+      end
+      assert.is_true(math.abs(pass.a - 3) < 1e-9, "a: " .. tostring(pass.a))
+      assert.is_true(math.abs(pass.b - 3) < 1e-9, "b: " .. tostring(pass.b))
+      assert.is_true(math.abs(pass['q"\u{e9}'] - 1) < 1e-9, "q: " .. tostring(pass['q"\u{e9}']))
     end)
 
     if backend == "postgres" then

@@ -22,9 +22,9 @@ enum { S_FAIR_AFTER, S_FAIR_FROM, S_FAIR_JOBS, S_FAIR_CLOCK,
  * test), each one seek in jobs_fair: a key without queued jobs is not
  * there. Each with its weight set at run time (NULL: the config's,
  * looked up in C: a json_each of the config's weights for each key cost
- * a parse of them all a key), its pass, and its first job ready by ?2
- * that the limits let by (S_FAIR_JOBS's filter; NULL: none), so a key
- * whose turn gives it one job costs no read of its own. */
+ * a parse of them all a key), its pass, whether it has a job ready by ?2,
+ * and the first of those the limits let by (S_FAIR_JOBS's filter; NULL:
+ * none), so a key whose turn gives it one job costs no read of its own. */
 #define FAIR_NEXT(first) \
     "WITH RECURSIVE w(k, n) AS (SELECT (SELECT fair_key FROM jobs" \
     "  WHERE state = 'queued' AND queue = ?1 AND fair_key IS NOT NULL" \
@@ -38,7 +38,10 @@ enum { S_FAIR_AFTER, S_FAIR_FROM, S_FAIR_JOBS, S_FAIR_CLOCK,
     "  AND fair_key = w.k AND run_at <= ?2" JR_SQLITE_UNEXPIRED \
     JR_SQLITE_LIM_FILTER \
     "  ORDER BY priority, run_at, id LIMIT 1) FROM w WHERE w.k IS NOT NULL)" \
-    " SELECT f.k, fk.weight, coalesce(fk.pass, 0), j.id, j.priority," \
+    " SELECT f.k, fk.weight, coalesce(fk.pass, 0), EXISTS (SELECT 1" \
+    "  FROM jobs WHERE state = 'queued' AND queue = ?1" \
+    "  AND fair_key IS NOT NULL AND fair_key = f.k AND run_at <= ?2" \
+    JR_SQLITE_UNEXPIRED "), j.id, j.priority," \
     " j.run_at, j.name, j.limit_key, coalesce(j.cost, 1)" \
     " FROM f LEFT JOIN fair_keys fk ON fk.queue = ?1 AND fk.key = f.k" \
     " LEFT JOIN jobs j ON j.id = f.id ORDER BY f.n"
@@ -226,6 +229,26 @@ config_weight(const walk *wk, const char *key)
     return at != NULL ? at->weight : wk->def;
 }
 
+/* Fills c from the walk's row s: the key's first ready job the limits
+ * let by (columns 4 to 9; NULL: none, c stays zero). -1: out of memory. */
+static int
+first_job(sqlite3_stmt *s, const char *queue, const char *key, candidate *c)
+{
+    const char *lk = (const char *)sqlite3_column_text(s, 8);
+
+    if (sqlite3_column_type(s, 4) == SQLITE_NULL)
+        return 0;
+    c->id = sqlite3_column_int64(s, 4);
+    c->priority = sqlite3_column_int(s, 5);
+    c->run_at = sqlite3_column_double(s, 6);
+    c->cost = (long)sqlite3_column_int64(s, 9);
+    c->name = strdup(col_text(s, 7));
+    c->queue = strdup(queue);
+    c->key = lk ? strdup(lk) : NULL;
+    c->fkey = strdup(key);
+    return c->name && c->queue && c->fkey && (lk == NULL || c->key) ? 0 : -1;
+}
+
 /* One statement of the walk: keys after *pos (from: from "" on), up to
  * stop (NULL: the end) included. Sets *pos to the last key read; *end
  * when the keys ran out or passed stop. 0, or -1 with err set. */
@@ -236,7 +259,7 @@ walk_step(jr_backend *b, const char *queue, double now, const char *json,
 {
     sqlite3_stmt *s = stmt(b, from ? S_FAIR_FROM : S_FAIR_AFTER, err);
     walked *bigger, *w;
-    const char *k, *lk;
+    const char *k;
     int rc, rows = 0;
 
     if (s == NULL)
@@ -263,8 +286,8 @@ walk_step(jr_backend *b, const char *queue, double now, const char *json,
             rc = SQLITE_NOMEM;
             break;
         }
-        if (sqlite3_column_type(s, 3) == SQLITE_NULL)
-            continue;                   /* none ready (or let by) yet */
+        if (sqlite3_column_int(s, 3) == 0)
+            continue;                   /* none ready yet */
         if (wk->n == wk->cap) {
             wk->cap = wk->cap ? wk->cap * 2 : 64;
             if ((bigger = realloc(wk->w, (size_t)wk->cap * sizeof *bigger))
@@ -277,18 +300,8 @@ walk_step(jr_backend *b, const char *queue, double now, const char *json,
         w = &wk->w[wk->n];
         memset(w, 0, sizeof *w);
         wk->n++;                        /* walk_free frees what it has */
-        w->first.id = sqlite3_column_int64(s, 3);
-        w->first.priority = sqlite3_column_int(s, 4);
-        w->first.run_at = sqlite3_column_double(s, 5);
-        lk = (const char *)sqlite3_column_text(s, 7);
-        w->first.cost = (long)sqlite3_column_int64(s, 8);
-        w->key = strdup(k);
-        w->first.name = strdup(col_text(s, 6));
-        w->first.queue = strdup(queue);
-        w->first.key = lk ? strdup(lk) : NULL;
-        w->first.fkey = strdup(k);
-        if (!w->key || !w->first.name || !w->first.queue ||
-            !w->first.fkey || (lk && !w->first.key)) {
+        if ((w->key = strdup(k)) == NULL ||
+            first_job(s, queue, k, &w->first) < 0) {
             rc = SQLITE_NOMEM;
             break;
         }
@@ -495,9 +508,11 @@ jr_sqlite_fair_candidates(jr_backend *b, const jr_limit *f,
     for (i = 0; i < nk; i++) {
         first[i] = nr;
         if (k[i].next == 1) {           /* the job the walk read */
-            r[nr] = wk.w[map[i]].first;
-            memset(&wk.w[map[i]].first, 0, sizeof r[nr]);
-            nr++;
+            if (wk.w[map[i]].first.id != 0) {
+                r[nr] = wk.w[map[i]].first;
+                memset(&wk.w[map[i]].first, 0, sizeof r[nr]);
+                nr++;
+            }
         } else if (k[i].next > 1 &&
                    key_jobs(b, queue, wk.w[map[i]].key, k[i].next, json,
                             now, lim, r, &nr, err) < 0)
