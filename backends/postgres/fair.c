@@ -140,8 +140,12 @@ queue_cap(const jr_claim_spec *spec, const char *queue, int max)
 }
 
 /* The claim walks a fair queue's keys with queued jobs (jobs_fair, one
- * seek a key) from the key it last started, FAIR_BATCH a statement. */
+ * seek a key) from the key it last started, FAIR_BATCH a statement at
+ * most, and no more than the keys it still needs (FAIR_FEW at least):
+ * the server reads every key a statement asks for, and a claim of 300
+ * keys asked for 512 of them. */
 #define FAIR_BATCH 256
+#define FAIR_FEW 16
 
 typedef struct walked {
     char   *key;
@@ -175,13 +179,16 @@ walk_step(jr_backend *b, const jr_limit *f, const char *queue, double clock,
           int *end, jr_err *err)
 {
     char sbatch[16], sdef[32];
+    int batch = cap - wk->atclock;
     const char *params[5];
     const char *k;
     walked *bigger;
     PGresult *res;
     int i, rows;
 
-    snprintf(sbatch, sizeof sbatch, "%d", FAIR_BATCH);
+    batch = batch < FAIR_FEW ? FAIR_FEW : batch > FAIR_BATCH ? FAIR_BATCH :
+            batch;
+    snprintf(sbatch, sizeof sbatch, "%d", batch);
     snprintf(sdef, sizeof sdef, "%.17g", f->fair_default);
     params[0] = queue;
     params[1] = start ? "" : *pos;
@@ -192,7 +199,7 @@ walk_step(jr_backend *b, const jr_limit *f, const char *queue, double clock,
                          "walking a fair queue's keys", err)) == NULL)
         return -1;
     rows = PQntuples(res);
-    *end = rows < FAIR_BATCH;
+    *end = rows < batch;
     for (i = 0; i < rows; i++) {
         k = PQgetvalue(res, i, 0);
         if (stop != NULL && strcmp(k, stop) > 0) {

@@ -122,8 +122,11 @@ jr_sqlite_fair_of(const jr_claim_spec *spec, const char *queue)
 }
 
 /* The claim walks a fair queue's keys with queued jobs (jobs_fair, one
- * seek a key) from the key it last started, FAIR_BATCH a statement. */
+ * seek a key) from the key it last started, FAIR_BATCH a statement at
+ * most, and no more than the keys it still needs (FAIR_FEW at least):
+ * the statement reads every key it asks for (ORDER BY). */
 #define FAIR_BATCH 64
+#define FAIR_FEW 16
 
 /* A key the walk met with a ready job, and that job. */
 typedef struct walked {
@@ -260,14 +263,16 @@ walk_step(jr_backend *b, const char *queue, double now, const char *json,
     sqlite3_stmt *s = stmt(b, from ? S_FAIR_FROM : S_FAIR_AFTER, err);
     walked *bigger, *w;
     const char *k;
-    int rc, rows = 0;
+    int rc, rows = 0, batch = cap - wk->atclock;
 
     if (s == NULL)
         return -1;
+    batch = batch < FAIR_FEW ? FAIR_FEW : batch > FAIR_BATCH ? FAIR_BATCH :
+            batch;
     bind_text(s, 1, queue);
     sqlite3_bind_double(s, 2, now);
     bind_text(s, 3, json);
-    sqlite3_bind_int(s, 4, FAIR_BATCH);
+    sqlite3_bind_int(s, 4, batch);
     bind_text(s, 5, lim->names);
     bind_text(s, 6, lim->pairs);
     bind_text(s, 7, lim->rates);
@@ -319,7 +324,7 @@ walk_step(jr_backend *b, const char *queue, double now, const char *json,
         return jr_fail(err, JR_ENOMEM, "sqlite: out of memory");
     if (rc != SQLITE_ROW && rc != SQLITE_DONE)
         return jr_sqlite_fail(b, err, "walking a fair queue's keys");
-    if (rc == SQLITE_DONE && rows < FAIR_BATCH)
+    if (rc == SQLITE_DONE && rows < batch)
         *end = 1;
     return 0;
 }
