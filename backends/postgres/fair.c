@@ -20,32 +20,37 @@
  * queue's jobs up to the key's first, a key. */
 #define FAIR_KEY_IS(k) " fair_key >= " k " AND fair_key <= " k
 
+/* The first queued job of the first key of queue $1 AFTER (a test of
+ * fair_key), in jobs_fair's order: its key, and whether it is ready. */
+#define FAIR_FIRST(after) \
+    " (SELECT fair_key AS k, run_at <= now()" JR_PG_UNEXPIRED " AS r" \
+    "  FROM {{schema}}.jobs WHERE state = 'queued' AND queue = $1::text" \
+    "  AND fair_key IS NOT NULL AND fair_key " after \
+    "  ORDER BY fair_key, priority, run_at, id LIMIT 1) f"
+
 /* The next $3 keys of queue $1 with queued jobs after key $2 (FIRST's
- * test), one seek each in jobs_fair: a key without queued jobs is not
- * there. Each with its weight (set at run time, else the config's $4,
- * else $5), its pass, and whether it has a job ready now: a seek in
- * jobs_fair for its first one (FAIR_KEY_IS), not an EXISTS, which the
- * planner made a hashed subplan reading every queued job of the queue
- * each statement. */
+ * test), one seek each in jobs_fair for the key's first queued job (a
+ * key without queued jobs is not there). Each with its weight (set at
+ * run time, else the config's $4, else $5), its pass, and whether it has
+ * a job ready now: its first one is, or (only then, CASE) a seek for the
+ * first ready one (FAIR_KEY_IS), not an EXISTS, which the planner made a
+ * hashed subplan reading every queued job of the queue each statement.
+ * Half the pages of a seek for the next key and another for its first
+ * ready job. */
 #define FAIR_NEXT(first) \
-    "WITH RECURSIVE w(k, n) AS (SELECT (SELECT fair_key" \
-    "  FROM {{schema}}.jobs WHERE state = 'queued' AND queue = $1::text" \
-    "  AND fair_key IS NOT NULL AND fair_key " first " $2::text" \
-    "  ORDER BY fair_key LIMIT 1), 1" \
-    " UNION ALL SELECT (SELECT fair_key FROM {{schema}}.jobs" \
-    "  WHERE state = 'queued' AND queue = $1::text" \
-    "  AND fair_key IS NOT NULL AND fair_key > w.k" \
-    "  ORDER BY fair_key LIMIT 1), w.n + 1" \
-    " FROM w WHERE w.k IS NOT NULL AND w.n < $3::int)" \
+    "WITH RECURSIVE w(k, r, n) AS (SELECT f.k, f.r, 1 FROM" \
+    FAIR_FIRST(first " $2::text") \
+    " UNION ALL SELECT f.k, f.r, w.n + 1 FROM w CROSS JOIN LATERAL" \
+    FAIR_FIRST("> w.k") " WHERE w.n < $3::int)" \
     " SELECT w.k, coalesce(fk.weight, ($4::jsonb ->> w.k)::float8," \
-    "  $5::float8), coalesce(fk.pass, 0), (SELECT 1" \
-    "  FROM {{schema}}.jobs WHERE state = 'queued' AND queue = $1::text" \
-    "  AND fair_key IS NOT NULL AND" FAIR_KEY_IS("w.k") \
-    "  AND run_at <= now()" JR_PG_UNEXPIRED \
-    "  ORDER BY fair_key, priority, run_at, id LIMIT 1) IS NOT NULL" \
+    "  $5::float8), coalesce(fk.pass, 0), CASE WHEN w.r THEN true" \
+    "  ELSE (SELECT 1 FROM {{schema}}.jobs WHERE state = 'queued'" \
+    "  AND queue = $1::text AND fair_key IS NOT NULL AND" \
+    FAIR_KEY_IS("w.k") " AND run_at <= now()" JR_PG_UNEXPIRED \
+    "  ORDER BY fair_key, priority, run_at, id LIMIT 1) IS NOT NULL END" \
     " FROM w LEFT JOIN LATERAL (SELECT weight, pass" \
     "  FROM {{schema}}.fair_keys WHERE queue = $1::text AND key = w.k) fk" \
-    "  ON true WHERE w.k IS NOT NULL ORDER BY w.n"
+    "  ON true ORDER BY w.n"
 
 static const pg_stmt st_fair_after = {"jr_fair_after", 5, FAIR_NEXT(">")};
 static const pg_stmt st_fair_from = {"jr_fair_from", 5, FAIR_NEXT(">=")};
