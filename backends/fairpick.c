@@ -1,8 +1,8 @@
 /* fairpick.c - whose turn among a fair queue's keys: the lowest pass
  * (never below the clock) with a job left, ties to the key whose first
- * job comes first in claim order. O(max * keys) per claim: a claim takes
- * a few dozen jobs. */
+ * job comes first in claim order. O(max log keys) per claim. */
 #include <stdio.h>
+#include <stdlib.h>
 #include "fairpick.h"
 
 double
@@ -29,17 +29,58 @@ before(const jr_fair_key *a, const jr_fair_key *b)
     return a->id < b->id;
 }
 
+/* a goes before b: before(), then the lower index (a linear scan's first) */
+static int
+ahead(const jr_fair_key *k, int a, int b)
+{
+    return before(&k[a], &k[b]) || (!before(&k[b], &k[a]) && a < b);
+}
+
+static void
+sift(const jr_fair_key *k, int *h, int n, int i)
+{
+    int c, t;
+
+    while ((c = 2 * i + 1) < n) {
+        if (c + 1 < n && ahead(k, h[c + 1], h[c]))
+            c++;
+        if (!ahead(k, h[c], h[i]))
+            break;
+        t = h[i];
+        h[i] = h[c];
+        h[c] = t;
+        i = c;
+    }
+}
+
 int
 jr_fair_order(jr_fair_key *k, int nk, double clock, int max, int *order)
 {
-    int i, n, best;
+    int i, n, best, hn = 0, *h = nk > 0 ? malloc((size_t)nk * sizeof *h) :
+                                 NULL;
 
     for (i = 0; i < nk; i++) {
         if (k[i].pass < clock)
             k[i].pass = clock;
         k[i].next = 0;
+        if (h != NULL && k[i].njobs > 0)
+            h[hn++] = i;
     }
-    for (n = 0; n < max; n++) {
+    if (h != NULL) {            /* a heap by turn: O(max log keys) */
+        for (i = hn / 2 - 1; i >= 0; i--)
+            sift(k, h, hn, i);
+        for (n = 0; n < max && hn > 0; n++) {
+            best = h[0];
+            order[n] = best;
+            k[best].pass += 1 / k[best].weight;
+            if (++k[best].next >= k[best].njobs)
+                h[0] = h[--hn];
+            sift(k, h, hn, 0);
+        }
+        free(h);
+        return n;
+    }
+    for (n = 0; n < max; n++) {     /* no memory for it: a scan a start */
         for (i = 0, best = -1; i < nk; i++)
             if (k[i].next < k[i].njobs &&
                 (best < 0 || before(&k[i], &k[best])))

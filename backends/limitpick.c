@@ -485,3 +485,14 @@ jr_lpick_rooms(const jr_lpick *p)
     }
     return b.s;
 }
+
+int
+jr_lpick_caps_running(const jr_limit *l, int n)
+{
+    int i;
+
+    for (i = 0; i < n; i++)
+        if (l[i].all.concurrency > 0 || l[i].per_key.concurrency > 0)
+            return 1;
+    return 0;
+}

@@ -89,4 +89,9 @@ int       jr_lpick_take_cost(jr_lpick *p, const char *name,
  * A new string, free with free(); NULL when out of memory. */
 char     *jr_lpick_rooms(const jr_lpick *p);
 
+/* 1 when one of l[0..n) caps running jobs (its own or a key's
+ * concurrency): only then are the running jobs read for jr_lpick_running
+ * (a claim under a fair queue or rates alone reads none). */
+int       jr_lpick_caps_running(const jr_limit *l, int n);
+
 #endif

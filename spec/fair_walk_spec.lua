@@ -4,7 +4,9 @@
 -- holds another key's short jobs claimed ahead starts next, not after
 -- them; a key whose only job is due later holds back no other key, a
 -- key that emptied starts again at its next job's claim, and one whose
--- backlog ran out alone comes back level with a new key; on PostgreSQL,
+-- backlog ran out alone comes back level with a new key; each start of
+-- a key counts in its pass, several in a claim; on PostgreSQL, a key's
+-- jobs are read through jobs_fair before the table has statistics, and
 -- two runners share the turns and start each job once. Starts are
 -- counted in the order the handler records them, no timings.
 local jr = require "jr"
@@ -128,7 +130,56 @@ for _, backend in ipairs(jr.backends()) do
       env:stop()
     end)
 
+    it("counts each start of a key in its pass, several in one claim", function()
+      -- short jobs, claimed ahead: a claim starts several of a key's
+      -- jobs, and writes their passes at once (a key with a quote and a
+      -- non-ASCII letter in it too)
+      env:config([[concurrency = 1, limits = { ["queue:fq"] = { fair = {
+        key = "payload.t", weights = { a = 2 } } } }]])
+      env:script("fair.w", WORKER)
+      push(env, "a", 6)
+      push(env, "b", 3)
+      push(env, 'q"\u{e9}', 1)
+      env:start()
+      jr.wait_for(function() return #starts(env) == 10 end, 60, "all started")
+      jr.wait_for(function() return env:count() == 0 end, 60, "all done")
+      env:stop()
+      -- each start added 1/weight from 0: a 6 x 1/2, b 3 x 1, the third 1
+      local pass = {}
+      for _, r in ipairs(env:query("SELECT key, pass FROM fair_keys WHERE queue = 'fq'")) do
+        pass[r.key] = tonumber(r.pass)
+      end
+      assert.is_true(math.abs(pass.a - 3) < 1e-9, "a: " .. tostring(pass.a))
+      assert.is_true(math.abs(pass.b - 3) < 1e-9, "b: " .. tostring(pass.b))
+      assert.is_true(math.abs(pass['q"\u{e9}'] - 1) < 1e-9, "q: " .. tostring(pass['q"\u{e9}']))
+    end)
+
     if backend == "postgres" then
+      it("reads a key's jobs through jobs_fair before the table's first ANALYZE", function()
+        config(env)
+        env:script("fair.w", "return function() end")
+        env:start()
+        jr.wait_for(function()
+          return #env:query("SELECT queue FROM fair_paths WHERE queue = 'fq'") == 1
+        end, 60, "the fair path recorded")
+        -- no statistics: the planner has only the index definitions
+        env:exec("ALTER TABLE jobs SET (autovacuum_enabled = false)")
+        local q = jr.client(env)
+        local jobs = {}
+        for i = 1, 2000 do jobs[i] = { "fair.w", { t = "k" .. (i % 1000) }, { queue = "fq" } } end
+        assert(q:push_many(jobs))
+        q:close()
+        jr.wait_for(function() return env:count() == 0 end, 120, "all done")
+        env:stop()
+        -- a key's jobs read in claim order (jobs_claim) filtered by key
+        -- cost a scan of the queue up to the key's first: half a million
+        -- index entries for these 1000 keys
+        local r = env:query(("SELECT idx_tup_read FROM pg_stat_user_indexes" ..
+          " WHERE schemaname = '%s' AND indexrelname = 'jobs_claim'"):format(env.schema))[1]
+        assert.is_true(tonumber(r.idx_tup_read) < 40000,
+                       "jobs_claim entries read: " .. r.idx_tup_read)
+      end)
+
       it("shares the turns between two runners, each job started once", function()
         config(env, [[, retention = { completed = "1h" }]])
         env:script("fair.w", WORKER)

@@ -13,35 +13,51 @@
 #include "base/limit.h"
 #include "fairpick.h"
 
+/* A key's jobs in jobs_fair: as a range (and ordered by fair_key first),
+ * not fair_key = K, which left the planner free to read jobs_claim in
+ * claim order filtering on the key (the same cost for it before the
+ * table's first ANALYZE, e.g. just after a big push): a scan of the
+ * queue's jobs up to the key's first, a key. */
+#define FAIR_KEY_IS(k) " fair_key >= " k " AND fair_key <= " k
+
+/* The first queued job of the first key of queue $1 AFTER (a test of
+ * fair_key), in jobs_fair's order: its key, and whether it is ready. */
+#define FAIR_FIRST(after) \
+    " (SELECT fair_key AS k, run_at <= now()" JR_PG_UNEXPIRED " AS r" \
+    "  FROM {{schema}}.jobs WHERE state = 'queued' AND queue = $1::text" \
+    "  AND fair_key IS NOT NULL AND fair_key " after \
+    "  ORDER BY fair_key, priority, run_at, id LIMIT 1) f"
+
 /* The next $3 keys of queue $1 with queued jobs after key $2 (FIRST's
- * test), one seek each in jobs_fair: a key without queued jobs is not
- * there. Each with its weight (set at run time, else the config's $4,
- * else $5), its pass, and whether it has a job ready now. */
+ * test), one seek each in jobs_fair for the key's first queued job (a
+ * key without queued jobs is not there). Each with its weight (set at
+ * run time, else the config's $4, else $5), its pass, and whether it has
+ * a job ready now: its first one is, or (only then, CASE) a seek for the
+ * first ready one (FAIR_KEY_IS), not an EXISTS, which the planner made a
+ * hashed subplan reading every queued job of the queue each statement.
+ * Half the pages of a seek for the next key and another for its first
+ * ready job. */
 #define FAIR_NEXT(first) \
-    "WITH RECURSIVE w(k, n) AS (SELECT (SELECT fair_key" \
-    "  FROM {{schema}}.jobs WHERE state = 'queued' AND queue = $1::text" \
-    "  AND fair_key IS NOT NULL AND fair_key " first " $2::text" \
-    "  ORDER BY fair_key LIMIT 1), 1" \
-    " UNION ALL SELECT (SELECT fair_key FROM {{schema}}.jobs" \
-    "  WHERE state = 'queued' AND queue = $1::text" \
-    "  AND fair_key IS NOT NULL AND fair_key > w.k" \
-    "  ORDER BY fair_key LIMIT 1), w.n + 1" \
-    " FROM w WHERE w.k IS NOT NULL AND w.n < $3::int)" \
+    "WITH RECURSIVE w(k, r, n) AS (SELECT f.k, f.r, 1 FROM" \
+    FAIR_FIRST(first " $2::text") \
+    " UNION ALL SELECT f.k, f.r, w.n + 1 FROM w CROSS JOIN LATERAL" \
+    FAIR_FIRST("> w.k") " WHERE w.n < $3::int)" \
     " SELECT w.k, coalesce(fk.weight, ($4::jsonb ->> w.k)::float8," \
-    "  $5::float8), coalesce(fk.pass, 0), EXISTS (SELECT 1" \
-    "  FROM {{schema}}.jobs WHERE state = 'queued' AND queue = $1::text" \
-    "  AND fair_key IS NOT NULL AND fair_key = w.k AND run_at <= now()" \
-    JR_PG_UNEXPIRED ")" \
+    "  $5::float8), coalesce(fk.pass, 0), CASE WHEN w.r THEN true" \
+    "  ELSE (SELECT 1 FROM {{schema}}.jobs WHERE state = 'queued'" \
+    "  AND queue = $1::text AND fair_key IS NOT NULL AND" \
+    FAIR_KEY_IS("w.k") " AND run_at <= now()" JR_PG_UNEXPIRED \
+    "  ORDER BY fair_key, priority, run_at, id LIMIT 1) IS NOT NULL END" \
     " FROM w LEFT JOIN LATERAL (SELECT weight, pass" \
     "  FROM {{schema}}.fair_keys WHERE queue = $1::text AND key = w.k) fk" \
-    "  ON true WHERE w.k IS NOT NULL ORDER BY w.n"
+    "  ON true ORDER BY w.n"
 
 static const pg_stmt st_fair_after = {"jr_fair_after", 5, FAIR_NEXT(">")};
 static const pg_stmt st_fair_from = {"jr_fair_from", 5, FAIR_NEXT(">=")};
 
 /* the first $9[i] ready jobs of each fair key $3[i] of queue $2
- * (jobs_fair), with the filters of limits.c's st_lim_candidates
- * (JR_PG_PICK_FILTER), locked (not those another claim holds), by key */
+ * (jobs_fair, FAIR_KEY_IS), with the filters of limits.c's
+ * st_lim_candidates (JR_PG_PICK_FILTER), locked (not those another claim holds), by key */
 static const pg_stmt st_fair_take = {"jr_fair_take", 10,
     "SELECT j.id, j.name, j.queue, j.limit_key, u.k, u.i,"
     " coalesce(j.cost, 1)"
@@ -49,10 +65,11 @@ static const pg_stmt st_fair_take = {"jr_fair_take", 10,
     " CROSS JOIN LATERAL (SELECT id, name, queue, limit_key, priority,"
     "  run_at, cost FROM {{schema}}.jobs"
     "  WHERE state = 'queued' AND queue = $2::text"
-    "  AND fair_key IS NOT NULL AND fair_key = u.k AND run_at <= now()"
+    "  AND fair_key IS NOT NULL AND" FAIR_KEY_IS("u.k")
+    "  AND run_at <= now()"
     JR_PG_UNEXPIRED
     JR_PG_PICK_FILTER
-    "  ORDER BY priority, run_at, id LIMIT u.c"
+    "  ORDER BY fair_key, priority, run_at, id LIMIT u.c"
     "  FOR UPDATE SKIP LOCKED) j"
     " ORDER BY u.i, j.priority, j.run_at, j.id"};
 
@@ -128,8 +145,12 @@ queue_cap(const jr_claim_spec *spec, const char *queue, int max)
 }
 
 /* The claim walks a fair queue's keys with queued jobs (jobs_fair, one
- * seek a key) from the key it last started, FAIR_BATCH a statement. */
+ * seek a key) from the key it last started, FAIR_BATCH a statement at
+ * most, and no more than the keys it still needs (FAIR_FEW at least):
+ * the server reads every key a statement asks for, and a claim of 300
+ * keys asked for 512 of them. */
 #define FAIR_BATCH 256
+#define FAIR_FEW 16
 
 typedef struct walked {
     char   *key;
@@ -163,13 +184,16 @@ walk_step(jr_backend *b, const jr_limit *f, const char *queue, double clock,
           int *end, jr_err *err)
 {
     char sbatch[16], sdef[32];
+    int batch = cap - wk->atclock;
     const char *params[5];
     const char *k;
     walked *bigger;
     PGresult *res;
     int i, rows;
 
-    snprintf(sbatch, sizeof sbatch, "%d", FAIR_BATCH);
+    batch = batch < FAIR_FEW ? FAIR_FEW : batch > FAIR_BATCH ? FAIR_BATCH :
+            batch;
+    snprintf(sbatch, sizeof sbatch, "%d", batch);
     snprintf(sdef, sizeof sdef, "%.17g", f->fair_default);
     params[0] = queue;
     params[1] = start ? "" : *pos;
@@ -180,7 +204,7 @@ walk_step(jr_backend *b, const jr_limit *f, const char *queue, double clock,
                          "walking a fair queue's keys", err)) == NULL)
         return -1;
     rows = PQntuples(res);
-    *end = rows < FAIR_BATCH;
+    *end = rows < batch;
     for (i = 0; i < rows; i++) {
         k = PQgetvalue(res, i, 0);
         if (stop != NULL && strcmp(k, stop) > 0) {

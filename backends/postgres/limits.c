@@ -95,10 +95,13 @@ lim_load(jr_backend *b, const jr_claim_spec *spec, jr_err *err)
         jr_fail(err, JR_ENOMEM, "postgres: claiming jobs: out of memory");
         return NULL;
     }
-    if ((res = jr_pg_run(b, &st_lim_running, NULL, "reading limits",
-                      err)) == NULL)
+    /* no cap: the running jobs' counts go unused */
+    if (!jr_lpick_caps_running(spec->limits, spec->nlimits))
+        res = NULL;
+    else if ((res = jr_pg_run(b, &st_lim_running, NULL, "reading limits",
+                              err)) == NULL)
         goto fail;
-    for (r = 0; r < PQntuples(res); r++)
+    for (r = 0; res != NULL && r < PQntuples(res); r++)
         bad |= jr_lpick_running(p, PQgetvalue(res, r, 0),
                                 PQgetvalue(res, r, 1),
                                 PQgetisnull(res, r, 2) ? NULL :

@@ -1,8 +1,8 @@
 /* fair.c - fair share inside a queue on SQLite (docs/queues.md, "Fair
  * share"): a fair queue's candidates in a claim under limits, each key's
- * first ready jobs ranked by whose turn it is (fairpick.c decides), and
- * the passes of the keys that started jobs written back in the claim's
- * transaction; `jobrunner fair set`. Uses sqlite_int.h, fairpick.h. */
+ * first ready jobs ranked by whose turn it is (fairpick.c decides; the
+ * passes of the keys that started jobs are written back by fairsave.c);
+ * `jobrunner fair set`. Uses sqlite_int.h, fairpick.h. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -13,31 +13,38 @@
 #include "base/util.h"
 
 /* The file's statements: slots of sql_text[] (sqlite_int.h). */
-enum { S_FAIR_AFTER, S_FAIR_FROM, S_FAIR_JOBS, S_FAIR_CLOCK, S_FAIR_PASS,
-       S_FAIR_TICK, S_FAIR_SET, S_FAIR_USE, S_FAIR_CURSOR, S_FAIR_PATH,
+enum { S_FAIR_AFTER, S_FAIR_FROM, S_FAIR_JOBS, S_FAIR_CLOCK,
+       S_FAIR_SET, S_FAIR_USE, S_FAIR_CURSOR, S_FAIR_PATH,
        S_FAIR_BACKFILL, S_FAIR_STAMP, S_FAIR_IS,
        S_COUNT };
 
-/* The next ?4 keys of queue ?1 with queued jobs after key ?3 (FIRST's
+/* The next ?4 keys of queue ?1 with queued jobs after key ?8 (FIRST's
  * test), each one seek in jobs_fair: a key without queued jobs is not
  * there. Each with its weight set at run time (NULL: the config's,
  * looked up in C: a json_each of the config's weights for each key cost
- * a parse of them all a key), its pass, and whether it has a job ready
- * by ?2. */
+ * a parse of them all a key), its pass, whether it has a job ready by ?2,
+ * and the first of those the limits let by (S_FAIR_JOBS's filter; NULL:
+ * none), so a key whose turn gives it one job costs no read of its own. */
 #define FAIR_NEXT(first) \
     "WITH RECURSIVE w(k, n) AS (SELECT (SELECT fair_key FROM jobs" \
     "  WHERE state = 'queued' AND queue = ?1 AND fair_key IS NOT NULL" \
-    "  AND fair_key " first " ?3 ORDER BY fair_key LIMIT 1), 1" \
+    "  AND fair_key " first " ?8 ORDER BY fair_key LIMIT 1), 1" \
     " UNION ALL SELECT (SELECT fair_key FROM jobs" \
     "  WHERE state = 'queued' AND queue = ?1 AND fair_key IS NOT NULL" \
     "  AND fair_key > w.k ORDER BY fair_key LIMIT 1), w.n + 1" \
-    " FROM w WHERE w.k IS NOT NULL AND w.n < ?4)" \
-    " SELECT w.k, fk.weight," \
-    " coalesce(fk.pass, 0), EXISTS (SELECT 1 FROM jobs" \
+    " FROM w WHERE w.k IS NOT NULL AND w.n < ?4)," \
+    " f(k, n, id) AS (SELECT w.k, w.n, (SELECT id FROM jobs" \
     "  WHERE state = 'queued' AND queue = ?1 AND fair_key IS NOT NULL" \
-    "  AND fair_key = w.k AND run_at <= ?2" JR_SQLITE_UNEXPIRED ")" \
-    " FROM w LEFT JOIN fair_keys fk ON fk.queue = ?1 AND fk.key = w.k" \
-    " WHERE w.k IS NOT NULL ORDER BY w.n"
+    "  AND fair_key = w.k AND run_at <= ?2" JR_SQLITE_UNEXPIRED \
+    JR_SQLITE_LIM_FILTER \
+    "  ORDER BY priority, run_at, id LIMIT 1) FROM w WHERE w.k IS NOT NULL)" \
+    " SELECT f.k, fk.weight, coalesce(fk.pass, 0), EXISTS (SELECT 1" \
+    "  FROM jobs WHERE state = 'queued' AND queue = ?1" \
+    "  AND fair_key IS NOT NULL AND fair_key = f.k AND run_at <= ?2" \
+    JR_SQLITE_UNEXPIRED "), j.id, j.priority," \
+    " j.run_at, j.name, j.limit_key, coalesce(j.cost, 1)" \
+    " FROM f LEFT JOIN fair_keys fk ON fk.queue = ?1 AND fk.key = f.k" \
+    " LEFT JOIN jobs j ON j.id = f.id ORDER BY f.n"
 
 static const char *const sql_text[S_COUNT] = {
     [S_FAIR_AFTER] = FAIR_NEXT(">"),
@@ -53,15 +60,6 @@ static const char *const sql_text[S_COUNT] = {
         " ORDER BY priority, run_at, id LIMIT ?4",
     [S_FAIR_CLOCK] =
         "SELECT clock, cursor FROM fair_clocks WHERE queue = ?1",
-    /* a start of key ?2 of queue ?1 at clock ?3, weight ?4 */
-    [S_FAIR_PASS] =
-        "INSERT INTO fair_keys (queue, key, pass) VALUES (?1, ?2, ?3 + ?4)"
-        " ON CONFLICT (queue, key) DO UPDATE"
-        " SET pass = max(pass, ?3) + ?4",
-    [S_FAIR_TICK] =
-        "INSERT INTO fair_clocks (queue, clock) VALUES (?1, ?2)"
-        " ON CONFLICT (queue) DO UPDATE"
-        " SET clock = max(clock, excluded.clock)",
     [S_FAIR_SET] =
         "INSERT INTO fair_keys (queue, key, weight)"
         " VALUES (?1, ?2, ?3) ON CONFLICT (queue, key) DO UPDATE"
@@ -124,13 +122,17 @@ jr_sqlite_fair_of(const jr_claim_spec *spec, const char *queue)
 }
 
 /* The claim walks a fair queue's keys with queued jobs (jobs_fair, one
- * seek a key) from the key it last started, FAIR_BATCH a statement. */
+ * seek a key) from the key it last started, FAIR_BATCH a statement at
+ * most, and no more than the keys it still needs (FAIR_FEW at least):
+ * the statement reads every key it asks for (ORDER BY). */
 #define FAIR_BATCH 64
+#define FAIR_FEW 16
 
-/* A key the walk met with a ready job. */
+/* A key the walk met with a ready job, and that job. */
 typedef struct walked {
-    char   *key;
-    double  weight, pass;
+    char     *key;
+    double    weight, pass;
+    candidate first;            /* its strings move to the claim's */
 } walked;
 
 /* The config's weights of a fair queue, by key, for bsearch. */
@@ -163,8 +165,13 @@ walk_free(walk *wk)
 {
     int i;
 
-    for (i = 0; i < wk->n; i++)
+    for (i = 0; i < wk->n; i++) {
         free(wk->w[i].key);
+        free(wk->w[i].first.name);
+        free(wk->w[i].first.queue);
+        free(wk->w[i].first.key);
+        free(wk->w[i].first.fkey);
+    }
     free(wk->w);
     for (i = 0; i < wk->ncw; i++)
         free(wk->cw[i].key);
@@ -225,25 +232,52 @@ config_weight(const walk *wk, const char *key)
     return at != NULL ? at->weight : wk->def;
 }
 
+/* Fills c from the walk's row s: the key's first ready job the limits
+ * let by (columns 4 to 9; NULL: none, c stays zero). -1: out of memory. */
+static int
+first_job(sqlite3_stmt *s, const char *queue, const char *key, candidate *c)
+{
+    const char *lk = (const char *)sqlite3_column_text(s, 8);
+
+    if (sqlite3_column_type(s, 4) == SQLITE_NULL)
+        return 0;
+    c->id = sqlite3_column_int64(s, 4);
+    c->priority = sqlite3_column_int(s, 5);
+    c->run_at = sqlite3_column_double(s, 6);
+    c->cost = (long)sqlite3_column_int64(s, 9);
+    c->name = strdup(col_text(s, 7));
+    c->queue = strdup(queue);
+    c->key = lk ? strdup(lk) : NULL;
+    c->fkey = strdup(key);
+    return c->name && c->queue && c->fkey && (lk == NULL || c->key) ? 0 : -1;
+}
+
 /* One statement of the walk: keys after *pos (from: from "" on), up to
  * stop (NULL: the end) included. Sets *pos to the last key read; *end
  * when the keys ran out or passed stop. 0, or -1 with err set. */
 static int
-walk_step(jr_backend *b, const char *queue, double now,
-          double clock, int from, char **pos, const char *stop, int cap,
-          walk *wk, int *end, jr_err *err)
+walk_step(jr_backend *b, const char *queue, double now, const char *json,
+          const limq *lim, double clock, int from, char **pos,
+          const char *stop, int cap, walk *wk, int *end, jr_err *err)
 {
     sqlite3_stmt *s = stmt(b, from ? S_FAIR_FROM : S_FAIR_AFTER, err);
-    walked *bigger;
+    walked *bigger, *w;
     const char *k;
-    int rc, rows = 0;
+    int rc, rows = 0, batch = cap - wk->atclock;
 
     if (s == NULL)
         return -1;
+    batch = batch < FAIR_FEW ? FAIR_FEW : batch > FAIR_BATCH ? FAIR_BATCH :
+            batch;
     bind_text(s, 1, queue);
     sqlite3_bind_double(s, 2, now);
-    bind_text(s, 3, from ? "" : *pos);
-    sqlite3_bind_int(s, 4, FAIR_BATCH);
+    bind_text(s, 3, json);
+    sqlite3_bind_int(s, 4, batch);
+    bind_text(s, 5, lim->names);
+    bind_text(s, 6, lim->pairs);
+    bind_text(s, 7, lim->rates);
+    bind_text(s, 8, from ? "" : *pos);
+    bind_text(s, 10, lim->rooms);
     *end = 0;
     while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
         k = col_text(s, 0);
@@ -268,18 +302,20 @@ walk_step(jr_backend *b, const char *queue, double now,
             }
             wk->w = bigger;
         }
-        if ((wk->w[wk->n].key = strdup(k)) == NULL) {
+        w = &wk->w[wk->n];
+        memset(w, 0, sizeof *w);
+        wk->n++;                        /* walk_free frees what it has */
+        if ((w->key = strdup(k)) == NULL ||
+            first_job(s, queue, k, &w->first) < 0) {
             rc = SQLITE_NOMEM;
             break;
         }
-        wk->w[wk->n].weight = sqlite3_column_type(s, 1) == SQLITE_NULL ?
-                              config_weight(wk, k) :
-                              sqlite3_column_double(s, 1);
-        if (!(wk->w[wk->n].weight > 0))
-            wk->w[wk->n].weight = 1;
-        wk->w[wk->n].pass = sqlite3_column_double(s, 2);
-        wk->atclock += wk->w[wk->n].pass <= clock;
-        wk->n++;
+        w->weight = sqlite3_column_type(s, 1) == SQLITE_NULL ?
+                    config_weight(wk, k) : sqlite3_column_double(s, 1);
+        if (!(w->weight > 0))
+            w->weight = 1;
+        w->pass = sqlite3_column_double(s, 2);
+        wk->atclock += w->pass <= clock;
         if (wk->atclock >= cap)
             break;
     }
@@ -288,7 +324,7 @@ walk_step(jr_backend *b, const char *queue, double now,
         return jr_fail(err, JR_ENOMEM, "sqlite: out of memory");
     if (rc != SQLITE_ROW && rc != SQLITE_DONE)
         return jr_sqlite_fail(b, err, "walking a fair queue's keys");
-    if (rc == SQLITE_DONE && rows < FAIR_BATCH)
+    if (rc == SQLITE_DONE && rows < batch)
         *end = 1;
     return 0;
 }
@@ -297,8 +333,9 @@ walk_step(jr_backend *b, const char *queue, double now,
  * of them are at the clock (their turn comes first, in walk order) or
  * every key was met (wk->round: the turns are then by pass). */
 static int
-walk_keys(jr_backend *b, const char *queue, double now,
-          double clock, const char *cursor, int cap, walk *wk, jr_err *err)
+walk_keys(jr_backend *b, const char *queue, double now, const char *json,
+          const limq *lim, double clock, const char *cursor, int cap,
+          walk *wk, jr_err *err)
 {
     char *pos = cursor ? strdup(cursor) : NULL;
     int second = cursor == NULL, start = second, end = 0, rc = 0;
@@ -307,7 +344,7 @@ walk_keys(jr_backend *b, const char *queue, double now,
         return jr_fail(err, JR_ENOMEM, "sqlite: out of memory");
     /* after the cursor to the last key, then from the first to it */
     for (;;) {
-        rc = walk_step(b, queue, now, clock, start, &pos,
+        rc = walk_step(b, queue, now, json, lim, clock, start, &pos,
                        second ? cursor : NULL, cap, wk, &end, err);
         if (rc < 0 || wk->atclock >= cap)
             break;
@@ -441,7 +478,8 @@ jr_sqlite_fair_candidates(jr_backend *b, const jr_limit *f,
 
     clock = read_clock(b, queue, &cursor, err, &ok);
     if (!ok || config_weights(f, &wk, err) < 0 ||
-        walk_keys(b, queue, now, clock, cursor, cap, &wk, err) < 0)
+        walk_keys(b, queue, now, json, lim, clock, cursor, cap, &wk,
+                  err) < 0)
         goto out;
     rc = 0;
     if (wk.n == 0)
@@ -474,9 +512,15 @@ jr_sqlite_fair_candidates(jr_backend *b, const jr_limit *f,
     m = jr_fair_order(k, nk, clock, cap, order);
     for (i = 0; i < nk; i++) {
         first[i] = nr;
-        if (k[i].next > 0 &&
-            key_jobs(b, queue, wk.w[map[i]].key, k[i].next, json, now, lim,
-                     r, &nr, err) < 0)
+        if (k[i].next == 1) {           /* the job the walk read */
+            if (wk.w[map[i]].first.id != 0) {
+                r[nr] = wk.w[map[i]].first;
+                memset(&wk.w[map[i]].first, 0, sizeof r[nr]);
+                nr++;
+            }
+        } else if (k[i].next > 1 &&
+                   key_jobs(b, queue, wk.w[map[i]].key, k[i].next, json,
+                            now, lim, r, &nr, err) < 0)
             goto out;
         got[i] = nr - first[i];
         plan[i] = k[i].next;
@@ -494,6 +538,7 @@ jr_sqlite_fair_candidates(jr_backend *b, const jr_limit *f,
         c[*n].rank = rank++;
         c[*n].fweight = k[at].weight;
         c[*n].fclock = clock;
+        c[*n].fpass = wk.w[map[at]].pass;
         (*n)++;
         if (map[at] > last)
             last = map[at];
@@ -527,33 +572,6 @@ jr_sqlite_fair_mark(const candidate *c, int k, jr_job **out, int n)
         if (at != NULL && at->fkey != NULL)
             out[i]->fair_weight = at->fweight;
     }
-}
-
-int
-jr_sqlite_fair_save(jr_backend *b, const candidate *c, int n, jr_err *err)
-{
-    sqlite3_stmt *s;
-    int i;
-
-    for (i = 0; i < n; i++) {
-        if (c[i].fkey == NULL)
-            continue;
-        if ((s = stmt(b, S_FAIR_PASS, err)) == NULL)
-            return -1;
-        bind_text(s, 1, c[i].queue);
-        bind_text(s, 2, c[i].fkey);
-        sqlite3_bind_double(s, 3, c[i].fclock);
-        sqlite3_bind_double(s, 4, 1 / c[i].fweight);
-        if (run(b, s, err, "counting a fair key's start") < 0)
-            return -1;
-        if ((s = stmt(b, S_FAIR_TICK, err)) == NULL)
-            return -1;
-        bind_text(s, 1, c[i].queue);
-        sqlite3_bind_double(s, 2, c[i].fclock);
-        if (run(b, s, err, "moving a fair queue's clock") < 0)
-            return -1;
-    }
-    return 0;
 }
 
 int

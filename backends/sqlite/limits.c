@@ -114,7 +114,9 @@ read_pick(jr_backend *b, const jr_claim_spec *spec, double now, jr_err *err)
     sqlite3_stmt *s;
     int rc = SQLITE_NOMEM, bad = p == NULL, i;
 
-    if (!bad && (s = stmt(b, S_LIM_RUNNING, err)) != NULL) {
+    if (!bad && !jr_lpick_caps_running(spec->limits, spec->nlimits))
+        rc = SQLITE_DONE;               /* no cap: the counts go unused */
+    else if (!bad && (s = stmt(b, S_LIM_RUNNING, err)) != NULL) {
         while ((rc = sqlite3_step(s)) == SQLITE_ROW)
             bad |= jr_lpick_running(p, (const char *)sqlite3_column_text(s, 0),
                                     (const char *)sqlite3_column_text(s, 1),

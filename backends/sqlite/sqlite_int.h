@@ -319,6 +319,7 @@ typedef struct candidate {
     double  fweight;            /* weight and the queue's clock; else */
     double  fclock;             /* NULL */
     long    cost;               /* with limits: its cost (1 without) */
+    double  fpass;              /* of a fair queue: its key's pass read */
 } candidate;
 
 /* A limited claim's state between passes: the pick, its blocked lists
