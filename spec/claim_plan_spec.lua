@@ -65,10 +65,12 @@ describe("postgres: claims on stale statistics", function()
       assert.equal(0, env:stop("TERM", p))
       -- the runner's sessions have ended: their counts are in. A plan
       -- that reads the table whole does it at every claim, hundreds of
-      -- times in this drain; one scan more is tolerated, from outside the
-      -- claims (a backend's count can arrive late: see settled_seq_scans)
+      -- times in this drain; a few scans more are tolerated, from outside
+      -- the claims (the runner's timed reads, more of them the slower the
+      -- drain on a loaded machine; a backend's count can arrive late: see
+      -- settled_seq_scans)
       local after = settled_seq_scans()
-      assert(after - before <= 1, ("%d sequential scans of jobs during the" ..
+      assert(after - before <= 4, ("%d sequential scans of jobs during the" ..
         " drain"):format(after - before))
     end)
   end
