@@ -1,12 +1,19 @@
 /* luabridge.c - every entry from C into Lua: new states (the standard
  * libraries, package.path, an optional allocation limit), protected calls
- * with a traceback, and the one count hook that enforces instruction
- * budgets and wall-clock timeouts; also the plain job table a handler sees.
+ * with a traceback, the count hook that enforces instruction budgets and
+ * the wall-clock timeouts a timer signal interrupts for (no count hook
+ * slows a handler that has only a timeout); also the plain job table a
+ * handler sees.
  * Used by the config, the hooks, the loader and the workers. Its
  * functions are jr_luabridge_*, named for this file. */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
+#include <unistd.h>
 
 #include <lauxlib.h>
 #include <lua.h>
@@ -108,6 +115,37 @@ limit_slot(lua_State *L)
     return (limit **)lua_getextraspace(L);
 }
 
+/* The threads that run Lua now, innermost first: a run's thread, then each
+ * coroutine resumed from it (by jr_luabridge_resume, coroutine.resume,
+ * coroutine.wrap's function), one node on each one's C stack. A signal
+ * handler walks it to interrupt the thread that runs and the ones that
+ * resumed it (an error a resume returns must not end the check). */
+typedef struct thread_node {
+    lua_State          *L;
+    struct thread_node *outer;
+} thread_node;
+
+static __thread thread_node *volatile threads;
+
+static void
+threads_push(thread_node *n, lua_State *L)
+{
+    n->L = L;
+    n->outer = threads;
+    __atomic_signal_fence(__ATOMIC_SEQ_CST);    /* n whole before seen */
+    threads = n;
+    __atomic_signal_fence(__ATOMIC_SEQ_CST);
+}
+
+static void
+threads_pop(thread_node *n)
+{
+    threads = n->outer;
+    __atomic_signal_fence(__ATOMIC_SEQ_CST);
+}
+
+static int deadline_watch(const limit *lim);
+
 /* Raises "file:line: <what>" at the Lua line that was running, and again
  * at every later check: a pcall inside the code cannot swallow it for good
  * because the next instructions it runs raise once more. */
@@ -151,18 +189,25 @@ jr_luabridge_xrun(lua_State *L, int nargs, int nres, long budget,
     limit lim = {budget, budget, 0, timeout, NULL}, *outer = running;
     lua_Hook oldhook = lua_gethook(L);
     int oldmask = lua_gethookmask(L), oldcount = lua_gethookcount(L);
+    thread_node n;
     int rc;
 
     if (timeout > 0)
         lim.deadline = jr_mono() + timeout;
     running = &lim;
-    if (budget > 0 || timeout > 0 || check_fn != NULL)
+    threads_push(&n, L);
+    /* a budget counts instructions; a deadline is the timer's (a count
+     * hook would trap every instruction); a hook an interrupt set before
+     * the run (a cancel signal) stays, to look at once */
+    if (budget > 0 || deadline_watch(&lim) < 0)
         lua_sethook(L, limit_hook, LUA_MASKCOUNT, BUDGET_STEP);
-    else
+    else if (oldhook != limit_hook)
         lua_sethook(L, NULL, 0, 0);
     rc = jr_luabridge_xpcall(L, nargs, nres);      /* r1..rn | e */
     lua_sethook(L, oldhook, oldmask, oldcount);
+    threads_pop(&n);
     running = outer;
+    deadline_watch(outer);      /* a nested run's end: the outer's again */
     if (rc == LUA_OK && timeout > 0 && jr_mono() > lim.deadline)
         rc = JR_SCRIPT_LATE;    /* finished, but past its deadline */
     return rc;
@@ -172,8 +217,7 @@ void
 jr_luabridge_bind(lua_State *co, jr_luabridge_limit *lim)
 {
     *limit_slot(co) = lim;
-    if (lim != NULL && (lim->budget > 0 || lim->deadline > 0 ||
-                        check_fn != NULL))
+    if (lim != NULL && lim->budget > 0)     /* a deadline: the timer's */
         lua_sethook(co, limit_hook, LUA_MASKCOUNT, BUDGET_STEP);
     else
         lua_sethook(co, NULL, 0, 0);
@@ -222,12 +266,18 @@ int
 jr_luabridge_resume(lua_State *co, lua_State *from, int nargs, int *nres)
 {
     limit *outer = running;
+    thread_node n;
     int rc;
 
     if (*limit_slot(co) != NULL)
         running = *limit_slot(co);  /* for the coroutines co resumes */
+    threads_push(&n, co);
+    if (running != outer && deadline_watch(running) < 0)
+        lua_sethook(co, limit_hook, LUA_MASKCOUNT, BUDGET_STEP);
     rc = lua_resume(co, from, nargs, nres);
+    threads_pop(&n);
     running = outer;
+    deadline_watch(outer);
 
     if (rc != LUA_OK && rc != LUA_YIELD &&
         luaL_testudata(co, -1, JR_SIGNAL_MT) == NULL)
@@ -238,7 +288,109 @@ jr_luabridge_resume(lua_State *co, lua_State *from, int nargs, int *nres)
 void
 jr_luabridge_interrupt(lua_State *L)
 {
-    lua_sethook(L, limit_hook, LUA_MASKCOUNT, 1);
+    thread_node *n;
+
+    /* the thread that runs looks at once; the ones waiting for it as
+     * every thread did with a count hook on each: an error of the inner
+     * one passes up through them as it is, and one a resume or a pcall
+     * swallowed is raised again BUDGET_STEP instructions later */
+    if (L != NULL)
+        lua_sethook(L, limit_hook, LUA_MASKCOUNT, 1);
+    if ((n = threads) == NULL)
+        return;
+    if (n->L != L)
+        lua_sethook(n->L, limit_hook, LUA_MASKCOUNT, 1);
+    for (n = n->outer; n != NULL; n = n->outer)
+        if (n->L != L)
+            lua_sethook(n->L, limit_hook, LUA_MASKCOUNT, BUDGET_STEP);
+}
+
+/* --- deadlines: one timer signal, no count hook ----------------------- */
+
+/* One POSIX timer per process, a one-shot at the nearest deadline of the
+ * call that runs: a call whose deadline comes no sooner than the armed
+ * one arms nothing (a drain's jobs, each with the same timeout: no system
+ * call), and at its expiry the signal handler interrupts the threads that
+ * run if their call's deadline passed (the count hook then raises "timed
+ * out" at the line), re-arms for the deadline of the call that runs now
+ * if it is still to come, and else leaves the timer stopped: an idle
+ * process is woken once at most. Sent to the thread that made it (the
+ * one that runs Lua). SA_RESTART: a system call in progress goes on. */
+#define DEADLINE_SIG SIGUSR2
+#define DEADLINE_SLACK 0.001    /* past the deadline when the hook looks */
+
+static timer_t                dl_timer;
+static int                    dl_made;     /* 1 made, -1 failed */
+static volatile sig_atomic_t  dl_armed;
+static volatile double        dl_at;       /* its expiry, jr_mono() s */
+
+static void
+deadline_arm(double at)
+{
+    struct itimerspec its;
+
+    memset(&its, 0, sizeof its);
+    its.it_value.tv_sec = (time_t)at;
+    its.it_value.tv_nsec = (long)((at - (double)(time_t)at) * 1e9);
+    dl_at = at;
+    dl_armed = 1;
+    timer_settime(dl_timer, TIMER_ABSTIME, &its, NULL); /* signal-safe */
+}
+
+static void
+on_deadline(int sig)
+{
+    const limit *lim = running;
+    int saved = errno;
+
+    (void)sig;
+    dl_armed = 0;
+    if (lim != NULL && lim->deadline > 0) {
+        if (jr_mono() > lim->deadline)      /* clock_gettime: safe */
+            jr_luabridge_interrupt(NULL);
+        else
+            deadline_arm(lim->deadline + DEADLINE_SLACK);
+    }
+    errno = saved;
+}
+
+static int
+deadline_make(void)
+{
+    struct sigaction sa;
+    struct sigevent sev;
+
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_deadline;
+    sa.sa_flags = SA_RESTART;
+    sigemptyset(&sa.sa_mask);
+    memset(&sev, 0, sizeof sev);
+    sev.sigev_notify = SIGEV_THREAD_ID;
+    sev.sigev_signo = DEADLINE_SIG;
+    sev._sigev_un._tid = gettid();
+    if (sigaction(DEADLINE_SIG, &sa, NULL) < 0 ||
+        timer_create(CLOCK_MONOTONIC, &sev, &dl_timer) < 0)
+        return -1;
+    return 1;
+}
+
+/* Makes sure the timer fires by lim's deadline (none: nothing). Returns
+ * -1 if no timer could be made (the caller counts instead). Called with
+ * lim already running, so that an expiry in between re-arms for it. */
+static int
+deadline_watch(const limit *lim)
+{
+    if (lim == NULL || lim->deadline <= 0)
+        return 0;
+    __atomic_signal_fence(__ATOMIC_SEQ_CST);
+    if (dl_armed && dl_at <= lim->deadline + DEADLINE_SLACK)
+        return 0;               /* the common case: no system call */
+    if (dl_made == 0)
+        dl_made = deadline_make();
+    if (dl_made < 0)
+        return -1;
+    deadline_arm(lim->deadline + DEADLINE_SLACK);
+    return 0;
 }
 
 int
@@ -269,12 +421,101 @@ jr_luabridge_pcall(lua_State *L, int nargs, int nres, jr_err *err)
     return -1;
 }
 
+/* --- coroutine.resume and coroutine.wrap, on the threads' stack -------- */
+
+/* lcorolib.c's, with the resumed thread on the stack of threads that run
+ * (a timer signal must find the one that runs). [-(narg), +(n|1), -] */
+static int
+co_resume_on(lua_State *L, lua_State *co, int narg)
+{
+    thread_node n;
+    int status, nres;
+
+    if (!lua_checkstack(co, narg)) {
+        lua_pushliteral(L, "too many arguments to resume");
+        return -1;
+    }
+    lua_xmove(L, co, narg);
+    threads_push(&n, co);
+    status = lua_resume(co, L, narg, &nres);
+    threads_pop(&n);
+    if (status == LUA_OK || status == LUA_YIELD) {
+        if (!lua_checkstack(L, nres + 1)) {
+            lua_pop(co, nres);
+            lua_pushliteral(L, "too many results to resume");
+            return -1;
+        }
+        lua_xmove(co, L, nres);
+        return nres;
+    }
+    lua_xmove(co, L, 1);                         /* the error */
+    return -1;
+}
+
+static int
+co_resume(lua_State *L)                          /* co a1..an */
+{
+    lua_State *co = lua_tothread(L, 1);
+    int r;
+
+    luaL_argexpected(L, co != NULL, 1, "coroutine");
+    r = co_resume_on(L, co, lua_gettop(L) - 1);
+    if (r < 0) {
+        lua_pushboolean(L, 0);
+        lua_insert(L, -2);
+        return 2;                                /* false e */
+    }
+    lua_pushboolean(L, 1);
+    lua_insert(L, -(r + 1));
+    return r + 1;                                /* true r1..rn */
+}
+
+static int
+co_wrapped(lua_State *L)                         /* a1..an */
+{
+    lua_State *co = lua_tothread(L, lua_upvalueindex(1));
+    int r = co_resume_on(L, co, lua_gettop(L));
+
+    if (r >= 0)
+        return r;
+    r = lua_status(co);
+    if (r != LUA_OK && r != LUA_YIELD) {         /* an error in co */
+        r = lua_resetthread(co);                 /* its tbc variables */
+        lua_xmove(co, L, 1);
+    }
+    if (r != LUA_ERRMEM && lua_type(L, -1) == LUA_TSTRING) {
+        luaL_where(L, 1);
+        lua_insert(L, -2);
+        lua_concat(L, 2);
+    }
+    return lua_error(L);
+}
+
+static int
+co_wrap(lua_State *L)                            /* f */
+{
+    lua_State *co;
+
+    luaL_checktype(L, 1, LUA_TFUNCTION);
+    co = lua_newthread(L);                       /* f co */
+    lua_pushvalue(L, 1);                         /* f co f */
+    lua_xmove(L, co, 1);                         /* f co */
+    lua_pushcclosure(L, co_wrapped, 1);          /* f w */
+    return 1;
+}
+
 static int
 pmain_open(lua_State *L)                         /* dir */
 {
     const char *dir = lua_tostring(L, 1);
 
     luaL_openlibs(L);
+    lua_getglobal(L, "coroutine");               /* dir co */
+    lua_pushcfunction(L, co_resume);
+    lua_setfield(L, -2, "resume");
+    lua_pushcfunction(L, co_wrap);
+    lua_setfield(L, -2, "wrap");
+    lua_pop(L, 1);                               /* dir */
     if (dir != NULL) {
         lua_getglobal(L, "package");             /* dir package */
         lua_getfield(L, -1, "path");             /* dir package path */

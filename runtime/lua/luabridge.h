@@ -1,5 +1,6 @@
 /* luabridge.h - every entry from C into Lua: states, protected calls with
- * a traceback, instruction budgets and timeouts (one count hook), the job
+ * a traceback, instruction budgets (a count hook) and timeouts (a timer
+ * signal, SIGUSR2, that has the hook look), the job
  * table handlers see. Owns the limit of the call that runs (the
  * innermost's, per C thread) and a bound coroutine's, in its extra
  * space. Uses err.h, job.h. Its functions are jr_luabridge_*; script.h
@@ -94,7 +95,8 @@ typedef struct jr_luabridge_limit {
 } jr_luabridge_limit;
 
 /* Binds coroutine co to lim (borrowed, must outlive co's runs; NULL
- * unbinds): the count hook enforces lim in co whenever it runs, and in
+ * unbinds): lim is enforced in co whenever it runs (its budget by the
+ * count hook, its deadline by the timer), and in
  * the coroutines bound to none that co resumes (jr_luabridge_resume), and
  * the check (jr_luabridge_set_check) gets lim->owner. A coroutine bound to
  * none runs under the limit of what resumed it. */
@@ -105,20 +107,23 @@ void jr_luabridge_bind(lua_State *co, jr_luabridge_limit *lim);
  * [-(nargs), +(nres|1), -] on co */
 int  jr_luabridge_resume(lua_State *co, lua_State *from, int nargs, int *nres);
 
-/* A check the count hook of jr_luabridge_xrun makes at each of its checks (a
- * worker's cancel): NULL to go on, or a message to raise at the Lua line
- * that runs, and again at every later check, so that a pcall cannot
- * swallow it. One per process (a worker's one state); fn NULL: none.
- * While one is set every jr_luabridge_xrun installs the count hook. owner is
- * the running limit's (NULL in a jr_luabridge_xrun), L the running thread. */
+/* A check the count hook makes at each of its checks (a worker's cancel):
+ * NULL to go on, or a message to raise at the Lua line that runs, and
+ * again at every later check, so that a pcall cannot swallow it. One per
+ * process (a worker's one state); fn NULL: none. A run with no budget has
+ * no count hook until a signal handler interrupts it
+ * (jr_luabridge_interrupt) or its deadline passes. owner is the running
+ * limit's (NULL in a jr_luabridge_xrun), L the running thread. */
 typedef const char *(*jr_luabridge_check_fn)(void *arg, void *owner,
                                           lua_State *L);
 void jr_luabridge_set_check(jr_luabridge_check_fn fn, void *arg);
 
-/* Makes the count hook of the call running in L check at its next
- * instruction instead of BUDGET_STEP instructions later. Async-signal-
- * safe (lua_sethook is, as lua.c's Ctrl-C handler relies on): for a signal
- * handler, and only while a jr_luabridge_xrun runs. */
+/* Makes the count hook check at the next instruction of L (may be NULL)
+ * and of the thread that runs Lua now (a run's, or the coroutine resumed
+ * from it, innermost), and every BUDGET_STEP instructions in them and in
+ * the threads that wait for it (their resumes) for the rest of their run.
+ * Async-signal-safe (lua_sethook is, as lua.c's Ctrl-C handler relies
+ * on): for a signal handler. */
 void jr_luabridge_interrupt(lua_State *L);
 
 /* Pushes the plain table a handler sees for job j: id, name, queue,

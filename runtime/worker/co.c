@@ -1,8 +1,9 @@
 /* co.c - jobs that run many at once in one worker (a handler's inflight
  * > 1): each job runs in a Lua coroutine of the worker's state, with its
  * own job context (push, progress, snooze, discard, cancelled), its own
- * deadline (a count hook bound to the coroutine while it runs, a timer of
- * the worker's libevent loop while it waits), and ends with one result
+ * deadline (its limit bound to the coroutine, which luabridge's timer
+ * signal interrupts while it runs; a timer of the worker's libevent loop
+ * while it waits), and ends with one result
  * frame, batched like the plain path's. The C functions that wait
  * (jobrunner.sleep, jobrunner.all here; jobrunner.http in whttp.c,
  * jobrunner.exec in wexec.c) yield the coroutine with lua_yieldk and are
