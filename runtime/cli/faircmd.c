@@ -9,7 +9,19 @@
 #include "cli/commands.h"
 #include "base/esc.h"
 #include "base/job.h"
+#include "base/jsontext.h"
 #include "base/util.h"
+
+/* 1 if s is UTF-8 throughout. */
+static int
+utf8(const char *s)
+{
+    size_t n = strlen(s), u = 1;
+
+    for (; n && u; s += u, n -= u)
+        u = jr_jsontext_utf8_len((const unsigned char *)s, n);
+    return n == 0;
+}
 
 int
 jr_cmd_fair(jr_cli *cli)
@@ -29,6 +41,8 @@ jr_cmd_fair(jr_cli *cli)
         return jr_cmd_usage("fair set: %s", err.msg);
     if (cli->argv[2][0] == '\0' || strlen(cli->argv[2]) > 256)
         return jr_cmd_usage("fair set: the KEY must be 1 to 256 bytes");
+    if (!utf8(cli->argv[2]))                 /* no payload holds such a key */
+        return jr_cmd_usage("fair set: the KEY must be UTF-8 text");
     w = strtod(cli->argv[3], &end);
     if (end == cli->argv[3] || *end || !(w >= 1 && w <= 1000))
         return jr_cmd_usage("fair set: the WEIGHT must be a number from 1 "

@@ -1,0 +1,82 @@
+-- fair_red_spec.lua - fair share's inputs as an attacker or a careless
+-- user writes them (docs/queues.md, "Fair share", "Keyed by a job
+-- name"), on each backend: a payload path or a weight key with a NUL
+-- byte inside (which C would cut short, silently keying at another
+-- path or weighting another key), a weight key that is not UTF-8 (which
+-- PostgreSQL refuses at each claim, stalling every queue of the runner)
+-- are refused where they are written, naming the file and the key.
+local jr = require "jr"
+
+local FAIR = [[limits = { ["queue:fq"] = { fair = { key = "payload.t"%s } } }]]
+
+for _, backend in ipairs(jr.backends()) do
+  describe(backend .. " fair share under bad input:", function()
+    local env = jr.test_env(backend)
+
+    it("refuses a handler's fair or sequence path with a NUL byte inside, naming the file", function()
+      env:config(FAIR:format(""))
+      env:script("nul.f", [[return { fair = "payload.a\0b", handle = function() end }]])
+      env:script("nul.s", [[return { sequence = "payload.a\0b", handle = function() end }]])
+      local out, err, code = env:cli("check")
+      assert.are_not.equal(0, code)
+      assert.matches("nul/f.lua: 'fair' must be a payload path", out .. err, 1, true)
+      assert.matches("nul/s.lua: 'sequence' must be a payload path", out .. err, 1, true)
+    end)
+
+    it("refuses a queue's fair key path with a NUL byte inside, naming the key", function()
+      env:config([[limits = { ["queue:fq"] = { fair = { key = "payload.t\0u" } } }]])
+      local out, err, code = env:cli("check")
+      assert.are_not.equal(0, code)
+      assert.matches("'limits.queue:fq.fair.key' holds a NUL byte", out .. err, 1, true)
+    end)
+
+    it("refuses config weight keys that are not UTF-8 or hold a NUL, naming the key", function()
+      env:config(FAIR:format(", weights = { [\"a\\xffb\"] = 3 }"))
+      local out, err, code = env:cli("check")
+      assert.are_not.equal(0, code)
+      assert.matches("'limits.queue:fq.fair.weights' keys must be UTF-8 strings",
+        out .. err, 1, true)
+      env:config(FAIR:format(", weights = { [\"a\\0b\"] = 3 }"))
+      out, err, code = env:cli("check")
+      assert.are_not.equal(0, code)
+      assert.matches("'limits.queue:fq.fair.weights' has a key holding a NUL byte",
+        out .. err, 1, true)
+    end)
+
+    it("refuses such weight keys from jobrunner.limits.set and keeps the queue's weights", function()
+      env:config(FAIR:format(", weights = { acme = 2 }") .. ([[,
+        hooks = { on_start = function()
+          local limits = require "jobrunner.limits"
+          local f = io.open(%q, "a")
+          for _, k in ipairs({ "a\0b", "a\xffb" }) do
+            local ok, err = limits.set("queue:fq", { fair = { weights = { [k] = 3 } } })
+            f:write(tostring(ok), " ", tostring(err), "\n")
+          end
+          f:write(limits.get("queue:fq").fair.weights, "\n")
+          f:close()
+        end }]]):format(env.dir .. "/seen"))
+      env:script("w", jr.LEDGER)
+      env:start(jr.ledger_env(env.dir .. "/ledger"))
+      jr.wait_for(function() return #jr.lines(env.dir .. "/seen") >= 3 end, 30, "hook ran")
+      local seen = jr.lines(env.dir .. "/seen")
+      for i = 1, 2 do
+        assert.matches("^nil jobrunner.limits.set: 'limits.queue:fq.fair.weights' keys must be UTF%-8",
+          seen[i])
+      end
+      assert.equal('{"acme":2}', seen[3])
+      -- and the runner claims as before, the fair queue's jobs and the others
+      env:push("w", '{"t": "acme"}', "--queue", "fq")
+      env:push("w", '{"t": "b"}')
+      jr.wait_for(function() return jr.ledger_count(env.dir .. "/ledger") == 2 end, 30, "2 jobs ran")
+    end)
+
+    it("refuses fair set of a KEY that is not UTF-8, as no payload holds it", function()
+      env:config(FAIR:format(""))
+      assert.equal(0, select(3, env:cli("migrate")))
+      local out, err, code = env:cli("fair", "set", "fq", "a\255b", "3")
+      assert.equal(2, code, out .. err)
+      assert.matches("fair set: the KEY must be UTF-8 text", err, 1, true)
+      assert.equal(0, #env:query("SELECT key FROM fair_keys"))
+    end)
+  end)
+end
