@@ -80,3 +80,48 @@ for _, backend in ipairs(jr.backends()) do
     end)
   end)
 end
+
+-- A key longer than an index entry holds (about 2,700 bytes that do not
+-- compress) on PostgreSQL: the push into a fair queue fails with "index
+-- row size ... exceeds btree version 4 maximum 2704 for index jobs_fair"
+-- (naming neither the fair key nor the job), a whole push_many with it,
+-- and a handler reload that adds a path over such a queued job fails to
+-- record the path ("cannot record the handlers' fair keys"), so the
+-- name's jobs keep the queue's key. Fixing it caps the stamped key (the
+-- trigger of the schema, so a migration, and the re-keying UPDATEs):
+-- not local, left pending.
+if jr.pg_url then
+  describe("postgres fair share, a key longer than an index entry:", function()
+    local env = jr.test_env("postgres")
+    local function big()
+      local t = {}
+      for i = 1, 1200 do t[i] = string.format("%x", math.random(0, 0xffffff)) end
+      return table.concat(t)
+    end
+
+    -- pending: make it `it` with the fix (both of its halves fail today)
+    pending("pushes the job (its key capped) and keys the name's jobs after a reload", function()
+      env:config("concurrency = 1, " .. FAIR:format(""))
+      env:script("w", jr.LEDGER)
+      env:start(jr.ledger_env(env.dir .. "/ledger"))
+      assert.equal(0, select(3, env:cli("queue", "pause", "fq")))
+      local q = jr.client(env)
+      local ok, err = q:push("w", { t = big() }, { queue = "fq" })
+      assert.truthy(ok, err)
+      -- a job whose future key is big, then a path over it
+      assert(q:push("w", { t = "s", a = big() }, { queue = "fq" }))
+      local small = assert(q:push("w", { t = "s", a = "acct" }, { queue = "fq" }))
+      q:close()
+      env:script("w", "return { fair = 'payload.a', handle = " .. jr.LEDGER:match("return (.*)$") .. " }")
+      env:stop()
+      env:start(jr.ledger_env(env.dir .. "/ledger"))
+      jr.wait_for(function()
+        return #env:query("SELECT name FROM fair_names WHERE name = 'w'") == 1
+      end, 30, "the runner recorded w's fair path: " .. env:log())
+      assert.equal("acct", env:query("SELECT fair_key AS k FROM jobs WHERE id = "
+        .. math.tointeger(small))[1].k)
+      assert.equal(0, select(3, env:cli("queue", "resume", "fq")))
+      jr.wait_for(function() return jr.ledger_count(env.dir .. "/ledger") == 3 end, 30, "3 jobs ran")
+    end)
+  end)
+end
