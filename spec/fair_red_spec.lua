@@ -78,6 +78,17 @@ for _, backend in ipairs(jr.backends()) do
       assert.matches("fair set: the KEY must be UTF-8 text", err, 1, true)
       assert.equal(0, #env:query("SELECT key FROM fair_keys"))
     end)
+
+    it("notes that fair set's queue is not fair in the config (a misspelt name)", function()
+      env:config(FAIR:format(""))
+      assert.equal(0, select(3, env:cli("migrate")))
+      local out, err, code = env:cli("fair", "set", "f", "acme", "3")
+      assert.equal(0, code, out .. err)
+      assert.matches("queue 'f' is not fair in this config", err, 1, true)
+      out, err, code = env:cli("fair", "set", "fq", "acme", "3")
+      assert.equal(0, code, out .. err)
+      assert.equal("", err)
+    end)
   end)
 end
 

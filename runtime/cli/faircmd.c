@@ -23,6 +23,20 @@ utf8(const char *s)
     return n == 0;
 }
 
+/* 1 if the config makes queue fair (limits["queue:NAME"].fair). */
+static int
+fair_here(const jr_config *c, const char *queue)
+{
+    int i;
+
+    for (i = 0; i < c->limits.n; i++)
+        if (c->limits.l[i].fair_path &&
+            strncmp(c->limits.l[i].scope, "queue:", 6) == 0 &&
+            strcmp(c->limits.l[i].scope + 6, queue) == 0)
+            return 1;
+    return 0;
+}
+
 int
 jr_cmd_fair(jr_cli *cli)
 {
@@ -53,8 +67,15 @@ jr_cmd_fair(jr_cli *cli)
         if (db.ops->fair_set(db.b, cli->argv[1], cli->argv[2], w, &err) < 0)
             rc = jr_cmd_die(JR_EXIT_FAIL, err.msg);
         else
+        {
             printf("queue '%s': fair key '%s' weighs %g\n", cli->argv[1],
                    jr_esc_str(k, sizeof k, cli->argv[2]), w);
+            if (!fair_here(&c, cli->argv[1]))    /* a misspelt queue? */
+                fprintf(stderr, "jobrunner: fair set: note: queue '%s' is "
+                        "not fair in this config: the weight counts only "
+                        "where a runner's config makes it fair\n",
+                        cli->argv[1]);
+        }
     }
     jr_db_close(&db);
     jr_config_free(&c);
