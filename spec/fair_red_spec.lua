@@ -23,6 +23,14 @@ for _, backend in ipairs(jr.backends()) do
       assert.matches("nul/s.lua: 'sequence' must be a payload path", out .. err, 1, true)
     end)
 
+    it("says a path is refused for its length when it is only too long", function()
+      env:config(FAIR:format(""))
+      env:script("long", ('return { fair = "payload.%s", handle = function() end }'):format(("a"):rep(200)))
+      local out, err, code = env:cli("check")
+      assert.are_not.equal(0, code)
+      assert.matches("long.lua: 'fair' must be a payload path .* 200 bytes at most%)", out .. err)
+    end)
+
     it("refuses a queue's fair key path with a NUL byte inside, naming the key", function()
       env:config([[limits = { ["queue:fq"] = { fair = { key = "payload.t\0u" } } }]])
       local out, err, code = env:cli("check")

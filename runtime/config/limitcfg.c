@@ -121,7 +121,7 @@ path_value(lua_State *L, char **out, char *what, size_t whatsz)
     if (!ok) {
         snprintf(what, whatsz, "must be a payload path such as "
                  "\"payload.account_id\" (fields of letters, digits, _ and "
-                 "-, joined by dots)");
+                 "-, joined by dots; 200 bytes at most)");
         return -1;
     }
     free(*out);

@@ -329,7 +329,7 @@ check_path(lua_State *L, const char *field, const char **seq)
     if (!ok) {
         snprintf(msg, sizeof msg, "'%s' must be a payload path such as "
                  "\"payload.customer_id\" (fields of letters, digits, _ and "
-                 "-, joined by dots)", field);
+                 "-, joined by dots; 200 bytes at most)", field);
         return msg;
     }
     *seq = s + 8;
