@@ -100,6 +100,73 @@ for _, backend in ipairs(jr.backends()) do
   end)
 end
 
+-- The fair queue's key path changed in the config, over queued jobs: a
+-- name with a fair path of its own keeps it (it was re-keyed at the
+-- queue's path, while its new pushes went by its own), and the path is
+-- recorded only with the queue's jobs keyed (on PostgreSQL the two were
+-- two statements: a re-key that failed, or a runner killed between them,
+-- left the path recorded over jobs keyed NULL, which the fair claim
+-- never takes, and the next start saw the path unchanged).
+for _, backend in ipairs(jr.backends()) do
+  describe(backend .. " fair queue's key path changed over queued jobs:", function()
+    local env = jr.test_env(backend)
+    local SCRIPT = [[return { fair = "payload.a", handle = ]] .. jr.LEDGER:match("return (.*)$") .. " }"
+
+    local function key_of(id)
+      return env:query("SELECT fair_key AS k FROM jobs WHERE id = " .. math.tointeger(id))[1].k
+    end
+
+    it("keeps a name's own path for its jobs when the queue's path changes", function()
+      env:config("concurrency = 1, " .. FAIR:format(""))
+      env:script("w", SCRIPT)
+      env:start(jr.ledger_env(env.dir .. "/ledger"))
+      jr.wait_for(function()
+        return #env:query("SELECT name FROM fair_names WHERE name = 'w'") == 1
+      end, 30, "the runner recorded w's fair path")
+      assert.equal(0, select(3, env:cli("queue", "pause", "fq")))
+      local named = env:push("w", '{"a": "A", "t": "T", "u": "U"}', "--queue", "fq")
+      local other = env:push("v", '{"a": "A", "t": "T", "u": "U"}', "--queue", "fq")
+      assert.equal("A", key_of(named))
+      assert.equal(0, env:stop())
+      env:config("concurrency = 1, " .. FAIR:format(""):gsub("payload%.t", "payload.u"))
+      env:start(jr.ledger_env(env.dir .. "/ledger"))
+      jr.wait_for(function()
+        return key_of(other) == "U"
+      end, 30, "the queue's jobs keyed at its new path")
+      assert.equal("A", key_of(named))
+    end)
+
+    it("records a new path only with its queue's jobs keyed, and runs them once it can", function()
+      env:config("concurrency = 1")
+      env:script("w", jr.LEDGER)
+      assert.equal(0, select(3, env:cli("migrate")))
+      assert.equal(0, select(3, env:cli("queue", "pause", "fq")))
+      env:push("w", '{"t": "boom"}', "--queue", "fq")
+      env:push("w", '{"t": "fine"}', "--queue", "fq")
+      if backend == "postgres" then
+        env:exec([[CREATE FUNCTION red_boom() RETURNS trigger LANGUAGE plpgsql AS
+          $$BEGIN IF NEW.fair_key = 'boom' THEN RAISE EXCEPTION 'red boom'; END IF;
+          RETURN NEW; END$$;
+          CREATE TRIGGER red_boom BEFORE UPDATE OF fair_key ON jobs
+          FOR EACH ROW EXECUTE FUNCTION red_boom()]])
+      else
+        env:exec([[CREATE TRIGGER red_boom BEFORE UPDATE OF fair_key ON jobs
+          WHEN NEW.fair_key = 'boom' BEGIN SELECT RAISE(ABORT, 'red boom'); END]])
+      end
+      env:config("concurrency = 1, " .. FAIR:format(""))
+      local p = env:start(jr.ledger_env(env.dir .. "/ledger"), { wait = false })
+      jr.wait_for(function() return env:log(p):find("red boom", 1, true) end, 30,
+        "the re-key's failure logged")
+      env:stop(nil, p)
+      assert.same({}, env:query("SELECT queue FROM fair_paths"))
+      env:exec("DROP TRIGGER red_boom" .. (backend == "postgres" and " ON jobs" or ""))
+      env:start(jr.ledger_env(env.dir .. "/ledger"))
+      assert.equal(0, select(3, env:cli("queue", "resume", "fq")))
+      jr.wait_for(function() return jr.ledger_count(env.dir .. "/ledger") == 2 end, 30, "both jobs ran")
+    end)
+  end)
+end
+
 -- A key longer than an index entry holds (about 2,700 bytes that do not
 -- compress) on PostgreSQL: the push into a fair queue fails with "index
 -- row size ... exceeds btree version 4 maximum 2704 for index jobs_fair"
