@@ -173,9 +173,11 @@ end
 -- (naming neither the fair key nor the job), a whole push_many with it,
 -- and a handler reload that adds a path over such a queued job fails to
 -- record the path ("cannot record the handlers' fair keys"), so the
--- name's jobs keep the queue's key. Fixing it caps the stamped key (the
--- trigger of the schema, so a migration, and the re-keying UPDATEs):
--- not local, left pending.
+-- name's jobs keep the queue's key; a queue made fair over such a job
+-- fails `jobrunner migrate` and holds the runner's start, retrying (the
+-- path is recorded with its jobs keyed or not at all). Fixing it caps
+-- the stamped key (the trigger of the schema, so a migration, and the
+-- re-keying UPDATEs): not local, left pending.
 if jr.pg_url then
   describe("postgres fair share, a key longer than an index entry:", function()
     local env = jr.test_env("postgres")
