@@ -84,18 +84,21 @@ static const pg_stmt st_fair_cursor = {"jr_fair_cursor", 3,
     " SET clock = greatest({{schema}}.fair_clocks.clock, $2::float8),"
     " cursor = excluded.cursor"};
 
-/* fair queue $1's key path $2; a row back when it is new or changed */
-static const pg_stmt st_fair_path = {"jr_fair_path", 2,
-    "INSERT INTO {{schema}}.fair_paths (queue, path)"
+/* fair queue $1's key path $2 and, when it is new or changed, the key of
+ * each job of the queue not ended, at its name's path (fair_names) or
+ * else $2: one statement, so a failing key (or a runner killed between
+ * the two) leaves no path recorded over jobs it did not key, whose
+ * queue's claim would skip them for good */
+static const pg_stmt st_fair_path = {"jr_fair_path_keys", 2,
+    "WITH p AS (INSERT INTO {{schema}}.fair_paths (queue, path)"
     " VALUES ($1::text, $2::text[]) ON CONFLICT (queue) DO UPDATE"
     " SET path = excluded.path"
-    " WHERE {{schema}}.fair_paths.path <> excluded.path RETURNING 1"};
-
-/* the key of each job of queue $1 not ended, at path $2 */
-static const pg_stmt st_fair_backfill = {"jr_fair_backfill", 2,
-    "UPDATE {{schema}}.jobs SET fair_key = coalesce(payload #>> $2::text[],"
-    " '') WHERE queue = $1::text"
-    " AND state IN ('queued', 'running', 'waiting')"};
+    " WHERE {{schema}}.fair_paths.path <> excluded.path RETURNING 1)"
+    " UPDATE {{schema}}.jobs j SET fair_key = coalesce(j.payload #>>"
+    " coalesce((SELECT fn.path FROM {{schema}}.fair_names fn"
+    " WHERE fn.name = j.name), $2::text[]), '')"
+    " WHERE EXISTS (SELECT 1 FROM p) AND j.queue = $1::text"
+    " AND j.state IN ('queued', 'running', 'waiting')"};
 
 /* the starts of a claim in fair queue $1 at clock $2: $4[i] starts of
  * key $3[i], each of 1/weight $5[i] (its pass from the clock, or on from
@@ -458,7 +461,7 @@ jr_pg_fair_paths(jr_backend *b, const jr_limit *l, int n, jr_err *err)
     const char *params[2];
     char path[220];
     PGresult *res;
-    int i, changed, rc = 0;
+    int i, rc = 0;
 
     for (i = 0; rc == 0 && i < n; i++) {
         if (l[i].fair_path == NULL ||
@@ -468,18 +471,10 @@ jr_pg_fair_paths(jr_backend *b, const jr_limit *l, int n, jr_err *err)
         params[0] = l[i].scope + 6;
         params[1] = path;
         if ((res = jr_pg_run(b, &st_fair_path, params, "recording a fair "
-                             "key path", err)) == NULL) {
+                             "key path and keying its queue's jobs",
+                             err)) == NULL)
             rc = -1;
-            break;
-        }
-        changed = PQntuples(res) > 0;
-        PQclear(res);
-        /* new or another path: the keys of the jobs already there */
-        if (changed && (res = jr_pg_run(b, &st_fair_backfill, params,
-                                        "reading the fair keys of a "
-                                        "queue's jobs", err)) == NULL)
-            rc = -1;
-        else if (changed)
+        else
             PQclear(res);
     }
     return rc;

@@ -86,10 +86,12 @@ static const char *const sql_text[S_COUNT] = {
         "INSERT INTO fair_paths (queue, path) VALUES (?1, ?2)"
         " ON CONFLICT (queue) DO UPDATE SET path = excluded.path"
         " WHERE path <> excluded.path",
-    /* the key of each job of queue ?1 not ended, at path ?2 */
+    /* the key of each job of queue ?1 not ended, at its name's path
+     * (fair_names) or else ?2 */
     [S_FAIR_BACKFILL] =
         "UPDATE jobs SET fair_key = CASE WHEN json_valid(payload)"
-        " THEN coalesce(CAST(json_extract(payload, ?2) AS TEXT), '')"
+        " THEN coalesce(CAST(json_extract(payload, coalesce((SELECT n.path"
+        " FROM fair_names n WHERE n.name = jobs.name), ?2)) AS TEXT), '')"
         " ELSE '' END WHERE queue = ?1"
         " AND state NOT IN ('completed', 'dead', 'cancelled', 'expired')",
     /* what the trigger jobs_fair_key does, for the jobs of ids ?2 to ?3

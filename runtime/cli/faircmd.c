@@ -9,7 +9,33 @@
 #include "cli/commands.h"
 #include "base/esc.h"
 #include "base/job.h"
+#include "base/jsontext.h"
 #include "base/util.h"
+
+/* 1 if s is UTF-8 throughout. */
+static int
+utf8(const char *s)
+{
+    size_t n = strlen(s), u = 1;
+
+    for (; n && u; s += u, n -= u)
+        u = jr_jsontext_utf8_len((const unsigned char *)s, n);
+    return n == 0;
+}
+
+/* 1 if the config makes queue fair (limits["queue:NAME"].fair). */
+static int
+fair_here(const jr_config *c, const char *queue)
+{
+    int i;
+
+    for (i = 0; i < c->limits.n; i++)
+        if (c->limits.l[i].fair_path &&
+            strncmp(c->limits.l[i].scope, "queue:", 6) == 0 &&
+            strcmp(c->limits.l[i].scope + 6, queue) == 0)
+            return 1;
+    return 0;
+}
 
 int
 jr_cmd_fair(jr_cli *cli)
@@ -29,6 +55,8 @@ jr_cmd_fair(jr_cli *cli)
         return jr_cmd_usage("fair set: %s", err.msg);
     if (cli->argv[2][0] == '\0' || strlen(cli->argv[2]) > 256)
         return jr_cmd_usage("fair set: the KEY must be 1 to 256 bytes");
+    if (!utf8(cli->argv[2]))                 /* no payload holds such a key */
+        return jr_cmd_usage("fair set: the KEY must be UTF-8 text");
     w = strtod(cli->argv[3], &end);
     if (end == cli->argv[3] || *end || !(w >= 1 && w <= 1000))
         return jr_cmd_usage("fair set: the WEIGHT must be a number from 1 "
@@ -39,8 +67,15 @@ jr_cmd_fair(jr_cli *cli)
         if (db.ops->fair_set(db.b, cli->argv[1], cli->argv[2], w, &err) < 0)
             rc = jr_cmd_die(JR_EXIT_FAIL, err.msg);
         else
+        {
             printf("queue '%s': fair key '%s' weighs %g\n", cli->argv[1],
                    jr_esc_str(k, sizeof k, cli->argv[2]), w);
+            if (!fair_here(&c, cli->argv[1]))    /* a misspelt queue? */
+                fprintf(stderr, "jobrunner: fair set: note: queue '%s' is "
+                        "not fair in this config: the weight counts only "
+                        "where a runner's config makes it fair\n",
+                        cli->argv[1]);
+        }
     }
     jr_db_close(&db);
     jr_config_free(&c);

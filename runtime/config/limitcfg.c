@@ -12,6 +12,7 @@
 #include <lua.h>
 
 #include "base/job.h"
+#include "base/jsontext.h"
 #include "config/limitcfg.h"
 #include "lua/luaopts.h"
 #include "base/util.h"
@@ -108,9 +109,11 @@ rate_value(lua_State *L, jr_limit_set *set, int burst_given, char *what,
 static int
 path_value(lua_State *L, char **out, char *what, size_t whatsz)
 {
-    const char *s = lua_type(L, -1) == LUA_TSTRING ? lua_tostring(L, -1) :
-                    NULL, *p;
-    int ok = s && strncmp(s, "payload.", 8) == 0 && strlen(s) <= 200;
+    size_t n = 0;
+    const char *s = lua_type(L, -1) == LUA_TSTRING ? lua_tolstring(L, -1,
+                    &n) : NULL, *p;
+    int ok = s && strncmp(s, "payload.", 8) == 0 && n <= 200 &&
+             strlen(s) == n;                         /* no NUL inside */
 
     for (p = ok ? s + 8 : "", ok = ok && *p; ok && *p; p++)
         ok = isalnum((unsigned char)*p) || *p == '_' || *p == '-' ||
@@ -118,7 +121,7 @@ path_value(lua_State *L, char **out, char *what, size_t whatsz)
     if (!ok) {
         snprintf(what, whatsz, "must be a payload path such as "
                  "\"payload.account_id\" (fields of letters, digits, _ and "
-                 "-, joined by dots)");
+                 "-, joined by dots; 200 bytes at most)");
         return -1;
     }
     free(*out);
@@ -148,6 +151,7 @@ weights_value(lua_State *L, char **out, const char *sub, char *key,
     const char *k, *p;
     char num[40];
     double w;
+    size_t kn = 0, u;
     int n = 0;
 
     snprintf(key, keysz, "%s.fair.weights", sub);
@@ -159,13 +163,20 @@ weights_value(lua_State *L, char **out, const char *sub, char *key,
     jr_buf_put(&b, "{", 1);
     lua_pushnil(L);                                  /* w nil */
     while (lua_next(L, -2)) {                        /* w k v */
-        k = lua_type(L, -2) == LUA_TSTRING ? lua_tostring(L, -2) : NULL;
-        for (p = k; p && *p && (unsigned char)*p >= 0x20; p++)
-            ;
+        k = lua_type(L, -2) == LUA_TSTRING ? lua_tolstring(L, -2, &kn) :
+            NULL;
+        /* a key as a payload can hold it: UTF-8 (PostgreSQL's text
+         * refuses anything else, and the claim reads the weights), no
+         * control byte, no NUL (C would cut the key short there) */
+        for (p = k, u = 1; p && u && p < k + kn && (unsigned char)*p >= 0x20;
+             p += u)
+            u = jr_jsontext_utf8_len((const unsigned char *)p,
+                                     kn - (size_t)(p - k));
         w = lua_type(L, -1) == LUA_TNUMBER ? lua_tonumber(L, -1) : -1;
-        if (k == NULL || *p || p == k || p - k > 256) {
-            snprintf(what, whatsz, "keys must be strings of 1 to 256 "
-                     "bytes (a fair key as the payload holds it)");
+        if (k == NULL || p != k + kn || kn == 0 || kn > 256) {
+            snprintf(what, whatsz, "keys must be UTF-8 strings of 1 to 256 "
+                     "bytes without control characters (a fair key as the "
+                     "payload holds it)");
             lua_pop(L, 2);
             jr_buf_free(&b);
             return -1;

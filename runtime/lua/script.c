@@ -313,21 +313,23 @@ check_path(lua_State *L, const char *field, const char **seq)
 {
     static char msg[200];
     const char *s, *p;
+    size_t n = 0;
     int t = lua_getfield(L, -1, field), ok;
 
-    s = t == LUA_TSTRING ? lua_tostring(L, -1) : NULL;
+    s = t == LUA_TSTRING ? lua_tolstring(L, -1, &n) : NULL;
     lua_pop(L, 1);
     *seq = NULL;
     if (t == LUA_TNIL)
         return NULL;
-    ok = s && strncmp(s, "payload.", 8) == 0 && strlen(s) <= 200;
+    ok = s && strncmp(s, "payload.", 8) == 0 && n <= 200 &&
+         strlen(s) == n;                             /* no NUL inside */
     for (p = ok ? s + 8 : "", ok = ok && *p; ok && *p; p++)
         ok = isalnum((unsigned char)*p) || *p == '_' || *p == '-' ||
              (*p == '.' && p[1] != '.' && p[1] != '\0' && p[-1] != '.');
     if (!ok) {
         snprintf(msg, sizeof msg, "'%s' must be a payload path such as "
                  "\"payload.customer_id\" (fields of letters, digits, _ and "
-                 "-, joined by dots)", field);
+                 "-, joined by dots; 200 bytes at most)", field);
         return msg;
     }
     *seq = s + 8;
