@@ -683,7 +683,13 @@ $(BUILD)/spec/c/test_fuzz_%: spec/fuzz/fuzz_%.c spec/fuzz/replay.c \
 # make: the runner, the library and the Lua module. make test: the same plus
 # the C tests and fuzz replays, then spec/run (both backends). deps installs
 # only what dpkg says is missing: with everything there it runs no apt-get.
+# a sanitized build leaves the top-level ./jobrunner (the one make run and
+# make bench use) as it was: its binary is $(BUILD)/jobrunner
+ifdef SANITIZE
+all: check-deps $(BUILD)/jobrunner lib luamod
+else
 all: check-deps jobrunner lib luamod
+endif
 
 test: deps check-deps $(TEST_BIN) $(CTESTS) $(FUZZ_REPLAYS) $(SPEC_LUAMOD) \
       $(BUILD)/bench/slowhttp $(SPEC_CRASHVFS)
