@@ -1,7 +1,7 @@
 /* check.h - the assertions every C test uses. CHECK(cond) and
  * CHECK_OK(call, err) print file:line (and check_where, e.g. the engine,
  * when set) and mark the current test failed; the test goes on. main
- * clears `failed` before each test and counts. */
+ * clears `failed` before each test and counts (check_report). */
 #ifndef JR_SPEC_CHECK_H
 #define JR_SPEC_CHECK_H
 
@@ -25,5 +25,25 @@ static const char *check_where = "";
             failed = 1;                                                  \
         }                                                                \
     } while (0)
+
+/* Counts test name's outcome (failed when rc < 0 or a CHECK failed in
+ * it), prints it and clears `failed` for the next; with name NULL prints
+ * the totals and returns 1 when any test failed, else 0 (main's exit). */
+static inline int
+check_report(const char *name, int rc)
+{
+    static int passed, nfailed;
+
+    if (name == NULL) {
+        printf("%d passed, %d failed\n", passed, nfailed);
+        return nfailed != 0;
+    }
+    if (rc < 0)
+        failed = 1;
+    printf("%s %s\n", failed ? "FAIL" : "ok  ", name);
+    failed ? nfailed++ : passed++;
+    failed = 0;
+    return 0;
+}
 
 #endif

@@ -80,24 +80,11 @@ check_put(void)
     return 0;
 }
 
-static int passed, nfailed;
-
-static void
-report(const char *name, int rc)
-{
-    if (rc < 0)
-        failed = 1;
-    printf("%s %s\n", failed ? "FAIL" : "ok  ", name);
-    failed ? nfailed++ : passed++;
-    failed = 0;
-}
-
 int
 main(void)
 {
-    report("cases", check_cases());
-    report("small buffer", check_small());
-    report("put", check_put());
-    printf("%d passed, %d failed\n", passed, nfailed);
-    return nfailed != 0;
+    check_report("cases", check_cases());
+    check_report("small buffer", check_small());
+    check_report("put", check_put());
+    return check_report(NULL, 0);
 }

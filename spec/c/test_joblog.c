@@ -209,24 +209,11 @@ check_known(void)
     return 0;
 }
 
-static int passed, nfailed;
-
-static void
-report(const char *name, int rc)
-{
-    if (rc < 0)
-        failed = 1;
-    printf("%s %s\n", failed ? "FAIL" : "ok  ", name);
-    failed ? nfailed++ : passed++;
-    failed = 0;
-}
-
 int
 main(void)
 {
-    report("known lines", check_known());
-    report("random bytes", check_random());
-    report("escapes at every place", check_escapes());
-    printf("%d passed, %d failed\n", passed, nfailed);
-    return nfailed != 0;
+    check_report("known lines", check_known());
+    check_report("random bytes", check_random());
+    check_report("escapes at every place", check_escapes());
+    return check_report(NULL, 0);
 }

@@ -140,18 +140,6 @@ check_write(void)
     return 0;
 }
 
-static int passed, nfailed;
-
-static void
-report(const char *name, int rc)
-{
-    if (rc < 0)
-        failed = 1;
-    printf("%s %s\n", failed ? "FAIL" : "ok  ", name);
-    failed ? nfailed++ : passed++;
-    failed = 0;
-}
-
 int
 main(void)
 {
@@ -159,11 +147,10 @@ main(void)
 
     if (sqlite3_open(":memory:", &db) != SQLITE_OK)
         return 1;
-    report("good texts", check_good(db));
-    report("bad texts", check_bad());
-    report("depth", check_depth());
-    report("write", check_write());
+    check_report("good texts", check_good(db));
+    check_report("bad texts", check_bad());
+    check_report("depth", check_depth());
+    check_report("write", check_write());
     sqlite3_close(db);
-    printf("%d passed, %d failed\n", passed, nfailed);
-    return nfailed != 0;
+    return check_report(NULL, 0);
 }

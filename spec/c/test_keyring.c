@@ -21,19 +21,8 @@
 #include "base/keyring.h"
 #include "check.h"
 
-static int passed, nfailed;
 static char dir[] = "/tmp/test_keyring.XXXXXX";
 static char path1[256], path2[256];
-
-static void
-report(const char *name, int rc)
-{
-    if (rc < 0)
-        failed = 1;
-    printf("%s %s\n", failed ? "FAIL" : "ok  ", name);
-    failed ? nfailed++ : passed++;
-    failed = 0;
-}
 
 static int
 seal(jr_keyring *k, const char *s, jr_buf *b)
@@ -356,6 +345,7 @@ main(void)
 {
     jr_err err = {0};
     char id[JR_KEYID_MAX + 1];
+    int rc;
 
     if (mkdtemp(dir) == NULL)
         return 1;
@@ -365,13 +355,14 @@ main(void)
         fprintf(stderr, "%s\n", err.msg);
         return 1;
     }
-    report("key file", check_key_file());
-    report("round trip", check_round_trip());
-    report("tamper", check_tamper());
-    report("wrong key", check_wrong_key());
-    report("attacks", check_attacks());
-    report("stored as bytes", check_split());
-    printf("%d passed, %d failed\n", passed, nfailed);
+    check_report("key file", check_key_file());
+    check_report("round trip", check_round_trip());
+    check_report("tamper", check_tamper());
+    check_report("wrong key", check_wrong_key());
+    check_report("attacks", check_attacks());
+    check_report("stored as bytes", check_split());
+    rc = check_report(NULL, 0);
+
     {
         char cmd[300];
 
@@ -379,5 +370,5 @@ main(void)
         if (system(cmd) != 0)
             return 1;
     }
-    return nfailed != 0;
+    return rc;
 }

@@ -270,24 +270,11 @@ check_derive(void)
     return 0;
 }
 
-static int passed, nfailed;
-
-static void
-report(const char *name, int rc)
-{
-    if (rc < 0)
-        failed = 1;
-    printf("%s %s\n", failed ? "FAIL" : "ok  ", name);
-    failed ? nfailed++ : passed++;
-    failed = 0;
-}
-
 int
 main(void)
 {
-    report("each record", check_each());
-    report("records in one buffer", check_all());
-    report("derived ids", check_derive());
-    printf("%d passed, %d failed\n", passed, nfailed);
-    return nfailed != 0;
+    check_report("each record", check_each());
+    check_report("records in one buffer", check_all());
+    check_report("derived ids", check_derive());
+    return check_report(NULL, 0);
 }
