@@ -335,7 +335,9 @@ function M.psql(sql)
   return out
 end
 
--- Runs SQL and returns rows as tables. Column names as selected.
+-- Runs SQL and returns rows as tables. Column names as selected. On SQLite
+-- the shell waits up to 10 s for a runner's write lock instead of failing
+-- at once with "database is locked".
 function Env:query(sql)
   local out, err, code
   if self.backend == "postgres" then
@@ -343,7 +345,7 @@ function Env:query(sql)
     out, err, code = M.sh(("psql -X -q -A -t -v ON_ERROR_STOP=1 %s -c %s"):format(
       q(M.pg_url), q(wrapped)))
   else
-    out, err, code = M.sh(("sqlite3 -json %s %s"):format(q(self:sqlite_path()), q(sql)))
+    out, err, code = M.sh(("sqlite3 -cmd '.timeout 10000' -json %s %s"):format(q(self:sqlite_path()), q(sql)))
     if out == "" then out = "[]" end
   end
   assert(code == 0, "query failed: " .. sql .. ": " .. err)
@@ -357,7 +359,7 @@ function Env:exec(sql)
     _, err, code = M.sh(("psql -X -q -v ON_ERROR_STOP=1 %s -c %s"):format(
       q(M.pg_url), q(("SET search_path TO %s; %s"):format(self.schema, sql))))
   else
-    _, err, code = M.sh(("sqlite3 %s %s"):format(q(self:sqlite_path()), q(sql)))
+    _, err, code = M.sh(("sqlite3 -cmd '.timeout 10000' %s %s"):format(q(self:sqlite_path()), q(sql)))
   end
   assert(code == 0, "exec failed: " .. sql .. ": " .. err)
 end
