@@ -319,7 +319,7 @@ end }
           " expires_at => 'infinity')"):format(env.schema))))
         assert.matches("expires_at", err)
       else
-        local _, err, code = jr.sh(("sqlite3 %s %s"):format(jr.quote(env:sqlite_path()),
+        local _, err, code = jr.sh(("sqlite3 -cmd '.timeout 10000' %s %s"):format(jr.quote(env:sqlite_path()),
           jr.quote("INSERT INTO jobs (name, expires_at) VALUES ('rec', -5)")))
         assert.are_not.equal(0, code)
         assert.matches("expires_at", err)

@@ -141,10 +141,10 @@ describe("SQLite backups", function()
     for _ = 1, 5 do env:push("slow") end
     local db = env:sqlite_path()
     local b1, b2 = env.dir .. "/backup.db", env.dir .. "/vacuum.db"
-    local _, err, code = h.sh(("sqlite3 %s %s"):format(q(db),
+    local _, err, code = h.sh(("sqlite3 -cmd '.timeout 10000' %s %s"):format(q(db),
       q(".backup " .. b1)))
     assert.equal(0, code, err)
-    _, err, code = h.sh(("sqlite3 %s %s"):format(q(db),
+    _, err, code = h.sh(("sqlite3 -cmd '.timeout 10000' %s %s"):format(q(db),
       q("VACUUM INTO '" .. b2 .. "'")))
     assert.equal(0, code, err)
     env:stop(nil, p)

@@ -297,7 +297,7 @@ for _, backend in ipairs(h.backends()) do
         env:push("x")       -- creates the schema
         local _, err, code
         if backend == "sqlite" then
-          _, err, code = h.sh(("sqlite3 %s %s"):format(h.quote(env:sqlite_path()),
+          _, err, code = h.sh(("sqlite3 -cmd '.timeout 10000' %s %s"):format(h.quote(env:sqlite_path()),
             h.quote("INSERT INTO jobs (name, run_at) VALUES ('never', 1e999)")))
         else
           _, err, code = h.sh(("psql -X -q -v ON_ERROR_STOP=1 %s -c %s"):format(

@@ -19,7 +19,7 @@ end
 
 -- A plain-SQL statement that must fail: its error text.
 local function refused(env, sql)
-  local _, err, code = h.sh(("sqlite3 %s %s"):format(
+  local _, err, code = h.sh(("sqlite3 -cmd '.timeout 10000' %s %s"):format(
     h.quote(env:sqlite_path()), h.quote(sql)))
   assert.are_not.equal(0, code, "not refused: " .. sql)
   return err
