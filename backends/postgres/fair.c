@@ -89,14 +89,15 @@ static const pg_stmt st_fair_cursor = {"jr_fair_cursor", 3,
  * else $2: one statement, so a failing key (or a runner killed between
  * the two) leaves no path recorded over jobs it did not key, whose
  * queue's claim would skip them for good */
-static const pg_stmt st_fair_path = {"jr_fair_path_keys", 2,
+static const pg_stmt st_fair_path = {"jr_fair_path_keys2", 2,
     "WITH p AS (INSERT INTO {{schema}}.fair_paths (queue, path)"
     " VALUES ($1::text, $2::text[]) ON CONFLICT (queue) DO UPDATE"
     " SET path = excluded.path"
     " WHERE {{schema}}.fair_paths.path <> excluded.path RETURNING 1)"
-    " UPDATE {{schema}}.jobs j SET fair_key = coalesce(j.payload #>>"
-    " coalesce((SELECT fn.path FROM {{schema}}.fair_names fn"
-    " WHERE fn.name = j.name), $2::text[]), '')"
+    " UPDATE {{schema}}.jobs j SET fair_key = coalesce((SELECT"
+    " CASE WHEN fn.weights IS NOT NULL THEN j.name || chr(31) ELSE '' END"
+    " || coalesce(j.payload #>> fn.path, '') FROM {{schema}}.fair_names fn"
+    " WHERE fn.name = j.name), j.payload #>> $2::text[], '')"
     " WHERE EXISTS (SELECT 1 FROM p) AND j.queue = $1::text"
     " AND j.state IN ('queued', 'running', 'waiting')"};
 
@@ -231,6 +232,11 @@ walk_step(jr_backend *b, const jr_limit *f, const char *queue, double clock,
         wk->w[wk->n].weight = strtod(PQgetvalue(res, i, 1), NULL);
         if (!(wk->w[wk->n].weight > 0))
             wk->w[wk->n].weight = 1;
+        if (jr_pg_fair_name_weight(b, k, &wk->w[wk->n].weight, err) < 0) {
+            free(wk->w[wk->n].key);     /* a key in a name's scope */
+            PQclear(res);
+            return -1;
+        }
         wk->w[wk->n].pass = strtod(PQgetvalue(res, i, 2), NULL);
         wk->atclock += wk->w[wk->n].pass <= clock;
         wk->n++;
