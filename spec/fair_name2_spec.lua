@@ -134,6 +134,52 @@ for _, backend in ipairs(jr.backends()) do
         "first 14 starts: " .. table.concat(starts(env), " ", 1, 14))
     end)
 
+    it("keeps the name's keys apart from a fair queue's, in the claim's keys and in stats", function()
+      env:config([[concurrency = 1,
+        limits = { ["queue:fq"] = { fair = { key = "payload.t", weights = { a = 2 } } } }]])
+      env:script("fn2.w", WORKER)
+      env:script("fn2.o", OTHER)
+      env:start()
+      jr.wait_for(function()
+        return #env:query("SELECT name FROM fair_names WHERE name = 'fn2.w'") == 1
+      end, 30, "the runner recorded the handler's fair weights")
+      assert.equal(0, select(3, env:cli("queue", "pause", "fq")))
+      local w = env:push("fn2.w", '{"t": "a"}', "--queue", "fq")
+      local o = env:push("fn2.o", '{"t": "a"}', "--queue", "fq")
+      local keys = env:query("SELECT fair_key AS k FROM jobs WHERE id IN ("
+        .. math.tointeger(w) .. ", " .. math.tointeger(o) .. ") ORDER BY id")
+      assert.same({ { k = "fn2.w\31a" }, { k = "a" } }, keys)
+      local text = env:cli("stats")
+      assert.matches("fair queue fq: 1 key with ready jobs", text, 1, true)
+      assert.matches("\n  a%s+ready 1%s+running 0%s+weight 2%s", text)
+      assert.matches("fair name fn2.w: 1 key with ready jobs", text, 1, true)
+      assert.matches("\n  a%s+ready 1%s+running 0%s+weight 3%s", text)
+      assert.equal(0, select(3, env:cli("queue", "resume", "fq")))
+      jr.wait_for(function() return #starts(env) == 2 end, 60, "both jobs")
+    end)
+
+    it("takes a key's weight from a hook with jobrunner.fair.set_name", function()
+      env:config(([[concurrency = 1,
+        hooks = { on_start = function()
+          local fair = require "jobrunner.fair"
+          local f = io.open(%q, "a")
+          f:write(tostring(select(2, fair.set_name("fn2.w", "b", 0))), "\n")
+          f:write(tostring(select(2, fair.set_name("no name", "b", 2))), "\n")
+          f:write(tostring(fair.set_name("fn2.w", "b", 5)), "\n")
+          f:close()
+        end }]]):format(env.dir .. "/seen"))
+      env:script("fn2.w", WORKER)
+      env:start()
+      jr.wait_for(function()
+        return #env:query("SELECT key FROM fair_name_keys WHERE name = 'fn2.w'") == 1
+      end, 30, "the hook's weight stored")
+      assert.same({ { key = "b", weight = 5 } },
+        env:query("SELECT key, weight FROM fair_name_keys"))
+      assert.same({ "jobrunner.fair.set_name: the weight must be a number from 1 to 1000",
+                    "jobrunner.fair.set_name: not a job name", "true" },
+                  jr.lines(env.dir .. "/seen"))
+    end)
+
     it("refuses bad table values, naming the file and the field", function()
       env:config("concurrency = 1")
       local cases = {

@@ -587,7 +587,8 @@ jr_pg_fair_set(jr_backend *b, const char *queue, const char *key,
 }
 
 /* each key (path $2) of queue $1 with jobs queued or running: ready,
- * running, weight as st_fair_keys' ($3, $4) */
+ * running, weight as st_fair_keys' ($3, $4); a name's with fair weights
+ * of its own are its (fairname.c's st_fn_use) */
 static const pg_stmt st_fair_use = {"jr_fair_use", 4,
     "SELECT x.k, count(*) FILTER (WHERE x.state = 'queued'"
     "  AND x.run_at <= now()) AS w,"
@@ -595,7 +596,8 @@ static const pg_stmt st_fair_use = {"jr_fair_use", 4,
     " coalesce(fk.weight, ($3::jsonb ->> x.k)::float8, $4::float8)"
     " FROM (SELECT coalesce(payload #>> $2::text[], '') AS k, state, run_at"
     "  FROM {{schema}}.jobs WHERE queue = $1::text"
-    "  AND state IN ('queued', 'running')) x"
+    "  AND state IN ('queued', 'running') AND name NOT IN (SELECT name"
+    "  FROM {{schema}}.fair_names WHERE weights IS NOT NULL)) x"
     " LEFT JOIN {{schema}}.fair_keys fk ON fk.queue = $1::text"
     " AND fk.key = x.k"
     " GROUP BY x.k, fk.weight ORDER BY w DESC, x.k COLLATE \"C\""};

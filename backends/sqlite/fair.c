@@ -65,7 +65,8 @@ static const char *const sql_text[S_COUNT] = {
         " VALUES (?1, ?2, ?3) ON CONFLICT (queue, key) DO UPDATE"
         " SET weight = excluded.weight",
     /* each key (path ?2) of queue ?1 with jobs queued or running: ready
-     * by ?3, running, weight as FAIR_NEXT's (?4, ?5) */
+     * by ?3, running, weight as FAIR_NEXT's (?4, ?5); a name's with fair
+     * weights of its own are its (fairname.c's S_FN_USE) */
     [S_FAIR_USE] =
         "SELECT k, sum(state = 'queued' AND run_at <= ?3) AS w,"
         " sum(state = 'running'),"
@@ -74,7 +75,9 @@ static const char *const sql_text[S_COUNT] = {
         "  (SELECT value FROM json_each(?4) WHERE key = k), ?5)"
         " FROM (SELECT coalesce(CAST(json_extract(payload, ?2) AS TEXT),"
         "  '') AS k, state, run_at FROM jobs"
-        "  WHERE queue = ?1 AND state IN ('queued', 'running'))"
+        "  WHERE queue = ?1 AND state IN ('queued', 'running')"
+        "  AND name NOT IN (SELECT name FROM fair_names"
+        "  WHERE weights IS NOT NULL))"
         " GROUP BY k ORDER BY w DESC, k",
     /* where the walk of queue ?1's keys goes on from (?3) and its clock */
     [S_FAIR_CURSOR] =

@@ -6,8 +6,9 @@
  * thread between cycles, and gives each one a fair limit (default 1, no
  * weights: the other names' jobs are its one key '') in the live limits
  * (limits.h), so its claims take their turns by key. A runner without
- * such a handler reads nothing. Uses service.h, svc.h, limits.h,
- * dbcalls.h, dbthread.h, log.h. */
+ * such a handler reads nothing. Opens jobrunner.fair for the hooks
+ * (fairlua.h). Uses service.h, svc.h, limits.h, fairlua.h, dbcalls.h,
+ * dbthread.h, log.h. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -16,6 +17,7 @@
 #include "base/log.h"
 #include "master/service.h"
 #include "master/svc.h"
+#include "services/fairlua.h"
 #include "services/limits.h"
 #include "base/util.h"
 
@@ -137,7 +139,7 @@ tick(master *m, void *st, double now)
 static int
 init(master *m, void **st)
 {
-    (void)m;
+    jr_fairlua_open(m);         /* jobrunner.fair for the hooks */
     return (*st = calloc(1, sizeof(fnq))) ? 0 : -1;
 }
 
