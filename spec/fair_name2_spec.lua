@@ -203,11 +203,17 @@ for _, backend in ipairs(jr.backends()) do
         env:script("bad" .. i, "return { fair = " .. c[1]
           .. ", handle = function() end }")
       end
+      env:script("zgood", jr.RECORD .. [[
+        return function(job) record("starts", "g") end]])
       local out, err, code = env:cli("check")
       assert.are_not.equal(0, code)
       for i, c in ipairs(cases) do
         assert.matches("bad" .. i .. ".lua: " .. c[2], out .. err, 1, true)
       end
+      -- the files after them load and run
+      env:start()
+      env:push("zgood", "{}")
+      jr.wait_for(function() return #starts(env) == 1 end, 30, "zgood ran")
       out, err, code = env:cli("fair", "set", "--name", "fn2.w", "b", "0")
       assert.equal(2, code)
       assert.matches("the WEIGHT must be a number from 1 to 1000", err, 1, true)

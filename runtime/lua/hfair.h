@@ -12,7 +12,7 @@
  * the stack), its weights as a new JSON object into *weights ("{}" when
  * none; free it), its default (1 when not set) into *def. NULL, or what
  * is wrong as a message naming the field (static; *weights is then NULL).
- * [-0, +0, m] */
+ * The table stays on top either way.  [-0, +0, m] */
 const char *jr_hfair_table(lua_State *L, const char **path, char **weights,
                            double *def);
 

@@ -349,9 +349,8 @@ check_fair(lua_State *L, const char **fair, char **w, double *def)
         lua_pop(L, 1);                               /* t */
         return check_path(L, "fair", fair);
     }
-    bad = jr_hfair_table(L, fair, w, def);           /* t f | t */
-    if (bad == NULL)
-        lua_pop(L, 1);                               /* t */
+    bad = jr_hfair_table(L, fair, w, def);           /* t f */
+    lua_pop(L, 1);                  /* t: *fair is t.fair's, still held */
     return bad;
 }
 
