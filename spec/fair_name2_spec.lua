@@ -217,6 +217,10 @@ for _, backend in ipairs(jr.backends()) do
       out, err, code = env:cli("fair", "set", "--name", "fn2.w", "b", "0")
       assert.equal(2, code)
       assert.matches("the WEIGHT must be a number from 1 to 1000", err, 1, true)
+      -- a name no runner recorded weights of: stored, with a note
+      out, err, code = env:cli("fair", "set", "--name", "fn2.nope", "b", "2")
+      assert.equal(0, code, err)
+      assert.matches("note: job name 'fn2.nope' has no fair weights of its own", err, 1, true)
     end)
   end)
 end

@@ -3,7 +3,7 @@
  * config's (docs/queues.md, "Fair share"); `fair set --name NAME KEY
  * WEIGHT`: the same for a key in a job name's own fair scope, over its
  * handler's weights ("A name's own weights"). Uses commands.h,
- * backend.h. */
+ * backend.h, fairpick.h. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -14,6 +14,7 @@
 #include "base/job.h"
 #include "base/jsontext.h"
 #include "base/util.h"
+#include "fairpick.h"
 
 /* 1 if s is UTF-8 throughout. */
 static int
@@ -47,17 +48,28 @@ name_set(jr_cli *cli, const char *name, const char *key, double w)
     jr_config c;
     jr_db db = {0};
     jr_err err;
+    jr_fair_names names = {0};
     char k[300];
-    int rc;
+    int rc, i;
 
     if ((rc = jr_cmd_config(cli, &c)) != 0)
         return rc;
     if ((rc = jr_cmd_open_reader(&c, &db, 0)) == 0) {
-        if (db.ops->fair_name_set(db.b, name, key, w, &err) < 0)
+        if (db.ops->fair_name_set(db.b, name, key, w, &err) < 0 ||
+            db.ops->fair_name_list(db.b, 1, jr_fair_names_add, &names,
+                                   &err) < 0)
             rc = jr_cmd_die(JR_EXIT_FAIL, err.msg);
-        else
+        else {
             printf("job name '%s': fair key '%s' weighs %g\n", name,
                    jr_esc_str(k, sizeof k, key), w);
+            for (i = 0; i < names.n && strcmp(names.name[i], name); i++)
+                ;
+            if (i == names.n)                /* a misspelt name? */
+                fprintf(stderr, "jobrunner: fair set: note: job name '%s' "
+                        "has no fair weights of its own (no runner loaded "
+                        "a handler of it whose fair is a table): the "
+                        "weight counts once one does\n", name);
+        }
     }
     jr_db_close(&db);
     jr_config_free(&c);
