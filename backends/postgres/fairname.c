@@ -54,13 +54,18 @@ static const pg_stmt st_fn_fill_all = {"jr_fn_fill_all", 0,
     " FROM {{schema}}.fair_names fn WHERE fn.name = j.name), '')"
     " FROM {{schema}}.fair_paths f WHERE f.queue = j.queue"
     " AND cardinality(f.path) = 0 AND j.fair_key IS NULL AND j." NOT_ENDED};
-/* the weight of key $2 in name $1's scope */
-static const pg_stmt st_fn_weight = {"jr_fn_weight", 2,
-    "SELECT coalesce((SELECT weight FROM {{schema}}.fair_name_keys"
-    " WHERE name = $1::text AND key = $2::text),"
-    " (n.weights ->> $2::text)::float8, n.dflt)"
-    " FROM {{schema}}.fair_names n"
-    " WHERE n.name = $1::text AND n.weights IS NOT NULL"};
+/* the weights of name $1's keys: fair set --name's first, then its
+ * handler's, then its default (key NULL); none when it has no weights */
+static const pg_stmt st_fn_weights = {"jr_fn_weights", 1,
+    "SELECT k, w FROM (SELECT key AS k, weight AS w, 0 AS o"
+    "  FROM {{schema}}.fair_name_keys WHERE name = $1::text"
+    " UNION ALL SELECT e.key, e.value::float8, 1"
+    "  FROM {{schema}}.fair_names n, jsonb_each_text(n.weights) e"
+    "  WHERE n.name = $1::text"
+    " UNION ALL SELECT NULL, dflt, 2 FROM {{schema}}.fair_names"
+    "  WHERE name = $1::text) x"
+    " WHERE EXISTS (SELECT 1 FROM {{schema}}.fair_names"
+    "  WHERE name = $1::text AND weights IS NOT NULL) ORDER BY o"};
 static const pg_stmt st_fn_set = {"jr_fn_set", 3,
     "INSERT INTO {{schema}}.fair_name_keys (name, key, weight)"
     " VALUES ($1::text, $2::text, $3::float8)"
@@ -161,30 +166,52 @@ jr_pg_fair_names(jr_backend *b, const jr_handler *h, int n, jr_err *err)
     return 0;
 }
 
+/* Name's weights (st_fn_weights' rows) for this claim: read once a
+ * claim a name (the last one read is kept), NULL with err set. */
+static PGresult *
+weights_of(jr_backend *b, const char *name, jr_err *err)
+{
+    const char *params[1] = {name};
+    PGresult *res;
+
+    if (b->fnw != NULL && b->fnw_claim == b->rotate &&
+        strcmp(b->fnw_name, name) == 0)
+        return b->fnw;
+    if ((res = jr_pg_run(b, &st_fn_weights, params, "reading a name's "
+                         "fair weights", err)) == NULL)
+        return NULL;
+    PQclear(b->fnw);
+    b->fnw = res;
+    b->fnw_claim = b->rotate;
+    snprintf(b->fnw_name, sizeof b->fnw_name, "%s", name);
+    return res;
+}
+
 int
 jr_pg_fair_name_weight(jr_backend *b, const char *key, double *weight,
                        jr_err *err)
 {
-    const char *us = strchr(key, 0x1f), *params[2];
+    const char *us = strchr(key, 0x1f);
     char name[130];
     PGresult *res;
-    int rc = 0;
+    double w;
+    int i;
 
     if (us == NULL || us == key || us - key > 128)
         return 0;
     snprintf(name, sizeof name, "%.*s", (int)(us - key), key);
-    params[0] = name;
-    params[1] = us + 1;
-    if ((res = jr_pg_run(b, &st_fn_weight, params, "reading a name's fair "
-                         "weight", err)) == NULL)
+    if ((res = weights_of(b, name, err)) == NULL)
         return -1;
-    if (PQntuples(res) == 1 && !PQgetisnull(res, 0, 0) &&
-        strtod(PQgetvalue(res, 0, 0), NULL) >= 1) {
-        *weight = strtod(PQgetvalue(res, 0, 0), NULL);
-        rc = 1;
-    }
-    PQclear(res);
-    return rc;
+    for (i = 0; i < PQntuples(res); i++)
+        if (PQgetisnull(res, i, 0) || strcmp(PQgetvalue(res, i, 0), us + 1)
+            == 0) {
+            if (PQgetisnull(res, i, 1) ||
+                !((w = strtod(PQgetvalue(res, i, 1), NULL)) >= 1))
+                return 0;
+            *weight = w;
+            return 1;
+        }
+    return 0;
 }
 
 int

@@ -105,6 +105,10 @@ struct jr_backend {
     int         seq_seen;       /* the last batch of successes had jobs of
                                    a sequence with one behind them
                                    (sequence.c: the next is one DELETE) */
+    PGresult   *fnw;            /* fairname.c: a name's weights as read in
+                                   claim fnw_claim (rotate), NULL: none */
+    char        fnw_name[130];
+    unsigned    fnw_claim;
 };
 
 /* A statement, prepared on first use, once per connection: its name on
