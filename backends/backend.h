@@ -237,6 +237,9 @@ typedef struct jr_crypt_put {
  * key is valid during the callback. */
 typedef int (*jr_fair_use_cb)(const char *key, long waiting, long running,
                               double weight, void *arg);
+/* A queue or a name as fair_name_list gives it; valid during the
+ * callback. */
+typedef int (*jr_fair_queue_cb)(const char *queue, void *arg);
 /* One effective priority of an aging queue's ready jobs as aging_use
  * gives it (docs/queues.md, "Priority aging"): how many jobs have it and
  * the lowest stored priority among them. */
@@ -712,7 +715,23 @@ typedef struct jr_limit_use {
      * not ended there again, and a name whose handler has none loses \
      * its row (its jobs keyed by the queue's path again). Returns 0. */ \
     X(int, fair_names, (jr_backend *b, const jr_handler *h, int n, \
-                        jr_err *err))
+                        jr_err *err)) \
+    /* Sets the weight (1 to 1000) of key key in the fair scope of job \
+     * name (docs/queues.md, "A name's own weights") for every runner's \
+     * claim, over its handler's weights. Returns 0. */ \
+    X(int, fair_name_set, (jr_backend *b, const char *name, \
+                           const char *key, double weight, jr_err *err)) \
+    /* Calls cb for each queue made fair by a name with weights of its \
+     * own (names 0: fair in no config, fair_paths' path ''), or for each \
+     * job name with weights of its own (names 1), by name. Returns 0. */ \
+    X(int, fair_name_list, (jr_backend *b, int names, jr_fair_queue_cb cb, \
+                            void *arg, jr_err *err)) \
+    /* Calls cb for each key in job name's fair scope with jobs queued \
+     * or running (the key without the name), by most ready first, with \
+     * its weight (fair set --name's, else the handler's weights', else \
+     * its default): a read of the name's fair-keyed jobs. Returns 0. */ \
+    X(int, fair_name_use, (jr_backend *b, const char *name, \
+                           jr_fair_use_cb cb, void *arg, jr_err *err))
 
 #define JR_BACKEND_OP_FIELD(ret, name, params) ret (*name) params;
 

@@ -143,3 +143,14 @@ jr_fair_top_done(jr_fair_top *t)
         t->top[i].share = t->top[i].waiting > 0 && t->weights > 0 ?
                           t->top[i].weight / t->weights : 0;
 }
+
+int
+jr_fair_names_add(const char *name, void *arg)
+{
+    jr_fair_names *t = arg;
+
+    if (t->n == JR_FAIR_NAMES)
+        return 1;                       /* enough: stop */
+    snprintf(t->name[t->n++], sizeof t->name[0], "%.128s", name);
+    return 0;
+}

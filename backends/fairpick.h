@@ -58,4 +58,13 @@ int  jr_fair_top_add(const char *key, long waiting, long running,
                      double weight, void *arg);
 void jr_fair_top_done(jr_fair_top *t);
 
+/* Names (a fair_name_list callback's arg): each one copied, cut at 128
+ * bytes, JR_FAIR_NAMES at most. */
+#define JR_FAIR_NAMES 64
+typedef struct jr_fair_names {
+    char name[JR_FAIR_NAMES][130];
+    int  n;
+} jr_fair_names;
+int  jr_fair_names_add(const char *name, void *arg);
+
 #endif

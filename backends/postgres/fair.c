@@ -89,14 +89,15 @@ static const pg_stmt st_fair_cursor = {"jr_fair_cursor", 3,
  * else $2: one statement, so a failing key (or a runner killed between
  * the two) leaves no path recorded over jobs it did not key, whose
  * queue's claim would skip them for good */
-static const pg_stmt st_fair_path = {"jr_fair_path_keys", 2,
+static const pg_stmt st_fair_path = {"jr_fair_path_keys2", 2,
     "WITH p AS (INSERT INTO {{schema}}.fair_paths (queue, path)"
     " VALUES ($1::text, $2::text[]) ON CONFLICT (queue) DO UPDATE"
     " SET path = excluded.path"
     " WHERE {{schema}}.fair_paths.path <> excluded.path RETURNING 1)"
-    " UPDATE {{schema}}.jobs j SET fair_key = coalesce(j.payload #>>"
-    " coalesce((SELECT fn.path FROM {{schema}}.fair_names fn"
-    " WHERE fn.name = j.name), $2::text[]), '')"
+    " UPDATE {{schema}}.jobs j SET fair_key = coalesce((SELECT"
+    " CASE WHEN fn.weights IS NOT NULL THEN j.name || chr(31) ELSE '' END"
+    " || coalesce(j.payload #>> fn.path, '') FROM {{schema}}.fair_names fn"
+    " WHERE fn.name = j.name), j.payload #>> $2::text[], '')"
     " WHERE EXISTS (SELECT 1 FROM p) AND j.queue = $1::text"
     " AND j.state IN ('queued', 'running', 'waiting')"};
 
@@ -231,6 +232,11 @@ walk_step(jr_backend *b, const jr_limit *f, const char *queue, double clock,
         wk->w[wk->n].weight = strtod(PQgetvalue(res, i, 1), NULL);
         if (!(wk->w[wk->n].weight > 0))
             wk->w[wk->n].weight = 1;
+        if (jr_pg_fair_name_weight(b, k, &wk->w[wk->n].weight, err) < 0) {
+            free(wk->w[wk->n].key);     /* a key in a name's scope */
+            PQclear(res);
+            return -1;
+        }
         wk->w[wk->n].pass = strtod(PQgetvalue(res, i, 2), NULL);
         wk->atclock += wk->w[wk->n].pass <= clock;
         wk->n++;
@@ -581,7 +587,8 @@ jr_pg_fair_set(jr_backend *b, const char *queue, const char *key,
 }
 
 /* each key (path $2) of queue $1 with jobs queued or running: ready,
- * running, weight as st_fair_keys' ($3, $4) */
+ * running, weight as st_fair_keys' ($3, $4); a name's with fair weights
+ * of its own are its (fairname.c's st_fn_use) */
 static const pg_stmt st_fair_use = {"jr_fair_use", 4,
     "SELECT x.k, count(*) FILTER (WHERE x.state = 'queued'"
     "  AND x.run_at <= now()) AS w,"
@@ -589,7 +596,8 @@ static const pg_stmt st_fair_use = {"jr_fair_use", 4,
     " coalesce(fk.weight, ($3::jsonb ->> x.k)::float8, $4::float8)"
     " FROM (SELECT coalesce(payload #>> $2::text[], '') AS k, state, run_at"
     "  FROM {{schema}}.jobs WHERE queue = $1::text"
-    "  AND state IN ('queued', 'running')) x"
+    "  AND state IN ('queued', 'running') AND name NOT IN (SELECT name"
+    "  FROM {{schema}}.fair_names WHERE weights IS NOT NULL)) x"
     " LEFT JOIN {{schema}}.fair_keys fk ON fk.queue = $1::text"
     " AND fk.key = x.k"
     " GROUP BY x.k, fk.weight ORDER BY w DESC, x.k COLLATE \"C\""};

@@ -1,71 +1,267 @@
 /* fairname.c - fair share keyed by a job name on PostgreSQL
- * (docs/queues.md, "Fair share"): the runner's handlers' fair paths
- * written to fair_names (migration 32), which jobs_queue_known reads to
- * key a job of the name pushed into a fair queue by its own path over
- * the queue's, so every producer's push (the library's, SQL's push(), a
- * COPY) is keyed. A new or changed path keys the name's jobs not ended
- * in fair queues again; a name that loses its path gets its queue's
- * keys back. Owns the statements of fair_names; uses pg_int.h. */
+ * (docs/queues.md, "Fair share"): the runner's handlers' fair paths, and
+ * the table form's weights and default, written to fair_names
+ * (migrations 32, 34), which jobs_queue_known reads to key a job of the
+ * name pushed into a fair queue by its own path over the queue's, so
+ * every producer's push (the library's, SQL's push(), a COPY) is keyed.
+ * A name with weights of its own keys its jobs in its scope (NAME,
+ * chr(31), value) and makes fair a queue it is pushed into (path '{}').
+ * A new or changed path keys the name's jobs not ended in fair queues
+ * again; a name that loses its path gets its queue's keys back. The
+ * weight of a key in a name's scope (fair set --name, fair_name_keys).
+ * Owns the statements of fair_names and fair_name_keys; uses pg_int.h. */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "postgres/pg_int.h"
 
-static const pg_stmt st_fn_put = {"jr_fn_put", 2,
-    "INSERT INTO {{schema}}.fair_names (name, path)"
-    " VALUES ($1::text, $2::text[]) ON CONFLICT (name) DO UPDATE"
-    " SET path = excluded.path"
-    " WHERE {{schema}}.fair_names.path <> excluded.path RETURNING 1"};
+#define NOT_ENDED " state IN ('queued', 'running', 'waiting')"
+
+static const pg_stmt st_fn_put = {"jr_fn_put", 4,
+    "INSERT INTO {{schema}}.fair_names (name, path, weights, dflt)"
+    " VALUES ($1::text, $2::text[], $3::jsonb, $4::float8)"
+    " ON CONFLICT (name) DO UPDATE SET path = excluded.path,"
+    " weights = excluded.weights, dflt = excluded.dflt"
+    " WHERE {{schema}}.fair_names.path <> excluded.path"
+    " OR {{schema}}.fair_names.weights IS DISTINCT FROM excluded.weights"
+    " OR {{schema}}.fair_names.dflt IS DISTINCT FROM excluded.dflt"
+    " RETURNING 1"};
 static const pg_stmt st_fn_drop = {"jr_fn_drop", 1,
     "DELETE FROM {{schema}}.fair_names WHERE name = $1::text RETURNING 1"};
-/* the keys of name $1's jobs not ended in fair queues: at its path $2,
- * or with no path ($2 NULL) at their queue's */
-static const pg_stmt st_fn_rekey = {"jr_fn_rekey", 2,
-    "UPDATE {{schema}}.jobs j SET fair_key ="
-    " coalesce(j.payload #>> coalesce($2::text[], f.path), '')"
+/* the keys of name $1's jobs not ended in fair queues: at its path $2
+ * (in its scope when $3: it has weights), or with no path ($2 NULL) at
+ * their queue's */
+static const pg_stmt st_fn_rekey = {"jr_fn_rekey2", 3,
+    "UPDATE {{schema}}.jobs j SET fair_key = CASE"
+    " WHEN $2::text[] IS NOT NULL THEN CASE WHEN $3::bool"
+    " THEN j.name || chr(31) ELSE '' END"
+    " || coalesce(j.payload #>> $2::text[], '')"
+    " WHEN cardinality(f.path) = 0 THEN ''"
+    " ELSE coalesce(j.payload #>> f.path, '') END"
     " FROM {{schema}}.fair_paths f"
-    " WHERE f.queue = j.queue AND j.name = $1::text"
-    " AND j.state IN ('queued', 'running', 'waiting')"};
+    " WHERE f.queue = j.queue AND j.name = $1::text AND j." NOT_ENDED};
+/* the queues name $1 (with weights) has jobs not ended in, made fair */
+static const pg_stmt st_fn_make_all = {"jr_fn_make_all", 1,
+    "INSERT INTO {{schema}}.fair_paths (queue, path)"
+    " SELECT DISTINCT queue, '{}'::text[] FROM {{schema}}.jobs"
+    " WHERE name = $1::text AND" NOT_ENDED " ON CONFLICT DO NOTHING"};
+/* the keys of the other jobs of queues made fair by a name */
+static const pg_stmt st_fn_fill_all = {"jr_fn_fill_all", 0,
+    "UPDATE {{schema}}.jobs j SET fair_key = coalesce((SELECT"
+    " CASE WHEN fn.weights IS NOT NULL THEN j.name || chr(31)"
+    " ELSE '' END || coalesce(j.payload #>> fn.path, '')"
+    " FROM {{schema}}.fair_names fn WHERE fn.name = j.name), '')"
+    " FROM {{schema}}.fair_paths f WHERE f.queue = j.queue"
+    " AND cardinality(f.path) = 0 AND j.fair_key IS NULL AND j." NOT_ENDED};
+/* the weights of name $1's keys: fair set --name's first, then its
+ * handler's, then its default (key NULL); none when it has no weights */
+static const pg_stmt st_fn_weights = {"jr_fn_weights", 1,
+    "SELECT k, w FROM (SELECT key AS k, weight AS w, 0 AS o"
+    "  FROM {{schema}}.fair_name_keys WHERE name = $1::text"
+    " UNION ALL SELECT e.key, e.value::float8, 1"
+    "  FROM {{schema}}.fair_names n, jsonb_each_text(n.weights) e"
+    "  WHERE n.name = $1::text"
+    " UNION ALL SELECT NULL, dflt, 2 FROM {{schema}}.fair_names"
+    "  WHERE name = $1::text) x"
+    " WHERE EXISTS (SELECT 1 FROM {{schema}}.fair_names"
+    "  WHERE name = $1::text AND weights IS NOT NULL) ORDER BY o"};
+static const pg_stmt st_fn_set = {"jr_fn_set", 3,
+    "INSERT INTO {{schema}}.fair_name_keys (name, key, weight)"
+    " VALUES ($1::text, $2::text, $3::float8)"
+    " ON CONFLICT (name, key) DO UPDATE SET weight = excluded.weight"};
+static const pg_stmt st_fn_queues = {"jr_fn_queues", 0,
+    "SELECT queue FROM {{schema}}.fair_paths WHERE cardinality(path) = 0"
+    " ORDER BY queue COLLATE \"C\""};
+static const pg_stmt st_fn_names = {"jr_fn_names", 0,
+    "SELECT name FROM {{schema}}.fair_names WHERE weights IS NOT NULL"
+    " ORDER BY name COLLATE \"C\""};
+/* each key in name $1's scope with jobs queued or running: ready,
+ * running, weight as st_fn_weight's */
+static const pg_stmt st_fn_use = {"jr_fn_use", 1,
+    "SELECT x.k, count(*) FILTER (WHERE x.state = 'queued'"
+    "  AND x.run_at <= now()) AS w,"
+    " count(*) FILTER (WHERE x.state = 'running'),"
+    " coalesce(fk.weight, (n.weights ->> x.k)::float8, n.dflt, 1)"
+    " FROM (SELECT substr(fair_key, length($1::text) + 2) AS k, state,"
+    "  run_at FROM {{schema}}.jobs WHERE name = $1::text"
+    "  AND state IN ('queued', 'running') AND fair_key IS NOT NULL"
+    "  AND left(fair_key, length($1::text) + 1) = $1::text || chr(31)) x"
+    " LEFT JOIN {{schema}}.fair_names n ON n.name = $1::text"
+    " LEFT JOIN {{schema}}.fair_name_keys fk ON fk.name = $1::text"
+    " AND fk.key = x.k"
+    " GROUP BY x.k, fk.weight, n.weights, n.dflt"
+    " ORDER BY w DESC, x.k COLLATE \"C\""};
+
+/* Runs st with params, discarding its rows: 1 if it returned some, 0
+ * if none, -1 with err set. */
+static int
+exec(jr_backend *b, const pg_stmt *st, const char *const *params,
+     const char *what, jr_err *err)
+{
+    PGresult *res = jr_pg_run(b, st, params, what, err);
+    int rows;
+
+    if (res == NULL)
+        return -1;
+    rows = PQntuples(res) > 0;
+    PQclear(res);
+    return rows;
+}
+
+/* Records handler h's fair option; when it changed, keys its jobs. */
+static int
+name_put(jr_backend *b, const jr_handler *h, jr_err *err)
+{
+    const char *params[4];
+    char path[220], def[32], *p;
+    int changed, weighted = h->fair && h->fair_weights;
+
+    params[0] = h->name;
+    params[1] = params[2] = params[3] = NULL;
+    if (h->fair != NULL) {
+        snprintf(path, sizeof path, "{%s}", h->fair);
+        for (p = path; *p; p++)
+            if (*p == '.')
+                *p = ',';
+        params[1] = path;
+    }
+    if (weighted) {
+        snprintf(def, sizeof def, "%.17g", h->fair_default);
+        params[2] = h->fair_weights;
+        params[3] = def;
+    }
+    if ((changed = exec(b, h->fair ? &st_fn_put : &st_fn_drop, params,
+                        "writing the handlers' fair keys", err)) <= 0)
+        return changed;
+    if (weighted && exec(b, &st_fn_make_all, params, "making fair a "
+                         "name's queues", err) < 0)
+        return -1;
+    params[2] = weighted ? "t" : "f";
+    if (exec(b, &st_fn_rekey, params, "keying a name's jobs in fair "
+             "queues", err) < 0)
+        return -1;
+    return !weighted ? 0 :
+           exec(b, &st_fn_fill_all, NULL, "keying the jobs of a name's "
+                "queues", err) < 0 ? -1 : 0;
+}
 
 int
 jr_pg_fair_names(jr_backend *b, const jr_handler *h, int n, jr_err *err)
 {
-    const char *params[2];
-    char path[220], *p;
-    PGresult *res;
-    int i, changed;
+    int i;
 
     if (jr_pg_ready(b, err) < 0 ||
         jr_pg_run_plain(b, "BEGIN", "writing the handlers' fair keys",
                         err) < 0)
         return -1;
-    for (i = 0; i < n; i++) {
-        params[0] = h[i].name;
-        params[1] = NULL;
-        if (h[i].fair != NULL) {
-            snprintf(path, sizeof path, "{%s}", h[i].fair);
-            for (p = path; *p; p++)
-                if (*p == '.')
-                    *p = ',';
-            params[1] = path;
-        }
-        if ((res = jr_pg_run(b, h[i].fair ? &st_fn_put : &st_fn_drop,
-                             params, "writing the handlers' fair keys",
-                             err)) == NULL)
+    for (i = 0; i < n; i++)
+        if (name_put(b, &h[i], err) < 0)
             break;
-        changed = PQntuples(res) > 0;
-        PQclear(res);
-        if (changed &&
-            (res = jr_pg_run(b, &st_fn_rekey, params, "keying a name's "
-                             "jobs in fair queues", err)) == NULL)
-            break;
-        if (changed)
-            PQclear(res);
-    }
     if (i < n || jr_pg_run_plain(b, "COMMIT", "writing the handlers' "
                                  "fair keys", err) < 0) {
         jr_pg_rollback(b);
         return -1;
     }
+    return 0;
+}
+
+/* Name's weights (st_fn_weights' rows) for this claim: read once a
+ * claim a name (the last one read is kept), NULL with err set. */
+static PGresult *
+weights_of(jr_backend *b, const char *name, jr_err *err)
+{
+    const char *params[1] = {name};
+    PGresult *res;
+
+    if (b->fnw != NULL && b->fnw_claim == b->rotate &&
+        strcmp(b->fnw_name, name) == 0)
+        return b->fnw;
+    if ((res = jr_pg_run(b, &st_fn_weights, params, "reading a name's "
+                         "fair weights", err)) == NULL)
+        return NULL;
+    PQclear(b->fnw);
+    b->fnw = res;
+    b->fnw_claim = b->rotate;
+    snprintf(b->fnw_name, sizeof b->fnw_name, "%s", name);
+    return res;
+}
+
+int
+jr_pg_fair_name_weight(jr_backend *b, const char *key, double *weight,
+                       jr_err *err)
+{
+    const char *us = strchr(key, 0x1f);
+    char name[130];
+    PGresult *res;
+    double w;
+    int i;
+
+    if (us == NULL || us == key || us - key > 128)
+        return 0;
+    snprintf(name, sizeof name, "%.*s", (int)(us - key), key);
+    if ((res = weights_of(b, name, err)) == NULL)
+        return -1;
+    for (i = 0; i < PQntuples(res); i++)
+        if (PQgetisnull(res, i, 0) || strcmp(PQgetvalue(res, i, 0), us + 1)
+            == 0) {
+            if (PQgetisnull(res, i, 1) ||
+                !((w = strtod(PQgetvalue(res, i, 1), NULL)) >= 1))
+                return 0;
+            *weight = w;
+            return 1;
+        }
+    return 0;
+}
+
+int
+jr_pg_fair_name_set(jr_backend *b, const char *name, const char *key,
+                    double weight, jr_err *err)
+{
+    char w[32];
+    const char *params[3] = {name, key, w};
+
+    snprintf(w, sizeof w, "%.17g", weight);
+    return jr_pg_ready(b, err) < 0 ||
+           exec(b, &st_fn_set, params, "setting a name's fair weight",
+                err) < 0 ? -1 : 0;
+}
+
+int
+jr_pg_fair_name_list(jr_backend *b, int names, jr_fair_queue_cb cb,
+                     void *arg, jr_err *err)
+{
+    PGresult *res;
+    int i;
+
+    if (jr_pg_ready(b, err) < 0 ||
+        (res = jr_pg_run(b, names ? &st_fn_names : &st_fn_queues, NULL,
+                         "reading the names with fair weights", err)) == NULL)
+        return -1;
+    for (i = 0; i < PQntuples(res); i++)
+        if (cb(PQgetvalue(res, i, 0), arg) != 0)
+            break;
+    PQclear(res);
+    return 0;
+}
+
+int
+jr_pg_fair_name_use(jr_backend *b, const char *name, jr_fair_use_cb cb,
+                    void *arg, jr_err *err)
+{
+    const char *params[1] = {name};
+    PGresult *res;
+    int i;
+
+    if (jr_pg_ready(b, err) < 0 ||
+        (res = jr_pg_run(b, &st_fn_use, params, "reading a fair name's "
+                         "keys", err)) == NULL)
+        return -1;
+    for (i = 0; i < PQntuples(res); i++)
+        if (cb(PQgetvalue(res, i, 0), atol(PQgetvalue(res, i, 1)),
+               atol(PQgetvalue(res, i, 2)), strtod(PQgetvalue(res, i, 3),
+                                                   NULL), arg) != 0)
+            break;
+    PQclear(res);
     return 0;
 }

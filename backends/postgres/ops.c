@@ -254,4 +254,7 @@ const jr_backend_ops jr_postgres_ops = {
     .aging_use = jr_pg_aging_use,             /* agestats.c */
     .sequence_paths = jr_pg_sequence_paths,   /* seqpath.c */
     .fair_names = jr_pg_fair_names,           /* fairname.c */
+    .fair_name_set = jr_pg_fair_name_set,     /* fairname.c */
+    .fair_name_list = jr_pg_fair_name_list,   /* fairname.c */
+    .fair_name_use = jr_pg_fair_name_use,     /* fairname.c */
 };

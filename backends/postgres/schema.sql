@@ -2275,3 +2275,62 @@ BEGIN
     RETURN NULL;
 END
 $$;
+-- migration 34
+-- A job name's own fair share (docs/queues.md, "A name's own weights"):
+-- a handler's `fair = { key = "payload.PATH", weights = {...}, default
+-- = N }` puts its weights and default beside its path, and its jobs'
+-- keys in a scope of their own: NAME, chr(31), the value at PATH, so one
+-- name's acme is not another's nor the queue's. Weights set at run time
+-- (`jobrunner fair set --name`) go in fair_name_keys, over the
+-- handler's. An insert statement with a job of such a name into a queue
+-- that is not fair makes the queue fair (a fair_paths row with the path
+-- '{}': the other names' jobs have the key '', and take turns as one
+-- key) and keys its jobs not ended (jobs_queue_known, redefined here);
+-- without such a name it pays one look-up in fair_names.
+ALTER TABLE {{schema}}.fair_names ADD COLUMN weights jsonb,
+    ADD COLUMN dflt float8;
+CREATE TABLE {{schema}}.fair_name_keys (
+    name   text NOT NULL,
+    key    text NOT NULL,
+    weight float8 NOT NULL CHECK (weight BETWEEN 1 AND 1000),
+    PRIMARY KEY (name, key)
+);
+CREATE OR REPLACE FUNCTION {{schema}}.jobs_queue_known() RETURNS trigger
+LANGUAGE plpgsql AS $$
+BEGIN
+    INSERT INTO {{schema}}.queues (name)
+    SELECT DISTINCT n.queue FROM new_jobs n
+    WHERE NOT EXISTS (SELECT 1 FROM {{schema}}.queues q
+                      WHERE q.name = n.queue)
+    ON CONFLICT DO NOTHING;
+    IF EXISTS (SELECT 1 FROM {{schema}}.fair_names
+               WHERE weights IS NOT NULL) THEN
+        WITH made AS (
+            INSERT INTO {{schema}}.fair_paths (queue, path)
+            SELECT DISTINCT n.queue, '{}'::text[] FROM new_jobs n
+            JOIN {{schema}}.fair_names fn ON fn.name = n.name
+            WHERE fn.weights IS NOT NULL AND n.fair_key IS NULL
+            ON CONFLICT DO NOTHING RETURNING queue)
+        UPDATE {{schema}}.jobs j SET fair_key = coalesce((SELECT
+            CASE WHEN fn.weights IS NOT NULL THEN j.name || chr(31)
+            ELSE '' END || coalesce(j.payload #>> fn.path, '')
+            FROM {{schema}}.fair_names fn WHERE fn.name = j.name), '')
+        FROM made WHERE j.queue = made.queue
+        AND j.state IN ('queued', 'running', 'waiting');
+    END IF;
+    IF EXISTS (SELECT 1 FROM {{schema}}.fair_paths) THEN
+        UPDATE {{schema}}.jobs j
+        SET fair_key = CASE
+            WHEN fn.weights IS NOT NULL
+            THEN n.name || chr(31) || coalesce(n.payload #>> fn.path, '')
+            WHEN fn.path IS NOT NULL
+            THEN coalesce(n.payload #>> fn.path, '')
+            WHEN cardinality(f.path) = 0 THEN ''
+            ELSE coalesce(n.payload #>> f.path, '') END
+        FROM new_jobs n JOIN {{schema}}.fair_paths f ON f.queue = n.queue
+        LEFT JOIN {{schema}}.fair_names fn ON fn.name = n.name
+        WHERE j.id = n.id AND n.fair_key IS NULL;
+    END IF;
+    RETURN NULL;
+END
+$$;

@@ -65,7 +65,8 @@ static const char *const sql_text[S_COUNT] = {
         " VALUES (?1, ?2, ?3) ON CONFLICT (queue, key) DO UPDATE"
         " SET weight = excluded.weight",
     /* each key (path ?2) of queue ?1 with jobs queued or running: ready
-     * by ?3, running, weight as FAIR_NEXT's (?4, ?5) */
+     * by ?3, running, weight as FAIR_NEXT's (?4, ?5); a name's with fair
+     * weights of its own are its (fairname.c's S_FN_USE) */
     [S_FAIR_USE] =
         "SELECT k, sum(state = 'queued' AND run_at <= ?3) AS w,"
         " sum(state = 'running'),"
@@ -74,7 +75,9 @@ static const char *const sql_text[S_COUNT] = {
         "  (SELECT value FROM json_each(?4) WHERE key = k), ?5)"
         " FROM (SELECT coalesce(CAST(json_extract(payload, ?2) AS TEXT),"
         "  '') AS k, state, run_at FROM jobs"
-        "  WHERE queue = ?1 AND state IN ('queued', 'running'))"
+        "  WHERE queue = ?1 AND state IN ('queued', 'running')"
+        "  AND name NOT IN (SELECT name FROM fair_names"
+        "  WHERE weights IS NOT NULL))"
         " GROUP BY k ORDER BY w DESC, k",
     /* where the walk of queue ?1's keys goes on from (?3) and its clock */
     [S_FAIR_CURSOR] =
@@ -87,21 +90,27 @@ static const char *const sql_text[S_COUNT] = {
         " ON CONFLICT (queue) DO UPDATE SET path = excluded.path"
         " WHERE path <> excluded.path",
     /* the key of each job of queue ?1 not ended, at its name's path
-     * (fair_names) or else ?2 */
+     * (fair_names; with weights, in the name's scope: JR_SQLITE_FAIR_NKEY)
+     * or else ?2 */
     [S_FAIR_BACKFILL] =
         "UPDATE jobs SET fair_key = CASE WHEN json_valid(payload)"
-        " THEN coalesce(CAST(json_extract(payload, coalesce((SELECT n.path"
-        " FROM fair_names n WHERE n.name = jobs.name), ?2)) AS TEXT), '')"
+        " THEN coalesce(" JR_SQLITE_FAIR_NKEY ", CASE WHEN ?2 = '' THEN ''"
+        " ELSE coalesce(CAST(json_extract(payload, ?2) AS TEXT), '') END)"
         " ELSE '' END WHERE queue = ?1"
         " AND state NOT IN ('completed', 'dead', 'cancelled', 'expired')",
     /* what the trigger jobs_fair_key does, for the jobs of ids ?2 to ?3
      * just pushed into queue ?1 */
     [S_FAIR_STAMP] =
         "UPDATE jobs SET fair_key = (SELECT CASE WHEN json_valid(payload)"
+        " AND f.path <> ''"
         " THEN coalesce(CAST(json_extract(payload, f.path) AS TEXT), '')"
         " ELSE '' END FROM fair_paths f WHERE f.queue = ?1)"
         " WHERE id BETWEEN ?2 AND ?3 AND queue = ?1 AND fair_key IS NULL",
-    [S_FAIR_IS] = "SELECT 1 FROM fair_paths WHERE queue = ?1",
+    /* is queue ?1 fair; has a name weights of its own (fairname.c) */
+    [S_FAIR_IS] =
+        "SELECT EXISTS (SELECT 1 FROM fair_paths WHERE queue = ?1),"
+        " EXISTS (SELECT 1 FROM fair_names"
+        " WHERE weights IS NOT NULL)",
 };
 
 static sqlite3_stmt *
@@ -314,6 +323,10 @@ walk_step(jr_backend *b, const char *queue, double now, const char *json,
         }
         w->weight = sqlite3_column_type(s, 1) == SQLITE_NULL ?
                     config_weight(wk, k) : sqlite3_column_double(s, 1);
+        if (jr_sqlite_fair_name_weight(b, k, &w->weight, err) < 0) {
+            rc = SQLITE_ABORT;          /* a key in a name's scope */
+            break;
+        }
         if (!(w->weight > 0))
             w->weight = 1;
         w->pass = sqlite3_column_double(s, 2);
@@ -324,6 +337,8 @@ walk_step(jr_backend *b, const char *queue, double now, const char *json,
     sqlite3_reset(s);
     if (rc == SQLITE_NOMEM)
         return jr_fail(err, JR_ENOMEM, "sqlite: out of memory");
+    if (rc == SQLITE_ABORT)
+        return -1;                      /* err says why */
     if (rc != SQLITE_ROW && rc != SQLITE_DONE)
         return jr_sqlite_fail(b, err, "walking a fair queue's keys");
     if (rc == SQLITE_DONE && rows < batch)
@@ -675,13 +690,23 @@ jr_sqlite_fair_stamp(jr_backend *b, const char *queue, int64_t lo,
             return -1;
         bind_text(s, 1, queue);
         rc = sqlite3_step(s);
+        b->fair_is = rc == SQLITE_ROW && sqlite3_column_int(s, 0);
+        b->fair_named = rc == SQLITE_ROW && sqlite3_column_int(s, 1);
         sqlite3_reset(s);
-        if (rc != SQLITE_ROW && rc != SQLITE_DONE)
+        if (rc != SQLITE_ROW)
             return jr_sqlite_fail(b, err, "looking up a fair queue");
-        b->fair_is = rc == SQLITE_ROW;
         b->fair_hi = 0;
         if ((len = strlen(queue)) < sizeof b->fair_seen)
             memcpy(b->fair_seen, queue, len + 1);
+    }
+    /* a name with weights of its own makes the queue fair (fairname.c) */
+    if (!b->fair_is && b->fair_named &&
+        (rc = jr_sqlite_fair_name_queue(b, queue, lo, hi, err)) != 0) {
+        if (rc < 0)
+            return -1;
+        b->fair_is = 1;
+        b->fair_hi = hi;        /* its jobs keyed, these among them */
+        return 0;
     }
     if (!b->fair_is || hi <= b->fair_hi)
         return 0;

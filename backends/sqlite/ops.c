@@ -262,4 +262,7 @@ const jr_backend_ops jr_sqlite_ops = {
     .aging_use = jr_sqlite_aging_use,         /* agestats.c */
     .sequence_paths = jr_sqlite_sequence_paths, /* seqpath.c */
     .fair_names = jr_sqlite_fair_names,       /* fairname.c */
+    .fair_name_set = jr_sqlite_fair_name_set, /* fairname.c */
+    .fair_name_list = jr_sqlite_fair_name_list, /* fairname.c */
+    .fair_name_use = jr_sqlite_fair_name_use, /* fairname.c */
 };

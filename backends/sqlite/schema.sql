@@ -747,3 +747,54 @@ BEGIN
         ELSE '' END FROM fair_paths f WHERE f.queue = NEW.queue)
     WHERE id = NEW.id;
 END;
+-- migration 31
+-- A job name's own fair share (docs/queues.md, "A name's own weights"):
+-- a handler's `fair = { key = "payload.PATH", weights = {...}, default
+-- = N }` puts its weights (a JSON object) and default beside its path,
+-- and its jobs' keys in a scope of their own: NAME, char(31), the value
+-- at PATH, so one name's acme is not another's nor the queue's. Weights
+-- set at run time (`jobrunner fair set --name`) go in fair_name_keys,
+-- over the handler's. A push of such a name into a queue that is not
+-- fair makes the queue fair (a fair_paths row with the path '': the
+-- other names' jobs have the key '', and take turns as one key) and
+-- keys its jobs not ended (jobs_fair_name).
+ALTER TABLE fair_names ADD COLUMN weights TEXT;
+ALTER TABLE fair_names ADD COLUMN dflt REAL;
+CREATE TABLE fair_name_keys (
+    name   TEXT NOT NULL,
+    key    TEXT NOT NULL,
+    weight REAL NOT NULL CHECK (weight BETWEEN 1 AND 1000),
+    PRIMARY KEY (name, key)
+) WITHOUT ROWID;
+DROP TRIGGER jobs_fair_key;
+CREATE TRIGGER jobs_fair_key AFTER INSERT ON jobs
+    WHEN NEW.fair_key IS NULL
+     AND EXISTS (SELECT 1 FROM fair_paths WHERE queue = NEW.queue)
+BEGIN
+    UPDATE jobs SET fair_key = (SELECT CASE WHEN json_valid(NEW.payload)
+        THEN coalesce((SELECT CASE WHEN n.weights IS NOT NULL
+            THEN NEW.name || char(31) ELSE '' END || coalesce(CAST(
+            json_extract(NEW.payload, n.path) AS TEXT), '')
+            FROM fair_names n WHERE n.name = NEW.name),
+            CASE WHEN f.path = '' THEN '' ELSE coalesce(CAST(
+            json_extract(NEW.payload, f.path) AS TEXT), '') END)
+        ELSE '' END FROM fair_paths f WHERE f.queue = NEW.queue)
+    WHERE id = NEW.id;
+END;
+CREATE TRIGGER jobs_fair_name AFTER INSERT ON jobs
+    WHEN NEW.fair_key IS NULL
+     AND NOT EXISTS (SELECT 1 FROM fair_paths WHERE queue = NEW.queue)
+     AND EXISTS (SELECT 1 FROM fair_names WHERE name = NEW.name
+                 AND weights IS NOT NULL)
+BEGIN
+    INSERT INTO fair_paths (queue, path) VALUES (NEW.queue, '')
+        ON CONFLICT DO NOTHING;
+    UPDATE jobs SET fair_key = CASE WHEN json_valid(payload)
+        THEN coalesce((SELECT CASE WHEN n.weights IS NOT NULL
+            THEN jobs.name || char(31) ELSE '' END || coalesce(CAST(
+            json_extract(payload, n.path) AS TEXT), '')
+            FROM fair_names n WHERE n.name = jobs.name), '')
+        ELSE '' END
+    WHERE queue = NEW.queue
+      AND state NOT IN ('completed', 'dead', 'cancelled', 'expired');
+END;

@@ -86,7 +86,18 @@ struct jr_backend {
     int           seq_seen;     /* the last batch of successes had jobs
                                  * of a sequence with one behind them
                                  * (sequence.c: the next is one DELETE) */
+    int           fair_named;   /* with fair_seen: a name has weights of
+                                 * its own (fairname.c) */
 };
+
+/* A job's key in its name's fair scope, in an UPDATE of jobs: NAME,
+ * char(31), its payload's value at the name's path when the name has
+ * weights of its own (fair_names.weights), the value alone when it has
+ * a path only, NULL when the name has neither (the queue's key then). */
+#define JR_SQLITE_FAIR_NKEY \
+    "(SELECT CASE WHEN n.weights IS NOT NULL THEN jobs.name || char(31)" \
+    " ELSE '' END || coalesce(CAST(json_extract(payload, n.path) AS TEXT)," \
+    " '') FROM fair_names n WHERE n.name = jobs.name)"
 
 /* ---- sqlrun.c: a job's jobrunner.sql statements ---- */
 
@@ -465,6 +476,24 @@ int jr_sqlite_crypt_functions(jr_backend *b, jr_err *err);
  * jobs of ids lo to hi whose name has a fair path, at it */
 int jr_sqlite_fair_names(jr_backend *b, const jr_handler *h, int n,
                          jr_err *err);
+/* A push of ids lo to hi into queue, which is not fair: when one of
+ * them is of a name with weights of its own, makes the queue fair (path
+ * '') and keys its jobs not ended; 1 then, 0 when none is, -1 with err
+ * set. */
+int jr_sqlite_fair_name_queue(jr_backend *b, const char *queue, int64_t lo,
+                              int64_t hi, jr_err *err);
+/* The weight of fair key key (fkey) when it is in a name's scope (NAME,
+ * char(31), value): fair set --name's, else the handler's weights', else
+ * its default, into *weight; 0 (*weight left) when key is in no name's
+ * scope, 1 when set, -1 with err set. */
+int jr_sqlite_fair_name_weight(jr_backend *b, const char *key,
+                               double *weight, jr_err *err);
+int jr_sqlite_fair_name_set(jr_backend *b, const char *name,
+                            const char *key, double weight, jr_err *err);
+int jr_sqlite_fair_name_list(jr_backend *b, int names, jr_fair_queue_cb cb,
+                             void *arg, jr_err *err);
+int jr_sqlite_fair_name_use(jr_backend *b, const char *name,
+                            jr_fair_use_cb cb, void *arg, jr_err *err);
 int jr_sqlite_fair_name_stamp(jr_backend *b, int64_t lo, int64_t hi,
                               jr_err *err);
 

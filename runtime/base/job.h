@@ -349,6 +349,12 @@ typedef struct jr_handler {
                                    name's fair key in a fair queue, over
                                    the queue's (docs/queues.md, "Fair
                                    share"); NULL: the queue's */
+    char   *fair_weights;       /* fair's table form: its weights as a
+                                   JSON object ("{\"acme\":4}"), its keys
+                                   the name's own; NULL: the string form
+                                   or none */
+    double  fair_default;       /* the table form's default weight (1 to
+                                   1000); 0 without the table form */
 } jr_handler;
 
 /* Checks a job or queue name: [A-Za-z0-9_.:-]{1,128}. what names the field

@@ -1,6 +1,9 @@
 /* faircmd.c - `jobrunner fair set QUEUE KEY WEIGHT`: a fair queue's key
  * weight for every runner's claim, stored in the database over the
- * config's (docs/queues.md, "Fair share"). Uses commands.h, backend.h. */
+ * config's (docs/queues.md, "Fair share"); `fair set --name NAME KEY
+ * WEIGHT`: the same for a key in a job name's own fair scope, over its
+ * handler's weights ("A name's own weights"). Uses commands.h,
+ * backend.h, fairpick.h. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -11,6 +14,7 @@
 #include "base/job.h"
 #include "base/jsontext.h"
 #include "base/util.h"
+#include "fairpick.h"
 
 /* 1 if s is UTF-8 throughout. */
 static int
@@ -37,6 +41,41 @@ fair_here(const jr_config *c, const char *queue)
     return 0;
 }
 
+/* fair set --name NAME KEY WEIGHT, checked. */
+static int
+name_set(jr_cli *cli, const char *name, const char *key, double w)
+{
+    jr_config c;
+    jr_db db = {0};
+    jr_err err;
+    jr_fair_names names = {0};
+    char k[300];
+    int rc, i;
+
+    if ((rc = jr_cmd_config(cli, &c)) != 0)
+        return rc;
+    if ((rc = jr_cmd_open_reader(&c, &db, 0)) == 0) {
+        if (db.ops->fair_name_set(db.b, name, key, w, &err) < 0 ||
+            db.ops->fair_name_list(db.b, 1, jr_fair_names_add, &names,
+                                   &err) < 0)
+            rc = jr_cmd_die(JR_EXIT_FAIL, err.msg);
+        else {
+            printf("job name '%s': fair key '%s' weighs %g\n", name,
+                   jr_esc_str(k, sizeof k, key), w);
+            for (i = 0; i < names.n && strcmp(names.name[i], name); i++)
+                ;
+            if (i == names.n)                /* a misspelt name? */
+                fprintf(stderr, "jobrunner: fair set: note: job name '%s' "
+                        "has no fair weights of its own (no runner loaded "
+                        "a handler of it whose fair is a table): the "
+                        "weight counts once one does\n", name);
+        }
+    }
+    jr_db_close(&db);
+    jr_config_free(&c);
+    return rc;
+}
+
 int
 jr_cmd_fair(jr_cli *cli)
 {
@@ -44,23 +83,32 @@ jr_cmd_fair(jr_cli *cli)
     jr_db db = {0};
     jr_err err;
     char k[300], *end;
+    const char *scope, *key, *weight;
     double w;
-    int rc;
+    int rc, named;
 
     if (cli->argc < 1 || strcmp(cli->argv[0], "set") != 0)
-        return jr_cmd_usage("fair: expected 'fair set QUEUE KEY WEIGHT'");
-    if (cli->argc != 4)
-        return jr_cmd_usage("fair set: expected QUEUE KEY WEIGHT");
-    if (jr_name_check(cli->argv[1], "queue name", &err) < 0)
+        return jr_cmd_usage("fair: expected 'fair set QUEUE KEY WEIGHT' or "
+                            "'fair set --name NAME KEY WEIGHT'");
+    named = cli->argc > 1 && strcmp(cli->argv[1], "--name") == 0;
+    if (cli->argc != 4 + named)
+        return jr_cmd_usage(named ? "fair set --name: expected NAME KEY "
+                            "WEIGHT" : "fair set: expected QUEUE KEY WEIGHT");
+    scope = cli->argv[1 + named];
+    key = cli->argv[2 + named];
+    weight = cli->argv[3 + named];
+    if (jr_name_check(scope, named ? "job name" : "queue name", &err) < 0)
         return jr_cmd_usage("fair set: %s", err.msg);
-    if (cli->argv[2][0] == '\0' || strlen(cli->argv[2]) > 256)
+    if (key[0] == '\0' || strlen(key) > 256)
         return jr_cmd_usage("fair set: the KEY must be 1 to 256 bytes");
-    if (!utf8(cli->argv[2]))                 /* no payload holds such a key */
+    if (!utf8(key))                          /* no payload holds such a key */
         return jr_cmd_usage("fair set: the KEY must be UTF-8 text");
-    w = strtod(cli->argv[3], &end);
-    if (end == cli->argv[3] || *end || !(w >= 1 && w <= 1000))
+    w = strtod(weight, &end);
+    if (end == weight || *end || !(w >= 1 && w <= 1000))
         return jr_cmd_usage("fair set: the WEIGHT must be a number from 1 "
-                            "to 1000, got '%.40s'", cli->argv[3]);
+                            "to 1000, got '%.40s'", weight);
+    if (named)
+        return name_set(cli, scope, key, w);
     if ((rc = jr_cmd_config(cli, &c)) != 0)
         return rc;
     if ((rc = jr_cmd_open_reader(&c, &db, 0)) == 0) {

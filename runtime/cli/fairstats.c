@@ -1,6 +1,7 @@
 /* fairstats.c - the fair queues in `jobrunner stats` (docs/queues.md,
- * "Fair share"): per fair queue of the config, how many keys have ready
- * jobs and the JR_FAIR_TOP with most, each with its jobs ready and
+ * "Fair share"): per fair queue of the config, and per job name with
+ * fair weights of its own ("A name's own weights"), how many keys have
+ * ready jobs and the JR_FAIR_TOP with most, each with its jobs ready and
  * running, its weight and its share of the starts. Uses commands.h,
  * backend.h, fairpick.h. */
 #include <stdio.h>
@@ -20,7 +21,8 @@ is_fair(const jr_limit *l)
 }
 
 static void
-print_top(const char *queue, const jr_fair_top *t, int json, int first)
+print_top(const char *queue, const jr_fair_top *t, int json, int first,
+          const char *what)
 {
     char k[300];
     int i;
@@ -39,13 +41,41 @@ print_top(const char *queue, const jr_fair_top *t, int json, int first)
         printf("]}");
         return;
     }
-    printf("fair queue %s: %ld key%s with ready jobs\n",
+    printf("fair %s %s: %ld key%s with ready jobs\n", what,
            jr_esc_str(k, sizeof k, queue), t->keys, t->keys == 1 ? "" : "s");
     for (i = 0; i < t->n; i++)
         printf("  %-24s ready %-7ld running %-5ld weight %-6g share %.1f%%\n",
                t->top[i].key[0] ? jr_esc_str(k, sizeof k, t->top[i].key) :
                "\"\"", t->top[i].waiting,
                t->top[i].running, t->top[i].weight, 100 * t->top[i].share);
+}
+
+/* The job names with fair weights of their own, each as a fair queue
+ * is shown (",\"fair_names\":{...}" with json). */
+static int
+stats_names(jr_db *db, int json)
+{
+    jr_fair_names names = {0};
+    jr_fair_top t;
+    jr_err err;
+    int i;
+
+    if (db->ops->fair_name_list(db->b, 1, jr_fair_names_add, &names,
+                                &err) < 0)
+        return jr_cmd_die(JR_EXIT_FAIL, err.msg);
+    if (json)
+        printf(",\"fair_names\":{");
+    for (i = 0; i < names.n; i++) {
+        memset(&t, 0, sizeof t);
+        if (db->ops->fair_name_use(db->b, names.name[i], jr_fair_top_add,
+                                   &t, &err) < 0)
+            return jr_cmd_die(JR_EXIT_FAIL, err.msg);
+        jr_fair_top_done(&t);
+        print_top(names.name[i], &t, json, i == 0, "name");
+    }
+    if (json)
+        printf("}");
+    return 0;
 }
 
 int
@@ -56,13 +86,6 @@ jr_cmd_stats_fair(const jr_config *c, int json)
     jr_err err;
     int i, first = 1, rc = 0;
 
-    for (i = 0; i < c->limits.n && !is_fair(&c->limits.l[i]); i++)
-        ;
-    if (i == c->limits.n) {
-        if (json)
-            printf(",\"fair\":{}");
-        return 0;
-    }
     if ((rc = jr_cmd_open_reader(c, &db, 0)) != 0)
         return rc;
     if (json)
@@ -77,11 +100,13 @@ jr_cmd_stats_fair(const jr_config *c, int json)
             break;
         }
         jr_fair_top_done(&t);
-        print_top(c->limits.l[i].scope + 6, &t, json, first);
+        print_top(c->limits.l[i].scope + 6, &t, json, first, "queue");
         first = 0;
     }
     if (json)
         printf("}");
+    if (rc == 0)
+        rc = stats_names(&db, json);
     jr_db_close(&db);
     return rc;
 }

@@ -33,7 +33,8 @@ static const struct topic {
      "COMMANDS, OPTIONS, EXIT STATUS, ENVIRONMENT",
      "commands command options push"},
     {"queues", "Queues and control",
-     "caps, serving, fairness, fair share between keys, priority aging, "
+     "caps, serving, fairness, fair share between keys (a queue's or a "
+     "job name's own), priority aging, "
      "pause and resume; sequences (one at a time per key, in push order); "
      "newer pushes replacing older (on_conflict); cancel, show, list, "
      "retention, progress",

@@ -90,7 +90,10 @@ static const struct command {
      "                           runs), or queue it again in its place", 0},
     {"fair", jr_cmd_fair, "fair set QUEUE KEY WEIGHT\n"
      "                           a fair queue's key weight (1 to 1000) for every\n"
-     "                           runner, over the config's", 0},
+     "                           runner, over the config's\n"
+     "  fair set --name NAME KEY WEIGHT\n"
+     "                           a key's weight in job name NAME's own fair\n"
+     "                           scope, over its handler's weights", 0},
     {"keys", jr_cmd_keys, "keys new FILE            add a fresh key at the top of the key file (made\n"
      "                           mode 0600): it encrypts, the others still decrypt\n"
      "  keys status [--batch N]  values per key id and in clear: when an old key\n"

@@ -151,3 +151,17 @@ jr_dbcall_fair_names(jr_db *db, const jr_handler *h, int n, jr_err *err)
 {
     return db->ops->fair_names(db->b, h, n, err);
 }
+
+int
+jr_dbcall_fair_name_queues(jr_db *db, jr_dbcall_queue_cb cb, void *arg,
+                           jr_err *err)
+{
+    return db->ops->fair_name_list(db->b, 0, cb, arg, err);
+}
+
+int
+jr_dbcall_fair_name_set(jr_db *db, const char *name, const char *key,
+                        double weight, jr_err *err)
+{
+    return db->ops->fair_name_set(db->b, name, key, weight, err);
+}

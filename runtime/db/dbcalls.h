@@ -94,4 +94,12 @@ int jr_dbcall_sequence_paths(jr_db *db, const jr_handler *h, int n,
  * share"). */
 int jr_dbcall_fair_names(jr_db *db, const jr_handler *h, int n,
                          jr_err *err);
+/* Calls cb for each queue a name with weights of its own made fair
+ * (docs/queues.md, "A name's own weights"). */
+typedef int (*jr_dbcall_queue_cb)(const char *queue, void *arg);
+/* Sets a key's weight in job name's fair scope (fair set --name). */
+int jr_dbcall_fair_name_set(jr_db *db, const char *name, const char *key,
+                            double weight, jr_err *err);
+int jr_dbcall_fair_name_queues(jr_db *db, jr_dbcall_queue_cb cb, void *arg,
+                               jr_err *err);
 #endif

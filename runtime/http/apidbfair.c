@@ -1,6 +1,7 @@
 /* apidbfair.c - fair queues in the HTTP API (docs/queues.md, "Fair
  * share"): each fair queue's keys with most ready jobs, their weights and
- * shares, in GET /api/stats ("fair") and as gauges of /metrics (at most
+ * shares, in GET /api/stats ("fair"; a job name's with weights of its
+ * own in "fair_names") and as gauges of /metrics (at most
  * JR_FAIR_TOP keys a queue: bounded cardinality). On the database
  * thread. Uses apidb.h, fairpick.h. */
 #include <stdio.h>
@@ -28,12 +29,57 @@ is_fair(const jr_limit *l)
            strncmp(l->scope, JR_LIMIT_QPREFIX, 6) == 0;
 }
 
+/* The top keys of t as a JSON array into b. */
+static void
+top_json(jr_buf *b, const jr_fair_top *t)
+{
+    int k;
+
+    jr_api_printf(b, ":{\"keys\":%ld,\"top\":[", t->keys);
+    for (k = 0; k < t->n; k++) {
+        jr_api_printf(b, "%s{\"key\":", k ? "," : "");
+        jr_api_str(b, t->top[k].key);
+        jr_api_printf(b, ",\"waiting\":%ld,\"running\":%ld,"
+                      "\"weight\":%g,\"share\":%.4f}", t->top[k].waiting,
+                      t->top[k].running, t->top[k].weight,
+                      t->top[k].share);
+    }
+    jr_buf_put(b, "]}", 2);
+}
+
+/* ,"fair_names":{NAME:{keys, top}}: the job names with fair weights of
+ * their own (docs/queues.md, "A name's own weights"). */
+static int
+names_json(jr_db *db, jr_buf *b, jr_err *e)
+{
+    jr_fair_names names = {0};
+    jr_fair_top t;
+    int i;
+
+    if (db->ops->fair_name_list(db->b, 1, jr_fair_names_add, &names, e) < 0)
+        return -1;
+    jr_buf_put(b, ",\"fair_names\":{", 15);
+    for (i = 0; i < names.n; i++) {
+        memset(&t, 0, sizeof t);
+        if (db->ops->fair_name_use(db->b, names.name[i], jr_fair_top_add,
+                                   &t, e) < 0)
+            return -1;
+        jr_fair_top_done(&t);
+        if (i > 0)
+            jr_buf_put(b, ",", 1);
+        jr_api_str(b, names.name[i]);
+        top_json(b, &t);
+    }
+    jr_buf_put(b, "}", 1);
+    return 0;
+}
+
 int
 jr_apidb_fair_json(jr_db *db, jr_buf *b, const jr_limit *l, int n,
                    jr_err *e)
 {
     jr_fair_top t;
-    int i, k, first = 1;
+    int i, first = 1;
 
     jr_buf_put(b, "\"fair\":{", 8);
     for (i = 0; i < n; i++) {
@@ -45,19 +91,10 @@ jr_apidb_fair_json(jr_db *db, jr_buf *b, const jr_limit *l, int n,
             jr_buf_put(b, ",", 1);
         first = 0;
         jr_api_str(b, l[i].scope + 6);
-        jr_api_printf(b, ":{\"keys\":%ld,\"top\":[", t.keys);
-        for (k = 0; k < t.n; k++) {
-            jr_api_printf(b, "%s{\"key\":", k ? "," : "");
-            jr_api_str(b, t.top[k].key);
-            jr_api_printf(b, ",\"waiting\":%ld,\"running\":%ld,"
-                          "\"weight\":%g,\"share\":%.4f}", t.top[k].waiting,
-                          t.top[k].running, t.top[k].weight,
-                          t.top[k].share);
-        }
-        jr_buf_put(b, "]}", 2);
+        top_json(b, &t);
     }
     jr_buf_put(b, "}", 1);
-    return 0;
+    return names_json(db, b, e);
 }
 
 /* Prometheus label values: backslash, quote and newline escaped. */

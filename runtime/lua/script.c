@@ -23,6 +23,7 @@
 #include "base/ranges.h"
 #include "base/job.h"
 #include "base/log.h"
+#include "lua/hfair.h"
 #include "lua/script.h"
 #include "base/util.h"
 
@@ -143,7 +144,7 @@ add_error(loader *ld, const char *fmt, ...)
 static int
 add_handler(loader *ld, const char *name, int max_retries, double timeout,
             double backoff, int inflight, int durable, const char *seq,
-            const char *fair)
+            const char *fair, char *fw, double fdef)
 {
     jr_handler *h;
 
@@ -166,6 +167,8 @@ add_handler(loader *ld, const char *name, int max_retries, double timeout,
     h->keep_output = 0;
     h->sequence = NULL;
     h->fair = NULL;
+    h->fair_weights = fw;       /* taken */
+    h->fair_default = fdef;
     if ((seq != NULL && (h->sequence = strdup(seq)) == NULL) ||
         (fair != NULL && (h->fair = strdup(fair)) == NULL)) {
         free(h->sequence);
@@ -312,21 +315,16 @@ static const char *
 check_path(lua_State *L, const char *field, const char **seq)
 {
     static char msg[200];
-    const char *s, *p;
+    const char *s;
     size_t n = 0;
-    int t = lua_getfield(L, -1, field), ok;
+    int t = lua_getfield(L, -1, field);
 
     s = t == LUA_TSTRING ? lua_tolstring(L, -1, &n) : NULL;
     lua_pop(L, 1);
     *seq = NULL;
     if (t == LUA_TNIL)
         return NULL;
-    ok = s && strncmp(s, "payload.", 8) == 0 && n <= 200 &&
-         strlen(s) == n;                             /* no NUL inside */
-    for (p = ok ? s + 8 : "", ok = ok && *p; ok && *p; p++)
-        ok = isalnum((unsigned char)*p) || *p == '_' || *p == '-' ||
-             (*p == '.' && p[1] != '.' && p[1] != '\0' && p[-1] != '.');
-    if (!ok) {
+    if (!jr_hfair_path_ok(s, n)) {
         snprintf(msg, sizeof msg, "'%s' must be a payload path such as "
                  "\"payload.customer_id\" (fields of letters, digits, _ and "
                  "-, joined by dots; 200 bytes at most)", field);
@@ -334,6 +332,26 @@ check_path(lua_State *L, const char *field, const char **seq)
     }
     *seq = s + 8;
     return NULL;
+}
+
+/* The handler table on top's fair option: the string form (a path into
+ * *fair) or the table form (hfair.c: its key into *fair, its weights, a
+ * new JSON object, into *w, its default into *def). NULL, or what is
+ * wrong. [-0, +0, m] */
+static const char *
+check_fair(lua_State *L, const char **fair, char **w, double *def)
+{
+    const char *bad;
+
+    *w = NULL;
+    *def = 0;
+    if (lua_getfield(L, -1, "fair") != LUA_TTABLE) {  /* t f */
+        lua_pop(L, 1);                               /* t */
+        return check_path(L, "fair", fair);
+    }
+    bad = jr_hfair_table(L, fair, w, def);           /* t f */
+    lua_pop(L, 1);                  /* t: *fair is t.fair's, still held */
+    return bad;
 }
 
 /* An error while loading whose message names no place (one raised in C,
@@ -380,7 +398,8 @@ load_one(loader *ld, const char *path, const char *name)
     lua_State *L = ld->L;
     const char *bad, *seq = NULL, *fair = NULL;
     int max_retries = -1, inflight = 0, durable, keep = 0;
-    double timeout = 0, backoff = -1;
+    double timeout = 0, backoff = -1, fdef = 0;
+    char *fw = NULL;
     jr_err err;
     int rc;
 
@@ -418,7 +437,7 @@ load_one(loader *ld, const char *path, const char *name)
         (bad = check_inflight(L, &inflight)) != NULL ||
         (bad = check_output(L, inflight, &keep)) != NULL ||
         (bad = check_path(L, "sequence", &seq)) != NULL ||
-        (bad = check_path(L, "fair", &fair)) != NULL) {
+        (bad = check_fair(L, &fair, &fw, &fdef)) != NULL) {
         add_error(ld, "%s: %s", path, bad);
         lua_pop(L, 1);                               /* H */
         return;
@@ -427,7 +446,8 @@ load_one(loader *ld, const char *path, const char *name)
     durable = lua_isnil(L, -1) ? -1 : lua_toboolean(L, -1);
     lua_pop(L, 1);                                   /* H t */
     if (add_handler(ld, name, max_retries, timeout, backoff, inflight,
-                    durable, seq, fair) < 0) {
+                    durable, seq, fair, fw, fdef) < 0) {
+        free(fw);
         add_error(ld, "%s: %s", path, "out of memory");
         lua_pop(L, 1);
         return;
@@ -447,7 +467,7 @@ compile_one(loader *ld, const char *path, const char *name)
         return;
     }                                                    /* chunk */
     lua_pop(ld->L, 1);                                   /* (nothing) */
-    if (add_handler(ld, name, -1, 0, -1, 0, 0, NULL, NULL) < 0)
+    if (add_handler(ld, name, -1, 0, -1, 0, 0, NULL, NULL, NULL, 0) < 0)
         add_error(ld, "%s: %s", path, "out of memory");
 }
 
@@ -671,6 +691,7 @@ jr_scripts_free(jr_scripts *s)
         free(s->h[i].name);
         free(s->h[i].sequence);
         free(s->h[i].fair);
+        free(s->h[i].fair_weights);
     }
     for (i = 0; i < s->nerrors; i++)
         free(s->errors[i]);

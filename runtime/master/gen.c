@@ -44,6 +44,7 @@ jr_gen_unref(gen *g)
         free(g->h[i].name);
         free(g->h[i].sequence);
         free(g->h[i].fair);
+        free(g->h[i].fair_weights);
     }
     free(g->h);
     free(g->names);

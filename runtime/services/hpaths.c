@@ -58,6 +58,7 @@ copy_free(jr_hpaths *s)
     for (int i = 0; i < s->n; i++) {
         free(s->h[i].name);
         free(*path_of(s->k, &s->h[i]));
+        free(s->h[i].fair_weights);
     }
     free(s->h);
     s->h = NULL;
@@ -80,7 +81,14 @@ copy_gen(master *m, jr_hpaths *s)
 
         s->h[i].name = strdup(h[i].name);
         *to = p ? strdup(p) : NULL;
-        if (s->h[i].name == NULL || (p != NULL && *to == NULL)) {
+        if (s->k == &fair_kind && h[i].fair_weights != NULL) {
+            /* the table form: its weights and default too */
+            s->h[i].fair_weights = strdup(h[i].fair_weights);
+            s->h[i].fair_default = h[i].fair_default;
+        }
+        if (s->h[i].name == NULL || (p != NULL && *to == NULL) ||
+            (h[i].fair_weights != NULL && s->k == &fair_kind &&
+             s->h[i].fair_weights == NULL)) {
             s->n++;
             copy_free(s);
             return -1;

@@ -21,7 +21,8 @@
  *   unhandled counts on the database thread between cycles (tick);
  *   waits looks at the long polls' jobs after the cycle (taken);
  *   seqpaths writes the handlers' sequences between cycles (tick);
- *   fairnames writes the handlers' fair paths between cycles (tick).
+ *   fairnames writes the handlers' fair paths between cycles (tick);
+ *   fairnameq reads the queues made fair by a name after it (tick).
  * A new service is its file and its line here. */
 #define SERVICES(X) \
     X(metrics) \
@@ -36,7 +37,8 @@
     X(unhandled) \
     X(waits) \
     X(seqpaths) \
-    X(fairnames)
+    X(fairnames) \
+    X(fairnameq)
 
 /* Each one's table, defined in its own file (jr_<name>_service). */
 #define DECLARE(name) extern const jr_service jr_##name##_service;

@@ -113,6 +113,8 @@ jr_frame_put_hello(jr_buf *b, const jr_scripts *s, const char *setup_error)
         jr_put_i32(b, s->h[i].inflight);
         jr_put_str(b, s->h[i].sequence);
         jr_put_str(b, s->h[i].fair);
+        jr_put_str(b, s->h[i].fair_weights);
+        jr_put_f64(b, s->h[i].fair_default);
     }
     jr_put_i32(b, s->nerrors);
     for (i = 0; i < s->nerrors; i++)
@@ -132,6 +134,7 @@ jr_hello_free(jr_hello *h)
         free(h->h[i].name);
         free(h->h[i].sequence);
         free(h->h[i].fair);
+        free(h->h[i].fair_weights);
     }
     for (i = 0; i < h->nerrors; i++)
         free(h->errors[i]);
@@ -159,6 +162,8 @@ get_handler(jr_reader *r, jr_handler *h)
     h->avg = 0;
     h->sequence = r->bad ? NULL : dup_str(r, &oom);
     h->fair = r->bad || oom ? NULL : dup_str(r, &oom);
+    h->fair_weights = r->bad || oom ? NULL : dup_str(r, &oom);
+    h->fair_default = jr_get_f64(r);
     if (oom)
         return "out of memory";
     if (r->bad)
@@ -168,6 +173,10 @@ get_handler(jr_reader *r, jr_handler *h)
         return "a handler with a bad sequence path";
     if (h->fair != NULL && (h->fair[0] == '\0' || strlen(h->fair) > 192))
         return "a handler with a bad fair path";
+    if ((h->fair_weights != NULL) != (h->fair_default >= 1) ||
+        !(h->fair_default == 0 || h->fair_default <= 1000) ||
+        (h->fair_weights != NULL && h->fair == NULL))
+        return "a handler with bad fair weights";
     if (name == NULL || len == 0 || len > 128 || memchr(name, 0, len))
         return "a handler without a valid name";
     if ((h->name = strndup(name, len)) == NULL)
@@ -225,6 +234,8 @@ jr_frame_get_hello(jr_reader *r, jr_hello *out, jr_err *err)
             out->h[i].sequence = NULL;
             free(out->h[i].fair);
             out->h[i].fair = NULL;
+            free(out->h[i].fair_weights);
+            out->h[i].fair_weights = NULL;
         }
     }
     if (bad != NULL)
