@@ -324,6 +324,14 @@ jr_otlp_new(const jr_config *c, jr_err *err)
     x->headers = curl_slist_append(NULL, x->proto == JR_OTLP_JSON ?
                                    "Content-Type: application/json" :
                                    "Content-Type: application/x-protobuf");
+    if (x->headers != NULL) {   /* the body at once: libcurl waits for a
+                                   "100 Continue" before a body over 1 MiB
+                                   (a backlog taken at once) */
+        struct curl_slist *l = curl_slist_append(x->headers, "Expect:");
+        if (l == NULL)
+            curl_slist_free_all(x->headers);
+        x->headers = l;
+    }
     for (i = 0; x->headers != NULL && i < c->trace_nheaders; i++) {
         struct curl_slist *l = curl_slist_append(x->headers,
                                                  c->trace_headers[i]);
