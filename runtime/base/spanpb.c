@@ -453,11 +453,26 @@ static const char FIXED[] =
     "process";
 
 /* a string attribute k = s (n bytes) of a Span */
-static char *
+static inline char *
 kv_str(char *p, const char *k, size_t kl, const char *s, size_t n)
 {
     size_t any = 1 + vlen(n) + n;
 
+    if (kl + n < 120) {         /* every length in one byte */
+        p[0] = 0x4a;
+        p[1] = (char)(6 + kl + n);
+        p[2] = 0x0a;
+        p[3] = (char)kl;
+        memcpy(p + 4, k, kl);
+        p += 4 + kl;
+        p[0] = 0x12;
+        p[1] = (char)(2 + n);
+        p[2] = 0x0a;
+        p[3] = (char)n;
+        if (n > 0)
+            memcpy(p + 4, s, n);
+        return p + 4 + n;
+    }
     *p++ = 0x4a;
     p = vint(p, 1 + vlen(kl) + kl + 1 + vlen(any) + any);
     *p++ = 0x0a;
