@@ -17,7 +17,7 @@
 #include "base/trace.h"
 
 char *
-jr_pb_varint(char *p, uint64_t v)
+jr_spanpb_varint(char *p, uint64_t v)
 {
     while (v >= 0x80) {
         *p++ = (char)(v | 0x80);
@@ -28,7 +28,7 @@ jr_pb_varint(char *p, uint64_t v)
 }
 
 size_t
-jr_pb_vlen(uint64_t v)
+jr_spanpb_vlen(uint64_t v)
 {
     size_t n = 1;
 
@@ -55,7 +55,7 @@ fixed64(char *p, uint64_t v)
 #endif
 }
 
-/* jr_pb_varint and jr_pb_vlen, a small value's in line */
+/* jr_spanpb_varint and jr_spanpb_vlen, a small value's in line */
 static inline char *
 vint(char *p, uint64_t v)
 {
@@ -63,13 +63,13 @@ vint(char *p, uint64_t v)
         *p = (char)v;
         return p + 1;
     }
-    return jr_pb_varint(p, v);
+    return jr_spanpb_varint(p, v);
 }
 
 static inline size_t
 vlen(uint64_t v)
 {
-    return v < 0x80 ? 1 : jr_pb_vlen(v);
+    return v < 0x80 ? 1 : jr_spanpb_vlen(v);
 }
 
 /* ---- OTLP/JSON read into protobuf, by the proto's schema ---- */
@@ -254,14 +254,14 @@ static int
 delimit(jr_buf *out, size_t at, unsigned num)
 {
     size_t n = out->len - at;
-    size_t head = jr_pb_vlen((uint64_t)num << 3 | 2) + jr_pb_vlen(n);
+    size_t head = jr_spanpb_vlen((uint64_t)num << 3 | 2) + jr_spanpb_vlen(n);
     char *p;
 
     if (jr_buf_room(out, head) == NULL)
         return -1;
     memmove(out->p + at + head, out->p + at, n);
-    p = jr_pb_varint(out->p + at, (uint64_t)num << 3 | 2);
-    jr_pb_varint(p, n);
+    p = jr_spanpb_varint(out->p + at, (uint64_t)num << 3 | 2);
+    jr_spanpb_varint(p, n);
     out->len += head;
     return 0;
 }
@@ -275,7 +275,7 @@ value(jp *j, const fld *f, jr_buf *out)
     double d;
     size_t i, at;
 
-    p = jr_pb_varint(t, (uint64_t)f->num << 3 |
+    p = jr_spanpb_varint(t, (uint64_t)f->num << 3 |
                      (f->type == F_FIX64 || f->type == F_DBL ? 1 :
                       f->type <= F_STR || f->type == F_MSG ? 2 : 0));
     switch (f->type) {
@@ -288,14 +288,14 @@ value(jp *j, const fld *f, jr_buf *out)
                 return -1;
             j->s.p[i / 2] = (char)(hi << 4 | lo);
         }
-        p = jr_pb_varint(p, j->s.len / 2);
+        p = jr_spanpb_varint(p, j->s.len / 2);
         jr_buf_put(out, t, (size_t)(p - t));
         jr_buf_put(out, j->s.p, j->s.len / 2);
         return 0;
     case F_STR:
         if (str(j) < 0)
             return -1;
-        p = jr_pb_varint(p, j->s.len);
+        p = jr_spanpb_varint(p, j->s.len);
         jr_buf_put(out, t, (size_t)(p - t));
         jr_buf_put(out, j->s.p, j->s.len);
         return 0;
@@ -306,7 +306,7 @@ value(jp *j, const fld *f, jr_buf *out)
             v = (uint64_t)(int64_t)(int32_t)v;
         else if (f->type == F_U32)
             v = (uint32_t)v;
-        p = jr_pb_varint(p, v);
+        p = jr_spanpb_varint(p, v);
         return jr_buf_put(out, t, (size_t)(p - t));
     case F_FIX64:
         if (integer(j, &v) < 0)
@@ -320,7 +320,7 @@ value(jp *j, const fld *f, jr_buf *out)
         if (*p != '\0')
             return -1;
         memcpy(&v, &d, sizeof v);
-        p = fixed64(jr_pb_varint(t, (uint64_t)f->num << 3 | 1), v);
+        p = fixed64(jr_spanpb_varint(t, (uint64_t)f->num << 3 | 1), v);
         return jr_buf_put(out, t, (size_t)(p - t));
     case F_BOOL:
         ws(j);

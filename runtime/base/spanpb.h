@@ -25,8 +25,8 @@ int  jr_spanpb_recs(const char *recs, size_t len, jr_buf *out);
 int  jr_spanpb_json(const char *json, size_t len, jr_buf *out);
 
 /* protobuf's base-128 varint of v at p; the byte after it */
-char *jr_pb_varint(char *p, uint64_t v);
+char *jr_spanpb_varint(char *p, uint64_t v);
 /* the bytes of v's varint */
-size_t jr_pb_vlen(uint64_t v);
+size_t jr_spanpb_vlen(uint64_t v);
 
 #endif

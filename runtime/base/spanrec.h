@@ -1,6 +1,7 @@
 /* spanrec.h - an attempt's spans as one compact record (docs/tracing.md):
  * what the worker sends the master in a JR_F_SPANS frame, the master
- * queues as it came, and the export thread alone turns into OTLP/JSON.
+ * queues as it came, and the export thread alone turns into OTLP/JSON
+ * (here) or OTLP/protobuf (spanpb.h).
  * Ids are raw bytes, times integer nanoseconds, strings counted; the
  * attributes every attempt's span has the same are the encoder's, not
  * the record's, and the queue wait's span is derived from the attempt's

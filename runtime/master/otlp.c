@@ -114,7 +114,7 @@ body_of(const jr_otlp *x, const jr_buf *take, int n, jr_buf *body)
 static char *
 pb_field(char *p, unsigned num, size_t len)
 {
-    return jr_pb_varint(jr_pb_varint(p, (uint64_t)num << 3 | 2), len);
+    return jr_spanpb_varint(jr_spanpb_varint(p, (uint64_t)num << 3 | 2), len);
 }
 
 /* The request's body as OTLP/protobuf: the spans written after PB_ROOM
@@ -143,11 +143,11 @@ pb_body_of(const jr_otlp *x, const jr_buf *take, int n, jr_buf *body,
     }
     spans = body->len - PB_ROOM;
     /* Resource { attributes: KeyValue { key, value { stringValue } } } */
-    p = pb_field(res, 1, 1 + 1 + 12 + 1 + jr_pb_vlen(1 + jr_pb_vlen(sl) + sl)
-                 + 1 + jr_pb_vlen(sl) + sl);
+    p = pb_field(res, 1, 1 + 1 + 12 + 1 + jr_spanpb_vlen(1 + jr_spanpb_vlen(sl) + sl)
+                 + 1 + jr_spanpb_vlen(sl) + sl);
     p = pb_field(p, 1, 12);
     memcpy(p, "service.name", 12), p += 12;
-    p = pb_field(p, 2, 1 + jr_pb_vlen(sl) + sl);
+    p = pb_field(p, 2, 1 + jr_spanpb_vlen(sl) + sl);
     p = pb_field(p, 1, sl);
     memcpy(p, x->svc, sl), p += sl;
     nres = (size_t)(p - res);
@@ -157,8 +157,8 @@ pb_body_of(const jr_otlp *x, const jr_buf *take, int n, jr_buf *body,
     p = pb_field(p, 2, sizeof ver - 1);
     memcpy(p, ver, sizeof ver - 1), p += sizeof ver - 1;
     nscope = (size_t)(p - scope);
-    nss = 1 + jr_pb_vlen(nscope) + nscope + spans;
-    nrs = 1 + jr_pb_vlen(nres) + nres + 1 + jr_pb_vlen(nss) + nss - spans;
+    nss = 1 + jr_spanpb_vlen(nscope) + nscope + spans;
+    nrs = 1 + jr_spanpb_vlen(nres) + nres + 1 + jr_spanpb_vlen(nss) + nss - spans;
     p = pb_field(head, 1, nrs + spans);         /* resource_spans */
     p = pb_field(p, 1, nres);                   /* resource */
     memcpy(p, res, nres), p += nres;
