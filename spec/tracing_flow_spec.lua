@@ -69,8 +69,9 @@ for _, backend in ipairs(jr.backends()) do
       for _, n in ipairs({ "fa", "fb", "fdone" }) do
         env:script(n, "return function() end")
       end
-      -- sample 0: the producer's sampled flag decides, as for a push
-      local url = jrhttp.start(env, ("tracing = { endpoint = %q, sample = 0 }"):format(base))
+      -- sample 0: the producer's sampled flag decides, as for a push;
+      -- the spans as OTLP/JSON (tracing.protocol), the other encoding
+      local url = jrhttp.start(env, ('tracing = { endpoint = %q, sample = 0, protocol = "json" }'):format(base))
       local code, body = jrhttp.req(url .. "/api/flows", { token = true,
         body = [[{"jobs": [{"ref": "a", "name": "fa"},
                            {"ref": "b", "name": "fb", "after": ["a"]}],
@@ -89,6 +90,10 @@ for _, backend in ipairs(jr.backends()) do
         assert.truthy(runs[n], n .. "'s run")
         assert.equal(TRACE, runs[n].traceId, n)
         assert.equal(PARENT, runs[n].parentSpanId, n)
+      end
+      for _, l in ipairs(jr.lines(out)) do
+        local x = cjson.decode(l)
+        if x.batch then assert.equal("application/json", x.type) end
       end
       assert.equal(0, env:stop())
     end)

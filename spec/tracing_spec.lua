@@ -205,9 +205,13 @@ for _, backend in ipairs(jr.backends()) do
         if e.name == "progress" then progress = e end
       end
       assert.truthy(progress, "a progress event")
-      -- the configured header went with each request
+      -- the configured header went with each request, OTLP/protobuf by
+      -- default (the receiver decoded it and encoded it back to its bytes)
       for _, x in ipairs(records(out)) do
-        if x.batch then assert.equal("yes", x.header) end
+        if x.batch then
+          assert.equal("yes", x.header)
+          assert.equal("application/x-protobuf", x.type)
+        end
       end
       local _, m = jrhttp.req(url .. "/metrics", { token = true })
       assert.truthy(tonumber(m:match("jobrunner_spans_exported_total (%d+)")) >= 4, m)
@@ -219,7 +223,7 @@ for _, backend in ipairs(jr.backends()) do
       local base, out = receiver(env)
       env:script("flaky", [[
         return { max_retries = 1, backoff = 0, handle = function(job)
-          if job.attempt == 1 then error("first try fails") end
+          if job.attempt == 1 then error("first try fails: \"q\"\n caf\u{e9}") end
         end }]])
       env:config(('tracing = { endpoint = %q, sample = 1 }'):format(base))
       env:start()
@@ -230,7 +234,8 @@ for _, backend in ipairs(jr.backends()) do
       assert.equal(1, first.attributes["jobrunner.job.attempt"])
       assert.is_nil(first.parentSpanId)               -- a root: no context
       assert.equal(2, first.status.code)              -- ERROR
-      assert.truthy(first.status.message:find("first try fails", 1, true))
+      assert.truthy(first.status.message:find('first try fails: "q"\n caf\u{e9}', 1, true),
+                    first.status.message)
       assert.equal("retry", first.attributes["jobrunner.job.outcome"])
       assert.equal("acct-7", first.attributes["jobrunner.job.key"])
       assert.equal(2, second.attributes["jobrunner.job.attempt"])
@@ -301,6 +306,8 @@ for _, backend in ipairs(jr.backends()) do
         { 'tracing = { endpoint = "http://c:4318", headers = { k = "a\\nb" } }', "tracing.headers.k" },
         { 'tracing = { endpoint = "http://c:4318", rate = 1 }', "tracing.rate" },
         { 'tracing = { endpoint = "http://c:4318", queue = 0 }', "tracing.queue" },
+        { 'tracing = { endpoint = "http://c:4318", protocol = "grpc" }', 'tracing.protocol\' must be "protobuf" or "json"' },
+        { 'tracing = { endpoint = "http://c:4318", protocol = 1 }', "tracing.protocol" },
       }
       for _, c in ipairs(cases) do
         env:config(c[1])

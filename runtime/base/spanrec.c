@@ -17,9 +17,10 @@
 #include "base/spanrec.h"
 
 #define VERSION 1
-#define NSTR    9
+#define NSTR    JR_SPANREC_NSTR
 #define NONE    0xffffffffu
-enum { QUEUE, NAME, KEY, GEN, OUTCOME, ERROR, EVENTS, LINKS, DONE };
+enum { QUEUE = JR_SR_QUEUE, NAME, KEY, GEN, OUTCOME, ERROR, EVENTS, LINKS,
+       DONE };
 
 static int64_t
 ns(double t)
@@ -81,21 +82,10 @@ jr_spanrec_put(jr_buf *out, const jr_spanrec *r)
 
 /* ---- the export thread's side ---- */
 
-/* A record read back: its strings point into it (not NUL-terminated:
- * the lengths say) */
-typedef struct rec {
-    uint8_t     flags, kind;
-    uint8_t     trace[16], id[8], parent[8];
-    int64_t     start, end, run_at, job_id;
-    int32_t     attempt;
-    double      delay;
-    const char *str[NSTR];
-    size_t      len[NSTR];
-} rec;
+typedef jr_spanrd rec;
 
-/* Reads the record at p (n bytes left); its length, or 0 if malformed */
-static size_t
-get(const char *p, size_t n, rec *r)
+size_t
+jr_spanrec_get(const char *p, size_t n, jr_spanrd *r)
 {
     uint32_t total, len;
     const char *q, *end;
@@ -606,7 +596,7 @@ jr_spanrec_json(const char *recs, size_t len, jr_buf *out, int comma)
     int n = 0;
 
     while (at < len) {
-        if ((k = get(recs + at, len - at, &r)) == 0) {
+        if ((k = jr_spanrec_get(recs + at, len - at, &r)) == 0) {
             n = -1;
             break;
         }

@@ -1,6 +1,7 @@
 /* spanrec.h - an attempt's spans as one compact record (docs/tracing.md):
  * what the worker sends the master in a JR_F_SPANS frame, the master
- * queues as it came, and the export thread alone turns into OTLP/JSON.
+ * queues as it came, and the export thread alone turns into OTLP/JSON
+ * (here) or OTLP/protobuf (spanpb.h).
  * Ids are raw bytes, times integer nanoseconds, strings counted; the
  * attributes every attempt's span has the same are the encoder's, not
  * the record's, and the queue wait's span is derived from the attempt's
@@ -33,6 +34,25 @@ typedef struct jr_spanrec {
 /* Appends r as one record to out (no separator: a record carries its
  * length). */
 void jr_spanrec_put(jr_buf *out, const jr_spanrec *r);
+
+/* A record read back (jr_spanrec_get): its strings point into it, not
+ * NUL-terminated (the lengths say); NULL when the record has none. */
+#define JR_SPANREC_NSTR 9
+enum { JR_SR_QUEUE, JR_SR_NAME, JR_SR_KEY, JR_SR_GEN, JR_SR_OUTCOME,
+       JR_SR_ERROR, JR_SR_EVENTS, JR_SR_LINKS, JR_SR_DONE };
+typedef struct jr_spanrd {
+    uint8_t     flags, kind;    /* flags: 1 a parent, 2 an error */
+    uint8_t     trace[16], id[8], parent[8];
+    int64_t     start, end, run_at, job_id;     /* times in ns */
+    int32_t     attempt;
+    double      delay;
+    const char *str[JR_SPANREC_NSTR];
+    size_t      len[JR_SPANREC_NSTR];
+} jr_spanrd;
+
+/* Reads the record at p (n bytes left) into r; its length, or 0 if it is
+ * malformed. */
+size_t jr_spanrec_get(const char *p, size_t n, jr_spanrd *r);
 
 /* Appends the spans of the records in recs (len bytes, records as put)
  * to out as OTLP/JSON Span objects, comma-separated (a comma first when

@@ -1,7 +1,8 @@
 /* cfgtrace.c - the config's `tracing` table (docs/tracing.md):
  * { endpoint = "http://collector:4318", sample = 0.1,
- *   headers = { ["x-api-key"] = "..." }, queue = 4096 }. Checked here: the keys, the
- * endpoint's scheme, the sample's range, each header's name (an HTTP
+ *   headers = { ["x-api-key"] = "..." }, queue = 4096,
+ *   protocol = "protobuf" }. Checked here: the keys, the
+ * endpoint's scheme, the sample's range, the protocol's name, each header's name (an HTTP
  * token) and value (no control character); a bad one names its key.
  * Header values are never logged. Uses config.h. */
 #include <lauxlib.h>
@@ -132,6 +133,26 @@ queue_key(lua_State *L, jr_config *c, char *what, size_t whatsize)
 }
 
 static int
+protocol_key(lua_State *L, jr_config *c, char *what, size_t whatsize)
+{
+    const char *v = lua_type(L, -1) == LUA_TSTRING ? lua_tostring(L, -1)
+                                                   : NULL;
+
+    if (v != NULL && strcmp(v, "protobuf") == 0)
+        c->trace_protocol = JR_OTLP_PROTOBUF;
+    else if (v != NULL && strcmp(v, "json") == 0)
+        c->trace_protocol = JR_OTLP_JSON;
+    else if (v != NULL)
+        return snprintf(what, whatsize, "must be \"protobuf\" or \"json\" "
+                        "(OTLP/HTTP's encodings), got \"%.100s\"", v), -1;
+    else
+        return snprintf(what, whatsize, "must be \"protobuf\" or \"json\" "
+                        "(OTLP/HTTP's encodings), got %s",
+                        luaL_typename(L, -1)), -1;
+    return 0;
+}
+
+static int
 by_name(const void *a, const void *b)
 {
     return strcmp(*(char *const *)a, *(char *const *)b);
@@ -207,7 +228,7 @@ jr_config_tracing(lua_State *L, jr_config *c, char *key, size_t keysize,
                   char *what, size_t whatsize)
 {
     static const char *const known[] = {"endpoint", "sample", "headers",
-                                        "queue", NULL};
+                                        "queue", "protocol", NULL};
     int i, rc = 0;
 
     if (lua_type(L, -1) != LUA_TTABLE)
@@ -223,7 +244,7 @@ jr_config_tracing(lua_State *L, jr_config *c, char *key, size_t keysize,
         if (k == NULL || known[i] == NULL) {
             snprintf(key, keysize, "tracing.%.100s", k ? k : "?");
             snprintf(what, whatsize, "is not a key of tracing (endpoint, "
-                     "sample, headers, queue)");
+                     "sample, headers, queue, protocol)");
             lua_pop(L, 2);
             return -1;
         }
@@ -231,6 +252,7 @@ jr_config_tracing(lua_State *L, jr_config *c, char *key, size_t keysize,
         rc = i == 0 ? endpoint_key(L, c, what, whatsize)
              : i == 1 ? sample_key(L, c, what, whatsize)
              : i == 3 ? queue_key(L, c, what, whatsize)
+             : i == 4 ? protocol_key(L, c, what, whatsize)
              : headers_key(L, c, key, keysize, what, whatsize);
         if (rc < 0) {
             lua_pop(L, 2);

@@ -110,6 +110,7 @@ typedef struct jr_config {
     int        trace_nheaders;  /* sorted by name */
     int        trace_queue;     /* tracing.queue: spans waiting for the
                                  * collector at most; 0: the default */
+    int        trace_protocol;  /* tracing.protocol: JR_OTLP_* */
 } jr_config;
 
 /* cfgtrace.c: reads the `tracing` table on top of L into c. Returns 0,
@@ -120,6 +121,8 @@ int  jr_config_tracing(lua_State *L, jr_config *c, char *key, size_t keysize,
 #define JR_TRACE_HEADERS_MAX 32 /* tracing.headers entries */
 #define JR_TRACE_QUEUE       4096       /* tracing.queue by default */
 #define JR_TRACE_QUEUE_MAX   1000000
+/* tracing.protocol: OTLP/HTTP's two encodings of a request */
+enum { JR_OTLP_PROTOBUF, JR_OTLP_JSON };
 
 /* Fills c with the defaults. */
 void jr_config_defaults(jr_config *c);

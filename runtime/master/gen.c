@@ -199,6 +199,7 @@ tracing_changed(const master *m, const jr_config *c)
             strcmp(was->trace_endpoint, c->trace_endpoint) != 0) ||
            was->trace_sample != c->trace_sample ||
            was->trace_queue != c->trace_queue ||
+           was->trace_protocol != c->trace_protocol ||
            was->trace_nheaders != c->trace_nheaders;
     for (i = 0; !diff && i < c->trace_nheaders; i++)
         diff = strcmp(was->trace_headers[i], c->trace_headers[i]) != 0;

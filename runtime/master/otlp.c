@@ -1,7 +1,8 @@
 /* otlp.c - the export of spans (docs/tracing.md): the workers' spans
  * (JR_F_SPANS: one compact record an attempt, spanrec.h) go into a
  * bounded queue as they came, and a thread of the runner turns them into
- * OTLP/JSON and posts them in batches to the collector's /v1/traces with
+ * OTLP/protobuf (spanpb.h), or OTLP/JSON with tracing.protocol = "json",
+ * and posts them in batches to the collector's /v1/traces with
  * libcurl. The loop only appends under a mutex: it never encodes, nor
  * waits on the collector. A full queue (the collector slow or down) drops the new
  * spans, counted; a request that fails (no answer in time, not 2xx)
@@ -18,6 +19,7 @@
 
 #include "master/master_int.h"
 #include "base/log.h"
+#include "base/spanpb.h"
 #include "base/spanrec.h"
 #include "base/trace.h"
 #include "base/version.h"
@@ -42,7 +44,9 @@ struct jr_otlp {
     char              *shown;   /* url for the log, its user:password
                                    masked */
     struct curl_slist *headers;
-    char               service[160];
+    char               service[160];    /* its attribute, as JSON */
+    char               svc[104];        /* service.name */
+    int                proto;           /* JR_OTLP_* */
     atomic_long        exported;
     atomic_long        dropped;
     atomic_long        failed;  /* requests */
@@ -103,17 +107,81 @@ body_of(const jr_otlp *x, const jr_buf *take, int n, jr_buf *body)
     return 0;
 }
 
-/* Posts the request's body (n spans) in one request; 0 if the collector
- * took them. */
+#define PB_ROOM 256             /* bytes kept before the spans for the
+                                   request's head */
+
+/* a length-delimited field's tag and length at p */
+static char *
+pb_field(char *p, unsigned num, size_t len)
+{
+    return jr_spanpb_varint(jr_spanpb_varint(p, (uint64_t)num << 3 | 2), len);
+}
+
+/* The request's body as OTLP/protobuf: the spans written after PB_ROOM
+ * bytes, then the ExportTraceServiceRequest's head (its ResourceSpans,
+ * the Resource's service.name, the ScopeSpans and its scope) put right
+ * before them; *at is where the body starts. 0, or -1. */
 static int
-post(jr_otlp *x, CURL *h, const jr_buf *body, int n)
+pb_body_of(const jr_otlp *x, const jr_buf *take, int n, jr_buf *body,
+           size_t *at)
+{
+    char head[PB_ROOM], res[160], scope[64], *p;
+    size_t spans, sl = strlen(x->svc), nres, nscope, nss, nrs;
+    static const char name[] = "jobrunner", ver[] = JR_VERSION;
+
+    jr_buf_reset(body);
+    if (jr_buf_room(body, PB_ROOM) == NULL)
+        return -1;
+    body->len = PB_ROOM;
+    if (jr_spanpb_recs(take->p, take->len, body) < 0) {
+        if (!body->oom)
+            jr_log(JR_LOG_ERROR, "tracing: %d spans dropped: a malformed "
+                   "record (a bug: report it)", n);
+        if (body->oom)          /* a next batch may fit */
+            jr_buf_free(body);
+        return -1;
+    }
+    spans = body->len - PB_ROOM;
+    /* Resource { attributes: KeyValue { key, value { stringValue } } } */
+    p = pb_field(res, 1, 1 + 1 + 12 + 1 + jr_spanpb_vlen(1 + jr_spanpb_vlen(sl) + sl)
+                 + 1 + jr_spanpb_vlen(sl) + sl);
+    p = pb_field(p, 1, 12);
+    memcpy(p, "service.name", 12), p += 12;
+    p = pb_field(p, 2, 1 + jr_spanpb_vlen(sl) + sl);
+    p = pb_field(p, 1, sl);
+    memcpy(p, x->svc, sl), p += sl;
+    nres = (size_t)(p - res);
+    /* InstrumentationScope { name, version } */
+    p = pb_field(scope, 1, sizeof name - 1);
+    memcpy(p, name, sizeof name - 1), p += sizeof name - 1;
+    p = pb_field(p, 2, sizeof ver - 1);
+    memcpy(p, ver, sizeof ver - 1), p += sizeof ver - 1;
+    nscope = (size_t)(p - scope);
+    nss = 1 + jr_spanpb_vlen(nscope) + nscope + spans;
+    nrs = 1 + jr_spanpb_vlen(nres) + nres + 1 + jr_spanpb_vlen(nss) + nss - spans;
+    p = pb_field(head, 1, nrs + spans);         /* resource_spans */
+    p = pb_field(p, 1, nres);                   /* resource */
+    memcpy(p, res, nres), p += nres;
+    p = pb_field(p, 2, nss);                    /* scope_spans */
+    p = pb_field(p, 1, nscope);                 /* scope */
+    memcpy(p, scope, nscope), p += nscope;
+    *at = PB_ROOM - (size_t)(p - head);
+    memcpy(body->p + *at, head, (size_t)(p - head));
+    return 0;
+}
+
+/* Posts the request's body (n spans, from at) in one request; 0 if the
+ * collector took them. */
+static int
+post(jr_otlp *x, CURL *h, const jr_buf *body, size_t at, int n)
 {
     char status[300];
     long code = 0;
     CURLcode rc;
 
-    curl_easy_setopt(h, CURLOPT_POSTFIELDS, body->p);
-    curl_easy_setopt(h, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)body->len);
+    curl_easy_setopt(h, CURLOPT_POSTFIELDS, body->p + at);
+    curl_easy_setopt(h, CURLOPT_POSTFIELDSIZE_LARGE,
+                     (curl_off_t)(body->len - at));
     rc = curl_easy_perform(h);
     if (rc == CURLE_OK)
         curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &code);
@@ -157,6 +225,7 @@ run(void *arg)
     jr_buf take = {0}, body = {0};
     CURL *h = curl_easy_init();
     struct timespec until;
+    size_t at;
     int n, stop;
 
     if (h != NULL) {
@@ -196,9 +265,12 @@ run(void *arg)
         x->qn = 0;
         stop = x->stop;
         pthread_mutex_unlock(&x->mu);
-        if (n > 0) {            /* the JSON made here, in batches */
-            if (h != NULL && body_of(x, &take, n, &body) == 0 &&
-                post(x, h, &body, n) == 0)
+        if (n > 0) {            /* the body made here, in batches */
+            at = 0;
+            if (h != NULL &&
+                (x->proto == JR_OTLP_JSON ? body_of(x, &take, n, &body)
+                 : pb_body_of(x, &take, n, &body, &at)) == 0 &&
+                post(x, h, &body, at, n) == 0)
                 atomic_fetch_add(&x->exported, n);
             else
                 atomic_fetch_add(&x->dropped, n), atomic_fetch_add(&x->failed,
@@ -248,7 +320,18 @@ jr_otlp_new(const jr_config *c, jr_err *err)
         else
             snprintf(x->shown, n + 20, "%s", x->url);
     }
-    x->headers = curl_slist_append(NULL, "Content-Type: application/json");
+    x->proto = c->trace_protocol;
+    x->headers = curl_slist_append(NULL, x->proto == JR_OTLP_JSON ?
+                                   "Content-Type: application/json" :
+                                   "Content-Type: application/x-protobuf");
+    if (x->headers != NULL) {   /* the body at once: libcurl waits for a
+                                   "100 Continue" before a body over 1 MiB
+                                   (a backlog taken at once) */
+        struct curl_slist *l = curl_slist_append(x->headers, "Expect:");
+        if (l == NULL)
+            curl_slist_free_all(x->headers);
+        x->headers = l;
+    }
     for (i = 0; x->headers != NULL && i < c->trace_nheaders; i++) {
         struct curl_slist *l = curl_slist_append(x->headers,
                                                  c->trace_headers[i]);
@@ -267,6 +350,12 @@ jr_otlp_new(const jr_config *c, jr_err *err)
             snprintf(x->service, sizeof x->service, "%.*s",
                      (int)s.attrs.len - 1, s.attrs.p + 1);
         jr_span_free(&s);
+        snprintf(x->svc, sizeof x->svc, "%s", svc && *svc && strlen(svc) < 100
+                 ? svc : "jobrunner");
+        for (n = 0; x->svc[n] != '\0'; n++)   /* protobuf's: ASCII */
+            if ((unsigned char)x->svc[n] < 0x20 ||
+                (unsigned char)x->svc[n] >= 0x80)
+                x->svc[n] = '?';
     }
     pthread_mutex_init(&x->mu, NULL);
     pthread_cond_init(&x->cv, NULL);
@@ -281,8 +370,9 @@ jr_otlp_new(const jr_config *c, jr_err *err)
         jr_fail(err, JR_ENOMEM, "tracing: cannot start the export thread");
         return NULL;
     }
-    jr_log(JR_LOG_INFO, "tracing: spans go to %s (sample %g)", x->shown,
-           c->trace_sample);
+    jr_log(JR_LOG_INFO, "tracing: spans go to %s (sample %g, OTLP/%s)",
+           x->shown, c->trace_sample, x->proto == JR_OTLP_JSON ? "JSON" :
+           "protobuf");
     return x;
 }
 

@@ -1,10 +1,13 @@
 // An OTLP/HTTP receiver for spec/tracing_spec.lua, checking what arrives
 // with the official opentelemetry-proto definitions (the generated root
-// of @opentelemetry/otlp-transformer): each POST /v1/traces body (OTLP's
-// JSON encoding) is verified as an ExportTraceServiceRequest, encoded to
-// protobuf and decoded back, and every field sent must come back with
-// its value (a misspelt or unknown field is refused). Each decoded span
-// becomes one JSON line of OUT. It is also the local server a handler
+// of @opentelemetry/otlp-transformer): each POST /v1/traces body is an
+// ExportTraceServiceRequest. OTLP/JSON (application/json) is verified,
+// encoded to protobuf and decoded back, and every field sent must come
+// back with its value (a misspelt or unknown field is refused);
+// OTLP/protobuf (application/x-protobuf) is decoded and must encode
+// back to the same bytes (an unknown field, a field out of order or a
+// varint not minimal is refused). Each decoded span becomes one JSON
+// line of OUT, and each request one with its encoding. It is also the local server a handler
 // calls: GET /callee records the traceparent it received.
 //   node receiver.js PORT OUT [ok|500|slow]
 //   POST /mode with a body of ok, 500 or slow changes how it answers.
@@ -87,8 +90,17 @@ function attrs(list) {
   return o;
 }
 
-function take(body) {
-  const sent = unhex(JSON.parse(body), "request");
+// the request as protobuf's objects: from OTLP/JSON text, or protobuf
+function decode(raw, json) {
+  if (!json) {
+    const decoded = T.decode(raw);
+    const again = Buffer.from(T.encode(decoded).finish());
+    if (!again.equals(raw))
+      throw new Error("the protobuf body does not encode back to its bytes " +
+                      "(" + raw.length + " sent, " + again.length + " back)");
+    return T.toObject(decoded, { longs: String, enums: Number });
+  }
+  const sent = unhex(JSON.parse(raw.toString("utf8")), "request");
   // fromObject reads the JSON mapping (64-bit integers as decimal
   // strings); verify then checks the message's every field's type
   const msg = T.fromObject(sent);
@@ -97,6 +109,11 @@ function take(body) {
   const decoded = T.decode(T.encode(msg).finish());
   const back = T.toObject(decoded, { longs: String, enums: Number });
   same(sent, back, "request");
+  return back;
+}
+
+function take(raw, json) {
+  const back = decode(raw, json);
   let n = 0;
   for (const rs of back.resourceSpans || []) {
     const res = attrs(rs.resource && rs.resource.attributes);
@@ -123,7 +140,8 @@ const server = http.createServer((req, res) => {
   const chunks = [];
   req.on("data", (c) => chunks.push(c));
   req.on("end", () => {
-    const body = Buffer.concat(chunks).toString("utf8");
+    const raw = Buffer.concat(chunks);
+    const body = raw.toString("utf8");
     if (req.url === "/mode") {
       mode = body.trim();
       res.end("ok\n");
@@ -140,17 +158,25 @@ const server = http.createServer((req, res) => {
         return;
       }
       if (mode === "slow") return;      // never answers
-      if (req.headers["content-type"] !== "application/json") {
+      const type = req.headers["content-type"];
+      if (type !== "application/json" && type !== "application/x-protobuf") {
         line({ invalid: "content-type " + req.headers["content-type"] });
         res.statusCode = 415;
         res.end();
         return;
       }
       try {
-        const n = take(body);
-        line({ batch: n, header: req.headers["x-test"] || null });
-        res.setHeader("Content-Type", "application/json");
-        res.end("{}");
+        const json = type === "application/json";
+        const n = take(raw, json);
+        line({ batch: n, header: req.headers["x-test"] || null, type: type,
+               bytes: raw.length });
+        if (json) {
+          res.setHeader("Content-Type", "application/json");
+          res.end("{}");
+        } else {            // an empty ExportTraceServiceResponse
+          res.setHeader("Content-Type", "application/x-protobuf");
+          res.end();
+        }
       } catch (e) {
         line({ invalid: String(e.message || e) });
         res.statusCode = 400;
