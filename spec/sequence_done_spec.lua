@@ -63,5 +63,60 @@ for _, backend in ipairs(jr.backends()) do
       local row = env:job(both)
       assert.is_true(row == nil or row.state == "completed")
     end)
+
+    it("readies a job of more than one edge with job.parents naming each", function()
+      -- in 4 sequences, c waits for b, cancelled while it waited, and so
+      -- for a: its edges are a's and b's; y waits for x and for p, run
+      -- before x. The a's, then the x's, end together (a barrier), so
+      -- that their ends come in batches of results
+      env:config("concurrency = 8")
+      env:script("step", WORKER)
+      env:script("meet", jr.RECORD .. [[
+        local now = require("jobrunner").now
+        return function(job)
+          local g, t0 = job.payload.k, now()
+          record(g .. ".in", "1")
+          while now() < t0 + 5 do
+            local n = 0
+            for _ in io.lines(os.getenv("PWD") .. "/" .. g .. ".in") do n = n + 1 end
+            if n >= 4 then break end
+          end
+          record("done", ("%s %d"):format(g, job.payload.n))
+        end]])
+      local function push(name, k, n, ...)
+        return env:push(name, cjson.encode({ k = k, n = n }), ...)
+      end
+      local p, a, b, c, x, y = {}, {}, {}, {}, {}, {}
+      for i = 1, 4 do p[i] = push("step", "p", i) end
+      for i = 1, 4 do
+        a[i] = push("meet", "a", i, "--sequence", "c" .. i)
+        b[i] = push("step", "b", i, "--sequence", "c" .. i)
+        c[i] = push("step", "c", i, "--sequence", "c" .. i)
+        x[i] = push("meet", "x", i, "--sequence", "y" .. i)
+        y[i] = push("step", "y", i, "--after", x[i] .. "," .. p[i])
+      end
+      for i = 1, 4 do
+        local out, err, code = env:cli("cancel", tostring(b[i]))
+        assert.equal(0, code, out .. err)
+      end
+      env:start()
+      jr.wait_for(function() return #jr.lines(env.dir .. "/done") == 20 end,
+                  120, "20 jobs done")
+      assert.equal(0, env:stop())
+      local seen = {}
+      for _, l in ipairs(jr.lines(env.dir .. "/done")) do
+        local k, n, parents = l:match("^(%S+) (%d+) ?(%S*)$")
+        seen[k .. n] = parents
+      end
+      local function two(e1, e2)
+        local w = { e1, e2 }
+        table.sort(w)
+        return table.concat(w, ",")
+      end
+      for i = 1, 4 do
+        assert.equal(two(a[i] .. "=completed", b[i] .. "=cancelled"), seen["c" .. i])
+        assert.equal(two(x[i] .. "=completed", p[i] .. "=completed"), seen["y" .. i])
+      end
+    end)
   end)
 end
