@@ -328,7 +328,9 @@ load(int port, int conns, long n, int each)
         if (each)
             event_base_loop(base, EVLOOP_NONBLOCK);
     }
-    if (!load_failed)
+    /* with each, the last answer may have come in a pass above: its
+     * loopbreak ended that pass, and the dispatch would wait forever */
+    if (!load_failed && answered < n)
         event_base_dispatch(base);
     if (load_failed || answered < n)
         return 1;
