@@ -123,6 +123,7 @@ local rows = {
   { "io_conns_opened", "  connections opened for the 2000 slots", { "<=", 2100 }, { "<=", 2100 }, "%.0f" },
   { "io_ramp_ms", "  the first request to the 2000th at the server (ms)", { "<=", 50 }, { "<=", 50 }, "%.0f" },
   { "io_ceiling_ramp_ms", "  the same, the server alone's lean client (ms)", nil, nil, "%.0f" },
+  { "io_ceiling_ramp_each_ms", "  the same, the lean client sending each request as its connection opens (ms)", nil, nil, "%.0f" },
   { "io_mem_kib_per_job", "worker RSS / jobs in flight, 1000 in flight (KiB)", { "<=", 64 }, { "<=", 64 }, "%.1f" },
   { "io_mem_peak", "  requests the server held at once then", nil, nil, "%.0f" },
   { "drain_inflight1_jobs_s", "drain, no-op, inflight 1, beside the next (jobs/s)", nil, nil, "%.0f" },

@@ -4,7 +4,7 @@
  *
  *   slowhttp DELAY_MS [PORT]
  *
- *   slowhttp load PORT CONNS N
+ *   slowhttp load PORT CONNS N [each]
  *
  * Listens on 127.0.0.1:PORT (0 or none: any free port) and prints
  * "port N" on stdout once it listens. Every request waits DELAY_MS, then
@@ -23,7 +23,11 @@
  *
  * "load" is the lean client that measures what the server does alone
  * (load below): CONNS kept-alive connections, each with one GET in
- * flight at a time, until N are answered; prints "secs=S rate=R". */
+ * flight at a time, until N are answered; prints "secs=S rate=R". It
+ * opens them all before it sends the first request; with "each", the
+ * loop runs once after each connect, so that a connection's request goes
+ * out as soon as it is open, as a worker's do: the connects fall between
+ * the first request and the last. */
 #include <errno.h>
 #include <signal.h>
 #include <stdint.h>
@@ -306,7 +310,7 @@ now_secs(void)
 /* CONNS connections to 127.0.0.1:port, one GET in flight on each, until n
  * are answered: prints the time and the rate. */
 static int
-load(int port, int conns, long n)
+load(int port, int conns, long n, int each)
 {
     struct event_base *base = event_base_new();
     double t0;
@@ -319,9 +323,14 @@ load(int port, int conns, long n)
     wanted = n;
     load_conns = conns;
     t0 = now_secs();
-    for (i = 0; i < conns && !load_failed; i++)
+    for (i = 0; i < conns && !load_failed; i++) {
         connect_one(base);
-    if (!load_failed)
+        if (each)
+            event_base_loop(base, EVLOOP_NONBLOCK);
+    }
+    /* with each, the last answer may have come in a pass above: its
+     * loopbreak ended that pass, and the dispatch would wait forever */
+    if (!load_failed && answered < n)
         event_base_dispatch(base);
     if (load_failed || answered < n)
         return 1;
@@ -366,7 +375,7 @@ main(int argc, char **argv)
 
     if (argc < 2) {
         fprintf(stderr, "usage: slowhttp DELAY_MS [PORT] | "
-                "slowhttp load PORT CONNS N\n");
+                "slowhttp load PORT CONNS N [each]\n");
         return 2;
     }
     delay_ms = atof(argv[1]);
@@ -375,8 +384,9 @@ main(int argc, char **argv)
         rl.rlim_cur = rl.rlim_max;
         setrlimit(RLIMIT_NOFILE, &rl);
     }
-    if (argc == 5 && strcmp(argv[1], "load") == 0)
-        return load(atoi(argv[2]), atoi(argv[3]), atol(argv[4]));
+    if ((argc == 5 || argc == 6) && strcmp(argv[1], "load") == 0)
+        return load(atoi(argv[2]), atoi(argv[3]), atol(argv[4]),
+                    argc == 6 && strcmp(argv[5], "each") == 0);
     base = event_base_new();
     http = evhttp_new(base);
     evhttp_set_gencb(http, on_request, base);
