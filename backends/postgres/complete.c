@@ -33,7 +33,7 @@
     " THEN j.logs - 0 ELSE coalesce(j.logs, '[]') END)" \
     " || jsonb_build_array(" v "::jsonb)"
 static const pg_stmt st_done = {"jr_done", 2,
-    "DELETE FROM {{schema}}.jobs WHERE id = ANY($2::bigint[])"
+    "DELETE FROM {{schema}}.jobs WHERE id = ANY(" JR_PG_IDS("$2") ")"
     " AND state = " RUNNING " AND locked_by = $1::text"
     " AND result_ttl IS NULL AND flow = 0 RETURNING id"};
 
@@ -671,7 +671,7 @@ static const pg_stmt st_renew = {"jr_renew", 3,
     "UPDATE {{schema}}.jobs"
     " SET locked_until = now() + $2::float8 * interval '1 second'"
     " WHERE state = 'running' AND locked_by = $1::text"
-    " AND id = ANY($3::bigint[])"};
+    " AND id = ANY(" JR_PG_IDS("$3") ")"};
 
 /* The ids as a PostgreSQL array literal (malloc'd; NULL: no memory). */
 static char *
