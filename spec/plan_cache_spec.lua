@@ -9,15 +9,15 @@
 -- execution). The ids are now read through an InitPlan (pg_int.h,
 -- JR_PG_IDS). On a cluster of its own with pg_stat_statements loaded
 -- (track_planning: its plans column counts the planner's runs), jobs
--- finished one at a time: the DELETE and the claim are planned at most the
--- five custom times and the generic one.
+-- finished one at a time: the DELETE, the claim and the claim under limits
+-- per key are planned at most the five custom times and the generic one.
 local jr = require "jr"
 
 if not jr.pg_url or (os.getenv("JR_BACKENDS") or "postgres"):find("postgres") == nil then
   return
 end
 
-local N = 12
+local N = 8
 
 describe("postgres: plans of the runner's per-job statements", function()
   local env = jr.test_env("postgres")
@@ -50,12 +50,15 @@ describe("postgres: plans of the runner's per-job statements", function()
     env:script("one", "return function() end")
     env:start()
     psql("SELECT pg_stat_statements_reset()")
-    for i = 1, N do
-      env:push("one", "{}")
-      jr.wait_for(function()
-        return tonumber(psql(("SELECT count(*) FROM %s.jobs"):format(env.schema))) == 0
-      end, 20, "job " .. i .. " done")
+    local function one_by_one(name, ...)
+      for i = 1, N do
+        env:push(name, "{}", ...)
+        jr.wait_for(function()
+          return tonumber(psql(("SELECT count(*) FROM %s.jobs"):format(env.schema))) == 0
+        end, 20, name .. " job " .. i .. " done")
+      end
     end
+    one_by_one("one")
     -- a backend's counts are in the view once its statement ends
     local function stat(pattern)
       local row = psql(("SELECT sum(calls)::int || ' ' || sum(plans)::int" ..
@@ -69,6 +72,15 @@ describe("postgres: plans of the runner's per-job statements", function()
     calls, plans = stat(('WITH RECURSIVE%%"%s".jobs%%'):format(env.schema))
     assert.is_true(calls >= N, "claims: " .. calls)
     assert.is_true(plans <= 6, ("the claim planned %d times in %d runs"):format(plans, calls))
+    assert.equal(0, env:stop("TERM"))
+    -- a claim under limits per key takes its candidates by id
+    env:config("limits = { one = { per_key = { concurrency = 1 } } }")
+    env:start()
+    psql("SELECT pg_stat_statements_reset()")
+    one_by_one("one", "--key", "k")
+    calls, plans = stat(('UPDATE "%s".jobs j SET state = %%WHERE j.id = ANY%%'):format(env.schema))
+    assert.is_true(calls >= N, "limited claims: " .. calls)
+    assert.is_true(plans <= 6, ("the limited claim planned %d times in %d runs"):format(plans, calls))
     assert.equal(0, env:stop("TERM"))
   end)
 end)

@@ -671,7 +671,7 @@ static const pg_stmt st_renew = {"jr_renew", 3,
     "UPDATE {{schema}}.jobs"
     " SET locked_until = now() + $2::float8 * interval '1 second'"
     " WHERE state = 'running' AND locked_by = $1::text"
-    " AND id = ANY(" JR_PG_IDS("$3") ")"};
+    " AND id = ANY($3::bigint[])"};
 
 /* The ids as a PostgreSQL array literal (malloc'd; NULL: no memory). */
 static char *

@@ -188,7 +188,10 @@ typedef struct pg_stmt {
  * array itself, each bind planned the statement again (0.1 to 0.2 ms of
  * the server's, ten times its execution): a custom plan for one id is
  * priced below the generic plan's 10, so the generic plan was never
- * chosen, and rounds of one or a few jobs are the common case. */
+ * chosen, and rounds of one or a few jobs are the common case. Only where
+ * the ids are the one index condition to take (no state test that a
+ * partial index such as jobs_lease is proved by): the generic plan does
+ * not know how few they are. */
 #define JR_PG_IDS(p) "(SELECT " p "::bigint[])::bigint[]"
 
 /* The claims' queues qq (name, paused): those with a queued job, found
