@@ -33,7 +33,7 @@
     " THEN j.logs - 0 ELSE coalesce(j.logs, '[]') END)" \
     " || jsonb_build_array(" v "::jsonb)"
 static const pg_stmt st_done = {"jr_done", 2,
-    "DELETE FROM {{schema}}.jobs WHERE id = ANY($2::bigint[])"
+    "DELETE FROM {{schema}}.jobs WHERE id = ANY(" JR_PG_IDS("$2") ")"
     " AND state = " RUNNING " AND locked_by = $1::text"
     " AND result_ttl IS NULL AND flow = 0 RETURNING id"};
 

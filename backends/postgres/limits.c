@@ -389,7 +389,7 @@ static const pg_stmt st_lim_claim = {"jr_lim_claim", 3,
      * this transaction. With one, a plan that walks the whole
      * jobs_claim index and filters it by id was open to the planner,
      * and stale statistics chose it: 48,000 entries per claim. */
-    " WHERE j.id = ANY($3::bigint[])"
+    " WHERE j.id = ANY(" JR_PG_IDS("$3") ")"
     " RETURNING j.id, j.name, j.queue, " JR_PG_PAYLOAD("j.") ", j.attempts,"
     " coalesce(j.max_retries, -1), j.priority,"
     " extract(epoch FROM j.run_at)::float8,"

@@ -146,7 +146,7 @@ jr_pg_seq_act(jr_backend *b, const char *key, int what, jr_err *err)
  * bit 1 alone: children, no batch), deleted as a plain success is (the
  * schema's jobs_end, a trigger on a change of state, is not run). */
 static const pg_stmt st_seq_done = {"jr_seq_done", 2,
-    "DELETE FROM {{schema}}.jobs WHERE id = ANY($2::bigint[])"
+    "DELETE FROM {{schema}}.jobs WHERE id = ANY(" JR_PG_IDS("$2") ")"
     " AND state = 'running' COLLATE \"C\" AND locked_by = $1::text"
     " AND result_ttl IS NULL AND flow = 1 AND sequence_key IS NOT NULL"
     " RETURNING id"};
@@ -159,7 +159,7 @@ static const pg_stmt st_seq_done = {"jr_seq_done", 2,
 static const pg_stmt st_seq_next = {"jr_seq_next", 1,
     "WITH e AS (UPDATE {{schema}}.job_deps d SET parent_state = 'completed',"
     "  parent_result = NULL"
-    "  WHERE d.parent_id = ANY($1::bigint[]) AND d.parent_state IS NULL"
+    "  WHERE d.parent_id = ANY(" JR_PG_IDS("$1") ") AND d.parent_state IS NULL"
     "  RETURNING d.child_id, d.parent_id),"
     " n AS (SELECT e.child_id, count(*)::int AS k,"
     "  jsonb_object_agg(e.parent_id::text, '{\"state\": \"completed\"}'::jsonb)"
@@ -181,7 +181,7 @@ static const pg_stmt st_seq_next = {"jr_seq_next", 1,
 /* The same DELETE with the plain successes (complete.c's st_done),
  * when the last batch had jobs of a sequence: one statement for both. */
 static const pg_stmt st_seq_done_all = {"jr_seq_done_all", 2,
-    "DELETE FROM {{schema}}.jobs WHERE id = ANY($2::bigint[])"
+    "DELETE FROM {{schema}}.jobs WHERE id = ANY(" JR_PG_IDS("$2") ")"
     " AND state = 'running' COLLATE \"C\" AND locked_by = $1::text"
     " AND result_ttl IS NULL"
     " AND (flow = 0 OR (flow = 1 AND sequence_key IS NOT NULL))"
