@@ -4,8 +4,9 @@
 -- 0.5 ms jobs makes a few claims of hundreds, not a fair claim every few
 -- jobs (each one a walk of the keys and a write of the passes, a cycle
 -- a push's job then waited behind). The claims are counted by a trigger
--- on the cursor of fair_clocks, which each fair claim that starts jobs
--- moves; no timings.
+-- on fair_clocks, which each fair claim that starts jobs writes (on
+-- PostgreSQL its cursor, on SQLite its clock: the highest start tag it
+-- took); no timings.
 local jr = require "jr"
 
 local WORKER = [[
@@ -29,7 +30,7 @@ local function count_claims(env)
   else
     env:exec([[CREATE TABLE claims (n INTEGER NOT NULL);
       INSERT INTO claims VALUES (0);
-      CREATE TRIGGER count_claim AFTER UPDATE OF cursor ON fair_clocks
+      CREATE TRIGGER count_claim AFTER UPDATE OF clock ON fair_clocks
         BEGIN UPDATE claims SET n = n + 1; END;]])
   end
 end

@@ -86,6 +86,10 @@ struct jr_backend {
     int           seq_seen;     /* the last batch of successes had jobs
                                  * of a sequence with one behind them
                                  * (sequence.c: the next is one DELETE) */
+    uint64_t      fair_wseen[16]; /* fair limits (queue, path, weights,
+                                 * default) recorded by this connection,
+                                 * hashed (fair.c) */
+    int           fair_nwseen;
 };
 
 /* ---- sqlrun.c: a job's jobrunner.sql statements ---- */
@@ -355,14 +359,14 @@ void jr_sqlite_lim_clear(limq *lim);
 const jr_limit *jr_sqlite_fair_of(const jr_claim_spec *spec,
                                   const char *queue);
 /* Appends the first cap ready jobs of fair queue (limit f) to c[*n..] as
- * queue_candidates does, ranked by whose turn it is among their keys
- * (fairpick.h). 0, or -1 with err set. */
+ * queue_candidates does, by (priority, start tag, id), after tagging the
+ * queue's untagged queued jobs. 0, or -1 with err set. */
 int  jr_sqlite_fair_candidates(jr_backend *b, const jr_limit *f,
                                const char *queue, int cap, const char *json,
                                double now, candidate *c, int *n,
                                const limq *lim, jr_err *err);
-/* Counts the claimed candidates c[0..n) of fair queues in their keys'
- * passes and their queues' clocks. */
+/* Moves the clocks of the fair queues of the claimed candidates c[0..n)
+ * to the highest tag each took (fairsave.c). */
 int  jr_sqlite_fair_set(jr_backend *b, const char *queue, const char *key,
                         double weight, jr_err *err);
 int  jr_sqlite_fair_save(jr_backend *b, const candidate *c, int n,
@@ -377,8 +381,9 @@ int  jr_sqlite_fair_use(jr_backend *b, const jr_limit *f, jr_fair_use_cb cb,
 int  jr_sqlite_aging_use(jr_backend *b, const char *queue, double aging,
                          int max, jr_aging_use_cb cb, void *arg,
                          jr_err *err);
-/* Records the key path of each fair queue of l[0..n) in fair_paths (a
- * new or changed path stamps the keys of the queue's jobs not ended), in
+/* Records the key path, weights and default of each fair queue of
+ * l[0..n) in fair_paths (a new or changed one stamps the keys of the
+ * queue's jobs not ended and tags its queued jobs again), in
  * the open transaction. A queue that is fair no more keeps its row: its
  * pushes keep their key, which nothing reads (another runner's config
  * may still have it fair). */
@@ -389,6 +394,10 @@ int  jr_sqlite_fair_paths(jr_backend *b, const jr_limit *l, int n,
  * the queue is fair (one look-up in fair_paths a queue a transaction). */
 int  jr_sqlite_fair_stamp(jr_backend *b, const char *queue, int64_t lo,
                           int64_t hi, jr_err *err);
+/* After the keys: the start tags of the jobs of ids lo to hi just pushed
+ * into fair queues, and their keys' finishes. */
+int  jr_sqlite_fair_tag(jr_backend *b, int64_t lo, int64_t hi,
+                        jr_err *err);
 
 /* aging.c: the priority aging period of queue in spec (seconds), 0
  * when it does not age. */
