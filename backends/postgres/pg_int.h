@@ -105,6 +105,10 @@ struct jr_backend {
     int         seq_seen;       /* the last batch of successes had jobs of
                                    a sequence with one behind them
                                    (sequence.c: the next is one DELETE) */
+    uint64_t    fair_wseen[16]; /* fair limits (queue, path, weights,
+                                   default) recorded by this connection,
+                                   hashed (fair.c) */
+    int         fair_nwseen;
 };
 
 /* A statement, prepared on first use, once per connection: its name on

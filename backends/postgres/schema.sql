@@ -2275,3 +2275,87 @@ BEGIN
     RETURN NULL;
 END
 $$;
+-- migration 33
+-- Fair share by start tags (docs/queues.md, "Fair share"): each queued
+-- job of a fair queue has a tag, max(its key's finish, the queue's
+-- clock) when it was given, and its key's finish (fair_keys.pass) moves
+-- on by 1/weight; the claim takes a fair queue's jobs in (priority, tag,
+-- id) order through jobs_fairtag, one range scan, and moves the clock
+-- (fair_clocks.clock) to the tags it took. An insert statement into a
+-- fair queue tags its queued jobs in jobs_queue_known (redefined here),
+-- each key's finish moved by one upsert (its row locked to the insert's
+-- commit, keys in order: concurrent pushes of a key take turns); a job
+-- pushed waiting, or claimed and back to queued (a retry, a rerun, a
+-- readied flow child), has no tag until the next claim of its queue
+-- gives it one (jobs_fairnew). fair_keys.cweight is the weight the config
+-- gives the key, fair_paths.weights and wdefault the config's weights
+-- and default as a runner last recorded them; jobs.fair_w the weight
+-- the job was tagged with (the runner deals its local queue by it). The
+-- walk's jobs_fair goes (the cursor stays, unused).
+ALTER TABLE {{schema}}.jobs ADD COLUMN fair_tag double precision,
+    ADD COLUMN fair_w double precision;
+ALTER TABLE {{schema}}.fair_keys ADD COLUMN cweight double precision;
+ALTER TABLE {{schema}}.fair_paths ADD COLUMN weights jsonb,
+    ADD COLUMN wdefault double precision;
+DROP INDEX {{schema}}.jobs_fair;
+CREATE INDEX jobs_fairtag ON {{schema}}.jobs (queue, priority, fair_tag, id)
+    WHERE state = 'queued' AND fair_tag IS NOT NULL;
+CREATE INDEX jobs_fairnew ON {{schema}}.jobs (queue, id)
+    WHERE state = 'queued' AND fair_key IS NOT NULL AND fair_tag IS NULL;
+CREATE OR REPLACE FUNCTION {{schema}}.jobs_queue_known() RETURNS trigger
+LANGUAGE plpgsql AS $$
+BEGIN
+    INSERT INTO {{schema}}.queues (name)
+    SELECT DISTINCT n.queue FROM new_jobs n
+    WHERE NOT EXISTS (SELECT 1 FROM {{schema}}.queues q
+                      WHERE q.name = n.queue)
+    ON CONFLICT DO NOTHING;
+    IF EXISTS (SELECT 1 FROM {{schema}}.fair_paths) THEN
+        -- the finishes of the keys of the queued jobs, one upsert a key
+        INSERT INTO {{schema}}.fair_keys AS k (queue, key, pass)
+        SELECT c.queue, c.key, coalesce(fc.clock, 0) + c.cnt
+               / coalesce(fk.weight, fk.cweight, fp.wdefault, 1)
+        FROM (SELECT n.queue, coalesce(n.payload #>> coalesce(fn.path,
+                     f.path), '') AS key, count(*) AS cnt
+              FROM new_jobs n
+              JOIN {{schema}}.fair_paths f ON f.queue = n.queue
+              LEFT JOIN {{schema}}.fair_names fn ON fn.name = n.name
+              WHERE n.fair_key IS NULL AND n.state = 'queued'
+              GROUP BY 1, 2) c
+        LEFT JOIN {{schema}}.fair_keys fk
+               ON fk.queue = c.queue AND fk.key = c.key
+        LEFT JOIN {{schema}}.fair_paths fp ON fp.queue = c.queue
+        LEFT JOIN {{schema}}.fair_clocks fc ON fc.queue = c.queue
+        ORDER BY c.queue, c.key
+        ON CONFLICT (queue, key) DO UPDATE SET pass = excluded.pass
+            + greatest(k.pass - coalesce((SELECT fc.clock
+              FROM {{schema}}.fair_clocks fc
+              WHERE fc.queue = excluded.queue), 0), 0);
+        -- each job's key, and a queued one's tag: up to its key's finish,
+        -- 1/weight apart in id order
+        UPDATE {{schema}}.jobs j
+        SET fair_key = x.key, (fair_tag, fair_w) = (SELECT
+                k.pass - (x.cnt - x.rn + 1) / w.w, w.w
+            FROM {{schema}}.fair_keys k
+            JOIN {{schema}}.fair_paths p ON p.queue = k.queue
+            CROSS JOIN LATERAL (SELECT coalesce(k.weight, k.cweight,
+                                                p.wdefault, 1) AS w) w
+            WHERE x.state = 'queued' AND k.queue = x.queue
+              AND k.key = x.key)
+        FROM (SELECT t.*,
+                     row_number() OVER (PARTITION BY t.queue, t.key, t.state
+                                        ORDER BY t.id) AS rn,
+                     count(*) OVER (PARTITION BY t.queue, t.key, t.state)
+                         AS cnt
+              FROM (SELECT n.id, n.queue, n.state,
+                           coalesce(n.payload #>> coalesce(fn.path, f.path),
+                                    '') AS key
+                    FROM new_jobs n
+                    JOIN {{schema}}.fair_paths f ON f.queue = n.queue
+                    LEFT JOIN {{schema}}.fair_names fn ON fn.name = n.name
+                    WHERE n.fair_key IS NULL) t) x
+        WHERE j.id = x.id;
+    END IF;
+    RETURN NULL;
+END
+$$;
