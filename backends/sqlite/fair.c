@@ -46,9 +46,9 @@ enum { S_FAIR_TAKE, S_FAIR_FIN_Q, S_FAIR_TAG_Q, S_FAIR_FIN_R, S_FAIR_TAG_R,
     "  + max(pass - coalesce((SELECT clock FROM fair_clocks c" \
     "   WHERE c.queue = excluded.queue), 0), 0)"
 #define FAIR_TAG(set) \
-    "UPDATE jobs SET fair_tag = t.tag FROM (SELECT j.id AS id," \
-    " fk.pass - (count(*) OVER k - row_number() OVER k + 1) * 1.0 / " \
-    FAIR_W " AS tag FROM jobs j JOIN fair_keys fk ON fk.queue = j.queue" \
+    "UPDATE jobs SET fair_tag = t.tag, fair_w = t.w FROM (SELECT" \
+    " j.id AS id, fk.pass - (count(*) OVER k - row_number() OVER k + 1)" \
+    " * 1.0 / " FAIR_W " AS tag, " FAIR_W " AS w FROM jobs j JOIN fair_keys fk ON fk.queue = j.queue" \
     "  AND fk.key = j.fair_key LEFT JOIN fair_paths fp ON fp.queue = j.queue" \
     " WHERE" set " WINDOW k AS (PARTITION BY j.queue, j.fair_key" \
     "  ORDER BY j.id ROWS BETWEEN UNBOUNDED PRECEDING" \
@@ -57,19 +57,16 @@ enum { S_FAIR_TAKE, S_FAIR_FIN_Q, S_FAIR_TAG_Q, S_FAIR_FIN_R, S_FAIR_TAG_R,
 static const char *const sql_text[S_COUNT] = {
     /* the first ?4 ready jobs of fair queue ?1 by (priority, tag, id),
      * one range of jobs_fairtag, with the filters of claim.c's
-     * S_LIM_CANDIDATES; each with its key, tag and weight */
+     * S_LIM_CANDIDATES; each with its key, tag and the weight it was
+     * tagged with */
     [S_FAIR_TAKE] =
-        "SELECT c.id, c.priority, c.run_at, c.name, c.limit_key, c.cost,"
-        " c.fair_key, c.fair_tag, " FAIR_W " FROM (SELECT id, priority,"
-        " run_at, name, limit_key, coalesce(cost, 1) AS cost, fair_key,"
-        " fair_tag FROM jobs WHERE state = 'queued' AND queue = ?1"
+        "SELECT id, priority, run_at, name, limit_key, coalesce(cost, 1),"
+        " fair_key, fair_tag, coalesce(fair_w, 1) FROM jobs"
+        " WHERE state = 'queued' AND queue = ?1"
         " AND fair_tag IS NOT NULL AND run_at <= ?2"
         JR_SQLITE_UNEXPIRED
         JR_SQLITE_LIM_FILTER
-        " ORDER BY priority, fair_tag, id LIMIT ?4) c"
-        " LEFT JOIN fair_keys fk ON fk.queue = ?1 AND fk.key = c.fair_key"
-        " LEFT JOIN fair_paths fp ON fp.queue = ?1"
-        " ORDER BY c.priority, c.fair_tag, c.id",
+        " ORDER BY priority, fair_tag, id LIMIT ?4",
     [S_FAIR_FIN_Q] = FAIR_FIN(BY_QUEUE),
     [S_FAIR_TAG_Q] = FAIR_TAG(BY_QUEUE),
     [S_FAIR_FIN_R] = FAIR_FIN(BY_IDS),

@@ -759,8 +759,11 @@ END;
 -- queue gives it one (jobs_fairnew). fair_keys.cweight is the weight the
 -- config gives the key, fair_paths.weights and wdefault the config's
 -- weights and default as the runner last recorded them: a push outside
--- the runner reads them. The walk's jobs_fair and cursor go.
+-- the runner reads them; jobs.fair_w the weight the job was tagged with
+-- (the runner deals its local queue by it). The walk's jobs_fair and
+-- cursor go.
 ALTER TABLE jobs ADD COLUMN fair_tag REAL;
+ALTER TABLE jobs ADD COLUMN fair_w REAL;
 ALTER TABLE fair_keys ADD COLUMN cweight REAL;
 ALTER TABLE fair_paths ADD COLUMN weights TEXT;
 ALTER TABLE fair_paths ADD COLUMN wdefault REAL;
