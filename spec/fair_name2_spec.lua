@@ -134,6 +134,53 @@ for _, backend in ipairs(jr.backends()) do
         "first 14 starts: " .. table.concat(starts(env), " ", 1, 14))
     end)
 
+    it("tags the name's pushes by its weights; fair set --name and a weights change tag its queued jobs again", function()
+      ready(env)
+      local q = jr.client(env)
+      local jobs = {}
+      for i, t in ipairs { "a", "a", "a", "b", "b" } do
+        jobs[i] = { "fn2.w", { t = t }, { queue = "nq" } }
+      end
+      jobs[#jobs + 1] = { "fn2.o", { t = "a" }, { queue = "nq" } }
+      assert(q:push_many(jobs))
+      q:close()
+      -- (key, weight, tag) of the queued jobs in id order
+      local function tags()
+        local out = {}
+        for _, r in ipairs(env:query("SELECT fair_key AS k, fair_w AS w,"
+          .. " fair_tag AS tag FROM jobs WHERE queue = 'nq'"
+          .. " AND state = 'queued' ORDER BY id")) do
+          out[#out + 1] = ("%s %g %.4f"):format(r.k:gsub("\31", "/"),
+                                                tonumber(r.w), tonumber(r.tag))
+        end
+        return out
+      end
+      -- a weighs 3 (its jobs a third apart), b the default 1, the other
+      -- name's key '' 1: each from the queue's clock (0)
+      assert.same({ "fn2.w/a 3 0.0000", "fn2.w/a 3 0.3333",
+                    "fn2.w/a 3 0.6667", "fn2.w/b 1 0.0000",
+                    "fn2.w/b 1 1.0000", " 1 0.0000" }, tags())
+      local out, err, code = env:cli("fair", "set", "--name", "fn2.w", "b", "2")
+      assert.equal(0, code, out .. err)
+      assert.same({ "fn2.w/a 3 0.0000", "fn2.w/a 3 0.3333",
+                    "fn2.w/a 3 0.6667", "fn2.w/b 2 0.0000",
+                    "fn2.w/b 2 0.5000", " 1 0.0000" }, tags())
+      -- the handler's weights changed: a weighs 1 now; b keeps fair set's
+      env:script("fn2.w", jr.RECORD .. [[
+        return { fair = { key = "payload.t", weights = { a = 1 } },
+          handle = function(job) record("starts", job.payload.t) end }]])
+      env:signal("HUP")
+      jr.wait_for(function()
+        return #env:query("SELECT name FROM fair_names WHERE name = 'fn2.w'"
+          .. " AND CAST(weights AS TEXT) NOT LIKE '%3%'") == 1
+      end, 30, "the runner recorded the handler's new weights")
+      assert.same({ "fn2.w/a 1 0.0000", "fn2.w/a 1 1.0000",
+                    "fn2.w/a 1 2.0000", "fn2.w/b 2 0.0000",
+                    "fn2.w/b 2 0.5000", " 1 0.0000" }, tags())
+      assert.equal(0, select(3, env:cli("queue", "resume", "nq")))
+      jr.wait_for(function() return #starts(env) == 6 end, 60, "6 jobs started")
+    end)
+
     it("keeps the name's keys apart from a fair queue's, in the claim's keys and in stats", function()
       env:config([[concurrency = 1,
         limits = { ["queue:fq"] = { fair = { key = "payload.t", weights = { a = 2 } } } }]])

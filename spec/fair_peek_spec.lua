@@ -4,8 +4,8 @@
 -- 0.5 ms jobs makes a few claims of hundreds, not a fair claim every few
 -- jobs (each one a walk of the keys and a write of the passes, a cycle
 -- a push's job then waited behind). The claims are counted by a trigger
--- on the cursor of fair_clocks, which each fair claim that starts jobs
--- moves; no timings.
+-- on the clock of fair_clocks, which each fair claim that starts jobs
+-- moves to the highest start tag it took; no timings.
 local jr = require "jr"
 
 local WORKER = [[
@@ -24,12 +24,12 @@ local function count_claims(env)
       INSERT INTO %s.claims VALUES (0);
       CREATE FUNCTION %s.count_claim() RETURNS trigger LANGUAGE plpgsql AS
         $$ BEGIN UPDATE %s.claims SET n = n + 1; RETURN NULL; END $$;
-      CREATE TRIGGER count_claim AFTER UPDATE OF cursor ON %s.fair_clocks
+      CREATE TRIGGER count_claim AFTER UPDATE OF clock ON %s.fair_clocks
         FOR EACH ROW EXECUTE FUNCTION %s.count_claim();]]):format(s, s, s, s, s, s))
   else
     env:exec([[CREATE TABLE claims (n INTEGER NOT NULL);
       INSERT INTO claims VALUES (0);
-      CREATE TRIGGER count_claim AFTER UPDATE OF cursor ON fair_clocks
+      CREATE TRIGGER count_claim AFTER UPDATE OF clock ON fair_clocks
         BEGIN UPDATE claims SET n = n + 1; END;]])
   end
 end

@@ -30,7 +30,7 @@ local function old_jobs(env)
 end
 
 for _, backend in ipairs(jr.backends()) do
-  local before_v = backend == "postgres" and 32 or 29
+  local before_v = backend == "postgres" and 33 or 30
   local v = backend == "postgres" and 34 or 31
   describe(backend .. ": migration " .. v .. " (a name's own fair weights)", function()
     local env

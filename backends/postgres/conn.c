@@ -372,7 +372,6 @@ jr_pg_close(jr_backend *b)
         return;
     PQclear(b->lim_top);
     PQclear(b->seqp);
-    PQclear(b->fnw);
     PQfinish(b->listen);
     PQfinish(b->finished);
     PQfinish(b->conn);

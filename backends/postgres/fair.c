@@ -1,119 +1,142 @@
 /* fair.c - fair share inside a queue on PostgreSQL (docs/queues.md,
  * "Fair share"): in a claim under limits (limits.c), each fair queue's
- * first ready jobs per key ranked by whose turn it is (fairpick.c), the
- * picked rows locked (FOR UPDATE SKIP LOCKED), and the passes of the keys
- * that started jobs written back in the claim's transaction; `jobrunner
- * fair set`. Uses pg_int.h, arrays.h, fairpick.h. */
+ * first ready jobs by (priority, start tag, id), one range of
+ * jobs_fairtag, the picked rows locked (FOR UPDATE SKIP LOCKED), the
+ * queue's untagged jobs tagged first and its clock moved to the tags
+ * taken, in the claim's transaction; the keys' paths and weights
+ * recorded for inserts (jobs_queue_known tags them); `jobrunner fair
+ * set`. Uses pg_int.h. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "postgres/pg_int.h"
-#include "postgres/arrays.h"
 #include "base/limit.h"
-#include "fairpick.h"
 
-/* A key's jobs in jobs_fair: as a range (and ordered by fair_key first),
- * not fair_key = K, which left the planner free to read jobs_claim in
- * claim order filtering on the key (the same cost for it before the
- * table's first ANALYZE, e.g. just after a big push): a scan of the
- * queue's jobs up to the key's first, a key. */
-#define FAIR_KEY_IS(k) " fair_key >= " k " AND fair_key <= " k
+/* The weight of fair key k, the one place the claim looks it up (the
+ * tags of an insert statement: jobs_queue_known, schema.sql's migration
+ * 34): a key in a job name's scope (NAME, chr(31), value) has its
+ * name's (fair_name_w: fair set --name's, its handler's weights', its
+ * default); else fk its row of fair_keys (`fair set`'s weight, else the
+ * config's, cweight), fp its queue's row of fair_paths (the config's
+ * default); 1 without them. */
+#define FAIR_W(k) "coalesce({{schema}}.fair_name_w(" k "), fk.weight," \
+    " fk.cweight, fp.wdefault, 1)"
 
-/* The first queued job of the first key of queue $1 AFTER (a test of
- * fair_key), in jobs_fair's order: its key, and whether it is ready. */
-#define FAIR_FIRST(after) \
-    " (SELECT fair_key AS k, run_at <= now()" JR_PG_UNEXPIRED " AS r" \
-    "  FROM {{schema}}.jobs WHERE state = 'queued' AND queue = $1::text" \
-    "  AND fair_key IS NOT NULL AND fair_key " after \
-    "  ORDER BY fair_key, priority, run_at, id LIMIT 1) f"
+/* The queued jobs of queue $1 without a tag (jobs_fairnew: claimed and
+ * back to queued, pushed waiting, or keyed by a path recorded after
+ * their push) tagged in id order: each key's finish moves on by their
+ * count over its weight, from the queue's clock when it was behind it
+ * (one upsert a key, keys in order), then its jobs take the tags up to
+ * it, 1/weight apart (two statements: the second reads the finishes the
+ * first wrote; one, with the upsert's rows joined to the jobs, was
+ * planned as a nested loop over both, on estimates of one row). What
+ * jobs_queue_known does for an insert. fair_key is COLLATE "C",
+ * fair_keys.key not: the key compared in the latter's collation, or
+ * fair_keys_pkey cannot be used for it. */
+#define UNTAGGED(cols) \
+    " SELECT " cols " FROM {{schema}}.jobs WHERE queue = $1::text" \
+    " AND state = 'queued' AND fair_key IS NOT NULL AND fair_tag IS NULL"
+static const pg_stmt st_fair_fin = {"jr_fair_fin", 1,
+    "INSERT INTO {{schema}}.fair_keys AS k (queue, key, pass)"
+    " SELECT $1::text, c.key, coalesce(fc.clock, 0) + c.cnt / " FAIR_W("c.key")
+    " FROM (" UNTAGGED("fair_key COLLATE \"default\" AS key,"
+                       " count(*) AS cnt") " GROUP BY 1) c"
+    " LEFT JOIN {{schema}}.fair_keys fk ON fk.queue = $1::text"
+    "  AND fk.key = c.key"
+    " LEFT JOIN {{schema}}.fair_paths fp ON fp.queue = $1::text"
+    " LEFT JOIN {{schema}}.fair_clocks fc ON fc.queue = $1::text"
+    " ORDER BY c.key"
+    " ON CONFLICT (queue, key) DO UPDATE SET pass = excluded.pass"
+    " + greatest(k.pass - coalesce((SELECT fc.clock"
+    "  FROM {{schema}}.fair_clocks fc WHERE fc.queue = excluded.queue),"
+    "  0), 0)"};
+static const pg_stmt st_fair_tag = {"jr_fair_tag", 1,
+    "UPDATE {{schema}}.jobs j SET (fair_tag, fair_w) = (SELECT fk.pass"
+    "  - (x.cnt - x.rn + 1) / w.w, w.w FROM {{schema}}.fair_keys fk"
+    "  JOIN {{schema}}.fair_paths fp ON fp.queue = fk.queue"
+    "  CROSS JOIN LATERAL (SELECT " FAIR_W("fk.key") " AS w) w"
+    "  WHERE fk.queue = $1::text AND fk.key = x.key)"
+    " FROM (SELECT t.id, t.key,"
+    "  row_number() OVER (PARTITION BY t.key ORDER BY t.id) AS rn,"
+    "  count(*) OVER (PARTITION BY t.key) AS cnt FROM ("
+    UNTAGGED("id, fair_key COLLATE \"default\" AS key") ") t) x"
+    " WHERE j.id = x.id"};
 
-/* The next $3 keys of queue $1 with queued jobs after key $2 (FIRST's
- * test), one seek each in jobs_fair for the key's first queued job (a
- * key without queued jobs is not there). Each with its weight (set at
- * run time, else the config's $4, else $5), its pass, and whether it has
- * a job ready now: its first one is, or (only then, CASE) a seek for the
- * first ready one (FAIR_KEY_IS), not an EXISTS, which the planner made a
- * hashed subplan reading every queued job of the queue each statement.
- * Half the pages of a seek for the next key and another for its first
- * ready job. */
-#define FAIR_NEXT(first) \
-    "WITH RECURSIVE w(k, r, n) AS (SELECT f.k, f.r, 1 FROM" \
-    FAIR_FIRST(first " $2::text") \
-    " UNION ALL SELECT f.k, f.r, w.n + 1 FROM w CROSS JOIN LATERAL" \
-    FAIR_FIRST("> w.k") " WHERE w.n < $3::int)" \
-    " SELECT w.k, coalesce(fk.weight, ($4::jsonb ->> w.k)::float8," \
-    "  $5::float8), coalesce(fk.pass, 0), CASE WHEN w.r THEN true" \
-    "  ELSE (SELECT 1 FROM {{schema}}.jobs WHERE state = 'queued'" \
-    "  AND queue = $1::text AND fair_key IS NOT NULL AND" \
-    FAIR_KEY_IS("w.k") " AND run_at <= now()" JR_PG_UNEXPIRED \
-    "  ORDER BY fair_key, priority, run_at, id LIMIT 1) IS NOT NULL END" \
-    " FROM w LEFT JOIN LATERAL (SELECT weight, pass" \
-    "  FROM {{schema}}.fair_keys WHERE queue = $1::text AND key = w.k) fk" \
-    "  ON true ORDER BY w.n"
-
-static const pg_stmt st_fair_after = {"jr_fair_after", 5, FAIR_NEXT(">")};
-static const pg_stmt st_fair_from = {"jr_fair_from", 5, FAIR_NEXT(">=")};
-
-/* the first $9[i] ready jobs of each fair key $3[i] of queue $2
- * (jobs_fair, FAIR_KEY_IS), with the filters of limits.c's
- * st_lim_candidates (JR_PG_PICK_FILTER), locked (not those another claim holds), by key */
+/* the first $3 ready jobs of fair queue $2 by (priority, tag, id), one
+ * range of jobs_fairtag, with the filters of limits.c's
+ * st_lim_candidates (JR_PG_PICK_FILTER), locked (not those another claim
+ * holds); each with its key, tag and the weight it was tagged with ($9:
+ * the config's default) */
 static const pg_stmt st_fair_take = {"jr_fair_take", 10,
-    "SELECT j.id, j.name, j.queue, j.limit_key, u.k, u.i,"
-    " coalesce(j.cost, 1)"
-    " FROM unnest($3::text[], $9::int[]) WITH ORDINALITY AS u(k, c, i)"
-    " CROSS JOIN LATERAL (SELECT id, name, queue, limit_key, priority,"
-    "  run_at, cost FROM {{schema}}.jobs"
-    "  WHERE state = 'queued' AND queue = $2::text"
-    "  AND fair_key IS NOT NULL AND" FAIR_KEY_IS("u.k")
-    "  AND run_at <= now()"
+    "SELECT id, name, queue, limit_key, fair_key, coalesce(cost, 1),"
+    " fair_tag, coalesce(fair_w, $9::float8) FROM {{schema}}.jobs"
+    " WHERE state = 'queued' AND queue = $2::text"
+    " AND fair_tag IS NOT NULL AND run_at <= now()"
     JR_PG_UNEXPIRED
     JR_PG_PICK_FILTER
-    "  ORDER BY fair_key, priority, run_at, id LIMIT u.c"
-    "  FOR UPDATE SKIP LOCKED) j"
-    " ORDER BY u.i, j.priority, j.run_at, j.id"};
+    " ORDER BY priority, fair_tag, id LIMIT $3::int"
+    " FOR UPDATE SKIP LOCKED"};
 
-static const pg_stmt st_fair_clock = {"jr_fair_clock", 1,
-    "SELECT clock, cursor FROM {{schema}}.fair_clocks"
-    " WHERE queue = $1::text"};
+/* The planner's choice for st_fair_take, which wants the ordered scan
+ * of jobs_fairtag: on statistics older than the queue's jobs (taken when
+ * another queue's filled the table, or before they had tags) it expects
+ * one row and reads the queue's every ready job through a bitmap and
+ * sorts them (20,000 rows, 13 ms a claim), the scan reading 400. So the
+ * take runs with bitmap scans off, the setting as it was put back after
+ * it, each in the claim's transaction. */
+static const pg_stmt st_fair_nobitmap = {"jr_fair_nobitmap", 0,
+    "SELECT current_setting('enable_bitmapscan'),"
+    " set_config('enable_bitmapscan', 'off', true)"};
+static const pg_stmt st_fair_bitmap = {"jr_fair_bitmap", 1,
+    "SELECT set_config('enable_bitmapscan', $1::text, true)"};
 
-/* where the walk of queue $1's keys goes on from ($3), and its clock */
-static const pg_stmt st_fair_cursor = {"jr_fair_cursor", 3,
-    "INSERT INTO {{schema}}.fair_clocks (queue, clock, cursor)"
-    " VALUES ($1::text, $2::float8, $3::text) ON CONFLICT (queue) DO UPDATE"
-    " SET clock = greatest({{schema}}.fair_clocks.clock, $2::float8),"
-    " cursor = excluded.cursor"};
+/* queue $1's clock: the highest start tag a claim took ($2) */
+static const pg_stmt st_fair_tick = {"jr_fair_tick", 2,
+    "INSERT INTO {{schema}}.fair_clocks (queue, clock)"
+    " VALUES ($1::text, $2::float8) ON CONFLICT (queue) DO UPDATE"
+    " SET clock = greatest({{schema}}.fair_clocks.clock, $2::float8)"};
 
-/* fair queue $1's key path $2 and, when it is new or changed, the key of
- * each job of the queue not ended, at its name's path (fair_names) or
- * else $2: one statement, so a failing key (or a runner killed between
- * the two) leaves no path recorded over jobs it did not key, whose
- * queue's claim would skip them for good */
-static const pg_stmt st_fair_path = {"jr_fair_path_keys2", 2,
-    "WITH p AS (INSERT INTO {{schema}}.fair_paths (queue, path)"
-    " VALUES ($1::text, $2::text[]) ON CONFLICT (queue) DO UPDATE"
-    " SET path = excluded.path"
-    " WHERE {{schema}}.fair_paths.path <> excluded.path RETURNING 1)"
-    " UPDATE {{schema}}.jobs j SET fair_key = coalesce((SELECT"
+/* fair queue $1's key path $2, weights $3 and default $4 and, when one
+ * of them is new or changed, the key of each job of the queue not ended,
+ * at its name's path (fair_names; with weights, in the name's scope:
+ * NAME, chr(31), value) or else $2: one statement, so a failing key (or
+ * a runner killed between the two) leaves no path recorded over jobs it
+ * did not key, whose queue's claim would skip them for good. 1 when they
+ * changed (the caller tags the queue again). */
+static const pg_stmt st_fair_path = {"jr_fair_path_keys3", 4,
+    "WITH p AS (INSERT INTO {{schema}}.fair_paths AS o"
+    " (queue, path, weights, wdefault)"
+    " VALUES ($1::text, $2::text[], $3::jsonb, $4::float8)"
+    " ON CONFLICT (queue) DO UPDATE"
+    " SET path = excluded.path, weights = excluded.weights,"
+    " wdefault = excluded.wdefault"
+    " WHERE o.path <> excluded.path"
+    " OR o.weights IS DISTINCT FROM excluded.weights"
+    " OR o.wdefault IS DISTINCT FROM excluded.wdefault RETURNING 1),"
+    " u AS (UPDATE {{schema}}.jobs j SET fair_key = coalesce((SELECT"
     " CASE WHEN fn.weights IS NOT NULL THEN j.name || chr(31) ELSE '' END"
     " || coalesce(j.payload #>> fn.path, '') FROM {{schema}}.fair_names fn"
     " WHERE fn.name = j.name), j.payload #>> $2::text[], '')"
     " WHERE EXISTS (SELECT 1 FROM p) AND j.queue = $1::text"
-    " AND j.state IN ('queued', 'running', 'waiting')"};
+    " AND j.state IN ('queued', 'running', 'waiting') RETURNING 1)"
+    " SELECT count(*) FROM p"};
 
-/* the starts of a claim in fair queue $1 at clock $2: $4[i] starts of
- * key $3[i], each of 1/weight $5[i] (its pass from the clock, or on from
- * where it is when that is past the clock: greatest(pass, clock) + d) */
-static const pg_stmt st_fair_pass = {"jr_fair_pass", 5,
-    "WITH p AS (INSERT INTO {{schema}}.fair_keys (queue, key, pass)"
-    " SELECT $1::text, u.k, $2::float8 + u.n * u.inc"
-    " FROM unnest($3::text[], $4::int[], $5::float8[]) AS u(k, n, inc)"
-    " ON CONFLICT (queue, key) DO UPDATE SET pass ="
-    "  greatest({{schema}}.fair_keys.pass + excluded.pass - $2::float8,"
-    "  excluded.pass) RETURNING 1)"
-    " INSERT INTO {{schema}}.fair_clocks (queue, clock)"
-    " VALUES ($1::text, $2::float8) ON CONFLICT (queue) DO UPDATE"
-    " SET clock = greatest({{schema}}.fair_clocks.clock, $2::float8)"};
+/* queue $1's keys start again from its clock (without config weights
+ * when $2), their config weights $3 ({key: weight}, when $2), and its
+ * queued jobs untagged (st_fair_tag tags them again) */
+static const pg_stmt st_fair_untag = {"jr_fair_untag", 3,
+    "WITH r AS (UPDATE {{schema}}.fair_keys SET cweight = CASE WHEN"
+    "  $2::bool THEN NULL ELSE cweight END, pass = 0 WHERE queue = $1::text"
+    "  RETURNING 1),"
+    " c AS (INSERT INTO {{schema}}.fair_keys AS k (queue, key, cweight)"
+    "  SELECT $1::text, w.key, w.value::float8"
+    "  FROM jsonb_each_text(coalesce($3::jsonb, '{}')) w WHERE $2::bool"
+    "  ORDER BY w.key"
+    "  ON CONFLICT (queue, key) DO UPDATE SET cweight = excluded.cweight,"
+    "  pass = 0 RETURNING 1)"
+    " UPDATE {{schema}}.jobs SET fair_tag = NULL WHERE queue = $1::text"
+    " AND state = 'queued' AND fair_tag IS NOT NULL"};
 
 static const pg_stmt st_fair_set = {"jr_fair_set", 3,
     "INSERT INTO {{schema}}.fair_keys (queue, key, weight)"
@@ -148,286 +171,143 @@ queue_cap(const jr_claim_spec *spec, const char *queue, int max)
     return cap < max ? cap : max;
 }
 
-/* The claim walks a fair queue's keys with queued jobs (jobs_fair, one
- * seek a key) from the key it last started, FAIR_BATCH a statement at
- * most, and no more than the keys it still needs (FAIR_FEW at least):
- * the server reads every key a statement asks for, and a claim of 300
- * keys asked for 512 of them. */
-#define FAIR_BATCH 256
-#define FAIR_FEW 16
-
-typedef struct walked {
-    char   *key;
-    double  weight, pass;
-} walked;
-
-typedef struct walk {
-    walked *w;
-    int     n, cap;
-    int     atclock;            /* of w: keys at the clock (or below) */
-    int     round;              /* 1: every key was met (the walk went
-                                 * round), not only cap at the clock */
-} walk;
-
-static void
-walk_free(walk *wk)
+/* Tags queue's untagged queued jobs: st_fair_fin, then st_fair_tag. */
+int
+jr_pg_fair_tag_queue(jr_backend *b, const char *queue, jr_err *err)
 {
+    const char *params[1] = {queue};
+    PGresult *res;
     int i;
 
-    for (i = 0; i < wk->n; i++)
-        free(wk->w[i].key);
-    free(wk->w);
-}
-
-/* One statement of the walk: keys after *pos (start: from "" on), up to
- * stop (NULL: the end) included. Sets *pos to the last key read; *end
- * when the keys ran out or passed stop. 0, or -1 with err set. */
-static int
-walk_step(jr_backend *b, const jr_limit *f, const char *queue, double clock,
-          int start, char **pos, const char *stop, int cap, walk *wk,
-          int *end, jr_err *err)
-{
-    char sbatch[16], sdef[32];
-    int batch = cap - wk->atclock;
-    const char *params[5];
-    const char *k;
-    walked *bigger;
-    PGresult *res;
-    int i, rows;
-
-    batch = batch < FAIR_FEW ? FAIR_FEW : batch > FAIR_BATCH ? FAIR_BATCH :
-            batch;
-    snprintf(sbatch, sizeof sbatch, "%d", batch);
-    snprintf(sdef, sizeof sdef, "%.17g", f->fair_default);
-    params[0] = queue;
-    params[1] = start ? "" : *pos;
-    params[2] = sbatch;
-    params[3] = f->fair_weights ? f->fair_weights : "{}";
-    params[4] = sdef;
-    if ((res = jr_pg_run(b, start ? &st_fair_from : &st_fair_after, params,
-                         "walking a fair queue's keys", err)) == NULL)
-        return -1;
-    rows = PQntuples(res);
-    *end = rows < batch;
-    for (i = 0; i < rows; i++) {
-        k = PQgetvalue(res, i, 0);
-        if (stop != NULL && strcmp(k, stop) > 0) {
-            *end = 1;
-            break;
-        }
-        free(*pos);
-        if ((*pos = strdup(k)) == NULL)
-            goto oom;
-        if (strcmp(PQgetvalue(res, i, 3), "t") != 0)
-            continue;                   /* none ready yet */
-        if (wk->n == wk->cap) {
-            wk->cap = wk->cap ? wk->cap * 2 : 64;
-            if ((bigger = realloc(wk->w, (size_t)wk->cap * sizeof *bigger))
-                == NULL)
-                goto oom;
-            wk->w = bigger;
-        }
-        if ((wk->w[wk->n].key = strdup(k)) == NULL)
-            goto oom;
-        wk->w[wk->n].weight = strtod(PQgetvalue(res, i, 1), NULL);
-        if (!(wk->w[wk->n].weight > 0))
-            wk->w[wk->n].weight = 1;
-        if (jr_pg_fair_name_weight(b, k, &wk->w[wk->n].weight, err) < 0) {
-            free(wk->w[wk->n].key);     /* a key in a name's scope */
-            PQclear(res);
+    for (i = 0; i < 2; i++) {
+        if ((res = jr_pg_run(b, i ? &st_fair_tag : &st_fair_fin, params,
+                             "tagging the jobs of a fair queue", err)) ==
+            NULL)
             return -1;
-        }
-        wk->w[wk->n].pass = strtod(PQgetvalue(res, i, 2), NULL);
-        wk->atclock += wk->w[wk->n].pass <= clock;
-        wk->n++;
-        if (wk->atclock >= cap)
-            break;
+        PQclear(res);
     }
-    PQclear(res);
     return 0;
-oom:
-    PQclear(res);
-    return jr_fail(err, JR_ENOMEM, "postgres: claiming jobs: out of memory");
 }
 
-/* Walks the keys of queue with ready jobs from cursor round, until cap
- * of them are at the clock (their turn comes first, in walk order) or
- * every key was met (wk->round: the turns are then by pass). */
+/* Tags queue's untagged queued jobs again, from its clock: with cw, its
+ * config weights become weights (a JSON object, or NULL: none). */
 static int
-walk_keys(jr_backend *b, const jr_limit *f, const char *queue, double clock,
-          const char *cursor, int cap, walk *wk, jr_err *err)
+retag(jr_backend *b, const char *queue, int cw, const char *weights,
+      jr_err *err)
 {
-    char *pos = cursor ? strdup(cursor) : NULL;
-    int second = cursor == NULL, start = second, end = 0, rc = 0;
+    const char *params[3] = {queue, cw ? "t" : "f", weights};
+    PGresult *res;
 
-    if (cursor != NULL && pos == NULL)
-        return jr_fail(err, JR_ENOMEM, "postgres: out of memory");
-    /* after the cursor to the last key, then from the first to it */
-    for (;;) {
-        rc = walk_step(b, f, queue, clock, start, &pos,
-                       second ? cursor : NULL, cap, wk, &end, err);
-        if (rc < 0 || wk->atclock >= cap)
-            break;
-        if (end && second) {
-            wk->round = 1;              /* back where it started */
-            break;
-        }
-        start = end;                    /* from the first key */
-        second = second || end;
-    }
-    free(pos);
-    return rc;
+    if ((res = jr_pg_run(b, &st_fair_untag, params, "tagging a fair "
+                         "queue's jobs again", err)) == NULL)
+        return -1;
+    PQclear(res);
+    return jr_pg_fair_tag_queue(b, queue, err);
 }
 
-/* The picked jobs of fair queue (limit f) at most cap, appended to fr in
- * turn, locked. */
+/* Records f's path, weights and default (jr_pg_fair_paths) once a
+ * connection and again when they change (jobrunner.limits.set from a
+ * hook): inserts and tags read them from fair_paths and fair_keys. */
+static int
+weights_seen(jr_backend *b, const jr_limit *f, jr_err *err)
+{
+    uint64_t h = 14695981039346656037u;
+    const char *p[3] = { f->scope, f->fair_path, f->fair_weights };
+    const unsigned char *c;
+    char def[32];
+    int i;
+
+    snprintf(def, sizeof def, "%.17g", f->fair_default);
+    for (i = 0; i < 4; i++) {
+        for (c = (const unsigned char *)(i < 3 ? p[i] : def); c && *c; c++)
+            h = (h ^ *c) * 1099511628211u;
+        h = (h ^ 0xff) * 1099511628211u;
+    }
+    for (i = 0; i < b->fair_nwseen; i++)
+        if (b->fair_wseen[i] == h)
+            return 0;
+    if (jr_pg_fair_paths(b, f, 1, err) < 0)
+        return -1;
+    if (b->fair_nwseen == (int)(sizeof b->fair_wseen /
+                                sizeof b->fair_wseen[0]))
+        b->fair_nwseen = 0;
+    b->fair_wseen[b->fair_nwseen++] = h;
+    return 0;
+}
+
+/* The first ready jobs of fair queue (limit f) by (priority, tag, id),
+ * at most cap, appended to fr, locked; the queue's untagged jobs tagged
+ * first. */
 static int
 queue_read(jr_backend *b, const jr_limit *f, const char *queue, int cap,
            const char *const *lists, jr_pg_fair_rows *fr, jr_err *err)
 {
-    walk wk = {0};
-    jr_fair_key *k = NULL;
-    jr_buf keys = {0}, counts = {0};
     jr_pg_fair_row *grown;
-    PGresult *res = NULL;
     const char *params[10];
-    char *cursor = NULL, num[32];
-    int *order = NULL, *first = NULL, *got = NULL, *map = NULL, *plan = NULL;
-    int nk = 0, i, m, r, at, last = -1, rc = -1;
-    double clock = 0;
+    char scap[16], sdef[32], was[8];
+    PGresult *res, *back = NULL;
+    int i, n;
 
-    params[0] = queue;
-    if ((res = jr_pg_run(b, &st_fair_clock, params, "reading a fair clock",
-                         err)) == NULL)
+    if (weights_seen(b, f, err) < 0 || jr_pg_fair_tag_queue(b, queue, err) < 0)
         return -1;
-    if (PQntuples(res) == 1) {
-        clock = strtod(PQgetvalue(res, 0, 0), NULL);
-        if (!PQgetisnull(res, 0, 1) &&
-            (cursor = strdup(PQgetvalue(res, 0, 1))) == NULL) {
-            PQclear(res);
-            return jr_fail(err, JR_ENOMEM, "postgres: out of memory");
-        }
-    }
-    PQclear(res);
-    res = NULL;
-    if (walk_keys(b, f, queue, clock, cursor, cap, &wk, err) < 0)
-        goto out;
-    rc = 0;
-    if (wk.n == 0)
-        goto out;
-    rc = -1;
-    k = calloc((size_t)wk.n, sizeof *k);
-    map = calloc((size_t)wk.n, sizeof *map);
-    first = calloc((size_t)wk.n + 1, sizeof *first);
-    got = calloc((size_t)wk.n, sizeof *got);
-    plan = calloc((size_t)wk.n, sizeof *plan);
-    order = calloc((size_t)cap, sizeof *order);
-    if (!k || !map || !first || !got || !plan || !order)
-        goto oom;
-    /* the keys whose turn may come: all met when the walk went round,
-     * else those at the clock; ties go in walk order */
-    for (i = 0; i < wk.n; i++) {
-        if (!wk.round && wk.w[i].pass > clock)
-            continue;
-        k[nk].weight = wk.w[i].weight;
-        k[nk].pass = wk.w[i].pass;
-        k[nk].njobs = cap;
-        k[nk].id = i;
-        map[nk++] = i;
-    }
-    if (wk.round)
-        clock = jr_fair_clock(k, nk, clock);
-    m = jr_fair_order(k, nk, clock, cap, order);
-    for (i = 0; i < nk; i++)
-        if (k[i].next > 0) {
-            sb_elem(&keys, wk.w[map[i]].key);
-            snprintf(num, sizeof num, "%d", k[i].next);
-            sb_num(&counts, num);
-        }
-    /* one statement reads and locks the jobs of every key picked */
+    snprintf(scap, sizeof scap, "%d", cap);
+    snprintf(sdef, sizeof sdef, "%.17g", f->fair_default > 0 ?
+             f->fair_default : 1);
     params[0] = lists[0];
     params[1] = queue;
-    params[2] = sb_array(&keys);
+    params[2] = scap;
     params[3] = lists[1];
     params[4] = lists[2];
     params[5] = lists[3];
     params[6] = lists[4];
     params[7] = lists[5];
-    params[8] = sb_array(&counts);
+    params[8] = sdef;
     params[9] = lists[6];
-    if (keys.oom || counts.oom)
-        goto oom;
-    if ((res = jr_pg_run(b, &st_fair_take, params, "claiming jobs of a "
-                         "fair queue", err)) == NULL)
-        goto out;
-    /* its rows by key, in the order of the keys picked (u.i from 1) */
-    for (i = 0, at = 0, r = 0; i < nk; i++) {
-        first[i] = r;
-        if (k[i].next > 0) {
-            at++;
-            while (r < PQntuples(res) && atoi(PQgetvalue(res, r, 5)) == at)
-                r++;
-        }
-        got[i] = r - first[i];
-        plan[i] = k[i].next;
-        k[i].next = 0;
+    if ((res = jr_pg_run(b, &st_fair_nobitmap, params, "claiming jobs of "
+                         "a fair queue", err)) == NULL)
+        return -1;
+    snprintf(was, sizeof was, "%s", PQgetvalue(res, 0, 0));
+    PQclear(res);
+    res = jr_pg_run(b, &st_fair_take, params, "claiming jobs of a fair "
+                    "queue", err);
+    params[0] = was;
+    if (res != NULL &&
+        (back = jr_pg_run(b, &st_fair_bitmap, params, "claiming jobs of a "
+                          "fair queue", err)) == NULL) {
+        PQclear(res);
+        res = NULL;
     }
-    if (fr->n + m > fr->cap) {
-        int ncap = (fr->n + m) * 2;
-        if ((grown = realloc(fr->row, (size_t)ncap * sizeof *grown)) == NULL)
-            goto oom;
+    PQclear(back);
+    if (res == NULL)
+        return -1;
+    n = PQntuples(res);
+    if (fr->n + n > fr->cap) {
+        int ncap = (fr->n + n) * 2;
+        if ((grown = realloc(fr->row, (size_t)ncap * sizeof *grown)) == NULL) {
+            PQclear(res);
+            return jr_fail(err, JR_ENOMEM, "postgres: claiming jobs: out of "
+                           "memory");
+        }
         fr->row = grown;
         fr->cap = ncap;
     }
-    for (i = 0, r = 0; i < m; i++) {
-        jr_pg_fair_row *row = &fr->row[fr->n];
-        int o = order[i];
+    for (i = 0; i < n; i++) {
+        jr_pg_fair_row *row = &fr->row[fr->n++];
 
-        if (k[o].next >= got[o])
-            continue;           /* fewer the limits let by, or locked */
-        at = first[o] + k[o].next++;
-        row->id = PQgetvalue(res, at, 0);
-        row->name = PQgetvalue(res, at, 1);
-        row->queue = PQgetvalue(res, at, 2);
-        row->key = PQgetisnull(res, at, 3) ? NULL : PQgetvalue(res, at, 3);
-        row->fkey = PQgetvalue(res, at, 4);
-        row->cost = atol(PQgetvalue(res, at, 6));
-        row->rank = ++r;
-        row->weight = k[o].weight;
-        row->clock = clock;
-        fr->n++;
-        if (map[o] > last)
-            last = map[o];
+        row->id = PQgetvalue(res, i, 0);
+        row->name = PQgetvalue(res, i, 1);
+        row->queue = PQgetvalue(res, i, 2);
+        row->key = PQgetisnull(res, i, 3) ? NULL : PQgetvalue(res, i, 3);
+        row->fkey = PQgetvalue(res, i, 4);
+        row->cost = atol(PQgetvalue(res, i, 5));
+        row->clock = strtod(PQgetvalue(res, i, 6), NULL);   /* its tag */
+        row->weight = strtod(PQgetvalue(res, i, 7), NULL);
+        if (!(row->weight > 0))
+            row->weight = 1;
+        row->rank = i + 1;
     }
     fr->res[fr->nres++] = res;          /* the rows point into it */
-    res = NULL;
-    rc = 0;
-    if (last >= 0) {
-        snprintf(num, sizeof num, "%.17g", wk.round ?
-                 jr_fair_after(k, nk, plan, clock) : clock);
-        params[0] = queue;
-        params[1] = num;
-        params[2] = wk.w[last].key;
-        if ((res = jr_pg_run(b, &st_fair_cursor, params, "moving a fair "
-                             "queue's cursor", err)) == NULL)
-            rc = -1;
-    }
-    goto out;
-oom:
-    jr_fail(err, JR_ENOMEM, "postgres: claiming jobs: out of memory");
-out:
-    PQclear(res);
-    walk_free(&wk);
-    jr_buf_free(&keys);
-    jr_buf_free(&counts);
-    free(cursor);
-    free(k);
-    free(map);
-    free(first);
-    free(got);
-    free(plan);
-    free(order);
-    return rc;
+    return 0;
 }
 
 int
@@ -464,24 +344,34 @@ path_array(const jr_limit *f, char *path, size_t size)
 int
 jr_pg_fair_paths(jr_backend *b, const jr_limit *l, int n, jr_err *err)
 {
-    const char *params[2];
-    char path[220];
+    const char *params[4];
+    char path[220], def[32];
     PGresult *res;
-    int i, rc = 0;
+    int i, rc = 0, changed;
 
     for (i = 0; rc == 0 && i < n; i++) {
-        if (l[i].fair_path == NULL ||
+        if (l[i].fair_path == NULL || l[i].fair_path[0] == '\0' ||
             strncmp(l[i].scope, JR_LIMIT_QPREFIX, 6) != 0)
-            continue;
+            continue;                   /* '': made fair by a name */
         path_array(&l[i], path, sizeof path);
+        snprintf(def, sizeof def, "%.17g", l[i].fair_default > 0 ?
+                 l[i].fair_default : 1);
         params[0] = l[i].scope + 6;
         params[1] = path;
+        params[2] = l[i].fair_weights;
+        params[3] = def;
         if ((res = jr_pg_run(b, &st_fair_path, params, "recording a fair "
                              "key path and keying its queue's jobs",
-                             err)) == NULL)
+                             err)) == NULL) {
             rc = -1;
-        else
-            PQclear(res);
+            break;
+        }
+        changed = PQntuples(res) == 1 && atoi(PQgetvalue(res, 0, 0)) > 0;
+        PQclear(res);
+        /* new or changed: its queued jobs tagged by the weights now */
+        if (changed && retag(b, l[i].scope + 6, 1, l[i].fair_weights,
+                             err) < 0)
+            rc = -1;
     }
     return rc;
 }
@@ -497,51 +387,34 @@ jr_pg_fair_rows_clear(jr_pg_fair_rows *fr)
     memset(fr, 0, sizeof *fr);
 }
 
-/* Orders taken rows by queue, then key. */
+/* Orders taken rows by queue. */
 static int
-by_queue_key(const void *a, const void *b)
+by_queue(const void *a, const void *b)
 {
     const jr_pg_fair_row *x = *(const jr_pg_fair_row *const *)a,
                          *y = *(const jr_pg_fair_row *const *)b;
-    int c = strcmp(x->queue, y->queue);
 
-    return c != 0 ? c : strcmp(x->fkey, y->fkey);
+    return strcmp(x->queue, y->queue);
 }
 
-/* One statement for the starts t[0..n) of one queue, by key. */
+/* Moves the clock of the queue of t[0..n) to the highest tag taken. */
 static int
 save_queue(jr_backend *b, const jr_pg_fair_row **t, int n, jr_err *err)
 {
-    jr_buf keys = {0}, counts = {0}, incs = {0};
-    const char *params[5];
-    char sclock[32], num[32];
-    PGresult *res = NULL;
-    int i, j;
+    const char *params[2];
+    char sclock[32];
+    double clock = t[0]->clock;
+    PGresult *res;
+    int i;
 
-    for (i = 0; i < n; i = j) {
-        for (j = i + 1; j < n && strcmp(t[j]->fkey, t[i]->fkey) == 0; j++)
-            ;
-        sb_elem(&keys, t[i]->fkey);
-        snprintf(num, sizeof num, "%d", j - i);
-        sb_num(&counts, num);
-        snprintf(num, sizeof num, "%.17g", 1 / t[i]->weight);
-        sb_num(&incs, num);
-    }
-    snprintf(sclock, sizeof sclock, "%.17g", t[0]->clock);
+    for (i = 1; i < n; i++)
+        if (t[i]->clock > clock)
+            clock = t[i]->clock;
+    snprintf(sclock, sizeof sclock, "%.17g", clock);
     params[0] = t[0]->queue;
     params[1] = sclock;
-    params[2] = sb_array(&keys);
-    params[3] = sb_array(&counts);
-    params[4] = sb_array(&incs);
-    if (keys.oom || counts.oom || incs.oom)
-        jr_fail(err, JR_ENOMEM, "postgres: out of memory");
-    else
-        res = jr_pg_run(b, &st_fair_pass, params, "counting a fair key's "
-                        "starts", err);
-    jr_buf_free(&keys);
-    jr_buf_free(&counts);
-    jr_buf_free(&incs);
-    if (res == NULL)
+    if ((res = jr_pg_run(b, &st_fair_tick, params, "moving a fair queue's "
+                         "clock", err)) == NULL)
         return -1;
     PQclear(res);
     return 0;
@@ -559,7 +432,7 @@ jr_pg_fair_save(jr_backend *b, const jr_pg_fair_row *const *taken, int n,
     for (i = 0; i < n; i++)
         if (taken[i]->fkey != NULL)     /* else an aging queue's (aging.c) */
             t[m++] = taken[i];
-    qsort(t, (size_t)m, sizeof *t, by_queue_key);
+    qsort(t, (size_t)m, sizeof *t, by_queue);
     for (i = 0; rc == 0 && i < m; i = j) {
         for (j = i + 1; j < m && strcmp(t[j]->queue, t[i]->queue) == 0; j++)
             ;
@@ -583,7 +456,8 @@ jr_pg_fair_set(jr_backend *b, const char *queue, const char *key,
                          err)) == NULL)
         return -1;
     PQclear(res);
-    return 0;
+    /* the queue's queued jobs tagged by the weights now */
+    return retag(b, queue, 0, NULL, err);
 }
 
 /* each key (path $2) of queue $1 with jobs queued or running: ready,

@@ -8,7 +8,9 @@
  * chr(31), value) and makes fair a queue it is pushed into (path '{}').
  * A new or changed path keys the name's jobs not ended in fair queues
  * again; a name that loses its path gets its queue's keys back. The
- * weight of a key in a name's scope (fair set --name, fair_name_keys).
+ * weight of a key in a name's scope (fair set --name, fair_name_keys),
+ * which the tags read (fair_name_w, migration 34); a change of it, or of
+ * the name's path or weights, tags the name's queued jobs again (fair.c).
  * Owns the statements of fair_names and fair_name_keys; uses pg_int.h. */
 #include <stdio.h>
 #include <stdlib.h>
@@ -54,18 +56,19 @@ static const pg_stmt st_fn_fill_all = {"jr_fn_fill_all", 0,
     " FROM {{schema}}.fair_names fn WHERE fn.name = j.name), '')"
     " FROM {{schema}}.fair_paths f WHERE f.queue = j.queue"
     " AND cardinality(f.path) = 0 AND j.fair_key IS NULL AND j." NOT_ENDED};
-/* the weights of name $1's keys: fair set --name's first, then its
- * handler's, then its default (key NULL); none when it has no weights */
-static const pg_stmt st_fn_weights = {"jr_fn_weights", 1,
-    "SELECT k, w FROM (SELECT key AS k, weight AS w, 0 AS o"
-    "  FROM {{schema}}.fair_name_keys WHERE name = $1::text"
-    " UNION ALL SELECT e.key, e.value::float8, 1"
-    "  FROM {{schema}}.fair_names n, jsonb_each_text(n.weights) e"
-    "  WHERE n.name = $1::text"
-    " UNION ALL SELECT NULL, dflt, 2 FROM {{schema}}.fair_names"
-    "  WHERE name = $1::text) x"
-    " WHERE EXISTS (SELECT 1 FROM {{schema}}.fair_names"
-    "  WHERE name = $1::text AND weights IS NOT NULL) ORDER BY o"};
+/* name $1's queued jobs (of key $2 in its scope, NULL: all) untagged,
+ * its keys started again from their queues' clocks; their queues (each
+ * tagged again by jr_pg_fair_tag_queue) */
+static const pg_stmt st_fn_untag = {"jr_fn_untag", 2,
+    "WITH r AS (UPDATE {{schema}}.fair_keys SET pass = 0"
+    "  WHERE left(key, length($1::text) + 1) = $1::text || chr(31)"
+    "  AND ($2::text IS NULL OR key = $1::text || chr(31) || $2::text)"
+    "  RETURNING 1),"
+    " u AS (UPDATE {{schema}}.jobs SET fair_tag = NULL"
+    "  WHERE name = $1::text AND state = 'queued' AND fair_tag IS NOT NULL"
+    "  AND ($2::text IS NULL OR fair_key = $1::text || chr(31) || $2::text)"
+    "  RETURNING queue)"
+    " SELECT DISTINCT queue FROM u"};
 static const pg_stmt st_fn_set = {"jr_fn_set", 3,
     "INSERT INTO {{schema}}.fair_name_keys (name, key, weight)"
     " VALUES ($1::text, $2::text, $3::float8)"
@@ -77,7 +80,7 @@ static const pg_stmt st_fn_names = {"jr_fn_names", 0,
     "SELECT name FROM {{schema}}.fair_names WHERE weights IS NOT NULL"
     " ORDER BY name COLLATE \"C\""};
 /* each key in name $1's scope with jobs queued or running: ready,
- * running, weight as st_fn_weight's */
+ * running, weight as fair_name_w's (migration 34) */
 static const pg_stmt st_fn_use = {"jr_fn_use", 1,
     "SELECT x.k, count(*) FILTER (WHERE x.state = 'queued'"
     "  AND x.run_at <= now()) AS w,"
@@ -107,6 +110,24 @@ exec(jr_backend *b, const pg_stmt *st, const char *const *params,
     rows = PQntuples(res) > 0;
     PQclear(res);
     return rows;
+}
+
+/* Tags name's queued jobs (of key in its scope; NULL: all) again, by
+ * its weights now, in the open transaction. */
+static int
+retag(jr_backend *b, const char *name, const char *key, jr_err *err)
+{
+    const char *params[2] = {name, key};
+    PGresult *res = jr_pg_run(b, &st_fn_untag, params, "tagging a fair "
+                              "name's jobs again", err);
+    int i, rc = 0;
+
+    if (res == NULL)
+        return -1;
+    for (i = 0; rc == 0 && i < PQntuples(res); i++)
+        rc = jr_pg_fair_tag_queue(b, PQgetvalue(res, i, 0), err);
+    PQclear(res);
+    return rc;
 }
 
 /* Records handler h's fair option; when it changed, keys its jobs. */
@@ -141,9 +162,10 @@ name_put(jr_backend *b, const jr_handler *h, jr_err *err)
     if (exec(b, &st_fn_rekey, params, "keying a name's jobs in fair "
              "queues", err) < 0)
         return -1;
-    return !weighted ? 0 :
-           exec(b, &st_fn_fill_all, NULL, "keying the jobs of a name's "
-                "queues", err) < 0 ? -1 : 0;
+    if (weighted && exec(b, &st_fn_fill_all, NULL, "keying the jobs of a "
+                         "name's queues", err) < 0)
+        return -1;
+    return retag(b, h->name, NULL, err);
 }
 
 int
@@ -166,54 +188,6 @@ jr_pg_fair_names(jr_backend *b, const jr_handler *h, int n, jr_err *err)
     return 0;
 }
 
-/* Name's weights (st_fn_weights' rows) for this claim: read once a
- * claim a name (the last one read is kept), NULL with err set. */
-static PGresult *
-weights_of(jr_backend *b, const char *name, jr_err *err)
-{
-    const char *params[1] = {name};
-    PGresult *res;
-
-    if (b->fnw != NULL && b->fnw_claim == b->rotate &&
-        strcmp(b->fnw_name, name) == 0)
-        return b->fnw;
-    if ((res = jr_pg_run(b, &st_fn_weights, params, "reading a name's "
-                         "fair weights", err)) == NULL)
-        return NULL;
-    PQclear(b->fnw);
-    b->fnw = res;
-    b->fnw_claim = b->rotate;
-    snprintf(b->fnw_name, sizeof b->fnw_name, "%s", name);
-    return res;
-}
-
-int
-jr_pg_fair_name_weight(jr_backend *b, const char *key, double *weight,
-                       jr_err *err)
-{
-    const char *us = strchr(key, 0x1f);
-    char name[130];
-    PGresult *res;
-    double w;
-    int i;
-
-    if (us == NULL || us == key || us - key > 128)
-        return 0;
-    snprintf(name, sizeof name, "%.*s", (int)(us - key), key);
-    if ((res = weights_of(b, name, err)) == NULL)
-        return -1;
-    for (i = 0; i < PQntuples(res); i++)
-        if (PQgetisnull(res, i, 0) || strcmp(PQgetvalue(res, i, 0), us + 1)
-            == 0) {
-            if (PQgetisnull(res, i, 1) ||
-                !((w = strtod(PQgetvalue(res, i, 1), NULL)) >= 1))
-                return 0;
-            *weight = w;
-            return 1;
-        }
-    return 0;
-}
-
 int
 jr_pg_fair_name_set(jr_backend *b, const char *name, const char *key,
                     double weight, jr_err *err)
@@ -222,9 +196,17 @@ jr_pg_fair_name_set(jr_backend *b, const char *name, const char *key,
     const char *params[3] = {name, key, w};
 
     snprintf(w, sizeof w, "%.17g", weight);
-    return jr_pg_ready(b, err) < 0 ||
-           exec(b, &st_fn_set, params, "setting a name's fair weight",
-                err) < 0 ? -1 : 0;
+    if (jr_pg_ready(b, err) < 0 ||
+        jr_pg_run_plain(b, "BEGIN", "setting a name's fair weight", err) < 0)
+        return -1;
+    if (exec(b, &st_fn_set, params, "setting a name's fair weight",
+             err) < 0 || retag(b, name, key, err) < 0 ||
+        jr_pg_run_plain(b, "COMMIT", "setting a name's fair weight",
+                        err) < 0) {
+        jr_pg_rollback(b);
+        return -1;
+    }
+    return 0;
 }
 
 int

@@ -381,6 +381,9 @@ lim_candidates(jr_backend *b, const jr_claim_spec *spec, int max,
 
 static const pg_stmt st_lim_claim = {"jr_lim_claim", 3,
     "UPDATE {{schema}}.jobs j SET state = 'running',"
+    /* a fair job's tag is spent: back to queued, the next claim of its
+     * queue tags it again (fair.c) */
+    " fair_tag = NULL,"
     " attempts = j.attempts + 1, locked_by = $1::text,"
     " locked_until = now() + $2::float8 * interval '1 second',"
     " updated_at = now(), started_at = now(), progress_done = NULL,"

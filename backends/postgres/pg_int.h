@@ -105,10 +105,10 @@ struct jr_backend {
     int         seq_seen;       /* the last batch of successes had jobs of
                                    a sequence with one behind them
                                    (sequence.c: the next is one DELETE) */
-    PGresult   *fnw;            /* fairname.c: a name's weights as read in
-                                   claim fnw_claim (rotate), NULL: none */
-    char        fnw_name[130];
-    unsigned    fnw_claim;
+    uint64_t    fair_wseen[16]; /* fair limits (queue, path, weights,
+                                   default) recorded by this connection,
+                                   hashed (fair.c) */
+    int         fair_nwseen;
 };
 
 /* A statement, prepared on first use, once per connection: its name on
@@ -442,12 +442,9 @@ int jr_pg_fair_name_list(jr_backend *b, int names, jr_fair_queue_cb cb,
                          void *arg, jr_err *err);
 int jr_pg_fair_name_use(jr_backend *b, const char *name, jr_fair_use_cb cb,
                         void *arg, jr_err *err);
-/* The weight of fair key key when it is in a name's scope (NAME,
- * chr(31), value): fair set --name's, else the handler's weights', else
- * its default, into *weight; 0 (*weight left) when key is in no name's
- * scope, 1 when set, -1 with err set. */
-int jr_pg_fair_name_weight(jr_backend *b, const char *key, double *weight,
-                           jr_err *err);
+/* Tags queue's untagged queued jobs, their keys' finishes moved
+ * (fair.c), in the open transaction. 0, or -1 with err set. */
+int jr_pg_fair_tag_queue(jr_backend *b, const char *queue, jr_err *err);
 
 #pragma GCC visibility pop
 

@@ -2275,6 +2275,90 @@ BEGIN
     RETURN NULL;
 END
 $$;
+-- migration 33
+-- Fair share by start tags (docs/queues.md, "Fair share"): each queued
+-- job of a fair queue has a tag, max(its key's finish, the queue's
+-- clock) when it was given, and its key's finish (fair_keys.pass) moves
+-- on by 1/weight; the claim takes a fair queue's jobs in (priority, tag,
+-- id) order through jobs_fairtag, one range scan, and moves the clock
+-- (fair_clocks.clock) to the tags it took. An insert statement into a
+-- fair queue tags its queued jobs in jobs_queue_known (redefined here),
+-- each key's finish moved by one upsert (its row locked to the insert's
+-- commit, keys in order: concurrent pushes of a key take turns); a job
+-- pushed waiting, or claimed and back to queued (a retry, a rerun, a
+-- readied flow child), has no tag until the next claim of its queue
+-- gives it one (jobs_fairnew). fair_keys.cweight is the weight the config
+-- gives the key, fair_paths.weights and wdefault the config's weights
+-- and default as a runner last recorded them; jobs.fair_w the weight
+-- the job was tagged with (the runner deals its local queue by it). The
+-- walk's jobs_fair goes (the cursor stays, unused).
+ALTER TABLE {{schema}}.jobs ADD COLUMN fair_tag double precision,
+    ADD COLUMN fair_w double precision;
+ALTER TABLE {{schema}}.fair_keys ADD COLUMN cweight double precision;
+ALTER TABLE {{schema}}.fair_paths ADD COLUMN weights jsonb,
+    ADD COLUMN wdefault double precision;
+DROP INDEX {{schema}}.jobs_fair;
+CREATE INDEX jobs_fairtag ON {{schema}}.jobs (queue, priority, fair_tag, id)
+    WHERE state = 'queued' AND fair_tag IS NOT NULL;
+CREATE INDEX jobs_fairnew ON {{schema}}.jobs (queue, id)
+    WHERE state = 'queued' AND fair_key IS NOT NULL AND fair_tag IS NULL;
+CREATE OR REPLACE FUNCTION {{schema}}.jobs_queue_known() RETURNS trigger
+LANGUAGE plpgsql AS $$
+BEGIN
+    INSERT INTO {{schema}}.queues (name)
+    SELECT DISTINCT n.queue FROM new_jobs n
+    WHERE NOT EXISTS (SELECT 1 FROM {{schema}}.queues q
+                      WHERE q.name = n.queue)
+    ON CONFLICT DO NOTHING;
+    IF EXISTS (SELECT 1 FROM {{schema}}.fair_paths) THEN
+        -- the finishes of the keys of the queued jobs, one upsert a key
+        INSERT INTO {{schema}}.fair_keys AS k (queue, key, pass)
+        SELECT c.queue, c.key, coalesce(fc.clock, 0) + c.cnt
+               / coalesce(fk.weight, fk.cweight, fp.wdefault, 1)
+        FROM (SELECT n.queue, coalesce(n.payload #>> coalesce(fn.path,
+                     f.path), '') AS key, count(*) AS cnt
+              FROM new_jobs n
+              JOIN {{schema}}.fair_paths f ON f.queue = n.queue
+              LEFT JOIN {{schema}}.fair_names fn ON fn.name = n.name
+              WHERE n.fair_key IS NULL AND n.state = 'queued'
+              GROUP BY 1, 2) c
+        LEFT JOIN {{schema}}.fair_keys fk
+               ON fk.queue = c.queue AND fk.key = c.key
+        LEFT JOIN {{schema}}.fair_paths fp ON fp.queue = c.queue
+        LEFT JOIN {{schema}}.fair_clocks fc ON fc.queue = c.queue
+        ORDER BY c.queue, c.key
+        ON CONFLICT (queue, key) DO UPDATE SET pass = excluded.pass
+            + greatest(k.pass - coalesce((SELECT fc.clock
+              FROM {{schema}}.fair_clocks fc
+              WHERE fc.queue = excluded.queue), 0), 0);
+        -- each job's key, and a queued one's tag: up to its key's finish,
+        -- 1/weight apart in id order
+        UPDATE {{schema}}.jobs j
+        SET fair_key = x.key, (fair_tag, fair_w) = (SELECT
+                k.pass - (x.cnt - x.rn + 1) / w.w, w.w
+            FROM {{schema}}.fair_keys k
+            JOIN {{schema}}.fair_paths p ON p.queue = k.queue
+            CROSS JOIN LATERAL (SELECT coalesce(k.weight, k.cweight,
+                                                p.wdefault, 1) AS w) w
+            WHERE x.state = 'queued' AND k.queue = x.queue
+              AND k.key = x.key)
+        FROM (SELECT t.*,
+                     row_number() OVER (PARTITION BY t.queue, t.key, t.state
+                                        ORDER BY t.id) AS rn,
+                     count(*) OVER (PARTITION BY t.queue, t.key, t.state)
+                         AS cnt
+              FROM (SELECT n.id, n.queue, n.state,
+                           coalesce(n.payload #>> coalesce(fn.path, f.path),
+                                    '') AS key
+                    FROM new_jobs n
+                    JOIN {{schema}}.fair_paths f ON f.queue = n.queue
+                    LEFT JOIN {{schema}}.fair_names fn ON fn.name = n.name
+                    WHERE n.fair_key IS NULL) t) x
+        WHERE j.id = x.id;
+    END IF;
+    RETURN NULL;
+END
+$$;
 -- migration 34
 -- A job name's own fair share (docs/queues.md, "A name's own weights"):
 -- a handler's `fair = { key = "payload.PATH", weights = {...}, default
@@ -2285,8 +2369,10 @@ $$;
 -- handler's. An insert statement with a job of such a name into a queue
 -- that is not fair makes the queue fair (a fair_paths row with the path
 -- '{}': the other names' jobs have the key '', and take turns as one
--- key) and keys its jobs not ended (jobs_queue_known, redefined here);
--- without such a name it pays one look-up in fair_names.
+-- key) and keys its jobs not ended (jobs_queue_known, redefined here:
+-- it tags as in migration 33, with these keys, a key in a name's scope
+-- weighed by fair_name_w); without such a name it pays one look-up in
+-- fair_names.
 ALTER TABLE {{schema}}.fair_names ADD COLUMN weights jsonb,
     ADD COLUMN dflt float8;
 CREATE TABLE {{schema}}.fair_name_keys (
@@ -2295,6 +2381,22 @@ CREATE TABLE {{schema}}.fair_name_keys (
     weight float8 NOT NULL CHECK (weight BETWEEN 1 AND 1000),
     PRIMARY KEY (name, key)
 );
+-- The weight of fair key k when it is in a job name's scope (NAME,
+-- chr(31), value) and the name has weights: fair set --name's
+-- (fair_name_keys), else its handler's weights', else its default; NULL
+-- otherwise (the key's queue's weight then: fair_keys, fair_paths). The
+-- tags of an insert statement (jobs_queue_known) and of a claim read it.
+CREATE FUNCTION {{schema}}.fair_name_w(k text) RETURNS float8
+LANGUAGE sql STABLE AS $$
+    SELECT CASE WHEN strpos(k, chr(31)) > 1 THEN (SELECT coalesce(
+        (SELECT nk.weight FROM {{schema}}.fair_name_keys nk
+         WHERE nk.name = n.name
+           AND nk.key = substr(k, length(n.name) + 2)),
+        (n.weights ->> substr(k, length(n.name) + 2))::float8, n.dflt)
+        FROM {{schema}}.fair_names n
+        WHERE n.name = split_part(k, chr(31), 1)
+          AND n.weights IS NOT NULL) END
+$$;
 CREATE OR REPLACE FUNCTION {{schema}}.jobs_queue_known() RETURNS trigger
 LANGUAGE plpgsql AS $$
 BEGIN
@@ -2319,17 +2421,66 @@ BEGIN
         AND j.state IN ('queued', 'running', 'waiting');
     END IF;
     IF EXISTS (SELECT 1 FROM {{schema}}.fair_paths) THEN
+        -- the finishes of the keys of the queued jobs, one upsert a key
+        INSERT INTO {{schema}}.fair_keys AS k (queue, key, pass)
+        SELECT c.queue, c.key, coalesce(fc.clock, 0) + c.cnt
+               / coalesce({{schema}}.fair_name_w(c.key), fk.weight,
+                          fk.cweight, fp.wdefault, 1)
+        -- (a job's key: in its name's scope when the name has weights,
+        -- at its name's path, '' in a queue made fair by a name, or at
+        -- the queue's path)
+        FROM (SELECT n.queue, CASE
+                  WHEN fn.weights IS NOT NULL
+                  THEN n.name || chr(31) || coalesce(n.payload #>> fn.path, '')
+                  WHEN fn.path IS NOT NULL
+                  THEN coalesce(n.payload #>> fn.path, '')
+                  WHEN cardinality(f.path) = 0 THEN ''
+                  ELSE coalesce(n.payload #>> f.path, '') END AS key,
+                     count(*) AS cnt
+              FROM new_jobs n
+              JOIN {{schema}}.fair_paths f ON f.queue = n.queue
+              LEFT JOIN {{schema}}.fair_names fn ON fn.name = n.name
+              WHERE n.fair_key IS NULL AND n.state = 'queued'
+              GROUP BY 1, 2) c
+        LEFT JOIN {{schema}}.fair_keys fk
+               ON fk.queue = c.queue AND fk.key = c.key
+        LEFT JOIN {{schema}}.fair_paths fp ON fp.queue = c.queue
+        LEFT JOIN {{schema}}.fair_clocks fc ON fc.queue = c.queue
+        ORDER BY c.queue, c.key
+        ON CONFLICT (queue, key) DO UPDATE SET pass = excluded.pass
+            + greatest(k.pass - coalesce((SELECT fc.clock
+              FROM {{schema}}.fair_clocks fc
+              WHERE fc.queue = excluded.queue), 0), 0);
+        -- each job's key, and a queued one's tag: up to its key's finish,
+        -- 1/weight apart in id order
         UPDATE {{schema}}.jobs j
-        SET fair_key = CASE
-            WHEN fn.weights IS NOT NULL
-            THEN n.name || chr(31) || coalesce(n.payload #>> fn.path, '')
-            WHEN fn.path IS NOT NULL
-            THEN coalesce(n.payload #>> fn.path, '')
-            WHEN cardinality(f.path) = 0 THEN ''
-            ELSE coalesce(n.payload #>> f.path, '') END
-        FROM new_jobs n JOIN {{schema}}.fair_paths f ON f.queue = n.queue
-        LEFT JOIN {{schema}}.fair_names fn ON fn.name = n.name
-        WHERE j.id = n.id AND n.fair_key IS NULL;
+        SET fair_key = x.key, (fair_tag, fair_w) = (SELECT
+                k.pass - (x.cnt - x.rn + 1) / w.w, w.w
+            FROM {{schema}}.fair_keys k
+            JOIN {{schema}}.fair_paths p ON p.queue = k.queue
+            CROSS JOIN LATERAL (SELECT coalesce(
+                {{schema}}.fair_name_w(k.key), k.weight, k.cweight,
+                p.wdefault, 1) AS w) w
+            WHERE x.state = 'queued' AND k.queue = x.queue
+              AND k.key = x.key)
+        FROM (SELECT t.*,
+                     row_number() OVER (PARTITION BY t.queue, t.key, t.state
+                                        ORDER BY t.id) AS rn,
+                     count(*) OVER (PARTITION BY t.queue, t.key, t.state)
+                         AS cnt
+              FROM (SELECT n.id, n.queue, n.state, CASE
+                        WHEN fn.weights IS NOT NULL
+                        THEN n.name || chr(31)
+                             || coalesce(n.payload #>> fn.path, '')
+                        WHEN fn.path IS NOT NULL
+                        THEN coalesce(n.payload #>> fn.path, '')
+                        WHEN cardinality(f.path) = 0 THEN ''
+                        ELSE coalesce(n.payload #>> f.path, '') END AS key
+                    FROM new_jobs n
+                    JOIN {{schema}}.fair_paths f ON f.queue = n.queue
+                    LEFT JOIN {{schema}}.fair_names fn ON fn.name = n.name
+                    WHERE n.fair_key IS NULL) t) x
+        WHERE j.id = x.id;
     END IF;
     RETURN NULL;
 END

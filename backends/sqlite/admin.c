@@ -33,11 +33,13 @@ enum { S_DEAD_RETRY, S_DEAD_RETRY_ALL, S_DEAD_PURGE, S_DEAD_DELETE,
 static const char *const sql_text[S_COUNT] = {
     [S_DEAD_RETRY] =
         "UPDATE jobs SET state = 'queued', attempts = 0, run_at = ?2,"
+        " fair_tag = NULL,"
         " died_at = NULL, finished_at = NULL, cancel_requested = 0,"
         RETRY_KEY " updated_at = ?2, expires_at = NULL, deadline_at = NULL"
         " WHERE (state = 'dead' OR state = 'expired') AND id = ?1",
     [S_DEAD_RETRY_ALL] =
         "UPDATE jobs SET state = 'queued', attempts = 0, run_at = ?1,"
+        " fair_tag = NULL,"
         " died_at = NULL, finished_at = NULL, cancel_requested = 0,"
         RETRY_KEY " updated_at = ?1, deadline_at = NULL"
         " WHERE id IN (SELECT id FROM jobs WHERE state = 'dead' LIMIT ?2)",

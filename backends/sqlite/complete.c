@@ -23,6 +23,7 @@ struct idl {
  * requested ends it cancelled instead. */
 #define REQUEUE_STATE \
     " state = CASE WHEN cancel_requested THEN 'cancelled' ELSE 'queued' END," \
+    " fair_tag = NULL," \
     " finished_at = CASE WHEN cancel_requested THEN ?3 END,"
 
 /* A retry at ?3 + ?4 would start at or past the job's deadline (NULL, so
@@ -107,6 +108,7 @@ static const char *const sql_text[S_COUNT] = {
         "UPDATE jobs SET"
         " state = CASE WHEN cancel_requested THEN 'cancelled'"
         "  WHEN " PAST_DEADLINE " THEN 'dead' ELSE 'queued' END,"
+        " fair_tag = NULL,"
         " finished_at = CASE WHEN cancel_requested OR " PAST_DEADLINE
         "  THEN ?3 END,"
         " died_at = CASE WHEN NOT cancel_requested AND " PAST_DEADLINE
@@ -176,7 +178,7 @@ static const char *const sql_text[S_COUNT] = {
                     "CASE WHEN started_at > 0 THEN ?1 - started_at END",
                     "locked_by", "NULL", "NULL")
         " state = CASE WHEN cancel_requested THEN 'cancelled' ELSE 'queued'"
-        "  END,"
+        "  END, fair_tag = NULL,"
         " finished_at = CASE WHEN cancel_requested THEN ?1 END,"
         " last_error = CASE WHEN cancel_requested"
         "  THEN 'cancelled: lease expired: runner lost'"
@@ -203,6 +205,7 @@ static const char *const sql_text[S_COUNT] = {
     /* the signal a wait asks for came while the job ran: ready now */
     [S_WAIT_READY] =
         "UPDATE jobs SET state = 'queued', run_at = ?2, wait_on = NULL,"
+        " fair_tag = NULL,"
         " wake_at = NULL"
         " WHERE id = ?1 AND state = 'waiting' AND wait_on IS NOT NULL"
         " AND json_type(waits, '$.signals.\"' || wait_on || '\"')"

@@ -8,8 +8,10 @@
  * fair a queue it is pushed into (jobs_fair_name; path ''). A new or
  * changed path keys the name's jobs not ended in fair queues again; a
  * name that loses its path gets its queue's keys back. The weight of a
- * key in a name's scope (fair set --name, fair_name_keys). Owns the
- * statements of fair_names and fair_name_keys; uses sqlite_int.h. */
+ * key in a name's scope (fair set --name, fair_name_keys), which fair.c's
+ * tags read (JR_SQLITE_FAIR_NW); a change of it, or of the name's path
+ * or weights, tags the name's queued jobs again. Owns the statements of
+ * fair_names and fair_name_keys; uses sqlite_int.h. */
 #include <stdio.h>
 #include <string.h>
 
@@ -18,8 +20,8 @@
 
 /* The file's statements: slots of sql_text[] (sqlite_int.h). */
 enum { S_FN_PUT, S_FN_DROP, S_FN_REKEY, S_FN_STAMP, S_FN_MAKE, S_FN_FILLQ,
-       S_FN_MAKE_ALL, S_FN_FILL_ALL, S_FN_WEIGHT, S_FN_SET, S_FN_QUEUES,
-       S_FN_USE, S_FN_NAMES, S_COUNT };
+       S_FN_MAKE_ALL, S_FN_FILL_ALL, S_FN_SET, S_FN_QUEUES,
+       S_FN_USE, S_FN_NAMES, S_FN_UNTAG, S_FN_RESET, S_COUNT };
 
 #define NOT_ENDED " state NOT IN ('completed', 'dead', 'cancelled', 'expired')"
 
@@ -75,21 +77,26 @@ static const char *const sql_text[S_COUNT] = {
         " THEN coalesce(" JR_SQLITE_FAIR_NKEY ", '') ELSE '' END"
         " WHERE fair_key IS NULL AND" NOT_ENDED
         " AND queue IN (SELECT queue FROM fair_paths WHERE path = '')",
-    /* the weight of key ?2 in name ?1's scope */
-    [S_FN_WEIGHT] =
-        "SELECT coalesce((SELECT weight FROM fair_name_keys"
-        " WHERE name = ?1 AND key = ?2),"
-        " (SELECT value FROM json_each(n.weights) WHERE key = ?2), n.dflt)"
-        " FROM fair_names n WHERE n.name = ?1 AND n.weights IS NOT NULL",
     [S_FN_SET] =
         "INSERT INTO fair_name_keys (name, key, weight) VALUES (?1, ?2, ?3)"
         " ON CONFLICT (name, key) DO UPDATE SET weight = excluded.weight",
+    /* name ?1's queued jobs (of key ?2 in its scope, NULL: all) are to
+     * be tagged again by its weights now ... */
+    [S_FN_UNTAG] =
+        "UPDATE jobs SET fair_tag = NULL WHERE name = ?1"
+        " AND state = 'queued' AND fair_tag IS NOT NULL"
+        " AND (?2 IS NULL OR fair_key = ?1 || char(31) || ?2)",
+    /* ... from their queues' clocks (fair.c's FAIR_FIN) */
+    [S_FN_RESET] =
+        "UPDATE fair_keys SET pass = 0"
+        " WHERE substr(key, 1, length(?1) + 1) = ?1 || char(31)"
+        " AND (?2 IS NULL OR key = ?1 || char(31) || ?2)",
     [S_FN_QUEUES] = "SELECT queue FROM fair_paths WHERE path = ''"
         " ORDER BY queue",
     [S_FN_NAMES] = "SELECT name FROM fair_names WHERE weights IS NOT NULL"
         " ORDER BY name",
     /* each key in name ?1's scope with jobs queued or running: ready by
-     * ?2, running, weight as S_FN_WEIGHT's */
+     * ?2, running, weight as JR_SQLITE_FAIR_NW's */
     [S_FN_USE] =
         "SELECT x.k, x.w, x.r, coalesce((SELECT weight FROM fair_name_keys"
         "  WHERE name = ?1 AND key = x.k), (SELECT value FROM json_each("
@@ -108,6 +115,25 @@ static sqlite3_stmt *
 stmt(jr_backend *b, int which, jr_err *err)
 {
     return jr_sqlite_stmt(b, &sql_text[which], err);
+}
+
+/* Tags name's queued jobs (of key in its scope; NULL: all) again, by
+ * its weights now. */
+static int
+retag(jr_backend *b, const char *name, const char *key, jr_err *err)
+{
+    sqlite3_stmt *s;
+    int i;
+
+    for (i = 0; i < 2; i++) {
+        if ((s = stmt(b, i ? S_FN_RESET : S_FN_UNTAG, err)) == NULL)
+            return -1;
+        bind_text(s, 1, name);
+        bind_text(s, 2, key);
+        if (run(b, s, err, "tagging a fair name's jobs again") < 0)
+            return -1;
+    }
+    return jr_sqlite_fair_tag_name(b, name, err);
 }
 
 /* Records handler h's fair option; when it changed, keys its jobs. */
@@ -145,11 +171,10 @@ name_put(jr_backend *b, const jr_handler *h, jr_err *err)
     sqlite3_bind_int(s, 3, weighted);
     if (run(b, s, err, "keying a name's jobs in fair queues") < 0)
         return -1;
-    if (!weighted)
-        return 0;
-    if ((s = stmt(b, S_FN_FILL_ALL, err)) == NULL)
+    if (weighted && ((s = stmt(b, S_FN_FILL_ALL, err)) == NULL ||
+                     run(b, s, err, "keying the jobs of a name's queues") < 0))
         return -1;
-    return run(b, s, err, "keying the jobs of a name's queues") < 0 ? -1 : 0;
+    return retag(b, h->name, NULL, err);
 }
 
 int
@@ -205,29 +230,6 @@ jr_sqlite_fair_name_queue(jr_backend *b, const char *queue, int64_t lo,
 }
 
 int
-jr_sqlite_fair_name_weight(jr_backend *b, const char *key, double *weight,
-                           jr_err *err)
-{
-    const char *us = strchr(key, 0x1f);
-    sqlite3_stmt *s;
-    int rc;
-
-    if (us == NULL || us == key || us - key > 128)
-        return 0;
-    if ((s = stmt(b, S_FN_WEIGHT, err)) == NULL)
-        return -1;
-    sqlite3_bind_text(s, 1, key, (int)(us - key), SQLITE_TRANSIENT);
-    bind_text(s, 2, us + 1);
-    rc = sqlite3_step(s);
-    if (rc == SQLITE_ROW && sqlite3_column_double(s, 0) >= 1)
-        *weight = sqlite3_column_double(s, 0);
-    sqlite3_reset(s);
-    if (rc != SQLITE_ROW && rc != SQLITE_DONE)
-        return jr_sqlite_fail(b, err, "reading a name's fair weight");
-    return rc == SQLITE_ROW;
-}
-
-int
 jr_sqlite_fair_name_set(jr_backend *b, const char *name, const char *key,
                         double weight, jr_err *err)
 {
@@ -242,7 +244,8 @@ jr_sqlite_fair_name_set(jr_backend *b, const char *name, const char *key,
     bind_text(s, 1, name);
     bind_text(s, 2, key);
     sqlite3_bind_double(s, 3, weight);
-    if (run(b, s, err, "setting a name's fair weight") < 0) {
+    if (run(b, s, err, "setting a name's fair weight") < 0 ||
+        retag(b, name, key, err) < 0) {
         jr_sqlite_rollback(b);
         return -1;
     }

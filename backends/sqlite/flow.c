@@ -47,6 +47,7 @@ static const char *const sql_text[S_COUNT] = {
         " state = CASE WHEN " FAILS " AND on_parent_failure = 'dead'"
         "  THEN 'dead' WHEN " FAILS " THEN 'cancelled'"
         "  WHEN parents_left <= 1 THEN 'queued' ELSE 'waiting' END,"
+        " fair_tag = NULL,"
         " finished_at = CASE WHEN " FAILS " THEN ?4 END,"
         " died_at = CASE WHEN " FAILS " AND on_parent_failure = 'dead'"
         "  THEN ?4 END,"

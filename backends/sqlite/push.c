@@ -439,8 +439,10 @@ insert_many(jr_backend *b, const jr_push *p, double now, int64_t *ids,
         if (p[k].outcome != NULL)
             *p[k].outcome = JR_PUSH_NEW;
     }
-    return fair ? jr_sqlite_fair_name_stamp(b, last - INSERT_ROWS + 1, last,
-                                            err) : 0;
+    return fair ? (jr_sqlite_fair_name_stamp(b, last - INSERT_ROWS + 1,
+                                             last, err) < 0 ||
+                   jr_sqlite_fair_tag(b, last - INSERT_ROWS + 1, last,
+                                      err) < 0 ? -1 : 0) : 0;
 }
 
 static int
@@ -470,8 +472,11 @@ insert_row(jr_backend *b, const jr_push *p, double now, int64_t *id,
     if (jr_sqlite_fair_stamp(b, p->queue, sqlite3_last_insert_rowid(b->db),
                              sqlite3_last_insert_rowid(b->db), err) < 0 ||
         (b->fair_is &&
-         jr_sqlite_fair_name_stamp(b, sqlite3_last_insert_rowid(b->db),
-                                   sqlite3_last_insert_rowid(b->db), err) < 0))
+         (jr_sqlite_fair_name_stamp(b, sqlite3_last_insert_rowid(b->db),
+                                    sqlite3_last_insert_rowid(b->db),
+                                    err) < 0 ||
+          jr_sqlite_fair_tag(b, sqlite3_last_insert_rowid(b->db),
+                             sqlite3_last_insert_rowid(b->db), err) < 0)))
         return -1;
     return queue_known(b, p->queue, err);
 }

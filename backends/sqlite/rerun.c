@@ -16,6 +16,7 @@ static const char *const sql_text[S_COUNT] = {
     /* ?2 now, ?3 the steps kept, ?4 a new payload or NULL */
     [S_RERUN] =
         "UPDATE jobs SET state = 'queued', attempts = 0, run_at = ?2,"
+        " fair_tag = NULL,"
         " died_at = NULL, finished_at = NULL, cancel_requested = 0,"
         " result = NULL, keep_until = NULL, locked_by = NULL,"
         " locked_until = NULL, progress_done = NULL, progress_total = NULL,"

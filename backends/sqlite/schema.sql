@@ -747,6 +747,31 @@ BEGIN
         ELSE '' END FROM fair_paths f WHERE f.queue = NEW.queue)
     WHERE id = NEW.id;
 END;
+-- migration 30
+-- Fair share by start tags (docs/queues.md, "Fair share"): each queued
+-- job of a fair queue has a tag, max(its key's finish, the queue's
+-- clock) when it was given, and its key's finish (fair_keys.pass) moves
+-- on by 1/weight; the claim takes a fair queue's jobs in (priority, tag,
+-- id) order through jobs_fairtag, one range scan, and moves the clock
+-- (fair_clocks.clock) to the tags it took. A push tags its jobs; a job
+-- that goes back to queued (a retry, a rerun, a readied flow child) or
+-- was pushed by another program has no tag until the next claim of its
+-- queue gives it one (jobs_fairnew). fair_keys.cweight is the weight the
+-- config gives the key, fair_paths.weights and wdefault the config's
+-- weights and default as the runner last recorded them: a push outside
+-- the runner reads them; jobs.fair_w the weight the job was tagged with
+-- (the runner deals its local queue by it). The walk's jobs_fair and
+-- cursor go.
+ALTER TABLE jobs ADD COLUMN fair_tag REAL;
+ALTER TABLE jobs ADD COLUMN fair_w REAL;
+ALTER TABLE fair_keys ADD COLUMN cweight REAL;
+ALTER TABLE fair_paths ADD COLUMN weights TEXT;
+ALTER TABLE fair_paths ADD COLUMN wdefault REAL;
+DROP INDEX jobs_fair;
+CREATE INDEX jobs_fairtag ON jobs (queue, priority, fair_tag, id)
+    WHERE state = 'queued' AND fair_tag IS NOT NULL;
+CREATE INDEX jobs_fairnew ON jobs (queue, id)
+    WHERE state = 'queued' AND fair_key IS NOT NULL AND fair_tag IS NULL;
 -- migration 31
 -- A job name's own fair share (docs/queues.md, "A name's own weights"):
 -- a handler's `fair = { key = "payload.PATH", weights = {...}, default

@@ -60,6 +60,7 @@ static const char *const sql_text[S_COUNT] = {
     /* as admin.c's dead retry */
     [S_SEQ_UNBLOCK] =
         "UPDATE jobs SET state = 'queued', attempts = 0, run_at = ?2,"
+        " fair_tag = NULL,"
         " died_at = NULL, finished_at = NULL, cancel_requested = 0,"
         " updated_at = ?2 WHERE sequence_key = ?1 AND state = 'dead'"
         " AND seq_fail = 'block'",
@@ -117,7 +118,7 @@ static const char *const sql_text[S_COUNT] = {
     [S_SEQ_NEXT] =
         "UPDATE jobs SET parents_left = parents_left - ?2,"
         " state = CASE WHEN parents_left <= ?2 THEN 'queued'"
-        "  ELSE 'waiting' END,"
+        "  ELSE 'waiting' END, fair_tag = NULL,"
         " parents = CASE WHEN parents_left <= ?2 THEN coalesce((SELECT"
         "  CASE WHEN count(*) = 1 THEN json_object(CAST(max(d.parent_id)"
         "  AS TEXT), json_object('state', 'completed')) END FROM job_deps d"

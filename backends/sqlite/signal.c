@@ -35,6 +35,8 @@ static const char *const sql_text[S_COUNT] = {
         "  json_object('payload', json(?3), 'at', ?4)),"
         " state = CASE WHEN state = 'waiting' AND wait_on = ?2"
         "  THEN 'queued' ELSE state END,"
+        " fair_tag = CASE WHEN state = 'waiting' AND wait_on = ?2"
+        "  THEN NULL ELSE fair_tag END,"
         " run_at = CASE WHEN state = 'waiting' AND wait_on = ?2"
         "  THEN ?4 ELSE run_at END,"
         " wake_at = CASE WHEN state = 'waiting' AND wait_on = ?2"
@@ -64,6 +66,7 @@ static const char *const sql_text[S_COUNT] = {
     [S_WAKE] =
         "UPDATE jobs SET"
         " state = CASE WHEN state = 'waiting' THEN 'queued' ELSE state END,"
+        " fair_tag = CASE WHEN state = 'waiting' THEN NULL ELSE fair_tag END,"
         " run_at = CASE WHEN state = 'waiting' THEN ?1 ELSE run_at END,"
         " waits = CASE WHEN state = 'waiting' AND wait_on IS NOT NULL"
         "  THEN json_set(coalesce(waits, '{}'),"

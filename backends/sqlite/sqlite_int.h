@@ -88,6 +88,10 @@ struct jr_backend {
                                  * (sequence.c: the next is one DELETE) */
     int           fair_named;   /* with fair_seen: a name has weights of
                                  * its own (fairname.c) */
+    uint64_t      fair_wseen[16]; /* fair limits (queue, path, weights,
+                                 * default) recorded by this connection,
+                                 * hashed (fair.c) */
+    int           fair_nwseen;
 };
 
 /* A job's key in its name's fair scope, in an UPDATE of jobs: NAME,
@@ -98,6 +102,18 @@ struct jr_backend {
     "(SELECT CASE WHEN n.weights IS NOT NULL THEN jobs.name || char(31)" \
     " ELSE '' END || coalesce(CAST(json_extract(payload, n.path) AS TEXT)," \
     " '') FROM fair_names n WHERE n.name = jobs.name)"
+
+/* The weight of fair key k (an SQL expression) when it is in a name's
+ * scope (NAME, char(31), value) and the name has weights: fair set
+ * --name's (fair_name_keys), else the handler's weights', else its
+ * default; NULL otherwise. */
+#define JR_SQLITE_FAIR_NW(k) \
+    "CASE WHEN instr(" k ", char(31)) > 1 THEN (SELECT coalesce((SELECT" \
+    " nk.weight FROM fair_name_keys nk WHERE nk.name = n.name AND nk.key =" \
+    " substr(" k ", length(n.name) + 2)), (SELECT value FROM json_each(" \
+    "n.weights) WHERE key = substr(" k ", length(n.name) + 2)), n.dflt)" \
+    " FROM fair_names n WHERE n.name = substr(" k ", 1, instr(" k \
+    ", char(31)) - 1) AND n.weights IS NOT NULL) END"
 
 /* ---- sqlrun.c: a job's jobrunner.sql statements ---- */
 
@@ -366,14 +382,14 @@ void jr_sqlite_lim_clear(limq *lim);
 const jr_limit *jr_sqlite_fair_of(const jr_claim_spec *spec,
                                   const char *queue);
 /* Appends the first cap ready jobs of fair queue (limit f) to c[*n..] as
- * queue_candidates does, ranked by whose turn it is among their keys
- * (fairpick.h). 0, or -1 with err set. */
+ * queue_candidates does, by (priority, start tag, id), after tagging the
+ * queue's untagged queued jobs. 0, or -1 with err set. */
 int  jr_sqlite_fair_candidates(jr_backend *b, const jr_limit *f,
                                const char *queue, int cap, const char *json,
                                double now, candidate *c, int *n,
                                const limq *lim, jr_err *err);
-/* Counts the claimed candidates c[0..n) of fair queues in their keys'
- * passes and their queues' clocks. */
+/* Moves the clocks of the fair queues of the claimed candidates c[0..n)
+ * to the highest tag each took (fairsave.c). */
 int  jr_sqlite_fair_set(jr_backend *b, const char *queue, const char *key,
                         double weight, jr_err *err);
 int  jr_sqlite_fair_save(jr_backend *b, const candidate *c, int n,
@@ -388,8 +404,9 @@ int  jr_sqlite_fair_use(jr_backend *b, const jr_limit *f, jr_fair_use_cb cb,
 int  jr_sqlite_aging_use(jr_backend *b, const char *queue, double aging,
                          int max, jr_aging_use_cb cb, void *arg,
                          jr_err *err);
-/* Records the key path of each fair queue of l[0..n) in fair_paths (a
- * new or changed path stamps the keys of the queue's jobs not ended), in
+/* Records the key path, weights and default of each fair queue of
+ * l[0..n) in fair_paths (a new or changed one stamps the keys of the
+ * queue's jobs not ended and tags its queued jobs again), in
  * the open transaction. A queue that is fair no more keeps its row: its
  * pushes keep their key, which nothing reads (another runner's config
  * may still have it fair). */
@@ -400,6 +417,13 @@ int  jr_sqlite_fair_paths(jr_backend *b, const jr_limit *l, int n,
  * the queue is fair (one look-up in fair_paths a queue a transaction). */
 int  jr_sqlite_fair_stamp(jr_backend *b, const char *queue, int64_t lo,
                           int64_t hi, jr_err *err);
+/* After the keys: the start tags of the jobs of ids lo to hi just pushed
+ * into fair queues, and their keys' finishes. */
+int  jr_sqlite_fair_tag(jr_backend *b, int64_t lo, int64_t hi,
+                        jr_err *err);
+/* The same for the untagged queued jobs of job name name in fair queues
+ * (fairname.c, after its weights changed). */
+int  jr_sqlite_fair_tag_name(jr_backend *b, const char *name, jr_err *err);
 
 /* aging.c: the priority aging period of queue in spec (seconds), 0
  * when it does not age. */
@@ -482,12 +506,6 @@ int jr_sqlite_fair_names(jr_backend *b, const jr_handler *h, int n,
  * set. */
 int jr_sqlite_fair_name_queue(jr_backend *b, const char *queue, int64_t lo,
                               int64_t hi, jr_err *err);
-/* The weight of fair key key (fkey) when it is in a name's scope (NAME,
- * char(31), value): fair set --name's, else the handler's weights', else
- * its default, into *weight; 0 (*weight left) when key is in no name's
- * scope, 1 when set, -1 with err set. */
-int jr_sqlite_fair_name_weight(jr_backend *b, const char *key,
-                               double *weight, jr_err *err);
 int jr_sqlite_fair_name_set(jr_backend *b, const char *name,
                             const char *key, double weight, jr_err *err);
 int jr_sqlite_fair_name_list(jr_backend *b, int names, jr_fair_queue_cb cb,
