@@ -17,11 +17,13 @@
  * tags of an insert statement: jobs_queue_known, schema.sql's migration
  * 34): a key in a job name's scope (NAME, chr(31), value) has its
  * name's (fair_name_w: fair set --name's, its handler's weights', its
- * default); else fk its row of fair_keys (`fair set`'s weight, else the
+ * default; called for such keys only, the function is not inlined: a
+ * call a row); else fk its row of fair_keys (`fair set`'s weight, else the
  * config's, cweight), fp its queue's row of fair_paths (the config's
  * default); 1 without them. */
-#define FAIR_W(k) "coalesce({{schema}}.fair_name_w(" k "), fk.weight," \
-    " fk.cweight, fp.wdefault, 1)"
+#define FAIR_W(k) "coalesce(CASE WHEN strpos(" k ", chr(31)) > 1" \
+    " THEN {{schema}}.fair_name_w(" k ") END, fk.weight, fk.cweight," \
+    " fp.wdefault, 1)"
 
 /* The queued jobs of queue $1 without a tag (jobs_fairnew: claimed and
  * back to queued, pushed waiting, or keyed by a path recorded after

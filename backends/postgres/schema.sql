@@ -2385,7 +2385,8 @@ CREATE TABLE {{schema}}.fair_name_keys (
 -- chr(31), value) and the name has weights: fair set --name's
 -- (fair_name_keys), else its handler's weights', else its default; NULL
 -- otherwise (the key's queue's weight then: fair_keys, fair_paths). The
--- tags of an insert statement (jobs_queue_known) and of a claim read it.
+-- tags of an insert statement (jobs_queue_known) and of a claim read it,
+-- for keys with a chr(31) only: it is not inlined, a call a row.
 CREATE FUNCTION {{schema}}.fair_name_w(k text) RETURNS float8
 LANGUAGE sql STABLE AS $$
     SELECT CASE WHEN strpos(k, chr(31)) > 1 THEN (SELECT coalesce(
@@ -2424,8 +2425,9 @@ BEGIN
         -- the finishes of the keys of the queued jobs, one upsert a key
         INSERT INTO {{schema}}.fair_keys AS k (queue, key, pass)
         SELECT c.queue, c.key, coalesce(fc.clock, 0) + c.cnt
-               / coalesce({{schema}}.fair_name_w(c.key), fk.weight,
-                          fk.cweight, fp.wdefault, 1)
+               / coalesce(CASE WHEN strpos(c.key, chr(31)) > 1
+                          THEN {{schema}}.fair_name_w(c.key) END,
+                          fk.weight, fk.cweight, fp.wdefault, 1)
         -- (a job's key: in its name's scope when the name has weights,
         -- at its name's path, '' in a queue made fair by a name, or at
         -- the queue's path)
@@ -2458,8 +2460,9 @@ BEGIN
                 k.pass - (x.cnt - x.rn + 1) / w.w, w.w
             FROM {{schema}}.fair_keys k
             JOIN {{schema}}.fair_paths p ON p.queue = k.queue
-            CROSS JOIN LATERAL (SELECT coalesce(
-                {{schema}}.fair_name_w(k.key), k.weight, k.cweight,
+            CROSS JOIN LATERAL (SELECT coalesce(CASE WHEN
+                strpos(k.key, chr(31)) > 1 THEN
+                {{schema}}.fair_name_w(k.key) END, k.weight, k.cweight,
                 p.wdefault, 1) AS w) w
             WHERE x.state = 'queued' AND k.queue = x.queue
               AND k.key = x.key)
