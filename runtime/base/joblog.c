@@ -1,6 +1,8 @@
-/* joblog.c - one run's logs within their cap: lines encoded as JSON
- * objects when they come, the oldest dropped past the cap (the tail is
- * kept), compacted when the dropped ones take more room than the cap. */
+/* joblog.c - one run's logs within their cap: lines kept as records
+ * (their text as it is) when they come, each one's size as JSON counted,
+ * the oldest dropped past the cap (the tail is kept), compacted when the
+ * dropped ones take more room than the cap; the entry's JSON written
+ * where it is stored. */
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -110,16 +112,114 @@ put_escaped(char *o, const char *s, size_t n)
     return (size_t)(o - start);
 }
 
+/* A line as kept and sent: a record of REC bytes, then its text.
+ * Native byte order: the worker and the master are one binary on one
+ * machine. */
+typedef struct rec {
+    unsigned char level;        /* LEVELS' index */
+    unsigned char cut;          /* 1: " [line cut]" after the text */
+    uint16_t      len;          /* bytes of text (at most JR_JOBLOG_LINE) */
+    uint32_t      enc;          /* bytes of its JSON object and '\n' */
+    int64_t       ms;           /* epoch milliseconds */
+} rec;
+#define REC ((size_t)sizeof(rec))
+
+static const char *const LEVELS[] = {"debug", "info", "warn", "error",
+                                     "stdout", "stderr"};
+static const unsigned char LEVEL_LEN[] = {5, 4, 4, 5, 6, 6};
+#define NLEVELS 6
+
+/* An entry's head, before its records. */
+typedef struct head {
+    uint32_t magic;             /* ENTRY_MAGIC */
+    int32_t  attempt;
+    int64_t  at;                /* epoch milliseconds of its first line */
+    int64_t  dropped_lines;
+    int64_t  dropped_bytes;
+} head;
+#define HEAD ((size_t)sizeof(head))
+#define ENTRY_MAGIC 0x4c524a01u
+
+/* The index of level in LEVELS ("debug" ... "stderr"), else info's. */
+static int
+level_index(const char *level)
+{
+    switch (level[0]) {
+    case 'd': return 0;
+    case 'w': return 2;
+    case 'e': return 3;
+    case 's': return level[3] == 'e' ? 5 : 4;
+    default:  return 1;
+    }
+}
+
+/* The digits of v. */
+static unsigned
+digits(unsigned long long v)
+{
+    unsigned n = 1;
+
+    while (v >= 10) {
+        v /= 10;
+        n++;
+    }
+    return n;
+}
+
+/* How many bytes s[0..n) takes escaped as put_escaped writes it. */
+static size_t
+escaped_len(const char *s, size_t n)
+{
+    size_t out = 0, k, used;
+    char tmp[6];
+
+    while (n > 0) {
+        used = plain_run(s, n);
+        out += used;
+        s += used;
+        n -= used;
+        if (n == 0)
+            break;
+        if (*s == '\0' ||
+            (k = jr_jsontext_escape_char(s, n, tmp, &used)) == 0) {
+            used = 1;
+            k = 6;
+        }
+        out += k;
+        s += used;
+        n -= used;
+    }
+    return out;
+}
+
+/* The bytes of a line's JSON object and its '\n' (as encode writes it):
+ * {"at":S.mmm,"level":"L","msg":"T"} with T escaped text, " [line cut]"
+ * after it when cut. */
+static size_t
+line_len(jr_joblog *l, long long ms, int level, const char *s, size_t n,
+         int cut)
+{
+    if (ms < 0)
+        ms = 0;
+    if (ms / 1000 != l->sec || l->sec_len == 0) {
+        l->sec = ms / 1000;
+        l->sec_len = (unsigned char)digits((unsigned long long)l->sec);
+    }
+    return 6 + l->sec_len + 4 + 10 + LEVEL_LEN[level] + 9 +
+           escaped_len(s, n) + (cut ? 11 : 0) + 3;
+}
+
 /* Drops the first kept line. */
 static void
 drop_first(jr_joblog *l)
 {
-    const char *p = memchr(l->buf.p + l->start, '\n', l->buf.len - l->start);
-    size_t end = p ? (size_t)(p - l->buf.p) + 1 : l->buf.len;
+    rec r;
 
+    memcpy(&r, l->buf.p + l->start, REC);
     l->dropped_lines++;
-    l->dropped_bytes += (long long)(end - l->start);
-    l->start = end;
+    l->dropped_bytes += (long long)r.enc;
+    l->kept -= r.enc;
+    l->start += REC + r.len;
 }
 
 /* Writes v's digits at out (24 bytes). Returns how many. */
@@ -138,27 +238,18 @@ put_uint(char *out, unsigned long long v)
     return n;
 }
 
-/* Writes epoch seconds t with 3 decimals at out (32 bytes) without
- * printf's floating point, a line's cost; the whole seconds' digits are
- * l's from its last line when the second is the same. Returns the
- * length. */
+/* Writes epoch milliseconds ms as seconds with 3 decimals at out (32
+ * bytes), without printf's floating point. Returns the length. */
 static size_t
-put_secs(jr_joblog *l, char *out, double t)
+put_ms(char *out, long long ms)
 {
-    long long ms = (long long)(t * 1000 + 0.5);
     size_t n;
     int frac;
 
     if (ms < 0)
         ms = 0;
     frac = (int)(ms % 1000);
-    if (ms / 1000 != l->sec || l->sec_len == 0) {
-        l->sec = ms / 1000;
-        l->sec_len = (unsigned char)put_uint(l->sec_text,
-                                             (unsigned long long)l->sec);
-    }
-    memcpy(out, l->sec_text, l->sec_len);
-    n = l->sec_len;
+    n = put_uint(out, (unsigned long long)(ms / 1000));
     out[n++] = '.';
     out[n++] = (char)('0' + frac / 100);
     out[n++] = (char)('0' + frac / 10 % 10);
@@ -180,74 +271,59 @@ char_cut(const char *s, size_t n, size_t cut)
     return k > 0 && (s[k] & 0xC0) != 0x80 ? k : cut;
 }
 
-/* Appends the line of level (len bytes), its text s[0..cut) of n ("[line
- * cut]" after it when cut < n), at time now: room made once, written in
- * place. */
-static void
-encode(jr_joblog *l, double now, const char *level, size_t len,
-       const char *s, size_t cut, size_t n)
+/* Now, in epoch milliseconds (rounded, as a line's "at" shows it). */
+static long long
+now_ms(void)
 {
-    jr_buf *b = &l->buf;
-    char *o;
-
-    if (reserve(b, 64 + len + 6 * cut + 16) < 0)
-        return;
-    o = b->p + b->len;
-    memcpy(o, "{\"at\":", 6);
-    o += 6;
-    o += put_secs(l, o, now);
-    memcpy(o, ",\"level\":\"", 10);
-    o += 10;
-    memcpy(o, level, len);
-    o += len;
-    memcpy(o, "\",\"msg\":\"", 9);
-    o += 9;
-    o += put_escaped(o, s, cut);
-    if (cut < n) {
-        memcpy(o, " [line cut]", 11);
-        o += 11;
-    }
-    memcpy(o, "\"}\n", 3);
-    b->len = (size_t)(o + 3 - b->p);
+    return (long long)(jr_now() * 1000 + 0.5);
 }
 
 void
 jr_joblog_add(jr_joblog *l, const char *level, const char *s, size_t n,
               size_t max)
 {
-    size_t from = l->buf.len, cut = char_cut(s, n, JR_JOBLOG_LINE), len;
-    size_t whole = 0, next, llen = strlen(level);
-    double now = jr_now();
+    size_t cut = char_cut(s, n, JR_JOBLOG_LINE), len, whole = 0, next;
+    long long ms = now_ms();
+    int lv = level_index(level);
+    rec r;
+    char *o;
 
     if (l->lines++ == 0)
-        l->at = now;
+        l->at = ms;
     /* a line over the cap alone keeps the start of it that fits, cut:
      * shorter in proportion until it does */
     for (;;) {
-        encode(l, now, level, llen, s, cut, n);
-        len = l->buf.len - from;
+        len = line_len(l, ms, lv, s, cut, cut < n);
         if (whole == 0)
             whole = len;
-        if (l->buf.oom || len <= max)
+        if (len <= max)
             break;
-        l->buf.len = from;
-        if (cut == 0)           /* not even an empty line fits */
-            break;
-        next = (size_t)((double)cut * (double)max / (double)len);
+        next = cut == 0 ? 0 : (size_t)((double)cut * (double)max /
+                                       (double)len);
         if (next >= cut)
             next = cut - 1;
-        if (next == 0)
+        if (cut == 0 || next == 0) {    /* not even an empty line fits */
+            len = 0;
             break;
+        }
         cut = char_cut(s, n, next);
     }
-    if (l->buf.oom || l->buf.len == from) {
+    if (len == 0 || (o = jr_buf_room(&l->buf, REC + cut)) == NULL) {
         l->dropped_lines++;
         l->dropped_bytes += (long long)whole;
-        l->buf.len = from;
         l->buf.oom = 0;
         return;
     }
-    while (l->buf.len - l->start > max)
+    r.level = (unsigned char)lv;
+    r.cut = cut < n;
+    r.len = (uint16_t)cut;
+    r.enc = (uint32_t)len;
+    r.ms = ms;
+    memcpy(o, &r, REC);
+    memcpy(o + REC, s, cut);
+    l->buf.len += REC + cut;
+    l->kept += len;
+    while (l->kept > max)
         drop_first(l);
     if (l->start > max) {       /* the dropped ones take more than kept */
         memmove(l->buf.p, l->buf.p + l->start, l->buf.len - l->start);
@@ -312,11 +388,11 @@ jr_joblog_write(jr_joblog *l, int stream, const char *s, size_t n,
 }
 
 const char *
-jr_joblog_entry(jr_joblog *l, int attempt, size_t max)
+jr_joblog_entry(jr_joblog *l, int attempt, size_t max, size_t *len)
 {
     jr_buf *e = &l->entry;
     size_t body;
-    char *o, *nl, *end;
+    head h;
     int k;
 
     for (k = 0; k < 2; k++)
@@ -329,36 +405,122 @@ jr_joblog_entry(jr_joblog *l, int attempt, size_t max)
         return NULL;
     jr_buf_reset(e);
     body = l->buf.len - l->start;
-    if (reserve(e, body + 160) < 0)
+    if (reserve(e, HEAD + body) < 0)
         return NULL;
-    /* the kept lines as they are, each one's '\n' the next one's ',' */
-    o = e->p;
+    h.magic = ENTRY_MAGIC;
+    h.attempt = attempt;
+    h.at = l->at;
+    h.dropped_lines = l->dropped_lines;
+    h.dropped_bytes = l->dropped_bytes;
+    memcpy(e->p, &h, HEAD);
+    if (body > 0)
+        memcpy(e->p + HEAD, l->buf.p + l->start, body);
+    e->len = HEAD + body;
+    *len = e->len;
+    return e->p;
+}
+
+int
+jr_joblog_check(const char *e, size_t n)
+{
+    head h;
+    rec r;
+    size_t at = HEAD;
+
+    if (e == NULL || n < HEAD)
+        return -1;
+    memcpy(&h, e, HEAD);
+    if (h.magic != ENTRY_MAGIC || h.dropped_lines < 0 || h.dropped_bytes < 0)
+        return -1;
+    while (at < n) {
+        if (n - at < REC)
+            return -1;
+        memcpy(&r, e + at, REC);
+        if (r.level >= NLEVELS || r.cut > 1 || r.len > JR_JOBLOG_LINE ||
+            n - at - REC < r.len)
+            return -1;
+        at += REC + r.len;
+    }
+    return 0;
+}
+
+const char *
+jr_joblog_json(const char *e, size_t n, jr_buf *out)
+{
+    head h;
+    rec r;
+    size_t at = HEAD;
+    char *o;
+    int first = 1;
+
+    jr_buf_reset(out);
+    if (e == NULL)
+        return NULL;
+    if (n == 0 || e[0] == '{') {        /* JSON text already */
+        if (n == 0)
+            n = strlen(e);
+        return jr_buf_put(out, e, n) < 0 || jr_buf_put(out, "", 1) < 0 ?
+               NULL : out->p;
+    }
+    if (jr_joblog_check(e, n) < 0)
+        return NULL;
+    memcpy(&h, e, HEAD);
+    if (reserve(out, 160) < 0)
+        return NULL;
+    o = out->p;
     memcpy(o, "{\"attempt\":", 11);
     o += 11;
-    if (attempt < 0) {
+    if (h.attempt < 0) {
         *o++ = '-';
-        attempt = -attempt;
+        o += put_uint(o, 0ULL - (unsigned long long)(long long)h.attempt);
+    } else {
+        o += put_uint(o, (unsigned long long)h.attempt);
     }
-    o += put_uint(o, (unsigned long long)attempt);
     memcpy(o, ",\"at\":", 6);
     o += 6;
-    o += put_secs(l, o, l->at);
+    o += put_ms(o, h.at);
     memcpy(o, ",\"lines\":[", 10);
     o += 10;
-    memcpy(o, l->buf.p + l->start, body);
-    for (nl = o, end = o + body; (nl = memchr(nl, '\n', (size_t)(end - nl)));
-         nl++)
-        *nl = ',';
-    o += body > 0 ? body - 1 : 0;      /* the last ',' goes */
+    out->len = (size_t)(o - out->p);
+    while (at < n) {
+        memcpy(&r, e + at, REC);
+        if (reserve(out, 64 + 6 * (size_t)r.len + 16) < 0)
+            return NULL;
+        o = out->p + out->len;
+        if (!first)
+            *o++ = ',';
+        first = 0;
+        memcpy(o, "{\"at\":", 6);
+        o += 6;
+        o += put_ms(o, r.ms);
+        memcpy(o, ",\"level\":\"", 10);
+        o += 10;
+        memcpy(o, LEVELS[r.level], LEVEL_LEN[r.level]);
+        o += LEVEL_LEN[r.level];
+        memcpy(o, "\",\"msg\":\"", 9);
+        o += 9;
+        o += put_escaped(o, e + at + REC, r.len);
+        if (r.cut) {
+            memcpy(o, " [line cut]", 11);
+            o += 11;
+        }
+        memcpy(o, "\"}", 2);
+        o += 2;
+        out->len = (size_t)(o - out->p);
+        at += REC + r.len;
+    }
+    if (reserve(out, 80) < 0)
+        return NULL;
+    o = out->p + out->len;
     memcpy(o, "],\"dropped_lines\":", 18);
     o += 18;
-    o += put_uint(o, (unsigned long long)l->dropped_lines);
+    o += put_uint(o, (unsigned long long)h.dropped_lines);
     memcpy(o, ",\"dropped_bytes\":", 17);
     o += 17;
-    o += put_uint(o, (unsigned long long)l->dropped_bytes);
+    o += put_uint(o, (unsigned long long)h.dropped_bytes);
     memcpy(o, "}", 2);                  /* and its NUL */
-    e->len = (size_t)(o + 1 - e->p);
-    return e->p;
+    out->len = (size_t)(o + 1 - out->p);
+    return out->p;
 }
 
 /* What a run's buffers keep for the next run: a context kept idle (a
@@ -380,7 +542,7 @@ jr_joblog_clear(jr_joblog *l)
     reset(&l->part[0]);
     reset(&l->part[1]);
     reset(&l->entry);
-    l->start = 0;
+    l->start = l->kept = 0;
     l->lines = l->dropped_lines = 0;
     l->dropped_bytes = 0;
     l->at = 0;

@@ -43,9 +43,10 @@ jr_jrlog_setup(size_t max, int echo)
 }
 
 const char *
-jr_jrlog_entry(jr_jobctx *ctx, int attempt)
+jr_jrlog_entry(jr_jobctx *ctx, int attempt, size_t *len)
 {
-    return log_max > 0 ? jr_joblog_entry(&ctx->log, attempt, log_max) : NULL;
+    return log_max > 0 ? jr_joblog_entry(&ctx->log, attempt, log_max, len) :
+           NULL;
 }
 
 /* The running job's context when its output is kept, else NULL. */
