@@ -112,17 +112,22 @@ put_escaped(char *o, const char *s, size_t n)
     return (size_t)(o - start);
 }
 
-/* A line as kept and sent: a record of REC bytes, then its text.
+/* A line as kept and sent: a record of REC bytes, then its text, or
+ * (R_FIELDS) its pieces: u16 msg's length, u16 how many fields, msg,
+ * then each field's u16 name length, u16 value length, name, value.
  * Native byte order: the worker and the master are one binary on one
  * machine. */
 typedef struct rec {
     unsigned char level;        /* LEVELS' index */
-    unsigned char cut;          /* 1: " [line cut]" after the text */
-    uint16_t      len;          /* bytes of text (at most JR_JOBLOG_LINE) */
+    unsigned char flags;        /* R_CUT, R_FIELDS */
+    uint16_t      len;          /* bytes after the record (its text: at
+                                   most JR_JOBLOG_LINE) */
     uint32_t      enc;          /* bytes of its JSON object and '\n' */
     int64_t       ms;           /* epoch milliseconds */
 } rec;
 #define REC ((size_t)sizeof(rec))
+#define R_CUT    1              /* " [line cut]" after the text */
+#define R_FIELDS 2              /* its pieces, not its text */
 
 static const char *const LEVELS[] = {"debug", "info", "warn", "error",
                                      "stdout", "stderr"};
@@ -315,7 +320,7 @@ jr_joblog_add(jr_joblog *l, const char *level, const char *s, size_t n,
         return;
     }
     r.level = (unsigned char)lv;
-    r.cut = cut < n;
+    r.flags = cut < n ? R_CUT : 0;
     r.len = (uint16_t)cut;
     r.enc = (uint32_t)len;
     r.ms = ms;
@@ -330,6 +335,232 @@ jr_joblog_add(jr_joblog *l, const char *level, const char *s, size_t n,
         l->buf.len -= l->start;
         l->start = 0;
     }
+}
+
+/* 1 if a plain value is quoted in its line: empty, or a space or '='
+ * in it (jrlog.c's rule for any value). */
+static int
+quoted(const char *v, size_t n)
+{
+    return n == 0 || memchr(v, ' ', n) != NULL || memchr(v, '=', n) != NULL;
+}
+
+/* 1 for the bytes that make a value quoted: ' ' and '='. */
+static const unsigned char quote_at[256] = {[' '] = 1, ['='] = 1};
+
+/* 1 if s[0..n) is all bytes PLAIN holds as they are; *q set when it
+ * must be quoted as a value (quoted()). A piece of a line is short:
+ * one pass, a byte at a time, both told at once. */
+static inline int
+plain_piece(const char *s, size_t n, int *q)
+{
+    const unsigned char *u = (const unsigned char *)s;
+    unsigned all = 1, eq = 0;
+    size_t i;
+
+    if (n > 32) {
+        *q = quoted(s, n);
+        return plain_run(s, n) == n;
+    }
+    for (i = 0; i < n; i++) {
+        all &= plain[u[i]];
+        eq |= quote_at[u[i]];
+    }
+    *q = n == 0 || eq;
+    return (int)all;
+}
+
+/* Copies a line's piece: a few bytes in place, the many by memcpy. */
+static inline char *
+put_piece(char *o, const char *s, size_t n)
+{
+    if (n > 16) {
+        memcpy(o, s, n);
+        return o + n;
+    }
+    while (n-- > 0)
+        *o++ = *s++;
+    return o;
+}
+
+static void
+put16(char **o, size_t v)
+{
+    uint16_t x = (uint16_t)v;
+
+    memcpy(*o, &x, 2);
+    *o += 2;
+}
+
+static size_t
+get16(const char *p)
+{
+    uint16_t x;
+
+    memcpy(&x, p, 2);
+    return x;
+}
+
+/* The text's length of a line of msg[0..n) and fields f[0..nf), and in
+ * *q how many of its values are quoted; -1 unless the line is plain:
+ * every byte as PLAIN holds it, the text at most JR_JOBLOG_LINE. */
+static long
+plain_line(const char *msg, size_t n, const jr_joblog_field *f, int nf,
+           size_t *q)
+{
+    size_t text = n;
+    int i, vq, kq;
+
+    *q = 0;
+    if (nf > JR_JOBLOG_FIELDS || n > JR_JOBLOG_LINE ||
+        !plain_piece(msg, n, &vq))
+        return -1;
+    for (i = 0; i < nf; i++) {
+        if (f[i].kn > JR_JOBLOG_LINE || f[i].vn > JR_JOBLOG_LINE ||
+            !plain_piece(f[i].k, f[i].kn, &kq) ||
+            !plain_piece(f[i].v, f[i].vn, &vq))
+            return -1;
+        *q += (size_t)vq;
+        text += 2 + f[i].kn + f[i].vn;
+    }
+    text += 2 * *q;             /* each quoted value's two '"' */
+    return text > JR_JOBLOG_LINE ? -1 : (long)text;
+}
+
+int
+jr_joblog_add_fields(jr_joblog *l, const char *level, const char *msg,
+                     size_t n, const jr_joblog_field *f, int nf,
+                     size_t max)
+{
+    size_t body = 4 + n, len, q;
+    long text = plain_line(msg, n, f, nf, &q);
+    long long ms;
+    int lv = level_index(level), i;
+    rec r;
+    char *o;
+
+    if (text < 0)
+        return -1;
+    for (i = 0; i < nf; i++)
+        body += 4 + f[i].kn + f[i].vn;
+    if (body > 65535)
+        return -1;
+    ms = now_ms();
+    /* the text's bytes, each '"' escaped: as the text alone would be */
+    if (ms / 1000 != l->sec || l->sec_len == 0) {
+        l->sec = ms < 0 ? 0 : ms / 1000;
+        l->sec_len = (unsigned char)digits((unsigned long long)l->sec);
+    }
+    len = 6 + l->sec_len + 4 + 10 + LEVEL_LEN[lv] + 9 + 3 + (size_t)text +
+          2 * q;
+    if (len > max)
+        return -1;
+    if (l->lines++ == 0)
+        l->at = ms;
+    if ((o = jr_buf_room(&l->buf, REC + body)) == NULL) {
+        l->dropped_lines++;
+        l->dropped_bytes += (long long)len;
+        l->buf.oom = 0;
+        return 0;
+    }
+    r.level = (unsigned char)lv;
+    r.flags = R_FIELDS;
+    r.len = (uint16_t)body;
+    r.enc = (uint32_t)len;
+    r.ms = ms;
+    memcpy(o, &r, REC);
+    o += REC;
+    put16(&o, n);
+    put16(&o, (size_t)nf);
+    o = put_piece(o, msg, n);
+    for (i = 0; i < nf; i++) {
+        put16(&o, f[i].kn);
+        put16(&o, f[i].vn);
+        o = put_piece(o, f[i].k, f[i].kn);
+        o = put_piece(o, f[i].v, f[i].vn);
+    }
+    l->buf.len += REC + body;
+    l->kept += len;
+    while (l->kept > max)
+        drop_first(l);
+    if (l->start > max) {       /* the dropped ones take more than kept */
+        memmove(l->buf.p, l->buf.p + l->start, l->buf.len - l->start);
+        l->buf.len -= l->start;
+        l->start = 0;
+    }
+    return 0;
+}
+
+/* By name, bytes compared (a name may hold a NUL). */
+static int
+field_cmp(const void *a, const void *b)
+{
+    const jr_joblog_field *x = a, *y = b;
+    int c = memcmp(x->k, y->k, x->kn < y->kn ? x->kn : y->kn);
+
+    return c != 0 ? c : (x->kn > y->kn) - (x->kn < y->kn);
+}
+
+/* The pieces of a R_FIELDS record's body p[0..n): msg, *nf fields in f
+ * (JR_JOBLOG_FIELDS), or -1 when they do not add up to n. */
+static int
+get_fields(const char *p, size_t n, const char **msg, size_t *mn,
+           jr_joblog_field *f, int *nf)
+{
+    size_t at = 4;
+    int i;
+
+    if (n < 4)
+        return -1;
+    *mn = get16(p);
+    *nf = (int)get16(p + 2);
+    if (*nf > JR_JOBLOG_FIELDS || n - at < *mn)
+        return -1;
+    *msg = p + at;
+    at += *mn;
+    for (i = 0; i < *nf; i++) {
+        if (n - at < 4)
+            return -1;
+        f[i].kn = get16(p + at);
+        f[i].vn = get16(p + at + 2);
+        at += 4;
+        if (n - at < f[i].kn || n - at - f[i].kn < f[i].vn)
+            return -1;
+        f[i].k = p + at;
+        f[i].v = p + at + f[i].kn;
+        at += f[i].kn + f[i].vn;
+    }
+    return at == n ? 0 : -1;
+}
+
+/* Writes at o the text of a R_FIELDS record's line, a plain one
+ * (plain_line's: its length): msg, then " k=v" for each field by name,
+ * a value quoted as quoted() says. Returns its length. */
+static size_t
+fields_text(char *o, const char *msg, size_t mn, jr_joblog_field *f, int nf)
+{
+    char *start = o;
+    int i;
+
+    qsort(f, (size_t)nf, sizeof *f, field_cmp);
+    memcpy(o, msg, mn);
+    o += mn;
+    for (i = 0; i < nf; i++) {
+        *o++ = ' ';
+        memcpy(o, f[i].k, f[i].kn);
+        o += f[i].kn;
+        *o++ = '=';
+        if (!quoted(f[i].v, f[i].vn)) {
+            memcpy(o, f[i].v, f[i].vn);
+            o += f[i].vn;
+            continue;
+        }
+        *o++ = '"';
+        memcpy(o, f[i].v, f[i].vn);
+        o += f[i].vn;
+        *o++ = '"';
+    }
+    return (size_t)(o - start);
 }
 
 /* How many bytes at the end of s[0..n) begin a UTF-8 character that
@@ -423,9 +654,12 @@ jr_joblog_entry(jr_joblog *l, int attempt, size_t max, size_t *len)
 int
 jr_joblog_check(const char *e, size_t n)
 {
+    jr_joblog_field f[JR_JOBLOG_FIELDS];
+    const char *msg;
     head h;
     rec r;
-    size_t at = HEAD;
+    size_t at = HEAD, mn, q;
+    int nf;
 
     if (e == NULL || n < HEAD)
         return -1;
@@ -436,8 +670,13 @@ jr_joblog_check(const char *e, size_t n)
         if (n - at < REC)
             return -1;
         memcpy(&r, e + at, REC);
-        if (r.level >= NLEVELS || r.cut > 1 || r.len > JR_JOBLOG_LINE ||
+        if (r.level >= NLEVELS || r.flags > R_FIELDS ||
+            (!(r.flags & R_FIELDS) && r.len > JR_JOBLOG_LINE) ||
             n - at - REC < r.len)
+            return -1;
+        if ((r.flags & R_FIELDS) &&
+            (get_fields(e + at + REC, r.len, &msg, &mn, f, &nf) < 0 ||
+             plain_line(msg, mn, f, nf, &q) < 0))
             return -1;
         at += REC + r.len;
     }
@@ -447,11 +686,13 @@ jr_joblog_check(const char *e, size_t n)
 const char *
 jr_joblog_json(const char *e, size_t n, jr_buf *out)
 {
+    jr_joblog_field f[JR_JOBLOG_FIELDS];
+    const char *msg, *text;
     head h;
     rec r;
-    size_t at = HEAD;
-    char *o;
-    int first = 1;
+    size_t at = HEAD, mn, tn;
+    char *o, *line = NULL;
+    int first = 1, nf;
 
     jr_buf_reset(out);
     if (e == NULL)
@@ -484,8 +725,20 @@ jr_joblog_json(const char *e, size_t n, jr_buf *out)
     out->len = (size_t)(o - out->p);
     while (at < n) {
         memcpy(&r, e + at, REC);
-        if (reserve(out, 64 + 6 * (size_t)r.len + 16) < 0)
+        text = e + at + REC;
+        tn = r.len;
+        if (r.flags & R_FIELDS) {       /* its text made now */
+            get_fields(text, r.len, &msg, &mn, f, &nf);
+            if (line == NULL &&
+                (line = malloc(JR_JOBLOG_LINE)) == NULL)
+                return NULL;
+            tn = fields_text(line, msg, mn, f, nf);
+            text = line;
+        }
+        if (reserve(out, 64 + 6 * tn + 16) < 0) {
+            free(line);
             return NULL;
+        }
         o = out->p + out->len;
         if (!first)
             *o++ = ',';
@@ -499,8 +752,8 @@ jr_joblog_json(const char *e, size_t n, jr_buf *out)
         o += LEVEL_LEN[r.level];
         memcpy(o, "\",\"msg\":\"", 9);
         o += 9;
-        o += put_escaped(o, e + at + REC, r.len);
-        if (r.cut) {
+        o += put_escaped(o, text, tn);
+        if (r.flags & R_CUT) {
             memcpy(o, " [line cut]", 11);
             o += 11;
         }
@@ -509,6 +762,7 @@ jr_joblog_json(const char *e, size_t n, jr_buf *out)
         out->len = (size_t)(o - out->p);
         at += REC + r.len;
     }
+    free(line);
     if (reserve(out, 80) < 0)
         return NULL;
     o = out->p + out->len;

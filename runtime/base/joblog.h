@@ -46,6 +46,24 @@ typedef struct jr_joblog {
  * the line, counted as dropped. */
 void jr_joblog_add(jr_joblog *l, const char *level, const char *s, size_t n,
                    size_t max);
+/* A field of a jobrunner.log line: its name and its value's text. */
+typedef struct jr_joblog_field {
+    const char *k, *v;
+    size_t      kn, vn;
+} jr_joblog_field;
+#define JR_JOBLOG_FIELDS 64     /* fields of one line at most */
+
+/* Adds the line of level made of msg[0..n) and the fields f[0..nf) (as
+ * " name=value", sorted by name, a value quoted when empty or with a
+ * space or '=' in it) without making its text: names, values and msg
+ * kept as they are, the line's text written with its JSON where it is
+ * stored. Only for the plain line: every byte printable ASCII but '"'
+ * and '\\', its text at most JR_JOBLOG_LINE bytes, fitting max alone.
+ * Returns 0 (added, or lost out of memory), or -1 when the line is not
+ * such (nothing done: the caller makes its text, jr_joblog_add). */
+int  jr_joblog_add_fields(jr_joblog *l, const char *level, const char *msg,
+                          size_t n, const jr_joblog_field *f, int nf,
+                          size_t max);
 /* Feeds n bytes a handler wrote to stream (JR_JOBLOG_STDOUT or _STDERR):
  * a line at each newline, and at each JR_JOBLOG_LINE bytes. */
 void jr_joblog_write(jr_joblog *l, int stream, const char *s, size_t n,
