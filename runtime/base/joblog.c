@@ -533,9 +533,11 @@ get_fields(const char *p, size_t n, const char **msg, size_t *mn,
     return at == n ? 0 : -1;
 }
 
-/* Writes at o the text of a R_FIELDS record's line, a plain one
- * (plain_line's: its length): msg, then " k=v" for each field by name,
- * a value quoted as quoted() says. Returns its length. */
+/* Writes at o the text of a R_FIELDS record's line: msg, then " k=v"
+ * for each field by name, a value quoted as quoted() says. Returns its
+ * length: plain_line's (the worker's), and whatever the pieces are, at
+ * most the record's body less 4 (a field's 4 bytes of lengths pay for
+ * its ' ', '=' and quotes). */
 static size_t
 fields_text(char *o, const char *msg, size_t mn, jr_joblog_field *f, int nf)
 {
@@ -654,12 +656,9 @@ jr_joblog_entry(jr_joblog *l, int attempt, size_t max, size_t *len)
 int
 jr_joblog_check(const char *e, size_t n)
 {
-    jr_joblog_field f[JR_JOBLOG_FIELDS];
-    const char *msg;
     head h;
     rec r;
-    size_t at = HEAD, mn, q;
-    int nf;
+    size_t at = HEAD;
 
     if (e == NULL || n < HEAD)
         return -1;
@@ -673,10 +672,6 @@ jr_joblog_check(const char *e, size_t n)
         if (r.level >= NLEVELS || r.flags > R_FIELDS ||
             (!(r.flags & R_FIELDS) && r.len > JR_JOBLOG_LINE) ||
             n - at - REC < r.len)
-            return -1;
-        if ((r.flags & R_FIELDS) &&
-            (get_fields(e + at + REC, r.len, &msg, &mn, f, &nf) < 0 ||
-             plain_line(msg, mn, f, nf, &q) < 0))
             return -1;
         at += REC + r.len;
     }
@@ -728,10 +723,11 @@ jr_joblog_json(const char *e, size_t n, jr_buf *out)
         text = e + at + REC;
         tn = r.len;
         if (r.flags & R_FIELDS) {       /* its text made now */
-            get_fields(text, r.len, &msg, &mn, f, &nf);
-            if (line == NULL &&
-                (line = malloc(JR_JOBLOG_LINE)) == NULL)
+            if (get_fields(text, r.len, &msg, &mn, f, &nf) < 0 ||
+                (line == NULL && (line = malloc(65536)) == NULL)) {
+                free(line);
                 return NULL;
+            }
             tn = fields_text(line, msg, mn, f, nf);
             text = line;
         }

@@ -74,14 +74,16 @@ void jr_joblog_write(jr_joblog *l, int stream, const char *s, size_t n,
  * memory). Valid until the next call on l. */
 const char *jr_joblog_entry(jr_joblog *l, int attempt, size_t max,
                             size_t *len);
-/* 0 if e[0..n) is an entry as jr_joblog_entry makes them (its framing:
- * what the master checks of a worker's), else -1. */
+/* 0 if e[0..n) is framed as jr_joblog_entry's entries are (its head and
+ * its records' lengths: what the master checks of a worker's; a line's
+ * pieces jr_joblog_json checks), else -1. */
 int  jr_joblog_check(const char *e, size_t n);
 /* Writes to out, NUL-terminated, the JSON text of entry e[0..n) (n 0:
  * e is text), as stored: {"attempt", "at", "lines" [{"at", "level",
  * "msg"}..], "dropped_lines", "dropped_bytes"}; a text that is already
  * JSON (begins with '{') as it is. Returns out's text, or NULL for a
- * malformed entry or out of memory. */
+ * malformed entry (a line's pieces that do not add up included) or out
+ * of memory. */
 const char *jr_joblog_json(const char *e, size_t n, jr_buf *out);
 /* Writes to out the JSON array of the runs in logs (a job's stored logs,
  * borrowed) whose attempt is attempt (0: all of them), each as its

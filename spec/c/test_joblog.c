@@ -350,9 +350,49 @@ check_fields(void)
     return 0;
 }
 
+/* An entry with bytes changed at random (a worker's bug): refused by
+ * jr_joblog_check, or its JSON written within its buffer (the
+ * sanitizers' build tells). */
+static int
+check_mangled(void)
+{
+    static const jr_joblog_field f[] = {{"user", "ada", 4, 3},
+                                        {"note", "a b", 4, 3}};
+    jr_joblog l = {0};
+    jr_buf out = {0};
+    const char *e;
+    char *m;
+    size_t n = 0, k;
+    int i, ok = 0;
+
+    jr_joblog_add_fields(&l, "info", "step", 4, f, 2, 65536);
+    jr_joblog_add(&l, "warn", "text line", 9, 65536);
+    jr_joblog_add_fields(&l, "error", "end", 3, f, 1, 65536);
+    e = jr_joblog_entry(&l, 1, 65536, &n);
+    CHECK(e != NULL && jr_joblog_check(e, n) == 0);
+    if (e == NULL || (m = malloc(n)) == NULL)
+        return 0;
+    for (i = 0; i < 20000; i++) {
+        memcpy(m, e, n);
+        for (k = 0; k < 1 + rnd() % 3; k++)
+            m[rnd() % n] = (char)rnd();
+        if (jr_joblog_check(m, n) == 0 && jr_joblog_json(m, n, &out) != NULL)
+            ok++;
+    }
+    CHECK(jr_joblog_check(e, n - 1) < 0);
+    CHECK(jr_joblog_check(e, 10) < 0);
+    free(m);
+    jr_buf_free(&out);
+    jr_joblog_free(&l);
+    (void)ok;
+    return 0;
+}
+
 int
 main(void)
 {
+    check_report("a mangled entry refused or written safely",
+                 check_mangled());
     check_report("a line kept as its pieces", check_fields());
     check_report("the cap in stored bytes", check_cap());
     check_report("known lines", check_known());
