@@ -1,20 +1,19 @@
 /* joblog.c - one run's logs within their cap: lines kept as records
- * (their text as it is) when they come, each one's size as JSON counted,
- * the oldest dropped past the cap (the tail is kept), compacted when the
- * dropped ones take more room than the cap; the entry's JSON written
- * where it is stored. */
+ * (their text, or a plain line's pieces, as they are) when they come,
+ * each one's size as JSON counted, the oldest dropped past the cap (the
+ * tail is kept), compacted when the dropped ones take more room than the
+ * cap; the run's entry made of them (joblogjson.c writes its JSON where
+ * it is stored). Uses joblog_int.h, jsontext.h. */
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "base/joblog.h"
-#include "base/jsondom.h"
+#include "base/joblog_int.h"
 #include "base/jsontext.h"
 
-/* Makes room for n more bytes in b: 0, or -1 and b->oom set. */
-static int
-reserve(jr_buf *b, size_t n)
+int
+jr_joblog_reserve(jr_buf *b, size_t n)
 {
     size_t cap;
     char *p;
@@ -34,9 +33,11 @@ reserve(jr_buf *b, size_t n)
     return 0;
 }
 
-/* 1 for a byte a JSON string holds as it is: printable ASCII but '"'
- * (0x22) and '\\' (0x5c). */
-static const unsigned char plain[256] = {
+const char *const jr_joblog_levels[NLEVELS] = {"debug", "info", "warn",
+                                               "error", "stdout", "stderr"};
+const unsigned char jr_joblog_level_len[NLEVELS] = {5, 4, 4, 5, 6, 6};
+
+const unsigned char jr_joblog_plain[256] = {
     0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
     0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
     1, 1, 0, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1,
@@ -54,13 +55,12 @@ static const unsigned char plain[256] = {
     0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
     0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
 };
-#define PLAIN(c) plain[(unsigned char)(c)]
+#define PLAIN(c) jr_joblog_plain[(unsigned char)(c)]
 
-/* How many bytes s[0..n) begins with that PLAIN holds as they are:
- * eight at a time while none of them is a control byte, DEL, '"', '\\'
- * or past ASCII (a line is mostly such text), then one at a time. */
-static size_t
-plain_run(const char *s, size_t n)
+/* Eight bytes at a time while none of them is a control byte, DEL, '"',
+ * '\\' or past ASCII (a line is mostly such text), then one at a time. */
+size_t
+jr_joblog_plain_run(const char *s, size_t n)
 {
     const uint64_t ones = 0x0101010101010101ULL, highs = ones * 0x80;
     size_t used = 0;
@@ -82,70 +82,7 @@ plain_run(const char *s, size_t n)
     return used;
 }
 
-/* Writes s[0..n) as a JSON string's contents at o (room for 6 bytes a
- * byte): NUL and bytes that are not UTF-8 as U+FFFD (PostgreSQL's jsonb
- * refuses \u0000). Returns the bytes written. */
-static size_t
-put_escaped(char *o, const char *s, size_t n)
-{
-    char *start = o;
-    size_t k, used;
-
-    while (n > 0) {
-        used = plain_run(s, n);
-        memcpy(o, s, used);     /* plain ASCII, as it is */
-        o += used;
-        s += used;
-        n -= used;
-        if (n == 0)
-            break;
-        if (*s == '\0' ||
-            (k = jr_jsontext_escape_char(s, n, o, &used)) == 0) {
-            used = 1;
-            memcpy(o, JR_JSONTEXT_BADBYTE, 6);
-            k = 6;
-        }
-        o += k;
-        s += used;
-        n -= used;
-    }
-    return (size_t)(o - start);
-}
-
-/* A line as kept and sent: a record of REC bytes, then its text, or
- * (R_FIELDS) its pieces: u16 msg's length, u16 how many fields, msg,
- * then each field's u16 name length, u16 value length, name, value.
- * Native byte order: the worker and the master are one binary on one
- * machine. */
-typedef struct rec {
-    unsigned char level;        /* LEVELS' index */
-    unsigned char flags;        /* R_CUT, R_FIELDS */
-    uint16_t      len;          /* bytes after the record (its text: at
-                                   most JR_JOBLOG_LINE) */
-    uint32_t      enc;          /* bytes of its JSON object and '\n' */
-    int64_t       ms;           /* epoch milliseconds */
-} rec;
-#define REC ((size_t)sizeof(rec))
-#define R_CUT    1              /* " [line cut]" after the text */
-#define R_FIELDS 2              /* its pieces, not its text */
-
-static const char *const LEVELS[] = {"debug", "info", "warn", "error",
-                                     "stdout", "stderr"};
-static const unsigned char LEVEL_LEN[] = {5, 4, 4, 5, 6, 6};
-#define NLEVELS 6
-
-/* An entry's head, before its records. */
-typedef struct head {
-    uint32_t magic;             /* ENTRY_MAGIC */
-    int32_t  attempt;
-    int64_t  at;                /* epoch milliseconds of its first line */
-    int64_t  dropped_lines;
-    int64_t  dropped_bytes;
-} head;
-#define HEAD ((size_t)sizeof(head))
-#define ENTRY_MAGIC 0x4c524a01u
-
-/* The index of level in LEVELS ("debug" ... "stderr"), else info's. */
+/* The index of level in jr_joblog_levels ("debug" ... "stderr"), else info's. */
 static int
 level_index(const char *level)
 {
@@ -171,7 +108,7 @@ digits(unsigned long long v)
     return n;
 }
 
-/* How many bytes s[0..n) takes escaped as put_escaped writes it. */
+/* How many bytes s[0..n) takes escaped as joblogjson.c writes it. */
 static size_t
 escaped_len(const char *s, size_t n)
 {
@@ -179,7 +116,7 @@ escaped_len(const char *s, size_t n)
     char tmp[6];
 
     while (n > 0) {
-        used = plain_run(s, n);
+        used = jr_joblog_plain_run(s, n);
         out += used;
         s += used;
         n -= used;
@@ -210,7 +147,7 @@ line_len(jr_joblog *l, long long ms, int level, const char *s, size_t n,
         l->sec = ms / 1000;
         l->sec_len = (unsigned char)digits((unsigned long long)l->sec);
     }
-    return 6 + l->sec_len + 4 + 10 + LEVEL_LEN[level] + 9 +
+    return 6 + l->sec_len + 4 + 10 + jr_joblog_level_len[level] + 9 +
            escaped_len(s, n) + (cut ? 11 : 0) + 3;
 }
 
@@ -218,48 +155,13 @@ line_len(jr_joblog *l, long long ms, int level, const char *s, size_t n,
 static void
 drop_first(jr_joblog *l)
 {
-    rec r;
+    jr_joblog_rec r;
 
     memcpy(&r, l->buf.p + l->start, REC);
     l->dropped_lines++;
     l->dropped_bytes += (long long)r.enc;
     l->kept -= r.enc;
     l->start += REC + r.len;
-}
-
-/* Writes v's digits at out (24 bytes). Returns how many. */
-static size_t
-put_uint(char *out, unsigned long long v)
-{
-    char tmp[24];
-    size_t k = 0, n = 0;
-
-    do {
-        tmp[k++] = (char)('0' + v % 10);
-        v /= 10;
-    } while (v > 0);
-    while (k > 0)
-        out[n++] = tmp[--k];
-    return n;
-}
-
-/* Writes epoch milliseconds ms as seconds with 3 decimals at out (32
- * bytes), without printf's floating point. Returns the length. */
-static size_t
-put_ms(char *out, long long ms)
-{
-    size_t n;
-    int frac;
-
-    if (ms < 0)
-        ms = 0;
-    frac = (int)(ms % 1000);
-    n = put_uint(out, (unsigned long long)(ms / 1000));
-    out[n++] = '.';
-    out[n++] = (char)('0' + frac / 100);
-    out[n++] = (char)('0' + frac / 10 % 10);
-    out[n++] = (char)('0' + frac % 10);
-    return n;
 }
 
 /* The start of s[0..n) cut at most at cut bytes, at a character's
@@ -290,7 +192,7 @@ jr_joblog_add(jr_joblog *l, const char *level, const char *s, size_t n,
     size_t cut = char_cut(s, n, JR_JOBLOG_LINE), len, whole = 0, next;
     long long ms = now_ms();
     int lv = level_index(level);
-    rec r;
+    jr_joblog_rec r;
     char *o;
 
     if (l->lines++ == 0)
@@ -337,10 +239,8 @@ jr_joblog_add(jr_joblog *l, const char *level, const char *s, size_t n,
     }
 }
 
-/* 1 if a plain value is quoted in its line: empty, or a space or '='
- * in it (jrlog.c's rule for any value). */
-static int
-quoted(const char *v, size_t n)
+int
+jr_joblog_quoted(const char *v, size_t n)
 {
     return n == 0 || memchr(v, ' ', n) != NULL || memchr(v, '=', n) != NULL;
 }
@@ -349,8 +249,8 @@ quoted(const char *v, size_t n)
 static const unsigned char quote_at[256] = {[' '] = 1, ['='] = 1};
 
 /* 1 if s[0..n) is all bytes PLAIN holds as they are; *q set when it
- * must be quoted as a value (quoted()). A piece of a line is short:
- * one pass, a byte at a time, both told at once. */
+ * must be quoted as a value (jr_joblog_quoted). A piece of a line is
+ * short: one pass, a byte at a time, both told at once. */
 static inline int
 plain_piece(const char *s, size_t n, int *q)
 {
@@ -359,11 +259,11 @@ plain_piece(const char *s, size_t n, int *q)
     size_t i;
 
     if (n > 32) {
-        *q = quoted(s, n);
-        return plain_run(s, n) == n;
+        *q = jr_joblog_quoted(s, n);
+        return jr_joblog_plain_run(s, n) == n;
     }
     for (i = 0; i < n; i++) {
-        all &= plain[u[i]];
+        all &= jr_joblog_plain[u[i]];
         eq |= quote_at[u[i]];
     }
     *q = n == 0 || eq;
@@ -390,15 +290,6 @@ put16(char **o, size_t v)
 
     memcpy(*o, &x, 2);
     *o += 2;
-}
-
-static size_t
-get16(const char *p)
-{
-    uint16_t x;
-
-    memcpy(&x, p, 2);
-    return x;
 }
 
 /* The text's length of a line of msg[0..n) and fields f[0..nf), and in
@@ -436,7 +327,7 @@ jr_joblog_add_fields(jr_joblog *l, const char *level, const char *msg,
     long text = plain_line(msg, n, f, nf, &q);
     long long ms;
     int lv = level_index(level), i;
-    rec r;
+    jr_joblog_rec r;
     char *o;
 
     if (text < 0)
@@ -451,7 +342,7 @@ jr_joblog_add_fields(jr_joblog *l, const char *level, const char *msg,
         l->sec = ms < 0 ? 0 : ms / 1000;
         l->sec_len = (unsigned char)digits((unsigned long long)l->sec);
     }
-    len = 6 + l->sec_len + 4 + 10 + LEVEL_LEN[lv] + 9 + 3 + (size_t)text +
+    len = 6 + l->sec_len + 4 + 10 + jr_joblog_level_len[lv] + 9 + 3 + (size_t)text +
           2 * q;
     if (len > max)
         return -1;
@@ -489,80 +380,6 @@ jr_joblog_add_fields(jr_joblog *l, const char *level, const char *msg,
         l->start = 0;
     }
     return 0;
-}
-
-/* By name, bytes compared (a name may hold a NUL). */
-static int
-field_cmp(const void *a, const void *b)
-{
-    const jr_joblog_field *x = a, *y = b;
-    int c = memcmp(x->k, y->k, x->kn < y->kn ? x->kn : y->kn);
-
-    return c != 0 ? c : (x->kn > y->kn) - (x->kn < y->kn);
-}
-
-/* The pieces of a R_FIELDS record's body p[0..n): msg, *nf fields in f
- * (JR_JOBLOG_FIELDS), or -1 when they do not add up to n. */
-static int
-get_fields(const char *p, size_t n, const char **msg, size_t *mn,
-           jr_joblog_field *f, int *nf)
-{
-    size_t at = 4;
-    int i;
-
-    if (n < 4)
-        return -1;
-    *mn = get16(p);
-    *nf = (int)get16(p + 2);
-    if (*nf > JR_JOBLOG_FIELDS || n - at < *mn)
-        return -1;
-    *msg = p + at;
-    at += *mn;
-    for (i = 0; i < *nf; i++) {
-        if (n - at < 4)
-            return -1;
-        f[i].kn = get16(p + at);
-        f[i].vn = get16(p + at + 2);
-        at += 4;
-        if (n - at < f[i].kn || n - at - f[i].kn < f[i].vn)
-            return -1;
-        f[i].k = p + at;
-        f[i].v = p + at + f[i].kn;
-        at += f[i].kn + f[i].vn;
-    }
-    return at == n ? 0 : -1;
-}
-
-/* Writes at o the text of a R_FIELDS record's line: msg, then " k=v"
- * for each field by name, a value quoted as quoted() says. Returns its
- * length: plain_line's (the worker's), and whatever the pieces are, at
- * most the record's body less 4 (a field's 4 bytes of lengths pay for
- * its ' ', '=' and quotes). */
-static size_t
-fields_text(char *o, const char *msg, size_t mn, jr_joblog_field *f, int nf)
-{
-    char *start = o;
-    int i;
-
-    qsort(f, (size_t)nf, sizeof *f, field_cmp);
-    memcpy(o, msg, mn);
-    o += mn;
-    for (i = 0; i < nf; i++) {
-        *o++ = ' ';
-        memcpy(o, f[i].k, f[i].kn);
-        o += f[i].kn;
-        *o++ = '=';
-        if (!quoted(f[i].v, f[i].vn)) {
-            memcpy(o, f[i].v, f[i].vn);
-            o += f[i].vn;
-            continue;
-        }
-        *o++ = '"';
-        memcpy(o, f[i].v, f[i].vn);
-        o += f[i].vn;
-        *o++ = '"';
-    }
-    return (size_t)(o - start);
 }
 
 /* How many bytes at the end of s[0..n) begin a UTF-8 character that
@@ -625,7 +442,7 @@ jr_joblog_entry(jr_joblog *l, int attempt, size_t max, size_t *len)
 {
     jr_buf *e = &l->entry;
     size_t body;
-    head h;
+    jr_joblog_head h;
     int k;
 
     for (k = 0; k < 2; k++)
@@ -638,7 +455,7 @@ jr_joblog_entry(jr_joblog *l, int attempt, size_t max, size_t *len)
         return NULL;
     jr_buf_reset(e);
     body = l->buf.len - l->start;
-    if (reserve(e, HEAD + body) < 0)
+    if (jr_joblog_reserve(e, HEAD + body) < 0)
         return NULL;
     h.magic = ENTRY_MAGIC;
     h.attempt = attempt;
@@ -651,126 +468,6 @@ jr_joblog_entry(jr_joblog *l, int attempt, size_t max, size_t *len)
     e->len = HEAD + body;
     *len = e->len;
     return e->p;
-}
-
-int
-jr_joblog_check(const char *e, size_t n)
-{
-    head h;
-    rec r;
-    size_t at = HEAD;
-
-    if (e == NULL || n < HEAD)
-        return -1;
-    memcpy(&h, e, HEAD);
-    if (h.magic != ENTRY_MAGIC || h.dropped_lines < 0 || h.dropped_bytes < 0)
-        return -1;
-    while (at < n) {
-        if (n - at < REC)
-            return -1;
-        memcpy(&r, e + at, REC);
-        if (r.level >= NLEVELS || r.flags > R_FIELDS ||
-            (!(r.flags & R_FIELDS) && r.len > JR_JOBLOG_LINE) ||
-            n - at - REC < r.len)
-            return -1;
-        at += REC + r.len;
-    }
-    return 0;
-}
-
-const char *
-jr_joblog_json(const char *e, size_t n, jr_buf *out)
-{
-    jr_joblog_field f[JR_JOBLOG_FIELDS];
-    const char *msg, *text;
-    head h;
-    rec r;
-    size_t at = HEAD, mn, tn;
-    char *o, *line = NULL;
-    int first = 1, nf;
-
-    jr_buf_reset(out);
-    if (e == NULL)
-        return NULL;
-    if (n == 0 || e[0] == '{') {        /* JSON text already */
-        if (n == 0)
-            n = strlen(e);
-        return jr_buf_put(out, e, n) < 0 || jr_buf_put(out, "", 1) < 0 ?
-               NULL : out->p;
-    }
-    if (jr_joblog_check(e, n) < 0)
-        return NULL;
-    memcpy(&h, e, HEAD);
-    if (reserve(out, 160) < 0)
-        return NULL;
-    o = out->p;
-    memcpy(o, "{\"attempt\":", 11);
-    o += 11;
-    if (h.attempt < 0) {
-        *o++ = '-';
-        o += put_uint(o, 0ULL - (unsigned long long)(long long)h.attempt);
-    } else {
-        o += put_uint(o, (unsigned long long)h.attempt);
-    }
-    memcpy(o, ",\"at\":", 6);
-    o += 6;
-    o += put_ms(o, h.at);
-    memcpy(o, ",\"lines\":[", 10);
-    o += 10;
-    out->len = (size_t)(o - out->p);
-    while (at < n) {
-        memcpy(&r, e + at, REC);
-        text = e + at + REC;
-        tn = r.len;
-        if (r.flags & R_FIELDS) {       /* its text made now */
-            if (get_fields(text, r.len, &msg, &mn, f, &nf) < 0 ||
-                (line == NULL && (line = malloc(65536)) == NULL)) {
-                free(line);
-                return NULL;
-            }
-            tn = fields_text(line, msg, mn, f, nf);
-            text = line;
-        }
-        if (reserve(out, 64 + 6 * tn + 16) < 0) {
-            free(line);
-            return NULL;
-        }
-        o = out->p + out->len;
-        if (!first)
-            *o++ = ',';
-        first = 0;
-        memcpy(o, "{\"at\":", 6);
-        o += 6;
-        o += put_ms(o, r.ms);
-        memcpy(o, ",\"level\":\"", 10);
-        o += 10;
-        memcpy(o, LEVELS[r.level], LEVEL_LEN[r.level]);
-        o += LEVEL_LEN[r.level];
-        memcpy(o, "\",\"msg\":\"", 9);
-        o += 9;
-        o += put_escaped(o, text, tn);
-        if (r.flags & R_CUT) {
-            memcpy(o, " [line cut]", 11);
-            o += 11;
-        }
-        memcpy(o, "\"}", 2);
-        o += 2;
-        out->len = (size_t)(o - out->p);
-        at += REC + r.len;
-    }
-    free(line);
-    if (reserve(out, 80) < 0)
-        return NULL;
-    o = out->p + out->len;
-    memcpy(o, "],\"dropped_lines\":", 18);
-    o += 18;
-    o += put_uint(o, (unsigned long long)h.dropped_lines);
-    memcpy(o, ",\"dropped_bytes\":", 17);
-    o += 17;
-    o += put_uint(o, (unsigned long long)h.dropped_bytes);
-    memcpy(o, "}", 2);                  /* and its NUL */
-    out->len = (size_t)(o + 1 - out->p);
-    return out->p;
 }
 
 /* What a run's buffers keep for the next run: a context kept idle (a
@@ -807,37 +504,4 @@ jr_joblog_free(jr_joblog *l)
     jr_buf_free(&l->part[1]);
     jr_buf_free(&l->entry);
     memset(l, 0, sizeof *l);
-}
-
-int
-jr_joblog_select(const char *logs, int attempt, jr_buf *out, jr_err *err)
-{
-    jr_jdoc doc = {0};
-    int k, a, n = 0;
-
-    jr_buf_reset(out);
-    jr_buf_put(out, "[", 1);
-    if (logs != NULL && jr_jdoc_parse(&doc, logs, strlen(logs), "logs",
-                                      err) < 0)
-        return -1;
-    if (logs != NULL && doc.n[0].type != JR_JSON_ARRAY) {
-        jr_jdoc_free(&doc);
-        return jr_fail(err, JR_EINPUT, "logs: not an array");
-    }
-    for (k = logs ? doc.n[0].first : -1; k >= 0; k = doc.n[k].next) {
-        if (doc.n[k].type != JR_JSON_OBJECT ||
-            (a = jr_jdoc_get(&doc, k, "attempt")) < 0)
-            continue;
-        if (attempt > 0 && atoi(doc.n[a].at) != attempt)
-            continue;
-        if (n++ > 0)
-            jr_buf_put(out, ",", 1);
-        jr_buf_put(out, doc.n[k].at, doc.n[k].len);
-    }
-    jr_jdoc_free(&doc);
-    jr_buf_put(out, "]", 2);    /* and its NUL */
-    out->len--;
-    if (out->oom)
-        return jr_fail(err, JR_ENOMEM, "logs: out of memory");
-    return n;
 }

@@ -7,7 +7,7 @@
  * written only where it is stored (jr_joblog_json: a success deleted at
  * its end never pays it). No Lua: the worker's handler module fills it;
  * the runs of a job's stored logs picked by attempt for show and the
- * API. Uses util.h, jsondom.h. */
+ * API. Uses err.h, util.h. */
 #ifndef JR_JOBLOG_H
 #define JR_JOBLOG_H
 
