@@ -18,6 +18,7 @@
 #include <curl/curl.h>
 
 #include "master/master_int.h"
+#include "base/jsontext.h"
 #include "base/log.h"
 #include "base/spanpb.h"
 #include "base/spanrec.h"
@@ -352,10 +353,14 @@ jr_otlp_new(const jr_config *c, jr_err *err)
         jr_span_free(&s);
         snprintf(x->svc, sizeof x->svc, "%s", svc && *svc && strlen(svc) < 100
                  ? svc : "jobrunner");
-        for (n = 0; x->svc[n] != '\0'; n++)   /* protobuf's: ASCII */
-            if ((unsigned char)x->svc[n] < 0x20 ||
-                (unsigned char)x->svc[n] >= 0x80)
-                x->svc[n] = '?';
+        for (n = 0; x->svc[n] != '\0';) {  /* protobuf's: UTF-8 as it
+                                               is, as in the JSON */
+            size_t k = jr_jsontext_utf8_len((unsigned char *)x->svc + n,
+                                            strlen(x->svc + n));
+            if (k == 0 || (unsigned char)x->svc[n] < 0x20)
+                x->svc[n] = '?', k = 1;
+            n += k;
+        }
     }
     pthread_mutex_init(&x->mu, NULL);
     pthread_cond_init(&x->cv, NULL);

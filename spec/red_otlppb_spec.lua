@@ -1,0 +1,101 @@
+-- red_otlppb_spec.lua - tracing's OTLP/protobuf export (docs/tracing.md,
+-- `tracing.protocol`) against hostile text: a UTF-8 OTEL_SERVICE_NAME
+-- reaches the collector as it is (as with the JSON), not as '?'; a
+-- handler's error text with invalid UTF-8, control characters and over
+-- 1 MB, and a span name with them, are sent as valid protobuf strings
+-- the official definitions decode (spec/otlp/receiver.js), the batch not
+-- refused.
+local jr = require "jr"
+local cjson = require "cjson"
+
+local function have_receiver()
+  local f = io.open(jr.root .. "/spec/otlp/node_modules/@opentelemetry/" ..
+                    "otlp-transformer/package.json")
+  if f then f:close() end
+  return f ~= nil
+end
+
+local function receiver(env)
+  local out, pidf = env.dir .. "/otlp.jsonl", env.dir .. "/otlp.pid"
+  os.execute(("cd %s && (node receiver.js 0 %s ok >%s 2>&1 & echo $! > %s)")
+    :format(jr.quote(jr.root .. "/spec/otlp"), jr.quote(out),
+            jr.quote(env.dir .. "/otlp.log"), jr.quote(pidf)))
+  local pid = jr.wait_for(function()
+    local f = io.open(pidf)
+    local s = f and f:read("a")
+    if f then f:close() end
+    return s and tonumber(s:match("%d+"))
+  end, 10, "receiver pid")
+  finally(function() os.execute("kill " .. pid .. " 2>/dev/null") end)
+  local port = jr.wait_for(function()
+    for _, l in ipairs(jr.lines(out)) do
+      local p = l:match('"listening":(%d+)')
+      if p then return p end
+    end
+  end, 20, "receiver listening")
+  return "http://127.0.0.1:" .. port, out
+end
+
+local function records(out)
+  local r = {}
+  for _, l in ipairs(jr.lines(out)) do r[#r + 1] = cjson.decode(l) end
+  return r
+end
+
+-- the spans received so far that pred takes; fails on a refused request
+local function spans(out, pred)
+  local r = {}
+  for _, x in ipairs(records(out)) do
+    assert.is_nil(x.invalid, "the receiver refused a request: " ..
+                  tostring(x.invalid))
+    if x.spanId and pred(x) then r[#r + 1] = x end
+  end
+  return r
+end
+
+local function is_valid_utf8(s)
+  return utf8.len(s) ~= nil
+end
+
+for _, backend in ipairs(jr.backends()) do
+  describe(backend .. " OTLP/protobuf, red team:", function()
+    local env = jr.test_env(backend)
+
+    it("sends a UTF-8 service name as it is and hostile text as valid strings", function()
+      assert.is_truthy(have_receiver(), "spec/otlp's receiver is not installed: run make deps")
+      local base, out = receiver(env)
+      env:script("hostile", [[
+        local jobrunner = require "jobrunner"
+        return { max_retries = 0, handle = function(job)
+          jobrunner.span("s\1p\xffan\27[31m", function() end)
+          if job.payload.big then
+            error(string.rep("\xff\1x", 400000))  -- 1.2 MB
+          end
+          error("bad \xc3\x28 \xed\xa0\x80 \xf8\x88\x80\x80\x80 \31 \xc0\x80 \xe0\x80\x80 \xf5\x80\x80\x80 end")
+        end }]])
+      env:config(('tracing = { endpoint = %q }'):format(base))
+      env:start("OTEL_SERVICE_NAME='t\xc3\xa2che-\xe2\x98\x83'")
+      local a = env:push("hostile", '{}')
+      local b = env:push("hostile", '{"big": true}')
+      local got = jr.wait_for(function()
+        local s = spans(out, function(x) return x.name == "process default" end)
+        return #s >= 2 and s
+      end, 30, "both runs' spans")
+      local ids = {}
+      for _, s in ipairs(got) do
+        ids[s.attributes["messaging.message.id"]] = s
+        assert.equal("t\xc3\xa2che-\xe2\x98\x83", s.service)
+        assert.equal(2, s.status.code)
+        assert.is_true(is_valid_utf8(s.status.message), s.status.message:sub(1, 80))
+      end
+      assert.truthy(ids[tostring(math.tointeger(a))], "job a's span")
+      assert.truthy(ids[tostring(math.tointeger(b))], "job b's span")
+      local named = spans(out, function(x) return x.name:find("an", 1, true) end)
+      assert.is_true(#named >= 1)
+      assert.is_true(is_valid_utf8(named[1].name))
+      for _, r in ipairs(records(out)) do
+        if r.type then assert.equal("application/x-protobuf", r.type) end
+      end
+    end)
+  end)
+end
