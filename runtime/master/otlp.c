@@ -357,7 +357,7 @@ jr_otlp_new(const jr_config *c, jr_err *err)
                                                is, as in the JSON */
             size_t k = jr_jsontext_utf8_len((unsigned char *)x->svc + n,
                                             strlen(x->svc + n));
-            if (k == 0 || (unsigned char)x->svc[n] < 0x20)
+            if (k == 0)
                 x->svc[n] = '?', k = 1;
             n += k;
         }
