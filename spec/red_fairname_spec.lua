@@ -7,8 +7,9 @@
 -- handler's fair table gives its queued jobs the queue's key back and they
 -- all run; hostile keys (the separator 0x1F, terminal escapes) are shown
 -- escaped by `stats` and kept by `stats --json`. Pending: a queue's own
--- key that spells a name's scope takes that name's weight, and the
--- engines key a number or a boolean differently.
+-- key that spells a name's scope takes that name's weight, a fair queue
+-- with a concurrency cap of its own takes no turns, and the engines key a
+-- number or a boolean differently.
 local jr = require "jr"
 local cjson = require "cjson"
 local H = require "jrhttp"
@@ -126,6 +127,47 @@ for _, backend in ipairs(jr.backends()) do
         if i <= 10 and t == "zz" then c = c + 1 end
       end
       assert.is_true(c >= 4, "zz's starts among the first 10: " .. c)
+    end)
+
+    -- A fair queue with a `concurrency` cap of its own does not take
+    -- turns: with `concurrency = 1` a key's backlog runs out before the
+    -- next key starts (a b b b ... b a a a, a weighing 3), with 2 the keys
+    -- alternate whatever their weights, on both engines, for a queue made
+    -- fair by a name as for one fair in the config. The claim plans the
+    -- turns for the claim's whole capacity and saves the queue's cursor
+    -- and clock from that plan (fair.c's jr_*_fair_candidates), but the
+    -- cap then lets one job start: the next claim begins at the same
+    -- place and the keys' passes, left level at the clock, never decide.
+    -- Fixing it saves the cursor and clock from the starts (or plans only
+    -- the cap's room), in both engines' claim: not local, left pending.
+    pending("takes turns by weight in a queue with a concurrency cap", function()
+      env:script("rf.w", jr.RECORD .. [[
+        return { fair = { key = "payload.t", weights = { a = 3 } },
+          handle = function(job) record("starts", job.payload.t) end }]])
+      env:config([[concurrency = 1,
+        limits = { ["queue:cq"] = { concurrency = 1 } }]])
+      env:start()
+      recorded(env, "rf.w")
+      assert.equal(0, select(3, env:cli("queue", "pause", "cq")))
+      local q = jr.client(env)
+      local jobs = {}
+      for i = 1, 24 do
+        jobs[i] = { "rf.w", { t = i <= 12 and "b" or "a" }, { queue = "cq" } }
+      end
+      assert(q:push_many(jobs))
+      q:close()
+      jr.wait_for(function()
+        return env:log():find("queue 'cq' is fair", 1, true) ~= nil
+      end, 30, "the runner took cq as fair")
+      assert.equal(0, select(3, env:cli("queue", "resume", "cq")))
+      jr.wait_for(function() return #jr.lines(env.dir .. "/starts") == 24 end,
+                  30, "the 24 jobs ran")
+      local list = jr.lines(env.dir .. "/starts")
+      local a = 0
+      for i = 1, 12 do if list[i] == "a" then a = a + 1 end end
+      -- 3 a to 1 b while both have jobs: about 9 of the first 12
+      assert.is_true(a >= 8 and a <= 10, "first 12 starts: "
+        .. table.concat(list, " ", 1, 12))
     end)
 
     -- A number or a boolean at the key path is keyed by each engine's own
