@@ -1,7 +1,8 @@
 -- red_otlppb_spec.lua - tracing's OTLP/protobuf export (docs/tracing.md,
 -- `tracing.protocol`) against hostile text, on each backend: a UTF-8
 -- OTEL_SERVICE_NAME reaches the collector as it is, as with the JSON (it
--- was '?' for each byte past ASCII); a handler's error text with invalid
+-- was '?' for each byte past ASCII), up to 255 bytes (one of 100 was
+-- 'jobrunner', and quotes in one of 27 left the JSON's out); a handler's error text with invalid
 -- UTF-8 (overlong forms, surrogates, code points past U+10FFFF, which
 -- went out as they were and made the whole batch one the official
 -- definitions refuse), control characters and over 1 MB, a span's name
@@ -79,6 +80,27 @@ for _, backend in ipairs(jr.backends()) do
           return #s >= 1 and s
         end, 30, "the run's span")
         assert.equal("\xe6\x9c\x8d\xe5\x8b\x99-\1-?", got[1].service, proto)
+        env:stop()
+      end
+    end)
+
+    it("sends a service name of up to 255 bytes, quotes in it too, in both protocols", function()
+      assert.is_truthy(have_receiver(), "spec/otlp's receiver is not installed: run make deps")
+      local base, out = receiver(env)
+      env:script("plain", "return function() end")
+      local name = ('billing-"eu"-\\-'):rep(15):sub(1, 255)
+      for _, proto in ipairs({ "protobuf", "json" }) do
+        env:config(('tracing = { endpoint = %q, protocol = %q }'):format(base, proto))
+        env:start("OTEL_SERVICE_NAME=" .. jr.quote(name))
+        local id = tostring(math.tointeger(env:push("plain", "{}")))
+        local got = jr.wait_for(function()
+          local s = spans(out, function(x)
+            return x.name == "process default" and
+                   x.attributes["messaging.message.id"] == id
+          end)
+          return #s >= 1 and s
+        end, 30, "the run's span")
+        assert.equal(name, got[1].service, proto)
         env:stop()
       end
     end)
