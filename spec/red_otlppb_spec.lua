@@ -9,51 +9,16 @@
 -- and a progress note, are sent as valid protobuf strings
 -- (spec/otlp/receiver.js decodes each body and encodes it back).
 local jr = require "jr"
-local cjson = require "cjson"
+local otlp = require "otlp"
 
-local function have_receiver()
-  local f = io.open(jr.root .. "/spec/otlp/node_modules/@opentelemetry/" ..
-                    "otlp-transformer/package.json")
-  if f then f:close() end
-  return f ~= nil
-end
-
-local function receiver(env)
-  local out, pidf = env.dir .. "/otlp.jsonl", env.dir .. "/otlp.pid"
-  os.execute(("cd %s && (node receiver.js 0 %s ok >%s 2>&1 & echo $! > %s)")
-    :format(jr.quote(jr.root .. "/spec/otlp"), jr.quote(out),
-            jr.quote(env.dir .. "/otlp.log"), jr.quote(pidf)))
-  local pid = jr.wait_for(function()
-    local f = io.open(pidf)
-    local s = f and f:read("a")
-    if f then f:close() end
-    return s and tonumber(s:match("%d+"))
-  end, 10, "receiver pid")
-  finally(function() os.execute("kill " .. pid .. " 2>/dev/null") end)
-  local port = jr.wait_for(function()
-    for _, l in ipairs(jr.lines(out)) do
-      local p = l:match('"listening":(%d+)')
-      if p then return p end
-    end
-  end, 20, "receiver listening")
-  return "http://127.0.0.1:" .. port, out
-end
-
-local function records(out)
-  local r = {}
-  for _, l in ipairs(jr.lines(out)) do r[#r + 1] = cjson.decode(l) end
-  return r
-end
-
--- the spans received so far that pred takes; fails on a refused request
-local function spans(out, pred)
-  local r = {}
-  for _, x in ipairs(records(out)) do
-    assert.is_nil(x.invalid, "the receiver refused a request: " ..
-                  tostring(x.invalid))
-    if x.spanId and pred(x) then r[#r + 1] = x end
-  end
-  return r
+-- the span of a run of "plain" by a runner sending with proto, started
+-- with env_var
+local function run_span(env, base, out, proto, env_var)
+  env:config(otlp.tracing(base, ("protocol = %q"):format(proto)))
+  env:start(env_var)
+  local id = env:push("plain", "{}")
+  return otlp.wait_spans(out, otlp.of_job(id, "process default"), 1,
+                         "the run's span")
 end
 
 local function is_valid_utf8(s)
@@ -65,49 +30,28 @@ for _, backend in ipairs(jr.backends()) do
     local env = jr.test_env(backend)
 
     it("sends OTEL_SERVICE_NAME's UTF-8 as it is, as the JSON does; a byte not UTF-8 as '?'", function()
-      assert.is_truthy(have_receiver(), "spec/otlp's receiver is not installed: run make deps")
-      local base, out = receiver(env)
+      local base, out = otlp.start(env, finally)
       env:script("plain", "return function() end")
       for _, proto in ipairs({ "protobuf", "json" }) do
-        env:config(('tracing = { endpoint = %q, protocol = %q }'):format(base, proto))
-        env:start("OTEL_SERVICE_NAME='\xe6\x9c\x8d\xe5\x8b\x99-\1-\xff'")
-        local id = tostring(math.tointeger(env:push("plain", "{}")))
-        local got = jr.wait_for(function()
-          local s = spans(out, function(x)
-            return x.name == "process default" and
-                   x.attributes["messaging.message.id"] == id
-          end)
-          return #s >= 1 and s
-        end, 30, "the run's span")
+        local got = run_span(env, base, out, proto, "OTEL_SERVICE_NAME='\xe6\x9c\x8d\xe5\x8b\x99-\1-\xff'")
         assert.equal("\xe6\x9c\x8d\xe5\x8b\x99-\1-?", got[1].service, proto)
         env:stop()
       end
     end)
 
     it("sends a service name of up to 255 bytes, quotes in it too, in both protocols", function()
-      assert.is_truthy(have_receiver(), "spec/otlp's receiver is not installed: run make deps")
-      local base, out = receiver(env)
+      local base, out = otlp.start(env, finally)
       env:script("plain", "return function() end")
       local name = ('billing-"eu"-\\-'):rep(15):sub(1, 255)
       for _, proto in ipairs({ "protobuf", "json" }) do
-        env:config(('tracing = { endpoint = %q, protocol = %q }'):format(base, proto))
-        env:start("OTEL_SERVICE_NAME=" .. jr.quote(name))
-        local id = tostring(math.tointeger(env:push("plain", "{}")))
-        local got = jr.wait_for(function()
-          local s = spans(out, function(x)
-            return x.name == "process default" and
-                   x.attributes["messaging.message.id"] == id
-          end)
-          return #s >= 1 and s
-        end, 30, "the run's span")
+        local got = run_span(env, base, out, proto, "OTEL_SERVICE_NAME=" .. jr.quote(name))
         assert.equal(name, got[1].service, proto)
         env:stop()
       end
     end)
 
     it("sends hostile text as valid strings", function()
-      assert.is_truthy(have_receiver(), "spec/otlp's receiver is not installed: run make deps")
-      local base, out = receiver(env)
+      local base, out = otlp.start(env, finally)
       env:script("hostile", [[
         local jobrunner = require "jobrunner"
         return { max_retries = 0, handle = function(job)
@@ -122,12 +66,12 @@ for _, backend in ipairs(jr.backends()) do
           end
           error("bad \xc3\x28 \xed\xa0\x80 \xf8\x88\x80\x80\x80 \31 \xc0\x80 \xe0\x80\x80 \xf5\x80\x80\x80 end")
         end }]])
-      env:config(('tracing = { endpoint = %q }'):format(base))
+      env:config(otlp.tracing(base))
       env:start("OTEL_SERVICE_NAME='t\xc3\xa2che-\xe2\x98\x83'")
       local a = env:push("hostile", '{}')
       local b = env:push("hostile", '{"big": true}')
       local got = jr.wait_for(function()
-        local s = spans(out, function(x) return x.name == "process default" end)
+        local s = otlp.spans(out, function(x) return x.name == "process default" end)
         return #s >= 2 and s
       end, 30, "both runs' spans")
       local ids = {}
@@ -151,10 +95,10 @@ for _, backend in ipairs(jr.backends()) do
       end
       assert.truthy(ids[tostring(math.tointeger(a))], "job a's span")
       assert.truthy(ids[tostring(math.tointeger(b))], "job b's span")
-      local named = spans(out, function(x) return x.name:find("an", 1, true) end)
+      local named = otlp.spans(out, function(x) return x.name:find("an", 1, true) end)
       assert.is_true(#named >= 4, "the jobrunner.span spans")
       for _, s in ipairs(named) do assert.is_true(is_valid_utf8(s.name), s.name) end
-      for _, r in ipairs(records(out)) do
+      for _, r in ipairs(otlp.records(out)) do
         if r.type then assert.equal("application/x-protobuf", r.type) end
       end
     end)
