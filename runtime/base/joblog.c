@@ -164,6 +164,23 @@ drop_first(jr_joblog *l)
     l->start += REC + r.len;
 }
 
+/* Keeps the record just written at the end of l's buffer (bytes long, len
+ * as JSON): drops the oldest while those kept take more than max, and
+ * moves the kept ones to the start when the dropped ones take more. */
+static void
+keep(jr_joblog *l, size_t bytes, size_t len, size_t max)
+{
+    l->buf.len += bytes;
+    l->kept += len;
+    while (l->kept > max)
+        drop_first(l);
+    if (l->start > max) {       /* the dropped ones take more than kept */
+        memmove(l->buf.p, l->buf.p + l->start, l->buf.len - l->start);
+        l->buf.len -= l->start;
+        l->start = 0;
+    }
+}
+
 /* The start of s[0..n) cut at most at cut bytes, at a character's
  * start if one is within 3 bytes. */
 static size_t
@@ -228,15 +245,7 @@ jr_joblog_add(jr_joblog *l, const char *level, const char *s, size_t n,
     r.ms = ms;
     memcpy(o, &r, REC);
     memcpy(o + REC, s, cut);
-    l->buf.len += REC + cut;
-    l->kept += len;
-    while (l->kept > max)
-        drop_first(l);
-    if (l->start > max) {       /* the dropped ones take more than kept */
-        memmove(l->buf.p, l->buf.p + l->start, l->buf.len - l->start);
-        l->buf.len -= l->start;
-        l->start = 0;
-    }
+    keep(l, REC + cut, len, max);
 }
 
 int
@@ -370,15 +379,7 @@ jr_joblog_add_fields(jr_joblog *l, const char *level, const char *msg,
         o = put_piece(o, f[i].k, f[i].kn);
         o = put_piece(o, f[i].v, f[i].vn);
     }
-    l->buf.len += REC + body;
-    l->kept += len;
-    while (l->kept > max)
-        drop_first(l);
-    if (l->start > max) {       /* the dropped ones take more than kept */
-        memmove(l->buf.p, l->buf.p + l->start, l->buf.len - l->start);
-        l->buf.len -= l->start;
-        l->start = 0;
-    }
+    keep(l, REC + body, len, max);
     return 0;
 }
 
