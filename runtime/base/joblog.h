@@ -12,6 +12,7 @@
 #define JR_JOBLOG_H
 
 #include <stddef.h>
+#include <string.h>
 
 #include "base/err.h"
 #include "base/util.h"
@@ -52,6 +53,17 @@ typedef struct jr_joblog_field {
     size_t      kn, vn;
 } jr_joblog_field;
 #define JR_JOBLOG_FIELDS 64     /* fields of one line at most */
+
+/* Two fields (qsort's pointers) in their order: by name, bytes compared
+ * (a name may hold a NUL). */
+static inline int
+jr_joblog_field_cmp(const void *a, const void *b)
+{
+    const jr_joblog_field *x = a, *y = b;
+    int c = memcmp(x->k, y->k, x->kn < y->kn ? x->kn : y->kn);
+
+    return c != 0 ? c : (x->kn > y->kn) - (x->kn < y->kn);
+}
 
 /* Adds the line of level made of msg[0..n) and the fields f[0..nf) (as
  * " name=value", sorted by name, a value quoted when empty or with a

@@ -76,16 +76,6 @@ put_ms(char *out, long long ms)
     return n;
 }
 
-/* By name, bytes compared (a name may hold a NUL). */
-static int
-field_cmp(const void *a, const void *b)
-{
-    const jr_joblog_field *x = a, *y = b;
-    int c = memcmp(x->k, y->k, x->kn < y->kn ? x->kn : y->kn);
-
-    return c != 0 ? c : (x->kn > y->kn) - (x->kn < y->kn);
-}
-
 /* The pieces of a R_FIELDS record's body p[0..n): msg, *nf fields in f
  * (JR_JOBLOG_FIELDS), or -1 when they do not add up to n. */
 static int
@@ -129,7 +119,7 @@ fields_text(char *o, const char *msg, size_t mn, jr_joblog_field *f, int nf)
     char *start = o;
     int i;
 
-    qsort(f, (size_t)nf, sizeof *f, field_cmp);
+    qsort(f, (size_t)nf, sizeof *f, jr_joblog_field_cmp);
     memcpy(o, msg, mn);
     o += mn;
     for (i = 0; i < nf; i++) {

@@ -156,16 +156,6 @@ put_field(const field *f)
 
 #define FIELDS_MAX JR_JOBLOG_FIELDS     /* of one jobrunner.log line */
 
-/* By name, bytes compared (a name may hold a NUL). */
-static int
-field_cmp(const void *a, const void *b)
-{
-    const field *x = a, *y = b;
-    int c = memcmp(x->k, y->k, x->kn < y->kn ? x->kn : y->kn);
-
-    return c != 0 ? c : (x->kn > y->kn) - (x->kn < y->kn);
-}
-
 /* Sorts f[0..n) by name: in place for the few a line usually has,
  * qsort past them. Names are unique (a table's keys). */
 static void
@@ -175,14 +165,14 @@ sort_fields(field *f, int n)
     int i, j;
 
     if (n > 8) {
-        qsort(f, (size_t)n, sizeof *f, field_cmp);
+        qsort(f, (size_t)n, sizeof *f, jr_joblog_field_cmp);
         return;
     }
     for (i = 1; i < n; i++) {
-        if (field_cmp(&f[i - 1], &f[i]) <= 0)
+        if (jr_joblog_field_cmp(&f[i - 1], &f[i]) <= 0)
             continue;
         t = f[i];
-        for (j = i; j > 0 && field_cmp(&f[j - 1], &t) > 0; j--)
+        for (j = i; j > 0 && jr_joblog_field_cmp(&f[j - 1], &t) > 0; j--)
             f[j] = f[j - 1];
         f[j] = t;
     }
