@@ -61,8 +61,9 @@ for _, backend in ipairs(jr.backends()) do
       local t = lines_of(log)
       assert.equal(2, t["snz " .. s])
       assert.equal(2, t["wt " .. w])
-      assert.is_nil(env:job(s))
-      assert.is_nil(env:job(w))
+      -- the handler writes its line before it returns: wait for the end
+      jr.wait_for(function() return env:job(s) == nil and env:job(w) == nil end,
+        30, "the two jobs' ends recorded")
       assert.equal(0, env:stats().expired)
       env:stop()
     end)

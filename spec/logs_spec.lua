@@ -48,6 +48,30 @@ for _, backend in ipairs(jr.backends()) do
   describe(backend .. ": each attempt's logs", function()
     local env = jr.test_env(backend)
 
+    it("stores a line's fields as their text, with log.echo off", function()
+      -- not echoed, a line is kept as its pieces and its text made where
+      -- it is stored: the same text as a line echoed
+      env:script("fields", [[
+local jobrunner = require "jobrunner"
+return function(job)
+  local f = {user = "ada", n = 3, note = "a b", e = "", eq = "x=y", x = 1.5, ok = true}
+  for i = 1, 2 do jobrunner.log("info", "step done", f) end
+  jobrunner.log("warn", "tab", {k = "a\tb", q = 'say "hi"'})
+  jobrunner.log("error", "plain")
+end]])
+      env:config('retention = { completed = "1h" }, log = { echo = false }')
+      env:start()
+      local id = env:push("fields", "{}")
+      env:wait_state(id, "completed", 30)
+      local out, err, code = show_logs(env, id, "--json")
+      assert.equal(0, code, err)
+      local run = cjson.decode(out)[1]
+      local line = 'info step done e="" eq="x=y" n=3 note="a b" ok=true user=ada x=1.5'
+      assert.same({line, line, 'warn tab k="a\tb" q="say \\"hi\\""', "error plain"},
+        msgs(run))
+      assert.equal(0, run.dropped_lines)
+    end)
+
     it("keeps each attempt's lines apart, shown by show --logs and the API", function()
       env:script("logger", LOGGER)
       env:script("quiet", "return function() end")

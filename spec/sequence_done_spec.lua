@@ -22,6 +22,21 @@ for _, backend in ipairs(jr.backends()) do
   describe(backend .. " sequences, a success:", function()
     local env = jr.test_env(backend)
 
+    -- Runs a runner until n jobs are done (timeout seconds at most), stops
+    -- it; returns the parents each job done named, by its k and n.
+    local function run_done(n, timeout)
+      env:start()
+      jr.wait_for(function() return #jr.lines(env.dir .. "/done") == n end,
+                  timeout, n .. " jobs done")
+      assert.equal(0, env:stop())
+      local seen = {}
+      for _, l in ipairs(jr.lines(env.dir .. "/done")) do
+        local k, i, parents = l:match("^(%S+) (%d+) ?(%S*)$")
+        seen[k .. i] = parents
+      end
+      return seen
+    end
+
     it("goes as a plain success and readies the next with job.parents", function()
       env:config("concurrency = 4")
       env:script("step", WORKER)
@@ -37,15 +52,7 @@ for _, backend in ipairs(jr.backends()) do
                              "--in", "2s")
       local both = env:push("step", cjson.encode({ k = "x", n = 1 }),
                             "--after", ids.a[2] .. "," .. plain)
-      env:start()
-      jr.wait_for(function() return #jr.lines(env.dir .. "/done") == 12 end,
-                  60, "12 jobs done")
-      assert.equal(0, env:stop())
-      local seen = {}
-      for _, l in ipairs(jr.lines(env.dir .. "/done")) do
-        local k, n, parents = l:match("^(%S+) (%d+) ?(%S*)$")
-        seen[k .. n] = parents
-      end
+      local seen = run_done(12, 60)
       for _, k in ipairs({ "a", "b" }) do
         assert.equal("", seen[k .. "1"])
         for n = 2, 5 do
@@ -99,15 +106,7 @@ for _, backend in ipairs(jr.backends()) do
         local out, err, code = env:cli("cancel", tostring(b[i]))
         assert.equal(0, code, out .. err)
       end
-      env:start()
-      jr.wait_for(function() return #jr.lines(env.dir .. "/done") == 20 end,
-                  120, "20 jobs done")
-      assert.equal(0, env:stop())
-      local seen = {}
-      for _, l in ipairs(jr.lines(env.dir .. "/done")) do
-        local k, n, parents = l:match("^(%S+) (%d+) ?(%S*)$")
-        seen[k .. n] = parents
-      end
+      local seen = run_done(20, 120)
       local function two(e1, e2)
         local w = { e1, e2 }
         table.sort(w)

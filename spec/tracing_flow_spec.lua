@@ -8,51 +8,13 @@
 -- theirs.
 local jr = require "jr"
 local jrhttp = require "jrhttp"
+local otlp = require "otlp"
 local cjson = require "cjson"
 
 local TP = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
 local TRACE = "0af7651916cd43dd8448eb211c80319c"
 local PARENT = "b7ad6b7169203331"
 local TP2 = "00-11111111111111111111111111111111-2222222222222222-01"
-
-local function have_receiver()
-  return io.open(jr.root .. "/spec/otlp/node_modules/@opentelemetry/" ..
-                 "otlp-transformer/package.json") ~= nil
-end
-
--- Starts the receiver in env's dir; returns its base URL, its lines file.
-local function receiver(env)
-  local out = env.dir .. "/otlp.jsonl"
-  local pidf = env.dir .. "/otlp.pid"
-  os.execute(("cd %s && (node receiver.js 0 %s ok >%s 2>&1 & echo $! > %s)")
-    :format(jr.quote(jr.root .. "/spec/otlp"), jr.quote(out),
-            jr.quote(env.dir .. "/otlp.log"), jr.quote(pidf)))
-  local pid = jr.wait_for(function()
-    local f = io.open(pidf)
-    local s = f and f:read("a")
-    if f then f:close() end
-    return s and tonumber(s:match("%d+"))
-  end, 10, "receiver pid")
-  finally(function() os.execute("kill " .. pid .. " 2>/dev/null") end)
-  local port = jr.wait_for(function()
-    for _, l in ipairs(jr.lines(out)) do
-      local p = l:match('"listening":(%d+)')
-      if p then return p end
-    end
-  end, 20, "receiver listening")
-  return "http://127.0.0.1:" .. port, out
-end
-
-local function spans(out, pred)
-  local r = {}
-  for _, l in ipairs(jr.lines(out)) do
-    local x = cjson.decode(l)
-    assert.is_nil(x.invalid, "the receiver refused a request: " ..
-                  tostring(x.invalid))
-    if x.spanId and pred(x) then r[#r + 1] = x end
-  end
-  return r
-end
 
 for _, backend in ipairs(jr.backends()) do
   describe(backend .. " tracing, flows:", function()
@@ -64,14 +26,13 @@ for _, backend in ipairs(jr.backends()) do
     end
 
     it("puts a flow pushed over HTTP, its child and its batch's callback in the producer's trace", function()
-      assert.is_truthy(have_receiver(), "spec/otlp's receiver is not installed: run make deps")
-      local base, out = receiver(env)
+      local base, out = otlp.start(env, finally)
       for _, n in ipairs({ "fa", "fb", "fdone" }) do
         env:script(n, "return function() end")
       end
       -- sample 0: the producer's sampled flag decides, as for a push;
       -- the spans as OTLP/JSON (tracing.protocol), the other encoding
-      local url = jrhttp.start(env, ('tracing = { endpoint = %q, sample = 0, protocol = "json" }'):format(base))
+      local url = jrhttp.start(env, otlp.tracing(base, 'sample = 0, protocol = "json"'))
       local code, body = jrhttp.req(url .. "/api/flows", { token = true,
         body = [[{"jobs": [{"ref": "a", "name": "fa"},
                            {"ref": "b", "name": "fb", "after": ["a"]}],
@@ -79,7 +40,7 @@ for _, backend in ipairs(jr.backends()) do
         headers = { "traceparent: " .. TP, "tracestate: vendor=1" } })
       assert.truthy(code >= 200 and code < 300, body)
       local ok, got = pcall(jr.wait_for, function()
-        local s = spans(out, function(x)
+        local s = otlp.spans(out, function(x)
           return x.name == "process default" end)
         return #s >= 3 and s
       end, 30, "the runs of fa, fb and fdone")

@@ -12,39 +12,10 @@
 -- tracing table says it takes a restart.
 local jr = require "jr"
 local jrhttp = require "jrhttp"
+local otlp = require "otlp"
 local cjson = require "cjson"
 
 local TP = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
-
--- Starts spec/otlp's receiver (its GET /callee records the trace headers
--- it got) in env's dir; returns its base URL and its lines file.
-local function have_receiver()
-  local f = io.open(jr.root .. "/spec/otlp/node_modules/@opentelemetry/" ..
-                    "otlp-transformer/package.json")
-  if f then f:close() end
-  return f ~= nil
-end
-
-local function receiver(env)
-  local out, pidf = env.dir .. "/otlp.jsonl", env.dir .. "/otlp.pid"
-  os.execute(("cd %s && (node receiver.js 0 %s ok >%s 2>&1 & echo $! > %s)")
-    :format(jr.quote(jr.root .. "/spec/otlp"), jr.quote(out),
-            jr.quote(env.dir .. "/otlp.log"), jr.quote(pidf)))
-  local pid = jr.wait_for(function()
-    local f = io.open(pidf)
-    local s = f and f:read("a")
-    if f then f:close() end
-    return s and tonumber(s:match("%d+"))
-  end, 10, "receiver pid")
-  finally(function() os.execute("kill " .. pid .. " 2>/dev/null") end)
-  local port = jr.wait_for(function()
-    for _, l in ipairs(jr.lines(out)) do
-      local p = l:match('"listening":(%d+)')
-      if p then return p end
-    end
-  end, 20, "receiver listening")
-  return "http://127.0.0.1:" .. port, out
-end
 
 for _, backend in ipairs(jr.backends()) do
   describe(backend .. " tracing, red team:", function()
@@ -134,8 +105,7 @@ for _, backend in ipairs(jr.backends()) do
     end)
 
     it("jobrunner.http sends the handler's own tracestate instead of the job's", function()
-      assert.is_truthy(have_receiver(), "spec/otlp's receiver is not installed: run make deps")
-      local base, out = receiver(env)
+      local base, out = otlp.start(env, finally)
       env:script("call", ([[
         local jobrunner = require "jobrunner"
         return { max_retries = 0, handle = function(job)
@@ -164,8 +134,7 @@ for _, backend in ipairs(jr.backends()) do
     end)
 
     it("sends a span left open by a coroutine job timed out or cancelled, failed", function()
-      assert.is_truthy(have_receiver(), "spec/otlp's receiver is not installed: run make deps")
-      local base, out = receiver(env)
+      local base, out = otlp.start(env, finally)
       env:script("stuck", [[
         local jobrunner = require "jobrunner"
         return { inflight = 2, max_retries = 0, timeout = 3, handle = function(job)
@@ -181,7 +150,7 @@ for _, backend in ipairs(jr.backends()) do
             end)
           end)
         end }]])
-      env:config(('tracing = { endpoint = %q, sample = 1 }'):format(base))
+      env:config(otlp.tracing(base, "sample = 1"))
       env:start()
       env:push("stuck", '{"t": "timeout"}')
       env:push("stuck", '{"t": "left"}')
@@ -191,11 +160,7 @@ for _, backend in ipairs(jr.backends()) do
       assert.equal(0, code, err)
       local got = jr.wait_for(function()
         local r = {}
-        for _, l in ipairs(jr.lines(out)) do
-          local x = cjson.decode(l)
-          assert.is_nil(x.invalid, x.invalid)
-          if x.spanId then r[x.name] = x end
-        end
+        for _, x in ipairs(otlp.spans(out)) do r[x.name] = x end
         return r["outer timeout"] and r["outer cancel"] and r["inner left"] and r
       end, 30, "the attempts' spans and their open ones")
       for _, t in ipairs({ "timeout", "cancel" }) do

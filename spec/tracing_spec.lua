@@ -7,84 +7,16 @@
 -- counted on /metrics.
 local jr = require "jr"
 local jrhttp = require "jrhttp"
+local otlp = require "otlp"
 local cjson = require "cjson"
 
 local TP = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
 local TRACE = "0af7651916cd43dd8448eb211c80319c"
 local PARENT = "b7ad6b7169203331"
 
-local function have_receiver()
-  return io.open(jr.root .. "/spec/otlp/node_modules/@opentelemetry/" ..
-                 "otlp-transformer/package.json") ~= nil
-end
-
-local receiver_pid     -- the one running, killed after each test
-
--- Starts the receiver in env's dir; returns its base URL, its lines file.
-local function receiver(env, mode)
-  local out = env.dir .. "/otlp.jsonl"
-  local pidf = env.dir .. "/otlp.pid"
-  os.execute(("cd %s && (node receiver.js 0 %s %s >%s 2>&1 & echo $! > %s)")
-    :format(jr.quote(jr.root .. "/spec/otlp"), jr.quote(out), mode or "ok",
-            jr.quote(env.dir .. "/otlp.log"), jr.quote(pidf)))
-  receiver_pid = jr.wait_for(function()
-    local f = io.open(pidf)
-    local s = f and f:read("a")
-    if f then f:close() end
-    return s and tonumber(s:match("%d+"))
-  end, 10, "receiver pid")
-  local pid = receiver_pid
-  finally(function()     -- whatever the test's end, and before the env's
-    os.execute("kill " .. pid .. " 2>/dev/null")
-  end)
-  local port = jr.wait_for(function()
-    for _, l in ipairs(jr.lines(out)) do
-      local p = l:match('"listening":(%d+)')
-      if p then return p end
-    end
-  end, 20, "receiver listening")
-  return "http://127.0.0.1:" .. port, out
-end
-
-local function records(out)
-  local r = {}
-  for _, l in ipairs(jr.lines(out)) do r[#r + 1] = cjson.decode(l) end
-  return r
-end
-
-local function spans(out, pred)
-  local r = {}
-  for _, x in ipairs(records(out)) do
-    assert.is_nil(x.invalid, "the receiver refused a request: " ..
-                  tostring(x.invalid))
-    if x.spanId and (pred == nil or pred(x)) then r[#r + 1] = x end
-  end
-  return r
-end
-
-local function wait_spans(out, pred, n, what)
-  return jr.wait_for(function()
-    local s = spans(out, pred)
-    return #s >= (n or 1) and s
-  end, 30, what)
-end
-
-local function of_job(id)
-  return function(s)
-    return s.attributes["messaging.message.id"] == tostring(math.tointeger(id))
-  end
-end
-
 for _, backend in ipairs(jr.backends()) do
   describe(backend .. " tracing:", function()
     local env = jr.test_env(backend)
-
-    after_each(function()
-      if receiver_pid then
-        os.execute("kill " .. receiver_pid .. " 2>/dev/null")
-        receiver_pid = nil
-      end
-    end)
 
     it("stores each producer's context and refuses a malformed one", function()
       -- CLI: TRACEPARENT / TRACESTATE
@@ -135,8 +67,7 @@ for _, backend in ipairs(jr.backends()) do
     end)
 
     it("puts the HTTP push, the queue wait, the run, a span and the call in one trace; a follow-up push too", function()
-      assert.is_truthy(have_receiver(), "spec/otlp's receiver is not installed: run make deps")
-      local base, out = receiver(env)
+      local base, out = otlp.start(env, finally)
       env:script("traced", ([[
         local jobrunner = require "jobrunner"
         return { max_retries = 0, handle = function(job)
@@ -160,8 +91,8 @@ for _, backend in ipairs(jr.backends()) do
         "tracestate: vendor=1" } })
       assert.equal(201, code, body)
       local id = cjson.decode(body).id
-      local ok, got = pcall(wait_spans, out, function(s)
-        return s.name == "process default" and of_job(id)(s) end, 1, "run span")
+      local ok, got = pcall(otlp.wait_spans, out,
+                            otlp.of_job(id, "process default"), 1, "run span")
       assert(ok, tostring(got) .. "\n" .. env:log() .. table.concat(jr.lines(out), "\n"))
       local run = got[1]
       -- attempt 1: a child of the producer's span, in its trace (sample 0
@@ -174,7 +105,7 @@ for _, backend in ipairs(jr.backends()) do
       assert.equal("completed", run.attributes["jobrunner.job.outcome"])
       assert.equal("process", run.attributes["messaging.operation.type"])
       assert.equal("jobrunner", run.service)
-      local all = wait_spans(out, function(s) return s.traceId == TRACE end, 4,
+      local all = otlp.wait_spans(out, function(s) return s.traceId == TRACE end, 4,
                              "wait, run, fetch spans and the child's run")
       local function find(name, parent, job)
         for _, s in ipairs(all) do
@@ -193,7 +124,7 @@ for _, backend in ipairs(jr.backends()) do
       assert.truthy(child, "the follow-up's run")
       -- the callee got the traceparent of the span the call was made in
       local callee, cocallee
-      for _, x in ipairs(records(out)) do
+      for _, x in ipairs(otlp.records(out)) do
         if x.callee ~= nil and x.co then cocallee = x
         elseif x.callee ~= nil then callee = x end
       end
@@ -207,7 +138,7 @@ for _, backend in ipairs(jr.backends()) do
       assert.truthy(progress, "a progress event")
       -- the configured header went with each request, OTLP/protobuf by
       -- default (the receiver decoded it and encoded it back to its bytes)
-      for _, x in ipairs(records(out)) do
+      for _, x in ipairs(otlp.records(out)) do
         if x.batch then
           assert.equal("yes", x.header)
           assert.equal("application/x-protobuf", x.type)
@@ -219,16 +150,15 @@ for _, backend in ipairs(jr.backends()) do
     end)
 
     it("links a retry to its first attempt, samples a job with no context, and times errors", function()
-      assert.is_truthy(have_receiver(), "spec/otlp's receiver is not installed: run make deps")
-      local base, out = receiver(env)
+      local base, out = otlp.start(env, finally)
       env:script("flaky", [[
         return { max_retries = 1, backoff = 0, handle = function(job)
           if job.attempt == 1 then error("first try fails: \"q\"\n caf\u{e9}") end
         end }]])
-      env:config(('tracing = { endpoint = %q, sample = 1 }'):format(base))
+      env:config(otlp.tracing(base, "sample = 1"))
       env:start()
       local id = env:push("flaky", "{}", "--key", "acct-7")
-      local runs = wait_spans(out, of_job(id), 2, "two attempts")
+      local runs = otlp.wait_spans(out, otlp.of_job(id), 2, "two attempts")
       table.sort(runs, function(a, b) return a.attributes["jobrunner.job.attempt"] < b.attributes["jobrunner.job.attempt"] end)
       local first, second = runs[1], runs[2]
       assert.equal(1, first.attributes["jobrunner.job.attempt"])
@@ -245,8 +175,7 @@ for _, backend in ipairs(jr.backends()) do
     end)
 
     it("drops and counts spans when the collector refuses or is gone; no job waits", function()
-      assert.is_truthy(have_receiver(), "spec/otlp's receiver is not installed: run make deps")
-      local base, out = receiver(env, "500")
+      local base, out = otlp.start(env, finally, "500")
       env:script("quick", "return function() end")
       -- a port nothing listens on, then the receiver answering 500
       -- credentials in the endpoint never reach the log
@@ -268,7 +197,7 @@ for _, backend in ipairs(jr.backends()) do
       end, 30, "spans dropped")
       assert.truthy(dropped >= 40)
       local refused = 0
-      for _, x in ipairs(records(out)) do
+      for _, x in ipairs(otlp.records(out)) do
         if x.refused then refused = refused + 1 end
       end
       assert.truthy(refused >= 1)

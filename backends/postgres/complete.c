@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/joblog.h"
 #include "postgres/pg_int.h"
 #include "postgres/arrays.h"
 #include "sqlres.h"
@@ -71,7 +72,7 @@ run_done(jr_backend *b, const char *token, const jr_result *r, int n,
 {
     const char *params[9];
     char num[24], ttl[32], keep[32], nsql[16];
-    jr_buf s = {0}, g = {0}, v = {0}, e = {0}, q = {0}, lg = {0};
+    jr_buf s = {0}, g = {0}, v = {0}, e = {0}, q = {0}, lg = {0}, json = {0};
     PGresult *res;
     int i, m, given = 0;
 
@@ -87,7 +88,8 @@ run_done(jr_backend *b, const char *token, const jr_result *r, int n,
         if (st == &st_keep) {
             snprintf(nsql, sizeof nsql, "%d", r[i].nsql);
             sb_elem(&q, r[i].nsql > 0 ? nsql : NULL);
-            sb_elem(&lg, r[i].logs);
+            /* a run's logs become JSON only here, kept */
+            sb_elem(&lg, jr_joblog_json(r[i].logs, r[i].logs_len, &json));
         }
         given++;
     }
@@ -114,6 +116,7 @@ run_done(jr_backend *b, const char *token, const jr_result *r, int n,
     free(e.p);
     free(q.p);
     free(lg.p);
+    jr_buf_free(&json);
     if (res == NULL)
         return -1;
     m = PQntuples(res);
@@ -239,7 +242,7 @@ finish_logs(jr_backend *b, const char *token, const jr_result *r, int n,
 {
     const char *params[3];
     char num[32];
-    jr_buf a[2];
+    jr_buf a[2], json = {0};
     int i, rc;
 
     memset(a, 0, sizeof a);
@@ -248,8 +251,9 @@ finish_logs(jr_backend *b, const char *token, const jr_result *r, int n,
             continue;
         snprintf(num, sizeof num, "%lld", (long long)r[i].id);
         sb_num(&a[0], num);
-        sb_elem(&a[1], r[i].logs);
+        sb_elem(&a[1], jr_joblog_json(r[i].logs, r[i].logs_len, &json));
     }
+    jr_buf_free(&json);
     if (a[0].len == 0)
         return 0;
     params[0] = token;

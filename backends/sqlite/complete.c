@@ -342,7 +342,7 @@ bind_nsql(sqlite3_stmt *s, const jr_result *r)
         sqlite3_bind_int(s, 10, r->nsql);
     else
         sqlite3_bind_null(s, 10);
-    bind_text(s, 11, r->logs);
+    jr_sqlite_bind_logs(s, 11, r);
 }
 
 /* A success S_DONE did not delete: kept if ours with a result_ttl

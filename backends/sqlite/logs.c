@@ -5,7 +5,21 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/joblog.h"
 #include "sqlite/sqlite_int.h"
+
+void
+jr_sqlite_bind_logs(sqlite3_stmt *s, int i, const jr_result *r)
+{
+    jr_buf json = {0};
+    const char *text = jr_joblog_json(r->logs, r->logs_len, &json);
+
+    if (text != NULL)
+        sqlite3_bind_text(s, i, text, -1, SQLITE_TRANSIENT);
+    else
+        sqlite3_bind_null(s, i);
+    jr_buf_free(&json);
+}
 
 /* a run's logs, before its end, while the job is ours */
 static const char *const st_logs =
@@ -31,7 +45,7 @@ jr_sqlite_logs_put(jr_backend *b, const char *token, const jr_result *r,
             return -1;
         sqlite3_bind_int64(s, 1, r[i].id);
         bind_text(s, 2, token);
-        bind_text(s, 3, r[i].logs);
+        jr_sqlite_bind_logs(s, 3, &r[i]);
         if (run(b, s, err, "recording a job's logs") < 0)
             return -1;
     }
@@ -47,7 +61,7 @@ jr_sqlite_logs_kept(jr_backend *b, const jr_result *r, double now,
     if (s == NULL)
         return -1;
     sqlite3_bind_int64(s, 1, r->id);
-    bind_text(s, 2, r->logs);
+    jr_sqlite_bind_logs(s, 2, r);
     sqlite3_bind_double(s, 3, now);
     return run(b, s, err, "recording a job's logs") < 0 ? -1 : 0;
 }

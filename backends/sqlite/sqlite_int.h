@@ -478,6 +478,10 @@ int  jr_sqlite_aged_candidates(jr_backend *b, double aging,
  * that logged. 0 or -1. */
 int  jr_sqlite_logs_put(jr_backend *b, const char *token, const jr_result *r,
                         int n, jr_err *err);
+/* Binds at i the JSON text of r's logs (joblog.h's jr_joblog_json, made
+ * only here, where a run's logs are stored), NULL for none (or out of
+ * memory: the run's logs are lost, not its end). */
+void jr_sqlite_bind_logs(sqlite3_stmt *s, int i, const jr_result *r);
 /* The logs of success r, which S_KEEP_MANY kept now: 0 or -1. */
 int  jr_sqlite_logs_kept(jr_backend *b, const jr_result *r, double now,
                          jr_err *err);

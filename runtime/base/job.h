@@ -257,9 +257,12 @@ typedef struct jr_result {
     char          *sql_handler; /* the handler's name, for that message
                                    (the master's, 129 bytes) */
     const char    *logs;        /* a run's end (not PROGRESS, STEP): what
-                                   its handler logged, one JSON object
-                                   (joblog.h), appended to jobs.logs;
-                                   NULL: nothing */
+                                   its handler logged, its entry
+                                   (joblog.h), appended to jobs.logs as
+                                   jr_joblog_json writes it; NULL:
+                                   nothing */
+    size_t         logs_len;    /* its bytes (an entry holds NULs); 0:
+                                   logs is JSON text (jr_joblog_json) */
 } jr_result;
 
 /* 1 if a result of kind k ends no run: the job runs on (PROGRESS, STEP). */

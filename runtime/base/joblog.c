@@ -1,18 +1,19 @@
-/* joblog.c - one run's logs within their cap: lines encoded as JSON
- * objects when they come, the oldest dropped past the cap (the tail is
- * kept), compacted when the dropped ones take more room than the cap. */
+/* joblog.c - one run's logs within their cap: lines kept as records
+ * (their text, or a plain line's pieces, as they are) when they come,
+ * each one's size as JSON counted, the oldest dropped past the cap (the
+ * tail is kept), compacted when the dropped ones take more room than the
+ * cap; the run's entry made of them (joblogjson.c writes its JSON where
+ * it is stored). Uses joblog_int.h, jsontext.h. */
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "base/joblog.h"
-#include "base/jsondom.h"
+#include "base/joblog_int.h"
 #include "base/jsontext.h"
 
-/* Makes room for n more bytes in b: 0, or -1 and b->oom set. */
-static int
-reserve(jr_buf *b, size_t n)
+int
+jr_joblog_reserve(jr_buf *b, size_t n)
 {
     size_t cap;
     char *p;
@@ -32,9 +33,11 @@ reserve(jr_buf *b, size_t n)
     return 0;
 }
 
-/* 1 for a byte a JSON string holds as it is: printable ASCII but '"'
- * (0x22) and '\\' (0x5c). */
-static const unsigned char plain[256] = {
+const char *const jr_joblog_levels[NLEVELS] = {"debug", "info", "warn",
+                                               "error", "stdout", "stderr"};
+const unsigned char jr_joblog_level_len[NLEVELS] = {5, 4, 4, 5, 6, 6};
+
+const unsigned char jr_joblog_plain[256] = {
     0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
     0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
     1, 1, 0, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1,
@@ -52,13 +55,12 @@ static const unsigned char plain[256] = {
     0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
     0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
 };
-#define PLAIN(c) plain[(unsigned char)(c)]
+#define PLAIN(c) jr_joblog_plain[(unsigned char)(c)]
 
-/* How many bytes s[0..n) begins with that PLAIN holds as they are:
- * eight at a time while none of them is a control byte, DEL, '"', '\\'
- * or past ASCII (a line is mostly such text), then one at a time. */
-static size_t
-plain_run(const char *s, size_t n)
+/* Eight bytes at a time while none of them is a control byte, DEL, '"',
+ * '\\' or past ASCII (a line is mostly such text), then one at a time. */
+size_t
+jr_joblog_plain_run(const char *s, size_t n)
 {
     const uint64_t ones = 0x0101010101010101ULL, highs = ones * 0x80;
     size_t used = 0;
@@ -80,90 +82,103 @@ plain_run(const char *s, size_t n)
     return used;
 }
 
-/* Writes s[0..n) as a JSON string's contents at o (room for 6 bytes a
- * byte): NUL and bytes that are not UTF-8 as U+FFFD (PostgreSQL's jsonb
- * refuses \u0000). Returns the bytes written. */
-static size_t
-put_escaped(char *o, const char *s, size_t n)
+/* The index of level in jr_joblog_levels ("debug" ... "stderr"), else info's. */
+static int
+level_index(const char *level)
 {
-    char *start = o;
-    size_t k, used;
+    switch (level[0]) {
+    case 'd': return 0;
+    case 'w': return 2;
+    case 'e': return 3;
+    case 's': return level[3] == 'e' ? 5 : 4;
+    default:  return 1;
+    }
+}
+
+/* The digits of v. */
+static unsigned
+digits(unsigned long long v)
+{
+    unsigned n = 1;
+
+    while (v >= 10) {
+        v /= 10;
+        n++;
+    }
+    return n;
+}
+
+/* How many bytes s[0..n) takes escaped as joblogjson.c writes it. */
+static size_t
+escaped_len(const char *s, size_t n)
+{
+    size_t out = 0, k, used;
+    char tmp[6];
 
     while (n > 0) {
-        used = plain_run(s, n);
-        memcpy(o, s, used);     /* plain ASCII, as it is */
-        o += used;
+        used = jr_joblog_plain_run(s, n);
+        out += used;
         s += used;
         n -= used;
         if (n == 0)
             break;
         if (*s == '\0' ||
-            (k = jr_jsontext_escape_char(s, n, o, &used)) == 0) {
+            (k = jr_jsontext_escape_char(s, n, tmp, &used)) == 0) {
             used = 1;
-            memcpy(o, JR_JSONTEXT_BADBYTE, 6);
             k = 6;
         }
-        o += k;
+        out += k;
         s += used;
         n -= used;
     }
-    return (size_t)(o - start);
+    return out;
+}
+
+/* The bytes of a line's JSON object and its '\n' (as encode writes it):
+ * {"at":S.mmm,"level":"L","msg":"T"} with T escaped text, " [line cut]"
+ * after it when cut. */
+static size_t
+line_len(jr_joblog *l, long long ms, int level, const char *s, size_t n,
+         int cut)
+{
+    if (ms < 0)
+        ms = 0;
+    if (ms / 1000 != l->sec || l->sec_len == 0) {
+        l->sec = ms / 1000;
+        l->sec_len = (unsigned char)digits((unsigned long long)l->sec);
+    }
+    return 6 + l->sec_len + 4 + 10 + jr_joblog_level_len[level] + 9 +
+           escaped_len(s, n) + (cut ? 11 : 0) + 3;
 }
 
 /* Drops the first kept line. */
 static void
 drop_first(jr_joblog *l)
 {
-    const char *p = memchr(l->buf.p + l->start, '\n', l->buf.len - l->start);
-    size_t end = p ? (size_t)(p - l->buf.p) + 1 : l->buf.len;
+    jr_joblog_rec r;
 
+    memcpy(&r, l->buf.p + l->start, REC);
     l->dropped_lines++;
-    l->dropped_bytes += (long long)(end - l->start);
-    l->start = end;
+    l->dropped_bytes += (long long)r.enc;
+    l->kept -= r.enc;
+    l->start += REC + r.len;
 }
 
-/* Writes v's digits at out (24 bytes). Returns how many. */
-static size_t
-put_uint(char *out, unsigned long long v)
+/* Keeps the record just written at the end of l's buffer (bytes long, len
+ * as JSON): drops the oldest while those kept take more than max, and
+ * moves the kept ones to the start when the dropped ones take more. */
+static void
+keep(jr_joblog *l, size_t bytes, size_t len, size_t max)
 {
-    char tmp[24];
-    size_t k = 0, n = 0;
-
-    do {
-        tmp[k++] = (char)('0' + v % 10);
-        v /= 10;
-    } while (v > 0);
-    while (k > 0)
-        out[n++] = tmp[--k];
-    return n;
-}
-
-/* Writes epoch seconds t with 3 decimals at out (32 bytes) without
- * printf's floating point, a line's cost; the whole seconds' digits are
- * l's from its last line when the second is the same. Returns the
- * length. */
-static size_t
-put_secs(jr_joblog *l, char *out, double t)
-{
-    long long ms = (long long)(t * 1000 + 0.5);
-    size_t n;
-    int frac;
-
-    if (ms < 0)
-        ms = 0;
-    frac = (int)(ms % 1000);
-    if (ms / 1000 != l->sec || l->sec_len == 0) {
-        l->sec = ms / 1000;
-        l->sec_len = (unsigned char)put_uint(l->sec_text,
-                                             (unsigned long long)l->sec);
+    l->buf.len += bytes;
+    l->kept += len;
+    while (l->kept > max)
+        drop_first(l);
+    if (l->start > max) {       /* the dropped ones take more than kept */
+        memmove(l->buf.p, l->buf.p + l->start, l->buf.len - l->start);
+        l->buf.len -= l->start;
+        l->start = 0;
     }
-    memcpy(out, l->sec_text, l->sec_len);
-    n = l->sec_len;
-    out[n++] = '.';
-    out[n++] = (char)('0' + frac / 100);
-    out[n++] = (char)('0' + frac / 10 % 10);
-    out[n++] = (char)('0' + frac % 10);
-    return n;
 }
 
 /* The start of s[0..n) cut at most at cut bytes, at a character's
@@ -180,80 +195,192 @@ char_cut(const char *s, size_t n, size_t cut)
     return k > 0 && (s[k] & 0xC0) != 0x80 ? k : cut;
 }
 
-/* Appends the line of level (len bytes), its text s[0..cut) of n ("[line
- * cut]" after it when cut < n), at time now: room made once, written in
- * place. */
-static void
-encode(jr_joblog *l, double now, const char *level, size_t len,
-       const char *s, size_t cut, size_t n)
+/* Now, in epoch milliseconds (rounded, as a line's "at" shows it). */
+static long long
+now_ms(void)
 {
-    jr_buf *b = &l->buf;
-    char *o;
-
-    if (reserve(b, 64 + len + 6 * cut + 16) < 0)
-        return;
-    o = b->p + b->len;
-    memcpy(o, "{\"at\":", 6);
-    o += 6;
-    o += put_secs(l, o, now);
-    memcpy(o, ",\"level\":\"", 10);
-    o += 10;
-    memcpy(o, level, len);
-    o += len;
-    memcpy(o, "\",\"msg\":\"", 9);
-    o += 9;
-    o += put_escaped(o, s, cut);
-    if (cut < n) {
-        memcpy(o, " [line cut]", 11);
-        o += 11;
-    }
-    memcpy(o, "\"}\n", 3);
-    b->len = (size_t)(o + 3 - b->p);
+    return (long long)(jr_now() * 1000 + 0.5);
 }
 
 void
 jr_joblog_add(jr_joblog *l, const char *level, const char *s, size_t n,
               size_t max)
 {
-    size_t from = l->buf.len, cut = char_cut(s, n, JR_JOBLOG_LINE), len;
-    size_t whole = 0, next, llen = strlen(level);
-    double now = jr_now();
+    size_t cut = char_cut(s, n, JR_JOBLOG_LINE), len, whole = 0, next;
+    long long ms = now_ms();
+    int lv = level_index(level);
+    jr_joblog_rec r;
+    char *o;
 
     if (l->lines++ == 0)
-        l->at = now;
+        l->at = ms;
     /* a line over the cap alone keeps the start of it that fits, cut:
      * shorter in proportion until it does */
     for (;;) {
-        encode(l, now, level, llen, s, cut, n);
-        len = l->buf.len - from;
+        len = line_len(l, ms, lv, s, cut, cut < n);
         if (whole == 0)
             whole = len;
-        if (l->buf.oom || len <= max)
+        if (len <= max)
             break;
-        l->buf.len = from;
-        if (cut == 0)           /* not even an empty line fits */
-            break;
-        next = (size_t)((double)cut * (double)max / (double)len);
+        next = cut == 0 ? 0 : (size_t)((double)cut * (double)max /
+                                       (double)len);
         if (next >= cut)
             next = cut - 1;
-        if (next == 0)
+        if (cut == 0 || next == 0) {    /* not even an empty line fits */
+            len = 0;
             break;
+        }
         cut = char_cut(s, n, next);
     }
-    if (l->buf.oom || l->buf.len == from) {
+    if (len == 0 || (o = jr_buf_room(&l->buf, REC + cut)) == NULL) {
         l->dropped_lines++;
         l->dropped_bytes += (long long)whole;
-        l->buf.len = from;
         l->buf.oom = 0;
         return;
     }
-    while (l->buf.len - l->start > max)
-        drop_first(l);
-    if (l->start > max) {       /* the dropped ones take more than kept */
-        memmove(l->buf.p, l->buf.p + l->start, l->buf.len - l->start);
-        l->buf.len -= l->start;
-        l->start = 0;
+    r.level = (unsigned char)lv;
+    r.flags = cut < n ? R_CUT : 0;
+    r.len = (uint16_t)cut;
+    r.enc = (uint32_t)len;
+    r.ms = ms;
+    memcpy(o, &r, REC);
+    memcpy(o + REC, s, cut);
+    keep(l, REC + cut, len, max);
+}
+
+int
+jr_joblog_quoted(const char *v, size_t n)
+{
+    return n == 0 || memchr(v, ' ', n) != NULL || memchr(v, '=', n) != NULL;
+}
+
+/* 1 for the bytes that make a value quoted: ' ' and '='. */
+static const unsigned char quote_at[256] = {[' '] = 1, ['='] = 1};
+
+/* 1 if s[0..n) is all bytes PLAIN holds as they are; *q set when it
+ * must be quoted as a value (jr_joblog_quoted). A piece of a line is
+ * short: one pass, a byte at a time, both told at once. */
+static inline int
+plain_piece(const char *s, size_t n, int *q)
+{
+    const unsigned char *u = (const unsigned char *)s;
+    unsigned all = 1, eq = 0;
+    size_t i;
+
+    if (n > 32) {
+        *q = jr_joblog_quoted(s, n);
+        return jr_joblog_plain_run(s, n) == n;
     }
+    for (i = 0; i < n; i++) {
+        all &= jr_joblog_plain[u[i]];
+        eq |= quote_at[u[i]];
+    }
+    *q = n == 0 || eq;
+    return (int)all;
+}
+
+/* Copies a line's piece: a few bytes in place, the many by memcpy. */
+static inline char *
+put_piece(char *o, const char *s, size_t n)
+{
+    if (n > 16) {
+        memcpy(o, s, n);
+        return o + n;
+    }
+    while (n-- > 0)
+        *o++ = *s++;
+    return o;
+}
+
+static void
+put16(char **o, size_t v)
+{
+    uint16_t x = (uint16_t)v;
+
+    memcpy(*o, &x, 2);
+    *o += 2;
+}
+
+/* The text's length of a line of msg[0..n) and fields f[0..nf), and in
+ * *q how many of its values are quoted; -1 unless the line is plain:
+ * every byte as PLAIN holds it, the text at most JR_JOBLOG_LINE. */
+static long
+plain_line(const char *msg, size_t n, const jr_joblog_field *f, int nf,
+           size_t *q)
+{
+    size_t text = n;
+    int i, vq, kq;
+
+    *q = 0;
+    if (nf > JR_JOBLOG_FIELDS || n > JR_JOBLOG_LINE ||
+        !plain_piece(msg, n, &vq))
+        return -1;
+    for (i = 0; i < nf; i++) {
+        if (f[i].kn > JR_JOBLOG_LINE || f[i].vn > JR_JOBLOG_LINE ||
+            !plain_piece(f[i].k, f[i].kn, &kq) ||
+            !plain_piece(f[i].v, f[i].vn, &vq))
+            return -1;
+        *q += (size_t)vq;
+        text += 2 + f[i].kn + f[i].vn;
+    }
+    text += 2 * *q;             /* each quoted value's two '"' */
+    return text > JR_JOBLOG_LINE ? -1 : (long)text;
+}
+
+int
+jr_joblog_add_fields(jr_joblog *l, const char *level, const char *msg,
+                     size_t n, const jr_joblog_field *f, int nf,
+                     size_t max)
+{
+    size_t body = 4 + n, len, q;
+    long text = plain_line(msg, n, f, nf, &q);
+    long long ms;
+    int lv = level_index(level), i;
+    jr_joblog_rec r;
+    char *o;
+
+    if (text < 0)
+        return -1;
+    for (i = 0; i < nf; i++)
+        body += 4 + f[i].kn + f[i].vn;
+    if (body > 65535)
+        return -1;
+    ms = now_ms();
+    /* the text's bytes, each '"' escaped: as the text alone would be */
+    if (ms / 1000 != l->sec || l->sec_len == 0) {
+        l->sec = ms < 0 ? 0 : ms / 1000;
+        l->sec_len = (unsigned char)digits((unsigned long long)l->sec);
+    }
+    len = 6 + l->sec_len + 4 + 10 + jr_joblog_level_len[lv] + 9 + 3 + (size_t)text +
+          2 * q;
+    if (len > max)
+        return -1;
+    if (l->lines++ == 0)
+        l->at = ms;
+    if ((o = jr_buf_room(&l->buf, REC + body)) == NULL) {
+        l->dropped_lines++;
+        l->dropped_bytes += (long long)len;
+        l->buf.oom = 0;
+        return 0;
+    }
+    r.level = (unsigned char)lv;
+    r.flags = R_FIELDS;
+    r.len = (uint16_t)body;
+    r.enc = (uint32_t)len;
+    r.ms = ms;
+    memcpy(o, &r, REC);
+    o += REC;
+    put16(&o, n);
+    put16(&o, (size_t)nf);
+    o = put_piece(o, msg, n);
+    for (i = 0; i < nf; i++) {
+        put16(&o, f[i].kn);
+        put16(&o, f[i].vn);
+        o = put_piece(o, f[i].k, f[i].kn);
+        o = put_piece(o, f[i].v, f[i].vn);
+    }
+    keep(l, REC + body, len, max);
+    return 0;
 }
 
 /* How many bytes at the end of s[0..n) begin a UTF-8 character that
@@ -312,11 +439,11 @@ jr_joblog_write(jr_joblog *l, int stream, const char *s, size_t n,
 }
 
 const char *
-jr_joblog_entry(jr_joblog *l, int attempt, size_t max)
+jr_joblog_entry(jr_joblog *l, int attempt, size_t max, size_t *len)
 {
     jr_buf *e = &l->entry;
     size_t body;
-    char *o, *nl, *end;
+    jr_joblog_head h;
     int k;
 
     for (k = 0; k < 2; k++)
@@ -329,35 +456,18 @@ jr_joblog_entry(jr_joblog *l, int attempt, size_t max)
         return NULL;
     jr_buf_reset(e);
     body = l->buf.len - l->start;
-    if (reserve(e, body + 160) < 0)
+    if (jr_joblog_reserve(e, HEAD + body) < 0)
         return NULL;
-    /* the kept lines as they are, each one's '\n' the next one's ',' */
-    o = e->p;
-    memcpy(o, "{\"attempt\":", 11);
-    o += 11;
-    if (attempt < 0) {
-        *o++ = '-';
-        attempt = -attempt;
-    }
-    o += put_uint(o, (unsigned long long)attempt);
-    memcpy(o, ",\"at\":", 6);
-    o += 6;
-    o += put_secs(l, o, l->at);
-    memcpy(o, ",\"lines\":[", 10);
-    o += 10;
-    memcpy(o, l->buf.p + l->start, body);
-    for (nl = o, end = o + body; (nl = memchr(nl, '\n', (size_t)(end - nl)));
-         nl++)
-        *nl = ',';
-    o += body > 0 ? body - 1 : 0;      /* the last ',' goes */
-    memcpy(o, "],\"dropped_lines\":", 18);
-    o += 18;
-    o += put_uint(o, (unsigned long long)l->dropped_lines);
-    memcpy(o, ",\"dropped_bytes\":", 17);
-    o += 17;
-    o += put_uint(o, (unsigned long long)l->dropped_bytes);
-    memcpy(o, "}", 2);                  /* and its NUL */
-    e->len = (size_t)(o + 1 - e->p);
+    h.magic = ENTRY_MAGIC;
+    h.attempt = attempt;
+    h.at = l->at;
+    h.dropped_lines = l->dropped_lines;
+    h.dropped_bytes = l->dropped_bytes;
+    memcpy(e->p, &h, HEAD);
+    if (body > 0)
+        memcpy(e->p + HEAD, l->buf.p + l->start, body);
+    e->len = HEAD + body;
+    *len = e->len;
     return e->p;
 }
 
@@ -380,7 +490,7 @@ jr_joblog_clear(jr_joblog *l)
     reset(&l->part[0]);
     reset(&l->part[1]);
     reset(&l->entry);
-    l->start = 0;
+    l->start = l->kept = 0;
     l->lines = l->dropped_lines = 0;
     l->dropped_bytes = 0;
     l->at = 0;
@@ -395,37 +505,4 @@ jr_joblog_free(jr_joblog *l)
     jr_buf_free(&l->part[1]);
     jr_buf_free(&l->entry);
     memset(l, 0, sizeof *l);
-}
-
-int
-jr_joblog_select(const char *logs, int attempt, jr_buf *out, jr_err *err)
-{
-    jr_jdoc doc = {0};
-    int k, a, n = 0;
-
-    jr_buf_reset(out);
-    jr_buf_put(out, "[", 1);
-    if (logs != NULL && jr_jdoc_parse(&doc, logs, strlen(logs), "logs",
-                                      err) < 0)
-        return -1;
-    if (logs != NULL && doc.n[0].type != JR_JSON_ARRAY) {
-        jr_jdoc_free(&doc);
-        return jr_fail(err, JR_EINPUT, "logs: not an array");
-    }
-    for (k = logs ? doc.n[0].first : -1; k >= 0; k = doc.n[k].next) {
-        if (doc.n[k].type != JR_JSON_OBJECT ||
-            (a = jr_jdoc_get(&doc, k, "attempt")) < 0)
-            continue;
-        if (attempt > 0 && atoi(doc.n[a].at) != attempt)
-            continue;
-        if (n++ > 0)
-            jr_buf_put(out, ",", 1);
-        jr_buf_put(out, doc.n[k].at, doc.n[k].len);
-    }
-    jr_jdoc_free(&doc);
-    jr_buf_put(out, "]", 2);    /* and its NUL */
-    out->len--;
-    if (out->oom)
-        return jr_fail(err, JR_ENOMEM, "logs: out of memory");
-    return n;
 }

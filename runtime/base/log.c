@@ -64,6 +64,12 @@ json_escape(char *buf, size_t size, size_t n, const char *s)
     return n;
 }
 
+int
+jr_log_on(int level)
+{
+    return level >= log_level;
+}
+
 void
 jr_log(int level, const char *fmt, ...)
 {

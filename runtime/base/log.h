@@ -17,5 +17,7 @@ void jr_log_fd(int fd);
 int  jr_log_level(const char *name);
 void jr_log(int level, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
+/* 1 if a line of level is written (not filtered out by the level). */
+int  jr_log_on(int level);
 
 #endif

@@ -559,36 +559,6 @@ head(char *p, const uint8_t trace[16], const uint8_t id[8],
     return fixed64(p, (uint64_t)(end > start ? end : start));
 }
 
-/* the words ids are derived from */
-static uint64_t
-word(const uint8_t *b)
-{
-    uint64_t v = 0;
-    int i;
-
-    for (i = 0; i < 8; i++)
-        v = v << 8 | b[i];
-    return v;
-}
-
-/* string i of r needs no escaping (printable ASCII, no quote, no
- * backslash) and no cut at max bytes: its JSON is its bytes */
-static int
-plain(const jr_spanrd *r, int i, size_t max)
-{
-    const unsigned char *p = (const unsigned char *)r->str[i];
-    size_t k;
-
-    if (p == NULL)
-        return 1;
-    if (r->len[i] > max)
-        return 0;
-    for (k = 0; k < r->len[i]; k++)
-        if (p[k] < 0x20 || p[k] >= 0x80 || p[k] == '"' || p[k] == '\\')
-            return 0;
-    return 1;
-}
-
 #define FIXED_BYTES 1024        /* fast()'s bytes but the strings: about
                                    400 */
 
@@ -609,15 +579,16 @@ fast(const jr_spanrd *r, jr_buf *out)
     if (s[JR_SR_EVENTS] != NULL || (s[JR_SR_LINKS] != NULL &&
                                     l[JR_SR_LINKS] > 1) ||
         s[JR_SR_OUTCOME] == NULL || l[JR_SR_OUTCOME] > 31 ||
-        ql > 159 - (sizeof PROCESS - 1) || !plain(r, JR_SR_QUEUE, ql) ||
-        !plain(r, JR_SR_OUTCOME, 31) ||
+        ql > 159 - (sizeof PROCESS - 1) ||
+        !jr_spanrd_plain(r, JR_SR_QUEUE, ql) ||
+        !jr_spanrd_plain(r, JR_SR_OUTCOME, 31) ||
         (l[JR_SR_OUTCOME] == 7 && memcmp(s[JR_SR_OUTCOME], "snoozed", 7) == 0))
         return 0;
     need = FIXED_BYTES + 4 * ql;
     for (i = JR_SR_NAME; i <= JR_SR_ERROR; i++) {
         if (i == JR_SR_OUTCOME)
             continue;
-        if (!plain(r, i, JR_SPAN_TEXT_MAX))
+        if (!jr_spanrd_plain(r, i, JR_SPAN_TEXT_MAX))
             return 0;
         need += l[i];
     }
@@ -668,7 +639,7 @@ fast(const jr_spanrd *r, jr_buf *out)
     p = close_(body, p);
 
     /* the wait in the queue, a child of the attempt's span */
-    jr_trace_derive(wait, 8, word(r->id), (uint64_t)r->job_id,
+    jr_trace_derive(wait, 8, jr_trace_word(r->id), (uint64_t)r->job_id,
                     (uint64_t)r->attempt << 32 | 0x77u);
     body = OPEN(p, 0x12);
     p = head(p, r->trace, wait, r->id, WAIT, sizeof WAIT - 1, r,

@@ -143,18 +143,6 @@ str(const rec *r, int i, char *buf, size_t cap)
     return buf;
 }
 
-/* the words ids are derived from */
-static uint64_t
-word(const uint8_t *b)
-{
-    uint64_t v = 0;
-    int i;
-
-    for (i = 0; i < 8; i++)
-        v = v << 8 | b[i];
-    return v;
-}
-
 #define PUT(b, lit)  jr_buf_put(b, lit, sizeof lit - 1)
 #define PUT1(b, lit) jr_buf_put(b, &(lit)[1], sizeof lit - 2)   /* no comma */
 
@@ -314,7 +302,7 @@ encode(const rec *r, jr_span *s, jr_buf *out, int comma)
 
     /* the wait in the queue before the attempt: from the time it became
      * due to its start, a child of the attempt's span */
-    jr_trace_derive(wait, 8, word(r->id), (uint64_t)r->job_id,
+    jr_trace_derive(wait, 8, jr_trace_word(r->id), (uint64_t)r->job_id,
                     (uint64_t)r->attempt << 32 | 0x77u);
     PUT(out, ",");
     head(out, r->trace, wait, r->id, "wait ", q, JR_SPAN_INTERNAL,
@@ -350,24 +338,6 @@ static const char DEC2[] =
     "25262728293031323334353637383940414243444546474849"
     "50515253545556575859606162636465666768697071727374"
     "75767778798081828384858687888990919293949596979899";
-
-/* string i of r needs no escaping (printable ASCII, no quote, no
- * backslash, no NUL) and no cut at max bytes */
-static int
-plain(const rec *r, int i, size_t max)
-{
-    const unsigned char *p = (const unsigned char *)r->str[i];
-    size_t k;
-
-    if (p == NULL)
-        return 1;
-    if (r->len[i] > max)
-        return 0;
-    for (k = 0; k < r->len[i]; k++)
-        if (p[k] < 0x20 || p[k] >= 0x80 || p[k] == '"' || p[k] == '\\')
-            return 0;
-    return 1;
-}
 
 #define LIT(p, lit)  (memcpy(p, lit, sizeof lit - 1), (p) += sizeof lit - 1)
 #define LIT1(p, lit) (memcpy(p, &(lit)[1], sizeof lit - 2), \
@@ -496,7 +466,7 @@ encode_fast(const rec *r, jr_buf *out, int comma)
      * encode() reads it, one of those the worker names, not a snooze */
     if (r->str[EVENTS] != NULL || r->str[OUTCOME] == NULL ||
         r->len[OUTCOME] > 31 || ql > 159 - (sizeof PROCESS - 1) ||
-        !plain(r, QUEUE, ql) || !plain(r, OUTCOME, 31))
+        !jr_spanrd_plain(r, QUEUE, ql) || !jr_spanrd_plain(r, OUTCOME, 31))
         return 0;
     if (r->len[OUTCOME] == 7 && memcmp(r->str[OUTCOME], "snoozed", 7) == 0)
         return 0;
@@ -504,7 +474,7 @@ encode_fast(const rec *r, jr_buf *out, int comma)
     for (i = NAME; i <= ERROR; i++) {
         if (i == OUTCOME)
             continue;
-        if (!plain(r, i, JR_SPAN_TEXT_MAX))
+        if (!jr_spanrd_plain(r, i, JR_SPAN_TEXT_MAX))
             return 0;
         need += r->len[i];
     }
@@ -567,7 +537,7 @@ encode_fast(const rec *r, jr_buf *out, int comma)
     LIT(p, "}");
 
     /* the wait in the queue, as encode() writes it */
-    jr_trace_derive(wait, 8, word(r->id), (uint64_t)r->job_id,
+    jr_trace_derive(wait, 8, jr_trace_word(r->id), (uint64_t)r->job_id,
                     (uint64_t)r->attempt << 32 | 0x77u);
     LIT(p, ",");
     p = head_to(p, r->trace, wait, r->id, WAIT, sizeof WAIT - 1, r,

@@ -54,6 +54,24 @@ typedef struct jr_spanrd {
  * malformed. */
 size_t jr_spanrec_get(const char *p, size_t n, jr_spanrd *r);
 
+/* String i of r needs no escaping in JSON (printable ASCII, no quote, no
+ * backslash, no NUL) and no cut at max bytes: its JSON is its bytes. */
+static inline int
+jr_spanrd_plain(const jr_spanrd *r, int i, size_t max)
+{
+    const unsigned char *p = (const unsigned char *)r->str[i];
+    size_t k;
+
+    if (p == NULL)
+        return 1;
+    if (r->len[i] > max)
+        return 0;
+    for (k = 0; k < r->len[i]; k++)
+        if (p[k] < 0x20 || p[k] >= 0x80 || p[k] == '"' || p[k] == '\\')
+            return 0;
+    return 1;
+}
+
 /* Appends the spans of the records in recs (len bytes, records as put)
  * to out as OTLP/JSON Span objects, comma-separated (a comma first when
  * comma is set: out's list has spans already). Returns the records read,

@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "base/trace.h"
+#include "base/jsontext.h"
 
 static int
 hexval(int c)
@@ -313,12 +314,9 @@ jr_span_jstr(jr_buf *b, const char *s)
             jr_buf_put(b, "...", 3);
             break;
         }
-        size_t n = *p < 0x80 ? 1 : (*p >> 5) == 6 ? 2 : (*p >> 4) == 14 ? 3
-                   : (*p >> 3) == 30 ? 4 : 0;
-        size_t k;
-        for (k = 1; k < n; k++)
-            if ((p[k] & 0xc0) != 0x80)
-                n = 0;
+        /* strict, as a protobuf decoder is: no overlong form, surrogate
+           or code point past U+10FFFF (a NUL ends a short sequence) */
+        size_t n = jr_jsontext_utf8_len(p, 4);
         if (n == 0) {
             jr_buf_put(b, "?", 1);
             p++;

@@ -48,6 +48,17 @@ void jr_trace_format(const uint8_t trace[16], const uint8_t span[8],
 void jr_trace_random(uint8_t *out, size_t n);
 void jr_trace_derive(uint8_t *out, size_t n, uint64_t a, uint64_t b,
                      uint64_t c);
+/* The word ids are derived from: 8 bytes at b, big-endian. */
+static inline uint64_t
+jr_trace_word(const uint8_t *b)
+{
+    uint64_t v = 0;
+    int i;
+
+    for (i = 0; i < 8; i++)
+        v = v << 8 | b[i];
+    return v;
+}
 /* The sampling rule for a trace with no parent: its id's last 8 bytes
  * under ratio (0 to 1), as OpenTelemetry's TraceIdRatioBased. */
 int  jr_trace_sampled(const uint8_t trace[16], double ratio);

@@ -135,10 +135,10 @@ void jr_jrlog_register(lua_State *L);
  * output goes where handler_output says) and log.echo (1: what is kept
  * goes to the runner's log too). Until called: 0 and 1. */
 void jr_jrlog_setup(size_t max, int echo);
-/* The entry of the run ctx just ended (attempt: the job's), or NULL when
- * it logged nothing: what the worker sends with its result (jr_result's
- * logs), valid until ctx is cleared. */
-const char *jr_jrlog_entry(jr_jobctx *ctx, int attempt);
+/* The entry of the run ctx just ended (attempt: the job's), *len bytes,
+ * or NULL when it logged nothing: what the worker sends with its result
+ * (jr_result's logs), valid until ctx is cleared. */
+const char *jr_jrlog_entry(jr_jobctx *ctx, int attempt, size_t *len);
 /* Where what is kept is echoed to: out and err while a job's descriptors
  * 1 and 2 are kept (wcapture.c), NULL and NULL for stdout and stderr. */
 void jr_jrlog_echo_to(FILE *out, FILE *err);

@@ -43,9 +43,10 @@ jr_jrlog_setup(size_t max, int echo)
 }
 
 const char *
-jr_jrlog_entry(jr_jobctx *ctx, int attempt)
+jr_jrlog_entry(jr_jobctx *ctx, int attempt, size_t *len)
 {
-    return log_max > 0 ? jr_joblog_entry(&ctx->log, attempt, log_max) : NULL;
+    return log_max > 0 ? jr_joblog_entry(&ctx->log, attempt, log_max, len) :
+           NULL;
 }
 
 /* The running job's context when its output is kept, else NULL. */
@@ -128,11 +129,8 @@ needs_quotes(const char *s, size_t n)
 }
 
 /* A field of the line: its name and its value as text, both on the Lua
- * stack while the line is built. */
-typedef struct field {
-    const char *k, *v;
-    size_t      kn, vn;
-} field;
+ * stack (or an integer's in num) while the line is kept. */
+typedef jr_joblog_field field;
 
 /* Appends " key=value". */
 static void
@@ -156,17 +154,7 @@ put_field(const field *f)
     put1('"');
 }
 
-#define FIELDS_MAX 64            /* fields of one jobrunner.log line */
-
-/* By name, bytes compared (a name may hold a NUL). */
-static int
-field_cmp(const void *a, const void *b)
-{
-    const field *x = a, *y = b;
-    int c = memcmp(x->k, y->k, x->kn < y->kn ? x->kn : y->kn);
-
-    return c != 0 ? c : (x->kn > y->kn) - (x->kn < y->kn);
-}
+#define FIELDS_MAX JR_JOBLOG_FIELDS     /* of one jobrunner.log line */
 
 /* Sorts f[0..n) by name: in place for the few a line usually has,
  * qsort past them. Names are unique (a table's keys). */
@@ -177,14 +165,14 @@ sort_fields(field *f, int n)
     int i, j;
 
     if (n > 8) {
-        qsort(f, (size_t)n, sizeof *f, field_cmp);
+        qsort(f, (size_t)n, sizeof *f, jr_joblog_field_cmp);
         return;
     }
     for (i = 1; i < n; i++) {
-        if (field_cmp(&f[i - 1], &f[i]) <= 0)
+        if (jr_joblog_field_cmp(&f[i - 1], &f[i]) <= 0)
             continue;
         t = f[i];
-        for (j = i; j > 0 && field_cmp(&f[j - 1], &t) > 0; j--)
+        for (j = i; j > 0 && jr_joblog_field_cmp(&f[j - 1], &t) > 0; j--)
             f[j] = f[j - 1];
         f[j] = t;
     }
@@ -211,7 +199,7 @@ int_text(char *out, lua_Integer v)
     return n;
 }
 
-/* Fills f with the fields of the table at idx, sorted, after checking
+/* Fills f with the fields of the table at idx, after checking
  * that it is flat: string keys, values strings, numbers or booleans, at
  * most FIELDS_MAX. What f points to lives while the line is built, and
  * no Lua runs meanwhile: a name and a string value are the table's own
@@ -255,22 +243,18 @@ read_fields(lua_State *L, int idx, field *f, char (*num)[24])
         n++;
         lua_pop(L, 1);                               /* .. k */
     }                                    /* .. the floats' texts, if any */
-    sort_fields(f, n);
     return n;
 }
 
-/* Builds jobrunner.log's message in line: msg and the fields at index
- * 3, or the values from index 2 joined by spaces. The values' Lua (a
- * __tostring, which may log or change the fields) runs before the line
- * is begun. [-0, +(floats), v] */
-static void
-build(lua_State *L, int fields)
+/* Makes jobrunner.log's values text: msg at index 2 (or the values
+ * from index 2 on) as tostring does, and the fields of the table at
+ * index 3 read into f (fields set), their number returned. The values'
+ * Lua (a __tostring, which may log or change the fields) runs before
+ * the line is begun. [-0, +(floats), v] */
+static int
+prepare(lua_State *L, int fields, field *f, char (*num)[24])
 {
-    field f[FIELDS_MAX];
-    char num[FIELDS_MAX][24];   /* the integers' texts */
-    int i, n = fields ? 2 : lua_gettop(L), nf;
-    const char *s;
-    size_t len;
+    int i, n = fields ? 2 : lua_gettop(L);
 
     for (i = 2; i <= n; i++) {
         if (lua_type(L, i) == LUA_TSTRING)  /* a string is its text */
@@ -278,7 +262,20 @@ build(lua_State *L, int fields)
         luaL_tolstring(L, i, NULL);                  /* .. s */
         lua_replace(L, i);                           /* .. */
     }
-    nf = fields ? read_fields(L, 3, f, num) : 0;
+    return fields ? read_fields(L, 3, f, num) : 0;
+}
+
+/* Builds jobrunner.log's message in line from what prepare made: msg
+ * and the nf fields f (sorted here), or the values from index 2 joined
+ * by spaces. [-0, +0, -] */
+static void
+build(lua_State *L, int fields, field *f, int nf)
+{
+    int i, n = fields ? 2 : lua_gettop(L);
+    const char *s;
+    size_t len;
+
+    sort_fields(f, nf);
     jr_buf_reset(&line);
     make_room();
     for (i = 2; i <= n; i++) {
@@ -330,16 +327,29 @@ jrlog_log(lua_State *L)
 {
     static const char *const levels[] = {"debug", "info", "warn", "error",
                                          NULL};
-    int level = fast_level(L);
+    int level = fast_level(L), fields, nf, top;
     jr_jobctx *ctx;
+    field f[FIELDS_MAX];
+    char num[FIELDS_MAX][24];   /* the integers' texts */
+    const char *msg;
+    size_t len;
 
     if (level < 0)
         level = luaL_checkoption(L, 1, NULL, levels);
     ctx = jr_jrlib_ctx_of(L, lua_touserdata(L, lua_upvalueindex(1)));
-    const char *msg;
-    size_t len;
-
-    build(L, lua_gettop(L) == 3 && lua_istable(L, 3));
+    top = lua_gettop(L);
+    fields = top == 3 && lua_istable(L, 3);
+    nf = prepare(L, fields, f, num);
+    /* kept and not echoed: its pieces kept as they are, its text made
+     * only where the line is stored (a plain line: joblog.h) */
+    if (ctx != NULL && log_max > 0 && (fields || top == 2) &&
+        !(log_echo && jr_log_on(level))) {
+        msg = lua_tolstring(L, 2, &len);
+        if (jr_joblog_add_fields(&ctx->log, levels[level], msg, len, f, nf,
+                                 log_max) == 0)
+            return 0;
+    }
+    build(L, fields, f, nf);
     msg = line.oom ? "(out of memory)" : line.p;
     len = line.oom ? strlen(msg) : line.len - 1;
     if (ctx != NULL && log_max > 0)

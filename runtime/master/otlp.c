@@ -18,11 +18,14 @@
 #include <curl/curl.h>
 
 #include "master/master_int.h"
+#include "base/jsontext.h"
 #include "base/log.h"
 #include "base/spanpb.h"
 #include "base/spanrec.h"
 #include "base/trace.h"
 #include "base/version.h"
+
+#define JR_OTLP_SVC 255         /* OTEL_SERVICE_NAME's bytes at most */
 
 #define SPAN_BYTES   2048u      /* bytes a queued span may take, on
                                    average (tracing.queue's of them) */
@@ -44,8 +47,9 @@ struct jr_otlp {
     char              *shown;   /* url for the log, its user:password
                                    masked */
     struct curl_slist *headers;
-    char               service[160];    /* its attribute, as JSON */
-    char               svc[104];        /* service.name */
+    char               service[JR_OTLP_SVC * 6 + 64]; /* its attribute,
+                                                        as JSON */
+    char               svc[JR_OTLP_SVC + 1];           /* service.name */
     int                proto;           /* JR_OTLP_* */
     atomic_long        exported;
     atomic_long        dropped;
@@ -107,7 +111,7 @@ body_of(const jr_otlp *x, const jr_buf *take, int n, jr_buf *body)
     return 0;
 }
 
-#define PB_ROOM 256             /* bytes kept before the spans for the
+#define PB_ROOM (JR_OTLP_SVC + 256) /* bytes kept before the spans for the
                                    request's head */
 
 /* a length-delimited field's tag and length at p */
@@ -125,7 +129,7 @@ static int
 pb_body_of(const jr_otlp *x, const jr_buf *take, int n, jr_buf *body,
            size_t *at)
 {
-    char head[PB_ROOM], res[160], scope[64], *p;
+    char head[PB_ROOM], res[JR_OTLP_SVC + 64], scope[64], *p;
     size_t spans, sl = strlen(x->svc), nres, nscope, nss, nrs;
     static const char name[] = "jobrunner", ver[] = JR_VERSION;
 
@@ -344,18 +348,26 @@ jr_otlp_new(const jr_config *c, jr_err *err)
     }
     {
         jr_span s = {0};        /* the resource's attribute, escaped */
-        jr_span_str(&s, "service.name", svc && *svc && strlen(svc) < 100 ?
-                    svc : "jobrunner");
+        if (svc != NULL && strlen(svc) > JR_OTLP_SVC) {
+            jr_log(JR_LOG_WARN, "tracing: OTEL_SERVICE_NAME has %zu bytes, "
+                   "over %d: service.name is 'jobrunner'", strlen(svc),
+                   JR_OTLP_SVC);
+            svc = NULL;
+        }
+        jr_span_str(&s, "service.name", svc && *svc ? svc : "jobrunner");
         if (!s.attrs.oom && s.attrs.len < sizeof x->service)
             snprintf(x->service, sizeof x->service, "%.*s",
                      (int)s.attrs.len - 1, s.attrs.p + 1);
         jr_span_free(&s);
-        snprintf(x->svc, sizeof x->svc, "%s", svc && *svc && strlen(svc) < 100
-                 ? svc : "jobrunner");
-        for (n = 0; x->svc[n] != '\0'; n++)   /* protobuf's: ASCII */
-            if ((unsigned char)x->svc[n] < 0x20 ||
-                (unsigned char)x->svc[n] >= 0x80)
-                x->svc[n] = '?';
+        snprintf(x->svc, sizeof x->svc, "%s", svc && *svc ? svc : "jobrunner");
+        for (n = 0; x->svc[n] != '\0';) {  /* protobuf's: UTF-8 as it
+                                               is, as in the JSON */
+            size_t k = jr_jsontext_utf8_len((unsigned char *)x->svc + n,
+                                            strlen(x->svc + n));
+            if (k == 0)
+                x->svc[n] = '?', k = 1;
+            n += k;
+        }
     }
     pthread_mutex_init(&x->mu, NULL);
     pthread_cond_init(&x->cv, NULL);

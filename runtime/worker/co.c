@@ -288,7 +288,7 @@ finish(cojob *cj, int rc)
     co->dead = cj;
     memset(&res, 0, sizeof res);
     outcome(cj, rc, &res);
-    res.logs = jr_jrlog_entry(&cj->ctx, cj->j->attempt);
+    res.logs = jr_jrlog_entry(&cj->ctx, cj->j->attempt, &res.logs_len);
     if (cj->ctx.progress_dirty)
         put_progress(cj);
     jr_wsteps_end(w, &cj->ctx);

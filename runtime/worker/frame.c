@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "worker/frame.h"
+#include "base/joblog.h"
 #include "base/jsontext.h"
 #include "base/trace.h"
 #include "base/sqlstmt.h"
@@ -391,7 +392,7 @@ jr_frame_put_result(jr_buf *b, const jr_result *res)
         jr_put_i32(b, res->sleep_n);
     }
     if (res->kind != JR_PROGRESS && res->kind != JR_STEP)
-        jr_put_str(b, res->logs);
+        jr_put_strn(b, res->logs, res->logs_len);
     jr_frame_end(b, start);
 }
 
@@ -466,11 +467,11 @@ get_sql(jr_reader *r, jr_result *res, char **arena)
     return 0;
 }
 
-/* A run's logs, back: one JSON object as joblog.c writes it, its
- * framing checked (an object without a NUL) but not its text again: the
- * worker's encoder escapes every byte a handler gives it, and reading
- * ten lines' JSON here cost the master more than the worker spent
- * writing them (test_joblog checks what the encoder makes). */
+/* A run's logs, back: its entry as joblog.c makes it, its framing
+ * checked (jr_joblog_check: records whose lengths add up); its text
+ * becomes JSON only where the backend stores it (jr_joblog_json, which
+ * escapes every byte a handler wrote: test_joblog checks what it
+ * makes), so a success deleted at its end never pays for it. */
 static int
 get_logs(jr_reader *r, jr_result *res, char **arena)
 {
@@ -481,11 +482,12 @@ get_logs(jr_reader *r, jr_result *res, char **arena)
         return -1;
     if (p == NULL)
         return 0;
-    if (len < 2 || p[0] != '{' || p[len - 1] != '}' || has_nul(p, len))
+    if (jr_joblog_check(p, len) < 0)
         return -1;
     memcpy(*arena, p, len);
     (*arena)[len] = '\0';
     res->logs = *arena;
+    res->logs_len = len;
     *arena += len + 1;
     return 0;
 }

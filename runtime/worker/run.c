@@ -520,7 +520,7 @@ jr_run_job(worker *w, const jr_job *j, jr_result *res)
     outcome(w, j, rc, timeout, res);
     if (w->info->keep_output)
         jr_capture_end(w);
-    res->logs = jr_jrlog_entry(&w->ctx, j->attempt);
+    res->logs = jr_jrlog_entry(&w->ctx, j->attempt, &res->logs_len);
     lua_settop(L, top);                              /* (nothing) */
 }
 

@@ -27,18 +27,6 @@
 #include "base/spanrec.h"
 #include "base/trace.h"
 
-/* the words ids are derived from */
-static uint64_t
-word(const uint8_t *b)
-{
-    uint64_t v = 0;
-    int i;
-
-    for (i = 0; i < 8; i++)
-        v = v << 8 | b[i];
-    return v;
-}
-
 /* Attempt 1's trace and span of job j: the producer's trace (c), else
  * one of the job's own. */
 static void
@@ -53,8 +41,8 @@ first_ids(const jr_job *j, const jr_tctx *c, uint8_t trace[16],
         memcpy(&created, &j->created_at, sizeof created);
         jr_trace_derive(trace, 16, (uint64_t)j->id, created, 0x7472616365ull);
     }
-    jr_trace_derive(span, 8, word(trace), word(trace + 8) ^ (uint64_t)j->id,
-                    1);
+    jr_trace_derive(span, 8, jr_trace_word(trace),
+                    jr_trace_word(trace + 8) ^ (uint64_t)j->id, 1);
 }
 
 void
@@ -89,9 +77,10 @@ jr_wtrace_begin(worker *w, jr_jobctx *ctx, const jr_job *j)
             t->run.has_parent = 1;
         }
     } else {
-        jr_trace_derive(t->run.trace, 16, word(trace1), word(trace1 + 8),
+        jr_trace_derive(t->run.trace, 16, jr_trace_word(trace1),
+                        jr_trace_word(trace1 + 8),
                         (uint64_t)j->attempt << 32 ^ (uint64_t)j->id);
-        jr_trace_derive(t->run.id, 8, word(t->run.trace),
+        jr_trace_derive(t->run.id, 8, jr_trace_word(t->run.trace),
                         (uint64_t)j->id, (uint64_t)j->attempt);
         if (t->sampled)
             jr_span_link(&t->run, trace1, span1);

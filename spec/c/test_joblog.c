@@ -1,8 +1,10 @@
-/* test_joblog.c - what a run's logs encoder (joblog.h) hands the master,
- * which checks only its framing: every entry is JSON as the engines take
- * it (jsontext's check, and no NUL) whatever bytes a handler wrote, lines
- * dropped for the cap and long ones cut included; its fields say what
- * was kept and dropped. Prints "N passed, N failed". */
+/* test_joblog.c - a run's logs (joblog.h): the entry the worker hands
+ * the master passes jr_joblog_check, and its JSON as the backends store
+ * it (jr_joblog_json) is JSON as the engines take it (jsontext's check,
+ * and no NUL) whatever bytes a handler wrote, lines dropped for the cap
+ * and long ones cut included; its fields say what was kept and dropped,
+ * and the bytes dropped are those the lines take as stored. Prints "N
+ * passed, N failed". */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -11,6 +13,24 @@
 #include "base/jsondom.h"
 #include "base/jsontext.h"
 #include "check.h"
+
+static jr_buf json;
+
+/* The run's entry as stored: jr_joblog_entry's, checked, as JSON. */
+static const char *
+entry(jr_joblog *l, int attempt, size_t max)
+{
+    size_t n = 0;
+    const char *e = jr_joblog_entry(l, attempt, max, &n);
+
+    if (e == NULL)
+        return NULL;
+    if (jr_joblog_check(e, n) < 0) {
+        fprintf(stderr, "an entry jr_joblog_check refuses\n");
+        return "(refused)";
+    }
+    return jr_joblog_json(e, n, &json);
+}
 
 static unsigned long long seed = 88172645463325252ULL;
 
@@ -86,7 +106,7 @@ check_random(void)
             else
                 jr_joblog_add(&l, levels[rnd() % 4], s, n, max);
         }
-        e = jr_joblog_entry(&l, run + 1, max);
+        e = entry(&l, run + 1, max);
         if (nlines == 0 && e != NULL)
             CHECK(!"an entry for a run that wrote nothing");
         if (e != NULL && !entry_ok(e, run + 1, -1)) {
@@ -152,7 +172,7 @@ check_escapes(void)
                     continue;
                 memcpy(s + at, odd[o], k);
                 jr_joblog_add(&l, "info", s, n, 65536);
-                e = jr_joblog_entry(&l, 1, 65536);
+                e = entry(&l, 1, 65536);
                 m = e != NULL ? strstr(e, "\"msg\":\"") : NULL;
                 end = m != NULL ? strstr(m, "\"}]") : NULL;
                 wn = escape_ref(want, s, n);
@@ -185,7 +205,7 @@ check_known(void)
 
     jr_joblog_add(&l, "info", "step \"1\"\n\x01 done", 15, 65536);
     jr_joblog_write(&l, JR_JOBLOG_STDERR, "oops\npartial", 12, 65536);
-    e = jr_joblog_entry(&l, 3, 65536);
+    e = entry(&l, 3, 65536);
     CHECK(e != NULL && entry_ok(e, 3, 3));
     CHECK(e != NULL && strstr(e, "\"level\":\"info\",\"msg\":\"step "
                               "\\\"1\\\"\\n\\u0001 done\"}") != NULL);
@@ -200,7 +220,7 @@ check_known(void)
         snprintf(msg, sizeof msg, "line %d", i);
         jr_joblog_add(&l, "warn", msg, strlen(msg), 500);
     }
-    e = jr_joblog_entry(&l, 1, 500);
+    e = entry(&l, 1, 500);
     CHECK(e != NULL && entry_ok(e, 1, -1));
     CHECK(e != NULL && strstr(e, "\"msg\":\"line 99\"}]") != NULL);
     CHECK(e != NULL && strstr(e, "\"msg\":\"line 0\"") == NULL);
@@ -209,11 +229,175 @@ check_known(void)
     return 0;
 }
 
+/* The bytes of each line object in entry text e, its ',' or ']' with
+ * it, from the nth on (0: the first) to the last: a line is
+ * {"at":..,"level":"..","msg":".."}, and a msg's '}' is escaped only when
+ * it is a '"' so the object ends at "\"}". */
+static long long
+line_bytes(const char *e, int from)
+{
+    const char *p = strstr(e, "\"lines\":[") + 9, *end;
+    long long sum = 0;
+    int k = 0;
+
+    while (*p == '{' || *p == ',') {
+        if (*p == ',')
+            p++;
+        end = strstr(p, "\"}") + 2;
+        if (k++ >= from)
+            sum += end - p + 1;
+        p = end;
+    }
+    return sum;
+}
+
+/* The cap counts the bytes the lines take as stored: dropped_bytes is
+ * what the dropped ones took, and those kept fit. */
+static int
+check_cap(void)
+{
+    jr_joblog all = {0}, capped = {0};
+    char msg[64], *whole;
+    const char *e, *d;
+    long long dropped, kept;
+    int i, nd;
+
+    for (i = 0; i < 100; i++) {
+        snprintf(msg, sizeof msg, "line \"%d\" \x01", i);
+        jr_joblog_add(&all, "info", msg, strlen(msg), 1 << 30);
+        jr_joblog_add(&capped, "info", msg, strlen(msg), 900);
+    }
+    e = entry(&all, 1, 1 << 30);
+    whole = e != NULL ? strdup(e) : NULL;
+    e = entry(&capped, 1, 900);
+    CHECK(whole != NULL && e != NULL);
+    if (whole == NULL || e == NULL)
+        return 0;
+    d = strstr(e, "\"dropped_lines\":");
+    nd = d != NULL ? atoi(d + 16) : -1;
+    d = strstr(e, "\"dropped_bytes\":");
+    dropped = d != NULL ? atoll(d + 16) : -1;
+    kept = line_bytes(e, 0);
+    CHECK(nd > 0 && nd < 100);
+    CHECK(dropped == line_bytes(whole, 0) - line_bytes(whole, nd));
+    CHECK(kept <= 900 && kept == line_bytes(whole, nd));
+    free(whole);
+    jr_joblog_free(&all);
+    jr_joblog_free(&capped);
+    return 0;
+}
+
+/* The text after "at" of each line of entry text e: "at" differs
+ * between two logs by when their lines came, not the rest. */
+static void
+without_at(const char *e, char *out, size_t size)
+{
+    size_t n = 0;
+
+    while (*e != '\0' && n + 1 < size) {
+        if (strncmp(e, "\"at\":", 5) == 0)
+            for (e += 5; (*e >= '0' && *e <= '9') || *e == '.'; e++)
+                ;
+        else
+            out[n++] = *e++;
+    }
+    out[n] = '\0';
+}
+
+/* A line kept as its pieces (jr_joblog_add_fields) is stored as its
+ * text made by the caller would be (jrlog.c's: fields by name, a value
+ * quoted when empty or with a space or '='), the cap counted the same;
+ * a line that is not plain is refused, nothing kept. */
+static int
+check_fields(void)
+{
+    static const jr_joblog_field f[] = {
+        {"user", "ada", 4, 3}, {"n", "1", 1, 1}, {"note", "a b", 4, 3},
+        {"empty", "", 5, 0}, {"eq", "x=y", 2, 3}, {"n2", "-7", 2, 2},
+    };
+    static const char text[] = "step done empty=\"\" eq=\"x=y\" n=1 n2=-7 "
+                               "note=\"a b\" user=ada";
+    static const jr_joblog_field bad[] = {{"k", "tab\there", 1, 8}};
+    static const jr_joblog_field quote[] = {{"k", "a\"b", 1, 3}};
+    jr_joblog a = {0}, b = {0};
+    static char ea[70000], eb[70000];
+    const char *e;
+    int i;
+
+    for (i = 0; i < 60; i++) {
+        CHECK(jr_joblog_add_fields(&a, "warn", "step done", 9, f, 6, 2000)
+              == 0);
+        jr_joblog_add(&b, "warn", text, strlen(text), 2000);
+    }
+    e = entry(&a, 2, 2000);
+    CHECK(e != NULL && entry_ok(e, 2, -1));
+    without_at(e ? e : "", ea, sizeof ea);
+    e = entry(&b, 2, 2000);
+    without_at(e ? e : "", eb, sizeof eb);
+    CHECK(strcmp(ea, eb) == 0);
+    CHECK(strstr(ea, "\"dropped_lines\":0") == NULL);
+    if (strcmp(ea, eb) != 0)
+        fprintf(stderr, "%.300s\n%.300s\n", ea, eb);
+    jr_joblog_clear(&a);
+    CHECK(jr_joblog_add_fields(&a, "info", "x", 1, bad, 1, 65536) < 0);
+    CHECK(jr_joblog_add_fields(&a, "info", "x", 1, quote, 1, 65536) < 0);
+    CHECK(jr_joblog_add_fields(&a, "info", "caf\xc3\xa9", 5, NULL, 0,
+                               65536) < 0);
+    CHECK(jr_joblog_add_fields(&a, "info", "x", 1, f, 1, 20) < 0);
+    CHECK(entry(&a, 1, 65536) == NULL);
+    jr_joblog_free(&a);
+    jr_joblog_free(&b);
+    return 0;
+}
+
+/* An entry with bytes changed at random (a worker's bug): refused by
+ * jr_joblog_check, or its JSON written within its buffer (the
+ * sanitizers' build tells). */
+static int
+check_mangled(void)
+{
+    static const jr_joblog_field f[] = {{"user", "ada", 4, 3},
+                                        {"note", "a b", 4, 3}};
+    jr_joblog l = {0};
+    jr_buf out = {0};
+    const char *e;
+    char *m;
+    size_t n = 0, k;
+    int i, ok = 0;
+
+    jr_joblog_add_fields(&l, "info", "step", 4, f, 2, 65536);
+    jr_joblog_add(&l, "warn", "text line", 9, 65536);
+    jr_joblog_add_fields(&l, "error", "end", 3, f, 1, 65536);
+    e = jr_joblog_entry(&l, 1, 65536, &n);
+    CHECK(e != NULL && jr_joblog_check(e, n) == 0);
+    if (e == NULL || (m = malloc(n)) == NULL)
+        return 0;
+    for (i = 0; i < 20000; i++) {
+        memcpy(m, e, n);
+        for (k = 0; k < 1 + rnd() % 3; k++)
+            m[rnd() % n] = (char)rnd();
+        if (jr_joblog_check(m, n) == 0 && jr_joblog_json(m, n, &out) != NULL)
+            ok++;
+    }
+    CHECK(jr_joblog_check(e, n - 1) < 0);
+    CHECK(jr_joblog_check(e, 10) < 0);
+    free(m);
+    jr_buf_free(&out);
+    jr_joblog_free(&l);
+    (void)ok;
+    return 0;
+}
+
 int
 main(void)
 {
+    check_report("a mangled entry refused or written safely",
+                 check_mangled());
+    check_report("a line kept as its pieces", check_fields());
+    check_report("the cap in stored bytes", check_cap());
     check_report("known lines", check_known());
     check_report("random bytes", check_random());
     check_report("escapes at every place", check_escapes());
+    jr_buf_free(&json);
     return check_report(NULL, 0);
 }

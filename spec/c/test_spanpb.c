@@ -16,49 +16,22 @@
 #include "base/spanrec.h"
 #include "base/trace.h"
 #include "check.h"
+#include "spancase.h"
 
 #define NCASES 7
 
-/* case i's record, appended to recs */
+/* case i's record, appended to recs: span_case's, and 5 a retry's
+ * second attempt (a link), 6 a failure with no message */
 static void
 make_case(int i, jr_buf *recs)
 {
     jr_span s = {0}, sub = {0};
     jr_buf done = {0};
     jr_spanrec r = {0};
-    static const uint8_t link_trace[16] = {0xab, 1, 2, 3, 4, 5, 6, 7, 8, 9,
-                                           10, 11, 12, 13, 14, 15};
-    static const uint8_t link_span[8] = {0xcd, 1, 2, 3, 4, 5, 6, 7};
-    int k;
 
-    for (k = 0; k < 16; k++)
-        s.trace[k] = (uint8_t)(0x10 + k * 7);
-    for (k = 0; k < 8; k++) {
-        s.id[k] = (uint8_t)(0xa0 + k);
-        s.parent[k] = (uint8_t)(0x50 + k * 3);
-    }
-    s.kind = JR_SPAN_CONSUMER;
-    s.start = 1764420000.125;
-    s.end = 1764420000.25;
-    r.run = &s;
-    r.job_id = 1234567;
-    r.attempt = 1;
-    r.run_at = 1764420000.0;
-    r.queue = "default";
-    r.name = "noop";
-    r.outcome = "completed";
+    span_case(i, &s, &r);
     switch (i) {
-    case 0:                     /* the common case: plain strings */
-        break;
-    case 1:                     /* a child's failure, a key, a generation,
-                                   a jobrunner.span's span done */
-        s.has_parent = 1;
-        s.error = 1;
-        r.attempt = 3;
-        r.key = "tenant-7";
-        r.generation = "g12";
-        r.outcome = "retry";
-        r.error = "boom: no rows at step 2";
+    case 1:                     /* the child's jobrunner.span's span done */
         memcpy(sub.trace, s.trace, 16);
         memcpy(sub.id, link_span, 8);
         memcpy(sub.parent, s.id, 8);
@@ -73,26 +46,6 @@ make_case(int i, jr_buf *recs)
         CHECK(jr_span_encode(&sub, "fetch", "no \"rows\"", &done) == 0);
         r.done = done.p;
         r.done_len = done.len;
-        break;
-    case 2:                     /* text to escape: quote, UTF-8, newline */
-        s.error = 1;
-        r.queue = "q\"1";
-        r.name = "caf\xc3\xa9";
-        r.outcome = "dead";
-        r.error = "line 1\nline 2 \\ end";
-        break;
-    case 3:                     /* a snooze, a progress event, no due time */
-        r.outcome = "snoozed";
-        r.delay = 30;
-        r.run_at = 0;
-        jr_span_event(&s, "progress", s.start, "jobrunner.progress.note",
-                      "half", "jobrunner.progress.done", 0.5);
-        break;
-    case 4:                     /* no queue, big numbers */
-        r.queue = NULL;
-        r.job_id = 9223372036854775807LL;
-        r.attempt = 2147483647;
-        s.kind = 255;
         break;
     case 5:                     /* a retry's second attempt: a link */
         r.attempt = 2;

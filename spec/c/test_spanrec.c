@@ -12,72 +12,21 @@
 #include "base/spanrec.h"
 #include "base/trace.h"
 #include "check.h"
+#include "spancase.h"
 
-/* case i's record, appended to recs */
+/* case i's record, appended to recs: span_case's; the child's (1) with
+ * a link and a jobrunner.span's text done */
 static void
 make_case(int i, jr_buf *recs)
 {
     jr_span s = {0};
     jr_spanrec r = {0};
-    static const uint8_t link_trace[16] = {0xab, 1, 2, 3, 4, 5, 6, 7, 8, 9,
-                                           10, 11, 12, 13, 14, 15};
-    static const uint8_t link_span[8] = {0xcd, 1, 2, 3, 4, 5, 6, 7};
-    int k;
 
-    for (k = 0; k < 16; k++)
-        s.trace[k] = (uint8_t)(0x10 + k * 7);
-    for (k = 0; k < 8; k++) {
-        s.id[k] = (uint8_t)(0xa0 + k);
-        s.parent[k] = (uint8_t)(0x50 + k * 3);
-    }
-    s.kind = JR_SPAN_CONSUMER;
-    s.start = 1764420000.125;
-    s.end = 1764420000.25;
-    r.run = &s;
-    r.job_id = 1234567;
-    r.attempt = 1;
-    r.run_at = 1764420000.0;
-    r.queue = "default";
-    r.name = "noop";
-    r.outcome = "completed";
-    switch (i) {
-    case 0:                     /* the common case: plain strings */
-        break;
-    case 1:                     /* a child, a retry with its error, a
-                                   link, a key, a generation, a
-                                   jobrunner.span done */
-        s.has_parent = 1;
-        s.error = 1;
-        r.attempt = 3;
-        r.key = "tenant-7";
-        r.generation = "g12";
-        r.outcome = "retry";
-        r.error = "boom: no rows at step 2";
+    span_case(i, &s, &r);
+    if (i == 1) {
         jr_span_link(&s, link_trace, link_span);
         r.done = "{\"traceId\":\"x\"}";
         r.done_len = strlen(r.done);
-        break;
-    case 2:                     /* text to escape: quote, UTF-8, newline */
-        s.error = 1;
-        r.queue = "q\"1";
-        r.name = "caf\xc3\xa9";
-        r.outcome = "dead";
-        r.error = "line 1\nline 2 \\ end";
-        break;
-    case 3:                     /* a snooze, a progress event, no due time,
-                                   a start before the epoch's zero */
-        r.outcome = "snoozed";
-        r.delay = 30;
-        r.run_at = 0;
-        jr_span_event(&s, "progress", s.start, "jobrunner.progress.note",
-                      "half", "jobrunner.progress.done", 0.5);
-        break;
-    case 4:                     /* no queue, big numbers */
-        r.queue = NULL;
-        r.job_id = 9223372036854775807LL;
-        r.attempt = 2147483647;
-        s.kind = 255;
-        break;
     }
     jr_spanrec_put(recs, &r);
     jr_span_free(&s);
