@@ -129,18 +129,13 @@ for _, backend in ipairs(jr.backends()) do
       assert.is_true(c >= 4, "zz's starts among the first 10: " .. c)
     end)
 
-    -- A fair queue with a `concurrency` cap of its own does not take
-    -- turns: with `concurrency = 1` a key's backlog runs out before the
-    -- next key starts (a b b b ... b a a a, a weighing 3), with 2 the keys
-    -- alternate whatever their weights, on both engines, for a queue made
-    -- fair by a name as for one fair in the config. The claim plans the
-    -- turns for the claim's whole capacity and saves the queue's cursor
-    -- and clock from that plan (fair.c's jr_*_fair_candidates), but the
-    -- cap then lets one job start: the next claim begins at the same
-    -- place and the keys' passes, left level at the clock, never decide.
-    -- Fixing it saves the cursor and clock from the starts (or plans only
-    -- the cap's room), in both engines' claim: not local, left pending.
-    pending("takes turns by weight in a queue with a concurrency cap", function()
+    -- A fair queue with a `concurrency` cap of its own takes turns by
+    -- weight, on both engines, for a queue made fair by a name as for one
+    -- fair in the config. The walk of keys planned the turns for the
+    -- claim's whole capacity and saved the queue's cursor from that plan,
+    -- so with one start allowed a key's whole backlog ran first; a claim
+    -- by start tags moves the clock to the tags it took.
+    it("takes turns by weight in a queue with a concurrency cap", function()
       env:script("rf.w", jr.RECORD .. [[
         return { fair = { key = "payload.t", weights = { a = 3 } },
           handle = function(job) record("starts", job.payload.t) end }]])
