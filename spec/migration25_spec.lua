@@ -70,7 +70,7 @@ for _, backend in ipairs(jr.backends()) do
         assert.are.same({ { fair_key = "e" } }, env:query("SELECT fair_key FROM jobs WHERE id = " .. sid))
       end
       -- the old rows are claimed round robin between the keys: b's job
-      -- (pushed after a's three) starts among the first three
+      -- (pushed after a's three) starts among the fair queue's first three
       env:config(CONFIG)
       env:script("m25.w", jr.RECORD .. [[
         return function(job) record("starts", job.payload.t .. tostring(job.payload.n)) end]])
@@ -79,7 +79,11 @@ for _, backend in ipairs(jr.backends()) do
         return #env:query("SELECT id FROM jobs WHERE state = 'queued'") == 0
       end, 60, "the queued jobs started")
       env:stop()
-      local starts = jr.lines(env.dir .. "/starts")
+      -- (the fair queue's starts: the other queue's jobs have no n)
+      local starts = {}
+      for _, l in ipairs(jr.lines(env.dir .. "/starts")) do
+        if not l:find("nil$") then starts[#starts + 1] = l end
+      end
       local first3 = table.concat(starts, " ", 1, math.min(3, #starts))
       assert.truthy(first3:find("b1", 1, true), table.concat(starts, " "))
       out, err, code = env:cli("migrate")
