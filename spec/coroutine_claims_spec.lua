@@ -1,8 +1,9 @@
 -- coroutine_claims_spec.lua - a generation with a handler of inflight > 1
 -- beside plain ones: the runner claims what its workers can start (a plain
 -- job per idle worker, coroutine jobs up to the inflight of the workers
--- running them, and an eighth of that ahead, waiting here for a slot),
--- fills a worker's thousand slots in one claim, and a plain job waiting
+-- running them, and an eighth of that ahead, waiting here for a slot,
+-- claimed with an idle worker's first jobs), fills a worker's thousand
+-- slots in one claim, and a plain job waiting
 -- in the local queue does not hold back the coroutine jobs behind it.
 local jr = require "jr"
 
@@ -115,6 +116,33 @@ for _, backend in ipairs(jr.backends()) do
       jr.write_file(env.dir .. "/release", "1")
       jr.wait_for(function() return env:count() == 0 end, 120, "all done")
       assert.equal(40, started())
+      assert.equal(0, env:stop())
+    end)
+
+    it("claims an idle worker's jobs ahead with its slots' jobs", function()
+      env:config("concurrency = { min = 1, max = 1 }, " ..
+                 "log = { level = \"debug\" }")
+      env:script("co", CO:format(16))
+      local q = assert(require("jobrunner").open(env.url,
+                                                 { schema = env.schema }))
+      local batch = {}
+      for i = 1, 40 do batch[i] = { "co", {} } end
+      assert(q:push_many(batch))
+      q:close()
+      env:start()
+      jr.wait_for(function() return env:count("running") == 18 end, 60,
+                  "18 claimed")
+      -- one claim of 16 slots and 2 ahead, where there were two: the 2
+      -- came in a claim of their own while the worker's first jobs
+      -- started (in the I/O-bound bench, a database round in the first
+      -- requests' window)
+      local claims = {}
+      for n in env:log():gmatch("claimed (%d+) jobs") do
+        claims[#claims + 1] = n
+      end
+      assert.equal("18", table.concat(claims, " "))
+      jr.write_file(env.dir .. "/release", "1")
+      jr.wait_for(function() return env:count() == 0 end, 120, "all done")
       assert.equal(0, env:stop())
     end)
 

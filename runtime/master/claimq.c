@@ -212,14 +212,16 @@ idle_cap(const wk *w)
  * while the claim runs. Long jobs are not claimed ahead: they would wait
  * behind others while another runner could run them. What can start: a
  * job per idle worker (a coroutine handler's inflight when every handler
- * has one), the spare slots of workers running short plain jobs; and
+ * has one, and the jobs it will have waiting here, so that they come in
+ * the same claim, not in one of their own while its first jobs start),
+ * the spare slots of workers running short plain jobs; and
  * when there are none, the free coroutine slots, with a claim of those
  * handlers' names alone (m->claim_co): a plain job claimed for them would
  * wait here until they drained. */
 static int
 capacity(master *m)
 {
-    int plain = 0, co = 0, ahead = 0, alive = 0, free_slots, n;
+    int plain = 0, co = 0, ahead = 0, alive = 0, free_slots, n, k;
     wk *w;
 
     m->claim_co = 0;
@@ -231,8 +233,11 @@ capacity(master *m)
             continue;
         if (w->co)
             co += n;
+        else if (w->njobs == 0 && w->gen->co_any > 0 &&
+                 (k = idle_cap(w) < n ? idle_cap(w) : n) > 1)
+            plain += k + k / CO_AHEAD;  /* its jobs ahead with them */
         else if (w->njobs == 0 && w->gen->co_any > 0)
-            plain += idle_cap(w) < n ? idle_cap(w) : n;
+            plain += 1;
         else
             plain += n;
     }

@@ -43,7 +43,8 @@
 
 #define SLOTS_MAX     32        /* jobs outstanding per worker at most */
 #define CLAIM_MAX     512       /* jobs per claim statement */
-#define CLAIM_CO_MAX  2048      /* the same, for coroutine workers' slots */
+#define CLAIM_CO_MAX  4096      /* the same, for coroutine workers' slots
+                                 * and the jobs claimed ahead for them */
 #define OUT_LINE      1024      /* bytes of one line of handler output logged */
 /* SIGTERM SIGINT SIGCHLD SIGHUP SIGTTIN SIGTTOU: master.c's signals[] */
 #define NSIGNALS      6
