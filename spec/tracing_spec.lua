@@ -174,6 +174,61 @@ for _, backend in ipairs(jr.backends()) do
       assert.equal(0, env:stop())
     end)
 
+    it("passes an unsampled job's context on: ids derived as a sampled one's, the flag unset", function()
+      local base, out = otlp.start(env, finally)
+      -- the call names the job and its created_at's bits (the ids'
+      -- inputs); co=1 marks the job pushed with a context
+      env:script("quiet", ([[
+        local jobrunner = require "jobrunner"
+        return function(job)
+          local bits = string.unpack("<i8", string.pack("<d", job.created_at))
+          assert(jobrunner.http{ url = %q .. ("?id=%%d&c=%%d%%s"):format(
+            job.id, bits, job.payload.co and "&co=1" or "") }.status == 200)
+        end]]):format(base .. "/callee"))
+      env:config(otlp.tracing(base, "sample = 0"))
+      env:start()
+      local own = env:push("quiet", "{}")
+      local _, err, code = jr.sh(("cd %s && TRACEPARENT=%s %s -c %s push quiet '{\"co\": true}'")
+        :format(jr.quote(env.dir), TP:sub(1, 53) .. "00", jr.quote(jr.bin),
+                jr.quote(env.config_file)))
+      assert.equal(0, code, err)
+      local got = jr.wait_for(function()
+        local r = {}
+        for _, x in ipairs(otlp.records(out)) do
+          if x.callee ~= nil then r[x.co and "ctx" or "own"] = x end
+        end
+        return r.own and r.ctx and r
+      end, 30, "both calls")
+      -- docs/tracing.md's rule (trace.c): splitmix64 over the job's words
+      local function mix(x)
+        x = x + 0x9e3779b97f4a7c15
+        x = (x ~ (x >> 30)) * 0xbf58476d1ce4e5b9
+        x = (x ~ (x >> 27)) * 0x94d049bb133111eb
+        return x ~ (x >> 31)
+      end
+      local function derive(n, a, b, c)
+        local t = {}
+        for k = 1, n // 8 do
+          local v = mix(mix(mix(a ~ k) ~ b) ~ c)
+          for _ = 1, 8 do t[#t + 1] = ("%02x"):format(v & 0xff); v = v >> 8 end
+        end
+        return table.concat(t)
+      end
+      local function word(hex) return math.tointeger(tonumber("0x" .. hex)) end
+      local id = tonumber(got.own.url:match("id=(%d+)"))
+      local bits = math.tointeger(tonumber(got.own.url:match("c=(%-?%d+)")))
+      assert.equal(own, id)
+      local trace = derive(16, own, bits, 0x7472616365)
+      local span = derive(8, word(trace:sub(1, 16)), word(trace:sub(17)) ~ own, 1)
+      assert.equal("00-" .. trace .. "-" .. span .. "-00", got.own.callee)
+      -- with a producer's unsampled context: its trace, a span of the
+      -- job's, the flag unset
+      assert.truthy(got.ctx.callee:match("^00%-" .. TRACE .. "%-%x+%-00$"),
+                    got.ctx.callee)
+      assert.are_not.equal(PARENT, got.ctx.callee:sub(37, 52))
+      assert.equal(0, env:stop())
+    end)
+
     it("drops and counts spans when the collector refuses or is gone; no job waits", function()
       local base, out = otlp.start(env, finally, "500")
       env:script("quick", "return function() end")

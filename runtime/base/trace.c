@@ -244,19 +244,49 @@ jr_trace_derive(uint8_t *out, size_t n, uint64_t a, uint64_t b, uint64_t c)
     fill(out, n, derive_next, &d);
 }
 
+/* The rule over the word of the id's last 8 bytes, read big-endian */
+static int
+word_sampled(uint64_t v, double ratio)
+{
+    return (double)(v >> 11) < ratio * (double)(1ull << 53);
+}
+
 int
 jr_trace_sampled(const uint8_t trace[16], double ratio)
 {
-    uint64_t v = 0;
-    int i;
+    if (ratio >= 1)
+        return 1;
+    if (!(ratio > 0))
+        return 0;
+    return word_sampled(jr_trace_word(trace + 8), ratio);
+}
+
+int
+jr_trace_derived_sampled(uint64_t a, uint64_t b, uint64_t c, double ratio)
+{
+    uint8_t id[16];
+    uint64_t v;
 
     if (ratio >= 1)
         return 1;
     if (!(ratio > 0))
         return 0;
-    for (i = 8; i < 16; i++)
-        v = v << 8 | trace[i];
-    return (double)(v >> 11) < ratio * (double)(1ull << 53);
+    v = mix(mix(mix(a ^ 2) ^ b) ^ c);  /* derive_next's second word: the
+                                           id's bytes 8 to 15 */
+    if (v == 0) {               /* the first may be too: derived again */
+        jr_trace_derive(id, 16, a, b, c);
+        return jr_trace_sampled(id, ratio);
+    }
+    /* fill stores it low byte first; the rule reads it big-endian */
+#if defined(__GNUC__)
+    v = __builtin_bswap64(v);
+#else
+    v = (v >> 56) | (v >> 40 & 0xff00) | (v >> 24 & 0xff0000) |
+        (v >> 8 & 0xff000000) | (v << 8 & 0xff00000000ull) |
+        (v << 24 & 0xff0000000000ull) | (v << 40 & 0xff000000000000ull) |
+        v << 56;
+#endif
+    return word_sampled(v, ratio);
 }
 
 /* ---- spans ---- */
@@ -535,13 +565,46 @@ jr_jobtrace_free(jr_jobtrace *t)
     free(t);
 }
 
+void
+jr_jobtrace_first(const jr_jobtrace *t, uint8_t trace[16], uint8_t span[8])
+{
+    if (t->parent)
+        memcpy(trace, t->ptrace, 16);
+    else
+        jr_trace_derive(trace, 16, (uint64_t)t->job_id, t->created,
+                        JR_TRACE_OWN);
+    jr_trace_derive(span, 8, jr_trace_word(trace),
+                    jr_trace_word(trace + 8) ^ (uint64_t)t->job_id, 1);
+}
+
+void
+jr_jobtrace_ids(jr_jobtrace *t)
+{
+    uint8_t trace1[16], span1[8];
+
+    jr_jobtrace_first(t, trace1, span1);
+    if (t->attempt <= 1) {
+        memcpy(t->trace, trace1, 16);
+        memcpy(t->cur, span1, 8);
+    } else {
+        jr_trace_derive(t->trace, 16, jr_trace_word(trace1),
+                        jr_trace_word(trace1 + 8),
+                        (uint64_t)t->attempt << 32 ^ (uint64_t)t->job_id);
+        jr_trace_derive(t->cur, 8, jr_trace_word(t->trace),
+                        (uint64_t)t->job_id, (uint64_t)t->attempt);
+    }
+    t->ids = 1;
+}
+
 int
-jr_jobtrace_parent(const jr_jobtrace *t, const char *job_trace, char *tp,
+jr_jobtrace_parent(jr_jobtrace *t, const char *job_trace, char *tp,
                    const char **state)
 {
     jr_tctx c;
 
     if (t != NULL && t->active) {
+        if (!t->ids)            /* an unsampled attempt's, made now */
+            jr_jobtrace_ids(t);
         jr_trace_format(t->trace, t->cur, t->sampled, tp);
         *state = t->state;
         return 1;

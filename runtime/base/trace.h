@@ -62,6 +62,13 @@ jr_trace_word(const uint8_t *b)
 /* The sampling rule for a trace with no parent: its id's last 8 bytes
  * under ratio (0 to 1), as OpenTelemetry's TraceIdRatioBased. */
 int  jr_trace_sampled(const uint8_t trace[16], double ratio);
+/* The same rule over the id jr_trace_derive(id, 16, a, b, c) makes,
+ * from the one word of it the rule reads: the id itself is not made. */
+int  jr_trace_derived_sampled(uint64_t a, uint64_t b, uint64_t c,
+                              double ratio);
+/* The third word of a job's own trace id (one pushed without a
+ * context): "trace" */
+#define JR_TRACE_OWN 0x7472616365ull
 
 /* One span, built then encoded as an OTLP/JSON Span object. Attributes
  * and events are added as they come; strings are escaped here. */
@@ -138,15 +145,34 @@ typedef struct jr_jobtrace {
     int         ndone;
     jr_openspan open[JR_OPEN_SPANS];    /* jobrunner.span's open now */
     int         nopen;
+    /* What the ids are made from. An unsampled attempt makes them only
+     * when one is read (jr_jobtrace_parent): ids 0 until then. */
+    int         ids;            /* trace and cur are made */
+    long long   job_id;
+    int         attempt;
+    uint64_t    created;        /* the job's created_at, its bits */
+    int         parent;         /* pushed with a context: ptrace, pspan */
+    uint8_t     ptrace[16];
+    uint8_t     pspan[8];
 } jr_jobtrace;
 
 void jr_jobtrace_free(jr_jobtrace *t);     /* NULL is a no-op */
 
-/* The context a push or a request made now carries: t's when active,
- * else the job's stored one (job_trace, may be NULL) passed on as it
- * is. Writes the traceparent into tp (JR_TRACEPARENT_LEN + 1 bytes) and
- * points *state at the tracestate or NULL; 1, or 0 when there is none. */
-int  jr_jobtrace_parent(const jr_jobtrace *t, const char *job_trace,
+/* Attempt 1's trace and span ids of t's job: the producer's trace (a
+ * span of the job's in it), else a trace of the job's own; every
+ * attempt's ids are derived from the job, so that a worker running
+ * attempt N finds attempt 1's span without a record of it. */
+void jr_jobtrace_first(const jr_jobtrace *t, uint8_t trace[16],
+                       uint8_t span[8]);
+/* Makes t->trace and t->cur, the attempt's ids, and sets t->ids. */
+void jr_jobtrace_ids(jr_jobtrace *t);
+
+/* The context a push or a request made now carries: t's when active
+ * (its ids made first if they are not yet), else the job's stored one
+ * (job_trace, may be NULL) passed on as it is. Writes the traceparent
+ * into tp (JR_TRACEPARENT_LEN + 1 bytes) and points *state at the
+ * tracestate or NULL; 1, or 0 when there is none. */
+int  jr_jobtrace_parent(jr_jobtrace *t, const char *job_trace,
                         char *tp, const char **state);
 
 #endif

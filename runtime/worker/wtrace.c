@@ -14,9 +14,11 @@
  * none), so that any worker running attempt N finds attempt 1's span
  * without a record of it. Sampling: the producer's sampled flag, else
  * tracing.sample over the job's first trace id (every attempt of a job
- * the same). The spans go as one record (spanrec.h): the master
- * queues it, the export thread alone writes the JSON. Uses
- * worker_int.h, spanrec.h, trace.h. */
+ * the same), decided from the one word of the trace id the rule reads:
+ * an unsampled attempt makes its ids only when a push or a request
+ * reads them (jr_jobtrace_parent). The spans go as one record
+ * (spanrec.h): the master queues it, the export thread alone encodes
+ * it. Uses worker_int.h, spanrec.h, trace.h. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -27,70 +29,54 @@
 #include "base/spanrec.h"
 #include "base/trace.h"
 
-/* Attempt 1's trace and span of job j: the producer's trace (c), else
- * one of the job's own. */
-static void
-first_ids(const jr_job *j, const jr_tctx *c, uint8_t trace[16],
-          uint8_t span[8])
-{
-    uint64_t created;
-
-    if (c != NULL) {
-        memcpy(trace, c->trace, 16);
-    } else {
-        memcpy(&created, &j->created_at, sizeof created);
-        jr_trace_derive(trace, 16, (uint64_t)j->id, created, 0x7472616365ull);
-    }
-    jr_trace_derive(span, 8, jr_trace_word(trace),
-                    jr_trace_word(trace + 8) ^ (uint64_t)j->id, 1);
-}
-
 void
 jr_wtrace_begin(worker *w, jr_jobctx *ctx, const jr_job *j)
 {
     jr_jobtrace *t;
     jr_tctx c;
     uint8_t trace1[16], span1[8];
-    int parent;
 
     if (!w->set.tracing)
         return;
     if (ctx->trace == NULL && (ctx->trace = calloc(1, sizeof *t)) == NULL)
         return;                 /* no span for it; the job runs */
     t = ctx->trace;
-    parent = jr_trace_parse(j->trace, &c) == 0;
-    first_ids(j, parent ? &c : NULL, trace1, span1);
-    t->sampled = parent ? c.sampled
-                        : jr_trace_sampled(trace1, w->set.trace_sample);
-    t->state = parent ? c.state : NULL;
-    if (t->sampled) {           /* unsampled: the span is never read */
-        jr_span_reset(&t->run);
-        jr_buf_reset(&t->done);
-        t->ndone = 0;
-        t->nopen = 0;
-    }
-    if (j->attempt <= 1) {
-        memcpy(t->run.trace, trace1, 16);
-        memcpy(t->run.id, span1, 8);
-        if (parent) {
-            memcpy(t->run.parent, c.span, 8);
-            t->run.has_parent = 1;
-        }
-    } else {
-        jr_trace_derive(t->run.trace, 16, jr_trace_word(trace1),
-                        jr_trace_word(trace1 + 8),
-                        (uint64_t)j->attempt << 32 ^ (uint64_t)j->id);
-        jr_trace_derive(t->run.id, 8, jr_trace_word(t->run.trace),
-                        (uint64_t)j->id, (uint64_t)j->attempt);
-        if (t->sampled)
-            jr_span_link(&t->run, trace1, span1);
-    }
-    memcpy(t->trace, t->run.trace, 16);
-    memcpy(t->cur, t->run.id, 8);
-    t->run.kind = JR_SPAN_CONSUMER;
-    if (t->sampled)             /* unsampled: the ids to pass on, no more */
-        t->run.start = jr_now();
+    t->job_id = j->id;
+    t->attempt = j->attempt;
+    memcpy(&t->created, &j->created_at, sizeof t->created);
+    t->ids = 0;
     t->active = 1;
+    if (jr_trace_parse(j->trace, &c) == 0) {
+        t->parent = 1;
+        memcpy(t->ptrace, c.trace, 16);
+        memcpy(t->pspan, c.span, 8);
+        t->sampled = c.sampled;
+        t->state = c.state;
+    } else {
+        t->parent = 0;
+        t->sampled = jr_trace_derived_sampled((uint64_t)j->id, t->created,
+                                              JR_TRACE_OWN,
+                                              w->set.trace_sample);
+        t->state = NULL;
+    }
+    if (!t->sampled)            /* no clock, no span; ids when read */
+        return;
+    jr_span_reset(&t->run);
+    jr_buf_reset(&t->done);
+    t->ndone = 0;
+    t->nopen = 0;
+    jr_jobtrace_ids(t);
+    memcpy(t->run.trace, t->trace, 16);
+    memcpy(t->run.id, t->cur, 8);
+    if (j->attempt <= 1 && t->parent) {
+        memcpy(t->run.parent, t->pspan, 8);
+        t->run.has_parent = 1;
+    } else if (j->attempt > 1) {
+        jr_jobtrace_first(t, trace1, span1);
+        jr_span_link(&t->run, trace1, span1);
+    }
+    t->run.kind = JR_SPAN_CONSUMER;
+    t->run.start = jr_now();
 }
 
 void

@@ -5,7 +5,8 @@
  * strings, a child's retry with a link, a key and a jobrunner.span's
  * text, text to escape, a snooze with an event, no queue and the largest
  * numbers; then the five in one buffer, comma-separated; and ids derived
- * (trace.h) as before. Prints "N passed, N failed". */
+ * (trace.h) as before, the sampling decision from one word of them, and
+ * an unsampled attempt's ids made when read. Prints "N passed, N failed". */
 #include <stdio.h>
 #include <string.h>
 
@@ -219,11 +220,89 @@ check_derive(void)
     return 0;
 }
 
+/* The sampling decision from the one word of a derived trace id the
+ * rule reads is the rule over the whole id, at every ratio */
+static int
+check_sampled(void)
+{
+    static const double ratios[] = {0, 1e-9, 0.01, 0.25, 0.5, 0.999, 1};
+    uint8_t id[16];
+    uint64_t a, b;
+    size_t r;
+    int n = 0;
+
+    for (r = 0; r < sizeof ratios / sizeof ratios[0]; r++)
+        for (a = 1; a <= 20000; a++) {
+            b = a * 0x9e3779b97f4a7c15ull ^ (uint64_t)r;
+            jr_trace_derive(id, 16, a, b, JR_TRACE_OWN);
+            CHECK(jr_trace_derived_sampled(a, b, JR_TRACE_OWN, ratios[r]) ==
+                  jr_trace_sampled(id, ratios[r]));
+            n += ratios[r] == 0.01 && jr_trace_sampled(id, ratios[r]);
+        }
+    CHECK(n > 100 && n < 300);          /* about 1% of 20,000 */
+    return 0;
+}
+
+/* An attempt's ids, made when first read (an unsampled attempt's), are
+ * those derived as ever: attempt 1 of a job with no context a trace of
+ * its own, a child of the producer's span with one; a later attempt a
+ * trace of its own from attempt 1's */
+static int
+check_ids(void)
+{
+    static const char *const pinned[4] = {
+        "00-78adb273ff29a85bbff564541046e6c8-3dc8061c3188b346-00",
+        NULL, NULL, NULL,
+    };
+    jr_jobtrace t = {0};
+    uint8_t trace1[16], span1[8], trace[16], span[8];
+    char tp[JR_TRACEPARENT_LEN + 1], exp[JR_TRACEPARENT_LEN + 1];
+    const char *state;
+    int i;
+
+    t.job_id = 1234567;
+    t.created = 0x1122334455667788ull;
+    t.active = 1;
+    for (i = 0; i < 4; i++) {
+        t.parent = i >= 2;
+        t.attempt = i % 2 ? 3 : 1;
+        t.ids = 0;
+        memset(t.ptrace, 0xab, 16);
+        memset(t.pspan, 0xcd, 8);
+        if (t.parent)
+            memcpy(trace1, t.ptrace, 16);
+        else
+            jr_trace_derive(trace1, 16, 1234567, 0x1122334455667788ull,
+                            JR_TRACE_OWN);
+        jr_trace_derive(span1, 8, jr_trace_word(trace1),
+                        jr_trace_word(trace1 + 8) ^ 1234567, 1);
+        if (t.attempt == 1) {
+            memcpy(trace, trace1, 16);
+            memcpy(span, span1, 8);
+        } else {
+            jr_trace_derive(trace, 16, jr_trace_word(trace1),
+                            jr_trace_word(trace1 + 8),
+                            (uint64_t)3 << 32 ^ 1234567);
+            jr_trace_derive(span, 8, jr_trace_word(trace), 1234567, 3);
+        }
+        jr_trace_format(trace, span, 0, exp);
+        CHECK(jr_jobtrace_parent(&t, NULL, tp, &state) == 1);
+        CHECK(t.ids == 1);
+        CHECK(strcmp(tp, exp) == 0);
+        CHECK(pinned[i] == NULL || strcmp(tp, pinned[i]) == 0);
+        jr_jobtrace_first(&t, trace, span);
+        CHECK(memcmp(trace, trace1, 16) == 0 && memcmp(span, span1, 8) == 0);
+    }
+    return 0;
+}
+
 int
 main(void)
 {
     check_report("each record", check_each());
     check_report("records in one buffer", check_all());
     check_report("derived ids", check_derive());
+    check_report("sampled from one word", check_sampled());
+    check_report("ids made when read", check_ids());
     return check_report(NULL, 0);
 }

@@ -8,7 +8,7 @@
 // back to the same bytes (an unknown field, a field out of order or a
 // varint not minimal is refused). Each decoded span becomes one JSON
 // line of OUT, and each request one with its encoding. It is also the local server a handler
-// calls: GET /callee records the traceparent it received.
+// calls: GET /callee records the traceparent it received (and its URL).
 //   node receiver.js PORT OUT [ok|500|slow]
 //   POST /mode with a body of ok, 500 or slow changes how it answers.
 "use strict";
@@ -148,7 +148,7 @@ const server = http.createServer((req, res) => {
     } else if (req.url.startsWith("/callee")) {
       line({ callee: req.headers.traceparent || null,
              tracestate: req.headers.tracestate || null,
-             co: req.url.includes("co=1") });
+             co: req.url.includes("co=1"), url: req.url });
       res.end("called\n");
     } else if (req.url === "/v1/traces" && req.method === "POST") {
       if (mode === "500") {
