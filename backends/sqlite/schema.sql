@@ -823,3 +823,18 @@ BEGIN
     WHERE queue = NEW.queue
       AND state NOT IN ('completed', 'dead', 'cancelled', 'expired');
 END;
+-- migration 35
+-- The partial indexes a plain job is in none of test their feature's
+-- column first: a claim and an end test each such index's condition on
+-- the row before and after (state is in each), and a plain job's row
+-- then fails at its first term (no cancel asked, no fair key) instead of
+-- after state's. The same rows, columns and uses.
+DROP INDEX jobs_cancel;
+CREATE INDEX jobs_cancel ON jobs (locked_by)
+    WHERE cancel_requested = 1 AND state = 'running';
+DROP INDEX jobs_fairtag;
+CREATE INDEX jobs_fairtag ON jobs (queue, priority, fair_tag, id)
+    WHERE fair_tag IS NOT NULL AND state = 'queued';
+DROP INDEX jobs_fairnew;
+CREATE INDEX jobs_fairnew ON jobs (queue, id)
+    WHERE fair_key IS NOT NULL AND fair_tag IS NULL AND state = 'queued';
