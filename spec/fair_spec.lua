@@ -170,6 +170,25 @@ for _, backend in ipairs(jr.backends()) do
       assert.equal(30, last)
     end)
 
+    -- a fair queue alone is claimed by one statement (postgres/claim.c's
+    -- st_fair_claim) only while no other queue has a queued job
+    it("takes turns between a fair queue and another, neither capped", function()
+      fair_config(env)
+      env:script("fair.w", WORKER)
+      push(env, "a", 40)
+      push(env, "b", 40)
+      push(env, "p", 40, "plain")
+      env:start()
+      jr.wait_for(function() return env:count() == 0 end, 60, "drained")
+      local first = starts(env, 60)
+      assert.equal(120, #jr.lines(env.dir .. "/starts"))
+      -- in turns: a third of the first 60 are the plain queue's (all
+      -- after the fair queue's 80 when that queue was claimed alone)
+      assert.is_true(count(first, "p") >= 15, table.concat(first, " "))
+      assert.is_true(count(first, "a") >= 10, table.concat(first, " "))
+      assert.is_true(count(first, "b") >= 10, table.concat(first, " "))
+    end)
+
     it("refuses bad fair settings naming the key, and a bad fair set", function()
       env:script("fair.w", WORKER)
       env:config([[limits = { ["fair.w"] = { fair = { key = "payload.t" } } }]])

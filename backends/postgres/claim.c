@@ -9,6 +9,7 @@
 
 #include "postgres/pg_int.h"
 #include "postgres/arrays.h"
+#include "base/limit.h"
 
 /* What a claim sets on its rows, and returns (jr_pg_row_job's columns). */
 #define CLAIM_SET \
@@ -350,6 +351,88 @@ claim_one(jr_backend *b, const jr_claim_spec *spec,
     return 1 + from;
 }
 
+/* A fair queue's claim alone (fair.c's jr_pg_fair_alone: its one limit,
+ * nothing capped) in one statement, as st_claim_one's: its first $4
+ * ready jobs by (priority, start tag, id), one range of jobs_fairtag
+ * ($5 the queue), their tags spent, the queue's clock moved to the
+ * highest one taken, each row's weight (the one it was tagged with, $6
+ * the config's default) after its rank. Claims nothing while another
+ * queue has a queued job (the claim under limits takes turns between
+ * queues) and returns one row of NULLs. The limited claim's read, then
+ * update by id, the other queues' candidates and the clock's statement
+ * were 21 us a job on the server beside a plain claim's 16.5. */
+static const pg_stmt st_fair_claim = {"jr_fair_claim", 6,
+    "WITH o AS (SELECT EXISTS (SELECT 1 FROM {{schema}}.jobs"
+    "  WHERE state = 'queued' AND queue < $5::text)"
+    "  OR EXISTS (SELECT 1 FROM {{schema}}.jobs"
+    "  WHERE state = 'queued' AND queue > $5::text) AS busy),"
+    " p AS (SELECT s.id, s.fair_tag, s.fair_w, row_number() OVER"
+    "  (ORDER BY s.priority, s.fair_tag, s.id) AS ord"
+    "  FROM (SELECT id, priority, fair_tag, fair_w FROM {{schema}}.jobs"
+    "   WHERE state = 'queued' AND queue = $5::text"
+    "   AND fair_tag IS NOT NULL AND run_at <= now()"
+    JR_PG_UNEXPIRED
+    "   AND name = ANY($3::text[]) AND NOT (SELECT busy FROM o)"
+    "   AND NOT EXISTS (SELECT 1 FROM {{schema}}.queues q"
+    "    WHERE q.name = $5::text AND q.paused)"
+    "   ORDER BY priority, fair_tag, id LIMIT $4::int"
+    "   FOR UPDATE SKIP LOCKED) s),"
+    " u AS (UPDATE {{schema}}.jobs j SET " CLAIM_SET ", fair_tag = NULL"
+    "  FROM p WHERE j.id = p.id"
+    "  RETURNING " CLAIM_COLUMNS ", p.ord,"
+    "  coalesce(p.fair_w, $6::float8) AS fair_w, p.fair_tag AS tag"
+    CLAIM_STEPS "),"
+    " t AS (INSERT INTO {{schema}}.fair_clocks (queue, clock)"
+    "  SELECT $5::text, max(tag) FROM u HAVING count(*) > 0"
+    "  ON CONFLICT (queue) DO UPDATE"
+    "  SET clock = greatest({{schema}}.fair_clocks.clock, excluded.clock))"
+    " SELECT * FROM u UNION ALL SELECT NULL, NULL, NULL, NULL, NULL,"
+    " NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL,"
+    " NULL, NULL, NULL FROM o WHERE busy"};
+
+/* st_fair_claim into out[0..) in its fair order, each job's weight set:
+ * how many, -1 with err set, -2 when another queue had work (the claim
+ * under limits is to run, and runs instead for the next 100 claims). */
+static int
+fair_claim(jr_backend *b, const char *const *params, const jr_limit *f,
+           jr_job **out, jr_err *err)
+{
+    const char *p[6];
+    char sdef[32];
+    PGresult *res;
+    int i, n;
+
+    snprintf(sdef, sizeof sdef, "%.17g", f->fair_default > 0 ?
+             f->fair_default : 1);
+    memcpy(p, params, 4 * sizeof *p);
+    p[4] = f->scope + 6;
+    p[5] = sdef;
+    if ((res = jr_pg_run(b, &st_fair_claim, p, "claiming jobs of a fair "
+                         "queue", err)) == NULL)
+        return -1;
+    n = PQntuples(res);
+    if (n > 0 && PQgetisnull(res, n - 1, 0)) {
+        PQclear(res);
+        b->fair_busy = 100;
+        return -2;
+    }
+    for (i = 0; i < n; i++) {
+        if ((out[i] = jr_pg_row_job(res, i)) == NULL) {
+            while (i-- > 0)
+                free(out[i]);
+            PQclear(res);
+            return jr_fail(err, JR_ENOMEM, "postgres: claiming %d jobs: "
+                           "out of memory", n);
+        }
+        out[i]->fair_weight = strtod(PQgetvalue(res, i, 14), NULL);
+        if (!(out[i]->fair_weight > 0))
+            out[i]->fair_weight = 1;
+    }
+    jr_pg_fair_order(res, out, n);
+    PQclear(res);
+    return n;
+}
+
 /* The claim statement, in whatever transaction is open. */
 int
 jr_pg_claim_stmt(jr_backend *b, const char *token, double lease,
@@ -364,6 +447,28 @@ jr_pg_claim_stmt(jr_backend *b, const char *token, double lease,
 
     if (spec->nnames <= 0 || spec->max <= 0)
         return 0;
+    if (spec->nlimits > 0 && (one = jr_pg_fair_alone(b, spec, err)) != 0) {
+        if (one < 0)
+            return -1;
+        memset(a, 0, sizeof a);
+        n = -1;
+        if (jr_pg_claim_arrays(spec, a, err) == 0) {
+            snprintf(slease, sizeof slease, "%.17g", lease);
+            snprintf(smax, sizeof smax, "%d", spec->max);
+            params[0] = token;
+            params[1] = slease;
+            params[2] = a[0].p;
+            params[3] = smax;
+            n = fair_claim(b, params, spec->limits, out, err);
+        }
+        for (i = 0; i < 3; i++)
+            free(a[i].p);
+        if (n != -2) {
+            if (n >= 0 && spec->limit_next)
+                *spec->limit_next = 0;
+            return n;
+        }
+    }
     if (spec->nlimits > 0)
         return jr_pg_claim_limited(b, token, lease, spec, out, err);
     memset(a, 0, sizeof a);

@@ -173,22 +173,66 @@ queue_cap(const jr_claim_spec *spec, const char *queue, int max)
     return cap < max ? cap : max;
 }
 
-/* Tags queue's untagged queued jobs: st_fair_fin, then st_fair_tag. */
+static int weights_seen(jr_backend *b, const jr_limit *f, jr_err *err);
+
+/* Tags queue's untagged queued jobs: st_fair_fin, then st_fair_tag when
+ * the first met any (a key's row a key with untagged jobs: none, the
+ * queue has no untagged job, and st_fair_tag, whose plan reads
+ * jobs_fairnew's entries of jobs tagged since, 2,700 buffers a claim in
+ * a drain just pushed, is not run). */
 int
 jr_pg_fair_tag_queue(jr_backend *b, const char *queue, jr_err *err)
 {
     const char *params[1] = {queue};
     PGresult *res;
-    int i;
+    int i, none = 0;
 
-    for (i = 0; i < 2; i++) {
+    for (i = 0; i < 2 && !none; i++) {
         if ((res = jr_pg_run(b, i ? &st_fair_tag : &st_fair_fin, params,
                              "tagging the jobs of a fair queue", err)) ==
             NULL)
             return -1;
+        none = i == 0 && strcmp(PQcmdTuples(res), "0") == 0;
         PQclear(res);
     }
     return 0;
+}
+
+/* Claims under limits serialize on one advisory lock per schema ($1,
+ * limits.c's st_lim_lock's), taken in the claim's transaction; a fair
+ * claim alone (jr_pg_fair_alone) takes it too, for the tags it gives,
+ * and sets bitmap scans off for the rest of it (st_fair_nobitmap's
+ * reason). */
+static const pg_stmt st_fair_lock = {"jr_fair_lock", 1,
+    "SELECT pg_advisory_xact_lock(hashtext($1::text)),"
+    " set_config('enable_bitmapscan', 'off', true)"};
+
+int
+jr_pg_fair_alone(jr_backend *b, const jr_claim_spec *spec, jr_err *err)
+{
+    const jr_limit *f = spec->limits;
+    const char *params[1];
+    char lock[128];
+    PGresult *res;
+
+    if (spec->nlimits != 1 || f->fair_path == NULL ||
+        strncmp(f->scope, JR_LIMIT_QPREFIX, 6) != 0 || f->key_path ||
+        f->all.concurrency || f->all.rate > 0 || f->per_key.concurrency ||
+        f->per_key.rate > 0 || f->aging > 0 || spec->nqueues > 0 ||
+        spec->others < spec->max)
+        return 0;
+    if (b->fair_busy > 0) {
+        b->fair_busy--;
+        return 0;
+    }
+    snprintf(lock, sizeof lock, "jobrunner.limits:%s", b->schema);
+    params[0] = lock;
+    if (weights_seen(b, f, err) < 0 ||
+        (res = jr_pg_run(b, &st_fair_lock, params, "locking limits",
+                         err)) == NULL)
+        return -1;
+    PQclear(res);
+    return jr_pg_fair_tag_queue(b, f->scope + 6, err) < 0 ? -1 : 1;
 }
 
 /* Tags queue's untagged queued jobs again, from its clock: with cw, its

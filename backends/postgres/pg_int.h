@@ -109,6 +109,9 @@ struct jr_backend {
                                    default) recorded by this connection,
                                    hashed (fair.c) */
     int         fair_nwseen;
+    unsigned    fair_busy;      /* claims left before a fair queue's own
+                                   claim (jr_pg_fair_claim) is tried
+                                   again (other queues had work) */
 };
 
 /* A statement, prepared on first use, once per connection: its name on
@@ -445,6 +448,13 @@ int jr_pg_fair_name_use(jr_backend *b, const char *name, jr_fair_use_cb cb,
 /* Tags queue's untagged queued jobs, their keys' finishes moved
  * (fair.c), in the open transaction. 0, or -1 with err set. */
 int jr_pg_fair_tag_queue(jr_backend *b, const char *queue, jr_err *err);
+/* A claim whose one limit is a fair queue (spec->limits[0]) with no
+ * cap, rate, key or aging, every queue served uncapped: 1 with the
+ * limits' lock taken, bitmap scans off and the queue's untagged jobs
+ * tagged, in the open transaction (claim.c then claims it in one
+ * statement); 0 when it is another claim, or another queue had work
+ * lately (the claim under limits is to run); -1 with err set. */
+int jr_pg_fair_alone(jr_backend *b, const jr_claim_spec *spec, jr_err *err);
 
 #pragma GCC visibility pop
 

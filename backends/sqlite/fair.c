@@ -172,15 +172,17 @@ candidate_id(const void *a, const void *b)
 }
 
 /* Tags the untagged queued jobs of queue (or of ids lo to hi when queue
- * is NULL): FAIR_FIN then FAIR_TAG. 0, or -1 with err set. */
+ * is NULL): FAIR_FIN then FAIR_TAG, when the first met any (a key's
+ * row a key with untagged jobs: none, there is no job to tag, as at
+ * nearly every claim). 0, or -1 with err set. */
 static int
 tag_jobs(jr_backend *b, const char *queue, int64_t lo, int64_t hi,
          jr_err *err)
 {
     sqlite3_stmt *s;
-    int i;
+    int i, n = 1;
 
-    for (i = 0; i < 2; i++) {
+    for (i = 0; i < 2 && n > 0; i++) {
         s = stmt(b, queue ? (i ? S_FAIR_TAG_Q : S_FAIR_FIN_Q) :
                  (i ? S_FAIR_TAG_R : S_FAIR_FIN_R), err);
         if (s == NULL)
@@ -191,7 +193,7 @@ tag_jobs(jr_backend *b, const char *queue, int64_t lo, int64_t hi,
             sqlite3_bind_int64(s, 1, lo);
             sqlite3_bind_int64(s, 2, hi);
         }
-        if (run(b, s, err, "tagging the jobs of a fair queue") < 0)
+        if ((n = run(b, s, err, "tagging the jobs of a fair queue")) < 0)
             return -1;
     }
     return 0;
