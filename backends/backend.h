@@ -731,7 +731,14 @@ typedef struct jr_limit_use {
      * its weight (fair set --name's, else the handler's weights', else \
      * its default): a read of the name's fair-keyed jobs. Returns 0. */ \
     X(int, fair_name_use, (jr_backend *b, const char *name, \
-                           jr_fair_use_cb cb, void *arg, jr_err *err))
+                           jr_fair_use_cb cb, void *arg, jr_err *err)) \
+    /* vacuum's, when the server counts at least dead dead rows in the \
+     * jobs table (every session's since its last vacuum or analyze: \
+     * other runners', a bulk delete's) and a vacuum could remove some \
+     * (the oldest transaction that holds back removal is not the one of \
+     * the last vacuum); NULL where vacuum is. Slow when it vacuums: never \
+     * on the claim's connection. Returns 1 if it vacuumed, 0 if not. */ \
+    X(int, vacuum_due, (jr_backend *b, long dead, jr_err *err))
 
 #define JR_BACKEND_OP_FIELD(ret, name, params) ret (*name) params;
 

@@ -257,4 +257,5 @@ const jr_backend_ops jr_postgres_ops = {
     .fair_name_set = jr_pg_fair_name_set,     /* fairname.c */
     .fair_name_list = jr_pg_fair_name_list,   /* fairname.c */
     .fair_name_use = jr_pg_fair_name_use,     /* fairname.c */
+    .vacuum_due = jr_pg_vacuum_due,           /* prune.c */
 };

@@ -52,6 +52,13 @@ jr_dbcall_can_vacuum(const jr_db *db)
 }
 
 int
+jr_dbcall_vacuum_due(jr_db *db, long dead, jr_err *err)
+{
+    return db->ops->vacuum_due != NULL ? db->ops->vacuum_due(db->b, dead, err)
+                                       : 0;
+}
+
+int
 jr_dbcall_cancelled(jr_db *db, const char *token, int64_t *ids, int max,
                     jr_err *err)
 {

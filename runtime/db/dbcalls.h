@@ -30,6 +30,9 @@ int jr_dbcall_queued(jr_db *db, jr_dbcall_queued_cb cb, void *arg,
                      jr_err *err);
 int jr_dbcall_vacuum(jr_db *db, jr_err *err);
 int jr_dbcall_can_vacuum(const jr_db *db);   /* the backend has vacuum */
+/* The backend's vacuum_due op: 1 if it vacuumed, 0 if not (or the
+ * backend has none), -1 with err set. */
+int jr_dbcall_vacuum_due(jr_db *db, long dead, jr_err *err);
 
 /* Fills ids[0..max) with running jobs held by token whose cancel was
  * requested; returns how many. */

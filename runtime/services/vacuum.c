@@ -9,8 +9,13 @@
  * runner asks for `VACUUM (ANALYZE, SKIP_LOCKED) jobs` (the statistics
  * too: a table filled since its last analyze can plan a claim badly) on a
  * connection and thread of their own, opened at the first, so that claims
- * never wait on it; one at a time. SQLite needs none (its backend has no
- * vacuum op). A service (service.h): owns its connection and thread.
+ * never wait on it; one at a time. Its own count misses the dead rows
+ * other sessions left (runners that stopped before vacuum_every, a bulk
+ * delete): at its start and every CHECK_SECS after, the runner also asks
+ * the server's count of the table's dead rows, on the same thread, and
+ * vacuums when that reaches vacuum_every (vacuum_due). SQLite needs none
+ * (its backend has no vacuum op). A service (service.h): owns its
+ * connection and thread.
  * Uses service.h, svc.h, dbthread.h, dbcalls.h, log.h. */
 #include <stdlib.h>
 
@@ -23,6 +28,7 @@
 
 #define SLOW_N    100           /* a claim of this many jobs taking */
 #define SLOW_SECS 0.1           /* this long asks for a vacuum early */
+#define CHECK_SECS 10.0         /* the server's dead rows asked this often */
 
 typedef struct jr_vacuum jr_vacuum;
 
@@ -33,7 +39,10 @@ struct jr_vacuum {
     int          started;       /* one was asked already */
     int          stopped;       /* the runner stops: no more */
     int          busy;          /* one is on its way */
+    int          due;           /* it is vacuum_due's, not a vacuum */
+    double       checked;       /* the last vacuum_due asked (mono), or 0 */
     int          rc;            /* its result (set on the thread) */
+    long         every;         /* vacuum_due's dead rows, vacuum_every */
     double       at;            /* when it was asked (mono) */
     jr_err       err;
 };
@@ -43,7 +52,8 @@ run(jr_db *db, void *arg)
 {
     jr_vacuum *v = arg;
 
-    v->rc = jr_dbcall_vacuum(db, &v->err);
+    v->rc = v->due ? jr_dbcall_vacuum_due(db, v->every, &v->err)
+                   : jr_dbcall_vacuum(db, &v->err);
 }
 
 static void
@@ -55,9 +65,10 @@ done(void *arg, int ran)
     if (ran && v->rc < 0)
         jr_log(JR_LOG_WARN, "vacuum of the jobs table failed (claims go on,"
                " slower): %s", v->err.msg);
-    else if (ran)
-        jr_log(JR_LOG_DEBUG, "vacuumed the jobs table in %.3fs",
-               jr_mono() - v->at);
+    else if (ran && (!v->due || v->rc > 0))
+        jr_log(JR_LOG_DEBUG, "vacuumed the jobs table in %.3fs%s",
+               jr_mono() - v->at, v->due ? " (dead rows other sessions "
+               "left)" : "");
 }
 
 /* Its connection and thread; 0, or -1 (logged) when the database refused
@@ -73,6 +84,18 @@ open_thread(master *m, jr_vacuum *v)
     jr_log(JR_LOG_WARN, "vacuum: no connection of its own (%s): the jobs "
            "table is left to autovacuum", e.msg);
     return -1;
+}
+
+/* Asks the thread for a vacuum (due 0) or vacuum_due of every dead rows
+ * (due 1). */
+static void
+ask(jr_vacuum *v, int due, long every)
+{
+    v->at = jr_mono();
+    v->due = due;
+    v->every = every;
+    if (jr_dbthread_request(v->t, run, done, v) == 0)
+        v->busy = 1;
 }
 
 /* n more jobs were recorded finished, and the cycle was slow (a big claim
@@ -93,9 +116,29 @@ note(master *m, jr_vacuum *v, long n, int slow)
     v->started = 1;
     if (v->t == NULL && open_thread(m, v) < 0)
         return;
-    v->at = jr_mono();
-    if (jr_dbthread_request(v->t, run, done, v) == 0)
-        v->busy = 1;
+    ask(v, 0, every);
+}
+
+/* Each tick: the server's count of dead rows asked at the start and every
+ * CHECK_SECS after, when no vacuum is on its way; a vacuum when it is
+ * vacuum_every or more (a count of this runner's is not reset: its
+ * vacuum comes as before). */
+static void
+tick(master *m, void *st, double now)
+{
+    jr_vacuum *v = st;
+    long every = jr_svc_config(m)->vacuum_every;
+
+    if (every <= 0 || v == NULL || v->stopped || v->busy ||
+        (v->checked > 0 && now - v->checked < CHECK_SECS) ||
+        (v->started && v->t == NULL) ||
+        !jr_dbcall_can_vacuum(jr_svc_db(m)))
+        return;
+    v->checked = now;
+    v->started = 1;
+    if (v->t == NULL && open_thread(m, v) < 0)
+        return;
+    ask(v, 1, every);
 }
 
 static int
@@ -148,5 +191,5 @@ read_cycle(master *m, void *st, jr_cycle *c)
 
 const jr_service jr_vacuum_service = {
     .name = "vacuum", .init = init, .read = read_cycle,
-    .recorded = recorded, .stop = stop, .free = free_vacuum,
+    .recorded = recorded, .tick = tick, .stop = stop, .free = free_vacuum,
 };
