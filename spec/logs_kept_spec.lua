@@ -1,0 +1,80 @@
+-- logs_kept_spec.lua - a run's lines when its success is kept only because
+-- a client's wait began while it ran (docs/handlers.md, "Each attempt's
+-- logs"): the runner was not told at the start that the success stays
+-- (no retention, no result_ttl at push), the wait sets result_ttl on the
+-- running job, and the lines come back with the result all the same, a
+-- plain job's and a coroutine job's; a field read when the line is
+-- logged, not when the attempt ends. Without the wait the same success
+-- is deleted. On each backend.
+local jr = require "jr"
+
+-- Logs a line, waits for the spec's go file, changes the same fields
+-- table and logs again.
+local PLAIN = [[
+local jobrunner = require "jobrunner"
+return function(job)
+  local f = {user = "ada", n = 1}
+  jobrunner.log("info", "before", f)
+  while not io.open(job.payload.go) do os.execute("sleep 0.05") end
+  f.n = 2
+  jobrunner.log("info", "after", f)
+end
+]]
+
+local CO = [[
+local jobrunner = require "jobrunner"
+return {
+  inflight = 2,
+  handle = function(job)
+    local f = {user = "bob", n = 1}
+    jobrunner.log("info", "co before", f)
+    while not io.open(job.payload.go) do jobrunner.sleep(0.05) end
+    f.n = 2
+    jobrunner.log("info", "co after", f)
+  end,
+}]]
+
+for _, backend in ipairs(jr.backends()) do
+  describe(backend .. ": the lines of a success kept by a wait", function()
+    local env = jr.test_env(backend)
+
+    it("stores and shows a run's lines when a wait begun during the run keeps its success", function()
+      env:config('log = { echo = false }')
+      env:script("plain", PLAIN)
+      env:script("co", CO)
+      local go = env.dir .. "/go"
+      local payload = ('{"go": "%s"}'):format(go)
+      local a = env:push("plain", payload)
+      local b = env:push("co", payload)
+      env:start()
+      env:wait_state(a, "running", 30)
+      env:wait_state(b, "running", 30)
+      local read = jr.wait_bg(env, tostring(a), tostring(b), "--timeout", "120")
+      jr.wait_for(function()
+        local rows = env:query(("SELECT count(*) AS n FROM jobs WHERE id IN (%d, %d)" ..
+          " AND result_ttl IS NOT NULL"):format(a, b))
+        return tonumber(rows[1].n) == 2
+      end, 30, "the wait's mark on both running jobs")
+      assert(io.open(go, "w")):close()
+      local out, err, code = read()
+      assert.equal(0, code, out .. err)
+      for _, want in ipairs({
+        { a, "info%s+before n=1 user=ada\n", "info%s+after n=2 user=ada\n" },
+        { b, "info%s+co before n=1 user=bob\n", "info%s+co after n=2 user=bob\n" },
+      }) do
+        local row = env:wait_state(want[1], "completed", 30)
+        assert.is_truthy(row)
+        local shown, serr, scode = env:cli("show", tostring(want[1]), "--logs")
+        assert.equal(0, scode, serr)
+        assert.is_truthy(shown:find(want[2]), shown)
+        assert.is_truthy(shown:find(want[3]), shown)
+      end
+      -- the same job without a wait: its success is deleted at its end
+      local c = env:push("plain", payload)
+      jr.wait_for(function()
+        return #env:query(("SELECT id FROM jobs WHERE id = %d"):format(c)) == 0
+      end, 30, "the success without a wait deleted")
+      assert.equal(0, env:stop())
+    end)
+  end)
+end
