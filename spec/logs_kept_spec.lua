@@ -3,21 +3,18 @@
 -- logs"): the runner was not told at the start that the success stays
 -- (no retention, no result_ttl at push), the wait sets result_ttl on the
 -- running job, and the lines come back with the result all the same, a
--- plain job's and a coroutine job's; a field read when the line is
--- logged, not when the attempt ends. Without the wait the same success
--- is deleted. On each backend.
+-- plain job's (whose lines wait in the worker, held past its end until
+-- the runner says the row stayed) and a coroutine job's. Without the wait
+-- the same success is deleted. On each backend.
 local jr = require "jr"
 
--- Logs a line, waits for the spec's go file, changes the same fields
--- table and logs again.
+-- Logs a line, waits for the spec's go file, logs again.
 local PLAIN = [[
 local jobrunner = require "jobrunner"
 return function(job)
-  local f = {user = "ada", n = 1}
-  jobrunner.log("info", "before", f)
+  jobrunner.log("info", "before", {user = "ada", n = 1})
   while not io.open(job.payload.go) do os.execute("sleep 0.05") end
-  f.n = 2
-  jobrunner.log("info", "after", f)
+  jobrunner.log("info", "after", {user = "ada", n = 2})
 end
 ]]
 
@@ -26,11 +23,9 @@ local jobrunner = require "jobrunner"
 return {
   inflight = 2,
   handle = function(job)
-    local f = {user = "bob", n = 1}
-    jobrunner.log("info", "co before", f)
+    jobrunner.log("info", "co before", {user = "bob", n = 1})
     while not io.open(job.payload.go) do jobrunner.sleep(0.05) end
-    f.n = 2
-    jobrunner.log("info", "co after", f)
+    jobrunner.log("info", "co after", {user = "bob", n = 2})
   end,
 }]]
 
