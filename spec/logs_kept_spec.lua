@@ -71,5 +71,30 @@ for _, backend in ipairs(jr.backends()) do
       end, 30, "the success without a wait deleted")
       assert.equal(0, env:stop())
     end)
+
+    it("drains and stops with lines held in its workers: a worker retired after each job, a stop mid-drain", function()
+      -- log.echo off: the lines are not echoed, so they wait in
+      -- the worker and a deleted success's are held for the runner's word
+      env:config('concurrency = 2, max_jobs_per_worker = 1, log = { echo = false }')
+      env:script("ten", [[
+local log = require("jobrunner").log
+return function(job)
+  for i = 1, 10 do log("info", "step", {i = i}) end
+end]])
+      for _ = 1, 8 do env:push("ten", "{}") end
+      env:start()
+      jr.wait_for(function() return tonumber(env:count()) == 0 end, 60,
+        "the retired workers' jobs done")
+      assert.equal(0, env:stop())
+      env:config('concurrency = 2, log = { echo = false }')
+      for _ = 1, 60 do env:push("ten", "{}") end
+      env:start()
+      jr.wait_for(function() return tonumber(env:count()) < 60 end, 60, "some done")
+      assert.equal(0, env:stop(nil, nil, 60))
+      env:start()
+      jr.wait_for(function() return tonumber(env:count()) == 0 end, 60, "the rest done")
+      assert.equal(0, env:stop())
+      assert.is_nil(env:log():find("not recorded", 1, true))
+    end)
   end)
 end
