@@ -78,7 +78,8 @@ run_done(jr_backend *b, const char *token, const jr_result *r, int n,
 
     for (i = 0; i < n; i++) {
         if (r[i].kind != JR_DONE || (kept >= 0 &&
-            (b->keep_completed > 0 || r[i].result != NULL) != kept))
+            (b->keep_completed > 0 || r[i].result != NULL) != kept) ||
+            (st == &st_keep && r[i].held == 1))   /* kept with its lines */
             continue;
         snprintf(num, sizeof num, "%lld", (long long)r[i].id);
         sb_num(&s, num);
@@ -126,6 +127,29 @@ run_done(jr_backend *b, const char *token, const jr_result *r, int n,
     return given;
 }
 
+/* The successes of r[0..n) whose lines their worker holds (jr_result
+ * held 1) that the DELETE left (a wait's mark, a flow bit, another's
+ * lease): left running, their lines asked for (lines_wanted), counted
+ * among done[0..*nd) as matched; the master records them again with
+ * their lines. */
+static void
+held_left(const jr_result *r, int n, int64_t *done, int *nd)
+{
+    int i, k, m = *nd;
+
+    for (i = 0; i < n; i++) {
+        if (r[i].kind != JR_DONE || r[i].held != 1 ||
+            r[i].lines_wanted == NULL)
+            continue;
+        for (k = 0; k < m && done[k] != r[i].id; k++)
+            ;
+        if (k < m)
+            continue;
+        *r[i].lines_wanted = 1;
+        done[(*nd)++] = r[i].id;
+    }
+}
+
 /* Deletes the DONE jobs of r[0..n), or makes them completed (with a
  * result, with keep_completed, or with a result_ttl); ids of those it
  * matched go to done[0..return), sorted. The plain path is one DELETE;
@@ -150,6 +174,8 @@ finish_done(jr_backend *b, const char *token, const jr_result *r, int n,
                                          err) < 0)
             return -1;
     }
+    if (nd < given || b->keep_completed > 0)
+        held_left(r, n, done, &nd);
     /* ours with a result_ttl (or not ours): every DONE once more, kept;
      * the rows already deleted or fenced off do not match */
     if (nd < given &&

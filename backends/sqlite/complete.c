@@ -53,7 +53,7 @@ enum { S_DONE, S_DONE_FLOW, S_RESCUE_FLOW, S_DONE_MANY, S_KEEP, S_KEEP_MANY,
        S_KEEP_P, S_RETRY_P, S_DEAD_P, S_SNOOZE_P, S_RELEASE_P, S_EXPIRED_P,
        S_CANCELLED_P, S_RETRY, S_DEAD, S_SNOOZE, S_RELEASE, S_EXPIRED,
        S_CANCELLED, S_PROGRESS, S_RENEW, S_RESCUE, S_STEP, S_WAIT, S_WAIT_P,
-       S_WAIT_READY, S_KEPT_SQL, S_COUNT };
+       S_WAIT_READY, S_KEPT_SQL, S_HELD_LEFT, S_COUNT };
 
 static const char *const sql_text[S_COUNT] = {
     /* a job pushed or waited on with result_ttl is kept (S_KEEP) */
@@ -93,6 +93,11 @@ static const char *const sql_text[S_COUNT] = {
     [S_KEPT_SQL] =
         "UPDATE jobs SET sql_statements = ?2"
         " WHERE id = ?1 AND state = 'completed' AND finished_at = ?3",
+    /* a success whose lines its worker holds, left by S_DONE_MANY: ours
+     * and marked by a wait (held_left) */
+    [S_HELD_LEFT] =
+        "SELECT 1 FROM jobs WHERE id = ?1 AND state = 'running'"
+        " AND locked_by = ?2 AND result_ttl IS NOT NULL",
     /* what S_DONE_MANY left of its ids: those with a result_ttl */
     [S_KEEP_MANY] =
         "UPDATE jobs SET state = 'completed', finished_at = ?3,"
@@ -475,6 +480,11 @@ complete_one(jr_backend *b, const char *token, const jr_result *r,
                        (long long)r->id, r->kind);
     if (which == S_STEP && superseded(r, end))
         return 1;               /* counted as applied: the later one is */
+    if (r->kind == JR_DONE && r->held == 1 && r->lines_wanted != NULL &&
+        b->keep_completed > 0) {
+        *r->lines_wanted = 1;   /* kept: left running for its lines */
+        return 1;
+    }
     if (which == S_DONE || which == S_PROGRESS || which == S_STEP) {
         if ((s = stmt(b, which, err)) == NULL)
             return -1;
@@ -493,6 +503,12 @@ complete_one(jr_backend *b, const char *token, const jr_result *r,
     }
     if (changed == 0 && which == S_DONE)    /* ours with a flow bit? */
         changed = done_flow(b, token, r, st, sizeof st, err);
+    if (changed == 0 && which == S_DONE && r->held == 1 &&
+        r->lines_wanted != NULL) {
+        *r->lines_wanted = 1;   /* ours with a result_ttl, or not ours:
+                                   left for its lines (held_left) */
+        return 1;
+    }
     if (changed == 0 && which == S_DONE)    /* ours with a result_ttl? */
         changed = keep_one(b, token, r, now, st, sizeof st, err);
     if (changed <= 0)
@@ -516,6 +532,51 @@ plain_done(const jr_backend *b, const jr_result *r)
 {
     return r->kind == JR_DONE && r->npushes == 0 && b->keep_completed <= 0 &&
            r->result == NULL && r->error == NULL;
+}
+
+/* After the one DELETE left some plain successes: those whose lines
+ * their worker holds (jr_result held 1) that are ours and marked by a
+ * wait are left running for their lines (lines_wanted), and their ids
+ * taken out of the JSON list ids (rewritten in place). Returns how
+ * many, or -1. */
+static int
+held_left(jr_backend *b, const char *token, const jr_result *r, int n,
+          char *ids, jr_err *err)
+{
+    sqlite3_stmt *s;
+    char *p = ids;
+    int i, k = 0, rc;
+
+    for (i = 0; i < n; i++) {
+        if (!plain_done(b, &r[i]) || r[i].held != 1 ||
+            r[i].lines_wanted == NULL)
+            continue;
+        if ((s = stmt(b, S_HELD_LEFT, err)) == NULL)
+            return -1;
+        sqlite3_bind_int64(s, 1, r[i].id);
+        bind_text(s, 2, token);
+        rc = sqlite3_step(s);
+        sqlite3_reset(s);
+        if (rc != SQLITE_ROW && rc != SQLITE_DONE)
+            return jr_sqlite_fail(b, err, "recording results");
+        if (rc == SQLITE_ROW) {
+            *r[i].lines_wanted = 1;
+            k++;
+        }
+    }
+    if (k == 0)
+        return 0;
+    *p++ = '[';                 /* the others, for keep_many */
+    for (i = 0; i < n; i++) {
+        if (!plain_done(b, &r[i]) ||
+            (r[i].lines_wanted != NULL && *r[i].lines_wanted))
+            continue;
+        if (p != ids + 1)
+            *p++ = ',';
+        p += jr_sqlite_put_id(p, r[i].id);
+    }
+    strcpy(p, "]");
+    return k;
 }
 
 /* After S_DONE_MANY deleted ndone of the ids (JSON): the ones left that
@@ -574,8 +635,9 @@ done_rest(jr_backend *b, const char *token, const jr_result *r, int n,
     int i, rc;
 
     for (i = 0; i < n; i++) {
-        if (!plain_done(b, &r[i]))
-            continue;
+        if (!plain_done(b, &r[i]) ||
+            (r[i].lines_wanted != NULL && *r[i].lines_wanted))
+            continue;           /* left for its lines: counted */
         if ((rc = complete_one(b, token, &r[i], r + n, now, err)) < 0)
             return -1;
         applied += rc;
@@ -637,8 +699,9 @@ complete_rows(jr_backend *b, const char *token, const jr_result *r, int n,
         }
     }
     if (rc >= 0 && rc < nplain) {       /* some have a result_ttl */
-        int deleted = rc;
-        rc = keep_many(b, token, ids, rc, now, err);
+        int deleted = rc, left = held_left(b, token, r, n, ids, err);
+
+        rc = left < 0 ? -1 : keep_many(b, token, ids, rc + left, now, err);
         if (rc > deleted && kept_sql(b, r, n, now, err) < 0)
             rc = -1;
     }

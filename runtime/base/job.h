@@ -47,6 +47,11 @@ typedef struct jr_job {
                                    local queue by it); 0: not fair */
     uint64_t    fair_hash;      /* the master's: its fair key hashed, 0 not
                                    yet (master/fairq.c) */
+    int         deletable;      /* the master's word at dispatch: its
+                                   success is deleted at its end unless a
+                                   wait marks it meanwhile (no retention,
+                                   no flow bit): a plain handler's lines
+                                   may wait in the worker (jrloglazy.c) */
 } jr_job;
 
 /* What a parent ending dead or cancelled does to a job waiting for it
@@ -263,6 +268,15 @@ typedef struct jr_result {
                                    nothing */
     size_t         logs_len;    /* its bytes (an entry holds NULs); 0:
                                    logs is JSON text (jr_joblog_json) */
+    int            held;        /* DONE: 1, its lines wait in the worker
+                                   (a deletable success, jrloglazy.c); 2,
+                                   they come now, asked for by the master
+                                   (JR_F_LINES) after its row stayed; 0:
+                                   they are in logs */
+    unsigned char *lines_wanted;/* held 1: a byte the backend sets to 1
+                                   when the success's row stayed (a wait's
+                                   mark) and is left running for the
+                                   lines; NULL otherwise */
 } jr_result;
 
 /* 1 if a result of kind k ends no run: the job runs on (PROGRESS, STEP). */

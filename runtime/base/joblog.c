@@ -207,7 +207,7 @@ jr_joblog_add(jr_joblog *l, const char *level, const char *s, size_t n,
               size_t max)
 {
     size_t cut = char_cut(s, n, JR_JOBLOG_LINE), len, whole = 0, next;
-    long long ms = now_ms();
+    long long ms = l->when > 0 ? l->when : now_ms();
     int lv = level_index(level);
     jr_joblog_rec r;
     char *o;
@@ -345,7 +345,7 @@ jr_joblog_add_fields(jr_joblog *l, const char *level, const char *msg,
         body += 4 + f[i].kn + f[i].vn;
     if (body > 65535)
         return -1;
-    ms = now_ms();
+    ms = l->when > 0 ? l->when : now_ms();
     /* the text's bytes, each '"' escaped: as the text alone would be */
     if (ms / 1000 != l->sec || l->sec_len == 0) {
         l->sec = ms < 0 ? 0 : ms / 1000;
@@ -495,6 +495,7 @@ jr_joblog_clear(jr_joblog *l)
     l->dropped_bytes = 0;
     l->at = 0;
     l->sec_len = 0;
+    l->when = 0;
 }
 
 void

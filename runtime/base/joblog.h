@@ -37,6 +37,10 @@ typedef struct jr_joblog {
     jr_buf    entry;            /* jr_joblog_entry's bytes */
     long long sec;              /* the whole seconds of the last time */
     unsigned char sec_len;      /* their digits (0: none yet) */
+    long long when;             /* > 0: the epoch milliseconds of the
+                                   lines added next (a line kept as its
+                                   arguments and made later, jrloglazy.c),
+                                   else now */
 } jr_joblog;
 
 /* Adds one line of level ("debug" ... "error", "stdout", "stderr": a

@@ -3,8 +3,9 @@
  * io.stdout/io.stderr:write wrapped so that what a running job writes is
  * kept in its context (joblog.h) and sent with its result, the runner's
  * log getting it too when log.echo says so. Outside a job, or with
- * log.attempt_max 0, the wrapped functions are the standard ones. Uses
- * jrlib.h, joblog.h, log.h. */
+ * log.attempt_max 0, the wrapped functions are the standard ones. A
+ * plain job's lines wait as their arguments (jrloglazy.c) until they are
+ * made here. Uses jrlib.h, jrloglazy.h, joblog.h, log.h. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -15,6 +16,10 @@
 #include "base/joblog.h"
 #include "base/log.h"
 #include "lua/jrlib.h"
+#include "lua/jrloglazy.h"
+
+static const char *const levels[] = {"debug", "info", "warn", "error",
+                                     NULL};
 
 static size_t log_max;          /* log.attempt_max: bytes kept a run */
 static int    log_echo = 1;     /* log.echo */
@@ -40,6 +45,12 @@ jr_jrlog_setup(size_t max, int echo)
 {
     log_max = max;
     log_echo = echo;
+}
+
+size_t
+jr_jrlog_max(void)
+{
+    return log_max;
 }
 
 const char *
@@ -206,19 +217,26 @@ int_text(char *out, lua_Integer v)
  * strings, an integer's text (written without printf) is in num[i], a
  * boolean's a literal; only a float's text, made by Lua, stays on the
  * stack (the others are popped: no stack grows a field). Returns how
- * many. [-0, +(floats), v] */
-static int
-read_fields(lua_State *L, int idx, field *f, char (*num)[24])
+ * many, or -1 with why set (the stack as it was). [-0, +(floats), m] */
+int
+jr_jrlog_read_fields(lua_State *L, int idx, jr_joblog_field *f,
+                     char (*num)[24], char *why, size_t size)
 {
-    int n = 0, t;
+    int n = 0, t, top = lua_gettop(L);
 
+    why[0] = '\0';
     lua_pushnil(L);                                  /* .. nil */
     while (lua_next(L, idx)) {                       /* .. k v */
-        if (lua_type(L, -2) != LUA_TSTRING)
-            luaL_error(L, "jobrunner.log: fields must be a table of "
-                       "name = value, found a %s key", luaL_typename(L, -2));
-        if (n == FIELDS_MAX)
-            luaL_error(L, "jobrunner.log: more than %d fields", FIELDS_MAX);
+        if (lua_type(L, -2) != LUA_TSTRING) {
+            snprintf(why, size, "jobrunner.log: fields must be a table of "
+                     "name = value, found a %s key", luaL_typename(L, -2));
+            break;
+        }
+        if (n == FIELDS_MAX) {
+            snprintf(why, size, "jobrunner.log: more than %d fields",
+                     FIELDS_MAX);
+            break;
+        }
         t = lua_type(L, -1);
         f[n].k = lua_tolstring(L, -2, &f[n].kn);
         if (t == LUA_TSTRING) {
@@ -230,19 +248,27 @@ read_fields(lua_State *L, int idx, field *f, char (*num)[24])
             f[n].vn = int_text(num[n], lua_tointeger(L, -1));
             f[n].v = num[n];    /* num[n] does not move with f[n] */
         } else if (t == LUA_TNUMBER) {  /* a float: this copy, its text */
+            if (!lua_checkstack(L, 2)) {
+                snprintf(why, size, "jobrunner.log: not enough memory");
+                break;
+            }
             f[n].v = lua_tolstring(L, -1, &f[n].vn);
-            luaL_checkstack(L, 2, "jobrunner.log");
             lua_pushvalue(L, -2);                    /* .. k v k */
             n++;
             continue;
         } else {
-            luaL_error(L, "jobrunner.log: field '%s' must be a string, "
-                       "number or boolean, got %s", lua_tostring(L, -2),
-                       luaL_typename(L, -1));
+            snprintf(why, size, "jobrunner.log: field '%s' must be a "
+                     "string, number or boolean, got %s",
+                     lua_tostring(L, -2), luaL_typename(L, -1));
+            break;
         }
         n++;
         lua_pop(L, 1);                               /* .. k */
     }                                    /* .. the floats' texts, if any */
+    if (why[0] != '\0') {      /* broke off (k v on top) */
+        lua_settop(L, top);
+        return -1;
+    }
     return n;
 }
 
@@ -255,6 +281,7 @@ static int
 prepare(lua_State *L, int fields, field *f, char (*num)[24])
 {
     int i, n = fields ? 2 : lua_gettop(L);
+    char why[160];
 
     for (i = 2; i <= n; i++) {
         if (lua_type(L, i) == LUA_TSTRING)  /* a string is its text */
@@ -262,12 +289,35 @@ prepare(lua_State *L, int fields, field *f, char (*num)[24])
         luaL_tolstring(L, i, NULL);                  /* .. s */
         lua_replace(L, i);                           /* .. */
     }
-    return fields ? read_fields(L, 3, f, num) : 0;
+    if (!fields)
+        return 0;
+    if ((n = jr_jrlog_read_fields(L, 3, f, num, why, sizeof why)) < 0)
+        luaL_error(L, "%s", why);
+    return n;
+}
+
+/* Builds in line the text of msg[0..n) and the nf fields f (sorted
+ * here). [-0, +0, -] */
+static void
+build_text(const char *msg, size_t n, field *f, int nf)
+{
+    int i;
+
+    sort_fields(f, nf);
+    jr_buf_reset(&line);
+    make_room();
+    put(msg, n);
+    for (i = 0; i < nf; i++)
+        put_field(&f[i]);
+    if (line.cap >= LINE_BUILT + 1)
+        line.p[line.len++] = '\0';    /* its room made */
+    else
+        jr_buf_put(&line, "", 1);
 }
 
 /* Builds jobrunner.log's message in line from what prepare made: msg
- * and the nf fields f (sorted here), or the values from index 2 joined
- * by spaces. [-0, +0, -] */
+ * and the nf fields f, or the values from index 2 joined by spaces.
+ * [-0, +0, -] */
 static void
 build(lua_State *L, int fields, field *f, int nf)
 {
@@ -275,7 +325,11 @@ build(lua_State *L, int fields, field *f, int nf)
     const char *s;
     size_t len;
 
-    sort_fields(f, nf);
+    if (n == 2) {
+        s = lua_tolstring(L, 2, &len);
+        build_text(s, len, f, nf);
+        return;
+    }
     jr_buf_reset(&line);
     make_room();
     for (i = 2; i <= n; i++) {
@@ -284,12 +338,24 @@ build(lua_State *L, int fields, field *f, int nf)
             put1(' ');
         put(s, len);
     }
-    for (i = 0; i < nf; i++)
-        put_field(&f[i]);
     if (line.cap >= LINE_BUILT + 1)
-        line.p[line.len++] = '\0';     /* its room made */
+        line.p[line.len++] = '\0';    /* its room made */
     else
         jr_buf_put(&line, "", 1);
+}
+
+void
+jr_jrlog_keep_line(jr_joblog *log, int level, const char *msg, size_t n,
+                   jr_joblog_field *f, int nf)
+{
+    if (jr_joblog_add_fields(log, levels[level], msg, n, f, nf,
+                             log_max) == 0)
+        return;
+    build_text(msg, n, f, nf);
+    if (line.oom)
+        jr_joblog_add(log, levels[level], "(out of memory)", 15, log_max);
+    else
+        jr_joblog_add(log, levels[level], line.p, line.len - 1, log_max);
 }
 
 /* The index of the level at 1 in jrlog_log's levels when it is one of
@@ -325,8 +391,6 @@ fast_level(lua_State *L)
 static int
 jrlog_log(lua_State *L)
 {
-    static const char *const levels[] = {"debug", "info", "warn", "error",
-                                         NULL};
     int level = fast_level(L), fields, nf, top;
     jr_jobctx *ctx;
     field f[FIELDS_MAX];
@@ -338,6 +402,12 @@ jrlog_log(lua_State *L)
         level = luaL_checkoption(L, 1, NULL, levels);
     ctx = jr_jrlib_ctx_of(L, lua_touserdata(L, lua_upvalueindex(1)));
     top = lua_gettop(L);
+    /* kept and not echoed, a plain job's: kept as its arguments, read
+     * where its line is made (jrloglazy.c) */
+    if (ctx != NULL && log_max > 0 && !(log_echo && jr_log_on(level)) &&
+        jr_jrlog_lazy_add(L, ctx, level, top))
+        return 0;
+    jr_jrlog_lazy_flush(L, ctx);        /* the lines before it, first */
     fields = top == 3 && lua_istable(L, 3);
     nf = prepare(L, fields, f, num);
     /* kept and not echoed: its pieces kept as they are, its text made
@@ -387,6 +457,7 @@ jrlog_print(lua_State *L)
 
     if (ctx == NULL)
         return call_std(L);
+    jr_jrlog_lazy_flush(L, ctx);        /* the lines before it, first */
     luaL_buffinit(L, &b);
     for (i = 1; i <= n; i++) {
         if (i > 1)
@@ -414,6 +485,7 @@ keep_args(lua_State *L, jr_jobctx *ctx, int first, int stream, FILE *f)
 
     for (i = first; i <= n; i++)    /* checked first: nothing half kept */
         luaL_checklstring(L, i, NULL);
+    jr_jrlog_lazy_flush(L, ctx);        /* the lines before them, first */
     for (i = first; i <= n; i++) {
         s = lua_tolstring(L, i, &len);
         jr_joblog_write(&ctx->log, stream, s, len, log_max);
@@ -482,6 +554,7 @@ jr_jrlog_register(lua_State *L)                      /* M */
 {
     int top;
 
+    jr_jrlog_lazy_open(L);
     jr_jrlib_push_ctx(L);                            /* M ctx */
     lua_pushcclosure(L, jrlog_log, 1);               /* M f */
     lua_setfield(L, -2, "log");                      /* M */

@@ -290,6 +290,9 @@ send_job(master *m, wk *w, jr_job *j)
     int idle = w->njobs == 0;
 
     jr_buf_reset(&m->out);
+    /* its success deleted unless a wait marks it: a plain handler's
+     * lines may wait in the worker (heldlines.c) */
+    j->deletable = m->cfg->keep_completed <= 0 && j->flow == 0;
     jr_frame_put_job(&m->out, j);
     if (idle) {
         w->co = jr_pool_inflight(w, j) > 1;

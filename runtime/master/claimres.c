@@ -117,7 +117,9 @@ jr_claimq_recorded(master *m, pending *p, int n, int applied)
             step_committed(m, p[i].r.id, p[i].r.durable);
         /* a job with children or a batch: jobs may have become ready */
         m->flow_want |= p[i].flow;
-        if (p[i].job != NULL)
+        if (p[i].job != NULL && p[i].r.held == 1)
+            jr_held_recorded(m, &p[i]);     /* its lines held */
+        else if (p[i].job != NULL)
             jr_pending_recorded(m, &p[i]);
         if (p[i].r.npushes > 0 || p[i].r.kind == JR_RELEASE ||
             (p[i].r.kind != JR_DONE && p[i].r.kind != JR_DEAD &&
@@ -127,6 +129,7 @@ jr_claimq_recorded(master *m, pending *p, int n, int applied)
             m->want_claim = 1;
         jr_pending_free(&p[i]);
     }
+    jr_held_send(m);
 }
 
 /* Puts results p[0..n) that were sent but not recorded back in front of
@@ -189,6 +192,7 @@ int
 jr_claimq_flush(master *m)
 {
     jr_result *batch;
+    pending *p;
     jr_err err;
     int i, n = m->nres, applied;
 
@@ -204,7 +208,11 @@ jr_claimq_flush(master *m)
         jr_log(JR_LOG_ERROR, "recording %d results failed: %s", n, err.msg);
         return -1;
     }
-    jr_claimq_recorded(m, m->res, n, applied);
-    m->nres = 0;
+    /* recorded out of m->res: what that queues (heldlines.c) goes there */
+    p = m->res;
+    m->res = NULL;
+    m->nres = m->capres = 0;
+    jr_claimq_recorded(m, p, n, applied);
+    free(p);
     return 0;
 }

@@ -526,6 +526,7 @@ cleanup(master *m)
     free(m->inflight);
     free(m->snoozes);
     free(m->suspects);
+    jr_held_free(m);
     jr_gen_unref(m->cycle_gen);
     jr_gen_unref(m->gen);
     jr_hooks_free(m->hooks);

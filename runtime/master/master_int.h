@@ -228,7 +228,24 @@ struct master {
     int                 fair_changed;   /* a cycle saw another's commit
                                            after it (changed_after): a
                                            small claim is due */
+    struct jr_heldq    *held;           /* successes whose lines their
+                                           worker holds (heldlines.c), or
+                                           NULL: none yet */
 };
+
+/* heldlines.c: a success whose lines its worker holds (jr_result.held
+ * 1) is recorded as the success statements' are, told once recorded;
+ * jr_held_recorded stands for jr_pending_recorded then: the row deleted,
+ * its end told and the worker told to drop them; the row left for its
+ * lines (a wait's mark, jr_result.lines_wanted), the job kept and the
+ * worker asked for them. jr_held_send sends the words queued, a frame a
+ * worker (one gone: the success recorded without its lines).
+ * jr_held_reply takes the lines a worker sent (held 2; takes mem): the
+ * success recorded with them. jr_held_free at the master's end. */
+void jr_held_recorded(master *m, pending *p);
+void jr_held_send(master *m);
+void jr_held_reply(master *m, wk *w, jr_result *res, void *mem);
+void jr_held_free(master *m);
 
 /* otlp.c: the span export. jr_otlp_new returns NULL when c sets no
  * tracing.endpoint (err untouched) or, err set, when it cannot start.

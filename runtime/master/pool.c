@@ -532,6 +532,10 @@ jr_pool_result(master *m, wk *w, jr_reader *r)
     int bad = jr_frame_get_result(r, &res, &mem, &err) < 0, kept = 0;
     int at = bad ? -1 : jr_pool_index(w, res.id);
 
+    if (!bad && res.held == 2) {    /* lines asked for (heldlines.c) */
+        jr_held_reply(m, w, &res, mem);
+        return;
+    }
     if (!bad && JR_RESULT_RUNS_ON(res.kind) && at >= 0) {
         if (res.kind == JR_PROGRESS)
             jr_log(JR_LOG_DEBUG, "job %lld progress %g/%g",
@@ -561,8 +565,9 @@ jr_pool_result(master *m, wk *w, jr_reader *r)
     res.secs = secs;                /* the attempt history's */
     res.worker = w->id;
     if (!snooze_limit(m, w, j, &res, mem)) {
-        if (res.kind == JR_DONE && res.nsql > 0) {
-            /* its statements may still fail it: told once recorded */
+        if (res.kind == JR_DONE && (res.nsql > 0 || res.held == 1)) {
+            /* its statements may still fail it, its row stay for its
+             * lines (heldlines.c): told once recorded */
             kept = jr_pending_job(m, &res, mem, j, secs);
         } else {
             jr_pool_outcome(m, j, &res, secs);

@@ -208,6 +208,7 @@ jr_frame_put_job(jr_buf *b, const jr_job *j)
     jr_put_str(b, j->waits);
     jr_put_str(b, j->trace);
     jr_put_str(b, j->key);
+    jr_put_u8(b, j->deletable != 0);
     jr_frame_end(b, start);
 }
 
@@ -252,6 +253,7 @@ jr_frame_get_job(jr_reader *r, jr_err *err)
     size_t lt, lk;
     const char *trace = jr_get_str(r, &lt);
     const char *key = jr_get_str(r, &lk);
+    int deletable = jr_get_u8(r) == 1;
     char nbuf[129], qbuf[129], *pbuf = NULL, *sbuf = NULL, *wbuf = NULL;
     char tbuf[JR_TRACEPARENT_LEN + JR_TRACESTATE_MAX + 2];
     char kbuf[JR_KEY_MAX + 1];
@@ -316,6 +318,7 @@ jr_frame_get_job(jr_reader *r, jr_err *err)
     j->priority = priority;
     j->run_at = run_at;
     j->created_at = created_at;
+    j->deletable = deletable;
     return j;
 }
 
@@ -393,6 +396,8 @@ jr_frame_put_result(jr_buf *b, const jr_result *res)
     }
     if (res->kind != JR_PROGRESS && res->kind != JR_STEP)
         jr_put_strn(b, res->logs, res->logs_len);
+    if (res->kind == JR_DONE)
+        jr_put_u8(b, (unsigned)res->held);
     jr_frame_end(b, start);
 }
 
@@ -502,7 +507,8 @@ jr_frame_get_result(jr_reader *r, jr_result *res, void **mem, jr_err *err)
     int i;
 
     memset(res, 0, sizeof *res);
-    *mem = malloc(maxpush * sizeof *pushes + body + 16 + JR_SQL_ERR_MAX + 129);
+    *mem = malloc(maxpush * sizeof *pushes + body + 17 + JR_SQL_ERR_MAX +
+                  129);
     if (*mem == NULL)
         return jr_fail(err, JR_ENOMEM, "out of memory decoding a result");
     pushes = *mem;
@@ -561,6 +567,16 @@ jr_frame_get_result(jr_reader *r, jr_result *res, void **mem, jr_err *err)
     if (res->kind != JR_PROGRESS && res->kind != JR_STEP &&
         get_logs(r, res, &arena) < 0)
         return jr_fail(err, JR_EPROTO, "malformed result frame (logs)");
+    if (res->kind == JR_DONE) {     /* its lines held in the worker? */
+        res->held = (int)jr_get_u8(r);
+        if (res->held > 2 || (res->held != 0 && (n > 0 ||
+                                                 res->nsql > 0)))
+            r->bad = 1;
+        if (res->held == 1) {       /* the backend's byte (job.h) */
+            res->lines_wanted = (unsigned char *)arena;
+            *arena++ = 0;
+        }
+    }
     if (r->bad)
         return jr_fail(err, JR_EPROTO, "malformed result frame");
     if ((res->kind == JR_RETRY || res->kind == JR_DEAD) && res->error == NULL)

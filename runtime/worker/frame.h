@@ -28,8 +28,13 @@ enum {
                            committed */
     JR_F_HANDBACK,      /* master -> worker: the runner stops or reloads:
                            hand jobs back at their next checkpoint */
-    JR_F_SPANS          /* worker -> master: finished spans to export
+    JR_F_SPANS,         /* worker -> master: finished spans to export
                            (OTLP/JSON Span objects, comma-separated) */
+    JR_F_LINES          /* master -> worker: what became of successes
+                           whose lines it holds (jr_result.held): an i32
+                           count, then each one's i64 id and u8 want (1:
+                           the row stayed, send the lines as a result of
+                           held 2; 0: drop them) */
 };
 
 /* Writing (into util.h's jr_buf: its oom set means the frame is unusable): jr_frame_begin, then puts, then jr_frame_end fills the length. */

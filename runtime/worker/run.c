@@ -19,6 +19,7 @@
 #include "config/config.h"
 #include "lua/json.h"
 #include "lua/jsondec.h"
+#include "lua/jrloglazy.h"
 #include "base/jsontext.h"
 #include "base/retry.h"
 #include "worker/worker_int.h"
@@ -489,6 +490,8 @@ jr_run_job(worker *w, const jr_job *j, jr_result *res)
     w->ctx.durable_steps = w->info->durable_steps >= 0 ?
                            w->info->durable_steps : w->set.durable_steps;
     w->progress_sent = 0;
+    if (!w->info->keep_output)  /* its lines wait as their arguments */
+        jr_jrlog_lazy_begin(&w->ctx, L);
     jr_memlimit_clear(&w->mem);
     w->mem.enforce = 1;
     /* results waiting for company go out before a job that may be long
@@ -517,9 +520,22 @@ jr_run_job(worker *w, const jr_job *j, jr_result *res)
         put_progress(w);        /* the last value is always recorded */
     jr_wsteps_end(w, &w->ctx);  /* so is the steps' list */
     w->ctx.job = NULL;
+    if (rc == LUA_OK && jr_jrlog_lazy_check(w->err, sizeof w->err) < 0) {
+        lua_pop(L, 1);          /* a line's bad field fails the attempt */
+        lua_pushstring(L, w->err);
+        rc = LUA_ERRRUN;
+    }
     outcome(w, j, rc, timeout, res);
     if (w->info->keep_output)
         jr_capture_end(w);
+    /* a success the master deletes holds its lines until it says whether
+     * the row stayed (jrloglazy.c) */
+    res->held = jr_jrlog_lazy_end(&w->ctx, j->id, j->attempt,
+                                  j->deletable && res->kind == JR_DONE &&
+                                  res->result == NULL &&
+                                  res->error == NULL &&
+                                  res->npushes == 0 && res->nsql == 0 &&
+                                  !w->recycle);
     res->logs = jr_jrlog_entry(&w->ctx, j->attempt, &res->logs_len);
     lua_settop(L, top);                              /* (nothing) */
 }

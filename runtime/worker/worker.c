@@ -26,6 +26,7 @@
 #include "base/log.h"
 #include "lua/script.h"
 #include "base/util.h"
+#include "lua/jrloglazy.h"
 #include "worker/worker_int.h"
 
 static int
@@ -131,8 +132,12 @@ handle_frame(worker *w, const char *data, int more)
     size_t from;
     int type = jr_frame_open(&r, data);
 
-    if (type == JR_F_STOP)
-        return 1;
+    if (type == JR_F_STOP) {    /* held lines wait for the master's word */
+        w->stop_asked = jr_jrlog_lazy_held() > 0;
+        return !w->stop_asked;
+    }
+    if (type == JR_F_LINES)
+        return jr_wlines_frame(w, &r);
     if (type == JR_F_STEPOK || type == JR_F_HANDBACK)
         return jr_wsteps_frame(w, type, &r);
     if (type == JR_F_CANCEL) {  /* a coroutine job's, or one that ended */

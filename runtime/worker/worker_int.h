@@ -74,7 +74,15 @@ typedef struct worker {
     jr_buf      sealed_push;    /* the last success's pushes' payloads */
     int         cancel_frames;  /* a CANCEL frame may be among those read
                                  * (run.c: jr_run_cancel_listed) */
+    int         stop_asked;     /* a STOP came while lines were held for
+                                   the master (wlines.c): exit once none */
 } worker;
+
+/* wlines.c: the master's JR_F_LINES frame in r: the lines of each
+ * success whose row stayed sent as its result (held 2), the others
+ * dropped. 1 when the worker may stop now (stop_asked, none held), 0,
+ * or -1 for a malformed frame. */
+int jr_wlines_frame(worker *w, jr_reader *r);
 
 /* A Lua thread of a job that waits on the loop: a coroutine job's own
  * thread, a branch of its jobrunner.all, or the plain job (inflight 1),
