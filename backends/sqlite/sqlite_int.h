@@ -123,6 +123,12 @@ struct jr_backend {
  * err set when the database is in trouble (the whole batch fails). */
 int  jr_sqlite_sql_run(jr_backend *b, const char *token, jr_result *r,
                        int n, jr_err *err);
+/* Runs the statements of every success of r[0..n) that has some, with
+ * no look at whose the jobs are: for a batch whose completion has just
+ * found every row still ours. Returns 0 when all of them passed, 1 when
+ * one failed (nothing of it to keep: the caller rolls the transaction
+ * back), or -1 with err set as jr_sqlite_sql_run. */
+int  jr_sqlite_sql_all(jr_backend *b, jr_result *r, int n, jr_err *err);
 /* Finalizes the handler statements kept prepared (the connection
  * closes). */
 void jr_sqlite_sql_forget(jr_backend *b);

@@ -299,6 +299,22 @@ jr_sqlite_sql_run(jr_backend *b, const char *token, jr_result *r, int n,
 }
 
 int
+jr_sqlite_sql_all(jr_backend *b, jr_result *r, int n, jr_err *err)
+{
+    int i;
+
+    for (i = 0; i < n; i++) {
+        if (r[i].kind != JR_DONE || r[i].nsql <= 0)
+            continue;
+        if (run_job(b, &r[i], err) < 0)
+            return -1;
+        if (r[i].sql_error[0] != '\0')
+            return 1;
+    }
+    return 0;
+}
+
+int
 jr_sqlite_attach(jr_backend *b, jr_err *err)
 {
     sqlite3_stmt *s = NULL;
