@@ -650,48 +650,15 @@ complete_rows(jr_backend *b, const char *token, const jr_result *r, int n,
     return applied + rc;
 }
 
-/* complete_rows with the successes' statements (sqlrun.c); results
- * without statements pay one loop. First as if every statement passes
- * (PostgreSQL does the same): the completion's own fenced writes tell
- * whether every row of the batch was still ours, and then the
- * statements run, with no look of their own at the jobs (a look a job
- * cost about as much as its INSERT). When a row was not ours or a
- * statement failed, the transaction (which holds nothing else yet: the
- * caller has just begun it) is rolled back and begun again, and the
- * statements run first, of the jobs still ours only, on a copy of the
- * results in which a success whose statement failed is a failed
- * attempt. */
+/* complete_rows, with the successes' statements when some carry any
+ * (sqlrun.c); results without statements pay one loop. */
 static int
 complete_all(jr_backend *b, const char *token, const jr_result *r, int n,
              double now, jr_err *err)
 {
-    jr_result *own;
-    int rc;
-
     if (!jr_sqlres_any(r, n))
         return complete_rows(b, token, r, n, now, err);
-    if ((own = jr_sqlres_copy(r, n)) == NULL)
-        return jr_fail(err, JR_ENOMEM, "sqlite: out of memory");
-    rc = complete_rows(b, token, r, n, now, err);
-    if (rc == n) {
-        int failed = jr_sqlite_sql_all(b, own, n, err);
-        if (failed <= 0) {
-            free(own);
-            return failed < 0 ? -1 : rc;
-        }
-    }
-    if (rc >= 0) {
-        free(own);
-        jr_sqlite_rollback(b);
-        if (jr_sqlite_begin(b, err) < 0)
-            return -1;
-        if ((own = jr_sqlres_copy(r, n)) == NULL)
-            return jr_fail(err, JR_ENOMEM, "sqlite: out of memory");
-        rc = jr_sqlite_sql_run(b, token, own, n, err) < 0 ? -1 :
-             complete_rows(b, token, own, n, now, err);
-    }
-    free(own);
-    return rc;
+    return jr_sqlite_sql_complete(b, token, r, n, now, complete_rows, err);
 }
 
 int
