@@ -94,6 +94,38 @@ for _, backend in ipairs(jr.backends()) do
       assert.equal(0, env:stop())
     end)
 
+    it("runs no statement of a job no longer the runner's; the others ending with it apply", function()
+      local t = ledger(env)
+      -- four jobs held at a gate end together; one's row is taken from
+      -- the runner meanwhile: its completion is fenced off, and so are
+      -- its statements, where the others' commit
+      env:script("gate", ([[
+        local jobrunner = require "jobrunner"
+        return function(job)
+          local dir = os.getenv("PWD")
+          local f = assert(io.open(dir .. "/in." .. job.id, "w"))
+          f:write("in")
+          f:close()
+          while not io.open(dir .. "/go") do jobrunner.sleep(0.02) end
+          jobrunner.sql("INSERT INTO %s (job, s) VALUES ($1, 'gate')", job.id)
+        end]]):format(t))
+      env:config("concurrency = 4")
+      env:start()
+      local ids = {}
+      for i = 1, 4 do ids[i] = env:push("gate") end
+      for i = 1, 4 do jr.wait_file(env.dir .. "/in." .. ids[i]) end
+      env:exec("UPDATE jobs SET locked_by = 'elsewhere' WHERE id = " .. ids[2])
+      local go = assert(io.open(env.dir .. "/go", "w"))
+      go:close()
+      jr.wait_for(function() return #rows(env, t) >= 3 end)
+      assert.equal(0, env:stop())   -- every result recorded before it exits
+      local got = rows(env, t)
+      assert.same({ ids[1], ids[3], ids[4] }, { got[1].job, got[2].job, got[3].job })
+      local j = env:job(ids[2])
+      assert.equal("running", j.state)
+      assert.equal("elsewhere", j.locked_by)
+    end)
+
     it("retries a job whose statement failed, and applies it once it passes", function()
       local t = ledger(env)
       env:script("pay", ([[

@@ -713,24 +713,15 @@ complete_rows(jr_backend *b, const char *token, const jr_result *r, int n,
     return applied + rc;
 }
 
-/* complete_rows, after the successes' statements ran (sqlrun.c) on a
- * copy of the results in which a success whose statement failed is a
- * failed attempt; results without statements pay one loop. */
+/* complete_rows, with the successes' statements when some carry any
+ * (sqlrun.c); results without statements pay one loop. */
 static int
 complete_all(jr_backend *b, const char *token, const jr_result *r, int n,
              double now, jr_err *err)
 {
-    jr_result *own;
-    int rc;
-
     if (!jr_sqlres_any(r, n))
         return complete_rows(b, token, r, n, now, err);
-    if ((own = jr_sqlres_copy(r, n)) == NULL)
-        return jr_fail(err, JR_ENOMEM, "sqlite: out of memory");
-    rc = jr_sqlite_sql_run(b, token, own, n, err) < 0 ? -1 :
-         complete_rows(b, token, own, n, now, err);
-    free(own);
-    return rc;
+    return jr_sqlite_sql_complete(b, token, r, n, now, complete_rows, err);
 }
 
 int

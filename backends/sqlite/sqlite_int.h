@@ -117,12 +117,21 @@ struct jr_backend {
 
 /* ---- sqlrun.c: a job's jobrunner.sql statements ---- */
 
-/* Runs the statements of the successes of r[0..n) still held by token,
- * each job's in a savepoint; a success whose statement failed becomes
- * the failed attempt its sql_kind says (sqlres.h). Returns 0, or -1 with
- * err set when the database is in trouble (the whole batch fails). */
-int  jr_sqlite_sql_run(jr_backend *b, const char *token, jr_result *r,
-                       int n, jr_err *err);
+/* How a batch's rows are recorded (complete.c's complete_rows): how
+ * many were still ours, or -1 with err set. */
+typedef int (*jr_sqlite_rows_fn)(jr_backend *b, const char *token,
+                                 const jr_result *r, int n, double now,
+                                 jr_err *err);
+
+/* Records r[0..n), some of them successes with statements, with rows in
+ * the transaction the caller has just begun, and runs those statements
+ * in it, each job's as in a savepoint of its own; a success whose
+ * statement failed is recorded as the failed attempt its sql_kind says
+ * (sqlres.h). Returns what rows returned, or -1 with err set when the
+ * database is in trouble (the whole batch fails). */
+int  jr_sqlite_sql_complete(jr_backend *b, const char *token,
+                            const jr_result *r, int n, double now,
+                            jr_sqlite_rows_fn rows, jr_err *err);
 /* Finalizes the handler statements kept prepared (the connection
  * closes). */
 void jr_sqlite_sql_forget(jr_backend *b);

@@ -138,12 +138,19 @@ list_params(lua_State *L, int idx)
 static int
 jrsql_sql(lua_State *L)
 {
-    jr_jobctx *ctx = jr_jrlib_job(L, "sql");
-    size_t start = ctx->sql.len;
-    int nsql = ctx->nsql, top = lua_gettop(L), k, n, np;
+    /* the context from an upvalue, as jobrunner.log's: the registry's
+     * look was 270 instructions a call */
+    jr_jobctx *ctx = jr_jrlib_ctx_of(L, lua_touserdata(L,
+                                                       lua_upvalueindex(1)));
+    size_t start;
+    int nsql, top = lua_gettop(L), k, n, np;
     const char *bad;
     char why[300];
 
+    if (ctx == NULL)
+        return luaL_error(L, "jobrunner.sql: called outside a running job");
+    start = ctx->sql.len;
+    nsql = ctx->nsql;
     if (lua_type(L, 1) != LUA_TTABLE) {
         if ((bad = add(L, ctx, 1, top - 1, why, sizeof why)) != NULL)
             return luaL_error(L, "jobrunner.sql: statement %d: %s",
@@ -267,7 +274,8 @@ jr_jrsql_close(void)
 void
 jr_jrsql_register(lua_State *L)                      /* M */
 {
-    lua_pushcfunction(L, jrsql_sql);                 /* M f */
+    jr_jrlib_push_ctx(L);                            /* M ctx */
+    lua_pushcclosure(L, jrsql_sql, 1);               /* M f */
     lua_setfield(L, -2, "sql");                      /* M */
     lua_pushcfunction(L, jrsql_query);               /* M f */
     lua_setfield(L, -2, "query");                    /* M */
