@@ -92,6 +92,17 @@ jr_jrlog_lazy_begin(jr_jobctx *ctx, lua_State *L)
     on = ctx;
 }
 
+/* why = err and the line it is of: its fields are read after the call,
+ * where no position of the call is at hand, so the message names it. */
+static void
+blame(char *why, size_t size, const char *err, const char *msg, size_t len)
+{
+    int n = len > 40 ? 40 : (int)len;
+
+    snprintf(why, size, "%s (of the line '%.*s%s', its fields read after "
+             "the call)", err, n, msg, len > 40 ? "..." : "");
+}
+
 /* Makes pairs from.. from + n - 1 into log's lines. A table that is the
  * line before's is read once. A line whose fields are not a flat table
  * is not kept: -1, the first one's error in why; else 0. */
@@ -121,7 +132,7 @@ make(jr_joblog *log, int from, int n, char *why, size_t size)
         }
         if (bad) {
             if (why[0] == '\0')
-                snprintf(why, size, "%s", err);
+                blame(why, size, err, msg, len);
             continue;
         }
         log->when = at[k].at >> 2;
@@ -151,7 +162,7 @@ jr_jrlog_lazy_add(lua_State *L, jr_jobctx *ctx, int level, int top)
 void
 jr_jrlog_lazy_flush(lua_State *L, jr_jobctx *ctx)
 {
-    char why[160];
+    char why[256];
     int rc;
 
     if (ctx == NULL || ctx != on || nlines == first)
@@ -208,8 +219,15 @@ jr_jrlog_lazy_check(char *why, size_t size)
     for (k = first; k < nlines; k++) {
         if (at[k].t == NULL || at[k].t == last)
             continue;           /* none, or the table just checked */
-        if (flat(2 * k + 2, why, size) < 0)
+        if (flat(2 * k + 2, why, size) < 0) {
+            char err[160];
+            size_t len;
+            const char *msg = lua_tolstring(T, 2 * k + 1, &len);
+
+            snprintf(err, sizeof err, "%s", why);
+            blame(why, size, err, msg, len);
             return -1;
+        }
         last = at[k].t;
     }
     return 0;
@@ -218,7 +236,7 @@ jr_jrlog_lazy_check(char *why, size_t size)
 int
 jr_jrlog_lazy_end(jr_jobctx *ctx, int64_t id, int attempt, int hold)
 {
-    char why[160];
+    char why[256];
     int n = nlines - first;
     held *p;
 
@@ -280,7 +298,7 @@ const char *
 jr_jrlog_lazy_lines(int64_t id, size_t *len)
 {
     held *h = find(id);
-    char why[160];
+    char why[256];
 
     *len = 0;
     if (h == NULL)
