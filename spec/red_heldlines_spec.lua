@@ -4,7 +4,8 @@
 -- handlers, on each backend: fields whose metatables or later changes
 -- misbehave fail only their job, with its id; a flood of lines keeps the
 -- cap and the tail; a failed statement keeps the lines of the attempt it
--- failed; a worker killed around a held success loses no job.
+-- failed; a worker killed around a held success loses no job; a
+-- statement reading its own job's row finds it gone on both engines.
 local jr = require "jr"
 local cjson = require "cjson"
 
@@ -219,6 +220,32 @@ end]])
       assert.truthy(ls:find("mark" .. b .. "%.%d"), ls)
       local c = env:push("die", ('{"mark": "%s"}'):format(mark))
       jr.wait_for(function() return env:job(c) == nil end, 60, "c done")
+      assert.equal(0, env:stop())
+    end)
+
+    it("lets a statement that reads its own job's row see what each engine documents", function()
+      local t
+      if backend == "postgres" then
+        jr.psql("CREATE SCHEMA IF NOT EXISTS " .. env.schema)
+        jr.psql("CREATE TABLE " .. env.schema .. ".seen (job bigint, n bigint)")
+        t = env.schema .. ".seen"
+      else
+        env:exec("CREATE TABLE seen (job INTEGER, n INTEGER)")
+        t = "seen"
+      end
+      local jobs = backend == "postgres" and env.schema .. ".jobs" or "jobs"
+      env:script("own", ([[
+local jobrunner = require "jobrunner"
+return function(job)
+  jobrunner.sql("INSERT INTO %s (job, n) SELECT $1, count(*) FROM %s WHERE id = $1", job.id)
+end]]):format(t, jobs))
+      env:start()
+      local a = env:push("own", "{}")
+      jr.wait_for(function() return env:job(a) == nil end, 60, "a done")
+      local rows = env:query("SELECT n FROM " .. t)
+      -- both engines alike: the deleted success's row is gone when they run
+      assert.equal(1, #rows)
+      assert.equal(0, tonumber(rows[1].n))
       assert.equal(0, env:stop())
     end)
   end)
