@@ -165,7 +165,7 @@ end]])
         env:exec("CREATE TABLE t (k TEXT PRIMARY KEY)")
         t = "t"
       end
-      env:config('defaults = { max_retries = 1, backoff = 0 }, log = { echo = false }, concurrency = 1')
+      env:config('defaults = { max_retries = 1, backoff = 0 }, log = { echo = false }, concurrency = 2')
       env:script("retry", ([[
 local jobrunner = require "jobrunner"
 return function(job)
@@ -181,6 +181,7 @@ end]]):format(t))
       local a = env:push("retry", "{}", "--result-ttl", "1h")
       local b = env:push("retry", '{"sql": true}')
       local c = env:push("retry", "{}")
+      for _ = 1, 4 do env:push("retry", "{}") end
       local ra = ended(env, a)
       local rb = ended(env, b)
       assert.equal("completed", ra.state)
@@ -193,7 +194,8 @@ end]]):format(t))
       assert.equal(2, #lb, cjson.encode(lb))
       assert.truthy(all_msgs(lb[1]):find("try attempt=1", 1, true), cjson.encode(lb))
       assert.truthy(all_msgs(lb[2]):find("try attempt=2", 1, true), cjson.encode(lb))
-      jr.wait_for(function() return env:job(c) == nil end, 60, "c deleted")
+      jr.wait_for(function() return tonumber(env:count()) == 2 end, 60, "the others deleted")
+      assert.is_nil(env:job(c))
       assert.equal(0, env:stop())
     end)
 
@@ -247,6 +249,75 @@ end]]):format(t, jobs))
       assert.equal(1, #rows)
       assert.equal(0, tonumber(rows[1].n))
       assert.equal(0, env:stop())
+    end)
+
+    it("answers a wait on a held success while the worker runs its next job", function()
+      env:config('concurrency = 1, log = { echo = false }')
+      env:script("shared", [[
+local jobrunner = require "jobrunner"
+local F = {}        -- careless: one fields table for every line
+return function(job)
+  F.user = job.payload.user .. "-start"
+  while not io.open(job.payload.go) do os.execute("sleep 0.05") end
+  jobrunner.log("info", "hi", F)
+  F.user = job.payload.user .. "-end"
+end]])
+      local go1, go2 = env.dir .. "/go1", env.dir .. "/go2"
+      local a = env:push("shared", ('{"go": "%s", "user": "a"}'):format(go1))
+      local b = env:push("shared", ('{"go": "%s", "user": "b"}'):format(go2))
+      env:start()
+      env:wait_state(a, "running", 30)
+      local read = jr.wait_bg(env, tostring(a), "--timeout", "120")
+      jr.wait_for(function()
+        local rows = env:query(("SELECT count(*) AS n FROM jobs WHERE id = %d" ..
+          " AND result_ttl IS NOT NULL"):format(a))
+        return tonumber(rows[1].n) == 1
+      end, 30, "the wait's mark")
+      assert.is_nil(io.open(go2))
+      assert(io.open(go1, "w")):close()
+      env:wait_state(b, "running", 30)
+      local row = jr.wait_for(function()
+        local r = env:job(a)
+        return r and r.state == "completed" and r
+      end, 20, "a completed while b runs")
+      assert(io.open(go2, "w")):close()
+      local out, err, code = read()
+      assert.equal(0, code, out .. err)
+      local lines = runs(env, a)
+      assert.equal("hi user=a-end", lines[1].lines[1].msg)
+      assert.is_truthy(row)
+      assert.equal(0, env:stop())
+    end)
+
+    it("keeps and shows the lines of a success whose wait began as it ended, across a reload", function()
+      env:config('concurrency = 1, log = { echo = false }')
+      env:script("edge", [[
+local jobrunner = require "jobrunner"
+return function(job)
+  jobrunner.log("info", "edge", {n = job.payload.n})
+  while not io.open(job.payload.go) do os.execute("sleep 0.01") end
+  jobrunner.log("info", "edge end", {n = job.payload.n})
+end]])
+      local p = env:start()
+      for n = 1, 4 do
+        local go = env.dir .. "/go" .. n
+        local id = env:push("edge", ('{"go": "%s", "n": %d}'):format(go, n))
+        env:wait_state(id, "running", 30)
+        if n == 3 then env:signal("HUP", p) end
+        assert(io.open(go, "w")):close()
+        local read = jr.wait_bg(env, tostring(id), "--timeout", "60")
+        local out, err, code = read()
+        if code == 0 then
+          assert.truthy(out:find(id .. " completed", 1, true), out)
+          local r = runs(env, id)
+          assert.equal(("info edge n=%d\ninfo edge end n=%d"):format(n, n), all_msgs(r[1]))
+        else
+          assert.equal(6, code, out .. err)           -- gone: its end came first
+          assert.truthy(out:find(id .. " gone", 1, true), out)
+        end
+      end
+      assert.equal(0, env:stop())
+      assert.is_nil(env:log():find("not recorded", 1, true))
     end)
   end)
 end
