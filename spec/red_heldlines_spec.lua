@@ -4,7 +4,8 @@
 -- handlers, on each backend: fields whose metatables or later changes
 -- misbehave fail only their job, with its id; a flood of lines keeps the
 -- cap and the tail; a failed statement keeps the lines of the attempt it
--- failed; a worker killed around a held success loses no job; a
+-- failed; a worker killed around a held success loses no job; a stop
+-- waits for the lines a wait kept, and records that success; a
 -- statement reading its own job's row finds it gone on both engines.
 local jr = require "jr"
 local cjson = require "cjson"
@@ -318,6 +319,92 @@ end]])
       end
       assert.equal(0, env:stop())
       assert.is_nil(env:log():find("not recorded", 1, true))
+    end)
+
+    it("deletes a held success across a reload, and stops with a wait on held lines", function()
+      env:config('concurrency = 1, shutdown_timeout = 30, log = { echo = false }')
+      env:script("slow", [[
+local jobrunner = require "jobrunner"
+return function(job)
+  jobrunner.log("info", "slow", {n = job.payload.n})
+  while not io.open(job.payload.go) do os.execute("sleep 0.02") end
+end]])
+      local p = env:start()
+      local go1, go2 = env.dir .. "/go1", env.dir .. "/go2"
+      local a = env:push("slow", ('{"go": "%s", "n": 1}'):format(go1))
+      env:wait_state(a, "running", 30)
+      -- a reload's retention does not apply (settings are read at start):
+      -- the success held by the old generation's worker is deleted
+      env:config('concurrency = 1, shutdown_timeout = 30, log = { echo = false }, ' ..
+                 'retention = { completed = "1h" }')
+      env:signal("HUP", p)
+      jr.wait_for(function() return env:log(p):find("reload[:e][d ]") end, 30, "reload done")
+      assert(io.open(go1, "w")):close()
+      jr.wait_for(function() return env:job(a) == nil end, 30, "a deleted")
+      -- a wait on b; b ends while c runs; a stop then
+      local b = env:push("slow", ('{"go": "%s", "n": 2}'):format(go2))
+      local c = env:push("slow", ('{"go": "%s", "n": 3}'):format(go2))
+      env:wait_state(b, "running", 30)
+      local read = jr.wait_bg(env, tostring(b), "--timeout", "60")
+      jr.wait_for(function()
+        local rows = env:query(("SELECT count(*) AS n FROM jobs WHERE id = %d" ..
+          " AND result_ttl IS NOT NULL"):format(b))
+        return tonumber(rows[1].n) == 1
+      end, 30, "the wait's mark")
+      assert(io.open(go2, "w")):close()
+      assert.equal(0, env:stop(nil, p, 60))        -- one SIGTERM: a drain
+      local out, err, code = read()
+      assert.equal(0, code, out .. err .. env:log(p))
+      assert.truthy(out:find(b .. " completed", 1, true), out)
+      local rc = env:job(c)                          -- c ran to its end or waits
+      assert.is_truthy(rc == nil or rc.state == "queued", c)
+      assert.equal(1, #runs(env, b), env:log(p))
+      assert.equal("info slow n=2", all_msgs(runs(env, b)[1]))
+    end)
+
+    it("waits at a stop for a held success not yet recorded, and stores its lines", function()
+      env:config('concurrency = 1, shutdown_timeout = 60, log = { echo = false }')
+      env:script("slow", [[
+local jobrunner = require "jobrunner"
+return function(job)
+  jobrunner.log("info", "slow", {n = job.payload.n})
+  while not io.open(job.payload.go) do os.execute("sleep 0.02") end
+  local e = io.open(job.payload.go .. ".ended", "w"); e:write("x"); e:close()
+end]])
+      local p = env:start()
+      local go = env.dir .. "/go"
+      local b = env:push("slow", ('{"go": "%s", "n": 2}'):format(go))
+      env:wait_state(b, "running", 30)
+      local read = jr.wait_bg(env, tostring(b), "--timeout", "60")
+      jr.wait_for(function()
+        local rows = env:query(("SELECT count(*) AS n FROM jobs WHERE id = %d" ..
+          " AND result_ttl IS NOT NULL"):format(b))
+        return tonumber(rows[1].n) == 1
+      end, 30, "the wait's mark")
+      -- another session holds the write lock: b's success cannot be recorded
+      local rel, locked = env.dir .. "/release", env.dir .. "/locked"
+      local hold = ("\\! echo x > %s\n\\! while [ ! -e %s ]; do sleep 0.05; done\nCOMMIT;\n"):format(locked, rel)
+      local cmd
+      if backend == "postgres" then
+        hold = ("BEGIN;\nLOCK TABLE %s.jobs IN EXCLUSIVE MODE;\n"):format(env.schema) .. hold
+        cmd = ("psql -q %s"):format(jr.quote(jr.pg_url))
+      else
+        hold = "BEGIN IMMEDIATE;\n" .. hold:gsub("\\!", ".shell")
+        cmd = "sqlite3 " .. jr.quote(env:sqlite_path())
+      end
+      local f = io.open(env.dir .. "/hold.sql", "w"); f:write(hold); f:close()
+      os.execute(("%s < %s >%s/hold.out 2>&1 &"):format(cmd, jr.quote(env.dir .. "/hold.sql"), env.dir))
+      jr.wait_file(locked, 30)
+      assert(io.open(go, "w")):close()
+      jr.wait_file(go .. ".ended", 30)
+      env:signal("TERM", p)
+      jr.wait_for(function() return env:log(p):find("shutting down", 1, true) end, 30, "the stop")
+      assert(io.open(rel, "w")):close()
+      jr.wait_for(function() return not env:alive(p) end, 90, "runner exit")
+      local out, err, code = read()
+      assert.equal(0, code, out .. err .. env:log(p))
+      assert.truthy(out:find(b .. " completed", 1, true), out)
+      assert.equal("info slow n=2", all_msgs(runs(env, b)[1]))
     end)
   end)
 end

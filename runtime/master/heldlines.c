@@ -67,7 +67,8 @@ room(void *pp, int n, int *cap, size_t size)
 /* Records the success of job (owned; its seconds secs) without lines:
  * its worker is gone with them. */
 static void
-without_lines(master *m, int64_t id, jr_job *job, double secs)
+without_lines(master *m, int64_t id, jr_job *job, double secs,
+              const char *why)
 {
     jr_result r;
 
@@ -75,9 +76,8 @@ without_lines(master *m, int64_t id, jr_job *job, double secs)
     r.id = id;
     r.kind = JR_DONE;
     r.secs = secs;
-    jr_log(JR_LOG_WARN, "job %lld: its worker left before it sent the "
-           "lines of its kept success; recorded without them",
-           (long long)id);
+    jr_log(JR_LOG_WARN, "job %lld: %s before it sent the lines of its "
+           "kept success; recorded without them", (long long)id, why);
     m->flow_ended = job->flow != 0;
     if (!jr_pending_job(m, &r, NULL, job, secs))
         free(job);
@@ -94,7 +94,8 @@ jr_held_recorded(master *m, pending *p)
         jr_log(JR_LOG_ERROR, "job %lld: out of memory keeping the word on "
                "its lines", (long long)p->r.id);
         if (want) {             /* its row stays running: recorded bare */
-            without_lines(m, p->r.id, p->job, p->secs);
+            without_lines(m, p->r.id, p->job, p->secs,
+                          "out of memory");
             p->job = NULL;
         } else {
             jr_pending_recorded(m, p);
@@ -166,7 +167,7 @@ jr_held_send(master *m)
                 q->w[k].sent = 1;
                 if (q->w[k].want && (at = asked_at(q, q->w[k].id)) >= 0) {
                     without_lines(m, q->a[at].id, q->a[at].job,
-                                  q->a[at].secs);
+                                  q->a[at].secs, "its worker left");
                     unask(q, at);
                 }
             }
@@ -213,6 +214,32 @@ jr_held_reply(master *m, wk *w, jr_result *res, void *mem)
     if (!jr_pending_job(m, res, mem, a.job, a.secs))
         free(a.job);
     jr_master_kick(m);
+}
+
+int
+jr_held_asked(const master *m)
+{
+    int i, n = m->held != NULL ? m->held->na : 0;
+
+    for (i = 0; i < m->nres; i++)       /* a held success not recorded */
+        n += m->res[i].r.held == 1;
+    for (i = 0; i < m->ninflight; i++)
+        n += m->inflight[i].r.held == 1;
+    return n;
+}
+
+void
+jr_held_abandon(master *m)
+{
+    struct jr_heldq *q = m->held;
+    int i;
+
+    if (q == NULL)
+        return;
+    for (i = 0; i < q->na; i++)
+        without_lines(m, q->a[i].id, q->a[i].job, q->a[i].secs,
+                      "the runner stopped");
+    q->na = 0;
 }
 
 void

@@ -135,7 +135,8 @@ on_tick(evutil_socket_t fd, short what, void *arg)
     (void)what;
     jr_death_deadlines(m, now);
     jr_pool_starved(m, now);
-    if (m->stopping && (jr_pool_busy(m) == 0 || now > m->stop_deadline))
+    if (m->stopping && ((jr_pool_busy(m) == 0 && jr_held_asked(m) == 0) ||
+                        now > m->stop_deadline))
         event_base_loopbreak(m->base);
     jr_pool_idle(m, now);
     jr_service_tick(m, now);
@@ -470,6 +471,7 @@ finish(master *m)
     stop_workers(m);
     while ((j = jr_claimq_pop(m)) != NULL)
         jr_claimq_release(m, j);
+    jr_held_abandon(m);
     if (m->nres > 0 && jr_claimq_flush(m) < 0)
         jr_log(JR_LOG_ERROR, "%d results could not be recorded; their "
                "leases will requeue the jobs", m->nres);

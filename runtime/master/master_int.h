@@ -241,7 +241,13 @@ struct master {
  * worker asked for them. jr_held_send sends the words queued, a frame a
  * worker (one gone: the success recorded without its lines).
  * jr_held_reply takes the lines a worker sent (held 2; takes mem): the
- * success recorded with them. jr_held_free at the master's end. */
+ * success recorded with them. jr_held_asked: how many successes whose
+ * lines are held are not recorded yet or wait for their lines (a stop
+ * waits for them as for a running job).
+ * jr_held_abandon, at the end of a stop: those left are recorded without
+ * their lines. jr_held_free at the master's end. */
+int jr_held_asked(const master *m);
+void jr_held_abandon(master *m);
 void jr_held_recorded(master *m, pending *p);
 void jr_held_send(master *m);
 void jr_held_reply(master *m, wk *w, jr_result *res, void *mem);
