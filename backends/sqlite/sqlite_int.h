@@ -482,6 +482,18 @@ int  jr_sqlite_aged_candidates(jr_backend *b, double aging,
     "json_insert(CASE WHEN json_array_length(logs) >= " \
     JR_SQLITE_STR(JR_LOGS_KEPT) " THEN json_remove(logs, '$[0]')" \
     " ELSE coalesce(logs, '[]') END, '$[#]', json(" n "))"
+/* complete.c, lease.c: a failed attempt joins the job's history
+ * (schema.sql, migration 12): the newest JR_ATTEMPTS_KEPT entries, oldest
+ * first. SET expressions see the row as it was: attempts is this
+ * attempt's number (counted at claim). */
+#define JR_SQLITE_ATTEMPT_LOG(err, at, dur, runner, worker, gen) \
+    " attempt_log = json_insert(CASE WHEN json_array_length(attempt_log)" \
+    "  >= " JR_SQLITE_STR(JR_ATTEMPTS_KEPT) \
+    " THEN json_remove(attempt_log, '$[0]')" \
+    "  ELSE coalesce(attempt_log, '[]') END, '$[#]', json_object(" \
+    "  'attempt', attempts, 'error', " err ", 'at', " at "," \
+    "  'duration', " dur ", 'runner', " runner ", 'worker', " worker "," \
+    "  'generation', " gen ")),"
 /* The runs' logs of r[0..n) but the successes', each with its job while
  * it is still token's, before the results end them: one statement a job
  * that logged. 0 or -1. */
