@@ -530,7 +530,7 @@ held_left(jr_backend *b, const char *token, const jr_result *r, int n,
             continue;
         if (p != ids + 1)
             *p++ = ',';
-        p += jr_sqlite_put_id(p, r[i].id);
+        p += jr_put_int64(p, r[i].id);
     }
     strcpy(p, "]");
     return k;
@@ -627,7 +627,7 @@ complete_rows(jr_backend *b, const char *token, const jr_result *r, int n,
         if (ids != NULL && plain_done(b, &r[i])) {
             if (p != ids + 1)
                 *p++ = ',';
-            p += jr_sqlite_put_id(p, r[i].id);
+            p += jr_put_int64(p, r[i].id);
             continue;
         }
         if ((rc = complete_one(b, token, &r[i], r + n, now, err)) < 0) {

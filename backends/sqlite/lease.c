@@ -64,7 +64,7 @@ ids_json(const int64_t *ids, int n)
     for (i = 0; i < n; i++) {
         if (i)
             *p++ = ',';
-        p += jr_sqlite_put_id(p, ids[i]);
+        p += jr_put_int64(p, ids[i]);
     }
     strcpy(p, "]");
     return t;

@@ -165,26 +165,6 @@ jr_sqlite_stmt(jr_backend *b, const char *const *text, jr_err *err)
     return s;
 }
 
-/* Writes id v in decimal at p (at most 20 characters, no NUL); returns
- * how many. The id lists of the claim and the completion (json_each's
- * arrays): sprintf's "%lld" cost about 900 instructions a job there. */
-static inline int
-jr_sqlite_put_id(char *p, int64_t v)
-{
-    char tmp[20];
-    uint64_t u = v < 0 ? 0 - (uint64_t)v : (uint64_t)v;
-    int n = 0, k = 0;
-
-    do
-        tmp[n++] = (char)('0' + u % 10);
-    while ((u /= 10) != 0);
-    if (v < 0)
-        p[k++] = '-';
-    while (n > 0)
-        p[k++] = tmp[--n];
-    return k;
-}
-
 /* Runs a statement that returns no rows. Returns changes or -1. */
 static inline int
 run(jr_backend *b, sqlite3_stmt *s, jr_err *err, const char *what)
