@@ -225,6 +225,7 @@ JR_BACKEND_OPS(JR_PG_OP)
 
 /* claim.c */
 jr_job *jr_pg_row_job(const PGresult *res, int r);
+int jr_pg_row_jobs(const PGresult *res, jr_job **out, jr_err *err);
 int jr_pg_claim_arrays(const jr_claim_spec *spec, jr_buf *a, jr_err *err);
 void jr_pg_fair_order(const PGresult *res, jr_job **out, int n);
 int jr_pg_claim_stmt(jr_backend *b, const char *token, double lease,
