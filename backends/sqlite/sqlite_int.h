@@ -16,6 +16,7 @@
 #include <sqlite3.h>
 
 #include "backend.h"
+#include "fairpick.h"
 #include "limitpick.h"
 #include "stmtmap.h"
 
@@ -88,10 +89,8 @@ struct jr_backend {
                                  * (sequence.c: the next is one DELETE) */
     int           fair_named;   /* with fair_seen: a name has weights of
                                  * its own (fairname.c) */
-    uint64_t      fair_wseen[16]; /* fair limits (queue, path, weights,
-                                 * default) recorded by this connection,
-                                 * hashed (fair.c) */
-    int           fair_nwseen;
+    jr_fair_seen  fair_wseen;   /* fair limits recorded by this
+                                 * connection (fair.c) */
 };
 
 /* A job's key in its name's fair scope, in an UPDATE of jobs: NAME,
