@@ -154,3 +154,40 @@ jr_fair_names_add(const char *name, void *arg)
     snprintf(t->name[t->n++], sizeof t->name[0], "%.128s", name);
     return 0;
 }
+
+uint64_t
+jr_fair_limit_hash(const jr_limit *f)
+{
+    uint64_t h = 14695981039346656037u;
+    const char *p[3] = { f->scope, f->fair_path, f->fair_weights };
+    const unsigned char *c;
+    char def[32];
+    int i;
+
+    snprintf(def, sizeof def, "%.17g", f->fair_default);
+    for (i = 0; i < 4; i++) {
+        for (c = (const unsigned char *)(i < 3 ? p[i] : def); c && *c; c++)
+            h = (h ^ *c) * 1099511628211u;
+        h = (h ^ 0xff) * 1099511628211u;
+    }
+    return h;
+}
+
+int
+jr_fair_seen_has(const jr_fair_seen *s, uint64_t h)
+{
+    int i;
+
+    for (i = 0; i < s->n; i++)
+        if (s->h[i] == h)
+            return 1;
+    return 0;
+}
+
+void
+jr_fair_seen_add(jr_fair_seen *s, uint64_t h)
+{
+    if (s->n == (int)(sizeof s->h / sizeof s->h[0]))
+        s->n = 0;
+    s->h[s->n++] = h;
+}

@@ -4,11 +4,13 @@
  * 1/weight to its pass; the key with the lowest pass goes next; a key
  * that was idle starts from the queue's clock, so it banks no turns).
  * Pure C, no database: the engines read the keys and write the passes
- * back in the claim's transaction. */
+ * back in the claim's transaction. Uses limit.h. */
 #ifndef JR_FAIRPICK_H
 #define JR_FAIRPICK_H
 
 #include <stdint.h>
+
+#include "base/limit.h"
 
 typedef struct jr_fair_key {
     double  weight;             /* > 0 */
@@ -37,6 +39,21 @@ int    jr_fair_order(jr_fair_key *k, int nk, double clock, int max,
  * them, not behind the turns one key took alone. */
 double jr_fair_after(const jr_fair_key *k, int nk, const int *planned,
                      double clock);
+
+/* The fair limits (queue, path, weights, default) an engine's connection
+ * recorded in the database (its fair_paths), hashed: each is written
+ * once a connection and again when it changes (jobrunner.limits.set
+ * from a hook). */
+typedef struct jr_fair_seen {
+    uint64_t h[16];
+    int      n;
+} jr_fair_seen;
+/* The hash of fair limit f's queue, path, weights and default. */
+uint64_t jr_fair_limit_hash(const jr_limit *f);
+/* Whether h is in s. */
+int      jr_fair_seen_has(const jr_fair_seen *s, uint64_t h);
+/* Adds h to s; a full s starts again empty. */
+void     jr_fair_seen_add(jr_fair_seen *s, uint64_t h);
 
 /* Top keys of a fair queue for stats and /metrics: the JR_FAIR_TOP with
  * most ready jobs, of how many keys have some, and each one's share of

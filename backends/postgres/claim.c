@@ -70,6 +70,23 @@ jr_pg_row_job(const PGresult *res, int r)
     return j;
 }
 
+/* The claimed rows of res as new jobs into out (freed with free()): the
+ * count, or -1 out of memory (none left in out). */
+int
+jr_pg_row_jobs(const PGresult *res, jr_job **out, jr_err *err)
+{
+    int i, n = PQntuples(res);
+
+    for (i = 0; i < n; i++)
+        if ((out[i] = jr_pg_row_job(res, i)) == NULL) {
+            while (i-- > 0)
+                free(out[i]);
+            return jr_fail(err, JR_ENOMEM, "postgres: claiming %d jobs: "
+                           "out of memory", n);
+        }
+    return n;
+}
+
 /* Undoes a claim the caller could not take (out of memory). */
 static const pg_stmt st_unclaim = {"jr_unclaim", 2,
     "UPDATE {{schema}}.jobs SET state = 'queued',"
@@ -416,14 +433,11 @@ fair_claim(jr_backend *b, const char *const *params, const jr_limit *f,
         b->fair_busy = 100;
         return -2;
     }
+    if (jr_pg_row_jobs(res, out, err) < 0) {
+        PQclear(res);
+        return -1;
+    }
     for (i = 0; i < n; i++) {
-        if ((out[i] = jr_pg_row_job(res, i)) == NULL) {
-            while (i-- > 0)
-                free(out[i]);
-            PQclear(res);
-            return jr_fail(err, JR_ENOMEM, "postgres: claiming %d jobs: "
-                           "out of memory", n);
-        }
         out[i]->fair_weight = strtod(PQgetvalue(res, i, 14), NULL);
         if (!(out[i]->fair_weight > 0))
             out[i]->fair_weight = 1;
@@ -496,16 +510,10 @@ jr_pg_claim_stmt(jr_backend *b, const char *token, double lease,
         free(a[i].p);
     if (res == NULL)
         return -1;
-    n = PQntuples(res);
-    for (i = 0; i < n; i++) {
-        if ((out[i] = jr_pg_row_job(res, i)) == NULL) {
-            while (i-- > 0)
-                free(out[i]);
-            jr_pg_unclaim(b, token, res);
-            PQclear(res);
-            return jr_fail(err, JR_ENOMEM, "postgres: claiming %d jobs: "
-                           "out of memory", n);
-        }
+    if ((n = jr_pg_row_jobs(res, out, err)) < 0) {
+        jr_pg_unclaim(b, token, res);
+        PQclear(res);
+        return -1;
     }
     if (one) {
         qsort(out, (size_t)n, sizeof *out, jr_claimed_cmp);

@@ -257,27 +257,13 @@ retag(jr_backend *b, const char *queue, int cw, const char *weights,
 static int
 weights_seen(jr_backend *b, const jr_limit *f, jr_err *err)
 {
-    uint64_t h = 14695981039346656037u;
-    const char *p[3] = { f->scope, f->fair_path, f->fair_weights };
-    const unsigned char *c;
-    char def[32];
-    int i;
+    uint64_t h = jr_fair_limit_hash(f);
 
-    snprintf(def, sizeof def, "%.17g", f->fair_default);
-    for (i = 0; i < 4; i++) {
-        for (c = (const unsigned char *)(i < 3 ? p[i] : def); c && *c; c++)
-            h = (h ^ *c) * 1099511628211u;
-        h = (h ^ 0xff) * 1099511628211u;
-    }
-    for (i = 0; i < b->fair_nwseen; i++)
-        if (b->fair_wseen[i] == h)
-            return 0;
+    if (jr_fair_seen_has(&b->fair_wseen, h))
+        return 0;
     if (jr_pg_fair_paths(b, f, 1, err) < 0)
         return -1;
-    if (b->fair_nwseen == (int)(sizeof b->fair_wseen /
-                                sizeof b->fair_wseen[0]))
-        b->fair_nwseen = 0;
-    b->fair_wseen[b->fair_nwseen++] = h;
+    jr_fair_seen_add(&b->fair_wseen, h);
     return 0;
 }
 

@@ -409,20 +409,15 @@ lim_claim_ids(jr_backend *b, const char *token, double lease,
     char slease[32];
     const char *params[3] = {token, slease, ids};
     PGresult *res;
-    int i, n;
+    int n;
 
     snprintf(slease, sizeof slease, "%.17g", lease);
     if ((res = jr_pg_run(b, &st_lim_claim, params, "claiming jobs", err)) == NULL)
         return -1;
-    n = PQntuples(res);
-    for (i = 0; i < n; i++)
-        if ((out[i] = jr_pg_row_job(res, i)) == NULL) {
-            while (i-- > 0)
-                free(out[i]);
-            PQclear(res);
-            return jr_fail(err, JR_ENOMEM, "postgres: claiming %d jobs: "
-                           "out of memory", n);
-        }
+    if ((n = jr_pg_row_jobs(res, out, err)) < 0) {
+        PQclear(res);
+        return -1;
+    }
     jr_pg_fair_order(res, out, n);
     PQclear(res);
     return n;

@@ -13,6 +13,7 @@
 #include <libpq-fe.h>
 
 #include "backend.h"
+#include "fairpick.h"
 #include "stmtmap.h"
 #include "base/util.h"
 
@@ -105,10 +106,8 @@ struct jr_backend {
     int         seq_seen;       /* the last batch of successes had jobs of
                                    a sequence with one behind them
                                    (sequence.c: the next is one DELETE) */
-    uint64_t    fair_wseen[16]; /* fair limits (queue, path, weights,
-                                   default) recorded by this connection,
-                                   hashed (fair.c) */
-    int         fair_nwseen;
+    jr_fair_seen fair_wseen;    /* fair limits recorded by this
+                                   connection (fair.c) */
     unsigned    fair_busy;      /* claims left before a fair queue's own
                                    claim (jr_pg_fair_claim) is tried
                                    again (other queues had work) */
@@ -225,6 +224,7 @@ JR_BACKEND_OPS(JR_PG_OP)
 
 /* claim.c */
 jr_job *jr_pg_row_job(const PGresult *res, int r);
+int jr_pg_row_jobs(const PGresult *res, jr_job **out, jr_err *err);
 int jr_pg_claim_arrays(const jr_claim_spec *spec, jr_buf *a, jr_err *err);
 void jr_pg_fair_order(const PGresult *res, jr_job **out, int n);
 int jr_pg_claim_stmt(jr_backend *b, const char *token, double lease,

@@ -86,27 +86,6 @@ ours(jr_backend *b, const char *token, const jr_result *r, int n,
     return i;
 }
 
-/* v in decimal into buf (32 bytes): snprintf's "%lld" cost a
- * parameter about 740 instructions, most of what the runner spent on a
- * statement of one integer beside its share of the pipeline. */
-static const char *
-int_text(int64_t v, char *buf)
-{
-    char tmp[20];
-    uint64_t u = v < 0 ? 0 - (uint64_t)v : (uint64_t)v;
-    int n = 0, k = 0;
-
-    do
-        tmp[n++] = (char)('0' + u % 10);
-    while ((u /= 10) != 0);
-    if (v < 0)
-        buf[k++] = '-';
-    while (n > 0)
-        buf[k++] = tmp[--n];
-    buf[k] = '\0';
-    return buf;
-}
-
 /* One parameter as text (into buf, 32 bytes, or borrowed from v), NULL
  * for NULL. */
 static const char *
@@ -114,7 +93,8 @@ param_text(const jr_sqlval *v, char *buf, size_t size)
 {
     switch (v->type) {
     case JR_SQLV_INT:
-        return int_text(v->i, buf);
+        buf[jr_put_int64(buf, v->i)] = '\0';
+        return buf;
     case JR_SQLV_FLOAT:
         snprintf(buf, size, "%.17g", v->f);
         return buf;

@@ -315,7 +315,7 @@ ids_json(const candidate *c, jr_job *const *jobs, int n)
     for (i = 0; i < n; i++) {
         if (i)
             *p++ = ',';
-        p += jr_sqlite_put_id(p, c ? c[i].id : jobs[i]->id);
+        p += jr_put_int64(p, c ? c[i].id : jobs[i]->id);
     }
     *p++ = ']';
     *p = '\0';

@@ -2,9 +2,8 @@
  * kept completed, retried, dead, snoozed, released, expired, cancelled,
  * its progress), fenced by the runner's token so a job taken over by
  * another runner is left alone; a batch of results with the next claim
- * in one transaction; lease renewal, and the rescue of jobs whose lease
- * ran out (their runner lost). Uses sqlite_int.h; push.c for the jobs a
- * success pushes, claim.c for the claim. */
+ * in one transaction. Uses sqlite_int.h; push.c for the jobs a success
+ * pushes, claim.c for the claim; lease.c renews and rescues leases. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -13,11 +12,6 @@
 #include "sqlite/sqlite_int.h"
 #include "base/util.h"
 #include "sqlres.h"
-
-struct idl {
-    int64_t *v;
-    int      n;
-};
 
 /* A requeue (retry, snooze, release, rescue) of a job whose cancel was
  * requested ends it cancelled instead. */
@@ -30,29 +24,17 @@ struct idl {
  * false, for a job without one). */
 #define PAST_DEADLINE "deadline_at <= ?3 + ?4"
 
-#define STR_(x) #x
-#define STR(x) STR_(x)
-/* A failed attempt joins the job's history (schema.sql, migration 12):
- * the newest JR_ATTEMPTS_KEPT entries, oldest first. SET expressions see
- * the row as it was: attempts is this attempt's number (counted at
- * claim). */
-#define ATTEMPT_LOG(err, at, dur, runner, worker, gen) \
-    " attempt_log = json_insert(CASE WHEN json_array_length(attempt_log)" \
-    "  >= " STR(JR_ATTEMPTS_KEPT) " THEN json_remove(attempt_log, '$[0]')" \
-    "  ELSE coalesce(attempt_log, '[]') END, '$[#]', json_object(" \
-    "  'attempt', attempts, 'error', " err ", 'at', " at "," \
-    "  'duration', " dur ", 'runner', " runner ", 'worker', " worker "," \
-    "  'generation', " gen ")),"
 /* ?7 the attempt's seconds, ?8 its worker (NULL: not known) */
-#define FAILED_ATTEMPT ATTEMPT_LOG("?5", "?3", "?7", "?2", "?8", "?6")
+#define FAILED_ATTEMPT \
+    JR_SQLITE_ATTEMPT_LOG("?5", "?3", "?7", "?2", "?8", "?6")
 
 /* The file's statements: slots of sql_text[] (sqlite_int.h); the _P
  * ones, made from the others' text without RETURNING, are for jobs
  * without a flow bit. */
-enum { S_DONE, S_DONE_FLOW, S_RESCUE_FLOW, S_DONE_MANY, S_KEEP, S_KEEP_MANY,
+enum { S_DONE, S_DONE_FLOW, S_DONE_MANY, S_KEEP, S_KEEP_MANY,
        S_KEEP_P, S_RETRY_P, S_DEAD_P, S_SNOOZE_P, S_RELEASE_P, S_EXPIRED_P,
        S_CANCELLED_P, S_RETRY, S_DEAD, S_SNOOZE, S_RELEASE, S_EXPIRED,
-       S_CANCELLED, S_PROGRESS, S_RENEW, S_RESCUE, S_STEP, S_WAIT, S_WAIT_P,
+       S_CANCELLED, S_PROGRESS, S_STEP, S_WAIT, S_WAIT_P,
        S_WAIT_READY, S_KEPT_SQL, S_HELD_LEFT, S_COUNT };
 
 static const char *const sql_text[S_COUNT] = {
@@ -165,31 +147,6 @@ static const char *const sql_text[S_COUNT] = {
     [S_STEP] =
         "UPDATE jobs SET steps = ?3"
         " WHERE id = ?1 AND state = 'running' AND locked_by = ?2",
-    [S_RENEW] =
-        "UPDATE jobs SET locked_until = ?2"
-        " WHERE state = 'running' AND locked_by = ?1"
-        " AND id IN (SELECT value FROM json_each(?3))",
-    /* the rescue's cancels of jobs with a flow bit, settled after it */
-    [S_RESCUE_FLOW] =
-        "SELECT id FROM jobs WHERE state = 'running' AND locked_until < ?1"
-        " AND cancel_requested = 1 AND flow <> 0",
-    /* the lost attempt joins the history: its runner was the lease's,
-     * its worker and generation are not known */
-    [S_RESCUE] =
-        "UPDATE jobs SET"
-        ATTEMPT_LOG("CASE WHEN cancel_requested"
-                    " THEN 'cancelled: lease expired: runner lost'"
-                    " ELSE 'lease expired: runner lost' END", "?1",
-                    "CASE WHEN started_at > 0 THEN ?1 - started_at END",
-                    "locked_by", "NULL", "NULL")
-        " state = CASE WHEN cancel_requested THEN 'cancelled' ELSE 'queued'"
-        "  END, fair_tag = NULL,"
-        " finished_at = CASE WHEN cancel_requested THEN ?1 END,"
-        " last_error = CASE WHEN cancel_requested"
-        "  THEN 'cancelled: lease expired: runner lost'"
-        "  ELSE 'lease expired: runner lost' END,"
-        " locked_by = NULL, locked_until = NULL, updated_at = ?1"
-        " WHERE state = 'running' AND locked_until < ?1",
     /* a wait (schema.sql, migration 16): waiting until signal ?5 or
      * date ?4 (NULL: none), the attempt not counted; ?7 the path of the
      * record the wait keeps for later attempts (its deadline or wake),
@@ -573,7 +530,7 @@ held_left(jr_backend *b, const char *token, const jr_result *r, int n,
             continue;
         if (p != ids + 1)
             *p++ = ',';
-        p += jr_sqlite_put_id(p, r[i].id);
+        p += jr_put_int64(p, r[i].id);
     }
     strcpy(p, "]");
     return k;
@@ -670,7 +627,7 @@ complete_rows(jr_backend *b, const char *token, const jr_result *r, int n,
         if (ids != NULL && plain_done(b, &r[i])) {
             if (p != ids + 1)
                 *p++ = ',';
-            p += jr_sqlite_put_id(p, r[i].id);
+            p += jr_put_int64(p, r[i].id);
             continue;
         }
         if ((rc = complete_one(b, token, &r[i], r + n, now, err)) < 0) {
@@ -765,99 +722,4 @@ jr_sqlite_complete_claim(jr_backend *b, const char *token,
         return -1;
     }
     return jr_sqlite_commit_claimed(b, out, n, err);
-}
-
-/* The ids as a JSON array, for json_each (malloc'd; NULL: no memory). */
-static char *
-ids_json(const int64_t *ids, int n)
-{
-    char *t = malloc((size_t)n * 21 + 3), *p = t;
-    int i;
-
-    if (t == NULL)
-        return NULL;
-    *p++ = '[';
-    for (i = 0; i < n; i++) {
-        if (i)
-            *p++ = ',';
-        p += jr_sqlite_put_id(p, ids[i]);
-    }
-    strcpy(p, "]");
-    return t;
-}
-
-int
-jr_sqlite_renew(jr_backend *b, const char *token, double lease,
-                const int64_t *ids, int n, jr_err *err)
-{
-    sqlite3_stmt *s;
-    char *list;
-    int rc;
-
-    if (n <= 0)
-        return 0;
-    if ((list = ids_json(ids, n)) == NULL)
-        return jr_fail(err, JR_ENOMEM, "sqlite: renewing leases: out of memory");
-    if (jr_sqlite_begin(b, err) < 0) {
-        free(list);
-        return -1;
-    }
-    if ((s = stmt(b, S_RENEW, err)) == NULL) {
-        free(list);
-        return jr_sqlite_write_end(b, -1, err);
-    }
-    bind_text(s, 1, token);
-    sqlite3_bind_double(s, 2, jr_now() + lease);
-    sqlite3_bind_text(s, 3, list, -1, SQLITE_TRANSIENT);
-    rc = jr_sqlite_write_end(b, run(b, s, err, "renewing leases"), err);
-    free(list);
-    return rc;
-}
-
-/* The ids the rescue will cancel that have a flow bit, into l. */
-static int
-rescue_flow(jr_backend *b, double now, struct idl *l, jr_err *err)
-{
-    sqlite3_stmt *s = stmt(b, S_RESCUE_FLOW, err);
-    int64_t *grown;
-    int rc;
-
-    if (s == NULL)
-        return -1;
-    sqlite3_bind_double(s, 1, now);
-    while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
-        if ((grown = realloc(l->v, (size_t)(l->n + 1) * sizeof *grown))
-            == NULL) {
-            sqlite3_reset(s);
-            return jr_fail(err, JR_ENOMEM, "sqlite: out of memory");
-        }
-        (l->v = grown)[l->n++] = sqlite3_column_int64(s, 0);
-    }
-    sqlite3_reset(s);
-    return rc == SQLITE_DONE ? 0 : jr_sqlite_fail(b, err, "rescuing jobs");
-}
-
-int
-jr_sqlite_rescue(jr_backend *b, jr_err *err)
-{
-    sqlite3_stmt *s = NULL;
-    struct idl l = {NULL, 0};
-    double now = jr_now();
-    int i, rc;
-
-    if (jr_sqlite_begin(b, err) < 0)
-        return -1;
-    rc = rescue_flow(b, now, &l, err);
-    if (rc == 0 && (s = stmt(b, S_RESCUE, err)) == NULL)
-        rc = -1;
-    if (rc == 0) {
-        sqlite3_bind_double(s, 1, now);
-        rc = run(b, s, err, "requeueing expired leases");
-    }
-    for (i = 0; rc >= 0 && i < l.n; i++)
-        if (jr_sqlite_flow_settle(b, l.v[i], "cancelled", NULL, now,
-                                  err) < 0)
-            rc = -1;
-    free(l.v);
-    return jr_sqlite_write_end(b, rc, err);
 }

@@ -298,7 +298,7 @@ edges_end(jr_backend *b, const int64_t *v, int n, char *js, jr_err *err)
     for (i = 0; i < n; i++) {
         if (i > 0)
             *p++ = ',';
-        p += jr_sqlite_put_id(p, v[2 * i + 1]);
+        p += jr_put_int64(p, v[2 * i + 1]);
     }
     strcpy(p, "]");
     bind_text(s, 1, js);
@@ -338,7 +338,7 @@ next_all(jr_backend *b, const int64_t *kids, int n, char *js, double now,
         if (k - i == 1) {
             if (p != js + 1)
                 *p++ = ',';
-            p += jr_sqlite_put_id(p, kids[i]);
+            p += jr_put_int64(p, kids[i]);
             continue;
         }
         snprintf(one, sizeof one, "[%lld]", (long long)kids[i]);

@@ -16,6 +16,7 @@
 #include <sqlite3.h>
 
 #include "backend.h"
+#include "fairpick.h"
 #include "limitpick.h"
 #include "stmtmap.h"
 
@@ -88,10 +89,8 @@ struct jr_backend {
                                  * (sequence.c: the next is one DELETE) */
     int           fair_named;   /* with fair_seen: a name has weights of
                                  * its own (fairname.c) */
-    uint64_t      fair_wseen[16]; /* fair limits (queue, path, weights,
-                                 * default) recorded by this connection,
-                                 * hashed (fair.c) */
-    int           fair_nwseen;
+    jr_fair_seen  fair_wseen;   /* fair limits recorded by this
+                                 * connection (fair.c) */
 };
 
 /* A job's key in its name's fair scope, in an UPDATE of jobs: NAME,
@@ -163,26 +162,6 @@ jr_sqlite_stmt(jr_backend *b, const char *const *text, jr_err *err)
     sqlite3_reset(s);
     sqlite3_clear_bindings(s);
     return s;
-}
-
-/* Writes id v in decimal at p (at most 20 characters, no NUL); returns
- * how many. The id lists of the claim and the completion (json_each's
- * arrays): sprintf's "%lld" cost about 900 instructions a job there. */
-static inline int
-jr_sqlite_put_id(char *p, int64_t v)
-{
-    char tmp[20];
-    uint64_t u = v < 0 ? 0 - (uint64_t)v : (uint64_t)v;
-    int n = 0, k = 0;
-
-    do
-        tmp[n++] = (char)('0' + u % 10);
-    while ((u /= 10) != 0);
-    if (v < 0)
-        p[k++] = '-';
-    while (n > 0)
-        p[k++] = tmp[--n];
-    return k;
 }
 
 /* Runs a statement that returns no rows. Returns changes or -1. */
@@ -482,6 +461,18 @@ int  jr_sqlite_aged_candidates(jr_backend *b, double aging,
     "json_insert(CASE WHEN json_array_length(logs) >= " \
     JR_SQLITE_STR(JR_LOGS_KEPT) " THEN json_remove(logs, '$[0]')" \
     " ELSE coalesce(logs, '[]') END, '$[#]', json(" n "))"
+/* complete.c, lease.c: a failed attempt joins the job's history
+ * (schema.sql, migration 12): the newest JR_ATTEMPTS_KEPT entries, oldest
+ * first. SET expressions see the row as it was: attempts is this
+ * attempt's number (counted at claim). */
+#define JR_SQLITE_ATTEMPT_LOG(err, at, dur, runner, worker, gen) \
+    " attempt_log = json_insert(CASE WHEN json_array_length(attempt_log)" \
+    "  >= " JR_SQLITE_STR(JR_ATTEMPTS_KEPT) \
+    " THEN json_remove(attempt_log, '$[0]')" \
+    "  ELSE coalesce(attempt_log, '[]') END, '$[#]', json_object(" \
+    "  'attempt', attempts, 'error', " err ", 'at', " at "," \
+    "  'duration', " dur ", 'runner', " runner ", 'worker', " worker "," \
+    "  'generation', " gen ")),"
 /* The runs' logs of r[0..n) but the successes', each with its job while
  * it is still token's, before the results end them: one statement a job
  * that logged. 0 or -1. */

@@ -5,6 +5,7 @@
 #define JR_UTIL_H
 
 #include <stddef.h>
+#include <stdint.h>
 #include <stdio.h>
 
 #include "base/err.h"
@@ -19,6 +20,25 @@ int  jr_parse_time(const char *s, const char *what, double *out, jr_err *err);
 /* Parses a whole decimal int in [lo, hi]. */
 int  jr_parse_int(const char *s, const char *what, long lo, long hi,
                   long *out, jr_err *err);
+/* Writes v in decimal at p (at most 20 characters, no NUL); returns how
+ * many. For the engines' id lists and integer parameters, where
+ * printf's "%lld" cost 740 to 900 instructions a number. */
+static inline int
+jr_put_int64(char *p, int64_t v)
+{
+    char tmp[20];
+    uint64_t u = v < 0 ? 0 - (uint64_t)v : (uint64_t)v;
+    int n = 0, k = 0;
+
+    do
+        tmp[n++] = (char)('0' + u % 10);
+    while ((u /= 10) != 0);
+    if (v < 0)
+        p[k++] = '-';
+    while (n > 0)
+        p[k++] = tmp[--n];
+    return k;
+}
 /* Writes s as a JSON string literal, quotes included (NULL as null),
  * escaped by jr_jsontext_escape_char; a byte that is not UTF-8 as
  * U+FFFD. */

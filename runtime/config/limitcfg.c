@@ -1,7 +1,8 @@
 /* limitcfg.c - the config's `limits` table: per job name or queue, a global
  * and a per-key concurrency cap and rate, and the payload path a job's
  * limit key comes from. Reading and checking only: the claim enforces
- * them (backends/limitpick.c), the master keeps them (limitsrun.c). */
+ * them (backends/limitpick.c), the master keeps them (limitsrun.c). Uses
+ * hfair.h for a fair table's path and weights, checked as a handler's. */
 #include <ctype.h>
 #include <math.h>
 #include <stdio.h>
@@ -12,8 +13,8 @@
 #include <lua.h>
 
 #include "base/job.h"
-#include "base/jsontext.h"
 #include "config/limitcfg.h"
+#include "lua/hfair.h"
 #include "lua/luaopts.h"
 #include "base/util.h"
 
@@ -111,14 +112,9 @@ path_value(lua_State *L, char **out, char *what, size_t whatsz)
 {
     size_t n = 0;
     const char *s = lua_type(L, -1) == LUA_TSTRING ? lua_tolstring(L, -1,
-                    &n) : NULL, *p;
-    int ok = s && strncmp(s, "payload.", 8) == 0 && n <= 200 &&
-             strlen(s) == n;                         /* no NUL inside */
+                    &n) : NULL;
 
-    for (p = ok ? s + 8 : "", ok = ok && *p; ok && *p; p++)
-        ok = isalnum((unsigned char)*p) || *p == '_' || *p == '-' ||
-             (*p == '.' && p[1] != '.' && p[1] != '\0' && p[-1] != '.');
-    if (!ok) {
+    if (!jr_hfair_path_ok(s, n)) {
         snprintf(what, whatsz, "must be a payload path such as "
                  "\"payload.account_id\" (fields of letters, digits, _ and "
                  "-, joined by dots; 200 bytes at most)");
@@ -128,82 +124,41 @@ path_value(lua_State *L, char **out, char *what, size_t whatsz)
     return (*out = strdup(s + 8)) ? 0 : -1;
 }
 
-/* Appends s as a JSON string to b (keys are checked: no control bytes). */
-static void
-buf_str(jr_buf *b, const char *s)
-{
-    jr_buf_put(b, "\"", 1);
-    for (; *s; s++) {
-        if (*s == '"' || *s == '\\')
-            jr_buf_put(b, "\\", 1);
-        jr_buf_put(b, s, 1);
-    }
-    jr_buf_put(b, "\"", 1);
-}
-
 /* The weights table at the top of L ({ key = weight }) as a JSON object
- * into a new *out.  [-0, +0, m] */
+ * into a new *out (hfair.c's jr_hfair_weights, as a handler's).
+ * [-0, +0, m] */
 static int
 weights_value(lua_State *L, char **out, const char *sub, char *key,
               size_t keysz, char *what, size_t whatsz)
 {
-    jr_buf b = {0};
-    const char *k, *p;
-    char num[40];
-    double w;
-    size_t kn = 0, u;
-    int n = 0;
+    const char *k;
+    char *json = NULL;
+    int rc = jr_hfair_weights(L, 0, &json, &k);
 
     snprintf(key, keysz, "%s.fair.weights", sub);
-    if (!lua_istable(L, -1)) {
+    if (k != NULL)
+        snprintf(key, keysz, "%s.fair.weights.%s", sub, k);
+    switch (rc) {
+    case 0:
+        free(*out);
+        *out = json;
+        return 0;
+    case JR_HFAIR_TABLE:
         snprintf(what, whatsz, "must be a table such as { acme = 4 }, got "
                  "%s", luaL_typename(L, -1));
         return -1;
-    }
-    jr_buf_put(&b, "{", 1);
-    lua_pushnil(L);                                  /* w nil */
-    while (lua_next(L, -2)) {                        /* w k v */
-        k = lua_type(L, -2) == LUA_TSTRING ? lua_tolstring(L, -2, &kn) :
-            NULL;
-        /* a key as a payload can hold it: UTF-8 (PostgreSQL's text
-         * refuses anything else, and the claim reads the weights), no
-         * control byte, no NUL (C would cut the key short there) */
-        for (p = k, u = 1; p && u && p < k + kn && (unsigned char)*p >= 0x20;
-             p += u)
-            u = jr_jsontext_utf8_len((const unsigned char *)p,
-                                     kn - (size_t)(p - k));
-        w = lua_type(L, -1) == LUA_TNUMBER ? lua_tonumber(L, -1) : -1;
-        if (k == NULL || p != k + kn || kn == 0 || kn > 256) {
-            snprintf(what, whatsz, "keys must be UTF-8 strings of 1 to 256 "
-                     "bytes without control characters (a fair key as the "
-                     "payload holds it)");
-            lua_pop(L, 2);
-            jr_buf_free(&b);
-            return -1;
-        }
-        snprintf(key, keysz, "%s.fair.weights.%s", sub, k);
-        if (!(w >= 1 && w <= 1000)) {
-            snprintf(what, whatsz, "must be a number from 1 to 1000");
-            lua_pop(L, 2);
-            jr_buf_free(&b);
-            return -1;
-        }
-        if (n++)
-            jr_buf_put(&b, ",", 1);
-        buf_str(&b, k);
-        snprintf(num, sizeof num, ":%.17g", w);
-        jr_buf_put(&b, num, strlen(num));
-        lua_pop(L, 1);                               /* w k */
-    }
-    jr_buf_put(&b, "}", 2);                          /* and its NUL */
-    if (b.oom) {
-        jr_buf_free(&b);
+    case JR_HFAIR_KEY:
+        snprintf(what, whatsz, "keys must be UTF-8 strings of 1 to 256 "
+                 "bytes without control characters (a fair key as the "
+                 "payload holds it)");
+        return -1;
+    case JR_HFAIR_WEIGHT:
+        snprintf(what, whatsz, "must be a number from 1 to 1000");
+        return -1;
+    default:
         snprintf(what, whatsz, "out of memory");
         return -1;
     }
-    free(*out);
-    *out = b.p;
-    return 0;
 }
 
 /* The fair table at the top of L ({ key = "payload.f", weights = {...},

@@ -60,38 +60,32 @@ key_ok(const char *k, size_t kn)
     return p == k + kn && kn > 0 && kn <= 256;
 }
 
-/* The weights table on top as a JSON object into *out. NULL, or what is
- * wrong.  [-0, +0, m] */
-static const char *
-weights(lua_State *L, char **out)
+int
+jr_hfair_weights(lua_State *L, int integers, char **out, const char **key)
 {
     jr_buf b = {0};
-    const char *k, *bad = NULL;
+    const char *k;
     char num[40];
     size_t kn = 0;
-    int n = 0;
+    int n = 0, bad = 0;
 
-    if (!lua_istable(L, -1)) {
-        snprintf(msg, sizeof msg, "'fair.weights' must be a table such as "
-                 "{ acme = 4 }, got %s", luaL_typename(L, -1));
-        return msg;
-    }
+    *key = NULL;
+    if (!lua_istable(L, -1))
+        return JR_HFAIR_TABLE;
     jr_buf_put(&b, "{", 1);
     lua_pushnil(L);                                  /* w nil */
     while (lua_next(L, -2)) {                        /* w k v */
         k = lua_type(L, -2) == LUA_TSTRING ? lua_tolstring(L, -2, &kn) :
             NULL;
         if (k == NULL || !key_ok(k, kn)) {
-            snprintf(msg, sizeof msg, "'fair.weights' keys must be UTF-8 "
-                     "strings of 1 to 256 bytes without control characters "
-                     "(a fair key as the payload holds it)");
-            bad = msg;
+            bad = JR_HFAIR_KEY;
             break;
         }
-        if (!weight_ok(L, -1)) {
-            snprintf(msg, sizeof msg, "'fair.weights.%.256s' must be an "
-                     "integer from 1 to 1000", k);
-            bad = msg;
+        *key = k;
+        if (integers ? !weight_ok(L, -1) :
+            !(lua_type(L, -1) == LUA_TNUMBER && lua_tonumber(L, -1) >= 1 &&
+              lua_tonumber(L, -1) <= 1000)) {
+            bad = JR_HFAIR_WEIGHT;
             break;
         }
         if (n++)
@@ -101,7 +95,7 @@ weights(lua_State *L, char **out)
         jr_buf_put(&b, num, strlen(num));
         lua_pop(L, 1);                               /* w k */
     }
-    if (bad != NULL) {
+    if (bad) {
         lua_pop(L, 2);                               /* w */
         jr_buf_free(&b);
         return bad;
@@ -109,10 +103,37 @@ weights(lua_State *L, char **out)
     jr_buf_put(&b, "}", 2);                          /* and its NUL */
     if (b.oom) {
         jr_buf_free(&b);
-        return "out of memory";
+        return JR_HFAIR_OOM;
     }
     *out = b.p;
-    return NULL;
+    return 0;
+}
+
+/* The weights table on top as a JSON object into *out. NULL, or what is
+ * wrong.  [-0, +0, m] */
+static const char *
+weights(lua_State *L, char **out)
+{
+    const char *k;
+
+    switch (jr_hfair_weights(L, 1, out, &k)) {
+    case 0:
+        return NULL;
+    case JR_HFAIR_TABLE:
+        snprintf(msg, sizeof msg, "'fair.weights' must be a table such as "
+                 "{ acme = 4 }, got %s", luaL_typename(L, -1));
+        return msg;
+    case JR_HFAIR_KEY:
+        return "'fair.weights' keys must be UTF-8 strings of 1 to 256 bytes "
+               "without control characters (a fair key as the payload "
+               "holds it)";
+    case JR_HFAIR_WEIGHT:
+        snprintf(msg, sizeof msg, "'fair.weights.%.256s' must be an "
+                 "integer from 1 to 1000", k);
+        return msg;
+    default:
+        return "out of memory";
+    }
 }
 
 int

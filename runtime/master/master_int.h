@@ -7,8 +7,9 @@
  *              list of services
  *   claimq.c   the local queue of claimed jobs, dispatch to workers, result
  *              buffers and the database cycle that records and claims
- *   pool.c     the worker processes: spawn, frames, results, scaling;
+ *   pool.c     the worker processes: spawn, frames, results;
  *              output.c reads their output (handler_output)
+ *   poolsize.c how many workers: counts, the target fitted, scaling
  *   death.c    worker deaths (what becomes of their jobs) and the kills
  *              at a deadline
  *   gen.c      generations of handler code: hello, probe, reload
@@ -336,7 +337,7 @@ void    jr_claimq_work(evutil_socket_t fd, short what, void *arg);
 void    jr_claimq_cycle_done(jr_cycle *c, void *arg);
 void    jr_claimq_wake(evutil_socket_t fd, short what, void *arg);
 
-/* pool.c: the workers */
+/* pool.c: the workers (poolsize.c: how many) */
 
 /* Starts a worker; NULL when it cannot (logged once per cause while it
  * fails, and jr_pool_fit retried with backoff). */
@@ -431,7 +432,7 @@ const jr_job *jr_death_running(const wk *w, double *since);
 int   jr_death_suspect(const master *m, int64_t id);
 void  jr_death_cleared(master *m, int64_t id);
 
-/* pool.c: the workers (continued) */
+/* pool.c: the workers (continued; poolsize.c: how many) */
 
 /* Retires a worker idle past idle_timeout while above the minimum. */
 void jr_pool_idle(master *m, double now);
