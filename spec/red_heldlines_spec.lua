@@ -10,6 +10,18 @@
 local jr = require "jr"
 local cjson = require "cjson"
 
+-- A table of the handlers' own, in the schema their statements reach:
+-- its name as a statement names it.
+local function app_table(env, backend, name, pg_cols, sqlite_cols)
+  if backend == "postgres" then
+    jr.psql("CREATE SCHEMA IF NOT EXISTS " .. env.schema)
+    jr.psql(("CREATE TABLE %s.%s (%s)"):format(env.schema, name, pg_cols))
+    return env.schema .. "." .. name
+  end
+  env:exec(("CREATE TABLE %s (%s)"):format(name, sqlite_cols))
+  return name
+end
+
 local function ended(env, id)
   return jr.wait_for(function()
     local r = env:job(id)
@@ -157,15 +169,8 @@ end]])
     end)
 
     it("keeps each attempt's lines under its attempt, and a failed statement's attempt keeps its lines", function()
-      local t
-      if backend == "postgres" then
-        jr.psql("CREATE SCHEMA IF NOT EXISTS " .. env.schema)
-        jr.psql("CREATE TABLE " .. env.schema .. ".t (k text PRIMARY KEY)")
-        t = env.schema .. ".t"
-      else
-        env:exec("CREATE TABLE t (k TEXT PRIMARY KEY)")
-        t = "t"
-      end
+      local t = app_table(env, backend, "t", "k text PRIMARY KEY",
+                          "k TEXT PRIMARY KEY")
       env:config('defaults = { max_retries = 1, backoff = 0 }, log = { echo = false }, concurrency = 2')
       env:script("retry", ([[
 local jobrunner = require "jobrunner"
@@ -227,15 +232,8 @@ end]])
     end)
 
     it("lets a statement that reads its own job's row see what each engine documents", function()
-      local t
-      if backend == "postgres" then
-        jr.psql("CREATE SCHEMA IF NOT EXISTS " .. env.schema)
-        jr.psql("CREATE TABLE " .. env.schema .. ".seen (job bigint, n bigint)")
-        t = env.schema .. ".seen"
-      else
-        env:exec("CREATE TABLE seen (job INTEGER, n INTEGER)")
-        t = "seen"
-      end
+      local t = app_table(env, backend, "seen", "job bigint, n bigint",
+                          "job INTEGER, n INTEGER")
       local jobs = backend == "postgres" and env.schema .. ".jobs" or "jobs"
       env:script("own", ([[
 local jobrunner = require "jobrunner"
