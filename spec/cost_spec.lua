@@ -83,7 +83,7 @@ for _, backend in ipairs(jr.backends()) do
       assert.equal(1, env:count("queued"))
       jr.write_file(env.dir .. "/gate", "")
       jr.wait_for(function() return #jr.lines(env.dir .. "/starts") == 4 end, 60, "the last started")
-      jr.wait_for(function() return env:count("queued") + env:count("running") == 0 end, 30, "drained")
+      jr.wait_for(function() return env:idle() end, 30, "drained")
     end)
 
     it("takes a handler's push's cost with its success, and fails the job for one over a bucket", function()

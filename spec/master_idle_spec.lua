@@ -35,8 +35,7 @@ for _, backend in ipairs(jr.backends()) do
       for _ = 1, N do env:push("long") end
       local base = H.start(env, "concurrency = 1, watch = false")
       local p0, c0, f0 = scrape(base)
-      jr.wait_for(function() return env:count("queued") == 0 and
-                    env:count("running") == 0 end, 60, "all done")
+      jr.wait_for(function() return env:idle() end, 60, "all done")
       local p1, c1, f1 = scrape(base)
       local ended = f1 - f0
       assert.is_true(ended >= 4, "too few jobs ended while watched: " ..
@@ -109,8 +108,7 @@ for _, backend in ipairs(jr.backends()) do
           assert(q:push("short"))
           os.execute("sleep 0.02")
         end
-        jr.wait_for(function() return env:count("queued") == 0 and
-                      env:count("running") == 0 end, 60, "all done")
+        jr.wait_for(function() return env:idle() end, 60, "all done")
       end
       feed(20)                  -- what the runner allocates once
       local f0 = minflt()
@@ -147,8 +145,7 @@ for _, backend in ipairs(jr.backends()) do
       jr.wait_for(function() return (jr.read_file(errf) or "")
                     :find("attached") end, 30, "strace attached")
       local q0 = env:count("queued")
-      jr.wait_for(function() return env:count("queued") == 0 and
-                    env:count("running") == 0 end, 60, "all done")
+      jr.wait_for(function() return env:idle() end, 60, "all done")
       os.execute("kill -INT $(cat " .. jr.quote(env.dir .. "/strace.pid") ..
                  ")")
       jr.wait_for(function() return (jr.read_file(out) or "")

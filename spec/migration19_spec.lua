@@ -78,7 +78,7 @@ for _, backend in ipairs(jr.backends()) do
       env:script("m19.t", "return function() end")
       env:start()
       jr.wait_for(function()
-        return env:count("queued") == 0 and env:count("waiting") == 0 and
+        return env:count_in("queued", "waiting") == 0 and
                env:count("running") <= 1
       end, 60, "the old jobs ran")
       assert.are.equal(0, env:stop())

@@ -60,7 +60,7 @@ for _, backend in ipairs(jr.backends()) do
       local ok2 = env:push("pay")
       jr.wait_for(function()
         local j = env:job(bad)
-        return env:count("queued") == 0 and env:count("running") == 0 and
+        return env:idle() and
                j and j.state == "dead"
       end)
       jr.wait_for(function() return #events(env) >= 5 end)

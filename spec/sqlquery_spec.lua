@@ -17,7 +17,7 @@ end
 
 local function settled(env)
   jr.wait_for(function()
-    return env:count("queued") == 0 and env:count("running") == 0
+    return env:idle()
   end)
 end
 

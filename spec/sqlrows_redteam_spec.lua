@@ -16,7 +16,7 @@ end
 
 local function drained(env)
   jr.wait_for(function()
-    return env:count("queued") == 0 and env:count("running") == 0
+    return env:idle()
   end, 60)
 end
 

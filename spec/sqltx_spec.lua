@@ -69,7 +69,7 @@ for _, backend in ipairs(jr.backends()) do
         ids[i] = env:push("pay", i == 3 and '{"bad": true}' or "{}")
       end
       local only = env:push("pay", '{"only": true}')  -- one statement, failing
-      jr.wait_for(function() return env:count("queued") == 0 and env:count("running") == 0 end)
+      jr.wait_for(function() return env:idle() end)
       local got = rows(env, t, " WHERE job <> -1")
       assert.equal(5, #got)
       for _, r in ipairs(got) do assert.is_not.equal(ids[3], r.job) end

@@ -32,7 +32,7 @@ end
 
 local function drained(env)
   jr.wait_for(function()
-    return env:count("queued") + env:count("running") + env:count("waiting") == 0
+    return env:count_in("queued", "running", "waiting") == 0
   end, 30, "drained")
 end
 

@@ -243,7 +243,7 @@ for _, backend in ipairs(jr.backends()) do
         assert.equal(201, code, body)
         ids[i] = cjson.decode(body).id
       end
-      jr.wait_for(function() return env:count("queued") == 0 and env:count("running") == 0 end,
+      jr.wait_for(function() return env:idle() end,
                   30, "jobs done")
       local dropped = jr.wait_for(function()
         local _, m = jrhttp.req(url .. "/metrics", { token = true })
@@ -262,7 +262,7 @@ for _, backend in ipairs(jr.backends()) do
       jr.sh(("curl -s -X POST --data-binary slow %s/mode"):format(base))
       local t0 = jr.now()
       for _ = 1, 10 do env:push("quick", "{}", "--queue", "default") end
-      jr.wait_for(function() return env:count("queued") == 0 and env:count("running") == 0 end,
+      jr.wait_for(function() return env:idle() end,
                   30, "jobs done with a silent collector")
       assert.truthy(jr.now() - t0 < 20)
       jr.wait_for(function()

@@ -393,6 +393,22 @@ function Env:count(state)
   return rows[1].n
 end
 
+-- Number of rows in any of the states given, read in one statement: two
+-- counts read one after the other can miss jobs that a running one
+-- pushes at its success in between (queued 0 while it runs, running 0
+-- once it has ended and before its pushes are claimed).
+function Env:count_in(...)
+  local states = {}
+  for i, s in ipairs({ ... }) do states[i] = "'" .. s .. "'" end
+  return self:query("SELECT count(*) AS n FROM jobs WHERE state IN ("
+    .. table.concat(states, ", ") .. ")")[1].n
+end
+
+-- 1 when no job is queued or running (one read; see count_in).
+function Env:idle()
+  return self:count_in("queued", "running") == 0
+end
+
 -- jobrunner stats --json, decoded.
 function Env:stats()
   local out, err, code = self:cli("stats", "--json")
