@@ -13,7 +13,8 @@
  * other sessions left (runners that stopped before vacuum_every, a bulk
  * delete): at its start and every CHECK_SECS after, the runner also asks
  * the server's count of the table's dead rows, on the same thread, and
- * vacuums when that reaches vacuum_every (vacuum_due). SQLite needs none
+ * vacuums when that reaches vacuum_every and twice the live rows
+ * (vacuum_due: a backlog of the same order is left to its own count). SQLite needs none
  * (its backend has no vacuum op). A service (service.h): owns its
  * connection and thread.
  * Uses service.h, svc.h, dbthread.h, dbcalls.h, log.h. */
@@ -69,6 +70,9 @@ done(void *arg, int ran)
         jr_log(JR_LOG_DEBUG, "vacuumed the jobs table in %.3fs%s",
                jr_mono() - v->at, v->due ? " (dead rows other sessions "
                "left)" : "");
+    else if (ran)
+        jr_log(JR_LOG_DEBUG, "the jobs table's dead rows need no vacuum "
+               "yet (under vacuum_every, or under twice its live rows)");
 }
 
 /* Its connection and thread; 0, or -1 (logged) when the database refused
