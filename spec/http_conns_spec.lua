@@ -102,6 +102,25 @@ describe("sqlite http connections:", function()
     assert.equal(0, env:stop())
   end)
 
+  it("lets a request in at once after a burst of connections reached the cap", function()
+    env:script("ok", "return function(job) end")
+    local base, port = start(env, "max_connections = 4")
+    -- one shell opens ten connections back to back: the server accepts
+    -- several in one turn of its loop, before evhttp has wrapped any
+    local fds = {}
+    for fd = 3, 12 do
+      fds[#fds + 1] = ("exec %d<>/dev/tcp/127.0.0.1/%s"):format(fd, port)
+    end
+    pids[#pids + 1] = bg(table.concat(fds, "; ") .. "; sleep 60")
+    jr.wait_for(function()
+      return env:log():find("the most http.max_connections allows", 1, true)
+    end, 20, "the cap reached")
+    -- the idle ones' deadline is 10 s away: the request comes well before
+    local code, body = H.req(base .. "/api/stats", { token = true, max_time = 5 })
+    assert.equal(200, code, body)
+    assert.equal(0, env:stop())
+  end)
+
   it("counts every connection out again, whatever way it ended (jobrunner_http_connections)", function()
     env:script("ok", "return function(job) end")
     local base, port = start(env)

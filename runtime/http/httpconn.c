@@ -319,6 +319,11 @@ init_cb(evutil_socket_t fd, short what, void *arg)
     c->evcon = evcon;
     evhttp_connection_set_closecb(evcon, conn_closed, c);
     bufferevent_decref(c->bev);
+    /* c can be closed for a waiting one now: at the cap reached by a
+     * burst of accepts (none of them wrapped yet), no watch was set, and
+     * a connection waiting would wait for an idle one's deadline */
+    if (c->o != NULL)
+        adjust(c->o);
 }
 
 /* evhttp's new connection. */

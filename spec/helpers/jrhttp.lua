@@ -26,10 +26,12 @@ function M.start(env, extra, opts)
 end
 
 -- Sends a request; returns status (number), body, headers (text).
--- opts: method, body, token (true: M.TOKEN), headers (list), type.
+-- opts: method, body, token (true: M.TOKEN), headers (list), type,
+-- max_time (curl's seconds for the whole request, default 10).
 function M.req(url, opts)
   opts = opts or {}
-  local args = { "curl", "-s", "-S", "-m", "10", "-D", "-", "-o", "-",
+  local args = { "curl", "-s", "-S", "-m", tostring(opts.max_time or 10),
+                 "-D", "-", "-o", "-",
                  "-X", opts.method or (opts.body and "POST" or "GET") }
   if opts.token then
     args[#args + 1] = "-H"
