@@ -78,7 +78,7 @@ for _, backend in ipairs(jr.backends()) do
         local out, err, code = env:cli("migrate")
         assert.are.equal(0, code, out .. err)
         assert.are.same(before, jr.job_snapshot(env))
-        assert.are.same({ { v = 36 } }, env:query("SELECT user_version AS v FROM pragma_user_version"))
+        assert.is_true(env:query("PRAGMA user_version")[1].user_version >= 36)
         assert.are.same({}, env:query("SELECT name FROM sqlite_schema WHERE name = 'jobs_sequence'"))
         -- each sequence's last job marked; the index holds the heads and those
         assert.are.same({ { id = 3 }, { id = 5 }, { id = 6 }, { id = 8 } },
