@@ -4,8 +4,9 @@
 -- row is gone since (pruned), the next push waits for the last job still
 -- waiting, not the head (on SQLite, which keeps only a sequence's head
 -- and last job in its index, jobs_seq_head, it is found by the waits'
--- edges); `jobrunner sequences` counts the jobs between; the runner
--- then runs them one at a time in push order.
+-- edges); `jobrunner sequences` counts the jobs between, also behind a
+-- job cancelled in the middle; the runner then runs them one at a time
+-- in push order.
 local jr = require "jr"
 local cjson = require "cjson"
 
@@ -74,6 +75,37 @@ for _, backend in ipairs(jr.backends()) do
       end
       assert.are.same({ 1, 2, 4, 5 }, order)
       assert.are.same({}, seq_list(env))
+    end)
+
+    it("counts the jobs behind a cancelled one, which wait for the job before it", function()
+      local ids = {}
+      for n = 1, 4 do
+        ids[n] = env:push("tail.s", ('{"n": %d}'):format(n), "--sequence", "m")
+      end
+      assert.equal(0, select(3, env:cli("cancel", tostring(ids[2]))))
+      assert.are.same({ m = { head = ids[1], state = "queued", jobs = 3, blocked = false } },
+                      seq_list(env))
+      ids[5] = env:push("tail.s", '{"n": 5}', "--sequence", "m")
+      assert.are.same({ m = { head = ids[1], state = "queued", jobs = 4, blocked = false } },
+                      seq_list(env))
+      env:config("concurrency = 4")
+      env:script("tail.s", WORKER)
+      env:start()
+      jr.wait_for(function() return #jr.lines(env.dir .. "/done") == 4 end,
+                  60, "the four jobs not cancelled done")
+      assert.equal(0, env:stop())
+      local rows = {}
+      for _, l in ipairs(jr.lines(env.dir .. "/done")) do
+        local n, st, e = l:match("^(%d+) (%S+) (%S+)$")
+        rows[#rows + 1] = { n = tonumber(n), s = tonumber(st), e = tonumber(e) }
+      end
+      table.sort(rows, function(a, b) return a.s < b.s end)
+      local order = {}
+      for i, r in ipairs(rows) do
+        order[i] = r.n
+        if i > 1 then assert.is_true(r.s >= rows[i - 1].e, "two ran at once") end
+      end
+      assert.are.same({ 1, 3, 4, 5 }, order)
     end)
   end)
 end
