@@ -69,7 +69,7 @@ for _, backend in ipairs(jr.backends()) do
         local out, err, code = env:cli("migrate")
         assert.are.equal(0, code, out .. err)
         assert.are.same(before, jr.job_snapshot(env))
-        assert.are.same({ { v = 35 } }, env:query("SELECT user_version AS v FROM pragma_user_version"))
+        assert.is_true(env:query("PRAGMA user_version")[1].user_version >= 35)
         local defs = {}
         for _, r in ipairs(env:query("SELECT name, sql FROM sqlite_schema"
           .. " WHERE name IN ('jobs_cancel', 'jobs_fairtag', 'jobs_fairnew')")) do

@@ -838,3 +838,22 @@ CREATE INDEX jobs_fairtag ON jobs (queue, priority, fair_tag, id)
 DROP INDEX jobs_fairnew;
 CREATE INDEX jobs_fairnew ON jobs (queue, id)
     WHERE fair_key IS NOT NULL AND fair_tag IS NULL AND state = 'queued';
+-- migration 36
+-- Sequences (docs/queues.md, "Sequences"): jobs_sequence, an entry a
+-- job of a sequence, gives way to jobs_seq_head, an entry a sequence
+-- while it drains: the jobs that wait for none before them (its head,
+-- queued, running, or dead blocking it; the ended ones kept) and the one
+-- pushed into it last, seq_last 1 (the push moves it). A batch's deletes
+-- of the heads of as many sequences put one in each page of an index of
+-- every job; they stay in the few pages of this one, which a claim
+-- (state alone) leaves as it is. The waiting jobs between a head and the
+-- last are found by their waits' edges (job_deps).
+ALTER TABLE jobs ADD COLUMN seq_last INTEGER
+    CHECK (seq_last IS NULL OR seq_last = 1);
+UPDATE jobs SET seq_last = 1 WHERE id IN (SELECT (SELECT l.id FROM jobs l
+    WHERE l.sequence_key = k.sequence_key ORDER BY l.seq_no DESC LIMIT 1)
+    FROM (SELECT DISTINCT sequence_key FROM jobs
+          WHERE sequence_key IS NOT NULL) k);
+DROP INDEX jobs_sequence;
+CREATE INDEX jobs_seq_head ON jobs (sequence_key, seq_no)
+    WHERE sequence_key IS NOT NULL AND (parents_left = 0 OR seq_last = 1);

@@ -21,39 +21,89 @@
 #define PENDING "(state = 'queued' OR (state = 'waiting'" \
                 " AND parents_left > 0))"
 
+/* The condition of the index jobs_seq_head (migration 36), written out
+ * in each statement that reads through it (SQLite uses a partial index
+ * only for a query whose terms imply its condition): a job of a
+ * sequence that waits for none before it (its head: queued, running,
+ * waiting for a signal, or the dead one that blocks it; and the ended
+ * ones kept) or that was pushed into it last (seq_last). One entry a
+ * sequence while it drains, where an entry a job put one in each of its
+ * pages for a batch's deletes (the heads of a batch are of as many
+ * sequences). parents_left, not state: a claim, which changes state
+ * alone, then leaves the index alone (SQLite updates a partial index
+ * only when a column of its condition or its key changes). */
+#define IN_HEADS "sequence_key IS NOT NULL" \
+                 " AND (parents_left = 0 OR seq_last = 1)"
+
+/* The jobs of sequence ?2 reached from job ?1 by the edges of the
+ * sequence's waits (each job waits for the one before it; one whose
+ * parent was cancelled for the one before that, flow.c's S_FLOW_PASS),
+ * through the jobs that hold it: the waiting jobs, which jobs_seq_head
+ * does not hold but for the last. */
+#define CHAIN "WITH RECURSIVE w(id) AS (SELECT ?1 UNION" \
+              " SELECT d.child_id FROM w JOIN job_deps d" \
+              " ON d.parent_id = w.id JOIN jobs j ON j.id = d.child_id" \
+              " WHERE j.sequence_key = ?2 AND j.state = 'waiting'" \
+              " AND j.parents_left > 0)"
+
 /* The file's statements: slots of sql_text[] (sqlite_int.h). */
-enum { S_SEQ_TAIL, S_SEQ_SET, S_SEQ_WAIT, S_SEQ_LIST, S_SEQ_BLOCKED,
+enum { S_SEQ_TAIL, S_SEQ_AFTER, S_SEQ_SET, S_SEQ_UNLAST, S_SEQ_WAIT,
+       S_SEQ_LIST, S_SEQ_COUNT, S_SEQ_BACK, S_SEQ_BLOCKED,
        S_SEQ_SKIP, S_SEQ_UNBLOCK, S_SEQ_CANCEL, S_SEQ_REPLACE, S_SEQ_DROP,
        S_SEQ_DONE, S_SEQ_DEPS_KIDS, S_SEQ_DEPS_SET, S_SEQ_NEXT, S_SEQ_DONE_ALL,
        S_COUNT };
 
 static const char *const sql_text[S_COUNT] = {
-    /* the job pushed into sequence ?1 last (jobs_sequence) */
+    /* the job pushed into sequence ?1 last (jobs_seq_head: the one of
+     * seq_last, or when it is gone the last of the others there) */
     [S_SEQ_TAIL] =
-        "SELECT id, " HOLDS ", seq_fail, seq_no, " PENDING " FROM jobs"
-        " WHERE sequence_key = ?1 ORDER BY seq_no DESC LIMIT 1",
+        "SELECT id, " HOLDS ", seq_fail, seq_no, " PENDING ", seq_last"
+        " FROM jobs WHERE sequence_key = ?1 AND " IN_HEADS
+        " ORDER BY seq_no DESC LIMIT 1",
+    /* the last job of sequence ?2 waiting behind job ?1: the last pushed
+     * when it is gone (pruned, cancelled before) and jobs behind ?1 wait */
+    [S_SEQ_AFTER] =
+        CHAIN " SELECT id, " HOLDS ", seq_fail, seq_no, " PENDING
+        " FROM jobs WHERE id IN w AND id <> ?1 ORDER BY seq_no DESC LIMIT 1",
     [S_SEQ_SET] =
-        "UPDATE jobs SET sequence_key = ?2, seq_no = ?3, seq_fail = ?4"
-        " WHERE id = ?1 AND state = 'queued' AND sequence_key IS NULL"
-        " AND parents_left = 0",
+        "UPDATE jobs SET sequence_key = ?2, seq_no = ?3, seq_fail = ?4,"
+        " seq_last = 1 WHERE id = ?1 AND state = 'queued'"
+        " AND sequence_key IS NULL AND parents_left = 0",
+    /* the one before, no longer the last */
+    [S_SEQ_UNLAST] =
+        "UPDATE jobs SET seq_last = NULL WHERE id = ?1 AND seq_last = 1",
     /* a job behind a tail with on_failure dead dies with it; else it
      * runs after it (a tail with block holds it: flow.c's HELD) */
     [S_SEQ_WAIT] =
         "UPDATE jobs SET state = 'waiting', parents_left = 1,"
         " on_parent_failure = ?2 WHERE id = ?1 AND state = 'queued'",
     /* each sequence held, its head the job of its lowest place (the only
-     * min() of the query: SQLite takes id and state from its row) */
+     * min() of the query: SQLite takes id and state from its row): the
+     * heads and last jobs of jobs_seq_head (a sequence whose jobs all
+     * wait holds its last) */
     [S_SEQ_LIST] =
         "SELECT sequence_key, id, state, min(seq_no),"
-        " sum(state IN ('queued', 'running', 'waiting')),"
-        " sum(state = 'dead' AND seq_fail = 'block') > 0"
-        " FROM jobs WHERE sequence_key IS NOT NULL AND " HOLDS
+        " sum(state IN ('queued', 'running')"
+        "  OR (state = 'waiting' AND parents_left = 0)),"
+        " sum(state = 'dead' AND seq_fail = 'block') > 0, parents_left > 0"
+        " FROM jobs WHERE " IN_HEADS " AND " HOLDS
         " GROUP BY sequence_key"
         " HAVING ?1 = 0 OR sum(state = 'dead' AND seq_fail = 'block') > 0"
         " ORDER BY sequence_key LIMIT ?2",
+    /* the jobs waiting behind head ?1 of sequence ?2 */
+    [S_SEQ_COUNT] = CHAIN " SELECT count(*) FROM w",
+    /* a sequence whose jobs all wait (the one before its first is gone,
+     * purged): the first, and how many, from the last (?1) back */
+    [S_SEQ_BACK] =
+        "WITH RECURSIVE w(id) AS (SELECT ?1 UNION"
+        " SELECT d.parent_id FROM w JOIN job_deps d ON d.child_id = w.id"
+        " JOIN jobs j ON j.id = d.parent_id WHERE j.sequence_key = ?2"
+        " AND j.state = 'waiting' AND j.parents_left > 0)"
+        " SELECT id, (SELECT count(*) FROM w) FROM jobs"
+        " WHERE id IN w ORDER BY seq_no LIMIT 1",
     [S_SEQ_BLOCKED] =
-        "SELECT id FROM jobs WHERE sequence_key = ?1 AND state = 'dead'"
-        " AND seq_fail = 'block' ORDER BY seq_no",
+        "SELECT id FROM jobs WHERE sequence_key = ?1 AND " IN_HEADS
+        " AND state = 'dead' AND seq_fail = 'block' ORDER BY seq_no",
     [S_SEQ_SKIP] =
         "UPDATE jobs SET seq_fail = 'skip', updated_at = ?2 WHERE id = ?1"
         " AND state = 'dead' AND seq_fail = 'block'",
@@ -62,13 +112,13 @@ static const char *const sql_text[S_COUNT] = {
         "UPDATE jobs SET state = 'queued', attempts = 0, run_at = ?2,"
         " fair_tag = NULL,"
         " died_at = NULL, finished_at = NULL, cancel_requested = 0,"
-        " updated_at = ?2 WHERE sequence_key = ?1 AND state = 'dead'"
-        " AND seq_fail = 'block'",
+        " updated_at = ?2 WHERE sequence_key = ?1 AND " IN_HEADS
+        " AND state = 'dead' AND seq_fail = 'block'",
     /* on_conflict cancel_running: the running job of sequence ?1 is
      * cancelled, as admin.c's cancel of a running job */
     [S_SEQ_CANCEL] =
         "UPDATE jobs SET cancel_requested = 1, updated_at = ?2"
-        " WHERE sequence_key = ?1 AND state = 'running'",
+        " WHERE sequence_key = ?1 AND " IN_HEADS " AND state = 'running'",
     /* on_conflict replace: the pending last job ?1 takes the push's
      * payload ?2 and run_at ?3 */
     [S_SEQ_REPLACE] =
@@ -139,31 +189,63 @@ stmt(jr_backend *b, int which, jr_err *err)
     return jr_sqlite_stmt(b, &sql_text[which], err);
 }
 
+/* Reads one job's row of S_SEQ_TAIL's or S_SEQ_AFTER's columns. */
+static void
+tail_row(sqlite3_stmt *s, int64_t *tail, int *holds, int *dead,
+         int64_t *no, int *pending)
+{
+    *tail = sqlite3_column_int64(s, 0);
+    *holds = sqlite3_column_int(s, 1);
+    *dead = col_text(s, 2) && strcmp(col_text(s, 2), "dead") == 0;
+    *no = sqlite3_column_int64(s, 3);
+    *pending = sqlite3_column_int(s, 4);
+}
+
+/* When the job pushed last is gone (pruned after its cancel, say) and
+ * the last one left in jobs_seq_head holds the sequence: the last job
+ * waiting behind that one, if any, is the tail. */
+static int
+tail_after(jr_backend *b, const char *key, int64_t *tail, int *holds,
+           int *dead, int64_t *no, int *pending, jr_err *err)
+{
+    sqlite3_stmt *s = stmt(b, S_SEQ_AFTER, err);
+    int rc;
+
+    if (s == NULL)
+        return -1;
+    sqlite3_bind_int64(s, 1, *tail);
+    bind_text(s, 2, key);
+    if ((rc = sqlite3_step(s)) == SQLITE_ROW)
+        tail_row(s, tail, holds, dead, no, pending);
+    sqlite3_reset(s);
+    return rc == SQLITE_ROW || rc == SQLITE_DONE ? 0 :
+           jr_sqlite_fail(b, err, "reading a sequence");
+}
+
 /* The sequence's last job: *tail its id (0: none), *holds whether it
  * holds the sequence, *dead whether its on_failure is dead, *no its
- * place. */
+ * place, *last whether it is the job pushed last (seq_last). */
 static int
 tail_of(jr_backend *b, const char *key, int64_t *tail, int *holds,
-        int *dead, int64_t *no, int *pending, jr_err *err)
+        int *dead, int64_t *no, int *pending, int *last, jr_err *err)
 {
     sqlite3_stmt *s = stmt(b, S_SEQ_TAIL, err);
     int rc;
 
     *tail = *no = 0;
-    *holds = *dead = *pending = 0;
+    *holds = *dead = *pending = *last = 0;
     if (s == NULL)
         return -1;
     bind_text(s, 1, key);
     if ((rc = sqlite3_step(s)) == SQLITE_ROW) {
-        *tail = sqlite3_column_int64(s, 0);
-        *holds = sqlite3_column_int(s, 1);
-        *dead = col_text(s, 2) && strcmp(col_text(s, 2), "dead") == 0;
-        *no = sqlite3_column_int64(s, 3);
-        *pending = sqlite3_column_int(s, 4);
+        tail_row(s, tail, holds, dead, no, pending);
+        *last = sqlite3_column_int(s, 5);
     }
     sqlite3_reset(s);
-    return rc == SQLITE_ROW || rc == SQLITE_DONE ? 0 :
-           jr_sqlite_fail(b, err, "reading a sequence");
+    if (rc != SQLITE_ROW && rc != SQLITE_DONE)
+        return jr_sqlite_fail(b, err, "reading a sequence");
+    return rc == SQLITE_ROW && !*last && *holds ?
+           tail_after(b, key, tail, holds, dead, no, pending, err) : 0;
 }
 
 /* on_conflict (docs/queues.md, "Newer replaces older"): cancel_running
@@ -211,11 +293,11 @@ jr_sqlite_seq_link(jr_backend *b, const jr_push *p, int64_t *idp,
                    double now, jr_err *err)
 {
     int64_t tail, no, id = *idp;
-    int holds, dead, pending, cancelled = 0, rc;
+    int holds, dead, pending, last, cancelled = 0, rc;
     sqlite3_stmt *s;
 
     if (tail_of(b, p->sequence, &tail, &holds, &dead, &no, &pending,
-                err) < 0)
+                &last, err) < 0)
         return -1;
     if (p->on_conflict != JR_CONFLICT_KEEP &&
         (rc = seq_conflict(b, p, idp, tail, pending, now, &cancelled,
@@ -237,6 +319,13 @@ jr_sqlite_seq_link(jr_backend *b, const jr_push *p, int64_t *idp,
     if (rc == 0)
         return jr_fail(err, JR_EINPUT, "job '%s': a job in a sequence is a "
                        "plain new job", p->name);
+    if (last) {                 /* the new job is the last now */
+        if ((s = stmt(b, S_SEQ_UNLAST, err)) == NULL)
+            return -1;
+        sqlite3_bind_int64(s, 1, tail);
+        if (run(b, s, err, "putting a job in a sequence") < 0)
+            return -1;
+    }
     if (tail == 0 || !holds)
         return 0;               /* nothing before it to wait for */
     if ((s = stmt(b, S_SEQ_WAIT, err)) == NULL)
@@ -392,12 +481,38 @@ jr_sqlite_seq_done(jr_backend *b, const char *token, const char *ids,
     return rc;
 }
 
+/* The jobs waiting in sequence key behind *head, into *n; or, when
+ * *head waits itself (for a job gone: its jobs all wait), *head the
+ * first of them and *n how many. */
+static int
+waiting_of(jr_backend *b, const char *key, int64_t *head, int waits,
+           long *n, jr_err *err)
+{
+    sqlite3_stmt *s = stmt(b, waits ? S_SEQ_BACK : S_SEQ_COUNT, err);
+    int rc;
+
+    if (s == NULL)
+        return -1;
+    sqlite3_bind_int64(s, 1, *head);
+    bind_text(s, 2, key);
+    *n = 0;
+    if ((rc = sqlite3_step(s)) == SQLITE_ROW) {
+        if (waits)
+            *head = sqlite3_column_int64(s, 0);
+        *n = (long)sqlite3_column_int64(s, waits) - !waits;
+    }
+    sqlite3_reset(s);
+    return rc == SQLITE_ROW || rc == SQLITE_DONE ? 0 :
+           jr_sqlite_fail(b, err, "reading the sequences");
+}
+
 int
 jr_sqlite_sequences(jr_backend *b, int blocked, int limit, jr_seq_cb cb,
                     void *arg, jr_err *err)
 {
     sqlite3_stmt *s = stmt(b, S_SEQ_LIST, err);
     jr_seq_row r;
+    long waiting;
     int rc;
 
     if (s == NULL)
@@ -410,6 +525,12 @@ jr_sqlite_sequences(jr_backend *b, int blocked, int limit, jr_seq_cb cb,
         r.state = col_text(s, 2);
         r.jobs = (long)sqlite3_column_int64(s, 4);
         r.blocked = sqlite3_column_int(s, 5);
+        if (waiting_of(b, r.key, &r.head, sqlite3_column_int(s, 6),
+                       &waiting, err) < 0) {
+            sqlite3_reset(s);
+            return -1;
+        }
+        r.jobs += waiting;
         if (cb(&r, arg) != 0)
             break;
     }
