@@ -442,7 +442,10 @@ jr_otlp_add(jr_otlp *x, const char *recs, size_t len, int n)
         jr_buf_free(&x->q);
         atomic_fetch_add(&x->dropped, x->qn + n);
         x->qn = 0;
-    } else if ((x->qn += n) == n || x->qn >= BATCH_SPANS) {
+    } else if ((x->qn += n) == n ||
+               (x->qn >= BATCH_SPANS && x->qn - n < BATCH_SPANS)) {
+        /* told once each: the thread reads qn before it waits, and
+         * while it waits for a core the adds go on, not signalling */
         pthread_cond_signal(&x->cv);
     }
     pthread_mutex_unlock(&x->mu);
