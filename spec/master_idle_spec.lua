@@ -53,21 +53,30 @@ for _, backend in ipairs(jr.backends()) do
     it("records long jobs that end 5 ms apart in a few cycles, not one " ..
        "each", function()
       local N = 16
-      -- each job ends at its payload's instant, whenever it started: the
-      -- ends 5 ms apart, and every job runs well over a second
-      env:script("long", [[
+      -- each job, once the file go holds an instant, ends at that instant
+      -- plus 5 ms times its payload's i, whenever it started: the ends
+      -- 5 ms apart, each job claimed and running well before (the instant
+      -- is given once all run, however slow the pushes were)
+      local go = env.dir .. "/go"
+      env:script("long", ([[
         local jr = require("jobrunner")
         return function(job)
-          local d = job.payload.at - jr.now()
-          if d > 0 then os.execute(("sleep %.3f"):format(d)) end
-        end]])
+          local f = io.open(%q)
+          while not f do os.execute("sleep 0.02"); f = io.open(%q) end
+          local at = f:read("n")
+          f:close()
+          local d = at + job.payload.i * 0.005 - jr.now()
+          if d > 0 then os.execute(("sleep %%.3f"):format(d)) end
+        end]]):format(go, go))
       local base = H.start(env, "concurrency = 16, watch = false")
-      local at = os.time() + 3
       for i = 1, N do
-        env:push("long", ('{"at": %.3f}'):format(at + i * 0.005))
+        env:push("long", ('{"i": %d}'):format(i))
       end
-      jr.wait_for(function() return env:count("queued") == 0 end, 60,
-                  "all claimed")
+      jr.wait_for(function() return env:count("running") == N end, 60,
+                  "all running")
+      local at = os.time() + 3
+      jr.write_file(go .. ".tmp", ("%d\n"):format(at))
+      os.rename(go .. ".tmp", go)
       -- counted from the second before the ends: the runner's own
       -- once-a-second cycles add one or two
       jr.wait_for(function() return os.time() >= at - 1 end, 60,

@@ -20,6 +20,9 @@ local WORKER = jr.RECORD .. [[
     local t0 = now()
     local deadline = t0 + (p.ms or 20) / 1000
     while now() < deadline do end
+    -- p.gate: runs on once that file exists (a head held while the spec
+    -- acts, however slow the machine)
+    while p.gate and not io.open(p.gate) do os.execute("sleep 0.02") end
     local failed = p.fail and job.attempt <= p.fail
     record("seq", ("%s %d %.6f %.6f %d %s"):format(p.k, p.n, t0, now(),
            job.attempt, failed and "fail" or "ok"))
@@ -299,10 +302,12 @@ for _, backend in ipairs(jr.backends()) do
     it("lets no job past a running one when a job in the middle is cancelled", function()
       env:config("concurrency = 4")
       env:script("step", WORKER)
-      local function push(n, ms)
-        return env:push("step", cjson.encode({ k = "c", n = n, ms = ms }), "--sequence", "mid")
+      local gate = env.dir .. "/gate_mid"
+      local function push(n, ms, g)
+        return env:push("step", cjson.encode({ k = "c", n = n, ms = ms, gate = g }),
+                        "--sequence", "mid")
       end
-      local a = push(1, 1500)
+      local a = push(1, 10, gate)
       local b = push(2)
       local c = push(3)
       env:start()
@@ -311,6 +316,7 @@ for _, backend in ipairs(jr.backends()) do
       assert.equal(0, code, out .. err)
       assert.equal("cancelled", env:job(b).state)
       assert.equal("waiting", env:job(c).state)
+      jr.write_file(gate, "")
       jr.wait_for(function()
         return #(order_of(jr.lines(env.dir .. "/seq"), "c")) == 2
       end, 30, "a and c ran")

@@ -55,12 +55,16 @@ for _, backend in ipairs(jr.backends()) do
       assert.same({ first, "duplicate" }, { push(env, '{"v":2}', "--unique-key", "k") })
       assert.same({ first, "duplicate" },
                   { push(env, '{"v":2}', "--unique-key", "k", "--on-conflict", "replace") })
+      -- the queue paused: the new job stays pending until the next push,
+      -- however soon the cancelled one frees the runner's one slot
+      assert.equal(0, select(3, env:cli("queue", "pause", "default")))
       local id, what = push(env, '{"v":3}', "--unique-key", "k", "--on-conflict", "cancel_running")
       assert.equal("superseded", what)
       assert.is_true(id ~= first)
       -- pending: replaced, as replace does
       assert.same({ id, "replaced" },
                   { push(env, '{"v":4}', "--unique-key", "k", "--on-conflict", "cancel_running") })
+      assert.equal(0, select(3, env:cli("queue", "resume", "default")))
       env:wait_state(first, "cancelled", 30)
       started(2)
       assert.same({ "1", "4" }, jr.lines(env.dir .. "/starts"))
