@@ -375,21 +375,30 @@ claim_one(jr_backend *b, const jr_claim_spec *spec,
  * highest one taken, each row's weight (the one it was tagged with, $6
  * the config's default) after its rank. Claims nothing while another
  * queue has a queued job (the claim under limits takes turns between
- * queues) and returns one row of NULLs. The limited claim's read, then
- * update by id, the other queues' candidates and the clock's statement
- * were 21 us a job on the server beside a plain claim's 16.5. */
-static const pg_stmt st_fair_claim = {"jr_fair_claim", 6,
+ * queues) and returns one row of NULLs; nor, unless $7 (they were just
+ * tagged), while the queue has untagged jobs (jobs_fairnew: back to
+ * queued, pushed waiting), whose tags are given under the limits' lock
+ * first: one row of NULLs but its name, 'untagged'. The look-up and the
+ * lock were two more round trips a claim, run whatever they found. The
+ * limited claim's read, then update by id, the other queues' candidates
+ * and the clock's statement were 21 us a job on the server beside a
+ * plain claim's 16.5. */
+static const pg_stmt st_fair_claim = {"jr_fair_claim1", 7,
     "WITH o AS (SELECT EXISTS (SELECT 1 FROM {{schema}}.jobs"
     "  WHERE state = 'queued' AND queue < $5::text)"
     "  OR EXISTS (SELECT 1 FROM {{schema}}.jobs"
-    "  WHERE state = 'queued' AND queue > $5::text) AS busy),"
+    "  WHERE state = 'queued' AND queue > $5::text) AS busy,"
+    "  NOT $7::bool AND EXISTS (SELECT 1 FROM {{schema}}.jobs"
+    "  WHERE queue = $5::text AND state = 'queued'"
+    "  AND fair_key IS NOT NULL AND fair_tag IS NULL) AS untagged),"
     " p AS (SELECT s.id, s.fair_tag, s.fair_w, row_number() OVER"
     "  (ORDER BY s.priority, s.fair_tag, s.id) AS ord"
     "  FROM (SELECT id, priority, fair_tag, fair_w FROM {{schema}}.jobs"
     "   WHERE state = 'queued' AND queue = $5::text"
     "   AND fair_tag IS NOT NULL AND run_at <= now()"
     JR_PG_UNEXPIRED
-    "   AND name = ANY($3::text[]) AND NOT (SELECT busy FROM o)"
+    "   AND name = ANY($3::text[])"
+    "   AND NOT (SELECT busy OR untagged FROM o)"
     "   AND NOT EXISTS (SELECT 1 FROM {{schema}}.queues q"
     "    WHERE q.name = $5::text AND q.paused)"
     "   ORDER BY priority, fair_tag, id LIMIT $4::int"
@@ -403,18 +412,21 @@ static const pg_stmt st_fair_claim = {"jr_fair_claim", 6,
     "  SELECT $5::text, max(tag) FROM u HAVING count(*) > 0"
     "  ON CONFLICT (queue) DO UPDATE"
     "  SET clock = greatest({{schema}}.fair_clocks.clock, excluded.clock))"
-    " SELECT * FROM u UNION ALL SELECT NULL, NULL, NULL, NULL, NULL,"
+    " SELECT * FROM u UNION ALL SELECT NULL, CASE WHEN NOT busy"
+    " THEN 'untagged' END, NULL, NULL, NULL,"
     " NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL,"
-    " NULL, NULL, NULL FROM o WHERE busy"};
+    " NULL, NULL, NULL FROM o WHERE busy OR untagged"};
 
 /* st_fair_claim into out[0..) in its fair order, each job's weight set:
  * how many, -1 with err set, -2 when another queue had work (the claim
- * under limits is to run, and runs instead for the next 100 claims). */
+ * under limits is to run, and runs instead for the next 100 claims).
+ * When the queue has untagged jobs, they are tagged (the limits' lock
+ * taken) and the statement runs again. */
 static int
 fair_claim(jr_backend *b, const char *const *params, const jr_limit *f,
            jr_job **out, jr_err *err)
 {
-    const char *p[6];
+    const char *p[7];
     char sdef[32];
     PGresult *res;
     int i, n;
@@ -424,14 +436,23 @@ fair_claim(jr_backend *b, const char *const *params, const jr_limit *f,
     memcpy(p, params, 4 * sizeof *p);
     p[4] = f->scope + 6;
     p[5] = sdef;
-    if ((res = jr_pg_run(b, &st_fair_claim, p, "claiming jobs of a fair "
-                         "queue", err)) == NULL)
-        return -1;
-    n = PQntuples(res);
-    if (n > 0 && PQgetisnull(res, n - 1, 0)) {
-        PQclear(res);
-        b->fair_busy = 100;
-        return -2;
+    p[6] = "f";
+    for (;;) {
+        if ((res = jr_pg_run(b, &st_fair_claim, p, "claiming jobs of a "
+                             "fair queue", err)) == NULL)
+            return -1;
+        n = PQntuples(res);
+        if (n == 0 || !PQgetisnull(res, n - 1, 0))
+            break;
+        if (PQgetisnull(res, n - 1, 1) || p[6][0] == 't') {
+            PQclear(res);
+            b->fair_busy = 100;
+            return -2;
+        }
+        PQclear(res);           /* untagged jobs: tags first */
+        if (jr_pg_fair_tag_alone(b, p[4], err) < 0)
+            return -1;
+        p[6] = "t";
     }
     if (jr_pg_row_jobs(res, out, err) < 0) {
         PQclear(res);
