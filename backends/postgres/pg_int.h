@@ -111,6 +111,18 @@ struct jr_backend {
     unsigned    fair_busy;      /* claims left before a fair queue's own
                                    claim (jr_pg_fair_claim) is tried
                                    again (other queues had work) */
+    /* claim.c's place in a fair queue claimed alone, as place_queue's in
+     * a plain one: the (priority, start tag, id) its last full batch
+     * ended at, for the names and queue of fplace_names; fplace_on 0
+     * when there is none. Forgotten where place_queue is, and when the
+     * claim gave tags. */
+    int         fplace_on;
+    int         fplace_priority;
+    char        fplace_tag[40]; /* as the server wrote it */
+    int64_t     fplace_id;
+    uint64_t    fplace_names;
+    double      fplace_set;     /* jr_mono() of the claim from the front */
+    double      fplace_secs;
 };
 
 /* A statement, prepared on first use, once per connection: its name on
