@@ -200,9 +200,9 @@ jr_pg_fair_tag_queue(jr_backend *b, const char *queue, jr_err *err)
 
 /* Claims under limits serialize on one advisory lock per schema ($1,
  * limits.c's st_lim_lock's), taken in the claim's transaction; a fair
- * claim alone (jr_pg_fair_alone) takes it too, for the tags it gives,
- * and sets bitmap scans off for the rest of it (st_fair_nobitmap's
- * reason). */
+ * claim alone takes it too when its queue has untagged jobs, for the
+ * tags it gives (jr_pg_fair_tag_alone), and sets bitmap scans off for
+ * the rest of it (st_fair_nobitmap's reason). */
 static const pg_stmt st_fair_lock = {"jr_fair_lock", 1,
     "SELECT pg_advisory_xact_lock(hashtext($1::text)),"
     " set_config('enable_bitmapscan', 'off', true)"};
@@ -211,9 +211,6 @@ int
 jr_pg_fair_alone(jr_backend *b, const jr_claim_spec *spec, jr_err *err)
 {
     const jr_limit *f = spec->limits;
-    const char *params[1];
-    char lock[128];
-    PGresult *res;
 
     if (spec->nlimits != 1 || f->fair_path == NULL ||
         strncmp(f->scope, JR_LIMIT_QPREFIX, 6) != 0 || f->key_path ||
@@ -225,14 +222,23 @@ jr_pg_fair_alone(jr_backend *b, const jr_claim_spec *spec, jr_err *err)
         b->fair_busy--;
         return 0;
     }
+    return weights_seen(b, f, err) < 0 ? -1 : 1;
+}
+
+int
+jr_pg_fair_tag_alone(jr_backend *b, const char *queue, jr_err *err)
+{
+    const char *params[1];
+    char lock[128];
+    PGresult *res;
+
     snprintf(lock, sizeof lock, "jobrunner.limits:%s", b->schema);
     params[0] = lock;
-    if (weights_seen(b, f, err) < 0 ||
-        (res = jr_pg_run(b, &st_fair_lock, params, "locking limits",
+    if ((res = jr_pg_run(b, &st_fair_lock, params, "locking limits",
                          err)) == NULL)
         return -1;
     PQclear(res);
-    return jr_pg_fair_tag_queue(b, f->scope + 6, err) < 0 ? -1 : 1;
+    return jr_pg_fair_tag_queue(b, queue, err);
 }
 
 /* Tags queue's untagged queued jobs again, from its clock: with cw, its

@@ -70,10 +70,12 @@ jr_pg_changed(jr_backend *b, jr_err *err)
     if (b->listen == NULL) {
         /* first call, or after a loss: wake-ups may have been missed */
         b->place_queue[0] = '\0';
+        b->fplace_on = 0;
         return listen_open(b, err) < 0 ? -1 : 1;
     }
     if (listen_read(b->listen) < 0) {
         b->place_queue[0] = '\0';
+        b->fplace_on = 0;
         jr_pg_oneline(msg, sizeof msg, PQerrorMessage(b->listen));
         PQfinish(b->listen);
         b->listen = NULL;
@@ -85,8 +87,10 @@ jr_pg_changed(jr_backend *b, jr_err *err)
         any = 1;
         PQfreemem(note);
     }
-    if (any)
-        b->place_queue[0] = '\0';  /* a job may be queued before it */
+    if (any) {                  /* a job may be queued before them */
+        b->place_queue[0] = '\0';
+        b->fplace_on = 0;
+    }
     return any;
 }
 
@@ -116,6 +120,7 @@ jr_pg_woken(jr_backend *b)
     if (any) {
         b->woken = 1;
         b->place_queue[0] = '\0';
+        b->fplace_on = 0;
     }
     return any;
 }

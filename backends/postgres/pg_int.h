@@ -111,6 +111,18 @@ struct jr_backend {
     unsigned    fair_busy;      /* claims left before a fair queue's own
                                    claim (jr_pg_fair_claim) is tried
                                    again (other queues had work) */
+    /* claim.c's place in a fair queue claimed alone, as place_queue's in
+     * a plain one: the (priority, start tag, id) its last full batch
+     * ended at, for the names and queue of fplace_names; fplace_on 0
+     * when there is none. Forgotten where place_queue is, and when the
+     * claim gave tags. */
+    int         fplace_on;
+    int         fplace_priority;
+    char        fplace_tag[40]; /* as the server wrote it */
+    int64_t     fplace_id;
+    uint64_t    fplace_names;
+    double      fplace_set;     /* jr_mono() of the claim from the front */
+    double      fplace_secs;
 };
 
 /* A statement, prepared on first use, once per connection: its name on
@@ -449,12 +461,15 @@ int jr_pg_fair_name_use(jr_backend *b, const char *name, jr_fair_use_cb cb,
  * (fair.c), in the open transaction. 0, or -1 with err set. */
 int jr_pg_fair_tag_queue(jr_backend *b, const char *queue, jr_err *err);
 /* A claim whose one limit is a fair queue (spec->limits[0]) with no
- * cap, rate, key or aging, every queue served uncapped: 1 with the
- * limits' lock taken, bitmap scans off and the queue's untagged jobs
- * tagged, in the open transaction (claim.c then claims it in one
- * statement); 0 when it is another claim, or another queue had work
- * lately (the claim under limits is to run); -1 with err set. */
+ * cap, rate, key or aging, every queue served uncapped: 1 with its
+ * path and weights recorded (claim.c then claims it in one statement);
+ * 0 when it is another claim, or another queue had work lately (the
+ * claim under limits is to run); -1 with err set. */
 int jr_pg_fair_alone(jr_backend *b, const jr_claim_spec *spec, jr_err *err);
+/* For that claim when its queue has untagged jobs: the limits' lock
+ * taken, bitmap scans off and the queue's untagged jobs tagged, in the
+ * open transaction. 0, or -1 with err set. */
+int jr_pg_fair_tag_alone(jr_backend *b, const char *queue, jr_err *err);
 
 #pragma GCC visibility pop
 

@@ -35,22 +35,30 @@ by_queue(const void *a, const void *b)
     return strcmp(x->queue, y->queue);
 }
 
+int
+jr_sqlite_fair_tick(jr_backend *b, const char *queue, double clock,
+                    jr_err *err)
+{
+    sqlite3_stmt *s;
+
+    if ((s = stmt(b, S_FAIR_TICK, err)) == NULL)
+        return -1;
+    bind_text(s, 1, queue);
+    sqlite3_bind_double(s, 2, clock);
+    return run(b, s, err, "moving a fair queue's clock") < 0 ? -1 : 0;
+}
+
 /* Moves the clock of the queue of p[0..m) to the highest tag taken. */
 static int
 save_queue(jr_backend *b, const candidate **p, int m, jr_err *err)
 {
-    sqlite3_stmt *s;
     double clock = p[0]->fclock;
     int i;
 
     for (i = 1; i < m; i++)
         if (p[i]->fclock > clock)
             clock = p[i]->fclock;
-    if ((s = stmt(b, S_FAIR_TICK, err)) == NULL)
-        return -1;
-    bind_text(s, 1, p[0]->queue);
-    sqlite3_bind_double(s, 2, clock);
-    return run(b, s, err, "moving a fair queue's clock") < 0 ? -1 : 0;
+    return jr_sqlite_fair_tick(b, p[0]->queue, clock, err);
 }
 
 int

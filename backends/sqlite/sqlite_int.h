@@ -382,6 +382,17 @@ int  jr_sqlite_fair_set(jr_backend *b, const char *queue, const char *key,
                         double weight, jr_err *err);
 int  jr_sqlite_fair_save(jr_backend *b, const candidate *c, int n,
                          jr_err *err);
+/* fair.c: the one limit of spec when it is a fair queue's with no cap,
+ * rate, key or aging, and no queue is capped or left out (claim.c then
+ * claims it as one queue), else NULL. */
+const jr_limit *jr_sqlite_fair_alone(const jr_claim_spec *spec);
+/* Records f's path and weights when new and tags fair queue's untagged
+ * queued jobs (what jr_sqlite_fair_candidates does first). 0 or -1. */
+int  jr_sqlite_fair_ready(jr_backend *b, const jr_limit *f,
+                          const char *queue, jr_err *err);
+/* fairsave.c: moves queue's clock up to clock. 0, or -1 with err set. */
+int  jr_sqlite_fair_tick(jr_backend *b, const char *queue, double clock,
+                         jr_err *err);
 /* Gives each fair job of out[0..n) the weight its candidate (of c[0..k),
  * in id order as claim_picked leaves them) was claimed with. */
 void jr_sqlite_fair_mark(const candidate *c, int k, jr_job **out, int n);

@@ -8,10 +8,12 @@ int
 jr_dbcall_complete_claim(jr_db *db, const char *token, const jr_result *r,
                          int nr, int *applied, double lease,
                          const char *const *names, int nnames, int max,
+                         const struct jr_limit *limits, int nlimits,
                          jr_job **out, jr_err *err)
 {
     jr_claim_spec spec = {.names = names, .nnames = nnames, .max = max,
-                          .others = max};
+                          .others = max, .limits = limits,
+                          .nlimits = nlimits};
 
     return db->ops->complete_claim(db->b, token, r, nr, applied, lease,
                                    &spec, out, err);

@@ -16,11 +16,12 @@
 struct jr_limit;
 
 /* Records r[0..nr) and claims in one transaction (complete_claim): a
- * plain claim of at most max jobs named one of names[0..nnames), at most
- * max from any queue. */
+ * claim of at most max jobs named one of names[0..nnames), at most max
+ * from any queue, under limits[0..nlimits) (none: a plain claim). */
 int jr_dbcall_complete_claim(jr_db *db, const char *token, const jr_result *r,
                              int nr, int *applied, double lease,
                              const char *const *names, int nnames, int max,
+                             const struct jr_limit *limits, int nlimits,
                              jr_job **out, jr_err *err);
 /* Calls cb for each job name with its queued jobs (ready and scheduled),
  * ordered by name (stats); a non-zero return from cb stops the walk. */

@@ -9,7 +9,10 @@
  * then claims half a batch, so that the two take turns.
  *
  * Only plain rounds take the lane: no service shapes the claim (limits,
- * capped or served-only queues: jr_service_shapes), and no progress
+ * capped or served-only queues: jr_service_shapes), or the one limit is
+ * a fair queue's with no cap, rate, key or aging (fair_alone: the
+ * engine claims it in one statement too, its jobs by start tag, and the
+ * lane's claim carries a copy of the limit), and no progress
  * report pending or in the first round's flight (a job's progress must
  * never land after its end). Everything else
  * (renewals, rescues, cancels, schedules, counts, retries after an
@@ -23,6 +26,7 @@
 #include "db/dbcalls.h"
 #include "db/dbthread.h"
 #include "master/lane.h"
+#include "base/limit.h"
 #include "base/log.h"
 #include "master/master_int.h"
 #include "caps.h"
@@ -43,6 +47,7 @@ struct jr_lane {
     int          busy;          /* a round is out */
     double       off_until;     /* mono: paused after a failure */
     gen         *gen;           /* the handler names its claim borrows */
+    jr_limits    limits;        /* its claim's: a fair queue's alone */
     pending     *inflight;      /* its results, kept for recorded() */
     int          ninflight, capinflight;
     jr_result   *results;       /* copies for the thread */
@@ -63,8 +68,9 @@ run(jr_db *db, void *arg)
     l->nclaimed = jr_dbcall_complete_claim(db, l->m->token, l->results,
                                           l->ninflight, &l->applied,
                                           l->lease, l->gen->names,
-                                          l->gen->n, l->want, l->claimed,
-                                          &l->err);
+                                          l->gen->n, l->want,
+                                          l->limits.l, l->limits.n,
+                                          l->claimed, &l->err);
 }
 
 static void
@@ -128,14 +134,48 @@ lane_of(master *m)
     return l;
 }
 
+/* Whether the claims' one limit, as the last cycle was given them, is a
+ * fair queue's with no cap, rate, key or aging, and no queue is capped
+ * or left out: a claim as plain as a plain one, in the engine's one
+ * statement (backends/postgres/claim.c, st_fair_claim; any other claim
+ * under limits runs as one there too, after the limits' lock). */
+static int
+fair_alone(const master *m)
+{
+    const jr_limit *f = m->cycle.limits;
+
+    return m->cycle.nlimits == 1 && m->cfg->queues.n == 0 &&
+           m->cfg->queues.nserve == 0 && f->fair_path != NULL &&
+           strncmp(f->scope, JR_LIMIT_QPREFIX, 6) == 0 &&
+           f->key_path == NULL && f->all.concurrency == 0 &&
+           !(f->all.rate > 0) && f->per_key.concurrency == 0 &&
+           !(f->per_key.rate > 0) && !(f->aging > 0);
+}
+
 /* Whether rounds may take the lane at all: an engine of two rounds in
  * flight (PostgreSQL), a connection not refused, and plain claims (no
- * service shapes them: no limits, no capped or served-only queues). */
+ * service shapes them: no limits, no capped or served-only queues), or
+ * a fair queue's alone. */
 static int
 lane_fits(master *m, const jr_lane *l)
 {
     return l != NULL && l->rounds > 1 && !(l->opened && l->t == NULL) &&
-           !jr_service_shapes(m);
+           (!jr_service_shapes(m) || fair_alone(m));
+}
+
+/* The lane's copy of the one limit the running cycle borrows (a fair
+ * queue's alone), or none: -1 when out of memory. */
+static int
+limits_take(master *m, jr_lane *l)
+{
+    jr_limit one;
+    jr_limits src = {&one, 1};
+
+    jr_limits_free(&l->limits);
+    if (!jr_service_shapes(m))
+        return 0;
+    one = *m->cycle.limits;     /* fair_alone(): one (its strings copied) */
+    return jr_limits_copy(&l->limits, &src);
 }
 
 /* Whether this round may take it now: big enough, the lane free, the
@@ -190,7 +230,7 @@ jr_lane_round(master *m, int want)
     if (want > LANE_ROUND)
         want = LANE_ROUND;
     if (!round_fits(m, l, want) ||
-        (!l->opened && open_lane(m, l) < 0))
+        (!l->opened && open_lane(m, l) < 0) || limits_take(m, l) < 0)
         return 0;
     /* the pending results go with it */
     l->results = malloc((size_t)(m->nres > 0 ? m->nres : 1) *
@@ -236,6 +276,7 @@ jr_lane_stop(master *m)
         jr_dbthread_settle(l->t, STOP_WAIT_LANE);
     jr_dbthread_free(l->t);     /* its round ends; done() takes it in */
     jr_dbthread_close(l->db);
+    jr_limits_free(&l->limits);
     for (int i = 0; i < l->ninflight; i++)
         jr_pending_free(&l->inflight[i]);
     free(l->inflight);
