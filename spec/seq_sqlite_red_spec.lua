@@ -373,7 +373,7 @@ describe("sqlite sequences under attack:", function()
     jr.wait_for(function() return env:count_in("queued", "running", "waiting") == 0 end,
                 30, "all ended")
     local _, overlap = check_order(env, "sr")
-    assert.is_false(overlap, "a retried ran beside b")
+    assert.is_false(overlap, "a retried ran beside b" .. dump(env))
     assert.equal(0, env:stop())
   end)
 
