@@ -5,7 +5,8 @@
 -- one file with a failing head and a runner killed mid-sequence;
 -- on_conflict replace and cancel_running into a sequence; odd keys;
 -- retention pruning the ended jobs of a sequence then a new push; a
--- schema-35 database with half-done sequences. SQLite only.
+-- schema-35 database with half-done sequences (SQLite only). On each
+-- backend: the attacks hold the same promises on PostgreSQL.
 local jr = require "jr"
 local cjson = require "cjson"
 
@@ -104,8 +105,9 @@ local function open_gate(env, n)
   jr.write_file(env.dir .. "/gate-" .. n, "")
 end
 
-describe("sqlite sequences under attack:", function()
-  local env = jr.test_env("sqlite")
+for _, backend in ipairs(jr.backends()) do
+describe(backend .. " sequences under attack:", function()
+  local env = jr.test_env(backend)
 
   it("puts a push behind the jobs still pending when the sequence's last job was cancelled", function()
     env:script("step", GATED)
@@ -332,6 +334,7 @@ describe("sqlite sequences under attack:", function()
   end)
 
   it("upgrades a schema-35 database whose sequence lost its last job to a cancel and runs it in order", function()
+    if backend ~= "sqlite" then return end   -- PostgreSQL's schema did not change
     jr.make_schema(env, 35)
     local past = jr.past_later(env)
     -- e: 1 queued, 2 waiting, 3 (its last) cancelled while 2 waited
@@ -399,4 +402,59 @@ describe("sqlite sequences under attack:", function()
     assert.equal("waiting", env:job(d).state)
     local _ = c
   end)
+  it("puts a push behind the pending jobs after the last two jobs were cancelled, and replace takes the pending one", function()
+    env:script("step", GATED)
+    local a = push(env, "t", 1)
+    local b = push(env, "t", 2)
+    local c = push(env, "t", 3)
+    local d = push(env, "t", 4)
+    assert.equal(0, select(3, env:cli("cancel", tostring(d), tostring(c))))
+    local e = push(env, "t", 5)
+    assert.equal("waiting", env:job(e).state)
+    assert.equal(3, seq_list(env).t.jobs)
+    assert.equal(a, seq_list(env).t.head)
+    -- replace takes the pending last job, not a cancelled one
+    local out, err, code = env:cli("push", "step", cjson.encode({ k = "t", n = 6 }),
+                                   "--sequence", "t", "--on-conflict", "replace")
+    assert.equal(0, code, err)
+    assert.truthy(out:find(tostring(e), 1, true), out)
+    assert.equal(6, cjson.decode(env:job(e).payload).n)
+    -- a new push still goes behind e
+    local f = push(env, "t", 7)
+    assert.equal(0, select(3, env:cli("cancel", tostring(f))))
+    local g = push(env, "t", 8)
+    assert.equal("waiting", env:job(g).state)
+    env:config("concurrency = 4")
+    env:start()
+    jr.wait_for(function() return ok_count(env, "t") == 4 end, 30, "1, 2, 6, 8 ran")
+    local done, overlap = check_order(env, "t")
+    assert.are.same({ 1, 2, 6, 8 }, done)
+    assert.is_false(overlap, dump(env))
+    assert.equal(0, env:stop())
+    local _ = b
+  end)
+
+  it("puts a push behind the pending jobs when the cancelled last job was pruned", function()
+    env:config('concurrency = 4, retention = { cancelled = "1s" }')
+    env:script("step", GATED)
+    local a = pushp(env, "q", { n = 1, hold = true })
+    local b = push(env, "q", 2)
+    local c = push(env, "q", 3)
+    env:start()
+    env:wait_state(a, "running", 20)
+    assert.equal(0, select(3, env:cli("cancel", tostring(c))))
+    jr.wait_for(function() return env:job(c) == nil end, 30, "c pruned")
+    local d = push(env, "q", 4)
+    local row = env:job(d)
+    assert.is_not_nil(row, "d ran while a was running")
+    assert.equal("waiting", row.state)
+    open_gate(env, 1)
+    jr.wait_for(function() return ok_count(env, "q") == 3 end, 30, "a, b, d ran")
+    local done, overlap = check_order(env, "q")
+    assert.are.same({ 1, 2, 4 }, done)
+    assert.is_false(overlap, dump(env))
+    assert.equal(0, env:stop())
+    local _ = b
+  end)
 end)
+end
