@@ -47,7 +47,7 @@
               " AND j.parents_left > 0)"
 
 /* The file's statements: slots of sql_text[] (sqlite_int.h). */
-enum { S_SEQ_TAIL, S_SEQ_AFTER, S_SEQ_SET, S_SEQ_UNLAST, S_SEQ_WAIT,
+enum { S_SEQ_TAIL, S_SEQ_AFTER, S_SEQ_BEFORE, S_SEQ_SET, S_SEQ_UNLAST, S_SEQ_WAIT,
        S_SEQ_LIST, S_SEQ_COUNT, S_SEQ_BACK, S_SEQ_BLOCKED,
        S_SEQ_SKIP, S_SEQ_UNBLOCK, S_SEQ_CANCEL, S_SEQ_REPLACE, S_SEQ_DROP,
        S_SEQ_DONE, S_SEQ_DEPS_KIDS, S_SEQ_DEPS_SET, S_SEQ_NEXT, S_SEQ_DONE_ALL,
@@ -65,6 +65,20 @@ static const char *const sql_text[S_COUNT] = {
     [S_SEQ_AFTER] =
         CHAIN " SELECT id, " HOLDS ", seq_fail, seq_no, " PENDING
         " FROM jobs WHERE id IN w AND id <> ?1 ORDER BY seq_no DESC LIMIT 1",
+    /* the last job of sequence ?2 before job ?1, its last, that holds
+     * it: ?1 ended (cancelled while the jobs before it were pending),
+     * reached back through the waits of ?1 and of the jobs before it
+     * that ended too (an edge of a cancelled job stays: flow.c) */
+    [S_SEQ_BEFORE] =
+        "WITH RECURSIVE w(id) AS (SELECT ?1 UNION"
+        " SELECT d.parent_id FROM w JOIN jobs c ON c.id = w.id"
+        " JOIN job_deps d ON d.child_id = w.id JOIN jobs j"
+        " ON j.id = d.parent_id WHERE j.sequence_key = ?2"
+        " AND c.state NOT IN ('queued', 'running', 'waiting')"
+        " AND NOT (c.state = 'dead' AND c.seq_fail = 'block'))"
+        " SELECT id, " HOLDS ", seq_fail, seq_no, " PENDING
+        " FROM jobs WHERE id IN w AND id <> ?1 AND " HOLDS
+        " ORDER BY seq_no DESC LIMIT 1",
     [S_SEQ_SET] =
         "UPDATE jobs SET sequence_key = ?2, seq_no = ?3, seq_fail = ?4,"
         " seq_last = 1 WHERE id = ?1 AND state = 'queued'"
@@ -222,17 +236,44 @@ tail_after(jr_backend *b, const char *key, int64_t *tail, int *holds,
            jr_sqlite_fail(b, err, "reading a sequence");
 }
 
+/* When the job pushed last has ended but jobs before it may not have
+ * (it was cancelled while they were pending): the last of those that
+ * holds the sequence, if any, is the one to wait for. *no stays the
+ * place of the one pushed last, so that a new job's place comes after
+ * it. */
+static int
+tail_before(jr_backend *b, const char *key, int64_t *tail, int *holds,
+            int *dead, int *pending, jr_err *err)
+{
+    sqlite3_stmt *s = stmt(b, S_SEQ_BEFORE, err);
+    int64_t no;
+    int rc;
+
+    if (s == NULL)
+        return -1;
+    sqlite3_bind_int64(s, 1, *tail);
+    bind_text(s, 2, key);
+    if ((rc = sqlite3_step(s)) == SQLITE_ROW)
+        tail_row(s, tail, holds, dead, &no, pending);
+    sqlite3_reset(s);
+    return rc == SQLITE_ROW || rc == SQLITE_DONE ? 0 :
+           jr_sqlite_fail(b, err, "reading a sequence");
+}
+
 /* The sequence's last job: *tail its id (0: none), *holds whether it
  * holds the sequence, *dead whether its on_failure is dead, *no its
- * place, *last whether it is the job pushed last (seq_last). */
+ * place, *last whether it is the job pushed last (seq_last), *lastid
+ * that one's id (*tail is the one before it that holds the sequence
+ * when the last ended before them). */
 static int
 tail_of(jr_backend *b, const char *key, int64_t *tail, int *holds,
-        int *dead, int64_t *no, int *pending, int *last, jr_err *err)
+        int *dead, int64_t *no, int *pending, int *last, int64_t *lastid,
+        jr_err *err)
 {
     sqlite3_stmt *s = stmt(b, S_SEQ_TAIL, err);
     int rc;
 
-    *tail = *no = 0;
+    *tail = *no = *lastid = 0;
     *holds = *dead = *pending = *last = 0;
     if (s == NULL)
         return -1;
@@ -240,10 +281,13 @@ tail_of(jr_backend *b, const char *key, int64_t *tail, int *holds,
     if ((rc = sqlite3_step(s)) == SQLITE_ROW) {
         tail_row(s, tail, holds, dead, no, pending);
         *last = sqlite3_column_int(s, 5);
+        *lastid = *tail;
     }
     sqlite3_reset(s);
     if (rc != SQLITE_ROW && rc != SQLITE_DONE)
         return jr_sqlite_fail(b, err, "reading a sequence");
+    if (rc == SQLITE_ROW && *last && !*holds)
+        return tail_before(b, key, tail, holds, dead, pending, err);
     return rc == SQLITE_ROW && !*last && *holds ?
            tail_after(b, key, tail, holds, dead, no, pending, err) : 0;
 }
@@ -292,12 +336,12 @@ int
 jr_sqlite_seq_link(jr_backend *b, const jr_push *p, int64_t *idp,
                    double now, jr_err *err)
 {
-    int64_t tail, no, id = *idp;
+    int64_t tail, no, lastid, id = *idp;
     int holds, dead, pending, last, cancelled = 0, rc;
     sqlite3_stmt *s;
 
     if (tail_of(b, p->sequence, &tail, &holds, &dead, &no, &pending,
-                &last, err) < 0)
+                &last, &lastid, err) < 0)
         return -1;
     if (p->on_conflict != JR_CONFLICT_KEEP &&
         (rc = seq_conflict(b, p, idp, tail, pending, now, &cancelled,
@@ -322,7 +366,7 @@ jr_sqlite_seq_link(jr_backend *b, const jr_push *p, int64_t *idp,
     if (last) {                 /* the new job is the last now */
         if ((s = stmt(b, S_SEQ_UNLAST, err)) == NULL)
             return -1;
-        sqlite3_bind_int64(s, 1, tail);
+        sqlite3_bind_int64(s, 1, lastid);
         if (run(b, s, err, "putting a job in a sequence") < 0)
             return -1;
     }
