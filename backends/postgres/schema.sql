@@ -2488,3 +2488,123 @@ BEGIN
     RETURN NULL;
 END
 $$;
+-- migration 35
+-- sequence_put, as in migration 23, waits for the last job of the
+-- sequence that holds it when the job pushed last has ended before the
+-- ones ahead of it (cancelled while they were pending): a push after it
+-- was queued at once and ran beside them.
+CREATE OR REPLACE FUNCTION {{schema}}.sequence_put(id bigint, key text,
+                                        on_failure text DEFAULT 'block',
+                                        on_conflict text DEFAULT 'keep',
+                                        OUT job_id bigint,
+                                        OUT outcome text)
+LANGUAGE plpgsql AS $$
+#variable_conflict use_variable
+DECLARE
+    child bigint := sequence_put.id;
+    t bigint;
+    tst text;
+    tfail text;
+    tleft int;
+    n bigint;
+    pst text;
+    pres jsonb;
+    cpay jsonb;
+    crun timestamptz;
+    gone bigint;
+    cancelled boolean := false;
+BEGIN
+    IF sequence_put.on_failure IS NULL
+       OR sequence_put.on_failure NOT IN ('block', 'skip', 'dead') THEN
+        RAISE EXCEPTION 'jobrunner.sequence: on_failure ''%'' is not block, skip or dead',
+            sequence_put.on_failure USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    IF sequence_put.on_conflict IS NULL OR sequence_put.on_conflict
+       NOT IN ('keep', 'replace', 'cancel_running') THEN
+        RAISE EXCEPTION 'jobrunner.sequence: on_conflict ''%'' is not keep, replace or cancel_running',
+            sequence_put.on_conflict USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    IF sequence_put.key IS NULL OR octet_length(sequence_put.key) NOT BETWEEN 1 AND 256 THEN
+        RAISE EXCEPTION 'jobrunner.sequence: job %: the sequence key must have 1 to 256 bytes',
+            child USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    PERFORM pg_advisory_xact_lock(hashtextextended(
+        '{{schema}}.sequence ' || sequence_put.key, 0));
+    SELECT j.id, j.state, j.seq_fail, j.seq_no, j.parents_left
+    INTO t, tst, tfail, n, tleft
+    FROM {{schema}}.jobs j WHERE j.sequence_key = sequence_put.key
+    ORDER BY j.seq_no DESC LIMIT 1;
+    -- the last one ended (cancelled) while jobs before it may not have:
+    -- the last of those that holds the sequence is the one to wait for
+    -- (or to replace); n stays the last place, the new job's comes after
+    IF t IS NOT NULL AND NOT (tst IN ('queued', 'running', 'waiting')
+                              OR (tst = 'dead' AND tfail = 'block')) THEN
+        SELECT j.id, j.state, j.seq_fail, j.parents_left
+        INTO t, tst, tfail, tleft
+        FROM {{schema}}.jobs j WHERE j.sequence_key = sequence_put.key
+          AND (j.state IN ('queued', 'running', 'waiting')
+               OR (j.state = 'dead' AND j.seq_fail = 'block'))
+        ORDER BY j.seq_no DESC LIMIT 1;
+    END IF;
+    SELECT j.payload, j.run_at INTO cpay, crun FROM {{schema}}.jobs j
+    WHERE j.id = child AND j.state = 'queued' AND j.sequence_key IS NULL
+      AND j.parents_left = 0;
+    IF NOT FOUND THEN
+        RAISE EXCEPTION 'jobrunner.sequence: job % is not a queued job of no sequence',
+            child USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    IF sequence_put.on_conflict = 'cancel_running' THEN
+        FOR gone IN SELECT j.id FROM {{schema}}.jobs j
+            WHERE j.sequence_key = sequence_put.key AND j.state = 'running'
+        LOOP
+            PERFORM {{schema}}.cancel(gone);
+            cancelled := true;
+        END LOOP;
+    END IF;
+    IF sequence_put.on_conflict <> 'keep' AND t IS NOT NULL
+       AND (tst = 'queued' OR (tst = 'waiting' AND tleft > 0)) THEN
+        -- a claim holding the row makes this wait, then find it running
+        UPDATE {{schema}}.jobs j SET payload = cpay, run_at = crun,
+            updated_at = now()
+        WHERE j.id = t AND (j.state = 'queued'
+                            OR (j.state = 'waiting' AND j.parents_left > 0));
+        IF FOUND THEN
+            DELETE FROM {{schema}}.jobs j WHERE j.id = child;
+            job_id := t;
+            outcome := 'replaced';
+            RETURN;
+        END IF;
+    END IF;
+    job_id := child;
+    outcome := CASE WHEN cancelled THEN 'superseded' ELSE 'new' END;
+    UPDATE {{schema}}.jobs j SET sequence_key = sequence_put.key,
+        seq_no = coalesce(n, 0) + 1, seq_fail = sequence_put.on_failure
+    WHERE j.id = child AND j.state = 'queued' AND j.sequence_key IS NULL
+      AND j.parents_left = 0;
+    IF t IS NULL OR NOT (tst IN ('queued', 'running', 'waiting')
+                         OR (tst = 'dead' AND tfail = 'block')) THEN
+        RETURN;
+    END IF;
+    -- the row lock orders this with the tail's end: a success deleting it
+    -- meanwhile leaves nothing to wait for
+    UPDATE {{schema}}.jobs j SET flow = j.flow | 1 WHERE j.id = t
+    RETURNING j.state, j.result INTO pst, pres;
+    IF NOT FOUND THEN
+        RETURN;
+    END IF;
+    UPDATE {{schema}}.jobs j SET state = 'waiting', parents_left = 1,
+        on_parent_failure = CASE WHEN tfail = 'dead' THEN 'dead'
+                            ELSE 'run' END
+    WHERE j.id = child;
+    IF pst NOT IN ('completed', 'dead', 'cancelled') THEN
+        pst := NULL;
+        pres := NULL;
+    END IF;
+    INSERT INTO {{schema}}.job_deps (parent_id, child_id, parent_state,
+                                     parent_result)
+    VALUES (t, child, pst, pres);
+    IF pst IS NOT NULL THEN
+        PERFORM {{schema}}.flow_edge(child, t, pst);
+    END IF;
+END
+$$;
