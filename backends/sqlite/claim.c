@@ -2,9 +2,10 @@
  * ordered (round robin between queues, then priority, run_at, id; the
  * queue that leads rotates), the queues' caps of the claim spec, the
  * passes of a claim under limits (limits.c reads and writes the limits'
- * tables), and the one-statement claim when a single queue has work.
- * Marks the picked jobs running under the runner's token and lease, in
- * one transaction. Uses sqlite_int.h, limitpick.h. */
+ * tables), and the one-statement claim when a single queue has work (a
+ * fair queue's alone: fairclaim.c). Marks the picked jobs running under
+ * the runner's token and lease, in one transaction. Uses sqlite_int.h,
+ * limitpick.h. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -12,14 +13,9 @@
 #include "sqlite/sqlite_int.h"
 #include "base/util.h"
 
-/* what a claim reads of a job (row_job) */
-#define CLAIM_COLUMNS "id, name, queue, payload, attempts, max_retries," \
-    " priority, run_at, created_at, parents, batch_id, flow, steps, waits," \
-    " trace, limit_key, sealed"
-
 /* The file's statements: slots of sql_text[] (sqlite_int.h). */
 enum { S_CLAIM_QUEUES, S_QUEUE_READY, S_CLAIM_CANDIDATES, S_LIM_CANDIDATES,
-       S_CLAIM, S_CLAIM_READ, S_CLAIM_ONE, S_FAIR_ONE, S_COUNT };
+       S_CLAIM, S_CLAIM_READ, S_CLAIM_ONE, S_COUNT };
 
 static const char *const sql_text[S_COUNT] = {
     /* the queues a claim may take from, by name: those with a queued job
@@ -76,26 +72,16 @@ static const char *const sql_text[S_COUNT] = {
         " WHERE id IN (SELECT value FROM json_each(?4)) AND state = 'queued'",
     /* the jobs of ids ?1 a claim takes, as they are before it */
     [S_CLAIM_READ] =
-        "SELECT " CLAIM_COLUMNS " FROM jobs"
+        "SELECT " JR_SQLITE_CLAIM_COLUMNS " FROM jobs"
         " WHERE id IN (SELECT value FROM json_each(?1)) AND state = 'queued'",
     /* the same when one queue has ready jobs and none is capped: its
      * first ?4 ready jobs of names ?3 in queue ?1, in claim order */
     [S_CLAIM_ONE] =
-        "SELECT " CLAIM_COLUMNS " FROM jobs WHERE state = 'queued'"
+        "SELECT " JR_SQLITE_CLAIM_COLUMNS " FROM jobs WHERE state = 'queued'"
         " AND queue = ?1 AND run_at <= ?2"
         JR_SQLITE_UNEXPIRED
         " AND name IN (SELECT value FROM json_each(?3))"
         " ORDER BY priority, run_at, id LIMIT ?4",
-    /* the same in a fair queue claimed alone: by (priority, start tag,
-     * id), one range of jobs_fairtag, with each job's tag and the weight
-     * it was tagged with */
-    [S_FAIR_ONE] =
-        "SELECT " CLAIM_COLUMNS ", fair_tag, coalesce(fair_w, 1) FROM jobs"
-        " WHERE state = 'queued' AND queue = ?1 AND fair_tag IS NOT NULL"
-        " AND run_at <= ?2"
-        JR_SQLITE_UNEXPIRED
-        " AND name IN (SELECT value FROM json_each(?3))"
-        " ORDER BY priority, fair_tag, id LIMIT ?4",
 };
 
 static sqlite3_stmt *
@@ -104,8 +90,8 @@ stmt(jr_backend *b, int which, jr_err *err)
     return jr_sqlite_stmt(b, &sql_text[which], err);
 }
 
-/* A job read by S_CLAIM_READ or S_CLAIM_ONE, as the claim that follows
- * the read leaves it (its attempt counted). */
+/* A job read by S_CLAIM_READ, S_CLAIM_ONE or fairclaim.c's S_FAIR_ONE,
+ * as the claim that follows the read leaves it (its attempt counted). */
 static jr_job *
 row_job(sqlite3_stmt *s)
 {
@@ -479,13 +465,9 @@ fail:
     return -1;
 }
 
-/* Which queues not paused have a job of names json ready by now: 1 with
- * *queue (the caller frees it) when one has, 0 when none has, 2 when
- * several have (the fair claim decides), -1 on failure. Stops at the
- * second: one indexed probe per queue up to there. */
-static int
-ready_queue(jr_backend *b, const char *json, double now, char **queue,
-            jr_err *err)
+int
+jr_sqlite_ready_queue(jr_backend *b, const char *json, double now,
+                      char **queue, jr_err *err)
 {
     sqlite3_stmt *q = stmt(b, S_CLAIM_QUEUES, err), *p;
     int rc, found = 0;
@@ -520,39 +502,25 @@ ready_queue(jr_backend *b, const char *json, double now, char **queue,
            jr_sqlite_fail(b, err, "claiming jobs");
 }
 
-/* S_CLAIM_ONE when one queue has ready jobs and the spec caps none: the
- * claim without the fair reads (there is one queue to be fair to), one
- * read in claim order and one update. Returns how many, or -2 if
- * the fair claim is to run instead. */
-static int
-claim_one(jr_backend *b, const char *token, double lease,
-          const jr_claim_spec *spec, const char *json, jr_job **out,
-          double now, jr_err *err)
+int
+jr_sqlite_claim_read(jr_backend *b, sqlite3_stmt *s, const char *token,
+                     double lease, double now, int max, jr_job **out,
+                     jr_sqlite_claim_row row, void *arg, const char *what,
+                     jr_err *err)
 {
-    sqlite3_stmt *s;
-    char *queue, *ids;
+    char *ids;
     int n = 0, rc;
 
-    if (spec->nqueues > 0 || spec->others < spec->max)
-        return -2;
-    if ((rc = ready_queue(b, json, now, &queue, err)) != 1)
-        return rc == 2 ? -2 : rc;       /* several, none (0), or -1 */
-    if ((s = stmt(b, S_CLAIM_ONE, err)) == NULL) {
-        free(queue);
-        return -1;
-    }
-    bind_text(s, 1, queue);
-    sqlite3_bind_double(s, 2, now);
-    bind_text(s, 3, json);
-    sqlite3_bind_int(s, 4, spec->max);
-    while ((rc = sqlite3_step(s)) == SQLITE_ROW && n < spec->max)
-        if ((out[n++] = row_job(s)) == NULL) {          /* LIMIT ?4 */
+    while ((rc = sqlite3_step(s)) == SQLITE_ROW && n < max) {
+        if ((out[n++] = row_job(s)) == NULL) {          /* LIMIT max */
             n--;
             rc = SQLITE_NOMEM;
             break;
         }
+        if (row != NULL)
+            row(s, out[n - 1], n - 1, arg);
+    }
     sqlite3_reset(s);
-    free(queue);
     if (rc == SQLITE_DONE && n > 0) {
         if ((ids = ids_json(NULL, out, n)) == NULL)
             rc = SQLITE_NOMEM;
@@ -567,41 +535,29 @@ claim_one(jr_backend *b, const char *token, double lease,
             return -1;                  /* mark_claimed said why */
         return rc == SQLITE_NOMEM ? jr_fail(err, JR_ENOMEM, "sqlite: out "
                                             "of memory") :
-               jr_sqlite_fail(b, err, "claiming jobs");
+               jr_sqlite_fail(b, err, what);
     }
-    /* ORDER BY priority, run_at, id: already in claim order */
     return n;
 }
 
-/* A fair queue claimed alone (jr_sqlite_fair_alone) when it is the one
- * queue with ready jobs, as claim_one claims one queue: its untagged
- * jobs tagged, one read by (priority, start tag, id) (S_FAIR_ONE), one
- * update, and its clock moved to the highest tag taken; not the passes
- * of the claim under limits (each candidate's strings, the pick, the
- * read by id), whose cost made the master's CPU for a fair drain 1.2
- * times a plain one's. Returns how many, or -2 if the claim under
- * limits is to run. */
+/* S_CLAIM_ONE when one queue has ready jobs and the spec caps none: the
+ * claim without the fair reads (there is one queue to be fair to), one
+ * read in claim order and one update. Returns how many, or -2 if
+ * the fair claim is to run instead. */
 static int
-claim_fair_one(jr_backend *b, const char *token, double lease,
-               const jr_claim_spec *spec, const char *json, jr_job **out,
-               double now, jr_err *err)
+claim_one(jr_backend *b, const char *token, double lease,
+          const jr_claim_spec *spec, const char *json, jr_job **out,
+          double now, jr_err *err)
 {
-    const jr_limit *f = jr_sqlite_fair_alone(spec);
     sqlite3_stmt *s;
-    char *queue, *ids;
-    double tag, clock = 0;
-    int n = 0, rc;
+    char *queue;
+    int n, rc;
 
-    if (f == NULL)
+    if (spec->nqueues > 0 || spec->others < spec->max)
         return -2;
-    if ((rc = ready_queue(b, json, now, &queue, err)) != 1)
+    if ((rc = jr_sqlite_ready_queue(b, json, now, &queue, err)) != 1)
         return rc == 2 ? -2 : rc;       /* several, none (0), or -1 */
-    if (strcmp(queue, f->scope + 6) != 0) {
-        free(queue);
-        return -2;                      /* another queue's: under limits */
-    }
-    if (jr_sqlite_fair_ready(b, f, queue, err) < 0 ||
-        (s = stmt(b, S_FAIR_ONE, err)) == NULL) {
+    if ((s = stmt(b, S_CLAIM_ONE, err)) == NULL) {
         free(queue);
         return -1;
     }
@@ -609,40 +565,11 @@ claim_fair_one(jr_backend *b, const char *token, double lease,
     sqlite3_bind_double(s, 2, now);
     bind_text(s, 3, json);
     sqlite3_bind_int(s, 4, spec->max);
-    while ((rc = sqlite3_step(s)) == SQLITE_ROW && n < spec->max) {
-        if ((out[n++] = row_job(s)) == NULL) {
-            n--;
-            rc = SQLITE_NOMEM;
-            break;
-        }
-        if ((tag = sqlite3_column_double(s, 17)) > clock || n == 1)
-            clock = tag;
-        out[n - 1]->fair_weight = sqlite3_column_double(s, 18);
-        if (!(out[n - 1]->fair_weight > 0))
-            out[n - 1]->fair_weight = 1;
-    }
-    sqlite3_reset(s);
-    if (rc == SQLITE_DONE && n > 0) {
-        if ((ids = ids_json(NULL, out, n)) == NULL)
-            rc = SQLITE_NOMEM;
-        else if (mark_claimed(b, token, lease, now, ids, n, err) < 0 ||
-                 jr_sqlite_fair_tick(b, queue, clock, err) < 0)
-            rc = SQLITE_ERROR;
-        free(ids);
-    }
+    n = jr_sqlite_claim_read(b, s, token, lease, now, spec->max, out, NULL,
+                             NULL, "claiming jobs", err);
     free(queue);
-    if (rc != SQLITE_DONE) {
-        while (n > 0)
-            free(out[--n]);
-        if (rc == SQLITE_ERROR)
-            return -1;                  /* err says why */
-        return rc == SQLITE_NOMEM ? jr_fail(err, JR_ENOMEM, "sqlite: out "
-                                            "of memory") :
-               jr_sqlite_fail(b, err, "claiming jobs of a fair queue");
-    }
-    if (spec->limit_next)
-        *spec->limit_next = 0;
-    return n;                   /* already in claim order */
+    /* ORDER BY priority, run_at, id: already in claim order */
+    return n;
 }
 
 /* Claims the fairly ordered candidates, inside the open transaction.
@@ -662,8 +589,8 @@ jr_sqlite_claim_rows(jr_backend *b, const char *token, double lease,
     if ((json = jr_sqlite_names_json(spec->names, spec->nnames)) == NULL)
         return jr_fail(err, JR_ENOMEM, "sqlite: out of memory");
     if (spec->nlimits > 0) {
-        if ((n = claim_fair_one(b, token, lease, spec, json, out, now,
-                                err)) == -2)
+        if ((n = jr_sqlite_fair_claim(b, token, lease, spec, json, out,
+                                      now, err)) == -2)
             n = claim_limited(b, token, lease, spec, json, out, now, err);
         free(json);
         return n;
