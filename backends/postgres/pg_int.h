@@ -496,8 +496,9 @@ int jr_pg_fair_name_use(jr_backend *b, const char *name, jr_fair_use_cb cb,
  * (fair.c), in the open transaction. 0, or -1 with err set. */
 int jr_pg_fair_tag_queue(jr_backend *b, const char *queue, jr_err *err);
 /* A claim whose one limit is a fair queue (spec->limits[0]) with no
- * cap, rate, key or aging, every queue served uncapped: 1 with its
- * path and weights recorded (claim.c then claims it in one statement);
+ * cap, rate, key or aging, every queue served uncapped (fairpick.h's
+ * jr_fair_alone): 1 with its path and weights recorded (fairclaim.c
+ * then claims it in one statement);
  * 0 when it is another claim, or another queue had work lately (the
  * claim under limits is to run); -1 with err set. */
 int jr_pg_fair_alone(jr_backend *b, const jr_claim_spec *spec, jr_err *err);

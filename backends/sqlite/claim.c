@@ -503,14 +503,19 @@ jr_sqlite_ready_queue(jr_backend *b, const char *json, double now,
 }
 
 int
-jr_sqlite_claim_read(jr_backend *b, sqlite3_stmt *s, const char *token,
-                     double lease, double now, int max, jr_job **out,
+jr_sqlite_claim_read(jr_backend *b, sqlite3_stmt *s, const char *queue,
+                     const char *json, int max, const char *token,
+                     double lease, double now, jr_job **out,
                      jr_sqlite_claim_row row, void *arg, const char *what,
                      jr_err *err)
 {
     char *ids;
     int n = 0, rc;
 
+    bind_text(s, 1, queue);
+    sqlite3_bind_double(s, 2, now);
+    bind_text(s, 3, json);
+    sqlite3_bind_int(s, 4, max);
     while ((rc = sqlite3_step(s)) == SQLITE_ROW && n < max) {
         if ((out[n++] = row_job(s)) == NULL) {          /* LIMIT max */
             n--;
@@ -561,12 +566,8 @@ claim_one(jr_backend *b, const char *token, double lease,
         free(queue);
         return -1;
     }
-    bind_text(s, 1, queue);
-    sqlite3_bind_double(s, 2, now);
-    bind_text(s, 3, json);
-    sqlite3_bind_int(s, 4, spec->max);
-    n = jr_sqlite_claim_read(b, s, token, lease, now, spec->max, out, NULL,
-                             NULL, "claiming jobs", err);
+    n = jr_sqlite_claim_read(b, s, queue, json, spec->max, token, lease,
+                             now, out, NULL, NULL, "claiming jobs", err);
     free(queue);
     /* ORDER BY priority, run_at, id: already in claim order */
     return n;

@@ -268,20 +268,6 @@ weights_seen(jr_backend *b, const jr_limit *f, jr_err *err)
     return 0;
 }
 
-const jr_limit *
-jr_sqlite_fair_alone(const jr_claim_spec *spec)
-{
-    const jr_limit *f = spec->limits;
-
-    if (spec->nlimits != 1 || f->fair_path == NULL ||
-        strncmp(f->scope, JR_LIMIT_QPREFIX, 6) != 0 || f->key_path ||
-        f->all.concurrency || f->all.rate > 0 || f->per_key.concurrency ||
-        f->per_key.rate > 0 || f->aging > 0 || spec->nqueues > 0 ||
-        spec->others < spec->max)
-        return NULL;
-    return f;
-}
-
 int
 jr_sqlite_fair_ready(jr_backend *b, const jr_limit *f, const char *queue,
                      jr_err *err)

@@ -1,6 +1,6 @@
-/* fairclaim.c - a fair queue claimed alone (fair.c's
- * jr_sqlite_fair_alone: its one limit, no cap, rate, key or aging, every
- * queue served uncapped) when it is the one queue with ready jobs, as
+/* fairclaim.c - a fair queue claimed alone (fairpick.c's jr_fair_alone:
+ * its one limit, no cap, rate, key or aging, every queue served
+ * uncapped) when it is the one queue with ready jobs, as
  * claim.c's claim_one claims one queue: its untagged jobs tagged, one
  * read by (priority, start tag, id), one update, its clock moved. Owns
  * that read. Uses sqlite_int.h (claim.c's read and mark, fair.c's tags,
@@ -56,7 +56,7 @@ jr_sqlite_fair_claim(jr_backend *b, const char *token, double lease,
                      const jr_claim_spec *spec, const char *json,
                      jr_job **out, double now, jr_err *err)
 {
-    const jr_limit *f = jr_sqlite_fair_alone(spec);
+    const jr_limit *f = jr_fair_alone(spec);
     sqlite3_stmt *s;
     char *queue;
     double clock = 0;
@@ -75,12 +75,8 @@ jr_sqlite_fair_claim(jr_backend *b, const char *token, double lease,
         free(queue);
         return -1;
     }
-    bind_text(s, 1, queue);
-    sqlite3_bind_double(s, 2, now);
-    bind_text(s, 3, json);
-    sqlite3_bind_int(s, 4, spec->max);
-    n = jr_sqlite_claim_read(b, s, token, lease, now, spec->max, out,
-                             fair_row, &clock,
+    n = jr_sqlite_claim_read(b, s, queue, json, spec->max, token, lease,
+                             now, out, fair_row, &clock,
                              "claiming jobs of a fair queue", err);
     if (n > 0 && jr_sqlite_fair_tick(b, queue, clock, err) < 0) {
         while (n > 0)

@@ -268,16 +268,18 @@ int  jr_sqlite_ready_queue(jr_backend *b, const char *json, double now,
  * its columns after JR_SQLITE_CLAIM_COLUMNS. */
 typedef void (*jr_sqlite_claim_row)(sqlite3_stmt *s, jr_job *j, int i,
                                     void *arg);
-/* The jobs read by s (bound, max at most: its LIMIT) into out[] in the
- * order it gives them, row(s, job, i, arg) on each unless row is NULL,
- * then marked running under token in one statement: how many, or -1
- * with err set (a failed read: what failed, what) and none in out. */
-int  jr_sqlite_claim_read(jr_backend *b, sqlite3_stmt *s, const char *token,
-                          double lease, double now, int max, jr_job **out,
+/* The jobs read by s, a one-queue read (?1 queue, ?2 now, ?3 names
+ * json, ?4 max: its LIMIT), into out[] in the order it gives them,
+ * row(s, job, i, arg) on each unless row is NULL, then marked running
+ * under token in one statement: how many, or -1 with err set (a failed
+ * read: what failed, what) and none in out. */
+int  jr_sqlite_claim_read(jr_backend *b, sqlite3_stmt *s, const char *queue,
+                          const char *json, int max, const char *token,
+                          double lease, double now, jr_job **out,
                           jr_sqlite_claim_row row, void *arg,
                           const char *what, jr_err *err);
-/* fairclaim.c: a fair queue's claim alone (jr_sqlite_fair_alone) when it
- * is the one queue with ready jobs of names json, in the open
+/* fairclaim.c: a fair queue's claim alone (fairpick.h's jr_fair_alone)
+ * when it is the one queue with ready jobs of names json, in the open
  * transaction: how many, -1 with err set, or -2 if the claim under
  * limits is to run. */
 int  jr_sqlite_fair_claim(jr_backend *b, const char *token, double lease,
@@ -413,12 +415,9 @@ int  jr_sqlite_fair_set(jr_backend *b, const char *queue, const char *key,
                         double weight, jr_err *err);
 int  jr_sqlite_fair_save(jr_backend *b, const candidate *c, int n,
                          jr_err *err);
-/* fair.c: the one limit of spec when it is a fair queue's with no cap,
- * rate, key or aging, and no queue is capped or left out (fairclaim.c
- * then claims it as one queue), else NULL. */
-const jr_limit *jr_sqlite_fair_alone(const jr_claim_spec *spec);
-/* Records f's path and weights when new and tags fair queue's untagged
- * queued jobs (what jr_sqlite_fair_candidates does first). 0 or -1. */
+/* fair.c: records f's path and weights when new and tags fair queue's
+ * untagged queued jobs (what jr_sqlite_fair_candidates does first). 0 or
+ * -1. */
 int  jr_sqlite_fair_ready(jr_backend *b, const jr_limit *f,
                           const char *queue, jr_err *err);
 /* fairsave.c: moves queue's clock up to clock. 0, or -1 with err set. */
