@@ -60,7 +60,7 @@ enum { S_FAIR_TAKE, S_FAIR_FIN_Q, S_FAIR_TAG_Q, S_FAIR_FIN_R, S_FAIR_TAG_R,
 
 static const char *const sql_text[S_COUNT] = {
     /* the first ?4 ready jobs of fair queue ?1 by (priority, tag, id),
-     * one range of jobs_fairtag, with the filters of claim.c's
+     * one range of jobs_fairtag, with the filters of candidates.c's
      * S_LIM_CANDIDATES; each with its key, tag and the weight it was
      * tagged with */
     [S_FAIR_TAKE] =

@@ -1,10 +1,10 @@
 /* fairclaim.c - a fair queue claimed alone (fairpick.c's jr_fair_alone:
  * its one limit, no cap, rate, key or aging, every queue served
- * uncapped) when it is the one queue with ready jobs, as
- * claim.c's claim_one claims one queue: its untagged jobs tagged, one
- * read by (priority, start tag, id), one update, its clock moved. Owns
- * that read. Uses sqlite_int.h (claim.c's read and mark, fair.c's tags,
- * fairsave.c's clock). */
+ * uncapped) when it is the one queue with ready jobs, as claim.c's
+ * claim_one claims one queue: its untagged jobs tagged, one read by
+ * (priority, start tag, id), one update, its clock moved. Owns that
+ * read. Uses sqlite_int.h (candidates.c's ready queue, claim.c's read
+ * and mark, fair.c's tags, fairsave.c's clock). */
 #include <stdlib.h>
 #include <string.h>
 

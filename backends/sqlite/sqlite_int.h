@@ -252,10 +252,11 @@ int  jr_sqlite_claim_rows(jr_backend *b, const char *token, double lease,
                           double now, jr_err *err);
 int  jr_sqlite_commit_claimed(jr_backend *b, jr_job **out, int n,
                               jr_err *err);
-/* Which queues not paused have a job of names json ready by now: 1 with
- * *queue (the caller frees it) when one has, 0 when none has, 2 when
- * several have (the claim across queues decides), -1 on failure. Stops
- * at the second: one indexed probe per queue up to there. */
+/* candidates.c: which queues not paused have a job of names json ready
+ * by now: 1 with *queue (the caller frees it) when one has, 0 when none
+ * has, 2 when several have (the claim across queues decides), -1 on
+ * failure. Stops at the second: one indexed probe per queue up to
+ * there. */
 int  jr_sqlite_ready_queue(jr_backend *b, const char *json, double now,
                            char **queue, jr_err *err);
 /* What a claim reads of a job, first in each read a claim takes as it
@@ -384,6 +385,16 @@ typedef struct limq {
     const jr_claim_spec *spec;  /* the claim's: its fair queues */
 } limq;
 
+/* candidates.c: the ready jobs a claim may take, fairly ordered, into a
+ * new array (freed with jr_sqlite_candidates_free); *n gets how many.
+ * One short indexed read per queue not paused, so a backlog in one queue
+ * costs no scan. With lim, a limited claim's: the jobs its lists block
+ * skipped, their strings kept. NULL with err set on failure. */
+candidate *jr_sqlite_candidates(jr_backend *b, const jr_claim_spec *spec,
+                                const char *json, double now, int *n,
+                                const limq *lim, jr_err *err);
+void jr_sqlite_candidates_free(candidate *c, int n);
+
 /* limits.c: reads the running jobs and the scopes' own buckets into
  * lim's new pick, and the per-key rates. 0, or -1 with err set (lim is
  * then to clear all the same). */
@@ -473,9 +484,9 @@ int  jr_sqlite_aged_candidates(jr_backend *b, double aging,
     " AND (expires_at IS NULL OR attempts > 0 OR generation IS NOT NULL" \
     " OR expires_at > ?2)"
 
-/* The limited claim's filter on its candidates (claim.c, fair.c): names
- * ?3 and not ?5, no key at its cap (?6) and no bucket of a rate (?7)
- * empty at ?2. */
+/* The limited claim's filter on its candidates (candidates.c, fair.c):
+ * names ?3 and not ?5, no key at its cap (?6) and no bucket of a rate
+ * (?7) empty at ?2. */
 #define JR_SQLITE_LIM_FILTER \
     " AND name IN (SELECT value FROM json_each(?3))" \
     " AND name NOT IN (SELECT value FROM json_each(?5))" \
