@@ -1,8 +1,11 @@
 /* fairpick.c - whose turn among a fair queue's keys: the lowest pass
  * (never below the clock) with a job left, ties to the key whose first
- * job comes first in claim order. O(max log keys) per claim. */
+ * job comes first in claim order. O(max log keys) per claim. Also
+ * whether a claim is a fair queue's alone. Uses backend.h's claim spec. */
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
+#include "backend.h"
 #include "fairpick.h"
 
 double
@@ -190,4 +193,18 @@ jr_fair_seen_add(jr_fair_seen *s, uint64_t h)
     if (s->n == (int)(sizeof s->h / sizeof s->h[0]))
         s->n = 0;
     s->h[s->n++] = h;
+}
+
+const jr_limit *
+jr_fair_alone(const jr_claim_spec *spec)
+{
+    const jr_limit *f = spec->limits;
+
+    if (spec->nlimits != 1 || f->fair_path == NULL ||
+        strncmp(f->scope, JR_LIMIT_QPREFIX, 6) != 0 || f->key_path ||
+        f->all.concurrency || f->all.rate > 0 || f->per_key.concurrency ||
+        f->per_key.rate > 0 || f->aging > 0 || spec->nqueues > 0 ||
+        spec->others < spec->max)
+        return NULL;
+    return f;
 }

@@ -55,6 +55,13 @@ int      jr_fair_seen_has(const jr_fair_seen *s, uint64_t h);
 /* Adds h to s; a full s starts again empty. */
 void     jr_fair_seen_add(jr_fair_seen *s, uint64_t h);
 
+/* The one limit of spec when it is a fair queue's with no cap, rate,
+ * key or aging, and no queue is capped or left out: each engine then
+ * claims the queue in one read, as one queue (its fairclaim.c); else
+ * NULL. */
+struct jr_claim_spec;
+const jr_limit *jr_fair_alone(const struct jr_claim_spec *spec);
+
 /* Top keys of a fair queue for stats and /metrics: the JR_FAIR_TOP with
  * most ready jobs, of how many keys have some, and each one's share of
  * the starts while they all have (its weight over the sum of the weights

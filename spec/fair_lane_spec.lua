@@ -1,7 +1,7 @@
 -- fair_lane_spec.lua - PostgreSQL: a fair queue claimed alone (its one limit,
 -- nothing capped) takes the second database round (runtime/master/lane.c)
 -- as a plain queue does: both connections claim it by start tag, each from
--- the place its last batch ended (backends/postgres/claim.c). Every job
+-- the place its last batch ended (backends/postgres/fairclaim.c). Every job
 -- still runs once, and the keys still take turns: a key pushed behind
 -- another's backlog is not left for after it.
 local jr = require "jr"

@@ -170,7 +170,7 @@ for _, backend in ipairs(jr.backends()) do
       assert.equal(30, last)
     end)
 
-    -- a fair queue alone is claimed by one statement (postgres/claim.c's
+    -- a fair queue alone is claimed by one statement (postgres/fairclaim.c's
     -- st_fair_claim) only while no other queue has a queued job
     it("takes turns between a fair queue and another, neither capped", function()
       fair_config(env)

@@ -1,7 +1,8 @@
 /* claim.c - the fair claim across queues (st_claim; st_claim_one when a
  * single queue has work) and the rows it returns as jobs, in the fair order;
  * the undo of a claim the caller could not take. A claim under limits per
- * key goes to limits.c. Owns the claim statements. Uses conn.c, arrays.h. */
+ * key goes to limits.c, a fair queue's claimed alone to fairclaim.c. Owns
+ * the claim statements. Uses conn.c, arrays.h. */
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -9,25 +10,6 @@
 
 #include "postgres/pg_int.h"
 #include "postgres/arrays.h"
-#include "base/limit.h"
-
-/* What a claim sets on its rows, and returns (jr_pg_row_job's columns). */
-#define CLAIM_SET \
-    "state = 'running', attempts = j.attempts + 1, locked_by = $1::text," \
-    " locked_until = now() + $2::float8 * interval '1 second'," \
-    " updated_at = now(), started_at = now(), progress_done = NULL," \
-    " progress_total = NULL, progress_note = NULL," JR_PG_DEADLINE_SET
-#define CLAIM_COLUMNS \
-    "j.id, j.name, j.queue, " JR_PG_PAYLOAD("j.") ", j.attempts," \
-    " coalesce(j.max_retries, -1), j.priority," \
-    " extract(epoch FROM j.run_at)::float8," \
-    " extract(epoch FROM j.created_at)::float8, j.parents::text," \
-    " coalesce(j.batch_id, 0), j.flow, j.waits::text"
-/* The job's steps and trace context, last in every claim's RETURNING
- * (found by their names): NULL, and no cost but a null, for a job that
- * records none or was pushed with no context. */
-#define CLAIM_STEPS ", j.steps::text AS steps, j.trace AS trace," \
-    " j.limit_key AS limit_key"
 
 /* Returns a new job from row r of a claim's result (columns CLAIM_COLUMNS),
  * freed with free(); NULL when out of memory. */
@@ -246,21 +228,11 @@ static const pg_stmt st_claim_from = {"jr_claim_from", 8,
     " RETURNING " CLAIM_COLUMNS ", 0::bigint, j.run_at::text"
     CLAIM_STEPS};
 
-/* How long a place is trusted without a wake-up: a job queued before
- * it makes a wake-up (schema.sql, jobs_requeued), but a job of a higher
- * priority that only became due does not, nor one whose claim by
- * another runner was rolled back; they wait this long at most, or 50
- * times what the last claim from the front took, when that is longer
- * (that claim walked the dead entries: a fiftieth of the time goes to
- * it). */
-#define JR_PG_PLACE_SECS 0.5
-#define JR_PG_PLACE_COST 50
-
 /* FNV-1a of the claim's names (the array parameter): a place holds for
  * the names it was found with only (a name left out then may have jobs
  * before it). */
-static uint64_t
-names_hash(const char *s)
+uint64_t
+jr_pg_names_hash(const char *s)
 {
     uint64_t h = 14695981039346656037ull;
 
@@ -307,7 +279,7 @@ claim_from(jr_backend *b, const char *const *params, PGresult **res,
     const char *p[8];
 
     if (b->place_queue[0] == '\0' ||
-        b->place_names != names_hash(params[2]) ||
+        b->place_names != jr_pg_names_hash(params[2]) ||
         jr_mono() - b->place_set > b->place_secs || jr_pg_woken(b)) {
         b->place_queue[0] = '\0';
         return 0;
@@ -368,197 +340,6 @@ claim_one(jr_backend *b, const jr_claim_spec *spec,
     return 1 + from;
 }
 
-/* A fair queue's claim alone (fair.c's jr_pg_fair_alone: its one limit,
- * nothing capped) in one statement, as st_claim_one's: its first $4
- * ready jobs by (priority, start tag, id), one range of jobs_fairtag
- * ($5 the queue), their tags spent, the queue's clock moved to the
- * highest one taken, each row's weight (the one it was tagged with, $6
- * the config's default) after its rank. The clock is moved only when
- * its row is free: while another claim holds it (the runner's second
- * connection's, another runner's), that one moves it, to its own
- * batch's tags, and the next claim to these (the clock only says where
- * a key new or back starts: a batch behind at most, for a claim). The
- * wait for that row was most of a claim's time with two claims at once
- * (10 ms of 27 in one of 161 jobs). Claims nothing while another
- * queue has a queued job (the claim under limits takes turns between
- * queues) and returns one row of NULLs; nor, unless $7 (they were just
- * tagged), while the queue has untagged jobs (jobs_fairnew: back to
- * queued, pushed waiting), whose tags are given under the limits' lock
- * first: one row of NULLs but its name, 'untagged'. The look-up and the
- * lock were two more round trips a claim, run whatever they found. The
- * limited claim's read, then update by id, the other queues' candidates
- * and the clock's statement were 21 us a job on the server beside a
- * plain claim's 16.5. */
-#define FAIR_CLAIM(from) \
-    "WITH o AS (SELECT EXISTS (SELECT 1 FROM {{schema}}.jobs" \
-    "  WHERE state = 'queued' AND queue < $5::text)" \
-    "  OR EXISTS (SELECT 1 FROM {{schema}}.jobs" \
-    "  WHERE state = 'queued' AND queue > $5::text) AS busy," \
-    "  NOT $7::bool AND EXISTS (SELECT 1 FROM {{schema}}.jobs" \
-    "  WHERE queue = $5::text AND state = 'queued'" \
-    "  AND fair_key IS NOT NULL AND fair_tag IS NULL) AS untagged)," \
-    " p AS (SELECT s.id, s.fair_tag, s.fair_w, row_number() OVER" \
-    "  (ORDER BY s.priority, s.fair_tag, s.id) AS ord" \
-    "  FROM (SELECT id, priority, fair_tag, fair_w FROM {{schema}}.jobs" \
-    "   WHERE state = 'queued' AND queue = $5::text" \
-    "   AND fair_tag IS NOT NULL AND run_at <= now()" from \
-    JR_PG_UNEXPIRED \
-    "   AND name = ANY($3::text[])" \
-    "   AND NOT (SELECT busy OR untagged FROM o)" \
-    "   AND NOT EXISTS (SELECT 1 FROM {{schema}}.queues q" \
-    "    WHERE q.name = $5::text AND q.paused)" \
-    "   ORDER BY priority, fair_tag, id LIMIT $4::int" \
-    "   FOR UPDATE SKIP LOCKED) s)," \
-    " u AS (UPDATE {{schema}}.jobs j SET " CLAIM_SET ", fair_tag = NULL" \
-    "  FROM p WHERE j.id = p.id" \
-    "  RETURNING " CLAIM_COLUMNS ", p.ord," \
-    "  coalesce(p.fair_w, $6::float8) AS fair_w, p.fair_tag AS tag" \
-    CLAIM_STEPS ")," \
-    " c AS (SELECT queue FROM {{schema}}.fair_clocks" \
-    "  WHERE queue = $5::text FOR UPDATE SKIP LOCKED)," \
-    " t AS (UPDATE {{schema}}.fair_clocks f" \
-    "  SET clock = greatest(f.clock, m.tag)" \
-    "  FROM (SELECT max(tag) AS tag FROM u) m" \
-    "  WHERE f.queue = $5::text AND m.tag IS NOT NULL" \
-    "  AND EXISTS (SELECT 1 FROM c))," \
-    " i AS (INSERT INTO {{schema}}.fair_clocks (queue, clock)" \
-    "  SELECT $5::text, max(tag) FROM u HAVING count(*) > 0" \
-    "  AND NOT EXISTS (SELECT 1 FROM {{schema}}.fair_clocks" \
-    "   WHERE queue = $5::text)" \
-    "  ON CONFLICT (queue) DO NOTHING)" \
-    " SELECT * FROM u UNION ALL SELECT NULL, CASE WHEN NOT busy" \
-    " THEN 'untagged' END, NULL, NULL, NULL," \
-    " NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL," \
-    " NULL, NULL, NULL FROM o WHERE busy OR untagged"
-static const pg_stmt st_fair_claim = {"jr_fair_claim1", 7, FAIR_CLAIM("")};
-
-/* st_fair_claim from a place in its queue, not from the front of
- * jobs_fairtag: the jobs after (priority, tag, id) ($8, $9, $10), as
- * st_claim_from's in a plain queue (whose comment says why). A tag is
- * given at a push or at a claim's tags (st_fair_claim's $7), never below
- * the queue's clock when given, and both forget the place: a push by its
- * wake-up, the tags by the claim that gives them. */
-static const pg_stmt st_fair_claim_from = {"jr_fair_claim_from", 10,
-    FAIR_CLAIM("   AND (priority, fair_tag, id) >"
-               " ($8::int, $9::float8, $10::bigint)")};
-
-/* Remembers where a full batch of st_fair_claim (res, n rows) ended:
- * its last job in (priority, tag, id) order (the highest rank), with the
- * tag as the server wrote it, for names (names_hash of the names and
- * the queue). The time is that of the last claim from the front (from
- * is 0). */
-static void
-fplace_set(jr_backend *b, const PGresult *res, int n, uint64_t names,
-           int from)
-{
-    long ord, best = -1;
-    int i, r = -1;
-
-    for (i = 0; i < n; i++)
-        if ((ord = strtol(PQgetvalue(res, i, 13), NULL, 10)) > best) {
-            best = ord;
-            r = i;
-        }
-    b->fplace_on = 0;
-    if (r < 0 || PQgetisnull(res, r, 15) ||
-        (size_t)PQgetlength(res, r, 15) >= sizeof b->fplace_tag)
-        return;
-    strcpy(b->fplace_tag, PQgetvalue(res, r, 15));
-    b->fplace_priority = atoi(PQgetvalue(res, r, 6));
-    b->fplace_id = strtoll(PQgetvalue(res, r, 0), NULL, 10);
-    b->fplace_names = names;
-    b->fplace_on = 1;
-    if (!from)
-        b->fplace_set = jr_mono();
-}
-
-/* Whether the fair place holds for a claim of names (its hash): set by
- * the last claim, within fplace_secs of the last claim from the front,
- * and no wake-up since (a push, a job back to queued). */
-static int
-fplace_holds(jr_backend *b, uint64_t names)
-{
-    if (!b->fplace_on || b->fplace_names != names ||
-        jr_mono() - b->fplace_set > b->fplace_secs || jr_pg_woken(b))
-        b->fplace_on = 0;
-    return b->fplace_on;
-}
-
-/* st_fair_claim into out[0..) in its fair order, each job's weight set:
- * how many, -1 with err set, -2 when another queue had work (the claim
- * under limits is to run, and runs instead for the next 100 claims).
- * When the queue has untagged jobs, they are tagged (the limits' lock
- * taken) and the statement runs again, from the front. A full batch
- * leaves a place that the next claim starts from while it holds
- * (fplace_holds). */
-static int
-fair_claim(jr_backend *b, const char *const *params, const jr_limit *f,
-           jr_job **out, jr_err *err)
-{
-    const char *p[10];
-    char sdef[32], prio[16], id[24];
-    uint64_t names = names_hash(params[2]) ^
-                     (names_hash(f->scope) * 1099511628211ull);
-    PGresult *res;
-    double t = 0;
-    int i, n, from = fplace_holds(b, names);
-
-    snprintf(sdef, sizeof sdef, "%.17g", f->fair_default > 0 ?
-             f->fair_default : 1);
-    memcpy(p, params, 4 * sizeof *p);
-    p[4] = f->scope + 6;
-    p[5] = sdef;
-    p[6] = "f";
-    for (;;) {
-        if (from) {
-            snprintf(prio, sizeof prio, "%d", b->fplace_priority);
-            snprintf(id, sizeof id, "%lld", (long long)b->fplace_id);
-            p[7] = prio;
-            p[8] = b->fplace_tag;
-            p[9] = id;
-        } else
-            t = jr_mono();
-        if ((res = jr_pg_run(b, from ? &st_fair_claim_from : &st_fair_claim,
-                             p, "claiming jobs of a fair queue", err)) ==
-            NULL)
-            return -1;
-        n = PQntuples(res);
-        if (n == 0 || !PQgetisnull(res, n - 1, 0))
-            break;
-        b->fplace_on = from = 0;
-        if (PQgetisnull(res, n - 1, 1) || p[6][0] == 't') {
-            PQclear(res);
-            b->fair_busy = 100;
-            return -2;
-        }
-        PQclear(res);           /* untagged jobs: tags first */
-        if (jr_pg_fair_tag_alone(b, p[4], err) < 0)
-            return -1;
-        p[6] = "t";
-    }
-    if (jr_pg_row_jobs(res, out, err) < 0) {
-        PQclear(res);
-        return -1;
-    }
-    if (!from) {
-        b->fplace_secs = JR_PG_PLACE_COST * (jr_mono() - t);
-        if (b->fplace_secs < JR_PG_PLACE_SECS)
-            b->fplace_secs = JR_PG_PLACE_SECS;
-    }
-    if (n == atoi(params[3]))
-        fplace_set(b, res, n, names, from);
-    else
-        b->fplace_on = 0;       /* the queue ran short: from the front */
-    for (i = 0; i < n; i++) {
-        out[i]->fair_weight = strtod(PQgetvalue(res, i, 14), NULL);
-        if (!(out[i]->fair_weight > 0))
-            out[i]->fair_weight = 1;
-    }
-    jr_pg_fair_order(res, out, n);
-    PQclear(res);
-    return n;
-}
-
 /* The claim statement, in whatever transaction is open. */
 int
 jr_pg_claim_stmt(jr_backend *b, const char *token, double lease,
@@ -573,28 +354,9 @@ jr_pg_claim_stmt(jr_backend *b, const char *token, double lease,
 
     if (spec->nnames <= 0 || spec->max <= 0)
         return 0;
-    if (spec->nlimits > 0 && (one = jr_pg_fair_alone(b, spec, err)) != 0) {
-        if (one < 0)
-            return -1;
-        memset(a, 0, sizeof a);
-        n = -1;
-        if (jr_pg_claim_arrays(spec, a, err) == 0) {
-            snprintf(slease, sizeof slease, "%.17g", lease);
-            snprintf(smax, sizeof smax, "%d", spec->max);
-            params[0] = token;
-            params[1] = slease;
-            params[2] = a[0].p;
-            params[3] = smax;
-            n = fair_claim(b, params, spec->limits, out, err);
-        }
-        for (i = 0; i < 3; i++)
-            free(a[i].p);
-        if (n != -2) {
-            if (n >= 0 && spec->limit_next)
-                *spec->limit_next = 0;
-            return n;
-        }
-    }
+    if (spec->nlimits > 0 &&
+        (n = jr_pg_fair_claim(b, token, lease, spec, out, err)) != -2)
+        return n;
     if (spec->nlimits > 0)
         return jr_pg_claim_limited(b, token, lease, spec, out, err);
     memset(a, 0, sizeof a);
@@ -617,7 +379,7 @@ jr_pg_claim_stmt(jr_backend *b, const char *token, double lease,
     params[7] = srot;           /* the queue that leads the round */
     if ((one = claim_one(b, spec, params, &res, err)) == 0)
         res = jr_pg_run(b, &st_claim, params, "claiming jobs", err);
-    names = names_hash(params[2]);
+    names = jr_pg_names_hash(params[2]);
     for (i = 0; i < 3; i++)
         free(a[i].p);
     if (res == NULL)

@@ -210,13 +210,9 @@ static const pg_stmt st_fair_lock = {"jr_fair_lock", 1,
 int
 jr_pg_fair_alone(jr_backend *b, const jr_claim_spec *spec, jr_err *err)
 {
-    const jr_limit *f = spec->limits;
+    const jr_limit *f = jr_fair_alone(spec);
 
-    if (spec->nlimits != 1 || f->fair_path == NULL ||
-        strncmp(f->scope, JR_LIMIT_QPREFIX, 6) != 0 || f->key_path ||
-        f->all.concurrency || f->all.rate > 0 || f->per_key.concurrency ||
-        f->per_key.rate > 0 || f->aging > 0 || spec->nqueues > 0 ||
-        spec->others < spec->max)
+    if (f == NULL)
         return 0;
     if (b->fair_busy > 0) {
         b->fair_busy--;

@@ -89,7 +89,7 @@ struct jr_backend {
     int         place_priority;
     char        place_run_at[40]; /* as the server wrote it */
     int64_t     place_id;
-    uint64_t    place_names;    /* claim.c's names_hash of its names */
+    uint64_t    place_names;    /* jr_pg_names_hash of its names */
     char        vacuum_horizon[24]; /* prune.c: the oldest transaction
                                    holding back removal at the last vacuum
                                    ("": none) */
@@ -111,11 +111,11 @@ struct jr_backend {
     unsigned    fair_busy;      /* claims left before a fair queue's own
                                    claim (jr_pg_fair_claim) is tried
                                    again (other queues had work) */
-    /* claim.c's place in a fair queue claimed alone, as place_queue's in
-     * a plain one: the (priority, start tag, id) its last full batch
-     * ended at, for the names and queue of fplace_names; fplace_on 0
-     * when there is none. Forgotten where place_queue is, and when the
-     * claim gave tags. */
+    /* fairclaim.c's place in a fair queue claimed alone, as
+     * place_queue's in a plain one: the (priority, start tag, id) its
+     * last full batch ended at, for the names and queue of fplace_names;
+     * fplace_on 0 when there is none. Forgotten where place_queue is, and
+     * when the claim gave tags. */
     int         fplace_on;
     int         fplace_priority;
     char        fplace_tag[40]; /* as the server wrote it */
@@ -226,6 +226,34 @@ typedef struct pg_stmt {
     "  WHERE wq.name IS NOT NULL AND NOT EXISTS (SELECT 1" \
     "  FROM {{schema}}.queues p WHERE p.name = wq.name AND p.paused)),"
 
+/* What a claim sets on its rows, and returns (jr_pg_row_job's columns). */
+#define CLAIM_SET \
+    "state = 'running', attempts = j.attempts + 1, locked_by = $1::text," \
+    " locked_until = now() + $2::float8 * interval '1 second'," \
+    " updated_at = now(), started_at = now(), progress_done = NULL," \
+    " progress_total = NULL, progress_note = NULL," JR_PG_DEADLINE_SET
+#define CLAIM_COLUMNS \
+    "j.id, j.name, j.queue, " JR_PG_PAYLOAD("j.") ", j.attempts," \
+    " coalesce(j.max_retries, -1), j.priority," \
+    " extract(epoch FROM j.run_at)::float8," \
+    " extract(epoch FROM j.created_at)::float8, j.parents::text," \
+    " coalesce(j.batch_id, 0), j.flow, j.waits::text"
+/* The job's steps and trace context, last in every claim's RETURNING
+ * (found by their names): NULL, and no cost but a null, for a job that
+ * records none or was pushed with no context. */
+#define CLAIM_STEPS ", j.steps::text AS steps, j.trace AS trace," \
+    " j.limit_key AS limit_key"
+
+/* How long a place is trusted without a wake-up: a job queued before
+ * it makes a wake-up (schema.sql, jobs_requeued), but a job of a higher
+ * priority that only became due does not, nor one whose claim by
+ * another runner was rolled back; they wait this long at most, or 50
+ * times what the last claim from the front took, when that is longer
+ * (that claim walked the dead entries: a fiftieth of the time goes to
+ * it). */
+#define JR_PG_PLACE_SECS 0.5
+#define JR_PG_PLACE_COST 50
+
 /* jr_pg_<op> for each op of backend.h's list (its contract there),
  * defined in the file of its concern; ops.c's table names it. */
 #define JR_PG_OP(ret, name, params) ret jr_pg_##name params;
@@ -241,6 +269,13 @@ int jr_pg_claim_arrays(const jr_claim_spec *spec, jr_buf *a, jr_err *err);
 void jr_pg_fair_order(const PGresult *res, jr_job **out, int n);
 int jr_pg_claim_stmt(jr_backend *b, const char *token, double lease,
                   const jr_claim_spec *spec, jr_job **out, jr_err *err);
+uint64_t jr_pg_names_hash(const char *s);
+
+/* fairclaim.c: a fair queue's claim alone, in whatever transaction is
+ * open: how many, -1 with err set, -2 when it is another claim or
+ * another queue has work (the claim under limits is to run). */
+int jr_pg_fair_claim(jr_backend *b, const char *token, double lease,
+                     const jr_claim_spec *spec, jr_job **out, jr_err *err);
 
 /* crypt.c: -1 with err naming it when a push of p[0..n) with a sealed
  * payload and no key has a name with a limit path. */
@@ -461,8 +496,9 @@ int jr_pg_fair_name_use(jr_backend *b, const char *name, jr_fair_use_cb cb,
  * (fair.c), in the open transaction. 0, or -1 with err set. */
 int jr_pg_fair_tag_queue(jr_backend *b, const char *queue, jr_err *err);
 /* A claim whose one limit is a fair queue (spec->limits[0]) with no
- * cap, rate, key or aging, every queue served uncapped: 1 with its
- * path and weights recorded (claim.c then claims it in one statement);
+ * cap, rate, key or aging, every queue served uncapped (fairpick.h's
+ * jr_fair_alone): 1 with its path and weights recorded (fairclaim.c
+ * then claims it in one statement);
  * 0 when it is another claim, or another queue had work lately (the
  * claim under limits is to run); -1 with err set. */
 int jr_pg_fair_alone(jr_backend *b, const jr_claim_spec *spec, jr_err *err);

@@ -22,7 +22,7 @@ static const char *const sql_text[S_COUNT] = {
         "SELECT min(priority) FROM jobs WHERE state = 'queued'"
         " AND queue = ?1 AND priority > ?2",
     /* the first ?4 ready jobs of priority ?8 in queue ?1, oldest first,
-     * with the filters of claim.c's S_LIM_CANDIDATES */
+     * with the filters of candidates.c's S_LIM_CANDIDATES */
     [S_AGE_JOBS] =
         "SELECT id, priority, run_at, name, limit_key, coalesce(cost, 1)"
         " FROM jobs"

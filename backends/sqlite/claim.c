@@ -1,10 +1,10 @@
-/* claim.c - the claim: the ready jobs of the queues not paused, fairly
- * ordered (round robin between queues, then priority, run_at, id; the
- * queue that leads rotates), the queues' caps of the claim spec, the
- * passes of a claim under limits (limits.c reads and writes the limits'
- * tables), and the one-statement claim when a single queue has work.
- * Marks the picked jobs running under the runner's token and lease, in
- * one transaction. Uses sqlite_int.h, limitpick.h. */
+/* claim.c - the claim: the jobs candidates.c gives (the ready jobs of the
+ * queues not paused, fairly ordered, within the queues' caps of the
+ * claim spec) read and marked running under the runner's token and
+ * lease, in one transaction; the passes of a claim under limits
+ * (limits.c reads and writes the limits' tables), and the one-statement
+ * claim when a single queue has work (a fair queue's alone:
+ * fairclaim.c). Uses sqlite_int.h, limitpick.h. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -12,56 +12,10 @@
 #include "sqlite/sqlite_int.h"
 #include "base/util.h"
 
-/* what a claim reads of a job (row_job) */
-#define CLAIM_COLUMNS "id, name, queue, payload, attempts, max_retries," \
-    " priority, run_at, created_at, parents, batch_id, flow, steps, waits," \
-    " trace, limit_key, sealed"
-
 /* The file's statements: slots of sql_text[] (sqlite_int.h). */
-enum { S_CLAIM_QUEUES, S_QUEUE_READY, S_CLAIM_CANDIDATES, S_LIM_CANDIDATES,
-       S_CLAIM, S_CLAIM_READ, S_CLAIM_ONE, S_FAIR_ONE, S_COUNT };
+enum { S_CLAIM, S_CLAIM_READ, S_CLAIM_ONE, S_COUNT };
 
 static const char *const sql_text[S_COUNT] = {
-    /* the queues a claim may take from, by name: those with a queued job
-     * (a skip scan of jobs_claim, one seek per such queue) and not paused,
-     * so a claim's cost follows the queues with work, not the rows of
-     * queues */
-    [S_CLAIM_QUEUES] =
-        "WITH RECURSIVE w(name) AS (SELECT min(queue) FROM jobs"
-        "  WHERE state = 'queued'"
-        " UNION ALL SELECT (SELECT min(queue) FROM jobs"
-        "  WHERE state = 'queued' AND queue > w.name)"
-        " FROM w WHERE w.name IS NOT NULL)"
-        " SELECT name FROM w WHERE name IS NOT NULL"
-        " AND NOT EXISTS (SELECT 1 FROM queues p WHERE p.name = w.name"
-        "  AND p.paused = 1)",
-    /* whether queue ?1 has a job of names ?3 ready by ?2 */
-    [S_QUEUE_READY] =
-        "SELECT 1 FROM jobs WHERE state = 'queued' AND queue = ?1"
-        " AND run_at <= ?2"
-        JR_SQLITE_UNEXPIRED
-        " AND name IN (SELECT value FROM json_each(?3))"
-        " LIMIT 1",
-    /* the first ?4 ready jobs of one queue (the jobs_claim index) */
-    [S_CLAIM_CANDIDATES] =
-        "SELECT id, priority, run_at FROM jobs WHERE state = 'queued'"
-        " AND queue = ?1 AND run_at <= ?2"
-        JR_SQLITE_UNEXPIRED
-        " AND name IN (SELECT value FROM json_each(?3))"
-        " ORDER BY priority, run_at, id LIMIT ?4",
-    /* limits per key: the first ?4 ready jobs of queue ?1 not of a name
-     * blocked whole (?5) nor of a name or queue and key at its cap or out
-     * of tokens in this claim (?6, "n<name>\x1f<key>" and
-     * "q<queue>\x1f<key>"), nor of a key whose stored bucket in a scope
-     * of ?7 ({scope: per-key rate}) is short of a token by now ?2: one
-     * primary key look-up per job passed over, so the cost follows the
-     * keys with jobs, not the buckets */
-    [S_LIM_CANDIDATES] =
-        "SELECT id, priority, run_at, name, limit_key, coalesce(cost, 1)"
-        " FROM jobs WHERE state = 'queued' AND queue = ?1 AND run_at <= ?2"
-        JR_SQLITE_UNEXPIRED
-        JR_SQLITE_LIM_FILTER
-        " ORDER BY priority, run_at, id LIMIT ?4",
     /* a claim reads its jobs, then marks them running by id in the same
      * transaction (it holds the write lock: nothing changes between).
      * Not an UPDATE ... RETURNING: SQLite loads every column of the old
@@ -76,26 +30,16 @@ static const char *const sql_text[S_COUNT] = {
         " WHERE id IN (SELECT value FROM json_each(?4)) AND state = 'queued'",
     /* the jobs of ids ?1 a claim takes, as they are before it */
     [S_CLAIM_READ] =
-        "SELECT " CLAIM_COLUMNS " FROM jobs"
+        "SELECT " JR_SQLITE_CLAIM_COLUMNS " FROM jobs"
         " WHERE id IN (SELECT value FROM json_each(?1)) AND state = 'queued'",
     /* the same when one queue has ready jobs and none is capped: its
      * first ?4 ready jobs of names ?3 in queue ?1, in claim order */
     [S_CLAIM_ONE] =
-        "SELECT " CLAIM_COLUMNS " FROM jobs WHERE state = 'queued'"
+        "SELECT " JR_SQLITE_CLAIM_COLUMNS " FROM jobs WHERE state = 'queued'"
         " AND queue = ?1 AND run_at <= ?2"
         JR_SQLITE_UNEXPIRED
         " AND name IN (SELECT value FROM json_each(?3))"
         " ORDER BY priority, run_at, id LIMIT ?4",
-    /* the same in a fair queue claimed alone: by (priority, start tag,
-     * id), one range of jobs_fairtag, with each job's tag and the weight
-     * it was tagged with */
-    [S_FAIR_ONE] =
-        "SELECT " CLAIM_COLUMNS ", fair_tag, coalesce(fair_w, 1) FROM jobs"
-        " WHERE state = 'queued' AND queue = ?1 AND fair_tag IS NOT NULL"
-        " AND run_at <= ?2"
-        JR_SQLITE_UNEXPIRED
-        " AND name IN (SELECT value FROM json_each(?3))"
-        " ORDER BY priority, fair_tag, id LIMIT ?4",
 };
 
 static sqlite3_stmt *
@@ -104,8 +48,8 @@ stmt(jr_backend *b, int which, jr_err *err)
     return jr_sqlite_stmt(b, &sql_text[which], err);
 }
 
-/* A job read by S_CLAIM_READ or S_CLAIM_ONE, as the claim that follows
- * the read leaves it (its attempt counted). */
+/* A job read by S_CLAIM_READ, S_CLAIM_ONE or fairclaim.c's S_FAIR_ONE,
+ * as the claim that follows the read leaves it (its attempt counted). */
 static jr_job *
 row_job(sqlite3_stmt *s)
 {
@@ -136,170 +80,6 @@ row_job(sqlite3_stmt *s)
     j->batch = sqlite3_column_int64(s, 10);
     j->flow = sqlite3_column_int(s, 11);
     return j;
-}
-
-/* Round robin between queues: rank first, then priority, run_at, id. */
-static int
-candidate_order(const void *a, const void *b)
-{
-    const candidate *x = a, *y = b;
-
-    if (x->rank != y->rank)
-        return x->rank < y->rank ? -1 : 1;
-    if (x->turn != y->turn)
-        return x->turn < y->turn ? -1 : 1;
-    return jr_claim_cmp(x->priority, x->run_at, x->id, y->priority,
-                        y->run_at, y->id);
-}
-
-/* How many jobs spec lets one claim take from queue: its listed max (the
- * smallest, if listed twice), else others; never more than the total. */
-static int
-queue_cap(const jr_claim_spec *spec, const char *queue, const limq *lim)
-{
-    int i, cap = -1, taken = 0;
-
-    for (i = 0; lim && i < lim->nq; i++)
-        if (strcmp(lim->qname[i], queue) == 0)
-            taken = lim->qtaken[i];     /* a limited claim's earlier pass */
-    for (i = 0; i < spec->nqueues; i++)
-        if (strcmp(spec->queues[i].queue, queue) == 0 &&
-            (cap < 0 || spec->queues[i].max < cap))
-            cap = spec->queues[i].max;
-    if (cap < 0)
-        cap = spec->others;
-    cap -= taken;
-    return cap < spec->max ? cap : spec->max;
-}
-
-/* A limited candidate's name, queue and key (from columns 3, 4). */
-static int
-candidate_strings(sqlite3_stmt *s, const char *queue, candidate *c)
-{
-    const char *key = (const char *)sqlite3_column_text(s, 4);
-
-    c->name = strdup((const char *)sqlite3_column_text(s, 3));
-    c->queue = strdup(queue);
-    c->key = key ? strdup(key) : NULL;
-    return c->name && c->queue && (key == NULL || c->key) ? 0 : -1;
-}
-
-/* Appends the first cap ready jobs of queue to c[*n..]; c has room. With
- * lim, skips the jobs its lists block and keeps their strings. */
-static int
-queue_candidates(jr_backend *b, const char *queue, int cap, const char *json,
-                 double now, candidate *c, int *n, const limq *lim,
-                 jr_err *err)
-{
-    const jr_limit *f = lim ? jr_sqlite_fair_of(lim->spec, queue) : NULL;
-    double aging = lim ? jr_sqlite_aging_of(lim->spec, queue) : 0;
-    sqlite3_stmt *s;
-    int rank = 0, rc;
-
-    if (f != NULL)
-        return jr_sqlite_fair_candidates(b, f, queue, cap, json, now, c, n,
-                                         lim, err);
-    if (aging > 0)
-        return jr_sqlite_aged_candidates(b, aging, queue, cap, json, now, c,
-                                         n, lim, err);
-    s = stmt(b, lim ? S_LIM_CANDIDATES : S_CLAIM_CANDIDATES, err);
-    if (s == NULL)
-        return -1;
-    bind_text(s, 1, queue);
-    sqlite3_bind_double(s, 2, now);
-    bind_text(s, 3, json);
-    sqlite3_bind_int(s, 4, cap);
-    if (lim) {
-        bind_text(s, 5, lim->names);
-        bind_text(s, 6, lim->pairs);
-        bind_text(s, 7, lim->rates);
-        bind_text(s, 10, lim->rooms);
-    }
-    while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
-        c[*n].id = sqlite3_column_int64(s, 0);
-        c[*n].priority = sqlite3_column_int(s, 1);
-        c[*n].run_at = sqlite3_column_double(s, 2);
-        c[*n].rank = rank++;
-        c[*n].name = c[*n].queue = c[*n].key = c[*n].fkey = NULL;
-        c[*n].cost = lim ? (long)sqlite3_column_int64(s, 5) : 1;
-        (*n)++;
-        if (lim && candidate_strings(s, queue, &c[*n - 1]) < 0) {
-            sqlite3_reset(s);
-            return jr_fail(err, JR_ENOMEM, "sqlite: out of memory");
-        }
-    }
-    sqlite3_reset(s);
-    return rc == SQLITE_DONE ? 0 : jr_sqlite_fail(b, err, "claiming jobs");
-}
-
-/* The ready jobs a claim may take, fairly ordered, into a new array;
- * *n gets how many. One short indexed read per queue not paused, so a
- * backlog in one queue costs no scan. NULL with err set on failure. */
-static void
-candidates_free(candidate *c, int n)
-{
-    int i;
-
-    for (i = 0; c && i < n; i++) {
-        free(c[i].name);
-        free(c[i].queue);
-        free(c[i].key);
-        free(c[i].fkey);
-    }
-    free(c);
-}
-
-static candidate *
-candidates(jr_backend *b, const jr_claim_spec *spec, const char *json,
-           double now, int *n, const limq *lim, jr_err *err)
-{
-    sqlite3_stmt *q = stmt(b, S_CLAIM_QUEUES, err);
-    candidate *c = NULL, *bigger;
-    size_t cap = 0;
-    int rc, k, i, from, nq = 0;
-
-    *n = 0;
-    if (q == NULL)
-        return NULL;
-    while ((rc = sqlite3_step(q)) == SQLITE_ROW) {
-        const char *queue = (const char *)sqlite3_column_text(q, 0);
-        if ((k = queue_cap(spec, queue, lim)) <= 0 ||
-            (lim && !jr_lpick_queue_open(lim->pick, queue)))
-            continue;
-        from = *n;
-        if ((size_t)*n + (size_t)k > cap) {
-            cap = ((size_t)*n + (size_t)k) * 2;
-            if ((bigger = realloc(c, cap * sizeof *c)) == NULL) {
-                jr_fail(err, JR_ENOMEM, "sqlite: out of memory");
-                goto fail;
-            }
-            c = bigger;
-        }
-        if (queue_candidates(b, queue, k, json, now, c, n, lim, err) < 0)
-            goto fail;
-        for (i = from; i < *n; i++)
-            c[i].turn = nq;
-        nq += *n > from;        /* the rotation is over queues with jobs */
-    }
-    sqlite3_reset(q);
-    if (rc != SQLITE_DONE) {
-        jr_sqlite_fail(b, err, "claiming jobs");
-        candidates_free(c, *n);
-        return NULL;
-    }
-    /* the queue that leads each round rotates from claim to claim */
-    for (i = 0, from = nq ? (int)(b->rotate++ % (unsigned)nq) : 0; i < *n;
-         i++)
-        c[i].turn = (c[i].turn - from + nq) % nq;
-    if (c == NULL && (c = malloc(sizeof *c)) == NULL)
-        jr_fail(err, JR_ENOMEM, "sqlite: out of memory");
-    else
-        qsort(c, (size_t)*n, sizeof *c, candidate_order);
-    return c;
-fail:
-    sqlite3_reset(q);
-    candidates_free(c, *n);
-    return NULL;
 }
 
 /* Orders candidates by id, for bsearch. */
@@ -448,7 +228,8 @@ claim_limited(jr_backend *b, const char *token, double lease,
             jr_fail(err, JR_ENOMEM, "sqlite: out of memory");
             goto fail;
         }
-        if ((c = candidates(b, &sub, json, now, &nc, &lim, err)) == NULL)
+        if ((c = jr_sqlite_candidates(b, &sub, json, now, &nc, &lim,
+                                      err)) == NULL)
             goto fail;
         k = jr_sqlite_lim_filter(b, &lim, c, nc, sub.max, &rejected, err);
         n = k < 0 ? -1 : claim_picked(b, token, lease, c, k, out + total,
@@ -459,7 +240,7 @@ claim_limited(jr_backend *b, const char *token, double lease,
             total += n;
             n = -1;
         }
-        candidates_free(c, k < 0 ? nc : k);
+        jr_sqlite_candidates_free(c, k < 0 ? nc : k);
         if (n < 0)
             goto fail;
         total += n;
@@ -479,80 +260,30 @@ fail:
     return -1;
 }
 
-/* Which queues not paused have a job of names json ready by now: 1 with
- * *queue (the caller frees it) when one has, 0 when none has, 2 when
- * several have (the fair claim decides), -1 on failure. Stops at the
- * second: one indexed probe per queue up to there. */
-static int
-ready_queue(jr_backend *b, const char *json, double now, char **queue,
-            jr_err *err)
+int
+jr_sqlite_claim_read(jr_backend *b, sqlite3_stmt *s, const char *queue,
+                     const char *json, int max, const char *token,
+                     double lease, double now, jr_job **out,
+                     jr_sqlite_claim_row row, void *arg, const char *what,
+                     jr_err *err)
 {
-    sqlite3_stmt *q = stmt(b, S_CLAIM_QUEUES, err), *p;
-    int rc, found = 0;
-
-    *queue = NULL;
-    if (q == NULL || (p = stmt(b, S_QUEUE_READY, err)) == NULL) {
-        if (q != NULL)
-            sqlite3_reset(q);
-        return -1;
-    }
-    while (found < 2 && (rc = sqlite3_step(q)) == SQLITE_ROW) {
-        bind_text(p, 1, (const char *)sqlite3_column_text(q, 0));
-        sqlite3_bind_double(p, 2, now);
-        bind_text(p, 3, json);
-        if ((rc = sqlite3_step(p)) == SQLITE_ROW && found++ == 0 &&
-            (*queue = strdup((const char *)sqlite3_column_text(q, 0))) ==
-            NULL)
-            rc = SQLITE_NOMEM;
-        sqlite3_reset(p);
-        if (rc != SQLITE_ROW && rc != SQLITE_DONE)
-            break;
-    }
-    sqlite3_reset(q);
-    if (found < 2 && (rc == SQLITE_ROW || rc == SQLITE_DONE))
-        return found;
-    free(*queue);               /* several, or a failure: none to name */
-    *queue = NULL;
-    if (rc == SQLITE_ROW || rc == SQLITE_DONE)
-        return found;
-    return rc == SQLITE_NOMEM ? jr_fail(err, JR_ENOMEM, "sqlite: out of "
-                                        "memory") :
-           jr_sqlite_fail(b, err, "claiming jobs");
-}
-
-/* S_CLAIM_ONE when one queue has ready jobs and the spec caps none: the
- * claim without the fair reads (there is one queue to be fair to), one
- * read in claim order and one update. Returns how many, or -2 if
- * the fair claim is to run instead. */
-static int
-claim_one(jr_backend *b, const char *token, double lease,
-          const jr_claim_spec *spec, const char *json, jr_job **out,
-          double now, jr_err *err)
-{
-    sqlite3_stmt *s;
-    char *queue, *ids;
+    char *ids;
     int n = 0, rc;
 
-    if (spec->nqueues > 0 || spec->others < spec->max)
-        return -2;
-    if ((rc = ready_queue(b, json, now, &queue, err)) != 1)
-        return rc == 2 ? -2 : rc;       /* several, none (0), or -1 */
-    if ((s = stmt(b, S_CLAIM_ONE, err)) == NULL) {
-        free(queue);
-        return -1;
-    }
     bind_text(s, 1, queue);
     sqlite3_bind_double(s, 2, now);
     bind_text(s, 3, json);
-    sqlite3_bind_int(s, 4, spec->max);
-    while ((rc = sqlite3_step(s)) == SQLITE_ROW && n < spec->max)
-        if ((out[n++] = row_job(s)) == NULL) {          /* LIMIT ?4 */
+    sqlite3_bind_int(s, 4, max);
+    while ((rc = sqlite3_step(s)) == SQLITE_ROW && n < max) {
+        if ((out[n++] = row_job(s)) == NULL) {          /* LIMIT max */
             n--;
             rc = SQLITE_NOMEM;
             break;
         }
+        if (row != NULL)
+            row(s, out[n - 1], n - 1, arg);
+    }
     sqlite3_reset(s);
-    free(queue);
     if (rc == SQLITE_DONE && n > 0) {
         if ((ids = ids_json(NULL, out, n)) == NULL)
             rc = SQLITE_NOMEM;
@@ -567,82 +298,37 @@ claim_one(jr_backend *b, const char *token, double lease,
             return -1;                  /* mark_claimed said why */
         return rc == SQLITE_NOMEM ? jr_fail(err, JR_ENOMEM, "sqlite: out "
                                             "of memory") :
-               jr_sqlite_fail(b, err, "claiming jobs");
+               jr_sqlite_fail(b, err, what);
     }
-    /* ORDER BY priority, run_at, id: already in claim order */
     return n;
 }
 
-/* A fair queue claimed alone (jr_sqlite_fair_alone) when it is the one
- * queue with ready jobs, as claim_one claims one queue: its untagged
- * jobs tagged, one read by (priority, start tag, id) (S_FAIR_ONE), one
- * update, and its clock moved to the highest tag taken; not the passes
- * of the claim under limits (each candidate's strings, the pick, the
- * read by id), whose cost made the master's CPU for a fair drain 1.2
- * times a plain one's. Returns how many, or -2 if the claim under
- * limits is to run. */
+/* S_CLAIM_ONE when one queue has ready jobs and the spec caps none: the
+ * claim without the fair reads (there is one queue to be fair to), one
+ * read in claim order and one update. Returns how many, or -2 if
+ * the fair claim is to run instead. */
 static int
-claim_fair_one(jr_backend *b, const char *token, double lease,
-               const jr_claim_spec *spec, const char *json, jr_job **out,
-               double now, jr_err *err)
+claim_one(jr_backend *b, const char *token, double lease,
+          const jr_claim_spec *spec, const char *json, jr_job **out,
+          double now, jr_err *err)
 {
-    const jr_limit *f = jr_sqlite_fair_alone(spec);
     sqlite3_stmt *s;
-    char *queue, *ids;
-    double tag, clock = 0;
-    int n = 0, rc;
+    char *queue;
+    int n, rc;
 
-    if (f == NULL)
+    if (spec->nqueues > 0 || spec->others < spec->max)
         return -2;
-    if ((rc = ready_queue(b, json, now, &queue, err)) != 1)
+    if ((rc = jr_sqlite_ready_queue(b, json, now, &queue, err)) != 1)
         return rc == 2 ? -2 : rc;       /* several, none (0), or -1 */
-    if (strcmp(queue, f->scope + 6) != 0) {
-        free(queue);
-        return -2;                      /* another queue's: under limits */
-    }
-    if (jr_sqlite_fair_ready(b, f, queue, err) < 0 ||
-        (s = stmt(b, S_FAIR_ONE, err)) == NULL) {
+    if ((s = stmt(b, S_CLAIM_ONE, err)) == NULL) {
         free(queue);
         return -1;
     }
-    bind_text(s, 1, queue);
-    sqlite3_bind_double(s, 2, now);
-    bind_text(s, 3, json);
-    sqlite3_bind_int(s, 4, spec->max);
-    while ((rc = sqlite3_step(s)) == SQLITE_ROW && n < spec->max) {
-        if ((out[n++] = row_job(s)) == NULL) {
-            n--;
-            rc = SQLITE_NOMEM;
-            break;
-        }
-        if ((tag = sqlite3_column_double(s, 17)) > clock || n == 1)
-            clock = tag;
-        out[n - 1]->fair_weight = sqlite3_column_double(s, 18);
-        if (!(out[n - 1]->fair_weight > 0))
-            out[n - 1]->fair_weight = 1;
-    }
-    sqlite3_reset(s);
-    if (rc == SQLITE_DONE && n > 0) {
-        if ((ids = ids_json(NULL, out, n)) == NULL)
-            rc = SQLITE_NOMEM;
-        else if (mark_claimed(b, token, lease, now, ids, n, err) < 0 ||
-                 jr_sqlite_fair_tick(b, queue, clock, err) < 0)
-            rc = SQLITE_ERROR;
-        free(ids);
-    }
+    n = jr_sqlite_claim_read(b, s, queue, json, spec->max, token, lease,
+                             now, out, NULL, NULL, "claiming jobs", err);
     free(queue);
-    if (rc != SQLITE_DONE) {
-        while (n > 0)
-            free(out[--n]);
-        if (rc == SQLITE_ERROR)
-            return -1;                  /* err says why */
-        return rc == SQLITE_NOMEM ? jr_fail(err, JR_ENOMEM, "sqlite: out "
-                                            "of memory") :
-               jr_sqlite_fail(b, err, "claiming jobs of a fair queue");
-    }
-    if (spec->limit_next)
-        *spec->limit_next = 0;
-    return n;                   /* already in claim order */
+    /* ORDER BY priority, run_at, id: already in claim order */
+    return n;
 }
 
 /* Claims the fairly ordered candidates, inside the open transaction.
@@ -662,8 +348,8 @@ jr_sqlite_claim_rows(jr_backend *b, const char *token, double lease,
     if ((json = jr_sqlite_names_json(spec->names, spec->nnames)) == NULL)
         return jr_fail(err, JR_ENOMEM, "sqlite: out of memory");
     if (spec->nlimits > 0) {
-        if ((n = claim_fair_one(b, token, lease, spec, json, out, now,
-                                err)) == -2)
+        if ((n = jr_sqlite_fair_claim(b, token, lease, spec, json, out,
+                                      now, err)) == -2)
             n = claim_limited(b, token, lease, spec, json, out, now, err);
         free(json);
         return n;
@@ -672,7 +358,7 @@ jr_sqlite_claim_rows(jr_backend *b, const char *token, double lease,
         free(json);
         return n;
     }
-    c = candidates(b, spec, json, now, &nc, NULL, err);
+    c = jr_sqlite_candidates(b, spec, json, now, &nc, NULL, err);
     free(json);
     if (c == NULL)
         return -1;

@@ -60,7 +60,7 @@ enum { S_FAIR_TAKE, S_FAIR_FIN_Q, S_FAIR_TAG_Q, S_FAIR_FIN_R, S_FAIR_TAG_R,
 
 static const char *const sql_text[S_COUNT] = {
     /* the first ?4 ready jobs of fair queue ?1 by (priority, tag, id),
-     * one range of jobs_fairtag, with the filters of claim.c's
+     * one range of jobs_fairtag, with the filters of candidates.c's
      * S_LIM_CANDIDATES; each with its key, tag and the weight it was
      * tagged with */
     [S_FAIR_TAKE] =
@@ -266,20 +266,6 @@ weights_seen(jr_backend *b, const jr_limit *f, jr_err *err)
         return -1;
     jr_fair_seen_add(&b->fair_wseen, h);
     return 0;
-}
-
-const jr_limit *
-jr_sqlite_fair_alone(const jr_claim_spec *spec)
-{
-    const jr_limit *f = spec->limits;
-
-    if (spec->nlimits != 1 || f->fair_path == NULL ||
-        strncmp(f->scope, JR_LIMIT_QPREFIX, 6) != 0 || f->key_path ||
-        f->all.concurrency || f->all.rate > 0 || f->per_key.concurrency ||
-        f->per_key.rate > 0 || f->aging > 0 || spec->nqueues > 0 ||
-        spec->others < spec->max)
-        return NULL;
-    return f;
 }
 
 int

@@ -252,6 +252,40 @@ int  jr_sqlite_claim_rows(jr_backend *b, const char *token, double lease,
                           double now, jr_err *err);
 int  jr_sqlite_commit_claimed(jr_backend *b, jr_job **out, int n,
                               jr_err *err);
+/* candidates.c: which queues not paused have a job of names json ready
+ * by now: 1 with *queue (the caller frees it) when one has, 0 when none
+ * has, 2 when several have (the claim across queues decides), -1 on
+ * failure. Stops at the second: one indexed probe per queue up to
+ * there. */
+int  jr_sqlite_ready_queue(jr_backend *b, const char *json, double now,
+                           char **queue, jr_err *err);
+/* What a claim reads of a job, first in each read a claim takes as it
+ * reads (jr_sqlite_claim_read). */
+#define JR_SQLITE_CLAIM_COLUMNS \
+    "id, name, queue, payload, attempts, max_retries," \
+    " priority, run_at, created_at, parents, batch_id, flow, steps, waits," \
+    " trace, limit_key, sealed"
+/* Called on each job a claim reads (i from 0) with the read's row, for
+ * its columns after JR_SQLITE_CLAIM_COLUMNS. */
+typedef void (*jr_sqlite_claim_row)(sqlite3_stmt *s, jr_job *j, int i,
+                                    void *arg);
+/* The jobs read by s, a one-queue read (?1 queue, ?2 now, ?3 names
+ * json, ?4 max: its LIMIT), into out[] in the order it gives them,
+ * row(s, job, i, arg) on each unless row is NULL, then marked running
+ * under token in one statement: how many, or -1 with err set (a failed
+ * read: what failed, what) and none in out. */
+int  jr_sqlite_claim_read(jr_backend *b, sqlite3_stmt *s, const char *queue,
+                          const char *json, int max, const char *token,
+                          double lease, double now, jr_job **out,
+                          jr_sqlite_claim_row row, void *arg,
+                          const char *what, jr_err *err);
+/* fairclaim.c: a fair queue's claim alone (fairpick.h's jr_fair_alone)
+ * when it is the one queue with ready jobs of names json, in the open
+ * transaction: how many, -1 with err set, or -2 if the claim under
+ * limits is to run. */
+int  jr_sqlite_fair_claim(jr_backend *b, const char *token, double lease,
+                          const jr_claim_spec *spec, const char *json,
+                          jr_job **out, double now, jr_err *err);
 /* attempts.c: fills a[0..max) with job id's newest attempts, oldest
  * first (strings: free with jr_attempt_rows_clear); returns how many */
 int  jr_sqlite_attempts(jr_backend *b, int64_t id, jr_attempt_row *a,
@@ -351,6 +385,16 @@ typedef struct limq {
     const jr_claim_spec *spec;  /* the claim's: its fair queues */
 } limq;
 
+/* candidates.c: the ready jobs a claim may take, fairly ordered, into a
+ * new array (freed with jr_sqlite_candidates_free); *n gets how many.
+ * One short indexed read per queue not paused, so a backlog in one queue
+ * costs no scan. With lim, a limited claim's: the jobs its lists block
+ * skipped, their strings kept. NULL with err set on failure. */
+candidate *jr_sqlite_candidates(jr_backend *b, const jr_claim_spec *spec,
+                                const char *json, double now, int *n,
+                                const limq *lim, jr_err *err);
+void jr_sqlite_candidates_free(candidate *c, int n);
+
 /* limits.c: reads the running jobs and the scopes' own buckets into
  * lim's new pick, and the per-key rates. 0, or -1 with err set (lim is
  * then to clear all the same). */
@@ -382,12 +426,9 @@ int  jr_sqlite_fair_set(jr_backend *b, const char *queue, const char *key,
                         double weight, jr_err *err);
 int  jr_sqlite_fair_save(jr_backend *b, const candidate *c, int n,
                          jr_err *err);
-/* fair.c: the one limit of spec when it is a fair queue's with no cap,
- * rate, key or aging, and no queue is capped or left out (claim.c then
- * claims it as one queue), else NULL. */
-const jr_limit *jr_sqlite_fair_alone(const jr_claim_spec *spec);
-/* Records f's path and weights when new and tags fair queue's untagged
- * queued jobs (what jr_sqlite_fair_candidates does first). 0 or -1. */
+/* fair.c: records f's path and weights when new and tags fair queue's
+ * untagged queued jobs (what jr_sqlite_fair_candidates does first). 0 or
+ * -1. */
 int  jr_sqlite_fair_ready(jr_backend *b, const jr_limit *f,
                           const char *queue, jr_err *err);
 /* fairsave.c: moves queue's clock up to clock. 0, or -1 with err set. */
@@ -443,9 +484,9 @@ int  jr_sqlite_aged_candidates(jr_backend *b, double aging,
     " AND (expires_at IS NULL OR attempts > 0 OR generation IS NOT NULL" \
     " OR expires_at > ?2)"
 
-/* The limited claim's filter on its candidates (claim.c, fair.c): names
- * ?3 and not ?5, no key at its cap (?6) and no bucket of a rate (?7)
- * empty at ?2. */
+/* The limited claim's filter on its candidates (candidates.c, fair.c):
+ * names ?3 and not ?5, no key at its cap (?6) and no bucket of a rate
+ * (?7) empty at ?2. */
 #define JR_SQLITE_LIM_FILTER \
     " AND name IN (SELECT value FROM json_each(?3))" \
     " AND name NOT IN (SELECT value FROM json_each(?5))" \
