@@ -268,7 +268,7 @@ jr_sqlite_claim_read(jr_backend *b, sqlite3_stmt *s, const char *queue,
                      jr_err *err)
 {
     char *ids;
-    int n = 0, rc;
+    int n = 0, rc, marked = 0;
 
     bind_text(s, 1, queue);
     sqlite3_bind_double(s, 2, now);
@@ -288,13 +288,13 @@ jr_sqlite_claim_read(jr_backend *b, sqlite3_stmt *s, const char *queue,
         if ((ids = ids_json(NULL, out, n)) == NULL)
             rc = SQLITE_NOMEM;
         else if (mark_claimed(b, token, lease, now, ids, n, err) < 0)
-            rc = SQLITE_ERROR;
+            rc = SQLITE_ERROR, marked = -1;
         free(ids);
     }
     if (rc != SQLITE_DONE) {
         while (n > 0)
             free(out[--n]);
-        if (rc == SQLITE_ERROR)
+        if (marked < 0)
             return -1;                  /* mark_claimed said why */
         return rc == SQLITE_NOMEM ? jr_fail(err, JR_ENOMEM, "sqlite: out "
                                             "of memory") :
