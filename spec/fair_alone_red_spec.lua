@@ -313,6 +313,10 @@ for _, backend in ipairs(jr.backends()) do
       once_each(env, 1601)
     end)
 
+    -- fails on SQLite (two runs of two): "1" (a string), pushed just
+    -- after 1 (a number), starts about 215 starts after its push, behind
+    -- the jobs claimed ahead: a push of a key that already had a job in
+    -- this round brings no small claim; PostgreSQL starts it in a round
     it("runs keys of odd types and lets each start within a round", function()
       config(env)
       env:script("fair.w", WORKER)
