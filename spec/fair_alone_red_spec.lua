@@ -315,8 +315,9 @@ for _, backend in ipairs(jr.backends()) do
 
     -- fails on SQLite (two runs of two): "1" (a string), pushed just
     -- after 1 (a number), starts about 215 starts after its push, behind
-    -- the jobs claimed ahead: a push of a key that already had a job in
-    -- this round brings no small claim; PostgreSQL starts it in a round
+    -- the jobs claimed ahead; PostgreSQL starts it in a round. A key's
+    -- second job pushed right after its first (the next test but three)
+    -- starts in a round on both, so it is the string after the number
     it("runs keys of odd types and lets each start within a round", function()
       config(env)
       env:script("fair.w", WORKER)
@@ -386,6 +387,25 @@ for _, backend in ipairs(jr.backends()) do
       assert.is_true(b >= 2.5 * a, ("after limits.set b 4: a %d, b %d"):format(a, b))
       drained(env)
       once_each(env, 4000)
+    end)
+
+    it("starts a tenant's second single job, pushed right after its first, within a round", function()
+      config(env)
+      env:script("fair.w", WORKER)
+      push(env, "a", 3000)
+      env:start()
+      wait_starts(env, 300)
+      local q = jr.client(env)
+      local at1 = #starts(env)
+      assert(q:push("fair.w", { t = "z", n = 1 }, { queue = "fq" }))
+      local at2 = #starts(env)
+      assert(q:push("fair.w", { t = "z", n = 2 }, { queue = "fq" }))
+      q:close()
+      drained(env)
+      local s = starts(env)
+      local z1, z2 = index_of(s, "^z 1 "), index_of(s, "^z 2 ")
+      assert.is_true(z1 - at1 <= ROUND, ("z's first pushed after start %d started %d-th"):format(at1, z1))
+      assert.is_true(z2 - at2 <= ROUND, ("z's second pushed after start %d started %d-th"):format(at2, z2))
     end)
 
     -- the clock a claim may leave unmoved while another claim holds it:
