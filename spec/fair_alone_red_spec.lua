@@ -316,7 +316,8 @@ for _, backend in ipairs(jr.backends()) do
     -- fails on SQLite (two runs of two): "1" (a string), pushed just
     -- after 1 (a number), starts about 215 starts after its push, behind
     -- the jobs claimed ahead; PostgreSQL starts it in a round. A key's
-    -- second job pushed right after its first (the next test but three)
+    -- second job pushed right after its first ("a tenant's second single
+    -- job" below)
     -- starts in a round on both, so it is the string after the number
     it("runs keys of odd types and lets each start within a round", function()
       config(env)
