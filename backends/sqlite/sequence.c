@@ -1,10 +1,11 @@
 /* sequence.c - sequences on SQLite (docs/queues.md, "Sequences"): a job
  * pushed into a sequence takes the next place (seq_no) and waits, as a
  * dependency (flow.c), for the job pushed into it before while that one
- * has not ended; the list of sequences and an operator's skip and
- * unblock. The writes run in the caller's or their own transaction, and
- * SQLite's one writer orders two producers of one key. Owns the sequence
- * statements; uses sqlite_int.h and flow.c. */
+ * has not ended (the list of sequences and an operator's skip and
+ * unblock: seqadmin.c). The writes run in the caller's or their own
+ * transaction, and SQLite's one writer orders two producers of one key.
+ * Owns the sequence statements of the push and the completion; uses
+ * sqlite_int.h (the conditions the two files share) and flow.c. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -12,58 +13,23 @@
 #include "sqlite/sqlite_int.h"
 #include "base/util.h"
 
-/* what holds a sequence: a job not ended, or dead with on_failure block */
-#define HOLDS "(state IN ('queued', 'running', 'waiting')" \
-              " OR (state = 'dead' AND seq_fail = 'block'))"
-
-/* a job of a sequence not started yet: queued (a retry's backoff
- * included), or waiting for the job before it */
-#define PENDING "(state = 'queued' OR (state = 'waiting'" \
-                " AND parents_left > 0))"
-
-/* The condition of the index jobs_seq_head (migration 36), written out
- * in each statement that reads through it (SQLite uses a partial index
- * only for a query whose terms imply its condition): a job of a
- * sequence that waits for none before it (its head: queued, running,
- * waiting for a signal, or the dead one that blocks it; and the ended
- * ones kept) or that was pushed into it last (seq_last). One entry a
- * sequence while it drains, where an entry a job put one in each of its
- * pages for a batch's deletes (the heads of a batch are of as many
- * sequences). parents_left, not state: a claim, which changes state
- * alone, then leaves the index alone (SQLite updates a partial index
- * only when a column of its condition or its key changes). */
-#define IN_HEADS "sequence_key IS NOT NULL" \
-                 " AND (parents_left = 0 OR seq_last = 1)"
-
-/* The jobs of sequence ?2 reached from job ?1 by the edges of the
- * sequence's waits (each job waits for the one before it; one whose
- * parent was cancelled for the one before that, flow.c's S_FLOW_PASS),
- * through the jobs that hold it: the waiting jobs, which jobs_seq_head
- * does not hold but for the last. */
-#define CHAIN "WITH RECURSIVE w(id) AS (SELECT ?1 UNION" \
-              " SELECT d.child_id FROM w JOIN job_deps d" \
-              " ON d.parent_id = w.id JOIN jobs j ON j.id = d.child_id" \
-              " WHERE j.sequence_key = ?2 AND j.state = 'waiting'" \
-              " AND j.parents_left > 0)"
-
 /* The file's statements: slots of sql_text[] (sqlite_int.h). */
-enum { S_SEQ_TAIL, S_SEQ_AFTER, S_SEQ_BEFORE, S_SEQ_SET, S_SEQ_UNLAST, S_SEQ_WAIT,
-       S_SEQ_LIST, S_SEQ_COUNT, S_SEQ_BACK, S_SEQ_BLOCKED,
-       S_SEQ_SKIP, S_SEQ_UNBLOCK, S_SEQ_CANCEL, S_SEQ_REPLACE, S_SEQ_DROP,
-       S_SEQ_DONE, S_SEQ_DEPS_KIDS, S_SEQ_DEPS_SET, S_SEQ_NEXT, S_SEQ_DONE_ALL,
+enum { S_SEQ_TAIL, S_SEQ_AFTER, S_SEQ_BEFORE, S_SEQ_SET, S_SEQ_UNLAST,
+       S_SEQ_WAIT, S_SEQ_CANCEL, S_SEQ_REPLACE, S_SEQ_DROP, S_SEQ_DONE,
+       S_SEQ_DEPS_KIDS, S_SEQ_DEPS_SET, S_SEQ_NEXT, S_SEQ_DONE_ALL,
        S_COUNT };
 
 static const char *const sql_text[S_COUNT] = {
     /* the job pushed into sequence ?1 last (jobs_seq_head: the one of
      * seq_last, or when it is gone the last of the others there) */
     [S_SEQ_TAIL] =
-        "SELECT id, " HOLDS ", seq_fail, seq_no, " PENDING ", seq_last"
-        " FROM jobs WHERE sequence_key = ?1 AND " IN_HEADS
+        "SELECT id, " JR_SQLITE_SEQ_HOLDS ", seq_fail, seq_no, " JR_SQLITE_SEQ_PENDING ", seq_last"
+        " FROM jobs WHERE sequence_key = ?1 AND " JR_SQLITE_SEQ_IN_HEADS
         " ORDER BY seq_no DESC LIMIT 1",
     /* the last job of sequence ?2 waiting behind job ?1: the last pushed
      * when it is gone (pruned, cancelled before) and jobs behind ?1 wait */
     [S_SEQ_AFTER] =
-        CHAIN " SELECT id, " HOLDS ", seq_fail, seq_no, " PENDING
+        JR_SQLITE_SEQ_CHAIN " SELECT id, " JR_SQLITE_SEQ_HOLDS ", seq_fail, seq_no, " JR_SQLITE_SEQ_PENDING
         " FROM jobs WHERE id IN w AND id <> ?1 ORDER BY seq_no DESC LIMIT 1",
     /* the last job of sequence ?2 before job ?1, its last, that holds
      * it: ?1 ended (cancelled while the jobs before it were pending),
@@ -76,8 +42,8 @@ static const char *const sql_text[S_COUNT] = {
         " ON j.id = d.parent_id WHERE j.sequence_key = ?2"
         " AND c.state NOT IN ('queued', 'running', 'waiting')"
         " AND NOT (c.state = 'dead' AND c.seq_fail = 'block'))"
-        " SELECT id, " HOLDS ", seq_fail, seq_no, " PENDING
-        " FROM jobs WHERE id IN w AND id <> ?1 AND " HOLDS
+        " SELECT id, " JR_SQLITE_SEQ_HOLDS ", seq_fail, seq_no, " JR_SQLITE_SEQ_PENDING
+        " FROM jobs WHERE id IN w AND id <> ?1 AND " JR_SQLITE_SEQ_HOLDS
         " ORDER BY seq_no DESC LIMIT 1",
     [S_SEQ_SET] =
         "UPDATE jobs SET sequence_key = ?2, seq_no = ?3, seq_fail = ?4,"
@@ -91,53 +57,16 @@ static const char *const sql_text[S_COUNT] = {
     [S_SEQ_WAIT] =
         "UPDATE jobs SET state = 'waiting', parents_left = 1,"
         " on_parent_failure = ?2 WHERE id = ?1 AND state = 'queued'",
-    /* each sequence held, its head the job of its lowest place (the only
-     * min() of the query: SQLite takes id and state from its row): the
-     * heads and last jobs of jobs_seq_head (a sequence whose jobs all
-     * wait holds its last) */
-    [S_SEQ_LIST] =
-        "SELECT sequence_key, id, state, min(seq_no),"
-        " sum(state IN ('queued', 'running')"
-        "  OR (state = 'waiting' AND parents_left = 0)),"
-        " sum(state = 'dead' AND seq_fail = 'block') > 0, parents_left > 0"
-        " FROM jobs WHERE " IN_HEADS " AND " HOLDS
-        " GROUP BY sequence_key"
-        " HAVING ?1 = 0 OR sum(state = 'dead' AND seq_fail = 'block') > 0"
-        " ORDER BY sequence_key LIMIT ?2",
-    /* the jobs waiting behind head ?1 of sequence ?2 */
-    [S_SEQ_COUNT] = CHAIN " SELECT count(*) FROM w",
-    /* a sequence whose jobs all wait (the one before its first is gone,
-     * purged): the first, and how many, from the last (?1) back */
-    [S_SEQ_BACK] =
-        "WITH RECURSIVE w(id) AS (SELECT ?1 UNION"
-        " SELECT d.parent_id FROM w JOIN job_deps d ON d.child_id = w.id"
-        " JOIN jobs j ON j.id = d.parent_id WHERE j.sequence_key = ?2"
-        " AND j.state = 'waiting' AND j.parents_left > 0)"
-        " SELECT id, (SELECT count(*) FROM w) FROM jobs"
-        " WHERE id IN w ORDER BY seq_no LIMIT 1",
-    [S_SEQ_BLOCKED] =
-        "SELECT id FROM jobs WHERE sequence_key = ?1 AND " IN_HEADS
-        " AND state = 'dead' AND seq_fail = 'block' ORDER BY seq_no",
-    [S_SEQ_SKIP] =
-        "UPDATE jobs SET seq_fail = 'skip', updated_at = ?2 WHERE id = ?1"
-        " AND state = 'dead' AND seq_fail = 'block'",
-    /* as admin.c's dead retry */
-    [S_SEQ_UNBLOCK] =
-        "UPDATE jobs SET state = 'queued', attempts = 0, run_at = ?2,"
-        " fair_tag = NULL,"
-        " died_at = NULL, finished_at = NULL, cancel_requested = 0,"
-        " updated_at = ?2 WHERE sequence_key = ?1 AND " IN_HEADS
-        " AND state = 'dead' AND seq_fail = 'block'",
     /* on_conflict cancel_running: the running job of sequence ?1 is
      * cancelled, as admin.c's cancel of a running job */
     [S_SEQ_CANCEL] =
         "UPDATE jobs SET cancel_requested = 1, updated_at = ?2"
-        " WHERE sequence_key = ?1 AND " IN_HEADS " AND state = 'running'",
+        " WHERE sequence_key = ?1 AND " JR_SQLITE_SEQ_IN_HEADS " AND state = 'running'",
     /* on_conflict replace: the pending last job ?1 takes the push's
      * payload ?2 and run_at ?3 */
     [S_SEQ_REPLACE] =
         "UPDATE jobs SET payload = ?2, sealed = NULL, run_at = ?3,"
-        " updated_at = ?4 WHERE id = ?1 AND " PENDING,
+        " updated_at = ?4 WHERE id = ?1 AND " JR_SQLITE_SEQ_PENDING,
     /* the job just pushed, when the pending one took its place */
     [S_SEQ_DROP] =
         "DELETE FROM jobs WHERE id = ?1 AND state = 'queued'"
@@ -523,125 +452,4 @@ jr_sqlite_seq_done(jr_backend *b, const char *token, const char *ids,
     free(js);
     free(v);
     return rc;
-}
-
-/* The jobs waiting in sequence key behind *head, into *n; or, when
- * *head waits itself (for a job gone: its jobs all wait), *head the
- * first of them and *n how many. */
-static int
-waiting_of(jr_backend *b, const char *key, int64_t *head, int waits,
-           long *n, jr_err *err)
-{
-    sqlite3_stmt *s = stmt(b, waits ? S_SEQ_BACK : S_SEQ_COUNT, err);
-    int rc;
-
-    if (s == NULL)
-        return -1;
-    sqlite3_bind_int64(s, 1, *head);
-    bind_text(s, 2, key);
-    *n = 0;
-    if ((rc = sqlite3_step(s)) == SQLITE_ROW) {
-        if (waits)
-            *head = sqlite3_column_int64(s, 0);
-        *n = (long)sqlite3_column_int64(s, waits) - !waits;
-    }
-    sqlite3_reset(s);
-    return rc == SQLITE_ROW || rc == SQLITE_DONE ? 0 :
-           jr_sqlite_fail(b, err, "reading the sequences");
-}
-
-int
-jr_sqlite_sequences(jr_backend *b, int blocked, int limit, jr_seq_cb cb,
-                    void *arg, jr_err *err)
-{
-    sqlite3_stmt *s = stmt(b, S_SEQ_LIST, err);
-    jr_seq_row r;
-    long waiting;
-    int rc;
-
-    if (s == NULL)
-        return -1;
-    sqlite3_bind_int(s, 1, blocked != 0);
-    sqlite3_bind_int(s, 2, limit > 0 ? limit : -1);
-    while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
-        r.key = col_text(s, 0);
-        r.head = sqlite3_column_int64(s, 1);
-        r.state = col_text(s, 2);
-        r.jobs = (long)sqlite3_column_int64(s, 4);
-        r.blocked = sqlite3_column_int(s, 5);
-        if (waiting_of(b, r.key, &r.head, sqlite3_column_int(s, 6),
-                       &waiting, err) < 0) {
-            sqlite3_reset(s);
-            return -1;
-        }
-        r.jobs += waiting;
-        if (cb(&r, arg) != 0)
-            break;
-    }
-    sqlite3_reset(s);
-    return rc == SQLITE_ROW || rc == SQLITE_DONE ? 0 :
-           jr_sqlite_fail(b, err, "reading the sequences");
-}
-
-/* Skips the blocked jobs of sequence key: each stops holding it and
- * its end (dead) reaches the job behind it again, which now runs. */
-static int
-skip(jr_backend *b, const char *key, double now, jr_err *err)
-{
-    sqlite3_stmt *s = stmt(b, S_SEQ_BLOCKED, err);
-    int64_t ids[16];
-    int n = 0, i, rc;
-
-    if (s == NULL)
-        return -1;
-    bind_text(s, 1, key);
-    /* one blocked job a sequence, but for jobs pushed with different
-     * on_failure: 16 a call is plenty, the rest at the next */
-    while (n < 16 && (rc = sqlite3_step(s)) == SQLITE_ROW)
-        ids[n++] = sqlite3_column_int64(s, 0);
-    sqlite3_reset(s);
-    if (n < 16 && rc != SQLITE_DONE)
-        return jr_sqlite_fail(b, err, "skipping a sequence");
-    for (i = 0; i < n; i++) {
-        if ((s = stmt(b, S_SEQ_SKIP, err)) == NULL)
-            return -1;
-        sqlite3_bind_int64(s, 1, ids[i]);
-        sqlite3_bind_double(s, 2, now);
-        if (run(b, s, err, "skipping a sequence") < 0 ||
-            jr_sqlite_flow_settle(b, ids[i], "dead", NULL, now, err) < 0)
-            return -1;
-    }
-    return n;
-}
-
-static int
-unblock(jr_backend *b, const char *key, double now, jr_err *err)
-{
-    sqlite3_stmt *s = stmt(b, S_SEQ_UNBLOCK, err);
-
-    if (s == NULL)
-        return -1;
-    bind_text(s, 1, key);
-    sqlite3_bind_double(s, 2, now);
-    return run(b, s, err, "unblocking a sequence");
-}
-
-int
-jr_sqlite_seq_act(jr_backend *b, const char *key, int what, jr_err *err)
-{
-    double now = jr_now();
-    int n;
-
-    if (what != JR_SEQ_ACT_SKIP && what != JR_SEQ_ACT_UNBLOCK)
-        return jr_fail(err, JR_EINPUT, "sequence '%s': unknown action %d",
-                       key, what);
-    if (jr_sqlite_begin(b, err) < 0)
-        return -1;
-    n = what == JR_SEQ_ACT_SKIP ? skip(b, key, now, err) :
-        unblock(b, key, now, err);
-    if (n < 0) {
-        jr_sqlite_rollback(b);
-        return -1;
-    }
-    return jr_sqlite_commit(b, err) < 0 ? -1 : n;
 }

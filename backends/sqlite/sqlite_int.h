@@ -571,4 +571,40 @@ int jr_sqlite_fair_name_use(jr_backend *b, const char *name,
 int jr_sqlite_fair_name_stamp(jr_backend *b, int64_t lo, int64_t hi,
                               jr_err *err);
 
+/* ---- sequences (sequence.c, seqadmin.c) ---- */
+
+/* what holds a sequence: a job not ended, or dead with on_failure block */
+#define JR_SQLITE_SEQ_HOLDS "(state IN ('queued', 'running', 'waiting')" \
+              " OR (state = 'dead' AND seq_fail = 'block'))"
+
+/* a job of a sequence not started yet: queued (a retry's backoff
+ * included), or waiting for the job before it */
+#define JR_SQLITE_SEQ_PENDING "(state = 'queued' OR (state = 'waiting'" \
+                " AND parents_left > 0))"
+
+/* The condition of the index jobs_seq_head (migration 36), written out
+ * in each statement that reads through it (SQLite uses a partial index
+ * only for a query whose terms imply its condition): a job of a
+ * sequence that waits for none before it (its head: queued, running,
+ * waiting for a signal, or the dead one that blocks it; and the ended
+ * ones kept) or that was pushed into it last (seq_last). One entry a
+ * sequence while it drains, where an entry a job put one in each of its
+ * pages for a batch's deletes (the heads of a batch are of as many
+ * sequences). parents_left, not state: a claim, which changes state
+ * alone, then leaves the index alone (SQLite updates a partial index
+ * only when a column of its condition or its key changes). */
+#define JR_SQLITE_SEQ_IN_HEADS "sequence_key IS NOT NULL" \
+                 " AND (parents_left = 0 OR seq_last = 1)"
+
+/* The jobs of sequence ?2 reached from job ?1 by the edges of the
+ * sequence's waits (each job waits for the one before it; one whose
+ * parent was cancelled for the one before that, flow.c's S_FLOW_PASS),
+ * through the jobs that hold it: the waiting jobs, which jobs_seq_head
+ * does not hold but for the last. */
+#define JR_SQLITE_SEQ_CHAIN "WITH RECURSIVE w(id) AS (SELECT ?1 UNION" \
+              " SELECT d.child_id FROM w JOIN job_deps d" \
+              " ON d.parent_id = w.id JOIN jobs j ON j.id = d.child_id" \
+              " WHERE j.sequence_key = ?2 AND j.state = 'waiting'" \
+              " AND j.parents_left > 0)"
+
 #endif
