@@ -209,11 +209,10 @@ for _, backend in ipairs(jr.backends()) do
     -- fails on PostgreSQL (three runs of three): fq2's one job starts
     -- 3001st, after all of fq's backlog; SQLite starts it after the
     -- local queue (about the 770th), as the plain claim does
-    -- Not yet, on PostgreSQL: with two fair queues, the second's new key
-    -- waits behind the first's whole backlog (started 3001st of 3001);
-    -- SQLite starts it after the jobs claimed ahead. To find and fix.
-    local second_fair = backend == "postgres" and pending or it
-    second_fair("gives a second fair queue's new key its turn while the first drains", function()
+    -- PostgreSQL's claim under limits took each fair queue's rows queue
+    -- after queue, and the first's filled the batch: the second's new
+    -- key started 3001st of 3001 (now in turn, by rank)
+    it("gives a second fair queue's new key its turn while the first drains", function()
       env:config([[concurrency = 1,
         limits = { ["queue:fq"] = { fair = { key = "payload.t" } },
                    ["queue:fq2"] = { fair = { key = "payload.t" } } }]])

@@ -344,6 +344,47 @@ queue_read(jr_backend *b, const jr_limit *f, const char *queue, int cap,
     return 0;
 }
 
+/* A row's rank in its queue and its place in fr, for a stable order. */
+typedef struct rank_at {
+    long rank;
+    int  at;
+} rank_at;
+
+static int
+rank_at_cmp(const void *a, const void *b)
+{
+    const rank_at *x = a, *y = b;
+
+    if (x->rank != y->rank)
+        return x->rank < y->rank ? -1 : 1;
+    return (x->at > y->at) - (x->at < y->at);
+}
+
+void
+jr_pg_fair_rows_order(jr_pg_fair_rows *fr)
+{
+    jr_pg_fair_row *tmp;
+    rank_at *v;
+    int i;
+
+    if (fr->n < 2 || (v = malloc((size_t)fr->n * sizeof *v)) == NULL)
+        return;                 /* out of memory: queue after queue */
+    if ((tmp = malloc((size_t)fr->n * sizeof *tmp)) == NULL) {
+        free(v);
+        return;
+    }
+    for (i = 0; i < fr->n; i++) {
+        v[i].rank = fr->row[i].rank;
+        v[i].at = i;
+    }
+    qsort(v, (size_t)fr->n, sizeof *v, rank_at_cmp);
+    for (i = 0; i < fr->n; i++)
+        tmp[i] = fr->row[v[i].at];
+    memcpy(fr->row, tmp, (size_t)fr->n * sizeof *tmp);
+    free(tmp);
+    free(v);
+}
+
 int
 jr_pg_fair_read(jr_backend *b, const jr_claim_spec *spec, int max,
                 const char *const *lists, jr_pg_fair_rows *fr, jr_err *err)

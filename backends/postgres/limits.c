@@ -364,6 +364,8 @@ lim_candidates(jr_backend *b, const jr_claim_spec *spec, int max,
             PQclear(res);
             res = NULL;
         }
+        if (res != NULL)        /* the queues' rows in turn, by rank */
+            jr_pg_fair_rows_order(fr);
     } else if (!ok) {
         jr_fail(err, JR_ENOMEM, "postgres: claiming jobs: out of memory");
     }

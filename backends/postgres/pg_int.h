@@ -412,6 +412,12 @@ int  jr_pg_aging_any(const jr_claim_spec *spec);
 int  jr_pg_aging_read(jr_backend *b, const jr_claim_spec *spec, int max,
                       const char *const *lists, jr_pg_fair_rows *fr,
                       jr_err *err);
+/* Orders fr's rows by their rank in their queue, the queues in the
+ * order they were read on a tie: each fair or aging queue's rows are
+ * appended whole, and a claim taking them as they stand filled its batch
+ * with the first queue's (a second fair queue's new key waited behind
+ * the first's whole backlog). */
+void jr_pg_fair_rows_order(jr_pg_fair_rows *fr);
 /* Counts the claimed fair rows taken[0..n) in their keys' passes. */
 int  jr_pg_fair_save(jr_backend *b, const jr_pg_fair_row *const *taken,
                      int n, jr_err *err);
