@@ -16,11 +16,13 @@ local function poll(url)
     jr.quote(url), out, out, out))
   return {
     read = function()
+      -- os.tmpname made the file empty: curl's answer is in once the
+      -- mv put its part there (an empty read is a curl not done yet)
       local text = jr.wait_for(function()
         local f = io.open(out)
         local s = f and f:read("a")
         if f then f:close() end
-        return s
+        return s ~= nil and s ~= "" and s
       end, 60, "curl done")
       os.remove(out)
       local body, code = text:match("^(.*)\n(%d+)$")

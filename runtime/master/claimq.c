@@ -626,8 +626,9 @@ jr_claimq_work(evutil_socket_t fd, short what, void *arg)
          * when every handler is a coroutine one */
         if (m->want_claim && m->db_retry_at == 0 && m->gen != NULL &&
             (want = capacity(m)) > 0 &&
+            !(m->fair_peek && !m->wake_due && !m->fair_changed) &&
             (!m->claim_co || m->gen->nco == m->gen->n))
-            jr_lane_round(m, want);
+            jr_lane_round(m, want);     /* a small fair claim: as below */
         return;                 /* jr_claimq_cycle_done kicks again */
     }
     if (m->db_retry_at > 0 && jr_mono() < m->db_retry_at)
