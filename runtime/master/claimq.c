@@ -600,6 +600,15 @@ fill(master *m, jr_cycle *c, int want, int woken)
     m->wake_due = m->renew_due = m->rescue_due = 0;
     jr_service_fill(m, c);
 }
+/* A fair queue's small claim (capacity's fair_peek) with nothing to
+ * claim it for: it is for another's push, so it waits for the database
+ * to change (seen by a cycle or a wake-up), not for each job's end. */
+static int
+peek_idle(const master *m)
+{
+    return m->fair_peek && !m->wake_due && !m->fair_changed;
+}
+
 
 /* The loop's one pass of work: hand out what is queued, and start a
  * database cycle if one is needed and none is running. */
@@ -626,7 +635,7 @@ jr_claimq_work(evutil_socket_t fd, short what, void *arg)
          * when every handler is a coroutine one */
         if (m->want_claim && m->db_retry_at == 0 && m->gen != NULL &&
             (want = capacity(m)) > 0 &&
-            !(m->fair_peek && !m->wake_due && !m->fair_changed) &&
+            !peek_idle(m) &&
             (!m->claim_co || m->gen->nco == m->gen->n))
             jr_lane_round(m, want);     /* a small fair claim: as below */
         return;                 /* jr_claimq_cycle_done kicks again */
@@ -647,7 +656,7 @@ jr_claimq_work(evutil_socket_t fd, short what, void *arg)
      * by this wake-up or one that comes while the cycle runs), not at
      * each job's end (want_claim): that was a fair claim every few jobs,
      * most cycles, and a push's job waited behind them */
-    if (m->fair_peek && !m->wake_due && !m->fair_changed)
+    if (peek_idle(m))
         woken = 0;
     /* a generation of coroutine handlers fills its workers' thousands of
      * slots in one round, not in four */
