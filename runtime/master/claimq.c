@@ -609,7 +609,6 @@ peek_idle(const master *m)
     return m->fair_peek && !m->wake_due && !m->fair_changed;
 }
 
-
 /* The loop's one pass of work: hand out what is queued, and start a
  * database cycle if one is needed and none is running. */
 void
