@@ -1,6 +1,7 @@
 /* copy.c - a push by binary COPY: a batch of plain jobs due now, whose ids
  * are not asked, streams into jobs in one transaction; a batch that needs
- * limit_key_of goes back to push.c's insert. Uses arrays.h, conn.c. */
+ * limit_key_of, or goes into a fair queue, goes back to push.c's insert.
+ * Uses arrays.h, conn.c. */
 
 #include <stdint.h>
 #include <stdio.h>
@@ -16,15 +17,20 @@
  * heap takes its rows a page at a time (docs/performance.md, "Batch
  * push"). The table's CHECKs, its statement triggers (NOTIFY, queues)
  * and defaults apply as to any insert. One simple query lists the names
- * with a limit path and starts the COPY, in one transaction; if a job of
- * the batch needs limit_key_of, the COPY ends with no rows (an error
- * would be logged by the server) and the batch goes by jr_pg_insert_jobs, as
- * do the next COPY_SKIP. One job goes by st_push_one, a round trip
+ * with a limit path and the fair queues and starts the COPY, in one
+ * transaction; if a job of the batch needs limit_key_of or goes into a
+ * fair queue (its tag given in the insert, not by the trigger's UPDATE: a
+ * second version of each row), the COPY ends with no rows (an error
+ * would be logged by the server) and the batch goes by jr_pg_insert_jobs,
+ * as do the next COPY_SKIP. One job goes by st_push_one, a round trip
  * less. */
 #define COPY_PATHS 200          /* COPY_SQL's LIMIT: more names, INSERT */
 #define COPY_SKIP 100           /* batches by INSERT after a path hit */
 #define COPY_SQL \
-    "SELECT name FROM {{schema}}.limit_paths LIMIT 200;" \
+    "SELECT 'n' || name FROM {{schema}}.limit_paths" \
+    " UNION ALL SELECT 'q' || queue FROM {{schema}}.fair_paths" \
+    " UNION ALL SELECT 'f' || name FROM {{schema}}.fair_names" \
+    "  WHERE weights IS NOT NULL LIMIT 200;" \
     " COPY {{schema}}.jobs (name, payload, queue, priority, max_retries," \
     " limit_key, sealed) FROM STDIN (FORMAT binary)"
 
@@ -90,20 +96,35 @@ copy_row(jr_buf *d, const jr_push *p)
     jr_buf_free(&raw);
 }
 
-/* 1 if a job of pp without a key has a name in paths (limit_key_of would
- * give it one), or if paths may not list them all. */
+/* What a job of pp needs that a COPY does not give, from paths (COPY_SQL's
+ * first result: 'n' and a name with a limit path, 'q' and a fair queue,
+ * 'f' and a name whose weights make its queue fair): NEED_KEY if one
+ * without a key has a name with a limit path (limit_key_of would give it
+ * one), NEED_FAIR if one goes into a fair queue (st_push_fair tags it),
+ * both if paths may not list them all; 0 for none. */
+#define NEED_KEY  1
+#define NEED_FAIR 2
+
 static int
-copy_needs_key(const PGresult *paths, const jr_push *const *pp, int n)
+copy_needs(const PGresult *paths, const jr_push *const *pp, int n)
 {
-    int i, k, np = PQntuples(paths);
+    int i, k, np = PQntuples(paths), need = 0;
 
     if (np >= COPY_PATHS)
-        return 1;
-    for (i = 0; np > 0 && i < n; i++)
-        for (k = 0; pp[i]->key == NULL && k < np; k++)
-            if (strcmp(pp[i]->name, PQgetvalue(paths, k, 0)) == 0)
-                return 1;
-    return 0;
+        return NEED_KEY | NEED_FAIR;
+    for (i = 0; np > 0 && i < n; i++) {
+        const char *q = pp[i]->queue ? pp[i]->queue : "default";
+        for (k = 0; k < np; k++) {
+            const char *v = PQgetvalue(paths, k, 0);
+            if (v[0] == 'n' && pp[i]->key == NULL &&
+                strcmp(pp[i]->name, v + 1) == 0)
+                need |= NEED_KEY;
+            else if ((v[0] == 'q' && strcmp(q, v + 1) == 0) ||
+                     (v[0] == 'f' && strcmp(pp[i]->name, v + 1) == 0))
+                need |= NEED_FAIR;
+        }
+    }
+    return need;
 }
 
 /* Reads the results of the query COPY_SQL until the COPY starts; *paths
@@ -169,7 +190,7 @@ jr_pg_push_copy(jr_backend *b, const jr_push *const *pp, int n,
     PGresult *paths = NULL;
     jr_buf d = {0};
     char what[64], *sql;
-    int i, rc;
+    int i, rc, need;
 
     b->insert_failed = 0;
     if (!copy_eligible(pp, n, ids))
@@ -196,7 +217,10 @@ jr_pg_push_copy(jr_backend *b, const jr_push *const *pp, int n,
     rc = PQsendQuery(b->conn, sql) == 1 ? copy_start(b, &paths, what, err) :
          jr_pg_fail(b, NULL, what, err);
     free(sql);
-    if (rc == 0 && paths != NULL && copy_needs_key(paths, pp, n)) {
+    need = rc == 0 && paths != NULL ? copy_needs(paths, pp, n) : 0;
+    if (rc == 0 && paths != NULL)
+        jr_pg_push_fair_set(b, (need & NEED_FAIR) != 0);
+    if (need != 0) {
         static const char none[] = "PGCOPY\n\377\r\n\0\0\0\0\0\0\0\0\0"
                                    "\377\377";
         b->copy_skip = COPY_SKIP;

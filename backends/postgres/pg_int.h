@@ -52,6 +52,10 @@ struct jr_backend {
     int         copy_skip;      /* batches left that skip jr_pg_push_copy
                                    (a job of the last tried needed
                                    limit_key_of) */
+    int         push_fair;      /* a fair queue exists: inserts go by
+                                   st_push_fair (push.c) */
+    double      push_fair_at;   /* when push_fair was learnt (mono), by
+                                   COPY_SQL's list or st_fair_any; 0 */
     char        pgmsg[400];     /* its message and detail */
     jr_pg_sqlc  sqlc[JR_PG_SQL_CACHE]; /* handler statements prepared
                                    on conn (sqlrun.c) */
@@ -437,6 +441,8 @@ int jr_pg_woken(jr_backend *b);
 
 /* push.c */
 int jr_pg_cmp_id(const void *a, const void *b);
+/* Whether a fair queue exists, as learnt now (copy.c's list). */
+void jr_pg_push_fair_set(jr_backend *b, int fair);
 int jr_pg_insert_jobs(jr_backend *b, const jr_push *const *pp, int n,
                    int64_t *ids, jr_err *err);
 /* jr_pg_insert_jobs, then the result_ttl of the pushes that have one, in

@@ -1,6 +1,7 @@
 /* push.c - pushes: a batch as binary array parameters expanded by unnest
- * (with unique keys through the SQL function push_keyed), one job with
- * scalar parameters, and which job made a batch fail. Hands plain batches
+ * (with unique keys through the SQL function push_keyed; into a fair queue
+ * tagged by fair_stamp), one job with scalar parameters, and which job
+ * made a batch fail. Hands plain batches
  * due now to copy.c. Owns the push statements. Uses arrays.h, conn.c. */
 
 #include <stdint.h>
@@ -11,6 +12,7 @@
 #include "postgres/pg_int.h"
 #include "base/seqkey.h"
 #include "postgres/arrays.h"
+#include "base/util.h"
 
 /* A batch of plain jobs, in the batch's order (ids increase along it).
  * No join: a hashed subplan tells the names with a limit path, so the
@@ -53,6 +55,70 @@ static const uint32_t push_types[PUSH_ARRAYS] = {
 
 static const pg_stmt st_push = {"jr_push", 8,
     PUSH_SQL " RETURNING id"};
+
+/* PUSH_SQL for a batch into a fair queue: each job's fair key, tag and
+ * weight from the SQL function fair_stamp, which moves each key's finish
+ * first, given in the insert; the trigger jobs_queue_known tags only the
+ * rows without a key, and writes no second version of these. */
+#define PUSH_FAIR_SQL \
+    "INSERT INTO {{schema}}.jobs" \
+    " (name, payload, queue, priority, max_retries, run_at, limit_key," \
+    " sealed, fair_key, fair_tag, fair_w)" \
+    " SELECT u.name, " JR_PG_STUB("u.payload") ", u.queue, u.priority," \
+    "  u.max_retries, coalesce(to_timestamp(u.run_at)," \
+    "  now() + u.run_in * interval '1 second')," \
+    "  CASE WHEN u.key IS NOT NULL THEN u.key WHEN u.name IN" \
+    "  (SELECT lp.name FROM {{schema}}.limit_paths lp)" \
+    "  THEN {{schema}}.limit_key_of(u.name, u.payload::jsonb, NULL) END," \
+    "  " JR_PG_BYTES("u.payload") ", f.j_key, f.j_tag, f.j_w" \
+    " FROM unnest($1::text[], $2::text[], $3::text[], $4::int[]," \
+    "  $5::int[], $6::float8[], $7::float8[], $8::text[]) WITH ORDINALITY" \
+    "  AS u(name, payload, queue, priority, max_retries, run_at," \
+    "  run_in, key, ord)" \
+    " LEFT JOIN {{schema}}.fair_stamp($3::text[], $1::text[], $2::text[])" \
+    "  f ON f.j_ord = u.ord" \
+    " ORDER BY u.ord"
+
+/* Whether a queue is fair, or a name's weights make one so: tells
+ * jr_pg_insert_jobs which statement a batch takes, learnt anew after
+ * FAIR_ANY_SECS (COPY_SQL's list tells it too). Either statement is
+ * right for any batch: st_push tags by the trigger's UPDATE, a second
+ * version of each row, st_push_fair calls fair_stamp, a sort more. */
+#define FAIR_ANY_SECS 5.0
+static const pg_stmt st_fair_any = {"jr_fair_any", 0,
+    "SELECT EXISTS (SELECT 1 FROM {{schema}}.fair_paths)"
+    " OR EXISTS (SELECT 1 FROM {{schema}}.fair_names"
+    "  WHERE weights IS NOT NULL)"};
+
+void
+jr_pg_push_fair_set(jr_backend *b, int fair)
+{
+    b->push_fair = fair;
+    b->push_fair_at = jr_mono();
+}
+
+/* b->push_fair, asked of the server when not learnt for FAIR_ANY_SECS;
+ * -1 with err set. */
+static int
+push_fair(jr_backend *b, jr_err *err)
+{
+    PGresult *res;
+
+    if (b->push_fair_at > 0 && jr_mono() - b->push_fair_at < FAIR_ANY_SECS)
+        return b->push_fair;
+    if ((res = jr_pg_run(b, &st_fair_any, NULL, "pushing jobs", err)) ==
+        NULL)
+        return -1;
+    jr_pg_push_fair_set(b, PQntuples(res) == 1 &&
+                        PQgetvalue(res, 0, 0)[0] == 't');
+    PQclear(res);
+    return b->push_fair;
+}
+
+static const pg_stmt st_push_fair = {"jr_push_fair", 8,
+    PUSH_FAIR_SQL " RETURNING id"};
+static const pg_stmt st_push_fair_noids = {"jr_push_fair_noids", 8,
+    PUSH_FAIR_SQL};
 
 /* a batch with a unique key: each push through the SQL function,
  * the one rule (docs/schedules.md, "Unique jobs"), in the batch's order */
@@ -171,7 +237,7 @@ jr_pg_insert_jobs(jr_backend *b, const jr_push *const *pp, int n, int64_t *ids,
     int lens[PUSH_ARRAYS];
     PGresult *res = NULL;
     char what[64];
-    int i, got, rc = -1, unique = 0;
+    int i, got, rc = -1, unique = 0, fair;
 
     memset(a, 0, sizeof a);
     b->insert_failed = 0;
@@ -188,9 +254,13 @@ jr_pg_insert_jobs(jr_backend *b, const jr_push *const *pp, int n, int64_t *ids,
         rc = push_unique(b, pp, n, ids, params, lens, what, err);
         goto out;
     }
+    if ((fair = push_fair(b, err)) < 0)
+        goto out;
     /* ids only when asked: 1000 rows back cost the server and us */
-    res = jr_pg_run_params(b, ids != NULL ? &st_push : &st_push_noids, params,
-                        lens, what, err);
+    res = jr_pg_run_params(b, fair ?
+                           (ids != NULL ? &st_push_fair : &st_push_fair_noids)
+                           : ids != NULL ? &st_push : &st_push_noids, params,
+                           lens, what, err);
     if (res == NULL) {
         b->insert_failed = 1;
         goto out;

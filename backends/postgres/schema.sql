@@ -2608,3 +2608,78 @@ BEGIN
     END IF;
 END
 $$;
+-- migration 36
+-- A batch push into a fair queue tagged in its own insert (push.c's
+-- st_push_fair): fair_stamp gives each job of the batch (the arrays'
+-- queue, name and payload, all queued) its key, tag and weight, moving
+-- each key's finish first as jobs_queue_known does (one upsert a key, in
+-- key order); the rows go in with them, and the trigger, which tags only
+-- the rows without a key, writes no second version of each (a fair
+-- fill's UPDATE doubled the table's dead rows and every index's entries,
+-- and the next drain paid for them). A queue a name's weights make fair
+-- is made so first, as the trigger does.
+CREATE FUNCTION {{schema}}.fair_stamp(a_q text[], a_nm text[], a_pl text[])
+RETURNS TABLE (j_ord bigint, j_key text, j_tag float8, j_w float8)
+LANGUAGE plpgsql AS $$
+BEGIN
+    IF EXISTS (SELECT 1 FROM {{schema}}.fair_names
+               WHERE weights IS NOT NULL) THEN
+        WITH made AS (
+            INSERT INTO {{schema}}.fair_paths (queue, path)
+            SELECT DISTINCT u.q, '{}'::text[] FROM unnest(a_q, a_nm) AS u(q, nm)
+            JOIN {{schema}}.fair_names fn ON fn.name = u.nm
+            WHERE fn.weights IS NOT NULL
+            ON CONFLICT DO NOTHING RETURNING queue)
+        UPDATE {{schema}}.jobs j SET fair_key = coalesce((SELECT
+            CASE WHEN fn.weights IS NOT NULL THEN j.name || chr(31)
+            ELSE '' END || coalesce(j.payload #>> fn.path, '')
+            FROM {{schema}}.fair_names fn WHERE fn.name = j.name), '')
+        FROM made WHERE j.queue = made.queue
+        AND j.state IN ('queued', 'running', 'waiting');
+    END IF;
+    IF NOT EXISTS (SELECT 1 FROM {{schema}}.fair_paths) THEN
+        RETURN;
+    END IF;
+    RETURN QUERY
+    WITH x AS MATERIALIZED (
+        SELECT t.ord, t.queue, t.key,
+               row_number() OVER (PARTITION BY t.queue, t.key
+                                  ORDER BY t.ord) AS rn,
+               count(*) OVER (PARTITION BY t.queue, t.key) AS cnt
+        FROM (SELECT u.ord, u.q AS queue, CASE
+                  WHEN fn.weights IS NOT NULL
+                  THEN u.nm || chr(31)
+                       || coalesce(u.pl::jsonb #>> fn.path, '')
+                  WHEN fn.path IS NOT NULL
+                  THEN coalesce(u.pl::jsonb #>> fn.path, '')
+                  WHEN cardinality(f.path) = 0 THEN ''
+                  ELSE coalesce(u.pl::jsonb #>> f.path, '') END AS key
+              FROM unnest(a_q, a_nm, a_pl) WITH ORDINALITY AS u(q, nm, pl, ord)
+              JOIN {{schema}}.fair_paths f ON f.queue = u.q
+              LEFT JOIN {{schema}}.fair_names fn ON fn.name = u.nm) t),
+    k AS (
+        INSERT INTO {{schema}}.fair_keys AS k (queue, key, pass)
+        SELECT c.queue, c.key, coalesce(fc.clock, 0) + c.cnt
+               / coalesce(CASE WHEN strpos(c.key, chr(31)) > 1
+                          THEN {{schema}}.fair_name_w(c.key) END,
+                          fk.weight, fk.cweight, fp.wdefault, 1)
+        FROM (SELECT x.queue, x.key, count(*) AS cnt FROM x
+              GROUP BY 1, 2) c
+        LEFT JOIN {{schema}}.fair_keys fk
+               ON fk.queue = c.queue AND fk.key = c.key
+        LEFT JOIN {{schema}}.fair_paths fp ON fp.queue = c.queue
+        LEFT JOIN {{schema}}.fair_clocks fc ON fc.queue = c.queue
+        ORDER BY c.queue, c.key
+        ON CONFLICT (queue, key) DO UPDATE SET pass = excluded.pass
+            + greatest(k.pass - coalesce((SELECT fc.clock
+              FROM {{schema}}.fair_clocks fc
+              WHERE fc.queue = excluded.queue), 0), 0)
+        RETURNING k.queue, k.key, k.pass, k.weight, k.cweight)
+    SELECT x.ord, x.key, k.pass - (x.cnt - x.rn + 1) / ww.w, ww.w
+    FROM x JOIN k ON k.queue = x.queue AND k.key = x.key
+    JOIN {{schema}}.fair_paths p ON p.queue = x.queue
+    CROSS JOIN LATERAL (SELECT coalesce(CASE WHEN
+        strpos(k.key, chr(31)) > 1 THEN {{schema}}.fair_name_w(k.key) END,
+        k.weight, k.cweight, p.wdefault, 1) AS w) ww;
+END
+$$;
