@@ -319,16 +319,14 @@ for _, backend in ipairs(jr.backends()) do
       once_each(env, 1601)
     end)
 
-    -- fails on SQLite (two runs of two): "1" (a string), pushed just
-    -- after 1 (a number), starts about 215 starts after its push, behind
-    -- the jobs claimed ahead; PostgreSQL starts it in a round. A key's
-    -- second job pushed right after its first ("a tenant's second single
-    -- job" below)
-    -- starts in a round on both, so it is the string after the number
-    -- Not yet, on SQLite: the string "1" is the key of the number 1 there
-    -- (the engines key numbers differently: fair_red_spec), so the job of
-    -- "1" is that key's second and waits for the next claim, about 215
-    -- starts after its push.
+    -- Not yet, on SQLite: the ten pushes go one by one, and a runner
+    -- that sees more than 8 of them at once deals 8 in its small claim
+    -- (fair_burst_red_spec); the rest wait for the next claim, after the
+    -- local queue: the string "1" (the key of the number 1 and, on
+    -- SQLite, of true: fair_red_spec) started 210 starts after its push
+    -- in one run of nine, and before, in two runs of two. Each job here
+    -- with a tag after the queue's clock (a key's second or third) comes
+    -- after the new keys' in that claim.
     local odd_keys = backend == "sqlite" and pending or it
     odd_keys("runs keys of odd types and lets each start within a round", function()
       config(env)

@@ -241,3 +241,53 @@ for _, backend in ipairs(jr.backends()) do
     end)
   end)
 end
+
+-- A fair key's value of each JSON type, as each engine stamps it: the
+-- docs key a job by "a string or a number" at the path, and `fair set
+-- QUEUE KEY` (text) names a key, so the string "1" and the number 1 are
+-- one key on both engines (PostgreSQL's #>> and SQLite's json_extract
+-- give the text 1 for both), as a per-key limit's key is (docs/limits.md);
+-- a job without the path, or with JSON null there, is under "".
+for _, backend in ipairs(jr.backends()) do
+  describe(backend .. " fair key of each JSON type:", function()
+    local env = jr.test_env(backend)
+
+    local function keys(payloads)
+      env:config(FAIR:format(""))
+      assert.equal(0, select(3, env:cli("migrate")))
+      assert.equal(0, select(3, env:cli("queue", "pause", "fq")))
+      local q = jr.client(env)
+      local out = {}
+      for i, p in ipairs(payloads) do
+        local id = assert(q:push("w", p, { queue = "fq" }))
+        out[i] = env:query("SELECT fair_key AS k FROM jobs WHERE id = " .. math.tointeger(id))[1].k
+      end
+      q:close()
+      return out
+    end
+
+    it("keys the string \"1\" and the number 1 alike, and a missing or null value as \"\"", function()
+      local huge = ("x"):rep(100000)
+      assert.same({ "1", "1", "1.5", "", "a\1\n\t\31b", huge, "", "" },
+        keys({ { t = 1 }, { t = "1" }, { t = 1.5 }, { t = "" }, { t = "a\1\n\t\31b" },
+               { t = huge }, {}, { u = 1 } }))
+      local null = env:push("w", '{"t": null}', "--queue", "fq")
+      assert.equal("", env:query("SELECT fair_key AS k FROM jobs WHERE id = " .. null)[1].k)
+    end)
+
+    -- Not yet, on SQLite: json_extract gives true and false as the
+    -- integers 1 and 0, so a job keyed true takes its turns under the key
+    -- "1" (with the number 1 and the string "1") and false under "0";
+    -- PostgreSQL's #>> keys them "true" and "false". The docs key by a
+    -- string or a number, yet the engines should agree (`fair set fq true
+    -- 3` weighs such jobs on one only). Fixing it changes the trigger
+    -- jobs_fair_key (a migration) and the re-keying UPDATEs. Numbers
+    -- written otherwise differ too: 1e2 is "100.0" on SQLite and "100"
+    -- on PostgreSQL, an array [1, 2] "[1,2]" and "[1, 2]".
+    local bools = backend == "sqlite" and pending or it
+    bools("keys true and false apart from 1 and 0, as the words", function()
+      assert.same({ "true", "false", "1", "0" },
+        keys({ { t = true }, { t = false }, { t = 1 }, { t = 0 } }))
+    end)
+  end)
+end
