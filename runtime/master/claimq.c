@@ -439,6 +439,16 @@ jr_claimq_take(master *m, jr_job **jobs, int n, int want)
         jr_log(JR_LOG_DEBUG, "claimed %d jobs", n);
 }
 
+void
+jr_claimq_take_more(master *m, jr_job **jobs, int n, int want, int peek)
+{
+    int more = peek && jr_fairq_more(m, jobs, n, want);     /* fairq.c */
+
+    jr_claimq_take(m, jobs, n, want);
+    if (more)
+        m->fair_changed = m->want_claim = 1;
+}
+
 /* What cycle c says about the database: an outage (retry with backoff)
  * or its end, and a wake-up that found nothing yet (look again soon). */
 static void
@@ -485,7 +495,7 @@ jr_claimq_cycle_done(jr_cycle *c, void *arg)
     }
     jr_service_read(m, c);
     m->cycle_want = 0;
-    jr_claimq_take(m, c->claimed, c->nclaimed, c->want);
+    jr_claimq_take_more(m, c->claimed, c->nclaimed, c->want, m->cycle_peek);
     m->fair_changed |= c->changed_after;
     if (m->flow_want || c->changed_after) {
         /* after take, which judges its own claim: jobs may wait */

@@ -147,10 +147,51 @@ jr_fairq_deal(master *m)
  * queue, another's push (the claim of a cycle asks only when the
  * database changed) may be a key's first job, whose turn comes before
  * the jobs queued here: a few are claimed so that it is dealt in at
- * once, not after half the local queue. Bounded: at most FAIR_DEPTH
- * jobs wait here. */
+ * once, not after half the local queue. The database gives a new key's
+ * job the queue's clock for its tag, the least a claim takes: when a
+ * small claim comes back full and its last job is of a key new here,
+ * more new keys may wait (a burst of tenants pushed at once), and
+ * another follows (jr_fairq_more); when its last is of a key queued
+ * here, the new keys came before it. Bounded: at most FAIR_DEPTH jobs
+ * wait here. */
 #define FAIR_PEEK  8
 #define FAIR_DEPTH 1024
+
+/* The fair path of queue's limit, or NULL. */
+static const char *
+fair_path(const master *m, const char *queue)
+{
+    const jr_limits *ls = &m->cfg->limits;
+    int i;
+
+    for (i = 0; queue != NULL && i < ls->n; i++)
+        if (ls->l[i].fair_path != NULL &&
+            strncmp(ls->l[i].scope, JR_LIMIT_QPREFIX, 6) == 0 &&
+            strcmp(ls->l[i].scope + 6, queue) == 0)
+            return ls->l[i].fair_path;
+    return NULL;
+}
+
+int
+jr_fairq_more(master *m, jr_job *const *jobs, int n, int want)
+{
+    const char *path;
+    jr_job *last, *j;
+    size_t i;
+
+    if (n <= 0 || n != want || m->stopping ||
+        (path = fair_path(m, (last = jobs[n - 1])->queue)) == NULL)
+        return 0;
+    if (last->fair_hash == 0)
+        last->fair_hash = key_hash(last, path) | 1;
+    for (i = 0; i < m->qlen; i++) {
+        j = m->queue[(m->qhead + i) % m->qcap];
+        if (j->fair_hash == last->fair_hash && j->queue != NULL &&
+            strcmp(j->queue, last->queue) == 0)
+            return 0;
+    }
+    return 1;
+}
 
 int
 jr_fairq_peek(const master *m)

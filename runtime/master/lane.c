@@ -53,6 +53,7 @@ struct jr_lane {
     jr_result   *results;       /* copies for the thread */
     jr_job      *claimed[CLAIM_MAX];
     int          want, nclaimed, applied;
+    int          peek;          /* its claim is a fair queue's small one */
     double       lease;
     jr_err       err;
 };
@@ -103,7 +104,7 @@ done(void *arg, int ran)
         if (!m->stopping)
             jr_service_recorded(m, l->applied);
         l->ninflight = 0;
-        jr_claimq_take(m, l->claimed, l->nclaimed, l->want);
+        jr_claimq_take_more(m, l->claimed, l->nclaimed, l->want, l->peek);
     }
     if (!m->stopping) {
         jr_claimq_dispatch(m);
@@ -242,6 +243,7 @@ jr_lane_round(master *m, int want)
     jr_claimq_swap(&l->inflight, &l->capinflight, m);
     l->ninflight = i;
     l->want = want;
+    l->peek = m->fair_peek;
     l->lease = m->cfg->lease;
     l->gen = jr_gen_ref(m->gen);
     if (jr_dbthread_request(l->t, run, done, l) < 0) {
