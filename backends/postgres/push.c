@@ -21,22 +21,23 @@
  * about a tenth of the statement). limit_key_of only for a name with a
  * path: a SQL function with a subquery is not inlined, and its call per
  * row cost about half of the statement (docs/performance.md, "Batch push"). */
-#define PUSH_SQL \
+#define PUSH_INSERT(COLS, VALS, JOIN) \
     "INSERT INTO {{schema}}.jobs" \
     " (name, payload, queue, priority, max_retries, run_at, limit_key," \
-    " sealed)" \
+    " sealed" COLS ")" \
     " SELECT u.name, " JR_PG_STUB("u.payload") ", u.queue, u.priority," \
     "  u.max_retries, coalesce(to_timestamp(u.run_at)," \
     "  now() + u.run_in * interval '1 second')," \
     "  CASE WHEN u.key IS NOT NULL THEN u.key WHEN u.name IN" \
     "  (SELECT lp.name FROM {{schema}}.limit_paths lp)" \
     "  THEN {{schema}}.limit_key_of(u.name, u.payload::jsonb, NULL) END," \
-    "  " JR_PG_BYTES("u.payload") \
+    "  " JR_PG_BYTES("u.payload") VALS \
     " FROM unnest($1::text[], $2::text[], $3::text[], $4::int[]," \
     "  $5::int[], $6::float8[], $7::float8[], $8::text[]) WITH ORDINALITY" \
     "  AS u(name, payload, queue, priority, max_retries, run_at," \
-    "  run_in, key, ord)" \
+    "  run_in, key, ord)" JOIN \
     " ORDER BY u.ord"
+#define PUSH_SQL PUSH_INSERT("", "", "")
 
 /* qsort and bsearch order of int64_t ids. */
 int
@@ -61,23 +62,9 @@ static const pg_stmt st_push = {"jr_push", 8,
  * first, given in the insert; the trigger jobs_queue_known tags only the
  * rows without a key, and writes no second version of these. */
 #define PUSH_FAIR_SQL \
-    "INSERT INTO {{schema}}.jobs" \
-    " (name, payload, queue, priority, max_retries, run_at, limit_key," \
-    " sealed, fair_key, fair_tag, fair_w)" \
-    " SELECT u.name, " JR_PG_STUB("u.payload") ", u.queue, u.priority," \
-    "  u.max_retries, coalesce(to_timestamp(u.run_at)," \
-    "  now() + u.run_in * interval '1 second')," \
-    "  CASE WHEN u.key IS NOT NULL THEN u.key WHEN u.name IN" \
-    "  (SELECT lp.name FROM {{schema}}.limit_paths lp)" \
-    "  THEN {{schema}}.limit_key_of(u.name, u.payload::jsonb, NULL) END," \
-    "  " JR_PG_BYTES("u.payload") ", f.j_key, f.j_tag, f.j_w" \
-    " FROM unnest($1::text[], $2::text[], $3::text[], $4::int[]," \
-    "  $5::int[], $6::float8[], $7::float8[], $8::text[]) WITH ORDINALITY" \
-    "  AS u(name, payload, queue, priority, max_retries, run_at," \
-    "  run_in, key, ord)" \
-    " LEFT JOIN {{schema}}.fair_stamp($3::text[], $1::text[], $2::text[])" \
-    "  f ON f.j_ord = u.ord" \
-    " ORDER BY u.ord"
+    PUSH_INSERT(", fair_key, fair_tag, fair_w", ", f.j_key, f.j_tag, f.j_w", \
+                " LEFT JOIN {{schema}}.fair_stamp($3::text[], $1::text[]," \
+                "  $2::text[]) f ON f.j_ord = u.ord")
 
 /* Whether a queue is fair, or a name's weights make one so: tells
  * jr_pg_insert_jobs which statement a batch takes, learnt anew after
