@@ -317,6 +317,17 @@ int  jr_sqlite_flow_wait(jr_backend *b, const jr_push *p, int64_t id,
  * p->outcome (may be NULL) says which. */
 int  jr_sqlite_seq_link(jr_backend *b, const jr_push *p, int64_t *id,
                         double now, jr_err *err);
+/* seqretry.c; in the open transaction, from admin.c and rerun.c: runs
+ * again (bound by the caller), the statement that queues job id again
+ * (a dead retry, a rerun); when it changed the row and the job's
+ * sequence had gone on past it, the job goes to the sequence's end as
+ * a push does. Returns the statement's changes, or -1. seq_past_dead:
+ * up to max dead jobs the sequences have gone on past, each sequence's
+ * in their order, into ids; how many, or -1. */
+int  jr_sqlite_seq_again(jr_backend *b, int64_t id, sqlite3_stmt *again,
+                         double now, jr_err *err);
+int  jr_sqlite_seq_past_dead(jr_backend *b, int64_t *ids, int max,
+                             jr_err *err);
 /* sequence.c; in the open transaction, from complete.c: the successes
  * among ids (a JSON array) of jobs of a sequence with a job behind them
  * (flow bit 1 alone) deleted as plain successes are, and the jobs behind
@@ -581,6 +592,12 @@ int jr_sqlite_fair_name_stamp(jr_backend *b, int64_t lo, int64_t hi,
  * included), or waiting for the job before it */
 #define JR_SQLITE_SEQ_PENDING "(state = 'queued' OR (state = 'waiting'" \
                 " AND parents_left > 0))"
+
+/* a job of a sequence that the sequence has gone on past: ended, and
+ * not the dead one that blocks it (seqretry.c) */
+#define JR_SQLITE_SEQ_PAST "sequence_key IS NOT NULL" \
+            " AND state IN ('completed', 'dead', 'cancelled', 'expired')" \
+            " AND NOT (state = 'dead' AND coalesce(seq_fail, 'block') = 'block')"
 
 /* The condition of the index jobs_seq_head (migration 36), written out
  * in each statement that reads through it (SQLite uses a partial index
