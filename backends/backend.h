@@ -449,8 +449,11 @@ typedef struct jr_limit_use {
      * no result, no cancel request; its steps' records from the one
      * named from_step on are removed (from_step NULL: all of them); its
      * payload replaced when payload (JSON text, checked by the caller) is
-     * not NULL; its attempt history kept. Returns 0, or -1 with err set
-     * and nothing changed: JR_ENOTFOUND no such job, JR_EINPUT a job
+     * not NULL; its attempt history kept. A job of a sequence that the
+     * sequence went on past (ended, not the dead one blocking it) goes
+     * to the sequence's end as a push does, waiting when a job there
+     * holds it. Returns 0 (queued), 1 (waiting), or -1 with err set and
+     * nothing changed: JR_ENOTFOUND no such job, JR_EINPUT a job
      * running or waiting, or no step from_step recorded. */ \
     X(int, rerun, (jr_backend *b, int64_t id, const char *from_step, \
                    const char *payload, jr_err *err)) \

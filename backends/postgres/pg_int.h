@@ -324,7 +324,8 @@ int jr_pg_flow_link(jr_backend *b, const jr_push *const *pp, int n,
 int jr_pg_seq_link(jr_backend *b, const jr_push *p, int64_t *id, jr_err *err);
 /* seqretry.c: seq_to_end, in the open transaction, from rerun.c: job
  * id, just queued again, leaves its place in sequence key and goes to
- * its end as a push does (fail: its on_failure, NULL block).
+ * its end as a push does (fail: its on_failure, NULL block; *waits,
+ * when waits is not NULL, is set to whether it waits there).
  * seq_retry_ids: of the ids (an array literal), the dead or expired
  * ones their sequences have gone on past are queued again at their
  * sequences' ends, in a transaction of their own; seq_retry_dead: every
@@ -332,7 +333,7 @@ int jr_pg_seq_link(jr_backend *b, const jr_push *p, int64_t *id, jr_err *err);
  * order. They return how many, or -1 (the transactions before stay
  * done). */
 int jr_pg_seq_to_end(jr_backend *b, const char *id, const char *key,
-                     const char *fail, jr_err *err);
+                     const char *fail, int *waits, jr_err *err);
 int jr_pg_seq_retry_ids(jr_backend *b, const char *ids, jr_err *err);
 int jr_pg_seq_retry_dead(jr_backend *b, jr_err *err);
 /* sequence.c, in the open transaction, from complete.c: the successes

@@ -57,7 +57,7 @@ jr_pg_rerun(jr_backend *b, int64_t id, const char *from_step,
     char sid[24], *kept = NULL;
     const char *params[3] = {sid, NULL, payload};
     PGresult *res = NULL;
-    int rc = -1;
+    int rc = -1, waits = 0;
 
     snprintf(sid, sizeof sid, "%lld", (long long)id);
     if (jr_pg_ready(b, err) < 0 ||
@@ -79,9 +79,10 @@ jr_pg_rerun(jr_backend *b, int64_t id, const char *from_step,
     if (strcmp(PQgetvalue(res, 0, 4), "t") == 0 &&
         jr_pg_seq_to_end(b, sid, PQgetvalue(res, 0, 2),
                          PQgetisnull(res, 0, 3) ? NULL :
-                         PQgetvalue(res, 0, 3), err) < 0)
+                         PQgetvalue(res, 0, 3), &waits, err) < 0)
         goto done;
-    rc = jr_pg_run_plain(b, "COMMIT", "running a job again", err);
+    if ((rc = jr_pg_run_plain(b, "COMMIT", "running a job again", err)) == 0)
+        rc = waits;
 done:
     PQclear(res);
     free(kept);

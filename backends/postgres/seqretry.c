@@ -49,9 +49,14 @@ static const pg_stmt st_put = {"jr_seq_again_put", 3,
     "SELECT job_id FROM {{schema}}.sequence_put($1::bigint, $2::text,"
     " $3::text, 'keep')"};
 
+/* whether job $1 waits (a statement of its own: sequence_put's changes
+ * are not in the snapshot of the statement that calls it) */
+static const pg_stmt st_waits = {"jr_seq_again_waits", 1,
+    "SELECT state = 'waiting' FROM {{schema}}.jobs WHERE id = $1::bigint"};
+
 int
 jr_pg_seq_to_end(jr_backend *b, const char *id, const char *key,
-                 const char *fail, jr_err *err)
+                 const char *fail, int *waits, jr_err *err)
 {
     const char *params[3] = {id, key, fail != NULL ? fail : "block"};
     PGresult *res;
@@ -63,6 +68,12 @@ jr_pg_seq_to_end(jr_backend *b, const char *id, const char *key,
     if ((res = jr_pg_run(b, &st_put, params, "moving a job to its "
                          "sequence's end", err)) == NULL)
         return -1;
+    PQclear(res);
+    if (waits == NULL)
+        return 0;
+    if ((res = jr_pg_run(b, &st_waits, params, "reading a job", err)) == NULL)
+        return -1;
+    *waits = PQntuples(res) == 1 && strcmp(PQgetvalue(res, 0, 0), "t") == 0;
     PQclear(res);
     return 0;
 }
@@ -84,7 +95,7 @@ past_run(jr_backend *b, const pg_stmt *st, const char *const *params,
         if (jr_pg_seq_to_end(b, PQgetvalue(res, i, 0),
                              PQgetvalue(res, i, 1),
                              PQgetisnull(res, i, 2) ? NULL :
-                             PQgetvalue(res, i, 2), err) < 0)
+                             PQgetvalue(res, i, 2), NULL, err) < 0)
             goto done;
     if (jr_pg_run_plain(b, "COMMIT", "retrying dead jobs", err) == 0)
         n = PQntuples(res);

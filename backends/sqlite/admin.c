@@ -190,7 +190,7 @@ retry_past(jr_backend *b, double now, jr_err *err)
                 return jr_sqlite_write_end(b, -1, err);
             sqlite3_bind_int64(s, 1, ids[i]);
             sqlite3_bind_double(s, 2, now);
-            if ((rc = jr_sqlite_seq_again(b, ids[i], s, now, err)) < 0)
+            if ((rc = jr_sqlite_seq_again(b, ids[i], s, now, NULL, err)) < 0)
                 return jr_sqlite_write_end(b, -1, err);
             total += rc;
         }
@@ -224,7 +224,7 @@ jr_sqlite_dead_retry(jr_backend *b, const int64_t *ids, int n, jr_err *err)
         sqlite3_bind_int64(s, 1, ids[i]);
         sqlite3_bind_double(s, 2, now);
         /* one the sequence went on past goes to its end */
-        if ((rc = jr_sqlite_seq_again(b, ids[i], s, now, err)) < 0)
+        if ((rc = jr_sqlite_seq_again(b, ids[i], s, now, NULL, err)) < 0)
             goto fail;
         total += rc;
         /* a long list, JR_BULK_ROWS a transaction */

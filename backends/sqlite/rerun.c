@@ -69,7 +69,7 @@ jr_sqlite_rerun(jr_backend *b, int64_t id, const char *from_step,
 {
     char *steps = NULL, *kept = NULL;
     sqlite3_stmt *s;
-    int rc = -1;
+    int rc = -1, waits = 0;
 
     if (jr_sqlite_begin(b, err) < 0)
         return -1;
@@ -89,7 +89,7 @@ jr_sqlite_rerun(jr_backend *b, int64_t id, const char *from_step,
     bind_text(s, 3, kept);
     bind_text(s, 4, payload);
     /* one its sequence went on past goes to its end */
-    rc = jr_sqlite_seq_again(b, id, s, jr_now(), err) < 0 ? -1 : 0;
+    rc = jr_sqlite_seq_again(b, id, s, jr_now(), &waits, err) < 0 ? -1 : 0;
 done:
     free(steps);
     free(kept);
@@ -97,5 +97,5 @@ done:
         jr_sqlite_rollback(b);
         return -1;
     }
-    return jr_sqlite_commit(b, err);
+    return jr_sqlite_commit(b, err) < 0 ? -1 : waits;
 }

@@ -11,7 +11,7 @@
 #include "sqlite/sqlite_int.h"
 
 /* The file's statements: slots of sql_text[] (sqlite_int.h). */
-enum { S_PAST, S_PAST_DEAD, S_CLEAR, S_UNLINK, S_COUNT };
+enum { S_PAST, S_PAST_DEAD, S_CLEAR, S_UNLINK, S_WAITS, S_COUNT };
 
 static const char *const sql_text[S_COUNT] = {
     /* job ?1 when its sequence has gone on past it */
@@ -31,6 +31,7 @@ static const char *const sql_text[S_COUNT] = {
         " WHERE id = ?1 AND state = 'queued'",
     /* and its waits for the jobs before it there, ended long ago */
     [S_UNLINK] = "DELETE FROM job_deps WHERE child_id = ?1",
+    [S_WAITS] = "SELECT state = 'waiting' FROM jobs WHERE id = ?1",
 };
 
 static sqlite3_stmt *
@@ -40,12 +41,14 @@ stmt(jr_backend *b, int which, jr_err *err)
 }
 
 /* Job id, queued again, goes to the end of sequence key (what its death
- * did to the jobs behind it fail, its name name). */
+ * did to the jobs behind it fail, its name name); *waits (if not NULL)
+ * gets whether it waits there. */
 static int
 to_end(jr_backend *b, int64_t id, const char *key, const char *fail,
-       const char *name, double now, jr_err *err)
+       const char *name, double now, int *waits, jr_err *err)
 {
     sqlite3_stmt *s = stmt(b, S_CLEAR, err);
+    int64_t w = 0;
     jr_push p;
     int rc;
 
@@ -65,12 +68,22 @@ to_end(jr_backend *b, int64_t id, const char *key, const char *fail,
     p.seq_fail = fail != NULL && jr_seq_fail_parse(fail) >= 0 ?
                  jr_seq_fail_parse(fail) : JR_SEQ_BLOCK;
     p.on_conflict = JR_CONFLICT_KEEP;
-    return jr_sqlite_seq_link(b, &p, &id, now, err);
+    if (jr_sqlite_seq_link(b, &p, &id, now, err) < 0)
+        return -1;
+    if (waits == NULL)
+        return 0;
+    if ((s = stmt(b, S_WAITS, err)) == NULL)
+        return -1;
+    sqlite3_bind_int64(s, 1, id);
+    if (jr_sqlite_step_one(b, s, NULL, 0, &w, err, "reading a job") < 0)
+        return -1;
+    *waits = w != 0;
+    return 0;
 }
 
 int
 jr_sqlite_seq_again(jr_backend *b, int64_t id, sqlite3_stmt *again,
-                    double now, jr_err *err)
+                    double now, int *waits, jr_err *err)
 {
     sqlite3_stmt *s = stmt(b, S_PAST, err);
     char *key = NULL, *fail = NULL, *name = NULL;
@@ -93,7 +106,7 @@ jr_sqlite_seq_again(jr_backend *b, int64_t id, sqlite3_stmt *again,
         rc = jr_sqlite_fail(b, err, "reading a job's sequence");
     else if ((rc = run(b, again, err, "running a job again")) > 0 &&
              key != NULL &&
-             to_end(b, id, key, fail, name, now, err) < 0)
+             to_end(b, id, key, fail, name, now, waits, err) < 0)
         rc = -1;
     free(key);
     free(fail);

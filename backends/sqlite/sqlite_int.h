@@ -321,11 +321,12 @@ int  jr_sqlite_seq_link(jr_backend *b, const jr_push *p, int64_t *id,
  * again (bound by the caller), the statement that queues job id again
  * (a dead retry, a rerun); when it changed the row and the job's
  * sequence had gone on past it, the job goes to the sequence's end as
- * a push does. Returns the statement's changes, or -1. seq_past_dead:
+ * a push does (*waits, when waits is not NULL, is set to 1 when it waits
+ * there). Returns the statement's changes, or -1. seq_past_dead:
  * up to max dead jobs the sequences have gone on past, each sequence's
  * in their order, into ids; how many, or -1. */
 int  jr_sqlite_seq_again(jr_backend *b, int64_t id, sqlite3_stmt *again,
-                         double now, jr_err *err);
+                         double now, int *waits, jr_err *err);
 int  jr_sqlite_seq_past_dead(jr_backend *b, int64_t *ids, int max,
                              jr_err *err);
 /* sequence.c; in the open transaction, from complete.c: the successes
