@@ -436,8 +436,12 @@ typedef struct jr_limit_use {
     X(int, dead_list, (jr_backend *b, int limit, jr_dead_cb cb, void *arg, \
                        jr_err *err)) \
     /* Requeues dead jobs ids[0..n) (n < 0: all dead jobs) with attempts 0
-     * and no cancel request, JR_BULK_ROWS jobs a transaction. Returns how
-     * many; on -1 the transactions before stay done. */ \
+     * and no cancel request, JR_BULK_ROWS jobs a transaction. A job of a
+     * sequence that the sequence went on past (not the dead one blocking
+     * it, which keeps its place) goes to the sequence's end as a push
+     * does, in the same transaction; with n < 0 each sequence's in their
+     * order. Returns how many; on -1 the transactions before stay
+     * done. */ \
     X(int, dead_retry, (jr_backend *b, const int64_t *ids, int n, \
                         jr_err *err)) \
     /* Deletes dead jobs that died more than older_than seconds ago

@@ -44,7 +44,7 @@ static const char *const sql_text[S_COUNT] = {
         " died_at = NULL, finished_at = NULL, cancel_requested = 0,"
         RETRY_KEY " updated_at = ?1, deadline_at = NULL"
         " WHERE id IN (SELECT id FROM jobs WHERE state = 'dead'"
-        "  AND NOT (" JR_SQLITE_SEQ_PAST ") LIMIT ?2)",
+        "  AND " JR_SQLITE_SEQ_PAST_DEAD " IS NOT 1 LIMIT ?2)",
     [S_DEAD_PURGE] =
         "DELETE FROM jobs WHERE id IN (SELECT id FROM jobs"
         " WHERE state = 'dead' AND died_at <= ?1 LIMIT ?2)",

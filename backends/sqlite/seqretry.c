@@ -21,7 +21,7 @@ static const char *const sql_text[S_COUNT] = {
     /* up to ?1 dead jobs whose sequences have gone on past them, each
      * sequence's in their order */
     [S_PAST_DEAD] =
-        "SELECT id FROM jobs WHERE state = 'dead' AND " JR_SQLITE_SEQ_PAST
+        "SELECT id FROM jobs WHERE state = 'dead' AND " JR_SQLITE_SEQ_PAST_DEAD
         " ORDER BY seq_no, id LIMIT ?1",
     /* the job, queued again, leaves its place (a job of no sequence, as
      * a push before it goes into one) */

@@ -594,12 +594,6 @@ int jr_sqlite_fair_name_stamp(jr_backend *b, int64_t lo, int64_t hi,
 #define JR_SQLITE_SEQ_PENDING "(state = 'queued' OR (state = 'waiting'" \
                 " AND parents_left > 0))"
 
-/* a job of a sequence that the sequence has gone on past: ended, and
- * not the dead one that blocks it (seqretry.c) */
-#define JR_SQLITE_SEQ_PAST "sequence_key IS NOT NULL" \
-            " AND state IN ('completed', 'dead', 'cancelled', 'expired')" \
-            " AND NOT (state = 'dead' AND coalesce(seq_fail, 'block') = 'block')"
-
 /* The condition of the index jobs_seq_head (migration 36), written out
  * in each statement that reads through it (SQLite uses a partial index
  * only for a query whose terms imply its condition): a job of a
@@ -613,6 +607,18 @@ int jr_sqlite_fair_name_stamp(jr_backend *b, int64_t lo, int64_t hi,
  * only when a column of its condition or its key changes). */
 #define JR_SQLITE_SEQ_IN_HEADS "sequence_key IS NOT NULL" \
                  " AND (parents_left = 0 OR seq_last = 1)"
+
+/* A job of a sequence that the sequence has gone on past: ended, and
+ * not the dead one that blocks it (seqretry.c). _DEAD: the same of a
+ * dead job (state = 'dead' beside it), read through jobs_seq_head (a
+ * dead job waits for none), which holds the sequences' jobs alone where
+ * jobs_dead holds every dead job; NULL, not 0, for one of a sequence
+ * whose seq_last is NULL and parents_left not 0 (none is dead). */
+#define JR_SQLITE_SEQ_PAST "sequence_key IS NOT NULL" \
+            " AND state IN ('completed', 'dead', 'cancelled', 'expired')" \
+            " AND NOT (state = 'dead' AND coalesce(seq_fail, 'block') = 'block')"
+#define JR_SQLITE_SEQ_PAST_DEAD "(" JR_SQLITE_SEQ_IN_HEADS \
+            " AND coalesce(seq_fail, 'block') <> 'block')"
 
 /* The jobs of sequence ?2 reached from job ?1 by the edges of the
  * sequence's waits (each job waits for the one before it; one whose
