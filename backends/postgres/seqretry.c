@@ -13,15 +13,20 @@
 #include "postgres/pg_int.h"
 
 /* The dead ones of the jobs m reads, queued again as admin.c's dead
- * retry does (no RETRY_KEY: a job of a sequence has no unique key),
- * each with its sequence, on_failure and place, each sequence's in their
- * order. */
+ * retry does (no RETRY_KEY: a job of a sequence has no unique key) and
+ * out of their sequences (st_clear's), each with its sequence,
+ * on_failure and place, each sequence's in their order. All leave
+ * before the first goes to its end: one still in its place, queued,
+ * would hold the sequence, and the first would wait for it. */
 #define RETRY_PAST(m) \
     "WITH m AS (" m " FOR UPDATE), u AS (UPDATE {{schema}}.jobs j" \
     " SET state = 'queued', attempts = 0, run_at = now(), died_at = NULL," \
     " finished_at = NULL, cancel_requested = false, updated_at = now()," \
-    " expires_at = NULL, deadline_at = NULL FROM m WHERE j.id = m.id" \
-    " RETURNING j.id, m.sequence_key, m.seq_fail, m.seq_no)" \
+    " expires_at = NULL, deadline_at = NULL, sequence_key = NULL," \
+    " seq_no = NULL, parents_left = 0, parents = NULL FROM m" \
+    " WHERE j.id = m.id RETURNING j.id, m.sequence_key, m.seq_fail," \
+    " m.seq_no), d AS (DELETE FROM {{schema}}.job_deps" \
+    " WHERE child_id IN (SELECT id FROM u))" \
     " SELECT id, sequence_key, seq_fail FROM u ORDER BY sequence_key, seq_no"
 
 /* $1 the ids (an array), dead or expired */
@@ -54,21 +59,35 @@ static const pg_stmt st_put = {"jr_seq_again_put", 3,
 static const pg_stmt st_waits = {"jr_seq_again_waits", 1,
     "SELECT state = 'waiting' FROM {{schema}}.jobs WHERE id = $1::bigint"};
 
+/* Job id, out of its sequence, goes to the end of sequence key (fail:
+ * its on_failure, NULL block). */
+static int
+put(jr_backend *b, const char *id, const char *key, const char *fail,
+    jr_err *err)
+{
+    const char *params[3] = {id, key, fail != NULL ? fail : "block"};
+    PGresult *res;
+
+    if ((res = jr_pg_run(b, &st_put, params, "moving a job to its "
+                         "sequence's end", err)) == NULL)
+        return -1;
+    PQclear(res);
+    return 0;
+}
+
 int
 jr_pg_seq_to_end(jr_backend *b, const char *id, const char *key,
                  const char *fail, int *waits, jr_err *err)
 {
-    const char *params[3] = {id, key, fail != NULL ? fail : "block"};
+    const char *params[1] = {id};
     PGresult *res;
 
     if ((res = jr_pg_run(b, &st_clear, params, "moving a job to its "
                          "sequence's end", err)) == NULL)
         return -1;
     PQclear(res);
-    if ((res = jr_pg_run(b, &st_put, params, "moving a job to its "
-                         "sequence's end", err)) == NULL)
+    if (put(b, id, key, fail, err) < 0)
         return -1;
-    PQclear(res);
     if (waits == NULL)
         return 0;
     if ((res = jr_pg_run(b, &st_waits, params, "reading a job", err)) == NULL)
@@ -92,10 +111,9 @@ past_run(jr_backend *b, const pg_stmt *st, const char *const *params,
     if ((res = jr_pg_run(b, st, params, "retrying dead jobs", err)) == NULL)
         goto done;
     for (i = 0; i < PQntuples(res); i++)
-        if (jr_pg_seq_to_end(b, PQgetvalue(res, i, 0),
-                             PQgetvalue(res, i, 1),
-                             PQgetisnull(res, i, 2) ? NULL :
-                             PQgetvalue(res, i, 2), NULL, err) < 0)
+        if (put(b, PQgetvalue(res, i, 0), PQgetvalue(res, i, 1),
+                PQgetisnull(res, i, 2) ? NULL : PQgetvalue(res, i, 2),
+                err) < 0)
             goto done;
     if (jr_pg_run_plain(b, "COMMIT", "retrying dead jobs", err) == 0)
         n = PQntuples(res);
