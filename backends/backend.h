@@ -436,8 +436,12 @@ typedef struct jr_limit_use {
     X(int, dead_list, (jr_backend *b, int limit, jr_dead_cb cb, void *arg, \
                        jr_err *err)) \
     /* Requeues dead jobs ids[0..n) (n < 0: all dead jobs) with attempts 0
-     * and no cancel request, JR_BULK_ROWS jobs a transaction. Returns how
-     * many; on -1 the transactions before stay done. */ \
+     * and no cancel request, JR_BULK_ROWS jobs a transaction. A job of a
+     * sequence that the sequence went on past (not the dead one blocking
+     * it, which keeps its place) goes to the sequence's end as a push
+     * does, in the same transaction; with n < 0 each sequence's in their
+     * order. Returns how many; on -1 the transactions before stay
+     * done. */ \
     X(int, dead_retry, (jr_backend *b, const int64_t *ids, int n, \
                         jr_err *err)) \
     /* Deletes dead jobs that died more than older_than seconds ago
@@ -449,8 +453,11 @@ typedef struct jr_limit_use {
      * no result, no cancel request; its steps' records from the one
      * named from_step on are removed (from_step NULL: all of them); its
      * payload replaced when payload (JSON text, checked by the caller) is
-     * not NULL; its attempt history kept. Returns 0, or -1 with err set
-     * and nothing changed: JR_ENOTFOUND no such job, JR_EINPUT a job
+     * not NULL; its attempt history kept. A job of a sequence that the
+     * sequence went on past (ended, not the dead one blocking it) goes
+     * to the sequence's end as a push does, waiting when a job there
+     * holds it. Returns 0 (queued), 1 (waiting), or -1 with err set and
+     * nothing changed: JR_ENOTFOUND no such job, JR_EINPUT a job
      * running or waiting, or no step from_step recorded. */ \
     X(int, rerun, (jr_backend *b, int64_t id, const char *from_step, \
                    const char *payload, jr_err *err)) \

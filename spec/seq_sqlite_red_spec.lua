@@ -14,6 +14,7 @@ local cjson = require "cjson"
 -- in file seq; it fails the attempts its payload asks (fail = count),
 -- holds while file "gate-N" is missing when its payload says hold, and
 -- holds forever in a runner started with JR_HOLD set (a runner to kill);
+-- a file "heal-N" ends the failures of job N;
 -- a cancel during the hold records "end K N ATTEMPT cancelled".
 local GATED = jr.RECORD .. [[
   local jobrunner = require "jobrunner"
@@ -36,7 +37,8 @@ local GATED = jr.RECORD .. [[
       record("seq", ("end %s %d %d cancelled"):format(p.k, p.n, job.attempt))
       error(e)
     end
-    local failed = p.fail and job.attempt <= p.fail
+    -- a file "heal-N" ends the failures (a job retried by hand then succeeds)
+    local failed = p.fail and job.attempt <= p.fail and not exists(dir .. "/heal-" .. p.n)
     record("seq", ("end %s %d %d %s"):format(p.k, p.n, job.attempt, failed and "fail" or "ok"))
     if failed then error("attempt " .. job.attempt .. " of " .. p.n .. " fails") end
   end }]]
@@ -360,11 +362,7 @@ describe(backend .. " sequences under attack:", function()
     assert.is_false(overlap, dump(env))
     assert.equal(0, env:stop())
   end)
-  -- Not yet: `dead retry` of a dead job whose sequence moved on past it
-  -- (on_failure skip) queues it as if it held the sequence, and it runs
-  -- beside the job the sequence is running. Meant: it goes back to the
-  -- sequence's end, behind the job that holds it, as a push does.
-  pending("does not run a skipped dead job, retried by hand, beside the sequence's running job", function()
+  it("does not run a skipped dead job, retried by hand, beside the sequence's running job", function()
     env:config("concurrency = 4")
     env:script("step", GATED)
     local a = pushp(env, "sr", { n = 1, fail = 9 }, "--on-failure", "skip")
@@ -372,15 +370,153 @@ describe(backend .. " sequences under attack:", function()
     env:start()
     env:wait_state(a, "dead", 30)
     env:wait_state(b, "running", 20)
-    -- a no longer holds the sequence; retried, it must not run beside b
+    -- a no longer holds the sequence; retried, it goes behind b
     local out, err, code = env:cli("dead", "retry", tostring(a))
     assert.equal(0, code, out .. err)
+    assert.equal("waiting", env:job(a).state)
+    -- a push now goes behind a, the sequence's last
+    local c = push(env, "sr", 3)
+    assert.equal("waiting", env:job(c).state)
     jr.sleep(1.5)
     open_gate(env, 2)
     jr.wait_for(function() return env:count_in("queued", "running", "waiting") == 0 end,
                 30, "all ended")
-    local _, overlap = check_order(env, "sr")
+    local done, overlap = check_order(env, "sr")
     assert.is_false(overlap, "a retried ran beside b" .. dump(env))
+    -- a fails on (its fail is 9) and ends dead again, skipped: c runs after it
+    assert.are.same({ 2, 3 }, done, dump(env))
+    local evs, last_a, first_c = events(env, "sr"), 0, nil
+    for i, e in ipairs(evs) do
+      if e.n == 1 then last_a = i end
+      if e.n == 3 and not first_c then first_c = i end
+    end
+    assert.is_true(first_c > last_a, "c ran before a's retry" .. dump(env))
+    assert.equal("dead", env:job(a).state)
+    assert.equal(0, env:stop())
+  end)
+
+  it("queues at once a skipped dead job retried by hand when its sequence is empty", function()
+    env:script("step", GATED)
+    local a = pushp(env, "se", { n = 1, fail = 9 }, "--on-failure", "skip")
+    env:start()
+    env:wait_state(a, "dead", 30)
+    assert.equal(0, env:stop())
+    open_gate(env, 1)
+    jr.write_file(env.dir .. "/heal-1", "")
+    local out, err, code = env:cli("dead", "retry", tostring(a))
+    assert.equal(0, code, out .. err)
+    assert.equal("queued", env:job(a).state)
+    -- it holds the sequence again: a push waits for it
+    local c = push(env, "se", 2)
+    assert.equal("waiting", env:job(c).state)
+    local s = seq_list(env).se
+    assert.truthy(s, "se listed")
+    assert.equal(a, s.head)
+    assert.equal(2, s.jobs)
+    env:start()
+    jr.wait_for(function() return ok_count(env, "se") == 2 end, 30, "a and c ran")
+    local done, overlap = check_order(env, "se")
+    assert.are.same({ 1, 2 }, done)
+    assert.is_false(overlap, dump(env))
+    assert.equal(0, env:stop())
+  end)
+
+  it("puts the skipped dead jobs of a retry of all at the sequence's end, in their order", function()
+    env:config("concurrency = 4")
+    env:script("step", GATED)
+    local a1 = pushp(env, "sa", { n = 1, fail = 9 }, "--on-failure", "skip")
+    local a2 = pushp(env, "sa", { n = 2, fail = 9 }, "--on-failure", "skip")
+    local b = pushp(env, "sa", { n = 3, hold = true })
+    env:start()
+    env:wait_state(a1, "dead", 30)
+    env:wait_state(a2, "dead", 30)
+    env:wait_state(b, "running", 20)
+    jr.write_file(env.dir .. "/heal-1", "")
+    jr.write_file(env.dir .. "/heal-2", "")
+    local out, err, code = env:cli("dead", "retry", "--all")
+    assert.equal(0, code, out .. err)
+    assert.equal("waiting", env:job(a1).state)
+    assert.equal("waiting", env:job(a2).state)
+    assert.equal(3, seq_list(env).sa.jobs)
+    jr.sleep(1)
+    open_gate(env, 3)
+    jr.wait_for(function() return ok_count(env, "sa") == 3 end, 30, "all ran")
+    local done, overlap = check_order(env, "sa")
+    assert.are.same({ 3, 1, 2 }, done, dump(env))
+    assert.is_false(overlap, dump(env))
+    assert.equal(0, env:stop())
+  end)
+
+  it("queues the first of a retry of all the skipped dead jobs of an otherwise empty sequence, the others behind it", function()
+    env:script("step", GATED)
+    local a1 = pushp(env, "sz", { n = 1, fail = 9 }, "--on-failure", "skip")
+    local a2 = pushp(env, "sz", { n = 2, fail = 9 }, "--on-failure", "skip")
+    local a3 = pushp(env, "sz", { n = 3, fail = 9 }, "--on-failure", "skip")
+    env:start()
+    env:wait_state(a3, "dead", 30)
+    assert.equal(0, env:stop())
+    assert.equal("dead", env:job(a1).state)
+    assert.equal("dead", env:job(a2).state)
+    for n = 1, 3 do jr.write_file(env.dir .. "/heal-" .. n, "") end
+    local out, err, code = env:cli("dead", "retry", "--all")
+    assert.equal(0, code, out .. err)
+    assert.equal("queued", env:job(a1).state)
+    assert.equal("waiting", env:job(a2).state)
+    assert.equal("waiting", env:job(a3).state)
+    env:start()
+    jr.wait_for(function() return ok_count(env, "sz") == 3 end, 30, "all ran")
+    local done, overlap = check_order(env, "sz")
+    -- the first three ends are the failures; then 1, 2, 3 again, in order
+    assert.are.same({ 1, 2, 3 }, done, dump(env))
+    assert.is_false(overlap, dump(env))
+    assert.equal(0, env:stop())
+  end)
+
+  it("puts a rerun of a skipped dead job at the sequence's end, behind its running job", function()
+    env:config("concurrency = 4")
+    env:script("step", GATED)
+    local a = pushp(env, "sn", { n = 1, fail = 9 }, "--on-failure", "skip")
+    local b = pushp(env, "sn", { n = 2, hold = true })
+    env:start()
+    env:wait_state(a, "dead", 30)
+    env:wait_state(b, "running", 20)
+    jr.write_file(env.dir .. "/heal-1", "")
+    local out, err, code = env:cli("rerun", tostring(a))
+    assert.equal(0, code, out .. err)
+    assert.equal("waiting", env:job(a).state)
+    jr.sleep(1)
+    open_gate(env, 2)
+    jr.wait_for(function() return ok_count(env, "sn") == 2 end, 30, "b and a ran")
+    local done, overlap = check_order(env, "sn")
+    assert.are.same({ 2, 1 }, done, dump(env))
+    assert.is_false(overlap, dump(env))
+    assert.equal(0, env:stop())
+  end)
+
+  it("keeps the place of a blocking dead job retried by hand, at the head", function()
+    env:config("concurrency = 4")
+    env:script("step", GATED)
+    local a = pushp(env, "sh", { n = 1, fail = 9 })
+    local b = push(env, "sh", 2)
+    env:start()
+    env:wait_state(a, "dead", 30)
+    assert.equal(0, env:stop())
+    assert.equal("waiting", env:job(b).state)
+    jr.write_file(env.dir .. "/heal-1", "")
+    local out, err, code = env:cli("dead", "retry", tostring(a))
+    assert.equal(0, code, out .. err)
+    assert.equal("queued", env:job(a).state)
+    assert.equal("waiting", env:job(b).state)
+    local s = seq_list(env).sh
+    assert.equal(a, s.head)
+    assert.equal(2, s.jobs)
+    local c = push(env, "sh", 3)
+    assert.equal("waiting", env:job(c).state)
+    env:start()
+    jr.wait_for(function() return ok_count(env, "sh") == 3 end, 30, "all ran")
+    local done, overlap = check_order(env, "sh")
+    assert.are.same({ 1, 2, 3 }, done)
+    assert.is_false(overlap, dump(env))
     assert.equal(0, env:stop())
   end)
 

@@ -1,7 +1,8 @@
-/* admin.c - commands on jobs and queues: dead jobs listed, retried,
- * deleted and purged; cancel, and the cancels a runner polls for; queues
- * paused, resumed, and the paused list. Owns their statements. Uses conn.c,
- * arrays.h. */
+/* admin.c - commands on jobs and queues: dead jobs listed, retried
+ * (those of sequences gone on past them by seqretry.c), deleted and
+ * purged; cancel, and the cancels a runner polls for; queues paused,
+ * resumed, and the paused list. Owns their statements. Uses conn.c,
+ * arrays.h, seqretry.c. */
 
 #include <math.h>
 #include <stdint.h>
@@ -98,7 +99,8 @@ static const pg_stmt st_dead_retry_ids = {
     " run_at = now(), died_at = NULL, finished_at = NULL,"
     " cancel_requested = false, updated_at = now()," RETRY_KEY ","
     " expires_at = NULL, deadline_at = NULL"
-    " WHERE state IN ('dead', 'expired') AND id = ANY($1::bigint[])"};
+    " WHERE state IN ('dead', 'expired') AND id = ANY($1::bigint[])"
+    " AND NOT " JR_PG_SEQ_PAST};
 
 static const pg_stmt st_dead_retry_all = {
     "jr_dead_retry_all", 1,
@@ -107,7 +109,7 @@ static const pg_stmt st_dead_retry_all = {
     " cancel_requested = false, updated_at = now()," RETRY_KEY ","
     " deadline_at = NULL"
     " WHERE state = 'dead' AND id IN (SELECT id FROM {{schema}}.jobs"
-    "  WHERE state = 'dead' LIMIT $1::int)"};
+    "  WHERE state = 'dead' AND NOT " JR_PG_SEQ_PAST " LIMIT $1::int)"};
 
 /* Runs statement st ($1 JR_BULK_ROWS, then the params after) until it
  * changes fewer rows than that, each run a transaction of its own.
@@ -143,9 +145,15 @@ jr_pg_dead_retry(jr_backend *b, const int64_t *ids, int n, jr_err *err)
         return 0;
     if (jr_pg_ready(b, err) < 0)
         return -1;
-    if (n < 0)
-        return bulk_run(b, &st_dead_retry_all, NULL, "retrying dead jobs",
-                        err);
+    /* the jobs of sequences gone on past them go to their ends first
+     * (seqretry.c); the statements here leave them */
+    if (n < 0) {
+        if ((total = jr_pg_seq_retry_dead(b, err)) < 0 ||
+            (rc = bulk_run(b, &st_dead_retry_all, NULL, "retrying dead "
+                           "jobs", err)) < 0)
+            return -1;
+        return total + rc;
+    }
     for (i = 0; i < n; i += JR_BULK_ROWS) {     /* a statement each */
         s.len = 0;
         for (k = i; k < n && k < i + JR_BULK_ROWS; k++) {
@@ -153,10 +161,15 @@ jr_pg_dead_retry(jr_backend *b, const int64_t *ids, int n, jr_err *err)
             sb_num(&s, num);
         }
         params[0] = sb_array(&s);
-        rc = s.oom ? jr_fail(err, JR_ENOMEM, "postgres: retrying dead "
-                             "jobs: out of memory")
-             : dead_retry_run(b, &st_dead_retry_ids, params, err);
-        if (rc < 0)
+        if (s.oom) {
+            rc = jr_fail(err, JR_ENOMEM, "postgres: retrying dead jobs: "
+                         "out of memory");
+            break;
+        }
+        if ((rc = jr_pg_seq_retry_ids(b, params[0], err)) < 0)
+            break;
+        total += rc;
+        if ((rc = dead_retry_run(b, &st_dead_retry_ids, params, err)) < 0)
             break;
         total += rc;
     }

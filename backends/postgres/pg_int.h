@@ -204,6 +204,12 @@ typedef struct pg_stmt {
 #define JR_PG_DEADLINE_SET \
     " deadline_at = coalesce(j.deadline_at," \
     " now() + j.deadline * interval '1 second')"
+/* A job of a sequence that the sequence has gone on past: ended, and
+ * not the dead one that blocks it (seqretry.c). */
+#define JR_PG_SEQ_PAST "(sequence_key IS NOT NULL" \
+    " AND state IN ('completed', 'dead', 'cancelled', 'expired')" \
+    " AND NOT (state = 'dead' AND coalesce(seq_fail, 'block') = 'block'))"
+
 /* A list of job ids (parameter p, bigint[]) to test with = ANY(...) in a
  * prepared statement that runs per round: read through an InitPlan, so
  * that the planner estimates it at 10 ids whatever it holds. Given the
@@ -320,6 +326,20 @@ int jr_pg_flow_link(jr_backend *b, const jr_push *const *pp, int n,
  * to the sequence's pending last job, whose id *id then gets;
  * p->outcome (may be NULL) says which. */
 int jr_pg_seq_link(jr_backend *b, const jr_push *p, int64_t *id, jr_err *err);
+/* seqretry.c: seq_to_end, in the open transaction, from rerun.c: job
+ * id, just queued again, leaves its place in sequence key and goes to
+ * its end as a push does (fail: its on_failure, NULL block; *waits,
+ * when waits is not NULL, is set to whether it waits there).
+ * seq_retry_ids: of the ids (an array literal), the dead or expired
+ * ones their sequences have gone on past are queued again at their
+ * sequences' ends, in a transaction of their own; seq_retry_dead: every
+ * such dead job, JR_BULK_ROWS a transaction, each sequence's in their
+ * order. They return how many, or -1 (the transactions before stay
+ * done). */
+int jr_pg_seq_to_end(jr_backend *b, const char *id, const char *key,
+                     const char *fail, int *waits, jr_err *err);
+int jr_pg_seq_retry_ids(jr_backend *b, const char *ids, jr_err *err);
+int jr_pg_seq_retry_dead(jr_backend *b, jr_err *err);
 /* sequence.c, in the open transaction, from complete.c: the successes
  * among r[0..n) of jobs of a sequence with a job behind them, deleted as
  * plain successes are, and the jobs behind them readied; the ids it

@@ -1,7 +1,8 @@
 /* rerun.c - a job run again (rerun): finished or queued, it is queued
  * again with its steps' records cut at a step, its payload replaced if
  * asked, its attempt history kept; one transaction, the row locked while
- * its steps are cut. Uses conn.c, steprec.h. */
+ * its steps are cut. A job of a sequence gone on past it goes to the
+ * sequence's end (seqretry.c). Uses conn.c, steprec.h. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -10,8 +11,8 @@
 #include "base/steprec.h"
 
 static const pg_stmt st_read = {"jr_rerun_read", 1,
-    "SELECT state, steps::text FROM {{schema}}.jobs WHERE id = $1::bigint"
-    " FOR UPDATE"};
+    "SELECT state, steps::text, sequence_key, seq_fail, " JR_PG_SEQ_PAST
+    " FROM {{schema}}.jobs WHERE id = $1::bigint FOR UPDATE"};
 
 /* $2 the steps kept, $3 a new payload or NULL */
 static const pg_stmt st_rerun = {"jr_rerun", 3,
@@ -56,7 +57,7 @@ jr_pg_rerun(jr_backend *b, int64_t id, const char *from_step,
     char sid[24], *kept = NULL;
     const char *params[3] = {sid, NULL, payload};
     PGresult *res = NULL;
-    int rc = -1;
+    int rc = -1, waits = 0;
 
     snprintf(sid, sizeof sid, "%lld", (long long)id);
     if (jr_pg_ready(b, err) < 0 ||
@@ -74,7 +75,14 @@ jr_pg_rerun(jr_backend *b, int64_t id, const char *from_step,
     if (jr_pg_run_count(b, &st_rerun, params, "running a job again",
                         err) < 0)
         goto done;
-    rc = jr_pg_run_plain(b, "COMMIT", "running a job again", err);
+    /* one its sequence went on past goes to its end (seqretry.c) */
+    if (strcmp(PQgetvalue(res, 0, 4), "t") == 0 &&
+        jr_pg_seq_to_end(b, sid, PQgetvalue(res, 0, 2),
+                         PQgetisnull(res, 0, 3) ? NULL :
+                         PQgetvalue(res, 0, 3), &waits, err) < 0)
+        goto done;
+    if ((rc = jr_pg_run_plain(b, "COMMIT", "running a job again", err)) == 0)
+        rc = waits;
 done:
     PQclear(res);
     free(kept);

@@ -1,8 +1,9 @@
 /* admin.c - what an operator (the command line, the HTTP API, a Lua
- * control) changes: the dead queue (retry, purge, delete), cancels (a
- * queued job at once, a running one by request its runner polls for),
- * queues paused and resumed, finished jobs and idle queues pruned. Each
- * in a transaction of its own. Uses sqlite_int.h. */
+ * control) changes: the dead queue (retry, those of sequences gone on
+ * past them by seqretry.c; purge, delete), cancels (a queued job at
+ * once, a running one by request its runner polls for), queues paused
+ * and resumed, finished jobs and idle queues pruned. Each in a
+ * transaction of its own. Uses sqlite_int.h, seqretry.c. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -42,7 +43,8 @@ static const char *const sql_text[S_COUNT] = {
         " fair_tag = NULL,"
         " died_at = NULL, finished_at = NULL, cancel_requested = 0,"
         RETRY_KEY " updated_at = ?1, deadline_at = NULL"
-        " WHERE id IN (SELECT id FROM jobs WHERE state = 'dead' LIMIT ?2)",
+        " WHERE id IN (SELECT id FROM jobs WHERE state = 'dead'"
+        "  AND " JR_SQLITE_SEQ_PAST_DEAD " IS NOT 1 LIMIT ?2)",
     [S_DEAD_PURGE] =
         "DELETE FROM jobs WHERE id IN (SELECT id FROM jobs"
         " WHERE state = 'dead' AND died_at <= ?1 LIMIT ?2)",
@@ -164,6 +166,42 @@ bulk_run(jr_backend *b, int which, double at, const char *what,
     return total;
 }
 
+/* The dead jobs whose sequences have gone on past them, each to its
+ * sequence's end (seqretry.c), JR_BULK_ROWS a transaction, each
+ * sequence's in their order; before the others (S_DEAD_RETRY_ALL, which
+ * leaves them). Returns how many, or -1 (the transactions before stay
+ * done). */
+static int
+retry_past(jr_backend *b, double now, jr_err *err)
+{
+    int64_t ids[JR_BULK_ROWS];
+    sqlite3_stmt *s;
+    double t0;
+    int total = 0, n, i, rc;
+
+    do {
+        t0 = jr_mono();
+        if (jr_sqlite_begin(b, err) < 0)
+            return -1;
+        if ((n = jr_sqlite_seq_past_dead(b, ids, JR_BULK_ROWS, err)) < 0)
+            return jr_sqlite_write_end(b, -1, err);
+        for (i = 0; i < n; i++) {
+            if ((s = stmt(b, S_DEAD_RETRY, err)) == NULL)
+                return jr_sqlite_write_end(b, -1, err);
+            sqlite3_bind_int64(s, 1, ids[i]);
+            sqlite3_bind_double(s, 2, now);
+            if ((rc = jr_sqlite_seq_again(b, ids[i], s, now, NULL, err)) < 0)
+                return jr_sqlite_write_end(b, -1, err);
+            total += rc;
+        }
+        if (jr_sqlite_write_end(b, 0, err) < 0)
+            return -1;
+        if (n == JR_BULK_ROWS)
+            bulk_pause(t0);
+    } while (n == JR_BULK_ROWS);
+    return total;
+}
+
 int
 jr_sqlite_dead_retry(jr_backend *b, const int64_t *ids, int n, jr_err *err)
 {
@@ -171,8 +209,13 @@ jr_sqlite_dead_retry(jr_backend *b, const int64_t *ids, int n, jr_err *err)
     double now = jr_now(), t0 = jr_mono();
     int total = 0, i, rc;
 
-    if (n < 0)
-        return bulk_run(b, S_DEAD_RETRY_ALL, now, "retrying dead jobs", err);
+    if (n < 0) {
+        if ((total = retry_past(b, now, err)) < 0 ||
+            (rc = bulk_run(b, S_DEAD_RETRY_ALL, now, "retrying dead jobs",
+                           err)) < 0)
+            return -1;
+        return total + rc;
+    }
     if (jr_sqlite_begin(b, err) < 0)
         return -1;
     for (i = 0; i < n; i++) {
@@ -180,7 +223,8 @@ jr_sqlite_dead_retry(jr_backend *b, const int64_t *ids, int n, jr_err *err)
             goto fail;
         sqlite3_bind_int64(s, 1, ids[i]);
         sqlite3_bind_double(s, 2, now);
-        if ((rc = run(b, s, err, "retrying a dead job")) < 0)
+        /* one the sequence went on past goes to its end */
+        if ((rc = jr_sqlite_seq_again(b, ids[i], s, now, NULL, err)) < 0)
             goto fail;
         total += rc;
         /* a long list, JR_BULK_ROWS a transaction */

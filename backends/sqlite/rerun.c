@@ -1,6 +1,8 @@
 /* rerun.c - a job run again (rerun): finished or queued, it is queued
  * again with its steps' records cut at a step, its payload replaced if
- * asked, its attempt history kept. Uses sqlite_int.h, steprec.h. */
+ * asked, its attempt history kept; a job of a sequence gone on past it
+ * goes to the sequence's end (seqretry.c). Uses sqlite_int.h,
+ * steprec.h. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -67,7 +69,7 @@ jr_sqlite_rerun(jr_backend *b, int64_t id, const char *from_step,
 {
     char *steps = NULL, *kept = NULL;
     sqlite3_stmt *s;
-    int rc = -1;
+    int rc = -1, waits = 0;
 
     if (jr_sqlite_begin(b, err) < 0)
         return -1;
@@ -86,7 +88,8 @@ jr_sqlite_rerun(jr_backend *b, int64_t id, const char *from_step,
     sqlite3_bind_double(s, 2, jr_now());
     bind_text(s, 3, kept);
     bind_text(s, 4, payload);
-    rc = run(b, s, err, "running a job again") < 0 ? -1 : 0;
+    /* one its sequence went on past goes to its end */
+    rc = jr_sqlite_seq_again(b, id, s, jr_now(), &waits, err) < 0 ? -1 : 0;
 done:
     free(steps);
     free(kept);
@@ -94,5 +97,5 @@ done:
         jr_sqlite_rollback(b);
         return -1;
     }
-    return jr_sqlite_commit(b, err);
+    return jr_sqlite_commit(b, err) < 0 ? -1 : waits;
 }

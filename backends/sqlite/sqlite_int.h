@@ -317,6 +317,18 @@ int  jr_sqlite_flow_wait(jr_backend *b, const jr_push *p, int64_t id,
  * p->outcome (may be NULL) says which. */
 int  jr_sqlite_seq_link(jr_backend *b, const jr_push *p, int64_t *id,
                         double now, jr_err *err);
+/* seqretry.c; in the open transaction, from admin.c and rerun.c: runs
+ * again (bound by the caller), the statement that queues job id again
+ * (a dead retry, a rerun); when it changed the row and the job's
+ * sequence had gone on past it, the job goes to the sequence's end as
+ * a push does (*waits, when waits is not NULL, is set to 1 when it waits
+ * there). Returns the statement's changes, or -1. seq_past_dead:
+ * up to max dead jobs the sequences have gone on past, each sequence's
+ * in their order, into ids; how many, or -1. */
+int  jr_sqlite_seq_again(jr_backend *b, int64_t id, sqlite3_stmt *again,
+                         double now, int *waits, jr_err *err);
+int  jr_sqlite_seq_past_dead(jr_backend *b, int64_t *ids, int max,
+                             jr_err *err);
 /* sequence.c; in the open transaction, from complete.c: the successes
  * among ids (a JSON array) of jobs of a sequence with a job behind them
  * (flow bit 1 alone) deleted as plain successes are, and the jobs behind
@@ -595,6 +607,18 @@ int jr_sqlite_fair_name_stamp(jr_backend *b, int64_t lo, int64_t hi,
  * only when a column of its condition or its key changes). */
 #define JR_SQLITE_SEQ_IN_HEADS "sequence_key IS NOT NULL" \
                  " AND (parents_left = 0 OR seq_last = 1)"
+
+/* A job of a sequence that the sequence has gone on past: ended, and
+ * not the dead one that blocks it (seqretry.c). _DEAD: the same of a
+ * dead job (state = 'dead' beside it), read through jobs_seq_head (a
+ * dead job waits for none), which holds the sequences' jobs alone where
+ * jobs_dead holds every dead job; NULL, not 0, for one of a sequence
+ * whose seq_last is NULL and parents_left not 0 (none is dead). */
+#define JR_SQLITE_SEQ_PAST "sequence_key IS NOT NULL" \
+            " AND state IN ('completed', 'dead', 'cancelled', 'expired')" \
+            " AND NOT (state = 'dead' AND coalesce(seq_fail, 'block') = 'block')"
+#define JR_SQLITE_SEQ_PAST_DEAD "(" JR_SQLITE_SEQ_IN_HEADS \
+            " AND coalesce(seq_fail, 'block') <> 'block')"
 
 /* The jobs of sequence ?2 reached from job ?1 by the edges of the
  * sequence's waits (each job waits for the one before it; one whose

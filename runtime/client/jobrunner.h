@@ -392,8 +392,10 @@ int jr_client_dead_list(jr_client *c, int limit, jr_client_dead_fn fn,
                         void *arg);
 
 /* Queues dead jobs ids[0..n) again with their attempts reset; ids NULL
- * means every dead job. count (may be NULL) receives how many were
- * requeued: fewer than n when some ids are not dead jobs. */
+ * means every dead job. A job of a sequence that the sequence went on
+ * past goes to its end, behind the job holding it, as a push does
+ * (docs/queues.md, "Sequences"). count (may be NULL) receives how many
+ * were requeued: fewer than n when some ids are not dead jobs. */
 int jr_client_dead_retry(jr_client *c, const int64_t *ids, size_t n,
                          long *count);
 

@@ -21,11 +21,14 @@
 static int
 rerun(jr_db *db, jr_apireq *q, jr_err *e)
 {
-    if (db->ops->rerun(db->b, q->ids[0], q->name[0] ? q->name : NULL,
-                       q->mem, e) < 0)
+    int rc = db->ops->rerun(db->b, q->ids[0], q->name[0] ? q->name : NULL,
+                            q->mem, e);
+
+    if (rc < 0)
         return -1;
-    jr_api_printf(&q->body, "{\"id\":%lld,\"state\":\"queued\"}",
-                  (long long)q->ids[0]);
+    /* waiting: a job of a sequence, at its end behind the job holding it */
+    jr_api_printf(&q->body, "{\"id\":%lld,\"state\":\"%s\"}",
+                  (long long)q->ids[0], rc > 0 ? "waiting" : "queued");
     return 0;
 }
 
