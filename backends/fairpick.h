@@ -12,6 +12,16 @@
 
 #include "base/limit.h"
 
+/* A fair key's value is capped at its first JR_FAIR_KEY_CAP characters,
+ * alike on both engines and in `fair set` (docs/queues.md, "Fair
+ * share"): an index entry holds a key (PostgreSQL's btree, about 2,700
+ * bytes: 512 UTF-8 characters are 2,048 bytes at most, beside a queue
+ * and a name of 128). Neither engine's SQL has a hash a trigger of the
+ * other's could compute, so keys alike in their first 512 characters are
+ * one key. The text form is for the SQL; the two must agree. */
+#define JR_FAIR_KEY_CAP  512
+#define JR_FAIR_KEY_CAPS "512"
+
 typedef struct jr_fair_key {
     double  weight;             /* > 0 */
     double  pass;               /* stored; below the clock: the clock */

@@ -106,7 +106,7 @@ static const pg_stmt st_fair_tick = {"jr_fair_tick", 2,
  * a runner killed between the two) leaves no path recorded over jobs it
  * did not key, whose queue's claim would skip them for good. 1 when they
  * changed (the caller tags the queue again). */
-static const pg_stmt st_fair_path = {"jr_fair_path_keys3", 4,
+static const pg_stmt st_fair_path = {"jr_fair_path_keys4", 4,
     "WITH p AS (INSERT INTO {{schema}}.fair_paths AS o"
     " (queue, path, weights, wdefault)"
     " VALUES ($1::text, $2::text[], $3::jsonb, $4::float8)"
@@ -118,8 +118,9 @@ static const pg_stmt st_fair_path = {"jr_fair_path_keys3", 4,
     " OR o.wdefault IS DISTINCT FROM excluded.wdefault RETURNING 1),"
     " u AS (UPDATE {{schema}}.jobs j SET fair_key = coalesce((SELECT"
     " CASE WHEN fn.weights IS NOT NULL THEN j.name || chr(31) ELSE '' END"
-    " || coalesce(j.payload #>> fn.path, '') FROM {{schema}}.fair_names fn"
-    " WHERE fn.name = j.name), j.payload #>> $2::text[], '')"
+    " || " JR_PG_FAIR_VAL("j.payload", "fn.path")
+    " FROM {{schema}}.fair_names fn WHERE fn.name = j.name), "
+    JR_PG_FAIR_VAL("j.payload", "$2::text[]") ")"
     " WHERE EXISTS (SELECT 1 FROM p) AND j.queue = $1::text"
     " AND j.state IN ('queued', 'running', 'waiting') RETURNING 1)"
     " SELECT count(*) FROM p"};
@@ -538,12 +539,13 @@ jr_pg_fair_set(jr_backend *b, const char *queue, const char *key,
 /* each key (path $2) of queue $1 with jobs queued or running: ready,
  * running, weight as st_fair_keys' ($3, $4); a name's with fair weights
  * of its own are its (fairname.c's st_fn_use) */
-static const pg_stmt st_fair_use = {"jr_fair_use", 4,
+static const pg_stmt st_fair_use = {"jr_fair_use2", 4,
     "SELECT x.k, count(*) FILTER (WHERE x.state = 'queued'"
     "  AND x.run_at <= now()) AS w,"
     " count(*) FILTER (WHERE x.state = 'running'),"
     " coalesce(fk.weight, ($3::jsonb ->> x.k)::float8, $4::float8)"
-    " FROM (SELECT coalesce(payload #>> $2::text[], '') AS k, state, run_at"
+    " FROM (SELECT " JR_PG_FAIR_VAL("payload", "$2::text[]")
+    " AS k, state, run_at"
     "  FROM {{schema}}.jobs WHERE queue = $1::text"
     "  AND state IN ('queued', 'running') AND name NOT IN (SELECT name"
     "  FROM {{schema}}.fair_names WHERE weights IS NOT NULL)) x"

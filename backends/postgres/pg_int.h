@@ -150,6 +150,14 @@ typedef struct pg_stmt {
 #define JR_PG_UNEXPIRED \
     " AND (expires_at IS NULL OR attempts > 0 OR generation IS NOT NULL" \
     " OR expires_at > statement_timestamp())"
+/* A fair key's value: the JSON doc's value at path (SQL expressions) as
+ * text by #>> (true and false as the words, null or missing as ''),
+ * capped at JR_FAIR_KEY_CAP characters (fairpick.h) so an index entry
+ * holds it. jobs_queue_known and fair_stamp (schema.sql, migration 37)
+ * spell the same out. */
+#define JR_PG_FAIR_VAL(doc, path) \
+    "left(coalesce(" doc " #>> " path ", ''), " JR_FAIR_KEY_CAPS ")"
+
 /* The filter of the candidates a fair or an aging claim reads in queue
  * $2 (fair.c, aging.c; limits.c's st_lim_candidates has the same with
  * its own numbers): the queue not paused, names $1 and not $4, no key at

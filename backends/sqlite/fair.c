@@ -91,8 +91,8 @@ static const char *const sql_text[S_COUNT] = {
         " coalesce((SELECT weight FROM fair_keys fk"
         "  WHERE fk.queue = ?1 AND fk.key = k),"
         "  (SELECT value FROM json_each(?4) WHERE key = k), ?5)"
-        " FROM (SELECT coalesce(CAST(json_extract(payload, ?2) AS TEXT),"
-        "  '') AS k, state, run_at FROM jobs"
+        " FROM (SELECT " JR_SQLITE_FAIR_VAL("payload", "?2")
+        " AS k, state, run_at FROM jobs"
         "  WHERE queue = ?1 AND state IN ('queued', 'running')"
         "  AND name NOT IN (SELECT name FROM fair_names"
         "  WHERE weights IS NOT NULL))"
@@ -112,7 +112,7 @@ static const char *const sql_text[S_COUNT] = {
     [S_FAIR_BACKFILL] =
         "UPDATE jobs SET fair_key = CASE WHEN json_valid(payload)"
         " THEN coalesce(" JR_SQLITE_FAIR_NKEY ", CASE WHEN ?2 = '' THEN ''"
-        " ELSE coalesce(CAST(json_extract(payload, ?2) AS TEXT), '') END)"
+        " ELSE " JR_SQLITE_FAIR_VAL("payload", "?2") " END)"
         " ELSE '' END WHERE queue = ?1"
         " AND state NOT IN ('completed', 'dead', 'cancelled', 'expired')",
     /* what the trigger jobs_fair_key does, for the jobs of ids ?2 to ?3
@@ -120,7 +120,7 @@ static const char *const sql_text[S_COUNT] = {
     [S_FAIR_STAMP] =
         "UPDATE jobs SET fair_key = (SELECT CASE WHEN json_valid(payload)"
         " AND f.path <> ''"
-        " THEN coalesce(CAST(json_extract(payload, f.path) AS TEXT), '')"
+        " THEN " JR_SQLITE_FAIR_VAL("payload", "f.path")
         " ELSE '' END FROM fair_paths f WHERE f.queue = ?1)"
         " WHERE id BETWEEN ?2 AND ?3 AND queue = ?1 AND fair_key IS NULL",
     /* is queue ?1 fair; has a name weights of its own (fairname.c) */

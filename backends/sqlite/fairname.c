@@ -40,9 +40,9 @@ static const char *const sql_text[S_COUNT] = {
         "UPDATE jobs SET fair_key = (SELECT CASE"
         " WHEN NOT json_valid(payload) THEN ''"
         " WHEN ?2 IS NOT NULL THEN CASE WHEN ?3 THEN jobs.name || char(31)"
-        " ELSE '' END || coalesce(CAST(json_extract(payload, ?2) AS TEXT),"
-        " '') WHEN f.path = '' THEN ''"
-        " ELSE coalesce(CAST(json_extract(payload, f.path) AS TEXT), '')"
+        " ELSE '' END || " JR_SQLITE_FAIR_VAL("payload", "?2")
+        " WHEN f.path = '' THEN ''"
+        " ELSE " JR_SQLITE_FAIR_VAL("payload", "f.path")
         " END FROM fair_paths f WHERE f.queue = jobs.queue)"
         " WHERE name = ?1 AND queue IN (SELECT queue FROM fair_paths)"
         " AND" NOT_ENDED,

@@ -857,3 +857,52 @@ UPDATE jobs SET seq_last = 1 WHERE id IN (SELECT (SELECT l.id FROM jobs l
 DROP INDEX jobs_sequence;
 CREATE INDEX jobs_seq_head ON jobs (sequence_key, seq_no)
     WHERE sequence_key IS NOT NULL AND (parents_left = 0 OR seq_last = 1);
+-- migration 37
+-- A fair key's value as PostgreSQL's #>> gives it (docs/queues.md, "Fair
+-- share"): json_extract gives JSON true and false as 1 and 0, so a job
+-- keyed true took its turns under the key "1" with the number 1; they
+-- are the words "true" and "false" now. A key's value is capped at its
+-- first 512 characters, as on PostgreSQL (where an index entry holds no
+-- longer one). The triggers of migration 31 with that value
+-- (sqlite_int.h's JR_SQLITE_FAIR_VAL spells it for the library's
+-- statements); the jobs keyed before keep their keys.
+DROP TRIGGER jobs_fair_key;
+CREATE TRIGGER jobs_fair_key AFTER INSERT ON jobs
+    WHEN NEW.fair_key IS NULL
+     AND EXISTS (SELECT 1 FROM fair_paths WHERE queue = NEW.queue)
+BEGIN
+    UPDATE jobs SET fair_key = (SELECT CASE WHEN json_valid(NEW.payload)
+        THEN coalesce((SELECT CASE WHEN n.weights IS NOT NULL
+            THEN NEW.name || char(31) ELSE '' END || substr(CASE
+            json_type(NEW.payload, n.path) WHEN 'true' THEN 'true'
+            WHEN 'false' THEN 'false' ELSE coalesce(CAST(
+            json_extract(NEW.payload, n.path) AS TEXT), '') END, 1, 512)
+            FROM fair_names n WHERE n.name = NEW.name),
+            CASE WHEN f.path = '' THEN '' ELSE substr(CASE
+            json_type(NEW.payload, f.path) WHEN 'true' THEN 'true'
+            WHEN 'false' THEN 'false' ELSE coalesce(CAST(
+            json_extract(NEW.payload, f.path) AS TEXT), '') END, 1, 512)
+            END)
+        ELSE '' END FROM fair_paths f WHERE f.queue = NEW.queue)
+    WHERE id = NEW.id;
+END;
+DROP TRIGGER jobs_fair_name;
+CREATE TRIGGER jobs_fair_name AFTER INSERT ON jobs
+    WHEN NEW.fair_key IS NULL
+     AND NOT EXISTS (SELECT 1 FROM fair_paths WHERE queue = NEW.queue)
+     AND EXISTS (SELECT 1 FROM fair_names WHERE name = NEW.name
+                 AND weights IS NOT NULL)
+BEGIN
+    INSERT INTO fair_paths (queue, path) VALUES (NEW.queue, '')
+        ON CONFLICT DO NOTHING;
+    UPDATE jobs SET fair_key = CASE WHEN json_valid(payload)
+        THEN coalesce((SELECT CASE WHEN n.weights IS NOT NULL
+            THEN jobs.name || char(31) ELSE '' END || substr(CASE
+            json_type(payload, n.path) WHEN 'true' THEN 'true'
+            WHEN 'false' THEN 'false' ELSE coalesce(CAST(
+            json_extract(payload, n.path) AS TEXT), '') END, 1, 512)
+            FROM fair_names n WHERE n.name = jobs.name), '')
+        ELSE '' END
+    WHERE queue = NEW.queue
+      AND state NOT IN ('completed', 'dead', 'cancelled', 'expired');
+END;

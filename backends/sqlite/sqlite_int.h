@@ -93,14 +93,24 @@ struct jr_backend {
                                  * connection (fair.c) */
 };
 
+/* A fair key's value: the JSON doc's value at path (SQL expressions) as
+ * text, as PostgreSQL's #>> gives it: true and false as the words (not
+ * json_extract's 1 and 0), null or missing as ''; capped at
+ * JR_FAIR_KEY_CAP characters (fairpick.h). The trigger jobs_fair_key
+ * (schema.sql, migration 37) spells the same out. */
+#define JR_SQLITE_FAIR_VAL(doc, path) \
+    "substr(CASE json_type(" doc ", " path ") WHEN 'true' THEN 'true'" \
+    " WHEN 'false' THEN 'false' ELSE coalesce(CAST(json_extract(" doc \
+    ", " path ") AS TEXT), '') END, 1, " JR_FAIR_KEY_CAPS ")"
+
 /* A job's key in its name's fair scope, in an UPDATE of jobs: NAME,
  * char(31), its payload's value at the name's path when the name has
  * weights of its own (fair_names.weights), the value alone when it has
  * a path only, NULL when the name has neither (the queue's key then). */
 #define JR_SQLITE_FAIR_NKEY \
     "(SELECT CASE WHEN n.weights IS NOT NULL THEN jobs.name || char(31)" \
-    " ELSE '' END || coalesce(CAST(json_extract(payload, n.path) AS TEXT)," \
-    " '') FROM fair_names n WHERE n.name = jobs.name)"
+    " ELSE '' END || " JR_SQLITE_FAIR_VAL("payload", "n.path") \
+    " FROM fair_names n WHERE n.name = jobs.name)"
 
 /* The weight of fair key k (an SQL expression) when it is in a name's
  * scope (NAME, char(31), value) and the name has weights: fair set

@@ -27,6 +27,21 @@ utf8(const char *s)
     return n == 0;
 }
 
+/* key (UTF-8) capped at its first JR_FAIR_KEY_CAP characters into out,
+ * as the engines cap a job's key (fairpick.h), so a KEY as long as a
+ * payload's value names the key its jobs have. */
+static void
+key_cap(const char *key, char *out)
+{
+    size_t n = strlen(key), at = 0, u;
+    int chars;
+
+    for (chars = 0; chars < JR_FAIR_KEY_CAP && at < n; chars++, at += u)
+        u = jr_jsontext_utf8_len((const unsigned char *)key + at, n - at);
+    memcpy(out, key, at);
+    out[at] = '\0';
+}
+
 /* 1 if the config makes queue fair (limits["queue:NAME"].fair). */
 static int
 fair_here(const jr_config *c, const char *queue)
@@ -82,7 +97,7 @@ jr_cmd_fair(jr_cli *cli)
     jr_config c;
     jr_db db = {0};
     jr_err err;
-    char k[300], *end;
+    char k[300], *end, capped[JR_FAIR_KEY_CAP * 4 + 1];
     const char *scope, *key, *weight;
     double w;
     int rc, named;
@@ -99,10 +114,12 @@ jr_cmd_fair(jr_cli *cli)
     weight = cli->argv[3 + named];
     if (jr_name_check(scope, named ? "job name" : "queue name", &err) < 0)
         return jr_cmd_usage("fair set: %s", err.msg);
-    if (key[0] == '\0' || strlen(key) > 256)
-        return jr_cmd_usage("fair set: the KEY must be 1 to 256 bytes");
+    if (key[0] == '\0')
+        return jr_cmd_usage("fair set: the KEY must not be empty");
     if (!utf8(key))                          /* no payload holds such a key */
         return jr_cmd_usage("fair set: the KEY must be UTF-8 text");
+    key_cap(key, capped);
+    key = capped;
     w = strtod(weight, &end);
     if (end == weight || *end || !(w >= 1 && w <= 1000))
         return jr_cmd_usage("fair set: the WEIGHT must be a number from 1 "
@@ -112,12 +129,12 @@ jr_cmd_fair(jr_cli *cli)
     if ((rc = jr_cmd_config(cli, &c)) != 0)
         return rc;
     if ((rc = jr_cmd_open_reader(&c, &db, 0)) == 0) {
-        if (db.ops->fair_set(db.b, cli->argv[1], cli->argv[2], w, &err) < 0)
+        if (db.ops->fair_set(db.b, cli->argv[1], key, w, &err) < 0)
             rc = jr_cmd_die(JR_EXIT_FAIL, err.msg);
         else
         {
             printf("queue '%s': fair key '%s' weighs %g\n", cli->argv[1],
-                   jr_esc_str(k, sizeof k, cli->argv[2]), w);
+                   jr_esc_str(k, sizeof k, key), w);
             if (!fair_here(&c, cli->argv[1]))    /* a misspelt queue? */
                 fprintf(stderr, "jobrunner: fair set: note: queue '%s' is "
                         "not fair in this config: the weight counts only "
