@@ -506,5 +506,223 @@ for _, backend in ipairs(jr.backends()) do
       assert.equal(0, env:stop())
       assert.equal(3, #done(env))
     end)
+
+    -- pushes list one by one into fq and as one batch into fq2; returns
+    -- both queues' rows
+    local function one_vs_batch(list)
+      local q = client(env)
+      for _, j in ipairs(list) do
+        local o = {}
+        for k, v in pairs(j[3] or {}) do o[k] = v end
+        o.queue = "fq"
+        assert(q:push(j[1], j[2], o))
+      end
+      local jobs = {}
+      for i, j in ipairs(list) do
+        local o = {}
+        for k, v in pairs(j[3] or {}) do o[k] = v end
+        o.queue = "fq2"
+        jobs[i] = { j[1], j[2], o }
+      end
+      assert(q:push_many(jobs))
+      q:close()
+      return rows(env, "fq"), rows(env, "fq2")
+    end
+
+    local function same_rows(one, many)
+      assert.equal(#one, #many)
+      for i = 1, #one do
+        -- tags to 1e-9: see the pending case on their last bits below
+        assert.are.same({ k = one[i].k, w = one[i].w }, { k = many[i].k, w = many[i].w },
+                        "job " .. i .. " one by one vs batch")
+        if type(one[i].tag) == "number" then
+          assert.near(one[i].tag, many[i].tag, 1e-9, "tag of job " .. i .. " one by one vs batch")
+        else
+          assert.are.same(one[i].tag, many[i].tag, "tag of job " .. i)
+        end
+      end
+    end
+
+    it("weights of odd keys (numbers, "true", UTF-8), priorities and future jobs: a batch tags as one by one", function()
+      env:config(fair_cfg(nil, [[{ a = 2, ["1"] = 5, ["true"] = 3, ["é"] = 7, ["1.5"] = 4 }]]))
+      migrate(env)
+      local list = {}
+      local keys = { "a", 1, "1", "true", "true", "é", 1.5, "zz", 1, "a", "true" }
+      for i = 1, 44 do
+        local o = {}
+        if i % 5 == 0 then o.priority = 3 end
+        if i % 7 == 0 then o.run_in = 3600 end
+        list[i] = { "rf.w", { t = keys[(i - 1) % #keys + 1], n = i }, o }
+      end
+      local one, many = one_vs_batch(list)
+      same_rows(one, many)
+      assert.equal(5, many[2].w)
+      assert.equal(5, many[3].w)
+      assert.equal(7, many[6].w)
+      assert.equal(4, many[7].w)
+    end)
+
+    -- DEFECT (SQLite only): a boolean key is stored as 1 / 0, the same key
+    -- as the number 1 / 0 (and "1" / "0"), by the batch, one by one and the
+    -- CLI alike: { t = true } gets fair_key '1' and the weight of "1" (5
+    -- here, not weights["true"] = 3), and takes turns with tenant 1's jobs
+    -- (pushed true, 1, true: tags 0, 0.2, 0.4 on key '1'); false is keyed
+    -- '0'. PostgreSQL keys them 'true' / 'false' (weight 3, tags apart from
+    -- key '1'), so one payload is two different keys by engine and
+    -- `fair set fq true W` never reaches a SQLite job.
+    local bool_case = backend == "sqlite" and pending or it
+    bool_case("a boolean key is its own key ('true'), not the number 1's, in a batch", function()
+      env:config(fair_cfg(nil, [[{ ["true"] = 3, ["1"] = 5 }]]))
+      migrate(env)
+      local q = client(env)
+      assert(q:push_many {
+        { "rf.w", { t = true, n = 1 }, { queue = "fq" } },
+        { "rf.w", { t = 1, n = 2 }, { queue = "fq" } },
+        { "rf.w", { t = false, n = 3 }, { queue = "fq" } },
+        { "rf.w", { t = 0, n = 4 }, { queue = "fq" } },
+      })
+      q:close()
+      local r = rows(env, "fq")
+      assert.are.same({ "true", "1", "false", "0" }, { r[1].k, r[2].k, r[3].k, r[4].k })
+      assert.are.same({ 3, 5, 1, 1 }, { r[1].w, r[2].w, r[3].w, r[4].w })
+      assert.are.same({ 0, 0, 0, 0 }, { r[1].tag, r[2].tag, r[3].tag, r[4].tag })
+    end)
+
+    it("a batch of 2000 jobs over 37 keys: each key's tags step by 1/weight in id order, as one by one", function()
+      env:config(fair_cfg(nil, [[{ k1 = 2, k2 = 4, k3 = 8 }]]))
+      migrate(env)
+      local list = {}
+      for i = 1, 2000 do
+        list[i] = { "rf.w", { t = "k" .. ((i * 7) % 37), n = i } }
+      end
+      local one, many = one_vs_batch(list)
+      same_rows(one, many)
+      local w = { k1 = 2, k2 = 4, k3 = 8 }
+      local nth = {}
+      for _, r in ipairs(many) do
+        local c = nth[r.k] or 0
+        assert.near(c / (w[r.k] or 1), r.tag, 1e-9, "tag of key " .. r.k .. " #" .. c)
+        nth[r.k] = c + 1
+      end
+    end)
+
+    it("a name's own weights and fair set --name between batches: a batch tags as one by one", function()
+      env:config(fair_cfg())
+      env:script("rf.own", [[return { fair = { key = "payload.acct", weights = { x = 3 }, default = 2 },
+        handle = function(job) end }]])
+      env:script("rf.w", WORKER)
+      env:start()
+      jr.wait_for(function() return #env:query("SELECT name FROM fair_names") == 1 end, 10, "fair_names row")
+      assert.equal(0, env:stop())
+      local out, err, code = env:cli("fair", "set", "--name", "rf.own", "y", "6")
+      assert.equal(0, code, out .. err)
+      local list = {}
+      for i = 1, 60 do
+        local acct = ({ "x", "y", "z", 7 })[i % 4 + 1]
+        list[i] = { (i % 3 == 0) and "rf.w" or "rf.own", { acct = acct, t = acct, n = i } }
+      end
+      local one, many = one_vs_batch(list)
+      same_rows(one, many)
+      for _, r in ipairs(many) do
+        if r.k == "rf.own\31y" then assert.equal(6, r.w) end
+        if r.k == "rf.own\31x" then assert.equal(3, r.w) end
+        if r.k == "rf.own\31z" then assert.equal(2, r.w) end
+      end
+    end)
+
+    it("two producers' batches while fair set changes weights in a loop: no error (deadlock), every job tagged and run once", function()
+      env:config(fair_cfg())
+      migrate(env)
+      local script = env.dir .. "/prod.lua"
+      jr.write_file(script, [[
+        package.cpath = ]] .. ("%q"):format(jr.root .. "/build/?.so;" .. package.cpath) .. [[
+        local lib = require "jobrunner.client"
+        local q = assert(lib.open(arg[1]))
+        local who, rev = arg[2], arg[3] == "rev"
+        local errs = 0
+        for b = 1, 30 do
+          local jobs = {}
+          for i = 1, 30 do
+            local k = "k" .. (rev and (10 - i % 10) or (i % 10))
+            jobs[i] = { "rf.w", { t = k, n = who .. b .. "." .. i }, { queue = "fq" } }
+          end
+          local ok, e = q:push_many(jobs)
+          if not ok then errs = errs + 1; io.stderr:write(e, "\n") end
+        end
+      ]])
+      local setter = env.dir .. "/set.sh"
+      jr.write_file(setter, ("for i in $(seq 1 25); do for k in k1 k5 k9; do %s -c %s fair set fq $k $(( (i %% 7) + 1 )) >/dev/null 2>>set.err || echo fail >>set.err; done; done\n")
+        :format(jr.quote(jr.bin), jr.quote(env.config_file)))
+      local cmd = ("cd %s && { lua5.4 prod.lua %s A fwd >A.out 2>A.err & lua5.4 prod.lua %s B rev >B.out 2>B.err & sh set.sh & wait; }")
+        :format(jr.quote(env.dir), jr.quote(env.config_file), jr.quote(env.config_file))
+      os.execute(cmd)
+      local errs = (jr.read_file(env.dir .. "/A.err") or "") .. (jr.read_file(env.dir .. "/B.err") or "")
+      local serr = (jr.read_file(env.dir .. "/set.err") or ""):gsub("[^\n]*not fair[^\n]*\n", "")
+      assert.equal("", errs .. serr)
+      assert.equal(1800, env:count())
+      for _, r in ipairs(rows(env, "fq")) do
+        assert.is_true(r.tag ~= nil and r.tag ~= cjson.null, "untagged job " .. r.id)
+      end
+      env:script("rf.w", jr.LEDGER)
+      env:config(fair_cfg(", lease = 30"):gsub("concurrency = 1", "concurrency = 4"))
+      local ledger = env.dir .. "/ledger"
+      env:start(jr.ledger_env(ledger))
+      jr.wait_for(function() return jr.ledger_count(ledger) >= 1800 end, 90, "1800 run")
+      jr.sleep(0.3)
+      assert.equal(0, env:stop())
+      local c = counts(jr.lines(ledger))
+      local n = 0
+      for _, v in pairs(c) do n = n + 1; assert.equal(1, v) end
+      assert.equal(1800, n)
+    end)
+
+    -- DEFECT (low, both engines): a batch's tags are not bit-for-bit the
+    -- tags the same jobs get pushed one by one (fair_stamp_spec promises
+    -- "the tags a job pushed alone gets"). Weights { a = 2, ["1"] = 5, ... },
+    -- the 44 jobs of "weights of odd keys ..." above: job 3 (key "1", its
+    -- 2nd job, weight 5) is tagged 0.2000000000000000111 one by one but
+    -- 0.19999999999999995559 in the batch on SQLite, 0.19999999999999973355
+    -- on PostgreSQL;
+    -- a name's key (weight 6, 2nd job) 0.16666666666666665741 one by one,
+    -- 0.16666666666666662966 in a batch on SQLite, 0.16666666666666674068
+    -- on PostgreSQL. PostgreSQL's batch also tags two keys of one weight
+    -- at the same count apart (weights a = 5, b = 5, batch b,b,...,a,a:
+    -- b's 2nd 0.19999999999999995559, a's 2nd 0.20000000000000006661,
+    -- where SQLite gives both 0.2000000000000000111). So "equal tags go by
+    -- id" depends on how a job was pushed and on the engine: a tie between
+    -- keys can break against id order. Exact equality is asserted here.
+    pending("a batch's tags are bit-for-bit those of the jobs pushed one by one (odd weights 5, 6, 3)", function()
+      env:config(fair_cfg(nil, [[{ a = 2, ["1"] = 5, ["true"] = 3, ["é"] = 7, ["1.5"] = 4 }]]))
+      migrate(env)
+      local list = {}
+      local keys = { "a", 1, "1", "true", "true", "é", 1.5, "zz", 1, "a", "true" }
+      for i = 1, 44 do
+        local o = {}
+        if i % 5 == 0 then o.priority = 3 end
+        if i % 7 == 0 then o.run_in = 3600 end
+        list[i] = { "rf.w", { t = keys[(i - 1) % #keys + 1], n = i }, o }
+      end
+      local one, many = one_vs_batch(list)
+      for i = 1, #one do
+        assert.are.same(one[i].tag, many[i].tag, "tag of job " .. i)
+      end
+    end)
+
+    -- DEFECT (low, both engines; not batch-specific): a runner stopped
+    -- (SIGTERM, exit 0) within ~30 ms of logging "loaded 1 handler" never
+    -- records its handler's `fair = { key = ..., weights = ... }` in
+    -- fair_names (the table stays empty), although docs/queues.md says a
+    -- runner records its handlers' paths "when it loads them, at start".
+    -- A push after it keys the name's job by the queue's key ('a', weight
+    -- 1) instead of 'rf.own\31x' weight 3, on SQLite and PostgreSQL. Left
+    -- running 2 s, the row is there and the same push is keyed right.
+    pending("a runner stopped right after loading still recorded its handler's fair option", function()
+      env:config(fair_cfg())
+      env:script("rf.own", [[return { fair = { key = "payload.acct", weights = { x = 3 } },
+        handle = function(job) end }]])
+      env:start()
+      assert.equal(0, env:stop())
+      assert.equal(1, #env:query("SELECT name FROM fair_names"))
+    end)
   end)
 end
