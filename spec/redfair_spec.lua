@@ -732,8 +732,9 @@ for _, backend in ipairs(jr.backends()) do
     -- "payload.acct", weights = { x = 9 } }). docs/queues.md: "one name's
     -- acme is neither another name's nor the queue's acme". Any producer
     -- that controls the key's value (a tenant id from a request) can take
-    -- a name's weight and share its key's turns. Jobs 2-4 here all get
-    -- fair_key 'rf.own\31x', fair_w 9.
+    -- a name's weight and share its key's turns. Jobs 2-4 here (two in a
+    -- batch, one pushed alone) all get fair_key 'rf.own\31x', fair_w 9 and
+    -- tags 1/9, 2/9, 3/9: the steps after the name's own job's tag 0.
     pending("a queue key holding 0x1F cannot pose as a name's scoped key (weight, turns)", function()
       env:config(fair_cfg())
       env:script("rf.own", [[return { fair = { key = "payload.acct", weights = { x = 9 } },
@@ -835,6 +836,69 @@ for _, backend in ipairs(jr.backends()) do
       assert.is_true(dt < 15, "5000 new keys took " .. dt .. " s")
       assert.are.same({ { n = 5000 } }, env:query(
         "SELECT count(DISTINCT fair_key) AS n FROM jobs WHERE fair_tag = 0"))
+    end)
+
+    -- POST /api/jobs with an array: one transaction, sequences allowed
+    local function http_env()
+      local port = 20000 + math.random(0, 20000)
+      local token = "redfair-token-0123456789"
+      env:config(fair_cfg((', http = { listen = "127.0.0.1:%d", token = %q }'):format(port, token)))
+      migrate(env)
+      return function(body)
+        local f = env.dir .. "/body.json"
+        jr.write_file(f, body)
+        local out, _, _ = jr.sh(("curl -s -o %s -w '%%{http_code}' -X POST -H 'Authorization: Bearer %s' "
+          .. "-H 'Content-Type: application/json' --data-binary @%s http://127.0.0.1:%d/api/jobs")
+          :format(jr.quote(env.dir .. "/resp"), token, jr.quote(f), port))
+        return tonumber(out), jr.read_file(env.dir .. "/resp") or ""
+      end
+    end
+
+    it("an HTTP batch into a fair queue: keyed and tagged as push_many, a bad job at the end pushes nothing, sequences hold", function()
+      local post = http_env()
+      env:script("rf.w", WORKER)
+      env:start()
+      local code, body = post(cjson.encode({
+        { name = "rf.w", queue = "fq", payload = { t = "a", n = 1 } },
+        { name = "rf.w", queue = "fq", payload = { t = "b", n = 2 } },
+        { name = "rf.w", queue = "fq", payload = { t = "a", n = 3 }, priority = 1.5 },
+      }))
+      assert.equal(400, code, body)
+      assert.matches("jobs[2].priority", body, 1, true)
+      assert.equal(0, env:count())
+      env:cli("queue", "pause", "fq")
+      local list = {}
+      for i = 1, 30 do
+        local j = { name = "rf.w", queue = "fq", payload = { t = ({ "a", "b", "c" })[i % 3 + 1], n = i } }
+        if i % 4 == 0 then j.sequence = "s" end
+        list[i] = j
+      end
+      code, body = post(cjson.encode(list))
+      assert.equal(201, code, body)
+      -- a: weight 2, from 0 (the refused batch moved nothing)
+      local r = rows(env, "fq")
+      local nth = {}
+      for _, x in ipairs(r) do
+        if x.tag ~= nil and x.tag ~= cjson.null then
+          local c = nth[x.k] or 0
+          assert.near(c / (x.k == "a" and 2 or 1), x.tag, 1e-9, "tag of job " .. x.n .. " key " .. x.k)
+          nth[x.k] = c + 1
+        end
+      end
+      env:cli("queue", "resume", "fq")
+      wait_done(env, 30)
+      jr.sleep(0.3)
+      assert.equal(0, env:stop())
+      local d = done(env)
+      assert.equal(30, #d)
+      local c = counts(d)
+      for l, v in pairs(c) do assert.equal(1, v, l) end
+      local seq = {}
+      for _, l in ipairs(d) do
+        local n = tonumber(l:match("(%d+)$"))
+        if n % 4 == 0 then seq[#seq + 1] = n end
+      end
+      assert.are.same({ 4, 8, 12, 16, 20, 24, 28 }, seq)
     end)
   end)
 end
