@@ -932,5 +932,46 @@ for _, backend in ipairs(jr.backends()) do
       -- within a round all the same (3rd, after b's first two)
       assert.is_true(at <= 3, "a's job due now ran at " .. tostring(at) .. ": " .. table.concat(d, ","))
     end)
+
+    -- DEFECT (SQLite only, batch and one by one): a float key is keyed by
+    -- its value printed to 15 significant digits, so distinct numbers are
+    -- one key: { t = 0.1234567890123456 } and { t = 0.1234567890123457 }
+    -- both get fair_key '0.123456789012346' (tags 0 and 1: they take turns
+    -- as one tenant); 2^60 and 2^60 + 512 (as floats) both
+    -- '1.15292150460685e+18'. The key's text also differs by engine: 1e20
+    -- is '1.0e+20' on SQLite, '100000000000000000000' on PostgreSQL (the
+    -- payload holds 1e+20), so `fair set fq KEY W` for such a key cannot
+    -- name it on both. PostgreSQL keeps the four keys apart (tags all 0).
+    local float_case = backend == "sqlite" and pending or it
+    float_case("distinct float keys in a batch stay distinct keys", function()
+      env:config(fair_cfg())
+      migrate(env)
+      local q = client(env)
+      assert(q:push_many {
+        { "rf.w", { t = 0.1234567890123456, n = 1 }, { queue = "fq" } },
+        { "rf.w", { t = 0.1234567890123457, n = 2 }, { queue = "fq" } },
+        { "rf.w", { t = 2^60 + 0.0, n = 3 }, { queue = "fq" } },
+        { "rf.w", { t = 2^60 + 512.0, n = 4 }, { queue = "fq" } },
+      })
+      q:close()
+      local r = rows(env, "fq")
+      assert.are_not.equal(r[1].k, r[2].k)
+      assert.are_not.equal(r[3].k, r[4].k)
+      assert.are.same({ 0, 0, 0, 0 }, { r[1].tag, r[2].tag, r[3].tag, r[4].tag })
+    end)
+
+    it("a batch job with a key that is not UTF-8 fails the batch naming the job; nothing pushed", function()
+      env:config(fair_cfg())
+      migrate(env)
+      local q = client(env)
+      local ids, err = q:push_many {
+        { "rf.w", { t = "ok", n = 1 }, { queue = "fq" } },
+        { "rf.w", { t = "\xff\xfe", n = 2 }, { queue = "fq" } },
+      }
+      q:close()
+      assert.is_nil(ids)
+      assert.matches("job 2 (rf.w): payload.t: string is not valid UTF-8", err, 1, true)
+      assert.equal(0, env:count())
+    end)
   end)
 end
