@@ -562,15 +562,11 @@ for _, backend in ipairs(jr.backends()) do
       assert.equal(4, many[7].w)
     end)
 
-    -- DEFECT (SQLite only): a boolean key is stored as 1 / 0, the same key
-    -- as the number 1 / 0 (and "1" / "0"), by the batch, one by one and the
-    -- CLI alike: { t = true } gets fair_key '1' and the weight of "1" (5
-    -- here, not weights["true"] = 3), and takes turns with tenant 1's jobs
-    -- (pushed true, 1, true: tags 0, 0.2, 0.4 on key '1'); false is keyed
-    -- '0'. PostgreSQL keys them 'true' / 'false' (weight 3, tags apart from
-    -- key '1'), so one payload is two different keys by engine and
-    -- `fair set fq true W` never reaches a SQLite job.
-    local bool_case = backend == "sqlite" and pending or it
+    -- A boolean key is its own key ('true' / 'false') on both engines,
+    -- apart from the number 1 / 0 and "1" / "0", by the batch, one by one
+    -- and the CLI alike (SQLite stored them as 1 / 0: they took the
+    -- weight of "1" and turns with tenant 1's jobs).
+    local bool_case = it
     bool_case("a boolean key is its own key ('true'), not the number 1's, in a batch", function()
       env:config(fair_cfg(nil, [[{ ["true"] = 3, ["1"] = 5 }]]))
       migrate(env)
@@ -630,19 +626,15 @@ for _, backend in ipairs(jr.backends()) do
       end
     end)
 
-    -- DEFECT (PostgreSQL only; SQLite passes): `jobrunner fair set fq KEY W`
-    -- run while two producers push batches into fq (30 batches of 30 jobs
-    -- each, keys k0..k9 in opposite orders; 75 `fair set`s on k1, k5, k9)
-    -- fails now and then with exit status non-zero and
-    --   jobrunner: postgres: tagging a fair queue's jobs again: deadlock
-    --   detected (Process 21504 waits for ShareLock on transaction 4099;
-    --   blocked by process 21376. Process 21376 waits for ShareLock on tr...
-    -- (3 runs of 6 here). Its re-tagging of the queue's queued jobs and a
-    -- batch's insert (which locks each key's finish row to its commit) take
-    -- their locks in different orders. The weight is then not set; a
-    -- script calling `fair set` must retry. The pushes themselves did not
-    -- fail in these runs, and every job was tagged and ran once.
-    local loop_case = backend == "postgres" and pending or it
+    -- `jobrunner fair set fq KEY W` run while two producers push batches
+    -- into fq (30 batches of 30 jobs each, keys k0..k9 in opposite orders;
+    -- 75 `fair set`s on k1, k5, k9). On PostgreSQL it failed now and then
+    -- (3 runs of 6) with "tagging a fair queue's jobs again: deadlock
+    -- detected": its re-tagging and a batch's insert (which locks each
+    -- key's finish row to its commit) took their locks in different
+    -- orders. It now locks the queue's keys in key order first, under the
+    -- limits' lock, and leaves a job another transaction holds tagged.
+    local loop_case = it
     loop_case("two producers' batches while fair set changes weights in a loop: no error (deadlock), every job tagged and run once", function()
       env:config(fair_cfg())
       migrate(env)
@@ -987,20 +979,13 @@ for _, backend in ipairs(jr.backends()) do
       assert.equal(0, env:count())
     end)
 
-    -- DEFECT (PostgreSQL only; SQLite passes): the same `fair set` loop as
-    -- above while a runner (concurrency 4) drains what two producers push
-    -- in batches makes deadlocks outside `fair set` too. Run 1: the runner
-    -- logs "error [master] database: postgres: completing jobs: deadlock
-    -- detected (Process 2968 waits for ShareLock on transaction 8288;
-    -- blocked by process 3059. ...); results are kept and the database is
-    -- retried with backoff" (the jobs still ran once). Run 2: a producer's
-    -- q:push_many fails: "postgres: pushing 30 jobs: deadlock detected
-    -- (Process 6024 waits for ShareLock on transaction 8615; blocked by
-    -- process 6610. ...)" - 30 jobs not pushed, the producer must retry.
-    -- Without the `fair set` loop, 3 runs of the same drain had no
-    -- deadlock: the re-tagging of queued jobs by `fair set` is what locks
-    -- rows against the pushes' key rows and the claims/completions.
-    local drain_case = backend == "postgres" and pending or it
+    -- The same `fair set` loop while a runner (concurrency 4) drains what
+    -- two producers push in batches. On PostgreSQL the runner logged
+    -- "completing jobs: deadlock detected" and a producer's push_many
+    -- failed with "pushing 30 jobs: deadlock detected" (30 jobs not
+    -- pushed) before `fair set` took its locks in the order the others
+    -- do (above).
+    local drain_case = it
     drain_case("fair set in a loop while a runner drains the batches two producers push: no error in the runner, every job runs once", function()
       env:config(fair_cfg(", lease = 30"):gsub("concurrency = 1", "concurrency = 4"))
       migrate(env)

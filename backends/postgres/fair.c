@@ -62,7 +62,12 @@ static const pg_stmt st_fair_tag = {"jr_fair_tag", 1,
     " FROM (SELECT t.id, t.key,"
     "  row_number() OVER (PARTITION BY t.key ORDER BY t.id) AS rn,"
     "  count(*) OVER (PARTITION BY t.key) AS cnt FROM ("
-    UNTAGGED("id, fair_key COLLATE \"default\" AS key") ") t) x"
+    UNTAGGED("id, fair_key COLLATE \"default\" AS key")
+    /* a row another transaction holds (a runner's retry, back to
+     * queued in its results' transaction) is tagged by the next tagging
+     * after it: waited for here, under the limits' lock that runner may
+     * be waiting for, it was a deadlock */
+    "  ORDER BY id FOR UPDATE SKIP LOCKED) t) x"
     " WHERE j.id = x.id"};
 
 /* the first $3 ready jobs of fair queue $2 by (priority, tag, id), one
@@ -127,19 +132,30 @@ static const pg_stmt st_fair_path = {"jr_fair_path_keys4", 4,
 
 /* queue $1's keys start again from its clock (without config weights
  * when $2), their config weights $3 ({key: weight}, when $2), and its
- * queued jobs untagged (st_fair_tag tags them again) */
+ * queued jobs untagged (st_fair_tag tags them again). The keys' rows are
+ * locked in key order first, as a push's upsert of its keys' finishes
+ * takes them (in an order of their own, a batch pushed meanwhile and
+ * this statement each held a key the other waited for: a deadlock); a
+ * job another transaction holds (a claim's) keeps its tag. */
 static const pg_stmt st_fair_untag = {"jr_fair_untag", 3,
-    "WITH r AS (UPDATE {{schema}}.fair_keys SET cweight = CASE WHEN"
+    "WITH l AS (SELECT key FROM {{schema}}.fair_keys WHERE queue = $1::text"
+    "  ORDER BY key FOR UPDATE),"
+    " r AS (UPDATE {{schema}}.fair_keys SET cweight = CASE WHEN"
     "  $2::bool THEN NULL ELSE cweight END, pass = 0 WHERE queue = $1::text"
-    "  RETURNING 1),"
+    "  AND key IN (SELECT key FROM l) RETURNING 1),"
     " c AS (INSERT INTO {{schema}}.fair_keys AS k (queue, key, cweight)"
     "  SELECT $1::text, w.key, w.value::float8"
     "  FROM jsonb_each_text(coalesce($3::jsonb, '{}')) w WHERE $2::bool"
     "  ORDER BY w.key"
     "  ON CONFLICT (queue, key) DO UPDATE SET cweight = excluded.cweight,"
     "  pass = 0 RETURNING 1)"
-    " UPDATE {{schema}}.jobs SET fair_tag = NULL WHERE queue = $1::text"
-    " AND state = 'queued' AND fair_tag IS NOT NULL"};
+    " UPDATE {{schema}}.jobs SET fair_tag = NULL WHERE id IN (SELECT id"
+    "  FROM {{schema}}.jobs WHERE queue = $1::text AND state = 'queued'"
+    "  AND fair_tag IS NOT NULL FOR UPDATE SKIP LOCKED)"};
+
+static const pg_stmt st_fair_keys_lock = {"jr_fair_keys_lock", 1,
+    "SELECT 1 FROM {{schema}}.fair_keys WHERE queue = $1::text"
+    " ORDER BY key FOR UPDATE"};
 
 static const pg_stmt st_fair_set = {"jr_fair_set", 3,
     "INSERT INTO {{schema}}.fair_keys (queue, key, weight)"
@@ -223,7 +239,7 @@ jr_pg_fair_alone(jr_backend *b, const jr_claim_spec *spec, jr_err *err)
 }
 
 int
-jr_pg_fair_tag_alone(jr_backend *b, const char *queue, jr_err *err)
+jr_pg_fair_lock(jr_backend *b, jr_err *err)
 {
     const char *params[1];
     char lock[128];
@@ -235,7 +251,14 @@ jr_pg_fair_tag_alone(jr_backend *b, const char *queue, jr_err *err)
                          err)) == NULL)
         return -1;
     PQclear(res);
-    return jr_pg_fair_tag_queue(b, queue, err);
+    return 0;
+}
+
+int
+jr_pg_fair_tag_alone(jr_backend *b, const char *queue, jr_err *err)
+{
+    return jr_pg_fair_lock(b, err) < 0 ? -1 :
+           jr_pg_fair_tag_queue(b, queue, err);
 }
 
 /* Tags queue's untagged queued jobs again, from its clock: with cw, its
@@ -528,12 +551,27 @@ jr_pg_fair_set(jr_backend *b, const char *queue, const char *key,
 
     snprintf(w, sizeof w, "%.17g", weight);
     if (jr_pg_ready(b, err) < 0 ||
-        (res = jr_pg_run(b, &st_fair_set, params, "setting a fair weight",
-                         err)) == NULL)
+        jr_pg_run_plain(b, "BEGIN", "setting a fair weight", err) < 0)
         return -1;
+    /* under the limits' lock, as a claim's tags are given; the queue's
+     * keys locked in key order before this one is written */
+    if (jr_pg_fair_lock(b, err) < 0 ||
+        (res = jr_pg_run(b, &st_fair_keys_lock, params, "setting a fair "
+                         "weight", err)) == NULL)
+        goto fail;
+    PQclear(res);
+    if ((res = jr_pg_run(b, &st_fair_set, params, "setting a fair weight",
+                         err)) == NULL)
+        goto fail;
     PQclear(res);
     /* the queue's queued jobs tagged by the weights now */
-    return retag(b, queue, 0, NULL, err);
+    if (retag(b, queue, 0, NULL, err) < 0 ||
+        jr_pg_run_plain(b, "COMMIT", "setting a fair weight", err) < 0)
+        goto fail;
+    return 0;
+fail:
+    jr_pg_rollback(b);
+    return -1;
 }
 
 /* each key (path $2) of queue $1 with jobs queued or running: ready,

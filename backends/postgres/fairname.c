@@ -60,13 +60,17 @@ static const pg_stmt st_fn_fill_all = {"jr_fn_fill_all2", 0,
  * its keys started again from their queues' clocks; their queues (each
  * tagged again by jr_pg_fair_tag_queue) */
 static const pg_stmt st_fn_untag = {"jr_fn_untag", 2,
-    "WITH r AS (UPDATE {{schema}}.fair_keys SET pass = 0"
+    "WITH l AS (SELECT queue, key FROM {{schema}}.fair_keys"
     "  WHERE left(key, length($1::text) + 1) = $1::text || chr(31)"
     "  AND ($2::text IS NULL OR key = $1::text || chr(31) || $2::text)"
-    "  RETURNING 1),"
-    " u AS (UPDATE {{schema}}.jobs SET fair_tag = NULL"
+    "  ORDER BY queue, key FOR UPDATE),"
+    " r AS (UPDATE {{schema}}.fair_keys k SET pass = 0 FROM l"
+    "  WHERE k.queue = l.queue AND k.key = l.key RETURNING 1),"
+    " u AS (UPDATE {{schema}}.jobs SET fair_tag = NULL WHERE id IN"
+    "  (SELECT id FROM {{schema}}.jobs"
     "  WHERE name = $1::text AND state = 'queued' AND fair_tag IS NOT NULL"
     "  AND ($2::text IS NULL OR fair_key = $1::text || chr(31) || $2::text)"
+    "  FOR UPDATE SKIP LOCKED)"
     "  RETURNING queue)"
     " SELECT DISTINCT queue FROM u"};
 static const pg_stmt st_fn_set = {"jr_fn_set", 3,
@@ -199,7 +203,8 @@ jr_pg_fair_name_set(jr_backend *b, const char *name, const char *key,
     if (jr_pg_ready(b, err) < 0 ||
         jr_pg_run_plain(b, "BEGIN", "setting a name's fair weight", err) < 0)
         return -1;
-    if (exec(b, &st_fn_set, params, "setting a name's fair weight",
+    /* under the limits' lock, as a claim's tags are given (fair.c) */
+    if (jr_pg_fair_lock(b, err) < 0 || exec(b, &st_fn_set, params, "setting a name's fair weight",
              err) < 0 || retag(b, name, key, err) < 0 ||
         jr_pg_run_plain(b, "COMMIT", "setting a name's fair weight",
                         err) < 0) {

@@ -545,6 +545,9 @@ int jr_pg_fair_alone(jr_backend *b, const jr_claim_spec *spec, jr_err *err);
 /* For that claim when its queue has untagged jobs: the limits' lock
  * taken, bitmap scans off and the queue's untagged jobs tagged, in the
  * open transaction. 0, or -1 with err set. */
+/* Takes the limits' advisory lock, to the transaction's end: claims
+ * under limits, the tags they give and fair set's serialize on it. */
+int jr_pg_fair_lock(jr_backend *b, jr_err *err);
 int jr_pg_fair_tag_alone(jr_backend *b, const char *queue, jr_err *err);
 
 #pragma GCC visibility pop
