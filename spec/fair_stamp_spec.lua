@@ -129,7 +129,9 @@ for _, backend in ipairs(jr.backends()) do
       assert.are.equal(0, code, out .. err)
       assert.are.same(before, jr.job_snapshot(env))
       assert.are.same({ { n = 1 } }, env:query(
-        "SELECT count(*)::int AS n FROM pg_proc WHERE proname = 'fair_stamp'"))
+        "SELECT count(*)::int AS n FROM pg_proc p JOIN pg_namespace s"
+        .. " ON s.oid = p.pronamespace WHERE p.proname = 'fair_stamp'"
+        .. " AND s.nspname = current_schema()"))
       push_batch(env, { { "b", 5 }, { "a", 6 } })
       for _, r in ipairs(rows(env)) do
         if r.n >= 5 then
