@@ -178,14 +178,6 @@ for _, backend in ipairs(jr.backends()) do
 describe(backend .. " retry and rerun of sequence jobs:", function()
   local env = jr.test_env(backend, { config = "concurrency = 4" })
 
-  -- A case that fails on the engines named (a defect, see its comment):
-  -- pending there, run on the others (everywhere with JR_RUN_PENDING=1).
-  local function it_but(failing, name, fn)
-    if failing[backend] and not os.getenv("JR_RUN_PENDING") then
-      pending(name .. " [defect on " .. backend .. "]", fn)
-    else it(name, fn) end
-  end
-
   it("puts a retried skipped-dead job behind the running one and the pending ones", function()
     env:script("step", STEP)
     env:start()
@@ -488,16 +480,14 @@ describe(backend .. " retry and rerun of sequence jobs:", function()
     end
   end)
 
-  -- DEFECT (postgres only): `sequences skip KEY` and `dead retry ID` of
-  -- the blocked dead head started at the same moment (two shells): the
-  -- skip answers "skipped sequence 'u6': the job after its dead one runs"
-  -- and the retry fails with exit 1, "jobrunner: job 16 is not in the
-  -- dead queue (no such job, or not dead)" / "requeued 0 dead jobs",
-  -- although job 16 was dead throughout and still is: the retry of a
-  -- dead job is refused with a false error and the job never runs (seen
-  -- on the 6th key, skip with no delay, in three runs of three). On
-  -- SQLite the retry lands after the skip and the job runs at the end.
-  it_but({ postgres = true }, "runs every job once when skip or unblock races a retry of the blocked head", function()
+  -- `sequences skip KEY` and `dead retry ID` of the blocked dead head
+  -- started at the same moment (two shells). On PostgreSQL the retry
+  -- failed, exit 1, "job 16 is not in the dead queue" though job 16 was
+  -- dead throughout, and it never ran (three runs of three): the head's
+  -- retry left it as its sequence's head, the skip made it one the
+  -- sequence went on past, and the plain retry then left it too. A short
+  -- retry now looks for such jobs once more.
+  it("runs every job once when skip or unblock races a retry of the blocked head", function()
     env:script("step", STEP)
     env:start()
     local keys = {}
@@ -920,16 +910,12 @@ describe(backend .. " retry and rerun of sequence jobs:", function()
     for i = 1, n do assert.equal(2, starts(env, k, i)) end
   end
 
-  -- DEFECT (postgres only): two `dead retry --all` started 50 ms apart
-  -- over 1100 dead jobs of one sequence (on_failure skip, a holder
-  -- running): one of them fails, exit 1, "jobrunner: postgres: retrying
-  -- dead jobs: deadlock detected (Process 5889 waits for ShareLock on
-  -- transaction 10496; blocked by process 5876. Process 5876 waits for
-  -- ShareLock on tran...)". Two operators (or the dashboard's Retry all
-  -- and a shell) retrying at once get a deadlock error instead of one
-  -- waiting for the other (reproduced in three runs of three). SQLite:
-  -- both succeed, 1100 requeued in all, in order.
-  it_but({ postgres = true }, "retries 1100 dead jobs of one sequence from two retry --all at once: each once, in order", function()
+  -- Two `dead retry --all` started 50 ms apart over 1100 dead jobs of
+  -- one sequence (on_failure skip, a holder running). On PostgreSQL one
+  -- failed, exit 1, "retrying dead jobs: deadlock detected" (three runs
+  -- of three); the moves to the sequence's end now take turns on an
+  -- advisory lock. SQLite: both succeed, 1100 requeued in all, in order.
+  it("retries 1100 dead jobs of one sequence from two retry --all at once: each once, in order", function()
     env:script("step", STEP)
     env:start()
     local N = 1100

@@ -139,7 +139,7 @@ jr_pg_dead_retry(jr_backend *b, const int64_t *ids, int n, jr_err *err)
     const char *params[1];
     char num[24];
     jr_buf s = {0};
-    int i, k, rc, total = 0;
+    int i, k, rc, page, total = 0;
 
     if (n == 0)
         return 0;
@@ -168,10 +168,17 @@ jr_pg_dead_retry(jr_backend *b, const int64_t *ids, int n, jr_err *err)
         }
         if ((rc = jr_pg_seq_retry_ids(b, params[0], err)) < 0)
             break;
-        total += rc;
+        page = rc;
         if ((rc = dead_retry_run(b, &st_dead_retry_ids, params, err)) < 0)
             break;
-        total += rc;
+        page += rc;
+        /* short: a job the first left as its sequence's head may have
+         * been skipped meanwhile (sequences skip), and the second left
+         * it as one its sequence went on past: the first again */
+        if (page < k - i && (rc = jr_pg_seq_retry_ids(b, params[0],
+                                                      err)) < 0)
+            break;
+        total += page + (page < k - i ? rc : 0);
     }
     free(s.p);
     return rc < 0 ? -1 : total;

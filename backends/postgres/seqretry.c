@@ -97,6 +97,13 @@ jr_pg_seq_to_end(jr_backend *b, const char *id, const char *key,
     return 0;
 }
 
+/* Two of these at once (two `dead retry --all`) took their locks in
+ * orders of their own, the jobs' rows and the sequences' through
+ * sequence_put: a deadlock. They take turns on an advisory lock of the
+ * schema's, to their transactions' ends. */
+static const pg_stmt st_past_lock = {"jr_seq_past_lock", 1,
+    "SELECT pg_advisory_xact_lock(hashtext($1::text))"};
+
 /* Runs st (params) in a transaction of its own, each job it queued again
  * sent to its sequence's end. Returns how many, or -1. */
 static int
@@ -104,10 +111,17 @@ past_run(jr_backend *b, const pg_stmt *st, const char *const *params,
          jr_err *err)
 {
     PGresult *res = NULL;
+    char lock[128];
+    const char *lp[1] = {lock};
     int i, n = -1;
 
+    snprintf(lock, sizeof lock, "jobrunner.seqretry:%s", b->schema);
     if (jr_pg_run_plain(b, "BEGIN", "retrying dead jobs", err) < 0)
         return -1;
+    if ((res = jr_pg_run(b, &st_past_lock, lp, "retrying dead jobs",
+                         err)) == NULL)
+        goto done;
+    PQclear(res);
     if ((res = jr_pg_run(b, st, params, "retrying dead jobs", err)) == NULL)
         goto done;
     for (i = 0; i < PQntuples(res); i++)
