@@ -473,12 +473,18 @@ int jr_pg_cmp_id(const void *a, const void *b);
 void jr_pg_push_fair_set(jr_backend *b, int fair);
 int jr_pg_insert_jobs(jr_backend *b, const jr_push *const *pp, int n,
                    int64_t *ids, jr_err *err);
-/* jr_pg_insert_jobs, then the result_ttl of the pushes that have one, in
- * the open transaction. */
-int jr_pg_insert_all(jr_backend *b, const jr_push *const *pp, int n,
-                  int64_t *ids, jr_err *err);
 void jr_pg_explain_push_error(jr_backend *b, const jr_push *const *pp, int n,
                            jr_err *err);
+
+/* pushafter.c: jr_pg_insert_jobs, then what the pushes that have one
+ * set after it (a result_ttl, an expiry, a deadline, a trace context, a
+ * cost), in the open transaction; whether a push of pp[0..n) has any;
+ * such pushes in a transaction of their own. */
+int jr_pg_insert_all(jr_backend *b, const jr_push *const *pp, int n,
+                  int64_t *ids, jr_err *err);
+int jr_pg_any_ttl(const jr_push *const *pp, int n);
+int jr_pg_push_kept(jr_backend *b, const jr_push *const *pp, int n,
+                    int64_t *ids, jr_err *err);
 
 #pragma GCC visibility pop
 
