@@ -135,6 +135,32 @@ jr_pg_rollback(jr_backend *b)
         PQclear(PQexec(b->conn, "ROLLBACK"));
 }
 
+/* Whether what just failed in a transaction of ours (own: none was open
+ * before it; the failure rolled it back) was the server's deadlock
+ * victim or a serialization failure (SQLSTATE 40P01, 40001), which the
+ * same statements run again may pass: the other transaction went on.
+ * Counts *tries; JR_PG_RETRIES at most. */
+int
+jr_pg_retry(jr_backend *b, int own, int *tries)
+{
+    if (!own || *tries >= JR_PG_RETRIES || b->conn == NULL ||
+        PQstatus(b->conn) != CONNECTION_OK ||
+        PQtransactionStatus(b->conn) != PQTRANS_IDLE ||
+        (strcmp(b->sqlstate, "40P01") != 0 &&
+         strcmp(b->sqlstate, "40001") != 0))
+        return 0;
+    ++*tries;
+    return 1;
+}
+
+/* Whether no transaction is open on b (a caller's own, around ours). */
+int
+jr_pg_idle(jr_backend *b)
+{
+    return b->conn != NULL && PQstatus(b->conn) == CONNECTION_OK &&
+           PQtransactionStatus(b->conn) == PQTRANS_IDLE;
+}
+
 /* The session's settings, on a new connection and after a reconnect. No
  * JIT: with a deep backlog the planner's row estimates pass
  * jit_above_cost and every claim compiled for a second (1M jobs: 300

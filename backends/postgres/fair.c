@@ -541,17 +541,18 @@ jr_pg_fair_save(jr_backend *b, const jr_pg_fair_row *const *taken, int n,
     return rc;
 }
 
-int
-jr_pg_fair_set(jr_backend *b, const char *queue, const char *key,
-               double weight, jr_err *err)
+/* fair set, once: a transaction that the server may end as a
+ * deadlock's victim (jr_pg_fair_set runs it again) */
+static int
+fair_set_once(jr_backend *b, const char *queue, const char *key,
+              double weight, jr_err *err)
 {
     char w[32];
     const char *params[3] = {queue, key, w};
     PGresult *res;
 
     snprintf(w, sizeof w, "%.17g", weight);
-    if (jr_pg_ready(b, err) < 0 ||
-        jr_pg_run_plain(b, "BEGIN", "setting a fair weight", err) < 0)
+    if (jr_pg_run_plain(b, "BEGIN", "setting a fair weight", err) < 0)
         return -1;
     /* under the limits' lock, as a claim's tags are given; the queue's
      * keys locked in key order before this one is written */
@@ -572,6 +573,21 @@ jr_pg_fair_set(jr_backend *b, const char *queue, const char *key,
 fail:
     jr_pg_rollback(b);
     return -1;
+}
+
+int
+jr_pg_fair_set(jr_backend *b, const char *queue, const char *key,
+               double weight, jr_err *err)
+{
+    int rc, own, tries = 0;
+
+    if (jr_pg_ready(b, err) < 0)
+        return -1;
+    own = jr_pg_idle(b);
+    do
+        rc = fair_set_once(b, queue, key, weight, err);
+    while (rc < 0 && jr_pg_retry(b, own, &tries));
+    return rc;
 }
 
 /* each key (path $2) of queue $1 with jobs queued or running: ready,

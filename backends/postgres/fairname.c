@@ -192,16 +192,17 @@ jr_pg_fair_names(jr_backend *b, const jr_handler *h, int n, jr_err *err)
     return 0;
 }
 
-int
-jr_pg_fair_name_set(jr_backend *b, const char *name, const char *key,
-                    double weight, jr_err *err)
+/* fair set --name, once (jr_pg_fair_name_set runs a deadlock's victim
+ * again, as fair.c's fair set) */
+static int
+name_set_once(jr_backend *b, const char *name, const char *key,
+              double weight, jr_err *err)
 {
     char w[32];
     const char *params[3] = {name, key, w};
 
     snprintf(w, sizeof w, "%.17g", weight);
-    if (jr_pg_ready(b, err) < 0 ||
-        jr_pg_run_plain(b, "BEGIN", "setting a name's fair weight", err) < 0)
+    if (jr_pg_run_plain(b, "BEGIN", "setting a name's fair weight", err) < 0)
         return -1;
     /* under the limits' lock, as a claim's tags are given (fair.c) */
     if (jr_pg_fair_lock(b, err) < 0 || exec(b, &st_fn_set, params, "setting a name's fair weight",
@@ -212,6 +213,21 @@ jr_pg_fair_name_set(jr_backend *b, const char *name, const char *key,
         return -1;
     }
     return 0;
+}
+
+int
+jr_pg_fair_name_set(jr_backend *b, const char *name, const char *key,
+                    double weight, jr_err *err)
+{
+    int rc, own, tries = 0;
+
+    if (jr_pg_ready(b, err) < 0)
+        return -1;
+    own = jr_pg_idle(b);
+    do
+        rc = name_set_once(b, name, key, weight, err);
+    while (rc < 0 && jr_pg_retry(b, own, &tries));
+    return rc;
 }
 
 int

@@ -307,6 +307,11 @@ int jr_pg_fail(jr_backend *b, const PGresult *res, const char *what, jr_err *err
 int jr_pg_run_plain(jr_backend *b, const char *sql, const char *what,
                  jr_err *err);
 void jr_pg_rollback(jr_backend *b);
+/* A deadlock victim's or serialization failure's work run again, at most
+ * this many times (jr_pg_retry, conn.c). */
+#define JR_PG_RETRIES 3
+int jr_pg_retry(jr_backend *b, int own, int *tries);
+int jr_pg_idle(jr_backend *b);
 int jr_pg_ready(jr_backend *b, jr_err *err);
 PGresult *jr_pg_run_params(jr_backend *b, const pg_stmt *st,
                         const char *const *params,

@@ -378,12 +378,30 @@ jr_pg_explain_push_error(jr_backend *b, const jr_push *const *pp, int n,
     PQclear(res);
 }
 
+/* pp[0..n) by the path their options take, once. */
+static int
+push_once(jr_backend *b, const jr_push *const *pp, int n, int64_t *ids,
+          jr_err *err)
+{
+    int rc;
+
+    if (jr_pg_flow_any(pp, n))
+        return jr_pg_push_linked(b, pp, n, ids, err);
+    if (jr_pg_any_ttl(pp, n))
+        return jr_pg_push_kept(b, pp, n, ids, err);
+    if (n == 1 && pp[0]->unique_key == NULL)
+        return insert_one(b, pp[0], ids, err);
+    if ((rc = jr_pg_push_copy(b, pp, n, ids, err)) == 1)
+        rc = jr_pg_insert_jobs(b, pp, n, ids, err);
+    return rc;
+}
+
 int
 jr_pg_push(jr_backend *b, const jr_push *p, int n, int64_t *ids, jr_err *err)
 {
     const jr_push **pp;
     jr_push *q = NULL;
-    int i, rc;
+    int i, rc, own, tries = 0;
 
     if (n <= 0)
         return 0;
@@ -399,14 +417,12 @@ jr_pg_push(jr_backend *b, const jr_push *p, int n, int64_t *ids, jr_err *err)
         (rc = jr_pg_sealed_keyless(b, p, n, err)) == 0) {
         for (i = 0; q != NULL && i < n; i++)    /* their handlers' */
             pp[i] = &q[i];
-        if (jr_pg_flow_any(pp, n))
-            rc = jr_pg_push_linked(b, pp, n, ids, err);
-        else if (jr_pg_any_ttl(pp, n))
-            rc = jr_pg_push_kept(b, pp, n, ids, err);
-        else if (n == 1 && p->unique_key == NULL)
-            rc = insert_one(b, p, ids, err);
-        else if ((rc = jr_pg_push_copy(b, pp, n, ids, err)) == 1)
-            rc = jr_pg_insert_jobs(b, pp, n, ids, err);
+        /* in a transaction of our own, a deadlock's victim (pushes into
+         * a fair queue lock their keys' rows) is pushed again */
+        own = jr_pg_idle(b);
+        do
+            rc = push_once(b, pp, n, ids, err);
+        while (rc < 0 && jr_pg_retry(b, own, &tries));
         if (rc < 0)
             jr_pg_explain_push_error(b, pp, n, err);
     }

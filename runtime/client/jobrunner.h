@@ -175,7 +175,9 @@ int jr_client_push(jr_client *c, const char *name, const char *payload,
                    const jr_client_opts *opts, int64_t *id);
 
 /* Queues n jobs in one transaction: all or none. ids (may be NULL) receives
- * n ids in order. n == 0 is a no-op. */
+ * n ids in order. n == 0 is a no-op. On PostgreSQL a push the server ends
+ * as a deadlock's victim (or a serialization failure) is run again, up to
+ * 3 times, unless it ran inside the caller's own transaction. */
 int jr_client_push_many(jr_client *c, const jr_client_job *jobs, size_t n,
                         int64_t *ids);
 
