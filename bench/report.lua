@@ -159,6 +159,7 @@ local rows = {
   { "trace_some_ratio", "  tracing sample 0.01 / off, in turn (x)", { ">=", 0.98 }, { ">=", 0.98 }, "%.2f" },
   { "trace_plain_cpu_us", "  CPU a job of its plain drains (runner and workers, us)", nil, nil, "%.2f" },
   { "trace_some_cpu_us", "  the same at sample 0.01 (us)", nil, nil, "%.2f" },
+  { "trace_all_cpu_us", "  the same at sample 1 (us)", nil, nil, "%.2f" },
   -- PostgreSQL, another session holding a snapshot (bench/run pg_snapshot)
   { "snap_plain_jobs_s", "drain, BENCH_SNAP_N jobs, beside the next (jobs/s)", nil, nil, "%.0f" },
   { "snap_held_jobs_s", "  the same, another session holding a snapshot (jobs/s)", nil, nil, "%.0f" },
