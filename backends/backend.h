@@ -154,6 +154,8 @@ typedef struct jr_list_filter {
     int64_t     before_id;      /* > 0: ids below it, newest first */
     int64_t     after_id;       /* > 0: ids above it, oldest first (a
                                    page back: the caller reverses it) */
+    int         oldest;         /* 1: oldest first from the start too
+                                   (after_id 0) */
 } jr_list_filter;
 
 /* One queue as queue_list gives it. */

@@ -939,17 +939,13 @@ describe(backend .. " retry and rerun of sequence jobs:", function()
     check_big(N, "two")
   end)
 
-  -- DEFECT (both engines, differently): POST /api/bulk/retry?name=step
-  -- (the dashboard's "Retry dead" on a filter) over 1100 dead jobs of one
-  -- sequence (on_failure skip, a holder running) puts them back at the
-  -- sequence's end newest first, so they run out of push order: on
-  -- SQLite in reverse, 1100, 1099, ..., 1; on PostgreSQL page by page,
-  -- 601-1100, then 101-600, then 1-100. `dead retry --all` and POST
-  -- /api/dead/retry {"all": true} keep push order (cases below/above),
-  -- and the docs say a retried job goes to the end "exactly as a new push
-  -- would" and that the API's Retry does it; a bulk retry scrambles the
-  -- order of a ledger's jobs, and the two engines do not agree.
-  pending("retries 1100 dead jobs of one sequence by POST /api/bulk/retry in push order", function()
+  -- POST /api/bulk/retry?name=step (the dashboard's "Retry dead" on a
+  -- filter) over 1100 dead jobs of one sequence (on_failure skip, a
+  -- holder running) put them back at the sequence's end newest first, so
+  -- they ran out of push order: on SQLite in reverse, 1100, 1099, ..., 1;
+  -- on PostgreSQL page by page, 601-1100, then 101-600, then 1-100. A
+  -- bulk retry now pages oldest first, as `dead retry --all` does.
+  it("retries 1100 dead jobs of one sequence by POST /api/bulk/retry in push order", function()
     env:script("step", STEP)
     local base = H.start(env, "concurrency = 4")
     local N = 1100

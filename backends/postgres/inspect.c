@@ -307,8 +307,8 @@ jr_pg_list(jr_backend *b, const jr_list_filter *f, jr_job_cb cb, void *arg,
     params[5] = f->where ? w.literal : NULL;
     params[6] = f->before_id > 0 ? sbefore : NULL;
     params[7] = f->after_id > 0 ? safter : NULL;
-    if ((res = jr_pg_run(b, f->after_id > 0 ? &st_list_asc : &st_list, params,
-                      "listing jobs", err)) == NULL)
+    if ((res = jr_pg_run(b, f->after_id > 0 || f->oldest ? &st_list_asc :
+                         &st_list, params, "listing jobs", err)) == NULL)
         return -1;
     for (i = 0; i < PQntuples(res); i++) {
         row_fields(res, i, &row);

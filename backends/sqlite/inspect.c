@@ -333,7 +333,8 @@ jr_sqlite_list(jr_backend *b, const jr_list_filter *f, jr_job_cb cb,
         f = &all;
     if (jr_list_filter_check(f, err) < 0 ||
         (f->where != NULL && jr_where_parse(f->where, &w, err) < 0) ||
-        (s = stmt(b, f->after_id > 0 ? S_LIST_ASC : S_LIST, err)) == NULL)
+        (s = stmt(b, f->after_id > 0 || f->oldest ? S_LIST_ASC : S_LIST,
+                  err)) == NULL)
         return -1;
     bind_text(s, 1, f->state);
     bind_text(s, 2, f->name);

@@ -23,7 +23,7 @@ jr_list_filter
 jr_apidb_filter(const jr_apireq *q)
 {
     jr_list_filter f = {opt(q->state), opt(q->name), opt(q->queue),
-                        q->limit, opt(q->where), q->before_id, q->after_id};
+                        q->limit, opt(q->where), q->before_id, q->after_id, 0};
 
     return f;
 }

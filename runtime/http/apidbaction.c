@@ -48,7 +48,9 @@ add_id(const jr_job_row *r, void *arg)
 enum { B_CANCEL, B_RETRY, B_PURGE };   /* what a bulk action does */
 
 /* A bulk action: the filter's jobs a page of JR_BULK_ROWS at a time
- * (newest first, by keyset), each page acted on in one call, one
+ * (newest first, by keyset; a retry oldest first, so that the jobs of a
+ * sequence go back to its end in push order, as `dead retry --all`
+ * puts them), each page acted on in one call, one
  * transaction; counted. After a page it waits as long as the page took
  * (0.2 s at most), so that the other writers get in (SQLite has one write
  * lock), and it ends there when the server stops (503, with the count so
@@ -67,7 +69,8 @@ bulk(jr_db *db, jr_apireq *q, int what, jr_err *e)
     if (what != B_CANCEL && f->state == NULL)
         f->state = "dead";
     f->limit = JR_BULK_ROWS;
-    f->after_id = 0;
+    f->after_id = f->before_id = 0;
+    f->oldest = what == B_RETRY;
     for (;;) {
         t0 = jr_mono();
         q->nids = 0;
@@ -76,7 +79,10 @@ bulk(jr_db *db, jr_apireq *q, int what, jr_err *e)
         if (q->nids == 0)
             break;
         matched += q->nids;
-        f->before_id = q->ids[q->nids - 1];
+        if (f->oldest)
+            f->after_id = q->ids[q->nids - 1];
+        else
+            f->before_id = q->ids[q->nids - 1];
         r = what == B_CANCEL ?
             db->ops->cancel(db->b, q->ids, q->nids, out, e) :
             what == B_RETRY ?

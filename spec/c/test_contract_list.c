@@ -26,7 +26,7 @@ static listed
 list(jr_db *db, const char *state, const char *name, const char *queue,
      int limit)
 {
-    jr_list_filter f = {state, name, queue, limit, NULL, 0, 0};
+    jr_list_filter f = {state, name, queue, limit, NULL, 0, 0, 0};
     listed l;
     jr_err e = {0};
 
