@@ -6,7 +6,8 @@
  * those names), on the master's database thread between cycles; pushes
  * read them there, so every producer's pushes (in the database on both
  * engines) key a job of the name by them. A failed write is logged and
- * tried again RETRY_SECS later. Two services (service.h), one per
+ * tried again RETRY_SECS later; one not written when the runner stops
+ * is written then. Two services (service.h), one per
  * option, sharing this code. Uses service.h, svc.h, dbcalls.h,
  * dbthread.h, log.h. */
 #include <stddef.h>
@@ -140,6 +141,28 @@ tick(master *m, void *st, double now)
         copy_free(s);
 }
 
+/* The runner stopped before a tick wrote the generation it loaded (a
+ * stop within a tick of the start): written now, on the master's own
+ * connection, which the database thread has handed back, so that a push
+ * after the stop keys the name's jobs by the option its handler set. */
+static void
+stopped(master *m, void *st)
+{
+    jr_hpaths *s = st;
+    jr_db *db = jr_svc_db(m);
+    int gen = jr_svc_gen(m, NULL);
+
+    if (s == NULL || s->busy || gen == 0 || gen == s->gen_id || db == NULL ||
+        copy_gen(m, s) < 0)
+        return;
+    if (s->k->write(db, s->h, s->n, &s->err) < 0)
+        jr_log(JR_LOG_WARN, "cannot record the handlers' %s: %s",
+               s->k->what, s->err.msg);
+    else
+        s->gen_id = gen;
+    copy_free(s);
+}
+
 static int
 init_kind(void **st, const kind *k)
 {
@@ -180,9 +203,11 @@ free_hpaths(master *m, void *st)
 }
 
 const jr_service jr_seqpaths_service = {
-    .name = "seqpaths", .init = init_seq, .tick = tick, .free = free_hpaths,
+    .name = "seqpaths", .init = init_seq, .tick = tick, .stopped = stopped,
+    .free = free_hpaths,
 };
 
 const jr_service jr_fairnames_service = {
-    .name = "fairnames", .init = init_fair, .tick = tick, .free = free_hpaths,
+    .name = "fairnames", .init = init_fair, .tick = tick, .stopped = stopped,
+    .free = free_hpaths,
 };
