@@ -576,8 +576,8 @@ fail:
 }
 
 int
-jr_pg_fair_set(jr_backend *b, const char *queue, const char *key,
-               double weight, jr_err *err)
+jr_pg_fair_weight_tx(jr_backend *b, jr_pg_weight_fn once, const char *scope,
+                     const char *key, double weight, jr_err *err)
 {
     int rc, own, tries = 0;
 
@@ -585,9 +585,16 @@ jr_pg_fair_set(jr_backend *b, const char *queue, const char *key,
         return -1;
     own = jr_pg_idle(b);
     do
-        rc = fair_set_once(b, queue, key, weight, err);
+        rc = once(b, scope, key, weight, err);
     while (rc < 0 && jr_pg_retry(b, own, &tries));
     return rc;
+}
+
+int
+jr_pg_fair_set(jr_backend *b, const char *queue, const char *key,
+               double weight, jr_err *err)
+{
+    return jr_pg_fair_weight_tx(b, fair_set_once, queue, key, weight, err);
 }
 
 /* each key (path $2) of queue $1 with jobs queued or running: ready,

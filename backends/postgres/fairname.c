@@ -219,15 +219,7 @@ int
 jr_pg_fair_name_set(jr_backend *b, const char *name, const char *key,
                     double weight, jr_err *err)
 {
-    int rc, own, tries = 0;
-
-    if (jr_pg_ready(b, err) < 0)
-        return -1;
-    own = jr_pg_idle(b);
-    do
-        rc = name_set_once(b, name, key, weight, err);
-    while (rc < 0 && jr_pg_retry(b, own, &tries));
-    return rc;
+    return jr_pg_fair_weight_tx(b, name_set_once, name, key, weight, err);
 }
 
 int

@@ -312,6 +312,14 @@ void jr_pg_rollback(jr_backend *b);
 #define JR_PG_RETRIES 3
 int jr_pg_retry(jr_backend *b, int own, int *tries);
 int jr_pg_idle(jr_backend *b);
+/* fair set (of a queue's key, or of a name's: scope), one transaction
+ * run by once, again when the server ends it as a deadlock's victim
+ * (fair.c) */
+typedef int (*jr_pg_weight_fn)(jr_backend *b, const char *scope,
+                               const char *key, double weight, jr_err *err);
+int jr_pg_fair_weight_tx(jr_backend *b, jr_pg_weight_fn once,
+                         const char *scope, const char *key, double weight,
+                         jr_err *err);
 int jr_pg_ready(jr_backend *b, jr_err *err);
 PGresult *jr_pg_run_params(jr_backend *b, const pg_stmt *st,
                         const char *const *params,
