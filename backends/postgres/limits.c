@@ -263,8 +263,13 @@ static const pg_stmt st_lim_candidates = {
     "  LEFT JOIN (SELECT queue, min(cap) AS cap"
     "   FROM unnest($3::text[], $4::int[]) AS u(queue, cap)"
     "   GROUP BY queue) w ON w.queue = qq.name"
-    "  LEFT JOIN unnest($10::text[], $11::int[]) AS t(queue, taken)"
-    "   ON t.queue = qq.name"
+    /* $10/$11 hold a queue once per job taken: summed, one row a
+     * queue (joined as they came, each queue's row was repeated per job
+     * taken, its cap less 1, and its jobs read once per repeat: a pass
+     * after 236 jobs taken walked the backlog 236 times) */
+    "  LEFT JOIN (SELECT queue, sum(taken)::int AS taken"
+    "   FROM unnest($10::text[], $11::int[]) AS u(queue, taken)"
+    "   GROUP BY queue) t ON t.queue = qq.name"
     "  WHERE NOT qq.paused AND qq.name <> ALL($9::text[])"
     "  AND qq.name <> ALL($15::text[])"
     "  AND least(coalesce(w.cap, $5::int), $2::int)"

@@ -55,7 +55,10 @@ jr_pg_signal(jr_backend *b, int64_t id, const char *name,
  * wait times out (recorded for the later attempts, with its deadline as
  * the wait recorded it: wake_at holds microseconds); a row a signal holds
  * is skipped (it decides); a row left with a date by a cancel only loses
- * it */
+ * it. This sweep and the next update the rows they locked by id, in an
+ * array: joined with their subquery, a generic plan (which cannot tell
+ * its LIMIT) hashed the jobs table beside it (200,000 jobs expired at
+ * once: all of jobs_claim walked, 69 ms a sweep of 500, not 1 ms). */
 static const pg_stmt st_wake = {"jr_wake", 1,
     "UPDATE {{schema}}.jobs j SET"
     " state = CASE WHEN j.state = 'waiting' THEN 'queued' ELSE j.state END,"
@@ -72,9 +75,10 @@ static const pg_stmt st_wake = {"jr_wake", 1,
     "  OR (o.state = 'waiting' AND o.wake_at <= now())))"
     "  THEN NULL ELSE j.unique_key END,"
     " wait_on = NULL, wake_at = NULL, updated_at = now()"
-    " FROM (SELECT id FROM {{schema}}.jobs WHERE wake_at <= now()"
-    "  ORDER BY wake_at LIMIT $1::int FOR UPDATE SKIP LOCKED) w"
-    " WHERE j.id = w.id AND j.wake_at <= now()"};
+    " WHERE j.id = ANY(ARRAY(SELECT id FROM {{schema}}.jobs"
+    "  WHERE wake_at <= now()"
+    "  ORDER BY wake_at LIMIT $1::int FOR UPDATE SKIP LOCKED))"
+    " AND j.wake_at <= now()"};
 
 /* The sweep of expired jobs (schema.sql, migration 21; docs/queues.md,
  * "Expiry and deadlines"): the first $1 queued jobs never started whose
@@ -86,11 +90,12 @@ static const pg_stmt st_expire = {"jr_expire", 1,
     "UPDATE {{schema}}.jobs j SET state = 'expired', finished_at = now(),"
     " updated_at = now(),"
     " last_error = 'expired: not started by its expires_at'"
-    " FROM (SELECT id FROM {{schema}}.jobs WHERE expires_at <= now()"
+    " WHERE j.id = ANY(ARRAY(SELECT id FROM {{schema}}.jobs"
+    "  WHERE expires_at <= now()"
     "  AND expires_at IS NOT NULL AND state = 'queued' AND attempts = 0"
     "  AND generation IS NULL"
-    "  ORDER BY expires_at LIMIT $1::int FOR UPDATE SKIP LOCKED) e"
-    " WHERE j.id = e.id AND j.state = 'queued'"};
+    "  ORDER BY expires_at LIMIT $1::int FOR UPDATE SKIP LOCKED))"
+    " AND j.state = 'queued'"};
 
 int
 jr_pg_wake(jr_backend *b, int max, jr_err *err)
