@@ -119,12 +119,18 @@ jr_json_str(FILE *f, const char *s)
     putc('"', f);
 }
 
+/* To the microsecond first, then the millisecond shown (truncated): an
+ * instant PostgreSQL holds in microseconds reads back as a double a hair
+ * below its millisecond (.363999999 for .364) where SQLite's own double
+ * was above it, and the two engines showed one job 1 ms apart. */
 const char *
 jr_time_iso(double t, char *buf, size_t size)
 {
-    time_t secs = (time_t)floor(t);
+    double us = floor(t * 1e6 + 0.5);
+    double whole = floor(us / 1e6);
+    time_t secs = (time_t)whole;
     struct tm tm;
-    int ms = (int)((t - floor(t)) * 1000);
+    int ms = (int)((us - whole * 1e6) / 1000);
 
     gmtime_r(&secs, &tm);
     snprintf(buf, size, "%04d-%02d-%02dT%02d:%02d:%02d.%03dZ",
