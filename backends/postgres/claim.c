@@ -124,18 +124,12 @@ static const pg_stmt st_claim = {"jr_claim", 8,
     "  FROM c0),"
     " c AS (SELECT c1.*, (qi + $8::bigint) % max(qi) OVER () AS turn"
     "  FROM c1),"
-    /* the picked ids in their fair order, one array: the update finds
-     * its rows by id, and a row's rank is its place in the array.
-     * Joined with pick (its LIMIT unknown to a generic plan), the
-     * update walked the whole jobs_pkey in a merge join (200,000 jobs
-     * in 4 queues: 38 ms a claim, not 0.6) */
-    " pick AS (SELECT array_agg(id ORDER BY rn, turn, priority, run_at,"
-    "  id) AS ids FROM (SELECT id, rn, turn, priority, run_at FROM c"
-    "  ORDER BY rn, turn, priority, run_at, id LIMIT $4::int) s)"
+    " pick AS (SELECT id, row_number() OVER"
+    "  (ORDER BY rn, turn, priority, run_at, id) AS ord FROM c"
+    "  ORDER BY rn, turn, priority, run_at, id LIMIT $4::int)"
     " UPDATE {{schema}}.jobs j SET " CLAIM_SET
-    " FROM pick WHERE j.id = ANY(pick.ids)"
-    " RETURNING " CLAIM_COLUMNS ","
-    " array_position(pick.ids, j.id)::bigint AS ord" CLAIM_STEPS};
+    " FROM pick WHERE j.id = pick.id"
+    " RETURNING " CLAIM_COLUMNS ", pick.ord" CLAIM_STEPS};
 
 /* The claim spec's names and queue caps as the array parameters of
  * st_claim, into a[0..3); -1 with err set when out of memory. */
