@@ -28,7 +28,8 @@
  * queue has a queued job (the claim under limits takes turns between
  * queues) and returns one row of NULLs; nor, unless $7 (they were just
  * tagged), while the queue has untagged jobs (jobs_fairnew: back to
- * queued, pushed waiting), whose tags are given under the limits' lock
+ * queued, pushed waiting, due since pushed to run later; one range of
+ * it however many are not yet due), whose tags are given under the limits' lock
  * first: one row of NULLs but its name, 'untagged'. The look-up and the
  * lock were two more round trips a claim, run whatever they found. The
  * limited claim's read, then update by id, the other queues' candidates
@@ -40,7 +41,7 @@
     "  OR EXISTS (SELECT 1 FROM {{schema}}.jobs" \
     "  WHERE state = 'queued' AND queue > $5::text) AS busy," \
     "  NOT $7::bool AND EXISTS (SELECT 1 FROM {{schema}}.jobs" \
-    "  WHERE queue = $5::text AND state = 'queued'" \
+    "  WHERE queue = $5::text AND run_at <= now() AND state = 'queued'" \
     "  AND fair_key IS NOT NULL AND fair_tag IS NULL) AS untagged)," \
     " p AS (SELECT s.id, s.fair_tag, s.fair_w, row_number() OVER" \
     "  (ORDER BY s.priority, s.fair_tag, s.id) AS ord" \

@@ -906,3 +906,16 @@ BEGIN
     WHERE queue = NEW.queue
       AND state NOT IN ('completed', 'dead', 'cancelled', 'expired');
 END;
+-- migration 38
+-- A job not yet due takes no turn of its key (docs/queues.md, "Fair
+-- share"): a push tags only its jobs due by then, and a claim tags its
+-- queue's untagged jobs once due, each key from the queue's clock then,
+-- so a key's jobs pushed to run later neither move its finish ahead of
+-- its job due now nor, once due, start ahead of keys that waited.
+-- jobs_fairnew, an entry an untagged job, is ordered by run_at for that
+-- tagging: the due ones one range, however many wait for later (by id
+-- it read them all, a million scheduled jobs, at every claim). Jobs
+-- tagged before keep their tags.
+DROP INDEX jobs_fairnew;
+CREATE INDEX jobs_fairnew ON jobs (queue, run_at, id)
+    WHERE fair_key IS NOT NULL AND fair_tag IS NULL AND state = 'queued';
