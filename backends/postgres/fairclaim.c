@@ -14,27 +14,26 @@
 #include "base/limit.h"
 
 /* A fair queue's claim alone (fair.c's jr_pg_fair_alone: its one limit,
- * nothing capped) in one statement, as st_claim_one's: its first $4
- * ready jobs by (priority, start tag, id), one range of jobs_fairtag
- * ($5 the queue), their tags spent, the queue's clock moved to the
- * highest one taken, each row's weight (the one it was tagged with, $6
- * the config's default) after its rank. The clock is moved only when
- * its row is free: while another claim holds it (the runner's second
- * connection's, another runner's), that one moves it, to its own
- * batch's tags, and the next claim to these (the clock only says where
- * a key new or back starts: a batch behind at most, for a claim). The
- * wait for that row was most of a claim's time with two claims at once
- * (10 ms of 27 in one of 161 jobs). Claims nothing while another
- * queue has a queued job (the claim under limits takes turns between
- * queues) and returns one row of NULLs; nor, unless $7 (they were just
- * tagged), while the queue has untagged jobs (jobs_fairnew: back to
- * queued, pushed waiting, due since pushed to run later; one range of
- * it however many are not yet due), whose tags are given under the limits' lock
- * first: one row of NULLs but its name, 'untagged'. The look-up and the
- * lock were two more round trips a claim, run whatever they found. The
- * limited claim's read, then update by id, the other queues' candidates
- * and the clock's statement were 21 us a job on the server beside a
- * plain claim's 16.5. */
+ * nothing capped) in one statement, as st_claim_one's: its first $4 ready
+ * jobs by (priority, start tag, id), one range of jobs_fairtag ($5 the
+ * queue), their tags spent, the queue's clock moved to the highest one
+ * taken, each row's weight (the one it was tagged with, $6 the config's
+ * default) after its rank. The clock is moved only when its row is free:
+ * while another claim holds it (the runner's second connection's, another
+ * runner's), that one moves it, to its own batch's tags, and the next claim
+ * to these (the clock only says where a key new or back starts: a batch
+ * behind at most, for a claim). The wait for that row was most of a claim's
+ * time with two claims at once (10 ms of 27 in one of 161 jobs). Claims
+ * nothing while another queue has a queued job (the claim under limits
+ * takes turns between queues) and returns one row of NULLs; nor, unless $7
+ * (they were just tagged), while the queue has untagged jobs (jobs_fairnew:
+ * back to queued, pushed waiting, due since pushed to run later; one range
+ * of it however many are not yet due), whose tags are given under the
+ * limits' lock first: one row of NULLs but its name, 'untagged'. The
+ * look-up and the lock were two more round trips a claim, run whatever they
+ * found. The limited claim's read, then update by id, the other queues'
+ * candidates and the clock's statement were 21 us a job on the server
+ * beside a plain claim's 16.5. */
 #define FAIR_CLAIM(from) \
     "WITH o AS (SELECT EXISTS (SELECT 1 FROM {{schema}}.jobs" \
     "  WHERE state = 'queued' AND queue < $5::text)" \
