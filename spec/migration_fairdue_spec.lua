@@ -4,9 +4,10 @@
 -- id), so a claim tags the due ones as one range; on PostgreSQL
 -- jobs_queue_known and fair_stamp (with the batch's run_at and run_in)
 -- tag only the jobs due. A database of the schema before (37 on both)
--- holding a fair queue's jobs, queued (tagged, untagged, due later),
--- running and ended, is brought forward by `jobrunner migrate` with
--- every job and its tag intact; a push then leaves its future jobs
+-- holding a fair queue's jobs, queued (due and due in an hour, both
+-- tagged), running and ended, is brought forward by `jobrunner migrate`
+-- with every job intact, the due job's tag kept and the later one's
+-- given back (it is tagged once due); a push then leaves its future jobs
 -- untagged, and a runner runs the due jobs queued before the upgrade and
 -- after.
 local jr = require "jr"
@@ -28,6 +29,8 @@ local function old_jobs(env)
            ('mfd.a', '{"t": "b", "n": 2}', 'fq', 'queued', %s, 0, NULL, NULL, NULL),
            ('mfd.a', '{"t": "a", "n": 3}', 'fq', 'running', %s, 1, 'old-runner', %s, NULL),
            ('mfd.a', '{"t": "a", "n": 4}', 'fq', 'completed', %s, 1, NULL, NULL, %s);
+    UPDATE jobs SET fair_tag = 1.5, fair_w = 1 WHERE id = 1;
+    UPDATE jobs SET fair_tag = 5, fair_w = 1 WHERE id = 2;
   ]]):format(pg and "{t}" or "$.t", past, later, past, later, past, past))
 end
 
@@ -49,19 +52,21 @@ for _, backend in ipairs(jr.backends()) do
     before_each(function() env = jr.env(backend) end)
     after_each(function() env:cleanup() end)
 
-    it("upgrades a schema-" .. BEFORE .. " database with its fair jobs and tags intact; future pushes stay untagged", function()
+    it("upgrades a schema-" .. BEFORE .. " database with its fair jobs intact, a later job's tag given back; future pushes stay untagged", function()
       jr.make_schema(env, BEFORE)
       old_jobs(env)
-      local before, tagged = jr.job_snapshot(env), tags(env)
-      -- the schema before tagged the job due later at its insert (on
-      -- PostgreSQL; SQLite's trigger keys only, its claim tags)
+      local before = jr.job_snapshot(env)
+      -- tagged as the schema before tagged them (the one due in an hour
+      -- at its push)
+      assert.are.same({ [1] = 1.5, [2] = 5 }, tags(env))
       -- (a config without the fair queue: a runner's record of its
       -- weights, new here, would tag the queue again)
       env:config([[concurrency = 1]])
       local out, err, code = env:cli("migrate")
       assert.are.equal(0, code, out .. err)
       assert.are.same(before, jr.job_snapshot(env))
-      assert.are.same(tagged, tags(env))
+      -- the job due later gives its tag back; the due one keeps its
+      assert.are.same({ [1] = 1.5, [2] = "-" }, tags(env))
       env:config([[concurrency = 1,
         limits = { ["queue:fq"] = { fair = { key = "payload.t" } } }]])
       out, err, code = env:cli("migrate")

@@ -2859,10 +2859,14 @@ $$;
 -- look for untagged jobs: the due ones one range, however many wait for
 -- later (by id they were read all, a million scheduled jobs, at every
 -- claim). fair_stamp of three arrays stays for a runner of the schema
--- before. Jobs tagged before keep their tags.
+-- before. A queued job tagged before while not yet due gives its tag
+-- back, to be tagged once due; its key's finish stays where that tag
+-- moved it.
 DROP INDEX {{schema}}.jobs_fairnew;
 CREATE INDEX jobs_fairnew ON {{schema}}.jobs (queue, run_at, id)
     WHERE state = 'queued' AND fair_key IS NOT NULL AND fair_tag IS NULL;
+UPDATE {{schema}}.jobs SET fair_tag = NULL, fair_w = NULL
+    WHERE fair_tag IS NOT NULL AND state = 'queued' AND run_at > now();
 CREATE OR REPLACE FUNCTION {{schema}}.jobs_queue_known() RETURNS trigger
 LANGUAGE plpgsql AS $$
 BEGIN
