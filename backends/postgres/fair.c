@@ -25,20 +25,22 @@
     " THEN {{schema}}.fair_name_w(" k ") END, fk.weight, fk.cweight," \
     " fp.wdefault, 1)"
 
-/* The queued jobs of queue $1 without a tag (jobs_fairnew: claimed and
- * back to queued, pushed waiting, or keyed by a path recorded after
- * their push) tagged in id order: each key's finish moves on by their
- * count over its weight, from the queue's clock when it was behind it
- * (one upsert a key, keys in order), then its jobs take the tags up to
- * it, 1/weight apart (two statements: the second reads the finishes the
- * first wrote; one, with the upsert's rows joined to the jobs, was
- * planned as a nested loop over both, on estimates of one row). What
- * jobs_queue_known does for an insert. fair_key is COLLATE "C",
- * fair_keys.key not: the key compared in the latter's collation, or
- * fair_keys_pkey cannot be used for it. */
+/* The queued jobs of queue $1 without a tag and due (jobs_fairnew, by
+ * run_at: claimed and back to queued, pushed waiting or to run later, or
+ * keyed by a path recorded after their push) tagged in id order: a job not
+ * yet due takes no turn of its key, and is tagged from the queue's clock
+ * once due; each key's finish moves on by their count over its weight, from
+ * the queue's clock when it was behind it (one upsert a key, keys in
+ * order), then its jobs take the tags up to it, 1/weight apart (two
+ * statements: the second reads the finishes the first wrote; one, with the
+ * upsert's rows joined to the jobs, was planned as a nested loop over both,
+ * on estimates of one row). What jobs_queue_known does for an insert.
+ * fair_key is COLLATE "C", fair_keys.key not: the key compared in the
+ * latter's collation, or fair_keys_pkey cannot be used for it. */
 #define UNTAGGED(cols) \
     " SELECT " cols " FROM {{schema}}.jobs WHERE queue = $1::text" \
-    " AND state = 'queued' AND fair_key IS NOT NULL AND fair_tag IS NULL"
+    " AND run_at <= now() AND state = 'queued' AND fair_key IS NOT NULL" \
+    " AND fair_tag IS NULL"
 static const pg_stmt st_fair_fin = {"jr_fair_fin", 1,
     "INSERT INTO {{schema}}.fair_keys AS k (queue, key, pass)"
     " SELECT $1::text, c.key, coalesce(fc.clock, 0) + c.cnt / " FAIR_W("c.key")
@@ -192,11 +194,11 @@ queue_cap(const jr_claim_spec *spec, const char *queue, int max)
 
 static int weights_seen(jr_backend *b, const jr_limit *f, jr_err *err);
 
-/* Tags queue's untagged queued jobs: st_fair_fin, then st_fair_tag when
- * the first met any (a key's row a key with untagged jobs: none, the
+/* Tags queue's untagged queued jobs due now: st_fair_fin, then st_fair_tag
+ * when the first met any (a key's row a key with untagged jobs: none, the
  * queue has no untagged job, and st_fair_tag, whose plan reads
- * jobs_fairnew's entries of jobs tagged since, 2,700 buffers a claim in
- * a drain just pushed, is not run). */
+ * jobs_fairnew's entries of jobs tagged since, 2,700 buffers a claim in a
+ * drain just pushed, is not run). */
 int
 jr_pg_fair_tag_queue(jr_backend *b, const char *queue, jr_err *err)
 {

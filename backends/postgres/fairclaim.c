@@ -14,42 +14,41 @@
 #include "base/limit.h"
 
 /* A fair queue's claim alone (fair.c's jr_pg_fair_alone: its one limit,
- * nothing capped) in one statement, as st_claim_one's: its first $4
- * ready jobs by (priority, start tag, id), one range of jobs_fairtag
- * ($5 the queue), their tags spent, the queue's clock moved to the
- * highest one taken, each row's weight (the one it was tagged with, $6
- * the config's default) after its rank. The clock is moved only when
- * its row is free: while another claim holds it (the runner's second
- * connection's, another runner's), that one moves it, to its own
- * batch's tags, and the next claim to these (the clock only says where
- * a key new or back starts: a batch behind at most, for a claim). The
- * wait for that row was most of a claim's time with two claims at once
- * (10 ms of 27 in one of 161 jobs). Claims nothing while another
- * queue has a queued job (the claim under limits takes turns between
- * queues) and returns one row of NULLs; nor, unless $7 (they were just
- * tagged), while the queue has untagged jobs (jobs_fairnew: back to
- * queued, pushed waiting), whose tags are given under the limits' lock
- * first: one row of NULLs but its name, 'untagged'. The look-up and the
- * lock were two more round trips a claim, run whatever they found. The
- * limited claim's read, then update by id, the other queues' candidates
- * and the clock's statement were 21 us a job on the server beside a
- * plain claim's 16.5. Whether another queue has a queued job is asked
- * as the first and last queue of jobs_claim (min and max, one index
- * probe each), not as EXISTS (queue < $5): a prepared statement's
- * generic plan cannot tell that range's size and scanned the whole
- * table for it, at every claim while no other queue had work (200,000
- * queued jobs: 117 ms a claim). And the update finds its rows by id
- * (the ids of p in an array), not by a join with p: the planner took p
- * for one row and hashed the whole table beside it (100 ms a claim),
- * or, with statistics of a table last analyzed empty, scanned it for
- * each. */
+ * nothing capped) in one statement, as st_claim_one's: its first $4 ready
+ * jobs by (priority, start tag, id), one range of jobs_fairtag ($5 the
+ * queue), their tags spent, the queue's clock moved to the highest one
+ * taken, each row's weight (the one it was tagged with, $6 the config's
+ * default) after its rank. The clock is moved only when its row is free:
+ * while another claim holds it (the runner's second connection's, another
+ * runner's), that one moves it, to its own batch's tags, and the next claim
+ * to these (the clock only says where a key new or back starts: a batch
+ * behind at most, for a claim). The wait for that row was most of a claim's
+ * time with two claims at once (10 ms of 27 in one of 161 jobs). Claims
+ * nothing while another queue has a queued job (the claim under limits
+ * takes turns between queues) and returns one row of NULLs; nor, unless $7
+ * (they were just tagged), while the queue has untagged jobs (jobs_fairnew:
+ * back to queued, pushed waiting, due since pushed to run later; one range
+ * of it however many are not yet due), whose tags are given under the
+ * limits' lock first: one row of NULLs but its name, 'untagged'. The
+ * look-up and the lock were two more round trips a claim, run whatever they
+ * found. The limited claim's read, then update by id, the other queues'
+ * candidates and the clock's statement were 21 us a job on the server
+ * beside a plain claim's 16.5. Whether another queue has a
+ * queued job is asked as the first and last queue of jobs_claim (min and
+ * max, one index probe each), not as EXISTS (queue < $5): a prepared
+ * statement's generic plan cannot tell that range's size and scanned the
+ * whole table for it, at every claim while no other queue had work
+ * (200,000 queued jobs: 117 ms a claim). And the update finds its rows by
+ * id (the ids of p in an array), not by a join with p: the planner took p
+ * for one row and hashed the whole table beside it (100 ms a claim), or,
+ * with statistics of a table last analyzed empty, scanned it for each. */
 #define FAIR_CLAIM(from) \
     "WITH o AS (SELECT coalesce((SELECT min(queue) FROM {{schema}}.jobs" \
     "  WHERE state = 'queued') < $5::text" \
     "  OR (SELECT max(queue) FROM {{schema}}.jobs" \
     "  WHERE state = 'queued') > $5::text, false) AS busy," \
     "  NOT $7::bool AND EXISTS (SELECT 1 FROM {{schema}}.jobs" \
-    "  WHERE queue = $5::text AND state = 'queued'" \
+    "  WHERE queue = $5::text AND run_at <= now() AND state = 'queued'" \
     "  AND fair_key IS NOT NULL AND fair_tag IS NULL) AS untagged)," \
     " p AS (SELECT array_agg(s.id ORDER BY s.priority, s.fair_tag, s.id)" \
     "  AS ids, array_agg(s.fair_tag ORDER BY s.priority, s.fair_tag, s.id)" \

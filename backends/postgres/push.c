@@ -59,12 +59,15 @@ static const pg_stmt st_push = {"jr_push", 8,
 
 /* PUSH_SQL for a batch into a fair queue: each job's fair key, tag and
  * weight from the SQL function fair_stamp, which moves each key's finish
- * first, given in the insert; the trigger jobs_queue_known tags only the
- * rows without a key, and writes no second version of these. */
+ * first, given in the insert (a job not yet due by its run_at or run_in
+ * gets its key only: a claim tags it once due); the trigger
+ * jobs_queue_known tags only the rows without a key, and writes no second
+ * version of these. */
 #define PUSH_FAIR_SQL \
     PUSH_INSERT(", fair_key, fair_tag, fair_w", ", f.j_key, f.j_tag, f.j_w", \
                 " LEFT JOIN {{schema}}.fair_stamp($3::text[], $1::text[]," \
-                "  $2::text[]) f ON f.j_ord = u.ord")
+                "  $2::text[], $6::float8[], $7::float8[]) f" \
+                " ON f.j_ord = u.ord")
 
 /* Whether a queue is fair, or a name's weights make one so: tells
  * jr_pg_insert_jobs which statement a batch takes, learnt anew after

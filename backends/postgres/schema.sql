@@ -2847,3 +2847,188 @@ BEGIN
         k.weight, k.cweight, p.wdefault, 1) AS w) ww;
 END
 $$;
+-- migration 38
+-- A job not yet due takes no turn of its key (docs/queues.md, "Fair
+-- share"): an insert (jobs_queue_known) and a batch push (fair_stamp,
+-- with the batch's run_at and run_in now) tag only their jobs due by
+-- then, and a claim tags its queue's untagged jobs once due, each key
+-- from the queue's clock then (fair.c), so a key's jobs pushed to run
+-- later neither move its finish ahead of its job due now nor, once due,
+-- start ahead of keys that waited. jobs_fairnew, an entry an untagged
+-- job, is ordered by run_at for that tagging and for the fair claim's
+-- look for untagged jobs: the due ones one range, however many wait for
+-- later (by id they were read all, a million scheduled jobs, at every
+-- claim). fair_stamp of three arrays stays for a runner of the schema
+-- before. A queued job tagged before while not yet due gives its tag
+-- back, to be tagged once due; its key's finish stays where that tag
+-- moved it.
+DROP INDEX {{schema}}.jobs_fairnew;
+CREATE INDEX jobs_fairnew ON {{schema}}.jobs (queue, run_at, id)
+    WHERE state = 'queued' AND fair_key IS NOT NULL AND fair_tag IS NULL;
+UPDATE {{schema}}.jobs SET fair_tag = NULL, fair_w = NULL
+    WHERE fair_tag IS NOT NULL AND state = 'queued' AND run_at > now();
+CREATE OR REPLACE FUNCTION {{schema}}.jobs_queue_known() RETURNS trigger
+LANGUAGE plpgsql AS $$
+BEGIN
+    INSERT INTO {{schema}}.queues (name)
+    SELECT DISTINCT n.queue FROM new_jobs n
+    WHERE NOT EXISTS (SELECT 1 FROM {{schema}}.queues q
+                      WHERE q.name = n.queue)
+    ON CONFLICT DO NOTHING;
+    IF EXISTS (SELECT 1 FROM {{schema}}.fair_names
+               WHERE weights IS NOT NULL) THEN
+        WITH made AS (
+            INSERT INTO {{schema}}.fair_paths (queue, path)
+            SELECT DISTINCT n.queue, '{}'::text[] FROM new_jobs n
+            JOIN {{schema}}.fair_names fn ON fn.name = n.name
+            WHERE fn.weights IS NOT NULL AND n.fair_key IS NULL
+            ON CONFLICT DO NOTHING RETURNING queue)
+        UPDATE {{schema}}.jobs j SET fair_key = coalesce((SELECT
+            CASE WHEN fn.weights IS NOT NULL THEN j.name || chr(31)
+            ELSE '' END || left(coalesce(j.payload #>> fn.path, ''), 512)
+            FROM {{schema}}.fair_names fn WHERE fn.name = j.name), '')
+        FROM made WHERE j.queue = made.queue
+        AND j.state IN ('queued', 'running', 'waiting');
+    END IF;
+    IF EXISTS (SELECT 1 FROM {{schema}}.fair_paths) THEN
+        -- the finishes of the keys of the queued jobs, one upsert a key
+        INSERT INTO {{schema}}.fair_keys AS k (queue, key, pass)
+        SELECT c.queue, c.key, coalesce(fc.clock, 0) + c.cnt
+               / coalesce(CASE WHEN strpos(c.key, chr(31)) > 1
+                          THEN {{schema}}.fair_name_w(c.key) END,
+                          fk.weight, fk.cweight, fp.wdefault, 1)
+        -- (a job's key: in its name's scope when the name has weights,
+        -- at its name's path, '' in a queue made fair by a name, or at
+        -- the queue's path)
+        FROM (SELECT n.queue, CASE
+                  WHEN fn.weights IS NOT NULL
+                  THEN n.name || chr(31)
+                       || left(coalesce(n.payload #>> fn.path, ''), 512)
+                  WHEN fn.path IS NOT NULL
+                  THEN left(coalesce(n.payload #>> fn.path, ''), 512)
+                  WHEN cardinality(f.path) = 0 THEN ''
+                  ELSE left(coalesce(n.payload #>> f.path, ''), 512) END AS key,
+                     count(*) AS cnt
+              FROM new_jobs n
+              JOIN {{schema}}.fair_paths f ON f.queue = n.queue
+              LEFT JOIN {{schema}}.fair_names fn ON fn.name = n.name
+              WHERE n.fair_key IS NULL AND n.state = 'queued'
+                AND n.run_at <= now()
+              GROUP BY 1, 2) c
+        LEFT JOIN {{schema}}.fair_keys fk
+               ON fk.queue = c.queue AND fk.key = c.key
+        LEFT JOIN {{schema}}.fair_paths fp ON fp.queue = c.queue
+        LEFT JOIN {{schema}}.fair_clocks fc ON fc.queue = c.queue
+        ORDER BY c.queue, c.key
+        ON CONFLICT (queue, key) DO UPDATE SET pass = excluded.pass
+            + greatest(k.pass - coalesce((SELECT fc.clock
+              FROM {{schema}}.fair_clocks fc
+              WHERE fc.queue = excluded.queue), 0), 0);
+        -- each job's key, and a queued one's tag when it is due: up to
+        -- its key's finish, 1/weight apart in id order
+        UPDATE {{schema}}.jobs j
+        SET fair_key = x.key, (fair_tag, fair_w) = (SELECT
+                k.pass - (x.cnt - x.rn + 1) / w.w, w.w
+            FROM {{schema}}.fair_keys k
+            JOIN {{schema}}.fair_paths p ON p.queue = k.queue
+            CROSS JOIN LATERAL (SELECT coalesce(CASE WHEN
+                strpos(k.key, chr(31)) > 1 THEN
+                {{schema}}.fair_name_w(k.key) END, k.weight, k.cweight,
+                p.wdefault, 1) AS w) w
+            WHERE x.due AND k.queue = x.queue
+              AND k.key = x.key)
+        FROM (SELECT t.*,
+                     row_number() OVER (PARTITION BY t.queue, t.key, t.due
+                                        ORDER BY t.id) AS rn,
+                     count(*) OVER (PARTITION BY t.queue, t.key, t.due)
+                         AS cnt
+              FROM (SELECT n.id, n.queue,
+                        n.state = 'queued' AND n.run_at <= now() AS due, CASE
+                        WHEN fn.weights IS NOT NULL
+                        THEN n.name || chr(31)
+                             || left(coalesce(n.payload #>> fn.path, ''), 512)
+                        WHEN fn.path IS NOT NULL
+                        THEN left(coalesce(n.payload #>> fn.path, ''), 512)
+                        WHEN cardinality(f.path) = 0 THEN ''
+                        ELSE left(coalesce(n.payload #>> f.path, ''), 512) END AS key
+                    FROM new_jobs n
+                    JOIN {{schema}}.fair_paths f ON f.queue = n.queue
+                    LEFT JOIN {{schema}}.fair_names fn ON fn.name = n.name
+                    WHERE n.fair_key IS NULL) t) x
+        WHERE j.id = x.id;
+    END IF;
+    RETURN NULL;
+END
+$$;
+CREATE FUNCTION {{schema}}.fair_stamp(a_q text[], a_nm text[], a_pl text[],
+                                     a_at float8[], a_in float8[])
+RETURNS TABLE (j_ord bigint, j_key text, j_tag float8, j_w float8)
+LANGUAGE plpgsql AS $$
+BEGIN
+    IF EXISTS (SELECT 1 FROM {{schema}}.fair_names
+               WHERE weights IS NOT NULL) THEN
+        WITH made AS (
+            INSERT INTO {{schema}}.fair_paths (queue, path)
+            SELECT DISTINCT u.q, '{}'::text[] FROM unnest(a_q, a_nm) AS u(q, nm)
+            JOIN {{schema}}.fair_names fn ON fn.name = u.nm
+            WHERE fn.weights IS NOT NULL
+            ON CONFLICT DO NOTHING RETURNING queue)
+        UPDATE {{schema}}.jobs j SET fair_key = coalesce((SELECT
+            CASE WHEN fn.weights IS NOT NULL THEN j.name || chr(31)
+            ELSE '' END || left(coalesce(j.payload #>> fn.path, ''), 512)
+            FROM {{schema}}.fair_names fn WHERE fn.name = j.name), '')
+        FROM made WHERE j.queue = made.queue
+        AND j.state IN ('queued', 'running', 'waiting');
+    END IF;
+    IF NOT EXISTS (SELECT 1 FROM {{schema}}.fair_paths) THEN
+        RETURN;
+    END IF;
+    RETURN QUERY
+    WITH x AS MATERIALIZED (
+        SELECT t.ord, t.queue, t.key, t.due,
+               row_number() OVER (PARTITION BY t.queue, t.key, t.due
+                                  ORDER BY t.ord) AS rn,
+               count(*) OVER (PARTITION BY t.queue, t.key, t.due) AS cnt
+        FROM (SELECT u.ord, u.q AS queue,
+                  coalesce(to_timestamp(u.at), now()
+                           + u.inn * interval '1 second', now()) <= now()
+                      AS due, CASE
+                  WHEN fn.weights IS NOT NULL
+                  THEN u.nm || chr(31)
+                       || left(coalesce(u.pl::jsonb #>> fn.path, ''), 512)
+                  WHEN fn.path IS NOT NULL
+                  THEN left(coalesce(u.pl::jsonb #>> fn.path, ''), 512)
+                  WHEN cardinality(f.path) = 0 THEN ''
+                  ELSE left(coalesce(u.pl::jsonb #>> f.path, ''), 512) END AS key
+              FROM unnest(a_q, a_nm, a_pl, a_at, a_in) WITH ORDINALITY
+                   AS u(q, nm, pl, at, inn, ord)
+              JOIN {{schema}}.fair_paths f ON f.queue = u.q
+              LEFT JOIN {{schema}}.fair_names fn ON fn.name = u.nm) t),
+    k AS (
+        INSERT INTO {{schema}}.fair_keys AS k (queue, key, pass)
+        SELECT c.queue, c.key, coalesce(fc.clock, 0) + c.cnt
+               / coalesce(CASE WHEN strpos(c.key, chr(31)) > 1
+                          THEN {{schema}}.fair_name_w(c.key) END,
+                          fk.weight, fk.cweight, fp.wdefault, 1)
+        FROM (SELECT x.queue, x.key, count(*) AS cnt FROM x WHERE x.due
+              GROUP BY 1, 2) c
+        LEFT JOIN {{schema}}.fair_keys fk
+               ON fk.queue = c.queue AND fk.key = c.key
+        LEFT JOIN {{schema}}.fair_paths fp ON fp.queue = c.queue
+        LEFT JOIN {{schema}}.fair_clocks fc ON fc.queue = c.queue
+        ORDER BY c.queue, c.key
+        ON CONFLICT (queue, key) DO UPDATE SET pass = excluded.pass
+            + greatest(k.pass - coalesce((SELECT fc.clock
+              FROM {{schema}}.fair_clocks fc
+              WHERE fc.queue = excluded.queue), 0), 0)
+        RETURNING k.queue, k.key, k.pass, k.weight, k.cweight)
+    SELECT x.ord, x.key, CASE WHEN x.due
+           THEN k.pass - (x.cnt - x.rn + 1) / ww.w END,
+           CASE WHEN x.due THEN ww.w END
+    FROM x LEFT JOIN k ON x.due AND k.queue = x.queue AND k.key = x.key
+    JOIN {{schema}}.fair_paths p ON p.queue = x.queue
+    CROSS JOIN LATERAL (SELECT coalesce(CASE WHEN
+        strpos(k.key, chr(31)) > 1 THEN {{schema}}.fair_name_w(k.key) END,
+        k.weight, k.cweight, p.wdefault, 1) AS w) ww;
+END
+$$;

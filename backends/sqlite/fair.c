@@ -1,6 +1,7 @@
 /* fair.c - fair share inside a queue on SQLite (docs/queues.md, "Fair
  * share"): each queued job of a fair queue has a start tag, given when it
- * is pushed (or by the next claim, when it came back to queued), and a
+ * is pushed (or by the next claim, when it came back to queued or when
+ * it is due, pushed to run later), and a
  * fair queue's candidates in a claim under limits are its first ready
  * jobs by (priority, tag, id), one range of jobs_fairtag; the claim moves
  * the queue's clock to the tags it took (fairsave.c); the keys' paths
@@ -27,9 +28,12 @@ enum { S_FAIR_TAKE, S_FAIR_FIN_Q, S_FAIR_TAG_Q, S_FAIR_FIN_R, S_FAIR_TAG_R,
 #define FAIR_W "coalesce(" JR_SQLITE_FAIR_NW("j.fair_key") \
     ", fk.weight, fk.cweight, fp.wdefault, 1)"
 
-/* The jobs to tag: queued in a fair queue (a key) without a tag. */
-#define UNTAGGED " j.state = 'queued' AND j.fair_key IS NOT NULL" \
-    " AND j.fair_tag IS NULL"
+/* The jobs to tag: queued in a fair queue (a key) without a tag, and due
+ * (run_at by ?3): a job not yet due takes no turn of its key, and is
+ * tagged by the first claim of its queue after it is due, from the
+ * queue's clock then (docs/queues.md, "Fair share"). */
+#define UNTAGGED " j.run_at <= ?3 AND j.state = 'queued'" \
+    " AND j.fair_key IS NOT NULL AND j.fair_tag IS NULL"
 #define BY_QUEUE " j.queue = ?1 AND" UNTAGGED       /* jobs_fairnew */
 #define BY_IDS " j.id BETWEEN ?1 AND ?2 AND" UNTAGGED
 #define BY_NAME " j.name = ?1 AND" UNTAGGED
@@ -171,13 +175,13 @@ candidate_id(const void *a, const void *b)
     return (x->id > y->id) - (x->id < y->id);
 }
 
-/* Tags the untagged queued jobs of queue (or of ids lo to hi when queue
- * is NULL): FAIR_FIN then FAIR_TAG, when the first met any (a key's
- * row a key with untagged jobs: none, there is no job to tag, as at
- * nearly every claim). 0, or -1 with err set. */
+/* Tags the untagged queued jobs due by now of queue (or of ids lo to hi
+ * when queue is NULL): FAIR_FIN then FAIR_TAG, when the first met any (a
+ * key's row a key with untagged jobs: none, there is no job to tag, as
+ * at nearly every claim). 0, or -1 with err set. */
 static int
 tag_jobs(jr_backend *b, const char *queue, int64_t lo, int64_t hi,
-         jr_err *err)
+         double now, jr_err *err)
 {
     sqlite3_stmt *s;
     int i, n = 1;
@@ -193,6 +197,7 @@ tag_jobs(jr_backend *b, const char *queue, int64_t lo, int64_t hi,
             sqlite3_bind_int64(s, 1, lo);
             sqlite3_bind_int64(s, 2, hi);
         }
+        sqlite3_bind_double(s, 3, now);
         if ((n = run(b, s, err, "tagging the jobs of a fair queue")) < 0)
             return -1;
     }
@@ -227,13 +232,14 @@ retag(jr_backend *b, const char *queue, int cw, const char *weights,
     bind_text(s, 1, queue);
     if (run(b, s, err, "tagging a fair queue's jobs again") < 0)
         return -1;
-    return tag_jobs(b, queue, 0, 0, err);
+    return tag_jobs(b, queue, 0, 0, jr_now(), err);
 }
 
 int
-jr_sqlite_fair_tag(jr_backend *b, int64_t lo, int64_t hi, jr_err *err)
+jr_sqlite_fair_tag(jr_backend *b, int64_t lo, int64_t hi, double now,
+                   jr_err *err)
 {
-    return tag_jobs(b, NULL, lo, hi, err);
+    return tag_jobs(b, NULL, lo, hi, now, err);
 }
 
 int
@@ -246,6 +252,7 @@ jr_sqlite_fair_tag_name(jr_backend *b, const char *name, jr_err *err)
         if ((s = stmt(b, i ? S_FAIR_TAG_N : S_FAIR_FIN_N, err)) == NULL)
             return -1;
         bind_text(s, 1, name);
+        sqlite3_bind_double(s, 3, jr_now());
         if (run(b, s, err, "tagging the jobs of a fair name") < 0)
             return -1;
     }
@@ -270,9 +277,10 @@ weights_seen(jr_backend *b, const jr_limit *f, jr_err *err)
 
 int
 jr_sqlite_fair_ready(jr_backend *b, const jr_limit *f, const char *queue,
-                     jr_err *err)
+                     double now, jr_err *err)
 {
-    return weights_seen(b, f, err) < 0 ? -1 : tag_jobs(b, queue, 0, 0, err);
+    return weights_seen(b, f, err) < 0 ? -1 :
+           tag_jobs(b, queue, 0, 0, now, err);
 }
 
 int
@@ -287,8 +295,9 @@ jr_sqlite_fair_candidates(jr_backend *b, const jr_limit *f,
     int rc, rank = 0;
 
     /* weights set from a hook; the jobs that came back to queued, or
-     * another program pushed */
-    if (weights_seen(b, f, err) < 0 || tag_jobs(b, queue, 0, 0, err) < 0 ||
+     * another program pushed, or are due since their push */
+    if (weights_seen(b, f, err) < 0 ||
+        tag_jobs(b, queue, 0, 0, now, err) < 0 ||
         (s = stmt(b, S_FAIR_TAKE, err)) == NULL)
         return -1;
     bind_text(s, 1, queue);

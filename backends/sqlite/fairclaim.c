@@ -70,7 +70,7 @@ jr_sqlite_fair_claim(jr_backend *b, const char *token, double lease,
         free(queue);
         return -2;                      /* another queue's: under limits */
     }
-    if (jr_sqlite_fair_ready(b, f, queue, err) < 0 ||
+    if (jr_sqlite_fair_ready(b, f, queue, now, err) < 0 ||
         (s = stmt(b, S_FAIR_ONE, err)) == NULL) {
         free(queue);
         return -1;

@@ -442,7 +442,7 @@ insert_many(jr_backend *b, const jr_push *p, double now, int64_t *ids,
     return fair ? (jr_sqlite_fair_name_stamp(b, last - INSERT_ROWS + 1,
                                              last, err) < 0 ||
                    jr_sqlite_fair_tag(b, last - INSERT_ROWS + 1, last,
-                                      err) < 0 ? -1 : 0) : 0;
+                                      now, err) < 0 ? -1 : 0) : 0;
 }
 
 static int
@@ -476,7 +476,8 @@ insert_row(jr_backend *b, const jr_push *p, double now, int64_t *id,
                                     sqlite3_last_insert_rowid(b->db),
                                     err) < 0 ||
           jr_sqlite_fair_tag(b, sqlite3_last_insert_rowid(b->db),
-                             sqlite3_last_insert_rowid(b->db), err) < 0)))
+                             sqlite3_last_insert_rowid(b->db), now,
+                             err) < 0)))
         return -1;
     return queue_known(b, p->queue, err);
 }

@@ -906,3 +906,21 @@ BEGIN
     WHERE queue = NEW.queue
       AND state NOT IN ('completed', 'dead', 'cancelled', 'expired');
 END;
+-- migration 38
+-- A job not yet due takes no turn of its key (docs/queues.md, "Fair
+-- share"): a push tags only its jobs due by then, and a claim tags its
+-- queue's untagged jobs once due, each key from the queue's clock then,
+-- so a key's jobs pushed to run later neither move its finish ahead of
+-- its job due now nor, once due, start ahead of keys that waited.
+-- jobs_fairnew, an entry an untagged job, is ordered by run_at for that
+-- tagging: the due ones one range, however many wait for later (by id
+-- it read them all, a million scheduled jobs, at every claim). A queued
+-- job tagged before while not yet due (at its push, or by a claim) gives
+-- its tag back, to be tagged once due; its key's finish stays where that
+-- tag moved it.
+DROP INDEX jobs_fairnew;
+CREATE INDEX jobs_fairnew ON jobs (queue, run_at, id)
+    WHERE fair_key IS NOT NULL AND fair_tag IS NULL AND state = 'queued';
+UPDATE jobs SET fair_tag = NULL, fair_w = NULL
+    WHERE fair_tag IS NOT NULL AND state = 'queued'
+      AND run_at > (julianday('now') - 2440587.5) * 86400.0;

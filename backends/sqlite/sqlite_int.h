@@ -449,10 +449,10 @@ int  jr_sqlite_fair_set(jr_backend *b, const char *queue, const char *key,
 int  jr_sqlite_fair_save(jr_backend *b, const candidate *c, int n,
                          jr_err *err);
 /* fair.c: records f's path and weights when new and tags fair queue's
- * untagged queued jobs (what jr_sqlite_fair_candidates does first). 0 or
- * -1. */
+ * untagged queued jobs due by now (what jr_sqlite_fair_candidates does
+ * first). 0 or -1. */
 int  jr_sqlite_fair_ready(jr_backend *b, const jr_limit *f,
-                          const char *queue, jr_err *err);
+                          const char *queue, double now, jr_err *err);
 /* fairsave.c: moves queue's clock up to clock. 0, or -1 with err set. */
 int  jr_sqlite_fair_tick(jr_backend *b, const char *queue, double clock,
                          jr_err *err);
@@ -480,11 +480,12 @@ int  jr_sqlite_fair_paths(jr_backend *b, const jr_limit *l, int n,
 int  jr_sqlite_fair_stamp(jr_backend *b, const char *queue, int64_t lo,
                           int64_t hi, jr_err *err);
 /* After the keys: the start tags of the jobs of ids lo to hi just pushed
- * into fair queues, and their keys' finishes. */
-int  jr_sqlite_fair_tag(jr_backend *b, int64_t lo, int64_t hi,
+ * into fair queues and due by now (the push's time; a job due later is
+ * tagged by a claim once due), and their keys' finishes. */
+int  jr_sqlite_fair_tag(jr_backend *b, int64_t lo, int64_t hi, double now,
                         jr_err *err);
-/* The same for the untagged queued jobs of job name name in fair queues
- * (fairname.c, after its weights changed). */
+/* The same for the untagged queued jobs due now of job name name in fair
+ * queues (fairname.c, after its weights changed). */
 int  jr_sqlite_fair_tag_name(jr_backend *b, const char *name, jr_err *err);
 
 /* aging.c: the priority aging period of queue in spec (seconds), 0
