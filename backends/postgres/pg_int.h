@@ -314,7 +314,7 @@ int jr_pg_retry(jr_backend *b, int own, int *tries);
 int jr_pg_idle(jr_backend *b);
 /* fair set (of a queue's key, or of a name's: scope), one transaction
  * run by once, again when the server ends it as a deadlock's victim
- * (fair.c) */
+ * (fairset.c) */
 typedef int (*jr_pg_weight_fn)(jr_backend *b, const char *scope,
                                const char *key, double weight, jr_err *err);
 int jr_pg_fair_weight_tx(jr_backend *b, jr_pg_weight_fn once,
@@ -568,6 +568,11 @@ int jr_pg_fair_alone(jr_backend *b, const jr_claim_spec *spec, jr_err *err);
  * under limits, the tags they give and fair set's serialize on it. */
 int jr_pg_fair_lock(jr_backend *b, jr_err *err);
 int jr_pg_fair_tag_alone(jr_backend *b, const char *queue, jr_err *err);
+/* Tags queue's queued jobs again from its clock (fair.c); with cw, its
+ * config weights become weights (a JSON object, or NULL: none). 0, or
+ * -1 with err set. */
+int jr_pg_fair_retag(jr_backend *b, const char *queue, int cw,
+                     const char *weights, jr_err *err);
 
 #pragma GCC visibility pop
 
