@@ -246,17 +246,11 @@ jr_pg_fair_name_use(jr_backend *b, const char *name, jr_fair_use_cb cb,
 {
     const char *params[1] = {name};
     PGresult *res;
-    int i;
 
     if (jr_pg_ready(b, err) < 0 ||
         (res = jr_pg_run(b, &st_fn_use, params, "reading a fair name's "
                          "keys", err)) == NULL)
         return -1;
-    for (i = 0; i < PQntuples(res); i++)
-        if (cb(PQgetvalue(res, i, 0), atol(PQgetvalue(res, i, 1)),
-               atol(PQgetvalue(res, i, 2)), strtod(PQgetvalue(res, i, 3),
-                                                   NULL), arg) != 0)
-            break;
-    PQclear(res);
+    jr_pg_fair_use_rows(res, cb, arg);
     return 0;
 }

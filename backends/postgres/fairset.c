@@ -99,7 +99,6 @@ jr_pg_fair_use(jr_backend *b, const jr_limit *f, jr_fair_use_cb cb,
     char path[220], sdef[32], *p;
     const char *params[4];
     PGresult *res;
-    int i;
 
     if (f->fair_path == NULL || strncmp(f->scope, JR_LIMIT_QPREFIX, 6) != 0)
         return 0;
@@ -116,11 +115,19 @@ jr_pg_fair_use(jr_backend *b, const jr_limit *f, jr_fair_use_cb cb,
         (res = jr_pg_run(b, &st_fair_use, params, "reading a fair queue's "
                          "keys", err)) == NULL)
         return -1;
+    jr_pg_fair_use_rows(res, cb, arg);
+    return 0;
+}
+
+void
+jr_pg_fair_use_rows(PGresult *res, jr_fair_use_cb cb, void *arg)
+{
+    int i;
+
     for (i = 0; i < PQntuples(res); i++)
         if (cb(PQgetvalue(res, i, 0), atol(PQgetvalue(res, i, 1)),
                atol(PQgetvalue(res, i, 2)), strtod(PQgetvalue(res, i, 3),
                                                    NULL), arg) != 0)
             break;
     PQclear(res);
-    return 0;
 }

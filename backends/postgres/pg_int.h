@@ -317,6 +317,9 @@ int jr_pg_idle(jr_backend *b);
  * (fairset.c) */
 typedef int (*jr_pg_weight_fn)(jr_backend *b, const char *scope,
                                const char *key, double weight, jr_err *err);
+/* Hands each row of a keys' use statement (key, ready, running,
+ * weight) to cb until it returns nonzero, then clears res (fairset.c). */
+void jr_pg_fair_use_rows(PGresult *res, jr_fair_use_cb cb, void *arg);
 int jr_pg_fair_weight_tx(jr_backend *b, jr_pg_weight_fn once,
                          const char *scope, const char *key, double weight,
                          jr_err *err);
