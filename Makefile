@@ -682,7 +682,8 @@ $(BUILD)/spec/c/test_fuzz_%: spec/fuzz/fuzz_%.c spec/fuzz/replay.c \
 
 # --- the two entry points ----------------------------------------------------
 # make: the runner, the library and the Lua module. make test: the same plus
-# the C tests and fuzz replays, then spec/run (both backends). deps installs
+# the C tests and fuzz replays, then spec/run (both backends), without make's
+# -j job server (the specs that run make start their own). deps installs
 # only what dpkg says is missing: with everything there it runs no apt-get.
 # a sanitized build leaves the top-level ./jobrunner (the one make run and
 # make bench use) as it was: its binary is $(BUILD)/jobrunner
@@ -694,7 +695,8 @@ endif
 
 test: deps check-deps $(TEST_BIN) $(CTESTS) $(FUZZ_REPLAYS) $(SPEC_LUAMOD) \
       $(BUILD)/bench/slowhttp $(SPEC_CRASHVFS)
-	$(Q)LUA=$(LUA) BUILD=$(BUILD) JOBRUNNER_BIN=$(CURDIR)/$(BUILD)/jobrunner ./spec/run
+	$(Q)env -u MAKEFLAGS -u MFLAGS -u MAKELEVEL \
+	    LUA=$(LUA) BUILD=$(BUILD) JOBRUNNER_BIN=$(CURDIR)/$(BUILD)/jobrunner ./spec/run
 
 # generated schema sources are kept, not rebuilt on every make
 .SECONDARY: $(BUILD)/sqlite_sql.c $(BUILD)/postgres_sql.c $(BUILD)/dash.c

@@ -99,7 +99,7 @@ for _, backend in ipairs(jr.backends()) do
         env:script("ok", "return function() return 2 end")
         local id = env:push("ok", "{}", "--in", "1h")
         local path = env:sqlite_path()
-        local read = wait_bg(tostring(id), "--timeout", "5")
+        local read = wait_bg(tostring(id), "--timeout", "60")
         jr.wait_for(function() return wait_opened(path) end, 30, "the wait's connection")
         jr.sleep(1)
         assert.equal(0, select(3, jr.sh(("rm -f %s %s-wal %s-shm"):format(q(path), q(path), q(path)))))
