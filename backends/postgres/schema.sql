@@ -3101,17 +3101,31 @@ LANGUAGE sql IMMUTABLE AS $$
 $$;
 CREATE FUNCTION {{schema}}.fair_val(d jsonb, p text[]) RETURNS text
 LANGUAGE sql IMMUTABLE AS $$
-    SELECT left(CASE jsonb_typeof({{schema}}.fair_at(d, p))
-        WHEN 'string' THEN {{schema}}.fair_at(d, p) #>> '{}'
+    SELECT CASE jsonb_typeof({{schema}}.fair_at(d, p))
+        WHEN 'string' THEN left({{schema}}.fair_at(d, p) #>> '{}', 512)
         WHEN 'boolean' THEN {{schema}}.fair_at(d, p) #>> '{}'
-        WHEN 'number' THEN {{schema}}.fair_num(
-            ({{schema}}.fair_at(d, p))::numeric)
-        ELSE '' END, 512)
+        -- (an integer of up to 18 characters is its text: numeric's
+        -- has no exponent, no "-0"; the others by their value)
+        WHEN 'number' THEN CASE WHEN length({{schema}}.fair_at(d, p)
+            #>> '{}') < 19 AND strpos({{schema}}.fair_at(d, p) #>> '{}',
+            '.') = 0 THEN {{schema}}.fair_at(d, p) #>> '{}'
+            ELSE {{schema}}.fair_num(({{schema}}.fair_at(d, p))::numeric) END
+        ELSE '' END
 $$;
 -- a key in a queue's scope: the value, chr(31) in front when it has one
+-- (only a string can); fair_qkey of a value v, for fair set's KEY and
+-- stats (v named once, so that a call is inlined whatever v's expression)
+CREATE FUNCTION {{schema}}.fair_qval(d jsonb, p text[]) RETURNS text
+LANGUAGE sql IMMUTABLE AS $$
+    SELECT CASE jsonb_typeof({{schema}}.fair_at(d, p))
+        WHEN 'string' THEN CASE WHEN strpos(left({{schema}}.fair_at(d, p)
+            #>> '{}', 512), chr(31)) > 0 THEN chr(31) ELSE '' END
+            || left({{schema}}.fair_at(d, p) #>> '{}', 512)
+        ELSE {{schema}}.fair_val(d, p) END
+$$;
 CREATE FUNCTION {{schema}}.fair_qkey(v text) RETURNS text
 LANGUAGE sql IMMUTABLE AS $$
-    SELECT CASE WHEN strpos(v, chr(31)) > 0 THEN chr(31) || v ELSE v END
+    SELECT regexp_replace(v, '^(?=.*\x1f)', chr(31))
 $$;
 -- a job's key: name nm, payload d, its queue's path qp ('{}': made fair
 -- by a name), its name's path np and weights nw (NULL: none)
@@ -3120,10 +3134,9 @@ CREATE FUNCTION {{schema}}.fair_key(nm text, d jsonb, qp text[], np text[],
 LANGUAGE sql IMMUTABLE AS $$
     SELECT CASE WHEN nw IS NOT NULL
                 THEN nm || chr(31) || {{schema}}.fair_val(d, np)
-                WHEN np IS NOT NULL
-                THEN {{schema}}.fair_qkey({{schema}}.fair_val(d, np))
+                WHEN np IS NOT NULL THEN {{schema}}.fair_qval(d, np)
                 WHEN cardinality(qp) = 0 THEN ''
-                ELSE {{schema}}.fair_qkey({{schema}}.fair_val(d, qp)) END
+                ELSE {{schema}}.fair_qval(d, qp) END
 $$;
 ALTER TABLE {{schema}}.fair_keys ADD COLUMN base double precision,
     ADD COLUMN n bigint NOT NULL DEFAULT 0,

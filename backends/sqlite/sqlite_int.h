@@ -108,20 +108,25 @@ struct jr_backend {
     JR_SQLITE_FAIR_X(doc, path) " AS INTEGER) THEN CAST(CAST(" \
     JR_SQLITE_FAIR_X(doc, path) " AS INTEGER) AS TEXT) ELSE" \
     " printf('%.16g', " JR_SQLITE_FAIR_X(doc, path) ") END"
+#define JR_SQLITE_FAIR_TEXT(doc, path, text) \
+    "CASE json_type(" doc ", " path ") WHEN 'text' THEN " text \
+    " WHEN 'true' THEN 'true' WHEN 'false' THEN 'false' WHEN 'integer'" \
+    " THEN " JR_SQLITE_FAIR_NUM(doc, path) " WHEN 'real' THEN " \
+    JR_SQLITE_FAIR_NUM(doc, path) " ELSE '' END"
+#define JR_SQLITE_FAIR_CAP(doc, path) \
+    "substr(" JR_SQLITE_FAIR_X(doc, path) ", 1, " JR_FAIR_KEY_CAPS ")"
 #define JR_SQLITE_FAIR_VAL(doc, path) \
-    "substr(CASE json_type(" doc ", " path ") WHEN 'text' THEN " \
-    JR_SQLITE_FAIR_X(doc, path) " WHEN 'true' THEN 'true'" \
-    " WHEN 'false' THEN 'false' WHEN 'integer' THEN " \
-    JR_SQLITE_FAIR_NUM(doc, path) " WHEN 'real' THEN " \
-    JR_SQLITE_FAIR_NUM(doc, path) " ELSE '' END, 1, " JR_FAIR_KEY_CAPS ")"
+    JR_SQLITE_FAIR_TEXT(doc, path, JR_SQLITE_FAIR_CAP(doc, path))
 
 /* A key in a queue's scope: text k with a char(31) in front when it
  * holds one, so that no queue's key spells a name's scope (NAME,
- * char(31), value: a name starts with none). */
+ * char(31), value: a name starts with none); JR_SQLITE_FAIR_QKEY is the
+ * value at path so (only a string can hold one). */
 #define JR_SQLITE_FAIR_QK(k) \
     "(CASE WHEN instr(" k ", char(31)) THEN char(31) ELSE '' END || " k ")"
 #define JR_SQLITE_FAIR_QKEY(doc, path) \
-    JR_SQLITE_FAIR_QK(JR_SQLITE_FAIR_VAL(doc, path))
+    JR_SQLITE_FAIR_TEXT(doc, path, JR_SQLITE_FAIR_QK( \
+        JR_SQLITE_FAIR_CAP(doc, path)))
 
 /* A job's key in its name's fair scope, in an UPDATE of jobs: NAME,
  * char(31), its payload's value at the name's path when the name has
