@@ -532,14 +532,10 @@ for _, backend in ipairs(jr.backends()) do
     local function same_rows(one, many)
       assert.equal(#one, #many)
       for i = 1, #one do
-        -- tags to 1e-9: see the pending case on their last bits below
-        assert.are.same({ k = one[i].k, w = one[i].w }, { k = many[i].k, w = many[i].w },
+        -- tags bit for bit
+        assert.are.same({ k = one[i].k, w = one[i].w, tag = one[i].tag },
+                        { k = many[i].k, w = many[i].w, tag = many[i].tag },
                         "job " .. i .. " one by one vs batch")
-        if type(one[i].tag) == "number" then
-          assert.near(one[i].tag, many[i].tag, 1e-9, "tag of job " .. i .. " one by one vs batch")
-        else
-          assert.are.same(one[i].tag, many[i].tag, "tag of job " .. i)
-        end
       end
     end
 
@@ -690,22 +686,10 @@ for _, backend in ipairs(jr.backends()) do
       assert.equal(1800, n)
     end)
 
-    -- DEFECT (low, both engines): a batch's tags are not bit-for-bit the
-    -- tags the same jobs get pushed one by one (fair_stamp_spec promises
-    -- "the tags a job pushed alone gets"). Weights { a = 2, ["1"] = 5, ... },
-    -- the 44 jobs of "weights of odd keys ..." above: job 3 (key "1", its
-    -- 2nd job, weight 5) is tagged 0.2000000000000000111 one by one but
-    -- 0.19999999999999995559 in the batch on SQLite, 0.19999999999999973355
-    -- on PostgreSQL;
-    -- a name's key (weight 6, 2nd job) 0.16666666666666665741 one by one,
-    -- 0.16666666666666662966 in a batch on SQLite, 0.16666666666666674068
-    -- on PostgreSQL. PostgreSQL's batch also tags two keys of one weight
-    -- at the same count apart (weights a = 5, b = 5, batch b,b,...,a,a:
-    -- b's 2nd 0.19999999999999995559, a's 2nd 0.20000000000000006661,
-    -- where SQLite gives both 0.2000000000000000111). So "equal tags go by
-    -- id" depends on how a job was pushed and on the engine: a tie between
-    -- keys can break against id order. Exact equality is asserted here.
-    pending("a batch's tags are bit-for-bit those of the jobs pushed one by one (odd weights 5, 6, 3)", function()
+    -- A batch's tags are bit for bit those of the same jobs pushed one by
+    -- one (weights 5, 6, 3 have no exact 1/weight): a key's n-th job since
+    -- its base is base + n/weight, one formula for both, on both engines.
+    it("a batch's tags are bit-for-bit those of the jobs pushed one by one (odd weights 5, 6, 3)", function()
       env:config(fair_cfg(nil, [[{ a = 2, ["1"] = 5, ["true"] = 3, ["é"] = 7, ["1.5"] = 4 }]]))
       migrate(env)
       local list = {}
@@ -737,17 +721,10 @@ for _, backend in ipairs(jr.backends()) do
       assert.equal(1, #env:query("SELECT name FROM fair_names"))
     end)
 
-    -- DEFECT (both engines, batch and one by one): a payload value of a
-    -- fair queue's own key that holds the byte 0x1F ("rf.own\31x") is
-    -- stored as the key 'rf.own<0x1F>x' with weight 9 - the key and weight
-    -- of job name rf.own's scoped key x (handler fair = { key =
-    -- "payload.acct", weights = { x = 9 } }). docs/queues.md: "one name's
-    -- acme is neither another name's nor the queue's acme". Any producer
-    -- that controls the key's value (a tenant id from a request) can take
-    -- a name's weight and share its key's turns. Jobs 2-4 here (two in a
-    -- batch, one pushed alone) all get fair_key 'rf.own\31x', fair_w 9 and
-    -- tags 1/9, 2/9, 3/9: the steps after the name's own job's tag 0.
-    pending("a queue key holding 0x1F cannot pose as a name's scoped key (weight, turns)", function()
+    -- A fair queue's key whose value holds 0x1F ("rf.own\31x") is not
+    -- the name rf.own's scoped key x (its weight 9, its turns): a queue's
+    -- key holding 0x1F is stored with one in front, batch and alone.
+    it("a queue key holding 0x1F cannot pose as a name's scoped key (weight, turns)", function()
       env:config(fair_cfg())
       env:script("rf.own", [[return { fair = { key = "payload.acct", weights = { x = 9 } },
         handle = function(job) end }]])
@@ -963,17 +940,10 @@ for _, backend in ipairs(jr.backends()) do
       assert.equal(61, env:count("queued"))
     end)
 
-    -- DEFECT (SQLite only, batch and one by one): a float key is keyed by
-    -- its value printed to 15 significant digits, so distinct numbers are
-    -- one key: { t = 0.1234567890123456 } and { t = 0.1234567890123457 }
-    -- both get fair_key '0.123456789012346' (tags 0 and 1: they take turns
-    -- as one tenant); 2^60 and 2^60 + 512 (as floats) both
-    -- '1.15292150460685e+18'. The key's text also differs by engine: 1e20
-    -- is '1.0e+20' on SQLite, '100000000000000000000' on PostgreSQL (the
-    -- payload holds 1e+20), so `fair set fq KEY W` for such a key cannot
-    -- name it on both. PostgreSQL keeps the four keys apart (tags all 0).
-    local float_case = backend == "sqlite" and pending or it
-    float_case("distinct float keys in a batch stay distinct keys", function()
+    -- Distinct float keys stay distinct keys on both engines: a number
+    -- is keyed by its value, an integer as its digits (2^60 + 512), another
+    -- to 16 significant digits (0.1234567890123456 and ...457).
+    it("distinct float keys in a batch stay distinct keys", function()
       env:config(fair_cfg())
       migrate(env)
       local q = client(env)

@@ -41,25 +41,37 @@
     " SELECT " cols " FROM {{schema}}.jobs WHERE queue = $1::text" \
     " AND run_at <= now() AND state = 'queued' AND fair_key IS NOT NULL" \
     " AND fair_tag IS NULL"
-static const pg_stmt st_fair_fin = {"jr_fair_fin", 1,
-    "INSERT INTO {{schema}}.fair_keys AS k (queue, key, pass)"
-    " SELECT $1::text, c.key, coalesce(fc.clock, 0) + c.cnt / " FAIR_W("c.key")
+/* A key's finish moved on by excluded.n jobs, in an upsert of fair_keys
+ * k: from its base while it is ahead of the queue's clock (excluded.base),
+ * else from the clock; its n-th job since its base is tagged base +
+ * n / tw (jobs_queue_known, fair_stamp: migration 39), one formula for a
+ * push alone, a batch and this, so their tags agree bit for bit. */
+#define FAIR_AHEAD "k.pass > excluded.base AND k.base IS NOT NULL"
+#define FAIR_UPSERT \
+    " ON CONFLICT (queue, key) DO UPDATE SET" \
+    " base = CASE WHEN " FAIR_AHEAD " THEN k.base ELSE excluded.base END," \
+    " n = CASE WHEN " FAIR_AHEAD " THEN k.n + excluded.n" \
+    "  ELSE excluded.n END," \
+    " pass = CASE WHEN " FAIR_AHEAD \
+    "  THEN k.base + (k.n + excluded.n) / excluded.tw ELSE excluded.pass END," \
+    " tw = excluded.tw"
+static const pg_stmt st_fair_fin = {"jr_fair_fin2", 1,
+    "INSERT INTO {{schema}}.fair_keys AS k (queue, key, pass, base, n, tw)"
+    " SELECT $1::text, c.key, coalesce(fc.clock, 0) + c.cnt / w.w,"
+    " coalesce(fc.clock, 0), c.cnt, w.w"
     " FROM (" UNTAGGED("fair_key COLLATE \"default\" AS key,"
                        " count(*) AS cnt") " GROUP BY 1) c"
     " LEFT JOIN {{schema}}.fair_keys fk ON fk.queue = $1::text"
     "  AND fk.key = c.key"
     " LEFT JOIN {{schema}}.fair_paths fp ON fp.queue = $1::text"
     " LEFT JOIN {{schema}}.fair_clocks fc ON fc.queue = $1::text"
+    " CROSS JOIN LATERAL (SELECT " FAIR_W("c.key") " AS w) w"
     " ORDER BY c.key"
-    " ON CONFLICT (queue, key) DO UPDATE SET pass = excluded.pass"
-    " + greatest(k.pass - coalesce((SELECT fc.clock"
-    "  FROM {{schema}}.fair_clocks fc WHERE fc.queue = excluded.queue),"
-    "  0), 0)"};
-static const pg_stmt st_fair_tag = {"jr_fair_tag", 1,
-    "UPDATE {{schema}}.jobs j SET (fair_tag, fair_w) = (SELECT fk.pass"
-    "  - (x.cnt - x.rn + 1) / w.w, w.w FROM {{schema}}.fair_keys fk"
-    "  JOIN {{schema}}.fair_paths fp ON fp.queue = fk.queue"
-    "  CROSS JOIN LATERAL (SELECT " FAIR_W("fk.key") " AS w) w"
+    FAIR_UPSERT};
+static const pg_stmt st_fair_tag = {"jr_fair_tag2", 1,
+    "UPDATE {{schema}}.jobs j SET (fair_tag, fair_w) = (SELECT fk.base"
+    "  + (fk.n - x.cnt + x.rn - 1) / fk.tw, fk.tw"
+    "  FROM {{schema}}.fair_keys fk"
     "  WHERE fk.queue = $1::text AND fk.key = x.key)"
     " FROM (SELECT t.id, t.key,"
     "  row_number() OVER (PARTITION BY t.key ORDER BY t.id) AS rn,"
@@ -113,7 +125,7 @@ static const pg_stmt st_fair_tick = {"jr_fair_tick", 2,
  * a runner killed between the two) leaves no path recorded over jobs it
  * did not key, whose queue's claim would skip them for good. 1 when they
  * changed (the caller tags the queue again). */
-static const pg_stmt st_fair_path = {"jr_fair_path_keys4", 4,
+static const pg_stmt st_fair_path = {"jr_fair_path_keys5", 4,
     "WITH p AS (INSERT INTO {{schema}}.fair_paths AS o"
     " (queue, path, weights, wdefault)"
     " VALUES ($1::text, $2::text[], $3::jsonb, $4::float8)"
@@ -123,11 +135,11 @@ static const pg_stmt st_fair_path = {"jr_fair_path_keys4", 4,
     " WHERE o.path <> excluded.path"
     " OR o.weights IS DISTINCT FROM excluded.weights"
     " OR o.wdefault IS DISTINCT FROM excluded.wdefault RETURNING 1),"
-    " u AS (UPDATE {{schema}}.jobs j SET fair_key = coalesce((SELECT"
-    " CASE WHEN fn.weights IS NOT NULL THEN j.name || chr(31) ELSE '' END"
-    " || " JR_PG_FAIR_VAL("j.payload", "fn.path")
-    " FROM {{schema}}.fair_names fn WHERE fn.name = j.name), "
-    JR_PG_FAIR_VAL("j.payload", "$2::text[]") ")"
+    " u AS (UPDATE {{schema}}.jobs j SET fair_key = (SELECT "
+    JR_PG_FAIR_KEY("j.name", "j.payload", "$2::text[]", "fn.path",
+                   "fn.weights")
+    " FROM (SELECT 1) o LEFT JOIN {{schema}}.fair_names fn"
+    " ON fn.name = j.name)"
     " WHERE EXISTS (SELECT 1 FROM p) AND j.queue = $1::text"
     " AND j.state IN ('queued', 'running', 'waiting') RETURNING 1)"
     " SELECT count(*) FROM p"};

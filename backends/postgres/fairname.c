@@ -34,13 +34,10 @@ static const pg_stmt st_fn_drop = {"jr_fn_drop", 1,
 /* the keys of name $1's jobs not ended in fair queues: at its path $2
  * (in its scope when $3: it has weights), or with no path ($2 NULL) at
  * their queue's */
-static const pg_stmt st_fn_rekey = {"jr_fn_rekey3", 3,
-    "UPDATE {{schema}}.jobs j SET fair_key = CASE"
-    " WHEN $2::text[] IS NOT NULL THEN CASE WHEN $3::bool"
-    " THEN j.name || chr(31) ELSE '' END"
-    " || " JR_PG_FAIR_VAL("j.payload", "$2::text[]")
-    " WHEN cardinality(f.path) = 0 THEN ''"
-    " ELSE " JR_PG_FAIR_VAL("j.payload", "f.path") " END"
+static const pg_stmt st_fn_rekey = {"jr_fn_rekey4", 3,
+    "UPDATE {{schema}}.jobs j SET fair_key = "
+    JR_PG_FAIR_KEY("j.name", "j.payload", "f.path", "$2::text[]",
+                   "CASE WHEN $3::bool THEN '{}'::jsonb END")
     " FROM {{schema}}.fair_paths f"
     " WHERE f.queue = j.queue AND j.name = $1::text AND j." NOT_ENDED};
 /* the queues name $1 (with weights) has jobs not ended in, made fair */
@@ -49,10 +46,10 @@ static const pg_stmt st_fn_make_all = {"jr_fn_make_all", 1,
     " SELECT DISTINCT queue, '{}'::text[] FROM {{schema}}.jobs"
     " WHERE name = $1::text AND" NOT_ENDED " ON CONFLICT DO NOTHING"};
 /* the keys of the other jobs of queues made fair by a name */
-static const pg_stmt st_fn_fill_all = {"jr_fn_fill_all2", 0,
-    "UPDATE {{schema}}.jobs j SET fair_key = coalesce((SELECT"
-    " CASE WHEN fn.weights IS NOT NULL THEN j.name || chr(31)"
-    " ELSE '' END || " JR_PG_FAIR_VAL("j.payload", "fn.path")
+static const pg_stmt st_fn_fill_all = {"jr_fn_fill_all3", 0,
+    "UPDATE {{schema}}.jobs j SET fair_key = coalesce((SELECT "
+    JR_PG_FAIR_KEY("j.name", "j.payload", "'{}'::text[]", "fn.path",
+                   "fn.weights")
     " FROM {{schema}}.fair_names fn WHERE fn.name = j.name), '')"
     " FROM {{schema}}.fair_paths f WHERE f.queue = j.queue"
     " AND cardinality(f.path) = 0 AND j.fair_key IS NULL AND j." NOT_ENDED};

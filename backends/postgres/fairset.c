@@ -14,9 +14,10 @@ static const pg_stmt st_fair_keys_lock = {"jr_fair_keys_lock", 1,
     "SELECT 1 FROM {{schema}}.fair_keys WHERE queue = $1::text"
     " ORDER BY key FOR UPDATE"};
 
-static const pg_stmt st_fair_set = {"jr_fair_set", 3,
+/* KEY as a job's key in the queue's scope is stored (fair_qkey) */
+static const pg_stmt st_fair_set = {"jr_fair_set2", 3,
     "INSERT INTO {{schema}}.fair_keys (queue, key, weight)"
-    " VALUES ($1::text, $2::text, $3::float8)"
+    " VALUES ($1::text, {{schema}}.fair_qkey($2::text), $3::float8)"
     " ON CONFLICT (queue, key) DO UPDATE SET weight = excluded.weight"};
 
 /* fair set, once: a transaction that the server may end as a
@@ -78,7 +79,7 @@ jr_pg_fair_set(jr_backend *b, const char *queue, const char *key,
 /* each key (path $2) of queue $1 with jobs queued or running: ready,
  * running, weight as st_fair_keys' ($3, $4); a name's with fair weights
  * of its own are its (fairname.c's st_fn_use) */
-static const pg_stmt st_fair_use = {"jr_fair_use2", 4,
+static const pg_stmt st_fair_use = {"jr_fair_use3", 4,
     "SELECT x.k, count(*) FILTER (WHERE x.state = 'queued'"
     "  AND x.run_at <= now()) AS w,"
     " count(*) FILTER (WHERE x.state = 'running'),"
@@ -89,7 +90,7 @@ static const pg_stmt st_fair_use = {"jr_fair_use2", 4,
     "  AND state IN ('queued', 'running') AND name NOT IN (SELECT name"
     "  FROM {{schema}}.fair_names WHERE weights IS NOT NULL)) x"
     " LEFT JOIN {{schema}}.fair_keys fk ON fk.queue = $1::text"
-    " AND fk.key = x.k"
+    " AND fk.key = {{schema}}.fair_qkey(x.k)"
     " GROUP BY x.k, fk.weight ORDER BY w DESC, x.k COLLATE \"C\""};
 
 int

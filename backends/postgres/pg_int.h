@@ -151,12 +151,18 @@ typedef struct pg_stmt {
     " AND (expires_at IS NULL OR attempts > 0 OR generation IS NOT NULL" \
     " OR expires_at > statement_timestamp())"
 /* A fair key's value: the JSON doc's value at path (SQL expressions) as
- * text by #>> (true and false as the words, null or missing as ''),
- * capped at JR_FAIR_KEY_CAP characters (fairpick.h) so an index entry
- * holds it. jobs_queue_known and fair_stamp (schema.sql, migration 37)
- * spell the same out. */
-#define JR_PG_FAIR_VAL(doc, path) \
-    "left(coalesce(" doc " #>> " path ", ''), " JR_FAIR_KEY_CAPS ")"
+ * text, as SQLite's JR_SQLITE_FAIR_VAL gives it (fair_val, schema.sql's
+ * migration 39: each step a field, a number by its value, true and false
+ * as the words, else ''), capped at JR_FAIR_KEY_CAP characters
+ * (fairpick.h) so an index entry holds it. */
+#define JR_PG_FAIR_VAL(doc, path) "{{schema}}.fair_val(" doc ", " path ")"
+/* A job's fair key (fair_key, migration 39): of name nm and payload doc,
+ * in a queue of path qp, its name's path np and weights nw (NULL: none):
+ * in the name's scope (NAME, chr(31), value) when it has weights, else
+ * the value with a chr(31) in front when it holds one (fair_qkey), so a
+ * queue's key never spells a name's scope. */
+#define JR_PG_FAIR_KEY(nm, doc, qp, np, nw) \
+    "{{schema}}.fair_key(" nm ", " doc ", " qp ", " np ", " nw ")"
 
 /* The filter of the candidates a fair or an aging claim reads in queue
  * $2 (fair.c, aging.c; limits.c's st_lim_candidates has the same with

@@ -3032,3 +3032,281 @@ BEGIN
         k.weight, k.cweight, p.wdefault, 1) AS w) ww;
 END
 $$;
+-- migration 39
+-- A fair key alike on both engines for the same payload, and a queue's
+-- own key that cannot pose as a job name's (docs/queues.md, "Fair
+-- share"). fair_val is a key's value: the payload's value at the path,
+-- each step a field of an object (jsonb -> text: an array has none, as
+-- SQLite's '$.a.0' is a field; #>> took 0 as an index), a string as it
+-- is, true and false as the words, a number by its value (an integer as
+-- its digits: 1e3, 1000 and 1000.0 are "1000"; another by its first 16
+-- significant digits, as C's %.16g writes it), else (null, missing, an
+-- object, an array) '', capped at 512 characters. fair_key is a job's
+-- key: NAME, chr(31), value in a name's scope, else the value, with a
+-- chr(31) put in front when it holds one, so that no queue's key spells
+-- a name's scope (a name's key starts with the name, never with it).
+-- A key's tags are from a base on (fair_keys.base, the queue's clock
+-- when the key last started from it): its n-th job since is base +
+-- n/weight (tw), one formula for a push alone, a batch and a claim's
+-- tagging, so the same jobs get the same tags bit for bit; the finish
+-- (pass) is base + n/tw. The keys of the jobs not ended are stamped
+-- again; a queued one whose key changed gives its tag back, to be
+-- tagged by its queue's next claim.
+CREATE FUNCTION {{schema}}.fair_walk(d jsonb, p text[]) RETURNS jsonb
+LANGUAGE plpgsql IMMUTABLE AS $$
+DECLARE
+    s text;
+BEGIN
+    FOREACH s IN ARRAY p LOOP
+        d := d -> s;
+        IF d IS NULL THEN
+            RETURN NULL;
+        END IF;
+    END LOOP;
+    RETURN d;
+END
+$$;
+-- (inlined: each step a field, 4 steps written out, deeper ones walked)
+CREATE FUNCTION {{schema}}.fair_at(d jsonb, p text[]) RETURNS jsonb
+LANGUAGE sql IMMUTABLE AS $$
+    SELECT CASE cardinality(p) WHEN 1 THEN d -> p[1]
+        WHEN 2 THEN d -> p[1] -> p[2]
+        WHEN 3 THEN d -> p[1] -> p[2] -> p[3]
+        WHEN 4 THEN d -> p[1] -> p[2] -> p[3] -> p[4]
+        ELSE {{schema}}.fair_walk(d, p) END
+$$;
+-- x as C's %.16g writes it (to_char's EEEE is C's %e): 16 significant
+-- digits, trailing zeros dropped, an exponent below -4 or from 16 on
+CREATE FUNCTION {{schema}}.fair_g16(x float8) RETURNS text
+LANGUAGE sql IMMUTABLE AS $$
+    SELECT CASE WHEN e < -4 OR e >= 16
+           THEN rtrim(rtrim(m, '0'), '.') || 'e'
+                || CASE WHEN e < 0 THEN '-' ELSE '+' END
+                || lpad(abs(e)::text, 2, '0')
+           ELSE trim_scale((m || 'e' || e)::numeric)::text END
+    FROM (SELECT split_part(s, 'e', 1) AS m, split_part(s, 'e', 2)::int AS e
+          FROM (SELECT btrim(to_char(x, '9.999999999999999EEEE')) AS s) a) b
+$$;
+-- a number's key: beyond a double's range it is what SQLite reads
+-- (Inf, or 0), where ::float8 fails
+CREATE FUNCTION {{schema}}.fair_num(x numeric) RETURNS text
+LANGUAGE sql IMMUTABLE AS $$
+    SELECT CASE WHEN x = trunc(x)
+                 AND x BETWEEN -9223372036854775808 AND 9223372036854775807
+           THEN x::bigint::text
+           WHEN abs(x) >= 1.7976931348623158e308
+           THEN CASE WHEN x > 0 THEN 'Inf' ELSE '-Inf' END
+           WHEN abs(x) < 2.4703282292062328e-324 THEN '0'
+           ELSE {{schema}}.fair_g16(x::float8) END
+$$;
+CREATE FUNCTION {{schema}}.fair_val(d jsonb, p text[]) RETURNS text
+LANGUAGE sql IMMUTABLE AS $$
+    SELECT CASE jsonb_typeof({{schema}}.fair_at(d, p))
+        WHEN 'string' THEN left({{schema}}.fair_at(d, p) #>> '{}', 512)
+        WHEN 'boolean' THEN {{schema}}.fair_at(d, p) #>> '{}'
+        -- (an integer of up to 18 characters is its text: numeric's
+        -- has no exponent, no "-0"; the others by their value)
+        WHEN 'number' THEN CASE WHEN length({{schema}}.fair_at(d, p)
+            #>> '{}') < 19 AND strpos({{schema}}.fair_at(d, p) #>> '{}',
+            '.') = 0 THEN {{schema}}.fair_at(d, p) #>> '{}'
+            ELSE {{schema}}.fair_num(({{schema}}.fair_at(d, p))::numeric) END
+        ELSE '' END
+$$;
+-- a key in a queue's scope: the value, chr(31) in front when it has one
+-- (only a string can); fair_qkey of a value v, for fair set's KEY and
+-- stats (v named once, so that a call is inlined whatever v's expression)
+CREATE FUNCTION {{schema}}.fair_qval(d jsonb, p text[]) RETURNS text
+LANGUAGE sql IMMUTABLE AS $$
+    SELECT CASE jsonb_typeof({{schema}}.fair_at(d, p))
+        WHEN 'string' THEN CASE WHEN strpos(left({{schema}}.fair_at(d, p)
+            #>> '{}', 512), chr(31)) > 0 THEN chr(31) ELSE '' END
+            || left({{schema}}.fair_at(d, p) #>> '{}', 512)
+        ELSE {{schema}}.fair_val(d, p) END
+$$;
+CREATE FUNCTION {{schema}}.fair_qkey(v text) RETURNS text
+LANGUAGE sql IMMUTABLE AS $$
+    SELECT regexp_replace(v, '^(?=.*\x1f)', chr(31))
+$$;
+-- a job's key: name nm, payload d, its queue's path qp ('{}': made fair
+-- by a name), its name's path np and weights nw (NULL: none)
+CREATE FUNCTION {{schema}}.fair_key(nm text, d jsonb, qp text[], np text[],
+                                   nw jsonb) RETURNS text
+LANGUAGE sql IMMUTABLE AS $$
+    SELECT CASE WHEN nw IS NOT NULL
+                THEN nm || chr(31) || {{schema}}.fair_val(d, np)
+                WHEN np IS NOT NULL THEN {{schema}}.fair_qval(d, np)
+                WHEN cardinality(qp) = 0 THEN ''
+                ELSE {{schema}}.fair_qval(d, qp) END
+$$;
+ALTER TABLE {{schema}}.fair_keys ADD COLUMN base double precision,
+    ADD COLUMN n bigint NOT NULL DEFAULT 0,
+    ADD COLUMN tw double precision;
+UPDATE {{schema}}.fair_keys SET base = pass;
+UPDATE {{schema}}.jobs j SET fair_key = x.key,
+    fair_tag = CASE WHEN j.state = 'queued' THEN NULL ELSE j.fair_tag END,
+    fair_w = CASE WHEN j.state = 'queued' THEN NULL ELSE j.fair_w END
+FROM (SELECT o.id, {{schema}}.fair_key(o.name, o.payload, f.path, fn.path,
+                                       fn.weights) AS key
+      FROM {{schema}}.jobs o
+      JOIN {{schema}}.fair_paths f ON f.queue = o.queue
+      LEFT JOIN {{schema}}.fair_names fn ON fn.name = o.name
+      WHERE o.state IN ('queued', 'running', 'waiting')
+        AND o.fair_key IS NOT NULL) x
+WHERE j.id = x.id AND j.fair_key IS DISTINCT FROM x.key;
+CREATE OR REPLACE FUNCTION {{schema}}.jobs_queue_known() RETURNS trigger
+LANGUAGE plpgsql AS $$
+BEGIN
+    INSERT INTO {{schema}}.queues (name)
+    SELECT DISTINCT n.queue FROM new_jobs n
+    WHERE NOT EXISTS (SELECT 1 FROM {{schema}}.queues q
+                      WHERE q.name = n.queue)
+    ON CONFLICT DO NOTHING;
+    IF EXISTS (SELECT 1 FROM {{schema}}.fair_names
+               WHERE weights IS NOT NULL) THEN
+        WITH made AS (
+            INSERT INTO {{schema}}.fair_paths (queue, path)
+            SELECT DISTINCT n.queue, '{}'::text[] FROM new_jobs n
+            JOIN {{schema}}.fair_names fn ON fn.name = n.name
+            WHERE fn.weights IS NOT NULL AND n.fair_key IS NULL
+            ON CONFLICT DO NOTHING RETURNING queue)
+        UPDATE {{schema}}.jobs j SET fair_key = coalesce((SELECT
+            {{schema}}.fair_key(j.name, j.payload, '{}', fn.path, fn.weights)
+            FROM {{schema}}.fair_names fn WHERE fn.name = j.name), '')
+        FROM made WHERE j.queue = made.queue
+        AND j.state IN ('queued', 'running', 'waiting');
+    END IF;
+    IF EXISTS (SELECT 1 FROM {{schema}}.fair_paths) THEN
+        -- the finishes of the keys of the queued jobs due, one upsert a
+        -- key: from its base on while it is ahead of the clock, else
+        -- from the clock
+        INSERT INTO {{schema}}.fair_keys AS k (queue, key, pass, base, n, tw)
+        SELECT c.queue, c.key, coalesce(fc.clock, 0) + c.cnt / w.w,
+               coalesce(fc.clock, 0), c.cnt, w.w
+        FROM (SELECT n.queue, {{schema}}.fair_key(n.name, n.payload, f.path,
+                                                  fn.path, fn.weights) AS key,
+                     count(*) AS cnt
+              FROM new_jobs n
+              JOIN {{schema}}.fair_paths f ON f.queue = n.queue
+              LEFT JOIN {{schema}}.fair_names fn ON fn.name = n.name
+              WHERE n.fair_key IS NULL AND n.state = 'queued'
+                AND n.run_at <= now()
+              GROUP BY 1, 2) c
+        LEFT JOIN {{schema}}.fair_keys fk
+               ON fk.queue = c.queue AND fk.key = c.key
+        LEFT JOIN {{schema}}.fair_paths fp ON fp.queue = c.queue
+        LEFT JOIN {{schema}}.fair_clocks fc ON fc.queue = c.queue
+        CROSS JOIN LATERAL (SELECT coalesce(CASE WHEN
+            strpos(c.key, chr(31)) > 1 THEN {{schema}}.fair_name_w(c.key)
+            END, fk.weight, fk.cweight, fp.wdefault, 1) AS w) w
+        ORDER BY c.queue, c.key
+        ON CONFLICT (queue, key) DO UPDATE SET
+            base = CASE WHEN k.pass > excluded.base AND k.base IS NOT NULL
+                   THEN k.base ELSE excluded.base END,
+            n = CASE WHEN k.pass > excluded.base AND k.base IS NOT NULL
+                THEN k.n + excluded.n ELSE excluded.n END,
+            pass = CASE WHEN k.pass > excluded.base AND k.base IS NOT NULL
+                   THEN k.base + (k.n + excluded.n) / excluded.tw
+                   ELSE excluded.pass END,
+            tw = excluded.tw;
+        -- each job's key, and a queued one's tag when it is due: its
+        -- key's base + its place since it / weight, in id order
+        UPDATE {{schema}}.jobs j
+        SET fair_key = x.key, (fair_tag, fair_w) = (SELECT
+                k.base + (k.n - x.cnt + x.rn - 1) / k.tw, k.tw
+            FROM {{schema}}.fair_keys k
+            WHERE x.due AND k.queue = x.queue AND k.key = x.key)
+        FROM (SELECT t.*,
+                     row_number() OVER (PARTITION BY t.queue, t.key, t.due
+                                        ORDER BY t.id) AS rn,
+                     count(*) OVER (PARTITION BY t.queue, t.key, t.due)
+                         AS cnt
+              FROM (SELECT n.id, n.queue,
+                        n.state = 'queued' AND n.run_at <= now() AS due,
+                        {{schema}}.fair_key(n.name, n.payload, f.path,
+                                            fn.path, fn.weights) AS key
+                    FROM new_jobs n
+                    JOIN {{schema}}.fair_paths f ON f.queue = n.queue
+                    LEFT JOIN {{schema}}.fair_names fn ON fn.name = n.name
+                    WHERE n.fair_key IS NULL) t) x
+        WHERE j.id = x.id;
+    END IF;
+    RETURN NULL;
+END
+$$;
+CREATE OR REPLACE FUNCTION {{schema}}.fair_stamp(a_q text[], a_nm text[],
+                                                a_pl text[], a_at float8[],
+                                                a_in float8[])
+RETURNS TABLE (j_ord bigint, j_key text, j_tag float8, j_w float8)
+LANGUAGE plpgsql AS $$
+BEGIN
+    IF EXISTS (SELECT 1 FROM {{schema}}.fair_names
+               WHERE weights IS NOT NULL) THEN
+        WITH made AS (
+            INSERT INTO {{schema}}.fair_paths (queue, path)
+            SELECT DISTINCT u.q, '{}'::text[] FROM unnest(a_q, a_nm) AS u(q, nm)
+            JOIN {{schema}}.fair_names fn ON fn.name = u.nm
+            WHERE fn.weights IS NOT NULL
+            ON CONFLICT DO NOTHING RETURNING queue)
+        UPDATE {{schema}}.jobs j SET fair_key = coalesce((SELECT
+            {{schema}}.fair_key(j.name, j.payload, '{}', fn.path, fn.weights)
+            FROM {{schema}}.fair_names fn WHERE fn.name = j.name), '')
+        FROM made WHERE j.queue = made.queue
+        AND j.state IN ('queued', 'running', 'waiting');
+    END IF;
+    IF NOT EXISTS (SELECT 1 FROM {{schema}}.fair_paths) THEN
+        RETURN;
+    END IF;
+    RETURN QUERY
+    WITH x AS MATERIALIZED (
+        SELECT t.ord, t.queue, t.key, t.due,
+               row_number() OVER (PARTITION BY t.queue, t.key, t.due
+                                  ORDER BY t.ord) AS rn,
+               count(*) OVER (PARTITION BY t.queue, t.key, t.due) AS cnt
+        FROM (SELECT u.ord, u.q AS queue,
+                  coalesce(to_timestamp(u.at), now()
+                           + u.inn * interval '1 second', now()) <= now()
+                      AS due,
+                  {{schema}}.fair_key(u.nm, u.pl, f.path, fn.path,
+                                      fn.weights) AS key
+              FROM unnest(a_q, a_nm, a_pl::jsonb[], a_at, a_in)
+                   WITH ORDINALITY AS u(q, nm, pl, at, inn, ord)
+              JOIN {{schema}}.fair_paths f ON f.queue = u.q
+              LEFT JOIN {{schema}}.fair_names fn ON fn.name = u.nm) t),
+    k AS (
+        INSERT INTO {{schema}}.fair_keys AS k (queue, key, pass, base, n, tw)
+        SELECT c.queue, c.key, coalesce(fc.clock, 0) + c.cnt / w.w,
+               coalesce(fc.clock, 0), c.cnt, w.w
+        FROM (SELECT x.queue, x.key, count(*) AS cnt FROM x WHERE x.due
+              GROUP BY 1, 2) c
+        LEFT JOIN {{schema}}.fair_keys fk
+               ON fk.queue = c.queue AND fk.key = c.key
+        LEFT JOIN {{schema}}.fair_paths fp ON fp.queue = c.queue
+        LEFT JOIN {{schema}}.fair_clocks fc ON fc.queue = c.queue
+        CROSS JOIN LATERAL (SELECT coalesce(CASE WHEN
+            strpos(c.key, chr(31)) > 1 THEN {{schema}}.fair_name_w(c.key)
+            END, fk.weight, fk.cweight, fp.wdefault, 1) AS w) w
+        ORDER BY c.queue, c.key
+        ON CONFLICT (queue, key) DO UPDATE SET
+            base = CASE WHEN k.pass > excluded.base AND k.base IS NOT NULL
+                   THEN k.base ELSE excluded.base END,
+            n = CASE WHEN k.pass > excluded.base AND k.base IS NOT NULL
+                THEN k.n + excluded.n ELSE excluded.n END,
+            pass = CASE WHEN k.pass > excluded.base AND k.base IS NOT NULL
+                   THEN k.base + (k.n + excluded.n) / excluded.tw
+                   ELSE excluded.pass END,
+            tw = excluded.tw
+        RETURNING k.queue, k.key, k.base, k.n, k.tw)
+    SELECT x.ord, x.key, CASE WHEN x.due
+           THEN k.base + (k.n - x.cnt + x.rn - 1) / k.tw END,
+           CASE WHEN x.due THEN k.tw END
+    FROM x LEFT JOIN k ON x.due AND k.queue = x.queue AND k.key = x.key;
+END
+$$;
+-- the batch push of the schema before migration 38, every job due
+CREATE OR REPLACE FUNCTION {{schema}}.fair_stamp(a_q text[], a_nm text[],
+                                                a_pl text[])
+RETURNS TABLE (j_ord bigint, j_key text, j_tag float8, j_w float8)
+LANGUAGE sql AS $$
+    SELECT * FROM {{schema}}.fair_stamp(a_q, a_nm, a_pl, NULL::float8[],
+                                        NULL::float8[])
+$$;

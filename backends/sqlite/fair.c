@@ -39,25 +39,34 @@ enum { S_FAIR_TAKE, S_FAIR_FIN_Q, S_FAIR_TAG_Q, S_FAIR_FIN_R, S_FAIR_TAG_R,
 #define BY_NAME " j.name = ?1 AND" UNTAGGED
 
 /* Tagging (docs/queues.md, "Fair share"): first each key's finish moves
- * on by its new jobs' count over its weight, from the queue's clock when
- * it was behind it (excluded.pass carries clock + count/weight); then
- * its jobs, in id order, take the tags from where it was up to the new
- * finish, 1/weight apart. */
+ * on by its new jobs' count over its weight, from its base while it is
+ * ahead of the queue's clock, else from the clock (excluded.base: it
+ * starts there again); then its jobs, in id order, take the tags from
+ * where it was up to the new finish, 1/weight apart: its n-th job since
+ * its base is base + n / tw, one formula for a push alone, a batch and a
+ * claim's tagging, and PostgreSQL's (migration 39), so the same jobs get
+ * the same tags bit for bit. */
+#define FAIR_AHEAD " pass > excluded.base AND base IS NOT NULL"
 #define FAIR_FIN(set) \
-    "INSERT INTO fair_keys (queue, key, pass)" \
-    " SELECT j.queue, j.fair_key, coalesce(fc.clock, 0) + count(*) * 1.0 / " \
-    FAIR_W " FROM jobs j LEFT JOIN fair_keys fk ON fk.queue = j.queue" \
+    "INSERT INTO fair_keys (queue, key, pass, base, n, tw)" \
+    " SELECT queue, key, clock + cnt * 1.0 / w, clock, cnt, w FROM (SELECT" \
+    " j.queue AS queue, j.fair_key AS key, coalesce(fc.clock, 0) AS clock," \
+    " count(*) AS cnt, " FAIR_W " AS w" \
+    " FROM jobs j LEFT JOIN fair_keys fk ON fk.queue = j.queue" \
     "  AND fk.key = j.fair_key LEFT JOIN fair_paths fp ON fp.queue = j.queue" \
     "  LEFT JOIN fair_clocks fc ON fc.queue = j.queue" \
-    " WHERE" set " GROUP BY j.queue, j.fair_key" \
-    " ON CONFLICT (queue, key) DO UPDATE SET pass = excluded.pass" \
-    "  + max(pass - coalesce((SELECT clock FROM fair_clocks c" \
-    "   WHERE c.queue = excluded.queue), 0), 0)"
+    " WHERE" set " GROUP BY j.queue, j.fair_key) WHERE true" \
+    " ON CONFLICT (queue, key) DO UPDATE SET" \
+    " base = CASE WHEN" FAIR_AHEAD " THEN base ELSE excluded.base END," \
+    " n = CASE WHEN" FAIR_AHEAD " THEN n + excluded.n ELSE excluded.n END," \
+    " pass = CASE WHEN" FAIR_AHEAD \
+    "  THEN base + (n + excluded.n) * 1.0 / excluded.tw" \
+    "  ELSE excluded.pass END, tw = excluded.tw"
 #define FAIR_TAG(set) \
     "UPDATE jobs SET fair_tag = t.tag, fair_w = t.w FROM (SELECT" \
-    " j.id AS id, fk.pass - (count(*) OVER k - row_number() OVER k + 1)" \
-    " * 1.0 / " FAIR_W " AS tag, " FAIR_W " AS w FROM jobs j JOIN fair_keys fk ON fk.queue = j.queue" \
-    "  AND fk.key = j.fair_key LEFT JOIN fair_paths fp ON fp.queue = j.queue" \
+    " j.id AS id, fk.base + (fk.n - count(*) OVER k + row_number() OVER k" \
+    " - 1) * 1.0 / fk.tw AS tag, fk.tw AS w FROM jobs j JOIN fair_keys fk" \
+    "  ON fk.queue = j.queue AND fk.key = j.fair_key" \
     " WHERE" set " WINDOW k AS (PARTITION BY j.queue, j.fair_key" \
     "  ORDER BY j.id ROWS BETWEEN UNBOUNDED PRECEDING" \
     "  AND UNBOUNDED FOLLOWING)) t WHERE jobs.id = t.id"
@@ -83,7 +92,8 @@ static const char *const sql_text[S_COUNT] = {
     [S_FAIR_TAG_N] = FAIR_TAG(BY_NAME),
     [S_FAIR_SET] =
         "INSERT INTO fair_keys (queue, key, weight)"
-        " VALUES (?1, ?2, ?3) ON CONFLICT (queue, key) DO UPDATE"
+        " VALUES (?1, " JR_SQLITE_FAIR_QK("?2") ", ?3)"
+        " ON CONFLICT (queue, key) DO UPDATE"
         " SET weight = excluded.weight",
     /* each key (path ?2) of queue ?1 with jobs queued or running: ready
      * by ?3, running, weight (?4 the config's weights, ?5 its default);
@@ -93,7 +103,7 @@ static const char *const sql_text[S_COUNT] = {
         "SELECT k, sum(state = 'queued' AND run_at <= ?3) AS w,"
         " sum(state = 'running'),"
         " coalesce((SELECT weight FROM fair_keys fk"
-        "  WHERE fk.queue = ?1 AND fk.key = k),"
+        "  WHERE fk.queue = ?1 AND fk.key = " JR_SQLITE_FAIR_QK("k") "),"
         "  (SELECT value FROM json_each(?4) WHERE key = k), ?5)"
         " FROM (SELECT " JR_SQLITE_FAIR_VAL("payload", "?2")
         " AS k, state, run_at FROM jobs"
@@ -116,7 +126,7 @@ static const char *const sql_text[S_COUNT] = {
     [S_FAIR_BACKFILL] =
         "UPDATE jobs SET fair_key = CASE WHEN json_valid(payload)"
         " THEN coalesce(" JR_SQLITE_FAIR_NKEY ", CASE WHEN ?2 = '' THEN ''"
-        " ELSE " JR_SQLITE_FAIR_VAL("payload", "?2") " END)"
+        " ELSE " JR_SQLITE_FAIR_QKEY("payload", "?2") " END)"
         " ELSE '' END WHERE queue = ?1"
         " AND state NOT IN ('completed', 'dead', 'cancelled', 'expired')",
     /* what the trigger jobs_fair_key does, for the jobs of ids ?2 to ?3
@@ -124,7 +134,7 @@ static const char *const sql_text[S_COUNT] = {
     [S_FAIR_STAMP] =
         "UPDATE jobs SET fair_key = (SELECT CASE WHEN json_valid(payload)"
         " AND f.path <> ''"
-        " THEN " JR_SQLITE_FAIR_VAL("payload", "f.path")
+        " THEN " JR_SQLITE_FAIR_QKEY("payload", "f.path")
         " ELSE '' END FROM fair_paths f WHERE f.queue = ?1)"
         " WHERE id BETWEEN ?2 AND ?3 AND queue = ?1 AND fair_key IS NULL",
     /* is queue ?1 fair; has a name weights of its own (fairname.c) */

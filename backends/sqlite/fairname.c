@@ -40,9 +40,10 @@ static const char *const sql_text[S_COUNT] = {
         "UPDATE jobs SET fair_key = (SELECT CASE"
         " WHEN NOT json_valid(payload) THEN ''"
         " WHEN ?2 IS NOT NULL THEN CASE WHEN ?3 THEN jobs.name || char(31)"
-        " ELSE '' END || " JR_SQLITE_FAIR_VAL("payload", "?2")
+        " || " JR_SQLITE_FAIR_VAL("payload", "?2")
+        " ELSE " JR_SQLITE_FAIR_QKEY("payload", "?2") " END"
         " WHEN f.path = '' THEN ''"
-        " ELSE " JR_SQLITE_FAIR_VAL("payload", "f.path")
+        " ELSE " JR_SQLITE_FAIR_QKEY("payload", "f.path")
         " END FROM fair_paths f WHERE f.queue = jobs.queue)"
         " WHERE name = ?1 AND queue IN (SELECT queue FROM fair_paths)"
         " AND" NOT_ENDED,

@@ -924,3 +924,78 @@ CREATE INDEX jobs_fairnew ON jobs (queue, run_at, id)
 UPDATE jobs SET fair_tag = NULL, fair_w = NULL
     WHERE fair_tag IS NOT NULL AND state = 'queued'
       AND run_at > (julianday('now') - 2440587.5) * 86400.0;
+-- migration 39
+-- A fair key alike on both engines for the same payload, and a queue's
+-- own key that cannot pose as a job name's (docs/queues.md, "Fair
+-- share"): the value at the path (each step a field, as json_extract
+-- reads "$.a.0": PostgreSQL's took 0 as an index into an array) is a
+-- string as it is, true and false as the words, a number by its value
+-- (an integer as its digits: 1e3, 1000 and 1000.0 are "1000", where
+-- json_extract's real gave "1000.0"; another as %.16g writes it), else
+-- (null, missing, an object, an array) ''; a key in a queue's scope that
+-- holds a char(31) has one put in front, so it never spells a name's
+-- scope (NAME, char(31), value: a name starts with none). A key's tags
+-- are from a base on (fair_keys.base, the queue's clock when the key last
+-- started from it): its n-th job since is base + n / weight (tw), one
+-- formula for a push alone, a batch and a claim's tagging (fair.c), so
+-- the same jobs get the same tags bit for bit; the finish (pass) is base
+-- + n / tw. fair_key_of is a job's key, as sqlite_int.h's
+-- JR_SQLITE_FAIR_NKEY and JR_SQLITE_FAIR_QKEY spell it for the
+-- library's statements: the triggers of migration 37 with it, and the
+-- keys of the jobs not ended stamped again (a queued one whose key
+-- changed gives its tag back, to be tagged by its queue's next claim).
+ALTER TABLE fair_keys ADD COLUMN base REAL;
+ALTER TABLE fair_keys ADD COLUMN n INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE fair_keys ADD COLUMN tw REAL;
+UPDATE fair_keys SET base = pass;
+CREATE VIEW fair_key_of AS
+SELECT id, CASE WHEN NOT json_valid(payload) THEN ''
+    WHEN weights IS NOT NULL THEN name || char(31) || v
+    WHEN instr(v, char(31)) THEN char(31) || v ELSE v END AS key
+FROM (SELECT j.id, j.payload, j.name, n.weights,
+          CASE WHEN NOT json_valid(j.payload)
+                 OR (n.path IS NULL AND f.path = '') THEN ''
+          ELSE (SELECT substr(CASE t WHEN 'text' THEN x
+                    WHEN 'true' THEN 'true' WHEN 'false' THEN 'false'
+                    WHEN 'integer' THEN CASE WHEN x = CAST(x AS INTEGER)
+                        THEN CAST(CAST(x AS INTEGER) AS TEXT)
+                        ELSE printf('%.16g', x) END
+                    WHEN 'real' THEN CASE WHEN x = CAST(x AS INTEGER)
+                        THEN CAST(CAST(x AS INTEGER) AS TEXT)
+                        ELSE printf('%.16g', x) END
+                    ELSE '' END, 1, 512)
+                FROM (SELECT json_type(j.payload, p) AS t,
+                             json_extract(j.payload, p) AS x
+                      FROM (SELECT coalesce(n.path, f.path) AS p)))
+          END AS v
+      FROM jobs j JOIN fair_paths f ON f.queue = j.queue
+      LEFT JOIN fair_names n ON n.name = j.name);
+DROP TRIGGER jobs_fair_key;
+CREATE TRIGGER jobs_fair_key AFTER INSERT ON jobs
+    WHEN NEW.fair_key IS NULL
+     AND EXISTS (SELECT 1 FROM fair_paths WHERE queue = NEW.queue)
+BEGIN
+    UPDATE jobs SET fair_key = (SELECT key FROM fair_key_of WHERE id = NEW.id)
+    WHERE id = NEW.id;
+END;
+DROP TRIGGER jobs_fair_name;
+CREATE TRIGGER jobs_fair_name AFTER INSERT ON jobs
+    WHEN NEW.fair_key IS NULL
+     AND NOT EXISTS (SELECT 1 FROM fair_paths WHERE queue = NEW.queue)
+     AND EXISTS (SELECT 1 FROM fair_names WHERE name = NEW.name
+                 AND weights IS NOT NULL)
+BEGIN
+    INSERT INTO fair_paths (queue, path) VALUES (NEW.queue, '')
+        ON CONFLICT DO NOTHING;
+    UPDATE jobs SET fair_key = (SELECT key FROM fair_key_of k
+                                WHERE k.id = jobs.id)
+    WHERE queue = NEW.queue
+      AND state NOT IN ('completed', 'dead', 'cancelled', 'expired');
+END;
+UPDATE jobs SET fair_key = x.key,
+    fair_tag = CASE WHEN state = 'queued' THEN NULL ELSE fair_tag END,
+    fair_w = CASE WHEN state = 'queued' THEN NULL ELSE fair_w END
+FROM (SELECT k.id, k.key FROM fair_key_of k JOIN jobs o ON o.id = k.id
+      WHERE o.fair_key IS NOT NULL
+        AND o.state NOT IN ('completed', 'dead', 'cancelled', 'expired')) x
+WHERE jobs.id = x.id AND jobs.fair_key IS NOT x.key;

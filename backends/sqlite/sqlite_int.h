@@ -93,23 +93,50 @@ struct jr_backend {
                                  * connection (fair.c) */
 };
 
-/* A fair key's value: the JSON doc's value at path (SQL expressions) as
- * text, as PostgreSQL's #>> gives it: true and false as the words (not
- * json_extract's 1 and 0), null or missing as ''; capped at
- * JR_FAIR_KEY_CAP characters (fairpick.h). The trigger jobs_fair_key
- * (schema.sql, migration 37) spells the same out. */
+/* A fair key's value: the JSON doc's value at path (SQL expressions, a
+ * JSON path "$.a.b": each step a field, as json_extract reads it) as
+ * text, alike on both engines (PostgreSQL's fair_val, schema.sql's
+ * migration 39): a string as it is, true and false as the words (not
+ * json_extract's 1 and 0), a number by its value (an integer as its
+ * digits: 1e3, 1000 and 1000.0 are "1000"; another as %.16g writes it),
+ * else (null, missing, an object, an array) ''; capped at
+ * JR_FAIR_KEY_CAP characters (fairpick.h). The triggers jobs_fair_key
+ * and jobs_fair_name (migration 39) spell the same out. */
+#define JR_SQLITE_FAIR_X(doc, path) "json_extract(" doc ", " path ")"
+#define JR_SQLITE_FAIR_NUM(doc, path) \
+    "CASE WHEN " JR_SQLITE_FAIR_X(doc, path) " = CAST(" \
+    JR_SQLITE_FAIR_X(doc, path) " AS INTEGER) THEN CAST(CAST(" \
+    JR_SQLITE_FAIR_X(doc, path) " AS INTEGER) AS TEXT) ELSE" \
+    " printf('%.16g', " JR_SQLITE_FAIR_X(doc, path) ") END"
+#define JR_SQLITE_FAIR_TEXT(doc, path, text) \
+    "CASE json_type(" doc ", " path ") WHEN 'text' THEN " text \
+    " WHEN 'true' THEN 'true' WHEN 'false' THEN 'false' WHEN 'integer'" \
+    " THEN " JR_SQLITE_FAIR_NUM(doc, path) " WHEN 'real' THEN " \
+    JR_SQLITE_FAIR_NUM(doc, path) " ELSE '' END"
+#define JR_SQLITE_FAIR_CAP(doc, path) \
+    "substr(" JR_SQLITE_FAIR_X(doc, path) ", 1, " JR_FAIR_KEY_CAPS ")"
 #define JR_SQLITE_FAIR_VAL(doc, path) \
-    "substr(CASE json_type(" doc ", " path ") WHEN 'true' THEN 'true'" \
-    " WHEN 'false' THEN 'false' ELSE coalesce(CAST(json_extract(" doc \
-    ", " path ") AS TEXT), '') END, 1, " JR_FAIR_KEY_CAPS ")"
+    JR_SQLITE_FAIR_TEXT(doc, path, JR_SQLITE_FAIR_CAP(doc, path))
+
+/* A key in a queue's scope: text k with a char(31) in front when it
+ * holds one, so that no queue's key spells a name's scope (NAME,
+ * char(31), value: a name starts with none); JR_SQLITE_FAIR_QKEY is the
+ * value at path so (only a string can hold one). */
+#define JR_SQLITE_FAIR_QK(k) \
+    "(CASE WHEN instr(" k ", char(31)) THEN char(31) ELSE '' END || " k ")"
+#define JR_SQLITE_FAIR_QKEY(doc, path) \
+    JR_SQLITE_FAIR_TEXT(doc, path, JR_SQLITE_FAIR_QK( \
+        JR_SQLITE_FAIR_CAP(doc, path)))
 
 /* A job's key in its name's fair scope, in an UPDATE of jobs: NAME,
  * char(31), its payload's value at the name's path when the name has
- * weights of its own (fair_names.weights), the value alone when it has
- * a path only, NULL when the name has neither (the queue's key then). */
+ * weights of its own (fair_names.weights), the value alone (in the
+ * queue's scope) when it has a path only, NULL when the name has
+ * neither (the queue's key then). */
 #define JR_SQLITE_FAIR_NKEY \
     "(SELECT CASE WHEN n.weights IS NOT NULL THEN jobs.name || char(31)" \
-    " ELSE '' END || " JR_SQLITE_FAIR_VAL("payload", "n.path") \
+    " || " JR_SQLITE_FAIR_VAL("payload", "n.path") \
+    " ELSE " JR_SQLITE_FAIR_QKEY("payload", "n.path") " END" \
     " FROM fair_names n WHERE n.name = jobs.name)"
 
 /* The weight of fair key k (an SQL expression) when it is in a name's
