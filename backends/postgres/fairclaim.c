@@ -6,6 +6,8 @@
  * fair-alone claim statements. Uses pg_int.h (the claims' columns;
  * claim.c's rows and names' hash; fair.c's tags), conn.c. */
 
+#include <math.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -13,79 +15,95 @@
 #include "postgres/pg_int.h"
 #include "base/limit.h"
 
+/* Whether queue q has no say now, as one row (busy, untagged): busy when
+ * another queue has a queued job (the claim under limits takes turns
+ * between queues), untagged, unless t (its jobs were just tagged), when q
+ * has an untagged job due (jobs_fairnew: back to queued, pushed waiting,
+ * due since pushed to run later; its tags are given under the limits' lock
+ * first). Each is one probe of an index, ordered with LIMIT 1 (what min()
+ * is planned as), so that no plan reads the range whole: an EXISTS or a
+ * count was planned on a generic plan's guess of a third of the table as
+ * a scan of all of it, at every claim while no other queue had work
+ * (200,000 queued jobs: 117 ms a claim), and was, on some statistics, on a
+ * custom plan too. Bounded by q on both sides: the first queue of
+ * jobs_claim, when that is q itself, was found past the entries of q's
+ * jobs claimed since the last vacuum (200 heap fetches a claim in a
+ * drain). */
+#define FAIR_WHY(q, t) \
+    "SELECT (SELECT queue FROM {{schema}}.jobs" \
+    "  WHERE state = 'queued' AND queue < " q "::text" \
+    "  ORDER BY queue LIMIT 1) IS NOT NULL" \
+    "  OR (SELECT queue FROM {{schema}}.jobs" \
+    "  WHERE state = 'queued' AND queue > " q "::text" \
+    "  ORDER BY queue DESC LIMIT 1) IS NOT NULL AS busy," \
+    "  NOT (SELECT " t "::bool) AND coalesce((SELECT run_at" \
+    "  FROM {{schema}}.jobs WHERE queue = " q "::text" \
+    "  AND state = 'queued' AND fair_key IS NOT NULL AND fair_tag IS NULL" \
+    "  ORDER BY run_at LIMIT 1) <= now(), false) AS untagged"
+
 /* A fair queue's claim alone (fair.c's jr_pg_fair_alone: its one limit,
  * nothing capped) in one statement, as st_claim_one's: its first $4 ready
  * jobs by (priority, start tag, id), one range of jobs_fairtag ($5 the
  * queue), their tags spent, the queue's clock moved to the highest one
- * taken, each row's weight (the one it was tagged with, $6 the config's
- * default) after its rank. The clock is moved only when its row is free:
- * while another claim holds it (the runner's second connection's, another
- * runner's), that one moves it, to its own batch's tags, and the next claim
- * to these (the clock only says where a key new or back starts: a batch
- * behind at most, for a claim). The wait for that row was most of a claim's
- * time with two claims at once (10 ms of 27 in one of 161 jobs). Claims
- * nothing while another queue has a queued job (the claim under limits
- * takes turns between queues) and returns one row of NULLs; nor, unless $7
- * (they were just tagged), while the queue has untagged jobs (jobs_fairnew:
- * back to queued, pushed waiting, due since pushed to run later; one range
- * of it however many are not yet due), whose tags are given under the
- * limits' lock first: one row of NULLs but its name, 'untagged'. The
- * look-up and the lock were two more round trips a claim, run whatever they
- * found. The limited claim's read, then update by id, the other queues'
- * candidates and the clock's statement were 21 us a job on the server
- * beside a plain claim's 16.5. Whether another queue has a
- * queued job is asked as the first and last queue of jobs_claim (min and
- * max, one index probe each), not as EXISTS (queue < $5): a prepared
- * statement's generic plan cannot tell that range's size and scanned the
- * whole table for it, at every claim while no other queue had work
- * (200,000 queued jobs: 117 ms a claim). And the update finds its rows by
- * id (the ids of p in an array), not by a join with p: the planner took p
- * for one row and hashed the whole table beside it (100 ms a claim), or,
- * with statistics of a table last analyzed empty, scanned it for each. */
+ * taken, each row with its tag (the rank's, fair_claim puts the rows in
+ * it) and its weight (the one it was tagged with, $6 the config's
+ * default). Nothing while FAIR_WHY ($5, $7) says no: no row, and
+ * fair_claim asks st_fair_why why. The clock is moved only when its row
+ * is free: while another claim holds it (the runner's second connection's,
+ * another runner's), that one moves it, to its own batch's tags, and the
+ * next claim to these (the clock only says where a key new or back starts:
+ * a batch behind at most, for a claim). The wait for that row was most of
+ * a claim's time with two claims at once (10 ms of 27 in one of 161
+ * jobs); nor is it locked or written when it is at that tag already (a
+ * drain over many keys moves it a few times). The update finds its rows
+ * by id (the ids of p in an array), not by a join with p: the planner took
+ * p for one row and hashed the whole table beside it (100 ms a claim), or,
+ * with statistics of a table last analyzed empty, scanned it for each.
+ * The tag a row had, which RETURNING cannot see (it is spent), is p's, by
+ * a binary search of p's ids in id order (width_bucket): array_position
+ * read half the array a row, 25,000 compares a claim of 160.
+ * The update is the statement itself, not a WITH of a SELECT: that one's
+ * rows were written to a tuplestore and read back (about 5% of the
+ * claim's instructions, as much as the clock's reads of them). The
+ * parameters a plan is priced by (the queue, names, batch and place) are
+ * read through InitPlans, so that a custom plan is priced as the generic
+ * one and the plan cache keeps that after five runs: the queue's value
+ * priced a custom plan lower, and the statement was planned again at
+ * every claim (0.6 ms of the server's, against a plain claim's 0.3).
+ * Fewer InitPlans would do for the plan; all are there so that no value
+ * tips it. */
 #define FAIR_CLAIM(from) \
-    "WITH o AS (SELECT coalesce((SELECT min(queue) FROM {{schema}}.jobs" \
-    "  WHERE state = 'queued') < $5::text" \
-    "  OR (SELECT max(queue) FROM {{schema}}.jobs" \
-    "  WHERE state = 'queued') > $5::text, false) AS busy," \
-    "  NOT $7::bool AND EXISTS (SELECT 1 FROM {{schema}}.jobs" \
-    "  WHERE queue = $5::text AND run_at <= now() AND state = 'queued'" \
-    "  AND fair_key IS NOT NULL AND fair_tag IS NULL) AS untagged)," \
-    " p AS (SELECT array_agg(s.id ORDER BY s.priority, s.fair_tag, s.id)" \
-    "  AS ids, array_agg(s.fair_tag ORDER BY s.priority, s.fair_tag, s.id)" \
-    "  AS tags" \
-    "  FROM (SELECT id, priority, fair_tag FROM {{schema}}.jobs" \
-    "   WHERE state = 'queued' AND queue = $5::text" \
+    "WITH o AS (" FAIR_WHY("$5", "$7") ")," \
+    " p AS (SELECT array_agg(l.id ORDER BY l.id) AS ids," \
+    "  array_agg(l.fair_tag ORDER BY l.id) AS tags," \
+    "  max(l.fair_tag) AS top" \
+    "  FROM (SELECT id, fair_tag FROM {{schema}}.jobs" \
+    "   WHERE state = 'queued' AND queue = (SELECT $5::text)" \
     "   AND fair_tag IS NOT NULL AND run_at <= now()" from \
     JR_PG_UNEXPIRED \
-    "   AND name = ANY($3::text[])" \
+    "   AND name = ANY((SELECT $3::text[])::text[])" \
     "   AND NOT (SELECT busy OR untagged FROM o)" \
     "   AND NOT EXISTS (SELECT 1 FROM {{schema}}.queues q" \
     "    WHERE q.name = $5::text AND q.paused)" \
-    "   ORDER BY priority, fair_tag, id LIMIT $4::int" \
-    "   FOR UPDATE SKIP LOCKED) s)," \
-    " u AS (UPDATE {{schema}}.jobs j SET " CLAIM_SET ", fair_tag = NULL" \
-    "  FROM p WHERE j.id = ANY(p.ids)" \
-    "  RETURNING " CLAIM_COLUMNS "," \
-    "  array_position(p.ids, j.id)::bigint AS ord," \
-    "  coalesce(j.fair_w, $6::float8) AS fair_w," \
-    "  p.tags[array_position(p.ids, j.id)] AS tag" \
-    CLAIM_STEPS ")," \
+    "   ORDER BY priority, fair_tag, id LIMIT (SELECT $4::int)" \
+    "   FOR UPDATE SKIP LOCKED) l)," \
     " c AS (SELECT queue FROM {{schema}}.fair_clocks" \
-    "  WHERE queue = $5::text FOR UPDATE SKIP LOCKED)," \
+    "  WHERE queue = $5::text AND clock < (SELECT top FROM p)" \
+    "  FOR UPDATE SKIP LOCKED)," \
     " t AS (UPDATE {{schema}}.fair_clocks f" \
-    "  SET clock = greatest(f.clock, m.tag)" \
-    "  FROM (SELECT max(tag) AS tag FROM u) m" \
-    "  WHERE f.queue = $5::text AND m.tag IS NOT NULL" \
-    "  AND EXISTS (SELECT 1 FROM c))," \
+    "  SET clock = greatest(f.clock, (SELECT top FROM p))" \
+    "  WHERE f.queue = $5::text AND EXISTS (SELECT 1 FROM c))," \
     " i AS (INSERT INTO {{schema}}.fair_clocks (queue, clock)" \
-    "  SELECT $5::text, max(tag) FROM u HAVING count(*) > 0" \
+    "  SELECT $5::text, top FROM p WHERE top IS NOT NULL" \
     "  AND NOT EXISTS (SELECT 1 FROM {{schema}}.fair_clocks" \
     "   WHERE queue = $5::text)" \
     "  ON CONFLICT (queue) DO NOTHING)" \
-    " SELECT * FROM u UNION ALL SELECT NULL, CASE WHEN NOT busy" \
-    " THEN 'untagged' END, NULL, NULL, NULL," \
-    " NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL," \
-    " NULL, NULL, NULL FROM o WHERE busy OR untagged"
+    " UPDATE {{schema}}.jobs j SET " CLAIM_SET ", fair_tag = NULL" \
+    " WHERE j.id = ANY((SELECT ids FROM p)::bigint[])" \
+    " RETURNING " CLAIM_COLUMNS ", 0::bigint AS ord," \
+    " coalesce(j.fair_w, $6::float8) AS fair_w," \
+    " (SELECT tags FROM p)[width_bucket(j.id, (SELECT ids FROM p))]" \
+    " AS tag" CLAIM_STEPS
 static const pg_stmt st_fair_claim = {"jr_fair_claim1", 7, FAIR_CLAIM("")};
 
 /* st_fair_claim from a place in its queue, not from the front of
@@ -95,26 +113,81 @@ static const pg_stmt st_fair_claim = {"jr_fair_claim1", 7, FAIR_CLAIM("")};
  * the queue's clock when given, and both forget the place: a push by its
  * wake-up, the tags by the claim that gives them. */
 static const pg_stmt st_fair_claim_from = {"jr_fair_claim_from", 10,
-    FAIR_CLAIM("   AND (priority, fair_tag, id) >"
-               " ($8::int, $9::float8, $10::bigint)")};
+    FAIR_CLAIM("   AND (priority, fair_tag, id) > ((SELECT $8::int),"
+               " (SELECT $9::float8), (SELECT $10::bigint))")};
 
-/* Remembers where a full batch of st_fair_claim (res, n rows) ended:
- * its last job in (priority, tag, id) order (the highest rank), with the
- * tag as the server wrote it, for names (jr_pg_names_hash of the names
- * and the queue). The time is that of the last claim from the front
- * (from is 0). */
+/* Why a fair claim took nothing: FAIR_WHY of queue $1, $2 as its $7. */
+static const pg_stmt st_fair_why = {"jr_fair_why", 2,
+    FAIR_WHY("$1", "$2")};
+
+/* A claimed row's rank key: (priority, tag, id) as the claim ordered
+ * them, the tag as its float8 (PostgreSQL writes the shortest text that
+ * reads back to the same value, extra_float_digits 1 by default: the
+ * same order), NaN last as PostgreSQL sorts it. */
+typedef struct {
+    int     priority;
+    double  tag;
+    int64_t id;
+    int     row;
+} fair_rank;
+
+static int
+fair_rank_cmp(const void *pa, const void *pb)
+{
+    const fair_rank *a = pa, *b = pb;
+    int na = isnan(a->tag), nb = isnan(b->tag);
+
+    if (a->priority != b->priority)
+        return a->priority < b->priority ? -1 : 1;
+    if (na || nb) {
+        if (na != nb)
+            return na - nb;
+    } else if (a->tag != b->tag)
+        return a->tag < b->tag ? -1 : 1;
+    return a->id < b->id ? -1 : a->id > b->id;
+}
+
+/* Puts out[0..n) (row i of res is out[i]) in the claim's order, (priority,
+ * tag, id); *last the row of its last job, or -1. Out of memory leaves
+ * them as they came, and *last -1 (no place). */
 static void
-fplace_set(jr_backend *b, const PGresult *res, int n, uint64_t names,
+fair_rank_rows(const PGresult *res, jr_job **out, int n, int *last)
+{
+    fair_rank *k;
+    jr_job **tmp;
+    int i;
+
+    *last = -1;
+    if (n < 1 || (k = calloc((size_t)n, sizeof *k)) == NULL)
+        return;
+    if ((tmp = calloc((size_t)n, sizeof *tmp)) == NULL) {
+        free(k);
+        return;
+    }
+    for (i = 0; i < n; i++) {
+        k[i].priority = out[i]->priority;
+        k[i].tag = PQgetisnull(res, i, 15) ? NAN :
+                   strtod(PQgetvalue(res, i, 15), NULL);
+        k[i].id = out[i]->id;
+        k[i].row = i;
+    }
+    qsort(k, (size_t)n, sizeof *k, fair_rank_cmp);
+    for (i = 0; i < n; i++)
+        tmp[i] = out[k[i].row];
+    memcpy(out, tmp, (size_t)n * sizeof *out);
+    *last = k[n - 1].row;
+    free(tmp);
+    free(k);
+}
+
+/* Remembers where a full batch of st_fair_claim (res) ended: its last job
+ * in (priority, tag, id) order, row r, with the tag as the server wrote
+ * it, for names (jr_pg_names_hash of the names and the queue). The time is
+ * that of the last claim from the front (from is 0). */
+static void
+fplace_set(jr_backend *b, const PGresult *res, int r, uint64_t names,
            int from)
 {
-    long ord, best = -1;
-    int i, r = -1;
-
-    for (i = 0; i < n; i++)
-        if ((ord = strtol(PQgetvalue(res, i, 13), NULL, 10)) > best) {
-            best = ord;
-            r = i;
-        }
     b->fplace_on = 0;
     if (r < 0 || PQgetisnull(res, r, 15) ||
         (size_t)PQgetlength(res, r, 15) >= sizeof b->fplace_tag)
@@ -140,6 +213,30 @@ fplace_holds(jr_backend *b, uint64_t names)
     return b->fplace_on;
 }
 
+/* Why st_fair_claim (p its parameters) took nothing: -2 when another
+ * queue had work (or, its jobs just tagged, it still took nothing), 1
+ * when the queue has untagged jobs, 0 when neither (it has no job to
+ * take now), -1 with err set. */
+static int
+fair_why(jr_backend *b, const char *const *p, jr_err *err)
+{
+    const char *q[2] = {p[4], p[6]};
+    PGresult *res;
+    int rc;
+
+    if ((res = jr_pg_run(b, &st_fair_why, q, "claiming jobs of a fair queue",
+                         err)) == NULL)
+        return -1;
+    if (PQntuples(res) != 1)
+        rc = 0;
+    else if (PQgetvalue(res, 0, 0)[0] == 't')
+        rc = -2;
+    else
+        rc = PQgetvalue(res, 0, 1)[0] == 't';
+    PQclear(res);
+    return rc;
+}
+
 /* st_fair_claim into out[0..) in its fair order, each job's weight set:
  * how many, -1 with err set, -2 when another queue had work (the claim
  * under limits is to run, and runs instead for the next 100 claims).
@@ -157,7 +254,7 @@ fair_claim(jr_backend *b, const char *const *params, const jr_limit *f,
                      (jr_pg_names_hash(f->scope) * 1099511628211ull);
     PGresult *res;
     double t = 0;
-    int i, n, from = fplace_holds(b, names);
+    int i, n, why, last, from = fplace_holds(b, names);
 
     snprintf(sdef, sizeof sdef, "%.17g", f->fair_default > 0 ?
              f->fair_default : 1);
@@ -178,17 +275,19 @@ fair_claim(jr_backend *b, const char *const *params, const jr_limit *f,
                              p, "claiming jobs of a fair queue", err)) ==
             NULL)
             return -1;
-        n = PQntuples(res);
-        if (n == 0 || !PQgetisnull(res, n - 1, 0))
+        if ((n = PQntuples(res)) > 0)
             break;
+        PQclear(res);
         b->fplace_on = from = 0;
-        if (PQgetisnull(res, n - 1, 1) || p[6][0] == 't') {
-            PQclear(res);
+        if ((why = fair_why(b, p, err)) < 0 && why != -2)
+            return -1;
+        if (why == 0)
+            return 0;           /* nothing ready */
+        if (why == -2 || p[6][0] == 't') {
             b->fair_busy = 100;
             return -2;
         }
-        PQclear(res);           /* untagged jobs: tags first */
-        if (jr_pg_fair_tag_alone(b, p[4], err) < 0)
+        if (jr_pg_fair_tag_alone(b, p[4], err) < 0)   /* tags first */
             return -1;
         p[6] = "t";
     }
@@ -201,16 +300,16 @@ fair_claim(jr_backend *b, const char *const *params, const jr_limit *f,
         if (b->fplace_secs < JR_PG_PLACE_SECS)
             b->fplace_secs = JR_PG_PLACE_SECS;
     }
-    if (n == atoi(params[3]))
-        fplace_set(b, res, n, names, from);
-    else
-        b->fplace_on = 0;       /* the queue ran short: from the front */
     for (i = 0; i < n; i++) {
         out[i]->fair_weight = strtod(PQgetvalue(res, i, 14), NULL);
         if (!(out[i]->fair_weight > 0))
             out[i]->fair_weight = 1;
     }
-    jr_pg_fair_order(res, out, n);
+    fair_rank_rows(res, out, n, &last);
+    if (n == atoi(params[3]))
+        fplace_set(b, res, last, names, from);
+    else
+        b->fplace_on = 0;       /* the queue ran short: from the front */
     PQclear(res);
     return n;
 }
