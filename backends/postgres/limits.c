@@ -252,7 +252,10 @@ lim_rate_elem(const char *scope, double rate, void *arg)
  * what earlier passes took ($10/$11), keys whose stored bucket in a
  * scope $12 of per-key rate $13 is short of a token at $14 (one
  * look-up by primary key per job passed over: the cost follows the
- * keys with jobs, not the buckets); fair and aging queues ($15) are
+ * keys with jobs, not the buckets; the pairs by NOT IN a subquery, which
+ * PostgreSQL hashes once, where <> ALL of the array compared each job
+ * passed over with every pair: 200,000 jobs of 1,000 blocked keys took
+ * 1.6 s a claim); fair and aging queues ($15) are
  * fair.c's and aging.c's; a job whose cost is over the room left in a
  * scope of its own ($16, jr_lpick_rooms) is skipped */
 static const pg_stmt st_lim_candidates = {
@@ -286,8 +289,10 @@ static const pg_stmt st_lim_candidates = {
     JR_PG_UNEXPIRED
     "    AND name = ANY($1::text[]) AND name <> ALL($7::text[])"
     "    AND (limit_key IS NULL"
-    "     OR (('n' || name || chr(31) || limit_key) <> ALL($8::text[])"
-    "     AND ('q' || queue || chr(31) || limit_key) <> ALL($8::text[])"
+    "     OR (('n' || name || chr(31) || limit_key) NOT IN"
+    "      (SELECT unnest($8::text[]))"
+    "     AND ('q' || queue || chr(31) || limit_key) NOT IN"
+    "      (SELECT unnest($8::text[]))"
     "     AND NOT EXISTS (SELECT 1"
     "      FROM unnest($12::text[], $13::float8[]) AS r(scope, rate)"
     "      JOIN {{schema}}.limit_buckets lb ON lb.scope = r.scope"
