@@ -35,8 +35,9 @@ static const char *const sql_text[S_COUNT] = {
         " = j.fair_tag",
     /* and its key and tag, to be stamped again */
     [S_FR_CLEAR] =
-        "UPDATE jobs SET fair_key = NULL, fair_tag = NULL, fair_w = NULL"
-        " WHERE id = ?1",
+        "UPDATE jobs SET fair_key = NULL, fair_tag = NULL,"
+        " fair_w = NULL WHERE id = ?1"
+        " AND fair_key IS NOT NULL",
 };
 
 static sqlite3_stmt *
