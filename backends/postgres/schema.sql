@@ -3310,3 +3310,237 @@ LANGUAGE sql AS $$
     SELECT * FROM {{schema}}.fair_stamp(a_q, a_nm, a_pl, NULL::float8[],
                                         NULL::float8[])
 $$;
+-- migration 42
+-- A fair queue's job replaced by a newer push (docs/queues.md, "Newer
+-- replaces older", "Fair share"): a unique key's queued job, or a
+-- sequence's pending last one, that takes the push's payload and run_at
+-- is keyed and tagged as a push of them would be: its key stamped again
+-- from the new payload (the queue's path, or its name's own), its tag
+-- dropped and given again only when it is due now (a job due later takes
+-- no turn of its key; the first claim after its run_at tags it). The
+-- turn its old tag took goes back to its key when it was the key's last
+-- (the key's n-th since its base: the finish moves back by 1/weight, so
+-- the key's next job takes that tag); one with later jobs of the key
+-- after it stays spent. fair_give is that give-back (also for the
+-- sequence's job just pushed, deleted when the last job takes its
+-- payload), fair_replaced the whole of it; push_keyed (migration 23's)
+-- and sequence_put (migration 35's) call them. A job in no fair queue
+-- pays one look-up of its row. The replaced job's limit key is the
+-- push's too (push_keyed kept the old one when the new payload had
+-- none; sequence_put kept it always).
+CREATE FUNCTION {{schema}}.fair_give(jid bigint) RETURNS void
+LANGUAGE sql AS $$
+    -- base + (n - 1) / tw is the tag the key's n-th job was given (the
+    -- insert trigger's and fair_stamp's arithmetic, equal to the bit)
+    UPDATE {{schema}}.fair_keys k SET n = k.n - 1,
+        pass = k.base + (k.n - 1) / k.tw
+    FROM {{schema}}.jobs j
+    WHERE j.id = jid AND j.fair_tag IS NOT NULL
+      AND k.queue = j.queue AND k.key = j.fair_key
+      AND k.n > 0 AND k.tw = j.fair_w
+      AND k.base + (k.n - 1) / k.tw = j.fair_tag;
+    UPDATE {{schema}}.jobs j SET fair_tag = NULL, fair_w = NULL
+    WHERE j.id = jid AND j.fair_tag IS NOT NULL;
+$$;
+CREATE FUNCTION {{schema}}.fair_replaced(jid bigint) RETURNS void
+LANGUAGE plpgsql AS $$
+BEGIN
+    IF NOT EXISTS (SELECT 1 FROM {{schema}}.jobs j
+                   WHERE j.id = jid AND j.fair_key IS NOT NULL) THEN
+        RETURN;                 -- in no fair queue: nothing keyed
+    END IF;
+    PERFORM {{schema}}.fair_give(jid);
+    -- fair_stamp keys it as a push, and tags it (moving its key's
+    -- finish) when it is due: queued, run_at by now
+    UPDATE {{schema}}.jobs j SET (fair_key, fair_tag, fair_w) = (
+        SELECT f.j_key, f.j_tag, f.j_w
+        FROM {{schema}}.fair_stamp(ARRAY[j.queue], ARRAY[j.name],
+            ARRAY[j.payload::text],
+            ARRAY[CASE WHEN j.state = 'queued' AND j.run_at <= now()
+                  THEN NULL ELSE 'infinity'::float8 END],
+            NULL::float8[]) f)
+    WHERE j.id = jid;
+END
+$$;
+CREATE OR REPLACE FUNCTION {{schema}}.push_keyed(name text,
+                                      payload jsonb DEFAULT '{}',
+                                      run_at timestamptz DEFAULT now(),
+                                      priority int DEFAULT 0,
+                                      queue text DEFAULT 'default',
+                                      max_retries int DEFAULT NULL,
+                                      unique_key text DEFAULT NULL,
+                                      unique_for interval DEFAULT NULL,
+                                      on_conflict text DEFAULT 'keep',
+                                      key text DEFAULT NULL,
+                                      OUT id bigint, OUT outcome text)
+LANGUAGE plpgsql AS $$
+#variable_conflict use_column
+DECLARE
+    k text;
+    oc text := push_keyed.on_conflict;
+    gone bigint;
+    cancelled boolean := false;
+BEGIN
+    IF oc = 'cancel_running' THEN
+        IF push_keyed.unique_key IS NULL THEN
+            RAISE EXCEPTION 'jobrunner.push: unique_for and on_conflict need a unique_key'
+                USING ERRCODE = 'invalid_parameter_value';
+        END IF;
+        FOR gone IN UPDATE {{schema}}.jobs j SET unique_key = NULL
+            WHERE j.name = push_keyed.name
+              AND j.unique_key = push_keyed.unique_key
+              AND j.state = 'running'
+            RETURNING j.id
+        LOOP
+            PERFORM {{schema}}.cancel(gone);
+            DELETE FROM {{schema}}.unique_keys u
+            WHERE u.name = push_keyed.name
+              AND u.unique_key = push_keyed.unique_key AND u.job_id = gone;
+            cancelled := true;
+        END LOOP;
+        oc := 'replace';
+    END IF;
+    SELECT p.id, p.outcome INTO push_keyed.id, push_keyed.outcome
+    FROM {{schema}}.push_unique(push_keyed.name, push_keyed.payload,
+        push_keyed.run_at, push_keyed.priority, push_keyed.queue,
+        push_keyed.max_retries, push_keyed.unique_key, push_keyed.unique_for,
+        oc) p;
+    IF cancelled AND push_keyed.outcome = 'new' THEN
+        push_keyed.outcome := 'superseded';
+    END IF;
+    IF push_keyed.outcome = 'replaced' THEN
+        PERFORM {{schema}}.fair_replaced(push_keyed.id);
+    END IF;
+    IF push_keyed.outcome <> 'duplicate' THEN
+        k := {{schema}}.limit_key_of(push_keyed.name,
+                                     coalesce(push_keyed.payload, '{}'),
+                                     push_keyed.key);
+        -- (a replaced job's from its new payload, none if it has none)
+        IF k IS NOT NULL OR push_keyed.outcome = 'replaced' THEN
+            UPDATE {{schema}}.jobs j SET limit_key = k
+            WHERE j.id = push_keyed.id;
+        END IF;
+    END IF;
+END
+$$;
+CREATE OR REPLACE FUNCTION {{schema}}.sequence_put(id bigint, key text,
+                                        on_failure text DEFAULT 'block',
+                                        on_conflict text DEFAULT 'keep',
+                                        OUT job_id bigint,
+                                        OUT outcome text)
+LANGUAGE plpgsql AS $$
+#variable_conflict use_variable
+DECLARE
+    child bigint := sequence_put.id;
+    t bigint;
+    tst text;
+    tfail text;
+    tleft int;
+    n bigint;
+    pst text;
+    pres jsonb;
+    cpay jsonb;
+    crun timestamptz;
+    clim text;
+    gone bigint;
+    cancelled boolean := false;
+BEGIN
+    IF sequence_put.on_failure IS NULL
+       OR sequence_put.on_failure NOT IN ('block', 'skip', 'dead') THEN
+        RAISE EXCEPTION 'jobrunner.sequence: on_failure ''%'' is not block, skip or dead',
+            sequence_put.on_failure USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    IF sequence_put.on_conflict IS NULL OR sequence_put.on_conflict
+       NOT IN ('keep', 'replace', 'cancel_running') THEN
+        RAISE EXCEPTION 'jobrunner.sequence: on_conflict ''%'' is not keep, replace or cancel_running',
+            sequence_put.on_conflict USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    IF sequence_put.key IS NULL OR octet_length(sequence_put.key) NOT BETWEEN 1 AND 256 THEN
+        RAISE EXCEPTION 'jobrunner.sequence: job %: the sequence key must have 1 to 256 bytes',
+            child USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    PERFORM pg_advisory_xact_lock(hashtextextended(
+        '{{schema}}.sequence ' || sequence_put.key, 0));
+    SELECT j.id, j.state, j.seq_fail, j.seq_no, j.parents_left
+    INTO t, tst, tfail, n, tleft
+    FROM {{schema}}.jobs j WHERE j.sequence_key = sequence_put.key
+    ORDER BY j.seq_no DESC LIMIT 1;
+    -- the last one ended (cancelled) while jobs before it may not have:
+    -- the last of those that holds the sequence is the one to wait for
+    -- (or to replace); n stays the last place, the new job's comes after
+    IF t IS NOT NULL AND NOT (tst IN ('queued', 'running', 'waiting')
+                              OR (tst = 'dead' AND tfail = 'block')) THEN
+        SELECT j.id, j.state, j.seq_fail, j.parents_left
+        INTO t, tst, tfail, tleft
+        FROM {{schema}}.jobs j WHERE j.sequence_key = sequence_put.key
+          AND (j.state IN ('queued', 'running', 'waiting')
+               OR (j.state = 'dead' AND j.seq_fail = 'block'))
+        ORDER BY j.seq_no DESC LIMIT 1;
+    END IF;
+    SELECT j.payload, j.run_at, j.limit_key INTO cpay, crun, clim
+    FROM {{schema}}.jobs j
+    WHERE j.id = child AND j.state = 'queued' AND j.sequence_key IS NULL
+      AND j.parents_left = 0;
+    IF NOT FOUND THEN
+        RAISE EXCEPTION 'jobrunner.sequence: job % is not a queued job of no sequence',
+            child USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    IF sequence_put.on_conflict = 'cancel_running' THEN
+        FOR gone IN SELECT j.id FROM {{schema}}.jobs j
+            WHERE j.sequence_key = sequence_put.key AND j.state = 'running'
+        LOOP
+            PERFORM {{schema}}.cancel(gone);
+            cancelled := true;
+        END LOOP;
+    END IF;
+    IF sequence_put.on_conflict <> 'keep' AND t IS NOT NULL
+       AND (tst = 'queued' OR (tst = 'waiting' AND tleft > 0)) THEN
+        -- a claim holding the row makes this wait, then find it running
+        UPDATE {{schema}}.jobs j SET payload = cpay, run_at = crun,
+            limit_key = clim, updated_at = now()
+        WHERE j.id = t AND (j.state = 'queued'
+                            OR (j.state = 'waiting' AND j.parents_left > 0));
+        IF FOUND THEN
+            -- the job just pushed gives its turn back first (the last
+            -- one its key gave), then the last job takes its own
+            PERFORM {{schema}}.fair_give(child);
+            PERFORM {{schema}}.fair_replaced(t);
+            DELETE FROM {{schema}}.jobs j WHERE j.id = child;
+            job_id := t;
+            outcome := 'replaced';
+            RETURN;
+        END IF;
+    END IF;
+    job_id := child;
+    outcome := CASE WHEN cancelled THEN 'superseded' ELSE 'new' END;
+    UPDATE {{schema}}.jobs j SET sequence_key = sequence_put.key,
+        seq_no = coalesce(n, 0) + 1, seq_fail = sequence_put.on_failure
+    WHERE j.id = child AND j.state = 'queued' AND j.sequence_key IS NULL
+      AND j.parents_left = 0;
+    IF t IS NULL OR NOT (tst IN ('queued', 'running', 'waiting')
+                         OR (tst = 'dead' AND tfail = 'block')) THEN
+        RETURN;
+    END IF;
+    -- the row lock orders this with the tail's end: a success deleting it
+    -- meanwhile leaves nothing to wait for
+    UPDATE {{schema}}.jobs j SET flow = j.flow | 1 WHERE j.id = t
+    RETURNING j.state, j.result INTO pst, pres;
+    IF NOT FOUND THEN
+        RETURN;
+    END IF;
+    UPDATE {{schema}}.jobs j SET state = 'waiting', parents_left = 1,
+        on_parent_failure = CASE WHEN tfail = 'dead' THEN 'dead'
+                            ELSE 'run' END
+    WHERE j.id = child;
+    IF pst NOT IN ('completed', 'dead', 'cancelled') THEN
+        pst := NULL;
+        pres := NULL;
+    END IF;
+    INSERT INTO {{schema}}.job_deps (parent_id, child_id, parent_state,
+                                     parent_result)
+    VALUES (t, child, pst, pres);
+    IF pst IS NOT NULL THEN
+        PERFORM {{schema}}.flow_edge(child, t, pst);
+    END IF;
+END
+$$;

@@ -54,9 +54,12 @@ static const char *const sql_text[S_COUNT] = {
     [S_UNIQUE_TAKE] =
         "INSERT OR REPLACE INTO unique_keys (name, unique_key, job_id,"
         " held_until) VALUES (?1, ?2, ?3, ?4)",
+    /* debounce: queued job ?5 takes push ?1's payload ?2, run_at ?3
+     * and the limit key they give (?9 as given, else the payload's) */
     [S_UNIQUE_REPLACE] =
         "UPDATE jobs SET payload = ?2, sealed = NULL, run_at = ?3,"
-        " updated_at = ?4 WHERE id = ?1 AND state = 'queued'",
+        " updated_at = ?4, limit_key = " LIMIT_KEY_OF
+        " WHERE id = ?5 AND state = 'queued'",
     /* what the trigger jobs_queue_known does, for the library's inserts:
      * look, then insert if missing (an insert that finds the row pays the
      * name CHECK first; INSERT ... SELECT from queues fills a temporary
@@ -227,7 +230,8 @@ unique_cancel(jr_backend *b, const jr_push *p, double now, jr_err *err)
 }
 
 /* A push whose key is held: debounce (on_conflict replace or
- * cancel_running) moves a queued holder to p's payload and run_at; a
+ * cancel_running) moves a queued holder to p's payload, run_at and limit
+ * key, and in a fair queue to the key and turn they give (fairreplace.c); a
  * running one is never replaced. */
 static int
 unique_conflict(jr_backend *b, const jr_push *p, int64_t holder, double now,
@@ -240,11 +244,15 @@ unique_conflict(jr_backend *b, const jr_push *p, int64_t holder, double now,
         return JR_PUSH_DUPLICATE;
     if ((s = stmt(b, S_UNIQUE_REPLACE, err)) == NULL)
         return -1;
-    sqlite3_bind_int64(s, 1, holder);
+    bind_text(s, 1, p->name);
     bind_text(s, 2, p->payload ? p->payload : "{}");
     sqlite3_bind_double(s, 3, p->run_at > 0 ? p->run_at : now + p->run_in);
     sqlite3_bind_double(s, 4, now);
+    sqlite3_bind_int64(s, 5, holder);
+    bind_text(s, 9, p->key);
     if ((rc = run(b, s, err, "replacing a unique job")) < 0)
+        return -1;
+    if (rc > 0 && jr_sqlite_fair_replaced(b, holder, now, err) < 0)
         return -1;
     return rc > 0 ? JR_PUSH_REPLACED : JR_PUSH_DUPLICATE;
 }

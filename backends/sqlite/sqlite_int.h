@@ -620,6 +620,13 @@ int jr_sqlite_fair_name_use(jr_backend *b, const char *name,
                             jr_fair_use_cb cb, void *arg, jr_err *err);
 int jr_sqlite_fair_name_stamp(jr_backend *b, int64_t lo, int64_t hi,
                               jr_err *err);
+/* fairreplace.c, in the open transaction: job id, replaced by a newer
+ * push (its payload and run_at the push's now), keyed and tagged again
+ * as a push of it would be, its old turn given back when it was its
+ * key's last; and that give-back alone, for a job about to be deleted */
+int jr_sqlite_fair_replaced(jr_backend *b, int64_t id, double now,
+                            jr_err *err);
+int jr_sqlite_fair_give(jr_backend *b, int64_t id, jr_err *err);
 
 /* ---- sequences (sequence.c, seqadmin.c) ---- */
 
