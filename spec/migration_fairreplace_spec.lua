@@ -1,6 +1,6 @@
 -- migration_fairreplace_spec.lua - a fair queue's job replaced by a newer
 -- push keyed and tagged by its new payload (docs/queues.md, "Newer
--- replaces older"): migration 42 on PostgreSQL (fair_give, fair_replaced,
+-- replaces older"): migration 40 on PostgreSQL (fair_give, fair_replaced,
 -- push_keyed and sequence_put calling them); SQLite's schema is
 -- unchanged (its fix is the library's). A database of the schema before
 -- (39 on both) holding a fair queue's jobs, one queued with a unique key
@@ -52,7 +52,7 @@ local function key_row(env, k)
 end
 
 for _, backend in ipairs(jr.backends()) do
-  describe(backend .. ": migration 42 (a replaced fair job keyed again)", function()
+  describe(backend .. ": migration 40 (a replaced fair job keyed again)", function()
     local env
     before_each(function() env = jr.env(backend) end)
     after_each(function() env:cleanup() end)

@@ -3310,7 +3310,7 @@ LANGUAGE sql AS $$
     SELECT * FROM {{schema}}.fair_stamp(a_q, a_nm, a_pl, NULL::float8[],
                                         NULL::float8[])
 $$;
--- migration 42
+-- migration 40
 -- A fair queue's job replaced by a newer push (docs/queues.md, "Newer
 -- replaces older", "Fair share"): a unique key's queued job, or a
 -- sequence's pending last one, that takes the push's payload and run_at

@@ -999,3 +999,8 @@ FROM (SELECT k.id, k.key FROM fair_key_of k JOIN jobs o ON o.id = k.id
       WHERE o.fair_key IS NOT NULL
         AND o.state NOT IN ('completed', 'dead', 'cancelled', 'expired')) x
 WHERE jobs.id = x.id AND jobs.fair_key IS NOT x.key;
+-- migration 40
+-- Nothing on SQLite: PostgreSQL's 40 keys and tags a replaced fair job
+-- again in its push functions (push_keyed, sequence_put); here the
+-- library does it (fairreplace.c). Kept so that a schema number means
+-- the same on both engines.
