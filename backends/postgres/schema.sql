@@ -3310,3 +3310,39 @@ LANGUAGE sql AS $$
     SELECT * FROM {{schema}}.fair_stamp(a_q, a_nm, a_pl, NULL::float8[],
                                         NULL::float8[])
 $$;
+-- migration 41
+-- A limit key alike on both engines for the same payload (docs/limits.md,
+-- "The limit key"): the value at the limit's path by the fair key's rules
+-- (fair_at, fair_val of migration 39), each step a field of an object (#>>
+-- took "a.0" as an index into an array, SQLite's '$.a.0' a field), a
+-- string as it is, a number by its value (1e3, 1000 and 1000.0 are "1000"
+-- where #>> gave "1000.0" for the last; 1.50 is "1.5"; another fraction
+-- as C's %.16g writes it); anything else (true, false, null, an object,
+-- an array, missing) or a text not of 1 to 256 bytes leaves the job
+-- unkeyed, as before. A key given at push is kept as given. The jobs not
+-- ended whose stored key is what the old rule took from their payload
+-- take the new rule's (a key given at push that happens to equal it
+-- cannot be told from one taken, and is taken for one); an unkeyed job
+-- stays unkeyed, as does one whose key differs from its payload's.
+CREATE OR REPLACE FUNCTION {{schema}}.limit_key_of(name text, payload jsonb,
+                                                   key text)
+RETURNS text LANGUAGE sql STABLE AS $$
+    SELECT coalesce(limit_key_of.key, (SELECT v FROM (
+        SELECT CASE WHEN jsonb_typeof({{schema}}.fair_at(limit_key_of.payload,
+                                                         a.p))
+                         IN ('string', 'number')
+               THEN {{schema}}.fair_val(limit_key_of.payload, a.p) END AS v
+        FROM {{schema}}.limit_paths lp
+        CROSS JOIN LATERAL (SELECT string_to_array(lp.path, '.') AS p) a
+        WHERE lp.name = limit_key_of.name) x
+        WHERE octet_length(v) BETWEEN 1 AND 256))
+$$;
+UPDATE {{schema}}.jobs j SET limit_key = x.key
+FROM (SELECT o.id, {{schema}}.limit_key_of(o.name, o.payload, NULL) AS key
+      FROM {{schema}}.jobs o
+      JOIN {{schema}}.limit_paths lp ON lp.name = o.name
+      CROSS JOIN LATERAL (SELECT string_to_array(lp.path, '.') AS p) a
+      WHERE o.state IN ('queued', 'running', 'waiting')
+        AND o.limit_key = o.payload #>> a.p
+        AND jsonb_typeof(o.payload #> a.p) IN ('string', 'number')) x
+WHERE j.id = x.id AND j.limit_key IS DISTINCT FROM x.key;
