@@ -110,6 +110,23 @@ for _, backend in ipairs(jr.backends()) do
       assert.are.same(want, keys_of(env))
     end)
 
+    it("is the replacing push's for a job it replaces (on_conflict)", function()
+      migrate(env)
+      local q = jr.client(env)
+      local u = { unique_key = "u1", on_conflict = "replace" }
+      local id = assert(q:push("lkr.t", { t = 1 }, u))
+      local id2, _, outcome = q:push("lkr.t", { t = 2.50 }, u)
+      assert.are.same({ id, "replaced" }, { id2, outcome })
+      assert.are.same({ "2.5" }, keys_of(env))
+      -- a given key, likewise; a payload without one keeps the key it had
+      assert(q:push("lkr.t", { t = 3 }, { unique_key = "u1",
+                                          on_conflict = "replace", key = "k" }))
+      assert.are.same({ "k" }, keys_of(env))
+      assert(q:push("lkr.t", { u = 4 }, u))
+      assert.are.same({ "k" }, keys_of(env))
+      q:close()
+    end)
+
     if backend == "postgres" then
       it("is the same from the SQL push", function()
         migrate(env)

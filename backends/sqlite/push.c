@@ -11,22 +11,24 @@
 #include "base/seqkey.h"
 #include "base/util.h"
 
-/* A push's limit key: ?9 as given, else its payload (?2) at the path the
- * runner declared for its name (?1), by the fair key's rules, alike on
+/* A push's limit key: key as given, else its payload (doc) at the path
+ * the runner declared for its name, by the fair key's rules, alike on
  * both engines (PostgreSQL's limit_key_of, schema.sql's migration 41):
  * each step a field of an object, a string as it is if of 1 to 256
  * bytes, a number by its value (JR_SQLITE_FAIR_NUM: 1e3 is "1000", not
  * json_extract's "1000.0"); else (true, false, null, an object, an
- * array, missing) NULL, unkeyed. A number's text is never over 256. */
+ * array, missing) NULL, unkeyed. A number's text is never over 256.
+ * LIMIT_KEY_OF is a push's: name ?1, payload ?2, key ?9. */
 #define LIMIT_PATH "'$.' || lp.path"
-#define LIMIT_KEY_OF \
-    "coalesce(?9, (SELECT CASE WHEN json_valid(?2) THEN CASE json_type(?2, " \
-    LIMIT_PATH ") WHEN 'text' THEN CASE WHEN length(CAST(" \
-    JR_SQLITE_FAIR_X("?2", LIMIT_PATH) " AS BLOB)) BETWEEN 1 AND 256 THEN " \
-    JR_SQLITE_FAIR_X("?2", LIMIT_PATH) " END WHEN 'integer' THEN " \
-    JR_SQLITE_FAIR_NUM("?2", LIMIT_PATH) " WHEN 'real' THEN " \
-    JR_SQLITE_FAIR_NUM("?2", LIMIT_PATH) " END END" \
-    " FROM limit_paths lp WHERE lp.name = ?1))"
+#define LIMIT_KEY(name, doc, key) \
+    "coalesce(" key ", (SELECT CASE WHEN json_valid(" doc ") THEN CASE" \
+    " json_type(" doc ", " LIMIT_PATH ") WHEN 'text' THEN CASE WHEN" \
+    " length(CAST(" JR_SQLITE_FAIR_X(doc, LIMIT_PATH) " AS BLOB))" \
+    " BETWEEN 1 AND 256 THEN " JR_SQLITE_FAIR_X(doc, LIMIT_PATH) " END" \
+    " WHEN 'integer' THEN " JR_SQLITE_FAIR_NUM(doc, LIMIT_PATH) \
+    " WHEN 'real' THEN " JR_SQLITE_FAIR_NUM(doc, LIMIT_PATH) " END END" \
+    " FROM limit_paths lp WHERE lp.name = " name "))"
+#define LIMIT_KEY_OF LIMIT_KEY("?1", "?2", "?9")
 
 /* A push's row but its limit key (?9, or LIMIT_KEY_OF), and ")". */
 #define INSERT_JOB \
@@ -61,9 +63,13 @@ static const char *const sql_text[S_COUNT] = {
     [S_UNIQUE_TAKE] =
         "INSERT OR REPLACE INTO unique_keys (name, unique_key, job_id,"
         " held_until) VALUES (?1, ?2, ?3, ?4)",
+    /* (the job takes the push's key, given (?5) or from its payload,
+     * when it has one, as PostgreSQL's push_keyed) */
     [S_UNIQUE_REPLACE] =
         "UPDATE jobs SET payload = ?2, sealed = NULL, run_at = ?3,"
-        " updated_at = ?4 WHERE id = ?1 AND state = 'queued'",
+        " updated_at = ?4, limit_key = coalesce("
+        LIMIT_KEY("jobs.name", "?2", "?5") ", limit_key)"
+        " WHERE id = ?1 AND state = 'queued'",
     /* what the trigger jobs_queue_known does, for the library's inserts:
      * look, then insert if missing (an insert that finds the row pays the
      * name CHECK first; INSERT ... SELECT from queues fills a temporary
@@ -251,6 +257,7 @@ unique_conflict(jr_backend *b, const jr_push *p, int64_t holder, double now,
     bind_text(s, 2, p->payload ? p->payload : "{}");
     sqlite3_bind_double(s, 3, p->run_at > 0 ? p->run_at : now + p->run_in);
     sqlite3_bind_double(s, 4, now);
+    bind_text(s, 5, p->key);
     if ((rc = run(b, s, err, "replacing a unique job")) < 0)
         return -1;
     return rc > 0 ? JR_PUSH_REPLACED : JR_PUSH_DUPLICATE;
