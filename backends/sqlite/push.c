@@ -11,15 +11,24 @@
 #include "base/seqkey.h"
 #include "base/util.h"
 
-/* A push's limit key: ?9 as given, else its payload (?2) at the path the
- * runner declared for its name (?1), if that is a string or number of 1
- * to 256 bytes; else NULL, unkeyed. */
-#define LIMIT_KEY_OF \
-    "coalesce(?9, (SELECT CASE WHEN json_valid(?2)" \
-    " AND json_type(?2, '$.' || lp.path) IN ('text', 'integer', 'real')" \
-    " AND length(CAST(json_extract(?2, '$.' || lp.path) AS BLOB))" \
-    " BETWEEN 1 AND 256 THEN CAST(json_extract(?2, '$.' || lp.path) AS TEXT)" \
-    " END FROM limit_paths lp WHERE lp.name = ?1))"
+/* A push's limit key: key as given, else its payload (doc) at the path
+ * the runner declared for its name, by the fair key's rules, alike on
+ * both engines (PostgreSQL's limit_key_of, schema.sql's migration 41):
+ * each step a field of an object, a string as it is if of 1 to 256
+ * bytes, a number by its value (JR_SQLITE_FAIR_NUM: 1e3 is "1000", not
+ * json_extract's "1000.0"); else (true, false, null, an object, an
+ * array, missing) NULL, unkeyed. A number's text is never over 256.
+ * LIMIT_KEY_OF is a push's: name ?1, payload ?2, key ?9. */
+#define LIMIT_PATH "'$.' || lp.path"
+#define LIMIT_KEY(name, doc, key) \
+    "coalesce(" key ", (SELECT CASE WHEN json_valid(" doc ") THEN CASE" \
+    " json_type(" doc ", " LIMIT_PATH ") WHEN 'text' THEN CASE WHEN" \
+    " length(CAST(" JR_SQLITE_FAIR_X(doc, LIMIT_PATH) " AS BLOB))" \
+    " BETWEEN 1 AND 256 THEN " JR_SQLITE_FAIR_X(doc, LIMIT_PATH) " END" \
+    " WHEN 'integer' THEN " JR_SQLITE_FAIR_NUM(doc, LIMIT_PATH) \
+    " WHEN 'real' THEN " JR_SQLITE_FAIR_NUM(doc, LIMIT_PATH) " END END" \
+    " FROM limit_paths lp WHERE lp.name = " name "))"
+#define LIMIT_KEY_OF LIMIT_KEY("?1", "?2", "?9")
 
 /* A push's row but its limit key (?9, or LIMIT_KEY_OF), and ")". */
 #define INSERT_JOB \

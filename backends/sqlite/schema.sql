@@ -1004,3 +1004,31 @@ WHERE jobs.id = x.id AND jobs.fair_key IS NOT x.key;
 -- again in its push functions (push_keyed, sequence_put); here the
 -- library does it (fairreplace.c). Kept so that a schema number means
 -- the same on both engines.
+-- migration 41
+-- A limit key alike on both engines for the same payload (docs/limits.md,
+-- "The limit key"): the value at the limit's path by the fair key's rules
+-- (push.c's LIMIT_KEY_OF with sqlite_int.h's JR_SQLITE_FAIR_NUM), a string
+-- as it is, a number by its value (an integer as its digits: 1e3, 1000
+-- and 1000.0 are "1000", where json_extract's real gave "1000.0";
+-- another as %.16g writes it); anything else (true, false, null, an
+-- object, an array, missing) or a text not of 1 to 256 bytes leaves the
+-- job unkeyed, as before. A key given at push is kept as given. Only a
+-- number's key changes here: the jobs not ended whose stored key is what
+-- the old rule took from their payload's number take the new rule's (a
+-- key given at push that happens to equal it cannot be told from one
+-- taken, and is taken for one); an unkeyed job stays unkeyed, as does
+-- one whose key differs from its payload's.
+UPDATE jobs SET limit_key = x.key
+FROM (SELECT o.id, CASE WHEN x = CAST(x AS INTEGER)
+          THEN CAST(CAST(x AS INTEGER) AS TEXT)
+          ELSE printf('%.16g', x) END AS key
+      FROM (SELECT j.id, json_extract(j.payload, '$.' || lp.path) AS x
+            FROM jobs j JOIN limit_paths lp ON lp.name = j.name
+            WHERE j.state IN ('queued', 'running', 'waiting')
+              AND json_valid(j.payload)
+              AND json_type(j.payload, '$.' || lp.path)
+                  IN ('integer', 'real')
+              AND j.limit_key
+                  = CAST(json_extract(j.payload, '$.' || lp.path) AS TEXT)) o
+     ) x
+WHERE jobs.id = x.id AND jobs.limit_key IS NOT x.key;
