@@ -169,8 +169,9 @@ for _, backend in ipairs(jr.backends()) do
       -- the look at its own commit's wake-up took a trial write
       -- transaction and a read one for data_version, 8 lock calls (12.4
       -- to 12.8 a job in all); data_version read in the first, 6 (10.6 to
-      -- 10.8)
-      assert.is_true(calls / q0 <= 11.5, ("%d lock calls for %d jobs")
+      -- 10.8); the master's timers add a few calls a second, more a job
+      -- when a loaded machine makes each job longer (11.7 at load 12)
+      assert.is_true(calls / q0 <= 12.2, ("%d lock calls for %d jobs")
                      :format(calls, q0))
       assert.equal(0, env:stop())
     end)
