@@ -1004,3 +1004,11 @@ WHERE jobs.id = x.id AND jobs.fair_key IS NOT x.key;
 -- again in its push functions (push_keyed, sequence_put); here the
 -- library does it (fairreplace.c). Kept so that a schema number means
 -- the same on both engines.
+-- migration 42
+-- A job put to wait behind its sequence takes no turn of its fair key
+-- (docs/queues.md, "Fair share", "Sequences"): the library gives its
+-- turn back and drops its tag (sequence.c). Waiting jobs tagged by a
+-- push before drop their tags here (their turns stay spent: later ones
+-- of their keys follow them); they are tagged once queued, as before.
+UPDATE jobs SET fair_tag = NULL, fair_w = NULL
+    WHERE state = 'waiting' AND fair_tag IS NOT NULL;

@@ -17,7 +17,7 @@
 enum { S_SEQ_TAIL, S_SEQ_AFTER, S_SEQ_BEFORE, S_SEQ_SET, S_SEQ_UNLAST,
        S_SEQ_WAIT, S_SEQ_CANCEL, S_SEQ_REPLACE, S_SEQ_DROP, S_SEQ_DONE,
        S_SEQ_DEPS_KIDS, S_SEQ_DEPS_SET, S_SEQ_NEXT, S_SEQ_DONE_ALL,
-       S_COUNT };
+       S_SEQ_UNTAG, S_SEQ_LAST, S_COUNT };
 
 static const char *const sql_text[S_COUNT] = {
     /* the job pushed into sequence ?1 last (jobs_seq_head: the one of
@@ -57,6 +57,18 @@ static const char *const sql_text[S_COUNT] = {
     [S_SEQ_WAIT] =
         "UPDATE jobs SET state = 'waiting', parents_left = 1,"
         " on_parent_failure = ?2 WHERE id = ?1 AND state = 'queued'",
+    /* a job put to wait holds no tag of its fair key (its turn given
+     * back first when it can be: fairreplace.c) */
+    [S_SEQ_UNTAG] =
+        "UPDATE jobs SET fair_tag = NULL, fair_w = NULL WHERE id = ?1"
+        " AND fair_tag IS NOT NULL",
+    /* whether job ?1's tag is its key's last, the one fairreplace.c's
+     * S_FR_GIVE can give back */
+    [S_SEQ_LAST] =
+        "SELECT 1 FROM jobs j JOIN fair_keys k ON k.queue = j.queue"
+        " AND k.key = j.fair_key WHERE j.id = ?1 AND j.fair_tag IS NOT NULL"
+        " AND k.n > 0 AND k.tw = j.fair_w"
+        " AND k.base + (k.n - 1) * 1.0 / k.tw = j.fair_tag",
     /* on_conflict cancel_running: the running job of sequence ?1 is
      * cancelled, as admin.c's cancel of a running job */
     [S_SEQ_CANCEL] =
@@ -132,6 +144,39 @@ static sqlite3_stmt *
 stmt(jr_backend *b, int which, jr_err *err)
 {
     return jr_sqlite_stmt(b, &sql_text[which], err);
+}
+
+/* Job id, put to wait behind its sequence, takes no turn of its fair key
+ * (docs/queues.md, "Fair share": a job not ready takes none; the claim
+ * after it is queued tags it): its turn back when its tag is its key's
+ * last, else that turn stays spent (a hole in the key's tags), and its
+ * tag dropped either way. */
+static int
+untag(jr_backend *b, int64_t id, jr_err *err)
+{
+    sqlite3_stmt *s;
+
+    if (jr_sqlite_fair_give(b, id, err) < 0 ||
+        (s = stmt(b, S_SEQ_UNTAG, err)) == NULL)
+        return -1;
+    sqlite3_bind_int64(s, 1, id);
+    return run(b, s, err, "putting a job in a sequence") < 0 ? -1 : 0;
+}
+
+int
+jr_sqlite_seq_give(jr_backend *b, int64_t id, jr_err *err)
+{
+    sqlite3_stmt *s = stmt(b, S_SEQ_LAST, err);
+    int rc;
+
+    if (s == NULL)
+        return -1;
+    sqlite3_bind_int64(s, 1, id);
+    rc = sqlite3_step(s);
+    sqlite3_reset(s);
+    if (rc != SQLITE_ROW && rc != SQLITE_DONE)
+        return jr_sqlite_fail(b, err, "reading a job's fair turn");
+    return rc == SQLITE_ROW ? untag(b, id, err) : 0;
 }
 
 /* Reads one job's row of S_SEQ_TAIL's or S_SEQ_AFTER's columns. */
@@ -312,7 +357,8 @@ jr_sqlite_seq_link(jr_backend *b, const jr_push *p, int64_t *idp,
         return -1;
     sqlite3_bind_int64(s, 1, id);
     bind_text(s, 2, dead ? "dead" : "run");
-    if (run(b, s, err, "putting a job in a sequence") < 0)
+    if (run(b, s, err, "putting a job in a sequence") < 0 ||
+        untag(b, id, err) < 0)
         return -1;
     return jr_sqlite_flow_wait(b, p, id, tail, now, err);
 }

@@ -354,6 +354,10 @@ int  jr_sqlite_flow_wait(jr_backend *b, const jr_push *p, int64_t id,
  * p->outcome (may be NULL) says which. */
 int  jr_sqlite_seq_link(jr_backend *b, const jr_push *p, int64_t *id,
                         double now, jr_err *err);
+/* sequence.c; from flow.c, before the links of a batch with jobs of
+ * sequences: job id's fair turn back and its tag dropped when its tag is
+ * its key's last (else kept). */
+int  jr_sqlite_seq_give(jr_backend *b, int64_t id, jr_err *err);
 /* seqretry.c; in the open transaction, from admin.c and rerun.c: runs
  * again (bound by the caller), the statement that queues job id again
  * (a dead retry, a rerun); when it changed the row and the job's
