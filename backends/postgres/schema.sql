@@ -3563,13 +3563,17 @@ UPDATE {{schema}}.jobs SET fair_tag = NULL, fair_w = NULL
 -- (the batch's last first), each whose tag is then its key's last,
 -- before the links; fair_seq_tag tags those of them queued untagged
 -- after the links, in the array's order (the batch's), as a push of each
--- would (fair_replaced). A batch in no fair queue pays a look-up of each
--- job's row.
+-- would (fair_replaced). A batch in no fair queue pays one look-up of
+-- its rows in each.
 CREATE FUNCTION {{schema}}.fair_seq_give(ids bigint[]) RETURNS void
 LANGUAGE plpgsql AS $$
 DECLARE
     jid bigint;
 BEGIN
+    IF NOT EXISTS (SELECT 1 FROM {{schema}}.jobs j
+                   WHERE j.id = ANY (ids) AND j.fair_key IS NOT NULL) THEN
+        RETURN;                 -- in no fair queue: nothing tagged
+    END IF;
     FOREACH jid IN ARRAY ids LOOP
         PERFORM {{schema}}.fair_give(j.id)
         FROM {{schema}}.jobs j JOIN {{schema}}.fair_keys k
@@ -3584,6 +3588,10 @@ LANGUAGE plpgsql AS $$
 DECLARE
     jid bigint;
 BEGIN
+    IF NOT EXISTS (SELECT 1 FROM {{schema}}.jobs j
+                   WHERE j.id = ANY (ids) AND j.fair_key IS NOT NULL) THEN
+        RETURN;                 -- in no fair queue: nothing tagged
+    END IF;
     FOREACH jid IN ARRAY ids LOOP
         PERFORM {{schema}}.fair_replaced(j.id) FROM {{schema}}.jobs j
         WHERE j.id = jid AND j.state = 'queued'
