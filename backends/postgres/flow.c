@@ -32,6 +32,14 @@ flow_push(const jr_push *p)
            p->batch_new != NULL || p->sequence != NULL;
 }
 
+/* 1 if p goes to the end of a sequence (on_conflict keep: a job that
+ * replaces none). */
+static int
+seq_keep(const jr_push *p)
+{
+    return p->sequence != NULL && p->on_conflict == JR_CONFLICT_KEEP;
+}
+
 int
 jr_pg_flow_any(const jr_push *const *pp, int n)
 {
@@ -145,19 +153,58 @@ link_one(jr_backend *b, const jr_push *const *pp, int i, int64_t *ids,
     return rc;
 }
 
+/* When one of pp[0..n) goes to the end of a sequence (seq_keep): the ids
+ * of all, in push order, into *out (malloc'd; NULL when none). Returns
+ * how many (0: no such job), or -1 with err set. */
+static int
+seq_ids(const jr_push *const *pp, int n, const int64_t *ids, int64_t **out,
+        jr_err *err)
+{
+    int i, any = 0;
+
+    *out = NULL;
+    for (i = 0; i < n && !any; i++)
+        any = seq_keep(pp[i]);
+    if (!any)
+        return 0;
+    if ((*out = malloc((size_t)n * sizeof **out)) == NULL)
+        return jr_fail(err, JR_ENOMEM, "postgres: out of memory");
+    memcpy(*out, ids, (size_t)n * sizeof **out);
+    return n;
+}
+
 int
 jr_pg_flow_link(jr_backend *b, const jr_push *const *pp, int n,
              int64_t *ids, jr_err *err)
 {
-    int i;
+    int64_t *seq = NULL;
+    int i, k = 0;
 
     for (i = 0; i < n; i++)
         if (pp[i]->batch_new != NULL)
             pp[i]->batch_new->id = 0;
+    /* a batch's jobs hold the tags of their push, given in push order,
+     * and a job put to wait behind its sequence gives its turn back only
+     * when it was its key's last (sequence_put): a batch with jobs of a
+     * sequence gives its jobs' turns back first, the last first, so that
+     * one waiting behind a job of the batch leaves no hole in its key's
+     * tags; the ones still queued after the links are tagged again, in
+     * push order, as if tagged once linked (the ids copied: a replace
+     * changes ids[i] to the job replaced) */
+    if (n > 1 && (k = seq_ids(pp, n, ids, &seq, err)) < 0)
+        return -1;
+    if (k > 0 && jr_pg_seq_turns(b, seq, k, 0, err) < 0)
+        goto fail;
     for (i = 0; i < n; i++)
         if (flow_push(pp[i]) && link_one(b, pp, i, ids, err) < 0)
-            return -1;
+            goto fail;
+    if (k > 0 && jr_pg_seq_turns(b, seq, k, 1, err) < 0)
+        goto fail;
+    free(seq);
     return 0;
+fail:
+    free(seq);
+    return -1;
 }
 
 int

@@ -356,6 +356,12 @@ int jr_pg_flow_link(jr_backend *b, const jr_push *const *pp, int n,
  * to the sequence's pending last job, whose id *id then gets;
  * p->outcome (may be NULL) says which. */
 int jr_pg_seq_link(jr_backend *b, const jr_push *p, int64_t *id, jr_err *err);
+/* sequence.c, from flow.c around the links of a batch with jobs of
+ * sequences: the turns of its jobs ids[0..n) (in push order) given back, the last first, each
+ * whose tag is then its key's last (again 0, before); those queued
+ * untagged tagged again, in push order (again 1, after). */
+int jr_pg_seq_turns(jr_backend *b, const int64_t *ids, int n, int again,
+                    jr_err *err);
 /* seqretry.c: seq_to_end, in the open transaction, from rerun.c: job
  * id, just queued again, leaves its place in sequence key and goes to
  * its end as a push does (fail: its on_failure, NULL block; *waits,

@@ -3612,3 +3612,182 @@ FROM (SELECT o.id, {{schema}}.limit_key_of(o.name, o.payload, NULL) AS key
         AND o.limit_key = o.payload #>> a.p
         AND jsonb_typeof(o.payload #> a.p) IN ('string', 'number')) x
 WHERE j.id = x.id AND j.limit_key IS DISTINCT FROM x.key;
+-- migration 42
+-- A job put to wait behind its sequence takes no turn of its fair key
+-- (docs/queues.md, "Fair share", "Sequences"): sequence_put (migration
+-- 40's) gives the job's turn back with fair_give when it goes to wait,
+-- so a job not ready holds no tag and its key's next job takes the turn;
+-- the first claim after the job is queued tags it. A turn with later
+-- ones of its key after it stays spent (fair_give's rule). Waiting jobs
+-- tagged by a push before drop their tags (their turns stay spent: later
+-- ones of their keys follow them); they are tagged once queued, as
+-- before.
+UPDATE {{schema}}.jobs SET fair_tag = NULL, fair_w = NULL
+    WHERE state = 'waiting' AND fair_tag IS NOT NULL;
+-- A batch's jobs are tagged in push order before they are linked, so
+-- one waiting behind another of the batch would have later tags of its
+-- key after its own: for a batch with jobs of sequences (flow.c),
+-- fair_seq_give gives back the turns of jobs ids, in the array's order
+-- (the batch's last first), each whose tag is then its key's last,
+-- before the links; fair_seq_tag tags those of them queued untagged
+-- after the links, in the array's order (the batch's), as a push of each
+-- would (fair_replaced). A batch in no fair queue pays one look-up of
+-- its rows in each.
+CREATE FUNCTION {{schema}}.fair_seq_give(ids bigint[]) RETURNS void
+LANGUAGE plpgsql AS $$
+DECLARE
+    jid bigint;
+BEGIN
+    IF NOT EXISTS (SELECT 1 FROM {{schema}}.jobs j
+                   WHERE j.id = ANY (ids) AND j.fair_key IS NOT NULL) THEN
+        RETURN;                 -- in no fair queue: nothing tagged
+    END IF;
+    FOREACH jid IN ARRAY ids LOOP
+        PERFORM {{schema}}.fair_give(j.id)
+        FROM {{schema}}.jobs j JOIN {{schema}}.fair_keys k
+          ON k.queue = j.queue AND k.key = j.fair_key
+        WHERE j.id = jid AND j.fair_tag IS NOT NULL AND k.n > 0
+          AND k.tw = j.fair_w AND k.base + (k.n - 1) / k.tw = j.fair_tag;
+    END LOOP;
+END
+$$;
+CREATE FUNCTION {{schema}}.fair_seq_tag(ids bigint[]) RETURNS void
+LANGUAGE plpgsql AS $$
+DECLARE
+    jid bigint;
+BEGIN
+    IF NOT EXISTS (SELECT 1 FROM {{schema}}.jobs j
+                   WHERE j.id = ANY (ids) AND j.fair_key IS NOT NULL) THEN
+        RETURN;                 -- in no fair queue: nothing tagged
+    END IF;
+    FOREACH jid IN ARRAY ids LOOP
+        PERFORM {{schema}}.fair_replaced(j.id) FROM {{schema}}.jobs j
+        WHERE j.id = jid AND j.state = 'queued'
+          AND j.fair_key IS NOT NULL AND j.fair_tag IS NULL;
+    END LOOP;
+END
+$$;
+CREATE OR REPLACE FUNCTION {{schema}}.sequence_put(id bigint, key text,
+                                        on_failure text DEFAULT 'block',
+                                        on_conflict text DEFAULT 'keep',
+                                        OUT job_id bigint,
+                                        OUT outcome text)
+LANGUAGE plpgsql AS $$
+#variable_conflict use_variable
+DECLARE
+    child bigint := sequence_put.id;
+    t bigint;
+    tst text;
+    tfail text;
+    tleft int;
+    n bigint;
+    pst text;
+    pres jsonb;
+    cpay jsonb;
+    crun timestamptz;
+    clim text;
+    gone bigint;
+    cancelled boolean := false;
+BEGIN
+    IF sequence_put.on_failure IS NULL
+       OR sequence_put.on_failure NOT IN ('block', 'skip', 'dead') THEN
+        RAISE EXCEPTION 'jobrunner.sequence: on_failure ''%'' is not block, skip or dead',
+            sequence_put.on_failure USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    IF sequence_put.on_conflict IS NULL OR sequence_put.on_conflict
+       NOT IN ('keep', 'replace', 'cancel_running') THEN
+        RAISE EXCEPTION 'jobrunner.sequence: on_conflict ''%'' is not keep, replace or cancel_running',
+            sequence_put.on_conflict USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    IF sequence_put.key IS NULL OR octet_length(sequence_put.key) NOT BETWEEN 1 AND 256 THEN
+        RAISE EXCEPTION 'jobrunner.sequence: job %: the sequence key must have 1 to 256 bytes',
+            child USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    PERFORM pg_advisory_xact_lock(hashtextextended(
+        '{{schema}}.sequence ' || sequence_put.key, 0));
+    SELECT j.id, j.state, j.seq_fail, j.seq_no, j.parents_left
+    INTO t, tst, tfail, n, tleft
+    FROM {{schema}}.jobs j WHERE j.sequence_key = sequence_put.key
+    ORDER BY j.seq_no DESC LIMIT 1;
+    -- the last one ended (cancelled) while jobs before it may not have:
+    -- the last of those that holds the sequence is the one to wait for
+    -- (or to replace); n stays the last place, the new job's comes after
+    IF t IS NOT NULL AND NOT (tst IN ('queued', 'running', 'waiting')
+                              OR (tst = 'dead' AND tfail = 'block')) THEN
+        SELECT j.id, j.state, j.seq_fail, j.parents_left
+        INTO t, tst, tfail, tleft
+        FROM {{schema}}.jobs j WHERE j.sequence_key = sequence_put.key
+          AND (j.state IN ('queued', 'running', 'waiting')
+               OR (j.state = 'dead' AND j.seq_fail = 'block'))
+        ORDER BY j.seq_no DESC LIMIT 1;
+    END IF;
+    SELECT j.payload, j.run_at, j.limit_key INTO cpay, crun, clim
+    FROM {{schema}}.jobs j
+    WHERE j.id = child AND j.state = 'queued' AND j.sequence_key IS NULL
+      AND j.parents_left = 0;
+    IF NOT FOUND THEN
+        RAISE EXCEPTION 'jobrunner.sequence: job % is not a queued job of no sequence',
+            child USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    IF sequence_put.on_conflict = 'cancel_running' THEN
+        FOR gone IN SELECT j.id FROM {{schema}}.jobs j
+            WHERE j.sequence_key = sequence_put.key AND j.state = 'running'
+        LOOP
+            PERFORM {{schema}}.cancel(gone);
+            cancelled := true;
+        END LOOP;
+    END IF;
+    IF sequence_put.on_conflict <> 'keep' AND t IS NOT NULL
+       AND (tst = 'queued' OR (tst = 'waiting' AND tleft > 0)) THEN
+        -- a claim holding the row makes this wait, then find it running
+        UPDATE {{schema}}.jobs j SET payload = cpay, run_at = crun,
+            limit_key = clim, updated_at = now()
+        WHERE j.id = t AND (j.state = 'queued'
+                            OR (j.state = 'waiting' AND j.parents_left > 0));
+        IF FOUND THEN
+            -- the job just pushed gives its turn back first (the last
+            -- one its key gave), then the last job takes its own
+            PERFORM {{schema}}.fair_give(child);
+            PERFORM {{schema}}.fair_replaced(t);
+            DELETE FROM {{schema}}.jobs j WHERE j.id = child;
+            job_id := t;
+            outcome := 'replaced';
+            RETURN;
+        END IF;
+    END IF;
+    job_id := child;
+    outcome := CASE WHEN cancelled THEN 'superseded' ELSE 'new' END;
+    UPDATE {{schema}}.jobs j SET sequence_key = sequence_put.key,
+        seq_no = coalesce(n, 0) + 1, seq_fail = sequence_put.on_failure
+    WHERE j.id = child AND j.state = 'queued' AND j.sequence_key IS NULL
+      AND j.parents_left = 0;
+    IF t IS NULL OR NOT (tst IN ('queued', 'running', 'waiting')
+                         OR (tst = 'dead' AND tfail = 'block')) THEN
+        RETURN;
+    END IF;
+    -- the row lock orders this with the tail's end: a success deleting it
+    -- meanwhile leaves nothing to wait for
+    UPDATE {{schema}}.jobs j SET flow = j.flow | 1 WHERE j.id = t
+    RETURNING j.state, j.result INTO pst, pres;
+    IF NOT FOUND THEN
+        RETURN;
+    END IF;
+    UPDATE {{schema}}.jobs j SET state = 'waiting', parents_left = 1,
+        on_parent_failure = CASE WHEN tfail = 'dead' THEN 'dead'
+                            ELSE 'run' END
+    WHERE j.id = child;
+    -- waiting, it takes no turn of its key: its turn back when its tag
+    -- is the key's last, its tag dropped either way
+    PERFORM {{schema}}.fair_give(child);
+    IF pst NOT IN ('completed', 'dead', 'cancelled') THEN
+        pst := NULL;
+        pres := NULL;
+    END IF;
+    INSERT INTO {{schema}}.job_deps (parent_id, child_id, parent_state,
+                                     parent_result)
+    VALUES (t, child, pst, pres);
+    IF pst IS NOT NULL THEN
+        PERFORM {{schema}}.flow_edge(child, t, pst);
+    END IF;
+END
+$$;

@@ -70,6 +70,45 @@ jr_pg_seq_link(jr_backend *b, const jr_push *p, int64_t *id, jr_err *err)
     return 0;
 }
 
+/* A batch's jobs, some of them of sequences (ids $1, in the order to
+ * take), around the batch's links (flow.c): their turns given back, each whose tag is
+ * then its key's last, before; those queued untagged tagged again after
+ * (migration 42's fair_seq_give and fair_seq_tag). */
+static const pg_stmt st_seq_give = {"jr_seq_give", 1,
+    "SELECT {{schema}}.fair_seq_give($1::bigint[])"};
+static const pg_stmt st_seq_tag = {"jr_seq_tag", 1,
+    "SELECT {{schema}}.fair_seq_tag($1::bigint[])"};
+
+int
+jr_pg_seq_turns(jr_backend *b, const int64_t *ids, int n, int again,
+                jr_err *err)
+{
+    const char *params[1];
+    char num[24];
+    jr_buf s = {0};
+    PGresult *res;
+    int i;
+
+    for (i = 0; i < n; i++) {
+        snprintf(num, sizeof num, "%lld",
+                 (long long)ids[again ? i : n - 1 - i]);
+        sb_num(&s, num);
+    }
+    params[0] = sb_array(&s);
+    if (s.oom) {
+        jr_buf_free(&s);
+        return jr_fail(err, JR_ENOMEM, "postgres: putting jobs in "
+                       "sequences: out of memory");
+    }
+    res = jr_pg_run(b, again ? &st_seq_tag : &st_seq_give, params,
+                    "putting jobs in sequences", err);
+    jr_buf_free(&s);
+    if (res == NULL)
+        return -1;
+    PQclear(res);
+    return 0;
+}
+
 /* each sequence held (a job not ended, or dead with on_failure block),
  * its head the job of its lowest place */
 static const pg_stmt st_seq_list = {"jr_seq_list", 2,

@@ -54,8 +54,7 @@ jr_sqlite_fair_give(jr_backend *b, int64_t id, jr_err *err)
     if (s == NULL)
         return -1;
     sqlite3_bind_int64(s, 1, id);
-    return run(b, s, err, "giving a replaced job's fair turn back") < 0 ?
-           -1 : 0;
+    return run(b, s, err, "giving a job's fair turn back");
 }
 
 int

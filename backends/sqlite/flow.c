@@ -417,6 +417,14 @@ flow_push(const jr_push *p)
            p->batch_new != NULL || p->sequence != NULL;
 }
 
+/* 1 if p goes to the end of a sequence (on_conflict keep: a job that
+ * replaces none). */
+static int
+seq_keep(const jr_push *p)
+{
+    return p->sequence != NULL && p->on_conflict == JR_CONFLICT_KEEP;
+}
+
 int
 jr_sqlite_flow_any(const jr_push *p, int n)
 {
@@ -432,14 +440,37 @@ int
 jr_sqlite_flow_link(jr_backend *b, const jr_push *p, int n,
                     int64_t *ids, double now, jr_err *err)
 {
-    int i;
+    int64_t lo = 0, hi = 0;
+    int i, again = 0;
 
     for (i = 0; i < n; i++)
         if (p[i].batch_new != NULL)
             p[i].batch_new->id = 0;
+    /* a batch's jobs hold the tags of their push, given in push order,
+     * and a job put to wait behind its sequence gives its turn back only
+     * when it was its key's last (sequence.c): a batch with jobs of a
+     * sequence gives its jobs' turns back first, the last first, so that
+     * one waiting behind a job of the batch leaves no hole in its key's
+     * tags; the ones still queued after the links are tagged again, in
+     * id order (the push's), as if tagged once linked, with any job
+     * between them queued untagged (one a claim would tag). A batch in
+     * no fair queue skips both. */
+    for (i = 0; n > 1 && i < n && !again; i++)
+        again = seq_keep(&p[i]);
+    for (i = 0; again && i < n; i++) {
+        lo = i == 0 || ids[i] < lo ? ids[i] : lo;
+        hi = i == 0 || ids[i] > hi ? ids[i] : hi;
+    }
+    if (again && (again = jr_sqlite_seq_fair(b, lo, hi, err)) < 0)
+        return -1;
+    for (i = n - 1; again && i >= 0; i--)
+        if (jr_sqlite_seq_give(b, ids[i], err) < 0)
+            return -1;
     for (i = 0; i < n; i++)
         if (flow_push(&p[i]) && link_one(b, p, i, ids, now, err) < 0)
             return -1;
+    if (again && jr_sqlite_fair_tag(b, lo, hi, now, err) < 0)
+        return -1;
     return 0;
 }
 

@@ -1032,3 +1032,11 @@ FROM (SELECT o.id, CASE WHEN x = CAST(x AS INTEGER)
                   = CAST(json_extract(j.payload, '$.' || lp.path) AS TEXT)) o
      ) x
 WHERE jobs.id = x.id AND jobs.limit_key IS NOT x.key;
+-- migration 42
+-- A job put to wait behind its sequence takes no turn of its fair key
+-- (docs/queues.md, "Fair share", "Sequences"): the library gives its
+-- turn back and drops its tag (sequence.c). Waiting jobs tagged by a
+-- push before drop their tags here (their turns stay spent: later ones
+-- of their keys follow them); they are tagged once queued, as before.
+UPDATE jobs SET fair_tag = NULL, fair_w = NULL
+    WHERE state = 'waiting' AND fair_tag IS NOT NULL;

@@ -17,7 +17,7 @@
 enum { S_SEQ_TAIL, S_SEQ_AFTER, S_SEQ_BEFORE, S_SEQ_SET, S_SEQ_UNLAST,
        S_SEQ_WAIT, S_SEQ_CANCEL, S_SEQ_REPLACE, S_SEQ_DROP, S_SEQ_DONE,
        S_SEQ_DEPS_KIDS, S_SEQ_DEPS_SET, S_SEQ_NEXT, S_SEQ_DONE_ALL,
-       S_COUNT };
+       S_SEQ_UNTAG, S_SEQ_FAIR, S_SEQ_WAIT_T, S_COUNT };
 
 static const char *const sql_text[S_COUNT] = {
     /* the job pushed into sequence ?1 last (jobs_seq_head: the one of
@@ -53,10 +53,22 @@ static const char *const sql_text[S_COUNT] = {
     [S_SEQ_UNLAST] =
         "UPDATE jobs SET seq_last = NULL WHERE id = ?1 AND seq_last = 1",
     /* a job behind a tail with on_failure dead dies with it; else it
-     * runs after it (a tail with block holds it: flow.c's HELD) */
-    [S_SEQ_WAIT] =
-        "UPDATE jobs SET state = 'waiting', parents_left = 1,"
-        " on_parent_failure = ?2 WHERE id = ?1 AND state = 'queued'",
+     * runs after it (a tail with block holds it: flow.c's HELD); in a
+     * queue that may be fair, whether it holds a tag (to be given back;
+     * RETURNING costs a push of a plain queue's sequence a fifth) */
+#define SEQ_WAIT "UPDATE jobs SET state = 'waiting', parents_left = 1," \
+    " on_parent_failure = ?2 WHERE id = ?1 AND state = 'queued'"
+    [S_SEQ_WAIT] = SEQ_WAIT,
+    [S_SEQ_WAIT_T] = SEQ_WAIT " RETURNING fair_tag IS NOT NULL",
+    /* a job put to wait holds no tag of its fair key (its turn given
+     * back first when it can be: fairreplace.c) */
+    [S_SEQ_UNTAG] =
+        "UPDATE jobs SET fair_tag = NULL, fair_w = NULL WHERE id = ?1"
+        " AND fair_tag IS NOT NULL",
+    /* whether a job of ids ?1 to ?2 is in a fair queue (keyed) */
+    [S_SEQ_FAIR] =
+        "SELECT 1 FROM jobs WHERE id BETWEEN ?1 AND ?2"
+        " AND fair_key IS NOT NULL LIMIT 1",
     /* on_conflict cancel_running: the running job of sequence ?1 is
      * cancelled, as admin.c's cancel of a running job */
     [S_SEQ_CANCEL] =
@@ -132,6 +144,54 @@ static sqlite3_stmt *
 stmt(jr_backend *b, int which, jr_err *err)
 {
     return jr_sqlite_stmt(b, &sql_text[which], err);
+}
+
+/* Job id, put to wait behind its sequence, takes no turn of its fair key
+ * (docs/queues.md, "Fair share": a job not ready takes none; the claim
+ * after it is queued tags it): its turn back when its tag is its key's
+ * last, else that turn stays spent (a hole in the key's tags), and its
+ * tag dropped either way. */
+static int
+untag(jr_backend *b, int64_t id, jr_err *err)
+{
+    sqlite3_stmt *s;
+
+    if (jr_sqlite_fair_give(b, id, err) < 0 ||
+        (s = stmt(b, S_SEQ_UNTAG, err)) == NULL)
+        return -1;
+    sqlite3_bind_int64(s, 1, id);
+    return run(b, s, err, "putting a job in a sequence") < 0 ? -1 : 0;
+}
+
+int
+jr_sqlite_seq_fair(jr_backend *b, int64_t lo, int64_t hi, jr_err *err)
+{
+    sqlite3_stmt *s = stmt(b, S_SEQ_FAIR, err);
+    int rc;
+
+    if (s == NULL)
+        return -1;
+    sqlite3_bind_int64(s, 1, lo);
+    sqlite3_bind_int64(s, 2, hi);
+    rc = sqlite3_step(s);
+    sqlite3_reset(s);
+    if (rc != SQLITE_ROW && rc != SQLITE_DONE)
+        return jr_sqlite_fail(b, err, "looking up a batch's fair keys");
+    return rc == SQLITE_ROW;
+}
+
+int
+jr_sqlite_seq_give(jr_backend *b, int64_t id, jr_err *err)
+{
+    sqlite3_stmt *s;
+    int rc = jr_sqlite_fair_give(b, id, err);
+
+    if (rc <= 0)
+        return rc;
+    if ((s = stmt(b, S_SEQ_UNTAG, err)) == NULL)
+        return -1;
+    sqlite3_bind_int64(s, 1, id);
+    return run(b, s, err, "putting a job in a sequence") < 0 ? -1 : 0;
 }
 
 /* Reads one job's row of S_SEQ_TAIL's or S_SEQ_AFTER's columns. */
@@ -273,7 +333,7 @@ jr_sqlite_seq_link(jr_backend *b, const jr_push *p, int64_t *idp,
                    double now, jr_err *err)
 {
     int64_t tail, no, lastid, id = *idp;
-    int holds, dead, pending, last, cancelled = 0, rc;
+    int holds, dead, pending, last, cancelled = 0, tagged, plain, rc;
     sqlite3_stmt *s;
 
     if (tail_of(b, p->sequence, &tail, &holds, &dead, &no, &pending,
@@ -308,11 +368,21 @@ jr_sqlite_seq_link(jr_backend *b, const jr_push *p, int64_t *idp,
     }
     if (tail == 0 || !holds)
         return 0;               /* nothing before it to wait for */
-    if ((s = stmt(b, S_SEQ_WAIT, err)) == NULL)
+    /* the push's queue, stamped in this transaction, in fair_seen: not
+     * fair, and no name's weights there (a job queued again, of no
+     * queue here, has no tag: admin.c, rerun.c) */
+    plain = strcmp(p->queue ? p->queue : "default", b->fair_seen) == 0 &&
+            !b->fair_is && !b->fair_named;
+    if ((s = stmt(b, plain ? S_SEQ_WAIT : S_SEQ_WAIT_T, err)) == NULL)
         return -1;
     sqlite3_bind_int64(s, 1, id);
     bind_text(s, 2, dead ? "dead" : "run");
-    if (run(b, s, err, "putting a job in a sequence") < 0)
+    rc = sqlite3_step(s);
+    tagged = rc == SQLITE_ROW && sqlite3_column_int(s, 0);
+    sqlite3_reset(s);
+    if (rc != SQLITE_ROW && rc != SQLITE_DONE)
+        return jr_sqlite_fail(b, err, "putting a job in a sequence");
+    if (tagged && untag(b, id, err) < 0)
         return -1;
     return jr_sqlite_flow_wait(b, p, id, tail, now, err);
 }

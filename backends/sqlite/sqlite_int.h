@@ -354,6 +354,14 @@ int  jr_sqlite_flow_wait(jr_backend *b, const jr_push *p, int64_t id,
  * p->outcome (may be NULL) says which. */
 int  jr_sqlite_seq_link(jr_backend *b, const jr_push *p, int64_t *id,
                         double now, jr_err *err);
+/* sequence.c; from flow.c, before the links of a batch with jobs of
+ * sequences: job id's fair turn back and its tag dropped when its tag is
+ * its key's last (else kept). */
+int  jr_sqlite_seq_give(jr_backend *b, int64_t id, jr_err *err);
+/* sequence.c; from flow.c: 1 when a job of ids lo to hi is in a fair
+ * queue, 0 when none, -1 on error. */
+int  jr_sqlite_seq_fair(jr_backend *b, int64_t lo, int64_t hi,
+                        jr_err *err);
 /* seqretry.c; in the open transaction, from admin.c and rerun.c: runs
  * again (bound by the caller), the statement that queues job id again
  * (a dead retry, a rerun); when it changed the row and the job's
@@ -623,7 +631,8 @@ int jr_sqlite_fair_name_stamp(jr_backend *b, int64_t lo, int64_t hi,
 /* fairreplace.c, in the open transaction: job id, replaced by a newer
  * push (its payload and run_at the push's now), keyed and tagged again
  * as a push of it would be, its old turn given back when it was its
- * key's last; and that give-back alone, for a job about to be deleted */
+ * key's last; and that give-back alone, for a job about to be deleted
+ * or put to wait (returns 1 when it gave the turn back, 0 when not) */
 int jr_sqlite_fair_replaced(jr_backend *b, int64_t id, double now,
                             jr_err *err);
 int jr_sqlite_fair_give(jr_backend *b, int64_t id, jr_err *err);
