@@ -92,8 +92,10 @@ typedef struct jr_client_opts {
                                    JR_CLIENT_UNSET: the handler's, else the
                                    runner's default */
     const char *key;            /* limit key, 1 to 256 bytes
-                                   (docs/limits.md); NULL: none, or the payload
-                                   path the runner declared */
+                                   (docs/limits.md); NULL: none, or the
+                                   value at the payload path the runner
+                                   declared (a string, or a number by its
+                                   value: 1e3 and 1000 are "1000") */
     double      result_ttl;     /* > 0: seconds the job stays completed
                                    after success, with its result or none
                                    (docs/producers.md); 0: the runner's
@@ -199,9 +201,11 @@ typedef struct jr_client_unique {
 enum {
     JR_CLIENT_KEEP = 0,         /* a duplicate is dropped */
     JR_CLIENT_REPLACE = 1,      /* debounce: a queued holder takes the
-                                   duplicate's payload and run_at; a
-                                   running one is never replaced (the push
-                                   is then a plain duplicate) */
+                                   duplicate's payload and run_at, and the
+                                   limit and fair keys they give (a key of
+                                   neither: unkeyed); a running one is
+                                   never replaced (the push is then a
+                                   plain duplicate) */
     JR_CLIENT_CANCEL_RUNNING = 2 /* supersede: as REPLACE, and a running
                                    holder is cancelled (as jr_client_cancel)
                                    and gives up its key: the push is a new
