@@ -57,13 +57,7 @@ for _, backend in ipairs(jr.backends()) do
     after_each(function() env:cleanup() end)
 
     it("upgrades a schema-" .. BEFORE .. " database with its fair jobs intact and keyed again", function()
-      jr.make_schema(env, BEFORE)
-      old_jobs(env)
-      local before = jr.job_snapshot(env)
-      env:config([[concurrency = 1]])
-      local out, err, code = env:cli("migrate")
-      assert.are.equal(0, code, out .. err)
-      assert.are.same(before, jr.job_snapshot(env))
+      assert.are.same(jr.upgrade_intact(env, BEFORE, old_jobs))
       assert.are.same({
         -- a number by its value: untagged where its key changed (SQLite's
         -- "1000.0"), its tag kept where not (PostgreSQL's "1000")
@@ -78,7 +72,7 @@ for _, backend in ipairs(jr.backends()) do
       -- a push after: keyed and tagged the new way, from the key's base
       env:config([[concurrency = 1,
         limits = { ["queue:fq"] = { fair = { key = "payload.t" } } }]])
-      out, err, code = env:cli("migrate")
+      local out, err, code = env:cli("migrate")
       assert.are.equal(0, code, out .. err)
       local q = jr.client(env)
       assert(q:push("mfv.a", { t = 1000.0, n = 6 }, { queue = "fq" }))

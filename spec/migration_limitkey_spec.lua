@@ -56,13 +56,7 @@ for _, backend in ipairs(jr.backends()) do
     after_each(function() env:cleanup() end)
 
     it("upgrades a schema-" .. BEFORE .. " database with its keyed jobs intact and keyed again", function()
-      jr.make_schema(env, BEFORE)
-      old_jobs(env)
-      local before = jr.job_snapshot(env)
-      env:config([[concurrency = 1]])
-      local out, err, code = env:cli("migrate")
-      assert.are.equal(0, code, out .. err)
-      assert.are.same(before, jr.job_snapshot(env))
+      assert.are.same(jr.upgrade_intact(env, BEFORE, old_jobs))
       assert.are.same({
         "1000",                 -- a number by its value
         "1000",

@@ -56,14 +56,8 @@ for _, backend in ipairs(jr.backends()) do
     after_each(function() env:cleanup() end)
 
     it("upgrades a schema-" .. BEFORE .. " database with its jobs intact", function()
-      jr.make_schema(env, BEFORE)
-      old_jobs(env)
-      local before = jr.job_snapshot(env)
-      env:config([[concurrency = 1,
-        limits = { ["queue:fq"] = { fair = { key = "payload.t" } } }]])
-      local out, err, code = env:cli("migrate")
-      assert.are.equal(0, code, out .. err)
-      assert.are.same(before, jr.job_snapshot(env))
+      assert.are.same(jr.upgrade_intact(env, BEFORE, old_jobs, [[concurrency = 1,
+        limits = { ["queue:fq"] = { fair = { key = "payload.t" } } }]]))
       assert.are.same({ { parent_id = 1, child_id = 2 } },
         env:query("SELECT parent_id, child_id FROM job_deps ORDER BY parent_id"))
       -- the waiting job's tag dropped; its turn stays spent (job 3's after)

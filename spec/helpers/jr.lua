@@ -527,6 +527,20 @@ function M.make_schema(env, n)
   assert(code == 0, ("making schema %d: %s"):format(n, err))
 end
 
+-- A migration spec's common start: env's database at schema n, fill(env)
+-- puts the old rows in it, then `jobrunner migrate` under the config
+-- (default "concurrency = 1") must exit 0. Returns the jobs before and
+-- after (job_snapshot), which the spec asserts the same.
+function M.upgrade_intact(env, n, fill, config)
+  M.make_schema(env, n)
+  fill(env)
+  local before = M.job_snapshot(env)
+  env:config(config or "concurrency = 1")
+  local out, err, code = env:cli("migrate")
+  assert(code == 0, ("migrate from %d: exit %s: %s%s"):format(n, tostring(code), out, err))
+  return before, M.job_snapshot(env)
+end
+
 -- The most of the records in lines ("KEY START END", times in seconds)
 -- that overlapped, of those whose KEY is key when key is given: what ran
 -- at once, from the timestamps handlers recorded.
