@@ -235,6 +235,38 @@ for _, backend in ipairs(jr.backends()) do
       env:push("other", '{"tenant":"acme"}')
     end)
 
+    -- a unique key's replace and a sequence's replace write the new
+    -- payload sealed as a push does: never clear, and (SQLite) as the
+    -- stub beside its bytes
+    it("stores a replacing push's payload sealed, by unique key and by sequence", function()
+      local kf = keyfile()
+      env:script("rec", HANDLER)
+      env:config(('encryption = { key_file = %q }'):format(kf))
+      local u = env:push("rec", '{"secret":"old-u"}', "--unique-key", "k", "--in", "60s")
+      local u2 = env:push("rec", '{"secret":"tiger-u"}', "--unique-key", "k",
+        "--on-conflict", "replace")
+      assert.equal(u, u2)
+      local s1 = env:push("rec", '{"secret":"head"}', "--sequence", "s", "--in", "60s")
+      local s2 = env:push("rec", '{"secret":"old-s"}', "--sequence", "s")
+      local s3 = env:push("rec", '{"secret":"tiger-s"}', "--sequence", "s",
+        "--on-conflict", "replace")
+      assert.equal(s2, s3)
+      assert.truthy(s1 < s2)
+      for _, id in ipairs({ u, s2 }) do
+        local p = raw(env, id, "payload")
+        assert.is_nil(p:find("tiger", 1, true), "job " .. id .. "'s payload: " .. p)
+        assert.matches('"$jr_enc"', p, 1, true)
+        if backend == "sqlite" then
+          assert.matches("sealed", p, 1, true)
+          assert.equal(1, tonumber(env:query(("SELECT sealed IS NOT NULL AS v FROM jobs" ..
+            " WHERE id = %d"):format(id))[1].v))
+        end
+        local out, err, code = env:cli("show", tostring(id), "--json")
+        assert.equal(0, code, err)
+        assert.matches("tiger", cjson.decode(out).payload.secret)
+      end
+    end)
+
     it("fails the attempt of a job whose key the runner lacks, naming the key id", function()
       local mine = keyfile("mine")
       local theirs = keyfile("theirs")

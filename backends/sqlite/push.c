@@ -63,10 +63,11 @@ static const char *const sql_text[S_COUNT] = {
     [S_UNIQUE_TAKE] =
         "INSERT OR REPLACE INTO unique_keys (name, unique_key, job_id,"
         " held_until) VALUES (?1, ?2, ?3, ?4)",
-    /* debounce: queued job ?5 takes push ?1's payload ?2, run_at ?3
-     * and the limit key they give (?9 as given, else the payload's) */
+    /* debounce: queued job ?5 takes push ?1's payload ?2 (sealed: its
+     * stub, the bytes ?10), run_at ?3 and the limit key they give (?9 as
+     * given, else the payload's) */
     [S_UNIQUE_REPLACE] =
-        "UPDATE jobs SET payload = ?2, sealed = NULL, run_at = ?3,"
+        "UPDATE jobs SET payload = ?2, sealed = ?10, run_at = ?3,"
         " updated_at = ?4, limit_key = " LIMIT_KEY_OF
         " WHERE id = ?5 AND state = 'queued'",
     /* what the trigger jobs_queue_known does, for the library's inserts:
@@ -254,7 +255,7 @@ unique_conflict(jr_backend *b, const jr_push *p, int64_t holder, double now,
     if ((s = stmt(b, S_UNIQUE_REPLACE, err)) == NULL)
         return -1;
     bind_text(s, 1, p->name);
-    bind_text(s, 2, p->payload ? p->payload : "{}");
+    jr_sqlite_bind_sealed(s, 2, 10, p->payload ? p->payload : "{}");
     sqlite3_bind_double(s, 3, p->run_at > 0 ? p->run_at : now + p->run_in);
     sqlite3_bind_double(s, 4, now);
     sqlite3_bind_int64(s, 5, holder);

@@ -75,10 +75,11 @@ static const char *const sql_text[S_COUNT] = {
         "UPDATE jobs SET cancel_requested = 1, updated_at = ?2"
         " WHERE sequence_key = ?1 AND " JR_SQLITE_SEQ_IN_HEADS " AND state = 'running'",
     /* on_conflict replace: the pending last job ?1 takes the push's
-     * payload ?2 and run_at ?3, and the limit key of job ?5 (the push,
-     * inserted: its key as given, else its payload's) */
+     * payload ?2 (sealed: its stub, the bytes ?6) and run_at ?3, and the
+     * limit key of job ?5 (the push, inserted: its key as given, else
+     * its payload's) */
     [S_SEQ_REPLACE] =
-        "UPDATE jobs SET payload = ?2, sealed = NULL, run_at = ?3,"
+        "UPDATE jobs SET payload = ?2, sealed = ?6, run_at = ?3,"
         " updated_at = ?4, limit_key = (SELECT p.limit_key FROM jobs p"
         " WHERE p.id = ?5) WHERE id = ?1 AND " JR_SQLITE_SEQ_PENDING,
     /* the job just pushed, when the pending one took its place */
@@ -309,7 +310,7 @@ seq_conflict(jr_backend *b, const jr_push *p, int64_t *id, int64_t tail,
     if (!pending || (s = stmt(b, S_SEQ_REPLACE, err)) == NULL)
         return pending ? -1 : 0;
     sqlite3_bind_int64(s, 1, tail);
-    bind_text(s, 2, p->payload ? p->payload : "{}");
+    jr_sqlite_bind_sealed(s, 2, 6, p->payload ? p->payload : "{}");
     sqlite3_bind_double(s, 3, p->run_at > 0 ? p->run_at : now + p->run_in);
     sqlite3_bind_double(s, 4, now);
     sqlite3_bind_int64(s, 5, *id);
