@@ -267,7 +267,28 @@ char *jr_sqlite_names_json(const char *const *names, int n);
 #define JR_SQLITE_OP(ret, name, params) ret jr_sqlite_##name params;
 JR_BACKEND_OPS(JR_SQLITE_OP)
 
-/* push.c; insert_all and insert_one work in the open transaction */
+/* A push's limit key: key as given, else its payload (doc) at the path
+ * the runner declared for its name, by the fair key's rules, alike on
+ * both engines (PostgreSQL's limit_key_of, schema.sql's migration 41):
+ * each step a field of an object, a string as it is if of 1 to 256
+ * bytes, a number by its value (JR_SQLITE_FAIR_NUM: 1e3 is "1000", not
+ * json_extract's "1000.0"); else (true, false, null, an object, an
+ * array, missing) NULL, unkeyed. A number's text is never over 256.
+ * JR_SQLITE_LIMIT_KEY_OF is a push's: name ?1, payload ?2, key ?9 (push.c,
+ * unique.c). */
+#define JR_SQLITE_LIMIT_PATH "'$.' || lp.path"
+#define JR_SQLITE_LIMIT_KEY(name, doc, key) \
+    "coalesce(" key ", (SELECT CASE WHEN json_valid(" doc ") THEN CASE" \
+    " json_type(" doc ", " JR_SQLITE_LIMIT_PATH ") WHEN 'text' THEN CASE WHEN" \
+    " length(CAST(" JR_SQLITE_FAIR_X(doc, JR_SQLITE_LIMIT_PATH) " AS BLOB))" \
+    " BETWEEN 1 AND 256 THEN " JR_SQLITE_FAIR_X(doc, JR_SQLITE_LIMIT_PATH) " END" \
+    " WHEN 'integer' THEN " JR_SQLITE_FAIR_NUM(doc, JR_SQLITE_LIMIT_PATH) \
+    " WHEN 'real' THEN " JR_SQLITE_FAIR_NUM(doc, JR_SQLITE_LIMIT_PATH) " END END" \
+    " FROM limit_paths lp WHERE lp.name = " name "))"
+#define JR_SQLITE_LIMIT_KEY_OF JR_SQLITE_LIMIT_KEY("?1", "?2", "?9")
+
+/* push.c; insert_all and insert_row work in the open transaction; a
+ * job with a unique key goes through insert_one (unique.c) */
 int  jr_sqlite_insert_all(jr_backend *b, const jr_push *p, int n,
                           int64_t *ids, double now, jr_err *err);
 /* insert_all without the push check, for the jobs the database composed
@@ -276,6 +297,9 @@ int  jr_sqlite_insert_all(jr_backend *b, const jr_push *p, int n,
  * depth; refused, the member's end could never be recorded */
 int  jr_sqlite_insert_fired(jr_backend *b, const jr_push *p, int n,
                             int64_t *ids, double now, jr_err *err);
+int  jr_sqlite_insert_row(jr_backend *b, const jr_push *p, double now,
+                          int64_t *id, jr_err *err);
+/* unique.c */
 int  jr_sqlite_insert_one(jr_backend *b, const jr_push *p, double now,
                           int64_t *id, jr_err *err);
 /* admin.c: the JR_CANCEL_* outcome of cancelling id in the open
