@@ -15,10 +15,11 @@ enum { S_FAIR_ONE, S_COUNT };
 
 static const char *const sql_text[S_COUNT] = {
     /* claim.c's S_CLAIM_ONE in a fair queue claimed alone: by (priority,
-     * start tag, id), one range of jobs_fairtag, with each job's tag and
-     * the weight it was tagged with */
+     * start tag, id), one range of jobs_fairtag, with each job's tag, the
+     * weight it was tagged with and its stored key */
     [S_FAIR_ONE] =
-        "SELECT " JR_SQLITE_CLAIM_COLUMNS ", fair_tag, coalesce(fair_w, 1)"
+        "SELECT " JR_SQLITE_CLAIM_COLUMNS ", fair_tag, coalesce(fair_w, 1),"
+        " fair_key"
         " FROM jobs"
         " WHERE state = 'queued' AND queue = ?1 AND fair_tag IS NOT NULL"
         " AND run_at <= ?2"
@@ -33,8 +34,8 @@ stmt(jr_backend *b, int which, jr_err *err)
     return jr_sqlite_stmt(b, &sql_text[which], err);
 }
 
-/* A row of S_FAIR_ONE (i from 0): the job's weight, and into *clock the
- * highest tag so far. */
+/* A row of S_FAIR_ONE (i from 0): the job's weight and key, and into
+ * *clock the highest tag so far. */
 static void
 fair_row(sqlite3_stmt *s, jr_job *j, int i, void *clock)
 {
@@ -45,6 +46,7 @@ fair_row(sqlite3_stmt *s, jr_job *j, int i, void *clock)
     j->fair_weight = sqlite3_column_double(s, 18);
     if (!(j->fair_weight > 0))
         j->fair_weight = 1;
+    j->fair_hash = jr_sqlite_fair_hash(col_text(s, 19));
 }
 
 /* One read and one update, as claim_one's: not the passes of the claim

@@ -516,8 +516,11 @@ int  jr_sqlite_fair_ready(jr_backend *b, const jr_limit *f,
 int  jr_sqlite_fair_tick(jr_backend *b, const char *queue, double clock,
                          jr_err *err);
 /* Gives each fair job of out[0..n) the weight its candidate (of c[0..k),
- * in id order as claim_picked leaves them) was claimed with. */
+ * in id order as claim_picked leaves them) was claimed with, and its
+ * key's hash. */
 void jr_sqlite_fair_mark(const candidate *c, int k, jr_job **out, int n);
+/* fair.c: a job's fair_hash (job.h) from its stored fair key. */
+uint64_t jr_sqlite_fair_hash(const char *key);
 int  jr_sqlite_fair_use(jr_backend *b, const jr_limit *f, jr_fair_use_cb cb,
                         void *arg, jr_err *err);
 /* agestats.c: an aging queue's ready jobs by effective priority (the

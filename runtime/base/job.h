@@ -46,7 +46,8 @@ typedef struct jr_job {
                                    it was claimed (the master deals its
                                    local queue by it); 0: not fair */
     uint64_t    fair_hash;      /* the master's: its fair key hashed, 0 not
-                                   yet (master/fairq.c) */
+                                   yet (master/fairq.c; SQLite's claim
+                                   gives it from the stored key) */
     int         deletable;      /* the master's word at dispatch: its
                                    success is deleted at its end unless a
                                    wait marks it meanwhile (no retention,
