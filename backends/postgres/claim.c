@@ -11,19 +11,68 @@
 #include "postgres/pg_int.h"
 #include "postgres/arrays.h"
 
-/* Returns a new job from row r of a claim's result (columns CLAIM_COLUMNS),
- * freed with free(); NULL when out of memory. */
-jr_job *
-jr_pg_row_job(const PGresult *res, int r)
+/* The places of a claim's last three columns (CLAIM_STEPS) in res, by
+ * place when they end it (PQfnumber folds and copies the name it looks
+ * up), else steps by name and no trace or limit key: -1 for none. Once
+ * a result, not once a row. */
+typedef struct {
+    int st, tr, lk;
+} step_cols;
+
+static step_cols
+steps_at(const PGresult *res)
 {
-    /* the last three columns of every claim (CLAIM_STEPS), by place:
-     * PQfnumber folds and copies the name it looks up, a job's row */
     int nf = PQnfields(res);
     int last = nf >= 3 && strcmp(PQfname(res, nf - 1), "limit_key") == 0 &&
                strcmp(PQfname(res, nf - 2), "trace") == 0 &&
                strcmp(PQfname(res, nf - 3), "steps") == 0;
-    int st = last ? nf - 3 : PQfnumber(res, "steps");
-    int tr = last ? nf - 2 : -1, lk = last ? nf - 1 : -1;
+    step_cols c;
+
+    c.st = last ? nf - 3 : PQfnumber(res, "steps");
+    c.tr = last ? nf - 2 : -1;
+    c.lk = last ? nf - 1 : -1;
+    return c;
+}
+
+/* A float8 as the server writes it: strtod's value. The claim's two
+ * epoch times ("1764512345.123456": digits, a point, at most 22 more)
+ * take the exact fast path (Clinger's: an integer below 2^53 divided by
+ * a power of ten that a double holds exactly rounds once, as strtod
+ * does), a thousand instructions a job fewer; anything else is
+ * strtod's. */
+static double
+float8_value(const char *s)
+{
+    static const double pow10[] = {
+        1e0, 1e1, 1e2, 1e3, 1e4, 1e5, 1e6, 1e7, 1e8, 1e9, 1e10, 1e11,
+        1e12, 1e13, 1e14, 1e15, 1e16, 1e17, 1e18, 1e19, 1e20, 1e21, 1e22};
+    const char *p = s + (*s == '-');
+    uint64_t m = 0;
+    int digits = 0, frac = -1;
+
+    for (;; p++) {
+        if (*p >= '0' && *p <= '9') {
+            if (++digits > 16)
+                return strtod(s, NULL);
+            m = m * 10 + (uint64_t)(*p - '0');
+            if (frac >= 0)
+                frac++;
+        } else if (*p == '.' && frac < 0) {
+            frac = 0;
+        } else {
+            break;
+        }
+    }
+    if (*p != '\0' || digits == 0 || m > (1ull << 53))
+        return strtod(s, NULL);
+    return (*s == '-' ? -1.0 : 1.0) * ((double)m / pow10[frac < 0 ? 0 :
+                                                           frac]);
+}
+
+/* Row r of a claim's result as a new job (jr_pg_row_job). */
+static jr_job *
+row_job(const PGresult *res, int r, step_cols c)
+{
     jr_job *j = jr_job_new_full(strtoll(PQgetvalue(res, r, 0), NULL, 10),
                                  PQgetvalue(res, r, 1),
                                  PQgetvalue(res, r, 2),
@@ -31,25 +80,33 @@ jr_pg_row_job(const PGresult *res, int r)
                                  (size_t)PQgetlength(res, r, 3),
                                  PQgetisnull(res, r, 9) ? NULL :
                                  PQgetvalue(res, r, 9),
-                                 st < 0 || PQgetisnull(res, r, st) ? NULL :
-                                 PQgetvalue(res, r, st),
+                                 c.st < 0 || PQgetisnull(res, r, c.st) ?
+                                 NULL : PQgetvalue(res, r, c.st),
                                  PQgetisnull(res, r, 12) ? NULL :
                                  PQgetvalue(res, r, 12),
-                                 tr < 0 || PQgetisnull(res, r, tr) ? NULL :
-                                 PQgetvalue(res, r, tr),
-                                 lk < 0 || PQgetisnull(res, r, lk) ? NULL :
-                                 PQgetvalue(res, r, lk));
+                                 c.tr < 0 || PQgetisnull(res, r, c.tr) ?
+                                 NULL : PQgetvalue(res, r, c.tr),
+                                 c.lk < 0 || PQgetisnull(res, r, c.lk) ?
+                                 NULL : PQgetvalue(res, r, c.lk));
 
     if (j == NULL)
         return NULL;
     j->attempt = atoi(PQgetvalue(res, r, 4));
     j->max_retries = atoi(PQgetvalue(res, r, 5));
     j->priority = atoi(PQgetvalue(res, r, 6));
-    j->run_at = strtod(PQgetvalue(res, r, 7), NULL);
-    j->created_at = strtod(PQgetvalue(res, r, 8), NULL);
+    j->run_at = float8_value(PQgetvalue(res, r, 7));
+    j->created_at = float8_value(PQgetvalue(res, r, 8));
     j->batch = strtoll(PQgetvalue(res, r, 10), NULL, 10);
     j->flow = atoi(PQgetvalue(res, r, 11));
     return j;
+}
+
+/* Returns a new job from row r of a claim's result (columns CLAIM_COLUMNS),
+ * freed with free(); NULL when out of memory. */
+jr_job *
+jr_pg_row_job(const PGresult *res, int r)
+{
+    return row_job(res, r, steps_at(res));
 }
 
 /* The claimed rows of res as new jobs into out (freed with free()): the
@@ -57,10 +114,11 @@ jr_pg_row_job(const PGresult *res, int r)
 int
 jr_pg_row_jobs(const PGresult *res, jr_job **out, jr_err *err)
 {
+    step_cols c = steps_at(res);
     int i, n = PQntuples(res);
 
     for (i = 0; i < n; i++)
-        if ((out[i] = jr_pg_row_job(res, i)) == NULL) {
+        if ((out[i] = row_job(res, i, c)) == NULL) {
             while (i-- > 0)
                 free(out[i]);
             return jr_fail(err, JR_ENOMEM, "postgres: claiming %d jobs: "

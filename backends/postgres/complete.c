@@ -81,12 +81,12 @@ run_done(jr_backend *b, const char *token, const jr_result *r, int n,
             (b->keep_completed > 0 || r[i].result != NULL) != kept) ||
             (st == &st_keep && r[i].held == 1))   /* kept with its lines */
             continue;
-        snprintf(num, sizeof num, "%lld", (long long)r[i].id);
+        num[jr_put_int64(num, r[i].id)] = '\0';
         sb_num(&s, num);
-        sb_elem(&g, r[i].generation);
-        sb_elem(&v, r[i].result);
-        sb_elem(&e, r[i].error);
-        if (st == &st_keep) {
+        if (st == &st_keep) {   /* st_done takes the ids only */
+            sb_elem(&g, r[i].generation);
+            sb_elem(&v, r[i].result);
+            sb_elem(&e, r[i].error);
             snprintf(nsql, sizeof nsql, "%d", r[i].nsql);
             sb_elem(&q, r[i].nsql > 0 ? nsql : NULL);
             /* a run's logs become JSON only here, kept */

@@ -444,11 +444,17 @@ get_flow(jr_reader *r, jr_push *p, char **arena)
     p->cost = (long)jr_get_i64(r);
 }
 
+/* Room a result's arena holds for its statements' messages (get_sql):
+ * only a result with statements has it (jr_frame_get_result). */
+#define SQL_ROOM (JR_SQL_ERR_MAX + 129)
+
 /* A success's statements, back: the encoding, checked whole, is copied
  * into the arena (it lives as long as res), with JR_SQL_ERR_MAX bytes
- * after it for the backend's message when one of them fails. */
+ * after it for the backend's message when one of them fails, and the
+ * handler's name. 1 when there are statements and the arena was made
+ * without that room (room 0). */
 static int
-get_sql(jr_reader *r, jr_result *res, char **arena)
+get_sql(jr_reader *r, jr_result *res, char **arena, int room)
 {
     int32_t n = jr_get_i32(r);
     const char *p;
@@ -458,6 +464,8 @@ get_sql(jr_reader *r, jr_result *res, char **arena)
         return -1;
     if (n == 0)
         return 0;
+    if (!room)
+        return 1;
     if ((p = jr_get_str(r, &len)) == NULL || jr_sql_check(p, len, n) < 0)
         return -1;
     memcpy(*arena, p, len);
@@ -468,7 +476,7 @@ get_sql(jr_reader *r, jr_result *res, char **arena)
     res->sql_error[0] = '\0';
     res->sql_handler = res->sql_error + JR_SQL_ERR_MAX;
     res->sql_handler[0] = '\0';
-    *arena += len + JR_SQL_ERR_MAX + 129;
+    *arena += len + SQL_ROOM;
     return 0;
 }
 
@@ -497,18 +505,20 @@ get_logs(jr_reader *r, jr_result *res, char **arena)
     return 0;
 }
 
-int
-jr_frame_get_result(jr_reader *r, jr_result *res, void **mem, jr_err *err)
+/* jr_frame_get_result's decoding, into an arena with the statements'
+ * room (room 1) or without: then 1 when the result has statements. */
+static int
+get_result(jr_reader *r, jr_result *res, void **mem, int room, jr_err *err)
 {
     size_t body = r->n, maxpush = body / PUSH_MIN_BYTES + 1;
     jr_push *pushes;
     char *arena;
     int32_t n;
-    int i;
+    int i, rc;
 
     memset(res, 0, sizeof *res);
-    *mem = malloc(maxpush * sizeof *pushes + body + 17 + JR_SQL_ERR_MAX +
-                  129);
+    *mem = malloc(maxpush * sizeof *pushes + body + 17 +
+                  (room ? SQL_ROOM : 0));
     if (*mem == NULL)
         return jr_fail(err, JR_ENOMEM, "out of memory decoding a result");
     pushes = *mem;
@@ -542,9 +552,12 @@ jr_frame_get_result(jr_reader *r, jr_result *res, void **mem, jr_err *err)
     }
     if (res->kind == JR_DONE || res->kind == JR_STEP)
         res->result = arena_str(r, &arena);
-    if (res->kind == JR_DONE && get_sql(r, res, &arena) < 0)
+    if (res->kind == JR_DONE && (rc = get_sql(r, res, &arena, room)) != 0) {
+        if (rc > 0)
+            return 1;
         return jr_fail(err, JR_EPROTO, "malformed result frame "
                        "(statements)");
+    }
     if (res->kind == JR_STEP) {
         res->durable = jr_get_i32(r);
         res->done = jr_get_f64(r);
@@ -584,4 +597,22 @@ jr_frame_get_result(jr_reader *r, jr_result *res, void **mem, jr_err *err)
     res->pushes = pushes;
     res->npushes = n;
     return 0;
+}
+
+/* Most results carry no statements: their arena leaves out the room of
+ * the statements' messages (a plain success's allocation was three times
+ * its size with it), and the rare one with statements is decoded again
+ * from the start into an arena with it. */
+int
+jr_frame_get_result(jr_reader *r, jr_result *res, void **mem, jr_err *err)
+{
+    jr_reader start = *r;
+    int rc = get_result(r, res, mem, 0, err);
+
+    if (rc > 0) {
+        free(*mem);
+        *r = start;
+        rc = get_result(r, res, mem, 1, err);
+    }
+    return rc;
 }
