@@ -5,7 +5,7 @@
 -- are up (one loads first, the others once its claim is in). Nor does a
 -- job cost it page faults: the memory a claim frees stays for the next,
 -- nor more than a few file-lock calls on SQLite. At rest its loop wakes
--- about once a second.
+-- about once a second, its timers' shared instants once.
 local jr = require "jr"
 local H = require "jrhttp"
 
@@ -199,6 +199,32 @@ for _, backend in ipairs(jr.backends()) do
       -- worker loads or a stop waits, once a second at rest: 15 or 16
       -- wake-ups in these 3 s before, 6 to 8 since
       assert.is_true(n <= 11, n .. " wake-ups in 3 s at rest")
+      assert.equal(0, env:stop())
+    end)
+
+    it("wakes its loop for its timers together at rest, a poll a second",
+       function()
+      -- the poll, the cancels' look, the tick (each a second at rest), the
+      -- prune and the lease's timers keep one grid: the instants they share
+      -- wake the loop once, and their flags ride one database cycle
+      env:config('concurrency = 1, watch = false, log = { level = "debug" }')
+      env:script("short", "return function() end")
+      local p = env:start()
+      jr.wait_for(function()
+        return env:log():find("loaded 1 handler", 1, true)
+      end, 60, "the worker up")
+      local function wakes()
+        local st = assert(jr.read_file(("/proc/%d/task/%d/status")
+                                       :format(p.pid, p.pid)))
+        return tonumber(st:match("\nvoluntary_ctxt_switches:%s*(%d+)"))
+      end
+      os.execute("sleep 3")     -- the start's last cycles, its count at 2 s
+      local w0 = wakes()
+      os.execute("sleep 5")
+      local n = wakes() - w0
+      -- a timer and its cycle's end a second: 10 to 15 wake-ups in these
+      -- 5 s; 25 to 35 when each timer kept the phase it was made at
+      assert.is_true(n <= 20, n .. " wake-ups in 5 s at rest")
       assert.equal(0, env:stop())
     end)
 

@@ -46,6 +46,8 @@
 #define STOP_WAIT      2.0      /* seconds finish waits for workers to exit */
 #define SOLO_SECS      2.0      /* start-up: the first worker's claim
                                    awaited before the others start */
+#define TIMER_SLACK    0.001    /* a periodic timer this close to its
+                                   instant has reached it */
 
 /* What the master handles (NSIGNALS of them): stop, stop now on a second
  * one, reap, reload, one worker more, one less. */
@@ -57,6 +59,35 @@ static void
 on_watch(void *arg)
 {
     jr_gen_reload(arg);
+}
+
+/* Arms the one-shot ev for the next instant of a grid of secs seconds
+ * counted from m->timer_epoch. The periodic timers (the poll, the lease's
+ * renewal and rescue, the services' flags, the tick) each counted their
+ * period from when they were made, microseconds to a quarter second
+ * apart, and woke the loop once each: at rest two to four wake-ups a
+ * second, and a second database cycle whenever a service's flag came
+ * just after the poll's cycle had left. On one grid, the timers due at
+ * an instant fire in one pass and their flags ride one cycle. */
+static void
+arm_aligned(master *m, struct event *ev, double secs)
+{
+    double now, next;
+    struct timeval tv;
+
+    /* event_add counts tv from the loop's clock, which a pass keeps at
+     * its start: brought to now, as next is counted */
+    event_base_update_cache_time(m->base);
+    now = jr_mono();
+    if (m->timer_epoch == 0)
+        m->timer_epoch = now;
+    next = m->timer_epoch + ((double)(long long)((now - m->timer_epoch) /
+                                                 secs) + 1) * secs;
+    if (next - now < TIMER_SLACK)   /* fired on its instant, or just before */
+        next += secs;
+    tv.tv_sec = (long)(next - now);
+    tv.tv_usec = (long)((next - now - (double)tv.tv_sec) * 1e6);
+    event_add(ev, &tv);
 }
 
 static void
@@ -78,6 +109,7 @@ on_flag(evutil_socket_t fd, short what, void *arg)
 
     (void)fd;
     (void)what;
+    arm_aligned(t->m, t->ev, t->secs);
     *t->flag = 1;
     jr_master_kick(t->m);
 }
@@ -101,19 +133,15 @@ tick_idle(const master *m)
 }
 
 /* on_tick every IDLE_TICK_SECS (slow) or TICK_SECS: at rest its four
- * wake-ups a second were most of an idle runner's. */
+ * wake-ups a second were most of an idle runner's. On the periodic
+ * timers' grid (arm_aligned): at rest it wakes with the poll. */
 static void
 tick_pace(master *m, int slow)
 {
-    double secs = slow ? IDLE_TICK_SECS : TICK_SECS;
-    struct timeval tv;
-
     if (slow == m->tick_slow || m->ev_tick == NULL)
         return;
     m->tick_slow = slow;
-    tv.tv_sec = (long)secs;
-    tv.tv_usec = (long)((secs - (double)tv.tv_sec) * 1e6);
-    event_add(m->ev_tick, &tv);
+    arm_aligned(m, m->ev_tick, slow ? IDLE_TICK_SECS : TICK_SECS);
 }
 
 void
@@ -133,6 +161,8 @@ on_tick(evutil_socket_t fd, short what, void *arg)
 
     (void)fd;
     (void)what;
+    if ((what & EV_TIMEOUT) && m->ev_tick != NULL)     /* its timer's */
+        arm_aligned(m, m->ev_tick, m->tick_slow ? IDLE_TICK_SECS : TICK_SECS);
     jr_death_deadlines(m, now);
     jr_pool_starved(m, now);
     if (m->stopping && ((jr_pool_busy(m) == 0 && jr_held_asked(m) == 0) ||
@@ -202,16 +232,15 @@ on_signal(evutil_socket_t sig, short what, void *arg)
     begin_stop(m);
 }
 
+/* A timer calling fn every secs seconds on the grid of arm_aligned: fn
+ * arms the next one. */
 static struct event *
 add_timer(master *m, double secs, event_callback_fn fn, void *arg)
 {
-    struct event *ev = event_new(m->base, -1, EV_PERSIST, fn, arg);
-    struct timeval tv;
+    struct event *ev = event_new(m->base, -1, 0, fn, arg);
 
-    tv.tv_sec = (long)secs;
-    tv.tv_usec = (long)((secs - (double)tv.tv_sec) * 1e6);
     if (ev != NULL)
-        event_add(ev, &tv);
+        arm_aligned(m, ev, secs);
     return ev;
 }
 
@@ -221,6 +250,7 @@ jr_master_flag(master *m, jr_flag_timer *t, double secs, int *flag)
 {
     t->m = m;
     t->flag = flag;
+    t->secs = secs;
     t->ev = add_timer(m, secs, on_flag, t);
 }
 

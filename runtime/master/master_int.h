@@ -226,6 +226,9 @@ struct master {
     int                 cycle_peek;     /* the cycle out asks one: its full
                                            batch asks no claim after it */
     int                 tick_slow;      /* on_tick at its idle pace */
+    double              timer_epoch;    /* jr_mono() the periodic timers
+                                           count their periods from
+                                           (master.c), 0 before the first */
     int                 fair_changed;   /* a cycle saw another's commit
                                            after it (changed_after): a
                                            small claim is due */

@@ -32,6 +32,7 @@ typedef struct jr_flag_timer {
     master       *m;
     int          *flag;         /* the holder's */
     struct event *ev;           /* NULL when not armed */
+    double        secs;         /* its period */
 } jr_flag_timer;
 
 /* ---- the loop ---- */
