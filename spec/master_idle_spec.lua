@@ -223,8 +223,9 @@ for _, backend in ipairs(jr.backends()) do
       os.execute("sleep 5")
       local n = wakes() - w0
       -- a timer and its cycle's end a second: 10 to 15 wake-ups in these
-      -- 5 s; 25 to 35 when each timer kept the phase it was made at
-      assert.is_true(n <= 20, n .. " wake-ups in 5 s at rest")
+      -- 5 s; 25 to 35 when each timer kept the phase it was made at (the
+      -- bound leaves room for a loaded machine's extra switches)
+      assert.is_true(n <= 22, n .. " wake-ups in 5 s at rest")
       assert.equal(0, env:stop())
     end)
 
