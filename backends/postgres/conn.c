@@ -275,6 +275,32 @@ jr_pg_ready(jr_backend *b, jr_err *err)
     return 0;
 }
 
+/* Prepares statement st on this connection if it has not been; -1 with
+ * err set on failure. */
+int
+jr_pg_prepare(jr_backend *b, const pg_stmt *st, const char *what,
+              jr_err *err)
+{
+    PGresult *res;
+    char *sql;
+
+    if (jr_stmtmap_get(&b->prepared, st) != NULL)
+        return 0;
+    sql = jr_stmtmap_room(&b->prepared) < 0 ? NULL : jr_pg_expand(b, st->sql);
+    if (sql == NULL)
+        return jr_fail(err, JR_ENOMEM, "postgres: %s: out of memory", what);
+    res = PQprepare(b->conn, st->name, sql, st->nparams, NULL);
+    free(sql);
+    if (PQresultStatus(res) != PGRES_COMMAND_OK) {
+        jr_pg_fail(b, res, what, err);
+        PQclear(res);
+        return -1;
+    }
+    PQclear(res);
+    jr_stmtmap_put(&b->prepared, st, b->conn);     /* has room */
+    return 0;
+}
+
 /* Runs statement st with params, preparing it first if this connection has
  * not; lens NULL: params are text, else all binary, of those lengths.
  * Returns its result (caller PQclears) or NULL with err set. */
@@ -287,23 +313,8 @@ jr_pg_run_params(jr_backend *b, const pg_stmt *st, const char *const *params,
     PGresult *res;
     ExecStatusType rs;
 
-    if (jr_stmtmap_get(&b->prepared, st) == NULL) {
-        char *sql = jr_stmtmap_room(&b->prepared) < 0 ? NULL :
-                    jr_pg_expand(b, st->sql);
-        if (sql == NULL) {
-            jr_fail(err, JR_ENOMEM, "postgres: %s: out of memory", what);
-            return NULL;
-        }
-        res = PQprepare(b->conn, st->name, sql, st->nparams, NULL);
-        free(sql);
-        if (PQresultStatus(res) != PGRES_COMMAND_OK) {
-            jr_pg_fail(b, res, what, err);
-            PQclear(res);
-            return NULL;
-        }
-        PQclear(res);
-        jr_stmtmap_put(&b->prepared, st, b->conn); /* has room */
-    }
+    if (jr_pg_prepare(b, st, what, err) < 0)
+        return NULL;
     assert(lens == NULL || st->nparams <= 16);
     res = PQexecPrepared(b->conn, st->name, st->nparams, params,
                          lens, lens != NULL ? binary : NULL, 0);

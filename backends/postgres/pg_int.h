@@ -330,6 +330,8 @@ int jr_pg_fair_weight_tx(jr_backend *b, jr_pg_weight_fn once,
                          const char *scope, const char *key, double weight,
                          jr_err *err);
 int jr_pg_ready(jr_backend *b, jr_err *err);
+int jr_pg_prepare(jr_backend *b, const pg_stmt *st, const char *what,
+                  jr_err *err);
 PGresult *jr_pg_run_params(jr_backend *b, const pg_stmt *st,
                         const char *const *params,
                         const int *lens, const char *what, jr_err *err);
