@@ -232,7 +232,8 @@ LIB_SRCS      = $(wildcard runtime/base/*.c runtime/config/*.c) \
                 runtime/client/clientwait.c runtime/client/clientsched.c \
                 runtime/db/dbopts.c runtime/db/schedput.c \
                 runtime/lua/hooks.c \
-                runtime/lua/script.c runtime/lua/hfair.c \
+                runtime/lua/script.c runtime/lua/hopts.c \
+                runtime/lua/hfair.c \
                 runtime/lua/luabridge.c runtime/lua/json.c \
                 runtime/lua/jsondec.c \
                 $(BACKEND_SRCS)

@@ -1,5 +1,5 @@
 /* ranges.h - the ranges of the settings a config (config/) or a handler
- * file (lua/script.c) may set: constants only, no functions, so that
+ * file (lua/hopts.c) may set: constants only, no functions, so that
  * both layers check against one list. Uses retry.h (the backoff cap). */
 #ifndef JR_RANGES_H
 #define JR_RANGES_H

@@ -3,7 +3,7 @@
  * little for company), what happens once a cycle recorded them (durable
  * steps told, jobs that may have become ready looked for), and the
  * buffers' moves between the loop and the database thread. The cycle
- * that sends them is claimq.c's. Uses master_int.h. */
+ * that sends them is claimcyc.c's. Uses master_int.h. */
 #include <stdlib.h>
 #include <string.h>
 

@@ -1,10 +1,11 @@
 /* master.c - the runner's master process: one libevent loop, its signals
  * and timers, start-up and shutdown. The only backend connection is the
  * database thread's (dbthread.c), which works for the loop. Timers and events
- * only set a flag and kick; one pass of work (claimq.c) then hands out
+ * only set a flag and kick; one pass of work (claimcyc.c) then hands out
  * jobs and starts a database cycle. Its other concerns sit beside it and
- * share master_int.h: claimq.c (local queue, results, database cycle),
- * pool.c, death.c and output.c (workers), gen.c (reload). The services
+ * share master_int.h: claimq.c (local queue), claimres.c (results),
+ * claimcyc.c (database cycle), pool.c, death.c and output.c (workers),
+ * gen.c (reload). The services
  * beside the claim (services/) come as a list from the command that runs
  * the master, and are called only through service.h. */
 #define _GNU_SOURCE

@@ -5,8 +5,9 @@
  * concern:
  *   master.c   the loop, signals and timers; start, finish, cleanup; the
  *              list of services
- *   claimq.c   the local queue of claimed jobs, dispatch to workers, result
- *              buffers and the database cycle that records and claims
+ *   claimq.c   the local queue of claimed jobs, dispatch to workers, how
+ *              many jobs to claim; claimres.c the result buffers;
+ *              claimcyc.c the database cycle that records and claims
  *   pool.c     the worker processes: spawn, frames, results;
  *              output.c reads their output (handler_output)
  *   poolsize.c how many workers: counts, the target fitted, scaling
@@ -286,7 +287,7 @@ void jr_master_tick_busy(master *m);
  * memory; event_free it). */
 void jr_master_flag(master *m, jr_flag_timer *t, double secs, int *flag);
 
-/* claimq.c: the local queue, results, the database cycle */
+/* claimq.c: the local queue (claimres.c: the results) */
 
 /* Queues a claimed job, at the front or the back; takes j. -1 when out of
  * memory (j is still the caller's). */
@@ -339,8 +340,15 @@ void    jr_claimq_take_more(master *m, jr_job **jobs, int n, int want,
                             int peek);
 /* Hands queued jobs to free worker slots. */
 void    jr_claimq_dispatch(master *m);
+/* How many jobs to claim: what the workers can start now, and a local
+ * queue of them while jobs are short, less what claims on their way will
+ * bring; sets m->claim_co and m->fair_peek. */
+int     jr_claimq_capacity(master *m);
+
 /* Records pending results synchronously (shutdown, with the thread gone). */
 int     jr_claimq_flush(master *m);
+
+/* claimcyc.c: the database cycle */
 /* Watches the backend's wake descriptor fd (-1: none). */
 void    jr_claimq_watch_wake(master *m, int fd);
 /* Callbacks: ev_work's pass of work, the database thread's cycle done, the

@@ -6,6 +6,8 @@
  *             progress while it runs, the outcome and the retry decision
  *   co.c      jobs that run many at once (inflight > 1), each in a
  *             coroutine on the worker's libevent loop: their resumes
+ *   coend.c   a coroutine job's end: its outcome, its result frame, the
+ *             ended jobs kept for the next ones
  *   task.c    a job's tasks (its threads) and the waits they yield on
  *   coall.c   jobrunner.sleep and jobrunner.all
  *   coown.c   the handler's own coroutines: their waits pass through
@@ -236,6 +238,19 @@ void jr_co_kick(worker *w);
 void jr_co_cancel(worker *w, int64_t id);   /* a coroutine job's cancel */
 /* The count hook's check for a coroutine job (owner). */
 const char *jr_co_check(worker *w, void *owner, lua_State *L);
+
+/* coend.c: a coroutine job's end. jr_co_finish ends cj (rc LUA_OK, or an
+ * error whose value is on top of w->L, or -1: its timeout or a cancel):
+ * its waits cancelled, its result frame; it joins co->dead, freed by
+ * jr_co_reap between resumes. jr_co_job_alloc is a zeroed cojob (a kept
+ * one's timer and push arrays), NULL when out of memory; jr_co_job_free
+ * frees what cj holds and keeps cj or frees it. */
+void   jr_co_finish(cojob *cj, int rc);
+void   jr_co_reap(jr_co *co);
+cojob *jr_co_job_alloc(worker *w);
+void   jr_co_job_free(cojob *cj);
+/* Queues cj's latest progress as a JR_PROGRESS result. */
+void   jr_co_put_progress(cojob *cj);
 
 /* task.c: a job's tasks. jr_task_open keeps w and makes the registry's
  * table of threads; jr_task_new makes a task of cj (NULL when out of
