@@ -20,9 +20,20 @@ static const pg_stmt st_batch_new = {"jr_flow_batch_new",
     " coalesce($3::jsonb, '{}'), coalesce($4::text, 'default'),"
     " $5::boolean) RETURNING id"};
 
-static const pg_stmt st_link = {"jr_flow_link", 4,
-    "SELECT {{schema}}.link($1::bigint, $2::bigint[], $3::text,"
-    " $4::bigint)"};
+#define LINK "{{schema}}.link($1::bigint, $2::bigint[], $3::text," \
+    " $4::bigint)"
+static const pg_stmt st_link = {"jr_flow_link", 4, "SELECT " LINK};
+
+/* A job with parents, put to wait by link(), takes no turn of its fair
+ * key while it waits (docs/queues.md, "Fair share": a job not ready
+ * takes none): its push's turn given back after the link (migration
+ * 42's fair_seq_give: when its tag is its key's last, as a batch's jobs
+ * are given back last first before their links), in the link's round
+ * trip; once queued, the next claim of its queue tags it (flow_edge
+ * leaves it untagged). A job in no fair queue pays one look-up of its
+ * row. */
+static const pg_stmt st_link_give = {"jr_flow_link_give", 4,
+    "SELECT {{schema}}.fair_seq_give(ARRAY[" LINK "])"};
 
 /* 1 if p uses a workflow option or a sequence. */
 static int
@@ -32,12 +43,20 @@ flow_push(const jr_push *p)
            p->batch_new != NULL || p->sequence != NULL;
 }
 
-/* 1 if p goes to the end of a sequence (on_conflict keep: a job that
- * replaces none). */
+/* 1 if p has parents: link() puts it to wait. */
 static int
-seq_keep(const jr_push *p)
+has_after(const jr_push *p)
 {
-    return p->sequence != NULL && p->on_conflict == JR_CONFLICT_KEEP;
+    return p->nafter > 0 || p->nafter_local > 0;
+}
+
+/* 1 if p may wait once linked: it goes to the end of a sequence
+ * (on_conflict keep: a job that replaces none), or has parents. */
+static int
+may_wait(const jr_push *p)
+{
+    return (p->sequence != NULL && p->on_conflict == JR_CONFLICT_KEEP) ||
+           has_after(p);
 }
 
 int
@@ -130,7 +149,8 @@ link_one(jr_backend *b, const jr_push *const *pp, int i, int64_t *ids,
         return jr_fail(err, JR_ENOMEM, "postgres: linking a job: out of "
                        "memory");
     }
-    res = jr_pg_run(b, &st_link, params, "linking a job", err);
+    res = jr_pg_run(b, has_after(p) ? &st_link_give : &st_link, params,
+                    "linking a job", err);
     free(a.p);
     if (res == NULL) {
         /* link() names the ids; the job's name goes in front, instead of
@@ -153,9 +173,9 @@ link_one(jr_backend *b, const jr_push *const *pp, int i, int64_t *ids,
     return rc;
 }
 
-/* When one of pp[0..n) goes to the end of a sequence (seq_keep): the ids
- * of all, in push order, into *out (malloc'd; NULL when none). Returns
- * how many (0: no such job), or -1 with err set. */
+/* When one of pp[0..n) may wait once linked (may_wait): the ids of
+ * all, in push order, into *out (malloc'd; NULL when none). Returns how
+ * many (0: no such job), or -1 with err set. */
 static int
 seq_ids(const jr_push *const *pp, int n, const int64_t *ids, int64_t **out,
         jr_err *err)
@@ -164,7 +184,7 @@ seq_ids(const jr_push *const *pp, int n, const int64_t *ids, int64_t **out,
 
     *out = NULL;
     for (i = 0; i < n && !any; i++)
-        any = seq_keep(pp[i]);
+        any = may_wait(pp[i]);
     if (!any)
         return 0;
     if ((*out = malloc((size_t)n * sizeof **out)) == NULL)
@@ -184,11 +204,11 @@ jr_pg_flow_link(jr_backend *b, const jr_push *const *pp, int n,
         if (pp[i]->batch_new != NULL)
             pp[i]->batch_new->id = 0;
     /* a batch's jobs hold the tags of their push, given in push order,
-     * and a job put to wait behind its sequence gives its turn back only
-     * when it was its key's last (sequence_put): a batch with jobs of a
-     * sequence gives its jobs' turns back first, the last first, so that
-     * one waiting behind a job of the batch leaves no hole in its key's
-     * tags; the ones still queued after the links are tagged again, in
+     * and a job put to wait behind its sequence or for its parents gives
+     * its turn back only when it was its key's last (sequence_put,
+     * st_link_give): a batch with jobs that may wait gives its jobs'
+     * turns back first, the last first, so that one waiting leaves no
+     * hole in its key's tags; the ones still queued after the links are tagged again, in
      * push order, as if tagged once linked (the ids copied: a replace
      * changes ids[i] to the job replaced) */
     if (n > 1 && (k = seq_ids(pp, n, ids, &seq, err)) < 0)

@@ -18,7 +18,7 @@
               " <> 'run')"
 
 /* The file's statements: slots of sql_text[] (sqlite_int.h). */
-enum { S_FLOW_WAIT, S_FLOW_PARENT_MARK, S_FLOW_DEP_ADD, S_FLOW_DEPS_END,
+enum { S_FLOW_WAIT, S_FLOW_WAIT_T, S_FLOW_UNTAG, S_FLOW_PARENT_MARK, S_FLOW_DEP_ADD, S_FLOW_DEPS_END,
        S_FLOW_EDGE, S_FLOW_HOLD, S_FLOW_PASS, S_FLOW_PARENTS, S_FLOW_FLAG, S_FLOW_LINKS,
        S_COUNT };
 
@@ -30,9 +30,17 @@ enum { S_FLOW_WAIT, S_FLOW_PARENT_MARK, S_FLOW_DEP_ADD, S_FLOW_DEPS_END,
 
 
 static const char *const sql_text[S_COUNT] = {
-    [S_FLOW_WAIT] =
-        "UPDATE jobs SET state = 'waiting', parents_left = ?2,"
-        " on_parent_failure = ?3 WHERE id = ?1 AND state = 'queued'",
+#define FLOW_WAIT "UPDATE jobs SET state = 'waiting', parents_left = ?2," \
+    " on_parent_failure = ?3 WHERE id = ?1 AND state = 'queued'"
+    [S_FLOW_WAIT] = FLOW_WAIT,
+    /* in a queue that may be fair, whether it holds a tag, to be given
+     * back (as sequence.c's S_SEQ_WAIT_T) */
+    [S_FLOW_WAIT_T] = FLOW_WAIT " RETURNING fair_tag IS NOT NULL",
+    /* a job put to wait for its parents holds no tag of its fair key
+     * (its turn given back first when it can be: fairreplace.c) */
+    [S_FLOW_UNTAG] =
+        "UPDATE jobs SET fair_tag = NULL, fair_w = NULL WHERE id = ?1"
+        " AND fair_tag IS NOT NULL",
     [S_FLOW_PARENT_MARK] =
         "UPDATE jobs SET flow = flow | 1 WHERE id = ?1 RETURNING state,"
         " result",
@@ -369,12 +377,53 @@ jr_sqlite_flow_wait(jr_backend *b, const jr_push *p, int64_t id,
     return 0;
 }
 
+/* Job id (push p) waits for its n parents; in a fair queue it takes no
+ * turn of its key while it waits (docs/queues.md, "Fair share": a job
+ * not ready takes none): its push's turn back when its tag is its key's
+ * last, else that turn stays spent (a hole in the key's tags), and its
+ * tag dropped either way; once queued, the next claim of its queue tags
+ * it (S_FLOW_EDGE leaves it untagged). */
+static int
+wait_parents(jr_backend *b, const jr_push *p, int64_t id, int n,
+             jr_err *err)
+{
+    sqlite3_stmt *s;
+    int plain, rc, tagged, waits;
+
+    /* the push's queue, stamped in this transaction, in fair_seen: not
+     * fair, and no name's weights there (sequence.c's test) */
+    plain = strcmp(p->queue ? p->queue : "default", b->fair_seen) == 0 &&
+            !b->fair_is && !b->fair_named;
+    if ((s = stmt(b, plain ? S_FLOW_WAIT : S_FLOW_WAIT_T, err)) == NULL)
+        return -1;
+    sqlite3_bind_int64(s, 1, id);
+    sqlite3_bind_int(s, 2, n);
+    bind_text(s, 3, jr_opf_name(p->on_parent_failure ?
+                                p->on_parent_failure : b->opf));
+    rc = sqlite3_step(s);
+    tagged = rc == SQLITE_ROW && sqlite3_column_int(s, 0);
+    waits = plain ? rc == SQLITE_DONE && sqlite3_changes(b->db) > 0 :
+            rc == SQLITE_ROW;
+    sqlite3_reset(s);
+    if (rc != SQLITE_ROW && rc != SQLITE_DONE)
+        return jr_sqlite_fail(b, err, "linking a job");
+    if (!waits)
+        return jr_fail(err, JR_EINPUT, "job '%s': a job with after is "
+                       "a plain new job", p->name);
+    if (!tagged)
+        return 0;
+    if (jr_sqlite_fair_give(b, id, err) < 0 ||
+        (s = stmt(b, S_FLOW_UNTAG, err)) == NULL)
+        return -1;
+    sqlite3_bind_int64(s, 1, id);
+    return run(b, s, err, "linking a job") < 0 ? -1 : 0;
+}
+
 /* The workflow options of p[i], just inserted as ids[i]. */
 static int
 link_one(jr_backend *b, const jr_push *p, int i, int64_t *ids,
          double now, jr_err *err)
 {
-    sqlite3_stmt *s;
     idlist l = {0};
     int64_t bid = p[i].batch;
     int k, rc = 0;
@@ -390,17 +439,8 @@ link_one(jr_backend *b, const jr_push *p, int i, int64_t *ids,
         free(l.v);
         return -1;
     }
-    if (l.n > 0 && (s = stmt(b, S_FLOW_WAIT, err)) != NULL) {
-        sqlite3_bind_int64(s, 1, ids[i]);
-        sqlite3_bind_int(s, 2, l.n);
-        bind_text(s, 3, jr_opf_name(p[i].on_parent_failure ?
-                                    p[i].on_parent_failure : b->opf));
-        rc = run(b, s, err, "linking a job");
-        if (rc == 0)
-            rc = jr_fail(err, JR_EINPUT, "job '%s': a job with after is "
-                         "a plain new job", p[i].name);
-    } else if (l.n > 0)
-        rc = -1;
+    if (l.n > 0)
+        rc = wait_parents(b, &p[i], ids[i], l.n, err);
     if (rc >= 0 && p[i].sequence != NULL)
         rc = jr_sqlite_seq_link(b, &p[i], &ids[i], now, err);
     for (k = 0; rc >= 0 && k < l.n; k++)
@@ -417,12 +457,13 @@ flow_push(const jr_push *p)
            p->batch_new != NULL || p->sequence != NULL;
 }
 
-/* 1 if p goes to the end of a sequence (on_conflict keep: a job that
- * replaces none). */
+/* 1 if p may wait once linked: it goes to the end of a sequence
+ * (on_conflict keep: a job that replaces none), or has parents. */
 static int
-seq_keep(const jr_push *p)
+may_wait(const jr_push *p)
 {
-    return p->sequence != NULL && p->on_conflict == JR_CONFLICT_KEEP;
+    return (p->sequence != NULL && p->on_conflict == JR_CONFLICT_KEEP) ||
+           p->nafter > 0 || p->nafter_local > 0;
 }
 
 int
@@ -447,16 +488,16 @@ jr_sqlite_flow_link(jr_backend *b, const jr_push *p, int n,
         if (p[i].batch_new != NULL)
             p[i].batch_new->id = 0;
     /* a batch's jobs hold the tags of their push, given in push order,
-     * and a job put to wait behind its sequence gives its turn back only
-     * when it was its key's last (sequence.c): a batch with jobs of a
-     * sequence gives its jobs' turns back first, the last first, so that
-     * one waiting behind a job of the batch leaves no hole in its key's
-     * tags; the ones still queued after the links are tagged again, in
-     * id order (the push's), as if tagged once linked, with any job
-     * between them queued untagged (one a claim would tag). A batch in
-     * no fair queue skips both. */
+     * and a job put to wait behind its sequence or for its parents gives
+     * its turn back only when it was its key's last (sequence.c,
+     * wait_parents): a batch with jobs that may wait gives its jobs'
+     * turns back first, the last first, so that one waiting leaves no
+     * hole in its key's tags; the ones still queued after the links are
+     * tagged again, in id order (the push's), as if tagged once linked,
+     * with any job between them queued untagged (one a claim would tag).
+     * A batch in no fair queue skips both. */
     for (i = 0; n > 1 && i < n && !again; i++)
-        again = seq_keep(&p[i]);
+        again = may_wait(&p[i]);
     for (i = 0; again && i < n; i++) {
         lo = i == 0 || ids[i] < lo ? ids[i] : lo;
         hi = i == 0 || ids[i] > hi ? ids[i] : hi;
