@@ -105,7 +105,9 @@ end
 local ROUND = 200
 
 -- Another queue's job, or a higher priority one, has no small claim of
--- its own while the local queue is full: it waits for the next claim
+-- its own while the local queue is full (its starts counted from its
+-- push's return: a push slowed by a loaded machine is not the claim's
+-- wait): it waits for the next claim
 -- (docs/queues.md, "Fairness": "a claim or two"), after at most the up
 -- to 512 jobs claimed ahead, on the plain claim as on the fair one (the
 -- controls below). What this bound catches is a wait behind the backlog.
@@ -183,8 +185,8 @@ for _, backend in ipairs(jr.backends()) do
       push(env, "a", 3000)
       env:start()
       wait_starts(env, 300)
-      local at = #starts(env)
       push(env, "a", 1, { priority = -5 }, { hi = true, n = 0 })
+      local at = #starts(env)     -- counted from the push's return
       local s
       jr.wait_for(function() s = starts(env) return index_of(s, "^a 0 ") end, 120, "hi start")
       local hi = index_of(s, "^a 0 ")
@@ -198,8 +200,8 @@ for _, backend in ipairs(jr.backends()) do
       push(env, "a", 3000)
       env:start()
       wait_starts(env, 300)
-      local at = #starts(env)
       push(env, "p", 1, { queue = "plain" })
+      local at = #starts(env)     -- counted from the push's return
       local s
       jr.wait_for(function() s = starts(env) return index_of(s, "^p 1 plain") end, 120, "plain start")
       local p = index_of(s, "^p 1 plain")
@@ -222,8 +224,8 @@ for _, backend in ipairs(jr.backends()) do
       push(env, "a", 3000)
       env:start()
       wait_starts(env, 300)
-      local at = #starts(env)
       push(env, "c", 1, { queue = "fq2" })
+      local at = #starts(env)     -- counted from the push's return
       local s
       jr.wait_for(function() s = starts(env) return index_of(s, "^c 1 fq2") end, 120, "fq2 start")
       local c = index_of(s, "^c 1 fq2")
@@ -452,8 +454,8 @@ for _, backend in ipairs(jr.backends()) do
       push(env, "a", 3000)
       env:start()
       wait_starts(env, 300)
-      local at = #starts(env)
       push(env, "p", 1, { queue = "plain" })
+      local at = #starts(env)     -- counted from the push's return
       local s
       jr.wait_for(function() s = starts(env) return index_of(s, "^p 1 plain") end, 120, "plain start")
       local p = index_of(s, "^p 1 plain")
@@ -467,8 +469,8 @@ for _, backend in ipairs(jr.backends()) do
       push(env, "a", 3000)
       env:start()
       wait_starts(env, 300)
-      local at = #starts(env)
       push(env, "a", 1, { priority = -5 }, { n = 0 })
+      local at = #starts(env)     -- counted from the push's return
       local s
       jr.wait_for(function() s = starts(env) return index_of(s, "^a 0 ") end, 120, "hi start")
       local hi = index_of(s, "^a 0 ")
