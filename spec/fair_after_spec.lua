@@ -8,7 +8,8 @@
 -- ready jobs in turn with another key's, and each child once, after its
 -- parent. Both engines; asserts stored rows and the order of starts.
 local jr = require "jr"
-local cjson = require "cjson"
+local fr = require "fairrows"
+local rows, key_n, index_of = fr.rows, fr.key_n, fr.index_of
 
 -- Records "start N" in file "starts"; a job with gate = true holds its
 -- worker until file "gate" exists. Each takes 10 ms, so that a worker's
@@ -28,30 +29,6 @@ local WORKER = jr.RECORD .. [[
       end
     end
   end]]
-
-local function null(v) return v == nil or v == cjson.null end
-
--- n -> {state, tag ("-" none)} of every job of queue fq
-local function rows(env)
-  local n = env.backend == "postgres" and "(payload ->> 'n')::int"
-    or "json_extract(payload, '$.n')"
-  local out = {}
-  for _, r in ipairs(env:query(("SELECT %s AS n, state, fair_tag AS tag"
-      .. " FROM jobs WHERE queue = 'fq' ORDER BY id"):format(n))) do
-    out[math.tointeger(r.n)] = { r.state, null(r.tag) and "-" or r.tag }
-  end
-  return out
-end
-
-local function key_n(env, k)
-  local r = env:query(("SELECT n FROM fair_keys WHERE queue = 'fq'"
-    .. " AND key = '%s'"):format(k))[1]
-  return r and math.tointeger(r.n)
-end
-
-local function index_of(t, v)
-  for i, x in ipairs(t) do if x == v then return i end end
-end
 
 local function count(t, v)
   local c = 0

@@ -8,34 +8,11 @@
 -- jobs into sequences, recorded in sequence_paths) alike. A run drains everything, each sequence in
 -- push order. Both engines; asserts stored rows and the order of runs.
 local jr = require "jr"
-local cjson = require "cjson"
+local fr = require "fairrows"
+local rows, key_n, index_of = fr.rows, fr.key_n, fr.index_of
 
 local WORKER = jr.RECORD .. [[
   return function(job) record("done", job.payload.n) end]]
-
-local function null(v) return v == nil or v == cjson.null end
-
--- n -> {state, tag ("-" none)} of every job of queue fq
-local function rows(env)
-  local n = env.backend == "postgres" and "(payload ->> 'n')::int"
-    or "json_extract(payload, '$.n')"
-  local out = {}
-  for _, r in ipairs(env:query(("SELECT %s AS n, state, fair_tag AS tag"
-      .. " FROM jobs WHERE queue = 'fq' ORDER BY id"):format(n))) do
-    out[math.tointeger(r.n)] = { r.state, null(r.tag) and "-" or r.tag }
-  end
-  return out
-end
-
-local function key_n(env, k)
-  local r = env:query(("SELECT n FROM fair_keys WHERE queue = 'fq'"
-    .. " AND key = '%s'"):format(k))[1]
-  return r and math.tointeger(r.n)
-end
-
-local function index_of(t, v)
-  for i, x in ipairs(t) do if x == v then return i end end
-end
 
 for _, backend in ipairs(jr.backends()) do
   describe(backend .. " fair queue, a job waiting behind its sequence:", function()

@@ -11,7 +11,7 @@
 -- a tag, a plain push of the key takes the turn after the key's last,
 -- and a runner runs everything, the sequence in order.
 local jr = require "jr"
-local cjson = require "cjson"
+local fr = require "fairrows"
 
 local WORKER = jr.RECORD .. [[
   return function(job) record("done", tostring(job.payload.n)) end]]
@@ -36,19 +36,6 @@ local function old_jobs(env)
   if not pg then env:exec("UPDATE jobs SET seq_last = 1 WHERE id = 2") end
 end
 
--- n -> {state, tag ("-" none)} of every job
-local function rows(env)
-  local n = env.backend == "postgres" and "(payload ->> 'n')::int"
-    or "json_extract(payload, '$.n')"
-  local out = {}
-  for _, r in ipairs(env:query(("SELECT %s AS n, state, fair_tag AS tag"
-      .. " FROM jobs ORDER BY id"):format(n))) do
-    out[math.tointeger(r.n)] = { r.state,
-      (r.tag == nil or r.tag == cjson.null) and "-" or r.tag }
-  end
-  return out
-end
-
 for _, backend in ipairs(jr.backends()) do
   describe(backend .. ": migration 42 (a job waiting in its sequence takes no turn)", function()
     local env
@@ -62,12 +49,12 @@ for _, backend in ipairs(jr.backends()) do
         env:query("SELECT parent_id, child_id FROM job_deps ORDER BY parent_id"))
       -- the waiting job's tag dropped; its turn stays spent (job 3's after)
       assert.are.same({ { "queued", 0 }, { "waiting", "-" }, { "queued", 2 } },
-                      rows(env))
+                      fr.rows(env, ""))
       local q = jr.client(env)
       assert(q:push("msw.s", { t = "a", n = 4 }, { queue = "fq", sequence = "q" }))
       assert(q:push("msw.s", { t = "a", n = 5 }, { queue = "fq" }))
       q:close()
-      local r = rows(env)
+      local r = fr.rows(env, "")
       assert.are.same({ "waiting", "-" }, r[4])
       assert.are.same({ "queued", 3 }, r[5])   -- next to job 3's, not behind 4's
       env:script("msw.s", WORKER)
