@@ -45,21 +45,30 @@ for _, backend in ipairs(jr.backends()) do
       local _, err, code = env:cli("migrate")
       assert.are.equal(0, code, err)
       count_claims(env)
-      local q = jr.client(env)
-      local jobs = {}
-      for i = 1, N do jobs[i] = { "fair.p", { t = "a", n = i }, { queue = "fq" } } end
-      assert(q:push_many(jobs))
-      q:close()
-      env:start()
-      jr.wait_for(function()
-        return env:query("SELECT count(*) AS n FROM jobs WHERE queue = 'fq'")[1].n == 0
-      end, 120, "the drain")
-      env:stop()
-      local claims = env:query("SELECT n FROM claims")[1].n
-      -- claims of a few hundred jobs (the local queue): 3 or 4; a small
-      -- claim after each job's end made 62
-      assert.is_true(claims > 0, "no fair claim counted")
-      assert.is_true(claims < N / 20, ("%d fair claims for %d jobs"):format(claims, N))
+      -- A drain's claims: a few of hundreds (the local queue), 3 to 26
+      -- seen; a small claim after each job's end made 62 on a quiet
+      -- machine. A loaded one adds small claims of its own (57 and 81 seen
+      -- in CI at loads 7 and 11), so the fewest of up to three drains is
+      -- the figure: the regression makes every drain's many.
+      local fewest
+      for _ = 1, 3 do
+        env:exec("UPDATE claims SET n = 0")
+        local q = jr.client(env)
+        local jobs = {}
+        for i = 1, N do jobs[i] = { "fair.p", { t = "a", n = i }, { queue = "fq" } } end
+        assert(q:push_many(jobs))
+        q:close()
+        env:start()
+        jr.wait_for(function()
+          return env:query("SELECT count(*) AS n FROM jobs WHERE queue = 'fq'")[1].n == 0
+        end, 120, "the drain")
+        env:stop()
+        local claims = env:query("SELECT n FROM claims")[1].n
+        assert.is_true(claims > 0, "no fair claim counted")
+        fewest = math.min(fewest or claims, claims)
+        if fewest < N / 20 then break end
+      end
+      assert.is_true(fewest < N / 20, ("%d fair claims for %d jobs, the fewest of three drains"):format(fewest, N))
     end)
   end)
 end
