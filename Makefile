@@ -200,13 +200,14 @@ endif
 # make asan run the kill tests of the ledger, the sequences and the waits
 # (JR_SKIP_KILLS=1): their code runs in the other specs under the
 # sanitizers, and their minutes of kills keep .ci/run in its time. Nor
-# the four longest spec files (JR_SPEC_SKIP, a quarter of the suite's
+# the five longest spec files (JR_SPEC_SKIP, a quarter of the suite's
 # time), whose C paths the shorter specs run under the sanitizers too:
 # redseq's 1,100-job retries of one sequence (sequences, seq39_red,
-# bulk), fair_alone_red's drains of a fair queue alone (fair, fair_peek,
-# fair_due, redfair), seq_sqlite_red (sequences, seq39_red) and the
-# dashboard in a browser (http, the API's specs).
-ASAN_SPEC_SKIP = redseq fair_alone_red seq_sqlite_red browser
+# bulk), fair_alone_red's drains of a fair queue alone and redfair's
+# fair queues attacked (fair, fair_peek, fair_due, fair_after, fair_red,
+# fair_burst_red, fair_name), seq_sqlite_red (sequences, seq39_red) and
+# the dashboard in a browser (http, the API's specs).
+ASAN_SPEC_SKIP = redseq fair_alone_red redfair seq_sqlite_red browser
 asan:
 	ASAN_OPTIONS=detect_leaks=0:abort_on_error=0 \
 	UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 JR_SKIP_DEB=1 \
