@@ -660,9 +660,15 @@ typedef struct jr_limit_use {
      * Returns 0. */ \
     X(int, fair_set, (jr_backend *b, const char *queue, const char *key, \
                       double weight, jr_err *err)) \
-    /* From another thread than the one in a call on b, while it waits in \
-     * it: makes the statement it runs now fail soon (a handler's \
-     * statement that does not end, at a stop). NULL: the engine cannot. */ \
+    /* From another thread than the one in a call on b, at a stop: makes \
+     * the handler's statement it runs now, if any, fail soon (one that \
+     * does not end), and every handler's statement after it on b fail \
+     * unrun (sqlres.h's JR_SQLRES_CUT: a failed attempt), so that no \
+     * round after, the last recording of results included, waits on \
+     * one. A cancel that lands just after a handler's statement ended \
+     * fails the runner's statement of that round instead: its results \
+     * are recorded again, their statements unrun. NULL: the engine \
+     * cannot. */ \
     X(void, interrupt, (jr_backend *b)) \
     /* ---- schedules managed at run time (migration 22) ---- */ \
     /* Writes run-time schedule name (jr_name_check) in one transaction

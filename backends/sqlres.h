@@ -26,4 +26,9 @@ jr_result *jr_sqlres_copy(const jr_result *r, int n);
  * (handler: r->sql_handler), no pushes, no result. */
 void       jr_sqlres_fail(jr_result *r, int index, const char *why);
 
+/* why, for a success whose statements a stopping runner did not run
+ * (backend.h's interrupt): its attempt fails, and the job runs again */
+#define JR_SQLRES_CUT "not run: the runner is stopping and cuts its " \
+                      "handlers' statements short"
+
 #endif

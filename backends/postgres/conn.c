@@ -229,19 +229,22 @@ session_timeouts(const jr_backend *b, PGconn *conn, jr_err *err)
     return -1;
 }
 
-/* A cancel request for the statement conn runs: its backend's key is
- * read while the other thread waits on conn, which it does not change
- * then. */
+/* No handler's statement runs on b from now on, and a cancel request for
+ * the pipeline of them conn runs, if one is out: its backend's key is
+ * read while the other thread waits on conn in the pipeline, which it
+ * does not change then (in_sql is set before the pipeline is sent and
+ * cleared before conn may be reset). */
 void
 jr_pg_interrupt(jr_backend *b)
 {
     char buf[256];
-    PGcancel *c = PQgetCancel(b->conn);
+    PGcancel *c;
 
-    if (c != NULL) {
-        PQcancel(c, buf, sizeof buf);
-        PQfreeCancel(c);
-    }
+    atomic_store(&b->cut, 1);
+    if (!atomic_load(&b->in_sql) || (c = PQgetCancel(b->conn)) == NULL)
+        return;
+    PQcancel(c, buf, sizeof buf);
+    PQfreeCancel(c);
 }
 
 /* Called first by every op: reconnects once if the connection went bad,

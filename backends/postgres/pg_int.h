@@ -7,6 +7,7 @@
  * Uses backend.h, stmtmap.h, util.h and libpq. */
 #ifndef JR_PG_INT_H
 #define JR_PG_INT_H
+#include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -74,6 +75,10 @@ struct jr_backend {
                                    its last (re)connect (sqlrun.c) */
     int         renew;          /* conn is opened again at the next call
                                    (jr_pg_fail, jr_pg_ready) */
+    atomic_int  in_sql;         /* a pipeline of handlers' statements is
+                                   out (sqlrun.c): what interrupt cancels */
+    atomic_int  cut;            /* interrupted at a stop: no handler's
+                                   statement runs any more on conn */
     double      keep_completed; /* seconds; 0: delete at success */
     int         opf;            /* JR_OPF_* of pushes that give none */
     double      result_ttl;     /* seconds a job with a result stays */

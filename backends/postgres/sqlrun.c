@@ -502,9 +502,11 @@ run_pipe(plan *p, jr_backend *b, int *failed, int *stmt, char *why,
     b->sql_ran = 1;
     ok = PQenterPipelineMode(b->conn) == 1;
     if (ok && PQsetnonblocking(b->conn, 1) == 0) {
+        atomic_store(&b->in_sql, 1);
         if (send_all(p, b) == 0 && PQpipelineSync(b->conn) == 1 &&
             flush_all(b) == 0)
             f = read_errors(b, p->c, p->nc, why, size);
+        atomic_store(&b->in_sql, 0);
         PQsetnonblocking(b->conn, 0);
     }
     if (ok && PQexitPipelineMode(b->conn) != 1) {
@@ -540,6 +542,11 @@ run_each(jr_backend *b, jr_result *r, const int *at, int n, jr_err *err)
     plan p;
 
     while (from < n) {
+        if (atomic_load(&b->cut)) {     /* stopping: the rest do not run */
+            for (; from < n; from++)
+                jr_sqlres_fail(&r[at[from]], 1, JR_SQLRES_CUT);
+            break;
+        }
         m = n - from < CHUNK ? n - from : CHUNK;
         p = (plan){.r = r, .at = at + from, .n = m, .each = 1};
         if (run_pipe(&p, b, &failed, &stmt, why, sizeof why, err) < 0)
@@ -572,6 +579,8 @@ jr_pg_sql_try(jr_backend *b, const jr_result *r, int n, const int64_t *done,
         if (r[i].kind == JR_DONE && r[i].nsql > 0 &&
             bsearch(&r[i].id, done, (size_t)nd, sizeof *done, jr_pg_cmp_id))
             at[k++] = i;
+    if (k > 0 && atomic_load(&b->cut))  /* stopping: run_each fails them */
+        failed = 0;
     for (from = 0; from < k && failed < 0; from += m) {
         m = k - from < CHUNK ? k - from : CHUNK;
         p = (plan){.r = r, .at = at + from, .n = m, .bare = 1};

@@ -10,6 +10,7 @@
 #define JR_SQLITE_INT_H
 
 #include <math.h>
+#include <stdatomic.h>
 #include <stdint.h>
 #include <sys/types.h>
 
@@ -51,6 +52,10 @@ struct jr_backend {
     char         *attach;       /* ATTACHed as app (opts), or NULL */
     jr_sqlite_cached sql_cache[JR_SQLITE_SQL_CACHE]; /* sqlrun.c's */
     int           sql_next;     /* the cache's slot to replace next */
+    atomic_int    in_sql;       /* a handler's statement runs (sqlrun.c):
+                                   what interrupt interrupts */
+    atomic_int    cut;          /* interrupted at a stop: no handler's
+                                   statement runs any more on db */
     int           inotify_fd;   /* -1 until wake_fd is asked for */
     int           wal_watch;    /* inotify watch of the -wal file, or -1 */
     int           fin_fd;       /* wait.c: inotify on the file's folder

@@ -255,13 +255,24 @@ run_job(jr_backend *b, jr_result *r, jr_err *err)
     jr_sqlstmt st;
     size_t pos = 0;
 
+    if (atomic_load(&b->cut)) {         /* stopping: none runs */
+        jr_sqlres_fail(r, 1, JR_SQLRES_CUT);
+        return 0;
+    }
     if (save && simple(b, &st_save, err) < 0)
         return -1;
+    atomic_store(&b->in_sql, 1);
     while (jr_sql_next(r->sql, r->sql_len, &pos, &st) == 1) {
         k++;
+        if (atomic_load(&b->cut) && k > 1) {
+            snprintf(why, sizeof why, "%s", JR_SQLRES_CUT);
+            rc = SQLITE_INTERRUPT;
+            break;
+        }
         if ((rc = run_one(b, &st, why, sizeof why)) != SQLITE_OK)
             break;
     }
+    atomic_store(&b->in_sql, 0);
     if (rc == SQLITE_OK) {
         r->sql_error[0] = '\0';
         return save ? simple(b, &st_release, err) : 0;
@@ -383,10 +394,14 @@ jr_sqlite_attach(jr_backend *b, jr_err *err)
     return 0;
 }
 
-/* sqlite3_interrupt is safe from another thread while the connection is
- * open: the statement running fails with SQLITE_INTERRUPT. */
+/* No handler's statement runs on b from now on; one running now is
+ * interrupted (sqlite3_interrupt is safe from another thread while the
+ * connection is open: the statement running fails with
+ * SQLITE_INTERRUPT). */
 void
 jr_sqlite_interrupt(jr_backend *b)
 {
-    sqlite3_interrupt(b->db);
+    atomic_store(&b->cut, 1);
+    if (atomic_load(&b->in_sql))
+        sqlite3_interrupt(b->db);
 }

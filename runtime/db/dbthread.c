@@ -546,7 +546,7 @@ jr_dbthread_wait(jr_dbthread *t)
     return c;
 }
 
-void
+int
 jr_dbthread_settle(jr_dbthread *t, double secs)
 {
     double until = jr_mono() + secs;
@@ -573,6 +573,14 @@ jr_dbthread_settle(jr_dbthread *t, double secs)
         t->db->ops->interrupt(t->db->b);
     }
     pthread_mutex_unlock(&t->mu);
+    return told;
+}
+
+void
+jr_dbthread_cut(jr_db *db)
+{
+    if (db != NULL && db->ops->interrupt != NULL)
+        db->ops->interrupt(db->b);
 }
 
 int

@@ -181,9 +181,15 @@ int  jr_dbthread_busy(const jr_dbthread *t);
  * will not run), or NULL when none was running. */
 jr_cycle *jr_dbthread_wait(jr_dbthread *t);
 /* At a stop: waits up to secs for the running cycle, if any, then
- * interrupts the statement it runs (a handler's that does not end) until
- * the cycle is done. Then jr_dbthread_wait or jr_dbthread_free. */
-void jr_dbthread_settle(jr_dbthread *t, double secs);
+ * interrupts the handler's statement it runs (one that does not end)
+ * until the cycle is done: no handler's statement runs on the thread's
+ * connection after that (backend.h's interrupt). Then jr_dbthread_wait
+ * or jr_dbthread_free. Returns 1 when it interrupted, else 0. */
+int  jr_dbthread_settle(jr_dbthread *t, double secs);
+/* At a stop, after another connection's round was interrupted: no
+ * handler's statement runs on db any more (the last recording of results
+ * that round gave back must not wait on one). */
+void jr_dbthread_cut(jr_db *db);
 /* A request off the claim path (the HTTP server's reads and actions):
  * run(db, arg) runs on the thread, between cycles (a waiting cycle goes
  * first), over the connection (backend.h); then done(arg, 1) runs in the

@@ -267,15 +267,16 @@ jr_lane_held(const master *m)
     return m->lane != NULL ? m->lane->ninflight : 0;
 }
 
-void
+int
 jr_lane_stop(master *m)
 {
     jr_lane *l = m->lane;
+    int cut = 0;
 
     if (l == NULL)
-        return;
+        return 0;
     if (l->t != NULL)
-        jr_dbthread_settle(l->t, STOP_WAIT_LANE);
+        cut = jr_dbthread_settle(l->t, STOP_WAIT_LANE);
     jr_dbthread_free(l->t);     /* its round ends; done() takes it in */
     jr_dbthread_close(l->db);
     jr_limits_free(&l->limits);
@@ -284,4 +285,5 @@ jr_lane_stop(master *m)
     free(l->inflight);
     free(l);
     m->lane = NULL;
+    return cut;
 }

@@ -17,7 +17,8 @@ int  jr_lane_split(struct master *m, int want);
 /* Results on their way on the lane (they count as held). */
 int  jr_lane_held(const struct master *m);
 /* Waits for its round (taken in, or given back when stopping), closes the
- * connection. */
-void jr_lane_stop(struct master *m);
+ * connection. Returns 1 when a handler's statement that did not end was
+ * interrupted (jr_dbthread_settle), else 0. */
+int  jr_lane_stop(struct master *m);
 
 #endif

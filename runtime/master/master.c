@@ -391,13 +391,16 @@ start(master *m, jr_err *err)
 }
 
 /* Waits for the database thread's cycle, takes in what it did, and stops
- * the thread. */
+ * the thread. cut: the lane's round was interrupted. */
 static void
-stop_db_thread(master *m)
+stop_db_thread(master *m, int cut)
 {
     jr_cycle *c;
 
-    jr_dbthread_settle(m->dbt, STOP_WAIT);
+    /* results that round gave back are recorded at the end: with no
+     * handler's statement run, which would hold the stop for good */
+    if (jr_dbthread_settle(m->dbt, STOP_WAIT) == 0 && cut)
+        jr_dbthread_cut(m->db);
     if ((c = jr_dbthread_wait(m->dbt)) != NULL) {
         free(c->results);
         c->results = NULL;
@@ -491,13 +494,14 @@ finish(master *m)
 {
     jr_job *j;
     double until;
+    int cut;
 
     jr_httphost_stop(m);
     jr_otlp_free(m->otlp);
     m->otlp = NULL;
-    jr_lane_stop(m);
+    cut = jr_lane_stop(m);
     jr_service_stop(m);
-    stop_db_thread(m);
+    stop_db_thread(m, cut);
     until = jr_mono() + STOP_WAIT;
     stop_workers(m);
     while ((j = jr_claimq_pop(m)) != NULL)

@@ -4,6 +4,7 @@
  * spec/run passes the throwaway cluster's. Prints "N passed, N failed". */
 #include "contract.h"
 #include "base/sqlstmt.h"
+#include "sqlres.h"
 
 static void
 test_complete(void)
@@ -219,11 +220,68 @@ test_complete_sql(void)
     jr_db_close(&db);
 }
 
+/* After interrupt (a stopping runner's, backend.h), no handler's
+ * statement runs on the connection: a success with statements becomes
+ * the failed attempt sql_kind says, its statements unrun (one that would
+ * fail says so by its own message otherwise); the runner's own writes go
+ * on. */
+static void
+test_complete_sql_cut(void)
+{
+    static const char *const bad[] = {"INSERT INTO ct_nope VALUES ($1)"};
+    static const int64_t bad_i[] = {7};
+    static const char *const ok[] = {"SELECT 1"};
+    static const int64_t ok_i[] = {0};
+    jr_db db = conn();
+    jr_buf a = {0}, b = {0};
+    char err[2][JR_SQL_ERR_MAX], want[JR_SQL_ERR_MAX], name[] = "c.cut";
+    jr_result r[2];
+    jr_job *j[2];
+    jr_err e = {0};
+    int i, n;
+
+    if (db.ops->interrupt == NULL) {
+        jr_db_close(&db);
+        return;
+    }
+    for (i = 0; i < 2; i++)
+        push1(&db, job("c.cut"));
+    n = claim(&db, "T", 30, "c.cut", j, 2);
+    CHECK(n == 2);
+    encode(&a, bad, bad_i, 1);
+    encode(&b, ok, ok_i, 1);
+    memset(r, 0, sizeof r);
+    for (i = 0; i < 2; i++) {
+        r[i].id = j[i]->id;
+        r[i].kind = JR_DONE;
+        r[i].sql_kind = JR_DEAD;
+        r[i].sql_error = err[i];
+        r[i].sql_handler = name;
+    }
+    r[0].sql = a.p, r[0].sql_len = a.len, r[0].nsql = 1;
+    r[1].sql = b.p, r[1].sql_len = b.len, r[1].nsql = 1;
+    db.ops->interrupt(db.b);            /* nothing runs: the cut alone */
+    CHECK(db.ops->complete(db.b, "T", r, 2, &e) == 2);
+    snprintf(want, sizeof want, "jobrunner.sql statement 1 of 'c.cut' "
+             "failed: %s", JR_SQLRES_CUT);
+    for (i = 0; i < 2; i++) {
+        CHECK(strcmp(err[i], want) == 0);
+        if (strcmp(err[i], want) != 0)
+            fprintf(stderr, "  %s\n", err[i]);
+    }
+    STATE(&db, "c.cut", 0, 0, 0, 2);
+    free_jobs(j, n);
+    jr_buf_free(&a);
+    jr_buf_free(&b);
+    jr_db_close(&db);
+}
+
 static const check_test tests[] = {
     {"complete, every kind, fenced", test_complete},
     {"complete refused as input", test_complete_refused},
     {"complete_claim", test_complete_claim},
     {"complete with a success's statements", test_complete_sql},
+    {"complete after interrupt: no statement runs", test_complete_sql_cut},
 };
 
 int
