@@ -113,6 +113,37 @@ for _, backend in ipairs(jr.backends()) do
     end)
 
     if backend == "postgres" then
+      it("stops at SIGTERM when the round of a statement that does not end is lost: the last recording interrupts it", function()
+        local slow = "SELECT pg_sleep(100001)"
+        env:script("hang", ([[
+          local jobrunner = require "jobrunner"
+          return function(job)
+            jobrunner.sql(%q)
+          end]]):format(slow))
+        env:config("shutdown_timeout = 1")
+        local p = env:start()
+        local id = env:push("hang")
+        finally(function()
+          jr.psql("SELECT pg_cancel_backend(pid) FROM pg_stat_activity WHERE query = '"
+            .. slow .. "'")
+        end)
+        jr.wait_for(function()
+          return jr.psql("SELECT count(*) FROM pg_stat_activity WHERE query = '"
+            .. slow .. "' AND state = 'active'"):match("%d+") == "1"
+        end, 20, "the statement running")
+        -- the stop's round fails (its connection gone) before its 2 s
+        -- are up: its results are recorded again at the end, where the
+        -- statement runs again on a new connection
+        env:signal("TERM", p)
+        jr.psql("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE query = '"
+          .. slow .. "'")
+        assert.equal(0, env:stop("TERM", p, 60))
+        assert.truthy(env:log(p):find("its statement is interrupted", 1, true), env:log(p))
+        local j = env:job(id)
+        assert.equal("queued", j.state)
+        assert.truthy(j.last_error:find("jobrunner.sql statement 1 of 'hang' failed", 1, true), j.last_error)
+      end)
+
       it("goes on after a statement that changed the session (DEALLOCATE, set_config)", function()
         local t = table_k(env)
         env:script("poison", ([[

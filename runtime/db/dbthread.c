@@ -546,34 +546,115 @@ jr_dbthread_wait(jr_dbthread *t)
     return c;
 }
 
-int
-jr_dbthread_settle(jr_dbthread *t, double secs)
+/* With mu held: waits on cv while out(arg), for secs, then interrupts
+ * db's handler's statement every 0.2 s until out(arg) is 0. Returns 1
+ * when it interrupted. */
+static int
+wait_or_cut(pthread_mutex_t *mu, pthread_cond_t *cv, int (*out)(void *),
+            void *arg, jr_db *db, double secs)
 {
     double until = jr_mono() + secs;
     struct timespec ts;
     int told = 0;
 
-    pthread_mutex_lock(&t->mu);
-    while (t->busy && t->done_cycle == NULL) {
+    while (out(arg)) {
         clock_gettime(CLOCK_REALTIME, &ts);
         ts.tv_nsec += 200000000L;       /* looks again every 0.2 s */
         if (ts.tv_nsec >= 1000000000L) {
             ts.tv_sec++;
             ts.tv_nsec -= 1000000000L;
         }
-        pthread_cond_timedwait(&t->cv, &t->mu, &ts);
-        if (!t->busy || t->done_cycle != NULL || jr_mono() < until ||
-            t->db->ops->interrupt == NULL)
+        pthread_cond_timedwait(cv, mu, &ts);
+        if (!out(arg) || jr_mono() < until || db->ops->interrupt == NULL)
             continue;
         if (!told)
             jr_log(JR_LOG_WARN, "stopping: the database round is still "
                    "out after %gs (a handler's statement that does not "
                    "end?): its statement is interrupted", secs);
         told = 1;
-        t->db->ops->interrupt(t->db->b);
+        db->ops->interrupt(db->b);
     }
+    return told;
+}
+
+static int
+cycle_out(void *arg)
+{
+    const jr_dbthread *t = arg;
+
+    return t->busy && t->done_cycle == NULL;
+}
+
+int
+jr_dbthread_settle(jr_dbthread *t, double secs)
+{
+    int told;
+
+    pthread_mutex_lock(&t->mu);
+    told = wait_or_cut(&t->mu, &t->cv, cycle_out, t, t->db, secs);
     pthread_mutex_unlock(&t->mu);
     return told;
+}
+
+/* jr_dbthread_complete_within's recording, on a thread of its own */
+typedef struct {
+    pthread_mutex_t  mu;
+    pthread_cond_t   cv;
+    int              running;
+    jr_db           *db;
+    const char      *token;
+    const jr_result *r;
+    int              n, applied;
+    jr_err          *err;
+} last_rec;
+
+static int
+rec_out(void *arg)
+{
+    return ((const last_rec *)arg)->running;
+}
+
+static void *
+rec_main(void *arg)
+{
+    last_rec *l = arg;
+    int applied = jr_dbthread_complete(l->db, l->token, l->r, l->n, l->err);
+
+    pthread_mutex_lock(&l->mu);
+    l->applied = applied;
+    l->running = 0;
+    pthread_cond_signal(&l->cv);
+    pthread_mutex_unlock(&l->mu);
+    return NULL;
+}
+
+int
+jr_dbthread_complete_within(jr_db *db, const char *token, const jr_result *r,
+                            int n, double secs, jr_err *err)
+{
+    last_rec l = {.running = 1, .db = db, .token = token, .r = r, .n = n,
+                  .err = err};
+    pthread_t th;
+    sigset_t all, old;
+    int rc;
+
+    pthread_mutex_init(&l.mu, NULL);
+    pthread_cond_init(&l.cv, NULL);
+    sigfillset(&all);
+    pthread_sigmask(SIG_BLOCK, &all, &old);
+    rc = pthread_create(&th, NULL, rec_main, &l);
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    if (rc != 0) {      /* no thread: as before, with no bound */
+        l.applied = jr_dbthread_complete(db, token, r, n, err);
+    } else {
+        pthread_mutex_lock(&l.mu);
+        wait_or_cut(&l.mu, &l.cv, rec_out, &l, db, secs);
+        pthread_mutex_unlock(&l.mu);
+        pthread_join(th, NULL);
+    }
+    pthread_mutex_destroy(&l.mu);
+    pthread_cond_destroy(&l.cv);
+    return l.applied;
 }
 
 void

@@ -174,6 +174,13 @@ jr_dbthread *jr_dbthread_new(jr_db *db, const char *token, double lease,
  * the thread, and for the master once the thread is gone. */
 int  jr_dbthread_complete(jr_db *db, const char *token, const jr_result *r,
                           int n, jr_err *err);
+/* jr_dbthread_complete at a stop, with no database thread: after secs
+ * the handler's statement it runs, if any, is interrupted as
+ * jr_dbthread_settle does, so that the runner's last recording of
+ * results does not wait on one that does not end. */
+int  jr_dbthread_complete_within(jr_db *db, const char *token,
+                                 const jr_result *r, int n, double secs,
+                                 jr_err *err);
 /* Starts c; returns -1 if a cycle is still running. */
 int  jr_dbthread_submit(jr_dbthread *t, jr_cycle *c);
 int  jr_dbthread_busy(const jr_dbthread *t);

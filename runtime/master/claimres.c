@@ -13,6 +13,9 @@
 #include "base/log.h"
 #include "master/master_int.h"
 
+#define FLUSH_WAIT    2.0       /* seconds the last recording of results
+                                   runs before a handler's statement in it
+                                   is interrupted */
 #define LONG_RESULT   1.0       /* seconds: a success after this long */
 #define RESULT_WAIT   0.05      /* may wait this long for another reason
                                  * to run a cycle */
@@ -187,7 +190,9 @@ jr_claimq_swap(pending **p, int *cap, master *m)
     m->nres = 0;
 }
 
-/* Records pending results synchronously (shutdown, with the thread gone). */
+/* Records pending results synchronously (shutdown, with the thread gone),
+ * interrupting a handler's statement that does not end (those of a
+ * round that failed at the stop run again here). */
 int
 jr_claimq_flush(master *m)
 {
@@ -202,7 +207,8 @@ jr_claimq_flush(master *m)
         return -1;
     for (i = 0; i < n; i++)
         batch[i] = m->res[i].r;
-    applied = jr_dbthread_complete(m->db, m->token, batch, n, &err);
+    applied = jr_dbthread_complete_within(m->db, m->token, batch, n,
+                                          FLUSH_WAIT, &err);
     free(batch);
     if (applied < 0) {
         jr_log(JR_LOG_ERROR, "recording %d results failed: %s", n, err.msg);

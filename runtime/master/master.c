@@ -455,18 +455,19 @@ reap_workers(master *m, double until)
     pid_t pid;
 
     while (m->workers != NULL) {
-        if (!killed && jr_mono() >= until) {
+        if ((pid = waitpid(-1, &status, killed ? 0 : WNOHANG)) < 0)
+            break;
+        if (pid == 0 && jr_mono() < until) {
+            usleep(2000);
+            continue;
+        }
+        if (pid == 0) {         /* the ones that exited are reaped: */
             for (w = m->workers; w; w = w->next) {
                 jr_log(JR_LOG_WARN, "worker %d still there %gs after the "
                        "stop; killed", (int)w->pid, STOP_WAIT);
                 jr_pool_kill(w, SIGKILL);
             }
             killed = 1;
-        }
-        if ((pid = waitpid(-1, &status, killed ? 0 : WNOHANG)) < 0)
-            break;
-        if (pid == 0) {
-            usleep(2000);
             continue;
         }
         for (pw = &m->workers; *pw; pw = &(*pw)->next)
