@@ -37,8 +37,9 @@ for _, backend in ipairs(jr.backends()) do
       -- tag what is pushed after): a probe job at a time until they have
       local q = jr.client(env)
       jr.wait_for(function()
-        assert(q:push("fair.w", { t = "probe" }, { queue = "fq" }))
+        -- counted before the push: a probe may start before its return
         local n = #jr.lines(env.dir .. "/starts")
+        assert(q:push("fair.w", { t = "probe" }, { queue = "fq" }))
         jr.wait_for(function() return #jr.lines(env.dir .. "/starts") > n end,
           30, "a probe ran")
         local w = env:query("SELECT cweight FROM fair_keys WHERE queue = 'fq' AND key = 'acme'")
