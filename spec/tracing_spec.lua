@@ -144,8 +144,12 @@ for _, backend in ipairs(jr.backends()) do
           assert.equal("application/x-protobuf", x.type)
         end
       end
-      local _, m = jrhttp.req(url .. "/metrics", { token = true })
-      assert.truthy(tonumber(m:match("jobrunner_spans_exported_total (%d+)")) >= 4, m)
+      -- counted when the collector's answer is back, which may come
+      -- after the receiver wrote down what it took
+      jr.wait_for(function()
+        local _, m = jrhttp.req(url .. "/metrics", { token = true })
+        return tonumber(m:match("jobrunner_spans_exported_total (%d+)")) >= 4
+      end, 20, "4 spans counted as exported")
       assert.equal(0, env:stop())
     end)
 

@@ -120,7 +120,7 @@ jr_claimq_cycle_done(jr_cycle *c, void *arg)
     }
     jr_service_read(m, c);
     m->cycle_want = 0;
-    jr_claimq_take_more(m, c->claimed, c->nclaimed, c->want, m->cycle_peek);
+    jr_claimq_take_more(m, c->claimed, c->nclaimed, c->want);
     m->fair_changed |= c->changed_after;
     if (m->flow_want || c->changed_after) {
         /* after take, which judges its own claim: jobs may wait */

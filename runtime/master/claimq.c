@@ -383,10 +383,16 @@ jr_claimq_take(master *m, jr_job **jobs, int n, int want)
         jr_log(JR_LOG_DEBUG, "claimed %d jobs", n);
 }
 
+/* A claim, small or not, that came back full with a key new here last:
+ * more new keys may wait behind it (a burst of tenants pushed at once).
+ * A full claim asks for the next anyway, but with the local queue full
+ * that is a small one, which waits for a change: this is one. A loaded
+ * machine's claims of a job or two as jobs end dealt a burst's first
+ * keys, and the rest waited a local queue's length. */
 void
-jr_claimq_take_more(master *m, jr_job **jobs, int n, int want, int peek)
+jr_claimq_take_more(master *m, jr_job **jobs, int n, int want)
 {
-    int more = peek && jr_fairq_more(m, jobs, n, want);     /* fairq.c */
+    int more = jr_fairq_more(m, jobs, n, want);     /* fairq.c */
 
     jr_claimq_take(m, jobs, n, want);
     if (more)

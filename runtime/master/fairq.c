@@ -149,11 +149,11 @@ jr_fairq_deal(master *m)
  * the jobs queued here: a few are claimed so that it is dealt in at
  * once, not after half the local queue. The database gives a new key's
  * job the queue's clock for its tag, the least a claim takes: when a
- * small claim comes back full and its last job is of a key new here,
- * more new keys may wait (a burst of tenants pushed at once), and
- * another follows (jr_fairq_more); when its last is of a key queued
- * here, the new keys came before it. Bounded: at most FAIR_DEPTH jobs
- * wait here. */
+ * claim, small or not, comes back full and its last job is of a key new
+ * here, more new keys may wait (a burst of tenants pushed at once), and
+ * another follows (jr_fairq_more), small while the local queue is full;
+ * when its last is of a key queued here, the new keys came before it.
+ * Bounded: at most FAIR_DEPTH jobs wait here. */
 #define FAIR_PEEK  8
 #define FAIR_DEPTH 1024
 

@@ -53,7 +53,6 @@ struct jr_lane {
     jr_result   *results;       /* copies for the thread */
     jr_job      *claimed[CLAIM_MAX];
     int          want, nclaimed, applied;
-    int          peek;          /* its claim is a fair queue's small one */
     double       lease;
     jr_err       err;
 };
@@ -104,7 +103,7 @@ done(void *arg, int ran)
         if (!m->stopping)
             jr_service_recorded(m, l->applied);
         l->ninflight = 0;
-        jr_claimq_take_more(m, l->claimed, l->nclaimed, l->want, l->peek);
+        jr_claimq_take_more(m, l->claimed, l->nclaimed, l->want);
     }
     if (!m->stopping) {
         jr_claimq_dispatch(m);
@@ -243,7 +242,6 @@ jr_lane_round(master *m, int want)
     jr_claimq_swap(&l->inflight, &l->capinflight, m);
     l->ninflight = i;
     l->want = want;
-    l->peek = m->fair_peek;
     l->lease = m->cfg->lease;
     l->gen = jr_gen_ref(m->gen);
     if (jr_dbthread_request(l->t, run, done, l) < 0) {

@@ -329,15 +329,15 @@ void    jr_fairq_deal(master *m);
 /* How many jobs to claim when the local queue is full, for a key's job
  * pushed meanwhile (0: none, no fair queue). */
 int     jr_fairq_peek(const master *m);
-/* After a small claim of want (jobs[0..n), before they are queued):
+/* After a claim of want (jobs[0..n), before they are queued):
  * 1 when it came back full and may have left new keys' jobs behind (its
  * last job is of a key with none in the local queue): another is to
  * follow at once (jr_claimq_take_more). */
 int     jr_fairq_more(master *m, jr_job *const *jobs, int n, int want);
-/* jr_claimq_take, for a fair queue's small claim (peek) or not: a full
- * one that may have left new keys behind asks for another at once. */
-void    jr_claimq_take_more(master *m, jr_job **jobs, int n, int want,
-                            int peek);
+/* jr_claimq_take, and a full claim that may have left new keys of a fair
+ * queue behind asks for another at once, a small one when the local
+ * queue is full. */
+void    jr_claimq_take_more(master *m, jr_job **jobs, int n, int want);
 /* Hands queued jobs to free worker slots. */
 void    jr_claimq_dispatch(master *m);
 /* How many jobs to claim: what the workers can start now, and a local
