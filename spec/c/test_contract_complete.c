@@ -144,6 +144,30 @@ encode(jr_buf *b, const char *const *texts, const int64_t *ints, int n)
     }
 }
 
+/* Pushes n jobs of name and claims them for token T into j; r[i] is job
+ * j[i]'s success, ending dead if its statements fail, with err[i] for
+ * their message and handler name (which must outlive r). */
+static int
+claim_successes(jr_db *db, char *name, jr_job **j, jr_result *r,
+                char (*err)[JR_SQL_ERR_MAX], int n)
+{
+    int i, got;
+
+    for (i = 0; i < n; i++)
+        push1(db, job(name));
+    got = claim(db, "T", 30, name, j, n);
+    CHECK(got == n);
+    memset(r, 0, (size_t)n * sizeof *r);
+    for (i = 0; i < got; i++) {
+        r[i].id = j[i]->id;
+        r[i].kind = JR_DONE;
+        r[i].sql_kind = JR_DEAD;
+        r[i].sql_error = err[i];
+        r[i].sql_handler = name;
+    }
+    return got;
+}
+
 /* A success's statements (job.h's jr_result.sql): run only for a job the
  * token holds, each job's in a savepoint; one that fails rolls back its
  * job's statements alone, and the success becomes the failed attempt
@@ -167,29 +191,17 @@ test_complete_sql(void)
     static const int64_t look_i[] = {0, 0};
     jr_db db = conn();
     jr_buf a = {0}, b = {0}, c = {0};
-    char err[3][JR_SQL_ERR_MAX], name[3][129];
+    char err[3][JR_SQL_ERR_MAX], name[] = "c.sql";
     jr_result r[3];
     jr_job *j[3];
     jr_err e = {0};
     deads d;
     int i, n, found = 0;
 
-    for (i = 0; i < 3; i++)
-        push1(&db, job("c.sql"));
-    n = claim(&db, "T", 30, "c.sql", j, 3);
-    CHECK(n == 3);
+    n = claim_successes(&db, name, j, r, err, 3);
     encode(&a, ok, ok_i, 2);
     encode(&b, bad, bad_i, 2);
     encode(&c, look, look_i, 2);
-    memset(r, 0, sizeof r);
-    for (i = 0; i < 3; i++) {
-        r[i].id = j[i]->id;
-        r[i].kind = JR_DONE;
-        r[i].sql_kind = JR_DEAD;
-        r[i].sql_error = err[i];
-        r[i].sql_handler = name[i];
-        snprintf(name[i], sizeof name[i], "c.sql");
-    }
     r[0].sql = a.p, r[0].sql_len = a.len, r[0].nsql = 2;
     r[1].sql = b.p, r[1].sql_len = b.len, r[1].nsql = 2;
     /* fenced: another token runs none of them (the bad one fails not) */
@@ -244,20 +256,9 @@ test_complete_sql_cut(void)
         jr_db_close(&db);
         return;
     }
-    for (i = 0; i < 2; i++)
-        push1(&db, job("c.cut"));
-    n = claim(&db, "T", 30, "c.cut", j, 2);
-    CHECK(n == 2);
+    n = claim_successes(&db, name, j, r, err, 2);
     encode(&a, bad, bad_i, 1);
     encode(&b, ok, ok_i, 1);
-    memset(r, 0, sizeof r);
-    for (i = 0; i < 2; i++) {
-        r[i].id = j[i]->id;
-        r[i].kind = JR_DONE;
-        r[i].sql_kind = JR_DEAD;
-        r[i].sql_error = err[i];
-        r[i].sql_handler = name;
-    }
     r[0].sql = a.p, r[0].sql_len = a.len, r[0].nsql = 1;
     r[1].sql = b.p, r[1].sql_len = b.len, r[1].nsql = 1;
     db.ops->interrupt(db.b);            /* nothing runs: the cut alone */
