@@ -1,8 +1,9 @@
 /* complete.c - results: done (deleted, or kept completed), retried, dead,
- * snoozed, released, expired and cancelled jobs, progress, follow-up pushes
- * in the same transaction, a completion with the next claim; lease renewal
- * and the rescue of expired leases. Owns their statements. Uses conn.c,
- * push.c, claim.c, arrays.h. */
+ * snoozed, released, expired and cancelled jobs, waits, follow-up pushes
+ * in the same transaction, a completion with the next claim; what jobs
+ * report while they run is recorded by reports.c in that transaction.
+ * Owns their statements. Uses conn.c, push.c, claim.c, reports.c,
+ * sqlrun.c, arrays.h. */
 
 #include <math.h>
 #include <stdint.h>
@@ -25,19 +26,11 @@
  * a held snapshot those are all the jobs claimed since (docs/storage.md);
  * the ids are found by the primary key so. */
 #define RUNNING "'running' COLLATE \"C\""
-#define STR_(x) #x
-#define STR(x) STR_(x)
-/* A run's logs (text, NULL: none) join the job's (migration 20): the
- * newest JR_LOGS_KEPT runs, oldest first. */
-#define LOGS_APPEND(v) \
-    "(CASE WHEN jsonb_array_length(j.logs) >= " STR(JR_LOGS_KEPT) \
-    " THEN j.logs - 0 ELSE coalesce(j.logs, '[]') END)" \
-    " || jsonb_build_array(" v "::jsonb)"
+
 static const pg_stmt st_done = {"jr_done", 2,
     "DELETE FROM {{schema}}.jobs WHERE id = ANY(" JR_PG_IDS("$2") ")"
     " AND state = " RUNNING " AND locked_by = $1::text"
     " AND result_ttl IS NULL AND flow = 0 RETURNING id"};
-
 /* DONE with a result, with keep_completed, with a result_ttl or a flow
  * bit: the row stays, completed; $5 the runner's result_ttl, $6
  * keep_completed, $7 why a return value was not stored, $8 its
@@ -48,7 +41,7 @@ static const pg_stmt st_done = {"jr_done", 2,
  * says). */
 static const pg_stmt st_keep = {"jr_keep", 9,
     "UPDATE {{schema}}.jobs j SET state = 'completed', sql_statements = u.nsql,"
-    " logs = CASE WHEN u.lg IS NULL THEN j.logs ELSE " LOGS_APPEND("u.lg")
+    " logs = CASE WHEN u.lg IS NULL THEN j.logs ELSE " JR_PG_LOGS_APPEND("u.lg")
     "  END,"
     " finished_at = now(), generation = coalesce(u.gen, j.generation),"
     " locked_by = NULL, locked_until = NULL, cancel_requested = false,"
@@ -187,165 +180,6 @@ finish_done(jr_backend *b, const char *token, const jr_result *r, int n,
     return nd;
 }
 
-static const pg_stmt st_progress = {"jr_progress", 5,
-    "UPDATE {{schema}}.jobs j SET progress_done = u.done,"
-    " progress_total = u.total, progress_note = u.note"
-    " FROM unnest($2::bigint[], $3::float8[], $4::float8[], $5::text[])"
-    "  AS u(id, done, total, note)"
-    " WHERE j.id = u.id AND j.state = 'running'"
-    " AND j.locked_by = $1::text"};
-
-static const pg_stmt st_steps = {"jr_steps", 3,
-    "UPDATE {{schema}}.jobs j SET steps = u.steps::jsonb"
-    " FROM unnest($2::bigint[], $3::text[]) AS u(id, steps)"
-    " WHERE j.id = u.id AND j.state = 'running'"
-    " AND j.locked_by = $1::text"};
-
-/* 1 if a result after r[i] in r[0..n) is of its kind and job: a report
- * (progress, a step's list) that a later one of the batch supersedes (an
- * UPDATE joined to two rows for one job applies either). */
-static int
-superseded_at(const jr_result *r, int n, int i)
-{
-    int k;
-
-    for (k = i + 1; k < n; k++)
-        if (r[k].kind == r[i].kind && r[k].id == r[i].id)
-            return 1;
-    return 0;
-}
-
-/* Records the STEP results of r[0..n): each holds the job's whole list,
- * so only a job's last one in the batch goes in. */
-static int
-finish_steps(jr_backend *b, const char *token, const jr_result *r, int n,
-             jr_err *err)
-{
-    const char *params[3];
-    char num[32];
-    jr_buf a[2];
-    int i, rc, superseded = 0;
-
-    memset(a, 0, sizeof a);
-    for (i = 0; i < n; i++) {
-        if (r[i].kind != JR_STEP)
-            continue;
-        if (superseded_at(r, n, i)) {
-            superseded++;       /* counted as applied: the later one is */
-            continue;
-        }
-        snprintf(num, sizeof num, "%lld", (long long)r[i].id);
-        sb_num(&a[0], num);
-        sb_elem(&a[1], r[i].result);
-    }
-    if (a[0].len == 0)
-        return 0;
-    params[0] = token;
-    params[1] = sb_array(&a[0]);
-    params[2] = sb_array(&a[1]);
-    rc = a[0].oom || a[1].oom
-         ? jr_fail(err, JR_ENOMEM, "postgres: recording steps: out of "
-                   "memory")
-         : jr_pg_run_count(b, &st_steps, params, "recording steps", err);
-    free(a[0].p);
-    free(a[1].p);
-    return rc < 0 ? rc : rc + superseded;
-}
-
-/* The runs' logs of results other than successes (st_keep writes
- * theirs), before their end, while the jobs are ours. */
-static const pg_stmt st_logs = {"jr_logs", 3,
-    "UPDATE {{schema}}.jobs j SET logs = " LOGS_APPEND("u.e")
-    " FROM unnest($2::bigint[], $3::text[]) AS u(id, e)"
-    " WHERE j.id = u.id AND j.state = 'running'"
-    " AND j.locked_by = $1::text"};
-
-/* Records the runs' logs of r[0..n) but the successes' in one statement;
- * none when no such job logged. 0 or -1. */
-static int
-finish_logs(jr_backend *b, const char *token, const jr_result *r, int n,
-            jr_err *err)
-{
-    const char *params[3];
-    char num[32];
-    jr_buf a[2], json = {0};
-    int i, rc;
-
-    memset(a, 0, sizeof a);
-    for (i = 0; i < n; i++) {
-        if (r[i].logs == NULL || r[i].kind == JR_DONE)
-            continue;
-        snprintf(num, sizeof num, "%lld", (long long)r[i].id);
-        sb_num(&a[0], num);
-        sb_elem(&a[1], jr_joblog_json(r[i].logs, r[i].logs_len, &json));
-    }
-    jr_buf_free(&json);
-    if (a[0].len == 0)
-        return 0;
-    params[0] = token;
-    params[1] = sb_array(&a[0]);
-    params[2] = sb_array(&a[1]);
-    rc = a[0].oom || a[1].oom
-         ? jr_fail(err, JR_ENOMEM, "postgres: recording logs: out of "
-                   "memory")
-         : jr_pg_run_count(b, &st_logs, params, "recording logs", err);
-    free(a[0].p);
-    free(a[1].p);
-    return rc < 0 ? -1 : 0;
-}
-
-/* Records the PROGRESS results of r[0..n). */
-static int
-finish_progress(jr_backend *b, const char *token, const jr_result *r, int n,
-                jr_err *err)
-{
-    const char *params[5];
-    char num[32];
-    jr_buf a[4];
-    int i, k, rc, superseded = 0;
-
-    memset(a, 0, sizeof a);
-    for (i = 0; i < n; i++) {
-        if (r[i].kind != JR_PROGRESS)
-            continue;
-        if (superseded_at(r, n, i)) {   /* only the job's last report */
-            superseded++;       /* counted as applied: the later one is */
-            continue;
-        }
-        snprintf(num, sizeof num, "%lld", (long long)r[i].id);
-        sb_num(&a[0], num);
-        snprintf(num, sizeof num, "%.17g", r[i].done);
-        sb_num(&a[1], isfinite(r[i].done) ? num : "NULL");
-        snprintf(num, sizeof num, "%.17g", r[i].total);
-        sb_num(&a[2], isfinite(r[i].total) ? num : "NULL");
-        sb_elem(&a[3], r[i].note);
-    }
-    if (a[0].len == 0)
-        return 0;
-    params[0] = token;
-    for (k = 0; k < 4; k++)
-        params[k + 1] = sb_array(&a[k]);
-    rc = a[0].oom || a[1].oom || a[2].oom || a[3].oom
-         ? jr_fail(err, JR_ENOMEM, "postgres: recording progress: out of "
-                   "memory")
-         : jr_pg_run_count(b, &st_progress, params, "recording progress", err);
-    for (k = 0; k < 4; k++)
-        free(a[k].p);
-    return rc < 0 ? rc : rc + superseded;
-}
-
-/* A failed attempt joins the job's history (schema.sql, migration 12):
- * the newest JR_ATTEMPTS_KEPT entries, oldest first. SET expressions see
- * the row as it was: attempts is this attempt's number (counted at
- * claim). */
-#define ATTEMPT_LOG(err, dur, runner, worker, gen) \
-    "(CASE WHEN jsonb_array_length(j.attempt_log) >= " \
-    STR(JR_ATTEMPTS_KEPT) " THEN j.attempt_log - 0" \
-    "  ELSE coalesce(j.attempt_log, '[]') END) || jsonb_build_array(" \
-    "  jsonb_build_object('attempt', j.attempts, 'error', " err "," \
-    "  'at', extract(epoch FROM now()), 'duration', " dur "," \
-    "  'runner', " runner ", 'worker', " worker ", 'generation', " gen "))"
-
 /* A retry (kind 2) due at or past the job's deadline (schema.sql,
  * migration 21; NULL, so false, for a job without one): not scheduled,
  * the job ends dead, 'deadline passed' (its attempt's own error in its
@@ -360,7 +194,7 @@ finish_progress(jr_backend *b, const char *token, const jr_result *r, int n,
 static const pg_stmt st_finish = {"jr_finish", 8,
     "UPDATE {{schema}}.jobs j SET"
     " attempt_log = CASE WHEN u.kind IN (2, 3) THEN "
-    ATTEMPT_LOG("u.err", "u.secs", "$1::text", "u.worker", "u.gen")
+    JR_PG_ATTEMPT_LOG("u.err", "u.secs", "$1::text", "u.worker", "u.gen")
     "  ELSE j.attempt_log END,"
     " state = CASE WHEN u.kind IN (3, 6) THEN 'dead'"
     "  WHEN u.kind = 7 OR j.cancel_requested THEN 'cancelled'"
@@ -548,9 +382,9 @@ complete_rows(jr_backend *b, const char *token, const jr_result *r, int n,
     /* progress and steps first: a job's last report comes in the same
      * batch as its end, and the end fences them out (the row stops
      * running) */
-    if (finish_logs(b, token, r, n, err) < 0 ||
-        (nsteps = finish_steps(b, token, r, n, err)) < 0 ||
-        (nprogress = finish_progress(b, token, r, n, err)) < 0 ||
+    if (jr_pg_finish_logs(b, token, r, n, err) < 0 ||
+        (nsteps = jr_pg_finish_steps(b, token, r, n, err)) < 0 ||
+        (nprogress = jr_pg_finish_progress(b, token, r, n, err)) < 0 ||
         (ndone = finish_done(b, token, r, n, done, err)) < 0 ||
         (nother = finish_others(b, token, r, n, err)) < 0 ||
         (nwait = finish_waits(b, token, r, n, err)) < 0)
@@ -695,73 +529,4 @@ jr_pg_complete_claim(jr_backend *b, const char *token, const jr_result *r,
     free(own);
     free(done);
     return n;
-}
-
-static const pg_stmt st_renew = {"jr_renew", 3,
-    "UPDATE {{schema}}.jobs"
-    " SET locked_until = now() + $2::float8 * interval '1 second'"
-    " WHERE state = 'running' AND locked_by = $1::text"
-    " AND id = ANY($3::bigint[])"};
-
-/* The ids as a PostgreSQL array literal (malloc'd; NULL: no memory). */
-static char *
-ids_array(const int64_t *ids, int n)
-{
-    char *t = malloc((size_t)n * 21 + 3), *p = t;
-    int i;
-
-    if (t == NULL)
-        return NULL;
-    *p++ = '{';
-    for (i = 0; i < n; i++)
-        p += sprintf(p, i ? ",%lld" : "%lld", (long long)ids[i]);
-    strcpy(p, "}");
-    return t;
-}
-
-int
-jr_pg_renew(jr_backend *b, const char *token, double lease, const int64_t *ids,
-         int n, jr_err *err)
-{
-    char slease[32], *list;
-    const char *params[3] = {token, slease, NULL};
-    int rc;
-
-    if (n <= 0)
-        return 0;
-    snprintf(slease, sizeof slease, "%.17g", lease);
-    if (jr_pg_ready(b, err) < 0)
-        return -1;
-    if ((list = ids_array(ids, n)) == NULL)
-        return jr_fail(err, JR_ENOMEM, "postgres: renewing leases: out of memory");
-    params[2] = list;
-    rc = jr_pg_run_count(b, &st_renew, params, "renewing leases", err);
-    free(list);
-    return rc;
-}
-
-/* The lost attempt joins the history: its runner was the lease's, its
- * worker and generation are not known. */
-static const pg_stmt st_rescue = {"jr_rescue", 0,
-    "UPDATE {{schema}}.jobs j SET attempt_log = "
-    ATTEMPT_LOG("CASE WHEN j.cancel_requested"
-                " THEN 'cancelled: lease expired: runner lost'"
-                " ELSE 'lease expired: runner lost' END",
-                "extract(epoch FROM now() - j.started_at)::float8",
-                "j.locked_by", "NULL::int", "NULL::text") ","
-    " state = CASE WHEN cancel_requested THEN 'cancelled'"
-    "  ELSE 'queued' END,"
-    " finished_at = CASE WHEN cancel_requested THEN now() END,"
-    " last_error = CASE WHEN cancel_requested"
-    "  THEN 'cancelled: lease expired: runner lost'"
-    "  ELSE 'lease expired: runner lost' END,"
-    " locked_by = NULL, locked_until = NULL, updated_at = now()"
-    " WHERE state = 'running' AND locked_until < now()"};
-
-int
-jr_pg_rescue(jr_backend *b, jr_err *err)
-{
-    if (jr_pg_ready(b, err) < 0)
-        return -1;
-    return jr_pg_run_count(b, &st_rescue, NULL, "rescuing expired leases", err);
 }

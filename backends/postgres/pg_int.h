@@ -521,6 +521,37 @@ int jr_pg_any_ttl(const jr_push *const *pp, int n);
 int jr_pg_push_kept(jr_backend *b, const jr_push *const *pp, int n,
                     int64_t *ids, jr_err *err);
 
+/* Statement text shared by complete.c, reports.c and lease.c. */
+#define JR_PG_STR_(x) #x
+#define JR_PG_STR(x) JR_PG_STR_(x)
+/* A run's logs (text, NULL: none) join the job's (migration 20): the
+ * newest JR_LOGS_KEPT runs, oldest first. */
+#define JR_PG_LOGS_APPEND(v) \
+    "(CASE WHEN jsonb_array_length(j.logs) >= " JR_PG_STR(JR_LOGS_KEPT) \
+    " THEN j.logs - 0 ELSE coalesce(j.logs, '[]') END)" \
+    " || jsonb_build_array(" v "::jsonb)"
+/* A failed attempt joins the job's history (schema.sql, migration 12):
+ * the newest JR_ATTEMPTS_KEPT entries, oldest first. SET expressions see
+ * the row as it was: attempts is this attempt's number (counted at
+ * claim). */
+#define JR_PG_ATTEMPT_LOG(err, dur, runner, worker, gen) \
+    "(CASE WHEN jsonb_array_length(j.attempt_log) >= " \
+    JR_PG_STR(JR_ATTEMPTS_KEPT) " THEN j.attempt_log - 0" \
+    "  ELSE coalesce(j.attempt_log, '[]') END) || jsonb_build_array(" \
+    "  jsonb_build_object('attempt', j.attempts, 'error', " err "," \
+    "  'at', extract(epoch FROM now()), 'duration', " dur "," \
+    "  'runner', " runner ", 'worker', " worker ", 'generation', " gen "))"
+
+/* reports.c: the PROGRESS, STEP and the runs' logs of results r[0..n)
+ * other than successes' (complete.c's transaction): how many rows, or -1
+ * with err set. */
+int jr_pg_finish_progress(jr_backend *b, const char *token,
+                          const jr_result *r, int n, jr_err *err);
+int jr_pg_finish_steps(jr_backend *b, const char *token, const jr_result *r,
+                       int n, jr_err *err);
+int jr_pg_finish_logs(jr_backend *b, const char *token, const jr_result *r,
+                      int n, jr_err *err);
+
 #pragma GCC visibility pop
 
 /* ---- sqlrun.c: a job's jobrunner.sql statements ---- */
