@@ -395,6 +395,6 @@ jr_claimq_take_more(master *m, jr_job **jobs, int n, int want)
     int more = jr_fairq_more(m, jobs, n, want);     /* fairq.c */
 
     jr_claimq_take(m, jobs, n, want);
-    if (more)
+    if (more && m->fair_deep)
         m->fair_changed = m->want_claim = 1;
 }

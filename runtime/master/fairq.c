@@ -99,13 +99,16 @@ rounds(item *it, int n)
     return 0;
 }
 
-/* Deals out again the places of fair queue's jobs in m's local queue. */
-static void
+/* Deals out again the places of fair queue's jobs in m's local queue;
+ * 1 when one of them is behind another of its key (a round past 0), 0
+ * when each is its key's first, -1 out of memory (they stay as
+ * claimed). */
+static int
 deal(master *m, const char *queue, const char *path)
 {
     size_t i, *pos = NULL;
     item *it = NULL;
-    int n = 0;
+    int n = 0, deep = -1, k;
     jr_job *j;
 
     for (i = 0; i < m->qlen; i++) {
@@ -121,14 +124,22 @@ deal(master *m, const char *queue, const char *path)
         it[n].key = j->fair_hash;
         pos[n++] = i;
     }
-    if (n < 2 || rounds(it, n) < 0)
+    deep = 0;
+    if (n < 2)
         goto out;
+    if (rounds(it, n) < 0) {
+        deep = -1;
+        goto out;
+    }
+    for (k = 0; k < n && !deep; k++)
+        deep = it[k].round > 0;
     qsort(it, (size_t)n, sizeof *it, by_round);
     while (n-- > 0)
         m->queue[(m->qhead + pos[n]) % m->qcap] = it[n].job;
 out:
     free(it);
     free(pos);
+    return deep;
 }
 
 void
@@ -137,10 +148,12 @@ jr_fairq_deal(master *m)
     const jr_limits *ls = &m->cfg->limits;
     int i;
 
+    m->fair_deep = 0;
     for (i = 0; i < ls->n; i++)
         if (ls->l[i].fair_path != NULL &&
-            strncmp(ls->l[i].scope, JR_LIMIT_QPREFIX, 6) == 0)
-            deal(m, ls->l[i].scope + 6, ls->l[i].fair_path);
+            strncmp(ls->l[i].scope, JR_LIMIT_QPREFIX, 6) == 0 &&
+            deal(m, ls->l[i].scope + 6, ls->l[i].fair_path) != 0)
+            m->fair_deep = 1;
 }
 
 /* A claim while the local queue is full of claimed jobs: with a fair
@@ -153,7 +166,11 @@ jr_fairq_deal(master *m)
  * here, more new keys may wait (a burst of tenants pushed at once), and
  * another follows (jr_fairq_more), small while the local queue is full;
  * when its last is of a key queued here, the new keys came before it.
- * Bounded: at most FAIR_DEPTH jobs wait here. */
+ * Only while a fair queue's job here is behind another of its key (the
+ * last deal's fair_deep): a new key's job goes ahead of those; with each
+ * job its key's first (a drain over many keys) it would go last, where
+ * the next claim puts it anyway, and the small claims were a database
+ * round each for nothing. Bounded: at most FAIR_DEPTH jobs wait here. */
 #define FAIR_PEEK  8
 #define FAIR_DEPTH 1024
 
@@ -199,7 +216,7 @@ jr_fairq_peek(const master *m)
     const jr_limits *ls = &m->cfg->limits;
     int i;
 
-    if (m->qlen >= FAIR_DEPTH)
+    if (m->qlen >= FAIR_DEPTH || !m->fair_deep)
         return 0;
     for (i = 0; i < ls->n; i++)
         if (ls->l[i].fair_path != NULL &&

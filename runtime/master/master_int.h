@@ -233,6 +233,9 @@ struct master {
     int                 fair_changed;   /* a cycle saw another's commit
                                            after it (changed_after): a
                                            small claim is due */
+    int                 fair_deep;      /* the last deal left a fair
+                                           queue's job behind another of
+                                           its key here (fairq.c) */
     struct jr_heldq    *held;           /* successes whose lines their
                                            worker holds (heldlines.c), or
                                            NULL: none yet */
