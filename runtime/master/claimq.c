@@ -245,8 +245,12 @@ jr_claimq_capacity(master *m)
      * round (their jobs end in waves as they started) */
     free_slots = plain > 0 ? plain : co + ahead;
     m->claim_co = plain == 0 && co + ahead > 0;
+    /* short jobs: the local queue topped up once half empty, or when a
+     * slot is free (not for the jobs ahead of coroutine slots, which it
+     * holds: counted, every round claimed what a few jobs' ends left
+     * room for, 137 jobs a claim where plain workers' took 325) */
     if (m->avg > 0 && m->avg < SHORT_JOB &&
-        (free_slots > 0 || m->qlen <= LOCAL_QUEUE / 2)) {
+        (plain + co > 0 || m->qlen <= LOCAL_QUEUE / 2)) {
         free_slots += LOCAL_QUEUE;
         m->claim_co = 0;
     }
