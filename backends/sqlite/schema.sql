@@ -1040,3 +1040,8 @@ WHERE jobs.id = x.id AND jobs.limit_key IS NOT x.key;
 -- of their keys follow them); they are tagged once queued, as before.
 UPDATE jobs SET fair_tag = NULL, fair_w = NULL
     WHERE state = 'waiting' AND fair_tag IS NOT NULL;
+-- migration 43
+-- Nothing on SQLite: PostgreSQL's 43 checks a job's name and queue once
+-- a distinct pair of an insert statement instead of a regex a row; here
+-- the CHECKs (GLOB) stay. Kept so that a schema number means the same on
+-- both engines.
