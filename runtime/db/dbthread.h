@@ -10,6 +10,7 @@
 #ifndef JR_DBTHREAD_H
 #define JR_DBTHREAD_H
 
+#include <pthread.h>
 #include <stdint.h>
 
 #include "config/config.h"
@@ -197,6 +198,12 @@ int  jr_dbthread_settle(jr_dbthread *t, double secs);
  * handler's statement runs on db any more (the last recording of results
  * that round gave back must not wait on one). */
 void jr_dbthread_cut(jr_db *db);
+/* Inside runtime/db (dbrecord.c, for dbthread.c's settle): with mu held,
+ * waits on cv while out(arg), for secs, then interrupts db's handler's
+ * statement every 0.2 s until out(arg) is 0. Returns 1 when it
+ * interrupted. */
+int  jr_db_wait_or_cut(pthread_mutex_t *mu, pthread_cond_t *cv,
+                       int (*out)(void *), void *arg, jr_db *db, double secs);
 /* A request off the claim path (the HTTP server's reads and actions):
  * run(db, arg) runs on the thread, between cycles (a waiting cycle goes
  * first), over the connection (backend.h); then done(arg, 1) runs in the
