@@ -91,5 +91,39 @@ for _, backend in ipairs(jr.backends()) do
       table.sort(done)
       assert.are.same({ "1", "2", "4", "5" }, done)
     end)
+
+    if backend == "postgres" then
+      it("refuses a bad name whatever the session's search_path holds", function()
+        env:config("concurrency = 1")
+        local out, err, code = env:cli("migrate")
+        assert.are.equal(0, code, out .. err)
+        -- a session's own ~ and !~ ahead of pg_catalog's (the CHECK's
+        -- operator was fixed when it was made; the trigger's must be too)
+        local evil = env.schema .. "_evil"
+        env:exec(([[CREATE SCHEMA %s;
+          CREATE FUNCTION %s.yes(text, text) RETURNS boolean LANGUAGE sql IMMUTABLE AS 'SELECT true';
+          CREATE FUNCTION %s.no(text, text) RETURNS boolean LANGUAGE sql IMMUTABLE AS 'SELECT false';
+          CREATE OPERATOR %s.~ (leftarg = text, rightarg = text, function = %s.yes);
+          CREATE OPERATOR %s.!~ (leftarg = text, rightarg = text, function = %s.no);]]):format(
+          evil, evil, evil, evil, evil, evil, evil))
+        local path = ("SET search_path TO %s, pg_catalog, %s; "):format(evil, env.schema)
+        refused(env, "name", try(env, path .. "INSERT INTO jobs (name) VALUES ('mn bad')"))
+        refused(env, "queue", try(env, path .. "INSERT INTO jobs (name, queue) VALUES ('mn.a', 'q 1')"))
+        assert(try(env, path .. "INSERT INTO jobs (name) VALUES ('mn.a')"))
+        refused(env, "name", try(env, path .. "UPDATE jobs SET name = 'mn/a'"))
+        assert.are.equal(1, count(env))
+        env:exec("DROP SCHEMA " .. evil .. " CASCADE")
+      end)
+
+      it("gives the bad value with its control bytes escaped", function()
+        env:config("concurrency = 1")
+        local out, err, code = env:cli("migrate")
+        assert.are.equal(0, code, out .. err)
+        local ok, msg = try(env, "INSERT INTO jobs (name) VALUES ('x' || chr(27) || '[31mRED' || chr(10) || 'y')")
+        refused(env, "name", ok, msg)
+        assert.falsy(msg:find("\27", 1, true), msg)
+        assert.truthy(msg:find('"x\\u001b[31mRED\\ny"', 1, true), msg)
+      end)
+    end
   end)
 end

@@ -3801,7 +3801,10 @@ $$;
 -- are ASCII); NOT VALID, as every row passed the stricter ones before
 -- (no scan at the upgrade). A bad name is refused as by the CHECK: the
 -- statement fails with SQLSTATE 23514 naming jobs_name_check (or
--- jobs_queue_check), the value in its detail.
+-- jobs_queue_check), the value in its detail as a JSON string (control
+-- bytes escaped). The function's search_path is its own: the CHECK's
+-- operator was fixed when it was made, and a session's search_path with
+-- its own ~ ahead of pg_catalog's passed any name through the trigger.
 ALTER TABLE {{schema}}.jobs DROP CONSTRAINT jobs_name_check,
     DROP CONSTRAINT jobs_queue_check;
 ALTER TABLE {{schema}}.jobs
@@ -3810,7 +3813,7 @@ ALTER TABLE {{schema}}.jobs
     ADD CONSTRAINT jobs_queue_check
         CHECK (octet_length(queue) BETWEEN 1 AND 128) NOT VALID;
 CREATE FUNCTION {{schema}}.jobs_names_ok() RETURNS trigger
-LANGUAGE plpgsql AS $$
+LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
 DECLARE
     n text;
     q text;
@@ -3842,7 +3845,7 @@ BEGIN
               CONSTRAINT = 'jobs_' || what || '_check',
               TABLE = TG_TABLE_NAME, SCHEMA = TG_TABLE_SCHEMA,
               DETAIL = format('A job''s %s is 1 to 128 of A-Z a-z 0-9 _ . : -, not %s.',
-                              what, quote_literal(left(n, 200)));
+                              what, to_json(left(n, 200))::text);
 END
 $$;
 CREATE TRIGGER jobs_names_ok AFTER INSERT ON {{schema}}.jobs
