@@ -92,6 +92,39 @@ for _, backend in ipairs(jr.backends()) do
       assert.are.same({ "1", "2", "4", "5" }, done)
     end)
 
+    if backend == "sqlite" then
+      it("refuses a BLOB and a NUL byte, which its CHECKs read past", function()
+        env:config("concurrency = 1")
+        local out, err, code = env:cli("migrate")
+        assert.are.equal(0, code, out .. err)
+        assert(try(env, "INSERT INTO jobs (name) VALUES ('mn.a')"))
+        for _, sql in ipairs({
+          "INSERT INTO jobs (name) VALUES (X'6D6E2062616420')",      -- 'mn bad ' as a BLOB
+          "INSERT INTO jobs (name) VALUES (X'6D6E2E61')",            -- 'mn.a' as a BLOB
+          "INSERT INTO jobs (name, queue) VALUES ('mn.a', X'64656661756C74')",
+          "INSERT INTO jobs (name) VALUES ('mn' || char(0) || ' bad/../x')",
+          "INSERT INTO jobs (name, queue) VALUES ('mn.a', 'q' || char(0) || '$')",
+          "UPDATE jobs SET name = 'mn' || char(0) || '$$'",
+          "UPDATE jobs SET queue = X'71'",
+        }) do
+          local ok, msg = try(env, sql)
+          assert.is_false(ok, sql)
+          assert.truthy(msg:find("jobs_names_ok", 1, true), msg)
+        end
+        assert.are.same({ { name = "mn.a", queue = "default" } },
+          env:query("SELECT name, queue FROM jobs"))
+        -- the library's own pushes run without the schema's triggers (they
+        -- keep the rules themselves): still so with these two
+        local q = jr.client(env)
+        assert(q:push("mn.a", { n = 1 }))
+        q:close()
+        env:script("mn.a", "return function() end")
+        env:start()
+        jr.wait_for(function() return env:count() == 0 end, 60, "both done")
+        assert.equal(0, env:stop())
+      end)
+    end
+
     if backend == "postgres" then
       it("refuses a bad name whatever the session's search_path holds", function()
         env:config("concurrency = 1")

@@ -1041,7 +1041,23 @@ WHERE jobs.id = x.id AND jobs.limit_key IS NOT x.key;
 UPDATE jobs SET fair_tag = NULL, fair_w = NULL
     WHERE state = 'waiting' AND fair_tag IS NOT NULL;
 -- migration 43
--- Nothing on SQLite: PostgreSQL's 43 checks a job's name and queue once
--- a distinct pair of an insert statement instead of a regex a row; here
--- the CHECKs (GLOB) stay. Kept so that a schema number means the same on
--- both engines.
+-- A job's name and queue are text without a NUL byte, from plain SQL
+-- too: a BLOB passed the CHECKs (GLOB and length read it as text), and
+-- so did the bytes after a NUL (GLOB and length stop at it); such a job
+-- was stored and never claimed, with nothing said. Refused on an insert
+-- and on an update that sets them (the library's own pushes keep the
+-- rule themselves, as the other triggers': conn.c). PostgreSQL's 43
+-- checks the characters once a distinct pair of an insert statement
+-- (its text holds no NUL, and a bytea is no text).
+CREATE TRIGGER jobs_names_ok BEFORE INSERT ON jobs
+    WHEN typeof(NEW.name) = 'blob' OR typeof(NEW.queue) = 'blob'
+     OR instr(NEW.name, char(0)) > 0 OR instr(NEW.queue, char(0)) > 0
+BEGIN
+    SELECT RAISE(ABORT, 'jobs_names_ok: a job''s name and queue are text of A-Z a-z 0-9 _ . : - (not a BLOB, no NUL byte)');
+END;
+CREATE TRIGGER jobs_names_moved BEFORE UPDATE OF name, queue ON jobs
+    WHEN typeof(NEW.name) = 'blob' OR typeof(NEW.queue) = 'blob'
+     OR instr(NEW.name, char(0)) > 0 OR instr(NEW.queue, char(0)) > 0
+BEGIN
+    SELECT RAISE(ABORT, 'jobs_names_ok: a job''s name and queue are text of A-Z a-z 0-9 _ . : - (not a BLOB, no NUL byte)');
+END;
