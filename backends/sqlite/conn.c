@@ -311,12 +311,14 @@ jr_sqlite_close(jr_backend *b)
 
 /* ---- the schema's triggers ----
  *
- * The schema's triggers hold plain-SQL producers to two push rules:
- * run_at a finite time (jobs_run_at_check), and the queue of an inserted
- * (or moved) job known in the queues table (jobs_queue_known, _moved).
- * The library keeps both itself: jr_push_check refuses a bad run_at
- * before any row is bound, each insert makes its queue known
- * (push.c's queue_known), and no statement here changes a job's queue.
+ * The schema's triggers hold plain-SQL producers to three push rules:
+ * run_at a finite time (jobs_run_at_check), the queue of an inserted
+ * (or moved) job known in the queues table (jobs_queue_known, _moved),
+ * and a name and queue that are text with no NUL byte (jobs_names_ok,
+ * _moved). The library keeps them itself: jr_push_check refuses a bad
+ * run_at before any row is bound, each insert makes its queue known
+ * (push.c's queue_known), names are bound as C strings of text, and no
+ * statement here changes a job's queue.
  * A trigger is a sub-program run for each row: with them, a batch push
  * costs about 31,000 instructions a job, without them about 19,000
  * (docs/performance.md, "Batch push"). So the connection runs without
