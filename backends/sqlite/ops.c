@@ -2,8 +2,8 @@
  * exports (jr_sqlite_ops, backend.h's contracts), and the durable
  * wrappers of the actions someone is told succeeded. The ops themselves
  * live in the file of their concern: conn.c (open, close, wake-ups),
- * migrate.c, push.c, claim.c, complete.c, admin.c, inspect.c, fire.c,
- * limits.c. Uses sqlite_int.h. */
+ * migrate.c, push.c, claim.c, complete.c and round.c, lease.c, admin.c,
+ * inspect.c, fire.c, limits.c. Uses sqlite_int.h. */
 #include <string.h>
 
 #include "sqlite/sqlite_int.h"
@@ -209,10 +209,10 @@ const jr_backend_ops jr_sqlite_ops = {
     .migrate = jr_sqlite_migrate,             /* migrate.c */
     .push = durable_push,                     /* push.c, FULL: runner's */
     .claim = jr_sqlite_claim,                 /* claim.c */
-    .complete = jr_sqlite_complete,           /* complete.c */
-    .complete_claim = jr_sqlite_complete_claim, /* complete.c */
-    .renew = jr_sqlite_renew,                 /* complete.c */
-    .rescue = jr_sqlite_rescue,               /* complete.c */
+    .complete = jr_sqlite_complete,           /* round.c */
+    .complete_claim = jr_sqlite_complete_claim, /* round.c */
+    .renew = jr_sqlite_renew,                 /* lease.c */
+    .rescue = jr_sqlite_rescue,               /* lease.c */
     .stats = jr_sqlite_stats,                 /* inspect.c */
     .dead_list = jr_sqlite_dead_list,         /* inspect.c */
     .dead_retry = durable_dead_retry,         /* admin.c, FULL */

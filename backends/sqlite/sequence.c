@@ -111,7 +111,7 @@ static const char *const sql_text[S_COUNT] = {
         " AND parent_state IS NULL",
     /* and the rows, deleted as a plain success is */
     [S_SEQ_DONE] = "DELETE FROM jobs WHERE " SEQ_DONE_ROWS,
-    /* the same with complete.c's plain successes (S_DONE_MANY) of ?1 */
+    /* the same with round.c's plain successes (S_DONE_MANY) of ?1 */
     [S_SEQ_DONE_ALL] =
         "DELETE FROM jobs WHERE id IN (SELECT value FROM json_each(?1))"
         " AND state = 'running' AND locked_by = ?2 AND result_ttl IS NULL"

@@ -158,7 +158,7 @@ struct jr_backend {
 
 /* ---- sqlrun.c: a job's jobrunner.sql statements ---- */
 
-/* How a batch's rows are recorded (complete.c's complete_rows): how
+/* How a batch's rows are recorded (round.c's complete_rows): how
  * many were still ours, or -1 with err set. */
 typedef int (*jr_sqlite_rows_fn)(jr_backend *b, const char *token,
                                  const jr_result *r, int n, double now,
@@ -403,11 +403,18 @@ int  jr_sqlite_seq_again(jr_backend *b, int64_t id, sqlite3_stmt *again,
                          double now, int *waits, jr_err *err);
 int  jr_sqlite_seq_past_dead(jr_backend *b, int64_t *ids, int max,
                              jr_err *err);
-/* sequence.c; in the open transaction, from complete.c: the successes
+/* complete.c; in the open transaction: applies one result r, one of a
+ * round's that ends before end (a durable step followed by a later one
+ * of its job in them is skipped); 1 if the row was still ours, 0 if
+ * fenced off, -1 with err set. round.c applies a round's with it. */
+int  jr_sqlite_complete_one(jr_backend *b, const char *token,
+                            const jr_result *r, const jr_result *end,
+                            double now, jr_err *err);
+/* sequence.c; in the open transaction, from round.c: the successes
  * among ids (a JSON array) of jobs of a sequence with a job behind them
  * (flow bit 1 alone) deleted as plain successes are, and the jobs behind
  * them readied, a few statements for all; with all, the plain
- * successes among them too (complete.c's one DELETE, when b->seq_seen).
+ * successes among them too (round.c's one DELETE, when b->seq_seen).
  * Returns how many it deleted. */
 int  jr_sqlite_seq_done(jr_backend *b, const char *token, const char *ids,
                         int all, double now, jr_err *err);
