@@ -396,7 +396,7 @@ static const pg_stmt st_lim_claim = {"jr_lim_claim", 3,
     /* a fair job's tag is spent: back to queued, the next claim of its
      * queue tags it again (fair.c) */
     " fair_tag = NULL,"
-    " attempts = j.attempts + 1, locked_by = $1::text,"
+    " attempts = " JR_PG_ATTEMPT_NEXT ", locked_by = $1::text,"
     " locked_until = now() + $2::float8 * interval '1 second',"
     " updated_at = now(), started_at = now(), progress_done = NULL,"
     " progress_total = NULL, progress_note = NULL," JR_PG_DEADLINE_SET

@@ -255,9 +255,14 @@ typedef struct pg_stmt {
     "  WHERE wq.name IS NOT NULL AND NOT EXISTS (SELECT 1" \
     "  FROM {{schema}}.queues p WHERE p.name = wq.name AND p.paused)),"
 
-/* What a claim sets on its rows, and returns (jr_pg_row_job's columns). */
+/* What a claim sets on its rows, and returns (jr_pg_row_job's columns).
+ * The attempt counted stops at the integer's top: a row a plain INSERT
+ * gave attempts = 2147483647 would make every claim that meets it fail
+ * ("integer out of range"), every job of every queue stuck behind it. */
+#define JR_PG_ATTEMPT_NEXT "least(j.attempts, 2147483646) + 1"
 #define CLAIM_SET \
-    "state = 'running', attempts = j.attempts + 1, locked_by = $1::text," \
+    "state = 'running', attempts = " JR_PG_ATTEMPT_NEXT "," \
+    " locked_by = $1::text," \
     " locked_until = now() + $2::float8 * interval '1 second'," \
     " updated_at = now(), started_at = now(), progress_done = NULL," \
     " progress_total = NULL, progress_note = NULL," JR_PG_DEADLINE_SET

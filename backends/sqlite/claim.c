@@ -5,6 +5,7 @@
  * (limits.c reads and writes the limits' tables), and the one-statement
  * claim when a single queue has work (a fair queue's alone:
  * fairclaim.c). Uses sqlite_int.h, limitpick.h. */
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -56,6 +57,7 @@ row_job(sqlite3_stmt *s)
     const char *pl = col_text(s, 3);
     size_t pn = (size_t)sqlite3_column_bytes(s, 3);
     jr_buf env = {0};
+    sqlite3_int64 attempts;
     jr_job *j;
 
     /* a payload stored as its bytes: the envelope again (crypt.c) */
@@ -71,7 +73,11 @@ row_job(sqlite3_stmt *s)
     jr_buf_free(&env);
     if (j == NULL)
         return NULL;
-    j->attempt = sqlite3_column_int(s, 4) + 1;
+    /* a plain INSERT's attempts may be any integer (SQLite's claim adds
+     * one in a double past the top): the count, cut to an int */
+    attempts = sqlite3_column_int64(s, 4);
+    j->attempt = attempts >= INT_MAX ? INT_MAX :
+                 attempts < INT_MIN ? INT_MIN : (int)attempts + 1;
     j->max_retries = sqlite3_column_type(s, 5) == SQLITE_NULL ? -1 :
                      sqlite3_column_int(s, 5);
     j->priority = sqlite3_column_int(s, 6);

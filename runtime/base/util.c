@@ -123,16 +123,36 @@ jr_json_str(FILE *f, const char *s)
  * instant PostgreSQL holds in microseconds reads back as a double a hair
  * below its millisecond (.363999999 for .364) where SQLite's own double
  * was above it, and the two engines showed one job 1 ms apart. */
+/* An instant no date can show (PostgreSQL's infinity, a plain INSERT's
+ * year 50000) is written as it is: infinity, -infinity, or @EPOCH (the
+ * CLI's own spelling of an instant), never read from a struct tm that
+ * gmtime_r left unset. */
 const char *
 jr_time_iso(double t, char *buf, size_t size)
 {
-    double us = floor(t * 1e6 + 0.5);
-    double whole = floor(us / 1e6);
-    time_t secs = (time_t)whole;
+    double us, whole;
+    time_t secs;
     struct tm tm;
-    int ms = (int)((us - whole * 1e6) / 1000);
+    int ms;
 
-    gmtime_r(&secs, &tm);
+    if (isnan(t) || isinf(t)) {
+        snprintf(buf, size, "%s", isnan(t) ? "nan" :
+                 t > 0 ? "infinity" : "-infinity");
+        return buf;
+    }
+    us = floor(t * 1e6 + 0.5);
+    whole = floor(us / 1e6);
+    ms = (int)((us - whole * 1e6) / 1000);
+    /* years 1 to 9999: what the format's four digits hold */
+    if (whole < -62135596800.0 || whole > 253402300799.0) {
+        snprintf(buf, size, "@%.0f", whole);
+        return buf;
+    }
+    secs = (time_t)whole;
+    if (gmtime_r(&secs, &tm) == NULL) {
+        snprintf(buf, size, "@%.0f", whole);
+        return buf;
+    }
     snprintf(buf, size, "%04d-%02d-%02dT%02d:%02d:%02d.%03dZ",
              tm.tm_year + 1900, tm.tm_mon + 1, tm.tm_mday, tm.tm_hour,
              tm.tm_min, tm.tm_sec, ms);

@@ -6,6 +6,7 @@
  * its first occurrence). Then parse errors naming the field, zones and
  * intervals. Prints "N passed, N failed". */
 #define _GNU_SOURCE
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -290,6 +291,26 @@ test_tz_restored(void)
     CHECK(getenv("TZ") == NULL);
 }
 
+/* The instants the cases above print, and the ones no date shows: a
+ * PostgreSQL infinity, a year past 9999 (a plain INSERT's run_at). */
+static void
+test_time_iso_edges(void)
+{
+    char b[400];
+
+    CHECK(strcmp(jr_time_iso(1796077169.783, b, sizeof b),
+                 "2026-11-30T22:19:29.783Z") == 0);
+    CHECK(strcmp(jr_time_iso(0, b, sizeof b), "1970-01-01T00:00:00.000Z") == 0);
+    CHECK(strcmp(jr_time_iso(253402300799.0, b, sizeof b),
+                 "9999-12-31T23:59:59.000Z") == 0);
+    CHECK(strcmp(jr_time_iso(INFINITY, b, sizeof b), "infinity") == 0);
+    CHECK(strcmp(jr_time_iso(-INFINITY, b, sizeof b), "-infinity") == 0);
+    CHECK(strcmp(jr_time_iso(1515646080000.0, b, sizeof b),
+                 "@1515646080000") == 0);
+    jr_time_iso(-1e300, b, sizeof b);
+    CHECK(b[0] == '@' && b[1] == '-');
+}
+
 int
 main(void)
 {
@@ -308,7 +329,8 @@ main(void)
     }
     {
         static void (*const tests[])(void) = {test_good_expressions_parse,
-            test_zones, test_intervals, test_tz_restored};
+            test_zones, test_intervals, test_tz_restored,
+            test_time_iso_edges};
         for (i = 0; i < sizeof tests / sizeof tests[0]; i++) {
             failed = 0;
             tests[i]();
