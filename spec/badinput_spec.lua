@@ -62,6 +62,12 @@ for _, backend in ipairs(jr.backends()) do
         _, err = env:cli("push", "a b", "{}")
         assert.matches("'a b'", err, 1, true)
         assert.matches("[A-Za-z0-9_.:-]", err, 1, true)
+        -- a name's or queue's control bytes reach the terminal escaped
+        _, err = env:cli("push", "a\27[31mb", "{}")
+        assert.matches("invalid job name 'a\\x1b[31mb'", err, 1, true)
+        _, err = env:cli("push", "ok", "{}", "--queue", "q\27]0;x\7")
+        assert.matches("invalid queue name 'q\\x1b]0;x\\x07'", err, 1, true)
+        assert.is_nil(err:find("\27", 1, true))
         assert.equal(0, env:count())
         -- the longest valid name and every allowed character are accepted
         local id = env:push(("b"):rep(128))
@@ -105,6 +111,18 @@ for _, backend in ipairs(jr.backends()) do
           { "--priority", "99999999999999999999", "invalid --priority" },
           { "--max-retries", "-1", "invalid --max-retries '-1'" },
           { "--max-retries", "x", "invalid --max-retries 'x'" },
+          -- what strtod and strtol also take: hex, blanks, a plus sign
+          { "--in", "0x10", "invalid --in '0x10'" },
+          { "--in", " 5", "invalid --in ' 5'" },
+          { "--in", "5 ", "invalid --in '5 '" },
+          { "--at", "@0x10", "invalid --at '@0x10'" },
+          { "--at", "@ 5", "invalid --at '@ 5'" },
+          { "--priority", " 5", "invalid --priority ' 5'" },
+          { "--priority", "+5", "invalid --priority '+5'" },
+          { "--max-retries", "0x3", "invalid --max-retries '0x3'" },
+          -- control bytes of a refused value are quoted escaped
+          { "--in", "5\27[2J", "invalid --in '5\\x1b[2J'" },
+          { "--priority", "1\7", "invalid --priority '1\\x07'" },
         }
         for _, c in ipairs(cases) do
           local out, err, code = env:cli("push", "x", "{}", c[1], c[2])

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/esc.h"
 #include "base/job.h"
 #include "base/jsontext.h"
 #include "base/keyring.h"
@@ -18,10 +19,19 @@ jr_name_check(const char *name, const char *what, jr_err *err)
     return jr_name_check_len(name, name ? strlen(name) : 0, what, err);
 }
 
+/* The first max bytes of the len of s, escaped (esc.h) into out. */
+static const char *
+esc_cut(char *out, size_t size, const char *s, size_t len, size_t max)
+{
+    jr_esc_text(out, size, s, len < max ? len : max);
+    return out;
+}
+
 int
 jr_name_check_len(const char *name, size_t len, const char *what,
                   jr_err *err)
 {
+    char b[64 * 4 + 1];
     size_t n;
 
     if (name == NULL || len == 0)
@@ -31,13 +41,14 @@ jr_name_check_len(const char *name, size_t len, const char *what,
         if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
               (c >= '0' && c <= '9') || c == '_' || c == '.' || c == ':' ||
               c == '-'))
-            return jr_fail(err, JR_EINPUT, "invalid %s '%.64s': character "
-                           "%zu is not one of [A-Za-z0-9_.:-]", what, name,
-                           n + 1);
+            return jr_fail(err, JR_EINPUT, "invalid %s '%s': character "
+                           "%zu is not one of [A-Za-z0-9_.:-]", what,
+                           esc_cut(b, sizeof b, name, len, 64), n + 1);
     }
     if (n > 128)
-        return jr_fail(err, JR_EINPUT, "invalid %s '%.32s...': %zu "
-                       "characters, at most 128", what, name, n);
+        return jr_fail(err, JR_EINPUT, "invalid %s '%s...': %zu "
+                       "characters, at most 128", what,
+                       esc_cut(b, sizeof b, name, len, 32), n);
     return 0;
 }
 

@@ -1,14 +1,37 @@
 /* util.c - durations, times, JSON quoting, walks of a directory tree. */
 #define _GNU_SOURCE
 #include <errno.h>
+#include <stdio.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <time.h>
 
+#include "base/esc.h"
 #include "base/jsontext.h"
 #include "base/util.h"
+
+/* What a refusal quotes of the text it refused: escaped (a control byte
+ * of a careless argument never reaches the terminal raw), cut short. */
+#define SHOWN 160
+static const char *
+shown(char *buf, const char *s)
+{
+    char cut[SHOWN / 4 + 1];
+
+    snprintf(cut, sizeof cut, "%s", s);
+    return jr_esc_str(buf, SHOWN, cut);
+}
+
+/* 1 if s starts as a decimal number does (a digit, or a point before
+ * one): strtod also takes hex (0x10), blanks before, inf and nan. */
+static int
+decimal_start(const char *s)
+{
+    return (s[0] >= '0' && s[0] <= '9') ||
+           (s[0] == '.' && s[1] >= '0' && s[1] <= '9');
+}
 
 int
 jr_parse_duration(const char *s, const char *what, double *out, jr_err *err)
@@ -16,11 +39,13 @@ jr_parse_duration(const char *s, const char *what, double *out, jr_err *err)
     static const struct { const char *unit; double secs; } units[] = {
         {"", 1}, {"s", 1}, {"ms", 0.001}, {"m", 60}, {"h", 3600},
         {"d", 86400}, {"w", 604800}};
-    char *end;
+    char *end, b[SHOWN];
     double v;
     size_t i;
 
     errno = 0;
+    if (!decimal_start(s) || strpbrk(s, "xX") != NULL)
+        goto bad;
     v = strtod(s, &end);
     if (end == s || errno != 0 || !isfinite(v) || v < 0)
         goto bad;
@@ -31,7 +56,7 @@ jr_parse_duration(const char *s, const char *what, double *out, jr_err *err)
         }
 bad:
     return jr_fail(err, JR_EUSAGE, "invalid %s '%s': expected a duration "
-                   "such as 30s, 250ms, 5m, 2h or 1d", what, s);
+                   "such as 30s, 250ms, 5m, 2h or 1d", what, shown(b, s));
 }
 
 int
@@ -39,11 +64,13 @@ jr_parse_time(const char *s, const char *what, double *out, jr_err *err)
 {
     struct tm tm, want;
     const char *end;
-    char *frac;
+    char *frac, b[SHOWN];
     double sub = 0;
     time_t t;
 
     if (s[0] == '@') {
+        if (!decimal_start(s + 1) || strpbrk(s, "xX") != NULL)
+            goto bad;
         *out = strtod(s + 1, &frac);
         if (frac != s + 1 && *frac == '\0' && isfinite(*out) && *out >= 0)
             return 0;
@@ -75,26 +102,29 @@ jr_parse_time(const char *s, const char *what, double *out, jr_err *err)
         tm.tm_mday != want.tm_mday || tm.tm_hour != want.tm_hour ||
         tm.tm_min != want.tm_min || tm.tm_sec != want.tm_sec)
         return jr_fail(err, JR_EUSAGE, "invalid %s '%s': no such date or "
-                       "time", what, s);
+                       "time", what, shown(b, s));
     *out = (double)t + sub;
     return 0;
 bad:
     return jr_fail(err, JR_EUSAGE, "invalid %s '%s': expected a UTC time "
-                   "such as 2026-11-22T10:00:00Z or @EPOCH", what, s);
+                   "such as 2026-11-22T10:00:00Z or @EPOCH", what, shown(b, s));
 }
 
 int
 jr_parse_int(const char *s, const char *what, long lo, long hi, long *out,
              jr_err *err)
 {
-    char *end;
+    char *end, b[SHOWN];
     long v;
 
     errno = 0;
     v = strtol(s, &end, 10);
-    if (end == s || *end != '\0' || errno != 0 || v < lo || v > hi)
+    /* strtol takes blanks and a sign before the digits */
+    if (!((s[0] >= '0' && s[0] <= '9') ||
+          (s[0] == '-' && s[1] >= '0' && s[1] <= '9')) ||
+        end == s || *end != '\0' || errno != 0 || v < lo || v > hi)
         return jr_fail(err, JR_EUSAGE, "invalid %s '%s': expected a whole "
-                       "number from %ld to %ld", what, s, lo, hi);
+                       "number from %ld to %ld", what, shown(b, s), lo, hi);
     *out = v;
     return 0;
 }
