@@ -247,7 +247,8 @@ respawn_later(master *m, const wk *w)
 {
     struct timeval tv = {0, 0};
 
-    m->spawn_delay = jr_mono() - w->spawned < 1 || w->nostart ?
+    m->spawn_delay = jr_mono() - w->spawned < 1 || w->nostart ||
+        w->held_back ?
         (m->spawn_delay ? m->spawn_delay * 2 : 0.1) : 0;
     if (m->spawn_delay > SPAWN_DELAY_MAX)
         m->spawn_delay = SPAWN_DELAY_MAX;
@@ -278,7 +279,10 @@ worker_gone(master *m, wk *w, int status)
         bufferevent_free(w->bev);
     jr_output_close(w);
     jr_gen_unref(w->gen);
-    if (!m->stopping && !w->stopping)
+    /* one stopped because it could not join the running generation
+     * (jr_gen_hello) is replaced with backoff too: else the replacement
+     * came at once (room_freed), and failed alike, in a loop */
+    if (!m->stopping && (!w->stopping || w->nostart || w->held_back))
         respawn_later(m, w);
     jr_spawn_unshare(w);
     jr_pool_free(w);

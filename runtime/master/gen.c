@@ -272,11 +272,16 @@ probe_hello(master *m, wk *w, gen *g, int nerr, const char *first)
     if (nerr > 0) {
         jr_log(JR_LOG_ERROR, "reload failed, generation %s keeps running: %s",
                m->gen->hash, first);
+        /* its verdict holds for these files until they change: workers
+         * started meanwhile that load them do not reload again */
+        memcpy(m->failed_hash, g->hash, sizeof m->failed_hash);
         jr_service_reloaded(m, 0, first);
         notify_ready(m);
         jr_gen_unref(jr_gen_ref(g));
         jr_pool_stop(m, w);
     } else if (strcmp(g->hash, m->gen->hash) == 0) {
+        jr_spawn_started(m);
+        m->failed_hash[0] = '\0';
         jr_log(JR_LOG_INFO, "reload: handlers unchanged (generation %s)",
                g->hash);
         jr_gen_unref(jr_gen_ref(g));
@@ -284,6 +289,8 @@ probe_hello(master *m, wk *w, gen *g, int nerr, const char *first)
         jr_service_reloaded(m, 1, NULL);
         notify_ready(m);
     } else {
+        jr_spawn_started(m);
+        m->failed_hash[0] = '\0';
         jr_log(JR_LOG_INFO, "reloaded: generation %s with %d handler%s "
                "(was %s)", g->hash, g->n, g->n == 1 ? "" : "s",
                m->gen->hash);
@@ -325,6 +332,36 @@ setup_failed(master *m, wk *w, const char *why)
     }
 }
 
+/* A worker (not a probe) that loaded other code than the current
+ * generation: the scripts changed since it loaded. It is given no job and
+ * stops; its replacement comes with the spawn backoff (death.c), so that
+ * nothing here restarts workers in a loop. When the files it loaded are
+ * the ones whose reload failed and they failed here too, that verdict
+ * stands: no reload again (a storm of them, a fork each, while a broken
+ * file sat in scripts/), it cannot start, logged once. Else the new code
+ * is tried by a reload, as SIGHUP would. */
+static void
+other_code(master *m, wk *w, gen *g, int nerr, const char *first)
+{
+    char why[sizeof m->nostart];
+
+    w->held_back = 1;
+    if (nerr > 0 && strcmp(g->hash, m->failed_hash) == 0) {
+        snprintf(why, sizeof why, "the handler files on disk fail to load "
+                 "(their reload failed; generation %s keeps running until "
+                 "they are fixed): %s", m->gen->hash, first);
+        jr_gen_unref(jr_gen_ref(g));
+        jr_spawn_cannot(m, w, why);
+        jr_pool_stop(m, w);
+        return;
+    }
+    jr_log(JR_LOG_INFO, "worker %d loaded other handler code than "
+           "generation %s: reloading", w->id, m->gen->hash);
+    jr_gen_unref(jr_gen_ref(g));
+    jr_pool_stop(m, w);
+    jr_gen_reload(m);
+}
+
 /* A hello that carried handlers: a probe's new generation, the first one,
  * or one more worker of the current one. */
 static void
@@ -339,11 +376,16 @@ on_hello_gen(master *m, wk *w, gen *g, int nerr, const char *first)
         jr_pool_stop(m, w);
         return;
     }
-    jr_spawn_started(m);
     if (w->probe) {
         probe_hello(m, w, g, nerr, first);
         return;
     }
+    if (m->gen != NULL && strcmp(g->hash, m->gen->hash) != 0) {
+        /* the scripts changed since the current generation loaded */
+        other_code(m, w, g, nerr, first);
+        return;
+    }
+    jr_spawn_started(m);
     if (m->gen == NULL) {           /* the first worker: start-up code */
         m->gen = jr_gen_ref(g);
         jr_log(JR_LOG_INFO, "loaded %d handler%s from %s (generation %s)",
@@ -354,14 +396,6 @@ on_hello_gen(master *m, wk *w, gen *g, int nerr, const char *first)
         jr_service_loaded(m, g->names, g->n);
         m->want_claim = 1;
         notify_ready(m);
-    } else if (strcmp(g->hash, m->gen->hash) != 0) {
-        /* the scripts changed since the current generation loaded */
-        jr_log(JR_LOG_INFO, "worker %d loaded other handler code than "
-               "generation %s: reloading", w->id, m->gen->hash);
-        jr_gen_unref(jr_gen_ref(g));
-        jr_pool_stop(m, w);
-        jr_gen_reload(m);
-        return;
     } else {
         jr_gen_unref(jr_gen_ref(g));
     }

@@ -92,6 +92,8 @@ typedef struct wk {             /* one worker process */
                                            takes no other until it ends */
     int                 nostart;        /* it could not start (logged as
                                            the runner's nostart) */
+    int                 held_back;      /* stopped after its hello (other
+                                           code): replaced with backoff */
     char                kill_reason[64];/* why we killed it, or "" */
     int64_t             kill_job;       /* the job killed for, or 0 */
     double              spawned;        /* mono time of spawn */
@@ -138,6 +140,11 @@ struct master {
     int                 ngens;
     wk                 *probe;          /* loading a new generation */
     int                 reload_again;   /* a reload asked for meanwhile */
+    char                failed_hash[17];/* the scripts whose reload failed
+                                           to load ("": none), until a
+                                           reload works: a worker that
+                                           loads them and fails is not
+                                           asked to reload again */
     int                 target;         /* workers wanted, min..max */
     jr_hooks           *hooks;
     jr_watch           *watch;

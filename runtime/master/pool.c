@@ -432,7 +432,9 @@ jr_pool_result(master *m, wk *w, jr_reader *r)
     if (!kept)
         free(j);
     if (m->cfg->max_jobs_per_worker > 0 &&
-        ++w->jobs_run >= m->cfg->max_jobs_per_worker && !w->retiring) {
+        ++w->jobs_run >= m->cfg->max_jobs_per_worker && !w->retiring &&
+        m->nostart[0] == '\0') {
+        /* not while workers cannot start: its replacement would not */
         w->retiring = 1;            /* recycled: bounds slow leaks */
         jr_pool_fit(m);
     }
