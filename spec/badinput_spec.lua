@@ -188,6 +188,27 @@ for _, backend in ipairs(jr.backends()) do
         end
       end
 
+      it("check refuses what run refuses at its start: a backend no engine takes, an unwritable handler_output", function()
+        local cases = {
+          { 'return { backend = "mysql://x", scripts = %q }', "unknown backend URL 'mysql://x'" },
+          { 'return { backend = "sqlite:", scripts = %q }', "empty database path" },
+          { 'return { backend = "sqlite:' .. env.dir .. '/j.db", handler_output = "/nonexistent/dir/out.log", scripts = %q }',
+            "handler_output: cannot create '/nonexistent/dir/out.log'" },
+        }
+        for _, c in ipairs(cases) do
+          write(c[1]:format(env.dir .. "/scripts"))
+          local out, err, code = env:cli("check")
+          assert.equal(3, code, c[2] .. ": " .. out .. err)
+          assert.matches(c[2], err, 1, true)
+        end
+        -- a handler_output file it may create passes, and is not created
+        write(('return { backend = "sqlite:%s/j.db", handler_output = "%s/out.log", scripts = %q }')
+          :format(env.dir, env.dir, env.dir .. "/scripts"))
+        local out, err, code = env:cli("check")
+        assert.equal(0, code, out .. err)
+        assert.is_nil(io.open(env.dir .. "/out.log"))
+      end)
+
       it("names an unknown top-level key, its file:line and the valid keys", function()
         write(head .. "  concurency = 2,\n}\n")
         refused({

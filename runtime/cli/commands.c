@@ -1,6 +1,7 @@
 /* commands.c - the subcommands: each parses its own arguments, loads the
  * config, opens the backend when it needs one, and says what went wrong in
  * one line on stderr. `push` is pushcmd.c. */
+#include <errno.h>
 #include <limits.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -317,6 +318,45 @@ jr_cmd_migrate(jr_cli *cli)
     return finish(&c, &db, JR_EXIT_OK);
 }
 
+/* What `run` refuses at its start and `check` can tell without opening
+ * the database: a backend URL no engine takes (or SQLite's with no
+ * path), a handler_output file that cannot be written. 0, or -1 with err
+ * set. */
+static int
+check_start(const jr_config *c, jr_err *err)
+{
+    const char *arg, *v = c->handler_output;
+    char url[512], dir[4096], *slash;
+    const jr_backend_ops *ops;
+
+    if ((ops = jr_url_parse(c->backend, &arg, err)) == NULL)
+        return -1;
+    if (ops == &jr_sqlite_ops && *arg == '\0') {
+        jr_url_mask(c->backend, url, sizeof url);
+        return jr_fail(err, JR_ECONFIG, "backend '%s': empty database "
+                       "path", url);
+    }
+    if (v == NULL || strcmp(v, "log") == 0 || strcmp(v, "inherit") == 0)
+        return 0;
+    if (access(v, F_OK) == 0) {
+        if (access(v, W_OK) < 0)
+            return jr_fail_errno(err, JR_ECONFIG, errno, "handler_output: "
+                                 "cannot write '%s'", v);
+        return 0;
+    }
+    snprintf(dir, sizeof dir, "%s", v);
+    if ((slash = strrchr(dir, '/')) == NULL)
+        snprintf(dir, sizeof dir, ".");
+    else if (slash == dir)
+        dir[1] = '\0';
+    else
+        *slash = '\0';
+    if (access(dir, W_OK | X_OK) < 0)
+        return jr_fail_errno(err, JR_ECONFIG, errno, "handler_output: "
+                             "cannot create '%s' in '%s'", v, dir);
+    return 0;
+}
+
 int
 jr_cmd_check(jr_cli *cli)
 {
@@ -332,6 +372,10 @@ jr_cmd_check(jr_cli *cli)
                            cli->argv[0]);
     if ((rc = jr_cmd_config(cli, &c)) != 0)
         return rc;
+    if (check_start(&c, &err) < 0) {
+        jr_config_free(&c);
+        return jr_cmd_die(JR_EXIT_CONFIG, err.msg);
+    }
     if (c.key_file != NULL &&
         (c.keys = jr_keyring_load(c.key_file, &err)) == NULL) {
         jr_config_free(&c);
