@@ -4,7 +4,8 @@
 -- "integer out of range", every claim of every queue after it, so no job
 -- ran again until the row was deleted), and a run_at no date shows
 -- (PostgreSQL takes 'infinity' and the year 50000 in a plain INSERT:
--- show printed a date read from memory gmtime_r never wrote).
+-- show printed a date read from memory gmtime_r never wrote), and a
+-- row put in as running with no lease (no rescue ever took it).
 local jr = require "jr"
 
 for _, backend in ipairs(jr.backends()) do
@@ -37,6 +38,20 @@ for _, backend in ipairs(jr.backends()) do
       assert.truthy(log:find("job " .. bad .. " (rec) dead: no retries left", 1, true), log)
       assert.is_nil(log:find("out of range", 1, true), log)
       assert.is_nil(log:find("retried with backoff", 1, true), log)
+    end)
+
+    it("running with no lease is rescued and run", function()
+      env:cli("migrate")
+      env:script("rec", jr.RECORD .. [[
+        return function(job) record("ran", job.payload.n) end
+      ]])
+      env:exec("INSERT INTO jobs (name, payload, state) VALUES ('rec', '{\"n\":7}', 'running')")
+      env:start()
+      jr.wait_for(function() return #jr.lines(env.dir .. "/ran") >= 1 end, 30,
+        "the leaseless running job rescued and run")
+      assert.are.same({ "7" }, jr.lines(env.dir .. "/ran"))
+      assert.equal(0, env:stop())
+      assert.truthy(env:log():find("requeued 1 job", 1, true), env:log())
     end)
 
     if backend == "postgres" then

@@ -54,7 +54,8 @@ jr_pg_renew(jr_backend *b, const char *token, double lease, const int64_t *ids,
 }
 
 /* The lost attempt joins the history: its runner was the lease's, its
- * worker and generation are not known. */
+ * worker and generation are not known. A running row with no lease at
+ * all (a plain INSERT's state = 'running') is one no runner holds. */
 static const pg_stmt st_rescue = {"jr_rescue", 0,
     "UPDATE {{schema}}.jobs j SET attempt_log = "
     JR_PG_ATTEMPT_LOG("CASE WHEN j.cancel_requested"
@@ -69,7 +70,8 @@ static const pg_stmt st_rescue = {"jr_rescue", 0,
     "  THEN 'cancelled: lease expired: runner lost'"
     "  ELSE 'lease expired: runner lost' END,"
     " locked_by = NULL, locked_until = NULL, updated_at = now()"
-    " WHERE state = 'running' AND locked_until < now()"};
+    " WHERE state = 'running'"
+    " AND (locked_until < now() OR locked_until IS NULL)"};
 
 int
 jr_pg_rescue(jr_backend *b, jr_err *err)

@@ -1,6 +1,7 @@
 /* lease.c - a runner's hold on the jobs it runs: lease renewal, and
  * the rescue of jobs whose lease ran out (their runner lost: requeued,
- * or cancelled if asked, the lost attempt in their history). Uses
+ * or cancelled if asked, the lost attempt in their history), and of
+ * running rows with no lease (a plain INSERT's: no runner holds them). Uses
  * sqlite_int.h; flow.c settles a rescued job's flow. */
 #include <stdlib.h>
 #include <string.h>
@@ -23,7 +24,8 @@ static const char *const sql_text[S_COUNT] = {
         " AND id IN (SELECT value FROM json_each(?3))",
     /* the rescue's cancels of jobs with a flow bit, settled after it */
     [S_RESCUE_FLOW] =
-        "SELECT id FROM jobs WHERE state = 'running' AND locked_until < ?1"
+        "SELECT id FROM jobs WHERE state = 'running'"
+        " AND (locked_until < ?1 OR locked_until IS NULL)"
         " AND cancel_requested = 1 AND flow <> 0",
     /* the lost attempt joins the history: its runner was the lease's,
      * its worker and generation are not known */
@@ -42,7 +44,8 @@ static const char *const sql_text[S_COUNT] = {
         "  THEN 'cancelled: lease expired: runner lost'"
         "  ELSE 'lease expired: runner lost' END,"
         " locked_by = NULL, locked_until = NULL, updated_at = ?1"
-        " WHERE state = 'running' AND locked_until < ?1",
+        " WHERE state = 'running'"
+        " AND (locked_until < ?1 OR locked_until IS NULL)",
 };
 
 static sqlite3_stmt *
