@@ -1,6 +1,7 @@
 -- control_spec.lua - the runner's side of the operator's controls, on both
 -- backends: cancel (queued, scheduled, running in Lua, stuck in C, a
--- handler that checks cancelled(); finished and unknown ids), show and list
+-- handler that checks cancelled(); finished and unknown ids; a job
+-- cancelled while running, then rerun, runs to completion), show and list
 -- (JSON fields, filters, bad input), retention with pruning, and progress
 -- (throttled in the worker, the last value kept); on PostgreSQL cancel
 -- racing completion with two runners.
@@ -165,6 +166,80 @@ for _, backend in ipairs(jr.backends()) do
       local _, err2, code2 = env:cli("cancel", "abc")
       assert.are.equal(2, code2)
       assert.matches("job id", err2, 1, true)
+    end)
+
+    -- A cancel is of the run it was asked for: the job rerun after it runs
+    -- (the master once kept the cancel told and refused every later run
+    -- "cancelled before it started"). The handler is stuck only at its
+    -- first start, so each run after the rerun completes.
+    local FIRST_ONLY = [[
+      local function starts(id)
+        local n = 0
+        for l in io.lines(os.getenv("PWD") .. "/started") do
+          if l == tostring(id) then n = n + 1 end
+        end
+        return n
+      end
+      return function(job)
+        record("started", job.id)
+        if starts(job.id) == 1 then %s end
+        record("done", job.id)
+      end
+    ]]
+
+    local function rerun_runs(env, id, n)
+      local out, err, code = env:cli("rerun", tostring(id))
+      assert.are.equal(0, code, err)
+      assert.matches(id .. " queued", out, 1, true)
+      local row = env:wait_state(id, "completed", 20)
+      assert.are.equal(n, #jr.lines(env.dir .. "/started"))
+      assert.are.equal(n - 1, #jr.lines(env.dir .. "/done"))
+      assert.are.equal(1, row.attempts)
+    end
+
+    it("a running job cancelled, then rerun, runs to completion; twice", function()
+      env:config('retention = { completed = "1h" }, concurrency = 2')
+      env:script("c.first", jr.RECORD .. FIRST_ONLY:format("while true do end"))
+      -- a job that holds the other worker throughout: the runner is
+      -- never idle, so the cancel must be forgotten when its run ends
+      env:script("c.busy", jr.RECORD .. [[
+        return function(job)
+          record("busy", job.id)
+          while not io.open(os.getenv("PWD") .. "/release") do end
+        end
+      ]])
+      env:start()
+      local busy = env:push("c.busy", "{}")
+      jr.wait_for(function() return #jr.lines(env.dir .. "/busy") >= 1 end, 20,
+        "the busy job starts")
+      local id = env:push("c.first", "{}")
+      started(env)
+      assert.are.equal(0, select(3, env:cli("cancel", tostring(id))))
+      local row = env:wait_state(id, "cancelled", 15)
+      assert.matches("cancelled while running", row.last_error, 1, true)
+      jr.sleep(1.5)             -- a cancel poll or more after its end
+      rerun_runs(env, id, 2)
+      rerun_runs(env, id, 3)
+      assert.are.equal("running", env:job(busy).state)
+      io.open(env.dir .. "/release", "w"):close()
+      env:wait_state(busy, "completed", 20)
+      assert.is_nil(env:log():find("cancelled before it started", 1, true))
+      env:stop()
+    end)
+
+    it("a job whose worker was killed for a cancel, then rerun, runs to completion; twice", function()
+      env:config('retention = { completed = "1h" }')
+      env:script("c.stuck1", jr.RECORD .. FIRST_ONLY:format('os.execute("sleep 60")'))
+      env:start()
+      local id = env:push("c.stuck1", "{}")
+      started(env)
+      assert.are.equal(0, select(3, env:cli("cancel", tostring(id))))
+      local row = env:wait_state(id, "cancelled", 30)
+      assert.matches("worker killed", row.last_error, 1, true)
+      jr.sleep(1.5)
+      rerun_runs(env, id, 2)
+      rerun_runs(env, id, 3)
+      env:stop()
     end)
   end)
 

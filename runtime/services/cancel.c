@@ -6,8 +6,10 @@
  * an error at the handler's next Lua instruction and answers
  * JR_CANCELLED). A worker stuck outside Lua is killed after CANCEL_GRACE
  * seconds, and its job is recorded cancelled (the core asks each
- * service's refuse). A service (service.h): owns the cancels told, its
- * poll timer and its cycle step. Uses service.h, svc.h, dbcalls.h. */
+ * service's refuse). A cancel told is of that run alone: it is forgotten
+ * when the run ends, however (job_end), and all are when the runner holds
+ * no job, so that a rerun of the job, claimed again, runs. A service
+ * (service.h): owns the cancels told, its poll timer and its cycle step. Uses service.h, svc.h, dbcalls.h. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -179,6 +181,8 @@ due(master *m, void *st)
 {
     cancels *cs = st;
 
+    if (cs->n > 0 && !holds(m))
+        cs->n = 0;              /* their runs ended: none is held */
     if (cs->due && !holds(m))
         cs->due = 0;            /* nothing of ours to cancel */
     return cs->due;
@@ -222,6 +226,25 @@ taken(master *m, void *st, jr_cycle *c)
         seen(m, st, cs->io.ids, cs->io.n);
 }
 
+/* Job j's run ended (any outcome: the cancel's own record, a result, a
+ * death): the cancel told for it is of that run only. A rerun of the job
+ * claimed later is a new run, and runs unless cancelled again (the row's
+ * cancel_requested, polled). */
+static void
+job_end(master *m, void *st, const jr_job *j, const jr_result *r,
+        double secs)
+{
+    cancels *cs = st;
+    cancelling *c;
+
+    (void)m;
+    (void)r;
+    (void)secs;
+    if (cs->n == 0 || (c = find(cs, j->id)) == NULL)
+        return;
+    *c = cs->v[--cs->n];
+}
+
 /* A job told to stop ends as a cancel, however it ends: unstarted (its
  * worker gave it back) or its worker dead. */
 static int
@@ -250,6 +273,7 @@ free_cancels(master *m, void *st)
 
 const jr_service jr_cancel_service = {
     .name = "cancel", .init = init, .due = due,
-    .fill = fill, .taken = taken, .refuse = refuse, .tick = tick,
+    .fill = fill, .taken = taken, .job_end = job_end, .refuse = refuse,
+    .tick = tick,
     .free = free_cancels,
 };
