@@ -431,7 +431,7 @@ int jr_client_cancel(jr_client *c, const int64_t *ids, size_t n,
                      int *outcomes);
 
 /* Runs job id again (docs/handlers.md, "Steps and cursors"): a job
- * completed, dead, cancelled or queued is queued, due now, its attempts
+ * completed, dead, cancelled, expired or queued is queued, due now, its attempts
  * counted from 0 again and its attempt history kept; its steps' records
  * from the step named from_step on are cleared (from_step NULL: all of
  * them), so those steps run again and the ones before replay; payload
