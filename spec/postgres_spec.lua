@@ -223,4 +223,16 @@ describe("postgres:", function()
     assert.is_not.equal(0, code)
     assert.matches("schema", err)
   end)
+
+  it("refuses a system schema: pg_ names and information_schema", function()
+    for _, name in ipairs({ "pg_catalog", "information_schema" }) do
+      env:config(('schema = %q'):format(name))
+      local _, err, code = env:cli("migrate")
+      assert.is_not.equal(0, code, name)
+      assert.matches("invalid PostgreSQL schema name '" .. name .. "'", err, 1, true)
+    end
+    -- nothing was made there
+    assert.equal("0", (jr.psql("SELECT count(*) FROM pg_tables WHERE schemaname" ..
+      " = 'information_schema' AND tablename = 'migrations'"):gsub("%s+", "")))
+  end)
 end)

@@ -371,6 +371,10 @@ schema_check(const char *s, jr_err *err)
         return jr_fail(err, JR_EINPUT, "invalid PostgreSQL schema name "
                        "'%s': the prefix pg_ is reserved for system "
                        "schemas", s);
+    if (strcmp(s, "information_schema") == 0)
+        return jr_fail(err, JR_EINPUT, "invalid PostgreSQL schema name "
+                       "'%s': a system schema (the SQL standard's views)",
+                       s);
     return 0;
 }
 
