@@ -160,6 +160,23 @@ for _, backend in ipairs(jr.backends()) do
       assert.matches("option '--older-than' given twice", err, 1, true)
     end)
 
+    it("dead list --limit N lists N dead jobs, 0 all of them", function()
+      assert.equal(0, select(3, env:cli("migrate")))
+      for _ = 1, 3 do env:push("x", "{}") end
+      local past = jr.past_later(env)
+      env:exec(("UPDATE jobs SET state = 'dead', died_at = %s, finished_at = %s")
+        :format(past, past))
+      local out, err, code = env:cli("dead", "list", "--json", "--limit", "0")
+      assert.equal(0, code, err)
+      assert.equal(3, #cjson.decode(out))
+      out, err, code = env:cli("dead", "list", "--json", "--limit", "2")
+      assert.equal(0, code, err)
+      assert.equal(2, #cjson.decode(out))
+      _, err, code = env:cli("dead", "list", "--limit", "-1")
+      assert.equal(2, code)
+      assert.matches("from 0 to", err, 1, true)
+    end)
+
     it("--version prints the version", function()
       local out, err, code = bare(env.dir, "--version")
       assert.equal(0, code, err)

@@ -366,7 +366,7 @@ dead_list(jr_client *db, int argc, char **argv)
         else if (strcmp(argv[i], "--limit") == 0 && i + 1 < argc) {
             if (jr_cmd_once("dead list", argv[i], argv, i) < 0)
                 return JR_EXIT_USAGE;
-            if (jr_parse_int(argv[++i], "--limit", 1, 1000000000, &limit,
+            if (jr_parse_int(argv[++i], "--limit", 0, 1000000000, &limit,
                              &err) < 0)
                 return jr_cmd_die(JR_EXIT_USAGE, err.msg);
         } else

@@ -51,7 +51,7 @@ static const struct command {
     {"dead", jr_cmd_dead, "dead [list] [--json] [--limit N]\n"
      "  dead retry ID... | --all\n"
      "  dead purge [--older-than DURATION]\n"
-     "                           the dead queue", 1},
+     "                           the dead queue (list: limit 100; 0: all)", 1},
     {"queue", jr_cmd_queue, "queue list [--json]      each queue: paused, ready, scheduled, running, dead,\n"
      "                           and this config's concurrency for it\n"
      "  queue pause NAME | queue resume NAME\n"
