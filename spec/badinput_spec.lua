@@ -123,6 +123,8 @@ for _, backend in ipairs(jr.backends()) do
           -- control bytes of a refused value are quoted escaped
           { "--in", "5\27[2J", "invalid --in '5\\x1b[2J'" },
           { "--priority", "1\7", "invalid --priority '1\\x07'" },
+          -- an option of what a parent's failure does, with no parent
+          { "--on-parent-failure", "run", "--on-parent-failure goes with --after" },
         }
         for _, c in ipairs(cases) do
           local out, err, code = env:cli("push", "x", "{}", c[1], c[2])

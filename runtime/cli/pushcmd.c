@@ -404,6 +404,9 @@ jr_cmd_push(jr_cli *cli)
     outcome = JR_CLIENT_PUSHED;
     if (p.sequence == NULL && p.seq_fail != JR_SEQ_BLOCK) {
         rc = jr_cmd_usage("push: --on-failure goes with --sequence");
+    } else if (p.nafter == 0 && p.on_parent_failure != 0) {
+        /* what a parent's failure does to a job with no parent */
+        rc = jr_cmd_usage("push: --on-parent-failure goes with --after");
     } else if (p.sequence != NULL) {
         jr_client_seq sq = {p.sequence, p.seq_fail, p.on_conflict,
                             &outcome};
