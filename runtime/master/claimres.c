@@ -114,7 +114,8 @@ jr_claimq_recorded(master *m, pending *p, int n, int applied)
     if (applied < n)
         jr_log(JR_LOG_WARN, "%d of %d results not recorded: the job was no "
                "longer held by this runner (its lease expired and it was "
-               "requeued)", n - applied, n);
+               "requeued, or a database crash undid its claim)",
+               n - applied, n);
     for (i = 0; i < n; i++) {
         if (p[i].r.kind == JR_STEP && p[i].r.durable > 0)
             step_committed(m, p[i].r.id, p[i].r.durable);
