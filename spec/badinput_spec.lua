@@ -356,6 +356,9 @@ for _, backend in ipairs(jr.backends()) do
           return { max_retries = 0, handle = function() error({ code = 42 }) end }]])
         env:script("nilerr", [[
           return { max_retries = 0, handle = function() error(nil) end }]])
+        env:script("fn", [[
+          return { max_retries = 0,
+                   handle = function() error({ f = function() end }) end }]])
         env:script("obj", [[
           local mt = { __tostring = function() return "custom error object" end }
           return { max_retries = 0,
@@ -364,16 +367,20 @@ for _, backend in ipairs(jr.backends()) do
         local t = env:push("tab")
         local n = env:push("nilerr")
         local o = env:push("obj")
-        for _, id in ipairs({ t, n, o }) do
+        local f = env:push("fn")
+        for _, id in ipairs({ t, n, o, f }) do
           local row = wait_state(env, id, "dead")
           assert.is_string(row.last_error)
           assert.is_true(#row.last_error > 0, "empty last_error")
           assert.not_matches("^table: 0x", row.last_error)
           assert.not_matches("^nil$", row.last_error)
         end
-        assert.matches("table", env:job(t).last_error)
+        -- a table with a JSON text is given as it (its fields readable)
+        assert.matches('^{"code":42}', env:job(t).last_error)
         assert.matches("nil", env:job(n).last_error)
         assert.matches("custom error object", env:job(o).last_error, 1, true)
+        -- one JSON cannot hold: its type named
+        assert.matches("^error object is a table value", env:job(f).last_error)
         assert.equal(0, env:stop())
       end)
 

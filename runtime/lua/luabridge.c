@@ -19,6 +19,7 @@
 #include <lua.h>
 #include <lualib.h>
 
+#include "lua/json.h"
 #include "lua/luabridge.h"
 #include "base/util.h"
 
@@ -36,6 +37,21 @@ jr_luabridge_errstr(lua_State *L)                   /* [-1, +1, m] */
         }
         what = luaL_typename(L, -1);             /* a literal: stays valid */
         lua_pop(L, 1);                           /* e */
+    }
+    if (what == NULL && lua_type(L, -1) == LUA_TTABLE) {
+        /* a table raised as it is (error({code = 5})): its JSON text,
+         * when it has one (jobrunner.json's rules) */
+        jr_buf b = {0};
+        char msg[128];
+
+        if (jr_json_encode_value(L, -1, &b, msg, sizeof msg) == 0 &&
+            !b.oom && b.p != NULL) {
+            lua_pushstring(L, b.p);              /* e s */
+            jr_buf_free(&b);
+            lua_remove(L, -2);                   /* s */
+            return lua_tostring(L, -1);
+        }
+        jr_buf_free(&b);
     }
     if (what != NULL)
         lua_pushfstring(L, "error object is a %s value whose __tostring "
