@@ -121,18 +121,38 @@ jr_db_count_ready(const jr_db *db, const char *const *names, int nnames,
     return n < limit ? n : limit;
 }
 
-/* Masks "scheme://user:PASS@host" in a URL that is not PostgreSQL's. */
+/* Where the userinfo of a text that may be a URL starts: after its first
+ * ':' (the scheme's, or the user name's when the scheme is misspelled) and
+ * the '/' or '\\' that follow it. NULL without a ':'. */
+static const char *
+userinfo_start(const char *url)
+{
+    const char *p = strchr(url, ':');
+
+    if (p == NULL)
+        return NULL;
+    for (p++; *p == '/' || *p == '\\'; p++)
+        ;
+    return p;
+}
+
+/* Masks the password of any text that may be a URL with userinfo, however
+ * misspelled ("scheme:user:PASS@host", "scheme//user:PASS@host", a '/' or
+ * '@' in PASS): everything between the scheme separator and the LAST '@'
+ * is taken as userinfo, and all of it after its first ':' (all of it
+ * without one) is shown as ****. Text without '@' is copied. */
 static void
 mask_userinfo(const char *url, char *out, size_t size)
 {
-    const char *scheme = strstr(url, "://"), *at, *colon;
+    const char *at = strrchr(url, '@'), *start = userinfo_start(url), *c;
 
-    at = scheme ? strchr(scheme + 3, '@') : NULL;
-    colon = scheme ? strchr(scheme + 3, ':') : NULL;
-    if (at != NULL && colon != NULL && colon < at)
-        snprintf(out, size, "%.*s****%s", (int)(colon - url) + 1, url, at);
-    else
+    if (at == NULL || start == NULL || start > at) {
         snprintf(out, size, "%s", url);
+        return;
+    }
+    c = memchr(start, ':', (size_t)(at - start));
+    snprintf(out, size, "%.*s****%s", (int)((c ? c + 1 : start) - url), url,
+             at);
 }
 
 /* Does s contain "password" in any case? */
@@ -189,21 +209,42 @@ libpq_keyword(const char *word, size_t len)
     return found;
 }
 
+/* Is the len bytes at s a plain parameter name (letters, digits, '_')? */
+static int
+plain_name(const char *s, size_t len)
+{
+    size_t i;
+
+    for (i = 0; i < len; i++)
+        if (!((s[i] | 0x20) >= 'a' && (s[i] | 0x20) <= 'z') &&
+            !(s[i] >= '0' && s[i] <= '9') && s[i] != '_')
+            return 0;
+    return len > 0 && len < 64;
+}
+
 /* libpq's parse error on one line, with every quoted token that is not a
  * keyword replaced by ****: libpq quotes pieces of the string it could not
- * parse, and those may be pieces of the password. */
+ * parse, and those may be pieces of the password. With names set (a URI
+ * whose query has no password and no %-escape, so that no piece of a
+ * password can be taken for a parameter), the unknown parameter name of
+ * "invalid URI query parameter" is shown: a name is not a secret. */
 static void
-mask_parse_error(const char *msg, char *out, size_t size)
+mask_parse_error(const char *msg, int names, char *out, size_t size)
 {
+    static const char param[] = "invalid URI query parameter: ";
+    const char *start = msg, *q;
     size_t n = 0;
-    const char *q;
 
     for (; *msg && n + 8 < size; msg++) {
         if (*msg == '"' && (q = strchr(msg + 1, '"')) != NULL) {
             size_t len = (size_t)(q - msg - 1);
             /* a separator ("=", "]") or an option name is safe to show */
             if ((len == 1 && strchr("=]:/@&?", msg[1]) != NULL) ||
-                libpq_keyword(msg + 1, len))
+                libpq_keyword(msg + 1, len) ||
+                (names && plain_name(msg + 1, len) &&
+                 (size_t)(msg - start) >= sizeof param - 1 &&
+                 strncmp(msg - (sizeof param - 1), param,
+                         sizeof param - 1) == 0))
                 n += (size_t)snprintf(out + n, size - n, "\"%.*s\"",
                                       (int)len, msg + 1);
             else
@@ -220,28 +261,77 @@ mask_parse_error(const char *msg, char *out, size_t size)
     out[n] = '\0';
 }
 
+/* Is url a PostgreSQL URI that libpq would split elsewhere than its
+ * author meant, so that pieces of a password land in fields messages
+ * show? libpq ends the userinfo at the first '@', or sees none when a '/'
+ * comes first: a '/' or '@' (or a '?' before one) in a password puts the
+ * rest of it in the host, port, database or parameters. Refused: an '@'
+ * in the host or the path, and an '@' in the query when a ':' (a
+ * password's, or one libpq takes for a port's) comes before the query. */
+static int
+uri_ambiguous(const char *url)
+{
+    const char *rest, *s, *h, *e, *q;
+
+    if (has_prefix(url, "postgresql://"))
+        rest = url + strlen("postgresql://");
+    else if (has_prefix(url, "postgres://"))
+        rest = url + strlen("postgres://");
+    else
+        return 0;
+    s = strpbrk(rest, "@/");
+    h = s != NULL && *s == '@' ? s + 1 : rest;      /* the host(s) */
+    e = h + strcspn(h, "/?");
+    if (memchr(h, '@', (size_t)(e - h)) != NULL)
+        return 1;
+    q = e + strcspn(e, "?");                        /* the path: e..q */
+    if (memchr(e, '@', (size_t)(q - e)) != NULL)
+        return 1;
+    return *q == '?' && strchr(q, '@') != NULL &&
+           memchr(rest, ':', (size_t)(q - rest)) != NULL;
+}
+
 /* A PostgreSQL URL or conninfo as libpq parses it, re-written as conninfo
  * with every password field (and any value mentioning a password) shown
- * as ****; what libpq cannot parse is never echoed. */
+ * as ****, and any value that looks like a URL with userinfo masked as
+ * one; what libpq cannot parse is never echoed. A URI libpq would split
+ * elsewhere than meant (uri_ambiguous) is not parsed: it is refused,
+ * shown masked as any URL is. */
 static int
 mask_conninfo(const char *url, char *out, size_t size)
 {
-    char *e = NULL, why[400];
-    PQconninfoOption *opts = PQconninfoParse(url, &e), *o;
+    char *e = NULL, why[400], val[512];
+    PQconninfoOption *opts, *o;
+    const char *query = strchr(url, '?');
     size_t n = 0;
 
-    if (opts == NULL) {
-        mask_parse_error(e ? e : "out of memory", why, sizeof why);
+    if (uri_ambiguous(url)) {
+        mask_userinfo(url, val, sizeof val);
+        snprintf(out, size, "<ambiguous URL '%s': a '/', '@' or ':' in its "
+                 "user name or password, or an '@' after its host, must be "
+                 "percent-encoded (%%2F, %%40, %%3A)>", val);
+        return -1;
+    }
+    if ((opts = PQconninfoParse(url, &e)) == NULL) {
+        mask_parse_error(e ? e : "out of memory",
+                         query != NULL && (has_prefix(url, "postgres://") ||
+                                           has_prefix(url, "postgresql://")) &&
+                         !mentions_password(query) &&
+                         strchr(query, '%') == NULL, why, sizeof why);
         PQfreemem(e);
         snprintf(out, size, "<unparsable connection string: %s>", why);
         return -1;
     }
     out[0] = '\0';
-    for (o = opts; o->keyword; o++)
-        if (o->val != NULL)
-            n = put_option(out, size, n, o->keyword,
-                           strchr(o->dispchar, '*') != NULL ||
-                           mentions_password(o->val) ? "****" : o->val);
+    for (o = opts; o->keyword; o++) {
+        if (o->val == NULL)
+            continue;
+        if (strchr(o->dispchar, '*') != NULL || mentions_password(o->val))
+            snprintf(val, sizeof val, "****");
+        else
+            mask_userinfo(o->val, val, sizeof val);
+        n = put_option(out, size, n, o->keyword, val);
+    }
     PQconninfoFree(opts);
     return 0;
 }

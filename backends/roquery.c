@@ -13,6 +13,7 @@
 
 #include "caps.h"
 #include "roquery.h"
+#include "url.h"
 
 struct jr_roq {
     char         *url;          /* the backend URL (PostgreSQL conninfo) */
@@ -140,10 +141,16 @@ pg_connect(jr_roq *q, char *why, size_t size)
     const char *keys[] = {"dbname", "fallback_application_name", "options",
                           NULL};
     const char *vals[] = {q->url, "jobrunner query", ro, NULL};
-    PQconninfoOption *opts = PQconninfoParse(q->url, NULL), *o;
-    char *options = NULL, msg[300];
+    PQconninfoOption *opts, *o;
+    char *options = NULL, msg[300], masked[512];
     PGresult *r;
 
+    /* a URL the runner refuses (libpq would quote pieces of a password) */
+    if (jr_url_mask(q->url, masked, sizeof masked) < 0) {
+        snprintf(why, size, "cannot connect to PostgreSQL: %s", masked);
+        return -1;
+    }
+    opts = PQconninfoParse(q->url, NULL);
     for (o = opts; o != NULL && o->keyword != NULL; o++)
         if (strcmp(o->keyword, "options") == 0 && o->val != NULL &&
             *o->val != '\0' &&

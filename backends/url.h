@@ -8,9 +8,15 @@
 #include <stddef.h>
 
 /* Writes url into out for messages: a PostgreSQL URL or conninfo as libpq
- * parses it, re-written as conninfo with password fields as "****"; one
- * libpq cannot parse as "<unparsable connection string: REASON>" (returns
- * -1 then, else 0); any other URL with "user:****@". */
+ * parses it, re-written as conninfo with password fields (and the
+ * userinfo of any value that is a URL) as "****"; one libpq cannot parse
+ * as "<unparsable connection string: REASON>", and a PostgreSQL URL libpq
+ * would split elsewhere than meant (a '/' or '@' unencoded in its
+ * password) as "<ambiguous URL 'MASKED': ...>" (returns -1 for those two,
+ * which must not be handed to libpq, else 0); any other text with an '@'
+ * with everything between its first ':' and its last '@' after the
+ * user name shown as "****" ("user:****@", however the scheme is
+ * misspelled). */
 int  jr_url_mask(const char *url, char *out, size_t size);
 
 #endif

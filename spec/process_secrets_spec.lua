@@ -137,6 +137,125 @@ describe("a password in the backend connection string", function()
   end)
 end)
 
+-- URLs whose password the masking used to miss: a misspelled scheme, and
+-- a '/' or '@' (unencoded) in the password, which libpq splits into the
+-- host, port and database. Each is given through every source of the
+-- backend URL; expect is what the error or log line must say instead.
+local MISSPELT = {
+  { "scheme without //", "postgresql:pwuser:canarypw@localhost/postgres",
+    "pwuser:****@localhost/postgres", "unknown backend URL" },
+  { "// without the scheme's ':'", "postgresql//pwuser:canarypw@localhost/postgres",
+    "pwuser:****@localhost/postgres", "unknown backend URL" },
+  { "backslashes for //", "postgresql:\\\\pwuser:canarypw@localhost/postgres",
+    "pwuser:****@localhost/postgres", "unknown backend URL" },
+  { "a '/' in the password", "postgresql://app:canarypw/canarytwo@db.invalid:5432/app",
+    "postgresql://app:****@db.invalid:5432/app", "percent-encoded (%2F" },
+  { "a '/' after a port-like start", "postgresql://app:5432/canarypw@localhost/app",
+    "postgresql://app:****@localhost/app", "percent-encoded (%2F" },
+  { "an '@' in the password", "postgresql://app:canarypw@canarytwo@db.invalid/app",
+    "postgresql://app:****@db.invalid/app", "percent-encoded (%2F" },
+  { "a '?' then a '/' in the password", "postgresql://app:canary?pw/canarytwo@db.invalid/app",
+    "postgresql://app:****@db.invalid/app", "percent-encoded (%2F" },
+  -- these two parse: the runner waits for the database, showing them masked
+  { "a URL as a conninfo's dbname", "host=/nonexistent dbname=postgresql://u:canarypw@x/db",
+    "dbname=postgresql://u:****@x/db", "cannot connect" },
+  { "a percent-encoded '/' in the password", "postgresql://app:canary%2Fpw@/x?host=/nonexistent",
+    "user=app password=**** dbname=x host=/nonexistent", "cannot connect" },
+}
+
+describe("a password in a misspelled or ambiguous backend URL", function()
+  local env = jr.test_env("sqlite")
+
+  -- jobrunner.lua; with gate, it reads the fifo env.dir/gate first, which
+  -- holds the runner after it parsed its arguments
+  local function config(backend, json, gate)
+    jr.write_file(env.config_file, ("%sreturn { backend = %q, scripts = %q%s }\n"):format(
+      gate and ("local f = io.open(%q) f:read('a') f:close()\n"):format(env.dir .. "/gate") or "",
+      backend, env.dir .. "/scripts", json and ', log = { format = "json" }' or ""))
+  end
+
+  -- How each source gives url: the env prefix, the extra arguments, and the
+  -- config's backend.
+  local function source(name, url)
+    local other = "sqlite:" .. env.dir .. "/other.db"
+    if name == "--backend" then return "", { "--backend", url }, other end
+    if name == "--backend-file" then
+      local file = env.dir .. "/backend.conf"
+      jr.write_file(file, url .. "\n")
+      return "", { "--backend-file", file }, other
+    end
+    if name == "JOBRUNNER_BACKEND" then return "JOBRUNNER_BACKEND=" .. q(url) .. " ", {}, other end
+    return "", {}, url
+  end
+
+  for _, s in ipairs(MISSPELT) do
+    for _, from in ipairs({ "--backend", "--backend-file", "JOBRUNNER_BACKEND", "config" }) do
+      it(("is masked when spelled with %s, given by %s"):format(s[1], from), function()
+        env:script("a", "return function() end")
+        for _, json in ipairs({ false, true }) do
+          local prefix, args, backend = source(from, s[2])
+          -- the CLI
+          config(backend, json)
+          local cmd = { "cd", q(env.dir), "&&", prefix .. q(jr.bin), "-c", q(env.config_file) }
+          for _, a in ipairs(args) do cmd[#cmd + 1] = q(a) end
+          local out, err, code = jr.sh(table.concat(cmd, " ") .. " stats")
+          assert.is_true(code ~= 0)
+          hidden(out)
+          hidden(err)
+          assert.matches(s[3], err, 1, true)
+          assert.matches(s[4], err, 1, true)
+          -- the runner, held by its config until its arguments are checked
+          os.remove(env.dir .. "/gate")
+          assert.is_true(os.execute("mkfifo " .. q(env.dir .. "/gate")))
+          config(backend, json, true)
+          local p = env:start(prefix .. with_args(table.unpack(args)), { wait = false })
+          -- the command line loses the password at once and keeps the rest
+          jr.wait_for(function()
+            local cl = cmdline(p.pid)
+            return cl:find(" run", 1, true) and not cl:find("canary", 1, true)
+          end, 5, "the password gone from the command line")
+          if from == "--backend" then assert.matches("--backend", cmdline(p.pid), 1, true) end
+          jr.write_file(env.dir .. "/gate", "go\n")
+          -- refused (exits) or waiting for the database (wait_for_db): kill
+          jr.wait_for(function() return env:log(p):find(s[3], 1, true) end, 10, "the error logged")
+          hidden(cmdline(p.pid))
+          jr.sleep(0.3)
+          env:stop("TERM", p)
+          local log = env:log(p)
+          hidden(log)
+          hidden(env:output(p))
+          assert.matches(s[4], log, 1, true)
+          if json then assert.matches('^{"', log) end
+        end
+      end)
+    end
+  end
+
+  it("keeps the spellings that parse: '?' in a password, '@' in a parameter", function()
+    config("postgresql://app:canary?pw@/x?host=/nonexistent")
+    local out, err = env:cli("stats")
+    hidden(out .. err)
+    assert.matches("user=app password=**** dbname=x host=/nonexistent", err, 1, true)
+    config("postgresql://?host=/nonexistent&user=me@example")
+    _, err = env:cli("stats")
+    assert.matches("user=me@example host=/nonexistent", err, 1, true)
+  end)
+
+  it("names an unknown URI parameter, unless a password could be part of it", function()
+    config("postgresql://app:canarypw@/x?host=/nonexistent&bogus=1")
+    local out, err, code = env:cli("stats")
+    assert.equal(2, code)
+    hidden(out .. err)
+    assert.matches('invalid URI query parameter: "bogus"', err, 1, true)
+    -- an unencoded '&' in a password= value makes a parameter of its tail
+    config("postgresql:///x?host=/nonexistent&password=canarypw&canarytwo=1")
+    out, err, code = env:cli("stats")
+    assert.equal(2, code)
+    hidden(out .. err)
+    assert.matches('invalid URI query parameter: "****"', err, 1, true)
+  end)
+end)
+
 if jr.pg_url then
   describe("postgres: a password given on the command line #postgres", function()
     local env = jr.test_env("postgres")

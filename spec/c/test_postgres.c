@@ -150,6 +150,19 @@ test_open_errors(void)
     CHECK(strstr(e.msg, "cannot connect to PostgreSQL") != NULL);
     CHECK(strstr(e.msg, "s3cret") == NULL);
     CHECK(strstr(e.msg, "****") != NULL);
+    /* a '/' or '@' unencoded in the password: refused, never parsed */
+    snprintf(bad, sizeof bad,
+             "postgresql://joe:s3cXq/Y9zzw@/nodb?host=/nonexistent");
+    CHECK(ops->open(bad, NULL, &e) == NULL);
+    CHECK(e.code == JR_EUSAGE);
+    CHECK(strstr(e.msg, "percent-encoded") != NULL);
+    CHECK(strstr(e.msg, "'postgresql://joe:****@/nodb?host=/nonexistent'")
+          != NULL);
+    CHECK(strstr(e.msg, "s3cXq") == NULL && strstr(e.msg, "Y9zzw") == NULL);
+    snprintf(bad, sizeof bad, "postgresql://joe:s3cXq@Y9zzw@h.invalid/nodb");
+    CHECK(ops->open(bad, NULL, &e) == NULL);
+    CHECK(strstr(e.msg, "percent-encoded") != NULL);
+    CHECK(strstr(e.msg, "s3cXq") == NULL && strstr(e.msg, "Y9zzw") == NULL);
     ops->close(NULL);
 }
 
