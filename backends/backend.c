@@ -26,8 +26,10 @@ ends_with(const char *s, const char *suffix)
 static int
 is_postgres(const char *url)
 {
+    /* a conninfo has an '='; a sqlite: URL's path may too (a=b.db) */
     return has_prefix(url, "postgres://") ||
-           has_prefix(url, "postgresql://") || strchr(url, '=') != NULL;
+           has_prefix(url, "postgresql://") ||
+           (!has_prefix(url, "sqlite:") && strchr(url, '=') != NULL);
 }
 
 const jr_backend_ops *

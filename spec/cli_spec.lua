@@ -160,6 +160,15 @@ for _, backend in ipairs(jr.backends()) do
       assert.matches("option '--older-than' given twice", err, 1, true)
     end)
 
+    it("takes a sqlite: URL whose path has an '=' as SQLite's", function()
+      local path = env.dir .. "/a=b.db"
+      local out, err, code = jr.sh(("%s --backend %s push x '{}'")
+        :format(jr.quote(jr.bin), jr.quote("sqlite:" .. path)))
+      assert.equal(0, code, out .. err)
+      assert.is_not_nil(io.open(path))
+      assert.is_nil(err:find("PostgreSQL", 1, true), err)
+    end)
+
     it("dead list --limit N lists N dead jobs, 0 all of them", function()
       assert.equal(0, select(3, env:cli("migrate")))
       for _ = 1, 3 do env:push("x", "{}") end
