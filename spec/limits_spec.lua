@@ -125,6 +125,21 @@ for _, backend in ipairs(jr.backends()) do
       end
     end)
 
+    it("stops at SIGTERM while it waits for the database, exit 0", function()
+      if backend == "postgres" then
+        env.url = "postgresql:///postgres?host=/nonexistent-jr&user=postgres"
+      else
+        env.url = "sqlite:" .. env.dir .. "/not-yet/jobs.db"
+      end
+      env:config("")
+      env:script("x", "return function() end")
+      local p = env:start("", { wait = false })
+      jr.wait_for(function() return env:log(p):find("retrying until it answers") end)
+      assert.equal(0, env:stop("TERM", p))
+      assert.truthy(env:log(p):find("stopped (SIGTERM) before the database answered", 1, true),
+        env:log(p))
+    end)
+
     it("exits with a clear message when told not to wait for the database", function()
       if backend == "postgres" then
         env.url = "postgresql:///postgres?host=/nonexistent-jr&user=postgres"

@@ -5,6 +5,7 @@
  * thread starts: the wake-up descriptor, the first rescue. Uses
  * dbthread.h, dbopts.h, backend.h, log.h. */
 #define _GNU_SOURCE
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -100,27 +101,73 @@ open_migrate(jr_db *db, const jr_config *cfg, jr_err *err)
     return -1;
 }
 
+/* A stop asked for while the start waits for the database (the loop's
+ * own signal handling is not set up yet: SIGTERM killed the runner, exit
+ * status 143). */
+static volatile sig_atomic_t stop_sig;
+
+static void
+on_stop(int sig)
+{
+    stop_sig = sig;
+}
+
+#define STILL_EVERY 60.0        /* s between the wait's reminders */
+
 jr_db *
 jr_dbthread_open(const jr_config *cfg, jr_err *err)
 {
-    double waited = 0, delay = 0.2, limit = cfg->wait_for_db;
+    double waited = 0, delay = 0.2, limit = cfg->wait_for_db, said = 0;
     jr_db *db = calloc(1, sizeof *db);
+    struct sigaction sa, old_term, old_int;
+    int ok;
 
     if (db == NULL) {
         jr_fail(err, JR_ENOMEM, "out of memory");
         return NULL;
     }
-    while (open_migrate(db, cfg, err) < 0) {
-        if (err->code != JR_EDB || (limit >= 0 && waited >= limit)) {
-            free(db);
-            return NULL;
-        }
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_stop;    /* no SA_RESTART: the sleep ends */
+    sigemptyset(&sa.sa_mask);
+    stop_sig = 0;
+    sigaction(SIGTERM, &sa, &old_term);
+    sigaction(SIGINT, &sa, &old_int);
+    while (!(ok = open_migrate(db, cfg, err) == 0)) {
+        if (err->code != JR_EDB || (limit >= 0 && waited >= limit))
+            break;
         if (waited == 0)
             jr_log(JR_LOG_ERROR, "%s; retrying %s (wait_for_db)", err->msg,
                    limit < 0 ? "until it answers" : "for a while");
-        usleep((useconds_t)(delay * 1e6));
+        else if (waited - said >= STILL_EVERY) {
+            jr_log(JR_LOG_ERROR, "still no database after %.0fs: %s",
+                   waited, err->msg);
+            said = waited;
+        }
+        if (stop_sig == 0)
+            usleep((useconds_t)(delay * 1e6));
+        if (stop_sig != 0) {
+            /* code 0: a stop, not a failure (the runner exits 0) */
+            err->code = 0;
+            snprintf(err->msg, sizeof err->msg, "stopped (%s) before the "
+                     "database answered", stop_sig == SIGINT ? "SIGINT" :
+                     "SIGTERM");
+            break;
+        }
         waited += delay;
         delay = delay * 2 > JR_DB_RETRY_MAX ? JR_DB_RETRY_MAX : delay * 2;
+    }
+    sigaction(SIGTERM, &old_term, NULL);
+    sigaction(SIGINT, &old_int, NULL);
+    if (ok && stop_sig != 0) {  /* it came as the database answered */
+        jr_db_close(db);
+        ok = 0;
+        err->code = 0;
+        snprintf(err->msg, sizeof err->msg, "stopped (%s) at the start",
+                 stop_sig == SIGINT ? "SIGINT" : "SIGTERM");
+    }
+    if (!ok) {
+        free(db);               /* open_migrate closed it */
+        return NULL;
     }
     if (waited > 0)
         jr_log(JR_LOG_INFO, "database: reached after %.1fs", waited);

@@ -588,12 +588,15 @@ jr_master_run(jr_config *cfg, const char *self,
     m.cfg = cfg;
     m.self = self;
     m.services = services;
+    err.code = -1;              /* 0 only when a stop cut the start short */
+    err.msg[0] = '\0';
     if (start(&m, &err) < 0) {
-        jr_log(JR_LOG_ERROR, "%s", err.msg);
+        /* code 0: stopped while the start waited for the database */
+        jr_log(err.code == 0 ? JR_LOG_INFO : JR_LOG_ERROR, "%s", err.msg);
         if (m.pidfile[0])
             jr_pidfile_remove(m.pidfile);
         cleanup(&m);
-        return 1;
+        return err.code == 0 ? 0 : 1;
     }
     event_base_dispatch(m.base);
     finish(&m);
