@@ -445,7 +445,7 @@ JOBRUNNER_INCDIR ?= $(INCLUDEDIR)
 JOBRUNNER_LIBDIR ?= $(LIBDIR)
 ROCK_SRCS         = $(LUAMOD_SRCS) runtime/lua/luaopts.c runtime/lua/json.c \
                     runtime/lua/jsondec.c \
-                    runtime/base/jsontext.c runtime/base/util.c \
+                    runtime/base/jsontext.c runtime/base/util.c runtime/base/esc.c \
                     runtime/base/err.c runtime/base/job.c runtime/base/trace.c \
                     runtime/base/keyring.c runtime/base/keyfile.c
 

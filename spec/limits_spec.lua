@@ -125,12 +125,15 @@ for _, backend in ipairs(jr.backends()) do
       end
     end)
 
+    -- points env at a database that is not there (SQLite's: in dir)
+    local function no_database(dir)
+      env.url = backend == "postgres" and
+        "postgresql:///postgres?host=/nonexistent-jr&user=postgres" or
+        "sqlite:" .. env.dir .. "/" .. dir .. "/jobs.db"
+    end
+
     it("stops at SIGTERM while it waits for the database, exit 0", function()
-      if backend == "postgres" then
-        env.url = "postgresql:///postgres?host=/nonexistent-jr&user=postgres"
-      else
-        env.url = "sqlite:" .. env.dir .. "/not-yet/jobs.db"
-      end
+      no_database("not-yet")
       env:config("")
       env:script("x", "return function() end")
       local p = env:start("", { wait = false })
@@ -141,11 +144,7 @@ for _, backend in ipairs(jr.backends()) do
     end)
 
     it("exits with a clear message when told not to wait for the database", function()
-      if backend == "postgres" then
-        env.url = "postgresql:///postgres?host=/nonexistent-jr&user=postgres"
-      else
-        env.url = "sqlite:" .. env.dir .. "/missing/dir/jobs.db"
-      end
+      no_database("missing/dir")
       env:config("wait_for_db = false")
       local _, err, code = env:cli("run")
       assert.equal(1, code)
