@@ -5,7 +5,7 @@
 --                                          /usr or /usr/local)
 -- The module is luaclient.c and its Lua glue (luacontrol.c, luaopts.c)
 -- with the small helpers they share with the runner (JSON, buffers,
--- errors, name checks), built by `make rock`; the database work is
+-- errors, name checks, escaping), built by `make rock`; the database work is
 -- libjobrunner's jr_client_*. Needs make, a C compiler and pkg-config.
 rockspec_format = "3.0"
 package = "jobrunner"
