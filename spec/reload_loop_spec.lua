@@ -84,15 +84,18 @@ for _, backend in ipairs(jr.backends()) do
       local log = env:log(p):sub(log0 + 1)
       local forks = loads(env) - l0
       -- the replacement, the one reload it asked for, then one start per
-      -- backoff step (0.1, 0.2, 0.4, 0.8, 1.6 s): before, hundreds. (A
-      -- second worker started before the failed reload's verdict may ask
-      -- once more on a loaded machine: a few, never a storm.)
-      assert.is_true(forks <= 12, forks .. " workers loaded in 3 s")
-      assert.is_true(count(log, "reloading") <= 4,
+      -- backoff step (0.1, 0.2, 0.4, 0.8, 1.6 s): before, ~400 loads and
+      -- hundreds of reloads in 3 s. (On a loaded machine, under the
+      -- sanitizers, the file's write may show as two changes, and a worker
+      -- started before the failed reload's verdict ask once more: a few,
+      -- never a storm.)
+      assert.is_true(forks <= 20, forks .. " workers loaded in 3 s")
+      assert.is_true(count(log, "reloading") <= 6,
                      count(log, "reloading") .. " reloads: " .. log:sub(1, 4000))
-      assert.is_true(count(log, "reload failed") <= 3, log:sub(1, 4000))
-      assert.equal(1, count(log, "workers cannot start"))
-      assert.is_true(#jr.lines(p.err) < 60, #jr.lines(p.err) .. " log lines")
+      assert.is_true(count(log, "reload failed") <= 5, log:sub(1, 4000))
+      local cannot = count(log, "workers cannot start")
+      assert.is_true(cannot >= 1 and cannot <= 2, cannot .. " 'cannot start' lines")
+      assert.is_true(#jr.lines(p.err) < 100, #jr.lines(p.err) .. " log lines")
       -- the running generation ran the jobs pushed meanwhile
       for _, id in ipairs(ids) do
         jr.wait_file(env.dir .. "/done.a." .. id, 20)
@@ -121,9 +124,9 @@ for _, backend in ipairs(jr.backends()) do
       end
       local log = env:log(p):sub(log0 + 1)
       local forks = loads(env) - l0
-      assert.is_true(forks <= 14, forks .. " workers loaded")
-      assert.is_true(count(log, "reloading") <= 4, log:sub(1, 4000))
-      assert.is_true(count(log, "reload failed") <= 3, log:sub(1, 4000))
+      assert.is_true(forks <= 24, forks .. " workers loaded")
+      assert.is_true(count(log, "reloading") <= 6, log:sub(1, 4000))
+      assert.is_true(count(log, "reload failed") <= 5, log:sub(1, 4000))
       fix_b(p)
       -- recycling goes on with the new generation
       local more = {}
