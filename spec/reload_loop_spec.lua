@@ -60,6 +60,17 @@ for _, backend in ipairs(jr.backends()) do
       end, 20, "the failed reload")
     end
 
+    -- a runner with a.lua on 2 workers, then b.lua broken: the runner,
+    -- the loads so far and the log's length then
+    local function start_broken()
+      env:script("a", handler(env.dir, "a"))
+      local p = env:start()
+      jr.wait_for(function() return #children(p.pid) == 2 end, 20,
+                  "2 workers")
+      break_b(p)
+      return p, loads(env), #env:log(p)
+    end
+
     -- fixes b.lua: the reload happens and the new handler runs
     local function fix_b(p)
       env:script("b", handler(env.dir, "b"))
@@ -71,12 +82,7 @@ for _, backend in ipairs(jr.backends()) do
     end
 
     it("replaces a killed worker with backoff, no reload storm", function()
-      env:script("a", handler(env.dir, "a"))
-      local p = env:start()
-      jr.wait_for(function() return #children(p.pid) == 2 end, 20,
-                  "2 workers")
-      break_b(p)
-      local l0, log0 = loads(env), #env:log(p)
+      local p, l0, log0 = start_broken()
       os.execute("kill -9 " .. children(p.pid)[1])
       local ids = {}
       for i = 1, 3 do ids[i] = env:push("a") end
@@ -107,12 +113,7 @@ for _, backend in ipairs(jr.backends()) do
 
     it("keeps running jobs when workers recycle (max_jobs_per_worker)", function()
       env:config("concurrency = 2, max_jobs_per_worker = 2")
-      env:script("a", handler(env.dir, "a"))
-      local p = env:start()
-      jr.wait_for(function() return #children(p.pid) == 2 end, 20,
-                  "2 workers")
-      break_b(p)
-      local l0, log0 = loads(env), #env:log(p)
+      local p, l0, log0 = start_broken()
       local ids = {}
       local t_end = jr.now() + 3
       while jr.now() < t_end do
