@@ -65,8 +65,12 @@ for _, backend in ipairs(jr.backends()) do
     local function start_broken()
       env:script("a", handler(env.dir, "a"))
       local p = env:start()
-      jr.wait_for(function() return #children(p.pid) == 2 end, 20,
-                  "2 workers")
+      -- both workers loaded the files before b.lua breaks: one still
+      -- loading would load the broken file, and with the other killed no
+      -- worker of the running generation would be left to run a job
+      jr.wait_for(function()
+        return #children(p.pid) == 2 and loads(env) >= 2
+      end, 20, "2 workers loaded")
       break_b(p)
       return p, loads(env), #env:log(p)
     end
@@ -104,7 +108,10 @@ for _, backend in ipairs(jr.backends()) do
       assert.is_true(#jr.lines(p.err) < 100, #jr.lines(p.err) .. " log lines")
       -- the running generation ran the jobs pushed meanwhile
       for _, id in ipairs(ids) do
-        jr.wait_file(env.dir .. "/done.a." .. id, 20)
+        local ok, e = pcall(jr.wait_file, env.dir .. "/done.a." .. id, 20)
+        assert(ok, tostring(e) .. "\n" .. env:log(p) .. "\n" ..
+          jr.sh(env.cli_prefix and "" or ("%s -c %s list"):format(jr.quote(jr.bin),
+            jr.quote(env.config_file))))
       end
       fix_b(p)
       assert.truthy(env:log(p):find("workers start again", 1, true))
