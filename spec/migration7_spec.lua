@@ -47,10 +47,12 @@ end
 
 local function objects(env)
   local t = {}
-  -- (migration 8 drops jobs_locked_by: migrate brings the table to the
-  -- newest schema)
+  -- (migration 8 drops jobs_locked_by, 44 the ended states' indexes
+  -- and jobs_expiry's and jobs_cancel's first forms: migrate brings the
+  -- table to the newest schema)
   for _, r in ipairs(env:query("SELECT type, name FROM sqlite_master " ..
-      "WHERE tbl_name = 'jobs' AND name <> 'jobs_locked_by' ORDER BY name")) do
+      "WHERE tbl_name = 'jobs' AND name NOT IN ('jobs_locked_by', 'jobs_dead'," ..
+      " 'jobs_completed', 'jobs_cancelled') ORDER BY name")) do
     t[#t + 1] = r.type .. " " .. r.name
   end
   return t

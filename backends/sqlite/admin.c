@@ -43,8 +43,8 @@ static const char *const sql_text[S_COUNT] = {
         " fair_tag = NULL,"
         " died_at = NULL, finished_at = NULL, cancel_requested = 0,"
         RETRY_KEY " updated_at = ?1, deadline_at = NULL"
-        " WHERE id IN (SELECT id FROM jobs WHERE state = 'dead'"
-        "  AND " JR_SQLITE_SEQ_PAST_DEAD " IS NOT 1 LIMIT ?2)",
+        " WHERE id IN (SELECT id FROM jobs WHERE died_at IS NOT NULL"
+        "  AND state = 'dead' AND " JR_SQLITE_SEQ_PAST_DEAD " IS NOT 1 LIMIT ?2)",
     [S_DEAD_PURGE] =
         "DELETE FROM jobs WHERE id IN (SELECT id FROM jobs"
         " WHERE state = 'dead' AND died_at <= ?1 LIMIT ?2)",
@@ -108,8 +108,9 @@ static const char *const sql_text[S_COUNT] = {
         " ON CONFLICT (name) DO UPDATE"
         " SET paused = 0, paused_at = NULL, updated_at = ?2",
     /* idle queues (queue_prune): ?1 cut-off, ?2 kept names (JSON), ?3 at
-     * most; the queued probe is jobs_claim's, the running and dead ones
-     * read those states' partial indexes once */
+     * most; the queued probe is jobs_claim's, the running one reads
+     * jobs_lease and the dead one jobs_died (a dead row has its died_at)
+     * once */
     [S_QUEUE_PRUNE] =
         "DELETE FROM queues WHERE name IN (SELECT q.name FROM queues q"
         " WHERE q.paused = 0 AND q.updated_at < ?1"
@@ -117,7 +118,8 @@ static const char *const sql_text[S_COUNT] = {
         " AND NOT EXISTS (SELECT 1 FROM jobs j WHERE j.state = 'queued'"
         "  AND j.queue = q.name)"
         " AND q.name NOT IN (SELECT queue FROM jobs WHERE state = 'running')"
-        " AND q.name NOT IN (SELECT queue FROM jobs WHERE state = 'dead')"
+        " AND q.name NOT IN (SELECT queue FROM jobs WHERE died_at IS NOT NULL"
+        "  AND state = 'dead')"
         " LIMIT ?3)",
 };
 

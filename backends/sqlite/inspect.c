@@ -50,7 +50,7 @@ static const char *const sql_text[S_COUNT] = {
         " ORDER BY name",
     [S_DEAD_LIST] =
         "SELECT id, name, queue, attempts, last_error, generation, died_at,"
-        " created_at FROM jobs WHERE state = 'dead'"
+        " created_at FROM jobs WHERE died_at IS NOT NULL AND state = 'dead'"
         " ORDER BY died_at DESC, id DESC LIMIT ?1",
     [S_QUEUE_LIST] =
         "WITH c AS (SELECT queue, min(CASE WHEN state = 'queued'"

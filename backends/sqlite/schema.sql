@@ -1061,3 +1061,47 @@ CREATE TRIGGER jobs_names_moved BEFORE UPDATE OF name, queue ON jobs
 BEGIN
     SELECT RAISE(ABORT, 'jobs_names_ok: a job''s name and queue are text of A-Z a-z 0-9 _ . : - (not a BLOB, no NUL byte)');
 END;
+-- migration 44
+-- Fewer indexes for a plain job's claim and end to keep (docs/
+-- performance.md, "What features cost"). SQLite opens and tests at each
+-- UPDATE every index that names a column the UPDATE sets, and at each
+-- DELETE every index; the claim sets state and locked_by, so each index
+-- whose condition or columns read them was opened and tested twice per
+-- claimed job although a plain job is in none of them. The ended states'
+-- four indexes become one keyed by state and one for the dead, and the
+-- expiry and cancel indexes test only their feature's column, so the
+-- claim's UPDATE opens 8 indexes where it opened 11 and the success's
+-- DELETE 14 where it opened 16. The same queries use them: a prune's
+-- "state = 'completed' AND finished_at < ?" implies finished_at IS NOT
+-- NULL, a runner's cancel poll seeks its token, the expiry sweep seeks
+-- state 'queued'. A dead job carries died_at (the runner's ends set it;
+-- `dead list`, `dead retry --all` and the prune read it): dead rows that
+-- plain SQL left without one are given their finished_at or updated_at
+-- here, and by the triggers jobs_died_at and _set from now on (the
+-- library sets it itself and runs without them: conn.c).
+UPDATE jobs SET died_at = coalesce(finished_at, updated_at)
+    WHERE state = 'dead' AND died_at IS NULL;
+CREATE TRIGGER jobs_died_at AFTER INSERT ON jobs
+    WHEN NEW.state = 'dead' AND NEW.died_at IS NULL
+BEGIN
+    UPDATE jobs SET died_at = coalesce(NEW.finished_at, NEW.updated_at)
+    WHERE id = NEW.id;
+END;
+CREATE TRIGGER jobs_died_at_set AFTER UPDATE OF state, died_at ON jobs
+    WHEN NEW.state = 'dead' AND NEW.died_at IS NULL
+BEGIN
+    UPDATE jobs SET died_at = coalesce(NEW.finished_at, NEW.updated_at)
+    WHERE id = NEW.id;
+END;
+DROP INDEX jobs_dead;
+DROP INDEX jobs_completed;
+DROP INDEX jobs_cancelled;
+DROP INDEX jobs_expired;
+DROP INDEX jobs_expiry;
+DROP INDEX jobs_cancel;
+CREATE INDEX jobs_ended ON jobs (state, finished_at)
+    WHERE finished_at IS NOT NULL;
+CREATE INDEX jobs_died ON jobs (died_at) WHERE died_at IS NOT NULL;
+CREATE INDEX jobs_expiry ON jobs (state, expires_at)
+    WHERE expires_at IS NOT NULL;
+CREATE INDEX jobs_cancel ON jobs (locked_by) WHERE cancel_requested = 1;
