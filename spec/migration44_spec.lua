@@ -84,12 +84,8 @@ for _, backend in ipairs(jr.backends()) do
       after_each(function() env:cleanup() end)
 
       it("upgrades a schema-" .. BEFORE .. " database with its jobs intact and indexed; they run", function()
-        jr.make_schema(env, BEFORE)
-        old_jobs(env)
-        local before = jr.job_snapshot(env)
-        local out, err, code = env:cli("migrate")
-        assert.are.equal(0, code, out .. err)
-        assert.are.same(before, jr.job_snapshot(env))
+        local before, after = jr.upgrade_intact(env, BEFORE, old_jobs)
+        assert.are.same(before, after)
         assert.are.equal(44, env:query("PRAGMA user_version")[1].user_version)
         assert.are.same({ { r = "ok" } }, env:query("SELECT integrity_check AS r FROM pragma_integrity_check"))
 
@@ -155,12 +151,8 @@ for _, backend in ipairs(jr.backends()) do
       end)
 
       it("retries both dead jobs with dead retry --all", function()
-        jr.make_schema(env, BEFORE)
-        old_jobs(env)
-        env:config("concurrency = 1")
-        local out, err, code = env:cli("migrate")
-        assert.are.equal(0, code, out .. err)
-        out, err, code = env:cli("dead", "retry", "--all")
+        jr.upgrade_intact(env, BEFORE, old_jobs)
+        local out, err, code = env:cli("dead", "retry", "--all")
         assert.are.equal(0, code, out .. err)
         assert.are.same({ 6, 7 }, ids(env, "SELECT id FROM jobs WHERE id IN (6, 7)"
           .. " AND state = 'queued' AND died_at IS NULL ORDER BY id"))
