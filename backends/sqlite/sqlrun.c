@@ -294,6 +294,32 @@ run_job(jr_backend *b, jr_result *r, jr_err *err)
  * each job's in a savepoint; a success whose statement failed becomes
  * the failed attempt its sql_kind says (sqlres.h). Returns 0, or -1 with
  * err set when the database is in trouble (the whole batch fails). */
+/* A handler's statements are plain SQL: they run with the schema's
+ * triggers, which the connection otherwise keeps off (conn.c), so that a
+ * row they make dead gets its died_at (jobs_died_at, _set: migration 44;
+ * dead list, dead retry --all and the prune read it) and a row they push
+ * keeps the push rules. Turned on for the statements of a batch and off
+ * again after them (each toggle expires the prepared statements: only a
+ * batch that carries statements pays it). */
+static int
+triggers_on(jr_backend *b, int *was_off, jr_err *err)
+{
+    *was_off = b->triggers_off;
+    return *was_off ? jr_sqlite_triggers_set(b, 0, err) : 0;
+}
+
+static int
+triggers_back(jr_backend *b, int was_off, int rc, jr_err *err)
+{
+    jr_err e2;
+
+    if (!was_off)
+        return rc;
+    if (jr_sqlite_triggers_set(b, 1, rc < 0 ? &e2 : err) < 0)
+        return -1;
+    return rc;
+}
+
 static int
 sql_run(jr_backend *b, const char *token, jr_result *r, int n, jr_err *err)
 {
@@ -302,14 +328,18 @@ sql_run(jr_backend *b, const char *token, jr_result *r, int n, jr_err *err)
 
     if (ids == NULL)
         return jr_fail(err, JR_ENOMEM, "sqlite: out of memory");
+    int was_off = 0;
+
     if ((m = ours(b, token, r, n, ids, err)) < 0)
         rc = -1;
+    else
+        rc = triggers_on(b, &was_off, err);
     for (i = 0; i < n && rc == 0; i++)
         if (r[i].kind == JR_DONE && r[i].nsql > 0 &&
             bsearch(&r[i].id, ids, (size_t)m, sizeof *ids, cmp_id))
             rc = run_job(b, &r[i], err);
     free(ids);
-    return rc;
+    return triggers_back(b, was_off, rc, err);
 }
 
 /* Runs the statements of every success of r[0..n) that has some, with
@@ -319,17 +349,19 @@ sql_run(jr_backend *b, const char *token, jr_result *r, int n, jr_err *err)
 static int
 sql_all(jr_backend *b, jr_result *r, int n, jr_err *err)
 {
-    int i;
+    int i, was_off, rc = 0;
 
-    for (i = 0; i < n; i++) {
+    if (triggers_on(b, &was_off, err) < 0)
+        return -1;
+    for (i = 0; i < n && rc == 0; i++) {
         if (r[i].kind != JR_DONE || r[i].nsql <= 0)
             continue;
         if (run_job(b, &r[i], err) < 0)
-            return -1;
-        if (r[i].sql_error[0] != '\0')
-            return 1;
+            rc = -1;
+        else if (r[i].sql_error[0] != '\0')
+            rc = 1;
     }
-    return 0;
+    return triggers_back(b, was_off, rc, err);
 }
 
 /* First as if every statement passes (PostgreSQL does the same): the
