@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include "sqlite/sqlite_int.h"
 #include "base/sqlstmt.h"
@@ -290,21 +291,36 @@ run_job(jr_backend *b, jr_result *r, jr_err *err)
     return 0;
 }
 
-/* Runs the statements of the successes of r[0..n) still held by token,
- * each job's in a savepoint; a success whose statement failed becomes
- * the failed attempt its sql_kind says (sqlres.h). Returns 0, or -1 with
- * err set when the database is in trouble (the whole batch fails). */
-/* A handler's statements are plain SQL: they run with the schema's
- * triggers, which the connection otherwise keeps off (conn.c), so that a
- * row they make dead gets its died_at (jobs_died_at, _set: migration 44;
- * dead list, dead retry --all and the prune read it) and a row they push
- * keeps the push rules. Turned on for the statements of a batch and off
- * again after them (each toggle expires the prepared statements: only a
- * batch that carries statements pays it). */
+/* A handler's statements are plain SQL: the schema's triggers, which
+ * the connection otherwise keeps off (conn.c), hold them to the push
+ * rules, and give a row they make dead its died_at (jobs_died_at, _set:
+ * dead list, dead retry --all and the prune read it). A statement can
+ * reach the jobs table only by naming it (a trigger of yours turns them
+ * all on anyway), so the triggers are turned on for a batch whose
+ * statements name it, and off again after them: each turn expires the
+ * prepared statements, which a batch writing only its own tables does
+ * not pay. */
 static int
-triggers_on(jr_backend *b, int *was_off, jr_err *err)
+names_jobs(const jr_result *r, int n)
 {
-    *was_off = b->triggers_off;
+    int i;
+    size_t k;
+
+    for (i = 0; i < n; i++)
+        if (r[i].kind == JR_DONE && r[i].nsql > 0)
+            for (k = 0; k + 4 <= r[i].sql_len; k++)
+                if (strncasecmp(r[i].sql + k, "jobs", 4) == 0)
+                    return 1;
+    return 0;
+}
+
+/* Turns the triggers on for r[0..n)'s statements when they name jobs;
+ * *was_off says to turn them off again (triggers_back). */
+static int
+triggers_on(jr_backend *b, const jr_result *r, int n, int *was_off,
+            jr_err *err)
+{
+    *was_off = b->triggers_off && names_jobs(r, n);
     return *was_off ? jr_sqlite_triggers_set(b, 0, err) : 0;
 }
 
@@ -320,20 +336,22 @@ triggers_back(jr_backend *b, int was_off, int rc, jr_err *err)
     return rc;
 }
 
+/* Runs the statements of the successes of r[0..n) still held by token,
+ * each job's in a savepoint; a success whose statement failed becomes
+ * the failed attempt its sql_kind says (sqlres.h). Returns 0, or -1 with
+ * err set when the database is in trouble (the whole batch fails). */
 static int
 sql_run(jr_backend *b, const char *token, jr_result *r, int n, jr_err *err)
 {
     int64_t *ids = malloc((size_t)n * sizeof *ids);
-    int i, m, rc = 0;
+    int i, m, rc = 0, was_off = 0;
 
     if (ids == NULL)
         return jr_fail(err, JR_ENOMEM, "sqlite: out of memory");
-    int was_off = 0;
-
     if ((m = ours(b, token, r, n, ids, err)) < 0)
         rc = -1;
     else
-        rc = triggers_on(b, &was_off, err);
+        rc = triggers_on(b, r, n, &was_off, err);
     for (i = 0; i < n && rc == 0; i++)
         if (r[i].kind == JR_DONE && r[i].nsql > 0 &&
             bsearch(&r[i].id, ids, (size_t)m, sizeof *ids, cmp_id))
@@ -351,7 +369,7 @@ sql_all(jr_backend *b, jr_result *r, int n, jr_err *err)
 {
     int i, was_off, rc = 0;
 
-    if (triggers_on(b, &was_off, err) < 0)
+    if (triggers_on(b, r, n, &was_off, err) < 0)
         return -1;
     for (i = 0; i < n && rc == 0; i++) {
         if (r[i].kind != JR_DONE || r[i].nsql <= 0)

@@ -1,11 +1,14 @@
--- red44_handler_dead_spec.lua - a handler's jobrunner.sql statements are
+-- sqltx_triggers_spec.lua - a handler's jobrunner.sql statements are
 -- plain SQL run on the runner's connection, which keeps the schema's
--- triggers off while they are its own (conn.c). A row they make dead
--- must still get its died_at (jobs_died_at, jobs_died_at_set: migration
--- 44), since `dead list`, `dead retry --all` and the dead prune read dead
--- jobs through it: before the fix such a job counted in `stats` and
--- `queue list` but `dead list` said "no dead jobs" and `dead retry --all`
--- requeued none. SQLite only (PostgreSQL has no such triggers).
+-- triggers off while they are its own (conn.c); they run with them when
+-- they name the jobs table. A row they make dead gets its died_at
+-- (jobs_died_at, jobs_died_at_set: migration 44), since `dead list`,
+-- `dead retry --all` and the dead prune read dead jobs through it: before,
+-- such a job counted in `stats` and `queue list` but `dead list` said "no
+-- dead jobs" and `dead retry --all` requeued none. A job they push into
+-- a queue no job used before makes the queue known (jobs_queue_known), so
+-- that claims see it and it runs. SQLite only (PostgreSQL's triggers run
+-- for every session).
 local jr = require "jr"
 
 local KILLER = [[
@@ -19,12 +22,12 @@ local KILLER = [[
 
 for _, backend in ipairs(jr.backends()) do
   if backend == "sqlite" then
-    describe("sqlite: a job a handler's statements make dead", function()
+    describe("sqlite: a handler's jobrunner.sql statements", function()
       local env
       before_each(function() env = jr.env(backend) end)
       after_each(function() env:cleanup() end)
 
-      it("has its died_at: dead list and dead retry --all see it", function()
+      it("give a job they make dead its died_at: dead list and dead retry --all see it", function()
         env:config("concurrency = 1")
         env:script("r44.killer", KILLER)
         local out, err, code = env:cli("migrate")
@@ -47,6 +50,25 @@ for _, backend in ipairs(jr.backends()) do
         out, err, code = env:cli("dead", "retry", "--all")
         assert.are.equal(0, code, out .. err)
         assert.truthy(out:find("requeued 2 dead jobs", 1, true), out)
+      end)
+
+      it("make a queue they push into known", function()
+        env:config("concurrency = 1")
+        env:script("r44.pusher", [[
+          local jobrunner = require "jobrunner"
+          return function(job)
+            jobrunner.sql("INSERT INTO jobs (name, queue) VALUES ('r44.child', 'r44.new')")
+          end]])
+        env:script("r44.child", jr.RECORD .. [[
+          return function(job) record("done", "child") end]])
+        local out, err, code = env:cli("push", "r44.pusher")
+        assert.are.equal(0, code, out .. err)
+        env:start()
+        jr.wait_for(function() return #jr.lines(env.dir .. "/done") == 1 end,
+                    30, "the job the handler pushed run")
+        assert.equal(0, env:stop())
+        assert.are.same({ { name = "r44.new" } },
+          env:query("SELECT name FROM queues WHERE name = 'r44.new'"))
       end)
     end)
   end
