@@ -1075,11 +1075,16 @@ END;
 -- "state = 'completed' AND finished_at < ?" implies finished_at IS NOT
 -- NULL, a runner's cancel poll seeks its token, the expiry sweep seeks
 -- state 'queued'. A dead job carries died_at (the runner's ends set it;
--- `dead list`, `dead retry --all` and the prune read it): dead rows that
--- plain SQL left without one are given their finished_at or updated_at
--- here, and by the triggers jobs_died_at and _set from now on (the
--- library sets it itself and runs without them: conn.c).
-UPDATE jobs SET died_at = coalesce(finished_at, updated_at)
+-- `dead list`, `dead retry --all` and the prune read it): the dead rows
+-- plain SQL left without one die now (kept a retention from here, as
+-- they were never pruned before), and the triggers jobs_died_at and _set
+-- give one to the rows plain SQL makes dead from now on: an INSERT's
+-- finished_at, else its updated_at (the insert's time unless given); an
+-- UPDATE's finished_at or updated_at when it sets them, else the time
+-- now (not the updated_at the row had: a job queued days before and made
+-- dead by hand would be pruned at once). The library sets died_at itself
+-- and runs without them (conn.c).
+UPDATE jobs SET died_at = (julianday('now') - 2440587.5) * 86400.0
     WHERE state = 'dead' AND died_at IS NULL;
 CREATE TRIGGER jobs_died_at AFTER INSERT ON jobs
     WHEN NEW.state = 'dead' AND NEW.died_at IS NULL
@@ -1090,7 +1095,12 @@ END;
 CREATE TRIGGER jobs_died_at_set AFTER UPDATE OF state, died_at ON jobs
     WHEN NEW.state = 'dead' AND NEW.died_at IS NULL
 BEGIN
-    UPDATE jobs SET died_at = coalesce(NEW.finished_at, NEW.updated_at)
+    UPDATE jobs SET died_at = coalesce(
+        CASE WHEN NEW.finished_at IS NOT OLD.finished_at
+             THEN NEW.finished_at END,
+        CASE WHEN NEW.updated_at IS NOT OLD.updated_at
+             THEN NEW.updated_at END,
+        (julianday('now') - 2440587.5) * 86400.0)
     WHERE id = NEW.id;
 END;
 DROP INDEX jobs_dead;
