@@ -75,9 +75,13 @@ for _, backend in ipairs(jr.backends()) do
       env:script("m25.w", jr.RECORD .. [[
         return function(job) record("starts", job.payload.t .. tostring(job.payload.n)) end]])
       env:start()
+      -- none queued or running but the old runner's: each handler has
+      -- written its start (a job still running may not have, on a loaded
+      -- machine)
       jr.wait_for(function()
-        return #env:query("SELECT id FROM jobs WHERE state = 'queued'") == 0
-      end, 60, "the queued jobs started")
+        return #env:query("SELECT id FROM jobs WHERE state = 'queued' OR (state = 'running'"
+          .. " AND coalesce(locked_by, '') <> 'old-runner')") == 0
+      end, 60, "the queued jobs run")
       env:stop()
       -- (the fair queue's starts: the other queue's jobs have no n)
       local starts = {}
