@@ -422,15 +422,20 @@ deb: deps-deb
 	    echo "lintian: no error, no warning"; \
 	else echo "make deb: no lintian (make deps-deb installs it)"; fi
 
-# make deb-check (root; .ci/run calls it after make test): .ci/deb-check
-# builds the packages, installs them with apt in a clean Debian 12 root
-# made by debootstrap and runs a job with the installed unit's command
-# line; then, in a second clean root, make run from a copy of this tree,
-# the README's first job and make deb. It ends with "N passed, N failed".
-# The bootstrapped root is cached in /var/cache/jobrunner-deb-check.
-.PHONY: deb-check
-deb-check: deps-deb
+# make deb-check (root; .ci/run runs it beside make test and make asan):
+# .ci/deb-check builds the packages (into build/deb-check/debs, so that the
+# Debian package spec's build/deb is its own), installs them with apt in a
+# clean Debian 12 root made by debootstrap and runs a job with the
+# installed unit's command line; then, in a second clean root, make run
+# from a copy of this tree, the README's first job and make deb. It ends
+# with "N passed, N failed". The bootstrapped root is cached in
+# /var/cache/jobrunner-deb-check. make deb-check-deps installs what it
+# needs on this machine (before anything runs beside it).
+.PHONY: deb-check deb-check-deps
+deb-check-deps: deps-deb
 	$(call apt_install,debootstrap)
+
+deb-check: deb-check-deps
 	$(Q).ci/deb-check
 
 # --- LuaRocks: jobrunner-0.1.0-1.rockspec ------------------------------------
