@@ -46,7 +46,8 @@ local function in_indexes(env)
     cancel = ids("SELECT id FROM jobs INDEXED BY jobs_cancel WHERE"
       .. " locked_by = 'old-runner' AND state = 'running'"
       .. " AND cancel_requested = 1 ORDER BY id"),
-    tagged = ids("SELECT id FROM jobs INDEXED BY jobs_fairtag WHERE"
+    -- migration 45: the tagged jobs are in jobs_claim, by their tags
+    tagged = ids("SELECT id FROM jobs INDEXED BY jobs_claim WHERE"
       .. " queue = 'fq' AND state = 'queued' AND fair_tag IS NOT NULL"
       .. " ORDER BY id"),
     untagged = ids("SELECT id FROM jobs INDEXED BY jobs_fairnew WHERE"
@@ -76,9 +77,9 @@ for _, backend in ipairs(jr.backends()) do
           defs[r.name] = r.sql:match("WHERE%s+(.-)$"):gsub("%s+", " ")
         end
         assert.are.same({
-          -- migration 44 keeps only the feature's term of jobs_cancel
+          -- migration 44 keeps only the feature's term of jobs_cancel;
+          -- migration 45 makes jobs_claim the fair queues' index too
           jobs_cancel = "cancel_requested = 1",
-          jobs_fairtag = "fair_tag IS NOT NULL AND state = 'queued'",
           jobs_fairnew = "fair_key IS NOT NULL AND fair_tag IS NULL AND state = 'queued'",
         }, defs)
         assert.are.same({ cancel = { 4 }, tagged = { 1 }, untagged = { 2 } },

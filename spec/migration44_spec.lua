@@ -86,7 +86,7 @@ for _, backend in ipairs(jr.backends()) do
       it("upgrades a schema-" .. BEFORE .. " database with its jobs intact and indexed; they run", function()
         local before, after = jr.upgrade_intact(env, BEFORE, old_jobs)
         assert.are.same(before, after)
-        assert.are.equal(44, env:query("PRAGMA user_version")[1].user_version)
+        assert.is_true(env:query("PRAGMA user_version")[1].user_version >= 44)
         assert.are.same({ { r = "ok" } }, env:query("SELECT integrity_check AS r FROM pragma_integrity_check"))
 
         -- the old indexes are gone, the new ones hold their rows

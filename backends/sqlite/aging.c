@@ -28,7 +28,7 @@ static const char *const sql_text[S_COUNT] = {
         " FROM jobs"
         " WHERE state = 'queued' AND queue = ?1 AND priority = ?8"
         " AND run_at <= ?2" JR_SQLITE_UNEXPIRED JR_SQLITE_LIM_FILTER
-        " ORDER BY run_at, id LIMIT ?4",
+        " ORDER BY " JR_SQLITE_CLAIM_ORDER ", id LIMIT ?4",
 };
 
 static sqlite3_stmt *

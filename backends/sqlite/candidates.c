@@ -40,7 +40,7 @@ static const char *const sql_text[S_COUNT] = {
         " AND queue = ?1 AND run_at <= ?2"
         JR_SQLITE_UNEXPIRED
         " AND name IN (SELECT value FROM json_each(?3))"
-        " ORDER BY priority, run_at, id LIMIT ?4",
+        " ORDER BY priority, " JR_SQLITE_CLAIM_ORDER ", id LIMIT ?4",
     /* limits per key: the first ?4 ready jobs of queue ?1 not of a name
      * blocked whole (?5) nor of a name or queue and key at its cap or out
      * of tokens in this claim (?6, "n<name>\x1f<key>" and
@@ -53,7 +53,7 @@ static const char *const sql_text[S_COUNT] = {
         " FROM jobs WHERE state = 'queued' AND queue = ?1 AND run_at <= ?2"
         JR_SQLITE_UNEXPIRED
         JR_SQLITE_LIM_FILTER
-        " ORDER BY priority, run_at, id LIMIT ?4",
+        " ORDER BY priority, " JR_SQLITE_CLAIM_ORDER ", id LIMIT ?4",
 };
 
 static sqlite3_stmt *

@@ -83,7 +83,7 @@ static const char *const sql_text[S_COUNT] = {
         " AND fair_tag IS NOT NULL AND run_at <= ?2"
         JR_SQLITE_UNEXPIRED
         JR_SQLITE_LIM_FILTER
-        " ORDER BY priority, fair_tag, id LIMIT ?4",
+        " ORDER BY priority, " JR_SQLITE_CLAIM_ORDER ", id LIMIT ?4",
     [S_FAIR_FIN_Q] = FAIR_FIN(BY_QUEUE),
     [S_FAIR_TAG_Q] = FAIR_TAG(BY_QUEUE),
     [S_FAIR_FIN_R] = FAIR_FIN(BY_IDS),

@@ -25,7 +25,7 @@ static const char *const sql_text[S_COUNT] = {
         " AND run_at <= ?2"
         JR_SQLITE_UNEXPIRED
         " AND name IN (SELECT value FROM json_each(?3))"
-        " ORDER BY priority, fair_tag, id LIMIT ?4",
+        " ORDER BY priority, " JR_SQLITE_CLAIM_ORDER ", id LIMIT ?4",
 };
 
 static sqlite3_stmt *

@@ -1115,3 +1115,18 @@ CREATE INDEX jobs_died ON jobs (died_at) WHERE died_at IS NOT NULL;
 CREATE INDEX jobs_expiry ON jobs (state, expires_at)
     WHERE expires_at IS NOT NULL;
 CREATE INDEX jobs_cancel ON jobs (locked_by) WHERE cancel_requested = 1;
+-- migration 45
+-- One claim index for plain and fair queues (docs/performance.md, "What
+-- features cost"): jobs_claim orders a queue's queued jobs by (priority,
+-- coalesce(fair_tag, run_at), id). A plain queue's jobs have no tag, so
+-- its order is (priority, run_at, id) as before; a fair queue's tagged
+-- jobs are in start-tag order, which jobs_fairtag held apart, and its
+-- untagged ones (not yet due: a tag is a small virtual time, run_at an
+-- epoch time) after them. A fair job was an entry of both indexes, found
+-- and deleted in each by its claim and written in each by its push; it is
+-- one entry now, as a plain job is. The claims order by the same
+-- expression (claim.c, candidates.c, aging.c, fair.c, fairclaim.c).
+DROP INDEX jobs_fairtag;
+DROP INDEX jobs_claim;
+CREATE INDEX jobs_claim ON jobs (queue, priority, coalesce(fair_tag, run_at), id)
+    WHERE state = 'queued';

@@ -577,6 +577,14 @@ int  jr_sqlite_aged_candidates(jr_backend *b, double aging,
  * started once is not expired: schema.sql, migration 21; a snooze, a
  * wait or a cursor handed back gives its attempt back, the generation of
  * the handler that ran stays): one NULL test for a job without one. */
+/* The middle key of jobs_claim (schema.sql, migration 45): a queued job's
+ * start tag in a fair queue, else its run_at. Every claim read orders by
+ * (priority, this, id), written as the index writes it, so that SQLite
+ * reads the index in order: a plain queue's jobs by (priority, run_at,
+ * id), a fair queue's tagged ones by (priority, tag, id) and its untagged
+ * ones (not yet due) after them. */
+#define JR_SQLITE_CLAIM_ORDER "coalesce(fair_tag, run_at)"
+
 #define JR_SQLITE_UNEXPIRED \
     " AND (expires_at IS NULL OR attempts > 0 OR generation IS NOT NULL" \
     " OR expires_at > ?2)"
