@@ -21,7 +21,11 @@
 #include "base/util.h"
 
 static const jr_backend_ops *ops = &jr_postgres_ops;
-static const char *url;         /* argv[1] */
+/* argv[1] with application_name APP: the connections test_reconnect
+ * terminates are this test's own, not those of the specs that run beside
+ * it on the same cluster (spec/run) */
+#define APP "jrtest_postgres"
+static char url[4096];
 static PGconn *sql;             /* our own connection, for checks */
 
 
@@ -816,7 +820,7 @@ test_reconnect(void)
     CHECK(ops->wake_fd(b) >= 0);
     CHECK_OK(ops->stats(b, ignore_stats, NULL, &e), e);
     q("SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity "
-      "WHERE application_name = 'jobrunner'");
+      "WHERE application_name = '" APP "' AND pid <> pg_backend_pid()");
     nap(0.1);
     CHECK(ops->stats(b, ignore_stats, NULL, &e) == -1);
     CHECK(strstr(e.msg, "lost") != NULL);
@@ -965,7 +969,14 @@ main(int argc, char **argv)
         fprintf(stderr, "usage: test_postgres URL\n");
         return 2;
     }
-    url = argv[1];
+    if ((size_t)snprintf(url, sizeof url, "%s%sapplication_name=" APP,
+                         argv[1],
+                         strncmp(argv[1], "postgres", 8) != 0 ? " " :
+                         strchr(argv[1], '?') ? "&" : "?") >=
+        sizeof url) {
+        fprintf(stderr, "test_postgres: URL too long\n");
+        return 2;
+    }
     sql = PQconnectdb(url);
     if (PQstatus(sql) != CONNECTION_OK) {
         fprintf(stderr, "test_postgres: %s", PQerrorMessage(sql));
