@@ -17,7 +17,7 @@ local WORKER = jr.RECORD .. [[
       record("low", "started")
     elseif job.payload.tag == "high" then
       local t = jobrunner.now() + 0.02
-      while jobrunner.now() < t do end
+      jobrunner.sleep(math.max(0, t - jobrunner.now()))
       local f = io.open(dir .. "/low")
       if f then f:close() return end
       if job.payload.n < 1500 then

@@ -11,7 +11,7 @@
 -- no timings.
 local jr = require "jr"
 
--- Records "tenant n queue" at each start; busy for payload.ms (1 ms by
+-- Records "tenant n queue" at each start; asleep for payload.ms (1 ms by
 -- default: short jobs are claimed ahead in batches). payload.snooze
 -- snoozes the first attempt 1 s, payload.fail fails it (backoff 1 s).
 local WORKER = jr.RECORD .. [[
@@ -23,7 +23,7 @@ local WORKER = jr.RECORD .. [[
       local t = p.t
       if type(t) ~= "string" or #t > 40 or t:find("%c") or t == "" then t = "odd" end
       local stop = jr.now() + (p.ms or 1) / 1000
-      while jr.now() < stop do end
+      jr.sleep(math.max(0, stop - jr.now()))
       local mark = os.getenv("PWD") .. "/mark." .. job.id
       local f = io.open(mark)
       if (p.snooze or p.fail) and not f then

@@ -21,7 +21,7 @@ local WORKER = jr.RECORD .. [[
     handle = function(job)
       local p = job.payload
       local stop = jr.now() + (p.ms or 0) / 1000
-      while jr.now() < stop do end
+      jr.sleep(math.max(0, stop - jr.now()))
       local mark = os.getenv("PWD") .. "/mark." .. job.id
       local f = io.open(mark)
       if (p.snooze or p.fail) and not f then

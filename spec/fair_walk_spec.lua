@@ -17,7 +17,7 @@ local WORKER = jr.RECORD .. [[
     record("starts", job.payload.t .. " " .. job.payload.n)
     if job.payload.slow then           -- 10 ms: not claimed ahead
       local t = now() + 0.01
-      while now() < t do end
+      require("jobrunner").sleep(math.max(0, t - now()))
     end
   end]]
 
@@ -27,7 +27,7 @@ local TIMED = jr.RECORD .. [[
   local now = require("jobrunner").now
   return function(job)
     local t = now()
-    while now() < t + 0.003 do end
+    require("jobrunner").sleep(math.max(0, t + 0.003 - now()))
     record("starts", job.payload.t .. " " .. job.payload.n .. " " .. string.format("%.6f", t))
   end]]
 

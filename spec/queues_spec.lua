@@ -235,7 +235,7 @@ for _, backend in ipairs(jr.backends()) do
         local jobrunner = require "jobrunner"
         return function(job)
           local t0 = jobrunner.now()
-          while jobrunner.now() < t0 + 0.003 do end
+          jobrunner.sleep(math.max(0, t0 + 0.003 - jobrunner.now()))
           record("started", tostring(t0))
         end
       ]])

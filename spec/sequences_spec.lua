@@ -19,7 +19,7 @@ local WORKER = jr.RECORD .. [[
     local p = job.payload
     local t0 = now()
     local deadline = t0 + (p.ms or 20) / 1000
-    while now() < deadline do end
+    jobrunner.sleep(math.max(0, deadline - now()))
     -- p.gate: runs on once that file exists (a head held while the spec
     -- acts, however slow the machine)
     while p.gate and not io.open(p.gate) do os.execute("sleep 0.02") end
