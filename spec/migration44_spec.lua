@@ -49,11 +49,7 @@ local function old_jobs(env)
              past, long_ago, long_ago, past))
 end
 
-local function ids(env, sql)
-  local t = {}
-  for _, r in ipairs(env:query(sql)) do t[#t + 1] = math.tointeger(r.id) end
-  return t
-end
+local ids = jr.ids
 
 -- the ids each new index holds, read through it
 local function in_indexes(env)
@@ -68,13 +64,7 @@ local function in_indexes(env)
   }
 end
 
--- SQLite's query plan for sql, as its shell prints it.
-local function plan(env, sql)
-  local out, err, code = jr.sh(("sqlite3 -cmd '.timeout 10000' %s %s"):format(
-    jr.quote(env:sqlite_path()), jr.quote("EXPLAIN QUERY PLAN " .. sql)))
-  assert(code == 0, sql .. ": " .. err)
-  return out
-end
+local plan = jr.sqlite_plan
 
 for _, backend in ipairs(jr.backends()) do
   if backend == "sqlite" then

@@ -41,19 +41,9 @@ local function old_jobs(env)
   ]]):format(p2, p2, p1, p2, p1, later, p2, p1, p1, later))
 end
 
-local function ids(env, sql)
-  local t = {}
-  for _, r in ipairs(env:query(sql)) do t[#t + 1] = math.tointeger(r.id) end
-  return t
-end
+local ids = jr.ids
 
--- SQLite's query plan for sql, as its shell prints it.
-local function plan(env, sql)
-  local out, err, code = jr.sh(("sqlite3 -cmd '.timeout 10000' %s %s"):format(
-    jr.quote(env:sqlite_path()), jr.quote("EXPLAIN QUERY PLAN " .. sql)))
-  assert(code == 0, sql .. ": " .. err)
-  return out
-end
+local plan = jr.sqlite_plan
 
 local ORDER = " ORDER BY priority, coalesce(fair_tag, run_at), id"
 

@@ -543,6 +543,21 @@ end
 -- puts the old rows in it, then `jobrunner migrate` under the config
 -- (default "concurrency = 1") must exit 0. Returns the jobs before and
 -- after (job_snapshot), which the spec asserts the same.
+-- The ids sql selects (a column id) on env's database, as integers.
+function M.ids(env, sql)
+  local t = {}
+  for _, r in ipairs(env:query(sql)) do t[#t + 1] = math.tointeger(r.id) end
+  return t
+end
+
+-- SQLite's query plan for sql on env's database, as its shell prints it.
+function M.sqlite_plan(env, sql)
+  local out, err, code = M.sh(("sqlite3 -cmd '.timeout 10000' %s %s"):format(
+    M.quote(env:sqlite_path()), M.quote("EXPLAIN QUERY PLAN " .. sql)))
+  assert(code == 0, sql .. ": " .. err)
+  return out
+end
+
 function M.upgrade_intact(env, n, fill, config)
   M.make_schema(env, n)
   fill(env)
