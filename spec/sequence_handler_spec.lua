@@ -15,7 +15,7 @@ local LED = jr.RECORD .. [[
   local jobrunner = require "jobrunner"
   return { sequence = "payload.c", handle = function(job)
     local t0 = jobrunner.now()
-    while jobrunner.now() < t0 + 0.02 do end
+    jobrunner.sleep(math.max(0, t0 + 0.02 - jobrunner.now()))
     record("seq", ("%s %d %.6f %.6f"):format(tostring(job.payload.c),
                                              job.payload.n, t0, jobrunner.now()))
   end }]]
