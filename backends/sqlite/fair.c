@@ -1,12 +1,12 @@
 /* fair.c - fair share inside a queue on SQLite (docs/queues.md, "Fair
  * share"): each queued job of a fair queue has a start tag, given when it
  * is pushed (or by the next claim, when it came back to queued or when
- * it is due, pushed to run later), and a
- * fair queue's candidates in a claim under limits are its first ready
- * jobs by (priority, tag, id), one range of jobs_fairtag; the claim moves
- * the queue's clock to the tags it took (fairsave.c); the keys' paths
- * and weights recorded for pushes; `jobrunner fair set`. Uses
- * sqlite_int.h. */
+ * it is due, pushed to run later), and a fair queue's candidates in a
+ * claim under limits are its first ready jobs by (priority, tag, id),
+ * one range of jobs_claim (its tagged jobs by tag: JR_SQLITE_CLAIM_ORDER);
+ * the claim moves the queue's clock to the tags it took (fairsave.c);
+ * the keys' paths and weights recorded for pushes; `jobrunner fair set`.
+ * Uses sqlite_int.h. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -73,7 +73,7 @@ enum { S_FAIR_TAKE, S_FAIR_FIN_Q, S_FAIR_TAG_Q, S_FAIR_FIN_R, S_FAIR_TAG_R,
 
 static const char *const sql_text[S_COUNT] = {
     /* the first ?4 ready jobs of fair queue ?1 by (priority, tag, id),
-     * one range of jobs_fairtag, with the filters of candidates.c's
+     * one range of jobs_claim, with the filters of candidates.c's
      * S_LIM_CANDIDATES; each with its key, tag and the weight it was
      * tagged with */
     [S_FAIR_TAKE] =

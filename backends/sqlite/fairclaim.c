@@ -15,7 +15,7 @@ enum { S_FAIR_ONE, S_COUNT };
 
 static const char *const sql_text[S_COUNT] = {
     /* claim.c's S_CLAIM_ONE in a fair queue claimed alone: by (priority,
-     * start tag, id), one range of jobs_fairtag, with each job's tag, the
+     * start tag, id), one range of jobs_claim, with each job's tag, the
      * weight it was tagged with and its stored key */
     [S_FAIR_ONE] =
         "SELECT " JR_SQLITE_CLAIM_COLUMNS ", fair_tag, coalesce(fair_w, 1),"
