@@ -6,7 +6,10 @@
 -- server (bench/slowhttp) counts the connections it accepts. A request
 -- made while every connection is busy skips libcurl's look for an idle
 -- one (it walks them all): a wave larger than the last opens only the
--- connections the idle ones cannot serve.
+-- connections the idle ones cannot serve. The worker keeps 256 (its
+-- inflight of 200, 256 at least): four lanes, libcurl multi handles of
+-- 64 connections each, and a request goes to the lane with an idle one,
+-- so these hold across the lanes too.
 local jr = require "jr"
 
 local slow_server = require("rawhttp").slow

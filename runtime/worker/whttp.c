@@ -1,7 +1,7 @@
 /* whttp.c - jobrunner.http(request) in handlers: an HTTP request with
- * libcurl's multi-socket interface on the worker's libevent loop (one
- * multi handle per worker; its sockets and its timer are events of the
- * loop, no thread, no shell). The calling task waits (task.c) until the
+ * libcurl's multi-socket interface on the worker's libevent loop (a multi
+ * handle per HTTP_LANE_CONNS requests the worker runs at once, its lanes;
+ * their sockets and timers are events of the loop, no thread, no shell). The calling task waits (task.c) until the
  * transfer ends. Owns the multi handle and the transfers in flight; a
  * request's setup from its table is whttpreq.c's. Uses worker_int.h and
  * whttp.h. */
@@ -16,6 +16,7 @@
 
 #include <curl/curl.h>
 #include <event2/event.h>
+#include <event2/event_struct.h>
 #include <lauxlib.h>
 #include <lua.h>
 
@@ -23,7 +24,8 @@
 #include "worker/whttp.h"
 
 typedef struct sock {                   /* one socket curl watches */
-    struct event       *ev;
+    struct event        ev;             /* set while what != 0 */
+    short               what;           /* EV_READ, EV_WRITE it waits for */
     jr_http            *h;
 } sock;
 
@@ -52,19 +54,22 @@ on_timer(evutil_socket_t fd, short what, void *arg)
     check_done(h);
 }
 
-/* CURLMOPT_SOCKETFUNCTION: watch s for what curl wants. */
+/* CURLMOPT_SOCKETFUNCTION: watch s for what curl wants. Its event is
+ * set again only when that changes (a request's socket is watched for
+ * writing while it connects, then for reading). */
 static int
 socket_cb(CURL *e, curl_socket_t fd, int what, void *userp, void *socketp)
 {
     jr_http *h = userp;
     sock *s = socketp;
     short ev = (short)((what & CURL_POLL_IN ? EV_READ : 0) |
-                       (what & CURL_POLL_OUT ? EV_WRITE : 0) | EV_PERSIST);
+                       (what & CURL_POLL_OUT ? EV_WRITE : 0));
 
     (void)e;
     if (what == CURL_POLL_REMOVE) {
         if (s != NULL) {
-            event_free(s->ev);
+            if (s->what != 0)
+                event_del(&s->ev);
             free(s);
         }
         curl_multi_assign(h->multi, fd, NULL);
@@ -75,11 +80,18 @@ socket_cb(CURL *e, curl_socket_t fd, int what, void *userp, void *socketp)
             return -1;
         s->h = h;
         curl_multi_assign(h->multi, fd, s);
-    } else {
-        event_free(s->ev);
+    } else if (s->what == ev) {
+        return 0;
+    } else if (s->what != 0) {
+        event_del(&s->ev);
     }
-    s->ev = event_new(h->base, fd, ev, on_socket, s);
-    return s->ev != NULL ? event_add(s->ev, NULL) : -1;
+    s->what = ev;
+    if (ev == 0)
+        return 0;
+    if (event_assign(&s->ev, h->base, fd, (short)(ev | EV_PERSIST),
+                     on_socket, s) < 0)
+        return s->what = 0, -1;
+    return event_add(&s->ev, NULL);
 }
 
 /* CURLMOPT_TIMERFUNCTION: curl's one timeout. */
@@ -251,29 +263,90 @@ check_done(jr_http *h)
         }
 }
 
-/* libcurl and the multi handle, at the first request: a worker whose
- * handlers make none pays nothing for them. Its connection cache and
- * its pool of easy handles hold as many as the worker runs at once, so
- * that a dip in the requests in flight closes no connection (libcurl's
- * own cache is 4 times the handles in flight at the moment one ends).
- * -1 when they cannot start. */
+/* A lane's multi handle. Its connection cache and its pool of easy
+ * handles hold the lane's share of what the worker runs at once, so that
+ * a dip in the requests in flight closes no connection (libcurl's own
+ * cache is 4 times the handles in flight at the moment one ends). */
 static int
-start(jr_http *h)
+lane_start(jr_https *hs, jr_http *h, int kept)
 {
-    if (h->multi != NULL)
-        return 0;
-    if ((h->kept = jr_co_kept(h->w)) <= 0 ||
-        curl_global_init(CURL_GLOBAL_DEFAULT) != CURLE_OK ||
-        (h->easy == NULL &&
-         (h->easy = calloc((size_t)h->kept, sizeof *h->easy)) == NULL) ||
+    h->base = hs->base;
+    h->build = hs->build;
+    h->kept = kept;
+    if ((h->easy = calloc((size_t)kept, sizeof *h->easy)) == NULL ||
+        (h->timer = evtimer_new(hs->base, on_timer, h)) == NULL ||
         (h->multi = curl_multi_init()) == NULL)
         return -1;
-    curl_multi_setopt(h->multi, CURLMOPT_MAXCONNECTS, (long)h->kept);
+    curl_multi_setopt(h->multi, CURLMOPT_MAXCONNECTS, (long)kept);
     curl_multi_setopt(h->multi, CURLMOPT_SOCKETFUNCTION, socket_cb);
     curl_multi_setopt(h->multi, CURLMOPT_SOCKETDATA, h);
     curl_multi_setopt(h->multi, CURLMOPT_TIMERFUNCTION, timer_cb);
     curl_multi_setopt(h->multi, CURLMOPT_TIMERDATA, h);
     return 0;
+}
+
+static void
+lane_close(jr_http *h)
+{
+    while (h->neasy > 0)
+        curl_easy_cleanup(h->easy[--h->neasy]);
+    free(h->easy);
+    if (h->multi != NULL)
+        curl_multi_cleanup(h->multi);
+    if (h->timer != NULL)
+        event_free(h->timer);
+}
+
+/* libcurl and the lanes, at the first request: a worker whose handlers
+ * make none pays nothing for them. A lane per HTTP_LANE_CONNS of the
+ * requests the worker runs at once (jr_co_kept): libcurl walks every
+ * connection of its multi handle to the host when a request starts and
+ * when one ends, a thousand for each with a thousand in flight on one.
+ * -1 when they cannot start. */
+static int
+start(jr_https *hs)
+{
+    int kept, i;
+
+    if (hs->lane != NULL)
+        return 0;
+    if ((kept = jr_co_kept(hs->w)) <= 0 ||
+        curl_global_init(CURL_GLOBAL_DEFAULT) != CURLE_OK)
+        return -1;
+    hs->nlane = (kept + HTTP_LANE_CONNS - 1) / HTTP_LANE_CONNS;
+    if ((hs->lane = calloc((size_t)hs->nlane, sizeof *hs->lane)) == NULL)
+        return -1;
+    for (i = 0; i < hs->nlane; i++)
+        if (lane_start(hs, &hs->lane[i],
+                       (kept + hs->nlane - 1) / hs->nlane) < 0) {
+            while (i >= 0)
+                lane_close(&hs->lane[i--]);
+            free(hs->lane);
+            hs->lane = NULL;
+            return -1;
+        }
+    return 0;
+}
+
+/* The lane for a new request: the one with the most idle connections
+ * (more open than it has transfers), which reuses one; with none idle,
+ * the one with the fewest transfers, which opens one. The connections
+ * stay spread over the lanes, and a wave no larger than the last opens
+ * none. */
+static jr_http *
+pick_lane(jr_https *hs)
+{
+    jr_http *h = &hs->lane[0], *l;
+    int i;
+
+    for (i = 1; i < hs->nlane; i++) {
+        l = &hs->lane[i];
+        if (l->conns - l->added > h->conns - h->added ||
+            (l->conns - l->added == h->conns - h->added &&
+             l->added < h->added))
+            h = l;
+    }
+    return h;
 }
 
 /* setup under a protected call: (request, x). */
@@ -291,14 +364,16 @@ static int
 whttp_http(lua_State *L)
 {
     jr_task *t;
+    jr_https *hs;
     jr_http *h;
     xfer *x;
 
     luaL_checktype(L, 1, LUA_TTABLE);
     t = jr_task_of(L, "http");
-    h = lua_touserdata(L, lua_upvalueindex(1));
-    if (start(h) < 0)
+    hs = lua_touserdata(L, lua_upvalueindex(1));
+    if (start(hs) < 0)
         return luaL_error(L, "jobrunner.http: cannot start libcurl");
+    h = pick_lane(hs);
     if ((x = calloc(1, sizeof *x)) == NULL ||
         (x->easy = h->neasy > 0 ? h->easy[--h->neasy] :
                    curl_easy_init()) == NULL) {
@@ -327,18 +402,16 @@ whttp_http(lua_State *L)
 int
 jr_whttp_open(worker *w, lua_State *L, jr_err *err)
 {
-    jr_http *h;
+    jr_https *hs;
 
-    if ((h = calloc(1, sizeof *h)) == NULL)
+    if ((hs = calloc(1, sizeof *hs)) == NULL)
         return jr_fail(err, JR_ENOMEM, "worker: out of memory");
-    h->base = w->base;
-    h->w = w;
-    w->http = h;
-    if ((h->timer = evtimer_new(w->base, on_timer, h)) == NULL)
-        return jr_fail(err, JR_ENOMEM, "worker: out of memory");
-    h->build = lua_newthread(L);                     /* M th */
+    hs->base = w->base;
+    hs->w = w;
+    w->http = hs;
+    hs->build = lua_newthread(L);                    /* M th */
     luaL_ref(L, LUA_REGISTRYINDEX);     /* kept for the worker's life */
-    lua_pushlightuserdata(L, h);                     /* M h */
+    lua_pushlightuserdata(L, hs);                    /* M hs */
     lua_pushcclosure(L, whttp_http, 1);              /* M f */
     lua_setfield(L, -2, "http");                     /* M */
     return 0;
@@ -347,17 +420,14 @@ jr_whttp_open(worker *w, lua_State *L, jr_err *err)
 void
 jr_whttp_close(worker *w)
 {
-    jr_http *h = w->http;
+    jr_https *hs = w->http;
+    int i;
 
-    if (h == NULL)
+    if (hs == NULL)
         return;
-    while (h->neasy > 0)
-        curl_easy_cleanup(h->easy[--h->neasy]);
-    free(h->easy);
-    if (h->multi != NULL)
-        curl_multi_cleanup(h->multi);
-    if (h->timer != NULL)
-        event_free(h->timer);
-    free(h);
+    for (i = 0; hs->lane != NULL && i < hs->nlane; i++)
+        lane_close(&hs->lane[i]);
+    free(hs->lane);
+    free(hs);
     w->http = NULL;
 }
