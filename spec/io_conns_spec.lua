@@ -6,10 +6,9 @@
 -- server (bench/slowhttp) counts the connections it accepts. A request
 -- made while every connection is busy skips libcurl's look for an idle
 -- one (it walks them all): a wave larger than the last opens only the
--- connections the idle ones cannot serve. The worker keeps 256 (its
--- inflight of 200, 256 at least): four lanes, libcurl multi handles of
--- 64 connections each, and a request goes to the lane with an idle one,
--- so these hold across the lanes too.
+-- connections the idle ones cannot serve. Under an open files limit below
+-- what it keeps, the worker keeps fewer idle connections and says so: a
+-- job after a wave can still open a file.
 local jr = require "jr"
 
 local slow_server = require("rawhttp").slow
@@ -92,6 +91,46 @@ for _, backend in ipairs(jr.backends()) do
                      .. "150 with " .. idle .. " idle connections")
       assert.is_true(opened >= 1, "none opened for 150 with " .. idle)
       assert.equal(0, env:count("dead"))
+      assert.equal(0, env:stop())
+    end)
+
+    it("keeps fewer idle connections under a low open files limit, so a job "
+       .. "can still open a file", function()
+      local base, stop = slow_server(300)
+      finally(stop)
+      env:config("concurrency = 1")
+      env:script("get", [[
+local jobrunner = require "jobrunner"
+return { inflight = 1000, max_retries = 0, handle = function(job)
+  assert(jobrunner.http{ url = job.payload.url })
+end }]])
+      env:script("file", [[
+return { inflight = 1000, handle = function(job)
+  local f = assert(io.open(os.getenv("PWD") .. "/opened", "w"))
+  f:write("1")
+  f:close()
+end }]])
+      -- 200 open files: 136 idle connections at most, 64 left
+      env:start("ulimit -n 200;")
+      push_many(env, 300, base .. "/x")
+      jr.wait_for(function()
+        return env:count_in("queued", "running") == 0
+      end, 120, "the wave")
+      assert.matches("keeps 136 idle connections at most, not 1000: its "
+                     .. "open files limit is 200", env:log(), 1, true)
+      -- the requests past the limit failed, naming it; the others ran
+      local dead = env:count("dead")
+      assert.is_true(dead < 300, dead .. " of 300 dead")
+      for _, j in ipairs(env:jobs("state = 'dead'")) do
+        assert.matches("Too many open files", j.last_error, 1, true)
+      end
+      assert.is_true(get(base .. "/count") >= 300 - dead)
+      env:push("file")
+      jr.wait_file(env.dir .. "/opened", 60)
+      jr.wait_for(function()
+        return env:count_in("queued", "running") == 0
+      end, 60, "the file job")
+      assert.equal(dead, env:count("dead"))
       assert.equal(0, env:stop())
     end)
   end)

@@ -1,7 +1,7 @@
 /* whttp.c - jobrunner.http(request) in handlers: an HTTP request with
- * libcurl's multi-socket interface on the worker's libevent loop (a multi
- * handle per HTTP_LANE_CONNS requests the worker runs at once, its lanes;
- * their sockets and timers are events of the loop, no thread, no shell). The calling task waits (task.c) until the
+ * libcurl's multi-socket interface on the worker's libevent loop (one
+ * multi handle per worker; its sockets and its timer are events of the
+ * loop, no thread, no shell). The calling task waits (task.c) until the
  * transfer ends. Owns the multi handle and the transfers in flight; a
  * request's setup from its table is whttpreq.c's. Uses worker_int.h and
  * whttp.h. */
@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 
 #include <curl/curl.h>
@@ -20,6 +21,7 @@
 #include <lauxlib.h>
 #include <lua.h>
 
+#include "base/log.h"
 #include "worker/worker_int.h"
 #include "worker/whttp.h"
 
@@ -263,90 +265,51 @@ check_done(jr_http *h)
         }
 }
 
-/* A lane's multi handle. Its connection cache and its pool of easy
- * handles hold the lane's share of what the worker runs at once, so that
- * a dip in the requests in flight closes no connection (libcurl's own
- * cache is 4 times the handles in flight at the moment one ends). */
+/* The connections h's cache keeps: h->kept, unless the open files limit
+ * is below it and HTTP_NOFILE_SPARE: idle connections hold open files,
+ * and after a wave they would take all of them, every exec and io.open
+ * of the worker's jobs failing until it restarts. Says so once. */
 static int
-lane_start(jr_https *hs, jr_http *h, int kept)
+max_conns(const jr_http *h)
 {
-    h->base = hs->base;
-    h->build = hs->build;
-    h->kept = kept;
-    if ((h->easy = calloc((size_t)kept, sizeof *h->easy)) == NULL ||
-        (h->timer = evtimer_new(hs->base, on_timer, h)) == NULL ||
+    struct rlimit rl;
+    int n;
+
+    if (getrlimit(RLIMIT_NOFILE, &rl) < 0 || rl.rlim_cur == RLIM_INFINITY ||
+        (rlim_t)h->kept + HTTP_NOFILE_SPARE <= rl.rlim_cur)
+        return h->kept;
+    n = rl.rlim_cur > 2 * HTTP_NOFILE_SPARE ?
+        (int)(rl.rlim_cur - HTTP_NOFILE_SPARE) : (int)(rl.rlim_cur / 2);
+    jr_log(JR_LOG_WARN, "jobrunner.http: this worker keeps %d idle "
+           "connections at most, not %d: its open files limit is %llu "
+           "(ulimit -n); a request beyond it fails with 'Too many open "
+           "files'", n, h->kept, (unsigned long long)rl.rlim_cur);
+    return n > 0 ? n : 1;
+}
+
+/* libcurl and the multi handle, at the first request: a worker whose
+ * handlers make none pays nothing for them. Its connection cache and
+ * its pool of easy handles hold as many as the worker runs at once, so
+ * that a dip in the requests in flight closes no connection (libcurl's
+ * own cache is 4 times the handles in flight at the moment one ends).
+ * -1 when they cannot start. */
+static int
+start(jr_http *h)
+{
+    if (h->multi != NULL)
+        return 0;
+    if ((h->kept = jr_co_kept(h->w)) <= 0 ||
+        curl_global_init(CURL_GLOBAL_DEFAULT) != CURLE_OK ||
+        (h->easy == NULL &&
+         (h->easy = calloc((size_t)h->kept, sizeof *h->easy)) == NULL) ||
         (h->multi = curl_multi_init()) == NULL)
         return -1;
-    curl_multi_setopt(h->multi, CURLMOPT_MAXCONNECTS, (long)kept);
+    curl_multi_setopt(h->multi, CURLMOPT_MAXCONNECTS, (long)max_conns(h));
     curl_multi_setopt(h->multi, CURLMOPT_SOCKETFUNCTION, socket_cb);
     curl_multi_setopt(h->multi, CURLMOPT_SOCKETDATA, h);
     curl_multi_setopt(h->multi, CURLMOPT_TIMERFUNCTION, timer_cb);
     curl_multi_setopt(h->multi, CURLMOPT_TIMERDATA, h);
     return 0;
-}
-
-static void
-lane_close(jr_http *h)
-{
-    while (h->neasy > 0)
-        curl_easy_cleanup(h->easy[--h->neasy]);
-    free(h->easy);
-    if (h->multi != NULL)
-        curl_multi_cleanup(h->multi);
-    if (h->timer != NULL)
-        event_free(h->timer);
-}
-
-/* libcurl and the lanes, at the first request: a worker whose handlers
- * make none pays nothing for them. A lane per HTTP_LANE_CONNS of the
- * requests the worker runs at once (jr_co_kept): libcurl walks every
- * connection of its multi handle to the host when a request starts and
- * when one ends, a thousand for each with a thousand in flight on one.
- * -1 when they cannot start. */
-static int
-start(jr_https *hs)
-{
-    int kept, i;
-
-    if (hs->lane != NULL)
-        return 0;
-    if ((kept = jr_co_kept(hs->w)) <= 0 ||
-        curl_global_init(CURL_GLOBAL_DEFAULT) != CURLE_OK)
-        return -1;
-    hs->nlane = (kept + HTTP_LANE_CONNS - 1) / HTTP_LANE_CONNS;
-    if ((hs->lane = calloc((size_t)hs->nlane, sizeof *hs->lane)) == NULL)
-        return -1;
-    for (i = 0; i < hs->nlane; i++)
-        if (lane_start(hs, &hs->lane[i],
-                       (kept + hs->nlane - 1) / hs->nlane) < 0) {
-            while (i >= 0)
-                lane_close(&hs->lane[i--]);
-            free(hs->lane);
-            hs->lane = NULL;
-            return -1;
-        }
-    return 0;
-}
-
-/* The lane for a new request: the one with the most idle connections
- * (more open than it has transfers), which reuses one; with none idle,
- * the one with the fewest transfers, which opens one. The connections
- * stay spread over the lanes, and a wave no larger than the last opens
- * none. */
-static jr_http *
-pick_lane(jr_https *hs)
-{
-    jr_http *h = &hs->lane[0], *l;
-    int i;
-
-    for (i = 1; i < hs->nlane; i++) {
-        l = &hs->lane[i];
-        if (l->conns - l->added > h->conns - h->added ||
-            (l->conns - l->added == h->conns - h->added &&
-             l->added < h->added))
-            h = l;
-    }
-    return h;
 }
 
 /* setup under a protected call: (request, x). */
@@ -364,16 +327,14 @@ static int
 whttp_http(lua_State *L)
 {
     jr_task *t;
-    jr_https *hs;
     jr_http *h;
     xfer *x;
 
     luaL_checktype(L, 1, LUA_TTABLE);
     t = jr_task_of(L, "http");
-    hs = lua_touserdata(L, lua_upvalueindex(1));
-    if (start(hs) < 0)
+    h = lua_touserdata(L, lua_upvalueindex(1));
+    if (start(h) < 0)
         return luaL_error(L, "jobrunner.http: cannot start libcurl");
-    h = pick_lane(hs);
     if ((x = calloc(1, sizeof *x)) == NULL ||
         (x->easy = h->neasy > 0 ? h->easy[--h->neasy] :
                    curl_easy_init()) == NULL) {
@@ -402,16 +363,18 @@ whttp_http(lua_State *L)
 int
 jr_whttp_open(worker *w, lua_State *L, jr_err *err)
 {
-    jr_https *hs;
+    jr_http *h;
 
-    if ((hs = calloc(1, sizeof *hs)) == NULL)
+    if ((h = calloc(1, sizeof *h)) == NULL)
         return jr_fail(err, JR_ENOMEM, "worker: out of memory");
-    hs->base = w->base;
-    hs->w = w;
-    w->http = hs;
-    hs->build = lua_newthread(L);                    /* M th */
+    h->base = w->base;
+    h->w = w;
+    w->http = h;
+    if ((h->timer = evtimer_new(w->base, on_timer, h)) == NULL)
+        return jr_fail(err, JR_ENOMEM, "worker: out of memory");
+    h->build = lua_newthread(L);                     /* M th */
     luaL_ref(L, LUA_REGISTRYINDEX);     /* kept for the worker's life */
-    lua_pushlightuserdata(L, hs);                    /* M hs */
+    lua_pushlightuserdata(L, h);                     /* M h */
     lua_pushcclosure(L, whttp_http, 1);              /* M f */
     lua_setfield(L, -2, "http");                     /* M */
     return 0;
@@ -420,14 +383,17 @@ jr_whttp_open(worker *w, lua_State *L, jr_err *err)
 void
 jr_whttp_close(worker *w)
 {
-    jr_https *hs = w->http;
-    int i;
+    jr_http *h = w->http;
 
-    if (hs == NULL)
+    if (h == NULL)
         return;
-    for (i = 0; hs->lane != NULL && i < hs->nlane; i++)
-        lane_close(&hs->lane[i]);
-    free(hs->lane);
-    free(hs);
+    while (h->neasy > 0)
+        curl_easy_cleanup(h->easy[--h->neasy]);
+    free(h->easy);
+    if (h->multi != NULL)
+        curl_multi_cleanup(h->multi);
+    if (h->timer != NULL)
+        event_free(h->timer);
+    free(h);
     w->http = NULL;
 }

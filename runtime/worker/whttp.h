@@ -1,5 +1,5 @@
 /* whttp.h - what the two files of jobrunner.http share: the worker's
- * multi handles (its lanes) and one request in flight. whttp.c owns both and runs the
+ * multi handle and one request in flight. whttp.c owns both and runs the
  * loop; whttpreq.c sets a request's easy handle from its table. Uses
  * worker_int.h for tasks and buffers. */
 #ifndef JR_WHTTP_H
@@ -13,36 +13,26 @@
 
 #define HTTP_TIMEOUT  30.0              /* seconds, when none is given */
 #define HTTP_MAX_SIZE (16L << 20)       /* response bytes, when none */
+#define HTTP_NOFILE_SPARE 64            /* open files a worker keeps free of
+                                         * idle connections (exec, io.open) */
 #define HTTP_MAX_HEAD 1000000           /* url and headers; libcurl's 1 MiB
                                          * head holds its own lines too */
 
-#define HTTP_LANE_CONNS 64              /* connections a lane keeps: libcurl
-                                         * walks a multi handle's every
-                                         * connection to a host for each
-                                         * request it starts and ends */
-
-typedef struct jr_http {                /* a lane: one multi handle */
+typedef struct jr_http {
     CURLM              *multi;
     struct event_base  *base;
     struct event       *timer;
+    worker             *w;              /* its handlers' inflight */
     CURL              **easy;           /* reset, for the next requests */
     int                 neasy;
     int                 kept;           /* easy handles and connections
-                                         * kept: the lane's share of
-                                         * jr_co_kept */
+                                         * kept: jr_co_kept (connections:
+                                         * fewer under a low ulimit -n) */
     int                 conns;          /* sockets open: libcurl's
                                          * connections, busy and idle */
     int                 added;          /* transfers in the multi handle */
     lua_State          *build;          /* a thread of our own (complete) */
 } jr_http;
-
-typedef struct jr_https {               /* the worker's lanes */
-    worker             *w;              /* its handlers' inflight */
-    struct event_base  *base;
-    lua_State          *build;
-    jr_http            *lane;           /* at the first request */
-    int                 nlane;
-} jr_https;
 
 typedef struct xfer {                   /* one request in flight */
     jr_http            *h;

@@ -69,7 +69,7 @@ typedef struct worker {
     double      sync_timeout;   /* and its timeout, seconds */
     int         sync_late;      /* a wait of it saw its deadline pass */
     struct jr_co   *co;         /* co.c's */
-    struct jr_https *http;      /* whttp.c's */
+    struct jr_http *http;       /* whttp.c's */
     int         handback;       /* the master asked jobs back (steps.c) */
     struct jr_keyring *keys;    /* the key file's, NULL: no encryption */
     jr_buf      sealed;         /* the last result sealed (wcrypt.c) */
