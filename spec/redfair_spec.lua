@@ -829,7 +829,7 @@ for _, backend in ipairs(jr.backends()) do
 
     -- POST /api/jobs with an array: one transaction, sequences allowed
     local function http_env()
-      local port = 20000 + math.random(0, 12000)  -- below the ephemeral ports
+      local port = jr.free_port()
       local token = "redfair-token-0123456789"
       env:config(fair_cfg((', http = { listen = "127.0.0.1:%d", token = %q }'):format(port, token)))
       migrate(env)

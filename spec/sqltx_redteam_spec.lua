@@ -36,7 +36,8 @@ end
 -- the runner exits 0 by itself, its statement interrupted, and the job
 -- is queued again with a failed attempt.
 local function interrupted(env, p, id)
-  jr.wait_for(function() return not env:alive(p) end, 60, "runner exit")
+  local gone = pcall(jr.wait_for, function() return not env:alive(p) end, 60)
+  assert(gone, "the runner did not exit within 60 s of SIGTERM; its log:\n" .. env:log(p))
   local status = jr.wait_for(function()
     return (jr.read_file(p.statusfile) or ""):match("%d+")
   end, 5, "status")

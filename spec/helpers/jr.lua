@@ -91,6 +91,29 @@ function M.backends()
   return list
 end
 
+-- A loopback TCP port for a runner that must keep one across restarts
+-- (port 0 gives a new one at each start): drawn from /dev/urandom, not
+-- math.random (busted seeds it with the second it started, so the two
+-- halves of a spec started together drew the same port and the second
+-- runner's listen failed), below the ephemeral ports (32768 on) that
+-- clients take, and not one any socket of this machine holds now.
+function M.free_port()
+  local used = {}
+  for _, f in ipairs({ "/proc/net/tcp", "/proc/net/tcp6" }) do
+    for line in (read_file(f) or ""):gmatch("[^\n]+") do
+      local p = line:match("^%s*%d+: %x+:(%x+) ")
+      if p then used[tonumber(p, 16)] = true end
+    end
+  end
+  local r = assert(io.open("/dev/urandom", "rb"))
+  local port
+  repeat
+    port = 20000 + string.unpack("I2", r:read(2)) % 12000
+  until not used[port]
+  r:close()
+  return port
+end
+
 -- Polls fn until it returns a true value or the deadline passes (never a
 -- fixed sleep). Returns fn's value or raises with msg.
 function M.wait_for(fn, timeout, msg)
