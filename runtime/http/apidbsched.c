@@ -232,14 +232,18 @@ limits(jr_db *db, jr_apireq *q, jr_err *e)
     return 0;
 }
 
-/* The operations (api.h): name; reader (these only read, but on the
- * runner's connection); scope; run; the status of JR_EINPUT (the fire
- * of a paused schedule: 409). */
+/* The operations (api.h): name; reader (the schedules' list reads, but
+ * on the runner's connection; a limit's use counts every queued job of
+ * its scope, a scan of them all: on the reads' own connection, which
+ * neither holds up the runner's claims meanwhile nor plans with their
+ * settings, seqscan and bitmapscan off, which made PostgreSQL sort
+ * 100,000 rows on disk for the busiest keys); scope; run; the status of
+ * JR_EINPUT (the fire of a paused schedule: 409). */
 static const jr_apiop op_schedules = {"schedules", 0, JR_SCOPE_READ,
                                       sched_list, 0};
 static const jr_apiop op_sched_ctl = {"sched_ctl", 0, JR_SCOPE_WRITE,
                                       sched_ctl, 409};
-static const jr_apiop op_limits    = {"limits", 0, JR_SCOPE_READ, limits,
+static const jr_apiop op_limits    = {"limits", 1, JR_SCOPE_READ, limits,
                                       0};
 
 /* ---- the routes, in the loop ---- */
