@@ -351,6 +351,9 @@ typedef struct jr_backend_opts {
 
 /* One limit's use, as `jobrunner limits` shows it. */
 typedef struct jr_limit_use {
+    int         top;            /* in: the busiest keys wanted, 0 to
+                                   JR_LIMIT_TOP (0: the counts alone, no
+                                   scan grouped by key) */
     long        running;        /* across every runner */
     long        waiting;        /* ready (queued, due) */
     double      tokens;         /* in its own bucket; -1: no rate */
@@ -556,8 +559,9 @@ typedef struct jr_limit_use {
     X(int, limit_paths, (jr_backend *b, const struct jr_limit *l, int n, \
                          jr_err *err)) \
     /* Fills u with limit l's use now: running jobs, ready ones, tokens
-     * and its keys with most jobs ready. Strings valid until the next call
-     * on b. Returns 0. */ \
+     * and, when u->top asks for them (a scan grouped by key of every
+     * job of its scope), its u->top keys with most jobs ready. Strings
+     * valid until the next call on b. Returns 0. */ \
     X(int, limit_use, (jr_backend *b, const struct jr_limit *l, \
                        jr_limit_use *u, jr_err *err)) \
     /* Vacuums the jobs table (its dead rows and index entries), skipping

@@ -168,6 +168,7 @@ jr_pg_limit_use(jr_backend *b, const jr_limit *l, jr_limit_use *u,
     const char *params[3] = {q ? NULL : l->scope, q ? l->scope + 6 : NULL,
                              "5"};
     PGresult *res;
+    int want = u->top;
 
     memset(u, 0, sizeof *u);
     PQclear(b->lim_top);
@@ -179,16 +180,18 @@ jr_pg_limit_use(jr_backend *b, const jr_limit *l, jr_limit_use *u,
     u->running = atol(PQgetvalue(res, 0, 0));
     u->waiting = atol(PQgetvalue(res, 0, 1));
     PQclear(res);
-    if ((res = jr_pg_run(b, &st_lim_use_top, params, "reading a limit's use",
-                      err)) == NULL)
+    u->tokens = -1;
+    if (want > 0 &&
+        (b->lim_top = jr_pg_run(b, &st_lim_use_top, params,
+                                "reading a limit's use", err)) == NULL)
         return -1;
-    for (r = 0; r < PQntuples(res) && r < JR_LIMIT_TOP; r++) {
-        u->top_key[r] = PQgetvalue(res, r, 0);
-        u->top_waiting[r] = atol(PQgetvalue(res, r, 1));
-        u->top_running[r] = atol(PQgetvalue(res, r, 2));
+    for (r = 0; b->lim_top != NULL && r < PQntuples(b->lim_top) &&
+         r < want && r < JR_LIMIT_TOP; r++) {
+        u->top_key[r] = PQgetvalue(b->lim_top, r, 0);
+        u->top_waiting[r] = atol(PQgetvalue(b->lim_top, r, 1));
+        u->top_running[r] = atol(PQgetvalue(b->lim_top, r, 2));
     }
     u->ntop = r;
-    b->lim_top = res;
     for (r = 0; r < u->ntop; r++) {
         u->top_tokens[r] = -1;
         if (l->per_key.rate > 0 &&
@@ -196,7 +199,6 @@ jr_pg_limit_use(jr_backend *b, const jr_limit *l, jr_limit_use *u,
                           &u->top_tokens[r], err) < 0)
             return -1;
     }
-    u->tokens = -1;
     return l->all.rate > 0 ?
            bucket_tokens(b, l->scope, "", &l->all, &u->tokens, err) : 0;
 }

@@ -432,7 +432,7 @@ jr_sqlite_limit_use(jr_backend *b, const jr_limit *l, jr_limit_use *u,
 {
     double now = jr_now();
     sqlite3_stmt *s;
-    int rc, i;
+    int rc, i, want = u->top;
 
     memset(u, 0, sizeof *u);
     for (i = 0; i < JR_LIMIT_TOP; i++) {
@@ -447,11 +447,18 @@ jr_sqlite_limit_use(jr_backend *b, const jr_limit *l, jr_limit_use *u,
         u->waiting = (long)sqlite3_column_int64(s, 1);
     }
     sqlite3_reset(s);
-    if (rc != SQLITE_ROW || (s = stmt(b, S_LIM_USE_TOP, err)) == NULL)
-        return s ? jr_sqlite_fail(b, err, "reading a limit's use") : -1;
-    bind_scope(s, l, now);
-    sqlite3_bind_int(s, 4, JR_LIMIT_TOP);
-    while ((rc = sqlite3_step(s)) == SQLITE_ROW && u->ntop < JR_LIMIT_TOP) {
+    if (rc != SQLITE_ROW)
+        return jr_sqlite_fail(b, err, "reading a limit's use");
+    if (want > JR_LIMIT_TOP)
+        want = JR_LIMIT_TOP;
+    if (want > 0 && (s = stmt(b, S_LIM_USE_TOP, err)) == NULL)
+        return -1;
+    if (want > 0) {
+        bind_scope(s, l, now);
+        sqlite3_bind_int(s, 4, want);
+    }
+    while (want > 0 && u->ntop < want &&
+           (rc = sqlite3_step(s)) == SQLITE_ROW) {
         b->lim_keys[u->ntop] = strdup((const char *)
                                       sqlite3_column_text(s, 0));
         u->top_key[u->ntop] = b->lim_keys[u->ntop] ? b->lim_keys[u->ntop] :

@@ -126,6 +126,7 @@ jr_cmd_limits(jr_cli *cli)
     if (json)
         printf("[");
     for (i = 0; i < c.limits.n; i++) {
+        u.top = JR_LIMIT_TOP;
         if (db.ops->limit_use(db.b, &c.limits.l[i], &u, &err) < 0) {
             if (json)
                 printf("]\n");

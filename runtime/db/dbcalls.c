@@ -114,7 +114,7 @@ int
 jr_dbcall_limit_use(jr_db *db, const struct jr_limit *l, long *waiting,
                     long *running, jr_err *err)
 {
-    jr_limit_use u;
+    jr_limit_use u = {.top = 0};       /* the counts alone */
 
     if (db->ops->limit_use(db->b, l, &u, err) < 0)
         return -1;

@@ -201,6 +201,7 @@ limits(jr_db *db, jr_apireq *q, jr_err *e)
     jr_buf_put(b, "[", 1);
     for (int i = 0; i < q->nlimits; i++) {
         const jr_limit *l = &q->limits[i];
+        u.top = JR_LIMIT_TOP;
         if (db->ops->limit_use(db->b, l, &u, e) < 0)
             return -1;
         jr_buf_put(b, i ? ",{\"name\":" : "{\"name\":", i ? 9 : 8);
