@@ -102,19 +102,31 @@ case $cmd in
         check "$2"
         pid=$(head -n 1 "$2/data/postmaster.pid" 2>/dev/null) ||
             die "no postmaster.pid in '$2/data'"
-        # the children first would let the postmaster start a recovery
+        # the children first would let the postmaster start a recovery;
+        # stopped first, it forks no child between the list and the kill
+        # (a backend forked in between lived on attached to the shared
+        # memory, and the next start refused: "another server might be
+        # running ... could not start server")
+        kill -STOP "$pid" 2>/dev/null || true
         kids=$(pgrep -P "$pid" || true)
         kill -9 "$pid" $kids 2>/dev/null || true
         while kill -0 "$pid" 2>/dev/null ||
             { [ -n "$kids" ] && kill -0 $kids 2>/dev/null; }; do
             sleep 0.01
         done
+        # every process of the cluster is gone: its lock files name a pid
+        # that another process may take before the next start (pid_max is
+        # 32768 here, and the suite forks by the thousand), and one owned
+        # by postgres would make the server refuse to start as if it still ran
+        rm -f "$2/data/postmaster.pid" "$2"/.s.PGSQL.*.lock
         ;;
     resume)
         [ $# -eq 2 ] || die "usage: pgcluster.sh resume DIR"
         check "$2"
         as_pg "$PGBIN/pg_ctl" -D "$2/data" -l "$2/server.log" -w -t 60 \
-            start >/dev/null || die "server did not start, see $2/server.log"
+            start >/dev/null ||
+            die "server did not start; $2/server.log ends: $(tail -n 5 \
+                "$2/server.log" 2>/dev/null)"
         ;;
     stop)
         [ $# -eq 2 ] || die "usage: pgcluster.sh stop DIR"
