@@ -451,9 +451,9 @@ jr_sqlite_limit_use(jr_backend *b, const jr_limit *l, jr_limit_use *u,
         return jr_sqlite_fail(b, err, "reading a limit's use");
     if (want > JR_LIMIT_TOP)
         want = JR_LIMIT_TOP;
-    if (want > 0 && (s = stmt(b, S_LIM_USE_TOP, err)) == NULL)
-        return -1;
     if (want > 0) {
+        if ((s = stmt(b, S_LIM_USE_TOP, err)) == NULL)
+            return -1;
         bind_scope(s, l, now);
         sqlite3_bind_int(s, 4, want);
     }
