@@ -370,6 +370,77 @@ function M.psql(sql)
   return out
 end
 
+-- One psql session for this process's reads (Env:query): a poll of a
+-- job's state through a psql of its own each time cost a shell, a psql and
+-- a server process (about 6 ms of CPU), and the specs poll thousands of
+-- times on the two cores their runners need. psql reads the queries from a
+-- pipe (popen's, closed on exec: no runner inherits it; the shell around
+-- psql drains it once psql is gone, so a write never meets a closed pipe)
+-- and answers into a fifo, each answer ended by a line of END. A session
+-- that ends (the server restarted, its connection terminated) is opened
+-- again at the next read, that read going through a psql of its own.
+local END = "__jrspec_end__"
+local pgs, pgs_fails = nil, 0
+
+local function pgs_close()
+  if not pgs then return end
+  local s = pgs
+  pgs = nil
+  s.w:close()                 -- psql's end of input first: it exits
+  s.r:close()
+  if s.dir then os.execute("rm -rf " .. q(s.dir)) end
+end
+
+local function pgs_open()
+  if pgs_fails >= 3 or os.getenv("JR_SPEC_PSQL_EACH") == "1" then return nil end
+  local dir = M.sh("mktemp -d /tmp/jrpsql.XXXXXX"):gsub("%s+$", "")
+  local fifo = dir .. "/out"
+  if dir == "" or not os.execute("mkfifo " .. q(fifo)) then
+    pgs_fails = pgs_fails + 1
+    return nil
+  end
+  -- the reader first: finalized last (Lua finalizes in the reverse order of
+  -- creation), after psql's input is closed and psql has gone
+  local r = io.popen("exec cat " .. q(fifo), "r")
+  local w = io.popen(("PGAPPNAME=jrspec stdbuf -oL psql -X -q -A -t " ..
+    "-v ON_ERROR_STOP=0 %s >%s 2>&1; exec cat >/dev/null"):format(
+    q(M.pg_url), q(fifo)), "w")
+  pgs = { r = r, w = w, dir = dir }
+  return pgs
+end
+
+-- psql's answer to sql, or nil when the session could not be had or
+-- ended before answering (no error: the caller asks again elsewhere).
+local function pgs_query(sql)
+  local s = pgs or pgs_open()
+  if not s then return nil end
+  s.w:write(sql, "\n;\n\\echo ", END, "\n")
+  s.w:flush()
+  local out, errs = {}, {}
+  while true do
+    local l = s.r:read("l")
+    if l == nil then                -- psql is gone: no answer
+      pgs_close()
+      pgs_fails = pgs_fails + 1
+      return nil
+    end
+    if l == END then break end
+    local what = l:match("^psql:<stdin>:%d+: (%u+):")
+    if what == "ERROR" or what == "FATAL" or what == "PANIC" then
+      errs[#errs + 1] = l
+    elseif not what then
+      out[#out + 1] = l
+    end
+  end
+  pgs_fails = 0
+  if s.dir then                     -- both ends are open: the fifo can go
+    os.remove(s.dir .. "/out")
+    os.remove(s.dir)
+    s.dir = nil
+  end
+  return table.concat(out, "\n"), table.concat(errs, "\n")
+end
+
 -- Runs SQL and returns rows as tables. Column names as selected. On SQLite
 -- the shell waits up to 10 s for a runner's write lock instead of failing
 -- at once with "database is locked".
@@ -377,8 +448,13 @@ function Env:query(sql)
   local out, err, code
   if self.backend == "postgres" then
     local wrapped = ("SET search_path TO %s; SELECT coalesce(json_agg(t), '[]') FROM (%s) t"):format(self.schema, sql)
-    out, err, code = M.sh(("psql -X -q -A -t -v ON_ERROR_STOP=1 %s -c %s"):format(
-      q(M.pg_url), q(wrapped)))
+    out, err = pgs_query(wrapped)
+    if out then
+      code = err == "" and 0 or 1
+    else
+      out, err, code = M.sh(("psql -X -q -A -t -v ON_ERROR_STOP=1 %s -c %s"):format(
+        q(M.pg_url), q(wrapped)))
+    end
   else
     out, err, code = M.sh(("sqlite3 -cmd '.timeout 10000' -json %s %s"):format(q(self:sqlite_path()), q(sql)))
     if out == "" then out = "[]" end

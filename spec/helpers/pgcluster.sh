@@ -67,7 +67,7 @@ start() {
     cat >>"$dir/data/postgresql.conf" <<EOF
 listen_addresses = ''
 unix_socket_directories = '$dir'
-max_connections = 100
+max_connections = 130
 ${PGCLUSTER_EXTRA:-}
 EOF
     as_pg "$PGBIN/pg_ctl" -D "$dir/data" -l "$dir/server.log" -w -t 60 \
