@@ -601,11 +601,11 @@ describe(backend .. " retry and rerun of sequence jobs:", function()
     jr.wait_for(function() return ok_count(env, "k") == 2 end, 30, "both ran")
   end)
 
-  it("retries 1100 dead jobs of one sequence with --all: each runs once, in order", function()
+  it("retries 600 dead jobs of one sequence with --all: each runs once, in order", function()
     env:script("step", STEP)
     env:start()
     local q = jr.client(env)
-    local N = 1100
+    local N = 600
     local ids = {}
     for n = 1, N do
       ids[n] = assert(q:push("step", { k = "big", n = n, fail = true },
@@ -919,15 +919,16 @@ describe(backend .. " retry and rerun of sequence jobs:", function()
     for i = 1, n do assert.equal(2, starts(env, k, i)) end
   end
 
+  -- 600 dead jobs: more than a page of a bulk change (JR_BULK_ROWS, 500).
   -- Two `dead retry --all` started 50 ms apart over 1100 dead jobs of
   -- one sequence (on_failure skip, a holder running). On PostgreSQL one
   -- failed, exit 1, "retrying dead jobs: deadlock detected" (three runs
   -- of three); the moves to the sequence's end now take turns on an
-  -- advisory lock. SQLite: both succeed, 1100 requeued in all, in order.
-  it("retries 1100 dead jobs of one sequence from two retry --all at once: each once, in order", function()
+  -- advisory lock. SQLite: both succeed, each job requeued once, in order.
+  it("retries 600 dead jobs of one sequence from two retry --all at once: each once, in order", function()
     env:script("step", STEP)
     env:start()
-    local N = 1100
+    local N = 600
     many_dead(N, "two")
     local r = par(env, { "dead", "retry", "--all" }, { 0.05, "dead", "retry", "--all" })
     local total = 0
@@ -945,20 +946,20 @@ describe(backend .. " retry and rerun of sequence jobs:", function()
   -- they ran out of push order: on SQLite in reverse, 1100, 1099, ..., 1;
   -- on PostgreSQL page by page, 601-1100, then 101-600, then 1-100. A
   -- bulk retry now pages oldest first, as `dead retry --all` does.
-  it("retries 1100 dead jobs of one sequence by POST /api/bulk/retry in push order", function()
+  it("retries 600 dead jobs of one sequence by POST /api/bulk/retry in push order", function()
     env:script("step", STEP)
     local base = H.start(env, "concurrency = 4")
-    local N = 1100
+    local N = 600
     many_dead(N, "bulk")
     local j = H.json(base .. "/api/bulk/retry?name=step", 200, { method = "POST", max_time = 120 })
     assert.equal(N, j.retried)
     check_big(N, "bulk")
   end)
 
-  it("retries 1100 dead jobs of one sequence by POST /api/dead/retry all in push order", function()
+  it("retries 600 dead jobs of one sequence by POST /api/dead/retry all in push order", function()
     env:script("step", STEP)
     local base = H.start(env, "concurrency = 4")
-    local N = 1100
+    local N = 600
     many_dead(N, "dall")
     local j = H.json(base .. "/api/dead/retry", 200, { body = '{"all": true}', max_time = 120 })
     assert.equal(N, j.retried)
