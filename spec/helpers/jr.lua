@@ -384,39 +384,48 @@ end
 -- One psql session for this process's reads (Env:query): a poll of a
 -- job's state through a psql of its own each time cost a shell, a psql and
 -- a server process (about 6 ms of CPU), and the specs poll thousands of
--- times on the two cores their runners need. psql reads the queries from a
--- pipe (popen's, closed on exec: no runner inherits it; the shell around
--- psql drains it once psql is gone, so a write never meets a closed pipe)
--- and answers into a fifo, each answer ended by a line of END. A session
--- that ends (the server restarted, its connection terminated) is opened
--- again at the next read, that read going through a psql of its own.
+-- times on the two cores their runners need. psql reads the queries from
+-- one fifo and answers into another, each answer ended by a line of END.
+-- Nothing here waits for a process: the runners a spec starts inherit
+-- these descriptors (Lua opens files without close-on-exec), and a
+-- pclose would wait for them. The shell around psql keeps the input open
+-- and drains it once psql is gone, so a write never meets a fifo without
+-- a reader (SIGPIPE); it ends when every copy of the writing end is
+-- closed. A session that ends (the server restarted, its connection
+-- terminated) is opened again at the next read, that read going through
+-- a psql of its own.
 local END = "__jrspec_end__"
 local pgs, pgs_fails = nil, 0
 
 local function pgs_close()
   if not pgs then return end
-  local s = pgs
+  pgs.w:close()
+  pgs.r:close()
   pgs = nil
-  s.w:close()                 -- psql's end of input first: it exits
-  s.r:close()
-  if s.dir then os.execute("rm -rf " .. q(s.dir)) end
 end
 
 local function pgs_open()
   if pgs_fails >= 3 or os.getenv("JR_SPEC_PSQL_EACH") == "1" then return nil end
   local dir = M.sh("mktemp -d /tmp/jrpsql.XXXXXX"):gsub("%s+$", "")
-  local fifo = dir .. "/out"
-  if dir == "" or not os.execute("mkfifo " .. q(fifo)) then
+  local i, o = dir .. "/in", dir .. "/out"
+  if dir == "" or not os.execute(("mkfifo %s %s"):format(q(i), q(o))) then
+    pgs_fails = pgs_fails + 1
+    if dir ~= "" then os.execute("rm -rf " .. q(dir)) end
+    return nil
+  end
+  local script = ("exec 3<%s; PGAPPNAME=jrspec stdbuf -oL psql -X -q -A -t " ..
+    "-v ON_ERROR_STOP=0 %s <&3 >%s 2>&1; exec cat <&3 >/dev/null"):format(
+    q(i), q(M.pg_url), q(o))
+  os.execute("sh -c " .. q(script) .. " </dev/null >/dev/null 2>&1 &")
+  local w = io.open(i, "w")         -- (both opens wait for the other end)
+  local r = w and io.open(o, "r")
+  os.execute("rm -rf " .. q(dir))   -- open now: the names can go
+  if not r then
+    if w then w:close() end
     pgs_fails = pgs_fails + 1
     return nil
   end
-  -- the reader first: finalized last (Lua finalizes in the reverse order of
-  -- creation), after psql's input is closed and psql has gone
-  local r = io.popen("exec cat " .. q(fifo), "r")
-  local w = io.popen(("PGAPPNAME=jrspec stdbuf -oL psql -X -q -A -t " ..
-    "-v ON_ERROR_STOP=0 %s >%s 2>&1; exec cat >/dev/null"):format(
-    q(M.pg_url), q(fifo)), "w")
-  pgs = { r = r, w = w, dir = dir }
+  pgs = { r = r, w = w }
   return pgs
 end
 
@@ -444,11 +453,6 @@ local function pgs_query(sql)
     end
   end
   pgs_fails = 0
-  if s.dir then                     -- both ends are open: the fifo can go
-    os.remove(s.dir .. "/out")
-    os.remove(s.dir)
-    s.dir = nil
-  end
   return table.concat(out, "\n"), table.concat(errs, "\n")
 end
 
