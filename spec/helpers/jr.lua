@@ -429,14 +429,17 @@ local function pgs_open()
   return pgs
 end
 
--- psql's answer to sql, or nil when the session could not be had or
--- ended before answering (no error: the caller asks again elsewhere).
-local function pgs_query(sql)
+-- psql's answer to script, whose answer is one line that starts with
+-- "R:", or nil when the session could not be had or gave no answer (no
+-- error: the caller asks again elsewhere). What psql says around that
+-- line (a notice, a lost connection and its reset) is not taken for it;
+-- an ERROR of the script's own is the error.
+local function pgs_query(script)
   local s = pgs or pgs_open()
   if not s then return nil end
-  s.w:write(sql, "\n;\n\\echo ", END, "\n")
+  s.w:write(script, "\n\\echo ", END, "\n")
   s.w:flush()
-  local out, errs = {}, {}
+  local value, errs = nil, {}
   while true do
     local l = s.r:read("l")
     if l == nil then                -- psql is gone: no answer
@@ -445,15 +448,20 @@ local function pgs_query(sql)
       return nil
     end
     if l == END then break end
-    local what = l:match("^psql:<stdin>:%d+: (%u+):")
-    if what == "ERROR" or what == "FATAL" or what == "PANIC" then
+    if l:sub(1, 2) == "R:" and not value then
+      value = l:sub(3)
+    elseif l:match("^psql:<stdin>:%d+: ERROR:") then
       errs[#errs + 1] = l
-    elseif not what then
-      out[#out + 1] = l
     end
   end
-  pgs_fails = 0
-  return table.concat(out, "\n"), table.concat(errs, "\n")
+  if value then
+    pgs_fails = 0
+    return value, ""
+  end
+  if #errs > 0 then return "", table.concat(errs, "\n") end
+  pgs_close()                       -- neither: something else went on
+  pgs_fails = pgs_fails + 1
+  return nil
 end
 
 -- Runs SQL and returns rows as tables. Column names as selected. On SQLite
@@ -463,7 +471,11 @@ function Env:query(sql)
   local out, err, code
   if self.backend == "postgres" then
     local wrapped = ("SET search_path TO %s; SELECT coalesce(json_agg(t), '[]') FROM (%s) t"):format(self.schema, sql)
-    out, err = pgs_query(wrapped)
+    -- in the session, the rows' JSON on one line after "R:": a raw
+    -- newline in JSON text is only ever white space between its tokens
+    out, err = pgs_query(("SET search_path TO %s;\nSELECT 'R:' || " ..
+      "replace(coalesce(json_agg(t), '[]')::text, E'\\n', ' ') FROM (%s\n) t;")
+      :format(self.schema, sql))
     if out then
       code = err == "" and 0 or 1
     else
