@@ -425,7 +425,7 @@ local function pgs_open()
     pgs_fails = pgs_fails + 1
     return nil
   end
-  pgs = { r = r, w = w }
+  pgs = { r = r, w = w, url = M.pg_url }
   return pgs
 end
 
@@ -435,6 +435,7 @@ end
 -- line (a notice, a lost connection and its reset) is not taken for it;
 -- an ERROR of the script's own is the error.
 local function pgs_query(script)
+  if pgs and pgs.url ~= M.pg_url then pgs_close() end   -- another cluster
   local s = pgs or pgs_open()
   if not s then return nil end
   s.w:write(script, "\n\\echo ", END, "\n")
