@@ -136,10 +136,18 @@ for _, backend in ipairs(jr.backends()) do
       -- came in a claim of their own while the worker's first jobs
       -- started (in the I/O-bound bench, a database round in the first
       -- requests' window)
-      local claims = {}
-      for n in env:log():gmatch("claimed (%d+) jobs") do
-        claims[#claims + 1] = n
-      end
+      -- (the log says so once the runner has taken the claim's rows,
+      -- a moment after they show as running)
+      local claims
+      jr.wait_for(function()
+        local sum = 0
+        claims = {}
+        for n in env:log():gmatch("claimed (%d+) jobs") do
+          claims[#claims + 1] = n
+          sum = sum + tonumber(n)
+        end
+        return sum >= 18
+      end, 20, "the claims logged")
       assert.equal("18", table.concat(claims, " "))
       jr.write_file(env.dir .. "/release", "1")
       jr.wait_for(function() return env:count() == 0 end, 120, "all done")
