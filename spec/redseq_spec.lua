@@ -998,7 +998,8 @@ describe(backend .. " retry and rerun of sequence jobs:", function()
       assert.equal(2, done[1])
       assert.equal(2, starts(env, k, 1), dump(env))
     end
-    assert.equal(0, env:count_in("queued", "running", "waiting"))
+    jr.wait_for(function() return env:count_in("queued", "running", "waiting") == 0 end,
+      30, "every job ended" .. dump(env))
   end)
 
   it("runs a blocked head once when HTTP unblock and HTTP retry race", function()
@@ -1089,7 +1090,8 @@ describe(backend .. " retry and rerun of sequence jobs:", function()
         return true
       end, 120, "d" .. i .. " all ran:" .. dump(env))
     end
-    assert.equal(0, env:count_in("queued", "running", "waiting"))
+    jr.wait_for(function() return env:count_in("queued", "running", "waiting") == 0 end,
+      30, "every job ended" .. dump(env))
     for i = 1, K do
       local done, overlap = check_order(env, "d" .. i, true)
       assert.is_false(overlap, dump(env))
