@@ -43,16 +43,19 @@ for _, backend in ipairs(jr.backends()) do
         if f == nil then
           f = assert(io.open(]] .. ("%q"):format(env.dir .. "/snoozed") .. [[, "w"))
           f:close()
-          return jobrunner.snooze(2)
+          return jobrunner.snooze(4)
         end
         f:close()
         record("snz-done " .. job.id)]]))
       -- waits for a signal that never comes, past its expiry
       env:script("wt", HANDLER:format(log, "wt", [[
-        local _, why = jobrunner.wait_signal("go", { timeout = 2 })
+        local _, why = jobrunner.wait_signal("go", { timeout = 4 })
         record("wt-done " .. job.id .. " " .. tostring(why))]]))
-      local s = env:push("snz", nil, "--expires-in", "1")
-      local w = env:push("wt", nil, "--expires-in", "1")
+      -- (expiries far enough for a runner's start under the sanitizers on
+      -- a loaded machine: a job never run expires instead; the snooze and
+      -- the wait longer than them)
+      local s = env:push("snz", nil, "--expires-in", "3")
+      local w = env:push("wt", nil, "--expires-in", "3")
       env:start()
       jr.wait_for(function()
         local t = lines_of(log)
@@ -82,14 +85,15 @@ for _, backend in ipairs(jr.backends()) do
           end
         end)
         record("cur-done " .. job.id)]]))
-      local id = env:push("cur", nil, "--expires-in", "2")
+      local t0 = jr.now()
+      local id = env:push("cur", nil, "--expires-in", "4")
       env:start()
       jr.wait_for(function() return lines_of(log)["cur " .. id] end, 20, "the job started")
       env:stop()
       local row = env:job(id)
       assert.equal("queued", row.state)
       -- its expiry passes while no runner runs
-      os.execute("sleep 2.5")
+      jr.sleep(math.max(0, t0 + 4.5 - jr.now()))
       jr.write_file(go, "")
       env:start()
       jr.wait_for(function() return lines_of(log)["cur-done " .. id] end, 30,
